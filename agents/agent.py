@@ -1,0 +1,368 @@
+"""The node agent: publishes birth, status and telemetry over MQTT and obeys drain/resume.
+
+Session rules (docs/protocol.md): each MQTT connection is a new session with a larger ``bdSeq``;
+the Last Will is the offline status of that session, so the console can ignore a late will of
+an older session. Birth and status are retained; telemetry is QoS 0 and latest-value-wins.
+"""
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import aiomqtt
+
+from agents.source import EventDraft, Source
+from fleetdeck import __version__
+from fleetdeck.brokerurl import BrokerURL, make_client
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import (
+    Ack,
+    AckResult,
+    AgentInfo,
+    Birth,
+    Command,
+    CommandOp,
+    DrainInfo,
+    DrainMode,
+    DrainState,
+    Event,
+    Severity,
+    Status,
+    Telemetry,
+)
+from fleetdeck.protocol.topics import Kind, topic_for
+
+log = logging.getLogger("fleetdeck.agent")
+
+BACKOFF_START_S = 0.5
+BACKOFF_CAP_S = 30.0
+ACK_MEMORY = 1024
+
+
+def now_ms(clock: Callable[[], float] = time.time) -> int:
+    return int(clock() * 1000)
+
+
+class NodeAgent:
+    """One node's MQTT presence. Runs until ``stop`` is set, reconnecting with jittered backoff."""
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        node_id: str,
+        source: Source,
+        url: BrokerURL,
+        interval_s: float = 1.0,
+        keepalive: int = 10,
+        connect_gate: asyncio.Semaphore | None = None,
+        connect_spacing_s: float = 0.0,
+        phase_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.source = source
+        self.url = url
+        self.interval_s = interval_s
+        self.keepalive = keepalive
+        self.clock = clock
+        self.connect_gate = connect_gate or asyncio.Semaphore(1)
+        self.connect_spacing_s = connect_spacing_s
+        self.phase_s = random.uniform(0, interval_s) if phase_s is None else phase_s
+        self.started_ms = now_ms(clock)
+        self.bd_seq = 0
+        self.seq = 0
+        self.event_seq = 0
+        self.drain = DrainInfo()
+        self.connected = asyncio.Event()
+        self.connects = 0
+        self._acks: OrderedDict[str, Ack] = OrderedDict()
+        self._awaiting_drained: str | None = None
+        self._drain_mode = DrainMode.FINISH
+        self._pending_events: list[EventDraft] = []
+        self._topic = {k: topic_for(cluster, k, node_id) for k in Kind if k.value in (
+            "birth", "status", "telemetry", "event", "cmd", "ack")}
+
+    # --- messages ---------------------------------------------------------------------------
+
+    def birth(self) -> Birth:
+        inv = self.source.inventory()
+        return Birth(
+            cluster=self.cluster,
+            node=self.node_id,
+            bdSeq=self.bd_seq,
+            ts=now_ms(self.clock),
+            boot_id=inv.boot_id,
+            agent_version=__version__,
+            source=self.source.name,
+            sku=inv.sku,
+            interval_s=self.interval_s,
+            driver_version=inv.driver_version,
+            cuda_version=inv.cuda_version,
+            topology=inv.topology,
+            gpus=inv.gpus,
+            ib_ports=inv.ib_ports,
+            errors=inv.errors,
+        )
+
+    def status(self, online: bool = True) -> Status:
+        return Status(
+            node=self.node_id, online=online, bdSeq=self.bd_seq, ts=now_ms(self.clock),
+            drain=self.drain,
+        )
+
+    def telemetry(self) -> Telemetry:
+        t0 = time.perf_counter()
+        reading = self.source.read(self.clock())
+        collect_ms = (time.perf_counter() - t0) * 1000
+        self.seq += 1
+        return Telemetry(
+            node=self.node_id,
+            seq=self.seq,
+            bdSeq=self.bd_seq,
+            ts=now_ms(self.clock),
+            interval_s=self.interval_s,
+            agent=AgentInfo(
+                version=__version__,
+                mode=self.source.mode,
+                pid=os.getpid(),
+                started_ts=self.started_ms,
+                collect_ms=round(collect_ms, 3),
+                errors=reading.errors,
+            ),
+            job=reading.job,
+            host=reading.host,
+            gpus=reading.gpus,
+            ib_ports=reading.ib_ports,
+        )
+
+    def _event(self, draft: EventDraft) -> Event:
+        self.event_seq += 1
+        return Event(
+            node=self.node_id,
+            event_id=f"{self.node_id}.{self.started_ms}.{self.event_seq}",
+            seq=self.event_seq,
+            ts=draft.ts_ms or now_ms(self.clock),
+            kind=draft.kind,
+            severity=draft.severity,
+            component=draft.component,
+            message=draft.message,
+            data=draft.data,
+        )
+
+    # --- session loop -----------------------------------------------------------------------
+
+    def _next_bd_seq(self) -> int:
+        # Wall-clock milliseconds, strictly increasing: larger than any earlier session of this
+        # node even across agent restarts, without a state file (Sparkplug persists a 0-255
+        # counter instead; see docs/protocol.md).
+        return max(self.bd_seq + 1, now_ms(self.clock))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        attempt = 0
+        while not stop.is_set():
+            self.bd_seq = self._next_bd_seq()
+            will = aiomqtt.Will(
+                self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
+                retain=True,
+            )
+            client = make_client(
+                self.url, f"fd-{self.cluster}-{self.node_id}", will=will,
+                keepalive=self.keepalive,
+            )
+            try:
+                await self._session(client, stop)
+                return
+            except aiomqtt.MqttError as err:
+                self.connected.clear()
+                attempt += 1
+                delay = min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** min(attempt, 10))
+                delay *= random.uniform(0.5, 1.0)  # jitter: no thundering herd on broker restart
+                log.warning("%s: broker connection lost (%s); retrying in %.1f s",
+                            self.node_id, err, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+            else:
+                attempt = 0
+
+    async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            async with self.connect_gate:
+                await stack.enter_async_context(client)
+                await client.subscribe(self._topic[Kind.CMD], qos=1)
+                await client.subscribe(topic_for(self.cluster, Kind.REBIRTH), qos=1)
+                await self._publish_birth(client)
+                if self.connect_spacing_s:
+                    await asyncio.sleep(self.connect_spacing_s)
+            self.connects += 1
+            self.connected.set()
+            tasks = [
+                asyncio.create_task(self._telemetry_loop(client)),
+                asyncio.create_task(self._command_loop(client)),
+                asyncio.create_task(stop.wait()),
+            ]
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if stop.is_set():
+                # A clean DISCONNECT suppresses the will, so say goodbye ourselves.
+                with contextlib.suppress(aiomqtt.MqttError):
+                    await client.publish(
+                        self._topic[Kind.STATUS], codec.encode(self.status(online=False)),
+                        qos=1, retain=True,
+                    )
+                return
+            for task in done:
+                exc = task.exception()
+                if exc is not None:
+                    raise exc
+            raise aiomqtt.MqttError("session ended")
+
+    async def _publish_birth(self, client: aiomqtt.Client) -> None:
+        await client.publish(self._topic[Kind.BIRTH], codec.encode(self.birth()), qos=1,
+                             retain=True)
+        await self._publish_status(client)
+
+    async def _publish_status(self, client: aiomqtt.Client) -> None:
+        await client.publish(self._topic[Kind.STATUS], codec.encode(self.status()), qos=1,
+                             retain=True)
+
+    async def _telemetry_loop(self, client: aiomqtt.Client) -> None:
+        loop = asyncio.get_running_loop()
+        # Phase-spread the fleet so thousands of nodes do not publish in the same millisecond.
+        start = loop.time() + self.phase_s
+        for k in itertools.count():
+            delay = start + k * self.interval_s - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif delay < -self.interval_s:
+                # Fell behind by more than a period (CPU starved): skip, the gap shows in seq.
+                continue
+            await client.publish(self._topic[Kind.TELEMETRY], codec.encode(self.telemetry()),
+                                 qos=0)
+            await self._flush_events(client)
+            await self._check_drained(client)
+
+    async def _flush_events(self, client: aiomqtt.Client) -> None:
+        self._pending_events.extend(self.source.take_events())
+        while self._pending_events:
+            draft = self._pending_events[0]
+            await client.publish(self._topic[Kind.EVENT], codec.encode(self._event(draft)), qos=1)
+            self._pending_events.pop(0)
+
+    def emit(self, draft: EventDraft) -> None:
+        self._pending_events.append(draft)
+
+    # --- commands ---------------------------------------------------------------------------
+
+    async def _command_loop(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            topic = str(message.topic)
+            if topic == topic_for(self.cluster, Kind.REBIRTH):
+                await self._publish_birth(client)
+                continue
+            if topic != self._topic[Kind.CMD]:
+                continue  # amqtt pushes retained messages we never subscribed to
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            try:
+                cmd = codec.decode(Command, payload)
+            except codec.DecodeError as err:
+                log.warning("%s: rejected malformed command on %s: %s", self.node_id, topic, err)
+                continue
+            await self._handle(client, cmd)
+
+    async def _handle(self, client: aiomqtt.Client, cmd: Command) -> None:
+        if cmd.cmd_id in self._acks:
+            # QoS 1 redelivery or a console retry with the same id: answer, do not act twice.
+            await self._publish_ack(client, self._acks[cmd.cmd_id], remember=False)
+            return
+        reject = self._validate(cmd)
+        if reject:
+            await self._ack(client, cmd, AckResult.REJECTED, reject)
+            return
+        if cmd.op is CommandOp.DRAIN:
+            await self._drain(client, cmd)
+        elif cmd.op is CommandOp.RESUME:
+            await self._resume(client, cmd)
+        elif cmd.op is CommandOp.REBIRTH:
+            await self._publish_birth(client)
+            await self._ack(client, cmd, AckResult.DONE, "birth re-published")
+
+    def _validate(self, cmd: Command) -> str:
+        if cmd.target != self.node_id:
+            return f"command is for {cmd.target}, not {self.node_id}"
+        if cmd.expires_at < now_ms(self.clock):
+            return "command expired before it arrived"
+        if cmd.op is CommandOp.RESTART_JOB:
+            return "node agents do not run jobs; send restart_job to the scheduler"
+        if cmd.op is CommandOp.DRAIN and not cmd.args.reason.strip():
+            return "a reason is required to drain a node"
+        return ""
+
+    async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
+        await self._ack(client, cmd, AckResult.ACCEPTED, f"drain ({cmd.args.mode.value})")
+        self._drain_mode = cmd.args.mode
+        state = DrainState.DRAINING if self.source.busy() else DrainState.DRAINED
+        self.drain = DrainInfo(
+            state=state, reason=cmd.args.reason, requested_by=cmd.issued_by,
+            since_ts=now_ms(self.clock), cmd_id=cmd.cmd_id,
+        )
+        self.source.on_drain(state, cmd.args.mode)
+        # on_drain with mode=now may have requeued the work already.
+        if state is DrainState.DRAINING and not self.source.busy():
+            state = DrainState.DRAINED
+            self.drain = self.drain.model_copy(update={"state": state})
+            self.source.on_drain(state, cmd.args.mode)
+        await self._publish_status(client)
+        self.emit(EventDraft("drain", f"{state.value}: {cmd.args.reason} [{cmd.issued_by}]",
+                             Severity.WARN, data={"state": state.value, "cmd_id": cmd.cmd_id}))
+        if state is DrainState.DRAINED:
+            await self._ack(client, cmd, AckResult.DONE, "DRAINED")
+        else:
+            self._awaiting_drained = cmd.cmd_id
+
+    async def _check_drained(self, client: aiomqtt.Client) -> None:
+        if self.drain.state is not DrainState.DRAINING or self.source.busy():
+            return
+        self.drain = self.drain.model_copy(update={"state": DrainState.DRAINED})
+        self.source.on_drain(DrainState.DRAINED, self._drain_mode)
+        await self._publish_status(client)
+        self.emit(EventDraft("drain", "drained: work left the node", Severity.WARN,
+                             data={"state": "drained"}))
+        if self._awaiting_drained:
+            ack = Ack(cmd_id=self._awaiting_drained, by=self.node_id, op=CommandOp.DRAIN,
+                      result=AckResult.DONE, reason="DRAINED", ts=now_ms(self.clock))
+            self._awaiting_drained = None
+            await self._publish_ack(client, ack)
+
+    async def _resume(self, client: aiomqtt.Client, cmd: Command) -> None:
+        was = self.drain.state
+        self.drain = DrainInfo()
+        self._awaiting_drained = None
+        self.source.on_drain(DrainState.NONE, cmd.args.mode)
+        await self._publish_status(client)
+        self.emit(EventDraft("drain", f"resumed [{cmd.issued_by}]", Severity.INFO,
+                             data={"state": "none", "cmd_id": cmd.cmd_id}))
+        note = "returned to service" if was is not DrainState.NONE else "was not drained"
+        await self._ack(client, cmd, AckResult.DONE, note)
+
+    async def _ack(self, client: aiomqtt.Client, cmd: Command, result: AckResult,
+                   reason: str) -> None:
+        ack = Ack(cmd_id=cmd.cmd_id, by=self.node_id, op=cmd.op, result=result, reason=reason,
+                  ts=now_ms(self.clock))
+        await self._publish_ack(client, ack)
+
+    async def _publish_ack(self, client: aiomqtt.Client, ack: Ack, remember: bool = True) -> None:
+        if remember:
+            self._acks[ack.cmd_id] = ack
+            while len(self._acks) > ACK_MEMORY:
+                self._acks.popitem(last=False)
+        await client.publish(self._topic[Kind.ACK], codec.encode(ack), qos=1)

@@ -1,0 +1,79 @@
+"""What an agent reads telemetry from: the contract between the agent runtime and a source.
+
+A source knows the hardware (simulated or real); the agent knows MQTT. Sources never publish.
+"""
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fleetdeck.protocol.messages import (
+    DrainMode,
+    DrainState,
+    GpuInventory,
+    GpuSample,
+    HostSample,
+    IbPortInventory,
+    IbPortSample,
+    JobOnNode,
+    Scalar,
+    Severity,
+    Topology,
+)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    sku: str
+    gpus: list[GpuInventory]
+    ib_ports: list[IbPortInventory]
+    topology: Topology = Topology()
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    boot_id: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reading:
+    gpus: list[GpuSample]
+    ib_ports: list[IbPortSample]
+    host: HostSample = field(default_factory=HostSample)
+    job: JobOnNode | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EventDraft:
+    """An edge-triggered observation; the agent gives it an id and sequence number."""
+
+    kind: str
+    message: str
+    severity: Severity = Severity.INFO
+    component: str = ""
+    data: dict[str, Scalar] = field(default_factory=dict)
+    ts_ms: int | None = None
+
+
+class Source(Protocol):
+    name: str
+    """Shown in the birth as ``source``: 'sim', 'sysfs', 'nvml', 'sysfs+nvml'…"""
+    mode: str
+    """'sim' or 'real'."""
+
+    def inventory(self) -> Inventory: ...
+
+    def read(self, now: float) -> Reading:
+        """Sample the hardware at wall-clock time ``now`` (seconds)."""
+        ...
+
+    def take_events(self) -> list[EventDraft]:
+        """Events observed since the last call, oldest first."""
+        ...
+
+    def busy(self) -> bool:
+        """True while work (a job rank) runs here: a drain then waits (DRAINING)."""
+        ...
+
+    def on_drain(self, state: DrainState, mode: DrainMode) -> None:
+        """Tell the work manager (simulated scheduler, or nothing on real nodes) about a drain."""
+        ...

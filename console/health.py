@@ -1,0 +1,295 @@
+"""Health rules: a node's verdict and the reasons for it.
+
+Rule ids and thresholds are those of ../shared/TELEMETRY.md §7, each citing its source (DCGM health
+watches, Azure's aznhc ND H100 v5 checks, NVIDIA NVSentinel). A ``drain`` severity makes the node
+``failed`` (drain recommended; the operator confirms), ``warn`` makes it ``degraded``.
+"""
+
+from collections import deque
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fleetdeck.protocol.messages import Birth, GpuSample, IbPortSample, Telemetry
+
+
+class Verdict(StrEnum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    STALE = "stale"
+    OFFLINE = "offline"
+
+
+class Severity(StrEnum):
+    WARN = "warn"
+    DRAIN = "drain"
+    INFO = "info"
+
+
+VERDICT_ORDER = {
+    Verdict.OK: 0, Verdict.DEGRADED: 1, Verdict.STALE: 2, Verdict.FAILED: 3, Verdict.OFFLINE: 4
+}
+"""Worst last: sorting by this puts the nodes that need an operator at the bottom (or reversed,
+at the top)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    severity: Severity
+    component: str
+    text: str
+
+    def __str__(self) -> str:
+        where = f"{self.component}: " if self.component else ""
+        return f"{self.rule} {where}{self.text}"
+
+
+# XID classes (TELEMETRY.md §3, §7 G2/G3).
+XID_DRAIN = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
+XID_WARN = frozenset({63, 92, 94})
+XID_WINDOW_MS = 2 * 3600 * 1000  # aznhc counts an XID for 2 h
+
+EXPECTED_GPUS = 8
+NVLINKS = 18
+TEMP_WARN_C = 87.0  # max operating
+TEMP_SLOWDOWN_C = 89.0
+ROW_REMAP_UNC_LIMIT = 512
+SRAM_CORR_LIMIT = 10_000
+PCIE_REPLAY_PER_MIN = 31  # Gen5 x16
+NVLINK_CRC_DRAIN_PER_S = 100.0
+THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
+IB_RATE_GBPS = 400.0
+SYMBOL_ERR_PER_HOUR = 120
+SYMBOL_ERR_PER_S = 10.0
+LER_PER_MIN = 5
+CARRIER_LOSSES_24H = 5
+FATAL_IB_COUNTERS = (
+    "link_downed",
+    "excessive_buffer_overrun_errors",
+    "local_link_integrity_errors",
+    "rnr_nak_retry_err",
+)
+FATAL_WINDOW_S = 3600.0
+"""How long an increment of a fatal IB counter keeps the node failed (NVSentinel latches it)."""
+
+
+def combine(findings: list[Finding]) -> Verdict:
+    if any(f.severity is Severity.DRAIN for f in findings):
+        return Verdict.FAILED
+    if any(f.severity is Severity.WARN for f in findings):
+        return Verdict.DEGRADED
+    return Verdict.OK
+
+
+# --- counter history --------------------------------------------------------------------------
+
+
+@dataclass
+class Window:
+    """Sum of counter increments over a sliding time window."""
+
+    span_ms: int
+    items: deque[tuple[int, int]]
+    total: int = 0
+
+    @classmethod
+    def of(cls, span_s: float) -> "Window":
+        return cls(int(span_s * 1000), deque())
+
+    def add(self, ts_ms: int, delta: int) -> None:
+        if delta > 0:
+            self.items.append((ts_ms, delta))
+            self.total += delta
+        self.expire(ts_ms)
+
+    def expire(self, now_ms: int) -> None:
+        while self.items and self.items[0][0] < now_ms - self.span_ms:
+            self.total -= self.items.popleft()[1]
+
+
+@dataclass
+class PortHistory:
+    last_fatal_ms: dict[str, int]
+    symbol_hour: Window
+    ler_minute: Window
+    rcv_err_last_ms: int | None = None
+    symbol_rate: float = 0.0
+
+
+@dataclass
+class GpuHistory:
+    nvlink_err_last_ms: int | None = None
+    pcie_minute: Window | None = None
+    crc_rate: float = 0.0
+    thermal_grew: bool = False
+
+
+def _delta(new: int | None, old: int | None) -> int:
+    if new is None or old is None or new < old:
+        return 0  # unknown, or the counter was reset (agent restart, reboot, GPU reset)
+    return new - old
+
+
+class NodeHistory:
+    """What the rules need beyond the latest sample: deltas and windows per port and GPU."""
+
+    def __init__(self) -> None:
+        self.prev: Telemetry | None = None
+        self.ports: dict[str, PortHistory] = {}
+        self.gpus: dict[int, GpuHistory] = {}
+
+    def update(self, t: Telemetry) -> None:
+        prev = self.prev
+        self.prev = t
+        if prev is None or prev.bdSeq != t.bdSeq and t.seq <= 1:
+            prev_ports: dict[str, IbPortSample] = {}
+            prev_gpus: dict[int, GpuSample] = {}
+        else:
+            prev_ports = {p.dev: p for p in prev.ib_ports}
+            prev_gpus = {g.index: g for g in prev.gpus}
+        dt_s = max(0.001, (t.ts - prev.ts) / 1000) if prev is not None else t.interval_s
+        now = t.ts
+        for p in t.ib_ports:
+            h = self.ports.get(p.dev)
+            if h is None:
+                h = self.ports[p.dev] = PortHistory({}, Window.of(3600), Window.of(60))
+            old = prev_ports.get(p.dev)
+            if old is None:
+                h.symbol_hour.expire(now)
+                h.ler_minute.expire(now)
+                continue
+            for name in FATAL_IB_COUNTERS:
+                if _delta(getattr(p, name), getattr(old, name)) > 0:
+                    h.last_fatal_ms[name] = now
+            sym = _delta(p.symbol_error, old.symbol_error)
+            h.symbol_hour.add(now, sym)
+            h.symbol_rate = sym / dt_s
+            h.ler_minute.add(now, _delta(p.link_error_recovery, old.link_error_recovery))
+            if _delta(p.rcv_errors, old.rcv_errors) > 0:
+                h.rcv_err_last_ms = now
+        for g in t.gpus:
+            gh = self.gpus.setdefault(g.index, GpuHistory(pcie_minute=Window.of(60)))
+            og = prev_gpus.get(g.index)
+            if og is None:
+                continue
+            if (_delta(g.nvlink.replay, og.nvlink.replay)
+                    + _delta(g.nvlink.recovery, og.nvlink.recovery)) > 0:
+                gh.nvlink_err_last_ms = now
+            crc = _delta(g.nvlink.crc_flit, og.nvlink.crc_flit) + _delta(
+                g.nvlink.crc_data, og.nvlink.crc_data)
+            gh.crc_rate = crc / dt_s
+            assert gh.pcie_minute is not None
+            gh.pcie_minute.add(now, _delta(g.pcie_replay_total, og.pcie_replay_total))
+            gh.thermal_grew = _delta(g.thermal_violation_ns, og.thermal_violation_ns) > 0
+
+
+# --- rules ------------------------------------------------------------------------------------
+
+
+def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Finding]:
+    """Findings from the latest telemetry (and its history). Staleness/offline are not here:
+    they depend on the clock, and the fleet state judges them at tick time."""
+    out: list[Finding] = []
+    expected = len(birth.gpus) if birth is not None and birth.gpus else EXPECTED_GPUS
+    present = sum(1 for g in t.gpus if g.present)
+    if present < expected:
+        missing = sorted({g.index for g in t.gpus if not g.present}
+                         | (set(range(expected)) - {g.index for g in t.gpus}))
+        comp = ",".join(f"gpu{i}" for i in missing)
+        out.append(Finding("G1", Severity.DRAIN, comp, f"{present}/{expected} GPUs visible"))
+    for g in t.gpus:
+        if g.present:
+            out.extend(_gpu_findings(g, hist.gpus.get(g.index), t.ts))
+    if birth is not None and birth.ib_ports:
+        seen = {p.dev for p in t.ib_ports}
+        for inv in birth.ib_ports:
+            if inv.dev not in seen:
+                out.append(Finding("N1", Severity.DRAIN, f"{inv.dev}:{inv.port}",
+                                   "port missing from telemetry (HCA vanished?)"))
+    for p in t.ib_ports:
+        out.extend(_port_findings(p, hist.ports.get(p.dev), t.ts))
+    return out
+
+
+def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Finding]:
+    out: list[Finding] = []
+    c = f"gpu{g.index}"
+    if g.xid_last is not None and g.xid_last_ts is not None and (
+            now_ms - g.xid_last_ts) <= XID_WINDOW_MS:
+        if g.xid_last in XID_DRAIN:
+            out.append(Finding("G2", Severity.DRAIN, c, f"XID {g.xid_last}"))
+        elif g.xid_last in XID_WARN:
+            out.append(Finding("G3", Severity.WARN, c, f"XID {g.xid_last}"))
+    if g.ecc.dbe_vol:
+        out.append(Finding("G4", Severity.DRAIN, c, f"{g.ecc.dbe_vol} volatile DBE"))
+    if g.row_remap.failure:
+        out.append(Finding("G5", Severity.DRAIN, c, "row-remap failure (RMA)"))
+    if g.row_remap.pending:
+        out.append(Finding("G6", Severity.DRAIN, c, "row remap pending: reset GPU when idle"))
+    if (g.row_remap.uncorrectable or 0) >= ROW_REMAP_UNC_LIMIT:
+        out.append(Finding("G7", Severity.WARN, c,
+                           f"{g.row_remap.uncorrectable} uncorrectable remapped rows"))
+    if g.ecc.sram_unc_agg or (g.ecc.sram_corr_agg or 0) > SRAM_CORR_LIMIT:
+        out.append(Finding("G8", Severity.DRAIN, c, "SRAM ECC errors"))
+    nv = g.nvlink
+    if nv.links_up is not None and nv.links_up < (nv.links_total or NVLINKS):
+        out.append(Finding("G9", Severity.DRAIN, c,
+                           f"NVLink {nv.links_up}/{nv.links_total or NVLINKS} links up"))
+    elif h is not None and h.nvlink_err_last_ms is not None and (
+            now_ms - h.nvlink_err_last_ms) <= 60_000:
+        out.append(Finding("G9", Severity.DRAIN, c, "NVLink replay/recovery errors"))
+    if h is not None and h.crc_rate >= NVLINK_CRC_DRAIN_PER_S:
+        out.append(Finding("G10", Severity.DRAIN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
+    elif h is not None and h.crc_rate >= 1:
+        out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
+    if h is not None and h.pcie_minute is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
+        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min"))
+    reasons = g.clock_event_reasons or 0
+    if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
+        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({describe_clock_events(reasons)})"))
+    if g.temp_c is not None and g.temp_c >= TEMP_WARN_C:
+        what = "above slowdown" if g.temp_c >= TEMP_SLOWDOWN_C else "above max operating"
+        out.append(Finding("G13", Severity.WARN, c, f"{g.temp_c:.0f} °C {what}"))
+    return out
+
+
+def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[Finding]:
+    out: list[Finding] = []
+    c = f"{p.dev}:{p.port}"
+    bad = []
+    if p.state is not None and p.state != "ACTIVE":
+        bad.append(p.state)
+    if p.phys_state is not None and p.phys_state != "LinkUp":
+        bad.append(p.phys_state)
+    if p.rate_gbps is not None and p.rate_gbps != IB_RATE_GBPS and not bad:
+        bad.append(f"{p.rate_gbps:g} Gb/s")
+    if bad:
+        out.append(Finding("N1", Severity.DRAIN, c, "/".join(bad)))
+    if h is None:
+        return out
+    fatal = [n for n, ts in h.last_fatal_ms.items() if now_ms - ts <= FATAL_WINDOW_S * 1000]
+    if fatal:
+        out.append(Finding("N2", Severity.DRAIN, c, f"{', '.join(sorted(fatal))} increased"))
+    if h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
+        out.append(Finding("N3", Severity.DRAIN, c, f"{h.symbol_hour.total} symbol errors/h"))
+    elif h.symbol_rate > SYMBOL_ERR_PER_S:
+        out.append(Finding("N4", Severity.WARN, c, f"{h.symbol_rate:.0f} symbol errors/s"))
+    if h.ler_minute.total > LER_PER_MIN:
+        out.append(Finding("N4", Severity.WARN, c, f"{h.ler_minute.total} link recoveries/min"))
+    elif h.rcv_err_last_ms is not None and now_ms - h.rcv_err_last_ms <= 60_000:
+        out.append(Finding("N4", Severity.WARN, c, "receive errors increasing"))
+    if (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H:
+        out.append(Finding("N5", Severity.DRAIN, c, f"{p.carrier_losses_24h} carrier losses/24h"))
+    return out
+
+
+CLOCK_EVENT_NAMES = {
+    0x1: "idle", 0x2: "app clocks", 0x4: "sw power cap", 0x8: "hw slowdown", 0x10: "sync boost",
+    0x20: "sw thermal", 0x40: "hw thermal", 0x80: "power brake", 0x100: "display clocks",
+}
+
+
+def describe_clock_events(mask: int) -> str:
+    names = [name for bit, name in CLOCK_EVENT_NAMES.items() if mask & bit]
+    return ", ".join(names) if names else "none"

@@ -1,0 +1,145 @@
+"""Validate every message from the network and keep the latest of each per node.
+
+``Ingest.handle`` is pure (no MQTT, no clock of its own) so live MQTT, replay and tests all feed
+it the same way. It does the minimum per message: parse the topic, validate the payload, store it
+(last value wins). The fleet state takes the batch on its own tick (``take_batch``), never one
+update per message.
+"""
+
+import logging
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Ack, Birth, Event, JobStatus, Status, Telemetry
+from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
+
+log = logging.getLogger("fleetdeck.ingest")
+
+CONSOLE_KINDS = frozenset(
+    {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK}
+)
+"""What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    rx_ts: float
+    topic: str
+    reason: str
+    detail: str
+
+
+@dataclass
+class MalformedLog:
+    """Rejected messages: counted per topic and reason, the last few kept for the operator."""
+
+    total: int = 0
+    by_reason: Counter[str] = field(default_factory=Counter)
+    by_topic: Counter[str] = field(default_factory=Counter)
+    recent: deque[Malformed] = field(default_factory=lambda: deque(maxlen=200))
+
+    def add(self, item: Malformed) -> None:
+        self.total += 1
+        self.by_reason[item.reason] += 1
+        # Bound the per-topic table: hostile publishers can invent endless topics.
+        if item.topic in self.by_topic or len(self.by_topic) < 10_000:
+            self.by_topic[item.topic] += 1
+        self.recent.append(item)
+        if self.by_topic.get(item.topic, 0) <= 3:
+            log.warning("rejected message on %s: %s: %s", item.topic, item.reason, item.detail)
+
+
+@dataclass
+class Batch:
+    """Everything ingested since the last tick. Latest-wins for state, ordered for events."""
+
+    births: dict[str, tuple[float, Birth]] = field(default_factory=dict)
+    statuses: dict[str, tuple[float, Status]] = field(default_factory=dict)
+    telemetry: dict[str, tuple[float, Telemetry]] = field(default_factory=dict)
+    events: list[tuple[float, Event]] = field(default_factory=list)
+    acks: list[tuple[float, Ack]] = field(default_factory=list)
+    jobs: dict[str, tuple[float, JobStatus]] = field(default_factory=dict)
+    messages: int = 0
+    superseded: int = 0
+    """Telemetry samples replaced by a newer one of the same node before a tick took them."""
+    seq_seen: dict[str, list[int]] = field(default_factory=dict)
+    """Every telemetry seq per node in this batch, so gaps are counted even for superseded ones."""
+
+    def __len__(self) -> int:
+        return self.messages
+
+
+class Ingest:
+    def __init__(self, cluster: str, max_payload: int = codec.DEFAULT_MAX_PAYLOAD) -> None:
+        self.cluster = cluster
+        self.max_payload = max_payload
+        self.malformed = MalformedLog()
+        self.received = 0
+        self.ignored = 0
+        self._batch = Batch()
+
+    def take_batch(self) -> Batch:
+        batch, self._batch = self._batch, Batch()
+        return batch
+
+    def handle(self, topic: str, payload: bytes, rx_ts: float) -> None:
+        self.received += 1
+        try:
+            parsed = parse_topic(topic)
+        except TopicError as err:
+            if topic.startswith(f"fleetdeck/v1/{self.cluster}/"):
+                self._reject(rx_ts, topic, codec.Reason.BAD_TOPIC, str(err))
+            else:
+                self.ignored += 1
+            return
+        if parsed.cluster != self.cluster or parsed.kind not in CONSOLE_KINDS:
+            self.ignored += 1
+            return
+        model = codec.MODEL_FOR_KIND[parsed.kind]
+        try:
+            msg: BaseModel = codec.decode(model, payload, self.max_payload)
+        except codec.DecodeError as err:
+            self._reject(rx_ts, topic, err.reason, err.detail)
+            return
+        self._store(parsed.kind, parsed.subject, topic, msg, rx_ts)
+
+    def _store(self, kind: Kind, subject: str, topic: str, msg: BaseModel, rx_ts: float) -> None:
+        b = self._batch
+        if isinstance(msg, Telemetry | Birth | Status | Event) and msg.node != subject:
+            self._reject(rx_ts, topic, codec.Reason.MISMATCH,
+                         f"payload node '{msg.node}' differs from the topic's")
+            return
+        b.messages += 1
+        match msg:
+            case Telemetry():
+                if subject in b.telemetry:
+                    b.superseded += 1
+                b.telemetry[subject] = (rx_ts, msg)
+                b.seq_seen.setdefault(subject, []).append(msg.seq)
+            case Birth():
+                prev = b.births.get(subject)
+                if prev is None or msg.bdSeq >= prev[1].bdSeq:
+                    b.births[subject] = (rx_ts, msg)
+            case Status():
+                prev_s = b.statuses.get(subject)
+                if prev_s is None or msg.bdSeq >= prev_s[1].bdSeq:
+                    b.statuses[subject] = (rx_ts, msg)
+            case Event():
+                b.events.append((rx_ts, msg))
+            case Ack():
+                b.acks.append((rx_ts, msg))
+            case JobStatus():
+                if msg.job_id != subject:
+                    b.messages -= 1
+                    self._reject(rx_ts, topic, codec.Reason.MISMATCH,
+                                 f"payload job '{msg.job_id}' differs from the topic's")
+                    return
+                b.jobs[subject] = (rx_ts, msg)
+
+    def _reject(self, rx_ts: float, topic: str, reason: str, detail: str) -> None:
+        # Topics are attacker-controlled: keep them printable and bounded before storing.
+        shown = topic.encode("unicode_escape").decode("ascii")[:200]
+        self.malformed.add(Malformed(rx_ts, shown, str(reason), detail[:300]))

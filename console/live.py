@@ -1,0 +1,108 @@
+"""The console's MQTT connection: subscribe, hand every message to ``Ingest``, reconnect.
+
+The message loop does nothing but validate and store (``Ingest.handle``); rendering happens on the
+UI's own tick. aiomqtt 2.x has no auto-reconnect, so this loop owns it.
+"""
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiomqtt
+
+from console.ingest import Ingest
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.protocol.topics import Kind, subscriptions, topic_for
+
+log = logging.getLogger("fleetdeck.live")
+
+
+@dataclass
+class Connection:
+    state: str = "connecting"
+    """connecting | connected | disconnected"""
+    detail: str = ""
+    since: float = 0.0
+    connects: int = 0
+
+
+class LiveFeed:
+    def __init__(
+        self,
+        url: BrokerURL,
+        ingest: Ingest,
+        *,
+        client_id: str,
+        clock: Callable[[], float] = time.time,
+        keepalive: int = 10,
+    ) -> None:
+        self.url = url
+        self.ingest = ingest
+        self.client_id = client_id
+        self.clock = clock
+        self.keepalive = keepalive
+        self.conn = Connection(since=clock())
+        self.client: aiomqtt.Client | None = None
+        self.first_error: str | None = None
+
+    def _set(self, state: str, detail: str = "") -> None:
+        if state != self.conn.state or detail != self.conn.detail:
+            self.conn.state, self.conn.detail, self.conn.since = state, detail, self.clock()
+
+    async def run(self, stop: asyncio.Event | None = None, *, retry: bool = True) -> None:
+        """Receive until ``stop`` is set. With ``retry=False`` the first failure raises."""
+        stop = stop or asyncio.Event()
+        attempt = 0
+        while not stop.is_set():
+            client = make_client(self.url, self.client_id, keepalive=self.keepalive)
+            try:
+                async with client:
+                    self.client = client
+                    for filt in subscriptions(self.ingest.cluster):
+                        await client.subscribe(filt, qos=1)
+                    self.conn.connects += 1
+                    self._set("connected")
+                    attempt = 0
+                    await self._receive(client, stop)
+                    return
+            except aiomqtt.MqttError as err:
+                self.client = None
+                why = describe_mqtt_error(self.url, err)
+                self.first_error = self.first_error or why
+                self._set("disconnected", why)
+                if not retry:
+                    raise
+                attempt += 1
+                delay = min(10.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+                log.warning("%s retrying in %.1f s", why, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+        self.client = None
+
+    async def _receive(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+        stopper = asyncio.create_task(stop.wait())
+        reader = asyncio.create_task(self._read(client))
+        done, pending = await asyncio.wait({stopper, reader}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if reader in done and reader.exception() is not None:
+            raise reader.exception()  # type: ignore[misc]
+
+    async def _read(self, client: aiomqtt.Client) -> None:
+        handle = self.ingest.handle
+        clock = self.clock
+        async for message in client.messages:
+            payload = message.payload
+            if not isinstance(payload, bytes | bytearray):
+                payload = b"" if payload is None else str(payload).encode()
+            handle(message.topic.value, bytes(payload), clock())
+
+    async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1) -> None:
+        if self.client is None:
+            raise aiomqtt.MqttError("not connected to the broker")
+        await self.client.publish(topic_for(self.ingest.cluster, kind, subject), payload, qos=qos)

@@ -1,0 +1,256 @@
+"""The fleet as the console knows it, updated once per tick from an ingest batch.
+
+Liveness follows Sparkplug: a birth opens a session (``bdSeq``); a status of an older session —
+typically a late Last Will — is ignored; ``offline`` is a status ``online=false`` of the current
+session. Staleness (no telemetry for 3 intervals) is judged from receive times at tick time,
+because amqtt never enforces keepalive and a wedged collector can keep an MQTT session alive.
+"""
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from console.health import VERDICT_ORDER, Finding, NodeHistory, Severity, Verdict, combine, evaluate
+from console.ingest import Batch, MalformedLog
+from fleetdeck.protocol.messages import (
+    Ack,
+    Birth,
+    DrainInfo,
+    DrainState,
+    Event,
+    JobStatus,
+    Status,
+    Telemetry,
+)
+
+STALE_INTERVALS = 3.0
+EVENT_MEMORY = 5000
+NODE_EVENT_MEMORY = 50
+
+
+@dataclass
+class NodeState:
+    node_id: str
+    birth: Birth | None = None
+    bd_seq: int = -1
+    online: bool | None = None
+    """None until a status or telemetry says otherwise."""
+    status_ts: float = 0.0
+    drain: DrainInfo = field(default_factory=DrainInfo)
+    telemetry: Telemetry | None = None
+    last_rx: float | None = None
+    first_seen: float | None = None
+    """When this console first heard of the node: staleness counts from here until telemetry."""
+    last_seq: int | None = None
+    seq_gaps: int = 0
+    stale: bool = False
+    findings: list[Finding] = field(default_factory=list)
+    """From the latest telemetry (health rules)."""
+    liveness: list[Finding] = field(default_factory=list)
+    """H1/H2: judged from the clock at tick time."""
+    verdict: Verdict = Verdict.STALE
+    history: NodeHistory = field(default_factory=NodeHistory)
+    events: deque[Event] = field(default_factory=lambda: deque(maxlen=NODE_EVENT_MEMORY))
+    changed_at: float = 0.0
+    """Receive time of the last change of verdict (for 'since' columns and sorting)."""
+
+    @property
+    def interval_s(self) -> float:
+        if self.telemetry is not None:
+            return self.telemetry.interval_s
+        return self.birth.interval_s if self.birth is not None else 1.0
+
+    @property
+    def gpus_expected(self) -> int:
+        return len(self.birth.gpus) if self.birth is not None else 0
+
+    @property
+    def gpus_present(self) -> int:
+        if self.telemetry is None:
+            return 0
+        return sum(1 for g in self.telemetry.gpus if g.present)
+
+    @property
+    def ib_ports(self) -> int:
+        if self.birth is not None and self.birth.ib_ports:
+            return len(self.birth.ib_ports)
+        return len(self.telemetry.ib_ports) if self.telemetry is not None else 0
+
+    @property
+    def ib_ports_up(self) -> int:
+        if self.telemetry is None:
+            return 0
+        return sum(
+            1 for p in self.telemetry.ib_ports
+            if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")
+        )
+
+    @property
+    def reasons(self) -> list[str]:
+        return sorted({f.rule for f in self.all_findings})
+
+    @property
+    def job_id(self) -> str | None:
+        t = self.telemetry
+        return t.job.id if t is not None and t.job is not None else None
+
+    def judge(self, now: float) -> Verdict:
+        """Recompute staleness and the verdict at wall-clock ``now``; return the verdict."""
+        heard = self.last_rx if self.last_rx is not None else self.first_seen
+        self.stale = heard is None or now - heard > STALE_INTERVALS * self.interval_s
+        liveness: list[Finding] = []
+        if self.online is False:
+            verdict = Verdict.OFFLINE
+            liveness.append(Finding("H2", Severity.DRAIN, "", "agent offline (Last Will)"))
+        elif self.stale:
+            verdict = Verdict.STALE
+            age = "never" if self.last_rx is None else f"{now - self.last_rx:.0f} s ago"
+            liveness.append(Finding("H1", Severity.WARN, "", f"no telemetry (last {age})"))
+        else:
+            verdict = combine(self.findings)
+        if verdict is not self.verdict:
+            self.changed_at = now
+        self.verdict = verdict
+        self.liveness = liveness
+        return verdict
+
+    @property
+    def all_findings(self) -> list[Finding]:
+        return self.liveness + self.findings
+
+
+@dataclass
+class Totals:
+    nodes: int
+    gpus: int
+    gpus_present: int
+    ib_ports: int
+    ib_ports_up: int
+    by_verdict: dict[str, int]
+    drained: int
+    draining: int
+    malformed: int
+
+
+class FleetState:
+    def __init__(self, cluster: str, malformed: MalformedLog | None = None) -> None:
+        self.cluster = cluster
+        self.nodes: dict[str, NodeState] = {}
+        self.jobs: dict[str, JobStatus] = {}
+        self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
+        self.acks: deque[Ack] = deque(maxlen=EVENT_MEMORY)
+        self.malformed = malformed or MalformedLog()
+        self.last_update: float | None = None
+        self.superseded = 0
+        self.applied = 0
+        self._event_ids: dict[str, None] = {}
+
+    def node(self, node_id: str) -> NodeState:
+        st = self.nodes.get(node_id)
+        if st is None:
+            st = self.nodes[node_id] = NodeState(node_id)
+        return st
+
+    def apply(self, batch: Batch, now: float) -> set[str]:
+        """Apply one tick's batch; return the ids of nodes whose data changed."""
+        changed: set[str] = set()
+        for group in (batch.births, batch.statuses, batch.telemetry):
+            for node_id, (rx, _msg) in group.items():
+                st = self.node(node_id)
+                if st.first_seen is None:
+                    st.first_seen = rx
+        for node_id, (rx, birth) in batch.births.items():
+            if self._apply_birth(self.node(node_id), birth, rx):
+                changed.add(node_id)
+        for node_id, (rx, status) in batch.statuses.items():
+            if self._apply_status(self.node(node_id), status, rx):
+                changed.add(node_id)
+        for node_id, (rx, tel) in batch.telemetry.items():
+            if self._apply_telemetry(self.node(node_id), tel, rx, batch.seq_seen.get(node_id)):
+                changed.add(node_id)
+        for _rx, ev in batch.events:
+            if ev.event_id in self._event_ids:
+                continue  # QoS 1 redelivery
+            self._event_ids[ev.event_id] = None
+            if len(self._event_ids) > 4 * EVENT_MEMORY:
+                for old in list(self._event_ids)[: EVENT_MEMORY]:
+                    del self._event_ids[old]
+            self.events.append(ev)
+            self.node(ev.node).events.append(ev)
+        self.acks.extend(ack for _rx, ack in batch.acks)
+        for job_id, (_rx, job) in batch.jobs.items():
+            self.jobs[job_id] = job
+        self.superseded += batch.superseded
+        self.applied += batch.messages
+        if batch.messages:
+            self.last_update = now
+        self.judge(now)
+        return changed
+
+    def judge(self, now: float) -> None:
+        for st in self.nodes.values():
+            st.judge(now)
+
+    @staticmethod
+    def _apply_birth(st: NodeState, birth: Birth, rx: float) -> bool:
+        if birth.bdSeq < st.bd_seq:
+            return False
+        if birth.bdSeq > st.bd_seq:
+            st.last_seq = None  # a new session restarts seq
+        st.birth = birth
+        st.bd_seq = birth.bdSeq
+        return True
+
+    @staticmethod
+    def _apply_status(st: NodeState, status: Status, rx: float) -> bool:
+        if status.bdSeq < st.bd_seq:
+            return False  # a late will (or retained status) of an older session
+        if status.bdSeq > st.bd_seq:
+            # Status before its birth (or birth lost): trust it, the birth will follow.
+            st.bd_seq = status.bdSeq
+            st.last_seq = None
+        st.online = status.online
+        st.status_ts = rx
+        st.drain = status.drain
+        return True
+
+    @staticmethod
+    def _apply_telemetry(st: NodeState, tel: Telemetry, rx: float,
+                         seqs: list[int] | None) -> bool:
+        if tel.bdSeq < st.bd_seq:
+            return False
+        if tel.bdSeq > st.bd_seq:
+            st.bd_seq = tel.bdSeq
+            st.last_seq = None
+        for seq in seqs or [tel.seq]:
+            if st.last_seq is not None and seq > st.last_seq + 1:
+                st.seq_gaps += seq - st.last_seq - 1
+            if st.last_seq is None or seq > st.last_seq:
+                st.last_seq = seq
+        st.telemetry = tel
+        st.last_rx = rx
+        if st.online is None:
+            st.online = True
+        st.history.update(tel)
+        st.findings = evaluate(st.birth, tel, st.history)
+        return True
+
+    def totals(self) -> Totals:
+        by_verdict = dict.fromkeys((v.value for v in Verdict), 0)
+        gpus = gpus_present = ports = ports_up = drained = draining = 0
+        for st in self.nodes.values():
+            by_verdict[st.verdict.value] += 1
+            gpus += st.gpus_expected or len(st.telemetry.gpus if st.telemetry else [])
+            gpus_present += st.gpus_present
+            ports += st.ib_ports
+            ports_up += st.ib_ports_up
+            drained += st.drain.state is DrainState.DRAINED
+            draining += st.drain.state is DrainState.DRAINING
+        return Totals(
+            nodes=len(self.nodes), gpus=gpus, gpus_present=gpus_present, ib_ports=ports,
+            ib_ports_up=ports_up, by_verdict=by_verdict, drained=drained, draining=draining,
+            malformed=self.malformed.total,
+        )
+
+    def worst_first(self) -> list[NodeState]:
+        return sorted(self.nodes.values(),
+                      key=lambda s: (-VERDICT_ORDER[s.verdict], s.node_id))

@@ -1,0 +1,56 @@
+"""The machine-readable fleet summary of ``fleetdeck status --json`` (and replay summaries).
+
+The keys are a promise to scripts: add keys, never rename or remove them (docs/protocol.md).
+"""
+
+from typing import Any
+
+from console.state import FleetState, NodeState
+
+
+def node_summary(st: NodeState, now: float) -> dict[str, Any]:
+    return {
+        "id": st.node_id,
+        "verdict": st.verdict.value,
+        "reasons": st.reasons,
+        "findings": [str(f) for f in st.all_findings],
+        "online": bool(st.online),
+        "stale": st.stale,
+        "drain": st.drain.state.value,
+        "drain_reason": st.drain.reason,
+        "drain_by": st.drain.requested_by,
+        "gpus": st.gpus_present,
+        "gpus_expected": st.gpus_expected,
+        "ib_ports": st.ib_ports,
+        "ib_ports_up": st.ib_ports_up,
+        "job": st.job_id,
+        "last_seen_s": None if st.last_rx is None else round(now - st.last_rx, 3),
+        "seq": st.last_seq,
+        "seq_gaps": st.seq_gaps,
+        "leaf": st.birth.topology.leaf if st.birth is not None else "",
+    }
+
+
+def fleet_summary(state: FleetState, now: float, **extra: Any) -> dict[str, Any]:
+    t = state.totals()
+    return {
+        "cluster": state.cluster,
+        **extra,
+        "totals": {
+            "nodes": t.nodes,
+            "gpus": t.gpus,
+            "gpus_present": t.gpus_present,
+            "ib_ports": t.ib_ports,
+            "ib_ports_up": t.ib_ports_up,
+            "by_verdict": t.by_verdict,
+            "drained": t.drained,
+            "draining": t.draining,
+            "malformed": t.malformed,
+        },
+        "nodes": [node_summary(st, now) for st in sorted(state.nodes.values(),
+                                                          key=lambda s: s.node_id)],
+        "malformed": [
+            {"topic": m.topic, "reason": m.reason, "detail": m.detail}
+            for m in list(state.malformed.recent)[-20:]
+        ],
+    }

@@ -1,0 +1,195 @@
+"""Start a private broker on a free loopback port: Mosquitto if installed, else embedded amqtt.
+
+Used by ``fleetdeck demo``, ``fleetdeck broker`` and the test fixtures, so the demo and the tests
+run the broker the same way.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.errors import UserError
+
+MOSQUITTO = "mosquitto"
+AMQTT = "amqtt"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def find_mosquitto() -> str | None:
+    found = shutil.which("mosquitto")
+    if found:
+        return found
+    # Debian installs it in /usr/sbin, which is not on every user's PATH.
+    for candidate in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def mosquitto_version(binary: str) -> str:
+    try:
+        out = subprocess.run(
+            [binary, "-h"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "mosquitto"
+    first = out.splitlines()[0] if out else "mosquitto"
+    return first.replace("version ", "").strip()
+
+
+def mosquitto_conf(
+    port: int, bind: str = "127.0.0.1", persistence_dir: Path | None = None, extra: str = ""
+) -> str:
+    lines = [
+        "per_listener_settings false",
+        f"listener {port} {bind}",
+        "allow_anonymous true",
+        # Nagle + delayed ACK on the broker->console socket adds 10-20 ms of lag (MQTT.md §5b).
+        "set_tcp_nodelay true",
+        # Larger than any valid fleetdeck payload (64 KiB limit in the codec) so that oversize
+        # messages reach the console and are counted there, rather than silently disconnecting.
+        "max_packet_size 1048576",
+        "max_queued_messages 10000",
+        "max_keepalive 120",
+        "log_dest stderr",
+        "log_type error",
+        "log_type warning",
+    ]
+    if persistence_dir is not None:
+        lines += [
+            "persistence true",
+            f"persistence_location {persistence_dir}/",
+            "autosave_interval 5",
+        ]
+    else:
+        lines.append("persistence false")
+    return "\n".join(lines) + "\n" + extra
+
+
+def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+            raise UserError(f"the broker exited at start-up: {err.splitlines()[-1] if err else ''}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise UserError(f"the broker did not start listening on {host}:{port} within {timeout:.0f} s.")
+
+
+@dataclass
+class ManagedBroker:
+    """A broker subprocess on loopback. Can be killed and restarted on the same port (tests)."""
+
+    kind: str = "auto"
+    """'mosquitto', 'amqtt' or 'auto' (mosquitto if installed)."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    persistent: bool = False
+    workdir: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    label: str = field(default="", init=False)
+    _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind == "auto":
+            self.kind = MOSQUITTO if find_mosquitto() else AMQTT
+        if self.kind not in (MOSQUITTO, AMQTT):
+            raise UserError(f"unknown broker kind '{self.kind}' (use mosquitto, amqtt or auto).")
+        if self.port == 0:
+            self.port = free_port(self.host)
+        if self.workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="fleetdeck-broker-")
+            self.workdir = Path(self._tmp.name)
+
+    @property
+    def url(self) -> BrokerURL:
+        return BrokerURL(self.host, self.port)
+
+    def start(self, timeout: float = 15.0) -> "ManagedBroker":
+        assert self.workdir is not None
+        if self.kind == MOSQUITTO:
+            binary = find_mosquitto()
+            if binary is None:
+                raise UserError("mosquitto is not installed (apt-get install -y mosquitto).")
+            conf = self.workdir / "mosquitto.conf"
+            persist = self.workdir / "data" if self.persistent else None
+            if persist is not None:
+                persist.mkdir(exist_ok=True)
+            conf.write_text(mosquitto_conf(self.port, self.host, persist))
+            cmd = [binary, "-c", str(conf)]
+            self.label = mosquitto_version(binary)
+        else:
+            cmd = [
+                sys.executable,
+                "-m",
+                "fleetdeck.cli",
+                "broker",
+                "--serve-embedded",
+                "--bind",
+                self.host,
+                "--port",
+                str(self.port),
+            ]
+            self.label = "amqtt (embedded)"
+        log = (self.workdir / "broker.log").open("ab")
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        wait_for_port(self.host, self.port, timeout, self.proc)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: the broker vanishes without saying goodbye (failure tests)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "ManagedBroker":
+        return self.start() if self.proc is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

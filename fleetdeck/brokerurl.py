@@ -1,0 +1,102 @@
+"""``mqtt://[user:pass@]host:port`` and ``mqtts://`` URLs, and aiomqtt clients made from them."""
+
+import os
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+
+from fleetdeck.errors import UserError
+
+ENV_VAR = "FLEETDECK_BROKER"
+DEFAULT_URL = "mqtt://127.0.0.1:1883"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerURL:
+    host: str
+    port: int
+    tls: bool = False
+    username: str | None = None
+    password: str | None = None
+
+    def __str__(self) -> str:
+        """The URL without its password (safe for headers and logs)."""
+        scheme = "mqtts" if self.tls else "mqtt"
+        user = f"{self.username}@" if self.username else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{user}{host}:{self.port}"
+
+
+def parse_broker_url(url: str) -> BrokerURL:
+    """Parse a broker URL or raise :class:`UserError` with one plain sentence."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as err:
+        raise UserError(f"broker URL '{url}' is not valid: {err}.") from None
+    if parts.scheme not in ("mqtt", "mqtts"):
+        raise UserError(
+            f"broker URL '{url}' must start with mqtt:// or mqtts:// (e.g. mqtt://127.0.0.1:1883)."
+        )
+    if not parts.hostname:
+        raise UserError(f"broker URL '{url}' has no host name.")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise UserError(f"broker URL '{url}' may only hold a host and port, not a path or query.")
+    tls = parts.scheme == "mqtts"
+    return BrokerURL(
+        host=parts.hostname,
+        port=port if port is not None else (8883 if tls else 1883),
+        tls=tls,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+    )
+
+
+def broker_from_env(explicit: str | None) -> BrokerURL:
+    return parse_broker_url(explicit or os.environ.get(ENV_VAR) or DEFAULT_URL)
+
+
+def make_client(
+    url: BrokerURL,
+    identifier: str,
+    *,
+    will: aiomqtt.Will | None = None,
+    keepalive: int = 10,
+    clean_session: bool = True,
+    timeout: float = 10.0,
+    max_queued_incoming: int = 0,
+) -> aiomqtt.Client:
+    """An MQTT 3.1.1 client (amqtt speaks nothing else; everything we need is in payloads)."""
+    kwargs: dict[str, Any] = {}
+    if url.tls:
+        kwargs["tls_context"] = ssl.create_default_context()
+    return aiomqtt.Client(
+        url.host,
+        url.port,
+        identifier=identifier,
+        username=url.username,
+        password=url.password,
+        will=will,
+        keepalive=keepalive,
+        clean_session=clean_session,
+        protocol=aiomqtt.ProtocolVersion.V311,
+        timeout=timeout,
+        max_queued_incoming_messages=max_queued_incoming,
+        **kwargs,
+    )
+
+
+def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
+    """One sentence for an unreachable or refusing broker."""
+    text = str(err) or type(err).__name__
+    low = text.lower()
+    if "refused" in low and "not authori" not in low and "bad user" not in low:
+        return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
+    if "not authori" in low or "bad user" in low:
+        return f"the MQTT broker at {url} refused the credentials ({text})."
+    if "timed out" in low:
+        return f"the MQTT broker at {url} did not answer in time."
+    return f"cannot talk to the MQTT broker at {url}: {text}."

@@ -1,0 +1,65 @@
+"""The embedded amqtt broker: the zero-install fallback for the demo, loopback only.
+
+amqtt 0.12 has known defects (see docs/architecture.md, "Brokers"): it leaks retained messages to
+clients that did not subscribe, a burst of concurrent connects can hang clients, and it never
+enforces keepalive. fleetdeck copes with all three (topic filtering in ingest, serialised agent
+connects, staleness by telemetry age), but this broker is for demos, never production.
+"""
+
+import asyncio
+import ipaddress
+import logging
+import signal
+from typing import Any
+
+from fleetdeck.errors import UserError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def amqtt_config(bind: str, port: int) -> dict[str, Any]:
+    return {
+        "listeners": {
+            "default": {"type": "tcp", "bind": f"{bind}:{port}", "max_connections": 10000}
+        },
+        # A plugins dict replaces amqtt's defaults (event/packet loggers, $SYS); anonymous is
+        # acceptable only because the listener is loopback-only (enforced in run_embedded).
+        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
+    }
+
+
+async def serve(bind: str, port: int, ready: asyncio.Event | None = None) -> None:
+    from amqtt.broker import Broker
+
+    broker = Broker(amqtt_config(bind, port))
+    await broker.start()
+    if ready is not None:
+        ready.set()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await broker.shutdown()
+
+
+def run_embedded(bind: str, port: int, *, allow_remote: bool = False) -> None:
+    if not is_loopback(bind) and not allow_remote:
+        raise UserError(
+            f"the embedded amqtt broker is for demos on loopback only; refusing to bind {bind} "
+            "(pass --allow-remote if you really mean it, or use Mosquitto)."
+        )
+    # amqtt logs every connection at INFO and tracebacks for clients that vanish; keep stderr
+    # readable for the demo.
+    logging.getLogger("amqtt").setLevel(logging.CRITICAL)
+    logging.getLogger("transitions").setLevel(logging.CRITICAL)
+    asyncio.run(serve(bind, port))

@@ -1,0 +1,401 @@
+"""Pydantic v2 models of every protocol v1 message: the single source of truth.
+
+Conventions (see docs/protocol.md):
+
+* every payload carries ``v`` (the protocol major version); an unknown major is rejected;
+* times are unix milliseconds (``ts``), durations carry their unit in the field name;
+* counters are raw and cumulative, per-interval deltas and rates are sent next to them so the
+  console never differentiates across agent restarts;
+* ``None``/absent means "not reported" (a reader failed, or the hardware has no such field),
+  never zero;
+* unknown fields are ignored so newer agents can talk to older consoles; values are validated
+  strictly (no string-to-number coercion, no NaN or infinity).
+"""
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from fleetdeck.protocol.ids import MAX_ID_LEN
+
+PROTOCOL_MAJOR = 1
+
+U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
+U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
+TsMs = Annotated[int, Field(ge=0, le=2**53)]
+Pct = Annotated[float, Field(ge=0, le=100)]
+NonNeg = Annotated[float, Field(ge=0, le=1e15)]
+Celsius = Annotated[float, Field(ge=-50, le=250)]
+Id = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_ID_LEN)
+]
+ShortText = Annotated[str, StringConstraints(max_length=256)]
+Text = Annotated[str, StringConstraints(max_length=2048)]
+Scalar = bool | int | float | str | None
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(
+        extra="ignore",
+        strict=True,
+        allow_inf_nan=False,
+        frozen=True,
+        populate_by_name=True,
+    )
+
+
+class _Versioned(_Msg):
+    v: Literal[1] = 1
+
+
+# --- birth: static inventory ---------------------------------------------------------------
+
+
+class GpuInventory(_Msg):
+    index: Annotated[int, Field(ge=0, le=63)]
+    uuid: ShortText = ""
+    name: ShortText = ""
+    pci_bus_id: ShortText = ""
+    memory_mib: U32 | None = None
+
+
+class IbPortInventory(_Msg):
+    dev: Id
+    port: Annotated[int, Field(ge=1, le=255)] = 1
+    netdev: ShortText = ""
+    gpu_affinity: Annotated[int, Field(ge=0, le=63)] | None = None
+    link_layer: ShortText = "InfiniBand"
+    expected_rate_gbps: NonNeg | None = None
+
+
+class Topology(_Msg):
+    """Where the node sits physically and in the fabric (for grouping in the console)."""
+
+    rack: ShortText = ""
+    leaf: ShortText = ""
+    spine_group: ShortText = ""
+
+
+class Birth(_Versioned):
+    """Retained, QoS 1; first message of every MQTT session of an agent."""
+
+    cluster: Id
+    node: Id
+    bdSeq: U64  # noqa: N815  (Sparkplug spelling, kept on the wire and in code alike)
+    ts: TsMs
+    boot_id: ShortText = ""
+    agent_version: ShortText = ""
+    source: ShortText = "sim"
+    sku: ShortText = ""
+    interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    driver_version: ShortText | None = None
+    cuda_version: ShortText | None = None
+    topology: Topology = Topology()
+    gpus: Annotated[list[GpuInventory], Field(max_length=64)] = []
+    ib_ports: Annotated[list[IbPortInventory], Field(max_length=64)] = []
+    errors: Annotated[list[Text], Field(max_length=32)] = []
+    """Why the inventory is incomplete (e.g. 'no NVIDIA driver'): a degraded birth."""
+
+
+# --- status: liveness + drain --------------------------------------------------------------
+
+
+class DrainState(StrEnum):
+    NONE = "none"
+    DRAINING = "draining"
+    DRAINED = "drained"
+
+
+class DrainInfo(_Msg):
+    state: DrainState = DrainState.NONE
+    reason: Text = ""
+    requested_by: ShortText = ""
+    since_ts: TsMs | None = None
+    cmd_id: ShortText = ""
+
+
+class Status(_Versioned):
+    """Retained, QoS 1. The agent's Last Will is this message with ``online=false``."""
+
+    node: Id
+    online: bool
+    bdSeq: U64  # noqa: N815
+    ts: TsMs
+    drain: DrainInfo = DrainInfo()
+
+
+# --- telemetry ------------------------------------------------------------------------------
+
+
+class Ecc(_Msg):
+    sbe_vol: U64 | None = None
+    dbe_vol: U64 | None = None
+    sbe_agg: U64 | None = None
+    dbe_agg: U64 | None = None
+    sram_unc_agg: U64 | None = None
+    sram_corr_agg: U64 | None = None
+
+
+class RowRemap(_Msg):
+    correctable: U32 | None = None
+    uncorrectable: U32 | None = None
+    pending: bool | None = None
+    failure: bool | None = None
+
+
+class NvLink(_Msg):
+    links_up: Annotated[int, Field(ge=0, le=64)] | None = None
+    links_total: Annotated[int, Field(ge=0, le=64)] | None = None
+    crc_flit: U64 | None = None
+    crc_data: U64 | None = None
+    replay: U64 | None = None
+    recovery: U64 | None = None
+
+
+class GpuSample(_Msg):
+    index: Annotated[int, Field(ge=0, le=63)]
+    present: bool = True
+    util_pct: Pct | None = None
+    mem_util_pct: Pct | None = None
+    fb_used_mib: U32 | None = None
+    fb_total_mib: U32 | None = None
+    temp_c: Celsius | None = None
+    mem_temp_c: Celsius | None = None
+    power_w: Annotated[float, Field(ge=0, le=5000)] | None = None
+    power_limit_w: Annotated[float, Field(ge=0, le=5000)] | None = None
+    energy_j: NonNeg | None = None
+    sm_clock_mhz: Annotated[float, Field(ge=0, le=10000)] | None = None
+    mem_clock_mhz: Annotated[float, Field(ge=0, le=20000)] | None = None
+    sm_clock_max_mhz: Annotated[float, Field(ge=0, le=10000)] | None = None
+    clock_event_reasons: U64 | None = None
+    thermal_violation_ns: U64 | None = None
+    power_violation_ns: U64 | None = None
+    pstate: Annotated[str, StringConstraints(max_length=4)] | None = None
+    pcie_gen: Annotated[int, Field(ge=0, le=16)] | None = None
+    pcie_width: Annotated[int, Field(ge=0, le=32)] | None = None
+    pcie_replay_total: U64 | None = None
+    ecc: Ecc = Ecc()
+    row_remap: RowRemap = RowRemap()
+    nvlink: NvLink = NvLink()
+    xid_last: U32 | None = None
+    xid_last_ts: TsMs | None = None
+
+
+class IbPortSample(_Msg):
+    dev: Id
+    port: Annotated[int, Field(ge=1, le=255)] = 1
+    state: ShortText | None = None
+    """As sysfs prints the name: DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER."""
+    state_id: Annotated[int, Field(ge=0, le=15)] | None = None
+    phys_state: ShortText | None = None
+    """As sysfs prints the name: Sleep, Polling, Disabled, PortConfigurationTraining, LinkUp…"""
+    phys_state_id: Annotated[int, Field(ge=0, le=15)] | None = None
+    rate_gbps: NonNeg | None = None
+    width: ShortText | None = None
+    lid: U32 | None = None
+    sm_lid: U32 | None = None
+    xmit_bytes_total: U64 | None = None
+    rcv_bytes_total: U64 | None = None
+    xmit_Bps: NonNeg | None = None  # noqa: N815
+    rcv_Bps: NonNeg | None = None  # noqa: N815
+    xmit_pkts_total: U64 | None = None
+    rcv_pkts_total: U64 | None = None
+    symbol_error: U64 | None = None
+    link_error_recovery: U64 | None = None
+    link_downed: U64 | None = None
+    rcv_errors: U64 | None = None
+    rcv_remote_phys_errors: U64 | None = None
+    xmit_discards: U64 | None = None
+    local_link_integrity_errors: U64 | None = None
+    excessive_buffer_overrun_errors: U64 | None = None
+    xmit_wait: U64 | None = None
+    rnr_nak_retry_err: U64 | None = None
+    local_ack_timeout_err: U64 | None = None
+    carrier_losses_24h: U32 | None = None
+    d: Annotated[dict[Annotated[str, StringConstraints(max_length=64)], int], Field(
+        max_length=32
+    )] = {}
+    """Counter deltas over this interval, keyed by counter name."""
+
+
+class AgentInfo(_Msg):
+    version: ShortText = ""
+    mode: ShortText = "sim"
+    pid: U32 | None = None
+    started_ts: TsMs | None = None
+    collect_ms: NonNeg | None = None
+    errors: Annotated[list[Text], Field(max_length=32)] = []
+
+
+class JobOnNode(_Msg):
+    id: Id
+    ranks_on_node: Annotated[int, Field(ge=0, le=64)] = 8
+    step_time_ms: NonNeg | None = None
+
+
+class HostSample(_Msg):
+    cpu_util_pct: Pct | None = None
+    mem_used_pct: Pct | None = None
+    uptime_s: NonNeg | None = None
+
+
+class Telemetry(_Versioned):
+    """QoS 0, not retained, every ``interval_s``; latest value wins."""
+
+    node: Id
+    seq: U64
+    bdSeq: U64  # noqa: N815
+    ts: TsMs
+    interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    agent: AgentInfo = AgentInfo()
+    job: JobOnNode | None = None
+    host: HostSample = HostSample()
+    gpus: Annotated[list[GpuSample], Field(max_length=64)] = []
+    ib_ports: Annotated[list[IbPortSample], Field(max_length=64)] = []
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARN = "warn"
+    ERROR = "error"
+
+
+class Event(_Versioned):
+    """QoS 1, edge-triggered. ``event_id`` is unique per event so duplicates can be dropped."""
+
+    node: Id
+    event_id: Annotated[str, StringConstraints(max_length=128)]
+    seq: U64
+    ts: TsMs
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
+    """xid, ib_port_state, ib_flap, ecc, row_remap, nvlink, thermal, drain, agent…"""
+    severity: Severity = Severity.INFO
+    component: ShortText = ""
+    """'gpu3', 'mlx5_ib6:1', or empty for the node as a whole."""
+    message: Text = ""
+    data: Annotated[dict[Annotated[str, StringConstraints(max_length=64)], Scalar], Field(
+        max_length=32
+    )] = {}
+
+
+# --- commands and acks -----------------------------------------------------------------------
+
+
+class CommandOp(StrEnum):
+    DRAIN = "drain"
+    RESUME = "resume"
+    REBIRTH = "rebirth"
+    RESTART_JOB = "restart_job"
+
+
+class DrainMode(StrEnum):
+    FINISH = "finish"
+    """Slurm's DRAIN: no new work, running jobs finish, then DRAINED."""
+    NOW = "now"
+    """Requeue the running jobs from their last checkpoint, then DRAINED."""
+
+
+class CommandArgs(_Msg):
+    reason: Text = ""
+    mode: DrainMode = DrainMode.FINISH
+    job: Id | None = None
+
+
+class Command(_Versioned):
+    """QoS 1 from the console to one agent (``node/<n>/cmd``) or the scheduler (``sched/cmd``)."""
+
+    cmd_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", max_length=64)]
+    op: CommandOp
+    target: Id
+    args: CommandArgs = CommandArgs()
+    issued_by: ShortText
+    issued_at: TsMs
+    expires_at: TsMs
+    reply_to: ShortText = ""
+
+
+class AckResult(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Ack(_Versioned):
+    """QoS 1 answer to a command: ``accepted`` at once, then ``done``/``failed``; or ``rejected``."""
+
+    cmd_id: Annotated[str, StringConstraints(max_length=64)]
+    by: Id
+    """The node (or 'sched') that answers."""
+    op: CommandOp | None = None
+    result: AckResult
+    reason: Text = ""
+    ts: TsMs
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+class JobState(StrEnum):
+    """squeue's two-letter codes."""
+
+    PD = "PD"
+    R = "R"
+    CG = "CG"
+    CD = "CD"
+    F = "F"
+    NF = "NF"
+    RQ = "RQ"
+    CA = "CA"
+
+
+class RankTime(_Msg):
+    rank: Annotated[int, Field(ge=0)]
+    node: Id
+    step_time_ms: NonNeg
+
+
+class JobStatus(_Versioned):
+    """Retained, QoS 1, on ``job/<id>/status``; published by the scheduler on change and each step."""
+
+    job_id: Id
+    name: ShortText = ""
+    user: ShortText = ""
+    state: JobState
+    reason: Text = ""
+    nodes: Annotated[list[Id], Field(max_length=4096)] = []
+    gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 8
+    step: U64 = 0
+    total_steps: U64 = 0
+    step_time_ms: NonNeg | None = None
+    median_step_time_ms: NonNeg | None = None
+    slowest: Annotated[list[RankTime], Field(max_length=64)] = []
+    """The slowest ranks of the last step, slowest first."""
+    checkpoint_every: U64 = 0
+    last_checkpoint_step: U64 = 0
+    last_checkpoint_ts: TsMs | None = None
+    submitted_ts: TsMs | None = None
+    started_ts: TsMs | None = None
+    eta_s: NonNeg | None = None
+    requeues: U32 = 0
+    ts: TsMs
+
+
+MESSAGE_MODELS: dict[str, type[BaseModel]] = {
+    "birth": Birth,
+    "status": Status,
+    "telemetry": Telemetry,
+    "event": Event,
+    "command": Command,
+    "ack": Ack,
+    "job": JobStatus,
+}
+
+
+def json_schemas() -> dict[str, Any]:
+    """The JSON Schema of every message, keyed by message name (``fleetdeck schema``)."""
+    return {name: model.model_json_schema() for name, model in MESSAGE_MODELS.items()}

@@ -1,0 +1,106 @@
+"""Topic layout of protocol v1.
+
+::
+
+    fleetdeck/v1/<cluster>/node/<node>/{birth,status,telemetry,event,cmd,ack}
+    fleetdeck/v1/<cluster>/job/<job>/status
+    fleetdeck/v1/<cluster>/sched/{cmd,ack}
+    fleetdeck/v1/<cluster>/ctl/rebirth
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fleetdeck.protocol.ids import is_valid_id
+
+ROOT = "fleetdeck/v1"
+
+
+class Kind(StrEnum):
+    BIRTH = "birth"
+    STATUS = "status"
+    TELEMETRY = "telemetry"
+    EVENT = "event"
+    CMD = "cmd"
+    ACK = "ack"
+    JOB = "job"
+    SCHED_CMD = "sched_cmd"
+    SCHED_ACK = "sched_ack"
+    REBIRTH = "rebirth"
+
+
+NODE_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.CMD, Kind.ACK})
+
+
+class TopicError(ValueError):
+    """A topic that is not part of protocol v1 (or carries an invalid id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    cluster: str
+    kind: Kind
+    subject: str = ""
+    """The node id for node topics, the job id for job topics, empty otherwise."""
+
+    def __str__(self) -> str:
+        return topic_for(self.cluster, self.kind, self.subject)
+
+
+def topic_for(cluster: str, kind: Kind, subject: str = "") -> str:
+    base = f"{ROOT}/{cluster}"
+    if kind in NODE_KINDS:
+        return f"{base}/node/{subject}/{kind.value}"
+    if kind is Kind.JOB:
+        return f"{base}/job/{subject}/status"
+    if kind is Kind.SCHED_CMD:
+        return f"{base}/sched/cmd"
+    if kind is Kind.SCHED_ACK:
+        return f"{base}/sched/ack"
+    return f"{base}/ctl/rebirth"
+
+
+def subscriptions(cluster: str) -> list[str]:
+    """What a console subscribes to: everything an operator sees, nothing it sends."""
+    base = f"{ROOT}/{cluster}"
+    return [
+        f"{base}/node/+/birth",
+        f"{base}/node/+/status",
+        f"{base}/node/+/telemetry",
+        f"{base}/node/+/event",
+        f"{base}/node/+/ack",
+        f"{base}/job/+/status",
+        f"{base}/sched/ack",
+    ]
+
+
+def parse_topic(topic: str) -> Topic:
+    """Parse a topic string; raise :class:`TopicError` for anything outside protocol v1."""
+    parts = topic.split("/")
+    if len(parts) < 4 or parts[0] != "fleetdeck":
+        raise TopicError("not a fleetdeck topic")
+    if parts[1] != "v1":
+        raise TopicError(f"unsupported protocol version '{parts[1][:16]}' in topic")
+    cluster = parts[2]
+    if not is_valid_id(cluster):
+        raise TopicError("invalid cluster name in topic")
+    rest = parts[3:]
+    match rest:
+        case ["node", node, kind] if kind in _NODE_KIND_BY_NAME:
+            if not is_valid_id(node):
+                raise TopicError("invalid node id in topic")
+            return Topic(cluster, _NODE_KIND_BY_NAME[kind], node)
+        case ["job", job, "status"]:
+            if not is_valid_id(job):
+                raise TopicError("invalid job id in topic")
+            return Topic(cluster, Kind.JOB, job)
+        case ["sched", "cmd"]:
+            return Topic(cluster, Kind.SCHED_CMD)
+        case ["sched", "ack"]:
+            return Topic(cluster, Kind.SCHED_ACK)
+        case ["ctl", "rebirth"]:
+            return Topic(cluster, Kind.REBIRTH)
+    raise TopicError("unknown fleetdeck topic")
+
+
+_NODE_KIND_BY_NAME = {k.value: k for k in NODE_KINDS}
