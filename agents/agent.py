@@ -7,6 +7,7 @@ an older session. Birth and status are retained; telemetry is QoS 0 and latest-v
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -259,6 +260,9 @@ class NodeAgent:
             self._pending_events.pop(0)
 
     def emit(self, draft: EventDraft) -> None:
+        """Queue an event; it goes out after the next telemetry sample, stamped with now."""
+        if draft.ts_ms is None:
+            draft = dataclasses.replace(draft, ts_ms=now_ms(self.clock))
         self._pending_events.append(draft)
 
     # --- commands ---------------------------------------------------------------------------

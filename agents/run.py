@@ -23,7 +23,9 @@ def make_source(args: argparse.Namespace, node_id: str) -> Source:
         from agents.sim.node import SimNode
 
         return SimNode(node_id, seed=args.seed)
-    raise UserError(f"unknown telemetry source '{args.source}' (choose from: {', '.join(SOURCES)}).")
+    raise UserError(
+        f"unknown telemetry source '{args.source}' (choose from: {', '.join(SOURCES)})."
+    )
 
 
 def sample_once(args: argparse.Namespace, node_id: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ class Inventory:
     sku: str
     gpus: list[GpuInventory]
     ib_ports: list[IbPortInventory]
-    topology: Topology = Topology()
+    topology: Topology = field(default_factory=Topology)
     driver_version: str | None = None
     cuda_version: str | None = None
     boot_id: str = ""

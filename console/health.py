@@ -142,7 +142,7 @@ class NodeHistory:
     def update(self, t: Telemetry) -> None:
         prev = self.prev
         self.prev = t
-        if prev is None or prev.bdSeq != t.bdSeq and t.seq <= 1:
+        if prev is None or (prev.bdSeq != t.bdSeq and t.seq <= 1):
             prev_ports: dict[str, IbPortSample] = {}
             prev_gpus: dict[int, GpuSample] = {}
         else:
@@ -247,7 +247,8 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
         out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min"))
     reasons = g.clock_event_reasons or 0
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
-        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({describe_clock_events(reasons)})"))
+        why = describe_clock_events(reasons)
+        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why})"))
     if g.temp_c is not None and g.temp_c >= TEMP_WARN_C:
         what = "above slowdown" if g.temp_c >= TEMP_SLOWDOWN_C else "above max operating"
         out.append(Finding("G13", Severity.WARN, c, f"{g.temp_c:.0f} °C {what}"))

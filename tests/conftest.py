@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def mosquitto(tmp_path: Path) -> Iterator[ManagedBroker]:
     if find_mosquitto() is None:
-        pytest.skip("mosquitto is not installed (apt-get install -y mosquitto); .ci/run installs it")
+        pytest.skip("mosquitto is not installed (apt-get install -y mosquitto; .ci/run does)")
     broker = ManagedBroker(MOSQUITTO, workdir=tmp_path / "mosquitto")
     broker.workdir.mkdir()  # type: ignore[union-attr]
     with broker:
@@ -43,7 +43,7 @@ def fleetdeck_cmd(*args: str) -> list[str]:
 
 def spawn(*args: str, log: Path | None = None) -> subprocess.Popen[bytes]:
     """Start a real fleetdeck process (agent, sim …) in its own session."""
-    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL
     return subprocess.Popen(
         fleetdeck_cmd(*args), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
         start_new_session=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -28,5 +28,7 @@ def validate_id(value: str, what: str = "id") -> str:
     elif len(value) > MAX_ID_LEN:
         reason = f"is longer than {MAX_ID_LEN} characters"
     else:
-        reason = "may only hold letters, digits, '.', '_' and '-' and must start with a letter or digit"
+        reason = (
+            "may only hold letters, digits, '.', '_' and '-' and must start with a letter or digit"
+        )
     raise InvalidId(f"{what} '{shown}' {reason}")

@@ -82,7 +82,7 @@ class Birth(_Versioned):
 
     cluster: Id
     node: Id
-    bdSeq: U64  # noqa: N815  (Sparkplug spelling, kept on the wire and in code alike)
+    bdSeq: U64
     ts: TsMs
     boot_id: ShortText = ""
     agent_version: ShortText = ""
@@ -120,7 +120,7 @@ class Status(_Versioned):
 
     node: Id
     online: bool
-    bdSeq: U64  # noqa: N815
+    bdSeq: U64
     ts: TsMs
     drain: DrainInfo = DrainInfo()
 
@@ -197,8 +197,8 @@ class IbPortSample(_Msg):
     sm_lid: U32 | None = None
     xmit_bytes_total: U64 | None = None
     rcv_bytes_total: U64 | None = None
-    xmit_Bps: NonNeg | None = None  # noqa: N815
-    rcv_Bps: NonNeg | None = None  # noqa: N815
+    xmit_Bps: NonNeg | None = None
+    rcv_Bps: NonNeg | None = None
     xmit_pkts_total: U64 | None = None
     rcv_pkts_total: U64 | None = None
     symbol_error: U64 | None = None
@@ -245,7 +245,7 @@ class Telemetry(_Versioned):
 
     node: Id
     seq: U64
-    bdSeq: U64  # noqa: N815
+    bdSeq: U64
     ts: TsMs
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
     agent: AgentInfo = AgentInfo()
@@ -326,7 +326,7 @@ class AckResult(StrEnum):
 
 
 class Ack(_Versioned):
-    """QoS 1 answer to a command: ``accepted`` at once, then ``done``/``failed``; or ``rejected``."""
+    """QoS 1 answer to a command: ``accepted``, then ``done``/``failed``; or ``rejected``."""
 
     cmd_id: Annotated[str, StringConstraints(max_length=64)]
     by: Id
@@ -360,7 +360,7 @@ class RankTime(_Msg):
 
 
 class JobStatus(_Versioned):
-    """Retained, QoS 1, on ``job/<id>/status``; published by the scheduler on change and each step."""
+    """Retained, QoS 1, on ``job/<id>/status``; sent by the scheduler on change and each step."""
 
     job_id: Id
     name: ShortText = ""

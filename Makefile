@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine (README.md):
+#   make demo   - own virtualenv, private broker, simulated fleet, console
+#   make test   - own virtualenv with test deps, the whole suite against a real Mosquitto
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+NODES ?= 64
+
+.PHONY: demo test lint check bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleetdeck needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/fleetdeck demo --nodes $(NODES)
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/mypy fleetdeck agents console
+
+check: lint test
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

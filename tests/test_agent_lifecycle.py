@@ -1,0 +1,203 @@
+"""A real agent process against a real Mosquitto: death, shutdown, reconnect, commands."""
+
+import asyncio
+import json
+import os
+import signal
+import time
+import uuid
+
+import aiomqtt
+
+from console.ingest import Ingest
+from console.live import LiveFeed
+from console.state import FleetState
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Ack, Command, CommandArgs, CommandOp, DrainMode
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.conftest import eventually, spawn, stop_process
+
+CLUSTER = "life"
+KEEPALIVE = 2
+
+
+class Watcher:
+    """The console's own ingest path, live against the broker."""
+
+    def __init__(self, url) -> None:
+        self.ingest = Ingest(CLUSTER)
+        self.state = FleetState(CLUSTER, self.ingest.malformed)
+        self.feed = LiveFeed(url, self.ingest, client_id=f"watch-{uuid.uuid4().hex[:8]}")
+        self.stop = asyncio.Event()
+        self.acks: list[Ack] = []
+
+    async def __aenter__(self) -> "Watcher":
+        self.task = asyncio.create_task(self.feed.run(self.stop))
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.stop.set()
+        await self.task
+
+    def tick(self) -> None:
+        batch = self.ingest.take_batch()
+        self.acks.extend(a for _rx, a in batch.acks)
+        self.state.apply(batch, time.time())
+
+    async def until(self, predicate, timeout: float = 15, message: str = "condition") -> float:
+        t0 = time.monotonic()
+
+        def check() -> bool:
+            self.tick()
+            return predicate(self.state)
+
+        await eventually(check, timeout, 0.02, message)
+        return time.monotonic() - t0
+
+
+def node(state, node_id="gpu0001"):
+    return state.nodes.get(node_id)
+
+
+def is_ok(s) -> bool:
+    return node(s) is not None and node(s).verdict.value == "ok"
+
+
+def agent_proc(url, tmp_path, node_id="gpu0001"):
+    return spawn("agent", "--broker", str(url), "--cluster", CLUSTER, "--node-id", node_id,
+                 "--keepalive", str(KEEPALIVE), log=tmp_path / f"{node_id}.log")
+
+
+async def test_sigkill_agent_goes_offline_within_one_and_a_half_keepalives(mosquitto, tmp_path):
+    proc = agent_proc(mosquitto.url, tmp_path)
+    async with Watcher(mosquitto.url) as w:
+        await w.until(is_ok, message="agent online")
+        os.kill(proc.pid, signal.SIGKILL)
+        took = await w.until(lambda s: node(s).verdict.value == "offline",
+                             timeout=1.5 * KEEPALIVE, message="offline within 1.5 x keepalive")
+        assert took <= 1.5 * KEEPALIVE
+        assert node(w.state).reasons == ["H2"]
+    proc.wait()
+
+
+async def test_sigstop_hung_agent_goes_stale_then_offline(mosquitto, tmp_path):
+    proc = agent_proc(mosquitto.url, tmp_path)
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(is_ok, message="agent online")
+            os.kill(proc.pid, signal.SIGSTOP)
+            await w.until(lambda s: node(s).verdict.value == "stale", timeout=5,
+                          message="stale after 3 missed intervals")
+            # Mosquitto fires the will 1.5-3 x keepalive after the last packet (MQTT.md §3).
+            await w.until(lambda s: node(s).verdict.value == "offline", timeout=4 * KEEPALIVE,
+                          message="offline by keepalive")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        stop_process(proc)
+
+
+async def test_sigterm_publishes_offline_and_exits_zero(mosquitto, tmp_path):
+    proc = agent_proc(mosquitto.url, tmp_path)
+    async with Watcher(mosquitto.url) as w:
+        await w.until(is_ok, message="agent online")
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 10) == 0
+        await w.until(lambda s: node(s).online is False, timeout=3, message="offline")
+
+
+async def test_agent_reconnects_after_broker_restart_with_a_new_session(mosquitto, tmp_path):
+    proc = agent_proc(mosquitto.url, tmp_path)
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(is_ok, message="agent online")
+            first_session = node(w.state).bd_seq
+            mosquitto.kill()
+            await asyncio.sleep(1.0)
+            mosquitto.start()
+            await w.until(lambda s: node(s).bd_seq > first_session and is_ok(s), timeout=30,
+                          message="agent back with a new bdSeq")
+            assert w.feed.conn.connects >= 2
+    finally:
+        stop_process(proc)
+
+
+async def send(url, cmd: Command) -> None:
+    async with aiomqtt.Client(url.host, url.port, identifier=f"op-{uuid.uuid4().hex[:6]}",
+                              protocol=aiomqtt.ProtocolVersion.V311) as c:
+        await c.publish(topic_for(CLUSTER, Kind.CMD, cmd.target), codec.encode(cmd), qos=1)
+
+
+def command(op: CommandOp, target="gpu0001", reason="", expires_in=30.0, cmd_id=None,
+            mode=DrainMode.FINISH) -> Command:
+    now = int(time.time() * 1000)
+    return Command(cmd_id=cmd_id or uuid.uuid4().hex, op=op, target=target,
+                   args=CommandArgs(reason=reason, mode=mode), issued_by="tester",
+                   issued_at=now, expires_at=now + int(expires_in * 1000))
+
+
+async def test_drain_and_resume_are_acknowledged_and_seen_in_status(mosquitto, tmp_path):
+    proc = agent_proc(mosquitto.url, tmp_path)
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(is_ok, message="agent online")
+            drain = command(CommandOp.DRAIN, reason="xid 79 on gpu3")
+            await send(mosquitto.url, drain)
+            await w.until(lambda s: node(s).drain.state.value == "drained", message="DRAINED")
+            st = node(w.state)
+            assert (st.drain.reason, st.drain.requested_by) == ("xid 79 on gpu3", "tester")
+            await w.until(lambda s: [a.result.value for a in w.acks
+                                     if a.cmd_id == drain.cmd_id] == ["accepted", "done"],
+                          message="accepted then done")
+            # Same id again (QoS 1 redelivery / console retry): re-acked, not re-executed.
+            await send(mosquitto.url, drain)
+            await w.until(lambda s: len([a for a in w.acks if a.cmd_id == drain.cmd_id]) == 3,
+                          message="duplicate re-acked")
+            resume = command(CommandOp.RESUME)
+            await send(mosquitto.url, resume)
+            await w.until(lambda s: node(s).drain.state.value == "none", message="resumed")
+            await w.until(lambda s: [e.kind for e in s.events].count("drain") == 2,
+                          message="drain and resume events in the timeline")
+    finally:
+        stop_process(proc)
+
+
+async def test_bad_commands_are_rejected_with_a_reason(mosquitto, tmp_path):
+    proc = agent_proc(mosquitto.url, tmp_path)
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(is_ok, message="agent online")
+            cases = {
+                "no-reason": command(CommandOp.DRAIN, cmd_id="no-reason"),
+                "expired": command(CommandOp.DRAIN, reason="r", expires_in=-5,
+                                   cmd_id="expired"),
+                "job": command(CommandOp.RESTART_JOB, cmd_id="job"),
+            }
+            for cmd in cases.values():
+                await send(mosquitto.url, cmd)
+            await w.until(lambda s: {a.cmd_id for a in w.acks} >= set(cases),
+                          message="all answered")
+            by_id = {a.cmd_id: a for a in w.acks}
+            assert all(by_id[c].result.value == "rejected" for c in cases)
+            assert "reason is required" in by_id["no-reason"].reason
+            assert "expired" in by_id["expired"].reason
+            assert node(w.state).drain.state.value == "none"
+            # A malformed command is dropped by the agent, which keeps running.
+            async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port,
+                                      identifier="junk") as c:
+                await c.publish(topic_for(CLUSTER, Kind.CMD, "gpu0001"), b"{junk", qos=1)
+            await asyncio.sleep(0.5)
+            assert proc.poll() is None
+            log = (tmp_path / "gpu0001.log").read_text()
+            assert "rejected malformed command" in log
+    finally:
+        stop_process(proc)
+
+
+def test_agent_once_json_is_valid_protocol():
+    from tests.conftest import run_cli
+
+    out = json.loads(run_cli("agent", "--once", "--node-id", "n7").stdout)
+    from fleetdeck.protocol.messages import Birth, Telemetry
+
+    Birth.model_validate(out["birth"])
+    Telemetry.model_validate(out["telemetry"])

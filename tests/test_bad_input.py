@@ -1,0 +1,111 @@
+"""Hostile and broken publishers against a real broker: counted, reported, never fatal."""
+
+import asyncio
+import json
+import subprocess
+import time
+
+import aiomqtt
+
+from console.ingest import Ingest
+from console.live import LiveFeed
+from console.state import FleetState
+from fleetdeck.protocol.topics import ROOT
+from tests.conftest import eventually, fleetdeck_cmd, spawn, stop_process
+
+CLUSTER = "bad"
+BASE = f"{ROOT}/{CLUSTER}"
+
+VALID_TELEMETRY = {"v": 1, "node": "gpu0001", "seq": 99999, "bdSeq": 1, "ts": 1,
+                   "gpus": [{"index": 0, "util_pct": 1.0}]}
+
+BAD_MESSAGES: list[tuple[str, bytes, str]] = [
+    (f"{BASE}/node/gpu0001/telemetry", b"{this is not json", "not_json"),
+    (f"{BASE}/node/gpu0001/telemetry", b"\x00\xff\xfe binary", "not_json"),
+    (f"{BASE}/node/gpu0001/telemetry",
+     json.dumps({**VALID_TELEMETRY, "seq": "7"}).encode(), "invalid"),
+    (f"{BASE}/node/gpu0001/status", json.dumps({"v": 1, "node": "gpu0001", "online": "yes",
+                                                "bdSeq": 1, "ts": 1}).encode(), "invalid"),
+    (f"{BASE}/node/gpu0001/telemetry", json.dumps({**VALID_TELEMETRY, "v": 7}).encode(),
+     "unknown_version"),
+    (f"{BASE}/node/gpu0001/telemetry", b"{" + b" " * 70_000 + b"}", "oversize"),
+    (f"{BASE}/node/gpu0001/telemetry",
+     json.dumps({**VALID_TELEMETRY, "node": "gpu0002"}).encode(), "mismatch"),
+    (f"{BASE}/node/bad id/telemetry", json.dumps(VALID_TELEMETRY).encode(), "bad_topic"),
+    (f"{BASE}/node/n\u0153ud/birth", b"{}", "bad_topic"),
+    (f"{BASE}/node/{'x' * 300}/telemetry", b"{}", "bad_topic"),
+    # Mosquitto itself disconnects a client that puts C0 control characters in a topic, so the
+    # hostile id here is a right-to-left override (tests/test_state.py covers control bytes).
+    (f"{BASE}/node/gpu\u202e1000/status", b"{}", "bad_topic"),
+    (f"{BASE}/job/41/status", json.dumps({"v": 1, "job_id": "41", "state": "ZZ",
+                                          "ts": 1}).encode(), "invalid"),
+]
+
+
+async def publish_bad(url) -> None:
+    async with aiomqtt.Client(url.host, url.port, identifier="hostile",
+                              protocol=aiomqtt.ProtocolVersion.V311) as client:
+        for topic, payload, _reason in BAD_MESSAGES:
+            await client.publish(topic, payload, qos=1)
+
+
+async def test_console_ingest_counts_bad_input_and_state_stays_right(mosquitto, tmp_path):
+    agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER,
+                  "--node-id", "gpu0001", log=tmp_path / "agent.log")
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+    feed = LiveFeed(mosquitto.url, ingest, client_id="test-console")
+    stop = asyncio.Event()
+    task = asyncio.create_task(feed.run(stop))
+    try:
+        def tick() -> bool:
+            state.apply(ingest.take_batch(), time.time())
+            st = state.nodes.get("gpu0001")
+            return st is not None and st.telemetry is not None and st.verdict.value == "ok"
+
+        await eventually(tick, 15, message="gpu0001 ok")
+        seq_before = state.nodes["gpu0001"].last_seq
+        await publish_bad(mosquitto.url)
+        await eventually(lambda: tick() and ingest.malformed.total >= len(BAD_MESSAGES), 10,
+                         message="all bad messages counted")
+        assert feed.conn.state == "connected"
+        assert not task.done()
+        counted = ingest.malformed.by_reason
+        for _t, _p, reason in BAD_MESSAGES:
+            assert counted[reason] >= 1, (reason, dict(counted))
+        assert ingest.malformed.total == len(BAD_MESSAGES)
+        # Nothing partial reached the state: the one real node is still the only one, still ok,
+        # and its seq was not pushed to 99999 by the mismatched payload.
+        assert set(state.nodes) == {"gpu0001"}
+        st = state.nodes["gpu0001"]
+        assert st.verdict.value == "ok" and st.online is True
+        assert seq_before <= st.last_seq < 1000
+        # Topics in the log are printable (control characters escaped), bounded in length.
+        assert all(m.topic.isprintable() and len(m.topic) <= 200 for m in ingest.malformed.recent)
+    finally:
+        stop.set()
+        await task
+        stop_process(agent)
+
+
+async def test_status_keeps_running_and_reports_bad_input(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    agent = spawn("agent", "--broker", url, "--cluster", CLUSTER, "--node-id", "gpu0001",
+                  log=tmp_path / "agent.log")
+    try:
+        await asyncio.sleep(1.0)
+        proc = subprocess.Popen(
+            fleetdeck_cmd("status", "--broker", url, "--cluster", CLUSTER, "--json", "--wait",
+                          "3"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        await asyncio.sleep(1.0)
+        await publish_bad(mosquitto.url)
+        out, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    finally:
+        stop_process(agent)
+    assert proc.returncode == 0, err
+    data = json.loads(out)
+    assert data["totals"]["malformed"] == len(BAD_MESSAGES)
+    assert data["totals"]["nodes"] == 1
+    assert data["nodes"][0]["verdict"] == "ok"
+    assert {m["reason"] for m in data["malformed"]} >= {"not_json", "invalid", "oversize",
+                                                         "unknown_version", "bad_topic"}

@@ -1,0 +1,103 @@
+import pytest
+
+from console.health import NodeHistory, Verdict, combine, describe_clock_events, evaluate
+from tests.helpers import FakeNode
+
+
+def rules(node: FakeNode, mutate, samples: int = 1):
+    hist = NodeHistory()
+    birth = node.birth()
+    t = None
+    for i in range(samples):
+        t = node.telemetry()
+        t = mutate(t, i)
+        hist.update(t)
+    findings = evaluate(birth, t, hist)
+    return {f.rule for f in findings}, combine(findings), findings
+
+
+def gpu(t, i, **fields):
+    gpus = list(t.gpus)
+    g = gpus[i]
+    nested = {k: v for k, v in fields.items() if k in ("ecc", "row_remap", "nvlink")}
+    flat = {k: v for k, v in fields.items() if k not in nested}
+    for k, v in nested.items():
+        flat[k] = getattr(g, k).model_copy(update=v)
+    gpus[i] = g.model_copy(update=flat)
+    return t.model_copy(update={"gpus": gpus})
+
+
+def port(t, i, **fields):
+    ports = list(t.ib_ports)
+    ports[i] = ports[i].model_copy(update=fields)
+    return t.model_copy(update={"ib_ports": ports})
+
+
+def test_healthy_sim_node_has_no_findings():
+    found, verdict, _ = rules(FakeNode(), lambda t, i: t, samples=3)
+    assert found == set() and verdict is Verdict.OK
+
+
+@pytest.mark.parametrize(
+    ("mutate", "rule", "verdict"),
+    [
+        (lambda t, i: gpu(t, 3, present=False), "G1", Verdict.FAILED),
+        (lambda t, i: t.model_copy(update={"gpus": t.gpus[:7]}), "G1", Verdict.FAILED),
+        (lambda t, i: gpu(t, 2, xid_last=79, xid_last_ts=t.ts - 1000), "G2", Verdict.FAILED),
+        (lambda t, i: gpu(t, 2, xid_last=63, xid_last_ts=t.ts), "G3", Verdict.DEGRADED),
+        (lambda t, i: gpu(t, 1, ecc={"dbe_vol": 1}), "G4", Verdict.FAILED),
+        (lambda t, i: gpu(t, 1, row_remap={"failure": True}), "G5", Verdict.FAILED),
+        (lambda t, i: gpu(t, 1, row_remap={"pending": True}), "G6", Verdict.FAILED),
+        (lambda t, i: gpu(t, 1, row_remap={"uncorrectable": 512}), "G7", Verdict.DEGRADED),
+        (lambda t, i: gpu(t, 1, ecc={"sram_unc_agg": 1}), "G8", Verdict.FAILED),
+        (lambda t, i: gpu(t, 5, nvlink={"links_up": 16}), "G9", Verdict.FAILED),
+        (lambda t, i: gpu(t, 0, clock_event_reasons=0x40), "G12", Verdict.DEGRADED),
+        (lambda t, i: gpu(t, 0, temp_c=88.0), "G13", Verdict.DEGRADED),
+        (lambda t, i: port(t, 6, state="DOWN", state_id=1, phys_state="Polling"), "N1",
+         Verdict.FAILED),
+        (lambda t, i: port(t, 6, rate_gbps=200.0), "N1", Verdict.FAILED),
+        (lambda t, i: port(t, 6, carrier_losses_24h=5), "N5", Verdict.FAILED),
+    ],
+)
+def test_single_sample_rules(mutate, rule, verdict):
+    found, got, findings = rules(FakeNode(), mutate)
+    assert rule in found, findings
+    assert got is verdict
+
+
+def test_old_xid_outside_two_hours_is_not_a_finding():
+    found, _, _ = rules(FakeNode(), lambda t, i: gpu(t, 2, xid_last=79,
+                                                       xid_last_ts=t.ts - 3 * 3600 * 1000))
+    assert "G2" not in found
+
+
+def test_link_downed_increment_is_fatal():
+    found, verdict, _ = rules(FakeNode(), lambda t, i: port(t, 2, link_downed=i), samples=2)
+    assert "N2" in found and verdict is Verdict.FAILED
+
+
+def test_symbol_error_rate_warns_then_hourly_budget_drains():
+    found, verdict, _ = rules(FakeNode(), lambda t, i: port(t, 4, symbol_error=i * 50), samples=2)
+    assert found == {"N4"} and verdict is Verdict.DEGRADED
+    found, verdict, _ = rules(FakeNode(), lambda t, i: port(t, 4, symbol_error=i * 50), samples=4)
+    assert "N3" in found and verdict is Verdict.FAILED
+
+
+def test_counter_reset_is_not_an_increment():
+    found, _, _ = rules(FakeNode(), lambda t, i: port(t, 2, link_downed=[5, 0, 0][i]), samples=3)
+    assert "N2" not in found
+
+
+def test_nvlink_replay_growth_drains():
+    found, _, _ = rules(FakeNode(), lambda t, i: gpu(t, 1, nvlink={"replay": i}), samples=2)
+    assert "G9" in found
+
+
+def test_pcie_replay_rate():
+    found, _, _ = rules(FakeNode(), lambda t, i: gpu(t, 1, pcie_replay_total=i * 40), samples=2)
+    assert "G11" in found
+
+
+def test_clock_event_names():
+    assert describe_clock_events(0x41) == "idle, hw thermal"
+    assert describe_clock_events(0) == "none"

@@ -1,0 +1,126 @@
+from console.health import Verdict
+from console.ingest import Ingest
+from console.state import FleetState
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind
+from tests.helpers import FakeNode
+
+
+def setup(node: FakeNode):
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    return ingest, state
+
+
+def test_healthy_node_is_ok():
+    node = FakeNode()
+    _, state = setup(node)
+    st = state.nodes["gpu0001"]
+    assert st.verdict is Verdict.OK
+    assert (st.gpus_present, st.ib_ports_up, st.online) == (8, 8, True)
+
+
+def test_stale_after_three_intervals_without_telemetry():
+    node = FakeNode()
+    _, state = setup(node)
+    state.judge(node.now + 2.9)
+    assert state.nodes["gpu0001"].verdict is Verdict.OK
+    state.judge(node.now + 3.1)
+    st = state.nodes["gpu0001"]
+    assert st.verdict is Verdict.STALE and st.reasons == ["H1"]
+
+
+def test_offline_from_will_of_current_session():
+    node = FakeNode()
+    ingest, state = setup(node)
+    node.feed(ingest, node.status(online=False), Kind.STATUS)
+    state.apply(ingest.take_batch(), node.now)
+    assert state.nodes["gpu0001"].verdict is Verdict.OFFLINE
+
+
+def test_late_will_of_older_session_is_ignored():
+    node = FakeNode()
+    ingest, state = setup(node)
+    old_will = node.status(online=False)
+    node.agent.bd_seq = node.agent._next_bd_seq()  # reconnect: new session
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    state.apply(ingest.take_batch(), node.now)
+    node.feed(ingest, old_will, Kind.STATUS)  # the broker noticed the old socket late
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    assert state.nodes["gpu0001"].online is True
+    assert state.nodes["gpu0001"].verdict is Verdict.OK
+
+
+def test_seq_gaps_are_counted_even_for_superseded_samples():
+    node = FakeNode()
+    ingest, state = setup(node)
+    node.telemetry()  # lost on the wire
+    node.telemetry()  # lost
+    for _ in range(3):  # three samples within one tick: two superseded
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    st = state.nodes["gpu0001"]
+    assert st.seq_gaps == 2
+    assert st.last_seq == 6
+    assert state.superseded == 2
+
+
+def test_payload_node_must_match_topic():
+    node = FakeNode()
+    ingest, state = setup(node)
+    other = FakeNode("gpu0002")
+    ingest.handle(node.topic(Kind.TELEMETRY), codec.encode(other.telemetry()), node.now)
+    state.apply(ingest.take_batch(), node.now)
+    assert "gpu0002" not in state.nodes
+    assert ingest.malformed.by_reason["mismatch"] == 1
+
+
+def test_other_clusters_and_foreign_topics_are_ignored_not_counted():
+    node = FakeNode()
+    ingest, _ = setup(node)
+    ingest.handle("fleetdeck/v1/othercluster/node/x/telemetry", b"garbage", node.now)
+    ingest.handle("$SYS/broker/uptime", b"1", node.now)
+    ingest.handle("fleetdeck/v1/test/node/gpu0001/cmd", b"{}", node.now)  # leaked by amqtt
+    assert ingest.malformed.total == 0
+    assert ingest.ignored == 3
+
+
+def test_rejected_input_leaves_state_unchanged():
+    node = FakeNode()
+    ingest, state = setup(node)
+    before = state.nodes["gpu0001"].telemetry
+    ingest.handle(node.topic(Kind.TELEMETRY), b'{"v":1,"node":"gpu0001","seq":"x"}', node.now)
+    ingest.handle(node.topic(Kind.STATUS), b"{}", node.now)
+    ingest.handle("fleetdeck/v1/test/node/bad id/telemetry", b"{}", node.now)
+    state.apply(ingest.take_batch(), node.now)
+    assert state.nodes["gpu0001"].telemetry is before
+    assert state.nodes["gpu0001"].online is True
+    assert set(state.nodes) == {"gpu0001"}
+    assert state.malformed.total == 3
+
+
+def test_duplicate_events_are_dropped():
+    from agents.source import EventDraft
+
+    node = FakeNode()
+    ingest, state = setup(node)
+    ev = node.agent._event(EventDraft("xid", "XID 79"))
+    node.feed(ingest, ev, Kind.EVENT)
+    node.feed(ingest, ev, Kind.EVENT)
+    state.apply(ingest.take_batch(), node.now)
+    assert len(state.events) == 1
+
+
+def test_control_characters_in_topics_are_escaped_in_the_log():
+    node = FakeNode()
+    ingest, _ = setup(node)
+    ingest.handle("fleetdeck/v1/test/node/ctl\x07\x1b[31m/status", b"{}", node.now)
+    item = ingest.malformed.recent[-1]
+    assert item.reason == "bad_topic"
+    assert item.topic.isprintable() and "\\x07" in item.topic
