@@ -17,6 +17,7 @@ from console.state import FleetState
 from console.summary import fleet_summary
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.errors import UserError
+from fleetdeck.runtime import tune_gc
 
 VERDICT_STYLE = {
     "ok": "green", "degraded": "yellow", "failed": "bold red", "stale": "dim", "offline": "red",
@@ -71,6 +72,7 @@ def render(state: FleetState, url: BrokerURL, console: Console) -> None:
 
 
 def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> int:
+    tune_gc()
     state = asyncio.run(collect(url, cluster, wait_s))
     if as_json:
         out: dict[str, Any] = fleet_summary(state, time.time(), broker=str(url),
