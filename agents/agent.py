@@ -84,6 +84,8 @@ class NodeAgent:
         self.drain = DrainInfo()
         self.connected = asyncio.Event()
         self.connects = 0
+        self.last_progress = time.monotonic()
+        """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
         self._acks: OrderedDict[str, Ack] = OrderedDict()
         self._awaiting_drained: str | None = None
         self._drain_mode = DrainMode.FINISH
@@ -188,6 +190,7 @@ class NodeAgent:
                 delay *= random.uniform(0.5, 1.0)  # jitter: no thundering herd on broker restart
                 log.warning("%s: broker connection lost (%s); retrying in %.1f s",
                             self.node_id, err, delay)
+                self.last_progress = time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
             else:
@@ -249,6 +252,7 @@ class NodeAgent:
                 continue
             await client.publish(self._topic[Kind.TELEMETRY], codec.encode(self.telemetry()),
                                  qos=0)
+            self.last_progress = time.monotonic()
             await self._flush_events(client)
             await self._check_drained(client)
 

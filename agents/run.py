@@ -5,9 +5,11 @@ import asyncio
 import json
 import logging
 import signal
+from pathlib import Path
 from typing import Any
 
 from agents.agent import NodeAgent
+from agents.notify import Notifier
 from agents.source import Source
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.errors import UserError
@@ -15,38 +17,75 @@ from fleetdeck.protocol import codec
 
 log = logging.getLogger("fleetdeck.agent")
 
-SOURCES = ("sim",)
-
 
 def make_source(args: argparse.Namespace, node_id: str) -> Source:
     if args.source == "sim":
         from agents.sim.node import SimNode
 
         return SimNode(node_id, seed=args.seed)
-    raise UserError(
-        f"unknown telemetry source '{args.source}' (choose from: {', '.join(SOURCES)})."
-    )
+    from agents.real.source import make_real_source
+
+    try:
+        return make_real_source(
+            args.source, Path(args.sysfs_root), kernel_log=args.kernel_log,
+        )
+    except ValueError as err:
+        raise UserError(f"--source {args.source}: {err} (or use 'sim').") from None
+
+
+def close_source(source: Source) -> None:
+    close = getattr(source, "close", None)
+    if callable(close):
+        close()
 
 
 def sample_once(args: argparse.Namespace, node_id: str) -> dict[str, Any]:
     """Birth and one telemetry sample as they would go on the wire."""
-    from fleetdeck.brokerurl import BrokerURL
-
-    agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=make_source(args, node_id),
-                      url=BrokerURL("127.0.0.1", 1), interval_s=args.interval)
-    agent.bd_seq = agent._next_bd_seq()
-    return {
-        "birth": json.loads(codec.encode(agent.birth())),
-        "telemetry": json.loads(codec.encode(agent.telemetry())),
-    }
+    source = make_source(args, node_id)
+    try:
+        agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=source,
+                          url=BrokerURL("127.0.0.1", 1), interval_s=args.interval)
+        agent.bd_seq = agent._next_bd_seq()
+        birth = json.loads(codec.encode(agent.birth()))
+        telemetry = json.loads(codec.encode(agent.telemetry()))
+        return {"birth": birth, "telemetry": telemetry}
+    finally:
+        close_source(source)
 
 
 async def run_agent(args: argparse.Namespace, node_id: str, url: BrokerURL) -> None:
-    agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=make_source(args, node_id),
+    source = make_source(args, node_id)
+    agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=source,
                       url=url, interval_s=args.interval, keepalive=args.keepalive, phase_s=0.0)
+    notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        notifier.stopping()
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("agent %s publishing to %s every %.1f s", node_id, url, args.interval)
-    await agent.run(stop)
+        loop.add_signal_handler(sig, on_signal)
+
+    async def announce() -> None:
+        await agent.connected.wait()
+        notifier.ready(f"publishing to {url} every {args.interval:g} s")
+        while not stop.is_set():
+            state = "connected" if agent.connected.is_set() else "reconnecting"
+            notifier.status(f"{state} to {url}; seq {agent.seq}; sessions {agent.connects}")
+            try:
+                await asyncio.wait_for(stop.wait(), 10)
+            except TimeoutError:
+                pass
+
+    log.info("agent %s (%s) publishing to %s every %.1f s", node_id, source.name, url,
+             args.interval)
+    helpers = [asyncio.create_task(announce()),
+               asyncio.create_task(notifier.watchdog(lambda: agent.last_progress, stop))]
+    try:
+        await agent.run(stop)
+    finally:
+        stop.set()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        close_source(source)

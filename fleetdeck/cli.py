@@ -67,6 +67,40 @@ def _add_broker(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
+    """drain / resume / restart-job: the console's commands for scripts (console/cli_commands)."""
+    exits = "exit 0 done, 3 rejected or failed, 4 timed out"
+
+    def common(p: argparse.ArgumentParser) -> None:
+        _add_broker(p)
+        p.add_argument("--operator", default=os.environ.get("USER", "operator"),
+                       help="who asks (audit log; default $USER)")
+        p.add_argument("--audit-log", metavar="FILE", default=None,
+                       help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl)")
+        p.add_argument("--timeout", type=_positive(float, "--timeout"), default=60.0,
+                       metavar="SECONDS", help="give up waiting after this long (default 60)")
+
+    p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({exits})")
+    p.add_argument("hostlist", metavar="HOSTLIST", help="e.g. gpu0012 or gpu[0010-0020,0031]")
+    p.add_argument("--reason", required=True, help="why (required; shown as Reason=…)")
+    p.add_argument("--now", action="store_true",
+                   help="requeue running jobs from their last checkpoint instead of letting "
+                   "them finish")
+    p.add_argument("--no-wait", action="store_true",
+                   help="return once every node acknowledged (DRAINING is fine)")
+    common(p)
+
+    p = sub.add_parser("resume", help=f"return drained nodes to service ({exits})")
+    p.add_argument("hostlist", metavar="HOSTLIST")
+    p.add_argument("--reason", default="", help="why (optional, audit log)")
+    common(p)
+
+    p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})")
+    p.add_argument("job", type=_id("job id"), metavar="JOB")
+    p.add_argument("--reason", default="", help="why (optional, audit log)")
+    common(p)
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="fleetdeck", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"fleetdeck {__version__}")
@@ -97,7 +131,13 @@ def build_parser() -> Parser:
     _add_broker(p)
     p.add_argument("--node-id", type=_id("node id"), default=None,
                    help="node id (default: this host's short name)")
-    p.add_argument("--source", default="sim", help="telemetry source: sim (default)")
+    p.add_argument("--source", default="sim",
+                   help="telemetry source: sim (default), or real readers joined by '+': "
+                   "sysfs (InfiniBand), nvml or nvsmi (GPUs), e.g. sysfs+nvml")
+    p.add_argument("--sysfs-root", default="/sys", metavar="DIR",
+                   help="sysfs mount to read InfiniBand from (default /sys; tests use a copy)")
+    p.add_argument("--kernel-log", default=None, metavar="journal|FILE",
+                   help="follow XID and IB carrier lines from the journal or a log file")
     p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0)
     p.add_argument("--keepalive", type=_positive(int, "--keepalive"), default=10)
     p.add_argument("--seed", type=int, default=0)
@@ -106,13 +146,33 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("sim", help="run N simulated node agents in one process")
     _add_broker(p)
-    p.add_argument("--nodes", type=_positive(int, "--nodes"), default=64)
+    p.add_argument("--nodes", type=_positive(int, "--nodes"), default=None,
+                   help="fleet size (default: the scenario's [fleet] nodes, else 64)")
     p.add_argument("--prefix", type=_id("node name prefix"), default="gpu")
     p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0)
     p.add_argument("--keepalive", type=_positive(int, "--keepalive"), default=10)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="same seed + scenario -> same telemetry (timestamps aside)")
     p.add_argument("--connect-concurrency", type=_positive(int, "--connect-concurrency"),
                    default=16, help="simultaneous MQTT connects (use 1 with amqtt)")
+    p.add_argument("--scenario", metavar="NAME|FILE",
+                   help="jobs + fault timeline: a built-in name (e.g. 'demo') or a .toml file "
+                   "(docs/scenarios.md); default: none, the fleet stays healthy")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="keep N generated jobs queued or running (default 0: idle fleet)")
+    p.add_argument("--nodes-per-leaf", type=_positive(int, "--nodes-per-leaf"), default=None,
+                   help="nodes per rail-aligned leaf group (default 16)")
+
+    p = sub.add_parser("inject", help="inject a fault into a running 'fleetdeck sim'")
+    _add_broker(p)
+    p.add_argument("fault", metavar="FAULT",
+                   help="ib_flap, link_down, symbol_storm, leaf_switch, xid79, ecc_dbe, "
+                   "thermal, nvlink, pcie_replay, agent_death, node_death, repair, "
+                   "agent_restart, submit, cancel")
+    p.add_argument("params", nargs="*", metavar="KEY=VALUE",
+                   help="e.g. node=gpu0012 port=3 count=5 (docs/scenarios.md)")
+    p.add_argument("--wait", type=_positive(float, "--wait"), default=5.0, metavar="SECONDS",
+                   help="how long to wait for the simulator's answer (default 5)")
 
     p = sub.add_parser("console", help="open the operator console (Textual TUI)")
     _add_broker(p)
@@ -121,6 +181,10 @@ def build_parser() -> Parser:
     p.add_argument("--read-only", action="store_true", help="no commands: header shows [R]")
     p.add_argument("--operator", default=os.environ.get("USER", "operator"),
                    help="who is at the keyboard (audit log)")
+    p.add_argument("--audit-log", metavar="FILE", default=None,
+                   help="append-only JSON-lines audit log (default "
+                   "$XDG_STATE_HOME/fleetdeck/audit.jsonl)")
+    _add_command_parsers(sub)
 
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
     _add_broker(p)
@@ -129,6 +193,26 @@ def build_parser() -> Parser:
                    help="how long to collect retained and live state (default 2.5)")
 
     sub.add_parser("schema", help="print the JSON Schema of every protocol message")
+
+    p = sub.add_parser("record", help="record every message under the cluster's topic root")
+    _add_broker(p)
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="recording file (.jsonl, or .jsonl.gz to compress)")
+    p.add_argument("--duration", type=_positive(float, "--duration"), metavar="SECONDS",
+                   help="stop after that long (default: until Ctrl-C)")
+
+    p = sub.add_parser("replay", help="replay a recording: in the console, headless, or "
+                       "into a broker")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--headless", action="store_true",
+                   help="no TUI: replay as fast as possible and print the final state")
+    p.add_argument("--until", type=_positive(float, "--until"), metavar="SECONDS",
+                   help="with --headless: stop that many seconds into the recording")
+    p.add_argument("--summary-json", action="store_true",
+                   help="with --headless: print the final state as JSON (status --json shape)")
+    p.add_argument("--to-broker", metavar="URL", help="republish the recording into a broker")
+    p.add_argument("--speed", type=_positive(float, "--speed"), default=1.0,
+                   help="replay speed, 0.5-100 (default 1)")
     return parser
 
 
@@ -199,13 +283,62 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from agents.fleet import FleetOptions, run_fleet
+    from agents.sim.scenario import load_scenario
+    from agents.sim.spec import SpecError
+    from agents.sim.topology import TopologySpec
     from fleetdeck.brokerurl import broker_from_env
 
+    scenario = None
+    if args.scenario:
+        try:
+            scenario = load_scenario(args.scenario)
+        except SpecError as err:
+            raise UserError(f"{err}.") from None
+    # Command line first, then the scenario's [fleet] table, then the defaults.
+    sc_nodes = scenario.nodes if scenario else None
+    sc_leaf = scenario.nodes_per_leaf if scenario else None
+    topo = TopologySpec(
+        nodes_per_leaf=args.nodes_per_leaf or sc_leaf or 16,
+        nodes_per_rack=(scenario.nodes_per_rack if scenario else None) or 4,
+        leaves_per_spine_group=(scenario.leaves_per_spine_group if scenario else None) or 8,
+    )
+    jobs = args.jobs if args.jobs is not None else (
+        (scenario.background_jobs if scenario else None) or 0)
+    if jobs < 0:
+        raise UserError("--jobs must be 0 or more.")
     opts = FleetOptions(
-        cluster=args.cluster, nodes=args.nodes, prefix=args.prefix, interval_s=args.interval,
-        keepalive=args.keepalive, seed=args.seed, connect_concurrency=args.connect_concurrency,
+        cluster=args.cluster, nodes=args.nodes or sc_nodes or 64, prefix=args.prefix,
+        interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
+        connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
+        scenario=scenario,
     )
     asyncio.run(run_fleet(broker_from_env(args.broker), opts))
+    return 0
+
+
+def cmd_inject(args: argparse.Namespace) -> int:
+    import aiomqtt
+
+    from agents.fleet import inject
+    from agents.sim.spec import SpecError, parse_action, parse_kv
+    from fleetdeck.brokerurl import broker_from_env, describe_mqtt_error
+
+    try:
+        entry: dict[str, object] = {"fault": args.fault, **parse_kv(args.params)}
+        parse_action(entry, default_at=0)  # refuse typos here, before touching the broker
+    except SpecError as err:
+        raise UserError(f"{err}.") from None
+    url = broker_from_env(args.broker)
+    try:
+        ok, detail = asyncio.run(inject(url, args.cluster, entry, timeout=args.wait))
+    except TimeoutError:
+        raise UserError(f"no simulator answered on cluster '{args.cluster}' within "
+                        f"{args.wait:g} s (is 'fleetdeck sim' running there?).") from None
+    except aiomqtt.MqttError as err:
+        raise UserError(describe_mqtt_error(url, err)) from None
+    if not ok:
+        raise UserError(f"the simulator refused it: {detail}.")
+    print(f"injected: {detail}")
     return 0
 
 
@@ -222,8 +355,48 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     return run_console(
         broker_from_env(args.broker), args.cluster, tick_s=args.tick, read_only=args.read_only,
-        operator=args.operator,
+        operator=args.operator, audit_path=args.audit_log,
     )
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    from console.cli_commands import run_drain
+    from fleetdeck.brokerurl import broker_from_env
+
+    return run_drain(broker_from_env(args.broker), args.cluster, args.hostlist, args.reason,
+                     now=args.now, operator=args.operator, audit_path=args.audit_log,
+                     timeout_s=args.timeout, wait=not args.no_wait)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from console.cli_commands import run_resume
+    from fleetdeck.brokerurl import broker_from_env
+
+    return run_resume(broker_from_env(args.broker), args.cluster, args.hostlist,
+                      reason=args.reason, operator=args.operator, audit_path=args.audit_log,
+                      timeout_s=args.timeout)
+
+
+def cmd_restart_job(args: argparse.Namespace) -> int:
+    from console.cli_commands import run_restart_job
+    from fleetdeck.brokerurl import broker_from_env
+
+    return run_restart_job(broker_from_env(args.broker), args.cluster, args.job,
+                           reason=args.reason, operator=args.operator,
+                           audit_path=args.audit_log, timeout_s=args.timeout)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from console.replay import run_record
+    from fleetdeck.brokerurl import broker_from_env
+
+    return run_record(broker_from_env(args.broker), args.cluster, args.out, args.duration)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from console.replay import run_replay
+
+    return run_replay(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -237,9 +410,15 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "broker": cmd_broker,
     "agent": cmd_agent,
     "sim": cmd_sim,
+    "inject": cmd_inject,
     "console": cmd_console,
+    "drain": cmd_drain,
+    "resume": cmd_resume,
+    "restart-job": cmd_restart_job,
     "status": cmd_status,
     "schema": cmd_schema,
+    "record": cmd_record,
+    "replay": cmd_replay,
 }
 
 

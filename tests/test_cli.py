@@ -17,7 +17,7 @@ from tests.conftest import run_cli
         (["status", "--cluster", "a/b"], "cluster 'a/b'"),
         (["agent", "--node-id", "gpu#1", "--once"], "node id 'gpu#1'"),
         (["sim", "--nodes", "lots"], "--nodes must be a number"),
-        (["agent", "--source", "bogus", "--once", "--node-id", "n1"], "unknown telemetry source"),
+        (["agent", "--source", "bogus", "--once", "--node-id", "n1"], "unknown reader(s) bogus"),
         (["nosuchcommand"], "invalid choice"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
     ],

@@ -1,0 +1,414 @@
+"""Edge-triggered events from the host log: NVIDIA Xid errors and IPoIB carrier flaps.
+
+Line shapes (TELEMETRY.md §3, §4; aznhc test data):
+
+* ``NVRM: Xid (PCI:0000:2b:00): 79, pid=1234, name=python, GPU has fallen off the bus.``
+  (kernel; ``pid``/``name`` are absent on older drivers);
+* ``systemd-networkd[5398]: ib6: lost carrier`` / ``ib6: Gained carrier`` (a link flap seen from
+  the host; aznhc fails a node at >= 5 carrier losses per device in 24 h, NHC2005).
+
+Lines may carry a syslog/``journalctl -o short`` prefix (``Aug 17 06:18:01 host``), an
+``-o short-iso`` prefix, or a ``dmesg`` prefix (``[ 12.345678]``, ``[Mon Aug 17 06:18:01 2025]``).
+"""
+
+import calendar
+import os
+import re
+import subprocess
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from agents.real.common import normalize_pci
+from agents.source import EventDraft
+from fleetdeck.protocol.messages import Severity
+
+DAY_S = 86_400.0
+FLAP_THRESHOLD = 5  # aznhc check_ib_link_flapping default: >= 5 losses in 24 h fails the node
+
+# TELEMETRY.md §7 G2 ("drain") and G3 ("warn"); the rest of aznhc's fail list is a warning here.
+DRAIN_XIDS = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
+WARN_XIDS = frozenset({63, 92, 94, 56, 57, 58, 65, 68, 69, 73, 80, 81, 109})
+
+# The journal, not just the kernel ring: carrier lines come from systemd-networkd, which
+# `journalctl -k` would filter out. "+" ORs the two match groups.
+JOURNAL_CMD: tuple[str, ...] = (
+    "journalctl", "--follow", "--lines=0", "--output=short-iso", "--no-pager",
+    "_TRANSPORT=kernel", "+", "_SYSTEMD_UNIT=systemd-networkd.service",
+)
+
+_MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+_SYSLOG_RE = re.compile(
+    r"^(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s+"
+    r"\S+\s+(?P<rest>.*)$"
+)
+_ISO_RE = re.compile(
+    r"^(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
+    r"\S+\s+(?P<rest>.*)$"
+)
+_DMESG_T_RE = re.compile(r"^\[(?P<when>[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} [\d:]{8} \d{4})\]\s*"
+                         r"(?P<rest>.*)$")
+_DMESG_RE = re.compile(r"^\[\s*\d+\.\d+\]\s*(?P<rest>.*)$")
+_XID_RE = re.compile(
+    r"NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): "
+    r"(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
+)
+_PID_RE = re.compile(r"^pid=(?P<pid>[^,]*),\s*")
+_NAME_RE = re.compile(r"^name=(?P<name>[^,]*),\s*")
+_CARRIER_RE = re.compile(
+    r"(?:^|:\s)(?P<netdev>[A-Za-z0-9_.-]+): (?P<what>[Ll]ost|[Gg]ained) carrier\b"
+)
+
+
+@dataclass(frozen=True)
+class XidRecord:
+    ts: float | None
+    pci_bus_id: str
+    """Normalised ``dddd:bb:dd`` (see ``normalize_pci``)."""
+    xid: int
+    pid: int | None
+    process: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class CarrierRecord:
+    ts: float | None
+    netdev: str
+    lost: bool
+
+
+def _syslog_ts(mon: str, day: int, hms: str, now: float) -> float | None:
+    """Syslog prints local time without a year: take ``now``'s year, or the one before when that
+    would put the line more than a day in the future (a December line read in January)."""
+    month = _MONTHS.get(mon)
+    if month is None:
+        return None
+    h, m, s = (int(x) for x in hms.split(":"))
+    year = time.localtime(now).tm_year
+    for y in (year, year - 1):
+        try:
+            ts = time.mktime((y, month, day, h, m, s, 0, 0, -1))
+        except (OverflowError, ValueError):
+            return None
+        if ts <= now + DAY_S:
+            return ts
+    return None
+
+
+def split_prefix(line: str, now: float) -> tuple[float | None, str]:
+    """(timestamp or None, message without the log prefix)."""
+    line = line.rstrip("\r\n")
+    m = _ISO_RE.match(line)
+    if m:
+        iso = m.group("iso").replace(",", ".")
+        if re.search(r"[+-]\d{4}$", iso):
+            iso = f"{iso[:-2]}:{iso[-2:]}"
+        try:
+            dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+            return dt.timestamp(), m.group("rest")
+        except ValueError:
+            return None, m.group("rest")
+    m = _SYSLOG_RE.match(line)
+    if m:
+        return _syslog_ts(m.group("mon"), int(m.group("day")), m.group("hms"), now), m.group("rest")
+    m = _DMESG_T_RE.match(line)
+    if m:
+        try:
+            dt = datetime.strptime(" ".join(m.group("when").split()), "%a %b %d %H:%M:%S %Y")
+            return dt.timestamp(), m.group("rest")
+        except ValueError:
+            return None, m.group("rest")
+    m = _DMESG_RE.match(line)
+    if m:
+        # Seconds since boot: no wall-clock time without the boot time; the caller uses "now".
+        return None, m.group("rest")
+    return None, line
+
+
+def parse_line(line: str, now: float | None = None) -> XidRecord | CarrierRecord | None:
+    """An Xid or carrier record, or None for any other line."""
+    ts, msg = split_prefix(line, time.time() if now is None else now)
+    m = _XID_RE.search(msg)
+    if m:
+        rest = (m.group("rest") or "").strip()
+        pid: int | None = None
+        process: str | None = None
+        pm = _PID_RE.match(rest)
+        if pm:
+            rest = rest[pm.end():]
+            pid = int(pm.group("pid")) if pm.group("pid").isdigit() else None
+        nm = _NAME_RE.match(rest)
+        if nm:
+            rest = rest[nm.end():]
+            name = nm.group("name").strip()
+            process = None if name in ("", "<unknown>", "'<unknown>'") else name
+        return XidRecord(ts=ts, pci_bus_id=normalize_pci(m.group("bus")), xid=int(m.group("xid")),
+                         pid=pid, process=process, message=rest)
+    m = _CARRIER_RE.search(msg)
+    if m:
+        return CarrierRecord(ts=ts, netdev=m.group("netdev"), lost=m.group("what") in ("Lost",
+                                                                                       "lost"))
+    return None
+
+
+def xid_severity(xid: int) -> Severity:
+    if xid in DRAIN_XIDS:
+        return Severity.ERROR
+    if xid in WARN_XIDS:
+        return Severity.WARN
+    return Severity.INFO
+
+
+class KernelLogMonitor:
+    """Turns log lines into EventDrafts and keeps the state telemetry reports from them
+    (``xid_last`` per GPU, ``carrier_losses_24h`` per port)."""
+
+    def __init__(
+        self,
+        *,
+        gpu_by_pci: Mapping[str, int] | None = None,
+        component_by_netdev: Mapping[str, str] | None = None,
+        window_s: float = DAY_S,
+        flap_threshold: int = FLAP_THRESHOLD,
+    ) -> None:
+        self.gpu_by_pci: dict[str, int] = {}
+        self.component_by_netdev: dict[str, str] = {}
+        self.set_maps(gpu_by_pci or {}, component_by_netdev or {})
+        self.window_s = window_s
+        self.flap_threshold = flap_threshold
+        self._losses: dict[str, deque[float]] = {}
+        self._xid_last: dict[int, tuple[int, int]] = {}
+        self._events: list[EventDraft] = []
+
+    def set_maps(
+        self, gpu_by_pci: Mapping[str, int], component_by_netdev: Mapping[str, str]
+    ) -> None:
+        """``gpu_by_pci`` keys may be in any bus-id spelling; they are normalised here."""
+        self.gpu_by_pci = {normalize_pci(k): v for k, v in gpu_by_pci.items()}
+        self.component_by_netdev = dict(component_by_netdev)
+
+    def feed(self, lines: Iterable[str], now: float) -> int:
+        """Consume log lines; returns how many were Xid or carrier lines."""
+        n = 0
+        for line in lines:
+            rec = parse_line(line, now)
+            if isinstance(rec, XidRecord):
+                self._xid(rec, now)
+                n += 1
+            elif isinstance(rec, CarrierRecord) and self._is_ib(rec.netdev):
+                self._carrier(rec, now)
+                n += 1
+        return n
+
+    def take_events(self) -> list[EventDraft]:
+        events, self._events = self._events, []
+        return events
+
+    def carrier_losses(self, netdev: str, now: float) -> int:
+        q = self._losses.get(netdev)
+        if not q:
+            return 0
+        while q and q[0] < now - self.window_s:
+            q.popleft()
+        return len(q)
+
+    def carrier_losses_by_component(self, now: float) -> dict[str, int]:
+        """``"<dev>:<port>"`` -> losses in the window, for every mapped netdev (0 included)."""
+        return {comp: self.carrier_losses(net, now)
+                for net, comp in self.component_by_netdev.items()}
+
+    def xid_last(self, gpu: int) -> tuple[int, int] | None:
+        """(xid, unix ms) of the last Xid seen for GPU index ``gpu``."""
+        return self._xid_last.get(gpu)
+
+    def _is_ib(self, netdev: str) -> bool:
+        return netdev in self.component_by_netdev or netdev.startswith("ib")
+
+    def _xid(self, rec: XidRecord, now: float) -> None:
+        ts = rec.ts if rec.ts is not None else now
+        ts_ms = int(ts * 1000)
+        gpu = self.gpu_by_pci.get(rec.pci_bus_id)
+        if gpu is not None:
+            prev = self._xid_last.get(gpu)
+            if prev is None or prev[1] <= ts_ms:
+                self._xid_last[gpu] = (rec.xid, ts_ms)
+        component = f"gpu{gpu}" if gpu is not None else f"pci:{rec.pci_bus_id}"
+        self._events.append(EventDraft(
+            kind="xid",
+            message=f"Xid {rec.xid} on {component}: {rec.message}".rstrip(": "),
+            severity=xid_severity(rec.xid),
+            component=component,
+            data={"xid": rec.xid, "pci_bus_id": rec.pci_bus_id, "gpu": gpu, "pid": rec.pid,
+                  "process": rec.process},
+            ts_ms=ts_ms,
+        ))
+
+    def _carrier(self, rec: CarrierRecord, now: float) -> None:
+        ts = rec.ts if rec.ts is not None else now
+        if rec.lost:
+            q = self._losses.setdefault(rec.netdev, deque())
+            q.append(ts)
+            # Lines from a file read from its start arrive out of wall-clock order with "now".
+            if len(q) > 1 and q[-2] > ts:
+                q = deque(sorted(q))
+                self._losses[rec.netdev] = q
+        losses = self.carrier_losses(rec.netdev, max(now, ts))
+        component = self.component_by_netdev.get(rec.netdev, rec.netdev)
+        if not rec.lost:
+            severity = Severity.INFO
+        elif losses >= self.flap_threshold:
+            severity = Severity.ERROR
+        else:
+            severity = Severity.WARN
+        what = "lost carrier" if rec.lost else "gained carrier"
+        self._events.append(EventDraft(
+            kind="ib_flap",
+            message=f"{rec.netdev} ({component}) {what}; {losses} losses in "
+                    f"{self.window_s / 3600:g} h",
+            severity=severity,
+            component=component,
+            data={"netdev": rec.netdev, "carrier": "lost" if rec.lost else "gained",
+                  "losses_24h": losses},
+            ts_ms=int(ts * 1000),
+        ))
+
+
+# --- followers -------------------------------------------------------------------------------
+
+
+class LineFollower(Protocol):
+    error: str | None
+
+    def poll(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class FileFollower:
+    """New complete lines of a log file (e.g. /var/log/syslog), surviving rotation."""
+
+    def __init__(self, path: Path, *, from_start: bool = False) -> None:
+        self.path = path
+        self.from_start = from_start
+        self.error: str | None = None
+        self._fh: int | None = None
+        self._ino: int | None = None
+        self._pos = 0
+        self._buf = b""
+
+    def poll(self) -> list[str]:
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            self.error = f"{self.path}: {exc.strerror or exc}"
+            return []
+        if self._fh is None or st.st_ino != self._ino or st.st_size < self._pos:
+            first_open = self._fh is None and self._ino is None
+            self.close()
+            try:
+                self._fh = os.open(self.path, os.O_RDONLY)
+            except OSError as exc:
+                self.error = f"{self.path}: {exc.strerror or exc}"
+                return []
+            self._ino = st.st_ino
+            # Start at the end on first open (history was before this agent); a rotated or
+            # truncated file is new, read it whole.
+            self._pos = st.st_size if first_open and not self.from_start else 0
+        self.error = None
+        chunks = []
+        while True:
+            data = os.pread(self._fh, 1 << 16, self._pos)
+            if not data:
+                break
+            self._pos += len(data)
+            chunks.append(data)
+        return self._split(b"".join(chunks))
+
+    def _split(self, data: bytes) -> list[str]:
+        self._buf += data
+        *lines, self._buf = self._buf.split(b"\n")
+        return [ln.decode(errors="replace") for ln in lines]
+
+    def close(self) -> None:
+        if self._fh is not None:
+            os.close(self._fh)
+            self._fh = None
+
+
+class CommandFollower:
+    """Lines of a long-running command (``journalctl --follow``) without a thread: the pipe is
+    non-blocking and drained on every poll. Restarted (at most every ``restart_s``) if it exits."""
+
+    def __init__(self, argv: Sequence[str] = JOURNAL_CMD, *, restart_s: float = 30.0) -> None:
+        self.argv = list(argv)
+        self.restart_s = restart_s
+        self.error: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started = 0.0
+        self._buf = b""
+
+    def _start(self) -> None:
+        self._started = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self.error = f"{self.argv[0]}: {exc.strerror or exc}"
+            self._proc = None
+            return
+        assert self._proc.stdout is not None
+        os.set_blocking(self._proc.stdout.fileno(), False)
+        self.error = None
+
+    def poll(self) -> list[str]:
+        if self._proc is None:
+            if self._started and time.monotonic() - self._started < self.restart_s:
+                return []
+            self._start()
+            if self._proc is None:
+                return []
+        stdout = self._proc.stdout
+        assert stdout is not None
+        chunks = []
+        fd = stdout.fileno()
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not data:
+                rc = self._proc.wait()
+                self.error = f"{self.argv[0]} exited with status {rc}"
+                stdout.close()
+                self._proc = None
+                break
+            chunks.append(data)
+        self._buf += b"".join(chunks)
+        *lines, self._buf = self._buf.split(b"\n")
+        return [ln.decode(errors="replace") for ln in lines]
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc = None
+
+
+def make_follower(spec: str) -> LineFollower:
+    """``"journal"`` follows the systemd journal; anything else is a log file path."""
+    if spec == "journal":
+        return CommandFollower(JOURNAL_CMD)
+    return FileFollower(Path(spec))

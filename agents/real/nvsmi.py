@@ -1,0 +1,393 @@
+"""GPUs via ``nvidia-smi --query-gpu=<fields> --format=csv`` (fallback when NVML is unusable).
+
+Output shape (real captures in TELEMETRY.md §9): a header naming each field with its unit in
+brackets (``power.draw [W]``), then one row per GPU whose values repeat the unit (``631.95 W``).
+Unavailable values come back as ``[N/A]``, ``N/A``, ``[Not Supported]`` or
+``[Requested functionality has been deprecated]``: those are absent, never zero.
+"""
+
+import csv
+import io
+import re
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.real.common import GpuInventoryResult, build_model, normalize_pci
+from fleetdeck.protocol.messages import Ecc, GpuInventory, GpuSample, RowRemap
+
+Row = dict[str, str | None]
+Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
+
+# Only what GpuSample/GpuInventory carry: a full query costs ~200 fields per GPU per interval.
+QUERY_FIELDS: tuple[str, ...] = (
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "driver_version",
+    "memory.total",
+    "memory.used",
+    "utilization.gpu",
+    "utilization.memory",
+    "temperature.gpu",
+    "temperature.memory",
+    "power.draw",
+    "power.limit",
+    "clocks.current.sm",
+    "clocks.current.memory",
+    "clocks.max.sm",
+    "clocks_event_reasons.active",
+    "clocks_event_reasons_counters.sw_thermal_slowdown",
+    "clocks_event_reasons_counters.hw_thermal_slowdown",
+    "clocks_event_reasons_counters.sw_power_cap",
+    "clocks_event_reasons_counters.hw_power_brake_slowdown",
+    "pstate",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.corrected.aggregate.total",
+    "ecc.errors.uncorrected.aggregate.total",
+    "ecc.errors.corrected.aggregate.sram",
+    "ecc.errors.uncorrected.aggregate.sram",
+    "remapped_rows.correctable",
+    "remapped_rows.uncorrectable",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+)
+
+# Older drivers name the clock-event fields "clocks_throttle_reasons"; nvidia-smi accepts both
+# spellings as aliases, but prints the one it was asked for in the header.
+ALIASES: dict[str, str] = {
+    "clocks_throttle_reasons.active": "clocks_event_reasons.active",
+    "gpu_bus_id": "pci.bus_id",
+}
+
+_ABSENT = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown", "[unknown]"}
+_HEADER_RE = re.compile(r"^\s*(?P<name>[^\[]+?)\s*(?:\[(?P<unit>[^\]]*)\])?\s*$")
+_NUMBER_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:[A-Za-z%/]+)?\s*$")
+_INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query')
+_CUDA_RE = re.compile(r"CUDA Version\s*:?\s*(\d+(?:\.\d+)*)")
+
+
+class NvsmiError(Exception):
+    """nvidia-smi could not be run or said nothing usable; the message is one line."""
+
+
+@dataclass
+class CsvTable:
+    rows: list[Row]
+    units: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    """Problem values seen (``[GPU is lost]``, ``[Unknown Error]``), and unparsable lines."""
+
+
+def _value(raw: str, where: str, errors: list[str]) -> str | None:
+    v = raw.strip()
+    low = v.lower()
+    if low in _ABSENT or "deprecated" in low:
+        return None
+    if v.startswith("[") and v.endswith("]"):
+        # Anything else in brackets is nvidia-smi reporting a failure for that value.
+        errors.append(f"{where}: {v}")
+        return None
+    return v
+
+
+def parse_csv(text: str) -> CsvTable:
+    """Parse ``--format=csv`` (with header; with or without units) into one dict per GPU."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    table = CsvTable(rows=[])
+    if not lines:
+        table.errors.append("nvidia-smi printed nothing")
+        return table
+    reader = csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True)
+    header = next(reader)
+    names: list[str] = []
+    for col in header:
+        m = _HEADER_RE.match(col)
+        name = m.group("name") if m else col.strip()
+        name = ALIASES.get(name, name)
+        names.append(name)
+        if m and m.group("unit"):
+            table.units[name] = m.group("unit")
+    for lineno, values in enumerate(reader, start=2):
+        if len(values) != len(names):
+            # nvidia-smi interleaves per-GPU failures ("Unable to determine the device handle
+            # for GPU0000:2B:00.0: Unknown Error") with the rows of healthy GPUs.
+            table.errors.append(f"nvidia-smi line {lineno}: {','.join(values)[:200]}")
+            continue
+        where = f"row {lineno - 1}"
+        table.rows.append(
+            {n: _value(v, f"{where} {n}", table.errors) for n, v in zip(names, values, strict=True)}
+        )
+    return table
+
+
+def _num(v: str | None) -> float | None:
+    if v is None:
+        return None
+    m = _NUMBER_RE.match(v)
+    if not m:
+        raise ValueError(f"not a number: {v!r}")
+    return float(m.group(1))
+
+
+def _int(v: str | None) -> int | None:
+    f = _num(v)
+    return None if f is None else int(f)
+
+
+def _hex(v: str | None) -> int | None:
+    return None if v is None else int(v, 16)
+
+
+def _bool(v: str | None) -> bool | None:
+    if v is None:
+        return None
+    low = v.strip().lower()
+    if low in ("yes", "true", "1", "active"):
+        return True
+    if low in ("no", "false", "0", "not active"):
+        return False
+    raise ValueError(f"not a yes/no: {v!r}")
+
+
+_SAMPLE_FIELDS: dict[str, tuple[str, Callable[[str | None], Any]]] = {
+    "util_pct": ("utilization.gpu", _num),
+    "mem_util_pct": ("utilization.memory", _num),
+    "fb_used_mib": ("memory.used", _int),
+    "fb_total_mib": ("memory.total", _int),
+    "temp_c": ("temperature.gpu", _num),
+    "mem_temp_c": ("temperature.memory", _num),
+    "power_w": ("power.draw", _num),
+    "power_limit_w": ("power.limit", _num),
+    "sm_clock_mhz": ("clocks.current.sm", _num),
+    "mem_clock_mhz": ("clocks.current.memory", _num),
+    "sm_clock_max_mhz": ("clocks.max.sm", _num),
+    "clock_event_reasons": ("clocks_event_reasons.active", _hex),
+    "pstate": ("pstate", lambda v: v),
+    "pcie_gen": ("pcie.link.gen.current", _int),
+    "pcie_width": ("pcie.link.width.current", _int),
+}
+_ECC_FIELDS: dict[str, str] = {
+    "sbe_vol": "ecc.errors.corrected.volatile.total",
+    "dbe_vol": "ecc.errors.uncorrected.volatile.total",
+    "sbe_agg": "ecc.errors.corrected.aggregate.total",
+    "dbe_agg": "ecc.errors.uncorrected.aggregate.total",
+    "sram_corr_agg": "ecc.errors.corrected.aggregate.sram",
+    "sram_unc_agg": "ecc.errors.uncorrected.aggregate.sram",
+}
+_REMAP_FIELDS: dict[str, tuple[str, Callable[[str | None], Any]]] = {
+    "correctable": ("remapped_rows.correctable", _int),
+    "uncorrectable": ("remapped_rows.uncorrectable", _int),
+    "pending": ("remapped_rows.pending", _bool),
+    "failure": ("remapped_rows.failure", _bool),
+}
+
+
+def _convert(row: Row, spec: Mapping[str, tuple[str, Callable[[str | None], Any]]],
+             where: str, errors: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for attr, (col, conv) in spec.items():
+        if col not in row:
+            continue
+        try:
+            value = conv(row[col])
+        except ValueError as exc:
+            errors.append(f"{where} {col}: {exc}")
+            continue
+        if value is not None:
+            out[attr] = value
+    return out
+
+
+def row_index(row: Row) -> int | None:
+    try:
+        return _int(row.get("index"))
+    except ValueError:
+        return None
+
+
+def gpu_sample(row: Row, errors: list[str], index: int | None = None) -> GpuSample | None:
+    """One ``--query-gpu`` row as a GpuSample; ``index`` overrides the row's own index."""
+    idx = row_index(row) if index is None else index
+    if idx is None:
+        errors.append(f"nvidia-smi row without an index: {row.get('pci.bus_id')}")
+        return None
+    where = f"gpu{idx}"
+    values = _convert(row, _SAMPLE_FIELDS, where, errors)
+    values["index"] = idx
+    thermal = _convert(row, {
+        "t": ("clocks_event_reasons_counters.sw_thermal_slowdown", _int),
+        "h": ("clocks_event_reasons_counters.hw_thermal_slowdown", _int),
+        "p": ("clocks_event_reasons_counters.sw_power_cap", _int),
+        "b": ("clocks_event_reasons_counters.hw_power_brake_slowdown", _int),
+    }, where, errors)
+    # nvidia-smi counts these in microseconds; the protocol (like DCGM) uses nanoseconds.
+    # Thermal = SW + HW thermal slowdown; power = SW power cap + HW power brake.
+    if "t" in thermal or "h" in thermal:
+        values["thermal_violation_ns"] = (thermal.get("t", 0) + thermal.get("h", 0)) * 1000
+    if "p" in thermal or "b" in thermal:
+        values["power_violation_ns"] = (thermal.get("p", 0) + thermal.get("b", 0)) * 1000
+    ecc = _convert(row, {k: (c, _int) for k, c in _ECC_FIELDS.items()}, where, errors)
+    values["ecc"] = build_model(Ecc, ecc, errors, f"{where} ecc")
+    remap = _convert(row, _REMAP_FIELDS, where, errors)
+    values["row_remap"] = build_model(RowRemap, remap, errors, f"{where} row_remap")
+    try:
+        return build_model(GpuSample, values, errors, where)
+    except ValueError as exc:
+        errors.append(f"{where}: not reportable: {exc}")
+        return None
+
+
+def gpu_inventory(row: Row, errors: list[str]) -> GpuInventory | None:
+    idx = row_index(row)
+    if idx is None:
+        errors.append(f"nvidia-smi row without an index: {row.get('pci.bus_id')}")
+        return None
+    values: dict[str, Any] = {
+        "index": idx,
+        "uuid": row.get("uuid") or "",
+        "name": row.get("name") or "",
+        "pci_bus_id": row.get("pci.bus_id") or "",
+    }
+    try:
+        mem = _int(row.get("memory.total"))
+    except ValueError as exc:
+        errors.append(f"gpu{idx} memory.total: {exc}")
+        mem = None
+    if mem is not None:
+        values["memory_mib"] = mem
+    try:
+        return build_model(GpuInventory, values, errors, f"gpu{idx}")
+    except ValueError as exc:
+        errors.append(f"gpu{idx}: not reportable: {exc}")
+        return None
+
+
+def parse_cuda_version(text: str) -> str | None:
+    """From plain ``nvidia-smi`` (``CUDA Version: 13.1``) or ``nvidia-smi -q`` output."""
+    m = _CUDA_RE.search(text)
+    return m.group(1) if m else None
+
+
+def _default_runner(argv: Sequence[str], timeout_s: float) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_nvidia_smi(
+    args: Sequence[str], *, binary: str = "nvidia-smi", timeout_s: float = 10.0,
+    runner: Runner | None = None,
+) -> "subprocess.CompletedProcess[str]":
+    """Run nvidia-smi; raise NvsmiError (one line) when it cannot run at all.
+
+    A non-zero exit is returned, not raised: with one GPU off the bus nvidia-smi still prints
+    the others' rows and exits non-zero.
+    """
+    run = runner or _default_runner
+    try:
+        return run([binary, *args], timeout_s)
+    except FileNotFoundError:
+        raise NvsmiError(f"{binary}: not found (NVIDIA driver utilities not installed?)") from None
+    except PermissionError:
+        raise NvsmiError(f"{binary}: permission denied") from None
+    except subprocess.TimeoutExpired:
+        raise NvsmiError(f"{binary}: no answer within {timeout_s:g} s (driver hung?)") from None
+    except OSError as exc:
+        raise NvsmiError(f"{binary}: {exc.strerror or exc}") from None
+
+
+class NvsmiReader:
+    """GpuReader over nvidia-smi. Rows are matched to the inventory by UUID/PCI bus id, because
+    nvidia-smi renumbers the GPUs that remain when one falls off the bus."""
+
+    name = "nvsmi"
+
+    def __init__(
+        self, *, binary: str = "nvidia-smi", timeout_s: float = 10.0,
+        fields: Sequence[str] = QUERY_FIELDS, runner: Runner | None = None,
+    ) -> None:
+        self.binary = binary
+        self.timeout_s = timeout_s
+        self.fields = list(fields)
+        self.runner = runner
+        self._by_key: dict[str, int] = {}
+        self._expected: dict[int, str] = {}
+
+    def query(self) -> tuple[list[Row], list[str]]:
+        errors: list[str] = []
+        # Drop fields this driver does not know (renamed across releases) and ask again.
+        for _ in range(len(self.fields)):
+            try:
+                proc = run_nvidia_smi(
+                    [f"--query-gpu={','.join(self.fields)}", "--format=csv"],
+                    binary=self.binary, timeout_s=self.timeout_s, runner=self.runner,
+                )
+            except NvsmiError as exc:
+                return [], [str(exc)]
+            out = proc.stdout or ""
+            bad = _INVALID_FIELD_RE.findall(out + (proc.stderr or ""))
+            if proc.returncode != 0 and bad and set(bad) & set(self.fields):
+                errors.append(f"{self.binary}: dropped unsupported fields {', '.join(bad)}")
+                self.fields = [f for f in self.fields if f not in bad]
+                continue
+            table = parse_csv(out)
+            errors.extend(table.errors if table.rows else table.errors[:1])
+            if proc.returncode != 0:
+                first = (proc.stderr or out).strip().splitlines()[:1]
+                errors.append(
+                    f"{self.binary} exited {proc.returncode}: {first[0][:200] if first else ''}"
+                )
+            return table.rows, errors
+        return [], [*errors, f"{self.binary}: no queryable fields left"]
+
+    def inventory(self) -> GpuInventoryResult:
+        rows, errors = self.query()
+        gpus = [g for g in (gpu_inventory(r, errors) for r in rows) if g is not None]
+        self._by_key = {}
+        for g in gpus:
+            if g.uuid:
+                self._by_key[g.uuid] = g.index
+            if g.pci_bus_id:
+                self._by_key[normalize_pci(g.pci_bus_id)] = g.index
+        self._expected = {g.index: g.pci_bus_id for g in gpus}
+        driver = next((r["driver_version"] for r in rows if r.get("driver_version")), None)
+        cuda: str | None = None
+        if rows:
+            try:
+                proc = run_nvidia_smi([], binary=self.binary, timeout_s=self.timeout_s,
+                                      runner=self.runner)
+                cuda = parse_cuda_version(proc.stdout or "")
+            except NvsmiError as exc:
+                errors.append(str(exc))
+        return GpuInventoryResult(gpus=gpus, driver_version=driver, cuda_version=cuda,
+                                  errors=errors)
+
+    def read(self) -> tuple[list[GpuSample], list[str]]:
+        rows, errors = self.query()
+        samples: dict[int, GpuSample] = {}
+        for r in rows:
+            idx = self._index_of(r)
+            s = gpu_sample(r, errors, index=idx)
+            if s is not None:
+                samples[s.index] = s
+        for idx, bus in self._expected.items():
+            if idx not in samples:
+                errors.append(f"gpu{idx} ({bus}) missing from {self.binary} output")
+                samples[idx] = GpuSample(index=idx, present=False)
+        return [samples[i] for i in sorted(samples)], errors
+
+    def close(self) -> None:
+        return None
+
+    def _index_of(self, row: Row) -> int | None:
+        for key in (row.get("uuid"), normalize_pci(row.get("pci.bus_id") or "")):
+            if key and key in self._by_key:
+                return self._by_key[key]
+        return None

@@ -1,0 +1,318 @@
+"""``RealSource``: the Source protocol over real hardware, composed from the readers.
+
+``--source`` names the readers joined by ``+``: ``sysfs`` (InfiniBand), ``nvml`` or ``nvsmi``
+(GPUs), e.g. ``sysfs+nvml``. A reader that fails never takes the agent down: its fields are
+absent, the reason goes into ``Reading.errors`` (and the log, once per change).
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agents.real.common import (
+    ChangeLogger,
+    GpuInventoryResult,
+    GpuReader,
+    cap_errors,
+    normalize_pci,
+)
+from agents.real.kernel_log import KernelLogMonitor, LineFollower, make_follower
+from agents.real.nvml import NvmlReader
+from agents.real.nvsmi import NvsmiReader
+from agents.real.sysfs_ib import IbDeviceRead, IbReader
+from agents.source import EventDraft, Inventory, Reading, Source
+from fleetdeck.protocol.messages import (
+    DrainMode,
+    DrainState,
+    GpuSample,
+    HostSample,
+    IbPortInventory,
+    IbPortSample,
+    Topology,
+)
+
+log = logging.getLogger("fleetdeck.agent.real")
+T = TypeVar("T")
+
+READERS = ("sysfs", "nvml", "nvsmi")
+GPU_READERS = ("nvml", "nvsmi")
+DEFAULT_SYSFS = Path("/sys")
+DEFAULT_PROC = Path("/proc")
+
+
+def parse_kind(kind: str) -> tuple[str, ...]:
+    """``"sysfs+nvml"`` -> ``("sysfs", "nvml")``; ValueError on unknown or conflicting parts."""
+    parts = tuple(p.strip() for p in kind.split("+") if p.strip())
+    if not parts:
+        raise ValueError("empty --source")
+    unknown = [p for p in parts if p not in READERS]
+    if unknown:
+        raise ValueError(f"unknown reader(s) {', '.join(unknown)}; choose from {', '.join(READERS)}"
+                         " joined by '+'")
+    if len(set(parts) & set(GPU_READERS)) > 1:
+        raise ValueError("choose one GPU reader: nvml or nvsmi")
+    if len(set(parts)) != len(parts):
+        raise ValueError(f"reader listed twice in {kind!r}")
+    return parts
+
+
+def ib_class_dir(sysfs_root: Path) -> Path:
+    """``sysfs_root`` is the sysfs mount (``/sys``, like node_exporter's ``--path.sysfs``); a path
+    that already ends in ``infiniband`` is taken as the class directory itself."""
+    return sysfs_root if sysfs_root.name == "infiniband" else sysfs_root / "class" / "infiniband"
+
+
+def pair_by_bus_order(devices: list[IbDeviceRead], gpu_bus_ids: dict[int, str]) -> dict[str, int]:
+    """HCA -> GPU index, pairing both sorted by PCI address.
+
+    On ND H100 v5 each GPU shares a PCIe switch with one HCA and both enumerate in the same order
+    (aznhc ndv5-topo.xml); mapping by bus order is an assumption (TELEMETRY.md §5), so it is only
+    applied when the counts match. Ethernet-only devices (Azure's accelerated-networking
+    ``mlx5_an0``) are left out of the pairing.
+    """
+    ib = [d for d in devices if d.pci_addr and d.ports
+          and any((p.link_layer or "InfiniBand") == "InfiniBand" for p in d.ports)]
+    if not ib or len(ib) != len(gpu_bus_ids):
+        return {}
+    hcas = sorted(ib, key=lambda d: normalize_pci(d.pci_addr or ""))
+    gpus = sorted(gpu_bus_ids, key=lambda i: normalize_pci(gpu_bus_ids[i]))
+    return {d.name: g for d, g in zip(hcas, gpus, strict=True)}
+
+
+@dataclass
+class _CpuTimes:
+    busy: int
+    total: int
+
+
+class HostReader:
+    """cpu / memory / uptime from /proc; cheap enough for every interval."""
+
+    def __init__(self, proc_root: Path = DEFAULT_PROC) -> None:
+        self.proc = proc_root
+        self._cpu: _CpuTimes | None = None
+
+    def read(self, errors: list[str]) -> HostSample:
+        values: dict[str, float] = {}
+        try:
+            fields = (self.proc / "stat").read_text().splitlines()[0].split()[1:]
+            ticks = [int(x) for x in fields]
+            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+            cur = _CpuTimes(busy=sum(ticks) - idle, total=sum(ticks))
+            prev, self._cpu = self._cpu, cur
+            if prev is not None and cur.total > prev.total:
+                pct = 100 * (cur.busy - prev.busy) / (cur.total - prev.total)
+                values["cpu_util_pct"] = round(min(100.0, max(0.0, pct)), 1)
+        except (OSError, ValueError, IndexError) as exc:
+            errors.append(f"{self.proc}/stat: {exc}")
+        try:
+            mem = {}
+            for line in (self.proc / "meminfo").read_text().splitlines():
+                key, _, rest = line.partition(":")
+                mem[key] = int(rest.split()[0])
+            total, avail = mem["MemTotal"], mem["MemAvailable"]
+            if total > 0:
+                values["mem_used_pct"] = round(100 * (total - avail) / total, 1)
+        except (OSError, ValueError, IndexError, KeyError) as exc:
+            errors.append(f"{self.proc}/meminfo: {exc}")
+        try:
+            values["uptime_s"] = float((self.proc / "uptime").read_text().split()[0])
+        except (OSError, ValueError, IndexError) as exc:
+            errors.append(f"{self.proc}/uptime: {exc}")
+        return HostSample(**values)
+
+    def boot_id(self) -> str:
+        try:
+            return (self.proc / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+        except OSError:
+            return ""
+
+
+class RealSource:
+    """Source over real readers. ``busy()`` is always False and drains are not acted on: real
+    scheduler (Slurm) integration is out of scope, so a drain completes at once."""
+
+    mode = "real"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        ib: IbReader | None = None,
+        gpu: GpuReader | None = None,
+        kernel_log: LineFollower | None = None,
+        host: HostReader | None = None,
+        sku: str = "",
+        topology: Topology | None = None,
+        pair_gpus: bool = True,
+    ) -> None:
+        self.name = name
+        self.ib = ib
+        self.gpu = gpu
+        self.follower = kernel_log
+        self.monitor = KernelLogMonitor() if kernel_log is not None else None
+        self.host = host or HostReader()
+        self.sku = sku
+        self.topology = topology or Topology()
+        self.pair_gpus = pair_gpus
+        self._inventory: Inventory | None = None
+        self._gpu_inv = GpuInventoryResult(gpus=[])
+        self._changes = ChangeLogger(log)
+
+    # --- Source protocol ------------------------------------------------------------------
+
+    def inventory(self) -> Inventory:
+        errors: list[str] = []
+        gpu_inv = GpuInventoryResult(gpus=[])
+        if self.gpu is not None:
+            gpu_inv = _guard(errors, f"{self.gpu.name} inventory", self.gpu.inventory, gpu_inv)
+            errors.extend(gpu_inv.errors)
+        self._gpu_inv = gpu_inv
+        ib_ports: list[IbPortInventory] = []
+        if self.ib is not None:
+            ib = self.ib
+
+            def ib_inventory() -> tuple[list[IbPortInventory], list[str]]:
+                devices, _ = ib.scan()
+                if self.pair_gpus:
+                    ib.gpu_affinity = pair_by_bus_order(
+                        devices, {g.index: g.pci_bus_id for g in gpu_inv.gpus if g.pci_bus_id})
+                ports, inv_errors = ib.inventory()
+                return ports, inv_errors
+
+            no_ports: tuple[list[IbPortInventory], list[str]] = ([], [])
+            ib_ports, ib_errors = _guard(errors, "sysfs inventory", ib_inventory, no_ports)
+            errors.extend(ib_errors)
+        if self.monitor is not None:
+            self.monitor.set_maps(
+                {g.pci_bus_id: g.index for g in gpu_inv.gpus if g.pci_bus_id},
+                self.ib.netdev_components() if self.ib is not None else {},
+            )
+        inv = Inventory(
+            sku=self.sku,
+            gpus=gpu_inv.gpus,
+            ib_ports=ib_ports,
+            topology=self.topology,
+            driver_version=gpu_inv.driver_version,
+            cuda_version=gpu_inv.cuda_version,
+            boot_id=self.host.boot_id(),
+            errors=cap_errors(errors),
+        )
+        self._inventory = inv
+        self._changes.update(inv.errors)
+        return inv
+
+    def read(self, now: float) -> Reading:
+        if self._inventory is None:
+            self.inventory()
+        errors: list[str] = []
+        if self.follower is not None and self.monitor is not None:
+            follower, monitor = self.follower, self.monitor
+            _guard(errors, "kernel log", lambda: monitor.feed(follower.poll(), now), 0)
+            if follower.error:
+                errors.append(f"kernel log: {follower.error}")
+        gpus: list[GpuSample] = []
+        if self.gpu is not None:
+            no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
+            gpus, gpu_errors = _guard(errors, f"{self.gpu.name} read", self.gpu.read, no_gpus)
+            errors.extend(gpu_errors)
+            gpus = [self._with_xid(g) for g in gpus]
+        ports: list[IbPortSample] = []
+        if self.ib is not None:
+            ib = self.ib
+            no_samples: tuple[list[IbPortSample], list[str]] = ([], [])
+            ports, ib_errors = _guard(errors, "sysfs read", lambda: ib.read(now), no_samples)
+            errors.extend(ib_errors)
+            ports = [self._with_flaps(p, now) for p in ports]
+        host = _guard(errors, "host read", lambda: self.host.read(errors), HostSample())
+        capped = cap_errors(errors)
+        self._changes.update(capped)
+        return Reading(gpus=gpus, ib_ports=ports, host=host, errors=capped)
+
+    def take_events(self) -> list[EventDraft]:
+        events: list[EventDraft] = []
+        if self.ib is not None:
+            events.extend(self.ib.take_events())
+        if self.monitor is not None:
+            events.extend(self.monitor.take_events())
+        return sorted(events, key=lambda e: e.ts_ms or 0)
+
+    def busy(self) -> bool:
+        return False
+
+    def on_drain(self, state: DrainState, mode: DrainMode) -> None:
+        return None
+
+    def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
+        if self.follower is not None:
+            self.follower.close()
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _with_xid(self, g: GpuSample) -> GpuSample:
+        last = self.monitor.xid_last(g.index) if self.monitor is not None else None
+        if last is None:
+            return g
+        return g.model_copy(update={"xid_last": last[0], "xid_last_ts": last[1]})
+
+    def _with_flaps(self, p: IbPortSample, now: float) -> IbPortSample:
+        if self.monitor is None:
+            return p
+        losses = self.monitor.carrier_losses_by_component(now).get(f"{p.dev}:{p.port}")
+        if losses is None:
+            return p
+        return p.model_copy(update={"carrier_losses_24h": losses})
+
+
+def _guard(errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:
+    """Run ``fn``; a reader bug becomes an error line, never an exception out of read()."""
+    try:
+        return fn()
+    except Exception as exc:
+        log.debug("%s failed", what, exc_info=True)
+        errors.append(f"{what}: {type(exc).__name__}: {exc}")
+        return default
+
+
+def make_real_source(
+    kind: str,
+    sysfs_root: Path = DEFAULT_SYSFS,
+    *,
+    kernel_log: str | None = None,
+    nvidia_smi: str = "nvidia-smi",
+    nvsmi_timeout_s: float = 10.0,
+    expected_rate_gbps: float | None = None,
+    sku: str = "",
+    topology: Topology | None = None,
+    proc_root: Path = DEFAULT_PROC,
+    nvml_lib: Any = None,
+) -> RealSource:
+    """Build the RealSource named by ``kind`` (``sysfs``, ``nvml``, ``nvsmi``, ``sysfs+nvml`` …).
+
+    ``sysfs_root``: the sysfs mount (``/sys``) or directly a ``class/infiniband`` directory.
+    ``kernel_log``: ``"journal"`` (follow the systemd journal), a log file path, or None (no Xid /
+    flap events). Raises ValueError for a bad ``kind``; never for missing hardware.
+    """
+    parts = parse_kind(kind)
+    ib = (IbReader(ib_class_dir(sysfs_root), expected_rate_gbps=expected_rate_gbps)
+          if "sysfs" in parts else None)
+    gpu: GpuReader | None = None
+    if "nvml" in parts:
+        gpu = NvmlReader(nvml_lib)
+    elif "nvsmi" in parts:
+        gpu = NvsmiReader(binary=nvidia_smi, timeout_s=nvsmi_timeout_s)
+    follower = make_follower(kernel_log) if kernel_log else None
+    return RealSource(
+        "+".join(parts), ib=ib, gpu=gpu, kernel_log=follower, host=HostReader(proc_root),
+        sku=sku, topology=topology,
+    )
+
+
+
+
+if TYPE_CHECKING:
+    _protocol_check: Source = RealSource("sysfs")

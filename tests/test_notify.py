@@ -1,0 +1,69 @@
+"""The agent talks sd_notify to a real datagram socket, as systemd's Type=notify expects."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+from tests.conftest import spawn, stop_process
+
+
+class NotifySocket:
+    """Reads datagrams continuously, as systemd does (a full queue would block the sender)."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.2)
+        self.lines: list[str] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while self.running:
+            try:
+                self.lines.extend(self.sock.recv(4096).decode().splitlines())
+            except TimeoutError:
+                continue
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+def test_ready_watchdog_status_and_stopping(mosquitto, tmp_path, monkeypatch):
+    path = str(tmp_path / "notify.sock")
+    listener = NotifySocket(path)
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    monkeypatch.setenv("WATCHDOG_USEC", "2000000")
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", "sd",
+                 "--node-id", "gpu0001", log=tmp_path / "agent.log")
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not (
+                "READY=1" in listener.lines and listener.lines.count("WATCHDOG=1") >= 2):
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        time.sleep(0.3)
+    finally:
+        stop_process(proc)
+        listener.close()
+    seen = listener.lines
+    assert "READY=1" in seen
+    assert seen.count("WATCHDOG=1") >= 2
+    assert any(line.startswith("STATUS=publishing to mqtt://") for line in seen)
+    assert "STOPPING=1" in seen
+    assert seen.index("READY=1") < seen.index("STOPPING=1")
+
+
+def test_no_notify_socket_means_no_notifications(monkeypatch):
+    from agents.notify import Notifier
+
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    n = Notifier()
+    assert not n.enabled
+    n.ready("x")  # must not raise outside systemd
