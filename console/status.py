@@ -9,6 +9,7 @@ from typing import Any
 
 import aiomqtt
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from console.ingest import Ingest
@@ -43,30 +44,37 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float) -> FleetState:
     return state
 
 
-def render(state: FleetState, url: BrokerURL, console: Console) -> None:
-    t = state.totals()
+VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "ok": 4}
+
+
+def render_summary(summary: dict[str, Any], console: Console) -> None:
+    """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
+    t = summary["totals"]
     verdicts = "  ".join(
-        f"[{VERDICT_STYLE[v]}]{v} {n}[/]" for v, n in t.by_verdict.items() if n
+        f"[{VERDICT_STYLE[v]}]{v} {n}[/]" for v, n in t["by_verdict"].items() if n
     ) or "no nodes"
+    where = escape(str(summary.get("broker") or summary.get("source") or ""))
     console.print(
-        f"[b]{state.cluster}[/] @ {url}: {t.nodes} nodes  {verdicts}  "
-        f"GPUs {t.gpus_present}/{t.gpus}  IB up {t.ib_ports_up}/{t.ib_ports}  "
-        f"drained {t.drained} draining {t.draining}  malformed {t.malformed}"
+        f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} nodes  {verdicts}  "
+        f"GPUs {t['gpus_present']}/{t['gpus']}  IB up {t['ib_ports_up']}/{t['ib_ports']}  "
+        f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
     table = Table(box=None, pad_edge=False)
-    for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "REASONS"):
+    for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "JOB", "REASONS"):
         table.add_column(col)
-    for st in state.worst_first():
-        state_text = "online" if st.online else "offline"
-        if st.drain.state.value != "none":
-            state_text += f"+{st.drain.state.value}"
+    nodes = sorted(summary["nodes"], key=lambda n: (VERDICT_RANK[n["verdict"]], n["id"]))
+    for n in nodes:
+        state_text = "online" if n["online"] else "offline"
+        if n["drain"] != "none":
+            state_text += f"+{n['drain']}"
         table.add_row(
-            st.node_id,
-            f"[{VERDICT_STYLE[st.verdict.value]}]{st.verdict.value}[/]",
+            n["id"],
+            f"[{VERDICT_STYLE[n['verdict']]}]{n['verdict']}[/]",
             state_text,
-            f"{st.gpus_present}/{st.gpus_expected}",
-            f"{st.ib_ports_up}/{st.ib_ports}",
-            "; ".join(str(f) for f in st.all_findings[:3]),
+            f"{n['gpus']}/{n['gpus_expected']}",
+            f"{n['ib_ports_up']}/{n['ib_ports']}",
+            n["job"] or "",
+            escape("; ".join(n["findings"][:3])),
         )
     console.print(table)
 
@@ -74,10 +82,9 @@ def render(state: FleetState, url: BrokerURL, console: Console) -> None:
 def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> int:
     tune_gc()
     state = asyncio.run(collect(url, cluster, wait_s))
+    out: dict[str, Any] = fleet_summary(state, time.time(), broker=str(url), collected_s=wait_s)
     if as_json:
-        out: dict[str, Any] = fleet_summary(state, time.time(), broker=str(url),
-                                            collected_s=wait_s)
         print(json.dumps(out, indent=2))
     else:
-        render(state, url, Console())
+        render_summary(out, Console())
     return 0

@@ -1,0 +1,308 @@
+"""Record live MQTT traffic, and replay recordings through the same ingest path as live data.
+
+The UI cannot tell replay from live: a ``Player`` feeds ``Ingest.handle`` with the recorded
+receive times and provides the clock the fleet state judges staleness by.
+"""
+
+import asyncio
+import bisect
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+
+from console.ingest import Ingest
+from console.recording import Recorded, RecordingReader, RecordingWriter
+from console.state import FleetState
+from console.summary import fleet_summary
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.errors import UserError
+from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
+
+TICK_S = 0.5
+EVENT_KINDS = frozenset({Kind.EVENT, Kind.ACK, Kind.CMD, Kind.SCHED_CMD, Kind.SCHED_ACK,
+                         Kind.STATUS, Kind.BIRTH})
+"""What 'next/previous event' jumps between: things that happened, not periodic samples."""
+
+
+# --- record --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordStats:
+    messages: int = 0
+    bytes_in: int = 0
+    file_bytes: int = 0
+    started: float = 0.0
+
+
+async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None,
+                 progress: Callable[[RecordStats], None] | None = None,
+                 stop: asyncio.Event | None = None) -> RecordStats:
+    """Capture everything under ``fleetdeck/v1/<cluster>/`` until ``duration`` or ``stop``."""
+    stop = stop or asyncio.Event()
+    started = time.time()
+    writer = RecordingWriter(out, cluster, source=str(url), started=started)
+    stats = RecordStats(started=started)
+    prefix = f"{ROOT}/{cluster}/"
+    client = make_client(url, f"fd-record-{int(started)}", keepalive=10)
+    try:
+        async with client:
+            await client.subscribe(f"{prefix}#", qos=1)
+
+            async def pump() -> None:
+                last_flush = time.monotonic()
+                async for m in client.messages:
+                    topic = m.topic.value
+                    if not topic.startswith(prefix):
+                        continue  # amqtt leaks retained messages of other subscriptions
+                    payload = m.payload if isinstance(m.payload, bytes) else b""
+                    writer.write(time.time(), topic, payload, m.qos, m.retain)
+                    if time.monotonic() - last_flush > 1.0:
+                        writer.flush()
+                        last_flush = time.monotonic()
+                        stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
+                        stats.file_bytes = writer.size
+                        if progress:
+                            progress(stats)
+
+            pumper = asyncio.create_task(pump())
+            waiter = asyncio.create_task(stop.wait())
+            done, pending = await asyncio.wait({pumper, waiter}, timeout=duration,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if pumper in done and pumper.exception() is not None:
+                raise pumper.exception()  # type: ignore[misc]
+    except aiomqtt.MqttError as err:
+        if writer.messages == 0:
+            raise UserError(describe_mqtt_error(url, err)) from None
+        print(f"fleetdeck record: broker connection lost ({err}); recording kept.",
+              file=sys.stderr)
+    finally:
+        writer.close()
+    stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
+    stats.file_bytes = writer.closed_size
+    return stats
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+
+class Player:
+    """Replay position, speed and pause over a recording; feeds an Ingest it owns.
+
+    ``state`` and ``ingest`` are replaced on a backward seek (the past cannot be un-applied), so
+    readers should always go through the player.
+    """
+
+    def __init__(self, path: Path, speed: float = 1.0) -> None:
+        self.reader = RecordingReader(path)
+        self.cluster = self.reader.header.cluster
+        self.speed = speed
+        self.paused = False
+        self.start = self.reader.header.started
+        self.events: list[float] = []
+        self.end = self.start
+        self._scan()
+        self.position = self.start
+        self._reset(self.start)
+
+    def _scan(self) -> None:
+        # One pass for the event index and the end time; messages are not kept in memory.
+        for msg in self.reader.messages():
+            self.end = msg.t
+            try:
+                kind = parse_topic(msg.topic).kind
+            except TopicError:
+                continue
+            if kind in EVENT_KINDS:
+                self.events.append(msg.t)
+        self.skipped = self.reader.report.skipped
+
+    def _reset(self, at: float) -> None:
+        self.ingest = Ingest(self.cluster)
+        self.state = FleetState(self.cluster, self.ingest.malformed)
+        self._iter = self.reader.messages(start=at if at > self.start else None)
+        self._pending: Recorded | None = None
+        self.position = at
+
+    def clock(self) -> float:
+        return self.position
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.end
+
+    def _feed_until(self, target: float) -> None:
+        handle = self.ingest.handle
+        while True:
+            msg = self._pending
+            if msg is None:
+                msg = next(self._iter, None)
+                if msg is None:
+                    self.position = max(self.position, min(target, self.end))
+                    return
+            if msg.t > target:
+                self._pending = msg
+                self.position = target
+                return
+            self._pending = None
+            handle(msg.topic, msg.payload, msg.t)
+
+    def advance(self, wall_dt: float) -> None:
+        """Move forward by ``wall_dt`` seconds of wall time at the current speed."""
+        if not self.paused and not self.done:
+            self._feed_until(min(self.end, self.position + wall_dt * self.speed))
+
+    def step(self, seconds: float = TICK_S) -> None:
+        self._feed_until(min(self.end, self.position + seconds))
+
+    def seek(self, t: float) -> None:
+        t = max(self.start, min(self.end, t))
+        if t < self.position:
+            self._reset(t)
+        self._feed_until(t)
+
+    def next_event(self) -> float | None:
+        i = bisect.bisect_right(self.events, self.position + 1e-6)
+        if i < len(self.events):
+            self.seek(self.events[i])
+            return self.events[i]
+        return None
+
+    def prev_event(self) -> float | None:
+        i = bisect.bisect_left(self.events, self.position - 1e-6) - 1
+        if i >= 0:
+            self.seek(self.events[i])
+            return self.events[i]
+        return None
+
+
+def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
+    """Replay as fast as possible with console ticks every 0.5 s of recorded time; return the
+    final state in the shape of ``status --json`` plus jobs, events and a replay report."""
+    player = Player(path)
+    end = player.end if until is None else min(player.end, player.start + until)
+    t = player.start
+    while t < end:
+        t = min(end, t + TICK_S)
+        player.seek(t)
+        player.state.apply(player.ingest.take_batch(), t)
+    state = player.state
+    rep = player.reader.report
+    out = fleet_summary(state, end, source=str(path), replayed_s=round(end - player.start, 3))
+    out["jobs"] = [job.model_dump(mode="json") for job in state.jobs.values()]
+    out["events"] = [ev.model_dump(mode="json") for ev in state.events]
+    out["replay"] = {"start": player.start, "end": end, "skipped_lines": rep.skipped,
+                     "truncated": rep.truncated, "problems": rep.problems}
+    return out
+
+
+async def replay_to_broker(path: Path, url: BrokerURL, speed: float,
+                           progress: Callable[[int, float], None] | None = None) -> int:
+    """Republish a recording into a live broker with its original topics, QoS and retain flags."""
+    reader = RecordingReader(path)
+    client = make_client(url, f"fd-replay-{int(time.time())}", keepalive=10)
+    sent = 0
+    try:
+        async with client:
+            first: float | None = None
+            wall0 = time.monotonic()
+            for msg in reader.messages():
+                first = msg.t if first is None else first
+                due = wall0 + (msg.t - first) / speed
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await client.publish(msg.topic, msg.payload, qos=min(msg.qos, 1),
+                                     retain=msg.retain)
+                sent += 1
+                if progress and sent % 500 == 0:
+                    progress(sent, msg.t - first)
+    except aiomqtt.MqttError as err:
+        raise UserError(describe_mqtt_error(url, err)) from None
+    return sent
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+
+
+# --- CLI glue ------------------------------------------------------------------------------------
+
+
+def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -> int:
+    import signal
+
+    path = Path(out)
+    if not path.parent.exists():
+        raise UserError(f"cannot write {path}: folder {path.parent} does not exist.")
+    tty = sys.stderr.isatty()
+
+    def progress(s: RecordStats) -> None:
+        line = (f"recording {path.name}: {s.messages} messages, {human_bytes(s.bytes_in)} in, "
+                f"{human_bytes(s.file_bytes)} on disk, {time.time() - s.started:.0f} s")
+        print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr,
+              flush=True)
+
+    async def main() -> RecordStats:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await record(url, cluster, path, duration, progress, stop)
+
+    stats = asyncio.run(main())
+    print(("\n" if tty else "") + f"recorded {stats.messages} messages to {path} "
+          f"({human_bytes(stats.file_bytes)})", file=sys.stderr)
+    return 0
+
+
+def run_replay(args: Any) -> int:
+    import json
+
+    path = Path(args.file)
+    if not 0.5 <= args.speed <= 100:
+        raise UserError(f"--speed must be between 0.5 and 100, not {args.speed:g}.")
+    if args.to_broker:
+        from fleetdeck.brokerurl import parse_broker_url
+
+        url = parse_broker_url(args.to_broker)
+
+        def progress(sent: int, at: float) -> None:
+            print(f"replayed {sent} messages, {at:.0f} s into the recording", file=sys.stderr)
+
+        sent = asyncio.run(replay_to_broker(path, url, args.speed, progress))
+        print(f"replayed {sent} messages into {url}", file=sys.stderr)
+        return 0
+    if args.headless:
+        out = replay_headless(path, args.until)
+        rep = out["replay"]
+        if rep["skipped_lines"]:
+            print(f"fleetdeck replay: skipped {rep['skipped_lines']} unreadable line(s)"
+                  + (" (recording is truncated)" if rep["truncated"] else "")
+                  + f"; first: {rep['problems'][0]}", file=sys.stderr)
+        if args.summary_json:
+            print(json.dumps(out, indent=2))
+        else:
+            from rich.console import Console
+
+            from console.status import render_summary
+
+            render_summary(out, Console())
+        return 0
+    from console.tui.app import run_replay_console
+
+    return run_replay_console(path, speed=args.speed)
