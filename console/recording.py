@@ -79,6 +79,10 @@ class RecordingWriter:
                   "fleetdeck": __version__, "source": source, "segment_s": segment_s}
         self._start_member()
         self._write_line(header)
+        # The header is a gzip member of its own, so every segment starts on a member boundary
+        # and can be decompressed from its index offset.
+        self._end_member()
+        self._start_member()
 
     @staticmethod
     def _index_path(path: Path) -> Path:
@@ -214,8 +218,9 @@ class RecordingReader:
         return segments
 
     def messages(self, start: float | None = None) -> Iterator[Recorded]:
-        """Messages in order. With ``start``, begin at the keyframe of the segment holding it
-        (keyframe messages carry ``keyframe=True``) and skip messages before ``start``."""
+        """Messages in order. With ``start``, begin at the segment holding it: its keyframe
+        (messages with ``keyframe=True``), then every message of the segment, including those
+        before ``start`` — together they make the state at ``start``."""
         offset = 0
         use_keyframe = False
         if start is not None:
@@ -223,10 +228,10 @@ class RecordingReader:
             if candidates:
                 offset = candidates[-1][1]
                 use_keyframe = True
-        yield from self._iter_from(offset, start, use_keyframe)
+        yield from self._iter_from(offset, use_keyframe)
 
     def _iter_from(
-        self, offset: int, start: float | None, use_keyframe: bool
+        self, offset: int, use_keyframe: bool
     ) -> Iterator[Recorded]:
         rep = self.report
         lineno = 0
@@ -259,8 +264,6 @@ class RecordingReader:
                                 yield Recorded(t, str(topic), _decode_payload(payload),
                                                keyframe=True)
                         continue
-                    if start is not None and t < start:
-                        continue
                     yield Recorded(t, str(obj["topic"]), _decode_payload(obj),
                                    int(obj.get("qos", 0)), bool(obj.get("retain", False)))
                 except (ValueError, KeyError, TypeError, AttributeError) as err:
@@ -273,7 +276,7 @@ class RecordingReader:
         start_offset = self.segments[-1][1] if self.segments else 0
         saved = self.report
         self.report = ReadReport()
-        for msg in self._iter_from(start_offset, None, False):
+        for msg in self._iter_from(start_offset, False):
             last = msg.t
         self.report = saved
         return last

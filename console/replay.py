@@ -16,7 +16,7 @@ from typing import Any
 import aiomqtt
 
 from console.ingest import Ingest
-from console.recording import Recorded, RecordingReader, RecordingWriter
+from console.recording import ReadReport, Recorded, RecordingReader, RecordingWriter
 from console.state import FleetState
 from console.summary import fleet_summary
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
@@ -123,7 +123,9 @@ class Player:
                 continue
             if kind in EVENT_KINDS:
                 self.events.append(msg.t)
-        self.skipped = self.reader.report.skipped
+        # The scan read every line: its report is the file's. Later passes must not recount.
+        self.report = self.reader.report
+        self.reader.report = ReadReport()
 
     def _reset(self, at: float) -> None:
         self.ingest = Ingest(self.cluster)
@@ -195,7 +197,7 @@ def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
         player.seek(t)
         player.state.apply(player.ingest.take_batch(), t)
     state = player.state
-    rep = player.reader.report
+    rep = player.report
     out = fleet_summary(state, end, source=str(path), replayed_s=round(end - player.start, 3))
     out["jobs"] = [job.model_dump(mode="json") for job in state.jobs.values()]
     out["events"] = [ev.model_dump(mode="json") for ev in state.events]
