@@ -50,6 +50,7 @@ class NodeState:
     verdict: Verdict = Verdict.STALE
     history: NodeHistory = field(default_factory=NodeHistory)
     events: deque[Event] = field(default_factory=lambda: deque(maxlen=NODE_EVENT_MEMORY))
+    judged: bool = False
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
 
@@ -107,8 +108,9 @@ class NodeState:
             liveness.append(Finding("H1", Severity.WARN, "", f"no telemetry (last {age})"))
         else:
             verdict = combine(self.findings)
-        if verdict is not self.verdict:
+        if verdict is not self.verdict or not self.judged:
             self.changed_at = now
+        self.judged = True
         self.verdict = verdict
         self.liveness = liveness
         return verdict
@@ -116,6 +118,18 @@ class NodeState:
     @property
     def all_findings(self) -> list[Finding]:
         return self.liveness + self.findings
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A node's verdict changed (kept by the store: when did gpu0012 go bad, and why)."""
+
+    node: str
+    ts: float
+    old: Verdict | None
+    """None the first time this console judged the node."""
+    new: Verdict
+    reasons: tuple[str, ...]
 
 
 @dataclass
@@ -142,6 +156,8 @@ class FleetState:
         self.last_update: float | None = None
         self.superseded = 0
         self.applied = 0
+        self.transitions: list[Transition] = []
+        """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
 
     def node(self, node_id: str) -> NodeState:
@@ -168,14 +184,7 @@ class FleetState:
             if self._apply_telemetry(self.node(node_id), tel, rx, batch.seq_seen.get(node_id)):
                 changed.add(node_id)
         for _rx, ev in batch.events:
-            if ev.event_id in self._event_ids:
-                continue  # QoS 1 redelivery
-            self._event_ids[ev.event_id] = None
-            if len(self._event_ids) > 4 * EVENT_MEMORY:
-                for old in list(self._event_ids)[: EVENT_MEMORY]:
-                    del self._event_ids[old]
-            self.events.append(ev)
-            self.node(ev.node).events.append(ev)
+            self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)
         for job_id, (_rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
@@ -186,9 +195,30 @@ class FleetState:
         self.judge(now)
         return changed
 
+    def remember_event(self, ev: Event) -> bool:
+        """Add an event to the timelines unless already seen (QoS 1 redelivery, restore)."""
+        if ev.event_id in self._event_ids:
+            return False
+        self._event_ids[ev.event_id] = None
+        if len(self._event_ids) > 4 * EVENT_MEMORY:
+            for old in list(self._event_ids)[:EVENT_MEMORY]:
+                del self._event_ids[old]
+        self.events.append(ev)
+        self.node(ev.node).events.append(ev)
+        return True
+
     def judge(self, now: float) -> None:
         for st in self.nodes.values():
-            st.judge(now)
+            old = st.verdict if st.judged else None
+            new = st.judge(now)
+            if new is not old:
+                self.transitions.append(Transition(st.node_id, now, old, new, tuple(st.reasons)))
+        if len(self.transitions) > EVENT_MEMORY:
+            del self.transitions[: len(self.transitions) - EVENT_MEMORY]
+
+    def take_transitions(self) -> list[Transition]:
+        out, self.transitions = self.transitions, []
+        return out
 
     @staticmethod
     def _apply_birth(st: NodeState, birth: Birth, rx: float) -> bool:

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from fleetdeck import __version__
@@ -99,6 +100,21 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     p.add_argument("job", type=_id("job id"), metavar="JOB")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
     common(p)
+
+
+def _add_db(p: argparse.ArgumentParser) -> None:
+    if not any(a.dest == "cluster" for a in p._actions):
+        p.add_argument("--cluster", type=_id("cluster"),
+                       default=os.environ.get(CLUSTER_ENV, DEFAULT_CLUSTER),
+                       help=f"cluster name (default: ${CLUSTER_ENV} or '{DEFAULT_CLUSTER}')")
+    p.add_argument("--db", metavar="FILE",
+                   help="SQLite store (default: $XDG_STATE_HOME/fleetdeck/<cluster>.db)")
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    from console.store import default_db_path
+
+    return Path(args.db) if args.db else default_db_path(args.cluster)
 
 
 def build_parser() -> Parser:
@@ -200,6 +216,26 @@ def build_parser() -> Parser:
                    help="recording file (.jsonl, or .jsonl.gz to compress)")
     p.add_argument("--duration", type=_positive(float, "--duration"), metavar="SECONDS",
                    help="stop after that long (default: until Ctrl-C)")
+
+    p = sub.add_parser("collect", help="headless collector: keep history in the SQLite store")
+    _add_broker(p)
+    _add_db(p)
+    p.add_argument("--retention-days", type=_positive(float, "--retention-days"), default=7.0,
+                   help="how long history is kept (default 7)")
+
+    p = sub.add_parser("events", help="events and verdict changes from the store (like sinfo -R)")
+    _add_db(p)
+    p.add_argument("--since", default="1h", help="a span (90s, 15m, 1h, 7d) or an ISO time")
+    p.add_argument("--node", metavar="HOSTLIST", help="only these nodes, e.g. gpu[0010-0020]")
+    p.add_argument("--kind", metavar="KIND[,KIND…]", help="only these event kinds (xid, drain…)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
+    _add_db(p)
+    p.add_argument("node", type=_id("node id"))
+    p.add_argument("--metric", choices=["util", "temp", "power", "clock", "ib"], default="util")
+    p.add_argument("--since", default="1h", help="a span (90s, 15m, 1h, 7d) or an ISO time")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("replay", help="replay a recording: in the console, headless, or "
                        "into a broker")
@@ -393,6 +429,32 @@ def cmd_record(args: argparse.Namespace) -> int:
     return run_record(broker_from_env(args.broker), args.cluster, args.out, args.duration)
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    from console.collector import run_collect
+    from fleetdeck.brokerurl import broker_from_env
+
+    return run_collect(broker_from_env(args.broker), args.cluster, _db_path(args),
+                       args.retention_days)
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from console.history_cli import run_events
+    from fleetdeck.hostlist import HostlistError, expand
+
+    try:
+        nodes = expand(args.node) if args.node else None
+    except HostlistError as err:
+        raise UserError(f"--node: {err}") from None
+    kinds = [k.strip() for k in args.kind.split(",") if k.strip()] if args.kind else None
+    return run_events(_db_path(args), args.since, nodes, kinds, args.json)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from console.history_cli import run_history
+
+    return run_history(_db_path(args), args.node, args.metric, args.since, args.json)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from console.replay import run_replay
 
@@ -418,6 +480,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": cmd_status,
     "schema": cmd_schema,
     "record": cmd_record,
+    "collect": cmd_collect,
+    "events": cmd_events,
+    "history": cmd_history,
     "replay": cmd_replay,
 }
 

@@ -1,0 +1,134 @@
+"""``fleetdeck events`` and ``fleetdeck history``: the store, queried like ``sinfo -R``."""
+
+import asyncio
+import json
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from console.store import Store
+from fleetdeck.errors import UserError
+
+_SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: float) -> float:
+    """``90s``, ``15m``, ``1h``, ``7d`` ago, or an ISO time (``2026-11-30T03:00``)."""
+    m = _SPAN.match(text.strip())
+    if m:
+        return now - float(m.group(1)) * _UNIT[m.group(2)]
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"--since '{text}' is neither a span like 1h/30m/7d nor an ISO time.") \
+            from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _check(db: Path) -> None:
+    if not db.exists():
+        raise UserError(f"no store at {db} (run 'fleetdeck collect' or the console first, or "
+                        "pass --db).")
+
+
+async def _open(db: Path) -> Store:
+    return await Store.open(db)
+
+
+def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
+               as_json: bool) -> int:
+    since_ts = parse_since(since, time.time())
+    _check(db)
+
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        store = await _open(db)
+        try:
+            return (await store.events(since_ts, nodes, kinds),
+                    await store.transitions(since_ts, nodes) if not kinds else [])
+        finally:
+            await store.close()
+
+    events, transitions = asyncio.run(main())
+    rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
+             "component": e["component"], "message": e["message"]} for e in events]
+    rows += [{"ts": t["ts"], "node": t["node"], "kind": "verdict", "severity": "info",
+              "component": "", "message": f"{t['old'] or 'new'} -> {t['new']}"
+              + (f" ({', '.join(t['reasons'])})" if t["reasons"] else "")} for t in transitions]
+    rows.sort(key=lambda r: r["ts"])
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(box=None, pad_edge=False)
+    for col in ("TIMESTAMP", "NODE", "KIND", "SEV", "COMPONENT", "MESSAGE"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(iso(r["ts"]), r["node"], r["kind"], r["severity"], r["component"],
+                      escape(r["message"]))
+    Console().print(table)
+    return 0
+
+
+METRICS = ("util", "temp", "power", "clock", "ib")
+
+
+def run_history(db: Path, node: str, metric: str, since: str, as_json: bool) -> int:
+    since_ts = parse_since(since, time.time())
+    _check(db)
+
+    async def main() -> list[dict[str, Any]]:
+        store = await _open(db)
+        try:
+            if metric == "ib":
+                return await store.port_history(node, since_ts)
+            return await store.gpu_history(node, since_ts)
+        finally:
+            await store.close()
+
+    rows = asyncio.run(main())
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        Console().print(f"no history for {escape(node)} since {iso(since_ts)}")
+        return 0
+    column = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clock_min"}
+    table = Table(box=None, pad_edge=False)
+    table.add_column("MINUTE (UTC)")
+    if metric == "ib":
+        devs = sorted({r["dev"] for r in rows})
+        for d in devs:
+            table.add_column(f"{d} GB/s  sym  down", justify="right")
+        by_minute: dict[int, dict[str, dict[str, Any]]] = {}
+        for r in rows:
+            by_minute.setdefault(r["minute"], {})[r["dev"]] = r
+        for minute, per in sorted(by_minute.items()):
+            cells = []
+            for d in devs:
+                row = per.get(d)
+                cells.append("-" if row is None else
+                             f"{(row['xmit_Bps'] or 0) / 1e9:5.1f} {row['symbol_errors']:4d} "
+                             f"{row['down_samples']:4d}")
+            table.add_row(iso(minute * 60)[:16], *cells)
+    else:
+        gpus = sorted({r["gpu"] for r in rows})
+        for g in gpus:
+            table.add_column(f"gpu{g}", justify="right")
+        by_min: dict[int, dict[int, Any]] = {}
+        for r in rows:
+            by_min.setdefault(r["minute"], {})[r["gpu"]] = r[column[metric]]
+        for minute, per_gpu in sorted(by_min.items()):
+            table.add_row(iso(minute * 60)[:16],
+                          *("-" if per_gpu.get(g) is None else f"{per_gpu[g]:.0f}" for g in gpus))
+    Console().print(table)
+    return 0

@@ -1,0 +1,331 @@
+"""The console's history in SQLite (WAL): verdict transitions, events, command audit, and
+telemetry downsampled to one row per GPU and per port per minute.
+
+Written once per tick in one transaction (never per message), read by ``fleetdeck events``,
+``fleetdeck history`` and by a restarting console to restore its picture. WAL with
+``synchronous=NORMAL`` means a crash (even ``kill -9``) loses at most the last transaction and
+never corrupts the database (tests/store/test_store.py kills a writer mid-write).
+"""
+
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from console.audit import AuditRecord
+from console.ingest import Batch
+from console.state import FleetState, Transition
+from fleetdeck.protocol.messages import Event, Telemetry
+
+SCHEMA_VERSION = 1
+DEFAULT_RETENTION_DAYS = 7.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS transitions (
+    id INTEGER PRIMARY KEY, ts REAL NOT NULL, node TEXT NOT NULL, old TEXT, new TEXT NOT NULL,
+    reasons TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS transitions_node_ts ON transitions (node, ts);
+CREATE INDEX IF NOT EXISTS transitions_ts ON transitions (ts);
+CREATE TABLE IF NOT EXISTS events (
+    event_id TEXT PRIMARY KEY, ts REAL NOT NULL, node TEXT NOT NULL, kind TEXT NOT NULL,
+    severity TEXT NOT NULL, component TEXT NOT NULL, message TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_ts ON events (ts);
+CREATE INDEX IF NOT EXISTS events_node_ts ON events (node, ts);
+CREATE TABLE IF NOT EXISTS audit (
+    request_id TEXT NOT NULL, outcome TEXT NOT NULL, ts REAL NOT NULL, who TEXT NOT NULL,
+    what TEXT NOT NULL, targets TEXT NOT NULL, why TEXT NOT NULL, cluster TEXT NOT NULL,
+    detail TEXT NOT NULL, args TEXT NOT NULL, PRIMARY KEY (request_id, outcome));
+CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
+CREATE TABLE IF NOT EXISTS gpu_minutes (
+    node TEXT NOT NULL, gpu INTEGER NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
+    util REAL, temp_max REAL, power REAL, sm_clock_min REAL, present INTEGER NOT NULL,
+    PRIMARY KEY (node, gpu, minute)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS port_minutes (
+    node TEXT NOT NULL, dev TEXT NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
+    xmit_Bps REAL, rcv_Bps REAL, symbol_errors INTEGER NOT NULL, link_downed INTEGER NOT NULL,
+    down_samples INTEGER NOT NULL, PRIMARY KEY (node, dev, minute)) WITHOUT ROWID;
+"""
+
+
+def default_db_path(cluster: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(base) / "fleetdeck" / f"{cluster}.db"
+
+
+@dataclass
+class _GpuAcc:
+    samples: int = 0
+    util: float = 0.0
+    util_n: int = 0
+    power: float = 0.0
+    power_n: int = 0
+    temp_max: float | None = None
+    clock_min: float | None = None
+    present: bool = True
+
+
+@dataclass
+class _PortAcc:
+    samples: int = 0
+    xmit: float = 0.0
+    rcv: float = 0.0
+    rate_n: int = 0
+    symbol_errors: int = 0
+    link_downed: int = 0
+    down: int = 0
+
+
+class Downsampler:
+    """Folds telemetry into per-minute aggregates; emits a minute once it is over."""
+
+    def __init__(self) -> None:
+        self.minute: dict[str, int] = {}
+        # Per node, so closing one node's minute touches only that node's accumulators.
+        self.gpus: dict[str, dict[int, _GpuAcc]] = {}
+        self.ports: dict[str, dict[str, _PortAcc]] = {}
+        self._counters: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def add(self, t: Telemetry) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        node = t.node
+        minute = t.ts // 60_000
+        gpu_rows: list[tuple[Any, ...]] = []
+        port_rows: list[tuple[Any, ...]] = []
+        if self.minute.get(node, minute) != minute:
+            gpu_rows, port_rows = self._emit(node)
+        self.minute[node] = minute
+        gaccs = self.gpus.setdefault(node, {})
+        paccs = self.ports.setdefault(node, {})
+        for g in t.gpus:
+            acc = gaccs.get(g.index)
+            if acc is None:
+                acc = gaccs[g.index] = _GpuAcc()
+            acc.samples += 1
+            acc.present = acc.present and g.present
+            if g.util_pct is not None:
+                acc.util += g.util_pct
+                acc.util_n += 1
+            if g.power_w is not None:
+                acc.power += g.power_w
+                acc.power_n += 1
+            if g.temp_c is not None:
+                acc.temp_max = g.temp_c if acc.temp_max is None else max(acc.temp_max, g.temp_c)
+            if g.sm_clock_mhz is not None:
+                acc.clock_min = (g.sm_clock_mhz if acc.clock_min is None
+                                 else min(acc.clock_min, g.sm_clock_mhz))
+        for p in t.ib_ports:
+            key = (node, p.dev)
+            pacc = paccs.get(p.dev)
+            if pacc is None:
+                pacc = paccs[p.dev] = _PortAcc()
+            pacc.samples += 1
+            if p.xmit_Bps is not None and p.rcv_Bps is not None:
+                pacc.xmit += p.xmit_Bps
+                pacc.rcv += p.rcv_Bps
+                pacc.rate_n += 1
+            if p.state is not None and p.state != "ACTIVE":
+                pacc.down += 1
+            sym, downed = p.symbol_error or 0, p.link_downed or 0
+            prev = self._counters.get(key)
+            if prev is not None:
+                pacc.symbol_errors += max(0, sym - prev[0])
+                pacc.link_downed += max(0, downed - prev[1])
+            self._counters[key] = (sym, downed)
+        return gpu_rows, port_rows
+
+    def _emit(self, node: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        minute = self.minute[node]
+        gpu_rows = []
+        for index, a in self.gpus.pop(node, {}).items():
+            gpu_rows.append((node, index, minute, a.samples,
+                             a.util / a.util_n if a.util_n else None, a.temp_max,
+                             a.power / a.power_n if a.power_n else None, a.clock_min,
+                             int(a.present)))
+        port_rows = []
+        for dev, p in self.ports.pop(node, {}).items():
+            port_rows.append((node, dev, minute, p.samples,
+                              p.xmit / p.rate_n if p.rate_n else None,
+                              p.rcv / p.rate_n if p.rate_n else None,
+                              p.symbol_errors, p.link_downed, p.down))
+        return gpu_rows, port_rows
+
+
+class Store:
+    def __init__(self, db: aiosqlite.Connection, path: Path, retention_days: float) -> None:
+        self.db = db
+        self.path = path
+        self.retention_s = retention_days * 86400
+        self.down = Downsampler()
+        self._audit: list[AuditRecord] = []
+        self._last_purge = time.monotonic()
+        self.writes = 0
+        self.write_ms = 0.0
+
+    @classmethod
+    async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS) -> "Store":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute("PRAGMA busy_timeout=5000")
+        await db.executescript(SCHEMA)
+        await db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                         (str(SCHEMA_VERSION),))
+        await db.commit()
+        return cls(db, path, retention_days)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    # --- writing (once per tick) -------------------------------------------------------------
+
+    def audit(self, record: AuditRecord) -> None:
+        """``AuditSink``: queued, written with the next tick's transaction."""
+        self._audit.append(record)
+
+    async def write_tick(self, batch: Batch, transitions: Sequence[Transition]) -> None:
+        t0 = time.perf_counter()
+        gpu_rows: list[tuple[Any, ...]] = []
+        port_rows: list[tuple[Any, ...]] = []
+        for _rx, tel in batch.telemetry.values():
+            g, p = self.down.add(tel)
+            gpu_rows += g
+            port_rows += p
+        events = [_event_row(ev) for _rx, ev in batch.events]
+        audit, self._audit = self._audit, []
+        db = self.db
+        if transitions:
+            await db.executemany(
+                "INSERT INTO transitions (ts, node, old, new, reasons) VALUES (?,?,?,?,?)",
+                [(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
+                  ",".join(tr.reasons)) for tr in transitions])
+        if events:
+            await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
+        if audit:
+            await db.executemany(
+                "INSERT OR IGNORE INTO audit VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [(a.request_id, a.outcome, a.ts, a.who, a.what, a.targets, a.why, a.cluster,
+                  a.detail, json.dumps(a.args)) for a in audit])
+        if gpu_rows:
+            await db.executemany(
+                "INSERT OR REPLACE INTO gpu_minutes VALUES (?,?,?,?,?,?,?,?,?)", gpu_rows)
+        if port_rows:
+            await db.executemany(
+                "INSERT OR REPLACE INTO port_minutes VALUES (?,?,?,?,?,?,?,?,?)", port_rows)
+        await db.commit()
+        if time.monotonic() - self._last_purge > 600:
+            await self.purge(time.time())
+        self.writes += 1
+        self.write_ms = (time.perf_counter() - t0) * 1000
+
+    async def purge(self, now: float) -> None:
+        cutoff = now - self.retention_s
+        minute = int(cutoff // 60)
+        for sql, arg in (("DELETE FROM transitions WHERE ts < ?", cutoff),
+                         ("DELETE FROM events WHERE ts < ?", cutoff),
+                         ("DELETE FROM gpu_minutes WHERE minute < ?", minute),
+                         ("DELETE FROM port_minutes WHERE minute < ?", minute)):
+            await self.db.execute(sql, (arg,))
+        await self.db.commit()
+        self._last_purge = time.monotonic()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    async def events(
+        self, since: float, nodes: Iterable[str] | None = None,
+        kinds: Iterable[str] | None = None, limit: int = 10_000,
+    ) -> list[dict[str, Any]]:
+        sql = "SELECT event_id, ts, node, kind, severity, component, message, data FROM events " \
+              "WHERE ts >= ?"
+        args: list[Any] = [since]
+        node_list = list(nodes or [])
+        kind_list = list(kinds or [])
+        if node_list:
+            sql += f" AND node IN ({','.join('?' * len(node_list))})"
+            args += node_list
+        if kind_list:
+            sql += f" AND kind IN ({','.join('?' * len(kind_list))})"
+            args += kind_list
+        sql += " ORDER BY ts LIMIT ?"
+        args.append(limit)
+        async with self.db.execute(sql, args) as cur:
+            rows = await cur.fetchall()
+        return [{"event_id": r[0], "ts": r[1], "node": r[2], "kind": r[3], "severity": r[4],
+                 "component": r[5], "message": r[6], "data": json.loads(r[7])} for r in rows]
+
+    async def transitions(self, since: float, nodes: Iterable[str] | None = None,
+                          limit: int = 10_000) -> list[dict[str, Any]]:
+        sql = "SELECT ts, node, old, new, reasons FROM transitions WHERE ts >= ?"
+        args: list[Any] = [since]
+        node_list = list(nodes or [])
+        if node_list:
+            sql += f" AND node IN ({','.join('?' * len(node_list))})"
+            args += node_list
+        sql += " ORDER BY ts LIMIT ?"
+        args.append(limit)
+        async with self.db.execute(sql, args) as cur:
+            rows = await cur.fetchall()
+        return [{"ts": r[0], "node": r[1], "old": r[2], "new": r[3],
+                 "reasons": [x for x in r[4].split(",") if x]} for r in rows]
+
+    async def audit_rows(self, since: float) -> list[dict[str, Any]]:
+        async with self.db.execute(
+            "SELECT request_id, outcome, ts, who, what, targets, why, detail FROM audit "
+            "WHERE ts >= ? ORDER BY ts", (since,)) as cur:
+            rows = await cur.fetchall()
+        keys = ("request_id", "outcome", "ts", "who", "what", "targets", "why", "detail")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    async def gpu_history(self, node: str, since: float) -> list[dict[str, Any]]:
+        async with self.db.execute(
+            "SELECT gpu, minute, samples, util, temp_max, power, sm_clock_min, present "
+            "FROM gpu_minutes WHERE node = ? AND minute >= ? ORDER BY minute, gpu",
+            (node, int(since // 60))) as cur:
+            rows = await cur.fetchall()
+        keys = ("gpu", "minute", "samples", "util", "temp_max", "power", "sm_clock_min", "present")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    async def port_history(self, node: str, since: float) -> list[dict[str, Any]]:
+        async with self.db.execute(
+            "SELECT dev, minute, samples, xmit_Bps, rcv_Bps, symbol_errors, link_downed, "
+            "down_samples FROM port_minutes WHERE node = ? AND minute >= ? ORDER BY minute, dev",
+            (node, int(since // 60))) as cur:
+            rows = await cur.fetchall()
+        keys = ("dev", "minute", "samples", "xmit_Bps", "rcv_Bps", "symbol_errors",
+                "link_downed", "down_samples")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    async def restore(self, state: FleetState, recent_events: int = 2000) -> int:
+        """Put recent history back into a fresh console's state; return events restored."""
+        async with self.db.execute(
+            "SELECT event_id, ts, node, kind, severity, component, message, data FROM events "
+            "ORDER BY ts DESC LIMIT ?", (recent_events,)) as cur:
+            rows = list(await cur.fetchall())
+        restored = 0
+        for r in reversed(rows):
+            try:
+                # Rows are ours, but validate anyway: a store written by an older version or
+                # edited by hand must not put bad state into the console.
+                ev = Event.model_validate(
+                    {"node": r[2], "event_id": r[0], "seq": 0, "ts": int(r[1] * 1000),
+                     "kind": r[3], "severity": r[4], "component": r[5], "message": r[6],
+                     "data": json.loads(r[7])}, strict=False)
+            except ValueError:
+                continue
+            state.remember_event(ev)
+            restored += 1
+        async with self.db.execute(
+            "SELECT node, MAX(ts) FROM transitions GROUP BY node") as cur:
+            for node, ts in await cur.fetchall():
+                state.node(node).changed_at = ts
+        return restored
+
+
+def _event_row(ev: Event) -> tuple[Any, ...]:
+    return (ev.event_id, ev.ts / 1000, ev.node, ev.kind, ev.severity.value, ev.component,
+            ev.message, json.dumps(ev.data))

@@ -1,0 +1,173 @@
+"""The SQLite store: per-tick writes, queries, restore, retention, and kill -9 during writes."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agents.source import EventDraft
+from console.audit import AuditRecord
+from console.ingest import Ingest
+from console.state import FleetState
+from console.store import Store
+from fleetdeck.protocol.topics import Kind
+from tests.conftest import REPO, run_cli, spawn, stop_process
+from tests.helpers import FakeNode
+
+
+async def fill(store: Store, seconds: int = 130, node_id: str = "gpu0001"):
+    node = FakeNode(node_id, t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    for s in range(seconds):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        if s == 65:
+            node.feed(ingest, node.agent._event(EventDraft("xid", "XID 79", component="gpu3")),
+                      Kind.EVENT)
+        if s == 70:
+            node.feed(ingest, node.status(online=False), Kind.STATUS)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    return node, state
+
+
+async def test_tick_writes_and_queries(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        node, _ = await fill(store)
+        events = await store.events(0)
+        assert [e["kind"] for e in events] == ["xid"]
+        assert events[0]["component"] == "gpu3"
+        trans = await store.transitions(0, ["gpu0001"])
+        assert [(t["old"], t["new"]) for t in trans] == [(None, "ok"), ("ok", "offline")]
+        gpus = await store.gpu_history("gpu0001", 0)
+        minutes = sorted({r["minute"] for r in gpus})
+        assert len(minutes) >= 1 and {r["gpu"] for r in gpus} == set(range(8))
+        full = [r for r in gpus if r["samples"] >= 59]
+        assert full and all(r["temp_max"] is not None for r in full)
+        ports = await store.port_history("gpu0001", 0)
+        assert {r["dev"] for r in ports} == {f"mlx5_ib{i}" for i in range(8)}
+    finally:
+        await store.close()
+
+
+async def test_audit_rows_are_never_duplicated(tmp_path):
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        rec = AuditRecord(ts=time.time(), who="alice", what="drain", targets="gpu0001",
+                          why="xid 79", outcome="requested", request_id="r1")
+        store.audit(rec)
+        store.audit(rec)  # e.g. a console restarted and re-sent its pending audit
+        _, state = await fill(store, seconds=1)
+        store.audit(rec)
+        await store.write_tick(Ingest("test").take_batch(), [])
+        rows = await store.audit_rows(0)
+        assert [(r["request_id"], r["outcome"]) for r in rows] == [("r1", "requested")]
+    finally:
+        await store.close()
+
+
+async def test_restore_brings_back_events(tmp_path):
+    path = tmp_path / "s.db"
+    store = await Store.open(path)
+    await fill(store)
+    await store.close()
+    fresh = FleetState("test")
+    store = await Store.open(path)
+    t0 = time.perf_counter()
+    restored = await store.restore(fresh)
+    took = time.perf_counter() - t0
+    await store.close()
+    assert restored == 1 and fresh.events[0].kind == "xid"
+    assert fresh.nodes["gpu0001"].changed_at > 0
+    assert took < 2.0
+
+
+async def test_retention_purges_old_rows(tmp_path):
+    store = await Store.open(tmp_path / "s.db", retention_days=1)
+    try:
+        await fill(store)
+        await store.purge(1_800_000_000.0 + 3 * 86400)
+        assert await store.events(0) == []
+        assert await store.gpu_history("gpu0001", 0) == []
+    finally:
+        await store.close()
+
+
+WRITER = """
+import asyncio, sys, time
+sys.path.insert(0, sys.argv[2])
+from console.store import Store
+from tests.store.test_store import fill
+async def main():
+    store = await Store.open(__import__('pathlib').Path(sys.argv[1]))
+    print('open', flush=True)
+    n = 0
+    while True:
+        await fill(store, seconds=30, node_id=f'gpu{n % 9000:04d}')
+        n += 1
+asyncio.run(main())
+"""
+
+
+def test_kill_9_during_writes_never_corrupts_the_store(tmp_path):
+    path = tmp_path / "crash.db"
+    for attempt in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(REPO)],
+                                stdout=subprocess.PIPE, text=True, cwd=REPO)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+        time.sleep(1.0 + 0.37 * attempt)  # land the kill at different points of a transaction
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        con = sqlite3.connect(path)
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert con.execute("SELECT COUNT(*) FROM transitions").fetchone()[0] > 0
+        con.close()
+
+
+def test_collector_and_events_cli_against_a_live_fleet(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    db = tmp_path / "live.db"
+    sim = spawn("sim", "--broker", url, "--cluster", "hist", "--nodes", "3",
+                log=tmp_path / "sim.log")
+    col = spawn("collect", "--broker", url, "--cluster", "hist", "--db", str(db),
+                log=tmp_path / "collect.log")
+    try:
+        time.sleep(3)
+        agent = spawn("agent", "--broker", url, "--cluster", "hist", "--node-id", "gpu0099",
+                      log=tmp_path / "agent.log")
+        time.sleep(2)
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait()
+        time.sleep(1.5)
+    finally:
+        assert stop_process(col) == 0
+        stop_process(sim)
+    res = run_cli("events", "--db", str(db), "--since", "10m", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    gpu99 = [r["message"] for r in rows if r["node"] == "gpu0099" and r["kind"] == "verdict"]
+    assert gpu99 == ["new -> ok", "ok -> offline (H2)"]
+    only = json.loads(run_cli("events", "--db", str(db), "--node", "gpu[0001-0002]",
+                              "--json").stdout)
+    assert {r["node"] for r in only} == {"gpu0001", "gpu0002"}
+    table = run_cli("events", "--db", str(db), "--since", "1h")
+    assert "gpu0099" in table.stdout and "offline" in table.stdout
+    hist = run_cli("history", "gpu0001", "--db", str(db), "--metric", "temp")
+    assert hist.returncode == 0
+
+
+@pytest.mark.parametrize("since", ["yesterday", "5x"])
+def test_bad_since_is_one_sentence(tmp_path, since):
+    db = tmp_path / "x.db"
+    sqlite3.connect(db).close()
+    res = run_cli("events", "--db", str(db), "--since", since)
+    assert res.returncode != 0 and "--since" in res.stderr and "Traceback" not in res.stderr
