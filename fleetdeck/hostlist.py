@@ -1,0 +1,122 @@
+"""Slurm hostlist expressions: ``gpu[0010-0020,0031]`` <-> ``gpu0010 … gpu0020, gpu0031``.
+
+The subset of Slurm's syntax operators type every day: comma-separated items, each a literal
+name or a prefix with one bracketed range list (and an optional suffix). Zero padding follows
+the width of the lower bound, as in Slurm (``gpu[008-011]`` gives ``gpu008 … gpu011``).
+"""
+
+import re
+from collections.abc import Iterable
+
+MAX_HOSTS = 1_000_000
+"""Refuse expressions that expand to more names than this (a typo like ``gpu[0-99999999]``)."""
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)([^\d]*)$")
+
+
+class HostlistError(ValueError):
+    """A hostlist expression that cannot be expanded."""
+
+
+def _split_top(expr: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    items: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(expr):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise HostlistError(f"nested brackets in '{expr}'")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostlistError(f"unbalanced ']' in '{expr}'")
+        elif ch == "," and depth == 0:
+            items.append(expr[start:i])
+            start = i + 1
+    if depth != 0:
+        raise HostlistError(f"unbalanced '[' in '{expr}'")
+    items.append(expr[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _expand_item(item: str) -> list[str]:
+    if "[" not in item:
+        if "]" in item:
+            raise HostlistError(f"unbalanced ']' in '{item}'")
+        return [item]
+    prefix, _, rest = item.partition("[")
+    ranges, _, suffix = rest.partition("]")
+    if "[" in suffix or "]" in suffix:
+        raise HostlistError(f"only one bracket group per name is supported: '{item}'")
+    out: list[str] = []
+    for raw in ranges.split(","):
+        part = raw.strip()
+        if not part:
+            raise HostlistError(f"empty range in '{item}'")
+        lo_s, dash, hi_s = part.partition("-")
+        if not lo_s.isdigit() or (dash and not hi_s.isdigit()):
+            raise HostlistError(f"'{part}' is not a number or a range like 0010-0020")
+        lo, hi = int(lo_s), int(hi_s) if dash else int(lo_s)
+        if hi < lo:
+            raise HostlistError(f"range '{part}' runs backwards")
+        if len(out) + hi - lo + 1 > MAX_HOSTS:
+            raise HostlistError(f"'{item}' expands to more than {MAX_HOSTS} names")
+        width = len(lo_s)
+        out.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(lo, hi + 1))
+    return out
+
+
+def expand(expr: str) -> list[str]:
+    """Expand a hostlist expression into names, in order, without duplicates."""
+    seen: dict[str, None] = {}
+    for item in _split_top(expr.strip()):
+        for name in _expand_item(item):
+            seen[name] = None
+        if len(seen) > MAX_HOSTS:
+            raise HostlistError(f"expression expands to more than {MAX_HOSTS} names")
+    return list(seen)
+
+
+def compress(names: Iterable[str]) -> str:
+    """The shortest-ish hostlist for ``names``: sorted, runs of numbers folded into ranges.
+
+    Names group by (prefix, digit width, suffix); names without digits are listed as they are.
+    """
+    groups: dict[tuple[str, int, str], set[int]] = {}
+    plain: set[str] = set()
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m is None:
+            plain.add(name)
+            continue
+        prefix, digits, suffix = m.groups()
+        groups.setdefault((prefix, len(digits), suffix), set()).add(int(digits))
+    parts: list[tuple[str, str]] = [(p, p) for p in plain]
+    for (prefix, width, suffix), numbers in groups.items():
+        ordered = sorted(numbers)
+        runs: list[str] = []
+        start = prev = ordered[0]
+        for n in [*ordered[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            runs.append(f"{start:0{width}d}" if start == prev
+                        else f"{start:0{width}d}-{prev:0{width}d}")
+            if n is not None:
+                start = prev = n
+        if len(runs) == 1 and "-" not in runs[0]:
+            text = f"{prefix}{runs[0]}{suffix}"
+        else:
+            text = f"{prefix}[{','.join(runs)}]{suffix}"
+        parts.append((f"{prefix}{ordered[0]:0{width}d}{suffix}", text))
+    return ",".join(text for _key, text in sorted(parts))
+
+
+def looks_like_hostlist(text: str) -> bool:
+    """True for ``gpu[1-4]``-style input (brackets with digits), used by filters to pick a mode."""
+    return _HOSTLIST_RE.fullmatch(text.strip()) is not None
+
+
+_HOSTLIST_RE = re.compile(r"[A-Za-z0-9._-]*\[[\d,\s-]+\][A-Za-z0-9._-]*(,.+)?")
