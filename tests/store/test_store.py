@@ -42,7 +42,7 @@ async def fill(store: Store, seconds: int = 130, node_id: str = "gpu0001"):
 async def test_tick_writes_and_queries(tmp_path):
     store = await Store.open(tmp_path / "s.db")
     try:
-        node, _ = await fill(store)
+        await fill(store)
         events = await store.events(0)
         assert [e["kind"] for e in events] == ["xid"]
         assert events[0]["component"] == "gpu3"
@@ -66,7 +66,7 @@ async def test_audit_rows_are_never_duplicated(tmp_path):
                           why="xid 79", outcome="requested", request_id="r1")
         store.audit(rec)
         store.audit(rec)  # e.g. a console restarted and re-sent its pending audit
-        _, state = await fill(store, seconds=1)
+        await fill(store, seconds=1)
         store.audit(rec)
         await store.write_tick(Ingest("test").take_batch(), [])
         rows = await store.audit_rows(0)
