@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import aiomqtt
 
+from agents.outbox import Outbox
 from agents.source import EventDraft, Source
 from fleetdeck import __version__
 from fleetdeck.brokerurl import BrokerURL, make_client
@@ -66,6 +67,7 @@ class NodeAgent:
         connect_spacing_s: float = 0.0,
         phase_s: float | None = None,
         clock: Callable[[], float] = time.time,
+        outbox: Outbox | None = None,
     ) -> None:
         self.cluster = cluster
         self.node_id = node_id
@@ -89,7 +91,7 @@ class NodeAgent:
         self._acks: OrderedDict[str, Ack] = OrderedDict()
         self._awaiting_drained: str | None = None
         self._drain_mode = DrainMode.FINISH
-        self._pending_events: list[EventDraft] = []
+        self.outbox = outbox or Outbox()
         self._topic = {k: topic_for(cluster, k, node_id) for k in Kind if k.value in (
             "birth", "status", "telemetry", "event", "cmd", "ack")}
 
@@ -139,6 +141,7 @@ class NodeAgent:
                 started_ts=self.started_ms,
                 collect_ms=round(collect_ms, 3),
                 errors=reading.errors,
+                event_seq=self.event_seq,
             ),
             job=reading.job,
             host=reading.host,
@@ -150,7 +153,7 @@ class NodeAgent:
         self.event_seq += 1
         return Event(
             node=self.node_id,
-            event_id=f"{self.node_id}.{self.started_ms}.{self.event_seq}",
+            event_id=f"{self.event_id_prefix}{self.event_seq}",
             seq=self.event_seq,
             ts=draft.ts_ms or now_ms(self.clock),
             kind=draft.kind,
@@ -257,17 +260,24 @@ class NodeAgent:
             await self._check_drained(client)
 
     async def _flush_events(self, client: aiomqtt.Client) -> None:
-        self._pending_events.extend(self.source.take_events())
-        while self._pending_events:
-            draft = self._pending_events[0]
-            await client.publish(self._topic[Kind.EVENT], codec.encode(self._event(draft)), qos=1)
-            self._pending_events.pop(0)
+        for draft in self.source.take_events():
+            self.emit(draft)
+        while self.outbox.pending:
+            ev = self.outbox.pending[0]
+            # QoS 1: returns once the broker acknowledged it; on a lost connection the event
+            # stays pending and goes out, with the same id, after the reconnect.
+            await client.publish(self._topic[Kind.EVENT], codec.encode(ev), qos=1)
+            self.outbox.acked(ev)
 
     def emit(self, draft: EventDraft) -> None:
-        """Queue an event; it goes out after the next telemetry sample, stamped with now."""
+        """Give an event its id and seq now (so retries keep them) and queue it."""
         if draft.ts_ms is None:
             draft = dataclasses.replace(draft, ts_ms=now_ms(self.clock))
-        self._pending_events.append(draft)
+        self.outbox.add(self._event(draft))
+
+    @property
+    def event_id_prefix(self) -> str:
+        return f"{self.node_id}.{self.started_ms}."
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -303,6 +313,11 @@ class NodeAgent:
         elif cmd.op is CommandOp.REBIRTH:
             await self._publish_birth(client)
             await self._ack(client, cmd, AckResult.DONE, "birth re-published")
+        elif cmd.op is CommandOp.RESEND_EVENTS:
+            again = self.outbox.since(cmd.args.since_seq or 0, self.event_id_prefix)
+            for ev in again:
+                await client.publish(self._topic[Kind.EVENT], codec.encode(ev), qos=1)
+            await self._ack(client, cmd, AckResult.DONE, f"re-sent {len(again)} event(s)")
 
     def _validate(self, cmd: Command) -> str:
         if cmd.target != self.node_id:

@@ -4,6 +4,7 @@ A no-op outside systemd (no ``NOTIFY_SOCKET``), so the same agent runs by hand a
 """
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -47,7 +48,5 @@ class Notifier:
         while not stop.is_set():
             if time.monotonic() - last_progress() < self.watchdog_s:
                 self.send("WATCHDOG=1")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), period)
-            except TimeoutError:
-                pass

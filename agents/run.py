@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -10,6 +11,7 @@ from typing import Any
 
 from agents.agent import NodeAgent
 from agents.notify import Notifier
+from agents.outbox import Outbox
 from agents.source import Source
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.errors import UserError
@@ -53,10 +55,24 @@ def sample_once(args: argparse.Namespace, node_id: str) -> dict[str, Any]:
         close_source(source)
 
 
+def make_outbox(state_dir: str | None, node_id: str) -> Outbox | None:
+    """At start-up, before the event loop runs: on-disk outbox, or None for memory only."""
+    if not state_dir:
+        return None
+    path = Path(state_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return Outbox(path / f"outbox-{node_id}.jsonl")
+    except OSError as err:
+        raise UserError(f"--state-dir {path}: {err.strerror}.") from None
+
+
 async def run_agent(args: argparse.Namespace, node_id: str, url: BrokerURL) -> None:
     source = make_source(args, node_id)
+    outbox = make_outbox(args.state_dir, node_id)
     agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=source,
-                      url=url, interval_s=args.interval, keepalive=args.keepalive, phase_s=0.0)
+                      url=url, interval_s=args.interval, keepalive=args.keepalive, phase_s=0.0,
+                      outbox=outbox)
     notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -74,10 +90,8 @@ async def run_agent(args: argparse.Namespace, node_id: str, url: BrokerURL) -> N
         while not stop.is_set():
             state = "connected" if agent.connected.is_set() else "reconnecting"
             notifier.status(f"{state} to {url}; seq {agent.seq}; sessions {agent.connects}")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 10)
-            except TimeoutError:
-                pass
 
     log.info("agent %s (%s) publishing to %s every %.1f s", node_id, source.name, url,
              args.interval)

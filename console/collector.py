@@ -31,9 +31,11 @@ class Collector:
         self.ticks = 0
 
     async def tick(self) -> None:
+        now = time.time()
         batch = self.ingest.take_batch()
-        self.state.apply(batch, time.time())
+        self.state.apply(batch, now)
         await self.store.write_tick(batch, self.state.take_transitions())
+        await self.feed.request_resends(self.state.missing_events(now), "fleetdeck-collect")
         self.ticks += 1
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -16,6 +16,8 @@ import aiomqtt
 
 from console.ingest import Ingest
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import Kind, subscriptions, topic_for
 
 log = logging.getLogger("fleetdeck.live")
@@ -101,6 +103,25 @@ class LiveFeed:
             if not isinstance(payload, bytes | bytearray):
                 payload = b"" if payload is None else str(payload).encode()
             handle(message.topic.value, bytes(payload), clock())
+
+    async def request_resends(self, asks: list[tuple[str, int]], issued_by: str) -> int:
+        """Ask agents to re-send events we missed (``FleetState.missing_events``)."""
+        if self.client is None or not asks:
+            return 0
+        now = int(self.clock() * 1000)
+        sent = 0
+        for node, since in asks:
+            cmd = Command(
+                cmd_id=f"resend-{node}-{since}-{now}", op=CommandOp.RESEND_EVENTS, target=node,
+                args=CommandArgs(since_seq=since), issued_by=issued_by, issued_at=now,
+                expires_at=now + 30_000,
+            )
+            try:
+                await self.publish(Kind.CMD, node, codec.encode(cmd))
+                sent += 1
+            except aiomqtt.MqttError:
+                break  # reconnecting; the state asks again later
+        return sent
 
     async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1) -> None:
         if self.client is None:

@@ -50,6 +50,13 @@ class NodeState:
     verdict: Verdict = Verdict.STALE
     history: NodeHistory = field(default_factory=NodeHistory)
     events: deque[Event] = field(default_factory=lambda: deque(maxlen=NODE_EVENT_MEMORY))
+    event_prefix: str = ""
+    """``<node>.<agent start ms>.``: the agent process whose event seqs we track."""
+    event_seq: int = 0
+    """Highest event seq received with every earlier one received too (this process)."""
+    event_ahead: set[int] = field(default_factory=set)
+    gap_since: float | None = None
+    resend_asked: float = 0.0
     judged: bool = False
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
@@ -118,6 +125,22 @@ class NodeState:
     @property
     def all_findings(self) -> list[Finding]:
         return self.liveness + self.findings
+
+
+def _insert_by_time(log: deque[Event], ev: Event) -> None:
+    if not log or log[-1].ts <= ev.ts:
+        log.append(ev)
+        return
+    # Rare (re-sent events): walk back to the right place; deques are bounded.
+    i = len(log)
+    while i > 0 and log[i - 1].ts > ev.ts:
+        i -= 1
+    if len(log) == log.maxlen:
+        if i == 0:
+            return  # older than everything we keep
+        log.popleft()
+        i -= 1
+    log.insert(i, ev)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,16 +219,43 @@ class FleetState:
         return changed
 
     def remember_event(self, ev: Event) -> bool:
-        """Add an event to the timelines unless already seen (QoS 1 redelivery, restore)."""
+        """Add an event to the timelines unless already seen (QoS 1 redelivery, restore).
+
+        Re-sent events arrive after newer ones: they are put back in time order."""
         if ev.event_id in self._event_ids:
             return False
         self._event_ids[ev.event_id] = None
         if len(self._event_ids) > 4 * EVENT_MEMORY:
             for old in list(self._event_ids)[:EVENT_MEMORY]:
                 del self._event_ids[old]
-        self.events.append(ev)
-        self.node(ev.node).events.append(ev)
+        st = self.node(ev.node)
+        _insert_by_time(self.events, ev)
+        _insert_by_time(st.events, ev)
+        if st.event_prefix and ev.event_id.startswith(st.event_prefix):
+            st.event_ahead.add(ev.seq)
+            while st.event_seq + 1 in st.event_ahead:
+                st.event_seq += 1
+                st.event_ahead.discard(st.event_seq)
         return True
+
+    def missing_events(self, now: float, patience_intervals: float = 3.0,
+                       retry_s: float = 10.0) -> list[tuple[str, int]]:
+        """``(node, since_seq)`` for agents whose telemetry says they emitted events we never
+        got (lost in a broker restart, or sent while we were away): ask them to re-send."""
+        asks: list[tuple[str, int]] = []
+        for st in self.nodes.values():
+            t = st.telemetry
+            emitted = t.agent.event_seq if t is not None else None
+            if emitted is None or emitted <= st.event_seq:
+                st.gap_since = None
+                continue
+            if st.gap_since is None:
+                st.gap_since = now
+            elif (now - st.gap_since >= patience_intervals * st.interval_s
+                  and now - st.resend_asked >= retry_s):
+                st.resend_asked = now
+                asks.append((st.node_id, st.event_seq))
+        return asks
 
     def judge(self, now: float) -> None:
         for st in self.nodes.values():
@@ -256,6 +306,16 @@ class FleetState:
                 st.seq_gaps += seq - st.last_seq - 1
             if st.last_seq is None or seq > st.last_seq:
                 st.last_seq = seq
+        if tel.agent.started_ts is not None:
+            prefix = f"{st.node_id}.{tel.agent.started_ts}."
+            if prefix != st.event_prefix:
+                # A new agent process: its events count from 1. Events of it that arrived
+                # before this telemetry are already in the timeline; count them now.
+                st.event_prefix, st.event_seq, st.event_ahead = prefix, 0, set()
+                st.event_ahead.update(e.seq for e in st.events if e.event_id.startswith(prefix))
+                while st.event_seq + 1 in st.event_ahead:
+                    st.event_seq += 1
+                    st.event_ahead.discard(st.event_seq)
         st.telemetry = tel
         st.last_rx = rx
         if st.online is None:

@@ -152,6 +152,8 @@ def build_parser() -> Parser:
                    "sysfs (InfiniBand), nvml or nvsmi (GPUs), e.g. sysfs+nvml")
     p.add_argument("--sysfs-root", default="/sys", metavar="DIR",
                    help="sysfs mount to read InfiniBand from (default /sys; tests use a copy)")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="keep undelivered events on disk here (survives agent restarts)")
     p.add_argument("--kernel-log", default=None, metavar="journal|FILE",
                    help="follow XID and IB carrier lines from the journal or a log file")
     p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0)

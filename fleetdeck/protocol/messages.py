@@ -226,6 +226,9 @@ class AgentInfo(_Msg):
     started_ts: TsMs | None = None
     collect_ms: NonNeg | None = None
     errors: Annotated[list[Text], Field(max_length=32)] = []
+    event_seq: U64 | None = None
+    """``seq`` of the last event this agent process emitted: lets a console notice events it
+    missed (broker restart, console away) and ask for them again (``resend_events``)."""
 
 
 class JobOnNode(_Msg):
@@ -290,6 +293,8 @@ class CommandOp(StrEnum):
     RESUME = "resume"
     REBIRTH = "rebirth"
     RESTART_JOB = "restart_job"
+    RESEND_EVENTS = "resend_events"
+    """Re-publish this agent process's events with ``seq > args.since_seq`` (read-only op)."""
 
 
 class DrainMode(StrEnum):
@@ -303,6 +308,7 @@ class CommandArgs(_Msg):
     reason: Text = ""
     mode: DrainMode = DrainMode.FINISH
     job: Id | None = None
+    since_seq: U64 | None = None
 
 
 class Command(_Versioned):

@@ -1,0 +1,99 @@
+"""Events that must not be lost: kept until the broker acknowledged them, and remembered after.
+
+* ``pending``: emitted, not yet acknowledged by the broker (QoS 1 PUBACK). Published in order
+  after every reconnect. With a state directory they are also on disk, so an agent restart while
+  the broker is away loses nothing.
+* ``sent``: the last events the broker took, kept so a console that missed some (it was away, or
+  the broker restarted before delivering them) can ask for them again by sequence number.
+
+Bounded both ways: beyond ``limit`` pending events the oldest are dropped and counted (a node
+that cannot reach its broker for days must not fill its disk).
+"""
+
+import contextlib
+import json
+import logging
+import os
+from collections import deque
+from pathlib import Path
+
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Event
+
+log = logging.getLogger("fleetdeck.agent.outbox")
+
+
+class Outbox:
+    def __init__(
+        self, path: Path | None = None, limit: int = 10_000, keep_sent: int = 1024
+    ) -> None:
+        self.path = path
+        self.limit = limit
+        self.pending: deque[Event] = deque()
+        self.sent: deque[Event] = deque(maxlen=keep_sent)
+        self.dropped = 0
+        self._lines = 0
+        if path is not None:
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        if not path.exists():
+            return
+        done: set[str] = set()
+        events: list[Event] = []
+        with path.open("rb") as fh:
+            for line in fh:
+                try:
+                    obj = json.loads(line)
+                    if "sent" in obj:
+                        done.add(str(obj["sent"]))
+                    else:
+                        events.append(codec.decode(Event, line.strip()))
+                except (ValueError, codec.DecodeError):
+                    continue  # a torn last line after a crash
+        self.pending.extend(e for e in events if e.event_id not in done)
+        if self.pending:
+            log.info("outbox: %d undelivered event(s) from before the restart", len(self.pending))
+        self._rewrite()
+
+    def _append(self, line: bytes) -> None:
+        if self.path is None:
+            return
+        with open(self.path, "ab") as fh:
+            fh.write(line + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._lines += 1
+        if self._lines > 2 * self.limit:
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            for ev in self.pending:
+                fh.write(codec.encode(ev) + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        self._lines = len(self.pending)
+
+    def add(self, ev: Event) -> None:
+        self.pending.append(ev)
+        self._append(codec.encode(ev))
+        while len(self.pending) > self.limit:
+            self.pending.popleft()
+            self.dropped += 1
+
+    def acked(self, ev: Event) -> None:
+        """The broker took ``ev`` (the oldest pending)."""
+        if self.pending and self.pending[0].event_id == ev.event_id:
+            self.pending.popleft()
+        self.sent.append(ev)
+        with contextlib.suppress(OSError):
+            self._append(json.dumps({"sent": ev.event_id}).encode())
+
+    def since(self, seq: int, event_id_prefix: str) -> list[Event]:
+        """Sent events of this agent process with ``seq`` greater than ``seq``, in order."""
+        return [e for e in self.sent if e.seq > seq and e.event_id.startswith(event_id_prefix)]
