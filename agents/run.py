@@ -1,6 +1,5 @@
 """``fleetdeck agent``: one node agent as a long-running process (systemd) or ``--once``."""
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -10,29 +9,28 @@ from pathlib import Path
 from typing import Any
 
 from agents.agent import NodeAgent
+from agents.config import AgentSettings
 from agents.notify import Notifier
 from agents.outbox import Outbox
 from agents.source import Source
-from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.brokerurl import BrokerURL, parse_broker_url
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
 
 log = logging.getLogger("fleetdeck.agent")
 
 
-def make_source(args: argparse.Namespace, node_id: str) -> Source:
-    if args.source == "sim":
+def make_source(cfg: AgentSettings) -> Source:
+    if cfg.source == "sim":
         from agents.sim.node import SimNode
 
-        return SimNode(node_id, seed=args.seed)
+        return SimNode(cfg.node_id, seed=cfg.seed)
     from agents.real.source import make_real_source
 
     try:
-        return make_real_source(
-            args.source, Path(args.sysfs_root), kernel_log=args.kernel_log,
-        )
+        return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log)
     except ValueError as err:
-        raise UserError(f"--source {args.source}: {err} (or use 'sim').") from None
+        raise UserError(f"--source {cfg.source}: {err} (or use 'sim').") from None
 
 
 def close_source(source: Source) -> None:
@@ -41,12 +39,12 @@ def close_source(source: Source) -> None:
         close()
 
 
-def sample_once(args: argparse.Namespace, node_id: str) -> dict[str, Any]:
+def sample_once(cfg: AgentSettings) -> dict[str, Any]:
     """Birth and one telemetry sample as they would go on the wire."""
-    source = make_source(args, node_id)
+    source = make_source(cfg)
     try:
-        agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=source,
-                          url=BrokerURL("127.0.0.1", 1), interval_s=args.interval)
+        agent = NodeAgent(cluster=cfg.cluster, node_id=cfg.node_id, source=source,
+                          url=BrokerURL("127.0.0.1", 1), interval_s=cfg.interval_s)
         agent.bd_seq = agent._next_bd_seq()
         birth = json.loads(codec.encode(agent.birth()))
         telemetry = json.loads(codec.encode(agent.telemetry()))
@@ -55,7 +53,7 @@ def sample_once(args: argparse.Namespace, node_id: str) -> dict[str, Any]:
         close_source(source)
 
 
-def make_outbox(state_dir: str | None, node_id: str) -> Outbox | None:
+def make_outbox(state_dir: Path | None, node_id: str) -> Outbox | None:
     """At start-up, before the event loop runs: on-disk outbox, or None for memory only."""
     if not state_dir:
         return None
@@ -67,11 +65,13 @@ def make_outbox(state_dir: str | None, node_id: str) -> Outbox | None:
         raise UserError(f"--state-dir {path}: {err.strerror}.") from None
 
 
-async def run_agent(args: argparse.Namespace, node_id: str, url: BrokerURL) -> None:
-    source = make_source(args, node_id)
-    outbox = make_outbox(args.state_dir, node_id)
-    agent = NodeAgent(cluster=args.cluster, node_id=node_id, source=source,
-                      url=url, interval_s=args.interval, keepalive=args.keepalive, phase_s=0.0,
+async def run_agent(cfg: AgentSettings) -> None:
+    url = parse_broker_url(cfg.broker)
+    node_id = cfg.node_id
+    source = make_source(cfg)
+    outbox = make_outbox(cfg.state_dir, node_id)
+    agent = NodeAgent(cluster=cfg.cluster, node_id=node_id, source=source,
+                      url=url, interval_s=cfg.interval_s, keepalive=cfg.keepalive, phase_s=0.0,
                       outbox=outbox)
     notifier = Notifier()
     stop = asyncio.Event()
@@ -86,7 +86,7 @@ async def run_agent(args: argparse.Namespace, node_id: str, url: BrokerURL) -> N
 
     async def announce() -> None:
         await agent.connected.wait()
-        notifier.ready(f"publishing to {url} every {args.interval:g} s")
+        notifier.ready(f"publishing to {url} every {cfg.interval_s:g} s")
         while not stop.is_set():
             state = "connected" if agent.connected.is_set() else "reconnecting"
             notifier.status(f"{state} to {url}; seq {agent.seq}; sessions {agent.connects}")
@@ -94,7 +94,7 @@ async def run_agent(args: argparse.Namespace, node_id: str, url: BrokerURL) -> N
                 await asyncio.wait_for(stop.wait(), 10)
 
     log.info("agent %s (%s) publishing to %s every %.1f s", node_id, source.name, url,
-             args.interval)
+             cfg.interval_s)
     helpers = [asyncio.create_task(announce()),
                asyncio.create_task(notifier.watchdog(lambda: agent.last_progress, stop))]
     try:

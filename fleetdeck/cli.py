@@ -144,21 +144,27 @@ def build_parser() -> Parser:
     p.add_argument("--serve-embedded", action="store_true", help=argparse.SUPPRESS)
 
     p = sub.add_parser("agent", help="run one node agent (or print one sample with --once)")
-    _add_broker(p)
-    p.add_argument("--node-id", type=_id("node id"), default=None,
-                   help="node id (default: this host's short name)")
-    p.add_argument("--source", default="sim",
+    # No defaults here: unset flags fall through to $FLEETDECK_* and the config file.
+    p.add_argument("--config", metavar="FILE",
+                   help="TOML config (default: /etc/fleetdeck/agent.toml if it exists)")
+    p.add_argument("--check-config", action="store_true",
+                   help="validate the configuration, print it and exit")
+    p.add_argument("--broker", metavar="URL", help="mqtt://[user:pass@]host:port or mqtts://…")
+    p.add_argument("--cluster", help="cluster name (default 'demo')")
+    p.add_argument("--node-id", help="node id (default: this host's short name)")
+    p.add_argument("--source",
                    help="telemetry source: sim (default), or real readers joined by '+': "
                    "sysfs (InfiniBand), nvml or nvsmi (GPUs), e.g. sysfs+nvml")
-    p.add_argument("--sysfs-root", default="/sys", metavar="DIR",
+    p.add_argument("--sysfs-root", metavar="DIR",
                    help="sysfs mount to read InfiniBand from (default /sys; tests use a copy)")
-    p.add_argument("--state-dir", default=None, metavar="DIR",
+    p.add_argument("--state-dir", metavar="DIR",
                    help="keep undelivered events on disk here (survives agent restarts)")
-    p.add_argument("--kernel-log", default=None, metavar="journal|FILE",
+    p.add_argument("--kernel-log", metavar="journal|FILE",
                    help="follow XID and IB carrier lines from the journal or a log file")
-    p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0)
-    p.add_argument("--keepalive", type=_positive(int, "--keepalive"), default=10)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--interval", type=_positive(float, "--interval"), help="seconds (default 1)")
+    p.add_argument("--keepalive", type=_positive(int, "--keepalive"),
+                   help="MQTT keepalive seconds (default 10)")
+    p.add_argument("--seed", type=int, help="simulated source only")
     p.add_argument("--once", action="store_true",
                    help="print one birth and one telemetry message as JSON and exit (no broker)")
 
@@ -301,21 +307,22 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    import socket
-
+    from agents.config import load_settings
     from agents.run import run_agent, sample_once
 
-    node_id = args.node_id or socket.gethostname().split(".")[0]
-    try:
-        validate_id(node_id, "node id")
-    except InvalidId as err:
-        raise UserError(f"{err}; pass --node-id.") from None
-    if args.once:
-        print(json.dumps(sample_once(args, node_id), indent=2))
+    settings = load_settings(args.config, {
+        "broker": args.broker, "cluster": args.cluster, "node_id": args.node_id,
+        "source": args.source, "sysfs_root": args.sysfs_root, "state_dir": args.state_dir,
+        "kernel_log": args.kernel_log, "interval_s": args.interval,
+        "keepalive": args.keepalive, "seed": args.seed,
+    })
+    if args.check_config:
+        print(json.dumps(settings.model_dump(mode="json"), indent=2))
         return 0
-    from fleetdeck.brokerurl import broker_from_env
-
-    asyncio.run(run_agent(args, node_id, broker_from_env(args.broker)))
+    if args.once:
+        print(json.dumps(sample_once(settings), indent=2))
+        return 0
+    asyncio.run(run_agent(settings))
     return 0
 
 

@@ -55,3 +55,44 @@ def test_schema_prints_every_message():
     res = run_cli("schema")
     assert res.returncode == 0
     assert set(json.loads(res.stdout)) >= {"birth", "status", "telemetry", "command", "ack"}
+
+
+def test_agent_config_file_env_and_flags(tmp_path, monkeypatch):
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text('cluster = "prod"\nnode_id = "gpu0042"\ninterval_s = 5\nkeepalive = 30\n')
+    monkeypatch.setenv("FLEETDECK_KEEPALIVE", "20")
+    res = run_cli("agent", "--config", str(cfg), "--check-config", "--interval", "2")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    # flag > environment > file > default
+    assert (out["cluster"], out["node_id"], out["interval_s"], out["keepalive"]) == (
+        "prod", "gpu0042", 2.0, 20)
+
+
+@pytest.mark.parametrize(
+    ("content", "needles"),
+    [
+        ("interval_s = -1\n", ["agent.toml line 1, 'interval_s'", "greater than 0"]),
+        ("cluster = 'a/b'\n", ["line 1, 'cluster'", "cluster 'a/b'"]),
+        ("colour = 'blue'\n", ["'colour': unknown setting"]),
+        ("broker = 'http://x'\n", ["'broker'", "mqtt://"]),
+        ("source = 'sysfs+gpu'\n", ["'source'", "unknown reader(s) gpu"]),
+        ("interval_s = \n", ["agent.toml", "line 1"]),
+    ],
+)
+def test_bad_agent_config_is_one_sentence_naming_file_line_and_field(tmp_path, content,
+                                                                     needles):
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(content)
+    res = run_cli("agent", "--config", str(cfg), "--check-config")
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    for needle in needles:
+        assert needle in res.stderr, res.stderr
+
+
+def test_bad_environment_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("FLEETDECK_INTERVAL_S", "fast")
+    res = run_cli("agent", "--check-config")
+    assert res.returncode == 2 and "$FLEETDECK_INTERVAL_S" in res.stderr

@@ -1,0 +1,141 @@
+"""Agent configuration: a TOML file, ``FLEETDECK_*`` environment variables and CLI flags.
+
+Precedence, highest first: command-line flag, environment variable, TOML file, default. Every
+problem is reported as one sentence naming where the bad value came from (file and line, the
+variable, or the flag), and the agent does not start (``--check-config`` only checks).
+"""
+
+import os
+import re
+import socket
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from fleetdeck.brokerurl import parse_broker_url
+from fleetdeck.errors import UserError
+from fleetdeck.protocol.ids import InvalidId, validate_id
+
+DEFAULT_CONFIG = Path("/etc/fleetdeck/agent.toml")
+ENV_PREFIX = "FLEETDECK_"
+
+FLAGS = {
+    "broker": "--broker", "cluster": "--cluster", "node_id": "--node-id", "source": "--source",
+    "interval_s": "--interval", "keepalive": "--keepalive", "sysfs_root": "--sysfs-root",
+    "kernel_log": "--kernel-log", "state_dir": "--state-dir", "seed": "--seed",
+}
+
+
+class AgentSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    broker: str = "mqtt://127.0.0.1:1883"
+    cluster: str = "demo"
+    node_id: str = Field(default_factory=lambda: socket.gethostname().split(".")[0])
+    source: str = "sim"
+    interval_s: float = Field(default=1.0, gt=0, le=3600)
+    keepalive: int = Field(default=10, ge=1, le=3600)
+    sysfs_root: Path = Path("/sys")
+    kernel_log: str | None = None
+    state_dir: Path | None = None
+    seed: int = 0
+
+    @field_validator("broker")
+    @classmethod
+    def _broker(cls, v: str) -> str:
+        try:
+            parse_broker_url(v)
+        except UserError as err:
+            raise ValueError(str(err).rstrip(".")) from None
+        return v
+
+    @field_validator("cluster", "node_id")
+    @classmethod
+    def _ids(cls, v: str, info: ValidationInfo) -> str:
+        try:
+            return validate_id(v, (info.field_name or "id").replace("_", " "))
+        except InvalidId as err:
+            raise ValueError(str(err)) from None
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if v == "sim":
+            return v
+        from agents.real.source import parse_kind
+
+        parse_kind(v)  # raises ValueError with the reason
+        return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # toml_file comes from the model_config of the per-file subclass (load_settings).
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
+
+
+def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
+    """Merge file, environment and flags; raise UserError listing each problem in a sentence."""
+    path: Path | None = None
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise UserError(f"config file {path} does not exist.")
+    elif DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    if path is not None:
+        try:
+            tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as err:
+            raise UserError(f"{path}: {err}.") from None
+        except OSError as err:
+            raise UserError(f"cannot read config file {path}: {err.strerror}.") from None
+    given = {k: v for k, v in cli.items() if v is not None}
+
+    class FileSettings(AgentSettings):
+        model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", toml_file=path)
+
+    try:
+        return FileSettings(**given)
+    except ValidationError as err:
+        raise UserError(" ".join(_explain(e, path, given) for e in err.errors())) from None
+
+
+def _explain(e: Any, path: Path | None, given: dict[str, Any]) -> str:
+    field = str(e["loc"][0]) if e["loc"] else "?"
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    if field in given:
+        where = f"{FLAGS.get(field, field)}"
+    elif f"{ENV_PREFIX}{field.upper()}" in os.environ:
+        where = f"${ENV_PREFIX}{field.upper()}"
+    elif path is not None:
+        where = f"{path}{_line_of(path, field)}, '{field}'"
+    else:
+        where = field
+    if e["type"] == "extra_forbidden":
+        return f"{where}: unknown setting (known: {', '.join(sorted(FLAGS))})."
+    return f"{where}: {msg}."
+
+
+def _line_of(path: Path, key: str) -> str:
+    try:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(rf"\s*{re.escape(key)}\s*=", line):
+                return f" line {n}"
+    except OSError:
+        pass
+    return ""
