@@ -103,6 +103,9 @@ class ManagedBroker:
     port: int = 0
     persistent: bool = False
     workdir: Path | None = None
+    config: str | None = None
+    """A full Mosquitto config instead of the generated one ('{port}' and '{workdir}' are
+    filled in): the security tests run the shipped deploy/mosquitto ACL this way."""
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     label: str = field(default="", init=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False)
@@ -132,7 +135,11 @@ class ManagedBroker:
             persist = self.workdir / "data" if self.persistent else None
             if persist is not None:
                 persist.mkdir(exist_ok=True)
-            conf.write_text(mosquitto_conf(self.port, self.host, persist))
+            if self.config is not None:
+                conf.write_text(self.config.replace("{port}", str(self.port))
+                                .replace("{workdir}", str(self.workdir)))
+            else:
+                conf.write_text(mosquitto_conf(self.port, self.host, persist))
             cmd = [binary, "-c", str(conf)]
             self.label = mosquitto_version(binary)
         else:

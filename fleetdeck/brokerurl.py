@@ -1,5 +1,6 @@
 """``mqtt://[user:pass@]host:port`` and ``mqtts://`` URLs, and aiomqtt clients made from them."""
 
+import dataclasses
 import os
 import ssl
 from dataclasses import dataclass
@@ -21,6 +22,11 @@ class BrokerURL:
     tls: bool = False
     username: str | None = None
     password: str | None = None
+    ca_file: str | None = None
+    """CA bundle that signed the broker's certificate (mqtts://); default: the system's."""
+    cert_file: str | None = None
+    key_file: str | None = None
+    """Client certificate and key for mutual TLS."""
 
     def __str__(self) -> str:
         """The URL without its password (safe for headers and logs)."""
@@ -55,8 +61,37 @@ def parse_broker_url(url: str) -> BrokerURL:
     )
 
 
-def broker_from_env(explicit: str | None) -> BrokerURL:
-    return parse_broker_url(explicit or os.environ.get(ENV_VAR) or DEFAULT_URL)
+def broker_from_env(explicit: str | None, ca: str | None = None, cert: str | None = None,
+                    key: str | None = None) -> BrokerURL:
+    """The broker URL from the flag or $FLEETDECK_BROKER, with TLS files from flags or
+    $FLEETDECK_CA / $FLEETDECK_CERT / $FLEETDECK_KEY."""
+    url = parse_broker_url(explicit or os.environ.get(ENV_VAR) or DEFAULT_URL)
+    env = os.environ.get
+    return with_tls(url, ca or env("FLEETDECK_CA"), cert or env("FLEETDECK_CERT"),
+                    key or env("FLEETDECK_KEY"))
+
+
+def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None) -> BrokerURL:
+    if not (ca or cert or key):
+        return url
+    if not url.tls:
+        raise UserError(f"--ca/--cert/--key need an mqtts:// broker URL, not {url}.")
+    for flag, path in (("--ca", ca), ("--cert", cert), ("--key", key)):
+        if path and not os.path.isfile(path):
+            raise UserError(f"{flag} {path}: no such file.")
+    if bool(cert) != bool(key):
+        raise UserError("--cert and --key go together (client certificate and its key).")
+    return dataclasses.replace(url, ca_file=ca, cert_file=cert, key_file=key)
+
+
+def tls_context(url: BrokerURL) -> ssl.SSLContext:
+    try:
+        ctx = ssl.create_default_context(cafile=url.ca_file)
+        if url.cert_file and url.key_file:
+            ctx.load_cert_chain(url.cert_file, url.key_file)
+    except (ssl.SSLError, OSError) as err:
+        raise UserError(f"cannot load TLS files for {url}: {err}.") from None
+    return ctx
 
 
 def make_client(
@@ -72,7 +107,7 @@ def make_client(
     """An MQTT 3.1.1 client (amqtt speaks nothing else; everything we need is in payloads)."""
     kwargs: dict[str, Any] = {}
     if url.tls:
-        kwargs["tls_context"] = ssl.create_default_context()
+        kwargs["tls_context"] = tls_context(url)
     return aiomqtt.Client(
         url.host,
         url.port,
@@ -93,6 +128,9 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     """One sentence for an unreachable or refusing broker."""
     text = str(err) or type(err).__name__
     low = text.lower()
+    if "certificate" in low or "ssl" in low or "tls" in low:
+        return (f"TLS with the MQTT broker at {url} failed ({text}); check that --ca is the CA "
+                "that signed the broker's certificate and that the host name matches it.")
     if "refused" in low and "not authori" not in low and "bad user" not in low:
         return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
     if "not authori" in low or "bad user" in low:

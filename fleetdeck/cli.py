@@ -12,11 +12,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from fleetdeck import __version__
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.ids import InvalidId, validate_id
+
+if TYPE_CHECKING:
+    from fleetdeck.brokerurl import BrokerURL
 
 CLUSTER_ENV = "FLEETDECK_CLUSTER"
 DEFAULT_CLUSTER = "demo"
@@ -59,6 +62,9 @@ def _add_broker(p: argparse.ArgumentParser) -> None:
         help="mqtt://[user:pass@]host:port or mqtts://… (default: $FLEETDECK_BROKER or "
         "mqtt://127.0.0.1:1883)",
     )
+    p.add_argument("--ca", metavar="FILE", help="CA bundle for mqtts:// (or $FLEETDECK_CA)")
+    p.add_argument("--cert", metavar="FILE", help="client certificate for mutual TLS")
+    p.add_argument("--key", metavar="FILE", help="client key for mutual TLS")
     p.add_argument(
         "--cluster",
         type=_id("cluster"),
@@ -115,6 +121,12 @@ def _db_path(args: argparse.Namespace) -> Path:
     from console.store import default_db_path
 
     return Path(args.db) if args.db else default_db_path(args.cluster)
+
+
+def _url(args: argparse.Namespace) -> "BrokerURL":
+    from fleetdeck.brokerurl import broker_from_env
+
+    return broker_from_env(args.broker, args.ca, args.cert, args.key)
 
 
 def build_parser() -> Parser:
@@ -331,7 +343,6 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from agents.sim.scenario import load_scenario
     from agents.sim.spec import SpecError
     from agents.sim.topology import TopologySpec
-    from fleetdeck.brokerurl import broker_from_env
 
     scenario = None
     if args.scenario:
@@ -357,7 +368,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
         scenario=scenario,
     )
-    asyncio.run(run_fleet(broker_from_env(args.broker), opts))
+    asyncio.run(run_fleet(_url(args), opts))
     return 0
 
 
@@ -366,14 +377,14 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
     from agents.fleet import inject
     from agents.sim.spec import SpecError, parse_action, parse_kv
-    from fleetdeck.brokerurl import broker_from_env, describe_mqtt_error
+    from fleetdeck.brokerurl import describe_mqtt_error
 
     try:
         entry: dict[str, object] = {"fault": args.fault, **parse_kv(args.params)}
         parse_action(entry, default_at=0)  # refuse typos here, before touching the broker
     except SpecError as err:
         raise UserError(f"{err}.") from None
-    url = broker_from_env(args.broker)
+    url = _url(args)
     try:
         ok, detail = asyncio.run(inject(url, args.cluster, entry, timeout=args.wait))
     except TimeoutError:
@@ -389,60 +400,53 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from console.status import run_status
-    from fleetdeck.brokerurl import broker_from_env
 
-    return run_status(broker_from_env(args.broker), args.cluster, args.wait, args.json)
+    return run_status(_url(args), args.cluster, args.wait, args.json)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
     from console.tui.app import run_console
-    from fleetdeck.brokerurl import broker_from_env
 
     return run_console(
-        broker_from_env(args.broker), args.cluster, tick_s=args.tick, read_only=args.read_only,
+        _url(args), args.cluster, tick_s=args.tick, read_only=args.read_only,
         operator=args.operator, audit_path=args.audit_log,
     )
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
     from console.cli_commands import run_drain
-    from fleetdeck.brokerurl import broker_from_env
 
-    return run_drain(broker_from_env(args.broker), args.cluster, args.hostlist, args.reason,
+    return run_drain(_url(args), args.cluster, args.hostlist, args.reason,
                      now=args.now, operator=args.operator, audit_path=args.audit_log,
                      timeout_s=args.timeout, wait=not args.no_wait)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from console.cli_commands import run_resume
-    from fleetdeck.brokerurl import broker_from_env
 
-    return run_resume(broker_from_env(args.broker), args.cluster, args.hostlist,
+    return run_resume(_url(args), args.cluster, args.hostlist,
                       reason=args.reason, operator=args.operator, audit_path=args.audit_log,
                       timeout_s=args.timeout)
 
 
 def cmd_restart_job(args: argparse.Namespace) -> int:
     from console.cli_commands import run_restart_job
-    from fleetdeck.brokerurl import broker_from_env
 
-    return run_restart_job(broker_from_env(args.broker), args.cluster, args.job,
+    return run_restart_job(_url(args), args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
                            audit_path=args.audit_log, timeout_s=args.timeout)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     from console.replay import run_record
-    from fleetdeck.brokerurl import broker_from_env
 
-    return run_record(broker_from_env(args.broker), args.cluster, args.out, args.duration)
+    return run_record(_url(args), args.cluster, args.out, args.duration)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from console.collector import run_collect
-    from fleetdeck.brokerurl import broker_from_env
 
-    return run_collect(broker_from_env(args.broker), args.cluster, _db_path(args),
+    return run_collect(_url(args), args.cluster, _db_path(args),
                        args.retention_days)
 
 

@@ -1,0 +1,136 @@
+"""The shipped Mosquitto setup (deploy/mosquitto: ACL, users, TLS) against a real broker."""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import uuid
+
+import aiomqtt
+import pytest
+
+from fleetdeck.broker import MOSQUITTO, ManagedBroker, find_mosquitto, free_port
+from tests.conftest import REPO, run_cli
+
+DEPLOY = REPO / "deploy" / "mosquitto"
+USERS = ["console", "viewer", "scheduler", "gpu0001", "gpu0002"]
+
+pytestmark = pytest.mark.skipif(find_mosquitto() is None or shutil.which("openssl") is None
+                                or shutil.which("mosquitto_passwd") is None,
+                                reason="needs mosquitto, mosquitto_passwd and openssl")
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    work = tmp_path_factory.mktemp("secure")
+    subprocess.run(["bash", str(DEPLOY / "mkusers.sh"), str(work / "passwd"),
+                    str(work / "creds"), *USERS], check=True, capture_output=True)
+    subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(work / "pki"), "127.0.0.1"],
+                   check=True, capture_output=True)
+    creds = dict(line.split() for line in (work / "creds").read_text().splitlines())
+    tls_port = free_port()
+    conf = (DEPLOY / "mosquitto.conf").read_text()
+    conf = (conf.replace("/etc/mosquitto/fleetdeck/passwd", str(work / "passwd"))
+            .replace("/etc/mosquitto/fleetdeck/acl", str(DEPLOY / "acl"))
+            .replace("/etc/mosquitto/fleetdeck/", str(work / "pki") + "/")
+            .replace("listener 8883", f"listener {tls_port} 127.0.0.1")
+            .replace("listener 1883 127.0.0.1", "listener {port} 127.0.0.1")
+            .replace("persistence true", "persistence false"))
+    if os.geteuid() == 0:
+        # As root Mosquitto drops to the 'mosquitto' user, which cannot read pytest's private
+        # tmp dirs; production installs make the files readable to it instead (docs/security.md).
+        conf = "user root\n" + conf
+    broker = ManagedBroker(MOSQUITTO, workdir=work, config=conf)
+    with broker:
+        yield broker, creds, tls_port, work
+
+
+def client(broker, user, creds, **kw):
+    return aiomqtt.Client(broker.host, broker.port, username=user,
+                          password=creds.get(user) if user else None,
+                          identifier=f"{user}-{uuid.uuid4().hex[:6]}",
+                          protocol=aiomqtt.ProtocolVersion.V311, timeout=5, **kw)
+
+
+async def delivered(broker, creds, *, sender, topic, listener, listen_topic, payload=b"x"):
+    """Publish as ``sender``; return whether ``listener`` (subscribed to ``listen_topic``)
+    received it within a second."""
+    async with client(broker, listener, creds) as rx:
+        await rx.subscribe(listen_topic, qos=1)
+        async with client(broker, sender, creds) as tx:
+            await tx.publish(topic, payload, qos=1)
+        try:
+            async with asyncio.timeout(1.0):
+                async for m in rx.messages:
+                    if m.payload == payload:
+                        return True
+        except TimeoutError:
+            return False
+    return False
+
+
+async def test_anonymous_clients_are_refused(secured):
+    broker, creds, _, _ = secured
+    with pytest.raises(aiomqtt.MqttError, match=r"[Nn]ot authori"):
+        async with client(broker, None, creds):
+            pass
+    with pytest.raises(aiomqtt.MqttError):
+        async with aiomqtt.Client(broker.host, broker.port, username="console",
+                                  password="wrong", timeout=5):
+            pass
+
+
+async def test_agent_publishes_only_under_its_own_node(secured):
+    broker, creds, _, _ = secured
+    own = "fleetdeck/v1/c/node/gpu0001/telemetry"
+    other = "fleetdeck/v1/c/node/gpu0002/telemetry"
+    assert await delivered(broker, creds, sender="gpu0001", topic=own, listener="console",
+                           listen_topic="fleetdeck/v1/#", payload=b"mine")
+    assert not await delivered(broker, creds, sender="gpu0001", topic=other,
+                               listener="console", listen_topic="fleetdeck/v1/#",
+                               payload=b"forged")
+
+
+async def test_only_the_console_role_can_command_an_agent(secured):
+    broker, creds, _, _ = secured
+    cmd = "fleetdeck/v1/c/node/gpu0001/cmd"
+    assert await delivered(broker, creds, sender="console", topic=cmd, listener="gpu0001",
+                           listen_topic=cmd, payload=b"drain")
+    assert not await delivered(broker, creds, sender="viewer", topic=cmd, listener="gpu0001",
+                               listen_topic=cmd, payload=b"viewer-drain")
+    assert not await delivered(broker, creds, sender="gpu0002", topic=cmd, listener="gpu0001",
+                               listen_topic=cmd, payload=b"peer-drain")
+
+
+async def test_an_agent_cannot_read_another_nodes_commands(secured):
+    broker, creds, _, _ = secured
+    cmd = "fleetdeck/v1/c/node/gpu0001/cmd"
+    # Mosquitto grants the SUBACK but never delivers (MQTT.md §3): check delivery.
+    assert not await delivered(broker, creds, sender="console", topic=cmd, listener="gpu0002",
+                               listen_topic=cmd, payload=b"snoop")
+
+
+def test_status_over_tls_with_the_right_ca(secured):
+    _broker, creds, tls_port, work = secured
+    url = f"mqtts://viewer:{creds['viewer']}@127.0.0.1:{tls_port}"
+    res = run_cli("status", "--broker", url, "--ca", str(work / "pki" / "ca.crt"),
+                  "--cluster", "c", "--json", "--wait", "1")
+    assert res.returncode == 0, res.stderr
+
+
+def test_tls_with_a_wrong_ca_fails_with_a_clear_sentence(secured, tmp_path):
+    _broker, creds, tls_port, _ = secured
+    subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(tmp_path / "other"), "127.0.0.1"],
+                   check=True, capture_output=True)
+    url = f"mqtts://viewer:{creds['viewer']}@127.0.0.1:{tls_port}"
+    res = run_cli("status", "--broker", url, "--ca", str(tmp_path / "other" / "ca.crt"),
+                  "--cluster", "c", "--wait", "1")
+    assert res.returncode != 0
+    assert "TLS with the MQTT broker" in res.stderr and "--ca" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_tls_flags_need_an_mqtts_url(tmp_path):
+    res = run_cli("status", "--broker", "mqtt://127.0.0.1:1", "--ca", "/etc/hostname")
+    assert res.returncode != 0 and "need an mqtts:// broker URL" in res.stderr
