@@ -22,7 +22,7 @@ from agents.outbox import Outbox
 from agents.source import EventDraft, Source
 from fleetdeck import __version__
 from fleetdeck.brokerurl import BrokerURL, make_client
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
@@ -68,6 +68,7 @@ class NodeAgent:
         phase_s: float | None = None,
         clock: Callable[[], float] = time.time,
         outbox: Outbox | None = None,
+        command_key: bytes | None = None,
     ) -> None:
         self.cluster = cluster
         self.node_id = node_id
@@ -92,6 +93,10 @@ class NodeAgent:
         self._awaiting_drained: str | None = None
         self._drain_mode = DrainMode.FINISH
         self.outbox = outbox or Outbox()
+        self.command_key = command_key
+        self._executed: OrderedDict[str, int] = OrderedDict()
+        """cmd_id -> expires_at of commands acted on: a replay within the expiry is refused
+        even after the ack memory forgot it."""
         self._topic = {k: topic_for(cluster, k, node_id) for k in Kind if k.value in (
             "birth", "status", "telemetry", "event", "cmd", "ack")}
 
@@ -306,6 +311,7 @@ class NodeAgent:
         if reject:
             await self._ack(client, cmd, AckResult.REJECTED, reject)
             return
+        self._remember_executed(cmd)
         if cmd.op is CommandOp.DRAIN:
             await self._drain(client, cmd)
         elif cmd.op is CommandOp.RESUME:
@@ -320,15 +326,31 @@ class NodeAgent:
             await self._ack(client, cmd, AckResult.DONE, f"re-sent {len(again)} event(s)")
 
     def _validate(self, cmd: Command) -> str:
+        now = now_ms(self.clock)
+        if self.command_key is not None:
+            problem = signing.check(cmd, self.command_key, now)
+            if problem:
+                log.warning("%s: rejected command %s from %s: %s", self.node_id, cmd.cmd_id,
+                            cmd.issued_by, problem)
+                return problem
+        if cmd.cmd_id in self._executed:
+            return "replayed command id (already executed)"
         if cmd.target != self.node_id:
             return f"command is for {cmd.target}, not {self.node_id}"
-        if cmd.expires_at < now_ms(self.clock):
+        if cmd.expires_at < now:
             return "command expired before it arrived"
         if cmd.op is CommandOp.RESTART_JOB:
             return "node agents do not run jobs; send restart_job to the scheduler"
         if cmd.op is CommandOp.DRAIN and not cmd.args.reason.strip():
             return "a reason is required to drain a node"
         return ""
+
+    def _remember_executed(self, cmd: Command) -> None:
+        now = now_ms(self.clock)
+        self._executed[cmd.cmd_id] = cmd.expires_at
+        while self._executed and (len(self._executed) > 10 * ACK_MEMORY
+                                  or next(iter(self._executed.values())) < now):
+            self._executed.popitem(last=False)
 
     async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
         await self._ack(client, cmd, AckResult.ACCEPTED, f"drain ({cmd.args.mode.value})")

@@ -31,6 +31,7 @@ FLAGS = {
     "broker": "--broker", "cluster": "--cluster", "node_id": "--node-id", "source": "--source",
     "interval_s": "--interval", "keepalive": "--keepalive", "sysfs_root": "--sysfs-root",
     "kernel_log": "--kernel-log", "state_dir": "--state-dir", "seed": "--seed",
+    "command_key_file": "--command-key",
 }
 
 
@@ -47,6 +48,8 @@ class AgentSettings(BaseSettings):
     kernel_log: str | None = None
     state_dir: Path | None = None
     seed: int = 0
+    command_key_file: Path | None = None
+    """When set, only commands signed with this key are obeyed (protocol/signing.py)."""
 
     @field_validator("broker")
     @classmethod

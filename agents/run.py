@@ -16,6 +16,7 @@ from agents.source import Source
 from fleetdeck.brokerurl import BrokerURL, parse_broker_url
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.signing import load_key
 
 log = logging.getLogger("fleetdeck.agent")
 
@@ -70,9 +71,10 @@ async def run_agent(cfg: AgentSettings) -> None:
     node_id = cfg.node_id
     source = make_source(cfg)
     outbox = make_outbox(cfg.state_dir, node_id)
+    key = load_key(cfg.command_key_file) if cfg.command_key_file else None
     agent = NodeAgent(cluster=cfg.cluster, node_id=node_id, source=source,
                       url=url, interval_s=cfg.interval_s, keepalive=cfg.keepalive, phase_s=0.0,
-                      outbox=outbox)
+                      outbox=outbox, command_key=key)
     notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -16,7 +16,7 @@ import aiomqtt
 
 from console.ingest import Ingest
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import Kind, subscriptions, topic_for
 
@@ -41,6 +41,7 @@ class LiveFeed:
         client_id: str,
         clock: Callable[[], float] = time.time,
         keepalive: int = 10,
+        command_key: bytes | None = None,
     ) -> None:
         self.url = url
         self.ingest = ingest
@@ -50,6 +51,7 @@ class LiveFeed:
         self.conn = Connection(since=clock())
         self.client: aiomqtt.Client | None = None
         self.first_error: str | None = None
+        self.command_key = command_key
 
     def _set(self, state: str, detail: str = "") -> None:
         if state != self.conn.state or detail != self.conn.detail:
@@ -117,11 +119,18 @@ class LiveFeed:
                 expires_at=now + 30_000,
             )
             try:
-                await self.publish(Kind.CMD, node, codec.encode(cmd))
+                await self.send_command(Kind.CMD, node, cmd)
                 sent += 1
             except aiomqtt.MqttError:
                 break  # reconnecting; the state asks again later
         return sent
+
+    async def send_command(self, kind: Kind, subject: str, cmd: Command) -> Command:
+        """Sign (when a command key is configured) and publish a command; return what was sent."""
+        if self.command_key is not None:
+            cmd = signing.sign(cmd, self.command_key)
+        await self.publish(kind, subject, codec.encode(cmd), qos=1)
+        return cmd
 
     async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1) -> None:
         if self.client is None:

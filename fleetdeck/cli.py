@@ -65,6 +65,10 @@ def _add_broker(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ca", metavar="FILE", help="CA bundle for mqtts:// (or $FLEETDECK_CA)")
     p.add_argument("--cert", metavar="FILE", help="client certificate for mutual TLS")
     p.add_argument("--key", metavar="FILE", help="client key for mutual TLS")
+    p.add_argument("--command-key", metavar="FILE",
+                   default=os.environ.get("FLEETDECK_COMMAND_KEY_FILE"),
+                   help="sign commands with this key (agents configured with it obey only "
+                   "signed commands; default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument(
         "--cluster",
         type=_id("cluster"),
@@ -177,6 +181,8 @@ def build_parser() -> Parser:
     p.add_argument("--keepalive", type=_positive(int, "--keepalive"),
                    help="MQTT keepalive seconds (default 10)")
     p.add_argument("--seed", type=int, help="simulated source only")
+    p.add_argument("--command-key", metavar="FILE",
+                   help="obey only commands signed with this key (HMAC-SHA256)")
     p.add_argument("--once", action="store_true",
                    help="print one birth and one telemetry message as JSON and exit (no broker)")
 
@@ -326,7 +332,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "broker": args.broker, "cluster": args.cluster, "node_id": args.node_id,
         "source": args.source, "sysfs_root": args.sysfs_root, "state_dir": args.state_dir,
         "kernel_log": args.kernel_log, "interval_s": args.interval,
-        "keepalive": args.keepalive, "seed": args.seed,
+        "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
     })
     if args.check_config:
         print(json.dumps(settings.model_dump(mode="json"), indent=2))

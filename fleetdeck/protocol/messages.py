@@ -322,6 +322,8 @@ class Command(_Versioned):
     issued_at: TsMs
     expires_at: TsMs
     reply_to: ShortText = ""
+    sig: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]*$", max_length=128)] = ""
+    """HMAC-SHA256 (hex) over the canonical command without ``sig`` (protocol/signing.py)."""
 
 
 class AckResult(StrEnum):
