@@ -40,6 +40,13 @@ class MalformedLog:
     by_reason: Counter[str] = field(default_factory=Counter)
     by_topic: Counter[str] = field(default_factory=Counter)
     recent: deque[Malformed] = field(default_factory=lambda: deque(maxlen=200))
+    log_window_start: float = 0.0
+    logged_in_window: int = 0
+    unlogged: int = 0
+
+    LOG_PER_MINUTE = 20
+    """Log lines per minute at most: a hostile publisher must not flood the log (it is
+    counted all the same)."""
 
     def add(self, item: Malformed) -> None:
         self.total += 1
@@ -48,8 +55,16 @@ class MalformedLog:
         if item.topic in self.by_topic or len(self.by_topic) < 10_000:
             self.by_topic[item.topic] += 1
         self.recent.append(item)
-        if self.by_topic.get(item.topic, 0) <= 3:
+        if item.rx_ts - self.log_window_start >= 60:
+            if self.unlogged:
+                log.warning("%d more rejected message(s) in the last minute not logged",
+                            self.unlogged)
+            self.log_window_start, self.logged_in_window, self.unlogged = item.rx_ts, 0, 0
+        if self.by_topic.get(item.topic, 0) <= 3 and self.logged_in_window < self.LOG_PER_MINUTE:
+            self.logged_in_window += 1
             log.warning("rejected message on %s: %s: %s", item.topic, item.reason, item.detail)
+        else:
+            self.unlogged += 1
 
 
 @dataclass
