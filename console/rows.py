@@ -1,24 +1,54 @@
-"""How a node reads in a table row: Slurm-style state, summaries. Pure text, no styling, so the
-TUI, ``status`` and tests share one definition."""
+"""How the fleet reads in tables: Slurm-style node state, node/job/fabric rows, drain reasons,
+per-GPU cell codes for the fleet grid. Pure text and numbers, no styling, so the TUI, the CLI and
+tests share one definition (and none of it imports textual)."""
 
-from dataclasses import dataclass
+import heapq
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from console.state import NodeState
-from fleetdeck.protocol.messages import DrainState
+from console.commands import fmt_duration, jobs_by_node
+from console.health import VERDICT_ORDER, Finding, Severity, Verdict
+from console.state import FleetState, NodeState
+from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
+from fleetdeck.protocol.messages import DrainInfo, DrainState, Event, IbPortSample, JobStatus
+
+# --- node state ---------------------------------------------------------------------------------
 
 
 def slurm_state(st: NodeState) -> str:
-    """``idle``, ``alloc``, ``drng``, ``drain``, ``down`` with ``*`` for not responding (sinfo)."""
+    """sinfo's short state: ``idle``, ``alloc``, ``mix``, ``drng``, ``drain``, ``down`` and the
+    ``*`` suffix for not responding (stale telemetry)."""
     if st.online is False:
         return "down*"
-    busy = st.job_id is not None
+    t = st.telemetry
+    busy = t is not None and t.job is not None
     if st.drain.state is DrainState.DRAINING:
         base = "drng"
     elif st.drain.state is DrainState.DRAINED:
         base = "drain"
+    elif busy:
+        assert t is not None and t.job is not None
+        gpus = st.gpus_expected or len(t.gpus)
+        base = "mix" if 0 < t.job.ranks_on_node < gpus else "alloc"
     else:
-        base = "alloc" if busy else "idle"
+        base = "idle"
     return base + ("*" if st.stale else "")
+
+
+def drain_reason(d: DrainInfo) -> str:
+    """Slurm's rendering: ``Reason=disk full [alice@2026-01-25T15:12:23]``."""
+    if d.state is DrainState.NONE:
+        return ""
+    when = "" if d.since_ts is None else "@" + datetime.fromtimestamp(
+        d.since_ts / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    who = d.requested_by or "?"
+    return f"Reason={d.reason or '(none)'} [{who}{when}]"
+
+
+# --- node rows ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,20 +65,66 @@ class NodeRow:
     gaps: str
     age: str
     reasons: str
+    # numeric sort keys
+    util_v: float = -1.0
+    temp_v: float = -1.0
+    power_v: float = -1.0
+    age_v: float = math.inf
+    verdict_v: int = 0
 
 
-def node_row(st: NodeState, now: float) -> NodeRow:
+NODE_COLUMNS: list[tuple[str, str, int]] = [
+    # (header, NodeRow attribute, width; 0 = the rest of the line)
+    ("NODE", "node", 10),
+    ("STATE", "state", 6),
+    ("HEALTH", "verdict", 8),
+    ("GPUS", "gpus", 4),
+    ("UTIL", "util", 4),
+    ("TEMP", "temp", 5),
+    ("POWER", "power", 6),
+    ("IB", "ib", 3),
+    ("JOBS", "job", 8),
+    ("AGE", "age", 4),
+    ("REASONS", "reasons", 0),
+]
+
+SORT_KEYS: dict[str, Callable[[NodeRow], object]] = {
+    "node": lambda r: r.node,
+    "state": lambda r: (r.state, r.node),
+    "verdict": lambda r: (-r.verdict_v, r.node),
+    "gpus": lambda r: (r.gpus, r.node),
+    "util": lambda r: (-r.util_v, r.node),
+    "temp": lambda r: (-r.temp_v, r.node),
+    "power": lambda r: (-r.power_v, r.node),
+    "ib": lambda r: (r.ib, r.node),
+    "job": lambda r: (r.job == "", r.job, r.node),
+    "age": lambda r: (-r.age_v if math.isfinite(r.age_v) else -1e18, r.node),
+    "gaps": lambda r: (r.gaps, r.node),
+    "reasons": lambda r: (r.reasons == "", r.reasons, r.node),
+}
+
+
+def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRow:
     t = st.telemetry
     util = temp = power = "-"
+    util_v = temp_v = power_v = -1.0
     if t is not None and t.gpus:
         present = [g for g in t.gpus if g.present]
         utils = [g.util_pct for g in present if g.util_pct is not None]
         temps = [g.temp_c for g in present if g.temp_c is not None]
         watts = [g.power_w for g in present if g.power_w is not None]
-        util = f"{sum(utils) / len(utils):3.0f}%" if utils else "-"
-        temp = f"{max(temps):3.0f}°C" if temps else "-"
-        power = f"{sum(watts) / 1000:4.1f}kW" if watts else "-"
-    age = "-" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.0f}s"
+        if utils:
+            util_v = sum(utils) / len(utils)
+            util = f"{util_v:3.0f}%"
+        if temps:
+            temp_v = max(temps)
+            temp = f"{temp_v:3.0f}°"
+        if watts:
+            power_v = sum(watts)
+            power = f"{power_v / 1000:4.1f}kW"
+    age_v = math.inf if st.last_rx is None else max(0.0, now - st.last_rx)
+    age = "-" if st.last_rx is None else _short_age(age_v)
+    job_ids = jobs if jobs is not None else ([st.job_id] if st.job_id else [])
     return NodeRow(
         node=st.node_id,
         verdict=st.verdict.value,
@@ -57,9 +133,557 @@ def node_row(st: NodeState, now: float) -> NodeRow:
         util=util,
         temp=temp,
         power=power,
-        ib=f"{st.ib_ports_up}/{st.ib_ports}",
-        job=st.job_id or "",
+        ib=f"{st.ib_ports_up}/{st.ib_ports}" if st.ib_ports != st.ib_ports_up else str(
+            st.ib_ports_up),
+        job=",".join(job_ids),
         gaps=str(st.seq_gaps) if st.seq_gaps else "",
         age=age,
-        reasons="; ".join(str(f) for f in st.all_findings[:2]),
+        reasons="; ".join(str(f) for f in st.all_findings[:3]),
+        util_v=util_v, temp_v=temp_v, power_v=power_v, age_v=age_v,
+        verdict_v=VERDICT_ORDER[st.verdict],
     )
+
+
+def _short_age(s: float) -> str:
+    if s < 100:
+        return f"{s:.0f}s"
+    if s < 6000:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.0f}h"
+
+
+class NodeFilter:
+    """``/`` filter text: a hostlist (``gpu[0010-0020]``) or a regex over the whole row; ``!``
+    in front inverts it (k9s ``/!``). An invalid regex falls back to a plain substring."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text.strip()
+        self.invert = self.text.startswith("!")
+        body = self.text[1:] if self.invert else self.text
+        self.hosts: frozenset[str] | None = None
+        self.regex: re.Pattern[str] | None = None
+        self.error = ""
+        if not body:
+            return
+        if looks_like_hostlist(body):
+            try:
+                self.hosts = frozenset(expand(body))
+                return
+            except HostlistError as err:
+                self.error = str(err)
+        try:
+            self.regex = re.compile(body, re.IGNORECASE)
+        except re.error as err:
+            self.error = f"bad regex ({err}); matching text"
+            self.regex = re.compile(re.escape(body), re.IGNORECASE)
+
+    @property
+    def active(self) -> bool:
+        return self.hosts is not None or self.regex is not None
+
+    def matches(self, key: str, haystack: str) -> bool:
+        if self.hosts is not None:
+            hit = key in self.hosts
+        elif self.regex is not None:
+            hit = self.regex.search(haystack) is not None
+        else:
+            return True
+        return hit != self.invert
+
+    def match_row(self, row: NodeRow) -> bool:
+        if self.hosts is not None:
+            return self.matches(row.node, "")
+        hay = " ".join((row.node, row.state, row.verdict, row.job, row.reasons))
+        return self.matches(row.node, hay)
+
+
+# --- fleet grid ---------------------------------------------------------------------------------
+
+
+class Cell:
+    """Per-GPU cell codes of the fleet grid (index into the grid's style palette)."""
+
+    OK = 0
+    IDLE = 1
+    DEGRADED = 2
+    FAILED = 3
+    STALE = 4
+    OFFLINE = 5
+    DRAINED = 6
+    DRAINING = 7
+    MISSING = 8
+    EMPTY = 9
+    HEAT0 = 10
+    """HEAT0 … HEAT0 + HEAT_LEVELS - 1: metric buckets, low to high."""
+
+
+HEAT_LEVELS = 8
+METRIC_RANGE = {"util": (0.0, 100.0), "temp": (30.0, 90.0), "power": (60.0, 700.0)}
+_GPU_RE = re.compile(r"gpu(\d+)")
+_PORT_RE = re.compile(r"(\d+):\d+$")
+
+
+def _finding_gpus(f: Finding) -> list[int]:
+    return [int(m) for m in _GPU_RE.findall(f.component)]
+
+
+def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
+    """One code per GPU of a node (8 on an ND H100 v5), in index order."""
+    n = st.gpus_expected or (len(st.telemetry.gpus) if st.telemetry is not None else 0) or 8
+    if st.online is False:
+        return (Cell.OFFLINE,) * n
+    if st.stale:
+        return (Cell.STALE,) * n
+    t = st.telemetry
+    if t is None:
+        return (Cell.EMPTY,) * n
+    cells = [Cell.MISSING] * n
+    samples = {g.index: g for g in t.gpus}
+    if metric in METRIC_RANGE:
+        lo, hi = METRIC_RANGE[metric]
+        attr = {"util": "util_pct", "temp": "temp_c", "power": "power_w"}[metric]
+        for i in range(n):
+            g = samples.get(i)
+            if g is None or not g.present:
+                continue
+            v = getattr(g, attr)
+            if v is None:
+                cells[i] = Cell.EMPTY
+                continue
+            k = int((min(hi, max(lo, v)) - lo) / (hi - lo) * (HEAT_LEVELS - 1) + 0.5)
+            cells[i] = Cell.HEAT0 + k
+        return tuple(cells)
+    base = Cell.OK if t.job is not None else Cell.IDLE
+    if st.drain.state is DrainState.DRAINED:
+        base = Cell.DRAINED
+    elif st.drain.state is DrainState.DRAINING:
+        base = Cell.DRAINING
+    for i in range(n):
+        g = samples.get(i)
+        if g is not None and g.present:
+            cells[i] = base
+    if not st.findings:
+        return tuple(cells)
+    affinity = _port_affinity(st)
+    for f in st.findings:
+        code = Cell.FAILED if f.severity is Severity.DRAIN else Cell.DEGRADED
+        if f.rule == "G1":
+            continue  # missing GPUs already show as MISSING
+        idx = _finding_gpus(f)
+        if not idx and f.rule.startswith("N"):
+            m = _PORT_RE.search(f.component)
+            dev = f.component.split(":")[0]
+            gpu = affinity.get(dev)
+            if gpu is None and m is None:
+                idx = list(range(n))
+            elif gpu is not None:
+                idx = [gpu]
+            else:
+                idx = list(range(n))
+        for i in idx:
+            if 0 <= i < n and cells[i] != Cell.MISSING and cells[i] not in (Cell.FAILED,):
+                cells[i] = code
+    return tuple(cells)
+
+
+def _port_affinity(st: NodeState) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if st.birth is not None:
+        for p in st.birth.ib_ports:
+            if p.gpu_affinity is not None:
+                out[p.dev] = p.gpu_affinity
+    return out
+
+
+# --- problems -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    node: str
+    verdict: Verdict
+    state: str
+    text: str
+
+
+def top_problems(state: FleetState, limit: int = 10) -> tuple[list[Problem], int]:
+    """The worst nodes first with their reasons; returns (problems, how many in total)."""
+    bad = [st for st in state.nodes.values() if st.verdict is not Verdict.OK]
+    worst = heapq.nsmallest(limit, bad, key=lambda s: (-VERDICT_ORDER[s.verdict],
+                                                        -len(s.all_findings), s.node_id))
+    out = []
+    for st in worst:
+        found = st.all_findings
+        text = "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
+                                                        if len(found) > 3 else "")
+        out.append(Problem(st.node_id, st.verdict, slurm_state(st), text))
+    return out, len(bad)
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+STRAGGLER_FACTOR = 1.2
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    job_id: str
+    name: str
+    user: str
+    state: str
+    progress: float
+    """0..1"""
+    step: str
+    step_time: str
+    eta: str
+    nodes: str
+    checkpoint: str
+    straggler: str
+    reason: str
+
+
+def straggler(job: JobStatus, state: FleetState) -> str:
+    """``rank 17 gpu0042 +31%: throttled GPU (gpu3 hw thermal)`` or ''."""
+    if not job.slowest or job.state.value != "R":
+        return ""
+    worst = job.slowest[0]
+    median = job.median_step_time_ms
+    if median is None or median <= 0 or worst.step_time_ms < STRAGGLER_FACTOR * median:
+        return ""
+    slower = (worst.step_time_ms / median - 1) * 100
+    return f"rank {worst.rank} {worst.node} +{slower:.0f}%: {likely_cause(state, worst.node)}"
+
+
+def likely_cause(state: FleetState, node: str) -> str:
+    st = state.nodes.get(node)
+    if st is None:
+        return "node unknown"
+    if st.online is False or st.stale:
+        return "node not responding"
+    throttled = [f for f in st.findings if f.rule in ("G12", "G13")]
+    if throttled:
+        return f"throttled GPU ({throttled[0].component} {throttled[0].text})"
+    ports = [f for f in st.findings if f.rule.startswith("N")]
+    if ports:
+        return f"degraded port ({ports[0].component} {ports[0].text})"
+    gpus = [f for f in st.findings if f.rule.startswith("G")]
+    if gpus:
+        return f"GPU fault ({gpus[0]})"
+    return "no finding on that node"
+
+
+def progress_bar(frac: float, width: int) -> str:
+    frac = min(1.0, max(0.0, frac))
+    eighths = "▏▎▍▌▋▊▉"
+    full = int(frac * width)
+    rem = int((frac * width - full) * 8)
+    bar = "█" * full + (eighths[rem - 1] if rem and full < width else "")
+    return bar.ljust(width, "·")
+
+
+def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
+    frac = job.step / job.total_steps if job.total_steps else 0.0
+    ckpt = "-"
+    if job.last_checkpoint_ts is not None:
+        ckpt = f"{job.last_checkpoint_step} ({fmt_duration(now - job.last_checkpoint_ts / 1000)})"
+    elif job.last_checkpoint_step:
+        ckpt = str(job.last_checkpoint_step)
+    return JobRow(
+        job_id=job.job_id, name=job.name, user=job.user, state=job.state.value, progress=frac,
+        step=f"{job.step}/{job.total_steps}" if job.total_steps else str(job.step),
+        step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
+        eta="-" if job.eta_s is None else fmt_duration(job.eta_s),
+        nodes=compress(job.nodes) if job.nodes else "-",
+        checkpoint=ckpt, straggler=straggler(job, state), reason=job.reason,
+    )
+
+
+JOB_STATE_ORDER = {"R": 0, "CG": 1, "RQ": 2, "PD": 3, "NF": 4, "F": 5, "CA": 6, "CD": 7}
+
+
+def sorted_jobs(state: FleetState) -> list[JobStatus]:
+    return sorted(state.jobs.values(),
+                  key=lambda j: (JOB_STATE_ORDER.get(j.state.value, 9), j.job_id))
+
+
+# --- fabric -------------------------------------------------------------------------------------
+
+
+PORT_OK = "ok"
+PORT_DOWN = "down"
+PORT_FLAPPING = "flapping"
+PORT_ERRORING = "erroring"
+CORRELATION_MIN = 3
+"""Bad ports on this many distinct nodes under one leaf: suspect the switch."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortRow:
+    leaf: str
+    node: str
+    port: str
+    status: str
+    state: str
+    phys: str
+    rate: str
+    errors: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeafRow:
+    leaf: str
+    nodes: int
+    ports: int
+    up: int
+    down: int
+    flapping: int
+    erroring: int
+    hint: str
+
+
+def port_status(p: IbPortSample, findings: list[Finding]) -> str:
+    if (p.state is not None and p.state != "ACTIVE") or (
+            p.phys_state is not None and p.phys_state != "LinkUp"):
+        return PORT_DOWN
+    comp = f"{p.dev}:{p.port}"
+    rules = {f.rule for f in findings if f.component == comp}
+    if "N5" in rules or (p.d.get("link_downed", 0) > 0):
+        return PORT_FLAPPING
+    if rules & {"N1", "N2", "N3", "N4"}:
+        return PORT_ERRORING
+    return PORT_OK
+
+
+ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "rcv_errors",
+                  "xmit_discards", "local_link_integrity_errors",
+                  "excessive_buffer_overrun_errors", "rnr_nak_retry_err")
+
+
+def port_error_text(p: IbPortSample) -> str:
+    parts = []
+    for name in ERROR_COUNTERS:
+        v = getattr(p, name, None)
+        d = p.d.get(name, 0)
+        if v:
+            parts.append(f"{name}={v}" + (f"(+{d})" if d else ""))
+    return " ".join(parts)
+
+
+@dataclass
+class _LeafAgg:
+    nodes: int = 0
+    ports: int = 0
+    up: int = 0
+    down: int = 0
+    flapping: int = 0
+    erroring: int = 0
+    bad_nodes: set[str] = field(default_factory=set)
+
+
+_NodePorts = tuple[int, int, list[tuple[str, IbPortSample]]]
+"""(ports, up, [(status, port) for ports that are not ok])"""
+
+
+def _node_ports(st: NodeState) -> _NodePorts:
+    t = st.telemetry
+    if t is None or st.stale or st.online is False:
+        return st.ib_ports, 0, []
+    bad = []
+    up = 0
+    for p in t.ib_ports:
+        status = port_status(p, st.findings)
+        if status == PORT_OK:
+            up += 1
+        else:
+            bad.append((status, p))
+    return len(t.ib_ports), up, bad
+
+
+FabricCache = dict[str, tuple[tuple[object, ...], _NodePorts]]
+
+
+def fabric(state: FleetState, cache: FabricCache | None = None
+           ) -> tuple[list[LeafRow], list[PortRow]]:
+    """Leaves (worst first) and the ports that are not ok, grouped by leaf switch.
+
+    ``cache`` keeps a node's port summary while its health is unchanged and it has no IB
+    findings (a port that goes down or errors always raises an N* finding)."""
+    leaves: dict[str, _LeafAgg] = {}
+    bad_ports: list[PortRow] = []
+    for st in state.nodes.values():
+        leaf = (st.birth.topology.leaf if st.birth is not None else "") or "(no leaf)"
+        agg = leaves.setdefault(leaf, _LeafAgg())
+        agg.nodes += 1
+        ib_findings = any(f.rule.startswith("N") for f in st.findings)
+        sig = (st.verdict, st.stale, st.online, st.telemetry is None, ib_findings)
+        hit = cache.get(st.node_id) if cache is not None and not ib_findings else None
+        if hit is not None and hit[0] == sig:
+            summary = hit[1]
+        else:
+            summary = _node_ports(st)
+            if cache is not None:
+                cache[st.node_id] = (sig, summary)
+        ports, up, bad = summary
+        agg.ports += ports
+        agg.up += up
+        for status, p in bad:
+            if status == PORT_DOWN:
+                agg.down += 1
+            elif status == PORT_FLAPPING:
+                agg.flapping += 1
+            else:
+                agg.erroring += 1
+            agg.bad_nodes.add(st.node_id)
+            comp = f"{p.dev}:{p.port}"
+            detail = "; ".join(f.text for f in st.findings if f.component == comp)
+            bad_ports.append(PortRow(
+                leaf=leaf, node=st.node_id, port=comp, status=status, state=p.state or "?",
+                phys=p.phys_state or "?",
+                rate="-" if p.rate_gbps is None else f"{p.rate_gbps:g}",
+                errors=port_error_text(p), detail=detail,
+            ))
+    rows = []
+    for leaf, agg in leaves.items():
+        hint = ""
+        if len(agg.bad_nodes) >= CORRELATION_MIN:
+            n_bad = agg.down + agg.flapping + agg.erroring
+            hint = (f"{n_bad} ports on {len(agg.bad_nodes)} nodes fail together: suspect leaf "
+                    f"switch {leaf}, not the nodes ({compress(agg.bad_nodes)})")
+        rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
+                            agg.erroring, hint))
+    rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))
+    bad_ports.sort(key=lambda p: (p.leaf, p.status != PORT_DOWN, p.node, p.port))
+    return rows, bad_ports
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def node_rows(state: FleetState, now: float, ids: Iterable[str] | None = None) -> list[NodeRow]:
+    by_node = jobs_by_node(state)
+    nodes = state.nodes
+    keys = nodes.keys() if ids is None else [i for i in ids if i in nodes]
+    return [node_row(nodes[k], now, by_node.get(k, [])) for k in keys]
+
+
+# --- events -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EventLine:
+    ts: float
+    source: str
+    """The node id, ``sched``, or ``console`` for the console's own commands."""
+    kind: str
+    severity: str
+    """info | warn | error | done"""
+    text: str
+
+    def haystack(self) -> str:
+        return f"{self.source} {self.kind} {self.severity} {self.text}"
+
+
+def event_line(ev: Event) -> EventLine:
+    where = f"{ev.component}: " if ev.component else ""
+    return EventLine(ev.ts / 1000, ev.node, ev.kind, ev.severity.value, f"{where}{ev.message}")
+
+
+def clock_text(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
+# --- overview counts ----------------------------------------------------------------------------
+
+
+@dataclass
+class FleetCounts:
+    nodes: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    """By sinfo base state (idle, alloc, mix, drng, drain, down) plus ``stale`` for ``*``."""
+    verdicts: dict[str, int] = field(default_factory=dict)
+    gpus: int = 0
+    gpus_in_use: int = 0
+    gpus_free: int = 0
+    gpus_failed: int = 0
+    """Missing, or on a node whose health verdict is failed."""
+    gpus_out: int = 0
+    """Drained, draining, down or stale: not usable, not necessarily broken."""
+    ports: int = 0
+    ports_down: int = 0
+    ports_erroring: int = 0
+    jobs: dict[str, int] = field(default_factory=dict)
+
+
+_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int]
+
+
+def _contribution(st: NodeState) -> _Contribution:
+    state = slurm_state(st)
+    stale = state.endswith("*")
+    base = state.rstrip("*")
+    expected = st.gpus_expected or (len(st.telemetry.gpus) if st.telemetry else 0)
+    present = st.gpus_present
+    missing = max(0, expected - present)
+    in_use = free = failed = out = 0
+    if st.verdict is Verdict.FAILED:
+        failed = expected
+    else:
+        failed = missing
+        usable = present
+        if base in ("drng", "drain", "down") or stale:
+            out = usable
+        elif base in ("alloc", "mix"):
+            in_use = usable
+        else:
+            free = usable
+    ports = st.ib_ports
+    down = max(0, ports - st.ib_ports_up) if st.telemetry is not None and not stale else 0
+    erroring = len({f.component for f in st.findings
+                    if f.rule in ("N2", "N3", "N4", "N5")})
+    return (base, stale, st.verdict.value, expected, in_use, free, failed, out, ports, down,
+            erroring)
+
+
+CountsCache = dict[str, tuple[tuple[object, ...], _Contribution]]
+
+
+def fleet_counts(state: FleetState, cache: CountsCache | None = None) -> FleetCounts:
+    """One pass over the fleet; ``cache`` keeps per-node results until the node changes."""
+    c = FleetCounts(nodes=len(state.nodes))
+    states: dict[str, int] = {}
+    verdicts: dict[str, int] = {}
+    for node_id, st in state.nodes.items():
+        # Everything a contribution depends on: missing GPUs and ports down show up as
+        # findings (G1, N1), so a healthy node's fresh telemetry is a cache hit.
+        t = st.telemetry
+        sig = (st.verdict, st.stale, st.online, st.drain.state, len(st.findings),
+               t is not None and t.job is not None, t is None, st.birth is None)
+        hit = cache.get(node_id) if cache is not None else None
+        if hit is not None and hit[0] == sig:
+            contrib = hit[1]
+        else:
+            contrib = _contribution(st)
+            if cache is not None:
+                cache[node_id] = (sig, contrib)
+        base, stale, verdict, gpus, in_use, free, failed, out, ports, down, err = contrib
+        states[base] = states.get(base, 0) + 1
+        if stale:
+            states["stale"] = states.get("stale", 0) + 1
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        c.gpus += gpus
+        c.gpus_in_use += in_use
+        c.gpus_free += free
+        c.gpus_failed += failed
+        c.gpus_out += out
+        c.ports += ports
+        c.ports_down += down
+        c.ports_erroring += err
+    c.states = states
+    c.verdicts = verdicts
+    jobs: dict[str, int] = {}
+    for job in state.jobs.values():
+        jobs[job.state.value] = jobs.get(job.state.value, 0) + 1
+    c.jobs = jobs
+    return c

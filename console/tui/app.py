@@ -1,57 +1,90 @@
-"""The operator console: header, fleet summary and a live node table.
+"""The operator console: k9s-style views over the live fleet, and drain/resume/restart commands.
 
 Data flow: LiveFeed (MQTT, in this loop) -> Ingest (validate, latest per node) -> on each tick
-FleetState.apply -> widgets redraw what is visible. Nothing here runs per MQTT message.
+FleetState.apply, the command tracker and the recent-history ring buffer -> the visible view
+redraws what is on screen. Nothing here runs per MQTT message.
+
+Views are Textual modes (one screen per module under ``screens/``): ``1`` overview, ``2`` nodes,
+``3`` jobs, ``4`` fabric, ``5`` events; ``:`` command mode, ``?`` help, ``esc`` back. Commands
+go through a confirmation naming every target with its blast radius, are published as protocol
+``Command`` messages, tracked to done/rejected/timed out, and written to the audit log.
 """
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
-from rich.markup import escape
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import Footer, Static
 
-from console.health import VERDICT_ORDER, Verdict
-from console.ingest import Ingest
+from console.audit import AuditLog, AuditRecord, AuditSink
+from console.commands import (
+    BlastRadius,
+    CommandTracker,
+    Phase,
+    Request,
+    Transition,
+    audit_fields,
+    blast_radius,
+    job_blast_radius,
+)
+from console.ingest import Batch, Ingest
 from console.live import LiveFeed
-from console.rows import node_row
+from console.recent import RecentHistory
+from console.rows import EventLine, event_line
 from console.state import FleetState
-from console.tui.node_table import NodeTable, header_text
+from console.tui.palette import FleetCommands
+from console.tui.screens.base import FleetView
+from console.tui.screens.events import EventsScreen
+from console.tui.screens.fabric import FabricScreen
+from console.tui.screens.jobs import JobsScreen
+from console.tui.screens.nodes import NodesScreen
+from console.tui.screens.overview import OverviewScreen
+from console.tui.text import esc
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import CommandOp, DrainMode, Event
+from fleetdeck.protocol.topics import Kind
 
-VERDICT_COLOUR = {
-    "ok": "$success", "degraded": "$warning", "failed": "$error", "stale": "$text-muted",
-    "offline": "$error",
+Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
+EVENT_LOG = 5000
+VIEWS = ("overview", "nodes", "jobs", "fabric", "events")
+ALIASES = {
+    "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
+    "nodes": "nodes", "node": "nodes", "no": "nodes", "n": "nodes",
+    "jobs": "jobs", "job": "jobs", "j": "jobs", "squeue": "jobs",
+    "fabric": "fabric", "links": "fabric", "ib": "fabric", "f": "fabric",
+    "events": "events", "ev": "events", "e": "events", "log": "events",
 }
-
-
-class HeaderBar(Static):
-    DEFAULT_CSS = """
-    HeaderBar { height: 1; background: $panel; color: $text; padding: 0 1; }
-    """
-
-
-class SummaryBar(Static):
-    DEFAULT_CSS = """
-    SummaryBar { height: 1; padding: 0 1; }
-    """
-
-
-class ColumnHeader(Static):
-    DEFAULT_CSS = """
-    ColumnHeader { height: 1; color: $text-muted; text-style: bold; }
-    """
 
 
 class FleetdeckApp(App[int]):
     TITLE = "fleetdeck"
+    CSS_PATH = "fleetdeck.tcss"
+    ENABLE_COMMAND_PALETTE = True
+    COMMANDS = {FleetCommands}
+    MODES = {
+        "overview": OverviewScreen,
+        "nodes": NodesScreen,
+        "jobs": JobsScreen,
+        "fabric": FabricScreen,
+        "events": EventsScreen,
+    }
+    DEFAULT_MODE = "overview"
+
     BINDINGS = [
+        Binding("1", "view('overview')", "Overview", show=False),
+        Binding("2", "view('nodes')", "Nodes", show=False),
+        Binding("3", "view('jobs')", "Jobs", show=False),
+        Binding("4", "view('fabric')", "Fabric", show=False),
+        Binding("5", "view('events')", "Events", show=False),
+        Binding("colon", "command_line", ":cmd"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape", "go_back", "Back", show=False),
         Binding("q", "quit", "Quit"),
-        Binding("ctrl+z", "toggle_unhealthy", "Unhealthy only"),
     ]
 
     def __init__(
@@ -66,6 +99,12 @@ class FleetdeckApp(App[int]):
         ingest: Ingest | None = None,
         clock: Callable[[], float] = time.time,
         connect: bool = True,
+        audit: AuditSink | None = None,
+        audit_path: Path | str | None = None,
+        publisher: Publisher | None = None,
+        auto_tick: bool = True,
+        ack_timeout_s: float | None = None,
+        effect_timeout_s: float | None = None,
     ) -> None:
         super().__init__()
         self.cluster = cluster
@@ -77,26 +116,36 @@ class FleetdeckApp(App[int]):
         self.clock = clock
         self.ingest = ingest or Ingest(cluster)
         self.state = FleetState(cluster, self.ingest.malformed)
+        self.recent = RecentHistory()
         self.feed = LiveFeed(url, self.ingest, client_id=f"fd-console-{id(self):x}",
                              clock=clock) if url is not None and connect else None
-        self.unhealthy_only = False
+        self.audit: AuditSink = audit if audit is not None else AuditLog(audit_path)
+        self.publisher = publisher
+        tracker_kw: dict[str, float] = {}
+        if ack_timeout_s is not None:
+            tracker_kw["ack_timeout_s"] = ack_timeout_s
+        if effect_timeout_s is not None:
+            tracker_kw["effect_timeout_s"] = effect_timeout_s
+        self.tracker = CommandTracker(cluster, operator, **tracker_kw)
+        self.event_log: deque[tuple[int, EventLine]] = deque(maxlen=EVENT_LOG)
+        self.event_seq = 0
+        """How many lines were ever appended to ``event_log`` (views diff on it)."""
+        self.auto_tick = auto_tick
         self.tick_ms = 0.0
+        self.render_ms = 0.0
+        self.ticks = 0
+        self.history: list[str] = []
+        self._last_event: Event | None = None
         self._stop = asyncio.Event()
 
-    def compose(self) -> ComposeResult:
-        yield HeaderBar(id="header")
-        yield SummaryBar(id="summary")
-        with Vertical():
-            yield ColumnHeader(header_text(), id="columns")
-            yield NodeTable(id="nodes")
-        yield Footer()
+    # --- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
         if self.feed is not None:
             self.run_feed()
-        self.set_interval(self.tick_s, self.tick)
-        self.query_one(NodeTable).focus()
-        self.tick()
+        if self.auto_tick:
+            self.set_interval(self.tick_s, self.tick)
+        self.call_after_refresh(self.tick)
 
     @work(exclusive=True, group="feed", exit_on_error=False)
     async def run_feed(self) -> None:
@@ -106,21 +155,65 @@ class FleetdeckApp(App[int]):
     async def on_unmount(self) -> None:
         self._stop.set()
 
+    # --- the tick -----------------------------------------------------------------------------
+
     def tick(self) -> None:
-        """Apply what arrived since the last tick and redraw. Public so tests can drive it."""
+        """Apply what arrived since the last tick, follow commands, redraw the visible view.
+
+        Public so tests and the benchmark drive it themselves."""
         t0 = time.perf_counter()
         now = self.clock()
-        self.state.apply(self.ingest.take_batch(), now)
-        nodes = self.state.worst_first()
-        if self.unhealthy_only:
-            nodes = [n for n in nodes if n.verdict is not Verdict.OK]
-        self.query_one(NodeTable).set_rows([node_row(n, now) for n in nodes])
-        self.query_one(HeaderBar).update(self._header(now))
-        self.query_one(SummaryBar).update(self._summary())
-        self.tick_ms = (time.perf_counter() - t0) * 1000
+        batch = self.ingest.take_batch()
+        self.state.apply(batch, now)
+        self._record_history(batch)
+        self._collect_events()
+        acks = [ack for _rx, ack in batch.acks]
+        for tr in self.tracker.observe(self.state, acks, now):
+            self._on_transition(tr)
+        t1 = time.perf_counter()
+        self.refresh_view(now)
+        t2 = time.perf_counter()
+        self.ticks += 1
+        self.render_ms = (t2 - t1) * 1000
+        self.tick_ms = (t2 - t0) * 1000
 
-    def _header(self, now: float) -> str:
-        mode = escape("[R]" if self.read_only else "[RW]")
+    def refresh_view(self, now: float | None = None) -> None:
+        """Redraw the view on top (and the one under a modal)."""
+        now = self.clock() if now is None else now
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, FleetView):
+                if screen.is_mounted:
+                    screen.refresh_view(now)
+                break
+
+    def _record_history(self, batch: Batch) -> None:
+        nodes = self.state.nodes
+        for node_id, (_rx, tel) in batch.telemetry.items():
+            st = nodes.get(node_id)
+            if st is not None and st.telemetry is tel:
+                self.recent.record(node_id, tel)
+
+    def _collect_events(self) -> None:
+        events = self.state.events
+        if not events or events[-1] is self._last_event:
+            return
+        new: list[Event] = []
+        for ev in reversed(events):
+            if ev is self._last_event:
+                break
+            new.append(ev)
+        self._last_event = events[-1]
+        for ev in reversed(new):
+            self.log_event(event_line(ev))
+
+    def log_event(self, line: EventLine) -> None:
+        self.event_seq += 1
+        self.event_log.append((self.event_seq, line))
+
+    # --- header -------------------------------------------------------------------------------
+
+    def header_text(self, now: float) -> str:
+        mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
         if self.feed is None:
             conn = "[$text-muted]no broker[/]"
         else:
@@ -128,41 +221,240 @@ class FleetdeckApp(App[int]):
             colour = {"connected": "$success", "connecting": "$warning"}.get(c.state, "$error")
             conn = f"[{colour}]{c.state}[/]"
             if c.state != "connected" and c.detail:
-                conn += f" ({escape(c.detail)})"
-        broker = f"{self.broker_label} {self.url}" if self.broker_label else str(self.url or "")
+                conn += f" ({esc(c.detail[:60])})"
+        broker = self.broker_label or (
+            f"{self.url.host}:{self.url.port}" if self.url is not None else "")
         last = self.state.last_update
         age = "never" if last is None else f"{max(0.0, now - last):.1f}s ago"
-        malformed = self.state.malformed.total
-        bad = f"[$error]malformed {malformed}[/]" if malformed else "malformed 0"
-        return (f"[b]fleetdeck[/] {self.cluster}  {mode}  broker {escape(broker)} {conn}  "
-                f"update {age}  {bad}  op {escape(self.operator)}")
+        bad = self.state.malformed.total
+        malformed = f"[$error]malformed {bad}[/]" if bad else "malformed 0"
+        active = len(self.tracker.active)
+        cmds = f"  [$warning]cmds {active} open[/]" if active else ""
+        audit_err = getattr(self.audit, "errors", 0)
+        audit = "  [$error]AUDIT LOG FAILING[/]" if audit_err else ""
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
+                f"upd {age}  {malformed}  op {esc(self.operator)}{cmds}{audit}")
 
-    def _summary(self) -> str:
-        t = self.state.totals()
-        parts = [f"[b]{t.nodes}[/] nodes"]
-        for verdict in sorted(Verdict, key=lambda v: VERDICT_ORDER[v]):
-            n = t.by_verdict[verdict.value]
-            if n:
-                parts.append(f"[{VERDICT_COLOUR[verdict.value]}]{verdict.value} {n}[/]")
-        gpus_missing = t.gpus - t.gpus_present
-        parts.append(f"GPUs {t.gpus_present}/{t.gpus}"
-                     + (f" [$error]({gpus_missing} missing)[/]" if gpus_missing else ""))
-        down = t.ib_ports - t.ib_ports_up
-        parts.append(f"IB ports down [{'$error' if down else '$success'}]{down}[/]/{t.ib_ports}")
-        if t.draining or t.drained:
-            parts.append(f"draining {t.draining} drained {t.drained}")
-        if self.unhealthy_only:
-            parts.append("[$warning](unhealthy only)[/]")
-        return "  ".join(parts)
+    # --- navigation ---------------------------------------------------------------------------
 
-    def action_toggle_unhealthy(self) -> None:
-        self.unhealthy_only = not self.unhealthy_only
-        self.tick()
+    def action_view(self, view: str) -> None:
+        if view not in VIEWS:
+            return
+        if self.current_mode != view:
+            self.history.append(self.current_mode)
+            del self.history[:-20]
+        self._switch(view)
+
+    def _switch(self, view: str) -> None:
+        # Leave any node detail pushed on the current view's stack where it is (k9s keeps it).
+        self.switch_mode(view)
+        self.call_after_refresh(self.refresh_view)
+
+    def action_go_back(self) -> None:
+        if len(self.screen_stack) > 1 and not isinstance(self.screen, FleetView):
+            self.pop_screen()
+            return
+        if isinstance(self.screen, FleetView) and self.screen.on_escape():
+            return
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+            self.call_after_refresh(self.refresh_view)
+            return
+        if self.history:
+            self._switch(self.history.pop())
+
+    def action_help(self) -> None:
+        from console.tui.modals import HelpScreen
+
+        self.push_screen(HelpScreen(self.read_only))
+
+    def action_command_line(self) -> None:
+        from console.tui.modals import CommandLine
+
+        self.push_screen(CommandLine(), self.run_command_line)
+
+    def run_command_line(self, text: str | None) -> None:
+        """``:nodes``, ``:jobs``, ``:node gpu0012``, ``:drain gpu[1-4]``, ``:resume …``,
+        ``:restart 41``, ``:q``."""
+        if not text:
+            return
+        words = text.strip().lstrip(":").split()
+        if not words:
+            return
+        verb, rest = words[0].lower(), words[1:]
+        if verb in ("q", "quit", "q!"):
+            self.exit(0)
+        elif verb in ALIASES and not rest:
+            self.action_view(ALIASES[verb])
+        elif verb in ("node", "no", "nodes") and rest:
+            self.open_node(rest[0])
+        elif verb in ("drain", "resume") and rest:
+            from fleetdeck.hostlist import HostlistError, expand
+
+            try:
+                targets = expand(",".join(rest))
+            except HostlistError as err:
+                self.notify(str(err), severity="error")
+                return
+            if verb == "drain":
+                self.request_drain(targets)
+            else:
+                self.request_resume(targets)
+        elif verb in ("restart", "restart-job", "requeue") and rest:
+            self.request_restart(rest[0])
+        elif verb == "help":
+            self.action_help()
+        else:
+            self.notify(f"unknown command ':{esc(text.strip())}' (try :nodes, :jobs, :fabric, "
+                        ":events, :node NAME, :drain HOSTLIST, :restart JOB)", severity="warning")
+
+    def open_node(self, node_id: str, gpu: int | None = None) -> None:
+        from console.tui.screens.node_detail import NodeDetailScreen
+
+        if node_id not in self.state.nodes:
+            self.notify(f"no node named {esc(node_id)}", severity="warning")
+            return
+        self.push_screen(NodeDetailScreen(node_id, gpu))
+        self.call_after_refresh(self.refresh_view)
+
+    # --- commands -----------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (self.read_only and action in MUTATING_ACTIONS)
+
+    def _unknown(self, targets: list[str]) -> list[str]:
+        return [t for t in targets if t not in self.state.nodes]
+
+    def request_drain(self, targets: list[str]) -> None:
+        if self.read_only or not targets:
+            return
+        from console.tui.modals import DrainScreen
+
+        unknown = self._unknown(targets)
+        if unknown:
+            self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
+            return
+
+        def radius(mode: DrainMode) -> BlastRadius:
+            return blast_radius(self.state, CommandOp.DRAIN, targets, self.clock(), mode)
+
+        def done(result: tuple[str, DrainMode] | None) -> None:
+            if result is not None:
+                reason, mode = result
+                self.send(self.tracker.drain(targets, reason, self.clock(), mode))
+
+        self.push_screen(DrainScreen(radius), done)
+
+    def request_resume(self, targets: list[str]) -> None:
+        if self.read_only or not targets:
+            return
+        from console.tui.modals import ConfirmScreen
+
+        unknown = self._unknown(targets)
+        if unknown:
+            self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
+            return
+        radius = blast_radius(self.state, CommandOp.RESUME, targets, self.clock())
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.send(self.tracker.resume(targets, self.clock()))
+
+        self.push_screen(ConfirmScreen("Resume", radius), done)
+
+    def request_restart(self, job_id: str) -> None:
+        if self.read_only:
+            return
+        from console.tui.modals import ConfirmScreen
+
+        if job_id not in self.state.jobs:
+            self.notify(f"no job {esc(job_id)}", severity="error")
+            return
+        radius = job_blast_radius(self.state, job_id, self.clock())
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.send(self.tracker.restart_job(job_id, self.clock(),
+                                                   job=self.state.jobs.get(job_id)))
+
+        self.push_screen(ConfirmScreen(f"Restart job {job_id}", radius), done)
+
+    def send(self, req: Request) -> None:
+        """Audit, log and publish a request (in a worker: the UI never waits on the broker)."""
+        self._audit(req, "requested", "")
+        self.log_event(EventLine(self.clock(), "console", "command", "info",
+                                 f"{self.operator} requested {req.describe()}"
+                                 + (f" reason: {req.reason}" if req.reason else "")))
+        self.notify(f"{req.op.value.replace('_', ' ')} {esc(req.target_text)}: requested",
+                    timeout=3)
+        self.publish_request(req)
+        for screen in self.screen_stack:
+            if isinstance(screen, NodesScreen) and screen.is_mounted:
+                screen.action_clear_marks()  # k9s: marks are spent by the action
+        self.refresh_view()
+
+    @work(group="commands", exit_on_error=False)
+    async def publish_request(self, req: Request) -> None:
+        try:
+            for kind, subject, cmd in req.commands():
+                await self._publish(kind, subject, codec.encode(cmd))
+        except Exception as err:
+            for tr in self.tracker.publish_failed(req, str(err) or type(err).__name__,
+                                                  self.clock()):
+                self._on_transition(tr)
+            self.refresh_view()
+
+    async def _publish(self, kind: Kind, subject: str, payload: bytes) -> None:
+        if self.publisher is not None:
+            await self.publisher(kind, subject, payload)
+            return
+        if self.feed is None:
+            raise ConnectionError("no broker connection")
+        await self.feed.publish(kind, subject, payload, qos=1)
+
+    def _on_transition(self, tr: Transition) -> None:
+        req = tr.request
+        severity = {Phase.DONE: "done", Phase.REJECTED: "error", Phase.FAILED: "error",
+                    Phase.TIMED_OUT: "error"}.get(tr.new, "info")
+        what = req.op.value.replace("_", " ")
+        self.log_event(EventLine(tr.ts, "console", "command", severity,
+                                 f"{what} {tr.target} [{req.request_id}]: {tr.new.value}"
+                                 + (f" ({tr.detail})" if tr.detail else "")))
+        if req.finished_at is not None and req.finished_at == tr.ts and tr.new.terminal:
+            outcome = req.phase
+            details = "; ".join(sorted({f"{t.target}: {t.detail}" for t in req.targets
+                                        if t.phase is not Phase.DONE}))[:500]
+            self._audit(req, outcome.value, details)
+            text = f"{what} {esc(req.target_text)}: {outcome.value.replace('_', ' ')}"
+            if details:
+                text += f" ({esc(details[:120])})"
+            self.notify(text, severity="information" if outcome is Phase.DONE else "error",
+                        timeout=6)
+
+    def _audit(self, req: Request, outcome: str, detail: str) -> None:
+        self.audit.write(AuditRecord(
+            ts=self.clock(), who=self.operator, what=req.op.value, targets=req.target_text,
+            why=req.reason, outcome=outcome, request_id=req.request_id, cluster=self.cluster,
+            detail=detail, args=audit_fields(req),
+        ))
+
+
+MUTATING_ACTIONS = frozenset({"drain", "resume", "restart"})
+
+
+def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> int:
+    """Replay a recording in the console (read-only by construction)."""
+    from console.tui.replay_app import ReplayApp
+
+    app = ReplayApp(path, speed=speed, tick_s=tick_s)
+    app.run()
+    return 0
 
 
 def run_console(url: BrokerURL, cluster: str, *, tick_s: float = 0.5, read_only: bool = False,
-                operator: str = "operator", broker_label: str = "") -> int:
+                operator: str = "operator", broker_label: str = "",
+                audit_path: Path | str | None = None) -> int:
     app = FleetdeckApp(cluster=cluster, url=url, broker_label=broker_label, tick_s=tick_s,
-                       read_only=read_only, operator=operator)
+                       read_only=read_only, operator=operator, audit_path=audit_path)
     app.run()
     return 0

@@ -1,0 +1,109 @@
+"""Append-only audit log of operator commands: who, what, why, when, outcome.
+
+One JSON object per line in ``$XDG_STATE_HOME/fleetdeck/audit.jsonl`` (``~/.local/state/…``) or a
+path given with ``--audit-log``. Each command writes a ``requested`` record and, later, one record
+with its outcome (``done``, ``rejected``, ``failed``, ``timed_out``), both carrying the request id.
+The interface is two methods (``write`` and ``read``) so a SQLite store can replace the file.
+"""
+
+import getpass
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+AUDIT_FILE = "audit.jsonl"
+
+
+def default_audit_path() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(base) / "fleetdeck" / AUDIT_FILE
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return os.environ.get("USER", "unknown")
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    ts: float
+    """When (unix seconds); written as ``when`` in ISO 8601 UTC too."""
+    who: str
+    what: str
+    """The operation: drain, resume, restart_job."""
+    targets: str
+    """Hostlist of nodes, or the job id."""
+    why: str
+    outcome: str
+    """requested | done | rejected | failed | timed_out"""
+    request_id: str
+    cluster: str = ""
+    detail: str = ""
+    args: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {"when": iso(self.ts), **asdict(self)}
+        return json.dumps(data, ensure_ascii=False, sort_keys=False)
+
+
+class AuditSink(Protocol):
+    def write(self, record: AuditRecord) -> None: ...
+
+
+class AuditLog:
+    """A JSON-lines file opened for append on each write (safe with several consoles)."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_audit_path()
+        self._lock = threading.Lock()
+        self.errors = 0
+        self.last_error = ""
+
+    def write(self, record: AuditRecord) -> None:
+        line = record.to_json() + "\n"
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, line.encode())
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                # An audit failure must be visible but must not stop an operator mid-incident.
+                self.errors += 1
+                self.last_error = f"cannot write audit log {self.path}: {err.strerror}"
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out: list[dict[str, Any]] = []
+        with self.path.open(encoding="utf-8") as fh:
+            for raw in fh:
+                line = raw.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue
+        return out
+
+
+class MemoryAudit:
+    """An in-memory sink for tests and ``--no-audit`` style use."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    def write(self, record: AuditRecord) -> None:
+        self.records.append(record)

@@ -1,0 +1,566 @@
+"""Operator commands: blast radius before, lifecycle after.
+
+A request (drain, resume, restart a job) becomes one protocol ``Command`` per target, each with
+its own ``cmd_id``. Each target goes ``requested -> acknowledged -> done | rejected | failed |
+timed_out``. "Done" is never the agent's word alone: a drain is done when the node's retained
+status says DRAINED for this command, a resume when the status says the node is back in service,
+a job restart when the job's status shows it was requeued. The tracker is pure (no MQTT, no clock
+of its own): the caller publishes ``request.commands()`` and feeds it acks and the fleet state on
+every tick, exactly like the rest of the console.
+"""
+
+import itertools
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from console.state import FleetState, NodeState
+from fleetdeck.hostlist import compress
+from fleetdeck.protocol.messages import (
+    Ack,
+    AckResult,
+    Command,
+    CommandArgs,
+    CommandOp,
+    DrainMode,
+    DrainState,
+    JobState,
+    JobStatus,
+)
+from fleetdeck.protocol.topics import Kind
+
+ACK_TIMEOUT_S = 10.0
+"""No ack within this long: the agent is gone, or the broker dropped the command."""
+EFFECT_TIMEOUT_S = 60.0
+"""Acknowledged, but the effect never showed in telemetry within this long."""
+TYPED_CONFIRM_ABOVE = 8
+"""More targeted nodes than this needs a typed confirmation."""
+RUNNING = frozenset({JobState.R, JobState.CG})
+
+
+class Phase(StrEnum):
+    REQUESTED = "requested"
+    ACKNOWLEDGED = "acknowledged"
+    DONE = "done"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({Phase.DONE, Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT})
+BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT)
+
+
+# --- blast radius -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobImpact:
+    job_id: str
+    name: str
+    user: str
+    state: str
+    nodes_total: int
+    nodes_targeted: int
+    gpus: int
+    since_checkpoint_s: float | None
+    """Seconds of work since the job's last checkpoint (None: unknown)."""
+    gpu_hours_at_risk: float
+    hostlist: str
+
+    def line(self) -> str:
+        since = "?" if self.since_checkpoint_s is None else fmt_duration(self.since_checkpoint_s)
+        who = f" {self.user}" if self.user else ""
+        return (f"job {self.job_id}{who} ({self.name or '-'}, {self.state}): "
+                f"{self.nodes_total} nodes, {self.gpus} GPUs, checkpoint {since} ago, "
+                f"{self.gpu_hours_at_risk:.1f} GPU-h since it")
+
+
+@dataclass(frozen=True)
+class BlastRadius:
+    op: CommandOp
+    mode: DrainMode
+    targets: list[str]
+    target_lines: list[str]
+    """One line per target: ``gpu0012 (job 41, 8 GPUs)``."""
+    gpus: int
+    jobs: list[JobImpact]
+    nodes_affected: int
+    """Targets plus every other node of the affected jobs (ranks that stop with them)."""
+    gpus_affected: int
+    gpu_hours_at_risk: float
+    """GPU-hours of work since the last checkpoint that the action throws away (0 when jobs are
+    left to finish)."""
+    free_gpus_after: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def hostlist(self) -> str:
+        return compress(self.targets)
+
+    @property
+    def needs_typed_confirmation(self) -> bool:
+        return len(self.targets) > TYPED_CONFIRM_ABOVE
+
+    def summary(self) -> str:
+        kills = self.op is CommandOp.RESTART_JOB or (
+            self.op is CommandOp.DRAIN and self.mode is DrainMode.NOW)
+        parts = [f"{len(self.targets)} node{'s' if len(self.targets) != 1 else ''}",
+                 f"{self.gpus} GPUs"]
+        if self.jobs:
+            parts.append(f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} on "
+                         f"{self.nodes_affected} nodes / {self.gpus_affected} GPUs")
+            if kills:
+                parts.append(f"{self.gpu_hours_at_risk:.1f} GPU-h since last checkpoint lost")
+            elif self.op is CommandOp.DRAIN:
+                parts.append("jobs run to completion first")
+        else:
+            parts.append("no running jobs")
+        if self.op is CommandOp.DRAIN:
+            parts.append(f"{self.free_gpus_after} free GPUs left")
+        return ", ".join(parts)
+
+
+def fmt_duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def jobs_by_node(state: FleetState) -> dict[str, list[str]]:
+    """Running jobs per node, from the scheduler's job status, else the node's own telemetry."""
+    out: dict[str, list[str]] = {}
+    for job in state.jobs.values():
+        if job.state in RUNNING:
+            for node in job.nodes:
+                out.setdefault(node, []).append(job.job_id)
+    for node_id, st in state.nodes.items():
+        jid = st.job_id
+        if jid is not None and jid not in out.get(node_id, []):
+            out.setdefault(node_id, []).append(jid)
+    return out
+
+
+def since_checkpoint_s(job: JobStatus, now: float) -> float | None:
+    if job.last_checkpoint_ts is not None:
+        return max(0.0, now - job.last_checkpoint_ts / 1000)
+    if job.step_time_ms is not None and job.step >= job.last_checkpoint_step:
+        steps = job.step - job.last_checkpoint_step
+        if steps or job.last_checkpoint_step:
+            return steps * job.step_time_ms / 1000
+    if job.started_ts is not None:
+        return max(0.0, now - job.started_ts / 1000)
+    return None
+
+
+def job_impact(job: JobStatus | None, job_id: str, targeted: set[str], now: float) -> JobImpact:
+    if job is None:
+        return JobImpact(job_id, "", "", "?", 1, 1, 0, None, 0.0, "")
+    gpus = len(job.nodes) * job.gpus_per_node
+    since = since_checkpoint_s(job, now)
+    return JobImpact(
+        job_id=job.job_id, name=job.name, user=job.user, state=job.state.value,
+        nodes_total=len(job.nodes), nodes_targeted=len(targeted & set(job.nodes)), gpus=gpus,
+        since_checkpoint_s=since,
+        gpu_hours_at_risk=0.0 if since is None else gpus * since / 3600,
+        hostlist=compress(job.nodes),
+    )
+
+
+def _node_gpus(st: NodeState | None) -> int:
+    if st is None:
+        return 0
+    return st.gpus_expected or st.gpus_present
+
+
+def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: float,
+                 mode: DrainMode = DrainMode.FINISH) -> BlastRadius:
+    """What a drain or resume of ``targets`` (node ids) touches."""
+    nodes = list(dict.fromkeys(targets))
+    by_node = jobs_by_node(state)
+    target_set = set(nodes)
+    job_ids: dict[str, None] = {}
+    lines: list[str] = []
+    notes: list[str] = []
+    gpus = 0
+    for node in nodes:
+        st = state.nodes.get(node)
+        n_gpus = _node_gpus(st)
+        gpus += n_gpus
+        jobs = by_node.get(node, [])
+        for j in jobs:
+            job_ids[j] = None
+        what = ", ".join(f"job {j}" for j in jobs) or "idle"
+        flags = []
+        if st is None:
+            flags.append("unknown node")
+        else:
+            if st.online is False:
+                flags.append("offline")
+            elif st.stale:
+                flags.append("stale")
+            if st.drain.state is not DrainState.NONE:
+                flags.append(st.drain.state.value)
+        lines.append(f"{node} ({what}, {n_gpus} GPUs{''.join(', ' + f for f in flags)})")
+    impacts = [job_impact(state.jobs.get(j), j, target_set, now) for j in job_ids]
+    affected_nodes = set(target_set)
+    for j in job_ids:
+        job = state.jobs.get(j)
+        if job is not None:
+            affected_nodes.update(job.nodes)
+    gpus_affected = sum(_node_gpus(state.nodes.get(n)) or 8 for n in affected_nodes)
+    kills = op is CommandOp.DRAIN and mode is DrainMode.NOW
+    at_risk = sum(i.gpu_hours_at_risk for i in impacts) if kills else 0.0
+    if op is CommandOp.DRAIN:
+        already = [n for n in nodes if (st := state.nodes.get(n)) is not None
+                   and st.drain.state is DrainState.DRAINED]
+        if already:
+            notes.append(f"already drained: {compress(already)}")
+    if op is CommandOp.RESUME:
+        unhealthy = [n for n in nodes if (st := state.nodes.get(n)) is not None
+                     and st.verdict.value in ("failed", "offline")]
+        if unhealthy:
+            notes.append(f"still failing health checks: {compress(unhealthy)}")
+    if any(state.nodes.get(n) is None or state.nodes[n].online is False for n in nodes):
+        notes.append("offline or unknown nodes cannot acknowledge: expect time-outs")
+    return BlastRadius(
+        op=op, mode=mode, targets=nodes, target_lines=lines, gpus=gpus, jobs=impacts,
+        nodes_affected=len(affected_nodes), gpus_affected=gpus_affected,
+        gpu_hours_at_risk=at_risk, free_gpus_after=_free_gpus(state, by_node, target_set),
+        notes=notes,
+    )
+
+
+def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
+    """What restarting (requeueing) ``job_id`` from its last checkpoint touches."""
+    job = state.jobs.get(job_id)
+    nodes = list(job.nodes) if job is not None else []
+    impact = job_impact(job, job_id, set(nodes), now)
+    lines = [f"{n} ({_node_gpus(state.nodes.get(n)) or (job.gpus_per_node if job else 0)} GPUs)"
+             for n in nodes]
+    notes = [] if job is not None else [f"job {job_id} is not known to this console"]
+    return BlastRadius(
+        op=CommandOp.RESTART_JOB, mode=DrainMode.NOW, targets=nodes, target_lines=lines,
+        gpus=impact.gpus, jobs=[impact], nodes_affected=len(nodes), gpus_affected=impact.gpus,
+        gpu_hours_at_risk=impact.gpu_hours_at_risk, free_gpus_after=0, notes=notes,
+    )
+
+
+def _free_gpus(state: FleetState, by_node: dict[str, list[str]], removing: set[str]) -> int:
+    free = 0
+    for node_id, st in state.nodes.items():
+        if node_id in removing or by_node.get(node_id):
+            continue
+        if st.online is False or st.stale or st.drain.state is not DrainState.NONE:
+            continue
+        free += st.gpus_present
+    return free
+
+
+# --- lifecycle ----------------------------------------------------------------------------------
+
+
+_counter = itertools.count(1)
+
+
+def new_request_id(now: float) -> str:
+    """Short, unique enough across consoles: time, pid, counter (fits the 64-char cmd_id)."""
+    return f"c{int(now * 1000) % 10**10:010d}-{os.getpid() % 100000}-{next(_counter)}"
+
+
+@dataclass
+class TargetProgress:
+    target: str
+    cmd: Command
+    phase: Phase = Phase.REQUESTED
+    detail: str = ""
+    updated: float = 0.0
+    agent_done: bool = False
+
+
+@dataclass
+class Request:
+    request_id: str
+    op: CommandOp
+    reason: str
+    mode: DrainMode
+    issued_by: str
+    issued_at: float
+    targets: list[TargetProgress]
+    job: str | None = None
+    ack_timeout_s: float = ACK_TIMEOUT_S
+    effect_timeout_s: float | None = EFFECT_TIMEOUT_S
+    baseline_requeues: int = 0
+    baseline_started_ts: int | None = None
+    finished_at: float | None = None
+
+    @property
+    def phase(self) -> Phase:
+        phases = [t.phase for t in self.targets]
+        if not phases:
+            return Phase.DONE
+        if not all(p.terminal for p in phases):
+            return Phase.ACKNOWLEDGED if any(p is not Phase.REQUESTED for p in phases) \
+                else Phase.REQUESTED
+        for bad in BAD:
+            if bad in phases:
+                return bad
+        return Phase.DONE
+
+    @property
+    def target_text(self) -> str:
+        if self.op is CommandOp.RESTART_JOB:
+            return f"job {self.job}"
+        return compress(t.target for t in self.targets)
+
+    def counts(self) -> dict[Phase, int]:
+        out: dict[Phase, int] = {}
+        for t in self.targets:
+            out[t.phase] = out.get(t.phase, 0) + 1
+        return out
+
+    def describe(self) -> str:
+        """One line: ``drain gpu[0001-0004] (finish): done 3, acknowledged 1 (DRAINING)``."""
+        what = self.op.value.replace("_", " ")
+        mode = f" ({self.mode.value})" if self.op is CommandOp.DRAIN else ""
+        counts = ", ".join(f"{p.value} {n}" for p, n in self.counts().items())
+        details = sorted({t.detail for t in self.targets if t.detail})
+        tail = f": {'; '.join(details)[:120]}" if details else ""
+        return f"{what} {self.target_text}{mode} [{self.request_id}]: {counts}{tail}"
+
+    def commands(self) -> list[tuple[Kind, str, Command]]:
+        """What to publish: (topic kind, topic subject, command)."""
+        if self.op is CommandOp.RESTART_JOB:
+            return [(Kind.SCHED_CMD, "", t.cmd) for t in self.targets]
+        return [(Kind.CMD, t.target, t.cmd) for t in self.targets]
+
+
+@dataclass(frozen=True)
+class Transition:
+    request: Request
+    target: str
+    old: Phase
+    new: Phase
+    detail: str
+    ts: float
+
+    @property
+    def finished(self) -> bool:
+        return self.request.finished_at is not None and self.request.finished_at == self.ts
+
+
+class CommandTracker:
+    """All commands of this console (or CLI run) and their lifecycle."""
+
+    def __init__(self, cluster: str, issued_by: str, *, ack_timeout_s: float = ACK_TIMEOUT_S,
+                 effect_timeout_s: float = EFFECT_TIMEOUT_S) -> None:
+        self.cluster = cluster
+        self.issued_by = issued_by
+        self.ack_timeout_s = ack_timeout_s
+        self.effect_timeout_s = effect_timeout_s
+        self.requests: dict[str, Request] = {}
+        self._by_cmd: dict[str, TargetProgress] = {}
+        self._req_of: dict[str, Request] = {}
+
+    # --- creating ------------------------------------------------------------------------------
+
+    def _command(self, cmd_id: str, op: CommandOp, target: str, args: CommandArgs,
+                 now: float) -> Command:
+        return Command(
+            cmd_id=cmd_id, op=op, target=target, args=args, issued_by=self.issued_by[:256],
+            issued_at=int(now * 1000), expires_at=int((now + self.ack_timeout_s) * 1000),
+            reply_to="",
+        )
+
+    def _register(self, req: Request) -> Request:
+        self.requests[req.request_id] = req
+        for t in req.targets:
+            self._by_cmd[t.cmd.cmd_id] = t
+            self._req_of[t.cmd.cmd_id] = req
+        return req
+
+    def drain(self, targets: Iterable[str], reason: str, now: float,
+              mode: DrainMode = DrainMode.FINISH) -> Request:
+        reason = reason.strip()
+        if not reason:
+            raise ValueError("a reason is required to drain a node")
+        rid = new_request_id(now)
+        args = CommandArgs(reason=reason, mode=mode)
+        progress = [TargetProgress(n, self._command(f"{rid}.{i}", CommandOp.DRAIN, n, args, now),
+                                   updated=now)
+                    for i, n in enumerate(dict.fromkeys(targets))]
+        # Drains that let jobs finish may legitimately take hours: no effect deadline.
+        effect = None if mode is DrainMode.FINISH else self.effect_timeout_s
+        return self._register(Request(rid, CommandOp.DRAIN, reason, mode, self.issued_by, now,
+                                      progress, ack_timeout_s=self.ack_timeout_s,
+                                      effect_timeout_s=effect))
+
+    def resume(self, targets: Iterable[str], now: float, reason: str = "") -> Request:
+        rid = new_request_id(now)
+        args = CommandArgs(reason=reason.strip())
+        progress = [TargetProgress(n, self._command(f"{rid}.{i}", CommandOp.RESUME, n, args,
+                                                    now), updated=now)
+                    for i, n in enumerate(dict.fromkeys(targets))]
+        return self._register(Request(rid, CommandOp.RESUME, reason.strip(), DrainMode.FINISH,
+                                      self.issued_by, now, progress,
+                                      ack_timeout_s=self.ack_timeout_s,
+                                      effect_timeout_s=self.effect_timeout_s))
+
+    def restart_job(self, job_id: str, now: float, reason: str = "",
+                    job: JobStatus | None = None) -> Request:
+        rid = new_request_id(now)
+        args = CommandArgs(reason=reason.strip(), mode=DrainMode.NOW, job=job_id)
+        cmd = self._command(f"{rid}.0", CommandOp.RESTART_JOB, job_id, args, now)
+        return self._register(Request(
+            rid, CommandOp.RESTART_JOB, reason.strip(), DrainMode.NOW, self.issued_by, now,
+            [TargetProgress(job_id, cmd, updated=now)], job=job_id,
+            ack_timeout_s=self.ack_timeout_s, effect_timeout_s=self.effect_timeout_s,
+            baseline_requeues=job.requeues if job is not None else 0,
+            baseline_started_ts=job.started_ts if job is not None else None,
+        ))
+
+    def publish_failed(self, req: Request, why: str, now: float) -> list[Transition]:
+        """The console could not even send the command (not connected)."""
+        out = []
+        for t in req.targets:
+            if not t.phase.terminal:
+                out.append(self._move(req, t, Phase.FAILED, f"not sent: {why}", now))
+        return [x for x in out if x is not None]
+
+    # --- observing -----------------------------------------------------------------------------
+
+    @property
+    def active(self) -> list[Request]:
+        return [r for r in self.requests.values() if r.finished_at is None]
+
+    def observe(self, state: FleetState, acks: Iterable[Ack], now: float) -> list[Transition]:
+        """Apply this tick's acks, then what the fleet state shows, then deadlines."""
+        out: list[Transition] = []
+        for ack in acks:
+            t = self._by_cmd.get(ack.cmd_id)
+            if t is None:
+                continue
+            req = self._req_of[ack.cmd_id]
+            if req.op is not CommandOp.RESTART_JOB and ack.by != t.target:
+                continue  # an ack for our id from another node: ignore it
+            moved = self._on_ack(req, t, ack, now)
+            if moved is not None:
+                out.append(moved)
+        for req in self.active:
+            for t in req.targets:
+                if t.phase.terminal:
+                    continue
+                moved = self._on_state(req, t, state, now)
+                if moved is not None:
+                    out.append(moved)
+                    continue
+                moved = self._on_deadline(req, t, state, now)
+                if moved is not None:
+                    out.append(moved)
+        return out
+
+    def _on_ack(self, req: Request, t: TargetProgress, ack: Ack, now: float) -> Transition | None:
+        if t.phase.terminal:
+            return None  # duplicate or late ack
+        if ack.result is AckResult.REJECTED:
+            return self._move(req, t, Phase.REJECTED, ack.reason or "rejected", now)
+        if ack.result is AckResult.FAILED:
+            return self._move(req, t, Phase.FAILED, ack.reason or "failed", now)
+        if ack.result is AckResult.DONE:
+            t.agent_done = True
+        if t.phase is Phase.REQUESTED:
+            detail = ack.reason or ack.result.value
+            if ack.result is AckResult.DONE:
+                detail = f"{detail}; waiting to see it in status"
+            return self._move(req, t, Phase.ACKNOWLEDGED, detail, now)
+        return None
+
+    def _on_state(self, req: Request, t: TargetProgress, state: FleetState,
+                  now: float) -> Transition | None:
+        if req.op is CommandOp.DRAIN:
+            st = state.nodes.get(t.target)
+            if st is None:
+                return None
+            d = st.drain
+            ours = d.cmd_id == t.cmd.cmd_id or (not d.cmd_id and t.phase is Phase.ACKNOWLEDGED)
+            if not ours:
+                return None
+            if d.state is DrainState.DRAINED:
+                return self._move(req, t, Phase.DONE, "DRAINED", now)
+            if d.state is DrainState.DRAINING and t.detail != "DRAINING":
+                return self._move(req, t, Phase.ACKNOWLEDGED, "DRAINING", now)
+            return None
+        if req.op is CommandOp.RESUME:
+            st = state.nodes.get(t.target)
+            if st is None or t.phase is Phase.REQUESTED:
+                return None
+            if st.drain.state is DrainState.NONE and st.online is not False:
+                return self._move(req, t, Phase.DONE, "back in service", now)
+            return None
+        job = state.jobs.get(t.target)
+        if job is None:
+            return None
+        restarted = job.requeues > req.baseline_requeues or (
+            job.started_ts is not None and req.baseline_started_ts is not None
+            and job.started_ts > req.baseline_started_ts)
+        if restarted:
+            return self._move(req, t, Phase.DONE,
+                              f"requeued (requeues {job.requeues}), now {job.state.value}", now)
+        return None
+
+    def _on_deadline(self, req: Request, t: TargetProgress, state: FleetState,
+                     now: float) -> Transition | None:
+        age = now - req.issued_at
+        if t.phase is Phase.REQUESTED and age > req.ack_timeout_s:
+            why = f"no acknowledgement within {req.ack_timeout_s:g} s"
+            st = state.nodes.get(t.target)
+            if req.op is not CommandOp.RESTART_JOB and (st is None or st.online is False):
+                why += " (node offline or unknown)"
+            return self._move(req, t, Phase.TIMED_OUT, why, now)
+        if (t.phase is Phase.ACKNOWLEDGED and req.effect_timeout_s is not None
+                and age > req.effect_timeout_s):
+            effect = {CommandOp.DRAIN: "DRAINED", CommandOp.RESUME: "the node back in service",
+                      CommandOp.RESTART_JOB: "the job requeued"}.get(req.op, "the effect")
+            return self._move(req, t, Phase.TIMED_OUT,
+                              f"acknowledged, but {effect} not seen within "
+                              f"{req.effect_timeout_s:g} s", now)
+        return None
+
+    def expire_all(self, now: float, why: str) -> list[Transition]:
+        """Give up on everything still open (the CLI's overall deadline)."""
+        out = []
+        for req in self.active:
+            for t in req.targets:
+                if not t.phase.terminal:
+                    detail = f"{why} ({t.detail})" if t.detail else why
+                    moved = self._move(req, t, Phase.TIMED_OUT, detail, now)
+                    if moved is not None:
+                        out.append(moved)
+        return out
+
+    def _move(self, req: Request, t: TargetProgress, phase: Phase, detail: str,
+              now: float) -> Transition | None:
+        if t.phase is phase and t.detail == detail:
+            return None
+        old = t.phase
+        t.phase, t.detail, t.updated = phase, detail, now
+        if req.finished_at is None and all(x.phase.terminal for x in req.targets):
+            req.finished_at = now
+        return Transition(req, t.target, old, phase, detail, now)
+
+
+def audit_fields(req: Request) -> dict[str, str]:
+    out = {"mode": req.mode.value} if req.op is CommandOp.DRAIN else {}
+    out["cmd_ids"] = ",".join(t.cmd.cmd_id for t in req.targets)[:2000]
+    return out
+

@@ -1,0 +1,281 @@
+"""The fleet grid: one character per GPU, eight per node, drawn with the Line API.
+
+Each line is ``<first node of the line> ■■■■■■■■ ■■■■■■■■ …``. Cell codes come from
+``console.rows.gpu_cells`` (cached per node until its telemetry, verdict or drain changes) and map
+to a palette of styles built once from the theme, so a full repaint of 4,096 nodes (32,768 cells)
+costs a few milliseconds, and only visible lines are ever drawn.
+"""
+
+from typing import TYPE_CHECKING
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.events import Click, MouseScrollDown, MouseScrollUp
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from console.state import FleetState, NodeState
+
+GLYPH = "■"
+CURSOR_GLYPH = "◆"
+HEALTH_NAMES = {
+    Cell.OK: "ok", Cell.IDLE: "idle", Cell.DEGRADED: "degraded", Cell.FAILED: "failed",
+    Cell.STALE: "stale", Cell.OFFLINE: "offline", Cell.DRAINED: "drained",
+    Cell.DRAINING: "draining", Cell.MISSING: "missing", Cell.EMPTY: "empty",
+}
+METRICS = ("health", "util", "temp", "power")
+LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.DEGRADED, "degraded"),
+          (Cell.FAILED, "failed"), (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
+          (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"))
+
+
+class FleetGrid(Widget, can_focus=True):
+    COMPONENT_CLASSES = {f"fleetgrid--{n}" for n in HEALTH_NAMES.values()} | {
+        f"fleetgrid--heat-{i}" for i in range(HEAT_LEVELS)} | {
+        "fleetgrid--label", "fleetgrid--cursor"}
+    BINDINGS = [
+        Binding("left,h", "move(0, -1)", "Left", show=False),
+        Binding("right,l", "move(0, 1)", "Right", show=False),
+        Binding("up,k", "move(-1, 0)", "Up", show=False),
+        Binding("down,j", "move(1, 0)", "Down", show=False),
+        Binding("pageup", "move(-10, 0)", "Page up", show=False),
+        Binding("pagedown", "move(10, 0)", "Page down", show=False),
+        Binding("enter", "select", "Detail"),
+        Binding("m", "cycle_metric", "Colour by"),
+    ]
+
+    class Selected(Message):
+        def __init__(self, node_id: str, gpu: int) -> None:
+            super().__init__()
+            self.node_id = node_id
+            self.gpu = gpu
+
+    class CursorMoved(Message):
+        def __init__(self, node_id: str | None, gpu: int) -> None:
+            super().__init__()
+            self.node_id = node_id
+            self.gpu = gpu
+
+    def __init__(self, state: "Callable[[], FleetState]", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._state = state
+        self.node_ids: list[str] = []
+        self.metric = "health"
+        self.cursor_node = 0
+        self.cursor_gpu = 0
+        self.top = 0
+        self.gpus_per_node = 8
+        self._codes: dict[str, tuple[tuple[object, ...], tuple[int, ...]]] = {}
+        self._palette: list[Style] = []
+        self._line_cache: dict[tuple[object, ...], Strip] = {}
+
+    # --- data ---------------------------------------------------------------------------------
+
+    def set_nodes(self, node_ids: list[str]) -> None:
+        current = self.current_node
+        if node_ids != self.node_ids:
+            self.node_ids = node_ids
+            if current is not None and current in node_ids:
+                self.cursor_node = node_ids.index(current)
+            self.cursor_node = max(0, min(self.cursor_node, len(node_ids) - 1))
+        if len(self._line_cache) > 2048:
+            self._line_cache.clear()
+        self._clamp_top()
+        self.refresh()
+
+    @property
+    def current_node(self) -> str | None:
+        if 0 <= self.cursor_node < len(self.node_ids):
+            return self.node_ids[self.cursor_node]
+        return None
+
+    def codes(self, st: "NodeState") -> tuple[int, ...]:
+        sig = (id(st.telemetry), st.verdict, st.stale, st.online, st.drain.state, self.metric,
+               len(st.findings))
+        hit = self._codes.get(st.node_id)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        codes = gpu_cells(st, self.metric)
+        self._codes[st.node_id] = (sig, codes)
+        return codes
+
+    # --- geometry -----------------------------------------------------------------------------
+
+    @property
+    def label_width(self) -> int:
+        longest = max((len(n) for n in self.node_ids[:64]), default=7)
+        return longest + 1
+
+    @property
+    def per_line(self) -> int:
+        usable = self.size.width - self.label_width
+        return max(1, usable // (self.gpus_per_node + 1))
+
+    def _clamp_top(self) -> None:
+        h = max(1, self.size.height)
+        line = self.cursor_node // self.per_line
+        if line < self.top:
+            self.top = line
+        elif line >= self.top + h:
+            self.top = line - h + 1
+        lines = (len(self.node_ids) + self.per_line - 1) // self.per_line
+        self.top = max(0, min(self.top, max(0, lines - h)))
+
+    def on_resize(self) -> None:
+        self._line_cache.clear()
+        self._clamp_top()
+
+    # --- drawing ------------------------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._palette = []
+        self._line_cache.clear()
+
+    def _build_palette(self) -> list[Style]:
+        palette = [Style()] * (Cell.HEAT0 + HEAT_LEVELS)
+        for code, name in HEALTH_NAMES.items():
+            palette[code] = self.get_component_rich_style(f"fleetgrid--{name}", partial=True)
+        for i in range(HEAT_LEVELS):
+            palette[Cell.HEAT0 + i] = self.get_component_rich_style(
+                f"fleetgrid--heat-{i}", partial=True)
+        return palette
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        per_line = self.per_line
+        first = (self.top + y) * per_line
+        if first >= len(self.node_ids):
+            return Strip.blank(width)
+        if not self._palette:
+            self._palette = self._build_palette()
+        palette = self._palette
+        nodes = self._state().nodes
+        ids = self.node_ids[first:first + per_line]
+        line_codes = []
+        for node_id in ids:
+            st = nodes.get(node_id)
+            line_codes.append(self.codes(st) if st is not None else (Cell.EMPTY,) * 8)
+        cursor = (self.cursor_node - first, self.cursor_gpu) if (
+            first <= self.cursor_node < first + per_line and self.has_focus) else None
+        key = (first, tuple(line_codes), cursor, width, self.metric)
+        cached = self._line_cache.get(key)
+        if cached is not None:
+            return cached
+        label_style = self.get_component_rich_style("fleetgrid--label", partial=True)
+        segs = [Segment(ids[0].ljust(self.label_width), label_style)]
+        for n, codes in enumerate(line_codes):
+            run_code = -1
+            run = 0
+            for g, code in enumerate(codes):
+                if cursor is not None and cursor == (n, g):
+                    if run:
+                        segs.append(Segment(_glyphs(run_code, run), palette[run_code]))
+                        run = 0
+                    cur = self.get_component_rich_style("fleetgrid--cursor", partial=True)
+                    segs.append(Segment(CURSOR_GLYPH, palette[code] + cur))
+                    run_code = -1
+                    continue
+                if code == run_code:
+                    run += 1
+                else:
+                    if run:
+                        segs.append(Segment(_glyphs(run_code, run), palette[run_code]))
+                    run_code, run = code, 1
+            if run:
+                segs.append(Segment(_glyphs(run_code, run), palette[run_code]))
+            segs.append(Segment(" "))
+        strip = Strip(segs).crop_extend(0, width, None)
+        self._line_cache[key] = strip
+        return strip
+
+    def legend(self) -> Text:
+        if not self._palette:
+            self._palette = self._build_palette()
+        p = self._palette
+        text = Text()
+        if self.metric == "health":
+            for code, label in LEGEND:
+                text.append(_glyphs(code, 1), p[code])
+                text.append(f"{label} ")
+            return text
+        lo, hi = METRIC_RANGE[self.metric]
+        unit = {"util": "%", "temp": "°C", "power": "W"}[self.metric]
+        text.append(f"{self.metric} {lo:g}{unit} ")
+        for i in range(HEAT_LEVELS):
+            text.append(GLYPH, p[Cell.HEAT0 + i])
+        text.append(f" {hi:g}{unit}  · no data  x missing")
+        return text
+
+    # --- actions ------------------------------------------------------------------------------
+
+    def _moved(self) -> None:
+        self._clamp_top()
+        self.refresh()
+        self.post_message(self.CursorMoved(self.current_node, self.cursor_gpu))
+
+    def action_move(self, lines: int, gpus: int) -> None:
+        if not self.node_ids:
+            return
+        n = self.gpus_per_node
+        pos = self.cursor_node * n + self.cursor_gpu + gpus
+        pos = max(0, min(len(self.node_ids) * n - 1, pos))
+        node, gpu = divmod(pos, n)
+        node = max(0, min(len(self.node_ids) - 1, node + lines * self.per_line))
+        self.cursor_node, self.cursor_gpu = node, gpu
+        self._moved()
+
+    def action_select(self) -> None:
+        node = self.current_node
+        if node is not None:
+            self.post_message(self.Selected(node, self.cursor_gpu))
+
+    def action_cycle_metric(self) -> None:
+        self.metric = METRICS[(METRICS.index(self.metric) + 1) % len(METRICS)]
+        self._line_cache.clear()
+        self.refresh()
+        self.post_message(self.CursorMoved(self.current_node, self.cursor_gpu))
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def on_click(self, event: Click) -> None:
+        x = event.x - self.label_width
+        if x < 0:
+            return
+        per = self.gpus_per_node + 1
+        node = (self.top + event.y) * self.per_line + x // per
+        gpu = x % per
+        if gpu < self.gpus_per_node and node < len(self.node_ids):
+            self.cursor_node, self.cursor_gpu = node, gpu
+            self._moved()
+            if event.chain >= 2:
+                self.action_select()
+
+    def on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        self.action_move(3, 0)
+
+    def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        self.action_move(-3, 0)
+
+
+_GLYPH_RUNS = [GLYPH * i for i in range(65)]
+
+
+def _glyphs(code: int, n: int) -> str:
+    if code == Cell.MISSING:
+        return "x" * n
+    if code == Cell.EMPTY:
+        return "·" * n
+    return _GLYPH_RUNS[n] if n < len(_GLYPH_RUNS) else GLYPH * n

@@ -1,0 +1,284 @@
+"""A dense Line-API table: a fixed header line, one line per row, only visible lines are drawn.
+
+Rows are arbitrary objects; the table asks for their key, cells and style only for the lines on
+screen, so a 4,096-row table costs what its ~40 visible rows cost (../shared/STYLE.md: a
+DataTable repaint is 50-100 ms at that size whatever changed). Strips are cached by content.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.events import Click, MouseScrollDown, MouseScrollUp
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    key: str
+    width: int
+    """0: take the rest of the line."""
+    right: bool = False
+
+
+STYLES = ("text", "muted", "ok", "degraded", "failed", "stale", "offline", "drain", "info",
+          "warn", "error", "done", "header", "cursor", "mark", "sorted")
+
+
+class LineTable(Widget, Generic[T], can_focus=True):
+    COMPONENT_CLASSES = {f"linetable--{s}" for s in STYLES}
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup,ctrl+b", "page(-1)", "Page up", show=False),
+        Binding("pagedown,ctrl+f", "page(1)", "Page down", show=False),
+        Binding("home,g", "cursor_to(0)", "Top", show=False),
+        Binding("end,G", "cursor_to(-1)", "Bottom", show=False),
+        Binding("enter", "select", "Open", show=False),
+    ]
+
+    class Selected(Message):
+        def __init__(self, table: "LineTable[Any]", key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> "LineTable[Any]":
+            return self.table
+
+    class CursorMoved(Message):
+        def __init__(self, table: "LineTable[Any]", key: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> "LineTable[Any]":
+            return self.table
+
+    def __init__(
+        self,
+        columns: list[Column],
+        *,
+        key: Callable[[T], str],
+        cells: Callable[[T], Sequence[str]],
+        style: Callable[[T], str] = lambda _r: "text",
+        markable: bool = False,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self.columns = columns
+        self._key = key
+        self._cells = cells
+        self._row_style = style
+        self.markable = markable
+        self.rows: Sequence[T] = []
+        self.marks: set[str] = set()
+        self.cursor = 0
+        self.top = 0
+        self.sort_key = ""
+        self.sort_reverse = False
+        self.empty_text = "nothing to show"
+        self._strips: dict[tuple[Any, ...], Strip] = {}
+        self._palette: dict[str, Style] = {}
+
+    # --- data ---------------------------------------------------------------------------------
+
+    def set_rows(self, rows: Sequence[T]) -> None:
+        """Replace the rows; the cursor stays on the same key when it is still there."""
+        current = self.current_key
+        self.rows = rows
+        if current is not None and (self.cursor >= len(rows)
+                                    or self._key(rows[self.cursor]) != current):
+            for i, row in enumerate(rows):
+                if self._key(row) == current:
+                    self.cursor = i
+                    break
+        self.cursor = max(0, min(self.cursor, len(rows) - 1))
+        self._clamp_top()
+        if len(self._strips) > 4096:
+            self._strips.clear()
+        self.refresh()
+
+    @property
+    def current_key(self) -> str | None:
+        if 0 <= self.cursor < len(self.rows):
+            return self._key(self.rows[self.cursor])
+        return None
+
+    @property
+    def current_row(self) -> T | None:
+        if 0 <= self.cursor < len(self.rows):
+            return self.rows[self.cursor]
+        return None
+
+    def toggle_mark(self) -> None:
+        key = self.current_key
+        if key is None:
+            return
+        self.marks.symmetric_difference_update({key})
+        self.action_cursor(1)
+        self.refresh()
+
+    def clear_marks(self) -> None:
+        self.marks.clear()
+        self.refresh()
+
+    def move_to_key(self, key: str) -> bool:
+        for i, row in enumerate(self.rows):
+            if self._key(row) == key:
+                self.cursor = i
+                self._clamp_top()
+                self.refresh()
+                return True
+        return False
+
+    # --- drawing ------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self._palette.clear()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._palette.clear()
+        self._strips.clear()
+
+    def _style(self, name: str) -> Style:
+        style = self._palette.get(name)
+        if style is None:
+            style = self._palette[name] = self.get_component_rich_style(
+                f"linetable--{name}", partial=True)
+        return style
+
+    def _widths(self, width: int) -> list[int]:
+        fixed = sum(c.width + 1 for c in self.columns if c.width)
+        flex = max(0, width - 2 - fixed)
+        return [c.width or flex for c in self.columns]
+
+    @property
+    def visible_rows(self) -> int:
+        return max(1, self.size.height - 1)
+
+    def _clamp_top(self) -> None:
+        h = self.visible_rows
+        if self.cursor < self.top:
+            self.top = self.cursor
+        elif self.cursor >= self.top + h:
+            self.top = self.cursor - h + 1
+        self.top = max(0, min(self.top, max(0, len(self.rows) - h)))
+
+    def on_resize(self) -> None:
+        self._clamp_top()
+        self._strips.clear()
+
+    def _header(self, width: int) -> Strip:
+        widths = self._widths(width)
+        style = self._style("header")
+        sorted_style = self._style("sorted")
+        segs = [Segment("  ", style)]
+        for col, w in zip(self.columns, widths, strict=True):
+            title = col.title
+            is_sorted = col.key == self.sort_key
+            if is_sorted:
+                title += "▲" if self.sort_reverse else "▼"
+            text = (title.rjust(w) if col.right else title.ljust(w))[:w] + " "
+            segs.append(Segment(text, sorted_style if is_sorted else style))
+        shown = f" {self.cursor + 1 if self.rows else 0}/{len(self.rows)} "
+        strip = Strip(segs).crop_extend(0, width, style)
+        if width > len(shown) + 20:
+            strip = Strip.join([strip.crop(0, width - len(shown)),
+                                Strip([Segment(shown, style)])])
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            return self._header(width)
+        index = self.top + y - 1
+        if index >= len(self.rows):
+            if index == 0 and not self.rows:
+                return Strip([Segment(f"  {self.empty_text}", self._style("muted"))]
+                             ).crop_extend(0, width, None)
+            return Strip.blank(width)
+        row = self.rows[index]
+        key = self._key(row)
+        cells = tuple(self._cells(row))
+        row_style = self._row_style(row)
+        selected = index == self.cursor and self.has_focus_within_screen
+        marked = key in self.marks
+        cache_key = (cells, row_style, selected, marked, width)
+        cached = self._strips.get(cache_key)
+        if cached is not None:
+            return cached
+        style = self._style(row_style)
+        gutter = "+ " if marked else "  "
+        segs = [Segment(gutter, self._style("mark") if marked else style)]
+        for col, w, cell in zip(self.columns, self._widths(width), cells, strict=False):
+            text = (cell.rjust(w) if col.right else cell.ljust(w))[:w] + " "
+            segs.append(Segment(text, style))
+        strip = Strip(segs).crop_extend(0, width, None)
+        if marked:
+            strip = strip.apply_style(self._style("mark"))
+        if selected:
+            strip = strip.apply_style(self._style("cursor"))
+        self._strips[cache_key] = strip
+        return strip
+
+    @property
+    def has_focus_within_screen(self) -> bool:
+        return self.has_focus or (self.screen.focused is None)
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    # --- actions ------------------------------------------------------------------------------
+
+    def _moved(self) -> None:
+        self._clamp_top()
+        self.refresh()
+        self.post_message(self.CursorMoved(self, self.current_key))
+
+    def action_cursor(self, delta: int) -> None:
+        if self.rows:
+            self.cursor = max(0, min(len(self.rows) - 1, self.cursor + delta))
+            self._moved()
+
+    def action_page(self, direction: int) -> None:
+        self.action_cursor(direction * max(1, self.visible_rows - 1))
+
+    def action_cursor_to(self, index: int) -> None:
+        if self.rows:
+            self.cursor = index if index >= 0 else len(self.rows) - 1
+            self._moved()
+
+    def action_select(self) -> None:
+        key = self.current_key
+        if key is not None:
+            self.post_message(self.Selected(self, key))
+
+    def on_click(self, event: Click) -> None:
+        if event.y >= 1:
+            index = self.top + event.y - 1
+            if 0 <= index < len(self.rows):
+                self.cursor = index
+                self._moved()
+                if event.chain >= 2:
+                    self.action_select()
+
+    def on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        self.action_cursor(3)
+
+    def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        self.action_cursor(-3)

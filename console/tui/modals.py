@@ -1,0 +1,231 @@
+"""Modal screens: drain form, confirmations with blast radius, help, ``:`` command line."""
+
+from collections.abc import Callable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+from console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
+from console.tui.text import esc, plural
+from fleetdeck.protocol.messages import CommandOp, DrainMode
+
+MAX_TARGET_LINES = 8
+
+
+def radius_text(r: BlastRadius) -> str:
+    lines = []
+    shown = r.target_lines[:MAX_TARGET_LINES]
+    lines.append(f"[b]Targets[/] ({len(r.targets)}): {esc(r.hostlist)}")
+    lines.extend(f"  • {esc(t)}" for t in shown)
+    if len(r.target_lines) > len(shown):
+        lines.append(f"  … and {len(r.target_lines) - len(shown)} more")
+    lines.append(f"[b]Blast radius[/]: {esc(r.summary())}")
+    for job in r.jobs[:6]:
+        lines.append(f"  • {esc(job.line())}")
+    if len(r.jobs) > 6:
+        lines.append(f"  … and {len(r.jobs) - 6} more jobs")
+    for note in r.notes:
+        lines.append(f"  [$warning]⚠ {esc(note)}[/]")
+    return "\n".join(lines)
+
+
+def payload_text(r: BlastRadius) -> str:
+    if r.op is CommandOp.RESTART_JOB:
+        return "[$text-muted]publishes Command op=restart_job to sched/cmd (QoS 1)[/]"
+    return (f"[$text-muted]publishes Command op={r.op.value} to node/<n>/cmd for "
+            f"{plural(len(r.targets), 'node')} (QoS 1, expires in 10 s)[/]")
+
+
+class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
+    """Reason (required), mode (finish / now), typed confirmation above the threshold."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, radius: Callable[[DrainMode], BlastRadius]) -> None:
+        super().__init__()
+        self._radius_for = radius
+        self.mode = DrainMode.FINISH
+        self.radius = radius(self.mode)
+
+    @property
+    def phrase(self) -> str:
+        return f"drain {len(self.radius.targets)}"
+
+    def compose(self) -> ComposeResult:
+        r = self.radius
+        with Vertical(id="dialog", classes="dialog danger"):
+            yield Static(f"[b]Drain {plural(len(r.targets), 'node')}[/]: {esc(r.hostlist)}",
+                         id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(radius_text(r), id="radius")
+            yield Label("Reason (required; shown as Reason=… [user@time]):")
+            yield Input(placeholder="e.g. XID 79 on gpu3 — ticket OPS-123", id="reason")
+            with RadioSet(id="mode"):
+                yield RadioButton("finish: no new work, running jobs finish (Slurm DRAIN)",
+                                  value=True, id="mode-finish")
+                yield RadioButton("now: requeue running jobs from their last checkpoint",
+                                  id="mode-now")
+            if r.needs_typed_confirmation:
+                yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
+                            f"[b]{self.phrase}[/] to confirm")
+                yield Input(placeholder=self.phrase, id="confirm")
+            yield Static(payload_text(r), id="payload")
+            yield Static("", id="dialog-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Drain", variant="error", id="ok", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#mode", RadioSet).compact = True
+        self.query_one("#reason", Input).focus()
+
+    @on(RadioSet.Changed, "#mode")
+    def _mode(self, event: RadioSet.Changed) -> None:
+        self.mode = DrainMode.NOW if event.pressed.id == "mode-now" else DrainMode.FINISH
+        self.radius = self._radius_for(self.mode)
+        self.query_one("#radius", Static).update(radius_text(self.radius))
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#ok")
+    def submit(self) -> None:
+        reason = self.query_one("#reason", Input).value.strip()
+        error = self.query_one("#dialog-error", Static)
+        if not reason:
+            error.update("[$error]a reason is required to drain[/]")
+            self.query_one("#reason", Input).focus()
+            return
+        if self.radius.needs_typed_confirmation:
+            box = self.query_one("#confirm", Input)
+            if box.value.strip() != self.phrase:
+                error.update(f"[$error]type '{self.phrase}' to confirm[/]")
+                box.focus()
+                return
+        self.dismiss((reason, self.mode))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes/no with the targets and blast radius; typed confirmation above the threshold."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, radius: BlastRadius) -> None:
+        super().__init__()
+        self.title_text = title
+        self.radius = radius
+        verb = title.split(maxsplit=1)[0].lower()
+        self.phrase = f"{verb} {len(radius.targets)}"
+
+    def compose(self) -> ComposeResult:
+        r = self.radius
+        label = self.title_text
+        if r.op is not CommandOp.RESTART_JOB:
+            label += f" {plural(len(r.targets), 'node')}: {r.hostlist}"
+        danger = r.op is CommandOp.RESTART_JOB
+        with Vertical(id="dialog", classes="dialog danger" if danger else "dialog"):
+            yield Static(f"[b]{esc(label)}?[/]", id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(radius_text(r), id="radius")
+            if r.needs_typed_confirmation:
+                yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
+                            f"[b]{esc(self.phrase)}[/] to confirm")
+                yield Input(placeholder=self.phrase, id="confirm")
+            yield Static(payload_text(r), id="payload")
+            yield Static("", id="dialog-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(self.title_text.split()[0], variant="warning" if not danger
+                             else "error", id="ok", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        if self.radius.needs_typed_confirmation:
+            self.query_one("#confirm", Input).focus()
+        else:
+            self.query_one("#ok", Button).focus()
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#ok")
+    def submit(self) -> None:
+        if self.radius.needs_typed_confirmation:
+            box = self.query_one("#confirm", Input)
+            if box.value.strip() != self.phrase:
+                self.query_one("#dialog-error", Static).update(
+                    f"[$error]type '{esc(self.phrase)}' to confirm[/]")
+                box.focus()
+                return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(False)
+
+
+HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · esc back · q quit
+        : command mode (:nodes :jobs :fabric :events :node NAME{rw_cmds})
+        ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
+[b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
+[b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail
+        m colour by health/util/temp/power
+[b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
+        space mark · ctrl+backslash clear marks · o next sort column · O reverse{rw_nodes}
+[b]Jobs[/]    enter its nodes{rw_jobs}
+[b]Fabric[/]  tab leaves/ports · enter a leaf's bad ports / a port's node
+[b]Events[/]  / filter · c commands only · enter the node
+[b]State[/]   idle alloc mix drng drain down, * = not responding (stale telemetry)
+[b]Commands[/] requested → acknowledged → done | rejected | failed | timed_out;
+        done only when the effect shows in telemetry (DRAINED, back in service, requeued).
+        Mode: {mode}"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, read_only: bool) -> None:
+        super().__init__()
+        self.read_only = read_only
+
+    def compose(self) -> ComposeResult:
+        rw = not self.read_only
+        text = HELP.format(
+            rw_cmds=" :drain HOSTLIST :resume HOSTLIST :restart JOB" if rw else "",
+            rw_nodes="\n        r drain (reason, finish/now) · u resume (marked nodes or cursor)"
+            if rw else "",
+            rw_jobs=" · r restart (requeue from the last checkpoint)" if rw else "",
+            mode="[$warning]\\[R] read-only: no command keys[/]" if self.read_only
+            else "[$success]\\[RW][/] commands enabled, each audited",
+        )
+        with Vertical(id="help", classes="dialog"):
+            yield Static("[b]fleetdeck keys[/]  (esc to close)", id="dialog-title")
+            with VerticalScroll():
+                yield Static(text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class CommandLine(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder=":nodes :jobs :fabric :events :overview :node NAME "
+                    ":drain HOSTLIST :resume HOSTLIST :restart JOB :q", id="cmdline")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,67 @@
+"""The console over a recording: the same views fed by ``console.replay.Player`` through the
+same Ingest path as live MQTT, read-only by construction (Dolphie). Keys: ``p`` pause,
+``]``/``[`` step one tick forward/back, ``n``/``N`` next/previous recorded event."""
+
+from pathlib import Path
+
+from textual.binding import Binding
+
+from console.audit import MemoryAudit
+from console.state import FleetState
+from console.tui.app import FleetdeckApp
+
+
+class ReplayApp(FleetdeckApp):
+    BINDINGS = [
+        *FleetdeckApp.BINDINGS,
+        Binding("p", "pause", "Pause"),
+        Binding("right_square_bracket", "step(1)", "Step", show=False),
+        Binding("left_square_bracket", "step(-1)", "Back", show=False),
+        Binding("n", "event(1)", "Next event"),
+        Binding("N", "event(-1)", "Prev event", show=False),
+    ]
+
+    def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> None:
+        from console.replay import Player
+
+        self.player = Player(Path(path), speed=speed)
+        super().__init__(cluster=self.player.cluster, ingest=self.player.ingest,
+                         clock=self.player.clock, connect=False, read_only=True,
+                         broker_label=f"replay {Path(path).name}", tick_s=tick_s,
+                         audit=MemoryAudit(), operator="replay")
+
+    def tick(self) -> None:
+        self.player.advance(self.tick_s)
+        self._follow_player()
+        super().tick()
+
+    def _follow_player(self) -> None:
+        if self.player.ingest is not self.ingest:  # a backward seek rebuilt the ingest
+            self.ingest = self.player.ingest
+            self.state = FleetState(self.cluster, self.ingest.malformed)
+            self.event_log.clear()
+            self._last_event = None
+
+    def header_text(self, now: float) -> str:
+        p = self.player
+        where = f"{now - p.start:.1f}/{p.end - p.start:.1f}s x{p.speed:g}"
+        state = "[$warning]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
+        return f"{super().header_text(now)}  replay {where} {state}"
+
+    def action_pause(self) -> None:
+        self.player.paused = not self.player.paused
+        self.refresh_view()
+
+    def action_step(self, direction: int) -> None:
+        p = self.player
+        p.seek(p.position + direction * self.tick_s)
+        self._follow_player()
+        super().tick()
+
+    def action_event(self, direction: int) -> None:
+        p = self.player
+        t = p.next_event() if direction > 0 else p.prev_event()
+        if t is None:
+            self.notify("no more recorded events")
+        self._follow_player()
+        super().tick()

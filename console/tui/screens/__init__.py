@@ -1,0 +1,1 @@
+"""One screen per module: overview, nodes, node detail, jobs, fabric, events."""

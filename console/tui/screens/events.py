@@ -1,0 +1,127 @@
+"""Events: a live, filterable log of node events (XID, links, drains) and console commands."""
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Input
+
+from console.rows import EventLine, NodeFilter, clock_text
+from console.tui.line_table import Column, LineTable
+from console.tui.screens.base import FleetView
+from console.tui.text import esc
+
+EVENT_COLUMNS = [
+    Column("TIME", "ts", 8), Column("SOURCE", "source", 10), Column("KIND", "kind", 12),
+    Column("SEV", "severity", 5), Column("MESSAGE", "text", 0),
+]
+SEV_STYLE = {"error": "error", "warn": "warn", "done": "done", "info": "text"}
+Row = tuple[int, EventLine]
+
+
+class EventsScreen(FleetView):
+    VIEW = "events"
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("c", "commands", "Commands only"),
+        Binding("enter", "open", "Node", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = NodeFilter("")
+        self.commands_only = False
+        self.rows: list[Row] = []
+        self._seen_seq = -1
+        self._key = ("", False)
+
+    def compose_body(self) -> ComposeResult:
+        yield LineTable(EVENT_COLUMNS, key=lambda r: str(r[0]), cells=_cells, style=_style,
+                        id="event-table")
+        yield Input(placeholder="filter events: regex over source, kind, severity and text; "
+                    "!inverse", id="event-filter")
+
+    def on_mount(self) -> None:
+        self.query_one("#event-filter", Input).display = False
+        self.table.focus()
+
+    @property
+    def table(self) -> LineTable[Row]:
+        return self.query_one("#event-table", LineTable)
+
+    def update_body(self, now: float) -> None:
+        app = self.fleet
+        key = (self.filter.text, self.commands_only)
+        if app.event_seq == self._seen_seq and key == self._key:
+            return
+        self._seen_seq, self._key = app.event_seq, key
+        rows = []
+        f = self.filter
+        for seq, line in reversed(app.event_log):
+            if self.commands_only and line.source != "console":
+                continue
+            if f.active and not f.matches(line.source, line.haystack()):
+                continue
+            rows.append((seq, line))
+        self.rows = rows
+        self.table.empty_text = "no events yet" if not f.active else "no events match"
+        self.table.set_rows(rows)
+
+    def info(self) -> str:
+        parts = [f"{len(self.rows)}/{len(self.fleet.event_log)} events, newest first"]
+        if self.filter.active:
+            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]")
+        if self.commands_only:
+            parts.append("[$warning]commands only[/] (c)")
+        return "  ".join(parts)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#event-filter", Input)
+        box.display = True
+        box.value = self.filter.text
+        box.focus()
+
+    @on(Input.Changed, "#event-filter")
+    def _changed(self, event: Input.Changed) -> None:
+        self.filter = NodeFilter(event.value)
+        self.fleet.refresh_view()
+
+    @on(Input.Submitted, "#event-filter")
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.filter = NodeFilter(event.value)
+        event.input.display = False
+        self.table.focus()
+        self.fleet.refresh_view()
+
+    def on_escape(self) -> bool:
+        box = self.query_one("#event-filter", Input)
+        if box.display:
+            box.display = False
+            self.table.focus()
+            return True
+        if self.filter.active:
+            self.filter = NodeFilter("")
+            self.fleet.refresh_view()
+            return True
+        return False
+
+    def action_commands(self) -> None:
+        self.commands_only = not self.commands_only
+        self.fleet.refresh_view()
+
+    def action_open(self) -> None:
+        row = self.table.current_row
+        if row is not None and row[1].source in self.fleet.state.nodes:
+            self.fleet.open_node(row[1].source)
+
+    @on(LineTable.Selected, "#event-table")
+    def _selected(self, event: LineTable.Selected) -> None:
+        self.action_open()
+
+
+def _cells(r: Row) -> tuple[str, ...]:
+    line = r[1]
+    return (clock_text(line.ts), line.source, line.kind, line.severity, line.text)
+
+
+def _style(r: Row) -> str:
+    return SEV_STYLE.get(r[1].severity, "text")

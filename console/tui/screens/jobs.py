@@ -1,0 +1,104 @@
+"""Jobs: squeue codes, progress, step time, ETA, nodes, last checkpoint and the straggler."""
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+
+from console.rows import JobRow, job_row, progress_bar, sorted_jobs
+from console.tui.line_table import Column, LineTable
+from console.tui.screens.base import FleetView
+
+BAR = 12
+JOB_COLUMNS = [
+    Column("JOBID", "job_id", 8), Column("NAME", "name", 12), Column("USER", "user", 8),
+    Column("ST", "state", 2), Column("PROGRESS", "progress", BAR + 5),
+    Column("STEP", "step", 11, right=True), Column("STEP T", "step_time", 6, right=True),
+    Column("ETA", "eta", 7, right=True), Column("NODES", "nodes", 18),
+    Column("CKPT", "checkpoint", 14), Column("STRAGGLER", "straggler", 0),
+]
+STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "failed",
+               "NF": "failed", "RQ": "warn", "CA": "muted", "TO": "failed"}
+
+
+class JobsScreen(FleetView):
+    VIEW = "jobs"
+    BINDINGS = [
+        Binding("r", "restart", "Restart"),
+        Binding("enter", "nodes", "Nodes", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[JobRow] = []
+
+    def compose_body(self) -> ComposeResult:
+        yield LineTable(JOB_COLUMNS, key=lambda r: r.job_id, cells=_cells, style=_style,
+                        id="job-table")
+
+    def on_mount(self) -> None:
+        self.table.focus()
+
+    @property
+    def table(self) -> LineTable[JobRow]:
+        return self.query_one("#job-table", LineTable)
+
+    def update_body(self, now: float) -> None:
+        state = self.fleet.state
+        self.rows = [job_row(j, state, now) for j in sorted_jobs(state)]
+        self.table.empty_text = ("no jobs: the scheduler has not published any job status "
+                                 "(job/<id>/status)")
+        self.table.set_rows(self.rows)
+
+    def info(self) -> str:
+        running = sum(1 for r in self.rows if r.state == "R")
+        slow = sum(1 for r in self.rows if r.straggler)
+        text = f"{len(self.rows)} jobs  {running} running"
+        if slow:
+            text += f"  [$warning]{slow} with a straggler[/]"
+        return text + "  [$text-muted]enter: its nodes[/]"
+
+    def action_restart(self) -> None:
+        row = self.table.current_row
+        if row is not None:
+            self.fleet.request_restart(row.job_id)
+
+    def action_nodes(self) -> None:
+        row = self.table.current_row
+        if row is not None:
+            self._show_nodes(row)
+
+    @on(LineTable.Selected, "#job-table")
+    def _selected(self, event: LineTable.Selected) -> None:
+        row = next((r for r in self.rows if r.job_id == event.key), None)
+        if row is not None:
+            self._show_nodes(row)
+
+    def _show_nodes(self, row: JobRow) -> None:
+        from console.tui.screens.nodes import NodesScreen
+
+        if row.nodes == "-":
+            return
+        self.fleet.action_view("nodes")
+
+        def apply() -> None:
+            screen = self.fleet.screen
+            if isinstance(screen, NodesScreen):
+                screen.set_filter(row.nodes)
+                self.fleet.refresh_view()
+
+        self.fleet.call_after_refresh(apply)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "restart" and self.fleet.read_only)
+
+
+def _cells(r: JobRow) -> tuple[str, ...]:
+    bar = f"{progress_bar(r.progress, BAR)} {r.progress * 100:3.0f}%"
+    return (r.job_id, r.name, r.user, r.state, bar, r.step, r.step_time, r.eta, r.nodes,
+            r.checkpoint, r.straggler or r.reason)
+
+
+def _style(r: JobRow) -> str:
+    if r.straggler and r.state == "R":
+        return "degraded"
+    return STATE_STYLE.get(r.state, "text")

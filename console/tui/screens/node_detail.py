@@ -1,0 +1,190 @@
+"""Node detail: per-GPU state with sparklines, per-port IB state and counters, the timeline."""
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from console.health import describe_clock_events
+from console.recent import sparkline
+from console.rows import clock_text, drain_reason, port_error_text, slurm_state
+from console.state import NodeState
+from console.tui.screens.base import FleetView
+from console.tui.text import esc
+
+VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "failed": "bold red", "stale": "dim",
+                 "offline": "red"}
+SPARK_WIDTH = 16
+
+
+def _v(value: float | int | None, fmt: str = "{:.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+class NodeDetailScreen(FleetView):
+    VIEW = "node"
+    BINDINGS = [
+        Binding("r", "drain", "Drain"),
+        Binding("u", "resume", "Resume"),
+        Binding("escape", "app.go_back", "Back"),
+    ]
+
+    def __init__(self, node_id: str, gpu: int | None = None) -> None:
+        super().__init__()
+        self.node_id = node_id
+        self.gpu = gpu
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(id="node-summary")
+            yield Static(id="gpus")
+            yield Static(id="ports")
+            yield Static(id="timeline")
+
+    def info(self) -> str:
+        return f"node [b]{esc(self.node_id)}[/]  [$text-muted]esc back · r drain · u resume[/]"
+
+    def update_body(self, now: float) -> None:
+        st = self.fleet.state.nodes.get(self.node_id)
+        if st is None:
+            self.query_one("#node-summary", Static).update(
+                f"[$error]{esc(self.node_id)} is not known (yet)[/]")
+            return
+        self.query_one("#node-summary", Static).update(self._summary(st, now))
+        self.query_one("#gpus", Static).update(self._gpus(st))
+        self.query_one("#ports", Static).update(self._ports(st))
+        self.query_one("#timeline", Static).update(self._timeline(st))
+
+    def _summary(self, st: NodeState, now: float) -> Text:
+        b = st.birth
+        t = Text()
+        t.append(st.node_id, "bold")
+        t.append(f"  {slurm_state(st)}  ")
+        t.append(st.verdict.value, VERDICT_STYLE[st.verdict.value])
+        age = "never" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.1f}s ago"
+        t.append(f"  last telemetry {age}  seq {st.last_seq} gaps {st.seq_gaps}")
+        if b is not None:
+            topo = b.topology
+            t.append(f"\n{b.sku or '?'}  driver {b.driver_version or '?'}  "
+                     f"CUDA {b.cuda_version or '?'}  agent {b.agent_version} ({b.source})  "
+                     f"rack {topo.rack or '-'} leaf {topo.leaf or '-'}")
+        jobs = ", ".join(j.job_id for j in self.fleet.state.jobs.values()
+                         if self.node_id in j.nodes and j.state.value in ("R", "CG"))
+        if not jobs and st.job_id:
+            jobs = st.job_id
+        t.append(f"\njobs: {jobs or 'none'}")
+        reason = drain_reason(st.drain)
+        if reason:
+            t.append(f"\n{st.drain.state.value.upper()} ", "bold yellow")
+            t.append(reason)
+        if st.all_findings:
+            t.append("\nfindings: ", "bold")
+            for i, f in enumerate(st.all_findings):
+                style = "red" if f.severity.value == "drain" else "yellow"
+                t.append(("; " if i else "") + str(f), style)
+        return t
+
+    def _gpus(self, st: NodeState) -> Table | Text:
+        tel = st.telemetry
+        if tel is None:
+            return Text("no telemetry yet", "dim")
+        table = Table(title="GPUs", title_justify="left", box=None, pad_edge=False,
+                      header_style="bold", expand=False)
+        for col in ("GPU", "UTIL", f"util last {SPARK_WIDTH}", "POWER", "power", "TEMP",
+                    "MEM°", "SM MHz", "CLOCK EVENTS", "ECC dbe/sbe", "REMAP", "NVLINK", "XID"):
+            table.add_column(col, no_wrap=True)
+        recent = self.fleet.recent
+        gpus = sorted(tel.gpus, key=lambda g: g.index)
+        for pos, g in enumerate(gpus):
+            mark = "▶" if self.gpu == g.index else " "
+            if not g.present:
+                table.add_row(Text(f"{mark}{g.index}"), Text("not present", "bold red"))
+                continue
+            util_s = sparkline(recent.series(st.node_id, pos, "util"), 0, 100, SPARK_WIDTH)
+            power_s = sparkline(recent.series(st.node_id, pos, "power"), 0,
+                                g.power_limit_w or 700, SPARK_WIDTH)
+            events = describe_clock_events(g.clock_event_reasons or 0)
+            ev_style = "yellow" if (g.clock_event_reasons or 0) & 0xE8 else ""
+            nv = g.nvlink
+            nv_text = f"{_v(nv.links_up)}/{_v(nv.links_total)}"
+            if nv.crc_flit or nv.crc_data or nv.replay or nv.recovery:
+                nv_text += f" crc {(nv.crc_flit or 0) + (nv.crc_data or 0)}"
+            rr = g.row_remap
+            remap = f"{_v(rr.correctable)}/{_v(rr.uncorrectable)}"
+            if rr.pending:
+                remap += " pending"
+            if rr.failure:
+                remap += " FAIL"
+            xid = "-" if g.xid_last is None else str(g.xid_last)
+            table.add_row(
+                Text(f"{mark}{g.index}"), Text(f"{_v(g.util_pct)}%"), Text(util_s, "cyan"),
+                Text(f"{_v(g.power_w)}W"), Text(power_s, "magenta"),
+                Text(f"{_v(g.temp_c)}°", "red" if (g.temp_c or 0) >= 87 else ""),
+                Text(f"{_v(g.mem_temp_c)}°"),
+                Text(f"{_v(g.sm_clock_mhz)}/{_v(g.sm_clock_max_mhz)}"),
+                Text(events, ev_style),
+                Text(f"{_v(g.ecc.dbe_vol)}/{_v(g.ecc.sbe_agg)}",
+                     "red" if g.ecc.dbe_vol else ""),
+                Text(remap, "red" if rr.pending or rr.failure else ""),
+                Text(nv_text, "red" if (nv.links_up or 0) < (nv.links_total or 0) else ""),
+                Text(xid, "red" if g.xid_last else ""),
+            )
+        return table
+
+    def _ports(self, st: NodeState) -> Table | Text:
+        tel = st.telemetry
+        if tel is None or not tel.ib_ports:
+            return Text("no IB ports reported", "dim")
+        table = Table(title="InfiniBand ports", title_justify="left", box=None, pad_edge=False,
+                      header_style="bold")
+        for col in ("PORT", "STATE", "PHYS", "RATE", "TX", "RX", "ERRORS (+delta)"):
+            table.add_column(col, no_wrap=True)
+        for p in tel.ib_ports:
+            bad = p.state not in (None, "ACTIVE") or p.phys_state not in (None, "LinkUp")
+            style = "bold red" if bad else ""
+            errors = port_error_text(p)
+            table.add_row(
+                Text(f"{p.dev}:{p.port}"), Text(p.state or "?", style),
+                Text(p.phys_state or "?", style),
+                Text("-" if p.rate_gbps is None else f"{p.rate_gbps:g}"),
+                Text(_rate(p.xmit_Bps)), Text(_rate(p.rcv_Bps)),
+                Text(errors or "0", "yellow" if errors else "dim"),
+            )
+        return table
+
+    def _timeline(self, st: NodeState) -> Text:
+        t = Text()
+        t.append("Timeline", "bold")
+        lines = []
+        for ev in reversed(st.events):
+            where = f"{ev.component}: " if ev.component else ""
+            style = {"error": "red", "warn": "yellow"}.get(ev.severity.value, "")
+            lines.append((clock_text(ev.ts / 1000), ev.kind, f"{where}{ev.message}", style))
+        for ln in list(self.fleet.event_log)[-500:]:
+            if ln[1].source == "console" and self.node_id in ln[1].text.split():
+                lines.append((clock_text(ln[1].ts), "command", ln[1].text, "cyan"))
+        lines.sort(key=lambda x: x[0], reverse=True)
+        if not lines:
+            t.append("  no events from this node yet", "dim")
+        for when, kind, text, style in lines[:20]:
+            t.append(f"\n {when} {kind:<10} ")
+            t.append(text, style)
+        return t
+
+    def action_drain(self) -> None:
+        self.fleet.request_drain([self.node_id])
+
+    def action_resume(self) -> None:
+        self.fleet.request_resume([self.node_id])
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action in ("drain", "resume") and self.fleet.read_only)
+
+
+def _rate(bps: float | None) -> str:
+    if bps is None:
+        return "-"
+    gbit = bps * 8 / 1e9
+    return f"{gbit:.1f}Gb/s" if gbit >= 0.1 else f"{bps * 8 / 1e6:.1f}Mb/s"

@@ -1,0 +1,234 @@
+"""Nodes: sinfo-style state, health, reasons, jobs and GPU/IB summaries; sort, filter, mark."""
+
+import time
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Input
+
+from console.commands import jobs_by_node
+from console.health import VERDICT_ORDER, Verdict
+from console.rows import NODE_COLUMNS, SORT_KEYS, NodeFilter, NodeRow, node_row
+from console.state import NodeState
+from console.tui.line_table import Column, LineTable
+from console.tui.screens.base import FleetView
+from console.tui.text import esc
+
+RowSig = tuple[object, ...]
+
+
+def _age(last_rx: float | None, now: float) -> str:
+    if last_rx is None:
+        return "-"
+    s = max(0.0, now - last_rx)
+    return f"{s:.0f}s" if s < 100 else (f"{s / 60:.0f}m" if s < 6000 else f"{s / 3600:.0f}h")
+
+
+class NodesScreen(FleetView):
+    VIEW = "nodes"
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("ctrl+z", "unhealthy", "Unhealthy"),
+        Binding("space", "mark", "Mark"),
+        Binding("ctrl+backslash", "clear_marks", "Clear marks", show=False),
+        Binding("o", "sort(1)", "Sort"),
+        Binding("O", "sort_reverse", "Reverse", show=False),
+        Binding("r", "drain", "Drain"),
+        Binding("u", "resume", "Resume"),
+        Binding("enter", "open", "Detail", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = NodeFilter("")
+        self.unhealthy_only = False
+        self.sort_key = "verdict"
+        self.sort_reverse = False
+        self._rows: dict[str, tuple[RowSig, NodeRow]] = {}
+        self._jobs: dict[str, list[str]] = {}
+        self._now = time.time()
+        self.shown: list[str] = []
+
+    def compose_body(self) -> ComposeResult:
+        columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"))
+                   for h, a, w in NODE_COLUMNS]
+        table: LineTable[str] = LineTable(columns, key=lambda k: k, cells=self._cells,
+                                          style=self._style, markable=True, id="node-table")
+        table.sort_key = self.sort_key
+        yield table
+        yield Input(placeholder="filter: regex, hostlist gpu[0010-0020], !inverse; "
+                    "enter to apply, esc to clear", id="filter")
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.table.focus()
+
+    @property
+    def table(self) -> LineTable[str]:
+        return self.query_one("#node-table", LineTable)
+
+    # --- rows ---------------------------------------------------------------------------------
+
+    def row(self, st: NodeState) -> NodeRow:
+        jobs = self._jobs.get(st.node_id, [])
+        sig = (id(st.telemetry), st.verdict, st.stale, st.online, st.drain.state,
+               len(st.findings), tuple(jobs), st.gpus_expected)
+        hit = self._rows.get(st.node_id)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        row = node_row(st, self._now, jobs)
+        self._rows[st.node_id] = (sig, row)
+        return row
+
+    def _cells(self, node_id: str) -> tuple[str, ...]:
+        st = self.fleet.state.nodes.get(node_id)
+        if st is None:
+            return (node_id,)
+        r = self.row(st)
+        return (r.node, r.state, r.verdict, r.gpus, r.util, r.temp, r.power, r.ib, r.job,
+                _age(st.last_rx, self._now), r.reasons)
+
+    def _style(self, node_id: str) -> str:
+        st = self.fleet.state.nodes.get(node_id)
+        if st is None:
+            return "muted"
+        if st.drain.state.value != "none" and st.verdict is Verdict.OK:
+            return "drain"
+        return st.verdict.value
+
+    def update_body(self, now: float) -> None:
+        self._now = now
+        state = self.fleet.state
+        self._jobs = jobs_by_node(state)
+        nodes = list(state.nodes.values())
+        if self.unhealthy_only:
+            nodes = [st for st in nodes if st.verdict is not Verdict.OK]
+        f = self.filter
+        if f.hosts is not None:
+            nodes = [st for st in nodes if (st.node_id in f.hosts) != f.invert]
+        elif f.active:
+            nodes = [st for st in nodes if f.match_row(self.row(st))]
+        key = self.sort_key
+        if key == "node":
+            nodes.sort(key=lambda s: s.node_id)
+        elif key == "verdict":
+            nodes.sort(key=lambda s: (-VERDICT_ORDER[s.verdict], s.node_id))
+        elif key == "age":
+            nodes.sort(key=lambda s: (-(now - s.last_rx) if s.last_rx is not None else -1e18,
+                                      s.node_id))
+        else:
+            sorter = SORT_KEYS[key]
+            nodes.sort(key=lambda s: sorter(self.row(s)))  # type: ignore[arg-type,return-value]
+        if self.sort_reverse:
+            nodes.reverse()
+        self.shown = [st.node_id for st in nodes]
+        table = self.table
+        table.sort_key, table.sort_reverse = key, self.sort_reverse
+        table.marks &= set(state.nodes)
+        table.empty_text = ("no nodes match the filter" if f.active or self.unhealthy_only
+                            else "no nodes yet: waiting for births and telemetry")
+        table.set_rows(self.shown)
+
+    def info(self) -> str:
+        parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes",
+                 f"sort {self.sort_key}{' ▲' if self.sort_reverse else ''} (o/O)"]
+        if self.filter.active:
+            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]")
+        if self.filter.error:
+            parts.append(f"[$error]{esc(self.filter.error)}[/]")
+        if self.unhealthy_only:
+            parts.append("[$warning]unhealthy only[/]")
+        marks = len(self.table.marks) if self.is_mounted else 0
+        if marks:
+            parts.append(f"[$accent]{marks} marked[/]")
+        return "  ".join(parts)
+
+    # --- actions ------------------------------------------------------------------------------
+
+    def targets(self) -> list[str]:
+        """Marked nodes, or the cursor's node when none is marked (k9s)."""
+        table = self.table
+        if table.marks:
+            return sorted(table.marks)
+        key = table.current_key
+        return [key] if key is not None else []
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.value = self.filter.text
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.filter = NodeFilter(event.value)
+        event.input.display = False
+        self.table.focus()
+        self.fleet.refresh_view()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        # Live filtering while typing: cheap (hostlist sets, cached rows).
+        self.filter = NodeFilter(event.value)
+        self.fleet.refresh_view()
+
+    def on_escape(self) -> bool:
+        box = self.query_one("#filter", Input)
+        if box.display:
+            box.display = False
+            self.table.focus()
+            return True
+        if self.filter.active:
+            self.filter = NodeFilter("")
+            self.fleet.refresh_view()
+            return True
+        if self.table.marks:
+            self.table.clear_marks()
+            self.fleet.refresh_view()
+            return True
+        return False
+
+    def action_unhealthy(self) -> None:
+        self.unhealthy_only = not self.unhealthy_only
+        self.fleet.refresh_view()
+
+    def action_mark(self) -> None:
+        self.table.toggle_mark()
+        self.fleet.refresh_view()
+
+    def action_clear_marks(self) -> None:
+        self.table.clear_marks()
+        self.fleet.refresh_view()
+
+    def action_sort(self, step: int) -> None:
+        keys = [a for _h, a, _w in NODE_COLUMNS]
+        i = keys.index(self.sort_key) if self.sort_key in keys else -1
+        self.sort_key = keys[(i + step) % len(keys)]
+        self.sort_reverse = False
+        self.fleet.refresh_view()
+
+    def action_sort_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.fleet.refresh_view()
+
+    def action_drain(self) -> None:
+        self.fleet.request_drain(self.targets())
+
+    def action_resume(self) -> None:
+        self.fleet.request_resume(self.targets())
+
+    def action_open(self) -> None:
+        key = self.table.current_key
+        if key is not None:
+            self.fleet.open_node(key)
+
+    @on(LineTable.Selected, "#node-table")
+    def _selected(self, event: LineTable.Selected) -> None:
+        self.fleet.open_node(event.key)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action in ("drain", "resume") and self.fleet.read_only)
+
+    def set_filter(self, text: str) -> None:
+        self.filter = NodeFilter(text)

@@ -1,0 +1,131 @@
+"""Command lifecycle and blast radius, driven with real protocol messages through Ingest."""
+
+import pytest
+
+from console.commands import CommandTracker, Phase, blast_radius, job_blast_radius
+from console.ingest import Ingest
+from console.state import FleetState
+from fleetdeck.protocol.messages import AckResult, CommandOp, DrainMode, DrainState
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
+
+
+@pytest.fixture
+def world():
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    fleet = SynthFleet(12, clock)
+    fleet.birth(ingest)
+    fleet.telemetry(ingest)
+    state = FleetState(CLUSTER, ingest.malformed)
+    state.apply(ingest.take_batch(), clock())
+    return clock, ingest, fleet, state
+
+
+def step(ingest, state, tracker, clock):
+    batch = ingest.take_batch()
+    state.apply(batch, clock())
+    return tracker.observe(state, [a for _r, a in batch.acks], clock())
+
+
+def test_drain_done_only_when_status_says_drained(world):
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0001"], "XID 79", clock())
+    cmd = req.targets[0].cmd
+    assert cmd.op is CommandOp.DRAIN and cmd.args.reason == "XID 79"
+    assert cmd.expires_at > cmd.issued_at
+    fleet.ack(ingest, cmd.cmd_id, "gpu0001", AckResult.ACCEPTED, "drain (finish)")
+    moves = step(ingest, state, tr, clock)
+    assert [m.new for m in moves] == [Phase.ACKNOWLEDGED]
+    # The agent says done, but nothing is observed yet: still acknowledged.
+    fleet.ack(ingest, cmd.cmd_id, "gpu0001", AckResult.DONE, "DRAINED")
+    step(ingest, state, tr, clock)
+    assert req.phase is Phase.ACKNOWLEDGED
+    fleet.status(ingest, "gpu0001", DrainState.DRAINING, "XID 79", "alice", cmd.cmd_id)
+    step(ingest, state, tr, clock)
+    assert req.targets[0].detail == "DRAINING"
+    fleet.status(ingest, "gpu0001", DrainState.DRAINED, "XID 79", "alice", cmd.cmd_id)
+    moves = step(ingest, state, tr, clock)
+    assert req.phase is Phase.DONE and moves[-1].detail == "DRAINED"
+    assert req.finished_at == clock()
+
+
+def test_rejected_and_duplicate_acks(world):
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0002"], "x", clock())
+    cid = req.targets[0].cmd.cmd_id
+    fleet.ack(ingest, cid, "gpu0002", AckResult.REJECTED, "no")
+    fleet.ack(ingest, cid, "gpu0002", AckResult.REJECTED, "no")  # redelivery
+    fleet.ack(ingest, cid, "gpu0003", AckResult.ACCEPTED)  # someone else: ignored
+    moves = step(ingest, state, tr, clock)
+    assert len(moves) == 1 and req.phase is Phase.REJECTED
+    assert req.targets[0].detail == "no"
+
+
+def test_timeouts(world):
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice", ack_timeout_s=5, effect_timeout_s=20)
+    silent = tr.resume(["gpu0004"], clock())
+    slow = tr.drain(["gpu0005"], "x", clock(), DrainMode.NOW)
+    fleet.ack(ingest, slow.targets[0].cmd.cmd_id, "gpu0005", AckResult.ACCEPTED)
+    step(ingest, state, tr, clock)
+    clock.advance(6)
+    step(ingest, state, tr, clock)
+    assert silent.phase is Phase.TIMED_OUT and "no acknowledgement" in silent.targets[0].detail
+    assert slow.phase is Phase.ACKNOWLEDGED
+    clock.advance(20)
+    step(ingest, state, tr, clock)
+    assert slow.phase is Phase.TIMED_OUT and "DRAINED not seen" in slow.targets[0].detail
+
+
+def test_bulk_phase_is_worst(world):
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0006", "gpu0007"], "x", clock())
+    a, b = (t.cmd.cmd_id for t in req.targets)
+    fleet.ack(ingest, a, "gpu0006", AckResult.ACCEPTED)
+    fleet.status(ingest, "gpu0006", DrainState.DRAINED, "x", "alice", a)
+    fleet.ack(ingest, b, "gpu0007", AckResult.REJECTED, "busy")
+    step(ingest, state, tr, clock)
+    assert req.counts() == {Phase.DONE: 1, Phase.REJECTED: 1}
+    assert req.phase is Phase.REJECTED
+    assert req.target_text == "gpu[0006-0007]"
+
+
+def test_restart_job_done_when_requeued(world):
+    clock, ingest, fleet, state = world
+    job = job_status("41", ["gpu0001", "gpu0002"], clock)
+    publish_job(ingest, job, clock)
+    state.apply(ingest.take_batch(), clock())
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.restart_job("41", clock(), job=state.jobs["41"])
+    kind, _subject, cmd = req.commands()[0]
+    assert kind.value == "sched_cmd" and cmd.args.job == "41"
+    fleet.ack(ingest, cmd.cmd_id, "sched", AckResult.ACCEPTED, op=CommandOp.RESTART_JOB)
+    step(ingest, state, tr, clock)
+    assert req.phase is Phase.ACKNOWLEDGED
+    publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock, requeues=1), clock)
+    step(ingest, state, tr, clock)
+    assert req.phase is Phase.DONE and "requeues 1" in req.targets[0].detail
+
+
+def test_blast_radius(world):
+    clock, ingest, fleet, state = world
+    nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    publish_job(ingest, job_status("41", nodes, clock), clock)
+    fleet.telemetry(ingest, job={n: "41" for n in nodes})
+    state.apply(ingest.take_batch(), clock())
+    finish = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock())
+    assert finish.gpus == 8 and [j.job_id for j in finish.jobs] == ["41"]
+    assert finish.nodes_affected == 4 and finish.gpus_affected == 32
+    assert finish.gpu_hours_at_risk == 0.0  # jobs finish first
+    assert "gpu0002 (job 41, 8 GPUs)" in finish.target_lines
+    now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
+    assert now.gpu_hours_at_risk == pytest.approx(32 * 0.5)  # 30 min since checkpoint
+    assert finish.free_gpus_after == 8 * 8  # 12 nodes - 4 busy
+    assert not finish.needs_typed_confirmation
+    many = blast_radius(state, CommandOp.DRAIN, fleet.names[:9], clock())
+    assert many.needs_typed_confirmation
+    restart = job_blast_radius(state, "41", clock())
+    assert restart.gpu_hours_at_risk == pytest.approx(16.0) and restart.gpus == 32

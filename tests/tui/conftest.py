@@ -1,0 +1,60 @@
+import pytest
+
+from console.audit import MemoryAudit
+from console.ingest import Ingest
+from console.tui.app import FleetdeckApp
+from tests.tui.fleet import (
+    CLUSTER,
+    Clock,
+    SynthFleet,
+    job_status,
+    port_down,
+    publish_job,
+    throttled,
+)
+
+SIZE = (160, 48)
+
+
+class World:
+    def __init__(self, n: int = 24, read_only: bool = False) -> None:
+        self.clock = Clock()
+        self.ingest = Ingest(CLUSTER)
+        self.fleet = SynthFleet(n, self.clock)
+        self.audit = MemoryAudit()
+        self.published: list[tuple[str, str, bytes]] = []
+        self.app = FleetdeckApp(cluster=CLUSTER, ingest=self.ingest, clock=self.clock,
+                                connect=False, auto_tick=False, audit=self.audit,
+                                publisher=self._publish, read_only=read_only,
+                                operator="alice", ack_timeout_s=10, effect_timeout_s=30)
+
+    async def _publish(self, kind, subject, payload):
+        self.published.append((kind.value, subject, payload))
+
+    def populate(self) -> None:
+        f = self.fleet
+        f.birth(self.ingest)
+        job_nodes = f.names[:4]
+        publish_job(self.ingest, job_status("41", job_nodes, self.clock,
+                                            slowest_node="gpu0003"), self.clock)
+        faults = {"gpu0003": throttled(3), "gpu0009": port_down(), "gpu0013": port_down(),
+                  "gpu0017": port_down()}
+        f.telemetry(self.ingest, job={n: "41" for n in job_nodes}, faults=faults)
+
+    def tick(self, seconds: float = 0.5) -> None:
+        self.clock.advance(seconds)
+        self.app.tick()
+
+
+@pytest.fixture
+def world() -> World:
+    w = World()
+    w.populate()
+    return w
+
+
+@pytest.fixture
+def ro_world() -> World:
+    w = World(read_only=True)
+    w.populate()
+    return w

@@ -1,0 +1,255 @@
+"""Drain / resume / restart from the UI: confirmation, publish, lifecycle, audit, read-only."""
+
+from console.commands import Phase
+from console.tui.modals import ConfirmScreen, DrainScreen
+from console.tui.screens.nodes import NodesScreen
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import AckResult, Command, CommandOp, DrainMode, DrainState
+from tests.tui.conftest import SIZE
+from tests.tui.test_views import text_of
+
+
+async def open_nodes(world, pilot):
+    await pilot.press("2")
+    world.tick()
+    await pilot.pause()
+    screen = world.app.screen
+    assert isinstance(screen, NodesScreen)
+    return screen
+
+
+def sent(world) -> list[Command]:
+    return [codec.decode(Command, p) for _k, _s, p in world.published]
+
+
+async def test_drain_done_when_drained_observed(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        nodes = await open_nodes(world, pilot)
+        nodes.table.move_to_key("gpu0002")
+        await pilot.press("r")
+        await pilot.pause()
+        modal = world.app.screen
+        assert isinstance(modal, DrainScreen)
+        text = text_of(world.app)
+        assert "Drain 1 node: gpu0002" in text
+        assert "gpu0002 (job 41, 8 GPUs)" in text and "job 41 alice" in text
+        # a reason is required
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)
+        assert "a reason is required" in text_of(world.app)
+        await pilot.press(*"XID 79 gpu3", "enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        assert not isinstance(world.app.screen, DrainScreen)
+        [cmd] = sent(world)
+        assert world.published[0][:2] == ("cmd", "gpu0002")
+        assert cmd.op is CommandOp.DRAIN and cmd.args.reason == "XID 79 gpu3"
+        assert cmd.args.mode is DrainMode.FINISH and cmd.issued_by == "alice"
+        req = world.app.tracker.requests[cmd.cmd_id.rsplit(".", 1)[0]]
+        assert req.phase is Phase.REQUESTED
+        assert world.audit.records[-1].outcome == "requested"
+        assert world.audit.records[-1].why == "XID 79 gpu3"
+        world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0002", AckResult.ACCEPTED, "drain (finish)")
+        world.fleet.status(world.ingest, "gpu0002", DrainState.DRAINING, "XID 79 gpu3", "alice",
+                           cmd.cmd_id)
+        world.tick()
+        assert req.phase is Phase.ACKNOWLEDGED and req.targets[0].detail == "DRAINING"
+        await pilot.pause()
+        assert "drng" in text_of(world.app)
+        world.fleet.status(world.ingest, "gpu0002", DrainState.DRAINED, "XID 79 gpu3", "alice",
+                           cmd.cmd_id)
+        world.tick()
+        assert req.phase is Phase.DONE
+        assert world.audit.records[-1].outcome == "done"
+        await pilot.press("5")
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "requested drain gpu0002" in text and "done (DRAINED)" in text
+
+
+async def test_drain_rejected(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_drain(["gpu0006"])
+        await pilot.pause()
+        await pilot.press(*"maintenance", "enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        [cmd] = sent(world)
+        world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0006", AckResult.REJECTED,
+                        "a reason is required")
+        world.tick()
+        req = next(iter(world.app.tracker.requests.values()))
+        assert req.phase is Phase.REJECTED
+        rec = world.audit.records[-1]
+        assert rec.outcome == "rejected" and "a reason is required" in rec.detail
+
+
+async def test_drain_times_out(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_drain(["gpu0007"])
+        await pilot.pause()
+        await pilot.press(*"x", "enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        world.tick(5)
+        req = next(iter(world.app.tracker.requests.values()))
+        assert req.phase is Phase.REQUESTED
+        world.tick(6)
+        assert req.phase is Phase.TIMED_OUT
+        assert world.audit.records[-1].outcome == "timed_out"
+
+
+async def test_bulk_drain_needs_typed_confirmation_and_now_mode(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        nodes = await open_nodes(world, pilot)
+        await pilot.press("slash", *"gpu[0001-0010]", "enter")
+        world.tick()
+        await pilot.press("home")
+        for _ in range(10):
+            await pilot.press("space")
+        assert len(nodes.table.marks) == 10
+        await pilot.press("r")
+        await pilot.pause()
+        modal = world.app.screen
+        assert isinstance(modal, DrainScreen) and modal.radius.needs_typed_confirmation
+        assert "type drain 10 to confirm" in text_of(world.app)
+        await pilot.click("#mode-now")
+        await pilot.pause()
+        assert modal.mode is DrainMode.NOW and modal.radius.gpu_hours_at_risk > 0
+        modal.query_one("#reason").value = "rack power work"
+        modal.query_one("#confirm").value = "drain 9"
+        modal.submit()
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)  # wrong phrase
+        modal.query_one("#confirm").value = "drain 10"
+        modal.query_one("#confirm").focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        cmds = sent(world)
+        assert len(cmds) == 10 and {c.args.mode for c in cmds} == {DrainMode.NOW}
+        assert {c.target for c in cmds} == {f"gpu{i:04d}" for i in range(1, 11)}
+        assert nodes.table.marks == set()
+
+
+async def test_resume_flow(world):
+    world.fleet.status(world.ingest, "gpu0008", DrainState.DRAINED, "old", "bob")
+    async with world.app.run_test(size=SIZE) as pilot:
+        nodes = await open_nodes(world, pilot)
+        nodes.table.move_to_key("gpu0008")
+        await pilot.press("u")
+        await pilot.pause()
+        assert isinstance(world.app.screen, ConfirmScreen)
+        assert "Resume 1 node: gpu0008?" in text_of(world.app)
+        await pilot.press("enter")  # focus is on the Resume button
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        [cmd] = sent(world)
+        assert cmd.op is CommandOp.RESUME
+        world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0008", AckResult.DONE, "returned")
+        world.tick()
+        req = next(iter(world.app.tracker.requests.values()))
+        assert req.phase is Phase.ACKNOWLEDGED  # status still says drained
+        world.fleet.status(world.ingest, "gpu0008", DrainState.NONE)
+        world.tick()
+        assert req.phase is Phase.DONE
+
+
+async def test_restart_job_flow_and_timeout(world):
+    from tests.tui.fleet import job_status, publish_job
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(world.app.screen, ConfirmScreen)
+        text = text_of(world.app)
+        assert "Restart job 41?" in text and "16.0 GPU-h" in text
+        await pilot.press("enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        kind, subject, payload = world.published[0]
+        assert (kind, subject) == ("sched_cmd", "")
+        cmd = codec.decode(Command, payload)
+        assert cmd.op is CommandOp.RESTART_JOB and cmd.args.job == "41"
+        world.fleet.ack(world.ingest, cmd.cmd_id, "sched", AckResult.ACCEPTED,
+                        op=CommandOp.RESTART_JOB)
+        world.tick()
+        req = next(iter(world.app.tracker.requests.values()))
+        assert req.phase is Phase.ACKNOWLEDGED
+        publish_job(world.ingest, job_status("41", world.fleet.names[:4], world.clock,
+                                             requeues=1), world.clock)
+        world.tick()
+        assert req.phase is Phase.DONE
+        # a second restart that nobody answers times out
+        world.app.request_restart("41")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        world.tick(11)
+        assert world.audit.records[-1].outcome == "timed_out"
+
+
+async def test_publish_failure_is_reported(world):
+    async def broken(kind, subject, payload):
+        raise ConnectionError("not connected to the broker")
+
+    world.app.publisher = broken
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_resume(["gpu0001"])
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        await world.app.workers.wait_for_complete()
+        req = next(iter(world.app.tracker.requests.values()))
+        assert req.phase is Phase.FAILED and "not connected" in req.targets[0].detail
+
+
+async def test_read_only_has_no_mutating_keys_or_palette_entries(ro_world):
+    app = ro_world.app
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        ro_world.tick()
+        await pilot.pause()
+        text = text_of(app)
+        assert "[R]" in text and "[RW]" not in text
+        assert "Drain" not in text.splitlines()[-1]  # footer
+        await pilot.press("r")
+        await pilot.press("u")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen)
+        app.request_drain(["gpu0001"])
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen) and ro_world.published == []
+        from console.tui.palette import FleetCommands
+
+        provider = FleetCommands(app.screen)
+        names = [text for text, _c, _h in provider._static() + provider._dynamic("gpu0001")]
+        assert "node: open gpu0001" in names
+        assert not any("drain" in n or "resume" in n or "restart" in n for n in names)
+
+
+async def test_palette_entries(world):
+    from console.tui.palette import FleetCommands
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        provider = FleetCommands(world.app.screen)
+        names = [t for t, _c, _h in provider._dynamic("drain gpu0012")]
+        assert "node: drain gpu0012" in names
+        assert "job: restart 41" in [t for t, _c, _h in provider._dynamic("job 41")]
+        hits = [h async for h in provider.search("node: drain gpu0012")]
+        assert any(h.text == "node: drain gpu0012" for h in hits)
+        # choosing it opens the drain form
+        next(c for t, c, _h in provider._dynamic("gpu0012") if t == "node: drain gpu0012")()
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)

@@ -1,0 +1,45 @@
+"""The console against real node agents over a real Mosquitto: drain with a reason, see DRAINED."""
+
+import asyncio
+
+from agents.agent import NodeAgent
+from agents.sim.node import SimNode
+from console.audit import MemoryAudit
+from console.commands import Phase
+from console.tui.app import FleetdeckApp
+from console.tui.modals import DrainScreen
+from tests.conftest import eventually
+
+
+async def test_drain_via_ui_against_real_agents(mosquitto):
+    stop = asyncio.Event()
+    agents = [NodeAgent(cluster="live", node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
+                        url=mosquitto.url, interval_s=0.2, phase_s=0.0) for i in (1, 2, 3)]
+    tasks = [asyncio.create_task(a.run(stop)) for a in agents]
+    audit = MemoryAudit()
+    app = FleetdeckApp(cluster="live", url=mosquitto.url, auto_tick=False, audit=audit,
+                       operator="dave")
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await eventually(lambda: (app.tick(), len(app.state.nodes) == 3)[1], timeout=15,
+                             message="three nodes")
+            app.request_drain(["gpu0002"])
+            await pilot.pause()
+            assert isinstance(app.screen, DrainScreen)
+            await pilot.press(*"NVLink errors", "enter")
+            await pilot.pause()
+            req = next(iter(app.tracker.requests.values()))
+            await eventually(lambda: (app.tick(), req.phase is Phase.DONE)[1], timeout=15,
+                             message="DRAINED observed")
+            st = app.state.nodes["gpu0002"]
+            assert st.drain.reason == "NVLink errors" and st.drain.requested_by == "dave"
+            assert [r.outcome for r in audit.records] == ["requested", "done"]
+            # a node that is gone: the command times out
+            app.tracker.ack_timeout_s = 1.0
+            app.send(app.tracker.resume(["gpu9999"], app.clock()))
+            req2 = list(app.tracker.requests.values())[-1]
+            await eventually(lambda: (app.tick(), req2.phase is Phase.TIMED_OUT)[1],
+                             timeout=10, message="time-out")
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)

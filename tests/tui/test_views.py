@@ -1,0 +1,204 @@
+"""Every view, driven with Pilot: injected ingest and clock, ticks driven by the test."""
+
+from console.tui.screens.events import EventsScreen
+from console.tui.screens.fabric import FabricScreen
+from console.tui.screens.jobs import JobsScreen
+from console.tui.screens.node_detail import NodeDetailScreen
+from console.tui.screens.nodes import NodesScreen
+from console.tui.screens.overview import OverviewScreen
+from tests.tui.conftest import SIZE
+
+
+def text_of(app) -> str:
+    """Everything the screen shows, as plain text lines (what a terminal would display)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+async def test_overview_counts_problems_grid(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, OverviewScreen)
+        text = text_of(world.app)
+        assert "[RW]" in text and "malformed 0" in text
+        assert "Nodes 24" in text and "alloc 4" in text
+        assert "Top problems" in text and "gpu0009" in text  # port down -> failed
+        assert "gpu0003" in text  # throttled GPU -> degraded
+        grid = screen.grid
+        assert grid.node_ids[0] == "gpu0001" and len(grid.node_ids) == 24
+        await pilot.press("right", "right", "down")
+        assert grid.cursor_gpu == 2 and grid.cursor_node == grid.per_line
+        await pilot.press("m")
+        assert grid.metric == "util"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        assert world.app.screen.gpu == 2
+
+
+async def test_header_escapes_markup(world):
+    world.app.operator = "[bold]mallory[/]"
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0001/telemetry", b"[not json", 1.0)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "op [bold]mallory[/]" in text
+        assert "malformed 1" in text
+
+
+async def test_nodes_view_sort_filter_marks(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, NodesScreen)
+        # worst first: the failed nodes (ports down) lead
+        assert screen.shown[0] in ("gpu0009", "gpu0013", "gpu0017")
+        text = text_of(world.app)
+        assert "alloc" in text and "idle" in text and "N1 mlx5_ib2:1" in text
+        await pilot.press("slash", *"gpu[0001-0004]", "enter")
+        world.tick()
+        assert screen.shown == ["gpu0003", "gpu0001", "gpu0002", "gpu0004"]  # worst first
+        await pilot.press("escape")
+        world.tick()
+        assert len(screen.shown) == 24
+        await pilot.press("slash", *"G12", "enter")
+        world.tick()
+        assert screen.shown == ["gpu0003"]
+        await pilot.press("escape")
+        await pilot.press("ctrl+z")
+        world.tick()
+        assert set(screen.shown) == {"gpu0003", "gpu0009", "gpu0013", "gpu0017"}
+        await pilot.press("ctrl+z")
+        screen.sort_key = "util"
+        await pilot.press("o")  # util -> temp
+        world.tick()
+        assert screen.sort_key == "temp" and screen.shown[0] == "gpu0003"  # 90 °C
+        await pilot.press("O")
+        world.tick()
+        assert screen.shown[-1] == "gpu0003"
+        await pilot.press("home", "space", "space")
+        assert len(screen.table.marks) == 2
+        assert screen.targets() == sorted(screen.table.marks)
+
+
+async def test_node_detail(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        for _ in range(5):
+            world.fleet.telemetry(world.ingest, names=["gpu0003"], faults={
+                "gpu0003": __import__("tests.tui.fleet", fromlist=["x"]).throttled(3)})
+            world.tick(1.0)
+        world.app.open_node("gpu0003")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "GPUs" in text and "InfiniBand ports" in text and "Timeline" in text
+        assert "hw thermal" in text  # decoded clock-event reason
+        assert "▁" in text or "█" in text  # sparklines
+        assert len(world.app.recent.series("gpu0003", 0, "util")) >= 5
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(world.app.screen, OverviewScreen)
+
+
+async def test_node_detail_drain_reason(world):
+    from fleetdeck.protocol.messages import DrainState
+
+    world.fleet.status(world.ingest, "gpu0005", DrainState.DRAINED, "bad PSU", "bob")
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.open_node("gpu0005")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        assert "Reason=bad PSU [bob@2026-01-01T00:00:00]" in text_of(world.app)
+
+
+async def test_fabric_groups_by_leaf_with_hint(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, FabricScreen)
+        # gpu0009, 13, 17 are all on leaf01 (i % 4 == 0 for index 8, 12, 16)
+        assert screen.leaves[0].leaf == "leaf00" and screen.leaves[0].down == 3
+        assert "suspect leaf switch leaf00" in text_of(world.app)
+        assert {p.node for p in screen.ports} == {"gpu0009", "gpu0013", "gpu0017"}
+
+
+async def test_jobs_view_straggler(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, JobsScreen)
+        row = screen.rows[0]
+        assert row.job_id == "41" and row.state == "R" and row.nodes == "gpu[0001-0004]"
+        assert "gpu0003" in row.straggler and "throttled GPU" in row.straggler
+        text = text_of(world.app)
+        assert "50%" in text and "llama-70b" in text
+        await pilot.press("enter")
+        await pilot.pause()
+        world.tick()
+        nodes = world.app.screen
+        assert isinstance(nodes, NodesScreen)
+        assert sorted(nodes.shown) == ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+
+
+async def test_events_view_filter(world):
+    from agents.source import EventDraft
+
+    agent = world.fleet.agents["gpu0007"]
+    ev = agent._event(EventDraft("xid", "Xid 79: GPU fell off the bus", component="gpu2"))
+    from fleetdeck.protocol import codec
+
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)  # dup
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, EventsScreen)
+        assert len(screen.rows) == 1 and "fell off the bus" in text_of(world.app)
+        await pilot.press("slash", *"nomatch", "enter")
+        world.tick()
+        assert screen.rows == []
+
+
+async def test_command_mode_help_and_back(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.press("colon", *"jobs", "enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, JobsScreen)
+        await pilot.press("colon", *"node gpu0002", "enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(world.app.screen, JobsScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(world.app.screen, OverviewScreen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "fleetdeck keys" in text_of(world.app)
+        await pilot.press("escape")
+
+
+async def test_small_terminal_renders(world):
+    async with world.app.run_test(size=(100, 30)) as pilot:
+        for key in "12345":
+            await pilot.press(key)
+            world.tick()
+            await pilot.pause()
+            assert "fleetdeck t" in text_of(world.app)
