@@ -99,6 +99,17 @@ class AuditLog:
         return out
 
 
+class TeeAudit:
+    """Write every record to several sinks (the JSONL file and the SQLite store)."""
+
+    def __init__(self, *sinks: AuditSink) -> None:
+        self.sinks = sinks
+
+    def write(self, record: AuditRecord) -> None:
+        for sink in self.sinks:
+            sink.write(record)
+
+
 class MemoryAudit:
     """An in-memory sink for tests and ``--no-audit`` style use."""
 

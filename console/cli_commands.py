@@ -25,7 +25,6 @@ from console.state import FleetState
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
-from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import DrainMode
 
 EXIT_DONE = 0
@@ -51,7 +50,8 @@ class CommandRun:
 
     def __init__(self, url: BrokerURL, cluster: str, operator: str, *,
                  audit: AuditSink, timeout_s: float, out: TextIO = sys.stdout,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 command_key: bytes | None = None) -> None:
         self.url = url
         self.cluster = cluster
         self.operator = operator
@@ -63,7 +63,7 @@ class CommandRun:
         self.state = FleetState(cluster, self.ingest.malformed)
         self.tracker = CommandTracker(cluster, operator)
         self.feed = LiveFeed(url, self.ingest, client_id=f"fd-cli-{os.getpid()}-{id(self):x}",
-                             clock=clock)
+                             clock=clock, command_key=command_key)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -93,10 +93,14 @@ class CommandRun:
             self._record(req, "requested")
             self.say(f"{req.op.value.replace('_', ' ')} {req.target_text} "
                      f"[{req.request_id}] requested by {self.operator}")
-            for kind, subject, cmd in req.commands():
-                await self.feed.publish(kind, subject, codec.encode(cmd), qos=1)
+            for (kind, subject, cmd), progress in zip(req.commands(), req.targets, strict=True):
+                await self.feed.send_command(kind, subject, cmd)
+                progress.sent_at = self.clock()
             deadline = self.clock() + self.timeout_s
             while True:
+                for kind, subject, cmd, progress in self.tracker.due_for_retry(self.clock()):
+                    await self.feed.send_command(kind, subject, cmd)
+                    progress.sent_at = self.clock()
                 for tr in self._tick():
                     detail = f" ({tr.detail})" if tr.detail else ""
                     self.say(f"  {tr.target}: {tr.new.value}{detail}")
@@ -166,11 +170,13 @@ def _audit(path: str | None) -> AuditSink:
 
 
 def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: bool,
-              operator: str, audit_path: str | None, timeout_s: float, wait: bool) -> int:
+              operator: str, audit_path: str | None, timeout_s: float, wait: bool,
+              command_key: bytes | None = None) -> int:
     targets = parse_targets(hostlist)
     if not reason.strip():
         raise UserError("a reason is required to drain (--reason TEXT)")
-    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s)
+    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
+                     command_key=command_key)
 
     def make(r: CommandRun) -> Request:
         r.known(targets)
@@ -181,9 +187,11 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
 
 
 def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, operator: str,
-               audit_path: str | None, timeout_s: float) -> int:
+               audit_path: str | None, timeout_s: float,
+               command_key: bytes | None = None) -> int:
     targets = parse_targets(hostlist)
-    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s)
+    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
+                     command_key=command_key)
 
     def make(r: CommandRun) -> Request:
         r.known(targets)
@@ -193,8 +201,10 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
 
 
 def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, operator: str,
-                    audit_path: str | None, timeout_s: float) -> int:
-    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s)
+                    audit_path: str | None, timeout_s: float,
+               command_key: bytes | None = None) -> int:
+    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
+                     command_key=command_key)
 
     def make(r: CommandRun) -> Request:
         job = r.state.jobs.get(job_id)

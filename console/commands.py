@@ -286,6 +286,8 @@ class TargetProgress:
     detail: str = ""
     updated: float = 0.0
     agent_done: bool = False
+    sent_at: float | None = None
+    """When the command was last published (retries re-send the same cmd_id)."""
 
 
 @dataclass
@@ -359,8 +361,24 @@ class Transition:
         return self.request.finished_at is not None and self.request.finished_at == self.ts
 
 
+RETRY_EVERY_S = 3.0
+"""Re-send an unacknowledged command this often (same cmd_id: agents answer a duplicate from
+memory and never execute it twice), so a broker restart between send and ack loses nothing."""
+
+
 class CommandTracker:
     """All commands of this console (or CLI run) and their lifecycle."""
+
+    def due_for_retry(self, now: float, every_s: float = RETRY_EVERY_S
+                      ) -> list[tuple[Kind, str, Command, TargetProgress]]:
+        """Commands sent but not yet acknowledged for ``every_s``, and still unexpired."""
+        out: list[tuple[Kind, str, Command, TargetProgress]] = []
+        for req in self.active:
+            for (kind, subject, cmd), t in zip(req.commands(), req.targets, strict=True):
+                if (t.phase is Phase.REQUESTED and t.sent_at is not None
+                        and now - t.sent_at >= every_s and cmd.expires_at > now * 1000):
+                    out.append((kind, subject, cmd, t))
+        return out
 
     def __init__(self, cluster: str, issued_by: str, *, ack_timeout_s: float = ACK_TIMEOUT_S,
                  effect_timeout_s: float = EFFECT_TIMEOUT_S) -> None:

@@ -184,9 +184,11 @@ class Store:
 
     # --- writing (once per tick) -------------------------------------------------------------
 
-    def audit(self, record: AuditRecord) -> None:
+    def write(self, record: AuditRecord) -> None:
         """``AuditSink``: queued, written with the next tick's transaction."""
         self._audit.append(record)
+
+    audit = write
 
     async def write_tick(self, batch: Batch, transitions: Sequence[Transition]) -> None:
         t0 = time.perf_counter()

@@ -133,6 +133,12 @@ def _url(args: argparse.Namespace) -> "BrokerURL":
     return broker_from_env(args.broker, args.ca, args.cert, args.key)
 
 
+def _command_key(args: argparse.Namespace) -> bytes | None:
+    from fleetdeck.protocol.signing import load_key
+
+    return load_key(args.command_key) if args.command_key else None
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="fleetdeck", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"fleetdeck {__version__}")
@@ -226,6 +232,9 @@ def build_parser() -> Parser:
     p.add_argument("--audit-log", metavar="FILE", default=None,
                    help="append-only JSON-lines audit log (default "
                    "$XDG_STATE_HOME/fleetdeck/audit.jsonl)")
+    _add_db(p)
+    p.add_argument("--no-store", action="store_true",
+                   help="keep no history in the SQLite store")
     _add_command_parsers(sub)
 
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
@@ -415,7 +424,8 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     return run_console(
         _url(args), args.cluster, tick_s=args.tick, read_only=args.read_only,
-        operator=args.operator, audit_path=args.audit_log,
+        operator=args.operator, audit_path=args.audit_log, command_key=_command_key(args),
+        store_path=None if args.no_store else _db_path(args),
     )
 
 
@@ -424,7 +434,8 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
     return run_drain(_url(args), args.cluster, args.hostlist, args.reason,
                      now=args.now, operator=args.operator, audit_path=args.audit_log,
-                     timeout_s=args.timeout, wait=not args.no_wait)
+                     timeout_s=args.timeout, wait=not args.no_wait,
+                     command_key=_command_key(args))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -432,7 +443,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     return run_resume(_url(args), args.cluster, args.hostlist,
                       reason=args.reason, operator=args.operator, audit_path=args.audit_log,
-                      timeout_s=args.timeout)
+                      timeout_s=args.timeout, command_key=_command_key(args))
 
 
 def cmd_restart_job(args: argparse.Namespace) -> int:
@@ -440,7 +451,8 @@ def cmd_restart_job(args: argparse.Namespace) -> int:
 
     return run_restart_job(_url(args), args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
-                           audit_path=args.audit_log, timeout_s=args.timeout)
+                           audit_path=args.audit_log, timeout_s=args.timeout,
+                           command_key=_command_key(args))
 
 
 def cmd_record(args: argparse.Namespace) -> int:

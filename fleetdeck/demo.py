@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from fleetdeck.broker import AMQTT, ManagedBroker
 
@@ -31,6 +32,7 @@ def run_demo(args: argparse.Namespace) -> int:
             from console.tui.app import run_console
 
             return run_console(broker.url, args.cluster, broker_label=broker.label,
+                               store_path=Path(str(broker.workdir)) / "demo.db",
                                operator=os.environ.get("USER", "demo"))
         finally:
             sim.terminate()

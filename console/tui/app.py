@@ -11,16 +11,18 @@ go through a confirmation naming every target with its blast radius, are publish
 """
 
 import asyncio
+import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import aiomqtt
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 
-from console.audit import AuditLog, AuditRecord, AuditSink
+from console.audit import AuditLog, AuditRecord, AuditSink, TeeAudit
 from console.commands import (
     BlastRadius,
     CommandTracker,
@@ -36,6 +38,8 @@ from console.live import LiveFeed
 from console.recent import RecentHistory
 from console.rows import EventLine, event_line
 from console.state import FleetState
+from console.state import Transition as StateTransition
+from console.store import Store
 from console.tui.palette import FleetCommands
 from console.tui.screens.base import FleetView
 from console.tui.screens.events import EventsScreen
@@ -46,8 +50,9 @@ from console.tui.screens.overview import OverviewScreen
 from console.tui.text import esc
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import CommandOp, DrainMode, Event
+from fleetdeck.protocol.messages import Command, CommandOp, DrainMode, Event
 from fleetdeck.protocol.topics import Kind
+from fleetdeck.runtime import tune_gc
 
 Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
 EVENT_LOG = 5000
@@ -105,6 +110,8 @@ class FleetdeckApp(App[int]):
         auto_tick: bool = True,
         ack_timeout_s: float | None = None,
         effect_timeout_s: float | None = None,
+        command_key: bytes | None = None,
+        store_path: Path | None = None,
     ) -> None:
         super().__init__()
         self.cluster = cluster
@@ -118,7 +125,12 @@ class FleetdeckApp(App[int]):
         self.state = FleetState(cluster, self.ingest.malformed)
         self.recent = RecentHistory()
         self.feed = LiveFeed(url, self.ingest, client_id=f"fd-console-{id(self):x}",
-                             clock=clock) if url is not None and connect else None
+                             clock=clock, command_key=command_key) \
+            if url is not None and connect else None
+        self.store_path = store_path
+        self.store: Store | None = None
+        self._store_busy = False
+        self._pending_store: list[tuple[Batch, list[StateTransition]]] = []
         self.audit: AuditSink = audit if audit is not None else AuditLog(audit_path)
         self.publisher = publisher
         tracker_kw: dict[str, float] = {}
@@ -141,6 +153,8 @@ class FleetdeckApp(App[int]):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        if self.store_path is not None:
+            self.open_store()
         if self.feed is not None:
             self.run_feed()
         if self.auto_tick:
@@ -154,6 +168,58 @@ class FleetdeckApp(App[int]):
 
     async def on_unmount(self) -> None:
         self._stop.set()
+        if self.store is not None:
+            await self.store.close()
+
+    # --- history store (SQLite) ------------------------------------------------------------
+
+    @work(exclusive=True, group="store", exit_on_error=False)
+    async def open_store(self) -> None:
+        assert self.store_path is not None
+        try:
+            store = await Store.open(self.store_path)
+            restored = await store.restore(self.state)
+        except (OSError, sqlite3.Error) as err:
+            self.notify(f"history store {self.store_path} unavailable: {err}", severity="error")
+            return
+        self.store = store
+        self.audit = TeeAudit(self.audit, store)
+        if restored:
+            self._collect_events()
+
+    def _queue_store(self, batch: Batch) -> None:
+        transitions = self.state.take_transitions()
+        if self.store is None:
+            return
+        self._pending_store.append((batch, transitions))
+        if not self._store_busy:
+            self.write_store()
+
+    @work(group="store-write", exit_on_error=False)
+    async def write_store(self) -> None:
+        # One writer at a time; ticks queue behind it (the UI never waits on SQLite).
+        self._store_busy = True
+        try:
+            while self._pending_store and self.store is not None:
+                batch, transitions = self._pending_store.pop(0)
+                await self.store.write_tick(batch, transitions)
+        except sqlite3.Error as err:
+            self.notify(f"history store write failed: {err}", severity="error")
+        finally:
+            self._store_busy = False
+
+    @work(group="resend", exclusive=True, exit_on_error=False)
+    async def follow_up(self, now: float) -> None:
+        """Re-send unacknowledged commands and ask agents for events we missed."""
+        if self.feed is None:
+            return
+        for kind, subject, cmd, progress in self.tracker.due_for_retry(now):
+            try:
+                await self.feed.send_command(kind, subject, cmd)
+                progress.sent_at = now
+            except aiomqtt.MqttError:
+                return
+        await self.feed.request_resends(self.state.missing_events(now), self.operator)
 
     # --- the tick -----------------------------------------------------------------------------
 
@@ -170,6 +236,9 @@ class FleetdeckApp(App[int]):
         acks = [ack for _rx, ack in batch.acks]
         for tr in self.tracker.observe(self.state, acks, now):
             self._on_transition(tr)
+        self._queue_store(batch)
+        if self.feed is not None and self.feed.client is not None:
+            self.follow_up(now)
         t1 = time.perf_counter()
         self.refresh_view(now)
         t2 = time.perf_counter()
@@ -396,21 +465,22 @@ class FleetdeckApp(App[int]):
     @work(group="commands", exit_on_error=False)
     async def publish_request(self, req: Request) -> None:
         try:
-            for kind, subject, cmd in req.commands():
-                await self._publish(kind, subject, codec.encode(cmd))
+            for (kind, subject, cmd), progress in zip(req.commands(), req.targets, strict=True):
+                await self._publish(kind, subject, cmd)
+                progress.sent_at = self.clock()
         except Exception as err:
             for tr in self.tracker.publish_failed(req, str(err) or type(err).__name__,
                                                   self.clock()):
                 self._on_transition(tr)
             self.refresh_view()
 
-    async def _publish(self, kind: Kind, subject: str, payload: bytes) -> None:
+    async def _publish(self, kind: Kind, subject: str, cmd: Command) -> None:
         if self.publisher is not None:
-            await self.publisher(kind, subject, payload)
+            await self.publisher(kind, subject, codec.encode(cmd))
             return
         if self.feed is None:
             raise ConnectionError("no broker connection")
-        await self.feed.publish(kind, subject, payload, qos=1)
+        await self.feed.send_command(kind, subject, cmd)
 
     def _on_transition(self, tr: Transition) -> None:
         req = tr.request
@@ -446,6 +516,7 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
     """Replay a recording in the console (read-only by construction)."""
     from console.tui.replay_app import ReplayApp
 
+    tune_gc()
     app = ReplayApp(path, speed=speed, tick_s=tick_s)
     app.run()
     return 0
@@ -453,8 +524,11 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
 
 def run_console(url: BrokerURL, cluster: str, *, tick_s: float = 0.5, read_only: bool = False,
                 operator: str = "operator", broker_label: str = "",
-                audit_path: Path | str | None = None) -> int:
+                audit_path: Path | str | None = None, command_key: bytes | None = None,
+                store_path: Path | None = None) -> int:
+    tune_gc()
     app = FleetdeckApp(cluster=cluster, url=url, broker_label=broker_label, tick_s=tick_s,
-                       read_only=read_only, operator=operator, audit_path=audit_path)
+                       read_only=read_only, operator=operator, audit_path=audit_path,
+                       command_key=command_key, store_path=store_path)
     app.run()
     return 0
