@@ -129,6 +129,9 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=160)
     ap.add_argument("--height", type=int, default=48)
     args = ap.parse_args()
+    from fleetdeck.runtime import tune_gc
+
+    tune_gc()  # as run_console does
     asyncio.run(run(args.nodes, args.ticks, (args.width, args.height)))
 
 

@@ -108,6 +108,10 @@ class Window:
             self.total -= self.items.popleft()[1]
 
 
+PORT_COUNTERS = (*FATAL_IB_COUNTERS, "symbol_error", "link_error_recovery", "rcv_errors")
+_SYM, _LER, _RCV = len(FATAL_IB_COUNTERS), len(FATAL_IB_COUNTERS) + 1, len(FATAL_IB_COUNTERS) + 2
+
+
 @dataclass
 class PortHistory:
     last_fatal_ms: dict[str, int]
@@ -115,14 +119,18 @@ class PortHistory:
     ler_minute: Window
     rcv_err_last_ms: int | None = None
     symbol_rate: float = 0.0
+    counters: tuple[int | None, ...] | None = None
+    """The watched counters (PORT_COUNTERS) of the previous sample."""
 
 
 @dataclass
 class GpuHistory:
+    pcie_minute: Window
     nvlink_err_last_ms: int | None = None
-    pcie_minute: Window | None = None
     crc_rate: float = 0.0
     thermal_grew: bool = False
+    counters: tuple[int | None, ...] | None = None
+    """(nvlink replay, recovery, crc_flit, crc_data, pcie replay, thermal violation ns)."""
 
 
 def _delta(new: int | None, old: int | None) -> int:
@@ -132,7 +140,11 @@ def _delta(new: int | None, old: int | None) -> int:
 
 
 class NodeHistory:
-    """What the rules need beyond the latest sample: deltas and windows per port and GPU."""
+    """What the rules need beyond the latest sample: deltas and windows per port and GPU.
+
+    Runs for every node on every tick, so the common case — counters unchanged since the last
+    sample — costs one tuple comparison per port and GPU.
+    """
 
     def __init__(self) -> None:
         self.prev: Telemetry | None = None
@@ -142,46 +154,53 @@ class NodeHistory:
     def update(self, t: Telemetry) -> None:
         prev = self.prev
         self.prev = t
-        if prev is None or (prev.bdSeq != t.bdSeq and t.seq <= 1):
-            prev_ports: dict[str, IbPortSample] = {}
-            prev_gpus: dict[int, GpuSample] = {}
-        else:
-            prev_ports = {p.dev: p for p in prev.ib_ports}
-            prev_gpus = {g.index: g for g in prev.gpus}
+        # A new agent session restarts counters' baselines (its first sample has seq 1).
+        fresh = prev is None or (prev.bdSeq != t.bdSeq and t.seq <= 1)
         dt_s = max(0.001, (t.ts - prev.ts) / 1000) if prev is not None else t.interval_s
         now = t.ts
         for p in t.ib_ports:
             h = self.ports.get(p.dev)
             if h is None:
                 h = self.ports[p.dev] = PortHistory({}, Window.of(3600), Window.of(60))
-            old = prev_ports.get(p.dev)
-            if old is None:
-                h.symbol_hour.expire(now)
-                h.ler_minute.expire(now)
+            cur = (p.link_downed, p.excessive_buffer_overrun_errors,
+                   p.local_link_integrity_errors, p.rnr_nak_retry_err, p.symbol_error,
+                   p.link_error_recovery, p.rcv_errors)
+            old, h.counters = h.counters, cur
+            if fresh or old is None or cur == old:
+                h.symbol_rate = 0.0
+                if h.symbol_hour.items:
+                    h.symbol_hour.expire(now)
+                if h.ler_minute.items:
+                    h.ler_minute.expire(now)
                 continue
-            for name in FATAL_IB_COUNTERS:
-                if _delta(getattr(p, name), getattr(old, name)) > 0:
+            for i, name in enumerate(FATAL_IB_COUNTERS):
+                if _delta(cur[i], old[i]) > 0:
                     h.last_fatal_ms[name] = now
-            sym = _delta(p.symbol_error, old.symbol_error)
+            sym = _delta(cur[_SYM], old[_SYM])
             h.symbol_hour.add(now, sym)
             h.symbol_rate = sym / dt_s
-            h.ler_minute.add(now, _delta(p.link_error_recovery, old.link_error_recovery))
-            if _delta(p.rcv_errors, old.rcv_errors) > 0:
+            h.ler_minute.add(now, _delta(cur[_LER], old[_LER]))
+            if _delta(cur[_RCV], old[_RCV]) > 0:
                 h.rcv_err_last_ms = now
         for g in t.gpus:
-            gh = self.gpus.setdefault(g.index, GpuHistory(pcie_minute=Window.of(60)))
-            og = prev_gpus.get(g.index)
-            if og is None:
+            gh = self.gpus.get(g.index)
+            if gh is None:
+                gh = self.gpus[g.index] = GpuHistory(Window.of(60))
+            nv = g.nvlink
+            gcur = (nv.replay, nv.recovery, nv.crc_flit, nv.crc_data, g.pcie_replay_total,
+                    g.thermal_violation_ns)
+            gold, gh.counters = gh.counters, gcur
+            if fresh or gold is None or gcur == gold:
+                gh.crc_rate = 0.0
+                gh.thermal_grew = False
+                if gh.pcie_minute.items:
+                    gh.pcie_minute.expire(now)
                 continue
-            if (_delta(g.nvlink.replay, og.nvlink.replay)
-                    + _delta(g.nvlink.recovery, og.nvlink.recovery)) > 0:
+            if _delta(gcur[0], gold[0]) + _delta(gcur[1], gold[1]) > 0:
                 gh.nvlink_err_last_ms = now
-            crc = _delta(g.nvlink.crc_flit, og.nvlink.crc_flit) + _delta(
-                g.nvlink.crc_data, og.nvlink.crc_data)
-            gh.crc_rate = crc / dt_s
-            assert gh.pcie_minute is not None
-            gh.pcie_minute.add(now, _delta(g.pcie_replay_total, og.pcie_replay_total))
-            gh.thermal_grew = _delta(g.thermal_violation_ns, og.thermal_violation_ns) > 0
+            gh.crc_rate = (_delta(gcur[2], gold[2]) + _delta(gcur[3], gold[3])) / dt_s
+            gh.pcie_minute.add(now, _delta(gcur[4], gold[4]))
+            gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -243,7 +262,7 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
         out.append(Finding("G10", Severity.DRAIN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
     elif h is not None and h.crc_rate >= 1:
         out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
-    if h is not None and h.pcie_minute is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
+    if h is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
         out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min"))
     reasons = g.clock_event_reasons or 0
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
