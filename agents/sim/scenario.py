@@ -1,0 +1,115 @@
+"""Scenario files: a fleet shape, jobs and a fault timeline in TOML (format: docs/scenarios.md).
+
+Built-in scenarios live in ``agents/scenarios/<name>.toml``; ``--scenario demo`` finds them by
+name, anything with a slash or ``.toml`` is a path.
+"""
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.sim.spec import Action, SpecError, parse_action, parse_duration
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+FLEET_KEYS = {"nodes", "nodes_per_leaf", "nodes_per_rack", "leaves_per_spine_group",
+              "hang_timeout", "jobs"}
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str = ""
+    nodes: int | None = None
+    nodes_per_leaf: int | None = None
+    nodes_per_rack: int | None = None
+    leaves_per_spine_group: int | None = None
+    hang_timeout_s: float | None = None
+    background_jobs: int | None = None
+    actions: list[Action] = field(default_factory=list)
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
+
+
+def resolve(ref: str) -> Path:
+    if "/" in ref or ref.endswith(".toml"):
+        path = Path(ref)
+    else:
+        path = BUILTIN_DIR / f"{ref}.toml"
+        if not path.is_file():
+            raise SpecError(f"no built-in scenario '{ref}' (built in: "
+                            f"{', '.join(builtin_names()) or 'none'}; or give a .toml path)")
+    if not path.is_file():
+        raise SpecError(f"scenario file '{ref}' not found")
+    return path
+
+
+def load_scenario(ref: str) -> Scenario:
+    path = resolve(ref)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"cannot read scenario '{path}': {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"scenario '{path}' is not valid TOML: {err}") from None
+    try:
+        return parse_scenario(data, default_name=path.stem)
+    except SpecError as err:
+        raise SpecError(f"scenario '{path}': {err}") from None
+
+
+def _int(value: Any, what: str, lo: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise SpecError(f"{what} must be an integer ≥ {lo}, not {value!r}")
+    return value
+
+
+def parse_scenario(data: dict[str, Any], default_name: str = "scenario") -> Scenario:
+    unknown = sorted(set(data) - {"name", "description", "fleet", "job", "fault"})
+    if unknown:
+        raise SpecError(f"unknown top-level key(s) {', '.join(unknown)} "
+                        "(known: name, description, [fleet], [[job]], [[fault]])")
+    sc = Scenario(name=str(data.get("name", default_name)),
+                  description=str(data.get("description", "")))
+    fleet = data.get("fleet", {})
+    if not isinstance(fleet, dict):
+        raise SpecError("[fleet] must be a table")
+    bad = sorted(set(fleet) - FLEET_KEYS)
+    if bad:
+        raise SpecError(f"[fleet]: unknown key(s) {', '.join(bad)} "
+                        f"(known: {', '.join(sorted(FLEET_KEYS))})")
+    if "nodes" in fleet:
+        sc.nodes = _int(fleet["nodes"], "[fleet] nodes")
+    if "nodes_per_leaf" in fleet:
+        sc.nodes_per_leaf = _int(fleet["nodes_per_leaf"], "[fleet] nodes_per_leaf")
+    if "nodes_per_rack" in fleet:
+        sc.nodes_per_rack = _int(fleet["nodes_per_rack"], "[fleet] nodes_per_rack")
+    if "leaves_per_spine_group" in fleet:
+        sc.leaves_per_spine_group = _int(fleet["leaves_per_spine_group"],
+                                         "[fleet] leaves_per_spine_group")
+    if "hang_timeout" in fleet:
+        sc.hang_timeout_s = parse_duration(fleet["hang_timeout"], "[fleet] hang_timeout")
+    if "jobs" in fleet:
+        sc.background_jobs = _int(fleet["jobs"], "[fleet] jobs", lo=0)
+    for i, entry in enumerate(_tables(data, "job")):
+        try:
+            sc.actions.append(parse_action({**entry, "fault": "submit"}, default_at=0))
+        except SpecError as err:
+            raise SpecError(f"[[job]] #{i + 1}: {err}") from None
+    for i, entry in enumerate(_tables(data, "fault")):
+        try:
+            sc.actions.append(parse_action(entry))
+        except SpecError as err:
+            raise SpecError(f"[[fault]] #{i + 1}: {err}") from None
+    sc.actions.sort(key=lambda a: a.at)
+    return sc
+
+
+def _tables(data: dict[str, Any], key: str) -> list[dict[str, object]]:
+    items = data.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise SpecError(f"'{key}' must be written as [[{key}]] tables")
+    return items

@@ -1,0 +1,220 @@
+"""Each fault kind: its telemetry signature (TELEMETRY.md §8), the console's verdict (§7 rules via
+console.health) and its effect on the job running there."""
+
+import pytest
+
+from console.health import Verdict
+from tests.sim.harness import Harness, act, job
+
+# Placement is first-fit in name order: job "train" (4 nodes) lands on gpu0001-0004.
+TRAIN = job("train", nodes=4, step_time=1.0, checkpoint_every=10)
+
+
+def healthy_step_time(h: Harness) -> float:
+    j = h.job("train")
+    return j.healthy_step_s
+
+
+def test_ib_flap_signature_rules_and_stall():
+    h = Harness(actions=[TRAIN, act("ib_flap", 10, node="gpu0002", port=3, count=5)])
+    h.run(10)
+    before = h.last["gpu0002"].ib_ports[3]
+    seen, stalled = [], False
+    for _ in range(34):
+        t = h.tick()["gpu0002"].ib_ports[3]
+        seen.append((t.state, t.phys_state))
+        stalled |= h.job("train").stalled
+    after = h.last["gpu0002"].ib_ports[3]
+    assert ("DOWN", "Polling") in seen and ("INIT", "LinkUp") in seen
+    assert seen[-1] == ("ACTIVE", "LinkUp")
+    assert after.link_downed - before.link_downed == 5
+    assert after.link_error_recovery - before.link_error_recovery == 5
+    assert after.carrier_losses_24h == 5
+    texts = [e.message for e in h.events["gpu0002"]]
+    assert texts.count("ib3: lost carrier") == 5 and texts.count("ib3: Gained carrier") == 5
+    assert {"N2", "N5"} <= h.rules("gpu0002") and h.verdict("gpu0002") is Verdict.FAILED
+    assert stalled and h.job("train").state.value == "R"  # short outages: slows, survives
+    assert h.verdict("gpu0001") is Verdict.OK
+
+
+def test_hard_link_down_freezes_counters_then_node_fail_and_requeue_from_checkpoint():
+    h = Harness(actions=[TRAIN, act("link_down", 25, node="gpu0003", port=1)],
+                hang_timeout_s=8)
+    h.run(25)
+    p0 = h.tick()["gpu0003"].ib_ports[1]
+    p1 = h.tick()["gpu0003"].ib_ports[1]
+    assert (p1.state, p1.state_id, p1.phys_state, p1.phys_state_id) == ("DOWN", 1, "Polling", 2)
+    assert p1.rate_gbps == 10 and p1.xmit_bytes_total == p0.xmit_bytes_total  # frozen
+    assert p1.xmit_Bps == 0 and p1.link_downed >= 1
+    assert "N1" in h.rules("gpu0003") and h.verdict("gpu0003") is Verdict.FAILED
+    j = h.job("train")
+    assert j.stalled and j.state.value == "R"
+    h.run(12)
+    assert h.job_states(j.job_id) == ["PD", "R", "NF", "RQ", "PD", "R"]
+    nf = next(s for s in h.jobs if s.state.value == "NF")
+    assert "NCCL watchdog" in nf.reason and "gpu0003 mlx5_ib1 link down" in nf.reason
+    rq = next(s for s in h.jobs if s.state.value == "RQ")
+    assert rq.step == nf.last_checkpoint_step and rq.step % 10 == 0 and rq.requeues == 1
+    assert "gpu0003" not in [n.node_id for n in j.nodes] and len(j.nodes) == 4
+
+
+def test_symbol_storm_stays_up_counts_errors_and_slows_the_job():
+    h = Harness(actions=[TRAIN, act("symbol_storm", 10, node="gpu0004", port=6, rate=200)])
+    h.run(30)
+    p = h.last["gpu0004"].ib_ports[6]
+    assert (p.state, p.phys_state) == ("ACTIVE", "LinkUp")
+    assert 100 <= p.d["symbol_error"] <= 300 and p.symbol_error > 2000
+    assert p.rcv_errors > 0
+    assert {"N3", "N4"} <= h.rules("gpu0004")
+    j = h.job("train")
+    # Comm (25 % of a healthy step) runs at half bandwidth on one rail: 0.75 + 0.25 * 2 = 1.25.
+    assert j.step_time_s / healthy_step_time(h) == pytest.approx(1.25, abs=0.03)
+    # The rank on GPU 6 (rail 6) of gpu0004 is the one whose all-reduce takes longest.
+    assert (j.slowest[0].node, j.slowest[0].rank) == ("gpu0004", 3 * 8 + 6)
+
+
+def test_xid79_gpu_falls_off_the_bus_node_fail_and_requeue_elsewhere():
+    h = Harness(actions=[TRAIN, act("xid79", 33, node="gpu0002", gpu=5)])
+    h.run(33)
+    ck = h.job("train").last_checkpoint_step
+    t = h.tick()["gpu0002"]
+    g = t.gpus[5]
+    assert g.present is False and g.xid_last == 79 and g.util_pct is None
+    assert sum(x.present for x in t.gpus) == 7
+    assert "G1" in h.rules("gpu0002") and h.verdict("gpu0002") is Verdict.FAILED
+    xid = [e for e in h.events["gpu0002"] if e.kind == "xid"]
+    assert "79, pid=" in xid[0].message and "GPU has fallen off the bus" in xid[0].message
+    h.run(4)
+    j = h.job("train")
+    assert h.job_states(j.job_id) == ["PD", "R", "NF", "RQ", "PD", "R"]
+    nf = next(s for s in h.jobs if s.state.value == "NF")
+    assert "Xid 79" in nf.reason
+    assert j.requeues == 1 and j.progress >= ck and j.step < ck + 5
+    assert "gpu0002" not in [n.node_id for n in j.nodes]
+
+
+@pytest.mark.parametrize("failure", [False, True])
+def test_ecc_dbe_row_remap_and_job_crash(failure):
+    h = Harness(actions=[TRAIN, act("ecc_dbe", 12, node="gpu0001", gpu=4,
+                                    remap_failure=failure)])
+    h.run(14)
+    g = h.last["gpu0001"].gpus[4]
+    assert g.ecc.dbe_vol == 1 and g.ecc.dbe_agg == 1 and g.row_remap.uncorrectable == 1
+    codes = [e.data["xid"] for e in h.events["gpu0001"] if e.kind == "xid"]
+    if failure:
+        assert codes == [48, 64] and g.row_remap.failure is True and g.xid_last == 64
+        assert {"G4", "G5", "G2"} <= h.rules("gpu0001")
+    else:
+        assert codes == [48, 63] and g.row_remap.pending is True and g.xid_last == 63
+        assert {"G4", "G6", "G3"} <= h.rules("gpu0001")
+    assert h.verdict("gpu0001") is Verdict.FAILED
+    j = h.job("train")
+    assert j.state.value == "F" and "Xid 48" in j.reason  # a crash: no automatic requeue
+    h.run(3)
+    assert h.job("train").state.value == "F"
+
+
+def test_thermal_throttle_signature_and_straggler_slowdown():
+    h = Harness(actions=[TRAIN, act("thermal", 5, node="gpu0003", gpu=2, temp=92,
+                                    clock_mhz=1500)])
+    h.run(5)
+    base = h.last["gpu0003"].gpus[2].thermal_violation_ns
+    h.run(60)
+    g = h.last["gpu0003"].gpus[2]
+    assert g.temp_c >= 85 and g.clock_event_reasons & 0x20
+    assert g.sm_clock_mhz <= 1500 and g.thermal_violation_ns > base
+    assert g.util_pct >= 90 and g.xid_last is None
+    assert "G12" in h.rules("gpu0003") and h.verdict("gpu0003") is Verdict.DEGRADED
+    j = h.job("train")
+    # Compute is 75 % of the step and runs 1980/1500 slower on one rank; comm unchanged.
+    expect = 0.75 * 1980 / 1500 + 0.25
+    assert j.step_time_s / healthy_step_time(h) == pytest.approx(expect, rel=0.03)
+    assert j.slowest[0].node == "gpu0003" and j.slowest[0].rank == 2 * 8 + 2
+    st = [s for s in h.jobs if s.job_id == j.job_id][-1]
+    assert st.slowest[0].step_time_ms > 1.2 * st.median_step_time_ms  # J1 straggler
+    on3 = h.last["gpu0003"].job
+    on1 = h.last["gpu0001"].job
+    assert on3 is not None and on1 is not None
+    assert on3.step_time_ms > 1.2 * on1.step_time_ms
+
+
+def test_nvlink_error_xid74_links_down():
+    h = Harness(actions=[TRAIN, act("nvlink", 5, node="gpu0001", gpu=6, links=2)])
+    h.run(8)
+    t = h.last["gpu0001"]
+    g = t.gpus[6]
+    assert g.xid_last == 74 and g.nvlink.links_up == 16 and g.nvlink.links_total == 18
+    assert g.nvlink.replay > 0 and g.nvlink.recovery > 0
+    assert t.gpus[7].xid_last == 74  # the GPU at the other end logs it too
+    assert {"G2", "G9"} <= h.rules("gpu0001") and h.verdict("gpu0001") is Verdict.FAILED
+    j = h.job("train")
+    assert j.state.value == "R" and j.step_time_s > 1.3 * healthy_step_time(h)
+
+
+def test_pcie_replay_storm_warns():
+    h = Harness(actions=[act("pcie_replay", 2, node="gpu0005", gpu=0, per_min=120)])
+    h.run(40)
+    assert "G11" in h.rules("gpu0005") and h.verdict("gpu0005") is Verdict.DEGRADED
+
+
+def test_agent_death_ranks_keep_going():
+    h = Harness(actions=[TRAIN, act("agent_death", 10, node="gpu0002")])
+    h.run(10)
+    h.world.step()
+    ops = h.world.take_agent_ops()
+    assert [(o.op, o.node) for o in ops] == [("kill", "gpu0002")]
+    step = h.job("train").step
+    tel = h.run(10)
+    assert all("gpu0002" not in t for t in tel)  # no telemetry from a dead agent
+    j = h.job("train")
+    assert j.state.value == "R" and j.step > step + 5 and "gpu0002" in [n.node_id for n in j.nodes]
+
+
+def test_node_death_stops_ranks_job_hangs_then_fails():
+    h = Harness(actions=[TRAIN, act("node_death", 10, node="gpu0004")], hang_timeout_s=6)
+    h.run(10)
+    h.world.step()
+    assert [(o.op, o.node) for o in h.world.take_agent_ops()] == [("kill", "gpu0004")]
+    j = h.job("train")
+    assert j.stalled and "gpu0004 not responding" in j.reason
+    h.run(10)
+    assert h.job_states(j.job_id)[-4:] == ["NF", "RQ", "PD", "R"]
+    assert "gpu0004" not in [n.node_id for n in j.nodes]
+    h.world.apply(act("repair", node="gpu0004"), h.world.t)
+    assert [(o.op, o.node) for o in h.world.take_agent_ops()] == [("start", "gpu0004")]
+    assert h.node("gpu0004").up and not h.node("gpu0004").fatal_reasons(h.world.t)
+
+
+def test_leaf_switch_rail_takes_one_port_of_every_node_in_the_leaf_group():
+    h = Harness(nodes=16, nodes_per_leaf=8, actions=[
+        act("leaf_switch", 3, leaf="leaf01", rail=5), act("repair", 20, leaf="leaf01")])
+    h.run(5)
+    for i in range(1, 9):
+        t = h.last[f"gpu{i:04d}"]
+        assert [p.state for p in t.ib_ports].count("DOWN") == 1
+        assert t.ib_ports[5].phys_state == "Polling" and "N1" in h.rules(f"gpu{i:04d}")
+    for i in range(9, 17):
+        assert h.verdict(f"gpu{i:04d}") is Verdict.OK
+    h.run(17)
+    assert all(p.state == "ACTIVE" for p in h.last["gpu0001"].ib_ports)
+
+
+def test_leaf_switch_whole_group_and_timed_recovery():
+    h = Harness(nodes=16, nodes_per_leaf=8, actions=[
+        act("leaf_switch", 2, node="gpu0010", duration="5s")])
+    h.run(4)
+    assert all(p.state == "DOWN" for p in h.last["gpu0012"].ib_ports)
+    assert all(p.state == "ACTIVE" for p in h.last["gpu0001"].ib_ports)
+    h.run(5)
+    assert all(p.state == "ACTIVE" for p in h.last["gpu0012"].ib_ports)
+
+
+def test_repair_clears_gpu_faults_with_a_reboot():
+    h = Harness(actions=[act("xid79", 2, node="gpu0001", gpu=0),
+                         act("repair", 5, node="gpu0001")])
+    h.run(4)
+    boot = h.node("gpu0001").boot_id
+    assert h.verdict("gpu0001") is Verdict.FAILED
+    h.run(3)
+    assert h.last["gpu0001"].gpus[0].present and h.node("gpu0001").boot_id != boot
+    assert h.verdict("gpu0001") is Verdict.OK

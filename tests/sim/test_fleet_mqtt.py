@@ -1,0 +1,79 @@
+"""The simulated fleet against a real Mosquitto: job status, restart_job acks, runtime injection,
+and agent death through the broker's Last Will while the job keeps stepping."""
+
+import asyncio
+import time
+
+from agents.fleet import Fleet, FleetOptions, inject
+from agents.sim.scenario import parse_scenario
+from fleetdeck.brokerurl import make_client
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Ack, Command, CommandOp, JobStatus, Status
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.conftest import eventually
+
+SCENARIO = parse_scenario({"job": [{"name": "train", "nodes": 3, "steps": 100_000,
+                                    "checkpoint_every": 5, "step_time": 0.5}]})
+
+
+async def test_fleet_over_mosquitto(mosquitto):
+    url = mosquitto.url
+    opts = FleetOptions(cluster="simt", nodes=4, interval_s=0.25, keepalive=5, seed=3,
+                        scenario=SCENARIO)
+    fleet = Fleet(url, opts)
+    stop = asyncio.Event()
+    runner = asyncio.create_task(fleet.run(stop))
+    jobs: dict[str, JobStatus] = {}
+    acks: list[Ack] = []
+    status: dict[str, Status] = {}
+    watcher = make_client(url, "watcher")
+    try:
+        async with watcher:
+            await watcher.subscribe("fleetdeck/v1/simt/#", qos=1)
+
+            async def pump() -> None:
+                async for m in watcher.messages:
+                    topic, payload = str(m.topic), m.payload
+                    assert isinstance(payload, bytes)
+                    if topic.endswith("/status") and "/job/" in topic:
+                        st = codec.decode(JobStatus, payload)
+                        jobs[st.job_id] = st
+                    elif topic.endswith("/sched/ack"):
+                        acks.append(codec.decode(Ack, payload))
+                    elif topic.endswith("/status") and "/node/" in topic:
+                        s = codec.decode(Status, payload)
+                        status[s.node] = s
+
+            reader = asyncio.create_task(pump())
+            await fleet.wait_connected(20)
+            await eventually(lambda: any(j.state.value == "R" and j.step >= 2
+                                         for j in jobs.values()), 20, message="job running")
+            job_id = next(iter(jobs))
+            assert jobs[job_id].nodes == ["gpu0001", "gpu0002", "gpu0003"]
+
+            now = int(time.time() * 1000)
+            cmd = Command(cmd_id="r1", op=CommandOp.RESTART_JOB, target=job_id, issued_by="t",
+                          issued_at=now, expires_at=now + 60_000)
+            await watcher.publish(topic_for("simt", Kind.SCHED_CMD), codec.encode(cmd), qos=1)
+            await eventually(lambda: [a.result.value for a in acks if a.cmd_id == "r1"]
+                             == ["accepted", "done"], 20, message="restart acks")
+            assert jobs[job_id].requeues == 1
+
+            ok, detail = await inject(url, "simt", {"fault": "agent_death", "node": "gpu0002"})
+            assert ok and "gpu0002" in detail
+            await eventually(lambda: status.get("gpu0002") is not None
+                             and status["gpu0002"].online is False, 15, message="will fired")
+            step = jobs[job_id].step
+            await eventually(lambda: jobs[job_id].step >= step + 3, 15, message="job continues")
+            assert jobs[job_id].state.value == "R" and "gpu0002" in jobs[job_id].nodes
+
+            ok, detail = await inject(url, "simt", {"fault": "xid79", "node": "gpu0099"})
+            assert not ok and "no node" in detail
+
+            ok, _ = await inject(url, "simt", {"fault": "agent_restart", "node": "gpu0002"})
+            assert ok
+            await eventually(lambda: status["gpu0002"].online is True, 15, message="back")
+            reader.cancel()
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 20)
