@@ -82,6 +82,15 @@ class Batch:
     """Telemetry samples replaced by a newer one of the same node before a tick took them."""
     seq_seen: dict[str, list[int]] = field(default_factory=dict)
     """Every telemetry seq per node in this batch, so gaps are counted even for superseded ones."""
+    delays: list[float] = field(default_factory=list)
+    """Per telemetry message: how much later than its node's fastest delivery it arrived (s)."""
+
+    @property
+    def behind_s(self) -> float:
+        """Median queueing delay of this batch: how far behind the live fleet we are."""
+        if not self.delays:
+            return 0.0
+        return sorted(self.delays)[len(self.delays) // 2]
 
     def __len__(self) -> int:
         return self.messages
@@ -95,6 +104,7 @@ class Ingest:
         self.received = 0
         self.ignored = 0
         self._batch = Batch()
+        self._lag_floor: dict[str, float] = {}
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -130,6 +140,13 @@ class Ingest:
         b.messages += 1
         match msg:
             case Telemetry():
+                # Receive time minus sample time includes the agent's clock skew; the lowest
+                # value seen per node is taken as skew plus network, the rest is our backlog.
+                lag = rx_ts - msg.ts / 1000
+                floor = self._lag_floor.get(subject)
+                if floor is None or lag < floor:
+                    floor = self._lag_floor[subject] = lag
+                b.delays.append(lag - floor)
                 if subject in b.telemetry:
                     b.superseded += 1
                 b.telemetry[subject] = (rx_ts, msg)

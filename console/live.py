@@ -22,6 +22,9 @@ from fleetdeck.protocol.topics import Kind, subscriptions, topic_for
 
 log = logging.getLogger("fleetdeck.live")
 
+MAX_QUEUED_INCOMING = 20_000
+"""Messages waiting for the ingest loop, at most (~10 KiB each: about 200 MiB)."""
+
 
 @dataclass
 class Connection:
@@ -62,7 +65,10 @@ class LiveFeed:
         stop = stop or asyncio.Event()
         attempt = 0
         while not stop.is_set():
-            client = make_client(self.url, self.client_id, keepalive=self.keepalive)
+            # Bounded: under overload aiomqtt drops the newest beyond this (and logs it) instead
+            # of growing without limit; telemetry is latest-value, and the header says BEHIND.
+            client = make_client(self.url, self.client_id, keepalive=self.keepalive,
+                                 max_queued_incoming=MAX_QUEUED_INCOMING)
             try:
                 async with client:
                     self.client = client

@@ -41,6 +41,7 @@ class NodeState:
     first_seen: float | None = None
     """When this console first heard of the node: staleness counts from here until telemetry."""
     last_seq: int | None = None
+    agent_started: int | None = None
     seq_gaps: int = 0
     stale: bool = False
     findings: list[Finding] = field(default_factory=list)
@@ -179,6 +180,8 @@ class FleetState:
         self.last_update: float | None = None
         self.superseded = 0
         self.applied = 0
+        self.behind_s = 0.0
+        """Median delay of the last tick's telemetry beyond its node's best: our backlog."""
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
@@ -213,6 +216,8 @@ class FleetState:
             self.jobs[job_id] = job
         self.superseded += batch.superseded
         self.applied += batch.messages
+        if batch.delays:
+            self.behind_s = batch.behind_s
         if batch.messages:
             self.last_update = now
         self.judge(now)
@@ -274,8 +279,6 @@ class FleetState:
     def _apply_birth(st: NodeState, birth: Birth, rx: float) -> bool:
         if birth.bdSeq < st.bd_seq:
             return False
-        if birth.bdSeq > st.bd_seq:
-            st.last_seq = None  # a new session restarts seq
         st.birth = birth
         st.bd_seq = birth.bdSeq
         return True
@@ -287,7 +290,6 @@ class FleetState:
         if status.bdSeq > st.bd_seq:
             # Status before its birth (or birth lost): trust it, the birth will follow.
             st.bd_seq = status.bdSeq
-            st.last_seq = None
         st.online = status.online
         st.status_ts = rx
         st.drain = status.drain
@@ -298,8 +300,14 @@ class FleetState:
                          seqs: list[int] | None) -> bool:
         if tel.bdSeq < st.bd_seq:
             return False
-        if tel.bdSeq > st.bd_seq:
+        new_session = tel.bdSeq > st.bd_seq
+        if new_session:
             st.bd_seq = tel.bdSeq
+        # seq counts per agent process, across its reconnects: samples lost while the broker
+        # was away show as a gap. A new process (or an agent that does not say) starts over.
+        process = tel.agent.started_ts
+        if process != st.agent_started or (process is None and new_session):
+            st.agent_started = process
             st.last_seq = None
         for seq in seqs or [tel.seq]:
             if st.last_seq is not None and seq > st.last_seq + 1:

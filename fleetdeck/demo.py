@@ -19,6 +19,7 @@ def run_demo(args: argparse.Namespace) -> int:
             sys.executable, "-m", "fleetdeck.cli", "sim", "--broker", str(broker.url),
             "--cluster", args.cluster, "--nodes", str(args.nodes), "--interval",
             str(args.interval), "--seed", str(args.seed), "--connect-concurrency", concurrency,
+            "--scenario", "demo",
         ]
         log = open(os.path.join(str(broker.workdir), "sim.log"), "ab")  # noqa: SIM115
         sim = subprocess.Popen(sim_cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

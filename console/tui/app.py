@@ -301,8 +301,10 @@ class FleetdeckApp(App[int]):
         cmds = f"  [$warning]cmds {active} open[/]" if active else ""
         audit_err = getattr(self.audit, "errors", 0)
         audit = "  [$error]AUDIT LOG FAILING[/]" if audit_err else ""
+        behind = self.state.behind_s
+        lagging = f"  [$error]BEHIND {behind:.1f}s[/]" if behind > BEHIND_WARN_S else ""
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
-                f"upd {age}  {malformed}  op {esc(self.operator)}{cmds}{audit}")
+                f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}")
 
     # --- navigation ---------------------------------------------------------------------------
 
@@ -508,6 +510,9 @@ class FleetdeckApp(App[int]):
             detail=detail, args=audit_fields(req),
         ))
 
+
+BEHIND_WARN_S = 2.0
+"""Telemetry queued longer than this (beyond each node's normal delay) is shown as BEHIND."""
 
 MUTATING_ACTIONS = frozenset({"drain", "resume", "restart"})
 
