@@ -287,9 +287,7 @@ class FleetState:
     def _apply_status(st: NodeState, status: Status, rx: float) -> bool:
         if status.bdSeq < st.bd_seq:
             return False  # a late will (or retained status) of an older session
-        if status.bdSeq > st.bd_seq:
-            # Status before its birth (or birth lost): trust it, the birth will follow.
-            st.bd_seq = status.bdSeq
+        st.bd_seq = max(st.bd_seq, status.bdSeq)
         st.online = status.online
         st.status_ts = rx
         st.drain = status.drain

@@ -1,6 +1,5 @@
 """The agent talks sd_notify to a real datagram socket, as systemd's Type=notify expects."""
 
-import os
 import signal
 import socket
 import threading
