@@ -96,11 +96,15 @@ class LiveFeed:
     async def _receive(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
         stopper = asyncio.create_task(stop.wait())
         reader = asyncio.create_task(self._read(client))
-        done, pending = await asyncio.wait({stopper, reader}, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        if reader in done and reader.exception() is not None:
+        try:
+            done, _ = await asyncio.wait({stopper, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Also when we are cancelled (the app is closing): no orphan task may outlive us
+            # and die unobserved when the connection drops.
+            for task in (stopper, reader):
+                task.cancel()
+            await asyncio.gather(stopper, reader, return_exceptions=True)
+        if reader in done and not reader.cancelled() and reader.exception() is not None:
             raise reader.exception()  # type: ignore[misc]
 
     async def _read(self, client: aiomqtt.Client) -> None:
