@@ -101,7 +101,7 @@ class Player:
     readers should always go through the player.
     """
 
-    def __init__(self, path: Path, speed: float = 1.0) -> None:
+    def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True) -> None:
         self.reader = RecordingReader(path)
         self.cluster = self.reader.header.cluster
         self.speed = speed
@@ -109,7 +109,13 @@ class Player:
         self.start = self.reader.header.started
         self.events: list[float] = []
         self.end = self.start
-        self._scan()
+        if index_events:
+            self._scan()
+        else:
+            # Headless: no event navigation needed; find the end from the last segment only
+            # instead of reading the whole file twice.
+            self.report = self.reader.report
+            self.end = self.reader.end_time()
         self.position = self.start
         self._reset(self.start)
 
@@ -189,7 +195,7 @@ class Player:
 def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
     """Replay as fast as possible with console ticks every 0.5 s of recorded time; return the
     final state in the shape of ``status --json`` plus jobs, events and a replay report."""
-    player = Player(path)
+    player = Player(path, index_events=False)
     end = player.end if until is None else min(player.end, player.start + until)
     t = player.start
     while t < end:
