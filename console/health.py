@@ -220,6 +220,9 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
     for g in t.gpus:
         if g.present:
             out.extend(_gpu_findings(g, hist.gpus.get(g.index), t.ts))
+        else:
+            # A GPU that fell off the bus reports little, but its last XID says why.
+            out.extend(_xid_findings(g, t.ts))
     if birth is not None and birth.ib_ports:
         seen = {p.dev for p in t.ib_ports}
         for inv in birth.ib_ports:
@@ -231,15 +234,20 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
     return out
 
 
-def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Finding]:
-    out: list[Finding] = []
+def _xid_findings(g: GpuSample, now_ms: int) -> list[Finding]:
+    if g.xid_last is None or g.xid_last_ts is None or now_ms - g.xid_last_ts > XID_WINDOW_MS:
+        return []
     c = f"gpu{g.index}"
-    if g.xid_last is not None and g.xid_last_ts is not None and (
-            now_ms - g.xid_last_ts) <= XID_WINDOW_MS:
-        if g.xid_last in XID_DRAIN:
-            out.append(Finding("G2", Severity.DRAIN, c, f"XID {g.xid_last}"))
-        elif g.xid_last in XID_WARN:
-            out.append(Finding("G3", Severity.WARN, c, f"XID {g.xid_last}"))
+    if g.xid_last in XID_DRAIN:
+        return [Finding("G2", Severity.DRAIN, c, f"XID {g.xid_last}")]
+    if g.xid_last in XID_WARN:
+        return [Finding("G3", Severity.WARN, c, f"XID {g.xid_last}")]
+    return []
+
+
+def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Finding]:
+    out = _xid_findings(g, now_ms)
+    c = f"gpu{g.index}"
     if g.ecc.dbe_vol:
         out.append(Finding("G4", Severity.DRAIN, c, f"{g.ecc.dbe_vol} volatile DBE"))
     if g.row_remap.failure:
