@@ -1,6 +1,7 @@
 """The console over a recording: the same views fed by ``console.replay.Player`` through the
 same Ingest path as live MQTT, read-only by construction (Dolphie). Keys: ``p`` pause,
-``]``/``[`` step one tick forward/back, ``n``/``N`` next/previous recorded event."""
+``]``/``[`` step one tick forward/back, ``n``/``N`` next/previous recorded event, ``+``/``-``
+speed (0.5x-100x), ``:seek 90`` / ``:seek +10`` / ``:seek -30`` to a time in the recording."""
 
 from pathlib import Path
 
@@ -19,7 +20,10 @@ class ReplayApp(FleetdeckApp):
         Binding("left_square_bracket", "step(-1)", "Back", show=False),
         Binding("n", "event(1)", "Next event"),
         Binding("N", "event(-1)", "Prev event", show=False),
+        Binding("plus,equals_sign", "speed(2)", "Faster", show=False),
+        Binding("minus", "speed(0.5)", "Slower", show=False),
     ]
+    SPEEDS = (0.5, 100.0)
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> None:
         from console.replay import Player
@@ -47,6 +51,32 @@ class ReplayApp(FleetdeckApp):
         where = f"{now - p.start:.1f}/{p.end - p.start:.1f}s x{p.speed:g}"
         state = "[$warning]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
         return f"{super().header_text(now)}  replay {where} {state}"
+
+    def action_speed(self, factor: float) -> None:
+        p = self.player
+        p.speed = min(self.SPEEDS[1], max(self.SPEEDS[0], p.speed * factor))
+        self.notify(f"replay speed x{p.speed:g}", timeout=2)
+        self.refresh_view()
+
+    def run_command_line(self, text: str | None) -> None:
+        words = (text or "").strip().lstrip(":").split()
+        if len(words) == 2 and words[0].lower() == "seek":
+            self.seek_to(words[1])
+            return
+        super().run_command_line(text)
+
+    def seek_to(self, arg: str) -> None:
+        """``90`` = 90 s into the recording; ``+10``/``-30`` relative to now."""
+        p = self.player
+        try:
+            value = float(arg)
+        except ValueError:
+            self.notify(f"seek: '{arg}' is not a number of seconds", severity="error")
+            return
+        target = p.position + value if arg[0] in "+-" else p.start + value
+        p.seek(target)
+        self._follow_player()
+        super().tick()
 
     def action_pause(self) -> None:
         self.player.paused = not self.player.paused
