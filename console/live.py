@@ -55,6 +55,8 @@ class LiveFeed:
         self.client: aiomqtt.Client | None = None
         self.first_error: str | None = None
         self.command_key = command_key
+        self.tap: Callable[[float, str, bytes, int, bool], None] | None = None
+        """Sees every message as received, and every command sent (console recording)."""
 
     def _set(self, state: str, detail: str = "") -> None:
         if state != self.conn.state or detail != self.conn.detail:
@@ -114,7 +116,10 @@ class LiveFeed:
             payload = message.payload
             if not isinstance(payload, bytes | bytearray):
                 payload = b"" if payload is None else str(payload).encode()
-            handle(message.topic.value, bytes(payload), clock())
+            now = clock()
+            if self.tap is not None:
+                self.tap(now, message.topic.value, bytes(payload), message.qos, message.retain)
+            handle(message.topic.value, bytes(payload), now)
 
     async def request_resends(self, asks: list[tuple[str, int]], issued_by: str) -> int:
         """Ask agents to re-send events we missed (``FleetState.missing_events``)."""
@@ -139,7 +144,11 @@ class LiveFeed:
         """Sign (when a command key is configured) and publish a command; return what was sent."""
         if self.command_key is not None:
             cmd = signing.sign(cmd, self.command_key)
-        await self.publish(kind, subject, codec.encode(cmd), qos=1)
+        payload = codec.encode(cmd)
+        await self.publish(kind, subject, payload, qos=1)
+        if self.tap is not None:
+            self.tap(self.clock(), topic_for(self.ingest.cluster, kind, subject), payload, 1,
+                     False)
         return cmd
 
     async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1) -> None:

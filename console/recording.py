@@ -105,6 +105,11 @@ class RecordingWriter:
         data = (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         self._raw.write(self._z.compress(data) if self.gzip else data)
 
+    def seed(self, topic: str, payload: bytes) -> None:
+        """State known before the recording started (a console's retained picture): it goes
+        into the first keyframe, so the recording replays to a complete picture."""
+        self._latest[topic] = payload
+
     def write(self, t: float, topic: str, payload: bytes, qos: int = 0,
               retain: bool = False) -> None:
         if self._segment_start is None or t - self._segment_start >= self.segment_s:
@@ -222,7 +227,9 @@ class RecordingReader:
         (messages with ``keyframe=True``), then every message of the segment, including those
         before ``start`` — together they make the state at ``start``."""
         offset = 0
-        use_keyframe = False
+        # From the start, the first keyframe still counts: it holds what a console knew before
+        # it began recording (RecordingWriter.seed); for `fleetdeck record` it is empty.
+        use_keyframe = True
         if start is not None:
             candidates = [(t, off) for t, off in self.segments if t <= start]
             if candidates:

@@ -36,6 +36,8 @@ from console.commands import (
 from console.ingest import Batch, Ingest
 from console.live import LiveFeed
 from console.recent import RecentHistory
+from console.recording import RecordingWriter
+from console.replay import human_bytes
 from console.rows import EventLine, event_line
 from console.state import FleetState
 from console.state import Transition as StateTransition
@@ -50,8 +52,8 @@ from console.tui.screens.overview import OverviewScreen
 from console.tui.text import esc
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Command, CommandOp, DrainMode, Event
-from fleetdeck.protocol.topics import Kind
+from fleetdeck.protocol.messages import Command, CommandOp, DrainMode, Event, Status
+from fleetdeck.protocol.topics import Kind, topic_for
 from fleetdeck.runtime import tune_gc
 
 Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
@@ -90,6 +92,7 @@ class FleetdeckApp(App[int]):
         Binding("question_mark", "help", "Help"),
         Binding("escape", "go_back", "Back", show=False),
         Binding("q", "quit", "Quit"),
+        Binding("R", "toggle_recording", "Record", show=False),
     ]
 
     def __init__(
@@ -130,6 +133,9 @@ class FleetdeckApp(App[int]):
         self.store_path = store_path
         self.store: Store | None = None
         self._store_busy = False
+        self.recorder: RecordingWriter | None = None
+        self.record_dir = Path.cwd()
+        self._rec_flushed = 0.0
         self._pending_store: list[tuple[Batch, list[StateTransition]]] = []
         self.audit: AuditSink = audit if audit is not None else AuditLog(audit_path)
         self.publisher = publisher
@@ -166,7 +172,46 @@ class FleetdeckApp(App[int]):
         assert self.feed is not None
         await self.feed.run(self._stop)
 
+    # --- recording (R) --------------------------------------------------------------------------
+
+    def action_toggle_recording(self) -> None:
+        """Record what this console receives (and the commands it sends) to a file."""
+        if self.feed is None:
+            self.notify("nothing to record: not connected to a broker", severity="warning")
+            return
+        if self.recorder is not None:
+            rec, self.recorder = self.recorder, None
+            self.feed.tap = None
+            rec.close()
+            self.notify(f"recorded {rec.messages} messages to {rec.path}", timeout=8)
+            self.refresh_view()
+            return
+        now = self.clock()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+        path = self.record_dir / f"fleetdeck-{self.cluster}-{stamp}.jsonl.gz"
+        try:
+            self.recorder = RecordingWriter(path, self.cluster, source=str(self.url),
+                                            started=now)
+        except OSError as err:
+            self.notify(f"cannot record to {path}: {err.strerror}", severity="error")
+            return
+        for node_id, st in self.state.nodes.items():
+            for kind, msg in ((Kind.BIRTH, st.birth), (Kind.TELEMETRY, st.telemetry)):
+                if msg is not None:
+                    self.recorder.seed(topic_for(self.cluster, kind, node_id), codec.encode(msg))
+            status = Status(node=node_id, online=bool(st.online), bdSeq=max(st.bd_seq, 0),
+                            ts=int(st.status_ts * 1000), drain=st.drain)
+            self.recorder.seed(topic_for(self.cluster, Kind.STATUS, node_id),
+                               codec.encode(status))
+        for job_id, job in self.state.jobs.items():
+            self.recorder.seed(topic_for(self.cluster, Kind.JOB, job_id), codec.encode(job))
+        self.feed.tap = self.recorder.write
+        self.notify(f"recording to {path} (R stops)", timeout=5)
+        self.refresh_view()
+
     async def on_unmount(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
         self._stop.set()
         if self.store is not None:
             await self.store.close()
@@ -237,6 +282,11 @@ class FleetdeckApp(App[int]):
         for tr in self.tracker.observe(self.state, acks, now):
             self._on_transition(tr)
         self._queue_store(batch)
+        if self.recorder is not None and time.monotonic() - self._rec_flushed > 2.0:
+            # Each flush ends a gzip member: every 2 s keeps the file readable while recording
+            # without costing compression.
+            self.recorder.flush()
+            self._rec_flushed = time.monotonic()
         if self.feed is not None and self.feed.client is not None:
             self.follow_up(now)
         t1 = time.perf_counter()
@@ -301,10 +351,13 @@ class FleetdeckApp(App[int]):
         cmds = f"  [$warning]cmds {active} open[/]" if active else ""
         audit_err = getattr(self.audit, "errors", 0)
         audit = "  [$error]AUDIT LOG FAILING[/]" if audit_err else ""
+        rec = ""
+        if self.recorder is not None:
+            rec = f"  [$error]● RECORDING {human_bytes(self.recorder.size)}[/]"
         behind = self.state.behind_s
         lagging = f"  [$error]BEHIND {behind:.1f}s[/]" if behind > BEHIND_WARN_S else ""
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
-                f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}")
+                f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{rec}")
 
     # --- navigation ---------------------------------------------------------------------------
 
