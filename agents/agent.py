@@ -309,7 +309,11 @@ class NodeAgent:
     async def _handle(self, client: aiomqtt.Client, cmd: Command) -> None:
         if cmd.cmd_id in self._acks:
             # QoS 1 redelivery or a console retry with the same id: answer, do not act twice.
+            # A console that retries a drain or resume has not seen its effect: say the state
+            # again too (idempotent; it may have been lost with a broker).
             await self._publish_ack(client, self._acks[cmd.cmd_id], remember=False)
+            if cmd.op in (CommandOp.DRAIN, CommandOp.RESUME):
+                await self._publish_status(client)
             return
         reject = self._validate(cmd)
         if reject:
@@ -357,7 +361,9 @@ class NodeAgent:
             self._executed.popitem(last=False)
 
     async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
-        await self._ack(client, cmd, AckResult.ACCEPTED, f"drain ({cmd.args.mode.value})")
+        # Act first, then tell: if the broker dies between the two, the state is already
+        # changed (status goes out again on reconnect) and the event waits in the outbox.
+        # Acknowledging first could leave a command "accepted" but never executed.
         self._drain_mode = cmd.args.mode
         state = DrainState.DRAINING if self.source.busy() else DrainState.DRAINED
         self.drain = DrainInfo(
@@ -370,26 +376,27 @@ class NodeAgent:
             state = DrainState.DRAINED
             self.drain = self.drain.model_copy(update={"state": state})
             self.source.on_drain(state, cmd.args.mode)
-        await self._publish_status(client)
         self.emit(EventDraft("drain", f"{state.value}: {cmd.args.reason} [{cmd.issued_by}]",
                              Severity.WARN, data={"state": state.value, "cmd_id": cmd.cmd_id}))
+        if state is DrainState.DRAINING:
+            self._awaiting_drained = cmd.cmd_id
+        await self._ack(client, cmd, AckResult.ACCEPTED, f"drain ({cmd.args.mode.value})")
+        await self._publish_status(client)
         if state is DrainState.DRAINED:
             await self._ack(client, cmd, AckResult.DONE, "DRAINED")
-        else:
-            self._awaiting_drained = cmd.cmd_id
 
     async def _check_drained(self, client: aiomqtt.Client) -> None:
         if self.drain.state is not DrainState.DRAINING or self.source.busy():
             return
         self.drain = self.drain.model_copy(update={"state": DrainState.DRAINED})
         self.source.on_drain(DrainState.DRAINED, self._drain_mode)
-        await self._publish_status(client)
         self.emit(EventDraft("drain", "drained: work left the node", Severity.WARN,
                              data={"state": "drained"}))
-        if self._awaiting_drained:
-            ack = Ack(cmd_id=self._awaiting_drained, by=self.node_id, op=CommandOp.DRAIN,
+        awaiting, self._awaiting_drained = self._awaiting_drained, None
+        await self._publish_status(client)
+        if awaiting:
+            ack = Ack(cmd_id=awaiting, by=self.node_id, op=CommandOp.DRAIN,
                       result=AckResult.DONE, reason="DRAINED", ts=now_ms(self.clock))
-            self._awaiting_drained = None
             await self._publish_ack(client, ack)
 
     async def _resume(self, client: aiomqtt.Client, cmd: Command) -> None:
@@ -397,9 +404,9 @@ class NodeAgent:
         self.drain = DrainInfo()
         self._awaiting_drained = None
         self.source.on_drain(DrainState.NONE, cmd.args.mode)
-        await self._publish_status(client)
         self.emit(EventDraft("drain", f"resumed [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))
+        await self._publish_status(client)
         note = "returned to service" if was is not DrainState.NONE else "was not drained"
         await self._ack(client, cmd, AckResult.DONE, note)
 

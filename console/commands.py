@@ -364,6 +364,9 @@ class Transition:
 RETRY_EVERY_S = 3.0
 """Re-send an unacknowledged command this often (same cmd_id: agents answer a duplicate from
 memory and never execute it twice), so a broker restart between send and ack loses nothing."""
+EFFECT_RETRY_S = 10.0
+"""Re-send an acknowledged drain/resume whose effect has not shown up in the node's status for
+this long: the agent then publishes its status again (a status lost with a broker)."""
 
 
 class CommandTracker:
@@ -375,8 +378,13 @@ class CommandTracker:
         out: list[tuple[Kind, str, Command, TargetProgress]] = []
         for req in self.active:
             for (kind, subject, cmd), t in zip(req.commands(), req.targets, strict=True):
-                if (t.phase is Phase.REQUESTED and t.sent_at is not None
-                        and now - t.sent_at >= every_s and cmd.expires_at > now * 1000):
+                if t.sent_at is None or cmd.expires_at <= now * 1000:
+                    continue
+                waiting = now - t.sent_at
+                unacked = t.phase is Phase.REQUESTED and waiting >= every_s
+                no_effect = (t.phase is Phase.ACKNOWLEDGED and req.op is not CommandOp.RESTART_JOB
+                             and t.detail != "DRAINING" and waiting >= EFFECT_RETRY_S)
+                if unacked or no_effect:
                     out.append((kind, subject, cmd, t))
         return out
 

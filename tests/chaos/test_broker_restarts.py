@@ -30,11 +30,17 @@ async def test_ten_broker_kills_lose_no_command_or_event(mosquitto, tmp_path):
     tracker = CommandTracker(CLUSTER, "chaos-test", ack_timeout_s=60, effect_timeout_s=60)
     stop = asyncio.Event()
     requests = []
+    acks_seen: list = []
+    statuses_seen: dict[str, list] = {}
 
     async def console() -> None:
         while not stop.is_set():
             now = time.time()
             batch = ingest.take_batch()
+            acks_seen.extend(a for _rx, a in batch.acks)
+            for node, (_rx, status) in batch.statuses.items():
+                statuses_seen.setdefault(node, []).append(
+                    (status.bdSeq % 100000, status.drain.state.value, status.drain.cmd_id[-6:]))
             state.apply(batch, now)
             tracker.observe(state, [a for _rx, a in batch.acks], now)
             if feed.client is not None:
@@ -79,7 +85,14 @@ async def test_ten_broker_kills_lose_no_command_or_event(mosquitto, tmp_path):
             await eventually(lambda: all(r.phase is Phase.DONE for r in requests), 60,
                              message="every command done")
         except AssertionError:
-            raise AssertionError("\n".join(r.describe() for r in requests)) from None
+            stuck = [r for r in requests if r.phase is not Phase.DONE]
+            lines = [r.describe() for r in requests]
+            for r in stuck:
+                for t in r.targets:
+                    lines.append(f"{t.target}: now {state.nodes[t.target].drain}; acks "
+                                 f"{[a.result.value for a in acks_seen if a.cmd_id == t.cmd.cmd_id]}"
+                                 f"; statuses {statuses_seen.get(t.target)}")
+            raise AssertionError("\n".join(lines)) from None
         all_done = time.time()
 
         def caught_up() -> bool:
