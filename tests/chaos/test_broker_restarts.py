@@ -89,8 +89,8 @@ async def test_ten_broker_kills_lose_no_command_or_event(mosquitto, tmp_path):
             lines = [r.describe() for r in requests]
             for r in stuck:
                 for t in r.targets:
-                    lines.append(f"{t.target}: now {state.nodes[t.target].drain}; acks "
-                                 f"{[a.result.value for a in acks_seen if a.cmd_id == t.cmd.cmd_id]}"
+                    acks = [a.result.value for a in acks_seen if a.cmd_id == t.cmd.cmd_id]
+                    lines.append(f"{t.target}: now {state.nodes[t.target].drain}; acks {acks}"
                                  f"; statuses {statuses_seen.get(t.target)}")
             raise AssertionError("\n".join(lines)) from None
         all_done = time.time()
