@@ -38,7 +38,7 @@ from fleetdeck.protocol.messages import (
     Status,
     Telemetry,
 )
-from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.protocol.topics import NODE_KINDS, Kind, topic_for
 
 log = logging.getLogger("fleetdeck.agent")
 
@@ -97,8 +97,7 @@ class NodeAgent:
         self._executed: OrderedDict[str, int] = OrderedDict()
         """cmd_id -> expires_at of commands acted on: a replay within the expiry is refused
         even after the ack memory forgot it."""
-        self._topic = {k: topic_for(cluster, k, node_id) for k in Kind if k.value in (
-            "birth", "status", "telemetry", "event", "cmd", "ack")}
+        self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
 
     # --- messages ---------------------------------------------------------------------------
 
