@@ -74,3 +74,10 @@ async def eventually(predicate, timeout: float = 10.0, interval: float = 0.05,
             return
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+
+
+@pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path_factory, monkeypatch):
+    """Consoles and collectors keep history and audit under $XDG_STATE_HOME: never the real home
+    directory from a test (subprocesses inherit it too)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
