@@ -238,85 +238,64 @@ class Store:
 
     # --- reading ---------------------------------------------------------------------------------
 
+    async def _select(self, columns: tuple[str, ...], rest: str, args: list[Any]
+                      ) -> list[dict[str, Any]]:
+        """Rows of ``SELECT columns <rest>`` as dicts keyed by column name."""
+        async with self.db.execute(f"SELECT {', '.join(columns)} {rest}", args) as cur:
+            rows = await cur.fetchall()
+        return [dict(zip(columns, r, strict=True)) for r in rows]
+
     async def events(
         self, since: float, nodes: Iterable[str] | None = None,
         kinds: Iterable[str] | None = None, limit: int = 10_000,
     ) -> list[dict[str, Any]]:
-        sql = "SELECT event_id, ts, node, kind, severity, component, message, data FROM events " \
-              "WHERE ts >= ?"
-        args: list[Any] = [since]
-        node_list = list(nodes or [])
-        kind_list = list(kinds or [])
-        if node_list:
-            sql += f" AND node IN ({','.join('?' * len(node_list))})"
-            args += node_list
-        if kind_list:
-            sql += f" AND kind IN ({','.join('?' * len(kind_list))})"
-            args += kind_list
-        sql += " ORDER BY ts LIMIT ?"
-        args.append(limit)
-        async with self.db.execute(sql, args) as cur:
-            rows = await cur.fetchall()
-        return [{"event_id": r[0], "ts": r[1], "node": r[2], "kind": r[3], "severity": r[4],
-                 "component": r[5], "message": r[6], "data": json.loads(r[7])} for r in rows]
+        where, args = _filters(since, node=nodes, kind=kinds)
+        rows = await self._select(EVENT_COLUMNS, f"FROM events {where} ORDER BY ts LIMIT ?",
+                                  [*args, limit])
+        for row in rows:
+            row["data"] = json.loads(row["data"])
+        return rows
 
     async def transitions(self, since: float, nodes: Iterable[str] | None = None,
                           limit: int = 10_000) -> list[dict[str, Any]]:
-        sql = "SELECT ts, node, old, new, reasons FROM transitions WHERE ts >= ?"
-        args: list[Any] = [since]
-        node_list = list(nodes or [])
-        if node_list:
-            sql += f" AND node IN ({','.join('?' * len(node_list))})"
-            args += node_list
-        sql += " ORDER BY ts LIMIT ?"
-        args.append(limit)
-        async with self.db.execute(sql, args) as cur:
-            rows = await cur.fetchall()
-        return [{"ts": r[0], "node": r[1], "old": r[2], "new": r[3],
-                 "reasons": [x for x in r[4].split(",") if x]} for r in rows]
+        where, args = _filters(since, node=nodes)
+        rows = await self._select(("ts", "node", "old", "new", "reasons"),
+                                  f"FROM transitions {where} ORDER BY ts LIMIT ?",
+                                  [*args, limit])
+        for row in rows:
+            row["reasons"] = [x for x in row["reasons"].split(",") if x]
+        return rows
 
     async def audit_rows(self, since: float) -> list[dict[str, Any]]:
-        async with self.db.execute(
-            "SELECT request_id, outcome, ts, who, what, targets, why, detail FROM audit "
-            "WHERE ts >= ? ORDER BY ts", (since,)) as cur:
-            rows = await cur.fetchall()
-        keys = ("request_id", "outcome", "ts", "who", "what", "targets", "why", "detail")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return await self._select(
+            ("request_id", "outcome", "ts", "who", "what", "targets", "why", "detail"),
+            "FROM audit WHERE ts >= ? ORDER BY ts", [since])
 
     async def gpu_history(self, node: str, since: float) -> list[dict[str, Any]]:
-        async with self.db.execute(
-            "SELECT gpu, minute, samples, util, temp_max, power, sm_clock_min, present "
+        return await self._select(
+            ("gpu", "minute", "samples", "util", "temp_max", "power", "sm_clock_min", "present"),
             "FROM gpu_minutes WHERE node = ? AND minute >= ? ORDER BY minute, gpu",
-            (node, int(since // 60))) as cur:
-            rows = await cur.fetchall()
-        keys = ("gpu", "minute", "samples", "util", "temp_max", "power", "sm_clock_min", "present")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+            [node, int(since // 60)])
 
     async def port_history(self, node: str, since: float) -> list[dict[str, Any]]:
-        async with self.db.execute(
-            "SELECT dev, minute, samples, xmit_Bps, rcv_Bps, symbol_errors, link_downed, "
-            "down_samples FROM port_minutes WHERE node = ? AND minute >= ? ORDER BY minute, dev",
-            (node, int(since // 60))) as cur:
-            rows = await cur.fetchall()
-        keys = ("dev", "minute", "samples", "xmit_Bps", "rcv_Bps", "symbol_errors",
-                "link_downed", "down_samples")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return await self._select(
+            ("dev", "minute", "samples", "xmit_Bps", "rcv_Bps", "symbol_errors", "link_downed",
+             "down_samples"),
+            "FROM port_minutes WHERE node = ? AND minute >= ? ORDER BY minute, dev",
+            [node, int(since // 60)])
 
     async def restore(self, state: FleetState, recent_events: int = 2000) -> int:
         """Put recent history back into a fresh console's state; return events restored."""
-        async with self.db.execute(
-            "SELECT event_id, ts, node, kind, severity, component, message, data FROM events "
-            "ORDER BY ts DESC LIMIT ?", (recent_events,)) as cur:
-            rows = list(await cur.fetchall())
+        rows = await self._select(EVENT_COLUMNS, "FROM events ORDER BY ts DESC LIMIT ?",
+                                  [recent_events])
         restored = 0
         for r in reversed(rows):
             try:
                 # Rows are ours, but validate anyway: a store written by an older version or
                 # edited by hand must not put bad state into the console.
                 ev = Event.model_validate(
-                    {"node": r[2], "event_id": r[0], "seq": 0, "ts": int(r[1] * 1000),
-                     "kind": r[3], "severity": r[4], "component": r[5], "message": r[6],
-                     "data": json.loads(r[7])}, strict=False)
+                    {**r, "seq": 0, "ts": int(r["ts"] * 1000), "data": json.loads(r["data"])},
+                    strict=False)
             except ValueError:
                 continue
             state.remember_event(ev)
@@ -326,6 +305,21 @@ class Store:
             for node, ts in await cur.fetchall():
                 state.node(node).changed_at = ts
         return restored
+
+
+EVENT_COLUMNS = ("event_id", "ts", "node", "kind", "severity", "component", "message", "data")
+
+
+def _filters(since: float, **in_lists: Iterable[str] | None) -> tuple[str, list[Any]]:
+    """``WHERE ts >= ? [AND col IN (…)]…`` for the lists that are given and not empty."""
+    where = "WHERE ts >= ?"
+    args: list[Any] = [since]
+    for column, values in in_lists.items():
+        chosen = list(values or [])
+        if chosen:
+            where += f" AND {column} IN ({','.join('?' * len(chosen))})"
+            args += chosen
+    return where, args
 
 
 def _event_row(ev: Event) -> tuple[Any, ...]:
