@@ -29,7 +29,8 @@ test: $(VENV)/.installed-test
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/mypy fleetdeck agents console
+	$(BIN)/mypy -p fleetdeck
+	$(BIN)/lint-imports
 
 check: lint test
 

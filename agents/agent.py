@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import aiomqtt
 
-from agents.outbox import Outbox
-from agents.source import EventDraft, Source
 from fleetdeck import __version__
+from fleetdeck.agents.outbox import Outbox
+from fleetdeck.agents.source import EventDraft, Source
 from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import (

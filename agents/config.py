@@ -73,7 +73,7 @@ class AgentSettings(BaseSettings):
     def _source(cls, v: str) -> str:
         if v == "sim":
             return v
-        from agents.real.source import parse_kind
+        from fleetdeck.agents.real.source import parse_kind
 
         parse_kind(v)  # raises ValueError with the reason
         return v

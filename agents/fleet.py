@@ -31,12 +31,12 @@ from typing import Any
 
 import aiomqtt
 
-from agents.agent import NodeAgent
-from agents.sim.node import SimNode
-from agents.sim.scenario import Scenario
-from agents.sim.spec import SpecError, parse_action
-from agents.sim.topology import TopologySpec
-from agents.sim.world import SimWorld, WorldOptions
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.agents.sim.scenario import Scenario
+from fleetdeck.agents.sim.spec import SpecError, parse_action
+from fleetdeck.agents.sim.topology import TopologySpec
+from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Ack, Command

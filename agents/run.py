@@ -8,11 +8,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from agents.agent import NodeAgent
-from agents.config import AgentSettings
-from agents.notify import Notifier
-from agents.outbox import Outbox
-from agents.source import Source
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.config import AgentSettings
+from fleetdeck.agents.notify import Notifier
+from fleetdeck.agents.outbox import Outbox
+from fleetdeck.agents.source import Source
 from fleetdeck.brokerurl import BrokerURL, parse_broker_url
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
@@ -23,10 +23,10 @@ log = logging.getLogger("fleetdeck.agent")
 
 def make_source(cfg: AgentSettings) -> Source:
     if cfg.source == "sim":
-        from agents.sim.node import SimNode
+        from fleetdeck.agents.sim.node import SimNode
 
         return SimNode(cfg.node_id, seed=cfg.seed)
-    from agents.real.source import make_real_source
+    from fleetdeck.agents.real.source import make_real_source
 
     try:
         return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log)

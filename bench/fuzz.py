@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.ingest import Ingest
+from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
@@ -36,7 +36,7 @@ TOPIC_NOISE = ["+", "#", "/", "\u0007", " ", "\u00e9", "x" * 300, "", "..", "gpu
 def samples() -> list[tuple[str, bytes]]:
     node = FakeNode("gpu0001", cluster="fuzz")
     node.sim.load = 1.0
-    from agents.source import EventDraft
+    from fleetdeck.agents.source import EventDraft
     from fleetdeck.protocol.messages import Ack, AckResult, JobState, JobStatus
 
     out = [(node.topic(Kind.BIRTH), codec.encode(node.birth())),

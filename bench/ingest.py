@@ -31,8 +31,8 @@ CLUSTER = "bench"
 
 def payload_templates(n: int) -> list[tuple[str, bytes, bytes]]:
     """(topic, head, tail) per node: payload = head + seq,bdSeq,ts + tail, from real sim samples."""
-    from agents.agent import NodeAgent
-    from agents.sim.node import SimNode
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.sim.node import SimNode
     from fleetdeck.brokerurl import BrokerURL
     from fleetdeck.protocol import codec
     from fleetdeck.protocol.topics import Kind, topic_for
@@ -109,10 +109,10 @@ def run_subscriber(kind: str, host: str, port: int, expect: int, idle_s: float) 
         return {"received": count, "seconds": (last - first) if count > 1 else 0.0, "cpu_s": cpu}
 
     async def fleet() -> dict:
-        from console.ingest import Ingest
-        from console.live import LiveFeed
-        from console.state import FleetState
         from fleetdeck.brokerurl import BrokerURL
+        from fleetdeck.console.ingest import Ingest
+        from fleetdeck.console.live import LiveFeed
+        from fleetdeck.console.state import FleetState
 
         ingest = Ingest(CLUSTER)
         state = FleetState(CLUSTER, ingest.malformed)

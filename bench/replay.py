@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.ingest import Ingest
-from console.recording import RecordingWriter
-from console.replay import replay_headless
-from console.state import FleetState
-from console.store import Store
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.recording import RecordingWriter
+from fleetdeck.console.replay import replay_headless
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.store import Store
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind
 from fleetdeck.runtime import tune_gc

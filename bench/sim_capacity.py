@@ -83,8 +83,8 @@ class Timed:
 
 def pure_cost_us(n: int) -> float:
     """Model sample + Telemetry + encode per node, no MQTT (same code path as the agents)."""
-    from agents.agent import NodeAgent
-    from agents.sim.world import SimWorld, WorldOptions
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.sim.world import SimWorld, WorldOptions
     from fleetdeck.brokerurl import BrokerURL
     from fleetdeck.protocol import codec
 
@@ -103,7 +103,7 @@ def pure_cost_us(n: int) -> float:
 
 
 async def child(args: argparse.Namespace) -> dict[str, Any]:
-    from agents.fleet import Fleet, FleetOptions, SimAgent
+    from fleetdeck.agents.fleet import Fleet, FleetOptions, SimAgent
     from fleetdeck.brokerurl import parse_broker_url
 
     class BenchAgent(SimAgent):

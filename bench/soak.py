@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.collector import Collector
-from console.store import Store
 from fleetdeck.broker import ManagedBroker
+from fleetdeck.console.collector import Collector
+from fleetdeck.console.store import Store
 from fleetdeck.runtime import tune_gc
 
 FAULTS = [

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.audit import MemoryAudit
-from console.ingest import Ingest
-from console.tui.app import FleetdeckApp
+from fleetdeck.console.audit import MemoryAudit
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.tui.app import FleetdeckApp
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
 
 

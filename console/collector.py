@@ -9,11 +9,11 @@ import signal
 import time
 from pathlib import Path
 
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
-from console.store import Store
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.store import Store
 from fleetdeck.runtime import tune_gc
 
 log = logging.getLogger("fleetdeck.collect")

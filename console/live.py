@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import aiomqtt
 
-from console.ingest import Ingest
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import Kind, subscriptions, topic_for

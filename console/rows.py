@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from console.commands import fmt_duration, jobs_by_node
-from console.health import VERDICT_ORDER, Finding, Severity, Verdict
-from console.state import FleetState, NodeState
+from fleetdeck.console.commands import fmt_duration, jobs_by_node
+from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
+from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol.messages import DrainInfo, DrainState, Event, IbPortSample, JobStatus
 

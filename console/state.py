@@ -9,8 +9,16 @@ because amqtt never enforces keepalive and a wedged collector can keep an MQTT s
 from collections import deque
 from dataclasses import dataclass, field
 
-from console.health import VERDICT_ORDER, Finding, NodeHistory, Severity, Verdict, combine, evaluate
-from console.ingest import Batch, MalformedLog
+from fleetdeck.console.health import (
+    VERDICT_ORDER,
+    Finding,
+    NodeHistory,
+    Severity,
+    Verdict,
+    combine,
+    evaluate,
+)
+from fleetdeck.console.ingest import Batch, MalformedLog
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,

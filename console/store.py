@@ -17,9 +17,9 @@ from typing import Any
 
 import aiosqlite
 
-from console.audit import AuditRecord
-from console.ingest import Batch
-from console.state import FleetState, Transition
+from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.ingest import Batch
+from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.protocol.messages import Event, Telemetry
 
 SCHEMA_VERSION = 1

@@ -5,7 +5,7 @@ The keys are a promise to scripts: add keys, never rename or remove them (docs/p
 
 from typing import Any
 
-from console.state import FleetState, NodeState
+from fleetdeck.console.state import FleetState, NodeState
 
 
 def node_summary(st: NodeState, now: float) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def _add_db(p: argparse.ArgumentParser) -> None:
 
 
 def _db_path(args: argparse.Namespace) -> Path:
-    from console.store import default_db_path
+    from fleetdeck.console.store import default_db_path
 
     return Path(args.db) if args.db else default_db_path(args.cluster)
 
@@ -334,8 +334,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from agents.config import load_settings
-    from agents.run import run_agent, sample_once
+    from fleetdeck.agents.config import load_settings
+    from fleetdeck.agents.run import run_agent, sample_once
 
     settings = load_settings(args.config, {
         "broker": args.broker, "cluster": args.cluster, "node_id": args.node_id,
@@ -354,10 +354,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from agents.fleet import FleetOptions, run_fleet
-    from agents.sim.scenario import load_scenario
-    from agents.sim.spec import SpecError
-    from agents.sim.topology import TopologySpec
+    from fleetdeck.agents.fleet import FleetOptions, run_fleet
+    from fleetdeck.agents.sim.scenario import load_scenario
+    from fleetdeck.agents.sim.spec import SpecError
+    from fleetdeck.agents.sim.topology import TopologySpec
 
     scenario = None
     if args.scenario:
@@ -390,8 +390,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_inject(args: argparse.Namespace) -> int:
     import aiomqtt
 
-    from agents.fleet import inject
-    from agents.sim.spec import SpecError, parse_action, parse_kv
+    from fleetdeck.agents.fleet import inject
+    from fleetdeck.agents.sim.spec import SpecError, parse_action, parse_kv
     from fleetdeck.brokerurl import describe_mqtt_error
 
     try:
@@ -414,13 +414,13 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from console.status import run_status
+    from fleetdeck.console.cli.status import run_status
 
     return run_status(_url(args), args.cluster, args.wait, args.json)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from console.tui.app import run_console
+    from fleetdeck.console.tui.app import run_console
 
     return run_console(
         _url(args), args.cluster, tick_s=args.tick, read_only=args.read_only,
@@ -430,7 +430,7 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
-    from console.cli_commands import run_drain
+    from fleetdeck.console.cli.commands import run_drain
 
     return run_drain(_url(args), args.cluster, args.hostlist, args.reason,
                      now=args.now, operator=args.operator, audit_path=args.audit_log,
@@ -439,7 +439,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from console.cli_commands import run_resume
+    from fleetdeck.console.cli.commands import run_resume
 
     return run_resume(_url(args), args.cluster, args.hostlist,
                       reason=args.reason, operator=args.operator, audit_path=args.audit_log,
@@ -447,7 +447,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_restart_job(args: argparse.Namespace) -> int:
-    from console.cli_commands import run_restart_job
+    from fleetdeck.console.cli.commands import run_restart_job
 
     return run_restart_job(_url(args), args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
@@ -456,20 +456,20 @@ def cmd_restart_job(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from console.replay import run_record
+    from fleetdeck.console.cli.replay import run_record
 
     return run_record(_url(args), args.cluster, args.out, args.duration)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from console.collector import run_collect
+    from fleetdeck.console.collector import run_collect
 
     return run_collect(_url(args), args.cluster, _db_path(args),
                        args.retention_days)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from console.history_cli import run_events
+    from fleetdeck.console.cli.history import run_events
     from fleetdeck.hostlist import HostlistError, expand
 
     try:
@@ -481,13 +481,13 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from console.history_cli import run_history
+    from fleetdeck.console.cli.history import run_history
 
     return run_history(_db_path(args), args.node, args.metric, args.since, args.json)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from console.replay import run_replay
+    from fleetdeck.console.cli.replay import run_replay
 
     return run_replay(args)
 

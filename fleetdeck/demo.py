@@ -26,11 +26,11 @@ def run_demo(args: argparse.Namespace) -> int:
                                start_new_session=True)
         try:
             if args.headless:
-                from console.status import run_status
+                from fleetdeck.console.cli.status import run_status
 
                 time.sleep(args.headless)
                 return run_status(broker.url, args.cluster, 2.0, as_json=False)
-            from console.tui.app import run_console
+            from fleetdeck.console.tui.app import run_console
 
             return run_console(broker.url, args.cluster, broker_label=broker.label,
                                store_path=Path(str(broker.workdir)) / "demo.db",

@@ -1,7 +1,7 @@
 """Builders for protocol messages in tests (real models, real codec)."""
 
-from agents.agent import NodeAgent
-from agents.sim.node import SimNode
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Birth, Status, Telemetry

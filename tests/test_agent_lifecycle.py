@@ -9,9 +9,9 @@ import uuid
 
 import aiomqtt
 
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Ack, Command, CommandArgs, CommandOp, DrainMode
 from fleetdeck.protocol.topics import Kind, topic_for

@@ -7,9 +7,9 @@ import time
 
 import aiomqtt
 
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
 from fleetdeck.protocol.topics import ROOT
 from tests.conftest import eventually, fleetdeck_cmd, spawn, stop_process
 

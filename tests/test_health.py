@@ -1,6 +1,6 @@
 import pytest
 
-from console.health import NodeHistory, Verdict, combine, describe_clock_events, evaluate
+from fleetdeck.console.health import NodeHistory, Verdict, combine, describe_clock_events, evaluate
 from tests.helpers import FakeNode
 
 

@@ -5,13 +5,13 @@ import asyncio
 import time
 import uuid
 
-from agents.agent import NodeAgent
-from agents.outbox import Outbox
-from agents.sim.node import SimNode
-from agents.source import EventDraft, Reading
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.outbox import Outbox
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.agents.source import EventDraft, Reading
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
 from tests.conftest import eventually
 
 CLUSTER = "nolost"

@@ -60,7 +60,7 @@ def test_ready_watchdog_status_and_stopping(mosquitto, tmp_path, monkeypatch):
 
 
 def test_no_notify_socket_means_no_notifications(monkeypatch):
-    from agents.notify import Notifier
+    from fleetdeck.agents.notify import Notifier
 
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     n = Notifier()

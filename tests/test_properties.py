@@ -7,8 +7,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.ingest import Ingest
-from console.state import FleetState
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import MESSAGE_MODELS
 from fleetdeck.protocol.topics import Kind, TopicError, parse_topic

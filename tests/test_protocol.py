@@ -74,8 +74,8 @@ def _telemetry(**over):
 
 
 def test_round_trip_preserves_every_field():
-    from agents.agent import NodeAgent
-    from agents.sim.node import SimNode
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.sim.node import SimNode
     from fleetdeck.brokerurl import BrokerURL
 
     agent = NodeAgent(cluster="c", node_id="n1", source=SimNode("n1"), url=BrokerURL("h", 1))

@@ -1,6 +1,6 @@
-from console.health import Verdict
-from console.ingest import Ingest
-from console.state import FleetState
+from fleetdeck.console.health import Verdict
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
@@ -106,7 +106,7 @@ def test_rejected_input_leaves_state_unchanged():
 
 
 def test_duplicate_events_are_dropped():
-    from agents.source import EventDraft
+    from fleetdeck.agents.source import EventDraft
 
     node = FakeNode()
     ingest, state = setup(node)

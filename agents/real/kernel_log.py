@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from agents.real.common import normalize_pci
-from agents.source import EventDraft
+from fleetdeck.agents.real.common import normalize_pci
+from fleetdeck.agents.source import EventDraft
 from fleetdeck.protocol.messages import Severity
 
 DAY_S = 86_400.0

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from agents.real.common import GpuInventoryResult, build_model, normalize_pci
+from fleetdeck.agents.real.common import GpuInventoryResult, build_model, normalize_pci
 from fleetdeck.protocol.messages import Ecc, GpuInventory, GpuSample, NvLink, RowRemap
 
 MIB = 2**20

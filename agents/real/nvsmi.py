@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.real.common import GpuInventoryResult, build_model, normalize_pci
+from fleetdeck.agents.real.common import GpuInventoryResult, build_model, normalize_pci
 from fleetdeck.protocol.messages import Ecc, GpuInventory, GpuSample, RowRemap
 
 Row = dict[str, str | None]

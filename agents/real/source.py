@@ -11,18 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agents.real.common import (
+from fleetdeck.agents.real.common import (
     ChangeLogger,
     GpuInventoryResult,
     GpuReader,
     cap_errors,
     normalize_pci,
 )
-from agents.real.kernel_log import KernelLogMonitor, LineFollower, make_follower
-from agents.real.nvml import NvmlReader
-from agents.real.nvsmi import NvsmiReader
-from agents.real.sysfs_ib import IbDeviceRead, IbReader
-from agents.source import EventDraft, Inventory, Reading, Source
+from fleetdeck.agents.real.kernel_log import KernelLogMonitor, LineFollower, make_follower
+from fleetdeck.agents.real.nvml import NvmlReader
+from fleetdeck.agents.real.nvsmi import NvsmiReader
+from fleetdeck.agents.real.sysfs_ib import IbDeviceRead, IbReader
+from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
 from fleetdeck.protocol.messages import (
     DrainMode,
     DrainState,

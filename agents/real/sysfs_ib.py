@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.real.common import U64_MOD, build_model
-from agents.source import EventDraft
+from fleetdeck.agents.real.common import U64_MOD, build_model
+from fleetdeck.agents.source import EventDraft
 from fleetdeck.protocol.messages import IbPortInventory, IbPortSample, Severity
 
 DEFAULT_ROOT = Path("/sys/class/infiniband")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from agents.source import EventDraft, Inventory, Reading
+from fleetdeck.agents.source import EventDraft, Inventory, Reading
 from fleetdeck.protocol.messages import (
     DrainMode,
     DrainState,
@@ -48,8 +48,8 @@ from fleetdeck.protocol.messages import (
 M = TypeVar("M", bound=BaseModel)
 
 if TYPE_CHECKING:
-    from agents.sim.scheduler import Binding
-    from agents.sim.world import SimWorld
+    from fleetdeck.agents.sim.scheduler import Binding
+    from fleetdeck.agents.sim.world import SimWorld
 
 SKU = "ND96isr_H100_v5"
 GPU_NAME = "NVIDIA H100 80GB HBM3"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.sim.spec import Action, SpecError, parse_action, parse_duration
+from fleetdeck.agents.sim.spec import Action, SpecError, parse_action, parse_duration
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agents.sim.node import COMM_PEAK_BPS
+from fleetdeck.agents.sim.node import COMM_PEAK_BPS
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
@@ -40,8 +40,8 @@ from fleetdeck.protocol.messages import (
 )
 
 if TYPE_CHECKING:
-    from agents.sim.node import SimNode
-    from agents.sim.world import SimWorld
+    from fleetdeck.agents.sim.node import SimNode
+    from fleetdeck.agents.sim.world import SimWorld
 
 GPUS = 8
 COMPUTE_SHARE = 0.75

@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agents.sim.node import N_PORTS, SimNode
-from agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, Scheduler
-from agents.sim.spec import Action, SpecError
-from agents.sim.topology import TopologySpec, node_names, topology_for
+from fleetdeck.agents.sim.node import N_PORTS, SimNode
+from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, Scheduler
+from fleetdeck.agents.sim.spec import Action, SpecError
+from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
 from fleetdeck.protocol.messages import Severity
 
 log = logging.getLogger("fleetdeck.sim")
@@ -116,7 +116,7 @@ class SimWorld:
         want = self.opts.background_jobs
         if not want:
             return
-        from agents.sim.scheduler import TERMINAL
+        from fleetdeck.agents.sim.scheduler import TERMINAL
 
         jobs = self.scheduler.jobs
         self._workload = [j for j in self._workload if jobs[j].state not in TERMINAL

@@ -22,8 +22,9 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
-from console.audit import AuditLog, AuditRecord, AuditSink, TeeAudit
-from console.commands import (
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.audit import AuditLog, AuditRecord, AuditSink, TeeAudit
+from fleetdeck.console.commands import (
     BlastRadius,
     CommandTracker,
     Phase,
@@ -33,24 +34,23 @@ from console.commands import (
     blast_radius,
     job_blast_radius,
 )
-from console.ingest import Batch, Ingest
-from console.live import LiveFeed
-from console.recent import RecentHistory
-from console.recording import RecordingWriter
-from console.replay import human_bytes
-from console.rows import EventLine, event_line
-from console.state import FleetState
-from console.state import Transition as StateTransition
-from console.store import Store
-from console.tui.palette import FleetCommands
-from console.tui.screens.base import FleetView
-from console.tui.screens.events import EventsScreen
-from console.tui.screens.fabric import FabricScreen
-from console.tui.screens.jobs import JobsScreen
-from console.tui.screens.nodes import NodesScreen
-from console.tui.screens.overview import OverviewScreen
-from console.tui.text import esc
-from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.ingest import Batch, Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.recent import RecentHistory
+from fleetdeck.console.recording import RecordingWriter
+from fleetdeck.console.replay import human_bytes
+from fleetdeck.console.rows import EventLine, event_line
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.state import Transition as StateTransition
+from fleetdeck.console.store import Store
+from fleetdeck.console.tui.palette import FleetCommands
+from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.events import EventsScreen
+from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.jobs import JobsScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from fleetdeck.console.tui.screens.overview import OverviewScreen
+from fleetdeck.console.tui.text import esc
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Command, CommandOp, DrainMode, Event, Status
 from fleetdeck.protocol.topics import Kind, topic_for
@@ -388,12 +388,12 @@ class FleetdeckApp(App[int]):
             self._switch(self.history.pop())
 
     def action_help(self) -> None:
-        from console.tui.modals import HelpScreen
+        from fleetdeck.console.tui.modals import HelpScreen
 
         self.push_screen(HelpScreen(self.read_only))
 
     def action_command_line(self) -> None:
-        from console.tui.modals import CommandLine
+        from fleetdeck.console.tui.modals import CommandLine
 
         self.push_screen(CommandLine(), self.run_command_line)
 
@@ -433,7 +433,7 @@ class FleetdeckApp(App[int]):
                         ":events, :node NAME, :drain HOSTLIST, :restart JOB)", severity="warning")
 
     def open_node(self, node_id: str, gpu: int | None = None) -> None:
-        from console.tui.screens.node_detail import NodeDetailScreen
+        from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 
         if node_id not in self.state.nodes:
             self.notify(f"no node named {esc(node_id)}", severity="warning")
@@ -452,7 +452,7 @@ class FleetdeckApp(App[int]):
     def request_drain(self, targets: list[str]) -> None:
         if self.read_only or not targets:
             return
-        from console.tui.modals import DrainScreen
+        from fleetdeck.console.tui.modals import DrainScreen
 
         unknown = self._unknown(targets)
         if unknown:
@@ -472,7 +472,7 @@ class FleetdeckApp(App[int]):
     def request_resume(self, targets: list[str]) -> None:
         if self.read_only or not targets:
             return
-        from console.tui.modals import ConfirmScreen
+        from fleetdeck.console.tui.modals import ConfirmScreen
 
         unknown = self._unknown(targets)
         if unknown:
@@ -489,7 +489,7 @@ class FleetdeckApp(App[int]):
     def request_restart(self, job_id: str) -> None:
         if self.read_only:
             return
-        from console.tui.modals import ConfirmScreen
+        from fleetdeck.console.tui.modals import ConfirmScreen
 
         if job_id not in self.state.jobs:
             self.notify(f"no job {esc(job_id)}", severity="error")
@@ -572,7 +572,7 @@ MUTATING_ACTIONS = frozenset({"drain", "resume", "restart"})
 
 def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> int:
     """Replay a recording in the console (read-only by construction)."""
-    from console.tui.replay_app import ReplayApp
+    from fleetdeck.console.tui.replay_app import ReplayApp
 
     tune_gc()
     app = ReplayApp(path, speed=speed, tick_s=tick_s)

@@ -17,12 +17,12 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells
+from fleetdeck.console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from console.state import FleetState, NodeState
+    from fleetdeck.console.state import FleetState, NodeState
 
 GLYPH = "■"
 CURSOR_GLYPH = "◆"

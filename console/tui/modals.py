@@ -9,8 +9,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
-from console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
-from console.tui.text import esc, plural
+from fleetdeck.console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
+from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 
 MAX_TARGET_LINES = 8

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
-    from console.tui.app import FleetdeckApp
+    from fleetdeck.console.tui.app import FleetdeckApp
 
 MAX_NODE_HITS = 200
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from textual.binding import Binding
 
-from console.audit import MemoryAudit
-from console.state import FleetState
-from console.tui.app import FleetdeckApp
+from fleetdeck.console.audit import MemoryAudit
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.tui.app import FleetdeckApp
 
 
 class ReplayApp(FleetdeckApp):
@@ -26,7 +26,7 @@ class ReplayApp(FleetdeckApp):
     SPEEDS = (0.5, 100.0)
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> None:
-        from console.replay import Player
+        from fleetdeck.console.replay import Player
 
         self.player = Player(Path(path), speed=speed)
         super().__init__(cluster=self.player.cluster, ingest=self.player.ingest,

@@ -8,10 +8,10 @@ import random
 import time
 import uuid
 
-from console.commands import CommandTracker, Phase
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
+from fleetdeck.console.commands import CommandTracker, Phase
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
 from tests.conftest import eventually, spawn, stop_process
 
 CLUSTER = "chaos"

@@ -6,10 +6,10 @@ import threading
 import time
 
 from bench._mqttload import RawPublisher, publish_packet
-from console.live import MAX_QUEUED_INCOMING
-from console.tui.app import FleetdeckApp
-from console.tui.screens.jobs import JobsScreen
-from console.tui.screens.nodes import NodesScreen
+from fleetdeck.console.live import MAX_QUEUED_INCOMING
+from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.console.tui.screens.jobs import JobsScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import eventually

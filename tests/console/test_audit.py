@@ -1,6 +1,6 @@
 import json
 
-from console.audit import AuditLog, AuditRecord, default_audit_path
+from fleetdeck.console.audit import AuditLog, AuditRecord, default_audit_path
 
 
 def test_append_only_jsonl(tmp_path):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from console.commands import CommandTracker, Phase, blast_radius, job_blast_radius
-from console.ingest import Ingest
-from console.state import FleetState
+from fleetdeck.console.commands import CommandTracker, Phase, blast_radius, job_blast_radius
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState
 from fleetdeck.protocol.messages import AckResult, CommandOp, DrainMode, DrainState
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
 

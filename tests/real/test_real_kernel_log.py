@@ -3,7 +3,7 @@
 import sys
 import time
 
-from agents.real.kernel_log import (
+from fleetdeck.agents.real.kernel_log import (
     CarrierRecord,
     CommandFollower,
     FileFollower,

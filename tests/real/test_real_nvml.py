@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.real.nvml import NvmlReader, NvmlUnavailable, load_pynvml
-from agents.real.source import make_real_source
+from fleetdeck.agents.real.nvml import NvmlReader, NvmlUnavailable, load_pynvml
+from fleetdeck.agents.real.source import make_real_source
 
 NOT_SUPPORTED, LIB_NOT_FOUND, GPU_IS_LOST, UNKNOWN = 3, 12, 15, 999
 

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from agents.real.nvsmi import (
+from fleetdeck.agents.real.nvsmi import (
     QUERY_FIELDS,
     NvsmiReader,
     gpu_inventory,

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.real.common import GpuInventoryResult, cap_errors, normalize_pci
-from agents.real.kernel_log import FileFollower
-from agents.real.source import (
+from fleetdeck.agents.real.common import GpuInventoryResult, cap_errors, normalize_pci
+from fleetdeck.agents.real.kernel_log import FileFollower
+from fleetdeck.agents.real.source import (
     RealSource,
     make_real_source,
     pair_by_bus_order,
     parse_kind,
 )
-from agents.real.sysfs_ib import IbReader, read_devices
-from agents.source import Source
+from fleetdeck.agents.real.sysfs_ib import IbReader, read_devices
+from fleetdeck.agents.source import Source
 from fleetdeck.protocol.messages import (
     Birth,
     DrainMode,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.real.sysfs_ib import (
+from fleetdeck.agents.real.sysfs_ib import (
     GBPS_TO_BYTES_PER_S,
     IbDeviceRead,
     IbPortRead,

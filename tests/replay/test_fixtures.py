@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from console.replay import replay_headless
+from fleetdeck.console.replay import replay_headless
 from tests.conftest import REPO, run_cli
 
 FIXTURES = REPO / "fixtures"

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from console.recording import RecordingReader, RecordingWriter
-from console.replay import Player, replay_headless
+from fleetdeck.console.recording import RecordingReader, RecordingWriter
+from fleetdeck.console.replay import Player, replay_headless
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind

@@ -6,14 +6,14 @@ the console's own health rules, so these tests check what an operator would see.
 
 from dataclasses import dataclass, field
 
-from agents.agent import NodeAgent
-from agents.sim.node import SimNode
-from agents.sim.scheduler import SimJob
-from agents.sim.spec import Action, parse_action
-from agents.sim.world import SimWorld, WorldOptions
-from agents.source import EventDraft
-from console.health import Finding, NodeHistory, Verdict, combine, evaluate
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.agents.sim.scheduler import SimJob
+from fleetdeck.agents.sim.spec import Action, parse_action
+from fleetdeck.agents.sim.world import SimWorld, WorldOptions
+from fleetdeck.agents.source import EventDraft
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.health import Finding, NodeHistory, Verdict, combine, evaluate
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Birth, JobStatus, Telemetry
 
@@ -42,7 +42,7 @@ class Harness:
     """Decode strictly and apply the console's rules to every sample (off: encode only)."""
 
     def __post_init__(self) -> None:
-        from agents.sim.topology import TopologySpec
+        from fleetdeck.agents.sim.topology import TopologySpec
 
         self.world = SimWorld(WorldOptions(
             nodes=self.nodes, seed=self.seed, epoch_ms=EPOCH_MS,

@@ -3,7 +3,7 @@ console.health) and its effect on the job running there."""
 
 import pytest
 
-from console.health import Verdict
+from fleetdeck.console.health import Verdict
 from tests.sim.harness import Harness, act, job
 
 # Placement is first-fit in name order: job "train" (4 nodes) lands on gpu0001-0004.

@@ -4,8 +4,8 @@ and agent death through the broker's Last Will while the job keeps stepping."""
 import asyncio
 import time
 
-from agents.fleet import Fleet, FleetOptions, inject
-from agents.sim.scenario import parse_scenario
+from fleetdeck.agents.fleet import Fleet, FleetOptions, inject
+from fleetdeck.agents.sim.scenario import parse_scenario
 from fleetdeck.brokerurl import make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Ack, Command, CommandOp, JobStatus, Status

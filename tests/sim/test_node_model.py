@@ -1,7 +1,7 @@
 """The node model: healthy baselines (TELEMETRY.md §5), job phases, counter semantics."""
 
-from agents.sim.node import COUNTER_MAX, U64, SimNode
-from console.health import Verdict
+from fleetdeck.agents.sim.node import COUNTER_MAX, U64, SimNode
+from fleetdeck.console.health import Verdict
 from tests.sim.harness import Harness, job
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from agents.sim.scenario import builtin_names, load_scenario, parse_scenario
-from agents.sim.spec import SpecError, parse_action, parse_duration, parse_kv
+from fleetdeck.agents.sim.scenario import builtin_names, load_scenario, parse_scenario
+from fleetdeck.agents.sim.spec import SpecError, parse_action, parse_duration, parse_kv
 from tests.sim.harness import Harness
 
 

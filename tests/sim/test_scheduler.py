@@ -1,6 +1,6 @@
 """Simulated Slurm: placement, queueing, drain/resume, restart_job and its acks."""
 
-from agents.sim.scheduler import SimJob
+from fleetdeck.agents.sim.scheduler import SimJob
 from fleetdeck.protocol.messages import AckResult, Command, CommandOp, DrainMode, DrainState
 from tests.sim.harness import EPOCH_MS, Harness, act, job
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from agents.source import EventDraft
-from console.audit import AuditRecord
-from console.ingest import Ingest
-from console.state import FleetState
-from console.store import Store
+from fleetdeck.agents.source import EventDraft
+from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.store import Store
 from fleetdeck.protocol.topics import Kind
 from tests.conftest import REPO, run_cli, spawn, stop_process
 from tests.helpers import FakeNode
@@ -105,7 +105,7 @@ async def test_retention_purges_old_rows(tmp_path):
 WRITER = """
 import asyncio, sys, time
 sys.path.insert(0, sys.argv[2])
-from console.store import Store
+from fleetdeck.console.store import Store
 from tests.store.test_store import fill
 async def main():
     store = await Store.open(__import__('pathlib').Path(sys.argv[1]))

@@ -1,8 +1,8 @@
 import pytest
 
-from console.audit import MemoryAudit
-from console.ingest import Ingest
-from console.tui.app import FleetdeckApp
+from fleetdeck.console.audit import MemoryAudit
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.tui.app import FleetdeckApp
 from tests.tui.fleet import (
     CLUSTER,
     Clock,

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from agents.agent import NodeAgent
-from agents.sim.node import SimNode
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.brokerurl import parse_broker_url
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (

@@ -1,8 +1,8 @@
 """Drain / resume / restart from the UI: confirmation, publish, lifecycle, audit, read-only."""
 
-from console.commands import Phase
-from console.tui.modals import ConfirmScreen, DrainScreen
-from console.tui.screens.nodes import NodesScreen
+from fleetdeck.console.commands import Phase
+from fleetdeck.console.tui.modals import ConfirmScreen, DrainScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import AckResult, Command, CommandOp, DrainMode, DrainState
 from tests.tui.conftest import SIZE
@@ -229,7 +229,7 @@ async def test_read_only_has_no_mutating_keys_or_palette_entries(ro_world):
         app.request_drain(["gpu0001"])
         await pilot.pause()
         assert isinstance(app.screen, NodesScreen) and ro_world.published == []
-        from console.tui.palette import FleetCommands
+        from fleetdeck.console.tui.palette import FleetCommands
 
         provider = FleetCommands(app.screen)
         names = [text for text, _c, _h in provider._static() + provider._dynamic("gpu0001")]
@@ -238,7 +238,7 @@ async def test_read_only_has_no_mutating_keys_or_palette_entries(ro_world):
 
 
 async def test_palette_entries(world):
-    from console.tui.palette import FleetCommands
+    from fleetdeck.console.tui.palette import FleetCommands
 
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()

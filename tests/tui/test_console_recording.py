@@ -1,7 +1,7 @@
 """R in the live console records what it receives; the file replays to the same picture."""
 
-from console.replay import replay_headless
-from console.tui.app import FleetdeckApp
+from fleetdeck.console.replay import replay_headless
+from fleetdeck.console.tui.app import FleetdeckApp
 from tests.conftest import eventually, spawn, stop_process
 
 

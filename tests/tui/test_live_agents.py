@@ -2,12 +2,12 @@
 
 import asyncio
 
-from agents.agent import NodeAgent
-from agents.sim.node import SimNode
-from console.audit import MemoryAudit
-from console.commands import Phase
-from console.tui.app import FleetdeckApp
-from console.tui.modals import DrainScreen
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.console.audit import MemoryAudit
+from fleetdeck.console.commands import Phase
+from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.console.tui.modals import DrainScreen
 from tests.conftest import eventually
 
 

@@ -1,7 +1,7 @@
 """The console over a recording: same views, read-only, with pause, step, seek, speed and
 event navigation (Pilot, against a real recorded fixture)."""
 
-from console.tui.replay_app import ReplayApp
+from fleetdeck.console.tui.replay_app import ReplayApp
 from tests.conftest import REPO
 
 FIXTURE = REPO / "fixtures" / "xid79.jsonl.gz"

@@ -1,11 +1,11 @@
 """Every view, driven with Pilot: injected ingest and clock, ticks driven by the test."""
 
-from console.tui.screens.events import EventsScreen
-from console.tui.screens.fabric import FabricScreen
-from console.tui.screens.jobs import JobsScreen
-from console.tui.screens.node_detail import NodeDetailScreen
-from console.tui.screens.nodes import NodesScreen
-from console.tui.screens.overview import OverviewScreen
+from fleetdeck.console.tui.screens.events import EventsScreen
+from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.jobs import JobsScreen
+from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.tui.conftest import SIZE
 
 
@@ -154,7 +154,7 @@ async def test_jobs_view_straggler(world):
 
 
 async def test_events_view_filter(world):
-    from agents.source import EventDraft
+    from fleetdeck.agents.source import EventDraft
 
     agent = world.fleet.agents["gpu0007"]
     ev = agent._event(EventDraft("xid", "Xid 79: GPU fell off the bus", component="gpu2"))

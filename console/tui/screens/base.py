@@ -7,7 +7,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 if TYPE_CHECKING:
-    from console.tui.app import FleetdeckApp
+    from fleetdeck.console.tui.app import FleetdeckApp
 
 TABS = (("1", "overview"), ("2", "nodes"), ("3", "jobs"), ("4", "fabric"), ("5", "events"))
 

@@ -5,10 +5,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
-from console.rows import EventLine, NodeFilter, clock_text
-from console.tui.line_table import Column, LineTable
-from console.tui.screens.base import FleetView
-from console.tui.text import esc
+from fleetdeck.console.rows import EventLine, NodeFilter, clock_text
+from fleetdeck.console.tui.line_table import Column, LineTable
+from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import esc
 
 EVENT_COLUMNS = [
     Column("TIME", "ts", 8), Column("SOURCE", "source", 10), Column("KIND", "kind", 12),

@@ -5,10 +5,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from console.rows import FabricCache, LeafRow, PortRow, fabric
-from console.tui.line_table import Column, LineTable
-from console.tui.screens.base import FleetView
-from console.tui.text import esc
+from fleetdeck.console.rows import FabricCache, LeafRow, PortRow, fabric
+from fleetdeck.console.tui.line_table import Column, LineTable
+from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import esc
 
 LEAF_COLUMNS = [
     Column("LEAF", "leaf", 14), Column("NODES", "nodes", 5, right=True),

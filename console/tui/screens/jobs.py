@@ -4,9 +4,9 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 
-from console.rows import JobRow, job_row, progress_bar, sorted_jobs
-from console.tui.line_table import Column, LineTable
-from console.tui.screens.base import FleetView
+from fleetdeck.console.rows import JobRow, job_row, progress_bar, sorted_jobs
+from fleetdeck.console.tui.line_table import Column, LineTable
+from fleetdeck.console.tui.screens.base import FleetView
 
 BAR = 12
 JOB_COLUMNS = [
@@ -74,7 +74,7 @@ class JobsScreen(FleetView):
             self._show_nodes(row)
 
     def _show_nodes(self, row: JobRow) -> None:
-        from console.tui.screens.nodes import NodesScreen
+        from fleetdeck.console.tui.screens.nodes import NodesScreen
 
         if row.nodes == "-":
             return

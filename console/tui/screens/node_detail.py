@@ -7,12 +7,12 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from console.health import describe_clock_events
-from console.recent import sparkline
-from console.rows import clock_text, drain_reason, port_error_text, slurm_state
-from console.state import NodeState
-from console.tui.screens.base import FleetView
-from console.tui.text import esc
+from fleetdeck.console.health import describe_clock_events
+from fleetdeck.console.recent import sparkline
+from fleetdeck.console.rows import clock_text, drain_reason, port_error_text, slurm_state
+from fleetdeck.console.state import NodeState
+from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import esc
 
 VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "failed": "bold red", "stale": "dim",
                  "offline": "red"}

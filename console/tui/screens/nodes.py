@@ -7,13 +7,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
-from console.commands import jobs_by_node
-from console.health import VERDICT_ORDER, Verdict
-from console.rows import NODE_COLUMNS, SORT_KEYS, NodeFilter, NodeRow, node_row
-from console.state import NodeState
-from console.tui.line_table import Column, LineTable
-from console.tui.screens.base import FleetView
-from console.tui.text import esc
+from fleetdeck.console.commands import jobs_by_node
+from fleetdeck.console.health import VERDICT_ORDER, Verdict
+from fleetdeck.console.rows import NODE_COLUMNS, SORT_KEYS, NodeFilter, NodeRow, node_row
+from fleetdeck.console.state import NodeState
+from fleetdeck.console.tui.line_table import Column, LineTable
+from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import esc
 
 RowSig = tuple[object, ...]
 

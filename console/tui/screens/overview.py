@@ -5,11 +5,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from console.health import VERDICT_ORDER, Verdict
-from console.rows import CountsCache, FleetCounts, fleet_counts, top_problems
-from console.tui.fleet_grid import FleetGrid
-from console.tui.screens.base import FleetView
-from console.tui.text import esc
+from fleetdeck.console.health import VERDICT_ORDER, Verdict
+from fleetdeck.console.rows import CountsCache, FleetCounts, fleet_counts, top_problems
+from fleetdeck.console.tui.fleet_grid import FleetGrid
+from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import esc
 
 VERDICT_COLOUR = {
     "ok": "$success", "degraded": "$warning", "failed": "$error", "stale": "$text-muted",

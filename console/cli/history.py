@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from console.store import Store
+from fleetdeck.console.store import Store
 from fleetdeck.errors import UserError
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")

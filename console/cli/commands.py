@@ -17,12 +17,12 @@ from typing import TextIO
 
 import aiomqtt
 
-from console.audit import AuditLog, AuditRecord, AuditSink
-from console.commands import CommandTracker, Phase, Request, Transition, audit_fields
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
+from fleetdeck.console.audit import AuditLog, AuditRecord, AuditSink
+from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol.messages import DrainMode

@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from console.ingest import Ingest
-from console.live import LiveFeed
-from console.state import FleetState
-from console.summary import fleet_summary
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.runtime import tune_gc
 

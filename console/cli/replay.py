@@ -1,0 +1,82 @@
+"""CLI glue for ``fleetdeck record`` and ``fleetdeck replay``: arguments, progress lines, output."""
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.replay import (
+    RecordStats,
+    human_bytes,
+    record,
+    replay_headless,
+    replay_to_broker,
+)
+from fleetdeck.errors import UserError
+
+
+def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -> int:
+    import signal
+
+    path = Path(out)
+    if not path.parent.exists():
+        raise UserError(f"cannot write {path}: folder {path.parent} does not exist.")
+    tty = sys.stderr.isatty()
+
+    def progress(s: RecordStats) -> None:
+        line = (f"recording {path.name}: {s.messages} messages, {human_bytes(s.bytes_in)} in, "
+                f"{human_bytes(s.file_bytes)} on disk, {time.time() - s.started:.0f} s")
+        print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr,
+              flush=True)
+
+    async def main() -> RecordStats:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await record(url, cluster, path, duration, progress, stop)
+
+    stats = asyncio.run(main())
+    print(("\n" if tty else "") + f"recorded {stats.messages} messages to {path} "
+          f"({human_bytes(stats.file_bytes)})", file=sys.stderr)
+    return 0
+
+
+def run_replay(args: Any) -> int:
+    import json
+
+    path = Path(args.file)
+    if not 0.5 <= args.speed <= 100:
+        raise UserError(f"--speed must be between 0.5 and 100, not {args.speed:g}.")
+    if args.to_broker:
+        from fleetdeck.brokerurl import parse_broker_url
+
+        url = parse_broker_url(args.to_broker)
+
+        def progress(sent: int, at: float) -> None:
+            print(f"replayed {sent} messages, {at:.0f} s into the recording", file=sys.stderr)
+
+        sent = asyncio.run(replay_to_broker(path, url, args.speed, progress))
+        print(f"replayed {sent} messages into {url}", file=sys.stderr)
+        return 0
+    if args.headless:
+        out = replay_headless(path, args.until)
+        rep = out["replay"]
+        if rep["skipped_lines"]:
+            print(f"fleetdeck replay: skipped {rep['skipped_lines']} unreadable line(s)"
+                  + (" (recording is truncated)" if rep["truncated"] else "")
+                  + f"; first: {rep['problems'][0]}", file=sys.stderr)
+        if args.summary_json:
+            print(json.dumps(out, indent=2))
+        else:
+            from rich.console import Console
+
+            from fleetdeck.console.cli.status import render_summary
+
+            render_summary(out, Console())
+        return 0
+    from fleetdeck.console.tui.app import run_replay_console
+
+    return run_replay_console(path, speed=args.speed)
