@@ -21,8 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fleetdeck.broker import ManagedBroker
-from fleetdeck.console.collector import Collector
-from fleetdeck.console.store import Store
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.runtime import tune_gc
 
 FAULTS = [
@@ -52,10 +51,10 @@ async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> Non
     sim = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli", "sim", "--broker", url,
                             "--cluster", "soak", "--nodes", str(args.nodes), "--jobs", "6",
                             "--seed", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    store = await Store.open(db)
-    col = Collector(broker.url, "soak", store)
+    col = ConsoleSession("soak", url=broker.url, operator="soak")
+    await col.open_store(db)
     stop = asyncio.Event()
-    task = asyncio.create_task(col.run(stop))
+    task = asyncio.create_task(col.watch(stop, tick_s=0.5))
     rng = random.Random(5)
     console_pts: list[tuple[float, float]] = []
     sim_pts: list[tuple[float, float]] = []
@@ -89,7 +88,7 @@ async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> Non
             console_pts.append((minutes, c_rss))
             sim_pts.append((minutes, s_rss))
             tasks = len(asyncio.all_tasks())
-            client = col.feed.client
+            client = col.feed.client if col.feed is not None else None
             queue = client._queue.qsize() if client is not None else 0
             max_tasks, max_queue = max(max_tasks, tasks), max(max_queue, queue)
             max_batch = max(max_batch, len(col.ingest._batch.telemetry))
@@ -98,7 +97,7 @@ async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> Non
     finally:
         stop.set()
         await task
-        await store.close()
+        await col.close()
         sim.terminate()
         sim.wait()
     # Skip the first minute (start-up: connections, imports, first samples) for the slopes.

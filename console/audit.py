@@ -57,7 +57,16 @@ class AuditRecord:
 
 
 class AuditSink(Protocol):
+    """Where audit records go. ``errors`` counts failed writes and ``last_error`` says the last
+    one, so every front end can show "AUDIT LOG FAILING" whatever the sink is."""
+
     def write(self, record: AuditRecord) -> None: ...
+
+    @property
+    def errors(self) -> int: ...
+
+    @property
+    def last_error(self) -> str: ...
 
 
 class AuditLog:
@@ -109,12 +118,22 @@ class TeeAudit:
         for sink in self.sinks:
             sink.write(record)
 
+    @property
+    def errors(self) -> int:
+        return sum(sink.errors for sink in self.sinks)
+
+    @property
+    def last_error(self) -> str:
+        return next((sink.last_error for sink in self.sinks if sink.last_error), "")
+
 
 class MemoryAudit:
     """An in-memory sink for tests and ``--no-audit`` style use."""
 
     def __init__(self) -> None:
         self.records: list[AuditRecord] = []
+        self.errors = 0
+        self.last_error = ""
 
     def write(self, record: AuditRecord) -> None:
         self.records.append(record)

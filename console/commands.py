@@ -46,14 +46,17 @@ class Phase(StrEnum):
     REJECTED = "rejected"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
+    ABANDONED = "abandoned"
+    """The issuer stopped following it (interrupted, closed): the outcome is unknown."""
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL
 
 
-TERMINAL = frozenset({Phase.DONE, Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT})
-BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT)
+TERMINAL = frozenset({Phase.DONE, Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT,
+                      Phase.ABANDONED})
+BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED)
 
 
 # --- blast radius -------------------------------------------------------------------------------
@@ -288,6 +291,8 @@ class TargetProgress:
     agent_done: bool = False
     sent_at: float | None = None
     """When the command was last published (retries re-send the same cmd_id)."""
+    send_error: str = ""
+    """Why the last attempt to publish failed ('' once one went out)."""
 
 
 @dataclass
@@ -305,6 +310,8 @@ class Request:
     baseline_requeues: int = 0
     baseline_started_ts: int | None = None
     finished_at: float | None = None
+    outcome_recorded: bool = False
+    """The outcome went to the audit trail (once, however many targets finished at once)."""
 
     @property
     def phase(self) -> Phase:
@@ -549,6 +556,8 @@ class CommandTracker:
         age = now - req.issued_at
         if t.phase is Phase.REQUESTED and age > req.ack_timeout_s:
             why = f"no acknowledgement within {req.ack_timeout_s:g} s"
+            if t.send_error:
+                why += f"; never published: {t.send_error}"
             st = state.nodes.get(t.target)
             if req.op is not CommandOp.RESTART_JOB and (st is None or st.online is False):
                 why += " (node offline or unknown)"
@@ -562,14 +571,15 @@ class CommandTracker:
                               f"{req.effect_timeout_s:g} s", now)
         return None
 
-    def expire_all(self, now: float, why: str) -> list[Transition]:
-        """Give up on everything still open (the CLI's overall deadline)."""
+    def expire_all(self, now: float, why: str, phase: Phase = Phase.TIMED_OUT
+                   ) -> list[Transition]:
+        """Give up on everything still open (the CLI's overall deadline, an interrupt)."""
         out = []
         for req in self.active:
             for t in req.targets:
                 if not t.phase.terminal:
                     detail = f"{why} ({t.detail})" if t.detail else why
-                    moved = self._move(req, t, Phase.TIMED_OUT, detail, now)
+                    moved = self._move(req, t, phase, detail, now)
                     if moved is not None:
                         out.append(moved)
         return out

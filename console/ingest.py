@@ -18,6 +18,9 @@ from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
 
 log = logging.getLogger("fleetdeck.ingest")
 
+BDSEQ_FUTURE_S = 600.0
+"""A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
+
 CONSOLE_KINDS = frozenset(
     {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK}
 )
@@ -105,6 +108,8 @@ class Ingest:
         self.ignored = 0
         self._batch = Batch()
         self._lag_floor: dict[str, float] = {}
+        self.rebirth_wanted: dict[str, str] = {}
+        """Node id -> why, for nodes whose birth or status arrived malformed."""
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -128,6 +133,10 @@ class Ingest:
             msg: BaseModel = codec.decode(model, payload, self.max_payload)
         except codec.DecodeError as err:
             self._reject(rx_ts, topic, err.reason, err.detail)
+            if parsed.kind in (Kind.BIRTH, Kind.STATUS) and parsed.subject:
+                # Garbage where a node's retained birth or status belongs: without asking,
+                # every console started later would never learn its drain (docs/protocol.md).
+                self.rebirth_wanted[parsed.subject] = f"malformed {parsed.kind.value}"
             return
         self._store(parsed.kind, parsed.subject, topic, msg, rx_ts)
 
@@ -136,6 +145,14 @@ class Ingest:
         if isinstance(msg, Telemetry | Birth | Status | Event) and msg.node != subject:
             self._reject(rx_ts, topic, codec.Reason.MISMATCH,
                          f"payload node '{msg.node}' differs from the topic's")
+            return
+        if (isinstance(msg, Telemetry | Birth | Status)
+                and msg.bdSeq > (rx_ts + BDSEQ_FUTURE_S) * 1000):
+            # bdSeq is the agent's wall clock at connect (docs/protocol.md): far ahead of ours
+            # it would pin the node to a session no real agent can ever beat.
+            self._reject(rx_ts, topic, codec.Reason.INVALID,
+                         f"bdSeq {msg.bdSeq} is more than {BDSEQ_FUTURE_S:.0f} s ahead of the "
+                         "receive clock")
             return
         b.messages += 1
         match msg:

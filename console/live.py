@@ -18,7 +18,7 @@ from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
-from fleetdeck.protocol.topics import Kind, subscriptions, topic_for
+from fleetdeck.protocol.topics import ROOT, Kind, subscriptions, topic_for
 
 log = logging.getLogger("fleetdeck.live")
 
@@ -90,7 +90,10 @@ class LiveFeed:
                     raise
                 attempt += 1
                 delay = min(10.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
-                log.warning("%s retrying in %.1f s", why, delay)
+                if self.conn.connects or attempt > 1:
+                    # The first failure is the caller's to report (one-shot commands give up
+                    # on it with one sentence); later ones are the reconnect's story.
+                    log.warning("%s retrying in %.1f s", why, delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
         self.client = None
@@ -155,3 +158,22 @@ class LiveFeed:
         if self.client is None:
             raise aiomqtt.MqttError("not connected to the broker")
         await self.client.publish(topic_for(self.ingest.cluster, kind, subject), payload, qos=qos)
+
+
+async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -> list[str]:
+    """Cluster names with a retained birth under the topic root (what a mistyped ``--cluster``
+    probably meant)."""
+    seen: set[str] = set()
+    client = make_client(url, client_id, keepalive=10)
+    async with client:
+        await client.subscribe(f"{ROOT}/+/birth/+", qos=0)
+
+        async def read() -> None:
+            async for message in client.messages:
+                parts = message.topic.value.split("/")
+                if len(parts) == 5:
+                    seen.add(parts[2][:64])
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(read(), listen_s)
+    return sorted(seen)

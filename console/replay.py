@@ -18,6 +18,7 @@ import aiomqtt
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.recording import ReadReport, Recorded, RecordingReader, RecordingWriter
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
@@ -95,10 +96,11 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
 
 
 class Player:
-    """Replay position, speed and pause over a recording; feeds an Ingest it owns.
+    """Replay position, speed and pause over a recording, feeding a ``ConsoleSession`` it owns
+    (``session``) through the same ingest path as live MQTT.
 
-    ``state`` and ``ingest`` are replaced on a backward seek (the past cannot be un-applied), so
-    readers should always go through the player.
+    A backward seek resets the session (the past cannot be un-applied) and replays from the
+    keyframe before the target.
     """
 
     def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True) -> None:
@@ -117,7 +119,17 @@ class Player:
             self.report = self.reader.report
             self.end = self.reader.end_time()
         self.position = self.start
-        self._reset(self.start)
+        self.session = ConsoleSession(self.cluster, clock=self.clock, operator="replay",
+                                      follow_up=False)
+        self._reset(self.start, fresh=True)
+
+    @property
+    def state(self) -> FleetState:
+        return self.session.state
+
+    @property
+    def ingest(self) -> Ingest:
+        return self.session.ingest
 
     def _scan(self) -> None:
         # One pass for the event index and the end time; messages are not kept in memory.
@@ -133,9 +145,9 @@ class Player:
         self.report = self.reader.report
         self.reader.report = ReadReport()
 
-    def _reset(self, at: float) -> None:
-        self.ingest = Ingest(self.cluster)
-        self.state = FleetState(self.cluster, self.ingest.malformed)
+    def _reset(self, at: float, fresh: bool = False) -> None:
+        if not fresh:
+            self.session.reset()
         self._iter = self.reader.messages(start=at if at > self.start else None)
         self._pending: Recorded | None = None
         self.position = at
@@ -148,7 +160,7 @@ class Player:
         return self.position >= self.end
 
     def _feed_until(self, target: float) -> None:
-        handle = self.ingest.handle
+        handle = self.session.ingest.handle
         while True:
             msg = self._pending
             if msg is None:
@@ -193,20 +205,21 @@ class Player:
 
 
 def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
-    """Replay as fast as possible with console ticks every 0.5 s of recorded time; return the
-    final state in the shape of ``status --json`` plus jobs, events and a replay report."""
+    """Replay as fast as possible, one session tick every 0.5 s of recorded time (the console's
+    own tick, so every rule that needs two samples fires as it did live); return the final
+    picture in the shape of ``status --json`` plus events and a replay report."""
     player = Player(path, index_events=False)
+    session = player.session
     end = player.end if until is None else min(player.end, player.start + until)
     t = player.start
     while t < end:
         t = min(end, t + TICK_S)
         player.seek(t)
-        player.state.apply(player.ingest.take_batch(), t)
-    state = player.state
+        session.tick(t)
     rep = player.report
-    out = fleet_summary(state, end, source=str(path), replayed_s=round(end - player.start, 3))
-    out["jobs"] = [job.model_dump(mode="json") for job in state.jobs.values()]
-    out["events"] = [ev.model_dump(mode="json") for ev in state.events]
+    out = fleet_summary(session.state, end, source=str(path),
+                        replayed_s=round(end - player.start, 3))
+    out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
     out["replay"] = {"start": player.start, "end": end, "skipped_lines": rep.skipped,
                      "truncated": rep.truncated, "problems": rep.problems}
     return out

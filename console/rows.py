@@ -13,7 +13,7 @@ from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
-from fleetdeck.protocol.messages import DrainInfo, DrainState, Event, IbPortSample, JobStatus
+from fleetdeck.protocol.messages import DrainInfo, DrainState, IbPortSample, JobStatus
 
 # --- node state ---------------------------------------------------------------------------------
 
@@ -569,25 +569,6 @@ def node_rows(state: FleetState, now: float, ids: Iterable[str] | None = None) -
 
 
 # --- events -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class EventLine:
-    ts: float
-    source: str
-    """The node id, ``sched``, or ``console`` for the console's own commands."""
-    kind: str
-    severity: str
-    """info | warn | error | done"""
-    text: str
-
-    def haystack(self) -> str:
-        return f"{self.source} {self.kind} {self.severity} {self.text}"
-
-
-def event_line(ev: Event) -> EventLine:
-    where = f"{ev.component}: " if ev.component else ""
-    return EventLine(ev.ts / 1000, ev.node, ev.kind, ev.severity.value, f"{where}{ev.message}")
 
 
 def clock_text(ts: float) -> str:

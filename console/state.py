@@ -31,6 +31,11 @@ from fleetdeck.protocol.messages import (
 )
 
 STALE_INTERVALS = 3.0
+RESEND_RETRY_S = 10.0
+RESEND_BACKOFF_CAP_S = 300.0
+RESEND_MAX_ASKS = 4
+UNBORN_MAX = 10_000
+"""Nodes heard from without a birth that are tracked for a rebirth request, at most."""
 EVENT_MEMORY = 5000
 NODE_EVENT_MEMORY = 50
 
@@ -66,6 +71,11 @@ class NodeState:
     event_ahead: set[int] = field(default_factory=set)
     gap_since: float | None = None
     resend_asked: float = 0.0
+    resend_asks: int = 0
+    """Re-send requests since the in-order counter last moved (back-off, then give up)."""
+    resend_progress: int = 0
+    events_lost: int = 0
+    """Events the agent emitted that can no longer be had (gone from its outbox)."""
     judged: bool = False
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
@@ -190,6 +200,15 @@ class FleetState:
         self.applied = 0
         self.behind_s = 0.0
         """Median delay of the last tick's telemetry beyond its node's best: our backlog."""
+        self.orphan_events = 0
+        """Events of nodes this console has no birth for (kept in the fleet timeline only)."""
+        self.unborn: dict[str, int] = {}
+        """Node id -> messages received without a birth: not nodes yet (a node exists from its
+        birth on), but each is asked to re-publish it; bounded by ``UNBORN_MAX``."""
+        self.unborn_dropped = 0
+        self.rebirth_wanted: dict[str, str] = {}
+        """Node id -> why: nodes to ask for their birth and status again (taken by the session)."""
+        self._lost: list[tuple[str, int]] = []
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
@@ -203,19 +222,21 @@ class FleetState:
     def apply(self, batch: Batch, now: float) -> set[str]:
         """Apply one tick's batch; return the ids of nodes whose data changed."""
         changed: set[str] = set()
-        for group in (batch.births, batch.statuses, batch.telemetry):
-            for node_id, (rx, _msg) in group.items():
-                st = self.node(node_id)
-                if st.first_seen is None:
-                    st.first_seen = rx
         for node_id, (rx, birth) in batch.births.items():
-            if self._apply_birth(self.node(node_id), birth, rx):
+            st = self.node(node_id)
+            if st.first_seen is None:
+                st.first_seen = rx
+            self.unborn.pop(node_id, None)
+            if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
         for node_id, (rx, status) in batch.statuses.items():
-            if self._apply_status(self.node(node_id), status, rx):
+            born = self._born(node_id, rx, "status without a birth")
+            if born is not None and self._apply_status(born, status, rx):
                 changed.add(node_id)
         for node_id, (rx, tel) in batch.telemetry.items():
-            if self._apply_telemetry(self.node(node_id), tel, rx, batch.seq_seen.get(node_id)):
+            born = self._born(node_id, rx, "telemetry without a birth")
+            if born is not None and self._apply_telemetry(born, tel, rx,
+                                                          batch.seq_seen.get(node_id)):
                 changed.add(node_id)
         for _rx, ev in batch.events:
             self.remember_event(ev)
@@ -231,44 +252,88 @@ class FleetState:
         self.judge(now)
         return changed
 
-    def remember_event(self, ev: Event) -> bool:
+    def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:
+        """The node's state if it has had a birth; otherwise count it and want a rebirth."""
+        st = self.nodes.get(node_id)
+        if st is not None:
+            if st.first_seen is None:
+                st.first_seen = rx
+            return st
+        if node_id in self.unborn or len(self.unborn) < UNBORN_MAX:
+            self.unborn[node_id] = self.unborn.get(node_id, 0) + 1
+            self.rebirth_wanted.setdefault(node_id, why)
+        else:
+            self.unborn_dropped += 1
+        return None
+
+    def remember_event(self, ev: Event, create: bool = False) -> bool:
         """Add an event to the timelines unless already seen (QoS 1 redelivery, restore).
 
-        Re-sent events arrive after newer ones: they are put back in time order."""
-        if ev.event_id in self._event_ids:
-            return False
-        self._event_ids[ev.event_id] = None
-        if len(self._event_ids) > 4 * EVENT_MEMORY:
-            for old in list(self._event_ids)[:EVENT_MEMORY]:
-                del self._event_ids[old]
-        st = self.node(ev.node)
-        _insert_by_time(self.events, ev)
-        _insert_by_time(st.events, ev)
-        if st.event_prefix and ev.event_id.startswith(st.event_prefix):
+        Re-sent events arrive after newer ones: they are put back in time order. A duplicate
+        still counts towards the node's in-order counter: after a restore from the store the
+        re-sent copies of restored events are what closes the gap."""
+        fresh = ev.event_id not in self._event_ids
+        st = self.node(ev.node) if create else self.nodes.get(ev.node)
+        if fresh:
+            self._event_ids[ev.event_id] = None
+            if len(self._event_ids) > 4 * EVENT_MEMORY:
+                for old in list(self._event_ids)[:EVENT_MEMORY]:
+                    del self._event_ids[old]
+            _insert_by_time(self.events, ev)
+            if st is not None:
+                _insert_by_time(st.events, ev)
+            else:
+                self.orphan_events += 1
+        if st is not None and st.event_prefix and ev.event_id.startswith(st.event_prefix):
             st.event_ahead.add(ev.seq)
             while st.event_seq + 1 in st.event_ahead:
                 st.event_seq += 1
                 st.event_ahead.discard(st.event_seq)
-        return True
+        return fresh
 
     def missing_events(self, now: float, patience_intervals: float = 3.0,
-                       retry_s: float = 10.0) -> list[tuple[str, int]]:
+                       retry_s: float = RESEND_RETRY_S) -> list[tuple[str, int]]:
         """``(node, since_seq)`` for agents whose telemetry says they emitted events we never
-        got (lost in a broker restart, or sent while we were away): ask them to re-send."""
+        got (lost in a broker restart, or sent while we were away): ask them to re-send.
+
+        Each node backs off (``retry_s`` doubling up to ``RESEND_BACKOFF_CAP_S``) while its
+        counter does not move, and after ``RESEND_MAX_ASKS`` fruitless asks the gap is marked
+        lost (``take_lost_events``): an agent cannot re-send what its outbox no longer holds."""
         asks: list[tuple[str, int]] = []
         for st in self.nodes.values():
             t = st.telemetry
             emitted = t.agent.event_seq if t is not None else None
             if emitted is None or emitted <= st.event_seq:
                 st.gap_since = None
+                st.resend_asks = 0
                 continue
+            if st.event_seq > st.resend_progress:
+                st.resend_asks, st.resend_progress = 0, st.event_seq
             if st.gap_since is None:
                 st.gap_since = now
-            elif (now - st.gap_since >= patience_intervals * st.interval_s
-                  and now - st.resend_asked >= retry_s):
-                st.resend_asked = now
-                asks.append((st.node_id, st.event_seq))
+                continue
+            if now - st.gap_since < patience_intervals * st.interval_s:
+                continue
+            wait = min(RESEND_BACKOFF_CAP_S, retry_s * 2 ** max(0, st.resend_asks - 1))
+            if st.resend_asks and now - st.resend_asked < wait:
+                continue
+            if st.resend_asks >= RESEND_MAX_ASKS:
+                lost = emitted - st.event_seq
+                st.events_lost += lost
+                self._lost.append((st.node_id, lost))
+                st.event_seq = st.resend_progress = emitted
+                st.event_ahead = {s for s in st.event_ahead if s > emitted}
+                st.gap_since, st.resend_asks = None, 0
+                continue
+            st.resend_asked = now
+            st.resend_asks += 1
+            asks.append((st.node_id, st.event_seq))
         return asks
+
+    def take_lost_events(self) -> list[tuple[str, int]]:
+        """``(node, how many)`` for gaps given up on since the last call."""
+        out, self._lost = self._lost, []
+        return out
 
     def judge(self, now: float) -> None:
         for st in self.nodes.values():
@@ -284,8 +349,11 @@ class FleetState:
         return out
 
     @staticmethod
-    def _apply_birth(st: NodeState, birth: Birth, rx: float) -> bool:
-        if birth.bdSeq < st.bd_seq:
+    def _apply_birth(st: NodeState, birth: Birth, rx: float, now: float) -> bool:
+        # A birth opens a session. It wins over a larger bdSeq that only a status or telemetry
+        # claimed (forged, or a clock that jumped back): births are compared with births.
+        last_birth = st.birth.bdSeq if st.birth is not None else -1
+        if birth.bdSeq < st.bd_seq and birth.bdSeq <= last_birth:
             return False
         st.birth = birth
         st.bd_seq = birth.bdSeq

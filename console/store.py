@@ -7,11 +7,13 @@ Written once per tick in one transaction (never per message), read by ``fleetdec
 never corrupts the database (tests/store/test_store.py kills a writer mid-write).
 """
 
+import contextlib
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import aiosqlite
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState, Transition
+from fleetdeck.errors import UserError
 from fleetdeck.protocol.messages import Event, Telemetry
 
 SCHEMA_VERSION = 1
@@ -155,6 +158,27 @@ class Downsampler:
         return gpu_rows, port_rows
 
 
+class StoreError(UserError):
+    """The store cannot be opened or used (one sentence for the operator)."""
+
+
+@dataclass
+class TickRows:
+    """One tick's rows, ready to write (kept in memory while the store cannot be written)."""
+
+    transitions: list[tuple[Any, ...]] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    audit: list[tuple[Any, ...]] = field(default_factory=list)
+    gpu: list[tuple[Any, ...]] = field(default_factory=list)
+    ports: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def merged_after(self, older: "TickRows") -> "TickRows":
+        """These rows plus what cannot be had again of ``older`` (its per-minute samples are
+        dropped: they only thin the history charts)."""
+        return TickRows(older.transitions + self.transitions, older.events + self.events,
+                        older.audit + self.audit, self.gpu, self.ports)
+
+
 class Store:
     def __init__(self, db: aiosqlite.Connection, path: Path, retention_days: float) -> None:
         self.db = db
@@ -168,15 +192,26 @@ class Store:
 
     @classmethod
     async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS) -> "Store":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA busy_timeout=5000")
-        await db.executescript(SCHEMA)
-        await db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                         (str(SCHEMA_VERSION),))
-        await db.commit()
+        """Open (or create) the store; a path that cannot hold it is one sentence
+        (``StoreError``), not a traceback."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(path)
+        except (OSError, sqlite3.Error) as err:
+            raise StoreError(f"cannot open the history store {path}: "
+                             f"{getattr(err, 'strerror', None) or err}.") from None
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA busy_timeout=5000")
+            await db.executescript(SCHEMA)
+            await db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
+            await db.commit()
+        except sqlite3.Error as err:
+            await db.close()
+            raise StoreError(f"cannot use the history store {path}: {err} (is the folder "
+                             "writable, and the file a fleetdeck store?).") from None
         return cls(db, path, retention_days)
 
     async def close(self) -> None:
@@ -189,41 +224,61 @@ class Store:
         self._audit.append(record)
 
     audit = write
+    errors = 0
+    """``AuditSink``: write failures show as the session's store problem instead."""
+    last_error = ""
 
-    async def write_tick(self, batch: Batch, transitions: Sequence[Transition]) -> None:
-        t0 = time.perf_counter()
+    def prepare(self, batch: Batch, transitions: Sequence[Transition]) -> "TickRows":
+        """The rows one tick adds (CPU only; the downsampler accumulates here, once)."""
         gpu_rows: list[tuple[Any, ...]] = []
         port_rows: list[tuple[Any, ...]] = []
         for _rx, tel in batch.telemetry.values():
             g, p = self.down.add(tel)
             gpu_rows += g
             port_rows += p
-        events = [_event_row(ev) for _rx, ev in batch.events]
         audit, self._audit = self._audit, []
+        return TickRows(
+            transitions=[(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
+                          ",".join(tr.reasons)) for tr in transitions],
+            events=[_event_row(ev) for _rx, ev in batch.events],
+            audit=[(a.request_id, a.outcome, a.ts, a.who, a.what, a.targets, a.why, a.cluster,
+                    a.detail, json.dumps(a.args)) for a in audit],
+            gpu=gpu_rows, ports=port_rows)
+
+    async def write_rows(self, rows: "TickRows") -> None:
+        """One transaction; on failure it is rolled back and the same rows can be written
+        again (events and audit rows are keyed, transitions only land with the commit)."""
+        t0 = time.perf_counter()
         db = self.db
-        if transitions:
-            await db.executemany(
-                "INSERT INTO transitions (ts, node, old, new, reasons) VALUES (?,?,?,?,?)",
-                [(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
-                  ",".join(tr.reasons)) for tr in transitions])
-        if events:
-            await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
-        if audit:
-            await db.executemany(
-                "INSERT OR IGNORE INTO audit VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [(a.request_id, a.outcome, a.ts, a.who, a.what, a.targets, a.why, a.cluster,
-                  a.detail, json.dumps(a.args)) for a in audit])
-        if gpu_rows:
-            await db.executemany(
-                "INSERT OR REPLACE INTO gpu_minutes VALUES (?,?,?,?,?,?,?,?,?)", gpu_rows)
-        if port_rows:
-            await db.executemany(
-                "INSERT OR REPLACE INTO port_minutes VALUES (?,?,?,?,?,?,?,?,?)", port_rows)
-        await db.commit()
+        try:
+            if rows.transitions:
+                await db.executemany(
+                    "INSERT INTO transitions (ts, node, old, new, reasons) VALUES (?,?,?,?,?)",
+                    rows.transitions)
+            if rows.events:
+                await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)",
+                                     rows.events)
+            if rows.audit:
+                await db.executemany(
+                    "INSERT OR IGNORE INTO audit VALUES (?,?,?,?,?,?,?,?,?,?)", rows.audit)
+            if rows.gpu:
+                await db.executemany(
+                    "INSERT OR REPLACE INTO gpu_minutes VALUES (?,?,?,?,?,?,?,?,?)", rows.gpu)
+            if rows.ports:
+                await db.executemany(
+                    "INSERT OR REPLACE INTO port_minutes VALUES (?,?,?,?,?,?,?,?,?)", rows.ports)
+            await db.commit()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await db.rollback()
+            raise
         if time.monotonic() - self._last_purge > 600:
             await self.purge(time.time())
         self.writes += 1
         self.write_ms = (time.perf_counter() - t0) * 1000
+
+    async def write_tick(self, batch: Batch, transitions: Sequence[Transition]) -> None:
+        await self.write_rows(self.prepare(batch, transitions))
 
     async def purge(self, now: float) -> None:
         cutoff = now - self.retention_s
@@ -294,11 +349,11 @@ class Store:
                 # Rows are ours, but validate anyway: a store written by an older version or
                 # edited by hand must not put bad state into the console.
                 ev = Event.model_validate(
-                    {**r, "seq": 0, "ts": int(r["ts"] * 1000), "data": json.loads(r["data"])},
-                    strict=False)
+                    {**r, "seq": _seq_of(r["event_id"]), "ts": int(r["ts"] * 1000),
+                     "data": json.loads(r["data"])}, strict=False)
             except ValueError:
                 continue
-            state.remember_event(ev)
+            state.remember_event(ev, create=True)
             restored += 1
         async with self.db.execute(
             "SELECT node, MAX(ts) FROM transitions GROUP BY node") as cur:
@@ -320,6 +375,12 @@ def _filters(since: float, **in_lists: Iterable[str] | None) -> tuple[str, list[
             where += f" AND {column} IN ({','.join('?' * len(chosen))})"
             args += chosen
     return where, args
+
+
+def _seq_of(event_id: str) -> int:
+    """Event ids are ``<node>.<agent start ms>.<seq>`` (docs/protocol.md); 0 when not."""
+    tail = event_id.rsplit(".", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _event_row(ev: Event) -> tuple[Any, ...]:

@@ -49,6 +49,7 @@ def fleet_summary(state: FleetState, now: float, **extra: Any) -> dict[str, Any]
         },
         "nodes": [node_summary(st, now) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],
+        "jobs": [job.model_dump(mode="json") for job in state.jobs.values()],
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}
             for m in list(state.malformed.recent)[-20:]

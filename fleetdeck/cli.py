@@ -240,8 +240,10 @@ def build_parser() -> Parser:
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
     _add_broker(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--wait", type=_positive(float, "--wait"), default=2.5, metavar="SECONDS",
-                   help="how long to collect retained and live state (default 2.5)")
+    p.add_argument("--wait", type=_positive(float, "--wait"), default=3.5, metavar="SECONDS",
+                   help="how long to watch the fleet (default 3.5: three 1 s telemetry "
+                        "intervals, so a silent node reads stale and rules that compare "
+                        "samples can fire)")
 
     sub.add_parser("schema", help="print the JSON Schema of every protocol message")
 
@@ -462,10 +464,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from fleetdeck.console.collector import run_collect
+    from fleetdeck.console.cli.collect import run_collect
 
-    return run_collect(_url(args), args.cluster, _db_path(args),
-                       args.retention_days)
+    return run_collect(_url(args), args.cluster, _db_path(args), args.retention_days,
+                       command_key=_command_key(args))
 
 
 def cmd_events(args: argparse.Namespace) -> int:

@@ -2,16 +2,13 @@
 event reaches the console exactly once, in order (outbox + QoS 1 + resend on gaps)."""
 
 import asyncio
-import time
 import uuid
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.source import EventDraft, Reading
-from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.live import LiveFeed
-from fleetdeck.console.state import FleetState
+from fleetdeck.console.session import ConsoleSession
 from tests.conftest import eventually
 
 CLUSTER = "nolost"
@@ -42,23 +39,14 @@ async def test_every_event_arrives_once_in_order_across_broker_kills(mosquitto, 
     agent = NodeAgent(cluster=CLUSTER, node_id="gpu0001", source=sim, url=mosquitto.url,
                       interval_s=0.2, keepalive=2, phase_s=0.0,
                       outbox=Outbox(tmp_path / "outbox.jsonl"))
-    ingest = Ingest(CLUSTER)
-    state = FleetState(CLUSTER, ingest.malformed)
-    feed = LiveFeed(mosquitto.url, ingest, client_id=f"console-{uuid.uuid4().hex[:6]}")
+    session = ConsoleSession(CLUSTER, url=mosquitto.url,
+                             client_id=f"console-{uuid.uuid4().hex[:6]}")
+    feed = session.feed
+    assert feed is not None
     stop = asyncio.Event()
-    resends = 0
-
-    async def console() -> None:
-        nonlocal resends
-        while not stop.is_set():
-            now = time.time()
-            state.apply(ingest.take_batch(), now)
-            asks = state.missing_events(now, patience_intervals=3, retry_s=2.0)
-            resends += await feed.request_resends(asks, "test")
-            await asyncio.sleep(0.1)
-
-    tasks = [asyncio.create_task(agent.run(stop)), asyncio.create_task(feed.run(stop)),
-             asyncio.create_task(console())]
+    tasks = [asyncio.create_task(agent.run(stop)),
+             asyncio.create_task(session.watch(stop, tick_s=0.1))]
+    state = session.state
     try:
         await eventually(lambda: len(state.events) >= 5, 15, message="first events")
         for _ in range(3):
@@ -79,7 +67,8 @@ async def test_every_event_arrives_once_in_order_across_broker_kills(mosquitto, 
     assert seqs == list(range(1, emitted + 1)), "exactly once, in order"
     assert len({ev.event_id for ev in state.events}) == len(state.events)
     assert emitted > 20
-    print(f"emitted {emitted} events, {agent.connects} sessions, {resends} resend request(s)")
+    asks = session.counters.resend_requests
+    print(f"emitted {emitted} events, {agent.connects} sessions, {asks} resend request(s)")
 
 
 def test_outbox_survives_an_agent_restart(tmp_path):

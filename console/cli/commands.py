@@ -7,7 +7,6 @@ and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed) or 
 """
 
 import asyncio
-import contextlib
 import os
 import sys
 import time
@@ -18,18 +17,18 @@ from typing import TextIO
 import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
-from fleetdeck.console.audit import AuditLog, AuditRecord, AuditSink
-from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
-from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.audit import AuditLog, AuditSink
+from fleetdeck.console.commands import Phase, Request
+from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
-from fleetdeck.protocol.messages import DrainMode
+from fleetdeck.protocol.messages import CommandOp, DrainMode
 
 EXIT_DONE = 0
 EXIT_REJECTED = 3
 EXIT_TIMED_OUT = 4
+CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
@@ -46,7 +45,9 @@ def parse_targets(hostlist: str) -> list[str]:
 
 
 class CommandRun:
-    """One headless command: connect, send, follow, report."""
+    """One headless command: connect, send, follow, report — through a ``ConsoleSession``, so
+    a broker blip is ridden out (the feed reconnects, unacknowledged commands are re-sent with
+    the same id) and every audited request ends with an outcome line."""
 
     def __init__(self, url: BrokerURL, cluster: str, operator: str, *,
                  audit: AuditSink, timeout_s: float, out: TextIO = sys.stdout,
@@ -55,107 +56,91 @@ class CommandRun:
         self.url = url
         self.cluster = cluster
         self.operator = operator
-        self.audit = audit
         self.timeout_s = timeout_s
         self.out = out
         self.clock = clock
-        self.ingest = Ingest(cluster)
-        self.state = FleetState(cluster, self.ingest.malformed)
-        self.tracker = CommandTracker(cluster, operator)
-        self.feed = LiveFeed(url, self.ingest, client_id=f"fd-cli-{os.getpid()}-{id(self):x}",
-                             clock=clock, command_key=command_key)
+        self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
+                                      audit=audit, command_key=command_key,
+                                      client_id=f"fd-cli-{os.getpid()}-{id(self):x}")
+
+    @property
+    def state(self) -> FleetState:
+        return self.session.state
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def _tick(self) -> list[Transition]:
-        batch = self.ingest.take_batch()
-        now = self.clock()
-        self.state.apply(batch, now)
-        return self.tracker.observe(self.state, [a for _rx, a in batch.acks], now)
-
-    def _record(self, req: Request, outcome: str, detail: str = "") -> None:
-        self.audit.write(AuditRecord(
-            ts=self.clock(), who=self.operator, what=req.op.value, targets=req.target_text,
-            why=req.reason, outcome=outcome, request_id=req.request_id, cluster=self.cluster,
-            detail=detail, args=audit_fields(req),
-        ))
-
     async def run(self, make: Callable[["CommandRun"], Request], *,
                   wait_done: bool = True) -> int:
+        session = self.session
+        feed = session.feed
+        assert feed is not None
+        started = time.monotonic()
+        connected_at: float | None = None
+        req: Request | None = None
+        deadline = 0.0
+
+        def on_tick(report: TickReport) -> bool:
+            nonlocal connected_at, req, deadline
+            for tr in report.commands:
+                detail = f" ({tr.detail})" if tr.detail else ""
+                self.say(f"  {tr.target}: {tr.new.value}{detail}")
+            if req is None:
+                if feed.conn.connects == 0:
+                    if feed.first_error is not None:
+                        raise UserError(feed.first_error)
+                    if time.monotonic() - started > CONNECT_TIMEOUT_S:
+                        raise UserError(f"cannot connect to {self.url} within "
+                                        f"{CONNECT_TIMEOUT_S:g} s")
+                    return False
+                connected_at = connected_at or time.monotonic()
+                if time.monotonic() - connected_at < SETTLE_S:
+                    return False  # retained births/statuses/jobs name the targets
+                req = make(self)
+                self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
+                deadline = self.clock() + self.timeout_s
+                return False
+            if req.finished_at is not None:
+                return True
+            if not wait_done and all(t.phase is not Phase.REQUESTED for t in req.targets):
+                return True
+            if self.clock() > deadline:
+                for tr in session.abandon(f"no result within {self.timeout_s:g} s"):
+                    self.say(f"  {tr.target}: {tr.new.value} ({tr.detail})")
+                return True
+            return False
+
         stop = asyncio.Event()
-        task = asyncio.create_task(self.feed.run(stop, retry=False))
         try:
-            await self._connected(task)
-            await asyncio.sleep(SETTLE_S)
-            self._tick()
-            req = make(self)
-            self._record(req, "requested")
-            self.say(f"{req.op.value.replace('_', ' ')} {req.target_text} "
-                     f"[{req.request_id}] requested by {self.operator}")
-            for (kind, subject, cmd), progress in zip(req.commands(), req.targets, strict=True):
-                await self.feed.send_command(kind, subject, cmd)
-                progress.sent_at = self.clock()
-            deadline = self.clock() + self.timeout_s
-            while True:
-                for kind, subject, cmd, progress in self.tracker.due_for_retry(self.clock()):
-                    await self.feed.send_command(kind, subject, cmd)
-                    progress.sent_at = self.clock()
-                for tr in self._tick():
-                    detail = f" ({tr.detail})" if tr.detail else ""
-                    self.say(f"  {tr.target}: {tr.new.value}{detail}")
-                if req.finished_at is not None:
-                    break
-                if not wait_done and all(t.phase is not Phase.REQUESTED for t in req.targets):
-                    break
-                if self.clock() > deadline:
-                    for tr in self.tracker.expire_all(
-                            self.clock(), f"no result within {self.timeout_s:g} s"):
-                        self.say(f"  {tr.target}: {tr.new.value} ({tr.detail})")
-                    break
-                if task.done():
-                    exc = task.exception()
-                    raise UserError(describe_mqtt_error(self.url, exc)
-                                    if isinstance(exc, Exception)
-                                    else "lost the broker connection")
-                await asyncio.sleep(POLL_S)
+            await session.watch(stop, tick_s=POLL_S, on_tick=on_tick)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            session.abandon("interrupted before an outcome was seen", Phase.ABANDONED)
+            raise
         except aiomqtt.MqttError as err:
+            session.abandon(f"broker connection lost: {err}", Phase.ABANDONED)
             raise UserError(describe_mqtt_error(self.url, err)) from None
         finally:
-            stop.set()
-            with contextlib.suppress(aiomqtt.MqttError, asyncio.CancelledError):
-                await task
+            await session.close()
+        assert req is not None
         return self._report(req)
-
-    async def _connected(self, task: "asyncio.Task[None]") -> None:
-        deadline = time.monotonic() + 10
-        while self.feed.conn.state != "connected" or self.feed.client is None:
-            if task.done():
-                exc = task.exception()
-                if isinstance(exc, aiomqtt.MqttError):
-                    raise UserError(describe_mqtt_error(self.url, exc))
-                raise UserError(f"cannot connect to {self.url}")
-            if time.monotonic() > deadline:
-                raise UserError(f"cannot connect to {self.url} within 10 s")
-            await asyncio.sleep(0.02)
 
     def _report(self, req: Request) -> int:
         phase = req.phase
-        counts = ", ".join(f"{p.value} {n}" for p, n in req.counts().items())
+        counts = ", ".join(f"{n} {p.value}" for p, n in req.counts().items())
         bad = [t for t in req.targets if t.phase is not Phase.DONE]
-        detail = "; ".join(f"{t.target}: {t.phase.value} ({t.detail})" for t in bad)[:1000]
-        if req.finished_at is not None:
-            self._record(req, phase.value, detail)
         if phase is Phase.DONE:
-            self.say(f"done: {counts}")
+            self.say(f"{describe_op(req)}: {counts}")
             return EXIT_DONE
         if req.finished_at is None:
             # --no-wait: acknowledged, not finished
-            self.say(f"acknowledged: {counts}")
+            self.say(f"{describe_op(req)}: acknowledged ({counts}); not waiting for the effect")
             return EXIT_DONE
-        self.say(f"{phase.value}: {counts}")
+        self.say(f"{describe_op(req)}: {counts}")
         for t in bad:
-            self.say(f"  {t.target}: {t.phase.value}: {t.detail}")
+            still = ""
+            if req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
+                still = " — the node is still draining (its jobs run to completion)"
+            self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 
     def known(self, targets: list[str]) -> None:
@@ -163,6 +148,13 @@ class CommandRun:
         if unknown:
             raise UserError(f"unknown node(s) {compress(unknown)}: no birth or status seen on "
                             f"cluster '{self.cluster}' (wrong --cluster or hostlist?)")
+
+
+def describe_op(req: Request) -> str:
+    """``drain gpu[0001-0004]`` / ``restart job 4102``."""
+    if req.op is CommandOp.RESTART_JOB:
+        return f"restart job {req.job}"
+    return f"{req.op.value} {req.target_text}"
 
 
 def _audit(path: str | None) -> AuditSink:
@@ -180,8 +172,7 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
 
     def make(r: CommandRun) -> Request:
         r.known(targets)
-        return r.tracker.drain(targets, reason, r.clock(),
-                               DrainMode.NOW if now else DrainMode.FINISH)
+        return r.session.drain(targets, reason, DrainMode.NOW if now else DrainMode.FINISH)
 
     return asyncio.run(run.run(make, wait_done=wait))
 
@@ -195,7 +186,7 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
 
     def make(r: CommandRun) -> Request:
         r.known(targets)
-        return r.tracker.resume(targets, r.clock(), reason)
+        return r.session.resume(targets, reason)
 
     return asyncio.run(run.run(make))
 
@@ -207,9 +198,8 @@ def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, o
                      command_key=command_key)
 
     def make(r: CommandRun) -> Request:
-        job = r.state.jobs.get(job_id)
-        if job is None:
+        if job_id not in r.state.jobs:
             r.say(f"warning: job {job_id} has no retained status yet; sending anyway")
-        return r.tracker.restart_job(job_id, r.clock(), reason, job=job)
+        return r.session.restart_job(job_id, reason)
 
     return asyncio.run(run.run(make))

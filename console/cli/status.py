@@ -1,7 +1,6 @@
 """``fleetdeck status``: connect, collect retained + live state for a while, print, exit."""
 
 import asyncio
-import contextlib
 import json
 import os
 import time
@@ -12,10 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
-from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.live import LiveFeed
-from fleetdeck.console.state import FleetState
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.live import clusters_seen
+from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.runtime import tune_gc
@@ -25,23 +23,41 @@ VERDICT_STYLE = {
 }
 
 
-async def collect(url: BrokerURL, cluster: str, wait_s: float) -> FleetState:
-    ingest = Ingest(cluster)
-    feed = LiveFeed(url, ingest, client_id=f"fd-status-{os.getpid()}-{int(time.time())}")
-    stop = asyncio.Event()
-    task = asyncio.create_task(feed.run(stop, retry=False))
-    try:
-        await asyncio.wait_for(asyncio.shield(task), wait_s)
-    except TimeoutError:
-        pass
-    except aiomqtt.MqttError as err:
-        raise UserError(describe_mqtt_error(url, err)) from None
-    stop.set()
-    with contextlib.suppress(aiomqtt.MqttError):
-        await task
-    state = FleetState(cluster, ingest.malformed)
-    state.apply(ingest.take_batch(), time.time())
-    return state
+CONNECT_TIMEOUT_S = 5.0
+
+
+async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession:
+    """Watch the cluster for ``wait_s`` through a console session (ticking like the console,
+    so rules that need two samples fire here too); raise ``UserError`` when the broker never
+    answered or no node of ``cluster`` was heard."""
+    session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
+                             client_id=f"fd-status-{os.getpid()}-{int(time.time())}")
+    feed = session.feed
+    assert feed is not None
+    started = time.monotonic()
+
+    def give_up(_report: TickReport) -> bool:
+        # No CONNACK in time (a hung or wrong broker): an answer about an empty fleet would be
+        # the worst one for a script.
+        if feed.conn.connects:
+            return False
+        return (feed.first_error is not None
+                or time.monotonic() - started > CONNECT_TIMEOUT_S)
+
+    await session.watch(asyncio.Event(), tick_s=0.5, on_tick=give_up, duration_s=wait_s)
+    if feed.conn.connects == 0:
+        why = feed.first_error or f"no answer (CONNACK) within {CONNECT_TIMEOUT_S:g} s"
+        raise UserError(f"cannot get a status from {url}: {why}")
+    if not session.state.nodes:
+        try:
+            others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}")
+        except aiomqtt.MqttError:
+            others = []
+        hint = (f"clusters seen there: {', '.join(others)}" if others
+                else "no cluster has a node there")
+        raise UserError(f"no node of cluster '{cluster}' was heard on {url} within "
+                        f"{wait_s:g} s ({hint}; wrong --cluster?)")
+    return session
 
 
 VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "ok": 4}
@@ -81,8 +97,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
 
 def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> int:
     tune_gc()
-    state = asyncio.run(collect(url, cluster, wait_s))
-    out: dict[str, Any] = fleet_summary(state, time.time(), broker=str(url), collected_s=wait_s)
+    session = asyncio.run(collect(url, cluster, wait_s))
+    out: dict[str, Any] = fleet_summary(session.state, time.time(), broker=str(url),
+                                        collected_s=wait_s)
     if as_json:
         print(json.dumps(out, indent=2))
     else:

@@ -11,38 +11,34 @@ go through a confirmation naming every target with its blast radius, are publish
 """
 
 import asyncio
-import sqlite3
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import aiomqtt
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.worker import Worker, WorkerState
 
 from fleetdeck.brokerurl import BrokerURL
-from fleetdeck.console.audit import AuditLog, AuditRecord, AuditSink, TeeAudit
+from fleetdeck.console.audit import AuditLog, AuditSink
 from fleetdeck.console.commands import (
     BlastRadius,
     CommandTracker,
     Phase,
     Request,
-    Transition,
-    audit_fields,
     blast_radius,
     job_blast_radius,
 )
-from fleetdeck.console.ingest import Batch, Ingest
+from fleetdeck.console.eventlog import EventLog
+from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import human_bytes
-from fleetdeck.console.rows import EventLine, event_line
+from fleetdeck.console.session import ConsoleSession, Publisher, TickReport, finish_details
 from fleetdeck.console.state import FleetState
-from fleetdeck.console.state import Transition as StateTransition
-from fleetdeck.console.store import Store
+from fleetdeck.console.store import StoreError
 from fleetdeck.console.tui.palette import FleetCommands
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.screens.events import EventsScreen
@@ -51,13 +47,9 @@ from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc
-from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Command, CommandOp, DrainMode, Event, Status
-from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.runtime import tune_gc
 
-Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
-EVENT_LOG = 5000
 VIEWS = ("overview", "nodes", "jobs", "fabric", "events")
 ALIASES = {
     "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
@@ -115,6 +107,8 @@ class FleetdeckApp(App[int]):
         effect_timeout_s: float | None = None,
         command_key: bytes | None = None,
         store_path: Path | None = None,
+        record_dir: Path | None = None,
+        session: ConsoleSession | None = None,
     ) -> None:
         super().__init__()
         self.cluster = cluster
@@ -124,97 +118,108 @@ class FleetdeckApp(App[int]):
         self.read_only = read_only
         self.operator = operator
         self.clock = clock
-        self.ingest = ingest or Ingest(cluster)
-        self.state = FleetState(cluster, self.ingest.malformed)
-        self.recent = RecentHistory()
-        self.feed = LiveFeed(url, self.ingest, client_id=f"fd-console-{id(self):x}",
-                             clock=clock, command_key=command_key) \
-            if url is not None and connect else None
+        self.session = session or ConsoleSession(
+            cluster, url=url if connect else None, clock=clock, operator=operator,
+            audit=audit if audit is not None else AuditLog(audit_path),
+            command_key=command_key, client_id=f"fd-console-{id(self):x}",
+            publisher=publisher, ack_timeout_s=ack_timeout_s,
+            effect_timeout_s=effect_timeout_s, ingest=ingest)
         self.store_path = store_path
-        self.store: Store | None = None
-        self._store_busy = False
-        self.recorder: RecordingWriter | None = None
-        self.record_dir = Path.cwd()
-        self._rec_flushed = 0.0
-        self._pending_store: list[tuple[Batch, list[StateTransition]]] = []
-        self.audit: AuditSink = audit if audit is not None else AuditLog(audit_path)
-        self.publisher = publisher
-        tracker_kw: dict[str, float] = {}
-        if ack_timeout_s is not None:
-            tracker_kw["ack_timeout_s"] = ack_timeout_s
-        if effect_timeout_s is not None:
-            tracker_kw["effect_timeout_s"] = effect_timeout_s
-        self.tracker = CommandTracker(cluster, operator, **tracker_kw)
-        self.event_log: deque[tuple[int, EventLine]] = deque(maxlen=EVENT_LOG)
-        self.event_seq = 0
-        """How many lines were ever appended to ``event_log`` (views diff on it)."""
+        self.record_dir = record_dir if record_dir is not None else Path.cwd()
         self.auto_tick = auto_tick
         self.tick_ms = 0.0
         self.render_ms = 0.0
         self.ticks = 0
         self.history: list[str] = []
-        self._last_event: Event | None = None
         self._stop = asyncio.Event()
+
+    # --- the session, as the views read it ----------------------------------------------------
+
+    @property
+    def state(self) -> FleetState:
+        return self.session.state
+
+    @property
+    def ingest(self) -> Ingest:
+        return self.session.ingest
+
+    @property
+    def recent(self) -> RecentHistory:
+        return self.session.recent
+
+    @property
+    def tracker(self) -> CommandTracker:
+        return self.session.tracker
+
+    @property
+    def feed(self) -> LiveFeed | None:
+        return self.session.feed
+
+    @property
+    def audit(self) -> AuditSink:
+        return self.session.audit
+
+    @property
+    def recorder(self) -> RecordingWriter | None:
+        return self.session.recorder
+
+    @property
+    def event_log(self) -> EventLog:
+        return self.session.log
+
+    @property
+    def event_seq(self) -> int:
+        return self.session.log.seq
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
         if self.store_path is not None:
             self.open_store()
-        if self.feed is not None:
-            self.run_feed()
+        self.run_session()
         if self.auto_tick:
             self.set_interval(self.tick_s, self.tick)
         self.call_after_refresh(self.tick)
 
-    @work(exclusive=True, group="feed", exit_on_error=False)
-    async def run_feed(self) -> None:
-        assert self.feed is not None
-        await self.feed.run(self._stop)
+    @work(exclusive=True, group="session", exit_on_error=False, name="feed and store writer")
+    async def run_session(self) -> None:
+        await self.session.run(self._stop)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # A worker that dies must show (header, event log), never leave a quietly stale
+        # console behind.
+        if event.state is WorkerState.ERROR:
+            err = event.worker.error
+            self.session.worker_failed(event.worker.name or "worker",
+                                       f"{type(err).__name__}: {err}" if err else "error")
+            self.refresh_view()
 
     # --- recording (R) --------------------------------------------------------------------------
 
     def action_toggle_recording(self) -> None:
         """Record what this console receives (and the commands it sends) to a file."""
-        if self.feed is None:
+        if self.session.feed is None:
             self.notify("nothing to record: not connected to a broker", severity="warning")
             return
-        if self.recorder is not None:
-            rec, self.recorder = self.recorder, None
-            self.feed.tap = None
-            rec.close()
-            self.notify(f"recorded {rec.messages} messages to {rec.path}", timeout=8)
+        if self.session.recorder is not None:
+            rec = self.session.stop_recording()
+            if rec is not None:
+                self.notify(f"recorded {rec.messages} messages to {rec.path}", timeout=8)
             self.refresh_view()
             return
-        now = self.clock()
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
         path = self.record_dir / f"fleetdeck-{self.cluster}-{stamp}.jsonl.gz"
         try:
-            self.recorder = RecordingWriter(path, self.cluster, source=str(self.url),
-                                            started=now)
+            self.session.start_recording(path)
         except OSError as err:
             self.notify(f"cannot record to {path}: {err.strerror}", severity="error")
             return
-        for node_id, st in self.state.nodes.items():
-            for kind, msg in ((Kind.BIRTH, st.birth), (Kind.TELEMETRY, st.telemetry)):
-                if msg is not None:
-                    self.recorder.seed(topic_for(self.cluster, kind, node_id), codec.encode(msg))
-            status = Status(node=node_id, online=bool(st.online), bdSeq=max(st.bd_seq, 0),
-                            ts=int(st.status_ts * 1000), drain=st.drain)
-            self.recorder.seed(topic_for(self.cluster, Kind.STATUS, node_id),
-                               codec.encode(status))
-        for job_id, job in self.state.jobs.items():
-            self.recorder.seed(topic_for(self.cluster, Kind.JOB, job_id), codec.encode(job))
-        self.feed.tap = self.recorder.write
         self.notify(f"recording to {path} (R stops)", timeout=5)
         self.refresh_view()
 
     async def on_unmount(self) -> None:
-        if self.recorder is not None:
-            self.recorder.close()
         self._stop.set()
-        if self.store is not None:
-            await self.store.close()
+        await self.session.close()
 
     # --- history store (SQLite) ------------------------------------------------------------
 
@@ -222,79 +227,27 @@ class FleetdeckApp(App[int]):
     async def open_store(self) -> None:
         assert self.store_path is not None
         try:
-            store = await Store.open(self.store_path)
-            restored = await store.restore(self.state)
-        except (OSError, sqlite3.Error) as err:
-            self.notify(f"history store {self.store_path} unavailable: {err}", severity="error")
-            return
-        self.store = store
-        self.audit = TeeAudit(self.audit, store)
-        if restored:
-            self._collect_events()
-
-    def _queue_store(self, batch: Batch) -> None:
-        transitions = self.state.take_transitions()
-        if self.store is None:
-            return
-        self._pending_store.append((batch, transitions))
-        if not self._store_busy:
-            self.write_store()
-
-    @work(group="store-write", exit_on_error=False)
-    async def write_store(self) -> None:
-        # One writer at a time; ticks queue behind it (the UI never waits on SQLite).
-        self._store_busy = True
-        try:
-            while self._pending_store and self.store is not None:
-                batch, transitions = self._pending_store.pop(0)
-                await self.store.write_tick(batch, transitions)
-        except sqlite3.Error as err:
-            self.notify(f"history store write failed: {err}", severity="error")
-        finally:
-            self._store_busy = False
-
-    @work(group="resend", exclusive=True, exit_on_error=False)
-    async def follow_up(self, now: float) -> None:
-        """Re-send unacknowledged commands and ask agents for events we missed."""
-        if self.feed is None:
-            return
-        for kind, subject, cmd, progress in self.tracker.due_for_retry(now):
-            try:
-                await self.feed.send_command(kind, subject, cmd)
-                progress.sent_at = now
-            except aiomqtt.MqttError:
-                return
-        await self.feed.request_resends(self.state.missing_events(now), self.operator)
+            await self.session.open_store(self.store_path)
+        except StoreError as err:
+            self.notify(str(err), severity="error")
 
     # --- the tick -----------------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """Apply what arrived since the last tick, follow commands, redraw the visible view.
-
-        Public so tests and the benchmark drive it themselves."""
+    def tick(self) -> TickReport:
+        """One session tick, then redraw the visible view. Public so tests and the benchmark
+        drive it themselves."""
         t0 = time.perf_counter()
-        now = self.clock()
-        batch = self.ingest.take_batch()
-        self.state.apply(batch, now)
-        self._record_history(batch)
-        self._collect_events()
-        acks = [ack for _rx, ack in batch.acks]
-        for tr in self.tracker.observe(self.state, acks, now):
-            self._on_transition(tr)
-        self._queue_store(batch)
-        if self.recorder is not None and time.monotonic() - self._rec_flushed > 2.0:
-            # Each flush ends a gzip member: every 2 s keeps the file readable while recording
-            # without costing compression.
-            self.recorder.flush()
-            self._rec_flushed = time.monotonic()
-        if self.feed is not None and self.feed.client is not None:
-            self.follow_up(now)
+        report = self.session.tick()
+        for req in {id(tr.request): tr.request for tr in report.commands
+                    if tr.finished}.values():
+            self._notify_finished(req)
         t1 = time.perf_counter()
-        self.refresh_view(now)
+        self.refresh_view(report.now)
         t2 = time.perf_counter()
         self.ticks += 1
         self.render_ms = (t2 - t1) * 1000
         self.tick_ms = (t2 - t0) * 1000
+        return report
 
     def refresh_view(self, now: float | None = None) -> None:
         """Redraw the view on top (and the one under a modal)."""
@@ -305,38 +258,13 @@ class FleetdeckApp(App[int]):
                     screen.refresh_view(now)
                 break
 
-    def _record_history(self, batch: Batch) -> None:
-        nodes = self.state.nodes
-        for node_id, (_rx, tel) in batch.telemetry.items():
-            st = nodes.get(node_id)
-            if st is not None and st.telemetry is tel:
-                self.recent.record(node_id, tel)
-
-    def _collect_events(self) -> None:
-        events = self.state.events
-        if not events or events[-1] is self._last_event:
-            return
-        new: list[Event] = []
-        for ev in reversed(events):
-            if ev is self._last_event:
-                break
-            new.append(ev)
-        self._last_event = events[-1]
-        for ev in reversed(new):
-            self.log_event(event_line(ev))
-
-    def log_event(self, line: EventLine) -> None:
-        self.event_seq += 1
-        self.event_log.append((self.event_seq, line))
-
-    # --- header -------------------------------------------------------------------------------
-
     def header_text(self, now: float) -> str:
+        session = self.session
         mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
-        if self.feed is None:
+        if session.feed is None:
             conn = "[$text-muted]no broker[/]"
         else:
-            c = self.feed.conn
+            c = session.feed.conn
             colour = {"connected": "$success", "connecting": "$warning"}.get(c.state, "$error")
             conn = f"[{colour}]{c.state}[/]"
             if c.state != "connected" and c.detail:
@@ -349,15 +277,20 @@ class FleetdeckApp(App[int]):
         malformed = f"[$error]malformed {bad}[/]" if bad else "malformed 0"
         active = len(self.tracker.active)
         cmds = f"  [$warning]cmds {active} open[/]" if active else ""
-        audit_err = getattr(self.audit, "errors", 0)
-        audit = "  [$error]AUDIT LOG FAILING[/]" if audit_err else ""
+        audit = "  [$error]AUDIT LOG FAILING[/]" if session.audit.errors else ""
+        store = ""
+        if "store" in session.problems:
+            store = f"  [$error]STORE FAILING ({session.store_backlog} ticks held)[/]"
+        dead = "".join(f"  [$error]{esc(p.what.upper())} STOPPED[/]"
+                       for p in session.problems.values() if p.what not in ("store", "audit"))
         rec = ""
-        if self.recorder is not None:
-            rec = f"  [$error]● RECORDING {human_bytes(self.recorder.size)}[/]"
+        if session.recorder is not None:
+            rec = f"  [$error]● RECORDING {human_bytes(session.recorder.size)}[/]"
         behind = self.state.behind_s
         lagging = f"  [$error]BEHIND {behind:.1f}s[/]" if behind > BEHIND_WARN_S else ""
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
-                f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{rec}")
+                f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
+                f"{dead}{rec}")
 
     # --- navigation ---------------------------------------------------------------------------
 
@@ -443,9 +376,6 @@ class FleetdeckApp(App[int]):
 
     # --- commands -----------------------------------------------------------------------------
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.read_only and action in MUTATING_ACTIONS)
-
     def _unknown(self, targets: list[str]) -> list[str]:
         return [t for t in targets if t not in self.state.nodes]
 
@@ -465,7 +395,7 @@ class FleetdeckApp(App[int]):
         def done(result: tuple[str, DrainMode] | None) -> None:
             if result is not None:
                 reason, mode = result
-                self.send(self.tracker.drain(targets, reason, self.clock(), mode))
+                self.send(self.session.drain(targets, reason, mode))
 
         self.push_screen(DrainScreen(radius), done)
 
@@ -482,7 +412,7 @@ class FleetdeckApp(App[int]):
 
         def done(ok: bool | None) -> None:
             if ok:
-                self.send(self.tracker.resume(targets, self.clock()))
+                self.send(self.session.resume(targets))
 
         self.push_screen(ConfirmScreen("Resume", radius), done)
 
@@ -498,77 +428,32 @@ class FleetdeckApp(App[int]):
 
         def done(ok: bool | None) -> None:
             if ok:
-                self.send(self.tracker.restart_job(job_id, self.clock(),
-                                                   job=self.state.jobs.get(job_id)))
+                self.send(self.session.restart_job(job_id))
 
         self.push_screen(ConfirmScreen(f"Restart job {job_id}", radius), done)
 
     def send(self, req: Request) -> None:
-        """Audit, log and publish a request (in a worker: the UI never waits on the broker)."""
-        self._audit(req, "requested", "")
-        self.log_event(EventLine(self.clock(), "console", "command", "info",
-                                 f"{self.operator} requested {req.describe()}"
-                                 + (f" reason: {req.reason}" if req.reason else "")))
-        self.notify(f"{req.op.value.replace('_', ' ')} {esc(req.target_text)}: requested",
-                    timeout=3)
-        self.publish_request(req)
+        """A request the session has audited and queued: tell the operator, spend the marks."""
+        what = req.op.value.replace("_", " ")
+        self.notify(f"{what} {esc(req.target_text)}: requested", timeout=3)
         for screen in self.screen_stack:
             if isinstance(screen, NodesScreen) and screen.is_mounted:
                 screen.action_clear_marks()  # k9s: marks are spent by the action
         self.refresh_view()
 
-    @work(group="commands", exit_on_error=False)
-    async def publish_request(self, req: Request) -> None:
-        try:
-            for (kind, subject, cmd), progress in zip(req.commands(), req.targets, strict=True):
-                await self._publish(kind, subject, cmd)
-                progress.sent_at = self.clock()
-        except Exception as err:
-            for tr in self.tracker.publish_failed(req, str(err) or type(err).__name__,
-                                                  self.clock()):
-                self._on_transition(tr)
-            self.refresh_view()
-
-    async def _publish(self, kind: Kind, subject: str, cmd: Command) -> None:
-        if self.publisher is not None:
-            await self.publisher(kind, subject, codec.encode(cmd))
-            return
-        if self.feed is None:
-            raise ConnectionError("no broker connection")
-        await self.feed.send_command(kind, subject, cmd)
-
-    def _on_transition(self, tr: Transition) -> None:
-        req = tr.request
-        severity = {Phase.DONE: "done", Phase.REJECTED: "error", Phase.FAILED: "error",
-                    Phase.TIMED_OUT: "error"}.get(tr.new, "info")
-        what = req.op.value.replace("_", " ")
-        self.log_event(EventLine(tr.ts, "console", "command", severity,
-                                 f"{what} {tr.target} [{req.request_id}]: {tr.new.value}"
-                                 + (f" ({tr.detail})" if tr.detail else "")))
-        if req.finished_at is not None and req.finished_at == tr.ts and tr.new.terminal:
-            outcome = req.phase
-            details = "; ".join(sorted({f"{t.target}: {t.detail}" for t in req.targets
-                                        if t.phase is not Phase.DONE}))[:500]
-            self._audit(req, outcome.value, details)
-            text = f"{what} {esc(req.target_text)}: {outcome.value.replace('_', ' ')}"
-            if details:
-                text += f" ({esc(details[:120])})"
-            self.notify(text, severity="information" if outcome is Phase.DONE else "error",
-                        timeout=6)
-
-    def _audit(self, req: Request, outcome: str, detail: str) -> None:
-        self.audit.write(AuditRecord(
-            ts=self.clock(), who=self.operator, what=req.op.value, targets=req.target_text,
-            why=req.reason, outcome=outcome, request_id=req.request_id, cluster=self.cluster,
-            detail=detail, args=audit_fields(req),
-        ))
+    def _notify_finished(self, req: Request) -> None:
+        outcome = req.phase
+        details = finish_details(req)
+        text = f"{req.op.value.replace('_', ' ')} {esc(req.target_text)}: " \
+               f"{outcome.value.replace('_', ' ')}"
+        if details:
+            text += f" ({esc(details[:120])})"
+        self.notify(text, severity="information" if outcome is Phase.DONE else "error",
+                    timeout=6)
 
 
 BEHIND_WARN_S = 2.0
 """Telemetry queued longer than this (beyond each node's normal delay) is shown as BEHIND."""
-
-MUTATING_ACTIONS = frozenset({"drain", "resume", "restart"})
-
 
 def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> int:
     """Replay a recording in the console (read-only by construction)."""

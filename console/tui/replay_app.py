@@ -7,8 +7,7 @@ from pathlib import Path
 
 from textual.binding import Binding
 
-from fleetdeck.console.audit import MemoryAudit
-from fleetdeck.console.state import FleetState
+from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import FleetdeckApp
 
 
@@ -29,22 +28,14 @@ class ReplayApp(FleetdeckApp):
         from fleetdeck.console.replay import Player
 
         self.player = Player(Path(path), speed=speed)
-        super().__init__(cluster=self.player.cluster, ingest=self.player.ingest,
-                         clock=self.player.clock, connect=False, read_only=True,
+        super().__init__(cluster=self.player.cluster, session=self.player.session,
+                         clock=self.player.clock, read_only=True,
                          broker_label=f"replay {Path(path).name}", tick_s=tick_s,
-                         audit=MemoryAudit(), operator="replay")
+                         operator="replay")
 
-    def tick(self) -> None:
+    def tick(self) -> TickReport:
         self.player.advance(self.tick_s)
-        self._follow_player()
-        super().tick()
-
-    def _follow_player(self) -> None:
-        if self.player.ingest is not self.ingest:  # a backward seek rebuilt the ingest
-            self.ingest = self.player.ingest
-            self.state = FleetState(self.cluster, self.ingest.malformed)
-            self.event_log.clear()
-            self._last_event = None
+        return super().tick()
 
     def header_text(self, now: float) -> str:
         p = self.player
@@ -75,7 +66,6 @@ class ReplayApp(FleetdeckApp):
             return
         target = p.position + value if arg[0] in "+-" else p.start + value
         p.seek(target)
-        self._follow_player()
         super().tick()
 
     def action_pause(self) -> None:
@@ -85,7 +75,6 @@ class ReplayApp(FleetdeckApp):
     def action_step(self, direction: int) -> None:
         p = self.player
         p.seek(p.position + direction * self.tick_s)
-        self._follow_player()
         super().tick()
 
     def action_event(self, direction: int) -> None:
@@ -93,5 +82,4 @@ class ReplayApp(FleetdeckApp):
         t = p.next_event() if direction > 0 else p.prev_event()
         if t is None:
             self.notify("no more recorded events")
-        self._follow_player()
         super().tick()

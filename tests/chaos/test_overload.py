@@ -26,6 +26,13 @@ def flood(url, stop: threading.Event, sent: list[int]) -> None:
     head, rest = proto.split(b'"seq":', 1)
     tail = rest.split(b'"ts":', 1)[1].split(b",", 1)[1]
     pub = RawPublisher(url.host, url.port, "flood")
+    # Nodes exist from their birth on: announce them first, then flood their telemetry.
+    birth = base.birth()
+    pub.send(b"".join(
+        publish_packet(topic_for("ovl", Kind.BIRTH, f"gpu{i + 1:05d}"),
+                       codec.encode(birth.model_copy(update={"node": f"gpu{i + 1:05d}",
+                                                             "bdSeq": 1})))
+        for i in range(NODES)))
     seq = 0
     while not stop.is_set():
         seq += 1

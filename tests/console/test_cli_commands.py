@@ -27,7 +27,7 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     out = cli(sim, audit, "drain", "gpu[0001-0004]", "--reason", "switch swap OPS-9",
               "--now", "--timeout", "30")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "done: done 4" in out.stdout and "DRAINED" in out.stdout
+    assert "drain gpu[0001-0004]: 4 done" in out.stdout and "DRAINED" in out.stdout
     out = cli(sim, audit, "resume", "gpu[0001-0004]", "--timeout", "20")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "back in service" in out.stdout

@@ -40,7 +40,7 @@ async def test_drain_done_when_drained_observed(world):
         assert "a reason is required" in text_of(world.app)
         await pilot.press(*"XID 79 gpu3", "enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         assert not isinstance(world.app.screen, DrainScreen)
         [cmd] = sent(world)
         assert world.published[0][:2] == ("cmd", "gpu0002")
@@ -76,7 +76,7 @@ async def test_drain_rejected(world):
         await pilot.pause()
         await pilot.press(*"maintenance", "enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         [cmd] = sent(world)
         world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0006", AckResult.REJECTED,
                         "a reason is required")
@@ -94,7 +94,7 @@ async def test_drain_times_out(world):
         await pilot.pause()
         await pilot.press(*"x", "enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         world.tick(5)
         req = next(iter(world.app.tracker.requests.values()))
         assert req.phase is Phase.REQUESTED
@@ -129,7 +129,7 @@ async def test_bulk_drain_needs_typed_confirmation_and_now_mode(world):
         modal.query_one("#confirm").focus()
         await pilot.press("enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         cmds = sent(world)
         assert len(cmds) == 10 and {c.args.mode for c in cmds} == {DrainMode.NOW}
         assert {c.target for c in cmds} == {f"gpu{i:04d}" for i in range(1, 11)}
@@ -147,7 +147,7 @@ async def test_resume_flow(world):
         assert "Resume 1 node: gpu0008?" in text_of(world.app)
         await pilot.press("enter")  # focus is on the Resume button
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         [cmd] = sent(world)
         assert cmd.op is CommandOp.RESUME
         world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0008", AckResult.DONE, "returned")
@@ -173,7 +173,7 @@ async def test_restart_job_flow_and_timeout(world):
         assert "Restart job 41?" in text and "16.0 GPU-h" in text
         await pilot.press("enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         kind, subject, payload = world.published[0]
         assert (kind, subject) == ("sched_cmd", "")
         cmd = codec.decode(Command, payload)
@@ -192,7 +192,7 @@ async def test_restart_job_flow_and_timeout(world):
         await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         world.tick(11)
         assert world.audit.records[-1].outcome == "timed_out"
 
@@ -201,16 +201,22 @@ async def test_publish_failure_is_reported(world):
     async def broken(kind, subject, payload):
         raise ConnectionError("not connected to the broker")
 
-    world.app.publisher = broken
+    world.app.session.publisher = broken
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
         world.app.request_resume(["gpu0001"])
         await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
-        await world.app.workers.wait_for_complete()
+        await world.app.session.flush()
         req = next(iter(world.app.tracker.requests.values()))
-        assert req.phase is Phase.FAILED and "not connected" in req.targets[0].detail
+        # A broker blip must not lose the command: it stays open and is retried...
+        assert req.phase is Phase.REQUESTED
+        assert any("cannot send resume now" in line.text for _seq, line in world.app.event_log)
+        # ...until its deadline, which names why it never went out.
+        world.tick(11.0)
+        assert req.phase is Phase.TIMED_OUT and "not connected" in req.targets[0].detail
+        assert [r.outcome for r in world.audit.records] == ["requested", "timed_out"]
 
 
 async def test_read_only_has_no_mutating_keys_or_palette_entries(ro_world):

@@ -5,7 +5,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
-from fleetdeck.console.rows import EventLine, NodeFilter, clock_text
+from fleetdeck.console.eventlog import EventLine
+from fleetdeck.console.rows import NodeFilter, clock_text
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc

@@ -162,9 +162,8 @@ class NodeDetailScreen(FleetView):
             where = f"{ev.component}: " if ev.component else ""
             style = {"error": "red", "warn": "yellow"}.get(ev.severity.value, "")
             lines.append((clock_text(ev.ts / 1000), ev.kind, f"{where}{ev.message}", style))
-        for ln in list(self.fleet.event_log)[-500:]:
-            if ln[1].source == "console" and self.node_id in ln[1].text.split():
-                lines.append((clock_text(ln[1].ts), "command", ln[1].text, "cyan"))
+        for ln in self.fleet.event_log.for_node(self.node_id):
+            lines.append((clock_text(ln.ts), "command", ln.text, "cyan"))
         lines.sort(key=lambda x: x[0], reverse=True)
         if not lines:
             t.append("  no events from this node yet", "dim")

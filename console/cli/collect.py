@@ -1,0 +1,66 @@
+"""``fleetdeck collect``: the console session without a screen, writing the SQLite store (a
+systemd service on a management host keeps history even when nobody has a console open)."""
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.errors import UserError
+from fleetdeck.runtime import tune_gc
+
+log = logging.getLogger("fleetdeck.collect")
+
+STATUS_EVERY_TICKS = 120
+"""A progress line every minute at the 0.5 s tick."""
+EXIT_STORE_FAILED = 3
+
+
+def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
+                command_key: bytes | None = None) -> int:
+    tune_gc()
+
+    async def main() -> int:
+        session = ConsoleSession(cluster, url=url, operator="fleetdeck-collect",
+                                 command_key=command_key,
+                                 client_id=f"fd-collect-{os.getpid()}")
+        await session.open_store(db, retention_days)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("collecting %s from %s into %s", cluster, url, db)
+
+        def progress(report: TickReport) -> None:
+            c = session.counters
+            if c.ticks % STATUS_EVERY_TICKS == 0:
+                failing = session.store_failing_s
+                line = (f"collect {cluster}: {len(session.state.nodes)} nodes, "
+                        f"{session.state.applied} messages, {c.store_writes} store writes")
+                if failing is not None:
+                    line += (f"; STORE FAILING for {failing:.0f} s "
+                             f"({session.store_backlog} ticks held in memory)")
+                print(line, file=sys.stderr, flush=True)
+
+        try:
+            await session.watch(stop, tick_s=0.5, on_tick=progress)
+        finally:
+            backlog = session.store_backlog
+            await session.close()
+        if backlog:
+            problem = session.problems.get("store")
+            raise UserError(f"stopped with {backlog} tick(s) of history not written "
+                            f"({problem.detail if problem else 'store failing'}).")
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except UserError as err:
+        if "not written" in str(err):
+            print(f"fleetdeck collect: {err}", file=sys.stderr)
+            return EXIT_STORE_FAILED
+        raise

@@ -1,0 +1,76 @@
+"""The console's timeline: node events as they arrive plus the console's own command lines.
+
+Entries carry the node ids they concern, so a node's timeline is a lookup, never a parse of the
+display text (bulk drains name a hostlist, not each node).
+"""
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fleetdeck.protocol.messages import Event
+
+EVENT_LOG = 5000
+"""Entries kept; the store keeps the rest."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventLine:
+    ts: float
+    source: str
+    """The node id, ``sched``, or ``console`` for the console's own commands."""
+    kind: str
+    severity: str
+    """info | warn | error | done"""
+    text: str
+    nodes: tuple[str, ...] = ()
+    """Every node this entry concerns (the source node for node events, each target for
+    commands)."""
+
+    def haystack(self) -> str:
+        return f"{self.source} {self.kind} {self.severity} {self.text}"
+
+    def concerns(self, node: str) -> bool:
+        return node in self.nodes
+
+
+def event_line(ev: Event) -> EventLine:
+    where = f"{ev.component}: " if ev.component else ""
+    return EventLine(ev.ts / 1000, ev.node, ev.kind, ev.severity.value, f"{where}{ev.message}",
+                     (ev.node,))
+
+
+class EventLog:
+    """Bounded, append-only; ``seq`` counts every entry ever added so views can diff on it."""
+
+    def __init__(self, size: int = EVENT_LOG) -> None:
+        self._lines: deque[tuple[int, EventLine]] = deque(maxlen=size)
+        self.seq = 0
+
+    def add(self, line: EventLine) -> None:
+        self.seq += 1
+        self._lines.append((self.seq, line))
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self.seq += 1  # views holding a diff position must redraw
+
+    def __iter__(self) -> Iterator[tuple[int, EventLine]]:
+        return iter(self._lines)
+
+    def __reversed__(self) -> Iterator[tuple[int, EventLine]]:
+        return reversed(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def for_node(self, node: str, last: int = 500) -> list[EventLine]:
+        """Console entries (commands) about ``node`` among the newest ``last`` entries."""
+        out: list[EventLine] = []
+        for i, (_seq, line) in enumerate(reversed(self._lines)):
+            if i >= last:
+                break
+            if line.source == "console" and line.concerns(node):
+                out.append(line)
+        out.reverse()
+        return out

@@ -1,0 +1,585 @@
+"""One console core that every front end drives: the TUI, ``status``, ``drain``/``resume``/
+``restart-job``, ``collect``, headless replay, the replay console and the chaos tests.
+
+A ``ConsoleSession`` owns the path from MQTT to every output (docs/architecture.md)::
+
+    LiveFeed ─► Ingest ─► tick(now): FleetState.apply ─► recent history, event log,
+                                     command tracker (acks, effects, deadlines)
+                                     ─► store queue, recording flush, follow-ups
+    run(): the feed and one I/O pump that writes the store and publishes commands, retries and
+           event re-send requests, so ``tick`` itself never waits on SQLite or the broker.
+
+``tick`` is synchronous and cheap to call from a Textual timer or a headless loop; ``watch``
+is the headless driver (tick every ``tick_s`` until told to stop). Nothing here imports textual.
+"""
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiomqtt
+
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudit
+from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
+from fleetdeck.console.eventlog import EventLine, EventLog, event_line
+from fleetdeck.console.ingest import Batch, Ingest
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.recent import RecentHistory
+from fleetdeck.console.recording import RecordingWriter
+from fleetdeck.console.state import UNBORN_MAX, FleetState
+from fleetdeck.console.state import Transition as VerdictChange
+from fleetdeck.console.store import Store, TickRows
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp, DrainMode, Event, Status
+from fleetdeck.protocol.topics import Kind, topic_for
+
+log = logging.getLogger("fleetdeck.session")
+
+Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
+"""Publishes an encoded command (tests capture them with one; the default is the live feed)."""
+
+RECORDING_FLUSH_S = 2.0
+"""Each flush ends a gzip member: every 2 s keeps a file being recorded readable."""
+STORE_QUEUE_TICKS = 1200
+"""Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
+per-minute samples are dropped, never events, transitions or audit records."""
+STORE_RETRY_S = (1.0, 30.0)
+REBIRTH_EVERY_S = 30.0
+"""Ask one node to re-publish its birth and status at most this often."""
+RESENDS_PER_TICK = 64
+"""Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
+and each request makes an agent re-publish up to its whole outbox."""
+
+
+@dataclass(frozen=True)
+class TickReport:
+    """What one tick did (front ends print, test or bench on it)."""
+
+    now: float
+    messages: int
+    changed: frozenset[str]
+    """Nodes whose data changed."""
+    verdicts: list[VerdictChange]
+    commands: list[Transition]
+    logged: int
+    """Entries added to the event log."""
+    apply_ms: float
+
+
+@dataclass
+class SessionCounters:
+    ticks: int = 0
+    commands_sent: int = 0
+    command_retries: int = 0
+    resend_requests: int = 0
+    rebirth_requests: int = 0
+    publish_errors: int = 0
+    store_errors: int = 0
+    store_writes: int = 0
+    store_dropped_ticks: int = 0
+    events_lost: int = 0
+
+
+@dataclass
+class _Outgoing:
+    kind: Kind
+    subject: str
+    cmd: Command
+    request: Request | None = None
+    progress_index: int = -1
+
+
+@dataclass
+class SessionProblem:
+    what: str
+    detail: str
+    since: float
+
+
+@dataclass
+class _StoreQueue:
+    rows: deque[TickRows] = field(default_factory=deque)
+    failing_since: float | None = None
+    last_error: str = ""
+    retry_at: float = 0.0
+    delay: float = STORE_RETRY_S[0]
+
+
+class ConsoleSession:
+    def __init__(
+        self,
+        cluster: str,
+        *,
+        url: BrokerURL | None = None,
+        clock: Callable[[], float] = time.time,
+        operator: str = "operator",
+        audit: AuditSink | None = None,
+        command_key: bytes | None = None,
+        client_id: str | None = None,
+        keepalive: int = 10,
+        publisher: Publisher | None = None,
+        ack_timeout_s: float | None = None,
+        effect_timeout_s: float | None = None,
+        ingest: Ingest | None = None,
+        follow_up: bool = True,
+    ) -> None:
+        self.cluster = cluster
+        self.url = url
+        self.clock = clock
+        self.operator = operator
+        self.audit: AuditSink = audit if audit is not None else MemoryAudit()
+        self.publisher = publisher
+        self.follow_up = follow_up
+        """Send retries and event re-send requests (off for replay: nothing to talk to)."""
+        self.ingest = ingest or Ingest(cluster)
+        self.state = FleetState(cluster, self.ingest.malformed)
+        self.recent = RecentHistory()
+        self.log = EventLog()
+        tracker_kw: dict[str, float] = {}
+        if ack_timeout_s is not None:
+            tracker_kw["ack_timeout_s"] = ack_timeout_s
+        if effect_timeout_s is not None:
+            tracker_kw["effect_timeout_s"] = effect_timeout_s
+        self.tracker = CommandTracker(cluster, operator, **tracker_kw)
+        self.feed: LiveFeed | None = None
+        if url is not None:
+            self.feed = LiveFeed(url, self.ingest, client_id=client_id or f"fd-{id(self):x}",
+                                 clock=clock, keepalive=keepalive, command_key=command_key)
+        self.store: Store | None = None
+        self.recorder: RecordingWriter | None = None
+        self.counters = SessionCounters()
+        self.problems: dict[str, SessionProblem] = {}
+        """Things that are broken right now (store, audit, a dead worker): front ends show
+        them; a key disappears when the thing recovers."""
+        self.last_report: TickReport | None = None
+        self._store_q = _StoreQueue()
+        self._outgoing: deque[_Outgoing] = deque()
+        self._wake = asyncio.Event()
+        self._io_lock = asyncio.Lock()
+        self._last_event: Event | None = None
+        self._rec_flushed = 0.0
+        self._audit_errors_seen = 0
+        self._rebirth_asked: dict[str, float] = {}
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def reset(self, ingest: Ingest | None = None) -> None:
+        """Start over with a fresh picture (a replay seeking backwards: the past cannot be
+        un-applied). Commands and the store stay; history, timeline and state do not."""
+        self.ingest = ingest or Ingest(self.cluster)
+        self.state = FleetState(self.cluster, self.ingest.malformed)
+        self.recent = RecentHistory()
+        self.log.clear()
+        self._last_event = None
+        if self.feed is not None:
+            self.feed.ingest = self.ingest
+
+    async def open_store(self, path: Path, retention_days: float | None = None) -> int:
+        """Open the SQLite store, restore recent events into the state; return how many."""
+        store = await (Store.open(path) if retention_days is None
+                       else Store.open(path, retention_days))
+        restored = await store.restore(self.state)
+        self.store = store
+        self.audit = TeeAudit(self.audit, store)
+        if restored:
+            self._collect_events()
+        return restored
+
+    async def close(self) -> None:
+        self.stop_recording()
+        if self.store is not None:
+            async with self._io_lock:
+                await self._flush_store(final=True)
+            await self.store.close()
+            self.store = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """The feed (when connected to a broker) and the I/O pump, until ``stop`` is set."""
+        tasks = [asyncio.create_task(self._pump(stop), name="session-io")]
+        if self.feed is not None:
+            tasks.append(asyncio.create_task(self.feed.run(stop), name="session-feed"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def watch(self, stop: asyncio.Event, tick_s: float = 0.5,
+                    on_tick: Callable[[TickReport], bool | None] | None = None,
+                    duration_s: float | None = None) -> TickReport:
+        """The headless driver: run, tick every ``tick_s`` until ``stop``, ``duration_s`` or
+        ``on_tick`` returning True; a last tick takes what arrived before the end."""
+        runner = asyncio.create_task(self.run(stop), name="session-run")
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        try:
+            while not stop.is_set():
+                if runner.done():
+                    runner.result()  # re-raise what killed the feed or the pump
+                    break
+                report = self.tick()
+                if on_tick is not None and on_tick(report):
+                    break
+                wait = tick_s
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+            report = self.tick()
+            await self.flush()
+            return report
+        finally:
+            stop.set()
+            with contextlib.suppress(aiomqtt.MqttError, asyncio.CancelledError):
+                await runner
+
+    @property
+    def connected(self) -> bool:
+        return self.feed is not None and self.feed.client is not None
+
+    # --- the tick ------------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> TickReport:
+        """Apply what arrived since the last tick and follow everything up. Never blocks."""
+        t0 = time.perf_counter()
+        now = self.clock() if now is None else now
+        batch = self.ingest.take_batch()
+        changed = self.state.apply(batch, now)
+        self._record_history(batch)
+        logged = self._collect_events()
+        acks = [ack for _rx, ack in batch.acks]
+        moved = self.tracker.observe(self.state, acks, now)
+        for tr in moved:
+            self._on_transition(tr)
+        verdicts = self.state.take_transitions()
+        self._queue_store(batch, verdicts, now)
+        self._check_audit(now)
+        if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
+            self.recorder.flush()
+            self._rec_flushed = time.monotonic()
+        if self.follow_up:
+            self._plan_follow_ups(now)
+        self.counters.ticks += 1
+        if self._outgoing or self._store_q.rows:
+            self._wake.set()
+        report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
+                            logged + sum(1 for _ in moved),
+                            (time.perf_counter() - t0) * 1000)
+        self.last_report = report
+        return report
+
+    def _record_history(self, batch: Batch) -> None:
+        nodes = self.state.nodes
+        for node_id, (_rx, tel) in batch.telemetry.items():
+            st = nodes.get(node_id)
+            if st is not None and st.telemetry is tel:
+                self.recent.record(node_id, tel)
+
+    def _collect_events(self) -> int:
+        events = self.state.events
+        if not events or events[-1] is self._last_event:
+            return 0
+        new: list[Event] = []
+        for ev in reversed(events):
+            if ev is self._last_event:
+                break
+            new.append(ev)
+        self._last_event = events[-1]
+        for ev in reversed(new):
+            self.log.add(event_line(ev))
+        return len(new)
+
+    def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),
+             kind: str = "console") -> None:
+        """A line of the console's own in the timeline."""
+        self.log.add(EventLine(self.clock(), "console", kind, severity, text, nodes))
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def drain(self, targets: list[str], reason: str, mode: DrainMode = DrainMode.FINISH
+              ) -> Request:
+        return self.submit(self.tracker.drain(targets, reason, self.clock(), mode))
+
+    def resume(self, targets: list[str], reason: str = "") -> Request:
+        return self.submit(self.tracker.resume(targets, self.clock(), reason))
+
+    def restart_job(self, job_id: str, reason: str = "") -> Request:
+        return self.submit(self.tracker.restart_job(job_id, self.clock(), reason,
+                                                    job=self.state.jobs.get(job_id)))
+
+    def submit(self, req: Request) -> Request:
+        """Audit, log and queue a request's commands; the I/O pump publishes them."""
+        self._audit(req, "requested", "")
+        self.log.add(EventLine(self.clock(), "console", "command", "info",
+                               f"{self.operator} requested {req.describe()}"
+                               + (f" reason: {req.reason}" if req.reason else ""),
+                               _nodes_of(req)))
+        for i, (kind, subject, cmd) in enumerate(req.commands()):
+            self._outgoing.append(_Outgoing(kind, subject, cmd, req, i))
+        self._wake.set()
+        return req
+
+    def abandon(self, why: str, phase: Phase = Phase.TIMED_OUT) -> list[Transition]:
+        """Give up on every open command (a CLI's deadline, an interrupt): each gets an
+        outcome in the log and the audit trail."""
+        moved = self.tracker.expire_all(self.clock(), why, phase)
+        for tr in moved:
+            self._on_transition(tr)
+        return moved
+
+    def _on_transition(self, tr: Transition) -> None:
+        req = tr.request
+        severity = {Phase.DONE: "done", Phase.REJECTED: "error", Phase.FAILED: "error",
+                    Phase.TIMED_OUT: "error"}.get(tr.new, "info")
+        what = req.op.value.replace("_", " ")
+        subject = f"job {tr.target}" if req.op is CommandOp.RESTART_JOB else tr.target
+        nodes = (tr.target,) if req.op is not CommandOp.RESTART_JOB else _nodes_of(req)
+        self.log.add(EventLine(tr.ts, "console", "command", severity,
+                               f"{what} {subject} [{req.request_id}]: {tr.new.value}"
+                               + (f" ({tr.detail})" if tr.detail else ""), nodes))
+        if req.finished_at is not None and not req.outcome_recorded:
+            req.outcome_recorded = True
+            self._audit(req, req.phase.value, finish_details(req))
+
+    def _audit(self, req: Request, outcome: str, detail: str) -> None:
+        self.audit.write(AuditRecord(
+            ts=self.clock(), who=self.operator, what=req.op.value, targets=req.target_text,
+            why=req.reason, outcome=outcome, request_id=req.request_id, cluster=self.cluster,
+            detail=detail, args=audit_fields(req),
+        ))
+
+    def _check_audit(self, now: float) -> None:
+        errors = self.audit.errors
+        if errors and errors != self._audit_errors_seen:
+            self._problem("audit", self.audit.last_error or "audit log write failed", now)
+        self._audit_errors_seen = errors
+
+    # --- follow-ups: retries and missed events --------------------------------------------------
+
+    def _plan_follow_ups(self, now: float) -> None:
+        if self.feed is None and self.publisher is None:
+            return
+        queued = {(o.cmd.cmd_id) for o in self._outgoing}
+        for kind, subject, cmd, progress in self.tracker.due_for_retry(now):
+            if cmd.cmd_id in queued:
+                continue
+            progress.sent_at = now  # not again until the next retry period
+            self._outgoing.append(_Outgoing(kind, subject, cmd))
+            self.counters.command_retries += 1
+        asks = self.state.missing_events(now)
+        for node, since in asks[:RESENDS_PER_TICK]:
+            stamp = int(now * 1000)
+            self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
+                cmd_id=f"resend-{node}-{since}-{stamp}", op=CommandOp.RESEND_EVENTS,
+                target=node, args=CommandArgs(since_seq=since), issued_by=self.operator,
+                issued_at=stamp, expires_at=stamp + 30_000)))
+            self.counters.resend_requests += 1
+        self._plan_rebirths(now)
+        for node, lost in self.state.take_lost_events():
+            self.counters.events_lost += lost
+            self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
+                      severity="warn", nodes=(node,), kind="events_lost")
+
+    def _plan_rebirths(self, now: float) -> None:
+        wanted = {**self.state.rebirth_wanted, **self.ingest.rebirth_wanted}
+        self.state.rebirth_wanted.clear()
+        self.ingest.rebirth_wanted.clear()
+        asked = self._rebirth_asked
+        sent = 0
+        for node, why in wanted.items():
+            if now - asked.get(node, -1e18) < REBIRTH_EVERY_S or sent >= RESENDS_PER_TICK:
+                continue
+            asked[node] = now
+            sent += 1
+            stamp = int(now * 1000)
+            self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
+                cmd_id=f"rebirth-{node}-{stamp}", op=CommandOp.REBIRTH, target=node,
+                args=CommandArgs(reason=why), issued_by=self.operator, issued_at=stamp,
+                expires_at=stamp + 30_000)))
+            self.counters.rebirth_requests += 1
+        if len(asked) > 2 * UNBORN_MAX:
+            for node in [n for n, t in asked.items() if now - t > REBIRTH_EVERY_S]:
+                del asked[node]
+
+    # --- the I/O pump ----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Do the pending I/O now (publish what is queued, write the store)."""
+        async with self._io_lock:  # the pump and a front end's final flush never interleave
+            await self._publish_pending()
+            await self._flush_store()
+
+    async def _pump(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            waiter = asyncio.create_task(self._wake.wait())
+            stopper = asyncio.create_task(stop.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, timeout=1.0,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                stopper.cancel()
+            self._wake.clear()
+            await self.flush()
+
+    async def _publish_pending(self) -> None:
+        while self._outgoing:
+            out = self._outgoing[0]
+            if out.request is not None and out.progress_index >= 0:
+                progress = out.request.targets[out.progress_index]
+                if progress.phase.terminal:
+                    self._outgoing.popleft()
+                    continue
+            if self.publisher is None and self.feed is None:
+                self._outgoing.popleft()
+                if out.request is not None:
+                    for tr in self.tracker.publish_failed(out.request, "no broker connection",
+                                                          self.clock()):
+                        self._on_transition(tr)
+                continue
+            try:
+                await self._publish(out.kind, out.subject, out.cmd)
+            except (aiomqtt.MqttError, OSError, ConnectionError) as err:
+                # Not connected (a broker restart): the tracker re-sends unacknowledged
+                # commands every few seconds until their deadline, so nothing is dropped here.
+                self.counters.publish_errors += 1
+                log.info("cannot publish %s now: %s", out.cmd.cmd_id, err)
+                if out.request is not None and out.progress_index >= 0:
+                    progress = out.request.targets[out.progress_index]
+                    if not progress.send_error:
+                        self.note(f"{progress.target}: cannot send {out.cmd.op.value} now "
+                                  f"({err}); retrying until it expires", severity="warn",
+                                  nodes=(progress.target,), kind="command")
+                    progress.sent_at = self.clock()
+                    progress.send_error = str(err) or type(err).__name__
+                self._outgoing.popleft()
+                continue
+            self._outgoing.popleft()
+            self.counters.commands_sent += 1
+            if out.request is not None and out.progress_index >= 0:
+                progress = out.request.targets[out.progress_index]
+                progress.sent_at, progress.send_error = self.clock(), ""
+
+    async def _publish(self, kind: Kind, subject: str, cmd: Command) -> None:
+        if self.publisher is not None:
+            await self.publisher(kind, subject, codec.encode(cmd))
+            return
+        assert self.feed is not None
+        await self.feed.send_command(kind, subject, cmd)
+
+    # --- the store -----------------------------------------------------------------------------
+
+    def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float) -> None:
+        if self.store is None:
+            return
+        q = self._store_q
+        q.rows.append(self.store.prepare(batch, verdicts))
+        while len(q.rows) > STORE_QUEUE_TICKS:
+            # Keep what cannot be had again (events, transitions, audit); drop the oldest
+            # per-minute samples, which only thin the history charts.
+            oldest = q.rows.popleft()
+            q.rows[0] = q.rows[0].merged_after(oldest)
+            self.counters.store_dropped_ticks += 1
+
+    async def _flush_store(self, final: bool = False) -> None:
+        store, q = self.store, self._store_q
+        if store is None or not q.rows:
+            return
+        now = time.monotonic()
+        if not final and q.failing_since is not None and now < q.retry_at:
+            return
+        while q.rows:
+            try:
+                await store.write_rows(q.rows[0])
+            except (sqlite3.Error, OSError) as err:
+                self.counters.store_errors += 1
+                q.last_error = f"history store {store.path}: {err}"
+                if q.failing_since is None:
+                    q.failing_since = now
+                    log.error("%s; keeping %d tick(s) in memory and retrying", q.last_error,
+                              len(q.rows))
+                self._problem("store", q.last_error, self.clock())
+                q.retry_at = now + q.delay
+                q.delay = min(STORE_RETRY_S[1], q.delay * 2)
+                return
+            q.rows.popleft()
+            self.counters.store_writes += 1
+            if q.failing_since is not None:
+                log.warning("history store writable again after %.0f s; caught up",
+                            now - q.failing_since)
+                q.failing_since, q.delay = None, STORE_RETRY_S[0]
+                self.problems.pop("store", None)
+
+    @property
+    def store_failing_s(self) -> float | None:
+        q = self._store_q
+        return None if q.failing_since is None else time.monotonic() - q.failing_since
+
+    @property
+    def store_backlog(self) -> int:
+        return len(self._store_q.rows)
+
+    # --- recording -------------------------------------------------------------------------------
+
+    def start_recording(self, path: Path) -> RecordingWriter:
+        """Record what this session receives (and the commands it sends), starting with a
+        keyframe of what it already knows. Raises OSError when the file cannot be made."""
+        if self.feed is None:
+            raise RuntimeError("nothing to record: not connected to a broker")
+        now = self.clock()
+        rec = RecordingWriter(path, self.cluster, source=str(self.url), started=now)
+        for node_id, st in self.state.nodes.items():
+            for kind, msg in ((Kind.BIRTH, st.birth), (Kind.TELEMETRY, st.telemetry)):
+                if msg is not None:
+                    rec.seed(topic_for(self.cluster, kind, node_id), codec.encode(msg))
+            status = Status(node=node_id, online=bool(st.online), bdSeq=max(st.bd_seq, 0),
+                            ts=int(st.status_ts * 1000), drain=st.drain)
+            rec.seed(topic_for(self.cluster, Kind.STATUS, node_id), codec.encode(status))
+        for job_id, job in self.state.jobs.items():
+            rec.seed(topic_for(self.cluster, Kind.JOB, job_id), codec.encode(job))
+        self.recorder = rec
+        self.feed.tap = rec.write
+        self._rec_flushed = time.monotonic()
+        return rec
+
+    def stop_recording(self) -> RecordingWriter | None:
+        rec, self.recorder = self.recorder, None
+        if self.feed is not None:
+            self.feed.tap = None
+        if rec is not None:
+            rec.close()
+        return rec
+
+    # --- problems --------------------------------------------------------------------------------
+
+    def _problem(self, what: str, detail: str, now: float) -> None:
+        old = self.problems.get(what)
+        self.problems[what] = SessionProblem(what, detail, old.since if old else now)
+
+    def worker_failed(self, what: str, detail: str) -> None:
+        """A front end's worker (the feed, the store writer) died: say so, never go quietly
+        stale."""
+        log.error("%s stopped: %s", what, detail)
+        self._problem(what, f"{what} stopped: {detail}", self.clock())
+        self.note(f"{what} stopped: {detail}", severity="error", kind="console")
+
+
+def _nodes_of(req: Request) -> tuple[str, ...]:
+    if req.op is CommandOp.RESTART_JOB:
+        return ()
+    return tuple(t.target for t in req.targets)
+
+
+def finish_details(req: Request) -> str:
+    """Why targets of a finished request did not end DONE (audit detail, CLI summary)."""
+    return "; ".join(sorted({f"{t.target}: {t.detail}" for t in req.targets
+                             if t.phase is not Phase.DONE}))[:500]
