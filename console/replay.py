@@ -213,8 +213,10 @@ def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
 
 
 async def replay_to_broker(path: Path, url: BrokerURL, speed: float,
-                           progress: Callable[[int, float], None] | None = None) -> int:
-    """Republish a recording into a live broker with its original topics, QoS and retain flags."""
+                           progress: Callable[[int, float], None] | None = None
+                           ) -> tuple[int, ReadReport]:
+    """Republish a recording into a live broker with its original topics, QoS and retain flags;
+    return how many messages went out and what the reader skipped."""
     reader = RecordingReader(path)
     client = make_client(url, f"fd-replay-{int(time.time())}", keepalive=10)
     sent = 0
@@ -235,7 +237,7 @@ async def replay_to_broker(path: Path, url: BrokerURL, speed: float,
                     progress(sent, msg.t - first)
     except aiomqtt.MqttError as err:
         raise UserError(describe_mqtt_error(url, err)) from None
-    return sent
+    return sent, reader.report
 
 
 def human_bytes(n: float) -> str:
