@@ -106,6 +106,7 @@ class RecordingWriter:
         self._segment_start: float | None = None
         self._latest: dict[str, bytes] = {}
         self.messages = 0
+        self.gaps = 0
         self.bytes_in = 0
         self.closed_size = 0
         header = {"fleetdeck_recording": FORMAT_VERSION, "cluster": cluster, "started": started,
@@ -154,6 +155,14 @@ class RecordingWriter:
         with contextlib.suppress(TopicError):
             if parse_topic(topic).kind in KEYFRAME_KINDS:
                 self._latest[topic] = payload
+
+    def gap(self, since: float, until: float, reason: str) -> None:
+        """Mark a stretch with no data because the recorder was cut off from the broker."""
+        if self._segment_start is None:
+            self._new_segment(until)
+        self._write_line({"t": round(until, 6),
+                          "gap": {"from": round(min(since, until), 6), "reason": reason}})
+        self.gaps += 1
 
     def _new_segment(self, t: float) -> None:
         if self._segment_start is not None:

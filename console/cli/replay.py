@@ -32,16 +32,22 @@ def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -
         print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr,
               flush=True)
 
+    def say(text: str) -> None:
+        # On a terminal the progress line has no newline yet: end it first.
+        print(("\n" if tty else "") + f"fleetdeck record: {text}", file=sys.stderr, flush=True)
+
     async def main() -> RecordStats:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await record(url, cluster, path, duration, progress, stop)
+        return await record(url, cluster, path, duration, progress, stop, say)
 
     stats = asyncio.run(main())
+    gaps = (f", {stats.gaps} gap(s) where the broker was away, marked in the recording"
+            if stats.gaps else "")
     print(("\n" if tty else "") + f"recorded {stats.messages} messages to {path} "
-          f"({human_bytes(stats.file_bytes)})", file=sys.stderr)
+          f"({human_bytes(stats.file_bytes)}){gaps}", file=sys.stderr)
     return 0
 
 
