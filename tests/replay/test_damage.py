@@ -208,3 +208,16 @@ def test_an_unreadable_file_is_one_sentence(tmp_path):
     path.chmod(0)
     res = replay(path)
     assert res.returncode == 2 and "permission denied" in res.stderr
+
+
+def test_to_broker_skips_the_damage_instead_of_sleeping_forever(mosquitto, tmp_path):
+    """An infinite time made --to-broker wait for it (asyncio.sleep(inf))."""
+    lines, _ = damage_cases()["infinite time, last line"]
+    res = run_cli("replay", str(write(tmp_path / "d.jsonl", lines)), "--to-broker",
+                  str(mosquitto.url), "--speed", "100", timeout=CLI_TIMEOUT)
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    said = res.stderr.strip().splitlines()
+    assert said[0] == f"replayed 5 messages into {mosquitto.url}"
+    assert said[1].startswith("fleetdeck replay: skipped 1 damaged part(s)")
+    assert len(said) == 2
