@@ -26,6 +26,7 @@ import signal
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,16 +79,60 @@ class FleetOptions:
 
 
 class SimAgent(NodeAgent):
-    """A NodeAgent that remembers its live MQTT client, so the fleet can cut it off abruptly."""
+    """A NodeAgent that remembers its live MQTT client, so the fleet can cut it off abruptly.
+
+    A killed agent's session task is cancelled while NodeAgent._session waits on its telemetry
+    and command loops, so nobody looks at how those loops ended: both fail on the dead socket
+    and asyncio printed "Task exception was never retrieved" with a traceback for each. Here the
+    loops keep their MQTT error instead of ending with it, the session raises it as NodeAgent
+    would, and a session that ends any way at all takes its loops with it.
+    """
 
     client: aiomqtt.Client | None = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loops: set[asyncio.Task[Any]] = set()
+        self._loop_error: aiomqtt.MqttError | None = None
+
     async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
         self.client = client
+        self._loop_error = None
         try:
             await super()._session(client, stop)
+        except aiomqtt.MqttError as err:
+            # NodeAgent says "session ended" when the loop that ended raised nothing: the real
+            # reason is the error the loop kept.
+            if self._loop_error is not None and str(err) == "session ended":
+                raise self._loop_error from None
+            raise
         finally:
             self.client = None
+            await self._end_loops()
+
+    async def _end_loops(self) -> None:
+        loops = [task for task in self._loops if not task.done()]
+        for task in loops:
+            task.cancel()
+        if loops:
+            # Bounded, as NodeAgent's own wait: a publish may swallow its cancellation (3.11).
+            await asyncio.wait(loops, timeout=5)
+        self._loops.clear()
+
+    async def _kept(self, loop: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._loops.add(task)
+        try:
+            await loop
+        except aiomqtt.MqttError as err:
+            self._loop_error = self._loop_error or err
+
+    async def _telemetry_loop(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+        await self._kept(super()._telemetry_loop(client, stop))
+
+    async def _command_loop(self, client: aiomqtt.Client) -> None:
+        await self._kept(super()._command_loop(client))
 
 
 class Fleet:
@@ -115,6 +160,9 @@ class Fleet:
         self._seen_cmds: OrderedDict[str, None] = OrderedDict()
         self.sched_connected = asyncio.Event()
         self._stop: asyncio.Event | None = None
+        self._kills: set[asyncio.Task[None]] = set()
+        """kill_agent tasks started by tick(): kept (the loop holds tasks only weakly) and
+        observed, never left to end unretrieved."""
 
     def _new_agent(self, node: SimNode) -> SimAgent:
         return self.agent_class(
@@ -147,7 +195,7 @@ class Fleet:
             _, stuck = await asyncio.wait(stuck, timeout=2.0)
         for task in (ticker, sched):
             task.cancel()
-        await asyncio.gather(ticker, sched, return_exceptions=True)
+        await asyncio.gather(ticker, sched, *self._kills, return_exceptions=True)
 
     async def wait_connected(self, timeout: float) -> None:
         await asyncio.wait_for(
@@ -180,9 +228,17 @@ class Fleet:
             self._send_ack(ack)
         for op in world.take_agent_ops():
             if op.op == "kill":
-                asyncio.get_running_loop().create_task(self.kill_agent(op.node))
+                task = asyncio.get_running_loop().create_task(self.kill_agent(op.node),
+                                                              name=f"kill-{op.node}")
+                self._kills.add(task)
+                task.add_done_callback(self._kill_done)
             else:
                 self.start_agent(op.node)
+
+    def _kill_done(self, task: "asyncio.Task[None]") -> None:
+        self._kills.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("killing an agent failed: %s", task.exception())
 
     def _send_ack(self, ack: Ack) -> None:
         self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_ACK), codec.encode(ack),

@@ -10,7 +10,10 @@ Format v1 (docs/recording.md): JSON Lines, one object per line.
 * a keyframe, at the start of every segment (default every 60 s of recording):
   ``{"t": …, "keyframe": [[topic, payload], …]}`` with the latest birth, status, telemetry and
   job status seen so far: a reader that seeks into the file starts from the keyframe before the
-  target instead of the beginning.
+  target instead of the beginning;
+* a gap note, where the recorder had lost the broker: ``{"t": when it was back, "gap":
+  {"from": when it was lost, "reason": …}}``; readers report it (``ReadReport.gaps``) so a
+  quiet stretch is not mistaken for a quiet fleet.
 
 ``.gz`` files are multi-member gzip, one member per segment, so a segment can be decompressed on
 its own. Either way a sidecar ``FILE.idx`` (JSON Lines ``{"t": …, "offset": …}``, one per segment)
@@ -21,6 +24,8 @@ import base64
 import contextlib
 import gzip
 import json
+import math
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,10 +34,32 @@ from typing import IO, Any
 
 from fleetdeck import __version__
 from fleetdeck.errors import UserError
+from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
 
 FORMAT_VERSION = 1
 KEYFRAME_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.JOB})
+
+MAX_JUMP_S = 7 * 86400.0
+"""The reader skips a line whose time is more than this after (or before) the last good line's:
+one bad time must not make a replay tick through years of nothing (docs/recording.md)."""
+MAX_LINE_BYTES = 256 << 20
+"""Longer lines are skipped unread. A keyframe of 4,096 nodes is tens of MiB."""
+MAX_HEADER_BYTES = 1 << 20
+MAX_INDEX_BYTES = 64 << 20
+MAX_NOTES = 20
+"""Problems (and gap notes) kept as text; all of them are counted."""
+GAP_NOTE = "gap: "
+PROBE_LINES = 16
+PROBE_TIMES = 8
+"""The header's 'started' is judged against the times of up to PROBE_TIMES of the first
+PROBE_LINES lines after it."""
+KEYFRAME_PROBE_BYTES = 64
+_KEYFRAME_HEAD = re.compile(rb'\{\s*"t"\s*:\s*([0-9][0-9.eE+-]*)\s*,\s*"keyframe"\s*:')
+
+
+class _Damage(ValueError):
+    """A line (or header field, or index) the reader refuses; the message says why, in words."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +80,15 @@ def _encode_payload(payload: bytes) -> dict[str, str]:
         return {"b64": base64.b64encode(payload).decode("ascii")}
 
 
-def _decode_payload(obj: dict[str, Any]) -> bytes:
+def _decode_payload(obj: Any) -> bytes:
+    if not isinstance(obj, dict):
+        raise _Damage("payload is not an object")
     if "p" in obj:
-        return str(obj["p"]).encode("utf-8", errors="surrogateescape")
+        if not isinstance(obj["p"], str):
+            raise _Damage("payload 'p' is not text")
+        return obj["p"].encode("utf-8", errors="surrogateescape")
+    if not isinstance(obj.get("b64"), str):
+        raise _Damage("no payload ('p' or 'b64' text)")
     return base64.b64decode(obj["b64"], validate=True)
 
 
@@ -73,6 +106,7 @@ class RecordingWriter:
         self._segment_start: float | None = None
         self._latest: dict[str, bytes] = {}
         self.messages = 0
+        self.gaps = 0
         self.bytes_in = 0
         self.closed_size = 0
         header = {"fleetdeck_recording": FORMAT_VERSION, "cluster": cluster, "started": started,
@@ -122,6 +156,14 @@ class RecordingWriter:
             if parse_topic(topic).kind in KEYFRAME_KINDS:
                 self._latest[topic] = payload
 
+    def gap(self, since: float, until: float, reason: str) -> None:
+        """Mark a stretch with no data because the recorder was cut off from the broker."""
+        if self._segment_start is None:
+            self._new_segment(until)
+        self._write_line({"t": round(until, 6),
+                          "gap": {"from": round(min(since, until), 6), "reason": reason}})
+        self.gaps += 1
+
     def _new_segment(self, t: float) -> None:
         if self._segment_start is not None:
             self._end_member()
@@ -149,15 +191,30 @@ class RecordingWriter:
 
 @dataclass
 class ReadReport:
+    """What a reader skipped or noticed. ``skipped`` counts damage (a line, a header field or
+    an index it could not use); gaps where the recorder had lost the broker are no damage and
+    are counted apart, though their notes share ``problems`` (see :func:`is_gap_note`)."""
+
     lines: int = 0
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
     truncated: bool = False
+    gaps: int = 0
 
     def problem(self, text: str) -> None:
         self.skipped += 1
-        if len(self.problems) < 20:
+        if self.skipped <= MAX_NOTES:
             self.problems.append(text)
+
+    def gap(self, text: str) -> None:
+        self.gaps += 1
+        if self.gaps <= MAX_NOTES:
+            self.problems.append(GAP_NOTE + text)
+
+
+def is_gap_note(text: str) -> bool:
+    """True for a note about a gap in a recording (not damage) among ``ReadReport.problems``."""
+    return text.startswith(GAP_NOTE)
 
 
 @dataclass
@@ -168,33 +225,104 @@ class Header:
     source: str
 
 
+def _number(value: Any, what: str) -> float:
+    # bool is an int to Python but never a time in a recording.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Damage(f"{what} {str(value)[:30]!r} is not a number")
+    t = float(value)  # OverflowError for an int beyond float's range: damage too
+    if not math.isfinite(t) or t < 0:
+        raise _Damage(f"{what} {value} is not a finite, non-negative number")
+    return t
+
+
+def _check_time(value: Any, last: float) -> float:
+    """A line's time, checked against the last good line's: never non-finite or negative,
+    never more than MAX_JUMP_S away. A small step back (a clock adjusted under the recorder)
+    replays at the previous time, so replay time never runs backwards."""
+    t = _number(value, "time")
+    if t > last + MAX_JUMP_S:
+        raise _Damage(f"time jumps {t - last:.0f} s ahead of the line before (more than "
+                      f"{MAX_JUMP_S / 86400:.0f} days)")
+    if t < last - MAX_JUMP_S:
+        raise _Damage(f"time jumps {last - t:.0f} s back from the line before (more than "
+                      f"{MAX_JUMP_S / 86400:.0f} days)")
+    return max(t, last)
+
+
+def _check_topic(value: Any) -> str:
+    # Received topics never hold wildcards or NUL; a publish with one (--to-broker) would fail.
+    if (not isinstance(value, str) or not value or len(value) > 65535
+            or any(c in value for c in "+#\0")):
+        raise _Damage(f"topic {str(value)[:40]!r} is not an MQTT topic name")
+    return value
+
+
+def _check_qos(value: Any) -> int:
+    if isinstance(value, bool) or value not in (0, 1, 2):
+        raise _Damage(f"qos {str(value)[:10]} is not 0, 1 or 2")
+    return int(value)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+# What one line of a recording can be, once checked.
+_Line = tuple[str, float, Any]
+
+
 class RecordingReader:
-    """Reads a recording; tolerates truncation and bad lines, counting what it skipped."""
+    """Reads a recording; tolerates truncation and bad lines, counting what it skipped.
+
+    What it accepts is in docs/recording.md ("What the reader accepts"): everything it yields
+    has a finite time, within MAX_JUMP_S of the good line before it and never earlier, so the
+    Player above it never sees an endless or backwards clock.
+    """
 
     def __init__(self, path: Path) -> None:
-        if not path.exists():
-            raise UserError(f"recording {path} does not exist.")
         self.path = path
-        self.gzip = _is_gzip(path)
         self.report = ReadReport()
+        self.gzip = self._check_file(path)
         self.header = self._read_header()
         self.segments = self._load_index()
 
-    def _open(self, offset: int = 0) -> IO[bytes]:
-        raw = open(self.path, "rb")  # noqa: SIM115  (closed by the caller's context)
-        raw.seek(offset)
-        if self.gzip:
-            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-        return raw
+    def _check_file(self, path: Path) -> bool:
+        """Whether it is gzip; before that, one sentence for anything that is not a file we
+        can read (a directory, a device, no permission)."""
+        try:
+            if not path.exists():
+                raise UserError(f"recording {path} does not exist.")
+            if path.is_dir():
+                raise UserError(f"{path} is a directory, not a recording (give the recording "
+                                "file itself, e.g. incident.jsonl.gz).")
+            if not path.is_file():
+                raise UserError(f"{path} is not a regular file, so not a recording.")
+            return _is_gzip(path)
+        except PermissionError:
+            raise UserError(f"cannot read {path}: permission denied.") from None
+        except OSError as err:
+            raise UserError(f"cannot read {path}: {err.strerror or err}.") from None
+
+    @contextlib.contextmanager
+    def _open(self, offset: int = 0) -> Iterator[IO[bytes]]:
+        # A GzipFile does not close a file object it was given: both are closed here.
+        with open(self.path, "rb") as raw:
+            raw.seek(offset)
+            if self.gzip:
+                with gzip.GzipFile(fileobj=raw, mode="rb") as member:
+                    yield member  # type: ignore[misc]
+            else:
+                yield raw
 
     def _read_header(self) -> Header:
-        with self._open() as f:
-            try:
-                first = f.readline()
-                obj = json.loads(first)
-            except (OSError, EOFError, ValueError, zlib.error):
-                raise UserError(f"{self.path} is not a fleetdeck recording (unreadable "
-                                "header line).") from None
+        try:
+            with self._open() as f:
+                obj = json.loads(f.readline(MAX_HEADER_BYTES))
+                times = self._probe_times(f) if isinstance(obj, dict) else []
+        except (OSError, EOFError, ValueError, zlib.error, RecursionError):
+            raise UserError(f"{self.path} is not a fleetdeck recording (unreadable "
+                            "header line).") from None
         if not isinstance(obj, dict) or "fleetdeck_recording" not in obj:
             raise UserError(f"{self.path} is not a fleetdeck recording (line 1 has no "
                             "'fleetdeck_recording' header).")
@@ -202,53 +330,165 @@ class RecordingReader:
         if version != FORMAT_VERSION:
             raise UserError(f"{self.path} is recording format version {version!s:.10}; this "
                             f"fleetdeck reads version {FORMAT_VERSION}.")
+        if "cluster" not in obj or "started" not in obj:
+            raise UserError(f"{self.path}: line 1, header misses 'cluster' or 'started'.")
+        cluster = obj["cluster"]
+        if not isinstance(cluster, str) or not is_valid_id(cluster):
+            raise UserError(f"{self.path}: line 1, header cluster {str(cluster)[:40]!r} is not a "
+                            "cluster name.")
+        started = self._check_started(obj["started"], times)
+        return Header(cluster, started, str(obj.get("fleetdeck", "?")),
+                      str(obj.get("source", "")))
+
+    @staticmethod
+    def _probe_times(f: IO[bytes]) -> list[float]:
+        """Times of the first few lines after the header: what 'started' is judged against."""
+        times: list[float] = []
+        for _ in range(PROBE_LINES):
+            try:
+                line = f.readline(MAX_LINE_BYTES)
+                if not line.endswith(b"\n"):
+                    break
+                obj = json.loads(line)
+                times.append(_number(obj["t"], "time"))
+            except (OSError, EOFError, zlib.error):
+                break
+            except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+                continue
+            if len(times) >= PROBE_TIMES:
+                break
+        return times
+
+    def _check_started(self, raw: Any, times: list[float]) -> float:
+        """The header's start time, or, when it is damaged (not a number, or nowhere near the
+        first messages: 0 would make a replay tick through 56 years), the earliest of the first
+        messages' times that agree with each other."""
         try:
-            return Header(str(obj["cluster"]), float(obj["started"]),
-                          str(obj.get("fleetdeck", "?")), str(obj.get("source", "")))
-        except (KeyError, TypeError, ValueError):
-            raise UserError(f"{self.path}: line 1, header misses 'cluster' or 'started'.") from None
+            started: float | None = _number(raw, "started")
+        except (_Damage, OverflowError):
+            started = None
+        if not times:
+            if started is None:
+                self.report.problem(f"{self.path}: line 1, header 'started' {str(raw)[:30]!r} "
+                                    "is not a time, and no message says when it began")
+                return 0.0
+            return started
+        mid = _median(times)
+        agreeing = [t for t in times if abs(t - mid) <= MAX_JUMP_S]
+        if started is not None and any(abs(started - t) <= MAX_JUMP_S for t in agreeing):
+            return started
+        fixed = min(agreeing)
+        why = ("is not a time" if started is None else
+               f"is not within {MAX_JUMP_S / 86400:.0f} days of the first messages")
+        self.report.problem(f"{self.path}: line 1, header 'started' {str(raw)[:30]!r} {why}; "
+                            f"replaying from the first message's time ({fixed:.3f})")
+        return fixed
 
     def _load_index(self) -> list[tuple[float, int]]:
+        """The sidecar index, checked entry by entry against the recording (each offset must
+        start a keyframe line of the same time); a damaged or stale one is ignored as a whole,
+        with a problem counted, and the reader scans from the start instead."""
         idx = self.path.with_name(self.path.name + ".idx")
-        segments: list[tuple[float, int]] = []
-        if not idx.exists():
-            return segments
-        size = self.path.stat().st_size
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            for line in idx.read_text().splitlines():
-                entry = json.loads(line)
-                t, offset = float(entry["t"]), int(entry["offset"])
-                if 0 <= offset < size and (not segments or offset > segments[-1][1]):
-                    segments.append((t, offset))
+        try:
+            if not idx.is_file():
+                return []
+            if idx.stat().st_size > MAX_INDEX_BYTES:
+                raise _Damage(f"larger than {MAX_INDEX_BYTES >> 20} MiB")
+            text = idx.read_text("utf-8")
+            segments = self._check_index(text)
+        except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError,
+                EOFError, zlib.error) as err:
+            why = str(err) if isinstance(err, _Damage) else f"{type(err).__name__}: {err}"
+            self.report.problem(f"{idx}: damaged index ({why[:100]}); ignored it and read the "
+                                "recording from the start")
+            return []
         return segments
+
+    def _check_index(self, text: str) -> list[tuple[float, int]]:
+        size = self.path.stat().st_size
+        segments: list[tuple[float, int]] = []
+        last = self.header.started
+        for n, line in enumerate(text.splitlines(), 1):
+            entry = json.loads(line)
+            if not isinstance(entry, dict):
+                raise _Damage(f"line {n} is not a JSON object")
+            t = _number(entry["t"], f"line {n}: time")
+            offset = entry["offset"]
+            if isinstance(offset, bool) or not isinstance(offset, int) or not 0 < offset < size:
+                raise _Damage(f"line {n}: offset {str(offset)[:20]} is outside the recording")
+            if segments and (offset <= segments[-1][1] or t < segments[-1][0]):
+                raise _Damage(f"line {n} goes backwards")
+            if abs(t - last) > MAX_JUMP_S:
+                raise _Damage(f"line {n}: time jumps more than {MAX_JUMP_S / 86400:.0f} days")
+            segments.append((t, offset))
+            last = t
+        with open(self.path, "rb") as raw:
+            for t, offset in segments:
+                self._check_segment_start(raw, t, offset)
+        return segments
+
+    def _check_segment_start(self, raw: IO[bytes], t: float, offset: int) -> None:
+        # Only the first bytes: a keyframe line can be megabytes, the writer puts "t" first.
+        if not self.gzip:
+            raw.seek(offset - 1)
+            head = raw.read(KEYFRAME_PROBE_BYTES + 1)
+            if head[:1] != b"\n":
+                raise _Damage(f"offset {offset} is not the start of a line")
+            head = head[1:]
+        else:
+            raw.seek(offset)
+            try:
+                with gzip.GzipFile(fileobj=raw, mode="rb") as member:
+                    head = member.read(KEYFRAME_PROBE_BYTES)
+            except (OSError, EOFError, zlib.error):
+                raise _Damage(f"offset {offset} is not the start of a compressed segment") \
+                    from None
+        found = _KEYFRAME_HEAD.match(head)
+        if found is None:
+            raise _Damage(f"offset {offset} does not hold a keyframe")
+        if abs(float(found.group(1)) - t) > 1e-3:
+            raise _Damage(f"offset {offset} holds the keyframe of another time")
 
     def messages(self, start: float | None = None) -> Iterator[Recorded]:
         """Messages in order. With ``start``, begin at the segment holding it: its keyframe
         (messages with ``keyframe=True``), then every message of the segment, including those
         before ``start`` — together they make the state at ``start``."""
-        offset = 0
+        offset, t0 = 0, self.header.started
         # From the start, the first keyframe still counts: it holds what a console knew before
         # it began recording (RecordingWriter.seed); for `fleetdeck record` it is empty.
-        use_keyframe = True
         if start is not None:
             candidates = [(t, off) for t, off in self.segments if t <= start]
             if candidates:
-                offset = candidates[-1][1]
-                use_keyframe = True
-        yield from self._iter_from(offset, use_keyframe)
+                t0, offset = candidates[-1]
+        yield from self._iter_from(offset, True, t0)
 
-    def _iter_from(
-        self, offset: int, use_keyframe: bool
-    ) -> Iterator[Recorded]:
+    def _iter_from(self, offset: int, use_keyframe: bool, t0: float) -> Iterator[Recorded]:
+        """Read from ``offset`` (0, or a segment's start whose time is ``t0``)."""
         rep = self.report
         lineno = 0
+
+        def at() -> str:
+            return f"line {lineno}" if offset == 0 else f"line {lineno} of the segment at " \
+                f"byte {offset}"
+
+        last = t0
         with self._open(offset) as f:
             while True:
                 try:
-                    line = f.readline()
+                    line = f.readline(MAX_LINE_BYTES)
+                    if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
+                        lineno += 1
+                        rep.lines += 1
+                        if not _skip_line(f):
+                            rep.truncated = True
+                            rep.problem(f"{self.path}: last {at()} is cut off (truncated)")
+                            return
+                        rep.problem(f"{self.path}: {at()}: longer than "
+                                    f"{MAX_LINE_BYTES >> 20} MiB")
+                        continue
                 except (OSError, EOFError, zlib.error):
                     rep.truncated = True
-                    rep.problem(f"{self.path}: compressed data ends early after line {lineno} "
+                    rep.problem(f"{self.path}: compressed data ends early after {at()} "
                                 "(truncated recording)")
                     return
                 if not line:
@@ -257,36 +497,98 @@ class RecordingReader:
                 rep.lines += 1
                 if not line.endswith(b"\n"):
                     rep.truncated = True
-                    rep.problem(f"{self.path}: last line {lineno} is cut off (truncated)")
+                    rep.problem(f"{self.path}: last {at()} is cut off (truncated)")
                     return
                 try:
-                    obj = json.loads(line)
-                    if "fleetdeck_recording" in obj:
-                        continue
-                    t = float(obj["t"])
-                    if "keyframe" in obj:
-                        if use_keyframe:
-                            use_keyframe = False
-                            for topic, payload in obj["keyframe"]:
-                                yield Recorded(t, str(topic), _decode_payload(payload),
-                                               keyframe=True)
-                        continue
-                    yield Recorded(t, str(obj["topic"]), _decode_payload(obj),
-                                   int(obj.get("qos", 0)), bool(obj.get("retain", False)))
-                except (ValueError, KeyError, TypeError, AttributeError) as err:
-                    rep.problem(f"{self.path}: line {lineno}: {type(err).__name__}: "
+                    kind, t, body = self._parse(line, last)
+                except _Damage as err:
+                    rep.problem(f"{self.path}: {at()}: {err}")
+                    continue
+                except (ValueError, KeyError, TypeError, AttributeError, OverflowError,
+                        RecursionError) as err:
+                    rep.problem(f"{self.path}: {at()}: {type(err).__name__}: "
                                 f"{str(err)[:80]}")
+                    continue
+                if kind == "header":
+                    continue
+                last = t
+                if kind == "keyframe":
+                    if use_keyframe:
+                        use_keyframe = False
+                        for topic, payload in body:
+                            yield Recorded(t, topic, payload, keyframe=True)
+                elif kind == "gap":
+                    rep.gap(f"{self.path}: no data for {t - body[0]:.1f} s, from "
+                            f"{body[0] - self.header.started:.1f} s to "
+                            f"{t - self.header.started:.1f} s into the recording ({body[1]})")
+                else:
+                    yield body
+
+    def _parse(self, line: bytes, last: float) -> _Line:
+        """One line, checked: ('header'|'keyframe'|'gap'|'message', time, what it holds)."""
+        obj = json.loads(line)
+        if not isinstance(obj, dict):
+            raise _Damage("not a JSON object")
+        if "fleetdeck_recording" in obj:
+            return "header", last, None
+        t = _check_time(obj.get("t"), last)
+        if "keyframe" in obj:
+            frame = obj["keyframe"]
+            if not isinstance(frame, list):
+                raise _Damage("keyframe is not a list")
+            # Decoded whole before anything is yielded: a bad entry skips the keyframe, not
+            # half of it.
+            entries = []
+            for entry in frame:
+                if not isinstance(entry, list) or len(entry) != 2:
+                    raise _Damage("keyframe entry is not a [topic, payload] pair")
+                entries.append((_check_topic(entry[0]), _decode_payload(entry[1])))
+            return "keyframe", t, entries
+        if "gap" in obj:
+            gap = obj["gap"]
+            if not isinstance(gap, dict):
+                raise _Damage("gap is not an object")
+            since = _number(gap.get("from"), "gap start")
+            if not t - MAX_JUMP_S <= since <= t:
+                raise _Damage("gap start is after its end or more than "
+                              f"{MAX_JUMP_S / 86400:.0f} days before it")
+            return "gap", t, (since, str(gap.get("reason", "no reason given"))[:200])
+        retain = obj.get("retain", False)
+        if not isinstance(retain, bool):
+            raise _Damage(f"retain {str(retain)[:10]!r} is not true or false")
+        msg = Recorded(t, _check_topic(obj.get("topic")), _decode_payload(obj),
+                       _check_qos(obj.get("qos", 0)), retain)
+        return "message", t, msg
 
     def end_time(self) -> float:
-        """Time of the last readable message (scans from the last indexed segment)."""
-        last = self.header.started
-        start_offset = self.segments[-1][1] if self.segments else 0
+        """Time of the last readable message: from the last indexed segment, or from the start
+        when that segment has none (one cut off before its first message must not end the
+        replay where it begins)."""
         saved = self.report
         self.report = ReadReport()
-        for msg in self._iter_from(start_offset, False):
-            last = msg.t
-        self.report = saved
-        return last
+        starts = [(self.header.started, 0)]
+        if self.segments:
+            starts.insert(0, self.segments[-1])
+        try:
+            for t0, offset in starts:
+                last: float | None = None
+                for msg in self._iter_from(offset, False, t0):
+                    last = msg.t
+                if last is not None:
+                    return last
+            return self.header.started
+        finally:
+            self.report = saved
+
+
+def _skip_line(f: IO[bytes]) -> bool:
+    """Read past the rest of an overlong line; False when the file ends first."""
+    while True:
+        chunk = f.readline(MAX_LINE_BYTES)
+        if not chunk:
+            return False
+        if chunk.endswith(b"\n"):
+            return True
 
 
 def _is_gzip(path: Path) -> bool:
@@ -297,5 +599,3 @@ def _is_gzip(path: Path) -> bool:
 def read_all(path: Path) -> tuple[RecordingReader, list[Recorded]]:
     reader = RecordingReader(path)
     return reader, list(reader.messages())
-
-

@@ -6,6 +6,8 @@ receive times and provides the clock the fleet state judges staleness by.
 
 import asyncio
 import bisect
+import contextlib
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -39,57 +41,125 @@ class RecordStats:
     bytes_in: int = 0
     file_bytes: int = 0
     started: float = 0.0
+    gaps: int = 0
+    """Times the broker was lost and the gap marked in the recording."""
+
+
+RECONNECT_CAP_S = 10.0
+"""Longest wait between reconnect attempts (jittered backoff, as LiveFeed)."""
+
+
+def _say(text: str) -> None:
+    print(f"fleetdeck record: {text}", file=sys.stderr, flush=True)
 
 
 async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None,
                  progress: Callable[[RecordStats], None] | None = None,
-                 stop: asyncio.Event | None = None) -> RecordStats:
-    """Capture everything under ``fleetdeck/v1/<cluster>/`` until ``duration`` or ``stop``."""
+                 stop: asyncio.Event | None = None,
+                 say: Callable[[str], None] = _say) -> RecordStats:
+    """Capture everything under ``fleetdeck/v1/<cluster>/`` until ``duration`` or ``stop``.
+
+    The first connection must succeed (a wrong URL is one sentence). After that a lost broker
+    does not end the recording: it reconnects with jittered backoff until ``duration``, writes
+    a gap note for the time it was cut off (docs/recording.md) and says both on ``say``.
+    """
     stop = stop or asyncio.Event()
     started = time.time()
-    writer = RecordingWriter(out, cluster, source=str(url), started=started)
+    deadline = None if duration is None else time.monotonic() + duration
+    try:
+        writer = RecordingWriter(out, cluster, source=str(url), started=started)
+    except OSError as err:
+        raise UserError(f"cannot write {out}: {err.strerror or err}.") from None
     stats = RecordStats(started=started)
     prefix = f"{ROOT}/{cluster}/"
-    client = make_client(url, f"fd-record-{int(started)}", keepalive=10)
-    try:
-        async with client:
-            await client.subscribe(f"{prefix}#", qos=1)
+    attempt = 0
+    connected = False
+    lost_at: float | None = None
+    lost_why = ""
 
-            async def pump() -> None:
+    def left() -> float | None:
+        return None if deadline is None else deadline - time.monotonic()
+
+    def going() -> bool:
+        return not stop.is_set() and (deadline is None or time.monotonic() < deadline)
+
+    def publish_stats() -> None:
+        stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
+        stats.file_bytes = writer.size
+        if progress:
+            progress(stats)
+
+    async def pump(client: aiomqtt.Client) -> None:
+        last_flush = time.monotonic()
+        async for m in client.messages:
+            topic = m.topic.value
+            if not topic.startswith(prefix):
+                continue  # amqtt leaks retained messages of other subscriptions
+            payload = m.payload if isinstance(m.payload, bytes) else b""
+            writer.write(time.time(), topic, payload, m.qos, m.retain)
+            if time.monotonic() - last_flush > 1.0:
+                writer.flush()
                 last_flush = time.monotonic()
-                async for m in client.messages:
-                    topic = m.topic.value
-                    if not topic.startswith(prefix):
-                        continue  # amqtt leaks retained messages of other subscriptions
-                    payload = m.payload if isinstance(m.payload, bytes) else b""
-                    writer.write(time.time(), topic, payload, m.qos, m.retain)
-                    if time.monotonic() - last_flush > 1.0:
-                        writer.flush()
-                        last_flush = time.monotonic()
-                        stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
-                        stats.file_bytes = writer.size
-                        if progress:
-                            progress(stats)
+                publish_stats()
+        raise aiomqtt.MqttError("the message stream ended")
 
-            pumper = asyncio.create_task(pump())
-            waiter = asyncio.create_task(stop.wait())
-            done, pending = await asyncio.wait({pumper, waiter}, timeout=duration,
-                                               return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            if pumper in done and pumper.exception() is not None:
-                raise pumper.exception()  # type: ignore[misc]
-    except aiomqtt.MqttError as err:
-        if writer.messages == 0:
-            raise UserError(describe_mqtt_error(url, err)) from None
-        print(f"fleetdeck record: broker connection lost ({err}); recording kept.",
-              file=sys.stderr)
+    try:
+        while going():
+            client = make_client(url, f"fd-record-{int(started)}", keepalive=10)
+            try:
+                async with client:
+                    await client.subscribe(f"{prefix}#", qos=1)
+                    if lost_at is not None:
+                        back = time.time()
+                        writer.gap(lost_at, back, f"broker connection lost: {lost_why}")
+                        say(f"broker back after {back - lost_at:.1f} s; recording again (the "
+                            "gap is marked in the recording).")
+                        lost_at = None
+                    connected, attempt = True, 0
+                    pumper = asyncio.create_task(pump(client))
+                    waiter = asyncio.create_task(stop.wait())
+                    try:
+                        done, _ = await asyncio.wait({pumper, waiter}, timeout=left(),
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for task in (pumper, waiter):
+                            task.cancel()
+                        await asyncio.gather(pumper, waiter, return_exceptions=True)
+                    if pumper in done and not pumper.cancelled():
+                        exc = pumper.exception()
+                        if exc is not None:
+                            raise exc
+                    return stats
+            except aiomqtt.MqttError as err:
+                if not connected:
+                    raise UserError(describe_mqtt_error(url, err)) from None
+                if lost_at is None:
+                    lost_at, lost_why = time.time(), str(err) or type(err).__name__
+                    writer.flush()
+                    say(f"broker connection lost ({lost_why}); reconnecting, the recording "
+                        "goes on.")
+                attempt += 1
+                delay = min(RECONNECT_CAP_S, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1)
+                remaining = left()
+                if remaining is not None:
+                    delay = min(delay, max(0.0, remaining))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+        return stats
+    except OSError as err:
+        # The disk, not the broker (aiomqtt wraps socket errors in MqttError).
+        raise UserError(f"cannot write {out}: {err.strerror or err}; what was written so far "
+                        "is kept.") from None
     finally:
-        writer.close()
-    stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
-    stats.file_bytes = writer.closed_size
-    return stats
+        with contextlib.suppress(OSError):
+            if lost_at is not None:
+                writer.gap(lost_at, time.time(), f"broker connection lost: {lost_why}; the "
+                           "recording ended before it came back")
+                say("the recording ended while the broker was away (the gap is marked).")
+            writer.close()
+        stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
+        stats.file_bytes = writer.closed_size
+        stats.gaps = writer.gaps
 
 
 # --- replay --------------------------------------------------------------------------------------
@@ -226,8 +296,10 @@ def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
 
 
 async def replay_to_broker(path: Path, url: BrokerURL, speed: float,
-                           progress: Callable[[int, float], None] | None = None) -> int:
-    """Republish a recording into a live broker with its original topics, QoS and retain flags."""
+                           progress: Callable[[int, float], None] | None = None
+                           ) -> tuple[int, ReadReport]:
+    """Republish a recording into a live broker with its original topics, QoS and retain flags;
+    return how many messages went out and what the reader skipped."""
     reader = RecordingReader(path)
     client = make_client(url, f"fd-replay-{int(time.time())}", keepalive=10)
     sent = 0
@@ -248,7 +320,7 @@ async def replay_to_broker(path: Path, url: BrokerURL, speed: float,
                     progress(sent, msg.t - first)
     except aiomqtt.MqttError as err:
         raise UserError(describe_mqtt_error(url, err)) from None
-    return sent
+    return sent, reader.report
 
 
 def human_bytes(n: float) -> str:

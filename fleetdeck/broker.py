@@ -5,6 +5,7 @@ run the broker the same way.
 """
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +30,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on host:port (bound the way brokers bind, with
+    SO_REUSEADDR, so a port with only TIME_WAIT leftovers of a killed broker counts as free).
+    Other bind errors (no such address, no permission) are left for the broker to report."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as err:
+            return err.errno == errno.EADDRINUSE
+    return False
+
+
+def busy_port_error(host: str, port: int) -> UserError:
+    return UserError(f"cannot listen on {host}:{port}: the address is already in use (another "
+                     "broker? choose another port).")
 
 
 def find_mosquitto() -> str | None:
@@ -81,14 +102,29 @@ def mosquitto_conf(
     return "\n".join(lines) + "\n" + extra
 
 
-def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+def last_line(log: Path, offset: int = 0) -> str:
+    """The last non-empty line a broker wrote to its log after ``offset`` ('' if none)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            lines = f.read()[-4096:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes],
+                  why: Callable[[], str] = lambda: "") -> None:
+    """Until something accepts connections on host:port; ``why`` says (from the broker's log)
+    why the broker exited, if it did."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
-            raise UserError(f"the broker exited at start-up: {err.splitlines()[-1] if err else ''}")
+            reason = why() or f"exit code {proc.returncode}"
+            raise UserError(f"the broker exited at start-up: {reason.rstrip('.')}.")
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
-            return
+            if proc.poll() is None:
+                return
         time.sleep(0.05)
     raise UserError(f"the broker did not start listening on {host}:{port} within {timeout:.0f} s.")
 
@@ -109,6 +145,7 @@ class ManagedBroker:
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     label: str = field(default="", init=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False)
+    _log_start: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.kind == "auto":
@@ -155,13 +192,32 @@ class ManagedBroker:
                 str(self.port),
             ]
             self.label = "amqtt (embedded)"
-        log = (self.workdir / "broker.log").open("ab")
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        wait_for_port(self.host, self.port, timeout, self.proc)
+        # Checked first: otherwise the port answers (the other program) while our broker has
+        # already exited, and we would report it listening.
+        if port_in_use(self.host, self.port):
+            raise busy_port_error(self.host, self.port)
+        # stderr into the log too: a pipe nobody reads would stall a long-running broker once
+        # it filled, and the log keeps its last words for the error message.
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )
+        try:
+            wait_for_port(self.host, self.port, timeout, self.proc, self.last_words)
+        except BaseException:
+            self.stop()
+            raise
         return self
+
+    @property
+    def log_path(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "broker.log"
+
+    def last_words(self) -> str:
+        """The broker's last log line since it was (re)started: why it exited."""
+        return last_line(self.log_path, self._log_start)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -191,7 +247,13 @@ class ManagedBroker:
             self._tmp = None
 
     def __enter__(self) -> "ManagedBroker":
-        return self.start() if self.proc is None else self
+        if self.proc is not None:
+            return self
+        try:
+            return self.start()
+        except BaseException:
+            self.close()  # __exit__ does not run when __enter__ fails: no temp dir left behind
+            raise
 
     def __exit__(
         self,

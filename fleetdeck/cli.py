@@ -55,6 +55,16 @@ def _positive(kind: type[int] | type[float], what: str) -> Callable[[str], int |
     return check
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port must be a number, not '{value}'") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"--port must be between 0 and 65535, not {value}")
+    return port
+
+
 def _add_broker(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--broker",
@@ -160,7 +170,8 @@ def build_parser() -> Parser:
     p = sub.add_parser("broker", help="run a private broker on loopback until interrupted")
     p.add_argument("--kind", choices=["auto", "mosquitto", "amqtt"], default="auto")
     p.add_argument("--bind", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=1883)
+    p.add_argument("--port", type=_port, default=1883, help="TCP port (default 1883; 0: any "
+                   "free port, printed)")
     p.add_argument("--allow-remote", action="store_true",
                    help="let the embedded amqtt broker bind a non-loopback address (unsafe)")
     p.add_argument("--serve-embedded", action="store_true", help=argparse.SUPPRESS)
@@ -311,7 +322,21 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Terminated(Exception):
+    """SIGTERM or SIGHUP: unwind like Ctrl-C does, so ``finally`` blocks clean up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated(signum)
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
+    import signal
+
     from fleetdeck.embedded_broker import run_embedded
 
     if args.serve_embedded or args.kind == "amqtt":
@@ -325,14 +350,28 @@ def cmd_broker(args: argparse.Namespace) -> int:
               file=sys.stderr)
         run_embedded(args.bind, args.port, allow_remote=args.allow_remote)
         return 0
-    broker = ManagedBroker("mosquitto", host=args.bind, port=args.port).start()
-    print(f"{broker.label} listening on {broker.url} (Ctrl-C to stop)", file=sys.stderr)
+    # Mosquitto runs in its own session (a Ctrl-C meant for us must not kill it first), so
+    # nothing stops it but us: SIGTERM and SIGHUP must unwind through the finally below as
+    # Ctrl-C does, or the child and its temporary directory outlive us.
+    stops = (signal.SIGTERM, signal.SIGHUP)
+    for sig in stops:
+        signal.signal(sig, _raise_terminated)
+    broker: ManagedBroker | None = None
     try:
+        broker = ManagedBroker("mosquitto", host=args.bind, port=args.port)
+        broker.start()
         assert broker.proc is not None
-        broker.proc.wait()
+        print(f"{broker.label} listening on {broker.url} (Ctrl-C to stop)", file=sys.stderr)
+        code = broker.proc.wait()
+        why = broker.last_words() or f"exit code {code}"
+        raise UserError(f"{broker.label} stopped by itself: {why.rstrip('.')}.")
+    except _Terminated as stop:
+        return 128 + stop.signum
     finally:
-        broker.close()
-    return 0
+        for sig in (*stops, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+        if broker is not None:
+            broker.close()
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

@@ -7,11 +7,13 @@ connects, staleness by telemetry age), but this broker is for demos, never produ
 """
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import signal
 from typing import Any
 
+from fleetdeck.broker import busy_port_error, port_in_use
 from fleetdeck.errors import UserError
 
 
@@ -35,11 +37,30 @@ def amqtt_config(bind: str, port: int) -> dict[str, Any]:
     }
 
 
+def _bind_failure(err: BaseException) -> OSError | None:
+    """The OSError under amqtt's BrokerError ('Broker instance can't be started: …'), if any."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 async def serve(bind: str, port: int, ready: asyncio.Event | None = None) -> None:
     from amqtt.broker import Broker
+    from amqtt.errors import BrokerError
 
     broker = Broker(amqtt_config(bind, port))
-    await broker.start()
+    try:
+        await broker.start()
+    except (BrokerError, OSError) as err:
+        cause = _bind_failure(err)
+        if cause is not None and cause.errno == errno.EADDRINUSE:
+            raise busy_port_error(bind, port) from None
+        why = (cause.strerror if cause is not None else None) or str(err)
+        raise UserError(f"the embedded amqtt broker cannot listen on {bind}:{port}: "
+                        f"{why.rstrip('.')}.") from None
     if ready is not None:
         ready.set()
     stop = asyncio.Event()
@@ -62,4 +83,6 @@ def run_embedded(bind: str, port: int, *, allow_remote: bool = False) -> None:
     # readable for the demo.
     logging.getLogger("amqtt").setLevel(logging.CRITICAL)
     logging.getLogger("transitions").setLevel(logging.CRITICAL)
+    if port_in_use(bind, port):
+        raise busy_port_error(bind, port)
     asyncio.run(serve(bind, port))

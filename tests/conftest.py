@@ -1,11 +1,13 @@
 """Real parts: a private Mosquitto (and amqtt where that path is tested) on a free loopback port.
 
-No mocked MQTT client anywhere. Tests that need a broker skip with a clear message only when the
-mosquitto binary is truly absent; .ci/run installs it.
+No mocked MQTT client anywhere. Tests that need a program (mosquitto, openssl, tmux) say so with
+``require_binaries`` or ``@pytest.mark.needs(...)``: they skip with a clear message when it is
+truly absent, and FAIL when $CI is set, because .ci/run installs them all there.
 """
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,11 +20,48 @@ from fleetdeck.broker import AMQTT, MOSQUITTO, ManagedBroker, find_mosquitto
 
 REPO = Path(__file__).resolve().parent.parent
 
+PACKAGE_OF = {"mosquitto": "mosquitto", "mosquitto_passwd": "mosquitto", "openssl": "openssl",
+              "tmux": "tmux"}
+"""The Debian package each program the suite runs comes from (.ci/run installs them)."""
+
+
+def on_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def find_binary(name: str) -> str | None:
+    # Debian puts mosquitto in /usr/sbin, not on every PATH.
+    return find_mosquitto() if name == "mosquitto" else shutil.which(name)
+
+
+def require_binaries(*names: str) -> None:
+    """Skip the calling test when a program it needs is not installed; fail it instead when
+    $CI is set, where a missing program means a broken CI set-up, not fewer tests to run."""
+    missing = [name for name in names if find_binary(name) is None]
+    if not missing:
+        return
+    packages = " ".join(sorted({PACKAGE_OF.get(name, name) for name in missing}))
+    why = f"{', '.join(missing)} not installed (apt-get install -y {packages}; .ci/run does)"
+    if on_ci():
+        pytest.fail(f"{why}; CI is set, so this fails instead of skipping", pytrace=False)
+    pytest.skip(why)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs(*programs): skip without these programs, or fail when $CI is set")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture: module fixtures may already run the programs.
+    for mark in item.iter_markers("needs"):
+        require_binaries(*mark.args)
+
 
 @pytest.fixture
 def mosquitto(tmp_path: Path) -> Iterator[ManagedBroker]:
-    if find_mosquitto() is None:
-        pytest.skip("mosquitto is not installed (apt-get install -y mosquitto; .ci/run does)")
+    require_binaries("mosquitto")
     broker = ManagedBroker(MOSQUITTO, workdir=tmp_path / "mosquitto")
     broker.workdir.mkdir()  # type: ignore[union-attr]
     with broker:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.recording import GAP_NOTE, MAX_NOTES, is_gap_note
 from fleetdeck.console.replay import (
     RecordStats,
     human_bytes,
@@ -31,16 +32,22 @@ def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -
         print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr,
               flush=True)
 
+    def say(text: str) -> None:
+        # On a terminal the progress line has no newline yet: end it first.
+        print(("\n" if tty else "") + f"fleetdeck record: {text}", file=sys.stderr, flush=True)
+
     async def main() -> RecordStats:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await record(url, cluster, path, duration, progress, stop)
+        return await record(url, cluster, path, duration, progress, stop, say)
 
     stats = asyncio.run(main())
+    gaps = (f", {stats.gaps} gap(s) where the broker was away, marked in the recording"
+            if stats.gaps else "")
     print(("\n" if tty else "") + f"recorded {stats.messages} messages to {path} "
-          f"({human_bytes(stats.file_bytes)})", file=sys.stderr)
+          f"({human_bytes(stats.file_bytes)}){gaps}", file=sys.stderr)
     return 0
 
 
@@ -58,16 +65,13 @@ def run_replay(args: Any) -> int:
         def progress(sent: int, at: float) -> None:
             print(f"replayed {sent} messages, {at:.0f} s into the recording", file=sys.stderr)
 
-        sent = asyncio.run(replay_to_broker(path, url, args.speed, progress))
+        sent, report = asyncio.run(replay_to_broker(path, url, args.speed, progress))
         print(f"replayed {sent} messages into {url}", file=sys.stderr)
-        return 0
+        return tell_damage(report.skipped, report.truncated, report.problems)
     if args.headless:
         out = replay_headless(path, args.until)
         rep = out["replay"]
-        if rep["skipped_lines"]:
-            print(f"fleetdeck replay: skipped {rep['skipped_lines']} unreadable line(s)"
-                  + (" (recording is truncated)" if rep["truncated"] else "")
-                  + f"; first: {rep['problems'][0]}", file=sys.stderr)
+        status = tell_damage(rep["skipped_lines"], rep["truncated"], rep["problems"])
         if args.summary_json:
             print(json.dumps(out, indent=2))
         else:
@@ -76,7 +80,25 @@ def run_replay(args: Any) -> int:
             from fleetdeck.console.cli.status import render_summary
 
             render_summary(out, Console())
-        return 0
+        return status
     from fleetdeck.console.tui.app import run_replay_console
 
     return run_replay_console(path, speed=args.speed)
+
+
+def tell_damage(skipped: int, truncated: bool, problems: list[str]) -> int:
+    """One sentence on stderr for gaps, one for damage; the exit status: 1 when damage was
+    skipped (what could be read was replayed all the same), else 0 (docs/recording.md)."""
+    gaps = [p[len(GAP_NOTE):] for p in problems if is_gap_note(p)]
+    if gaps:
+        more = "+" if len(gaps) >= MAX_NOTES else ""
+        print(f"fleetdeck replay: the recording has {len(gaps)}{more} gap(s) where the recorder "
+              f"had lost the broker; first: {gaps[0]}.", file=sys.stderr)
+    if not skipped:
+        return 0
+    damage = [p for p in problems if not is_gap_note(p)]
+    first = f"; first: {damage[0]}" if damage else ""
+    cut = " (it is truncated)" if truncated else ""
+    print(f"fleetdeck replay: skipped {skipped} damaged part(s) of the recording{cut} and "
+          f"replayed the rest{first}.", file=sys.stderr)
+    return 1

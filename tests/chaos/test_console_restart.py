@@ -3,7 +3,6 @@ again; its picture comes back from retained MQTT state and its SQLite store, and
 written twice."""
 
 import os
-import shutil
 import signal
 import sqlite3
 import sys
@@ -14,8 +13,7 @@ import pytest
 from tests.conftest import REPO, spawn, stop_process
 from tests.tui.test_tmux_e2e import tmux, wait_for
 
-pytestmark = [pytest.mark.tmux,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytestmark = [pytest.mark.tmux, pytest.mark.needs("tmux", "mosquitto")]
 
 
 def console_cmd(url, db, audit) -> str:

@@ -2,22 +2,19 @@
 
 import asyncio
 import os
-import shutil
 import subprocess
 import uuid
 
 import aiomqtt
 import pytest
 
-from fleetdeck.broker import MOSQUITTO, ManagedBroker, find_mosquitto, free_port
+from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port
 from tests.conftest import REPO, run_cli
 
 DEPLOY = REPO / "deploy" / "mosquitto"
 USERS = ["console", "viewer", "scheduler", "gpu0001", "gpu0002"]
 
-pytestmark = pytest.mark.skipif(find_mosquitto() is None or shutil.which("openssl") is None
-                                or shutil.which("mosquitto_passwd") is None,
-                                reason="needs mosquitto, mosquitto_passwd and openssl")
+pytestmark = pytest.mark.needs("mosquitto", "mosquitto_passwd", "openssl")
 
 
 @pytest.fixture(scope="module")

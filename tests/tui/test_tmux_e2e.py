@@ -1,6 +1,5 @@
 """The real program in tmux against a real Mosquitto and ``fleetdeck sim``: drain with a reason."""
 
-import shutil
 import subprocess
 import sys
 import time
@@ -9,7 +8,7 @@ import pytest
 
 from tests.conftest import REPO, spawn, stop_process
 
-pytestmark = pytest.mark.tmux
+pytestmark = [pytest.mark.tmux, pytest.mark.needs("tmux", "mosquitto")]
 
 
 def tmux(*args: str) -> str:
@@ -28,7 +27,6 @@ def wait_for(session: str, text: str, timeout: float = 20.0) -> str:
     raise AssertionError(f"'{text}' never appeared ({size.strip()}); last screen:\n{screen}")
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_drain_in_tmux(mosquitto, tmp_path):
     sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "e2e", "--nodes", "6",
                 "--interval", "0.5", log=tmp_path / "sim.log")

@@ -1,0 +1,223 @@
+"""Damaged recordings and files that are no recordings: `fleetdeck replay` skips and counts the
+damage, replays the good lines, never hangs and never fails silently (docs/recording.md)."""
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.console.recording import MAX_JUMP_S, RecordingReader
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind
+from tests.conftest import run_cli
+from tests.helpers import FakeNode
+
+T0 = 1_800_000_000.0
+CLI_TIMEOUT = 30  # a hang fails the test instead of the suite
+
+
+def header(started: object = T0) -> str:
+    # Written by hand (not json.dumps): the damage includes what JSON cannot say, like Infinity.
+    return ('{"fleetdeck_recording": 1, "cluster": "dmg", "started": ' + str(started)
+            + ', "fleetdeck": "0.1.0", "source": "test"}')
+
+
+def message(t: object, topic: str, payload: bytes, retain: bool = False) -> str:
+    return (f'{{"t": {t}, "topic": {json.dumps(topic)}, "qos": 1, '
+            f'"retain": {json.dumps(retain)}, "p": {json.dumps(payload.decode())}}}')
+
+
+def good_lines() -> list[str]:
+    """One node: birth and status at T0, telemetry seq 1-3 at T0+1..3."""
+    node = FakeNode("gpu0001", cluster="dmg", t0=T0)
+    lines = [message(T0, node.topic(Kind.BIRTH), codec.encode(node.birth()), True),
+             message(T0, node.topic(Kind.STATUS), codec.encode(node.status()), True)]
+    for s in (1, 2, 3):
+        lines.append(message(T0 + s, node.topic(Kind.TELEMETRY),
+                             codec.encode(node.telemetry())))
+    return lines
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def replay(path: Path, *extra: str):
+    res = run_cli("replay", str(path), "--headless", "--summary-json", *extra,
+                  timeout=CLI_TIMEOUT)
+    assert "Traceback" not in res.stderr
+    return res
+
+
+def assert_good_lines_replayed(res) -> dict:
+    out = json.loads(res.stdout)
+    assert [(n["id"], n["seq"]) for n in out["nodes"]] == [("gpu0001", 3)]
+    assert out["replay"]["start"] == T0 and out["replay"]["end"] == T0 + 3
+    return out
+
+
+def damage_cases() -> dict[str, tuple[list[str], str]]:
+    lines = good_lines()
+    last = lines[-1]
+    return {
+        # Each used to hang (replay ticking 0.5 s at a time towards infinity or 56 years) ...
+        "infinite time, last line": (
+            [header(), *lines, last.replace(f'"t": {T0 + 3}', '"t": Infinity')],
+            "line 7: time inf is not a finite, non-negative number"),
+        "time jumps 10^9 s": (
+            [header(), *lines, last.replace(f'"t": {T0 + 3}', f'"t": {T0 + 1e9}')],
+            "line 7: time jumps 999999997 s ahead"),
+        "header started 0": (
+            [header(0), *lines], "header 'started' '0' is not within 7 days"),
+        # ... or raised RecursionError with a traceback.
+        "deeply nested line": (
+            [header(), *lines[:3], "[" * 100_000 + "]" * 100_000, *lines[3:]],
+            "line 5: RecursionError"),
+    }
+
+
+@pytest.mark.parametrize("case", list(damage_cases()))
+def test_damaged_lines_are_skipped_counted_and_the_rest_replays(tmp_path, case):
+    lines, reason = damage_cases()[case]
+    res = replay(write(tmp_path / "d.jsonl", lines))
+    assert res.returncode == 1, res.stderr
+    said = res.stderr.strip().splitlines()
+    assert len(said) == 1, said
+    assert said[0].startswith("fleetdeck replay: skipped 1 damaged part(s) of the recording "
+                              "and replayed the rest; first: ")
+    assert reason in said[0]
+    out = assert_good_lines_replayed(res)
+    assert out["replay"]["skipped_lines"] == 1 and len(out["replay"]["problems"]) == 1
+
+
+@pytest.mark.parametrize("name", ["d.jsonl", "d.jsonl.gz"])
+def test_a_corrupt_index_is_ignored_with_a_warning(tmp_path, name):
+    """It pointed the end-of-replay scan at the last byte: nothing replayed, exit 0, silence."""
+    path = tmp_path / name
+    data = ("\n".join([header(), *good_lines()]) + "\n").encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    (tmp_path / (name + ".idx")).write_text(
+        json.dumps({"t": T0, "offset": path.stat().st_size - 1}) + "\n")
+    res = replay(path)
+    assert res.returncode == 1, res.stderr
+    assert "damaged index" in res.stderr and "read the recording from the start" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert_good_lines_replayed(res)
+
+
+def test_an_index_of_garbage_is_ignored_too(tmp_path):
+    path = write(tmp_path / "d.jsonl", [header(), *good_lines()])
+    (tmp_path / "d.jsonl.idx").write_bytes(b"\x00\xff not an index\n")
+    reader = RecordingReader(path)
+    assert reader.segments == [] and reader.report.skipped == 1
+    assert len(list(reader.messages())) == 5
+
+
+def test_a_recording_without_damage_says_nothing(tmp_path):
+    res = replay(write(tmp_path / "d.jsonl", [header(), *good_lines()]))
+    assert res.returncode == 0 and res.stderr == ""
+    assert_good_lines_replayed(res)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"t": NaN, "topic": "fleetdeck/v1/dmg/x", "p": ""}', "not a finite"),
+        ('{"t": -1, "topic": "fleetdeck/v1/dmg/x", "p": ""}', "not a finite"),
+        ('{"t": true, "topic": "fleetdeck/v1/dmg/x", "p": ""}', "is not a number"),
+        ('{"t": "1800000002", "topic": "fleetdeck/v1/dmg/x", "p": ""}', "is not a number"),
+        ('{"t": 1e999999, "topic": "fleetdeck/v1/dmg/x", "p": ""}', "not a finite"),
+        ('{"t": 99999999999999999999999999999999999999999999999999999999999999999999999999'
+         '999999999999999999999999999999999999999999999999999999999999999999999999999999999999'
+         '999999999999999999999999999999999999999999999999999999999999999999999999999999999999'
+         '999999999999999999999999999999999999999999999999999999999999999999999999999999999999'
+         '9999, "topic": "x", "p": ""}', "OverflowError"),
+        (f'{{"t": {T0 - MAX_JUMP_S - 10}, "topic": "fleetdeck/v1/dmg/x", "p": ""}}', "back"),
+        (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/#", "p": ""}}', "not an MQTT topic"),
+        (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/x", "qos": 7, "p": ""}}', "qos 7"),
+        (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/x", "retain": "y", "p": ""}}', "retain"),
+        (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/x", "p": 5}}', "not text"),
+        (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/x"}}', "no payload"),
+        (f'{{"t": {T0 + 2}, "keyframe": {{"a": 1}}}}', "keyframe is not a list"),
+        (f'{{"t": {T0 + 2}, "keyframe": [["fleetdeck/v1/dmg/x", {{"p": "a"}}], 3]}}',
+         "keyframe entry"),
+        (f'{{"t": {T0 + 2}, "gap": {{"from": {T0 + 5}}}}}', "gap start is after its end"),
+        ('"fleetdeck_recording"', "not a JSON object"),
+        ("[1, 2]", "not a JSON object"),
+    ],
+    ids=["nan", "negative", "bool", "string", "inf-literal", "huge-int", "far-back", "wildcard",
+         "qos", "retain", "payload-type", "no-payload", "keyframe-dict", "keyframe-entry", "gap",
+         "string-line", "list-line"],
+)
+def test_the_reader_refuses_what_it_must_not_pass_on(tmp_path, line, reason):
+    lines = good_lines()
+    path = write(tmp_path / "d.jsonl", [header(), *lines[:3], line, *lines[3:]])
+    reader = RecordingReader(path)
+    msgs = list(reader.messages())
+    assert reader.report.skipped == 1, reader.report.problems
+    assert reason in reader.report.problems[0]
+    assert len(msgs) == 5 and all(T0 <= m.t <= T0 + 3 for m in msgs)
+
+
+def test_a_small_step_back_in_time_replays_in_order(tmp_path):
+    lines = good_lines()
+    lines[3] = lines[3].replace(f'"t": {T0 + 2}', f'"t": {T0 + 0.5}')  # clock stepped back 1.5 s
+    reader = RecordingReader(write(tmp_path / "d.jsonl", [header(), *lines]))
+    times = [m.t for m in reader.messages()]
+    assert times == sorted(times) and len(times) == 5 and reader.report.skipped == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda p: p.mkdir(), "is a directory, not a recording"),
+        (lambda p: None, "does not exist"),
+        (lambda p: p.write_text("hello, not a recording\n"), "is not a fleetdeck recording"),
+        (lambda p: p.write_bytes(os.urandom(4096)), "is not a fleetdeck recording"),
+        (lambda p: p.write_bytes(gzip.compress(b"\x00" * 4096)), "is not a fleetdeck recording"),
+        (lambda p: p.write_text("[" * 100_000 + "]" * 100_000 + "\n"),
+         "is not a fleetdeck recording"),
+        (lambda p: p.write_text('{"fleetdeck_recording": 1, "cluster": "a/#", "started": 1}\n'),
+         "is not a cluster name"),
+    ],
+    ids=["directory", "missing", "text", "binary", "gzip-of-zeros", "nested", "bad-cluster"],
+)
+def test_what_is_no_recording_is_one_sentence(tmp_path, make, needle):
+    path = tmp_path / "thing"
+    make(path)
+    res = replay(path)
+    assert res.returncode == 2
+    assert res.stdout == ""
+    said = res.stderr.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("fleetdeck replay: ") and needle in said[0]
+
+
+def test_a_directory_is_one_sentence_in_the_console_and_to_a_broker_too(tmp_path):
+    for extra in ([], ["--to-broker", "mqtt://127.0.0.1:1"]):
+        res = run_cli("replay", str(tmp_path), *extra, timeout=CLI_TIMEOUT)
+        assert res.returncode == 2 and "Traceback" not in res.stderr
+        assert "is a directory, not a recording" in res.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_an_unreadable_file_is_one_sentence(tmp_path):
+    path = write(tmp_path / "d.jsonl", [header(), *good_lines()])
+    path.chmod(0)
+    res = replay(path)
+    assert res.returncode == 2 and "permission denied" in res.stderr
+
+
+def test_to_broker_skips_the_damage_instead_of_sleeping_forever(mosquitto, tmp_path):
+    """An infinite time made --to-broker wait for it (asyncio.sleep(inf))."""
+    lines, _ = damage_cases()["infinite time, last line"]
+    res = run_cli("replay", str(write(tmp_path / "d.jsonl", lines)), "--to-broker",
+                  str(mosquitto.url), "--speed", "100", timeout=CLI_TIMEOUT)
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    said = res.stderr.strip().splitlines()
+    assert said[0] == f"replayed 5 messages into {mosquitto.url}"
+    assert said[1].startswith("fleetdeck replay: skipped 1 damaged part(s)")
+    assert len(said) == 2

@@ -1,0 +1,132 @@
+"""`fleetdeck broker` as a real process: a busy port is one sentence, and SIGTERM (or SIGHUP)
+cleans up its Mosquitto child and temporary directory the way Ctrl-C does."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.broker import free_port
+from tests.conftest import REPO, fleetdeck_cmd, require_binaries, run_cli
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port something else already listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize("kind", ["mosquitto", "amqtt"])
+def test_a_busy_port_is_one_sentence_never_listening(busy_port, kind):
+    if kind == "mosquitto":
+        require_binaries("mosquitto")
+    res = run_cli("broker", "--kind", kind, "--port", str(busy_port), timeout=60)
+    assert res.returncode == 2, res.stderr
+    said = res.stderr.strip().splitlines()
+    assert said == [f"fleetdeck broker: cannot listen on 127.0.0.1:{busy_port}: the address is "
+                    "already in use (another broker? choose another port)."]
+
+
+def test_a_port_out_of_range_is_refused():
+    res = run_cli("broker", "--port", "70000")
+    assert res.returncode == 2 and "--port must be between 0 and 65535" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+class RunningBroker:
+    """`fleetdeck broker --port P` with its own TMPDIR, up and listening, its child known."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir()
+        self.err = tmp_path / "broker.err"
+        with self.err.open("wb") as err:
+            self.proc = subprocess.Popen(
+                fleetdeck_cmd("broker", "--port", str(free_port())), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, start_new_session=True,
+                env={**os.environ, "TMPDIR": str(self.tmp)},
+            )
+        deadline = time.monotonic() + 30
+        while "listening" not in self.stderr():
+            assert self.proc.poll() is None, self.stderr()
+            assert time.monotonic() < deadline, "fleetdeck broker did not start"
+            time.sleep(0.05)
+        kids = children(self.proc.pid)
+        assert len(kids) == 1, kids
+        self.child = kids[0]
+        assert "mosquitto" in Path(f"/proc/{self.child}/cmdline").read_text()
+        assert len(list(self.tmp.iterdir())) == 1  # its fleetdeck-broker-* directory
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def close(self) -> None:
+        for pid in (self.proc.pid, self.child):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_stop_signal_removes_the_mosquitto_child_and_the_temp_dir(tmp_path, sig, code):
+    require_binaries("mosquitto")
+    broker = RunningBroker(tmp_path)
+    try:
+        broker.proc.send_signal(sig)
+        assert broker.proc.wait(timeout=20) == code, broker.stderr()
+        deadline = time.monotonic() + 5
+        while alive(broker.child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(broker.child), "the mosquitto child outlived fleetdeck broker"
+        assert list(broker.tmp.iterdir()) == [], "the temporary directory was left behind"
+        assert "Traceback" not in broker.stderr()
+    finally:
+        broker.close()
+
+
+def test_a_broker_that_dies_under_it_is_one_sentence(tmp_path):
+    require_binaries("mosquitto")
+    broker = RunningBroker(tmp_path)
+    try:
+        os.kill(broker.child, signal.SIGKILL)
+        assert broker.proc.wait(timeout=20) == 2
+        last = broker.stderr().strip().splitlines()[-1]
+        assert last.startswith("fleetdeck broker: mosquitto") and "stopped by itself" in last
+        assert list(broker.tmp.iterdir()) == []
+    finally:
+        broker.close()
