@@ -11,6 +11,14 @@ from datetime import UTC, datetime
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
+from fleetdeck.console.judgements import (
+    PORT_DOWN,
+    PORT_FLAPPING,
+    bad_ports,
+    leaf_of,
+    straggler,
+    suspect_switches,
+)
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol.messages import DrainInfo, DrainState, IbPortSample, JobStatus
@@ -323,9 +331,6 @@ def top_problems(state: FleetState, limit: int = 10) -> tuple[list[Problem], int
 # --- jobs ---------------------------------------------------------------------------------------
 
 
-STRAGGLER_FACTOR = 1.2
-
-
 @dataclass(frozen=True, slots=True)
 class JobRow:
     job_id: str
@@ -343,36 +348,6 @@ class JobRow:
     reason: str
 
 
-def straggler(job: JobStatus, state: FleetState) -> str:
-    """``rank 17 gpu0042 +31%: throttled GPU (gpu3 hw thermal)`` or ''."""
-    if not job.slowest or job.state.value != "R":
-        return ""
-    worst = job.slowest[0]
-    median = job.median_step_time_ms
-    if median is None or median <= 0 or worst.step_time_ms < STRAGGLER_FACTOR * median:
-        return ""
-    slower = (worst.step_time_ms / median - 1) * 100
-    return f"rank {worst.rank} {worst.node} +{slower:.0f}%: {likely_cause(state, worst.node)}"
-
-
-def likely_cause(state: FleetState, node: str) -> str:
-    st = state.nodes.get(node)
-    if st is None:
-        return "node unknown"
-    if st.online is False or st.stale:
-        return "node not responding"
-    throttled = [f for f in st.findings if f.rule in ("G12", "G13")]
-    if throttled:
-        return f"throttled GPU ({throttled[0].component} {throttled[0].text})"
-    ports = [f for f in st.findings if f.rule.startswith("N")]
-    if ports:
-        return f"degraded port ({ports[0].component} {ports[0].text})"
-    gpus = [f for f in st.findings if f.rule.startswith("G")]
-    if gpus:
-        return f"GPU fault ({gpus[0]})"
-    return "no finding on that node"
-
-
 def progress_bar(frac: float, width: int) -> str:
     frac = min(1.0, max(0.0, frac))
     eighths = "▏▎▍▌▋▊▉"
@@ -380,6 +355,12 @@ def progress_bar(frac: float, width: int) -> str:
     rem = int((frac * width - full) * 8)
     bar = "█" * full + (eighths[rem - 1] if rem and full < width else "")
     return bar.ljust(width, "·")
+
+
+def straggler_text(job: JobStatus, state: FleetState) -> str:
+    """``rank 17 gpu0042 +31%: throttled GPU (gpu3 hw thermal)`` or ''."""
+    found = straggler(job, state)
+    return "" if found is None else found.text
 
 
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
@@ -395,7 +376,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
         eta="-" if job.eta_s is None else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
-        checkpoint=ckpt, straggler=straggler(job, state), reason=job.reason,
+        checkpoint=ckpt, straggler=straggler_text(job, state), reason=job.reason,
     )
 
 
@@ -408,14 +389,6 @@ def sorted_jobs(state: FleetState) -> list[JobStatus]:
 
 
 # --- fabric -------------------------------------------------------------------------------------
-
-
-PORT_OK = "ok"
-PORT_DOWN = "down"
-PORT_FLAPPING = "flapping"
-PORT_ERRORING = "erroring"
-CORRELATION_MIN = 3
-"""Bad ports on this many distinct nodes under one leaf: suspect the switch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,19 +414,6 @@ class LeafRow:
     flapping: int
     erroring: int
     hint: str
-
-
-def port_status(p: IbPortSample, findings: list[Finding]) -> str:
-    if (p.state is not None and p.state != "ACTIVE") or (
-            p.phys_state is not None and p.phys_state != "LinkUp"):
-        return PORT_DOWN
-    comp = f"{p.dev}:{p.port}"
-    rules = {f.rule for f in findings if f.component == comp}
-    if "N5" in rules or (p.d.get("link_downed", 0) > 0):
-        return PORT_FLAPPING
-    if rules & {"N1", "N2", "N3", "N4"}:
-        return PORT_ERRORING
-    return PORT_OK
 
 
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "rcv_errors",
@@ -490,15 +450,8 @@ def _node_ports(st: NodeState) -> _NodePorts:
     t = st.telemetry
     if t is None or st.stale or st.online is False:
         return st.ib_ports, 0, []
-    bad = []
-    up = 0
-    for p in t.ib_ports:
-        status = port_status(p, st.findings)
-        if status == PORT_OK:
-            up += 1
-        else:
-            bad.append((status, p))
-    return len(t.ib_ports), up, bad
+    bad = bad_ports(st)
+    return len(t.ib_ports), len(t.ib_ports) - len(bad), bad
 
 
 FabricCache = dict[str, tuple[tuple[object, ...], _NodePorts]]
@@ -513,7 +466,7 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     leaves: dict[str, _LeafAgg] = {}
     bad_ports: list[PortRow] = []
     for st in state.nodes.values():
-        leaf = (st.birth.topology.leaf if st.birth is not None else "") or "(no leaf)"
+        leaf = leaf_of(st)
         agg = leaves.setdefault(leaf, _LeafAgg())
         agg.nodes += 1
         ib_findings = any(f.rule.startswith("N") for f in st.findings)
@@ -545,12 +498,11 @@ def fabric(state: FleetState, cache: FabricCache | None = None
                 errors=port_error_text(p), detail=detail,
             ))
     rows = []
+    hints: dict[str, list[str]] = {}
+    for sw in suspect_switches(state):
+        hints.setdefault(sw.leaf, []).append(sw.text)
     for leaf, agg in leaves.items():
-        hint = ""
-        if len(agg.bad_nodes) >= CORRELATION_MIN:
-            n_bad = agg.down + agg.flapping + agg.erroring
-            hint = (f"{n_bad} ports on {len(agg.bad_nodes)} nodes fail together: suspect leaf "
-                    f"switch {leaf}, not the nodes ({compress(agg.bad_nodes)})")
+        hint = "; ".join(hints.get(leaf, []))
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
                             agg.erroring, hint))
     rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))

@@ -5,7 +5,9 @@ The keys are a promise to scripts: add keys, never rename or remove them (docs/p
 
 from typing import Any
 
+from fleetdeck.console.judgements import straggler, suspect_switches
 from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.protocol.messages import JobStatus
 
 
 def node_summary(st: NodeState, now: float) -> dict[str, Any]:
@@ -31,6 +33,15 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
     }
 
 
+def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
+    """The job's own status plus the console's judgement of it (``straggler``: null or the
+    slowest rank with its slowdown and likely cause)."""
+    found = straggler(job, state)
+    return {**job.model_dump(mode="json"),
+            "progress": round(job.step / job.total_steps, 4) if job.total_steps else None,
+            "straggler": None if found is None else found.as_json()}
+
+
 def fleet_summary(state: FleetState, now: float, **extra: Any) -> dict[str, Any]:
     t = state.totals()
     return {
@@ -49,7 +60,8 @@ def fleet_summary(state: FleetState, now: float, **extra: Any) -> dict[str, Any]
         },
         "nodes": [node_summary(st, now) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],
-        "jobs": [job.model_dump(mode="json") for job in state.jobs.values()],
+        "jobs": [job_summary(job, state) for job in state.jobs.values()],
+        "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}
             for m in list(state.malformed.recent)[-20:]

@@ -40,7 +40,7 @@ from fleetdeck.console.session import ConsoleSession, Publisher, TickReport, fin
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
 from fleetdeck.console.tui.palette import FleetCommands
-from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
 from fleetdeck.console.tui.screens.events import EventsScreen
 from fleetdeck.console.tui.screens.fabric import FabricScreen
 from fleetdeck.console.tui.screens.jobs import JobsScreen
@@ -50,7 +50,6 @@ from fleetdeck.console.tui.text import esc
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.runtime import tune_gc
 
-VIEWS = ("overview", "nodes", "jobs", "fabric", "events")
 ALIASES = {
     "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
     "nodes": "nodes", "node": "nodes", "no": "nodes", "n": "nodes",
@@ -75,11 +74,8 @@ class FleetdeckApp(App[int]):
     DEFAULT_MODE = "overview"
 
     BINDINGS = [
-        Binding("1", "view('overview')", "Overview", show=False),
-        Binding("2", "view('nodes')", "Nodes", show=False),
-        Binding("3", "view('jobs')", "Jobs", show=False),
-        Binding("4", "view('fabric')", "Fabric", show=False),
-        Binding("5", "view('events')", "Events", show=False),
+        *(Binding(key, f"view('{name}')", name.capitalize(), show=False)
+          for key, name in TABS),
         Binding("colon", "command_line", ":cmd"),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "go_back", "Back", show=False),

@@ -13,9 +13,8 @@ from fleetdeck.console.rows import clock_text, drain_reason, port_error_text, sl
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.theme import verdict_style
 
-VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "failed": "bold red", "stale": "dim",
-                 "offline": "red"}
 SPARK_WIDTH = 16
 
 
@@ -62,7 +61,7 @@ class NodeDetailScreen(FleetView):
         t = Text()
         t.append(st.node_id, "bold")
         t.append(f"  {slurm_state(st)}  ")
-        t.append(st.verdict.value, VERDICT_STYLE[st.verdict.value])
+        t.append(st.verdict.value, verdict_style(self.app, st.verdict.value))
         age = "never" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.1f}s ago"
         t.append(f"  last telemetry {age}  seq {st.last_seq} gaps {st.seq_gaps}")
         if b is not None:

@@ -10,14 +10,9 @@ from fleetdeck.console.rows import CountsCache, FleetCounts, fleet_counts, top_p
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.theme import state_markup, verdict_markup
 
-VERDICT_COLOUR = {
-    "ok": "$success", "degraded": "$warning", "failed": "$error", "stale": "$text-muted",
-    "offline": "$error",
-}
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
-STATE_COLOUR = {"idle": "$text", "alloc": "$success", "mix": "$success", "drng": "$warning",
-                "drain": "$secondary", "down": "$error", "stale": "$text-muted"}
 
 
 class OverviewScreen(FleetView):
@@ -60,7 +55,7 @@ class OverviewScreen(FleetView):
             lines = [f"[b]Top problems[/] ({total} nodes need attention, worst first; "
                      f"[$text-muted]2: node list[/])"]
             for p in problems:
-                colour = VERDICT_COLOUR[p.verdict.value]
+                colour = verdict_markup(p.verdict.value)
                 lines.append(f" [{colour}]{p.verdict.value:<8}[/] {esc(p.node):<10} "
                              f"{p.state:<6} {esc(p.text)}")
             text = "\n".join(lines)
@@ -75,10 +70,10 @@ class OverviewScreen(FleetView):
         self._update_legend()
 
     def _counts_text(self, c: FleetCounts) -> str:
-        states = "  ".join(f"[{STATE_COLOUR[s]}]{s} {c.states[s]}[/]" for s in STATE_ORDER
+        states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
                            if c.states.get(s))
         verdicts = "  ".join(
-            f"[{VERDICT_COLOUR[v.value]}]{v.value} {c.verdicts[v.value]}[/]"
+            f"[{verdict_markup(v.value)}]{v.value} {c.verdicts[v.value]}[/]"
             for v in sorted(Verdict, key=lambda v: VERDICT_ORDER[v]) if c.verdicts.get(v.value))
         jobs = "  ".join(f"{k} {n}" for k, n in sorted(c.jobs.items())) or "none"
         failed = f"[$error]failed {c.gpus_failed}[/]" if c.gpus_failed else "failed 0"
@@ -112,7 +107,7 @@ class OverviewScreen(FleetView):
             mine = [f for f in st.all_findings
                     if f.component in ("", f"gpu{grid.cursor_gpu}")
                     or f"gpu{grid.cursor_gpu}" in f.component.split(",")]
-            colour = VERDICT_COLOUR[st.verdict.value]
+            colour = verdict_markup(st.verdict.value)
             text += f"  node [{colour}]{st.verdict.value}[/]"
             if mine:
                 text += "  " + esc("; ".join(str(f) for f in mine[:2]))

@@ -1,0 +1,28 @@
+"""The one place verdicts and node states get their colours: theme variables, so every view
+follows the active Textual theme (and a theme change recolours all of them)."""
+
+from textual.app import App
+
+VERDICT_VARIABLE = {
+    "ok": "success", "degraded": "warning", "failed": "error", "stale": "text-muted",
+    "offline": "error",
+}
+STATE_VARIABLE = {"idle": "text", "alloc": "success", "mix": "success", "drng": "warning",
+                  "drain": "secondary", "down": "error", "stale": "text-muted"}
+
+
+def verdict_markup(verdict: str) -> str:
+    """``$success`` etc., for content markup (``f"[{verdict_markup(v)}]{v}[/]"``)."""
+    return f"${VERDICT_VARIABLE[verdict]}"
+
+
+def state_markup(state: str) -> str:
+    return f"${STATE_VARIABLE.get(state, 'text')}"
+
+
+def verdict_style(app: App[object], verdict: str) -> str:
+    """A rich style for ``rich.text.Text`` (which cannot read theme variables), resolved from
+    the app's current theme."""
+    variables = app.get_css_variables()
+    colour = variables.get(VERDICT_VARIABLE[verdict], "")
+    return f"bold {colour}" if verdict == "failed" else colour
