@@ -179,6 +179,14 @@ class Ingest:
             case Event():
                 b.events.append((rx_ts, msg))
             case Ack():
+                # An ack counts only on its sender's own topic (node/A/ack from A, sched/ack
+                # from the scheduler): with per-node ACLs the topic is what proves who sent it.
+                sender = subject if kind is Kind.ACK else "sched"
+                if msg.by != sender:
+                    b.messages -= 1
+                    self._reject(rx_ts, topic, codec.Reason.MISMATCH,
+                                 f"ack by '{msg.by}' on {sender}'s topic")
+                    return
                 b.acks.append((rx_ts, msg))
             case JobStatus():
                 if msg.job_id != subject:

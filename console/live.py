@@ -166,12 +166,12 @@ async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -
     seen: set[str] = set()
     client = make_client(url, client_id, keepalive=10)
     async with client:
-        await client.subscribe(f"{ROOT}/+/birth/+", qos=0)
+        await client.subscribe(f"{ROOT}/+/node/+/birth", qos=0)
 
         async def read() -> None:
             async for message in client.messages:
                 parts = message.topic.value.split("/")
-                if len(parts) == 5:
+                if len(parts) == 6 and parts[5] == "birth":
                     seen.add(parts[2][:64])
 
         with contextlib.suppress(TimeoutError):

@@ -109,7 +109,7 @@ class _StoreQueue:
     failing_since: float | None = None
     last_error: str = ""
     retry_at: float = 0.0
-    delay: float = STORE_RETRY_S[0]
+    delay: float = field(default_factory=lambda: STORE_RETRY_S[0])
 
 
 class ConsoleSession:
@@ -167,6 +167,7 @@ class ConsoleSession:
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
         self._rebirth_asked: dict[str, float] = {}
+        self._rebirths_this_tick = 0
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -390,25 +391,26 @@ class ConsoleSession:
                       severity="warn", nodes=(node,), kind="events_lost")
 
     def _plan_rebirths(self, now: float) -> None:
-        wanted = {**self.state.rebirth_wanted, **self.ingest.rebirth_wanted}
-        self.state.rebirth_wanted.clear()
-        self.ingest.rebirth_wanted.clear()
-        asked = self._rebirth_asked
-        sent = 0
-        for node, why in wanted.items():
-            if now - asked.get(node, -1e18) < REBIRTH_EVERY_S or sent >= RESENDS_PER_TICK:
-                continue
-            asked[node] = now
-            sent += 1
-            stamp = int(now * 1000)
-            self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
-                cmd_id=f"rebirth-{node}-{stamp}", op=CommandOp.REBIRTH, target=node,
-                args=CommandArgs(reason=why), issued_by=self.operator, issued_at=stamp,
-                expires_at=stamp + 30_000)))
-            self.counters.rebirth_requests += 1
-        if len(asked) > 2 * UNBORN_MAX:
-            for node in [n for n, t in asked.items() if now - t > REBIRTH_EVERY_S]:
-                del asked[node]
+        for wanted in (self.state.rebirth_wanted, self.ingest.rebirth_wanted):
+            asked = self._rebirth_asked
+            for node in list(wanted):
+                if self._rebirths_this_tick >= RESENDS_PER_TICK:
+                    break  # the rest stay wanted for the next ticks
+                why = wanted.pop(node)
+                if now - asked.get(node, -1e18) < REBIRTH_EVERY_S:
+                    continue
+                asked[node] = now
+                self._rebirths_this_tick += 1
+                stamp = int(now * 1000)
+                self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
+                    cmd_id=f"rebirth-{node}-{stamp}", op=CommandOp.REBIRTH, target=node,
+                    args=CommandArgs(reason=why), issued_by=self.operator, issued_at=stamp,
+                    expires_at=stamp + 30_000)))
+                self.counters.rebirth_requests += 1
+        self._rebirths_this_tick = 0
+        if len(self._rebirth_asked) > 2 * UNBORN_MAX:
+            for node in [n for n, t in self._rebirth_asked.items() if now - t > REBIRTH_EVERY_S]:
+                del self._rebirth_asked[node]
 
     # --- the I/O pump ----------------------------------------------------------------------------
 

@@ -76,6 +76,10 @@ class NodeState:
     resend_progress: int = 0
     events_lost: int = 0
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
+    processes: dict[int, float] = field(default_factory=dict)
+    """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
+    duplicate_at: float | None = None
+    """Last time two agent processes were seen alternating under this node id."""
     judged: bool = False
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
@@ -132,6 +136,12 @@ class NodeState:
             verdict = Verdict.STALE
             age = "never" if self.last_rx is None else f"{now - self.last_rx:.0f} s ago"
             liveness.append(Finding("H1", Severity.WARN, "", f"no telemetry (last {age})"))
+        elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
+            # Two machines publish as one node: every figure shown is a mix of both.
+            liveness.append(Finding("H3", Severity.DRAIN, "",
+                                    f"duplicate node id: {len(self.processes)} agent processes "
+                                    "take turns publishing as this node"))
+            verdict = Verdict.FAILED
         else:
             verdict = combine(self.findings)
         if verdict is not self.verdict or not self.judged:
@@ -144,6 +154,21 @@ class NodeState:
     @property
     def all_findings(self) -> list[Finding]:
         return self.liveness + self.findings
+
+
+DUPLICATE_WINDOW_S = 120.0
+"""Two agent processes heard under one node id within this long: a duplicate id (a restarted
+agent's old process falls silent; a second machine with the same id keeps coming back)."""
+
+
+def _note_process(st: "NodeState", process: int, rx: float) -> None:
+    seen = st.processes
+    if process != st.agent_started and process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
+        st.duplicate_at = rx  # an older process came back: two agents take turns
+    seen[process] = rx
+    if len(seen) > 4:
+        for old in sorted(seen, key=seen.__getitem__)[:-4]:
+            del seen[old]
 
 
 def _insert_by_time(log: deque[Event], ev: Event) -> None:
@@ -284,6 +309,12 @@ class FleetState:
                 _insert_by_time(st.events, ev)
             else:
                 self.orphan_events += 1
+        if st is not None and st.agent_started is None:
+            # No telemetry yet (a restore, or events that beat the first sample): follow the
+            # newest agent process the events name, so the count survives the bounded timeline.
+            prefix = ev.event_id[: len(ev.event_id) - len(str(ev.seq))]
+            if ev.event_id.endswith(f".{ev.seq}") and prefix != st.event_prefix:
+                st.event_prefix, st.event_seq, st.event_ahead = prefix, 0, set()
         if st is not None and st.event_prefix and ev.event_id.startswith(st.event_prefix):
             st.event_ahead.add(ev.seq)
             while st.event_seq + 1 in st.event_ahead:
@@ -380,6 +411,8 @@ class FleetState:
         # seq counts per agent process, across its reconnects: samples lost while the broker
         # was away show as a gap. A new process (or an agent that does not say) starts over.
         process = tel.agent.started_ts
+        if process is not None:
+            _note_process(st, process, rx)
         if process != st.agent_started or (process is None and new_session):
             st.agent_started = process
             st.last_seq = None

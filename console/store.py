@@ -158,6 +158,10 @@ class Downsampler:
         return gpu_rows, port_rows
 
 
+TRANSITION_DEDUP_S = 5.0
+"""The same verdict change of a node within this long is one change (several collectors)."""
+
+
 class StoreError(UserError):
     """The store cannot be opened or used (one sentence for the operator)."""
 
@@ -252,9 +256,12 @@ class Store:
         db = self.db
         try:
             if rows.transitions:
+                # Two collectors on one store see the same change a tick apart: keep one.
                 await db.executemany(
-                    "INSERT INTO transitions (ts, node, old, new, reasons) VALUES (?,?,?,?,?)",
-                    rows.transitions)
+                    "INSERT INTO transitions (ts, node, old, new, reasons) "
+                    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM transitions "
+                    "WHERE node = ?2 AND new = ?4 AND old IS ?3 AND ABS(ts - ?1) < ?6)",
+                    [(*tr, TRANSITION_DEDUP_S) for tr in rows.transitions])
             if rows.events:
                 await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)",
                                      rows.events)
@@ -305,8 +312,12 @@ class Store:
         kinds: Iterable[str] | None = None, limit: int = 10_000,
     ) -> list[dict[str, Any]]:
         where, args = _filters(since, node=nodes, kind=kinds)
-        rows = await self._select(EVENT_COLUMNS, f"FROM events {where} ORDER BY ts LIMIT ?",
+        # The newest ``limit`` rows, oldest first: a query that matches more must lose the
+        # oldest, never the most recent (what an operator is looking for).
+        rows = await self._select(EVENT_COLUMNS,
+                                  f"FROM events {where} ORDER BY ts DESC LIMIT ?",
                                   [*args, limit])
+        rows.reverse()
         for row in rows:
             row["data"] = json.loads(row["data"])
         return rows
@@ -315,11 +326,22 @@ class Store:
                           limit: int = 10_000) -> list[dict[str, Any]]:
         where, args = _filters(since, node=nodes)
         rows = await self._select(("ts", "node", "old", "new", "reasons"),
-                                  f"FROM transitions {where} ORDER BY ts LIMIT ?",
+                                  f"FROM transitions {where} ORDER BY ts DESC LIMIT ?",
                                   [*args, limit])
+        rows.reverse()
         for row in rows:
             row["reasons"] = [x for x in row["reasons"].split(",") if x]
         return rows
+
+    async def count(self, table: str, since: float, nodes: Iterable[str] | None = None,
+                    kinds: Iterable[str] | None = None) -> int:
+        """How many rows of ``events`` or ``transitions`` match (to say what a limit cut)."""
+        assert table in ("events", "transitions")
+        where, args = (_filters(since, node=nodes, kind=kinds) if table == "events"
+                       else _filters(since, node=nodes))
+        async with self.db.execute(f"SELECT COUNT(*) FROM {table} {where}", args) as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
 
     async def audit_rows(self, since: float) -> list[dict[str, Any]]:
         return await self._select(

@@ -276,6 +276,8 @@ def build_parser() -> Parser:
     p.add_argument("--since", default="1h", help="a span (90s, 15m, 1h, 7d) or an ISO time")
     p.add_argument("--node", metavar="HOSTLIST", help="only these nodes, e.g. gpu[0010-0020]")
     p.add_argument("--kind", metavar="KIND[,KIND…]", help="only these event kinds (xid, drain…)")
+    p.add_argument("--limit", type=_positive(int, "--limit"), default=10_000,
+                   help="at most this many rows, the newest (default 10000)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
@@ -518,7 +520,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     except HostlistError as err:
         raise UserError(f"--node: {err}") from None
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()] if args.kind else None
-    return run_events(_db_path(args), args.since, nodes, kinds, args.json)
+    return run_events(_db_path(args), args.since, nodes, kinds, args.json, args.limit)
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import re
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,25 +48,35 @@ async def _open(db: Path) -> Store:
 
 
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
-               as_json: bool) -> int:
+               as_json: bool, limit: int = 10_000) -> int:
     since_ts = parse_since(since, time.time())
     _check(db)
 
-    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
         store = await _open(db)
         try:
-            return (await store.events(since_ts, nodes, kinds),
-                    await store.transitions(since_ts, nodes) if not kinds else [])
+            events = await store.events(since_ts, nodes, kinds, limit=limit)
+            transitions = await store.transitions(since_ts, nodes, limit=limit) \
+                if not kinds else []
+            matched = await store.count("events", since_ts, nodes, kinds)
+            if not kinds:
+                matched += await store.count("transitions", since_ts, nodes)
+            return events, transitions, matched
         finally:
             await store.close()
 
-    events, transitions = asyncio.run(main())
+    events, transitions, matched = asyncio.run(main())
     rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
              "component": e["component"], "message": e["message"]} for e in events]
     rows += [{"ts": t["ts"], "node": t["node"], "kind": "verdict", "severity": "info",
               "component": "", "message": f"{t['old'] or 'new'} -> {t['new']}"
               + (f" ({', '.join(t['reasons'])})" if t["reasons"] else "")} for t in transitions]
     rows.sort(key=lambda r: r["ts"])
+    if len(rows) > limit:
+        rows = rows[-limit:]
+    if matched > len(rows):
+        print(f"fleetdeck events: showing the newest {len(rows)} of {matched} rows; narrow "
+              "with --since, --node or --kind, or raise --limit.", file=sys.stderr)
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -1,0 +1,93 @@
+"""For automation the worst answer is a confident wrong one: ``status`` against a hung or wrong
+broker, or a mistyped cluster, ends with one sentence and exit 2, never an empty healthy fleet;
+``collect`` on a store it cannot use says so."""
+
+import socket
+import threading
+import time
+
+from tests.conftest import eventually, run_cli, spawn, stop_process
+
+
+def test_status_against_a_broker_that_never_answers_is_exit_2():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:  # takes the connection, never sends a CONNACK
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        t0 = time.monotonic()
+        out = run_cli("status", "--json", "--broker", f"mqtt://127.0.0.1:{port}",
+                      "--wait", "3")
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+    assert out.returncode == 2, out.stdout
+    assert out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "cannot get a status" in out.stderr
+    assert took < 20
+
+
+async def test_status_of_a_mistyped_cluster_names_the_clusters_there(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    sim = spawn("sim", "--broker", url, "--cluster", "prod-a", "--nodes", "2",
+                log=tmp_path / "sim.log")
+    try:
+        await eventually(lambda: run_cli("status", "--json", "--broker", url, "--cluster",
+                                         "prod-a", "--wait", "1").returncode == 0, 30,
+                         interval=0.5, message="sim up")
+        out = run_cli("status", "--broker", url, "--cluster", "prod-b", "--wait", "1")
+    finally:
+        stop_process(sim)
+    assert out.returncode == 2
+    assert "no node of cluster 'prod-b'" in out.stderr and "prod-a" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+async def test_one_shot_status_reads_a_hung_node_as_stale(mosquitto, tmp_path):
+    import os
+    import signal
+
+    url = str(mosquitto.url)
+    agent = spawn("agent", "--broker", url, "--cluster", "hang", "--node-id", "gpu0001",
+                  log=tmp_path / "agent.log")
+    try:
+        await eventually(lambda: run_cli("status", "--json", "--broker", url, "--cluster",
+                                         "hang", "--wait", "1").returncode == 0, 30,
+                         interval=0.5, message="agent up")
+        os.kill(agent.pid, signal.SIGSTOP)  # hung: its session and retained status stay
+        out = run_cli("status", "--json", "--broker", url, "--cluster", "hang")
+    finally:
+        os.kill(agent.pid, signal.SIGCONT)
+        stop_process(agent)
+    import json
+
+    (node,) = json.loads(out.stdout)["nodes"]
+    assert node["verdict"] == "stale", node
+
+
+def test_collect_into_a_store_it_cannot_make_is_one_sentence(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store's folder should be")
+    out = run_cli("collect", "--broker", "mqtt://127.0.0.1:1", "--db",
+                  str(blocker / "store.db"))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "history store" in out.stderr

@@ -1,0 +1,182 @@
+"""Reliability of the console core found by failure drills (issue 11), tested on the real
+models, codec, store and session with a simulated clock (no sleeps)."""
+
+import json
+
+from fleetdeck.agents.source import EventDraft
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Ack, AckResult, CommandOp
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.helpers import FakeNode
+
+CLUSTER = "rel"
+
+
+class Sent:
+    """Captures what a session publishes (its publisher), decoded."""
+
+    def __init__(self) -> None:
+        self.commands: list[dict] = []
+
+    async def __call__(self, kind, subject, payload) -> None:
+        self.commands.append({"kind": kind.value, "subject": subject, **json.loads(payload)})
+
+    def ops(self, op: str) -> list[dict]:
+        return [c for c in self.commands if c["op"] == op]
+
+
+def make_session(node: FakeNode, sent: Sent) -> ConsoleSession:
+    return ConsoleSession(CLUSTER, clock=lambda: node.now, publisher=sent, operator="t")
+
+
+def emit(node: FakeNode, session: ConsoleSession, n: int) -> None:
+    for i in range(n):
+        ev = node.agent._event(EventDraft("ib_flap", f"flap {i}"))
+        node.feed(session.ingest, ev, Kind.EVENT)
+
+
+async def run_for(node: FakeNode, session: ConsoleSession, seconds: float):
+    """Ticks every 0.5 s of simulated time, telemetry every 1 s, I/O done after each tick."""
+    for _ in range(int(seconds / 0.5)):
+        node.now += 0.5
+        if int(node.now * 2) % 2 == 0:
+            node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
+        session.tick()
+        await session.flush()
+
+
+async def test_a_restored_store_catches_up_and_then_asks_for_nothing_for_a_minute(tmp_path):
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    first = make_session(node, sent)
+    await first.open_store(tmp_path / "store.db")
+    node.feed(first.ingest, node.birth(), Kind.BIRTH)
+    node.feed(first.ingest, node.status(), Kind.STATUS)
+    emit(node, first, 200)
+    await run_for(node, first, 3)
+    await first.flush()
+    assert first.state.nodes["gpu0001"].event_seq == 200
+    await first.close()
+
+    # The console restarts: events come back from the store, the agent's telemetry says 200.
+    again = make_session(node, sent)
+    await again.open_store(tmp_path / "store.db")
+    node.feed(again.ingest, node.birth(), Kind.BIRTH)
+    node.feed(again.ingest, node.status(), Kind.STATUS)
+    await run_for(node, again, 60)
+    assert again.state.nodes["gpu0001"].event_seq == 200
+    assert again.counters.resend_requests == 0, sent.ops("resend_events")
+    await again.close()
+
+
+async def test_an_unfillable_gap_backs_off_then_is_marked_lost():
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    session = make_session(node, sent)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    emit(node, session, 3)
+    for _ in range(5):  # emitted, never delivered, not in any outbox we can reach
+        node.agent._event(EventDraft("ib_flap", "lost"))
+    await run_for(node, session, 600)
+    asks = sent.ops("resend_events")
+    assert 1 <= len(asks) <= 5, len(asks)  # backed off, not every 10 s for 10 minutes
+    st = session.state.nodes["gpu0001"]
+    assert st.events_lost == 5 and session.counters.events_lost == 5
+    assert st.event_seq == 8
+    assert any(line.kind == "events_lost" for _s, line in session.log)
+    before = len(asks)
+    await run_for(node, session, 120)
+    assert len(sent.ops("resend_events")) == before  # given up: nothing more asked
+
+
+def test_a_forged_future_bdseq_is_refused_and_the_real_agent_still_wins():
+    node = FakeNode(cluster=CLUSTER)
+    session = make_session(node, Sent())
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    session.tick()
+    forged = node.status(online=False).model_copy(update={"bdSeq": 2**63})
+    node.feed(session.ingest, forged, Kind.STATUS)
+    session.tick()
+    assert session.state.malformed.total == 1
+    assert "bdSeq" in session.state.malformed.recent[-1].detail
+    assert session.state.nodes["gpu0001"].online is True
+    # A forged status only a little ahead still cannot pin the node: a newer birth wins.
+    ahead = node.status(online=False).model_copy(update={"bdSeq": node.agent.bd_seq + 300_000})
+    node.feed(session.ingest, ahead, Kind.STATUS)
+    session.tick()
+    assert session.state.nodes["gpu0001"].online is False
+    node.now += 5
+    node.agent.bd_seq = node.agent._next_bd_seq()  # the real agent reconnects
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
+    session.tick()
+    assert session.state.nodes["gpu0001"].online is True
+    assert session.state.nodes["gpu0001"].verdict.value == "ok"
+
+
+async def test_telemetry_of_made_up_nodes_does_not_grow_the_fleet_and_asks_for_births():
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    session = make_session(node, sent)
+    tel = node.agent.telemetry()
+    for i in range(3000):
+        ghost = f"ghost{i:05d}"
+        session.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, ghost),
+                              codec.encode(tel.model_copy(update={"node": ghost})), node.now)
+    session.tick()
+    await session.flush()
+    assert session.state.nodes == {}
+    assert len(session.state.unborn) == 3000
+    assert len(sent.ops("rebirth")) == 64  # a cap per tick, the rest on later ticks
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    assert len(sent.ops("rebirth")) == 128
+
+
+async def test_garbage_on_a_retained_status_asks_that_node_to_republish():
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    session = make_session(node, sent)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    session.ingest.handle(node.topic(Kind.STATUS), b"\x00garbage", node.now)
+    session.tick()
+    await session.flush()
+    (ask,) = sent.ops("rebirth")
+    assert ask["target"] == "gpu0001" and ask["subject"] == "gpu0001"
+    assert session.state.malformed.total == 1
+
+
+def test_two_agents_with_one_node_id_are_shown_as_a_duplicate():
+    a = FakeNode(cluster=CLUSTER)
+    b = FakeNode(cluster=CLUSTER)
+    b.agent.started_ms += 12345  # another process (another machine) claiming gpu0001
+    session = make_session(a, Sent())
+    a.feed(session.ingest, a.birth(), Kind.BIRTH)
+    for _ in range(4):
+        for who in (a, b):
+            a.now += 0.5
+            b.now = a.now
+            who.feed(session.ingest, who.agent.telemetry(), Kind.TELEMETRY, rx=a.now)
+            session.tick()
+    st = session.state.nodes["gpu0001"]
+    assert st.verdict.value == "failed"
+    assert "H3" in st.reasons and "duplicate node id" in str(st.all_findings[0])
+
+
+def test_an_ack_on_another_nodes_topic_is_refused():
+    node = FakeNode(cluster=CLUSTER)
+    session = make_session(node, Sent())
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    req = session.drain(["gpu0001"], "test")
+    cmd_id = req.targets[0].cmd.cmd_id
+    forged = Ack(cmd_id=cmd_id, by="gpu0001", op=CommandOp.DRAIN, result=AckResult.REJECTED,
+                 reason="forged", ts=int(node.now * 1000))
+    session.ingest.handle(topic_for(CLUSTER, Kind.ACK, "gpu0002"), codec.encode(forged),
+                          node.now)
+    session.tick()
+    assert req.targets[0].phase.value == "requested"
+    assert session.state.malformed.total == 1
