@@ -21,7 +21,7 @@ import aiomqtt
 from fleetdeck import __version__
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Source
-from fleetdeck.brokerurl import BrokerURL, make_client
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import (
     Ack,
@@ -178,6 +178,7 @@ class NodeAgent:
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0
         while not stop.is_set():
+            sessions_before = self.connects
             self.bd_seq = self._next_bd_seq()
             will = aiomqtt.Will(
                 self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
@@ -192,31 +193,47 @@ class NodeAgent:
                 return
             except aiomqtt.MqttError as err:
                 self.connected.clear()
+                if self.connects > sessions_before:
+                    # A session was up: this is a new outage, not more of the old one. Without
+                    # the reset, every broker restart in the agent's life added to the delay
+                    # until each reconnect waited 15-30 s (docs/reliability.md).
+                    attempt = 0
                 attempt += 1
                 delay = min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** min(attempt, 10))
                 delay *= random.uniform(0.5, 1.0)  # jitter: no thundering herd on broker restart
-                log.warning("%s: broker connection lost (%s); retrying in %.1f s",
-                            self.node_id, err, delay)
+                log.warning("%s: %s; retrying in %.1f s", self.node_id,
+                            describe_mqtt_error(self.url, err).rstrip("."), delay)
                 self.last_progress = time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
-            else:
-                attempt = 0
 
     async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as stack:
+            announced = asyncio.Event()
             async with self.connect_gate:
                 await stack.enter_async_context(client)
-                await client.subscribe(self._topic[Kind.CMD], qos=1)
-                await client.subscribe(topic_for(self.cluster, Kind.REBIRTH), qos=1)
-                await self._publish_birth(client)
+                # Listen from the first moment: the message iterator notices a dropped
+                # connection at once, while aiomqtt leaves a SUBSCRIBE or QoS 1 PUBLISH that was
+                # in flight waiting out its whole timeout (10 s) when the broker dies under it.
+                commands = asyncio.create_task(self._command_loop(client, announced))
+                stack.push_async_callback(_cancel, commands)
+                setup = asyncio.create_task(self._announce(client))
+                try:
+                    await asyncio.wait({setup, commands}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    await _cancel(setup)
+                if not setup.done() or setup.cancelled():
+                    commands.result()  # the MqttError that ended the session
+                    raise aiomqtt.MqttError("disconnected while announcing the session")
+                setup.result()
+                announced.set()
                 if self.connect_spacing_s:
                     await asyncio.sleep(self.connect_spacing_s)
             self.connects += 1
             self.connected.set()
             tasks = [
                 asyncio.create_task(self._telemetry_loop(client, stop)),
-                asyncio.create_task(self._command_loop(client)),
+                commands,
                 asyncio.create_task(stop.wait()),
             ]
             done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -238,6 +255,11 @@ class NodeAgent:
                 if exc is not None:
                     raise exc
             raise aiomqtt.MqttError("session ended")
+
+    async def _announce(self, client: aiomqtt.Client) -> None:
+        await client.subscribe(self._topic[Kind.CMD], qos=1)
+        await client.subscribe(topic_for(self.cluster, Kind.REBIRTH), qos=1)
+        await self._publish_birth(client)
 
     async def _publish_birth(self, client: aiomqtt.Client) -> None:
         await client.publish(self._topic[Kind.BIRTH], codec.encode(self.birth()), qos=1,
@@ -289,8 +311,9 @@ class NodeAgent:
 
     # --- commands ---------------------------------------------------------------------------
 
-    async def _command_loop(self, client: aiomqtt.Client) -> None:
+    async def _command_loop(self, client: aiomqtt.Client, announced: asyncio.Event) -> None:
         async for message in client.messages:
+            await announced.wait()  # the birth is the first message of every session
             topic = str(message.topic)
             if topic == topic_for(self.cluster, Kind.REBIRTH):
                 await self._publish_birth(client)
@@ -421,3 +444,10 @@ class NodeAgent:
             while len(self._acks) > ACK_MEMORY:
                 self._acks.popitem(last=False)
         await client.publish(self._topic[Kind.ACK], codec.encode(ack), qos=1)
+
+
+async def _cancel(task: "asyncio.Task[None]") -> None:
+    if not task.done():
+        task.cancel()
+        # Bounded for the same reason as the session's own shutdown (see _session).
+        await asyncio.wait({task}, timeout=5)
