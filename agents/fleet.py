@@ -37,6 +37,7 @@ from fleetdeck.agents.sim.scenario import Scenario
 from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
+from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Ack, Command
@@ -109,6 +110,9 @@ class Fleet:
         self.world = SimWorld(world_opts, sc.actions if sc is not None else ())
         self.gate = asyncio.Semaphore(max(1, opts.connect_concurrency))
         self.nodes: dict[str, SimNode] = self.world.by_name
+        # One state per node that outlives its agents: what --state-dir is to a real agent, so
+        # a restarted simulated agent keeps its drain and its executed command ids.
+        self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in self.world.nodes}
         self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in self.world.nodes}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._outbox: asyncio.Queue[tuple[str, bytes, bool]] = asyncio.Queue()
@@ -121,7 +125,7 @@ class Fleet:
             cluster=self.opts.cluster, node_id=node.node_id, source=node, url=self.url,
             interval_s=self.opts.interval_s, keepalive=self.opts.keepalive,
             connect_gate=self.gate, connect_spacing_s=self.opts.connect_spacing_s,
-            phase_s=node.offset_s,
+            phase_s=node.offset_s, state=self.states[node.node_id],
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -209,13 +213,11 @@ class Fleet:
         log.info("agent of %s killed", name)
 
     def start_agent(self, name: str) -> None:
-        """A fresh agent process for the node (new session, new bdSeq); the drain state comes
-        back from its state file, as a real agent's would."""
+        """A fresh agent process for the node (new session, new bdSeq); its drain comes back
+        from the node's state (``self.states``), as a real agent's comes from its state dir."""
         if name in self._tasks or self._stop is None or self._stop.is_set():
             return
-        old = self.agents[name]
         agent = self._new_agent(self.nodes[name])
-        agent.drain = old.drain
         self.agents[name] = agent
         self._tasks[name] = asyncio.get_running_loop().create_task(
             agent.run(self._stop), name=f"agent-{name}")

@@ -180,7 +180,9 @@ def build_parser() -> Parser:
     p.add_argument("--sysfs-root", metavar="DIR",
                    help="sysfs mount to read InfiniBand from (default /sys; tests use a copy)")
     p.add_argument("--state-dir", metavar="DIR",
-                   help="keep undelivered events on disk here (survives agent restarts)")
+                   help="keep the drain state, executed command ids and undelivered events "
+                   "here, so they survive agent restarts (without it a restarted agent "
+                   "forgets a drain)")
     p.add_argument("--kernel-log", metavar="journal|FILE",
                    help="follow XID and IB carrier lines from the journal or a log file")
     p.add_argument("--interval", type=_positive(float, "--interval"), help="seconds (default 1)")
