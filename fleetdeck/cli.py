@@ -196,6 +196,11 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("sim", help="run N simulated node agents in one process")
     _add_broker(p)
+    for action in p._actions:
+        if action.dest == "command_key":  # the simulator checks signatures, it does not sign
+            action.help = ("obey only commands signed with this key, in every simulated agent "
+                           "and the simulated scheduler, like 'fleetdeck agent --command-key' "
+                           "(default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=None,
                    help="fleet size (default: the scenario's [fleet] nodes, else 64)")
     p.add_argument("--prefix", type=_id("node name prefix"), default="gpu")
@@ -383,7 +388,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         cluster=args.cluster, nodes=args.nodes or sc_nodes or 64, prefix=args.prefix,
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
-        scenario=scenario,
+        scenario=scenario, command_key=_command_key(args),
     )
     asyncio.run(run_fleet(_url(args), opts))
     return 0
