@@ -15,7 +15,7 @@ from fleetdeck.agents.notify import Notifier
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import Source
 from fleetdeck.agents.state import StateStore
-from fleetdeck.brokerurl import BrokerURL, parse_broker_url
+from fleetdeck.brokerurl import BrokerURL, parse_broker_url, tls_context, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.signing import load_key
@@ -90,8 +90,19 @@ def make_state(state_dir: Path | None, node_id: str) -> StateStore:
     return StateStore(path / f"state-{node_id}.json", node_id)
 
 
+def broker_url(cfg: AgentSettings) -> BrokerURL:
+    url = with_tls(parse_broker_url(cfg.broker), cfg.ca, cfg.cert, cfg.key)
+    if url.tls:
+        tls_context(url)  # unreadable CA or key: one sentence now, not a retry loop later
+    if url.username and url.username != cfg.node_id:
+        # The shipped ACL lets user X publish only under node X (deploy/mosquitto/acl).
+        log.warning("broker user '%s' is not the node id '%s': a broker with the shipped ACL "
+                    "will drop everything this agent publishes", url.username, cfg.node_id)
+    return url
+
+
 async def run_agent(cfg: AgentSettings) -> None:
-    url = parse_broker_url(cfg.broker)
+    url = broker_url(cfg)
     node_id = cfg.node_id
     source = make_source(cfg)
     outbox = make_outbox(cfg.state_dir, node_id)

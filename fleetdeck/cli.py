@@ -172,6 +172,10 @@ def build_parser() -> Parser:
     p.add_argument("--check-config", action="store_true",
                    help="validate the configuration, print it and exit")
     p.add_argument("--broker", metavar="URL", help="mqtt://[user:pass@]host:port or mqtts://…")
+    p.add_argument("--ca", metavar="FILE", help="CA bundle for mqtts:// (or $FLEETDECK_CA)")
+    p.add_argument("--cert", metavar="FILE",
+                   help="client certificate for mutual TLS (or $FLEETDECK_CERT)")
+    p.add_argument("--key", metavar="FILE", help="client key for mutual TLS (or $FLEETDECK_KEY)")
     p.add_argument("--cluster", help="cluster name (default 'demo')")
     p.add_argument("--node-id", help="node id (default: this host's short name)")
     p.add_argument("--source",
@@ -349,6 +353,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "source": args.source, "sysfs_root": args.sysfs_root, "state_dir": args.state_dir,
         "kernel_log": args.kernel_log, "interval_s": args.interval,
         "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
+        "ca": args.ca, "cert": args.cert, "key": args.key,
     })
     if args.check_config:
         print(json.dumps(settings.model_dump(mode="json"), indent=2))
