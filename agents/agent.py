@@ -87,6 +87,9 @@ class NodeAgent:
         self.event_seq = 0
         self.connected = asyncio.Event()
         self.connects = 0
+        """Sessions fully announced (birth and status out)."""
+        self.connacks = 0
+        """Sessions the broker accepted (CONNACK), announced or not."""
         self.last_progress = time.monotonic()
         """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
         self.outbox = outbox or Outbox()
@@ -191,7 +194,7 @@ class NodeAgent:
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0
         while not stop.is_set():
-            sessions_before = self.connects
+            accepted_before = self.connacks
             self.bd_seq = self._next_bd_seq()
             will = aiomqtt.Will(
                 self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
@@ -206,10 +209,12 @@ class NodeAgent:
                 return
             except aiomqtt.MqttError as err:
                 self.connected.clear()
-                if self.connects > sessions_before:
-                    # A session was up: this is a new outage, not more of the old one. Without
+                if self.connacks > accepted_before:
+                    # The broker took us: this is a new outage, not more of the old one. Without
                     # the reset, every broker restart in the agent's life added to the delay
-                    # until each reconnect waited 15-30 s (docs/reliability.md).
+                    # until each reconnect waited 15-30 s (docs/reliability.md). CONNACK, not
+                    # the end of the announcement: a broker that dies while the birth is in
+                    # flight was up all the same.
                     attempt = 0
                 attempt += 1
                 delay = min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** min(attempt, 10))
@@ -225,6 +230,7 @@ class NodeAgent:
             announced = asyncio.Event()
             async with self.connect_gate:
                 await stack.enter_async_context(client)
+                self.connacks += 1
                 # Listen from the first moment: the message iterator notices a dropped
                 # connection at once, while aiomqtt leaves a SUBSCRIBE or QoS 1 PUBLISH that was
                 # in flight waiting out its whole timeout (10 s) when the broker dies under it.

@@ -51,8 +51,8 @@ async def test_reconnects_stay_fast_after_many_broker_restarts(mosquitto, tmp_pa
         for _ in range(RESTARTS):
             mosquitto.kill()
             await asyncio.sleep(DOWN_S)
+            started = time.time()  # the broker's own start-up counts: it is part of a blip
             mosquitto.start()
-            started = time.time()
             try:
                 birth = await next_birth(mosquitto.url, birth.bdSeq, 3 * LIMIT_S)
             except TimeoutError:
