@@ -13,16 +13,17 @@ import logging
 import os
 import random
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 import aiomqtt
 
 from fleetdeck import __version__
+from fleetdeck.agents.guard import CommandGuard
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Source
-from fleetdeck.brokerurl import BrokerURL, make_client
-from fleetdeck.protocol import codec, signing
+from fleetdeck.agents.state import AgentState, StateStore
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
@@ -44,7 +45,6 @@ log = logging.getLogger("fleetdeck.agent")
 
 BACKOFF_START_S = 0.5
 BACKOFF_CAP_S = 30.0
-ACK_MEMORY = 1024
 
 
 def now_ms(clock: Callable[[], float] = time.time) -> int:
@@ -69,6 +69,7 @@ class NodeAgent:
         clock: Callable[[], float] = time.time,
         outbox: Outbox | None = None,
         command_key: bytes | None = None,
+        state: StateStore | None = None,
     ) -> None:
         self.cluster = cluster
         self.node_id = node_id
@@ -84,20 +85,35 @@ class NodeAgent:
         self.bd_seq = 0
         self.seq = 0
         self.event_seq = 0
-        self.drain = DrainInfo()
         self.connected = asyncio.Event()
         self.connects = 0
+        """Sessions fully announced (birth and status out)."""
+        self.connacks = 0
+        """Sessions the broker accepted (CONNACK), announced or not."""
         self.last_progress = time.monotonic()
         """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
-        self._acks: OrderedDict[str, Ack] = OrderedDict()
-        self._awaiting_drained: str | None = None
-        self._drain_mode = DrainMode.FINISH
         self.outbox = outbox or Outbox()
         self.command_key = command_key
-        self._executed: OrderedDict[str, int] = OrderedDict()
-        """cmd_id -> expires_at of commands acted on: a replay within the expiry is refused
-        even after the ack memory forgot it."""
         self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
+        # The drain and the executed command ids come back from the state the last agent of
+        # this node saved, so a restart neither returns a drained node to service nor lets a
+        # captured command run twice.
+        self.state = state or StateStore()
+        saved = self.state.load(now_ms(clock))
+        self.drain: DrainInfo = saved.drain
+        self._drain_mode = saved.drain_mode
+        self.guard = CommandGuard(node_id, command_key, lambda: now_ms(self.clock),
+                                  saved.executed)
+        self._awaiting_drained: str | None = (
+            self.drain.cmd_id or None if self.drain.state is DrainState.DRAINING else None)
+        if self.drain.state is not DrainState.NONE:
+            # FINISH: restoring a drain must never requeue work a second time.
+            source.on_drain(self.drain.state, DrainMode.FINISH)
+            log.info("%s: %s since before the restart (%s)", node_id, self.drain.state.value,
+                     self.drain.reason)
+        if self.state.lost:
+            self.emit(EventDraft("drain", self.drain.reason, Severity.WARN,
+                                 data={"state": self.drain.state.value}))
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -178,6 +194,7 @@ class NodeAgent:
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0
         while not stop.is_set():
+            accepted_before = self.connacks
             self.bd_seq = self._next_bd_seq()
             will = aiomqtt.Will(
                 self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
@@ -192,31 +209,50 @@ class NodeAgent:
                 return
             except aiomqtt.MqttError as err:
                 self.connected.clear()
+                if self.connacks > accepted_before:
+                    # The broker took us: this is a new outage, not more of the old one. Without
+                    # the reset, every broker restart in the agent's life added to the delay
+                    # until each reconnect waited 15-30 s (docs/reliability.md). CONNACK, not
+                    # the end of the announcement: a broker that dies while the birth is in
+                    # flight was up all the same.
+                    attempt = 0
                 attempt += 1
                 delay = min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** min(attempt, 10))
                 delay *= random.uniform(0.5, 1.0)  # jitter: no thundering herd on broker restart
-                log.warning("%s: broker connection lost (%s); retrying in %.1f s",
-                            self.node_id, err, delay)
+                log.warning("%s: %s; retrying in %.1f s", self.node_id,
+                            describe_mqtt_error(self.url, err).rstrip("."), delay)
                 self.last_progress = time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
-            else:
-                attempt = 0
 
     async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as stack:
+            announced = asyncio.Event()
             async with self.connect_gate:
                 await stack.enter_async_context(client)
-                await client.subscribe(self._topic[Kind.CMD], qos=1)
-                await client.subscribe(topic_for(self.cluster, Kind.REBIRTH), qos=1)
-                await self._publish_birth(client)
+                self.connacks += 1
+                # Listen from the first moment: the message iterator notices a dropped
+                # connection at once, while aiomqtt leaves a SUBSCRIBE or QoS 1 PUBLISH that was
+                # in flight waiting out its whole timeout (10 s) when the broker dies under it.
+                commands = asyncio.create_task(self._command_loop(client, announced))
+                stack.push_async_callback(_cancel, commands)
+                setup = asyncio.create_task(self._announce(client))
+                try:
+                    await asyncio.wait({setup, commands}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    await _cancel(setup)
+                if not setup.done() or setup.cancelled():
+                    commands.result()  # the MqttError that ended the session
+                    raise aiomqtt.MqttError("disconnected while announcing the session")
+                setup.result()
+                announced.set()
                 if self.connect_spacing_s:
                     await asyncio.sleep(self.connect_spacing_s)
             self.connects += 1
             self.connected.set()
             tasks = [
                 asyncio.create_task(self._telemetry_loop(client, stop)),
-                asyncio.create_task(self._command_loop(client)),
+                commands,
                 asyncio.create_task(stop.wait()),
             ]
             done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -238,6 +274,11 @@ class NodeAgent:
                 if exc is not None:
                     raise exc
             raise aiomqtt.MqttError("session ended")
+
+    async def _announce(self, client: aiomqtt.Client) -> None:
+        await client.subscribe(self._topic[Kind.CMD], qos=1)
+        await client.subscribe(topic_for(self.cluster, Kind.REBIRTH), qos=1)
+        await self._publish_birth(client)
 
     async def _publish_birth(self, client: aiomqtt.Client) -> None:
         await client.publish(self._topic[Kind.BIRTH], codec.encode(self.birth()), qos=1,
@@ -289,8 +330,9 @@ class NodeAgent:
 
     # --- commands ---------------------------------------------------------------------------
 
-    async def _command_loop(self, client: aiomqtt.Client) -> None:
+    async def _command_loop(self, client: aiomqtt.Client, announced: asyncio.Event) -> None:
         async for message in client.messages:
+            await announced.wait()  # the birth is the first message of every session
             topic = str(message.topic)
             if topic == topic_for(self.cluster, Kind.REBIRTH):
                 await self._publish_birth(client)
@@ -306,11 +348,12 @@ class NodeAgent:
             await self._handle(client, cmd)
 
     async def _handle(self, client: aiomqtt.Client, cmd: Command) -> None:
-        if cmd.cmd_id in self._acks:
+        answered = self.guard.answered(cmd.cmd_id)
+        if answered is not None:
             # QoS 1 redelivery or a console retry with the same id: answer, do not act twice.
             # A console that retries a drain or resume has not seen its effect: say the state
             # again too (idempotent; it may have been lost with a broker).
-            await self._publish_ack(client, self._acks[cmd.cmd_id], remember=False)
+            await self._publish_ack(client, answered, remember=False)
             if cmd.op in (CommandOp.DRAIN, CommandOp.RESUME):
                 await self._publish_status(client)
             return
@@ -318,11 +361,13 @@ class NodeAgent:
         if reject:
             await self._ack(client, cmd, AckResult.REJECTED, reject)
             return
-        self._remember_executed(cmd)
+        self.guard.executing(cmd)
         if cmd.op is CommandOp.DRAIN:
             await self._drain(client, cmd)
         elif cmd.op is CommandOp.RESUME:
             await self._resume(client, cmd)
+        # Rebirth and resend change nothing and are harmless to repeat: not worth an fsync
+        # (their ids reach the state file with the next drain or resume).
         elif cmd.op is CommandOp.REBIRTH:
             await self._publish_birth(client)
             await self._ack(client, cmd, AckResult.DONE, "birth re-published")
@@ -333,31 +378,20 @@ class NodeAgent:
             await self._ack(client, cmd, AckResult.DONE, f"re-sent {len(again)} event(s)")
 
     def _validate(self, cmd: Command) -> str:
-        now = now_ms(self.clock)
-        if self.command_key is not None:
-            problem = signing.check(cmd, self.command_key, now)
-            if problem:
-                log.warning("%s: rejected command %s from %s: %s", self.node_id, cmd.cmd_id,
-                            cmd.issued_by, problem)
-                return problem
-        if cmd.cmd_id in self._executed:
-            return "replayed command id (already executed)"
+        problem = self.guard.check(cmd)
+        if problem:
+            return problem
         if cmd.target != self.node_id:
             return f"command is for {cmd.target}, not {self.node_id}"
-        if cmd.expires_at < now:
-            return "command expired before it arrived"
         if cmd.op is CommandOp.RESTART_JOB:
             return "node agents do not run jobs; send restart_job to the scheduler"
         if cmd.op is CommandOp.DRAIN and not cmd.args.reason.strip():
             return "a reason is required to drain a node"
         return ""
 
-    def _remember_executed(self, cmd: Command) -> None:
-        now = now_ms(self.clock)
-        self._executed[cmd.cmd_id] = cmd.expires_at
-        while self._executed and (len(self._executed) > 10 * ACK_MEMORY
-                                  or next(iter(self._executed.values())) < now):
-            self._executed.popitem(last=False)
+    def _save_state(self) -> None:
+        """Before telling anyone: an ack or status must never promise what a restart forgets."""
+        self.state.save(AgentState(self.drain, self._drain_mode, dict(self.guard.executed)))
 
     async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
         # Act first, then tell: if the broker dies between the two, the state is already
@@ -379,6 +413,7 @@ class NodeAgent:
                              Severity.WARN, data={"state": state.value, "cmd_id": cmd.cmd_id}))
         if state is DrainState.DRAINING:
             self._awaiting_drained = cmd.cmd_id
+        self._save_state()
         await self._ack(client, cmd, AckResult.ACCEPTED, f"drain ({cmd.args.mode.value})")
         await self._publish_status(client)
         if state is DrainState.DRAINED:
@@ -391,6 +426,7 @@ class NodeAgent:
         self.source.on_drain(DrainState.DRAINED, self._drain_mode)
         self.emit(EventDraft("drain", "drained: work left the node", Severity.WARN,
                              data={"state": "drained"}))
+        self._save_state()
         awaiting, self._awaiting_drained = self._awaiting_drained, None
         await self._publish_status(client)
         if awaiting:
@@ -405,6 +441,7 @@ class NodeAgent:
         self.source.on_drain(DrainState.NONE, cmd.args.mode)
         self.emit(EventDraft("drain", f"resumed [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))
+        self._save_state()
         await self._publish_status(client)
         note = "returned to service" if was is not DrainState.NONE else "was not drained"
         await self._ack(client, cmd, AckResult.DONE, note)
@@ -417,7 +454,12 @@ class NodeAgent:
 
     async def _publish_ack(self, client: aiomqtt.Client, ack: Ack, remember: bool = True) -> None:
         if remember:
-            self._acks[ack.cmd_id] = ack
-            while len(self._acks) > ACK_MEMORY:
-                self._acks.popitem(last=False)
+            self.guard.remember(ack)
         await client.publish(self._topic[Kind.ACK], codec.encode(ack), qos=1)
+
+
+async def _cancel(task: "asyncio.Task[None]") -> None:
+    if not task.done():
+        task.cancel()
+        # Bounded for the same reason as the session's own shutdown (see _session).
+        await asyncio.wait({task}, timeout=5)

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,7 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from fleetdeck.brokerurl import parse_broker_url
+from fleetdeck.brokerurl import parse_broker_url, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.ids import InvalidId, validate_id
 
@@ -31,7 +31,7 @@ FLAGS = {
     "broker": "--broker", "cluster": "--cluster", "node_id": "--node-id", "source": "--source",
     "interval_s": "--interval", "keepalive": "--keepalive", "sysfs_root": "--sysfs-root",
     "kernel_log": "--kernel-log", "state_dir": "--state-dir", "seed": "--seed",
-    "command_key_file": "--command-key",
+    "command_key_file": "--command-key", "ca": "--ca", "cert": "--cert", "key": "--key",
 }
 
 
@@ -50,6 +50,20 @@ class AgentSettings(BaseSettings):
     seed: int = 0
     command_key_file: Path | None = None
     """When set, only commands signed with this key are obeyed (protocol/signing.py)."""
+    ca: str | None = None
+    """CA bundle that signed the broker's certificate (mqtts://); default: the system's.
+    Named like the console's --ca and $FLEETDECK_CA, so one site setup serves both."""
+    cert: str | None = None
+    key: str | None = None
+    """Client certificate and its key, for mutual TLS."""
+
+    @model_validator(mode="after")
+    def _tls(self) -> "AgentSettings":
+        try:
+            with_tls(parse_broker_url(self.broker), self.ca, self.cert, self.key)
+        except UserError as err:
+            raise ValueError(str(err).rstrip(".")) from None
+        return self
 
     @field_validator("broker")
     @classmethod
@@ -119,8 +133,10 @@ def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
 
 
 def _explain(e: Any, path: Path | None, given: dict[str, Any]) -> str:
-    field = str(e["loc"][0]) if e["loc"] else "?"
     msg = str(e["msg"]).removeprefix("Value error, ")
+    if not e["loc"]:
+        return f"{msg}."  # a rule across settings (TLS files need mqtts://): names its flags
+    field = str(e["loc"][0])
     if field in given:
         where = f"{FLAGS.get(field, field)}"
     elif f"{ENV_PREFIX}{field.upper()}" in os.environ:

@@ -33,14 +33,16 @@ from typing import Any
 import aiomqtt
 
 from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.guard import CommandGuard
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.scenario import Scenario
 from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
+from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Ack, Command
+from fleetdeck.protocol.messages import Ack, AckResult, Command
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
 
 log = logging.getLogger("fleetdeck.sim")
@@ -76,6 +78,9 @@ class FleetOptions:
     topology: TopologySpec = field(default_factory=TopologySpec)
     hang_timeout_s: float | None = None
     scenario: Scenario | None = None
+    command_key: bytes | None = None
+    """Like ``fleetdeck agent --command-key``: every simulated agent and the simulated scheduler
+    obey only commands signed with this key, and reject the rest with an ack that says why."""
 
 
 class SimAgent(NodeAgent):
@@ -154,10 +159,14 @@ class Fleet:
         self.world = SimWorld(world_opts, sc.actions if sc is not None else ())
         self.gate = asyncio.Semaphore(max(1, opts.connect_concurrency))
         self.nodes: dict[str, SimNode] = self.world.by_name
+        # One state per node that outlives its agents: what --state-dir is to a real agent, so
+        # a restarted simulated agent keeps its drain and its executed command ids.
+        self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in self.world.nodes}
         self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in self.world.nodes}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._outbox: asyncio.Queue[tuple[str, bytes, bool]] = asyncio.Queue()
-        self._seen_cmds: OrderedDict[str, None] = OrderedDict()
+        self.sched_guard = CommandGuard("sched", opts.command_key,
+                                        lambda: int(time.time() * 1000))
         self.sched_connected = asyncio.Event()
         self._stop: asyncio.Event | None = None
         self._kills: set[asyncio.Task[None]] = set()
@@ -169,7 +178,8 @@ class Fleet:
             cluster=self.opts.cluster, node_id=node.node_id, source=node, url=self.url,
             interval_s=self.opts.interval_s, keepalive=self.opts.keepalive,
             connect_gate=self.gate, connect_spacing_s=self.opts.connect_spacing_s,
-            phase_s=node.offset_s,
+            phase_s=node.offset_s, command_key=self.opts.command_key,
+            state=self.states[node.node_id],
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -241,6 +251,7 @@ class Fleet:
             log.warning("killing an agent failed: %s", task.exception())
 
     def _send_ack(self, ack: Ack) -> None:
+        self.sched_guard.remember(ack)
         self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_ACK), codec.encode(ack),
                                  False))
 
@@ -265,13 +276,11 @@ class Fleet:
         log.info("agent of %s killed", name)
 
     def start_agent(self, name: str) -> None:
-        """A fresh agent process for the node (new session, new bdSeq); the drain state comes
-        back from its state file, as a real agent's would."""
+        """A fresh agent process for the node (new session, new bdSeq); its drain comes back
+        from the node's state (``self.states``), as a real agent's comes from its state dir."""
         if name in self._tasks or self._stop is None or self._stop.is_set():
             return
-        old = self.agents[name]
         agent = self._new_agent(self.nodes[name])
-        agent.drain = old.drain
         self.agents[name] = agent
         self._tasks[name] = asyncio.get_running_loop().create_task(
             agent.run(self._stop), name=f"agent-{name}")
@@ -340,11 +349,21 @@ class Fleet:
         except codec.DecodeError as err:
             log.warning("scheduler: rejected malformed command: %s", err)
             return
-        if cmd.cmd_id in self._seen_cmds:
-            return  # QoS 1 redelivery or a console retry: acted on already
-        self._seen_cmds[cmd.cmd_id] = None
-        while len(self._seen_cmds) > 1024:
-            self._seen_cmds.popitem(last=False)
+        # The same rules as a node agent (agents/guard.py): a duplicate is answered from memory,
+        # never acted on twice; with a key, unsigned, forged, expired and replayed commands are
+        # rejected with the reason.
+        answered = self.sched_guard.answered(cmd.cmd_id)
+        if answered is not None:
+            self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_ACK),
+                                     codec.encode(answered), False))
+            return
+        problem = self.sched_guard.check(cmd)
+        if problem:
+            self._send_ack(Ack(cmd_id=cmd.cmd_id, by="sched", op=cmd.op,
+                               result=AckResult.REJECTED, reason=problem,
+                               ts=int(time.time() * 1000)))
+            return
+        self.sched_guard.executing(cmd)
         self.world.scheduler.command(cmd, int(time.time() * 1000))
         for ack in self.world.scheduler.take_acks():
             self._send_ack(ack)

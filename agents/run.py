@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ from fleetdeck.agents.config import AgentSettings
 from fleetdeck.agents.notify import Notifier
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import Source
-from fleetdeck.brokerurl import BrokerURL, parse_broker_url
+from fleetdeck.agents.state import StateStore
+from fleetdeck.brokerurl import BrokerURL, parse_broker_url, tls_context, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.signing import load_key
@@ -66,15 +68,49 @@ def make_outbox(state_dir: Path | None, node_id: str) -> Outbox | None:
         raise UserError(f"--state-dir {path}: {err.strerror}.") from None
 
 
+NO_STATE_DIR_WARNING = (
+    "no --state-dir: the drain state and the ids of executed commands live in memory only, so "
+    "after an agent restart this node reports itself in service even if it was drained, and a "
+    "captured signed command could run again (the systemd unit always sets one; see "
+    "docs/real-nodes.md)")
+
+
+def make_state(state_dir: Path | None, node_id: str) -> StateStore:
+    """At start-up: the node's state file in ``state_dir`` (made if missing), or memory only."""
+    if not state_dir:
+        log.warning("%s: %s", node_id, NO_STATE_DIR_WARNING)
+        return StateStore()
+    path = Path(state_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--state-dir {path}: {err.strerror}.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"--state-dir {path}: not writable by this user.")
+    return StateStore(path / f"state-{node_id}.json", node_id)
+
+
+def broker_url(cfg: AgentSettings) -> BrokerURL:
+    url = with_tls(parse_broker_url(cfg.broker), cfg.ca, cfg.cert, cfg.key)
+    if url.tls:
+        tls_context(url)  # unreadable CA or key: one sentence now, not a retry loop later
+    if url.username and url.username != cfg.node_id:
+        # The shipped ACL lets user X publish only under node X (deploy/mosquitto/acl).
+        log.warning("broker user '%s' is not the node id '%s': a broker with the shipped ACL "
+                    "will drop everything this agent publishes", url.username, cfg.node_id)
+    return url
+
+
 async def run_agent(cfg: AgentSettings) -> None:
-    url = parse_broker_url(cfg.broker)
+    url = broker_url(cfg)
     node_id = cfg.node_id
     source = make_source(cfg)
     outbox = make_outbox(cfg.state_dir, node_id)
+    state = make_state(cfg.state_dir, node_id)
     key = load_key(cfg.command_key_file) if cfg.command_key_file else None
     agent = NodeAgent(cluster=cfg.cluster, node_id=node_id, source=source,
                       url=url, interval_s=cfg.interval_s, keepalive=cfg.keepalive, phase_s=0.0,
-                      outbox=outbox, command_key=key)
+                      outbox=outbox, command_key=key, state=state)
     notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

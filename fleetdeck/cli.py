@@ -183,6 +183,10 @@ def build_parser() -> Parser:
     p.add_argument("--check-config", action="store_true",
                    help="validate the configuration, print it and exit")
     p.add_argument("--broker", metavar="URL", help="mqtt://[user:pass@]host:port or mqtts://…")
+    p.add_argument("--ca", metavar="FILE", help="CA bundle for mqtts:// (or $FLEETDECK_CA)")
+    p.add_argument("--cert", metavar="FILE",
+                   help="client certificate for mutual TLS (or $FLEETDECK_CERT)")
+    p.add_argument("--key", metavar="FILE", help="client key for mutual TLS (or $FLEETDECK_KEY)")
     p.add_argument("--cluster", help="cluster name (default 'demo')")
     p.add_argument("--node-id", help="node id (default: this host's short name)")
     p.add_argument("--source",
@@ -191,7 +195,9 @@ def build_parser() -> Parser:
     p.add_argument("--sysfs-root", metavar="DIR",
                    help="sysfs mount to read InfiniBand from (default /sys; tests use a copy)")
     p.add_argument("--state-dir", metavar="DIR",
-                   help="keep undelivered events on disk here (survives agent restarts)")
+                   help="keep the drain state, executed command ids and undelivered events "
+                   "here, so they survive agent restarts (without it a restarted agent "
+                   "forgets a drain)")
     p.add_argument("--kernel-log", metavar="journal|FILE",
                    help="follow XID and IB carrier lines from the journal or a log file")
     p.add_argument("--interval", type=_positive(float, "--interval"), help="seconds (default 1)")
@@ -205,6 +211,11 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("sim", help="run N simulated node agents in one process")
     _add_broker(p)
+    for action in p._actions:
+        if action.dest == "command_key":  # the simulator checks signatures, it does not sign
+            action.help = ("obey only commands signed with this key, in every simulated agent "
+                           "and the simulated scheduler, like 'fleetdeck agent --command-key' "
+                           "(default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=None,
                    help="fleet size (default: the scenario's [fleet] nodes, else 64)")
     p.add_argument("--prefix", type=_id("node name prefix"), default="gpu")
@@ -385,6 +396,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "source": args.source, "sysfs_root": args.sysfs_root, "state_dir": args.state_dir,
         "kernel_log": args.kernel_log, "interval_s": args.interval,
         "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
+        "ca": args.ca, "cert": args.cert, "key": args.key,
     })
     if args.check_config:
         print(json.dumps(settings.model_dump(mode="json"), indent=2))
@@ -424,7 +436,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         cluster=args.cluster, nodes=args.nodes or sc_nodes or 64, prefix=args.prefix,
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
-        scenario=scenario,
+        scenario=scenario, command_key=_command_key(args),
     )
     asyncio.run(run_fleet(_url(args), opts))
     return 0

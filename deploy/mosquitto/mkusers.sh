@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Create broker users with random passwords.
 #   deploy/mosquitto/mkusers.sh PASSWD_FILE CREDENTIALS_FILE USER [USER ...]
-# Users are node ids (agents) or role names (console, viewer, scheduler; see acl).
+# Users are node ids or role names (see acl):
+#   * a node agent logs in with its node id (its --node-id, by default the short host name) as
+#     user name; the acl's %u patterns let it publish only under that node's topics;
+#   * console, viewer, scheduler and one user per operator: each has a 'user' block in the acl,
+#     ending with a deny line for node topics under its own name.
 # Appends to PASSWD_FILE (mosquitto_passwd format) and writes "user password" lines to
-# CREDENTIALS_FILE (mode 600) for distributing to agents (e.g. in /etc/fleetdeck/agent.env).
+# CREDENTIALS_FILE (mode 600). A node's line becomes its /etc/fleetdeck/agent.env entry
+#   FLEETDECK_BROKER=mqtts://<node id>:<password>@<broker>:8883   (docs/real-nodes.md)
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 PASSWD_FILE CREDENTIALS_FILE USER [USER ...]" >&2

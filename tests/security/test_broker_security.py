@@ -1,45 +1,16 @@
 """The shipped Mosquitto setup (deploy/mosquitto: ACL, users, TLS) against a real broker."""
 
 import asyncio
-import os
 import subprocess
 import uuid
 
 import aiomqtt
 import pytest
 
-from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port
-from tests.conftest import REPO, run_cli
+from tests.conftest import run_cli
+from tests.security.deploy import DEPLOY, needs_tools
 
-DEPLOY = REPO / "deploy" / "mosquitto"
-USERS = ["console", "viewer", "scheduler", "gpu0001", "gpu0002"]
-
-pytestmark = pytest.mark.needs("mosquitto", "mosquitto_passwd", "openssl")
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    work = tmp_path_factory.mktemp("secure")
-    subprocess.run(["bash", str(DEPLOY / "mkusers.sh"), str(work / "passwd"),
-                    str(work / "creds"), *USERS], check=True, capture_output=True)
-    subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(work / "pki"), "127.0.0.1"],
-                   check=True, capture_output=True)
-    creds = dict(line.split() for line in (work / "creds").read_text().splitlines())
-    tls_port = free_port()
-    conf = (DEPLOY / "mosquitto.conf").read_text()
-    conf = (conf.replace("/etc/mosquitto/fleetdeck/passwd", str(work / "passwd"))
-            .replace("/etc/mosquitto/fleetdeck/acl", str(DEPLOY / "acl"))
-            .replace("/etc/mosquitto/fleetdeck/", str(work / "pki") + "/")
-            .replace("listener 8883", f"listener {tls_port} 127.0.0.1")
-            .replace("listener 1883 127.0.0.1", "listener {port} 127.0.0.1")
-            .replace("persistence true", "persistence false"))
-    if os.geteuid() == 0:
-        # As root Mosquitto drops to the 'mosquitto' user, which cannot read pytest's private
-        # tmp dirs; production installs make the files readable to it instead (docs/security.md).
-        conf = "user root\n" + conf
-    broker = ManagedBroker(MOSQUITTO, workdir=work, config=conf)
-    with broker:
-        yield broker, creds, tls_port, work
+pytestmark = needs_tools
 
 
 def client(broker, user, creds, **kw):

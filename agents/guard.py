@@ -1,0 +1,76 @@
+"""Which commands may be acted on: one set of rules for node agents and the simulated scheduler.
+
+* With a command key, a command must be signed, unaltered and of bounded lifetime
+  (``fleetdeck/protocol/signing.py``); without one, anything the broker's ACL lets through counts.
+* A command id already answered is answered again from memory, never executed twice (QoS 1
+  redelivery, a console retry after a lost ack, or a captured command replayed).
+* A command id executed earlier but no longer in the answer memory (many commands later, or
+  before a restart when the ids were kept in the agent's state file) is rejected as a replay
+  until it expires; an expired command is rejected anyway.
+"""
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+from fleetdeck.protocol import signing
+from fleetdeck.protocol.messages import Ack, Command
+
+log = logging.getLogger("fleetdeck.agent")
+
+ACK_MEMORY = 1024
+EXECUTED_MEMORY = 10 * ACK_MEMORY
+"""Executed ids kept until they expire, at most this many (an unsigned command may live long)."""
+REPLAYED = "replayed command id (already executed)"
+
+
+class CommandGuard:
+    def __init__(self, who: str, key: bytes | None, clock_ms: Callable[[], int],
+                 executed: Mapping[str, int] | None = None) -> None:
+        self.who = who
+        self.key = key
+        self.clock_ms = clock_ms
+        self.acks: OrderedDict[str, Ack] = OrderedDict()
+        self.executed: OrderedDict[str, int] = OrderedDict(executed or {})
+        """cmd_id -> expires_at (ms) of the commands acted on."""
+        self.prune()
+
+    def answered(self, cmd_id: str) -> Ack | None:
+        """The last ack given for ``cmd_id``, if it is still remembered."""
+        return self.acks.get(cmd_id)
+
+    def check(self, cmd: Command) -> str:
+        """Empty if ``cmd`` may be acted on, else why not (for a ``rejected`` ack)."""
+        now = self.clock_ms()
+        if self.key is not None:
+            problem = signing.check(cmd, self.key, now)
+            if problem:
+                log.warning("%s: rejected command %s from %s: %s", self.who, cmd.cmd_id,
+                            cmd.issued_by, problem)
+                return problem
+        if cmd.cmd_id in self.executed:
+            log.warning("%s: rejected command %s from %s: %s", self.who, cmd.cmd_id,
+                        cmd.issued_by, REPLAYED)
+            return REPLAYED
+        if cmd.expires_at < now:
+            return "command expired before it arrived"
+        return ""
+
+    def executing(self, cmd: Command) -> None:
+        """``cmd`` passed :meth:`check` and is being acted on now."""
+        self.executed[cmd.cmd_id] = cmd.expires_at
+        self.executed.move_to_end(cmd.cmd_id)
+        self.prune()
+
+    def prune(self) -> None:
+        now = self.clock_ms()
+        for cmd_id in [c for c, exp in self.executed.items() if exp < now]:
+            del self.executed[cmd_id]
+        while len(self.executed) > EXECUTED_MEMORY:
+            self.executed.popitem(last=False)
+
+    def remember(self, ack: Ack) -> None:
+        self.acks[ack.cmd_id] = ack
+        self.acks.move_to_end(ack.cmd_id)
+        while len(self.acks) > ACK_MEMORY:
+            self.acks.popitem(last=False)

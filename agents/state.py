@@ -1,0 +1,121 @@
+"""What a node agent must remember across its own restarts: its drain and the commands it ran.
+
+A drained node whose agent restarts (systemd watchdog, upgrade, OOM kill, reboot) must come back
+DRAINED with the same reason, requester and ``cmd_id``, or it silently returns to service; and a
+captured signed command must not run a second time because the agent forgot it had run it. Both
+live in one small JSON file in the state directory (``--state-dir``; the systemd unit's
+``StateDirectory``), replaced atomically: written to a temporary file, fsynced, renamed over the
+old one and the directory fsynced, so a crash at any moment leaves either the old or the new
+state, never a torn one.
+
+Without a path the state lives only in this object: the simulator hands the same object to the
+next agent of a node, which is what a state directory does for a real agent.
+"""
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fleetdeck.protocol.messages import DrainInfo, DrainMode, DrainState
+
+log = logging.getLogger("fleetdeck.agent.state")
+
+UNREADABLE_REASON = ("agent state file was unreadable at start: drain state unknown, kept out "
+                     "of service until resumed")
+
+
+@dataclass(frozen=True)
+class AgentState:
+    drain: DrainInfo = field(default_factory=DrainInfo)
+    drain_mode: DrainMode = DrainMode.FINISH
+    executed: dict[str, int] = field(default_factory=dict)
+    """cmd_id -> expires_at (ms) of commands acted on (replay protection)."""
+
+
+class _StateFile(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    v: Literal[1] = 1
+    node: str = ""
+    drain: DrainInfo = DrainInfo()
+    drain_mode: DrainMode = DrainMode.FINISH
+    executed: dict[str, int] = {}
+
+
+class StateStore:
+    def __init__(self, path: Path | None = None, node_id: str = "") -> None:
+        self.path = path
+        self.node_id = node_id
+        self._memory = AgentState()
+        self._failing = False
+        self.lost = False
+        """The file existed but could not be read by :meth:`load` (:data:`UNREADABLE_REASON`)."""
+
+    def load(self, now_ms: int) -> AgentState:
+        """The state saved last (expired command ids dropped); an empty one on a first start."""
+        state = self._memory if self.path is None else self._read(self.path, now_ms)
+        return AgentState(state.drain, state.drain_mode,
+                          {k: v for k, v in state.executed.items() if v >= now_ms})
+
+    def _read(self, path: Path, now_ms: int) -> AgentState:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return AgentState()
+        try:
+            f = _StateFile.model_validate_json(raw)
+        except ValidationError as err:
+            # Only a damaged disk or a hand edit gets here (writes are atomic). Not knowing
+            # whether the node was drained, fail safe: out of service until an operator resumes
+            # it, and keep the bad file for a post-mortem.
+            bad = path.with_name(path.name + ".unreadable")
+            with contextlib.suppress(OSError):
+                os.replace(path, bad)
+            log.error("%s: %s (%s); kept as %s", path, UNREADABLE_REASON,
+                      str(err).splitlines()[0], bad)
+            self.lost = True
+            lost = AgentState(DrainInfo(state=DrainState.DRAINED, reason=UNREADABLE_REASON,
+                                        requested_by="agent", since_ts=now_ms))
+            self.save(lost)
+            return lost
+        return AgentState(f.drain, f.drain_mode, dict(f.executed))
+
+    def save(self, state: AgentState) -> bool:
+        """Keep ``state``; False (and an error logged once) if the disk refused it."""
+        self._memory = AgentState(state.drain, state.drain_mode, dict(state.executed))
+        if self.path is None:
+            return True
+        body = _StateFile(node=self.node_id, drain=state.drain, drain_mode=state.drain_mode,
+                          executed=state.executed).model_dump_json(exclude_none=True).encode()
+        try:
+            write_atomically(self.path, body)
+        except OSError as err:
+            if not self._failing:
+                log.error("cannot save agent state to %s: %s; a drain will not survive an "
+                          "agent restart until this is fixed", self.path, err.strerror or err)
+            self._failing = True
+            return False
+        if self._failing:
+            log.warning("agent state saved to %s again", self.path)
+        self._failing = False
+        return True
+
+
+def write_atomically(path: Path, body: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    # The rename itself is durable only once the directory entry is on disk.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

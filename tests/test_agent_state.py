@@ -1,0 +1,176 @@
+"""What a node agent keeps in its state directory: a drain survives SIGTERM and SIGKILL restarts
+of a real agent process, and a captured signed command cannot run again after a restart."""
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.agents.run import NO_STATE_DIR_WARNING, make_state
+from fleetdeck.agents.state import UNREADABLE_REASON, AgentState, StateStore
+from fleetdeck.protocol import signing
+from fleetdeck.protocol.messages import (
+    Command,
+    CommandArgs,
+    CommandOp,
+    DrainInfo,
+    DrainMode,
+    DrainState,
+)
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.agent_tap import Tap, publish, send
+from tests.conftest import spawn
+
+CLUSTER = "keep"
+NODE = "gpu0001"
+KEY = b"s" * 32
+
+
+def command(op: CommandOp, reason: str = "", lifetime_s: float = 60.0,
+            cmd_id: str | None = None) -> Command:
+    now = int(time.time() * 1000)
+    return Command(cmd_id=cmd_id or uuid.uuid4().hex[:12], op=op, target=NODE,
+                   args=CommandArgs(reason=reason), issued_by="alice", issued_at=now,
+                   expires_at=now + int(lifetime_s * 1000))
+
+
+def start_agent(url, tmp_path: Path, *extra: str):
+    return spawn("agent", "--broker", str(url), "--cluster", CLUSTER, "--node-id", NODE,
+                 "--interval", "0.5", "--keepalive", "2", "--state-dir", str(tmp_path / "state"),
+                 *extra, log=tmp_path / "agent.log")
+
+
+def last_bd_seq(tap: Tap) -> int:
+    return max(s.bdSeq for s in tap.statuses(NODE))
+
+
+async def restart(tap: Tap, proc, sig: int, url, tmp_path: Path, *extra: str):
+    """Kill the agent with ``sig``, start a new one; return it and its first online status."""
+    bd = last_bd_seq(tap)
+    os.kill(proc.pid, sig)
+    proc.wait(10)
+    proc = start_agent(url, tmp_path, *extra)
+    await tap.until(lambda: tap.first_status_after(NODE, bd) is not None, 20,
+                    message="the restarted agent's first status")
+    return proc, tap.first_status_after(NODE, bd)
+
+
+async def test_a_drain_survives_sigterm_and_sigkill_restarts(mosquitto, tmp_path):
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            drain = command(CommandOp.DRAIN, reason="xid 79 on gpu3")
+            await send(url, CLUSTER, drain)
+            await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED,
+                            message="DRAINED")
+            drained = tap.statuses(NODE)[-1].drain
+            assert (drained.reason, drained.requested_by, drained.cmd_id) == (
+                "xid 79 on gpu3", "alice", drain.cmd_id)
+
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                proc, first = await restart(tap, proc, sig, url, tmp_path)
+                # The very first status of the new session, not a later correction.
+                assert first.drain == drained, signal.Signals(sig).name
+
+            state_files = sorted(p.name for p in (tmp_path / "state").iterdir())
+            assert state_files == ["outbox-gpu0001.jsonl", "state-gpu0001.json"]
+            on_disk = json.loads((tmp_path / "state" / "state-gpu0001.json").read_text())
+            assert on_disk["drain"]["cmd_id"] == drain.cmd_id
+
+            # A resume is kept just the same: the node comes back in service after a restart.
+            await send(url, CLUSTER, command(CommandOp.RESUME))
+            await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.NONE,
+                            message="resumed")
+            proc, first = await restart(tap, proc, signal.SIGKILL, url, tmp_path)
+            assert first.drain == DrainInfo()
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+async def test_a_captured_signed_drain_does_not_run_again_after_a_restart(mosquitto, tmp_path):
+    url = mosquitto.url
+    key_file = tmp_path / "command.key"
+    key_file.write_bytes(KEY)
+    keyed = ("--command-key", str(key_file))
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path, *keyed)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            drain = signing.sign(command(CommandOp.DRAIN, reason="captured", lifetime_s=300),
+                                 KEY)
+            captured = await send(url, CLUSTER, drain)
+            await tap.until(lambda: [a.result.value for a in tap.acks(drain.cmd_id)]
+                            == ["accepted", "done"], message="drain obeyed")
+            # Back in service, so a second execution of the drain would show.
+            await send(url, CLUSTER, signing.sign(command(CommandOp.RESUME), KEY))
+            await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.NONE,
+                            message="resumed")
+
+            proc, first = await restart(tap, proc, signal.SIGKILL, url, tmp_path, *keyed)
+            assert first.drain.state is DrainState.NONE
+            await publish(url, topic_for(CLUSTER, Kind.CMD, NODE), captured)
+            await tap.until(lambda: len(tap.acks(drain.cmd_id)) >= 3, message="replay answered")
+            replay = tap.acks(drain.cmd_id)[2]
+            assert replay.result.value == "rejected" and "replayed" in replay.reason
+            # Events go out with the next samples (every 0.5 s): give a second one time to show.
+            await asyncio.sleep(1.5)
+            assert tap.statuses(NODE)[-1].drain.state is DrainState.NONE
+            drain_events = {e.event_id for e in tap.of(Kind.EVENT, NODE)
+                            if e.kind == "drain" and e.data.get("cmd_id") == drain.cmd_id}
+            assert len(drain_events) == 1
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert "replayed command id" in (tmp_path / "agent.log").read_text()
+
+
+def test_state_file_round_trip_prunes_expired_ids_and_leaves_no_temp_file(tmp_path):
+    now = int(time.time() * 1000)
+    store = StateStore(tmp_path / "state-n1.json", "n1")
+    drain = DrainInfo(state=DrainState.DRAINING, reason="r", requested_by="bob", since_ts=now,
+                      cmd_id="c1")
+    assert store.save(AgentState(drain, DrainMode.NOW, {"old": now - 1, "live": now + 60_000}))
+    assert [p.name for p in tmp_path.iterdir()] == ["state-n1.json"]
+    back = StateStore(tmp_path / "state-n1.json", "n1").load(now)
+    assert back == AgentState(drain, DrainMode.NOW, {"live": now + 60_000})
+
+
+def test_an_unreadable_state_file_keeps_the_node_out_of_service(tmp_path):
+    path = tmp_path / "state-n1.json"
+    path.write_bytes(b'{"v": 1, "drain": {"state": "drai')
+    store = StateStore(path, "n1")
+    state = store.load(1_000)
+    assert store.lost
+    assert state.drain.state is DrainState.DRAINED and state.drain.reason == UNREADABLE_REASON
+    assert (tmp_path / "state-n1.json.unreadable").exists()
+    # Saved at once: a second restart before any command still comes up drained.
+    again = StateStore(path, "n1").load(2_000)
+    assert again.drain.state is DrainState.DRAINED
+
+
+def test_without_a_state_dir_the_agent_warns_that_drains_do_not_survive(caplog):
+    with caplog.at_level(logging.WARNING, logger="fleetdeck.agent"):
+        store = make_state(None, "n1")
+    assert store.path is None
+    assert NO_STATE_DIR_WARNING in caplog.text
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_an_unwritable_state_dir_is_refused_at_start(tmp_path):
+    from fleetdeck.errors import UserError
+
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    with pytest.raises(UserError, match="not writable"):
+        make_state(ro, "n1")
