@@ -1,8 +1,9 @@
 """Health rules: a node's verdict and the reasons for it.
 
-Rule ids and thresholds are those of ../shared/TELEMETRY.md §7, each citing its source (DCGM health
-watches, Azure's aznhc ND H100 v5 checks, NVIDIA NVSentinel). A ``drain`` severity makes the node
-``failed`` (drain recommended; the operator confirms), ``warn`` makes it ``degraded``.
+Rule ids and thresholds are those of docs/architecture.md ("Health rules"), whose table names the
+source of each (DCGM health watches, Azure's aznhc ND H100 v5 checks, NVIDIA NVSentinel). A
+``drain`` severity makes the node ``failed`` (drain recommended; the operator confirms), ``warn``
+makes it ``degraded``.
 """
 
 from collections import deque
@@ -45,7 +46,7 @@ class Finding:
         return f"{self.rule} {where}{self.text}"
 
 
-# XID classes (TELEMETRY.md §3, §7 G2/G3).
+# XID classes (docs/domain.md §4; rules G2/G3).
 XID_DRAIN = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
 XID_WARN = frozenset({63, 92, 94})
 XID_WINDOW_MS = 2 * 3600 * 1000  # aznhc counts an XID for 2 h

@@ -1,15 +1,22 @@
 import pytest
 
-from fleetdeck.console.health import NodeHistory, Verdict, combine, describe_clock_events, evaluate
+from fleetdeck.console.health import (
+    NodeHistory,
+    Severity,
+    Verdict,
+    combine,
+    describe_clock_events,
+    evaluate,
+)
 from tests.helpers import FakeNode
 
 
-def rules(node: FakeNode, mutate, samples: int = 1):
+def rules(node: FakeNode, mutate, samples: int = 1, every_s: float = 1.0):
     hist = NodeHistory()
     birth = node.birth()
     t = None
     for i in range(samples):
-        t = node.telemetry()
+        t = node.telemetry(advance=every_s)
         t = mutate(t, i)
         hist.update(t)
     findings = evaluate(birth, t, hist)
@@ -91,6 +98,55 @@ def test_counter_reset_is_not_an_increment():
 def test_nvlink_replay_growth_drains():
     found, _, _ = rules(FakeNode(), lambda t, i: gpu(t, 1, nvlink={"replay": i}), samples=2)
     assert "G9" in found
+
+
+def crc(gpu_index: int, flit_per_sample: int, data_per_sample: int = 0):
+    """NVLink CRC counters growing by fixed amounts per sample (cumulative, like DCGM's)."""
+    return lambda t, i: gpu(t, gpu_index, nvlink={"crc_flit": 5 + i * flit_per_sample,
+                                                  "crc_data": 7 + i * data_per_sample})
+
+
+@pytest.mark.parametrize(
+    ("flit", "data", "every_s", "severity", "verdict"),
+    [
+        (100, 0, 1.0, Severity.DRAIN, Verdict.FAILED),  # exactly the drain threshold
+        (60, 40, 1.0, Severity.DRAIN, Verdict.FAILED),  # flit and data errors add up
+        (1000, 0, 2.0, Severity.DRAIN, Verdict.FAILED),  # 500/s
+        (99, 0, 1.0, Severity.WARN, Verdict.DEGRADED),  # just below drain
+        (1, 0, 1.0, Severity.WARN, Verdict.DEGRADED),  # exactly the warn threshold
+        (0, 3, 2.0, Severity.WARN, Verdict.DEGRADED),  # 1.5/s
+    ],
+)
+def test_nvlink_crc_rate_g10(flit, data, every_s, severity, verdict):
+    found, got, findings = rules(FakeNode(), crc(4, flit, data), samples=2, every_s=every_s)
+    assert found == {"G10"}, findings
+    [finding] = findings
+    assert finding.severity is severity and finding.component == "gpu4"
+    assert got is verdict
+
+
+@pytest.mark.parametrize(
+    ("flit", "data", "every_s"),
+    [
+        (0, 0, 1.0),  # no growth
+        (1, 0, 2.0),  # 0.5/s: below warn
+        (0, 9, 10.0),  # 0.9/s
+    ],
+)
+def test_nvlink_crc_below_warn_rate_is_no_finding(flit, data, every_s):
+    found, got, findings = rules(FakeNode(), crc(4, flit, data), samples=2, every_s=every_s)
+    assert found == set(), findings
+    assert got is Verdict.OK
+
+
+def test_nvlink_crc_needs_two_samples_for_a_rate():
+    # A large cumulative count in the first sample is history, not a rate: no finding yet.
+    found, _, findings = rules(FakeNode(), lambda t, i: gpu(t, 4, nvlink={"crc_flit": 10**6}))
+    assert found == set(), findings
+    # The same count, unchanged in the next sample: still no rate.
+    found, _, findings = rules(FakeNode(), lambda t, i: gpu(t, 4, nvlink={"crc_flit": 10**6}),
+                               samples=2)
+    assert found == set(), findings
 
 
 def test_pcie_replay_rate():

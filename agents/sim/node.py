@@ -1,9 +1,9 @@
 """One simulated ND96isr H100 v5 node: 8 x H100 SXM 80 GB and 8 x ConnectX-7 NDR ports.
 
-Baselines come from ../shared/TELEMETRY.md §5 (real H100 captures): idle ~70 W / 41 °C / 345 MHz,
-training 450-700 W / 55-80 °C / 1980 MHz, HBM 2619 MHz, 400 Gb/s NDR ports whose data counters
-count 4-byte words and wrap at 2^64, error counters that saturate at their IBTA widths. Fault
-signatures follow §8.
+Baselines come from docs/domain.md §1 (real H100 captures): idle ~70 W / 41 °C / 345 MHz,
+training 450-700 W / 55-80 °C / 1980 MHz, HBM 2619 MHz; 400 Gb/s NDR ports whose data counters
+count 4-byte words and wrap at 2^64, error counters that saturate at their IBTA widths (§2). Fault
+signatures: docs/scenarios.md ("Fault kinds").
 
 Values are driven by *simulated* time, never by the wall clock: inside a :class:`~agents.sim.world.
 SimWorld` a read samples the node at ``world.t + offset`` and advances by exactly one interval, so
@@ -107,7 +107,7 @@ IDLE_BPS = (2e3, 4e4)
 SBE_PER_S = 2e-5
 PCIE_REPLAY_PER_S = 5e-4
 SYMBOL_PER_S = 1e-4
-"""Healthy background error rates: rare enough never to trip a rule (TELEMETRY.md §7)."""
+"""Healthy background error rates: rare enough never to trip a rule (docs/architecture.md)."""
 
 XID_TEXT = {
     48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",

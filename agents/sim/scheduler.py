@@ -1,7 +1,8 @@
 """A simulated Slurm: jobs, a queue, placement, synchronous data-parallel progress, requeue.
 
-Semantics follow ../shared/OPERATORS.md (squeue codes PD R CG CD F NF RQ CA; DRAIN lets jobs
-finish, "drain now" requeues them; a requeued job restarts from its last checkpoint):
+Semantics follow Slurm's, as docs/domain.md §5 sums them up (squeue codes PD R CG CD F NF RQ CA;
+DRAIN lets jobs finish, "drain now" requeues them; a requeued job restarts from its last
+checkpoint):
 
 * placement only on nodes that are up, whose agent is online, that are not draining/drained and
   that pass the node health check (:meth:`SimNode.fatal_reasons`); FIFO with first-fit
@@ -139,7 +140,7 @@ class Scheduler:
             submitted_ms=self.world.wall_ms(t), t=t, queued_t=t,
         )
         self._next_id += 1
-        # Per-GPU memory footprint of this model: 60-78 GiB of the 80 (TELEMETRY.md §5).
+        # Per-GPU memory footprint of this model: 60-78 GiB of the 80 (docs/domain.md §1).
         job.fb_mib = [int(self.rng.uniform(61440, 79872)) for _ in range(GPUS)]
         self.jobs[job.job_id] = job
         return job

@@ -1,7 +1,7 @@
 """A dense Line-API table: a fixed header line, one line per row, only visible lines are drawn.
 
 Rows are arbitrary objects; the table asks for their key, cells and style only for the lines on
-screen, so a 4,096-row table costs what its ~40 visible rows cost (../shared/STYLE.md: a
+screen, so a 4,096-row table costs what its ~40 visible rows cost (docs/domain.md §7: a
 DataTable repaint is 50-100 ms at that size whatever changed). Strips are cached by content.
 """
 

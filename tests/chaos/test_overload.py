@@ -1,13 +1,17 @@
 """Overload drill: telemetry floods in far faster than the console can validate. The console
 coalesces (latest sample per node), keeps its MQTT queue bounded, keeps answering keys, and says
-in its header that it is BEHIND."""
+in its header that it is BEHIND.
+
+Nothing here measures speed: every step waits for its condition with a deadline generous enough
+for a loaded 2-core CI machine (the flood, the broker and the console share it), and the checks
+are about behaviour (bounded queue, BEHIND shown, keys answered, samples coalesced)."""
 
 import threading
 import time
 
 from bench._mqttload import RawPublisher, publish_packet
 from fleetdeck.console.live import MAX_QUEUED_INCOMING
-from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.console.tui.app import BEHIND_WARN_S, FleetdeckApp
 from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol import codec
@@ -16,6 +20,8 @@ from tests.conftest import eventually
 from tests.helpers import FakeNode
 
 NODES = 200
+DEADLINE_S = 120.0
+"""Per step. Generous on purpose: a slow machine makes the drill slower, never wrong."""
 
 
 def flood(url, stop: threading.Event, sent: list[int]) -> None:
@@ -52,32 +58,54 @@ async def test_console_sheds_load_stays_responsive_and_says_it_is_behind(mosquit
     app = FleetdeckApp(cluster="ovl", url=mosquitto.url, audit_path=tmp_path / "a.jsonl")
     stop = threading.Event()
     sent = [0]
-    worst_behind = 0.0
+    worst = {"behind_s": 0.0, "queued": 0}
     async with app.run_test(size=(160, 48)) as pilot:
-        await eventually(lambda: app.feed is not None and app.feed.client is not None, 10,
-                         message="console connected")
-        assert app.feed is not None and app.feed.client is not None
-        assert app.feed.client._queue.maxsize == MAX_QUEUED_INCOMING
+        feed = app.feed
+        assert feed is not None
+
+        def observe() -> None:
+            # Sampled on every poll for the whole flood, whichever client (a reconnect makes a
+            # new one) is current: the queue must never hold more than its bound.
+            client = feed.client
+            if client is not None:
+                assert client._queue.maxsize == MAX_QUEUED_INCOMING
+                worst["queued"] = max(worst["queued"], client._queue.qsize())
+            worst["behind_s"] = max(worst["behind_s"], app.state.behind_s)
+
+        async def until(predicate, message: str) -> None:
+            def check() -> bool:
+                observe()
+                return bool(predicate())
+            try:
+                await eventually(check, DEADLINE_S, 0.2, message=message)
+            except AssertionError as err:
+                s = app.state
+                raise AssertionError(
+                    f"{err} (connection {feed.conn.state} {feed.conn.detail!r}, "
+                    f"{feed.conn.connects} connect(s); {len(s.nodes)} nodes, {s.applied} applied, "
+                    f"{s.superseded} superseded, behind {s.behind_s:.1f} s, {sent[0]} sent, "
+                    f"screen {type(app.screen).__name__})") from None
+
+        # Subscribed, not merely a client object: births published before the SUBACK are lost,
+        # and then no node ever exists.
+        await until(lambda: feed.conn.state == "connected", "console subscribed")
         thread = threading.Thread(target=flood, args=(mosquitto.url, stop, sent), daemon=True)
         thread.start()
         try:
-            def behind() -> bool:
-                nonlocal worst_behind
-                worst_behind = max(worst_behind, app.state.behind_s)
-                return "BEHIND" in app.header_text(app.clock())
-
-            await eventually(behind, 30, 0.2, message="header says BEHIND")
+            await until(lambda: len(app.state.nodes) == NODES, "every node's birth applied")
+            await until(lambda: "BEHIND" in app.header_text(app.clock()), "header says BEHIND")
             await pilot.press("3")
-            await eventually(lambda: isinstance(app.screen, JobsScreen), 15,
-                             message="keys still work: jobs view")
+            await until(lambda: isinstance(app.screen, JobsScreen), "keys still work: jobs view")
             await pilot.press("2")
-            await eventually(lambda: isinstance(app.screen, NodesScreen), 15,
-                             message="keys still work: nodes view")
-            assert len(app.state.nodes) == NODES
-            assert app.state.superseded > 0  # coalesced: older samples of a node dropped
-            assert app.feed.client._queue.qsize() <= MAX_QUEUED_INCOMING
+            await until(lambda: isinstance(app.screen, NodesScreen),
+                        "keys still work: nodes view")
+            await until(lambda: app.state.superseded > 0,
+                        "coalescing: older samples of a node dropped for its latest")
+            await until(lambda: sent[0] > 5 * NODES, "a flood, not a trickle: 5 rounds sent")
+            observe()
         finally:
             stop.set()
             thread.join(10)
-    assert sent[0] > 5 * NODES
-    assert worst_behind > 2.0
+    assert len(app.state.nodes) == NODES  # the flood never invented or lost a node
+    assert 0 < worst["queued"] <= MAX_QUEUED_INCOMING
+    assert worst["behind_s"] > BEHIND_WARN_S

@@ -2,7 +2,9 @@
 event navigation (Pilot, against a real recorded fixture)."""
 
 from fleetdeck.console.tui.replay_app import ReplayApp
+from fleetdeck.console.tui.screens.nodes import NodesScreen
 from tests.conftest import REPO
+from tests.tui.test_views import text_of
 
 FIXTURE = REPO / "fixtures" / "xid79.jsonl.gz"
 
@@ -40,5 +42,32 @@ async def test_replay_controls_move_through_the_recording():
         assert p.speed == 0.5
         await pilot.press("n")
         assert p.position > before
-        await pilot.press("r")  # drain: absent in replay (read-only)
+
+
+async def test_replay_has_no_drain_or_resume():
+    """Replay is read-only: where a live console drains ('r') or resumes ('u') the node under
+    the cursor, a replay shows no such keys, opens no form and requests nothing."""
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.seek_to("+25")  # gpu0006 failed (XID 79): the node an operator would drain
+        await pilot.press("2")
+        await pilot.pause()
+        nodes = app.screen
+        assert isinstance(nodes, NodesScreen)
+        assert app.state.nodes["gpu0006"].verdict.value == "failed"
+        nodes.table.move_to_key("gpu0006")
+        assert nodes.targets() == ["gpu0006"]
+        footer = text_of(app).splitlines()[-1]
+        assert "Filter" in footer and "Pause" in footer  # the nodes view's keys, in replay
+        assert "Drain" not in footer and "Resume" not in footer
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("u")
+        await pilot.pause()
+        assert app.screen is nodes  # no drain form, no confirmation
+        app.run_command_line(":drain gpu0006")  # nor by the command line
+        await pilot.pause()
+        assert app.screen is nodes
         assert not app.tracker.requests
