@@ -25,7 +25,6 @@ import random
 import signal
 import socket
 import time
-from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,8 +135,8 @@ class SimAgent(NodeAgent):
     async def _telemetry_loop(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
         await self._kept(super()._telemetry_loop(client, stop))
 
-    async def _command_loop(self, client: aiomqtt.Client) -> None:
-        await self._kept(super()._command_loop(client))
+    async def _command_loop(self, client: aiomqtt.Client, announced: asyncio.Event) -> None:
+        await self._kept(super()._command_loop(client, announced))
 
 
 class Fleet:

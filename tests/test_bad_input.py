@@ -96,8 +96,10 @@ async def test_status_keeps_running_and_reports_bad_input(mosquitto, tmp_path):
         await asyncio.sleep(1.0)
         proc = subprocess.Popen(
             fleetdeck_cmd("status", "--broker", url, "--cluster", CLUSTER, "--json", "--wait",
-                          "3"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        await asyncio.sleep(1.0)
+                          "8"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # The bad messages are not retained: send them once status is surely subscribed (its
+        # start-up takes a few seconds on a loaded 2-core machine).
+        await asyncio.sleep(4.0)
         await publish_bad(mosquitto.url)
         out, err = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:

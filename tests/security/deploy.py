@@ -3,7 +3,6 @@ mkusers.sh, certificates from mkcerts.sh, and Mosquitto running the shipped mosq
 acl (paths and ports adjusted, nothing else)."""
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.broker import MOSQUITTO, ManagedBroker, find_mosquitto, free_port
+from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy" / "mosquitto"
