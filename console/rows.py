@@ -470,7 +470,7 @@ def fabric(state: FleetState, cache: FabricCache | None = None
         agg = leaves.setdefault(leaf, _LeafAgg())
         agg.nodes += 1
         ib_findings = any(f.rule.startswith("N") for f in st.findings)
-        sig = (st.verdict, st.stale, st.online, st.telemetry is None, ib_findings)
+        sig = (st.shape_rev,)
         hit = cache.get(st.node_id) if cache is not None and not ib_findings else None
         if hit is not None and hit[0] == sig:
             summary = hit[1]
@@ -588,11 +588,9 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None) -> FleetCo
     states: dict[str, int] = {}
     verdicts: dict[str, int] = {}
     for node_id, st in state.nodes.items():
-        # Everything a contribution depends on: missing GPUs and ports down show up as
-        # findings (G1, N1), so a healthy node's fresh telemetry is a cache hit.
-        t = st.telemetry
-        sig = (st.verdict, st.stale, st.online, st.drain.state, len(st.findings),
-               t is not None and t.job is not None, t is None, st.birth is None)
+        # The state bumps shape_rev when anything a contribution depends on changed (missing
+        # GPUs and ports down show up as findings G1, N1): a healthy fresh sample is a hit.
+        sig = (st.shape_rev,)
         hit = cache.get(node_id) if cache is not None else None
         if hit is not None and hit[0] == sig:
             contrib = hit[1]

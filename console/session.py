@@ -36,7 +36,7 @@ from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp, DrainMode, Event, Status
 from fleetdeck.protocol.topics import Kind, topic_for
 
@@ -136,6 +136,7 @@ class ConsoleSession:
         self.operator = operator
         self.audit: AuditSink = audit if audit is not None else MemoryAudit()
         self.publisher = publisher
+        self.command_key = command_key
         self.follow_up = follow_up
         """Send retries and event re-send requests (off for replay: nothing to talk to)."""
         self.ingest = ingest or Ingest(cluster)
@@ -472,7 +473,11 @@ class ConsoleSession:
                 progress.sent_at, progress.send_error = self.clock(), ""
 
     async def _publish(self, kind: Kind, subject: str, cmd: Command) -> None:
+        # Every command this console sends is signed when a key is configured — retries,
+        # event re-send requests and rebirth requests too: agents refuse unsigned ones.
         if self.publisher is not None:
+            if self.command_key is not None:
+                cmd = signing.sign(cmd, self.command_key)
             await self.publisher(kind, subject, codec.encode(cmd))
             return
         assert self.feed is not None

@@ -81,6 +81,13 @@ class NodeState:
     duplicate_at: float | None = None
     """Last time two agent processes were seen alternating under this node id."""
     judged: bool = False
+    revision: int = 0
+    """Bumped whenever this node's data changed (a sample, a status, a birth): views cache rows
+    keyed on it instead of on hand-picked fields."""
+    shape_rev: int = 0
+    """Bumped when what the fleet-wide views summarise changed (verdict, liveness, drain,
+    findings, busy or not): a healthy node's fresh sample does not bump it."""
+    shape: tuple[object, ...] = ()
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
 
@@ -268,6 +275,8 @@ class FleetState:
         self.acks.extend(ack for _rx, ack in batch.acks)
         for job_id, (_rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
+        for node_id in changed:
+            self.nodes[node_id].revision += 1
         self.superseded += batch.superseded
         self.applied += batch.messages
         if batch.delays:
@@ -370,6 +379,12 @@ class FleetState:
         for st in self.nodes.values():
             old = st.verdict if st.judged else None
             new = st.judge(now)
+            t = st.telemetry
+            shape = (new, st.stale, st.online, st.drain.state, tuple(st.findings),
+                     t is not None and t.job is not None, t is None, st.birth is None)
+            if shape != st.shape:
+                st.shape = shape
+                st.shape_rev += 1
             if new is not old:
                 self.transitions.append(Transition(st.node_id, now, old, new, tuple(st.reasons)))
         if len(self.transitions) > EVENT_MEMORY:

@@ -12,6 +12,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.events import Click, MouseScrollDown, MouseScrollUp
 from textual.message import Message
 from textual.strip import Strip
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 GLYPH = "■"
 CURSOR_GLYPH = "◆"
+LINE_CACHE = 4096
+"""Rendered grid lines kept (least recently used go first)."""
 HEALTH_NAMES = {
     Cell.OK: "ok", Cell.IDLE: "idle", Cell.DEGRADED: "degraded", Cell.FAILED: "failed",
     Cell.STALE: "stale", Cell.OFFLINE: "offline", Cell.DRAINED: "drained",
@@ -75,7 +78,7 @@ class FleetGrid(Widget, can_focus=True):
         self.gpus_per_node = 8
         self._codes: dict[str, tuple[tuple[object, ...], tuple[int, ...]]] = {}
         self._palette: list[Style] = []
-        self._line_cache: dict[tuple[object, ...], Strip] = {}
+        self._line_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(LINE_CACHE)
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -86,8 +89,6 @@ class FleetGrid(Widget, can_focus=True):
             if current is not None and current in node_ids:
                 self.cursor_node = node_ids.index(current)
             self.cursor_node = max(0, min(self.cursor_node, len(node_ids) - 1))
-        if len(self._line_cache) > 2048:
-            self._line_cache.clear()
         self._clamp_top()
         self.refresh()
 
@@ -98,8 +99,8 @@ class FleetGrid(Widget, can_focus=True):
         return None
 
     def codes(self, st: "NodeState") -> tuple[int, ...]:
-        sig = (id(st.telemetry), st.verdict, st.stale, st.online, st.drain.state, self.metric,
-               len(st.findings))
+        # Health colours follow the node's shape; metric colours follow every sample.
+        sig = (st.shape_rev if self.metric == "health" else st.revision, self.metric)
         hit = self._codes.get(st.node_id)
         if hit is not None and hit[0] == sig:
             return hit[1]
@@ -166,7 +167,7 @@ class FleetGrid(Widget, can_focus=True):
             line_codes.append(self.codes(st) if st is not None else (Cell.EMPTY,) * 8)
         cursor = (self.cursor_node - first, self.cursor_gpu) if (
             first <= self.cursor_node < first + per_line and self.has_focus) else None
-        key = (first, tuple(line_codes), cursor, width, self.metric)
+        key = (first, ids[0], tuple(line_codes), cursor, width, self.metric)
         cached = self._line_cache.get(key)
         if cached is not None:
             return cached

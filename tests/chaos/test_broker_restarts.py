@@ -15,7 +15,10 @@ from fleetdeck.console.session import ConsoleSession
 from tests.conftest import eventually, spawn, stop_process
 
 CLUSTER = "chaos"
-NODES = [f"gpu{i:04d}" for i in range(1, 9)]
+NODES = [f"gpu{i:04d}" for i in range(1, 65)]
+COMMANDED = NODES[:8]
+"""Nodes that drains and resumes go to; all 64 must recover after every restart."""
+RECOVERY_S = 5.0
 KILLS = 10
 
 
@@ -23,7 +26,7 @@ KILLS = 10
 async def test_ten_broker_kills_lose_no_command_or_event(mosquitto, tmp_path):
     rng = random.Random(7)
     sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--nodes",
-                str(len(NODES)), "--interval", "0.5", "--keepalive", "2",
+                str(len(NODES)), "--interval", "1.0", "--keepalive", "2",
                 log=tmp_path / "sim.log")
     # The shipped console core, not a loop of the test's own: ticks, retries, re-send asks.
     session = ConsoleSession(CLUSTER, url=mosquitto.url, operator="chaos-test",
@@ -41,7 +44,7 @@ async def test_ten_broker_kills_lose_no_command_or_event(mosquitto, tmp_path):
                          == len(NODES), 30, message="fleet up")
         drained: set[str] = set()
         for i in range(KILLS):
-            node = NODES[i % len(NODES)]
+            node = COMMANDED[i % len(COMMANDED)]
             if node in drained:
                 req = session.resume([node])
                 drained.discard(node)
@@ -88,8 +91,9 @@ async def test_ten_broker_kills_lose_no_command_or_event(mosquitto, tmp_path):
         await asyncio.gather(watcher, return_exceptions=True)
         stop_process(sim)
     print("recovery after each broker restart (s):", [round(r, 2) for r in recovery])
+    assert max(recovery) <= RECOVERY_S, recovery
     assert [r.phase for r in requests] == [Phase.DONE] * KILLS
-    for node in NODES:
+    for node in COMMANDED:
         st = state().nodes[node]
         seqs = [e.seq for e in st.events if e.event_id.startswith(st.event_prefix)]
         assert seqs == sorted(set(seqs)) == list(range(1, len(seqs) + 1)), node

@@ -180,3 +180,28 @@ def test_an_ack_on_another_nodes_topic_is_refused():
     session.tick()
     assert req.targets[0].phase.value == "requested"
     assert session.state.malformed.total == 1
+
+
+async def test_with_a_command_key_every_command_the_session_sends_is_signed():
+    from fleetdeck.protocol import signing
+    from fleetdeck.protocol.messages import Command
+
+    key = b"k" * 32
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    session = ConsoleSession(CLUSTER, clock=lambda: node.now, publisher=sent, operator="t",
+                             command_key=key)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    emit(node, session, 2)
+    node.agent._event(EventDraft("ib_flap", "missed"))  # a gap: a re-send will be asked
+    session.drain(["gpu0001"], "signed drain")
+    session.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, "ghost1"),
+                          codec.encode(node.agent.telemetry().model_copy(
+                              update={"node": "ghost1"})), node.now)  # a rebirth ask
+    await run_for(node, session, 30)
+    ops = {c["op"] for c in sent.commands}
+    assert {"drain", "resend_events", "rebirth"} <= ops
+    for c in sent.commands:
+        payload = {k: v for k, v in c.items() if k != "kind" and k != "subject"}
+        cmd = codec.decode(Command, json.dumps(payload).encode())
+        assert signing.check(cmd, key, cmd.issued_at) == "", c

@@ -5,6 +5,7 @@ import time
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import reactive
 from textual.widgets import Input
 
 from fleetdeck.console.commands import jobs_by_node
@@ -39,12 +40,16 @@ class NodesScreen(FleetView):
         Binding("enter", "open", "Detail", show=False),
     ]
 
+    # UI state: changing any of these redraws the view (the watchers below), so actions only
+    # set state and never call a redraw themselves.
+    filter: reactive[NodeFilter] = reactive(lambda: NodeFilter(""), always_update=True,
+                                            init=False)
+    unhealthy_only: reactive[bool] = reactive(False, init=False)
+    sort_key: reactive[str] = reactive("verdict", init=False)
+    sort_reverse: reactive[bool] = reactive(False, init=False)
+
     def __init__(self) -> None:
         super().__init__()
-        self.filter = NodeFilter("")
-        self.unhealthy_only = False
-        self.sort_key = "verdict"
-        self.sort_reverse = False
         self._rows: dict[str, tuple[RowSig, NodeRow]] = {}
         self._jobs: dict[str, list[str]] = {}
         self._now = time.time()
@@ -72,8 +77,7 @@ class NodesScreen(FleetView):
 
     def row(self, st: NodeState) -> NodeRow:
         jobs = self._jobs.get(st.node_id, [])
-        sig = (id(st.telemetry), st.verdict, st.stale, st.online, st.drain.state,
-               len(st.findings), tuple(jobs), st.gpus_expected)
+        sig = (st.revision, st.shape_rev, tuple(jobs))
         hit = self._rows.get(st.node_id)
         if hit is not None and hit[0] == sig:
             return hit[1]
@@ -144,6 +148,22 @@ class NodesScreen(FleetView):
             parts.append(f"[$accent]{marks} marked[/]")
         return "  ".join(parts)
 
+    def _redraw(self) -> None:
+        if self.is_mounted:
+            self.fleet.refresh_view()
+
+    def watch_filter(self) -> None:
+        self._redraw()
+
+    def watch_unhealthy_only(self) -> None:
+        self._redraw()
+
+    def watch_sort_key(self) -> None:
+        self._redraw()
+
+    def watch_sort_reverse(self) -> None:
+        self._redraw()
+
     # --- actions ------------------------------------------------------------------------------
 
     def targets(self) -> list[str]:
@@ -162,16 +182,14 @@ class NodesScreen(FleetView):
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.filter = NodeFilter(event.value)
         event.input.display = False
         self.table.focus()
-        self.fleet.refresh_view()
+        self.filter = NodeFilter(event.value)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         # Live filtering while typing: cheap (hostlist sets, cached rows).
         self.filter = NodeFilter(event.value)
-        self.fleet.refresh_view()
 
     def on_escape(self) -> bool:
         box = self.query_one("#filter", Input)
@@ -181,7 +199,6 @@ class NodesScreen(FleetView):
             return True
         if self.filter.active:
             self.filter = NodeFilter("")
-            self.fleet.refresh_view()
             return True
         if self.table.marks:
             self.table.clear_marks()
@@ -191,7 +208,6 @@ class NodesScreen(FleetView):
 
     def action_unhealthy(self) -> None:
         self.unhealthy_only = not self.unhealthy_only
-        self.fleet.refresh_view()
 
     def action_mark(self) -> None:
         self.table.toggle_mark()
@@ -204,13 +220,11 @@ class NodesScreen(FleetView):
     def action_sort(self, step: int) -> None:
         keys = [a for _h, a, _w in NODE_COLUMNS]
         i = keys.index(self.sort_key) if self.sort_key in keys else -1
-        self.sort_key = keys[(i + step) % len(keys)]
         self.sort_reverse = False
-        self.fleet.refresh_view()
+        self.sort_key = keys[(i + step) % len(keys)]
 
     def action_sort_reverse(self) -> None:
         self.sort_reverse = not self.sort_reverse
-        self.fleet.refresh_view()
 
     def action_drain(self) -> None:
         self.fleet.request_drain(self.targets())
