@@ -23,7 +23,7 @@ PORT_ERRORING = "erroring"
 CORRELATION_MIN = 3
 """Bad ports on this many distinct nodes behind one switch: suspect the switch."""
 STRAGGLER_FACTOR = 1.2
-"""A rank this much slower than the job's median step is named a straggler."""
+"""A rank this much slower than the job's median step is named whatever the spread."""
 
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
 
@@ -66,6 +66,10 @@ def bad_ports(st: NodeState) -> list[tuple[str, IbPortSample]]:
     """(status, port) of the node's ports that are not ok (none while it is silent)."""
     t = st.telemetry
     if t is None or st.stale or st.online is False:
+        return []
+    if not any(f.rule.startswith("N") for f in st.findings):
+        # A port that is down or erroring always raises an N finding: the common, healthy
+        # case costs one scan of the findings, not a look at every port.
         return []
     out = []
     for p in t.ib_ports:
@@ -115,6 +119,56 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN
     return out
 
 
+def correlate(state: FleetState, now: float) -> None:
+    """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
+    ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
+    behind: dict[str, tuple[str, set[str]]] = {}
+    for sw in suspect_switches(state):
+        for port in sw.ports:
+            node, dev, num = port.rsplit(":", 2)
+            behind.setdefault(node, (sw.switch, set()))[1].add(f"{dev}:{num}")
+    for node, (switch, ports) in behind.items():
+        st = state.nodes[node]
+        st.behind_switch, st.behind_ports = switch, frozenset(ports)
+    running: dict[str, list[str]] | None = None
+    for st in state.nodes.values():
+        if st.behind_switch and st.node_id not in behind:
+            st.behind_switch, st.behind_ports = "", frozenset()
+        if st.online is False or st.stale:
+            if running is None:
+                running = _running_jobs_by_node(state)
+            st.job_stepping = _stepping(state, st, running.get(st.node_id, ()), now)
+        elif st.job_stepping:
+            st.job_stepping = ""
+
+
+JOB_ALIVE_S = 30.0
+"""A job counts as still stepping when its step advanced within this long (or 5 steps)."""
+
+
+def _running_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for job in state.jobs.values():
+        if job.state.value == "R":
+            for node in job.nodes:
+                out.setdefault(node, []).append(job.job_id)
+    return out
+
+
+def _stepping(state: FleetState, st: NodeState, jobs: "list[str] | tuple[()]",
+              now: float) -> str:
+    silent_since = st.last_rx if st.last_rx is not None else st.status_ts
+    for job_id in jobs:
+        seen = state.job_stepped_at.get(job_id)
+        job = state.jobs[job_id]
+        if seen is None:
+            continue
+        window = max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
+        if seen[1] > (silent_since or 0) and now - seen[1] <= window:
+            return job_id
+    return ""
+
+
 @dataclass(frozen=True)
 class Straggler:
     job_id: str
@@ -133,16 +187,36 @@ class Straggler:
                 "cause": self.cause, "text": self.text}
 
 
+STRAGGLER_MIN = 0.03
+"""Slower than the median by less than this is never named (noise, whatever the spread)."""
+SPREAD_FACTOR = 3.0
+"""A clear outlier is this many times further from the median than the next slowest node."""
+HEALTHY_SPREAD = 0.005
+
+
 def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
-    """The job's slowest rank when it is clearly slower than the median, with a likely cause."""
+    """The job's slowest rank when it is a clear outlier against the job's own spread, or is
+    slower and has a cause on its node; a fixed 1.2x median missed a rank 12 % slower (one
+    throttled GPU) that slows the whole job by 12 %."""
     if not job.slowest or job.state.value != "R":
         return None
     worst = job.slowest[0]
     median = job.median_step_time_ms
-    if median is None or median <= 0 or worst.step_time_ms < STRAGGLER_FACTOR * median:
+    if median is None or median <= 0:
         return None
-    slower = (worst.step_time_ms / median - 1) * 100
-    return Straggler(job.job_id, worst.rank, worst.node, slower, likely_cause(state, worst.node))
+    slower = worst.step_time_ms / median - 1
+    if slower < STRAGGLER_MIN:
+        return None
+    cause = likely_cause(state, worst.node)
+    others = [r.step_time_ms / median - 1 for r in job.slowest[1:] if r.node != worst.node]
+    if others:
+        outlier = slower >= SPREAD_FACTOR * max(others[0], HEALTHY_SPREAD)
+    else:
+        outlier = slower >= STRAGGLER_FACTOR - 1
+    has_cause = cause not in ("no finding on that node", "node unknown")
+    if not (outlier or has_cause or slower >= STRAGGLER_FACTOR - 1):
+        return None
+    return Straggler(job.job_id, worst.rank, worst.node, slower * 100, cause)
 
 
 def likely_cause(state: FleetState, node: str) -> str:
@@ -161,3 +235,28 @@ def likely_cause(state: FleetState, node: str) -> str:
     if gpus:
         return f"GPU fault ({gpus[0]})"
     return "no finding on that node"
+
+
+def recommended_action(st: NodeState) -> str:
+    """What the on-call should do about a node, in a few words (``status --json``: ``action``)."""
+    v = st.verdict.value
+    rules = {f.rule for f in st.all_findings}
+    if st.job_stepping:
+        return "restart the agent; do not drain (its job is still stepping)"
+    if v == "offline":
+        return "check the node (power, BMC, kernel log); drain it if it does not come back"
+    if v == "stale":
+        return "check the agent and the node; wait for telemetry before acting"
+    if "H3" in rules:
+        return "give each agent its own node id"
+    if v == "failed":
+        if st.drain.state.value != "none":
+            return "drained: repair, then resume"
+        return "drain (requeue its jobs from their checkpoint), then repair"
+    if "F1" in rules and v == "degraded":
+        return f"check switch {st.behind_switch}; do not drain"
+    if "G6" in rules:
+        return "drain when idle, reset the GPU, resume"
+    if v == "degraded":
+        return "watch; drain when idle if it persists"
+    return "none"

@@ -30,6 +30,7 @@ from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudi
 from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.ingest import Batch, Ingest
+from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
@@ -140,7 +141,7 @@ class ConsoleSession:
         self.follow_up = follow_up
         """Send retries and event re-send requests (off for replay: nothing to talk to)."""
         self.ingest = ingest or Ingest(cluster)
-        self.state = FleetState(cluster, self.ingest.malformed)
+        self.state = self._new_state()
         self.recent = RecentHistory()
         self.log = EventLog()
         tracker_kw: dict[str, float] = {}
@@ -176,12 +177,17 @@ class ConsoleSession:
         """Start over with a fresh picture (a replay seeking backwards: the past cannot be
         un-applied). Commands and the store stay; history, timeline and state do not."""
         self.ingest = ingest or Ingest(self.cluster)
-        self.state = FleetState(self.cluster, self.ingest.malformed)
+        self.state = self._new_state()
         self.recent = RecentHistory()
         self.log.clear()
         self._last_event = None
         if self.feed is not None:
             self.feed.ingest = self.ingest
+
+    def _new_state(self) -> FleetState:
+        state = FleetState(self.cluster, self.ingest.malformed)
+        state.correlate = correlate
+        return state
 
     async def open_store(self, path: Path, retention_days: float | None = None) -> int:
         """Open the SQLite store, restore recent events into the state; return how many."""

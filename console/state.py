@@ -7,6 +7,7 @@ because amqtt never enforces keepalive and a wedged collector can keep an MQTT s
 """
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleetdeck.console.health import (
@@ -88,6 +89,13 @@ class NodeState:
     """Bumped when what the fleet-wide views summarise changed (verdict, liveness, drain,
     findings, busy or not): a healthy node's fresh sample does not bump it."""
     shape: tuple[object, ...] = ()
+    behind_switch: str = ""
+    """A suspect switch this node's bad ports hang off (set by the fleet-wide correlation)."""
+    behind_ports: frozenset[str] = frozenset()
+    """``dev:port`` components behind ``behind_switch``: their findings are the switch's."""
+    job_stepping: str = ""
+    """A job that keeps stepping on this node although its agent is silent: the agent died,
+    not the node."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
 
@@ -136,13 +144,17 @@ class NodeState:
         heard = self.last_rx if self.last_rx is not None else self.first_seen
         self.stale = heard is None or now - heard > STALE_INTERVALS * self.interval_s
         liveness: list[Finding] = []
+        alive = (f"; job {self.job_stepping} still stepping — the agent died, not the node: "
+                 "restart the agent, do not drain") if self.job_stepping else ""
         if self.online is False:
             verdict = Verdict.OFFLINE
-            liveness.append(Finding("H2", Severity.DRAIN, "", "agent offline (Last Will)"))
+            liveness.append(Finding("H2", Severity.WARN if alive else Severity.DRAIN, "",
+                                    "agent offline (Last Will)" + alive))
         elif self.stale:
             verdict = Verdict.STALE
             age = "never" if self.last_rx is None else f"{now - self.last_rx:.0f} s ago"
-            liveness.append(Finding("H1", Severity.WARN, "", f"no telemetry (last {age})"))
+            liveness.append(Finding("H1", Severity.WARN, "", f"no telemetry (last {age})"
+                                    + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
             # Two machines publish as one node: every figure shown is a mix of both.
             liveness.append(Finding("H3", Severity.DRAIN, "",
@@ -150,7 +162,7 @@ class NodeState:
                                     "take turns publishing as this node"))
             verdict = Verdict.FAILED
         else:
-            verdict = combine(self.findings)
+            verdict = combine(self.effective_findings)
         if verdict is not self.verdict or not self.judged:
             self.changed_at = now
         self.judged = True
@@ -159,8 +171,24 @@ class NodeState:
         return verdict
 
     @property
+    def effective_findings(self) -> list[Finding]:
+        """The node's own findings, with those of ports behind a suspect switch handed to the
+        switch: a switch failure must not make every node behind it a drain candidate."""
+        if not self.behind_switch:
+            return self.findings
+        out = [Finding("F1", Severity.WARN, "",
+                       f"behind suspect switch {self.behind_switch}: check the switch, "
+                       "do not drain")]
+        for f in self.findings:
+            if f.component in self.behind_ports:
+                out.append(Finding(f.rule, Severity.WARN, f.component, f"{f.text} (switch)"))
+            else:
+                out.append(f)
+        return out
+
+    @property
     def all_findings(self) -> list[Finding]:
-        return self.liveness + self.findings
+        return self.liveness + self.effective_findings
 
 
 DUPLICATE_WINDOW_S = 120.0
@@ -241,6 +269,11 @@ class FleetState:
         self.rebirth_wanted: dict[str, str] = {}
         """Node id -> why: nodes to ask for their birth and status again (taken by the session)."""
         self._lost: list[tuple[str, int]] = []
+        self.job_stepped_at: dict[str, tuple[int, float]] = {}
+        """Job id -> (step, receive time the step last advanced)."""
+        self.correlate: Callable[[FleetState, float], None] | None = None
+        """Fleet-wide judgements run before each verdict pass (console/judgements.py sets it:
+        the state cannot import them, they read the state)."""
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
@@ -273,8 +306,11 @@ class FleetState:
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)
-        for job_id, (_rx, job) in batch.jobs.items():
+        for job_id, (rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
+            seen = self.job_stepped_at.get(job_id)
+            if seen is None or job.step != seen[0]:
+                self.job_stepped_at[job_id] = (job.step, rx)
         for node_id in changed:
             self.nodes[node_id].revision += 1
         self.superseded += batch.superseded
@@ -283,6 +319,8 @@ class FleetState:
             self.behind_s = batch.behind_s
         if batch.messages:
             self.last_update = now
+        if self.correlate is not None:
+            self.correlate(self, now)
         self.judge(now)
         return changed
 
@@ -380,7 +418,7 @@ class FleetState:
             old = st.verdict if st.judged else None
             new = st.judge(now)
             t = st.telemetry
-            shape = (new, st.stale, st.online, st.drain.state, tuple(st.findings),
+            shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),
                      t is not None and t.job is not None, t is None, st.birth is None)
             if shape != st.shape:
                 st.shape = shape

@@ -5,7 +5,7 @@ The keys are a promise to scripts: add keys, never rename or remove them (docs/p
 
 from typing import Any
 
-from fleetdeck.console.judgements import straggler, suspect_switches
+from fleetdeck.console.judgements import recommended_action, straggler, suspect_switches
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
@@ -30,6 +30,9 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
         "seq": st.last_seq,
         "seq_gaps": st.seq_gaps,
         "leaf": st.birth.topology.leaf if st.birth is not None else "",
+        "action": recommended_action(st),
+        "behind_switch": st.behind_switch or None,
+        "job_still_stepping": st.job_stepping or None,
     }
 
 

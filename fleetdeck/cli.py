@@ -109,6 +109,9 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                    "them finish")
     p.add_argument("--no-wait", action="store_true",
                    help="return once every node acknowledged (DRAINING is fine)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what the drain would touch (jobs, GPUs, GPU-hours since their "
+                   "checkpoint) and send nothing")
     common(p)
 
     p = sub.add_parser("resume", help=f"return drained nodes to service ({exits})")
@@ -490,7 +493,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     return run_drain(_url(args), args.cluster, args.hostlist, args.reason,
                      now=args.now, operator=args.operator, audit_path=args.audit_log,
                      timeout_s=args.timeout, wait=not args.no_wait,
-                     command_key=_command_key(args))
+                     command_key=_command_key(args), dry_run=args.dry_run)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

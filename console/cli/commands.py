@@ -18,7 +18,7 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.console.audit import AuditLog, AuditSink
-from fleetdeck.console.commands import Phase, Request
+from fleetdeck.console.commands import BlastRadius, Phase, Request, blast_radius
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
@@ -143,6 +143,46 @@ class CommandRun:
             self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 
+    def show_radius(self, radius: BlastRadius) -> None:
+        """What the command touches, before it is sent (the TUI's confirmation, in text)."""
+        self.say(f"blast radius: {radius.summary()}")
+        for job in radius.jobs:
+            self.say(f"  {job.line()}")
+        for note in radius.notes:
+            self.say(f"  note: {note}")
+
+    async def dry_run(self, radius: Callable[["CommandRun"], BlastRadius]) -> int:
+        """Connect, learn the fleet, print what the command would touch; send nothing."""
+        session = self.session
+        feed = session.feed
+        assert feed is not None
+        started = time.monotonic()
+        connected_at: float | None = None
+        found: list[BlastRadius] = []
+
+        def on_tick(_report: TickReport) -> bool:
+            nonlocal connected_at
+            if feed.conn.connects == 0:
+                if feed.first_error is not None:
+                    raise UserError(feed.first_error)
+                if time.monotonic() - started > CONNECT_TIMEOUT_S:
+                    raise UserError(f"cannot connect to {self.url} within "
+                                    f"{CONNECT_TIMEOUT_S:g} s")
+                return False
+            connected_at = connected_at or time.monotonic()
+            if time.monotonic() - connected_at < SETTLE_S:
+                return False
+            found.append(radius(self))
+            return True
+
+        try:
+            await session.watch(asyncio.Event(), tick_s=POLL_S, on_tick=on_tick)
+        finally:
+            await session.close()
+        self.say("dry run: nothing sent")
+        self.show_radius(found[0])
+        return EXIT_DONE
+
     def known(self, targets: list[str]) -> None:
         unknown = [t for t in targets if t not in self.state.nodes]
         if unknown:
@@ -163,17 +203,25 @@ def _audit(path: str | None) -> AuditSink:
 
 def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: bool,
               operator: str, audit_path: str | None, timeout_s: float, wait: bool,
-              command_key: bytes | None = None) -> int:
+              command_key: bytes | None = None, dry_run: bool = False) -> int:
     targets = parse_targets(hostlist)
     if not reason.strip():
         raise UserError("a reason is required to drain (--reason TEXT)")
     run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
                      command_key=command_key)
 
-    def make(r: CommandRun) -> Request:
-        r.known(targets)
-        return r.session.drain(targets, reason, DrainMode.NOW if now else DrainMode.FINISH)
+    mode = DrainMode.NOW if now else DrainMode.FINISH
 
+    def radius(r: CommandRun) -> BlastRadius:
+        r.known(targets)
+        return blast_radius(r.state, CommandOp.DRAIN, targets, r.clock(), mode)
+
+    def make(r: CommandRun) -> Request:
+        r.show_radius(radius(r))
+        return r.session.drain(targets, reason, mode)
+
+    if dry_run:
+        return asyncio.run(run.dry_run(radius))
     return asyncio.run(run.run(make, wait_done=wait))
 
 

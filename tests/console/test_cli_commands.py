@@ -25,8 +25,15 @@ def cli(broker, audit, *args, timeout=60):
 def test_drain_resume_and_rejections(sim, tmp_path):
     audit = tmp_path / "audit.jsonl"
     out = cli(sim, audit, "drain", "gpu[0001-0004]", "--reason", "switch swap OPS-9",
+              "--now", "--dry-run")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "dry run: nothing sent" in out.stdout
+    assert "blast radius: 4 nodes, 32 GPUs" in out.stdout
+    assert not audit.exists() or audit.read_text() == ""  # nothing requested, nothing audited
+    out = cli(sim, audit, "drain", "gpu[0001-0004]", "--reason", "switch swap OPS-9",
               "--now", "--timeout", "30")
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "blast radius: 4 nodes, 32 GPUs" in out.stdout
     assert "drain gpu[0001-0004]: 4 done" in out.stdout and "DRAINED" in out.stdout
     out = cli(sim, audit, "resume", "gpu[0001-0004]", "--timeout", "20")
     assert out.returncode == 0, out.stdout + out.stderr

@@ -61,3 +61,89 @@ def test_status_json_carries_switches_jobs_and_stragglers():
     assert job["straggler"]["node"] == "gpu0003"
     assert job["straggler"]["slower_pct"] == 50.0
     assert job["straggler"]["cause"].startswith("throttled GPU")
+
+
+def test_a_switch_failure_makes_the_switch_the_problem_not_the_nodes_behind_it():
+    down = port_down("mlx5_ib2")
+    session = session_with({n: down for n in ("gpu0001", "gpu0002", "gpu0003", "gpu0004")})
+    out = fleet_summary(session.state, session.clock())
+    behind = {n["id"]: n for n in out["nodes"] if n["behind_switch"]}
+    assert set(behind) == {"gpu0001", "gpu0002", "gpu0003", "gpu0004"}
+    for node in behind.values():
+        assert node["verdict"] == "degraded", node  # not a drain candidate
+        assert "F1" in node["reasons"]
+        assert node["action"] == "check switch leaf00-r2; do not drain"
+    assert out["suspect_switches"][0]["switch"] == "leaf00-r2"
+    # A node behind the switch with a fault of its own is still judged on that fault.
+    session2 = session_with({"gpu0001": down, "gpu0002": down,
+                             "gpu0003": lambda t: port_down("mlx5_ib5")(down(t))})
+    st = session2.state.nodes["gpu0003"]
+    assert st.behind_switch == "leaf00-r2" and st.verdict.value == "failed"
+
+
+def _job_with(slowest, median=1000.0):
+    from fleetdeck.protocol.messages import RankTime
+
+    def make(c):
+        job = job_status("7", ["gpu0002", "gpu0003", "gpu0004"], c)
+        return job.model_copy(update={"median_step_time_ms": median, "slowest": [
+            RankTime(rank=r, node=n, step_time_ms=ms) for r, n, ms in slowest]})
+    return make
+
+
+def test_a_rank_12_percent_slower_with_a_throttled_gpu_is_the_straggler():
+    session = session_with({"gpu0003": throttled(3)}, jobs=[_job_with(
+        [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    assert job["straggler"]["node"] == "gpu0003" and job["straggler"]["slower_pct"] == 12.0
+
+
+def test_healthy_spread_names_no_straggler():
+    session = session_with({}, jobs=[_job_with(
+        [(19, "gpu0003", 1015.0), (8, "gpu0002", 1013.0), (30, "gpu0004", 1011.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    assert job["straggler"] is None
+
+
+def test_a_clear_outlier_without_a_finding_is_still_named():
+    session = session_with({}, jobs=[_job_with(
+        [(19, "gpu0003", 1080.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    assert job["straggler"]["node"] == "gpu0003"
+
+
+def test_an_offline_agent_whose_job_keeps_stepping_is_not_a_dead_node():
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(4, clock)
+    fleet.birth(ingest)
+    nodes = ["gpu0001", "gpu0002"]
+    for step in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(ingest)
+        publish_job(ingest, job_status("9", nodes, clock, step=500 + step), clock)
+        session.tick()
+    agent = fleet.agents["gpu0001"]
+    ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0001"),
+                  codec.encode(agent.status(online=False)), clock())  # its Last Will
+    for step in range(3, 6):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=["gpu0002", "gpu0003", "gpu0004"])
+        publish_job(ingest, job_status("9", nodes, clock, step=500 + step), clock)
+        session.tick()
+    out = {n["id"]: n for n in fleet_summary(session.state, clock())["nodes"]}
+    node = out["gpu0001"]
+    assert node["verdict"] == "offline"
+    assert node["job_still_stepping"] == "9"
+    assert "still stepping" in node["findings"][0] and "do not drain" in node["findings"][0]
+    assert node["action"].startswith("restart the agent")
+    # The job stops stepping too: now it is the node.
+    clock.advance(60.0)
+    session.tick()
+    out = {n["id"]: n for n in fleet_summary(session.state, clock())["nodes"]}
+    assert out["gpu0001"]["job_still_stepping"] is None
+    assert out["gpu0001"]["action"].startswith("check the node")
