@@ -122,14 +122,17 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN
 def correlate(state: FleetState, now: float) -> None:
     """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
     ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
-    behind: dict[str, tuple[str, set[str]]] = {}
+    behind: dict[str, tuple[set[str], set[str]]] = {}
     for sw in suspect_switches(state):
         for port in sw.ports:
             node, dev, num = port.rsplit(":", 2)
-            behind.setdefault(node, (sw.switch, set()))[1].add(f"{dev}:{num}")
-    for node, (switch, ports) in behind.items():
+            switches, ports = behind.setdefault(node, (set(), set()))
+            switches.add(sw.switch)
+            ports.add(f"{dev}:{num}")
+    for node, (switches, ports) in behind.items():
         st = state.nodes[node]
-        st.behind_switch, st.behind_ports = switch, frozenset(ports)
+        # Every rail of a leaf group failing reads "leaf02-r[0-7]".
+        st.behind_switch, st.behind_ports = compress(switches), frozenset(ports)
     running: dict[str, list[str]] | None = None
     for st in state.nodes.values():
         if st.behind_switch and st.node_id not in behind:

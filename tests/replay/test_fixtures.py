@@ -111,6 +111,12 @@ def test_agent_death_versus_node_death():
     assert "gpu0002" in jobs["job-a"]["nodes"]
     # Node death: the job hung, failed (NODE_FAIL) and was requeued without gpu0007.
     assert jobs["job-b"]["requeues"] == 1 and "gpu0007" not in jobs["job-b"]["nodes"]
+    # And the console says so on the nodes, in the JSON: only one is a drain candidate.
+    nodes = {n["id"]: n for n in out["nodes"]}
+    assert nodes["gpu0002"]["job_still_stepping"] == jobs["job-a"]["job_id"]
+    assert nodes["gpu0002"]["action"].startswith("restart the agent; do not drain")
+    assert nodes["gpu0007"]["job_still_stepping"] is None
+    assert nodes["gpu0007"]["action"].startswith("check the node")
 
 
 def test_leaf_switch_failure_takes_down_every_node_under_it():
@@ -118,6 +124,11 @@ def test_leaf_switch_failure_takes_down_every_node_under_it():
     leaf02 = {f"gpu{i:04d}" for i in range(9, 17)}
     assert set(bad(out)) == leaf02
     assert all("N1" in bad(out)[n]["reasons"] for n in leaf02)
+    # The switches are the problem, not the 8 nodes: degraded, "check the switch, do not drain".
+    assert all(bad(out)[n]["verdict"] == "degraded" and "F1" in bad(out)[n]["reasons"]
+               for n in leaf02)
+    assert {n["behind_switch"] for n in out["nodes"] if n["id"] in leaf02} == {"leaf02-r[0-7]"}
+    assert {s["switch"] for s in out["suspect_switches"]} == {f"leaf02-r{k}" for k in range(8)}
     assert {n["leaf"] for n in out["nodes"] if n["id"] in leaf02} == {"leaf02"}
     job = only_job(out)
     assert job["requeues"] == 1 and job["state"] == "PD"  # 12 nodes wanted, 8 healthy left
