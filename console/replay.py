@@ -288,7 +288,8 @@ def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
         session.tick(t)
     rep = player.report
     out = fleet_summary(session.state, end, source=str(path),
-                        replayed_s=round(end - player.start, 3))
+                        replayed_s=round(end - player.start, 3),
+                        interruptions=session.interruptions.total)
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
     out["replay"] = {"start": player.start, "end": end, "skipped_lines": rep.skipped,
                      "truncated": rep.truncated, "problems": rep.problems}

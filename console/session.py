@@ -30,6 +30,7 @@ from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudi
 from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.ingest import Batch, Ingest
+from fleetdeck.console.interruptions import Interruption, InterruptionTracker
 from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
@@ -144,6 +145,7 @@ class ConsoleSession:
         self.state = self._new_state()
         self.recent = RecentHistory()
         self.log = EventLog()
+        self.interruptions = InterruptionTracker()
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
             tracker_kw["ack_timeout_s"] = ack_timeout_s
@@ -179,6 +181,7 @@ class ConsoleSession:
         self.ingest = ingest or Ingest(self.cluster)
         self.state = self._new_state()
         self.recent = RecentHistory()
+        self.interruptions = InterruptionTracker()
         self.log.clear()
         self._last_event = None
         if self.feed is not None:
@@ -269,7 +272,14 @@ class ConsoleSession:
         for tr in moved:
             self._on_transition(tr)
         verdicts = self.state.take_transitions()
-        self._queue_store(batch, verdicts, now)
+        self.interruptions.observe(self.state, now)
+        found, job_seconds = self.interruptions.take()
+        for it in found:
+            self.note(f"job {it.job_id} interrupted: {it.cause}"
+                      + (f" on {','.join(it.nodes[:4])}" if it.nodes else "")
+                      + f", {it.lost_gpu_hours:.1f} GPU-h since its checkpoint lost",
+                      severity="warn", nodes=it.nodes, kind="interruption")
+        self._queue_store(batch, verdicts, now, found, job_seconds)
         self._check_audit(now)
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
@@ -491,11 +501,17 @@ class ConsoleSession:
 
     # --- the store -----------------------------------------------------------------------------
 
-    def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float) -> None:
+    def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float,
+                     found: list[Interruption], seconds: float) -> None:
         if self.store is None:
             return
         q = self._store_q
-        q.rows.append(self.store.prepare(batch, verdicts))
+        rows = self.store.prepare(batch, verdicts)
+        rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
+                               it.lost_gpu_hours, it.detail) for it in found]
+        if seconds:
+            rows.job_seconds = [(int(now // 60), seconds)]
+        q.rows.append(rows)
         while len(q.rows) > STORE_QUEUE_TICKS:
             # Keep what cannot be had again (events, transitions, audit); drop the oldest
             # per-minute samples, which only thin the history charts.

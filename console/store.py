@@ -49,6 +49,13 @@ CREATE TABLE IF NOT EXISTS gpu_minutes (
     node TEXT NOT NULL, gpu INTEGER NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
     util REAL, temp_max REAL, power REAL, sm_clock_min REAL, present INTEGER NOT NULL,
     PRIMARY KEY (node, gpu, minute)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS interruptions (
+    job_id TEXT NOT NULL, ts REAL NOT NULL, cause TEXT NOT NULL, nodes TEXT NOT NULL,
+    gpus INTEGER NOT NULL, lost_gpu_hours REAL NOT NULL, detail TEXT NOT NULL,
+    PRIMARY KEY (job_id, ts));
+CREATE INDEX IF NOT EXISTS interruptions_ts ON interruptions (ts);
+CREATE TABLE IF NOT EXISTS job_minutes (
+    minute INTEGER PRIMARY KEY, gpu_seconds REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS port_minutes (
     node TEXT NOT NULL, dev TEXT NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
     xmit_Bps REAL, rcv_Bps REAL, symbol_errors INTEGER NOT NULL, link_downed INTEGER NOT NULL,
@@ -175,12 +182,16 @@ class TickRows:
     audit: list[tuple[Any, ...]] = field(default_factory=list)
     gpu: list[tuple[Any, ...]] = field(default_factory=list)
     ports: list[tuple[Any, ...]] = field(default_factory=list)
+    interruptions: list[tuple[Any, ...]] = field(default_factory=list)
+    job_seconds: list[tuple[int, float]] = field(default_factory=list)
 
     def merged_after(self, older: "TickRows") -> "TickRows":
         """These rows plus what cannot be had again of ``older`` (its per-minute samples are
         dropped: they only thin the history charts)."""
         return TickRows(older.transitions + self.transitions, older.events + self.events,
-                        older.audit + self.audit, self.gpu, self.ports)
+                        older.audit + self.audit, self.gpu, self.ports,
+                        older.interruptions + self.interruptions,
+                        older.job_seconds + self.job_seconds)
 
 
 class Store:
@@ -268,6 +279,15 @@ class Store:
             if rows.audit:
                 await db.executemany(
                     "INSERT OR IGNORE INTO audit VALUES (?,?,?,?,?,?,?,?,?,?)", rows.audit)
+            if rows.interruptions:
+                await db.executemany(
+                    "INSERT OR IGNORE INTO interruptions VALUES (?,?,?,?,?,?,?)",
+                    rows.interruptions)
+            if rows.job_seconds:
+                await db.executemany(
+                    "INSERT INTO job_minutes VALUES (?, ?) ON CONFLICT (minute) "
+                    "DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds",
+                    rows.job_seconds)
             if rows.gpu:
                 await db.executemany(
                     "INSERT OR REPLACE INTO gpu_minutes VALUES (?,?,?,?,?,?,?,?,?)", rows.gpu)
@@ -291,6 +311,8 @@ class Store:
         cutoff = now - self.retention_s
         minute = int(cutoff // 60)
         for sql, arg in (("DELETE FROM transitions WHERE ts < ?", cutoff),
+                         ("DELETE FROM interruptions WHERE ts < ?", cutoff),
+                         ("DELETE FROM job_minutes WHERE minute < ?", minute),
                          ("DELETE FROM events WHERE ts < ?", cutoff),
                          ("DELETE FROM gpu_minutes WHERE minute < ?", minute),
                          ("DELETE FROM port_minutes WHERE minute < ?", minute)):
@@ -342,6 +364,20 @@ class Store:
         async with self.db.execute(f"SELECT COUNT(*) FROM {table} {where}", args) as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+    async def interruptions(self, since: float) -> list[dict[str, Any]]:
+        rows = await self._select(
+            ("job_id", "ts", "cause", "nodes", "gpus", "lost_gpu_hours", "detail"),
+            "FROM interruptions WHERE ts >= ? ORDER BY ts", [since])
+        for row in rows:
+            row["nodes"] = [n for n in row["nodes"].split(",") if n]
+        return rows
+
+    async def job_gpu_hours(self, since: float) -> float:
+        async with self.db.execute("SELECT COALESCE(SUM(gpu_seconds), 0) FROM job_minutes "
+                                   "WHERE minute >= ?", (int(since // 60),)) as cur:
+            row = await cur.fetchone()
+        return float(row[0]) / 3600 if row else 0.0
 
     async def audit_rows(self, since: float) -> list[dict[str, Any]]:
         return await self._select(

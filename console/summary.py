@@ -5,6 +5,7 @@ The keys are a promise to scripts: add keys, never rename or remove them (docs/p
 
 from typing import Any
 
+from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import recommended_action, straggler, suspect_switches
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
@@ -45,7 +46,9 @@ def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
             "straggler": None if found is None else found.as_json()}
 
 
-def fleet_summary(state: FleetState, now: float, **extra: Any) -> dict[str, Any]:
+def fleet_summary(state: FleetState, now: float, *,
+                  interruptions: list[Interruption] | None = None,
+                  **extra: Any) -> dict[str, Any]:
     t = state.totals()
     return {
         "cluster": state.cluster,
@@ -65,6 +68,7 @@ def fleet_summary(state: FleetState, now: float, **extra: Any) -> dict[str, Any]
                                                           key=lambda s: s.node_id)],
         "jobs": [job_summary(job, state) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
+        "interruptions": [it.as_json() for it in interruptions or []],
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}
             for m in list(state.malformed.recent)[-20:]

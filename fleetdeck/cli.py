@@ -294,6 +294,12 @@ def build_parser() -> Parser:
                    help="at most this many rows, the newest (default 10000)")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("report", help="job interruptions by cause, GPU-hours lost, effective "
+                       "training time ratio (from the store)")
+    _add_db(p)
+    p.add_argument("--since", default="7d", help="a span (1h, 7d) or an ISO time (default 7d)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
     _add_db(p)
     p.add_argument("node", type=_id("node id"))
@@ -538,6 +544,12 @@ def cmd_events(args: argparse.Namespace) -> int:
     return run_events(_db_path(args), args.since, nodes, kinds, args.json, args.limit)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from fleetdeck.console.cli.report import run_report
+
+    return run_report(_db_path(args), args.since, args.json)
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.history import run_history
 
@@ -572,6 +584,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "collect": cmd_collect,
     "events": cmd_events,
     "history": cmd_history,
+    "report": cmd_report,
     "replay": cmd_replay,
 }
 

@@ -99,7 +99,8 @@ def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> in
     tune_gc()
     session = asyncio.run(collect(url, cluster, wait_s))
     out: dict[str, Any] = fleet_summary(session.state, time.time(), broker=str(url),
-                                        collected_s=wait_s)
+                                        collected_s=wait_s,
+                                        interruptions=session.interruptions.total)
     if as_json:
         print(json.dumps(out, indent=2))
     else:

@@ -1,0 +1,56 @@
+"""``fleetdeck report``: job interruptions by cause, GPU-hours lost since their checkpoints,
+and the effective training time ratio, from the store (console/interruptions.py)."""
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fleetdeck.console.audit import iso
+from fleetdeck.console.cli.history import _check, _open, parse_since
+from fleetdeck.console.interruptions import CAUSES, report
+
+
+def run_report(db: Path, since: str, as_json: bool) -> int:
+    since_ts = parse_since(since, time.time())
+    _check(db)
+
+    async def main() -> tuple[list[dict[str, Any]], float]:
+        store = await _open(db)
+        try:
+            return await store.interruptions(since_ts), await store.job_gpu_hours(since_ts)
+        finally:
+            await store.close()
+
+    rows, gpu_hours = asyncio.run(main())
+    out: dict[str, Any] = {"since": since_ts, **report(rows, gpu_hours), "list": rows}
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return 0
+    console = Console()
+    ettr = out["effective_training_time_ratio"]
+    console.print(f"[b]{out['interruptions']}[/] job interruptions since {iso(since_ts)}; "
+                  f"{out['lost_gpu_hours']:.1f} GPU-h lost since their checkpoints of "
+                  f"{out['job_gpu_hours']:.1f} GPU-h held by running jobs; effective training "
+                  f"time ratio {'-' if ettr is None else f'{ettr:.1%}'}")
+    table = Table(box=None, pad_edge=False)
+    for col in ("CAUSE", "COUNT", "LOST GPU-H"):
+        table.add_column(col)
+    for cause in CAUSES:
+        row = out["by_cause"][cause]
+        table.add_row(cause, str(int(row["count"])), f"{row['lost_gpu_hours']:.2f}")
+    console.print(table)
+    if rows:
+        last = Table(box=None, pad_edge=False, title="interruptions", title_justify="left")
+        for col in ("WHEN", "JOB", "CAUSE", "NODES", "GPUS", "LOST GPU-H", "DETAIL"):
+            last.add_column(col)
+        for r in rows[-20:]:
+            last.add_row(iso(r["ts"]), r["job_id"], r["cause"], ",".join(r["nodes"][:4]),
+                         str(r["gpus"]), f"{r['lost_gpu_hours']:.2f}", escape(r["detail"]))
+        console.print(last)
+    return 0

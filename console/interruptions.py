@@ -1,0 +1,187 @@
+"""Interruption accounting, as the large training reports publish it: every job interruption
+with its cause (GPU, HBM/ECC, network, host, software, operator), the GPU-hours lost since the
+job's last checkpoint, and the effective training time ratio (productive GPU-hours over all
+GPU-hours the jobs held).
+
+Fed by the console session on every tick from the job statuses and the fleet state; the store
+keeps the results (``fleetdeck report``)."""
+
+import re
+from dataclasses import dataclass, field
+
+from fleetdeck.console.commands import since_checkpoint_s
+from fleetdeck.console.health import Finding
+from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
+
+CAUSES = ("gpu", "hbm_ecc", "network", "host", "software", "operator")
+"""In the order a cause wins when the nodes of an interrupted job show several."""
+_ECC_XIDS = frozenset({48, 63, 64, 94, 95})
+_XID = re.compile(r"XID (\d+)")
+_ECC_RULES = frozenset({"G4", "G5", "G6", "G7", "G8"})
+
+
+def finding_cause(f: Finding) -> str:
+    """The interruption class of one finding (docs/architecture.md, "Interruptions")."""
+    if f.rule in _ECC_RULES:
+        return "hbm_ecc"
+    if f.rule in ("G2", "G3"):
+        m = _XID.search(f.text)
+        if m and int(m.group(1)) in _ECC_XIDS:
+            return "hbm_ecc"
+        return "gpu"
+    if f.rule.startswith("G"):
+        return "gpu"
+    if f.rule.startswith(("N", "F")):
+        return "network"
+    if f.rule.startswith("H"):
+        return "host"
+    return "software"
+
+
+def node_cause(st: NodeState) -> str | None:
+    """What a node of an interrupted job contributes: None when it looks healthy."""
+    if st.drain.state is not DrainState.NONE and st.drain.cmd_id:
+        return "operator"
+    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "drain"}
+    if st.behind_switch:
+        causes.add("network")  # its findings were handed to the switch, still the fabric
+    if st.online is False:
+        causes.add("host")
+    for cause in CAUSES:
+        if cause in causes:
+            return cause
+    return None
+
+
+@dataclass(frozen=True)
+class Interruption:
+    job_id: str
+    ts: float
+    cause: str
+    nodes: tuple[str, ...]
+    """The job's nodes that carried the cause (empty: none looked unhealthy)."""
+    gpus: int
+    lost_gpu_hours: float
+    detail: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"job_id": self.job_id, "ts": self.ts, "cause": self.cause,
+                "nodes": list(self.nodes), "gpus": self.gpus,
+                "lost_gpu_hours": round(self.lost_gpu_hours, 3), "detail": self.detail}
+
+
+@dataclass
+class _Seen:
+    state: JobState
+    requeues: int
+    nodes: list[str]
+    """The nodes of the current run (the blame for its interruption goes to them)."""
+    job: JobStatus
+    """The run's last running status (its checkpoint says what an interruption loses)."""
+    latest: JobStatus
+    interrupted: bool = False
+    """An interruption of this run was recorded (NF then RQ is one interruption)."""
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """An interruption whose cause is still being looked for (a snapshot of its run)."""
+
+    nodes: tuple[str, ...]
+    run: JobStatus
+    was: JobState
+    job: JobStatus
+    at: float
+
+
+CLASSIFY_WITHIN_S = 10.0
+"""A job often fails before its node's telemetry shows why (the NCCL watchdog, an XID the
+agent reports a sample later): the cause is looked for this long before it is 'software'."""
+
+@dataclass
+class InterruptionTracker:
+    """Job status changes -> interruptions; running jobs -> GPU-seconds held."""
+
+    jobs: dict[str, _Seen] = field(default_factory=dict)
+    gpu_seconds: float = 0.0
+    """GPU-seconds held by running jobs since the last ``take`` (ETTR's denominator)."""
+    last_tick: float | None = None
+    found: list[Interruption] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
+    total: list[Interruption] = field(default_factory=list)
+    """Every interruption this session saw (bounded), for summaries without a store."""
+
+    def observe(self, state: FleetState, now: float) -> None:
+        if self.last_tick is not None:
+            dt = max(0.0, min(now - self.last_tick, 60.0))
+            self.gpu_seconds += dt * sum(len(j.nodes) * j.gpus_per_node
+                                         for j in state.jobs.values() if j.state is JobState.R)
+        self.last_tick = now
+        for job_id, job in state.jobs.items():
+            seen = self.jobs.get(job_id)
+            if seen is None:
+                self.jobs[job_id] = _Seen(job.state, job.requeues, list(job.nodes), job, job)
+                continue
+            if seen.latest is job:
+                continue
+            interrupted = (job.requeues > seen.requeues
+                           or (job.state in (JobState.NF, JobState.F)
+                               and seen.state is JobState.R))
+            if interrupted and not seen.interrupted and seen.state is not JobState.PD:
+                self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, now))
+                seen.interrupted = True
+            seen.state, seen.requeues, seen.latest = job.state, job.requeues, job
+            if job.state is JobState.R and job.nodes:
+                # Running again (or still): a new run, blamed on its own nodes next time.
+                seen.nodes, seen.job, seen.interrupted = list(job.nodes), job, False
+        still: list[_Pending] = []
+        for p in self.pending:
+            if not self._record(state, p, now, final=now - p.at >= CLASSIFY_WITHIN_S):
+                still.append(p)
+        self.pending = still
+
+    def _record(self, state: FleetState, p: _Pending, now: float, final: bool) -> bool:
+        job = p.job
+        by_cause: dict[str, list[str]] = {}
+        for node in p.nodes:
+            st = state.nodes.get(node)
+            cause = node_cause(st) if st is not None else "host"
+            if cause is not None:
+                by_cause.setdefault(cause, []).append(node)
+        if not by_cause and not final:
+            return False
+        cause = next((c for c in CAUSES if c in by_cause), "software")
+        gpus = len(p.nodes) * p.run.gpus_per_node
+        since = since_checkpoint_s(p.run, p.at)
+        lost = 0.0 if since is None else gpus * since / 3600
+        what = job.reason or job.state.value
+        it = Interruption(job.job_id, p.at, cause, tuple(by_cause.get(cause, [])), gpus, lost,
+                          f"{p.was.value} -> {job.state.value} ({what})")
+        self.found.append(it)
+        self.total.append(it)
+        del self.total[:-1000]
+        return True
+
+    def take(self) -> tuple[list[Interruption], float]:
+        """Interruptions and GPU-seconds since the last call (for the store)."""
+        out, seconds = self.found, self.gpu_seconds
+        self.found, self.gpu_seconds = [], 0.0
+        return out, seconds
+
+
+def report(interruptions: list[dict[str, object]], gpu_hours: float) -> dict[str, object]:
+    """By cause, lost GPU-hours and the effective training time ratio over a window."""
+    by_cause: dict[str, dict[str, float]] = {c: {"count": 0, "lost_gpu_hours": 0.0}
+                                             for c in CAUSES}
+    lost = 0.0
+    for it in interruptions:
+        row = by_cause.setdefault(str(it["cause"]), {"count": 0, "lost_gpu_hours": 0.0})
+        row["count"] += 1
+        hours = float(it["lost_gpu_hours"])  # type: ignore[arg-type]
+        row["lost_gpu_hours"] = round(row["lost_gpu_hours"] + hours, 3)
+        lost += hours
+    ettr = None if gpu_hours <= 0 else max(0.0, (gpu_hours - lost) / gpu_hours)
+    return {"interruptions": len(interruptions), "by_cause": by_cause,
+            "lost_gpu_hours": round(lost, 3), "job_gpu_hours": round(gpu_hours, 3),
+            "effective_training_time_ratio": None if ettr is None else round(ettr, 4)}

@@ -1,0 +1,67 @@
+"""Interruption accounting judged from the recorded fixtures: each job interruption once, with
+the cause the fleet showed (even when the job failed a sample before its node's telemetry said
+why), the GPU-hours since its checkpoint; and ``fleetdeck report`` over a store."""
+
+import json
+
+import pytest
+
+from fleetdeck.console.recording import RecordingReader
+from fleetdeck.console.session import ConsoleSession
+from tests.conftest import REPO, run_cli
+
+FIXTURES = REPO / "fixtures"
+
+
+def interruptions(name: str) -> list[dict]:
+    out = run_cli("replay", str(FIXTURES / f"{name}.jsonl.gz"), "--headless", "--summary-json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["interruptions"]
+
+
+@pytest.mark.parametrize(("fixture", "cause", "nodes"), [
+    ("link_down", "network", ["gpu0002"]),
+    ("xid79", "gpu", ["gpu0006"]),
+    ("agent_vs_node_death", "host", ["gpu0007"]),
+])
+def test_each_interruption_once_with_its_cause(fixture, cause, nodes):
+    (it,) = interruptions(fixture)
+    assert it["cause"] == cause and it["nodes"] == nodes
+    assert it["lost_gpu_hours"] > 0 and it["detail"].startswith("R -> NF")
+
+
+def test_a_switch_failure_is_a_network_interruption():
+    (it,) = interruptions("leaf_switch")
+    assert it["cause"] == "network"
+    assert set(it["nodes"]) <= {f"gpu{i:04d}" for i in range(9, 17)}
+
+
+@pytest.mark.parametrize("fixture", ["healthy", "drain", "thermal"])
+def test_no_interruption_where_none_happened(fixture):
+    assert interruptions(fixture) == []
+
+
+async def test_report_over_a_store(tmp_path):
+    reader = RecordingReader(FIXTURES / "link_down.jsonl.gz")
+    clock = [reader.header.started]
+    session = ConsoleSession(reader.header.cluster, clock=lambda: clock[0], follow_up=False)
+    await session.open_store(tmp_path / "store.db")
+    next_tick = clock[0] + 0.5
+    for msg in reader.messages():
+        while msg.t > next_tick:
+            clock[0] = next_tick
+            session.tick(next_tick)
+            await session.flush()
+            next_tick += 0.5
+        session.ingest.handle(msg.topic, msg.payload, msg.t)
+    session.tick(next_tick)
+    await session.close()
+    out = run_cli("report", "--db", str(tmp_path / "store.db"), "--since", "3650d", "--json")
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["interruptions"] == 1
+    assert rep["by_cause"]["network"]["count"] == 1
+    assert rep["lost_gpu_hours"] > 0 and rep["job_gpu_hours"] > rep["lost_gpu_hours"]
+    assert 0 < rep["effective_training_time_ratio"] < 1
+    text = run_cli("report", "--db", str(tmp_path / "store.db"), "--since", "3650d")
+    assert text.returncode == 0 and "network" in text.stdout
