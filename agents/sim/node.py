@@ -30,6 +30,8 @@ from pydantic import BaseModel
 
 from fleetdeck.agents.source import EventDraft, Inventory, Reading
 from fleetdeck.protocol.messages import (
+    XIDS_MAX,
+    XIDS_WINDOW_S,
     DrainMode,
     DrainState,
     Ecc,
@@ -43,6 +45,7 @@ from fleetdeck.protocol.messages import (
     RowRemap,
     Severity,
     Topology,
+    XidSeen,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -117,6 +120,10 @@ XID_TEXT = {
     79: "GPU has fallen off the bus.",
 }
 
+DRAIN_XIDS = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
+"""The console's G2 codes (console/health.py ``XID_DRAIN``, which this side cannot import): the
+scheduler's node health check refuses a node with one of them in the last 2 h."""
+
 
 _set = object.__setattr__
 
@@ -161,6 +168,7 @@ _remap = trusted(RowRemap)
 _nvlink = trusted(NvLink)
 _host = trusted(HostSample)
 _job = trusted(JobOnNode)
+_xid_seen = trusted(XidSeen)
 
 
 @dataclass
@@ -187,8 +195,11 @@ class GpuState:
     nvlink_recovery: int = 0
     xid_last: int | None = None
     xid_last_ts: int | None = None
-    xid_t: float | None = None
-    """Sim time of the last XID (for the scheduler's 2 h health window)."""
+    xids: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """Every XID code of the last 2 h: (wall ms, sim time) it was logged last."""
+    xids_wire: list[XidSeen] = field(default_factory=list)
+    """The ``xids`` telemetry list, rebuilt only when ``xids`` changes."""
+    xids_dirty: bool = False
     cooling_fault_c: float | None = None
     throttle_clock: float = SM_CLOCK_MAX
     thermal_violation_ns: int = 0
@@ -400,9 +411,11 @@ class SimNode:
                 out.append(f"gpu{g.index} ECC/row remap")
             elif g.nvlink_down:
                 out.append(f"gpu{g.index} NVLink down")
-            elif (g.xid_last in (48, 62, 64, 74, 79, 95, 119, 120, 136, 140)
-                  and g.xid_t is not None and t - g.xid_t < 7200):
-                out.append(f"gpu{g.index} XID {g.xid_last}")
+            else:
+                fatal = sorted(c for c, (_, when) in g.xids.items()
+                               if c in DRAIN_XIDS and t - when < XIDS_WINDOW_S)
+                if fatal:
+                    out.append(f"gpu{g.index} XID {', '.join(map(str, fatal))}")
         for p in self.ports:
             if not p.up_at(t):
                 out.append(f"{p.dev} down")
@@ -433,7 +446,9 @@ class SimNode:
         self._events.append(EventDraft(kind, message, severity, component, dict(data), ts_ms))
 
     def _xid(self, g: GpuState, code: int, t: float, wall_ms: int) -> None:
-        g.xid_last, g.xid_last_ts, g.xid_t = code, wall_ms, t
+        g.xid_last, g.xid_last_ts = code, wall_ms
+        g.xids[code] = (wall_ms, t)
+        g.xids_dirty = True
         pid = self.rng.randint(2000, 400000)
         self.event(
             "xid",
@@ -441,6 +456,18 @@ class SimNode:
             f"name=python, {XID_TEXT.get(code, 'error')}",
             Severity.ERROR, f"gpu{g.index}", wall_ms, xid=code, gpu=g.index,
         )
+
+    def _xids_wire(self, g: GpuState, t: float) -> list[XidSeen]:
+        """``GpuSample.xids``: every code of the last 2 h (the objects are reused until the
+        codes change or one ages out)."""
+        if g.xids and min(when for _, when in g.xids.values()) < t - XIDS_WINDOW_S:
+            g.xids = {c: v for c, v in g.xids.items() if v[1] >= t - XIDS_WINDOW_S}
+            g.xids_dirty = True
+        if g.xids_dirty:
+            g.xids_dirty = False
+            newest = sorted((ms, c) for c, (ms, _) in g.xids.items())[-XIDS_MAX:]
+            g.xids_wire = [_xid_seen(code=c, ts=ms) for ms, c in newest]
+        return g.xids_wire
 
     def flap(self, port: int, count: int, down_s: float, every_s: float, t: float) -> None:
         self.ports[port].flap = Flap(t, count, down_s, max(every_s, down_s + 2.0))
@@ -543,7 +570,9 @@ class SimNode:
             g.cooling_fault_c = None
             g.pcie_replay_per_min = 0.0
             g.throttling = False
-            g.xid_last = g.xid_last_ts = g.xid_t = None
+            g.xid_last = g.xid_last_ts = None
+            g.xids.clear()
+            g.xids_dirty = True
             if rebooted:
                 g.sbe_vol = 0
         for p in self.ports:
@@ -581,7 +610,8 @@ class SimNode:
         for g in self.gpus:
             if not g.present:
                 gpus.append(_gpu_sample(
-                    index=g.index, present=False, xid_last=g.xid_last, xid_last_ts=g.xid_last_ts))
+                    index=g.index, present=False, xid_last=g.xid_last, xid_last_ts=g.xid_last_ts,
+                    xids=self._xids_wire(g, t)))
                 continue
             if not running:
                 activity = 0
@@ -591,7 +621,8 @@ class SimNode:
                 activity = 1  # compute (forward/backward)
             else:
                 activity = 2  # gradient all-reduce (or waiting at the barrier for a straggler)
-            gpus.append(self._gpu(g, activity, dt, job.fb_mib[g.index] if job else 0))
+            gpus.append(self._gpu(g, activity, dt, job.fb_mib[g.index] if job else 0,
+                                  self._xids_wire(g, t)))
         ports = [self._port(p, t, t0, dt, job.bytes_per_step * comm_steps if job else 0.0,
                             comm_frac if running and not stalled else 0.0, wall_ms)
                  for p in self.ports]
@@ -609,7 +640,8 @@ class SimNode:
                 step_time_ms=round(rank_ms, 1) if rank_ms is not None else None)
         return Reading(gpus=gpus, ib_ports=ports, host=host, job=on_node)
 
-    def _gpu(self, g: GpuState, activity: int, dt: float, fb_mib: int) -> GpuSample:
+    def _gpu(self, g: GpuState, activity: int, dt: float, fb_mib: int,
+             xids: list[XidSeen]) -> GpuSample:
         rnd = self.rng.random
         if activity == 0:
             util, mem_util, nominal = 0.0, 0.0, 68.0 + 6 * rnd()
@@ -692,6 +724,7 @@ class SimNode:
             nvlink=nvlink,
             xid_last=g.xid_last,
             xid_last_ts=g.xid_last_ts,
+            xids=xids,
         )
 
     def _port(self, p: PortState, t: float, t0: float, dt: float, job_bytes: float,
