@@ -279,7 +279,10 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
     if g.row_remap.failure:
         out.append(Finding("G5", Severity.DRAIN, c, "row-remap failure (RMA)"))
     if g.row_remap.pending:
-        out.append(Finding("G6", Severity.DRAIN, c, "row remap pending: reset GPU when idle"))
+        # NVIDIA: running work goes on and new work may start (error containment and page
+        # blacklisting cover the bad row); the remap applies at the next GPU reset.
+        out.append(Finding("G6", Severity.WARN, c,
+                           "row remap pending (reset pending: drain when idle, reset, resume)"))
     if (g.row_remap.uncorrectable or 0) >= ROW_REMAP_UNC_LIMIT:
         out.append(Finding("G7", Severity.WARN, c,
                            f"{g.row_remap.uncorrectable} uncorrectable remapped rows"))

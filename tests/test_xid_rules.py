@@ -146,3 +146,16 @@ def test_xid_list_is_bounded_and_keeps_the_newest_per_code():
     with pytest.raises(ValidationError):
         GpuSample(index=0, xids=[XidSeen(code=13, ts=i) for i in range(XIDS_MAX + 1)])
 
+
+def test_row_remap_pending_is_degraded_with_the_reset_action():
+    c = Console()
+    st = c.send(c.with_gpu(6, row_remap=c.node.telemetry().gpus[6].row_remap.model_copy(
+        update={"pending": True})))
+    assert st.verdict is Verdict.DEGRADED and st.reasons == ["G6"]
+    [g6] = st.findings
+    assert g6.severity is Severity.WARN and g6.component == "gpu6"
+    assert "reset pending: drain when idle, reset, resume" in g6.text
+    # A failed remap still drains (G5).
+    st = c.send(c.with_gpu(6, row_remap=c.node.telemetry().gpus[6].row_remap.model_copy(
+        update={"pending": True, "failure": True})))
+    assert st.verdict is Verdict.FAILED and set(st.reasons) == {"G5", "G6"}

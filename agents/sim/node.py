@@ -407,7 +407,8 @@ class SimNode:
         for g in self.gpus:
             if not g.present:
                 out.append(f"gpu{g.index} missing")
-            elif g.dbe_vol or g.remap_pending or g.remap_failure:
+            elif g.dbe_vol or g.remap_failure:
+                # A pending row remap is no reason: work goes on until a reset (G6 warns).
                 out.append(f"gpu{g.index} ECC/row remap")
             elif g.nvlink_down:
                 out.append(f"gpu{g.index} NVLink down")
