@@ -112,17 +112,60 @@ PCIE_REPLAY_PER_S = 5e-4
 SYMBOL_PER_S = 1e-4
 """Healthy background error rates: rare enough never to trip a rule (docs/architecture.md)."""
 
-XID_TEXT = {
-    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",
-    63: "Row Remapper: New row marked for remapping, reset gpu to activate",
-    64: "Row Remapper: Failed to remap a row",
-    74: "NVLink: fatal error detected on link 3",
-    79: "GPU has fallen off the bus.",
+
+@dataclass(frozen=True)
+class XidKind:
+    """What one XID code does in the simulator (docs/scenarios.md, "XID codes")."""
+
+    text: str
+    """What the driver logs after ``pid=…, name=…,``."""
+    effect: str
+    """NVIDIA's XID catalog, as NVSentinel's xiderrorsmapping.csv sums it up: ``app`` (RESTART_APP:
+    the application on the GPU dies, the GPU is fine), ``fatal`` (RESET_GPU and the other FATAL
+    actions: the application dies and the GPU needs a reset), ``bus`` (79, RESTART_BM: the GPU
+    is gone), ``none`` (IGNORE, or the driver's clean-up after another error)."""
+    cuda: str = "unspecified launch failure"
+    """The CUDA error the rank on that GPU dies with (``app`` and ``fatal``)."""
+
+
+XID_KINDS: dict[int, XidKind] = {
+    13: XidKind("Graphics SM Warp Exception on (GPC 2, TPC 1, SM 0): Out Of Range Address",
+                "app", "an illegal memory access was encountered"),
+    31: XidKind("MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_2 faulted @ 0x7f3a_c0000000. Fault is "
+                "of type FAULT_PDE ACCESS_TYPE_VIRT_READ", "app",
+                "an illegal memory access was encountered"),
+    43: XidKind("Ch 00000010", "app", "unspecified launch failure"),
+    45: XidKind("Ch 00000010", "none"),
+    48: XidKind("An uncorrectable double bit error (DBE) has been detected on GPU in the "
+                "framebuffer", "fatal", "uncorrectable ECC error encountered"),
+    62: XidKind("Internal micro-controller halt", "fatal"),
+    63: XidKind("Row Remapper: New row marked for remapping, reset gpu to activate", "none"),
+    64: XidKind("Row Remapper: Failed to remap a row", "fatal",
+                "uncorrectable ECC error encountered"),
+    74: XidKind("NVLink: fatal error detected on link 3", "fatal",
+                "unspecified launch failure"),
+    79: XidKind("GPU has fallen off the bus.", "bus"),
+    92: XidKind("High single-bit ECC error rate", "none"),
+    94: XidKind("Contained: SM (0x1). RST: No, D-RST: No", "app",
+                "uncorrectable ECC error encountered"),
+    95: XidKind("Uncontained: FBHUB. RST: Yes, D-RST: No", "fatal",
+                "uncorrectable ECC error encountered"),
+    119: XidKind("Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function "
+                 "76 (GSP_RM_CONTROL)", "fatal"),
+    120: XidKind("GSP Error: Task 1 raised error code 0x5 for reason 0x0", "fatal"),
+    136: XidKind("Link training failed", "fatal"),
+    140: XidKind("An unrecoverable ECC error was found in the GPU memory", "fatal",
+                 "uncorrectable ECC error encountered"),
 }
+"""Codes not listed here are logged with no effect on work or state."""
 
 DRAIN_XIDS = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
 """The console's G2 codes (console/health.py ``XID_DRAIN``, which this side cannot import): the
 scheduler's node health check refuses a node with one of them in the last 2 h."""
+WARN_XIDS = frozenset({63, 92, 94})
+"""The console's G3 codes: the node is usable."""
+UNCORRECTABLE_XIDS = frozenset({48, 94, 95, 140})
+"""An XID 63 after one of these records a row remapped for an uncorrectable error."""
 
 
 _set = object.__setattr__
@@ -200,6 +243,8 @@ class GpuState:
     xids_wire: list[XidSeen] = field(default_factory=list)
     """The ``xids`` telemetry list, rebuilt only when ``xids`` changes."""
     xids_dirty: bool = False
+    crash: tuple[str, str] | None = None
+    """(job id, why): an XID killed the rank of that job on this GPU; the scheduler fails it."""
     cooling_fault_c: float | None = None
     throttle_clock: float = SM_CLOCK_MAX
     thermal_violation_ns: int = 0
@@ -451,11 +496,14 @@ class SimNode:
         g.xids[code] = (wall_ms, t)
         g.xids_dirty = True
         pid = self.rng.randint(2000, 400000)
+        kind = XID_KINDS.get(code)
+        severity = (Severity.ERROR if code in DRAIN_XIDS
+                    else Severity.WARN if code in WARN_XIDS else Severity.INFO)
         self.event(
             "xid",
             f"NVRM: Xid (PCI:0000:{GPU_BUS[g.index][2:]}:00): {code}, pid={pid}, "
-            f"name=python, {XID_TEXT.get(code, 'error')}",
-            Severity.ERROR, f"gpu{g.index}", wall_ms, xid=code, gpu=g.index,
+            f"name=python, {kind.text if kind is not None else 'error'}",
+            severity, f"gpu{g.index}", wall_ms, xid=code, gpu=g.index,
         )
 
     def _xids_wire(self, g: GpuState, t: float) -> list[XidSeen]:
@@ -469,6 +517,49 @@ class SimNode:
             newest = sorted((ms, c) for c, (ms, _) in g.xids.items())[-XIDS_MAX:]
             g.xids_wire = [_xid_seen(code=c, ts=ms) for ms, c in newest]
         return g.xids_wire
+
+    def xid(self, gpu: int, codes: list[int], t: float, wall_ms: int) -> list[str]:
+        """XIDs ``codes`` on GPU ``gpu``, in that order (1 ms apart), each with what it does
+        (``XID_KINDS``): the rank there dies (``app``, ``fatal``), the GPU falls off the bus
+        (79), a DBE is counted (48), a row remap is pending (63) or failed (64). Returns one
+        phrase per code for the sim log."""
+        g = self.gpus[gpu]
+        b = self.binding
+        out: list[str] = []
+        unc = False
+        for i, code in enumerate(codes):
+            kind = XID_KINDS.get(code)
+            if not g.present:
+                out.append(f"{code} (gpu gone)")
+                continue
+            self._xid(g, code, t, wall_ms + i)
+            effect = kind.effect if kind is not None else "none"
+            unc |= code in UNCORRECTABLE_XIDS
+            if code == 48:
+                g.dbe_vol += 1
+                g.dbe_agg += 1
+                self.event("ecc", f"gpu{gpu}: volatile DBE {g.dbe_vol}", Severity.ERROR,
+                           f"gpu{gpu}", wall_ms + i, dbe_vol=g.dbe_vol)
+            elif code == 63:
+                g.remap_pending = True
+                if unc:
+                    g.remap_unc += 1
+                else:
+                    g.remap_corr += 1
+            elif code == 64:
+                g.remap_failure = True
+            if effect == "bus":
+                g.present = False
+                out.append(f"{code} (fell off the bus)")
+            elif effect in ("app", "fatal") and kind is not None:
+                running = b is not None and b.job.running
+                if b is not None and running and g.crash is None:
+                    g.crash = (b.job.job_id, f"CUDA error: {kind.cuda} (Xid {code})")
+                out.append(f"{code} ({'rank killed' if running else 'no job'}"
+                           f"{', GPU needs a reset' if effect == 'fatal' else ''})")
+            else:
+                out.append(str(code))
+        return out
 
     def flap(self, port: int, count: int, down_s: float, every_s: float, t: float) -> None:
         self.ports[port].flap = Flap(t, count, down_s, max(every_s, down_s + 2.0))
@@ -508,9 +599,7 @@ class SimNode:
         p.storm_rate, p.storm_bw = rate, bandwidth
 
     def xid79(self, gpu: int, t: float, wall_ms: int) -> None:
-        g = self.gpus[gpu]
-        self._xid(g, 79, t, wall_ms)
-        g.present = False
+        self.xid(gpu, [79], t, wall_ms)
 
     def ecc_dbe(self, gpu: int, remap_failure: bool, t: float, wall_ms: int) -> None:
         g = self.gpus[gpu]
@@ -571,7 +660,7 @@ class SimNode:
             g.cooling_fault_c = None
             g.pcie_replay_per_min = 0.0
             g.throttling = False
-            g.xid_last = g.xid_last_ts = None
+            g.xid_last = g.xid_last_ts = g.crash = None
             g.xids.clear()
             g.xids_dirty = True
             if rebooted:
