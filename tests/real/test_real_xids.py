@@ -4,13 +4,19 @@ import time
 from datetime import UTC, datetime
 
 from fleetdeck.agents.agent import NodeAgent
-from fleetdeck.agents.real.kernel_log import FileFollower, KernelLogMonitor
+from fleetdeck.agents.real.kernel_log import (
+    DRAIN_XIDS,
+    FileFollower,
+    KernelLogMonitor,
+    xid_severity,
+)
 from fleetdeck.agents.real.source import HostReader, RealSource
 from fleetdeck.brokerurl import BrokerURL
-from fleetdeck.console.health import Verdict
+from fleetdeck.console.health import XID_DRAIN, XID_WARN, Verdict
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Severity
 from fleetdeck.protocol.topics import Kind, topic_for
 
 from .test_real_source import FakeGpus, fake_proc
@@ -21,6 +27,12 @@ BUS = "00000000:2B:00.0"
 def line(ts: float, code: int, text: str) -> str:
     iso = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
     return f"{iso} node-0042 kernel: NVRM: Xid (PCI:0000:2b:00): {code}, pid=7, name=python, {text}"
+
+
+def test_event_severity_follows_the_console_classes():
+    assert DRAIN_XIDS == XID_DRAIN
+    assert all(xid_severity(c) is Severity.WARN for c in XID_WARN)
+    assert all(xid_severity(c) is Severity.INFO for c in (13, 31, 43, 45))
 
 
 def test_monitor_keeps_every_code_of_the_window():
