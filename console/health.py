@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fleetdeck.protocol.messages import Birth, GpuSample, IbPortSample, Telemetry
+from fleetdeck.protocol.messages import XIDS_WINDOW_S, Birth, GpuSample, IbPortSample, Telemetry
 
 
 class Verdict(StrEnum):
@@ -46,10 +46,12 @@ class Finding:
         return f"{self.rule} {where}{self.text}"
 
 
-# XID classes (docs/domain.md §4; rules G2/G3).
+# XID classes (docs/domain.md §4; rules G2/G3). Every other code (13, 31, 43, 45: the crashing
+# application and the driver's clean-up after any error) is routine and judged by nothing.
 XID_DRAIN = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
 XID_WARN = frozenset({63, 92, 94})
-XID_WINDOW_MS = 2 * 3600 * 1000  # aznhc counts an XID for 2 h
+XID_WINDOW_MS = XIDS_WINDOW_S * 1000
+"""aznhc counts an XID for 2 h; agents report every XID of that window (``GpuSample.xids``)."""
 
 EXPECTED_GPUS = 8
 NVLINKS = 18
@@ -222,7 +224,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         if g.present:
             out.extend(_gpu_findings(g, hist.gpus.get(g.index), t.ts))
         else:
-            # A GPU that fell off the bus reports little, but its last XID says why.
+            # A GPU that fell off the bus reports little, but its XIDs say why.
             out.extend(_xid_findings(g, t.ts))
     if birth is not None and birth.ib_ports:
         seen = {p.dev for p in t.ib_ports}
@@ -235,15 +237,38 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
     return out
 
 
+def xids_in_window(g: GpuSample, now_ms: int) -> dict[int, int]:
+    """``{code: unix ms it was logged last}`` for every XID of this GPU within the rule window:
+    the agent's list (``xids``) and ``xid_last`` (all that agents older than the list send)."""
+    seen: dict[int, int] = {}
+    for x in g.xids:
+        if now_ms - x.ts <= XID_WINDOW_MS and seen.get(x.code, -1) < x.ts:
+            seen[x.code] = x.ts
+    last, ts = g.xid_last, g.xid_last_ts
+    if last is not None and ts is not None and now_ms - ts <= XID_WINDOW_MS and seen.get(
+            last, -1) < ts:
+        seen[last] = ts
+    return seen
+
+
 def _xid_findings(g: GpuSample, now_ms: int) -> list[Finding]:
-    if g.xid_last is None or g.xid_last_ts is None or now_ms - g.xid_last_ts > XID_WINDOW_MS:
+    """G2/G3 judge every XID in the window, not the last one: a drain-class XID followed by a
+    routine one (119, then 45 from the clean-up) still drains."""
+    if not g.xids and g.xid_last is None:
+        return []
+    seen = xids_in_window(g, now_ms)
+    if not seen:
         return []
     c = f"gpu{g.index}"
-    if g.xid_last in XID_DRAIN:
-        return [Finding("G2", Severity.DRAIN, c, f"XID {g.xid_last}")]
-    if g.xid_last in XID_WARN:
-        return [Finding("G3", Severity.WARN, c, f"XID {g.xid_last}")]
-    return []
+    in_order = sorted(seen, key=lambda code: (seen[code], code))
+    out: list[Finding] = []
+    drain = [code for code in in_order if code in XID_DRAIN]
+    if drain:
+        out.append(Finding("G2", Severity.DRAIN, c, ", ".join(f"XID {x}" for x in drain)))
+    warn = [code for code in in_order if code in XID_WARN]
+    if warn:
+        out.append(Finding("G3", Severity.WARN, c, ", ".join(f"XID {x}" for x in warn)))
+    return out
 
 
 def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Finding]:
@@ -254,7 +279,10 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
     if g.row_remap.failure:
         out.append(Finding("G5", Severity.DRAIN, c, "row-remap failure (RMA)"))
     if g.row_remap.pending:
-        out.append(Finding("G6", Severity.DRAIN, c, "row remap pending: reset GPU when idle"))
+        # NVIDIA: running work goes on and new work may start (error containment and page
+        # blacklisting cover the bad row); the remap applies at the next GPU reset.
+        out.append(Finding("G6", Severity.WARN, c,
+                           "row remap pending (reset pending: drain when idle, reset, resume)"))
     if (g.row_remap.uncorrectable or 0) >= ROW_REMAP_UNC_LIMIT:
         out.append(Finding("G7", Severity.WARN, c,
                            f"{g.row_remap.uncorrectable} uncorrectable remapped rows"))

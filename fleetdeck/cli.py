@@ -239,9 +239,9 @@ def build_parser() -> Parser:
     p = sub.add_parser("inject", help="inject a fault into a running 'fleetdeck sim'")
     _add_broker(p)
     p.add_argument("fault", metavar="FAULT",
-                   help="ib_flap, link_down, symbol_storm, leaf_switch, xid79, ecc_dbe, "
-                   "thermal, nvlink, pcie_replay, agent_death, node_death, repair, "
-                   "agent_restart, submit, cancel")
+                   help="ib_flap, link_down, symbol_storm, leaf_switch, xid (any code: "
+                   "gpu=2 code=119 then=45), xid79, ecc_dbe, thermal, nvlink, pcie_replay, "
+                   "agent_death, node_death, repair, agent_restart, submit, cancel")
     p.add_argument("params", nargs="*", metavar="KEY=VALUE",
                    help="e.g. node=gpu0012 port=3 count=5 (docs/scenarios.md)")
     p.add_argument("--wait", type=_positive(float, "--wait"), default=5.0, metavar="SECONDS",

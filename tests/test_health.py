@@ -54,7 +54,7 @@ def test_healthy_sim_node_has_no_findings():
         (lambda t, i: gpu(t, 2, xid_last=63, xid_last_ts=t.ts), "G3", Verdict.DEGRADED),
         (lambda t, i: gpu(t, 1, ecc={"dbe_vol": 1}), "G4", Verdict.FAILED),
         (lambda t, i: gpu(t, 1, row_remap={"failure": True}), "G5", Verdict.FAILED),
-        (lambda t, i: gpu(t, 1, row_remap={"pending": True}), "G6", Verdict.FAILED),
+        (lambda t, i: gpu(t, 1, row_remap={"pending": True}), "G6", Verdict.DEGRADED),
         (lambda t, i: gpu(t, 1, row_remap={"uncorrectable": 512}), "G7", Verdict.DEGRADED),
         (lambda t, i: gpu(t, 1, ecc={"sram_unc_agg": 1}), "G8", Verdict.FAILED),
         (lambda t, i: gpu(t, 5, nvlink={"links_up": 16}), "G9", Verdict.FAILED),

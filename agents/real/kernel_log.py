@@ -25,7 +25,7 @@ from typing import Protocol
 
 from fleetdeck.agents.real.common import normalize_pci
 from fleetdeck.agents.source import EventDraft
-from fleetdeck.protocol.messages import Severity
+from fleetdeck.protocol.messages import Severity, XidSeen, recent_xids
 
 DAY_S = 86_400.0
 FLAP_THRESHOLD = 5  # aznhc check_ib_link_flapping default: >= 5 losses in 24 h fails the node
@@ -166,7 +166,7 @@ def xid_severity(xid: int) -> Severity:
 
 class KernelLogMonitor:
     """Turns log lines into EventDrafts and keeps the state telemetry reports from them
-    (``xid_last`` per GPU, ``carrier_losses_24h`` per port)."""
+    (``xid_last`` and every XID of the last 2 h per GPU, ``carrier_losses_24h`` per port)."""
 
     def __init__(
         self,
@@ -183,6 +183,8 @@ class KernelLogMonitor:
         self.flap_threshold = flap_threshold
         self._losses: dict[str, deque[float]] = {}
         self._xid_last: dict[int, tuple[int, int]] = {}
+        self._xids: dict[int, dict[int, int]] = {}
+        """Per GPU index: XID code -> unix ms of its latest line."""
         self._events: list[EventDraft] = []
 
     def set_maps(
@@ -226,6 +228,14 @@ class KernelLogMonitor:
         """(xid, unix ms) of the last Xid seen for GPU index ``gpu``."""
         return self._xid_last.get(gpu)
 
+    def xids(self, gpu: int, now: float) -> list[XidSeen]:
+        """Every XID code logged for GPU index ``gpu`` in the last 2 h (``GpuSample.xids``): a
+        drain-class XID stays reported when routine ones (45, 13, 43) follow it."""
+        seen = self._xids.get(gpu)
+        if not seen:
+            return []
+        return recent_xids(seen, int(now * 1000))
+
     def _is_ib(self, netdev: str) -> bool:
         return netdev in self.component_by_netdev or netdev.startswith("ib")
 
@@ -237,6 +247,9 @@ class KernelLogMonitor:
             prev = self._xid_last.get(gpu)
             if prev is None or prev[1] <= ts_ms:
                 self._xid_last[gpu] = (rec.xid, ts_ms)
+            seen = self._xids.setdefault(gpu, {})
+            if seen.get(rec.xid, -1) < ts_ms:
+                seen[rec.xid] = ts_ms
         component = f"gpu{gpu}" if gpu is not None else f"pci:{rec.pci_bus_id}"
         self._events.append(EventDraft(
             kind="xid",

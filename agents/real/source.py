@@ -218,7 +218,7 @@ class RealSource:
             no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
             gpus, gpu_errors = _guard(errors, f"{self.gpu.name} read", self.gpu.read, no_gpus)
             errors.extend(gpu_errors)
-            gpus = [self._with_xid(g) for g in gpus]
+            gpus = [self._with_xid(g, now) for g in gpus]
         ports: list[IbPortSample] = []
         if self.ib is not None:
             ib = self.ib
@@ -253,11 +253,12 @@ class RealSource:
 
     # --- internals ------------------------------------------------------------------------
 
-    def _with_xid(self, g: GpuSample) -> GpuSample:
+    def _with_xid(self, g: GpuSample, now: float) -> GpuSample:
         last = self.monitor.xid_last(g.index) if self.monitor is not None else None
-        if last is None:
+        if last is None or self.monitor is None:
             return g
-        return g.model_copy(update={"xid_last": last[0], "xid_last_ts": last[1]})
+        return g.model_copy(update={"xid_last": last[0], "xid_last_ts": last[1],
+                                    "xids": self.monitor.xids(g.index, now)})
 
     def _with_flaps(self, p: IbPortSample, now: float) -> IbPortSample:
         if self.monitor is None:

@@ -30,6 +30,8 @@ from pydantic import BaseModel
 
 from fleetdeck.agents.source import EventDraft, Inventory, Reading
 from fleetdeck.protocol.messages import (
+    XIDS_MAX,
+    XIDS_WINDOW_S,
     DrainMode,
     DrainState,
     Ecc,
@@ -43,6 +45,7 @@ from fleetdeck.protocol.messages import (
     RowRemap,
     Severity,
     Topology,
+    XidSeen,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -109,13 +112,60 @@ PCIE_REPLAY_PER_S = 5e-4
 SYMBOL_PER_S = 1e-4
 """Healthy background error rates: rare enough never to trip a rule (docs/architecture.md)."""
 
-XID_TEXT = {
-    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",
-    63: "Row Remapper: New row marked for remapping, reset gpu to activate",
-    64: "Row Remapper: Failed to remap a row",
-    74: "NVLink: fatal error detected on link 3",
-    79: "GPU has fallen off the bus.",
+
+@dataclass(frozen=True)
+class XidKind:
+    """What one XID code does in the simulator (docs/scenarios.md, "XID codes")."""
+
+    text: str
+    """What the driver logs after ``pid=…, name=…,``."""
+    effect: str
+    """NVIDIA's XID catalog, as NVSentinel's xiderrorsmapping.csv sums it up: ``app`` (RESTART_APP:
+    the application on the GPU dies, the GPU is fine), ``fatal`` (RESET_GPU and the other FATAL
+    actions: the application dies and the GPU needs a reset), ``bus`` (79, RESTART_BM: the GPU
+    is gone), ``none`` (IGNORE, or the driver's clean-up after another error)."""
+    cuda: str = "unspecified launch failure"
+    """The CUDA error the rank on that GPU dies with (``app`` and ``fatal``)."""
+
+
+XID_KINDS: dict[int, XidKind] = {
+    13: XidKind("Graphics SM Warp Exception on (GPC 2, TPC 1, SM 0): Out Of Range Address",
+                "app", "an illegal memory access was encountered"),
+    31: XidKind("MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_2 faulted @ 0x7f3a_c0000000. Fault is "
+                "of type FAULT_PDE ACCESS_TYPE_VIRT_READ", "app",
+                "an illegal memory access was encountered"),
+    43: XidKind("Ch 00000010", "app", "unspecified launch failure"),
+    45: XidKind("Ch 00000010", "none"),
+    48: XidKind("An uncorrectable double bit error (DBE) has been detected on GPU in the "
+                "framebuffer", "fatal", "uncorrectable ECC error encountered"),
+    62: XidKind("Internal micro-controller halt", "fatal"),
+    63: XidKind("Row Remapper: New row marked for remapping, reset gpu to activate", "none"),
+    64: XidKind("Row Remapper: Failed to remap a row", "fatal",
+                "uncorrectable ECC error encountered"),
+    74: XidKind("NVLink: fatal error detected on link 3", "fatal",
+                "unspecified launch failure"),
+    79: XidKind("GPU has fallen off the bus.", "bus"),
+    92: XidKind("High single-bit ECC error rate", "none"),
+    94: XidKind("Contained: SM (0x1). RST: No, D-RST: No", "app",
+                "uncorrectable ECC error encountered"),
+    95: XidKind("Uncontained: FBHUB. RST: Yes, D-RST: No", "fatal",
+                "uncorrectable ECC error encountered"),
+    119: XidKind("Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function "
+                 "76 (GSP_RM_CONTROL)", "fatal"),
+    120: XidKind("GSP Error: Task 1 raised error code 0x5 for reason 0x0", "fatal"),
+    136: XidKind("Link training failed", "fatal"),
+    140: XidKind("An unrecoverable ECC error was found in the GPU memory", "fatal",
+                 "uncorrectable ECC error encountered"),
 }
+"""Codes not listed here are logged with no effect on work or state."""
+
+DRAIN_XIDS = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
+"""The console's G2 codes (console/health.py ``XID_DRAIN``, which this side cannot import): the
+scheduler's node health check refuses a node with one of them in the last 2 h."""
+WARN_XIDS = frozenset({63, 92, 94})
+"""The console's G3 codes: the node is usable."""
+UNCORRECTABLE_XIDS = frozenset({48, 94, 95, 140})
+"""An XID 63 after one of these records a row remapped for an uncorrectable error."""
 
 
 _set = object.__setattr__
@@ -161,6 +211,7 @@ _remap = trusted(RowRemap)
 _nvlink = trusted(NvLink)
 _host = trusted(HostSample)
 _job = trusted(JobOnNode)
+_xid_seen = trusted(XidSeen)
 
 
 @dataclass
@@ -187,8 +238,13 @@ class GpuState:
     nvlink_recovery: int = 0
     xid_last: int | None = None
     xid_last_ts: int | None = None
-    xid_t: float | None = None
-    """Sim time of the last XID (for the scheduler's 2 h health window)."""
+    xids: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """Every XID code of the last 2 h: (wall ms, sim time) it was logged last."""
+    xids_wire: list[XidSeen] = field(default_factory=list)
+    """The ``xids`` telemetry list, rebuilt only when ``xids`` changes."""
+    xids_dirty: bool = False
+    crash: tuple[str, str] | None = None
+    """(job id, why): an XID killed the rank of that job on this GPU; the scheduler fails it."""
     cooling_fault_c: float | None = None
     throttle_clock: float = SM_CLOCK_MAX
     thermal_violation_ns: int = 0
@@ -396,13 +452,16 @@ class SimNode:
         for g in self.gpus:
             if not g.present:
                 out.append(f"gpu{g.index} missing")
-            elif g.dbe_vol or g.remap_pending or g.remap_failure:
+            elif g.dbe_vol or g.remap_failure:
+                # A pending row remap is no reason: work goes on until a reset (G6 warns).
                 out.append(f"gpu{g.index} ECC/row remap")
             elif g.nvlink_down:
                 out.append(f"gpu{g.index} NVLink down")
-            elif (g.xid_last in (48, 62, 64, 74, 79, 95, 119, 120, 136, 140)
-                  and g.xid_t is not None and t - g.xid_t < 7200):
-                out.append(f"gpu{g.index} XID {g.xid_last}")
+            else:
+                fatal = sorted(c for c, (_, when) in g.xids.items()
+                               if c in DRAIN_XIDS and t - when < XIDS_WINDOW_S)
+                if fatal:
+                    out.append(f"gpu{g.index} XID {', '.join(map(str, fatal))}")
         for p in self.ports:
             if not p.up_at(t):
                 out.append(f"{p.dev} down")
@@ -433,14 +492,74 @@ class SimNode:
         self._events.append(EventDraft(kind, message, severity, component, dict(data), ts_ms))
 
     def _xid(self, g: GpuState, code: int, t: float, wall_ms: int) -> None:
-        g.xid_last, g.xid_last_ts, g.xid_t = code, wall_ms, t
+        g.xid_last, g.xid_last_ts = code, wall_ms
+        g.xids[code] = (wall_ms, t)
+        g.xids_dirty = True
         pid = self.rng.randint(2000, 400000)
+        kind = XID_KINDS.get(code)
+        severity = (Severity.ERROR if code in DRAIN_XIDS
+                    else Severity.WARN if code in WARN_XIDS else Severity.INFO)
         self.event(
             "xid",
             f"NVRM: Xid (PCI:0000:{GPU_BUS[g.index][2:]}:00): {code}, pid={pid}, "
-            f"name=python, {XID_TEXT.get(code, 'error')}",
-            Severity.ERROR, f"gpu{g.index}", wall_ms, xid=code, gpu=g.index,
+            f"name=python, {kind.text if kind is not None else 'error'}",
+            severity, f"gpu{g.index}", wall_ms, xid=code, gpu=g.index,
         )
+
+    def _xids_wire(self, g: GpuState, t: float) -> list[XidSeen]:
+        """``GpuSample.xids``: every code of the last 2 h (the objects are reused until the
+        codes change or one ages out)."""
+        if g.xids and min(when for _, when in g.xids.values()) < t - XIDS_WINDOW_S:
+            g.xids = {c: v for c, v in g.xids.items() if v[1] >= t - XIDS_WINDOW_S}
+            g.xids_dirty = True
+        if g.xids_dirty:
+            g.xids_dirty = False
+            newest = sorted((ms, c) for c, (ms, _) in g.xids.items())[-XIDS_MAX:]
+            g.xids_wire = [_xid_seen(code=c, ts=ms) for ms, c in newest]
+        return g.xids_wire
+
+    def xid(self, gpu: int, codes: list[int], t: float, wall_ms: int) -> list[str]:
+        """XIDs ``codes`` on GPU ``gpu``, in that order (1 ms apart), each with what it does
+        (``XID_KINDS``): the rank there dies (``app``, ``fatal``), the GPU falls off the bus
+        (79), a DBE is counted (48), a row remap is pending (63) or failed (64). Returns one
+        phrase per code for the sim log."""
+        g = self.gpus[gpu]
+        b = self.binding
+        out: list[str] = []
+        unc = False
+        for i, code in enumerate(codes):
+            kind = XID_KINDS.get(code)
+            if not g.present:
+                out.append(f"{code} (gpu gone)")
+                continue
+            self._xid(g, code, t, wall_ms + i)
+            effect = kind.effect if kind is not None else "none"
+            unc |= code in UNCORRECTABLE_XIDS
+            if code == 48:
+                g.dbe_vol += 1
+                g.dbe_agg += 1
+                self.event("ecc", f"gpu{gpu}: volatile DBE {g.dbe_vol}", Severity.ERROR,
+                           f"gpu{gpu}", wall_ms + i, dbe_vol=g.dbe_vol)
+            elif code == 63:
+                g.remap_pending = True
+                if unc:
+                    g.remap_unc += 1
+                else:
+                    g.remap_corr += 1
+            elif code == 64:
+                g.remap_failure = True
+            if effect == "bus":
+                g.present = False
+                out.append(f"{code} (fell off the bus)")
+            elif effect in ("app", "fatal") and kind is not None:
+                running = b is not None and b.job.running
+                if b is not None and running and g.crash is None:
+                    g.crash = (b.job.job_id, f"CUDA error: {kind.cuda} (Xid {code})")
+                out.append(f"{code} ({'rank killed' if running else 'no job'}"
+                           f"{', GPU needs a reset' if effect == 'fatal' else ''})")
+            else:
+                out.append(str(code))
+        return out
 
     def flap(self, port: int, count: int, down_s: float, every_s: float, t: float) -> None:
         self.ports[port].flap = Flap(t, count, down_s, max(every_s, down_s + 2.0))
@@ -480,9 +599,7 @@ class SimNode:
         p.storm_rate, p.storm_bw = rate, bandwidth
 
     def xid79(self, gpu: int, t: float, wall_ms: int) -> None:
-        g = self.gpus[gpu]
-        self._xid(g, 79, t, wall_ms)
-        g.present = False
+        self.xid(gpu, [79], t, wall_ms)
 
     def ecc_dbe(self, gpu: int, remap_failure: bool, t: float, wall_ms: int) -> None:
         g = self.gpus[gpu]
@@ -543,7 +660,9 @@ class SimNode:
             g.cooling_fault_c = None
             g.pcie_replay_per_min = 0.0
             g.throttling = False
-            g.xid_last = g.xid_last_ts = g.xid_t = None
+            g.xid_last = g.xid_last_ts = g.crash = None
+            g.xids.clear()
+            g.xids_dirty = True
             if rebooted:
                 g.sbe_vol = 0
         for p in self.ports:
@@ -581,7 +700,8 @@ class SimNode:
         for g in self.gpus:
             if not g.present:
                 gpus.append(_gpu_sample(
-                    index=g.index, present=False, xid_last=g.xid_last, xid_last_ts=g.xid_last_ts))
+                    index=g.index, present=False, xid_last=g.xid_last, xid_last_ts=g.xid_last_ts,
+                    xids=self._xids_wire(g, t)))
                 continue
             if not running:
                 activity = 0
@@ -591,7 +711,8 @@ class SimNode:
                 activity = 1  # compute (forward/backward)
             else:
                 activity = 2  # gradient all-reduce (or waiting at the barrier for a straggler)
-            gpus.append(self._gpu(g, activity, dt, job.fb_mib[g.index] if job else 0))
+            gpus.append(self._gpu(g, activity, dt, job.fb_mib[g.index] if job else 0,
+                                  self._xids_wire(g, t)))
         ports = [self._port(p, t, t0, dt, job.bytes_per_step * comm_steps if job else 0.0,
                             comm_frac if running and not stalled else 0.0, wall_ms)
                  for p in self.ports]
@@ -609,7 +730,8 @@ class SimNode:
                 step_time_ms=round(rank_ms, 1) if rank_ms is not None else None)
         return Reading(gpus=gpus, ib_ports=ports, host=host, job=on_node)
 
-    def _gpu(self, g: GpuState, activity: int, dt: float, fb_mib: int) -> GpuSample:
+    def _gpu(self, g: GpuState, activity: int, dt: float, fb_mib: int,
+             xids: list[XidSeen]) -> GpuSample:
         rnd = self.rng.random
         if activity == 0:
             util, mem_util, nominal = 0.0, 0.0, 68.0 + 6 * rnd()
@@ -692,6 +814,7 @@ class SimNode:
             nvlink=nvlink,
             xid_last=g.xid_last,
             xid_last_ts=g.xid_last_ts,
+            xids=xids,
         )
 
     def _port(self, p: PortState, t: float, t0: float, dt: float, job_bytes: float,

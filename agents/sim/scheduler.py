@@ -12,7 +12,8 @@ checkpoint):
   slows every rank (a straggler), visible in the per-rank step times;
 * a rank's GPU falling off the bus kills the job at once (NODE_FAIL); a dead node or a link that
   is down stalls the next collective until the NCCL watchdog fires (``hang_timeout_s``), then
-  NODE_FAIL; an uncorrectable ECC error crashes the rank (FAILED). NODE_FAIL jobs with
+  NODE_FAIL; an uncorrectable ECC error, or any XID that kills the application (13, 31, 94, 95,
+  119 …, docs/scenarios.md), crashes the rank (FAILED). NODE_FAIL jobs with
   ``requeue`` go NF -> RQ -> PD -> R from their last checkpoint; FAILED ones wait for an
   operator's restart_job.
 
@@ -267,6 +268,11 @@ class Scheduler:
                 return f"{node.node_id} not responding"
             for g in node.gpus:
                 rank = slot * GPUS + g.index
+                crash, g.crash = g.crash, None
+                if crash is not None and crash[0] == job.job_id:
+                    self._fail(job, JobState.F, f"rank {rank} on {node.node_id} gpu{g.index}: "
+                                                f"{crash[1]}")
+                    return ""
                 if not g.present:
                     self._fail(job, JobState.NF,
                                f"rank {rank} on {node.node_id} gpu{g.index}: CUDA error: "

@@ -49,7 +49,7 @@ def parse_duration(value: object, what: str = "duration") -> float:
 @dataclass(frozen=True)
 class Param:
     kind: str
-    """node, leaf, job, int, float, duration, bool, str, phys"""
+    """node, leaf, job, int, float, duration, bool, str, phys, codes"""
     default: Value | None = None
     required: bool = False
     lo: float | None = None
@@ -59,6 +59,8 @@ class Param:
 _TARGET = {"node": Param("node"), "job": Param("str"), "index": Param("int", 0, lo=0)}
 _PORT = Param("int", 0, lo=0, hi=7)
 _GPU = Param("int", 0, lo=0, hi=7)
+MAX_XID = 999
+MAX_FOLLOW_ONS = 8
 _UNTIL = Param("duration", None)
 """Optional: recover by itself after this long (otherwise a ``repair`` ends it)."""
 
@@ -74,6 +76,8 @@ KINDS: dict[str, dict[str, Param]] = {
                     "duration": _UNTIL},
     # GPU (§8.4-8.7, 8.9)
     "xid79": {**_TARGET, "gpu": _GPU},
+    "xid": {**_TARGET, "gpu": _GPU, "code": Param("int", required=True, lo=1, hi=MAX_XID),
+            "then": Param("codes", None)},
     "ecc_dbe": {**_TARGET, "gpu": _GPU, "remap_failure": Param("bool", False)},
     "thermal": {**_TARGET, "gpu": _GPU, "temp": Param("float", 91.0, lo=70, hi=105),
                 "clock_mhz": Param("float", 1500.0, lo=300, hi=1980), "duration": _UNTIL},
@@ -145,6 +149,8 @@ def _coerce(name: str, p: Param, raw: object, kind: str) -> Value | None:
             hi = "" if p.hi is None else f"{p.hi:g}"
             raise SpecError(f"{what} must be in [{lo}, {hi}], not {raw!r}")
         return num
+    if p.kind == "codes":
+        return _codes(raw, what)
     if p.kind == "phys":
         if raw not in ("Polling", "Disabled"):
             raise SpecError(f"{what} must be 'Polling' (cable/peer gone) or 'Disabled', "
@@ -153,6 +159,38 @@ def _coerce(name: str, p: Param, raw: object, kind: str) -> Value | None:
     if not isinstance(raw, str) or not raw:
         raise SpecError(f"{what} must be a non-empty string, not {raw!r}")
     return raw
+
+
+def _codes(raw: object, what: str) -> str:
+    """XID codes as ``45``, ``"45,13"`` (the command line) or ``[45, 13]`` (TOML), kept as the
+    canonical text ``"45,13"`` (one scalar, so an action stays plain data)."""
+    items: list[object]
+    if isinstance(raw, list | tuple):
+        items = list(raw)
+    elif isinstance(raw, str):
+        items = [x.strip() for x in raw.split(",")] if raw.strip() else []
+    else:
+        items = [raw]
+    codes: list[int] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise SpecError(f"{what} must be XID codes like 45 or '45,13', not {raw!r}")
+        try:
+            code = int(item)
+        except ValueError:
+            raise SpecError(f"{what} must be XID codes like 45 or '45,13', not {raw!r}") from None
+        if not 1 <= code <= MAX_XID:
+            raise SpecError(f"{what} must be XID codes in [1, {MAX_XID}], not {item!r}")
+        codes.append(code)
+    if not codes or len(codes) > MAX_FOLLOW_ONS:
+        raise SpecError(f"{what} must list 1 to {MAX_FOLLOW_ONS} XID codes, not {raw!r}")
+    return ",".join(map(str, codes))
+
+
+def xid_codes(action: Action) -> list[int]:
+    """The codes an ``xid`` action logs, in order: ``code``, then each of ``then``."""
+    then = action.get("then")
+    return [int(action.get("code")), *(int(c) for c in str(then).split(",") if then)]
 
 
 def parse_action(entry: dict[str, object], *, default_at: float | None = None) -> Action:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from fleetdeck.agents.sim.node import N_PORTS, SimNode
 from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, Scheduler
-from fleetdeck.agents.sim.spec import Action, SpecError
+from fleetdeck.agents.sim.spec import Action, SpecError, xid_codes
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
 from fleetdeck.protocol.messages import Severity
 
@@ -209,8 +209,8 @@ class SimWorld:
         duration = a.get("duration")
         port = int(a.get("port") or 0)
         gpu = int(a.get("gpu") or 0)
-        if kind in ("ib_flap", "link_down", "symbol_storm", "xid79", "ecc_dbe", "thermal",
-                    "nvlink", "pcie_replay") and not node.up:
+        if kind in ("ib_flap", "link_down", "symbol_storm", "xid79", "xid", "ecc_dbe",
+                    "thermal", "nvlink", "pcie_replay") and not node.up:
             raise SpecError(f"{node.node_id} is down")
         if kind == "ib_flap":
             node.flap(port, int(a.get("count")), float(a.get("down")), float(a.get("every")), t)
@@ -228,6 +228,9 @@ class SimWorld:
         if kind == "xid79":
             node.xid79(gpu, t, wall)
             return f"{what} gpu{gpu}"
+        if kind == "xid":
+            done = node.xid(gpu, xid_codes(a), t, wall)
+            return f"{what} gpu{gpu}: XID {', then '.join(done)}"
         if kind == "ecc_dbe":
             node.ecc_dbe(gpu, bool(a.get("remap_failure")), t, wall)
             return f"{what} gpu{gpu}"

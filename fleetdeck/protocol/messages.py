@@ -153,6 +153,30 @@ class NvLink(_Msg):
     recovery: U64 | None = None
 
 
+XIDS_WINDOW_S = 2 * 3600
+"""Agents report every XID code a GPU logged in this window (the longest one a rule reads)."""
+XIDS_MAX = 32
+"""At most this many entries per GPU (the newest)."""
+
+
+class XidSeen(_Msg):
+    """One XID code a GPU logged recently, with the time it was logged last."""
+
+    code: U32
+    ts: TsMs
+
+
+def recent_xids(seen: dict[int, int], now_ms: int,
+                window_s: float = XIDS_WINDOW_S) -> list[XidSeen]:
+    """The ``xids`` list from ``{code: unix ms it was last logged}``: codes within the window,
+    oldest first, the newest ``XIDS_MAX`` of them. Drops expired codes from ``seen``."""
+    horizon = now_ms - int(window_s * 1000)
+    for code in [c for c, ts in seen.items() if ts < horizon]:
+        del seen[code]
+    ordered = sorted(seen.items(), key=lambda item: (item[1], item[0]))[-XIDS_MAX:]
+    return [XidSeen(code=code, ts=ts) for code, ts in ordered]
+
+
 class GpuSample(_Msg):
     index: Annotated[int, Field(ge=0, le=63)]
     present: bool = True
@@ -180,6 +204,10 @@ class GpuSample(_Msg):
     nvlink: NvLink = NvLink()
     xid_last: U32 | None = None
     xid_last_ts: TsMs | None = None
+    xids: Annotated[list[XidSeen], Field(max_length=XIDS_MAX)] = []
+    """Every XID code this GPU logged in the last ``XIDS_WINDOW_S``, one entry per code (its
+    latest time), oldest first, at most ``XIDS_MAX`` (the newest). Absent from agents older
+    than this field: a console then judges ``xid_last`` alone. ``xid_last`` stays for them."""
 
 
 class IbPortSample(_Msg):

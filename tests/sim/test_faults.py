@@ -101,12 +101,14 @@ def test_ecc_dbe_row_remap_and_job_crash(failure):
     g = h.last["gpu0001"].gpus[4]
     assert g.ecc.dbe_vol == 1 and g.ecc.dbe_agg == 1 and g.row_remap.uncorrectable == 1
     codes = [e.data["xid"] for e in h.events["gpu0001"] if e.kind == "xid"]
+    assert [x.code for x in g.xids] == codes  # every XID, not only the last
     if failure:
         assert codes == [48, 64] and g.row_remap.failure is True and g.xid_last == 64
         assert {"G4", "G5", "G2"} <= h.rules("gpu0001")
     else:
         assert codes == [48, 63] and g.row_remap.pending is True and g.xid_last == 63
-        assert {"G4", "G6", "G3"} <= h.rules("gpu0001")
+        # XID 48 drains (G2) though the 63 came last; the pending remap alone would only warn.
+        assert {"G4", "G6", "G3", "G2"} <= h.rules("gpu0001")
     assert h.verdict("gpu0001") is Verdict.FAILED
     j = h.job("train")
     assert j.state.value == "F" and "Xid 48" in j.reason  # a crash: no automatic requeue

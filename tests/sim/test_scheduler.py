@@ -127,3 +127,22 @@ def test_background_jobs_keep_the_fleet_busy_and_healthy():
     active = [j for j in h.world.scheduler.jobs.values() if j.state.value in ("R", "PD")]
     assert len(active) >= 4
     assert all(h.verdict(n).value == "ok" for n in h.last)
+
+
+def test_a_pending_row_remap_does_not_refuse_new_work():
+    """NVIDIA: with a remap pending, running work goes on and new work may launch; the reset
+    waits for a convenient time. The console says degraded (G6), the scheduler still places."""
+    h = Harness(nodes=2, actions=[job("a", nodes=1, steps=5), job("b", nodes=2, at=10)])
+    h.run(2)
+    remapped = h.node("gpu0001").gpus[3]
+    remapped.remap_pending = True
+    remapped.remap_corr += 1
+    h.run(3)
+    assert h.job("a").state.value == "R"  # running work goes on
+    assert h.node("gpu0001").fatal_reasons(h.world.t) == []
+    h.run(10)
+    assert h.job("b").state.value == "R" and nodes_of(h.job("b")) == ["gpu0001", "gpu0002"]
+    assert h.rules("gpu0001") == {"G6"} and h.verdict("gpu0001").value == "degraded"
+    # A failed remap still keeps work away (G5 drains).
+    remapped.remap_failure = True
+    assert h.node("gpu0001").fatal_reasons(h.world.t) == ["gpu3 ECC/row remap"]

@@ -1,0 +1,161 @@
+"""XIDs as the console judges them: every XID of the last 2 h counts, not only the last one.
+
+Messages come from a real NodeAgent over a simulated node, go through the real codec and ingest,
+and are judged by the console's FleetState, as an operator's console would see them.
+"""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from fleetdeck.console.health import Severity, Verdict
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import (
+    XIDS_MAX,
+    GpuSample,
+    Telemetry,
+    XidSeen,
+    recent_xids,
+)
+from fleetdeck.protocol.topics import Kind
+from tests.helpers import FakeNode
+
+HOUR_MS = 3600 * 1000
+
+
+class Console:
+    """One node seen by a console: birth, status, then whatever telemetry the test sends."""
+
+    def __init__(self) -> None:
+        self.node = FakeNode()
+        self.ingest = Ingest(self.node.cluster)
+        self.state = FleetState(self.node.cluster, self.ingest.malformed)
+        self.node.feed(self.ingest, self.node.birth(), Kind.BIRTH)
+        self.node.feed(self.ingest, self.node.status(), Kind.STATUS)
+        self.send(self.node.telemetry())
+
+    def send(self, t: Telemetry | bytes) -> NodeState:
+        if isinstance(t, Telemetry):
+            self.node.feed(self.ingest, t, Kind.TELEMETRY)
+        else:
+            self.ingest.handle(self.node.topic(Kind.TELEMETRY), t, self.node.now)
+        self.state.apply(self.ingest.take_batch(), self.node.now)
+        return self.state.nodes[self.node.node_id]
+
+    def with_gpu(self, index: int, **fields: object) -> Telemetry:
+        t = self.node.telemetry()
+        gpus = list(t.gpus)
+        gpus[index] = gpus[index].model_copy(update=fields)
+        return t.model_copy(update={"gpus": gpus})
+
+
+def texts(st: NodeState, rule: str) -> list[str]:
+    return [f.text for f in st.findings if f.rule == rule]
+
+
+def test_drain_xid_followed_by_a_routine_one_still_fails():
+    c = Console()
+    now = c.node.telemetry().ts
+    # XID 119 (GSP RPC timeout), then the driver's clean-up XID 45: xid_last is the 45.
+    st = c.send(c.with_gpu(2, xid_last=45, xid_last_ts=now - 2_000,
+                           xids=[XidSeen(code=119, ts=now - 3_000),
+                                 XidSeen(code=45, ts=now - 2_000)]))
+    assert st.verdict is Verdict.FAILED and "G2" in st.reasons
+    [g2] = [f for f in st.findings if f.rule == "G2"]
+    assert g2.component == "gpu2" and "XID 119" in g2.text and g2.severity is Severity.DRAIN
+    # Minutes later the agent still lists the 119: the node stays failed.
+    t = c.node.telemetry()
+    st = c.send(c.with_gpu(2, xid_last=45, xid_last_ts=now - 2_000,
+                           xids=[XidSeen(code=119, ts=now - 3_000),
+                                 XidSeen(code=45, ts=now - 2_000)]).model_copy(
+        update={"ts": t.ts + 10 * 60_000}))
+    assert st.verdict is Verdict.FAILED and "XID 119" in texts(st, "G2")[0]
+
+
+def test_simulated_node_reports_every_xid_of_a_dbe():
+    """ecc_dbe logs XID 48 then 63: the 48 is what drains, the 63 only warns."""
+    c = Console()
+    sim = c.node.sim
+    sim.ecc_dbe(4, False, sim._t_own, int(c.node.now * 1000))
+    t = c.node.telemetry()
+    assert [x.code for x in t.gpus[4].xids] == [48, 63] and t.gpus[4].xid_last == 63
+    st = c.send(t)
+    assert st.verdict is Verdict.FAILED
+    assert texts(st, "G2") == ["XID 48"] and texts(st, "G3") == ["XID 63"]
+
+
+@pytest.mark.parametrize("codes", [[13], [31], [43], [45], [13, 43, 45], [31, 45]])
+def test_application_and_follow_on_xids_alone_are_routine(codes):
+    c = Console()
+    now = c.node.telemetry().ts
+    st = c.send(c.with_gpu(5, xid_last=codes[-1], xid_last_ts=now - 1_000,
+                           xids=[XidSeen(code=x, ts=now - 1_000 - 10 * i)
+                                 for i, x in enumerate(reversed(codes))]))
+    assert st.verdict is Verdict.OK and st.findings == []
+
+
+def test_warn_xids_are_listed_next_to_a_drain_xid():
+    c = Console()
+    now = c.node.telemetry().ts
+    st = c.send(c.with_gpu(1, xid_last=63, xid_last_ts=now - 100,
+                           xids=[XidSeen(code=95, ts=now - 300), XidSeen(code=45, ts=now - 200),
+                                 XidSeen(code=63, ts=now - 100)]))
+    assert st.verdict is Verdict.FAILED
+    assert texts(st, "G2") == ["XID 95"] and texts(st, "G3") == ["XID 63"]
+
+
+def test_a_drain_xid_counts_for_two_hours_then_ages_out():
+    c = Console()
+    now = c.node.telemetry().ts
+    recent = [XidSeen(code=119, ts=now - 2 * HOUR_MS + 5_000), XidSeen(code=45, ts=now - 1_000)]
+    st = c.send(c.with_gpu(0, xid_last=45, xid_last_ts=now - 1_000, xids=recent))
+    assert st.verdict is Verdict.FAILED
+    old = [XidSeen(code=119, ts=now - 2 * HOUR_MS - 5_000), XidSeen(code=45, ts=now - 1_000)]
+    st = c.send(c.with_gpu(0, xid_last=45, xid_last_ts=now - 1_000, xids=old))
+    assert st.verdict is Verdict.OK
+
+
+def test_an_older_agent_without_the_list_is_judged_by_xid_last():
+    c = Console()
+    t = c.with_gpu(3, xid_last=79, xid_last_ts=c.node.telemetry().ts - 1_000)
+    raw = json.loads(codec.encode(t))
+    for g in raw["gpus"]:
+        del g["xids"]  # what a v1 agent from before the list sends
+    st = c.send(json.dumps(raw).encode())
+    assert st.verdict is Verdict.FAILED and texts(st, "G2") == ["XID 79"]
+    # And such an agent's last XID, when routine, is no finding at all.
+    t = c.with_gpu(3, xid_last=45, xid_last_ts=c.node.telemetry().ts - 1_000)
+    raw = json.loads(codec.encode(t))
+    for g in raw["gpus"]:
+        del g["xids"]
+    assert c.send(json.dumps(raw).encode()).verdict is Verdict.OK
+
+
+def test_xid_list_is_bounded_and_keeps_the_newest_per_code():
+    seen = {code: 1_000 + code for code in range(1, 41)}
+    seen[13] = 99_000  # logged again lately
+    seen[119] = 1  # older than the window
+    out = recent_xids(seen, now_ms=2 * HOUR_MS + 10)
+    assert len(out) == XIDS_MAX and 119 not in seen
+    assert out[-1] == XidSeen(code=13, ts=99_000)
+    assert [x.ts for x in out] == sorted(x.ts for x in out)
+    assert {x.code for x in out} == set(range(9, 41))  # the 32 newest (13 among them)
+    with pytest.raises(ValidationError):
+        GpuSample(index=0, xids=[XidSeen(code=13, ts=i) for i in range(XIDS_MAX + 1)])
+
+
+def test_row_remap_pending_is_degraded_with_the_reset_action():
+    c = Console()
+    st = c.send(c.with_gpu(6, row_remap=c.node.telemetry().gpus[6].row_remap.model_copy(
+        update={"pending": True})))
+    assert st.verdict is Verdict.DEGRADED and st.reasons == ["G6"]
+    [g6] = st.findings
+    assert g6.severity is Severity.WARN and g6.component == "gpu6"
+    assert "reset pending: drain when idle, reset, resume" in g6.text
+    # A failed remap still drains (G5).
+    st = c.send(c.with_gpu(6, row_remap=c.node.telemetry().gpus[6].row_remap.model_copy(
+        update={"pending": True, "failure": True})))
+    assert st.verdict is Verdict.FAILED and set(st.reasons) == {"G5", "G6"}
