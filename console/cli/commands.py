@@ -30,6 +30,12 @@ EXIT_REJECTED = 3
 EXIT_TIMED_OUT = 4
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
+BIRTH_WAIT_S = 4.0
+"""How long after connecting unknown targets are waited for before giving up."""
+
+
+class UnknownTargets(UserError):
+    """Targets with no birth or status seen on the cluster."""
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
 
@@ -93,10 +99,20 @@ class CommandRun:
                         raise UserError(f"cannot connect to {self.url} within "
                                         f"{CONNECT_TIMEOUT_S:g} s")
                     return False
+                if feed.conn.state != "connected":
+                    connected_at = None  # a blip before sending: settle again after it
+                    return False
                 connected_at = connected_at or time.monotonic()
                 if time.monotonic() - connected_at < SETTLE_S:
                     return False  # retained births/statuses/jobs name the targets
-                req = make(self)
+                try:
+                    req = make(self)
+                except UnknownTargets:
+                    # A broker that just restarted has lost its retained births: the agents
+                    # publish them again as they reconnect.
+                    if time.monotonic() - connected_at < BIRTH_WAIT_S:
+                        return False
+                    raise
                 self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
                 deadline = self.clock() + self.timeout_s
                 return False
@@ -186,7 +202,7 @@ class CommandRun:
     def known(self, targets: list[str]) -> None:
         unknown = [t for t in targets if t not in self.state.nodes]
         if unknown:
-            raise UserError(f"unknown node(s) {compress(unknown)}: no birth or status seen on "
+            raise UnknownTargets(f"unknown node(s) {compress(unknown)}: no birth or status seen on "
                             f"cluster '{self.cluster}' (wrong --cluster or hostlist?)")
 
 
