@@ -17,6 +17,10 @@ from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
 
 RowSig = tuple[object, ...]
+DROP = {"power": 6, "age": 5, "ib": 4, "temp": 3, "gpus": 2, "util": 1}
+"""Which columns a narrow screen hides first (the reasons keep REASONS_MIN cells)."""
+GROW = {"node": 24, "job": 32}
+REASONS_MIN = 24
 
 
 def _age(last_rx: float | None, now: float) -> str:
@@ -56,7 +60,9 @@ class NodesScreen(FleetView):
         self.shown: list[str] = []
 
     def compose_body(self) -> ComposeResult:
-        columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"))
+        columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"),
+                          grow=GROW.get(a, 0), drop=DROP.get(a, 0),
+                          min=REASONS_MIN if not w else 0)
                    for h, a, w in NODE_COLUMNS]
         table: LineTable[str] = LineTable(columns, key=lambda k: k, cells=self._cells,
                                           style=self._style, markable=True, id="node-table")
