@@ -66,6 +66,10 @@ def fit(text: str, width: int, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
+BLANK = Style()
+"""For padding: never a segment without a style (NO_COLOR's monochrome filter cannot take one)."""
+OVERLAYS = ("cursor", "mark")
+"""Styles applied over a whole row: only their background counts."""
 STYLES = ("text", "muted", "ok", "degraded", "failed", "stale", "offline", "drain", "info",
           "warn", "error", "done", "header", "cursor", "mark", "sorted")
 
@@ -214,10 +218,15 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self._strips.clear()
 
     def _style(self, name: str) -> Style:
+        # Full (not partial) styles: theme colours with alpha or "auto" ($text-muted,
+        # $boost …) are only resolved against the background there; partial ones came out
+        # white, which made the header white on white and muted or stale rows look like text.
         style = self._palette.get(name)
         if style is None:
-            style = self._palette[name] = self.get_component_rich_style(
-                f"linetable--{name}", partial=True)
+            full = self.get_component_rich_style(f"linetable--{name}")
+            if name in OVERLAYS:
+                full = Style(bgcolor=full.bgcolor)  # laid over a row: keep the row's colour
+            style = self._palette[name] = full
         return style
 
     def _widths(self, width: int) -> list[int | None]:
@@ -284,8 +293,8 @@ class LineTable(Widget, Generic[T], can_focus=True):
         if index >= len(self.rows):
             if index == 0 and not self.rows:
                 return Strip([Segment(f"  {self.empty_text}", self._style("muted"))]
-                             ).crop_extend(0, width, None)
-            return Strip.blank(width)
+                             ).crop_extend(0, width, BLANK)
+            return Strip.blank(width, BLANK)
         row = self.rows[index]
         key = self._key(row)
         cells = tuple(self._cells(row))
@@ -303,11 +312,13 @@ class LineTable(Widget, Generic[T], can_focus=True):
             if w is None:
                 continue
             segs.append(Segment(fit(cell, w, col.right) + " ", style))
-        strip = Strip(segs).crop_extend(0, width, None)
-        if marked:
-            strip = strip.apply_style(self._style("mark"))
-        if selected:
-            strip = strip.apply_style(self._style("cursor"))
+        pad = BLANK
+        if marked or selected:
+            # Over the row's own style (its background included), not under it.
+            overlay = self._style("cursor") if selected else self._style("mark")
+            segs = list(Segment.apply_style(segs, post_style=overlay))
+            pad = style + overlay
+        strip = Strip(segs).crop_extend(0, width, pad)
         self._strips[cache_key] = strip
         return strip
 

@@ -18,6 +18,8 @@ from fleetdeck.console.tui.text import esc
 from fleetdeck.console.tui.theme import verdict_style
 
 SPARK_WIDTH = 16
+HOT_C = 87
+"""GPU temperature shown as hot (H100 slowdown is near 90 °C)."""
 GPU_COLUMNS = (("GPU", 0), ("UTIL", 0), ("POWER", 0), ("TEMP", 0), ("MEM°", 7), ("SM MHz", 5),
                ("CLOCK EVENTS", 1), ("ECC dbe/sbe", 3), ("REMAP", 6), ("NVLINK", 4),
                ("XID", 2))
@@ -127,7 +129,8 @@ class NodeDetailScreen(FleetView):
             xid = "-" if g.xid_last is None else str(g.xid_last)
             cols["UTIL"].append(Text(f"{_v(g.util_pct)}%"))
             cols["POWER"].append(Text(f"{_v(g.power_w)}W"))
-            cols["TEMP"].append(Text(f"{_v(g.temp_c)}°", "red" if (g.temp_c or 0) >= 87 else ""))
+            hot = (g.temp_c or 0) >= HOT_C  # "!" as well as red: it reads without colour
+            cols["TEMP"].append(Text(f"{_v(g.temp_c)}°{'!' if hot else ''}", "red" if hot else ""))
             cols["MEM°"].append(Text(f"{_v(g.mem_temp_c)}°"))
             cols["SM MHz"].append(Text(f"{_v(g.sm_clock_mhz)}/{_v(g.sm_clock_max_mhz)}"))
             cols["CLOCK EVENTS"].append(Text(events, ev_style))
