@@ -8,7 +8,7 @@ from textual.widgets import Static
 from fleetdeck.console.rows import FabricCache, LeafRow, PortRow, fabric
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
-from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.text import esc, plural
 
 LEAF_COLUMNS = [
     Column("LEAF", "leaf", 14, grow=32), Column("NODES", "nodes", 5, right=True, drop=2),
@@ -74,7 +74,7 @@ class FabricScreen(FleetView):
 
     def info(self) -> str:
         ports = sum(r.ports for r in self.leaves)
-        return (f"{len(self.leaves)} leaves  {ports} ports  "
+        return (f"{plural(len(self.leaves), 'leaf', 'leaves')}  {plural(ports, 'port')}  "
                 f"{len(self.ports)} not ok  [$text-muted]tab: leaves/ports · enter[/]")
 
     def action_switch_table(self) -> None:

@@ -7,6 +7,7 @@ from textual.binding import Binding
 from fleetdeck.console.rows import JobRow, job_row, progress_bar, sorted_jobs
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import plural
 
 BAR = 12
 JOB_COLUMNS = [
@@ -55,7 +56,7 @@ class JobsScreen(FleetView):
     def info(self) -> str:
         running = sum(1 for r in self.rows if r.state == "R")
         slow = sum(1 for r in self.rows if r.straggler)
-        text = f"{len(self.rows)} jobs  {running} running"
+        text = f"{plural(len(self.rows), 'job')}  {running} running"
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"

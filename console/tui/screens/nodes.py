@@ -10,7 +10,14 @@ from textual.widgets import Input
 
 from fleetdeck.console.commands import jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
-from fleetdeck.console.rows import NODE_COLUMNS, SORT_KEYS, NodeFilter, NodeRow, node_row
+from fleetdeck.console.rows import (
+    NODE_COLUMNS,
+    SORT_KEYS,
+    NodeFilter,
+    NodeRow,
+    node_row,
+    waiting,
+)
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
@@ -105,6 +112,8 @@ class NodesScreen(FleetView):
             return "muted"
         if st.drain.state.value != "none" and st.verdict is Verdict.OK:
             return "drain"
+        if st.verdict is Verdict.OK and waiting(st):
+            return "muted"
         return st.verdict.value
 
     def update_body(self, now: float) -> None:
