@@ -471,10 +471,10 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
 def run_console(url: BrokerURL, cluster: str, *, tick_s: float = 0.5, read_only: bool = False,
                 operator: str = "operator", broker_label: str = "",
                 audit_path: Path | str | None = None, command_key: bytes | None = None,
-                store_path: Path | None = None) -> int:
+                store_path: Path | None = None, record_dir: Path | None = None) -> int:
     tune_gc()
     app = FleetdeckApp(cluster=cluster, url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
-                       command_key=command_key, store_path=store_path)
+                       command_key=command_key, store_path=store_path, record_dir=record_dir)
     app.run()
     return 0
