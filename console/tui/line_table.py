@@ -266,6 +266,8 @@ class LineTable(Widget, Generic[T], can_focus=True):
         style = self._style("header")
         sorted_style = self._style("sorted")
         segs = [Segment("  ", style)]
+        titles_end = 2  # where the last title's text ends: the position counter goes after it
+        x = 2
         for col, w in zip(self.columns, widths, strict=True):
             if w is None:
                 continue
@@ -275,14 +277,17 @@ class LineTable(Widget, Generic[T], can_focus=True):
                 title += "▲" if self.sort_reverse else "▼"
             text = fit(title, w, col.right) + " "
             segs.append(Segment(text, sorted_style if is_sorted else style))
-        shown = f" {self.cursor + 1 if self.rows else 0}/{len(self.rows)} "
+            titles_end = x + len(text.rstrip())
+            x += len(text)
+        position = f" {self.cursor + 1 if self.rows else 0}/{len(self.rows)} "
         hidden = sum(w is None for w in widths)
-        if hidden:
-            shown = f" {hidden} columns hidden ·{shown}"
+        note = f" {hidden} hidden ·{position}" if hidden else position
         strip = Strip(segs).crop_extend(0, width, style)
-        if width > len(shown) + 20:
-            strip = Strip.join([strip.crop(0, width - len(shown)),
-                                Strip([Segment(shown, style)])])
+        for shown in (note, position):
+            if width - len(shown) > titles_end + 1:
+                strip = Strip.join([strip.crop(0, width - len(shown)),
+                                    Strip([Segment(shown, style)])])
+                break
         return strip
 
     def render_line(self, y: int) -> Strip:

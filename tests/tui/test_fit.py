@@ -171,3 +171,15 @@ async def test_fabric_leaf_table_stops_at_its_limit():
         leaf = world.app.screen.leaf_table
         assert leaf.size.height == 11  # the CSS cap (12 with its border): the rest scroll
         assert len(leaf.rows) == 20
+
+
+async def test_header_says_how_many_columns_the_width_hides():
+    world = World()
+    world.populate()
+    text = await show(world, (80, 24), "2")
+    header = line_with(text, "NODE ")
+    assert "REASONS" in header and header.rstrip().endswith("3 hidden · 1/24")
+    world = World()
+    world.populate()
+    text = await show(world, (160, 48), "2")
+    assert "hidden" not in line_with(text, "NODE ")
