@@ -157,17 +157,30 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self.refresh(layout=resized and self.styles.height is not None
                      and self.styles.height.is_auto)
 
+    def relayout(self) -> None:
+        """Forget the layout (after ``columns`` changed)."""
+        self._layout = None
+        self._strips.clear()
+        self.refresh()
+
     def _measure(self) -> None:
-        widths = [0] * len(self.columns)
+        # Only when this width leaves room to grow: measuring asks for cells row by row.
+        widths = layout(self.columns, self.size.width - 2)
+        flex = [w for c, w in zip(self.columns, widths, strict=True) if not c.width]
+        if not flex or (flex[0] or 0) <= max(GROW_KEEP, (self.size.width - 2) // 3):
+            if self._content:
+                self._content = ()
+                self._strips.clear()
+            return
+        content = [0] * len(self.columns)
         grow = [i for i, c in enumerate(self.columns) if c.grow]
         for row in self.rows[:MEASURE_ROWS]:
             cells = self._cells(row)
             for i in grow:
                 if i < len(cells):
-                    widths[i] = max(widths[i], cell_len(cells[i]))
-        content = tuple(widths)
-        if content != self._content:
-            self._content = content
+                    content[i] = max(content[i], cell_len(cells[i]))
+        if tuple(content) != self._content:
+            self._content = tuple(content)
             self._strips.clear()
 
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:

@@ -183,3 +183,23 @@ async def test_header_says_how_many_columns_the_width_hides():
     world.populate()
     text = await show(world, (160, 48), "2")
     assert "hidden" not in line_with(text, "NODE ")
+
+
+async def test_content_is_measured_only_when_there_is_room_to_grow():
+    """Measuring asks every row for its cells: never on a screen too narrow to use it, and
+    never for the nodes table (4,096 rows; its NODE column fits the ids when the fleet's size
+    changes)."""
+    world = World()
+    world.populate()
+    enrich(world)
+    async with world.app.run_test(size=(100, 30)) as pilot:
+        world.tick()
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        assert world.app.screen.table._content == ()
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        table = world.app.screen.table
+        assert not any(c.grow for c in table.columns) and table.columns[0].width == 10
