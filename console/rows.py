@@ -135,7 +135,7 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
     job_ids = jobs if jobs is not None else ([st.job_id] if st.job_id else [])
     return NodeRow(
         node=st.node_id,
-        verdict=st.verdict.value,
+        verdict=verdict_text(st),
         state=slurm_state(st),
         gpus=f"{st.gpus_present}/{st.gpus_expected}",
         util=util,
@@ -150,6 +150,20 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         util_v=util_v, temp_v=temp_v, power_v=power_v, age_v=age_v,
         verdict_v=VERDICT_ORDER[st.verdict],
     )
+
+
+WAITING = "waiting"
+"""What a node that was born but has sent no telemetry yet shows instead of a verdict: its
+health is not known, neither ok nor failed."""
+
+
+def waiting(st: NodeState) -> bool:
+    return st.telemetry is None and st.online is not False and not st.stale
+
+
+def verdict_text(st: NodeState) -> str:
+    """The verdict as shown: ``waiting`` before the first telemetry, else the verdict."""
+    return WAITING if waiting(st) and st.verdict is Verdict.OK else st.verdict.value
 
 
 def _short_age(s: float) -> str:
@@ -541,6 +555,8 @@ class FleetCounts:
     gpus_free: int = 0
     gpus_failed: int = 0
     """Missing, or on a node whose health verdict is failed."""
+    gpus_waiting: int = 0
+    """On nodes that have sent no telemetry yet: not known, so neither free nor failed."""
     gpus_out: int = 0
     """Drained, draining, down or stale: not usable, not necessarily broken."""
     ports: int = 0
@@ -549,7 +565,7 @@ class FleetCounts:
     jobs: dict[str, int] = field(default_factory=dict)
 
 
-_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int]
+_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int]
 
 
 def _contribution(st: NodeState) -> _Contribution:
@@ -559,8 +575,11 @@ def _contribution(st: NodeState) -> _Contribution:
     expected = st.gpus_expected or (len(st.telemetry.gpus) if st.telemetry else 0)
     present = st.gpus_present
     missing = max(0, expected - present)
-    in_use = free = failed = out = 0
-    if st.verdict is Verdict.FAILED:
+    in_use = free = failed = out = wait = 0
+    if waiting(st):
+        # Born, no telemetry yet: its GPUs are not known, not missing.
+        wait = expected
+    elif st.verdict is Verdict.FAILED:
         failed = expected
     else:
         failed = missing
@@ -575,8 +594,8 @@ def _contribution(st: NodeState) -> _Contribution:
     down = max(0, ports - st.ib_ports_up) if st.telemetry is not None and not stale else 0
     erroring = len({f.component for f in st.findings
                     if f.rule in ("N2", "N3", "N4", "N5")})
-    return (base, stale, st.verdict.value, expected, in_use, free, failed, out, ports, down,
-            erroring)
+    return (base, stale, verdict_text(st), expected, in_use, free, failed, out, ports, down,
+            erroring, wait)
 
 
 CountsCache = dict[str, tuple[tuple[object, ...], _Contribution]]
@@ -598,7 +617,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None) -> FleetCo
             contrib = _contribution(st)
             if cache is not None:
                 cache[node_id] = (sig, contrib)
-        base, stale, verdict, gpus, in_use, free, failed, out, ports, down, err = contrib
+        base, stale, verdict, gpus, in_use, free, failed, out, ports, down, err, wait = contrib
         states[base] = states.get(base, 0) + 1
         if stale:
             states["stale"] = states.get("stale", 0) + 1
@@ -607,6 +626,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None) -> FleetCo
         c.gpus_in_use += in_use
         c.gpus_free += free
         c.gpus_failed += failed
+        c.gpus_waiting += wait
         c.gpus_out += out
         c.ports += ports
         c.ports_down += down

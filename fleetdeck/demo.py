@@ -1,4 +1,9 @@
-"""``fleetdeck demo``: a private broker, a simulated fleet and the console, cleaned up on exit."""
+"""``fleetdeck demo``: a private broker, a simulated fleet and the console, cleaned up on exit.
+
+What the demo writes (its audit log, the history store, recordings made with ``R``) goes into a
+directory of its own, ``$XDG_STATE_HOME/fleetdeck/demo-<time>/``, never into the operator's real
+audit log or the current directory; its path is printed on exit.
+"""
 
 import argparse
 import os
@@ -8,6 +13,46 @@ import time
 from pathlib import Path
 
 from fleetdeck.broker import AMQTT, ManagedBroker
+
+AUDIT_FILE = "audit.jsonl"
+STORE_FILE = "demo.db"
+
+
+def state_base() -> Path:
+    """``$XDG_STATE_HOME/fleetdeck`` (``~/.local/state/fleetdeck``), where the console's own
+    state lives; the demo's directories go under it."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(base) / "fleetdeck"
+
+
+def demo_dir(now: float | None = None) -> Path:
+    """A new, empty directory for one demo run: ``<state>/demo-20260125T151223`` (with a
+    ``-2``, ``-3`` … suffix when two demos start in the same second)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(time.time() if now is None else now))
+    base = state_base()
+    base.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = base / (f"demo-{stamp}" if n == 1 else f"demo-{stamp}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise RuntimeError(f"cannot make a demo directory under {base}")
+
+
+def where_it_went(path: Path) -> str:
+    """The lines printed when the demo ends: where its audit log, store and recordings are."""
+    audit = path / AUDIT_FILE
+    recordings = sorted(path.glob("*.jsonl.gz"))
+    lines = [f"fleetdeck demo: this run's files are in {path}",
+             f"  audit log   {audit}" + ("" if audit.exists() else " (no commands were sent)"),
+             f"  store       {path / STORE_FILE}  (fleetdeck events --db {path / STORE_FILE})"]
+    if recordings:
+        lines.extend(f"  recording   {r}  (fleetdeck replay {r})" for r in recordings)
+    else:
+        lines.append("  recordings  none (R in the console records)")
+    return "\n".join(lines)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -32,9 +77,13 @@ def run_demo(args: argparse.Namespace) -> int:
                 return run_status(broker.url, args.cluster, 2.0, as_json=False)
             from fleetdeck.console.tui.app import run_console
 
-            return run_console(broker.url, args.cluster, broker_label=broker.label,
-                               store_path=Path(str(broker.workdir)) / "demo.db",
-                               operator=os.environ.get("USER", "demo"))
+            state = demo_dir()
+            try:
+                return run_console(broker.url, args.cluster, broker_label=broker.label,
+                                   audit_path=state / AUDIT_FILE, store_path=state / STORE_FILE,
+                                   record_dir=state, operator=os.environ.get("USER", "demo"))
+            finally:
+                print(where_it_went(state))
         finally:
             sim.terminate()
             try:

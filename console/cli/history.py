@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -15,6 +16,21 @@ from rich.table import Table
 
 from fleetdeck.console.store import Store
 from fleetdeck.errors import UserError
+
+PIPE_WIDTH = 100_000
+"""Line width when stdout is not a terminal: wide enough that no table row ever wraps."""
+
+
+def table_console(console: Console | None = None) -> Console:
+    """Where tables go: on a terminal, ``console`` (or a new one) at the terminal's real width;
+    piped or redirected, one that never wraps, so each row stays one line for grep, awk and
+    ``less -S`` (rich would otherwise wrap at 80). ``$COLUMNS`` still wins when it is set."""
+    console = console if console is not None else Console()
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(file=console.file, width=PIPE_WIDTH, soft_wrap=True,
+                   no_color=console.no_color, highlight=False)
+
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -86,7 +102,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     for r in rows:
         table.add_row(iso(r["ts"]), r["node"], r["kind"], r["severity"], r["component"],
                       escape(r["message"]))
-    Console().print(table)
+    table_console().print(table)
     return 0
 
 
@@ -111,7 +127,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool) -> 
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        Console().print(f"no history for {escape(node)} since {iso(since_ts)}")
+        table_console().print(f"no history for {escape(node)} since {iso(since_ts)}")
         return 0
     column = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clock_min"}
     table = Table(box=None, pad_edge=False)
@@ -141,5 +157,5 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool) -> 
         for minute, per_gpu in sorted(by_min.items()):
             table.add_row(iso(minute * 60)[:16],
                           *("-" if per_gpu.get(g) is None else f"{per_gpu[g]:.0f}" for g in gpus))
-    Console().print(table)
+    table_console().print(table)
     return 0

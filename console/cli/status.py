@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.live import clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.summary import fleet_summary
@@ -61,17 +62,17 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession
 
 
 VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "ok": 4}
-
-
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
+    console = table_console(console)
     t = summary["totals"]
     verdicts = "  ".join(
         f"[{VERDICT_STYLE[v]}]{v} {n}[/]" for v, n in t["by_verdict"].items() if n
     ) or "no nodes"
     where = escape(str(summary.get("broker") or summary.get("source") or ""))
     console.print(
-        f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} nodes  {verdicts}  "
+        f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} "
+        f"node{'' if t['nodes'] == 1 else 's'}  {verdicts}  "
         f"GPUs {t['gpus_present']}/{t['gpus']}  IB up {t['ib_ports_up']}/{t['ib_ports']}  "
         f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
@@ -104,5 +105,5 @@ def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> in
     if as_json:
         print(json.dumps(out, indent=2))
     else:
-        render_summary(out, Console())
+        render_summary(out, table_console())
     return 0

@@ -12,7 +12,7 @@ go through a confirmation naming every target with its blast radius, are publish
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual import work
@@ -290,18 +290,20 @@ class FleetdeckApp(App[int]):
 
     # --- navigation ---------------------------------------------------------------------------
 
-    def action_view(self, view: str) -> None:
+    def action_view(self, view: str) -> Awaitable[object] | None:
+        """Switch to ``view``; await the result to know its screen is mounted."""
         if view not in VIEWS:
-            return
+            return None
         if self.current_mode != view:
             self.history.append(self.current_mode)
             del self.history[:-20]
-        self._switch(view)
+        return self._switch(view)
 
-    def _switch(self, view: str) -> None:
+    def _switch(self, view: str) -> Awaitable[object]:
         # Leave any node detail pushed on the current view's stack where it is (k9s keeps it).
-        self.switch_mode(view)
+        done = self.switch_mode(view)
         self.call_after_refresh(self.refresh_view)
+        return done
 
     def action_go_back(self) -> None:
         if len(self.screen_stack) > 1 and not isinstance(self.screen, FleetView):
@@ -430,8 +432,7 @@ class FleetdeckApp(App[int]):
 
     def send(self, req: Request) -> None:
         """A request the session has audited and queued: tell the operator, spend the marks."""
-        what = req.op.value.replace("_", " ")
-        self.notify(f"{what} {esc(req.target_text)}: requested", timeout=3)
+        self.notify(f"{esc(request_words(req))}: requested", timeout=3)
         for screen in self.screen_stack:
             if isinstance(screen, NodesScreen) and screen.is_mounted:
                 screen.action_clear_marks()  # k9s: marks are spent by the action
@@ -440,12 +441,18 @@ class FleetdeckApp(App[int]):
     def _notify_finished(self, req: Request) -> None:
         outcome = req.phase
         details = finish_details(req)
-        text = f"{req.op.value.replace('_', ' ')} {esc(req.target_text)}: " \
-               f"{outcome.value.replace('_', ' ')}"
+        text = f"{esc(request_words(req))}: {outcome.value.replace('_', ' ')}"
         if details:
             text += f" ({esc(details[:120])})"
         self.notify(text, severity="information" if outcome is Phase.DONE else "error",
                     timeout=6)
+
+
+def request_words(req: Request) -> str:
+    """``drain gpu[0001-0004]``, ``resume gpu0007``, ``restart job 4102`` (the target text of
+    a restart already says "job")."""
+    verb = "restart" if req.op is CommandOp.RESTART_JOB else req.op.value.replace("_", " ")
+    return f"{verb} {req.target_text}"
 
 
 BEHIND_WARN_S = 2.0
@@ -464,10 +471,10 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
 def run_console(url: BrokerURL, cluster: str, *, tick_s: float = 0.5, read_only: bool = False,
                 operator: str = "operator", broker_label: str = "",
                 audit_path: Path | str | None = None, command_key: bytes | None = None,
-                store_path: Path | None = None) -> int:
+                store_path: Path | None = None, record_dir: Path | None = None) -> int:
     tune_gc()
     app = FleetdeckApp(cluster=cluster, url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
-                       command_key=command_key, store_path=store_path)
+                       command_key=command_key, store_path=store_path, record_dir=record_dir)
     app.run()
     return 0

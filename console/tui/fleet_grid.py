@@ -1,9 +1,14 @@
 """The fleet grid: one character per GPU, eight per node, drawn with the Line API.
 
-Each line is ``<first node of the line> ■■■■■■■■ ■■■■■■■■ …``. Cell codes come from
+Each line is ``<first node of the line> ■■■■□□□□ ■■■▲■■■■ …``. Cell codes come from
 ``console.rows.gpu_cells`` (cached per node until its telemetry, verdict or drain changes) and map
 to a palette of styles built once from the theme, so a full repaint of 4,096 nodes (32,768 cells)
 costs a few milliseconds, and only visible lines are ever drawn.
+
+Every cell state has a glyph of its own as well as a colour (GLYPHS): at 256 or 16 colours,
+on a monochrome terminal (``NO_COLOR``) and for colour-blind operators the shape still tells
+busy from idle and failed from offline. Metric buckets are bar heights (▁ … █) for the same
+reason. The cursor shows the glyph under it, reversed.
 """
 
 from typing import TYPE_CHECKING
@@ -25,8 +30,15 @@ if TYPE_CHECKING:
 
     from fleetdeck.console.state import FleetState, NodeState
 
-GLYPH = "■"
-CURSOR_GLYPH = "◆"
+GLYPHS = {
+    Cell.OK: "■", Cell.IDLE: "□", Cell.DEGRADED: "▲", Cell.FAILED: "✖", Cell.DRAINING: "◐",
+    Cell.DRAINED: "○", Cell.STALE: "·", Cell.OFFLINE: "⊘", Cell.MISSING: "x", Cell.EMPTY: "?",
+}
+"""One glyph per cell state: distinct shapes, so no state depends on colour alone."""
+HEAT_GLYPHS = "▁▂▃▄▅▆▇█"
+"""Metric buckets, low to high: the height reads without colour."""
+BLANK = Style()
+"""For gaps and padding: never a segment without a style (NO_COLOR's filter cannot take one)."""
 LINE_CACHE = 4096
 """Rendered grid lines kept (least recently used go first)."""
 HEALTH_NAMES = {
@@ -37,7 +49,8 @@ HEALTH_NAMES = {
 METRICS = ("health", "util", "temp", "power")
 LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.DEGRADED, "degraded"),
           (Cell.FAILED, "failed"), (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
-          (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"))
+          (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"),
+          (Cell.EMPTY, "waiting"))
 
 
 class FleetGrid(Widget, can_focus=True):
@@ -143,11 +156,11 @@ class FleetGrid(Widget, can_focus=True):
 
     def _build_palette(self) -> list[Style]:
         palette = [Style()] * (Cell.HEAT0 + HEAT_LEVELS)
+        # Full styles: colours with alpha or "auto" resolve only against the background.
         for code, name in HEALTH_NAMES.items():
-            palette[code] = self.get_component_rich_style(f"fleetgrid--{name}", partial=True)
+            palette[code] = self.get_component_rich_style(f"fleetgrid--{name}")
         for i in range(HEAT_LEVELS):
-            palette[Cell.HEAT0 + i] = self.get_component_rich_style(
-                f"fleetgrid--heat-{i}", partial=True)
+            palette[Cell.HEAT0 + i] = self.get_component_rich_style(f"fleetgrid--heat-{i}")
         return palette
 
     def render_line(self, y: int) -> Strip:
@@ -155,7 +168,7 @@ class FleetGrid(Widget, can_focus=True):
         per_line = self.per_line
         first = (self.top + y) * per_line
         if first >= len(self.node_ids):
-            return Strip.blank(width)
+            return Strip.blank(width, BLANK)
         if not self._palette:
             self._palette = self._build_palette()
         palette = self._palette
@@ -171,7 +184,7 @@ class FleetGrid(Widget, can_focus=True):
         cached = self._line_cache.get(key)
         if cached is not None:
             return cached
-        label_style = self.get_component_rich_style("fleetgrid--label", partial=True)
+        label_style = self.get_component_rich_style("fleetgrid--label")
         segs = [Segment(ids[0].ljust(self.label_width), label_style)]
         for n, codes in enumerate(line_codes):
             run_code = -1
@@ -182,7 +195,7 @@ class FleetGrid(Widget, can_focus=True):
                         segs.append(Segment(_glyphs(run_code, run), palette[run_code]))
                         run = 0
                     cur = self.get_component_rich_style("fleetgrid--cursor", partial=True)
-                    segs.append(Segment(CURSOR_GLYPH, palette[code] + cur))
+                    segs.append(Segment(_glyphs(code, 1), palette[code] + cur))
                     run_code = -1
                     continue
                 if code == run_code:
@@ -193,8 +206,8 @@ class FleetGrid(Widget, can_focus=True):
                     run_code, run = code, 1
             if run:
                 segs.append(Segment(_glyphs(run_code, run), palette[run_code]))
-            segs.append(Segment(" "))
-        strip = Strip(segs).crop_extend(0, width, None)
+            segs.append(Segment(" ", BLANK))
+        strip = Strip(segs).crop_extend(0, width, BLANK)
         self._line_cache[key] = strip
         return strip
 
@@ -212,8 +225,12 @@ class FleetGrid(Widget, can_focus=True):
         unit = {"util": "%", "temp": "°C", "power": "W"}[self.metric]
         text.append(f"{self.metric} {lo:g}{unit} ")
         for i in range(HEAT_LEVELS):
-            text.append(GLYPH, p[Cell.HEAT0 + i])
-        text.append(f" {hi:g}{unit}  · no data  x missing")
+            text.append(_glyphs(Cell.HEAT0 + i, 1), p[Cell.HEAT0 + i])
+        text.append(f" {hi:g}{unit}  ")
+        text.append(_glyphs(Cell.EMPTY, 1), p[Cell.EMPTY])
+        text.append("no data ")
+        text.append(_glyphs(Cell.MISSING, 1), p[Cell.MISSING])
+        text.append("missing")
         return text
 
     # --- actions ------------------------------------------------------------------------------
@@ -271,12 +288,11 @@ class FleetGrid(Widget, can_focus=True):
         self.action_move(-3, 0)
 
 
-_GLYPH_RUNS = [GLYPH * i for i in range(65)]
+_GLYPH_OF = [GLYPHS.get(code, "■") for code in range(Cell.HEAT0)] + list(HEAT_GLYPHS)
+_RUNS = [[glyph * i for i in range(65)] for glyph in _GLYPH_OF]
 
 
 def _glyphs(code: int, n: int) -> str:
-    if code == Cell.MISSING:
-        return "x" * n
-    if code == Cell.EMPTY:
-        return "·" * n
-    return _GLYPH_RUNS[n] if n < len(_GLYPH_RUNS) else GLYPH * n
+    """``n`` cells of state or bucket ``code``."""
+    runs = _RUNS[code]
+    return runs[n] if n < len(runs) else _GLYPH_OF[code] * n

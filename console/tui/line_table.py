@@ -3,12 +3,18 @@
 Rows are arbitrary objects; the table asks for their key, cells and style only for the lines on
 screen, so a 4,096-row table costs what its ~40 visible rows cost (docs/domain.md §7: a
 DataTable repaint is 50-100 ms at that size whatever changed). Strips are cached by content.
+
+Columns fit the width they get: on a narrow screen the columns with the highest ``drop`` rank
+are hidden first (decoration before data) so the flexible last column keeps ``min`` cells; on a
+wide one columns with ``grow`` widen to their content; a cell that still does not fit is cut
+with "…", never silently.
 """
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -27,8 +33,43 @@ class Column:
     width: int
     """0: take the rest of the line."""
     right: bool = False
+    grow: int = 0
+    """Widen up to this many cells to fit the content when the screen has room (0: never)."""
+    drop: int = 0
+    """Hidden on a narrow screen, highest rank first (0: always shown)."""
+    min: int = 0
+    """For the flexible column: the cells it keeps before other columns are hidden."""
 
 
+FLEX_MIN = 20
+"""Cells the flexible column keeps (unless its ``min`` says otherwise) before columns drop."""
+GROW_KEEP = 40
+"""Growing columns never take the flexible column below this."""
+MEASURE_ROWS = 500
+"""Rows measured for the content width of growing columns."""
+ELLIPSIS = "…"
+
+
+def fit(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded to exactly ``width`` cells, or cut with "…" when it is longer."""
+    if width <= 0:
+        return ""
+    if text.isascii():
+        n = len(text)
+        if n > width:
+            return text[:width - 1] + ELLIPSIS
+        return text.rjust(width) if right else text.ljust(width)
+    n = cell_len(text)
+    if n > width:
+        return set_cell_size(text, width - 1) + ELLIPSIS
+    pad = " " * (width - n)
+    return pad + text if right else text + pad
+
+
+BLANK = Style()
+"""For padding: never a segment without a style (NO_COLOR's monochrome filter cannot take one)."""
+OVERLAYS = ("cursor", "mark")
+"""Styles applied over a whole row: only their background counts."""
 STYLES = ("text", "muted", "ok", "degraded", "failed", "stale", "offline", "drain", "info",
           "warn", "error", "done", "header", "cursor", "mark", "sorted")
 
@@ -90,13 +131,19 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self.empty_text = "nothing to show"
         self._strips: dict[tuple[Any, ...], Strip] = {}
         self._palette: dict[str, Style] = {}
+        self._content: tuple[int, ...] = ()
+        """Widest cell per column over the measured rows (growing columns only)."""
+        self._layout: tuple[tuple[object, ...], list[int | None]] | None = None
 
     # --- data ---------------------------------------------------------------------------------
 
     def set_rows(self, rows: Sequence[T]) -> None:
         """Replace the rows; the cursor stays on the same key when it is still there."""
         current = self.current_key
+        resized = len(rows) != len(self.rows)
         self.rows = rows
+        if any(c.grow for c in self.columns):
+            self._measure()
         if current is not None and (self.cursor >= len(rows)
                                     or self._key(rows[self.cursor]) != current):
             for i, row in enumerate(rows):
@@ -107,7 +154,38 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self._clamp_top()
         if len(self._strips) > 4096:
             self._strips.clear()
+        self.refresh(layout=resized and self.styles.height is not None
+                     and self.styles.height.is_auto)
+
+    def relayout(self) -> None:
+        """Forget the layout (after ``columns`` changed)."""
+        self._layout = None
+        self._strips.clear()
         self.refresh()
+
+    def _measure(self) -> None:
+        # Only when this width leaves room to grow: measuring asks for cells row by row.
+        widths = layout(self.columns, self.size.width - 2)
+        flex = [w for c, w in zip(self.columns, widths, strict=True) if not c.width]
+        if not flex or (flex[0] or 0) <= max(GROW_KEEP, (self.size.width - 2) // 3):
+            if self._content:
+                self._content = ()
+                self._strips.clear()
+            return
+        content = [0] * len(self.columns)
+        grow = [i for i, c in enumerate(self.columns) if c.grow]
+        for row in self.rows[:MEASURE_ROWS]:
+            cells = self._cells(row)
+            for i in grow:
+                if i < len(cells):
+                    content[i] = max(content[i], cell_len(cells[i]))
+        if tuple(content) != self._content:
+            self._content = tuple(content)
+            self._strips.clear()
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        """``height: auto`` is the header and one line per row (the CSS caps it)."""
+        return 1 + max(1, len(self.rows))
 
     @property
     def current_key(self) -> str | None:
@@ -153,16 +231,31 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self._strips.clear()
 
     def _style(self, name: str) -> Style:
+        # Full (not partial) styles: theme colours with alpha or "auto" ($text-muted,
+        # $boost …) are only resolved against the background there; partial ones came out
+        # white, which made the header white on white and muted or stale rows look like text.
         style = self._palette.get(name)
         if style is None:
-            style = self._palette[name] = self.get_component_rich_style(
-                f"linetable--{name}", partial=True)
+            full = self.get_component_rich_style(f"linetable--{name}")
+            if name in OVERLAYS:
+                full = Style(bgcolor=full.bgcolor)  # laid over a row: keep the row's colour
+            style = self._palette[name] = full
         return style
 
-    def _widths(self, width: int) -> list[int]:
-        fixed = sum(c.width + 1 for c in self.columns if c.width)
-        flex = max(0, width - 2 - fixed)
-        return [c.width or flex for c in self.columns]
+    def _widths(self, width: int) -> list[int | None]:
+        """Each column's width for a line of ``width`` cells; None for a hidden column."""
+        sig = (width, self._content)
+        if self._layout is not None and self._layout[0] == sig:
+            return self._layout[1]
+        widths = layout(self.columns, width - 2, self._content)
+        self._layout = (sig, widths)
+        return widths
+
+    @property
+    def hidden(self) -> list[str]:
+        """Titles of the columns the current width hides."""
+        widths = self._widths(self.size.width)
+        return [c.title for c, w in zip(self.columns, widths, strict=True) if w is None]
 
     @property
     def visible_rows(self) -> int:
@@ -179,24 +272,35 @@ class LineTable(Widget, Generic[T], can_focus=True):
     def on_resize(self) -> None:
         self._clamp_top()
         self._strips.clear()
+        self._layout = None
 
     def _header(self, width: int) -> Strip:
         widths = self._widths(width)
         style = self._style("header")
         sorted_style = self._style("sorted")
         segs = [Segment("  ", style)]
+        titles_end = 2  # where the last title's text ends: the position counter goes after it
+        x = 2
         for col, w in zip(self.columns, widths, strict=True):
+            if w is None:
+                continue
             title = col.title
             is_sorted = col.key == self.sort_key
             if is_sorted:
                 title += "▲" if self.sort_reverse else "▼"
-            text = (title.rjust(w) if col.right else title.ljust(w))[:w] + " "
+            text = fit(title, w, col.right) + " "
             segs.append(Segment(text, sorted_style if is_sorted else style))
-        shown = f" {self.cursor + 1 if self.rows else 0}/{len(self.rows)} "
+            titles_end = x + len(text.rstrip())
+            x += len(text)
+        position = f" {self.cursor + 1 if self.rows else 0}/{len(self.rows)} "
+        hidden = sum(w is None for w in widths)
+        note = f" {hidden} hidden ·{position}" if hidden else position
         strip = Strip(segs).crop_extend(0, width, style)
-        if width > len(shown) + 20:
-            strip = Strip.join([strip.crop(0, width - len(shown)),
-                                Strip([Segment(shown, style)])])
+        for shown in (note, position):
+            if width - len(shown) > titles_end + 1:
+                strip = Strip.join([strip.crop(0, width - len(shown)),
+                                    Strip([Segment(shown, style)])])
+                break
         return strip
 
     def render_line(self, y: int) -> Strip:
@@ -207,8 +311,8 @@ class LineTable(Widget, Generic[T], can_focus=True):
         if index >= len(self.rows):
             if index == 0 and not self.rows:
                 return Strip([Segment(f"  {self.empty_text}", self._style("muted"))]
-                             ).crop_extend(0, width, None)
-            return Strip.blank(width)
+                             ).crop_extend(0, width, BLANK)
+            return Strip.blank(width, BLANK)
         row = self.rows[index]
         key = self._key(row)
         cells = tuple(self._cells(row))
@@ -223,13 +327,16 @@ class LineTable(Widget, Generic[T], can_focus=True):
         gutter = "+ " if marked else "  "
         segs = [Segment(gutter, self._style("mark") if marked else style)]
         for col, w, cell in zip(self.columns, self._widths(width), cells, strict=False):
-            text = (cell.rjust(w) if col.right else cell.ljust(w))[:w] + " "
-            segs.append(Segment(text, style))
-        strip = Strip(segs).crop_extend(0, width, None)
-        if marked:
-            strip = strip.apply_style(self._style("mark"))
-        if selected:
-            strip = strip.apply_style(self._style("cursor"))
+            if w is None:
+                continue
+            segs.append(Segment(fit(cell, w, col.right) + " ", style))
+        pad = BLANK
+        if marked or selected:
+            # Over the row's own style (its background included), not under it.
+            overlay = self._style("cursor") if selected else self._style("mark")
+            segs = list(Segment.apply_style(segs, post_style=overlay))
+            pad = style + overlay
+        strip = Strip(segs).crop_extend(0, width, pad)
         self._strips[cache_key] = strip
         return strip
 
@@ -282,3 +389,38 @@ class LineTable(Widget, Generic[T], can_focus=True):
 
     def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         self.action_cursor(-3)
+
+
+def layout(columns: Sequence[Column], avail: int, content: Sequence[int] = ()
+           ) -> list[int | None]:
+    """Column widths for ``avail`` cells (one space follows each column); None = hidden.
+
+    Narrow: hide columns by ``drop`` rank (highest first) until the flexible column has its
+    ``min`` (or FLEX_MIN) cells. Wide: growing columns widen to their content while the flexible
+    column keeps a third of the line (and at least GROW_KEEP cells)."""
+    flex = next((i for i, c in enumerate(columns) if not c.width), None)
+    flex_min = 0 if flex is None else (columns[flex].min or FLEX_MIN)
+    widths: list[int | None] = [c.width if c.width else 0 for c in columns]
+
+    def used() -> int:
+        return sum(w + 1 for i, w in enumerate(widths) if w is not None and i != flex)
+
+    droppable = sorted((c.drop, i) for i, c in enumerate(columns) if c.drop and c.width)
+    while used() + flex_min > avail and droppable:
+        _rank, i = droppable.pop()
+        widths[i] = None
+    budget = avail - used() - 1 - max(flex_min, GROW_KEEP, avail // 3) if flex is not None \
+        else avail - used()
+    for i, c in enumerate(columns):
+        w = widths[i]
+        if budget <= 0:
+            break
+        if not c.grow or w is None or i >= len(content) or content[i] <= w:
+            continue
+        extra = min(budget, min(c.grow, content[i]) - w)
+        if extra > 0:
+            widths[i] = w + extra
+            budget -= extra
+    if flex is not None:
+        widths[flex] = max(0, avail - used() - 1)
+    return widths

@@ -27,7 +27,7 @@ def radius_text(r: BlastRadius) -> str:
     for job in r.jobs[:6]:
         lines.append(f"  • {esc(job.line())}")
     if len(r.jobs) > 6:
-        lines.append(f"  … and {len(r.jobs) - 6} more jobs")
+        lines.append(f"  … and {plural(len(r.jobs) - 6, 'more job')}")
     for note in r.notes:
         lines.append(f"  [$warning]⚠ {esc(note)}[/]")
     return "\n".join(lines)
@@ -177,14 +177,18 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         : command mode (:nodes :jobs :fabric :events :node NAME{rw_cmds})
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
-[b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail
+[b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail · / filter nodes
         m colour by health/util/temp/power
+        cells: ■ busy □ idle ▲ degraded ✖ failed ◐ draining ○ drained · stale ⊘ offline
+        x missing GPU ? waiting for telemetry
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
         space mark · ctrl+backslash clear marks · o next sort column · O reverse{rw_nodes}
 [b]Jobs[/]    enter its nodes{rw_jobs}
 [b]Fabric[/]  tab leaves/ports · enter a leaf's bad ports / a port's node
 [b]Events[/]  / filter · c commands only · enter the node
 [b]State[/]   idle alloc mix drng drain down, * = not responding (stale telemetry)
+[b]Record[/]  R records what this console receives (and the commands it sends) to a file;
+        R again stops. fleetdeck replay FILE plays it back
 [b]Commands[/] requested → acknowledged → done | rejected | failed | timed_out;
         done only when the effect shows in telemetry (DRAINED, back in service, requeued).
         Mode: {mode}"""

@@ -6,5 +6,6 @@ def esc(text: str) -> str:
     return text.replace("\\", "\\\\").replace("[", "\\[")
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, words: str = "") -> str:
+    """``1 node``, ``2 nodes``; irregular plurals given: ``plural(n, "leaf", "leaves")``."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

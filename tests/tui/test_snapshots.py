@@ -1,5 +1,7 @@
-"""Deterministic text snapshots of each screen at 160x48: a synthetic fleet with a fixed seed
-and a frozen clock, compared line by line with tests/tui/snapshots/*.txt.
+"""Deterministic text snapshots of each screen at 160x48, 80x24 (tmux's default, a laptop
+split) and 220x60: a synthetic fleet with a fixed seed and a frozen clock, plus a job with a long
+name and an event with a long kind, compared line by line with tests/tui/snapshots/*.txt
+(``NAME.txt`` at 160x48, ``NAME@WxH.txt`` at the others).
 
 Plain text rather than SVG so colours and fonts cannot make them flaky; layout changes still
 show. After an intended change: FLEETDECK_UPDATE_SNAPSHOTS=1 pytest tests/tui/test_snapshots.py
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.tui.conftest import SIZE, World
+from tests.tui.test_fit import enrich
 from tests.tui.test_views import text_of
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -35,6 +38,8 @@ def check(name: str, text: str) -> None:
         pytest.fail(f"screen {name} changed:\n{diff}")
 
 
+@pytest.mark.parametrize("size", [SIZE, (80, 24), (220, 60)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize(("name", "keys"), [
     ("overview", []),
     ("nodes", ["2"]),
@@ -45,10 +50,11 @@ def check(name: str, text: str) -> None:
     ("drain_modal", ["2", "r"]),
     ("help", ["question_mark"]),
 ])
-async def test_screen_snapshot(name, keys):
+async def test_screen_snapshot(name, keys, size):
     world = World()
     world.populate()
-    async with world.app.run_test(size=SIZE) as pilot:
+    enrich(world)
+    async with world.app.run_test(size=size) as pilot:
         world.tick()
         await pilot.pause()
         for key in keys:
@@ -56,4 +62,4 @@ async def test_screen_snapshot(name, keys):
             await pilot.pause()
         world.app.refresh_view()
         await pilot.pause()
-        check(name, text_of(world.app))
+        check(name if size == SIZE else f"{name}@{size[0]}x{size[1]}", text_of(world.app))

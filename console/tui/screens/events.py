@@ -12,8 +12,9 @@ from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
 
 EVENT_COLUMNS = [
-    Column("TIME", "ts", 8), Column("SOURCE", "source", 10), Column("KIND", "kind", 12),
-    Column("SEV", "severity", 5), Column("MESSAGE", "text", 0),
+    Column("TIME", "ts", 8), Column("SOURCE", "source", 10, grow=24),
+    Column("KIND", "kind", 12, grow=32), Column("SEV", "severity", 5),
+    Column("MESSAGE", "text", 0, min=30),
 ]
 SEV_STYLE = {"error": "error", "warn": "warn", "done": "done", "info": "text"}
 Row = tuple[int, EventLine]

@@ -8,18 +8,20 @@ from textual.widgets import Static
 from fleetdeck.console.rows import FabricCache, LeafRow, PortRow, fabric
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
-from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.text import esc, plural
 
 LEAF_COLUMNS = [
-    Column("LEAF", "leaf", 14), Column("NODES", "nodes", 5, right=True),
-    Column("PORTS", "ports", 5, right=True), Column("UP", "up", 5, right=True),
+    Column("LEAF", "leaf", 14, grow=32), Column("NODES", "nodes", 5, right=True, drop=2),
+    Column("PORTS", "ports", 5, right=True, drop=3), Column("UP", "up", 5, right=True, drop=1),
     Column("DOWN", "down", 4, right=True), Column("FLAP", "flapping", 4, right=True),
-    Column("ERR", "erroring", 4, right=True), Column("HINT", "hint", 0),
+    Column("ERR", "erroring", 4, right=True), Column("HINT", "hint", 0, min=40),
 ]
 PORT_COLUMNS = [
-    Column("LEAF", "leaf", 14), Column("NODE", "node", 10), Column("PORT", "port", 11),
-    Column("STATUS", "status", 8), Column("STATE", "state", 6), Column("PHYS", "phys", 9),
-    Column("RATE", "rate", 4, right=True), Column("COUNTERS / FINDINGS", "errors", 0),
+    Column("LEAF", "leaf", 14, grow=32, drop=1), Column("NODE", "node", 10, grow=24),
+    Column("PORT", "port", 11, grow=20), Column("STATUS", "status", 8),
+    Column("STATE", "state", 6, drop=2), Column("PHYS", "phys", 9, drop=3),
+    Column("RATE", "rate", 4, right=True, drop=4),
+    Column("COUNTERS / FINDINGS", "errors", 0, min=30),
 ]
 PORT_STYLE = {"down": "failed", "flapping": "failed", "erroring": "degraded"}
 
@@ -72,7 +74,7 @@ class FabricScreen(FleetView):
 
     def info(self) -> str:
         ports = sum(r.ports for r in self.leaves)
-        return (f"{len(self.leaves)} leaves  {ports} ports  "
+        return (f"{plural(len(self.leaves), 'leaf', 'leaves')}  {plural(ports, 'port')}  "
                 f"{len(self.ports)} not ok  [$text-muted]tab: leaves/ports · enter[/]")
 
     def action_switch_table(self) -> None:

@@ -7,14 +7,18 @@ from textual.binding import Binding
 from fleetdeck.console.rows import JobRow, job_row, progress_bar, sorted_jobs
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.text import plural
 
 BAR = 12
 JOB_COLUMNS = [
-    Column("JOBID", "job_id", 8), Column("NAME", "name", 12), Column("USER", "user", 8),
-    Column("ST", "state", 2), Column("PROGRESS", "progress", BAR + 5),
-    Column("STEP", "step", 11, right=True), Column("STEP T", "step_time", 6, right=True),
-    Column("ETA", "eta", 7, right=True), Column("NODES", "nodes", 18),
-    Column("CKPT", "checkpoint", 14), Column("STRAGGLER", "straggler", 0),
+    # The progress bar is decoration (the percentage is the data): it is the first to go.
+    Column("JOBID", "job_id", 8, grow=16), Column("NAME", "name", 12, grow=40),
+    Column("USER", "user", 8, grow=16, drop=4), Column("ST", "state", 2),
+    Column("DONE", "progress", 4, right=True), Column("PROGRESS", "bar", BAR, drop=6),
+    Column("STEP", "step", 11, right=True, drop=3),
+    Column("STEP T", "step_time", 6, right=True, drop=2),
+    Column("ETA", "eta", 7, right=True), Column("NODES", "nodes", 14, grow=48),
+    Column("CKPT", "checkpoint", 14, drop=5), Column("STRAGGLER", "straggler", 0, min=32),
 ]
 STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "failed",
                "NF": "failed", "RQ": "warn", "CA": "muted", "TO": "failed"}
@@ -52,7 +56,7 @@ class JobsScreen(FleetView):
     def info(self) -> str:
         running = sum(1 for r in self.rows if r.state == "R")
         slow = sum(1 for r in self.rows if r.straggler)
-        text = f"{len(self.rows)} jobs  {running} running"
+        text = f"{plural(len(self.rows), 'job')}  {running} running"
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"
@@ -93,9 +97,9 @@ class JobsScreen(FleetView):
 
 
 def _cells(r: JobRow) -> tuple[str, ...]:
-    bar = f"{progress_bar(r.progress, BAR)} {r.progress * 100:3.0f}%"
-    return (r.job_id, r.name, r.user, r.state, bar, r.step, r.step_time, r.eta, r.nodes,
-            r.checkpoint, r.straggler or r.reason)
+    return (r.job_id, r.name, r.user, r.state, f"{r.progress * 100:3.0f}%",
+            progress_bar(r.progress, BAR), r.step, r.step_time, r.eta, r.nodes, r.checkpoint,
+            r.straggler or r.reason)
 
 
 def _style(r: JobRow) -> str:

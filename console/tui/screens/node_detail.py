@@ -1,6 +1,7 @@
 """Node detail: per-GPU state with sparklines, per-port IB state and counters, the timeline."""
 
-from rich.table import Table
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,11 +12,21 @@ from fleetdeck.console.health import describe_clock_events
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import clock_text, drain_reason, port_error_text, slurm_state
 from fleetdeck.console.state import NodeState
+from fleetdeck.console.tui.fit_table import FitColumn, FitTable
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
 from fleetdeck.console.tui.theme import verdict_style
 
 SPARK_WIDTH = 16
+HOT_C = 87
+"""GPU temperature shown as hot (H100 slowdown is near 90 °C)."""
+GPU_COLUMNS = (("GPU", 0), ("UTIL", 0), ("POWER", 0), ("TEMP", 0), ("MEM°", 7), ("SM MHz", 5),
+               ("CLOCK EVENTS", 1), ("ECC dbe/sbe", 3), ("REMAP", 6), ("NVLINK", 4),
+               ("XID", 2))
+"""Data columns in order, with the rank at which a narrow screen hides them (0: never; the
+sparklines after UTIL and POWER go before any of these)."""
+PORT_COLUMNS = (("PORT", 0), ("STATE", 0), ("PHYS", 0), ("RATE", 2), ("TX", 1), ("RX", 1),
+                ("ERRORS (+delta)", 0))
 
 
 def _v(value: float | int | None, fmt: str = "{:.0f}") -> str:
@@ -85,25 +96,24 @@ class NodeDetailScreen(FleetView):
                 t.append(("; " if i else "") + str(f), style)
         return t
 
-    def _gpus(self, st: NodeState) -> Table | Text:
+    def _gpus(self, st: NodeState) -> FitTable | Text:
         tel = st.telemetry
         if tel is None:
             return Text("no telemetry yet", "dim")
-        table = Table(title="GPUs", title_justify="left", box=None, pad_edge=False,
-                      header_style="bold", expand=False)
-        for col in ("GPU", "UTIL", f"util last {SPARK_WIDTH}", "POWER", "power", "TEMP",
-                    "MEM°", "SM MHz", "CLOCK EVENTS", "ECC dbe/sbe", "REMAP", "NVLINK", "XID"):
-            table.add_column(col, no_wrap=True)
         recent = self.fleet.recent
         gpus = sorted(tel.gpus, key=lambda g: g.index)
+        cols: dict[str, list[Text]] = {name: [] for name, _drop in GPU_COLUMNS}
+        present: list[tuple[int, float]] = []  # (position in the series, power limit)
         for pos, g in enumerate(gpus):
             mark = "▶" if self.gpu == g.index else " "
+            cols["GPU"].append(Text(f"{mark}{g.index}"))
             if not g.present:
-                table.add_row(Text(f"{mark}{g.index}"), Text("not present", "bold red"))
+                cols["UTIL"].append(Text("not present", "bold red"))
+                for name in list(cols)[2:]:
+                    cols[name].append(Text(""))
+                present.append((-1, 0.0))
                 continue
-            util_s = sparkline(recent.series(st.node_id, pos, "util"), 0, 100, SPARK_WIDTH)
-            power_s = sparkline(recent.series(st.node_id, pos, "power"), 0,
-                                g.power_limit_w or 700, SPARK_WIDTH)
+            present.append((pos, float(g.power_limit_w or 700)))
             events = describe_clock_events(g.clock_event_reasons or 0)
             ev_style = "yellow" if (g.clock_event_reasons or 0) & 0xE8 else ""
             nv = g.nvlink
@@ -117,41 +127,62 @@ class NodeDetailScreen(FleetView):
             if rr.failure:
                 remap += " FAIL"
             xid = "-" if g.xid_last is None else str(g.xid_last)
-            table.add_row(
-                Text(f"{mark}{g.index}"), Text(f"{_v(g.util_pct)}%"), Text(util_s, "cyan"),
-                Text(f"{_v(g.power_w)}W"), Text(power_s, "magenta"),
-                Text(f"{_v(g.temp_c)}°", "red" if (g.temp_c or 0) >= 87 else ""),
-                Text(f"{_v(g.mem_temp_c)}°"),
-                Text(f"{_v(g.sm_clock_mhz)}/{_v(g.sm_clock_max_mhz)}"),
-                Text(events, ev_style),
-                Text(f"{_v(g.ecc.dbe_vol)}/{_v(g.ecc.sbe_agg)}",
-                     "red" if g.ecc.dbe_vol else ""),
-                Text(remap, "red" if rr.pending or rr.failure else ""),
-                Text(nv_text, "red" if (nv.links_up or 0) < (nv.links_total or 0) else ""),
-                Text(xid, "red" if g.xid_last else ""),
-            )
-        return table
+            cols["UTIL"].append(Text(f"{_v(g.util_pct)}%"))
+            cols["POWER"].append(Text(f"{_v(g.power_w)}W"))
+            hot = (g.temp_c or 0) >= HOT_C  # "!" as well as red: it reads without colour
+            cols["TEMP"].append(Text(f"{_v(g.temp_c)}°{'!' if hot else ''}", "red" if hot else ""))
+            cols["MEM°"].append(Text(f"{_v(g.mem_temp_c)}°"))
+            cols["SM MHz"].append(Text(f"{_v(g.sm_clock_mhz)}/{_v(g.sm_clock_max_mhz)}"))
+            cols["CLOCK EVENTS"].append(Text(events, ev_style))
+            cols["ECC dbe/sbe"].append(Text(f"{_v(g.ecc.dbe_vol)}/{_v(g.ecc.sbe_agg)}",
+                                            "red" if g.ecc.dbe_vol else ""))
+            cols["REMAP"].append(Text(remap, "red" if rr.pending or rr.failure else ""))
+            cols["NVLINK"].append(Text(nv_text, "red" if (nv.links_up or 0) < (
+                nv.links_total or 0) else ""))
+            cols["XID"].append(Text(xid, "red" if g.xid_last else ""))
 
-    def _ports(self, st: NodeState) -> Table | Text:
+        def spark(metric: str, style: str) -> Callable[[int], list[Text]]:
+            def draw(width: int) -> list[Text]:
+                out = []
+                for pos, limit in present:
+                    if pos < 0:
+                        out.append(Text(""))
+                        continue
+                    hi = 100.0 if metric == "util" else limit
+                    out.append(Text(sparkline(recent.series(st.node_id, pos, metric), 0, hi,
+                                              width), style))
+                return out
+            return draw
+
+        columns: list[FitColumn] = []
+        for name, drop in GPU_COLUMNS:
+            columns.append(FitColumn(name, cols[name], drop=drop))
+            if name == "UTIL":
+                columns.append(FitColumn("util", spark=SPARK_WIDTH, draw=spark("util", "cyan")))
+            elif name == "POWER":
+                columns.append(FitColumn("power", spark=SPARK_WIDTH,
+                                         draw=spark("power", "magenta")))
+        return FitTable("GPUs", columns, len(gpus), note="util/power: last {n} samples")
+
+    def _ports(self, st: NodeState) -> FitTable | Text:
         tel = st.telemetry
         if tel is None or not tel.ib_ports:
             return Text("no IB ports reported", "dim")
-        table = Table(title="InfiniBand ports", title_justify="left", box=None, pad_edge=False,
-                      header_style="bold")
-        for col in ("PORT", "STATE", "PHYS", "RATE", "TX", "RX", "ERRORS (+delta)"):
-            table.add_column(col, no_wrap=True)
+        cols: dict[str, list[Text]] = {name: [] for name, _drop in PORT_COLUMNS}
         for p in tel.ib_ports:
             bad = p.state not in (None, "ACTIVE") or p.phys_state not in (None, "LinkUp")
             style = "bold red" if bad else ""
             errors = port_error_text(p)
-            table.add_row(
-                Text(f"{p.dev}:{p.port}"), Text(p.state or "?", style),
-                Text(p.phys_state or "?", style),
-                Text("-" if p.rate_gbps is None else f"{p.rate_gbps:g}"),
-                Text(_rate(p.xmit_Bps)), Text(_rate(p.rcv_Bps)),
-                Text(errors or "0", "yellow" if errors else "dim"),
-            )
-        return table
+            cols["PORT"].append(Text(f"{p.dev}:{p.port}"))
+            cols["STATE"].append(Text(p.state or "?", style))
+            cols["PHYS"].append(Text(p.phys_state or "?", style))
+            cols["RATE"].append(Text("-" if p.rate_gbps is None else f"{p.rate_gbps:g}"))
+            cols["TX"].append(Text(_rate(p.xmit_Bps)))
+            cols["RX"].append(Text(_rate(p.rcv_Bps)))
+            cols["ERRORS (+delta)"].append(Text(errors or "0", "yellow" if errors else "dim"))
+        return FitTable("InfiniBand ports",
+                        [FitColumn(name, cols[name], drop=drop) for name, drop in PORT_COLUMNS],
+                        len(tel.ib_ports))
 
     def _timeline(self, st: NodeState) -> Text:
         t = Text()

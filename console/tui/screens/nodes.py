@@ -1,6 +1,7 @@
 """Nodes: sinfo-style state, health, reasons, jobs and GPU/IB summaries; sort, filter, mark."""
 
 import time
+from dataclasses import replace
 
 from textual import on
 from textual.app import ComposeResult
@@ -10,13 +11,26 @@ from textual.widgets import Input
 
 from fleetdeck.console.commands import jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
-from fleetdeck.console.rows import NODE_COLUMNS, SORT_KEYS, NodeFilter, NodeRow, node_row
+from fleetdeck.console.rows import (
+    NODE_COLUMNS,
+    SORT_KEYS,
+    NodeFilter,
+    NodeRow,
+    node_row,
+    waiting,
+)
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
 
 RowSig = tuple[object, ...]
+DROP = {"power": 6, "age": 5, "ib": 4, "temp": 3, "gpus": 2, "util": 1}
+"""Which columns a narrow screen hides first (the reasons keep REASONS_MIN cells)."""
+NODE_WIDTH_MAX = 32
+"""The NODE column widens to the longest node id up to this (ids are measured when the fleet's
+size changes, never per tick: the table's own content measure would rebuild rows)."""
+REASONS_MIN = 24
 
 
 def _age(last_rx: float | None, now: float) -> str:
@@ -54,9 +68,12 @@ class NodesScreen(FleetView):
         self._jobs: dict[str, list[str]] = {}
         self._now = time.time()
         self.shown: list[str] = []
+        self._n_nodes = -1
 
     def compose_body(self) -> ComposeResult:
-        columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"))
+        columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"),
+                          drop=DROP.get(a, 0),
+                          min=REASONS_MIN if not w else 0)
                    for h, a, w in NODE_COLUMNS]
         table: LineTable[str] = LineTable(columns, key=lambda k: k, cells=self._cells,
                                           style=self._style, markable=True, id="node-table")
@@ -99,11 +116,16 @@ class NodesScreen(FleetView):
             return "muted"
         if st.drain.state.value != "none" and st.verdict is Verdict.OK:
             return "drain"
+        if st.verdict is Verdict.OK and waiting(st):
+            return "muted"
         return st.verdict.value
 
     def update_body(self, now: float) -> None:
         self._now = now
         state = self.fleet.state
+        if len(state.nodes) != self._n_nodes:
+            self._n_nodes = len(state.nodes)
+            self._fit_node_column(max(map(len, state.nodes), default=0))
         self._jobs = jobs_by_node(state)
         nodes = list(state.nodes.values())
         if self.unhealthy_only:
@@ -133,6 +155,14 @@ class NodesScreen(FleetView):
         table.empty_text = ("no nodes match the filter" if f.active or self.unhealthy_only
                             else "no nodes yet: waiting for births and telemetry")
         table.set_rows(self.shown)
+
+    def _fit_node_column(self, longest: int) -> None:
+        table = self.table
+        col = table.columns[0]
+        width = max(NODE_COLUMNS[0][2], min(NODE_WIDTH_MAX, longest))
+        if col.width != width:
+            table.columns = [replace(col, width=width), *table.columns[1:]]
+            table.relayout()
 
     def info(self) -> str:
         parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes",

@@ -6,10 +6,16 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
-from fleetdeck.console.rows import CountsCache, FleetCounts, fleet_counts, top_problems
+from fleetdeck.console.rows import (
+    WAITING,
+    CountsCache,
+    FleetCounts,
+    fleet_counts,
+    top_problems,
+)
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.screens.base import FleetView
-from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.console.tui.theme import state_markup, verdict_markup
 
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
@@ -19,6 +25,7 @@ class OverviewScreen(FleetView):
     VIEW = "overview"
     BINDINGS = [
         Binding("m", "metric", "Colour by"),
+        Binding("slash", "filter_nodes", "Filter nodes"),
         Binding("enter", "open", "Detail", show=False),
     ]
 
@@ -52,13 +59,17 @@ class OverviewScreen(FleetView):
         limit = 3 if self.size.height < 40 else 6
         problems, total = top_problems(state, limit)
         if problems:
-            lines = [f"[b]Top problems[/] ({total} nodes need attention, worst first; "
+            need = "needs" if total == 1 else "need"
+            lines = [f"[b]Top problems[/] ({plural(total, 'node')} {need} attention, worst first; "
                      f"[$text-muted]2: node list[/])"]
             for p in problems:
                 colour = verdict_markup(p.verdict.value)
                 lines.append(f" [{colour}]{p.verdict.value:<8}[/] {esc(p.node):<10} "
                              f"{p.state:<6} {esc(p.text)}")
             text = "\n".join(lines)
+        elif counts.verdicts.get(WAITING):
+            text = (f"[b]Top problems[/] none so far: no telemetry yet from "
+                    f"{plural(counts.verdicts[WAITING], 'node')}")
         else:
             text = "[b]Top problems[/] [$success]none: every node reports healthy[/]"
         self.query_one("#problems", Static).update(text)
@@ -72,11 +83,16 @@ class OverviewScreen(FleetView):
     def _counts_text(self, c: FleetCounts) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
                            if c.states.get(s))
-        verdicts = "  ".join(
-            f"[{verdict_markup(v.value)}]{v.value} {c.verdicts[v.value]}[/]"
-            for v in sorted(Verdict, key=lambda v: VERDICT_ORDER[v]) if c.verdicts.get(v.value))
+        parts = [f"[{verdict_markup(v.value)}]{v.value} {c.verdicts[v.value]}[/]"
+                 for v in sorted(Verdict, key=lambda v: VERDICT_ORDER[v])
+                 if c.verdicts.get(v.value)]
+        if c.verdicts.get(WAITING):
+            parts.append(f"[$text-muted]{WAITING} {c.verdicts[WAITING]}[/]")
+        verdicts = "  ".join(parts)
         jobs = "  ".join(f"{k} {n}" for k, n in sorted(c.jobs.items())) or "none"
         failed = f"[$error]failed {c.gpus_failed}[/]" if c.gpus_failed else "failed 0"
+        if c.gpus_waiting:
+            failed += f"  [$text-muted]waiting {c.gpus_waiting}[/]"
         down = f"[$error]down {c.ports_down}[/]" if c.ports_down else "down 0"
         err = f"[$warning]erroring {c.ports_erroring}[/]" if c.ports_erroring else "erroring 0"
         return (f"[b]Nodes[/] {c.nodes}  {states}   [b]Health[/] {verdicts or '-'}\n"
@@ -123,6 +139,21 @@ class OverviewScreen(FleetView):
     @on(FleetGrid.Selected)
     def _selected(self, event: FleetGrid.Selected) -> None:
         self.fleet.open_node(event.node_id, event.gpu)
+
+    async def action_filter_nodes(self) -> None:
+        """``/`` here filters nodes: the nodes view with its filter box open, ready for what is
+        typed next (the overview has nothing of its own to filter)."""
+        from fleetdeck.console.tui.screens.nodes import NodesScreen
+
+        fleet = self.fleet
+        switching = fleet.action_view("nodes")
+        if switching is not None:
+            await switching
+        while len(fleet.screen_stack) > 1 and not isinstance(fleet.screen, NodesScreen):
+            await fleet.pop_screen()  # a node detail left open on the nodes view
+        screen = fleet.screen
+        if isinstance(screen, NodesScreen):
+            screen.action_filter()
 
     def action_metric(self) -> None:
         self.grid.action_cycle_metric()

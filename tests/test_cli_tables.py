@@ -1,0 +1,105 @@
+"""CLI tables piped into a file or another program keep one line per row: rich used to wrap them
+at 80 columns whenever stdout was not a terminal. The real CLI, stdout piped."""
+
+import asyncio
+import io
+import os
+import subprocess
+import time
+
+import pytest
+
+from fleetdeck.agents.source import EventDraft
+from fleetdeck.console.cli.history import PIPE_WIDTH, table_console
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.store import Store
+from fleetdeck.protocol.topics import Kind
+from tests.conftest import REPO, fleetdeck_cmd, spawn, stop_process
+from tests.helpers import FakeNode
+
+LONG = ("mlx5_ib3:1 went down and up 9 times in 60 s; symbol errors 4956/h; receive errors "
+        "increasing; suspect the cable or the leaf switch port, not the node")
+
+
+def piped(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return subprocess.run(fleetdeck_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=env, check=False)
+
+
+def test_table_console_is_wide_only_when_piped(monkeypatch):
+    from rich.console import Console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    tty = Console(force_terminal=True, width=97)
+    assert table_console(tty) is tty  # a terminal: its real width
+    pipe = table_console(Console(file=io.StringIO()))
+    assert pipe.width == PIPE_WIDTH
+    monkeypatch.setenv("COLUMNS", "120")
+    plain = Console(file=io.StringIO())
+    assert table_console(plain) is plain  # $COLUMNS wins
+
+
+def test_replay_summary_rows_are_not_wrapped():
+    """``replay --headless`` prints the same table as ``status`` (render_summary)."""
+    res = piped("replay", str(REPO / "fixtures" / "thermal.jsonl.gz"), "--headless")
+    assert res.returncode == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if line.startswith("gpu0005"))
+    assert row.rstrip().endswith("G12 gpu3: clock throttled (sw thermal)")
+    assert len(row.rstrip()) > 80
+    assert all(line.split()[0].startswith(("gpu", "NODE", "fx")) for line in
+               res.stdout.splitlines() if line.strip())  # no continuation lines
+
+
+async def _store_with_long_event(path) -> None:
+    node = FakeNode("gpu0001", t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    store = await Store.open(path)
+    try:
+        node.feed(ingest, node.birth(), Kind.BIRTH)
+        node.feed(ingest, node.status(), Kind.STATUS)
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        node.feed(ingest, node.agent._event(EventDraft("link_flap", LONG,
+                                                       component="mlx5_ib3:1")), Kind.EVENT)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    finally:
+        await store.close()
+
+
+def test_events_rows_are_not_wrapped(tmp_path):
+    db = tmp_path / "s.db"
+    asyncio.run(_store_with_long_event(db))
+    res = piped("events", "--db", str(db), "--since", "2020-01-01T00:00")
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if "link_flap" in line]
+    assert len(rows) == 1 and rows[0].rstrip().endswith(LONG)
+
+
+@pytest.mark.needs("mosquitto")
+def test_status_rows_are_not_wrapped(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    sim = spawn("sim", "--broker", url, "--cluster", "wide", "--nodes", "4", "--seed", "2",
+                log=tmp_path / "sim.log")
+    try:
+        deadline = time.monotonic() + 40
+        while True:  # an uncorrectable ECC error: three findings, a long REASONS cell
+            res = piped("inject", "--broker", url, "--cluster", "wide", "ecc_dbe",
+                        "node=gpu0002", "gpu=1", "--wait", "2")
+            if res.returncode == 0 or time.monotonic() > deadline:
+                break
+        assert res.returncode == 0, res.stderr
+        row = ""
+        while time.monotonic() < deadline and row.count(";") < 2:
+            res = piped("status", "--broker", url, "--cluster", "wide", "--wait", "2")
+            row = next((line for line in res.stdout.splitlines()
+                        if line.startswith("gpu0002")), "")
+        assert row.count(";") >= 2 and len(row.rstrip()) > 80, res.stdout  # one line
+        assert res.stdout.splitlines()[0].startswith("wide @ ")
+        assert all(line.split()[0].startswith(("gpu", "NODE", "wide")) for line in
+                   res.stdout.splitlines() if line.strip())  # no continuation lines
+    finally:
+        stop_process(sim)

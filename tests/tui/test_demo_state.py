@@ -1,0 +1,79 @@
+"""The demo keeps its audit log, store and recordings in a directory of its own and names it on
+exit: a demo drain never lands in the operator's real audit log, a recording never in the
+directory the demo was started from (the repository root, with ``make demo``)."""
+
+import sys
+import time
+
+import pytest
+
+from fleetdeck.demo import AUDIT_FILE, STORE_FILE, demo_dir, state_base, where_it_went
+from tests.tui.test_tmux_e2e import tmux, wait_for
+
+
+def test_demo_dir_is_under_xdg_state_and_new_each_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert state_base() == tmp_path / "fleetdeck"
+    first, second = demo_dir(1_767_225_600.0), demo_dir(1_767_225_600.0)
+    assert first.parent == second.parent == tmp_path / "fleetdeck"
+    assert first != second and first.name.startswith("demo-") and second.name.endswith("-2")
+    assert not list(first.iterdir())
+
+
+def test_where_it_went_names_every_file(tmp_path):
+    (tmp_path / AUDIT_FILE).write_text("{}\n")
+    (tmp_path / "fleetdeck-demo-20260101T000000.jsonl.gz").write_bytes(b"")
+    text = where_it_went(tmp_path)
+    assert f"audit log   {tmp_path / AUDIT_FILE}" in text
+    assert str(tmp_path / STORE_FILE) in text
+    assert f"fleetdeck replay {tmp_path / 'fleetdeck-demo-20260101T000000.jsonl.gz'}" in text
+    assert "no commands were sent" not in text
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "no commands were sent" in where_it_went(empty)
+    assert "recordings  none" in where_it_went(empty)
+
+
+@pytest.mark.tmux
+@pytest.mark.needs("tmux", "mosquitto")
+def test_demo_drain_and_recording_stay_in_the_demo_dir(tmp_path):
+    state, cwd = tmp_path / "state", tmp_path / "cwd"
+    cwd.mkdir()
+    session = f"fd-demo-{int(time.time() * 1000) % 10**8}"
+    cmd = (f"sleep 1; cd {cwd} && XDG_STATE_HOME={state} {sys.executable} -m fleetdeck.cli "
+           f"demo --nodes 8 --interval 0.5 --broker-kind mosquitto; echo DEMO-EXITED rc=$?; "
+           f"sleep 60")
+    tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "48", cmd)
+    tmux("set-option", "-t", session, "window-size", "manual")
+    tmux("resize-window", "-t", session, "-x", "200", "-y", "48")
+    try:
+        wait_for(session, "Nodes 8", timeout=40)
+        tmux("send-keys", "-t", session, "2")
+        wait_for(session, "gpu0008")
+        tmux("send-keys", "-t", session, "r")
+        wait_for(session, "Drain 1 node")
+        tmux("send-keys", "-t", session, "-l", "demo drain")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_for(session, ": requested")
+        tmux("send-keys", "-t", session, "R")
+        wait_for(session, "RECORDING")
+        time.sleep(1.5)
+        tmux("send-keys", "-t", session, "R")
+        wait_for(session, "recorded")
+        tmux("send-keys", "-t", session, "q")
+        screen = wait_for(session, "DEMO-EXITED", timeout=30)
+    finally:
+        tmux("kill-session", "-t", session)
+    runs = list((state / "fleetdeck").glob("demo-*"))
+    assert len(runs) == 1
+    run = runs[0]
+    assert "demo drain" in (run / AUDIT_FILE).read_text()
+    assert len(list(run.glob("fleetdeck-demo-*.jsonl.gz"))) == 1
+    assert (run / STORE_FILE).exists()
+    assert not (state / "fleetdeck" / AUDIT_FILE).exists()  # the real audit log: untouched
+    assert list(cwd.iterdir()) == []  # nothing in the directory it was started from
+    flat = "".join(screen.split())  # the pane wraps long paths
+    assert "DEMO-EXITEDrc=0" in flat
+    assert "".join(f"this run's files are in {run}".split()) in flat
+    assert "".join(f"audit log {run / AUDIT_FILE}".split()) in flat
+

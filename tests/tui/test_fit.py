@@ -1,0 +1,205 @@
+"""Small and large terminals: data before decoration, cuts marked with "…", long names given
+room on a wide screen, and the fabric view's leaf table sized to its rows."""
+
+from fleetdeck.agents.source import EventDraft
+from fleetdeck.console.tui.fit_table import FitColumn, fit_columns
+from fleetdeck.console.tui.line_table import Column, fit, layout
+from fleetdeck.protocol import codec
+from tests.tui.conftest import World
+from tests.tui.fleet import job_status, publish_job, throttled
+from tests.tui.test_views import text_of
+
+LONG_NAME = "llama-70b-pretrain-v2"
+LONG_KIND = "link_flap_storm_detected"
+
+
+def enrich(world: World) -> None:
+    """A job with a long name and an event with a long kind, on top of the usual fleet."""
+    publish_job(world.ingest, job_status("4102", world.fleet.names[4:6], world.clock).model_copy(
+        update={"name": LONG_NAME}), world.clock)
+    agent = world.fleet.agents["gpu0007"]
+    ev = agent._event(EventDraft(LONG_KIND, "mlx5_ib3:1 went down and up 9 times in 60 s",
+                                 component="mlx5_ib3:1"))
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())
+
+
+def line_with(text: str, needle: str) -> str:
+    return next(line for line in text.splitlines() if needle in line)
+
+
+async def show(world: World, size: tuple[int, int], *keys: str, node: str = "",
+               gpu: int | None = None) -> str:
+    async with world.app.run_test(size=size) as pilot:
+        world.tick()
+        await pilot.pause()
+        if node:
+            world.app.open_node(node, gpu)
+            await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        world.app.refresh_view()
+        await pilot.pause()
+        return text_of(world.app)
+
+
+# --- the pieces ------------------------------------------------------------------------------
+
+
+def test_fit_marks_every_cut():
+    assert fit("abcdef", 4) == "abc…"
+    assert fit("ab", 4) == "ab  " and fit("ab", 4, right=True) == "  ab"
+    assert fit("90°C tempé", 6) == "90°C …"
+    assert fit("x", 0) == ""
+
+
+def test_layout_drops_by_rank_then_grows():
+    cols = [Column("A", "a", 10), Column("B", "b", 10, drop=1), Column("C", "c", 10, drop=2),
+            Column("N", "n", 8, grow=30), Column("R", "r", 0, min=20)]
+    assert layout(cols, 200, (0, 0, 0, 25, 0)) == [10, 10, 10, 25, 140]
+    narrow = layout(cols, 60, (0, 0, 0, 25, 0))
+    assert narrow[2] is None and narrow[1] is not None  # highest rank goes first
+    assert narrow[4] is not None and narrow[4] >= 20
+    assert layout(cols, 40)[1] is None
+
+
+def test_fit_columns_drops_sparklines_before_data():
+    from rich.text import Text
+
+    data = [Text("12345")] * 3
+    cols = [FitColumn("GPU", data), FitColumn("util", spark=16, draw=lambda w: []),
+            FitColumn("TEMP", data), FitColumn("MEM", data, drop=1)]
+    wide = fit_columns(cols, 80)
+    assert wide.spark == 16 and not wide.hidden
+    mid = fit_columns(cols, 30)
+    assert 6 <= mid.spark < 16 and not mid.hidden
+    narrow = fit_columns(cols, 20)
+    assert narrow.spark == 0 and narrow.widths[3] is not None  # data stays, decoration goes
+    tiny = fit_columns(cols, 12)
+    assert tiny.widths[3] is None and tiny.widths[0] is not None
+
+
+# --- the screens -----------------------------------------------------------------------------
+
+
+async def test_node_detail_80x24_keeps_the_numbers():
+    world = World()
+    world.populate()
+    for _ in range(4):
+        world.fleet.telemetry(world.ingest, names=["gpu0003"], faults={"gpu0003": throttled(3)})
+        world.tick(1.0)
+    text = await show(world, (80, 24), node="gpu0003", gpu=3)
+    header = line_with(text, "GPU ")
+    for title in ("GPU", "UTIL", "POWER", "TEMP"):
+        assert title in header
+    row = line_with(text, "▶3")
+    assert "90°" in row and "W" in row and "%" in row
+    assert "…" not in row
+    assert "hidden at this width" in text and "sparklines" in text
+    assert not any(c in header for c in "▁▂▃▄▅▆▇█")
+
+
+async def test_node_detail_wide_keeps_sparklines():
+    world = World()
+    world.populate()
+    for _ in range(4):
+        world.fleet.telemetry(world.ingest, names=["gpu0003"])
+        world.tick(1.0)
+    text = await show(world, (160, 48), node="gpu0003")
+    assert "last 16 samples" in text and "hidden" not in text
+    assert any(c in line_with(text, "  0 ") for c in "▁▂▃▄▅▆▇█")
+
+
+async def test_reasons_and_stragglers_cut_with_a_mark_at_100_columns():
+    world = World()
+    world.populate()
+    nodes = await show(world, (100, 30), "2")
+    row = line_with(nodes, "gpu0003 ")
+    assert "G12 gpu3: clock" in row and row.rstrip().endswith("…")
+    world = World()
+    world.populate()
+    jobs = await show(world, (100, 30), "3")
+    assert "STRAGGLER" in jobs
+    row = line_with(jobs, "llama-70b")
+    assert "rank 19 gpu0003" in row and row.rstrip().endswith("…")
+    assert "50%" in row  # the percentage stays when the bar goes
+
+
+async def test_long_names_get_room_on_a_wide_screen():
+    world = World()
+    world.populate()
+    enrich(world)
+    jobs = await show(world, (220, 60), "3")
+    assert LONG_NAME in jobs and "rank 19 gpu0003 +50%: throttled GPU" in jobs
+    world = World()
+    world.populate()
+    enrich(world)
+    jobs = await show(world, (80, 24), "3")
+    assert LONG_NAME not in jobs and LONG_NAME[:11] + "…" in jobs
+    world = World()
+    world.populate()
+    enrich(world)
+    events = await show(world, (220, 60), "5")
+    assert LONG_KIND in events
+    world = World()
+    world.populate()
+    enrich(world)
+    events = await show(world, (80, 24), "5")
+    assert LONG_KIND[:11] + "…" in events
+
+
+async def test_fabric_shows_every_leaf():
+    for size in ((160, 48), (80, 24)):
+        world = World()
+        world.populate()
+        text = await show(world, size, "4")
+        for leaf in ("leaf00", "leaf01", "leaf02", "leaf03"):
+            assert f"  {leaf} " in text.split("COUNTERS")[0], (size, leaf)
+        assert "mlx5_ib2:1" in text
+
+
+async def test_fabric_leaf_table_stops_at_its_limit():
+    world = World(n=48)
+    world.fleet.__init__(48, world.clock, leaves=20)
+    world.populate()
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        world.tick()
+        await pilot.press("4")
+        await pilot.pause()
+        world.app.refresh_view()
+        await pilot.pause()
+        leaf = world.app.screen.leaf_table
+        assert leaf.size.height == 11  # the CSS cap (12 with its border): the rest scroll
+        assert len(leaf.rows) == 20
+
+
+async def test_header_says_how_many_columns_the_width_hides():
+    world = World()
+    world.populate()
+    text = await show(world, (80, 24), "2")
+    header = line_with(text, "NODE ")
+    assert "REASONS" in header and header.rstrip().endswith("3 hidden · 1/24")
+    world = World()
+    world.populate()
+    text = await show(world, (160, 48), "2")
+    assert "hidden" not in line_with(text, "NODE ")
+
+
+async def test_content_is_measured_only_when_there_is_room_to_grow():
+    """Measuring asks every row for its cells: never on a screen too narrow to use it, and
+    never for the nodes table (4,096 rows; its NODE column fits the ids when the fleet's size
+    changes)."""
+    world = World()
+    world.populate()
+    enrich(world)
+    async with world.app.run_test(size=(100, 30)) as pilot:
+        world.tick()
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        assert world.app.screen.table._content == ()
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        table = world.app.screen.table
+        assert not any(c.grow for c in table.columns) and table.columns[0].width == 10
