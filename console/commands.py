@@ -340,7 +340,8 @@ class Request:
 
     def describe(self) -> str:
         """One line: ``drain gpu[0001-0004] (finish): done 3, acknowledged 1 (DRAINING)``."""
-        what = self.op.value.replace("_", " ")
+        # "restart job 4102", not "restart job job 4102": target_text already names the job.
+        what = "restart" if self.op is CommandOp.RESTART_JOB else self.op.value
         mode = f" ({self.mode.value})" if self.op is CommandOp.DRAIN else ""
         counts = ", ".join(f"{p.value} {n}" for p, n in self.counts().items())
         details = sorted({t.detail for t in self.targets if t.detail})

@@ -287,7 +287,9 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
     if not st.findings:
         return tuple(cells)
     affinity = _port_affinity(st)
-    for f in st.findings:
+    for f in st.effective_findings:  # ports behind a suspect switch are the switch's
+        if f.rule == "F1":
+            continue
         code = Cell.FAILED if f.severity is Severity.DRAIN else Cell.DEGRADED
         if f.rule == "G1":
             continue  # missing GPUs already show as MISSING
@@ -329,7 +331,11 @@ class Problem:
 
 
 def top_problems(state: FleetState, limit: int = 10) -> tuple[list[Problem], int]:
-    """The worst nodes first with their reasons; returns (problems, how many in total)."""
+    """Suspected switches first (their nodes are symptoms), then the worst nodes with their
+    reasons; returns (problems, how many nodes in total)."""
+    switches = [Problem(sw.switch, Verdict.FAILED, "switch", sw.text)
+                for sw in suspect_switches(state)[:limit]]
+    limit = max(0, limit - len(switches))
     bad = [st for st in state.nodes.values() if st.verdict is not Verdict.OK]
     worst = heapq.nsmallest(limit, bad, key=lambda s: (-VERDICT_ORDER[s.verdict],
                                                         -len(s.all_findings), s.node_id))
@@ -339,7 +345,7 @@ def top_problems(state: FleetState, limit: int = 10) -> tuple[list[Problem], int
         text = "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
                                                         if len(found) > 3 else "")
         out.append(Problem(st.node_id, st.verdict, slurm_state(st), text))
-    return out, len(bad)
+    return switches + out, len(bad)
 
 
 # --- jobs ---------------------------------------------------------------------------------------

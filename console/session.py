@@ -358,7 +358,7 @@ class ConsoleSession:
         req = tr.request
         severity = {Phase.DONE: "done", Phase.REJECTED: "error", Phase.FAILED: "error",
                     Phase.TIMED_OUT: "error"}.get(tr.new, "info")
-        what = req.op.value.replace("_", " ")
+        what = "restart" if req.op is CommandOp.RESTART_JOB else req.op.value
         subject = f"job {tr.target}" if req.op is CommandOp.RESTART_JOB else tr.target
         nodes = (tr.target,) if req.op is not CommandOp.RESTART_JOB else _nodes_of(req)
         self.log.add(EventLine(tr.ts, "console", "command", severity,
