@@ -35,7 +35,6 @@ TOPIC_NOISE = ["+", "#", "/", "\u0007", " ", "\u00e9", "x" * 300, "", "..", "gpu
 
 def samples() -> list[tuple[str, bytes]]:
     node = FakeNode("gpu0001", cluster="fuzz")
-    node.sim.load = 1.0
     from fleetdeck.agents.source import EventDraft
     from fleetdeck.protocol.messages import Ack, AckResult, JobState, JobStatus
 
