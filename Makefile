@@ -38,7 +38,7 @@ check: lint test
 # minutes on 2 cores). BENCH_JSON=FILE also writes the rows as JSON; BENCH_NODES sizes the live
 # ingest run (16384 on a machine with the cores for it); BENCH_QUICK=1 runs every benchmark in
 # its quick mode (about a minute).
-BENCH_NODES ?= 4096
+BENCH_NODES ?= 2048
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/run_all.py --ingest-nodes $(BENCH_NODES) \
 		$(if $(BENCH_JSON),--json $(BENCH_JSON)) $(if $(BENCH_QUICK),--quick)

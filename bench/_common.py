@@ -120,6 +120,7 @@ def judge(ok: bool, nodes: int, target_nodes: int | None) -> bool | None:
 
 
 def write_rows(path: str | Path | None, rows: Iterable[Row]) -> None:
+    rows = [Row(**{**asdict(r), "value": finite(r.value)}) for r in rows]
     if path:
         Path(path).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
 
@@ -142,7 +143,15 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def ms(seconds: float) -> str:
-    return "n/a" if math.isnan(seconds) else f"{seconds * 1000:,.0f}"
+    """Seconds as whole ms; 'never' for what did not happen (infinitely late)."""
+    if math.isnan(seconds):
+        return "n/a"
+    return "never" if math.isinf(seconds) else f"{seconds * 1000:,.0f}"
+
+
+def finite(x: float | None) -> float | None:
+    """A row's value, or None where it is NaN or infinite (JSON has neither)."""
+    return x if x is not None and math.isfinite(x) else None
 
 
 def as_json(obj: Any) -> str:

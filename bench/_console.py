@@ -123,12 +123,15 @@ class LoopProbe:
         return [d for t, d in self.samples if t0 <= t < t1]
 
 
-def _ms_stats(values: list[float]) -> dict[str, Any]:
+def _ms_stats(values: list[float], never: int = 0) -> dict[str, Any]:
+    """n, p50, p99, max in ms; ``never`` more values that did not happen at all (samples that
+    never reached the state) count as infinitely late, so they cannot flatter a percentile."""
     from bench._common import pct
 
-    return {"n": len(values), "p50_ms": 1000 * pct(values, 0.5),
-            "p99_ms": 1000 * pct(values, 0.99),
-            "max_ms": 1000 * max(values) if values else math.nan}
+    padded = values + [math.inf] * never if never else values
+    return {"n": len(values), "never": never, "p50_ms": 1000 * pct(padded, 0.5),
+            "p99_ms": 1000 * pct(padded, 0.99),
+            "max_ms": math.inf if never else 1000 * max(values) if values else math.nan}
 
 
 # --- bare subscriber ---------------------------------------------------------------------------
@@ -380,6 +383,9 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
             elif time.monotonic() - idle_since > 3.0:
                 break
         app.measuring = False
+        paint_by = time.monotonic() + 3.0  # the last applied samples' paint
+        while app._await_paint and time.monotonic() < paint_by:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
         probe.stop()
         client = feed.client
         out = {
@@ -390,7 +396,8 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
             "nodes": len(app.state.nodes), "unborn": len(app.state.unborn),
             "first_apply": app.first_apply, "last_apply": app.last_apply,
             "first_batch": app.first_batch,
-            "apply_lag": _ms_stats(app.apply_lag), "paint_lag": _ms_stats(app.paint_lag),
+            "apply_lag": _ms_stats(app.apply_lag, max(0, sent - len(app.apply_lag))),
+            "paint_lag": _ms_stats(app.paint_lag, max(0, sent - len(app.paint_lag))),
             "stall_stream": _ms_stats(probe.between(t_go, t_end)),
             "stall_keys": _ms_stats(probe.between(t_keys, t_keys_end)),
             "keys_nav": _ms_stats(nav), "keys_switch": _ms_stats(switches),
@@ -400,6 +407,7 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
             "tick_ms": _ms_stats([ms / 1000 for _t, ms, _m in app.tick_log]),
             "paints": app.paints, "rss_end_mib": rss_end, "rss_peak_mib": rss_mib(field="VmHWM"),
             "queued_at_end": client._queue.qsize() if client is not None else None,
+            "connects": feed.conn.connects, "conn": f"{feed.conn.state} {feed.conn.detail}",
             "per_key": per_key, "t_keys": t_keys, "t_keys_end": t_keys_end,
         }
     return out

@@ -22,7 +22,12 @@ Fails (exit 1, a ``BENCH FAILED:`` line) when a subscriber died, received nothin
 payloads, or the console never learned all N nodes.
 
     .venv/bin/python bench/ingest.py --quick              # 512 nodes, 8 s: a few seconds' check
+    .venv/bin/python bench/ingest.py                      # 2,048 nodes, 20 s (make bench)
     .venv/bin/python bench/ingest.py --nodes 16384 --seconds 20 --rows rows.json
+
+2,048 nodes is the default because it is the largest stream a shared 2-core machine reliably
+carries next to its reference subscriber (at 4,096 the publisher and the bare subscriber are
+starved too: see the "waited" column, time runnable but without a CPU).
 """
 
 import argparse
@@ -285,12 +290,21 @@ def report(args: argparse.Namespace, fleet: EvolvingFleet, pubr: dict[str, Any],
           f"CPU (/proc/PID/schedstat); load average before the stream {cpu['load']:.2f}")
     print(f"console: {c['ticks']} ticks, tick (apply + view refresh) p50 "
           f"{c['tick_ms']['p50_ms']:.0f} ms, max {c['tick_ms']['max_ms']:.0f} ms; "
-          f"{c['paints']} paints; aiomqtt queue at the end {c['queued_at_end']}; RSS "
+          f"{c['paints']} paints; {c['connects']} MQTT connect(s), now {c['conn'].strip()}; "
+          f"aiomqtt queue at the end {c['queued_at_end']}; RSS "
           f"{c['rss_end_mib']:.0f} MiB at stream end, peak {c['rss_peak_mib']:.0f} MiB")
+    lost = sent - c["stored"] - c["discarded"] - (c["queued_at_end"] or 0)
+    if c["applied"] < sent:
+        print(f"console did not apply {sent - c['applied']:,} samples: {c['discarded']:,} dropped "
+              f"by aiomqtt (queue full), {c['queued_at_end'] or 0:,} still queued when the run "
+              f"ended ({args.drain_s:g} s after the stream), {max(0, lost):,} never reached it "
+              "(Mosquitto drops QoS 0 for a subscriber more than max_queued_messages = 10,000 "
+              "behind)")
     al, pl = c["apply_lag"], c["paint_lag"]
-    print(f"lag per sample (n={pl['n']:,}): ts -> applied p50 {al['p50_ms']:,.0f} ms, p99 "
-          f"{al['p99_ms']:,.0f} ms; ts -> on screen p50 {pl['p50_ms']:,.0f} ms, p99 "
-          f"{pl['p99_ms']:,.0f} ms, max {pl['max_ms']:,.0f} ms")
+    print(f"lag per sample sent (n={sent:,}; {pl['never']:,} never on screen by the end, counted "
+          f"as never): ts -> applied p50 {ms(al['p50_ms'] / 1000)} ms, p99 "
+          f"{ms(al['p99_ms'] / 1000)} ms; ts -> on screen p50 {ms(pl['p50_ms'] / 1000)} ms, p99 "
+          f"{ms(pl['p99_ms'] / 1000)} ms, max {ms(pl['max_ms'] / 1000)} ms")
     kn, ks = c["keys_nav"], c["keys_switch"]
     print(f"keys while ingesting: cursor keys n={kn['n']} p50 {kn['p50_ms']:,.0f} ms p99 "
           f"{kn['p99_ms']:,.0f} ms; view switches n={ks['n']} p50 {ks['p50_ms']:,.0f} ms p99 "
@@ -307,14 +321,16 @@ def report(args: argparse.Namespace, fleet: EvolvingFleet, pubr: dict[str, Any],
     ingest_ok = cpu["console"] <= 70 and c["applied"] >= sent and on_time
     return [
         Row("16,384 nodes at 1 Hz into fleet state on one core: <= 70 % of it, 100 % delivered",
-            f"{cpu['console']:.0f} % of a core, {c_deliv:.1f} % delivered",
+            f"{cpu['console']:.0f} % of a core (+{cpu['console_waited']:.0f} % runnable, no CPU "
+            f"free), {c_deliv:.1f} % delivered",
             "% core / % delivered", judge(ingest_ok, n, tn), n, cpu["console"], src),
         Row("ingest >= 0.8 x a bare subscriber, same stream, same time",
             f"{ratio:.2f} ({c_rate:,.0f} vs {b_rate:,.0f} msg/s; bare got {b_deliv:.0f} %)",
             "ratio", judge(ratio >= 0.8 and on_time, n, tn), n, ratio, src),
         Row("sample -> visible on screen p99 < 1 s at 16,384 nodes",
             f"p99 {ms(pl['p99_ms'] / 1000)} (p50 {ms(pl['p50_ms'] / 1000)}; applied p99 "
-            f"{ms(al['p99_ms'] / 1000)})", "ms", judge(pl["p99_ms"] < 1000 and on_time, n, tn),
+            f"{ms(al['p99_ms'] / 1000)}; {100 * pl['never'] / sent:.0f} % never shown)", "ms",
+            judge(pl["p99_ms"] < 1000 and on_time, n, tn),
             n, pl["p99_ms"], src),
         Row("keypress -> screen p99 < 100 ms while ingesting 16,384 nodes",
             f"p99 {kn['p99_ms']:,.0f} (p50 {kn['p50_ms']:,.0f}; {kn['n']} keys)", "ms",
@@ -333,7 +349,7 @@ def report(args: argparse.Namespace, fleet: EvolvingFleet, pubr: dict[str, Any],
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=4096)
+    ap.add_argument("--nodes", type=int, default=2048)
     ap.add_argument("--seconds", type=int, default=20, help="length of the 1 Hz stream")
     ap.add_argument("--quick", action="store_true", help="512 nodes for 8 s: a quick check")
     ap.add_argument("--personas", type=int, default=1024,

@@ -6,7 +6,7 @@ node count it was measured at, and met / NOT MET / not measured at target size. 
 "met" by extrapolation from a smaller fleet. A benchmark that fails (its subject published or
 received nothing, or died) turns its rows into NOT MET with the reason, and this exits 1.
 
-    .venv/bin/python bench/run_all.py [--json FILE] [--ingest-nodes 4096]
+    .venv/bin/python bench/run_all.py [--json FILE] [--ingest-nodes 2048]
     .venv/bin/python bench/run_all.py --quick      # every benchmark in its quick mode (~1 min)
 """
 
@@ -40,9 +40,10 @@ PLAN: list[tuple[str, list[str], list[str], list[str]]] = [
     ("bench/console_scale.py", ["--nodes", "16384"], ["--quick"], [
         "view switch p99 < 100 ms at 16,384 nodes (idle: nothing ingesting)",
         "console RSS <= 1 GiB at 16,384 nodes (state only, no MQTT queue)"]),
-    ("bench/replay.py", ["--nodes", "1024", "--seconds", "20", "--no-store"], ["--quick"], [
+    ("bench/replay.py", ["--nodes", "1024", "--seconds", "10", "--no-store"], ["--quick"], [
         "headless replay >= 100x real time on a 1,024-node recording"]),
-    ("bench/sim_capacity.py", ["--sizes", "2048", "4096", "--window", "20"], ["--quick"], [
+    ("bench/sim_capacity.py", ["--sizes", "4096", "--window", "20", "--connect-timeout", "60"],
+     ["--quick"], [
         "simulator >= 4,096 nodes per process at 1 Hz, < 1 % late"]),
 ]
 
@@ -87,7 +88,7 @@ def run_teed(cmd: list[str]) -> tuple[int, list[str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the rows as JSON to this file")
-    ap.add_argument("--ingest-nodes", type=int, default=4096,
+    ap.add_argument("--ingest-nodes", type=int, default=2048,
                     help="fleet size of the live ingest run (16384 on a big enough machine)")
     ap.add_argument("--quick", action="store_true", help="every benchmark in its quick mode")
     args = ap.parse_args()

@@ -33,6 +33,15 @@ def test_a_benchmark_failure_is_one_loud_line_and_exit_1(capsys):
     assert capsys.readouterr().err == f"{FAILED} the console received none of 4096 samples\n"
 
 
+def test_samples_that_never_arrived_count_as_infinitely_late():
+    from bench._console import _ms_stats
+
+    got = _ms_stats([0.1] * 98, never=2)  # 2 % of the samples never reached the screen
+    assert got["p50_ms"] == pytest.approx(100)
+    assert got["p99_ms"] == float("inf")
+    assert _ms_stats([0.1] * 99 + [0.2])["p99_ms"] == pytest.approx(100)
+
+
 def test_smaller_fleets_never_meet_a_target_by_extrapolation():
     assert judge(True, 4096, 16384) is None  # passing small says nothing about the target
     assert judge(False, 4096, 16384) is False  # failing small already fails it
@@ -45,7 +54,7 @@ def _bare(**kw):
 
 
 def _console(**kw):
-    stats = {"n": 10, "p50_ms": 1.0, "p99_ms": 2.0, "max_ms": 3.0}
+    stats = {"n": 10, "never": 0, "p50_ms": 1.0, "p99_ms": 2.0, "max_ms": 3.0}
     return {"stored": 4000, "applied": 4000, "sent": 4000, "malformed": 0,
             "malformed_reasons": {}, "nodes": 4, "first_apply": 1.0, "last_apply": 11.0,
             "first_batch": 10, "apply_lag": stats, "paint_lag": stats} | kw
@@ -57,7 +66,7 @@ def _console(**kw):
     (_bare(), _console(applied=0), "no sample reached the fleet state"),
     (_bare(), _console(malformed=7, malformed_reasons={"invalid": 7}), "payloads are broken"),
     (_bare(), _console(nodes=2), "knows 2 of 4 nodes"),
-    (_bare(), _console(paint_lag={"n": 0}), "never painted"),
+    (_bare(), _console(paint_lag={"n": 0, "never": 4000}), "never painted"),
 ])
 def test_ingest_refuses_to_report_when_a_subscriber_got_nothing(bare, console, why):
     args = SimpleNamespace(seconds=10, verbose=False)
