@@ -302,9 +302,9 @@ def report(args: argparse.Namespace, fleet: EvolvingFleet, pubr: dict[str, Any],
               "behind)")
     al, pl = c["apply_lag"], c["paint_lag"]
     print(f"lag per sample sent (n={sent:,}; {pl['never']:,} never on screen by the end, counted "
-          f"as never): ts -> applied p50 {ms(al['p50_ms'] / 1000)} ms, p99 "
-          f"{ms(al['p99_ms'] / 1000)} ms; ts -> on screen p50 {ms(pl['p50_ms'] / 1000)} ms, p99 "
-          f"{ms(pl['p99_ms'] / 1000)} ms, max {ms(pl['max_ms'] / 1000)} ms")
+          f"as never), ms: ts -> applied p50 {ms(al['p50_ms'] / 1000)}, p99 "
+          f"{ms(al['p99_ms'] / 1000)}; ts -> on screen p50 {ms(pl['p50_ms'] / 1000)}, p99 "
+          f"{ms(pl['p99_ms'] / 1000)}, max {ms(pl['max_ms'] / 1000)}")
     kn, ks = c["keys_nav"], c["keys_switch"]
     print(f"keys while ingesting: cursor keys n={kn['n']} p50 {kn['p50_ms']:,.0f} ms p99 "
           f"{kn['p99_ms']:,.0f} ms; view switches n={ks['n']} p50 {ks['p50_ms']:,.0f} ms p99 "
