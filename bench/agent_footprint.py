@@ -13,6 +13,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiomqtt
 
+from bench._common import BenchFailure, main_guard
 from fleetdeck.broker import ManagedBroker
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -39,13 +41,24 @@ async def first_telemetry(url, cmd: list[str]) -> tuple[float, subprocess.Popen[
     async with aiomqtt.Client(url.host, url.port, identifier="footprint") as client:
         await client.subscribe("fleetdeck/v1/bench/node/+/telemetry")
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        async for _m in client.messages:
-            return time.perf_counter() - t0, proc
-    raise RuntimeError("no telemetry")
+        err_log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would stall it
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err_log)
+        try:
+            async with asyncio.timeout(30):
+                async for _m in client.messages:
+                    return time.perf_counter() - t0, proc
+        except TimeoutError:
+            pass
+        proc.kill()
+        proc.wait()
+        err_log.seek(0)
+        err = err_log.read()[-1500:].decode(errors="replace")
+        raise BenchFailure(f"the agent published no telemetry within 30 s (rc {proc.returncode}):"
+                           f" {err}")
+    raise BenchFailure("the subscription ended before any telemetry")
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--source", default="sim")
@@ -64,6 +77,8 @@ def main() -> None:
             time.sleep(3)  # settle: imports done, first samples out
             rss0, cpu0 = proc_stats(proc.pid)
             time.sleep(args.seconds)
+            if proc.poll() is not None:
+                raise BenchFailure(f"the agent exited (rc {proc.returncode}) during the run")
             rss1, cpu1 = proc_stats(proc.pid)
         finally:
             proc.terminate()
@@ -77,7 +92,8 @@ def main() -> None:
     print(f"{'RSS after settling':<40}{rss1:>9.1f}MiB{'<= 40':>10}")
     print(f"{'RSS growth over the run':<40}{rss1 - rss0:>9.1f}MiB{'':>10}")
     print(f"{'CPU at 1 Hz (% of one core)':<40}{cpu_pct:>11.2f}%{'<= 1':>10}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiomqtt
 
+from bench._common import BenchFailure, main_guard
 from fleetdeck.broker import ManagedBroker
 
 
@@ -46,7 +47,7 @@ def pct(v: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--down", type=float, default=3.0, help="seconds the broker stays down")
@@ -58,11 +59,16 @@ def main() -> None:
                                stderr=subprocess.DEVNULL)
         try:
             first = asyncio.run(births(broker.url, args.nodes, 120))
+            if not first or sim.poll() is not None:
+                raise BenchFailure(f"no agent came up, or the simulator died ({len(first)} "
+                                   f"births; simulator exit status {sim.poll()})")
             print(f"{len(first)}/{args.nodes} agents connected in {first[-1]:.1f} s at start-up")
             broker.kill()
             time.sleep(args.down)
             broker.start()
             again = asyncio.run(births(broker.url, args.nodes, 180))
+            if not again:
+                raise BenchFailure("no agent came back after the broker restart")
         finally:
             sim.terminate()
             sim.wait()
@@ -74,7 +80,8 @@ def main() -> None:
         print(f"{label:<26}{pct(again, q) if q < 1 else again[-1]:>10.2f}")
     peak_s, peak = per_s.most_common(1)[0] if per_s else (0, 0)
     print(f"{'peak reconnects / second':<26}{peak:>10}  (second {peak_s})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

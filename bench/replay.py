@@ -1,10 +1,13 @@
 """Recording and store figures: file size per node-hour, headless replay speed, store size.
 
-    python bench/replay.py [--nodes 1024] [--seconds 30]
+    python bench/replay.py [--nodes 1024] [--seconds 30] [--no-store] [--rows FILE]
+    python bench/replay.py --quick            # 256 nodes x 10 s, no store: a few seconds
 
-Builds a recording the way `fleetdeck record` writes it (RecordingWriter, sim telemetry at 1 Hz
-under load, births and statuses), then replays it headless (`replay_headless`, the code behind
-`fleetdeck replay --headless`) and feeds the same samples through the SQLite store.
+Builds a recording the way `fleetdeck record` writes it (RecordingWriter, births and statuses,
+then 1 Hz telemetry of a simulated fleet with jobs running: some nodes training, some idle),
+then replays it headless (`replay_headless`, the code behind `fleetdeck replay --headless`) and
+feeds the same samples through the SQLite store. Fails loudly when the replay does not end with
+every node, or skipped lines.
 """
 
 import argparse
@@ -16,35 +19,53 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._common import Row, judge, main_guard, require, write_rows
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.world import SimWorld, WorldOptions
+from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import replay_headless
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import Store
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.topics import Kind
+from fleetdeck.protocol.topics import Kind, topic_for
 from fleetdeck.runtime import tune_gc
 from tests.helpers import FakeNode
 
 T0 = 1_800_000_000.0
+TARGET_NODES = 1024
 
 
 def build(path: Path, nodes: int, seconds: int) -> tuple[float, int]:
-    fakes = [FakeNode(f"gpu{i + 1:05d}", cluster="bench", t0=T0) for i in range(nodes)]
-    for f in fakes:
-        f.sim.load = 1.0
+    """A recording of a simulated fleet with jobs running (some nodes training, some idle)."""
+    world = SimWorld(WorldOptions(nodes=nodes, background_jobs=max(1, nodes // 32),
+                                  epoch_ms=int(T0 * 1000)))
+    now = [T0]
+    agents = [NodeAgent(cluster="bench", node_id=x.node_id, source=x,
+                        url=BrokerURL("127.0.0.1", 1), clock=lambda: now[0])
+              for x in world.nodes]
+    for _ in range(5):  # the scheduler starts its jobs
+        world.step()
     w = RecordingWriter(path, "bench", source="bench", started=T0)
     t0 = time.perf_counter()
-    for f in fakes:
-        w.write(T0, f.topic(Kind.BIRTH), codec.encode(f.birth()), 1, True)
-        w.write(T0, f.topic(Kind.STATUS), codec.encode(f.status()), 1, True)
+    for a in agents:
+        a.bd_seq = int(T0 * 1000)
+        w.write(T0, topic_for("bench", Kind.BIRTH, a.node_id), codec.encode(a.birth()), 1, True)
+        w.write(T0, topic_for("bench", Kind.STATUS, a.node_id), codec.encode(a.status()), 1,
+                True)
     encode_s = 0.0
     for s in range(1, seconds + 1):
-        for f in fakes:
+        now[0] = T0 + s
+        e0 = time.perf_counter()
+        world.step()
+        encode_s += time.perf_counter() - e0
+        for a in agents:
             e0 = time.perf_counter()
-            payload = codec.encode(f.telemetry())
+            payload = codec.encode(a.telemetry())
             encode_s += time.perf_counter() - e0
-            w.write(T0 + s + (hash(f.node_id) % 1000) / 1000, f.topic(Kind.TELEMETRY), payload)
+            w.write(T0 + s + (hash(a.node_id) % 1000) / 1000,
+                    topic_for("bench", Kind.TELEMETRY, a.node_id), payload)
     w.close()
     write_s = time.perf_counter() - t0 - encode_s
     return write_s, w.messages
@@ -72,11 +93,16 @@ def size_of(path: Path) -> int:
     return path.stat().st_size
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--no-store", action="store_true", help="skip the store-size figure")
+    ap.add_argument("--quick", action="store_true", help="256 nodes x 10 s, no store")
+    ap.add_argument("--rows", help="write the result row (JSON) here")
     args = ap.parse_args()
+    if args.quick:
+        args.nodes, args.seconds, args.no_store = 256, 10, True
     tune_gc()
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
@@ -88,24 +114,43 @@ def main() -> None:
             t0 = time.perf_counter()
             out = replay_headless(path)
             replay_s = time.perf_counter() - t0
-            assert out["totals"]["nodes"] == args.nodes
+            require(msgs > args.nodes * args.seconds,
+                    f"{name}: the recording holds {msgs} messages, fewer than its telemetry")
+            require(out["totals"]["nodes"] == args.nodes,
+                    f"{name}: the replay knows {out['totals']['nodes']} of {args.nodes} nodes")
+            rep = out["replay"]
+            require(not rep["skipped_lines"] and not rep["truncated"] and not rep["problems"],
+                    f"{name}: the replay skipped or stumbled: {rep}")
+            require(out["replayed_s"] >= args.seconds - 1,
+                    f"{name}: replayed {out['replayed_s']} s of a {args.seconds} s recording")
             rows.append((name, msgs, size, per_node_hour, msgs / write_s,
                          args.seconds / replay_s, msgs / replay_s))
-        store_s, store_bytes = asyncio.run(store_size(Path(tmp) / "s.db", min(args.nodes, 256),
-                                                      60))
-    print(f"recording: {args.nodes} nodes x {args.seconds} s at 1 Hz (sim under load)\n")
+        if not args.no_store:
+            store_s, store_bytes = asyncio.run(store_size(Path(tmp) / "s.db",
+                                                          min(args.nodes, 256), 60))
+    print(f"recording: {args.nodes} nodes x {args.seconds} s at 1 Hz (simulated fleet, jobs "
+          "running)\n")
     print(f"{'file':<14}{'msgs':>8}{'MiB':>8}{'MiB/node-h':>12}{'write msg/s':>13}"
           f"{'replay x real':>15}{'replay msg/s':>14}")
     for name, msgs, size, pnh, wr, speed, rate in rows:
         print(f"{name:<14}{msgs:>8}{size / 2**20:>8.1f}{pnh / 2**20:>12.1f}{wr:>13,.0f}"
               f"{speed:>15.1f}{rate:>14,.0f}")
-    n = min(args.nodes, 256)
-    per_day = store_bytes / n / 121 * 86400
-    print(f"\nstore: {n} nodes, 121 s of 1 Hz telemetry through the per-tick writer: "
-          f"{store_bytes / 2**20:.1f} MiB, {store_s:.1f} s")
-    print(f"store size per node-day (1 row per GPU and port per minute): "
-          f"{per_day / 2**20:.2f} MiB")
+    if not args.no_store:
+        n = min(args.nodes, 256)
+        per_day = store_bytes / n / 121 * 86400
+        print(f"\nstore: {n} nodes, 121 s of 1 Hz telemetry through the per-tick writer: "
+              f"{store_bytes / 2**20:.1f} MiB, {store_s:.1f} s")
+        print(f"store size per node-day (1 row per GPU and port per minute): "
+              f"{per_day / 2**20:.2f} MiB")
+    slowest = min(rows, key=lambda r: r[5])
+    speeds = ", ".join(f"{r[0]} {r[5]:.1f}x ({r[6]:,.0f} msg/s)" for r in rows)
+    write_rows(args.rows, [Row(
+        "headless replay >= 100x real time on a 1,024-node recording",
+        f"{slowest[5]:.1f}x ({speeds}; {args.seconds} s recorded)", "x real time",
+        judge(slowest[5] >= 100, args.nodes, TARGET_NODES), args.nodes, slowest[5],
+        "bench/replay.py")])
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

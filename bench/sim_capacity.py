@@ -7,23 +7,32 @@ per telemetry sample, how late it was against its slot in the agent's schedule (
 publishes at ``start + k * interval``; a sample skipped because the loop fell more than one
 interval behind counts as late). It reports:
 
-* late % = samples published more than ``--late-ms`` (default 200 ms) after their slot, or
-  skipped, over all samples due in the measuring window; the target is < 5 %;
+* late % = samples due in the measuring window (nodes x window / interval) that were not
+  published within ``--late-ms`` (default 200 ms) of their slot: late, skipped, or never sent
+  (an agent not connected); the target is < 1 %;
+* delivered % = telemetry the broker passed on in the window (a framing-only counter
+  subscribes, bench/_mqttload.py RawCounter) over the samples due;
 * CPU % of one core and RSS of the fleet process, also per 1,000 nodes, and the broker's CPU;
 * the pure model cost (sample + encode, no MQTT) per node, so the rest of the CPU is the MQTT
   client stack (aiomqtt/paho, one client per node).
 
+It fails loudly (``BENCH FAILED:``, exit 1) when an agent task died (the bench's agent class no
+longer matching the simulator's is one way), no sample was taken, or the broker passed on
+nothing: a dead fleet must never read as "0 % late".
+
 Sized for a 2-core machine: sizes run one after another, each bounded (connect timeout,
 warm-up, fixed window), and the whole run stops by itself. Usage::
 
-    .venv/bin/python bench/sim_capacity.py                 # 1024 2048 3072 4096, 20 s windows
+    .venv/bin/python bench/sim_capacity.py --quick         # 256 nodes, 5 s window
+    .venv/bin/python bench/sim_capacity.py                 # 1024 2048 4096, 20 s windows
     .venv/bin/python bench/sim_capacity.py --sizes 512 4096 6144 --window 30
 """
 
 import argparse
 import asyncio
+import inspect
 import json
-import math
+import logging
 import os
 import subprocess
 import sys
@@ -31,22 +40,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import BenchFailure, Row, cpu_s, judge, main_guard, rss_mib, write_rows
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-
-def rss_mb(pid: int | str = "self") -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return math.nan
-
-
-def cpu_s(pid: int | str = "self") -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+TARGET_NODES = 4096
+TARGET_LATE_PCT = 1.0
+STOP_LIMIT_S = 120.0
+"""How long the simulator may take to stop after the window (its agents say offline first)."""
 
 
 class Timed:
@@ -57,28 +59,35 @@ class Timed:
         self.name, self.mode = inner.name, inner.mode
         self.interval = interval
         self.start: float | None = None
-        self.last_slot = -1
         self.window: tuple[float, float] | None = None
-        self.samples = self.late = self.skipped = 0
         self.lateness: list[float] = []
 
     def read(self, now: float) -> Any:
         t = time.monotonic()  # the clock of asyncio's loop.time(), which the agent schedules on
-        if self.start is None:
-            return self.inner.read(now)
-        # The agent never reads before its slot and skips slots more than one interval late,
-        # so the slot is the last one that began at or before now.
-        slot = int((t - self.start) / self.interval + 1e-6)
-        late = t - (self.start + slot * self.interval)
-        if self.window is not None and self.window[0] <= t < self.window[1]:
-            self.samples += 1
-            self.skipped += max(0, slot - self.last_slot - 1)
-            self.lateness.append(late)
-        self.last_slot = slot
+        if self.start is not None and self.window is not None:
+            # The agent never reads before its slot and skips slots more than one interval late,
+            # so the slot is the last one that began at or before now.
+            slot = int((t - self.start) / self.interval + 1e-6)
+            due = self.start + slot * self.interval
+            if self.window[0] <= due < self.window[1]:
+                self.lateness.append(t - due)
         return self.inner.read(now)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class ErrorLog(logging.Handler):
+    """Every ERROR logged in the simulator process (an agent task that died, asyncio's "Task
+    exception was never retrieved"): any of them fails the run."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+        logging.getLogger().addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}"[:500])
 
 
 def pure_cost_us(n: int) -> float:
@@ -102,21 +111,31 @@ def pure_cost_us(n: int) -> float:
     return (time.perf_counter() - t0) / n * 1e6
 
 
+def _same_signature(ours: Any, theirs: Any, what: str) -> None:
+    a, b = inspect.signature(ours), inspect.signature(theirs)
+    if list(a.parameters) != list(b.parameters):
+        raise BenchFailure(f"{what}{a} no longer matches the simulator's {what}{b}: fix the "
+                           "benchmark's agent class (bench/sim_capacity.py)")
+
+
 async def child(args: argparse.Namespace) -> dict[str, Any]:
     from fleetdeck.agents.fleet import Fleet, FleetOptions, SimAgent
     from fleetdeck.brokerurl import parse_broker_url
 
     class BenchAgent(SimAgent):
-        async def _telemetry_loop(self, client: Any) -> None:
+        async def _telemetry_loop(self, client: Any, stop: asyncio.Event) -> None:
             # The agent's schedule is loop.time() + phase at this point (no await in between).
             src = self.source
             if isinstance(src, Timed):
-                src.start, src.last_slot = asyncio.get_running_loop().time() + self.phase_s, -1
-            await super()._telemetry_loop(client)
+                src.start = asyncio.get_running_loop().time() + self.phase_s
+            await super()._telemetry_loop(client, stop)
+
+    _same_signature(BenchAgent._telemetry_loop, SimAgent._telemetry_loop, "_telemetry_loop")
 
     class BenchFleet(Fleet):
         agent_class = BenchAgent
 
+    errors = ErrorLog()
     n = args.child
     pure = pure_cost_us(min(n, 1024))
     opts = FleetOptions(cluster="bench", nodes=n, interval_s=args.interval, keepalive=30,
@@ -132,110 +151,169 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     runner = asyncio.create_task(fleet.run(stop))
     try:
         await fleet.wait_connected(args.connect_timeout)
-        connected = True
+        connected_all = True
     except TimeoutError:
-        connected = False
+        connected_all = False
     connect_s = time.monotonic() - t_connect
     await asyncio.sleep(args.warmup)
     w0 = time.monotonic()
-    window = (w0, w0 + args.window)
+    epoch0 = time.time()
     for tm in timers:
-        tm.window = window
+        tm.window = (w0, w0 + args.window)
     c0 = cpu_s()
     await asyncio.sleep(args.window)
     c1 = cpu_s()
-    rss = rss_mb()
-    stop.set()
-    await asyncio.wait_for(runner, 60)
-    samples = sum(t.samples for t in timers)
-    skipped = sum(t.skipped for t in timers)
+    epoch1 = time.time()
+    rss = rss_mib()
+    connected = sum(1 for a in fleet.agents.values() if a.connected.is_set())
+    # Agent tasks that ended while the fleet was meant to run died: say how.
+    dead = [(name, t) for name, t in fleet._tasks.items() if t.done()]
+    died = [f"{name}: {t.exception()!r}" if not t.cancelled() and t.exception() else
+            f"{name}: ended" for name, t in dead]
+    errors_in_window = list(errors.lines)
     lateness = sorted(x for t in timers for x in t.lateness)
-    late = sum(1 for x in lateness if x * 1000 > args.late_ms) + skipped
-    due = samples + skipped
-    expected = n * args.window / args.interval
-    return {
-        "nodes": n, "connected": connected, "connect_s": round(connect_s, 1),
-        "due": due, "expected": int(expected), "late": late,
-        "late_pct": round(100 * late / max(1, due), 2),
-        "missing_pct": round(100 * max(0.0, expected - samples) / expected, 2),
+    due = round(n * args.window / args.interval)
+    on_time = sum(1 for x in lateness if x * 1000 <= args.late_ms)
+    result = {
+        "nodes": n, "connected": connected, "connected_all": connected_all,
+        "connect_s": round(connect_s, 1), "due": due, "sampled": len(lateness),
+        "late_pct": round(100 * max(0, due - on_time) / due, 2),
         "p50_ms": round(1000 * lateness[len(lateness) // 2], 1) if lateness else None,
         "p99_ms": round(1000 * lateness[int(len(lateness) * 0.99)], 1) if lateness else None,
         "cpu_pct": round(100 * (c1 - c0) / args.window, 1),
         "rss_mb": round(rss, 1),
         "pure_us_per_node": round(pure, 1),
+        "window_epoch": [epoch0, epoch1],
+        "died": died[:5], "died_count": len(died), "errors": errors_in_window[:5],
+        "error_count": len(errors_in_window),
     }
+    # Measured. Now the fleet's own clean stop (every agent says offline and disconnects),
+    # timed but bounded: on a saturated machine it can take minutes.
+    t_stop = time.monotonic()
+    stop.set()
+    try:
+        await asyncio.wait_for(asyncio.shield(runner), STOP_LIMIT_S)
+        result["stop_s"] = round(time.monotonic() - t_stop, 1)
+    except TimeoutError:
+        result["stop_s"] = None
+        result["shutdown_errors"] = len(errors.lines) - len(errors_in_window)
+        print(json.dumps(result), flush=True)
+        os._exit(0)  # thousands of stuck tasks would make asyncio.run's own clean-up hang too
+    result["shutdown_errors"] = len(errors.lines) - len(errors_in_window)
+    return result
 
 
-def parent(args: argparse.Namespace) -> int:
+def check(row: dict[str, Any]) -> None:
+    """A run whose agents died, sampled nothing or got nothing through the broker measured
+    nothing: fail, never report it as 0 % late."""
+    n = row["nodes"]
+    if row["died_count"]:
+        raise BenchFailure(f"{n} nodes: {row['died_count']} agent task(s) died, e.g. "
+                           f"{row['died'][0]}")
+    if row["error_count"]:
+        raise BenchFailure(f"{n} nodes: the simulator logged {row['error_count']} error(s), "
+                           f"e.g. {row['errors'][0]}")
+    if not row["sampled"]:
+        raise BenchFailure(f"{n} nodes: no agent took a single sample in the window")
+    if not row["delivered"]:
+        raise BenchFailure(f"{n} nodes: the broker passed on no telemetry in the window")
+
+
+def parent(args: argparse.Namespace) -> list[Row]:
+    from bench._mqttload import RawCounter
     from fleetdeck.broker import MOSQUITTO, ManagedBroker, find_mosquitto
 
     if find_mosquitto() is None:
-        print("mosquitto is not installed; this benchmark needs it", file=sys.stderr)
-        return 2
+        raise BenchFailure("mosquitto is not installed; this benchmark needs it")
     rows = []
     for n in args.sizes:
         with ManagedBroker(MOSQUITTO) as broker:
             assert broker.proc is not None
+            counter = RawCounter(broker.url.host, broker.url.port, f"count-{os.getpid()}",
+                                 "fleetdeck/v1/bench/node/+/telemetry")
             b0 = cpu_s(broker.proc.pid)
             t0 = time.monotonic()
             cmd = [sys.executable, __file__, "--child", str(n), "--broker", str(broker.url),
                    "--interval", str(args.interval), "--warmup", str(args.warmup),
                    "--window", str(args.window), "--late-ms", str(args.late_ms),
                    "--connect-timeout", str(args.connect_timeout)]
-            budget = args.connect_timeout + args.warmup + args.window + 120
+            budget = args.connect_timeout + args.warmup + args.window + STOP_LIMIT_S + 90
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=budget,
                                      check=False, cwd=REPO)
             except subprocess.TimeoutExpired:
-                print(f"{n} nodes: did not finish in {budget:.0f} s", file=sys.stderr)
-                continue
+                raise BenchFailure(f"{n} nodes: the simulator did not finish in {budget:.0f} s"
+                                   ) from None
+            finally:
+                counter.close()
             elapsed = time.monotonic() - t0
             broker_pct = 100 * (cpu_s(broker.proc.pid) - b0) / elapsed
         lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
         if out.returncode != 0 or not lines:
-            print(f"{n} nodes: child failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-            continue
+            last = next((x for x in reversed(out.stderr.splitlines()) if x.strip()), "")
+            raise BenchFailure(f"{n} nodes: the simulator process failed (rc {out.returncode}, "
+                               f"{last.strip()[:120]}):\n{out.stderr[-2000:]}")
         row = json.loads(lines[-1])
+        e0, e1 = row["window_epoch"]
+        row["delivered"] = counter.between(e0, e1)
+        row["delivered_pct"] = round(100 * row["delivered"] / row["due"], 2)
         row["broker_cpu_pct"] = round(broker_pct, 1)
+        check(row)
         rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("died", "errors")}),
+              file=sys.stderr, flush=True)
     print()
-    print(f"interval {args.interval:g} s, window {args.window:g} s, late = > {args.late_ms:g} ms "
-          f"after its slot or skipped; {os.cpu_count()} CPUs")
-    hdr = ("nodes", "connect s", "late %", "p50 ms", "p99 ms", "CPU % core",
-           "CPU %/1k nodes", "RSS MB", "RSS MB/1k", "model µs/node", "broker CPU %")
+    print(f"interval {args.interval:g} s, window {args.window:g} s, late = not published within "
+          f"{args.late_ms:g} ms of its slot (late, skipped or never sent); {os.cpu_count()} CPUs")
+    hdr = ("nodes", "connected", "connect s", "late %", "delivered %", "p50 ms", "p99 ms",
+           "CPU % core", "RSS MB", "model µs/node", "broker CPU %", "stop s")
     print(" | ".join(hdr))
     print(" | ".join("---" for _ in hdr))
     for r in rows:
-        k = r["nodes"] / 1000
         print(" | ".join(str(x) for x in (
-            r["nodes"], r["connect_s"], r["late_pct"], r["p50_ms"], r["p99_ms"], r["cpu_pct"],
-            round(r["cpu_pct"] / k, 1), r["rss_mb"], round(r["rss_mb"] / k, 1),
-            r["pure_us_per_node"], r["broker_cpu_pct"])))
-    ok = [r["nodes"] for r in rows if r["late_pct"] < 5 and r["connected"]]
-    print(f"\nlargest size with < 5 % late samples: {max(ok) if ok else 'none'}")
-    return 0
+            r["nodes"], r["connected"], r["connect_s"], r["late_pct"], r["delivered_pct"],
+            r["p50_ms"], r["p99_ms"], r["cpu_pct"], r["rss_mb"], r["pure_us_per_node"],
+            r["broker_cpu_pct"], "> 120" if r["stop_s"] is None else r["stop_s"])))
+    for r in rows:
+        if r["stop_s"] is None:
+            print(f"note: {r['nodes']} nodes: the simulator had not stopped {STOP_LIMIT_S:.0f} s "
+                  "after being told to (agents saying offline on a saturated loop)")
+    ok = [r["nodes"] for r in rows
+          if r["late_pct"] < TARGET_LATE_PCT and r["connected"] == r["nodes"]]
+    print(f"\nlargest size with < {TARGET_LATE_PCT:g} % late samples: {max(ok) if ok else 'none'}")
+    best = max(rows, key=lambda r: r["nodes"])
+    met = best["late_pct"] < TARGET_LATE_PCT and best["connected"] == best["nodes"]
+    return [Row(
+        "simulator >= 4,096 nodes per process at 1 Hz, < 1 % late",
+        f"{best['late_pct']:.1f} % late at {best['nodes']:,} ({best['connected']:,} connected, "
+        f"{best['delivered_pct']:.0f} % delivered, {best['cpu_pct']:.0f} % CPU"
+        f"{'' if best['stop_s'] is not None else '; no clean stop in 120 s'}); largest < 1 %: "
+        f"{max(ok) if ok else 'none'}", "% late", judge(met, best["nodes"], TARGET_NODES),
+        best["nodes"], best["late_pct"], "bench/sim_capacity.py")]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 3072, 4096])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--warmup", type=float, default=8.0)
     ap.add_argument("--window", type=float, default=20.0)
     ap.add_argument("--late-ms", type=float, default=200.0)
     ap.add_argument("--connect-timeout", type=float, default=90.0)
+    ap.add_argument("--quick", action="store_true", help="256 nodes, 3 s warm-up, 5 s window")
+    ap.add_argument("--rows", help="write the result row (JSON) here")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--broker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        import logging
-
         logging.basicConfig(level=logging.ERROR)
         print(json.dumps(asyncio.run(child(args))))
         return 0
-    return parent(args)
+    if args.quick:
+        args.sizes, args.warmup, args.window = [256], 3.0, 5.0
+    write_rows(args.rows, parent(args))
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main_guard(main)

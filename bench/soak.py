@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._common import BenchFailure, main_guard
 from fleetdeck.broker import ManagedBroker
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.runtime import tune_gc
@@ -48,9 +49,11 @@ def slope(points: list[tuple[float, float]]) -> float:
 
 async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> None:
     url = str(broker.url)
+    sim_log = db.parent / "sim.log"
     sim = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli", "sim", "--broker", url,
                             "--cluster", "soak", "--nodes", str(args.nodes), "--jobs", "6",
-                            "--seed", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            "--seed", "3"], stdout=subprocess.DEVNULL,
+                           stderr=sim_log.open("wb"))
     col = ConsoleSession("soak", url=broker.url, operator="soak")
     await col.open_store(db)
     stop = asyncio.Event()
@@ -83,6 +86,12 @@ async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> Non
                 faults += 1
                 next_fault += 60
             minutes = (now - t0) / 60
+            if sim.poll() is not None:
+                raise BenchFailure(f"the simulator exited (rc {sim.returncode}) after "
+                                   f"{minutes:.1f} min: {tail(sim_log)}")
+            if minutes >= 1 and len(col.state.nodes) < args.nodes:
+                raise BenchFailure(f"after {minutes:.1f} min the console knows "
+                                   f"{len(col.state.nodes)} of {args.nodes} nodes")
             c_rss = rss_mib(os.getpid())
             s_rss = rss_mib(sim.pid)
             console_pts.append((minutes, c_rss))
@@ -113,11 +122,15 @@ async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> Non
     print(f"{'store size (MiB)':<40}{size_mib(db):>12.1f}")
 
 
+def tail(path: Path) -> str:
+    return path.read_bytes()[-1500:].decode(errors="replace")
+
+
 def size_mib(path: Path) -> float:
     return path.stat().st_size / 2**20
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--minutes", type=float, default=30)
@@ -125,7 +138,8 @@ def main() -> None:
     tune_gc()
     with tempfile.TemporaryDirectory() as tmp, ManagedBroker("mosquitto") as broker:
         asyncio.run(soak(args, broker, Path(tmp) / "soak.db"))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

@@ -1,0 +1,166 @@
+"""The benchmarks fail loudly instead of printing figures about nothing (bench/, `make bench`).
+
+Fast: no benchmark runs here at size. These pin the checks that keep a dead subject from
+reading as a result, the evolving payloads the ingest benchmark publishes, and the framing-only
+counter that checks what went through a real broker.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from bench import ingest as ingest_bench
+from bench import sim_capacity
+from bench._common import FAILED, BenchFailure, judge, main_guard
+from bench._mqttload import RawCounter, RawPublisher, publish_packet
+from bench._payloads import EvolvingFleet
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Birth, Telemetry
+from tests.conftest import REPO
+
+
+def test_a_benchmark_failure_is_one_loud_line_and_exit_1(capsys):
+    def measured_nothing() -> int:
+        raise BenchFailure("the console received none of 4096 samples")
+
+    with pytest.raises(SystemExit) as exc:
+        main_guard(measured_nothing)
+    assert exc.value.code == 1
+    assert capsys.readouterr().err == f"{FAILED} the console received none of 4096 samples\n"
+
+
+def test_samples_that_never_arrived_count_as_infinitely_late():
+    from bench._console import _ms_stats
+
+    got = _ms_stats([0.1] * 98, never=2)  # 2 % of the samples never reached the screen
+    assert got["p50_ms"] == pytest.approx(100)
+    assert got["p99_ms"] == float("inf")
+    assert _ms_stats([0.1] * 99 + [0.2])["p99_ms"] == pytest.approx(100)
+
+
+def test_smaller_fleets_never_meet_a_target_by_extrapolation():
+    assert judge(True, 4096, 16384) is None  # passing small says nothing about the target
+    assert judge(False, 4096, 16384) is False  # failing small already fails it
+    assert judge(True, 16384, 16384) is True
+    assert judge(False, 16384, 16384) is False
+
+
+def _bare(**kw):
+    return {"telemetry": 4000, "other": 0, "first": 1.0, "last": 11.0, "discarded": 0} | kw
+
+
+def _console(**kw):
+    stats = {"n": 10, "never": 0, "p50_ms": 1.0, "p99_ms": 2.0, "max_ms": 3.0}
+    return {"stored": 4000, "applied": 4000, "sent": 4000, "malformed": 0,
+            "malformed_reasons": {}, "nodes": 4, "first_apply": 1.0, "last_apply": 11.0,
+            "first_batch": 10, "apply_lag": stats, "paint_lag": stats} | kw
+
+
+@pytest.mark.parametrize(("bare", "console", "why"), [
+    (_bare(telemetry=0), _console(), "bare subscriber received none"),
+    (_bare(), _console(stored=0, applied=0), "console received none"),
+    (_bare(), _console(applied=0), "no sample reached the fleet state"),
+    (_bare(), _console(malformed=7, malformed_reasons={"invalid": 7}), "payloads are broken"),
+    (_bare(), _console(nodes=2), "knows 2 of 4 nodes"),
+    (_bare(), _console(paint_lag={"n": 0, "never": 4000}), "never painted"),
+])
+def test_ingest_refuses_to_report_when_a_subscriber_got_nothing(bare, console, why):
+    args = SimpleNamespace(seconds=10, verbose=False)
+    with pytest.raises(BenchFailure, match=why):
+        ingest_bench.report(args, SimpleNamespace(n=4), {"sent": 4000, "late": 0,
+                                                         "worst_behind_s": 0.0},
+                            {}, bare, console)
+
+
+def _sim_row(**kw):
+    return {"nodes": 64, "died_count": 0, "died": [], "error_count": 0, "errors": [],
+            "sampled": 640, "delivered": 640} | kw
+
+
+@pytest.mark.parametrize(("row", "why"), [
+    (_sim_row(died_count=64, died=["gpu0001: TypeError('takes 2 positional arguments')"]),
+     "64 agent task\\(s\\) died"),
+    (_sim_row(error_count=1, errors=["asyncio: Task exception was never retrieved"]),
+     "logged 1 error"),
+    (_sim_row(sampled=0), "no agent took a single sample"),
+    (_sim_row(delivered=0), "broker passed on no telemetry"),
+])
+def test_sim_capacity_never_reads_a_dead_fleet_as_zero_late(row, why):
+    with pytest.raises(BenchFailure, match=why):
+        sim_capacity.check(row)
+    sim_capacity.check(_sim_row())  # a live fleet passes
+
+
+def test_the_bench_agent_matches_the_simulators_telemetry_loop():
+    """The benchmark overrides SimAgent._telemetry_loop; when the agent's signature changes
+    this fails here, not as thousands of dead agents."""
+    from fleetdeck.agents.fleet import SimAgent
+
+    async def ours(self, client, stop):  # the shape bench/sim_capacity.py overrides
+        pass
+
+    sim_capacity._same_signature(ours, SimAgent._telemetry_loop, "_telemetry_loop")
+
+    async def old(self, client):
+        pass
+
+    with pytest.raises(BenchFailure, match="no longer matches"):
+        sim_capacity._same_signature(old, SimAgent._telemetry_loop, "_telemetry_loop")
+
+
+def test_published_samples_are_valid_and_their_counters_move():
+    fleet = EvolvingFleet(6, "bench", bd_seq=1_700_000_000_000, personas=3)
+    birth = codec.decode(Birth, fleet.birth(5)[1])
+    assert birth.node == "gpu00006"
+    samples = [codec.decode(Telemetry, fleet.telemetry(5, k, 1_700_000_000_000 + k))
+               for k in range(3)]
+    assert [s.seq for s in samples] == [1, 2, 3]
+    assert {s.node for s in samples} == {"gpu00006"}
+    rx = [s.ib_ports[0].rcv_bytes_total for s in samples]
+    energy = [s.gpus[0].energy_j for s in samples]
+    assert rx[0] < rx[1] < rx[2], rx
+    assert energy[0] < energy[1] < energy[2], energy
+    # node 2 shares node 5's persona (3 personas) but is its own node with its own name
+    assert codec.decode(Telemetry, fleet.telemetry(2, 0, 1)).node == "gpu00003"
+
+
+def test_the_framing_counter_sees_what_went_through_the_broker(mosquitto):
+    url = mosquitto.url
+    counter = RawCounter(url.host, url.port, "count-test", "fleetdeck/v1/bench/node/+/telemetry")
+    pub = RawPublisher(url.host, url.port, "pub-test")
+    t0 = time.time()
+    big = b"x" * 20_000  # spans reads: the counter must reassemble frames
+    pub.send(b"".join(publish_packet(f"fleetdeck/v1/bench/node/gpu{i:05d}/telemetry",
+                                     big if i % 2 else b"{}") for i in range(20)))
+    pub.send(publish_packet("fleetdeck/v1/bench/node/gpu00001/birth", b"{}"))  # not counted
+    deadline = time.monotonic() + 5
+    while len(counter.times) < 20 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)
+    pub.close()
+    counter.close()
+    assert counter.between(t0, time.time() + 1) == 20
+
+
+def test_make_bench_turns_a_failed_benchmark_into_not_met_rows_and_exit_1(tmp_path):
+    script = tmp_path / "dead.py"
+    script.write_text("import sys\nprint('BENCH FAILED: the simulator sent nothing', "
+                      "file=sys.stderr)\nsys.exit(1)\n")
+    out = tmp_path / "rows.json"
+    probe = (
+        "import sys; sys.argv = ['run_all', '--quick', '--json', sys.argv[2]]\n"
+        "from bench import run_all\n"
+        f"run_all.PLAN = [({str(script)!r}, [], [], ['simulator target'])]\n"
+        "sys.exit(run_all.main())\n")
+    proc = subprocess.run([sys.executable, "-c", probe, "x", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "benchmark failed: the simulator sent nothing" in proc.stdout
+    assert f"{FAILED} {script}: the simulator sent nothing" in proc.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["target"], r["met"], r["status"]) for r in rows] == [
+        ("simulator target", False, "NOT MET")]
