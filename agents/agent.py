@@ -23,7 +23,7 @@ from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
@@ -357,6 +357,13 @@ class NodeAgent:
             if cmd.op in (CommandOp.DRAIN, CommandOp.RESUME):
                 await self._publish_status(client)
             return
+        if self._done_but_unanswered(cmd):
+            # Acted on, but the ack was lost with the broker before it went out: the console's
+            # retry (same id) gets its answer now, and nothing runs twice. A captured copy
+            # replayed after the state moved on still falls through to "replayed".
+            await self._ack(client, cmd, AckResult.DONE, "already done (its ack was lost)")
+            await self._publish_status(client)
+            return
         reject = self._validate(cmd)
         if reject:
             await self._ack(client, cmd, AckResult.REJECTED, reject)
@@ -376,6 +383,18 @@ class NodeAgent:
             for ev in again:
                 await client.publish(self._topic[Kind.EVENT], codec.encode(ev), qos=1)
             await self._ack(client, cmd, AckResult.DONE, f"re-sent {len(again)} event(s)")
+
+    def _done_but_unanswered(self, cmd: Command) -> bool:
+        if cmd.cmd_id not in self.guard.executed or cmd.target != self.node_id:
+            return False
+        if self.guard.key is not None and signing.check(cmd, self.guard.key,
+                                                        now_ms(self.clock)):
+            return False
+        if cmd.op is CommandOp.DRAIN:
+            return self.drain.cmd_id == cmd.cmd_id and self.drain.state is not DrainState.NONE
+        if cmd.op is CommandOp.RESUME:
+            return self.drain.state is DrainState.NONE
+        return False
 
     def _validate(self, cmd: Command) -> str:
         problem = self.guard.check(cmd)
