@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 import aiomqtt
 
@@ -28,6 +28,7 @@ from fleetdeck.protocol.messages import CommandOp, DrainMode
 EXIT_DONE = 0
 EXIT_REJECTED = 3
 EXIT_TIMED_OUT = 4
+T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
 BIRTH_WAIT_S = 4.0
@@ -65,6 +66,8 @@ class CommandRun:
         self.timeout_s = timeout_s
         self.out = out
         self.clock = clock
+        self._started = time.monotonic()
+        self._connected_at: float | None = None
         self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
                                       audit=audit, command_key=command_key,
                                       client_id=f"fd-cli-{os.getpid()}-{id(self):x}")
@@ -79,40 +82,20 @@ class CommandRun:
     async def run(self, make: Callable[["CommandRun"], Request], *,
                   wait_done: bool = True) -> int:
         session = self.session
-        feed = session.feed
-        assert feed is not None
-        started = time.monotonic()
-        connected_at: float | None = None
+        self._started = time.monotonic()
         req: Request | None = None
         deadline = 0.0
 
         def on_tick(report: TickReport) -> bool:
-            nonlocal connected_at, req, deadline
+            nonlocal req, deadline
             for tr in report.commands:
                 detail = f" ({tr.detail})" if tr.detail else ""
                 self.say(f"  {tr.target}: {tr.new.value}{detail}")
             if req is None:
-                if feed.conn.connects == 0:
-                    if feed.first_error is not None:
-                        raise UserError(feed.first_error)
-                    if time.monotonic() - started > CONNECT_TIMEOUT_S:
-                        raise UserError(f"cannot connect to {self.url} within "
-                                        f"{CONNECT_TIMEOUT_S:g} s")
+                found = self._when_settled(make)
+                if found is None:
                     return False
-                if feed.conn.state != "connected":
-                    connected_at = None  # a blip before sending: settle again after it
-                    return False
-                connected_at = connected_at or time.monotonic()
-                if time.monotonic() - connected_at < SETTLE_S:
-                    return False  # retained births/statuses/jobs name the targets
-                try:
-                    req = make(self)
-                except UnknownTargets:
-                    # A broker that just restarted has lost its retained births: the agents
-                    # publish them again as they reconnect.
-                    if time.monotonic() - connected_at < BIRTH_WAIT_S:
-                        return False
-                    raise
+                req = found
                 self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
                 deadline = self.clock() + self.timeout_s
                 return False
@@ -159,6 +142,33 @@ class CommandRun:
             self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 
+    def _when_settled(self, make: Callable[["CommandRun"], T]) -> T | None:
+        """``make(self)`` once connected and settled (retained births, statuses and jobs name
+        the targets), else None to be asked again next tick; raises ``UserError`` when the
+        broker cannot be reached or the targets never appear."""
+        feed = self.session.feed
+        assert feed is not None
+        if feed.conn.connects == 0:
+            if feed.first_error is not None:
+                raise UserError(feed.first_error)
+            if time.monotonic() - self._started > CONNECT_TIMEOUT_S:
+                raise UserError(f"cannot connect to {self.url} within {CONNECT_TIMEOUT_S:g} s")
+            return None
+        if feed.conn.state != "connected":
+            self._connected_at = None  # a blip before sending: settle again after it
+            return None
+        self._connected_at = self._connected_at or time.monotonic()
+        if time.monotonic() - self._connected_at < SETTLE_S:
+            return None
+        try:
+            return make(self)
+        except UnknownTargets:
+            # A broker that just restarted has lost its retained births: the agents publish
+            # them again as they reconnect.
+            if time.monotonic() - self._connected_at < BIRTH_WAIT_S:
+                return None
+            raise
+
     def show_radius(self, radius: BlastRadius) -> None:
         """What the command touches, before it is sent (the TUI's confirmation, in text)."""
         self.say(f"blast radius: {radius.summary()}")
@@ -170,25 +180,14 @@ class CommandRun:
     async def dry_run(self, radius: Callable[["CommandRun"], BlastRadius]) -> int:
         """Connect, learn the fleet, print what the command would touch; send nothing."""
         session = self.session
-        feed = session.feed
-        assert feed is not None
-        started = time.monotonic()
-        connected_at: float | None = None
+        self._started = time.monotonic()
         found: list[BlastRadius] = []
 
         def on_tick(_report: TickReport) -> bool:
-            nonlocal connected_at
-            if feed.conn.connects == 0:
-                if feed.first_error is not None:
-                    raise UserError(feed.first_error)
-                if time.monotonic() - started > CONNECT_TIMEOUT_S:
-                    raise UserError(f"cannot connect to {self.url} within "
-                                    f"{CONNECT_TIMEOUT_S:g} s")
+            radius_now = self._when_settled(radius)
+            if radius_now is None:
                 return False
-            connected_at = connected_at or time.monotonic()
-            if time.monotonic() - connected_at < SETTLE_S:
-                return False
-            found.append(radius(self))
+            found.append(radius_now)
             return True
 
         try:
