@@ -31,8 +31,10 @@ EXIT_TIMED_OUT = 4
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
-BIRTH_WAIT_S = 4.0
-"""How long after connecting unknown targets are waited for before giving up."""
+BIRTH_WAIT_S = 30.0
+"""How long after connecting unknown targets are waited for at the most."""
+BIRTHS_QUIET_S = 3.0
+"""Unknown targets are given up on once no new node has appeared for this long."""
 
 
 class UnknownTargets(UserError):
@@ -68,6 +70,8 @@ class CommandRun:
         self.clock = clock
         self._started = time.monotonic()
         self._connected_at: float | None = None
+        self._nodes_seen = 0
+        self._nodes_changed_at = time.monotonic()
         self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
                                       audit=audit, command_key=command_key,
                                       client_id=f"fd-cli-{os.getpid()}-{id(self):x}")
@@ -160,12 +164,19 @@ class CommandRun:
         self._connected_at = self._connected_at or time.monotonic()
         if time.monotonic() - self._connected_at < SETTLE_S:
             return None
+        nodes = len(self.state.nodes)
+        if nodes != self._nodes_seen:
+            self._nodes_seen, self._nodes_changed_at = nodes, time.monotonic()
         try:
             return make(self)
         except UnknownTargets:
             # A broker that just restarted has lost its retained births: the agents publish
-            # them again as they reconnect.
-            if time.monotonic() - self._connected_at < BIRTH_WAIT_S:
+            # them again as they reconnect. Give up once births stopped arriving (a typo in
+            # the hostlist fails in about two seconds), or after BIRTH_WAIT_S at the most.
+            now = time.monotonic()
+            quiet = now - max(self._nodes_changed_at, self._connected_at)
+            if (quiet < BIRTHS_QUIET_S or not self.state.nodes) \
+                    and now - self._connected_at < BIRTH_WAIT_S:
                 return None
             raise
 
