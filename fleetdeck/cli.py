@@ -408,7 +408,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "ca": args.ca, "cert": args.cert, "key": args.key,
     })
     if args.check_config:
-        print(json.dumps(settings.model_dump(mode="json"), indent=2))
+        from fleetdeck.brokerurl import parse_broker_url
+
+        shown = settings.model_dump(mode="json")
+        shown["broker"] = str(parse_broker_url(settings.broker))  # never print the password
+        print(json.dumps(shown, indent=2))
         return 0
     if args.once:
         print(json.dumps(sample_once(settings), indent=2))

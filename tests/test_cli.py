@@ -96,3 +96,11 @@ def test_bad_environment_value_names_the_variable(monkeypatch):
     monkeypatch.setenv("FLEETDECK_INTERVAL_S", "fast")
     res = run_cli("agent", "--check-config")
     assert res.returncode == 2 and "$FLEETDECK_INTERVAL_S" in res.stderr
+
+
+def test_check_config_never_prints_the_broker_password():
+    out = run_cli("agent", "--check-config", "--node-id", "gpu0001",
+                  "--broker", "mqtt://gpu0001:s3cret-pw@127.0.0.1:1883")
+    assert out.returncode == 0, out.stderr
+    assert "s3cret-pw" not in out.stdout + out.stderr
+    assert json.loads(out.stdout)["broker"] == "mqtt://gpu0001@127.0.0.1:1883"
