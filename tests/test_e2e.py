@@ -15,7 +15,12 @@ def status_json(url: str, cluster: str, wait: float = 2.5) -> dict:
 def wait_for_nodes(url: str, cluster: str, n: int, timeout: float = 30) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        out = status_json(url, cluster)
+        res = run_cli("status", "--broker", url, "--cluster", cluster, "--json", "--wait", "2.5")
+        if res.returncode == 2 and "no node of cluster" in res.stderr \
+                and time.monotonic() < deadline:
+            continue  # the fleet has not announced itself yet (exit 2, one sentence)
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
         if out["totals"]["by_verdict"]["ok"] == n or time.monotonic() > deadline:
             return out
 
