@@ -162,7 +162,6 @@ class ConsoleSession:
         self.problems: dict[str, SessionProblem] = {}
         """Things that are broken right now (store, audit, a dead worker): front ends show
         them; a key disappears when the thing recovers."""
-        self.last_report: TickReport | None = None
         self._store_q = _StoreQueue()
         self._outgoing: deque[_Outgoing] = deque()
         self._wake = asyncio.Event()
@@ -253,10 +252,6 @@ class ConsoleSession:
             with contextlib.suppress(aiomqtt.MqttError, asyncio.CancelledError):
                 await runner
 
-    @property
-    def connected(self) -> bool:
-        return self.feed is not None and self.feed.client is not None
-
     # --- the tick ------------------------------------------------------------------------------
 
     def tick(self, now: float | None = None) -> TickReport:
@@ -292,7 +287,6 @@ class ConsoleSession:
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
                             (time.perf_counter() - t0) * 1000)
-        self.last_report = report
         return report
 
     def _record_history(self, batch: Batch) -> None:
