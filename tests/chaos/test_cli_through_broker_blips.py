@@ -6,12 +6,19 @@ blip, leaving ``requested`` audit lines with no outcome."""
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import fleetdeck_cmd, run_cli, spawn, stop_process
 
 CLUSTER = "blips"
+
+
+def _requested(audit: Path) -> int:
+    if not audit.exists():
+        return 0
+    return sum('"requested"' in line for line in audit.read_text().splitlines())
 
 
 @pytest.mark.timeout(300)
@@ -34,7 +41,16 @@ def test_cli_commands_survive_broker_restarts_and_all_end_with_an_outcome(mosqui
                 fleetdeck_cmd(verb, hosts, *extra, "--broker", url, "--cluster", CLUSTER,
                               "--audit-log", str(audit), "--timeout", "60"),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(kill_after)
+            # The blip must hit the command in flight, not its first connect (a CLI that cannot
+            # reach the broker at all rightly says so at once, exit 2): on a loaded machine the
+            # CLI's start-up alone can outlast kill_after, so the clock starts when the request
+            # is audited (the session is up), less the ~1 s start-up the plan was written for.
+            wanted = len(results) + 1
+            until = time.monotonic() + 60
+            while _requested(audit) < wanted and proc.poll() is None:
+                assert time.monotonic() < until, f"{verb} {hosts} never issued"
+                time.sleep(0.02)
+            time.sleep(max(0.1, kill_after - 1.0))
             mosquitto.kill()
             time.sleep(1.0)
             mosquitto.start()
