@@ -64,6 +64,10 @@ class EventLog:
     def __len__(self) -> int:
         return len(self._lines)
 
+    def lines(self) -> Iterator[EventLine]:
+        """The entries, oldest first, without their sequence numbers."""
+        return (line for _seq, line in self._lines)
+
     def for_node(self, node: str, last: int = 500) -> list[EventLine]:
         """Console entries (commands) about ``node`` among the newest ``last`` entries."""
         out: list[EventLine] = []

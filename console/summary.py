@@ -3,8 +3,11 @@
 The keys are a promise to scripts: add keys, never rename or remove them (docs/protocol.md).
 """
 
+from collections.abc import Iterable
 from typing import Any
 
+from fleetdeck.console.eventlog import EventLine
+from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import recommended_action, straggler, suspect_switches
 from fleetdeck.console.state import FleetState, NodeState
@@ -48,7 +51,9 @@ def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
 
 def fleet_summary(state: FleetState, now: float, *,
                   interruptions: list[Interruption] | None = None,
+                  log: Iterable[EventLine] = (),
                   **extra: Any) -> dict[str, Any]:
+    """``log``: the session's timeline, for each incident's own (``session.timeline()``)."""
     t = state.totals()
     return {
         "cluster": state.cluster,
@@ -68,6 +73,7 @@ def fleet_summary(state: FleetState, now: float, *,
                                                           key=lambda s: s.node_id)],
         "jobs": [job_summary(job, state) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
+        "incidents": [inc.as_json() for inc in incidents(state, log)],
         "interruptions": [it.as_json() for it in interruptions or []],
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}

@@ -62,6 +62,22 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession
 
 
 VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "ok": 4}
+INCIDENTS_SHOWN = 10
+
+
+def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
+    """One root-cause line per incident, worst first, with what to do."""
+    if not found:
+        return
+    console.print(f"[b]incidents[/] ({len(found)}):")
+    for inc in found[:INCIDENTS_SHOWN]:
+        style = "red" if inc["severity"] == "error" else "yellow"
+        console.print(f"  [{style}]{inc['severity']:5}[/] {escape(inc['title'])}")
+        console.print(f"        [dim]→ {escape(inc['action'])}[/]")
+    if len(found) > INCIDENTS_SHOWN:
+        console.print(f"  … {len(found) - INCIDENTS_SHOWN} more (status --json has them all)")
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
     console = table_console(console)
@@ -76,6 +92,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         f"GPUs {t['gpus_present']}/{t['gpus']}  IB up {t['ib_ports_up']}/{t['ib_ports']}  "
         f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
+    render_incidents(summary.get("incidents", []), console)
     table = Table(box=None, pad_edge=False)
     for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "JOB", "REASONS"):
         table.add_column(col)
@@ -101,7 +118,8 @@ def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> in
     session = asyncio.run(collect(url, cluster, wait_s))
     out: dict[str, Any] = fleet_summary(session.state, time.time(), broker=str(url),
                                         collected_s=wait_s,
-                                        interruptions=session.interruptions.total)
+                                        interruptions=session.interruptions.total,
+                                        log=session.log.lines())
     if as_json:
         print(json.dumps(out, indent=2))
     else:

@@ -1,0 +1,108 @@
+"""Findings grouped into incidents, one root-cause line each (console/incidents.py), as
+``status --json`` carries them: a switch failure is one incident, not a row per node."""
+
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.tui.fleet import (
+    CLUSTER,
+    Clock,
+    SynthFleet,
+    job_status,
+    port_down,
+    publish_job,
+    throttled,
+)
+
+
+def run(fleet_size: int, faults, jobs=(), silent=(), ticks: int = 2):
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(fleet_size, clock, leaves=1)
+    fleet.birth(ingest)
+    for job in jobs:
+        publish_job(ingest, job(clock), clock)
+    for _ in range(ticks):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    for name in silent:
+        st = fleet.agents[name].status(online=False)
+        ingest.handle(topic_for(CLUSTER, Kind.STATUS, name), codec.encode(st), clock())
+    clock.advance(1.0)
+    fleet.telemetry(ingest, names=[n for n in fleet.names if n not in silent], faults=faults)
+    session.tick()
+    return session
+
+
+def test_a_switch_failure_is_one_incident_with_its_nodes_and_jobs():
+    down = port_down("mlx5_ib2")
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    session = run(8, {n: down for n in behind},
+                  jobs=[lambda c: job_status("4103", behind[:2] + ["gpu0005"], c)])
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.kind == "switch" and inc.key == "switch:leaf00-r2"
+    assert inc.nodes == behind
+    assert inc.jobs == ["4103"]
+    assert inc.severity == "error"
+    assert inc.title.startswith("leaf00-r2 suspect: 4 ports (4 down) on 4 nodes")
+    assert "job 4103" in inc.title
+    assert "do not drain" in inc.action
+
+
+def test_a_node_behind_the_switch_with_its_own_fault_keeps_its_own_incident():
+    down = port_down("mlx5_ib2")
+    faults = {n: down for n in ("gpu0001", "gpu0002", "gpu0003")}
+    faults["gpu0004"] = lambda t: throttled(3)(down(t))
+    session = run(8, faults)
+    found = {i.key: i for i in incidents(session.state)}
+    assert set(found) == {"switch:leaf00-r2", "node:gpu0004"}
+    assert found["switch:leaf00-r2"].nodes == ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    assert "gpu3" in found["node:gpu0004"].title
+
+
+def test_unrelated_cables_are_separate_node_incidents():
+    session = run(8, {"gpu0001": port_down("mlx5_ib1"), "gpu0004": port_down("mlx5_ib3"),
+                      "gpu0006": port_down("mlx5_ib5")})
+    found = incidents(session.state)
+    assert [i.key for i in found] == ["node:gpu0001", "node:gpu0004", "node:gpu0006"]
+    assert all(i.kind == "node" and i.severity == "error" for i in found)
+    assert "mlx5_ib1" in found[0].title
+
+
+def test_nodes_of_one_rack_falling_silent_together_are_one_rack_incident():
+    # SynthFleet puts 8 nodes in a rack: gpu0009..gpu0016 are rack r01.
+    rack = ["gpu0009", "gpu0010", "gpu0011", "gpu0012"]
+    session = run(16, {}, silent=rack + ["gpu0002"])
+    found = {i.key: i for i in incidents(session.state)}
+    assert set(found) == {"rack:r01", "node:gpu0002"}, found
+    assert found["rack:r01"].nodes == rack
+    assert found["rack:r01"].severity == "error"
+    assert "power" in found["rack:r01"].title
+    assert found["node:gpu0002"].title.startswith("gpu0002 offline")
+
+
+def test_a_straggler_is_named_on_its_nodes_incident():
+    session = run(8, {"gpu0003": throttled(3)},
+                  jobs=[lambda c: job_status("41", ["gpu0002", "gpu0003"], c,
+                                             slowest_node="gpu0003")])
+    (inc,) = incidents(session.state)
+    assert inc.key == "node:gpu0003"
+    assert "slows job 41 by 50% (rank 11)" in inc.title
+    assert inc.jobs == ["41"]
+
+
+def test_status_json_carries_incidents_with_their_timeline():
+    down = port_down("mlx5_ib2")
+    session = run(8, {n: down for n in ("gpu0001", "gpu0002", "gpu0003")})
+    session.note("drain requested on gpu0002", nodes=("gpu0002",))
+    session.note("unrelated", nodes=("gpu0007",))
+    out = fleet_summary(session.state, session.clock(), log=session.log.lines())
+    (inc,) = out["incidents"]
+    assert inc["key"] == "switch:leaf00-r2"
+    assert [e["text"] for e in inc["timeline"]] == ["drain requested on gpu0002"]
+    assert fleet_summary(run(4, {}).state, 0.0)["incidents"] == []
