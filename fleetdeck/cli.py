@@ -305,7 +305,10 @@ def build_parser() -> Parser:
     p.add_argument("node", type=_id("node id"))
     p.add_argument("--metric", choices=["util", "temp", "power", "clock", "ib"], default="util")
     p.add_argument("--since", default="1h", help="a span (90s, 15m, 1h, 7d) or an ISO time")
-    p.add_argument("--json", action="store_true")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true")
+    out.add_argument("--plot", action="store_true", help="a chart in the terminal, one line "
+                     "per GPU (or IB port)")
 
     p = sub.add_parser("replay", help="replay a recording: in the console, headless, or "
                        "into a broker")
@@ -557,7 +560,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.history import run_history
 
-    return run_history(_db_path(args), args.node, args.metric, args.since, args.json)
+    return run_history(_db_path(args), args.node, args.metric, args.since, args.json,
+                       args.plot)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -109,7 +109,8 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
 METRICS = ("util", "temp", "power", "clock", "ib")
 
 
-def run_history(db: Path, node: str, metric: str, since: str, as_json: bool) -> int:
+def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
+                plot: bool = False) -> int:
     since_ts = parse_since(since, time.time())
     _check(db)
 
@@ -128,6 +129,15 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool) -> 
         return 0
     if not rows:
         table_console().print(f"no history for {escape(node)} since {iso(since_ts)}")
+        return 0
+    if plot:
+        from fleetdeck.console.cli.plot import render
+
+        out = Console()
+        size = os.get_terminal_size() if out.is_terminal else os.terminal_size((100, 24))
+        color = out.is_terminal and not out.no_color
+        print(render(rows, node, metric, width=size.columns, height=max(12, size.lines - 4),
+                     color=color))
         return 0
     column = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clock_min"}
     table = Table(box=None, pad_edge=False)

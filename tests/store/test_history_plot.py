@@ -1,0 +1,55 @@
+"""``fleetdeck history NODE --plot``: the store's history drawn in the terminal (plotext)."""
+
+import re
+
+from fleetdeck.console.cli.plot import render, series
+from fleetdeck.console.store import Store
+from tests.conftest import run_cli
+from tests.store.test_store import fill
+
+
+async def _db(tmp_path, seconds: int = 300):
+    db = tmp_path / "h.db"
+    store = await Store.open(db)
+    try:
+        await fill(store, seconds=seconds)
+        gpus = await store.gpu_history("gpu0001", 0)
+        ports = await store.port_history("gpu0001", 0)
+    finally:
+        await store.close()
+    return db, gpus, ports
+
+
+async def test_series_follow_the_stores_minutes_per_gpu_and_port(tmp_path):
+    _db_path, gpus, ports = await _db(tmp_path)
+    temps = series(gpus, "temp")
+    assert list(temps) == [f"gpu{i}" for i in range(8)]
+    minutes = sorted({r["minute"] for r in gpus})
+    assert [m for m, _v in temps["gpu3"]] == minutes
+    want = {r["minute"]: r["temp_max"] for r in gpus if r["gpu"] == 3}
+    assert all(v == want[m] for m, v in temps["gpu3"])
+    ib = series(ports, "ib")
+    assert list(ib) == [f"mlx5_ib{i}" for i in range(8)]
+    assert all(v < 1000 for pts in ib.values() for _m, v in pts)  # GB/s, not B/s
+
+
+async def test_plot_draws_axes_labels_and_one_marker_per_series_without_colour(tmp_path):
+    _db_path, gpus, _ports = await _db(tmp_path)
+    text = render(gpus, "gpu0001", "temp", width=100, height=24, color=False)
+    assert "\x1b[" not in text
+    assert "gpu0001 temp per minute (UTC)" in text
+    for i in range(8):
+        assert f"gpu{i}" in text  # the legend
+    assert re.search(r"\d\d:\d\d", text)  # time ticks
+    assert 12 <= len(text.splitlines()) <= 24
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+async def test_history_plot_from_the_cli(tmp_path):
+    db, _gpus, _ports = await _db(tmp_path)
+    res = run_cli("history", "gpu0001", "--db", str(db), "--since", "100000d", "--metric",
+                  "power", "--plot")
+    assert res.returncode == 0, res.stderr
+    assert "gpu0001 power per minute (UTC)" in res.stdout and "W" in res.stdout
+    both = run_cli("history", "gpu0001", "--db", str(db), "--plot", "--json")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
