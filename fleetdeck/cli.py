@@ -284,6 +284,9 @@ def build_parser() -> Parser:
     _add_db(p)
     p.add_argument("--retention-days", type=_positive(float, "--retention-days"), default=7.0,
                    help="how long history is kept (default 7)")
+    p.add_argument("--metrics", metavar="ADDR", default=None,
+                   help="serve Prometheus metrics on HOST:PORT, :PORT (all interfaces) or PORT "
+                   "(loopback)")
 
     p = sub.add_parser("events", help="events and verdict changes from the store (like sinfo -R)")
     _add_db(p)
@@ -536,7 +539,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.collect import run_collect
 
     return run_collect(_url(args), args.cluster, _db_path(args), args.retention_days,
-                       command_key=_command_key(args))
+                       command_key=_command_key(args), metrics=args.metrics)
 
 
 def cmd_events(args: argparse.Namespace) -> int:

@@ -21,8 +21,12 @@ EXIT_STORE_FAILED = 3
 
 
 def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
-                command_key: bytes | None = None) -> int:
+                command_key: bytes | None = None, metrics: str | None = None) -> int:
     tune_gc()
+    if metrics is not None:
+        from fleetdeck.console.metrics import parse_listen
+
+        parse_listen(metrics)  # a bad address is one sentence now, not after connecting
 
     async def main() -> int:
         session = ConsoleSession(cluster, url=url, operator="fleetdeck-collect",
@@ -34,6 +38,12 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         log.info("collecting %s from %s into %s", cluster, url, db)
+        if metrics is not None:
+            from fleetdeck.console.metrics import serve_metrics
+
+            host, port = serve_metrics(session, metrics, loop)
+            print(f"collect {cluster}: Prometheus metrics on http://{host}:{port}/metrics",
+                  file=sys.stderr, flush=True)
 
         def progress(report: TickReport) -> None:
             c = session.counters

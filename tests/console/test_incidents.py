@@ -43,7 +43,7 @@ def test_a_switch_failure_is_one_incident_with_its_nodes_and_jobs():
     down = port_down("mlx5_ib2")
     behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
     session = run(8, {n: down for n in behind},
-                  jobs=[lambda c: job_status("4103", behind[:2] + ["gpu0005"], c)])
+                  jobs=[lambda c: job_status("4103", [*behind[:2], "gpu0005"], c)])
     (inc,) = incidents(session.state, session.log.lines())
     assert inc.kind == "switch" and inc.key == "switch:leaf00-r2"
     assert inc.nodes == behind
@@ -77,7 +77,7 @@ def test_unrelated_cables_are_separate_node_incidents():
 def test_nodes_of_one_rack_falling_silent_together_are_one_rack_incident():
     # SynthFleet puts 8 nodes in a rack: gpu0009..gpu0016 are rack r01.
     rack = ["gpu0009", "gpu0010", "gpu0011", "gpu0012"]
-    session = run(16, {}, silent=rack + ["gpu0002"])
+    session = run(16, {}, silent=[*rack, "gpu0002"])
     found = {i.key: i for i in incidents(session.state)}
     assert set(found) == {"rack:r01", "node:gpu0002"}, found
     assert found["rack:r01"].nodes == rack

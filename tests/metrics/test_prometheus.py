@@ -1,0 +1,136 @@
+"""``fleetdeck collect --metrics``: a real Prometheus (Debian's package) scrapes a running
+collector of a simulated fleet, and PromQL answers with the fleet's values."""
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.console.metrics import GPU_FIELDS, PORT_COUNTERS, parse_listen
+from fleetdeck.errors import UserError
+from fleetdeck.protocol.messages import GpuSample, IbPortSample
+from tests.conftest import run_cli, spawn, stop_process
+
+CLUSTER = "prom"
+NODES = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def query(prom: int, promql: str) -> list[dict]:
+    url = f"http://127.0.0.1:{prom}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        body = json.loads(resp.read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def value(prom: int, promql: str) -> float | None:
+    result = query(prom, promql)
+    return float(result[0]["value"][1]) if result else None
+
+
+def wait_for(prom: int, promql: str, want: float, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    got = None
+    while time.monotonic() < deadline:
+        try:
+            got = value(prom, promql)
+        except OSError:  # Prometheus still starting
+            got = None
+        if got == want:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{promql} = {got}, expected {want}")
+
+
+def start_prometheus(tmp: Path, target: int) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    config = tmp / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: fleetdeck\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{target}']\n")
+    exe = shutil.which("prometheus")
+    assert exe is not None
+    log = (tmp / "prometheus.log").open("wb")
+    proc = subprocess.Popen([exe, f"--config.file={config}",
+                             f"--storage.tsdb.path={tmp / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, port
+
+
+@pytest.mark.needs("prometheus")
+@pytest.mark.timeout(240)
+def test_prometheus_scrapes_the_collector_and_promql_sees_the_fleet(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    metrics = free_port()
+    sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", str(NODES), "--jobs",
+                "0", "--seed", "3", log=tmp_path / "sim.log")
+    col = spawn("collect", "--broker", url, "--cluster", CLUSTER, "--db", str(tmp_path / "c.db"),
+                "--metrics", f"127.0.0.1:{metrics}", log=tmp_path / "collect.log")
+    prom, prom_port = start_prometheus(tmp_path, metrics)
+    try:
+        wait_for(prom_port, f'sum(fleetdeck_node_verdict{{cluster="{CLUSTER}",verdict="ok"}})',
+                 NODES)
+        wait_for(prom_port, f'count(DCGM_FI_DEV_GPU_TEMP{{cluster="{CLUSTER}"}})', NODES * 8)
+        wait_for(prom_port, 'count(node_infiniband_state_id{node="gpu0002"} == 4)', 8)
+        assert value(prom_port, 'fleetdeck_gpu_present{node="gpu0001",gpu="3"}') == 1.0
+        rate = value(prom_port, 'node_infiniband_rate_bytes_per_second'
+                     '{node="gpu0001",device="mlx5_ib0"}')
+        assert rate == 400e9 / 8  # NDR: 400 Gb/s
+        temps = query(prom_port, 'DCGM_FI_DEV_GPU_TEMP{node="gpu0003"}')
+        assert all(20 <= float(r["value"][1]) <= 100 for r in temps)
+        assert {r["metric"]["gpu"] for r in temps} == {str(i) for i in range(8)}
+        # A GPU falls off the bus: the verdict and the GPU's presence change in Prometheus.
+        deadline = time.monotonic() + 30
+        while True:
+            res = run_cli("inject", "--broker", url, "--cluster", CLUSTER, "xid79",
+                          "node=gpu0002", "gpu=5", "--wait", "2")
+            if res.returncode == 0 or time.monotonic() > deadline:
+                break
+        assert res.returncode == 0, res.stderr
+        wait_for(prom_port, 'fleetdeck_node_verdict{node="gpu0002",verdict="failed"}', 1.0)
+        wait_for(prom_port, 'fleetdeck_gpu_present{node="gpu0002",gpu="5"}', 0.0)
+        assert value(prom_port, f'fleetdeck_nodes{{cluster="{CLUSTER}",verdict="failed"}}') \
+            == 1.0
+        assert value(prom_port, 'fleetdeck_messages_received_total') > 0
+    finally:
+        prom.terminate()
+        prom.wait(10)
+        assert stop_process(col) == 0
+        stop_process(sim)
+
+
+def test_every_exported_field_is_a_field_of_the_protocol():
+    for _name, _doc, attr, _scale in GPU_FIELDS:
+        assert attr in GpuSample.model_fields, attr
+    for _name, _doc, attr in PORT_COUNTERS:
+        assert attr in IbPortSample.model_fields, attr
+
+
+@pytest.mark.parametrize("text, want", [("9108", ("127.0.0.1", 9108)),
+                                        (":9108", ("0.0.0.0", 9108)),
+                                        ("10.0.0.5:9108", ("10.0.0.5", 9108))])
+def test_listen_address_forms(text, want):
+    assert parse_listen(text) == want
+
+
+def test_a_bad_metrics_address_is_one_sentence(tmp_path):
+    with pytest.raises(UserError, match="is not HOST:PORT"):
+        parse_listen("localhost:http")
+    res = run_cli("collect", "--broker", "mqtt://127.0.0.1:1", "--cluster", "x", "--db",
+                  str(tmp_path / "x.db"), "--metrics", "nope:99999")
+    assert res.returncode == 2 and "is not HOST:PORT" in res.stderr
+    assert "Traceback" not in res.stderr
