@@ -21,17 +21,19 @@ needs_tools = pytest.mark.needs("mosquitto", "mosquitto_passwd", "openssl")
 
 
 @contextmanager
-def secured_broker(work: Path) -> Iterator[tuple[ManagedBroker, dict[str, str], int, Path]]:
+def secured_broker(work: Path, *, users: list[str] = USERS, acl: Path = DEPLOY / "acl",
+                   tls_port: int | None = None
+                   ) -> Iterator[tuple[ManagedBroker, dict[str, str], int, Path]]:
     """(broker with the plain loopback listener as ``broker.port``, credentials, TLS port, dir)"""
     subprocess.run(["bash", str(DEPLOY / "mkusers.sh"), str(work / "passwd"),
-                    str(work / "creds"), *USERS], check=True, capture_output=True)
+                    str(work / "creds"), *users], check=True, capture_output=True)
     subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(work / "pki"), "127.0.0.1"],
                    check=True, capture_output=True)
     creds = dict(line.split() for line in (work / "creds").read_text().splitlines())
-    tls_port = free_port()
+    tls_port = tls_port or free_port()
     conf = (DEPLOY / "mosquitto.conf").read_text()
     conf = (conf.replace("/etc/mosquitto/fleetdeck/passwd", str(work / "passwd"))
-            .replace("/etc/mosquitto/fleetdeck/acl", str(DEPLOY / "acl"))
+            .replace("/etc/mosquitto/fleetdeck/acl", str(acl))
             .replace("/etc/mosquitto/fleetdeck/", str(work / "pki") + "/")
             .replace("listener 8883", f"listener {tls_port} 127.0.0.1")
             .replace("listener 1883 127.0.0.1", "listener {port} 127.0.0.1")

@@ -1,0 +1,115 @@
+"""Two clusters on two brokers, each bridged into a site broker with the shipped recipe
+(deploy/mosquitto/mkbridge.sh: TLS and its own user on the site side, the site's shipped ACL
+plus the generated bridge blocks). A console on the site broker sees both clusters and drains a
+node of cluster b, which reaches DRAINED through the bridge."""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port, mosquitto_conf
+from tests.conftest import run_cli, spawn, stop_process
+from tests.security.deploy import DEPLOY, USERS, needs_tools, secured_broker
+
+pytestmark = needs_tools
+CLUSTERS = ("a", "b")
+
+
+def make_bridge(cluster: str, site_tls: int, password: str, ca: Path, out: Path,
+                telemetry: bool) -> tuple[str, str]:
+    args = ["bash", str(DEPLOY / "mkbridge.sh"), cluster, f"127.0.0.1:{site_tls}", password,
+            str(ca), str(out)] + (["telemetry"] if telemetry else [])
+    subprocess.run(args, check=True, capture_output=True)
+    return ((out / f"bridge-{cluster}.conf").read_text(),
+            (out / f"acl-bridge-{cluster}").read_text())
+
+
+def wait_status(url: str, cluster: str, want, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    out: dict = {}
+    while time.monotonic() < deadline:
+        res = run_cli("status", "--broker", url, "--cluster", cluster, "--json", "--wait", "2")
+        if res.returncode == 0:
+            out = json.loads(res.stdout)
+            if want(out):
+                return out
+        time.sleep(0.5)
+    pytest.fail(f"status of cluster {cluster} on {url} never matched: {out}")
+
+
+@pytest.mark.timeout(300)
+def test_a_console_on_the_site_broker_drains_a_node_of_a_bridged_cluster(tmp_path):
+    work = tmp_path / "site"
+    work.mkdir()
+    # The site's users: the shipped roles plus one bridge user per cluster; the bridge blocks
+    # are appended to a copy of the shipped ACL before the site broker starts.
+    subprocess.run(["bash", str(DEPLOY / "mkusers.sh"), str(work / "passwd"),
+                    str(work / "creds"), *(f"bridge-{c}" for c in CLUSTERS)],
+                   check=True, capture_output=True)
+    creds = dict(line.split() for line in (work / "creds").read_text().splitlines())
+    ca = work / "pki" / "ca.crt"  # made by mkcerts.sh inside secured_broker
+    acl = tmp_path / "acl"
+    site_tls_port = free_port()  # the bridge configs name it before the site broker starts
+    blocks: dict[str, str] = {}
+    confs: dict[str, str] = {}
+    for c in CLUSTERS:
+        confs[c], blocks[c] = make_bridge(c, site_tls_port, creds[f"bridge-{c}"], ca,
+                                          tmp_path / "bridges", telemetry=(c == "a"))
+    acl.write_text((DEPLOY / "acl").read_text() + "\n" + "\n".join(blocks.values()))
+    with secured_broker(work, users=USERS, acl=acl, tls_port=site_tls_port) as (
+            site, site_creds, _tls, _dir):
+        site_url = f"mqtt://console:{site_creds['console']}@127.0.0.1:{site.port}"
+        brokers = {}
+        sims = {}
+        try:
+            for c in CLUSTERS:
+                cdir = tmp_path / f"cluster-{c}"
+                cdir.mkdir()
+                brokers[c] = ManagedBroker(MOSQUITTO, workdir=cdir)
+                # As root Mosquitto drops to 'mosquitto', which cannot read the CA in
+                # pytest's private tmp dir (tests/security/deploy.py does the same).
+                user = "user root\n" if os.geteuid() == 0 else ""
+                brokers[c].config = (user + mosquitto_conf(brokers[c].port)
+                                     + "log_type notice\n" + confs[c])
+                brokers[c].start()
+                sims[c] = spawn("sim", "--broker", str(brokers[c].url), "--cluster", c,
+                                "--nodes", "3", "--jobs", "0", log=cdir / "sim.log")
+            # Cluster a crosses with its telemetry: nodes are judged ok on the site.
+            wait_status(site_url, "a", lambda s: s["totals"]["by_verdict"]["ok"] == 3)
+            # Cluster b crosses without telemetry: its nodes are known from their births.
+            wait_status(site_url, "b", lambda s: s["totals"]["nodes"] == 3)
+            res = run_cli("drain", "gpu0002", "--cluster", "b", "--broker", site_url,
+                          "--reason", "bridged drain", "--now", "--timeout", "60")
+            assert res.returncode == 0, res.stdout + res.stderr
+            assert "DRAINED" in res.stdout or "drained" in res.stdout, res.stdout
+            # The cluster's own broker agrees: the agent drained for real.
+            local = wait_status(str(brokers["b"].url), "b", lambda s: any(
+                n["id"] == "gpu0002" and n["drain"] == "drained" for n in s["nodes"]))
+            assert {n["id"]: n["drain"] for n in local["nodes"]} == {
+                "gpu0001": "none", "gpu0002": "drained", "gpu0003": "none"}
+            # Nothing of cluster a was touched.
+            a = wait_status(site_url, "a", lambda s: True)
+            assert all(n["drain"] == "none" for n in a["nodes"])
+        finally:
+            for proc in sims.values():
+                stop_process(proc)
+            for broker in brokers.values():
+                broker.stop()
+
+
+@pytest.mark.parametrize("args, error", [
+    (["a/b", "site:8883", "pw", "ca.crt"], "invalid cluster name"),
+    (["b", "site:8883", "pw", "ca.crt", "EXTRA", "everything"], "6th argument"),
+    (["b"], "usage:"),
+])
+def test_mkbridge_refuses_bad_arguments_in_one_line(tmp_path, args, error):
+    if len(args) >= 4:
+        args = [*args[:4], str(tmp_path / "out"), *args[5:]]
+    res = subprocess.run(["bash", str(DEPLOY / "mkbridge.sh"), *args], capture_output=True,
+                         text=True, check=False)
+    assert res.returncode == 2 and error in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
