@@ -262,6 +262,21 @@ def build_parser() -> Parser:
                    help="keep no history in the SQLite store")
     _add_command_parsers(sub)
 
+    p = sub.add_parser("serve", help="the console in a browser (textual-serve), read-only "
+                       "by default")
+    _add_broker(p)
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default "
+                   "127.0.0.1; anyone who reaches it sees the console)")
+    p.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--public-url", metavar="URL", default=None,
+                   help="the URL browsers use, when behind a reverse proxy")
+    p.add_argument("--allow-commands", action="store_true",
+                   help="let browser tabs drain, resume and restart jobs (needs --operator)")
+    p.add_argument("--operator", default=None, help="who the audit log names for commands "
+                   "from browser tabs (with --allow-commands)")
+    p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
+                   help="seconds between screen updates in each tab (default 0.5)")
+
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
     _add_broker(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -503,6 +518,14 @@ def cmd_console(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from fleetdeck.console.cli.serve import run_serve
+
+    return run_serve(args.broker, args.ca, args.cert, args.key, args.cluster, args.bind,
+                     args.port, allow_commands=args.allow_commands, operator=args.operator,
+                     tick_s=args.tick, public_url=args.public_url)
+
+
 def cmd_drain(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_drain
 
@@ -595,6 +618,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "collect": cmd_collect,
     "events": cmd_events,
     "history": cmd_history,
+    "serve": cmd_serve,
     "report": cmd_report,
     "replay": cmd_replay,
 }

@@ -21,7 +21,7 @@ from fleetdeck.broker import AMQTT, MOSQUITTO, ManagedBroker, find_mosquitto
 REPO = Path(__file__).resolve().parent.parent
 
 PACKAGE_OF = {"mosquitto": "mosquitto", "mosquitto_passwd": "mosquitto", "openssl": "openssl",
-              "prometheus": "prometheus",
+              "prometheus": "prometheus", "chromium": "chromium",
               "tmux": "tmux"}
 """The Debian package each program the suite runs comes from (.ci/run installs them)."""
 

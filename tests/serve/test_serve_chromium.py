@@ -1,0 +1,158 @@
+"""``fleetdeck serve`` in a real headless Chromium (Debian's package): the page connects, a
+console runs for the tab, the overview with the fleet's nodes reaches the browser, and a
+screenshot of it is taken (kept under the test's tmp dir as serve.png)."""
+
+import asyncio
+import base64
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+
+import aiohttp
+import pytest
+
+from fleetdeck.console.cli.serve import console_command
+from fleetdeck.errors import UserError
+from tests.conftest import run_cli, spawn, stop_process
+
+CLUSTER = "web"
+CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--window-size=1400,900"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"nothing listens on {port}")
+
+
+class Cdp:
+    """The few Chrome DevTools Protocol calls the test needs, over aiohttp's websocket."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.next_id = 0
+        self.frames: list[bytes] = []
+
+    async def call(self, method: str, **params: object) -> dict:
+        self.next_id += 1
+        want = self.next_id
+        await self.ws.send_json({"id": want, "method": method, "params": params})
+        while True:
+            msg = await self.pump()
+            if msg.get("id") == want:
+                if "error" in msg:
+                    raise AssertionError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    async def pump(self) -> dict:
+        msg = json.loads((await self.ws.receive(timeout=30)).data)
+        if msg.get("method") == "Network.webSocketFrameReceived":
+            resp = msg["params"]["response"]
+            data = resp["payloadData"]
+            self.frames.append(base64.b64decode(data) if resp["opcode"] == 2 else data.encode())
+        return msg
+
+    def received(self) -> bytes:
+        return b"".join(self.frames)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]")
+
+
+def screen_text(data: bytes) -> str:
+    return ANSI.sub("", data.decode("utf-8", "replace"))
+
+
+async def browse(debug_port: int, url: str, want: list[str]) -> tuple[bytes, bytes]:
+    """(everything the page's websocket received, a PNG screenshot once ``want`` arrived)"""
+    async with aiohttp.ClientSession() as http:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                async with http.get(f"http://127.0.0.1:{debug_port}/json") as resp:
+                    targets = await resp.json()
+                break
+            except aiohttp.ClientError:
+                assert time.monotonic() < deadline, "Chromium's DevTools never answered"
+                await asyncio.sleep(0.2)
+        page = next(t for t in targets if t["type"] == "page")
+        async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+            cdp = Cdp(ws)
+            await cdp.call("Network.enable")
+            await cdp.call("Page.enable")
+            await cdp.call("Page.navigate", url=url)
+            deadline = time.monotonic() + 60
+            while not all(re.search(w, screen_text(cdp.received())) for w in want):
+                assert time.monotonic() < deadline, (
+                    f"the browser never received {want}: {cdp.received()[-2000:]!r}")
+                await cdp.pump()
+            await asyncio.sleep(1.5)  # let the terminal paint what arrived
+            png = await cdp.call("Page.captureScreenshot", format="png")
+            return cdp.received(), base64.b64decode(png["data"])
+
+
+@pytest.mark.needs("chromium")
+@pytest.mark.timeout(240)
+def test_the_overview_with_nodes_reaches_a_real_browser(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    web_port, debug_port = free_port(), free_port()
+    sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", "6", "--jobs", "0",
+                log=tmp_path / "sim.log")
+    serve = spawn("serve", "--broker", url, "--cluster", CLUSTER, "--port", str(web_port),
+                  log=tmp_path / "serve.log")
+    chrome = None
+    try:
+        wait_port(web_port)
+        exe = shutil.which("chromium")
+        assert exe is not None
+        chrome = subprocess.Popen(
+            [exe, *CHROMIUM_FLAGS, f"--remote-debugging-port={debug_port}",
+             f"--user-data-dir={tmp_path / 'chrome'}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=(tmp_path / "chrome.log").open("wb"))
+        shot = tmp_path / "serve.png"
+        got, png = asyncio.run(browse(debug_port, f"http://127.0.0.1:{web_port}/",
+                                 [r"fleetdeck web \[R\]", r"Nodes 6\b", r"Health ok 6\b",
+                                  r"gpu0001 gpu0"]))
+        shot.write_bytes(png)
+        assert "Traceback" not in screen_text(got)
+        assert png.startswith(b"\x89PNG") and len(png) > 20_000, len(png)  # not a blank page
+    finally:
+        if chrome is not None:
+            chrome.terminate()
+            chrome.wait(10)
+        assert stop_process(serve) == 0, (tmp_path / "serve.log").read_text()
+        stop_process(sim)
+
+
+def test_commands_from_the_browser_need_an_operator():
+    assert "--read-only" in console_command("c", allow_commands=False, operator=None, tick_s=0.5)
+    cmd = console_command("c", allow_commands=True, operator="alice", tick_s=0.5)
+    assert "--read-only" not in cmd and "--operator alice" in cmd
+    with pytest.raises(UserError, match="needs --operator"):
+        console_command("c", allow_commands=True, operator=None, tick_s=0.5)
+
+
+def test_serve_on_a_busy_port_is_one_sentence(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = run_cli("serve", "--broker", "mqtt://127.0.0.1:1", "--port", str(port))
+    assert res.returncode == 2, res.stderr
+    assert "cannot serve on 127.0.0.1" in res.stderr and "Traceback" not in res.stderr
