@@ -196,6 +196,10 @@ class LiveFeed:
         """Receive until ``stop`` is set. With ``retry=False`` the first failure raises
         :class:`TransportError`. What was received before the end is handed to ingest."""
         stop = stop or asyncio.Event()
+        # Made here, not in __init__: an Event belongs to the loop that first waits on it.
+        self._wake = asyncio.Event()
+        if self._pending:
+            self._wake.set()
         pump = asyncio.create_task(self._pump(), name="live-pump")
         link = asyncio.create_task(self.link.run(stop, retry=retry), name="live-link")
         try:

@@ -227,3 +227,15 @@ async def test_mutual_tls_with_a_client_certificate(tmp_path):
         async with running(with_cert):
             await eventually(lambda: with_cert.conn.state == "connected", 15,
                              message="connected with a client certificate")
+
+
+async def test_the_demos_embedded_amqtt_broker_works_too(amqtt_broker):
+    """amqtt speaks only MQTT 3.1.1, which is what the transport asks for."""
+    feed = new_feed(amqtt_broker.url)
+    seen = handed_to(feed)
+    topic = topic_for(CLUSTER, Kind.STATUS, "gpu0001")
+    async with running(feed):
+        await eventually(lambda: feed.conn.state == "connected", 15, message="connected")
+        await publish(amqtt_broker.url, topic, b"up")
+        await eventually(lambda: (topic, b"up") in seen, 10, message="message via amqtt")
+        await feed.publish(Kind.CMD, "gpu0001", b"{}")  # QoS 1: amqtt's PUBACK came back
