@@ -239,3 +239,38 @@ async def test_the_demos_embedded_amqtt_broker_works_too(amqtt_broker):
         await publish(amqtt_broker.url, topic, b"up")
         await eventually(lambda: (topic, b"up") in seen, 10, message="message via amqtt")
         await feed.publish(Kind.CMD, "gpu0001", b"{}")  # QoS 1: amqtt's PUBACK came back
+
+
+class SlowIngest(Ingest):
+    """A real Ingest that also burns ~1 ms of CPU per message (a heavy validation)."""
+
+    def handle(self, topic: str, payload: bytes, rx_ts: float) -> None:
+        until = time.perf_counter() + 0.001
+        while time.perf_counter() < until:
+            pass
+        super().handle(topic, payload, rx_ts)
+
+
+async def test_the_pump_yields_to_the_event_loop_in_the_middle_of_a_backlog(mosquitto):
+    n = 200
+    feed = LiveFeed(mosquitto.url, SlowIngest(CLUSTER), client_id="tp-slow")
+    async with running(feed, pump=False):  # the backlog builds up with ingest stalled
+        await eventually(lambda: feed.conn.state == "connected", 15, message="connected")
+        pub = RawPublisher(mosquitto.url.host, mosquitto.url.port, "burst")
+        pub.send(b"".join(publish_packet(topic_for(CLUSTER, Kind.TELEMETRY, "gpu0001"), b"x")
+                          for _ in range(n)))
+        pub.close()
+        await eventually(lambda: feed.queued == n, 20, message="backlog received")
+    seen_mid_backlog: list[int] = []
+
+    async def other_work() -> None:
+        while feed.handed < n:
+            if feed.handed > 0:
+                seen_mid_backlog.append(feed.handed)
+            await asyncio.sleep(0)
+
+    # ~200 ms of ingest work: handed over in slices, other tasks run between them.
+    async with running(feed):
+        await asyncio.wait_for(other_work(), 60)
+    assert feed.handed == n and feed.ingest.received == n
+    assert len(set(seen_mid_backlog)) >= 3, seen_mid_backlog
