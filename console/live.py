@@ -23,13 +23,16 @@ from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import ROOT, Kind, subscriptions, topic_for
 from fleetdeck.transport import Connection, MqttLink, TransportError
 
-__all__ = ["MAX_PENDING", "Connection", "LiveFeed", "TransportError", "clusters_seen"]
+__all__ = ["MAX_PENDING", "MAX_QUEUED_INCOMING", "Connection", "LiveFeed", "TransportError",
+           "clusters_seen"]
 
 log = logging.getLogger("fleetdeck.live")
 
 MAX_PENDING = 20_000
 """Messages waiting for the ingest, at most, while telemetry can be shed (~10 KiB each: about
 200 MiB; 1.2 s of a 16,384-node fleet at 1 Hz)."""
+MAX_QUEUED_INCOMING = MAX_PENDING
+"""The bound's name from the aiomqtt days (benchmarks size their bare aiomqtt subscriber by it)."""
 HARD_FACTOR = 8
 """Past ``HARD_FACTOR * max_pending`` even non-telemetry goes, oldest first (a flood of events
 from a broken or hostile publisher must not exhaust memory); agents re-send lost events when
