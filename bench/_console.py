@@ -387,7 +387,6 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
         while app._await_paint and time.monotonic() < paint_by:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
         probe.stop()
-        client = feed.client
         out = {
             "stored": ingest.stored, "discarded": discards.count,
             "applied": app.applied_samples, "sent": sent,
@@ -406,7 +405,8 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
             "ticks": len(app.tick_log),
             "tick_ms": _ms_stats([ms / 1000 for _t, ms, _m in app.tick_log]),
             "paints": app.paints, "rss_end_mib": rss_end, "rss_peak_mib": rss_mib(field="VmHWM"),
-            "queued_at_end": client._queue.qsize() if client is not None else None,
+            "queued_at_end": feed.queued, "queue_hwm": feed.queue_hwm,
+            "dropped": dict(feed.dropped),
             "connects": feed.conn.connects, "conn": f"{feed.conn.state} {feed.conn.detail}",
             "per_key": per_key, "t_keys": t_keys, "t_keys_end": t_keys_end,
         }

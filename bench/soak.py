@@ -97,8 +97,7 @@ async def soak(args: argparse.Namespace, broker: ManagedBroker, db: Path) -> Non
             console_pts.append((minutes, c_rss))
             sim_pts.append((minutes, s_rss))
             tasks = len(asyncio.all_tasks())
-            client = col.feed.client if col.feed is not None else None
-            queue = client._queue.qsize() if client is not None else 0
+            queue = col.feed.queued if col.feed is not None else 0
             max_tasks, max_queue = max(max_tasks, tasks), max(max_queue, queue)
             max_batch = max(max_batch, len(col.ingest._batch.telemetry))
             print(f"{minutes:>5.1f}{c_rss:>12.0f}{s_rss:>9.0f}{len(col.state.nodes):>7}"

@@ -1,38 +1,49 @@
-"""The console's MQTT connection: subscribe, hand every message to ``Ingest``, reconnect.
+"""The console's live feed: receive through :mod:`fleetdeck.transport`, buffer, hand to ``Ingest``.
 
-The message loop does nothing but validate and store (``Ingest.handle``); rendering happens on the
-UI's own tick. aiomqtt 2.x has no auto-reconnect, so this loop owns it.
+The transport's read loop only appends ``(topic, payload, rx_ts, qos, retain)`` to a bounded
+buffer; a pump hands the buffer to ``Ingest.handle`` in slices of at most ``SLICE_S`` of work,
+yielding to the event loop between them, so a burst never stalls keys or paint. Beyond
+``MAX_PENDING`` the oldest telemetry is dropped (latest-value data: a newer sample of the node is
+behind it) and counted; births, statuses, events, acks and job updates are never dropped there
+(docs/architecture.md, "Transport"). Rendering happens on the UI's own tick.
 """
 
 import asyncio
 import contextlib
 import logging
-import random
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
-import aiomqtt
-
-from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import ROOT, Kind, subscriptions, topic_for
+from fleetdeck.transport import Connection, MqttLink, TransportError
+
+__all__ = ["MAX_PENDING", "MAX_QUEUED_INCOMING", "Connection", "LiveFeed", "TransportError",
+           "clusters_seen"]
 
 log = logging.getLogger("fleetdeck.live")
 
-MAX_QUEUED_INCOMING = 20_000
-"""Messages waiting for the ingest loop, at most (~10 KiB each: about 200 MiB)."""
+MAX_PENDING = 20_000
+"""Messages waiting for the ingest, at most, while telemetry can be shed (~10 KiB each: about
+200 MiB; 1.2 s of a 16,384-node fleet at 1 Hz)."""
+MAX_QUEUED_INCOMING = MAX_PENDING
+"""The bound's name from the aiomqtt days (benchmarks size their bare aiomqtt subscriber by it)."""
+HARD_FACTOR = 8
+"""Past ``HARD_FACTOR * max_pending`` even non-telemetry goes, oldest first (a flood of events
+from a broken or hostile publisher must not exhaust memory); agents re-send lost events when
+asked (seq gaps)."""
+SLICE_S = 0.008
+"""Work handed to ingest per event-loop turn, at most (the loop must never stall > 50 ms)."""
 
+_TELEMETRY_SUFFIX = "/" + Kind.TELEMETRY.value
 
-@dataclass
-class Connection:
-    state: str = "connecting"
-    """connecting | connected | disconnected"""
-    detail: str = ""
-    since: float = 0.0
-    connects: int = 0
+Pending = tuple[str, bytes, float, int, bool]
+"""(topic, payload, rx_ts, qos, retain)"""
 
 
 class LiveFeed:
@@ -45,88 +56,172 @@ class LiveFeed:
         clock: Callable[[], float] = time.time,
         keepalive: int = 10,
         command_key: bytes | None = None,
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self.url = url
         self.ingest = ingest
         self.client_id = client_id
         self.clock = clock
         self.keepalive = keepalive
-        self.conn = Connection(since=clock())
-        self.client: aiomqtt.Client | None = None
-        self.first_error: str | None = None
         self.command_key = command_key
         self.tap: Callable[[float, str, bytes, int, bool], None] | None = None
-        """Sees every message as received, and every command sent (console recording)."""
+        """Sees every message handed to ingest (with its receive time), and every command sent
+        (console recording)."""
+        self.link = MqttLink(url, client_id, subscriptions(ingest.cluster), self._received,
+                             keepalive=keepalive, clock=clock)
+        self.max_pending = max_pending
+        self._shed_at = max_pending
+        self._shed_logged = float("-inf")
+        self._pending: deque[Pending] = deque()
+        self._wake = asyncio.Event()
+        # Counters (the benchmarks and the header read them).
+        self.received = 0
+        """Messages the transport delivered, in total."""
+        self.queue_hwm = 0
+        """The most messages ever waiting for ingest at once."""
+        self.dropped: dict[str, int] = {}
+        """Messages shed from a full buffer, by kind ('telemetry'; 'other' only past
+        HARD_FACTOR times the bound)."""
+        self.handed = 0
+        """Messages handed to ingest, in total."""
+        self.last_handed: float | None = None
+        """Clock time of the last hand-off to ingest."""
 
-    def _set(self, state: str, detail: str = "") -> None:
-        if state != self.conn.state or detail != self.conn.detail:
-            self.conn.state, self.conn.detail, self.conn.since = state, detail, self.clock()
+    # --- state callers read ----------------------------------------------------------------
+
+    @property
+    def conn(self) -> Connection:
+        return self.link.conn
+
+    @property
+    def first_error(self) -> str | None:
+        return self.link.first_error
+
+    @property
+    def client(self) -> Any:
+        """The transport's client while connected and subscribed, else None."""
+        return self.link.client
+
+    @property
+    def queued(self) -> int:
+        """Messages received and not yet handed to ingest."""
+        return len(self._pending)
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    # --- receive ---------------------------------------------------------------------------
+
+    def _received(self, topic: str, payload: bytes, qos: int, retain: bool) -> None:
+        # In the transport's read loop: store and return, nothing else (module docstring).
+        pending = self._pending
+        if not pending:
+            self._wake.set()
+        pending.append((topic, payload, self.clock(), qos, retain))
+        self.received += 1
+        n = len(pending)
+        if n > self._shed_at:
+            self._shed()
+            n = len(self._pending)
+        if n > self.queue_hwm:  # noqa: PLR1730 - a compare costs less than max() per message
+            self.queue_hwm = n
+
+    def _shed(self) -> None:
+        """Drop the oldest telemetry down to 90 % of the bound (so this pass over the buffer
+        runs once per tenth of the bound, not once per message); past ``HARD_FACTOR`` times the
+        bound, the oldest of anything."""
+        pending = self._pending
+        excess = len(pending) - self.max_pending * 9 // 10
+        kept: deque[Pending] = deque()
+        dropped = 0
+        for item in pending:
+            if dropped < excess and item[0].endswith(_TELEMETRY_SUFFIX):
+                dropped += 1
+            else:
+                kept.append(item)
+        if dropped:
+            self.dropped["telemetry"] = self.dropped.get("telemetry", 0) + dropped
+        over = len(kept) - HARD_FACTOR * self.max_pending
+        if over > 0:
+            for _ in range(over):
+                kept.popleft()
+            self.dropped["other"] = self.dropped.get("other", 0) + over
+        now = time.monotonic()
+        if (dropped or over > 0) and now - self._shed_logged >= 10.0:
+            # Once per 10 s at most: under sustained overload this runs several times a second.
+            self._shed_logged = now
+            log.warning("ingest is behind: %d messages waiting; dropped so far: %s",
+                        len(kept), self.dropped)
+        self._pending = kept
+        # When what is left cannot be shed (not telemetry), the next pass waits for another
+        # tenth of the bound: one pass per message would be quadratic.
+        self._shed_at = max(self.max_pending, len(kept) + self.max_pending // 10)
+
+    def hand(self, budget_s: float | None = None) -> int:
+        """Hand pending messages to ingest, in arrival order, for at most ``budget_s`` of work
+        (None: all of them); return how many. The pump calls it; so may a caller that runs
+        ``link`` without the pump (tests, benchmarks)."""
+        pending = self._pending
+        if not pending:
+            return 0
+        handle = self.ingest.handle
+        tap = self.tap
+        clock = time.perf_counter
+        deadline = None if budget_s is None else clock() + budget_s
+        popleft = pending.popleft
+        n = 0
+        try:
+            while pending:
+                topic, payload, rx_ts, qos, retain = popleft()
+                n += 1
+                if tap is not None:
+                    tap(rx_ts, topic, payload, qos, retain)
+                handle(topic, payload, rx_ts)
+                if deadline is not None and clock() > deadline:
+                    break
+        finally:
+            self.handed += n
+            if len(pending) <= self.max_pending:
+                self._shed_at = self.max_pending
+            self.last_handed = self.clock()
+        return n
+
+    async def _pump(self) -> None:
+        while True:
+            if not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+            self.hand(SLICE_S)
+            await asyncio.sleep(0)
 
     async def run(self, stop: asyncio.Event | None = None, *, retry: bool = True) -> None:
-        """Receive until ``stop`` is set. With ``retry=False`` the first failure raises."""
+        """Receive until ``stop`` is set. With ``retry=False`` the first failure raises
+        :class:`TransportError`. What was received before the end is handed to ingest."""
         stop = stop or asyncio.Event()
-        attempt = 0
-        while not stop.is_set():
-            # Bounded: under overload aiomqtt drops the newest beyond this (and logs it) instead
-            # of growing without limit; telemetry is latest-value, and the header says BEHIND.
-            client = make_client(self.url, self.client_id, keepalive=self.keepalive,
-                                 max_queued_incoming=MAX_QUEUED_INCOMING)
-            try:
-                async with client:
-                    self.client = client
-                    for filt in subscriptions(self.ingest.cluster):
-                        await client.subscribe(filt, qos=1)
-                    self.conn.connects += 1
-                    self._set("connected")
-                    attempt = 0
-                    await self._receive(client, stop)
-                    return
-            except aiomqtt.MqttError as err:
-                self.client = None
-                why = describe_mqtt_error(self.url, err)
-                self.first_error = self.first_error or why
-                self._set("disconnected", why)
-                if not retry:
-                    raise
-                attempt += 1
-                delay = min(10.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
-                if self.conn.connects or attempt > 1:
-                    # The first failure is the caller's to report (one-shot commands give up
-                    # on it with one sentence); later ones are the reconnect's story.
-                    log.warning("%s retrying in %.1f s", why, delay)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
-        self.client = None
-
-    async def _receive(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
-        stopper = asyncio.create_task(stop.wait())
-        reader = asyncio.create_task(self._read(client))
+        # Made here, not in __init__: an Event belongs to the loop that first waits on it.
+        self._wake = asyncio.Event()
+        if self._pending:
+            self._wake.set()
+        pump = asyncio.create_task(self._pump(), name="live-pump")
+        link = asyncio.create_task(self.link.run(stop, retry=retry), name="live-link")
         try:
-            done, _ = await asyncio.wait({stopper, reader}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({pump, link}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            # Also when we are cancelled (the app is closing): no orphan task may outlive us
-            # and die unobserved when the connection drops.
-            for task in (stopper, reader):
+            # Also when we are cancelled (the app is closing): no orphan task may outlive us.
+            for task in (pump, link):
                 task.cancel()
-            await asyncio.gather(stopper, reader, return_exceptions=True)
-        if reader in done and not reader.cancelled() and reader.exception() is not None:
-            raise reader.exception()  # type: ignore[misc]
+            await asyncio.gather(pump, link, return_exceptions=True)
+        self.hand(None)
+        for task in (pump, link):
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
 
-    async def _read(self, client: aiomqtt.Client) -> None:
-        handle = self.ingest.handle
-        clock = self.clock
-        async for message in client.messages:
-            payload = message.payload
-            if not isinstance(payload, bytes | bytearray):
-                payload = b"" if payload is None else str(payload).encode()
-            now = clock()
-            if self.tap is not None:
-                self.tap(now, message.topic.value, bytes(payload), message.qos, message.retain)
-            handle(message.topic.value, bytes(payload), now)
+    # --- send ------------------------------------------------------------------------------
 
     async def request_resends(self, asks: list[tuple[str, int]], issued_by: str) -> int:
         """Ask agents to re-send events we missed (``FleetState.missing_events``)."""
-        if self.client is None or not asks:
+        if not self.link.connected or not asks:
             return 0
         now = int(self.clock() * 1000)
         sent = 0
@@ -139,7 +234,7 @@ class LiveFeed:
             try:
                 await self.send_command(Kind.CMD, node, cmd)
                 sent += 1
-            except aiomqtt.MqttError:
+            except TransportError:
                 break  # reconnecting; the state asks again later
         return sent
 
@@ -155,9 +250,9 @@ class LiveFeed:
         return cmd
 
     async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1) -> None:
-        if self.client is None:
-            raise aiomqtt.MqttError("not connected to the broker")
-        await self.client.publish(topic_for(self.ingest.cluster, kind, subject), payload, qos=qos)
+        """Publish (QoS 1: once the broker acknowledged it); :class:`TransportError` when not
+        connected."""
+        await self.link.publish(topic_for(self.ingest.cluster, kind, subject), payload, qos=qos)
 
 
 async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -> list[str]:

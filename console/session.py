@@ -41,6 +41,7 @@ from fleetdeck.console.store import Store, TickRows
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp, DrainMode, Event, Status
 from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.transport import TransportError
 
 log = logging.getLogger("fleetdeck.session")
 
@@ -249,7 +250,7 @@ class ConsoleSession:
             return report
         finally:
             stop.set()
-            with contextlib.suppress(aiomqtt.MqttError, asyncio.CancelledError):
+            with contextlib.suppress(aiomqtt.MqttError, TransportError, asyncio.CancelledError):
                 await runner
 
     # --- the tick ------------------------------------------------------------------------------

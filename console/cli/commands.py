@@ -24,6 +24,7 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol.messages import CommandOp, DrainMode
+from fleetdeck.transport import TransportError
 
 EXIT_DONE = 0
 EXIT_REJECTED = 3
@@ -119,7 +120,7 @@ class CommandRun:
         except (KeyboardInterrupt, asyncio.CancelledError):
             session.abandon("interrupted before an outcome was seen", Phase.ABANDONED)
             raise
-        except aiomqtt.MqttError as err:
+        except (aiomqtt.MqttError, TransportError) as err:
             session.abandon(f"broker connection lost: {err}", Phase.ABANDONED)
             raise UserError(describe_mqtt_error(self.url, err)) from None
         finally:

@@ -1,0 +1,290 @@
+"""The console's MQTT connection for its live receive path: the one place that knows the client
+library (gmqtt; why in docs/architecture.md, "Transport").
+
+gmqtt is asyncio-native, reads the socket 64 KiB at a time and calls ``on_message`` inline in its
+read loop, which is what makes it cheap per message. Three of its traits are handled here, so no
+caller has to know them:
+
+- It reconnects by itself (fixed delay, same client). :class:`MqttLink` owns reconnecting
+  instead: a fresh client per attempt and a jittered, growing back-off, the state of which
+  callers read from :attr:`MqttLink.conn`.
+- It does not subscribe again after a reconnect: every connection subscribes in ``on_connect``,
+  and counts as connected only once the broker's SUBACK arrived (a message published before it
+  would not reach us).
+- ``on_message`` runs inside the read loop: the ``sink`` given here must only store what it gets
+  (no decoding), or the socket stops being read while it works.
+"""
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import gmqtt
+from gmqtt.mqtt.constants import MQTTv311
+from gmqtt.mqtt.handler import MQTTConnectError
+from gmqtt.storage import PersistentStorage
+
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, tls_context
+
+log = logging.getLogger("fleetdeck.transport")
+
+if logging.getLogger("gmqtt").level == logging.NOTSET:
+    # gmqtt logs every lost connection at WARNING with a traceback; MqttLink says it in one line
+    # (Connection.detail and its own retry warning), so only the library's errors are kept.
+    logging.getLogger("gmqtt").setLevel(logging.ERROR)
+
+Sink = Callable[[str, bytes, int, bool], None]
+"""``sink(topic, payload, qos, retain)``: called in the read loop for every message."""
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 10.0
+"""CONNACK and SUBACK within this, or the attempt failed (a hung or wrong broker)."""
+PUBLISH_TIMEOUT_S = 10.0
+"""A QoS 1 publish not acknowledged within this raises (the caller retries)."""
+MAX_BACKOFF_S = 10.0
+
+
+class TransportError(ConnectionError):
+    """The broker cannot be reached, refused us, did not answer, or the connection dropped.
+
+    A ``ConnectionError`` so that callers that already treat socket errors as "not connected
+    now" (the session's publish pump) handle it without knowing the library."""
+
+
+@dataclass
+class Connection:
+    state: str = "connecting"
+    """connecting | connected | disconnected"""
+    detail: str = ""
+    since: float = 0.0
+    connects: int = 0
+
+
+def backoff_s(attempt: int) -> float:
+    """Jittered exponential back-off: 0.5-1 s after the first failure, at most 10 s; the jitter
+    keeps a fleet of consoles and collectors from reconnecting in step after a broker restart."""
+    return min(MAX_BACKOFF_S, 0.5 * 2.0 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+
+
+class _Inflight(PersistentStorage):  # type: ignore[misc]  # gmqtt ships no type information
+    """gmqtt's store of unacknowledged QoS 1 publishes, plus a future per packet id so that
+    :meth:`MqttLink.publish` can wait for its PUBACK (gmqtt's own publish returns at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_mid: int | None = None
+        self.acks: dict[int, asyncio.Future[None]] = {}
+
+    def push_message(self, mid: int, raw_package: bytes) -> None:
+        super().push_message(mid, raw_package)
+        self.last_mid = mid
+
+    def remove_message_by_mid(self, mid: int) -> None:
+        super().remove_message_by_mid(mid)
+        fut = self.acks.pop(mid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def fail_all(self, err: Exception) -> None:
+        acks, self.acks = self.acks, {}
+        for fut in acks.values():
+            if not fut.done():
+                fut.set_exception(err)
+
+
+class _Client(gmqtt.Client):  # type: ignore[misc]  # gmqtt ships no type information
+    async def reconnect(self, delay: bool = False) -> None:
+        # gmqtt calls this after any loss or refusal; MqttLink owns reconnecting (a fresh
+        # client per attempt, jittered back-off), so the library's own retry does nothing.
+        return None
+
+
+class MqttLink:
+    """One logical connection to the broker: subscribe to ``filters`` on every connect, hand
+    every message to ``sink``, reconnect until stopped, publish with QoS 1."""
+
+    def __init__(
+        self,
+        url: BrokerURL,
+        client_id: str,
+        filters: Sequence[str],
+        sink: Sink,
+        *,
+        keepalive: int = 10,
+        clean_session: bool = True,
+        qos: int = 1,
+        clock: Callable[[], float] = time.time,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        self.url = url
+        self.client_id = client_id
+        self.filters = list(filters)
+        self.sink = sink
+        self.keepalive = keepalive
+        self.clean_session = clean_session
+        self.qos = qos
+        self.clock = clock
+        self.connect_timeout_s = connect_timeout_s
+        self.conn = Connection(since=clock())
+        self.first_error: str | None = None
+        """The first failure's sentence (one-shot commands report it and give up)."""
+        self.client: Any = None
+        """The current gmqtt client while connected and subscribed, else None."""
+        self._inflight: _Inflight | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.client is not None
+
+    def _set(self, state: str, detail: str = "") -> None:
+        if state != self.conn.state or detail != self.conn.detail:
+            self.conn.state, self.conn.detail, self.conn.since = state, detail, self.clock()
+
+    async def run(self, stop: asyncio.Event, *, retry: bool = True) -> None:
+        """Stay connected until ``stop`` is set. With ``retry=False`` the first failure raises
+        :class:`TransportError`."""
+        ctx = tls_context(self.url) if self.url.tls else None
+        attempt = 0
+        while not stop.is_set():
+            connects = self.conn.connects
+            try:
+                await self._session(ctx, stop)
+            except TransportError as err:
+                if self.conn.connects != connects:
+                    attempt = 0  # it was up: the back-off starts over
+                why = describe_mqtt_error(self.url, err)
+                self.first_error = self.first_error or why
+                self._set("disconnected", why)
+                if not retry:
+                    raise
+                attempt += 1
+                delay = backoff_s(attempt)
+                if self.conn.connects or attempt > 1:
+                    # The first failure is the caller's to report (one-shot commands give up
+                    # on it with one sentence); later ones are the reconnect's story.
+                    log.warning("%s retrying in %.1f s", why, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+
+    async def _session(self, ctx: ssl.SSLContext | None, stop: asyncio.Event) -> None:
+        """One connection, from CONNECT to its loss (raises) or ``stop`` (returns)."""
+        loop = asyncio.get_running_loop()
+        lost = asyncio.Event()
+        subscribed: asyncio.Future[tuple[int, ...]] = loop.create_future()
+        inflight = _Inflight()
+        client = _Client(self.client_id, clean_session=self.clean_session,
+                         persistent_storage=inflight)
+        if self.url.username is not None:
+            client.set_auth_credentials(self.url.username, self.url.password)
+        sink = self.sink
+
+        def on_message(_c: Any, topic: str | bytes, payload: bytes, qos: int,
+                       properties: dict[str, Any]) -> None:
+            if not isinstance(topic, str):  # not UTF-8: ingest rejects and counts it
+                topic = bytes(topic).decode("utf-8", "replace")
+            sink(topic, payload, qos, bool(properties["retain"]))
+
+        def on_connect(c: Any, _flags: int, _rc: int, _props: dict[str, Any]) -> None:
+            # Every connection, first or not: gmqtt never subscribes again by itself.
+            c.subscribe([gmqtt.Subscription(f, qos=self.qos) for f in self.filters])
+
+        def on_subscribe(_c: Any, _mid: int, granted: tuple[int, ...], _props: Any) -> None:
+            if not subscribed.done():
+                subscribed.set_result(granted)
+
+        def on_disconnect(_c: Any, _packet: Any, _exc: Any = None) -> None:
+            lost.set()
+            inflight.fail_all(TransportError("the connection to the broker was lost"))
+
+        client.on_message = on_message
+        client.on_connect = on_connect
+        client.on_subscribe = on_subscribe
+        client.on_disconnect = on_disconnect
+        try:
+            try:
+                async with asyncio.timeout(self.connect_timeout_s):
+                    await _unless_lost(client.connect(self.url.host, self.url.port,
+                                                      ssl=ctx or False, keepalive=self.keepalive,
+                                                      version=MQTTv311), lost)
+                    granted = await _unless_lost(subscribed, lost)
+            except TimeoutError:
+                raise TransportError("timed out waiting for CONNACK/SUBACK") from None
+            except MQTTConnectError as err:
+                raise TransportError(str(err)) from None
+            except ConnectionRefusedError:
+                raise TransportError("connection refused") from None
+            except OSError as err:  # ssl.SSLError included
+                raise TransportError(str(err) or type(err).__name__) from None
+            if any(g >= 0x80 for g in granted):
+                # Mosquitto's ACL refuses silently (it grants, never delivers); a broker that
+                # says so is worth one line.
+                log.warning("the broker at %s refused some subscriptions: %s", self.url,
+                            [f for f, g in zip(self.filters, granted, strict=False)
+                             if g >= 0x80])
+            self.client, self._inflight = client, inflight
+            self.conn.connects += 1
+            self._set("connected")
+            waiter = asyncio.ensure_future(lost.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (waiter, stopper):
+                    task.cancel()
+            if lost.is_set():
+                raise TransportError("the connection to the broker was lost")
+        finally:
+            self.client = self._inflight = None
+            inflight.fail_all(TransportError("not connected to the broker"))
+            # Also after a loss: it awaits the socket's close, so its error is observed.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await client.disconnect()
+
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False,
+                      timeout_s: float = PUBLISH_TIMEOUT_S) -> None:
+        """Publish; with QoS 1, return once the broker acknowledged it (PUBACK). Raises
+        :class:`TransportError` when not connected, or when the connection drops or the broker
+        does not answer in time."""
+        client, inflight = self.client, self._inflight
+        if client is None or inflight is None or not client.is_connected:
+            raise TransportError("not connected to the broker")
+        inflight.last_mid = None
+        client.publish(topic, payload, qos=qos, retain=retain)
+        mid = inflight.last_mid
+        if qos == 0 or mid is None:
+            return
+        # The PUBACK cannot have arrived yet: nothing was read since publish() wrote the packet.
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        inflight.acks[mid] = fut
+        try:
+            async with asyncio.timeout(timeout_s):
+                await fut
+        except TimeoutError:
+            inflight.acks.pop(mid, None)
+            raise TransportError(f"no PUBACK from the broker within {timeout_s:g} s") from None
+
+
+async def _unless_lost(aw: Awaitable[T], lost: asyncio.Event) -> T:
+    """``await aw``, or raise when the connection drops first (gmqtt's connect() would wait for
+    a CONNACK that never comes)."""
+    task = asyncio.ensure_future(aw)
+    waiter = asyncio.ensure_future(lost.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    if task.done() and not task.cancelled():
+        return task.result()
+    raise TransportError("the broker closed the connection before accepting it")
