@@ -203,18 +203,17 @@ class Telemetry(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     ib_ports: Annotated[list[IbPortSample], msgspec.Meta(max_length=64)] = []
 
 
-def _u64_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
-    hints = msgspec.structs.fields(cls)
-    return tuple(f.name for f in hints
-                 if f.type in (U64, U64 | None))
+def u64_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The fields of ``cls`` typed u64 (their ceiling is checked after validation)."""
+    return tuple(f.name for f in msgspec.structs.fields(cls) if f.type in (U64, U64 | None))
 
 
-_ECC_U64 = _u64_fields(Ecc)
-_NVLINK_U64 = _u64_fields(NvLink)
-_GPU_U64 = _u64_fields(GpuSample)
-_PORT_U64 = _u64_fields(IbPortSample)
-_AGENT_U64 = _u64_fields(AgentInfo)
-_TEL_U64 = _u64_fields(Telemetry)
+_ECC_U64 = u64_fields(Ecc)
+_NVLINK_U64 = u64_fields(NvLink)
+_GPU_U64 = u64_fields(GpuSample)
+_PORT_U64 = u64_fields(IbPortSample)
+_AGENT_U64 = u64_fields(AgentInfo)
+_TEL_U64 = u64_fields(Telemetry)
 
 
 def _over(obj: object, names: tuple[str, ...]) -> str | None:

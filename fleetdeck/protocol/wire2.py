@@ -1,0 +1,409 @@
+"""Telemetry wire format v2: columns over GPUs and ports, keyframes and deltas.
+
+docs/protocol.md ("Telemetry v2") is the description; in short:
+
+* ``"v": 2``, same topic as v1 (a console tells them apart by ``v``);
+* ``g`` and ``p`` hold one array per field over the GPUs and the ports (``"util_pct": [..8]``),
+  nested ``ecc``/``row_remap``/``nvlink`` flattened to ``"ecc.dbe_vol"``; ``xids`` is a
+  per-GPU list; every value is bounded exactly as in v1 (the column types are made from the
+  fast Structs' field types, :mod:`fleetdeck.protocol.fast`);
+* a keyframe (``kf == seq``) is a whole sample: a column it leaves out holds the field's
+  default on every row, and ``g.index`` / ``p.dev`` fix the row count;
+* a delta names its keyframe (``kf``) and carries only what differs from that keyframe: the
+  columns, and ``agent``/``host``/``job``/``interval_s`` when they differ. A lost delta loses
+  nothing; a delta whose keyframe the console lacks cannot be applied (it asks for one, op
+  ``keyframe``).
+
+Agents call :class:`TelemetryEncoder`; consoles :func:`decode` and :class:`Reassembler`, which
+hands on a full :class:`fast.Telemetry` so the rest of the console sees one type.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+from msgspec.structs import astuple, replace
+
+from fleetdeck.protocol import fast
+from fleetdeck.protocol.codec import DEFAULT_MAX_PAYLOAD, DecodeError, Reason, check_u64
+from fleetdeck.protocol.codec import decode_telemetry as codec_decode_v1
+
+WIRE_MAJOR = 2
+MAX_ROWS = 64
+"""Column length bound: v1's ``max_length`` on ``gpus`` and ``ib_ports``."""
+KEYFRAME_EVERY_S = 30.0
+V2_PREFIX = b'{"v":2,'
+"""How :class:`TelemetryEncoder` starts every v2 payload: a console's cheap first guess."""
+
+_NESTED: dict[str, type[msgspec.Struct]] = {
+    "ecc": fast.Ecc, "row_remap": fast.RowRemap, "nvlink": fast.NvLink,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    wire: str
+    """Name on the wire: ``util_pct``, ``ecc.dbe_vol``."""
+    group: str | None
+    """The nested Struct it belongs to (``ecc``), or None for a field of the row itself."""
+    field: str
+    default: Any
+    required: bool
+
+
+def _columns_of(cls: type[msgspec.Struct]) -> tuple[Column, ...]:
+    out: list[Column] = []
+    for f in msgspec.structs.fields(cls):
+        if f.name in _NESTED:
+            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False)
+                       for sub in msgspec.structs.fields(_NESTED[f.name]))
+        else:
+            default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
+            out.append(Column(f.name, None, f.name, default, f.required))
+    return tuple(out)
+
+
+def _column_types(cls: type[msgspec.Struct]) -> list[tuple[str, Any, Any]]:
+    types: dict[str, Any] = {}
+    for f in msgspec.structs.fields(cls):
+        if f.name in _NESTED:
+            types.update({f"{f.name}.{sub.name}": sub.type
+                          for sub in msgspec.structs.fields(_NESTED[f.name])})
+        else:
+            types[f.name] = f.type
+    # Attribute names cannot hold a dot; the wire name is given by ``name=``.
+    return [(wire.replace(".", "__"),
+             Annotated[list[t], msgspec.Meta(max_length=MAX_ROWS)] | UnsetType,  # type: ignore[valid-type]
+             msgspec.field(default=UNSET, name=wire))
+            for wire, t in types.items()]
+
+
+GPU_COLUMNS = _columns_of(fast.GpuSample)
+PORT_COLUMNS = _columns_of(fast.IbPortSample)
+
+if TYPE_CHECKING:
+    # Made at run time from the row Structs' fields (below), so a field added to v1 is a v2
+    # column at once; to the type checker they are plain Structs.
+    GpuColumns = msgspec.Struct
+    PortColumns = msgspec.Struct
+else:
+    GpuColumns = msgspec.defstruct("GpuColumns", _column_types(fast.GpuSample),
+                                   frozen=True, gc=False, kw_only=True)
+    PortColumns = msgspec.defstruct("PortColumns", _column_types(fast.IbPortSample),
+                                    frozen=True, gc=False, kw_only=True)
+
+
+class TelemetryV2(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """One v2 telemetry message, keyframe or delta (validated, not yet merged)."""
+
+    v: Literal[2]
+    node: fast.Id
+    seq: fast.U64
+    bdSeq: fast.U64
+    ts: fast.TsMs
+    kf: fast.U64
+    """``seq`` of the keyframe this message is relative to; ``kf == seq``: a keyframe."""
+    interval_s: fast.Interval | UnsetType = UNSET
+    agent: fast.AgentInfo | UnsetType = UNSET
+    job: fast.JobOnNode | UnsetType | None = UNSET
+    host: fast.HostSample | UnsetType = UNSET
+    g: GpuColumns | UnsetType = UNSET
+    p: PortColumns | UnsetType = UNSET
+
+    @property
+    def keyframe(self) -> bool:
+        return self.kf == self.seq
+
+
+_DECODER = msgspec.json.Decoder(TelemetryV2)
+
+
+def decode(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> TelemetryV2:
+    """Validate a v2 payload: types and bounds as v1, equal column lengths, a sane ``kf``.
+
+    Raises :class:`DecodeError` (``oversize``, ``not_json``, ``invalid`` with ``loc: msg``)."""
+    if len(payload) > max_size:
+        raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    try:
+        msg = _DECODER.decode(payload)
+    except msgspec.ValidationError as err:
+        raise DecodeError(Reason.INVALID, _loc_msg(str(err))) from None
+    except msgspec.DecodeError:
+        raise DecodeError(Reason.NOT_JSON, "payload is not valid JSON") from None
+    if msg.kf > msg.seq:
+        raise DecodeError(Reason.INVALID, f"kf: keyframe {msg.kf} is after seq {msg.seq}")
+    if msg.keyframe:
+        _rows(msg.g, GPU_COLUMNS, None, "g")
+        _rows(msg.p, PORT_COLUMNS, None, "p")
+    return msg
+
+
+def decode_telemetry(payload: bytes,
+                     max_size: int = DEFAULT_MAX_PAYLOAD) -> fast.Telemetry | TelemetryV2:
+    """v1 or v2 telemetry, told apart by ``v``: a v1 sample as a fast Struct, a v2 message
+    still to be merged (:class:`Reassembler`). Raises :class:`DecodeError`."""
+    if payload.startswith(V2_PREFIX):
+        return decode(payload, max_size)
+    try:
+        return codec_decode_v1(payload, max_size)
+    except DecodeError as err:
+        # Rare: a v2 payload written by another encoder (spaces, another key order).
+        if err.reason is Reason.UNKNOWN_VERSION and _major(payload) == WIRE_MAJOR:
+            return decode(payload, max_size)
+        raise
+
+
+def _major(payload: bytes) -> object:
+    try:
+        raw = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    return raw.get("v") if isinstance(raw, dict) else None
+
+
+def _loc_msg(text: str) -> str:
+    # msgspec: "Expected `float` <= 100.0 - at `$.g.util_pct[1]`" -> "g.util_pct.1: Expected..."
+    msg, sep, at = text.rpartition(" - at `")
+    if not sep:
+        return text
+    loc = at.rstrip("`").removeprefix("$").lstrip(".").replace("[", ".").replace("]", "")
+    return f"{loc or '(payload)'}: {msg}"
+
+
+def _present(cols: msgspec.Struct | UnsetType,
+             spec: tuple[Column, ...]) -> list[tuple[Column, list[Any]]]:
+    if cols is UNSET:
+        return []
+    return [(c, v) for c, v in zip(spec, astuple(cols), strict=True) if v is not UNSET]
+
+
+def _rows(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
+          held: int | None, where: str) -> tuple[list[tuple[Column, list[Any]]], int]:
+    """The columns present and the row count; ``held``: the keyframe's (None: a keyframe)."""
+    present = _present(cols, spec)
+    if held is None:
+        if not present:
+            return present, 0
+        missing = [c.wire for c in spec if c.required and all(c is not p for p, _ in present)]
+        if missing:
+            raise DecodeError(Reason.INVALID, f"{where}.{missing[0]}: a keyframe needs it")
+        held = len(next(v for c, v in present if c.required))
+    for c, v in present:
+        if len(v) != held:
+            raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
+                                              f"expected {held} (one per row)")
+    return present, held
+
+
+def _build(cls: type[Any], present: list[tuple[Column, list[Any]]], n: int,
+           base: Sequence[Any] | None) -> list[Any]:
+    """Rows from columns: new ones (``base`` None, a keyframe) or the keyframe's rows with the
+    given columns replaced (a delta). No validation: the columns were decoded strictly."""
+    top = [(c.field, v) for c, v in present if c.group is None]
+    names = [name for name, _ in top]
+    per_row: list[tuple[Any, ...]] = list(zip(*(v for _, v in top), strict=True)) if top else []
+    groups: dict[str, list[tuple[str, list[Any]]]] = {}
+    for c, v in present:
+        if c.group is not None:
+            groups.setdefault(c.group, []).append((c.field, v))
+    out: list[Any] = []
+    for i in range(n):
+        kw = dict(zip(names, per_row[i], strict=True)) if top else {}
+        for group, gcols in groups.items():
+            gkw = {name: v[i] for name, v in gcols}
+            kw[group] = (_NESTED[group](**gkw) if base is None
+                         else replace(getattr(base[i], group), **gkw))
+        out.append(cls(**kw) if base is None else replace(base[i], **kw) if kw else base[i])
+    return out
+
+
+@dataclass(slots=True)
+class _Held:
+    bd_seq: int
+    kf: int
+    tel: fast.Telemetry
+    n_gpus: int
+    n_ports: int
+
+
+class Reassembler:
+    """The console's side: the latest keyframe per node, and deltas merged into it."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def holds(self, node: str) -> tuple[int, int] | None:
+        """(bdSeq, kf) of the keyframe held for ``node``."""
+        h = self._held.get(node)
+        return None if h is None else (h.bd_seq, h.kf)
+
+    def forget(self, node: str) -> None:
+        self._held.pop(node, None)
+
+    def apply(self, msg: TelemetryV2, payload: bytes) -> fast.Telemetry | None:
+        """The full sample ``msg`` stands for, or None: a delta whose keyframe is not held.
+
+        Raises :class:`DecodeError` for a delta that does not fit its keyframe (column lengths)
+        or a value out of a u64; nothing is kept from a rejected message."""
+        if msg.keyframe:
+            gpus_p, n_gpus = _rows(msg.g, GPU_COLUMNS, None, "g")
+            ports_p, n_ports = _rows(msg.p, PORT_COLUMNS, None, "p")
+            tel = fast.Telemetry(
+                node=msg.node, seq=msg.seq, bdSeq=msg.bdSeq, ts=msg.ts,
+                interval_s=1.0 if msg.interval_s is UNSET else msg.interval_s,
+                agent=fast.AgentInfo() if msg.agent is UNSET else msg.agent,
+                job=None if msg.job is UNSET else msg.job,
+                host=fast.HostSample() if msg.host is UNSET else msg.host,
+                gpus=_build(fast.GpuSample, gpus_p, n_gpus, None),
+                ib_ports=_build(fast.IbPortSample, ports_p, n_ports, None),
+            )
+            check_u64(tel, payload)
+            h = self._held.get(msg.node)
+            if h is None or (msg.bdSeq, msg.seq) >= (h.bd_seq, h.kf):
+                self._held[msg.node] = _Held(msg.bdSeq, msg.seq, tel, n_gpus, n_ports)
+            return tel
+        h = self._held.get(msg.node)
+        if h is None or h.bd_seq != msg.bdSeq or h.kf != msg.kf:
+            return None
+        gpus_p, _ = _rows(msg.g, GPU_COLUMNS, h.n_gpus, "g")
+        ports_p, _ = _rows(msg.p, PORT_COLUMNS, h.n_ports, "p")
+        base = h.tel
+        kw: dict[str, Any] = {"seq": msg.seq, "ts": msg.ts}
+        if gpus_p:
+            kw["gpus"] = _build(fast.GpuSample, gpus_p, h.n_gpus, base.gpus)
+        if ports_p:
+            kw["ib_ports"] = _build(fast.IbPortSample, ports_p, h.n_ports, base.ib_ports)
+        if msg.interval_s is not UNSET:
+            kw["interval_s"] = msg.interval_s
+        if msg.agent is not UNSET:
+            kw["agent"] = msg.agent
+        if msg.job is not UNSET:
+            kw["job"] = msg.job
+        if msg.host is not UNSET:
+            kw["host"] = msg.host
+        tel = replace(base, **kw)
+        check_u64(tel, payload)
+        return tel
+
+
+# --- the agent's side ---------------------------------------------------------------------------
+
+_GPU_FIELDS = tuple(f.name for f in msgspec.structs.fields(fast.GpuSample))
+_PORT_FIELDS = tuple(f.name for f in msgspec.structs.fields(fast.IbPortSample))
+
+
+def _table(rows: Sequence[msgspec.Struct], fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Column tuples in :data:`GPU_COLUMNS`/:data:`PORT_COLUMNS` order (nested ones expanded)."""
+    if not rows:
+        return []
+    out: list[tuple[Any, ...]] = []
+    for name, col in zip(fields, zip(*map(astuple, rows), strict=True), strict=True):
+        if name in _NESTED:
+            out.extend(zip(*map(astuple, col), strict=True))
+        else:
+            out.append(col)
+    return out
+
+
+@dataclass(slots=True)
+class _Sent:
+    seq: int
+    bd_seq: int
+    at: float
+    gpus: list[tuple[Any, ...]]
+    ports: list[tuple[Any, ...]]
+    interval_s: float
+    agent: fast.AgentInfo
+    job: fast.JobOnNode | None
+    host: fast.HostSample
+
+
+class TelemetryEncoder:
+    """Telemetry to bytes, as v1 or v2 (``wire``). One per agent process (its seq and keyframe).
+
+    A keyframe goes out first, every ``keyframe_every_s``, after :meth:`request_keyframe`, on a
+    new session (``bdSeq``) and when the number of GPUs or ports changes; deltas in between."""
+
+    def __init__(self, keyframe_every_s: float = KEYFRAME_EVERY_S, wire: int = WIRE_MAJOR) -> None:
+        if wire not in (1, 2):
+            raise ValueError(f"telemetry wire format {wire}: 1 or 2")
+        self.keyframe_every_s = keyframe_every_s
+        self.wire = wire
+        self.keyframes = 0
+        self.deltas = 0
+        self._kf: _Sent | None = None
+        self._want = False
+        self._enc = msgspec.json.Encoder()
+        self._defaults: dict[tuple[int, int], tuple[list[tuple[Any, ...]], ...]] = {}
+
+    def request_keyframe(self) -> None:
+        """The next :meth:`encode` sends a keyframe (a console asked: op ``keyframe``)."""
+        self._want = True
+
+    def encode(self, tel: fast.Telemetry, now: float) -> bytes:
+        if self.wire == 1:
+            return self._enc.encode(tel)
+        gpus = _table(tel.gpus, _GPU_FIELDS)
+        ports = _table(tel.ib_ports, _PORT_FIELDS)
+        kf = self._kf
+        if (kf is None or self._want or now - kf.at >= self.keyframe_every_s
+                or tel.bdSeq != kf.bd_seq or len(tel.gpus) != _n(kf.gpus)
+                or len(tel.ib_ports) != _n(kf.ports)):
+            return self._keyframe(tel, now, gpus, ports)
+        self.deltas += 1
+        body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
+                                "ts": tel.ts, "kf": kf.seq}
+        if tel.interval_s != kf.interval_s:
+            body["interval_s"] = tel.interval_s
+        if tel.agent != kf.agent:
+            body["agent"] = tel.agent
+        if tel.job != kf.job:
+            body["job"] = tel.job
+        if tel.host != kf.host:
+            body["host"] = tel.host
+        if gpus and (g := {c.wire: v for c, v, k in zip(GPU_COLUMNS, gpus, kf.gpus, strict=True)
+                           if v != k}):
+            body["g"] = g
+        if ports and (p := {c.wire: v for c, v, k in zip(PORT_COLUMNS, ports, kf.ports,
+                                                         strict=True) if v != k}):
+            body["p"] = p
+        return self._enc.encode(body)
+
+    def _keyframe(self, tel: fast.Telemetry, now: float, gpus: list[tuple[Any, ...]],
+                  ports: list[tuple[Any, ...]]) -> bytes:
+        self._want = False
+        self.keyframes += 1
+        self._kf = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, tel.interval_s, tel.agent,
+                         tel.job, tel.host)
+        dg, dp = self._default_columns(len(tel.gpus), len(tel.ib_ports))
+        body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
+                                "ts": tel.ts, "kf": tel.seq, "interval_s": tel.interval_s,
+                                "agent": tel.agent, "host": tel.host}
+        if tel.job is not None:
+            body["job"] = tel.job
+        # A column left out of a keyframe holds the default on every row: most are None.
+        if gpus:
+            body["g"] = {c.wire: v for c, v, d in zip(GPU_COLUMNS, gpus, dg, strict=True)
+                         if c.required or v != d}
+        if ports:
+            body["p"] = {c.wire: v for c, v, d in zip(PORT_COLUMNS, ports, dp, strict=True)
+                         if c.required or v != d}
+        return self._enc.encode(body)
+
+    def _default_columns(self, n_gpus: int,
+                         n_ports: int) -> tuple[list[tuple[Any, ...]], ...]:
+        key = (n_gpus, n_ports)
+        if key not in self._defaults:
+            self._defaults[key] = ([(c.default,) * n_gpus for c in GPU_COLUMNS],
+                                   [(c.default,) * n_ports for c in PORT_COLUMNS])
+        return self._defaults[key]
+
+
+def _n(table: list[tuple[Any, ...]]) -> int:
+    return len(table[0]) if table else 0
