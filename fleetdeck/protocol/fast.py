@@ -47,8 +47,10 @@ PortStateId = Annotated[int, msgspec.Meta(ge=0, le=15)]
 Interval = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 
 
-class _Struct(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=True):
-    """Unknown fields are ignored (msgspec's default), values are strict (no coercion)."""
+class _Struct(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """Unknown fields are ignored (msgspec's default), values are strict (no coercion).
+
+    Not ``kw_only``: v2's merge builds rows positionally, in field order (protocol/wire2.py)."""
 
 
 class Ecc(_Struct, frozen=True):
