@@ -341,6 +341,9 @@ class NodeAgent:
             await announced.wait()  # the birth is the first message of every session
             topic = str(message.topic)
             if topic == topic_for(self.cluster, Kind.REBIRTH):
+                # "Tell me everything again": the birth, and a v2 keyframe with the next sample
+                # (a recorder or console that starts mid-stream asks this way).
+                self.encoder.request_keyframe()
                 await self._publish_birth(client)
                 continue
             if topic != self._topic[Kind.CMD]:
@@ -382,6 +385,7 @@ class NodeAgent:
         # Rebirth and resend change nothing and are harmless to repeat: not worth an fsync
         # (their ids reach the state file with the next drain or resume).
         elif cmd.op is CommandOp.REBIRTH:
+            self.encoder.request_keyframe()
             await self._publish_birth(client)
             await self._ack(client, cmd, AckResult.DONE, "birth re-published")
         elif cmd.op is CommandOp.KEYFRAME:
