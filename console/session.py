@@ -580,6 +580,9 @@ class ConsoleSession:
         now = self.clock()
         rec = RecordingWriter(path, self.cluster, source=str(self.url), started=now)
         for node_id, st in self.state.nodes.items():
+            if self.ingest.reassembler.holds(node_id) is not None:
+                # The v2 deltas recorded from now on need a keyframe in the recording too.
+                self.ingest.keyframe_wanted[node_id] = "recording started"
             for kind, msg in ((Kind.BIRTH, st.birth), (Kind.TELEMETRY, st.telemetry)):
                 if msg is not None:
                     rec.seed(topic_for(self.cluster, kind, node_id), codec.encode(msg))
