@@ -54,17 +54,21 @@ class Column:
     field: str
     default: Any
     required: bool
+    top: int
+    """Position of the row's field (for a nested column: of the nested Struct) in the row."""
+    sub: int | None
+    """Position in the nested Struct, or None."""
 
 
 def _columns_of(cls: type[msgspec.Struct]) -> tuple[Column, ...]:
     out: list[Column] = []
-    for f in msgspec.structs.fields(cls):
+    for i, f in enumerate(msgspec.structs.fields(cls)):
         if f.name in _NESTED:
-            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False)
-                       for sub in msgspec.structs.fields(_NESTED[f.name]))
+            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False, i, j)
+                       for j, sub in enumerate(msgspec.structs.fields(_NESTED[f.name])))
         else:
             default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
-            out.append(Column(f.name, None, f.name, default, f.required))
+            out.append(Column(f.name, None, f.name, default, f.required, i, None))
     return tuple(out)
 
 
@@ -212,23 +216,10 @@ class _Table:
     nested: dict[int, list[Sequence[Any]]]
 
 
-def _positions(cls: type[msgspec.Struct],
-               spec: tuple[Column, ...]) -> dict[str, tuple[int, int | None]]:
-    top = {f.name: i for i, f in enumerate(msgspec.structs.fields(cls))}
-    sub = {g: {f.name: i for i, f in enumerate(msgspec.structs.fields(t))}
-           for g, t in _NESTED.items()}
-    return {c.wire: (top[c.group], sub[c.group][c.field]) if c.group else (top[c.field], None)
-            for c in spec}
-
-
-_POS: dict[type[Any], dict[str, tuple[int, int | None]]] = {
-    fast.GpuSample: _positions(fast.GpuSample, GPU_COLUMNS),
-    fast.IbPortSample: _positions(fast.IbPortSample, PORT_COLUMNS),
-}
 _NESTED_AT: dict[type[Any], dict[int, type[msgspec.Struct]]] = {
     cls: {i: _NESTED[f.name] for i, f in enumerate(msgspec.structs.fields(cls))
           if f.name in _NESTED}
-    for cls in _POS
+    for cls in (fast.GpuSample, fast.IbPortSample)
 }
 
 
@@ -262,17 +253,15 @@ def _merge(cls: type[Any], base: _Table,
     Positional construction from zipped columns: one C call per row, however many fields
     changed (``structs.replace`` with keywords cost ~2 µs a row). No validation: the columns
     were decoded strictly and the rows are made from nothing else."""
-    pos = _POS[cls]
     top = base.top.copy()
     changed: dict[int, list[Sequence[Any]]] = {}
     for c, v in present:
-        ti, si = pos[c.wire]
-        if si is None:
-            top[ti] = v
+        if c.sub is None:
+            top[c.top] = v
         else:
-            if ti not in changed:
-                changed[ti] = base.nested[ti].copy()
-            changed[ti][si] = v
+            if c.top not in changed:
+                changed[c.top] = base.nested[c.top].copy()
+            changed[c.top][c.sub] = v
     nested = base.nested
     if changed:
         for ti, cols in changed.items():
