@@ -276,6 +276,7 @@ class _Held:
     bd_seq: int
     kf: int
     tel: fast.Telemetry
+    """The keyframe without its rows (``gpus``/``ib_ports`` empty): those are the tables."""
     gpus: _Table
     ports: _Table
 
@@ -318,7 +319,10 @@ class Reassembler:
             check_u64(tel, payload)
             h = self._held.get(msg.node)
             if h is None or (msg.bdSeq, msg.seq) >= (h.bd_seq, h.kf):
-                self._held[msg.node] = _Held(msg.bdSeq, msg.seq, tel, gtab, ptab)
+                # Rows are kept as columns only (they share their values with the sample):
+                # 16,384 held keyframes must not double the fleet's memory.
+                self._held[msg.node] = _Held(msg.bdSeq, msg.seq,
+                                             replace(tel, gpus=[], ib_ports=[]), gtab, ptab)
             return tel
         h = self._held.get(msg.node)
         if h is None or h.bd_seq != msg.bdSeq or h.kf != msg.kf:
@@ -326,11 +330,11 @@ class Reassembler:
         gpus_p, _ = _rows(msg.g, GPU_COLUMNS, h.gpus.n, "g")
         ports_p, _ = _rows(msg.p, PORT_COLUMNS, h.ports.n, "p")
         base = h.tel
-        kw: dict[str, Any] = {"seq": msg.seq, "ts": msg.ts}
-        if gpus_p:
-            kw["gpus"] = _merge(fast.GpuSample, h.gpus, gpus_p)[0]
-        if ports_p:
-            kw["ib_ports"] = _merge(fast.IbPortSample, h.ports, ports_p)[0]
+        kw: dict[str, Any] = {
+            "seq": msg.seq, "ts": msg.ts,
+            "gpus": _merge(fast.GpuSample, h.gpus, gpus_p)[0],
+            "ib_ports": _merge(fast.IbPortSample, h.ports, ports_p)[0],
+        }
         if msg.interval_s is not UNSET:
             kw["interval_s"] = msg.interval_s
         if msg.agent is not UNSET:
