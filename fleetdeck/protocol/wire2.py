@@ -354,17 +354,30 @@ _GPU_FIELDS = tuple(f.name for f in msgspec.structs.fields(fast.GpuSample))
 _PORT_FIELDS = tuple(f.name for f in msgspec.structs.fields(fast.IbPortSample))
 
 
-def _table(rows: Sequence[msgspec.Struct], fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    """Column tuples in :data:`GPU_COLUMNS`/:data:`PORT_COLUMNS` order (nested ones expanded)."""
-    if not rows:
-        return []
+_Nested = dict[str, tuple[tuple[Any, ...], list[tuple[Any, ...]]]]
+"""Per nested field: its column of Structs and that column expanded (``ecc.dbe_vol``, …)."""
+
+
+def _table(rows: Sequence[msgspec.Struct], fields: tuple[str, ...],
+           known: _Nested | None = None) -> tuple[list[tuple[Any, ...]], _Nested]:
+    """Column tuples in :data:`GPU_COLUMNS`/:data:`PORT_COLUMNS` order (nested ones expanded).
+
+    ``known``: the keyframe's nested columns; an equal one (ECC, row remap and NVLink rarely
+    move) is not expanded again."""
     out: list[tuple[Any, ...]] = []
+    nested: _Nested = {}
+    if not rows:
+        return out, nested
     for name, col in zip(fields, zip(*map(astuple, rows), strict=True), strict=True):
         if name in _NESTED:
-            out.extend(zip(*map(astuple, col), strict=True))
+            seen = known.get(name) if known else None
+            expanded = (seen[1] if seen is not None and seen[0] == col
+                        else list(zip(*map(astuple, col), strict=True)))
+            nested[name] = (col, expanded)
+            out.extend(expanded)
         else:
             out.append(col)
-    return out
+    return out, nested
 
 
 @dataclass(slots=True)
@@ -374,6 +387,8 @@ class _Sent:
     at: float
     gpus: list[tuple[Any, ...]]
     ports: list[tuple[Any, ...]]
+    gpus_nested: _Nested
+    ports_nested: _Nested
     interval_s: float
     agent: fast.AgentInfo
     job: fast.JobOnNode | None
@@ -405,13 +420,15 @@ class TelemetryEncoder:
     def encode(self, tel: fast.Telemetry, now: float) -> bytes:
         if self.wire == 1:
             return self._enc.encode(tel)
-        gpus = _table(tel.gpus, _GPU_FIELDS)
-        ports = _table(tel.ib_ports, _PORT_FIELDS)
         kf = self._kf
+        gpus, gnest = _table(tel.gpus, _GPU_FIELDS, kf.gpus_nested if kf else None)
+        ports, pnest = _table(tel.ib_ports, _PORT_FIELDS, kf.ports_nested if kf else None)
         if (kf is None or self._want or now - kf.at >= self.keyframe_every_s
                 or tel.bdSeq != kf.bd_seq or len(tel.gpus) != _n(kf.gpus)
                 or len(tel.ib_ports) != _n(kf.ports)):
-            return self._keyframe(tel, now, gpus, ports)
+            self._kf = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, gnest, pnest, tel.interval_s,
+                             tel.agent, tel.job, tel.host)
+            return self._keyframe(tel, gpus, ports)
         self.deltas += 1
         body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
                                 "ts": tel.ts, "kf": kf.seq}
@@ -431,12 +448,10 @@ class TelemetryEncoder:
             body["p"] = p
         return self._enc.encode(body)
 
-    def _keyframe(self, tel: fast.Telemetry, now: float, gpus: list[tuple[Any, ...]],
+    def _keyframe(self, tel: fast.Telemetry, gpus: list[tuple[Any, ...]],
                   ports: list[tuple[Any, ...]]) -> bytes:
         self._want = False
         self.keyframes += 1
-        self._kf = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, tel.interval_s, tel.agent,
-                         tel.job, tel.host)
         dg, dp = self._default_columns(len(tel.gpus), len(tel.ib_ports))
         body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
                                 "ts": tel.ts, "kf": tel.seq, "interval_s": tel.interval_s,

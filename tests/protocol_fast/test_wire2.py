@@ -200,3 +200,22 @@ def test_merge_is_cheap_structs() -> None:
     assert merged.gpus[0].row_remap is keyframe.gpus[0].row_remap
     assert merged.ib_ports[0].dev is keyframe.ib_ports[0].dev
     assert msgspec.json.encode(merged) == msgspec.json.encode(tel)
+
+
+def test_nested_columns_that_move_come_back_exactly() -> None:
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(3600)
+    r = wire2.Reassembler()
+    for k in range(6):
+        tel = node.telemetry()
+        gpus = list(tel.gpus)
+        if k >= 2:  # GPU 3 logs double-bit errors, then a remap is pending
+            g = gpus[3]
+            gpus[3] = replace(g, ecc=replace(g.ecc, dbe_vol=k), row_remap=replace(
+                g.row_remap, pending=k >= 4), xids=[fast.XidSeen(48, tel.ts - 10)])
+        tel = replace(tel, gpus=gpus)
+        payload = enc.encode(tel, node.now)
+        if k >= 2:
+            assert b'"ecc.dbe_vol"' in payload
+        assert r.apply(wire2.decode(payload), payload) == tel
+    assert enc.keyframes == 1
