@@ -2,8 +2,9 @@
 
 ``Ingest.handle`` is pure (no MQTT, no clock of its own) so live MQTT, replay and tests all feed
 it the same way. It does the minimum per message: parse the topic, validate the payload, store it
-(last value wins). The fleet state takes the batch on its own tick (``take_batch``), never one
-update per message.
+(last value wins). Telemetry is decoded into fast Structs, v1 or v2 (a v2 delta merged into its
+keyframe), so the batch holds one type either way (docs/protocol.md, "Telemetry v2"). The fleet
+state takes the batch on its own tick (``take_batch``), never one update per message.
 """
 
 import logging
