@@ -23,11 +23,11 @@ from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
-from fleetdeck.protocol import codec, signing
+from fleetdeck.protocol import codec, signing, wire2
+from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
-    AgentInfo,
     Birth,
     Command,
     CommandOp,
@@ -37,7 +37,6 @@ from fleetdeck.protocol.messages import (
     Event,
     Severity,
     Status,
-    Telemetry,
 )
 from fleetdeck.protocol.topics import NODE_KINDS, Kind, topic_for
 
@@ -70,6 +69,8 @@ class NodeAgent:
         outbox: Outbox | None = None,
         command_key: bytes | None = None,
         state: StateStore | None = None,
+        wire: int = wire2.WIRE_MAJOR,
+        keyframe_every_s: float = wire2.KEYFRAME_EVERY_S,
     ) -> None:
         self.cluster = cluster
         self.node_id = node_id
@@ -93,6 +94,8 @@ class NodeAgent:
         self.last_progress = time.monotonic()
         """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
         self.outbox = outbox or Outbox()
+        self.encoder = wire2.TelemetryEncoder(keyframe_every_s, wire)
+        """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
         self.command_key = command_key
         self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
         # The drain and the executed command ids come back from the state the last agent of
@@ -168,6 +171,10 @@ class NodeAgent:
             gpus=reading.gpus,
             ib_ports=reading.ib_ports,
         )
+
+    def telemetry_payload(self) -> bytes:
+        """The next sample as it goes on the wire: v1, or a v2 keyframe or delta."""
+        return self.encoder.encode(self.telemetry(), self.clock())
 
     def _event(self, draft: EventDraft) -> Event:
         self.event_seq += 1
@@ -302,8 +309,7 @@ class NodeAgent:
             elif delay < -self.interval_s:
                 # Fell behind by more than a period (CPU starved): skip, the gap shows in seq.
                 continue
-            await client.publish(self._topic[Kind.TELEMETRY], codec.encode(self.telemetry()),
-                                 qos=0)
+            await client.publish(self._topic[Kind.TELEMETRY], self.telemetry_payload(), qos=0)
             self.last_progress = time.monotonic()
             await self._flush_events(client)
             await self._check_drained(client)
@@ -335,6 +341,9 @@ class NodeAgent:
             await announced.wait()  # the birth is the first message of every session
             topic = str(message.topic)
             if topic == topic_for(self.cluster, Kind.REBIRTH):
+                # "Tell me everything again": the birth, and a v2 keyframe with the next sample
+                # (a recorder or console that starts mid-stream asks this way).
+                self.encoder.request_keyframe()
                 await self._publish_birth(client)
                 continue
             if topic != self._topic[Kind.CMD]:
@@ -376,8 +385,12 @@ class NodeAgent:
         # Rebirth and resend change nothing and are harmless to repeat: not worth an fsync
         # (their ids reach the state file with the next drain or resume).
         elif cmd.op is CommandOp.REBIRTH:
+            self.encoder.request_keyframe()
             await self._publish_birth(client)
             await self._ack(client, cmd, AckResult.DONE, "birth re-published")
+        elif cmd.op is CommandOp.KEYFRAME:
+            self.encoder.request_keyframe()
+            await self._ack(client, cmd, AckResult.DONE, "keyframe with the next sample")
         elif cmd.op is CommandOp.RESEND_EVENTS:
             again = self.outbox.since(cmd.args.since_seq or 0, self.event_id_prefix)
             for ev in again:

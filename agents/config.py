@@ -32,6 +32,7 @@ FLAGS = {
     "interval_s": "--interval", "keepalive": "--keepalive", "sysfs_root": "--sysfs-root",
     "kernel_log": "--kernel-log", "state_dir": "--state-dir", "seed": "--seed",
     "command_key_file": "--command-key", "ca": "--ca", "cert": "--cert", "key": "--key",
+    "wire": "--wire",
 }
 
 
@@ -56,6 +57,9 @@ class AgentSettings(BaseSettings):
     cert: str | None = None
     key: str | None = None
     """Client certificate and its key, for mutual TLS."""
+    wire: int = Field(default=2, ge=1, le=2)
+    """Telemetry wire format: 2 (columns, keyframes and deltas) needs consoles that read it;
+    1 for older consoles (docs/protocol.md, "Rollout")."""
 
     @model_validator(mode="after")
     def _tls(self) -> "AgentSettings":

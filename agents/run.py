@@ -110,7 +110,7 @@ async def run_agent(cfg: AgentSettings) -> None:
     key = load_key(cfg.command_key_file) if cfg.command_key_file else None
     agent = NodeAgent(cluster=cfg.cluster, node_id=node_id, source=source,
                       url=url, interval_s=cfg.interval_s, keepalive=cfg.keepalive, phase_s=0.0,
-                      outbox=outbox, command_key=key, state=state)
+                      outbox=outbox, command_key=key, state=state, wire=cfg.wire)
     notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

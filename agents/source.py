@@ -6,15 +6,12 @@ A source knows the hardware (simulated or real); the agent knows MQTT. Sources n
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from fleetdeck.protocol.fast import GpuSample, HostSample, IbPortSample, JobOnNode
 from fleetdeck.protocol.messages import (
     DrainMode,
     DrainState,
     GpuInventory,
-    GpuSample,
-    HostSample,
     IbPortInventory,
-    IbPortSample,
-    JobOnNode,
     Scalar,
     Severity,
     Topology,

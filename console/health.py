@@ -10,7 +10,8 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fleetdeck.protocol.messages import XIDS_WINDOW_S, Birth, GpuSample, IbPortSample, Telemetry
+from fleetdeck.protocol.fast import GpuSample, IbPortSample, Telemetry
+from fleetdeck.protocol.messages import XIDS_WINDOW_S, Birth
 
 
 class Verdict(StrEnum):

@@ -2,8 +2,9 @@
 
 ``Ingest.handle`` is pure (no MQTT, no clock of its own) so live MQTT, replay and tests all feed
 it the same way. It does the minimum per message: parse the topic, validate the payload, store it
-(last value wins). The fleet state takes the batch on its own tick (``take_batch``), never one
-update per message.
+(last value wins). Telemetry is decoded into fast Structs, v1 or v2 (a v2 delta merged into its
+keyframe), so the batch holds one type either way (docs/protocol.md, "Telemetry v2"). The fleet
+state takes the batch on its own tick (``take_batch``), never one update per message.
 """
 
 import logging
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Ack, Birth, Event, JobStatus, Status, Telemetry
+from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol.messages import Ack, Birth, Event, JobStatus, Status
 from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
 
 log = logging.getLogger("fleetdeck.ingest")
@@ -25,6 +27,8 @@ CONSOLE_KINDS = frozenset(
     {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK}
 )
 """What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
+KEYFRAME_ASK_EVERY_S = 5.0
+"""A node is asked for a v2 keyframe at most this often (its deltas are useless until then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,13 @@ class Ingest:
         self._lag_floor: dict[str, float] = {}
         self.rebirth_wanted: dict[str, str] = {}
         """Node id -> why, for nodes whose birth or status arrived malformed."""
+        self.reassembler = wire2.Reassembler()
+        self.keyframe_wanted: dict[str, str] = {}
+        """Node id -> why, for v2 nodes whose deltas name a keyframe this console lacks (it
+        started late, or the keyframe was lost): the session asks them (op ``keyframe``)."""
+        self.keyframe_missing = 0
+        """v2 deltas that could not be applied for want of their keyframe (not malformed)."""
+        self._keyframe_asked: dict[str, float] = {}
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -128,6 +139,9 @@ class Ingest:
         if parsed.cluster != self.cluster or parsed.kind not in CONSOLE_KINDS:
             self.ignored += 1
             return
+        if parsed.kind is Kind.TELEMETRY:
+            self._telemetry(parsed.subject, topic, payload, rx_ts)
+            return
         model = codec.MODEL_FOR_KIND[parsed.kind]
         try:
             msg: BaseModel = codec.decode(model, payload, self.max_payload)
@@ -140,34 +154,77 @@ class Ingest:
             return
         self._store(parsed.kind, parsed.subject, topic, msg, rx_ts)
 
-    def _store(self, kind: Kind, subject: str, topic: str, msg: BaseModel, rx_ts: float) -> None:
+    def _telemetry(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
+        """v1 or v2 (docs/protocol.md): either way a full fast Telemetry goes in the batch."""
+        try:
+            msg = wire2.decode_telemetry(payload, self.max_payload)
+        except codec.DecodeError as err:
+            self._reject(rx_ts, topic, err.reason, err.detail)
+            return
+        if not self._sane(msg, subject, topic, rx_ts):
+            return
+        if isinstance(msg, wire2.TelemetryV2):
+            try:
+                tel = self.reassembler.apply(msg, payload)
+            except codec.DecodeError as err:
+                self._reject(rx_ts, topic, err.reason, err.detail)
+                return
+            if tel is None:
+                self._no_keyframe(subject, msg, rx_ts)
+                return
+        else:
+            tel = msg
         b = self._batch
-        if isinstance(msg, Telemetry | Birth | Status | Event) and msg.node != subject:
+        b.messages += 1
+        # Receive time minus sample time includes the agent's clock skew; the lowest value
+        # seen per node is taken as skew plus network, the rest is our backlog.
+        lag = rx_ts - tel.ts / 1000
+        floor = self._lag_floor.get(subject)
+        if floor is None or lag < floor:
+            floor = self._lag_floor[subject] = lag
+        b.delays.append(lag - floor)
+        if subject in b.telemetry:
+            b.superseded += 1
+        b.telemetry[subject] = (rx_ts, tel)
+        b.seq_seen.setdefault(subject, []).append(tel.seq)
+
+    def _no_keyframe(self, node: str, msg: wire2.TelemetryV2, rx_ts: float) -> None:
+        self.keyframe_missing += 1
+        if rx_ts - self._keyframe_asked.get(node, -1e18) < KEYFRAME_ASK_EVERY_S:
+            return
+        if len(self._keyframe_asked) > 200_000:
+            # Node ids come from the network: forget asks old enough to be repeated anyway.
+            self._keyframe_asked = {n: t for n, t in self._keyframe_asked.items()
+                                    if rx_ts - t < KEYFRAME_ASK_EVERY_S}
+        self._keyframe_asked[node] = rx_ts
+        held = self.reassembler.holds(node)
+        self.keyframe_wanted[node] = (
+            f"no keyframe {msg.kf} of session {msg.bdSeq}" if held is None
+            else f"keyframe {msg.kf} of session {msg.bdSeq} not held (holds {held[1]} of "
+                 f"{held[0]})")
+
+    def _sane(self, msg: Telemetry | wire2.TelemetryV2 | Birth | Status | Event, subject: str,
+              topic: str, rx_ts: float) -> bool:
+        if msg.node != subject:
             self._reject(rx_ts, topic, codec.Reason.MISMATCH,
                          f"payload node '{msg.node}' differs from the topic's")
-            return
-        if (isinstance(msg, Telemetry | Birth | Status)
+            return False
+        if (not isinstance(msg, Event)
                 and msg.bdSeq > (rx_ts + BDSEQ_FUTURE_S) * 1000):
             # bdSeq is the agent's wall clock at connect (docs/protocol.md): far ahead of ours
             # it would pin the node to a session no real agent can ever beat.
             self._reject(rx_ts, topic, codec.Reason.INVALID,
                          f"bdSeq {msg.bdSeq} is more than {BDSEQ_FUTURE_S:.0f} s ahead of the "
                          "receive clock")
+            return False
+        return True
+
+    def _store(self, kind: Kind, subject: str, topic: str, msg: BaseModel, rx_ts: float) -> None:
+        b = self._batch
+        if isinstance(msg, Birth | Status | Event) and not self._sane(msg, subject, topic, rx_ts):
             return
         b.messages += 1
         match msg:
-            case Telemetry():
-                # Receive time minus sample time includes the agent's clock skew; the lowest
-                # value seen per node is taken as skew plus network, the rest is our backlog.
-                lag = rx_ts - msg.ts / 1000
-                floor = self._lag_floor.get(subject)
-                if floor is None or lag < floor:
-                    floor = self._lag_floor[subject] = lag
-                b.delays.append(lag - floor)
-                if subject in b.telemetry:
-                    b.superseded += 1
-                b.telemetry[subject] = (rx_ts, msg)
-                b.seq_seen.setdefault(subject, []).append(msg.seq)
             case Birth():
                 prev = b.births.get(subject)
                 if prev is None or msg.bdSeq >= prev[1].bdSeq:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from fleetdeck.console.health import Finding
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
-from fleetdeck.protocol.messages import IbPortSample, JobStatus
+from fleetdeck.protocol.fast import IbPortSample
+from fleetdeck.protocol.messages import JobStatus
 
 PORT_OK = "ok"
 PORT_DOWN = "down"

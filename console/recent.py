@@ -9,7 +9,7 @@ units of 4 W. ``MISSING`` marks "not reported".
 from collections import deque
 from collections.abc import Iterable
 
-from fleetdeck.protocol.messages import Telemetry
+from fleetdeck.protocol.fast import Telemetry
 
 SAMPLES = 60
 MISSING = 255

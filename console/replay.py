@@ -24,7 +24,7 @@ from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
-from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
+from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic, topic_for
 
 TICK_S = 0.5
 EVENT_KINDS = frozenset({Kind.EVENT, Kind.ACK, Kind.CMD, Kind.SCHED_CMD, Kind.SCHED_ACK,
@@ -109,6 +109,9 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
             try:
                 async with client:
                     await client.subscribe(f"{prefix}#", qos=1)
+                    # Agents answer with their birth and a v2 telemetry keyframe, so the
+                    # recording can be replayed from its start (docs/protocol.md, "Gaps").
+                    await client.publish(topic_for(cluster, Kind.REBIRTH), b"", qos=1)
                     if lost_at is not None:
                         back = time.time()
                         writer.gap(lost_at, back, f"broker connection lost: {lost_why}")

@@ -21,7 +21,8 @@ from fleetdeck.console.judgements import (
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
-from fleetdeck.protocol.messages import DrainInfo, DrainState, IbPortSample, JobStatus
+from fleetdeck.protocol.fast import IbPortSample
+from fleetdeck.protocol.messages import DrainInfo, DrainState, JobStatus
 
 # --- node state ---------------------------------------------------------------------------------
 

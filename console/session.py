@@ -59,6 +59,9 @@ REBIRTH_EVERY_S = 30.0
 RESENDS_PER_TICK = 64
 """Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
 and each request makes an agent re-publish up to its whole outbox."""
+KEYFRAME_ASKS_PER_TICK = 512
+"""v2 keyframe requests per tick at most: a console started late asks every node once; the
+rest wait a tick (or their periodic keyframe)."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,7 @@ class ConsoleSession:
             self._rec_flushed = time.monotonic()
         if self.follow_up:
             self._plan_follow_ups(now)
+        self._plan_keyframes(now)
         self.counters.ticks += 1
         if self._outgoing or self._store_q.rows:
             self._wake.set()
@@ -401,6 +405,21 @@ class ConsoleSession:
             self.counters.events_lost += lost
             self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
                       severity="warn", nodes=(node,), kind="events_lost")
+
+    def _plan_keyframes(self, now: float) -> None:
+        # v2 deltas need their keyframe (docs/protocol.md). Read-only and throttled per node by
+        # the ingest, so even a one-shot status (follow_up off) asks, or v2 nodes would stay
+        # blank until their next periodic keyframe.
+        wanted = self.ingest.keyframe_wanted
+        if self.feed is None and self.publisher is None:
+            wanted.clear()
+            return
+        for node in list(wanted)[:KEYFRAME_ASKS_PER_TICK]:
+            stamp = int(now * 1000)
+            self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
+                cmd_id=f"keyframe-{node}-{stamp}", op=CommandOp.KEYFRAME, target=node,
+                args=CommandArgs(reason=wanted.pop(node)), issued_by=self.operator,
+                issued_at=stamp, expires_at=stamp + 30_000)))
 
     def _plan_rebirths(self, now: float) -> None:
         for wanted in (self.state.rebirth_wanted, self.ingest.rebirth_wanted):
@@ -562,6 +581,9 @@ class ConsoleSession:
         now = self.clock()
         rec = RecordingWriter(path, self.cluster, source=str(self.url), started=now)
         for node_id, st in self.state.nodes.items():
+            if self.ingest.reassembler.holds(node_id) is not None:
+                # The v2 deltas recorded from now on need a keyframe in the recording too.
+                self.ingest.keyframe_wanted[node_id] = "recording started"
             for kind, msg in ((Kind.BIRTH, st.birth), (Kind.TELEMETRY, st.telemetry)):
                 if msg is not None:
                     rec.seed(topic_for(self.cluster, kind, node_id), codec.encode(msg))

@@ -20,6 +20,7 @@ from fleetdeck.console.health import (
     evaluate,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
+from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,
@@ -28,7 +29,6 @@ from fleetdeck.protocol.messages import (
     Event,
     JobStatus,
     Status,
-    Telemetry,
 )
 
 STALE_INTERVALS = 3.0

@@ -23,7 +23,8 @@ from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
-from fleetdeck.protocol.messages import Event, Telemetry
+from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol.messages import Event
 
 SCHEMA_VERSION = 1
 DEFAULT_RETENTION_DAYS = 7.0

@@ -4,7 +4,8 @@ from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Birth, Status, Telemetry
+from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol.messages import Birth, Status
 from fleetdeck.protocol.topics import Kind, topic_for
 
 

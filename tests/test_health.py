@@ -1,4 +1,5 @@
 import pytest
+from msgspec.structs import replace
 
 from fleetdeck.console.health import (
     NodeHistory,
@@ -29,15 +30,15 @@ def gpu(t, i, **fields):
     nested = {k: v for k, v in fields.items() if k in ("ecc", "row_remap", "nvlink")}
     flat = {k: v for k, v in fields.items() if k not in nested}
     for k, v in nested.items():
-        flat[k] = getattr(g, k).model_copy(update=v)
-    gpus[i] = g.model_copy(update=flat)
-    return t.model_copy(update={"gpus": gpus})
+        flat[k] = replace(getattr(g, k), **v)
+    gpus[i] = replace(g, **flat)
+    return replace(t, gpus=gpus)
 
 
 def port(t, i, **fields):
     ports = list(t.ib_ports)
-    ports[i] = ports[i].model_copy(update=fields)
-    return t.model_copy(update={"ib_ports": ports})
+    ports[i] = replace(ports[i], **fields)
+    return replace(t, ib_ports=ports)
 
 
 def test_healthy_sim_node_has_no_findings():
@@ -49,7 +50,7 @@ def test_healthy_sim_node_has_no_findings():
     ("mutate", "rule", "verdict"),
     [
         (lambda t, i: gpu(t, 3, present=False), "G1", Verdict.FAILED),
-        (lambda t, i: t.model_copy(update={"gpus": t.gpus[:7]}), "G1", Verdict.FAILED),
+        (lambda t, i: replace(t, gpus=t.gpus[:7]), "G1", Verdict.FAILED),
         (lambda t, i: gpu(t, 2, xid_last=79, xid_last_ts=t.ts - 1000), "G2", Verdict.FAILED),
         (lambda t, i: gpu(t, 2, xid_last=63, xid_last_ts=t.ts), "G3", Verdict.DEGRADED),
         (lambda t, i: gpu(t, 1, ecc={"dbe_vol": 1}), "G4", Verdict.FAILED),

@@ -7,19 +7,15 @@ and are judged by the console's FleetState, as an operator's console would see t
 import json
 
 import pytest
+from msgspec.structs import replace
 from pydantic import ValidationError
 
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState, NodeState
-from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import (
-    XIDS_MAX,
-    GpuSample,
-    Telemetry,
-    XidSeen,
-    recent_xids,
-)
+from fleetdeck.protocol import codec, messages
+from fleetdeck.protocol.fast import Telemetry, XidSeen, recent_xids
+from fleetdeck.protocol.messages import XIDS_MAX
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
@@ -48,8 +44,8 @@ class Console:
     def with_gpu(self, index: int, **fields: object) -> Telemetry:
         t = self.node.telemetry()
         gpus = list(t.gpus)
-        gpus[index] = gpus[index].model_copy(update=fields)
-        return t.model_copy(update={"gpus": gpus})
+        gpus[index] = replace(gpus[index], **fields)
+        return replace(t, gpus=gpus)
 
 
 def texts(st: NodeState, rule: str) -> list[str]:
@@ -68,10 +64,10 @@ def test_drain_xid_followed_by_a_routine_one_still_fails():
     assert g2.component == "gpu2" and "XID 119" in g2.text and g2.severity is Severity.DRAIN
     # Minutes later the agent still lists the 119: the node stays failed.
     t = c.node.telemetry()
-    st = c.send(c.with_gpu(2, xid_last=45, xid_last_ts=now - 2_000,
-                           xids=[XidSeen(code=119, ts=now - 3_000),
-                                 XidSeen(code=45, ts=now - 2_000)]).model_copy(
-        update={"ts": t.ts + 10 * 60_000}))
+    st = c.send(replace(c.with_gpu(2, xid_last=45, xid_last_ts=now - 2_000,
+                                   xids=[XidSeen(code=119, ts=now - 3_000),
+                                         XidSeen(code=45, ts=now - 2_000)]),
+                        ts=t.ts + 10 * 60_000))
     assert st.verdict is Verdict.FAILED and "XID 119" in texts(st, "G2")[0]
 
 
@@ -123,14 +119,14 @@ def test_an_older_agent_without_the_list_is_judged_by_xid_last():
     t = c.with_gpu(3, xid_last=79, xid_last_ts=c.node.telemetry().ts - 1_000)
     raw = json.loads(codec.encode(t))
     for g in raw["gpus"]:
-        del g["xids"]  # what a v1 agent from before the list sends
+        g.pop("xids", None)  # what a v1 agent from before the list sends (none here)
     st = c.send(json.dumps(raw).encode())
     assert st.verdict is Verdict.FAILED and texts(st, "G2") == ["XID 79"]
     # And such an agent's last XID, when routine, is no finding at all.
     t = c.with_gpu(3, xid_last=45, xid_last_ts=c.node.telemetry().ts - 1_000)
     raw = json.loads(codec.encode(t))
     for g in raw["gpus"]:
-        del g["xids"]
+        g.pop("xids", None)
     assert c.send(json.dumps(raw).encode()).verdict is Verdict.OK
 
 
@@ -144,18 +140,19 @@ def test_xid_list_is_bounded_and_keeps_the_newest_per_code():
     assert [x.ts for x in out] == sorted(x.ts for x in out)
     assert {x.code for x in out} == set(range(9, 41))  # the 32 newest (13 among them)
     with pytest.raises(ValidationError):
-        GpuSample(index=0, xids=[XidSeen(code=13, ts=i) for i in range(XIDS_MAX + 1)])
+        messages.GpuSample(index=0, xids=[messages.XidSeen(code=13, ts=i)
+                                          for i in range(XIDS_MAX + 1)])
 
 
 def test_row_remap_pending_is_degraded_with_the_reset_action():
     c = Console()
-    st = c.send(c.with_gpu(6, row_remap=c.node.telemetry().gpus[6].row_remap.model_copy(
-        update={"pending": True})))
+    st = c.send(c.with_gpu(6, row_remap=replace(c.node.telemetry().gpus[6].row_remap,
+                                                pending=True)))
     assert st.verdict is Verdict.DEGRADED and st.reasons == ["G6"]
     [g6] = st.findings
     assert g6.severity is Severity.WARN and g6.component == "gpu6"
     assert "reset pending: drain when idle, reset, resume" in g6.text
     # A failed remap still drains (G5).
-    st = c.send(c.with_gpu(6, row_remap=c.node.telemetry().gpus[6].row_remap.model_copy(
-        update={"pending": True, "failure": True})))
+    st = c.send(c.with_gpu(6, row_remap=replace(c.node.telemetry().gpus[6].row_remap,
+                                                pending=True, failure=True)))
     assert st.verdict is Verdict.FAILED and set(st.reasons) == {"G5", "G6"}

@@ -5,11 +5,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
-from fleetdeck.protocol.messages import GpuInventory, GpuSample
+from fleetdeck.protocol import fast
+from fleetdeck.protocol.fast import GpuSample
+from fleetdeck.protocol.messages import GpuInventory
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=BaseModel | msgspec.Struct)
 
 U64_MOD = 2**64
 MAX_ERRORS = 32
@@ -25,18 +28,42 @@ def build_model(cls: type[M], values: Mapping[str, Any], errors: list[str], wher
     kwargs = dict(values)
     for _ in range(len(kwargs) + 1):
         try:
-            return cls(**kwargs)
+            return _validated(cls, kwargs)
         except ValidationError as exc:
             bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
-            droppable = bad & (kwargs.keys() - _required_fields(cls))
-            if not droppable:
-                raise
-            for name in sorted(droppable):
-                errors.append(f"{where}: dropped invalid {name}={kwargs.pop(name)!r}")
-    return cls(**kwargs)  # pragma: no cover - the loop always returns or raises
+        except msgspec.ValidationError as exc:
+            bad = _struct_error_field(str(exc), kwargs)
+        droppable = bad & (kwargs.keys() - _required_fields(cls))
+        if not droppable:
+            return _validated(cls, kwargs)  # raises again: a required field is bad
+        for name in sorted(droppable):
+            errors.append(f"{where}: dropped invalid {name}={kwargs.pop(name)!r}")
+    return _validated(cls, kwargs)  # pragma: no cover - the loop always returns or raises
 
 
-def _required_fields(cls: type[BaseModel]) -> set[str]:
+def _validated(cls: type[M], kwargs: dict[str, Any]) -> M:
+    if issubclass(cls, msgspec.Struct):
+        # A Struct's constructor checks nothing; convert applies the protocol's bounds, and
+        # the u64 ceiling msgspec cannot express is checked as on the console (protocol/fast.py).
+        obj = msgspec.convert(kwargs, cls)
+        for name in fast.u64_fields(cls):
+            value = getattr(obj, name)
+            if value is not None and value > fast.U64_MAX:
+                raise msgspec.ValidationError(f"Expected `int` <= {fast.U64_MAX} - at `$.{name}`")
+        return obj
+    return cls(**kwargs)
+
+
+def _struct_error_field(message: str, kwargs: Mapping[str, Any]) -> set[str]:
+    # msgspec names one field: "Expected `float` >= 0.0 - at `$.util_pct`".
+    _, sep, at = message.rpartition(" - at `$.")
+    name = at.split("`")[0].split(".")[0].split("[")[0] if sep else ""
+    return {name} if name in kwargs else set()
+
+
+def _required_fields(cls: type[Any]) -> set[str]:
+    if issubclass(cls, msgspec.Struct):
+        return {f.name for f in msgspec.structs.fields(cls) if f.required}
     return {name for name, f in cls.model_fields.items() if f.is_required()}
 
 

@@ -25,7 +25,8 @@ from typing import Protocol
 
 from fleetdeck.agents.real.common import normalize_pci
 from fleetdeck.agents.source import EventDraft
-from fleetdeck.protocol.messages import Severity, XidSeen, recent_xids
+from fleetdeck.protocol.fast import XidSeen, recent_xids
+from fleetdeck.protocol.messages import Severity
 
 DAY_S = 86_400.0
 FLAP_THRESHOLD = 5  # aznhc check_ib_link_flapping default: >= 5 losses in 24 h fails the node

@@ -14,7 +14,8 @@ from types import ModuleType
 from typing import Any
 
 from fleetdeck.agents.real.common import GpuInventoryResult, build_model, normalize_pci
-from fleetdeck.protocol.messages import Ecc, GpuInventory, GpuSample, NvLink, RowRemap
+from fleetdeck.protocol.fast import Ecc, GpuSample, NvLink, RowRemap
+from fleetdeck.protocol.messages import GpuInventory
 
 MIB = 2**20
 # nvmlDeviceGetPerformanceState returns 32 for "unknown".
@@ -244,8 +245,10 @@ class NvmlReader:
         remap = call(w, lib.nvmlDeviceGetRemappedRows, h)
         if remap is not None:
             corr, unc, pending, failure = remap
-            v["row_remap"] = RowRemap(correctable=int(corr), uncorrectable=int(unc),
-                                      pending=bool(pending), failure=bool(failure))
+            v["row_remap"] = build_model(
+                RowRemap, {"correctable": int(corr), "uncorrectable": int(unc),
+                           "pending": bool(pending), "failure": bool(failure)},
+                self._errors, f"{w} row_remap")
         fields = self._fields(w, h, {
             "mem_temp": lib.NVML_FI_DEV_MEMORY_TEMP,
             "links": lib.NVML_FI_DEV_NVLINK_LINK_COUNT,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetdeck.agents.real.common import GpuInventoryResult, build_model, normalize_pci
-from fleetdeck.protocol.messages import Ecc, GpuInventory, GpuSample, RowRemap
+from fleetdeck.protocol.fast import Ecc, GpuSample, RowRemap
+from fleetdeck.protocol.messages import GpuInventory
 
 Row = dict[str, str | None]
 Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from fleetdeck.agents.real.common import (
     ChangeLogger,
     GpuInventoryResult,
     GpuReader,
+    build_model,
     cap_errors,
     normalize_pci,
 )
@@ -23,13 +26,11 @@ from fleetdeck.agents.real.nvml import NvmlReader
 from fleetdeck.agents.real.nvsmi import NvsmiReader
 from fleetdeck.agents.real.sysfs_ib import IbDeviceRead, IbReader
 from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
+from fleetdeck.protocol.fast import GpuSample, HostSample, IbPortSample
 from fleetdeck.protocol.messages import (
     DrainMode,
     DrainState,
-    GpuSample,
-    HostSample,
     IbPortInventory,
-    IbPortSample,
     Topology,
 )
 
@@ -121,7 +122,8 @@ class HostReader:
             values["uptime_s"] = float((self.proc / "uptime").read_text().split()[0])
         except (OSError, ValueError, IndexError) as exc:
             errors.append(f"{self.proc}/uptime: {exc}")
-        return HostSample(**values)
+        # Validated like a v1 console would (a fast Struct's constructor checks nothing).
+        return build_model(HostSample, values, errors, "host")
 
     def boot_id(self) -> str:
         try:
@@ -257,8 +259,8 @@ class RealSource:
         last = self.monitor.xid_last(g.index) if self.monitor is not None else None
         if last is None or self.monitor is None:
             return g
-        return g.model_copy(update={"xid_last": last[0], "xid_last_ts": last[1],
-                                    "xids": self.monitor.xids(g.index, now)})
+        return msgspec.structs.replace(g, xid_last=last[0], xid_last_ts=last[1],
+                                       xids=self.monitor.xids(g.index, now))
 
     def _with_flaps(self, p: IbPortSample, now: float) -> IbPortSample:
         if self.monitor is None:
@@ -266,7 +268,7 @@ class RealSource:
         losses = self.monitor.carrier_losses_by_component(now).get(f"{p.dev}:{p.port}")
         if losses is None:
             return p
-        return p.model_copy(update={"carrier_losses_24h": losses})
+        return msgspec.structs.replace(p, carrier_losses_24h=losses)
 
 
 def _guard(errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:

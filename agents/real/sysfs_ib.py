@@ -17,7 +17,8 @@ from pathlib import Path
 
 from fleetdeck.agents.real.common import U64_MOD, build_model
 from fleetdeck.agents.source import EventDraft
-from fleetdeck.protocol.messages import IbPortInventory, IbPortSample, Severity
+from fleetdeck.protocol.fast import IbPortSample
+from fleetdeck.protocol.messages import IbPortInventory, Severity
 
 DEFAULT_ROOT = Path("/sys/class/infiniband")
 WORD_BYTES = 4

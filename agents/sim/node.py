@@ -29,23 +29,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from fleetdeck.agents.source import EventDraft, Inventory, Reading
+from fleetdeck.protocol.fast import (
+    Ecc,
+    GpuSample,
+    HostSample,
+    IbPortSample,
+    JobOnNode,
+    NvLink,
+    RowRemap,
+    XidSeen,
+)
 from fleetdeck.protocol.messages import (
     XIDS_MAX,
     XIDS_WINDOW_S,
     DrainMode,
     DrainState,
-    Ecc,
     GpuInventory,
-    GpuSample,
-    HostSample,
     IbPortInventory,
-    IbPortSample,
-    JobOnNode,
-    NvLink,
-    RowRemap,
     Severity,
     Topology,
-    XidSeen,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -204,14 +206,15 @@ def comm_amount(p: float, c: float) -> float:
     return whole * c + max(0.0, (p - whole) - (1.0 - c))
 
 
-_gpu_sample = trusted(GpuSample)
-_port_sample = trusted(IbPortSample)
-_ecc = trusted(Ecc)
-_remap = trusted(RowRemap)
-_nvlink = trusted(NvLink)
-_host = trusted(HostSample)
-_job = trusted(JobOnNode)
-_xid_seen = trusted(XidSeen)
+# Samples are fast Structs (protocol/fast.py): their constructors validate nothing already.
+_gpu_sample = GpuSample
+_port_sample = IbPortSample
+_ecc = Ecc
+_remap = RowRemap
+_nvlink = NvLink
+_host = HostSample
+_job = JobOnNode
+_xid_seen = XidSeen
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """Wire protocol v1: topics, message models and the codec shared by agents and console.
 
+Telemetry's hot path lives in ``fast`` (msgspec Structs mirroring the models) and ``wire2``
+(telemetry wire format v2); the pydantic models stay the definition (docs/protocol.md).
+
 Nothing here imports textual or rich: agents run headless on GPU nodes.
 """
 

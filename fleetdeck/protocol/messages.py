@@ -323,6 +323,8 @@ class CommandOp(StrEnum):
     RESTART_JOB = "restart_job"
     RESEND_EVENTS = "resend_events"
     """Re-publish this agent process's events with ``seq > args.since_seq`` (read-only op)."""
+    KEYFRAME = "keyframe"
+    """Send the next telemetry sample as a v2 keyframe (read-only op; docs/protocol.md)."""
 
 
 class DrainMode(StrEnum):

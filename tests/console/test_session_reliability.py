@@ -3,6 +3,8 @@ models, codec, store and session with a simulated clock (no sleeps)."""
 
 import json
 
+from msgspec.structs import replace
+
 from fleetdeck.agents.source import EventDraft
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol import codec
@@ -125,7 +127,7 @@ async def test_telemetry_of_made_up_nodes_does_not_grow_the_fleet_and_asks_for_b
     for i in range(3000):
         ghost = f"ghost{i:05d}"
         session.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, ghost),
-                              codec.encode(tel.model_copy(update={"node": ghost})), node.now)
+                              codec.encode(replace(tel, node=ghost)), node.now)
     session.tick()
     await session.flush()
     assert session.state.nodes == {}
@@ -196,8 +198,8 @@ async def test_with_a_command_key_every_command_the_session_sends_is_signed():
     node.agent._event(EventDraft("ib_flap", "missed"))  # a gap: a re-send will be asked
     session.drain(["gpu0001"], "signed drain")
     session.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, "ghost1"),
-                          codec.encode(node.agent.telemetry().model_copy(
-                              update={"node": "ghost1"})), node.now)  # a rebirth ask
+                          codec.encode(replace(node.agent.telemetry(), node="ghost1")),
+                          node.now)  # a rebirth ask
     await run_for(node, session, 30)
     ops = {c["op"] for c in sent.commands}
     assert {"drain", "resend_events", "rebirth"} <= ops

@@ -12,7 +12,8 @@ from fleetdeck.agents.real.nvsmi import (
     parse_csv,
     parse_cuda_version,
 )
-from fleetdeck.protocol.messages import GpuInventory, GpuSample
+from fleetdeck.protocol.fast import GpuSample
+from fleetdeck.protocol.messages import GpuInventory
 
 from .conftest import DATA
 

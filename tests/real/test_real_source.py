@@ -1,7 +1,6 @@
 """RealSource: composing the readers, never raising out of read(), and the systemd unit."""
 
 import configparser
-import json
 import logging
 from pathlib import Path
 
@@ -17,14 +16,14 @@ from fleetdeck.agents.real.source import (
 )
 from fleetdeck.agents.real.sysfs_ib import IbReader, read_devices
 from fleetdeck.agents.source import Source
+from fleetdeck.protocol import codec, messages
+from fleetdeck.protocol.fast import GpuSample, Telemetry
 from fleetdeck.protocol.messages import (
     Birth,
     DrainMode,
     DrainState,
     GpuInventory,
-    GpuSample,
     Severity,
-    Telemetry,
 )
 
 from .test_real_sysfs_ib import make_port
@@ -96,7 +95,7 @@ def test_sysfs_source_on_node_exporter_fixture(node_exporter_sys, tmp_path):
                   ib_ports=inv.ib_ports, errors=inv.errors)
     tel = Telemetry(node="n", seq=1, bdSeq=0, ts=1, gpus=second.gpus, ib_ports=second.ib_ports,
                     host=second.host)
-    json.loads(tel.model_dump_json())
+    codec.decode(messages.Telemetry, codec.encode(tel))
     assert birth.ib_ports[0].dev == "i40iw0"
 
 

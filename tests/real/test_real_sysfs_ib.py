@@ -17,7 +17,8 @@ from fleetdeck.agents.real.sysfs_ib import (
     parse_state,
     read_devices,
 )
-from fleetdeck.protocol.messages import IbPortSample, Severity
+from fleetdeck.protocol.fast import IbPortSample
+from fleetdeck.protocol.messages import Severity
 
 from .conftest import DATA, extract_ttar
 

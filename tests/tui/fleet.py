@@ -2,17 +2,19 @@
 
 from typing import Any
 
+from msgspec.structs import replace
+
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.brokerurl import parse_broker_url
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.fast import JobOnNode
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
     CommandOp,
     DrainInfo,
     DrainState,
-    JobOnNode,
     JobState,
     JobStatus,
     RankTime,
@@ -74,7 +76,7 @@ class SynthFleet:
             a = self.agents[name]
             tel = a.telemetry()
             if job and name in job:
-                tel = tel.model_copy(update={"job": JobOnNode(id=job[name])})
+                tel = replace(tel, job=JobOnNode(id=job[name]))
             if faults and name in faults:
                 tel = faults[name](tel)
             ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, name), codec.encode(tel),
@@ -128,15 +130,15 @@ def publish_job(ingest, job: JobStatus, clock: Clock) -> None:
 
 def port_down(dev: str = "mlx5_ib2"):
     def apply(tel):
-        ports = [p.model_copy(update={"state": "DOWN", "phys_state": "Polling"})
+        ports = [replace(p, state="DOWN", phys_state="Polling")
                  if p.dev == dev else p for p in tel.ib_ports]
-        return tel.model_copy(update={"ib_ports": ports})
+        return replace(tel, ib_ports=ports)
     return apply
 
 
 def throttled(gpu: int = 3):
     def apply(tel):
-        gpus = [g.model_copy(update={"clock_event_reasons": 0x40, "temp_c": 90.0})
+        gpus = [replace(g, clock_event_reasons=0x40, temp_c=90.0)
                 if g.index == gpu else g for g in tel.gpus]
-        return tel.model_copy(update={"gpus": gpus})
+        return replace(tel, gpus=gpus)
     return apply

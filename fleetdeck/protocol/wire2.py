@@ -1,0 +1,480 @@
+"""Telemetry wire format v2: columns over GPUs and ports, keyframes and deltas.
+
+docs/protocol.md ("Telemetry v2") is the description; in short:
+
+* ``"v": 2``, same topic as v1 (a console tells them apart by ``v``);
+* ``g`` and ``p`` hold one array per field over the GPUs and the ports (``"util_pct": [..8]``),
+  nested ``ecc``/``row_remap``/``nvlink`` flattened to ``"ecc.dbe_vol"``; ``xids`` is a
+  per-GPU list; every value is bounded exactly as in v1 (the column types are made from the
+  fast Structs' field types, :mod:`fleetdeck.protocol.fast`);
+* a keyframe (``kf == seq``) is a whole sample: a column it leaves out holds the field's
+  default on every row, and ``g.index`` / ``p.dev`` fix the row count;
+* a delta names its keyframe (``kf``) and carries only what differs from that keyframe: the
+  columns, and ``agent``/``host``/``job``/``interval_s`` when they differ. A lost delta loses
+  nothing; a delta whose keyframe the console lacks cannot be applied (it asks for one, op
+  ``keyframe``).
+
+Agents call :class:`TelemetryEncoder`; consoles :func:`decode` and :class:`Reassembler`, which
+hands on a full :class:`fast.Telemetry` so the rest of the console sees one type.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import is_not
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+from msgspec.structs import astuple, replace
+
+from fleetdeck.protocol import fast
+from fleetdeck.protocol.codec import DEFAULT_MAX_PAYLOAD, DecodeError, Reason, check_u64
+from fleetdeck.protocol.codec import decode_telemetry as codec_decode_v1
+
+WIRE_MAJOR = 2
+MAX_ROWS = 64
+"""Column length bound: v1's ``max_length`` on ``gpus`` and ``ib_ports``."""
+KEYFRAME_EVERY_S = 30.0
+V2_PREFIX = b'{"v":2,'
+"""How :class:`TelemetryEncoder` starts every v2 payload: a console's cheap first guess."""
+
+_NESTED: dict[str, type[msgspec.Struct]] = {
+    "ecc": fast.Ecc, "row_remap": fast.RowRemap, "nvlink": fast.NvLink,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    wire: str
+    """Name on the wire: ``util_pct``, ``ecc.dbe_vol``."""
+    group: str | None
+    """The nested Struct it belongs to (``ecc``), or None for a field of the row itself."""
+    field: str
+    default: Any
+    required: bool
+    top: int
+    """Position of the row's field (for a nested column: of the nested Struct) in the row."""
+    sub: int | None
+    """Position in the nested Struct, or None."""
+
+
+def _columns_of(cls: type[msgspec.Struct]) -> tuple[Column, ...]:
+    out: list[Column] = []
+    for i, f in enumerate(msgspec.structs.fields(cls)):
+        if f.name in _NESTED:
+            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False, i, j)
+                       for j, sub in enumerate(msgspec.structs.fields(_NESTED[f.name])))
+        else:
+            default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
+            out.append(Column(f.name, None, f.name, default, f.required, i, None))
+    return tuple(out)
+
+
+def _column_types(cls: type[msgspec.Struct]) -> list[tuple[str, Any, Any]]:
+    types: dict[str, Any] = {}
+    for f in msgspec.structs.fields(cls):
+        if f.name in _NESTED:
+            types.update({f"{f.name}.{sub.name}": sub.type
+                          for sub in msgspec.structs.fields(_NESTED[f.name])})
+        else:
+            types[f.name] = f.type
+    # Attribute names cannot hold a dot; the wire name is given by ``name=``.
+    return [(wire.replace(".", "__"),
+             Annotated[list[t], msgspec.Meta(max_length=MAX_ROWS)] | UnsetType,  # type: ignore[valid-type]
+             msgspec.field(default=UNSET, name=wire))
+            for wire, t in types.items()]
+
+
+GPU_COLUMNS = _columns_of(fast.GpuSample)
+PORT_COLUMNS = _columns_of(fast.IbPortSample)
+
+if TYPE_CHECKING:
+    # Made at run time from the row Structs' fields (below), so a field added to v1 is a v2
+    # column at once; to the type checker they are plain Structs.
+    GpuColumns = msgspec.Struct
+    PortColumns = msgspec.Struct
+else:
+    GpuColumns = msgspec.defstruct("GpuColumns", _column_types(fast.GpuSample),
+                                   frozen=True, gc=False, kw_only=True)
+    PortColumns = msgspec.defstruct("PortColumns", _column_types(fast.IbPortSample),
+                                    frozen=True, gc=False, kw_only=True)
+
+
+class TelemetryV2(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """One v2 telemetry message, keyframe or delta (validated, not yet merged)."""
+
+    v: Literal[2]
+    node: fast.Id
+    seq: fast.U64
+    bdSeq: fast.U64
+    ts: fast.TsMs
+    kf: fast.U64
+    """``seq`` of the keyframe this message is relative to; ``kf == seq``: a keyframe."""
+    interval_s: fast.Interval | UnsetType = UNSET
+    agent: fast.AgentInfo | UnsetType = UNSET
+    job: fast.JobOnNode | UnsetType | None = UNSET
+    host: fast.HostSample | UnsetType = UNSET
+    g: GpuColumns | UnsetType = UNSET
+    p: PortColumns | UnsetType = UNSET
+
+    @property
+    def keyframe(self) -> bool:
+        return self.kf == self.seq
+
+
+_DECODER = msgspec.json.Decoder(TelemetryV2)
+
+
+def decode(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> TelemetryV2:
+    """Validate a v2 payload: types and bounds as v1, equal column lengths, a sane ``kf``.
+
+    Raises :class:`DecodeError` (``oversize``, ``not_json``, ``invalid`` with ``loc: msg``)."""
+    if len(payload) > max_size:
+        raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    try:
+        msg = _DECODER.decode(payload)
+    except msgspec.ValidationError as err:
+        raise DecodeError(Reason.INVALID, _loc_msg(str(err))) from None
+    except msgspec.DecodeError:
+        raise DecodeError(Reason.NOT_JSON, "payload is not valid JSON") from None
+    if msg.kf > msg.seq:
+        raise DecodeError(Reason.INVALID, f"kf: keyframe {msg.kf} is after seq {msg.seq}")
+    if msg.keyframe:
+        _rows(msg.g, GPU_COLUMNS, None, "g")
+        _rows(msg.p, PORT_COLUMNS, None, "p")
+    return msg
+
+
+def decode_telemetry(payload: bytes,
+                     max_size: int = DEFAULT_MAX_PAYLOAD) -> fast.Telemetry | TelemetryV2:
+    """v1 or v2 telemetry, told apart by ``v``: a v1 sample as a fast Struct, a v2 message
+    still to be merged (:class:`Reassembler`). Raises :class:`DecodeError`."""
+    if payload.startswith(V2_PREFIX):
+        return decode(payload, max_size)
+    try:
+        return codec_decode_v1(payload, max_size)
+    except DecodeError as err:
+        # Rare: a v2 payload written by another encoder (spaces, another key order).
+        if err.reason is Reason.UNKNOWN_VERSION and _major(payload) == WIRE_MAJOR:
+            return decode(payload, max_size)
+        raise
+
+
+def _major(payload: bytes) -> object:
+    try:
+        raw = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    return raw.get("v") if isinstance(raw, dict) else None
+
+
+def _loc_msg(text: str) -> str:
+    # msgspec: "Expected `float` <= 100.0 - at `$.g.util_pct[1]`" -> "g.util_pct.1: Expected..."
+    msg, sep, at = text.rpartition(" - at `")
+    if not sep:
+        return text
+    loc = at.rstrip("`").removeprefix("$").lstrip(".").replace("[", ".").replace("]", "")
+    return f"{loc or '(payload)'}: {msg}"
+
+
+def _present(cols: msgspec.Struct | UnsetType,
+             spec: tuple[Column, ...]) -> list[tuple[Column, list[Any]]]:
+    if cols is UNSET:
+        return []
+    values = astuple(cols)
+    # Most of the ~40 columns are absent from a delta: select them without a Python loop.
+    return list(compress(zip(spec, values, strict=True), map(is_not, values, repeat(UNSET))))
+
+
+def _rows(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
+          held: int | None, where: str) -> tuple[list[tuple[Column, list[Any]]], int]:
+    """The columns present and the row count; ``held``: the keyframe's (None: a keyframe)."""
+    present = _present(cols, spec)
+    if held is None:
+        if not present:
+            return present, 0
+        missing = [c.wire for c in spec if c.required and all(c is not p for p, _ in present)]
+        if missing:
+            raise DecodeError(Reason.INVALID, f"{where}.{missing[0]}: a keyframe needs it")
+        held = len(next(v for c, v in present if c.required))
+    for c, v in present:
+        if len(v) != held:
+            raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
+                                              f"expected {held} (one per row)")
+    return present, held
+
+
+@dataclass(slots=True)
+class _Table:
+    """One keyframe's rows as columns, ready for positional construction: ``top`` per field of
+    the row Struct (nested ones as columns of Structs), ``nested`` per field of those."""
+
+    n: int
+    top: list[Sequence[Any]]
+    nested: dict[int, list[Sequence[Any]]]
+
+
+_NESTED_AT: dict[type[Any], dict[int, type[msgspec.Struct]]] = {
+    cls: {i: _NESTED[f.name] for i, f in enumerate(msgspec.structs.fields(cls))
+          if f.name in _NESTED}
+    for cls in (fast.GpuSample, fast.IbPortSample)
+}
+
+
+_EMPTY: dict[tuple[type[Any], int], _Table] = {}
+
+
+def _empty(cls: type[msgspec.Struct], n: int) -> _Table:
+    """Every field at its default on ``n`` rows (what a keyframe leaves out); shared, never
+    changed (:func:`_merge` copies)."""
+    table = _EMPTY.get((cls, n))
+    if table is None:
+        table = _EMPTY[cls, n] = _defaults(cls, n)
+    return table
+
+
+def _defaults(cls: type[msgspec.Struct], n: int) -> _Table:
+    top: list[Sequence[Any]] = []
+    nested: dict[int, list[Sequence[Any]]] = {}
+    for i, f in enumerate(msgspec.structs.fields(cls)):
+        default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
+        top.append((default,) * n)
+        if f.name in _NESTED:
+            nested[i] = [(sf.default,) * n for sf in msgspec.structs.fields(_NESTED[f.name])]
+    return _Table(n, top, nested)
+
+
+def _merge(cls: type[Any], base: _Table,
+           present: list[tuple[Column, list[Any]]]) -> tuple[list[Any], _Table]:
+    """Rows from ``base`` with the ``present`` columns in place of its own, and their table.
+
+    Positional construction from zipped columns: one C call per row, however many fields
+    changed (``structs.replace`` with keywords cost ~2 µs a row). No validation: the columns
+    were decoded strictly and the rows are made from nothing else."""
+    top = base.top.copy()
+    changed: dict[int, list[Sequence[Any]]] = {}
+    for c, v in present:
+        if c.sub is None:
+            top[c.top] = v
+        else:
+            if c.top not in changed:
+                changed[c.top] = base.nested[c.top].copy()
+            changed[c.top][c.sub] = v
+    nested = base.nested
+    if changed:
+        for ti, cols in changed.items():
+            make = _NESTED_AT[cls][ti]
+            top[ti] = [make(*vals) for vals in zip(*cols, strict=True)]
+        nested = {**base.nested, **changed}
+    return [cls(*vals) for vals in zip(*top, strict=True)], _Table(base.n, top, nested)
+
+
+@dataclass(slots=True)
+class _Held:
+    bd_seq: int
+    kf: int
+    tel: fast.Telemetry
+    """The keyframe without its rows (``gpus``/``ib_ports`` empty): those are the tables."""
+    gpus: _Table
+    ports: _Table
+
+
+class Reassembler:
+    """The console's side: the latest keyframe per node, and deltas merged into it."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def holds(self, node: str) -> tuple[int, int] | None:
+        """(bdSeq, kf) of the keyframe held for ``node``."""
+        h = self._held.get(node)
+        return None if h is None else (h.bd_seq, h.kf)
+
+    def forget(self, node: str) -> None:
+        self._held.pop(node, None)
+
+    def apply(self, msg: TelemetryV2, payload: bytes) -> fast.Telemetry | None:
+        """The full sample ``msg`` stands for, or None: a delta whose keyframe is not held.
+
+        Raises :class:`DecodeError` for a delta that does not fit its keyframe (column lengths)
+        or a value out of a u64; nothing is kept from a rejected message."""
+        if msg.keyframe:
+            gpus_p, n_gpus = _rows(msg.g, GPU_COLUMNS, None, "g")
+            ports_p, n_ports = _rows(msg.p, PORT_COLUMNS, None, "p")
+            gpus, gtab = _merge(fast.GpuSample, _empty(fast.GpuSample, n_gpus), gpus_p)
+            ports, ptab = _merge(fast.IbPortSample, _empty(fast.IbPortSample, n_ports), ports_p)
+            tel = fast.Telemetry(
+                node=msg.node, seq=msg.seq, bdSeq=msg.bdSeq, ts=msg.ts,
+                interval_s=1.0 if msg.interval_s is UNSET else msg.interval_s,
+                agent=fast.AgentInfo() if msg.agent is UNSET else msg.agent,
+                job=None if msg.job is UNSET else msg.job,
+                host=fast.HostSample() if msg.host is UNSET else msg.host,
+                gpus=gpus, ib_ports=ports,
+            )
+            check_u64(tel, payload)
+            h = self._held.get(msg.node)
+            if h is None or (msg.bdSeq, msg.seq) >= (h.bd_seq, h.kf):
+                # Rows are kept as columns only (they share their values with the sample):
+                # 16,384 held keyframes must not double the fleet's memory.
+                self._held[msg.node] = _Held(msg.bdSeq, msg.seq,
+                                             replace(tel, gpus=[], ib_ports=[]), gtab, ptab)
+            return tel
+        h = self._held.get(msg.node)
+        if h is None or h.bd_seq != msg.bdSeq or h.kf != msg.kf:
+            return None
+        gpus_p, _ = _rows(msg.g, GPU_COLUMNS, h.gpus.n, "g")
+        ports_p, _ = _rows(msg.p, PORT_COLUMNS, h.ports.n, "p")
+        base = h.tel
+        kw: dict[str, Any] = {
+            "seq": msg.seq, "ts": msg.ts,
+            "gpus": _merge(fast.GpuSample, h.gpus, gpus_p)[0],
+            "ib_ports": _merge(fast.IbPortSample, h.ports, ports_p)[0],
+        }
+        if msg.interval_s is not UNSET:
+            kw["interval_s"] = msg.interval_s
+        if msg.agent is not UNSET:
+            kw["agent"] = msg.agent
+        if msg.job is not UNSET:
+            kw["job"] = msg.job
+        if msg.host is not UNSET:
+            kw["host"] = msg.host
+        tel = replace(base, **kw)
+        check_u64(tel, payload)
+        return tel
+
+
+# --- the agent's side ---------------------------------------------------------------------------
+
+_GPU_FIELDS = tuple(f.name for f in msgspec.structs.fields(fast.GpuSample))
+_PORT_FIELDS = tuple(f.name for f in msgspec.structs.fields(fast.IbPortSample))
+
+
+_Nested = dict[str, tuple[tuple[Any, ...], list[tuple[Any, ...]]]]
+"""Per nested field: its column of Structs and that column expanded (``ecc.dbe_vol``, …)."""
+
+
+def _table(rows: Sequence[msgspec.Struct], fields: tuple[str, ...],
+           known: _Nested | None = None) -> tuple[list[tuple[Any, ...]], _Nested]:
+    """Column tuples in :data:`GPU_COLUMNS`/:data:`PORT_COLUMNS` order (nested ones expanded).
+
+    ``known``: the keyframe's nested columns; an equal one (ECC, row remap and NVLink rarely
+    move) is not expanded again."""
+    out: list[tuple[Any, ...]] = []
+    nested: _Nested = {}
+    if not rows:
+        return out, nested
+    for name, col in zip(fields, zip(*map(astuple, rows), strict=True), strict=True):
+        if name in _NESTED:
+            seen = known.get(name) if known else None
+            expanded = (seen[1] if seen is not None and seen[0] == col
+                        else list(zip(*map(astuple, col), strict=True)))
+            nested[name] = (col, expanded)
+            out.extend(expanded)
+        else:
+            out.append(col)
+    return out, nested
+
+
+@dataclass(slots=True)
+class _Sent:
+    seq: int
+    bd_seq: int
+    at: float
+    gpus: list[tuple[Any, ...]]
+    ports: list[tuple[Any, ...]]
+    gpus_nested: _Nested
+    ports_nested: _Nested
+    interval_s: float
+    agent: fast.AgentInfo
+    job: fast.JobOnNode | None
+    host: fast.HostSample
+
+
+class TelemetryEncoder:
+    """Telemetry to bytes, as v1 or v2 (``wire``). One per agent process (its seq and keyframe).
+
+    A keyframe goes out first, every ``keyframe_every_s``, after :meth:`request_keyframe`, on a
+    new session (``bdSeq``) and when the number of GPUs or ports changes; deltas in between."""
+
+    def __init__(self, keyframe_every_s: float = KEYFRAME_EVERY_S, wire: int = WIRE_MAJOR) -> None:
+        if wire not in (1, 2):
+            raise ValueError(f"telemetry wire format {wire}: 1 or 2")
+        self.keyframe_every_s = keyframe_every_s
+        self.wire = wire
+        self.keyframes = 0
+        self.deltas = 0
+        self._kf: _Sent | None = None
+        self._want = False
+        self._enc = msgspec.json.Encoder()
+        self._defaults: dict[tuple[int, int], tuple[list[tuple[Any, ...]], ...]] = {}
+
+    def request_keyframe(self) -> None:
+        """The next :meth:`encode` sends a keyframe (a console asked: op ``keyframe``)."""
+        self._want = True
+
+    def encode(self, tel: fast.Telemetry, now: float) -> bytes:
+        if self.wire == 1:
+            return self._enc.encode(tel)
+        kf = self._kf
+        gpus, gnest = _table(tel.gpus, _GPU_FIELDS, kf.gpus_nested if kf else None)
+        ports, pnest = _table(tel.ib_ports, _PORT_FIELDS, kf.ports_nested if kf else None)
+        if (kf is None or self._want or now - kf.at >= self.keyframe_every_s
+                or tel.bdSeq != kf.bd_seq or len(tel.gpus) != _n(kf.gpus)
+                or len(tel.ib_ports) != _n(kf.ports)):
+            self._kf = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, gnest, pnest, tel.interval_s,
+                             tel.agent, tel.job, tel.host)
+            return self._keyframe(tel, gpus, ports)
+        self.deltas += 1
+        body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
+                                "ts": tel.ts, "kf": kf.seq}
+        if tel.interval_s != kf.interval_s:
+            body["interval_s"] = tel.interval_s
+        if tel.agent != kf.agent:
+            body["agent"] = tel.agent
+        if tel.job != kf.job:
+            body["job"] = tel.job
+        if tel.host != kf.host:
+            body["host"] = tel.host
+        if gpus and (g := {c.wire: v for c, v, k in zip(GPU_COLUMNS, gpus, kf.gpus, strict=True)
+                           if v != k}):
+            body["g"] = g
+        if ports and (p := {c.wire: v for c, v, k in zip(PORT_COLUMNS, ports, kf.ports,
+                                                         strict=True) if v != k}):
+            body["p"] = p
+        return self._enc.encode(body)
+
+    def _keyframe(self, tel: fast.Telemetry, gpus: list[tuple[Any, ...]],
+                  ports: list[tuple[Any, ...]]) -> bytes:
+        self._want = False
+        self.keyframes += 1
+        dg, dp = self._default_columns(len(tel.gpus), len(tel.ib_ports))
+        body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
+                                "ts": tel.ts, "kf": tel.seq, "interval_s": tel.interval_s,
+                                "agent": tel.agent, "host": tel.host}
+        if tel.job is not None:
+            body["job"] = tel.job
+        # A column left out of a keyframe holds the default on every row: most are None.
+        if gpus:
+            body["g"] = {c.wire: v for c, v, d in zip(GPU_COLUMNS, gpus, dg, strict=True)
+                         if c.required or v != d}
+        if ports:
+            body["p"] = {c.wire: v for c, v, d in zip(PORT_COLUMNS, ports, dp, strict=True)
+                         if c.required or v != d}
+        return self._enc.encode(body)
+
+    def _default_columns(self, n_gpus: int,
+                         n_ports: int) -> tuple[list[tuple[Any, ...]], ...]:
+        key = (n_gpus, n_ports)
+        if key not in self._defaults:
+            self._defaults[key] = ([(c.default,) * n_gpus for c in GPU_COLUMNS],
+                                   [(c.default,) * n_ports for c in PORT_COLUMNS])
+        return self._defaults[key]
+
+
+def _n(table: list[tuple[Any, ...]]) -> int:
+    return len(table[0]) if table else 0

@@ -1,0 +1,221 @@
+"""Telemetry wire format v2: keyframes and deltas of a real simulated node, through the real
+encoder, decoder, reassembler and console ingest (docs/protocol.md, "Telemetry v2")."""
+
+import json
+import random
+
+import msgspec
+import pytest
+from msgspec.structs import replace
+
+from fleetdeck.console.ingest import KEYFRAME_ASK_EVERY_S, Ingest
+from fleetdeck.protocol import codec, fast, messages, wire2
+from fleetdeck.protocol.codec import DecodeError
+from fleetdeck.protocol.topics import Kind
+from tests.helpers import FakeNode
+
+
+def stream(n: int, keyframe_every_s: float = 10.0,
+           node: FakeNode | None = None) -> list[tuple[fast.Telemetry, bytes]]:
+    node = node or FakeNode()
+    enc = wire2.TelemetryEncoder(keyframe_every_s)
+    out = []
+    for _ in range(n):
+        tel = node.telemetry()
+        out.append((tel, enc.encode(tel, node.now)))
+    return out
+
+
+def kinds(payloads: list[bytes]) -> str:
+    return "".join("K" if json.loads(p)["kf"] == json.loads(p)["seq"] else "d" for p in payloads)
+
+
+def test_every_sample_comes_back_exactly() -> None:
+    sent = stream(40)
+    assert kinds([p for _, p in sent]) == ("K" + "d" * 9) * 4
+    r = wire2.Reassembler()
+    for tel, payload in sent:
+        assert r.apply(wire2.decode(payload), payload) == tel
+    # A delta is a fraction of a keyframe, which is a fraction of v1.
+    v1 = len(codec.encode(sent[-1][0]))
+    assert len(sent[-1][1]) < len(sent[-10][1]) < v1
+
+
+def test_lost_deltas_lose_nothing_else() -> None:
+    sent = stream(60)
+    rng = random.Random(7)
+    r = wire2.Reassembler()
+    for tel, payload in sent:
+        msg = wire2.decode(payload)
+        if not msg.keyframe and rng.random() < 0.5:
+            continue  # lost on the way
+        assert r.apply(msg, payload) == tel
+
+
+def test_a_delta_needs_its_keyframe() -> None:
+    sent = stream(12)
+    r = wire2.Reassembler()
+    tel, payload = sent[3]
+    assert r.apply(wire2.decode(payload), payload) is None  # started late
+    assert r.holds(tel.node) is None
+    for tel, payload in sent[10:]:  # the next keyframe, then its deltas apply
+        assert r.apply(wire2.decode(payload), payload) == tel
+    assert r.holds(tel.node) == (tel.bdSeq, sent[10][0].seq)
+    old = sent[5][1]
+    assert r.apply(wire2.decode(old), old) is None  # a delta of an older keyframe
+
+
+def test_keyframe_on_request_on_a_new_session_and_when_the_shape_changes() -> None:
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(3600)
+    out = [enc.encode(node.telemetry(), node.now) for _ in range(3)]
+    enc.request_keyframe()
+    out.append(enc.encode(node.telemetry(), node.now))
+    out.append(enc.encode(node.telemetry(), node.now))
+    node.agent.bd_seq += 1  # a new MQTT session
+    out.append(enc.encode(node.telemetry(), node.now))
+    out.append(enc.encode(node.telemetry(), node.now))
+    tel = node.telemetry()
+    out.append(enc.encode(replace(tel, gpus=tel.gpus[:7]), node.now))  # a GPU fell off the bus
+    assert kinds(out) == "KddKdKdK"
+    assert (enc.keyframes, enc.deltas) == (4, 4)
+
+
+def test_wire_1_is_plain_v1_json() -> None:
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(wire=1)
+    tel = node.telemetry()
+    payload = enc.encode(tel, node.now)
+    assert fast.to_dict(codec.decode_telemetry(payload)) == codec.decode(
+        messages.Telemetry, payload).model_dump() == fast.to_dict(tel)
+
+
+def test_a_v2_payload_spelled_differently_still_decodes() -> None:
+    tel, payload = stream(1)[0]
+    spaced = json.dumps(json.loads(payload), indent=1).encode()
+    msg = wire2.decode_telemetry(spaced)
+    assert isinstance(msg, wire2.TelemetryV2)
+    assert wire2.Reassembler().apply(msg, spaced) == tel
+
+
+def _reason(payload: bytes, r: wire2.Reassembler | None = None) -> str:
+    with pytest.raises(DecodeError) as err:
+        msg = wire2.decode_telemetry(payload)
+        assert isinstance(msg, wire2.TelemetryV2)
+        (r or wire2.Reassembler()).apply(msg, payload)
+    return f"{err.value.reason}: {err.value.detail}"
+
+
+def test_malformed_v2_is_refused_with_a_reason() -> None:
+    sent = stream(3)
+    kf = json.loads(sent[0][1])
+    delta = json.loads(sent[1][1])
+    r = wire2.Reassembler()
+    r.apply(wire2.decode(sent[0][1]), sent[0][1])
+    held = r.holds("gpu0001")
+
+    def bad(base: dict, **change: object) -> bytes:
+        return json.dumps({**base, **change}).encode()
+
+    short = {**delta["g"], "temp_c": delta["g"]["temp_c"][:7]}
+    assert _reason(bad(delta, g=short), r) == (
+        "invalid: g.temp_c: 7 values, expected 8 (one per row)")
+    hot = {**kf["g"], "temp_c": [300.0] * 8}
+    assert _reason(bad(kf, g=hot)).startswith("invalid: g.temp_c.0: Expected `float` <= 250")
+    assert _reason(bad(delta, kf=delta["seq"] + 1)) == (
+        f"invalid: kf: keyframe {delta['seq'] + 1} is after seq {delta['seq']}")
+    no_index = {k: v for k, v in kf["g"].items() if k != "index"}
+    assert _reason(bad(kf, g=no_index)) == "invalid: g.index: a keyframe needs it"
+    uneven = {**kf["p"], "dev": kf["p"]["dev"][:6]}
+    assert _reason(bad(kf, p=uneven)).startswith("invalid: p.")
+    long = {k: v * 9 for k, v in kf["g"].items()}
+    assert _reason(bad(kf, g=long)).startswith("invalid: g.")  # 72 rows > 64
+    huge = {**delta["g"], "ecc.dbe_vol": [2**64] * 8}
+    assert _reason(bad(delta, g=huge), r).startswith("invalid: gpus.0.ecc.dbe_vol: Input should")
+    assert _reason(bad(delta, g={"util_pct": ["high"] * 8}), r).startswith(
+        "invalid: g.util_pct.0: Expected `float | null`")
+    assert _reason(b'{"v":2,') == "not_json: payload is not valid JSON"
+    assert _reason(b'{"v":2,' + b" " * 70_000 + b"}").startswith("oversize")
+    assert r.holds("gpu0001") == held  # nothing kept from a refused message
+
+
+# --- the console's ingest ----------------------------------------------------------------------
+
+
+def test_ingest_merges_v2_and_reads_v1_beside_it() -> None:
+    v2, v1 = FakeNode("gpu0001"), FakeNode("gpu0002")
+    v1.agent.encoder = wire2.TelemetryEncoder(wire=1)
+    ingest = Ingest(v2.cluster)
+    for _ in range(15):
+        for node in (v2, v1):
+            tel = node.telemetry()
+            ingest.handle(node.topic(Kind.TELEMETRY), node.agent.encoder.encode(tel, node.now),
+                          node.now)
+            batch = ingest.take_batch()
+            assert batch.telemetry[node.node_id][1] == tel
+    assert ingest.malformed.total == 0 and ingest.keyframe_missing == 0
+
+
+def test_ingest_asks_for_a_missing_keyframe_at_most_every_few_seconds() -> None:
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    node.agent.telemetry_payload()  # the keyframe this console never saw
+    for _ in range(int(KEYFRAME_ASK_EVERY_S) + 2):
+        node.now += 1.0
+        ingest.handle(node.topic(Kind.TELEMETRY), node.agent.telemetry_payload(), node.now)
+        asked = ingest.keyframe_wanted.pop(node.node_id, None)
+        if asked:
+            assert asked.startswith("no keyframe 1 of session")
+            node.agent.encoder.request_keyframe()  # what op keyframe does
+    assert ingest.keyframe_missing == 1  # the one after the ask was a keyframe
+    assert ingest.take_batch().telemetry[node.node_id][1].seq == int(KEYFRAME_ASK_EVERY_S) + 3
+    assert ingest.malformed.total == 0
+
+
+def test_ingest_counts_malformed_v2_by_reason_and_topic_and_keeps_nothing() -> None:
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    topic = node.topic(Kind.TELEMETRY)
+    ingest.handle(topic, node.agent.telemetry_payload(), node.now)
+    good = ingest.take_batch().telemetry[node.node_id][1]
+    delta = json.loads(node.agent.telemetry_payload())
+    delta["g"]["util_pct"] = delta["g"].get("util_pct", [1.0] * 8)[:3]
+    ingest.handle(topic, json.dumps(delta).encode(), node.now)
+    ingest.handle(topic, json.dumps({**delta, "node": "gpu0002"}).encode(), node.now)
+    ingest.handle(topic, json.dumps({**delta, "kf": delta["seq"] + 5}).encode(), node.now)
+    assert dict(ingest.malformed.by_reason) == {"invalid": 2, "mismatch": 1}
+    assert dict(ingest.malformed.by_topic) == {topic: 3}
+    assert not ingest.take_batch().telemetry
+    assert ingest.reassembler.holds(node.node_id) == (good.bdSeq, good.seq)
+
+
+def test_merge_is_cheap_structs() -> None:
+    (_, first), (tel, payload) = stream(2)
+    r = wire2.Reassembler()
+    keyframe = r.apply(wire2.decode(first), first)
+    merged = r.apply(wire2.decode(payload), payload)
+    assert keyframe is not None and merged is not None
+    assert all(type(g) is fast.GpuSample for g in merged.gpus)
+    # Nested Structs that did not change are the keyframe's own objects, not copies.
+    assert merged.gpus[0].row_remap is keyframe.gpus[0].row_remap
+    assert merged.ib_ports[0].dev is keyframe.ib_ports[0].dev
+    assert msgspec.json.encode(merged) == msgspec.json.encode(tel)
+
+
+def test_nested_columns_that_move_come_back_exactly() -> None:
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(3600)
+    r = wire2.Reassembler()
+    for k in range(6):
+        tel = node.telemetry()
+        gpus = list(tel.gpus)
+        if k >= 2:  # GPU 3 logs double-bit errors, then a remap is pending
+            g = gpus[3]
+            gpus[3] = replace(g, ecc=replace(g.ecc, dbe_vol=k), row_remap=replace(
+                g.row_remap, pending=k >= 4), xids=[fast.XidSeen(48, tel.ts - 10)])
+        tel = replace(tel, gpus=gpus)
+        payload = enc.encode(tel, node.now)
+        if k >= 2:
+            assert b'"ecc.dbe_vol"' in payload
+        assert r.apply(wire2.decode(payload), payload) == tel
+    assert enc.keyframes == 1
