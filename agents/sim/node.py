@@ -313,9 +313,16 @@ class PortState:
     last_loss_t: float | None = None
     """Sim time of the last link_downed increment (the scheduler's 1 h health window)."""
 
+    delta: dict[str, int] = field(default_factory=dict)
+    """What the counters moved by during the sample being built (the sample's ``d``)."""
+
     def bump(self, name: str, n: int) -> None:
         if n > 0:
-            self.errors[name] = min(COUNTER_MAX[name], self.errors[name] + n)
+            old = self.errors[name]
+            new = min(COUNTER_MAX[name], old + n)
+            if new != old:
+                self.errors[name] = new
+                self.delta[name] = self.delta.get(name, 0) + new - old
 
     def link_at(self, t: float) -> tuple[int, int]:
         if self.hard_down is not None:
@@ -436,9 +443,19 @@ class SimNode:
         return self.binding is not None
 
     def on_drain(self, state: DrainState, mode: DrainMode) -> None:
-        self.drain_state = state
         if self.world is not None:
-            self.world.scheduler.on_drain(self, state, mode)
+            # The world decides when: at once in one process, at a tick every process of a
+            # spread fleet agrees on under ``sim --procs`` (agents/fleet.py).
+            self.world.node_drain(self, state, mode)
+        else:
+            self.drain_state = state
+
+    def needs_shadow(self) -> bool:
+        """Whether reading this node changes what the scheduler sees (a thermal throttle, a
+        flapping port's lost carrier): a process of a spread fleet that does not own the node
+        reads it anyway while this holds, so its copy of the scheduler keeps up."""
+        return (any(g.cooling_fault_c is not None or g.throttling for g in self.gpus)
+                or any(p.flap is not None for p in self.ports))
 
     # --- health as the simulated scheduler sees it ----------------------------------------
 
@@ -820,7 +837,10 @@ class SimNode:
     def _port(self, p: PortState, t: float, t0: float, dt: float, job_bytes: float,
               comm_frac: float, wall_ms: int) -> IbPortSample:
         r = self.rng.random
-        before = dict(p.errors)
+        # Only moves made while this sample is built count in its ``d`` (as a diff of the
+        # counters before and after would); recording them in bump() spares a copy and a
+        # comparison of eleven counters per port per second.
+        p.delta = {}
         if p.flap is not None:
             for when, up in p.flap.transitions(t0, t):
                 ms = wall_ms - int((t - when) * 1000)
@@ -858,7 +878,7 @@ class SimNode:
                 p.bump("link_error_recovery", 1)
         elif phys == 5 and r() < SYMBOL_PER_S * dt:
             p.bump("symbol_error", 1)
-        d = {k: v - before[k] for k, v in p.errors.items() if v != before[k]}
+        d = p.delta
         rate = NDR_RATE_GBPS if phys == 5 else DOWN_RATE_GBPS
         return _port_sample(
             dev=p.dev,
