@@ -1,0 +1,273 @@
+"""msgspec mirrors of the telemetry models: the hot path's types (docs/protocol.md).
+
+The pydantic models in :mod:`fleetdeck.protocol.messages` stay the single source of truth (they
+print ``fleetdeck schema``); these Structs repeat them field for field, with the same names,
+defaults and bounds, so telemetry decodes without a Python object per field. A property test
+(tests/protocol_fast/) proves both accept and reject the same payloads.
+
+Where msgspec differs from pydantic:
+
+* msgspec's ``Meta(le=...)`` stops at int64, so the upper bound of a u64 is checked after
+  decoding (:func:`u64_overflow`, run only when the payload holds 20 digits in a row);
+* ``$`` is written ``\\Z`` here because Python's ``$`` also matches before a trailing newline,
+  which pydantic (Rust regex) does not;
+* ``omit_defaults``: encoding leaves out what equals the default (pydantic's ``exclude_none``
+  and more), which decodes back to the same values. :func:`to_dict` gives every field.
+
+Structs are ``frozen`` (samples are shared between the ingest batch, the fleet state and
+history) and ``gc=False`` (they hold no reference cycles, so the cyclic GC need not track them).
+"""
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from fleetdeck.protocol.ids import MAX_ID_LEN
+from fleetdeck.protocol.messages import XIDS_MAX, XIDS_WINDOW_S
+
+U64_MAX = 2**64 - 1
+
+U64 = Annotated[int, msgspec.Meta(ge=0)]
+"""Upper bound 2**64-1 checked by :func:`u64_overflow` (see the module docstring)."""
+U32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
+TsMs = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+Pct = Annotated[float, msgspec.Meta(ge=0, le=100)]
+NonNeg = Annotated[float, msgspec.Meta(ge=0, le=1e15)]
+Celsius = Annotated[float, msgspec.Meta(ge=-50, le=250)]
+Id = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z", max_length=MAX_ID_LEN)]
+ShortText = Annotated[str, msgspec.Meta(max_length=256)]
+Text = Annotated[str, msgspec.Meta(max_length=2048)]
+GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=63)]
+Watts = Annotated[float, msgspec.Meta(ge=0, le=5000)]
+SmMhz = Annotated[float, msgspec.Meta(ge=0, le=10000)]
+MemMhz = Annotated[float, msgspec.Meta(ge=0, le=20000)]
+Links = Annotated[int, msgspec.Meta(ge=0, le=64)]
+PortNum = Annotated[int, msgspec.Meta(ge=1, le=255)]
+PortStateId = Annotated[int, msgspec.Meta(ge=0, le=15)]
+Interval = Annotated[float, msgspec.Meta(gt=0, le=3600)]
+
+
+class _Struct(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=True):
+    """Unknown fields are ignored (msgspec's default), values are strict (no coercion)."""
+
+
+class Ecc(_Struct, frozen=True):
+    sbe_vol: U64 | None = None
+    dbe_vol: U64 | None = None
+    sbe_agg: U64 | None = None
+    dbe_agg: U64 | None = None
+    sram_unc_agg: U64 | None = None
+    sram_corr_agg: U64 | None = None
+
+
+class RowRemap(_Struct, frozen=True):
+    correctable: U32 | None = None
+    uncorrectable: U32 | None = None
+    pending: bool | None = None
+    failure: bool | None = None
+
+
+class NvLink(_Struct, frozen=True):
+    links_up: Links | None = None
+    links_total: Links | None = None
+    crc_flit: U64 | None = None
+    crc_data: U64 | None = None
+    replay: U64 | None = None
+    recovery: U64 | None = None
+
+
+class XidSeen(_Struct, frozen=True):
+    code: U32
+    ts: TsMs
+
+
+def recent_xids(seen: dict[int, int], now_ms: int,
+                window_s: float = XIDS_WINDOW_S) -> list[XidSeen]:
+    """As :func:`fleetdeck.protocol.messages.recent_xids`, building fast Structs."""
+    horizon = now_ms - int(window_s * 1000)
+    for code in [c for c, ts in seen.items() if ts < horizon]:
+        del seen[code]
+    ordered = sorted(seen.items(), key=lambda item: (item[1], item[0]))[-XIDS_MAX:]
+    return [XidSeen(code=code, ts=ts) for code, ts in ordered]
+
+
+_ECC0 = Ecc()
+_REMAP0 = RowRemap()
+_NVLINK0 = NvLink()
+
+
+class GpuSample(_Struct, frozen=True):
+    index: GpuIndex
+    present: bool = True
+    util_pct: Pct | None = None
+    mem_util_pct: Pct | None = None
+    fb_used_mib: U32 | None = None
+    fb_total_mib: U32 | None = None
+    temp_c: Celsius | None = None
+    mem_temp_c: Celsius | None = None
+    power_w: Watts | None = None
+    power_limit_w: Watts | None = None
+    energy_j: NonNeg | None = None
+    sm_clock_mhz: SmMhz | None = None
+    mem_clock_mhz: MemMhz | None = None
+    sm_clock_max_mhz: SmMhz | None = None
+    clock_event_reasons: U64 | None = None
+    thermal_violation_ns: U64 | None = None
+    power_violation_ns: U64 | None = None
+    pstate: Annotated[str, msgspec.Meta(max_length=4)] | None = None
+    pcie_gen: Annotated[int, msgspec.Meta(ge=0, le=16)] | None = None
+    pcie_width: Annotated[int, msgspec.Meta(ge=0, le=32)] | None = None
+    pcie_replay_total: U64 | None = None
+    # Shared frozen defaults: decoding a GPU without ecc allocates nothing for it.
+    ecc: Ecc = _ECC0
+    row_remap: RowRemap = _REMAP0
+    nvlink: NvLink = _NVLINK0
+    xid_last: U32 | None = None
+    xid_last_ts: TsMs | None = None
+    xids: Annotated[list[XidSeen], msgspec.Meta(max_length=XIDS_MAX)] = []
+
+
+class IbPortSample(_Struct, frozen=True):
+    dev: Id
+    port: PortNum = 1
+    state: ShortText | None = None
+    state_id: PortStateId | None = None
+    phys_state: ShortText | None = None
+    phys_state_id: PortStateId | None = None
+    rate_gbps: NonNeg | None = None
+    width: ShortText | None = None
+    lid: U32 | None = None
+    sm_lid: U32 | None = None
+    xmit_bytes_total: U64 | None = None
+    rcv_bytes_total: U64 | None = None
+    xmit_Bps: NonNeg | None = None
+    rcv_Bps: NonNeg | None = None
+    xmit_pkts_total: U64 | None = None
+    rcv_pkts_total: U64 | None = None
+    symbol_error: U64 | None = None
+    link_error_recovery: U64 | None = None
+    link_downed: U64 | None = None
+    rcv_errors: U64 | None = None
+    rcv_remote_phys_errors: U64 | None = None
+    xmit_discards: U64 | None = None
+    local_link_integrity_errors: U64 | None = None
+    excessive_buffer_overrun_errors: U64 | None = None
+    xmit_wait: U64 | None = None
+    rnr_nak_retry_err: U64 | None = None
+    local_ack_timeout_err: U64 | None = None
+    carrier_losses_24h: U32 | None = None
+    d: Annotated[dict[Annotated[str, msgspec.Meta(max_length=64)], int],
+                 msgspec.Meta(max_length=32)] = {}
+
+
+class AgentInfo(_Struct, frozen=True):
+    version: ShortText = ""
+    mode: ShortText = "sim"
+    pid: U32 | None = None
+    started_ts: TsMs | None = None
+    collect_ms: NonNeg | None = None
+    errors: Annotated[list[Text], msgspec.Meta(max_length=32)] = []
+    event_seq: U64 | None = None
+
+
+class JobOnNode(_Struct, frozen=True):
+    id: Id
+    ranks_on_node: Links = 8
+    step_time_ms: NonNeg | None = None
+
+
+class HostSample(_Struct, frozen=True):
+    cpu_util_pct: Pct | None = None
+    mem_used_pct: Pct | None = None
+    uptime_s: NonNeg | None = None
+
+
+_AGENT0 = AgentInfo()
+_HOST0 = HostSample()
+
+
+class Telemetry(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """v1 telemetry. Not ``omit_defaults``: ``v`` is always written (v1 and v2 share a topic
+    and are told apart by it)."""
+
+    v: Literal[1] = 1
+    node: Id
+    seq: U64
+    bdSeq: U64
+    ts: TsMs
+    interval_s: Interval = 1.0
+    agent: AgentInfo = _AGENT0
+    job: JobOnNode | None = None
+    host: HostSample = _HOST0
+    gpus: Annotated[list[GpuSample], msgspec.Meta(max_length=64)] = []
+    ib_ports: Annotated[list[IbPortSample], msgspec.Meta(max_length=64)] = []
+
+
+def _u64_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
+    hints = msgspec.structs.fields(cls)
+    return tuple(f.name for f in hints
+                 if f.type in (U64, U64 | None))
+
+
+_ECC_U64 = _u64_fields(Ecc)
+_NVLINK_U64 = _u64_fields(NvLink)
+_GPU_U64 = _u64_fields(GpuSample)
+_PORT_U64 = _u64_fields(IbPortSample)
+_AGENT_U64 = _u64_fields(AgentInfo)
+_TEL_U64 = _u64_fields(Telemetry)
+
+
+def _over(obj: object, names: tuple[str, ...]) -> str | None:
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and value > U64_MAX:
+            return name
+    return None
+
+
+def u64_overflow(tel: Telemetry) -> str | None:
+    """The location (``gpus.3.ecc.dbe_vol``) of the first u64 field above 2**64-1, or None.
+
+    Runs only when the payload holds a run of 20 digits (:func:`may_hold_big_int`): a number
+    below 2**64 has at most 20 digits, and most payloads hold no such run at all.
+    """
+    if (name := _over(tel, _TEL_U64)) is not None:
+        return name
+    if (name := _over(tel.agent, _AGENT_U64)) is not None:
+        return f"agent.{name}"
+    for i, gpu in enumerate(tel.gpus):
+        if (name := _over(gpu, _GPU_U64)) is not None:
+            return f"gpus.{i}.{name}"
+        if (name := _over(gpu.ecc, _ECC_U64)) is not None:
+            return f"gpus.{i}.ecc.{name}"
+        if (name := _over(gpu.nvlink, _NVLINK_U64)) is not None:
+            return f"gpus.{i}.nvlink.{name}"
+    for i, port in enumerate(tel.ib_ports):
+        if (name := _over(port, _PORT_U64)) is not None:
+            return f"ib_ports.{i}.{name}"
+    return None
+
+
+_DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_RUN20 = b"0" * 20
+
+
+def may_hold_big_int(payload: bytes) -> bool:
+    """Whether ``payload`` has 20 digits in a row (any integer above 2**64-1 does)."""
+    return _RUN20 in payload.translate(_DIGITS)
+
+
+def to_dict(obj: msgspec.Struct) -> dict[str, object]:
+    """Every field, nested Structs as dicts (like pydantic's ``model_dump``): ``to_builtins``
+    would drop the defaults (``omit_defaults``)."""
+    return {f: _plain(getattr(obj, f)) for f in obj.__struct_fields__}
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, msgspec.Struct):
+        return to_dict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
