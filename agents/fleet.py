@@ -233,6 +233,8 @@ class Fleet:
         self._inputs: list[tuple[int, int, dict[str, Any]]] = []
         """Spread fleet: (tick, seq, input) to apply before that world step."""
         self._input_seq = 0
+        self.bad_inputs = 0
+        """Control inputs refused as malformed (each logged with its topic)."""
         if self.spread:
             self.world.relay = self._relay_drain
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -419,6 +421,7 @@ class Fleet:
             else:
                 raise ValueError("only drains go to the lead process")
         except ValueError as err:
+            self.bad_inputs += 1
             log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
 
     def _send_ack(self, ack: Ack) -> None:

@@ -2,11 +2,12 @@
 :class:`~agents.agent.NodeAgent` uses (connect with a Last Will, subscribe, publish QoS 0/1,
 iterate messages, disconnect), so thousands of simulated agents fit in one process.
 
-Why not aiomqtt here: measured on this machine with 1,024 sessions publishing 10.8 KB at 1 Hz
-(docs/performance.md, "Simulator"), aiomqtt/paho cost ~366 µs of CPU per node-second (a
-thread-pool connect, an asyncio Event and ``wait_for`` per QoS 0 publish, a misc-loop task per
-client) and gmqtt ~95 µs (asyncio-native; a QoS 0 publish is one transport write). Each node
-keeps its own connection, client id and Last Will, so the broker still announces a node's death.
+Why not aiomqtt here: measured on this machine with 1,024 simulated nodes and the sample model
+stubbed out, aiomqtt/paho cost ~366 µs of CPU per node-second (a thread-pool connect, an asyncio
+Event and ``wait_for`` per QoS 0 publish, a misc-loop task per client), gmqtt ~134 µs
+(asyncio-native; a QoS 0 publish is one transport write); ``bench/sim_capacity.py --mqtt
+aiomqtt|gmqtt`` compares them with the model on. Each node keeps its own connection, client id
+and Last Will, so the broker still announces a node's death.
 
 Semantics kept from aiomqtt, because NodeAgent relies on them:
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from fleetdeck.agents.source import EventDraft, Inventory, Reading
+from fleetdeck.protocol import fast
 from fleetdeck.protocol.messages import (
     XIDS_MAX,
     XIDS_WINDOW_S,
@@ -204,14 +205,35 @@ def comm_amount(p: float, c: float) -> float:
     return whole * c + max(0.0, (p - whole) - (1.0 - c))
 
 
-_gpu_sample = trusted(GpuSample)
-_port_sample = trusted(IbPortSample)
-_ecc = trusted(Ecc)
-_remap = trusted(RowRemap)
-_nvlink = trusted(NvLink)
-_host = trusted(HostSample)
-_job = trusted(JobOnNode)
-_xid_seen = trusted(XidSeen)
+def agent_sends_structs() -> bool:
+    """Whether the node agent builds its telemetry from msgspec Structs (protocol/fast.py,
+    issue 12) rather than the pydantic models: the samples must be of the kind it encodes."""
+    from fleetdeck.agents import agent
+
+    return (getattr(agent, "Telemetry", None) is fast.Telemetry
+            or getattr(agent, "fast", None) is fast)
+
+
+SAMPLE_STRUCTS = agent_sends_structs()
+"""Samples are msgspec Structs (~0.5 µs each, gc=False) where the agent encodes Structs, else
+pydantic models made without validation (:func:`trusted`)."""
+
+_gpu_sample: Callable[..., Any]
+_port_sample: Callable[..., Any]
+_ecc: Callable[..., Any]
+_remap: Callable[..., Any]
+_nvlink: Callable[..., Any]
+_host: Callable[..., Any]
+_job: Callable[..., Any]
+_xid_seen: Callable[..., Any]
+if SAMPLE_STRUCTS:
+    _gpu_sample, _port_sample = fast.GpuSample, fast.IbPortSample
+    _ecc, _remap, _nvlink = fast.Ecc, fast.RowRemap, fast.NvLink
+    _host, _job, _xid_seen = fast.HostSample, fast.JobOnNode, fast.XidSeen
+else:
+    _gpu_sample, _port_sample = trusted(GpuSample), trusted(IbPortSample)
+    _ecc, _remap, _nvlink = trusted(Ecc), trusted(RowRemap), trusted(NvLink)
+    _host, _job, _xid_seen = trusted(HostSample), trusted(JobOnNode), trusted(XidSeen)
 
 
 @dataclass
@@ -748,7 +770,7 @@ class SimNode:
         return Reading(gpus=gpus, ib_ports=ports, host=host, job=on_node)
 
     def _gpu(self, g: GpuState, activity: int, dt: float, fb_mib: int,
-             xids: list[XidSeen]) -> GpuSample:
+             xids: list[XidSeen]) -> Any:  # GpuSample of either kind (SAMPLE_STRUCTS)
         rnd = self.rng.random
         if activity == 0:
             util, mem_util, nominal = 0.0, 0.0, 68.0 + 6 * rnd()
@@ -835,7 +857,7 @@ class SimNode:
         )
 
     def _port(self, p: PortState, t: float, t0: float, dt: float, job_bytes: float,
-              comm_frac: float, wall_ms: int) -> IbPortSample:
+              comm_frac: float, wall_ms: int) -> Any:  # IbPortSample of either kind
         r = self.rng.random
         # Only moves made while this sample is built count in its ``d`` (as a diff of the
         # counters before and after would); recording them in bump() spares a copy and a
@@ -897,17 +919,9 @@ class SimNode:
             rcv_Bps=round(rw * WORD / dt, 0),
             xmit_pkts_total=p.xmit_pkts,
             rcv_pkts_total=p.rcv_pkts,
-            symbol_error=p.errors["symbol_error"],
-            link_error_recovery=p.errors["link_error_recovery"],
-            link_downed=p.errors["link_downed"],
-            rcv_errors=p.errors["rcv_errors"],
-            rcv_remote_phys_errors=p.errors["rcv_remote_phys_errors"],
-            xmit_discards=p.errors["xmit_discards"],
-            local_link_integrity_errors=p.errors["local_link_integrity_errors"],
-            excessive_buffer_overrun_errors=p.errors["excessive_buffer_overrun_errors"],
-            xmit_wait=p.errors["xmit_wait"],
-            rnr_nak_retry_err=p.errors["rnr_nak_retry_err"],
-            local_ack_timeout_err=p.errors["local_ack_timeout_err"],
+            # The counter names are the sample's field names (COUNTER_MAX): one unpacking, not
+            # eleven lookups, on a path taken 8 x 4,096 times a second.
+            **p.errors,
             carrier_losses_24h=len(p.carrier_losses),
             d=d,
         )
