@@ -15,6 +15,19 @@ drops without a DISCONNECT. We shut the agent's TCP socket down under paho (``sh
 FIN, the broker sees a lost connection and publishes the will at once), wait for paho to notice,
 then cancel the agent's task; aiomqtt then skips its clean DISCONNECT because the connection is
 already gone. The node's ranks keep running: only its MQTT presence died.
+
+A fleet spread over processes (``fleetdeck sim --procs N``, :class:`FleetOptions` ``shard`` and
+``shards``): every process steps the *whole* world (same seed, scenario and epoch, ticks on the
+same wall-clock grid), but runs agents, one MQTT session and Last Will each, only for its own
+block of nodes. What is not a function of sim time reaches every copy of the world at one agreed
+tick, so the copies stay one simulated cluster with one scheduler: the lead process (shard 0)
+alone owns the scheduler's MQTT side (job statuses, ``sched/cmd``, acks, injections) and turns
+every injection, scheduler command and node drain into an input stamped "apply before tick T"
+(T = its tick + ``CTL_LAG_TICKS``) on ``…/sim/ctl``; the other processes send their nodes'
+drains to it on ``…/sim/ctl/up``. A node a process does not own is still read (and the sample
+thrown away) while reading it changes what the scheduler sees (:meth:`SimNode.needs_shadow`).
+What differs from one process: an injection or ``restart_job`` takes effect ``CTL_LAG_TICKS``
+ticks later, and a "drain now" reports DRAINING for those ticks before DRAINED.
 """
 
 import asyncio
@@ -27,12 +40,13 @@ import socket
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import aiomqtt
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.guard import CommandGuard
+from fleetdeck.agents.sim.mqtt import GmqttSession
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.scenario import Scenario
 from fleetdeck.agents.sim.spec import SpecError, parse_action
@@ -41,7 +55,7 @@ from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Ack, AckResult, Command
+from fleetdeck.protocol.messages import Ack, AckResult, Command, DrainMode, DrainState
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
 
 log = logging.getLogger("fleetdeck.sim")
@@ -50,6 +64,9 @@ STOP_GRACE_S = 10.0
 """How long agents get to say offline and disconnect on a clean stop."""
 KILL_GRACE_S = 1.0
 """How long to wait for paho to see its socket die before cancelling the agent task."""
+CTL_LAG_TICKS = 2
+"""Ticks between the lead process stamping an input and every process applying it: room for
+the broker to carry it to the others before their tick comes (two seconds at 1 Hz)."""
 
 
 def inject_topic(cluster: str) -> str:
@@ -59,6 +76,21 @@ def inject_topic(cluster: str) -> str:
 
 def inject_ack_topic(cluster: str) -> str:
     return f"{ROOT}/{cluster}/sim/inject/ack"
+
+
+def ctl_topic(cluster: str) -> str:
+    """Inputs the lead process of a spread fleet stamps for every process (simulator only)."""
+    return f"{ROOT}/{cluster}/sim/ctl"
+
+
+def ctl_up_topic(cluster: str) -> str:
+    """Drains the other processes of a spread fleet hand to the lead process."""
+    return f"{ROOT}/{cluster}/sim/ctl/up"
+
+
+def shard_of(index: int, nodes: int, shards: int) -> int:
+    """The process of a spread fleet that runs node ``index``'s agent: contiguous blocks."""
+    return index * shards // nodes
 
 
 @dataclass
@@ -80,10 +112,22 @@ class FleetOptions:
     command_key: bytes | None = None
     """Like ``fleetdeck agent --command-key``: every simulated agent and the simulated scheduler
     obey only commands signed with this key, and reject the rest with an ack that says why."""
+    shard: int = 0
+    shards: int = 1
+    """``sim --procs N``: this process runs the agents of block ``shard`` of ``shards``."""
+    epoch_ms: int | None = None
+    """Wall time of sim t=0 (default: now); every process of a spread fleet gets the same."""
+    mqtt_lib: str = "gmqtt"
+    """Each simulated agent's MQTT client: gmqtt (agents/sim/mqtt.py) or NodeAgent's aiomqtt."""
+    agent_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra NodeAgent keywords for every simulated agent (``sim --wire`` once NodeAgent takes
+    ``wire``)."""
 
 
 class SimAgent(NodeAgent):
-    """A NodeAgent that remembers its live MQTT client, so the fleet can cut it off abruptly.
+    """A NodeAgent on a cheap per-node MQTT session (agents/sim/mqtt.py, gmqtt; ``mqtt_lib=
+    "aiomqtt"`` keeps NodeAgent's own client, for side-by-side measurements) that remembers its
+    live session, so the fleet can cut it off abruptly.
 
     A killed agent's session task is cancelled while NodeAgent._session waits on its telemetry
     and command loops, so nobody looks at how those loops ended: both fail on the dead socket
@@ -92,14 +136,28 @@ class SimAgent(NodeAgent):
     would, and a session that ends any way at all takes its loops with it.
     """
 
-    client: aiomqtt.Client | None = None
+    client: aiomqtt.Client | GmqttSession | None = None
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mqtt_lib: str = "gmqtt", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.mqtt_lib = mqtt_lib
         self._loops: set[asyncio.Task[Any]] = set()
         self._loop_error: aiomqtt.MqttError | None = None
 
+    def _gmqtt_session(self) -> GmqttSession:
+        # The same identity and Last Will NodeAgent.run gave the aiomqtt client it made for
+        # this session (bdSeq already advanced): the offline status of this session.
+        will = aiomqtt.Will(self._topic[Kind.STATUS], codec.encode(self.status(online=False)),
+                            qos=1, retain=True)
+        return GmqttSession(self.url, f"fd-{self.cluster}-{self.node_id}", will=will,
+                            keepalive=self.keepalive)
+
     async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+        if self.mqtt_lib == "gmqtt":
+            # NodeAgent.run made an aiomqtt client (never connected, so it costs no socket);
+            # this session replaces it. The cast: GmqttSession has the aiomqtt.Client methods
+            # NodeAgent calls (agents/sim/mqtt.py).
+            client = cast(aiomqtt.Client, self._gmqtt_session())
         self.client = client
         self._loop_error = None
         try:
@@ -149,19 +207,36 @@ class Fleet:
         hang = opts.hang_timeout_s
         if hang is None and sc is not None:
             hang = sc.hang_timeout_s
+        if not 0 <= opts.shard < opts.shards <= opts.nodes:
+            raise ValueError(f"shard {opts.shard} of {opts.shards} for {opts.nodes} nodes")
         world_opts = WorldOptions(
             nodes=opts.nodes, prefix=opts.prefix, seed=opts.seed, interval_s=opts.interval_s,
-            topology=opts.topology, background_jobs=opts.jobs,
+            topology=opts.topology, background_jobs=opts.jobs, epoch_ms=opts.epoch_ms,
         )
         if hang is not None:
             world_opts.hang_timeout_s = hang
         self.world = SimWorld(world_opts, sc.actions if sc is not None else ())
         self.gate = asyncio.Semaphore(max(1, opts.connect_concurrency))
         self.nodes: dict[str, SimNode] = self.world.by_name
+        self.lead = opts.shard == 0
+        """Runs the scheduler's MQTT side (always, in a fleet of one process)."""
+        self.spread = opts.shards > 1
+        mine = [n for n in self.world.nodes
+                if shard_of(n.index, opts.nodes, opts.shards) == opts.shard]
+        self.others = [n for n in self.world.nodes
+                       if shard_of(n.index, opts.nodes, opts.shards) != opts.shard]
+        """Nodes whose agents run in other processes of a spread fleet."""
         # One state per node that outlives its agents: what --state-dir is to a real agent, so
         # a restarted simulated agent keeps its drain and its executed command ids.
-        self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in self.world.nodes}
-        self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in self.world.nodes}
+        self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in mine}
+        self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in mine}
+        self._inputs: list[tuple[int, int, dict[str, Any]]] = []
+        """Spread fleet: (tick, seq, input) to apply before that world step."""
+        self._input_seq = 0
+        self.bad_inputs = 0
+        """Control inputs refused as malformed (each logged with its topic)."""
+        if self.spread:
+            self.world.relay = self._relay_drain
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._outbox: asyncio.Queue[tuple[str, bytes, bool]] = asyncio.Queue()
         self.sched_guard = CommandGuard("sched", opts.command_key,
@@ -178,7 +253,8 @@ class Fleet:
             interval_s=self.opts.interval_s, keepalive=self.opts.keepalive,
             connect_gate=self.gate, connect_spacing_s=self.opts.connect_spacing_s,
             phase_s=node.offset_s, command_key=self.opts.command_key,
-            state=self.states[node.node_id],
+            state=self.states[node.node_id], mqtt_lib=self.opts.mqtt_lib,
+            **self.opts.agent_kwargs,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -202,9 +278,17 @@ class Fleet:
             for task in stuck:
                 task.cancel()
             _, stuck = await asyncio.wait(stuck, timeout=2.0)
-        for task in (ticker, sched):
-            task.cancel()
-        await asyncio.gather(ticker, sched, *self._kills, return_exceptions=True)
+        # The scheduler loop watches ``stop`` too, but on 3.11 a cancelled publish can swallow
+        # its cancellation (see above): cancel again, bounded, rather than hang the exit.
+        rest = {ticker, sched, *self._kills}
+        for _ in range(5):
+            for task in rest:
+                task.cancel()
+            _, rest = await asyncio.wait(rest, timeout=1.0)
+            if not rest:
+                break
+        else:
+            log.warning("%d simulator tasks did not stop; leaving them", len(rest))
 
     async def wait_connected(self, timeout: float) -> None:
         await asyncio.wait_for(
@@ -214,12 +298,15 @@ class Fleet:
 
     async def _tick_loop(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        # A spread fleet ticks on the wall clock from the shared epoch, so every process takes
+        # step k at the same moment; one process keeps the monotonic clock.
+        clock = time.time if self.spread else loop.time
+        start = self.world.epoch_ms / 1000 if self.spread else loop.time()
         k = 0
         while not stop.is_set():
             self.tick()
             k += 1
-            delay = start + k * self.opts.interval_s - loop.time()
+            delay = start + k * self.opts.interval_s - clock()
             if delay < -self.opts.interval_s:
                 # Starved for more than a tick: keep sim time honest rather than racing.
                 log.warning("sim tick %d ran %.1f s late", k, -delay)
@@ -229,13 +316,21 @@ class Fleet:
     def tick(self) -> None:
         """One world step, then hand its effects to MQTT (outbox) and to the agents."""
         world = self.world
+        if self._inputs:
+            self._apply_inputs()
         world.step()
-        for st in world.scheduler.updates(world.t):
-            self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
-                                     codec.encode(st), True))
-        for ack in world.scheduler.take_acks():
-            self._send_ack(ack)
+        for node in self.others:
+            if node.needs_shadow():
+                node.read(0.0)
+                node.take_events()
+        if self.lead:
+            for st in world.scheduler.updates(world.t):
+                self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
+                                         codec.encode(st), True))
+        self._take_acks()
         for op in world.take_agent_ops():
+            if op.node not in self.agents and op.node not in self.states:
+                continue  # its agent lives in another process of the fleet
             if op.op == "kill":
                 task = asyncio.get_running_loop().create_task(self.kill_agent(op.node),
                                                               name=f"kill-{op.node}")
@@ -249,6 +344,86 @@ class Fleet:
         if not task.cancelled() and task.exception() is not None:
             log.warning("killing an agent failed: %s", task.exception())
 
+    def _take_acks(self) -> None:
+        acks = self.world.scheduler.take_acks()
+        if self.lead:  # the other copies of the scheduler keep quiet
+            for ack in acks:
+                self._send_ack(ack)
+
+    # --- inputs of a spread fleet -------------------------------------------------------------
+
+    def _stamp(self, entry: dict[str, Any]) -> None:
+        """Lead process: schedule an input for every copy of the world, this one included."""
+        self._input_seq += 1
+        stamped = {"tick": self.world.ticks + CTL_LAG_TICKS, "seq": self._input_seq, **entry}
+        self._add_input(stamped)
+        self._outbox.put_nowait((ctl_topic(self.opts.cluster), json.dumps(stamped).encode(),
+                                 False))
+
+    def _add_input(self, stamped: dict[str, Any]) -> None:
+        self._inputs.append((int(stamped["tick"]), int(stamped["seq"]), stamped))
+        self._inputs.sort(key=lambda x: (x[0], x[1]))
+
+    def _relay_drain(self, node_id: str, state: DrainState, mode: DrainMode) -> None:
+        entry = {"k": "drain", "node": node_id, "state": state.value, "mode": mode.value}
+        if self.lead:
+            self._stamp(entry)
+        else:
+            self._outbox.put_nowait((ctl_up_topic(self.opts.cluster), json.dumps(entry).encode(),
+                                     False))
+
+    def _apply_inputs(self) -> None:
+        world = self.world
+        while self._inputs and self._inputs[0][0] <= world.ticks:
+            tick, _, entry = self._inputs.pop(0)
+            if tick < world.ticks:
+                log.warning("input %s arrived %d tick(s) late: this process's copy of the "
+                            "cluster may differ from the others", entry.get("k"),
+                            world.ticks - tick)
+            try:
+                self._apply_input(entry)
+            except (SpecError, codec.DecodeError, KeyError, ValueError, TypeError) as err:
+                log.warning("input %s not applied: %s", entry.get("k"), err)
+
+    def _apply_input(self, entry: dict[str, Any]) -> None:
+        kind = entry["k"]
+        world = self.world
+        if kind == "inject":
+            world.inject(parse_action(dict(entry["action"]), default_at=world.t))
+        elif kind == "cmd":
+            cmd = codec.decode(Command, str(entry["cmd"]).encode())
+            world.scheduler.command(cmd, int(entry["now_ms"]))
+            self._take_acks()
+        elif kind == "drain":
+            world.apply_drain(str(entry["node"]), DrainState(entry["state"]),
+                              DrainMode(entry["mode"]))
+        else:
+            raise ValueError(f"unknown input kind {kind!r}")
+
+    def _on_ctl(self, topic: str, payload: bytes) -> None:
+        """An input from the network (the lead's stamps, or a drain for the lead): checked
+        before it touches the world; anything else is logged with its topic and dropped."""
+        try:
+            raw: Any = json.loads(payload)
+            if not isinstance(raw, dict) or raw.get("k") not in ("inject", "cmd", "drain"):
+                raise ValueError("not a simulator input")
+            if raw["k"] == "drain":
+                if str(raw.get("node")) not in self.nodes:
+                    raise ValueError(f"no node {raw.get('node')!r}")
+                DrainState(str(raw.get("state")))
+                DrainMode(str(raw.get("mode")))
+            if topic == ctl_topic(self.opts.cluster):
+                if not (isinstance(raw.get("tick"), int) and isinstance(raw.get("seq"), int)):
+                    raise ValueError("no tick/seq stamp")
+                self._add_input(raw)
+            elif raw["k"] == "drain":  # ctl/up, on the lead: only drains come this way
+                self._stamp({k: raw[k] for k in ("k", "node", "state", "mode")})
+            else:
+                raise ValueError("only drains go to the lead process")
+        except ValueError as err:
+            self.bad_inputs += 1
+            log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
+
     def _send_ack(self, ack: Ack) -> None:
         self.sched_guard.remember(ack)
         self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_ACK), codec.encode(ack),
@@ -256,10 +431,18 @@ class Fleet:
 
     async def kill_agent(self, name: str) -> None:
         """Agent death: drop the connection without DISCONNECT so the broker fires the will."""
-        agent = self.agents[name]
+        agent = self.agents.get(name)
+        if agent is None:
+            return  # another process of the fleet runs it
         task = self._tasks.pop(name, None)
         client = agent.client
-        if client is not None:
+        if isinstance(client, GmqttSession):
+            client.abort()
+            lost = client.lost
+            if lost is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(lost), KILL_GRACE_S)
+        elif client is not None:
             paho = client._client  # aiomqtt keeps the paho client private; no public way
             sock = paho.socket()
             if isinstance(sock, socket.socket):  # ssl.SSLSocket included
@@ -277,7 +460,8 @@ class Fleet:
     def start_agent(self, name: str) -> None:
         """A fresh agent process for the node (new session, new bdSeq); its drain comes back
         from the node's state (``self.states``), as a real agent's comes from its state dir."""
-        if name in self._tasks or self._stop is None or self._stop.is_set():
+        if (name in self._tasks or name not in self.states or self._stop is None
+                or self._stop.is_set()):
             return
         agent = self._new_agent(self.nodes[name])
         self.agents[name] = agent
@@ -288,26 +472,45 @@ class Fleet:
     # --- scheduler + injection client ---------------------------------------------------------
 
     async def _sched_loop(self, stop: asyncio.Event) -> None:
+        cluster = self.opts.cluster
+        if self.lead:
+            name = f"fd-{cluster}-sched"
+            topics = [topic_for(cluster, Kind.SCHED_CMD), inject_topic(cluster)]
+            if self.spread:
+                topics.append(ctl_up_topic(cluster))
+        else:
+            name, topics = f"fd-{cluster}-sim{self.opts.shard}", [ctl_topic(cluster)]
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await self._sched_sessions(stop, stopping, name, topics)
+        finally:
+            stopping.cancel()
+
+    async def _sched_sessions(self, stop: asyncio.Event, stopping: "asyncio.Task[Any]",
+                              name: str, topics: list[str]) -> None:
         attempt = 0
         pending: tuple[str, bytes, bool] | None = None
         while not stop.is_set():
-            client = make_client(self.url, f"fd-{self.opts.cluster}-sched", keepalive=10)
+            client = make_client(self.url, name, keepalive=10)
             try:
                 async with self.gate:
                     await client.__aenter__()
                 try:
-                    await client.subscribe(topic_for(self.opts.cluster, Kind.SCHED_CMD), qos=1)
-                    await client.subscribe(inject_topic(self.opts.cluster), qos=1)
+                    for topic in topics:
+                        await client.subscribe(topic, qos=1)
                     self.world.scheduler._published.clear()  # re-publish every job status
                     self.sched_connected.set()
                     attempt = 0
                     receiver = asyncio.create_task(self._receive(client))
                     try:
-                        while True:
+                        while not stop.is_set():
                             if pending is None:
                                 getter = asyncio.create_task(self._outbox.get())
-                                done, _ = await asyncio.wait({getter, receiver},
+                                done, _ = await asyncio.wait({getter, receiver, stopping},
                                                              return_when=asyncio.FIRST_COMPLETED)
+                                if getter not in done and stopping in done:
+                                    getter.cancel()
+                                    break
                                 if receiver in done:
                                     getter.cancel()
                                     receiver.result()
@@ -334,13 +537,16 @@ class Fleet:
     async def _receive(self, client: aiomqtt.Client) -> None:
         cmd_topic = topic_for(self.opts.cluster, Kind.SCHED_CMD)
         inj_topic = inject_topic(self.opts.cluster)
+        ctl = (ctl_topic(self.opts.cluster), ctl_up_topic(self.opts.cluster))
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             topic = str(message.topic)
-            if topic == cmd_topic:
+            if topic == cmd_topic and self.lead:
                 self._on_command(payload)
-            elif topic == inj_topic:
+            elif topic == inj_topic and self.lead:
                 self._on_inject(payload)
+            elif topic in ctl:
+                self._on_ctl(topic, payload)
 
     def _on_command(self, payload: bytes) -> None:
         try:
@@ -363,9 +569,11 @@ class Fleet:
                                ts=int(time.time() * 1000)))
             return
         self.sched_guard.executing(cmd)
+        if self.spread:
+            self._stamp({"k": "cmd", "cmd": payload.decode(), "now_ms": int(time.time() * 1000)})
+            return
         self.world.scheduler.command(cmd, int(time.time() * 1000))
-        for ack in self.world.scheduler.take_acks():
-            self._send_ack(ack)
+        self._take_acks()
 
     def _on_inject(self, payload: bytes) -> None:
         try:
@@ -377,8 +585,12 @@ class Fleet:
         req_id = str(raw.pop("id", ""))[:64]
         raw.pop("at", None)
         try:
-            action = parse_action(raw, default_at=self.world.t)
-            detail = self.world.inject(action)
+            action = parse_action(dict(raw), default_at=self.world.t)
+            if self.spread:
+                detail = self.world.check(action)
+                self._stamp({"k": "inject", "action": raw})
+            else:
+                detail = self.world.inject(action)
             ok = True
         except SpecError as err:
             ok, detail = False, str(err)
@@ -418,3 +630,77 @@ async def inject(url: BrokerURL, cluster: str, entry: dict[str, object],
                 if isinstance(answer, dict) and answer.get("id") == req_id:
                     return bool(answer.get("ok")), str(answer.get("detail", ""))
     return False, "no answer"  # pragma: no cover (the timeout raises first)
+
+
+SPREAD_STOP_S = STOP_GRACE_S + 20.0
+"""How long the processes of a spread fleet get to stop cleanly before they are killed."""
+
+
+def _shard_main(url: BrokerURL, opts: FleetOptions, log_level: str) -> None:
+    """One process of a spread fleet (a ``spawn`` child: a fresh interpreter)."""
+    from fleetdeck.logs import setup_logging
+
+    setup_logging(log_level)
+    # Ctrl-C reaches the whole process group: before run_fleet installs its handlers it is a
+    # KeyboardInterrupt, which must end this process quietly, not with a traceback.
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_fleet(url, opts))
+
+
+def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = "warning"
+               ) -> str | None:
+    """``fleetdeck sim --procs N``: the fleet in ``procs`` processes until SIGINT/SIGTERM or
+    until one of them ends by itself. Returns None after a clean stop, else what went wrong
+    (one sentence). Every child is stopped (SIGTERM, then SIGKILL after ``SPREAD_STOP_S``)
+    before this returns."""
+    import dataclasses
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # no forked event loop, sockets or threads
+    epoch_ms = int(time.time() * 1000)
+    children = [
+        ctx.Process(target=_shard_main, name=f"fleetdeck-sim-{i}", args=(
+            url, dataclasses.replace(opts, shard=i, shards=procs, epoch_ms=epoch_ms),
+            log_level))
+        for i in range(procs)
+    ]
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for child in children:
+            child.start()
+        log.info("simulating %d nodes in %d processes (pids %s)", opts.nodes, procs,
+                 ", ".join(str(c.pid) for c in children))
+        while not stopping and all(c.is_alive() for c in children):
+            time.sleep(0.2)
+        ended = [c for c in children if not c.is_alive()]
+        for child in children:
+            if child.is_alive():
+                child.terminate()  # SIGTERM: the child's agents say offline and disconnect
+        deadline = time.monotonic() + SPREAD_STOP_S
+        for child in children:
+            child.join(max(0.0, deadline - time.monotonic()))
+        killed = [c for c in children if c.is_alive()]
+        for child in killed:
+            child.kill()
+            child.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if killed:
+        return (f"{len(killed)} simulator process(es) did not stop within {SPREAD_STOP_S:.0f} s "
+                "and were killed")
+    if not stopping and ended:
+        first = ended[0]
+        return (f"simulator process {children.index(first) + 1} of {procs} ended by itself "
+                f"(exit code {first.exitcode}), so the others were stopped")
+    bad = [c for c in children if c.exitcode not in (0, -signal.SIGTERM)]
+    if bad:
+        return f"simulator process {children.index(bad[0]) + 1} of {procs} failed (exit code " \
+               f"{bad[0].exitcode})"
+    return None

@@ -101,7 +101,8 @@ def broker_url(cfg: AgentSettings) -> BrokerURL:
     return url
 
 
-async def run_agent(cfg: AgentSettings) -> None:
+async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = None) -> None:
+    """``agent_kwargs``: extra NodeAgent keywords from the command line (``--wire``)."""
     url = broker_url(cfg)
     node_id = cfg.node_id
     source = make_source(cfg)
@@ -110,7 +111,8 @@ async def run_agent(cfg: AgentSettings) -> None:
     key = load_key(cfg.command_key_file) if cfg.command_key_file else None
     agent = NodeAgent(cluster=cfg.cluster, node_id=node_id, source=source,
                       url=url, interval_s=cfg.interval_s, keepalive=cfg.keepalive, phase_s=0.0,
-                      outbox=outbox, command_key=key, state=state, wire=cfg.wire)
+                      outbox=outbox, command_key=key, state=state,
+                      **{"wire": cfg.wire, **(agent_kwargs or {})})
     notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

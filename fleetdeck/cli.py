@@ -152,6 +152,27 @@ def _command_key(args: argparse.Namespace) -> bytes | None:
     return load_key(args.command_key) if args.command_key else None
 
 
+def _add_wire(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wire", type=int, choices=[1, 2], default=None,
+                   help="telemetry wire format: 1 (JSON samples) or 2 (columnar, changes "
+                   "between keyframes; docs/protocol.md); default: the agent's own")
+
+
+def _agent_wire(args: argparse.Namespace) -> dict[str, int]:
+    """``--wire`` as NodeAgent keywords; refused in one sentence where NodeAgent lacks it."""
+    wire = getattr(args, "wire", None)
+    if wire is None:
+        return {}
+    import inspect
+
+    from fleetdeck.agents.agent import NodeAgent
+
+    if "wire" not in inspect.signature(NodeAgent).parameters:
+        raise UserError("--wire needs a node agent with the v2 wire encoder, which this build "
+                        "lacks.")
+    return {"wire": wire}
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="fleetdeck", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"fleetdeck {__version__}")
@@ -211,8 +232,9 @@ def build_parser() -> Parser:
                    help="obey only commands signed with this key (HMAC-SHA256)")
     p.add_argument("--once", action="store_true",
                    help="print one birth and one telemetry message as JSON and exit (no broker)")
+    _add_wire(p)
 
-    p = sub.add_parser("sim", help="run N simulated node agents in one process")
+    p = sub.add_parser("sim", help="run N simulated node agents (in one process or --procs N)")
     _add_broker(p)
     for action in p._actions:
         if action.dest == "command_key":  # the simulator checks signatures, it does not sign
@@ -235,6 +257,10 @@ def build_parser() -> Parser:
                    help="keep N generated jobs queued or running (default 0: idle fleet)")
     p.add_argument("--nodes-per-leaf", type=_positive(int, "--nodes-per-leaf"), default=None,
                    help="nodes per rail-aligned leaf group (default 16)")
+    p.add_argument("--procs", type=int, default=1, metavar="N",
+                   help="spread the fleet's agents over N processes (one MQTT session and Last "
+                   "Will per node still; one simulated scheduler; default 1)")
+    _add_wire(p)
 
     p = sub.add_parser("inject", help="inject a fault into a running 'fleetdeck sim'")
     _add_broker(p)
@@ -426,7 +452,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "source": args.source, "sysfs_root": args.sysfs_root, "state_dir": args.state_dir,
         "kernel_log": args.kernel_log, "interval_s": args.interval,
         "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
-        "ca": args.ca, "cert": args.cert, "key": args.key,
+        "ca": args.ca, "cert": args.cert, "key": args.key, "wire": args.wire,
     })
     if args.check_config:
         from fleetdeck.brokerurl import parse_broker_url
@@ -466,13 +492,24 @@ def cmd_sim(args: argparse.Namespace) -> int:
         (scenario.background_jobs if scenario else None) or 0)
     if jobs < 0:
         raise UserError("--jobs must be 0 or more.")
+    nodes = args.nodes or sc_nodes or 64
+    if not 1 <= args.procs <= nodes:
+        raise UserError(f"--procs must be a whole number from 1 to the fleet size ({nodes}), "
+                        f"not {args.procs}.")
     opts = FleetOptions(
-        cluster=args.cluster, nodes=args.nodes or sc_nodes or 64, prefix=args.prefix,
+        cluster=args.cluster, nodes=nodes, prefix=args.prefix,
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
-        scenario=scenario, command_key=_command_key(args),
+        scenario=scenario, command_key=_command_key(args), agent_kwargs=_agent_wire(args),
     )
-    asyncio.run(run_fleet(_url(args), opts))
+    if args.procs == 1:
+        asyncio.run(run_fleet(_url(args), opts))
+        return 0
+    from fleetdeck.agents.fleet import run_spread
+
+    problem = run_spread(_url(args), opts, args.procs, args.log_level)
+    if problem:
+        raise UserError(f"{problem}.")
     return 0
 
 

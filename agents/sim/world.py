@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fleetdeck.agents.sim.node import N_PORTS, SimNode
 from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, Scheduler
 from fleetdeck.agents.sim.spec import Action, SpecError, xid_codes
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
-from fleetdeck.protocol.messages import Severity
+from fleetdeck.protocol.messages import DrainMode, DrainState, Severity
 
 log = logging.getLogger("fleetdeck.sim")
 
@@ -83,6 +83,9 @@ class SimWorld:
         self._workload_rng = random.Random(opts.seed * 31 + 5)
         self._workload: list[str] = []
         self._workload_n = 0
+        self.relay: Callable[[str, DrainState, DrainMode], None] | None = None
+        """Set by a process of a spread fleet: drains go to the lead process, which hands them
+        to every process for one agreed tick (agents/fleet.py)."""
 
     def wall_ms(self, t: float) -> int:
         return self.epoch_ms + round(t * 1000)
@@ -141,9 +144,26 @@ class SimWorld:
     def inject(self, action: Action) -> str:
         """Queue an action for the next tick after checking that it can apply; return what it
         will do (raise :class:`SpecError` with one sentence if it cannot)."""
-        self._targets(action)
+        detail = self.check(action)
         self._injected.append(action)
+        return detail
+
+    def check(self, action: Action) -> str:
+        """What ``action`` would do now, or :class:`SpecError` if it cannot apply."""
+        self._targets(action)
         return action.describe()
+
+    def node_drain(self, node: SimNode, state: DrainState, mode: DrainMode) -> None:
+        """A node's agent drained or resumed it: now, or through ``relay`` when set."""
+        if self.relay is not None:
+            self.relay(node.node_id, state, mode)
+        else:
+            self.apply_drain(node.node_id, state, mode)
+
+    def apply_drain(self, node_id: str, state: DrainState, mode: DrainMode) -> None:
+        node = self.by_name[node_id]
+        node.drain_state = state
+        self.scheduler.on_drain(node, state, mode)
 
     def take_agent_ops(self) -> list[AgentOp]:
         ops, self.agent_ops = self.agent_ops, []

@@ -1,0 +1,108 @@
+"""The inputs that keep the copies of the world in a spread fleet (``sim --procs``) one cluster:
+the lead process stamps them for a tick, every process applies them at that tick, and whatever
+else arrives on the simulator's control topics is refused, counted and logged with its topic.
+
+Two Fleet objects in one test play the two processes; what the broker would carry between them
+is handed over by hand (tests/sim/test_sim_procs.py runs the same through Mosquitto)."""
+
+import json
+
+from fleetdeck.agents.fleet import (
+    CTL_LAG_TICKS,
+    Fleet,
+    FleetOptions,
+    ctl_topic,
+    ctl_up_topic,
+    inject_ack_topic,
+)
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.protocol.messages import DrainMode, DrainState
+
+URL = BrokerURL("127.0.0.1", 1)
+
+
+def pair() -> tuple[Fleet, Fleet]:
+    opts = dict(cluster="sp", nodes=6, seed=4, epoch_ms=1_700_000_000_000, jobs=1)
+    return (Fleet(URL, FleetOptions(**opts, shard=0, shards=2)),
+            Fleet(URL, FleetOptions(**opts, shard=1, shards=2)))
+
+
+def sent(fleet: Fleet, topic: str) -> list[bytes]:
+    """Take what the fleet queued for the broker on ``topic``."""
+    out, keep = [], []
+    while not fleet._outbox.empty():
+        item = fleet._outbox.get_nowait()
+        (out if item[0] == topic else keep).append(item)
+    for item in keep:
+        fleet._outbox.put_nowait(item)
+    return [payload for _, payload, _ in out]
+
+
+def test_each_process_runs_agents_for_its_own_block_only():
+    lead, other = pair()
+    assert sorted(lead.agents) == ["gpu0001", "gpu0002", "gpu0003"]
+    assert sorted(other.agents) == ["gpu0004", "gpu0005", "gpu0006"]
+    assert lead.lead and not other.lead
+
+
+def test_an_injection_lands_on_the_same_tick_in_every_process():
+    lead, other = pair()
+    for _ in range(3):
+        lead.world.step()
+        other.world.step()
+    lead._on_inject(json.dumps({"id": "r1", "fault": "xid79", "node": "gpu0005",
+                                "gpu": 1}).encode())
+    [ack] = sent(lead, inject_ack_topic("sp"))
+    assert json.loads(ack)["ok"] is True
+    [stamped] = sent(lead, ctl_topic("sp"))
+    assert json.loads(stamped)["tick"] == 3 + CTL_LAG_TICKS
+    other._on_ctl(ctl_topic("sp"), stamped)
+    for fleet in (lead, other):
+        for _ in range(CTL_LAG_TICKS):
+            fleet.tick()
+        assert fleet.world.by_name["gpu0005"].gpus[1].present  # not yet: stamped for later
+        fleet.tick()
+        assert not fleet.world.by_name["gpu0005"].gpus[1].present
+    assert lead.world.log == other.world.log
+
+
+def test_a_drain_in_another_process_reaches_every_copy_of_the_scheduler():
+    lead, other = pair()
+    node = other.world.by_name["gpu0004"]
+    node.on_drain(DrainState.DRAINING, DrainMode.NOW)  # what gpu0004's agent does on a drain
+    assert node.drain_state is DrainState.NONE  # not here yet: it goes through the lead
+    [up] = sent(other, ctl_up_topic("sp"))
+    lead._on_ctl(ctl_up_topic("sp"), up)
+    [stamped] = sent(lead, ctl_topic("sp"))
+    other._on_ctl(ctl_topic("sp"), stamped)
+    for _ in range(CTL_LAG_TICKS + 1):
+        lead.tick()
+        other.tick()
+    for fleet in (lead, other):
+        assert fleet.world.by_name["gpu0004"].drain_state is DrainState.DRAINING
+
+
+def test_malformed_control_inputs_are_counted_and_change_nothing(caplog):
+    lead, other = pair()
+    bad = [b"not json", b"[1, 2]", b'{"k": "reboot", "tick": 1, "seq": 1}',
+           b'{"k": "inject", "action": {"fault": "xid79"}}',  # no tick/seq stamp
+           b'{"k": "drain", "node": "gpu9999", "state": "draining", "mode": "now", '
+           b'"tick": 1, "seq": 1}',
+           b'{"k": "drain", "node": "gpu0004", "state": "melting", "mode": "now", '
+           b'"tick": 1, "seq": 1}']
+    for payload in bad:
+        other._on_ctl(ctl_topic("sp"), payload)
+    # Only drains may go up to the lead.
+    lead._on_ctl(ctl_up_topic("sp"), b'{"k": "inject", "action": {"fault": "xid79"}}')
+    assert other.bad_inputs == len(bad) and lead.bad_inputs == 1
+    assert not other._inputs and not lead._inputs and lead._outbox.empty()
+    assert "fleetdeck/v1/sp/sim/ctl" in caplog.text
+
+
+def test_an_input_that_fails_when_applied_is_logged_not_raised(caplog):
+    _, other = pair()
+    stamped = json.dumps({"k": "inject", "tick": 0, "seq": 1,
+                          "action": {"fault": "nosuch", "node": "gpu0001"}}).encode()
+    other._on_ctl(ctl_topic("sp"), stamped)
+    other.tick()
+    assert "not applied" in caplog.text
