@@ -12,9 +12,11 @@ applied. Reported, per scenario:
   longest pause of each;
 * the Ingest.handle cost per message for scale (not the subject here).
 
-Scenarios: ``healthy`` (every node healthy at steady state) and ``faulty`` (2 % of the nodes carry
+Scenarios: ``healthy`` (every node healthy at steady state), ``faulty`` (2 % of the nodes carry
 one of the simulator's faults: IB flap, link down, symbol storm, XID 79 / 48 / 94, ECC DBE,
-thermal, NVLink down, PCIe replay).
+thermal, NVLink down, PCIe replay), both applied a whole round per tick, and ``sliced`` (the
+healthy fleet under the live console's apply budget, ``ConsoleSession.apply_budget_s``: ticks
+per round and the longest tick show the event loop's worst stall from apply).
 
     .venv/bin/python bench/apply_cost.py                    # 16,384 nodes
     .venv/bin/python bench/apply_cost.py --nodes 2048 --rounds 3
@@ -31,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import BenchFailure, main_guard, require
+from bench._common import main_guard, require
 
 CLUSTER = "bench"
 EPOCH_MS = 1_767_225_600_000
@@ -97,7 +99,8 @@ class GcWatch:
         self.total_ms += ms
 
 
-def scenario(n: int, rounds: int, warmup: int, faulty: float, personas: int) -> dict[str, Any]:
+def scenario(n: int, rounds: int, warmup: int, faulty: float, personas: int,
+             sliced: bool = False) -> dict[str, Any]:
     from bench._payloads import EvolvingFleet
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.session import ConsoleSession
@@ -113,6 +116,12 @@ def scenario(n: int, rounds: int, warmup: int, faulty: float, personas: int) -> 
             fleet._persona_of[j * step] = sick[j % len(sick)]
     ingest = Ingest(CLUSTER)
     session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=lambda: 0.0)
+    if sliced:
+        from fleetdeck.console import session as session_mod
+
+        budget = getattr(session_mod, "APPLY_BUDGET_S", None)
+        require(budget is not None, "this console has no apply budget to measure")
+        session.apply_budget_s = budget
     tune_gc()  # as every console front end does
     watch = GcWatch()
     gc.callbacks.append(watch)
@@ -183,17 +192,18 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--personas", type=int, default=512)
-    ap.add_argument("--only", choices=("healthy", "faulty"))
+    ap.add_argument("--only", choices=("healthy", "faulty", "sliced"))
+    ap.add_argument("--no-sliced", action="store_true",
+                    help="skip the healthy fleet applied under the tick's time budget "
+                         "(a console without one)")
     args = ap.parse_args()
     rows = []
-    for name, frac in (("healthy", 0.0), ("faulty", 0.02)):
-        if args.only and name != args.only:
+    for name, frac, sliced in (("healthy", 0.0, False), ("faulty", 0.02, False),
+                               ("sliced", 0.0, True)):
+        if (args.only and name != args.only) or (sliced and args.no_sliced):
             continue
-        try:
-            res = scenario(args.nodes, args.rounds, args.warmup, frac, args.personas)
-        except BenchFailure:
-            raise
-        rows.append((name, res))
+        rows.append((name, scenario(args.nodes, args.rounds, args.warmup, frac, args.personas,
+                                    sliced)))
         gc.collect()
     print(f"apply cost at {args.nodes:,} nodes, {args.rounds} measured rounds "
           f"(CPU time, median per round)")
