@@ -70,6 +70,9 @@ APPLY_BUDGET_S = 0.020
 """Telemetry applied by one tick at most this long: the rest waits for the next tick, so the
 event loop never stalls on a large batch (issue 12: no stall > 50 ms at 16,384 nodes)."""
 APPLY_MIN_NODES = 64
+FULL_PASS_S = 0.5
+"""While a backlog drains in slices, the fleet-wide pass (correlation, verdicts, follow-ups)
+runs on the slice that empties it, or at least this often: each is O(fleet), a slice is not."""
 """Nodes one tick applies at least, whatever the measured cost: the backlog always drains."""
 """Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
 and each request makes an agent re-publish up to its whole outbox."""
@@ -84,6 +87,9 @@ class TickReport:
     changed: frozenset[str]
     """Nodes whose data changed."""
     verdicts: list[VerdictChange]
+    """Verdict changes. A tick that applies one slice of a backlog may skip the fleet-wide pass
+    (and report none here): the slice that empties the backlog, or the first after
+    ``FULL_PASS_S``, judges every node that changed in between."""
     commands: list[Transition]
     logged: int
     """Entries added to the event log."""
@@ -201,6 +207,7 @@ class ConsoleSession:
         """Telemetry taken from the ingest but not applied yet: newest per node, in the order
         nodes first arrived (a node keeps its place when a newer sample replaces its own)."""
         self._node_cost_s = 100e-6
+        self._last_full = float("-inf")
         """Measured apply cost per node (moving average): how many nodes fit the budget."""
         self.apply_budget_s: float | None = None
         """Apply at most this long of telemetry per tick (APPLY_BUDGET_S for a live front end
@@ -302,7 +309,11 @@ class ConsoleSession:
         t0 = time.perf_counter()
         now = self.clock() if now is None else now
         batch = self._take_slice()
-        changed = self.state.apply(batch, now)
+        full = (not self._carry or now - self._last_full >= FULL_PASS_S
+                or (self.apply_budget_s is None and self.apply_max_nodes is None))
+        if full:
+            self._last_full = now
+        changed = self.state.apply(batch, now, judge=full)
         self._record_history(batch)
         if batch.telemetry:
             per_node = (time.perf_counter() - t0) / len(batch.telemetry)
@@ -325,7 +336,7 @@ class ConsoleSession:
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
             self._rec_flushed = time.monotonic()
-        if self.follow_up:
+        if self.follow_up and full:
             self._plan_follow_ups(now)
         self.counters.ticks += 1
         if self._outgoing or self._store_q.rows:

@@ -291,8 +291,11 @@ class FleetState:
             st = self.nodes[node_id] = NodeState(node_id)
         return st
 
-    def apply(self, batch: Batch, now: float) -> set[str]:
-        """Apply one tick's batch; return the ids of nodes whose data changed."""
+    def apply(self, batch: Batch, now: float, judge: bool = True) -> set[str]:
+        """Apply one tick's batch; return the ids of nodes whose data changed.
+
+        ``judge=False`` leaves the fleet-wide pass (correlation, verdicts) to a later call: a
+        slice of a large batch (ConsoleSession's apply budget) costs only what it applies."""
         changed: set[str] = set()
         for node_id, (rx, birth) in batch.births.items():
             st = self.node(node_id)
@@ -327,9 +330,10 @@ class FleetState:
             self.behind_s = batch.behind_s
         if batch.messages:
             self.last_update = now
-        if self.correlate is not None:
-            self.correlate(self, now)
-        self.judge(now)
+        if judge:
+            if self.correlate is not None:
+                self.correlate(self, now)
+            self.judge(now)
         return changed
 
     def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:

@@ -46,11 +46,17 @@ def test_a_large_batch_is_applied_in_slices_newest_sample_once_per_node() -> Non
         r = session.tick(T0 + 3)
         ticks += 1
         assert len(r.changed) <= 50
+        if ticks > 1 and r.backlog:
+            # Same clock, backlog left: only the slice, not the O(fleet) pass.
+            assert all(session.state.nodes[n].judge_key[0] != session.state.nodes[n].revision
+                       for n in r.changed)
         for node in r.changed:
             applied[node] = applied.get(node, 0) + 1
         if not r.backlog:
             break
     assert ticks == NODES // 50
+    # The slice that emptied the backlog judged every node at its latest data.
+    assert all(st.judge_key[0] == st.revision for st in session.state.nodes.values())
     assert applied == {n.node_id: 1 for n in nodes}  # exactly once each, after the second round
     for n, seq in zip(nodes, newest, strict=True):
         st = session.state.nodes[n.node_id]
