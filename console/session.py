@@ -211,8 +211,9 @@ class ConsoleSession:
         """Measured apply cost per node (moving average): how many nodes fit the budget."""
         self.apply_budget_s: float | None = None
         """Apply at most this long of telemetry per tick (APPLY_BUDGET_S for a live front end
-        whose event loop must not stall); None applies the whole batch, as replay and one-shot
-        commands need. ``watch`` sets it."""
+        whose event loop must not stall: the TUI, ``collect``); None applies the whole batch
+        each tick, as replay and the one-shot commands (which decide on what one tick shows)
+        need. ``watch`` ticks again at once while a budget leaves a backlog."""
         self.apply_max_nodes: int | None = None
         """A fixed number of nodes per tick instead of the time budget (tests, benchmarks)."""
 
@@ -272,8 +273,6 @@ class ConsoleSession:
                     duration_s: float | None = None) -> TickReport:
         """The headless driver: run, tick every ``tick_s`` until ``stop``, ``duration_s`` or
         ``on_tick`` returning True; a last tick takes what arrived before the end."""
-        if self.apply_budget_s is None:
-            self.apply_budget_s = APPLY_BUDGET_S
         runner = asyncio.create_task(self.run(stop), name="session-run")
         deadline = None if duration_s is None else time.monotonic() + duration_s
         try:
@@ -287,9 +286,10 @@ class ConsoleSession:
                 # A backlog left by the apply budget: yield to the loop, then apply more.
                 wait = 0.0 if report.backlog else tick_s
                 if deadline is not None:
-                    wait = min(wait, deadline - time.monotonic())
-                    if wait <= 0:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
                         break
+                    wait = min(wait, left)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
             report = self.tick()
@@ -313,11 +313,14 @@ class ConsoleSession:
                 or (self.apply_budget_s is None and self.apply_max_nodes is None))
         if full:
             self._last_full = now
-        changed = self.state.apply(batch, now, judge=full)
+        changed = self.state.apply(batch, now, judge=False)
         self._record_history(batch)
         if batch.telemetry:
+            # The slice's own cost per node (the fleet-wide pass below is not per node).
             per_node = (time.perf_counter() - t0) / len(batch.telemetry)
             self._node_cost_s = 0.7 * self._node_cost_s + 0.3 * per_node
+        if full:
+            self.state.judge_fleet(now)
         logged = self._collect_events()
         acks = [ack for _rx, ack in batch.acks]
         moved = self.tracker.observe(self.state, acks, now)

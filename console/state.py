@@ -100,8 +100,8 @@ class NodeState:
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
-    """What the last judgement of a live, fresh node read (FleetState.judge skips it while
-    this and the clock leave the verdict as it was)."""
+    """What the last judgement of a live, fresh node read, its findings first
+    (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
 
     @property
     def interval_s(self) -> float:
@@ -331,10 +331,14 @@ class FleetState:
         if batch.messages:
             self.last_update = now
         if judge:
-            if self.correlate is not None:
-                self.correlate(self, now)
-            self.judge(now)
+            self.judge_fleet(now)
         return changed
+
+    def judge_fleet(self, now: float) -> None:
+        """The fleet-wide pass: correlation, then every node's verdict."""
+        if self.correlate is not None:
+            self.correlate(self, now)
+        self.judge(now)
 
     def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:
         """The node's state if it has had a birth; otherwise count it and want a rebirth."""
@@ -427,11 +431,14 @@ class FleetState:
 
     def judge(self, now: float) -> None:
         for st in self.nodes.values():
-            # A node that is online, fresh, not a duplicate, and whose inputs to the verdict are
-            # the very objects of its last judgement keeps verdict, liveness and shape: skip it,
-            # so a tick's cost follows what changed, not the fleet's size (issue 12).
-            key = (st.revision, st.telemetry, st.birth, st.online, st.drain, st.behind_switch,
-                   st.behind_ports, st.job_stepping)
+            # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
+            # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
+            # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
+            # node's new sample keeps the same (empty) findings list: it is skipped too.
+            t = st.telemetry
+            key = (st.findings, st.online, st.drain, st.birth is None,
+                   None if t is None else t.job is None, st.behind_switch, st.behind_ports,
+                   st.job_stepping)
             heard = st.last_rx if st.last_rx is not None else st.first_seen
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None

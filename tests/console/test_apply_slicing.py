@@ -2,7 +2,7 @@
 nothing lost or reordered, counters exact, and the tick report says what it did."""
 
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.session import APPLY_MIN_NODES, ConsoleSession
+from fleetdeck.console.session import APPLY_MIN_NODES, ConsoleSession, TickReport
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
@@ -40,6 +40,7 @@ def test_a_large_batch_is_applied_in_slices_newest_sample_once_per_node() -> Non
     assert r.changed == {n.node_id for n in nodes[:50]} and r.messages == 50
     assert r.backlog == NODES - 50 and session.backlog == NODES - 50
     newest = _round(ingest, nodes)  # newer samples arrive while 250 older ones wait
+    shape_rev = session.state.nodes[nodes[0].node_id].shape_rev
     applied: dict[str, int] = {}
     ticks = 0
     while True:
@@ -48,15 +49,16 @@ def test_a_large_batch_is_applied_in_slices_newest_sample_once_per_node() -> Non
         assert len(r.changed) <= 50
         if ticks > 1 and r.backlog:
             # Same clock, backlog left: only the slice, not the O(fleet) pass.
-            assert all(session.state.nodes[n].judge_key[0] != session.state.nodes[n].revision
-                       for n in r.changed)
+            assert r.verdicts == []
+            assert session.state.nodes[nodes[0].node_id].shape_rev == shape_rev
         for node in r.changed:
             applied[node] = applied.get(node, 0) + 1
         if not r.backlog:
             break
     assert ticks == NODES // 50
     # The slice that emptied the backlog judged every node at its latest data.
-    assert all(st.judge_key[0] == st.revision for st in session.state.nodes.values())
+    assert all(st.judge_key and st.judge_key[0] is st.findings
+               for st in session.state.nodes.values())
     assert applied == {n.node_id: 1 for n in nodes}  # exactly once each, after the second round
     for n, seq in zip(nodes, newest, strict=True):
         st = session.state.nodes[n.node_id]
@@ -86,3 +88,21 @@ def test_without_a_budget_a_tick_applies_everything() -> None:
     _round(ingest, nodes)
     r = session.tick(T0 + 2)
     assert len(r.changed) == NODES and r.backlog == 0 and r.messages == NODES
+
+
+async def test_watch_ticks_again_at_once_while_a_budget_leaves_a_backlog() -> None:
+    import asyncio
+
+    session, ingest, nodes = _fleet()
+    session.tick(T0 + 1)
+    session.apply_max_nodes = 50
+    _round(ingest, nodes)
+    slices: list[int] = []
+
+    def on_tick(report: TickReport) -> bool:
+        slices.append(len(report.changed))
+        return report.backlog == 0
+
+    # tick_s far beyond duration_s: only immediate re-ticks can drain 6 slices in time.
+    await session.watch(asyncio.Event(), tick_s=60, on_tick=on_tick, duration_s=30)
+    assert slices == [50] * (NODES // 50)
