@@ -113,14 +113,6 @@ class SessionCounters:
     events_lost: int = 0
 
 
-@dataclass(slots=True)
-class _Carried:
-    rx: float
-    tel: Telemetry
-    seqs: list[int]
-    messages: int
-
-
 @dataclass
 class _Outgoing:
     kind: Kind
@@ -203,9 +195,11 @@ class ConsoleSession:
         self._audit_errors_seen = 0
         self._rebirth_asked: dict[str, float] = {}
         self._rebirths_this_tick = 0
-        self._carry: dict[str, _Carried] = {}
+        self._carry: dict[str, tuple[float, Telemetry]] = {}
         """Telemetry taken from the ingest but not applied yet: newest per node, in the order
         nodes first arrived (a node keeps its place when a newer sample replaces its own)."""
+        self._carry_seqs: dict[str, list[int]] = {}
+        """Every seq received per carried node, one per message (gaps, message counts)."""
         self._node_cost_s = 100e-6
         self._last_full = float("-inf")
         """Measured apply cost per node (moving average): how many nodes fit the budget."""
@@ -226,7 +220,7 @@ class ConsoleSession:
         self.state = self._new_state()
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
-        self._carry = {}
+        self._carry, self._carry_seqs = {}, {}
         self.log.clear()
         self._last_event = None
         if self.feed is not None:
@@ -364,31 +358,40 @@ class ConsoleSession:
         in the tick that applies it (or its successor), so ``FleetState.applied`` stays exact.
         """
         new = self.ingest.take_batch()
-        carry = self._carry
+        carry, seqs_of = self._carry, self._carry_seqs
         superseded = new.superseded
-        tel_messages = 0
-        for node, (rx, tel) in new.telemetry.items():
-            seqs = new.seq_seen.get(node) or [tel.seq]
-            tel_messages += len(seqs)
-            held = carry.get(node)
-            if held is None:
-                carry[node] = _Carried(rx, tel, list(seqs), len(seqs))
-            else:
-                held.rx, held.tel = rx, tel
-                held.seqs.extend(seqs)
-                held.messages += len(seqs)
-                superseded += 1
+        # One message per seq: telemetry messages are the nodes plus the superseded samples.
+        tel_messages = len(new.telemetry) + new.superseded
+        if not carry:
+            # The common case: adopt the ingest's dicts as they are, O(1) for any fleet size.
+            carry, seqs_of = self._carry, self._carry_seqs = new.telemetry, new.seq_seen
+            for node, (_rx, tel) in carry.items() if len(seqs_of) != len(carry) else ():
+                seqs_of.setdefault(node, [tel.seq])
+        else:
+            for node, item in new.telemetry.items():
+                seqs = new.seq_seen.get(node) or [item[1].seq]
+                held = seqs_of.get(node)
+                if held is None:
+                    seqs_of[node] = list(seqs)
+                else:
+                    held.extend(seqs)
+                    superseded += 1
+                carry[node] = item  # an existing key keeps its place in line
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
                     jobs=new.jobs, superseded=superseded, delays=new.delays)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:
             limit = max(APPLY_MIN_NODES, int(self.apply_budget_s / self._node_cost_s))
-        for node in list(carry if limit is None else islice(carry, limit)):
-            held = carry.pop(node)
-            out.telemetry[node] = (held.rx, held.tel)
-            out.seq_seen[node] = held.seqs
-            out.messages += held.messages
+        if limit is None or limit >= len(carry):
+            out.telemetry, out.seq_seen = carry, seqs_of
+            self._carry, self._carry_seqs = {}, {}
+            out.messages += sum(len(v) for v in seqs_of.values())
+            return out
+        for node in list(islice(carry, limit)):
+            out.telemetry[node] = carry.pop(node)
+            seqs = out.seq_seen[node] = seqs_of.pop(node)
+            out.messages += len(seqs)
         return out
 
     def _record_history(self, batch: Batch) -> None:
