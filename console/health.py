@@ -150,17 +150,29 @@ class NodeHistory:
     sample — costs one tuple comparison per port and GPU.
     """
 
+    __slots__ = ("_inventory", "gpus", "ports", "prev_bd_seq", "prev_ts")
+
     def __init__(self) -> None:
-        self.prev: Telemetry | None = None
+        # Only the two numbers of the previous sample the deltas need, not the sample: holding
+        # it kept two samples per node alive and made each update free one (issue 12).
+        self.prev_bd_seq: int | None = None
+        self.prev_ts = 0
         self.ports: dict[str, PortHistory] = {}
         self.gpus: dict[int, GpuHistory] = {}
+        self._inventory: tuple[Birth | None, frozenset[str]] = (None, frozenset())
+
+    def inventory_devs(self, birth: Birth) -> frozenset[str]:
+        """The birth's IB devices, computed once per birth."""
+        if self._inventory[0] is not birth:
+            self._inventory = (birth, frozenset(p.dev for p in birth.ib_ports))
+        return self._inventory[1]
 
     def update(self, t: Telemetry) -> None:
-        prev = self.prev
-        self.prev = t
+        prev_bd = self.prev_bd_seq
         # A new agent session restarts counters' baselines (its first sample has seq 1).
-        fresh = prev is None or (prev.bdSeq != t.bdSeq and t.seq <= 1)
-        dt_s = max(0.001, (t.ts - prev.ts) / 1000) if prev is not None else t.interval_s
+        fresh = prev_bd is None or (prev_bd != t.bdSeq and t.seq <= 1)
+        dt_s = max(0.001, (t.ts - self.prev_ts) / 1000) if prev_bd is not None else t.interval_s
+        self.prev_bd_seq, self.prev_ts = t.bdSeq, t.ts
         now = t.ts
         for p in t.ib_ports:
             h = self.ports.get(p.dev)
@@ -236,6 +248,80 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
     for p in t.ib_ports:
         out.extend(_port_findings(p, hist.ports.get(p.dev), t.ts))
     return out
+
+
+def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
+    """True only when ``evaluate(birth, t, hist)`` would find nothing (call it after
+    ``hist.update(t)``, as ``evaluate``).
+
+    The cheap "still healthy?" check of issue 12: the negation of every rule's firing condition,
+    read straight off the sample without building findings or per-component strings. It may
+    answer False for a node that ``evaluate`` finds healthy (then the caller runs ``evaluate``:
+    an absent GPU, routine XIDs), never True for one with a finding; tests/console/
+    test_apply_precheck.py holds it to that on every fault the simulator can inject.
+    """
+    now = t.ts
+    gpus = t.gpus
+    expected = len(birth.gpus) if birth is not None and birth.gpus else EXPECTED_GPUS
+    if len(gpus) < expected:
+        return False
+    hg = hist.gpus
+    for g in gpus:
+        if not g.present:
+            return False  # G1, or the XIDs of a GPU that fell off the bus
+        if g.xids or g.xid_last is not None:
+            for x in g.xids:
+                if (x.code in XID_DRAIN or x.code in XID_WARN) and now - x.ts <= XID_WINDOW_MS:
+                    return False
+            last, ts = g.xid_last, g.xid_last_ts
+            if (last is not None and ts is not None and (last in XID_DRAIN or last in XID_WARN)
+                    and now - ts <= XID_WINDOW_MS):
+                return False
+        ecc = g.ecc
+        if ecc.dbe_vol or ecc.sram_unc_agg or (ecc.sram_corr_agg or 0) > SRAM_CORR_LIMIT:
+            return False
+        rr = g.row_remap
+        if rr.failure or rr.pending or (rr.uncorrectable or 0) >= ROW_REMAP_UNC_LIMIT:
+            return False
+        nv = g.nvlink
+        if nv.links_up is not None and nv.links_up < (nv.links_total or NVLINKS):
+            return False
+        if (g.clock_event_reasons or 0) & THROTTLE_BITS:
+            return False
+        temp = g.temp_c
+        if temp is not None and temp >= TEMP_WARN_C:
+            return False
+        h = hg.get(g.index)
+        if h is not None and (h.crc_rate >= 1 or h.thermal_grew
+                              or h.pcie_minute.total > PCIE_REPLAY_PER_MIN
+                              or (h.nvlink_err_last_ms is not None
+                                  and now - h.nvlink_err_last_ms <= 60_000)):
+            return False
+    hp = hist.ports
+    ports = t.ib_ports
+    for p in ports:
+        state, phys, rate = p.state, p.phys_state, p.rate_gbps
+        if ((state is not None and state != "ACTIVE")
+                or (phys is not None and phys != "LinkUp")
+                or (rate is not None and rate != IB_RATE_GBPS)
+                or (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H):
+            return False
+        ph = hp.get(p.dev)
+        if ph is None:
+            continue
+        if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.symbol_rate > SYMBOL_ERR_PER_S
+                or ph.ler_minute.total > LER_PER_MIN
+                or (ph.rcv_err_last_ms is not None and now - ph.rcv_err_last_ms <= 60_000)):
+            return False
+        if ph.last_fatal_ms:
+            for ts in ph.last_fatal_ms.values():
+                if now - ts <= FATAL_WINDOW_S * 1000:
+                    return False
+    if birth is not None and birth.ib_ports:
+        devs = hist.inventory_devs(birth)
+        if len(ports) < len(devs) or not devs.issubset([p.dev for p in ports]):
+            return False
+    return True
 
 
 def xids_in_window(g: GpuSample, now_ms: int) -> dict[int, int]:

@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import aiomqtt
@@ -39,8 +40,17 @@ from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
 from fleetdeck.protocol import codec, signing
-from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp, DrainMode, Event, Status
+from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol.messages import (
+    Command,
+    CommandArgs,
+    CommandOp,
+    DrainMode,
+    Event,
+    Status,
+)
 from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.runtime import freeze_tick
 from fleetdeck.transport import TransportError
 
 log = logging.getLogger("fleetdeck.session")
@@ -57,6 +67,14 @@ STORE_RETRY_S = (1.0, 30.0)
 REBIRTH_EVERY_S = 30.0
 """Ask one node to re-publish its birth and status at most this often."""
 RESENDS_PER_TICK = 64
+APPLY_BUDGET_S = 0.020
+"""Telemetry applied by one tick at most this long: the rest waits for the next tick, so the
+event loop never stalls on a large batch (issue 12: no stall > 50 ms at 16,384 nodes)."""
+APPLY_MIN_NODES = 64
+FULL_PASS_S = 0.5
+"""While a backlog drains in slices, the fleet-wide pass (correlation, verdicts, follow-ups)
+runs on the slice that empties it, or at least this often: each is O(fleet), a slice is not."""
+"""Nodes one tick applies at least, whatever the measured cost: the backlog always drains."""
 """Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
 and each request makes an agent re-publish up to its whole outbox."""
 KEYFRAME_ASKS_PER_TICK = 512
@@ -73,10 +91,16 @@ class TickReport:
     changed: frozenset[str]
     """Nodes whose data changed."""
     verdicts: list[VerdictChange]
+    """Verdict changes. A tick that applies one slice of a backlog may skip the fleet-wide pass
+    (and report none here): the slice that empties the backlog, or the first after
+    ``FULL_PASS_S``, judges every node that changed in between."""
     commands: list[Transition]
     logged: int
     """Entries added to the event log."""
     apply_ms: float
+    backlog: int = 0
+    """Nodes whose newest sample was received but is left for the next tick (time budget):
+    a front end with a backlog ticks again soon."""
 
 
 @dataclass
@@ -175,6 +199,21 @@ class ConsoleSession:
         self._audit_errors_seen = 0
         self._rebirth_asked: dict[str, float] = {}
         self._rebirths_this_tick = 0
+        self._carry: dict[str, tuple[float, Telemetry]] = {}
+        """Telemetry taken from the ingest but not applied yet: newest per node, in the order
+        nodes first arrived (a node keeps its place when a newer sample replaces its own)."""
+        self._carry_seqs: dict[str, list[int]] = {}
+        """Every seq received per carried node, one per message (gaps, message counts)."""
+        self._node_cost_s = 100e-6
+        self._last_full = float("-inf")
+        """Measured apply cost per node (moving average): how many nodes fit the budget."""
+        self.apply_budget_s: float | None = None
+        """Apply at most this long of telemetry per tick (APPLY_BUDGET_S for a live front end
+        whose event loop must not stall: the TUI, ``collect``); None applies the whole batch
+        each tick, as replay and the one-shot commands (which decide on what one tick shows)
+        need. ``watch`` ticks again at once while a budget leaves a backlog."""
+        self.apply_max_nodes: int | None = None
+        """A fixed number of nodes per tick instead of the time budget (tests, benchmarks)."""
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -185,6 +224,7 @@ class ConsoleSession:
         self.state = self._new_state()
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
+        self._carry, self._carry_seqs = {}, {}
         self.log.clear()
         self._last_event = None
         if self.feed is not None:
@@ -241,14 +281,18 @@ class ConsoleSession:
                 report = self.tick()
                 if on_tick is not None and on_tick(report):
                     break
-                wait = tick_s
+                # A backlog left by the apply budget: yield to the loop, then apply more.
+                wait = 0.0 if report.backlog else tick_s
                 if deadline is not None:
-                    wait = min(wait, deadline - time.monotonic())
-                    if wait <= 0:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
                         break
+                    wait = min(wait, left)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
             report = self.tick()
+            while report.backlog:  # the last tick takes everything that arrived
+                report = self.tick()
             await self.flush()
             return report
         finally:
@@ -262,9 +306,19 @@ class ConsoleSession:
         """Apply what arrived since the last tick and follow everything up. Never blocks."""
         t0 = time.perf_counter()
         now = self.clock() if now is None else now
-        batch = self.ingest.take_batch()
-        changed = self.state.apply(batch, now)
+        batch = self._take_slice()
+        full = (not self._carry or now - self._last_full >= FULL_PASS_S
+                or (self.apply_budget_s is None and self.apply_max_nodes is None))
+        if full:
+            self._last_full = now
+        changed = self.state.apply(batch, now, judge=False)
         self._record_history(batch)
+        if batch.telemetry:
+            # The slice's own cost per node (the fleet-wide pass below is not per node).
+            per_node = (time.perf_counter() - t0) / len(batch.telemetry)
+            self._node_cost_s = 0.7 * self._node_cost_s + 0.3 * per_node
+        if full:
+            self.state.judge_fleet(now)
         logged = self._collect_events()
         acks = [ack for _rx, ack in batch.acks]
         moved = self.tracker.observe(self.state, acks, now)
@@ -283,7 +337,7 @@ class ConsoleSession:
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
             self._rec_flushed = time.monotonic()
-        if self.follow_up:
+        if self.follow_up and full:
             self._plan_follow_ups(now)
         self._plan_keyframes(now)
         self.counters.ticks += 1
@@ -291,8 +345,59 @@ class ConsoleSession:
             self._wake.set()
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
-                            (time.perf_counter() - t0) * 1000)
+                            (time.perf_counter() - t0) * 1000, len(self._carry))
+        freeze_tick()
         return report
+
+    @property
+    def backlog(self) -> int:
+        """Nodes with a received sample not applied yet."""
+        return len(self._carry)
+
+    def _take_slice(self) -> Batch:
+        """What this tick applies: everything of the ingest's batch except telemetry, and the
+        telemetry of as many nodes (oldest first) as the time budget allows.
+
+        Latest wins per node as in the ingest: a carried sample replaced by a newer one counts
+        as superseded and its seqs still count for gaps. ``messages`` counts each message once,
+        in the tick that applies it (or its successor), so ``FleetState.applied`` stays exact.
+        """
+        new = self.ingest.take_batch()
+        carry, seqs_of = self._carry, self._carry_seqs
+        superseded = new.superseded
+        # One message per seq: telemetry messages are the nodes plus the superseded samples.
+        tel_messages = len(new.telemetry) + new.superseded
+        if not carry:
+            # The common case: adopt the ingest's dicts as they are, O(1) for any fleet size.
+            carry, seqs_of = self._carry, self._carry_seqs = new.telemetry, new.seq_seen
+            for node, (_rx, tel) in carry.items() if len(seqs_of) != len(carry) else ():
+                seqs_of.setdefault(node, [tel.seq])
+        else:
+            for node, item in new.telemetry.items():
+                seqs = new.seq_seen.get(node) or [item[1].seq]
+                held = seqs_of.get(node)
+                if held is None:
+                    seqs_of[node] = list(seqs)
+                else:
+                    held.extend(seqs)
+                    superseded += 1
+                carry[node] = item  # an existing key keeps its place in line
+        out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
+                    jobs=new.jobs, superseded=superseded, delays=new.delays)
+        out.messages = new.messages - tel_messages
+        limit = self.apply_max_nodes
+        if limit is None and self.apply_budget_s is not None:
+            limit = max(APPLY_MIN_NODES, int(self.apply_budget_s / self._node_cost_s))
+        if limit is None or limit >= len(carry):
+            out.telemetry, out.seq_seen = carry, seqs_of
+            self._carry, self._carry_seqs = {}, {}
+            out.messages += sum(len(v) for v in seqs_of.values())
+            return out
+        for node in list(islice(carry, limit)):
+            out.telemetry[node] = carry.pop(node)
+            seqs = out.seq_seen[node] = seqs_of.pop(node)
+            out.messages += len(seqs)
+        return out
 
     def _record_history(self, batch: Batch) -> None:
         nodes = self.state.nodes

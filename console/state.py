@@ -18,6 +18,7 @@ from fleetdeck.console.health import (
     Verdict,
     combine,
     evaluate,
+    still_healthy,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
 from fleetdeck.protocol.fast import Telemetry
@@ -98,6 +99,9 @@ class NodeState:
     not the node."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
+    judge_key: tuple[object, ...] = ()
+    """What the last judgement of a live, fresh node read, its findings first
+    (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
 
     @property
     def interval_s(self) -> float:
@@ -277,6 +281,9 @@ class FleetState:
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
+        self.precheck = True
+        """Skip the health rules of a healthy node whose new sample is within healthy bounds
+        (``health.still_healthy``); off only to compare against the full rules in tests."""
 
     def node(self, node_id: str) -> NodeState:
         st = self.nodes.get(node_id)
@@ -284,8 +291,11 @@ class FleetState:
             st = self.nodes[node_id] = NodeState(node_id)
         return st
 
-    def apply(self, batch: Batch, now: float) -> set[str]:
-        """Apply one tick's batch; return the ids of nodes whose data changed."""
+    def apply(self, batch: Batch, now: float, judge: bool = True) -> set[str]:
+        """Apply one tick's batch; return the ids of nodes whose data changed.
+
+        ``judge=False`` leaves the fleet-wide pass (correlation, verdicts) to a later call: a
+        slice of a large batch (ConsoleSession's apply budget) costs only what it applies."""
         changed: set[str] = set()
         for node_id, (rx, birth) in batch.births.items():
             st = self.node(node_id)
@@ -301,7 +311,8 @@ class FleetState:
         for node_id, (rx, tel) in batch.telemetry.items():
             born = self._born(node_id, rx, "telemetry without a birth")
             if born is not None and self._apply_telemetry(born, tel, rx,
-                                                          batch.seq_seen.get(node_id)):
+                                                          batch.seq_seen.get(node_id),
+                                                          self.precheck):
                 changed.add(node_id)
         for _rx, ev in batch.events:
             self.remember_event(ev)
@@ -319,10 +330,15 @@ class FleetState:
             self.behind_s = batch.behind_s
         if batch.messages:
             self.last_update = now
+        if judge:
+            self.judge_fleet(now)
+        return changed
+
+    def judge_fleet(self, now: float) -> None:
+        """The fleet-wide pass: correlation, then every node's verdict."""
         if self.correlate is not None:
             self.correlate(self, now)
         self.judge(now)
-        return changed
 
     def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:
         """The node's state if it has had a birth; otherwise count it and want a rebirth."""
@@ -415,6 +431,20 @@ class FleetState:
 
     def judge(self, now: float) -> None:
         for st in self.nodes.values():
+            # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
+            # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
+            # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
+            # node's new sample keeps the same (empty) findings list: it is skipped too.
+            t = st.telemetry
+            key = (st.findings, st.online, st.drain, st.birth is None,
+                   None if t is None else t.job is None, st.behind_switch, st.behind_ports,
+                   st.job_stepping)
+            heard = st.last_rx if st.last_rx is not None else st.first_seen
+            if (st.judged and key == st.judge_key and not st.stale and st.online is not False
+                    and st.duplicate_at is None and heard is not None
+                    and now - heard <= STALE_INTERVALS * st.interval_s):
+                continue
+            st.judge_key = key
             old = st.verdict if st.judged else None
             new = st.judge(now)
             t = st.telemetry
@@ -455,7 +485,7 @@ class FleetState:
 
     @staticmethod
     def _apply_telemetry(st: NodeState, tel: Telemetry, rx: float,
-                         seqs: list[int] | None) -> bool:
+                         seqs: list[int] | None, precheck: bool = True) -> bool:
         if tel.bdSeq < st.bd_seq:
             return False
         new_session = tel.bdSeq > st.bd_seq
@@ -489,7 +519,10 @@ class FleetState:
         if st.online is None:
             st.online = True
         st.history.update(tel)
-        st.findings = evaluate(st.birth, tel, st.history)
+        if precheck and not st.findings and still_healthy(st.birth, tel, st.history):
+            pass  # healthy before and still: the (empty) findings stand (issue 12)
+        else:
+            st.findings = evaluate(st.birth, tel, st.history)
         return True
 
     def totals(self) -> Totals:
