@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
@@ -22,6 +23,25 @@ from fleetdeck.console.judgements import (
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol.messages import DrainInfo, DrainState, IbPortSample, JobStatus
+
+# --- fleet revision -----------------------------------------------------------------------------
+
+FleetRevision = tuple[int, int, int]
+"""(nodes, sum of ``NodeState.revision``, sum of ``NodeState.shape_rev``)."""
+
+
+def fleet_revision(state: FleetState) -> FleetRevision:
+    """A signature that changes whenever any node's data or shape changed: both counters only
+    grow and nodes are never removed, so equal signatures mean nothing changed. One pass of
+    attribute reads (about 1-2 ms at 16,384 nodes), so views can skip fleet-wide work that
+    would cost tens of milliseconds."""
+    nodes = state.nodes.values()
+    return len(nodes), sum(map(_REVISION, nodes)), sum(map(_SHAPE_REV, nodes))
+
+
+_REVISION = attrgetter("revision")
+_SHAPE_REV = attrgetter("shape_rev")
+
 
 # --- node state ---------------------------------------------------------------------------------
 
@@ -474,7 +494,8 @@ def _node_ports(st: NodeState) -> _NodePorts:
     return len(t.ib_ports), len(t.ib_ports) - len(bad), bad
 
 
-FabricCache = dict[str, tuple[tuple[object, ...], _NodePorts]]
+FabricCache = dict[str, tuple[tuple[object, ...], str, _NodePorts]]
+"""node -> (signature, leaf, port summary)"""
 
 
 def fabric(state: FleetState, cache: FabricCache | None = None
@@ -486,18 +507,21 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     leaves: dict[str, _LeafAgg] = {}
     bad_ports: list[PortRow] = []
     for st in state.nodes.values():
-        leaf = leaf_of(st)
-        agg = leaves.setdefault(leaf, _LeafAgg())
-        agg.nodes += 1
-        ib_findings = any(f.rule.startswith("N") for f in st.findings)
-        sig = (st.shape_rev,)
-        hit = cache.get(st.node_id) if cache is not None and not ib_findings else None
+        # The birth (identity first, then equality) names the leaf; a node with IB findings
+        # has counters that move with every sample, so its summary follows its revision.
+        ib_findings = any(f.rule.startswith("N") for f in st.findings) if st.findings else False
+        sig = (st.shape_rev, st.birth, st.revision if ib_findings else -1)
+        hit = cache.get(st.node_id) if cache is not None else None
         if hit is not None and hit[0] == sig:
-            summary = hit[1]
+            leaf, summary = hit[1], hit[2]
         else:
-            summary = _node_ports(st)
+            leaf, summary = leaf_of(st), _node_ports(st)
             if cache is not None:
-                cache[st.node_id] = (sig, summary)
+                cache[st.node_id] = (sig, leaf, summary)
+        agg = leaves.get(leaf)
+        if agg is None:
+            agg = leaves[leaf] = _LeafAgg()
+        agg.nodes += 1
         ports, up, bad = summary
         agg.ports += ports
         agg.up += up

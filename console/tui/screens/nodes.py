@@ -1,5 +1,6 @@
 """Nodes: sinfo-style state, health, reasons, jobs and GPU/IB summaries; sort, filter, mark."""
 
+import math
 import time
 from dataclasses import replace
 
@@ -69,6 +70,8 @@ class NodesScreen(FleetView):
         self._now = time.time()
         self.shown: list[str] = []
         self._n_nodes = -1
+        self._jobs_from: tuple[object, ...] = ()
+        self._shown_from: tuple[object, ...] = ()
 
     def compose_body(self) -> ComposeResult:
         columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"),
@@ -126,7 +129,29 @@ class NodesScreen(FleetView):
         if len(state.nodes) != self._n_nodes:
             self._n_nodes = len(state.nodes)
             self._fit_node_column(max(map(len, state.nodes), default=0))
-        self._jobs = jobs_by_node(state)
+        # Rows are cached per node (``row``); the order and the job map are fleet-wide passes,
+        # done again only when a node, a job or what the operator asked for changed.
+        jobs_from = (self.fleet.shown_revision, tuple(state.jobs.values()))
+        if jobs_from != self._jobs_from:
+            self._jobs_from = jobs_from
+            self._jobs = jobs_by_node(state)
+        shown_from = (jobs_from, self.filter.text, self.unhealthy_only, self.sort_key,
+                      self.sort_reverse)
+        if shown_from != self._shown_from:
+            self._shown_from = shown_from
+            self.shown = self._order()
+        table = self.table
+        table.sort_key, table.sort_reverse = self.sort_key, self.sort_reverse
+        if table.marks:
+            table.marks &= state.nodes.keys()
+        table.empty_text = ("no nodes match the filter" if self.filter.active
+                            or self.unhealthy_only
+                            else "no nodes yet: waiting for births and telemetry")
+        table.set_rows(self.shown)
+
+    def _order(self) -> list[str]:
+        """The nodes shown, filtered and sorted (sort keys come from the cached rows)."""
+        state = self.fleet.state
         nodes = list(state.nodes.values())
         if self.unhealthy_only:
             nodes = [st for st in nodes if st.verdict is not Verdict.OK]
@@ -141,20 +166,16 @@ class NodesScreen(FleetView):
         elif key == "verdict":
             nodes.sort(key=lambda s: (-VERDICT_ORDER[s.verdict], s.node_id))
         elif key == "age":
-            nodes.sort(key=lambda s: (-(now - s.last_rx) if s.last_rx is not None else -1e18,
+            # Oldest first: ordering by when last heard is ordering by age at any ``now``,
+            # so the order stays valid while time passes.
+            nodes.sort(key=lambda s: (s.last_rx if s.last_rx is not None else -math.inf,
                                       s.node_id))
         else:
             sorter = SORT_KEYS[key]
             nodes.sort(key=lambda s: sorter(self.row(s)))  # type: ignore[arg-type,return-value]
         if self.sort_reverse:
             nodes.reverse()
-        self.shown = [st.node_id for st in nodes]
-        table = self.table
-        table.sort_key, table.sort_reverse = key, self.sort_reverse
-        table.marks &= set(state.nodes)
-        table.empty_text = ("no nodes match the filter" if f.active or self.unhealthy_only
-                            else "no nodes yet: waiting for births and telemetry")
-        table.set_rows(self.shown)
+        return [st.node_id for st in nodes]
 
     def _fit_node_column(self, longest: int) -> None:
         table = self.table
