@@ -79,6 +79,10 @@ def drain_reason(d: DrainInfo) -> str:
 # --- node rows ----------------------------------------------------------------------------------
 
 
+UNKNOWN = -math.inf
+"""A metric no GPU reported: sorts after every reading (temperatures can be negative)."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRow:
     node: str
@@ -94,9 +98,9 @@ class NodeRow:
     age: str
     reasons: str
     # numeric sort keys
-    util_v: float = -1.0
-    temp_v: float = -1.0
-    power_v: float = -1.0
+    util_v: float = UNKNOWN
+    temp_v: float = UNKNOWN
+    power_v: float = UNKNOWN
     age_v: float = math.inf
     verdict_v: int = 0
 
@@ -132,10 +136,17 @@ SORT_KEYS: dict[str, Callable[[NodeRow], object]] = {
 }
 
 
-def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRow:
+METRIC_COLUMNS = ("util", "temp", "power")
+"""Node-list columns whose sort key is a number from the latest sample (``metrics``)."""
+
+
+def metrics(st: NodeState) -> tuple[float, float, float]:
+    """(mean util %, hottest °C, total W) over the node's present GPUs; UNKNOWN where none.
+
+    What the UTIL/TEMP/POWER columns show and sort by, without building a row: re-sorting
+    16,384 nodes by a metric after a tick reads these, not formatted rows."""
     t = st.telemetry
-    util = temp = power = "-"
-    util_v = temp_v = power_v = -1.0
+    util_v = temp_v = power_v = UNKNOWN
     if t is not None and t.gpus:
         present = [g for g in t.gpus if g.present]
         utils = [g.util_pct for g in present if g.util_pct is not None]
@@ -143,13 +154,18 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         watts = [g.power_w for g in present if g.power_w is not None]
         if utils:
             util_v = sum(utils) / len(utils)
-            util = f"{util_v:3.0f}%"
         if temps:
             temp_v = max(temps)
-            temp = f"{temp_v:3.0f}°"
         if watts:
             power_v = sum(watts)
-            power = f"{power_v / 1000:4.1f}kW"
+    return util_v, temp_v, power_v
+
+
+def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRow:
+    util_v, temp_v, power_v = metrics(st)
+    util = "-" if util_v == UNKNOWN else f"{util_v:3.0f}%"
+    temp = "-" if temp_v == UNKNOWN else f"{temp_v:3.0f}°"
+    power = "-" if power_v == UNKNOWN else f"{power_v / 1000:4.1f}kW"
     age_v = math.inf if st.last_rx is None else max(0.0, now - st.last_rx)
     age = "-" if st.last_rx is None else _short_age(age_v)
     job_ids = jobs if jobs is not None else ([st.job_id] if st.job_id else [])

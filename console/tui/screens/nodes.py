@@ -13,10 +13,12 @@ from textual.widgets import Input
 from fleetdeck.console.commands import jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.rows import (
+    METRIC_COLUMNS,
     NODE_COLUMNS,
     SORT_KEYS,
     NodeFilter,
     NodeRow,
+    metrics,
     node_row,
     waiting,
 )
@@ -66,6 +68,7 @@ class NodesScreen(FleetView):
     def __init__(self) -> None:
         super().__init__()
         self._rows: dict[str, tuple[RowSig, NodeRow]] = {}
+        self._metrics: dict[str, tuple[int, tuple[float, float, float]]] = {}
         self._jobs: dict[str, list[str]] = {}
         self._now = time.time()
         self.shown: list[str] = []
@@ -104,6 +107,15 @@ class NodesScreen(FleetView):
         row = node_row(st, self._now, jobs)
         self._rows[st.node_id] = (sig, row)
         return row
+
+    def metrics(self, st: NodeState) -> tuple[float, float, float]:
+        """The node's sort values for UTIL/TEMP/POWER, cached until its next sample."""
+        hit = self._metrics.get(st.node_id)
+        if hit is not None and hit[0] == st.revision:
+            return hit[1]
+        values = metrics(st)
+        self._metrics[st.node_id] = (st.revision, values)
+        return values
 
     def _cells(self, node_id: str) -> tuple[str, ...]:
         st = self.fleet.state.nodes.get(node_id)
@@ -170,6 +182,9 @@ class NodesScreen(FleetView):
             # so the order stays valid while time passes.
             nodes.sort(key=lambda s: (s.last_rx if s.last_rx is not None else -math.inf,
                                       s.node_id))
+        elif key in METRIC_COLUMNS:
+            col = METRIC_COLUMNS.index(key)
+            nodes.sort(key=lambda s: (-self.metrics(s)[col], s.node_id))
         else:
             sorter = SORT_KEYS[key]
             nodes.sort(key=lambda s: sorter(self.row(s)))  # type: ignore[arg-type,return-value]
