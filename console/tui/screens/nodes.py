@@ -1,6 +1,5 @@
 """Nodes: sinfo-style state, health, reasons, jobs and GPU/IB summaries; sort, filter, mark."""
 
-import math
 import time
 from dataclasses import replace
 
@@ -11,15 +10,15 @@ from textual.reactive import reactive
 from textual.widgets import Input
 
 from fleetdeck.console.commands import jobs_by_node
-from fleetdeck.console.health import VERDICT_ORDER, Verdict
+from fleetdeck.console.health import Verdict
 from fleetdeck.console.rows import (
     METRIC_COLUMNS,
     NODE_COLUMNS,
-    SORT_KEYS,
     NodeFilter,
     NodeRow,
     metrics,
     node_row,
+    node_sort_key,
     waiting,
 )
 from fleetdeck.console.state import NodeState
@@ -175,19 +174,13 @@ class NodesScreen(FleetView):
         key = self.sort_key
         if key == "node":
             nodes.sort(key=lambda s: s.node_id)
-        elif key == "verdict":
-            nodes.sort(key=lambda s: (-VERDICT_ORDER[s.verdict], s.node_id))
-        elif key == "age":
-            # Oldest first: ordering by when last heard is ordering by age at any ``now``,
-            # so the order stays valid while time passes.
-            nodes.sort(key=lambda s: (s.last_rx if s.last_rx is not None else -math.inf,
-                                      s.node_id))
         elif key in METRIC_COLUMNS:
             col = METRIC_COLUMNS.index(key)
             nodes.sort(key=lambda s: (-self.metrics(s)[col], s.node_id))
         else:
-            sorter = SORT_KEYS[key]
-            nodes.sort(key=lambda s: sorter(self.row(s)))  # type: ignore[arg-type,return-value]
+            # From the node, not its formatted row (rows are built for the lines on screen).
+            jobs = self._jobs
+            nodes.sort(key=lambda s: node_sort_key(s, key, jobs.get(s.node_id, [])))
         if self.sort_reverse:
             nodes.reverse()
         return [st.node_id for st in nodes]
