@@ -188,6 +188,10 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
         for key in "23451":
             await app.press_timed(key, True)
         out["idle"] = await keys(app, switches, sorts)
+        idle = out["idle"]
+        # Now, not only in the final table: a feed that cannot keep up may run into a timeout.
+        print(f"idle: view switch p99 {1000 * pct(idle['switch'], 0.99):,.0f} ms, re-sort p99 "
+              f"{1000 * pct(idle['sort'], 0.99):,.0f} ms", file=sys.stderr, flush=True)
         if feed:
             out["feed"], out["feed_ticks"] = await under_feed(app, ingest, halves, switches,
                                                               sorts, Batch)
