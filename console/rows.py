@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
@@ -23,6 +24,25 @@ from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol.fast import IbPortSample
 from fleetdeck.protocol.messages import DrainInfo, DrainState, JobStatus
+
+# --- fleet revision -----------------------------------------------------------------------------
+
+FleetRevision = tuple[int, int, int]
+"""(nodes, sum of ``NodeState.revision``, sum of ``NodeState.shape_rev``)."""
+
+
+def fleet_revision(state: FleetState) -> FleetRevision:
+    """A signature that changes whenever any node's data or shape changed: both counters only
+    grow and nodes are never removed, so equal signatures mean nothing changed. One pass of
+    attribute reads (about 1-2 ms at 16,384 nodes), so views can skip fleet-wide work that
+    would cost tens of milliseconds."""
+    nodes = state.nodes.values()
+    return len(nodes), sum(map(_REVISION, nodes)), sum(map(_SHAPE_REV, nodes))
+
+
+_REVISION = attrgetter("revision")
+_SHAPE_REV = attrgetter("shape_rev")
+
 
 # --- node state ---------------------------------------------------------------------------------
 
@@ -60,6 +80,10 @@ def drain_reason(d: DrainInfo) -> str:
 # --- node rows ----------------------------------------------------------------------------------
 
 
+UNKNOWN = -math.inf
+"""A metric no GPU reported: sorts after every reading (temperatures can be negative)."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRow:
     node: str
@@ -75,9 +99,9 @@ class NodeRow:
     age: str
     reasons: str
     # numeric sort keys
-    util_v: float = -1.0
-    temp_v: float = -1.0
-    power_v: float = -1.0
+    util_v: float = UNKNOWN
+    temp_v: float = UNKNOWN
+    power_v: float = UNKNOWN
     age_v: float = math.inf
     verdict_v: int = 0
 
@@ -113,10 +137,17 @@ SORT_KEYS: dict[str, Callable[[NodeRow], object]] = {
 }
 
 
-def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRow:
+METRIC_COLUMNS = ("util", "temp", "power")
+"""Node-list columns whose sort key is a number from the latest sample (``metrics``)."""
+
+
+def metrics(st: NodeState) -> tuple[float, float, float]:
+    """(mean util %, hottest °C, total W) over the node's present GPUs; UNKNOWN where none.
+
+    What the UTIL/TEMP/POWER columns show and sort by, without building a row: re-sorting
+    16,384 nodes by a metric after a tick reads these, not formatted rows."""
     t = st.telemetry
-    util = temp = power = "-"
-    util_v = temp_v = power_v = -1.0
+    util_v = temp_v = power_v = UNKNOWN
     if t is not None and t.gpus:
         present = [g for g in t.gpus if g.present]
         utils = [g.util_pct for g in present if g.util_pct is not None]
@@ -124,13 +155,18 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         watts = [g.power_w for g in present if g.power_w is not None]
         if utils:
             util_v = sum(utils) / len(utils)
-            util = f"{util_v:3.0f}%"
         if temps:
             temp_v = max(temps)
-            temp = f"{temp_v:3.0f}°"
         if watts:
             power_v = sum(watts)
-            power = f"{power_v / 1000:4.1f}kW"
+    return util_v, temp_v, power_v
+
+
+def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRow:
+    util_v, temp_v, power_v = metrics(st)
+    util = "-" if util_v == UNKNOWN else f"{util_v:3.0f}%"
+    temp = "-" if temp_v == UNKNOWN else f"{temp_v:3.0f}°"
+    power = "-" if power_v == UNKNOWN else f"{power_v / 1000:4.1f}kW"
     age_v = math.inf if st.last_rx is None else max(0.0, now - st.last_rx)
     age = "-" if st.last_rx is None else _short_age(age_v)
     job_ids = jobs if jobs is not None else ([st.job_id] if st.job_id else [])
@@ -142,15 +178,51 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         util=util,
         temp=temp,
         power=power,
-        ib=f"{st.ib_ports_up}/{st.ib_ports}" if st.ib_ports != st.ib_ports_up else str(
-            st.ib_ports_up),
+        ib=_ib_text(st),
         job=",".join(job_ids),
         gaps=str(st.seq_gaps) if st.seq_gaps else "",
         age=age,
-        reasons="; ".join(str(f) for f in st.all_findings[:3]),
+        reasons=_reasons_text(st),
         util_v=util_v, temp_v=temp_v, power_v=power_v, age_v=age_v,
         verdict_v=VERDICT_ORDER[st.verdict],
     )
+
+
+def _ib_text(st: NodeState) -> str:
+    up, ports = st.ib_ports_up, st.ib_ports
+    return f"{up}/{ports}" if ports != up else str(up)
+
+
+def _reasons_text(st: NodeState) -> str:
+    return "; ".join(str(f) for f in st.all_findings[:3])
+
+
+def node_sort_key(st: NodeState, key: str, jobs: list[str] | None = None) -> tuple[object, ...]:
+    """What ``SORT_KEYS[key]`` gives for this node's row, without building the row: the first
+    re-sort of 16,384 nodes by a column would otherwise format every row (~0.8 s).
+    ``age`` sorts by when the node was last heard, which orders as age does at any time."""
+    n = st.node_id
+    if key in METRIC_COLUMNS:
+        return (-metrics(st)[METRIC_COLUMNS.index(key)], n)
+    if key == "verdict":
+        return (-VERDICT_ORDER[st.verdict], n)
+    if key == "state":
+        return (slurm_state(st), n)
+    if key == "gpus":
+        return (f"{st.gpus_present}/{st.gpus_expected}", n)
+    if key == "ib":
+        return (_ib_text(st), n)
+    if key == "job":
+        job = ",".join(jobs if jobs is not None else ([st.job_id] if st.job_id else []))
+        return (job == "", job, n)
+    if key == "age":
+        return (st.last_rx if st.last_rx is not None else -math.inf, n)
+    if key == "gaps":
+        return (str(st.seq_gaps) if st.seq_gaps else "", n)
+    if key == "reasons":
+        reasons = _reasons_text(st)
+        return (reasons == "", reasons, n)
+    return (n,)
 
 
 WAITING = "waiting"
@@ -475,7 +547,8 @@ def _node_ports(st: NodeState) -> _NodePorts:
     return len(t.ib_ports), len(t.ib_ports) - len(bad), bad
 
 
-FabricCache = dict[str, tuple[tuple[object, ...], _NodePorts]]
+FabricCache = dict[str, tuple[tuple[object, ...], str, _NodePorts]]
+"""node -> (signature, leaf, port summary)"""
 
 
 def fabric(state: FleetState, cache: FabricCache | None = None
@@ -487,18 +560,21 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     leaves: dict[str, _LeafAgg] = {}
     bad_ports: list[PortRow] = []
     for st in state.nodes.values():
-        leaf = leaf_of(st)
-        agg = leaves.setdefault(leaf, _LeafAgg())
-        agg.nodes += 1
-        ib_findings = any(f.rule.startswith("N") for f in st.findings)
-        sig = (st.shape_rev,)
-        hit = cache.get(st.node_id) if cache is not None and not ib_findings else None
+        # The birth (identity first, then equality) names the leaf; a node with IB findings
+        # has counters that move with every sample, so its summary follows its revision.
+        ib_findings = any(f.rule.startswith("N") for f in st.findings) if st.findings else False
+        sig = (st.shape_rev, st.birth, st.revision if ib_findings else -1)
+        hit = cache.get(st.node_id) if cache is not None else None
         if hit is not None and hit[0] == sig:
-            summary = hit[1]
+            leaf, summary = hit[1], hit[2]
         else:
-            summary = _node_ports(st)
+            leaf, summary = leaf_of(st), _node_ports(st)
             if cache is not None:
-                cache[st.node_id] = (sig, summary)
+                cache[st.node_id] = (sig, leaf, summary)
+        agg = leaves.get(leaf)
+        if agg is None:
+            agg = leaves[leaf] = _LeafAgg()
+        agg.nodes += 1
         ports, up, bad = summary
         agg.ports += ports
         agg.up += up

@@ -13,6 +13,7 @@ go through a confirmation naming every target with its blast radius, are publish
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
@@ -36,6 +37,7 @@ from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import human_bytes
+from fleetdeck.console.rows import FleetRevision, fleet_revision
 from fleetdeck.console.session import ConsoleSession, Publisher, TickReport, finish_details
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
@@ -57,6 +59,20 @@ ALIASES = {
     "fabric": "fabric", "links": "fabric", "ib": "fabric", "f": "fabric",
     "events": "events", "ev": "events", "e": "events", "log": "events",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Painted:
+    """One screen refresh that showed new fleet state (``FleetdeckApp.painted``)."""
+
+    wall: float
+    """``time.time()`` when the refresh had been written out."""
+    perf: float
+    """``time.perf_counter()`` at the same moment (for intervals)."""
+    revision: FleetRevision
+    """The fleet revision the screen showed (``rows.fleet_revision``)."""
+    tick: int
+    """``FleetdeckApp.ticks`` of the tick whose state it showed."""
 
 
 class FleetdeckApp(App[int]):
@@ -128,6 +144,13 @@ class FleetdeckApp(App[int]):
         self.ticks = 0
         self.history: list[str] = []
         self._stop = asyncio.Event()
+        self.shown_revision: FleetRevision = (-1, -1, -1)
+        """The fleet revision of the last view refresh: views compare it with what they last
+        computed and skip fleet-wide work when nothing changed."""
+        self.painted: Painted | None = None
+        self.painted_hooks: list[Callable[[Painted], None]] = []
+        self._painted_revision: FleetRevision | None = None
+        self._paint_pending = False
 
     # --- the session, as the views read it ----------------------------------------------------
 
@@ -238,9 +261,9 @@ class FleetdeckApp(App[int]):
                     if tr.finished}.values():
             self._notify_finished(req)
         t1 = time.perf_counter()
+        self.ticks += 1
         self.refresh_view(report.now)
         t2 = time.perf_counter()
-        self.ticks += 1
         self.render_ms = (t2 - t1) * 1000
         self.tick_ms = (t2 - t0) * 1000
         return report
@@ -248,11 +271,32 @@ class FleetdeckApp(App[int]):
     def refresh_view(self, now: float | None = None) -> None:
         """Redraw the view on top (and the one under a modal)."""
         now = self.clock() if now is None else now
+        self.shown_revision = fleet_revision(self.state)
         for screen in reversed(self.screen_stack):
             if isinstance(screen, FleetView):
                 if screen.is_mounted:
                     screen.refresh_view(now)
                 break
+        if self.shown_revision != self._painted_revision and not self._paint_pending:
+            self._paint_pending = True
+            self.call_after_refresh(self._note_painted)
+
+    def _note_painted(self) -> None:
+        """The painted hook: after a view refresh that showed a fleet revision not shown before,
+        Textual's ``call_after_refresh`` runs this once the screen's pending updates have been
+        composited and written to the terminal (the driver's write; headless, the update is
+        composited and dropped). It records ``self.painted`` (a ``Painted``: wall and
+        perf_counter times, the revision shown, the tick number) and calls each function in
+        ``self.painted_hooks`` with it, so a benchmark measures lag to the screen, not to the
+        apply: e.g. ``app.painted_hooks.append(lambda p: seen.append(p))``."""
+        self._paint_pending = False
+        revision = self.shown_revision
+        if revision == self._painted_revision:
+            return
+        self._painted_revision = revision
+        painted = self.painted = Painted(time.time(), time.perf_counter(), revision, self.ticks)
+        for hook in self.painted_hooks:
+            hook(painted)
 
     def header_text(self, now: float) -> str:
         session = self.session

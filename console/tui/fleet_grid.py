@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells
 
 if TYPE_CHECKING:
@@ -53,6 +54,17 @@ LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.DEGRADED, "degraded"),
           (Cell.EMPTY, "waiting"))
 
 
+CELL_BADNESS = {Cell.FAILED: 0, Cell.MISSING: 1, Cell.DEGRADED: 2, Cell.OFFLINE: 3,
+                Cell.STALE: 4, Cell.DRAINING: 5, Cell.DRAINED: 6}
+"""Which GPU of a node the cursor lands on when jumping to it: the worst cell first."""
+
+
+def badness(st: "NodeState") -> tuple[int, int, str]:
+    """Sort key of the worst-first order (the overview's top problems use the same): verdict,
+    then how many findings, then the name."""
+    return (-VERDICT_ORDER[st.verdict], -len(st.all_findings), st.node_id)
+
+
 class FleetGrid(Widget, can_focus=True):
     COMPONENT_CLASSES = {f"fleetgrid--{n}" for n in HEALTH_NAMES.values()} | {
         f"fleetgrid--heat-{i}" for i in range(HEAT_LEVELS)} | {
@@ -66,6 +78,14 @@ class FleetGrid(Widget, can_focus=True):
         Binding("pagedown", "move(10, 0)", "Page down", show=False),
         Binding("enter", "select", "Detail"),
         Binding("m", "cycle_metric", "Colour by"),
+        # One footer entry per pair (the first of each, its key_display naming both): a
+        # Binding.Group would add three widgets per pair to every repaint of the footer.
+        Binding("w", "worst(1)", "Worst", key_display="w/W"),
+        Binding("W", "worst(-1)", "Previous worst", show=False),
+        Binding("right_curly_bracket", "group('leaf', 1)", "Leaf", key_display="{/}"),
+        Binding("left_curly_bracket", "group('leaf', -1)", "Previous leaf", show=False),
+        Binding("right_parenthesis", "group('rack', 1)", "Rack", key_display="(/)"),
+        Binding("left_parenthesis", "group('rack', -1)", "Previous rack", show=False),
     ]
 
     class Selected(Message):
@@ -92,12 +112,14 @@ class FleetGrid(Widget, can_focus=True):
         self._codes: dict[str, tuple[tuple[object, ...], tuple[int, ...]]] = {}
         self._palette: list[Style] = []
         self._line_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(LINE_CACHE)
+        self._where: dict[str, tuple[object, str, str]] = {}
+        """node -> (its birth, leaf, rack): read again only when a new birth arrives."""
 
     # --- data ---------------------------------------------------------------------------------
 
     def set_nodes(self, node_ids: list[str]) -> None:
         current = self.current_node
-        if node_ids != self.node_ids:
+        if node_ids is not self.node_ids and node_ids != self.node_ids:
             self.node_ids = node_ids
             if current is not None and current in node_ids:
                 self.cursor_node = node_ids.index(current)
@@ -250,6 +272,77 @@ class FleetGrid(Widget, can_focus=True):
         node = max(0, min(len(self.node_ids) - 1, node + lines * self.per_line))
         self.cursor_node, self.cursor_gpu = node, gpu
         self._moved()
+
+    def move_to(self, index: int, gpu: int | None = None) -> None:
+        """Put the cursor on node ``index`` of the grid (its worst GPU unless ``gpu``)."""
+        if not 0 <= index < len(self.node_ids):
+            return
+        if gpu is None:
+            st = self._state().nodes.get(self.node_ids[index])
+            cells = gpu_cells(st) if st is not None else ()
+            gpu = min(range(len(cells)), key=lambda g: (CELL_BADNESS.get(cells[g], 9), g),
+                      default=0)
+        self.cursor_node, self.cursor_gpu = index, gpu
+        self._moved()
+
+    def worst(self) -> list[str]:
+        """Nodes that are not OK, worst first: what ``w``/``W`` step through."""
+        nodes = self._state().nodes
+        bad = [st for node_id in self.node_ids
+               if (st := nodes.get(node_id)) is not None and st.verdict is not Verdict.OK]
+        bad.sort(key=badness)
+        return [st.node_id for st in bad]
+
+    def action_worst(self, step: int) -> None:
+        """Jump to the worst node (and its worst GPU); again, the next worst (``W``: back)."""
+        order = self.worst()
+        if not order:
+            self.notify("no node needs attention: every node is ok")
+            return
+        current = self.current_node
+        at = order.index(current) if current in order else (-1 if step > 0 else 0)
+        target = order[(at + step) % len(order)]
+        self.move_to(self.node_ids.index(target))
+
+    def where(self, index: int, kind: str) -> str:
+        """The leaf (``kind`` "leaf") or rack of node ``index``, from its birth."""
+        node_id = self.node_ids[index]
+        st = self._state().nodes.get(node_id)
+        birth = st.birth if st is not None else None
+        hit = self._where.get(node_id)
+        if hit is None or hit[0] is not birth:
+            topo = birth.topology if birth is not None else None
+            hit = self._where[node_id] = (birth, (topo.leaf if topo else "") or "(no leaf)",
+                                          (topo.rack if topo else "") or "(no rack)")
+        return hit[1] if kind == "leaf" else hit[2]
+
+    def action_group(self, kind: str, step: int) -> None:
+        """Page by leaf or rack in grid order: forward, the first node of the next group;
+        back, the first node of this group (of the previous one when already there)."""
+        if not self.node_ids:
+            return
+        i = self.cursor_node
+        here = self.where(i, kind)
+        if step > 0:
+            j = i + 1
+            while j < len(self.node_ids) and self.where(j, kind) == here:
+                j += 1
+            if j >= len(self.node_ids):
+                self.notify(f"last {kind}: {here}")
+                return
+        else:
+            j = i
+            while j > 0 and self.where(j - 1, kind) == here:
+                j -= 1
+            if j == i:
+                if i == 0:
+                    self.notify(f"first {kind}: {here}")
+                    return
+                prev = self.where(i - 1, kind)
+                j = i - 1
+                while j > 0 and self.where(j - 1, kind) == prev:
+                    j -= 1
+        self.move_to(j, self.cursor_gpu)
 
     def action_select(self) -> None:
         node = self.current_node

@@ -178,7 +178,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
 [b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail · / filter nodes
-        m colour by health/util/temp/power
+        m colour by health/util/temp/power · w worst node (again: next worst, W back)
+        }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ▲ degraded ✖ failed ◐ draining ○ drained · stale ⊘ offline
         x missing GPU ? waiting for telemetry
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only

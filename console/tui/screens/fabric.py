@@ -3,11 +3,10 @@
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
-from fleetdeck.console.rows import FabricCache, LeafRow, PortRow, fabric
+from fleetdeck.console.rows import FabricCache, FleetRevision, LeafRow, PortRow, fabric
 from fleetdeck.console.tui.line_table import Column, LineTable
-from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.base import FleetView, Readout
 from fleetdeck.console.tui.text import esc, plural
 
 LEAF_COLUMNS = [
@@ -38,9 +37,10 @@ class FabricScreen(FleetView):
         self.leaves: list[LeafRow] = []
         self.ports: list[PortRow] = []
         self._cache: FabricCache = {}
+        self._shown: FleetRevision | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield Static(id="fabric-hints")
+        yield Readout(id="fabric-hints")
         yield LineTable(LEAF_COLUMNS, key=lambda r: r.leaf, cells=_leaf_cells,
                         style=_leaf_style, id="leaf-table")
         yield LineTable(PORT_COLUMNS, key=lambda r: f"{r.node}/{r.port}", cells=_port_cells,
@@ -58,6 +58,10 @@ class FabricScreen(FleetView):
         return self.query_one("#port-table", LineTable)
 
     def update_body(self, now: float) -> None:
+        # A fleet-wide pass (per-node summaries cached): only when some node changed.
+        if self.fleet.shown_revision == self._shown:
+            return
+        self._shown = self.fleet.shown_revision
         self.leaves, self.ports = fabric(self.fleet.state, self._cache)
         hints = [r.hint for r in self.leaves if r.hint]
         if hints:
@@ -66,7 +70,7 @@ class FabricScreen(FleetView):
             bad = sum(r.down + r.flapping + r.erroring for r in self.leaves)
             text = ("[$success]no correlated port failures under any leaf switch[/]"
                     f"  [$text-muted]{bad} bad ports in total[/]")
-        self.query_one("#fabric-hints", Static).update(text)
+        self.query_one("#fabric-hints", Readout).show(text)
         self.leaf_table.empty_text = "no nodes yet"
         self.leaf_table.set_rows(self.leaves)
         self.port_table.empty_text = "every IB port is ACTIVE/LinkUp without errors"

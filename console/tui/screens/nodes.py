@@ -10,13 +10,15 @@ from textual.reactive import reactive
 from textual.widgets import Input
 
 from fleetdeck.console.commands import jobs_by_node
-from fleetdeck.console.health import VERDICT_ORDER, Verdict
+from fleetdeck.console.health import Verdict
 from fleetdeck.console.rows import (
+    METRIC_COLUMNS,
     NODE_COLUMNS,
-    SORT_KEYS,
     NodeFilter,
     NodeRow,
+    metrics,
     node_row,
+    node_sort_key,
     waiting,
 )
 from fleetdeck.console.state import NodeState
@@ -65,10 +67,13 @@ class NodesScreen(FleetView):
     def __init__(self) -> None:
         super().__init__()
         self._rows: dict[str, tuple[RowSig, NodeRow]] = {}
+        self._metrics: dict[str, tuple[int, tuple[float, float, float]]] = {}
         self._jobs: dict[str, list[str]] = {}
         self._now = time.time()
         self.shown: list[str] = []
         self._n_nodes = -1
+        self._jobs_from: tuple[object, ...] = ()
+        self._shown_from: tuple[object, ...] = ()
 
     def compose_body(self) -> ComposeResult:
         columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"),
@@ -102,6 +107,15 @@ class NodesScreen(FleetView):
         self._rows[st.node_id] = (sig, row)
         return row
 
+    def metrics(self, st: NodeState) -> tuple[float, float, float]:
+        """The node's sort values for UTIL/TEMP/POWER, cached until its next sample."""
+        hit = self._metrics.get(st.node_id)
+        if hit is not None and hit[0] == st.revision:
+            return hit[1]
+        values = metrics(st)
+        self._metrics[st.node_id] = (st.revision, values)
+        return values
+
     def _cells(self, node_id: str) -> tuple[str, ...]:
         st = self.fleet.state.nodes.get(node_id)
         if st is None:
@@ -126,7 +140,29 @@ class NodesScreen(FleetView):
         if len(state.nodes) != self._n_nodes:
             self._n_nodes = len(state.nodes)
             self._fit_node_column(max(map(len, state.nodes), default=0))
-        self._jobs = jobs_by_node(state)
+        # Rows are cached per node (``row``); the order and the job map are fleet-wide passes,
+        # done again only when a node, a job or what the operator asked for changed.
+        jobs_from = (self.fleet.shown_revision, tuple(state.jobs.values()))
+        if jobs_from != self._jobs_from:
+            self._jobs_from = jobs_from
+            self._jobs = jobs_by_node(state)
+        shown_from = (jobs_from, self.filter.text, self.unhealthy_only, self.sort_key,
+                      self.sort_reverse)
+        if shown_from != self._shown_from:
+            self._shown_from = shown_from
+            self.shown = self._order()
+        table = self.table
+        table.sort_key, table.sort_reverse = self.sort_key, self.sort_reverse
+        if table.marks:
+            table.marks &= state.nodes.keys()
+        table.empty_text = ("no nodes match the filter" if self.filter.active
+                            or self.unhealthy_only
+                            else "no nodes yet: waiting for births and telemetry")
+        table.set_rows(self.shown)
+
+    def _order(self) -> list[str]:
+        """The nodes shown, filtered and sorted (sort keys come from the cached rows)."""
+        state = self.fleet.state
         nodes = list(state.nodes.values())
         if self.unhealthy_only:
             nodes = [st for st in nodes if st.verdict is not Verdict.OK]
@@ -138,23 +174,16 @@ class NodesScreen(FleetView):
         key = self.sort_key
         if key == "node":
             nodes.sort(key=lambda s: s.node_id)
-        elif key == "verdict":
-            nodes.sort(key=lambda s: (-VERDICT_ORDER[s.verdict], s.node_id))
-        elif key == "age":
-            nodes.sort(key=lambda s: (-(now - s.last_rx) if s.last_rx is not None else -1e18,
-                                      s.node_id))
+        elif key in METRIC_COLUMNS:
+            col = METRIC_COLUMNS.index(key)
+            nodes.sort(key=lambda s: (-self.metrics(s)[col], s.node_id))
         else:
-            sorter = SORT_KEYS[key]
-            nodes.sort(key=lambda s: sorter(self.row(s)))  # type: ignore[arg-type,return-value]
+            # From the node, not its formatted row (rows are built for the lines on screen).
+            jobs = self._jobs
+            nodes.sort(key=lambda s: node_sort_key(s, key, jobs.get(s.node_id, [])))
         if self.sort_reverse:
             nodes.reverse()
-        self.shown = [st.node_id for st in nodes]
-        table = self.table
-        table.sort_key, table.sort_reverse = key, self.sort_reverse
-        table.marks &= set(state.nodes)
-        table.empty_text = ("no nodes match the filter" if f.active or self.unhealthy_only
-                            else "no nodes yet: waiting for births and telemetry")
-        table.set_rows(self.shown)
+        return [st.node_id for st in nodes]
 
     def _fit_node_column(self, longest: int) -> None:
         table = self.table

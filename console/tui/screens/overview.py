@@ -3,7 +3,6 @@
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.rows import (
@@ -14,7 +13,7 @@ from fleetdeck.console.rows import (
     top_problems,
 )
 from fleetdeck.console.tui.fleet_grid import FleetGrid
-from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.base import FleetView, Readout
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.console.tui.theme import state_markup, verdict_markup
 
@@ -32,15 +31,17 @@ class OverviewScreen(FleetView):
     def __init__(self) -> None:
         super().__init__()
         self._counts_cache: CountsCache = {}
+        self._shown: tuple[object, ...] = ()
+        """What the counts and problems were last computed from (fleet revision, jobs, lines)."""
         self._ids: list[str] = []
         self._n_nodes = -1
 
     def compose_body(self) -> ComposeResult:
-        yield Static(id="counts")
-        yield Static(id="problems")
-        yield Static(id="legend")
+        yield Readout(id="counts")
+        yield Readout(id="problems")
+        yield Readout(id="legend")
         yield FleetGrid(lambda: self.fleet.state, id="grid")
-        yield Static(id="grid-status")
+        yield Readout(id="grid-status")
 
     def on_mount(self) -> None:
         self.query_one(FleetGrid).focus()
@@ -54,9 +55,24 @@ class OverviewScreen(FleetView):
 
     def update_body(self, now: float) -> None:
         state = self.fleet.state
-        counts = fleet_counts(state, self._counts_cache)
-        self.query_one("#counts", Static).update(self._counts_text(counts))
         limit = 3 if self.size.height < 40 else 6
+        # Counts and problems are fleet-wide passes (tens of ms at 16,384 nodes): only when a
+        # node or a job changed since they were last shown.
+        shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()))
+        if shown != self._shown:
+            self._shown = shown
+            self._update_summary(limit)
+        if len(state.nodes) != self._n_nodes:
+            self._n_nodes = len(state.nodes)
+            self._ids = sorted(state.nodes)
+        self.grid.set_nodes(self._ids)
+        self._update_status()
+        self._update_legend()
+
+    def _update_summary(self, limit: int) -> None:
+        state = self.fleet.state
+        counts = fleet_counts(state, self._counts_cache)
+        self.query_one("#counts", Readout).show(self._counts_text(counts))
         problems, total = top_problems(state, limit)
         if problems:
             need = "needs" if total == 1 else "need"
@@ -72,13 +88,7 @@ class OverviewScreen(FleetView):
                     f"{plural(counts.verdicts[WAITING], 'node')}")
         else:
             text = "[b]Top problems[/] [$success]none: every node reports healthy[/]"
-        self.query_one("#problems", Static).update(text)
-        if len(state.nodes) != self._n_nodes:
-            self._n_nodes = len(state.nodes)
-            self._ids = sorted(state.nodes)
-        self.grid.set_nodes(self._ids)
-        self._update_status()
-        self._update_legend()
+        self.query_one("#problems", Readout).show(text)
 
     def _counts_text(self, c: FleetCounts) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
@@ -101,13 +111,13 @@ class OverviewScreen(FleetView):
                 f"[b]Jobs[/] {jobs}")
 
     def _update_legend(self) -> None:
-        self.query_one("#legend", Static).update(self.grid.legend())
+        self.query_one("#legend", Readout).show(self.grid.legend())
 
     def _update_status(self) -> None:
         grid = self.grid
         node = grid.current_node
         if node is None:
-            self.query_one("#grid-status", Static).update("[$text-muted]no nodes yet[/]")
+            self.query_one("#grid-status", Readout).show("[$text-muted]no nodes yet[/]")
             return
         st = self.fleet.state.nodes.get(node)
         text = f"[b]{esc(node)}[/] gpu{grid.cursor_gpu}"
@@ -128,13 +138,13 @@ class OverviewScreen(FleetView):
             if mine:
                 text += "  " + esc("; ".join(str(f) for f in mine[:2]))
         text += "   [$text-muted]enter: detail · arrows/hjkl move[/]"
-        self.query_one("#grid-status", Static).update(text)
+        self.query_one("#grid-status", Readout).show(text)
 
     @on(FleetGrid.CursorMoved)
     def _cursor_moved(self) -> None:
         self._update_status()
         self._update_legend()
-        self.query_one("#tabs", Static).update(self._tabs())
+        self.query_one("#tabs", Readout).show(self._tabs())
 
     @on(FleetGrid.Selected)
     def _selected(self, event: FleetGrid.Selected) -> None:

@@ -1,0 +1,171 @@
+"""Views over large fleets: metric sorts that follow new samples, and the grid's jumps (worst
+node, next leaf, next rack), driven with real keys through Pilot."""
+
+from typing import Any
+
+from fleetdeck.console.health import Verdict
+from fleetdeck.console.rows import Cell, gpu_cells
+from fleetdeck.console.tui.fleet_grid import FleetGrid
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from fleetdeck.protocol.messages import Topology
+from tests.tui.conftest import SIZE, World
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    """A changed copy of a telemetry object (pydantic model or msgspec Struct)."""
+    if hasattr(obj, "model_copy"):
+        return obj.model_copy(update=changes)
+    import msgspec
+
+    return msgspec.structs.replace(obj, **changes)
+
+
+def util_of(v: float):
+    def apply(tel):
+        return _replace(tel, gpus=[_replace(g, util_pct=v) for g in tel.gpus])
+    return apply
+
+
+def gpu_missing(index: int):
+    def apply(tel):
+        return _replace(tel, gpus=[_replace(g, present=False) if g.index == index else g
+                                   for g in tel.gpus])
+    return apply
+
+
+def expected_by_util(util: dict[str, float]) -> list[str]:
+    return sorted(util, key=lambda n: (-util[n], n))
+
+
+def row_text(table: Any, y: int) -> str:
+    return "".join(seg.text for seg in table.render_line(y))
+
+
+async def test_sort_by_util_follows_new_samples():
+    n = 2048
+    world = World(n)
+    fleet = world.fleet
+    fleet.birth(world.ingest)
+    util = {name: float((i * 37) % 101) for i, name in enumerate(fleet.names)}
+    fleet.telemetry(world.ingest, faults={name: util_of(v) for name, v in util.items()})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("2")
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, NodesScreen)
+        while screen.sort_key != "util":  # o steps through the columns
+            await pilot.press("o")
+            await pilot.pause()
+        assert screen.shown == expected_by_util(util)
+        # New samples for a few hundred nodes: some go to the top, some to the bottom.
+        moved = fleet.names[100:400]
+        for i, name in enumerate(moved):
+            util[name] = 100.0 if i % 2 else 0.0
+        fleet.telemetry(world.ingest, names=moved,
+                        faults={name: util_of(util[name]) for name in moved})
+        world.tick()
+        await pilot.pause()
+        want = expected_by_util(util)
+        assert screen.shown == want
+        assert screen.table.rows == want
+        # The cursor stays on its node wherever it moved; at the top the leader shows.
+        await pilot.press("home")
+        await pilot.pause()
+        top = row_text(screen.table, 1)  # line 0 is the header
+        assert top.split()[0] == want[0] and "100%" in top
+        # Reversed, the least busy node leads.
+        await pilot.press("O")
+        await pilot.pause()
+        assert screen.shown == want[::-1]
+
+
+async def test_worst_jumps_to_the_failed_node_then_the_next_worst(world):
+    world.fleet.telemetry(world.ingest, names=["gpu0020"], faults={"gpu0020": gpu_missing(5)})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        nodes = world.app.state.nodes
+        assert nodes["gpu0020"].verdict is Verdict.FAILED
+        order = grid.worst()
+        assert order[0] == "gpu0020"
+        assert {nodes[n].verdict for n in order[1:]} == {Verdict.DEGRADED}
+        await pilot.press("w")
+        await pilot.pause()
+        assert (grid.current_node, grid.cursor_gpu) == ("gpu0020", 5)
+        assert gpu_cells(nodes["gpu0020"])[5] == Cell.MISSING
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == order[1]
+        await pilot.press("W")
+        await pilot.pause()
+        assert grid.current_node == "gpu0020"
+        assert "gpu0020 gpu5" in world.app.screen.query_one("#grid-status").render().plain
+
+
+async def test_page_by_leaf_and_rack():
+    world = World(256)
+    fleet = world.fleet
+    for i, name in enumerate(fleet.names):  # 32 nodes per leaf, 8 per rack, in name order
+        fleet.src(name).topology = Topology(rack=f"r{i // 8:02d}", leaf=f"leaf{i // 32:02d}")
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        assert grid.current_node == "gpu0001"
+
+        async def press(key: str) -> str | None:
+            await pilot.press(key)
+            await pilot.pause()
+            return grid.current_node
+
+        assert await press("right_curly_bracket") == "gpu0033"  # leaf01's first node
+        assert await press("right_curly_bracket") == "gpu0065"
+        for _ in range(10):  # into leaf02, past its first node
+            await press("l")
+        assert grid.current_node == "gpu0066"
+        assert await press("left_curly_bracket") == "gpu0065"  # the start of this leaf
+        assert await press("left_curly_bracket") == "gpu0033"  # then the previous one
+        assert await press("right_parenthesis") == "gpu0041"  # next rack
+        assert await press("left_parenthesis") == "gpu0033"
+        for _ in range(7):
+            await press("right_curly_bracket")
+        assert grid.current_node == "gpu0225"  # the last leaf: } stays there
+        assert await press("right_curly_bracket") == "gpu0225"
+
+
+async def test_every_sort_column_orders_as_its_rows_do(world):
+    """The node list sorts from the node (rows are only built for lines on screen): for every
+    column, the same order as sorting the formatted rows."""
+    from fleetdeck.console.commands import jobs_by_node
+    from fleetdeck.console.rows import NODE_COLUMNS, SORT_KEYS, node_row, node_sort_key
+
+    world.fleet.telemetry(world.ingest, names=["gpu0020"], faults={"gpu0020": gpu_missing(5)})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        state = world.app.state
+        jobs = jobs_by_node(state)
+        now = world.clock()
+        for _title, key, _w in NODE_COLUMNS:
+            if key == "age":
+                continue  # rows hold the age at one instant; the node sorts by last heard
+            by_row = sorted(state.nodes, key=lambda n, k=key: SORT_KEYS[k](
+                node_row(state.nodes[n], now, jobs.get(n, []))))
+            by_node = sorted(state.nodes, key=lambda n, k=key: node_sort_key(
+                state.nodes[n], k, jobs.get(n, [])))
+            assert by_node == by_row, key
+        await pilot.press("2")
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, NodesScreen)
+        screen.sort_key = "reasons"
+        await pilot.pause()
+        want = sorted(state.nodes, key=lambda n: SORT_KEYS["reasons"](
+            node_row(state.nodes[n], now, jobs.get(n, []))))
+        assert screen.shown == want
+        assert "gpu0020" in want[:5]  # the nodes with reasons first
