@@ -179,21 +179,40 @@ TOPIC_CACHE_MAX = 100_000
 """Parsed topics kept per replay; a recording with endless invented topics parses the rest."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Peek:
-    node: str
-    seq: int
-    bd_seq: int
-    ts_ms: int
+_Superseded = tuple[int, int, float]
+"""(seq, ts in ms, receive time) of a superseded sample: all that is kept of it."""
 
 
-def _peek(msg: Scanned) -> _Peek | None:
+def _peek(msg: Scanned, subject: str) -> _Superseded | None:
+    """What a superseded sample contributes, read off its line; None when it cannot be read so
+    or when Ingest would refuse it for its first fields (wrong node, a bdSeq from the future):
+    such a sample is decoded and handed to Ingest instead."""
     if msg.raw is None:
         return None
     m = _TELEMETRY_V1_HEAD.match(msg.raw, msg.p_at + 1)
-    if m is None:
+    if m is None or m.group(1).decode("ascii") != subject:
         return None
-    return _Peek(m.group(1).decode("ascii"), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+    if int(m.group(3)) > (msg.t + BDSEQ_FUTURE_S) * 1000:
+        return None
+    return int(m.group(2)), int(m.group(4)), msg.t
+
+
+class _Window:
+    """One node's telemetry in the current tick window. Only the newest sample and the one
+    before it are kept whole (the one before in case Ingest refuses the newest); older ones
+    shrink to what superseding needs, so a long seek holds a few ints per sample, not lines."""
+
+    __slots__ = ("newest", "older", "prev")
+
+    def __init__(self, newest: Scanned) -> None:
+        self.older: list[_Superseded | Scanned] = []
+        self.prev: Scanned | None = None
+        self.newest = newest
+
+    def add(self, subject: str, msg: Scanned) -> None:
+        if self.prev is not None:
+            self.older.append(_peek(self.prev, subject) or self.prev)
+        self.prev, self.newest = self.newest, msg
 
 
 class ReplayIngest(Ingest):
@@ -265,7 +284,7 @@ class TickFeed:
         self.cluster = cluster
         self.every_sample = every_sample
         self.ingest = ReplayIngest(cluster)
-        self.pending: dict[str, list[Scanned]] = {}
+        self.pending: dict[str, _Window] = {}
         self.decoded = 0
         """Payloads decoded (the rest were superseded unread)."""
         self.superseded = 0
@@ -293,7 +312,11 @@ class TickFeed:
         if not self.every_sample and not msg.keyframe:
             subject = self._telemetry_subject(msg.topic)
             if subject is not None:
-                self.pending.setdefault(subject, []).append(msg)
+                window = self.pending.get(subject)
+                if window is None:
+                    self.pending[subject] = _Window(msg)
+                else:
+                    window.add(subject, msg)
                 return
         self._handle(msg)
 
@@ -314,46 +337,56 @@ class TickFeed:
         for subject, samples in pending.items():
             self._flush_node(subject, samples)
 
-    def _flush_node(self, subject: str, samples: list[Scanned]) -> None:
-        newest, older = samples[-1], samples[:-1]
-        if not older:
+    def _flush_node(self, subject: str, window: _Window) -> None:
+        newest, prev = window.newest, window.prev
+        if prev is None:
             self._handle(newest)
             return
         # Telemetry v2 (keyframes + deltas, docs/protocol.md) needs one more rule here: the
         # newest keyframe of the window must go through Ingest before the newest delta, unless
         # the newest sample is itself a keyframe. v1 samples are all whole; a v2 payload does
         # not match _TELEMETRY_V1_HEAD, so until that rule exists v2 samples are each decoded
-        # below, in order (correct, not fast).
+        # (the _Window keeps them whole), in order: correct, not fast.
         ingest = self.ingest
+        older = [*window.older, _peek(prev, subject) or prev]
         mark = ingest.mark(subject)
         first_pass: dict[int, bool | None] = {}
         skipped = 0
-        for i, msg in enumerate(older):
-            peek = _peek(msg)
-            if (peek is not None and peek.node == subject
-                    and peek.bd_seq <= (msg.t + BDSEQ_FUTURE_S) * 1000):
-                ingest.supersede(subject, peek.seq, peek.ts_ms, msg.t)
-                skipped += 1
-            else:
+        for i, item in enumerate(older):
+            if isinstance(item, Scanned):
                 # What Ingest would refuse, or what cannot be read cheaply: Ingest judges it.
-                first_pass[i] = self._handle(msg)
+                first_pass[i] = self._handle(item)
+            else:
+                ingest.supersede(subject, *item)
+                skipped += 1
         kept = self._handle(newest)
         if kept:
             self.superseded += skipped
             return
         # The newest sample was refused (or its line damaged). A live console would have kept
-        # the newest good one before it: redo the node's window with every older sample
-        # decoded in order. What was refused before is not handed over twice (it would be
-        # counted twice); Ingest's receive count still sees every sample once.
+        # the newest good one before it: redo the window with the sample before the newest
+        # decoded. What was refused before is not handed over twice (it would be counted
+        # twice); Ingest's receive count still sees every sample once. (Were that one refused
+        # too, the node keeps its previous sample this tick, where a live console would have
+        # taken an older good one: two refused samples in a row end a window.)
         ingest.undo(subject, mark)
         if kept is False:
             ingest.received += 1
-        for i, msg in enumerate(older):
-            if i in first_pass and not first_pass[i]:
-                if first_pass[i] is False:
-                    ingest.received += 1
-                continue
-            self._handle(msg)
+        skipped = 0
+        for i, item in enumerate(older[:-1]):
+            if not isinstance(item, Scanned):
+                ingest.supersede(subject, *item)
+                skipped += 1
+            elif first_pass[i]:
+                self._handle(item)
+            elif first_pass[i] is False:
+                ingest.received += 1
+        last = len(older) - 1
+        if last not in first_pass or first_pass[last]:
+            self._handle(prev)
+        elif first_pass[last] is False:
+            ingest.received += 1
+        self.superseded += skipped
 
 
 class Player:
