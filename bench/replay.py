@@ -1,21 +1,29 @@
 """Recording and store figures: file size per node-hour, headless replay speed, store size.
 
-    python bench/replay.py [--nodes 1024] [--seconds 30] [--no-store] [--rows FILE]
+    python bench/replay.py [--nodes 1024] [--seconds 30] [--coarse-tick 10] [--slow]
+                           [--no-store] [--rows FILE]
     python bench/replay.py --quick            # 256 nodes x 10 s, no store: a few seconds
 
 Builds a recording the way `fleetdeck record` writes it (RecordingWriter, births and statuses,
 then 1 Hz telemetry of a simulated fleet with jobs running: some nodes training, some idle),
-then replays it headless (`replay_headless`, the code behind `fleetdeck replay --headless`) and
-feeds the same samples through the SQLite store. Fails loudly when the replay does not end with
-every node, or skipped lines.
+then replays it headless (`replay_headless`, the code behind `fleetdeck replay --headless`) at
+the console's tick (the default, the figure judged against the target) and at a coarse tick
+(`--tick`), and with `--slow` the reference path that decodes every message; then feeds the
+same samples through the SQLite store. Speeds are recorded seconds per second of this process's
+CPU time (the machine is shared: wall time is printed too, but it measures the neighbours).
+Fails loudly when a replay does not end with every node, skipped lines, or did not account for
+every message of the recording (applied, or superseded by a newer sample of its node).
 """
 
 import argparse
 import asyncio
+import gc
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -25,7 +33,7 @@ from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.recording import RecordingWriter
-from fleetdeck.console.replay import replay_headless
+from fleetdeck.console.replay import TICK_S, replay_headless
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import Store
 from fleetdeck.protocol import codec
@@ -93,10 +101,54 @@ def size_of(path: Path) -> int:
     return path.stat().st_size
 
 
+@dataclass
+class Replayed:
+    file: str
+    mode: str
+    msgs: int
+    cpu_s: float
+    wall_s: float
+    decoded: int
+    superseded: int
+    seconds: float
+
+    @property
+    def speed(self) -> float:
+        return self.seconds / self.cpu_s
+
+    @property
+    def rate(self) -> float:
+        return self.msgs / self.cpu_s
+
+
+def replay_once(path: Path, name: str, mode: str, msgs: int, nodes: int, seconds: int,
+                **kw: Any) -> Replayed:
+    gc.collect()
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = replay_headless(path, **kw)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    rep = out["replay"]
+    require(out["totals"]["nodes"] == nodes,
+            f"{name} {mode}: the replay knows {out['totals']['nodes']} of {nodes} nodes")
+    require(not rep["skipped_lines"] and not rep["truncated"] and not rep["problems"],
+            f"{name} {mode}: the replay skipped or stumbled: {rep}")
+    require(out["replayed_s"] >= seconds - 1,
+            f"{name} {mode}: replayed {out['replayed_s']} s of a {seconds} s recording")
+    require(rep["applied"] == msgs and rep["decoded"] + rep["superseded"] == msgs,
+            f"{name} {mode}: the replay applied {rep['applied']} and decoded {rep['decoded']} "
+            f"+ superseded {rep['superseded']} of {msgs} messages")
+    return Replayed(name, mode, msgs, cpu, wall, rep["decoded"], rep["superseded"],
+                    out["replayed_s"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--coarse-tick", type=float, default=10.0,
+                    help="the coarse tick (s) replayed besides the console's")
+    ap.add_argument("--slow", action="store_true",
+                    help="also replay decoding every message (the reference path)")
     ap.add_argument("--no-store", action="store_true", help="skip the store-size figure")
     ap.add_argument("--quick", action="store_true", help="256 nodes x 10 s, no store")
     ap.add_argument("--rows", help="write the result row (JSON) here")
@@ -104,37 +156,38 @@ def main() -> int:
     if args.quick:
         args.nodes, args.seconds, args.no_store = 256, 10, True
     tune_gc()
+    modes: list[tuple[str, dict[str, Any]]] = [(f"tick {TICK_S:g} s", {}),
+                                               (f"tick {args.coarse_tick:g} s",
+                                                {"tick_s": args.coarse_tick})]
+    if args.slow:
+        modes.append((f"every msg, {TICK_S:g} s", {"every_sample": True}))
     with tempfile.TemporaryDirectory() as tmp:
-        rows = []
+        built = []
+        results: list[Replayed] = []
         for name in ("rec.jsonl", "rec.jsonl.gz"):
             path = Path(tmp) / name
             write_s, msgs = build(path, args.nodes, args.seconds)
-            size = path.stat().st_size
-            per_node_hour = size / args.nodes / args.seconds * 3600
-            t0 = time.perf_counter()
-            out = replay_headless(path)
-            replay_s = time.perf_counter() - t0
             require(msgs > args.nodes * args.seconds,
                     f"{name}: the recording holds {msgs} messages, fewer than its telemetry")
-            require(out["totals"]["nodes"] == args.nodes,
-                    f"{name}: the replay knows {out['totals']['nodes']} of {args.nodes} nodes")
-            rep = out["replay"]
-            require(not rep["skipped_lines"] and not rep["truncated"] and not rep["problems"],
-                    f"{name}: the replay skipped or stumbled: {rep}")
-            require(out["replayed_s"] >= args.seconds - 1,
-                    f"{name}: replayed {out['replayed_s']} s of a {args.seconds} s recording")
-            rows.append((name, msgs, size, per_node_hour, msgs / write_s,
-                         args.seconds / replay_s, msgs / replay_s))
+            size = path.stat().st_size
+            built.append((name, msgs, size, size / args.nodes / args.seconds * 3600,
+                          msgs / write_s))
+            for mode, kw in modes:
+                results.append(replay_once(path, name, mode, msgs, args.nodes, args.seconds,
+                                           **kw))
         if not args.no_store:
             store_s, store_bytes = asyncio.run(store_size(Path(tmp) / "s.db",
                                                           min(args.nodes, 256), 60))
     print(f"recording: {args.nodes} nodes x {args.seconds} s at 1 Hz (simulated fleet, jobs "
           "running)\n")
-    print(f"{'file':<14}{'msgs':>8}{'MiB':>8}{'MiB/node-h':>12}{'write msg/s':>13}"
-          f"{'replay x real':>15}{'replay msg/s':>14}")
-    for name, msgs, size, pnh, wr, speed, rate in rows:
-        print(f"{name:<14}{msgs:>8}{size / 2**20:>8.1f}{pnh / 2**20:>12.1f}{wr:>13,.0f}"
-              f"{speed:>15.1f}{rate:>14,.0f}")
+    print(f"{'file':<14}{'msgs':>8}{'MiB':>8}{'MiB/node-h':>12}{'write msg/s':>13}")
+    for name, msgs, size, pnh, wr in built:
+        print(f"{name:<14}{msgs:>8}{size / 2**20:>8.1f}{pnh / 2**20:>12.1f}{wr:>13,.0f}")
+    print(f"\n{'headless replay':<14}{'mode':>22}{'x real (CPU)':>14}{'msg/s (CPU)':>13}"
+          f"{'CPU s':>8}{'wall s':>8}{'decoded':>9}{'superseded':>12}")
+    for r in results:
+        print(f"{r.file:<14}{r.mode:>22}{r.speed:>14.1f}{r.rate:>13,.0f}{r.cpu_s:>8.2f}"
+              f"{r.wall_s:>8.2f}{r.decoded:>9}{r.superseded:>12}")
     if not args.no_store:
         n = min(args.nodes, 256)
         per_day = store_bytes / n / 121 * 86400
@@ -142,12 +195,15 @@ def main() -> int:
               f"{store_bytes / 2**20:.1f} MiB, {store_s:.1f} s")
         print(f"store size per node-day (1 row per GPU and port per minute): "
               f"{per_day / 2**20:.2f} MiB")
-    slowest = min(rows, key=lambda r: r[5])
-    speeds = ", ".join(f"{r[0]} {r[5]:.1f}x ({r[6]:,.0f} msg/s)" for r in rows)
+    default = [r for r in results if r.mode == modes[0][0]]
+    slowest = min(default, key=lambda r: r.speed)
+    speeds = ", ".join(f"{r.file} {r.speed:.1f}x ({r.rate:,.0f} msg/s)" for r in default)
+    coarse = ", ".join(f"{r.file} {r.speed:.1f}x" for r in results if r.mode == modes[1][0])
     write_rows(args.rows, [Row(
         "headless replay >= 100x real time on a 1,024-node recording",
-        f"{slowest[5]:.1f}x ({speeds}; {args.seconds} s recorded)", "x real time",
-        judge(slowest[5] >= 100, args.nodes, TARGET_NODES), args.nodes, slowest[5],
+        f"{slowest.speed:.1f}x ({speeds}; {modes[1][0]}: {coarse}; {args.seconds} s "
+        "recorded; per CPU second)", "x real time",
+        judge(slowest.speed >= 100, args.nodes, TARGET_NODES), args.nodes, slowest.speed,
         "bench/replay.py")])
     return 0
 

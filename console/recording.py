@@ -27,10 +27,12 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+import msgspec
 
 from fleetdeck import __version__
 from fleetdeck.errors import UserError
@@ -56,6 +58,17 @@ PROBE_TIMES = 8
 PROBE_LINES lines after it."""
 KEYFRAME_PROBE_BYTES = 64
 _KEYFRAME_HEAD = re.compile(rb'\{\s*"t"\s*:\s*([0-9][0-9.eE+-]*)\s*,\s*"keyframe"\s*:')
+_MSG_HEAD = re.compile(
+    rb'\{"t":([0-9]{1,12}(?:\.[0-9]{1,9})?),'
+    rb'"topic":"([\x20\x21\x24-\x2a\x2c-\x5b\x5d-\x7e]{1,65535})",'
+    rb'"qos":([012]),"retain":(true|false),"p":"')
+"""The head of a message line exactly as RecordingWriter writes it; a line that does not match
+(or does not end in ``"}``) goes through the full JSON parser instead. The topic class leaves
+out what ``_check_topic`` refuses (wildcards, quotes, escapes, control and non-ASCII bytes)."""
+READ_BYTES = 1 << 20
+"""The reader takes the file in reads of this size and finds lines itself: a readline per
+message cost more than parsing its head."""
+_decode_str = msgspec.json.Decoder(str).decode
 
 
 class _Damage(ValueError):
@@ -71,6 +84,46 @@ class Recorded:
     retain: bool = False
     keyframe: bool = False
     """True for messages restored from a keyframe (state, not something that happened at t)."""
+
+
+def _where(lineno: int, offset: int) -> str:
+    return f"line {lineno}" if offset == 0 else f"line {lineno} of the segment at byte {offset}"
+
+
+class Scanned:
+    """One message as the reader found it, its payload still encoded in ``raw`` (the line) from
+    ``p_at`` on, or already known (``known``: keyframe entries and lines that needed the full
+    parser). Ask :meth:`RecordingReader.payload` for the bytes."""
+
+    __slots__ = (
+        "keyframe",
+        "known",
+        "lineno",
+        "offset",
+        "p_at",
+        "qos",
+        "raw",
+        "retain",
+        "t",
+        "topic",
+    )
+
+    def __init__(self, t: float, topic: str, qos: int, retain: bool, keyframe: bool,
+                 raw: bytes | None, p_at: int, known: bytes | None, lineno: int,
+                 offset: int) -> None:
+        self.t = t
+        self.topic = topic
+        self.qos = qos
+        self.retain = retain
+        self.keyframe = keyframe
+        self.raw = raw
+        self.p_at = p_at
+        self.known = known
+        self.lineno = lineno
+        self.offset = offset
+
+    def where(self) -> str:
+        return _where(self.lineno, self.offset)
 
 
 def _encode_payload(payload: bytes) -> dict[str, str]:
@@ -453,6 +506,15 @@ class RecordingReader:
         """Messages in order. With ``start``, begin at the segment holding it: its keyframe
         (messages with ``keyframe=True``), then every message of the segment, including those
         before ``start`` — together they make the state at ``start``."""
+        yield from self._iter_from(*self._segment_for(start), True)
+
+    def scan(self, start: float | None = None) -> Iterator["Scanned"]:
+        """As :meth:`messages`, but each payload stays undecoded until :meth:`payload` asks
+        for it: a headless replay decodes only the samples a tick needs (docs/recording.md)."""
+        offset, t0 = self._segment_for(start)
+        yield from self._scan_from(offset, True, t0)
+
+    def _segment_for(self, start: float | None) -> tuple[int, float]:
         offset, t0 = 0, self.header.started
         # From the start, the first keyframe still counts: it holds what a console knew before
         # it began recording (RecordingWriter.seed); for `fleetdeck record` it is empty.
@@ -460,45 +522,113 @@ class RecordingReader:
             candidates = [(t, off) for t, off in self.segments if t <= start]
             if candidates:
                 t0, offset = candidates[-1]
-        yield from self._iter_from(offset, True, t0)
+        return offset, t0
 
-    def _iter_from(self, offset: int, use_keyframe: bool, t0: float) -> Iterator[Recorded]:
-        """Read from ``offset`` (0, or a segment's start whose time is ``t0``)."""
+    def payload(self, msg: "Scanned") -> bytes | None:
+        """The message's payload; None when its line turns out damaged, counted like any damaged
+        line (only a line whose payload is needed is decoded, so only those are checked)."""
+        if msg.raw is None:
+            return msg.known
+        try:
+            text = _decode_str(msg.raw[msg.p_at:len(msg.raw) - 2])
+            return text.encode("utf-8", errors="surrogateescape")
+        except (msgspec.DecodeError, ValueError):
+            pass
+        # Not the writer's own shape after all (extra keys, odd escapes): the full parser has
+        # the last word, and words the damage as it would have on the first read.
+        try:
+            kind, _t, body = self._parse(msg.raw, msg.t)
+            if kind == "message":
+                return body.payload  # type: ignore[no-any-return]
+            raise _Damage("not a message line")
+        except _Damage as err:
+            self.report.problem(f"{self.path}: {msg.where()}: {err}")
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError,
+                RecursionError) as err:
+            self.report.problem(f"{self.path}: {msg.where()}: {type(err).__name__}: "
+                                f"{str(err)[:80]}")
+        return None
+
+    def _iter_from(self, offset: int, t0: float, use_keyframe: bool) -> Iterator[Recorded]:
+        for msg in self._scan_from(offset, use_keyframe, t0):
+            payload = self.payload(msg)
+            if payload is not None:
+                yield Recorded(msg.t, msg.topic, payload, msg.qos, msg.retain, msg.keyframe)
+
+    def _scan_from(self, offset: int, use_keyframe: bool, t0: float) -> Iterator["Scanned"]:
+        """Read from ``offset`` (0, or a segment's start whose time is ``t0``), in large reads.
+
+        A line in the writer's own shape (``{"t":…,"topic":…,"qos":…,"retain":…,"p":"…"}``)
+        is taken apart by one anchored regex and its payload left encoded; anything else
+        (keyframes, gaps, ``b64`` payloads, hand-written or damaged lines) goes through the
+        full JSON parser, with the same checks either way."""
         rep = self.report
         lineno = 0
+        last = t0
+        head = _MSG_HEAD.match
+        buf = b""
+        pos = 0
+        eof = False
+        overlong = False
 
         def at() -> str:
-            return f"line {lineno}" if offset == 0 else f"line {lineno} of the segment at " \
-                f"byte {offset}"
+            return _where(lineno, offset)
 
-        last = t0
-        with self._open(offset) as f:
+        chunks = self._chunks(offset)
+        try:
             while True:
-                try:
-                    line = f.readline(MAX_LINE_BYTES)
-                    if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
-                        lineno += 1
-                        rep.lines += 1
-                        if not _skip_line(f):
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    if eof:
+                        if pos < len(buf):
+                            lineno += 1
+                            rep.lines += 1
+                            rep.truncated = True
+                            rep.problem(f"{self.path}: last {at()} is cut off (truncated)")
+                        return
+                    if len(buf) - pos >= MAX_LINE_BYTES:
+                        # Drop what was read of an overlong line; skip to its end.
+                        overlong = True
+                        buf, pos = b"", 0
+                    try:
+                        chunk = next(chunks, b"")
+                    except (OSError, EOFError, zlib.error):
+                        rep.truncated = True
+                        rep.problem(f"{self.path}: compressed data ends early after {at()} "
+                                    "(truncated recording)")
+                        return
+                    if not chunk:
+                        eof = True
+                        if overlong:
+                            lineno += 1
+                            rep.lines += 1
                             rep.truncated = True
                             rep.problem(f"{self.path}: last {at()} is cut off (truncated)")
                             return
-                        rep.problem(f"{self.path}: {at()}: longer than "
-                                    f"{MAX_LINE_BYTES >> 20} MiB")
-                        continue
-                except (OSError, EOFError, zlib.error):
-                    rep.truncated = True
-                    rep.problem(f"{self.path}: compressed data ends early after {at()} "
-                                "(truncated recording)")
-                    return
-                if not line:
-                    return
+                    buf = buf[pos:] + chunk if pos < len(buf) else chunk
+                    pos = 0
+                    continue
+                start, pos = pos, nl + 1
                 lineno += 1
                 rep.lines += 1
-                if not line.endswith(b"\n"):
-                    rep.truncated = True
-                    rep.problem(f"{self.path}: last {at()} is cut off (truncated)")
-                    return
+                if overlong:
+                    overlong = False
+                    rep.problem(f"{self.path}: {at()}: longer than {MAX_LINE_BYTES >> 20} MiB")
+                    continue
+                m = head(buf, start, nl)
+                if m is not None and nl - 2 >= m.end() and buf[nl - 2:nl] == b'"}':
+                    try:
+                        t = _check_time(float(m.group(1)), last)
+                    except _Damage as err:
+                        rep.problem(f"{self.path}: {at()}: {err}")
+                        continue
+                    last = t
+                    line = buf[start:nl + 1]
+                    yield Scanned(t, m.group(2).decode("ascii"), int(m.group(3)),
+                                  m.group(4) == b"true", False, line, m.end() - 1 - start,
+                                  None, lineno, offset)
+                    continue
+                line = buf[start:nl + 1]
                 try:
                     kind, t, body = self._parse(line, last)
                 except _Damage as err:
@@ -516,13 +646,45 @@ class RecordingReader:
                     if use_keyframe:
                         use_keyframe = False
                         for topic, payload in body:
-                            yield Recorded(t, topic, payload, keyframe=True)
+                            yield Scanned(t, topic, 0, False, True, None, 0, payload, lineno,
+                                          offset)
                 elif kind == "gap":
                     rep.gap(f"{self.path}: no data for {t - body[0]:.1f} s, from "
                             f"{body[0] - self.header.started:.1f} s to "
                             f"{t - self.header.started:.1f} s into the recording ({body[1]})")
                 else:
-                    yield body
+                    msg = body
+                    yield Scanned(msg.t, msg.topic, msg.qos, msg.retain, False, None, 0,
+                                  msg.payload, lineno, offset)
+        finally:
+            chunks.close()
+
+    def _chunks(self, offset: int) -> Generator[bytes, None, None]:
+        """The recording from ``offset`` on, decompressed, in large pieces. Gzip members are
+        inflated here rather than by GzipFile so that what precedes a cut-off end still comes
+        out before the EOFError (GzipFile drops a whole read's worth)."""
+        with open(self.path, "rb") as raw:
+            raw.seek(offset)
+            if not self.gzip:
+                while chunk := raw.read(READ_BYTES):
+                    yield chunk
+                return
+            inflate = zlib.decompressobj(31)
+            pending = False
+            while data := raw.read(READ_BYTES >> 2):
+                while data:
+                    out = inflate.decompress(data)
+                    pending = True
+                    if out:
+                        yield out
+                    data = b""
+                    if inflate.eof:
+                        # The next member (one per segment, docs/recording.md) starts here.
+                        data, pending = inflate.unused_data, False
+                        inflate = zlib.decompressobj(31)
+            if pending:
+                raise EOFError("Compressed file ended before the end-of-stream marker was "
+                               "reached")
 
     def _parse(self, line: bytes, last: float) -> _Line:
         """One line, checked: ('header'|'keyframe'|'gap'|'message', time, what it holds)."""
@@ -572,23 +734,13 @@ class RecordingReader:
         try:
             for t0, offset in starts:
                 last: float | None = None
-                for msg in self._iter_from(offset, False, t0):
+                for msg in self._scan_from(offset, False, t0):
                     last = msg.t
                 if last is not None:
                     return last
             return self.header.started
         finally:
             self.report = saved
-
-
-def _skip_line(f: IO[bytes]) -> bool:
-    """Read past the rest of an overlong line; False when the file ends first."""
-    while True:
-        chunk = f.readline(MAX_LINE_BYTES)
-        if not chunk:
-            return False
-        if chunk.endswith(b"\n"):
-            return True
 
 
 def _is_gzip(path: Path) -> bool:

@@ -8,6 +8,7 @@ import asyncio
 import bisect
 import contextlib
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -18,18 +19,21 @@ from typing import Any
 import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
-from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.recording import ReadReport, Recorded, RecordingReader, RecordingWriter
-from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.ingest import BDSEQ_FUTURE_S, Ingest
+from fleetdeck.console.recording import ReadReport, RecordingReader, RecordingWriter, Scanned
+from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
+from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic, topic_for
 
 TICK_S = 0.5
+"""The console's own tick, in recorded time: what a headless replay ticks at unless told."""
 EVENT_KINDS = frozenset({Kind.EVENT, Kind.ACK, Kind.CMD, Kind.SCHED_CMD, Kind.SCHED_ACK,
                          Kind.STATUS, Kind.BIRTH})
 """What 'next/previous event' jumps between: things that happened, not periodic samples."""
+_UNSEEN = object()
 
 
 # --- record --------------------------------------------------------------------------------------
@@ -165,7 +169,227 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
         stats.gaps = writer.gaps
 
 
-# --- replay --------------------------------------------------------------------------------------
+# --- replay ---------------------------------------------------------------------------------------
+
+
+_TELEMETRY_V1_HEAD = re.compile(
+    rb'\{\\"v\\":1,\\"node\\":\\"([A-Za-z0-9._-]{1,64})\\",\\"seq\\":([0-9]{1,18}),'
+    rb'\\"bdSeq\\":([0-9]{1,18}),\\"ts\\":([0-9]{1,18})[,}]')
+"""The first fields of a v1 telemetry payload as agents encode it, read straight off the
+recording line (the payload is a JSON string there, hence the escaped quotes): all a superseded
+sample contributes to the picture. A payload that does not start so is decoded in full."""
+TOPIC_CACHE_MAX = 100_000
+"""Parsed topics kept per replay; a recording with endless invented topics parses the rest."""
+
+
+_Superseded = tuple[int, int, float]
+"""(seq, ts in ms, receive time) of a superseded sample: all that is kept of it."""
+
+
+def _peek(msg: Scanned, subject: str) -> _Superseded | None:
+    """What a superseded sample contributes, read off its line; None when it cannot be read so
+    or when Ingest would refuse it for its first fields (wrong node, a bdSeq from the future):
+    such a sample is decoded and handed to Ingest instead."""
+    if msg.raw is None:
+        return None
+    m = _TELEMETRY_V1_HEAD.match(msg.raw, msg.p_at + 1)
+    if m is None or m.group(1).decode("ascii") != subject:
+        return None
+    if int(m.group(3)) > (msg.t + BDSEQ_FUTURE_S) * 1000:
+        return None
+    return int(m.group(2)), int(m.group(4)), msg.t
+
+
+class _Window:
+    """One node's telemetry in the current tick window. Only the newest sample and the one
+    before it are kept whole (the one before in case Ingest refuses the newest); older ones
+    shrink to what superseding needs, so a long seek holds a few ints per sample, not lines."""
+
+    __slots__ = ("newest", "older", "prev")
+
+    def __init__(self, newest: Scanned) -> None:
+        self.older: list[_Superseded | Scanned] = []
+        self.prev: Scanned | None = None
+        self.newest = newest
+
+    def add(self, subject: str, msg: Scanned) -> None:
+        if self.prev is not None:
+            self.older.append(_peek(self.prev, subject) or self.prev)
+        self.prev, self.newest = self.newest, msg
+
+
+class ReplayIngest(Ingest):
+    """Ingest plus what replay needs: counting a telemetry sample that a newer one of the same
+    node replaced within a tick without decoding it, exactly as ``Ingest`` counts a superseded
+    live sample (messages, superseded, its seq for gap counting, its delay)."""
+
+    def supersede(self, subject: str, seq: int, ts_ms: int, rx_ts: float) -> None:
+        self.received += 1
+        b = self._batch
+        b.messages += 1
+        b.superseded += 1
+        lag = rx_ts - ts_ms / 1000
+        floor = self._lag_floor.get(subject)
+        if floor is None or lag < floor:
+            floor = self._lag_floor[subject] = lag
+        b.delays.append(lag - floor)
+        b.seq_seen.setdefault(subject, []).append(seq)
+
+    def mark(self, subject: str) -> "_Mark":
+        """Where the batch stands for ``subject``: ``undo`` returns there."""
+        b = self._batch
+        return _Mark(self.received, b.messages, b.superseded, len(b.delays),
+                     len(b.seq_seen.get(subject, ())), self._lag_floor.get(subject),
+                     b.telemetry.get(subject))
+
+    def undo(self, subject: str, mark: "_Mark") -> None:
+        b = self._batch
+        self.received, b.messages, b.superseded = mark.received, mark.messages, mark.superseded
+        del b.delays[mark.delays:]
+        seqs = b.seq_seen.get(subject)
+        if seqs is not None:
+            del seqs[mark.seqs:]
+            if not seqs:
+                del b.seq_seen[subject]
+        if mark.floor is None:
+            self._lag_floor.pop(subject, None)
+        else:
+            self._lag_floor[subject] = mark.floor
+        if mark.telemetry is None:
+            b.telemetry.pop(subject, None)
+        else:
+            b.telemetry[subject] = mark.telemetry
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    received: int
+    messages: int
+    superseded: int
+    delays: int
+    seqs: int
+    floor: float | None
+    telemetry: tuple[float, Telemetry] | None
+
+
+class TickFeed:
+    """Feeds scanned messages to a session's ingest one tick window at a time.
+
+    Births, statuses, events, acks, job statuses and anything unusual go to ``Ingest.handle``
+    as they come, in order. Telemetry waits per node until ``flush`` (the end of the window):
+    then only the newest sample of each node is decoded; the older ones are counted as
+    superseded from the few fields read off the line (``_peek``), which is all the fleet state
+    takes from a superseded live sample too. ``every_sample`` decodes every sample in order
+    instead (the reference the fast path is tested against)."""
+
+    def __init__(self, reader: RecordingReader, cluster: str, every_sample: bool = False) -> None:
+        self.reader = reader
+        self.cluster = cluster
+        self.every_sample = every_sample
+        self.ingest = ReplayIngest(cluster)
+        self.pending: dict[str, _Window] = {}
+        self.decoded = 0
+        """Payloads decoded (the rest were superseded unread)."""
+        self.superseded = 0
+        """Telemetry samples counted from their first fields, never decoded."""
+        self._topics: dict[str, str | None] = {}
+
+    def _telemetry_subject(self, topic: str) -> str | None:
+        """The node a telemetry topic of this cluster is for; None for anything else."""
+        try:
+            return self._topics[topic]
+        except KeyError:
+            pass
+        try:
+            parsed = parse_topic(topic)
+            subject: str | None = (parsed.subject if parsed.kind is Kind.TELEMETRY
+                                   and parsed.cluster == self.cluster and parsed.subject
+                                   else None)
+        except TopicError:
+            subject = None
+        if len(self._topics) < TOPIC_CACHE_MAX:
+            self._topics[topic] = subject
+        return subject
+
+    def add(self, msg: Scanned) -> None:
+        if not self.every_sample and not msg.keyframe:
+            subject = self._telemetry_subject(msg.topic)
+            if subject is not None:
+                window = self.pending.get(subject)
+                if window is None:
+                    self.pending[subject] = _Window(msg)
+                else:
+                    window.add(subject, msg)
+                return
+        self._handle(msg)
+
+    def _handle(self, msg: Scanned) -> bool | None:
+        """Decode and hand to Ingest: True when Ingest kept it, False when it refused it,
+        None when the line itself was damaged (counted by the reader; Ingest never saw it)."""
+        payload = self.reader.payload(msg)
+        if payload is None:
+            return None
+        self.decoded += 1
+        refused = self.ingest.malformed.total
+        self.ingest.handle(msg.topic, payload, msg.t)
+        return self.ingest.malformed.total == refused
+
+    def flush(self) -> None:
+        """End the window: hand every node's telemetry to Ingest (see the class)."""
+        pending, self.pending = self.pending, {}
+        for subject, samples in pending.items():
+            self._flush_node(subject, samples)
+
+    def _flush_node(self, subject: str, window: _Window) -> None:
+        newest, prev = window.newest, window.prev
+        if prev is None:
+            self._handle(newest)
+            return
+        # Telemetry v2 (keyframes + deltas, docs/protocol.md) needs one more rule here: the
+        # newest keyframe of the window must go through Ingest before the newest delta, unless
+        # the newest sample is itself a keyframe. v1 samples are all whole; a v2 payload does
+        # not match _TELEMETRY_V1_HEAD, so until that rule exists v2 samples are each decoded
+        # (the _Window keeps them whole), in order: correct, not fast.
+        ingest = self.ingest
+        older = [*window.older, _peek(prev, subject) or prev]
+        mark = ingest.mark(subject)
+        first_pass: dict[int, bool | None] = {}
+        skipped = 0
+        for i, item in enumerate(older):
+            if isinstance(item, Scanned):
+                # What Ingest would refuse, or what cannot be read cheaply: Ingest judges it.
+                first_pass[i] = self._handle(item)
+            else:
+                ingest.supersede(subject, *item)
+                skipped += 1
+        kept = self._handle(newest)
+        if kept:
+            self.superseded += skipped
+            return
+        # The newest sample was refused (or its line damaged). A live console would have kept
+        # the newest good one before it: redo the window with the sample before the newest
+        # decoded. What was refused before is not handed over twice (it would be counted
+        # twice); Ingest's receive count still sees every sample once. (Were that one refused
+        # too, the node keeps its previous sample this tick, where a live console would have
+        # taken an older good one: two refused samples in a row end a window.)
+        ingest.undo(subject, mark)
+        if kept is False:
+            ingest.received += 1
+        skipped = 0
+        for i, item in enumerate(older[:-1]):
+            if not isinstance(item, Scanned):
+                ingest.supersede(subject, *item)
+                skipped += 1
+            elif first_pass[i]:
+                self._handle(item)
+            elif first_pass[i] is False:
+                ingest.received += 1
+        last = len(older) - 1
+        if last not in first_pass or first_pass[last]:
+            self._handle(prev)
+        elif first_pass[last] is False:
+            ingest.received += 1
+        self.superseded += skipped
 
 
 class Player:
@@ -173,7 +397,8 @@ class Player:
     (``session``) through the same ingest path as live MQTT.
 
     A backward seek resets the session (the past cannot be un-applied) and replays from the
-    keyframe before the target.
+    keyframe before the target. Each call that moves forward is one tick window: only the newest
+    telemetry sample per node in it is decoded (``TickFeed``).
     """
 
     def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True) -> None:
@@ -187,13 +412,13 @@ class Player:
         if index_events:
             self._scan()
         else:
-            # Headless: no event navigation needed; find the end from the last segment only
-            # instead of reading the whole file twice.
+            # No event navigation needed; find the end from the last segment only.
             self.report = self.reader.report
             self.end = self.reader.end_time()
         self.position = self.start
+        self.feed = TickFeed(self.reader, self.cluster)
         self.session = ConsoleSession(self.cluster, clock=self.clock, operator="replay",
-                                      follow_up=False)
+                                      follow_up=False, ingest=self.feed.ingest)
         self._reset(self.start, fresh=True)
 
     @property
@@ -205,13 +430,18 @@ class Player:
         return self.session.ingest
 
     def _scan(self) -> None:
-        # One pass for the event index and the end time; messages are not kept in memory.
-        for msg in self.reader.messages():
+        # One pass for the event index and the end time; payloads are not decoded.
+        kinds: dict[str, Kind | None] = {}
+        for msg in self.reader.scan():
             self.end = msg.t
-            try:
-                kind = parse_topic(msg.topic).kind
-            except TopicError:
-                continue
+            kind = kinds.get(msg.topic, _UNSEEN)
+            if kind is _UNSEEN:
+                try:
+                    kind = parse_topic(msg.topic).kind
+                except TopicError:
+                    kind = None
+                if len(kinds) < TOPIC_CACHE_MAX:
+                    kinds[msg.topic] = kind
             if kind in EVENT_KINDS:
                 self.events.append(msg.t)
         # The scan read every line: its report is the file's. Later passes must not recount.
@@ -220,9 +450,10 @@ class Player:
 
     def _reset(self, at: float, fresh: bool = False) -> None:
         if not fresh:
-            self.session.reset()
-        self._iter = self.reader.messages(start=at if at > self.start else None)
-        self._pending: Recorded | None = None
+            self.feed = TickFeed(self.reader, self.cluster)
+            self.session.reset(self.feed.ingest)
+        self._iter = self.reader.scan(start=at if at > self.start else None)
+        self._pending: Scanned | None = None
         self.position = at
 
     def clock(self) -> float:
@@ -233,7 +464,13 @@ class Player:
         return self.position >= self.end
 
     def _feed_until(self, target: float) -> None:
-        handle = self.session.ingest.handle
+        try:
+            self._read_until(target)
+        finally:
+            self.feed.flush()
+
+    def _read_until(self, target: float) -> None:
+        add = self.feed.add
         while True:
             msg = self._pending
             if msg is None:
@@ -246,7 +483,7 @@ class Player:
                 self.position = target
                 return
             self._pending = None
-            handle(msg.topic, msg.payload, msg.t)
+            add(msg)
 
     def advance(self, wall_dt: float) -> None:
         """Move forward by ``wall_dt`` seconds of wall time at the current speed."""
@@ -277,25 +514,84 @@ class Player:
         return None
 
 
-def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
-    """Replay as fast as possible, one session tick every 0.5 s of recorded time (the console's
-    own tick, so every rule that needs two samples fires as it did live); return the final
-    picture in the shape of ``status --json`` plus events and a replay report."""
-    player = Player(path, index_events=False)
-    session = player.session
-    end = player.end if until is None else min(player.end, player.start + until)
-    t = player.start
-    while t < end:
-        t = min(end, t + TICK_S)
-        player.seek(t)
-        session.tick(t)
-    rep = player.report
-    out = fleet_summary(session.state, end, source=str(path),
-                        replayed_s=round(end - player.start, 3),
+@dataclass
+class HeadlessRun:
+    """What ``run_headless`` leaves: the session at the end and how the file was read."""
+
+    session: ConsoleSession
+    feed: TickFeed
+    report: ReadReport
+    start: float
+    end: float
+    tick_s: float
+
+
+def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK_S,
+                 every_sample: bool = False,
+                 on_tick: Callable[[TickReport], None] | None = None) -> HeadlessRun:
+    """Replay as fast as possible, reading the file once, front to back: the session ticks
+    every ``tick_s`` of recorded time (the console's own 0.5 s by default, so every rule that
+    needs two samples fires as it did live) and once more at the end. Within a tick only the
+    newest telemetry sample per node is decoded (``TickFeed``); ``every_sample=True`` decodes
+    every message, the slow reference the fast path is tested against. The result is the same
+    either way (docs/recording.md, "Headless replay")."""
+    if not tick_s > 0:
+        raise UserError(f"--tick must be a positive number of seconds, not {tick_s:g}.")
+    reader = RecordingReader(path)
+    cluster = reader.header.cluster
+    start = reader.header.started
+    feed = TickFeed(reader, cluster, every_sample=every_sample)
+    now = [start]
+    session = ConsoleSession(cluster, clock=lambda: now[0], operator="replay",
+                             follow_up=False, ingest=feed.ingest)
+    limit = None if until is None else start + until
+
+    def tick(at: float) -> None:
+        feed.flush()
+        now[0] = at
+        report = session.tick(at)
+        if on_tick is not None:
+            on_tick(report)
+
+    # The same tick times as the console's replay always had: start + k * tick_s, summed.
+    next_tick = start + tick_s
+    last = start
+    cut = False
+    for msg in reader.scan():
+        if limit is not None and msg.t > limit:
+            cut = True
+            break
+        while msg.t > next_tick:
+            tick(next_tick)
+            next_tick += tick_s
+        last = msg.t
+        feed.add(msg)
+    end = limit if cut and limit is not None else last
+    while next_tick < end:
+        tick(next_tick)
+        next_tick += tick_s
+    if end > start:
+        tick(end)
+    else:
+        feed.flush()
+    return HeadlessRun(session, feed, reader.report, start, end, tick_s)
+
+
+def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK_S,
+                    every_sample: bool = False) -> dict[str, Any]:
+    """``run_headless``, summed up: the final picture in the shape of ``status --json`` plus
+    events and a replay report."""
+    run = run_headless(path, until=until, tick_s=tick_s, every_sample=every_sample)
+    session, rep = run.session, run.report
+    out = fleet_summary(session.state, run.end, source=str(path),
+                        replayed_s=round(run.end - run.start, 3),
                         interruptions=session.interruptions.total)
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
-    out["replay"] = {"start": player.start, "end": end, "skipped_lines": rep.skipped,
-                     "truncated": rep.truncated, "problems": rep.problems}
+    out["replay"] = {"start": run.start, "end": run.end, "skipped_lines": rep.skipped,
+                     "truncated": rep.truncated, "problems": rep.problems,
+                     "tick_s": tick_s, "ticks": session.counters.ticks,
+                     "decoded": run.feed.decoded, "superseded": run.feed.superseded,
+                     "applied": session.state.applied}
     return out
 
 

@@ -363,6 +363,9 @@ def build_parser() -> Parser:
                    help="with --headless: stop that many seconds into the recording")
     p.add_argument("--summary-json", action="store_true",
                    help="with --headless: print the final state as JSON (status --json shape)")
+    p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5, metavar="SECONDS",
+                   help="with --headless: tick every SECONDS of recorded time (default 0.5, "
+                   "the console's; coarser is faster, times of changes coarser too)")
     p.add_argument("--to-broker", metavar="URL", help="republish the recording into a broker")
     p.add_argument("--speed", type=_positive(float, "--speed"), default=1.0,
                    help="replay speed, 0.5-100 (default 1)")
