@@ -274,16 +274,18 @@ class Player:
         return None
 
 
-def replay_headless(path: Path, until: float | None = None) -> dict[str, Any]:
+def replay_headless(path: Path, until: float | None = None,
+                    tick_s: float = TICK_S) -> dict[str, Any]:
     """Replay as fast as possible, one session tick every 0.5 s of recorded time (the console's
     own tick, so every rule that needs two samples fires as it did live); return the final
-    picture in the shape of ``status --json`` plus events and a replay report."""
+    picture in the shape of ``status --json`` plus events and a replay report. A longer
+    ``tick_s`` suits a sparse recording (``fleetdeck sim --out``: a week in minutes)."""
     player = Player(path, index_events=False)
     session = player.session
     end = player.end if until is None else min(player.end, player.start + until)
     t = player.start
     while t < end:
-        t = min(end, t + TICK_S)
+        t = min(end, t + tick_s)
         player.seek(t)
         session.tick(t)
     rep = player.report

@@ -69,7 +69,7 @@ def run_replay(args: Any) -> int:
         print(f"replayed {sent} messages into {url}", file=sys.stderr)
         return tell_damage(report.skipped, report.truncated, report.problems)
     if args.headless:
-        out = replay_headless(path, args.until)
+        out = replay_headless(path, args.until, args.tick)
         rep = out["replay"]
         status = tell_damage(rep["skipped_lines"], rep["truncated"], rep["problems"])
         if args.summary_json:
