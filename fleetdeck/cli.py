@@ -471,7 +471,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
         from fleetdeck.agents.sim.topology import node_names
 
         drawn = rates.add_faults(scenario, table, node_names(opts.nodes, opts.prefix),
-                                 seed=opts.seed, until_s=duration or rates.LIVE_HORIZON_S)
+                                 seed=opts.seed,
+                                 until_s=duration or rates.live_horizon_s(table, opts.nodes))
     if args.out:
         from fleetdeck.agents.sim.offline import run_cli
         from fleetdeck.console.recording import RecordingWriter

@@ -35,8 +35,9 @@ from fleetdeck.agents.sim.spec import (
 )
 
 DAY_S = 86400.0
-MAX_RATE = 100.0
-"""Failures per node-day above this are surely a typo (per hour, per fleet…)."""
+MAX_RATE = DAY_S
+"""More than one failure a second per node is no failure rate (a demo may want one every few
+seconds across the fleet, which is thousands per node-day)."""
 
 CLASSES = ("gpu", "hbm_ecc", "network", "host", "software")
 """The interruption classes of the console's accounting (console/interruptions.py CAUSES, less
@@ -84,7 +85,10 @@ BUILTIN_CAUSES: dict[str, Builtin] = {
     "gpu_thermal": Builtin("thermal", {"duration": "2h"}, None,
                            "a GPU cooling fault for 2 h: a straggler, no interruption"),
 }
-"""Causes a table may name without saying what they are (docs/scenarios.md)."""
+"""Causes a table may name without saying what they are (docs/scenarios.md). A node with a
+drain-class XID comes back no sooner than 2 h: the console keeps such an XID that long
+(docs/architecture.md), and a node back sooner would carry a finding that the next interruption
+of its new job is blamed on."""
 
 _CAUSE_KEYS = frozenset({"per_node_day", "fault", "repair", "counts_as"})
 
@@ -375,4 +379,11 @@ def add_faults(scenario: Scenario, table: RateTable, nodes: list[str], *, seed: 
 
 
 LIVE_HORIZON_S = 30 * DAY_S
-"""A live ``fleetdeck sim --fault-rates`` draws this much fault timeline up front."""
+LIVE_MAX_FAULTS = 20_000
+
+
+def live_horizon_s(table: RateTable, nodes: int) -> float:
+    """How far ahead a live ``fleetdeck sim --fault-rates`` draws its faults: 30 days, or
+    less when that would be more than about 20,000 faults (a demo's high rates)."""
+    per_s = table.fleet_rate_per_day(nodes) / DAY_S
+    return LIVE_HORIZON_S if per_s <= 0 else min(LIVE_HORIZON_S, LIVE_MAX_FAULTS / per_s)

@@ -4,6 +4,7 @@ replayed headless through the console, whose interruptions by cause must match t
 import gzip
 import json
 import math
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from fleetdeck.agents.sim.topology import node_names
 from fleetdeck.agents.sim.world import WorldOptions
 from fleetdeck.cli import main
 from fleetdeck.console.recording import RecordingWriter
+from tests.conftest import run_cli, spawn, stop_process
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -33,7 +35,7 @@ from fleetdeck.console.recording import RecordingWriter
     ({"rates": {"gpu_xid79": -0.002}}, "cannot be negative"),
     ({"rates": {"gpu_xid79": "often"}}, "must be a number of failures per node-day"),
     ({"rates": {"gpu_xid79": True}}, "must be a number of failures per node-day"),
-    ({"rates": {"gpu_xid79": 500}}, "more than 100"),
+    ({"rates": {"gpu_xid79": 100_000}}, "more than 86400"),
     ({"rates": {"gpu_xid79": {"per_node_day": math.inf}}}, "per_node_day must be a number"),
     ({"rates": {"mine": {"per_node_day": 0.1, "fault": "meteor"}}}, "unknown fault kind"),
     ({"rates": {"mine": {"per_node_day": 0.1, "fault": "submit"}}}, "is not a failure"),
@@ -223,3 +225,26 @@ def test_the_cli_runs_a_table_offline(tmp_path, capsys):
         head = json.loads(f.readline())
     assert head["cluster"] == "off" and head["fleetdeck_recording"] == 1
     assert Path(f"{out}.idx").is_file()
+
+
+def test_a_live_sim_draws_its_faults_from_the_table(mosquitto, tmp_path):
+    """`fleetdeck sim --fault-rates` over a real broker: at a demo's rate (8 nodes, a GPU off
+    the bus every ~4 s somewhere) nodes fail within seconds, as `status --json` judges them."""
+    table = tmp_path / "demo-rates.toml"
+    table.write_text("[rates]\ngpu_xid79 = { per_node_day = 2700, repair = \"1h\" }\n"
+                     "ib_flap = 0\n")
+    url = str(mosquitto.url)
+    sim = spawn("sim", "--broker", url, "--cluster", "rates", "--nodes", "8", "--seed", "3",
+                "--fault-rates", str(table), log=tmp_path / "sim.log")
+    try:
+        deadline = time.monotonic() + 40
+        failed: list[str] = []
+        while time.monotonic() < deadline and len(failed) < 2:
+            out = run_cli("status", "--broker", url, "--cluster", "rates", "--json",
+                          "--wait", "2")
+            if out.returncode == 0:
+                failed = [n["id"] for n in json.loads(out.stdout)["nodes"]
+                          if n["verdict"] == "failed" and "G1" in n["reasons"]]
+        assert len(failed) >= 2, failed
+    finally:
+        assert stop_process(sim) == 0
