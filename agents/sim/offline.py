@@ -38,6 +38,7 @@ from fleetdeck.agents.sim.scheduler import SimJob
 from fleetdeck.agents.sim.spec import Action
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import JobState
 from fleetdeck.protocol.topics import Kind, topic_for
@@ -440,9 +441,14 @@ def run_cli(opts: FleetOptions, duration_s: float, table: RateTable | None,
                   file=sys.stderr, flush=True)
 
     wall0 = time.monotonic()
-    stats = run_offline(OfflineOptions(cluster=opts.cluster, duration_s=duration_s, world=world),
-                        sink, timeline, faults=drawn.faults if drawn is not None else [],
-                        restart_jobs=submitted_names(timeline), progress=progress)
+    try:
+        stats = run_offline(OfflineOptions(cluster=opts.cluster, duration_s=duration_s,
+                                           world=world),
+                            sink, timeline, faults=drawn.faults if drawn is not None else [],
+                            restart_jobs=submitted_names(timeline), progress=progress)
+    except OSError as err:
+        where = f" {err.filename}" if err.filename else ""
+        raise UserError(f"cannot write{where}: {err.strerror or err}.") from None
     for line in summary_lines(stats, table, time.monotonic() - wall0):
         print(f"fleetdeck sim: {line}", file=sys.stderr)
     return 0

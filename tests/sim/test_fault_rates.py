@@ -69,6 +69,10 @@ def test_bad_files_and_spans_from_the_command_line(tmp_path, capsys):
         load_rates("nope")
     assert main(["sim", "--out", str(tmp_path / "x.jsonl.gz")]) == 2
     assert "--out and --duration go together" in capsys.readouterr().err
+    nowhere = tmp_path / "no" / "such" / "dir.jsonl.gz"
+    assert main(["sim", "--nodes", "4", "--out", str(nowhere), "--duration", "1h"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("No such file or directory.") and str(nowhere) in err
     assert (parse_span("7d"), parse_span("36h"), parse_span("1d12h")) == (
         604800, 129600, 129600)
     for bad_span in ("0d", "soon", "-1d"):
