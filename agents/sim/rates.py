@@ -65,7 +65,8 @@ BUILTIN_CAUSES: dict[str, Builtin] = {
     "gpu_xid79": Builtin("xid79", {}, "6h", "GPU fell off the bus (XID 79): NF, requeue"),
     "gpu_gsp": Builtin("xid", {"code": 119, "then": [45]}, "2h",
                        "GSP RPC timeout (XID 119, then 45): the rank dies (F), GPU reset"),
-    "gpu_nvlink": Builtin("nvlink", {}, "4h", "NVLink error (XID 74): the rank dies (F)"),
+    "gpu_nvlink": Builtin("nvlink", {}, "4h", "NVLink links down (XID 74 on two GPUs): the "
+                          "job slows (a straggler), the node takes no new work; no interruption"),
     "hbm_dbe": Builtin("ecc_dbe", {}, "2h",
                        "double-bit ECC error (XID 48, 63): the rank dies (F), reset"),
     "hbm_uncontained": Builtin("xid", {"code": 95, "then": [63, 45]}, "2h",
@@ -143,12 +144,12 @@ class Schedule:
 def counts_as(fault: str, params: dict[str, Value | None]) -> str | None:
     """The interruption class the console gives a job this fault kills, from the rules it
     applies (console/interruptions.py): None when the fault does not interrupt work."""
+    # ``nvlink`` takes links down and slows the job (comm x 2.5 on the node) without killing a
+    # rank (docs/scenarios.md): like thermal, it interrupts nothing; ``xid code=74`` does.
     if fault == "xid79":
         return "gpu"
     if fault == "ecc_dbe":
         return "hbm_ecc"
-    if fault == "nvlink":
-        return "gpu"
     if fault in ("link_down", "leaf_switch"):
         return "network"
     if fault == "node_death":

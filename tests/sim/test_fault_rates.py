@@ -90,7 +90,7 @@ def test_builtin_causes_and_the_week_table():
     assert kinds["ib_link_down"] == ("link_down", "network")
     assert kinds["node_power_loss"] == ("node_death", "host")
     assert kinds["app_crash"] == ("xid", "software")
-    for harmless in ("agent_crash", "gpu_thermal", "ib_flap"):
+    for harmless in ("agent_crash", "gpu_thermal", "ib_flap", "gpu_nvlink"):
         assert kinds[harmless][1] is None
     own = parse_rates({"rates": {"contained": {"per_node_day": 0.01, "fault": "xid", "code": 94,
                                                "then": [63], "counts_as": "hbm_ecc"}}})
