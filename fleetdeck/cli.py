@@ -474,12 +474,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
                                  seed=opts.seed,
                                  until_s=duration or rates.live_horizon_s(table, opts.nodes))
     if args.out:
-        from fleetdeck.agents.sim.offline import run_cli
+        from fleetdeck.agents.sim.offline import SEGMENT_S, run_cli
         from fleetdeck.console.recording import RecordingWriter
 
         return run_cli(opts, duration, table, drawn, lambda started: RecordingWriter(
             Path(args.out), args.cluster, started=started, source="fleetdeck sim --out",
-            segment_s=86_400.0))
+            segment_s=SEGMENT_S))
     asyncio.run(run_fleet(_url(args), opts))
     return 0
 
