@@ -261,6 +261,11 @@ def build_parser() -> Parser:
                    help="spread the fleet's agents over N processes (one MQTT session and Last "
                    "Will per node still; one simulated scheduler; default 1)")
     _add_wire(p)
+    p.add_argument("--fault-rates", metavar="NAME|FILE", help="draw faults from a rate table "
+                   "(failures per node-day by cause, docs/scenarios.md): 'rates-week' or a .toml")
+    p.add_argument("--out", metavar="FILE", help="no broker: run in virtual time, as fast as the "
+                   "CPU allows, into a recording for 'fleetdeck replay' (needs --duration)")
+    p.add_argument("--duration", metavar="SPAN", help="with --out: simulated time (7d, 36h, 90m)")
 
     p = sub.add_parser("inject", help="inject a fault into a running 'fleetdeck sim'")
     _add_broker(p)
@@ -361,11 +366,11 @@ def build_parser() -> Parser:
                    help="no TUI: replay as fast as possible and print the final state")
     p.add_argument("--until", type=_positive(float, "--until"), metavar="SECONDS",
                    help="with --headless: stop that many seconds into the recording")
+    p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5, metavar="SECONDS",
+                   help="with --headless: console tick in recorded time (default 0.5, as live; "
+                   "30 for a week from 'sim --out')")
     p.add_argument("--summary-json", action="store_true",
                    help="with --headless: print the final state as JSON (status --json shape)")
-    p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5, metavar="SECONDS",
-                   help="with --headless: tick every SECONDS of recorded time (default 0.5, "
-                   "the console's; coarser is faster, times of changes coarser too)")
     p.add_argument("--to-broker", metavar="URL", help="republish the recording into a broker")
     p.add_argument("--speed", type=_positive(float, "--speed"), default=1.0,
                    help="replay speed, 0.5-100 (default 1)")
@@ -473,16 +478,23 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from fleetdeck.agents.fleet import FleetOptions, run_fleet
+    from fleetdeck.agents.sim import rates
     from fleetdeck.agents.sim.scenario import load_scenario
     from fleetdeck.agents.sim.spec import SpecError
     from fleetdeck.agents.sim.topology import TopologySpec
 
-    scenario = None
-    if args.scenario:
-        try:
+    scenario = table = None
+    try:
+        if args.scenario:
             scenario = load_scenario(args.scenario)
-        except SpecError as err:
-            raise UserError(f"{err}.") from None
+        if args.fault_rates:
+            table = rates.load_rates(args.fault_rates)
+            scenario = rates.with_table(scenario, table)
+        duration = rates.parse_span(args.duration) if args.duration else 0.0
+    except SpecError as err:
+        raise UserError(f"{err}.") from None
+    if bool(args.out) != bool(args.duration):
+        raise UserError("--out and --duration go together (a run in virtual time into a file).")
     # Command line first, then the scenario's [fleet] table, then the defaults.
     sc_nodes = scenario.nodes if scenario else None
     sc_leaf = scenario.nodes_per_leaf if scenario else None
@@ -505,6 +517,20 @@ def cmd_sim(args: argparse.Namespace) -> int:
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
         scenario=scenario, command_key=_command_key(args), agent_kwargs=_agent_wire(args),
     )
+    drawn = None
+    if table is not None and scenario is not None:
+        from fleetdeck.agents.sim.topology import node_names
+
+        drawn = rates.add_faults(scenario, table, node_names(opts.nodes, opts.prefix),
+                                 seed=opts.seed,
+                                 until_s=duration or rates.live_horizon_s(table, opts.nodes))
+    if args.out:
+        from fleetdeck.agents.sim.offline import SEGMENT_S, run_cli
+        from fleetdeck.console.recording import RecordingWriter
+
+        return run_cli(opts, duration, table, drawn, lambda started: RecordingWriter(
+            Path(args.out), args.cluster, started=started, source="fleetdeck sim --out",
+            segment_s=SEGMENT_S))
     if args.procs == 1:
         asyncio.run(run_fleet(_url(args), opts))
         return 0
