@@ -585,7 +585,8 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     session, rep = run.session, run.report
     out = fleet_summary(session.state, run.end, source=str(path),
                         replayed_s=round(run.end - run.start, 3),
-                        interruptions=session.interruptions.total)
+                        interruptions=session.interruptions.total,
+                        log=session.log.lines())
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
     out["replay"] = {"start": run.start, "end": run.end, "skipped_lines": rep.skipped,
                      "truncated": rep.truncated, "problems": rep.problems,

@@ -38,7 +38,13 @@ from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import human_bytes
 from fleetdeck.console.rows import FleetRevision, fleet_revision
-from fleetdeck.console.session import ConsoleSession, Publisher, TickReport, finish_details
+from fleetdeck.console.session import (
+    APPLY_BUDGET_S,
+    ConsoleSession,
+    Publisher,
+    TickReport,
+    finish_details,
+)
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
 from fleetdeck.console.tui.palette import FleetCommands
@@ -59,6 +65,10 @@ ALIASES = {
     "fabric": "fabric", "links": "fabric", "ib": "fabric", "f": "fabric",
     "events": "events", "ev": "events", "e": "events", "log": "events",
 }
+
+
+BACKLOG_PAINT_S = 0.1
+"""While a backlog is applied slice by slice, the screen is redrawn at most this often."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +150,7 @@ class FleetdeckApp(App[int]):
         self.record_dir = record_dir if record_dir is not None else Path.cwd()
         self.auto_tick = auto_tick
         self.tick_ms = 0.0
+        self._last_paint = 0.0
         self.render_ms = 0.0
         self.ticks = 0
         self.history: list[str] = []
@@ -197,6 +208,9 @@ class FleetdeckApp(App[int]):
             self.open_store()
         self.run_session()
         if self.auto_tick:
+            # Live, a tick applies at most a time budget of what arrived and carries the rest
+            # (docs/architecture.md, "The hot path"): keys and paints get the loop in between.
+            self.session.apply_budget_s = APPLY_BUDGET_S
             self.set_interval(self.tick_s, self.tick)
         self.call_after_refresh(self.tick)
 
@@ -262,6 +276,14 @@ class FleetdeckApp(App[int]):
             self._notify_finished(req)
         t1 = time.perf_counter()
         self.ticks += 1
+        if report.backlog:
+            # The rest of a backlog gets the next slice right after the loop's other work;
+            # the screen is redrawn when it is applied (or every BACKLOG_PAINT_S meanwhile).
+            self.set_timer(0.001, self.tick)
+            if t1 - self._last_paint < BACKLOG_PAINT_S:
+                self.tick_ms = (t1 - t0) * 1000
+                return report
+        self._last_paint = t1
         self.refresh_view(report.now)
         t2 = time.perf_counter()
         self.render_ms = (t2 - t1) * 1000
