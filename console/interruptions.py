@@ -18,6 +18,7 @@ CAUSES = ("gpu", "hbm_ecc", "network", "host", "software", "operator")
 """In the order a cause wins when the nodes of an interrupted job show several."""
 _ECC_XIDS = frozenset({48, 63, 64, 94, 95})
 _XID = re.compile(r"XID (\d+)")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ECC_RULES = frozenset({"G4", "G5", "G6", "G7", "G8"})
 
 
@@ -144,7 +145,20 @@ class InterruptionTracker:
     def _record(self, state: FleetState, p: _Pending, now: float, final: bool) -> bool:
         job = p.job
         by_cause: dict[str, list[str]] = {}
-        for node in p.nodes:
+        # The scheduler's reason names the node whose rank died ("rank 8 on gpu0011 …"): its
+        # cause wins over a leftover finding elsewhere in the run (a 24 h carrier-loss flag
+        # on another node blamed XID 79 crashes on the network). Until its own cause shows,
+        # wait; only at the end fall back to the run's other nodes.
+        words = {w.rstrip("._-") for w in _WORD.findall(job.reason)}
+        named = [n for n in p.nodes if n in words]
+        for node in named:
+            st = state.nodes.get(node)
+            cause = node_cause(st) if st is not None else "host"
+            if cause is not None:
+                by_cause.setdefault(cause, []).append(node)
+        if named and not by_cause and not final:
+            return False
+        for node in () if by_cause else p.nodes:
             st = state.nodes.get(node)
             cause = node_cause(st) if st is not None else "host"
             if cause is not None:

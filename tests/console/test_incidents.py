@@ -1,6 +1,8 @@
 """Findings grouped into incidents, one root-cause line each (console/incidents.py), as
 ``status --json`` carries them: a switch failure is one incident, not a row per node."""
 
+import msgspec
+
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
@@ -106,3 +108,45 @@ def test_status_json_carries_incidents_with_their_timeline():
     assert inc["key"] == "switch:leaf00-r2"
     assert [e["text"] for e in inc["timeline"]] == ["drain requested on gpu0002"]
     assert fleet_summary(run(4, {}).state, 0.0)["incidents"] == []
+
+
+def gpu_lost(gpu: int):
+    def apply(tel):
+        gpus = [msgspec.structs.replace(g, present=False) if g.index == gpu else g
+                for g in tel.gpus]
+        return msgspec.structs.replace(tel, gpus=gpus)
+    return apply
+
+
+def test_an_interruption_is_blamed_on_the_node_the_scheduler_names():
+    """A leftover network finding on another node of the run must not take the blame for a
+    rank that died on a GPU fault (the scheduler's reason names that rank's node)."""
+    from fleetdeck.protocol.messages import JobState
+
+    nodes = ["gpu0001", "gpu0002"]
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(4, clock, leaves=1)
+    fleet.birth(ingest)
+    publish_job(ingest, job_status("77", nodes, clock), clock)
+    faults = {"gpu0001": port_down("mlx5_ib1")}
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    failed = job_status("77", nodes, clock, state=JobState.NF).model_copy(
+        update={"reason": "rank 11 on gpu0002 exited (CUDA error)"})
+    publish_job(ingest, failed, clock)
+    faults["gpu0002"] = throttled(3)  # no drain-class finding yet: wait for one
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    assert session.interruptions.total == []
+    faults["gpu0002"] = gpu_lost(3)
+    clock.advance(1.0)
+    fleet.telemetry(ingest, faults=faults)
+    session.tick()
+    (it,) = session.interruptions.total
+    assert it.cause == "gpu" and it.nodes == ("gpu0002",), it
