@@ -11,8 +11,8 @@ from pathlib import Path
 
 from fleetdeck.agents.fleet import shard_of
 from fleetdeck.brokerurl import make_client
-from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Birth, Status, Telemetry
+from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.messages import Birth, Status
 from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
 from tests.conftest import run_cli, spawn, stop_process
 
@@ -40,7 +40,7 @@ async def watch(url, cluster: str, seen: Seen, until, timeout: float) -> None:
                 if t.kind is Kind.BIRTH:
                     seen.births.add(codec.decode(Birth, payload).node)
                 elif t.kind is Kind.TELEMETRY:
-                    tel = codec.decode(Telemetry, payload)
+                    tel = wire2.decode_telemetry(payload)  # v1 or v2 (the sim's default)
                     seen.telemetry[tel.node] = seen.telemetry.get(tel.node, 0) + 1
                 elif t.kind is Kind.STATUS:
                     st = codec.decode(Status, payload)

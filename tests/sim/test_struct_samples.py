@@ -14,8 +14,9 @@ SCRIPT = textwrap.dedent("""
     from fleetdeck.protocol import codec, fast
     from fleetdeck.protocol.messages import Telemetry
     STRUCTS = {structs}
-    if STRUCTS:
-        agent.fast = fast  # what NodeAgent looks like once it builds fast.Telemetry
+    if not STRUCTS:  # the pydantic reference: a node agent that built pydantic samples
+        agent.fast = None
+        agent.Telemetry = Telemetry
     from fleetdeck.agents.sim import node
     from fleetdeck.agents.sim.spec import parse_action
     from fleetdeck.agents.sim.world import SimWorld, WorldOptions
