@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import math
 import random
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fleetdeck.agents.sim.node import DRAIN_XIDS, XID_KINDS, stable_seed
-from fleetdeck.agents.sim.scenario import BUILTIN_DIR, Scenario, parse_scenario
+from fleetdeck.agents.sim.scenario import Scenario, parse_scenario, read_toml
 from fleetdeck.agents.sim.spec import (
     KINDS,
     NODE_LESS,
@@ -249,29 +247,12 @@ def parse_rates(data: dict[str, Any], default_name: str = "rates") -> RateTable:
     return RateTable(scenario.name, causes, scenario)
 
 
-def resolve(ref: str) -> Path:
-    """A built-in table by name (``rates-week``) or a path."""
-    if "/" in ref or ref.endswith(".toml"):
-        path = Path(ref)
-    else:
-        path = BUILTIN_DIR / f"{ref}.toml"
-        if not path.is_file():
-            names = sorted(p.stem for p in BUILTIN_DIR.glob("rates-*.toml"))
-            raise RatesError(f"no built-in rate table '{ref}' (built in: "
-                             f"{', '.join(names) or 'none'}; or give a .toml path)")
-    if not path.is_file():
-        raise RatesError(f"rate table '{ref}' not found")
-    return path
-
-
 def load_rates(ref: str) -> RateTable:
-    path = resolve(ref)
+    """A built-in table by name (``rates-week``) or a path."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise RatesError(f"cannot read rate table '{path}': {err}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise RatesError(f"rate table '{path}' is not valid TOML: {err}") from None
+        path, data = read_toml(ref, "rate table", "rates-*.toml")
+    except SpecError as err:
+        raise RatesError(str(err)) from None
     try:
         return parse_rates(data, default_name=path.stem)
     except SpecError as err:

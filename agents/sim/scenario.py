@@ -34,27 +34,36 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
 
 
-def resolve(ref: str) -> Path:
+def resolve(ref: str, what: str = "scenario", pattern: str = "*.toml") -> Path:
+    """A built-in file by name (``agents/scenarios/<name>.toml``) or a path; ``what`` names the
+    kind of file in the error ('scenario', 'rate table') and ``pattern`` the built-in ones."""
     if "/" in ref or ref.endswith(".toml"):
         path = Path(ref)
     else:
         path = BUILTIN_DIR / f"{ref}.toml"
         if not path.is_file():
-            raise SpecError(f"no built-in scenario '{ref}' (built in: "
-                            f"{', '.join(builtin_names()) or 'none'}; or give a .toml path)")
+            names = sorted(p.stem for p in BUILTIN_DIR.glob(pattern))
+            raise SpecError(f"no built-in {what} '{ref}' (built in: "
+                            f"{', '.join(names) or 'none'}; or give a .toml path)")
     if not path.is_file():
-        raise SpecError(f"scenario file '{ref}' not found")
+        raise SpecError(f"{what} file '{ref}' not found")
     return path
 
 
-def load_scenario(ref: str) -> Scenario:
-    path = resolve(ref)
+def read_toml(ref: str, what: str = "scenario", pattern: str = "*.toml"
+              ) -> tuple[Path, dict[str, Any]]:
+    """The file ``ref`` names, parsed; every way it can fail is one sentence (SpecError)."""
+    path = resolve(ref, what, pattern)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read scenario '{path}': {err}") from None
+        raise SpecError(f"cannot read {what} '{path}': {err}") from None
     except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"scenario '{path}' is not valid TOML: {err}") from None
+        raise SpecError(f"{what} '{path}' is not valid TOML: {err}") from None
+
+
+def load_scenario(ref: str) -> Scenario:
+    path, data = read_toml(ref)
     try:
         return parse_scenario(data, default_name=path.stem)
     except SpecError as err:
