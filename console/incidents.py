@@ -232,7 +232,7 @@ def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
 
 
 def _shown_findings(st: NodeState) -> list[Finding]:
-    own = [f for f in st.liveness + _own_findings(st)]
+    own = st.liveness + _own_findings(st)
     return own or list(st.all_findings)
 
 
