@@ -103,6 +103,10 @@ class TickReport:
     a front end with a backlog ticks again soon."""
 
 
+SHED_WINDOW_S = 5.0
+"""Telemetry shed this recently means the console is behind the live stream."""
+
+
 @dataclass
 class SessionCounters:
     ticks: int = 0
@@ -198,6 +202,9 @@ class ConsoleSession:
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
         self._rebirth_asked: dict[str, float] = {}
+        self._dropped_seen = 0
+        self.shed_at: float | None = None
+        """Clock time of the last tick that found telemetry shed by the feed's bounded buffer."""
         self._rebirths_this_tick = 0
         self._carry: dict[str, tuple[float, Telemetry]] = {}
         """Telemetry taken from the ingest but not applied yet: newest per node, in the order
@@ -340,6 +347,7 @@ class ConsoleSession:
         if self.follow_up and full:
             self._plan_follow_ups(now)
         self._plan_keyframes(now)
+        self._note_shedding(now)
         self.counters.ticks += 1
         if self._outgoing or self._store_q.rows:
             self._wake.set()
@@ -348,6 +356,20 @@ class ConsoleSession:
                             (time.perf_counter() - t0) * 1000, len(self._carry))
         freeze_tick()
         return report
+
+    def _note_shedding(self, now: float) -> None:
+        if self.feed is None:
+            return
+        dropped = self.feed.dropped_total
+        if dropped > self._dropped_seen:
+            self._dropped_seen = dropped
+            self.shed_at = now
+
+    def shedding(self, now: float) -> bool:
+        """The feed dropped telemetry within the last ``SHED_WINDOW_S``: the console cannot keep
+        up with the stream, whatever the lag of what it did apply says (its buffer is bounded,
+        so the measured lag is too)."""
+        return self.shed_at is not None and now - self.shed_at <= SHED_WINDOW_S
 
     @property
     def backlog(self) -> int:

@@ -349,7 +349,12 @@ class FleetdeckApp(App[int]):
         if session.recorder is not None:
             rec = f"  [$error]● RECORDING {human_bytes(session.recorder.size)}[/]"
         behind = self.state.behind_s
-        lagging = f"  [$error]BEHIND {behind:.1f}s[/]" if behind > BEHIND_WARN_S else ""
+        lagging = ""
+        if session.shedding(now):
+            shed = session.feed.dropped_total if session.feed is not None else 0
+            lagging = f"  [$error]BEHIND {behind:.1f}s, shed {shed:,}[/]"
+        elif behind > BEHIND_WARN_S:
+            lagging = f"  [$error]BEHIND {behind:.1f}s[/]"
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
                 f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
                 f"{dead}{rec}")
