@@ -65,7 +65,20 @@ def _port(value: str) -> int:
     return port
 
 
-def _add_broker(p: argparse.ArgumentParser) -> None:
+def _clusters(value: str) -> list[str]:
+    from fleetdeck.console.contexts import ContextError, parse_clusters
+
+    try:
+        return parse_clusters(value)
+    except ContextError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+_clusters.__name__ = "cluster"
+
+
+def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
+    """``several``: ``--cluster a,b`` names several clusters (console contexts, status)."""
     p.add_argument(
         "--broker",
         metavar="URL",
@@ -81,10 +94,12 @@ def _add_broker(p: argparse.ArgumentParser) -> None:
                    "signed commands; default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument(
         "--cluster",
-        type=_id("cluster"),
+        type=_clusters if several else _id("cluster"),
         default=os.environ.get(CLUSTER_ENV, DEFAULT_CLUSTER),
-        help=f"cluster name, the topic root's second level (default: ${CLUSTER_ENV} or "
-        f"'{DEFAULT_CLUSTER}')",
+        help=(f"cluster name, the topic root's second level (default: ${CLUSTER_ENV} or "
+              f"'{DEFAULT_CLUSTER}')"
+              + ("; several as a,b (one context each, the first shown first)" if several
+                 else "")),
     )
 
 
@@ -279,7 +294,7 @@ def build_parser() -> Parser:
                    help="how long to wait for the simulator's answer (default 5)")
 
     p = sub.add_parser("console", help="open the operator console (Textual TUI)")
-    _add_broker(p)
+    _add_broker(p, several=True)
     p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
                    help="seconds between screen refreshes")
     p.add_argument("--read-only", action="store_true", help="no commands: header shows [R]")
@@ -309,7 +324,7 @@ def build_parser() -> Parser:
                    help="seconds between screen updates in each tab (default 0.5)")
 
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
-    _add_broker(p)
+    _add_broker(p, several=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--wait", type=_positive(float, "--wait"), default=3.5, metavar="SECONDS",
                    help="how long to watch the fleet (default 3.5: three 1 s telemetry "
@@ -575,12 +590,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
+    from fleetdeck.console.store import default_db_path
     from fleetdeck.console.tui.app import run_console
 
+    clusters: list[str] = args.cluster
+    if args.db and len(clusters) > 1:
+        raise UserError("--db names one store, but --cluster names several clusters: each "
+                        "keeps its own default store (drop --db, or --no-store)")
+    stores = {name: None if args.no_store else (Path(args.db) if args.db
+                                                else default_db_path(name))
+              for name in clusters}
     return run_console(
-        _url(args), args.cluster, tick_s=args.tick, read_only=args.read_only,
+        _url(args), clusters, tick_s=args.tick, read_only=args.read_only,
         operator=args.operator, audit_path=args.audit_log, command_key=_command_key(args),
-        store_path=None if args.no_store else _db_path(args),
+        stores=stores,
     )
 
 

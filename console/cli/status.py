@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.history import table_console
+from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
 from fleetdeck.console.live import clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.summary import fleet_summary
@@ -32,7 +34,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession
     so rules that need two samples fire here too); raise ``UserError`` when the broker never
     answered or no node of ``cluster`` was heard."""
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
-                             client_id=f"fd-status-{os.getpid()}-{int(time.time())}")
+                             client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
     feed = session.feed
     assert feed is not None
     started = time.monotonic()
@@ -51,7 +53,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession
         raise UserError(f"cannot get a status from {url}: {why}")
     if not session.state.nodes:
         try:
-            others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}")
+            others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}-{cluster}"[:64])
         except aiomqtt.MqttError:
             others = []
         hint = (f"clusters seen there: {', '.join(others)}" if others
@@ -113,15 +115,92 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
-def run_status(url: BrokerURL, cluster: str, wait_s: float, as_json: bool) -> int:
+def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json: bool) -> int:
+    """One cluster: its summary (the keys of docs/protocol.md). Several (``--cluster a,b``):
+    every cluster watched at the same time, each by its own session, then one summary per
+    cluster plus their sum (``run_status_many``)."""
     tune_gc()
-    session = asyncio.run(collect(url, cluster, wait_s))
-    out: dict[str, Any] = fleet_summary(session.state, time.time(), broker=str(url),
-                                        collected_s=wait_s,
-                                        interruptions=session.interruptions.total,
-                                        log=session.log.lines())
+    clusters = [cluster] if isinstance(cluster, str) else cluster
+    if len(clusters) > 1:
+        return run_status_many(url, clusters, wait_s, as_json)
+    session = asyncio.run(collect(url, clusters[0], wait_s))
+    out = _summary(session, url, wait_s)
     if as_json:
         print(json.dumps(out, indent=2))
     else:
         render_summary(out, table_console())
     return 0
+
+
+def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str, Any]:
+    return fleet_summary(session.state, time.time(), broker=str(url), collected_s=wait_s,
+                         interruptions=session.interruptions.total, log=session.log.lines())
+
+
+def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json: bool) -> int:
+    """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
+    keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
+
+    async def all_of() -> list[ConsoleSession | UserError]:
+        async def one(name: str) -> ConsoleSession | UserError:
+            try:
+                return await collect(url, name, wait_s)
+            except UserError as err:
+                return err
+        return await asyncio.gather(*(one(name) for name in clusters))
+
+    results = asyncio.run(all_of())
+    summaries: list[dict[str, Any]] = []
+    rows: list[ClusterRow] = []
+    errors: list[str] = []
+    for name, got in zip(clusters, results, strict=True):
+        if isinstance(got, UserError):
+            summaries.append({"cluster": name, "error": str(got)})
+            errors.append(str(got))
+            continue
+        summaries.append(_summary(got, url, wait_s))
+        rows.append(cluster_row(got.state, connection=got.feed.conn.state
+                                if got.feed is not None else ""))
+    if len(errors) == len(clusters):
+        raise UserError(errors[0] if len(errors) == 1 else
+                        f"no cluster could be watched: {'; '.join(errors)}")
+    total = combined(rows)
+    if as_json:
+        print(json.dumps({"broker": str(url), "collected_s": wait_s,
+                          "clusters": summaries, "combined": total.as_json()}, indent=2))
+    else:
+        console = table_console()
+        render_clusters(rows, total, console)
+        for out in summaries:
+            console.print()
+            if "error" in out:
+                console.print(f"[b]{escape(out['cluster'])}[/]: [red]{escape(out['error'])}[/]")
+            else:
+                render_summary(out, console)
+    for err in errors:
+        print(f"fleetdeck status: {err}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console) -> None:
+    """The fleet of fleets: one line per cluster, worst first, then the sum."""
+    table = Table(box=None, pad_edge=False)
+    for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "GPUS", "IB UP",
+                "JOBS R", "INC"):
+        table.add_column(col, no_wrap=True)
+    # The root-cause line is the one cell worth cutting: each cluster stays one line.
+    table.add_column("TOP INCIDENT", no_wrap=True, overflow="ellipsis")
+
+    def add(r: ClusterRow, name: str) -> None:
+        v = r.by_verdict
+        table.add_row(
+            name, str(r.nodes), str(v.get("ok", 0)),
+            *(f"[{VERDICT_STYLE[k]}]{v.get(k, 0)}[/]" if v.get(k, 0) else "0"
+              for k in ("degraded", "failed", "stale", "offline")),
+            f"{r.gpus_present}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
+            f"{r.jobs_running}/{r.jobs_total}", str(r.incidents), escape(r.top_incident))
+
+    for r in worst_first(rows):
+        add(r, r.cluster)
+    add(total, "[b]all[/]")
+    console.print(table)

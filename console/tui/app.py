@@ -12,11 +12,10 @@ go through a confirmation naming every target with its blast radius, are publish
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
@@ -49,6 +48,7 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
 from fleetdeck.console.tui.palette import FleetCommands
 from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
+from fleetdeck.console.tui.screens.clusters import ClustersScreen
 from fleetdeck.console.tui.screens.events import EventsScreen
 from fleetdeck.console.tui.screens.fabric import FabricScreen
 from fleetdeck.console.tui.screens.jobs import JobsScreen
@@ -96,12 +96,14 @@ class FleetdeckApp(App[int]):
         "jobs": JobsScreen,
         "fabric": FabricScreen,
         "events": EventsScreen,
+        "clusters": ClustersScreen,
     }
     DEFAULT_MODE = "overview"
 
     BINDINGS = [
         *(Binding(key, f"view('{name}')", name.capitalize(), show=False)
           for key, name in TABS),
+        Binding("0", "contexts", "Clusters", show=False),
         Binding("colon", "command_line", ":cmd"),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "go_back", "Back", show=False),
@@ -131,22 +133,42 @@ class FleetdeckApp(App[int]):
         store_path: Path | None = None,
         record_dir: Path | None = None,
         session: ConsoleSession | None = None,
+        contexts: Sequence[str] = (),
+        stores: dict[str, Path | None] | None = None,
     ) -> None:
+        """``contexts``: more clusters to watch besides ``cluster``, one session each
+        (k9s-style contexts: ``:ctx`` lists them, ``:ctx NAME`` switches). ``stores``: a
+        store path per cluster (``store_path`` is the first cluster's)."""
         super().__init__()
-        self.cluster = cluster
+        self.active = cluster
+        """The cluster (context) the views show."""
         self.url = url
         self.broker_label = broker_label
         self.tick_s = tick_s
         self.read_only = read_only
         self.operator = operator
         self.clock = clock
-        self.session = session or ConsoleSession(
-            cluster, url=url if connect else None, clock=clock, operator=operator,
-            audit=audit if audit is not None else AuditLog(audit_path),
-            command_key=command_key, client_id=f"fd-console-{id(self):x}",
-            publisher=publisher, ack_timeout_s=ack_timeout_s,
-            effect_timeout_s=effect_timeout_s, ingest=ingest)
-        self.store_path = store_path
+        shared_audit = audit if audit is not None else AuditLog(audit_path)
+
+        def new_session(name: str, ingest: Ingest | None = None) -> ConsoleSession:
+            return ConsoleSession(
+                name, url=url if connect else None, clock=clock, operator=operator,
+                audit=shared_audit, command_key=command_key,
+                client_id=f"fd-console-{id(self):x}-{name}"[:64],
+                publisher=publisher, ack_timeout_s=ack_timeout_s,
+                effect_timeout_s=effect_timeout_s, ingest=ingest)
+
+        self.sessions: dict[str, ConsoleSession] = {
+            cluster: session or new_session(cluster, ingest)}
+        """One console core per cluster, the active one first; all of them tick, so the
+        clusters view and a context switch show live state."""
+        for name in contexts:
+            if name not in self.sessions:
+                self.sessions[name] = new_session(name)
+        self.stores: dict[str, Path | None] = dict(stores or {})
+        if store_path is not None:
+            self.stores[cluster] = store_path
+        self.store_path = self.stores.get(cluster)
         self.record_dir = record_dir if record_dir is not None else Path.cwd()
         self.auto_tick = auto_tick
         self.tick_ms = 0.0
@@ -164,6 +186,15 @@ class FleetdeckApp(App[int]):
         self._paint_pending = False
 
     # --- the session, as the views read it ----------------------------------------------------
+
+    @property
+    def session(self) -> ConsoleSession:
+        """The active context's console core."""
+        return self.sessions[self.active]
+
+    @property
+    def cluster(self) -> str:
+        return self.active
 
     @property
     def state(self) -> FleetState:
@@ -204,26 +235,39 @@ class FleetdeckApp(App[int]):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        if self.store_path is not None:
-            self.open_store()
-        self.run_session()
+        for name, session in self.sessions.items():
+            if self.stores.get(name) is not None:
+                self.open_store(name)
+            self.run_session(session)
+            if self.auto_tick:
+                # Live, a tick applies at most a time budget of what arrived and carries the
+                # rest (docs/architecture.md, "The hot path"): keys and paints get the loop in
+                # between.
+                session.apply_budget_s = APPLY_BUDGET_S
         if self.auto_tick:
-            # Live, a tick applies at most a time budget of what arrived and carries the rest
-            # (docs/architecture.md, "The hot path"): keys and paints get the loop in between.
-            self.session.apply_budget_s = APPLY_BUDGET_S
             self.set_interval(self.tick_s, self.tick)
         self.call_after_refresh(self.tick)
 
-    @work(exclusive=True, group="session", exit_on_error=False, name="feed and store writer")
-    async def run_session(self) -> None:
-        await self.session.run(self._stop)
+    def run_session(self, session: ConsoleSession) -> None:
+        """The session's feed and store writer, as a worker of its own (one per context)."""
+        name = ("feed and store writer" if len(self.sessions) == 1
+                else f"feed and store writer of {session.state.cluster}")
+
+        async def runner() -> None:
+            await session.run(self._stop)
+
+        self.run_worker(runner(), name=name, group=f"session-{session.state.cluster}",
+                        exclusive=True, exit_on_error=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # A worker that dies must show (header, event log), never leave a quietly stale
         # console behind.
         if event.state is WorkerState.ERROR:
             err = event.worker.error
-            self.session.worker_failed(event.worker.name or "worker",
+            session = next((s for name, s in self.sessions.items()
+                            if event.worker.group in (f"session-{name}", f"store-{name}")),
+                           self.session)
+            session.worker_failed(event.worker.name or "worker",
                                        f"{type(err).__name__}: {err}" if err else "error")
             self.refresh_view()
 
@@ -252,17 +296,24 @@ class FleetdeckApp(App[int]):
 
     async def on_unmount(self) -> None:
         self._stop.set()
-        await self.session.close()
+        for session in self.sessions.values():
+            await session.close()
 
     # --- history store (SQLite) ------------------------------------------------------------
 
-    @work(exclusive=True, group="store", exit_on_error=False)
-    async def open_store(self) -> None:
-        assert self.store_path is not None
-        try:
-            await self.session.open_store(self.store_path)
-        except StoreError as err:
-            self.notify(str(err), severity="error")
+    def open_store(self, cluster: str | None = None) -> None:
+        name = self.active if cluster is None else cluster
+        path = self.stores.get(name)
+        assert path is not None
+        session = self.sessions[name]
+
+        async def opener() -> None:
+            try:
+                await session.open_store(path)
+            except StoreError as err:
+                self.notify(str(err), severity="error")
+
+        self.run_worker(opener(), group=f"store-{name}", exclusive=True, exit_on_error=False)
 
     # --- the tick -----------------------------------------------------------------------------
 
@@ -274,6 +325,14 @@ class FleetdeckApp(App[int]):
         for req in {id(tr.request): tr.request for tr in report.commands
                     if tr.finished}.values():
             self._notify_finished(req)
+        for name, other in self.sessions.items():
+            # The contexts not shown tick too (their commands finish, their counts stay live
+            # for the clusters view), each within its own apply budget.
+            if name == self.active:
+                continue
+            for req in {id(tr.request): tr.request for tr in other.tick().commands
+                        if tr.finished}.values():
+                self._notify_finished(req, name)
         t1 = time.perf_counter()
         self.ticks += 1
         if report.backlog:
@@ -376,6 +435,46 @@ class FleetdeckApp(App[int]):
         self.call_after_refresh(self.refresh_view)
         return done
 
+    # --- contexts (one per cluster) -----------------------------------------------------------
+
+    def action_contexts(self) -> None:
+        """The fleet of fleets: every cluster this console watches, with its counts."""
+        if self.current_mode != "clusters":
+            self.history.append(self.current_mode)
+            del self.history[:-20]
+        self._switch("clusters")
+
+    def use_context(self, cluster: str) -> None:
+        """Make ``cluster`` the context every view shows (k9s ``:ctx NAME``)."""
+        if cluster not in self.sessions:
+            known = ", ".join(self.sessions)
+            self.notify(f"no context '{esc(cluster)}' (this console watches {esc(known)}; "
+                        "start it with --cluster a,b)", severity="warning")
+            return
+        back = next((v for v in reversed([*self.history, self.current_mode]) if v in VIEWS),
+                    "overview")
+        if cluster == self.active:
+            self.action_view(back)
+            return
+        self.run_worker(self._use_context(cluster, back), group="context", exclusive=True)
+
+    async def _use_context(self, cluster: str, view: str) -> None:
+        # The views cache what they computed per node and per fleet revision, and their stacks
+        # hold node details of the old cluster: rebuilt from scratch, nothing of one cluster is
+        # ever shown under another's name. The clusters view keeps no per-context cache.
+        if self.current_mode != "clusters":
+            await self.switch_mode("clusters")
+        self.active = cluster
+        for name in VIEWS:
+            await self.remove_mode(name)
+            self.add_mode(name, self.MODES[name])
+        self.shown_revision = (-1, -1, -1)
+        self._painted_revision = None
+        self.history = [v for v in self.history if v not in VIEWS]
+        await self.switch_mode(view)
+        self.refresh_view()
+        self.notify(f"context {esc(cluster)}", timeout=2)
+
     def action_go_back(self) -> None:
         if len(self.screen_stack) > 1 and not isinstance(self.screen, FleetView):
             self.pop_screen()
@@ -412,6 +511,11 @@ class FleetdeckApp(App[int]):
             self.exit(0)
         elif verb in ALIASES and not rest:
             self.action_view(ALIASES[verb])
+        elif verb in ("ctx", "context", "contexts", "cluster", "clusters"):
+            if rest:
+                self.use_context(rest[0])
+            else:
+                self.action_contexts()
         elif verb in ("node", "no", "nodes") and rest:
             self.open_node(rest[0])
         elif verb in ("drain", "resume") and rest:
@@ -432,7 +536,8 @@ class FleetdeckApp(App[int]):
             self.action_help()
         else:
             self.notify(f"unknown command ':{esc(text.strip())}' (try :nodes, :jobs, :fabric, "
-                        ":events, :node NAME, :drain HOSTLIST, :restart JOB)", severity="warning")
+                        ":events, :node NAME, :drain HOSTLIST, :restart JOB, :ctx [NAME])",
+                        severity="warning")
 
     def open_node(self, node_id: str, gpu: int | None = None) -> None:
         from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
@@ -509,10 +614,12 @@ class FleetdeckApp(App[int]):
                 screen.action_clear_marks()  # k9s: marks are spent by the action
         self.refresh_view()
 
-    def _notify_finished(self, req: Request) -> None:
+    def _notify_finished(self, req: Request, cluster: str | None = None) -> None:
         outcome = req.phase
         details = finish_details(req)
         text = f"{esc(request_words(req))}: {outcome.value.replace('_', ' ')}"
+        if cluster is not None:
+            text = f"[{esc(cluster)}] {text}"
         if details:
             text += f" ({esc(details[:120])})"
         self.notify(text, severity="information" if outcome is Phase.DONE else "error",
@@ -539,13 +646,17 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
     return 0
 
 
-def run_console(url: BrokerURL, cluster: str, *, tick_s: float = 0.5, read_only: bool = False,
-                operator: str = "operator", broker_label: str = "",
+def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float = 0.5,
+                read_only: bool = False, operator: str = "operator", broker_label: str = "",
                 audit_path: Path | str | None = None, command_key: bytes | None = None,
-                store_path: Path | None = None, record_dir: Path | None = None) -> int:
+                store_path: Path | None = None, record_dir: Path | None = None,
+                stores: dict[str, Path | None] | None = None) -> int:
+    """``cluster``: one name, or several (contexts; the first is shown first)."""
     tune_gc()
-    app = FleetdeckApp(cluster=cluster, url=url, broker_label=broker_label, tick_s=tick_s,
+    clusters = [cluster] if isinstance(cluster, str) else list(cluster)
+    app = FleetdeckApp(cluster=clusters[0], url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
-                       command_key=command_key, store_path=store_path, record_dir=record_dir)
+                       command_key=command_key, store_path=store_path, record_dir=record_dir,
+                       contexts=clusters[1:], stores=stores)
     app.run()
     return 0

@@ -176,6 +176,7 @@ class ConfirmScreen(ModalScreen[bool]):
 HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · esc back · q quit
         : command mode (:nodes :jobs :fabric :events :node NAME{rw_cmds})
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
+[b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches
 [b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
 [b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail · / filter nodes
         m colour by health/util/temp/power · w worst node (again: next worst, W back)
@@ -226,7 +227,7 @@ class CommandLine(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder=":nodes :jobs :fabric :events :overview :node NAME "
-                    ":drain HOSTLIST :resume HOSTLIST :restart JOB :q", id="cmdline")
+                    ":drain HOSTLIST :resume HOSTLIST :restart JOB :ctx NAME :q", id="cmdline")
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:

@@ -81,6 +81,10 @@ class FleetView(Screen[None]):
 
     def _tabs(self) -> str:
         parts = []
+        if len(self.fleet.sessions) > 1 or self.VIEW == "clusters":
+            # Contexts (console --cluster a,b): the fleet of fleets comes first, on 0.
+            parts.append("[reverse b] 0 clusters [/]" if self.VIEW == "clusters"
+                         else "[$text-muted]0[/] clusters")
         for key, name in TABS:
             if name == self.VIEW:
                 parts.append(f"[reverse b] {key} {name} [/]")

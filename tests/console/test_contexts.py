@@ -1,0 +1,131 @@
+"""Many clusters in one console (issue 15): ``--cluster a,b`` watches each through its own
+console core; ``status`` prints one summary per cluster plus their sum, and the console's
+contexts switch every view (and every command) to the chosen cluster.
+
+Two simulated clusters run against one real Mosquitto; one of them gets a real fault."""
+
+import json
+import time
+
+import pytest
+
+from fleetdeck.console.commands import Phase
+from fleetdeck.console.contexts import ContextError, parse_clusters
+from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.console.tui.screens.clusters import ClustersScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from fleetdeck.protocol.messages import DrainState
+from tests.conftest import eventually, run_cli, spawn, stop_process
+from tests.test_cli_tables import piped
+
+pytestmark = pytest.mark.needs("mosquitto")
+
+
+def test_cluster_lists_are_checked():
+    assert parse_clusters("east,west") == ["east", "west"]
+    assert parse_clusters(" east , west ") == ["east", "west"]
+    for bad, words in (("east,,west", "empty cluster name"), ("east,east", "named twice"),
+                       ("", "at least one"), ("east,we st", "may only hold")):
+        with pytest.raises(ContextError, match=words.split()[0]):
+            parse_clusters(bad)
+
+
+def test_bad_cluster_list_is_one_sentence():
+    res = run_cli("status", "--cluster", "east,,west", "--broker", "mqtt://127.0.0.1:1")
+    assert res.returncode == 2
+    assert "empty cluster name" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("console", "--cluster", "east,west", "--db", "/tmp/x.db",
+                  "--broker", "mqtt://127.0.0.1:1")
+    assert res.returncode != 0 and "--db names one store" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+@pytest.fixture
+def two_clusters(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    sims = [spawn("sim", "--broker", url, "--cluster", name, "--nodes", str(n), "--seed", "3",
+                  "--prefix", prefix, "--jobs", "0", log=tmp_path / f"{name}.log")
+            for name, n, prefix in (("east", 4, "ea"), ("west", 6, "we"))]
+    try:
+        deadline = time.monotonic() + 40
+        while True:  # a GPU off the bus on one node of west
+            res = run_cli("inject", "--broker", url, "--cluster", "west", "xid79",
+                          "node=we0002", "gpu=3", "--wait", "2")
+            if res.returncode == 0 or time.monotonic() > deadline:
+                break
+        assert res.returncode == 0, res.stderr
+        yield url
+    finally:
+        for sim in sims:
+            stop_process(sim)
+
+
+def test_status_per_cluster_and_combined(two_clusters):
+    res = run_cli("status", "--broker", two_clusters, "--cluster", "east,west,north",
+                  "--wait", "3", "--json")
+    # north has no node: its entry says so and the exit status is 2, the others are answered.
+    assert res.returncode == 2, res.stderr
+    assert res.stdout, res.stderr
+    out = json.loads(res.stdout)
+    by_name = {c["cluster"]: c for c in out["clusters"]}
+    assert list(by_name) == ["east", "west", "north"]
+    assert "no node of cluster 'north'" in by_name["north"]["error"]
+    assert by_name["east"]["totals"]["nodes"] == 4
+    assert by_name["west"]["totals"]["nodes"] == 6
+    assert {n["id"] for n in by_name["west"]["nodes"]} == {f"we{i:04d}" for i in range(1, 7)}
+    sick = next(n for n in by_name["west"]["nodes"] if n["id"] == "we0002")
+    assert sick["verdict"] == "failed"
+    combined = out["combined"]
+    assert combined["nodes"] == 10 and combined["cluster"] == "east,west"
+    assert combined["by_verdict"]["failed"] == 1 and combined["attention"] >= 1
+    assert combined["top_incident"].startswith("west: ")
+    assert "fleetdeck status: no node of cluster 'north'" in res.stderr
+
+    table = piped("status", "--broker", two_clusters, "--cluster", "east,west", "--wait", "3")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[0] == "CLUSTER"
+    # Worst first: west (a failed node) above east, then the sum.
+    assert [ln.split()[0] for ln in lines[1:4]] == ["west", "east", "all"]
+    assert "we0002 failed" in lines[1] and lines[3].split()[1] == "10"  # one line each
+
+
+async def test_console_contexts_switch_views_and_commands(two_clusters, tmp_path):
+    from fleetdeck.brokerurl import parse_broker_url
+
+    app = FleetdeckApp(cluster="east", contexts=["west"], url=parse_broker_url(two_clusters),
+                       audit_path=tmp_path / "audit.jsonl", operator="ctx-test")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await eventually(lambda: len(app.sessions["east"].state.nodes) == 4
+                         and len(app.sessions["west"].state.nodes) == 6, 30,
+                         message="both clusters' nodes")
+        assert "east" in app.header_text(app.clock())
+        await pilot.press("0")
+        await eventually(lambda: isinstance(app.screen, ClustersScreen), 10)
+        screen = app.screen
+        assert isinstance(screen, ClustersScreen)
+        await eventually(lambda: [r.cluster for r in screen.rows][:2] == ["west", "east"]
+                         and screen.rows[0].by_verdict["failed"] == 1, 20,
+                         message="west first, with its failed node")
+        assert screen.rows[-1].nodes == 10  # the sum of both
+
+        # :ctx west, then the nodes view lists west's nodes only.
+        await pilot.press("colon", *"ctx west", "enter")
+        await eventually(lambda: app.active == "west", 10)
+        await pilot.press("2")
+        await eventually(lambda: isinstance(app.screen, NodesScreen)
+                         and set(app.screen.shown)
+                         == {f"we{i:04d}" for i in range(1, 7)}, 10,
+                         message="the nodes view shows west")
+        assert "west" in app.header_text(app.clock())
+
+        # A drain from this context goes to west's node (and west's agent obeys).
+        req = app.session.drain(["we0005"], "ctx test")
+        await eventually(lambda: req.phase is Phase.DONE, 30, message="drain done in west")
+        assert app.sessions["west"].state.nodes["we0005"].drain.state is DrainState.DRAINED
+        assert "we0005" not in app.sessions["east"].state.nodes
+
+        # An unknown context is refused in words, and nothing switches.
+        await pilot.press("colon", *"ctx nowhere", "enter")
+        await pilot.pause()
+        assert app.active == "west"
