@@ -103,7 +103,9 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         slows = f"slows job {job.job_id} by {found.slower_pct:.0f}% (rank {found.rank})"
         home = by_node.get(found.node)
         if home is not None:
-            home.title += f"; {slows}"
+            # "…; job 41; slows job 41 by 12 %" says the job twice: the straggler line is
+            # the more telling of the two.
+            home.title = home.title.removesuffix(f"; job {job.job_id}") + f"; {slows}"
             if job.job_id not in home.jobs:
                 home.jobs.append(job.job_id)
             continue

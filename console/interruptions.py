@@ -107,7 +107,11 @@ class InterruptionTracker:
     jobs: dict[str, _Seen] = field(default_factory=dict)
     gpu_seconds: float = 0.0
     """GPU-seconds held by running jobs since the last ``take`` (ETTR's denominator)."""
+    held_gpu_seconds: float = 0.0
+    """GPU-seconds held by running jobs over the whole session (never taken)."""
     last_tick: float | None = None
+    started: float | None = None
+    """When the tracker first observed the fleet (what a session-only report covers)."""
     found: list[Interruption] = field(default_factory=list)
     pending: list[_Pending] = field(default_factory=list)
     total: list[Interruption] = field(default_factory=list)
@@ -116,9 +120,13 @@ class InterruptionTracker:
     def observe(self, state: FleetState, now: float) -> None:
         if self.last_tick is not None:
             dt = max(0.0, min(now - self.last_tick, 60.0))
-            self.gpu_seconds += dt * sum(len(j.nodes) * j.gpus_per_node
-                                         for j in state.jobs.values() if j.state is JobState.R)
+            held = dt * sum(len(j.nodes) * j.gpus_per_node
+                            for j in state.jobs.values() if j.state is JobState.R)
+            self.gpu_seconds += held
+            self.held_gpu_seconds += held
         self.last_tick = now
+        if self.started is None:
+            self.started = now
         for job_id, job in state.jobs.items():
             seen = self.jobs.get(job_id)
             if seen is None:

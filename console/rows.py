@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
+from typing import Any
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
+from fleetdeck.console.incidents import Incident
 from fleetdeck.console.judgements import (
     PORT_DOWN,
     PORT_FLAPPING,
@@ -721,3 +723,45 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None) -> FleetCo
         jobs[job.state.value] = jobs.get(job.state.value, 0) + 1
     c.jobs = jobs
     return c
+
+
+# --- incidents and interruptions ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentRow:
+    key: str
+    severity: str
+    kind: str
+    age: str
+    nodes: str
+    """The incident's nodes as a hostlist."""
+    count: int
+    jobs: str
+    title: str
+    action: str
+
+
+def incident_row(inc: Incident, now: float) -> IncidentRow:
+    return IncidentRow(inc.key, inc.severity, inc.kind, _short_age(max(0.0, now - inc.since)),
+                       compress(inc.nodes) if inc.nodes else "-", len(inc.nodes),
+                       ",".join(inc.jobs) or "-", inc.title, inc.action)
+
+
+def interruption_text(rep: dict[str, Any]) -> str:
+    """One line of ``ConsoleSession.interruption_report``: count by cause, GPU-hours lost,
+    the effective training time ratio, and where the figures come from."""
+    where = "store, 7 d" if rep.get("source") == "store" else "this session"
+    n = int(rep.get("interruptions", 0))
+    by_cause = rep.get("by_cause", {})
+    causes = ", ".join(f"{c} {int(v['count'])}" for c, v in by_cause.items() if v["count"])
+    ettr = rep.get("effective_training_time_ratio")
+    if n == 0:
+        return f"no job interruptions ({where})"
+    text = f"{n} job interruption{'' if n == 1 else 's'} ({where})"
+    if causes:
+        text += f": {causes}"
+    text += (f"; {float(rep.get('lost_gpu_hours', 0.0)):.1f} GPU-h lost since checkpoints of "
+             f"{float(rep.get('job_gpu_hours', 0.0)):.1f} held")
+    text += "; ETTR " + ("-" if ettr is None else f"{float(ettr):.1%}")
+    return text

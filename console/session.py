@@ -31,7 +31,7 @@ from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudi
 from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.ingest import Batch, Ingest
-from fleetdeck.console.interruptions import Interruption, InterruptionTracker
+from fleetdeck.console.interruptions import Interruption, InterruptionTracker, report
 from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
@@ -146,6 +146,10 @@ class _StoreQueue:
     delay: float = field(default_factory=lambda: STORE_RETRY_S[0])
 
 
+REPORT_WINDOW_S = 7 * 86400.0
+"""The console's interruption report covers a week, as ``fleetdeck report``'s default."""
+
+
 class ConsoleSession:
     def __init__(
         self,
@@ -252,6 +256,25 @@ class ConsoleSession:
         if restored:
             self._collect_events()
         return restored
+
+    async def interruption_report(self, window_s: float = REPORT_WINDOW_S) -> dict[str, object]:
+        """Job interruptions by cause, GPU-hours lost and the effective training time ratio
+        over the last ``window_s``: from the store when one is open (it outlives this process,
+        like ``fleetdeck report``), else from what this session saw. ``source`` says which."""
+        since = self.clock() - window_s
+        if self.store is not None:
+            try:
+                rows = await self.store.interruptions(since)
+                hours = await self.store.job_gpu_hours(since)
+            except (sqlite3.Error, OSError) as err:
+                log.warning("interruption report from %s failed (%s); showing this session's",
+                            self.store.path, err)
+            else:
+                return {"source": "store", "since": since, **report(rows, hours), "list": rows}
+        seen = [it.as_json() for it in self.interruptions.total if it.ts >= since]
+        started = self.interruptions.started
+        return {"source": "session", "since": max(since, started or since),
+                **report(seen, self.interruptions.held_gpu_seconds / 3600), "list": seen}
 
     async def close(self) -> None:
         self.stop_recording()

@@ -51,6 +51,7 @@ from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
 from fleetdeck.console.tui.screens.clusters import ClustersScreen
 from fleetdeck.console.tui.screens.events import EventsScreen
 from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.incidents import IncidentsScreen
 from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
@@ -64,6 +65,7 @@ ALIASES = {
     "jobs": "jobs", "job": "jobs", "j": "jobs", "squeue": "jobs",
     "fabric": "fabric", "links": "fabric", "ib": "fabric", "f": "fabric",
     "events": "events", "ev": "events", "e": "events", "log": "events",
+    "incidents": "incidents", "incident": "incidents", "inc": "incidents", "i": "incidents",
 }
 
 
@@ -96,6 +98,7 @@ class FleetdeckApp(App[int]):
         "jobs": JobsScreen,
         "fabric": FabricScreen,
         "events": EventsScreen,
+        "incidents": IncidentsScreen,
         "clusters": ClustersScreen,
     }
     DEFAULT_MODE = "overview"
@@ -536,7 +539,8 @@ class FleetdeckApp(App[int]):
             self.action_help()
         else:
             self.notify(f"unknown command ':{esc(text.strip())}' (try :nodes, :jobs, :fabric, "
-                        ":events, :node NAME, :drain HOSTLIST, :restart JOB, :ctx [NAME])",
+                        ":events, :incidents, :node NAME, :drain HOSTLIST, :restart JOB, "
+                        ":ctx [NAME])",
                         severity="warning")
 
     def open_node(self, node_id: str, gpu: int | None = None) -> None:

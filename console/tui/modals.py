@@ -173,8 +173,9 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · esc back · q quit
-        : command mode (:nodes :jobs :fabric :events :node NAME{rw_cmds})
+HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · 6 incidents
+        esc back · q quit
+        : command mode (:nodes :jobs :fabric :events :incidents :node NAME{rw_cmds})
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches
 [b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
@@ -188,6 +189,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 [b]Jobs[/]    enter its nodes{rw_jobs}
 [b]Fabric[/]  tab leaves/ports · enter a leaf's bad ports / a port's node
 [b]Events[/]  / filter · c commands only · enter the node
+[b]Incidents[/] one root-cause line each, worst first; ↑↓ shows its timeline · enter its nodes;
+        the top line: job interruptions by cause and ETTR (fleetdeck report)
 [b]State[/]   idle alloc mix drng drain down, * = not responding (stale telemetry)
 [b]Record[/]  R records what this console receives (and the commands it sends) to a file;
         R again stops. fleetdeck replay FILE plays it back
@@ -226,7 +229,7 @@ class CommandLine(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=":nodes :jobs :fabric :events :overview :node NAME "
+        yield Input(placeholder=":nodes :jobs :fabric :events :incidents :overview :node NAME "
                     ":drain HOSTLIST :resume HOSTLIST :restart JOB :ctx NAME :q", id="cmdline")
 
     @on(Input.Submitted)

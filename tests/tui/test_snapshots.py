@@ -46,6 +46,7 @@ def check(name: str, text: str) -> None:
     ("jobs", ["3"]),
     ("fabric", ["4"]),
     ("events", ["5"]),
+    ("incidents", ["6"]),
     ("node_detail", ["2", "enter"]),
     ("drain_modal", ["2", "r"]),
     ("help", ["question_mark"]),

@@ -13,6 +13,7 @@ from tests.tui.conftest import SIZE, World
     ("nodes", ["2"]),
     ("jobs", ["3"]),
     ("fabric", ["4"]),
+    ("incidents", ["6"]),
     ("node_detail", ["2", "enter"]),
 ])
 def test_screen_colours(snap_compare, name, keys):

@@ -9,7 +9,8 @@ from textual.widgets import Footer, Static
 if TYPE_CHECKING:
     from fleetdeck.console.tui.app import FleetdeckApp
 
-TABS = (("1", "overview"), ("2", "nodes"), ("3", "jobs"), ("4", "fabric"), ("5", "events"))
+TABS = (("1", "overview"), ("2", "nodes"), ("3", "jobs"), ("4", "fabric"), ("5", "events"),
+        ("6", "incidents"))
 """The views, in tab order, with their number keys: the one list (the app's modes and bindings
 are made from it)."""
 VIEWS = tuple(name for _key, name in TABS)

@@ -1,0 +1,140 @@
+"""Incidents: one root-cause line per incident (console/incidents.py), the selected one's
+timeline, and job interruptions by cause with the effective training time ratio."""
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+
+from fleetdeck.console.eventlog import EventLine
+from fleetdeck.console.incidents import Incident, incidents
+from fleetdeck.console.rows import (
+    FleetRevision,
+    IncidentRow,
+    clock_text,
+    incident_row,
+    interruption_text,
+)
+from fleetdeck.console.tui.line_table import Column, LineTable
+from fleetdeck.console.tui.screens.base import FleetView, Readout
+from fleetdeck.console.tui.text import esc, plural
+
+INCIDENT_COLUMNS = [
+    Column("SEV", "severity", 5), Column("KIND", "kind", 6, drop=3),
+    Column("AGE", "age", 4, right=True, drop=2), Column("NODES", "nodes", 14, grow=32, drop=1),
+    Column("JOBS", "jobs", 6, grow=16, drop=4), Column("INCIDENT", "title", 0, min=40),
+]
+SEV_STYLE = {"error": "failed", "warn": "degraded"}
+REPORT_EVERY_S = 30.0
+"""The interruption report is a store query: refreshed this often while the view is shown."""
+TIMELINE_SHOWN = 8
+
+
+class IncidentsScreen(FleetView):
+    VIEW = "incidents"
+    BINDINGS = [Binding("enter", "open", "Its nodes", show=False)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[Incident] = []
+        self.rows: list[IncidentRow] = []
+        self._shown: tuple[FleetRevision, int] | None = None
+        self._report_at = float("-inf")
+        self.report_text = ""
+
+    def compose_body(self) -> ComposeResult:
+        yield Readout(id="interruptions")
+        yield LineTable(INCIDENT_COLUMNS, key=lambda r: r.key, cells=_cells,
+                        style=lambda r: SEV_STYLE.get(r.severity, "text"), id="incident-table")
+        yield Readout(id="incident-detail")
+
+    def on_mount(self) -> None:
+        self.table.focus()
+
+    @property
+    def table(self) -> LineTable[IncidentRow]:
+        return self.query_one("#incident-table", LineTable)
+
+    def update_body(self, now: float) -> None:
+        if now - self._report_at >= REPORT_EVERY_S:
+            self._report_at = now
+            self._fetch_report()
+        # Grouping is a fleet-wide pass: only when a node or the event log changed.
+        shown = (self.fleet.shown_revision, self.fleet.event_seq)
+        if shown == self._shown:
+            return
+        self._shown = shown
+        self.found = incidents(self.fleet.state, self.fleet.event_log.lines())
+        self.rows = [incident_row(inc, now) for inc in self.found]
+        self.table.empty_text = "no incidents: every node is ok and no job has a straggler"
+        self.table.set_rows(self.rows)
+        self._show_detail()
+
+    @work(exclusive=True, group="interruption-report")
+    async def _fetch_report(self) -> None:
+        rep = await self.fleet.session.interruption_report()
+        self.report_text = interruption_text(rep)
+        self.query_one("#interruptions", Readout).show(
+            f"{esc(self.report_text)}  [$text-muted]fleetdeck report for the list[/]")
+
+    def _show_detail(self) -> None:
+        key = self.table.current_key
+        inc = next((i for i in self.found if i.key == key), None)
+        box = self.query_one("#incident-detail", Readout)
+        if inc is None:
+            box.show("")
+            return
+        lines = [f"[b]{esc(inc.title)}[/]",
+                 f"[$accent]do:[/] {esc(inc.action)}  [$text-muted]"
+                 f"({plural(inc.findings, 'finding')} on {plural(len(inc.nodes), 'node')}; "
+                 f"enter: {'the node' if len(inc.nodes) == 1 else 'its nodes'})[/]"]
+        lines += [_timeline_line(e) for e in inc.timeline[-TIMELINE_SHOWN:]]
+        if not inc.timeline:
+            lines.append("[$text-muted]no events about its nodes in the log yet[/]")
+        box.show("\n".join(lines))
+
+    def info(self) -> str:
+        errors = sum(1 for r in self.rows if r.severity == "error")
+        text = f"{plural(len(self.rows), 'incident')}"
+        if errors:
+            text += f"  [$error]{errors} losing work now[/]"
+        return text + "  [$text-muted]worst first · enter: its nodes[/]"
+
+    @on(LineTable.CursorMoved, "#incident-table")
+    def _moved(self, event: LineTable.CursorMoved) -> None:
+        self._show_detail()
+
+    @on(LineTable.Selected, "#incident-table")
+    def _selected(self, event: LineTable.Selected) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        from fleetdeck.console.tui.screens.nodes import NodesScreen
+
+        key = self.table.current_key
+        inc = next((i for i in self.found if i.key == key), None)
+        if inc is None or not inc.nodes:
+            return
+        if len(inc.nodes) == 1:
+            self.fleet.open_node(inc.nodes[0])
+            return
+        hostlist = next(r.nodes for r in self.rows if r.key == inc.key)
+        self.fleet.action_view("nodes")
+
+        def apply() -> None:
+            screen = self.fleet.screen
+            if isinstance(screen, NodesScreen):
+                screen.set_filter(hostlist)
+                self.fleet.refresh_view()
+
+        self.fleet.call_after_refresh(apply)
+
+
+def _cells(r: IncidentRow) -> tuple[str, ...]:
+    return (r.severity, r.kind, r.age, r.nodes, r.jobs, r.title)
+
+
+def _timeline_line(e: EventLine) -> str:
+    colour = {"error": "$error", "warn": "$warning", "done": "$success"}.get(e.severity,
+                                                                              "$text-muted")
+    return (f"  [$text-muted]{clock_text(e.ts)}[/] [{colour}]{esc(e.source)} {esc(e.kind)}[/] "
+            f"{esc(e.text)}")

@@ -1,0 +1,126 @@
+"""The incidents view (6): one root-cause line per incident, its timeline, its nodes, and the
+job interruption report with the effective training time ratio — from the store when the
+console has one, else from what the session saw."""
+
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.tui.screens.incidents import REPORT_EVERY_S, IncidentsScreen
+from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from fleetdeck.protocol.messages import JobState
+from tests.tui.conftest import SIZE
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
+from tests.tui.test_views import text_of
+
+
+async def test_incidents_are_root_causes_worst_first_with_timeline_and_nodes(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        # Three nodes' mlx5_ib2 down on rail switch leaf00-r2: one switch incident, not three
+        # node rows; the throttled gpu0003 is its own incident and names the job it slows.
+        kinds = [(r.kind, r.key) for r in screen.rows]
+        assert kinds[0] == ("switch", "switch:leaf00-r2")
+        assert ("node", "node:gpu0003") in kinds
+        assert len(screen.rows) == 2
+        text = text_of(world.app)
+        assert "leaf00-r2 suspect" in text and "gpu[0009,0013,0017]" in text
+        assert "slows job 41" in text
+        assert "do not drain" in text  # the switch's action, shown for the selected row
+        assert "no job interruptions (this session)" in text
+        await pilot.press("down")
+        await pilot.pause()
+        assert "gpu0003" in screen.query_one("#incident-detail").render().plain
+        await pilot.press("up", "enter")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        nodes = world.app.screen
+        assert isinstance(nodes, NodesScreen)
+        assert sorted(nodes.shown) == ["gpu0009", "gpu0013", "gpu0017"]
+
+
+async def test_enter_on_a_one_node_incident_opens_the_node(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        assert screen.table.move_to_key("node:gpu0003")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        assert world.app.screen.node_id == "gpu0003"
+
+
+async def test_no_incidents_says_so(world):
+    healthy = SynthFleet(4, world.clock)
+    world.app.sessions[CLUSTER].reset()
+    healthy.birth(world.ingest)
+    healthy.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        assert "no incidents: every node is ok" in text_of(world.app)
+
+
+async def test_a_job_interruption_shows_by_cause_with_ettr(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        # Job 41 (on gpu0001-0004) fails with nothing worse than a throttled GPU on its nodes:
+        # a software interruption, 32 GPUs x the 30 min since its checkpoint lost.
+        failed = job_status("41", world.fleet.names[:4], world.clock, state=JobState.NF)
+        publish_job(world.ingest, failed, world.clock)
+        world.tick(1.0)
+        world.tick(REPORT_EVERY_S)
+        await pilot.pause()
+        for worker in list(world.app.workers):
+            if worker.group == "interruption-report":
+                await worker.wait()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        assert screen.report_text.startswith(
+            "1 job interruption (this session): software 1; 16.0 GPU-h lost")
+        assert "ETTR " in screen.report_text
+        assert "1 job interruption (this session)" in text_of(world.app)
+
+
+async def test_the_report_comes_from_the_store_when_one_is_open(tmp_path):
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, follow_up=False)
+    await session.open_store(tmp_path / "history.db")
+    fleet = SynthFleet(4, clock)
+    fleet.birth(session.ingest)
+    names = fleet.names
+    # 40 minutes of the job running, its scheduler status (checkpoint 30 min back) each minute.
+    for _ in range(40):
+        publish_job(session.ingest, job_status("7", names, clock), clock)
+        clock.advance(60.0)
+        fleet.telemetry(session.ingest, job={n: "7" for n in names})
+        session.tick()
+    publish_job(session.ingest, job_status("7", names, clock, state=JobState.NF), clock)
+    for _ in range(2):
+        clock.advance(11.0)
+        fleet.telemetry(session.ingest, job={n: "7" for n in names})
+        session.tick()
+    await session.flush()
+    rep = await session.interruption_report()
+    assert rep["source"] == "store"
+    assert rep["interruptions"] == 1
+    assert rep["by_cause"]["software"]["count"] == 1  # no node looked unhealthy
+    assert rep["job_gpu_hours"] > 0 and rep["lost_gpu_hours"] > 0
+    # 32 GPUs held for 40 min, the 30 min since the last checkpoint lost: (21.3 - 16.6) / 21.3
+    assert 16.0 <= rep["lost_gpu_hours"] < 17.0  # and the minute or so to the failure
+    assert abs(rep["job_gpu_hours"] - 32 * 40 / 60) < 0.6
+    assert 0.2 < rep["effective_training_time_ratio"] < 0.3
+    await session.close()
+    # Without a store, the same session's own figures.
+    rep = await session.interruption_report()
+    assert rep["source"] == "session" and rep["interruptions"] == 1
