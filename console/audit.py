@@ -15,12 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from fleetdeck.paths import state_base
+
 AUDIT_FILE = "audit.jsonl"
 
 
 def default_audit_path() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
-    return Path(base) / "fleetdeck" / AUDIT_FILE
+    return state_base() / AUDIT_FILE
 
 
 def os_user() -> str:

@@ -9,7 +9,6 @@ never corrupts the database (tests/store/test_store.py kills a writer mid-write)
 
 import contextlib
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,7 @@ from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
+from fleetdeck.paths import state_base
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import Event
 
@@ -65,8 +65,7 @@ CREATE TABLE IF NOT EXISTS port_minutes (
 
 
 def default_db_path(cluster: str) -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
-    return Path(base) / "fleetdeck" / f"{cluster}.db"
+    return state_base() / f"{cluster}.db"
 
 
 @dataclass

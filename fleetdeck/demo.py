@@ -13,16 +13,10 @@ import time
 from pathlib import Path
 
 from fleetdeck.broker import AMQTT, ManagedBroker
+from fleetdeck.paths import state_base
 
 AUDIT_FILE = "audit.jsonl"
 STORE_FILE = "demo.db"
-
-
-def state_base() -> Path:
-    """``$XDG_STATE_HOME/fleetdeck`` (``~/.local/state/fleetdeck``), where the console's own
-    state lives; the demo's directories go under it."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
-    return Path(base) / "fleetdeck"
 
 
 def demo_dir(now: float | None = None) -> Path:

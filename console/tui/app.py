@@ -56,6 +56,7 @@ from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc
+from fleetdeck.paths import recordings_dir
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.runtime import tune_gc
 
@@ -172,7 +173,7 @@ class FleetdeckApp(App[int]):
         if store_path is not None:
             self.stores[cluster] = store_path
         self.store_path = self.stores.get(cluster)
-        self.record_dir = record_dir if record_dir is not None else Path.cwd()
+        self.record_dir = record_dir if record_dir is not None else recordings_dir()
         self.auto_tick = auto_tick
         self.tick_ms = 0.0
         self._last_paint = 0.0
@@ -290,6 +291,7 @@ class FleetdeckApp(App[int]):
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
         path = self.record_dir / f"fleetdeck-{self.cluster}-{stamp}.jsonl.gz"
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             self.session.start_recording(path)
         except OSError as err:
             self.notify(f"cannot record to {path}: {err.strerror}", severity="error")

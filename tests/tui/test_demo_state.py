@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from fleetdeck.demo import AUDIT_FILE, STORE_FILE, demo_dir, state_base, where_it_went
+from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.demo import AUDIT_FILE, STORE_FILE, demo_dir, where_it_went
+from fleetdeck.paths import state_base
 from tests.tui.test_tmux_e2e import tmux, wait_for
 
 
@@ -18,6 +20,12 @@ def test_demo_dir_is_under_xdg_state_and_new_each_run(monkeypatch, tmp_path):
     assert first.parent == second.parent == tmp_path / "fleetdeck"
     assert first != second and first.name.startswith("demo-") and second.name.endswith("-2")
     assert not list(first.iterdir())
+
+
+def test_a_console_records_under_xdg_state_not_the_current_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    app = FleetdeckApp(cluster="t", connect=False, auto_tick=False)
+    assert app.record_dir == tmp_path / "fleetdeck" / "recordings"
 
 
 def test_where_it_went_names_every_file(tmp_path):
