@@ -40,6 +40,15 @@ def payload_text(r: BlastRadius) -> str:
             f"{plural(len(r.targets), 'node')} (QoS 1, expires in 10 s)[/]")
 
 
+class Choice(RadioButton):
+    """A radio button whose glyph says whether it is chosen (● / ○): Textual's differs by
+    colour only, which a monochrome terminal or a colour-blind operator cannot read."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # type: ignore[override]  # Textual's class attribute
+        return "●" if self.value else "○"
+
+
 class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
     """Reason (required), mode (finish / now), typed confirmation above the threshold."""
 
@@ -65,10 +74,10 @@ class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
             yield Label("Reason (required; shown as Reason=… [user@time]):")
             yield Input(placeholder="e.g. XID 79 on gpu3 — ticket OPS-123", id="reason")
             with RadioSet(id="mode"):
-                yield RadioButton("finish: no new work, running jobs finish (Slurm DRAIN)",
-                                  value=True, id="mode-finish")
-                yield RadioButton("now: requeue running jobs from their last checkpoint",
-                                  id="mode-now")
+                yield Choice("finish: no new work, running jobs finish (Slurm DRAIN)",
+                             value=True, id="mode-finish")
+                yield Choice("now: requeue running jobs from their last checkpoint",
+                             id="mode-now")
             if r.needs_typed_confirmation:
                 yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
                             f"[b]{self.phrase}[/] to confirm")

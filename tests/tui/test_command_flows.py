@@ -117,9 +117,12 @@ async def test_bulk_drain_needs_typed_confirmation_and_now_mode(world):
         modal = world.app.screen
         assert isinstance(modal, DrainScreen) and modal.radius.needs_typed_confirmation
         assert "type drain 10 to confirm" in text_of(world.app)
+        # The chosen mode reads without colour: ● chosen, ○ not.
+        assert "●▌ finish" in text_of(world.app) and "○▌ now" in text_of(world.app)
         await pilot.click("#mode-now")
         await pilot.pause()
         assert modal.mode is DrainMode.NOW and modal.radius.gpu_hours_at_risk > 0
+        assert "○▌ finish" in text_of(world.app) and "●▌ now" in text_of(world.app)
         modal.query_one("#reason").value = "rack power work"
         modal.query_one("#confirm").value = "drain 9"
         modal.submit()
