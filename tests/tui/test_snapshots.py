@@ -47,6 +47,7 @@ def check(name: str, text: str) -> None:
     ("fabric", ["4"]),
     ("events", ["5"]),
     ("node_detail", ["2", "enter"]),
+    ("node_history", ["2", "enter", "h"]),
     ("drain_modal", ["2", "r"]),
     ("help", ["question_mark"]),
 ])

@@ -14,6 +14,7 @@ from tests.tui.conftest import SIZE, World
     ("jobs", ["3"]),
     ("fabric", ["4"]),
     ("node_detail", ["2", "enter"]),
+    ("node_history", ["2", "enter", "h"]),
 ])
 def test_screen_colours(snap_compare, name, keys):
     world = World()
