@@ -136,13 +136,17 @@ def hhmm(minute: int) -> str:
     return datetime.fromtimestamp(minute * 60, UTC).strftime("%H:%M")
 
 
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 180, 240, 360, 720)
+"""Minutes between x-axis ticks: round clock times (04:15, 04:30), never 04:04, 04:19."""
+
+
 def time_ticks(first: int, last: int, count: int = 6) -> list[tuple[int, str]]:
-    """About ``count`` evenly spaced x-axis ticks between two minutes, as
-    ``(minutes after first, "HH:MM")``; a whole number of minutes apart, so labels never
-    repeat."""
-    span = max(0, last - first)
-    step = max(1, span // max(1, count - 1)) if span else 1
-    return [(t, hhmm(first + t)) for t in range(0, span + 1, step)]
+    """At most about ``count`` x-axis ticks between two minutes, on round clock times, as
+    ``(minutes after first, "HH:MM")``."""
+    span = max(1, last - first)
+    step = next((s for s in TICK_STEPS if span / s <= max(1, count - 1)), TICK_STEPS[-1])
+    start = -(-first // step) * step  # the first multiple of step at or after first
+    return [(m - first, hhmm(m)) for m in range(start, last + 1, step)]
 
 
 @dataclass

@@ -77,10 +77,12 @@ class ChartBox(Vertical):
         line.append(chart.title, "bold")
         line.append(f" {chart.unit}")
         if at is not None and per:
-            line.append(f" at {hhmm(at)}", "reverse")
+            # The values at the cursor (its time is in the line above the charts), each label
+            # in its series' colour: the legend. A no-break space keeps label and value on one
+            # line when a narrow chart wraps them.
             for i, label in enumerate(per):
                 line.append(f"  {short[label]}", f"bold color({_colour(i)})")
-                line.append(f" {chart.text(hist.value(chart.key, label, at))}")
+                line.append(f"\u00a0{chart.text(hist.value(chart.key, label, at))}")
         if not per:
             line.append("  no values in this span", "dim")
         self.query_one(".chart-values", Static).update(line)
@@ -99,7 +101,7 @@ class ChartBox(Vertical):
             plt.plot([m - hist.first for m, _ in shown], [v for _, v in shown],
                      marker="braille", color=_colour(i))
         plt.xlim(0, hist.span.minutes)
-        ticks = time_ticks(hist.first, hist.last, 5)
+        ticks = time_ticks(hist.first, hist.last, 7)
         plt.xticks([t for t, _ in ticks], [label for _, label in ticks])
         if chart.counter:
             top = max((v for pts in per.values() for _, v in pts), default=0.0)

@@ -188,6 +188,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 [b]Jobs[/]    enter its nodes{rw_jobs}
 [b]Fabric[/]  tab leaves/ports · enter a leaf's bad ports / a port's node
 [b]Events[/]  / filter · c commands only · enter the node
+[b]Node[/]    h history charts from the store: s span 15 min/1 h/24 h · ←/→ time cursor
+        (shift: 10 minutes, end newest) · h or esc back to the live tables
 [b]State[/]   idle alloc mix drng drain down, * = not responding (stale telemetry)
 [b]Record[/]  R records what this console receives (and the commands it sends) to a file;
         R again stops. fleetdeck replay FILE plays it back
