@@ -78,11 +78,11 @@ class ChartBox(Vertical):
         line.append(f" {chart.unit}")
         if at is not None and per:
             # The values at the cursor (its time is in the line above the charts), each label
-            # in its series' colour: the legend. A no-break space keeps label and value on one
-            # line when a narrow chart wraps them.
+            # in its series' colour: the legend. "label:value" has no space in it, so a narrow
+            # chart that wraps the line never parts a value from its label.
             for i, label in enumerate(per):
                 line.append(f"  {short[label]}", f"bold color({_colour(i)})")
-                line.append(f"\u00a0{chart.text(hist.value(chart.key, label, at))}")
+                line.append(f":{chart.text(hist.value(chart.key, label, at))}")
         if not per:
             line.append("  no values in this span", "dim")
         self.query_one(".chart-values", Static).update(line)
