@@ -8,6 +8,7 @@ while it is shown: a new row lands once a minute, so a faster rate would only co
 """
 
 import math
+import sqlite3
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
@@ -150,6 +151,8 @@ class HistoryView(Vertical, can_focus=True):
         self.hist: NodeHistory | None = None
         self.loads = 0
         """Store reads finished (tests wait on it)."""
+        self.error: str | None = None
+        """Why the last read failed, shown instead of the charts."""
         self.plotted: tuple[object, ...] | None = None
         """What the plots show (history, cursor minute, size): a redraw of the same is skipped."""
         self._plot_timer: Timer | None = None
@@ -205,9 +208,16 @@ class HistoryView(Vertical, can_focus=True):
         node, span, now = self.node_id, self.span, self.fleet.clock()
 
         async def read() -> None:
-            hist = await load(store, node, span, now)
-            if span is self.span:
-                self.hist = hist
+            try:
+                hist = await load(store, node, span, now)
+            except (sqlite3.Error, ValueError) as err:
+                # A store that fails (or was closed under us) is a sentence here, not a dead
+                # worker in the header: the session reports its own store problems.
+                self.error = f"Cannot read the history store: {err}."
+            else:
+                self.error = None
+                if span is self.span:
+                    self.hist = hist
             self.loads += 1
             self._show()
 
@@ -239,7 +249,7 @@ class HistoryView(Vertical, can_focus=True):
         note = self.query_one("#history-note", Static)
         charts = self.query_one(VerticalScroll)
         self.query_one("#history-head", Static).update(self._head())
-        why = self.why_none()
+        why = self.why_none() or self.error
         hist = self.hist if why is None else None
         if why is None and (hist is None or hist.span != self.span):
             why = "Reading the store…"

@@ -173,3 +173,19 @@ async def test_history_snapshot(stored_world, size):
         assert view.plotted is not None
         name = "node_history_data"
         check(name if size == SIZE else f"{name}@{size[0]}x{size[1]}", text_of(world.app))
+
+
+async def test_a_store_that_fails_to_read_is_a_sentence_not_a_dead_worker(stored_world):
+    world = stored_world
+    async with world.app.run_test(size=SIZE) as pilot:
+        view = await open_history(world, pilot)
+        store = world.app.session.store
+        assert store is not None
+        await store.db.execute("DROP TABLE port_minutes")  # the next read fails in SQLite
+        loads = view.loads
+        await pilot.press("s")
+        await wait_loaded(pilot, view, loads)
+        text = text_of(world.app)
+        assert "Cannot read the history store: no such table: port_minutes" in text
+        assert "worker" not in text.splitlines()[0]  # the header names no failed worker
+        assert not world.app.session.problems
