@@ -52,7 +52,7 @@ async def open_history(world: World, pilot) -> HistoryView:
     await pilot.pause()
     while world.app.session.store is None:
         await pilot.pause(0.05)
-    world.app.open_node(NODE)
+    await pilot.press("colon", *f"node {NODE}", "enter")  # as an operator opens it
     await pilot.pause()
     assert isinstance(world.app.screen, NodeDetailScreen)
     assert world.app.screen.node_id == NODE
