@@ -109,3 +109,20 @@ def test_progress_goes_to_a_terminal_as_a_bar(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "━" in res.stdout and "replaying leaf_switch.jsonl.gz" in res.stdout
     json.loads((tmp_path / "out.json").read_text())
+
+
+def test_a_spread_sim_counts_the_agents_of_every_process(mosquitto, tmp_path):
+    log = tmp_path / "sim.log"
+    sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "spread", "--nodes", "6",
+                "--procs", "2", log=log)
+    try:
+        deadline = time.monotonic() + 60
+        while "all 6 agents connected" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            assert sim.poll() is None, log.read_text()
+            time.sleep(0.2)
+        counts = re.findall(r"agents connecting: +\d+% \((\d+) of 6 agents\)", log.read_text())
+        assert counts and counts[-1] == "6"
+        assert [int(c) for c in counts] == sorted(int(c) for c in counts)
+    finally:
+        stop_process(sim)
