@@ -191,8 +191,9 @@ class HistoryView(Vertical, can_focus=True):
         app = self.fleet
         if app.stores.get(app.cluster) is None:
             return ("No history store: this console keeps none (started with --no-store, or a "
-                    "replay), so there are no charts. A console without --no-store, or "
-                    "'fleetdeck collect', keeps a per-minute history of every node.")
+                    "replay), so there is no history to chart. Without --no-store the console "
+                    "keeps a per-minute history of every node; a 'fleetdeck collect' store is "
+                    "charted by 'fleetdeck history NODE --plot --db FILE'.")
         if app.session.store is None:
             problem = app.session.problems.get("store")
             return (f"The history store {app.stores[app.cluster]} is not open"
