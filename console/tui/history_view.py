@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.color import Color
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Static
@@ -108,7 +109,9 @@ class ChartBox(Vertical):
             top = max((v for pts in per.values() for _, v in pts), default=0.0)
             plt.ylim(0, max(1.0, top))
         if at is not None:
-            plt.vline(at - hist.first, "white")
+            # The theme's own text colour: white would vanish on a light theme.
+            fg = Color.parse(self.app.theme_variables.get("foreground", "white")).rgb
+            plt.vline(at - hist.first, fg)
         plot.refresh()
 
 
@@ -197,7 +200,7 @@ class HistoryView(Vertical, can_focus=True):
         if app.session.store is None:
             problem = app.session.problems.get("store")
             return (f"The history store {app.stores[app.cluster]} is not open"
-                    + (f": {problem.detail}" if problem else " (yet)."))
+                    + (f": {problem.detail}." if problem else " (yet)."))
         return None
 
     def reload(self) -> None:

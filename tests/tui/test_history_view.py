@@ -2,6 +2,8 @@
 test writes through the store API (``Store.write_rows``): the charts, the span key, the time
 cursor and its values; and the plain sentence when there is no store."""
 
+import asyncio
+
 import pytest
 
 from fleetdeck.console.node_history import SPANS
@@ -189,3 +191,30 @@ async def test_a_store_that_fails_to_read_is_a_sentence_not_a_dead_worker(stored
         assert "Cannot read the history store: no such table: port_minutes" in text
         assert "worker" not in text.splitlines()[0]  # the header names no failed worker
         assert not world.app.session.problems
+
+
+def test_history_colours(snap_compare, tmp_path):
+    """The charts in colour (SVG, pytest-textual-snapshot): each series' line and its label in
+    the readout share a colour, the cursor line is the theme's text colour."""
+    world = World()
+    world.populate()
+    db = tmp_path / "history.db"
+
+    async def write() -> None:
+        store = await Store.open(db)
+        try:
+            await store.write_rows(rows_for(world.clock()))
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+
+    async def settle(pilot) -> None:
+        world.app.stores[world.app.cluster] = db
+        await world.app.session.open_store(db)
+        await open_history(world, pilot)
+        await pilot.press("left", "left")
+        await pilot.pause(PLOT_AFTER_S * 2)
+        await pilot.pause()
+
+    assert snap_compare(world.app, terminal_size=SIZE, run_before=settle)
