@@ -142,8 +142,8 @@ class HistoryView(Vertical, can_focus=True):
         Binding("end", "newest", "Newest"),
         Binding("up", "scroll(-1)", show=False),
         Binding("down", "scroll(1)", show=False),
-        Binding("pageup", "scroll(-10)", show=False),
-        Binding("pagedown", "scroll(10)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
     ]
 
     def __init__(self, node_id: str, span: Span = SPANS[0]) -> None:
@@ -329,3 +329,7 @@ class HistoryView(Vertical, can_focus=True):
 
     def action_scroll(self, lines: int) -> None:
         self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
+
+    def action_page(self, pages: int) -> None:
+        charts = self.query_one(VerticalScroll)
+        charts.scroll_relative(y=pages * charts.size.height, animate=False)

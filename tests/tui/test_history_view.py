@@ -218,3 +218,18 @@ def test_history_colours(snap_compare, tmp_path):
         await pilot.pause()
 
     assert snap_compare(world.app, terminal_size=SIZE, run_before=settle)
+
+
+async def test_small_terminal_pages_through_the_charts(stored_world):
+    world = stored_world
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        await open_history(world, pilot)
+        assert "GPU utilisation" in text_of(world.app)
+        assert "IB link downed" not in text_of(world.app)
+        for _ in range(8):
+            await pilot.press("pagedown")
+        await pilot.pause()
+        assert "IB link downed" in text_of(world.app)
+        await pilot.press("home")  # the cursor's key, not the scroll: the charts stay put
+        await pilot.pause()
+        assert "IB link downed" in text_of(world.app)
