@@ -38,7 +38,7 @@ import random
 import signal
 import socket
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -67,6 +67,14 @@ KILL_GRACE_S = 1.0
 CTL_LAG_TICKS = 2
 """Ticks between the lead process stamping an input and every process applying it: room for
 the broker to carry it to the others before their tick comes (two seconds at 1 Hz)."""
+
+
+CONNECT_REPORT_S = 0.5
+"""How often start-up reports how many agents are connected (until all are)."""
+
+ConnectReport = Callable[[int, int], None]
+"""``(connected, total)`` while a fleet's agents connect: the CLI draws it (the agent side
+prints nothing of its own and imports no UI, see pyproject's import-linter contracts)."""
 
 
 def inject_topic(cluster: str) -> str:
@@ -289,6 +297,21 @@ class Fleet:
                 break
         else:
             log.warning("%d simulator tasks did not stop; leaving them", len(rest))
+
+    def connected_count(self) -> int:
+        return sum(1 for a in self.agents.values() if a.connected.is_set())
+
+    async def report_connects(self, stop: asyncio.Event, report: ConnectReport) -> None:
+        """Call ``report(connected, total)`` every ``CONNECT_REPORT_S`` until every agent of
+        this process is connected (once more then), or until ``stop``."""
+        total = len(self.agents)
+        while not stop.is_set():
+            done = self.connected_count()
+            report(done, total)
+            if done >= total:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), CONNECT_REPORT_S)
 
     async def wait_connected(self, timeout: float) -> None:
         await asyncio.wait_for(
@@ -600,7 +623,9 @@ class Fleet:
         self._outbox.put_nowait((inject_ack_topic(self.opts.cluster), body, False))
 
 
-async def run_fleet(url: BrokerURL, opts: FleetOptions) -> None:
+async def run_fleet(url: BrokerURL, opts: FleetOptions,
+                    on_connect: ConnectReport | None = None) -> None:
+    """Run the fleet until SIGINT/SIGTERM; ``on_connect`` hears how start-up goes."""
     fleet = Fleet(url, opts)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -608,7 +633,15 @@ async def run_fleet(url: BrokerURL, opts: FleetOptions) -> None:
         loop.add_signal_handler(sig, stop.set)
     scen = f", scenario '{opts.scenario.name}'" if opts.scenario is not None else ""
     log.info("simulating %d nodes against %s%s", opts.nodes, url, scen)
-    await fleet.run(stop)
+    reporter = (asyncio.create_task(fleet.report_connects(stop, on_connect),
+                                    name="connect-report") if on_connect else None)
+    try:
+        await fleet.run(stop)
+    finally:
+        if reporter is not None:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
 
 
 async def inject(url: BrokerURL, cluster: str, entry: dict[str, object],
@@ -636,19 +669,26 @@ SPREAD_STOP_S = STOP_GRACE_S + 20.0
 """How long the processes of a spread fleet get to stop cleanly before they are killed."""
 
 
-def _shard_main(url: BrokerURL, opts: FleetOptions, log_level: str) -> None:
-    """One process of a spread fleet (a ``spawn`` child: a fresh interpreter)."""
+def _shard_main(url: BrokerURL, opts: FleetOptions, log_level: str,
+                connected: Any = None) -> None:
+    """One process of a spread fleet (a ``spawn`` child: a fresh interpreter). ``connected``:
+    a shared integer array where this process keeps its count of connected agents, for the
+    parent's start-up progress."""
     from fleetdeck.logs import setup_logging
 
     setup_logging(log_level)
+
+    def note(done: int, _total: int) -> None:
+        connected[opts.shard] = done
+
     # Ctrl-C reaches the whole process group: before run_fleet installs its handlers it is a
     # KeyboardInterrupt, which must end this process quietly, not with a traceback.
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_fleet(url, opts))
+        asyncio.run(run_fleet(url, opts, note if connected is not None else None))
 
 
-def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = "warning"
-               ) -> str | None:
+def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = "warning",
+               on_connect: ConnectReport | None = None) -> str | None:
     """``fleetdeck sim --procs N``: the fleet in ``procs`` processes until SIGINT/SIGTERM or
     until one of them ends by itself. Returns None after a clean stop, else what went wrong
     (one sentence). Every child is stopped (SIGTERM, then SIGKILL after ``SPREAD_STOP_S``)
@@ -658,12 +698,14 @@ def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = 
 
     ctx = multiprocessing.get_context("spawn")  # no forked event loop, sockets or threads
     epoch_ms = int(time.time() * 1000)
+    connected = ctx.Array("i", procs, lock=False) if on_connect is not None else None
     children = [
         ctx.Process(target=_shard_main, name=f"fleetdeck-sim-{i}", args=(
             url, dataclasses.replace(opts, shard=i, shards=procs, epoch_ms=epoch_ms),
-            log_level))
+            log_level, connected))
         for i in range(procs)
     ]
+    reported = -1
     stopping = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -677,6 +719,11 @@ def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = 
         log.info("simulating %d nodes in %d processes (pids %s)", opts.nodes, procs,
                  ", ".join(str(c.pid) for c in children))
         while not stopping and all(c.is_alive() for c in children):
+            if on_connect is not None and connected is not None and reported < opts.nodes:
+                done = sum(connected)
+                if done != reported:
+                    on_connect(done, opts.nodes)
+                    reported = done
             time.sleep(0.2)
         ended = [c for c in children if not c.is_alive()]
         for child in children:

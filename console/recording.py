@@ -337,6 +337,9 @@ class RecordingReader:
         self.path = path
         self.report = ReadReport()
         self.gzip = self._check_file(path)
+        self.size = path.stat().st_size
+        self.bytes_read = 0
+        """How far into the file the last read reached (what progress is measured in)."""
         self.header = self._read_header()
         self.segments = self._load_index()
 
@@ -667,11 +670,13 @@ class RecordingReader:
             raw.seek(offset)
             if not self.gzip:
                 while chunk := raw.read(READ_BYTES):
+                    self.bytes_read = raw.tell()
                     yield chunk
                 return
             inflate = zlib.decompressobj(31)
             pending = False
             while data := raw.read(READ_BYTES >> 2):
+                self.bytes_read = raw.tell()
                 while data:
                     out = inflate.decompress(data)
                     pending = True

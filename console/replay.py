@@ -122,12 +122,22 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
                         say(f"broker back after {back - lost_at:.1f} s; recording again (the "
                             "gap is marked in the recording).")
                         lost_at = None
+                    if not connected:
+                        say(f"connected to {url}; recording everything under {prefix}")
                     connected, attempt = True, 0
                     pumper = asyncio.create_task(pump(client))
                     waiter = asyncio.create_task(stop.wait())
                     try:
-                        done, _ = await asyncio.wait({pumper, waiter}, timeout=left(),
-                                                     return_when=asyncio.FIRST_COMPLETED)
+                        while True:
+                            # Each second, progress: also while nothing arrives.
+                            remaining = left()
+                            done, _ = await asyncio.wait(
+                                {pumper, waiter}, return_when=asyncio.FIRST_COMPLETED,
+                                timeout=1.0 if remaining is None else min(1.0, remaining))
+                            remaining = left()
+                            if done or (remaining is not None and remaining <= 0):
+                                break
+                            publish_stats()
                     finally:
                         for task in (pumper, waiter):
                             task.cancel()
@@ -528,13 +538,15 @@ class HeadlessRun:
 
 def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK_S,
                  every_sample: bool = False,
-                 on_tick: Callable[[TickReport], None] | None = None) -> HeadlessRun:
+                 on_tick: Callable[[TickReport], None] | None = None,
+                 progress: Callable[[int, int, float], None] | None = None) -> HeadlessRun:
     """Replay as fast as possible, reading the file once, front to back: the session ticks
     every ``tick_s`` of recorded time (the console's own 0.5 s by default, so every rule that
     needs two samples fires as it did live) and once more at the end. Within a tick only the
     newest telemetry sample per node is decoded (``TickFeed``); ``every_sample=True`` decodes
     every message, the slow reference the fast path is tested against. The result is the same
-    either way (docs/recording.md, "Headless replay")."""
+    either way (docs/recording.md, "Headless replay"). ``progress`` is called after each tick
+    with the bytes of the file read so far, its size and the recorded seconds replayed."""
     if not tick_s > 0:
         raise UserError(f"--tick must be a positive number of seconds, not {tick_s:g}.")
     reader = RecordingReader(path)
@@ -546,12 +558,16 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
                              follow_up=False, ingest=feed.ingest)
     limit = None if until is None else start + until
 
+    size = reader.size
+
     def tick(at: float) -> None:
         feed.flush()
         now[0] = at
         report = session.tick(at)
         if on_tick is not None:
             on_tick(report)
+        if progress is not None:
+            progress(reader.bytes_read, size, at - start)
 
     # The same tick times as the console's replay always had: start + k * tick_s, summed.
     next_tick = start + tick_s
@@ -578,10 +594,13 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
 
 
 def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK_S,
-                    every_sample: bool = False) -> dict[str, Any]:
+                    every_sample: bool = False,
+                    progress: Callable[[int, int, float], None] | None = None
+                    ) -> dict[str, Any]:
     """``run_headless``, summed up: the final picture in the shape of ``status --json`` plus
     events and a replay report."""
-    run = run_headless(path, until=until, tick_s=tick_s, every_sample=every_sample)
+    run = run_headless(path, until=until, tick_s=tick_s, every_sample=every_sample,
+                       progress=progress)
     session, rep = run.session, run.report
     out = fleet_summary(session.state, run.end, source=str(path),
                         replayed_s=round(run.end - run.start, 3),

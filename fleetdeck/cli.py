@@ -546,12 +546,25 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return run_cli(opts, duration, table, drawn, lambda started: RecordingWriter(
             Path(args.out), args.cluster, started=started, source="fleetdeck sim --out",
             segment_s=SEGMENT_S))
+    from fleetdeck.console.cli.progress import ProgressLine
+
+    url = _url(args)
+    # The agents report (connected, total); the bar is drawn here, in the front end.
+    bar = ProgressLine(f"sim {opts.cluster}: agents connecting", opts.nodes, unit="agents")
+
+    def on_connect(done: int, total: int) -> None:
+        bar.update(done, total)
+        if done >= total:
+            bar.close(f"sim {opts.cluster}: all {total} agents connected to {url}")
+
     if args.procs == 1:
-        asyncio.run(run_fleet(_url(args), opts))
+        with bar:
+            asyncio.run(run_fleet(url, opts, on_connect))
         return 0
     from fleetdeck.agents.fleet import run_spread
 
-    problem = run_spread(_url(args), opts, args.procs, args.log_level)
+    with bar:
+        problem = run_spread(url, opts, args.procs, args.log_level, on_connect)
     if problem:
         raise UserError(f"{problem}.")
     return 0

@@ -6,9 +6,11 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.cli.progress import ProgressLine
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.errors import UserError
 from fleetdeck.runtime import tune_gc
@@ -18,6 +20,53 @@ log = logging.getLogger("fleetdeck.collect")
 STATUS_EVERY_TICKS = 120
 """A progress line every minute at the 0.5 s tick."""
 EXIT_STORE_FAILED = 3
+CATCH_UP_S = 10.0
+"""Start-up is over when every node known from its retained birth has sent telemetry, or this
+long after connecting (a node that stays silent is the console's to judge, not start-up's)."""
+
+
+class StartUp:
+    """``collect`` starting: the store opened, the broker connected, then the fleet caught up
+    (each node heard from), shown as progress (console/cli/progress.py); afterwards, a store
+    that failed and holds ticks in memory says when it has caught up again."""
+
+    def __init__(self, session: ConsoleSession, bar: ProgressLine) -> None:
+        self.session = session
+        self.bar = bar
+        self.connected_at: float | None = None
+        self.done = False
+        self.failing = False
+        self.held = 0
+
+    def tick(self, now: float) -> None:
+        session = self.session
+        if not self.done:
+            feed = session.feed
+            if self.connected_at is None:
+                if feed is None or not feed.link.connected:
+                    return
+                self.connected_at = now
+                self.bar.milestone(f"connected to {feed.url}")
+            nodes = session.state.nodes.values()
+            known = sum(1 for st in nodes if st.online is not False)
+            heard = sum(1 for st in nodes if st.online is not False and st.telemetry is not None)
+            self.bar.update(heard, known, detail=f"{session.state.applied:,} messages")
+            if (known and heard >= known) or now - self.connected_at >= CATCH_UP_S:
+                self.done = True
+                silent = known - heard
+                self.bar.close(f"collect {session.state.cluster}: caught up, {heard} of {known} "
+                               "nodes reporting" + (f" ({silent} silent so far)" if silent else "")
+                               + "; writing the store")
+        # A failing store holds ticks in memory and writes them once it works again: say when
+        # that starts and when it has caught up (the minute status line counts in between).
+        failing = session.store_failing_s is not None
+        backlog = session.store_backlog
+        if failing and not self.failing:
+            self.bar.milestone(f"the store is failing; holding ticks in memory ({backlog})")
+        elif self.failing and not failing:
+            self.bar.milestone(f"the store caught up: {self.held} held tick(s) written")
+        self.failing = failing
+        self.held = max(self.held, backlog) if failing else 0
 
 
 def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
@@ -32,7 +81,11 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
         session = ConsoleSession(cluster, url=url, operator="fleetdeck-collect",
                                  command_key=command_key,
                                  client_id=f"fd-collect-{os.getpid()}")
-        await session.open_store(db, retention_days)
+        bar = ProgressLine(f"collect {cluster}", unit="nodes reporting")
+        restored = await session.open_store(db, retention_days)
+        bar.milestone(f"store {db} open" + (f", {restored} recent events restored"
+                                            if restored else ""))
+        start = StartUp(session, bar)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -46,6 +99,7 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
                   file=sys.stderr, flush=True)
 
         def progress(report: TickReport) -> None:
+            start.tick(time.monotonic())
             c = session.counters
             if c.ticks % STATUS_EVERY_TICKS == 0:
                 failing = session.store_failing_s
@@ -57,7 +111,8 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
                 print(line, file=sys.stderr, flush=True)
 
         try:
-            await session.watch(stop, tick_s=0.5, on_tick=progress)
+            with bar:
+                await session.watch(stop, tick_s=0.5, on_tick=progress)
         finally:
             backlog = session.store_backlog
             await session.close()

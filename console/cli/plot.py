@@ -5,37 +5,24 @@ the TUI), not hand-made axes. One line per GPU (or per IB port); without colour 
 each line gets its own marker so the series stay apart.
 """
 
-from datetime import UTC, datetime
 from typing import Any
 
 import plotext as plt
 
-COLUMN = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clock_min",
-          "ib": "xmit_Bps"}
+from fleetdeck.console.node_history import BY_KEY, Points, time_ticks
+from fleetdeck.console.node_history import series as chart_series
+
+CHART = {"util": "util", "temp": "temp", "power": "power", "clock": "clock", "ib": "ib_tx"}
+"""``--metric`` to the chart it draws (console/node_history.py holds what each one means)."""
 UNIT = {"util": "%", "temp": "°C (max)", "power": "W", "clock": "MHz (min)",
         "ib": "GB/s transmitted"}
 MARKERS = ("•", "+", "x", "o", "*", "#", "@", "%", "&", "=")
 XTICKS = 6
 
 
-def series(rows: list[dict[str, Any]], metric: str) -> dict[str, list[tuple[int, float]]]:
+def series(rows: list[dict[str, Any]], metric: str) -> dict[str, Points]:
     """``{label: [(minute, value), ...]}`` in minute order, gaps (None) left out."""
-    key = "dev" if metric == "ib" else "gpu"
-    scale = 1e-9 if metric == "ib" else 1.0
-    out: dict[str, list[tuple[int, float]]] = {}
-    for r in sorted(rows, key=lambda r: r["minute"]):
-        value = r[COLUMN[metric]]
-        if value is None:
-            continue
-        label = str(r[key]) if metric == "ib" else f"gpu{r[key]}"
-        out.setdefault(label, []).append((int(r["minute"]), float(value) * scale))
-    return dict(sorted(out.items(), key=lambda kv: _natural(kv[0])))
-
-
-def _natural(label: str) -> tuple[str, int]:
-    head = label.rstrip("0123456789")
-    tail = label[len(head):]
-    return head, int(tail) if tail else -1
+    return chart_series(rows, BY_KEY[CHART[metric]])
 
 
 def render(rows: list[dict[str, Any]], node: str, metric: str, *, width: int, height: int,
@@ -53,15 +40,10 @@ def render(rows: list[dict[str, Any]], node: str, metric: str, *, width: int, he
             plt.plot(xs, ys, label=label)
         else:
             plt.plot(xs, ys, label=label, marker=MARKERS[i % len(MARKERS)])
-    span = minutes[-1] - minutes[0]
-    step = max(1, span // (XTICKS - 1)) if span else 1
-    ticks = list(range(0, span + 1, step))
-    plt.xticks(ticks, [_hhmm(minutes[0] + t) for t in ticks])
+    ticks = time_ticks(minutes[0], minutes[-1], XTICKS)
+    plt.xticks([t for t, _ in ticks], [label for _, label in ticks])
     plt.title(f"{node} {metric} per minute (UTC)")
     plt.ylabel(UNIT[metric])
     text: str = plt.build()
     return text if color else plt.uncolorize(text)
 
-
-def _hhmm(minute: int) -> str:
-    return datetime.fromtimestamp(minute * 60, UTC).strftime("%H:%M")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.cli.progress import ProgressLine
 from fleetdeck.console.recording import GAP_NOTE, MAX_NOTES, is_gap_note
 from fleetdeck.console.replay import (
     RecordStats,
@@ -24,29 +25,26 @@ def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -
     path = Path(out)
     if not path.parent.exists():
         raise UserError(f"cannot write {path}: folder {path.parent} does not exist.")
-    tty = sys.stderr.isatty()
+    bar = ProgressLine(f"recording {path.name}", duration, unit="s")
 
     def progress(s: RecordStats) -> None:
-        line = (f"recording {path.name}: {s.messages} messages, {human_bytes(s.bytes_in)} in, "
-                f"{human_bytes(s.file_bytes)} on disk, {time.time() - s.started:.0f} s")
-        print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr,
-              flush=True)
-
-    def say(text: str) -> None:
-        # On a terminal the progress line has no newline yet: end it first.
-        print(("\n" if tty else "") + f"fleetdeck record: {text}", file=sys.stderr, flush=True)
+        bar.update(time.time() - s.started, detail=(
+            f"{s.messages:,} messages, {human_bytes(s.bytes_in)} in, "
+            f"{human_bytes(s.file_bytes)} on disk"))
 
     async def main() -> RecordStats:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await record(url, cluster, path, duration, progress, stop, say)
+        return await record(url, cluster, path, duration, progress, stop, bar.milestone)
 
-    stats = asyncio.run(main())
+    with bar:
+        stats = asyncio.run(main())
+        progress(stats)  # where it ended: the bar full at --duration, the last count
     gaps = (f", {stats.gaps} gap(s) where the broker was away, marked in the recording"
             if stats.gaps else "")
-    print(("\n" if tty else "") + f"recorded {stats.messages} messages to {path} "
+    print(f"recorded {stats.messages} messages to {path} "
           f"({human_bytes(stats.file_bytes)}){gaps}", file=sys.stderr)
     return 0
 
@@ -69,7 +67,20 @@ def run_replay(args: Any) -> int:
         print(f"replayed {sent} messages into {url}", file=sys.stderr)
         return tell_damage(report.skipped, report.truncated, report.problems)
     if args.headless:
-        out = replay_headless(path, args.until, tick_s=args.tick)
+        until = args.until
+        # Measured in the file read, or with --until in recorded time (the file is not read
+        # to its end then).
+        bar = (ProgressLine(f"replaying {path.name}", fmt=human_bytes) if until is None else
+               ProgressLine(f"replaying {path.name}", until, unit="s of recorded time"))
+
+        def read_so_far(read: int, size: int, replayed_s: float) -> None:
+            if until is None:
+                bar.update(read, size, detail=f"{replayed_s:,.0f} s of recorded time")
+            else:
+                bar.update(replayed_s)
+
+        with bar:
+            out = replay_headless(path, args.until, tick_s=args.tick, progress=read_so_far)
         rep = out["replay"]
         status = tell_damage(rep["skipped_lines"], rep["truncated"], rep["problems"])
         if args.summary_json:

@@ -200,6 +200,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 [b]Events[/]  / filter · c commands only · enter the node
 [b]Incidents[/] one root-cause line each, worst first; ↑↓ shows its timeline · enter its nodes;
         the top line: job interruptions by cause and ETTR (fleetdeck report)
+[b]Node[/]    h history charts from the store: s span 15 min/1 h/24 h · ←/→ time cursor
+        (shift: 10 minutes, end newest) · h or esc back to the live tables
 [b]State[/]   idle alloc mix drng drain down, * = not responding (stale telemetry)
 [b]Record[/]  R records what this console receives (and the commands it sends) to a file;
         R again stops. fleetdeck replay FILE plays it back

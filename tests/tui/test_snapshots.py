@@ -48,6 +48,7 @@ def check(name: str, text: str) -> None:
     ("events", ["5"]),
     ("incidents", ["6"]),
     ("node_detail", ["2", "enter"]),
+    ("node_history", ["2", "enter", "h"]),
     ("drain_modal", ["2", "r"]),
     ("help", ["question_mark"]),
 ])

@@ -15,6 +15,7 @@ from tests.tui.conftest import SIZE, World
     ("fabric", ["4"]),
     ("incidents", ["6"]),
     ("node_detail", ["2", "enter"]),
+    ("node_history", ["2", "enter", "h"]),
 ])
 def test_screen_colours(snap_compare, name, keys):
     world = World()

@@ -1,4 +1,5 @@
-"""Node detail: per-GPU state with sparklines, per-port IB state and counters, the timeline."""
+"""Node detail: per-GPU state with sparklines, per-port IB state and counters, the timeline;
+``h`` swaps them for the node's history charts from the store (console/tui/history_view.py)."""
 
 from collections.abc import Callable
 
@@ -6,13 +7,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.health import describe_clock_events
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import clock_text, drain_reason, port_error_text, slurm_state
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.fit_table import FitColumn, FitTable
+from fleetdeck.console.tui.history_view import HistoryView
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
 from fleetdeck.console.tui.theme import verdict_style
@@ -38,6 +40,7 @@ class NodeDetailScreen(FleetView):
     BINDINGS = [
         Binding("r", "drain", "Drain"),
         Binding("u", "resume", "Resume"),
+        Binding("h", "history", "History"),
         Binding("escape", "app.go_back", "Back"),
     ]
 
@@ -47,16 +50,41 @@ class NodeDetailScreen(FleetView):
         self.gpu = gpu
 
     def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="detail"):
-            yield Static(id="node-summary")
-            yield Static(id="gpus")
-            yield Static(id="ports")
-            yield Static(id="timeline")
+        with ContentSwitcher(initial="detail", id="detail-switch"):
+            with VerticalScroll(id="detail"):
+                yield Static(id="node-summary")
+                yield Static(id="gpus")
+                yield Static(id="ports")
+                yield Static(id="timeline")
+            yield HistoryView(self.node_id)
+
+    @property
+    def showing_history(self) -> bool:
+        return self.query_one(ContentSwitcher).current == "history"
 
     def info(self) -> str:
-        return f"node [b]{esc(self.node_id)}[/]  [$text-muted]esc back · r drain · u resume[/]"
+        if self.showing_history:
+            return (f"node [b]{esc(self.node_id)}[/] history  [$text-muted]h or esc live · "
+                    "s span · ←/→ cursor[/]")
+        return (f"node [b]{esc(self.node_id)}[/]  [$text-muted]esc back · r drain · u resume · "
+                "h history[/]")
+
+    def action_history(self) -> None:
+        """Swap the live tables for the history charts, or back."""
+        switch = self.query_one(ContentSwitcher)
+        switch.current = "detail" if self.showing_history else "history"
+        self.query_one("#detail" if switch.current == "detail" else "#history").focus()
+        self.fleet.refresh_view()
+
+    def on_escape(self) -> bool:
+        if self.showing_history:
+            self.action_history()
+            return True
+        return False
 
     def update_body(self, now: float) -> None:
+        if self.showing_history:
+            return  # the charts read the store on their own clock (history_view.RELOAD_S)
         st = self.fleet.state.nodes.get(self.node_id)
         if st is None:
             self.query_one("#node-summary", Static).update(
