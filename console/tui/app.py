@@ -545,6 +545,19 @@ class FleetdeckApp(App[int]):
                         ":ctx [NAME])",
                         severity="warning")
 
+    def show_nodes(self, hostlist: str) -> None:
+        """The nodes view filtered to ``hostlist`` (a job's or an incident's nodes)."""
+        from fleetdeck.console.tui.screens.nodes import NodesScreen
+
+        self.action_view("nodes")
+
+        def apply() -> None:
+            if isinstance(self.screen, NodesScreen):
+                self.screen.set_filter(hostlist)
+                self.refresh_view()
+
+        self.call_after_refresh(apply)
+
     def open_node(self, node_id: str, gpu: int | None = None) -> None:
         from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 

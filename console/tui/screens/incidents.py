@@ -108,25 +108,13 @@ class IncidentsScreen(FleetView):
         self.action_open()
 
     def action_open(self) -> None:
-        from fleetdeck.console.tui.screens.nodes import NodesScreen
-
-        key = self.table.current_key
-        inc = next((i for i in self.found if i.key == key), None)
-        if inc is None or not inc.nodes:
+        row = self.table.current_row
+        if row is None or row.count == 0:
             return
-        if len(inc.nodes) == 1:
-            self.fleet.open_node(inc.nodes[0])
-            return
-        hostlist = next(r.nodes for r in self.rows if r.key == inc.key)
-        self.fleet.action_view("nodes")
-
-        def apply() -> None:
-            screen = self.fleet.screen
-            if isinstance(screen, NodesScreen):
-                screen.set_filter(hostlist)
-                self.fleet.refresh_view()
-
-        self.fleet.call_after_refresh(apply)
+        if row.count == 1:
+            self.fleet.open_node(row.nodes)
+        else:
+            self.fleet.show_nodes(row.nodes)
 
 
 def _cells(r: IncidentRow) -> tuple[str, ...]:

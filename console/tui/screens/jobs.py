@@ -78,19 +78,8 @@ class JobsScreen(FleetView):
             self._show_nodes(row)
 
     def _show_nodes(self, row: JobRow) -> None:
-        from fleetdeck.console.tui.screens.nodes import NodesScreen
-
-        if row.nodes == "-":
-            return
-        self.fleet.action_view("nodes")
-
-        def apply() -> None:
-            screen = self.fleet.screen
-            if isinstance(screen, NodesScreen):
-                screen.set_filter(row.nodes)
-                self.fleet.refresh_view()
-
-        self.fleet.call_after_refresh(apply)
+        if row.nodes != "-":
+            self.fleet.show_nodes(row.nodes)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "restart" and self.fleet.read_only)
