@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fleetdeck.console.judgements import (
     PORT_DOWN,
     PORT_FLAPPING,
+    SuspectSwitch,
     bad_ports,
     leaf_of,
     port_rail,
@@ -74,19 +75,20 @@ class NodeFabric:
     bad: tuple[BadPort, ...] = ()
 
 
-def node_fabric(st: NodeState) -> NodeFabric:
-    rails: list[int] = []
+def _rails(st: NodeState) -> tuple[int, ...]:
+    """The rails of a node's HCAs: from the birth's inventory, else from its telemetry."""
+    rails: set[int] = set()
     if st.birth is not None:
-        for inv in st.birth.ib_ports:
-            rail = port_rail(st, inv.dev)
-            if rail is not None and rail not in rails:
-                rails.append(rail)
+        rails.update(r for inv in st.birth.ib_ports
+                     if (r := port_rail(st, inv.dev)) is not None)
     t = st.telemetry
     if t is not None and not rails:
-        for p in t.ib_ports:
-            rail = port_rail(st, p.dev)
-            if rail is not None and rail not in rails:
-                rails.append(rail)
+        rails.update(r for p in t.ib_ports if (r := port_rail(st, p.dev)) is not None)
+    return tuple(sorted(rails))
+
+
+def node_fabric(st: NodeState) -> NodeFabric:
+    t = st.telemetry
     if st.online is False or st.stale:
         silent = Port.SILENT
     elif t is None:
@@ -108,7 +110,7 @@ def node_fabric(st: NodeState) -> NodeFabric:
             code = Port.ERRORING if rules & _DRAIN_RATE_RULES else Port.ERRORS
         text = "; ".join(f.text for f in st.findings if f.component == comp)
         bad.append(BadPort(rail, code, comp, text))
-    return NodeFabric(leaf_of(st), tuple(sorted(rails)), silent, tuple(bad))
+    return NodeFabric(leaf_of(st), _rails(st), silent, tuple(bad))
 
 
 FabricMapCache = dict[str, tuple[tuple[object, ...], NodeFabric]]
@@ -206,44 +208,54 @@ class SwitchSummary:
     """Rail switches in the fleet (leaf groups x rails)."""
     rows: list[SwitchRow] = field(default_factory=list)
     """Switches with a bad port, suspected first, then by bad ports."""
-    silent: int = 0
-    """Ports whose state is not known now (nodes offline, stale or waiting)."""
 
 
-def switch_summary(fm: FabricMap) -> SwitchSummary:
-    """The switches with bad ports, worst first; costs a pass over the nodes with bad ports
-    only (and one over the leaf groups), not over every port."""
-    out = SwitchSummary(sum(len(_rails_of(fm, leaf)) for leaf in fm.leaves))
+SwitchHealthCache = dict[str, tuple[object, str, tuple[int, ...]]]
+"""node -> (its birth, leaf, rails): read again only when a new birth arrives."""
+
+
+def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = None,
+                  cache: SwitchHealthCache | None = None) -> SwitchSummary:
+    """The rail switches with bad ports, suspected first, then by bad ports; what the
+    overview shows. One cheap pass (a node without IB findings costs a lookup and a count),
+    so it can follow every change of a 16,384-node fleet; ``suspects`` when the caller has
+    them already (``suspect_switches``)."""
+    if suspects is None:
+        suspects = suspect_switches(state)
+    shapes: dict[str, dict[tuple[int, ...], int]] = {}
     agg: dict[str, tuple[str, int, list[int], list[str]]] = {}
-    for node_id, nf in fm.nodes.items():
-        if nf.silent != Port.OK:
-            out.silent += len(nf.rails)
-        for b in nf.bad:
-            sw = f"{nf.leaf}-r{b.rail}"
-            hit = agg.get(sw)
-            if hit is None:
-                hit = agg[sw] = (nf.leaf, b.rail, [0, 0, 0], [])
-            counts = hit[2]
-            counts[0 if b.code == Port.DOWN else 1 if b.code == Port.FLAPPING else 2] += 1
-            if node_id not in hit[3]:
-                hit[3].append(node_id)
+    for node_id, st in state.nodes.items():
+        hit = cache.get(node_id) if cache is not None else None
+        if hit is None or hit[0] is not st.birth:
+            hit = (st.birth, leaf_of(st), _rails(st))
+            if cache is not None:
+                cache[node_id] = hit
+        _birth, leaf, rails = hit
+        per = shapes.get(leaf)
+        if per is None:
+            per = shapes[leaf] = {}
+        per[rails] = per.get(rails, 0) + 1
+        if not st.findings:
+            continue
+        for status, p in bad_ports(st):
+            rail = port_rail(st, p.dev)
+            if rail is None:
+                continue
+            sw = f"{leaf}-r{rail}"
+            got = agg.get(sw)
+            if got is None:
+                got = agg[sw] = (leaf, rail, [0, 0, 0], [])
+            got[2][0 if status == PORT_DOWN else 1 if status == PORT_FLAPPING else 2] += 1
+            if node_id not in got[3]:
+                got[3].append(node_id)
+    out = SwitchSummary(sum(len({r for rs in per for r in rs}) for per in shapes.values()))
+    texts = {sw.switch: sw.text for sw in suspects}
     for sw, (leaf, rail, (down, flap, err), bad_nodes) in agg.items():
-        ports = sum(1 for n in fm.members.get(leaf, ()) if rail in fm.nodes[n].rails)
+        ports = sum(n for rs, n in shapes[leaf].items() if rail in rs)
         out.rows.append(SwitchRow(sw, leaf, rail, ports, down, flap, err,
-                                  tuple(sorted(bad_nodes)), fm.suspects.get(sw, "")))
+                                  tuple(sorted(bad_nodes)), texts.get(sw, "")))
     out.rows.sort(key=lambda r: (r.suspect == "", -r.bad, -r.down, r.switch))
     return out
-
-
-def _rails_of(fm: FabricMap, leaf: str) -> set[int]:
-    rails: set[int] = set()
-    seen: set[tuple[int, ...]] = set()
-    for n in fm.members.get(leaf, ()):
-        rs = fm.nodes[n].rails
-        if rs not in seen:
-            seen.add(rs)
-            rails.update(rs)
-    return rails
 
 
 # --- the matrix, laid out for a size ------------------------------------------------------------
