@@ -13,6 +13,7 @@ the worst state among them. Domain only: text and numbers, the TUI draws the pla
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, is_
 
 from fleetdeck.console.judgements import (
     PORT_DOWN,
@@ -210,33 +211,45 @@ class SwitchSummary:
     """Switches with a bad port, suspected first, then by bad ports."""
 
 
-SwitchHealthCache = dict[str, tuple[object, str, tuple[int, ...]]]
-"""node -> (its birth, leaf, rails): read again only when a new birth arrives."""
+@dataclass
+class SwitchHealthCache:
+    """The fleet's shape (ports per switch) as of the births it was counted from: counted
+    again only when a node is added or sends a new birth."""
+
+    births: list[object] = field(default_factory=list)
+    shapes: dict[str, dict[tuple[int, ...], int]] = field(default_factory=dict)
+    leaf: dict[str, str] = field(default_factory=dict)
+
+
+_BIRTH = attrgetter("birth")
 
 
 def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = None,
                   cache: SwitchHealthCache | None = None) -> SwitchSummary:
     """The rail switches with bad ports, suspected first, then by bad ports; what the
-    overview shows. One cheap pass (a node without IB findings costs a lookup and a count),
-    so it can follow every change of a 16,384-node fleet; ``suspects`` when the caller has
-    them already (``suspect_switches``)."""
+    overview shows. Cheap enough to follow every change of a 16,384-node fleet: the shape is
+    recounted only when births change, and ports are looked at only on nodes with findings;
+    ``suspects`` when the caller has them already (``suspect_switches``)."""
     if suspects is None:
         suspects = suspect_switches(state)
-    shapes: dict[str, dict[tuple[int, ...], int]] = {}
+    cache = cache if cache is not None else SwitchHealthCache()
+    nodes = state.nodes
+    births = list(map(_BIRTH, nodes.values()))
+    if len(births) != len(cache.births) or not all(map(is_, births, cache.births)):
+        cache.births = births
+        cache.shapes = {}
+        cache.leaf = {}
+        for node_id, st in nodes.items():
+            leaf = cache.leaf[node_id] = leaf_of(st)
+            per = cache.shapes.setdefault(leaf, {})
+            rails = _rails(st)
+            per[rails] = per.get(rails, 0) + 1
+    shapes = cache.shapes
     agg: dict[str, tuple[str, int, list[int], list[str]]] = {}
-    for node_id, st in state.nodes.items():
-        hit = cache.get(node_id) if cache is not None else None
-        if hit is None or hit[0] is not st.birth:
-            hit = (st.birth, leaf_of(st), _rails(st))
-            if cache is not None:
-                cache[node_id] = hit
-        _birth, leaf, rails = hit
-        per = shapes.get(leaf)
-        if per is None:
-            per = shapes[leaf] = {}
-        per[rails] = per.get(rails, 0) + 1
+    for st in nodes.values():
         if not st.findings:
             continue
+        leaf = cache.leaf[st.node_id]
         for status, p in bad_ports(st):
             rail = port_rail(st, p.dev)
             if rail is None:
@@ -246,8 +259,8 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             if got is None:
                 got = agg[sw] = (leaf, rail, [0, 0, 0], [])
             got[2][0 if status == PORT_DOWN else 1 if status == PORT_FLAPPING else 2] += 1
-            if node_id not in got[3]:
-                got[3].append(node_id)
+            if st.node_id not in got[3]:
+                got[3].append(st.node_id)
     out = SwitchSummary(sum(len({r for rs in per for r in rs}) for per in shapes.values()))
     texts = {sw.switch: sw.text for sw in suspects}
     for sw, (leaf, rail, (down, flap, err), bad_nodes) in agg.items():

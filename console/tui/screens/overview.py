@@ -78,7 +78,7 @@ class OverviewScreen(FleetView):
         self._n_nodes = -1
         self.jobs: list[JobRow] = []
         self.switches = SwitchSummary(0)
-        self._switch_cache: SwitchHealthCache = {}
+        self._switch_cache = SwitchHealthCache()
         self._panels_shown: dict[str, object] = {}
         """What each panel's text was last made from (data and size)."""
         self._arranged: tuple[object, ...] = ()
