@@ -14,6 +14,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.css.query import NoMatches
 
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.fabric_map import SwitchHealthCache, SwitchSummary, switch_health
@@ -204,8 +205,12 @@ class OverviewScreen(FleetView):
         self.call_after_refresh(self._arrange_and_fill)
 
     def _arrange_and_fill(self) -> None:
-        self._arrange()
-        self._update_panels()
+        # After a resize, once laid out; the screen may be gone by then (the app exiting).
+        try:
+            self._arrange()
+            self._update_panels()
+        except NoMatches:
+            pass
 
     def _arrange(self) -> None:
         """Give the grid the lines it needs and the panels the rest; on a short screen the
