@@ -27,6 +27,8 @@ from fleetdeck.console.judgements import (
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 
+_BIRTH = attrgetter("birth")
+
 
 class Port:
     """Port-state codes of matrix cells, worse is higher (a cell shows its worst member)."""
@@ -114,10 +116,6 @@ def node_fabric(st: NodeState) -> NodeFabric:
     return NodeFabric(leaf_of(st), _rails(st), silent, tuple(bad))
 
 
-FabricMapCache = dict[str, tuple[tuple[object, ...], NodeFabric]]
-"""node -> (signature, its fabric summary)"""
-
-
 @dataclass
 class FabricMap:
     """Every node's ports by leaf group and rail, and the suspected switches."""
@@ -129,11 +127,17 @@ class FabricMap:
     rails: list[int]
     """Every rail any node has, sorted."""
     nodes: dict[str, NodeFabric]
+    """Each node as it is when all its ports are ok (from its birth)."""
     suspects: dict[str, str]
     """Suspected switch -> the judgement's text."""
+    overrides: dict[str, NodeFabric] = field(default_factory=dict)
+    """Nodes that are not all ok now: a bad port, or silent, or waiting."""
+
+    def node(self, node: str) -> NodeFabric | None:
+        return self.overrides.get(node) or self.nodes.get(node)
 
     def code(self, node: str, rail: int) -> int:
-        nf = self.nodes.get(node)
+        nf = self.node(node)
         if nf is None or rail not in nf.rails:
             return Port.NONE
         for b in nf.bad:
@@ -142,42 +146,71 @@ class FabricMap:
         return nf.silent
 
     def port(self, node: str, rail: int) -> BadPort | None:
-        nf = self.nodes.get(node)
+        nf = self.node(node)
         if nf is None:
             return None
         return next((b for b in nf.bad if b.rail == rail), None)
 
 
+@dataclass
+class FabricMapCache:
+    """The fleet's layout as of the births it was made from, and the summaries of the nodes
+    that needed one of their own (kept while their signature holds)."""
+
+    births: list[object] = field(default_factory=list)
+    leaves: list[str] = field(default_factory=list)
+    members: dict[str, list[str]] = field(default_factory=dict)
+    rails: list[int] = field(default_factory=list)
+    healthy: dict[str, NodeFabric] = field(default_factory=dict)
+    special: dict[str, tuple[tuple[object, ...], NodeFabric]] = field(default_factory=dict)
+
+
 def fabric_map(state: FleetState, cache: FabricMapCache | None = None) -> FabricMap:
-    """One pass over the fleet; ``cache`` keeps a node's summary while its shape is unchanged
-    and it has no IB findings (a port that goes down or errors always raises an N finding, and
-    the counters of a port that has one move with every sample)."""
-    members: dict[str, list[str]] = {}
-    nodes: dict[str, NodeFabric] = {}
-    rail_sets: set[tuple[int, ...]] = set()
-    for node_id, st in state.nodes.items():
+    """Every node's ports by leaf group and rail. The layout (leaf groups, members, rails) is
+    rebuilt only when a node is added or sends a new birth; then a pass that costs a few
+    attribute reads per healthy node: only a node with findings, silent or waiting gets a
+    summary of its own (kept while its shape is unchanged and it has no IB findings: a port
+    that goes down or errors always raises an N finding, and the counters of a port that has
+    one move with every sample)."""
+    cache = cache if cache is not None else FabricMapCache()
+    nodes = state.nodes
+    births = list(map(_BIRTH, nodes.values()))
+    if len(births) != len(cache.births) or not all(map(is_, births, cache.births)):
+        cache.births = births
+        members: dict[str, list[str]] = {}
+        healthy: dict[str, NodeFabric] = {}
+        rail_sets: set[tuple[int, ...]] = set()
+        shared: dict[tuple[str, tuple[int, ...]], NodeFabric] = {}
+        for node_id, st in nodes.items():
+            leaf, rails = leaf_of(st), _rails(st)
+            nf = shared.get((leaf, rails))
+            if nf is None:
+                nf = shared[(leaf, rails)] = NodeFabric(leaf, rails, Port.OK)
+            healthy[node_id] = nf
+            rail_sets.add(rails)
+            members.setdefault(leaf, []).append(node_id)
+        for group in members.values():
+            group.sort()
+        cache.leaves, cache.members, cache.healthy = sorted(members), members, healthy
+        cache.rails = sorted({r for rs in rail_sets for r in rs})
+        cache.special = {}
+    overrides: dict[str, NodeFabric] = {}
+    special = cache.special
+    for node_id, st in nodes.items():
+        if not (st.findings or st.stale or st.online is False or st.telemetry is None):
+            continue
         ib = any(f.rule.startswith("N") for f in st.findings) if st.findings else False
-        sig = (st.shape_rev, st.birth, st.revision if ib else -1, st.stale, st.online,
+        sig = (st.shape_rev, st.revision if ib else -1, st.stale, st.online,
                st.telemetry is None)
-        hit = cache.get(node_id) if cache is not None else None
-        if hit is not None and hit[0] == sig:
-            nf = hit[1]
-        else:
-            nf = node_fabric(st)
-            if cache is not None:
-                cache[node_id] = (sig, nf)
-        nodes[node_id] = nf
-        rail_sets.add(nf.rails)
-        group = members.get(nf.leaf)
-        if group is None:
-            members[nf.leaf] = [node_id]
-        else:
-            group.append(node_id)
-    for group in members.values():
-        group.sort()
-    rails = sorted({r for rs in rail_sets for r in rs})
+        hit = special.get(node_id)
+        if hit is None or hit[0] != sig:
+            hit = special[node_id] = (sig, node_fabric(st))
+        nf = hit[1]
+        if nf.bad or nf.silent != Port.OK:
+            overrides[node_id] = nf
     suspects = {sw.switch: sw.text for sw in suspect_switches(state)}
-    return FabricMap(sorted(members), members, rails, nodes, suspects)
+    return FabricMap(cache.leaves, cache.members, cache.rails, cache.healthy, suspects,
+                     overrides)
 
 
 # --- per switch (the overview's fabric panel) ---------------------------------------------------
@@ -219,9 +252,6 @@ class SwitchHealthCache:
     births: list[object] = field(default_factory=list)
     shapes: dict[str, dict[tuple[int, ...], int]] = field(default_factory=dict)
     leaf: dict[str, str] = field(default_factory=dict)
-
-
-_BIRTH = attrgetter("birth")
 
 
 def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = None,
@@ -407,7 +437,7 @@ def column_codes(fm: FabricMap, column: Column, rails: Sequence[int]) -> tuple[i
     by_rails: dict[tuple[int, ...], int] = {}
     overlay: list[tuple[int, int]] = []
     for node in column.nodes:
-        nf = fm.nodes.get(node)
+        nf = fm.node(node)
         if nf is None:
             continue
         if by_rails.get(nf.rails, -1) < nf.silent:

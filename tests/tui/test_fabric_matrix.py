@@ -207,7 +207,7 @@ async def test_tables_stay_reachable_with_tab(world):
 
 def test_fabric_map_follows_the_fleet(world):
     world.app.session.tick()
-    fm = fabric_map(world.app.state, {})
+    fm = fabric_map(world.app.state)
     assert fm.leaves == ["leaf00", "leaf01", "leaf02", "leaf03"] and fm.rails == list(range(8))
     assert [fm.code(n, 2) for n in fm.members["leaf00"]] == [
         Port.OK, Port.OK, Port.DOWN, Port.DOWN, Port.DOWN, Port.OK]

@@ -318,7 +318,8 @@ class OverviewScreen(FleetView):
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
             if detail:
                 info = (f"{j.nodes} · step {j.step} · {j.step_time}/step · ckpt {j.checkpoint}"
-                        if j.state in ("R", "CG", "RQ") else f"{j.user} · {j.nodes}")
+                        if j.state in ("R", "CG", "RQ")
+                        else j.user + (f" · {j.nodes}" if j.nodes != "-" else ""))
                 lines.append(f"  [$text-muted]{esc(fit(info, width - 2).rstrip())}[/]")
             shown += 1
         if shown < len(jobs):
