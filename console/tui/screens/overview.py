@@ -274,7 +274,10 @@ class OverviewScreen(FleetView):
         if self._panels_shown.get(name) == key:
             return
         self._panels_shown[name] = key
-        panel.show(make(max(20, width), max(1, height)))
+        # Only the fabric panel above the events is as tall as its text; the others keep
+        # their size whatever they show, so their text changing needs no layout pass.
+        sized = name == "fabric-panel" and "cols-3" not in self.query_one("#panels").classes
+        panel.show(make(max(20, width), max(1, height)), layout=sized)
 
     def _jobs_text(self, width: int, height: int) -> str:
         jobs = self.jobs
