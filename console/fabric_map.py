@@ -242,6 +242,8 @@ class SwitchSummary:
     """Rail switches in the fleet (leaf groups x rails)."""
     rows: list[SwitchRow] = field(default_factory=list)
     """Switches with a bad port, suspected first, then by bad ports."""
+    leaves: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
+    """Leaf group -> (its nodes, its rails), in name order."""
 
 
 @dataclass
@@ -252,6 +254,7 @@ class SwitchHealthCache:
     births: list[object] = field(default_factory=list)
     shapes: dict[str, dict[tuple[int, ...], int]] = field(default_factory=dict)
     leaf: dict[str, str] = field(default_factory=dict)
+    leaves: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
 
 
 def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = None,
@@ -274,6 +277,8 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             per = cache.shapes.setdefault(leaf, {})
             rails = _rails(st)
             per[rails] = per.get(rails, 0) + 1
+        cache.leaves = {leaf: (sum(per.values()), tuple(sorted({r for rs in per for r in rs})))
+                        for leaf, per in sorted(cache.shapes.items())}
     shapes = cache.shapes
     agg: dict[str, tuple[str, int, list[int], list[str]]] = {}
     for st in nodes.values():
@@ -291,7 +296,8 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             got[2][0 if status == PORT_DOWN else 1 if status == PORT_FLAPPING else 2] += 1
             if st.node_id not in got[3]:
                 got[3].append(st.node_id)
-    out = SwitchSummary(sum(len({r for rs in per for r in rs}) for per in shapes.values()))
+    out = SwitchSummary(sum(len(rails) for _n, rails in cache.leaves.values()),
+                        leaves=cache.leaves)
     texts = {sw.switch: sw.text for sw in suspects}
     for sw, (leaf, rail, (down, flap, err), bad_nodes) in agg.items():
         ports = sum(n for rs, n in shapes[leaf].items() if rail in rs)

@@ -44,6 +44,9 @@ async def test_jobs_fabric_and_events_panels_show_on_a_big_screen(size):
         fabric = panel_text(screen, "fabric-panel")
         assert fabric.splitlines()[0].startswith("▶ leaf00-r2") and "3 down of 6" in fabric
         assert "31 of 32 switches ok" in fabric
+        # A line per leaf group, a glyph per rail switch: leaf00's rail 2 down and suspected.
+        assert "▶ leaf00 r0-7 ■■✖■■■■■  6 nodes" in fabric
+        assert "  leaf01 r0-7 ■■■■■■■■  6 nodes" in fabric
         events = panel_text(screen, "events-panel")
         assert "gpu0007" in events and LONG_KIND in events
         titles = text_of(world.app)

@@ -53,6 +53,17 @@ FABRIC_LINES = 8
 """Lines of the fabric panel when it stands above the events."""
 SEV_STYLE = {"error": "$error", "warn": "$warning", "done": "$success"}
 
+RAIL_GLYPH = {"ok": "[$success]■[/]", "erroring": "[$warning b]▲[/]",
+              "flapping": "[$error]↯[/]", "down": "[$error b]✖[/]",
+              "suspect": "[$error b reverse]✖[/]"}
+"""The overview's one-line picture of a leaf group: the fabric matrix's glyphs
+(theme.PORT_GLYPHS), a suspected switch reversed."""
+
+
+def _rail_glyph(state: str) -> str:
+    return RAIL_GLYPH[state]
+
+
 def _hosts(nodes: "tuple[str, ...]") -> str:
     from fleetdeck.hostlist import compress
 
@@ -364,7 +375,36 @@ class OverviewScreen(FleetView):
                          "no errors")
         else:
             lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]")
+        limit = FABRIC_LINES if beside else height
+        if len(lines) < limit - 1:
+            lines.extend(self._leaf_lines(limit - len(lines)))
         return "\n".join(lines)
+
+    def _leaf_lines(self, room: int) -> list[str]:
+        """One line per leaf group, a glyph per rail switch (its worst port), the groups with
+        a bad switch first: the fabric matrix in one line per group."""
+        s = self.switches
+        worst: dict[str, dict[int, str]] = {}
+        for r in s.rows:
+            name = "down" if r.down else "flapping" if r.flapping else "erroring"
+            worst.setdefault(r.leaf, {})[r.rail] = "suspect" if r.suspect else name
+        order = [leaf for leaf in worst if leaf in s.leaves]
+        order += [leaf for leaf in s.leaves if leaf not in worst]
+        shown = order if len(order) <= room else order[:max(0, room - 1)]
+        width = max((len(leaf) for leaf in shown), default=6)
+        lines = []
+        for leaf in shown:
+            nodes, rails = s.leaves[leaf]
+            bad = worst.get(leaf, {})
+            cells = "".join(_rail_glyph(bad.get(rail, "ok")) for rail in rails)
+            mark = "[$error b]▶[/]" if "suspect" in bad.values() else " "
+            span = f"r{rails[0]}-{rails[-1]}" if rails else "-"
+            lines.append(f"{mark} [$text-muted]{esc(fit(leaf, width))} {span}[/] {cells}  "
+                         f"[$text-muted]{plural(nodes, 'node')}[/]")
+        if len(shown) < len(order):
+            lines.append(f"[$text-muted]+{len(order) - len(shown)} more leaf groups "
+                         "(4: fabric)[/]")
+        return lines
 
     def _events_text(self, width: int, height: int) -> str:
         log = self.fleet.event_log
