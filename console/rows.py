@@ -17,6 +17,7 @@ from fleetdeck.console.incidents import Incident
 from fleetdeck.console.judgements import (
     PORT_DOWN,
     PORT_FLAPPING,
+    SuspectSwitch,
     bad_ports,
     leaf_of,
     straggler,
@@ -405,11 +406,15 @@ class Problem:
     text: str
 
 
-def top_problems(state: FleetState, limit: int = 10) -> tuple[list[Problem], int]:
+def top_problems(state: FleetState, limit: int = 10,
+                 suspects: list[SuspectSwitch] | None = None) -> tuple[list[Problem], int]:
     """Suspected switches first (their nodes are symptoms), then the worst nodes with their
-    reasons; returns (problems, how many nodes in total)."""
+    reasons; returns (problems, how many nodes in total). ``suspects``: when the caller has
+    ``suspect_switches(state)`` already."""
+    if suspects is None:
+        suspects = suspect_switches(state)
     switches = [Problem(sw.switch, Verdict.FAILED, "switch", sw.text)
-                for sw in suspect_switches(state)[:limit]]
+                for sw in suspects[:limit]]
     limit = max(0, limit - len(switches))
     bad = [st for st in state.nodes.values() if st.verdict is not Verdict.OK]
     worst = heapq.nsmallest(limit, bad, key=lambda s: (-VERDICT_ORDER[s.verdict],

@@ -193,10 +193,14 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ▲ degraded ✖ failed ◐ draining ○ drained · stale ⊘ offline
         x missing GPU ? waiting for telemetry
+        under the grid, room permitting: jobs (stragglers first), fabric by switch, last events
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
         space mark · ctrl+backslash clear marks · o next sort column · O reverse{rw_nodes}
 [b]Jobs[/]    enter its nodes{rw_jobs}
-[b]Fabric[/]  tab leaves/ports · enter a leaf's bad ports / a port's node
+[b]Fabric[/]  matrix: a row per rail switch (r0-r7) of each leaf group, a cell per node's port;
+        arrows/hjkl move · enter the port's node · w worst port (W back) · }} / {{ leaf group
+        ■ ok △ errors ▲ erroring ↯ flapping ✖ down · silent ? waiting · ▶ suspected switch
+        tab matrix → leaves → ports · enter a leaf's bad ports / a port's node
 [b]Events[/]  / filter · c commands only · enter the node
 [b]Incidents[/] one root-cause line each, worst first; ↑↓ shows its timeline · enter its nodes;
         the top line: job interruptions by cause and ETTR (fleetdeck report)

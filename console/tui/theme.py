@@ -26,3 +26,21 @@ def verdict_style(app: App[object], verdict: str) -> str:
     variables = app.get_css_variables()
     colour = variables.get(VERDICT_VARIABLE[verdict], "")
     return f"bold {colour}" if verdict == "failed" else colour
+
+
+PORT_GLYPHS = {
+    "none": " ", "ok": "■", "waiting": "?", "silent": "·", "errors": "△", "erroring": "▲",
+    "flapping": "↯", "down": "✖",
+}
+"""Fabric matrix cells, by ``fabric_map.PORT_NAMES``: the same shapes as the GPU grid's where
+the meaning is the same (■ fine, ▲ degraded, ✖ failed, · silent, ? not known yet), so a port
+reads without colour (NO_COLOR, 16 colours, colour-blind operators); the error rate is the
+triangle's fill (△ errors rising, ▲ at a rate that drains). Colours: fleetdeck.tcss,
+``FabricMatrix > .fabricmatrix--*``."""
+PORT_WORDS = {
+    "ok": "ok", "waiting": "waiting", "silent": "silent", "errors": "errors",
+    "erroring": "erroring", "flapping": "flapping", "down": "down",
+}
+"""The legend's word for each state that a cell can show."""
+SUSPECT_MARK = "▶"
+"""In front of the row of a suspected switch (the row is also drawn on a red background)."""

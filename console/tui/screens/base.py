@@ -22,10 +22,12 @@ class Readout(Static):
 
     _shown: object = None
 
-    def show(self, content: object) -> None:
+    def show(self, content: object, layout: bool = True) -> None:
+        """``layout=False`` where the widget's size does not follow its text (``1fr``): the
+        repaint then skips the screen's layout pass."""
         if content != self._shown:
             self._shown = content
-            self.update(content)  # type: ignore[arg-type]
+            self.update(content, layout=layout)  # type: ignore[arg-type]
 
 
 class HeaderBar(Readout):

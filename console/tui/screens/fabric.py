@@ -1,13 +1,28 @@
-"""Fabric: IB ports grouped by leaf switch; down, flapping, erroring; switch-level hints."""
+"""Fabric: a matrix of rail switches x nodes (one glyph per port, the suspected switch marked),
+then the IB ports grouped by leaf switch; down, flapping, erroring; switch-level hints.
+
+On a tall screen the matrix and the tables are stacked (``tab`` moves between them); on a short
+one they are two pages of the view and ``tab`` turns the page."""
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 
+from fleetdeck.console.fabric_map import (
+    PORT_NAMES,
+    FabricMap,
+    FabricMapCache,
+    fabric_map,
+    nodes_text,
+    plan,
+    suspected,
+)
 from fleetdeck.console.rows import FabricCache, FleetRevision, LeafRow, PortRow, fabric
+from fleetdeck.console.tui.fabric_matrix import FabricMatrix
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView, Readout
 from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.console.tui.theme import PORT_WORDS
 
 LEAF_COLUMNS = [
     Column("LEAF", "leaf", 14, grow=32), Column("NODES", "nodes", 5, right=True, drop=2),
@@ -23,12 +38,16 @@ PORT_COLUMNS = [
     Column("COUNTERS / FINDINGS", "errors", 0, min=30),
 ]
 PORT_STYLE = {"down": "failed", "flapping": "failed", "erroring": "degraded"}
+TABLES_MIN = 7
+"""Lines the tables keep when stacked under the matrix (else they are a page of their own)."""
+CHROME = 6
+"""Header, tabs, footer, legend (up to 2 lines) and the cursor's line around the matrix."""
 
 
 class FabricScreen(FleetView):
     VIEW = "fabric"
     BINDINGS = [
-        Binding("tab", "switch_table", "Leaves/ports"),
+        Binding("tab", "switch_table", "Matrix/leaves/ports"),
         Binding("enter", "open", "Open", show=False),
     ]
 
@@ -36,18 +55,30 @@ class FabricScreen(FleetView):
         super().__init__()
         self.leaves: list[LeafRow] = []
         self.ports: list[PortRow] = []
+        self.map: FabricMap | None = None
+        self.stacked = True
+        """Matrix and tables on one page (a tall screen), else one of them at a time."""
         self._cache: FabricCache = {}
+        self._map_cache = FabricMapCache()
         self._shown: FleetRevision | None = None
+        self._layout: tuple[object, ...] = ()
 
     def compose_body(self) -> ComposeResult:
         yield Readout(id="fabric-hints")
+        yield Readout(id="matrix-legend")
+        yield FabricMatrix(id="matrix")
+        yield Readout(id="matrix-status")
         yield LineTable(LEAF_COLUMNS, key=lambda r: r.leaf, cells=_leaf_cells,
                         style=_leaf_style, id="leaf-table")
         yield LineTable(PORT_COLUMNS, key=lambda r: f"{r.node}/{r.port}", cells=_port_cells,
                         style=lambda r: PORT_STYLE.get(r.status, "text"), id="port-table")
 
     def on_mount(self) -> None:
-        self.leaf_table.focus()
+        self.matrix.focus()
+
+    @property
+    def matrix(self) -> FabricMatrix:
+        return self.query_one(FabricMatrix)
 
     @property
     def leaf_table(self) -> LineTable[LeafRow]:
@@ -58,11 +89,15 @@ class FabricScreen(FleetView):
         return self.query_one("#port-table", LineTable)
 
     def update_body(self, now: float) -> None:
-        # A fleet-wide pass (per-node summaries cached): only when some node changed.
+        # Fleet-wide passes (per-node summaries cached): only when some node changed.
         if self.fleet.shown_revision == self._shown:
             return
         self._shown = self.fleet.shown_revision
         self.leaves, self.ports = fabric(self.fleet.state, self._cache)
+        self.map = fabric_map(self.fleet.state, self._map_cache)
+        self._arrange()
+        self.matrix.set_map(self.map)
+        self._update_matrix_text()
         hints = [r.hint for r in self.leaves if r.hint]
         if hints:
             text = "\n".join(f"[$error b]⚠ {esc(h)}[/]" for h in hints[:3])
@@ -76,20 +111,118 @@ class FabricScreen(FleetView):
         self.port_table.empty_text = "every IB port is ACTIVE/LinkUp without errors"
         self.port_table.set_rows(self.ports)
 
+    # --- layout -------------------------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Stack the matrix over the tables when the screen is tall enough, giving the matrix
+        the lines its plan needs (the tables the rest); else show one page at a time."""
+        fm = self.map
+        hints = max(1, min(3, sum(1 for r in self.leaves if r.hint)))
+        avail = self.size.height - CHROME - hints
+        width = max(1, self.size.width - 2)
+        on_matrix = not (self.leaf_table.has_focus or self.port_table.has_focus)
+        key = (avail, width, on_matrix, None if fm is None else (
+            tuple(fm.rails), tuple((leaf, len(fm.members[leaf])) for leaf in fm.leaves)))
+        if key == self._layout:
+            return
+        self._layout = key
+        budget = max(1, avail - TABLES_MIN)
+        need = plan(fm, width, budget).lines if fm is not None else 1
+        self.stacked = need <= budget
+        matrix = self.matrix
+        if self.stacked:
+            matrix.styles.height = max(1, need)
+            # The leaf table takes at most half of what is left, so bad ports still show.
+            self.leaf_table.styles.max_height = max(3, min(12, (avail - need) // 2))
+            for w in (matrix, self.leaf_table, self.port_table):
+                w.display = True
+        else:
+            matrix.styles.height = "1fr"
+            matrix.display = on_matrix
+            self.leaf_table.display = self.port_table.display = not on_matrix
+        self.query_one("#matrix-legend").display = matrix.display
+        self.query_one("#matrix-status").display = matrix.display
+
+    def _update_matrix_text(self) -> None:
+        matrix = self.matrix
+        fm, p = self.map, matrix.plan
+        if fm is None or p is None:
+            return
+        switches = len(fm.leaves) * len(fm.rails)
+        legend = matrix.legend()
+        legend.append(f"  {plural(switches, 'switch', 'switches')} ({len(fm.leaves)} leaf "
+                      f"groups x {len(fm.rails)} rails), {p.describe()}")
+        self.query_one("#matrix-legend", Readout).show(legend)
+        self._update_status()
+
+    def _update_status(self) -> None:
+        matrix, fm = self.matrix, self.map
+        here = matrix.cursor()
+        if fm is None or here is None:
+            self.query_one("#matrix-status", Readout).show("[$text-muted]no nodes yet[/]")
+            return
+        column, rail = here
+        switches = ", ".join(f"{leaf}-r{rail}" for leaf in column.leaves[:3])
+        if len(column.leaves) > 3:
+            switches += f" … ({len(column.leaves)} switches)"
+        text = f"[b]{esc(switches)}[/]"
+        pick = matrix.selected_port()
+        if len(column.nodes) > 1:
+            text += f"  {esc(nodes_text(column.nodes))} ({len(column.nodes)} nodes)"
+        if pick is not None:
+            node, port = pick
+            code = fm.code(node, rail)
+            word = PORT_WORDS.get(PORT_NAMES[code], PORT_NAMES[code])
+            where = f"{node} {port}" if port else f"{node} rail {rail}"
+            lead = "worst " if len(column.nodes) > 1 else ""
+            text += f"  {lead}[b]{esc(where)}[/] {esc(word)}"
+            bad = fm.port(node, rail)
+            if bad is not None and bad.text:
+                text += f": {esc(bad.text)}"
+        sus = suspected(fm, column, rail)
+        if sus:
+            text += "  [$error b]▶ suspected switch[/]"
+        text += "   [$text-muted]enter: node · w: worst · tab: tables[/]"
+        self.query_one("#matrix-status", Readout).show(text)
+
+    @on(FabricMatrix.CursorMoved)
+    def _matrix_moved(self) -> None:
+        self._update_matrix_text()  # the plan may have changed with the size
+
+    @on(FabricMatrix.Selected)
+    def _matrix_selected(self, event: FabricMatrix.Selected) -> None:
+        self.fleet.open_node(event.node_id)
+
     def info(self) -> str:
         ports = sum(r.ports for r in self.leaves)
         return (f"{plural(len(self.leaves), 'leaf', 'leaves')}  {plural(ports, 'port')}  "
-                f"{len(self.ports)} not ok  [$text-muted]tab: leaves/ports · enter[/]")
+                f"{len(self.ports)} not ok  [$text-muted]tab: matrix/leaves/ports · enter[/]")
 
     def action_switch_table(self) -> None:
-        if self.leaf_table.has_focus:
-            self.port_table.focus()
+        """Matrix, then leaves, then ports (turning the page on a short screen)."""
+        if self.matrix.has_focus:
+            target: FabricMatrix | LineTable[LeafRow] | LineTable[PortRow] = self.leaf_table
+        elif self.leaf_table.has_focus:
+            target = self.port_table
         else:
-            self.leaf_table.focus()
+            target = self.matrix
+        if not self.stacked:
+            on_matrix = target is self.matrix
+            self.matrix.display = on_matrix
+            self.query_one("#matrix-legend").display = on_matrix
+            self.query_one("#matrix-status").display = on_matrix
+            self.leaf_table.display = self.port_table.display = not on_matrix
+        target.focus()
+        self._layout = ()
 
     def action_open(self) -> None:
         if self.port_table.has_focus and self.port_table.current_row is not None:
             self.fleet.open_node(self.port_table.current_row.node)
+        elif self.matrix.has_focus:
+            self.matrix.action_select()
 
     @on(LineTable.Selected, "#leaf-table")
     def _leaf_selected(self, event: LineTable.Selected) -> None:

@@ -1,21 +1,74 @@
-"""Overview: counts, the worst problems first, and the per-GPU fleet grid."""
+"""Overview: counts, the worst problems first, the per-GPU fleet grid, and what the on-call
+wants next in panels under it: jobs with their progress and stragglers, fabric health by
+switch (suspected switches first), the last events.
+
+The panels take the room the grid leaves, laid out by width (three side by side from
+``COLS3_MIN`` columns, jobs beside fabric-over-events from ``COLS2_MIN``, stacked below) and
+dropped, least needed first, when the screen is short. Everything they show is computed once
+per fleet change (``shown_revision``) or event-log change, never per tick of a quiet fleet.
+"""
+
+from collections.abc import Callable
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Container
+from textual.css.query import NoMatches
 
+from fleetdeck.console.eventlog import EventLine
+from fleetdeck.console.fabric_map import SwitchHealthCache, SwitchSummary, switch_health
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
+from fleetdeck.console.judgements import suspect_switches
 from fleetdeck.console.rows import (
     WAITING,
     CountsCache,
     FleetCounts,
+    JobRow,
+    clock_text,
     fleet_counts,
+    job_row,
+    progress_bar,
+    sorted_jobs,
     top_problems,
 )
 from fleetdeck.console.tui.fleet_grid import FleetGrid
+from fleetdeck.console.tui.line_table import fit
 from fleetdeck.console.tui.screens.base import FleetView, Readout
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.console.tui.theme import state_markup, verdict_markup
+
+COLS3_MIN = 200
+"""From this width the three panels stand side by side."""
+COLS2_MIN = 120
+"""From this width jobs stand beside fabric and events (stacked under each other)."""
+PANELS_MIN = 6
+"""Lines the panels need at least (else the grid keeps the room: the essentials only)."""
+PANELS_SHARE = 0.4
+"""A grid taller than the screen leaves the panels this share of the room (tall screens)."""
+JOB_STATE_STYLE = {"R": "$success", "F": "$error", "NF": "$error", "TO": "$error",
+                   "RQ": "$warning", "CG": "$text", "PD": "$text-muted", "CA": "$text-muted",
+                   "CD": "$success"}
+FABRIC_LINES = 8
+"""Lines of the fabric panel when it stands above the events."""
+SEV_STYLE = {"error": "$error", "warn": "$warning", "done": "$success"}
+
+RAIL_GLYPH = {"ok": "[$success]■[/]", "erroring": "[$warning b]▲[/]",
+              "flapping": "[$error]↯[/]", "down": "[$error b]✖[/]",
+              "suspect": "[$error b reverse]✖[/]"}
+"""The overview's one-line picture of a leaf group: the fabric matrix's glyphs
+(theme.PORT_GLYPHS), a suspected switch reversed."""
+
+
+def _rail_glyph(state: str) -> str:
+    return RAIL_GLYPH[state]
+
+
+def _hosts(nodes: "tuple[str, ...]") -> str:
+    from fleetdeck.hostlist import compress
+
+    return compress(list(nodes)) if nodes else ""
+
 
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
 
@@ -35,6 +88,12 @@ class OverviewScreen(FleetView):
         """What the counts and problems were last computed from (fleet revision, jobs, lines)."""
         self._ids: list[str] = []
         self._n_nodes = -1
+        self.jobs: list[JobRow] = []
+        self.switches = SwitchSummary(0)
+        self._switch_cache = SwitchHealthCache()
+        self._panels_shown: dict[str, object] = {}
+        """What each panel's text was last made from (data and size)."""
+        self._arranged: tuple[object, ...] = ()
 
     def compose_body(self) -> ComposeResult:
         yield Readout(id="counts")
@@ -42,6 +101,11 @@ class OverviewScreen(FleetView):
         yield Readout(id="legend")
         yield FleetGrid(lambda: self.fleet.state, id="grid")
         yield Readout(id="grid-status")
+        with Container(id="panels"):
+            yield Readout(id="jobs-panel", classes="panel")
+            with Container(id="side"):
+                yield Readout(id="fabric-panel", classes="panel")
+                yield Readout(id="events-panel", classes="panel")
 
     def on_mount(self) -> None:
         self.query_one(FleetGrid).focus()
@@ -68,12 +132,18 @@ class OverviewScreen(FleetView):
         self.grid.set_nodes(self._ids)
         self._update_status()
         self._update_legend()
+        self._arrange()
+        self._update_panels()
 
     def _update_summary(self, limit: int) -> None:
         state = self.fleet.state
+        now = self.fleet.clock()
         counts = fleet_counts(state, self._counts_cache)
         self.query_one("#counts", Readout).show(self._counts_text(counts))
-        problems, total = top_problems(state, limit)
+        suspects = suspect_switches(state)
+        self.switches = switch_health(state, suspects, self._switch_cache)
+        self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
+        problems, total = top_problems(state, limit, suspects)
         if problems:
             need = "needs" if total == 1 else "need"
             lines = [f"[b]Top problems[/] ({plural(total, 'node')} {need} attention, worst first; "
@@ -139,6 +209,225 @@ class OverviewScreen(FleetView):
                 text += "  " + esc("; ".join(str(f) for f in mine[:2]))
         text += "   [$text-muted]enter: detail · arrows/hjkl move[/]"
         self.query_one("#grid-status", Readout).show(text)
+
+    # --- layout -------------------------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._arrange_and_fill)
+
+    def _arrange_and_fill(self) -> None:
+        # After a resize, once laid out; the screen may be gone by then (the app exiting).
+        try:
+            self._arrange()
+            self._update_panels()
+        except NoMatches:
+            pass
+
+    def _arrange(self) -> None:
+        """Give the grid the lines it needs and the panels the rest; on a short screen the
+        panels go (the essentials stay); on a tall one a big grid leaves them a share."""
+        if not self.is_mounted:
+            return
+        grid = self.grid
+        used = sum(self.query_one(f"#{name}").outer_size.height
+                   for name in ("header", "tabs", "counts", "problems", "legend",
+                                "grid-status"))
+        rest = self.size.height - used - 1  # the footer
+        per_line = max(1, grid.per_line)
+        need = max(1, -(-len(self._ids) // per_line))
+        width = self.size.width
+        key = (rest, need, width)
+        if key == self._arranged:
+            return
+        self._arranged = key
+        panels = self.query_one("#panels")
+        if rest - need >= PANELS_MIN:
+            grid_h = need
+        elif rest >= 3 * PANELS_MIN and self.size.height >= 40:
+            grid_h = rest - max(PANELS_MIN, int(rest * PANELS_SHARE))
+        else:
+            grid_h = 0
+        if grid_h:
+            grid.styles.height = grid_h
+            panels.display = True
+            room = rest - grid_h
+        else:
+            grid.styles.height = "1fr"
+            panels.display = False
+            room = 0
+        cols = 3 if width >= COLS3_MIN else 2 if width >= COLS2_MIN else 1
+        panels.set_classes(f"cols-{cols}")
+        # Stacked, a panel needs a few lines of its own: the least needed goes first.
+        events = self.query_one("#events-panel")
+        side = self.query_one("#side")
+        side.display = cols > 1 or room >= 2 * PANELS_MIN
+        events.display = cols > 1 or room >= 3 * PANELS_MIN
+        self._panels_shown = {}
+
+    def _update_panels(self) -> None:
+        panels = self.query_one("#panels")
+        if not panels.display:
+            return
+        self._fill("jobs-panel", (self.fleet.shown_revision, tuple(self.jobs)),
+                   self._jobs_text)
+        self._fill("fabric-panel", (self.fleet.shown_revision, self.switches.rows),
+                   self._fabric_text)
+        self._fill("events-panel", self.fleet.event_seq, self._events_text)
+
+    def _fill(self, name: str, data: object,
+              make: Callable[[int, int], str]) -> None:
+        panel = self.query_one(f"#{name}", Readout)
+        side = self.query_one("#side")
+        if not panel.display or (panel.parent is side and not side.display):
+            return
+        width, height = panel.content_size.width, panel.content_size.height
+        key = (data, width, height)
+        if self._panels_shown.get(name) == key:
+            return
+        self._panels_shown[name] = key
+        # Only the fabric panel above the events is as tall as its text; the others keep
+        # their size whatever they show, so their text changing needs no layout pass.
+        sized = name == "fabric-panel" and "cols-3" not in self.query_one("#panels").classes
+        panel.show(make(max(20, width), max(1, height)), layout=sized)
+
+    def _jobs_text(self, width: int, height: int) -> str:
+        jobs = self.jobs
+        panel = self.query_one("#jobs-panel", Readout)
+        running = sum(1 for j in jobs if j.state == "R")
+        slow = sum(1 for j in jobs if j.straggler)
+        title = f"Jobs: {running} running"
+        if slow:
+            title += f", [$warning]{slow} with a straggler[/]"
+        panel.border_title = title + "  [$text-muted]3: jobs[/]"
+        if not jobs:
+            return "[$text-muted]no jobs: the scheduler has published no job status[/]"
+        # Stragglers and trouble first: what the on-call acts on.
+        order = sorted(jobs, key=lambda j: (not j.straggler, j.state != "R"))
+        name_w = max(8, min(24, max(len(j.name) for j in jobs), width // 3))
+        bar_w = 10 if width >= 60 else 0
+        # With room, each job gets a line of detail (step, step time, checkpoint).
+        detail = len(jobs) * 2 + sum(1 for j in jobs if j.straggler) <= height
+        lines: list[str] = []
+        shown = 0
+        for j in order:
+            need = (2 if j.straggler else 1) + (1 if detail else 0)
+            left = len(jobs) - shown
+            if len(lines) + need > height - (1 if left > 1 else 0) and shown:
+                break
+            colour = JOB_STATE_STYLE.get(j.state, "$text")
+            head = (f"{fit(j.job_id, 6)} {fit(j.name, name_w)} "
+                    f"[{colour}]{fit(j.state, 2)}[/] ")
+            used = 6 + 1 + name_w + 1 + 2 + 1
+            if j.state in ("R", "CG", "RQ"):
+                bar = f"{progress_bar(j.progress, bar_w)} " if bar_w else ""
+                tail = f"{j.progress * 100:3.0f}% ETA {j.eta}  "
+                used += len(bar) + len(tail)
+                head += f"[$accent]{bar}[/]{tail}"
+                if not detail:
+                    head += esc(fit(j.nodes, max(0, width - used)).rstrip())
+            else:
+                head += esc(fit(j.reason or j.nodes, max(0, width - used)).rstrip())
+            lines.append(head)
+            if j.straggler:
+                lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
+            if detail:
+                info = (f"{j.nodes} · step {j.step} · {j.step_time}/step · ckpt {j.checkpoint}"
+                        if j.state in ("R", "CG", "RQ")
+                        else j.user + (f" · {j.nodes}" if j.nodes != "-" else ""))
+                lines.append(f"  [$text-muted]{esc(fit(info, width - 2).rstrip())}[/]")
+            shown += 1
+        if shown < len(jobs):
+            lines.append(f"[$text-muted]+{len(jobs) - shown} more (3: jobs)[/]")
+        return "\n".join(lines)
+
+    def _fabric_text(self, width: int, height: int) -> str:
+        s = self.switches
+        panel = self.query_one("#fabric-panel", Readout)
+        sus = sum(1 for r in s.rows if r.suspect)
+        title = "Fabric by switch"
+        if sus:
+            title += f": [$error]{plural(sus, 'suspect')}[/]"
+        panel.border_title = title + "  [$text-muted]4: fabric[/]"
+        if not s.switches:
+            return "[$text-muted]no IB ports known yet[/]"
+        lines: list[str] = []
+        # Beside the events the panel is as tall as its text (up to FABRIC_LINES); in three
+        # columns it has the full height.
+        beside = "cols-3" not in self.query_one("#panels").classes
+        room = max(1, (FABRIC_LINES if beside else height) - 1)
+        if len(s.rows) == room + 1:
+            room += 1  # the line "+1 more" would take
+        for r in s.rows[:room]:
+            parts = [f"{n} {what}" for n, what in ((r.down, "down"), (r.flapping, "flapping"),
+                                                   (r.erroring, "erroring")) if n]
+            what = ", ".join(parts) + f" of {r.ports}"
+            nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what) - 12)).rstrip())
+            if r.suspect:
+                lines.append(f"[$error b]▶ {fit(r.switch, 11)}[/] [$error]suspect: {what}[/] "
+                             f"{nodes}")
+            else:
+                lines.append(f"  {fit(r.switch, 11)} [$warning]{what}[/] {nodes}")
+        if len(s.rows) > room:
+            lines.append(f"[$text-muted]+{len(s.rows) - room} more switches (4: fabric)[/]")
+        ok = s.switches - len(s.rows)
+        if not s.rows:
+            lines.append(f"[$success]✓ all {s.switches} rail switches ok[/]: every port up, "
+                         "no errors")
+        else:
+            lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]")
+        limit = FABRIC_LINES if beside else height
+        if len(lines) < limit - 1:
+            lines.extend(self._leaf_lines(limit - len(lines)))
+        return "\n".join(lines)
+
+    def _leaf_lines(self, room: int) -> list[str]:
+        """One line per leaf group, a glyph per rail switch (its worst port), the groups with
+        a bad switch first: the fabric matrix in one line per group."""
+        s = self.switches
+        worst: dict[str, dict[int, str]] = {}
+        for r in s.rows:
+            name = "down" if r.down else "flapping" if r.flapping else "erroring"
+            worst.setdefault(r.leaf, {})[r.rail] = "suspect" if r.suspect else name
+        order = [leaf for leaf in worst if leaf in s.leaves]
+        order += [leaf for leaf in s.leaves if leaf not in worst]
+        shown = order if len(order) <= room else order[:max(0, room - 1)]
+        width = max((len(leaf) for leaf in shown), default=6)
+        lines = []
+        for leaf in shown:
+            nodes, rails = s.leaves[leaf]
+            bad = worst.get(leaf, {})
+            cells = "".join(_rail_glyph(bad.get(rail, "ok")) for rail in rails)
+            mark = "[$error b]▶[/]" if "suspect" in bad.values() else " "
+            span = f"r{rails[0]}-{rails[-1]}" if rails else "-"
+            lines.append(f"{mark} [$text-muted]{esc(fit(leaf, width))} {span}[/] {cells}  "
+                         f"[$text-muted]{plural(nodes, 'node')}[/]")
+        if len(shown) < len(order):
+            lines.append(f"[$text-muted]+{len(order) - len(shown)} more leaf groups "
+                         "(4: fabric)[/]")
+        return lines
+
+    def _events_text(self, width: int, height: int) -> str:
+        log = self.fleet.event_log
+        panel = self.query_one("#events-panel", Readout)
+        panel.border_title = (f"Last events ({len(log)})  "
+                              "[$text-muted]5: events[/]")
+        picked: list[EventLine] = []
+        for _seq, line in reversed(log):
+            picked.append(line)
+            if len(picked) >= height:
+                break
+        if not picked:
+            return "[$text-muted]no events yet[/]"
+        kind_w = max(8, min(24, max(len(e.kind) for e in picked), width // 3))
+        src_w = max(7, min(10, max(len(e.source) for e in picked)))
+        lines = []
+        for e in picked:
+            colour = SEV_STYLE.get(e.severity, "$text")
+            used = 8 + 1 + src_w + 1 + kind_w + 1
+            lines.append(f"[$text-muted]{clock_text(e.ts)}[/] {esc(fit(e.source, src_w))} "
+                         f"[{colour}]{esc(fit(e.kind, kind_w))}[/] "
+                         f"{esc(fit(e.text, max(0, width - used)).rstrip())}")
+        return "\n".join(lines)
 
     @on(FleetGrid.CursorMoved)
     def _cursor_moved(self) -> None:

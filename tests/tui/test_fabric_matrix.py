@@ -1,0 +1,214 @@
+"""The fabric view's matrix of rail switches x nodes, driven with real keys through Pilot: the
+suspected switch stands out, the cursor lands on the right node and port, enter opens it, a big
+fleet is grouped (and says so), the states read at any colour depth, the tables stay reachable.
+"""
+
+import pytest
+from rich.color import ColorSystem
+
+from fleetdeck.console.fabric_map import PORT_NAMES, Port, fabric_map, plan
+from fleetdeck.console.tui.fabric_matrix import FabricMatrix
+from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+from fleetdeck.console.tui.theme import PORT_GLYPHS
+from fleetdeck.protocol.messages import Topology
+from tests.tui.conftest import SIZE, World
+from tests.tui.fleet import port_down
+from tests.tui.test_views import text_of
+from tests.tui.test_views_scale import _replace
+
+
+def line_of(matrix: FabricMatrix, y: int) -> str:
+    return "".join(seg.text for seg in matrix.render_line(y))
+
+
+def slow_link(dev: str):
+    """A port that stays up at half its rate (N1 while up: erroring, at a rate that drains)."""
+    def apply(tel):
+        return _replace(tel, ib_ports=[_replace(p, rate_gbps=200.0) if p.dev == dev else p
+                                       for p in tel.ib_ports])
+    return apply
+
+
+async def open_fabric(world: World, pilot, size=SIZE) -> FabricScreen:
+    world.tick()
+    await pilot.pause()
+    await pilot.press("4")
+    await pilot.pause()
+    screen = world.app.screen
+    assert isinstance(screen, FabricScreen)
+    return screen
+
+
+async def test_suspected_switch_row_stands_out_and_w_lands_on_its_port(world):
+    # The world: mlx5_ib2 (rail 2) down on gpu0009, gpu0013, gpu0017, all under leaf00.
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        assert matrix.has_focus
+        lines = [line_of(matrix, y) for y in range(matrix.plan.lines)]
+        assert lines[0].split() == ["leaf00", "leaf01", "leaf02", "leaf03"]
+        rail2 = lines[3]
+        assert rail2.startswith("r2 ▶")  # the mark of a suspected switch, then its ports
+        down = PORT_GLYPHS["down"]
+        # leaf00's nodes in name order: gpu0001 0005 0009 0013 0017 0021
+        assert rail2[4:].split()[:6] == ["■", "■", down, down, down, "■"]
+        assert rail2.count(down) == 3 and "▶" not in "".join(lines[1:3] + lines[4:])
+        row = list(matrix.render_line(3))
+        marked = [s for s in row if s.text == down]
+        assert all(s.style.bgcolor == matrix._style("suspect").bgcolor for s in marked)
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")
+        status = screen.query_one("#matrix-status").render().plain
+        assert "leaf00-r2" in status and "gpu0009 mlx5_ib2:1 down" in status
+        assert "suspected switch" in status
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0013", "mlx5_ib2:1")
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = world.app.screen
+        assert isinstance(detail, NodeDetailScreen) and detail.node_id == "gpu0013"
+
+
+async def test_cursor_keys_walk_nodes_and_rails_to_a_port(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        assert matrix.selected_port() == ("gpu0001", "")
+        await pilot.press("right", "right", "down", "down")
+        await pilot.pause()
+        column, rail = matrix.cursor()
+        assert (column.nodes, rail) == (("gpu0009",), 2)
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")
+        await pilot.press("right", "right", "right", "right")  # past leaf00's last node
+        await pilot.pause()
+        column, rail = matrix.cursor()
+        assert column.leaves == ("leaf01",) and rail == 2
+        await pilot.press("right_curly_bracket")  # next leaf group
+        await pilot.pause()
+        assert matrix.cursor()[0].nodes == ("gpu0003",)  # leaf02's first node
+        await pilot.press("left_curly_bracket", "left_curly_bracket", "enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        assert world.app.screen.node_id == "gpu0001"
+
+
+async def test_a_single_erroring_port_is_not_a_suspected_switch(world):
+    world.fleet.telemetry(world.ingest, names=["gpu0006"],
+                          faults={"gpu0006": slow_link("mlx5_ib5")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        fm = screen.map
+        assert fm is not None and fm.code("gpu0006", 5) == Port.ERRORING
+        assert set(fm.suspects) == {"leaf00-r2"}
+        matrix = screen.matrix
+        rail5 = line_of(matrix, 6)
+        assert rail5.startswith("r5  ")  # no mark
+        assert PORT_GLYPHS["erroring"] in rail5
+        await pilot.press("w", "w", "w", "w")  # three down ports of the switch first, then it
+        await pilot.pause()
+        assert matrix.selected_port()[0] == "gpu0006"
+
+
+@pytest.mark.parametrize(("size", "words"), [((160, 48), "a cell is up to 8 nodes"),
+                                             ((80, 24), "a cell is one switch")])
+async def test_a_big_fleet_is_grouped_and_says_so(size, words):
+    world = World(2048)
+    fleet = world.fleet
+    for i, name in enumerate(fleet.names):  # 32 nodes per leaf group, in name order
+        fleet.src(name).topology = Topology(rack=f"r{i // 8:02d}", leaf=f"leaf{i // 32:02d}")
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest, faults={"gpu1000": port_down("mlx5_ib6")})
+    async with world.app.run_test(size=size) as pilot:
+        screen = await open_fabric(world, pilot, size)
+        matrix = screen.matrix
+        assert matrix.plan.lines <= matrix.size.height, "the whole fabric fits"
+        assert words in text_of(world.app)
+        # The one down port still shows in the cell that holds it (worst state wins).
+        assert matrix.move_to_node("gpu1000", 6)
+        await pilot.pause()
+        column, _rail = matrix.cursor()
+        assert len(column.nodes) > 1 and "gpu1000" in column.nodes
+        assert matrix.codes(column)[matrix.plan.rails.index(6)] == Port.DOWN
+        assert matrix.selected_port() == ("gpu1000", "mlx5_ib6:1")
+
+
+def test_plan_fits_16384_nodes_by_grouping():
+    """The layout alone (no app): 16,384 nodes in 1,024 leaf groups on a 160x48 screen."""
+    from fleetdeck.console.fabric_map import FabricMap, NodeFabric
+
+    rails = tuple(range(8))
+    members = {f"leaf{g:04d}": [f"gpu{g * 16 + i:05d}" for i in range(16)] for g in range(1024)}
+    nodes = {n: NodeFabric(leaf, rails, Port.OK) for leaf, ns in members.items() for n in ns}
+    fm = FabricMap(sorted(members), members, list(rails), nodes, {})
+    p = plan(fm, 158, 36)
+    assert p.lines <= 36 and p.groups_per_cell > 1
+    covered = [n for band in p.bands for b in band for c in b.columns for n in c.nodes]
+    assert covered == sorted(nodes)  # every node in exactly one cell, in order
+    assert plan(fm, 158, 2000).groups_per_cell == 1  # room enough: one group per block
+
+
+SYSTEMS = {"truecolor": ColorSystem.TRUECOLOR, "256": ColorSystem.EIGHT_BIT,
+           "16": ColorSystem.STANDARD}
+STATES = [Port.OK, Port.WAITING, Port.SILENT, Port.ERRORS, Port.ERRORING, Port.FLAPPING,
+          Port.DOWN]
+
+
+@pytest.mark.parametrize("system", list(SYSTEMS), ids=list(SYSTEMS))
+async def test_port_states_read_by_glyph_and_colour(world, system):
+    glyphs = [PORT_GLYPHS[PORT_NAMES[c]] for c in STATES]
+    assert len(set(glyphs)) == len(STATES), "glyphs alone tell every state apart"
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+
+        def colour(code: int):
+            c = matrix._code_style(code).color
+            return None if c is None else c.downgrade(SYSTEMS[system]).get_truecolor()
+
+        for a, b in ((Port.OK, Port.ERRORING), (Port.OK, Port.DOWN),
+                     (Port.ERRORING, Port.DOWN), (Port.OK, Port.SILENT)):
+            assert colour(a) != colour(b), f"{PORT_NAMES[a]}/{PORT_NAMES[b]} at {system}"
+        text = text_of(world.app)
+        for c in STATES:
+            assert PORT_GLYPHS[PORT_NAMES[c]] in text  # the legend names each
+
+
+async def test_tables_stay_reachable_with_tab(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        assert screen.stacked and screen.leaf_table.display and screen.port_table.display
+        await pilot.press("tab")
+        assert screen.leaf_table.has_focus
+        await pilot.press("tab")
+        assert screen.port_table.has_focus
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        assert world.app.screen.node_id == "gpu0009"
+    # Too short for both: the matrix and the tables are pages; tab turns them.
+    world = World(256)
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=(60, 20)) as pilot:
+        screen = await open_fabric(world, pilot, (60, 20))
+        assert not screen.stacked
+        assert screen.matrix.display and not screen.leaf_table.display
+        await pilot.press("tab")
+        await pilot.pause()
+        assert screen.leaf_table.has_focus and not screen.matrix.display
+        assert "LEAF" in text_of(world.app)
+        await pilot.press("tab", "tab")
+        await pilot.pause()
+        assert screen.matrix.has_focus and screen.matrix.display
+
+
+def test_fabric_map_follows_the_fleet(world):
+    world.app.session.tick()
+    fm = fabric_map(world.app.state)
+    assert fm.leaves == ["leaf00", "leaf01", "leaf02", "leaf03"] and fm.rails == list(range(8))
+    assert [fm.code(n, 2) for n in fm.members["leaf00"]] == [
+        Port.OK, Port.OK, Port.DOWN, Port.DOWN, Port.DOWN, Port.OK]
+    assert fm.port("gpu0009", 2).port == "mlx5_ib2:1"

@@ -1,0 +1,127 @@
+"""The overview uses the screen: under the grid, panels of jobs (progress, stragglers), fabric
+health by switch (suspected first) and the last events, laid out by size; at 80x24 only the
+essentials; no fleet-wide pass when nothing changed."""
+
+import pytest
+
+from fleetdeck.console.fabric_map import switch_health
+from fleetdeck.console.tui.screens.overview import OverviewScreen
+from tests.tui.conftest import World
+from tests.tui.test_fit import LONG_KIND, LONG_NAME, enrich
+from tests.tui.test_views import text_of
+
+
+def panel_text(screen: OverviewScreen, name: str) -> str:
+    return screen.query_one(f"#{name}").render().plain
+
+
+async def overview(world: World, pilot) -> OverviewScreen:
+    world.tick()
+    await pilot.pause()
+    await pilot.pause()  # the panels are arranged after the first layout
+    world.app.refresh_view()
+    await pilot.pause()
+    screen = world.app.screen
+    assert isinstance(screen, OverviewScreen)
+    return screen
+
+
+@pytest.mark.parametrize("size", [(160, 48), (220, 60)], ids=["160x48", "220x60"])
+async def test_jobs_fabric_and_events_panels_show_on_a_big_screen(size):
+    world = World()
+    world.populate()
+    enrich(world)
+    async with world.app.run_test(size=size) as pilot:
+        screen = await overview(world, pilot)
+        for name in ("jobs-panel", "fabric-panel", "events-panel"):
+            assert screen.query_one(f"#{name}").display, name
+        jobs = panel_text(screen, "jobs-panel")
+        # The job with the straggler first, with its progress, and the straggler named.
+        assert jobs.splitlines()[0].split()[:3] == ["41", "llama-70b", "R"]
+        assert "50%" in jobs and "█████" in jobs
+        assert "straggler rank 19 gpu0003" in jobs
+        assert LONG_NAME in jobs, "a long job name is not cut where there is room"
+        fabric = panel_text(screen, "fabric-panel")
+        assert fabric.splitlines()[0].startswith("▶ leaf00-r2") and "3 down of 6" in fabric
+        assert "31 of 32 switches ok" in fabric
+        # A line per leaf group, a glyph per rail switch: leaf00's rail 2 down and suspected.
+        assert "▶ leaf00 r0-7 ■■✖■■■■■  6 nodes" in fabric
+        assert "  leaf01 r0-7 ■■■■■■■■  6 nodes" in fabric
+        events = panel_text(screen, "events-panel")
+        assert "gpu0007" in events and LONG_KIND in events
+        titles = text_of(world.app)
+        assert "Jobs: 2 running, 1 with a straggler" in titles
+        assert "Fabric by switch: 1 suspect" in titles and "Last events" in titles
+        # Side by side from 200 columns, jobs beside fabric-over-events below that.
+        regions = {n: screen.query_one(f"#{n}").region
+                   for n in ("jobs-panel", "fabric-panel", "events-panel")}
+        assert regions["fabric-panel"].x > regions["jobs-panel"].x
+        if size[0] >= 200:
+            assert regions["events-panel"].x > regions["fabric-panel"].x
+        else:
+            assert regions["events-panel"].y > regions["fabric-panel"].y
+        # No big blank area: the panels reach down to the footer.
+        bottom = max(r.bottom for r in regions.values())
+        assert bottom >= size[1] - 2
+
+
+async def test_80x24_keeps_the_essentials_only():
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        screen = await overview(world, pilot)
+        assert not screen.query_one("#panels").display
+        text = text_of(world.app)
+        assert "Top problems" in text and "gpu0001 ■■■■" in text
+
+
+async def test_new_events_and_job_progress_reach_the_panels(world):
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.protocol import codec
+    from tests.tui.fleet import job_status, publish_job
+
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        ev = world.fleet.agents["gpu0011"]._event(EventDraft("xid", "XID 79: fell off the bus",
+                                                             component="gpu5"))
+        world.ingest.handle("fleetdeck/v1/t/node/gpu0011/event", codec.encode(ev),
+                            world.clock())
+        publish_job(world.ingest, job_status("41", world.fleet.names[:4], world.clock,
+                                             step=900, slowest_node="gpu0003"), world.clock)
+        world.tick()
+        await pilot.pause()
+        events = panel_text(screen, "events-panel")
+        assert events.splitlines()[0].split()[1:3] == ["gpu0011", "xid"]  # newest first
+        assert "90%" in panel_text(screen, "jobs-panel")
+
+
+async def test_a_quiet_fleet_costs_no_fleet_wide_pass(world, monkeypatch):
+    """Ticks with nothing new do not recompute counts, switches or jobs (the revision
+    cache), so the overview stays cheap at 16,384 nodes."""
+    import fleetdeck.console.tui.screens.overview as ov
+
+    calls = []
+    monkeypatch.setattr(ov, "switch_health",
+                        lambda *a, **k: calls.append(1) or switch_health(*a, **k))
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        await overview(world, pilot)
+        first = len(calls)
+        assert first >= 1
+        for _ in range(5):
+            world.tick()
+            await pilot.pause()
+        assert len(calls) == first
+        world.fleet.telemetry(world.ingest, names=["gpu0002"])
+        world.tick()
+        await pilot.pause()
+        assert len(calls) == first + 1
+
+
+def test_switch_health_counts_ports_of_each_bad_switch(world):
+    world.app.session.tick()
+    s = switch_health(world.app.state)
+    assert s.switches == 32
+    assert [r.switch for r in s.rows] == ["leaf00-r2"]
+    row = s.rows[0]
+    assert (row.down, row.ports, row.nodes) == (3, 6, ("gpu0009", "gpu0013", "gpu0017"))
+    assert "suspect leaf switch leaf00-r2" in row.suspect
