@@ -19,7 +19,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -49,9 +49,9 @@ from fleetdeck.protocol.messages import (
     Event,
     Status,
 )
-from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.protocol.topics import Kind, digest_subscriptions, topic_for
 from fleetdeck.runtime import freeze_tick
-from fleetdeck.transport import TransportError
+from fleetdeck.transport import TransportError, Will
 
 log = logging.getLogger("fleetdeck.session")
 
@@ -119,6 +119,7 @@ class SessionCounters:
     store_writes: int = 0
     store_dropped_ticks: int = 0
     events_lost: int = 0
+    messages_sent: int = 0
 
 
 @dataclass
@@ -163,6 +164,9 @@ class ConsoleSession:
         effect_timeout_s: float | None = None,
         ingest: Ingest | None = None,
         follow_up: bool = True,
+        digests: bool = False,
+        filters: Sequence[str] | None = None,
+        will: Will | None = None,
     ) -> None:
         self.cluster = cluster
         self.url = url
@@ -173,6 +177,9 @@ class ConsoleSession:
         self.command_key = command_key
         self.follow_up = follow_up
         """Send retries and event re-send requests (off for replay: nothing to talk to)."""
+        self.digests = digests
+        """Fed from collectors' digests (``console --digests``): the fleet-wide state holds
+        their verdicts and is not judged again here (docs/architecture.md)."""
         self.ingest = ingest or Ingest(cluster)
         self.state = self._new_state()
         self.recent = RecentHistory()
@@ -186,8 +193,11 @@ class ConsoleSession:
         self.tracker = CommandTracker(cluster, operator, **tracker_kw)
         self.feed: LiveFeed | None = None
         if url is not None:
+            if filters is None and digests:
+                filters = digest_subscriptions(cluster)
             self.feed = LiveFeed(url, self.ingest, client_id=client_id or f"fd-{id(self):x}",
-                                 clock=clock, keepalive=keepalive, command_key=command_key)
+                                 clock=clock, keepalive=keepalive, command_key=command_key,
+                                 filters=filters, will=will)
         self.store: Store | None = None
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
@@ -196,6 +206,8 @@ class ConsoleSession:
         them; a key disappears when the thing recovers."""
         self._store_q = _StoreQueue()
         self._outgoing: deque[_Outgoing] = deque()
+        self._messages: deque[tuple[Kind, str, bytes, int, bool]] = deque()
+        """Messages of the session's own to publish (a collector's digests and birth)."""
         self._wake = asyncio.Event()
         self._io_lock = asyncio.Lock()
         self._last_event: Event | None = None
@@ -239,8 +251,25 @@ class ConsoleSession:
 
     def _new_state(self) -> FleetState:
         state = FleetState(self.cluster, self.ingest.malformed)
-        state.correlate = correlate
+        # On digests the collectors did the fleet-wide correlation for their nodes already.
+        state.correlate = None if self.digests else correlate
         return state
+
+    def publish_message(self, kind: Kind, subject: str, payload: bytes, *, qos: int = 0,
+                        retain: bool = False) -> None:
+        """Queue a message of this session's own (the I/O pump publishes it; dropped, and
+        counted, when not connected: what is sent this way is re-sent periodically)."""
+        self._messages.append((kind, subject, payload, qos, retain))
+        self._wake.set()
+
+    def forget_nodes(self, nodes: Iterable[str]) -> None:
+        """Drop nodes from the picture (a sharded collector handed them to another)."""
+        for node in nodes:
+            self.state.forget(node)
+            self._carry.pop(node, None)
+            self._carry_seqs.pop(node, None)
+            self.ingest.keyframe_wanted.pop(node, None)
+            self.ingest.rebirth_wanted.pop(node, None)
 
     async def open_store(self, path: Path, retention_days: float | None = None) -> int:
         """Open the SQLite store, restore recent events into the state; return how many."""
@@ -349,7 +378,7 @@ class ConsoleSession:
         self._plan_keyframes(now)
         self._note_shedding(now)
         self.counters.ticks += 1
-        if self._outgoing or self._store_q.rows:
+        if self._outgoing or self._store_q.rows or self._messages:
             self._wake.set()
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
@@ -592,6 +621,18 @@ class ConsoleSession:
             await self.flush()
 
     async def _publish_pending(self) -> None:
+        messages = self._messages
+        while messages:
+            kind, subject, payload, qos, retain = messages.popleft()
+            if self.feed is None:
+                continue
+            try:
+                await self.feed.publish(kind, subject, payload, qos=qos, retain=retain)
+            except (OSError, ConnectionError):
+                self.counters.publish_errors += 1
+                messages.clear()  # not connected: the owner re-sends on its own schedule
+                break
+            self.counters.messages_sent += 1
         while self._outgoing:
             out = self._outgoing[0]
             if out.request is not None and out.progress_index >= 0:

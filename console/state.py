@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fleetdeck.console.digest import DIGEST_STALE_S, apply_digest, judge_digest
 from fleetdeck.console.health import (
     VERDICT_ORDER,
     Finding,
@@ -25,6 +26,7 @@ from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,
+    Digest,
     DrainInfo,
     DrainState,
     Event,
@@ -100,6 +102,12 @@ class NodeState:
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
+    digest: Digest | None = None
+    """The owning collector's latest digest (a console on digests): the verdict comes from it."""
+    digest_rx: float = 0.0
+    raw: bool = False
+    """Raw telemetry of a node known from digests is being received (its detail is open): the
+    samples show in the detail, the verdict stays the collector's."""
     """What the last judgement of a live, fresh node read, its findings first
     (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
 
@@ -145,6 +153,12 @@ class NodeState:
 
     def judge(self, now: float) -> Verdict:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict."""
+        if self.digest is not None:
+            verdict = judge_digest(self, now)
+            if verdict is not self.verdict or not self.judged:
+                self.changed_at = now
+            self.judged, self.verdict = True, verdict
+            return verdict
         heard = self.last_rx if self.last_rx is not None else self.first_seen
         self.stale = heard is None or now - heard > STALE_INTERVALS * self.interval_s
         liveness: list[Finding] = []
@@ -314,6 +328,12 @@ class FleetState:
                                                           batch.seq_seen.get(node_id),
                                                           self.precheck):
                 changed.add(node_id)
+        for node_id, (rx, digest) in batch.digests.items():
+            st = self.node(node_id)
+            if st.first_seen is None:
+                st.first_seen = rx
+            apply_digest(st, digest, rx, self.cluster)
+            changed.add(node_id)
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)
@@ -438,11 +458,18 @@ class FleetState:
             t = st.telemetry
             key = (st.findings, st.online, st.drain, st.birth is None,
                    None if t is None else t.job is None, st.behind_switch, st.behind_ports,
-                   st.job_stepping)
-            heard = st.last_rx if st.last_rx is not None else st.first_seen
+                   st.job_stepping, st.digest_rx)
+            heard: float | None
+            if st.digest is not None:
+                # The collector judged it: only a new digest, or digests that stopped, change
+                # what this console shows.
+                heard, window = st.digest_rx, DIGEST_STALE_S
+            else:
+                heard = st.last_rx if st.last_rx is not None else st.first_seen
+                window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None
-                    and now - heard <= STALE_INTERVALS * st.interval_s):
+                    and now - heard <= window):
                 continue
             st.judge_key = key
             old = st.verdict if st.judged else None
@@ -519,11 +546,19 @@ class FleetState:
         if st.online is None:
             st.online = True
         st.history.update(tel)
-        if precheck and not st.findings and still_healthy(st.birth, tel, st.history):
+        if st.digest is not None:
+            st.raw = True  # its detail is open; the verdict stays the collector's
+        elif precheck and not st.findings and still_healthy(st.birth, tel, st.history):
             pass  # healthy before and still: the (empty) findings stand (issue 12)
         else:
             st.findings = evaluate(st.birth, tel, st.history)
         return True
+
+    def forget(self, node_id: str) -> None:
+        """Drop a node (a sharded collector handed it to another collector)."""
+        self.nodes.pop(node_id, None)
+        self.unborn.pop(node_id, None)
+        self.rebirth_wanted.pop(node_id, None)
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)

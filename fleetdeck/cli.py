@@ -348,6 +348,10 @@ def build_parser() -> Parser:
     p.add_argument("--metrics", metavar="ADDR", default=None,
                    help="serve Prometheus metrics on HOST:PORT, :PORT (all interfaces) or PORT "
                    "(loopback)")
+    p.add_argument("--shard", metavar="K/N", default=None,
+                   help="run as collector K of N: own a stable share of the nodes (rendezvous "
+                   "hashing over the live collectors), subscribe to exactly their topics, "
+                   "publish a digest per node, take over the nodes of a collector that dies")
 
     p = sub.add_parser("events", help="events and verdict changes from the store (like sinfo -R)")
     _add_db(p)
@@ -650,8 +654,15 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.collect import run_collect
 
-    return run_collect(_url(args), args.cluster, _db_path(args), args.retention_days,
-                       command_key=_command_key(args), metrics=args.metrics)
+    db = _db_path(args)
+    if args.shard is not None and not args.db:
+        from fleetdeck.console.shard import parse_shard
+
+        # One SQLite writer per file: each shard gets its own default store.
+        db = db.with_name(f"{db.stem}-{parse_shard(args.shard).member}{db.suffix}")
+    return run_collect(_url(args), args.cluster, db, args.retention_days,
+                       command_key=_command_key(args), metrics=args.metrics,
+                       shard=args.shard)
 
 
 def cmd_events(args: argparse.Namespace) -> int:

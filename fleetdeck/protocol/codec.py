@@ -12,7 +12,9 @@ from fleetdeck.protocol.messages import (
     PROTOCOL_MAJOR,
     Ack,
     Birth,
+    CollectorStatus,
     Command,
+    Digest,
     Event,
     JobStatus,
     Status,
@@ -54,6 +56,8 @@ MODEL_FOR_KIND: dict[Kind, type[BaseModel]] = {
     Kind.JOB: JobStatus,
     Kind.SCHED_CMD: Command,
     Kind.SCHED_ACK: Ack,
+    Kind.DIGEST: Digest,
+    Kind.COLLECTOR: CollectorStatus,
 }
 
 

@@ -1,0 +1,174 @@
+"""Digests: a collector's judgement of one node in a few hundred bytes (docs/protocol.md,
+"Digests"), made from the collector's NodeState and read back into a console's NodeState.
+
+A console on digests (``console --digests``) keeps the same FleetState and views as one on raw
+telemetry: each digest becomes the node's verdict and findings as the collector judged them
+(never re-judged), plus a minimal birth and sample holding just the vitals the fleet-wide views
+read (GPU presence, utilisation, temperature, power; IB port up or down; the job), so the rows,
+the grid and the summaries work unchanged. Node detail subscribes to the node's own raw
+telemetry while it is open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleetdeck.console.health import Finding, Severity, Verdict
+from fleetdeck.protocol import fast
+from fleetdeck.protocol.messages import (
+    MAX_DIGEST_FINDINGS,
+    Birth,
+    Digest,
+    DigestFinding,
+    DigestGpu,
+    DigestPort,
+    GpuInventory,
+    IbPortInventory,
+    Topology,
+)
+
+if TYPE_CHECKING:  # the state applies digests with the functions below
+    from fleetdeck.console.state import NodeState
+
+DIGEST_EVERY_S = 5.0
+"""A node's digest is re-sent at least this often (fresh vitals) besides on every change."""
+DIGESTS_PER_TICK = 4096
+"""Digests one tick sends at most (changes first): a collector that just took over thousands of
+nodes spreads their first digests over a few ticks instead of stalling one."""
+DIGEST_STALE_S = 3 * DIGEST_EVERY_S
+"""A digest older than this (its collector has stopped sending it) reads stale (rule D1)."""
+
+
+def _finding(f: Finding) -> DigestFinding:
+    return DigestFinding.model_construct(rule=f.rule[:16], severity=f.severity.value,
+                                         component=f.component[:256], text=f.text[:2048])
+
+
+def make_digest(st: NodeState, by: str, now: float) -> Digest:
+    """The digest of a judged node (``by``: the collector's id)."""
+    t = st.telemetry
+    gpus: list[DigestGpu] = []
+    ports: list[DigestPort] = []
+    job = ranks = None
+    if t is not None:
+        gpus = [DigestGpu.model_construct(index=g.index, present=g.present, util_pct=g.util_pct,
+                                          temp_c=g.temp_c, power_w=g.power_w) for g in t.gpus]
+        ports = [DigestPort.model_construct(
+            dev=p.dev, port=p.port,
+            up=p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")) for p in t.ib_ports]
+        if t.job is not None:
+            job, ranks = t.job.id, t.job.ranks_on_node
+    topo = st.birth.topology if st.birth is not None else Topology()
+    return Digest.model_construct(
+        v=1, node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
+        findings=[_finding(f) for f in st.all_findings[:MAX_DIGEST_FINDINGS]],
+        online=st.online, stale=st.stale, drain=st.drain, job=job, ranks_on_node=ranks,
+        gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
+        interval_s=st.interval_s,
+        last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
+        seq_gaps=st.seq_gaps)
+
+
+def digest_key(st: NodeState) -> tuple[object, ...]:
+    """What makes a digest worth sending at once (vitals alone wait for the refresh)."""
+    return (st.shape_rev, st.job_id, st.drain)
+
+
+@dataclass
+class _Sent:
+    key: tuple[object, ...]
+    at: float
+
+
+class DigestSender:
+    """Which owned nodes need a digest now: changed since the last one, or due a refresh."""
+
+    def __init__(self, by: str, every_s: float = DIGEST_EVERY_S,
+                 per_tick: int = DIGESTS_PER_TICK) -> None:
+        self.by = by
+        self.every_s = every_s
+        self.per_tick = per_tick
+        self._sent: dict[str, _Sent] = {}
+        self.sent = 0
+
+    def forget(self, node: str) -> None:
+        self._sent.pop(node, None)
+
+    def due(self, nodes: dict[str, NodeState], now: float) -> list[Digest]:
+        changed: list[NodeState] = []
+        refresh: list[tuple[float, NodeState]] = []
+        for node_id, st in nodes.items():
+            if not st.judged:
+                continue
+            sent = self._sent.get(node_id)
+            if sent is None or sent.key != digest_key(st):
+                changed.append(st)
+            elif now - sent.at >= self.every_s:
+                refresh.append((sent.at, st))
+        refresh.sort(key=lambda item: item[0])
+        out: list[Digest] = []
+        for st in [*changed, *(st for _at, st in refresh)][: self.per_tick]:
+            self._sent[st.node_id] = _Sent(digest_key(st), now)
+            out.append(make_digest(st, self.by, now))
+        self.sent += len(out)
+        return out
+
+
+# --- the console side ---------------------------------------------------------------------------
+
+
+def _birth_of(d: Digest, cluster: str) -> Birth:
+    """A birth holding only what the views read from one (inventory counts, leaf and rack)."""
+    return Birth.model_construct(
+        v=1, cluster=cluster, node=d.node, bdSeq=0, ts=d.ts, source="digest",
+        interval_s=d.interval_s, topology=Topology.model_construct(leaf=d.leaf, rack=d.rack,
+                                                                   spine_group=""),
+        gpus=[GpuInventory.model_construct(index=i) for i in range(d.gpus_expected)],
+        ib_ports=[IbPortInventory.model_construct(dev=p.dev, port=p.port) for p in d.ports],
+        errors=[])
+
+
+def _sample_of(d: Digest) -> fast.Telemetry:
+    gpus = [fast.GpuSample(index=g.index, present=g.present, util_pct=g.util_pct,
+                           temp_c=g.temp_c, power_w=g.power_w) for g in d.gpus]
+    ports = [fast.IbPortSample(dev=p.dev, port=p.port, state="ACTIVE" if p.up else "DOWN",
+                               phys_state="LinkUp" if p.up else "Disabled") for p in d.ports]
+    job = None if d.job is None else fast.JobOnNode(
+        id=d.job, ranks_on_node=d.ranks_on_node if d.ranks_on_node is not None else 8)
+    return fast.Telemetry(node=d.node, seq=0, bdSeq=0, ts=d.ts, interval_s=d.interval_s,
+                          job=job, gpus=gpus, ib_ports=ports)
+
+
+def apply_digest(st: NodeState, d: Digest, rx: float, cluster: str) -> None:
+    """Make ``st`` show the collector's judgement (FleetState.apply in digest mode)."""
+    old = st.digest
+    st.digest, st.digest_rx = d, rx
+    if old is None or st.birth is None or (old.gpus_expected, old.leaf, old.rack,
+                                           len(old.ports)) != (d.gpus_expected, d.leaf, d.rack,
+                                                               len(d.ports)):
+        st.birth = _birth_of(d, cluster)
+    if not st.raw:
+        st.telemetry = _sample_of(d)
+    st.online = d.online
+    st.drain = d.drain
+    st.seq_gaps = d.seq_gaps
+    st.last_rx = None if d.last_seen_s is None else d.ts / 1000 - d.last_seen_s
+    st.findings = [Finding(f.rule, Severity(f.severity), f.component, f.text)
+                   for f in d.findings]
+
+
+def judge_digest(st: NodeState, now: float) -> Verdict:
+    """The verdict of a node known from digests: the collector's, unless its digests stopped
+    (D1: the collector is gone and nobody took the node over yet)."""
+    d = st.digest
+    assert d is not None
+    age = now - st.digest_rx
+    if age > DIGEST_STALE_S:
+        st.stale = True
+        st.liveness = [Finding("D1", Severity.WARN, "",
+                               f"no digest for {age:.0f} s (last from collector {d.by})")]
+        return Verdict.STALE
+    st.stale = d.stale
+    st.liveness = []
+    return Verdict(d.verdict)
