@@ -49,7 +49,7 @@ from fleetdeck.protocol.messages import (
     Event,
     Status,
 )
-from fleetdeck.protocol.topics import Kind, digest_subscriptions, topic_for
+from fleetdeck.protocol.topics import Kind, digest_subscriptions, node_filter, topic_for
 from fleetdeck.runtime import freeze_tick
 from fleetdeck.transport import TransportError, Will
 
@@ -262,6 +262,19 @@ class ConsoleSession:
         self._messages.append((kind, subject, payload, qos, retain))
         self._wake.set()
 
+    def watch_node(self, node_id: str) -> None:
+        """On digests: receive this node's raw birth, status and telemetry too (its detail is
+        open), until ``unwatch_node``. Its verdict stays the collector's."""
+        if self.digests and self.feed is not None:
+            self.feed.link.subscribe([node_filter(self.cluster, node_id)])
+
+    def unwatch_node(self, node_id: str) -> None:
+        if self.digests and self.feed is not None:
+            self.feed.link.unsubscribe([node_filter(self.cluster, node_id)])
+            st = self.state.nodes.get(node_id)
+            if st is not None:
+                st.raw = False  # the next digest's vitals replace the last raw sample
+
     def forget_nodes(self, nodes: Iterable[str]) -> None:
         """Drop nodes from the picture (a sharded collector handed them to another)."""
         for node in nodes:
@@ -434,7 +447,8 @@ class ConsoleSession:
                     superseded += 1
                 carry[node] = item  # an existing key keeps its place in line
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
-                    jobs=new.jobs, superseded=superseded, delays=new.delays)
+                    jobs=new.jobs, superseded=superseded, delays=new.delays,
+                    digests=new.digests, collectors=new.collectors)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:

@@ -20,19 +20,13 @@ from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.shard import ShardScope
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import CollectorStatus
-from fleetdeck.protocol.topics import ROOT, Kind, topic_for
+from fleetdeck.protocol.topics import Kind, node_filter, topic_for
 from fleetdeck.transport import Will
 
 log = logging.getLogger("fleetdeck.sharding")
 
 ANNOUNCE_EVERY_S = 30.0
 """The birth is re-sent this often with the current node count (for people and dashboards)."""
-
-
-def node_filter(cluster: str, node: str) -> str:
-    """Everything of one node in one filter: birth, status, telemetry, event, ack (and its
-    commands, which the ingest ignores)."""
-    return f"{ROOT}/{cluster}/node/{node}/+"
 
 
 def collector_status(scope: ShardScope, online: bool, shard: str, now: float,

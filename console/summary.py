@@ -37,6 +37,7 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
         "action": recommended_action(st),
         "behind_switch": st.behind_switch or None,
         "job_still_stepping": st.job_stepping or None,
+        "owner": st.digest.by if st.digest is not None else None,
     }
 
 

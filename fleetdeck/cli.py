@@ -306,6 +306,10 @@ def build_parser() -> Parser:
     _add_db(p)
     p.add_argument("--no-store", action="store_true",
                    help="keep no history in the SQLite store")
+    p.add_argument("--digests", action="store_true",
+                   help="fleet-wide views from the sharded collectors' digests (100,000+ "
+                   "nodes on one core); node detail subscribes to that node's raw telemetry "
+                   "while it is open")
     _add_command_parsers(sub)
 
     p = sub.add_parser("serve", help="the console in a browser (textual-serve), read-only "
@@ -330,6 +334,9 @@ def build_parser() -> Parser:
                    help="how long to watch the fleet (default 3.5: three 1 s telemetry "
                         "intervals, so a silent node reads stale and rules that compare "
                         "samples can fire)")
+    p.add_argument("--digests", action="store_true",
+                   help="read the sharded collectors' per-node digests instead of raw "
+                   "telemetry (their verdicts, owner per node; needs 'collect --shard')")
 
     sub.add_parser("schema", help="print the JSON Schema of every protocol message")
 
@@ -590,7 +597,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.status import run_status
 
-    return run_status(_url(args), args.cluster, args.wait, args.json)
+    return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -607,7 +614,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     return run_console(
         _url(args), clusters, tick_s=args.tick, read_only=args.read_only,
         operator=args.operator, audit_path=args.audit_log, command_key=_command_key(args),
-        stores=stores,
+        stores=stores, digests=args.digests,
     )
 
 

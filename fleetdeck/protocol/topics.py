@@ -82,14 +82,12 @@ def subscriptions(cluster: str) -> list[str]:
     ]
 
 
-SHARD_NODE_KINDS = (Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK)
-"""A node's topics a sharded collector subscribes to once it owns the node."""
-
-
-def node_filters(cluster: str, node: str) -> list[str]:
-    """The topics of one node a collector owns (``collect --shard``): exactly these, so the
-    broker sends it nothing of the nodes other collectors own."""
-    return [topic_for(cluster, kind, node) for kind in SHARD_NODE_KINDS]
+def node_filter(cluster: str, node: str) -> str:
+    """Everything of one node in one filter: birth, status, telemetry, event, ack (and its
+    commands, which consoles ignore). A sharded collector subscribes to exactly this per node
+    it owns, so the broker sends it nothing of the other collectors' nodes; a console on
+    digests subscribes to it while the node's detail is open."""
+    return f"{ROOT}/{cluster}/node/{node}/+"
 
 
 def shard_subscriptions(cluster: str) -> list[str]:

@@ -46,6 +46,14 @@ class NodeDetailScreen(FleetView):
         self.node_id = node_id
         self.gpu = gpu
 
+    def on_mount(self) -> None:
+        # On digests the fleet-wide picture has no raw samples: this node's come while open.
+        self._watched = self.fleet.session
+        self._watched.watch_node(self.node_id)
+
+    def on_unmount(self) -> None:
+        self._watched.unwatch_node(self.node_id)
+
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
             yield Static(id="node-summary")
