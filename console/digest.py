@@ -99,7 +99,10 @@ class DigestSender:
         changed: list[NodeState] = []
         refresh: list[tuple[float, NodeState]] = []
         for node_id, st in nodes.items():
-            if not st.judged:
+            if not st.judged or (st.telemetry is None and st.online is not False
+                                 and not st.stale):
+                # Waiting for its first sample (just born, or just taken over): an "ok" now
+                # would be a guess; the previous owner's retained digest stands until then.
                 continue
             sent = self._sent.get(node_id)
             if sent is None or sent.key != digest_key(st):

@@ -103,8 +103,9 @@ class ShardScope:
         """Node ids seen in births (retained: every node that ever announced itself)."""
         self.owned: set[str] = set()
         self._live: tuple[str, ...] = (me,)
-        self._gained: set[str] = set()
-        self._lost: set[str] = set()
+        self._reported: set[str] = set()
+        """``owned`` as the last ``take_changes`` answered it."""
+        self._dirty = False
         self.unknown_dropped = 0
         self.membership_changes = 0
 
@@ -125,8 +126,7 @@ class ShardScope:
             self.known.add(node)
             if owner(node, self._live) == self.me:
                 self.owned.add(node)
-                self._gained.add(node)
-                self._lost.discard(node)
+                self._dirty = True
         return node in self.owned
 
     def observe(self, msg: CollectorStatus, rx: float) -> bool:
@@ -146,15 +146,16 @@ class ShardScope:
             return False
         self._live = live
         self.membership_changes += 1
-        owned = {n for n, o in assign(self.known, live).items() if o == self.me}
-        gained, lost = owned - self.owned, self.owned - owned
-        self.owned = owned
-        self._gained = (self._gained | gained) - lost
-        self._lost = (self._lost | lost) - gained
+        self.owned = {n for n, o in assign(self.known, live).items() if o == self.me}
+        self._dirty = True
         return True
 
     def take_changes(self) -> tuple[set[str], set[str]]:
-        """(nodes gained, nodes lost) since the last call."""
-        gained, lost = self._gained, self._lost
-        self._gained, self._lost = set(), set()
+        """(nodes gained, nodes lost) since the last call: what to subscribe to and what to
+        drop. A node gained and lost again in between is neither."""
+        if not self._dirty:
+            return set(), set()
+        self._dirty = False
+        gained, lost = self.owned - self._reported, self._reported - self.owned
+        self._reported = set(self.owned)
         return gained, lost
