@@ -19,10 +19,8 @@ from fleetdeck.protocol import fast
 from fleetdeck.protocol.messages import (
     MAX_DIGEST_FINDINGS,
     Birth,
-    Digest,
-    DigestFinding,
-    DigestGpu,
-    DigestPort,
+    DrainInfo,
+    DrainState,
     GpuInventory,
     IbPortInventory,
     Topology,
@@ -40,30 +38,35 @@ DIGEST_STALE_S = 3 * DIGEST_EVERY_S
 """A digest older than this (its collector has stopped sending it) reads stale (rule D1)."""
 
 
-def _finding(f: Finding) -> DigestFinding:
-    return DigestFinding.model_construct(rule=f.rule[:16], severity=f.severity.value,
-                                         component=f.component[:256], text=f.text[:2048])
+def _finding(f: Finding) -> fast.DigestFinding:
+    return fast.DigestFinding(rule=f.rule[:16], severity=f.severity.value,
+                              component=f.component[:256], text=f.text[:2048])
 
 
-def make_digest(st: NodeState, by: str, now: float) -> Digest:
-    """The digest of a judged node (``by``: the collector's id)."""
+def _drain(d: DrainInfo) -> fast.DigestDrain:
+    return fast.DigestDrain(state=d.state.value, reason=d.reason, requested_by=d.requested_by,
+                            since_ts=d.since_ts, cmd_id=d.cmd_id)
+
+
+def make_digest(st: NodeState, by: str, now: float) -> fast.Digest:
+    """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
     t = st.telemetry
-    gpus: list[DigestGpu] = []
-    ports: list[DigestPort] = []
+    gpus: list[fast.GpuSample] = []
+    ports: list[fast.DigestPort] = []
     job = ranks = None
     if t is not None:
-        gpus = [DigestGpu.model_construct(index=g.index, present=g.present, util_pct=g.util_pct,
-                                          temp_c=g.temp_c, power_w=g.power_w) for g in t.gpus]
-        ports = [DigestPort.model_construct(
-            dev=p.dev, port=p.port,
-            up=p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")) for p in t.ib_ports]
+        gpus = [fast.GpuSample(index=g.index, present=g.present, util_pct=g.util_pct,
+                               temp_c=g.temp_c, power_w=g.power_w) for g in t.gpus]
+        ports = [fast.DigestPort(dev=p.dev, port=p.port,
+                                 up=p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
+                 for p in t.ib_ports]
         if t.job is not None:
             job, ranks = t.job.id, t.job.ranks_on_node
     topo = st.birth.topology if st.birth is not None else Topology()
-    return Digest.model_construct(
-        v=1, node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
+    return fast.Digest(
+        node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
         findings=[_finding(f) for f in st.all_findings[:MAX_DIGEST_FINDINGS]],
-        online=st.online, stale=st.stale, drain=st.drain, job=job, ranks_on_node=ranks,
+        online=st.online, stale=st.stale, drain=_drain(st.drain), job=job, ranks_on_node=ranks,
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
@@ -95,7 +98,7 @@ class DigestSender:
     def forget(self, node: str) -> None:
         self._sent.pop(node, None)
 
-    def due(self, nodes: dict[str, NodeState], now: float) -> list[Digest]:
+    def due(self, nodes: dict[str, NodeState], now: float) -> list[fast.Digest]:
         changed: list[NodeState] = []
         refresh: list[tuple[float, NodeState]] = []
         for node_id, st in nodes.items():
@@ -110,7 +113,7 @@ class DigestSender:
             elif now - sent.at >= self.every_s:
                 refresh.append((sent.at, st))
         refresh.sort(key=lambda item: item[0])
-        out: list[Digest] = []
+        out: list[fast.Digest] = []
         for st in [*changed, *(st for _at, st in refresh)][: self.per_tick]:
             self._sent[st.node_id] = _Sent(digest_key(st), now)
             out.append(make_digest(st, self.by, now))
@@ -121,29 +124,69 @@ class DigestSender:
 # --- the console side ---------------------------------------------------------------------------
 
 
-def _birth_of(d: Digest, cluster: str) -> Birth:
+_GPUS: dict[int, list[GpuInventory]] = {}
+_PORTS: dict[tuple[tuple[str, int], ...], list[IbPortInventory]] = {}
+_TOPOLOGY: dict[tuple[str, str], Topology] = {}
+"""Frozen inventory shared between the nodes that have the same (a fleet has a handful of
+shapes): pydantic's model_construct costs ~20 µs a call, 19 calls a birth otherwise."""
+
+
+def _birth_of(d: fast.Digest, cluster: str) -> Birth:
     """A birth holding only what the views read from one (inventory counts, leaf and rack)."""
-    return Birth.model_construct(
-        v=1, cluster=cluster, node=d.node, bdSeq=0, ts=d.ts, source="digest",
-        interval_s=d.interval_s, topology=Topology.model_construct(leaf=d.leaf, rack=d.rack,
-                                                                   spine_group=""),
-        gpus=[GpuInventory.model_construct(index=i) for i in range(d.gpus_expected)],
-        ib_ports=[IbPortInventory.model_construct(dev=p.dev, port=p.port) for p in d.ports],
-        errors=[])
+    gpus = _GPUS.get(d.gpus_expected)
+    if gpus is None:
+        gpus = _GPUS[d.gpus_expected] = [GpuInventory(index=i) for i in range(d.gpus_expected)]
+    key = tuple((p.dev, p.port) for p in d.ports)
+    ports = _PORTS.get(key)
+    if ports is None:
+        if len(_PORTS) > 1024:
+            _PORTS.clear()  # port names come from the network: never grow without bound
+        ports = _PORTS[key] = [IbPortInventory(dev=dev, port=port) for dev, port in key]
+    topo = _TOPOLOGY.get((d.leaf, d.rack))
+    if topo is None:
+        if len(_TOPOLOGY) > 65536:
+            _TOPOLOGY.clear()
+        topo = _TOPOLOGY[(d.leaf, d.rack)] = Topology(leaf=d.leaf, rack=d.rack)
+    return Birth.model_construct(v=1, cluster=cluster, node=d.node, bdSeq=0, ts=d.ts,
+                                 source="digest", interval_s=d.interval_s, topology=topo,
+                                 gpus=gpus, ib_ports=ports, errors=[])
 
 
-def _sample_of(d: Digest) -> fast.Telemetry:
-    gpus = [fast.GpuSample(index=g.index, present=g.present, util_pct=g.util_pct,
-                           temp_c=g.temp_c, power_w=g.power_w) for g in d.gpus]
-    ports = [fast.IbPortSample(dev=p.dev, port=p.port, state="ACTIVE" if p.up else "DOWN",
-                               phys_state="LinkUp" if p.up else "Disabled") for p in d.ports]
+_NO_DRAIN = fast.DigestDrain()
+_NOT_DRAINED = DrainInfo()
+
+_PORT_SAMPLES: dict[tuple[str, int, bool], fast.IbPortSample] = {}
+
+
+def _port_sample(p: fast.DigestPort) -> fast.IbPortSample:
+    key = (p.dev, p.port, p.up)
+    got = _PORT_SAMPLES.get(key)
+    if got is None:
+        if len(_PORT_SAMPLES) > 4096:
+            _PORT_SAMPLES.clear()
+        got = _PORT_SAMPLES[key] = fast.IbPortSample(
+            dev=p.dev, port=p.port, state="ACTIVE" if p.up else "DOWN",
+            phys_state="LinkUp" if p.up else "Disabled")
+    return got
+
+
+_PORT_LISTS: dict[tuple[fast.DigestPort, ...], list[fast.IbPortSample]] = {}
+
+
+def _sample_of(d: fast.Digest) -> fast.Telemetry:
+    key = tuple(d.ports)
+    ports = _PORT_LISTS.get(key)
+    if ports is None:
+        if len(_PORT_LISTS) > 4096:
+            _PORT_LISTS.clear()
+        ports = _PORT_LISTS[key] = [_port_sample(p) for p in d.ports]
     job = None if d.job is None else fast.JobOnNode(
         id=d.job, ranks_on_node=d.ranks_on_node if d.ranks_on_node is not None else 8)
     return fast.Telemetry(node=d.node, seq=0, bdSeq=0, ts=d.ts, interval_s=d.interval_s,
-                          job=job, gpus=gpus, ib_ports=ports)
+                          job=job, gpus=d.gpus, ib_ports=ports)
 
 
-def apply_digest(st: NodeState, d: Digest, rx: float, cluster: str) -> None:
+def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None:
     """Make ``st`` show the collector's judgement (FleetState.apply in digest mode)."""
     old = st.digest
     st.digest, st.digest_rx = d, rx
@@ -154,11 +197,18 @@ def apply_digest(st: NodeState, d: Digest, rx: float, cluster: str) -> None:
     if not st.raw:
         st.telemetry = _sample_of(d)
     st.online = d.online
-    st.drain = d.drain
+    if d.drain == _NO_DRAIN:
+        st.drain = _NOT_DRAINED
+    elif old is None or old.drain != d.drain:
+        dd = d.drain
+        st.drain = DrainInfo.model_construct(state=DrainState(dd.state), reason=dd.reason,
+                                             requested_by=dd.requested_by,
+                                             since_ts=dd.since_ts, cmd_id=dd.cmd_id)
     st.seq_gaps = d.seq_gaps
     st.last_rx = None if d.last_seen_s is None else d.ts / 1000 - d.last_seen_s
-    st.findings = [Finding(f.rule, Severity(f.severity), f.component, f.text)
-                   for f in d.findings]
+    if old is None or old.findings != d.findings:
+        st.findings = [Finding(f.rule, Severity(f.severity), f.component, f.text)
+                       for f in d.findings]
 
 
 def judge_digest(st: NodeState, now: float) -> Verdict:

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,
     CollectorStatus,
-    Digest,
     Event,
     JobStatus,
     Status,
@@ -104,7 +103,7 @@ class Batch:
     """Every telemetry seq per node in this batch, so gaps are counted even for superseded ones."""
     delays: list[float] = field(default_factory=list)
     """Per telemetry message: how much later than its node's fastest delivery it arrived (s)."""
-    digests: dict[str, tuple[float, Digest]] = field(default_factory=dict)
+    digests: dict[str, tuple[float, fast.Digest]] = field(default_factory=dict)
     """Collectors' digests per node (a console on digests applies them; latest wins)."""
     collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
 
@@ -172,6 +171,9 @@ class Ingest:
         if parsed.kind is Kind.TELEMETRY:
             self._telemetry(parsed.subject, topic, payload, rx_ts)
             return
+        if parsed.kind is Kind.DIGEST:
+            self._digest(parsed.subject, topic, payload, rx_ts)
+            return
         model = codec.MODEL_FOR_KIND[parsed.kind]
         try:
             msg: BaseModel = codec.decode(model, payload, self.max_payload)
@@ -217,6 +219,20 @@ class Ingest:
             b.superseded += 1
         b.telemetry[subject] = (rx_ts, tel)
         b.seq_seen.setdefault(subject, []).append(tel.seq)
+
+    def _digest(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
+        try:
+            msg = codec.decode_digest(payload, self.max_payload)
+        except codec.DecodeError as err:
+            self._reject(rx_ts, topic, err.reason, err.detail)
+            return
+        if msg.node != subject:
+            self._reject(rx_ts, topic, codec.Reason.MISMATCH,
+                         f"payload node '{msg.node}' differs from the topic's")
+            return
+        b = self._batch
+        b.messages += 1
+        b.digests[subject] = (rx_ts, msg)
 
     def _no_keyframe(self, node: str, msg: wire2.TelemetryV2, rx_ts: float) -> None:
         self.keyframe_missing += 1
@@ -275,13 +291,6 @@ class Ingest:
                                  f"ack by '{msg.by}' on {sender}'s topic")
                     return
                 b.acks.append((rx_ts, msg))
-            case Digest():
-                if msg.node != subject:
-                    b.messages -= 1
-                    self._reject(rx_ts, topic, codec.Reason.MISMATCH,
-                                 f"payload node '{msg.node}' differs from the topic's")
-                    return
-                b.digests[subject] = (rx_ts, msg)
             case CollectorStatus():
                 if msg.collector != subject:
                     b.messages -= 1

@@ -253,6 +253,7 @@ class ConsoleSession:
         state = FleetState(self.cluster, self.ingest.malformed)
         # On digests the collectors did the fleet-wide correlation for their nodes already.
         state.correlate = None if self.digests else correlate
+        state.digest_mode = self.digests
         return state
 
     def publish_message(self, kind: Kind, subject: str, payload: bytes, *, qos: int = 0,

@@ -6,8 +6,9 @@ session. Staleness (no telemetry for 3 intervals) is judged from receive times a
 because amqtt never enforces keepalive and a wedged collector can keep an MQTT session alive.
 """
 
+import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fleetdeck.console.digest import DIGEST_STALE_S, apply_digest, judge_digest
@@ -22,11 +23,11 @@ from fleetdeck.console.health import (
     still_healthy,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
+from fleetdeck.protocol import fast
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,
-    Digest,
     DrainInfo,
     DrainState,
     Event,
@@ -41,6 +42,7 @@ RESEND_MAX_ASKS = 4
 UNBORN_MAX = 10_000
 """Nodes heard from without a birth that are tracked for a rebirth request, at most."""
 EVENT_MEMORY = 5000
+SHAPE_LOG_MAX = 100_000
 NODE_EVENT_MEMORY = 50
 
 
@@ -102,7 +104,7 @@ class NodeState:
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
-    digest: Digest | None = None
+    digest: fast.Digest | None = None
     """The owning collector's latest digest (a console on digests): the verdict comes from it."""
     digest_rx: float = 0.0
     raw: bool = False
@@ -265,9 +267,14 @@ class Totals:
     malformed: int
 
 
+_SERIALS = itertools.count()
+
+
 class FleetState:
     def __init__(self, cluster: str, malformed: MalformedLog | None = None) -> None:
         self.cluster = cluster
+        self.serial = next(_SERIALS)
+        """Unique per state object (caches keyed on a state survive it being replaced)."""
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobStatus] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
@@ -295,6 +302,24 @@ class FleetState:
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
+        self.revisions = 0
+        """Node data changes since the state began (the sum of every ``revision`` bump)."""
+        self.shape_revisions = 0
+        self.not_ok: set[str] = set()
+        """Nodes whose verdict is not ok (top problems look at these, not at every node)."""
+        self.shape_log: list[str] = []
+        """Node ids in the order their shape changed (or they went away): fleet-wide counts
+        catch up from their last position instead of visiting every node
+        (``rows.fleet_counts``)."""
+        self.shape_log_base = 0
+        """Position of ``shape_log[0]`` since the state began (older entries were dropped)."""
+        self.digest_mode = False
+        """Fed from digests (a console on digests): a judgement pass visits only the nodes
+        whose digest (or raw data) changed, plus, once a second, those whose digest aged past
+        ``DIGEST_STALE_S``: at 65,536 nodes a pass over all of them each tick would be most
+        of a core (docs/performance.md)."""
+        self._dirty: set[str] = set()
+        self._swept = float("-inf")
         self.precheck = True
         """Skip the health rules of a healthy node whose new sample is within healthy bounds
         (``health.still_healthy``); off only to compare against the full rules in tests."""
@@ -344,6 +369,9 @@ class FleetState:
                 self.job_stepped_at[job_id] = (job.step, rx)
         for node_id in changed:
             self.nodes[node_id].revision += 1
+        self.revisions += len(changed)
+        if self.digest_mode:
+            self._dirty |= changed
         self.superseded += batch.superseded
         self.applied += batch.messages
         if batch.delays:
@@ -449,22 +477,36 @@ class FleetState:
         out, self._lost = self._lost, []
         return out
 
+    def _to_judge(self, now: float) -> Iterable[NodeState]:
+        if not self.digest_mode:
+            return self.nodes.values()
+        names, self._dirty = self._dirty, set()
+        if now - self._swept >= 1.0:
+            self._swept = now
+            horizon = now - DIGEST_STALE_S
+            names.update(n for n, st in self.nodes.items()
+                         if st.digest_rx < horizon and not st.stale)
+        nodes = self.nodes
+        return [nodes[n] for n in names if n in nodes]
+
     def judge(self, now: float) -> None:
-        for st in self.nodes.values():
+        for st in self._to_judge(now):
             # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
             # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
             # node's new sample keeps the same (empty) findings list: it is skipped too.
             t = st.telemetry
-            key = (st.findings, st.online, st.drain, st.birth is None,
-                   None if t is None else t.job is None, st.behind_switch, st.behind_ports,
-                   st.job_stepping, st.digest_rx)
+            key: tuple[object, ...]
             heard: float | None
             if st.digest is not None:
-                # The collector judged it: only a new digest, or digests that stopped, change
-                # what this console shows.
+                # The collector judged it: only a new digest, digests that stopped, or a raw
+                # status while its detail is open change what this console shows.
+                key = (st.digest_rx, st.online, st.drain.state)
                 heard, window = st.digest_rx, DIGEST_STALE_S
             else:
+                key = (st.findings, st.online, st.drain, st.birth is None,
+                       None if t is None else t.job is None, st.behind_switch,
+                       st.behind_ports, st.job_stepping)
                 heard = st.last_rx if st.last_rx is not None else st.first_seen
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
@@ -480,6 +522,12 @@ class FleetState:
             if shape != st.shape:
                 st.shape = shape
                 st.shape_rev += 1
+                self.shape_revisions += 1
+                self._note_shape(st.node_id)
+            if new is not Verdict.OK:
+                self.not_ok.add(st.node_id)
+            else:
+                self.not_ok.discard(st.node_id)
             if new is not old:
                 self.transitions.append(Transition(st.node_id, now, old, new, tuple(st.reasons)))
         if len(self.transitions) > EVENT_MEMORY:
@@ -554,9 +602,20 @@ class FleetState:
             st.findings = evaluate(st.birth, tel, st.history)
         return True
 
+    def _note_shape(self, node_id: str) -> None:
+        log = self.shape_log
+        log.append(node_id)
+        if len(log) > SHAPE_LOG_MAX + 2 * len(self.nodes):
+            # A reader this far behind recounts from scratch (it sees the base move past it).
+            drop = len(log) // 2
+            del log[:drop]
+            self.shape_log_base += drop
+
     def forget(self, node_id: str) -> None:
         """Drop a node (a sharded collector handed it to another collector)."""
-        self.nodes.pop(node_id, None)
+        if self.nodes.pop(node_id, None) is not None:
+            self._note_shape(node_id)
+        self.not_ok.discard(node_id)
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)
 

@@ -359,6 +359,8 @@ def build_parser() -> Parser:
                    help="run as collector K of N: own a stable share of the nodes (rendezvous "
                    "hashing over the live collectors), subscribe to exactly their topics, "
                    "publish a digest per node, take over the nodes of a collector that dies")
+    p.add_argument("--status-every", type=_positive(float, "--status-every"), default=60.0,
+                   metavar="SECONDS", help="a progress line on stderr this often (default 60)")
 
     p = sub.add_parser("events", help="events and verdict changes from the store (like sinfo -R)")
     _add_db(p)
@@ -669,7 +671,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         db = db.with_name(f"{db.stem}-{parse_shard(args.shard).member}{db.suffix}")
     return run_collect(_url(args), args.cluster, db, args.retention_days,
                        command_key=_command_key(args), metrics=args.metrics,
-                       shard=args.shard)
+                       shard=args.shard, status_every_s=args.status_every)
 
 
 def cmd_events(args: argparse.Namespace) -> int:

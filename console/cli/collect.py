@@ -19,14 +19,14 @@ from fleetdeck.runtime import tune_gc
 
 log = logging.getLogger("fleetdeck.collect")
 
-STATUS_EVERY_TICKS = 120
-"""A progress line every minute at the 0.5 s tick."""
+STATUS_EVERY_S = 60.0
+"""A progress line a minute by default (``--status-every``)."""
 EXIT_STORE_FAILED = 3
 
 
 def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
                 command_key: bytes | None = None, metrics: str | None = None,
-                shard: str | None = None) -> int:
+                shard: str | None = None, status_every_s: float = STATUS_EVERY_S) -> int:
     tune_gc()
     spec = parse_shard(shard) if shard is not None else None
     if metrics is not None:
@@ -69,16 +69,21 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             print(f"collect {cluster}: Prometheus metrics on http://{host}:{port}/metrics",
                   file=sys.stderr, flush=True)
 
+        last_line = [float("-inf")]
+
         def progress(report: TickReport) -> bool:
             c = session.counters
             done = runner.on_tick(report) if runner is not None else False
-            if c.ticks % STATUS_EVERY_TICKS == 0:
+            if time.monotonic() - last_line[0] >= status_every_s:
+                last_line[0] = time.monotonic()
                 failing = session.store_failing_s
                 who = "" if runner is None else (
                     f" {runner.scope.me} (live: {','.join(runner.scope.live)}),"
                     f" {runner.sender.sent} digests,")
+                received = session.feed.received if session.feed is not None else 0
                 line = (f"collect {cluster}:{who} {len(session.state.nodes)} nodes, "
-                        f"{session.state.applied} messages, {c.store_writes} store writes")
+                        f"{received} received, {session.state.applied} messages, "
+                        f"{c.store_writes} store writes")
                 if failing is not None:
                     line += (f"; STORE FAILING for {failing:.0f} s "
                              f"({session.store_backlog} ticks held in memory)")

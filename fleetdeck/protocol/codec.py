@@ -123,6 +123,21 @@ def decode_telemetry(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> fas
     return tel
 
 
+_DIGEST = msgspec.json.Decoder(fast.Digest)
+
+
+def decode_digest(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> fast.Digest:
+    """A digest into a fast Struct (a console on digests takes thousands a second); refusals
+    are named by the reference model (:class:`messages.Digest`) exactly as :func:`decode`."""
+    if len(payload) > max_size:
+        raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    try:
+        return _DIGEST.decode(payload)
+    except msgspec.DecodeError:
+        model = decode(Digest, payload, max_size)
+        return msgspec.convert(model.model_dump(), fast.Digest)
+
+
 def check_u64(tel: fast.Telemetry, payload: bytes) -> None:
     """Raise ``invalid`` for a u64 field above 2**64-1 (msgspec checks only ``>= 0``)."""
     if fast.may_hold_big_int(payload):
