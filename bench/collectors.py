@@ -158,6 +158,71 @@ def collectors_run(args: argparse.Namespace, c: int, fleet: EvolvingFleet) -> di
                 "publisher_cpu_pct": 100 * (p1 - p0) / wall}
 
 
+def takeover_run(args: argparse.Namespace, fleet: EvolvingFleet, c: int = 3) -> dict[str, Any]:
+    """C collectors under the stream; SIGKILL one; seconds until every one of its nodes has a
+    digest from a survivor (a subscriber on ``digest/+`` in this process notes who sent what)."""
+    import aiomqtt
+
+    from bench.ingest import stream
+    from fleetdeck.broker import MOSQUITTO, ManagedBroker
+
+    n = fleet.n
+    with tempfile.TemporaryDirectory(prefix="fd-bench-takeover-") as tmp_s, \
+            ManagedBroker(MOSQUITTO) as broker:
+        tmp = Path(tmp_s)
+        pub = RawPublisher("127.0.0.1", broker.port, "bench-pub")
+        now_ms = int(time.time() * 1000)
+        for start in range(0, n, 128):
+            pub.send(b"".join(retained(*fleet.birth(i)) + retained(*fleet.status(i, now_ms))
+                              for i in range(start, min(n, start + 128))))
+        by: dict[str, tuple[str, float]] = {}
+        ready = threading.Event()
+        done = threading.Event()
+
+        def watch() -> None:
+            async def run() -> None:
+                async with aiomqtt.Client("127.0.0.1", broker.port) as cl:
+                    await cl.subscribe(f"fleetdeck/v1/{CLUSTER}/digest/+")
+                    ready.set()
+                    async for m in cl.messages:
+                        d = json.loads(m.payload)
+                        by[d["node"]] = (d["by"], time.monotonic())
+                        if done.is_set():
+                            return
+            asyncio.run(run())
+
+        threading.Thread(target=watch, daemon=True).start()
+        ready.wait(10)
+        cols = [Collector(k, c, broker.port, tmp) for k in range(1, c + 1)]
+        t_go = time.time() + 1.0
+        streamer = threading.Thread(
+            target=stream, args=(pub, fleet, t_go, args.takeover_seconds), daemon=True)
+        streamer.start()
+        try:
+            deadline = time.monotonic() + 60
+            while len({b for b, _t in by.values()}) < c or len(by) < n:
+                require(time.monotonic() < deadline, f"{c} collectors never digested {n} nodes")
+                time.sleep(0.2)
+            time.sleep(2.0)
+            victim = cols[0]
+            its = [node for node, (b, _t) in by.items() if b == victim.name]
+            t_kill = time.monotonic()
+            victim.proc.kill()
+            victim.proc.wait(10)
+            while not all(by[node][0] != victim.name for node in its):
+                require(time.monotonic() < t_kill + 60,
+                        f"the nodes of {victim.name} were not taken over within 60 s")
+                time.sleep(0.05)
+            taken_s = max(by[node][1] for node in its) - t_kill
+        finally:
+            done.set()
+            streamer.join(args.takeover_seconds + 30)
+            for col in cols:
+                col.stop()
+            pub.close()
+        return {"collectors": c, "nodes": n, "victim_nodes": len(its), "takeover_s": taken_s}
+
+
 # --- the digest console --------------------------------------------------------------------------
 
 
@@ -403,6 +468,9 @@ def main() -> int:
     p.add_argument("--digest-seconds", type=int, default=10)
     p.add_argument("--skip-collectors", action="store_true")
     p.add_argument("--skip-digests", action="store_true")
+    p.add_argument("--skip-takeover", action="store_true")
+    p.add_argument("--takeover-seconds", type=int, default=30,
+                   help="how long the stream runs in the takeover part")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
@@ -423,10 +491,19 @@ def main() -> int:
         for c in (int(x) for x in args.collectors.split(",")):
             runs.append(collectors_run(args, c, fleet))
             print(f"  {c} collector(s) done", file=sys.stderr, flush=True)
+    if not args.skip_collectors and not args.skip_takeover:
+        take = takeover_run(args, fleet)
+        print(f"takeover: SIGKILL one of {take['collectors']} collectors under the stream "
+              f"({take['nodes']:,} nodes at 1 Hz): its {take['victim_nodes']} nodes had digests "
+              f"from the survivors {take['takeover_s']:.1f} s later", flush=True)
+        runs_extra = {"takeover": take}
+    else:
+        runs_extra = {}
     dig = None if args.skip_digests else digest_run(args)
     report(runs, dig)
     if args.json:
-        Path(args.json).write_text(json.dumps({"collectors": runs, "digests": dig}, indent=1))
+        Path(args.json).write_text(json.dumps({"collectors": runs, "digests": dig,
+                                               **runs_extra}, indent=1))
     return 0
 
 

@@ -102,3 +102,53 @@ def test_the_sender_sends_on_change_and_refreshes_the_rest():
     state.apply(ingest.take_batch(), node.now)
     changed = sender.due(state.nodes, node.now)
     assert [d.verdict for d in changed] == ["failed"]  # at once, not at the next refresh
+
+
+def _digest_json(**over) -> bytes:
+    import json
+
+    d = {"v": 1, "node": "gpu0001", "by": "shard-1", "ts": 1, "verdict": "ok",
+         "gpus": [{"index": 0, "util_pct": 50.0, "temp_c": 40.0, "power_w": 300.0}],
+         "ports": [{"dev": "mlx5_ib0", "up": True}],
+         "drain": {"state": "draining", "reason": "fan"}}
+    d.update(over)
+    return json.dumps(d).encode()
+
+
+def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
+    import pytest
+
+    from fleetdeck.protocol.messages import Digest
+
+    cases = [
+        _digest_json(),
+        _digest_json(verdict="splendid"),
+        _digest_json(gpus=[{"index": 0, "util_pct": 101.0}]),
+        _digest_json(gpus=[{"index": 0, "ecc": "not an object"}]),  # DigestGpu ignores ecc
+        _digest_json(gpus=[{"index": 0, "present": 1}]),  # strict: no int for bool
+        _digest_json(findings=[{"rule": "G1", "severity": "drain"}] * 17),
+        _digest_json(findings=[{"rule": "G1", "severity": "fatal"}]),
+        _digest_json(ports=[{"dev": "bad/dev", "up": True}]),
+        _digest_json(ports=[{"dev": "mlx5_ib0"}]),
+        _digest_json(by=""),
+        _digest_json(v=2),
+        _digest_json(ts=-1),
+        _digest_json(last_seen_s=-1.0),
+        _digest_json(unknown_field={"anything": 1}),
+        b"[]",
+        b"{",
+    ]
+    for payload in cases:
+        try:
+            ref = codec.decode(Digest, payload)
+        except codec.DecodeError as err:
+            with pytest.raises(codec.DecodeError) as got:
+                codec.decode_digest(payload)
+            assert got.value.reason == err.reason, payload
+            continue
+        fast_d = codec.decode_digest(payload)
+        assert (fast_d.node, fast_d.by, fast_d.verdict, fast_d.drain.state, fast_d.drain.reason,
+                [(g.index, g.util_pct) for g in fast_d.gpus],
+                [(p.dev, p.up) for p in fast_d.ports]) == (
+            ref.node, ref.by, ref.verdict, ref.drain.state.value, ref.drain.reason,
+            [(g.index, g.util_pct) for g in ref.gpus], [(p.dev, p.up) for p in ref.ports]), payload
