@@ -48,7 +48,6 @@ from fleetdeck.protocol.messages import Digest, DigestFinding, DigestGpu, Digest
 from fleetdeck.protocol.topics import Kind, topic_for
 
 CLUSTER = "bench"
-DIGEST_EVERY_S = 5.0
 PROGRESS = re.compile(r"collect \S+: (\S+) \(live: ([^)]*)\), (\d+) digests, (\d+) nodes, "
                       r"(\d+) received, (\d+) messages")
 
@@ -226,7 +225,7 @@ def takeover_run(args: argparse.Namespace, fleet: EvolvingFleet, c: int = 3) -> 
 # --- the digest console --------------------------------------------------------------------------
 
 
-def digest_templates() -> tuple[bytes, bytes]:
+def digest_templates(every_s: float = 5.0) -> tuple[bytes, bytes]:
     """An ok and a failed digest of an 8-GPU, 8-port node, with ``%s`` (node) and ``%d`` (ts)."""
     gpus = [DigestGpu(index=i, util_pct=95.0 + i / 10, temp_c=55.0 + i / 10, power_w=500.0 + i)
             for i in range(8)]
@@ -236,7 +235,7 @@ def digest_templates() -> tuple[bytes, bytes]:
             rule="G2", severity="drain", component="gpu3", text="XID 79 (fell off the bus)")])):
         d = Digest(node="NODE", by="shard-1", ts=1, verdict=verdict, findings=findings,
                    online=True, job="4101", ranks_on_node=8, gpus_expected=8, gpus=gpus,
-                   ports=ports, leaf="leaf01", rack="rack001", last_seen_s=0.5)
+                   ports=ports, leaf="leaf01", rack="rack001", last_seen_s=0.5, every_s=every_s)
         raw = codec.encode(d).replace(b"%", b"%%")
         out.append(raw.replace(b'"node":"NODE"', b'"node":"%s"', 1)
                    .replace(b'"ts":1,', b'"ts":%d,', 1))
@@ -282,13 +281,14 @@ class Child:
 
 
 class DigestStream:
-    """Every node's digest every ``DIGEST_EVERY_S``, phase-spread, from the moment the console
-    starts (as live collectors do: a console that starts late learns the nodes the broker's
-    queue limit kept from its retained burst from these)."""
+    """Every node's digest every ``every_s`` (``--digest-every``), phase-spread, from the
+    moment the console starts (as live collectors do: a console that starts late learns the
+    nodes the broker's queue limit kept from its retained burst from these)."""
 
-    def __init__(self, port: int, n: int) -> None:
+    def __init__(self, port: int, n: int, every_s: float) -> None:
         self.n = n
-        self.ok, self.failed = digest_templates()
+        self.every_s = every_s
+        self.ok, self.failed = digest_templates(every_s)
         self.names = [node_name(i).encode() for i in range(n)]
         self.topics = [topic_field(topic_for(CLUSTER, Kind.DIGEST, node_name(i)))
                        for i in range(n)]
@@ -306,7 +306,7 @@ class DigestStream:
                 for i in range(start, min(self.n, start + 512))))
 
     def _run(self) -> None:
-        rate = self.n / DIGEST_EVERY_S
+        rate = self.n / self.every_s
         t0 = time.time()
         j = 0
         while not self.stop.is_set():
@@ -340,7 +340,7 @@ def digest_run(args: argparse.Namespace) -> dict[str, Any]:
             ManagedBroker(MOSQUITTO) as broker:
         tmp = Path(tmp_s)
         assert broker.proc is not None
-        feed = DigestStream(broker.port, n)
+        feed = DigestStream(broker.port, n, args.digest_every)
         feed.retained_burst()
         feed.thread.start()
         child = Child(broker.port, args, tmp)
@@ -350,6 +350,7 @@ def digest_run(args: argparse.Namespace) -> dict[str, Any]:
             child.expect("KNOWN", 120)
             known_s = time.monotonic() - t_ready
             child.expect("WARM", 60)
+            time.sleep(args.digest_every)  # a whole refresh round first: the steady state
             seconds = args.digest_seconds
             t_go = time.time() + 0.5
             child.send(f"GO {t_go} {seconds}")
@@ -368,7 +369,8 @@ def digest_run(args: argparse.Namespace) -> dict[str, Any]:
             child.proc.wait(15)
         require(result["applied"] > 0, "the digest console applied no digest during the stream")
         total = sent1 - sent0
-        return {"nodes": n, "known_s": known_s, "sent": total, "sent_per_s": total / wall,
+        return {"nodes": n, "every_s": args.digest_every, "known_s": known_s, "sent": total,
+                "sent_per_s": total / wall,
                 "console_cpu_pct": 100 * (c1 - c0) / wall,
                 "broker_cpu_pct": 100 * (b1 - b0) / wall, **result}
 
@@ -397,7 +399,7 @@ async def console_main(port: int, nodes: int) -> dict[str, Any]:
         t_go, seconds = (float(x) for x in await cmds.next("GO"))
         while time.time() < t_go:  # noqa: ASYNC110
             await asyncio.sleep(0.005)
-        applied0 = app.state.applied
+        applied0, received0 = app.state.applied, feed.received
         probe.start()
         app.measuring = True
         keys: list[float] = []
@@ -408,10 +410,12 @@ async def console_main(port: int, nodes: int) -> dict[str, Any]:
             keys.append(await app.press_timed(key, switch))
             await asyncio.sleep(0.05)
         applied = app.state.applied - applied0
+        received_window = feed.received - received0
+        queued_end = feed.queued + app.session.backlog
         await cmds.next("END")
         app.measuring = False
         probe.stop()
-        return {"applied": applied, "received": feed.received,
+        return {"applied": applied, "received": received_window, "queued_end": queued_end,
                 "dropped": dict(feed.dropped), "malformed": app.state.malformed.total,
                 "nodes_known": len(app.state.nodes),
                 "failed_now": sum(1 for st in app.state.nodes.values()
@@ -427,8 +431,8 @@ async def console_main(port: int, nodes: int) -> dict[str, Any]:
 
 def report(runs: list[dict[str, Any]], dig: dict[str, Any] | None) -> None:
     if runs:
-        print(f"collectors on one stream ({runs[0]['nodes']:,} nodes at 1 Hz, wire v1 "
-              f"samples ~9 KiB):")
+        print(f"collectors on one stream ({runs[0]['nodes']:,} nodes at 1 Hz, v1 samples "
+              f"of ~10 KB from bench/_payloads.py):")
         print("| collectors | sent msg/s | per collector: nodes, rx msg/s, applied msg/s, CPU % "
               "| sum rx msg/s | broker CPU % | broker µs/msg | publisher CPU % |")
         print("|---|---|---|---|---|---|---|")
@@ -442,7 +446,7 @@ def report(runs: list[dict[str, Any]], dig: dict[str, Any] | None) -> None:
     if dig is not None:
         t, k, s = dig["tick_ms"], dig["keys"], dig["stall"]
         print(f"\ndigest console ({dig['nodes']:,} nodes, every digest refreshed every "
-              f"{DIGEST_EVERY_S:g} s, 1 % changing verdict per round):")
+              f"{dig['every_s']:g} s, 1 % changing verdict per round):")
         print("| knew every node after | digests sent/s | applied/s | console CPU % | "
               "tick p50 / p99 ms | key p50 / p99 ms | longest stall ms | RSS peak MiB | "
               "broker CPU % |")
@@ -452,7 +456,9 @@ def report(runs: list[dict[str, Any]], dig: dict[str, Any] | None) -> None:
               f"{dig['applied'] / seconds:,.0f} | {dig['console_cpu_pct']:.0f} | "
               f"{t['p50_ms']:.0f} / {t['p99_ms']:.0f} | {k['p50_ms']:.0f} / {k['p99_ms']:.0f} | "
               f"{s['max_ms']:.0f} | {dig['rss_peak_mib']:.0f} | {dig['broker_cpu_pct']:.0f} |")
-        print(f"  applied {dig['applied']:,} in the window, {dig['sent']:,} sent; dropped "
+        print(f"  in the window: {dig['sent']:,} sent, {dig['received']:,} received, "
+              f"{dig['applied']:,} applied, "
+              f"{dig['queued_end']:,} waiting at its end; dropped "
               f"{dig['dropped'] or 0}; malformed {dig['malformed']}; {dig['failed_now']} failed "
               f"now; {dig['paints']} paints")
 
@@ -466,6 +472,8 @@ def main() -> int:
     p.add_argument("--collectors", default="1,2,4")
     p.add_argument("--digest-nodes", type=int, default=65536)
     p.add_argument("--digest-seconds", type=int, default=10)
+    p.add_argument("--digest-every", type=float, default=5.0,
+                   help="refresh period of every digest (collect --digest-every)")
     p.add_argument("--skip-collectors", action="store_true")
     p.add_argument("--skip-digests", action="store_true")
     p.add_argument("--skip-takeover", action="store_true")

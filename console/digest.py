@@ -34,8 +34,11 @@ DIGEST_EVERY_S = 5.0
 DIGESTS_PER_TICK = 4096
 """Digests one tick sends at most (changes first): a collector that just took over thousands of
 nodes spreads their first digests over a few ticks instead of stalling one."""
-DIGEST_STALE_S = 3 * DIGEST_EVERY_S
-"""A digest older than this (its collector has stopped sending it) reads stale (rule D1)."""
+STALE_PERIODS = 3.0
+"""A digest not refreshed for this many of its periods (``Digest.every_s``: its collector has
+stopped sending it) reads stale (rule D1)."""
+DIGEST_STALE_S = STALE_PERIODS * DIGEST_EVERY_S
+"""The same at the default period."""
 
 
 def _finding(f: Finding) -> fast.DigestFinding:
@@ -48,7 +51,8 @@ def _drain(d: DrainInfo) -> fast.DigestDrain:
                             since_ts=d.since_ts, cmd_id=d.cmd_id)
 
 
-def make_digest(st: NodeState, by: str, now: float) -> fast.Digest:
+def make_digest(st: NodeState, by: str, now: float,
+                every_s: float = DIGEST_EVERY_S) -> fast.Digest:
     """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
     t = st.telemetry
     gpus: list[fast.GpuSample] = []
@@ -70,7 +74,7 @@ def make_digest(st: NodeState, by: str, now: float) -> fast.Digest:
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
-        seq_gaps=st.seq_gaps)
+        seq_gaps=st.seq_gaps, every_s=every_s)
 
 
 def digest_key(st: NodeState) -> tuple[object, ...]:
@@ -116,7 +120,7 @@ class DigestSender:
         out: list[fast.Digest] = []
         for st in [*changed, *(st for _at, st in refresh)][: self.per_tick]:
             self._sent[st.node_id] = _Sent(digest_key(st), now)
-            out.append(make_digest(st, self.by, now))
+            out.append(make_digest(st, self.by, now, self.every_s))
         self.sent += len(out)
         return out
 
@@ -217,7 +221,7 @@ def judge_digest(st: NodeState, now: float) -> Verdict:
     d = st.digest
     assert d is not None
     age = now - st.digest_rx
-    if age > DIGEST_STALE_S:
+    if age > STALE_PERIODS * d.every_s:
         st.stale = True
         st.liveness = [Finding("D1", Severity.WARN, "",
                                f"no digest for {age:.0f} s (last from collector {d.by})")]

@@ -7,7 +7,8 @@ tick (docs/architecture.md, "Sharded collectors"):
 - subscriptions that follow ownership: ``node/<id>/+`` for every node it owns, added when it
   gains a node (the broker then re-sends the node's retained birth and status) and removed
   when it loses one (whose state it drops);
-- a digest per owned node, retained, on change and every ``DIGEST_EVERY_S``.
+- a digest per owned node, retained, on change and every ``DIGEST_EVERY_S`` (5 s; the
+  ``--digest-every`` of ``collect``).
 
 Ownership itself is :class:`fleetdeck.console.shard.ShardScope`, fed by the ingest.
 """
@@ -15,7 +16,7 @@ Ownership itself is :class:`fleetdeck.console.shard.ShardScope`, fed by the inge
 import logging
 import time
 
-from fleetdeck.console.digest import DigestSender
+from fleetdeck.console.digest import DIGEST_EVERY_S, DigestSender
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.shard import ShardScope
 from fleetdeck.protocol import codec
@@ -43,13 +44,14 @@ def collector_will(cluster: str, scope: ShardScope, shard: str) -> Will:
 
 
 class ShardRunner:
-    def __init__(self, session: ConsoleSession, scope: ShardScope, shard: str) -> None:
+    def __init__(self, session: ConsoleSession, scope: ShardScope, shard: str,
+                 digest_every_s: float = DIGEST_EVERY_S) -> None:
         if session.feed is None:
             raise ValueError("a sharded collector needs a broker")
         self.session = session
         self.scope = scope
         self.shard = shard
-        self.sender = DigestSender(scope.me)
+        self.sender = DigestSender(scope.me, every_s=digest_every_s)
         self._announced_connects = 0
         self._announced_at = float("-inf")
         self._announced_changes = 0

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fleetdeck.console.digest import DIGEST_STALE_S, apply_digest, judge_digest
+from fleetdeck.console.digest import STALE_PERIODS, apply_digest, judge_digest
 from fleetdeck.console.health import (
     VERDICT_ORDER,
     Finding,
@@ -316,10 +316,13 @@ class FleetState:
         self.digest_mode = False
         """Fed from digests (a console on digests): a judgement pass visits only the nodes
         whose digest (or raw data) changed, plus, once a second, those whose digest aged past
-        ``DIGEST_STALE_S``: at 65,536 nodes a pass over all of them each tick would be most
-        of a core (docs/performance.md)."""
+        ``STALE_PERIODS`` of its refresh period: at 65,536 nodes a pass over all of them each
+        tick would be most of a core (docs/performance.md)."""
         self._dirty: set[str] = set()
         self._swept = float("-inf")
+        self._digest_order: dict[str, float] = {}
+        """Node id -> receive time of its latest digest, oldest first."""
+        self._min_every = float("inf")
         self.precheck = True
         """Skip the health rules of a healthy node whose new sample is within healthy bounds
         (``health.still_healthy``); off only to compare against the full rules in tests."""
@@ -359,6 +362,10 @@ class FleetState:
                 st.first_seen = rx
             apply_digest(st, digest, rx, self.cluster)
             changed.add(node_id)
+            order = self._digest_order
+            order.pop(node_id, None)
+            order[node_id] = rx  # oldest first: the stale sweep stops at the first fresh one
+            self._min_every = min(self._min_every, digest.every_s)
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)
@@ -483,9 +490,14 @@ class FleetState:
         names, self._dirty = self._dirty, set()
         if now - self._swept >= 1.0:
             self._swept = now
-            horizon = now - DIGEST_STALE_S
-            names.update(n for n, st in self.nodes.items()
-                         if st.digest_rx < horizon and not st.stale)
+            limit = now - STALE_PERIODS * self._min_every
+            for n, rx in self._digest_order.items():
+                if rx >= limit:
+                    break
+                st = self.nodes.get(n)
+                if (st is not None and st.digest is not None and not st.stale
+                        and now - rx > STALE_PERIODS * st.digest.every_s):
+                    names.add(n)
         nodes = self.nodes
         return [nodes[n] for n in names if n in nodes]
 
@@ -502,7 +514,7 @@ class FleetState:
                 # The collector judged it: only a new digest, digests that stopped, or a raw
                 # status while its detail is open change what this console shows.
                 key = (st.digest_rx, st.online, st.drain.state)
-                heard, window = st.digest_rx, DIGEST_STALE_S
+                heard, window = st.digest_rx, STALE_PERIODS * st.digest.every_s
             else:
                 key = (st.findings, st.online, st.drain, st.birth is None,
                        None if t is None else t.job is None, st.behind_switch,
@@ -615,6 +627,7 @@ class FleetState:
         """Drop a node (a sharded collector handed it to another collector)."""
         if self.nodes.pop(node_id, None) is not None:
             self._note_shape(node_id)
+        self._digest_order.pop(node_id, None)
         self.not_ok.discard(node_id)
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)

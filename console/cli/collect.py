@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.digest import DIGEST_EVERY_S
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.shard import ShardScope, parse_shard
 from fleetdeck.console.sharding import ShardRunner, collector_will
@@ -26,7 +27,8 @@ EXIT_STORE_FAILED = 3
 
 def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
                 command_key: bytes | None = None, metrics: str | None = None,
-                shard: str | None = None, status_every_s: float = STATUS_EVERY_S) -> int:
+                shard: str | None = None, status_every_s: float = STATUS_EVERY_S,
+                digest_every_s: float = DIGEST_EVERY_S) -> int:
     tune_gc()
     spec = parse_shard(shard) if shard is not None else None
     if metrics is not None:
@@ -47,7 +49,7 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
                                      client_id=f"fd-collect-{cluster}-{spec.member}"[:64],
                                      filters=shard_subscriptions(cluster),
                                      will=collector_will(cluster, scope, str(spec)))
-            runner = ShardRunner(session, scope, str(spec))
+            runner = ShardRunner(session, scope, str(spec), digest_every_s)
         await session.open_store(db, retention_days)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -326,3 +326,4 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     interval_s: Interval = 1.0
     last_seen_s: NonNeg | None = None
     seq_gaps: U64 = 0
+    every_s: Interval = 5.0

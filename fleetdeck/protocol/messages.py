@@ -495,6 +495,9 @@ class Digest(_Versioned):
     last_seen_s: NonNeg | None = None
     """Age of the node's newest telemetry when the digest was made."""
     seq_gaps: U64 = 0
+    every_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    """How often its collector refreshes this digest (``collect --digest-every``): consoles
+    read it as stale after three periods without one."""
 
 
 MESSAGE_MODELS: dict[str, type[BaseModel]] = {

@@ -96,3 +96,12 @@ def test_a_bad_shard_is_one_sentence(text):
 def test_shard_spec():
     spec = parse_shard(" 2/3 ")
     assert (spec.index, spec.count, spec.member, str(spec)) == (2, 3, "shard-2", "2/3")
+
+
+def test_a_bad_shard_on_the_command_line_is_one_sentence(tmp_path):
+    from tests.conftest import run_cli
+
+    res = run_cli("collect", "--broker", "mqtt://127.0.0.1:1", "--cluster", "x", "--shard",
+                  "4/3", "--db", str(tmp_path / "x.db"))
+    assert res.returncode == 2
+    assert res.stderr.strip() == "fleetdeck collect: --shard 4/3: K must be between 1 and N"
