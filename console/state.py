@@ -28,6 +28,7 @@ from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,
+    CollectorStatus,
     DrainInfo,
     DrainState,
     Event,
@@ -302,6 +303,9 @@ class FleetState:
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
+        self.collectors: dict[str, CollectorStatus] = {}
+        """Sharded collectors by id, their latest birth or will (a console on digests shows
+        how many are live; ``status --json`` lists them)."""
         self.revisions = 0
         """Node data changes since the state began (the sum of every ``revision`` bump)."""
         self.shape_revisions = 0
@@ -366,6 +370,10 @@ class FleetState:
             order.pop(node_id, None)
             order[node_id] = rx  # oldest first: the stale sweep stops at the first fresh one
             self._min_every = min(self._min_every, digest.every_s)
+        for name, (_rx, col) in batch.collectors.items():
+            held = self.collectors.get(name)
+            if held is None or col.started >= held.started:
+                self.collectors[name] = col
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)

@@ -76,6 +76,10 @@ def fleet_summary(state: FleetState, now: float, *,
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log)],
         "interruptions": [it.as_json() for it in interruptions or []],
+        "collectors": [
+            {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes}
+            for c in sorted(state.collectors.values(), key=lambda c: c.collector)
+        ],
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}
             for m in list(state.malformed.recent)[-20:]

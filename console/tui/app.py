@@ -415,7 +415,12 @@ class FleetdeckApp(App[int]):
             lagging = f"  [$error]BEHIND {behind:.1f}s, shed {shed:,}[/]"
         elif behind > BEHIND_WARN_S:
             lagging = f"  [$error]BEHIND {behind:.1f}s[/]"
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
+        digests = ""
+        if session.digests:
+            live = sum(1 for c in self.state.collectors.values() if c.online)
+            digests = (f"  on digests, {live} collector{'' if live == 1 else 's'}" if live
+                       else "  [$error]on digests, no collector live[/]")
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}{digests}  "
                 f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
                 f"{dead}{rec}")
 

@@ -134,6 +134,8 @@ def test_sharded_collectors_split_digest_and_take_over(mosquitto, tmp_path):
         by_node = {n["id"]: n for n in dig["nodes"]}
         assert by_node["gpu0005"]["owner"] == owners["gpu0005"]
         assert all(n["owner"] is None for n in raw["nodes"])
+        assert [(c["collector"], c["online"]) for c in dig["collectors"]] == [
+            (name, True) for name in sorted(cols)]
 
         # 3. A malformed digest is counted and shown; nothing stops.
         asyncio.run(publish(url, f"fleetdeck/v1/{CLUSTER}/digest/gpu0099", b'{"v":1,"nod',
@@ -158,6 +160,8 @@ def test_sharded_collectors_split_digest_and_take_over(mosquitto, tmp_path):
         assert {d["by"] for d in seen.latest.values()} == survivors
         _, dig = statuses(url)
         assert {n["owner"] for n in dig["nodes"]} == survivors
+        assert {c["collector"]: c["online"] for c in dig["collectors"]} == {
+            **dict.fromkeys(survivors, True), victim: False}
         assert verdicts(dig)["gpu0005"][0] == "failed"
         for name in survivors:
             assert cols[name].poll() is None, f"{name} died"

@@ -53,6 +53,7 @@ async def test_digest_console_views_detail_and_drain(mosquitto):
             await pilot.pause()
             assert isinstance(app.screen, NodeDetailScreen)
             assert watched in link.filters
+            assert "on digests, 1 collector" in app.header_text(time.time())
             await eventually(lambda: (app.tick(), st.raw and st.birth is not None
                                       and st.birth.source != "digest")[1], timeout=10,
                              message="the node's raw birth and telemetry while open")

@@ -83,6 +83,9 @@ class NodeDetailScreen(FleetView):
         t.append(st.verdict.value, verdict_style(self.app, st.verdict.value))
         age = "never" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.1f}s ago"
         t.append(f"  last telemetry {age}  seq {st.last_seq} gaps {st.seq_gaps}")
+        if st.digest is not None:
+            # On digests: the verdict is this collector's; the figures below are raw while open.
+            t.append(f"  judged by {st.digest.by}", "bold")
         if b is not None:
             topo = b.topology
             t.append(f"\n{b.sku or '?'}  driver {b.driver_version or '?'}  "
