@@ -177,6 +177,18 @@ class MqttLink:
             for i in range(0, len(gone), SUBSCRIBE_CHUNK):
                 client.unsubscribe(gone[i:i + SUBSCRIBE_CHUNK])
 
+    def _catch_up(self, client: Any, sent: list[str]) -> None:
+        """Filters added or removed between CONNECT and SUBACK (no client to send them to
+        then): send the difference now."""
+        was = set(sent)
+        added = [f for f in self.filters if f not in was]
+        removed = [f for f in sent if f not in self._filter_set]
+        for i in range(0, len(added), SUBSCRIBE_CHUNK):
+            client.subscribe([gmqtt.Subscription(f, qos=self.qos)
+                              for f in added[i:i + SUBSCRIBE_CHUNK]])
+        for i in range(0, len(removed), SUBSCRIBE_CHUNK):
+            client.unsubscribe(removed[i:i + SUBSCRIBE_CHUNK])
+
     def _set(self, state: str, detail: str = "") -> None:
         if state != self.conn.state or detail != self.conn.detail:
             self.conn.state, self.conn.detail, self.conn.since = state, detail, self.clock()
@@ -222,7 +234,9 @@ class MqttLink:
         if self.url.username is not None:
             client.set_auth_credentials(self.url.username, self.url.password)
         sink = self.sink
-        filters_sent = list(self.filters)
+        filters_sent: list[str] = []
+        """What this connection's CONNECT subscribed to (``subscribe`` calls before its SUBACK
+        find no client yet: they are caught up once connected)."""
 
         def on_message(_c: Any, topic: str | bytes, payload: bytes, qos: int,
                        properties: dict[str, Any]) -> None:
@@ -234,10 +248,10 @@ class MqttLink:
             # Every connection, first or not: gmqtt never subscribes again by itself. In order
             # and in chunks: the first SUBACK (the first chunk, what every caller needs first)
             # marks the connection usable.
-            filters = list(self.filters)
-            for i in range(0, len(filters), SUBSCRIBE_CHUNK):
+            filters_sent[:] = self.filters
+            for i in range(0, len(filters_sent), SUBSCRIBE_CHUNK):
                 c.subscribe([gmqtt.Subscription(f, qos=self.qos)
-                             for f in filters[i:i + SUBSCRIBE_CHUNK]])
+                             for f in filters_sent[i:i + SUBSCRIBE_CHUNK]])
 
         def on_subscribe(_c: Any, _mid: int, granted: tuple[int, ...], _props: Any) -> None:
             if not subscribed.done():
@@ -273,6 +287,7 @@ class MqttLink:
                             [f for f, g in zip(filters_sent[:SUBSCRIBE_CHUNK], granted,
                                                strict=False) if g >= 0x80])
             self.client, self._inflight = client, inflight
+            self._catch_up(client, filters_sent)
             self.conn.connects += 1
             self._set("connected")
             waiter = asyncio.ensure_future(lost.wait())
