@@ -108,6 +108,9 @@ class ShardScope:
         self._dirty = False
         self.unknown_dropped = 0
         self.membership_changes = 0
+        self.twin: CollectorStatus | None = None
+        """A live birth under this collector's own id from another process (two collectors
+        started with the same --shard K): both would own the same nodes."""
 
     @property
     def live(self) -> tuple[str, ...]:
@@ -132,7 +135,10 @@ class ShardScope:
     def observe(self, msg: CollectorStatus, rx: float) -> bool:
         """A collector's birth or will; return whether the live members changed."""
         if msg.collector == self.me:
-            return False  # our own retained birth (or a stale will of an earlier run of us)
+            # Our own retained birth, a will of an earlier run of us, or a twin.
+            if msg.online and msg.started != self.started_ms:
+                self.twin = msg
+            return False
         old = self.members.get(msg.collector)
         if old is not None and msg.started < old.started:
             return False  # a late will of an older process of that collector

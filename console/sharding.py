@@ -81,6 +81,13 @@ class ShardRunner:
             session.publish_message(Kind.COLLECTOR, scope.me,
                                     collector_status(scope, True, self.shard, now,
                                                      len(scope.owned)), qos=1, retain=True)
+        if scope.twin is not None:
+            log.warning("another collector runs as %s (started %d, this one %d): both own the "
+                        "same nodes; give each collector its own --shard K", scope.me,
+                        scope.twin.started, scope.started_ms)
+            session.note(f"another collector runs as {scope.me}: both own the same nodes",
+                         severity="warn", kind="console")
+            scope.twin = None
         gained, lost = scope.take_changes()
         if gained:
             feed.link.subscribe([node_filter(cluster, n) for n in sorted(gained)])

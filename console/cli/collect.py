@@ -46,7 +46,10 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             scope = ShardScope(spec.member, int(time.time() * 1000))
             session = ConsoleSession(cluster, url=url, operator=f"fleetdeck-collect-{spec.member}",
                                      command_key=command_key,
-                                     client_id=f"fd-collect-{cluster}-{spec.member}"[:64],
+                                     # The pid too: two collectors started as the same
+                                     # shard must not take turns kicking each other off.
+                                     client_id=f"fd-collect-{cluster}-{spec.member}-"
+                                               f"{os.getpid()}"[-64:],
                                      filters=shard_subscriptions(cluster),
                                      will=collector_will(cluster, scope, str(spec)))
             runner = ShardRunner(session, scope, str(spec), digest_every_s)

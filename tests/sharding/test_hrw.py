@@ -76,6 +76,16 @@ def test_scope_follows_births_and_wills():
     assert scope.owns(NODES[0])
 
 
+def test_a_twin_under_the_same_id_is_noticed_and_an_old_will_is_not():
+    scope = ShardScope("shard-1", 500)
+    scope.observe(status("shard-1", False, started=100), 1.0)  # the will of an earlier run
+    assert scope.twin is None
+    scope.observe(status("shard-1", True, started=500), 1.0)  # its own birth
+    assert scope.twin is None
+    scope.observe(status("shard-1", True, started=900), 2.0)  # another process as shard-1
+    assert scope.twin is not None and scope.twin.started == 900
+
+
 def test_gained_then_lost_before_asked_is_neither():
     scope = ShardScope("shard-1", 500)
     scope.observe(status("shard-2", True), 1.0)
