@@ -10,13 +10,24 @@ state takes the batch on its own tick (``take_batch``), never one update per mes
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.fast import Telemetry
-from fleetdeck.protocol.messages import Ack, Birth, Event, JobStatus, Status
-from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
+from fleetdeck.protocol.messages import (
+    Ack,
+    Birth,
+    CollectorStatus,
+    Event,
+    JobStatus,
+    Status,
+)
+from fleetdeck.protocol.topics import NODE_KINDS, Kind, TopicError, parse_topic
+
+if TYPE_CHECKING:
+    from fleetdeck.console.shard import ShardScope
 
 log = logging.getLogger("fleetdeck.ingest")
 
@@ -24,7 +35,8 @@ BDSEQ_FUTURE_S = 600.0
 """A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
 
 CONSOLE_KINDS = frozenset(
-    {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK}
+    {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK,
+     Kind.DIGEST, Kind.COLLECTOR}
 )
 """What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
 KEYFRAME_ASK_EVERY_S = 5.0
@@ -91,6 +103,9 @@ class Batch:
     """Every telemetry seq per node in this batch, so gaps are counted even for superseded ones."""
     delays: list[float] = field(default_factory=list)
     """Per telemetry message: how much later than its node's fastest delivery it arrived (s)."""
+    digests: dict[str, tuple[float, fast.Digest]] = field(default_factory=dict)
+    """Collectors' digests per node (a console on digests applies them; latest wins)."""
+    collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
 
     @property
     def behind_s(self) -> float:
@@ -121,6 +136,13 @@ class Ingest:
         self.keyframe_missing = 0
         """v2 deltas that could not be applied for want of their keyframe (not malformed)."""
         self._keyframe_asked: dict[str, float] = {}
+        self.scope: ShardScope | None = None
+        """A sharded collector's scope (``collect --shard``): node messages of nodes it does not
+        own are ignored here (in flight when ownership moved), births teach it node ids, and
+        collector births and wills move ownership as they arrive, so the births that follow
+        them are judged by the new members."""
+        self.out_of_shard = 0
+        """Node messages ignored because another collector owns the node."""
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -139,8 +161,18 @@ class Ingest:
         if parsed.cluster != self.cluster or parsed.kind not in CONSOLE_KINDS:
             self.ignored += 1
             return
+        scope = self.scope
+        if scope is not None and parsed.kind in NODE_KINDS:
+            owned = (scope.learn(parsed.subject) if parsed.kind is Kind.BIRTH
+                     else scope.owns(parsed.subject))
+            if not owned:
+                self.out_of_shard += 1
+                return
         if parsed.kind is Kind.TELEMETRY:
             self._telemetry(parsed.subject, topic, payload, rx_ts)
+            return
+        if parsed.kind is Kind.DIGEST:
+            self._digest(parsed.subject, topic, payload, rx_ts)
             return
         model = codec.MODEL_FOR_KIND[parsed.kind]
         try:
@@ -187,6 +219,20 @@ class Ingest:
             b.superseded += 1
         b.telemetry[subject] = (rx_ts, tel)
         b.seq_seen.setdefault(subject, []).append(tel.seq)
+
+    def _digest(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
+        try:
+            msg = codec.decode_digest(payload, self.max_payload)
+        except codec.DecodeError as err:
+            self._reject(rx_ts, topic, err.reason, err.detail)
+            return
+        if msg.node != subject:
+            self._reject(rx_ts, topic, codec.Reason.MISMATCH,
+                         f"payload node '{msg.node}' differs from the topic's")
+            return
+        b = self._batch
+        b.messages += 1
+        b.digests[subject] = (rx_ts, msg)
 
     def _no_keyframe(self, node: str, msg: wire2.TelemetryV2, rx_ts: float) -> None:
         self.keyframe_missing += 1
@@ -245,6 +291,15 @@ class Ingest:
                                  f"ack by '{msg.by}' on {sender}'s topic")
                     return
                 b.acks.append((rx_ts, msg))
+            case CollectorStatus():
+                if msg.collector != subject:
+                    b.messages -= 1
+                    self._reject(rx_ts, topic, codec.Reason.MISMATCH,
+                                 f"payload collector '{msg.collector}' differs from the topic's")
+                    return
+                b.collectors[subject] = (rx_ts, msg)
+                if self.scope is not None:
+                    self.scope.observe(msg, rx_ts)
             case JobStatus():
                 if msg.job_id != subject:
                     b.messages -= 1

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fleetdeck.brokerurl import BrokerURL, make_client
@@ -21,7 +21,7 @@ from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import ROOT, Kind, subscriptions, topic_for
-from fleetdeck.transport import Connection, MqttLink, TransportError
+from fleetdeck.transport import Connection, MqttLink, TransportError, Will
 
 __all__ = ["MAX_PENDING", "MAX_QUEUED_INCOMING", "Connection", "LiveFeed", "TransportError",
            "clusters_seen"]
@@ -57,6 +57,8 @@ class LiveFeed:
         keepalive: int = 10,
         command_key: bytes | None = None,
         max_pending: int = MAX_PENDING,
+        filters: Sequence[str] | None = None,
+        will: Will | None = None,
     ) -> None:
         self.url = url
         self.ingest = ingest
@@ -67,8 +69,9 @@ class LiveFeed:
         self.tap: Callable[[float, str, bytes, int, bool], None] | None = None
         """Sees every message handed to ingest (with its receive time), and every command sent
         (console recording)."""
-        self.link = MqttLink(url, client_id, subscriptions(ingest.cluster), self._received,
-                             keepalive=keepalive, clock=clock)
+        self.link = MqttLink(url, client_id,
+                             subscriptions(ingest.cluster) if filters is None else filters,
+                             self._received, keepalive=keepalive, clock=clock, will=will)
         self.max_pending = max_pending
         self._shed_at = max_pending
         self._shed_logged = float("-inf")
@@ -249,10 +252,12 @@ class LiveFeed:
                      False)
         return cmd
 
-    async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1) -> None:
+    async def publish(self, kind: Kind, subject: str, payload: bytes, qos: int = 1,
+                      retain: bool = False) -> None:
         """Publish (QoS 1: once the broker acknowledged it); :class:`TransportError` when not
         connected."""
-        await self.link.publish(topic_for(self.ingest.cluster, kind, subject), payload, qos=qos)
+        await self.link.publish(topic_for(self.ingest.cluster, kind, subject), payload, qos=qos,
+                                retain=retain)
 
 
 async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -> list[str]:

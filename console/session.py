@@ -19,7 +19,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -49,9 +49,9 @@ from fleetdeck.protocol.messages import (
     Event,
     Status,
 )
-from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.protocol.topics import Kind, digest_subscriptions, node_filter, topic_for
 from fleetdeck.runtime import freeze_tick
-from fleetdeck.transport import TransportError
+from fleetdeck.transport import TransportError, Will
 
 log = logging.getLogger("fleetdeck.session")
 
@@ -119,6 +119,7 @@ class SessionCounters:
     store_writes: int = 0
     store_dropped_ticks: int = 0
     events_lost: int = 0
+    messages_sent: int = 0
 
 
 @dataclass
@@ -167,6 +168,9 @@ class ConsoleSession:
         effect_timeout_s: float | None = None,
         ingest: Ingest | None = None,
         follow_up: bool = True,
+        digests: bool = False,
+        filters: Sequence[str] | None = None,
+        will: Will | None = None,
     ) -> None:
         self.cluster = cluster
         self.url = url
@@ -177,6 +181,9 @@ class ConsoleSession:
         self.command_key = command_key
         self.follow_up = follow_up
         """Send retries and event re-send requests (off for replay: nothing to talk to)."""
+        self.digests = digests
+        """Fed from collectors' digests (``console --digests``): the fleet-wide state holds
+        their verdicts and is not judged again here (docs/architecture.md)."""
         self.ingest = ingest or Ingest(cluster)
         self.state = self._new_state()
         self.recent = RecentHistory()
@@ -190,8 +197,11 @@ class ConsoleSession:
         self.tracker = CommandTracker(cluster, operator, **tracker_kw)
         self.feed: LiveFeed | None = None
         if url is not None:
+            if filters is None and digests:
+                filters = digest_subscriptions(cluster)
             self.feed = LiveFeed(url, self.ingest, client_id=client_id or f"fd-{id(self):x}",
-                                 clock=clock, keepalive=keepalive, command_key=command_key)
+                                 clock=clock, keepalive=keepalive, command_key=command_key,
+                                 filters=filters, will=will)
         self.store: Store | None = None
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
@@ -200,6 +210,8 @@ class ConsoleSession:
         them; a key disappears when the thing recovers."""
         self._store_q = _StoreQueue()
         self._outgoing: deque[_Outgoing] = deque()
+        self._messages: deque[tuple[Kind, str, bytes, int, bool]] = deque()
+        """Messages of the session's own to publish (a collector's digests and birth)."""
         self._wake = asyncio.Event()
         self._io_lock = asyncio.Lock()
         self._last_event: Event | None = None
@@ -243,8 +255,39 @@ class ConsoleSession:
 
     def _new_state(self) -> FleetState:
         state = FleetState(self.cluster, self.ingest.malformed)
-        state.correlate = correlate
+        # On digests the collectors did the fleet-wide correlation for their nodes already.
+        state.correlate = None if self.digests else correlate
+        state.digest_mode = self.digests
         return state
+
+    def publish_message(self, kind: Kind, subject: str, payload: bytes, *, qos: int = 0,
+                        retain: bool = False) -> None:
+        """Queue a message of this session's own (the I/O pump publishes it; dropped, and
+        counted, when not connected: what is sent this way is re-sent periodically)."""
+        self._messages.append((kind, subject, payload, qos, retain))
+        self._wake.set()
+
+    def watch_node(self, node_id: str) -> None:
+        """On digests: receive this node's raw birth, status and telemetry too (its detail is
+        open), until ``unwatch_node``. Its verdict stays the collector's."""
+        if self.digests and self.feed is not None:
+            self.feed.link.subscribe([node_filter(self.cluster, node_id)])
+
+    def unwatch_node(self, node_id: str) -> None:
+        if self.digests and self.feed is not None:
+            self.feed.link.unsubscribe([node_filter(self.cluster, node_id)])
+            st = self.state.nodes.get(node_id)
+            if st is not None:
+                st.raw = False  # the next digest's vitals replace the last raw sample
+
+    def forget_nodes(self, nodes: Iterable[str]) -> None:
+        """Drop nodes from the picture (a sharded collector handed them to another)."""
+        for node in nodes:
+            self.state.forget(node)
+            self._carry.pop(node, None)
+            self._carry_seqs.pop(node, None)
+            self.ingest.keyframe_wanted.pop(node, None)
+            self.ingest.rebirth_wanted.pop(node, None)
 
     async def open_store(self, path: Path, retention_days: float | None = None) -> int:
         """Open the SQLite store, restore recent events into the state; return how many."""
@@ -372,7 +415,7 @@ class ConsoleSession:
         self._plan_keyframes(now)
         self._note_shedding(now)
         self.counters.ticks += 1
-        if self._outgoing or self._store_q.rows:
+        if self._outgoing or self._store_q.rows or self._messages:
             self._wake.set()
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
@@ -428,7 +471,8 @@ class ConsoleSession:
                     superseded += 1
                 carry[node] = item  # an existing key keeps its place in line
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
-                    jobs=new.jobs, superseded=superseded, delays=new.delays)
+                    jobs=new.jobs, superseded=superseded, delays=new.delays,
+                    digests=new.digests, collectors=new.collectors)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:
@@ -542,7 +586,9 @@ class ConsoleSession:
             progress.sent_at = now  # not again until the next retry period
             self._outgoing.append(_Outgoing(kind, subject, cmd))
             self.counters.command_retries += 1
-        asks = self.state.missing_events(now)
+        # On digests the collectors ask their nodes for missed events (a pass over 65,536
+        # nodes every tick here would be for nothing: digest nodes carry no event counter).
+        asks = [] if self.digests else self.state.missing_events(now)
         for node, since in asks[:RESENDS_PER_TICK]:
             stamp = int(now * 1000)
             self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
@@ -615,6 +661,18 @@ class ConsoleSession:
             await self.flush()
 
     async def _publish_pending(self) -> None:
+        messages = self._messages
+        while messages:
+            kind, subject, payload, qos, retain = messages.popleft()
+            if self.feed is None:
+                continue
+            try:
+                await self.feed.publish(kind, subject, payload, qos=qos, retain=retain)
+            except (OSError, ConnectionError):
+                self.counters.publish_errors += 1
+                messages.clear()  # not connected: the owner re-sends on its own schedule
+                break
+            self.counters.messages_sent += 1
         while self._outgoing:
             out = self._outgoing[0]
             if out.request is not None and out.progress_index >= 0:

@@ -6,10 +6,12 @@ session. Staleness (no telemetry for 3 intervals) is judged from receive times a
 because amqtt never enforces keepalive and a wedged collector can keep an MQTT session alive.
 """
 
+import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from fleetdeck.console.digest import STALE_PERIODS, apply_digest, judge_digest
 from fleetdeck.console.health import (
     VERDICT_ORDER,
     Finding,
@@ -21,10 +23,12 @@ from fleetdeck.console.health import (
     still_healthy,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
+from fleetdeck.protocol import fast
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
     Birth,
+    CollectorStatus,
     DrainInfo,
     DrainState,
     Event,
@@ -39,6 +43,7 @@ RESEND_MAX_ASKS = 4
 UNBORN_MAX = 10_000
 """Nodes heard from without a birth that are tracked for a rebirth request, at most."""
 EVENT_MEMORY = 5000
+SHAPE_LOG_MAX = 100_000
 NODE_EVENT_MEMORY = 50
 
 
@@ -100,6 +105,12 @@ class NodeState:
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
+    digest: fast.Digest | None = None
+    """The owning collector's latest digest (a console on digests): the verdict comes from it."""
+    digest_rx: float = 0.0
+    raw: bool = False
+    """Raw telemetry of a node known from digests is being received (its detail is open): the
+    samples show in the detail, the verdict stays the collector's."""
     """What the last judgement of a live, fresh node read, its findings first
     (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
 
@@ -145,6 +156,12 @@ class NodeState:
 
     def judge(self, now: float) -> Verdict:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict."""
+        if self.digest is not None:
+            verdict = judge_digest(self, now)
+            if verdict is not self.verdict or not self.judged:
+                self.changed_at = now
+            self.judged, self.verdict = True, verdict
+            return verdict
         heard = self.last_rx if self.last_rx is not None else self.first_seen
         self.stale = heard is None or now - heard > STALE_INTERVALS * self.interval_s
         liveness: list[Finding] = []
@@ -251,9 +268,14 @@ class Totals:
     malformed: int
 
 
+_SERIALS = itertools.count()
+
+
 class FleetState:
     def __init__(self, cluster: str, malformed: MalformedLog | None = None) -> None:
         self.cluster = cluster
+        self.serial = next(_SERIALS)
+        """Unique per state object (caches keyed on a state survive it being replaced)."""
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobStatus] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
@@ -281,6 +303,30 @@ class FleetState:
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
         self._event_ids: dict[str, None] = {}
+        self.collectors: dict[str, CollectorStatus] = {}
+        """Sharded collectors by id, their latest birth or will (a console on digests shows
+        how many are live; ``status --json`` lists them)."""
+        self.revisions = 0
+        """Node data changes since the state began (the sum of every ``revision`` bump)."""
+        self.shape_revisions = 0
+        self.not_ok: set[str] = set()
+        """Nodes whose verdict is not ok (top problems look at these, not at every node)."""
+        self.shape_log: list[str] = []
+        """Node ids in the order their shape changed (or they went away): fleet-wide counts
+        catch up from their last position instead of visiting every node
+        (``rows.fleet_counts``)."""
+        self.shape_log_base = 0
+        """Position of ``shape_log[0]`` since the state began (older entries were dropped)."""
+        self.digest_mode = False
+        """Fed from digests (a console on digests): a judgement pass visits only the nodes
+        whose digest (or raw data) changed, plus, once a second, those whose digest aged past
+        ``STALE_PERIODS`` of its refresh period: at 65,536 nodes a pass over all of them each
+        tick would be most of a core (docs/performance.md)."""
+        self._dirty: set[str] = set()
+        self._swept = float("-inf")
+        self._digest_order: dict[str, float] = {}
+        """Node id -> receive time of its latest digest, oldest first."""
+        self._min_every = float("inf")
         self.precheck = True
         """Skip the health rules of a healthy node whose new sample is within healthy bounds
         (``health.still_healthy``); off only to compare against the full rules in tests."""
@@ -314,6 +360,20 @@ class FleetState:
                                                           batch.seq_seen.get(node_id),
                                                           self.precheck):
                 changed.add(node_id)
+        for node_id, (rx, digest) in batch.digests.items():
+            st = self.node(node_id)
+            if st.first_seen is None:
+                st.first_seen = rx
+            apply_digest(st, digest, rx, self.cluster)
+            changed.add(node_id)
+            order = self._digest_order
+            order.pop(node_id, None)
+            order[node_id] = rx  # oldest first: the stale sweep stops at the first fresh one
+            self._min_every = min(self._min_every, digest.every_s)
+        for name, (_rx, col) in batch.collectors.items():
+            held = self.collectors.get(name)
+            if held is None or col.started >= held.started:
+                self.collectors[name] = col
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)
@@ -324,6 +384,9 @@ class FleetState:
                 self.job_stepped_at[job_id] = (job.step, rx)
         for node_id in changed:
             self.nodes[node_id].revision += 1
+        self.revisions += len(changed)
+        if self.digest_mode:
+            self._dirty |= changed
         self.superseded += batch.superseded
         self.applied += batch.messages
         if batch.delays:
@@ -429,20 +492,46 @@ class FleetState:
         out, self._lost = self._lost, []
         return out
 
+    def _to_judge(self, now: float) -> Iterable[NodeState]:
+        if not self.digest_mode:
+            return self.nodes.values()
+        names, self._dirty = self._dirty, set()
+        if now - self._swept >= 1.0:
+            self._swept = now
+            limit = now - STALE_PERIODS * self._min_every
+            for n, rx in self._digest_order.items():
+                if rx >= limit:
+                    break
+                st = self.nodes.get(n)
+                if (st is not None and st.digest is not None and not st.stale
+                        and now - rx > STALE_PERIODS * st.digest.every_s):
+                    names.add(n)
+        nodes = self.nodes
+        return [nodes[n] for n in names if n in nodes]
+
     def judge(self, now: float) -> None:
-        for st in self.nodes.values():
+        for st in self._to_judge(now):
             # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
             # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
             # node's new sample keeps the same (empty) findings list: it is skipped too.
             t = st.telemetry
-            key = (st.findings, st.online, st.drain, st.birth is None,
-                   None if t is None else t.job is None, st.behind_switch, st.behind_ports,
-                   st.job_stepping)
-            heard = st.last_rx if st.last_rx is not None else st.first_seen
+            key: tuple[object, ...]
+            heard: float | None
+            if st.digest is not None:
+                # The collector judged it: only a new digest, digests that stopped, or a raw
+                # status while its detail is open change what this console shows.
+                key = (st.digest_rx, st.online, st.drain.state)
+                heard, window = st.digest_rx, STALE_PERIODS * st.digest.every_s
+            else:
+                key = (st.findings, st.online, st.drain, st.birth is None,
+                       None if t is None else t.job is None, st.behind_switch,
+                       st.behind_ports, st.job_stepping)
+                heard = st.last_rx if st.last_rx is not None else st.first_seen
+                window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None
-                    and now - heard <= STALE_INTERVALS * st.interval_s):
+                    and now - heard <= window):
                 continue
             st.judge_key = key
             old = st.verdict if st.judged else None
@@ -453,6 +542,12 @@ class FleetState:
             if shape != st.shape:
                 st.shape = shape
                 st.shape_rev += 1
+                self.shape_revisions += 1
+                self._note_shape(st.node_id)
+            if new is not Verdict.OK:
+                self.not_ok.add(st.node_id)
+            else:
+                self.not_ok.discard(st.node_id)
             if new is not old:
                 self.transitions.append(Transition(st.node_id, now, old, new, tuple(st.reasons)))
         if len(self.transitions) > EVENT_MEMORY:
@@ -519,11 +614,31 @@ class FleetState:
         if st.online is None:
             st.online = True
         st.history.update(tel)
-        if precheck and not st.findings and still_healthy(st.birth, tel, st.history):
+        if st.digest is not None:
+            st.raw = True  # its detail is open; the verdict stays the collector's
+        elif precheck and not st.findings and still_healthy(st.birth, tel, st.history):
             pass  # healthy before and still: the (empty) findings stand (issue 12)
         else:
             st.findings = evaluate(st.birth, tel, st.history)
         return True
+
+    def _note_shape(self, node_id: str) -> None:
+        log = self.shape_log
+        log.append(node_id)
+        if len(log) > SHAPE_LOG_MAX + 2 * len(self.nodes):
+            # A reader this far behind recounts from scratch (it sees the base move past it).
+            drop = len(log) // 2
+            del log[:drop]
+            self.shape_log_base += drop
+
+    def forget(self, node_id: str) -> None:
+        """Drop a node (a sharded collector handed it to another collector)."""
+        if self.nodes.pop(node_id, None) is not None:
+            self._note_shape(node_id)
+        self._digest_order.pop(node_id, None)
+        self.not_ok.discard(node_id)
+        self.unborn.pop(node_id, None)
+        self.rebirth_wanted.pop(node_id, None)
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)

@@ -37,6 +37,7 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
         "action": recommended_action(st),
         "behind_switch": st.behind_switch or None,
         "job_still_stepping": st.job_stepping or None,
+        "owner": st.digest.by if st.digest is not None else None,
     }
 
 
@@ -75,6 +76,10 @@ def fleet_summary(state: FleetState, now: float, *,
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log)],
         "interruptions": [it.as_json() for it in interruptions or []],
+        "collectors": [
+            {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes}
+            for c in sorted(state.collectors.values(), key=lambda c: c.collector)
+        ],
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}
             for m in list(state.malformed.recent)[-20:]

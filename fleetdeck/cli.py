@@ -306,6 +306,10 @@ def build_parser() -> Parser:
     _add_db(p)
     p.add_argument("--no-store", action="store_true",
                    help="keep no history in the SQLite store")
+    p.add_argument("--digests", action="store_true",
+                   help="fleet-wide views from the sharded collectors' digests (100,000+ "
+                   "nodes on one core); node detail subscribes to that node's raw telemetry "
+                   "while it is open")
     _add_command_parsers(sub)
 
     p = sub.add_parser("serve", help="the console in a browser (textual-serve), read-only "
@@ -330,6 +334,9 @@ def build_parser() -> Parser:
                    help="how long to watch the fleet (default 3.5: three 1 s telemetry "
                         "intervals, so a silent node reads stale and rules that compare "
                         "samples can fire)")
+    p.add_argument("--digests", action="store_true",
+                   help="read the sharded collectors' per-node digests instead of raw "
+                   "telemetry (their verdicts, owner per node; needs 'collect --shard')")
 
     sub.add_parser("schema", help="print the JSON Schema of every protocol message")
 
@@ -348,6 +355,16 @@ def build_parser() -> Parser:
     p.add_argument("--metrics", metavar="ADDR", default=None,
                    help="serve Prometheus metrics on HOST:PORT, :PORT (all interfaces) or PORT "
                    "(loopback)")
+    p.add_argument("--shard", metavar="K/N", default=None,
+                   help="run as collector K of N: own a stable share of the nodes (rendezvous "
+                   "hashing over the live collectors), subscribe to exactly their topics, "
+                   "publish a digest per node, take over the nodes of a collector that dies")
+    p.add_argument("--digest-every", type=_positive(float, "--digest-every"), default=5.0,
+                   metavar="SECONDS", help="with --shard: re-send every node's digest this "
+                   "often besides on every change (default 5; 10 halves what consoles on "
+                   "digests receive, for 100,000+ nodes)")
+    p.add_argument("--status-every", type=_positive(float, "--status-every"), default=60.0,
+                   metavar="SECONDS", help="a progress line on stderr this often (default 60)")
 
     p = sub.add_parser("events", help="events and verdict changes from the store (like sinfo -R)")
     _add_db(p)
@@ -599,7 +616,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.status import run_status
 
-    return run_status(_url(args), args.cluster, args.wait, args.json)
+    return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -616,7 +633,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     return run_console(
         _url(args), clusters, tick_s=args.tick, read_only=args.read_only,
         operator=args.operator, audit_path=args.audit_log, command_key=_command_key(args),
-        stores=stores,
+        stores=stores, digests=args.digests,
     )
 
 
@@ -663,8 +680,16 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.collect import run_collect
 
-    return run_collect(_url(args), args.cluster, _db_path(args), args.retention_days,
-                       command_key=_command_key(args), metrics=args.metrics)
+    db = _db_path(args)
+    if args.shard is not None and not args.db:
+        from fleetdeck.console.shard import parse_shard
+
+        # One SQLite writer per file: each shard gets its own default store.
+        db = db.with_name(f"{db.stem}-{parse_shard(args.shard).member}{db.suffix}")
+    return run_collect(_url(args), args.cluster, db, args.retention_days,
+                       command_key=_command_key(args), metrics=args.metrics,
+                       shard=args.shard, status_every_s=args.status_every,
+                       digest_every_s=args.digest_every)
 
 
 def cmd_events(args: argparse.Namespace) -> int:

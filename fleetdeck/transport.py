@@ -39,6 +39,9 @@ if logging.getLogger("gmqtt").level == logging.NOTSET:
     # (Connection.detail and its own retry warning), so only the library's errors are kept.
     logging.getLogger("gmqtt").setLevel(logging.ERROR)
 
+Will = tuple[str, bytes, int, bool]
+"""``(topic, payload, qos, retain)``: what the broker publishes when the connection dies."""
+
 Sink = Callable[[str, bytes, int, bool], None]
 """``sink(topic, payload, qos, retain)``: called in the read loop for every message."""
 
@@ -49,6 +52,8 @@ CONNECT_TIMEOUT_S = 10.0
 PUBLISH_TIMEOUT_S = 10.0
 """A QoS 1 publish not acknowledged within this raises (the caller retries)."""
 MAX_BACKOFF_S = 10.0
+SUBSCRIBE_CHUNK = 256
+"""Filters per SUBSCRIBE packet (a sharded collector has one per node it owns)."""
 
 
 class TransportError(ConnectionError):
@@ -122,8 +127,10 @@ class MqttLink:
         qos: int = 1,
         clock: Callable[[], float] = time.time,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        will: Will | None = None,
     ) -> None:
         self.url = url
+        self.will = will
         self.client_id = client_id
         self.filters = list(filters)
         self.sink = sink
@@ -138,10 +145,49 @@ class MqttLink:
         self.client: Any = None
         """The current gmqtt client while connected and subscribed, else None."""
         self._inflight: _Inflight | None = None
+        self._filter_set = set(self.filters)
 
     @property
     def connected(self) -> bool:
         return self.client is not None
+
+    def subscribe(self, filters: Sequence[str]) -> None:
+        """Add filters: sent now when connected (the broker then delivers their retained
+        messages), and on every later connect. No wait for the SUBACK: a sharded collector
+        adds thousands of nodes at once and needs none of them acknowledged one by one."""
+        new = [f for f in filters if f not in self._filter_set]
+        if not new:
+            return
+        self.filters.extend(new)
+        self._filter_set.update(new)
+        client = self.client
+        if client is not None:
+            for i in range(0, len(new), SUBSCRIBE_CHUNK):
+                client.subscribe([gmqtt.Subscription(f, qos=self.qos)
+                                  for f in new[i:i + SUBSCRIBE_CHUNK]])
+
+    def unsubscribe(self, filters: Sequence[str]) -> None:
+        gone = [f for f in filters if f in self._filter_set]
+        if not gone:
+            return
+        self._filter_set.difference_update(gone)
+        self.filters = [f for f in self.filters if f in self._filter_set]
+        client = self.client
+        if client is not None:
+            for i in range(0, len(gone), SUBSCRIBE_CHUNK):
+                client.unsubscribe(gone[i:i + SUBSCRIBE_CHUNK])
+
+    def _catch_up(self, client: Any, sent: list[str]) -> None:
+        """Filters added or removed between CONNECT and SUBACK (no client to send them to
+        then): send the difference now."""
+        was = set(sent)
+        added = [f for f in self.filters if f not in was]
+        removed = [f for f in sent if f not in self._filter_set]
+        for i in range(0, len(added), SUBSCRIBE_CHUNK):
+            client.subscribe([gmqtt.Subscription(f, qos=self.qos)
+                              for f in added[i:i + SUBSCRIBE_CHUNK]])
+        for i in range(0, len(removed), SUBSCRIBE_CHUNK):
+            client.unsubscribe(removed[i:i + SUBSCRIBE_CHUNK])
 
     def _set(self, state: str, detail: str = "") -> None:
         if state != self.conn.state or detail != self.conn.detail:
@@ -179,11 +225,18 @@ class MqttLink:
         lost = asyncio.Event()
         subscribed: asyncio.Future[tuple[int, ...]] = loop.create_future()
         inflight = _Inflight()
+        will = None
+        if self.will is not None:
+            topic, payload, qos, retain = self.will
+            will = gmqtt.Message(topic, payload, qos=qos, retain=retain)
         client = _Client(self.client_id, clean_session=self.clean_session,
-                         persistent_storage=inflight)
+                         persistent_storage=inflight, will_message=will)
         if self.url.username is not None:
             client.set_auth_credentials(self.url.username, self.url.password)
         sink = self.sink
+        filters_sent: list[str] = []
+        """What this connection's CONNECT subscribed to (``subscribe`` calls before its SUBACK
+        find no client yet: they are caught up once connected)."""
 
         def on_message(_c: Any, topic: str | bytes, payload: bytes, qos: int,
                        properties: dict[str, Any]) -> None:
@@ -192,8 +245,13 @@ class MqttLink:
             sink(topic, payload, qos, bool(properties["retain"]))
 
         def on_connect(c: Any, _flags: int, _rc: int, _props: dict[str, Any]) -> None:
-            # Every connection, first or not: gmqtt never subscribes again by itself.
-            c.subscribe([gmqtt.Subscription(f, qos=self.qos) for f in self.filters])
+            # Every connection, first or not: gmqtt never subscribes again by itself. In order
+            # and in chunks: the first SUBACK (the first chunk, what every caller needs first)
+            # marks the connection usable.
+            filters_sent[:] = self.filters
+            for i in range(0, len(filters_sent), SUBSCRIBE_CHUNK):
+                c.subscribe([gmqtt.Subscription(f, qos=self.qos)
+                             for f in filters_sent[i:i + SUBSCRIBE_CHUNK]])
 
         def on_subscribe(_c: Any, _mid: int, granted: tuple[int, ...], _props: Any) -> None:
             if not subscribed.done():
@@ -226,9 +284,10 @@ class MqttLink:
                 # Mosquitto's ACL refuses silently (it grants, never delivers); a broker that
                 # says so is worth one line.
                 log.warning("the broker at %s refused some subscriptions: %s", self.url,
-                            [f for f, g in zip(self.filters, granted, strict=False)
-                             if g >= 0x80])
+                            [f for f, g in zip(filters_sent[:SUBSCRIBE_CHUNK], granted,
+                                               strict=False) if g >= 0x80])
             self.client, self._inflight = client, inflight
+            self._catch_up(client, filters_sent)
             self.conn.connects += 1
             self._set("connected")
             waiter = asyncio.ensure_future(lost.wait())

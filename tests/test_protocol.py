@@ -129,7 +129,8 @@ def test_strict_types_no_coercion():
 
 def test_every_message_has_a_json_schema():
     schemas = json_schemas()
-    assert set(schemas) == {"birth", "status", "telemetry", "event", "command", "ack", "job"}
+    assert set(schemas) == {"birth", "status", "telemetry", "event", "command", "ack", "job",
+                            "digest", "collector"}
     assert "bdSeq" in schemas["birth"]["properties"]
     json.dumps(schemas)
 

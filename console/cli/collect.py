@@ -11,14 +11,18 @@ from pathlib import Path
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.progress import ProgressLine
+from fleetdeck.console.digest import DIGEST_EVERY_S
 from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.console.shard import ShardScope, parse_shard
+from fleetdeck.console.sharding import ShardRunner, collector_will
 from fleetdeck.errors import UserError
+from fleetdeck.protocol.topics import shard_subscriptions
 from fleetdeck.runtime import tune_gc
 
 log = logging.getLogger("fleetdeck.collect")
 
-STATUS_EVERY_TICKS = 120
-"""A progress line every minute at the 0.5 s tick."""
+STATUS_EVERY_S = 60.0
+"""A progress line a minute by default (``--status-every``)."""
 EXIT_STORE_FAILED = 3
 CATCH_UP_S = 10.0
 """Start-up is over when every node known from its retained birth has sent telemetry, or this
@@ -70,17 +74,33 @@ class StartUp:
 
 
 def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
-                command_key: bytes | None = None, metrics: str | None = None) -> int:
+                command_key: bytes | None = None, metrics: str | None = None,
+                shard: str | None = None, status_every_s: float = STATUS_EVERY_S,
+                digest_every_s: float = DIGEST_EVERY_S) -> int:
     tune_gc()
+    spec = parse_shard(shard) if shard is not None else None
     if metrics is not None:
         from fleetdeck.console.metrics import parse_listen
 
         parse_listen(metrics)  # a bad address is one sentence now, not after connecting
 
     async def main() -> int:
-        session = ConsoleSession(cluster, url=url, operator="fleetdeck-collect",
-                                 command_key=command_key,
-                                 client_id=f"fd-collect-{os.getpid()}")
+        runner: ShardRunner | None = None
+        if spec is None:
+            session = ConsoleSession(cluster, url=url, operator="fleetdeck-collect",
+                                     command_key=command_key,
+                                     client_id=f"fd-collect-{os.getpid()}")
+        else:
+            scope = ShardScope(spec.member, int(time.time() * 1000))
+            session = ConsoleSession(cluster, url=url, operator=f"fleetdeck-collect-{spec.member}",
+                                     command_key=command_key,
+                                     # The pid too: two collectors started as the same
+                                     # shard must not take turns kicking each other off.
+                                     client_id=f"fd-collect-{cluster}-{spec.member}-"
+                                               f"{os.getpid()}"[-64:],
+                                     filters=shard_subscriptions(cluster),
+                                     will=collector_will(cluster, scope, str(spec)))
+            runner = ShardRunner(session, scope, str(spec), digest_every_s)
         bar = ProgressLine(f"collect {cluster}", unit="nodes reporting")
         restored = await session.open_store(db, retention_days)
         bar.milestone(f"store {db} open" + (f", {restored} recent events restored"
@@ -88,9 +108,17 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
         start = StartUp(session, bar)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def leave() -> None:
+            if runner is not None and not runner.stopping:
+                runner.stopping = True  # say goodbye on the next tick, then stop
+            else:
+                stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        log.info("collecting %s from %s into %s", cluster, url, db)
+            loop.add_signal_handler(sig, leave)
+        log.info("collecting %s from %s into %s%s", cluster, url, db,
+                 f" as {spec.member} of {spec.count}" if spec is not None else "")
         if metrics is not None:
             from fleetdeck.console.metrics import serve_metrics
 
@@ -98,17 +126,27 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             print(f"collect {cluster}: Prometheus metrics on http://{host}:{port}/metrics",
                   file=sys.stderr, flush=True)
 
-        def progress(report: TickReport) -> None:
+        last_line = [float("-inf")]
+
+        def progress(report: TickReport) -> bool:
             start.tick(time.monotonic())
             c = session.counters
-            if c.ticks % STATUS_EVERY_TICKS == 0:
+            done = runner.on_tick(report) if runner is not None else False
+            if time.monotonic() - last_line[0] >= status_every_s:
+                last_line[0] = time.monotonic()
                 failing = session.store_failing_s
-                line = (f"collect {cluster}: {len(session.state.nodes)} nodes, "
-                        f"{session.state.applied} messages, {c.store_writes} store writes")
+                who = "" if runner is None else (
+                    f" {runner.scope.me} (live: {','.join(runner.scope.live)}),"
+                    f" {runner.sender.sent} digests,")
+                received = session.feed.received if session.feed is not None else 0
+                line = (f"collect {cluster}:{who} {len(session.state.nodes)} nodes, "
+                        f"{received} received, {session.state.applied} messages, "
+                        f"{c.store_writes} store writes")
                 if failing is not None:
                     line += (f"; STORE FAILING for {failing:.0f} s "
                              f"({session.store_backlog} ticks held in memory)")
                 print(line, file=sys.stderr, flush=True)
+            return done
 
         try:
             with bar:

@@ -29,11 +29,13 @@ VERDICT_STYLE = {
 CONNECT_TIMEOUT_S = 5.0
 
 
-async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession:
+async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
+                  digests: bool = False) -> ConsoleSession:
     """Watch the cluster for ``wait_s`` through a console session (ticking like the console,
     so rules that need two samples fire here too); raise ``UserError`` when the broker never
     answered or no node of ``cluster`` was heard."""
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
+                             digests=digests,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
     feed = session.feed
     assert feed is not None
@@ -52,6 +54,9 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float) -> ConsoleSession
         why = feed.first_error or f"no answer (CONNACK) within {CONNECT_TIMEOUT_S:g} s"
         raise UserError(f"cannot get a status from {url}: {why}")
     if not session.state.nodes:
+        if digests:
+            raise UserError(f"no digest of cluster '{cluster}' was heard on {url} within "
+                            f"{wait_s:g} s (is a 'fleetdeck collect --shard' running?)")
         try:
             others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}-{cluster}"[:64])
         except aiomqtt.MqttError:
@@ -115,15 +120,16 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
-def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json: bool) -> int:
+def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json: bool, *,
+               digests: bool = False) -> int:
     """One cluster: its summary (the keys of docs/protocol.md). Several (``--cluster a,b``):
     every cluster watched at the same time, each by its own session, then one summary per
     cluster plus their sum (``run_status_many``)."""
     tune_gc()
     clusters = [cluster] if isinstance(cluster, str) else cluster
     if len(clusters) > 1:
-        return run_status_many(url, clusters, wait_s, as_json)
-    session = asyncio.run(collect(url, clusters[0], wait_s))
+        return run_status_many(url, clusters, wait_s, as_json, digests=digests)
+    session = asyncio.run(collect(url, clusters[0], wait_s, digests=digests))
     out = _summary(session, url, wait_s)
     if as_json:
         print(json.dumps(out, indent=2))
@@ -137,14 +143,15 @@ def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str
                          interruptions=session.interruptions.total, log=session.log.lines())
 
 
-def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json: bool) -> int:
+def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json: bool, *,
+                    digests: bool = False) -> int:
     """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
     keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
 
     async def all_of() -> list[ConsoleSession | UserError]:
         async def one(name: str) -> ConsoleSession | UserError:
             try:
-                return await collect(url, name, wait_s)
+                return await collect(url, name, wait_s, digests=digests)
             except UserError as err:
                 return err
         return await asyncio.gather(*(one(name) for name in clusters))

@@ -139,6 +139,7 @@ class FleetdeckApp(App[int]):
         session: ConsoleSession | None = None,
         contexts: Sequence[str] = (),
         stores: dict[str, Path | None] | None = None,
+        digests: bool = False,
     ) -> None:
         """``contexts``: more clusters to watch besides ``cluster``, one session each
         (k9s-style contexts: ``:ctx`` lists them, ``:ctx NAME`` switches). ``stores``: a
@@ -160,7 +161,7 @@ class FleetdeckApp(App[int]):
                 audit=shared_audit, command_key=command_key,
                 client_id=f"fd-console-{id(self):x}-{name}"[:64],
                 publisher=publisher, ack_timeout_s=ack_timeout_s,
-                effect_timeout_s=effect_timeout_s, ingest=ingest)
+                effect_timeout_s=effect_timeout_s, ingest=ingest, digests=digests)
 
         self.sessions: dict[str, ConsoleSession] = {
             cluster: session or new_session(cluster, ingest)}
@@ -419,7 +420,12 @@ class FleetdeckApp(App[int]):
             lagging = f"  [$error]BEHIND {behind:.1f}s, shed {shed:,}[/]"
         elif behind > BEHIND_WARN_S:
             lagging = f"  [$error]BEHIND {behind:.1f}s[/]"
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}  "
+        digests = ""
+        if session.digests:
+            live = sum(1 for c in self.state.collectors.values() if c.online)
+            digests = (f"  on digests, {live} collector{'' if live == 1 else 's'}" if live
+                       else "  [$error]on digests, no collector live[/]")
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}{digests}  "
                 f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
                 f"{dead}{rec}")
 
@@ -669,13 +675,14 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
                 read_only: bool = False, operator: str = "operator", broker_label: str = "",
                 audit_path: Path | str | None = None, command_key: bytes | None = None,
                 store_path: Path | None = None, record_dir: Path | None = None,
-                stores: dict[str, Path | None] | None = None) -> int:
-    """``cluster``: one name, or several (contexts; the first is shown first)."""
+                stores: dict[str, Path | None] | None = None, digests: bool = False) -> int:
+    """``cluster``: one name, or several (contexts; the first is shown first); ``digests``:
+    every context fed from the sharded collectors' digests."""
     tune_gc()
     clusters = [cluster] if isinstance(cluster, str) else list(cluster)
     app = FleetdeckApp(cluster=clusters[0], url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
                        command_key=command_key, store_path=store_path, record_dir=record_dir,
-                       contexts=clusters[1:], stores=stores)
+                       contexts=clusters[1:], stores=stores, digests=digests)
     app.run()
     return 0

@@ -12,7 +12,9 @@ from fleetdeck.protocol.messages import (
     PROTOCOL_MAJOR,
     Ack,
     Birth,
+    CollectorStatus,
     Command,
+    Digest,
     Event,
     JobStatus,
     Status,
@@ -54,6 +56,8 @@ MODEL_FOR_KIND: dict[Kind, type[BaseModel]] = {
     Kind.JOB: JobStatus,
     Kind.SCHED_CMD: Command,
     Kind.SCHED_ACK: Ack,
+    Kind.DIGEST: Digest,
+    Kind.COLLECTOR: CollectorStatus,
 }
 
 
@@ -117,6 +121,21 @@ def decode_telemetry(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> fas
         return msgspec.convert(model.model_dump(), fast.Telemetry)
     check_u64(tel, payload)
     return tel
+
+
+_DIGEST = msgspec.json.Decoder(fast.Digest)
+
+
+def decode_digest(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> fast.Digest:
+    """A digest into a fast Struct (a console on digests takes thousands a second); refusals
+    are named by the reference model (:class:`messages.Digest`) exactly as :func:`decode`."""
+    if len(payload) > max_size:
+        raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    try:
+        return _DIGEST.decode(payload)
+    except msgspec.DecodeError:
+        model = decode(Digest, payload, max_size)
+        return msgspec.convert(model.model_dump(), fast.Digest)
 
 
 def check_u64(tel: fast.Telemetry, payload: bytes) -> None:

@@ -272,3 +272,58 @@ def _plain(value: object) -> object:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+# --- digests (messages.Digest): a console on digests decodes 13,000 a second at 65,536 nodes ---
+# Defined after GpuSample, whose Struct a digest's GPUs decode into.
+
+
+class DigestFinding(_Struct, frozen=True):
+    rule: Annotated[str, msgspec.Meta(max_length=16)]
+    severity: Literal["warn", "drain", "info"]
+    component: ShortText = ""
+    text: Text = ""
+
+
+class DigestPort(_Struct, frozen=True):
+    dev: Id
+    up: bool
+    port: PortNum = 1
+
+
+class DigestDrain(_Struct, frozen=True):
+    state: Literal["none", "draining", "drained"] = "none"
+    reason: Text = ""
+    requested_by: ShortText = ""
+    since_ts: TsMs | None = None
+    cmd_id: ShortText = ""
+
+
+_DRAIN0 = DigestDrain()
+
+
+class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=True):
+    v: Literal[1] = 1
+    node: Id
+    by: Id
+    ts: TsMs
+    verdict: Literal["ok", "degraded", "failed", "stale", "offline"]
+    findings: Annotated[list[DigestFinding], msgspec.Meta(max_length=16)] = []
+    online: bool | None = None
+    stale: bool = False
+    drain: DigestDrain = _DRAIN0
+    job: Id | None = None
+    ranks_on_node: Links | None = None
+    gpus_expected: Links = 0
+    gpus: Annotated[list[GpuSample], msgspec.Meta(max_length=64)] = []
+    """``messages.DigestGpu`` holds five of a sample's fields; decoding them as a GpuSample
+    gives the console on digests its samples without building one per GPU. A payload with
+    more fields than DigestGpu that GpuSample refuses goes to the reference model, which
+    ignores them (codec.decode_digest)."""
+    ports: Annotated[list[DigestPort], msgspec.Meta(max_length=64)] = []
+    leaf: ShortText = ""
+    rack: ShortText = ""
+    interval_s: Interval = 1.0
+    last_seen_s: NonNeg | None = None
+    seq_gaps: U64 = 0
+    every_s: Interval = 5.0

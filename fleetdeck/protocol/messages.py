@@ -423,6 +423,83 @@ class JobStatus(_Versioned):
     ts: TsMs
 
 
+# --- collectors: sharding, digests ----------------------------------------------------------
+
+
+class CollectorStatus(_Versioned):
+    """Retained, QoS 1, on ``collector/<id>``: ``online=true`` when a collector starts, and its
+    Last Will ``online=false`` (the broker publishes it when the collector's connection dies:
+    the other collectors then take over its nodes; docs/protocol.md, "Sharded collectors")."""
+
+    collector: Id
+    online: bool
+    started: TsMs
+    """The collector process's start (ms): a will of an older process loses to a newer birth."""
+    shard: ShortText = ""
+    """What it was started with (``2/3``), for people; ownership follows the live members."""
+    nodes: U32 | None = None
+    """Nodes it owns right now (absent in the will)."""
+    ts: TsMs
+
+
+class DigestFinding(_Msg):
+    rule: Annotated[str, StringConstraints(max_length=16)]
+    severity: Literal["warn", "drain", "info"]
+    component: ShortText = ""
+    text: Text = ""
+
+
+class DigestGpu(_Msg):
+    """The few vitals of one GPU that the fleet-wide views show (grid cell, node row)."""
+
+    index: Annotated[int, Field(ge=0, le=63)]
+    present: bool = True
+    util_pct: Pct | None = None
+    temp_c: Celsius | None = None
+    power_w: Annotated[float, Field(ge=0, le=5000)] | None = None
+
+
+class DigestPort(_Msg):
+    dev: Id
+    port: Annotated[int, Field(ge=1, le=255)] = 1
+    up: bool
+
+
+MAX_DIGEST_FINDINGS = 16
+
+
+class Digest(_Versioned):
+    """Retained, QoS 0, on ``digest/<node>``: the owning collector's judgement of one node,
+    sent when the verdict, findings, drain, job or liveness change and every few seconds
+    (``DIGEST_EVERY_S``) with fresh vitals. A console on digests shows these as they are: it
+    never re-judges (docs/protocol.md, "Digests")."""
+
+    node: Id
+    by: Id
+    """The collector that owns the node (and sent this)."""
+    ts: TsMs
+    verdict: Literal["ok", "degraded", "failed", "stale", "offline"]
+    findings: Annotated[list[DigestFinding], Field(max_length=MAX_DIGEST_FINDINGS)] = []
+    """The findings behind the verdict, liveness first (rule ids as in docs/architecture.md)."""
+    online: bool | None = None
+    stale: bool = False
+    drain: DrainInfo = DrainInfo()
+    job: Id | None = None
+    ranks_on_node: Annotated[int, Field(ge=0, le=64)] | None = None
+    gpus_expected: Annotated[int, Field(ge=0, le=64)] = 0
+    gpus: Annotated[list[DigestGpu], Field(max_length=64)] = []
+    ports: Annotated[list[DigestPort], Field(max_length=64)] = []
+    leaf: ShortText = ""
+    rack: ShortText = ""
+    interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    last_seen_s: NonNeg | None = None
+    """Age of the node's newest telemetry when the digest was made."""
+    seq_gaps: U64 = 0
+    every_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    """How often its collector refreshes this digest (``collect --digest-every``): consoles
+    read it as stale after three periods without one."""
+
+
 MESSAGE_MODELS: dict[str, type[BaseModel]] = {
     "birth": Birth,
     "status": Status,
@@ -431,6 +508,8 @@ MESSAGE_MODELS: dict[str, type[BaseModel]] = {
     "command": Command,
     "ack": Ack,
     "job": JobStatus,
+    "digest": Digest,
+    "collector": CollectorStatus,
 }
 
 

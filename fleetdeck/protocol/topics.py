@@ -6,6 +6,8 @@
     fleetdeck/v1/<cluster>/job/<job>/status
     fleetdeck/v1/<cluster>/sched/{cmd,ack}
     fleetdeck/v1/<cluster>/ctl/rebirth
+    fleetdeck/v1/<cluster>/digest/<node>          (a collector's verdict of one node)
+    fleetdeck/v1/<cluster>/collector/<collector>  (a collector's birth and Last Will)
 """
 
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ class Kind(StrEnum):
     SCHED_CMD = "sched_cmd"
     SCHED_ACK = "sched_ack"
     REBIRTH = "rebirth"
+    DIGEST = "digest"
+    COLLECTOR = "collector"
 
 
 NODE_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.CMD, Kind.ACK})
@@ -57,6 +61,10 @@ def topic_for(cluster: str, kind: Kind, subject: str = "") -> str:
         return f"{base}/sched/cmd"
     if kind is Kind.SCHED_ACK:
         return f"{base}/sched/ack"
+    if kind is Kind.DIGEST:
+        return f"{base}/digest/{subject}"
+    if kind is Kind.COLLECTOR:
+        return f"{base}/collector/{subject}"
     return f"{base}/ctl/rebirth"
 
 
@@ -72,6 +80,32 @@ def subscriptions(cluster: str) -> list[str]:
         f"{base}/job/+/status",
         f"{base}/sched/ack",
     ]
+
+
+def node_filter(cluster: str, node: str) -> str:
+    """Everything of one node in one filter: birth, status, telemetry, event, ack (and its
+    commands, which consoles ignore). A sharded collector subscribes to exactly this per node
+    it owns, so the broker sends it nothing of the other collectors' nodes; a console on
+    digests subscribes to it while the node's detail is open."""
+    return f"{ROOT}/{cluster}/node/{node}/+"
+
+
+def shard_subscriptions(cluster: str) -> list[str]:
+    """What a sharded collector subscribes to before it knows its nodes: the collectors (who
+    the members are) first, so their retained births arrive before the nodes' births (the
+    node ids), then jobs and the scheduler's acks, which every shard needs whole."""
+    base = f"{ROOT}/{cluster}"
+    return [f"{base}/collector/+", f"{base}/node/+/birth", f"{base}/job/+/status",
+            f"{base}/sched/ack"]
+
+
+def digest_subscriptions(cluster: str) -> list[str]:
+    """What a console on digests subscribes to: the collectors' per-node digests instead of
+    every node's birth, status and telemetry; events and acks stay (they are rare, and the
+    timeline and the command tracker need them)."""
+    base = f"{ROOT}/{cluster}"
+    return [f"{base}/collector/+", f"{base}/digest/+", f"{base}/node/+/event",
+            f"{base}/node/+/ack", f"{base}/job/+/status", f"{base}/sched/ack"]
 
 
 def parse_topic(topic: str) -> Topic:
@@ -100,6 +134,10 @@ def parse_topic(topic: str) -> Topic:
             return Topic(cluster, Kind.SCHED_ACK)
         case ["ctl", "rebirth"]:
             return Topic(cluster, Kind.REBIRTH)
+        case ["digest" | "collector" as what, subject]:
+            if not is_valid_id(subject):
+                raise TopicError(f"invalid {what} id in topic")
+            return Topic(cluster, Kind(what), subject)
     raise TopicError("unknown fleetdeck topic")
 
 

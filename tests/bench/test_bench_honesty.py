@@ -164,3 +164,14 @@ def test_make_bench_turns_a_failed_benchmark_into_not_met_rows_and_exit_1(tmp_pa
     rows = json.loads(out.read_text())
     assert [(r["target"], r["met"], r["status"]) for r in rows] == [
         ("simulator target", False, "NOT MET")]
+
+
+def test_the_digest_benchmark_publishes_valid_digests():
+    from bench.collectors import digest_templates
+    from fleetdeck.protocol.messages import Digest
+
+    ok, failed = digest_templates(every_s=10.0)
+    got = [codec.decode(Digest, t % (b"gpu00042", 1767225600123)) for t in (ok, failed)]
+    assert [(d.node, d.ts, d.verdict, d.every_s) for d in got] == [
+        ("gpu00042", 1767225600123, "ok", 10.0), ("gpu00042", 1767225600123, "failed", 10.0)]
+    assert [f.rule for f in got[1].findings] == ["G2"] and len(got[0].gpus) == 8

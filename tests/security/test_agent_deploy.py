@@ -1,6 +1,7 @@
 """A node agent set up exactly as docs/real-nodes.md says (its agent.env: its node id as broker
 user, mqtts://, the CA), against Mosquitto running the shipped config, ACL, users and
-certificates; and the role users (console, viewer, scheduler) publish under no node topic."""
+certificates; and the role users (console, viewer, scheduler, collector) publish under no node
+topic."""
 
 import asyncio
 import re
@@ -78,7 +79,7 @@ async def test_an_agent_installed_per_the_docs_connects_over_tls_and_obeys_the_c
     assert "TLS" not in log and "not the node id" not in log, log
 
 
-@pytest.mark.parametrize("sender", ["console", "viewer", "scheduler"])
+@pytest.mark.parametrize("sender", ["console", "viewer", "scheduler", "collector"])
 async def test_role_users_cannot_publish_under_any_node_topic(secured, sender):
     broker, creds, _, _ = secured
     nodes = [sender, "gpu0001", "gpu0002", "agent"]

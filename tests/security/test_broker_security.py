@@ -104,3 +104,28 @@ def test_tls_with_a_wrong_ca_fails_with_a_clear_sentence(secured, tmp_path):
 def test_tls_flags_need_an_mqtts_url(tmp_path):
     res = run_cli("status", "--broker", "mqtt://127.0.0.1:1", "--ca", "/etc/hostname")
     assert res.returncode != 0 and "need an mqtts:// broker URL" in res.stderr
+
+
+async def test_only_the_collector_role_publishes_digests_and_consoles_read_them(secured):
+    broker, creds, _, _ = secured
+    digest = "fleetdeck/v1/c/digest/gpu0001"
+    birth = "fleetdeck/v1/c/collector/shard-1"
+    for listener in ("console", "viewer"):
+        assert await delivered(broker, creds, sender="collector", topic=digest,
+                               listener=listener, listen_topic="fleetdeck/v1/c/digest/+",
+                               payload=f"digest-for-{listener}".encode())
+        assert await delivered(broker, creds, sender="collector", topic=birth,
+                               listener=listener, listen_topic="fleetdeck/v1/c/collector/+",
+                               payload=f"birth-for-{listener}".encode())
+    # A collector asks agents for re-sends and rebirths: node commands reach the agent.
+    cmd = "fleetdeck/v1/c/node/gpu0001/cmd"
+    assert await delivered(broker, creds, sender="collector", topic=cmd, listener="gpu0001",
+                           listen_topic=cmd, payload=b"resend")
+    # Nobody else may speak for a collector: a forged digest could hide a failed node.
+    for sender in ("console", "viewer", "scheduler", "gpu0001"):
+        assert not await delivered(broker, creds, sender=sender, topic=digest,
+                                   listener="viewer", listen_topic="fleetdeck/v1/c/digest/+",
+                                   payload=f"forged-by-{sender}".encode())
+        assert not await delivered(broker, creds, sender=sender, topic=birth,
+                                   listener="viewer", listen_topic="fleetdeck/v1/c/collector/+",
+                                   payload=f"forged-birth-by-{sender}".encode())

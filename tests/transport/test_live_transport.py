@@ -274,3 +274,38 @@ async def test_the_pump_yields_to_the_event_loop_in_the_middle_of_a_backlog(mosq
         await asyncio.wait_for(other_work(), 60)
     assert feed.handed == n and feed.ingest.received == n
     assert len(set(seen_mid_backlog)) >= 3, seen_mid_backlog
+
+
+async def test_filters_added_and_removed_while_connected_and_the_last_will(mosquitto):
+    """What a sharded collector does: subscribe to a node it gains (its retained messages come
+    at once), unsubscribe from one it loses, and leave a Last Will for the others."""
+    url = mosquitto.url
+    will_topic = f"fleetdeck/v1/{CLUSTER}/collector/shard-9"
+    node_a = f"fleetdeck/v1/{CLUSTER}/node/gpu0001/+"
+    retained_birth = topic_for(CLUSTER, Kind.BIRTH, "gpu0001")
+    async with aiomqtt.Client(url.host, url.port) as c:
+        await c.publish(retained_birth, b"retained-birth", qos=1, retain=True)
+    feed = new_feed(url, filters=[f"fleetdeck/v1/{CLUSTER}/sched/ack"],
+                    will=(will_topic, b"gone", 1, True))
+    seen = handed_to(feed)
+    async with running(feed):
+        await eventually(lambda: feed.link.connected, 10, message="connected")
+        feed.link.subscribe([node_a])
+        await eventually(lambda: (retained_birth, b"retained-birth") in seen, 10,
+                         message="the gained node's retained birth")
+        feed.link.unsubscribe([node_a])
+        await asyncio.sleep(0.3)  # the UNSUBSCRIBE reaches the broker before the next publish
+        await publish(url, topic_for(CLUSTER, Kind.STATUS, "gpu0001"), b"after-unsubscribe")
+        await publish(url, topic_for(CLUSTER, Kind.SCHED_ACK), b"control")
+        await eventually(lambda: (topic_for(CLUSTER, Kind.SCHED_ACK), b"control") in seen, 10,
+                         message="the control message")
+        assert all(p != b"after-unsubscribe" for _t, p in seen)
+        assert node_a not in feed.link.filters
+        # The will goes out only when the connection dies: kill the broker's view of it.
+        feed.link.client._connection._transport.abort()
+        async with aiomqtt.Client(url.host, url.port) as c:
+            await c.subscribe(will_topic, qos=1)
+            async with asyncio.timeout(10):
+                async for m in c.messages:
+                    assert m.payload == b"gone" and m.retain
+                    break

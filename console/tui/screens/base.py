@@ -78,7 +78,10 @@ class FleetView(Screen[None]):
         yield from ()
 
     def refresh_view(self, now: float) -> None:
-        self.query_one(HeaderBar).show(self.fleet.header_text(now))
+        header = self.query(HeaderBar)
+        if not header:
+            return  # composing or going away (a key switched views mid-tick): next tick
+        header.first().show(self.fleet.header_text(now))
         self.update_body(now)
         self.query_one(ViewTabs).show(self._tabs())
 

@@ -49,6 +49,14 @@ class NodeDetailScreen(FleetView):
         self.node_id = node_id
         self.gpu = gpu
 
+    def on_mount(self) -> None:
+        # On digests the fleet-wide picture has no raw samples: this node's come while open.
+        self._watched = self.fleet.session
+        self._watched.watch_node(self.node_id)
+
+    def on_unmount(self) -> None:
+        self._watched.unwatch_node(self.node_id)
+
     def compose_body(self) -> ComposeResult:
         with ContentSwitcher(initial="detail", id="detail-switch"):
             with VerticalScroll(id="detail"):
@@ -103,6 +111,9 @@ class NodeDetailScreen(FleetView):
         t.append(st.verdict.value, verdict_style(self.app, st.verdict.value))
         age = "never" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.1f}s ago"
         t.append(f"  last telemetry {age}  seq {st.last_seq} gaps {st.seq_gaps}")
+        if st.digest is not None:
+            # On digests: the verdict is this collector's; the figures below are raw while open.
+            t.append(f"  judged by {st.digest.by}", "bold")
         if b is not None:
             topo = b.topology
             t.append(f"\n{b.sku or '?'}  driver {b.driver_version or '?'}  "

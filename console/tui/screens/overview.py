@@ -83,7 +83,7 @@ class OverviewScreen(FleetView):
 
     def __init__(self) -> None:
         super().__init__()
-        self._counts_cache: CountsCache = {}
+        self._counts_cache = CountsCache()
         self._shown: tuple[object, ...] = ()
         """What the counts and problems were last computed from (fleet revision, jobs, lines)."""
         self._ids: list[str] = []

@@ -1,0 +1,231 @@
+"""Digests: a collector's judgement of one node in a few hundred bytes (docs/protocol.md,
+"Digests"), made from the collector's NodeState and read back into a console's NodeState.
+
+A console on digests (``console --digests``) keeps the same FleetState and views as one on raw
+telemetry: each digest becomes the node's verdict and findings as the collector judged them
+(never re-judged), plus a minimal birth and sample holding just the vitals the fleet-wide views
+read (GPU presence, utilisation, temperature, power; IB port up or down; the job), so the rows,
+the grid and the summaries work unchanged. Node detail subscribes to the node's own raw
+telemetry while it is open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleetdeck.console.health import Finding, Severity, Verdict
+from fleetdeck.protocol import fast
+from fleetdeck.protocol.messages import (
+    MAX_DIGEST_FINDINGS,
+    Birth,
+    DrainInfo,
+    DrainState,
+    GpuInventory,
+    IbPortInventory,
+    Topology,
+)
+
+if TYPE_CHECKING:  # the state applies digests with the functions below
+    from fleetdeck.console.state import NodeState
+
+DIGEST_EVERY_S = 5.0
+"""A node's digest is re-sent at least this often (fresh vitals) besides on every change."""
+DIGESTS_PER_TICK = 4096
+"""Digests one tick sends at most (changes first): a collector that just took over thousands of
+nodes spreads their first digests over a few ticks instead of stalling one."""
+STALE_PERIODS = 3.0
+"""A digest not refreshed for this many of its periods (``Digest.every_s``: its collector has
+stopped sending it) reads stale (rule D1)."""
+DIGEST_STALE_S = STALE_PERIODS * DIGEST_EVERY_S
+"""The same at the default period."""
+
+
+def _finding(f: Finding) -> fast.DigestFinding:
+    return fast.DigestFinding(rule=f.rule[:16], severity=f.severity.value,
+                              component=f.component[:256], text=f.text[:2048])
+
+
+def _drain(d: DrainInfo) -> fast.DigestDrain:
+    return fast.DigestDrain(state=d.state.value, reason=d.reason, requested_by=d.requested_by,
+                            since_ts=d.since_ts, cmd_id=d.cmd_id)
+
+
+def make_digest(st: NodeState, by: str, now: float,
+                every_s: float = DIGEST_EVERY_S) -> fast.Digest:
+    """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
+    t = st.telemetry
+    gpus: list[fast.GpuSample] = []
+    ports: list[fast.DigestPort] = []
+    job = ranks = None
+    if t is not None:
+        gpus = [fast.GpuSample(index=g.index, present=g.present, util_pct=g.util_pct,
+                               temp_c=g.temp_c, power_w=g.power_w) for g in t.gpus]
+        ports = [fast.DigestPort(dev=p.dev, port=p.port,
+                                 up=p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
+                 for p in t.ib_ports]
+        if t.job is not None:
+            job, ranks = t.job.id, t.job.ranks_on_node
+    topo = st.birth.topology if st.birth is not None else Topology()
+    return fast.Digest(
+        node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
+        findings=[_finding(f) for f in st.all_findings[:MAX_DIGEST_FINDINGS]],
+        online=st.online, stale=st.stale, drain=_drain(st.drain), job=job, ranks_on_node=ranks,
+        gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
+        interval_s=st.interval_s,
+        last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
+        seq_gaps=st.seq_gaps, every_s=every_s)
+
+
+def digest_key(st: NodeState) -> tuple[object, ...]:
+    """What makes a digest worth sending at once (vitals alone wait for the refresh)."""
+    return (st.shape_rev, st.job_id, st.drain)
+
+
+@dataclass
+class _Sent:
+    key: tuple[object, ...]
+    at: float
+
+
+class DigestSender:
+    """Which owned nodes need a digest now: changed since the last one, or due a refresh."""
+
+    def __init__(self, by: str, every_s: float = DIGEST_EVERY_S,
+                 per_tick: int = DIGESTS_PER_TICK) -> None:
+        self.by = by
+        self.every_s = every_s
+        self.per_tick = per_tick
+        self._sent: dict[str, _Sent] = {}
+        self.sent = 0
+
+    def forget(self, node: str) -> None:
+        self._sent.pop(node, None)
+
+    def due(self, nodes: dict[str, NodeState], now: float) -> list[fast.Digest]:
+        changed: list[NodeState] = []
+        refresh: list[tuple[float, NodeState]] = []
+        for node_id, st in nodes.items():
+            if not st.judged or (st.telemetry is None and st.online is not False
+                                 and not st.stale):
+                # Waiting for its first sample (just born, or just taken over): an "ok" now
+                # would be a guess; the previous owner's retained digest stands until then.
+                continue
+            sent = self._sent.get(node_id)
+            if sent is None or sent.key != digest_key(st):
+                changed.append(st)
+            elif now - sent.at >= self.every_s:
+                refresh.append((sent.at, st))
+        refresh.sort(key=lambda item: item[0])
+        out: list[fast.Digest] = []
+        for st in [*changed, *(st for _at, st in refresh)][: self.per_tick]:
+            self._sent[st.node_id] = _Sent(digest_key(st), now)
+            out.append(make_digest(st, self.by, now, self.every_s))
+        self.sent += len(out)
+        return out
+
+
+# --- the console side ---------------------------------------------------------------------------
+
+
+_GPUS: dict[int, list[GpuInventory]] = {}
+_PORTS: dict[tuple[tuple[str, int], ...], list[IbPortInventory]] = {}
+_TOPOLOGY: dict[tuple[str, str], Topology] = {}
+"""Frozen inventory shared between the nodes that have the same (a fleet has a handful of
+shapes): pydantic's model_construct costs ~20 µs a call, 19 calls a birth otherwise."""
+
+
+def _birth_of(d: fast.Digest, cluster: str) -> Birth:
+    """A birth holding only what the views read from one (inventory counts, leaf and rack)."""
+    gpus = _GPUS.get(d.gpus_expected)
+    if gpus is None:
+        gpus = _GPUS[d.gpus_expected] = [GpuInventory(index=i) for i in range(d.gpus_expected)]
+    key = tuple((p.dev, p.port) for p in d.ports)
+    ports = _PORTS.get(key)
+    if ports is None:
+        if len(_PORTS) > 1024:
+            _PORTS.clear()  # port names come from the network: never grow without bound
+        ports = _PORTS[key] = [IbPortInventory(dev=dev, port=port) for dev, port in key]
+    topo = _TOPOLOGY.get((d.leaf, d.rack))
+    if topo is None:
+        if len(_TOPOLOGY) > 65536:
+            _TOPOLOGY.clear()
+        topo = _TOPOLOGY[(d.leaf, d.rack)] = Topology(leaf=d.leaf, rack=d.rack)
+    return Birth.model_construct(v=1, cluster=cluster, node=d.node, bdSeq=0, ts=d.ts,
+                                 source="digest", interval_s=d.interval_s, topology=topo,
+                                 gpus=gpus, ib_ports=ports, errors=[])
+
+
+_NO_DRAIN = fast.DigestDrain()
+_NOT_DRAINED = DrainInfo()
+
+_PORT_SAMPLES: dict[tuple[str, int, bool], fast.IbPortSample] = {}
+
+
+def _port_sample(p: fast.DigestPort) -> fast.IbPortSample:
+    key = (p.dev, p.port, p.up)
+    got = _PORT_SAMPLES.get(key)
+    if got is None:
+        if len(_PORT_SAMPLES) > 4096:
+            _PORT_SAMPLES.clear()
+        got = _PORT_SAMPLES[key] = fast.IbPortSample(
+            dev=p.dev, port=p.port, state="ACTIVE" if p.up else "DOWN",
+            phys_state="LinkUp" if p.up else "Disabled")
+    return got
+
+
+_PORT_LISTS: dict[tuple[fast.DigestPort, ...], list[fast.IbPortSample]] = {}
+
+
+def _sample_of(d: fast.Digest) -> fast.Telemetry:
+    key = tuple(d.ports)
+    ports = _PORT_LISTS.get(key)
+    if ports is None:
+        if len(_PORT_LISTS) > 4096:
+            _PORT_LISTS.clear()
+        ports = _PORT_LISTS[key] = [_port_sample(p) for p in d.ports]
+    job = None if d.job is None else fast.JobOnNode(
+        id=d.job, ranks_on_node=d.ranks_on_node if d.ranks_on_node is not None else 8)
+    return fast.Telemetry(node=d.node, seq=0, bdSeq=0, ts=d.ts, interval_s=d.interval_s,
+                          job=job, gpus=d.gpus, ib_ports=ports)
+
+
+def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None:
+    """Make ``st`` show the collector's judgement (FleetState.apply in digest mode)."""
+    old = st.digest
+    st.digest, st.digest_rx = d, rx
+    if old is None or st.birth is None or (old.gpus_expected, old.leaf, old.rack,
+                                           len(old.ports)) != (d.gpus_expected, d.leaf, d.rack,
+                                                               len(d.ports)):
+        st.birth = _birth_of(d, cluster)
+    if not st.raw:
+        st.telemetry = _sample_of(d)
+    st.online = d.online
+    if d.drain == _NO_DRAIN:
+        st.drain = _NOT_DRAINED
+    elif old is None or old.drain != d.drain:
+        dd = d.drain
+        st.drain = DrainInfo.model_construct(state=DrainState(dd.state), reason=dd.reason,
+                                             requested_by=dd.requested_by,
+                                             since_ts=dd.since_ts, cmd_id=dd.cmd_id)
+    st.seq_gaps = d.seq_gaps
+    st.last_rx = None if d.last_seen_s is None else d.ts / 1000 - d.last_seen_s
+    if old is None or old.findings != d.findings:
+        st.findings = [Finding(f.rule, Severity(f.severity), f.component, f.text)
+                       for f in d.findings]
+
+
+def judge_digest(st: NodeState, now: float) -> Verdict:
+    """The verdict of a node known from digests: the collector's, unless its digests stopped
+    (D1: the collector is gone and nobody took the node over yet)."""
+    d = st.digest
+    assert d is not None
+    age = now - st.digest_rx
+    if age > STALE_PERIODS * d.every_s:
+        st.stale = True
+        st.liveness = [Finding("D1", Severity.WARN, "",
+                               f"no digest for {age:.0f} s (last from collector {d.by})")]
+        return Verdict.STALE
+    st.stale = d.stale
+    st.liveness = []
+    return Verdict(d.verdict)

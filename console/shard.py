@@ -1,0 +1,167 @@
+"""Which collector owns which node: rendezvous (highest random weight) hashing over the live
+collectors, and the scope a sharded collector keeps (docs/architecture.md, "Sharded
+collectors").
+
+Why not Mosquitto's ``$share/<group>/…``: it hands out messages round-robin per message, so with
+two collectors every node's samples reach both, and per-node state (counter deltas, windows,
+``seq`` gaps, event tracking) breaks. Affinity needs every message of a node to reach one
+collector: each collector subscribes to exactly its nodes' topics, and the owner of a node is the
+live member with the highest hash of ``(member, node)``. Adding a member moves only the nodes it
+now wins (about 1/N of them); losing one moves only the nodes it owned.
+
+Pure: no MQTT, no clock of its own. The session feeds it collector births and wills (through the
+ingest) and node ids (from the retained births); it answers ``owns(node)`` and says which nodes
+were gained and lost since it was last asked.
+"""
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fleetdeck.errors import UserError
+from fleetdeck.protocol.ids import is_valid_id
+from fleetdeck.protocol.messages import CollectorStatus
+
+MAX_KNOWN_NODES = 1_000_000
+"""Node ids remembered at most (they come from the network: a hostile publisher must not
+exhaust memory)."""
+
+
+def weight(member: str, node: str) -> int:
+    """The rendezvous weight of ``node`` for ``member``: stable across processes and Python
+    versions (``hash()`` is salted per process, so it cannot be used)."""
+    digest = hashlib.blake2b(f"{member}\x00{node}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def owner(node: str, members: Iterable[str]) -> str | None:
+    """The member that owns ``node`` (None when there is no member); ties (never in practice)
+    go to the smaller member id so every collector agrees."""
+    best: tuple[int, str] | None = None
+    for m in members:
+        w = weight(m, node)
+        if best is None or w > best[0] or (w == best[0] and m < best[1]):
+            best = (w, m)
+    return None if best is None else best[1]
+
+
+def assign(nodes: Iterable[str], members: Iterable[str]) -> dict[str, str]:
+    """Owner per node."""
+    ms = sorted(set(members))
+    return {n: o for n in nodes if (o := owner(n, ms)) is not None}
+
+
+_SHARD_RE = re.compile(r"(\d+)/(\d+)")
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    index: int
+    count: int
+
+    @property
+    def member(self) -> str:
+        """The collector id ``--shard K/N`` runs as."""
+        return f"shard-{self.index}"
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> ShardSpec:
+    """``K/N`` with 1 <= K <= N; anything else is one sentence."""
+    m = _SHARD_RE.fullmatch(text.strip())
+    if m is None:
+        raise UserError(f"--shard '{text[:40]}' is not K/N (e.g. 2/3: the second of three "
+                        "collectors)")
+    k, n = int(m.group(1)), int(m.group(2))
+    if not 1 <= k <= n:
+        raise UserError(f"--shard {k}/{n}: K must be between 1 and N")
+    return ShardSpec(k, n)
+
+
+@dataclass
+class Member:
+    collector: str
+    online: bool
+    started: int
+    seen_at: float
+
+
+class ShardScope:
+    """One collector's view of the members and of the nodes it owns."""
+
+    def __init__(self, me: str, started_ms: int) -> None:
+        if not is_valid_id(me):
+            raise UserError(f"collector id '{me[:64]}' is not a valid id")
+        self.me = me
+        self.started_ms = started_ms
+        self.members: dict[str, Member] = {}
+        """Every collector heard of, live or not (the live ones own nodes)."""
+        self.known: set[str] = set()
+        """Node ids seen in births (retained: every node that ever announced itself)."""
+        self.owned: set[str] = set()
+        self._live: tuple[str, ...] = (me,)
+        self._reported: set[str] = set()
+        """``owned`` as the last ``take_changes`` answered it."""
+        self._dirty = False
+        self.unknown_dropped = 0
+        self.membership_changes = 0
+        self.twin: CollectorStatus | None = None
+        """A live birth under this collector's own id from another process (two collectors
+        started with the same --shard K): both would own the same nodes."""
+
+    @property
+    def live(self) -> tuple[str, ...]:
+        """The members that own nodes: the live collectors, this one always among them."""
+        return self._live
+
+    def owns(self, node: str) -> bool:
+        return node in self.owned
+
+    def learn(self, node: str) -> bool:
+        """A node id from a birth topic; return whether this collector owns it."""
+        if node not in self.known:
+            if len(self.known) >= MAX_KNOWN_NODES:
+                self.unknown_dropped += 1
+                return False
+            self.known.add(node)
+            if owner(node, self._live) == self.me:
+                self.owned.add(node)
+                self._dirty = True
+        return node in self.owned
+
+    def observe(self, msg: CollectorStatus, rx: float) -> bool:
+        """A collector's birth or will; return whether the live members changed."""
+        if msg.collector == self.me:
+            # Our own retained birth, a will of an earlier run of us, or a twin.
+            if msg.online and msg.started != self.started_ms:
+                self.twin = msg
+            return False
+        old = self.members.get(msg.collector)
+        if old is not None and msg.started < old.started:
+            return False  # a late will of an older process of that collector
+        self.members[msg.collector] = Member(msg.collector, msg.online, msg.started, rx)
+        return self._relive()
+
+    def _relive(self) -> bool:
+        live = tuple(sorted({self.me, *(m.collector for m in self.members.values()
+                                        if m.online)}))
+        if live == self._live:
+            return False
+        self._live = live
+        self.membership_changes += 1
+        self.owned = {n for n, o in assign(self.known, live).items() if o == self.me}
+        self._dirty = True
+        return True
+
+    def take_changes(self) -> tuple[set[str], set[str]]:
+        """(nodes gained, nodes lost) since the last call: what to subscribe to and what to
+        drop. A node gained and lost again in between is neither."""
+        if not self._dirty:
+            return set(), set()
+        self._dirty = False
+        gained, lost = self.owned - self._reported, self._reported - self.owned
+        self._reported = set(self.owned)
+        return gained, lost

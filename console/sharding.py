@@ -1,0 +1,108 @@
+"""A sharded collector (``collect --shard K/N``) around the one console core: the
+:class:`ConsoleSession` ingests, judges and stores; this adds what sharding needs, once per
+tick (docs/architecture.md, "Sharded collectors"):
+
+- the collector's own birth (retained, and re-sent after every reconnect) with a Last Will
+  saying it is gone, under ``collector/<id>``;
+- subscriptions that follow ownership: ``node/<id>/+`` for every node it owns, added when it
+  gains a node (the broker then re-sends the node's retained birth and status) and removed
+  when it loses one (whose state it drops);
+- a digest per owned node, retained, on change and every ``DIGEST_EVERY_S`` (5 s; the
+  ``--digest-every`` of ``collect``).
+
+Ownership itself is :class:`fleetdeck.console.shard.ShardScope`, fed by the ingest.
+"""
+
+import logging
+import time
+
+from fleetdeck.console.digest import DIGEST_EVERY_S, DigestSender
+from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.console.shard import ShardScope
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import CollectorStatus
+from fleetdeck.protocol.topics import Kind, node_filter, topic_for
+from fleetdeck.transport import Will
+
+log = logging.getLogger("fleetdeck.sharding")
+
+ANNOUNCE_EVERY_S = 30.0
+"""The birth is re-sent this often with the current node count (for people and dashboards)."""
+
+
+def collector_status(scope: ShardScope, online: bool, shard: str, now: float,
+                     nodes: int | None = None) -> bytes:
+    return codec.encode(CollectorStatus(collector=scope.me, online=online,
+                                        started=scope.started_ms, shard=shard, nodes=nodes,
+                                        ts=int(now * 1000)))
+
+
+def collector_will(cluster: str, scope: ShardScope, shard: str) -> Will:
+    """What the broker publishes, retained, when this collector's connection dies."""
+    return (topic_for(cluster, Kind.COLLECTOR, scope.me),
+            collector_status(scope, False, shard, time.time()), 1, True)
+
+
+class ShardRunner:
+    def __init__(self, session: ConsoleSession, scope: ShardScope, shard: str,
+                 digest_every_s: float = DIGEST_EVERY_S) -> None:
+        if session.feed is None:
+            raise ValueError("a sharded collector needs a broker")
+        self.session = session
+        self.scope = scope
+        self.shard = shard
+        self.sender = DigestSender(scope.me, every_s=digest_every_s)
+        self._announced_connects = 0
+        self._announced_at = float("-inf")
+        self._announced_changes = 0
+        self.stopping = False
+        """Set to leave: the next tick says so (retained ``online=false``, so the others take
+        the nodes over at once; a clean disconnect sends no will) and ends the watch."""
+        session.ingest.scope = scope
+
+    def on_tick(self, report: TickReport) -> bool:
+        """The ``watch`` callback; True once the goodbye is queued (the watch's final flush
+        publishes it while still connected)."""
+        session, scope = self.session, self.scope
+        feed = session.feed
+        assert feed is not None
+        now = report.now
+        cluster = session.cluster
+        if self.stopping:
+            session.publish_message(Kind.COLLECTOR, scope.me,
+                                    collector_status(scope, False, self.shard, now), qos=1,
+                                    retain=True)
+            return True
+        if feed.link.connected and (feed.conn.connects != self._announced_connects
+                                    or scope.membership_changes != self._announced_changes
+                                    or now - self._announced_at >= ANNOUNCE_EVERY_S):
+            self._announced_connects, self._announced_at = feed.conn.connects, now
+            self._announced_changes = scope.membership_changes
+            session.publish_message(Kind.COLLECTOR, scope.me,
+                                    collector_status(scope, True, self.shard, now,
+                                                     len(scope.owned)), qos=1, retain=True)
+        if scope.twin is not None:
+            log.warning("another collector runs as %s (started %d, this one %d): both own the "
+                        "same nodes; give each collector its own --shard K", scope.me,
+                        scope.twin.started, scope.started_ms)
+            session.note(f"another collector runs as {scope.me}: both own the same nodes",
+                         severity="warn", kind="console")
+            scope.twin = None
+        gained, lost = scope.take_changes()
+        if gained:
+            feed.link.subscribe([node_filter(cluster, n) for n in sorted(gained)])
+        if lost:
+            feed.link.unsubscribe([node_filter(cluster, n) for n in sorted(lost)])
+            log.info("%s: %d node(s) now owned by other collectors (live: %s)", scope.me,
+                     len(lost), ", ".join(scope.live))
+        nodes = session.state.nodes
+        if lost or len(nodes) > len(scope.owned):
+            # Also what was in flight when ownership moved (already in an ingest batch).
+            gone = [n for n in nodes if not scope.owns(n)]
+            session.forget_nodes(gone)
+            for n in gone:
+                self.sender.forget(n)
+        for digest in self.sender.due(nodes, now):
+            session.publish_message(Kind.DIGEST, digest.node, codec.encode(digest), qos=0,
+                                    retain=True)
+        return False

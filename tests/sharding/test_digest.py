@@ -1,0 +1,154 @@
+"""Digests: made from a judged node, validated on receipt, shown as the collector judged them."""
+
+from fleetdeck.console.digest import DIGEST_STALE_S, DigestSender, make_digest
+from fleetdeck.console.health import Verdict
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.rows import gpu_cells, node_row, slurm_state
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.summary import node_summary
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.helpers import FakeNode
+
+
+def raw_state(node: FakeNode, fault: bool) -> FleetState:
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    if fault:
+        node.sim.xid79(2, node.now, int(node.now * 1000))
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    return state
+
+
+def digest_state(cluster: str, payload: bytes, rx: float, node: str = "gpu0001"
+                 ) -> tuple[Ingest, FleetState]:
+    ingest = Ingest(cluster)
+    state = FleetState(cluster, ingest.malformed)
+    ingest.handle(topic_for(cluster, Kind.DIGEST, node), payload, rx)
+    state.apply(ingest.take_batch(), rx)
+    return ingest, state
+
+
+def test_a_digest_console_shows_what_the_collector_judged():
+    node = FakeNode()
+    raw = raw_state(node, fault=True)
+    st = raw.nodes["gpu0001"]
+    assert st.verdict is Verdict.FAILED
+    payload = codec.encode(make_digest(st, "shard-1", node.now))
+    _, dig = digest_state(node.cluster, payload, node.now + 0.1)
+    ds = dig.nodes["gpu0001"]
+    assert ds.verdict is st.verdict
+    assert ds.reasons == st.reasons
+    assert [str(f) for f in ds.all_findings] == [str(f) for f in st.all_findings]
+    # The views read the digest's vitals as they read a sample: same cells, state, columns.
+    assert gpu_cells(ds) == gpu_cells(st)
+    assert slurm_state(ds) == slurm_state(st)
+    want, got = node_row(st, node.now), node_row(ds, node.now)
+    assert (got.util, got.temp, got.power, got.gpus) == (want.util, want.temp, want.power,
+                                                         want.gpus)
+    summary = node_summary(ds, node.now)
+    assert summary["owner"] == "shard-1" and summary["gpus"] == 7
+    assert node_summary(st, node.now)["owner"] is None
+
+
+def test_a_digest_that_stops_coming_reads_stale_not_ok():
+    node = FakeNode()
+    st = raw_state(node, fault=False).nodes["gpu0001"]
+    _, dig = digest_state(node.cluster, codec.encode(make_digest(st, "shard-2", node.now)),
+                          node.now)
+    dig.judge(node.now + DIGEST_STALE_S - 1)
+    assert dig.nodes["gpu0001"].verdict is Verdict.OK
+    dig.judge(node.now + DIGEST_STALE_S + 1)
+    ds = dig.nodes["gpu0001"]
+    assert ds.verdict is Verdict.STALE and ds.reasons == ["D1"]
+    assert "shard-2" in str(ds.liveness[0])
+
+
+def test_malformed_digests_are_counted_with_their_topic_and_never_applied():
+    cluster = "test"
+    bad = {
+        b"not json": "not_json",
+        b'{"v":1,"node":"gpu0001","by":"shard-1","ts":1,"verdict":"splendid"}': "invalid",
+        b'{"v":2,"node":"gpu0001","by":"shard-1","ts":1,"verdict":"ok"}': "unknown_version",
+        b'{"v":1,"node":"gpu0009","by":"shard-1","ts":1,"verdict":"ok"}': "mismatch",
+    }
+    ingest = Ingest(cluster)
+    state = FleetState(cluster, ingest.malformed)
+    for payload in bad:
+        ingest.handle(topic_for(cluster, Kind.DIGEST, "gpu0001"), payload, 10.0)
+    ingest.handle("fleetdeck/v1/test/digest/bad+id", b"{}", 10.0)
+    state.apply(ingest.take_batch(), 10.0)
+    assert not state.nodes
+    assert ingest.malformed.total == len(bad) + 1
+    assert set(bad.values()) <= set(ingest.malformed.by_reason)
+    assert ingest.malformed.by_topic["fleetdeck/v1/test/digest/gpu0001"] == len(bad)
+
+
+def test_the_sender_sends_on_change_and_refreshes_the_rest():
+    node = FakeNode()
+    state = raw_state(node, fault=False)
+    sender = DigestSender("shard-1", every_s=5.0)
+    assert [d.node for d in sender.due(state.nodes, node.now)] == ["gpu0001"]
+    assert sender.due(state.nodes, node.now + 1) == []  # nothing changed, not due yet
+    assert len(sender.due(state.nodes, node.now + 5)) == 1  # the refresh
+    node.sim.xid79(2, node.now, int(node.now * 1000))
+    ingest = Ingest(node.cluster)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    changed = sender.due(state.nodes, node.now)
+    assert [d.verdict for d in changed] == ["failed"]  # at once, not at the next refresh
+
+
+def _digest_json(**over) -> bytes:
+    import json
+
+    d = {"v": 1, "node": "gpu0001", "by": "shard-1", "ts": 1, "verdict": "ok",
+         "gpus": [{"index": 0, "util_pct": 50.0, "temp_c": 40.0, "power_w": 300.0}],
+         "ports": [{"dev": "mlx5_ib0", "up": True}],
+         "drain": {"state": "draining", "reason": "fan"}}
+    d.update(over)
+    return json.dumps(d).encode()
+
+
+def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
+    import pytest
+
+    from fleetdeck.protocol.messages import Digest
+
+    cases = [
+        _digest_json(),
+        _digest_json(verdict="splendid"),
+        _digest_json(gpus=[{"index": 0, "util_pct": 101.0}]),
+        _digest_json(gpus=[{"index": 0, "ecc": "not an object"}]),  # DigestGpu ignores ecc
+        _digest_json(gpus=[{"index": 0, "present": 1}]),  # strict: no int for bool
+        _digest_json(findings=[{"rule": "G1", "severity": "drain"}] * 17),
+        _digest_json(findings=[{"rule": "G1", "severity": "fatal"}]),
+        _digest_json(ports=[{"dev": "bad/dev", "up": True}]),
+        _digest_json(ports=[{"dev": "mlx5_ib0"}]),
+        _digest_json(by=""),
+        _digest_json(v=2),
+        _digest_json(ts=-1),
+        _digest_json(last_seen_s=-1.0),
+        _digest_json(unknown_field={"anything": 1}),
+        b"[]",
+        b"{",
+    ]
+    for payload in cases:
+        try:
+            ref = codec.decode(Digest, payload)
+        except codec.DecodeError as err:
+            with pytest.raises(codec.DecodeError) as got:
+                codec.decode_digest(payload)
+            assert got.value.reason == err.reason, payload
+            continue
+        fast_d = codec.decode_digest(payload)
+        assert (fast_d.node, fast_d.by, fast_d.verdict, fast_d.drain.state, fast_d.drain.reason,
+                [(g.index, g.util_pct) for g in fast_d.gpus],
+                [(p.dev, p.up) for p in fast_d.ports]) == (
+            ref.node, ref.by, ref.verdict, ref.drain.state.value, ref.drain.reason,
+            [(g.index, g.util_pct) for g in ref.gpus], [(p.dev, p.up) for p in ref.ports]), payload

@@ -1,0 +1,117 @@
+"""Rendezvous hashing and the collector's scope: pure, no broker."""
+
+import pytest
+
+from fleetdeck.console.shard import ShardScope, assign, owner, parse_shard, weight
+from fleetdeck.errors import UserError
+from fleetdeck.protocol.messages import CollectorStatus
+
+NODES = [f"gpu{i:05d}" for i in range(1, 4097)]
+
+
+def members(n: int) -> list[str]:
+    return [f"shard-{k}" for k in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 8])
+def test_every_node_has_exactly_one_owner_and_shares_are_even(n):
+    owners = assign(NODES, members(n))
+    assert set(owners) == set(NODES)
+    counts = {m: sum(1 for o in owners.values() if o == m) for m in members(n)}
+    fair = len(NODES) / n
+    assert all(abs(c - fair) < 0.15 * fair for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7])
+def test_adding_a_collector_moves_about_one_nth_and_only_to_it(n):
+    before = assign(NODES, members(n))
+    after = assign(NODES, members(n + 1))
+    moved = [node for node in NODES if before[node] != after[node]]
+    assert all(after[node] == f"shard-{n + 1}" for node in moved), "nodes moved between old ones"
+    share = len(moved) / len(NODES)
+    assert abs(share - 1 / (n + 1)) < 0.05, share
+
+
+def test_losing_a_collector_moves_only_its_nodes():
+    before = assign(NODES, members(4))
+    after = assign(NODES, [m for m in members(4) if m != "shard-3"])
+    for node in NODES:
+        if before[node] != "shard-3":
+            assert after[node] == before[node]
+        else:
+            assert after[node] != "shard-3"
+
+
+def test_the_weight_is_stable_across_processes():
+    # blake2b of "member\0node": a fixed value, unlike the salted hash().
+    assert weight("shard-1", "gpu0001") == weight("shard-1", "gpu0001")
+    assert weight("shard-1", "gpu0001") != weight("shard-2", "gpu0001")
+    assert owner("gpu0001", []) is None
+    assert owner("gpu0001", ["a", "b"]) == owner("gpu0001", ["b", "a"])
+
+
+def status(who: str, online: bool, started: int = 1000) -> CollectorStatus:
+    return CollectorStatus(collector=who, online=online, started=started, ts=started)
+
+
+def test_scope_follows_births_and_wills():
+    scope = ShardScope("shard-1", 500)
+    for node in NODES[:300]:
+        scope.learn(node)
+    gained, lost = scope.take_changes()
+    assert gained == set(NODES[:300]) and not lost  # alone: it owns everything
+    assert scope.observe(status("shard-2", True), 1.0)
+    gained, handed = scope.take_changes()
+    assert not gained and handed and scope.owned == set(NODES[:300]) - handed
+    assert {n for n in NODES[:300] if owner(n, ["shard-1", "shard-2"]) == "shard-2"} == handed
+    # A late will of an older shard-2 process changes nothing; its current will does.
+    assert not scope.observe(status("shard-2", False, started=999), 2.0)
+    assert scope.live == ("shard-1", "shard-2")
+    assert scope.observe(status("shard-2", False), 3.0)
+    gained, lost = scope.take_changes()
+    assert gained == handed and not lost  # it takes back exactly what shard-2 held
+    assert scope.owned == set(NODES[:300])
+    # Its own retained birth (or an old will of itself) never makes it give up nodes.
+    assert not scope.observe(status("shard-1", False, started=1), 4.0)
+    assert scope.owns(NODES[0])
+
+
+def test_a_twin_under_the_same_id_is_noticed_and_an_old_will_is_not():
+    scope = ShardScope("shard-1", 500)
+    scope.observe(status("shard-1", False, started=100), 1.0)  # the will of an earlier run
+    assert scope.twin is None
+    scope.observe(status("shard-1", True, started=500), 1.0)  # its own birth
+    assert scope.twin is None
+    scope.observe(status("shard-1", True, started=900), 2.0)  # another process as shard-1
+    assert scope.twin is not None and scope.twin.started == 900
+
+
+def test_gained_then_lost_before_asked_is_neither():
+    scope = ShardScope("shard-1", 500)
+    scope.observe(status("shard-2", True), 1.0)
+    node = next(n for n in NODES if owner(n, ["shard-1", "shard-2"]) == "shard-2")
+    assert not scope.learn(node)
+    scope.observe(status("shard-2", False), 2.0)
+    scope.observe(status("shard-2", True, started=2000), 3.0)
+    gained, lost = scope.take_changes()
+    assert node not in gained and node not in lost
+
+
+@pytest.mark.parametrize("text", ["3", "0/2", "3/2", "a/b", "1/2/3", ""])
+def test_a_bad_shard_is_one_sentence(text):
+    with pytest.raises(UserError, match="--shard"):
+        parse_shard(text)
+
+
+def test_shard_spec():
+    spec = parse_shard(" 2/3 ")
+    assert (spec.index, spec.count, spec.member, str(spec)) == (2, 3, "shard-2", "2/3")
+
+
+def test_a_bad_shard_on_the_command_line_is_one_sentence(tmp_path):
+    from tests.conftest import run_cli
+
+    res = run_cli("collect", "--broker", "mqtt://127.0.0.1:1", "--cluster", "x", "--shard",
+                  "4/3", "--db", str(tmp_path / "x.db"))
+    assert res.returncode == 2
+    assert res.stderr.strip() == "fleetdeck collect: --shard 4/3: K must be between 1 and N"
