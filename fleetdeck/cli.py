@@ -724,9 +724,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import signal
+
     from fleetdeck.demo import run_demo
 
-    return run_demo(args)
+    # The demo's broker and simulator run in sessions of their own (a Ctrl-C meant for the
+    # console must not kill them first): a SIGTERM or a closed terminal (SIGHUP) must unwind
+    # through run_demo's clean-up as q and Ctrl-C do, or they outlive the demo. While the
+    # console runs, it handles both itself (an orderly exit); these cover start-up, the
+    # headless mode and the clean-up.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_terminated)
+    try:
+        return run_demo(args)
+    except _Terminated as stop:
+        return 128 + stop.signum
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

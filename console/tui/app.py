@@ -11,6 +11,8 @@ go through a confirmation naming every target with its blast radius, are publish
 """
 
 import asyncio
+import contextlib
+import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -70,6 +72,7 @@ ALIASES = {
 }
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 BACKLOG_PAINT_S = 0.1
 """While a backlog is applied slice by slice, the screen is redrawn at most this often."""
 
@@ -252,6 +255,13 @@ class FleetdeckApp(App[int]):
         if self.auto_tick:
             self.set_interval(self.tick_s, self.tick)
         self.call_after_refresh(self.tick)
+        # A closed terminal (SIGHUP) or a SIGTERM ends the console as q does: the store is
+        # flushed, a recording closed, the terminal restored, and a front end that started
+        # a broker and a simulator (the demo) gets to stop them.
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.exit)
 
     def run_session(self, session: ConsoleSession) -> None:
         """The session's feed and store writer, as a worker of its own (one per context)."""

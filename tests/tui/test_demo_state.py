@@ -2,8 +2,10 @@
 exit: a demo drain never lands in the operator's real audit log, a recording never in the
 directory the demo was started from (the repository root, with ``make demo``)."""
 
+import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +87,78 @@ def test_demo_drain_and_recording_stay_in_the_demo_dir(tmp_path):
     assert "".join(f"this run's files are in {run}".split()) in flat
     assert "".join(f"audit log {run / AUDIT_FILE}".split()) in flat
 
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc's children lists)."""
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out.update(kids)
+            todo.extend(kids)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.tmux
+@pytest.mark.needs("tmux", "mosquitto")
+def test_closing_the_terminal_stops_the_demos_broker_and_simulator(tmp_path):
+    """tmux kill-session (the terminal goes away: SIGHUP) used to leave the demo's Mosquitto
+    running, one per demo, for ever."""
+    session = f"fd-hup-{int(time.time() * 1000) % 10**8}"
+    pidfile = tmp_path / "pid"
+    cmd = (f"echo $$ > {pidfile}; XDG_STATE_HOME={tmp_path} exec {sys.executable} -m "
+           "fleetdeck.cli demo --nodes 4 --broker-kind mosquitto")
+    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", cmd)
+    try:
+        wait_for(session, "Nodes 4", timeout=40)
+        demo = int(pidfile.read_text())
+        children = _descendants(demo)
+        assert len(children) >= 2  # the broker and the simulator
+    finally:
+        tmux("kill-session", "-t", session)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p) for p in {demo, *children}):
+        time.sleep(0.2)
+    assert not [p for p in {demo, *children} if _alive(p)]
+
+
+@pytest.mark.needs("mosquitto")
+def test_sigterm_stops_the_demos_broker_and_simulator(tmp_path):
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli", "demo", "--nodes", "4",
+                             "--broker-kind", "mosquitto", "--headless", "60"],
+                            env={**os.environ, "XDG_STATE_HOME": str(tmp_path)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        children: set[int] = set()
+        while time.monotonic() < deadline and len(children) < 2:
+            time.sleep(0.3)
+            children = _descendants(proc.pid)
+        assert len(children) >= 2, "the demo never started its broker and simulator"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in children):
+        time.sleep(0.2)
+    assert not [p for p in children if _alive(p)]
