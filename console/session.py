@@ -105,6 +105,9 @@ class TickReport:
 
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
+LOST_SHOWN = (10, 0.01)
+"""Samples missing from the nodes' seq within a tick that mean the console is behind: at least
+this many, and this share of what it received (a broker restart's gap is one blip)."""
 
 
 @dataclass
@@ -219,6 +222,8 @@ class ConsoleSession:
         self._audit_errors_seen = 0
         self._rebirth_asked: dict[str, float] = {}
         self._dropped_seen = 0
+        self._lost_seen = 0
+        self._got_seen = 0
         self.shed_at: float | None = None
         """Clock time of the last tick that found telemetry shed by the feed's bounded buffer."""
         self._rebirths_this_tick = 0
@@ -429,6 +434,15 @@ class ConsoleSession:
         dropped = self.feed.dropped_total
         if dropped > self._dropped_seen:
             self._dropped_seen = dropped
+            self.shed_at = now
+        # A console that reads its socket too slowly sheds nothing itself: Mosquitto drops
+        # QoS 0 telemetry for it past max_queued_messages (docs/performance.md). What shows
+        # is samples missing from the nodes' seq, at a rate.
+        state = self.state
+        lost = state.seq_lost - self._lost_seen
+        got = state.applied + state.superseded - self._got_seen
+        self._lost_seen, self._got_seen = state.seq_lost, state.applied + state.superseded
+        if lost >= LOST_SHOWN[0] and lost >= LOST_SHOWN[1] * max(got, 1):
             self.shed_at = now
 
     def shedding(self, now: float) -> bool:

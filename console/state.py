@@ -284,6 +284,9 @@ class FleetState:
         self.last_update: float | None = None
         self.superseded = 0
         self.applied = 0
+        self.seq_lost = 0
+        """Telemetry samples missing from the nodes' ``seq`` (never received: dropped by the
+        broker for a console that reads too slowly, or sent while the broker was away)."""
         self.behind_s = 0.0
         """Median delay of the last tick's telemetry beyond its node's best: our backlog."""
         self.orphan_events = 0
@@ -356,10 +359,12 @@ class FleetState:
                 changed.add(node_id)
         for node_id, (rx, tel) in batch.telemetry.items():
             born = self._born(node_id, rx, "telemetry without a birth")
-            if born is not None and self._apply_telemetry(born, tel, rx,
-                                                          batch.seq_seen.get(node_id),
-                                                          self.precheck):
+            if born is None:
+                continue
+            gaps = born.seq_gaps
+            if self._apply_telemetry(born, tel, rx, batch.seq_seen.get(node_id), self.precheck):
                 changed.add(node_id)
+            self.seq_lost += born.seq_gaps - gaps
         for node_id, (rx, digest) in batch.digests.items():
             st = self.node(node_id)
             if st.first_seen is None:

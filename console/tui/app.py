@@ -427,7 +427,10 @@ class FleetdeckApp(App[int]):
         lagging = ""
         if session.shedding(now):
             shed = session.feed.dropped_total if session.feed is not None else 0
-            lagging = f"  [$error]BEHIND {behind:.1f}s, shed {shed:,}[/]"
+            lost = self.state.seq_lost
+            what = ", ".join(w for w in (f"shed {shed:,}" if shed else "",
+                                         f"{lost:,} samples lost" if lost else "") if w)
+            lagging = f"  [$error]BEHIND {behind:.1f}s{', ' + what if what else ''}[/]"
         elif behind > BEHIND_WARN_S:
             lagging = f"  [$error]BEHIND {behind:.1f}s[/]"
         digests = ""

@@ -58,7 +58,7 @@ async def test_console_sheds_load_stays_responsive_and_says_it_is_behind(mosquit
     app = FleetdeckApp(cluster="ovl", url=mosquitto.url, audit_path=tmp_path / "a.jsonl")
     stop = threading.Event()
     sent = [0]
-    worst = {"behind_s": 0.0, "queued": 0}
+    worst = {"behind_s": 0.0, "queued": 0, "shed": 0}
     async with app.run_test(size=(160, 48)) as pilot:
         feed = app.feed
         assert feed is not None
@@ -68,6 +68,7 @@ async def test_console_sheds_load_stays_responsive_and_says_it_is_behind(mosquit
             # this flood, after the births) must never hold more than its bound.
             worst["queued"] = max(worst["queued"], feed.queued, feed.queue_hwm)
             worst["behind_s"] = max(worst["behind_s"], app.state.behind_s)
+            worst["shed"] = max(worst["shed"], feed.dropped_total)
 
         async def until(predicate, message: str) -> None:
             def check() -> bool:
@@ -81,6 +82,7 @@ async def test_console_sheds_load_stays_responsive_and_says_it_is_behind(mosquit
                     f"{err} (connection {feed.conn.state} {feed.conn.detail!r}, "
                     f"{feed.conn.connects} connect(s); {len(s.nodes)} nodes, {s.applied} applied, "
                     f"{s.superseded} superseded, behind {s.behind_s:.1f} s, {sent[0]} sent, "
+                    f"{feed.received} received, {feed.dropped_total} shed, {s.seq_lost} lost, "
                     f"screen {type(app.screen).__name__})") from None
 
         # Subscribed, not merely a client object: births published before the SUBACK are lost,
@@ -105,4 +107,8 @@ async def test_console_sheds_load_stays_responsive_and_says_it_is_behind(mosquit
             thread.join(10)
     assert len(app.state.nodes) == NODES  # the flood never invented or lost a node
     assert 0 < worst["queued"] <= MAX_PENDING
-    assert worst["behind_s"] > BEHIND_WARN_S
+    # Behind the stream one way or another: its applied samples lag, its own buffer shed, or
+    # (a fast console reads what it can and Mosquitto drops the rest for it) samples are
+    # missing from the nodes' seq.
+    assert (worst["behind_s"] > BEHIND_WARN_S or worst["shed"] > 0
+            or app.state.seq_lost > NODES), worst
