@@ -12,7 +12,9 @@ go through a confirmation naming every target with its blast radius, are publish
 
 import asyncio
 import contextlib
+import os
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -73,6 +75,8 @@ ALIASES = {
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 15.0
+"""After SIGTERM or SIGHUP, the orderly exit (store flushed, recording closed) gets this long."""
 BACKLOG_PAINT_S = 0.1
 """While a backlog is applied slice by slice, the screen is redrawn at most this often."""
 
@@ -261,7 +265,23 @@ class FleetdeckApp(App[int]):
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.exit)
+                loop.add_signal_handler(sig, self._stop_signal, sig)
+
+    def _stop_signal(self, signum: int) -> None:
+        if signum == signal.SIGHUP:
+            # The terminal is gone: Textual's shutdown would wait for ever on a hung-up tty
+            # (its input thread and its last writes), and the console would live on with no
+            # screen. On /dev/null it reads EOF and writes nowhere, and exits as q does.
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+        # Should the orderly exit still hang, the process ends anyway: a console nobody can
+        # see must not outlive its terminal or the SIGTERM that asked it to stop.
+        watchdog = threading.Timer(STOP_GRACE_S, os._exit, args=(128 + signum,))
+        watchdog.daemon = True
+        watchdog.start()
+        self.exit(return_code=128 + signum)
 
     def run_session(self, session: ConsoleSession) -> None:
         """The session's feed and store writer, as a worker of its own (one per context)."""
@@ -698,4 +718,4 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
                        command_key=command_key, store_path=store_path, record_dir=record_dir,
                        contexts=clusters[1:], stores=stores, digests=digests)
     app.run()
-    return 0
+    return app.return_code or 0

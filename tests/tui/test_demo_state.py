@@ -12,6 +12,7 @@ import pytest
 from fleetdeck.console.tui.app import FleetdeckApp
 from fleetdeck.demo import AUDIT_FILE, STORE_FILE, demo_dir, where_it_went
 from fleetdeck.paths import state_base
+from tests.conftest import spawn, stop_process
 from tests.tui.test_tmux_e2e import tmux, wait_for
 
 
@@ -162,3 +163,29 @@ def test_sigterm_stops_the_demos_broker_and_simulator(tmp_path):
     while time.monotonic() < deadline and any(_alive(p) for p in children):
         time.sleep(0.2)
     assert not [p for p in children if _alive(p)]
+
+
+@pytest.mark.tmux
+@pytest.mark.needs("tmux", "mosquitto")
+def test_closing_the_terminal_ends_the_console(mosquitto, tmp_path):
+    """A console whose terminal went away (SIGHUP) exits as q does: it used to wait for ever
+    in Textual's shutdown on the hung-up tty, a process with no screen."""
+    sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "hup", "--nodes", "4",
+                "--interval", "0.5", log=tmp_path / "sim.log")
+    session = f"fd-hupc-{int(time.time() * 1000) % 10**8}"
+    pidfile = tmp_path / "pid"
+    cmd = (f"echo $$ > {pidfile}; XDG_STATE_HOME={tmp_path} exec {sys.executable} -m "
+           f"fleetdeck.cli console --broker {mosquitto.url} --cluster hup")
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd)
+    try:
+        wait_for(session, "Nodes 4", timeout=40)
+        time.sleep(2)
+        console = int(pidfile.read_text())
+    finally:
+        tmux("kill-session", "-t", session)
+        stop_process(sim)
+        mosquitto.kill()  # as the suite's teardown does: the broker goes while it exits
+    deadline = time.monotonic() + 20  # the orderly exit, or the watchdog (STOP_GRACE_S)
+    while time.monotonic() < deadline and _alive(console):
+        time.sleep(0.2)
+    assert not _alive(console)
