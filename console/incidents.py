@@ -77,7 +77,13 @@ class Incident:
 
 def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident]:
     """Every current incident, most severe and widest first."""
-    jobs_on = _jobs_by_node(state)
+    # Only nodes that are not ok take part (the state keeps their set): the incidents view
+    # regroups on every fleet change, and at 16,384 nodes a few passes over every node would
+    # be most of a tick. Sorted, so the grouping does not depend on arrival order.
+    nodes = state.nodes
+    bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
+           and st.verdict is not Verdict.OK]
+    jobs_on = _jobs_by_node(state, bad)
     taken: set[str] = set()
     out: list[Incident] = []
     for sw in suspect_switches(state):
@@ -85,13 +91,13 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
         taken.update(n for n in sw.nodes if not _own_findings(state.nodes[n]))
-    silent = [st for st in state.nodes.values()
+    silent = [st for st in bad
               if st.verdict in _SILENT and not st.job_stepping and st.node_id not in taken]
     for group in _rack_groups(silent):
         out.append(_rack_incident(group, jobs_on))
         taken.update(st.node_id for st in group)
-    for st in state.nodes.values():
-        if st.node_id in taken or st.verdict is Verdict.OK:
+    for st in bad:
+        if st.node_id in taken:
             continue
         out.append(_node_incident(st, jobs_on))
         taken.add(st.node_id)
@@ -119,13 +125,15 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     return out
 
 
-def _jobs_by_node(state: FleetState) -> dict[str, list[str]]:
+def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str]]:
+    """Jobs by node from the scheduler, plus what a not-ok node's own telemetry names (every
+    incident's nodes are not ok: those behind a suspect switch read degraded)."""
     out: dict[str, list[str]] = {}
     for job in state.jobs.values():
         if job.state.value in ("R", "CG", "RQ"):
             for node in job.nodes:
                 out.setdefault(node, []).append(job.job_id)
-    for st in state.nodes.values():
+    for st in bad:
         if st.job_id and st.job_id not in out.get(st.node_id, []):
             out.setdefault(st.node_id, []).append(st.job_id)
     return out
