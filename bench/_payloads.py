@@ -15,17 +15,25 @@ becomes a hole in a byte template:
 Node ``i`` uses persona ``i % P`` with its own name and its own seq. A payload is one C-level
 ``bytes % tuple``: ~10 µs, so the publisher stays a small share of the machine. Births come from
 the same personas (name replaced), so every node is born before its telemetry counts.
+
+``wire=2`` (the default: what agents send, docs/protocol.md) gives each persona instead one
+keyframe period of real v2 messages — its agent's own encoder over 30 consecutive simulated
+seconds: a keyframe, then 29 deltas — and node ``i``'s ``k``-th sample is message ``k % 30`` of
+its persona with ``node``, ``seq``, ``bdSeq``, ``ts`` and ``kf`` filled in. Values repeat every
+30 s; a counter that falls back at a keyframe reads as a reset (no increment), as after an agent
+restart. ``wire=1`` is the v1 stream above.
 """
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.brokerurl import BrokerURL
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, wire2
 from fleetdeck.protocol.messages import Status
 from fleetdeck.protocol.topics import Kind, topic_for
 
@@ -136,11 +144,36 @@ def _persona(agent: NodeAgent, cluster: str) -> _Persona:
     return _Persona((templates[0], templates[1]), counters, birth, agent.node_id.encode())
 
 
+V2_CYCLE = int(wire2.KEYFRAME_EVERY_S)
+_V2_HEAD = re.compile(rb'^\{"v":2,"node":"[^"]*","seq":\d+,"bdSeq":\d+,"ts":\d+,"kf":\d+')
+
+
+def _v2_cycles(world: SimWorld, cluster: str, bd_seq: int) -> list[list[bytes]]:
+    """Per node of ``world``: one keyframe period of its agent's v2 messages as templates."""
+    clock = [time.time()]
+    url = BrokerURL("127.0.0.1", 1)
+    agents = [NodeAgent(cluster=cluster, node_id=node.node_id, source=node, url=url,
+                        clock=lambda: clock[0], wire=2) for node in world.nodes]
+    cycles: list[list[bytes]] = [[] for _ in agents]
+    for _ in range(V2_CYCLE):
+        world.step()
+        clock[0] += 1.0
+        for agent, cycle in zip(agents, cycles, strict=True):
+            agent.bd_seq = bd_seq
+            raw = agent.telemetry_payload()
+            head = _V2_HEAD.match(raw)
+            assert head is not None, raw[:80]
+            cycle.append(b'{"v":2,"node":"%s","seq":%d,"bdSeq":%d,"ts":%d,"kf":%d'
+                         + raw[head.end():].replace(b"%", b"%%"))
+    assert wire2.decode(cycles[0][0] % (b"x", 1, bd_seq, 1, 1)).keyframe
+    return cycles
+
+
 class EvolvingFleet:
     """Births, statuses and evolving telemetry payloads for ``n`` nodes of ``cluster``."""
 
     def __init__(self, n: int, cluster: str, bd_seq: int, personas: int = 1024,
-                 seed: int = 1) -> None:
+                 seed: int = 1, wire: int = 2) -> None:
         self.n = n
         self.cluster = cluster
         self.bd_seq = bd_seq
@@ -158,6 +191,11 @@ class EvolvingFleet:
         self.topics = [topic_for(cluster, Kind.TELEMETRY, x) for x in self.names]
         self._name_b = [x.encode() for x in self.names]
         self._persona_of = [self.personas[i % p] for i in range(n)]
+        self.wire = wire
+        self._v2_of: list[list[bytes]] = []
+        if wire == 2:
+            cycles = _v2_cycles(world, cluster, bd_seq)
+            self._v2_of = [cycles[i % p] for i in range(n)]
 
     def birth(self, i: int) -> tuple[str, bytes]:
         per = self.personas[i % len(self.personas)]
@@ -171,6 +209,9 @@ class EvolvingFleet:
 
     def telemetry(self, i: int, k: int, ts_ms: int) -> bytes:
         """Node ``i``'s ``k``-th sample (k = 0, 1, …), stamped ``ts_ms``."""
+        if self._v2_of:
+            c = k % V2_CYCLE
+            return self._v2_of[i][c] % (self._name_b[i], k + 1, self.bd_seq, ts_ms, k - c + 1)
         per = self._persona_of[i]
         return per.templates[k & 1] % (self._name_b[i], k + 1, self.bd_seq, ts_ms,
                                        *[base + k * step for base, step in per.counters])

@@ -53,9 +53,10 @@ FAULTS: list[dict[str, object]] = [
 ]
 
 
-def faulty_personas(count: int) -> list[Any]:
-    """Personas (bench/_payloads.py) of simulated nodes that each carry one fault."""
-    from bench._payloads import _persona
+def faulty_personas(count: int) -> tuple[list[Any], list[list[bytes]]]:
+    """Personas (bench/_payloads.py) of simulated nodes that each carry one fault: their v1
+    templates and their v2 keyframe periods."""
+    from bench._payloads import _persona, _v2_cycles
     from fleetdeck.agents.agent import NodeAgent
     from fleetdeck.agents.sim.spec import parse_action
     from fleetdeck.agents.sim.world import SimWorld, WorldOptions
@@ -73,7 +74,7 @@ def faulty_personas(count: int) -> list[Any]:
         agent = NodeAgent(cluster=CLUSTER, node_id=node.node_id, source=node, url=url)
         agent.bd_seq = BD_SEQ
         out.append(_persona(agent, CLUSTER))
-    return out
+    return out, _v2_cycles(world, CLUSTER, BD_SEQ)
 
 
 @dataclass
@@ -102,21 +103,23 @@ class GcWatch:
 
 
 def scenario(n: int, rounds: int, warmup: int, faulty: float, personas: int,
-             sliced: bool = False, gc_threshold: tuple[int, ...] | None = None
-             ) -> dict[str, Any]:
+             sliced: bool = False, gc_threshold: tuple[int, ...] | None = None,
+             wire: int = 2) -> dict[str, Any]:
     from bench._payloads import EvolvingFleet
     from fleetdeck.console.health import Verdict
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.session import ConsoleSession
     from fleetdeck.runtime import tune_gc
 
-    fleet = EvolvingFleet(n, CLUSTER, BD_SEQ, personas=personas)
+    fleet = EvolvingFleet(n, CLUSTER, BD_SEQ, personas=personas, wire=wire)
     bad = int(n * faulty)
     if bad:
-        sick = faulty_personas(min(bad, 64))
+        sick, sick_v2 = faulty_personas(min(bad, 64))
         step = n // bad
         for j in range(bad):
             fleet._persona_of[j * step] = sick[j % len(sick)]
+            if fleet._v2_of:
+                fleet._v2_of[j * step] = sick_v2[j % len(sick_v2)]
     ingest = Ingest(CLUSTER)
     session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=lambda: 0.0)
     if sliced:
@@ -188,6 +191,7 @@ def scenario(n: int, rounds: int, warmup: int, faulty: float, personas: int,
         "ticks_per_round": ticks_total / rounds,
         "gc": watch,
         "verdicts": verdicts,
+        "quiet_pct": 100 * state.quiet_applied / max(1, state.applied),
     }
 
 
@@ -198,6 +202,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--personas", type=int, default=512)
     ap.add_argument("--only", choices=("healthy", "faulty", "sliced"))
+    ap.add_argument("--wire", type=int, choices=(1, 2), default=2,
+                    help="telemetry wire format (agents send 2: keyframes and deltas)")
     ap.add_argument("--gc-threshold", type=int, nargs=3, metavar=("G0", "G1", "G2"),
                     help="override fleetdeck.runtime.tune_gc's thresholds (experiments)")
     ap.add_argument("--no-sliced", action="store_true",
@@ -210,21 +216,21 @@ def main() -> int:
         if (args.only and name != args.only) or (sliced and args.no_sliced):
             continue
         rows.append((name, scenario(args.nodes, args.rounds, args.warmup, frac, args.personas,
-                                    sliced, args.gc_threshold)))
+                                    sliced, args.gc_threshold, args.wire)))
         gc.collect()
-    print(f"apply cost at {args.nodes:,} nodes, {args.rounds} measured rounds "
+    print(f"apply cost at {args.nodes:,} nodes, wire v{args.wire}, {args.rounds} measured rounds "
           f"(CPU time, median per round; GC pauses in CPU ms; gc threshold "
           f"{tuple(args.gc_threshold) if args.gc_threshold else 'tune_gc'})")
     head = (f"{'fleet':8} {'tick µs/sample':>15} {'handle µs/msg':>14} {'longest tick ms':>16} "
             f"{'ticks/round':>12} {'gc0 n/max ms':>13} {'gc1 n/max ms':>13} {'gc2 n/max ms':>13}"
-            f" {'gc total ms':>12}  verdicts")
+            f" {'gc total ms':>12} {'no rules %':>10}  verdicts")
     print(head)
     for name, r in rows:
         w: GcWatch = r["gc"]
         gcs = " ".join(f"{w.counts[g]:>5}/{w.longest_ms[g]:>7.1f}" for g in range(3))
         print(f"{name:8} {r['us_per_sample']:>15.1f} {r['handle_us']:>14.1f} "
               f"{r['longest_tick_ms']:>16.1f} {r['ticks_per_round']:>12.1f} {gcs} "
-              f"{w.total_ms:>12.1f}  {r['verdicts']}")
+              f"{w.total_ms:>12.1f} {r['quiet_pct']:>10.0f}  {r['verdicts']}")
     return 0
 
 

@@ -77,6 +77,24 @@ FATAL_IB_COUNTERS = (
 FATAL_WINDOW_S = 3600.0
 """How long an increment of a fatal IB counter keeps the node failed (NVSentinel latches it)."""
 
+# v2 columns (docs/protocol.md) that no rule and no counter history reads: a delta that changes
+# only these (and the QUIET_CHECKED ones) leaves a healthy node healthy (``still_quiet``). An
+# allowlist, so a field added to the samples counts as read by the rules until it is put here;
+# tests/console/test_quiet_apply.py sets each to hostile values and holds the rules to that.
+BENIGN_GPU_COLUMNS = frozenset({
+    "util_pct", "mem_util_pct", "fb_used_mib", "fb_total_mib", "mem_temp_c", "power_w",
+    "power_limit_w", "energy_j", "sm_clock_mhz", "mem_clock_mhz", "sm_clock_max_mhz",
+    "power_violation_ns", "pstate", "pcie_gen", "pcie_width", "ecc.sbe_vol", "ecc.sbe_agg",
+    "ecc.dbe_agg", "row_remap.correctable",
+})
+BENIGN_PORT_COLUMNS = frozenset({
+    "state_id", "phys_state_id", "width", "lid", "sm_lid", "xmit_bytes_total",
+    "rcv_bytes_total", "xmit_Bps", "rcv_Bps", "xmit_pkts_total", "rcv_pkts_total",
+    "rcv_remote_phys_errors", "xmit_discards", "xmit_wait", "local_ack_timeout_err", "d",
+})
+QUIET_CHECKED_GPU_COLUMNS = frozenset({"temp_c", "clock_event_reasons"})
+"""Read by a rule and moving on most samples: checked on the sample itself (``still_quiet``)."""
+
 
 def combine(findings: list[Finding]) -> Verdict:
     if any(f.severity is Severity.DRAIN for f in findings):
@@ -150,7 +168,7 @@ class NodeHistory:
     sample — costs one tuple comparison per port and GPU.
     """
 
-    __slots__ = ("_inventory", "gpus", "ports", "prev_bd_seq", "prev_ts")
+    __slots__ = ("_inventory", "gpus", "ports", "prev_bd_seq", "prev_ts", "settled")
 
     def __init__(self) -> None:
         # Only the two numbers of the previous sample the deltas need, not the sample: holding
@@ -160,6 +178,17 @@ class NodeHistory:
         self.ports: dict[str, PortHistory] = {}
         self.gpus: dict[int, GpuHistory] = {}
         self._inventory: tuple[Birth | None, frozenset[str]] = (None, frozenset())
+        self.settled = False
+        """Every rate zero, no window holds anything, no thermal growth: what an ``update``
+        with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
+
+    def advance(self, t: Telemetry) -> None:
+        """``update`` for a sample whose watched counters equal the previous sample's (a v2
+        delta that moved only benign columns, docs/protocol.md): only the clock moves."""
+        if not self.settled:
+            self.update(t)
+            return
+        self.prev_bd_seq, self.prev_ts = t.bdSeq, t.ts
 
     def inventory_devs(self, birth: Birth) -> frozenset[str]:
         """The birth's IB devices, computed once per birth."""
@@ -174,6 +203,7 @@ class NodeHistory:
         dt_s = max(0.001, (t.ts - self.prev_ts) / 1000) if prev_bd is not None else t.interval_s
         self.prev_bd_seq, self.prev_ts = t.bdSeq, t.ts
         now = t.ts
+        settled = True
         for p in t.ib_ports:
             h = self.ports.get(p.dev)
             if h is None:
@@ -188,7 +218,10 @@ class NodeHistory:
                     h.symbol_hour.expire(now)
                 if h.ler_minute.items:
                     h.ler_minute.expire(now)
+                if h.symbol_hour.items or h.ler_minute.items:
+                    settled = False
                 continue
+            settled = False
             for i, name in enumerate(FATAL_IB_COUNTERS):
                 if _delta(cur[i], old[i]) > 0:
                     h.last_fatal_ms[name] = now
@@ -211,12 +244,15 @@ class NodeHistory:
                 gh.thermal_grew = False
                 if gh.pcie_minute.items:
                     gh.pcie_minute.expire(now)
+                    settled = settled and not gh.pcie_minute.items
                 continue
+            settled = False
             if _delta(gcur[0], gold[0]) + _delta(gcur[1], gold[1]) > 0:
                 gh.nvlink_err_last_ms = now
             gh.crc_rate = (_delta(gcur[2], gold[2]) + _delta(gcur[3], gold[3])) / dt_s
             gh.pcie_minute.add(now, _delta(gcur[4], gold[4]))
             gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
+        self.settled = settled
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -320,6 +356,19 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     if birth is not None and birth.ib_ports:
         devs = hist.inventory_devs(birth)
         if len(ports) < len(devs) or not devs.issubset([p.dev for p in ports]):
+            return False
+    return True
+
+
+def still_quiet(t: Telemetry) -> bool:
+    """A healthy node's new sample whose watched columns equal the previous sample's (only
+    BENIGN and QUIET_CHECKED columns moved) is still healthy unless one of the checked columns
+    crossed its threshold: the watched values are as before, and what depends on the clock
+    (XID windows, counter windows, "in the last minute") only heals as time passes."""
+    for g in t.gpus:
+        temp = g.temp_c
+        if ((temp is not None and temp >= TEMP_WARN_C)
+                or (g.clock_event_reasons or 0) & THROTTLE_BITS):
             return False
     return True
 

@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from fleetdeck.console.health import (
+    BENIGN_GPU_COLUMNS,
+    BENIGN_PORT_COLUMNS,
+    QUIET_CHECKED_GPU_COLUMNS,
+)
 from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
@@ -106,6 +111,10 @@ class Batch:
     digests: dict[str, tuple[float, fast.Digest]] = field(default_factory=dict)
     """Collectors' digests per node (a console on digests applies them; latest wins)."""
     collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
+    basis: dict[str, wire2.Basis] = field(default_factory=dict)
+    """Per node whose latest sample here is v2: the keyframe it rests on and whether it moved
+    only columns the rules do not read (FleetState skips the rules of a healthy node when its
+    previous sample rested on the same keyframe quietly too). A v1 sample has none."""
 
     @property
     def behind_s(self) -> float:
@@ -129,7 +138,9 @@ class Ingest:
         self._lag_floor: dict[str, float] = {}
         self.rebirth_wanted: dict[str, str] = {}
         """Node id -> why, for nodes whose birth or status arrived malformed."""
-        self.reassembler = wire2.Reassembler()
+        self.reassembler = wire2.Reassembler(
+            quiet_gpu=BENIGN_GPU_COLUMNS | QUIET_CHECKED_GPU_COLUMNS,
+            quiet_port=BENIGN_PORT_COLUMNS)
         self.keyframe_wanted: dict[str, str] = {}
         """Node id -> why, for v2 nodes whose deltas name a keyframe this console lacks (it
         started late, or the keyframe was lost): the session asks them (op ``keyframe``)."""
@@ -204,8 +215,9 @@ class Ingest:
             if tel is None:
                 self._no_keyframe(subject, msg, rx_ts)
                 return
+            basis = self.reassembler.basis
         else:
-            tel = msg
+            tel, basis = msg, None
         b = self._batch
         b.messages += 1
         # Receive time minus sample time includes the agent's clock skew; the lowest value
@@ -218,6 +230,10 @@ class Ingest:
         if subject in b.telemetry:
             b.superseded += 1
         b.telemetry[subject] = (rx_ts, tel)
+        if basis is not None:
+            b.basis[subject] = basis
+        elif b.basis:
+            b.basis.pop(subject, None)
         b.seq_seen.setdefault(subject, []).append(tel.seq)
 
     def _digest(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:

@@ -39,7 +39,7 @@ from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
-from fleetdeck.protocol import codec, signing
+from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Command,
@@ -232,6 +232,8 @@ class ConsoleSession:
         nodes first arrived (a node keeps its place when a newer sample replaces its own)."""
         self._carry_seqs: dict[str, list[int]] = {}
         """Every seq received per carried node, one per message (gaps, message counts)."""
+        self._carry_basis: dict[str, wire2.Basis] = {}
+        """The v2 basis of each carried sample that has one (``Batch.basis``)."""
         self._node_cost_s = 100e-6
         self._last_full = float("-inf")
         """Measured apply cost per node (moving average): how many nodes fit the budget."""
@@ -252,7 +254,7 @@ class ConsoleSession:
         self.state = self._new_state()
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
-        self._carry, self._carry_seqs = {}, {}
+        self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
         self.log.clear()
         self._last_event = None
         if self.feed is not None:
@@ -291,6 +293,7 @@ class ConsoleSession:
             self.state.forget(node)
             self._carry.pop(node, None)
             self._carry_seqs.pop(node, None)
+            self._carry_basis.pop(node, None)
             self.ingest.keyframe_wanted.pop(node, None)
             self.ingest.rebirth_wanted.pop(node, None)
 
@@ -469,13 +472,20 @@ class ConsoleSession:
         superseded = new.superseded
         # One message per seq: telemetry messages are the nodes plus the superseded samples.
         tel_messages = len(new.telemetry) + new.superseded
+        basis = self._carry_basis
         if not carry:
             # The common case: adopt the ingest's dicts as they are, O(1) for any fleet size.
             carry, seqs_of = self._carry, self._carry_seqs = new.telemetry, new.seq_seen
+            basis = self._carry_basis = new.basis
             for node, (_rx, tel) in carry.items() if len(seqs_of) != len(carry) else ():
                 seqs_of.setdefault(node, [tel.seq])
         else:
             for node, item in new.telemetry.items():
+                b = new.basis.get(node)
+                if b is not None:
+                    basis[node] = b
+                elif basis:
+                    basis.pop(node, None)
                 seqs = new.seq_seen.get(node) or [item[1].seq]
                 held = seqs_of.get(node)
                 if held is None:
@@ -492,14 +502,17 @@ class ConsoleSession:
         if limit is None and self.apply_budget_s is not None:
             limit = max(APPLY_MIN_NODES, int(self.apply_budget_s / self._node_cost_s))
         if limit is None or limit >= len(carry):
-            out.telemetry, out.seq_seen = carry, seqs_of
-            self._carry, self._carry_seqs = {}, {}
+            out.telemetry, out.seq_seen, out.basis = carry, seqs_of, basis
+            self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
             out.messages += sum(len(v) for v in seqs_of.values())
             return out
         for node in list(islice(carry, limit)):
             out.telemetry[node] = carry.pop(node)
             seqs = out.seq_seen[node] = seqs_of.pop(node)
             out.messages += len(seqs)
+            b = basis.pop(node, None)
+            if b is not None:
+                out.basis[node] = b
         return out
 
     def _record_history(self, batch: Batch) -> None:

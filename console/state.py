@@ -21,9 +21,10 @@ from fleetdeck.console.health import (
     combine,
     evaluate,
     still_healthy,
+    still_quiet,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
-from fleetdeck.protocol import fast
+from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
@@ -105,6 +106,9 @@ class NodeState:
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
+    basis: wire2.Basis | None = None
+    """The v2 keyframe the applied sample rests on, and whether it moved only columns no rule
+    reads (``Ingest.Batch.basis``): None for v1, or after a birth."""
     digest: fast.Digest | None = None
     """The owning collector's latest digest (a console on digests): the verdict comes from it."""
     digest_rx: float = 0.0
@@ -330,6 +334,9 @@ class FleetState:
         self._digest_order: dict[str, float] = {}
         """Node id -> receive time of its latest digest, oldest first."""
         self._min_every = float("inf")
+        self.quiet_applied = 0
+        """Samples applied without the rules: v2 deltas that moved only columns no rule reads,
+        on a healthy node (``status --json`` reports it; bench/apply_cost.py too)."""
         self.precheck = True
         """Skip the health rules of a healthy node whose new sample is within healthy bounds
         (``health.still_healthy``); off only to compare against the full rules in tests."""
@@ -357,12 +364,14 @@ class FleetState:
             born = self._born(node_id, rx, "status without a birth")
             if born is not None and self._apply_status(born, status, rx):
                 changed.add(node_id)
+        basis = batch.basis
         for node_id, (rx, tel) in batch.telemetry.items():
             born = self._born(node_id, rx, "telemetry without a birth")
             if born is None:
                 continue
             gaps = born.seq_gaps
-            if self._apply_telemetry(born, tel, rx, batch.seq_seen.get(node_id), self.precheck):
+            if self._apply_telemetry(born, tel, rx, batch.seq_seen.get(node_id),
+                                     basis.get(node_id) if basis else None):
                 changed.add(node_id)
             self.seq_lost += born.seq_gaps - gaps
         for node_id, (rx, digest) in batch.digests.items():
@@ -571,6 +580,7 @@ class FleetState:
             return False
         st.birth = birth
         st.bd_seq = birth.bdSeq
+        st.basis = None  # the rules read the birth (GPUs and ports expected): run them again
         return True
 
     @staticmethod
@@ -583,9 +593,8 @@ class FleetState:
         st.drain = status.drain
         return True
 
-    @staticmethod
-    def _apply_telemetry(st: NodeState, tel: Telemetry, rx: float,
-                         seqs: list[int] | None, precheck: bool = True) -> bool:
+    def _apply_telemetry(self, st: NodeState, tel: Telemetry, rx: float,
+                         seqs: list[int] | None, basis: wire2.Basis | None = None) -> bool:
         if tel.bdSeq < st.bd_seq:
             return False
         new_session = tel.bdSeq > st.bd_seq
@@ -618,6 +627,17 @@ class FleetState:
         st.last_rx = rx
         if st.online is None:
             st.online = True
+        prev, st.basis = st.basis, basis
+        precheck = self.precheck
+        if (precheck and basis is not None and prev is not None and basis[2] and prev[2]
+                and basis[:2] == prev[:2] and not st.findings and st.digest is None
+                and still_quiet(tel)):
+            # Both samples rest quietly on one keyframe: every column a rule or the counter
+            # history reads is as it was when the node was last found healthy (issue 12:
+            # apply cost follows change; docs/protocol.md "Telemetry v2").
+            st.history.advance(tel)
+            self.quiet_applied += 1
+            return True
         st.history.update(tel)
         if st.digest is not None:
             st.raw = True  # its detail is open; the verdict stays the collector's

@@ -271,6 +271,13 @@ def _merge(cls: type[Any], base: _Table,
     return [cls(*vals) for vals in zip(*top, strict=True)], _Table(base.n, top, nested)
 
 
+Basis = tuple[int, int, bool]
+"""``(bdSeq, kf, quiet)``: a sample's keyframe, and whether every column that differs from that
+keyframe is quiet (``Reassembler(quiet_gpu=…, quiet_port=…)``). Two samples on one keyframe that
+are both quiet hold equal values in every other column: a caller whose rules read only those
+need not run them again (docs/protocol.md)."""
+
+
 @dataclass(slots=True)
 class _Held:
     bd_seq: int
@@ -284,8 +291,15 @@ class _Held:
 class Reassembler:
     """The console's side: the latest keyframe per node, and deltas merged into it."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet_gpu: frozenset[str] = frozenset(),
+                 quiet_port: frozenset[str] = frozenset()) -> None:
         self._held: dict[str, _Held] = {}
+        # By identity: hashing a Column's eight fields would cost more than the rest of a delta.
+        self._loud_gpu = frozenset(id(c) for c in GPU_COLUMNS if c.wire not in quiet_gpu)
+        self._loud_port = frozenset(id(c) for c in PORT_COLUMNS if c.wire not in quiet_port)
+        self.basis: Basis | None = None
+        """Of the sample the last ``apply`` returned: which keyframe it rests on and whether
+        it moved only the caller's quiet columns (``quiet_gpu``/``quiet_port``) away from it."""
 
     def __len__(self) -> int:
         return len(self._held)
@@ -323,6 +337,7 @@ class Reassembler:
                 # 16,384 held keyframes must not double the fleet's memory.
                 self._held[msg.node] = _Held(msg.bdSeq, msg.seq,
                                              replace(tel, gpus=[], ib_ports=[]), gtab, ptab)
+            self.basis = (msg.bdSeq, msg.seq, True)
             return tel
         h = self._held.get(msg.node)
         if h is None or h.bd_seq != msg.bdSeq or h.kf != msg.kf:
@@ -345,6 +360,9 @@ class Reassembler:
             kw["host"] = msg.host
         tel = replace(base, **kw)
         check_u64(tel, payload)
+        loud_g, loud_p = self._loud_gpu, self._loud_port
+        self.basis = (msg.bdSeq, msg.kf, not any(id(c) in loud_g for c, _ in gpus_p)
+                      and not any(id(c) in loud_p for c, _ in ports_p))
         return tel
 
 
