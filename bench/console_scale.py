@@ -129,13 +129,14 @@ async def keys(app: Any, switches: int, sorts: int) -> dict[str, list[float]]:
 
 
 async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
-                  feed: bool) -> dict[str, Any]:
+                  feed: bool, wire: int = 2) -> dict[str, Any]:
     from bench._payloads import EvolvingFleet
     from fleetdeck.console.audit import MemoryAudit
     from fleetdeck.console.ingest import Batch
 
     t0 = time.perf_counter()
-    fleet = EvolvingFleet(n, CLUSTER, bd_seq=int(time.time() * 1000), personas=personas)
+    fleet = EvolvingFleet(n, CLUSTER, bd_seq=int(time.time() * 1000), personas=personas,
+                          wire=wire)
     build_s = time.perf_counter() - t0
     ingest = feed_ingest(CLUSTER)
     app = scale_app(cluster=CLUSTER, connect=False, auto_tick=False, ingest=ingest,
@@ -158,7 +159,8 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
         handled = 0
         ticks: list[tuple[float, float]] = []
         applied = 0
-        halves: list[dict[str, Any]] = []  # the last round's samples: what the feed re-applies
+        # The last round's samples (and their v2 bases): what the feed re-applies.
+        halves: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for k in range(rounds):
             for half in (0, 1):
                 t0 = time.perf_counter()
@@ -168,7 +170,7 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
                 handle_s += time.perf_counter() - t0
                 handled += (n // 2) if not half else n - n // 2
                 if k == rounds - 1:
-                    halves.append(dict(ingest._batch.telemetry))
+                    halves.append((dict(ingest._batch.telemetry), dict(ingest._batch.basis)))
                 shown = len(painted)
                 t1 = time.perf_counter()
                 report = app.tick()
@@ -198,7 +200,8 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
     return out
 
 
-async def under_feed(app: Any, ingest: Any, halves: list[dict[str, Any]], switches: int,
+async def under_feed(app: Any, ingest: Any,
+                     halves: list[tuple[dict[str, Any], dict[str, Any]]], switches: int,
                      sorts: int, batch_type: Any) -> tuple[dict[str, list[float]], list[float]]:
     """The keys again while a task ticks every TICK_S, each tick applying half the fleet."""
     tick_ms: list[float] = []
@@ -209,11 +212,11 @@ async def under_feed(app: Any, ingest: Any, halves: list[dict[str, Any]], switch
         next_at = time.perf_counter()
         while not stop.is_set():
             now = time.time()
-            samples = halves[k % 2]
+            samples, basis = halves[k % 2]
             k += 1
             ingest.queued.append(batch_type(
                 telemetry={node: (now, tel) for node, (_rx, tel) in samples.items()},
-                messages=len(samples),
+                messages=len(samples), basis=dict(basis),
                 seq_seen={node: [tel.seq] for node, (_rx, tel) in samples.items()}))
             t0 = time.perf_counter()
             app.tick()
@@ -240,6 +243,8 @@ def main() -> int:
     ap.add_argument("--sorts", type=int, default=15, help="node-list re-sorts timed")
     ap.add_argument("--no-feed", action="store_true", help="only idle keys, no synthetic feed")
     ap.add_argument("--personas", type=int, default=1024)
+    ap.add_argument("--wire", type=int, choices=(1, 2), default=2,
+                    help="telemetry wire format (agents send 2: keyframes and deltas)")
     ap.add_argument("--quick", action="store_true", help="2,048 nodes, 10 switches")
     ap.add_argument("--rows", help="write the result rows (JSON) here")
     args = ap.parse_args()
@@ -250,7 +255,7 @@ def main() -> int:
     tune_gc()  # as run_console does
     n = args.nodes
     r = asyncio.run(measure(n, args.rounds, args.personas, args.switches, args.sorts,
-                            not args.no_feed))
+                            not args.no_feed, args.wire))
     ticks = r["ticks"][2:] or r["ticks"]  # after the first round: every node has history
     apply_ms = [1000 * a for a, _p in ticks]
     paint_ms = [1000 * p for _a, p in ticks]

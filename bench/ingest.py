@@ -201,9 +201,11 @@ def run(args: argparse.Namespace) -> list[Row]:
     require(find_mosquitto(), "mosquitto is not installed; this benchmark needs it")
     n = args.nodes
     t0 = time.perf_counter()
-    fleet = EvolvingFleet(n, CLUSTER, bd_seq=int(time.time() * 1000), personas=args.personas)
-    print(f"payloads: {n} nodes from {len(fleet.personas)} simulated personas, "
-          f"{len(fleet.telemetry(0, 0, 0))} B per sample, built in "
+    fleet = EvolvingFleet(n, CLUSTER, bd_seq=int(time.time() * 1000), personas=args.personas,
+                          wire=args.wire)
+    per_sample = sum(len(fleet.telemetry(0, k, 0)) for k in range(30)) / 30
+    print(f"payloads: {n} nodes from {len(fleet.personas)} simulated personas, wire v{args.wire}, "
+          f"{per_sample:,.0f} B per sample (mean over 30 s), built in "
           f"{time.perf_counter() - t0:.1f} s; {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as tmpdir, ManagedBroker(MOSQUITTO) as broker:
         tmp = Path(tmpdir)
@@ -354,6 +356,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="512 nodes for 8 s: a quick check")
     ap.add_argument("--personas", type=int, default=1024,
                     help="distinct simulated nodes the payloads are made from")
+    ap.add_argument("--wire", type=int, choices=(1, 2), default=2,
+                    help="telemetry wire format (agents send 2: keyframes and deltas)")
     ap.add_argument("--birth-rate", type=float, default=4000.0,
                     help="births and statuses per second before the stream")
     ap.add_argument("--keys-from", type=float, default=0.3,
