@@ -103,12 +103,10 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN
                      ) -> list[SuspectSwitch]:
     """Switches (rails) with bad ports on at least ``min_nodes`` nodes, worst first."""
     groups: dict[str, SuspectSwitch] = {}
-    nodes = state.nodes
-    # On digests every node with a bad port is judged not ok already (its collector's N
-    # finding): look at those, not at every node (65,536 of them, each view refresh).
-    candidates = ([nodes[n] for n in state.not_ok if n in nodes] if state.digest_mode
-                  else nodes.values())
-    for st in candidates:
+    # A node with a bad port has an N finding, so it is judged not ok or changed since the last
+    # judgement: look at those, not at every node (16,384 of them, each tick and each view
+    # refresh; issue 12).
+    for st in state.maybe_bad():
         for status, p in bad_ports(st):
             sw = switch_of(st, p.dev)
             g = groups.get(sw)
@@ -121,6 +119,7 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN
     out = [g for g in groups.values() if len(g.nodes) >= min_nodes]
     for g in out:
         g.nodes.sort()
+        g.ports.sort()  # the candidates come from a set: the JSON must not depend on its order
     out.sort(key=lambda g: (-len(g.nodes), g.switch))
     return out
 
@@ -138,17 +137,27 @@ def correlate(state: FleetState, now: float) -> None:
     for node, (switches, ports) in behind.items():
         st = state.nodes[node]
         # Every rail of a leaf group failing reads "leaf02-r[0-7]".
-        st.behind_switch, st.behind_ports = compress(switches), frozenset(ports)
+        where = compress(switches), frozenset(ports)
+        if (st.behind_switch, st.behind_ports) != where:
+            st.behind_switch, st.behind_ports = where
+            state.mark(node)
     running: dict[str, list[str]] | None = None
-    for st in state.nodes.values():
+    # Nodes behind a switch are degraded at least, silent ones stale or offline: all not ok,
+    # or changed since the last judgement.
+    for st in state.maybe_bad():
         if st.behind_switch and st.node_id not in behind:
             st.behind_switch, st.behind_ports = "", frozenset()
+            state.mark(st.node_id)
         if st.online is False or st.stale:
             if running is None:
                 running = _running_jobs_by_node(state)
-            st.job_stepping = _stepping(state, st, running.get(st.node_id, ()), now)
+            stepping = _stepping(state, st, running.get(st.node_id, ()), now)
+            if stepping != st.job_stepping:
+                st.job_stepping = stepping
+                state.mark(st.node_id)
         elif st.job_stepping:
             st.job_stepping = ""
+            state.mark(st.node_id)
 
 
 JOB_ALIVE_S = 30.0

@@ -6,9 +6,10 @@ session. Staleness (no telemetry for 3 intervals) is judged from receive times a
 because amqtt never enforces keepalive and a wedged collector can keep an MQTT session alive.
 """
 
+import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleetdeck.console.digest import STALE_PERIODS, apply_digest, judge_digest
@@ -38,6 +39,9 @@ from fleetdeck.protocol.messages import (
 )
 
 STALE_INTERVALS = 3.0
+FULL_JUDGE_EVERY_S = 10.0
+"""A judgement pass over every node this often; in between only the nodes that changed, that
+are due to go stale, or that are stale, offline or duplicated are visited (FleetState.judge)."""
 RESEND_RETRY_S = 10.0
 RESEND_BACKOFF_CAP_S = 300.0
 RESEND_MAX_ASKS = 4
@@ -107,6 +111,8 @@ class NodeState:
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
     basis: wire2.Basis | None = None
+    deadline_at: float | None = None
+    """When this node goes stale unless heard from (its entry in FleetState's deadline heap)."""
     """The v2 keyframe the applied sample rests on, and whether it moved only columns no rule
     reads (``Ingest.Batch.basis``): None for v1, or after a birth."""
     digest: fast.Digest | None = None
@@ -330,6 +336,19 @@ class FleetState:
         ``STALE_PERIODS`` of its refresh period: at 65,536 nodes a pass over all of them each
         tick would be most of a core (docs/performance.md)."""
         self._dirty: set[str] = set()
+        """Nodes whose data changed (or that correlation re-contextualised) since the last
+        judgement pass: the pass visits them; views read them with ``not_ok`` (``maybe_bad``)."""
+        self._watch: set[str] = set()
+        """Raw nodes judged on every pass: stale, offline, duplicated (their text and verdict
+        move with the clock), or never judged."""
+        self._deadlines: list[tuple[float, str]] = []
+        """Heap of (when a fresh node goes stale unless heard from, node): one entry per node."""
+        self._full_at = float("-inf")
+        self.last_pass_nodes = 0
+        """Nodes the last judgement pass visited (the rest kept their verdicts untouched)."""
+        self.incremental = True
+        """Judge only what changed or fell due (False: every node on every pass, to compare
+        against in tests)."""
         self._swept = float("-inf")
         self._digest_order: dict[str, float] = {}
         """Node id -> receive time of its latest digest, oldest first."""
@@ -345,7 +364,19 @@ class FleetState:
         st = self.nodes.get(node_id)
         if st is None:
             st = self.nodes[node_id] = NodeState(node_id)
+            self._dirty.add(node_id)
         return st
+
+    def mark(self, node_id: str) -> None:
+        """The next judgement pass must visit this node (fleet-wide context it reads changed)."""
+        self._dirty.add(node_id)
+
+    def maybe_bad(self) -> list[NodeState]:
+        """Every node that may be not ok: judged so, or changed since the last judgement (a
+        superset of the nodes with a finding): fleet-wide correlation looks at these only."""
+        nodes, dirty = self.nodes, self._dirty
+        names = self.not_ok | dirty if dirty else self.not_ok
+        return [nodes[n] for n in names if n in nodes]
 
     def apply(self, batch: Batch, now: float, judge: bool = True) -> set[str]:
         """Apply one tick's batch; return the ids of nodes whose data changed.
@@ -399,8 +430,7 @@ class FleetState:
         for node_id in changed:
             self.nodes[node_id].revision += 1
         self.revisions += len(changed)
-        if self.digest_mode:
-            self._dirty |= changed
+        self._dirty |= changed
         self.superseded += batch.superseded
         self.applied += batch.messages
         if batch.delays:
@@ -506,9 +536,9 @@ class FleetState:
         out, self._lost = self._lost, []
         return out
 
-    def _to_judge(self, now: float) -> Iterable[NodeState]:
+    def _to_judge(self, now: float) -> list[NodeState]:
         if not self.digest_mode:
-            return self.nodes.values()
+            return self._to_judge_raw(now)
         names, self._dirty = self._dirty, set()
         if now - self._swept >= 1.0:
             self._swept = now
@@ -523,8 +553,53 @@ class FleetState:
         nodes = self.nodes
         return [nodes[n] for n in names if n in nodes]
 
+    def _to_judge_raw(self, now: float) -> list[NodeState]:
+        """Changed nodes, watched ones, and those whose staleness deadline passed; every node
+        once every FULL_JUDGE_EVERY_S (a safety net, not a need: tests/console/
+        test_incremental_judge.py holds the incremental passes to the full ones)."""
+        nodes = self.nodes
+        if not self.incremental or now - self._full_at >= FULL_JUDGE_EVERY_S or now < self._full_at:
+            self._full_at = now
+            self._dirty = set()
+            return list(nodes.values())
+        names = self._dirty | self._watch if self._watch else self._dirty
+        self._dirty = set()
+        heap = self._deadlines
+        while heap and heap[0][0] < now:
+            _, n = heapq.heappop(heap)
+            st = nodes.get(n)
+            if st is None:
+                continue
+            st.deadline_at = None
+            heard = st.last_rx if st.last_rx is not None else st.first_seen
+            if heard is not None and st.digest is None:
+                due = heard + STALE_INTERVALS * st.interval_s
+                if due >= now:  # heard from since: re-arm, nothing to judge
+                    st.deadline_at = due
+                    heapq.heappush(heap, (due, n))
+                    continue
+            names.add(n)
+        return [nodes[n] for n in names if n in nodes]
+
+    def _arm(self, st: NodeState, heard: float | None, window: float) -> None:
+        """Keep a raw node on the judgement pass's list: watched while its verdict moves with
+        the clock, otherwise one deadline in the heap for when it would go stale."""
+        if self.digest_mode:
+            return  # _to_judge has its own sweep of digests that aged
+        if (st.stale or st.online is False or st.duplicate_at is not None or not st.judged
+                or heard is None or st.digest is not None):
+            self._watch.add(st.node_id)
+            return
+        if self._watch:
+            self._watch.discard(st.node_id)
+        if st.deadline_at is None:
+            st.deadline_at = heard + window
+            heapq.heappush(self._deadlines, (st.deadline_at, st.node_id))
+
     def judge(self, now: float) -> None:
-        for st in self._to_judge(now):
+        visit = self._to_judge(now)
+        self.last_pass_nodes = len(visit)
+        for st in visit:
             # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
             # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
@@ -546,10 +621,12 @@ class FleetState:
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None
                     and now - heard <= window):
+                self._arm(st, heard, window)
                 continue
             st.judge_key = key
             old = st.verdict if st.judged else None
             new = st.judge(now)
+            self._arm(st, heard, window)
             t = st.telemetry
             shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),
                      t is not None and t.job is not None, t is None, st.birth is None)
@@ -661,6 +738,8 @@ class FleetState:
         if self.nodes.pop(node_id, None) is not None:
             self._note_shape(node_id)
         self._digest_order.pop(node_id, None)
+        self._dirty.discard(node_id)
+        self._watch.discard(node_id)
         self.not_ok.discard(node_id)
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)

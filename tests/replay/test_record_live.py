@@ -1,6 +1,7 @@
 """`fleetdeck record` against a live fleet, then `replay --headless` and `replay --to-broker`."""
 
 import json
+import time
 
 from fleetdeck.broker import ManagedBroker
 from tests.conftest import run_cli, spawn, stop_process
@@ -37,6 +38,13 @@ def test_replay_into_a_broker_feeds_a_live_status(mosquitto, tmp_path):
     sim = spawn("sim", "--broker", url, "--cluster", "rep", "--nodes", "3",
                 log=tmp_path / "sim.log")
     try:
+        # The fleet is up before the 3 s recording starts: on a loaded machine the simulator's
+        # start alone can take longer than that, and an empty recording replays nothing.
+        deadline = time.monotonic() + 30
+        while (up := run_cli("status", "--broker", url, "--cluster", "rep", "--wait", "1")
+               ).returncode != 0 and time.monotonic() < deadline:
+            pass
+        assert up.returncode == 0, up.stderr
         assert run_cli("record", "--broker", url, "--cluster", "rep", "--out", str(out),
                        "--duration", "3").returncode == 0
     finally:
