@@ -255,7 +255,7 @@ class _Window:
     __slots__ = ("held", "kept", "kept_head", "newest", "newest_head", "older", "prev",
                  "prev_head")
 
-    def __init__(self, newest: Scanned, subject: str, held: tuple[int, int] | None) -> None:
+    def __init__(self, newest: Scanned, held: tuple[int, int] | None) -> None:
         self.older: list[_Superseded | Scanned] = []
         self.prev: Scanned | None = None
         self.prev_head: _Head | None = None
@@ -263,7 +263,9 @@ class _Window:
         self.kept: Scanned | None = None
         self.kept_head: _Head | None = None
         self.newest = newest
-        self.newest_head = self._note(newest, subject)
+        self.newest_head: _Head | object | None = _UNSEEN
+        """Read off the line only once a second sample arrives: a window of one sample (the
+        common case at the console's tick) is handed to Ingest as it is."""
 
     def _note(self, msg: Scanned, subject: str) -> _Head | None:
         """``msg``'s head, or None where it must go through Ingest whole."""
@@ -288,15 +290,24 @@ class _Window:
     def _shrunk(self, msg: Scanned, head: _Head | None) -> _Superseded | Scanned:
         return msg if head is None or msg is self.kept else head.superseded
 
+    def _newest_head(self, subject: str) -> _Head | None:
+        head = self.newest_head
+        if head is _UNSEEN:
+            head = self.newest_head = self._note(self.newest, subject)
+        assert head is None or isinstance(head, _Head)
+        return head
+
     def add(self, subject: str, msg: Scanned) -> None:
+        head = self._newest_head(subject)
         if self.prev is not None:
             self.older.append(self._shrunk(self.prev, self.prev_head))
-        self.prev, self.prev_head = self.newest, self.newest_head
-        self.newest, self.newest_head = msg, self._note(msg, subject)
+        self.prev, self.prev_head = self.newest, head
+        self.newest, self.newest_head = msg, _UNSEEN
 
-    def items(self) -> list[_Superseded | Scanned]:
+    def items(self, subject: str) -> list[_Superseded | Scanned]:
         """Every sample before the newest, in order: superseded ones shrunk, the rest whole."""
         assert self.prev is not None
+        self._newest_head(subject)  # a keyframe newest frees the one before it
         return [*self.older, self._shrunk(self.prev, self.prev_head)]
 
 
@@ -404,8 +415,7 @@ class TickFeed:
             if subject is not None:
                 window = self.pending.get(subject)
                 if window is None:
-                    self.pending[subject] = _Window(msg, subject,
-                                                    self.ingest.reassembler.holds(subject))
+                    self.pending[subject] = _Window(msg, self.ingest.reassembler.holds(subject))
                 else:
                     window.add(subject, msg)
                 return
@@ -437,7 +447,7 @@ class TickFeed:
             self._handle(newest)
             return
         ingest = self.ingest
-        older = window.items()
+        older = window.items(subject)
         mark = ingest.mark(subject)
         first_pass: dict[int, bool | None] = {}
         skipped = 0
@@ -630,8 +640,9 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
     start = reader.header.started
     feed = TickFeed(reader, cluster, every_sample=every_sample)
     now = [start]
+    # No sparklines: nothing headless shows them (the TUI's Player keeps them).
     session = ConsoleSession(cluster, clock=lambda: now[0], operator="replay",
-                             follow_up=False, ingest=feed.ingest)
+                             follow_up=False, ingest=feed.ingest, recent_history=False)
     limit = None if until is None else start + until
 
     size = reader.size

@@ -157,3 +157,14 @@ def test_player_seek_in_a_v2_recording_decodes_the_newest_and_its_keyframe(tmp_p
     p.seek(T0 + 2)  # backwards: starts over
     p.session.tick()
     assert p.state.nodes["gpu0002"].last_seq == 8
+
+
+def test_headless_keeps_no_sparklines_the_replay_console_does(twins):
+    """Only the TUI's node detail shows the recent history: a headless replay skips it (its
+    summary has none), the Player that the replay console drives keeps it."""
+    run = run_headless(twins["xid79"])
+    assert run.session.state.nodes and not run.session.recent._rings
+    p = Player(twins["xid79"])
+    p.step(5.0)
+    p.session.tick()
+    assert set(p.session.recent._rings) == set(p.state.nodes)
