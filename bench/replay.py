@@ -1,11 +1,12 @@
 """Recording and store figures: file size per node-hour, headless replay speed, store size.
 
     python bench/replay.py [--nodes 1024] [--seconds 30] [--coarse-tick 10] [--slow]
-                           [--no-store] [--rows FILE]
+                           [--wire 2] [--no-store] [--rows FILE]
     python bench/replay.py --quick            # 256 nodes x 10 s, no store: a few seconds
 
 Builds a recording the way `fleetdeck record` writes it (RecordingWriter, births and statuses,
-then 1 Hz telemetry of a simulated fleet with jobs running: some nodes training, some idle),
+then 1 Hz telemetry of a simulated fleet with jobs running: some nodes training, some idle, in
+the wire format agents send: v2 keyframes every 30 s and deltas between, or ``--wire 1``),
 then replays it headless (`replay_headless`, the code behind `fleetdeck replay --headless`) at
 the console's tick (the default, the figure judged against the target) and at a coarse tick
 (`--tick`), and with `--slow` the reference path that decodes every message; then feeds the
@@ -45,13 +46,14 @@ T0 = 1_800_000_000.0
 TARGET_NODES = 1024
 
 
-def build(path: Path, nodes: int, seconds: int) -> tuple[float, int]:
-    """A recording of a simulated fleet with jobs running (some nodes training, some idle)."""
+def build(path: Path, nodes: int, seconds: int, wire: int = 2) -> tuple[float, int]:
+    """A recording of a simulated fleet with jobs running (some nodes training, some idle),
+    its telemetry as the agents' own encoder puts it on the wire (``wire`` 1 or 2)."""
     world = SimWorld(WorldOptions(nodes=nodes, background_jobs=max(1, nodes // 32),
                                   epoch_ms=int(T0 * 1000)))
     now = [T0]
     agents = [NodeAgent(cluster="bench", node_id=x.node_id, source=x,
-                        url=BrokerURL("127.0.0.1", 1), clock=lambda: now[0])
+                        url=BrokerURL("127.0.0.1", 1), clock=lambda: now[0], wire=wire)
               for x in world.nodes]
     for _ in range(5):  # the scheduler starts its jobs
         world.step()
@@ -70,7 +72,7 @@ def build(path: Path, nodes: int, seconds: int) -> tuple[float, int]:
         encode_s += time.perf_counter() - e0
         for a in agents:
             e0 = time.perf_counter()
-            payload = codec.encode(a.telemetry())
+            payload = a.telemetry_payload()
             encode_s += time.perf_counter() - e0
             w.write(T0 + s + (hash(a.node_id) % 1000) / 1000,
                     topic_for("bench", Kind.TELEMETRY, a.node_id), payload)
@@ -149,6 +151,8 @@ def main() -> int:
                     help="the coarse tick (s) replayed besides the console's")
     ap.add_argument("--slow", action="store_true",
                     help="also replay decoding every message (the reference path)")
+    ap.add_argument("--wire", type=int, choices=(1, 2), default=2,
+                    help="telemetry wire format (agents send 2: keyframes and deltas)")
     ap.add_argument("--no-store", action="store_true", help="skip the store-size figure")
     ap.add_argument("--quick", action="store_true", help="256 nodes x 10 s, no store")
     ap.add_argument("--rows", help="write the result row (JSON) here")
@@ -166,7 +170,7 @@ def main() -> int:
         results: list[Replayed] = []
         for name in ("rec.jsonl", "rec.jsonl.gz"):
             path = Path(tmp) / name
-            write_s, msgs = build(path, args.nodes, args.seconds)
+            write_s, msgs = build(path, args.nodes, args.seconds, args.wire)
             require(msgs > args.nodes * args.seconds,
                     f"{name}: the recording holds {msgs} messages, fewer than its telemetry")
             size = path.stat().st_size
@@ -178,8 +182,8 @@ def main() -> int:
         if not args.no_store:
             store_s, store_bytes = asyncio.run(store_size(Path(tmp) / "s.db",
                                                           min(args.nodes, 256), 60))
-    print(f"recording: {args.nodes} nodes x {args.seconds} s at 1 Hz (simulated fleet, jobs "
-          "running)\n")
+    print(f"recording: {args.nodes} nodes x {args.seconds} s at 1 Hz, telemetry wire v{args.wire} "
+          "(simulated fleet, jobs running)\n")
     print(f"{'file':<14}{'msgs':>8}{'MiB':>8}{'MiB/node-h':>12}{'write msg/s':>13}")
     for name, msgs, size, pnh, wr in built:
         print(f"{name:<14}{msgs:>8}{size / 2**20:>8.1f}{pnh / 2**20:>12.1f}{wr:>13,.0f}")
@@ -202,7 +206,7 @@ def main() -> int:
     write_rows(args.rows, [Row(
         "headless replay >= 100x real time on a 1,024-node recording",
         f"{slowest.speed:.1f}x ({speeds}; {modes[1][0]}: {coarse}; {args.seconds} s "
-        "recorded; per CPU second)", "x real time",
+        f"recorded, wire v{args.wire}; per CPU second)", "x real time",
         judge(slowest.speed >= 100, args.nodes, TARGET_NODES), args.nodes, slowest.speed,
         "bench/replay.py")])
     return 0

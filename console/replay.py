@@ -25,6 +25,7 @@ from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
+from fleetdeck.protocol import wire2
 from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic, topic_for
 
@@ -182,12 +183,13 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
 # --- replay ---------------------------------------------------------------------------------------
 
 
-_TELEMETRY_V1_HEAD = re.compile(
-    rb'\{\\"v\\":1,\\"node\\":\\"([A-Za-z0-9._-]{1,64})\\",\\"seq\\":([0-9]{1,18}),'
-    rb'\\"bdSeq\\":([0-9]{1,18}),\\"ts\\":([0-9]{1,18})[,}]')
-"""The first fields of a v1 telemetry payload as agents encode it, read straight off the
-recording line (the payload is a JSON string there, hence the escaped quotes): all a superseded
-sample contributes to the picture. A payload that does not start so is decoded in full."""
+_TELEMETRY_HEAD = re.compile(
+    rb'\{\\"v\\":([12]),\\"node\\":\\"([A-Za-z0-9._-]{1,64})\\",\\"seq\\":([0-9]{1,18}),'
+    rb'\\"bdSeq\\":([0-9]{1,18}),\\"ts\\":([0-9]{1,18})(?:,\\"kf\\":([0-9]{1,18}))?[,}]')
+"""The first fields of a telemetry payload as agents encode it (v1, or v2 with its ``kf``), read
+straight off the recording line (the payload is a JSON string there, hence the escaped quotes):
+all a superseded sample contributes to the picture, and for v2 which keyframe it rests on. A
+payload that does not start so is decoded in full."""
 TOPIC_CACHE_MAX = 100_000
 """Parsed topics kept per replay; a recording with endless invented topics parses the rest."""
 
@@ -196,36 +198,117 @@ _Superseded = tuple[int, int, float]
 """(seq, ts in ms, receive time) of a superseded sample: all that is kept of it."""
 
 
-def _peek(msg: Scanned, subject: str) -> _Superseded | None:
-    """What a superseded sample contributes, read off its line; None when it cannot be read so
-    or when Ingest would refuse it for its first fields (wrong node, a bdSeq from the future):
-    such a sample is decoded and handed to Ingest instead."""
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What ``_peek`` read off a telemetry line."""
+
+    seq: int
+    ts: int
+    rx: float
+    bd_seq: int
+    kf: int | None
+    """v2: the ``seq`` of the keyframe it rests on (``kf == seq``: a keyframe); v1: None."""
+
+    @property
+    def keyframe(self) -> bool:
+        return self.kf == self.seq
+
+    @property
+    def superseded(self) -> _Superseded:
+        return self.seq, self.ts, self.rx
+
+
+def _peek(msg: Scanned, subject: str) -> _Head | None:
+    """The first fields of a telemetry sample, read off its line; None when they cannot be read
+    so or when Ingest would refuse the sample for them (wrong node, a bdSeq from the future, a
+    v2 ``kf`` after its ``seq``): such a sample is decoded and handed to Ingest instead."""
     if msg.raw is None:
         return None
-    m = _TELEMETRY_V1_HEAD.match(msg.raw, msg.p_at + 1)
-    if m is None or m.group(1).decode("ascii") != subject:
+    m = _TELEMETRY_HEAD.match(msg.raw, msg.p_at + 1)
+    if m is None or m.group(2).decode("ascii") != subject:
         return None
-    if int(m.group(3)) > (msg.t + BDSEQ_FUTURE_S) * 1000:
+    v2 = m.group(1) == b"2"
+    kf = m.group(6)
+    if v2 is (kf is None):
+        return None  # a v1 sample with a kf, or a v2 one without: another encoder's layout
+    head = _Head(int(m.group(3)), int(m.group(5)), msg.t, int(m.group(4)),
+                 None if kf is None else int(kf))
+    if head.bd_seq > (msg.t + BDSEQ_FUTURE_S) * 1000:
         return None
-    return int(m.group(2)), int(m.group(4)), msg.t
+    if head.kf is not None and head.kf > head.seq:
+        return None
+    return head
 
 
 class _Window:
-    """One node's telemetry in the current tick window. Only the newest sample and the one
-    before it are kept whole (the one before in case Ingest refuses the newest); older ones
-    shrink to what superseding needs, so a long seek holds a few ints per sample, not lines."""
+    """One node's telemetry in the current tick window, oldest first. Kept whole: the newest
+    sample, the one before it (in case Ingest refuses the newest), anything ``_peek`` cannot
+    read, and for v2 the newest keyframe (the newest delta rests on it, and the next window's
+    deltas will: Ingest must hold it). Every other sample shrinks to what superseding needs, so
+    a long seek holds a few ints per sample, not lines.
 
-    __slots__ = ("newest", "older", "prev")
+    A v2 delta is superseded only if it rests on the keyframe Ingest would hold at its place
+    in the window (``held``: the one Ingest holds now, moved on by each keyframe of the window
+    as Ingest would move it); one that does not (its keyframe never arrived) goes through
+    Ingest in order, which counts it as ``keyframe_missing`` as a live console does."""
 
-    def __init__(self, newest: Scanned) -> None:
+    __slots__ = ("held", "kept", "kept_head", "newest", "newest_head", "older", "prev",
+                 "prev_head")
+
+    def __init__(self, newest: Scanned, held: tuple[int, int] | None) -> None:
         self.older: list[_Superseded | Scanned] = []
         self.prev: Scanned | None = None
+        self.prev_head: _Head | None = None
+        self.held = held
+        self.kept: Scanned | None = None
+        self.kept_head: _Head | None = None
         self.newest = newest
+        self.newest_head: _Head | object | None = _UNSEEN
+        """Read off the line only once a second sample arrives: a window of one sample (the
+        common case at the console's tick) is handed to Ingest as it is."""
+
+    def _note(self, msg: Scanned, subject: str) -> _Head | None:
+        """``msg``'s head, or None where it must go through Ingest whole."""
+        head = _peek(msg, subject)
+        if head is None or head.kf is None:
+            return head
+        if not head.keyframe:
+            return head if (head.bd_seq, head.kf) == self.held else None
+        if self.held is None or (head.bd_seq, head.seq) >= self.held:
+            # Ingest will hold this one from here on (wire2.Reassembler.apply's rule).
+            self.held = (head.bd_seq, head.seq)
+            old, old_head = self.kept, self.kept_head
+            self.kept, self.kept_head = msg, head
+            if old is not None and old_head is not None:
+                # Needed by nothing any more: superseded like any sample.
+                for i, item in enumerate(self.older):
+                    if item is old:
+                        self.older[i] = old_head.superseded
+                        break
+        return head
+
+    def _shrunk(self, msg: Scanned, head: _Head | None) -> _Superseded | Scanned:
+        return msg if head is None or msg is self.kept else head.superseded
+
+    def _newest_head(self, subject: str) -> _Head | None:
+        head = self.newest_head
+        if head is _UNSEEN:
+            head = self.newest_head = self._note(self.newest, subject)
+        assert head is None or isinstance(head, _Head)
+        return head
 
     def add(self, subject: str, msg: Scanned) -> None:
+        head = self._newest_head(subject)
         if self.prev is not None:
-            self.older.append(_peek(self.prev, subject) or self.prev)
-        self.prev, self.newest = self.newest, msg
+            self.older.append(self._shrunk(self.prev, self.prev_head))
+        self.prev, self.prev_head = self.newest, head
+        self.newest, self.newest_head = msg, _UNSEEN
+
+    def items(self, subject: str) -> list[_Superseded | Scanned]:
+        """Every sample before the newest, in order: superseded ones shrunk, the rest whole."""
+        assert self.prev is not None
+        self._newest_head(subject)  # a keyframe newest frees the one before it
+        return [*self.older, self._shrunk(self.prev, self.prev_head)]
 
 
 class ReplayIngest(Ingest):
@@ -250,7 +333,7 @@ class ReplayIngest(Ingest):
         b = self._batch
         return _Mark(self.received, b.messages, b.superseded, len(b.delays),
                      len(b.seq_seen.get(subject, ())), self._lag_floor.get(subject),
-                     b.telemetry.get(subject))
+                     b.telemetry.get(subject), b.basis.get(subject))
 
     def undo(self, subject: str, mark: "_Mark") -> None:
         b = self._batch
@@ -269,6 +352,10 @@ class ReplayIngest(Ingest):
             b.telemetry.pop(subject, None)
         else:
             b.telemetry[subject] = mark.telemetry
+        if mark.basis is None:
+            b.basis.pop(subject, None)
+        else:
+            b.basis[subject] = mark.basis
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +367,7 @@ class _Mark:
     seqs: int
     floor: float | None
     telemetry: tuple[float, Telemetry] | None
+    basis: wire2.Basis | None
 
 
 class TickFeed:
@@ -327,22 +415,25 @@ class TickFeed:
             if subject is not None:
                 window = self.pending.get(subject)
                 if window is None:
-                    self.pending[subject] = _Window(msg)
+                    self.pending[subject] = _Window(msg, self.ingest.reassembler.holds(subject))
                 else:
                     window.add(subject, msg)
                 return
         self._handle(msg)
 
     def _handle(self, msg: Scanned) -> bool | None:
-        """Decode and hand to Ingest: True when Ingest kept it, False when it refused it,
-        None when the line itself was damaged (counted by the reader; Ingest never saw it)."""
+        """Decode and hand to Ingest: True when Ingest kept it, False when it refused it (or
+        could not apply it: a v2 delta without its keyframe), None when the line itself was
+        damaged (counted by the reader; Ingest never saw it)."""
         payload = self.reader.payload(msg)
         if payload is None:
             return None
         self.decoded += 1
-        refused = self.ingest.malformed.total
-        self.ingest.handle(msg.topic, payload, msg.t)
-        return self.ingest.malformed.total == refused
+        ingest = self.ingest
+        refused, missing = ingest.malformed.total, ingest.keyframe_missing
+        ingest.handle(msg.topic, payload, msg.t)
+        # A v2 delta whose keyframe is not held is not kept either (Ingest counts it apart).
+        return ingest.malformed.total == refused and ingest.keyframe_missing == missing
 
     def flush(self) -> None:
         """End the window: hand every node's telemetry to Ingest (see the class)."""
@@ -355,13 +446,8 @@ class TickFeed:
         if prev is None:
             self._handle(newest)
             return
-        # Telemetry v2 (keyframes + deltas, docs/protocol.md) needs one more rule here: the
-        # newest keyframe of the window must go through Ingest before the newest delta, unless
-        # the newest sample is itself a keyframe. v1 samples are all whole; a v2 payload does
-        # not match _TELEMETRY_V1_HEAD, so until that rule exists v2 samples are each decoded
-        # (the _Window keeps them whole), in order: correct, not fast.
         ingest = self.ingest
-        older = [*window.older, _peek(prev, subject) or prev]
+        older = window.items(subject)
         mark = ingest.mark(subject)
         first_pass: dict[int, bool | None] = {}
         skipped = 0
@@ -554,8 +640,9 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
     start = reader.header.started
     feed = TickFeed(reader, cluster, every_sample=every_sample)
     now = [start]
+    # No sparklines: nothing headless shows them (the TUI's Player keeps them).
     session = ConsoleSession(cluster, clock=lambda: now[0], operator="replay",
-                             follow_up=False, ingest=feed.ingest)
+                             follow_up=False, ingest=feed.ingest, recent_history=False)
     limit = None if until is None else start + until
 
     size = reader.size

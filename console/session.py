@@ -174,8 +174,12 @@ class ConsoleSession:
         digests: bool = False,
         filters: Sequence[str] | None = None,
         will: Will | None = None,
+        recent_history: bool = True,
     ) -> None:
         self.cluster = cluster
+        self.recent_history = recent_history
+        """Keep the recent (sparkline) history per node: only the TUI's node detail shows it,
+        so a headless replay, whose summary has none, turns it off."""
         self.url = url
         self.clock = clock
         self.operator = operator
@@ -516,6 +520,8 @@ class ConsoleSession:
         return out
 
     def _record_history(self, batch: Batch) -> None:
+        if not self.recent_history:
+            return
         nodes = self.state.nodes
         for node_id, (_rx, tel) in batch.telemetry.items():
             st = nodes.get(node_id)
