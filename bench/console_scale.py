@@ -156,19 +156,24 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
         require(len(app.state.nodes) == n,
                 f"the console knows {len(app.state.nodes)} of {n} nodes after the births")
         handle_s = 0.0
-        handled = 0
+        handled = handle_n = 0
         ticks: list[tuple[float, float]] = []
         applied = 0
         # The last round's samples (and their v2 bases): what the feed re-applies.
         halves: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for k in range(rounds):
             for half in (0, 1):
+                ts_ms = int(time.time() * 1000)
+                msgs = [(fleet.topics[i], fleet.telemetry(i, k, ts_ms))
+                        for i in range(half * n // 2, (half + 1) * n // 2 if half else n // 2)]
+                rx = time.time()
                 t0 = time.perf_counter()
-                for i in range(half * n // 2, (half + 1) * n // 2 if half else n // 2):
-                    ingest.handle(fleet.topics[i], fleet.telemetry(i, k, int(time.time() * 1000)),
-                                  time.time())
-                handle_s += time.perf_counter() - t0
-                handled += (n // 2) if not half else n - n // 2
+                for topic, payload in msgs:  # validation only: payloads are built beforehand
+                    ingest.handle(topic, payload, rx)
+                if k or rounds == 1:  # steady state: the first round is every node's keyframe
+                    handle_s += time.perf_counter() - t0
+                    handle_n += len(msgs)
+                handled += len(msgs)
                 if k == rounds - 1:
                     halves.append((dict(ingest._batch.telemetry), dict(ingest._batch.basis)))
                 shown = len(painted)
@@ -185,7 +190,7 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
                 f"the console rejected {app.state.malformed.total} messages "
                 f"({dict(app.state.malformed.by_reason)}): the benchmark's payloads are broken")
         out.update(rss_mib=rss_mib(), rss_peak_mib=rss_mib(field="VmHWM"),
-                   handle_us=1e6 * handle_s / handled, ticks=ticks, applied=applied)
+                   handle_us=1e6 * handle_s / max(1, handle_n), ticks=ticks, applied=applied)
         # Keys with nothing ingesting: first visits (compose) untimed, then timed.
         for key in "23451":
             await app.press_timed(key, True)
@@ -238,7 +243,8 @@ async def under_feed(app: Any, ingest: Any,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=TARGET_NODES)
-    ap.add_argument("--rounds", type=int, default=2, help="samples per node")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="samples per node (the first is each node's v2 keyframe)")
     ap.add_argument("--switches", type=int, default=30, help="view switches timed")
     ap.add_argument("--sorts", type=int, default=15, help="node-list re-sorts timed")
     ap.add_argument("--no-feed", action="store_true", help="only idle keys, no synthetic feed")
@@ -268,7 +274,7 @@ def main() -> int:
                 raise BenchFailure(f"{mode}: no view switch or re-sort ever reached the screen")
     half = n // 2
     print(f"console at {n:,} nodes (no MQTT): births {r['births_s']:.1f} s; "
-          f"Ingest.handle {r['handle_us']:.0f} µs per telemetry message")
+          f"Ingest.handle {r['handle_us']:.0f} µs per telemetry message (after the first round)")
     print(f"tick applying {half:,} samples (half the fleet: one 0.5 s tick at 1 Hz): apply + "
           f"refresh p50 {pct(apply_ms, 0.5):,.0f} ms, to painted p50 {pct(paint_ms, 0.5):,.0f} ms"
           f" (max {max(paint_ms):,.0f} ms)")

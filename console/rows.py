@@ -145,19 +145,31 @@ def metrics(st: NodeState) -> tuple[float, float, float]:
     What the UTIL/TEMP/POWER columns show and sort by, without building a row: re-sorting
     16,384 nodes by a metric after a tick reads these, not formatted rows."""
     t = st.telemetry
-    util_v = temp_v = power_v = UNKNOWN
-    if t is not None and t.gpus:
-        present = [g for g in t.gpus if g.present]
-        utils = [g.util_pct for g in present if g.util_pct is not None]
-        temps = [g.temp_c for g in present if g.temp_c is not None]
-        watts = [g.power_w for g in present if g.power_w is not None]
-        if utils:
-            util_v = sum(utils) / len(utils)
-        if temps:
-            temp_v = max(temps)
-        if watts:
-            power_v = sum(watts)
-    return util_v, temp_v, power_v
+    if t is None or not t.gpus:
+        return UNKNOWN, UNKNOWN, UNKNOWN
+    # One pass, no lists: the node list computes this for every node after each tick.
+    util_sum = power_sum = 0.0
+    n_util = n_power = 0
+    temp_v = UNKNOWN
+    hot: float | None = None
+    for g in t.gpus:
+        if not g.present:
+            continue
+        v = g.util_pct
+        if v is not None:
+            util_sum += v
+            n_util += 1
+        v = g.temp_c
+        if v is not None and (hot is None or v > hot):
+            hot = v
+        v = g.power_w
+        if v is not None:
+            power_sum += v
+            n_power += 1
+    if hot is not None:
+        temp_v = hot
+    return (util_sum / n_util if n_util else UNKNOWN, temp_v,
+            power_sum if n_power else UNKNOWN)
 
 
 def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRow:
@@ -199,28 +211,34 @@ def node_sort_key(st: NodeState, key: str, jobs: list[str] | None = None) -> tup
     """What ``SORT_KEYS[key]`` gives for this node's row, without building the row: the first
     re-sort of 16,384 nodes by a column would otherwise format every row (~0.8 s).
     ``age`` sorts by when the node was last heard, which orders as age does at any time."""
-    n = st.node_id
+    return (node_sort_value(st, key, jobs), st.node_id)
+
+
+def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> Any:
+    """``node_sort_key`` without the node id that breaks ties: a stable sort of nodes already
+    in id order by this gives the same order at a fraction of the cost (no tuple per node, no
+    tuple comparisons: ``NodesScreen._order``)."""
     if key in METRIC_COLUMNS:
-        return (-metrics(st)[METRIC_COLUMNS.index(key)], n)
+        return -metrics(st)[METRIC_COLUMNS.index(key)]
     if key == "verdict":
-        return (-VERDICT_ORDER[st.verdict], n)
+        return -VERDICT_ORDER[st.verdict]
     if key == "state":
-        return (slurm_state(st), n)
+        return slurm_state(st)
     if key == "gpus":
-        return (f"{st.gpus_present}/{st.gpus_expected}", n)
+        return f"{st.gpus_present}/{st.gpus_expected}"
     if key == "ib":
-        return (_ib_text(st), n)
+        return _ib_text(st)
     if key == "job":
         job = ",".join(jobs if jobs is not None else ([st.job_id] if st.job_id else []))
-        return (job == "", job, n)
+        return (job == "", job)
     if key == "age":
-        return (st.last_rx if st.last_rx is not None else -math.inf, n)
+        return st.last_rx if st.last_rx is not None else -math.inf
     if key == "gaps":
-        return (str(st.seq_gaps) if st.seq_gaps else "", n)
+        return str(st.seq_gaps) if st.seq_gaps else ""
     if key == "reasons":
         reasons = _reasons_text(st)
-        return (reasons == "", reasons, n)
-    return (n,)
+        return (reasons == "", reasons)
+    return 0
 
 
 WAITING = "waiting"

@@ -111,6 +111,8 @@ class NodeState:
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
     basis: wire2.Basis | None = None
+    counted: tuple[object, int, int] = (None, 0, 0)
+    """(sample, GPUs present, IB ports up): the counts of ``telemetry`` (``_counts``)."""
     deadline_at: float | None = None
     """When this node goes stale unless heard from (its entry in FleetState's deadline heap)."""
     """The v2 keyframe the applied sample rests on, and whether it moved only columns no rule
@@ -136,9 +138,7 @@ class NodeState:
 
     @property
     def gpus_present(self) -> int:
-        if self.telemetry is None:
-            return 0
-        return sum(1 for g in self.telemetry.gpus if g.present)
+        return self._counts()[0]
 
     @property
     def ib_ports(self) -> int:
@@ -148,12 +148,22 @@ class NodeState:
 
     @property
     def ib_ports_up(self) -> int:
-        if self.telemetry is None:
-            return 0
-        return sum(
-            1 for p in self.telemetry.ib_ports
-            if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")
-        )
+        return self._counts()[1]
+
+    def _counts(self) -> tuple[int, int]:
+        """(GPUs present, IB ports up) of the latest sample, counted once per sample: the
+        node list sorts and the fleet totals read them for every node (issue 12)."""
+        t = self.telemetry
+        if t is None:
+            return 0, 0
+        held = self.counted
+        if held[0] is t:
+            return held[1], held[2]
+        present = sum(1 for g in t.gpus if g.present)
+        up = sum(1 for p in t.ib_ports
+                 if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
+        self.counted = (t, present, up)
+        return present, up
 
     @property
     def reasons(self) -> list[str]:
@@ -700,7 +710,7 @@ class FleetState:
                 while st.event_seq + 1 in st.event_ahead:
                     st.event_seq += 1
                     st.event_ahead.discard(st.event_seq)
-        st.telemetry = tel
+        prev_tel, st.telemetry = st.telemetry, tel
         st.last_rx = rx
         if st.online is None:
             st.online = True
@@ -713,6 +723,9 @@ class FleetState:
             # history reads is as it was when the node was last found healthy (issue 12:
             # apply cost follows change; docs/protocol.md "Telemetry v2").
             st.history.advance(tel)
+            held = st.counted
+            if held[0] is prev_tel:  # presence and link state are among the unmoved columns
+                st.counted = (tel, held[1], held[2])
             self.quiet_applied += 1
             return True
         st.history.update(tel)

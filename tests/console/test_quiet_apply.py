@@ -137,6 +137,8 @@ def test_quiet_deltas_judge_exactly_as_the_full_rules(actions: list[Any], ticks:
             b = full.nodes[name]
             assert (a.verdict, a.findings, a.liveness, a.shape, a.shape_rev) == (
                 b.verdict, b.findings, b.liveness, b.shape, b.shape_rev), (name, h.now)
+            # Counts carried over a quiet sample equal counting it.
+            assert (a.gpus_present, a.ib_ports_up) == (b.gpus_present, b.ib_ports_up), name
             rules |= {f.rule for f in b.findings}
         assert quick.take_transitions() == full.take_transitions()
     assert full.quiet_applied == 0

@@ -19,7 +19,7 @@ from fleetdeck.console.rows import (
     NodeRow,
     metrics,
     node_row,
-    node_sort_key,
+    node_sort_value,
     waiting,
 )
 from fleetdeck.console.state import NodeState
@@ -191,9 +191,11 @@ class NodesScreen(FleetView):
             order = sorted(range(len(nodes)), key=values.__getitem__)
             nodes = [nodes[i] for i in order]
         else:
-            # From the node, not its formatted row (rows are built for the lines on screen).
+            # From the node, not its formatted row (rows are built for the lines on screen);
+            # stable on the id order, so ties stay by node as in node_sort_key.
             jobs = self._jobs
-            nodes.sort(key=lambda s: node_sort_key(s, key, jobs.get(s.node_id, [])))
+            nodes.sort(key=_NODE_ID)
+            nodes.sort(key=lambda s: node_sort_value(s, key, jobs.get(s.node_id, [])))
         if self.sort_reverse:
             nodes.reverse()
         return [st.node_id for st in nodes]
