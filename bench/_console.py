@@ -211,6 +211,10 @@ class TimedIngest(Ingest):
 def ui_state(app: FleetdeckApp) -> tuple[object, ...]:
     """What a navigation key changes: the view, the screen, the focused widget's cursor."""
     w = app.focused
+    if hasattr(w, "current_key"):
+        # A list re-sorted by the live feed keeps its cursor on the same node at a new index
+        # (and scrolls with it): what a cursor key changes is the node under the cursor.
+        return (app.current_mode, id(app.screen), id(w), getattr(w, "current_key", None))
     return (app.current_mode, id(app.screen), id(w), getattr(w, "cursor", None),
             getattr(w, "cursor_node", None), getattr(w, "cursor_gpu", None),
             getattr(w, "top", None))
