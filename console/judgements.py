@@ -99,14 +99,14 @@ class SuspectSwitch:
                 "ports": self.ports, "by_status": self.by_status, "text": self.text}
 
 
-def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN
-                     ) -> list[SuspectSwitch]:
+def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
+                     pool: list[NodeState] | None = None) -> list[SuspectSwitch]:
     """Switches (rails) with bad ports on at least ``min_nodes`` nodes, worst first."""
     groups: dict[str, SuspectSwitch] = {}
     # A node with a bad port has an N finding, so it is judged not ok or changed since the last
     # judgement: look at those, not at every node (16,384 of them, each tick and each view
     # refresh; issue 12).
-    for st in state.maybe_bad():
+    for st in state.maybe_bad() if pool is None else pool:
         for status, p in bad_ports(st):
             sw = switch_of(st, p.dev)
             g = groups.get(sw)
@@ -128,7 +128,8 @@ def correlate(state: FleetState, now: float) -> None:
     """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
     ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
     behind: dict[str, tuple[set[str], set[str]]] = {}
-    for sw in suspect_switches(state):
+    pool = state.maybe_bad()
+    for sw in suspect_switches(state, pool=pool):
         for port in sw.ports:
             node, dev, num = port.rsplit(":", 2)
             switches, ports = behind.setdefault(node, (set(), set()))
@@ -144,7 +145,7 @@ def correlate(state: FleetState, now: float) -> None:
     running: dict[str, list[str]] | None = None
     # Nodes behind a switch are degraded at least, silent ones stale or offline: all not ok,
     # or changed since the last judgement.
-    for st in state.maybe_bad():
+    for st in pool:
         if st.behind_switch and st.node_id not in behind:
             st.behind_switch, st.behind_ports = "", frozenset()
             state.mark(st.node_id)

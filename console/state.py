@@ -237,6 +237,17 @@ DUPLICATE_WINDOW_S = 120.0
 agent's old process falls silent; a second machine with the same id keeps coming back)."""
 
 
+def _pick(nodes: dict[str, "NodeState"], names: set[str]) -> list["NodeState"]:
+    """The states of ``names`` (ids that are gone are left out). For most of the fleet, picked
+    in the dict's order, the order the states were made in: a set's hash order scatters the
+    reads over memory, ~2 µs a node more at 16,384 nodes (bench/apply_cost.py)."""
+    if 10 * len(names) >= 9 * len(nodes):
+        return list(nodes.values())  # all of them, or so nearly that filtering costs more
+    if 4 * len(names) >= len(nodes):
+        return [st for st in nodes.values() if st.node_id in names]
+    return [nodes[n] for n in names if n in nodes]
+
+
 def _note_process(st: "NodeState", process: int, rx: float) -> None:
     seen = st.processes
     if process != st.agent_started and process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
@@ -386,7 +397,7 @@ class FleetState:
         superset of the nodes with a finding): fleet-wide correlation looks at these only."""
         nodes, dirty = self.nodes, self._dirty
         names = self.not_ok | dirty if dirty else self.not_ok
-        return [nodes[n] for n in names if n in nodes]
+        return _pick(nodes, names)
 
     def apply(self, batch: Batch, now: float, judge: bool = True) -> set[str]:
         """Apply one tick's batch; return the ids of nodes whose data changed.
@@ -574,6 +585,10 @@ class FleetState:
             return list(nodes.values())
         names = self._dirty | self._watch if self._watch else self._dirty
         self._dirty = set()
+        if 10 * len(names) >= 9 * len(nodes):
+            # (Nearly) every node changed: a plain pass; deadlines that passed meanwhile are
+            # judged by it and re-armed when popped later.
+            return list(nodes.values())
         heap = self._deadlines
         while heap and heap[0][0] < now:
             _, n = heapq.heappop(heap)
@@ -589,7 +604,7 @@ class FleetState:
                     heapq.heappush(heap, (due, n))
                     continue
             names.add(n)
-        return [nodes[n] for n in names if n in nodes]
+        return _pick(nodes, names)
 
     def _arm(self, st: NodeState, heard: float | None, window: float) -> None:
         """Keep a raw node on the judgement pass's list: watched while its verdict moves with
