@@ -46,6 +46,7 @@ import aiomqtt
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.guard import CommandGuard
+from fleetdeck.agents.sim.clock import TelemetryClock
 from fleetdeck.agents.sim.mqtt import GmqttSession
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.scenario import Scenario
@@ -146,9 +147,13 @@ class SimAgent(NodeAgent):
 
     client: aiomqtt.Client | GmqttSession | None = None
 
-    def __init__(self, *args: Any, mqtt_lib: str = "gmqtt", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mqtt_lib: str = "gmqtt",
+                 telemetry_clock: TelemetryClock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mqtt_lib = mqtt_lib
+        self.telemetry_clock = telemetry_clock
+        """The fleet's one timer for telemetry slots (agents/sim/clock.py); None: NodeAgent's
+        own loop, one sleep per sample."""
         self._loops: set[asyncio.Task[Any]] = set()
         self._loop_error: aiomqtt.MqttError | None = None
 
@@ -199,7 +204,56 @@ class SimAgent(NodeAgent):
             self._loop_error = self._loop_error or err
 
     async def _telemetry_loop(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
-        await self._kept(super()._telemetry_loop(client, stop))
+        clock = self.telemetry_clock
+        if clock is None or not isinstance(client, GmqttSession):
+            await self._kept(super()._telemetry_loop(client, stop))
+            return
+        # NodeAgent's schedule, taken at the same point (no await before it): the benchmark
+        # (bench/sim_capacity.py) times every read against exactly these slots.
+        start = asyncio.get_running_loop().time() + self.phase_s
+        await self._kept(self._clocked_telemetry(client, stop, clock, start))
+
+    async def _clocked_telemetry(self, client: GmqttSession, stop: asyncio.Event,
+                                 clock: TelemetryClock, start: float) -> None:
+        """NodeAgent._telemetry_loop on the fleet's clock: the sample and its QoS 0 publish
+        happen in the clock's callback, at the slot; this task wakes only when what follows a
+        sample has to wait for the broker (an event's or a drain's QoS 1 publishes). Unlike
+        NodeAgent's loop, telemetry goes on while those wait for their acknowledgement."""
+        wake = asyncio.Event()
+        failed: list[aiomqtt.MqttError] = []
+        topic = self._topic[Kind.TELEMETRY]
+
+        def fire() -> bool:
+            if stop.is_set():
+                wake.set()
+                return False
+            try:
+                client.publish_nowait(topic, self.telemetry_payload())
+            except aiomqtt.MqttError as err:
+                failed.append(err)
+                wake.set()
+                return False
+            self.last_progress = time.monotonic()
+            for draft in self.source.take_events():
+                self.emit(draft)
+            if self.outbox.pending or (self.drain.state is DrainState.DRAINING
+                                       and not self.source.busy()):
+                wake.set()  # _flush_events / _check_drained have work
+            return True
+
+        slot = clock.add(start, self.interval_s, fire)
+        try:
+            while True:
+                await wake.wait()
+                wake.clear()
+                if failed:
+                    raise failed[0]
+                if stop.is_set():
+                    return
+                await self._flush_events(client)  # type: ignore[arg-type]
+                await self._check_drained(client)  # type: ignore[arg-type]
+        finally:
+            slot.cancel()
 
     async def _command_loop(self, client: aiomqtt.Client, announced: asyncio.Event) -> None:
         await self._kept(super()._command_loop(client, announced))
@@ -237,6 +291,8 @@ class Fleet:
         # One state per node that outlives its agents: what --state-dir is to a real agent, so
         # a restarted simulated agent keeps its drain and its executed command ids.
         self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in mine}
+        self.telemetry_clock = TelemetryClock()
+        """Every agent's telemetry slots on one timer (agents/sim/clock.py)."""
         self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in mine}
         self._inputs: list[tuple[int, int, dict[str, Any]]] = []
         """Spread fleet: (tick, seq, input) to apply before that world step."""
@@ -262,7 +318,7 @@ class Fleet:
             connect_gate=self.gate, connect_spacing_s=self.opts.connect_spacing_s,
             phase_s=node.offset_s, command_key=self.opts.command_key,
             state=self.states[node.node_id], mqtt_lib=self.opts.mqtt_lib,
-            **self.opts.agent_kwargs,
+            telemetry_clock=self.telemetry_clock, **self.opts.agent_kwargs,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -288,6 +344,7 @@ class Fleet:
             _, stuck = await asyncio.wait(stuck, timeout=2.0)
         # The scheduler loop watches ``stop`` too, but on 3.11 a cancelled publish can swallow
         # its cancellation (see above): cancel again, bounded, rather than hang the exit.
+        self.telemetry_clock.close()
         rest = {ticker, sched, *self._kills}
         for _ in range(5):
             for task in rest:
