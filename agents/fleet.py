@@ -32,6 +32,7 @@ ticks later, and a "drain now" reports DRAINING for those ticks before DRAINED.
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import random
@@ -58,6 +59,7 @@ from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Ack, AckResult, Command, DrainMode, DrainState
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
+from fleetdeck.runtime import tune_gc
 
 log = logging.getLogger("fleetdeck.sim")
 
@@ -128,6 +130,12 @@ class FleetOptions:
     """Wall time of sim t=0 (default: now); every process of a spread fleet gets the same."""
     mqtt_lib: str = "gmqtt"
     """Each simulated agent's MQTT client: gmqtt (agents/sim/mqtt.py) or NodeAgent's aiomqtt."""
+    tune_gc: bool = False
+    """The ``fleetdeck sim`` process (cli.py sets it; tests leave the test process's GC alone):
+    fewer cyclic-GC passes and the fleet's long-lived state frozen out of their view, once built
+    and again once every agent is connected (fleetdeck/runtime.py). With thousands of agents'
+    objects alive, the default thresholds ran full collections that held the loop for tens to
+    hundreds of milliseconds: late samples (docs/performance.md, "Simulator capacity")."""
     agent_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra NodeAgent keywords for every simulated agent (``sim --wire`` once NodeAgent takes
     ``wire``)."""
@@ -325,10 +333,16 @@ class Fleet:
 
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
+        if self.opts.tune_gc:
+            # No freezing after every collection (the console's way): cycles made later, by
+            # reconnects and killed agents, must stay collectable in a long simulation.
+            tune_gc(freeze_survivors=False)
         for name, agent in self.agents.items():
             self._tasks[name] = asyncio.create_task(agent.run(stop), name=f"agent-{name}")
         sched = asyncio.create_task(self._sched_loop(stop), name="sched")
         ticker = asyncio.create_task(self._tick_loop(stop), name="tick")
+        freezer = (asyncio.create_task(self._freeze_when_connected(stop), name="gc-freeze")
+                   if self.opts.tune_gc else None)
         await stop.wait()
         # Agents see the same stop event: they publish offline and disconnect cleanly.
         _, stuck = await asyncio.wait(self._tasks.values(), timeout=STOP_GRACE_S)
@@ -345,7 +359,7 @@ class Fleet:
         # The scheduler loop watches ``stop`` too, but on 3.11 a cancelled publish can swallow
         # its cancellation (see above): cancel again, bounded, rather than hang the exit.
         self.telemetry_clock.close()
-        rest = {ticker, sched, *self._kills}
+        rest = {ticker, sched, *self._kills, *([freezer] if freezer is not None else [])}
         for _ in range(5):
             for task in rest:
                 task.cancel()
@@ -354,6 +368,23 @@ class Fleet:
                 break
         else:
             log.warning("%d simulator tasks did not stop; leaving them", len(rest))
+
+    async def _freeze_when_connected(self, stop: asyncio.Event) -> None:
+        """Once every agent is connected, freeze what the sessions built (sockets, transports,
+        clients): state that lives as long as the fleet, out of the GC's scans."""
+        everyone: asyncio.Future[Any] = asyncio.gather(
+            *(a.connected.wait() for a in self.agents.values()))
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({everyone, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (everyone, stopping):
+                fut.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await everyone
+        if not stop.is_set():
+            gc.collect(0)
+            gc.freeze()
 
     def connected_count(self) -> int:
         return sum(1 for a in self.agents.values() if a.connected.is_set())
