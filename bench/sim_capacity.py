@@ -1,8 +1,9 @@
 """How many simulated nodes one `fleetdeck sim` process sustains at 1 Hz.
 
 For each fleet size: a fresh private Mosquitto, then one child process running the real
-:class:`agents.fleet.Fleet` (one aiomqtt client + Last Will per node, the scheduler client, the
-world tick) with a few jobs so some nodes are in the training code path. The child records,
+:class:`agents.fleet.Fleet` (one MQTT session + Last Will per node, gmqtt unless ``--mqtt
+aiomqtt``; the scheduler client; the world tick; the GC tuning ``fleetdeck sim`` applies)
+with a few jobs so some nodes are in the training code path. The child records,
 per telemetry sample, how late it was against its slot in the agent's schedule (the agent
 publishes at ``start + k * interval``; a sample skipped because the loop fell more than one
 interval behind counts as late). It reports:
@@ -13,8 +14,14 @@ interval behind counts as late). It reports:
 * delivered % = telemetry the broker passed on in the window (a framing-only counter
   subscribes, bench/_mqttload.py RawCounter) over the samples due;
 * CPU % of one core and RSS of the fleet process, also per 1,000 nodes, and the broker's CPU;
+* waited % (runnable without a CPU: what the machine's other processes took) and CPU µs per
+  sample, so a late figure on a shared machine says whether the simulator or the machine was
+  short; the load average before each size;
 * the pure model cost (sample + encode, no MQTT) per node, so the rest of the CPU is the MQTT
-  client stack (aiomqtt/paho, one client per node).
+  client stack (one client per node) and the event loop.
+
+The agents publish from the fleet's telemetry clock (agents/sim/clock.py) on NodeAgent's
+schedule; :class:`Timed` times each read against that schedule, taken at the same point.
 
 It fails loudly (``BENCH FAILED:``, exit 1) when an agent task died (the bench's agent class no
 longer matching the simulator's is one way), no sample was taken, or the broker passed on
