@@ -228,7 +228,7 @@ class SimAgent(NodeAgent):
         sample has to wait for the broker (an event's or a drain's QoS 1 publishes). Unlike
         NodeAgent's loop, telemetry goes on while those wait for their acknowledgement."""
         wake = asyncio.Event()
-        failed: list[aiomqtt.MqttError] = []
+        failed: list[Exception] = []
         topic = self._topic[Kind.TELEMETRY]
 
         def fire() -> bool:
@@ -237,7 +237,7 @@ class SimAgent(NodeAgent):
                 return False
             try:
                 client.publish_nowait(topic, self.telemetry_payload())
-            except aiomqtt.MqttError as err:
+            except Exception as err:  # MqttError, or a fault in the source: the session's end
                 failed.append(err)
                 wake.set()
                 return False

@@ -96,7 +96,13 @@ class TelemetryClock:
                 k = max(k, first)
             slot.k = k + 1
             self.fired += 1
-            if not slot.fire():
+            try:
+                keep = slot.fire()
+            except Exception as err:  # one agent's bug must not stop every other agent's slots
+                keep = False
+                loop.call_exception_handler({"message": "telemetry slot failed",
+                                             "exception": err})
+            if not keep:
                 slot.active = False
                 continue
             if slot.active:

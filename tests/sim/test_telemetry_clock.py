@@ -114,3 +114,27 @@ async def test_a_backlog_yields_to_the_loop_between_slices():
     assert clock.fired == 200
     assert len(gaps) > 5  # the probe ran between the slices
     assert max(gaps) < SLICE_S + 0.015
+
+
+async def test_a_failing_slot_ends_alone():
+    """An exception in one agent's sample ends that slot (reported to the loop's exception
+    handler); every other slot keeps its schedule."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    clock = TelemetryClock()
+    n = {"ok": 0}
+
+    def bad() -> bool:
+        raise RuntimeError("model bug")
+
+    def good() -> bool:
+        n["ok"] += 1
+        return True
+
+    clock.add(loop.time(), 0.01, bad)
+    clock.add(loop.time(), 0.01, good)
+    await asyncio.sleep(0.06)
+    clock.close()
+    assert n["ok"] >= 4
+    assert len(reported) == 1 and isinstance(reported[0]["exception"], RuntimeError)
