@@ -32,6 +32,7 @@ ticks later, and a "drain now" reports DRAINING for those ticks before DRAINED.
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import random
@@ -46,6 +47,7 @@ import aiomqtt
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.guard import CommandGuard
+from fleetdeck.agents.sim.clock import TelemetryClock
 from fleetdeck.agents.sim.mqtt import GmqttSession
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.scenario import Scenario
@@ -57,6 +59,7 @@ from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Ack, AckResult, Command, DrainMode, DrainState
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
+from fleetdeck.runtime import tune_gc
 
 log = logging.getLogger("fleetdeck.sim")
 
@@ -127,6 +130,12 @@ class FleetOptions:
     """Wall time of sim t=0 (default: now); every process of a spread fleet gets the same."""
     mqtt_lib: str = "gmqtt"
     """Each simulated agent's MQTT client: gmqtt (agents/sim/mqtt.py) or NodeAgent's aiomqtt."""
+    tune_gc: bool = False
+    """The ``fleetdeck sim`` process (cli.py sets it; tests leave the test process's GC alone):
+    fewer cyclic-GC passes and the fleet's long-lived state frozen out of their view, once built
+    and again once every agent is connected (fleetdeck/runtime.py). With thousands of agents'
+    objects alive, the default thresholds ran full collections that held the loop for tens to
+    hundreds of milliseconds: late samples (docs/performance.md, "Simulator capacity")."""
     agent_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra NodeAgent keywords for every simulated agent (``sim --wire`` once NodeAgent takes
     ``wire``)."""
@@ -146,9 +155,13 @@ class SimAgent(NodeAgent):
 
     client: aiomqtt.Client | GmqttSession | None = None
 
-    def __init__(self, *args: Any, mqtt_lib: str = "gmqtt", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mqtt_lib: str = "gmqtt",
+                 telemetry_clock: TelemetryClock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mqtt_lib = mqtt_lib
+        self.telemetry_clock = telemetry_clock
+        """The fleet's one timer for telemetry slots (agents/sim/clock.py); None: NodeAgent's
+        own loop, one sleep per sample."""
         self._loops: set[asyncio.Task[Any]] = set()
         self._loop_error: aiomqtt.MqttError | None = None
 
@@ -199,7 +212,56 @@ class SimAgent(NodeAgent):
             self._loop_error = self._loop_error or err
 
     async def _telemetry_loop(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
-        await self._kept(super()._telemetry_loop(client, stop))
+        clock = self.telemetry_clock
+        if clock is None or not isinstance(client, GmqttSession):
+            await self._kept(super()._telemetry_loop(client, stop))
+            return
+        # NodeAgent's schedule, taken at the same point (no await before it): the benchmark
+        # (bench/sim_capacity.py) times every read against exactly these slots.
+        start = asyncio.get_running_loop().time() + self.phase_s
+        await self._kept(self._clocked_telemetry(client, stop, clock, start))
+
+    async def _clocked_telemetry(self, client: GmqttSession, stop: asyncio.Event,
+                                 clock: TelemetryClock, start: float) -> None:
+        """NodeAgent._telemetry_loop on the fleet's clock: the sample and its QoS 0 publish
+        happen in the clock's callback, at the slot; this task wakes only when what follows a
+        sample has to wait for the broker (an event's or a drain's QoS 1 publishes). Unlike
+        NodeAgent's loop, telemetry goes on while those wait for their acknowledgement."""
+        wake = asyncio.Event()
+        failed: list[Exception] = []
+        topic = self._topic[Kind.TELEMETRY]
+
+        def fire() -> bool:
+            if stop.is_set():
+                wake.set()
+                return False
+            try:
+                client.publish_nowait(topic, self.telemetry_payload())
+            except Exception as err:  # MqttError, or a fault in the source: the session's end
+                failed.append(err)
+                wake.set()
+                return False
+            self.last_progress = time.monotonic()
+            for draft in self.source.take_events():
+                self.emit(draft)
+            if self.outbox.pending or (self.drain.state is DrainState.DRAINING
+                                       and not self.source.busy()):
+                wake.set()  # _flush_events / _check_drained have work
+            return True
+
+        slot = clock.add(start, self.interval_s, fire)
+        try:
+            while True:
+                await wake.wait()
+                wake.clear()
+                if failed:
+                    raise failed[0]
+                if stop.is_set():
+                    return
+                await self._flush_events(client)  # type: ignore[arg-type]
+                await self._check_drained(client)  # type: ignore[arg-type]
+        finally:
+            slot.cancel()
 
     async def _command_loop(self, client: aiomqtt.Client, announced: asyncio.Event) -> None:
         await self._kept(super()._command_loop(client, announced))
@@ -237,6 +299,8 @@ class Fleet:
         # One state per node that outlives its agents: what --state-dir is to a real agent, so
         # a restarted simulated agent keeps its drain and its executed command ids.
         self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in mine}
+        self.telemetry_clock = TelemetryClock()
+        """Every agent's telemetry slots on one timer (agents/sim/clock.py)."""
         self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in mine}
         self._inputs: list[tuple[int, int, dict[str, Any]]] = []
         """Spread fleet: (tick, seq, input) to apply before that world step."""
@@ -262,17 +326,23 @@ class Fleet:
             connect_gate=self.gate, connect_spacing_s=self.opts.connect_spacing_s,
             phase_s=node.offset_s, command_key=self.opts.command_key,
             state=self.states[node.node_id], mqtt_lib=self.opts.mqtt_lib,
-            **self.opts.agent_kwargs,
+            telemetry_clock=self.telemetry_clock, **self.opts.agent_kwargs,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
+        if self.opts.tune_gc:
+            # No freezing after every collection (the console's way): cycles made later, by
+            # reconnects and killed agents, must stay collectable in a long simulation.
+            tune_gc(freeze_survivors=False)
         for name, agent in self.agents.items():
             self._tasks[name] = asyncio.create_task(agent.run(stop), name=f"agent-{name}")
         sched = asyncio.create_task(self._sched_loop(stop), name="sched")
         ticker = asyncio.create_task(self._tick_loop(stop), name="tick")
+        freezer = (asyncio.create_task(self._freeze_when_connected(stop), name="gc-freeze")
+                   if self.opts.tune_gc else None)
         await stop.wait()
         # Agents see the same stop event: they publish offline and disconnect cleanly.
         _, stuck = await asyncio.wait(self._tasks.values(), timeout=STOP_GRACE_S)
@@ -288,7 +358,8 @@ class Fleet:
             _, stuck = await asyncio.wait(stuck, timeout=2.0)
         # The scheduler loop watches ``stop`` too, but on 3.11 a cancelled publish can swallow
         # its cancellation (see above): cancel again, bounded, rather than hang the exit.
-        rest = {ticker, sched, *self._kills}
+        self.telemetry_clock.close()
+        rest = {ticker, sched, *self._kills, *([freezer] if freezer is not None else [])}
         for _ in range(5):
             for task in rest:
                 task.cancel()
@@ -297,6 +368,23 @@ class Fleet:
                 break
         else:
             log.warning("%d simulator tasks did not stop; leaving them", len(rest))
+
+    async def _freeze_when_connected(self, stop: asyncio.Event) -> None:
+        """Once every agent is connected, freeze what the sessions built (sockets, transports,
+        clients): state that lives as long as the fleet, out of the GC's scans."""
+        everyone: asyncio.Future[Any] = asyncio.gather(
+            *(a.connected.wait() for a in self.agents.values()))
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({everyone, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (everyone, stopping):
+                fut.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await everyone
+        if not stop.is_set():
+            gc.collect(0)
+            gc.freeze()
 
     def connected_count(self) -> int:
         return sum(1 for a in self.agents.values() if a.connected.is_set())

@@ -1,8 +1,9 @@
 """How many simulated nodes one `fleetdeck sim` process sustains at 1 Hz.
 
 For each fleet size: a fresh private Mosquitto, then one child process running the real
-:class:`agents.fleet.Fleet` (one aiomqtt client + Last Will per node, the scheduler client, the
-world tick) with a few jobs so some nodes are in the training code path. The child records,
+:class:`agents.fleet.Fleet` (one MQTT session + Last Will per node, gmqtt unless ``--mqtt
+aiomqtt``; the scheduler client; the world tick; the GC tuning ``fleetdeck sim`` applies)
+with a few jobs so some nodes are in the training code path. The child records,
 per telemetry sample, how late it was against its slot in the agent's schedule (the agent
 publishes at ``start + k * interval``; a sample skipped because the loop fell more than one
 interval behind counts as late). It reports:
@@ -13,8 +14,14 @@ interval behind counts as late). It reports:
 * delivered % = telemetry the broker passed on in the window (a framing-only counter
   subscribes, bench/_mqttload.py RawCounter) over the samples due;
 * CPU % of one core and RSS of the fleet process, also per 1,000 nodes, and the broker's CPU;
+* waited % (runnable without a CPU: what the machine's other processes took) and CPU µs per
+  sample, so a late figure on a shared machine says whether the simulator or the machine was
+  short; the load average before each size;
 * the pure model cost (sample + encode, no MQTT) per node, so the rest of the CPU is the MQTT
-  client stack (aiomqtt/paho, one client per node).
+  client stack (one client per node) and the event loop.
+
+The agents publish from the fleet's telemetry clock (agents/sim/clock.py) on NodeAgent's
+schedule; :class:`Timed` times each read against that schedule, taken at the same point.
 
 It fails loudly (``BENCH FAILED:``, exit 1) when an agent task died (the bench's agent class no
 longer matching the simulator's is one way), no sample was taken, or the broker passed on
@@ -42,7 +49,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import BenchFailure, Row, cpu_s, judge, main_guard, rss_mib, write_rows
+from bench._common import (
+    BenchFailure,
+    Row,
+    cpu_s,
+    judge,
+    main_guard,
+    rss_mib,
+    runqueue_s,
+    write_rows,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_NODES = 4096
@@ -145,7 +161,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     opts = FleetOptions(cluster="bench", nodes=n, interval_s=args.interval, keepalive=30,
                         seed=1, connect_concurrency=64, jobs=max(1, n // 64),
                         shard=args.shard, shards=args.procs, epoch_ms=args.epoch_ms,
-                        mqtt_lib=args.mqtt)
+                        mqtt_lib=args.mqtt, tune_gc=True)  # as `fleetdeck sim` (cli.py)
     fleet = BenchFleet(parse_broker_url(args.broker), opts)
     timers = []
     for agent in fleet.agents.values():
@@ -166,9 +182,9 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     epoch0 = time.time()
     for tm in timers:
         tm.window = (w0, w0 + args.window)
-    c0 = cpu_s()
+    c0, q0 = cpu_s(), runqueue_s()
     await asyncio.sleep(args.window)
-    c1 = cpu_s()
+    c1, q1 = cpu_s(), runqueue_s()
     epoch1 = time.time()
     rss = rss_mib()
     connected = sum(1 for a in fleet.agents.values() if a.connected.is_set())
@@ -189,6 +205,10 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(1000 * lateness[len(lateness) // 2], 1) if lateness else None,
         "p99_ms": round(1000 * lateness[int(len(lateness) * 0.99)], 1) if lateness else None,
         "cpu_pct": round(100 * (c1 - c0) / args.window, 1),
+        # Runnable but without a CPU (the other processes of a shared machine): samples late
+        # for that reason are still counted late; this says why.
+        "waited_pct": round(100 * (q1 - q0) / args.window, 1),
+        "cpu_us_per_sample": round(1e6 * (c1 - c0) / len(lateness), 1) if lateness else None,
         "rss_mb": round(rss, 1),
         "pure_us_per_node": round(pure, 1),
         "window_epoch": [epoch0, epoch1],
@@ -231,6 +251,9 @@ def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "p99_ms": max((p["p99_ms"] for p in parts if p["p99_ms"] is not None), default=None),
         "cpu_pct": max(p["cpu_pct"] for p in parts),
         "cpu_pct_total": round(sum(p["cpu_pct"] for p in parts), 1),
+        "waited_pct": max(p["waited_pct"] for p in parts),
+        "cpu_us_per_sample": max((p["cpu_us_per_sample"] for p in parts
+                                  if p["cpu_us_per_sample"] is not None), default=None),
         "rss_mb": round(sum(p["rss_mb"] for p in parts), 1),
         "pure_us_per_node": parts[0]["pure_us_per_node"],
         "window_epoch": [min(p["window_epoch"][0] for p in parts),
@@ -268,6 +291,7 @@ def parent(args: argparse.Namespace) -> list[Row]:
         raise BenchFailure("mosquitto is not installed; this benchmark needs it")
     rows = []
     for n in args.sizes:
+        row_load = os.getloadavg()[0]
         with ManagedBroker(MOSQUITTO) as broker:
             assert broker.proc is not None
             counter = RawCounter(broker.url.host, broker.url.port, f"count-{os.getpid()}",
@@ -317,6 +341,7 @@ def parent(args: argparse.Namespace) -> list[Row]:
         span_due = row["nodes"] * (e1 - e0) / args.interval
         row["delivered_pct"] = round(100 * row["delivered"] / span_due, 2)
         row["broker_cpu_pct"] = round(broker_pct, 1)
+        row["load_before"] = round(row_load, 2)
         check(row)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("died", "errors")}),
@@ -327,14 +352,19 @@ def parent(args: argparse.Namespace) -> list[Row]:
     print(f"MQTT client per simulated node: {args.mqtt}; {args.procs} process(es) per fleet "
           "(CPU % core = the busiest process)")
     hdr = ("nodes", "connected", "connect s", "late %", "delivered %", "p50 ms", "p99 ms",
-           "CPU % core", "RSS MB", "model µs/node", "broker CPU %", "stop s")
+           "CPU % core", "waited %", "CPU µs/sample", "RSS MB", "model µs/node", "broker CPU %",
+           "stop s", "load before")
     print(" | ".join(hdr))
     print(" | ".join("---" for _ in hdr))
     for r in rows:
         print(" | ".join(str(x) for x in (
             r["nodes"], r["connected"], r["connect_s"], r["late_pct"], r["delivered_pct"],
-            r["p50_ms"], r["p99_ms"], r["cpu_pct"], r["rss_mb"], r["pure_us_per_node"],
-            r["broker_cpu_pct"], "> 120" if r["stop_s"] is None else r["stop_s"])))
+            r["p50_ms"], r["p99_ms"], r["cpu_pct"], r["waited_pct"], r["cpu_us_per_sample"],
+            r["rss_mb"], r["pure_us_per_node"], r["broker_cpu_pct"],
+            "> 120" if r["stop_s"] is None else r["stop_s"], r["load_before"])))
+    print("waited % = of the window, the simulator runnable but without a CPU "
+          "(/proc/PID/schedstat: the other processes of the machine); load before = the 1-min "
+          "load average before the size started")
     for r in rows:
         if r["stop_s"] is None:
             print(f"note: {r['nodes']} nodes: the simulator had not stopped {STOP_LIMIT_S:.0f} s "

@@ -548,6 +548,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
         scenario=scenario, command_key=_command_key(args), agent_kwargs=_agent_wire(args),
+        tune_gc=True,
     )
     drawn = None
     if table is not None and scenario is not None:

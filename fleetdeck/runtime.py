@@ -5,7 +5,7 @@ import gc
 _freeze_ticks = False
 
 
-def tune_gc() -> None:
+def tune_gc(freeze_survivors: bool = True) -> None:
     """Make Python's cyclic GC cheaper for a process that holds a large, long-lived fleet state.
 
     Each validated telemetry sample allocates a few hundred objects, and with thousands of nodes'
@@ -14,10 +14,15 @@ def tune_gc() -> None:
     itself. Our state holds no reference cycles worth collecting eagerly, so collect less often
     and move start-up objects (modules, models, schemas) out of the GC's view. From here on,
     each console tick also freezes what it kept (``freeze_tick``).
+
+    ``freeze_survivors=False`` (the simulator, :func:`tune_gc_for_sim`): no freezing after each
+    collection, so reference cycles made later (reconnects, killed agents) are still collected.
     """
     global _freeze_ticks
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+    if not freeze_survivors:
+        return
     _freeze_ticks = True
     if _freeze_survivors not in gc.callbacks:
         gc.callbacks.append(_freeze_survivors)

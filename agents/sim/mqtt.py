@@ -25,6 +25,8 @@ else). This belongs behind the project's transport module once there is one (iss
 import asyncio
 import contextlib
 import logging
+import struct
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +63,26 @@ class _Client(gmqtt.Client):  # type: ignore[misc]
         if fut is not None and not fut.done():
             fut.set_result(None)
 
+    def publish_qos0(self, head: bytes, payload: bytes, retain: bool) -> None:
+        """A QoS 0 PUBLISH written straight to the transport: what gmqtt's publish sends for
+        MQTT 3.1.1 (no properties, no packet id), without its Message object, its two debug
+        log calls and its bytearray building, ~half of a telemetry publish's CPU outside the
+        socket write (docs/performance.md, "Simulator capacity"). ``head``: the topic as
+        :func:`topic_head` packs it."""
+        conn: Any = getattr(self, "_connection", None)
+        transport = getattr(conn, "_transport", None)
+        if conn is None or transport is None or transport.is_closing():
+            raise aiomqtt.MqttError("Could not publish message: not connected")
+        conn._last_data_out = time.monotonic()  # gmqtt's keepalive reads it (no PINGREQ due)
+        n = len(head) + len(payload)
+        if n < 128:
+            size = bytes((n,))
+        elif n < 16384:
+            size = bytes((n & 0x7F | 0x80, n >> 7))
+        else:
+            size = _varint(n)
+        transport.write(b"".join((b"\x31" if retain else b"\x30", size, head, payload)))
+
     def publish_mid(self, message: Any) -> int:
         """gmqtt's publish, returning the packet id it chose (0 for QoS 0: none)."""
         mid, package = self._connection.publish(message)
@@ -68,6 +90,22 @@ class _Client(gmqtt.Client):  # type: ignore[misc]
             self._persistent_storage.push_message(mid, package)
             return int(mid)
         return 0
+
+
+def _varint(n: int) -> bytes:
+    """MQTT's variable byte integer (remaining length)."""
+    out = bytearray()
+    while True:
+        n, b = divmod(n, 128)
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
+
+
+def topic_head(topic: str) -> bytes:
+    """A PUBLISH's topic field: two length bytes and the UTF-8 name."""
+    raw = topic.encode()
+    return struct.pack("!H", len(raw)) + raw
 
 
 class GmqttSession:
@@ -92,6 +130,7 @@ class GmqttSession:
         self._subacks: dict[int, asyncio.Future[None]] = {}
         self._lost: asyncio.Future[None] | None = None
         self._connected = False
+        self._heads: dict[str, bytes] = {}
 
     # --- connection --------------------------------------------------------------------------
 
@@ -171,11 +210,21 @@ class GmqttSession:
 
     # --- operations --------------------------------------------------------------------------
 
+    def publish_nowait(self, topic: str, payload: bytes, retain: bool = False) -> None:
+        """A QoS 0 publish, at once (nothing to wait for): the telemetry path. Raises
+        :class:`aiomqtt.MqttError` when the session is not connected."""
+        self._check()
+        head = self._heads.get(topic)
+        if head is None:
+            head = self._heads[topic] = topic_head(topic)
+        self._c.publish_qos0(head, payload, retain)
+
     async def publish(self, topic: str, payload: bytes | str | None = None, qos: int = 0,
                       retain: bool = False, **_: Any) -> None:
         self._check()
         if qos == 0:
-            self._c.publish_mid(gmqtt.Message(topic, payload or b"", qos=0, retain=retain))
+            data = payload.encode() if isinstance(payload, str) else payload or b""
+            self.publish_nowait(topic, data, retain)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         mid = self._c.publish_mid(gmqtt.Message(topic, payload or b"", qos=qos, retain=retain))
