@@ -117,7 +117,13 @@ async def keys(app: Any, switches: int, sorts: int) -> dict[str, list[float]]:
         key = "23451"[i % 5]
         switch.append(await app.press_timed(key, True))
         if key in "12":  # cursor keys on the grid and the node list
-            for move in ("down", "pagedown", "pageup", "up"):
+            moves = ["down", "pagedown", "pageup", "up"]
+            w = app.focused
+            if getattr(w, "cursor", 0) > len(getattr(w, "rows", ())) // 2:
+                # A reversed sort leaves the cursor's node at the bottom, where down and
+                # pagedown change nothing: each move away from the edge first, then back.
+                moves = ["up", "pageup", "pagedown", "down"]
+            for move in moves:
                 nav.append(await app.press_timed(move, False))
                 if nav[-1] >= KEY_TIMEOUT_S:
                     print(f"  {move} on view {key} never reached the screen "
