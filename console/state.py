@@ -376,7 +376,7 @@ class FleetState:
         self._min_every = float("inf")
         self.quiet_applied = 0
         """Samples applied without the rules: v2 deltas that moved only columns no rule reads,
-        on a healthy node (``status --json`` reports it; bench/apply_cost.py too)."""
+        on a healthy node (bench/apply_cost.py reports the share)."""
         self.precheck = True
         """Skip the health rules of a healthy node whose new sample is within healthy bounds
         (``health.still_healthy``); off only to compare against the full rules in tests."""
