@@ -237,12 +237,17 @@ DUPLICATE_WINDOW_S = 120.0
 agent's old process falls silent; a second machine with the same id keeps coming back)."""
 
 
+def _nearly_all(names: set[str], nodes: dict[str, "NodeState"]) -> bool:
+    """So many of the fleet that visiting every node costs less than picking them out."""
+    return 10 * len(names) >= 9 * len(nodes)
+
+
 def _pick(nodes: dict[str, "NodeState"], names: set[str]) -> list["NodeState"]:
     """The states of ``names`` (ids that are gone are left out). For most of the fleet, picked
     in the dict's order, the order the states were made in: a set's hash order scatters the
     reads over memory, ~2 µs a node more at 16,384 nodes (bench/apply_cost.py)."""
-    if 10 * len(names) >= 9 * len(nodes):
-        return list(nodes.values())  # all of them, or so nearly that filtering costs more
+    if _nearly_all(names, nodes):
+        return list(nodes.values())
     if 4 * len(names) >= len(nodes):
         return [st for st in nodes.values() if st.node_id in names]
     return [nodes[n] for n in names if n in nodes]
@@ -585,9 +590,9 @@ class FleetState:
             return list(nodes.values())
         names = self._dirty | self._watch if self._watch else self._dirty
         self._dirty = set()
-        if 10 * len(names) >= 9 * len(nodes):
-            # (Nearly) every node changed: a plain pass; deadlines that passed meanwhile are
-            # judged by it and re-armed when popped later.
+        if _nearly_all(names, nodes):
+            # A plain pass; deadlines that passed meanwhile are judged by it and re-armed
+            # when popped later.
             return list(nodes.values())
         heap = self._deadlines
         while heap and heap[0][0] < now:

@@ -175,26 +175,16 @@ class NodesScreen(FleetView):
         elif f.active:
             nodes = [st for st in nodes if f.match_row(self.row(st))]
         key = self.sort_key
-        if key == "node":
-            nodes.sort(key=_NODE_ID)
-        elif key in METRIC_COLUMNS:
-            # Two stable sorts with flat keys (node id, then the float): at 16,384 nodes a
-            # (value, id) tuple per node and tuple comparisons cost several times more.
+        # Two stable sorts with flat keys, ids then the column's value, give node_sort_key's
+        # order: at 16,384 nodes a (value, id) tuple per node and tuple comparisons cost
+        # several times more.
+        nodes.sort(key=_NODE_ID)
+        if key in METRIC_COLUMNS:
             col = METRIC_COLUMNS.index(key)
-            nodes.sort(key=_NODE_ID)
-            cached, fresh = self._metrics.get, self.metrics
-            values = []
-            for st in nodes:
-                hit = cached(st.node_id)
-                values.append(-(hit[1] if hit is not None and hit[0] == st.revision
-                                 else fresh(st))[col])
-            order = sorted(range(len(nodes)), key=values.__getitem__)
-            nodes = [nodes[i] for i in order]
-        else:
-            # From the node, not its formatted row (rows are built for the lines on screen);
-            # stable on the id order, so ties stay by node as in node_sort_key.
+            nodes.sort(key=lambda s: -self.metrics(s)[col])  # cached until the next sample
+        elif key != "node":
+            # From the node, not its formatted row (rows are built for the lines on screen).
             jobs = self._jobs
-            nodes.sort(key=_NODE_ID)
             nodes.sort(key=lambda s: node_sort_value(s, key, jobs.get(s.node_id, [])))
         if self.sort_reverse:
             nodes.reverse()
