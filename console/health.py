@@ -10,8 +10,8 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fleetdeck.protocol.fast import GpuSample, IbPortSample, Telemetry
-from fleetdeck.protocol.messages import XIDS_WINDOW_S, Birth
+from fleetdeck.protocol.fast import Birth, GpuSample, IbPortSample, Telemetry
+from fleetdeck.protocol.messages import XIDS_WINDOW_S
 
 
 class Verdict(StrEnum):

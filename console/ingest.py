@@ -95,7 +95,8 @@ class MalformedLog:
 class Batch:
     """Everything ingested since the last tick. Latest-wins for state, ordered for events."""
 
-    births: dict[str, tuple[float, Birth]] = field(default_factory=dict)
+    births: dict[str, tuple[float, fast.Birth]] = field(default_factory=dict)
+    """Validated by the pydantic model, kept as its compact Struct (``fast.birth_of``)."""
     statuses: dict[str, tuple[float, Status]] = field(default_factory=dict)
     telemetry: dict[str, tuple[float, Telemetry]] = field(default_factory=dict)
     events: list[tuple[float, Event]] = field(default_factory=list)
@@ -290,7 +291,7 @@ class Ingest:
             case Birth():
                 prev = b.births.get(subject)
                 if prev is None or msg.bdSeq >= prev[1].bdSeq:
-                    b.births[subject] = (rx_ts, msg)
+                    b.births[subject] = (rx_ts, fast.birth_of(msg))
             case Status():
                 prev_s = b.statuses.get(subject)
                 if prev_s is None or msg.bdSeq >= prev_s[1].bdSeq:

@@ -26,10 +26,9 @@ from fleetdeck.console.health import (
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
 from fleetdeck.protocol import fast, wire2
-from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol.fast import Birth, Telemetry
 from fleetdeck.protocol.messages import (
     Ack,
-    Birth,
     CollectorStatus,
     DrainInfo,
     DrainState,

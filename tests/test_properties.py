@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, fast
 from fleetdeck.protocol.messages import MESSAGE_MODELS
 from fleetdeck.protocol.topics import Kind, TopicError, parse_topic, topic_for
 from tests.helpers import FakeNode
@@ -106,12 +106,12 @@ def test_rejected_input_never_changes_state(junk):
     first = ingest.take_batch()
     # The three valid messages sent are the three decoded: none rejected, none lost or altered.
     assert (ingest.received, ingest.malformed.total, ingest.ignored, first.messages) == (3, 0, 0, 3)
-    assert first.births[node.node_id][1] == birth
+    assert first.births[node.node_id][1] == fast.birth_of(birth)
     assert first.statuses[node.node_id][1] == status
     assert first.telemetry[node.node_id][1] == telemetry
     state.apply(first, node.now)
     before = state.nodes["gpu0001"]
-    assert (before.birth, before.telemetry) == (birth, telemetry)
+    assert (before.birth, before.telemetry) == (fast.birth_of(birth), telemetry)
     snapshot = (before.telemetry, before.birth, before.online, before.bd_seq, before.last_seq)
     for topic, payload in junk:
         ingest.handle(topic, payload, node.now)

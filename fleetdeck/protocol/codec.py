@@ -75,9 +75,12 @@ def encode(msg: BaseModel | msgspec.Struct) -> bytes:
 def decode(model: type[M], payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> M:
     """Validate ``payload`` as ``model``; raise :class:`DecodeError` with a reason code.
 
-    ``model`` may be the fast :class:`fast.Telemetry` (see :func:`decode_telemetry`)."""
+    ``model`` may be the fast :class:`fast.Telemetry` (see :func:`decode_telemetry`) or
+    :class:`fast.Birth` (the pydantic model validates; :func:`fast.birth_of`)."""
     if model is fast.Telemetry:
         return cast(M, decode_telemetry(payload, max_size))
+    if model is fast.Birth:  # validated by the model, kept as the Struct
+        return cast(M, fast.birth_of(decode(Birth, payload, max_size)))
     if not issubclass(model, BaseModel):
         raise TypeError(f"no decoder for {model.__name__}")
     if len(payload) > max_size:

@@ -1,4 +1,4 @@
-"""The msgspec telemetry Structs mirror the pydantic models field for field."""
+"""The msgspec telemetry and birth Structs mirror the pydantic models field for field."""
 
 import msgspec
 import pytest
@@ -17,6 +17,10 @@ PAIRS: list[tuple[type[msgspec.Struct], type[BaseModel]]] = [
     (fast.AgentInfo, messages.AgentInfo),
     (fast.JobOnNode, messages.JobOnNode),
     (fast.HostSample, messages.HostSample),
+    (fast.Birth, messages.Birth),
+    (fast.GpuInventory, messages.GpuInventory),
+    (fast.IbPortInventory, messages.IbPortInventory),
+    (fast.Topology, messages.Topology),
 ]
 
 
@@ -65,3 +69,38 @@ def test_structs_are_frozen_and_untracked() -> None:
     with pytest.raises(AttributeError):
         tel.seq = 2  # type: ignore[misc]
     assert not gc.is_tracked(tel.gpus[0])
+
+
+def test_a_kept_birth_holds_what_was_validated() -> None:
+    """The console keeps births as Structs (``fast.birth_of``): every field as validated, and
+    re-published (a recording's keyframe) it validates to the same birth."""
+    from tests.helpers import FakeNode
+
+    full = FakeNode().birth()
+    degraded = messages.Birth(cluster="c", node="n1", bdSeq=5, ts=6, errors=["no NVIDIA driver"],
+                              topology=messages.Topology(rack="r1", leaf="leaf-3"))
+    for model in (full, degraded):
+        kept = fast.birth_of(model)
+        assert fast.to_dict(kept) == model.model_dump()
+        assert messages.Birth.model_validate_json(msgspec.json.encode(kept)) == model
+    assert len(fast.birth_of(full).gpus) == len(full.gpus) == 8
+
+
+def test_a_kept_birth_is_a_fraction_of_the_model() -> None:
+    """Issue 12: 16,384 pydantic births were ~300 MiB of a console's memory."""
+    import tracemalloc
+
+    from tests.helpers import FakeNode
+
+    payload = FakeNode().birth().model_dump_json()
+    tracemalloc.start()
+    try:
+        models = [messages.Birth.model_validate_json(payload) for _ in range(200)]
+        size_models = tracemalloc.get_traced_memory()[0]
+        kept = [msgspec.json.decode(msgspec.json.encode(fast.birth_of(m)), type=fast.Birth)
+                for m in models]
+        size_kept = tracemalloc.get_traced_memory()[0] - size_models
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == 200
+    assert size_kept < size_models / 3
