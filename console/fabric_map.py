@@ -84,8 +84,7 @@ def _rails(st: NodeState) -> tuple[int, ...]:
     if st.birth is not None:
         rails.update(r for inv in st.birth.ib_ports
                      if (r := port_rail(st, inv.dev)) is not None)
-    t = st.telemetry
-    if t is not None and not rails:
+    if not rails and (t := st.telemetry) is not None:
         rails.update(r for p in t.ib_ports if (r := port_rail(st, p.dev)) is not None)
     return tuple(sorted(rails))
 
@@ -197,11 +196,11 @@ def fabric_map(state: FleetState, cache: FabricMapCache | None = None) -> Fabric
     overrides: dict[str, NodeFabric] = {}
     special = cache.special
     for node_id, st in nodes.items():
-        if not (st.findings or st.stale or st.online is False or st.telemetry is None):
+        if not (st.findings or st.stale or st.online is False or st.sample is None):
             continue
         ib = any(f.rule.startswith("N") for f in st.findings) if st.findings else False
         sig = (st.shape_rev, st.revision if ib else -1, st.stale, st.online,
-               st.telemetry is None)
+               st.sample is None)
         hit = special.get(node_id)
         if hit is None or hit[0] != sig:
             hit = special[node_id] = (sig, node_fabric(st))

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
+from fleetdeck.protocol import wire2
 from fleetdeck.protocol.fast import Birth, GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import XIDS_WINDOW_S
 
@@ -192,11 +193,11 @@ class NodeHistory:
         """Every rate zero, no window holds anything, no thermal growth: what an ``update``
         with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
 
-    def advance(self, t: Telemetry) -> None:
+    def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2
         delta that moved only benign columns, docs/protocol.md): only the clock moves."""
         if not self.settled:
-            self.update(t)
+            self.update(wire2.full(t))
             return
         self.prev_bd_seq, self.prev_ts = t.bdSeq, t.ts
 
@@ -370,11 +371,20 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     return True
 
 
-def still_quiet(t: Telemetry) -> bool:
+def still_quiet(t: wire2.Sample) -> bool:
     """A healthy node's new sample whose watched columns equal the previous sample's (only
     BENIGN and QUIET_CHECKED columns moved) is still healthy unless one of the checked columns
     crossed its threshold: the watched values are as before, and what depends on the clock
-    (XID windows, counter windows, "in the last minute") only heals as time passes."""
+    (XID windows, counter windows, "in the last minute") only heals as time passes.
+
+    A sample whose rows are not built (``wire2.Pending``) is checked on its columns."""
+    if type(t) is wire2.Pending:
+        for temp, reasons in zip(t.gpu_column("temp_c"), t.gpu_column("clock_event_reasons"),
+                                 strict=True):
+            if (temp is not None and temp >= TEMP_WARN_C) or (reasons or 0) & THROTTLE_BITS:
+                return False
+        return True
+    assert isinstance(t, Telemetry)
     for g in t.gpus:
         temp = g.temp_c
         if ((temp is not None and temp >= TEMP_WARN_C)

@@ -98,7 +98,8 @@ class Batch:
     births: dict[str, tuple[float, fast.Birth]] = field(default_factory=dict)
     """Validated by the pydantic model, kept as its compact Struct (``fast.birth_of``)."""
     statuses: dict[str, tuple[float, Status]] = field(default_factory=dict)
-    telemetry: dict[str, tuple[float, Telemetry]] = field(default_factory=dict)
+    telemetry: dict[str, tuple[float, wire2.Sample]] = field(default_factory=dict)
+    """A quiet v2 delta is a ``wire2.Pending``: its rows are built when first read."""
     events: list[tuple[float, Event]] = field(default_factory=list)
     acks: list[tuple[float, Ack]] = field(default_factory=list)
     jobs: dict[str, tuple[float, JobStatus]] = field(default_factory=dict)
@@ -129,7 +130,8 @@ class Batch:
 
 
 class Ingest:
-    def __init__(self, cluster: str, max_payload: int = codec.DEFAULT_MAX_PAYLOAD) -> None:
+    def __init__(self, cluster: str, max_payload: int = codec.DEFAULT_MAX_PAYLOAD,
+                 lazy: bool = True) -> None:
         self.cluster = cluster
         self.max_payload = max_payload
         self.malformed = MalformedLog()
@@ -141,7 +143,8 @@ class Ingest:
         """Node id -> why, for nodes whose birth or status arrived malformed."""
         self.reassembler = wire2.Reassembler(
             quiet_gpu=BENIGN_GPU_COLUMNS | QUIET_CHECKED_GPU_COLUMNS,
-            quiet_port=BENIGN_PORT_COLUMNS)
+            quiet_port=BENIGN_PORT_COLUMNS, lazy=lazy)
+        """``lazy``: a quiet delta's sample is a ``wire2.Pending`` (rows built when read)."""
         self.keyframe_wanted: dict[str, str] = {}
         """Node id -> why, for v2 nodes whose deltas name a keyframe this console lacks (it
         started late, or the keyframe was lost): the session asks them (op ``keyframe``)."""

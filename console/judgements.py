@@ -65,13 +65,15 @@ def switch_of(st: NodeState, dev: str) -> str:
 
 def bad_ports(st: NodeState) -> list[tuple[str, IbPortSample]]:
     """(status, port) of the node's ports that are not ok (none while it is silent)."""
-    t = st.telemetry
-    if t is None or st.stale or st.online is False:
+    if st.sample is None or st.stale or st.online is False:
         return []
     if not any(f.rule.startswith("N") for f in st.findings):
         # A port that is down or erroring always raises an N finding: the common, healthy
-        # case costs one scan of the findings, not a look at every port.
+        # case costs one scan of the findings, not a look at every port (nor a build of the
+        # rows of a sample that has none yet: wire2.Pending).
         return []
+    t = st.telemetry
+    assert t is not None
     out = []
     for p in t.ib_ports:
         status = port_status(p, st.findings)

@@ -9,22 +9,26 @@ quantised for drawing, not for arithmetic: util in %, temperature in °C, power 
 ``MISSING`` marks "not reported".
 """
 
-from collections.abc import Iterable
-from operator import attrgetter
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol.wire2 import Pending, Sample
 
 SAMPLES = 60
 MISSING = 255
 METRICS = ("util", "temp", "power")
 POWER_STEP_W = 4
-_BY_INDEX = attrgetter("index")
 
 
 def _q(value: float | None, step: float = 1.0) -> int:
     if value is None:
         return MISSING
     return max(0, min(254, round(value / step)))
+
+
+def _ascending(index: Sequence[int]) -> bool:
+    return all(a < b for a, b in pairwise(index))
 
 
 class _Ring:
@@ -45,27 +49,42 @@ class RecentHistory:
         self.samples = samples
         self._rings: dict[str, _Ring] = {}
 
-    def record(self, node: str, t: Telemetry) -> None:
+    def record(self, node: str, t: Sample) -> None:
+        if type(t) is Pending and not t.built:
+            # Columns straight from the v2 delta and its keyframe: no rows built for this.
+            self._record(node, t.gpu_column("index"), t.gpu_column("present"),
+                         t.gpu_column("util_pct"), t.gpu_column("temp_c"),
+                         t.gpu_column("power_w"))
+            return
         gpus = t.gpus
-        n = len(gpus)
+        self._record(node, [g.index for g in gpus], [g.present for g in gpus],
+                     [g.util_pct for g in gpus], [g.temp_c for g in gpus],
+                     [g.power_w for g in gpus])
+
+    def _record(self, node: str, index: Sequence[int], present: Sequence[bool],
+                util: Sequence[float | None], temp: Sequence[float | None],
+                power: Sequence[float | None]) -> None:
+        n = len(index)
         ring = self._rings.get(node)
         if ring is None or ring.gpus != n:
             ring = self._rings[node] = _Ring(self.samples, n)
+        # Slots in GPU index order; agents send the rows in that order already.
+        order = range(n) if _ascending(index) else sorted(range(n), key=index.__getitem__)
         buf = ring.buf
         base = ring.next * 3 * n
         # Inlined quantisation (see _q): a call per value was most of this method's cost.
-        for i, g in enumerate(sorted(gpus, key=_BY_INDEX)):
+        for i, k in enumerate(order):
             u = tc = p = MISSING
-            if g.present:
-                v = g.util_pct
+            if present[k]:
+                v = util[k]
                 if v is not None:
                     u = round(v)
                     u = 0 if u < 0 else 254 if u > 254 else u
-                v = g.temp_c
+                v = temp[k]
                 if v is not None:
                     tc = round(v)
                     tc = 0 if tc < 0 else 254 if tc > 254 else tc
-                v = g.power_w
+                v = power[k]
                 if v is not None:
                     p = round(v / POWER_STEP_W)
                     p = 0 if p < 0 else 254 if p > 254 else p

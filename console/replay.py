@@ -26,7 +26,6 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import wire2
-from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic, topic_for
 
 TICK_S = 0.5
@@ -366,7 +365,7 @@ class _Mark:
     delays: int
     seqs: int
     floor: float | None
-    telemetry: tuple[float, Telemetry] | None
+    telemetry: tuple[float, wire2.Sample] | None
     basis: wire2.Basis | None
 
 

@@ -24,6 +24,7 @@ from fleetdeck.console.judgements import (
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
+from fleetdeck.protocol import wire2
 from fleetdeck.protocol.fast import IbPortSample
 from fleetdeck.protocol.messages import DrainInfo, DrainState, JobStatus
 
@@ -562,11 +563,12 @@ _NodePorts = tuple[int, int, list[tuple[str, IbPortSample]]]
 
 
 def _node_ports(st: NodeState) -> _NodePorts:
-    t = st.telemetry
+    t = st.sample
     if t is None or st.stale or st.online is False:
         return st.ib_ports, 0, []
     bad = bad_ports(st)
-    return len(t.ib_ports), len(t.ib_ports) - len(bad), bad
+    ports = wire2.rows_of(t)[1]  # a healthy node's quiet sample: no rows built for this
+    return ports, ports - len(bad), bad
 
 
 FabricCache = dict[str, tuple[tuple[object, ...], str, _NodePorts]]

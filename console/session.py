@@ -40,7 +40,6 @@ from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
 from fleetdeck.protocol import codec, signing, wire2
-from fleetdeck.protocol.fast import Telemetry
 from fleetdeck.protocol.messages import (
     Command,
     CommandArgs,
@@ -231,7 +230,7 @@ class ConsoleSession:
         self.shed_at: float | None = None
         """Clock time of the last tick that found telemetry shed by the feed's bounded buffer."""
         self._rebirths_this_tick = 0
-        self._carry: dict[str, tuple[float, Telemetry]] = {}
+        self._carry: dict[str, tuple[float, wire2.Sample]] = {}
         """Telemetry taken from the ingest but not applied yet: newest per node, in the order
         nodes first arrived (a node keeps its place when a newer sample replaces its own)."""
         self._carry_seqs: dict[str, list[int]] = {}
@@ -525,7 +524,7 @@ class ConsoleSession:
         nodes = self.state.nodes
         for node_id, (_rx, tel) in batch.telemetry.items():
             st = nodes.get(node_id)
-            if st is not None and st.telemetry is tel:
+            if st is not None and st.sample is tel:
                 self.recent.record(node_id, tel)
 
     def _collect_events(self) -> int:

@@ -60,7 +60,9 @@ class NodeState:
     """None until a status or telemetry says otherwise."""
     status_ts: float = 0.0
     drain: DrainInfo = field(default_factory=DrainInfo)
-    telemetry: Telemetry | None = None
+    sample: wire2.Sample | None = None
+    """The latest telemetry; read it as ``telemetry`` (a quiet v2 sample's rows are built when
+    first read: ``wire2.Pending``)."""
     last_rx: float | None = None
     first_seen: float | None = None
     """When this console first heard of the node: staleness counts from here until telemetry."""
@@ -126,9 +128,20 @@ class NodeState:
     (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
 
     @property
+    def telemetry(self) -> Telemetry | None:
+        t = self.sample
+        # The Pending stays the sample (its rows are cached in it): "is this the sample the
+        # state took" stays an identity test (ConsoleSession._record_history).
+        return t.full() if type(t) is wire2.Pending else t  # type: ignore[return-value]
+
+    @telemetry.setter
+    def telemetry(self, value: Telemetry | None) -> None:
+        self.sample = value
+
+    @property
     def interval_s(self) -> float:
-        if self.telemetry is not None:
-            return self.telemetry.interval_s
+        if self.sample is not None:
+            return self.sample.interval_s
         return self.birth.interval_s if self.birth is not None else 1.0
 
     @property
@@ -143,7 +156,8 @@ class NodeState:
     def ib_ports(self) -> int:
         if self.birth is not None and self.birth.ib_ports:
             return len(self.birth.ib_ports)
-        return len(self.telemetry.ib_ports) if self.telemetry is not None else 0
+        t = self.telemetry
+        return len(t.ib_ports) if t is not None else 0
 
     @property
     def ib_ports_up(self) -> int:
@@ -152,12 +166,12 @@ class NodeState:
     def _counts(self) -> tuple[int, int]:
         """(GPUs present, IB ports up) of the latest sample, counted once per sample: the
         node list sorts and the fleet totals read them for every node (issue 12)."""
+        held = self.counted
+        if held[0] is not None and held[0] is self.sample:
+            return held[1], held[2]
         t = self.telemetry
         if t is None:
             return 0, 0
-        held = self.counted
-        if held[0] is t:
-            return held[1], held[2]
         present = sum(1 for g in t.gpus if g.present)
         up = sum(1 for p in t.ib_ports
                  if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
@@ -170,7 +184,7 @@ class NodeState:
 
     @property
     def job_id(self) -> str | None:
-        t = self.telemetry
+        t = self.sample
         return t.job.id if t is not None and t.job is not None else None
 
     def judge(self, now: float) -> Verdict:
@@ -527,7 +541,7 @@ class FleetState:
         lost (``take_lost_events``): an agent cannot re-send what its outbox no longer holds."""
         asks: list[tuple[str, int]] = []
         for st in self.nodes.values():
-            t = st.telemetry
+            t = st.sample
             emitted = t.agent.event_seq if t is not None else None
             if emitted is None or emitted <= st.event_seq:
                 st.gap_since = None
@@ -633,7 +647,7 @@ class FleetState:
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
             # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
             # node's new sample keeps the same (empty) findings list: it is skipped too.
-            t = st.telemetry
+            t = st.sample
             key: tuple[object, ...]
             heard: float | None
             if st.digest is not None:
@@ -656,7 +670,7 @@ class FleetState:
             old = st.verdict if st.judged else None
             new = st.judge(now)
             self._arm(st, heard, window)
-            t = st.telemetry
+            t = st.sample
             shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),
                      t is not None and t.job is not None, t is None, st.birth is None)
             if shape != st.shape:
@@ -699,7 +713,7 @@ class FleetState:
         st.drain = status.drain
         return True
 
-    def _apply_telemetry(self, st: NodeState, tel: Telemetry, rx: float,
+    def _apply_telemetry(self, st: NodeState, tel: wire2.Sample, rx: float,
                          seqs: list[int] | None, basis: wire2.Basis | None = None) -> bool:
         if tel.bdSeq < st.bd_seq:
             return False
@@ -729,7 +743,7 @@ class FleetState:
                 while st.event_seq + 1 in st.event_ahead:
                     st.event_seq += 1
                     st.event_ahead.discard(st.event_seq)
-        prev_tel, st.telemetry = st.telemetry, tel
+        prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
         if st.online is None:
             st.online = True
@@ -747,13 +761,14 @@ class FleetState:
                 st.counted = (tel, held[1], held[2])
             self.quiet_applied += 1
             return True
-        st.history.update(tel)
+        full = wire2.full(tel)  # the rules read the rows
+        st.history.update(full)
         if st.digest is not None:
             st.raw = True  # its detail is open; the verdict stays the collector's
-        elif precheck and not st.findings and still_healthy(st.birth, tel, st.history):
+        elif precheck and not st.findings and still_healthy(st.birth, full, st.history):
             pass  # healthy before and still: the (empty) findings stand (issue 12)
         else:
-            st.findings = evaluate(st.birth, tel, st.history)
+            st.findings = evaluate(st.birth, full, st.history)
         return True
 
     def _note_shape(self, node_id: str) -> None:

@@ -23,7 +23,7 @@ from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
-from fleetdeck.protocol.fast import Telemetry
+from fleetdeck.protocol import wire2
 from fleetdeck.protocol.messages import Event
 
 SCHEMA_VERSION = 1
@@ -101,7 +101,7 @@ class Downsampler:
         self.ports: dict[str, dict[str, _PortAcc]] = {}
         self._counters: dict[tuple[str, str], tuple[int, int]] = {}
 
-    def add(self, t: Telemetry) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def add(self, t: wire2.Sample) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         node = t.node
         minute = t.ts // 60_000
         gpu_rows: list[tuple[Any, ...]] = []
@@ -111,36 +111,48 @@ class Downsampler:
         self.minute[node] = minute
         gaccs = self.gpus.setdefault(node, {})
         paccs = self.ports.setdefault(node, {})
-        for g in t.gpus:
-            acc = gaccs.get(g.index)
+        if type(t) is wire2.Pending and not t.built:
+            # A quiet v2 sample: its columns, without building its rows for this.
+            gpus: Iterable[tuple[Any, ...]] = zip(
+                *map(t.gpu_column, ("index", "present", "util_pct", "power_w", "temp_c",
+                                    "sm_clock_mhz")), strict=True)
+            ports: Iterable[tuple[Any, ...]] = zip(
+                *map(t.port_column, ("dev", "xmit_Bps", "rcv_Bps", "state", "symbol_error",
+                                     "link_downed")), strict=True)
+        else:
+            gpus = ((g.index, g.present, g.util_pct, g.power_w, g.temp_c, g.sm_clock_mhz)
+                    for g in t.gpus)
+            ports = ((p.dev, p.xmit_Bps, p.rcv_Bps, p.state, p.symbol_error, p.link_downed)
+                     for p in t.ib_ports)
+        for index, present, util, power, temp, clock in gpus:
+            acc = gaccs.get(index)
             if acc is None:
-                acc = gaccs[g.index] = _GpuAcc()
+                acc = gaccs[index] = _GpuAcc()
             acc.samples += 1
-            acc.present = acc.present and g.present
-            if g.util_pct is not None:
-                acc.util += g.util_pct
+            acc.present = acc.present and present
+            if util is not None:
+                acc.util += util
                 acc.util_n += 1
-            if g.power_w is not None:
-                acc.power += g.power_w
+            if power is not None:
+                acc.power += power
                 acc.power_n += 1
-            if g.temp_c is not None:
-                acc.temp_max = g.temp_c if acc.temp_max is None else max(acc.temp_max, g.temp_c)
-            if g.sm_clock_mhz is not None:
-                acc.clock_min = (g.sm_clock_mhz if acc.clock_min is None
-                                 else min(acc.clock_min, g.sm_clock_mhz))
-        for p in t.ib_ports:
-            key = (node, p.dev)
-            pacc = paccs.get(p.dev)
+            if temp is not None:
+                acc.temp_max = temp if acc.temp_max is None else max(acc.temp_max, temp)
+            if clock is not None:
+                acc.clock_min = clock if acc.clock_min is None else min(acc.clock_min, clock)
+        for dev, xmit, rcv, state, sym_total, downed_total in ports:
+            key = (node, dev)
+            pacc = paccs.get(dev)
             if pacc is None:
-                pacc = paccs[p.dev] = _PortAcc()
+                pacc = paccs[dev] = _PortAcc()
             pacc.samples += 1
-            if p.xmit_Bps is not None and p.rcv_Bps is not None:
-                pacc.xmit += p.xmit_Bps
-                pacc.rcv += p.rcv_Bps
+            if xmit is not None and rcv is not None:
+                pacc.xmit += xmit
+                pacc.rcv += rcv
                 pacc.rate_n += 1
-            if p.state is not None and p.state != "ACTIVE":
+            if state is not None and state != "ACTIVE":
                 pacc.down += 1
-            sym, downed = p.symbol_error or 0, p.link_downed or 0
+            sym, downed = sym_total or 0, downed_total or 0
             prev = self._counters.get(key)
             if prev is not None:
                 pacc.symbol_errors += max(0, sym - prev[0])

@@ -292,12 +292,146 @@ class _Held:
     ports: _Table
 
 
+_GPU_AT = {c.wire: i for i, c in enumerate(GPU_COLUMNS)}
+_PORT_AT = {c.wire: i for i, c in enumerate(PORT_COLUMNS)}
+
+
+class Pending:
+    """A quiet delta's sample with its rows not built yet (``Reassembler(lazy=True)``).
+
+    The header (``node``, ``seq``, ``ts``, ``agent``, …) is there at once, a column of the rows
+    costs a lookup (:meth:`gpu_column`), and :meth:`full` builds the :class:`fast.Telemetry` once,
+    when something reads the rows. A console whose rules skip quiet samples need not build 16
+    rows a sample, nor free them a second later (issue 12; docs/protocol.md "Telemetry v2")."""
+
+    __slots__ = ("_gpus", "_ports", "_tel", "head")
+
+    def __init__(self, head: fast.Telemetry, gpus: tuple[_Table, list[tuple[Column, list[Any]]]],
+                 ports: tuple[_Table, list[tuple[Column, list[Any]]]]) -> None:
+        self.head = head
+        """The sample without its rows (``gpus``/``ib_ports`` empty)."""
+        self._gpus: tuple[_Table, list[tuple[Column, list[Any]]]] | None = gpus
+        self._ports: tuple[_Table, list[tuple[Column, list[Any]]]] | None = ports
+        self._tel: fast.Telemetry | None = None
+
+    @property
+    def node(self) -> str:
+        return self.head.node
+
+    @property
+    def seq(self) -> int:
+        return self.head.seq
+
+    @property
+    def bdSeq(self) -> int:
+        return self.head.bdSeq
+
+    @property
+    def ts(self) -> int:
+        return self.head.ts
+
+    @property
+    def interval_s(self) -> float:
+        return self.head.interval_s
+
+    @property
+    def agent(self) -> fast.AgentInfo:
+        return self.head.agent
+
+    @property
+    def job(self) -> fast.JobOnNode | None:
+        return self.head.job
+
+    @property
+    def host(self) -> fast.HostSample:
+        return self.head.host
+
+    @property
+    def gpus(self) -> list[fast.GpuSample]:
+        return self.full().gpus
+
+    @property
+    def ib_ports(self) -> list[fast.IbPortSample]:
+        return self.full().ib_ports
+
+    @property
+    def built(self) -> bool:
+        return self._tel is not None
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the sample it stands for (its rows are built to compare)."""
+        if isinstance(other, Pending):
+            other = other.full()
+        if not isinstance(other, fast.Telemetry):
+            return NotImplemented
+        return self.full() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Pending({self.full()!r})"
+
+    def full(self) -> fast.Telemetry:
+        tel = self._tel
+        if tel is None:
+            assert self._gpus is not None and self._ports is not None
+            tel = self._tel = replace(self.head, gpus=_merge(fast.GpuSample, *self._gpus)[0],
+                                      ib_ports=_merge(fast.IbPortSample, *self._ports)[0])
+            self._gpus = self._ports = None  # the rows hold the values now
+        return tel
+
+    def gpu_column(self, wire: str) -> Sequence[Any]:
+        """One GPU column (``"temp_c"``, ``"ecc.dbe_vol"``) in row order, without the rows."""
+        col = GPU_COLUMNS[_GPU_AT[wire]]
+        if self._gpus is None:
+            return [_value(g, col) for g in self.full().gpus]
+        return _column(*self._gpus, col)
+
+    def port_column(self, wire: str) -> Sequence[Any]:
+        """One IB port column in row order, without the rows."""
+        col = PORT_COLUMNS[_PORT_AT[wire]]
+        if self._ports is None:
+            return [_value(p, col) for p in self.full().ib_ports]
+        return _column(*self._ports, col)
+
+
+Sample = fast.Telemetry | Pending
+"""What a console's ingest hands on for one telemetry message: a sample, or a quiet one whose
+rows are built when first read."""
+
+
+def rows_of(sample: Sample) -> tuple[int, int]:
+    """(GPU rows, IB port rows) of a sample, without building a Pending's rows."""
+    if type(sample) is Pending:
+        return len(sample.gpu_column("index")), len(sample.port_column("dev"))
+    return len(sample.gpus), len(sample.ib_ports)
+
+
+def full(sample: Sample) -> fast.Telemetry:
+    """The sample with its rows."""
+    return sample.full() if type(sample) is Pending else sample  # type: ignore[return-value]
+
+
+def _value(row: msgspec.Struct, col: Column) -> Any:
+    value = getattr(row, col.group or col.field)
+    return getattr(value, col.field) if col.group else value
+
+
+def _column(base: _Table, present: list[tuple[Column, list[Any]]], col: Column) -> Sequence[Any]:
+    for c, v in present:
+        if c is col:
+            return v
+    return base.top[col.top] if col.sub is None else base.nested[col.top][col.sub]
+
+
 class Reassembler:
     """The console's side: the latest keyframe per node, and deltas merged into it."""
 
     def __init__(self, quiet_gpu: frozenset[str] = frozenset(),
-                 quiet_port: frozenset[str] = frozenset()) -> None:
+                 quiet_port: frozenset[str] = frozenset(), lazy: bool = False) -> None:
         self._held: dict[str, _Held] = {}
+        self.lazy = lazy
+        """A quiet delta comes back as a :class:`Pending` (its rows built when first read)."""
         # One flag per column, in column order: a delta's present columns select them in C.
         self._loud_gpu = tuple(c.wire not in quiet_gpu for c in GPU_COLUMNS)
         self._loud_port = tuple(c.wire not in quiet_port for c in PORT_COLUMNS)
@@ -316,8 +450,9 @@ class Reassembler:
     def forget(self, node: str) -> None:
         self._held.pop(node, None)
 
-    def apply(self, msg: TelemetryV2, payload: bytes) -> fast.Telemetry | None:
+    def apply(self, msg: TelemetryV2, payload: bytes) -> "fast.Telemetry | Pending | None":
         """The full sample ``msg`` stands for, or None: a delta whose keyframe is not held.
+        With ``lazy``, a quiet delta's sample is a :class:`Pending`.
 
         Raises :class:`DecodeError` for a delta that does not fit its keyframe (column lengths)
         or a value out of a u64; nothing is kept from a rejected message."""
@@ -348,17 +483,23 @@ class Reassembler:
             return None
         gpus_p, g_mask = _delta_columns(msg.g, GPU_COLUMNS, h.gpus.n, "g")
         ports_p, p_mask = _delta_columns(msg.p, PORT_COLUMNS, h.ports.n, "p")
-        tel = replace(h.tel, seq=msg.seq, ts=msg.ts,
-                      gpus=_merge(fast.GpuSample, h.gpus, gpus_p)[0],
-                      ib_ports=_merge(fast.IbPortSample, h.ports, ports_p)[0])
+        quiet = not (any(compress(self._loud_gpu, g_mask))
+                     or any(compress(self._loud_port, p_mask)))
+        head = replace(h.tel, seq=msg.seq, ts=msg.ts)
         if not (msg.interval_s is UNSET and msg.agent is UNSET and msg.job is UNSET
                 and msg.host is UNSET):
-            tel = _with_top(tel, msg)
-        check_u64(tel, payload)
-        self.basis = (msg.bdSeq, msg.kf,
-                      not (any(compress(self._loud_gpu, g_mask))
-                           or any(compress(self._loud_port, p_mask))))
-        return tel
+            head = _with_top(head, msg)
+        out: fast.Telemetry | Pending
+        if quiet and self.lazy and not fast.may_hold_big_int(payload):
+            # Nothing to check a u64 against without the rows is the common case: a payload
+            # with no 20-digit run holds no integer above 2**64-1 (check_u64).
+            out = Pending(head, (h.gpus, gpus_p), (h.ports, ports_p))
+        else:
+            out = replace(head, gpus=_merge(fast.GpuSample, h.gpus, gpus_p)[0],
+                          ib_ports=_merge(fast.IbPortSample, h.ports, ports_p)[0])
+            check_u64(out, payload)
+        self.basis = (msg.bdSeq, msg.kf, quiet)
+        return out
 
 
 def _with_top(tel: fast.Telemetry, msg: TelemetryV2) -> fast.Telemetry:

@@ -96,10 +96,11 @@ class _V2Feed:
     """The harness's samples as agents send them (wire 2: keyframes and deltas), through one
     Ingest per fleet state."""
 
-    def __init__(self, h: Harness, states: list[FleetState]) -> None:
+    def __init__(self, h: Harness, states: list[FleetState],
+                 lazy: list[bool] | None = None) -> None:
         self.h = h
         self.states = states
-        self.ingests = [Ingest("t") for _ in states]
+        self.ingests = [Ingest("t", lazy=lz) for lz in (lazy or [True] * len(states))]
         self.encoders: dict[str, wire2.TelemetryEncoder] = {}
         for name, birth in h.births.items():
             self._handle(topic_for("t", Kind.BIRTH, name), codec.encode(birth))
@@ -129,12 +130,19 @@ def test_quiet_deltas_judge_exactly_as_the_full_rules(actions: list[Any], ticks:
     h = Harness(nodes=16, actions=actions)
     quick, full = FleetState("t"), FleetState("t")
     full.precheck = False
-    feed = _V2Feed(h, [quick, full])
+    # The quick state takes quiet samples unbuilt (wire2.Pending); the full one builds every
+    # sample's rows and runs every rule on it.
+    feed = _V2Feed(h, [quick, full], lazy=[True, False])
     rules: set[str] = set()
+    unbuilt = 0
     for _ in range(ticks):
         feed.tick()
         for name, a in quick.nodes.items():
             b = full.nodes[name]
+            if type(a.sample) is wire2.Pending and not a.sample.built:
+                unbuilt += 1
+            # What a view reads of the sample is the sample the eager path built.
+            assert a.telemetry == b.telemetry, (name, h.now)
             assert (a.verdict, a.findings, a.liveness, a.shape, a.shape_rev) == (
                 b.verdict, b.findings, b.liveness, b.shape, b.shape_rev), (name, h.now)
             # Counts carried over a quiet sample equal counting it.
@@ -145,6 +153,7 @@ def test_quiet_deltas_judge_exactly_as_the_full_rules(actions: list[Any], ticks:
     # Not vacuous: faults fired, and most healthy samples skipped the rules.
     assert len(rules) >= (8 if actions is SCENARIO else 2), rules
     assert quick.quiet_applied > quiet, quick.quiet_applied
+    assert unbuilt > quiet // 2, unbuilt  # the rules and the state built no rows for these
 
 
 def test_a_healthy_training_fleet_skips_the_rules_between_keyframes() -> None:

@@ -1,0 +1,60 @@
+"""Quiet v2 samples whose rows are never built (``wire2.Pending``) give every consumer what the
+built sample gives: the sparkline rings and the store's minute rows read their columns instead
+(issue 12: a console need not build and free 16 rows a sample that no rule reads)."""
+
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.recent import RecentHistory
+from fleetdeck.console.store import Downsampler
+from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.topics import Kind
+from tests.helpers import FakeNode
+
+
+def _samples(seconds: int) -> list[tuple[wire2.Sample, wire2.Sample]]:
+    """(lazy, eager) of the same v2 stream: a busy node and an idle one, past a minute."""
+    nodes = [FakeNode("gpu0001"), FakeNode("gpu0002")]
+    lazy, eager = Ingest(nodes[0].cluster), Ingest(nodes[0].cluster, lazy=False)
+    encoders = {n.node_id: wire2.TelemetryEncoder(30) for n in nodes}
+    out = []
+    for _ in range(seconds):
+        for node in nodes:
+            payload = encoders[node.node_id].encode(
+                codec.decode_telemetry(codec.encode(node.telemetry())), node.now)
+            for ing in (lazy, eager):
+                ing.handle(node.topic(Kind.TELEMETRY), payload, node.now)
+        a, b = lazy.take_batch(), eager.take_batch()
+        out += [(a.telemetry[n][1], b.telemetry[n][1]) for n in sorted(a.telemetry)]
+    return out
+
+
+def test_the_stream_is_mostly_unbuilt_samples() -> None:
+    pairs = _samples(20)
+    assert sum(type(a) is wire2.Pending for a, _ in pairs) > len(pairs) // 2
+    assert all(type(b) is not wire2.Pending for _, b in pairs)
+
+
+def test_sparklines_from_columns_equal_those_from_rows() -> None:
+    lazy, eager = RecentHistory(), RecentHistory()
+    for a, b in _samples(70):
+        lazy.record(a.node, a)
+        eager.record(b.node, b)
+        if type(a) is wire2.Pending:
+            assert not a.built, "recording a sparkline built the rows"
+    for node in ("gpu0001", "gpu0002"):
+        for pos in range(8):
+            for metric in ("util", "temp", "power"):
+                series = lazy.series(node, pos, metric)
+                assert series == eager.series(node, pos, metric)
+                assert len(series) == 60 and any(v is not None for v in series)
+
+
+def test_store_minutes_from_columns_equal_those_from_rows() -> None:
+    lazy, eager = Downsampler(), Downsampler()
+    rows_a, rows_b = [], []
+    for a, b in _samples(130):  # two minute boundaries
+        rows_a.append(lazy.add(a))
+        rows_b.append(eager.add(b))
+        if type(a) is wire2.Pending:
+            assert not a.built, "the store built the rows"
+    assert rows_a == rows_b
+    assert sum(len(g) + len(p) for g, p in rows_a) >= 2 * 2 * 16  # rows were emitted
