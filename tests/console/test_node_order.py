@@ -190,3 +190,30 @@ def test_sort_keys_of_rows_agree_on_the_same_fleet(fleet: Fleet) -> None:
         by_row = sorted(state.nodes, key=lambda n, k=key: SORT_KEYS[k](
             node_row(state.nodes[n], fleet.clock(), jobs.get(n, []))))
         assert order.ids(state, key, jobs) == by_row, key
+
+
+def test_jobs_on_gives_jobs_by_node_from_the_schedulers_map(fleet: Fleet) -> None:
+    from fleetdeck.console.commands import jobs_on, scheduled_jobs_by_node
+
+    state = fleet.state
+    every = jobs_by_node(state)
+    scheduled = scheduled_jobs_by_node(state)
+    assert any(n not in scheduled for n in every)  # some nodes' jobs come from their sample
+    for node_id, st in state.nodes.items():
+        assert jobs_on(st, scheduled) == every.get(node_id, []), node_id
+
+
+def test_health_order_is_kept_while_only_samples_change(fleet: Fleet) -> None:
+    """HEALTH follows the nodes' shape: new samples that change no verdict keep its order (no
+    pass over the fleet), a changed verdict re-sorts."""
+    order = NodeOrder()
+    state = fleet.state
+    before = order.ids(state, "verdict")
+    names = fleet.fleet.names
+    fleet.samples(names[: N - 4])  # the same faults again: new data, the same shapes
+    fleet.clock.advance(0.5)
+    fleet.session.tick()
+    assert state.revisions and order.ids(state, "verdict") is before
+    fleet.samples(names[: N - 4], seed=3)  # other faults: verdicts move
+    fleet.tick()
+    assert order.ids(state, "verdict") == want(state, "verdict", {})

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Input
 
-from fleetdeck.console.commands import jobs_by_node
+from fleetdeck.console.commands import jobs_by_node, jobs_on, scheduled_jobs_by_node
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.node_order import NodeOrder
 from fleetdeck.console.rows import (
@@ -66,7 +66,8 @@ class NodesScreen(FleetView):
         super().__init__()
         self._rows: dict[str, tuple[RowSig, NodeRow]] = {}
         self._sorted = NodeOrder()
-        self._jobs: dict[str, list[str]] = {}
+        self._scheduled: dict[str, list[str]] = {}
+        self._jobs: tuple[object, dict[str, list[str]]] = (None, {})
         self._now = time.time()
         self.shown: list[str] = []
         self._n_nodes = -1
@@ -96,7 +97,7 @@ class NodesScreen(FleetView):
     # --- rows ---------------------------------------------------------------------------------
 
     def row(self, st: NodeState) -> NodeRow:
-        jobs = self._jobs.get(st.node_id, [])
+        jobs = jobs_on(st, self._scheduled)
         sig = (st.revision, st.shape_rev, tuple(jobs))
         hit = self._rows.get(st.node_id)
         if hit is not None and hit[0] == sig:
@@ -129,14 +130,16 @@ class NodesScreen(FleetView):
         if len(state.nodes) != self._n_nodes:
             self._n_nodes = len(state.nodes)
             self._fit_node_column(max(map(len, state.nodes), default=0))
-        # Rows are cached per node (``row``); the order and the job map are fleet-wide passes,
-        # done again only when a node, a job or what the operator asked for changed.
-        jobs_from = (self.fleet.shown_revision, tuple(state.jobs.values()))
+        # Rows are cached per node (``row``), with their jobs from the scheduler's map (done
+        # again when a job changed) and the node's own sample: no fleet-wide pass for them. The
+        # order is kept by NodeOrder, asked again when a node, a job or what the operator asked
+        # for changed.
+        jobs_from = tuple(state.jobs.values())
         if jobs_from != self._jobs_from:
             self._jobs_from = jobs_from
-            self._jobs = jobs_by_node(state)
-        shown_from = (jobs_from, self.filter.text, self.unhealthy_only, self.sort_key,
-                      self.sort_reverse)
+            self._scheduled = scheduled_jobs_by_node(state)
+        shown_from = (self.fleet.shown_revision, jobs_from, self.filter.text,
+                      self.unhealthy_only, self.sort_key, self.sort_reverse)
         if shown_from != self._shown_from:
             self._shown_from = shown_from
             self.shown = self._order()
@@ -153,7 +156,8 @@ class NodesScreen(FleetView):
         """The nodes shown, filtered and sorted (``NodeOrder`` keeps each column's order until
         a node changes: a re-sort at 16,384 nodes costs what changed, not the fleet)."""
         state = self.fleet.state
-        ids = self._sorted.ids(state, self.sort_key, self._jobs)
+        key = self.sort_key
+        ids = self._sorted.ids(state, key, self._jobs_by_node() if key == "job" else None)
         nodes = state.nodes
         if self.unhealthy_only:
             ok = Verdict.OK
@@ -167,6 +171,13 @@ class NodesScreen(FleetView):
         # Reversed is the ascending order backwards, ties included (node_sort_key's order,
         # reversed): no sort of its own.
         return ids[::-1] if self.sort_reverse else ids
+
+    def _jobs_by_node(self) -> dict[str, list[str]]:
+        """Every node's jobs (the JOBS column's sort), kept while no node or job changed."""
+        since = (self.fleet.shown_revision, self._jobs_from)
+        if self._jobs[0] != since:
+            self._jobs = (since, jobs_by_node(self.fleet.state))
+        return self._jobs[1]
 
     def _fit_node_column(self, longest: int) -> None:
         table = self.table
