@@ -140,13 +140,28 @@ def fmt_duration(seconds: float) -> str:
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
-def jobs_by_node(state: FleetState) -> dict[str, list[str]]:
-    """Running jobs per node, from the scheduler's job status, else the node's own telemetry."""
+def scheduled_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
+    """Running jobs per node from the scheduler's job status alone (``jobs_on`` adds the
+    node's own): O(jobs' nodes), not O(fleet), for views that need the jobs of a few nodes."""
     out: dict[str, list[str]] = {}
     for job in state.jobs.values():
         if job.state in RUNNING:
             for node in job.nodes:
                 out.setdefault(node, []).append(job.job_id)
+    return out
+
+
+def jobs_on(st: NodeState, scheduled: dict[str, list[str]]) -> list[str]:
+    """``jobs_by_node(state).get(st.node_id, [])`` from ``scheduled_jobs_by_node(state)``
+    (the result may be that map's list: read it, never change it)."""
+    jobs = scheduled.get(st.node_id, [])
+    jid = st.job_id
+    return jobs if jid is None or jid in jobs else [*jobs, jid]
+
+
+def jobs_by_node(state: FleetState) -> dict[str, list[str]]:
+    """Running jobs per node, from the scheduler's job status, else the node's own telemetry."""
+    out = scheduled_jobs_by_node(state)
     for node_id, st in state.nodes.items():
         jid = st.job_id
         if jid is not None and jid not in out.get(node_id, []):

@@ -189,22 +189,22 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         util=util,
         temp=temp,
         power=power,
-        ib=_ib_text(st),
+        ib=ib_text(st),
         job=",".join(job_ids),
         gaps=str(st.seq_gaps) if st.seq_gaps else "",
         age=age,
-        reasons=_reasons_text(st),
+        reasons=reasons_text(st),
         util_v=util_v, temp_v=temp_v, power_v=power_v, age_v=age_v,
         verdict_v=VERDICT_ORDER[st.verdict],
     )
 
 
-def _ib_text(st: NodeState) -> str:
+def ib_text(st: NodeState) -> str:
     up, ports = st.ib_ports_up, st.ib_ports
     return f"{up}/{ports}" if ports != up else str(up)
 
 
-def _reasons_text(st: NodeState) -> str:
+def reasons_text(st: NodeState) -> str:
     return "; ".join(str(f) for f in st.all_findings[:3])
 
 
@@ -228,7 +228,7 @@ def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> A
     if key == "gpus":
         return f"{st.gpus_present}/{st.gpus_expected}"
     if key == "ib":
-        return _ib_text(st)
+        return ib_text(st)
     if key == "job":
         job = ",".join(jobs if jobs is not None else ([st.job_id] if st.job_id else []))
         return (job == "", job)
@@ -237,7 +237,7 @@ def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> A
     if key == "gaps":
         return str(st.seq_gaps) if st.seq_gaps else ""
     if key == "reasons":
-        reasons = _reasons_text(st)
+        reasons = reasons_text(st)
         return (reasons == "", reasons)
     return 0
 

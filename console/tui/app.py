@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from fleetdeck.brokerurl import BrokerURL
@@ -79,6 +81,11 @@ STOP_GRACE_S = 15.0
 """After SIGTERM or SIGHUP, the orderly exit (store flushed, recording closed) gets this long."""
 BACKLOG_PAINT_S = 0.1
 """While a backlog is applied slice by slice, the screen is redrawn at most this often."""
+KEY_FIRST_S = 0.1
+"""A key gets the loop before the rest of a backlog: the next slice waits until the key's effect
+has been painted, at most this long after the key (issue 12: a view switch within 100 ms while
+ingesting; each slice between a key and its paint delayed it by up to APPLY_BUDGET_S plus a
+view refresh). The samples wait in the carry; none is dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +192,10 @@ class FleetdeckApp(App[int]):
         self.auto_tick = auto_tick
         self.tick_ms = 0.0
         self._last_paint = 0.0
+        self._key_at: float | None = None
+        """perf_counter of the key in flight (received, its effect not painted yet)."""
+        self._keys = 0
+        self._next_slice: Timer | None = None
         self.render_ms = 0.0
         self.ticks = 0
         self.history: list[str] = []
@@ -372,10 +383,12 @@ class FleetdeckApp(App[int]):
         t1 = time.perf_counter()
         self.ticks += 1
         if report.backlog:
-            # The rest of a backlog gets the next slice right after the loop's other work;
-            # the screen is redrawn when it is applied (or every BACKLOG_PAINT_S meanwhile).
-            self.set_timer(0.001, self.tick)
-            if t1 - self._last_paint < BACKLOG_PAINT_S:
+            # The rest of a backlog gets the next slice right after the loop's other work (and
+            # after a key in flight); the screen is redrawn when it is applied (or every
+            # BACKLOG_PAINT_S meanwhile, not while a key's own refresh is on its way).
+            if self._next_slice is None:
+                self._next_slice = self.set_timer(0.001, self._backlog_slice)
+            if t1 - self._last_paint < BACKLOG_PAINT_S or self._key_waits(t1):
                 self.tick_ms = (t1 - t0) * 1000
                 return report
         self._last_paint = t1
@@ -384,6 +397,36 @@ class FleetdeckApp(App[int]):
         self.render_ms = (t2 - t1) * 1000
         self.tick_ms = (t2 - t0) * 1000
         return report
+
+    def _key_waits(self, now: float) -> bool:
+        return self._key_at is not None and now - self._key_at < KEY_FIRST_S
+
+    def _backlog_slice(self) -> None:
+        self._next_slice = None
+        now = time.perf_counter()
+        if self._key_waits(now):
+            assert self._key_at is not None
+            self._next_slice = self.set_timer(max(0.001, self._key_at + KEY_FIRST_S - now),
+                                              self._backlog_slice)
+            return
+        self.tick()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self._key_at = time.perf_counter()
+            self._keys += 1
+            # The key is handled by now or within this refresh; what it changed (a switched
+            # view refreshes after the switch's own refresh) is painted by the one after.
+            self.call_after_refresh(self.call_after_refresh, self._key_shown, self._keys)
+        await super().on_event(event)
+
+    def _key_shown(self, key: int) -> None:
+        if key != self._keys or self._key_at is None:
+            return  # another key came since: it is in flight now
+        self._key_at = None
+        if self._next_slice is not None:  # the backlog waited for this key: on with it
+            self._next_slice.stop()
+            self._next_slice = self.set_timer(0.001, self._backlog_slice)
 
     def refresh_view(self, now: float | None = None) -> None:
         """Redraw the view on top (and the one under a modal)."""

@@ -26,6 +26,11 @@ from textual.widget import Widget
 T = TypeVar("T")
 
 
+def row_is_key(row: str) -> str:
+    """The ``key`` of a table whose rows are their own keys (strings)."""
+    return row
+
+
 @dataclass(frozen=True)
 class Column:
     title: str
@@ -146,10 +151,9 @@ class LineTable(Widget, Generic[T], can_focus=True):
             self._measure()
         if current is not None and (self.cursor >= len(rows)
                                     or self._key(rows[self.cursor]) != current):
-            for i, row in enumerate(rows):
-                if self._key(row) == current:
-                    self.cursor = i
-                    break
+            i = self._find(current)
+            if i is not None:
+                self.cursor = i
         self.cursor = max(0, min(self.cursor, len(rows) - 1))
         self._clamp_top()
         if len(self._strips) > 4096:
@@ -211,14 +215,26 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self.marks.clear()
         self.refresh()
 
+    def _find(self, key: str) -> int | None:
+        """The index of the row with ``key``, or None."""
+        rows = self.rows
+        if self._key is row_is_key and isinstance(rows, list):
+            # Rows that are their keys (the node list's 16,384 ids): list.index in C, not a
+            # key call per row (~4 ms after a reversed sort moved the cursor's node to the end).
+            try:
+                return rows.index(key)
+            except ValueError:
+                return None
+        return next((i for i, row in enumerate(rows) if self._key(row) == key), None)
+
     def move_to_key(self, key: str) -> bool:
-        for i, row in enumerate(self.rows):
-            if self._key(row) == key:
-                self.cursor = i
-                self._clamp_top()
-                self.refresh()
-                return True
-        return False
+        i = self._find(key)
+        if i is None:
+            return False
+        self.cursor = i
+        self._clamp_top()
+        self.refresh()
+        return True
 
     # --- drawing ------------------------------------------------------------------------------
 

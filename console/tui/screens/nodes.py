@@ -2,7 +2,6 @@
 
 import time
 from dataclasses import replace
-from operator import attrgetter
 
 from textual import on
 from textual.app import ComposeResult
@@ -10,24 +9,20 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Input
 
-from fleetdeck.console.commands import jobs_by_node
+from fleetdeck.console.commands import jobs_by_node, jobs_on, scheduled_jobs_by_node
 from fleetdeck.console.health import Verdict
+from fleetdeck.console.node_order import NodeOrder
 from fleetdeck.console.rows import (
-    METRIC_COLUMNS,
     NODE_COLUMNS,
     NodeFilter,
     NodeRow,
-    metrics,
     node_row,
-    node_sort_value,
     waiting,
 )
 from fleetdeck.console.state import NodeState
-from fleetdeck.console.tui.line_table import Column, LineTable
+from fleetdeck.console.tui.line_table import Column, LineTable, row_is_key
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
-
-_NODE_ID = attrgetter("node_id")
 
 RowSig = tuple[object, ...]
 DROP = {"power": 6, "age": 5, "ib": 4, "temp": 3, "gpus": 2, "util": 1}
@@ -70,8 +65,9 @@ class NodesScreen(FleetView):
     def __init__(self) -> None:
         super().__init__()
         self._rows: dict[str, tuple[RowSig, NodeRow]] = {}
-        self._metrics: dict[str, tuple[int, tuple[float, float, float]]] = {}
-        self._jobs: dict[str, list[str]] = {}
+        self._sorted = NodeOrder()
+        self._scheduled: dict[str, list[str]] = {}
+        self._jobs: tuple[object, dict[str, list[str]]] = (None, {})
         self._now = time.time()
         self.shown: list[str] = []
         self._n_nodes = -1
@@ -83,7 +79,7 @@ class NodesScreen(FleetView):
                           drop=DROP.get(a, 0),
                           min=REASONS_MIN if not w else 0)
                    for h, a, w in NODE_COLUMNS]
-        table: LineTable[str] = LineTable(columns, key=lambda k: k, cells=self._cells,
+        table: LineTable[str] = LineTable(columns, key=row_is_key, cells=self._cells,
                                           style=self._style, markable=True, id="node-table")
         table.sort_key = self.sort_key
         yield table
@@ -101,7 +97,7 @@ class NodesScreen(FleetView):
     # --- rows ---------------------------------------------------------------------------------
 
     def row(self, st: NodeState) -> NodeRow:
-        jobs = self._jobs.get(st.node_id, [])
+        jobs = jobs_on(st, self._scheduled)
         sig = (st.revision, st.shape_rev, tuple(jobs))
         hit = self._rows.get(st.node_id)
         if hit is not None and hit[0] == sig:
@@ -109,15 +105,6 @@ class NodesScreen(FleetView):
         row = node_row(st, self._now, jobs)
         self._rows[st.node_id] = (sig, row)
         return row
-
-    def metrics(self, st: NodeState) -> tuple[float, float, float]:
-        """The node's sort values for UTIL/TEMP/POWER, cached until its next sample."""
-        hit = self._metrics.get(st.node_id)
-        if hit is not None and hit[0] == st.revision:
-            return hit[1]
-        values = metrics(st)
-        self._metrics[st.node_id] = (st.revision, values)
-        return values
 
     def _cells(self, node_id: str) -> tuple[str, ...]:
         st = self.fleet.state.nodes.get(node_id)
@@ -143,14 +130,16 @@ class NodesScreen(FleetView):
         if len(state.nodes) != self._n_nodes:
             self._n_nodes = len(state.nodes)
             self._fit_node_column(max(map(len, state.nodes), default=0))
-        # Rows are cached per node (``row``); the order and the job map are fleet-wide passes,
-        # done again only when a node, a job or what the operator asked for changed.
-        jobs_from = (self.fleet.shown_revision, tuple(state.jobs.values()))
+        # Rows are cached per node (``row``), with their jobs from the scheduler's map (done
+        # again when a job changed) and the node's own sample: no fleet-wide pass for them. The
+        # order is kept by NodeOrder, asked again when a node, a job or what the operator asked
+        # for changed.
+        jobs_from = tuple(state.jobs.values())
         if jobs_from != self._jobs_from:
             self._jobs_from = jobs_from
-            self._jobs = jobs_by_node(state)
-        shown_from = (jobs_from, self.filter.text, self.unhealthy_only, self.sort_key,
-                      self.sort_reverse)
+            self._scheduled = scheduled_jobs_by_node(state)
+        shown_from = (self.fleet.shown_revision, jobs_from, self.filter.text,
+                      self.unhealthy_only, self.sort_key, self.sort_reverse)
         if shown_from != self._shown_from:
             self._shown_from = shown_from
             self.shown = self._order()
@@ -164,31 +153,31 @@ class NodesScreen(FleetView):
         table.set_rows(self.shown)
 
     def _order(self) -> list[str]:
-        """The nodes shown, filtered and sorted (sort keys come from the cached rows)."""
+        """The nodes shown, filtered and sorted (``NodeOrder`` keeps each column's order until
+        a node changes: a re-sort at 16,384 nodes costs what changed, not the fleet)."""
         state = self.fleet.state
-        nodes = list(state.nodes.values())
+        key = self.sort_key
+        ids = self._sorted.ids(state, key, self._jobs_by_node() if key == "job" else None)
+        nodes = state.nodes
         if self.unhealthy_only:
-            nodes = [st for st in nodes if st.verdict is not Verdict.OK]
+            ok = Verdict.OK
+            ids = [n for n in ids if nodes[n].verdict is not ok]
         f = self.filter
         if f.hosts is not None:
-            nodes = [st for st in nodes if (st.node_id in f.hosts) != f.invert]
+            hosts, invert = f.hosts, f.invert
+            ids = [n for n in ids if (n in hosts) != invert]
         elif f.active:
-            nodes = [st for st in nodes if f.match_row(self.row(st))]
-        key = self.sort_key
-        # Two stable sorts with flat keys, ids then the column's value, give node_sort_key's
-        # order: at 16,384 nodes a (value, id) tuple per node and tuple comparisons cost
-        # several times more.
-        nodes.sort(key=_NODE_ID)
-        if key in METRIC_COLUMNS:
-            col = METRIC_COLUMNS.index(key)
-            nodes.sort(key=lambda s: -self.metrics(s)[col])  # cached until the next sample
-        elif key != "node":
-            # From the node, not its formatted row (rows are built for the lines on screen).
-            jobs = self._jobs
-            nodes.sort(key=lambda s: node_sort_value(s, key, jobs.get(s.node_id, [])))
-        if self.sort_reverse:
-            nodes.reverse()
-        return [st.node_id for st in nodes]
+            ids = [n for n in ids if f.match_row(self.row(nodes[n]))]
+        # Reversed is the ascending order backwards, ties included (node_sort_key's order,
+        # reversed): no sort of its own.
+        return ids[::-1] if self.sort_reverse else ids
+
+    def _jobs_by_node(self) -> dict[str, list[str]]:
+        """Every node's jobs (the JOBS column's sort), kept while no node or job changed."""
+        since = (self.fleet.shown_revision, self._jobs_from)
+        if self._jobs[0] != since:
+            self._jobs = (since, jobs_by_node(self.fleet.state))
+        return self._jobs[1]
 
     def _fit_node_column(self, longest: int) -> None:
         table = self.table
@@ -284,8 +273,13 @@ class NodesScreen(FleetView):
     def action_sort(self, step: int) -> None:
         keys = [a for _h, a, _w in NODE_COLUMNS]
         i = keys.index(self.sort_key) if self.sort_key in keys else -1
-        self.sort_reverse = False
-        self.sort_key = keys[(i + step) % len(keys)]
+        key = keys[(i + step) % len(keys)]
+        if key != self.sort_key:
+            # The new column's watcher redraws: one redraw for the key press, not two.
+            self.set_reactive(NodesScreen.sort_reverse, False)
+        else:
+            self.sort_reverse = False
+        self.sort_key = key
 
     def action_sort_reverse(self) -> None:
         self.sort_reverse = not self.sort_reverse

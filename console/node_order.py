@@ -1,0 +1,225 @@
+"""The node list's order by any column, kept between re-sorts (issue 12: a re-sort of 16,384
+nodes within 100 ms on 2 cores).
+
+``NodeOrder.ids(state, key, jobs)`` is the fleet's node ids in ``rows.node_sort_key`` order
+(ascending; the caller filters and reverses). What a re-sort would redo every time is kept:
+
+* the ids in id order (the tie-break of every column), until a node is born or forgotten;
+* each column's sort values, one per node, recomputed only for the nodes whose ``revision`` or
+  ``shape_rev`` moved since (the same signature the node list's row cache trusts; HEALTH
+  follows ``shape_rev`` alone, so new samples of a healthy fleet leave it as it is);
+* each column's order (a permutation of the id-ordered nodes), until its values change.
+
+A column's values are built by one list comprehension for the whole fleet, not by a
+per-node call that dispatches on the column (``rows.node_sort_value``), and sorted as
+indices: a stable sort of the id-ordered nodes by a flat value is ``node_sort_key``'s
+(value, id) order without a tuple per node. Pure: no textual, testable on its own.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from operator import is_
+from typing import Any
+
+from fleetdeck.console.commands import jobs_by_node
+from fleetdeck.console.health import VERDICT_ORDER
+from fleetdeck.console.rows import (
+    METRIC_COLUMNS,
+    ib_text,
+    metrics,
+    node_sort_value,
+    reasons_text,
+    slurm_state,
+)
+from fleetdeck.console.state import FleetState, NodeState
+
+Jobs = dict[str, list[str]]
+
+_EMPTY_LAST = frozenset({"job", "reasons"})
+"""Columns whose ``node_sort_value`` is ``(text == "", text)``: the nodes with text first, by
+text, then those without in id order. Kept as the text alone and sorted in two parts (a tuple
+per node and tuple comparisons cost several times a string's)."""
+_SHAPE_ONLY = frozenset({"verdict"})
+"""Columns that change only with the node's shape (``FleetState.judge`` bumps ``shape_rev`` with
+every new verdict): a healthy fleet's samples leave their order as it was, without a pass over
+the nodes. REASONS is not one: a sample's findings show before the judgement pass."""
+
+
+def _minus_verdict(st: NodeState) -> int:
+    return -VERDICT_ORDER[st.verdict]
+
+
+def _gpus(st: NodeState) -> str:
+    return f"{st.gpus_present}/{st.gpus_expected}"
+
+
+def _age(st: NodeState) -> float:
+    return st.last_rx if st.last_rx is not None else -math.inf
+
+
+def _gaps(st: NodeState) -> str:
+    return str(st.seq_gaps) if st.seq_gaps else ""
+
+
+_VALUE: dict[str, Callable[[NodeState], Any]] = {
+    "verdict": _minus_verdict,
+    "state": slurm_state,
+    "gpus": _gpus,
+    "ib": ib_text,
+    "age": _age,
+    "reasons": reasons_text,
+    "gaps": _gaps,
+}
+"""The flat sort value of each node-only column (``reasons``: the text, see _EMPTY_LAST)."""
+
+
+class _Column:
+    __slots__ = ("order", "revisions", "revs", "shape_revisions", "shapes", "source", "values")
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.revs: list[int] | None = None
+        """Each node's ``revision`` when its value was computed (None: not read)."""
+        self.shapes: list[int] = []
+        self.revisions = -1
+        self.shape_revisions = -1
+        """``FleetState.revisions``/``shape_revisions`` when last brought up to date."""
+        self.order: list[str] | None = None
+        self.source: list[Any] | None = None
+        """For UTIL/TEMP/POWER: the shared metrics list the values were taken from."""
+
+
+class NodeOrder:
+    """What the node list's re-sorts keep between calls (one per node list)."""
+
+    def __init__(self) -> None:
+        self._members: tuple[int, int, int] = (-1, -1, -1)
+        self._ids: list[str] = []
+        self._nodes: list[NodeState] = []
+        self._revs: tuple[int, list[int]] = (-1, [])
+        self._shapes: tuple[int, list[int]] = (-1, [])
+        self._columns: dict[str, _Column] = {}
+        self._jobs: Jobs | None = None
+        self._job_order: list[str] | None = None
+
+    def ids(self, state: FleetState, key: str, jobs: Jobs | None = None) -> list[str]:
+        """Node ids in ``node_sort_key(st, key, jobs.get(id, []))`` order (``jobs``: for the
+        JOBS column, ``jobs_by_node(state)`` when not given). The list is shared with later
+        calls: read it, never change it."""
+        self._sync(state)
+        if key == "node":
+            return self._ids
+        if key == "job":
+            return self._jobs_order(jobs if jobs is not None else jobs_by_node(state))
+        col = self._column(state, key)
+        if col.order is None:
+            col.order = self._sort(col.values, key in _EMPTY_LAST)
+        return col.order
+
+    # --- what changed -------------------------------------------------------------------------
+
+    def _sync(self, state: FleetState) -> None:
+        """Start again from the fleet's ids when a node was born, forgotten or replaced."""
+        nodes = state.nodes
+        # A node is born with a revision bump or forgotten with a shape-log entry; a replay
+        # that seeks starts a new state (serial). Unchanged, the same nodes are held.
+        members = (state.serial, len(nodes), state.shape_log_base + len(state.shape_log))
+        if members == self._members:
+            return
+        self._members = members
+        if len(nodes) == len(self._nodes) and all(map(is_, map(nodes.get, self._ids),
+                                                      self._nodes)):
+            return
+        self._ids = sorted(nodes)
+        self._nodes = [nodes[n] for n in self._ids]
+        self._revs = self._shapes = (-1, [])
+        self._columns.clear()
+        self._job_order = None
+
+    def _signatures(self, state: FleetState, revs: bool) -> tuple[list[int] | None, list[int]]:
+        """Every node's ``revision`` (when ``revs``) and ``shape_rev``, in id order, read once
+        per change of the fleet's counters whichever columns ask."""
+        if self._shapes[0] != state.shape_revisions:
+            self._shapes = (state.shape_revisions, [st.shape_rev for st in self._nodes])
+        if not revs:
+            return None, self._shapes[1]
+        if self._revs[0] != state.revisions:
+            self._revs = (state.revisions, [st.revision for st in self._nodes])
+        return self._revs[1], self._shapes[1]
+
+    def _column(self, state: FleetState, key: str) -> _Column:
+        col = self._columns.get(key)
+        if col is None:
+            col = self._columns[key] = _Column()
+        if key in METRIC_COLUMNS:
+            # One pass gives all three (``metrics``): util, temp and power share it.
+            m = self._refresh(state, self._columns.setdefault("metrics", _Column()), metrics)
+            if col.source is not m.values:  # a new list whenever a value changed
+                i = METRIC_COLUMNS.index(key)
+                col.values = [-v[i] for v in m.values]
+                col.source, col.order = m.values, None
+            return col
+        value = _VALUE.get(key)
+        if value is None:  # a column this module has no flat value for: rows' own
+            return self._refresh(state, col, lambda st: node_sort_value(st, key))
+        return self._refresh(state, col, value, revs=key not in _SHAPE_ONLY)
+
+    def _refresh(self, state: FleetState, col: _Column, value: Callable[[NodeState], Any],
+                 revs: bool = True) -> _Column:
+        """Bring ``col``'s values up to date: only the nodes whose signature moved."""
+        if col.shape_revisions == state.shape_revisions and (
+                not revs or col.revisions == state.revisions):
+            return col  # no node changed at all since (a healthy fleet's samples: verdict)
+        col.shape_revisions, col.revisions = state.shape_revisions, state.revisions
+        now_revs, now_shapes = self._signatures(state, revs)
+        nodes = self._nodes
+        if len(col.values) != len(nodes) or (revs and col.revs is None):
+            stale: list[int] | None = None
+        else:
+            stale = _moved(now_shapes, col.shapes, now_revs, col.revs)
+            if not stale:
+                col.revs, col.shapes = now_revs, now_shapes
+                return col
+        if stale is None or 2 * len(stale) > len(nodes):
+            col.values = list(map(value, nodes))
+        else:
+            values = col.values = list(col.values)  # a new list: the old one may be in use
+            for i in stale:
+                values[i] = value(nodes[i])
+        col.revs, col.shapes, col.order = now_revs, now_shapes, None
+        return col
+
+    def _jobs_order(self, jobs: Jobs) -> list[str]:
+        # A node's JOBS text comes from the job map alone (the caller's, rebuilt when a node or
+        # a job changed): kept while it is the same map.
+        if self._job_order is None or jobs is not self._jobs:
+            self._jobs = jobs
+            empty: list[str] = []
+            self._job_order = self._sort([",".join(jobs.get(n, empty)) for n in self._ids],
+                                         True)
+        return self._job_order
+
+    def _sort(self, values: Sequence[Any], empty_last: bool) -> list[str]:
+        ids = self._ids
+        if empty_last:
+            # (text == "", text): the nodes with text by text, then the rest (equal values)
+            # in id order.
+            with_text = [i for i, v in enumerate(values) if v]
+            with_text.sort(key=values.__getitem__)
+            return [ids[i] for i in with_text] + [ids[i] for i, v in enumerate(values) if not v]
+        order = sorted(range(len(ids)), key=values.__getitem__)
+        return [ids[i] for i in order]
+
+
+def _moved(shapes: list[int], old_shapes: list[int], revs: list[int] | None,
+           old_revs: list[int] | None) -> list[int]:
+    """Positions whose shape (or, given, revision) differs."""
+    if revs is None or old_revs is None:
+        if shapes == old_shapes:
+            return []
+        return [i for i, (a, b) in enumerate(zip(shapes, old_shapes, strict=True)) if a != b]
+    if shapes == old_shapes and revs == old_revs:
+        return []
+    return [i for i, (a, b, c, d) in enumerate(zip(revs, old_revs, shapes, old_shapes,
+                                                   strict=True))
+            if a != b or c != d]

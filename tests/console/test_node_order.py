@@ -1,0 +1,219 @@
+"""NodeOrder (the node list's kept sort orders) gives ``node_sort_key``'s order for every column,
+ties and all, and stays right as nodes change, are born, forgotten, or the state is replaced."""
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from fleetdeck.console.commands import jobs_by_node
+from fleetdeck.console.node_order import NodeOrder
+from fleetdeck.console.rows import NODE_COLUMNS, SORT_KEYS, node_sort_key
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.state import FleetState
+from fleetdeck.protocol.messages import DrainState
+from tests.tui.fleet import (
+    CLUSTER,
+    Clock,
+    SynthFleet,
+    job_status,
+    port_down,
+    publish_job,
+    throttled,
+)
+
+KEYS = [key for _title, key, _w in NODE_COLUMNS] + ["gaps"]
+N = 48
+
+
+def _gpus(tel: Any, **changes: Any) -> Any:
+    return msgspec.structs.replace(
+        tel, gpus=[msgspec.structs.replace(g, **changes) for g in tel.gpus])
+
+
+def util(v: float | None) -> Any:
+    return lambda tel: _gpus(tel, util_pct=v, temp_c=None if v is None else 40 + v % 7)
+
+
+def missing(index: int) -> Any:
+    def apply(tel: Any) -> Any:
+        return msgspec.structs.replace(tel, gpus=[
+            msgspec.structs.replace(g, present=False) if g.index == index else g
+            for g in tel.gpus])
+    return apply
+
+
+def no_gpus(tel: Any) -> Any:
+    return msgspec.structs.replace(tel, gpus=[])
+
+
+class Fleet:
+    """A console session over a synthetic fleet with ties in every column: equal utilisations,
+    missing GPUs, ports down, jobs on some nodes, drained ones, nodes that never sent
+    telemetry and nodes gone stale."""
+
+    def __init__(self, n: int = N) -> None:
+        from fleetdeck.console.ingest import Ingest
+
+        self.clock = Clock()
+        self.ingest = Ingest(CLUSTER)
+        self.fleet = SynthFleet(n, self.clock)
+        self.session = ConsoleSession(CLUSTER, ingest=self.ingest, follow_up=False,
+                                      clock=self.clock)
+        names = self.fleet.names
+        self.fleet.birth(self.ingest)
+        publish_job(self.ingest, job_status("41", names[:6], self.clock), self.clock)
+        publish_job(self.ingest, job_status("7", names[4:9], self.clock), self.clock)
+        self.samples(names[: n - 4])  # the last 4: born, no telemetry (waiting)
+        self.fleet.status(self.ingest, names[10], DrainState.DRAINED, "disk", "alice")
+        self.fleet.status(self.ingest, names[11], DrainState.DRAINING, "ib", "bob")
+        self.tick()
+
+    def samples(self, names: list[str], seed: int = 0) -> None:
+        faults: dict[str, Any] = {}
+        for i, name in enumerate(names):
+            k = (i + seed) % 9
+            faults[name] = (util(float((i * 3 + seed) % 4 * 25)) if k < 4
+                            else util(None) if k == 4 else missing(i % 8) if k == 5
+                            else port_down() if k == 6 else throttled(i % 8) if k == 7
+                            else no_gpus)
+        jobs = {name: "99" for name in names[12:16]}
+        self.fleet.telemetry(self.ingest, names=names, job=jobs, faults=faults)
+
+    def tick(self, seconds: float = 0.5) -> None:
+        self.clock.advance(seconds)
+        self.session.tick()
+
+    @property
+    def state(self) -> FleetState:
+        return self.session.state
+
+
+def want(state: FleetState, key: str, jobs: dict[str, list[str]]) -> list[str]:
+    return sorted(state.nodes,
+                  key=lambda n: node_sort_key(state.nodes[n], key, jobs.get(n, [])))
+
+
+def check(order: NodeOrder, state: FleetState) -> None:
+    jobs = jobs_by_node(state)
+    for key in KEYS:
+        got = order.ids(state, key, jobs)
+        assert got == want(state, key, jobs), key
+        assert order.ids(state, key, jobs) is got, f"{key}: kept while nothing changed"
+
+
+@pytest.fixture
+def fleet() -> Fleet:
+    return Fleet()
+
+
+def test_every_column_orders_as_node_sort_key_ties_by_id(fleet: Fleet) -> None:
+    state = fleet.state
+    jobs = jobs_by_node(state)
+    order = NodeOrder()
+    check(order, state)
+    # The fleet has ties where it matters: the id breaks them.
+    for key in ("util", "state", "gpus", "ib", "job", "reasons", "verdict"):
+        values = [node_sort_key(st, key, jobs.get(n, []))[0] for n, st in state.nodes.items()]
+        assert len(set(map(repr, values))) < len(values), f"{key}: no ties to break"
+    # Nodes with text (jobs, reasons) first, then the rest by id.
+    assert state.nodes[order.ids(state, "job", jobs)[0]].node_id in jobs
+    assert not jobs.get(order.ids(state, "job", jobs)[-1])
+
+
+def test_orders_follow_changes_to_a_few_nodes_and_to_most(fleet: Fleet) -> None:
+    order = NodeOrder()
+    check(order, fleet.state)
+    names = fleet.fleet.names
+    fleet.samples(names[20:26], seed=5)  # a few nodes: recomputed one by one
+    fleet.tick()
+    check(order, fleet.state)
+    fleet.samples(names[: N - 4], seed=2)  # most of them: recomputed in one pass
+    fleet.tick()
+    check(order, fleet.state)
+    fleet.fleet.status(fleet.ingest, names[30], DrainState.DRAINED, "psu", "carol")
+    fleet.tick()
+    check(order, fleet.state)
+    fleet.tick(60)  # nothing heard for a minute: every node goes stale (shape, not data)
+    check(order, fleet.state)
+
+
+def test_births_forgotten_nodes_and_a_new_state(fleet: Fleet) -> None:
+    order = NodeOrder()
+    check(order, fleet.state)
+    state = fleet.state
+    gone = sorted(state.nodes)[3]
+    state.forget(gone)
+    check(order, state)
+    assert gone not in order.ids(state, "util", jobs_by_node(state))
+    late = SynthFleet(N + 3, fleet.clock)  # three more nodes, ids after the others
+    late.birth(fleet.ingest, names=late.names[N:])
+    fleet.tick()
+    check(order, state)
+    # One forgotten and one born between two sorts: as many nodes as before, not the same.
+    state.forget(sorted(state.nodes)[0])
+    late = SynthFleet(N + 4, fleet.clock)
+    late.birth(fleet.ingest, names=late.names[N + 3:])
+    fleet.tick()
+    check(order, state)
+    # A node forgotten and born again: same ids, a new NodeState (revision from 0).
+    again = sorted(state.nodes)[5]
+    state.forget(again)
+    fleet.fleet.birth(fleet.ingest, names=[again])
+    fleet.samples([again], seed=4)
+    fleet.tick()
+    check(order, state)
+    fresh = Fleet(N // 2)  # a replay that seeks builds a new state: nothing kept applies
+    check(order, fresh.state)
+
+
+def test_a_new_job_map_reorders_the_jobs_column(fleet: Fleet) -> None:
+    order = NodeOrder()
+    state = fleet.state
+    jobs = jobs_by_node(state)
+    assert order.ids(state, "job", jobs) == want(state, "job", jobs)
+    moved = {n: list(v) for n, v in jobs.items()}
+    moved[sorted(state.nodes)[-1]] = ["0001"]
+    assert order.ids(state, "job", moved) == want(state, "job", moved)
+
+
+def test_sort_keys_of_rows_agree_on_the_same_fleet(fleet: Fleet) -> None:
+    """The formatted rows' keys (SORT_KEYS, what the screen shows) give the same order."""
+    from fleetdeck.console.rows import node_row
+
+    state = fleet.state
+    jobs = jobs_by_node(state)
+    order = NodeOrder()
+    for key in KEYS:
+        if key == "age":
+            continue  # rows hold the age at one instant; the node sorts by last heard
+        by_row = sorted(state.nodes, key=lambda n, k=key: SORT_KEYS[k](
+            node_row(state.nodes[n], fleet.clock(), jobs.get(n, []))))
+        assert order.ids(state, key, jobs) == by_row, key
+
+
+def test_jobs_on_gives_jobs_by_node_from_the_schedulers_map(fleet: Fleet) -> None:
+    from fleetdeck.console.commands import jobs_on, scheduled_jobs_by_node
+
+    state = fleet.state
+    every = jobs_by_node(state)
+    scheduled = scheduled_jobs_by_node(state)
+    assert any(n not in scheduled for n in every)  # some nodes' jobs come from their sample
+    for node_id, st in state.nodes.items():
+        assert jobs_on(st, scheduled) == every.get(node_id, []), node_id
+
+
+def test_health_order_is_kept_while_only_samples_change(fleet: Fleet) -> None:
+    """HEALTH follows the nodes' shape: new samples that change no verdict keep its order (no
+    pass over the fleet), a changed verdict re-sorts."""
+    order = NodeOrder()
+    state = fleet.state
+    before = order.ids(state, "verdict")
+    names = fleet.fleet.names
+    fleet.samples(names[: N - 4])  # the same faults again: new data, the same shapes
+    fleet.clock.advance(0.5)
+    fleet.session.tick()
+    assert state.revisions and order.ids(state, "verdict") is before
+    fleet.samples(names[: N - 4], seed=3)  # other faults: verdicts move
+    fleet.tick()
+    assert order.ids(state, "verdict") == want(state, "verdict", {})
