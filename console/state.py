@@ -266,6 +266,16 @@ def _pick(nodes: dict[str, "NodeState"], names: set[str]) -> list["NodeState"]:
     return [nodes[n] for n in names if n in nodes]
 
 
+class _Settled:
+    """``FleetState._apply_telemetry``'s "taken, and its judgement stands"."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_SETTLED = _Settled()
+
+
 def _note_process(st: "NodeState", process: int, rx: float) -> None:
     seen = st.processes
     if process != st.agent_started and process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
@@ -435,14 +445,18 @@ class FleetState:
             if born is not None and self._apply_status(born, status, rx):
                 changed.add(node_id)
         basis = batch.basis
+        settled: list[str] = []
         for node_id, (rx, tel) in batch.telemetry.items():
             born = self._born(node_id, rx, "telemetry without a birth")
             if born is None:
                 continue
             gaps = born.seq_gaps
-            if self._apply_telemetry(born, tel, rx, batch.seq_seen.get(node_id),
-                                     basis.get(node_id) if basis else None):
+            applied = self._apply_telemetry(born, tel, rx, batch.seq_seen.get(node_id),
+                                            basis.get(node_id) if basis else None)
+            if applied:
                 changed.add(node_id)
+                if applied is _SETTLED:
+                    settled.append(node_id)
             self.seq_lost += born.seq_gaps - gaps
         for node_id, (rx, digest) in batch.digests.items():
             st = self.node(node_id)
@@ -469,7 +483,9 @@ class FleetState:
         for node_id in changed:
             self.nodes[node_id].revision += 1
         self.revisions += len(changed)
-        self._dirty |= changed
+        # A node whose sample left every input of its verdict and shape as judged need not be
+        # judged again for it (its staleness deadline re-arms itself when it falls due).
+        self._dirty |= changed.difference(settled) if settled else changed
         self.superseded += batch.superseded
         self.applied += batch.messages
         if batch.delays:
@@ -714,7 +730,10 @@ class FleetState:
         return True
 
     def _apply_telemetry(self, st: NodeState, tel: wire2.Sample, rx: float,
-                         seqs: list[int] | None, basis: wire2.Basis | None = None) -> bool:
+                         seqs: list[int] | None, basis: wire2.Basis | None = None
+                         ) -> "bool | _Settled":
+        """Whether the sample was taken; ``_SETTLED``: taken, and nothing its verdict or shape
+        is judged from moved (a quiet sample of a fresh, judged, healthy node)."""
         if tel.bdSeq < st.bd_seq:
             return False
         new_session = tel.bdSeq > st.bd_seq
@@ -760,6 +779,10 @@ class FleetState:
             if held[0] is prev_tel:  # presence and link state are among the unmoved columns
                 st.counted = (tel, held[1], held[2])
             self.quiet_applied += 1
+            if (st.judged and not st.stale and st.online is True and st.duplicate_at is None
+                    and prev_tel is not None and (prev_tel.job is None) is (tel.job is None)):
+                # What FleetState.judge reads (findings, liveness, job or not) is as judged.
+                return _SETTLED
             return True
         full = wire2.full(tel)  # the rules read the rows
         st.history.update(full)

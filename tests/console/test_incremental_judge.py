@@ -67,9 +67,13 @@ def test_incremental_passes_judge_exactly_as_full_ones(actions: list[Any], ticks
     assert Verdict.OK in seen and len(seen) >= 2, seen
     if actions is SWITCH:
         assert context, "no node was ever behind a suspect switch or stepping while silent"
-    # Every node sends every tick here, so each pass visits it; what passes skip is held
+    # Every node sends every tick here; a pass visits the nodes whose sample moved what their
+    # verdict is judged from, not the quiet samples of healthy nodes (FleetState.apply's
+    # "settled"), which are most of a mostly healthy fleet's. What else passes skip is held
     # below (a silent fleet, a stale node) and measured by bench/apply_cost.py.
-    assert visited >= 16 * ticks // 2
+    assert visited >= ticks
+    if actions is THERMAL:  # 2 sick nodes of 16
+        assert visited < 16 * ticks // 2, visited
 
 
 def test_a_silent_node_goes_stale_on_the_first_pass_after_its_deadline() -> None:
