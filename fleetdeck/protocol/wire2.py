@@ -19,6 +19,7 @@ hands on a full :class:`fast.Telemetry` so the rest of the console sees one type
 """
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -179,8 +180,12 @@ def _loc_msg(text: str) -> str:
     return f"{loc or '(payload)'}: {msg}"
 
 
+_Present = list[tuple["Column", Sequence[Any]]]
+"""The columns a message carries, with their values (one per row)."""
+
+
 def _present(cols: msgspec.Struct | UnsetType,
-             spec: tuple[Column, ...]) -> list[tuple[Column, list[Any]]]:
+             spec: tuple[Column, ...]) -> _Present:
     if cols is UNSET:
         return []
     values = astuple(cols)
@@ -189,7 +194,7 @@ def _present(cols: msgspec.Struct | UnsetType,
 
 
 def _rows(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
-          held: int | None, where: str) -> tuple[list[tuple[Column, list[Any]]], int]:
+          held: int | None, where: str) -> tuple[_Present, int]:
     """The columns present and the row count; ``held``: the keyframe's (None: a keyframe)."""
     present = _present(cols, spec)
     if held is None:
@@ -246,8 +251,34 @@ def _defaults(cls: type[msgspec.Struct], n: int) -> _Table:
     return _Table(n, top, nested)
 
 
+_SHAREABLE = frozenset({int, float, str, bool, type(None), fast.Ecc, fast.RowRemap, fast.NvLink})
+_SHARED: dict[tuple[Any, ...], Sequence[Any]] = {}
+_SHARED_MAX = 65_536
+
+
+def _share(col: Sequence[Any]) -> Sequence[Any]:
+    """One tuple for every column that holds one value on every row (most columns of a keyframe:
+    counters at 0, link state, rates, inventory-like fields), shared by all nodes: a held
+    keyframe per node was ~19 KB, 54 of its 72 columns constant (issue 12: RSS at 16,384
+    nodes). Only immutable values; their type is part of the key (``1``, ``1.0`` and ``True``
+    are equal), as is the sign of a zero."""
+    if not col:
+        return col
+    v = col[0]
+    t = type(v)
+    if t not in _SHAREABLE or col.count(v) != len(col) or any(type(x) is not t for x in col):
+        return col
+    key = (t, v, len(col), math.copysign(1.0, v) if t is float else 0)
+    hit = _SHARED.get(key)
+    if hit is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()  # values come from the network: never grow without bound
+        hit = _SHARED[key] = (v,) * len(col)
+    return hit
+
+
 def _merge(cls: type[Any], base: _Table,
-           present: list[tuple[Column, list[Any]]]) -> tuple[list[Any], _Table]:
+           present: _Present) -> tuple[list[Any], _Table]:
     """Rows from ``base`` with the ``present`` columns in place of its own, and their table.
 
     Positional construction from the columns: one C call per row, however many fields
@@ -270,7 +301,7 @@ def _merge(cls: type[Any], base: _Table,
     if changed is not None:
         makers = _NESTED_AT[cls]
         for ti, cols in changed.items():
-            top[ti] = list(map(makers[ti], *cols))
+            top[ti] = _share(list(map(makers[ti], *cols)))
         nested = {**base.nested, **changed}
     return list(map(cls, *top)), _Table(base.n, top, nested)
 
@@ -306,12 +337,12 @@ class Pending:
 
     __slots__ = ("_gpus", "_ports", "_tel", "head")
 
-    def __init__(self, head: fast.Telemetry, gpus: tuple[_Table, list[tuple[Column, list[Any]]]],
-                 ports: tuple[_Table, list[tuple[Column, list[Any]]]]) -> None:
+    def __init__(self, head: fast.Telemetry, gpus: tuple[_Table, _Present],
+                 ports: tuple[_Table, _Present]) -> None:
         self.head = head
         """The sample without its rows (``gpus``/``ib_ports`` empty)."""
-        self._gpus: tuple[_Table, list[tuple[Column, list[Any]]]] | None = gpus
-        self._ports: tuple[_Table, list[tuple[Column, list[Any]]]] | None = ports
+        self._gpus: tuple[_Table, _Present] | None = gpus
+        self._ports: tuple[_Table, _Present] | None = ports
         self._tel: fast.Telemetry | None = None
 
     @property
@@ -417,7 +448,7 @@ def _value(row: msgspec.Struct, col: Column) -> Any:
     return getattr(value, col.field) if col.group else value
 
 
-def _column(base: _Table, present: list[tuple[Column, list[Any]]], col: Column) -> Sequence[Any]:
+def _column(base: _Table, present: _Present, col: Column) -> Sequence[Any]:
     for c, v in present:
         if c is col:
             return v
@@ -459,6 +490,9 @@ class Reassembler:
         if msg.keyframe:
             gpus_p, n_gpus = _rows(msg.g, GPU_COLUMNS, None, "g")
             ports_p, n_ports = _rows(msg.p, PORT_COLUMNS, None, "p")
+            # The keyframe is held until the next one (30 s): its constant columns are shared.
+            gpus_p = [(c, _share(v)) for c, v in gpus_p]
+            ports_p = [(c, _share(v)) for c, v in ports_p]
             gpus, gtab = _merge(fast.GpuSample, _empty(fast.GpuSample, n_gpus), gpus_p)
             ports, ptab = _merge(fast.IbPortSample, _empty(fast.IbPortSample, n_ports), ports_p)
             tel = fast.Telemetry(
@@ -520,7 +554,7 @@ _NO_MASK: tuple[bool, ...] = ()
 
 
 def _delta_columns(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n: int,
-                   where: str) -> tuple[list[tuple[Column, list[Any]]], Sequence[bool]]:
+                   where: str) -> tuple[_Present, Sequence[bool]]:
     """A delta's present columns, each checked to hold one value per row of its keyframe (``n``),
     and which of ``spec`` they are (a mask in column order)."""
     if cols is UNSET:

@@ -277,3 +277,31 @@ def test_a_lazy_reassembler_builds_what_it_cannot_check_without_rows() -> None:
     raw = json.dumps(huge).encode()
     with pytest.raises(DecodeError, match="xmit_bytes_total"):
         r.apply(wire2.decode(raw), raw)
+
+
+def test_held_keyframes_share_their_constant_columns() -> None:
+    """Columns with one value on every row are one tuple for all nodes' held keyframes (issue 12:
+    19 KB of a held keyframe per node was mostly such columns); the samples are unchanged."""
+    r = wire2.Reassembler()
+    sent = []
+    for name in ("gpu0001", "gpu0002"):
+        (tel, payload), = stream(1, node=FakeNode(name))
+        assert r.apply(wire2.decode(payload), payload) == tel
+        sent.append(tel)
+    a, b = (r._held[t.node] for t in sent)
+    shared = [i for i, (x, y) in enumerate(zip(a.ports.top, b.ports.top, strict=True)) if x is y]
+    assert len(shared) >= len(a.ports.top) // 2, shared
+    assert a.gpus.top[0] is not b.gpus.top[0] or len(set(a.gpus.top[0])) == 1  # index 0..7
+
+
+def test_sharing_keeps_types_and_signs_apart() -> None:
+    for col, other in (([1, 1], [1.0, 1.0]), ([1, 1], [True, True]), ([0.0, 0.0], [-0.0, -0.0]),
+                       ([None, None], [None])):
+        a, b = wire2._share(col), wire2._share(other)
+        assert list(a) == col and list(b) == other
+        assert a is not b
+        assert [type(x) for x in b] == [type(x) for x in other]
+    assert str(wire2._share([-0.0, -0.0])[0]) == "-0.0"
+    mixed = [1, 1.0]
+    assert wire2._share(mixed) is mixed  # not constant by type: kept as it came
+    assert wire2._share([[1], [1]]) == [[1], [1]]  # lists are not shared (mutable)
