@@ -73,6 +73,18 @@ def machine() -> str:
             f"load average at start {os.getloadavg()[0]:.2f}")
 
 
+def reference_ms() -> float:
+    """A fixed pure-Python loop, best of 7 (ms): the same code gets slower when the host's other
+    tenants take the CPU, which the load average of this VM does not show. Printed at the start
+    and the end, so runs on different days (or a run whose machine slowed) can be compared."""
+    best = float("inf")
+    for _ in range(7):
+        t0 = time.perf_counter()
+        sum(i * i for i in range(200_000))
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
 def run_teed(cmd: list[str]) -> tuple[int, list[str]]:
     """Run a benchmark, its stderr shown as it comes and kept (for its FAILED line)."""
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
@@ -94,6 +106,7 @@ def main() -> int:
     args = ap.parse_args()
     started = datetime.datetime.now(datetime.UTC)
     header = machine()
+    ref_start = reference_ms()
     rows: list[Row] = []
     failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,6 +129,8 @@ def main() -> int:
             rows += [Row(t, f"benchmark failed: {why.splitlines()[0][:120]}", "", False, None,
                          None, script) for t in targets]
     rows.sort(key=rank)
+    header += (f"; reference loop {ref_start:.1f} ms at the start, {reference_ms():.1f} at the "
+               "end (bench/run_all.py reference_ms)")
     print(f"\nfleetdeck benchmarks, {started:%Y-%m-%d %H:%M} UTC; {header}")
     print(f"command: make bench{' (quick)' if args.quick else ''}; ingest live at "
           f"{'quick size' if args.quick else f'{args.ingest_nodes:,} nodes'}\n")

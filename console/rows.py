@@ -51,7 +51,7 @@ def slurm_state(st: NodeState) -> str:
     ``*`` suffix for not responding (stale telemetry)."""
     if st.online is False:
         return "down*"
-    t = st.telemetry
+    t = st.sample  # its header: no rows built for this
     busy = t is not None and t.job is not None
     if st.drain.state is DrainState.DRAINING:
         base = "drng"
@@ -59,7 +59,7 @@ def slurm_state(st: NodeState) -> str:
         base = "drain"
     elif busy:
         assert t is not None and t.job is not None
-        gpus = st.gpus_expected or len(t.gpus)
+        gpus = st.gpus_expected or wire2.rows_of(t)[0]
         base = "mix" if 0 < t.job.ranks_on_node < gpus else "alloc"
     else:
         base = "idle"
@@ -145,25 +145,33 @@ def metrics(st: NodeState) -> tuple[float, float, float]:
 
     What the UTIL/TEMP/POWER columns show and sort by, without building a row: re-sorting
     16,384 nodes by a metric after a tick reads these, not formatted rows."""
-    t = st.telemetry
-    if t is None or not t.gpus:
+    s = st.sample
+    if s is None:
         return UNKNOWN, UNKNOWN, UNKNOWN
+    if type(s) is wire2.Pending and not s.built:
+        # A quiet sample's columns: re-sorting 16,384 nodes by a metric must not build the
+        # rows of every one of them (wire2.Pending).
+        gpus: Iterable[tuple[Any, ...]] = zip(
+            s.gpu_column("present"), s.gpu_column("util_pct"), s.gpu_column("temp_c"),
+            s.gpu_column("power_w"), strict=True)
+    else:
+        gpus = ((g.present, g.util_pct, g.temp_c, g.power_w) for g in wire2.full(s).gpus)
     # One pass, no lists: the node list computes this for every node after each tick.
     util_sum = power_sum = 0.0
     n_util = n_power = 0
     temp_v = UNKNOWN
     hot: float | None = None
-    for g in t.gpus:
-        if not g.present:
+    for present, util, temp, power in gpus:
+        if not present:
             continue
-        v = g.util_pct
+        v = util
         if v is not None:
             util_sum += v
             n_util += 1
-        v = g.temp_c
+        v = temp
         if v is not None and (hot is None or v > hot):
             hot = v
-        v = g.power_w
+        v = power
         if v is not None:
             power_sum += v
             n_power += 1
@@ -248,7 +256,7 @@ health is not known, neither ok nor failed."""
 
 
 def waiting(st: NodeState) -> bool:
-    return st.telemetry is None and st.online is not False and not st.stale
+    return st.sample is None and st.online is not False and not st.stale
 
 
 def verdict_text(st: NodeState) -> str:
@@ -339,26 +347,35 @@ def _finding_gpus(f: Finding) -> list[int]:
     return [int(m) for m in _GPU_RE.findall(f.component)]
 
 
+_METRIC_COLUMN = {"util": "util_pct", "temp": "temp_c", "power": "power_w"}
+
+
 def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
     """One code per GPU of a node (8 on an ND H100 v5), in index order."""
-    n = st.gpus_expected or (len(st.telemetry.gpus) if st.telemetry is not None else 0) or 8
+    n = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample is not None else 0) or 8
     if st.online is False:
         return (Cell.OFFLINE,) * n
     if st.stale:
         return (Cell.STALE,) * n
-    t = st.telemetry
+    t = st.sample
     if t is None:
         return (Cell.EMPTY,) * n
     cells = [Cell.MISSING] * n
-    samples = {g.index: g for g in t.gpus}
+    attr = _METRIC_COLUMN.get(metric, "present")
+    # index -> (present, the metric's value): from the columns of a quiet sample whose rows
+    # are not built (the grid reads every node of a 16,384-node fleet), else from the rows.
+    if type(t) is wire2.Pending and not t.built:
+        samples = {i: (p, v) for i, p, v in zip(t.gpu_column("index"), t.gpu_column("present"),
+                                                 t.gpu_column(attr), strict=True)}
+    else:
+        samples = {g.index: (g.present, getattr(g, attr)) for g in wire2.full(t).gpus}
     if metric in METRIC_RANGE:
         lo, hi = METRIC_RANGE[metric]
-        attr = {"util": "util_pct", "temp": "temp_c", "power": "power_w"}[metric]
         for i in range(n):
             g = samples.get(i)
-            if g is None or not g.present:
+            if g is None or not g[0]:
                 continue
-            v = getattr(g, attr)
+            v = g[1]
             if v is None:
                 cells[i] = Cell.EMPTY
                 continue
@@ -372,7 +389,7 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
         base = Cell.DRAINING
     for i in range(n):
         g = samples.get(i)
-        if g is not None and g.present:
+        if g is not None and g[0]:
             cells[i] = base
     if not st.findings:
         return tuple(cells)
