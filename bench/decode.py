@@ -138,6 +138,29 @@ def main() -> int:
             deltas.append((p, held))
     require(keyframes and deltas, f"{len(keyframes)} keyframes, {len(deltas)} deltas")
     delta_msgs = [(wire2.decode(p), p, h) for p, h in deltas]
+    # The console's Reassembler: its quiet columns, lazy (a quiet delta's rows not built) or not.
+    from fleetdeck.console.health import (
+        BENIGN_GPU_COLUMNS,
+        BENIGN_PORT_COLUMNS,
+        QUIET_CHECKED_GPU_COLUMNS,
+    )
+
+    def console_side(lazy: bool) -> list[tuple[wire2.TelemetryV2, bytes, wire2.Reassembler]]:
+        out, held_c = [], None
+        for p in v2:
+            msg = wire2.decode(p)
+            if msg.keyframe:
+                held_c = wire2.Reassembler(quiet_gpu=BENIGN_GPU_COLUMNS | QUIET_CHECKED_GPU_COLUMNS,
+                                           quiet_port=BENIGN_PORT_COLUMNS, lazy=lazy)
+                held_c.apply(msg, p)
+            else:
+                assert held_c is not None
+                out.append((msg, p, held_c))
+        return out
+
+    eager_c, lazy_c = console_side(False), console_side(True)
+    quiet = sum(type(x[2].apply(x[0], x[1])) is wire2.Pending for x in lazy_c)
+    require(quiet > 0, "no delta of the stream is quiet: the lazy merge measures nothing")
 
     def v2_delta(item: tuple[bytes, wire2.Reassembler]) -> object:
         p, h = item
@@ -159,6 +182,9 @@ def main() -> int:
         Op("v2 delta decode + merge", v2_delta, deltas, delta_bytes),
         Op("  of which decode", lambda x: wire2.decode(x[0]), deltas, delta_bytes),
         Op("  of which merge", lambda x: x[2].apply(x[0], x[1]), delta_msgs, delta_bytes),
+        Op("  merge, console (eager)", lambda x: x[2].apply(x[0], x[1]), eager_c, delta_bytes),
+        Op(f"  merge, console (lazy, {100 * quiet // len(lazy_c)}% quiet)",
+           lambda x: x[2].apply(x[0], x[1]), lazy_c, delta_bytes),
         Op("agent: encode v1 (msgspec)", lambda t: wire2.TelemetryEncoder(wire=1).encode(t, 0),
            tels, mean_len(v1)),
         Op("agent: encode v2 (K + deltas)", lambda t: stream_enc.encode(t, next(clock)), tels,

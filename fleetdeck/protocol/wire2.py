@@ -252,6 +252,7 @@ def _defaults(cls: type[msgspec.Struct], n: int) -> _Table:
 
 
 _SHAREABLE = frozenset({int, float, str, bool, type(None), fast.Ecc, fast.RowRemap, fast.NvLink})
+_NUMBERS = frozenset({int, float, bool})
 _SHARED: dict[tuple[Any, ...], Sequence[Any]] = {}
 _SHARED_MAX = 65_536
 
@@ -262,13 +263,23 @@ def _share(col: Sequence[Any]) -> Sequence[Any]:
     keyframe per node was ~19 KB, 54 of its 72 columns constant (issue 12: RSS at 16,384
     nodes). Only immutable values; their type is part of the key (``1``, ``1.0`` and ``True``
     are equal), as is the sign of a zero."""
-    if not col:
+    n = len(col)
+    if not n:
         return col
     v = col[0]
     t = type(v)
-    if t not in _SHAREABLE or col.count(v) != len(col) or any(type(x) is not t for x in col):
+    if t not in _SHAREABLE or col.count(v) != n:
         return col
-    key = (t, v, len(col), math.copysign(1.0, v) if t is float else 0)
+    # Equal is not enough for numbers: 1 == 1.0 == True, and 0.0 == -0.0 (C-level checks only:
+    # a keyframe has ~70 columns).
+    if t in _NUMBERS and len(set(map(type, col))) != 1:
+        return col
+    sign = 0.0
+    if t is float:
+        sign = math.copysign(1.0, v)
+        if v == 0.0 and len(set(map(math.copysign, repeat(1.0, n), col))) != 1:
+            return col
+    key = (t, v, n, sign)
     hit = _SHARED.get(key)
     if hit is None:
         if len(_SHARED) >= _SHARED_MAX:
