@@ -165,6 +165,7 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
         out["births_s"] = time.perf_counter() - t0
         app.tick()
         await pilot.pause()
+        out["rss_births_mib"] = rss_mib()
         require(len(app.state.nodes) == n,
                 f"the console knows {len(app.state.nodes)} of {n} nodes after the births")
         handle_s = 0.0
@@ -309,7 +310,9 @@ def main() -> int:
     per_s = 2 * pct(paint_ms, 0.5) / 1000 + n * r["handle_us"] / 1e6
     print(f"=> one second of a {n:,}-node fleet at 1 Hz costs ~{per_s:.1f} s of one core "
           f"(validation + 2 ticks): the console {'keeps' if per_s < 1 else 'cannot keep'} up")
-    print(f"RSS {r['rss_mib']:,.0f} MiB, peak {r['rss_peak_mib']:,.0f} MiB")
+    print(f"RSS {r['rss_mib']:,.0f} MiB, peak {r['rss_peak_mib']:,.0f} MiB (after the births "
+          f"{r['rss_births_mib']:,.0f}; the benchmark's own payloads and the samples it keeps "
+          "for the feed are in these figures)")
     if "feed_stats" in r:
         fst = r["feed_stats"]
         ft = fst["ticks_ms"]

@@ -11,11 +11,12 @@ telemetry while it is open.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleetdeck.console.health import Finding, Severity, Verdict
-from fleetdeck.protocol import fast
+from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, GpuInventory, IbPortInventory, Topology
 from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS, DrainInfo, DrainState
 
@@ -44,19 +45,33 @@ def _drain(d: DrainInfo) -> fast.DigestDrain:
                             since_ts=d.since_ts, cmd_id=d.cmd_id)
 
 
+_DIGEST_GPU = ("index", "present", "util_pct", "temp_c", "power_w")
+_DIGEST_PORT = ("dev", "port", "state", "phys_state")
+
+
 def make_digest(st: NodeState, by: str, now: float,
                 every_s: float = DIGEST_EVERY_S) -> fast.Digest:
     """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
-    t = st.telemetry
+    t = st.sample
     gpus: list[fast.GpuSample] = []
     ports: list[fast.DigestPort] = []
     job = ranks = None
     if t is not None:
-        gpus = [fast.GpuSample(index=g.index, present=g.present, util_pct=g.util_pct,
-                               temp_c=g.temp_c, power_w=g.power_w) for g in t.gpus]
-        ports = [fast.DigestPort(dev=p.dev, port=p.port,
-                                 up=p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
-                 for p in t.ib_ports]
+        if type(t) is wire2.Pending and not t.built:
+            # A quiet sample's columns: a collector sends every node's digest every few
+            # seconds, which must not build every node's rows.
+            g_cols: Iterable[tuple[Any, ...]] = zip(*map(t.gpu_column, _DIGEST_GPU), strict=True)
+            p_cols: Iterable[tuple[Any, ...]] = zip(*map(t.port_column, _DIGEST_PORT),
+                                                    strict=True)
+        else:
+            full = wire2.full(t)
+            g_cols = ((g.index, g.present, g.util_pct, g.temp_c, g.power_w) for g in full.gpus)
+            p_cols = ((p.dev, p.port, p.state, p.phys_state) for p in full.ib_ports)
+        gpus = [fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
+                               power_w=power) for i, present, util, temp, power in g_cols]
+        ports = [fast.DigestPort(dev=dev, port=port,
+                                 up=state == "ACTIVE" and phys in (None, "LinkUp"))
+                 for dev, port, state, phys in p_cols]
         if t.job is not None:
             job, ranks = t.job.id, t.job.ranks_on_node
     topo = st.birth.topology if st.birth is not None else Topology()
@@ -99,7 +114,7 @@ class DigestSender:
         changed: list[NodeState] = []
         refresh: list[tuple[float, NodeState]] = []
         for node_id, st in nodes.items():
-            if not st.judged or (st.telemetry is None and st.online is not False
+            if not st.judged or (st.sample is None and st.online is not False
                                  and not st.stale):
                 # Waiting for its first sample (just born, or just taken over): an "ok" now
                 # would be a guess; the previous owner's retained digest stands until then.

@@ -696,7 +696,7 @@ def _contribution(st: NodeState) -> _Contribution:
     state = slurm_state(st)
     stale = state.endswith("*")
     base = state.rstrip("*")
-    expected = st.gpus_expected or (len(st.telemetry.gpus) if st.telemetry else 0)
+    expected = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
     present = st.gpus_present
     missing = max(0, expected - present)
     in_use = free = failed = out = wait = 0
@@ -715,7 +715,7 @@ def _contribution(st: NodeState) -> _Contribution:
         else:
             free = usable
     ports = st.ib_ports
-    down = max(0, ports - st.ib_ports_up) if st.telemetry is not None and not stale else 0
+    down = max(0, ports - st.ib_ports_up) if st.sample is not None and not stale else 0
     erroring = len({f.component for f in st.findings
                     if f.rule in ("N2", "N3", "N4", "N5")})
     return (base, stale, verdict_text(st), expected, in_use, free, failed, out, ports, down,

@@ -11,6 +11,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from fleetdeck.console.digest import STALE_PERIODS, apply_digest, judge_digest
 from fleetdeck.console.health import (
@@ -266,14 +267,13 @@ def _pick(nodes: dict[str, "NodeState"], names: set[str]) -> list["NodeState"]:
     return [nodes[n] for n in names if n in nodes]
 
 
-class _Settled:
-    """``FleetState._apply_telemetry``'s "taken, and its judgement stands"."""
+class Taken(IntEnum):
+    """What ``FleetState._apply_telemetry`` did with a sample (falsy: nothing)."""
 
-    def __bool__(self) -> bool:
-        return True
-
-
-_SETTLED = _Settled()
+    NO = 0
+    YES = 1
+    SETTLED = 2
+    """Taken, and nothing its node's verdict or shape is judged from moved."""
 
 
 def _note_process(st: "NodeState", process: int, rx: float) -> None:
@@ -455,7 +455,7 @@ class FleetState:
                                             basis.get(node_id) if basis else None)
             if applied:
                 changed.add(node_id)
-                if applied is _SETTLED:
+                if applied is Taken.SETTLED:
                     settled.append(node_id)
             self.seq_lost += born.seq_gaps - gaps
         for node_id, (rx, digest) in batch.digests.items():
@@ -730,12 +730,10 @@ class FleetState:
         return True
 
     def _apply_telemetry(self, st: NodeState, tel: wire2.Sample, rx: float,
-                         seqs: list[int] | None, basis: wire2.Basis | None = None
-                         ) -> "bool | _Settled":
-        """Whether the sample was taken; ``_SETTLED``: taken, and nothing its verdict or shape
-        is judged from moved (a quiet sample of a fresh, judged, healthy node)."""
+                         seqs: list[int] | None, basis: wire2.Basis | None = None) -> Taken:
+        """``SETTLED``: a quiet sample of a fresh, judged, healthy node (its judgement stands)."""
         if tel.bdSeq < st.bd_seq:
-            return False
+            return Taken.NO
         new_session = tel.bdSeq > st.bd_seq
         if new_session:
             st.bd_seq = tel.bdSeq
@@ -782,8 +780,8 @@ class FleetState:
             if (st.judged and not st.stale and st.online is True and st.duplicate_at is None
                     and prev_tel is not None and (prev_tel.job is None) is (tel.job is None)):
                 # What FleetState.judge reads (findings, liveness, job or not) is as judged.
-                return _SETTLED
-            return True
+                return Taken.SETTLED
+            return Taken.YES
         full = wire2.full(tel)  # the rules read the rows
         st.history.update(full)
         if st.digest is not None:
@@ -792,7 +790,7 @@ class FleetState:
             pass  # healthy before and still: the (empty) findings stand (issue 12)
         else:
             st.findings = evaluate(st.birth, full, st.history)
-        return True
+        return Taken.YES
 
     def _note_shape(self, node_id: str) -> None:
         log = self.shape_log
@@ -819,7 +817,7 @@ class FleetState:
         gpus = gpus_present = ports = ports_up = drained = draining = 0
         for st in self.nodes.values():
             by_verdict[st.verdict.value] += 1
-            gpus += st.gpus_expected or len(st.telemetry.gpus if st.telemetry else [])
+            gpus += st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
             gpus_present += st.gpus_present
             ports += st.ib_ports
             ports_up += st.ib_ports_up

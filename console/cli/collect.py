@@ -53,7 +53,7 @@ class StartUp:
                 self.bar.milestone(f"connected to {feed.url}")
             nodes = session.state.nodes.values()
             known = sum(1 for st in nodes if st.online is not False)
-            heard = sum(1 for st in nodes if st.online is not False and st.telemetry is not None)
+            heard = sum(1 for st in nodes if st.online is not False and st.sample is not None)
             self.bar.update(heard, known, detail=f"{session.state.applied:,} messages")
             if (known and heard >= known) or now - self.connected_at >= CATCH_UP_S:
                 self.done = True

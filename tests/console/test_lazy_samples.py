@@ -58,3 +58,34 @@ def test_store_minutes_from_columns_equal_those_from_rows() -> None:
             assert not a.built, "the store built the rows"
     assert rows_a == rows_b
     assert sum(len(g) + len(p) for g, p in rows_a) >= 2 * 2 * 16  # rows were emitted
+
+
+def test_a_collectors_digests_from_columns_equal_those_from_rows() -> None:
+    """A collector digests every node every few seconds (console/digest.py): from an unbuilt
+    sample's columns, the same digest as from its rows, and no rows built."""
+    from fleetdeck.console.digest import DigestSender, make_digest
+    from fleetdeck.console.state import FleetState
+
+    nodes = [FakeNode(f"gpu{i:04d}") for i in range(1, 4)]
+    ingests = {lz: Ingest(nodes[0].cluster, lazy=lz) for lz in (True, False)}
+    states = {lz: FleetState(nodes[0].cluster) for lz in (True, False)}
+    encoders = {n.node_id: wire2.TelemetryEncoder(30) for n in nodes}
+    for n in nodes:
+        for ing in ingests.values():
+            n.feed(ing, n.birth(), Kind.BIRTH)
+            n.feed(ing, n.status(), Kind.STATUS)
+    for _ in range(4):
+        for n in nodes:
+            payload = encoders[n.node_id].encode(
+                codec.decode_telemetry(codec.encode(n.telemetry())), n.now)
+            for ing in ingests.values():
+                ing.handle(n.topic(Kind.TELEMETRY), payload, n.now)
+        for lz, ing in ingests.items():
+            states[lz].apply(ing.take_batch(), nodes[0].now)
+    now = nodes[0].now
+    lazy, eager = states[True].nodes, states[False].nodes
+    assert all(type(st.sample) is wire2.Pending for st in lazy.values())
+    assert DigestSender("c1").due(lazy, now)  # the sender looks at every node
+    for name, st in lazy.items():
+        assert make_digest(st, "c1", now) == make_digest(eager[name], "c1", now)
+        assert type(st.sample) is wire2.Pending and not st.sample.built, name
