@@ -176,7 +176,7 @@ class NodeState:
         present = sum(1 for g in t.gpus if g.present)
         up = sum(1 for p in t.ib_ports
                  if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
-        self.counted = (t, present, up)
+        self.counted = (self.sample, present, up)
         return present, up
 
     @property
