@@ -95,6 +95,8 @@ class NodeState:
     duplicate_at: float | None = None
     """Last time two agent processes were seen alternating under this node id."""
     judged: bool = False
+    made: int = 0
+    """Position among the states FleetState made (its dict's order; ``_pick`` sorts by it)."""
     revision: int = 0
     """Bumped whenever this node's data changed (a sample, a status, a birth): views cache rows
     keyed on it instead of on hand-picked fields."""
@@ -112,21 +114,21 @@ class NodeState:
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     judge_key: tuple[object, ...] = ()
+    """What the last judgement of a live, fresh node read, its findings first
+    (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
     basis: wire2.Basis | None = None
+    """The v2 keyframe the applied sample rests on, and whether it moved only columns no rule
+    reads (``Ingest.Batch.basis``): None for v1, or after a birth."""
     counted: tuple[object, int, int] = (None, 0, 0)
     """(sample, GPUs present, IB ports up): the counts of ``telemetry`` (``_counts``)."""
     deadline_at: float | None = None
     """When this node goes stale unless heard from (its entry in FleetState's deadline heap)."""
-    """The v2 keyframe the applied sample rests on, and whether it moved only columns no rule
-    reads (``Ingest.Batch.basis``): None for v1, or after a birth."""
     digest: fast.Digest | None = None
     """The owning collector's latest digest (a console on digests): the verdict comes from it."""
     digest_rx: float = 0.0
     raw: bool = False
     """Raw telemetry of a node known from digests is being received (its detail is open): the
     samples show in the detail, the verdict stays the collector's."""
-    """What the last judgement of a live, fresh node read, its findings first
-    (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
 
     @property
     def telemetry(self) -> Telemetry | None:
@@ -257,14 +259,22 @@ def _nearly_all(names: set[str], nodes: dict[str, "NodeState"]) -> bool:
 
 
 def _pick(nodes: dict[str, "NodeState"], names: set[str]) -> list["NodeState"]:
-    """The states of ``names`` (ids that are gone are left out). For most of the fleet, picked
-    in the dict's order, the order the states were made in: a set's hash order scatters the
-    reads over memory, ~2 µs a node more at 16,384 nodes (bench/apply_cost.py)."""
+    """The states of ``names`` (ids that are gone are left out), in the dict's order, the
+    order the states were made in, whatever the process's hash seed: a pass appends
+    transitions and events in the order it visits nodes, and a replay must give the same
+    ones every run. For most of the fleet, by walking the dict: a set's hash order scatters
+    the reads over memory, ~2 µs a node more at 16,384 nodes (bench/apply_cost.py)."""
     if _nearly_all(names, nodes):
         return list(nodes.values())
     if 4 * len(names) >= len(nodes):
         return [st for st in nodes.values() if st.node_id in names]
-    return [nodes[n] for n in names if n in nodes]
+    picked = [nodes[n] for n in names if n in nodes]
+    picked.sort(key=_made)
+    return picked
+
+
+def _made(st: "NodeState") -> int:
+    return st.made
 
 
 class Taken(IntEnum):
@@ -384,6 +394,7 @@ class FleetState:
         whose digest (or raw data) changed, plus, once a second, those whose digest aged past
         ``STALE_PERIODS`` of its refresh period: at 65,536 nodes a pass over all of them each
         tick would be most of a core (docs/performance.md)."""
+        self._made = 0
         self._dirty: set[str] = set()
         """Nodes whose data changed (or that correlation re-contextualised) since the last
         judgement pass: the pass visits them; views read them with ``not_ok`` (``maybe_bad``)."""
@@ -412,7 +423,8 @@ class FleetState:
     def node(self, node_id: str) -> NodeState:
         st = self.nodes.get(node_id)
         if st is None:
-            st = self.nodes[node_id] = NodeState(node_id)
+            self._made += 1
+            st = self.nodes[node_id] = NodeState(node_id, made=self._made)
             self._dirty.add(node_id)
         return st
 
@@ -605,8 +617,7 @@ class FleetState:
                 if (st is not None and st.digest is not None and not st.stale
                         and now - rx > STALE_PERIODS * st.digest.every_s):
                     names.add(n)
-        nodes = self.nodes
-        return [nodes[n] for n in names if n in nodes]
+        return _pick(self.nodes, names)
 
     def _to_judge_raw(self, now: float) -> list[NodeState]:
         """Changed nodes, watched ones, and those whose staleness deadline passed; every node
