@@ -99,25 +99,92 @@ class Discards(logging.Handler):
 
 
 class LoopProbe:
-    """Sleeps 10 ms in a loop; each oversleep is a stall of the event loop."""
+    """Sleeps 10 ms in a loop; each oversleep is a stall of the event loop.
+
+    With ``FLEETDECK_BENCH_STALLS=FILE`` in the environment a watchdog thread also samples the
+    loop thread's stack every 5 ms while the probe is more than 30 ms late, notes cyclic GC runs
+    (generation, ms), and writes every stall over 40 ms with its samples to FILE as JSON: where
+    a stall came from, which the oversleep alone cannot say."""
+
+    STALL_S = 0.04
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, float]] = []
         self._task: asyncio.Task[None] | None = None
+        self._stacks_to = os.environ.get("FLEETDECK_BENCH_STALLS")
+        self._beat = time.perf_counter()
+        self._stacks: list[tuple[float, list[str]]] = []
+        self._gcs: list[tuple[float, int, float]] = []
+        self._gc_t0 = 0.0
+        self._watching = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        if self._stacks_to:
+            import gc
+
+            self._watching = True
+            gc.callbacks.append(self._on_gc)
+            threading.Thread(target=self._watch, args=(threading.get_ident(),),
+                             daemon=True).start()
 
     async def _run(self) -> None:
         while True:
             t0 = time.perf_counter()
+            self._beat = t0
             await asyncio.sleep(0.01)
             t1 = time.perf_counter()
             self.samples.append((time.time(), t1 - t0 - 0.01))
 
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        else:
+            self._gcs.append((self._gc_t0, info["generation"], time.perf_counter() - self._gc_t0))
+
+    def _watch(self, loop_thread: int) -> None:
+        import traceback
+
+        while self._watching:
+            time.sleep(0.005)
+            now = time.perf_counter()
+            if now - self._beat > 0.03:
+                frame = sys._current_frames().get(loop_thread)
+                if frame is not None:
+                    lines = [f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                             for f in traceback.extract_stack(frame)[-14:]]
+                    self._stacks.append((now, lines))
+
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._watching:
+            import gc
+
+            self._watching = False
+            gc.callbacks.remove(self._on_gc)
+            self._write_stalls()
+
+    def _write_stalls(self) -> None:
+        """Each stall over STALL_S: its length, the GC runs in it, the stacks sampled in it."""
+        assert self._stacks_to
+        out = []
+        for t, late in self.samples:
+            if late < self.STALL_S:
+                continue
+            end = time.perf_counter() - (time.time() - t)  # perf_counter at the wake-up
+            start = end - late - 0.01
+            out.append({
+                "late_ms": round(1000 * late),
+                "gc": [(g, round(1000 * d, 1)) for t0, g, d in self._gcs if start <= t0 < end],
+                "stacks": [lines for ts, lines in self._stacks if start <= ts < end],
+            })
+        runs: dict[int, list[float]] = {}
+        for _t0, g, d in self._gcs:
+            runs.setdefault(g, []).append(1000 * d)
+        gcs = {f"gen{g}": {"n": len(d), "ms_total": round(sum(d), 1),
+                           "ms_max": round(max(d), 1)} for g, d in sorted(runs.items())}
+        Path(self._stacks_to).write_text(json.dumps({"gc": gcs, "stalls": out}, indent=1))
 
     def between(self, t0: float, t1: float) -> list[float]:
         return [d for t, d in self.samples if t0 <= t < t1]

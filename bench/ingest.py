@@ -24,6 +24,8 @@ payloads, or the console never learned all N nodes.
     .venv/bin/python bench/ingest.py --quick              # 512 nodes, 8 s: a few seconds' check
     .venv/bin/python bench/ingest.py                      # 2,048 nodes, 20 s (make bench)
     .venv/bin/python bench/ingest.py --nodes 16384 --seconds 20 --rows rows.json
+    FLEETDECK_BENCH_STALLS=/tmp/stalls.json .venv/bin/python bench/ingest.py
+                     # also: each stall > 40 ms with the loop's stacks sampled in it, GC runs
 
 2,048 nodes is the default because it is the largest stream a shared 2-core machine reliably
 carries next to its reference subscriber (at 4,096 the publisher and the bare subscriber are

@@ -4,6 +4,18 @@ import gc
 
 _freeze_ticks = False
 
+GEN0_THRESHOLD = 10_000
+"""Net new tracked objects between gen-0 collections. A gen-0 collection walks every young
+object (~0.23 µs each on the 2-vCPU bench machine): at 50,000 each one paused the event loop
+12-17 ms, and one landing inside a 30-40 ms tick made a stall past 50 ms; at 10,000 the longest
+was 4.4 ms, for ~0.8 % of a core more in all (bench/ingest.py with FLEETDECK_BENCH_STALLS, 2,048
+nodes live: docs/performance.md, "Where the stalls come from"). Survivors are frozen after each
+one (``_freeze_survivors``), so gen 1 and gen 2 stay small whatever this is."""
+
+GEN0_THRESHOLD_UNFROZEN = 50_000
+"""The same for a process that does not freeze survivors (the simulator): there each gen-0
+survivor moves on to gen 1 and 2, and fewer collections mean fewer walks of those."""
+
 
 def tune_gc(freeze_survivors: bool = True) -> None:
     """Make Python's cyclic GC cheaper for a process that holds a large, long-lived fleet state.
@@ -20,9 +32,10 @@ def tune_gc(freeze_survivors: bool = True) -> None:
     """
     global _freeze_ticks
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
     if not freeze_survivors:
+        gc.set_threshold(GEN0_THRESHOLD_UNFROZEN, 20, 100)
         return
+    gc.set_threshold(GEN0_THRESHOLD, 20, 100)
     _freeze_ticks = True
     if _freeze_survivors not in gc.callbacks:
         gc.callbacks.append(_freeze_survivors)
