@@ -8,6 +8,7 @@ because amqtt never enforces keepalive and a wedged collector can keep an MQTT s
 
 import heapq
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ STALE_INTERVALS = 3.0
 FULL_JUDGE_EVERY_S = 10.0
 """A judgement pass over every node this often; in between only the nodes that changed, that
 are due to go stale, or that are stale, offline or duplicated are visited (FleetState.judge)."""
+JUDGE_CHUNK = 256
+"""A pass with a time budget looks at the clock once every this many nodes (~0.3-3 ms)."""
 RESEND_RETRY_S = 10.0
 RESEND_BACKOFF_CAP_S = 300.0
 RESEND_MAX_ASKS = 4
@@ -384,9 +387,9 @@ class FleetState:
         self.not_ok: set[str] = set()
         """Nodes whose verdict is not ok (top problems look at these, not at every node)."""
         self.shape_log: list[str] = []
-        """Node ids in the order their shape changed (or they went away): fleet-wide counts
-        catch up from their last position instead of visiting every node
-        (``rows.fleet_counts``)."""
+        """Node ids in the order their shape changed (or they were born again, or went away):
+        fleet-wide counts and the fabric tables catch up from their last position instead of
+        visiting every node (``rows.fleet_counts``, ``rows.fabric``)."""
         self.shape_log_base = 0
         """Position of ``shape_log[0]`` since the state began (older entries were dropped)."""
         self.digest_mode = False
@@ -404,6 +407,8 @@ class FleetState:
         self._deadlines: list[tuple[float, str]] = []
         """Heap of (when a fresh node goes stale unless heard from, node): one entry per node."""
         self._full_at = float("-inf")
+        self._judge_rest: list[NodeState] = []
+        """What a pass with a time budget left for the next one, in its order."""
         self.last_pass_nodes = 0
         """Nodes the last judgement pass visited (the rest kept their verdicts untouched)."""
         self.incremental = True
@@ -452,6 +457,7 @@ class FleetState:
             self.unborn.pop(node_id, None)
             if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
+                self._note_shape(node_id)  # what views summarise from the birth may move
         for node_id, (rx, status) in batch.statuses.items():
             born = self._born(node_id, rx, "status without a birth")
             if born is not None and self._apply_status(born, status, rx):
@@ -508,11 +514,12 @@ class FleetState:
             self.judge_fleet(now)
         return changed
 
-    def judge_fleet(self, now: float) -> None:
-        """The fleet-wide pass: correlation, then every node's verdict."""
-        if self.correlate is not None:
+    def judge_fleet(self, now: float, budget_s: float | None = None) -> None:
+        """The fleet-wide pass: correlation, then every node's verdict (``judge``). A pass
+        that a budget cut short goes on from where it stopped, without correlating again."""
+        if self.correlate is not None and not self._judge_rest:
             self.correlate(self, now)
-        self.judge(now)
+        self.judge(now, budget_s)
 
     def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:
         """The node's state if it has had a birth; otherwise count it and want a rebirth."""
@@ -666,9 +673,43 @@ class FleetState:
             st.deadline_at = heard + window
             heapq.heappush(self._deadlines, (st.deadline_at, st.node_id))
 
-    def judge(self, now: float) -> None:
-        visit = self._to_judge(now)
-        self.last_pass_nodes = len(visit)
+    @property
+    def judge_left(self) -> int:
+        """Nodes a pass with a time budget left for the next pass."""
+        return len(self._judge_rest)
+
+    def judge(self, now: float, budget_s: float | None = None) -> None:
+        """Judge the nodes that changed or fell due. With ``budget_s``, stop once that much
+        time went by and leave the rest (``judge_left``) to the next call, which goes on with
+        them before anything else: a pass over most of a 16,384-node fleet (every node back
+        from stale at once, after an outage) took 100-170 ms, one stall of the live console's
+        event loop (docs/performance.md, "Where the stalls come from")."""
+        rest, self._judge_rest = self._judge_rest, []
+        nodes = self.nodes
+        if rest:
+            rest = [st for st in rest if nodes.get(st.node_id) is st]  # not forgotten since
+        if rest and budget_s is not None:
+            visit = rest
+        else:
+            visit = self._to_judge(now)
+            if rest:
+                ids = {id(st) for st in visit}
+                visit = [st for st in rest if id(st) not in ids] + visit
+        if budget_s is None or len(visit) <= JUDGE_CHUNK:
+            self.last_pass_nodes = len(visit)
+            self._judge_nodes(visit, now)
+            return
+        end = time.perf_counter() + budget_s
+        done = 0
+        while done < len(visit):
+            self._judge_nodes(visit[done:done + JUDGE_CHUNK], now)
+            done += JUDGE_CHUNK
+            if time.perf_counter() >= end:
+                self._judge_rest = visit[done:]
+                break
+        self.last_pass_nodes = min(done, len(visit))
+
+    def _judge_nodes(self, visit: list[NodeState], now: float) -> None:
         for st in visit:
             # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
@@ -820,6 +861,8 @@ class FleetState:
         self._dirty.discard(node_id)
         self._watch.discard(node_id)
         self.not_ok.discard(node_id)
+        if self._judge_rest:
+            self._judge_rest = [st for st in self._judge_rest if st.node_id != node_id]
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)
 
