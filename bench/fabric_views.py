@@ -31,7 +31,7 @@ from fleetdeck.console.fabric_map import (
 )
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import suspect_switches
-from fleetdeck.console.rows import fabric, fleet_counts, top_problems
+from fleetdeck.console.rows import CountsCache, FabricCache, fabric, fleet_counts, top_problems
 from fleetdeck.console.session import ConsoleSession
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet, port_down
 
@@ -68,8 +68,8 @@ def main() -> None:
     suspects = suspect_switches(state)
     require([s.switch for s in suspects] == ["leaf00-r5"],
             f"the failing rail switch was not suspected: {[s.switch for s in suspects]}")
-    counts_cache: dict = {}
-    fabric_cache: dict = {}
+    counts_cache = CountsCache()
+    fabric_cache = FabricCache()
     map_cache = FabricMapCache()
     health_cache = SwitchHealthCache()
     fm = fabric_map(state)

@@ -58,7 +58,7 @@ class FabricScreen(FleetView):
         self.map: FabricMap | None = None
         self.stacked = True
         """Matrix and tables on one page (a tall screen), else one of them at a time."""
-        self._cache: FabricCache = {}
+        self._cache = FabricCache()
         self._map_cache = FabricMapCache()
         self._shown: FleetRevision | None = None
         self._layout: tuple[object, ...] = ()
