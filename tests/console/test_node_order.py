@@ -69,11 +69,12 @@ class Fleet:
         self.fleet.status(self.ingest, names[11], DrainState.DRAINING, "ib", "bob")
         self.tick()
 
-    def samples(self, names: list[str], seed: int = 0) -> None:
+    def samples(self, names: list[str], seed: int = 0, shift: int = 0) -> None:
+        """``shift`` moves the utilisations alone (the same faults, the same shapes)."""
         faults: dict[str, Any] = {}
         for i, name in enumerate(names):
             k = (i + seed) % 9
-            faults[name] = (util(float((i * 3 + seed) % 4 * 25)) if k < 4
+            faults[name] = (util(float((i * 3 + seed + shift) % 4 * 25)) if k < 4
                             else util(None) if k == 4 else missing(i % 8) if k == 5
                             else port_down() if k == 6 else throttled(i % 8) if k == 7
                             else no_gpus)
@@ -217,3 +218,33 @@ def test_health_order_is_kept_while_only_samples_change(fleet: Fleet) -> None:
     fleet.samples(names[: N - 4], seed=3)  # other faults: verdicts move
     fleet.tick()
     assert order.ids(state, "verdict") == want(state, "verdict", {})
+
+
+def test_with_a_clock_an_order_only_samples_moved_waits_live_hold_s(fleet: Fleet) -> None:
+    """Under a 1 Hz stream every node's sample moves every second: with a clock, a column read
+    from samples is read again at most every LIVE_HOLD_S, and ``held`` says so; a change of
+    shape (a new verdict) or of members is never held."""
+    from fleetdeck.console.node_order import LIVE_HOLD_S
+
+    state, names = fleet.state, fleet.fleet.names
+    jobs = jobs_by_node(state)
+    order = NodeOrder()
+    t = 100.0
+    first = list(order.ids(state, "util", jobs, now=t))
+    assert first == want(state, "util", jobs) and not order.held
+    fleet.samples(names[: N - 4], shift=1)  # utilisations move; no shape does
+    fleet.tick()
+    shapes = state.shape_revisions
+    assert order.ids(state, "util", jobs, now=t + 0.5) == first and order.held
+    assert want(state, "util", jobs) != first  # the order it holds back is not the new one
+    got = order.ids(state, "util", jobs, now=t + LIVE_HOLD_S)
+    assert got == want(state, "util", jobs) and not order.held
+    assert state.shape_revisions == shapes
+    # A port goes down on a node: its shape moves, the order follows at once.
+    fleet.samples(names[: N - 4], shift=2)
+    fleet.fleet.telemetry(fleet.ingest, names=[names[0]], faults={names[0]: port_down()})
+    fleet.tick()
+    assert state.shape_revisions != shapes
+    assert order.ids(state, "ib", jobs, now=t + LIVE_HOLD_S + 0.1) == want(state, "ib", jobs)
+    # Without a clock nothing is held (status, tests, the order's own checks).
+    assert order.ids(state, "util", jobs) == want(state, "util", jobs) and not order.held

@@ -4,6 +4,7 @@ node, next leaf, next rack), driven with real keys through Pilot."""
 from typing import Any
 
 from fleetdeck.console.health import Verdict
+from fleetdeck.console.node_order import LIVE_HOLD_S
 from fleetdeck.console.rows import Cell, gpu_cells
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.screens.nodes import NodesScreen
@@ -63,9 +64,17 @@ async def test_sort_by_util_follows_new_samples():
         moved = fleet.names[100:400]
         for i, name in enumerate(moved):
             util[name] = 100.0 if i % 2 else 0.0
+        before = screen.shown
         fleet.telemetry(world.ingest, names=moved,
                         faults={name: util_of(util[name]) for name in moved})
         world.tick()
+        await pilot.pause()
+        # Only samples moved: the order holds for a moment (LIVE_HOLD_S), the rows show the
+        # new values; then it follows them.
+        assert screen.shown == before
+        nodes = world.app.state.nodes
+        assert [screen.row(nodes[n]).util_v for n in moved] == [util[n] for n in moved]
+        world.tick(LIVE_HOLD_S)
         await pilot.pause()
         want = expected_by_util(util)
         assert screen.shown == want

@@ -140,7 +140,7 @@ class NodesScreen(FleetView):
             self._scheduled = scheduled_jobs_by_node(state)
         shown_from = (self.fleet.shown_revision, jobs_from, self.filter.text,
                       self.unhealthy_only, self.sort_key, self.sort_reverse)
-        if shown_from != self._shown_from:
+        if shown_from != self._shown_from or self._sorted.held:
             self._shown_from = shown_from
             self.shown = self._order()
         table = self.table
@@ -157,7 +157,8 @@ class NodesScreen(FleetView):
         a node changes: a re-sort at 16,384 nodes costs what changed, not the fleet)."""
         state = self.fleet.state
         key = self.sort_key
-        ids = self._sorted.ids(state, key, self._jobs_by_node() if key == "job" else None)
+        ids = self._sorted.ids(state, key, self._jobs_by_node() if key == "job" else None,
+                               now=self.fleet.clock())
         nodes = state.nodes
         if self.unhealthy_only:
             ok = Verdict.OK
