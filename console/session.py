@@ -36,6 +36,7 @@ from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
+from fleetdeck.console.rows import Summaries
 from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
@@ -76,6 +77,9 @@ APPLY_MIN_NODES = 64
 """Nodes one tick applies at least, whatever the measured cost: the backlog always drains."""
 JUDGE_MIN_S = 0.005
 """A budgeted judgement pass runs at least this long (``FleetState.judge``): it always gains."""
+SUMMARY_CATCH_UP = 512
+"""Shape-log entries the fleet-wide tables (``Summaries``) catch up per tick at most: ~8 ms at
+~16 µs a node; a burst of shape changes is caught up over the slices that follow it."""
 FULL_PASS_S = 0.5
 """While a backlog drains in slices, the fleet-wide pass (correlation, verdicts, follow-ups)
 runs on the slice that empties it, or at least this often: each is O(fleet), a slice is not."""
@@ -102,7 +106,8 @@ class TickReport:
     apply_ms: float
     backlog: int = 0
     """Nodes whose received sample is not applied yet, plus those a budgeted judgement pass
-    left (time budget): while not 0, the front end ticks again soon."""
+    left, plus those the fleet-wide tables have not caught up with (``Summaries``): while not
+    0, the front end ticks again soon."""
 
 
 SHED_WINDOW_S = 5.0
@@ -240,6 +245,9 @@ class ConsoleSession:
         """Every seq received per carried node, one per message (gaps, message counts)."""
         self._carry_basis: dict[str, wire2.Basis] = {}
         """The v2 basis of each carried sample that has one (``Batch.basis``)."""
+        self.summaries: Summaries | None = None
+        """Fleet-wide tables kept up to date a little every tick for the views that show them
+        (the TUI sets it; headless front ends need none)."""
         self._node_cost_s = 100e-6
         """Measured apply cost per node: how many nodes fit the budget. It follows a dearer
         slice at once and a cheaper one slowly: a slice sized on the cost of quiet samples
@@ -411,6 +419,8 @@ class ConsoleSession:
             if self.apply_budget_s is not None:
                 budget = max(JUDGE_MIN_S, self.apply_budget_s - (time.perf_counter() - t0))
             self.state.judge_fleet(now, budget)
+        if self.summaries is not None:
+            self.summaries.catch_up(self.state, SUMMARY_CATCH_UP)
         logged = self._collect_events()
         acks = [ack for _rx, ack in batch.acks]
         moved = self.tracker.observe(self.state, acks, now)
@@ -439,7 +449,8 @@ class ConsoleSession:
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
                             (time.perf_counter() - t0) * 1000,
-                            len(self._carry) + self.state.judge_left)
+                            len(self._carry) + self.state.judge_left
+                            + (self.summaries.pending if self.summaries is not None else 0))
         freeze_tick()
         return report
 

@@ -42,7 +42,7 @@ from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import human_bytes
-from fleetdeck.console.rows import FleetRevision, fleet_revision
+from fleetdeck.console.rows import FleetRevision, Summaries, fleet_revision
 from fleetdeck.console.session import (
     APPLY_BUDGET_S,
     ConsoleSession,
@@ -184,6 +184,9 @@ class FleetdeckApp(App[int]):
         for name in contexts:
             if name not in self.sessions:
                 self.sessions[name] = new_session(name)
+        for each in self.sessions.values():
+            if each.summaries is None:
+                each.summaries = Summaries()
         self.stores: dict[str, Path | None] = dict(stores or {})
         if store_path is not None:
             self.stores[cluster] = store_path
@@ -214,6 +217,15 @@ class FleetdeckApp(App[int]):
     def session(self) -> ConsoleSession:
         """The active context's console core."""
         return self.sessions[self.active]
+
+    @property
+    def summaries(self) -> Summaries:
+        """The active context's fleet-wide tables, caught up by its ticks (the overview's
+        counts, the fabric view's leaf and port tables)."""
+        session = self.session
+        if session.summaries is None:
+            session.summaries = Summaries()
+        return session.summaries
 
     @property
     def cluster(self) -> str:

@@ -87,3 +87,33 @@ def test_a_new_state_is_summed_from_scratch() -> None:
         feed.tick()
     fabric(first, cache)
     assert fabric(second, cache) == fabric(second) == ([], [])
+
+
+def test_the_sessions_tables_catch_up_a_burst_of_changes_over_several_ticks() -> None:
+    """Every node goes stale at once: a live session's ``Summaries`` catch up at most
+    SUMMARY_CATCH_UP nodes a tick, report the rest as backlog (the front end ticks again at
+    once), and end equal to tables summed from scratch, before any view read them."""
+    from fleetdeck.console.rows import CountsCache, Summaries, fleet_counts
+    from fleetdeck.console.session import SUMMARY_CATCH_UP
+
+    n = 2 * SUMMARY_CATCH_UP + 100
+    clock = Clock()
+    fleet = SynthFleet(n, clock, leaves=8)
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, ingest=ingest, clock=clock, audit=MemoryAudit())
+    session.summaries = Summaries()
+    fleet.birth(ingest)
+    fleet.telemetry(ingest)
+    session.tick()
+    assert session.summaries.pending == 0
+    clock.advance(30.0)  # silence: every node goes stale on the next pass
+    reports = [session.tick()]
+    while reports[-1].backlog:
+        reports.append(session.tick())
+    assert len(reports) == 3
+    assert [r.backlog for r in reports] == [n - SUMMARY_CATCH_UP, n - 2 * SUMMARY_CATCH_UP, 0]
+    counts = session.summaries.counts
+    assert counts.pending == {} and session.summaries.fabric.pending == {}
+    assert fleet_counts(session.state, CountsCache()) == fleet_counts(session.state, counts)
+    assert fleet_counts(session.state).states.get("stale") == n
+    assert fabric(session.state, session.summaries.fabric) == fabric(session.state)

@@ -17,7 +17,7 @@ from fleetdeck.console.fabric_map import (
     plan,
     suspected,
 )
-from fleetdeck.console.rows import FabricCache, FleetRevision, LeafRow, PortRow, fabric
+from fleetdeck.console.rows import FleetRevision, LeafRow, PortRow, fabric
 from fleetdeck.console.tui.fabric_matrix import FabricMatrix
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView, Readout
@@ -58,7 +58,6 @@ class FabricScreen(FleetView):
         self.map: FabricMap | None = None
         self.stacked = True
         """Matrix and tables on one page (a tall screen), else one of them at a time."""
-        self._cache = FabricCache()
         self._map_cache = FabricMapCache()
         self._shown: FleetRevision | None = None
         self._layout: tuple[object, ...] = ()
@@ -93,7 +92,7 @@ class FabricScreen(FleetView):
         if self.fleet.shown_revision == self._shown:
             return
         self._shown = self.fleet.shown_revision
-        self.leaves, self.ports = fabric(self.fleet.state, self._cache)
+        self.leaves, self.ports = fabric(self.fleet.state, self.fleet.summaries.fabric)
         self.map = fabric_map(self.fleet.state, self._map_cache)
         self._arrange()
         self.matrix.set_map(self.map)

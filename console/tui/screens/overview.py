@@ -22,7 +22,6 @@ from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.judgements import suspect_switches
 from fleetdeck.console.rows import (
     WAITING,
-    CountsCache,
     FleetCounts,
     JobRow,
     clock_text,
@@ -83,7 +82,6 @@ class OverviewScreen(FleetView):
 
     def __init__(self) -> None:
         super().__init__()
-        self._counts_cache = CountsCache()
         self._shown: tuple[object, ...] = ()
         """What the counts and problems were last computed from (fleet revision, jobs, lines)."""
         self._ids: list[str] = []
@@ -138,7 +136,7 @@ class OverviewScreen(FleetView):
     def _update_summary(self, limit: int) -> None:
         state = self.fleet.state
         now = self.fleet.clock()
-        counts = fleet_counts(state, self._counts_cache)
+        counts = fleet_counts(state, self.fleet.summaries.counts)
         self.query_one("#counts", Readout).show(self._counts_text(counts))
         suspects = suspect_switches(state)
         self.switches = switch_health(state, suspects, self._switch_cache)
