@@ -258,11 +258,15 @@ async def under_feed(app: Any, ingest: Any,
     try:
         # The idle keys above left every node silent for longer than its staleness window:
         # the feed's first batches bring the whole fleet back from stale at once (an outage's
-        # end, not a steady stream). Time the keys once the fleet is fresh again.
+        # end, not a steady stream). Time the keys once the fleet is fresh again and the
+        # views' tables have caught up (rows.Summaries).
         await asyncio.sleep(2 * TICK_S)
         fresh_by = time.perf_counter() + 20
         def settling() -> bool:
-            return bool(app.session.backlog or any(st.stale for st in state.nodes.values()))
+            # Not the apply backlog: under this feed a slice's carry is rarely empty.
+            summaries = app.session.summaries
+            return bool(state.judge_left or any(st.stale for st in state.nodes.values())
+                        or (summaries is not None and summaries.pending))
 
         while settling() and time.perf_counter() < fresh_by:  # noqa: ASYNC110
             await asyncio.sleep(TICK_S)

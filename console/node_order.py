@@ -41,6 +41,10 @@ again at most this often while only samples moved (no node's shape, no member ch
 a 1 Hz stream every node's sample moves every second, and reading and sorting 16,384 nodes'
 values on every refresh of the node list took ~90 ms (bench/console_scale.py under its feed).
 The rows keep showing their latest values; only their order waits, as k9s's refresh does."""
+READ_CHUNK = 4096
+"""With a clock given, a column whose values only new samples moved is read again at most this
+many nodes per call (~20 ms of metrics at 16,384 nodes): the others keep their values of a
+moment ago until the following calls, which go on at once (``held``)."""
 
 _EMPTY_LAST = frozenset({"job", "reasons"})
 """Columns whose ``node_sort_value`` is ``(text == "", text)``: the nodes with text first, by
@@ -81,8 +85,8 @@ _VALUE: dict[str, Callable[[NodeState], Any]] = {
 
 
 class _Column:
-    __slots__ = ("order", "read_at", "revisions", "revs", "shape_revisions", "shapes", "source",
-                 "values")
+    __slots__ = ("order", "partial", "read_at", "revisions", "revs", "shape_revisions",
+                 "shapes", "source", "values")
 
     def __init__(self) -> None:
         self.values: list[Any] = []
@@ -97,6 +101,8 @@ class _Column:
         """For UTIL/TEMP/POWER: the shared metrics list the values were taken from."""
         self.read_at = float("-inf")
         """The clock when the values were last read for moved revisions (``LIVE_HOLD_S``)."""
+        self.partial = False
+        """Some moved values are still to be read (``READ_CHUNK``)."""
 
 
 class NodeOrder:
@@ -190,8 +196,8 @@ class NodeOrder:
             return col  # no node changed at all since (a healthy fleet's samples: verdict)
         now = self._now
         if now is not None:
-            if (col.shape_revisions == state.shape_revisions and col.values
-                    and now - col.read_at < LIVE_HOLD_S):
+            if (not col.partial and col.shape_revisions == state.shape_revisions
+                    and col.values and now - col.read_at < LIVE_HOLD_S):
                 self.held = True
                 return col  # only samples moved, and the values were read a moment ago
             col.read_at = now
@@ -203,8 +209,27 @@ class NodeOrder:
         else:
             stale = _moved(now_shapes, col.shapes, now_revs, col.revs)
             if not stale:
-                col.revs, col.shapes = now_revs, now_shapes
+                col.revs, col.shapes, col.partial = now_revs, now_shapes, False
                 return col
+            if (now is not None and len(stale) > READ_CHUNK and now_revs is not None
+                    and col.revs is not None):
+                # Samples moved on more nodes than one call reads: the nodes whose shape moved
+                # and a chunk of the others now, the rest on the next calls.
+                old_shapes = col.shapes
+                shaped = [i for i in stale if now_shapes[i] != old_shapes[i]]
+                rest = [i for i in stale if now_shapes[i] == old_shapes[i]] if shaped else stale
+                if len(rest) > READ_CHUNK:
+                    values = col.values = list(col.values)
+                    revs_read = col.revs = list(col.revs)
+                    for i in shaped + rest[:READ_CHUNK]:
+                        values[i] = value(nodes[i])
+                        revs_read[i] = now_revs[i]
+                    # The positions left have the shapes they were read with.
+                    col.shapes = now_shapes
+                    col.revisions, col.partial, col.order = -1, True, None
+                    self.held = True
+                    return col
+        col.partial = False
         if stale is None or 2 * len(stale) > len(nodes):
             col.values = list(map(value, nodes))
         else:

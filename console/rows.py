@@ -152,9 +152,14 @@ def metrics(st: NodeState) -> tuple[float, float, float]:
     if type(s) is wire2.Pending and not s.built:
         # A quiet sample's columns: re-sorting 16,384 nodes by a metric must not build the
         # rows of every one of them (wire2.Pending).
-        gpus: Iterable[tuple[Any, ...]] = zip(
-            s.gpu_column("present"), s.gpu_column("util_pct"), s.gpu_column("temp_c"),
-            s.gpu_column("power_w"), strict=True)
+        present, utils, temps, powers = (s.gpu_column("present"), s.gpu_column("util_pct"),
+                                         s.gpu_column("temp_c"), s.gpu_column("power_w"))
+        if utils and all(present) and None not in utils and None not in temps and (
+                None not in powers):
+            # Every GPU present and reporting (a healthy node): C-level sums, ~3x the loop's
+            # speed, for the node list's re-read of 16,384 nodes under a stream.
+            return sum(utils) / len(utils), max(temps), sum(powers)
+        gpus: Iterable[tuple[Any, ...]] = zip(present, utils, temps, powers, strict=True)
     else:
         gpus = ((g.present, g.util_pct, g.temp_c, g.power_w) for g in wire2.full(s).gpus)
     # One pass, no lists: the node list computes this for every node after each tick.

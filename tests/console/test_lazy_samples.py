@@ -89,3 +89,31 @@ def test_a_collectors_digests_from_columns_equal_those_from_rows() -> None:
     for name, st in lazy.items():
         assert make_digest(st, "c1", now) == make_digest(eager[name], "c1", now)
         assert type(st.sample) is wire2.Pending and not st.sample.built, name
+
+
+def test_node_list_metrics_from_columns_equal_those_from_rows() -> None:
+    """``rows.metrics`` (the UTIL/TEMP/POWER columns and their sorts) of a quiet sample, read
+    from its columns (healthy nodes take a shortcut), equal those of the built sample, and
+    keep their type; a GPU gone or not reporting takes the per-GPU path."""
+    import msgspec
+
+    from fleetdeck.console.rows import metrics
+    from fleetdeck.console.state import NodeState
+
+    pairs = [(a, b) for a, b in _samples(20) if type(a) is wire2.Pending]
+    assert pairs
+    for a, b in pairs:
+        got, want = metrics(NodeState(a.node, sample=a)), metrics(NodeState(b.node, sample=b))
+        assert got == want and list(map(type, got)) == list(map(type, want))
+        assert not a.built
+    # The per-GPU path: a GPU missing, a GPU without a reading.
+    _a, b = pairs[0]
+    gpus = list(b.gpus)
+    gpus[2] = msgspec.structs.replace(gpus[2], present=False)
+    gpus[3] = msgspec.structs.replace(gpus[3], util_pct=None, power_w=None)
+    odd = msgspec.structs.replace(b, gpus=gpus)
+    u, t, p = metrics(NodeState(b.node, sample=odd))
+    present = [g for g in gpus if g.present]
+    assert u == sum(g.util_pct for g in present if g.util_pct is not None) / 6
+    assert t == max(g.temp_c for g in present if g.temp_c is not None)
+    assert p == sum(g.power_w for g in present if g.power_w is not None)

@@ -248,3 +248,31 @@ def test_with_a_clock_an_order_only_samples_moved_waits_live_hold_s(fleet: Fleet
     assert order.ids(state, "ib", jobs, now=t + LIVE_HOLD_S + 0.1) == want(state, "ib", jobs)
     # Without a clock nothing is held (status, tests, the order's own checks).
     assert order.ids(state, "util", jobs) == want(state, "util", jobs) and not order.held
+
+
+def test_many_moved_values_are_read_a_chunk_a_call(fleet: Fleet, monkeypatch) -> None:
+    """More nodes moved than READ_CHUNK: each call with a clock reads one chunk, says it
+    ``held`` the rest, and the calls that follow finish; the order then is the true one."""
+    from fleetdeck.console import node_order
+
+    monkeypatch.setattr(node_order, "READ_CHUNK", 10)
+    state, names = fleet.state, fleet.fleet.names
+    jobs = jobs_by_node(state)
+    order = NodeOrder()
+    order.ids(state, "util", jobs, now=0.0)
+    fleet.samples(names[: N - 4], shift=1)
+    fleet.tick()
+    moved = N - 4
+    t = node_order.LIVE_HOLD_S
+    calls = 0
+    while True:
+        got = order.ids(state, "util", jobs, now=t)
+        calls += 1
+        if not order.held:
+            break
+    assert calls == moved // 10 + 1  # chunks of 10, then the rest in the call that ends it
+    assert got == want(state, "util", jobs)
+    # Caught up: held again for LIVE_HOLD_S as before.
+    fleet.samples(names[: N - 4], shift=2)
+    fleet.tick()
+    assert order.ids(state, "util", jobs, now=t + 0.1) == got and order.held
