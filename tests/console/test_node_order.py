@@ -220,14 +220,23 @@ def test_health_order_is_kept_while_only_samples_change(fleet: Fleet) -> None:
     assert order.ids(state, "verdict") == want(state, "verdict", {})
 
 
-def test_with_a_clock_an_order_only_samples_moved_waits_live_hold_s(fleet: Fleet) -> None:
+def test_with_a_clock_an_order_only_samples_moved_waits_live_hold_s(fleet: Fleet,
+                                                                    monkeypatch) -> None:
     """Under a 1 Hz stream every node's sample moves every second: with a clock, a column read
     from samples is read again at most every LIVE_HOLD_S, and ``held`` says so; a change of
-    shape (a new verdict) or of members is never held."""
+    shape (a new verdict) or of members is never held; a small fleet is never held."""
+    from fleetdeck.console import node_order
     from fleetdeck.console.node_order import LIVE_HOLD_S
 
     state, names = fleet.state, fleet.fleet.names
     jobs = jobs_by_node(state)
+    small = NodeOrder()
+    small.ids(state, "util", jobs, now=0.0)
+    fleet.samples(names[: N - 4], shift=3)
+    fleet.tick()
+    assert small.ids(state, "util", jobs, now=0.5) == want(state, "util", jobs)
+    assert N < node_order.HOLD_MIN_NODES and not small.held
+    monkeypatch.setattr(node_order, "HOLD_MIN_NODES", 1)  # as for a large fleet
     order = NodeOrder()
     t = 100.0
     first = list(order.ids(state, "util", jobs, now=t))
@@ -256,6 +265,7 @@ def test_many_moved_values_are_read_a_chunk_a_call(fleet: Fleet, monkeypatch) ->
     from fleetdeck.console import node_order
 
     monkeypatch.setattr(node_order, "READ_CHUNK", 10)
+    monkeypatch.setattr(node_order, "HOLD_MIN_NODES", 1)
     state, names = fleet.state, fleet.fleet.names
     jobs = jobs_by_node(state)
     order = NodeOrder()
