@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fleetdeck.broker import AMQTT, ManagedBroker
 from fleetdeck.paths import state_base
+from fleetdeck.runtime import on_forced_exit
 
 AUDIT_FILE = "audit.jsonl"
 STORE_FILE = "demo.db"
@@ -63,6 +64,14 @@ def run_demo(args: argparse.Namespace) -> int:
         log = open(os.path.join(str(broker.workdir), "sim.log"), "ab")  # noqa: SIM115
         sim = subprocess.Popen(sim_cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                start_new_session=True)
+
+        def last_words() -> None:
+            # Sessions of their own: a terminal that closes does not reach them.
+            sim.kill()
+            broker.kill()
+            broker.close()  # its temporary directory
+
+        forget = on_forced_exit(last_words)
         try:
             if args.headless:
                 from fleetdeck.console.cli.status import run_status
@@ -79,6 +88,7 @@ def run_demo(args: argparse.Namespace) -> int:
             finally:
                 print(where_it_went(state))
         finally:
+            forget()
             sim.terminate()
             try:
                 sim.wait(timeout=10)

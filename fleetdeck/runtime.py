@@ -1,6 +1,10 @@
 """Process-wide tuning for long-running, allocation-heavy processes (console, collector, sim)."""
 
+import contextlib
 import gc
+import os
+from collections.abc import Callable
+from typing import NoReturn
 
 _freeze_ticks = False
 
@@ -68,3 +72,30 @@ def freeze_tick() -> None:
     """
     if _freeze_ticks:
         gc.freeze()
+
+
+_LAST_WORDS: list[Callable[[], object]] = []
+
+
+def on_forced_exit(callback: Callable[[], object]) -> Callable[[], None]:
+    """Run ``callback`` (once, errors ignored) should the process be ended by ``force_exit``:
+    a front end that started child processes in sessions of their own (the demo's broker and
+    simulator) stops them there, since no ``finally`` runs. Returns a function that removes
+    the callback again (the orderly exit stopped them itself)."""
+    _LAST_WORDS.append(callback)
+
+    def remove() -> None:
+        with contextlib.suppress(ValueError):
+            _LAST_WORDS.remove(callback)
+
+    return remove
+
+
+def force_exit(code: int) -> NoReturn:
+    """End the process now, after the ``on_forced_exit`` callbacks: for an orderly exit that
+    hangs (an event loop blocked for ever on a write to a terminal that went away)."""
+    while _LAST_WORDS:
+        callback = _LAST_WORDS.pop()
+        with contextlib.suppress(Exception):
+            callback()
+    os._exit(code)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from textual import events
 from textual.app import App
@@ -64,7 +65,7 @@ from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc
 from fleetdeck.paths import recordings_dir
 from fleetdeck.protocol.messages import CommandOp, DrainMode
-from fleetdeck.runtime import tune_gc
+from fleetdeck.runtime import force_exit, tune_gc
 
 ALIASES = {
     "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
@@ -79,6 +80,8 @@ ALIASES = {
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 15.0
 """After SIGTERM or SIGHUP, the orderly exit (store flushed, recording closed) gets this long."""
+TERMINAL_POLL_S = 1.0
+"""How often a console on a terminal checks that it still has one (``_watch_terminal``)."""
 BACKLOG_PAINT_S = 0.1
 """While a backlog is applied slice by slice, the screen is redrawn at most this often."""
 KEY_FIRST_S = 0.1
@@ -199,6 +202,10 @@ class FleetdeckApp(App[int]):
         """perf_counter of the key in flight (received, its effect not painted yet)."""
         self._keys = 0
         self._next_slice: Timer | None = None
+        self._stop_asked = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._old_handlers: dict[int, Any] = {}
+        """The signal handlers before this app's (put back when it ends: tests run many)."""
         self.render_ms = 0.0
         self.ticks = 0
         self.history: list[str] = []
@@ -284,13 +291,41 @@ class FleetdeckApp(App[int]):
         self.call_after_refresh(self.tick)
         # A closed terminal (SIGHUP) or a SIGTERM ends the console as q does: the store is
         # flushed, a recording closed, the terminal restored, and a front end that started
-        # a broker and a simulator (the demo) gets to stop them.
-        loop = asyncio.get_running_loop()
+        # a broker and a simulator (the demo) gets to stop them. A plain signal handler, not
+        # the loop's: it runs even while the loop is blocked (Textual's writer thread dies on
+        # a write to a hung-up terminal, and the next paint waits for ever on its full queue).
+        self._loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._stop_signal, sig)
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
+                self._old_handlers[sig] = signal.signal(sig, self._on_stop_signal)
+        if not self.is_headless:
+            threading.Thread(target=self._watch_terminal, name="fleetdeck-terminal-watch",
+                             daemon=True).start()
 
-    def _stop_signal(self, signum: int) -> None:
+    def _watch_terminal(self) -> None:
+        """A hung-up terminal sends SIGHUP to its session's leader only, and a leader that
+        does not pass it on (``make demo`` under a tmux pane that is killed) leaves the console
+        running with no screen, its broker and simulator with it. The process loses its
+        controlling terminal all the same: then ``/dev/tty`` cannot be opened any more."""
+        def have_tty() -> bool:
+            try:
+                os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+            except OSError:
+                return False
+            return True
+
+        if not have_tty():
+            return  # none to lose (started without a controlling terminal)
+        while not self._stop.is_set():
+            time.sleep(TERMINAL_POLL_S)
+            if not have_tty() and not self._stop.is_set():
+                os.kill(os.getpid(), signal.SIGHUP)  # as if the terminal had said so
+                return
+
+    def _on_stop_signal(self, signum: int, _frame: object) -> None:
+        if self._stop_asked:
+            return
+        self._stop_asked = True
         if signum == signal.SIGHUP:
             # The terminal is gone: Textual's shutdown would wait for ever on a hung-up tty
             # (its input thread and its last writes), and the console would live on with no
@@ -299,12 +334,14 @@ class FleetdeckApp(App[int]):
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             os.close(null)
-        # Should the orderly exit still hang, the process ends anyway: a console nobody can
-        # see must not outlive its terminal or the SIGTERM that asked it to stop.
-        watchdog = threading.Timer(STOP_GRACE_S, os._exit, args=(128 + signum,))
+        # Should the orderly exit still hang, the process ends anyway (after what asked for a
+        # last word: the demo's broker and simulator): a console nobody can see must not
+        # outlive its terminal or the SIGTERM that asked it to stop.
+        watchdog = threading.Timer(STOP_GRACE_S, force_exit, args=(128 + signum,))
         watchdog.daemon = True
         watchdog.start()
-        self.exit(return_code=128 + signum)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.exit, None, 128 + signum)
 
     def run_session(self, session: ConsoleSession) -> None:
         """The session's feed and store writer, as a worker of its own (one per context)."""
@@ -354,6 +391,9 @@ class FleetdeckApp(App[int]):
         self.refresh_view()
 
     async def on_unmount(self) -> None:
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        self._old_handlers.clear()
         self._stop.set()
         for session in self.sessions.values():
             await session.close()

@@ -12,7 +12,7 @@ import pytest
 from fleetdeck.console.tui.app import FleetdeckApp
 from fleetdeck.demo import AUDIT_FILE, STORE_FILE, demo_dir, where_it_went
 from fleetdeck.paths import state_base
-from tests.conftest import spawn, stop_process
+from tests.conftest import REPO, spawn, stop_process
 from tests.tui.test_tmux_e2e import tmux, wait_for
 
 
@@ -135,6 +135,43 @@ def test_closing_the_terminal_stops_the_demos_broker_and_simulator(tmp_path):
     while time.monotonic() < deadline and any(_alive(p) for p in {demo, *children}):
         time.sleep(0.2)
     assert not [p for p in {demo, *children} if _alive(p)]
+
+
+@pytest.mark.tmux
+@pytest.mark.needs("tmux", "mosquitto", "make")
+def test_closing_the_terminal_under_make_stops_the_demo(tmp_path):
+    """``make demo`` in a tmux pane whose terminal goes away: make gets the SIGHUP and does not
+    pass it on; the demo used to live on with no screen, its broker and simulator with it. It
+    notices that it lost its controlling terminal and exits as on SIGHUP."""
+    import subprocess
+
+    # A tmux server of its own, ended with kill-server: it closes the pane's terminal without
+    # signalling the pane's processes (kill-session sends them SIGHUP itself).
+    server = ["tmux", "-L", f"fd-hupw-{os.getpid()}-{int(time.time() * 1000) % 10**8}"]
+    pidfile = tmp_path / "pid"
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(f"demo:\n\tXDG_STATE_HOME={tmp_path} {sys.executable} -m fleetdeck.cli "
+                        "demo --nodes 4 --broker-kind mosquitto\n")
+    cmd = f"echo $$ > {pidfile}; exec make -f {makefile} demo"
+    subprocess.run([*server, "new-session", "-d", "-x", "160", "-y", "48", cmd], check=True,
+                   cwd=REPO)
+    try:
+        deadline = time.monotonic() + 40
+        screen = ""
+        while time.monotonic() < deadline and "Nodes 4" not in screen:
+            time.sleep(0.3)
+            screen = subprocess.run([*server, "capture-pane", "-p"], capture_output=True,
+                                    text=True, check=False).stdout
+        assert "Nodes 4" in screen, screen
+        wrapper = int(pidfile.read_text())
+        family = _descendants(wrapper)
+        assert len(family) >= 3  # the demo, its broker and its simulator
+    finally:
+        subprocess.run([*server, "kill-server"], check=False)
+    deadline = time.monotonic() + 25  # noticed within a second; then the orderly exit
+    while time.monotonic() < deadline and any(_alive(p) for p in family):
+        time.sleep(0.2)
+    assert not [p for p in family if _alive(p)]
 
 
 @pytest.mark.needs("mosquitto")
