@@ -1,4 +1,5 @@
-"""Process-wide tuning for long-running, allocation-heavy processes (console, collector, sim)."""
+"""Process-wide tuning for long-running, allocation-heavy processes (console, collector, sim),
+and the last way out of one whose orderly exit hangs (``force_exit``)."""
 
 import contextlib
 import gc

@@ -40,3 +40,23 @@ def test_the_simulator_collects_less_and_freezes_nothing_after_a_collection():
     out = tuned(False)
     assert out["threshold"] == out["unfrozen"]
     assert out["callbacks"] == 0 and out["frozen_since"] == 0
+
+
+def test_a_forced_exit_runs_the_last_words_left_and_exits_with_its_code(tmp_path):
+    """The watchdog's way out of an orderly exit that hangs: what asked for a last word (the
+    demo stopping its broker and simulator) runs, what took it back does not, errors aside."""
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from fleetdeck import runtime
+        runtime.on_forced_exit(lambda: Path({str(tmp_path / "said")!r}).write_text("bye"))
+        runtime.on_forced_exit(lambda: 1 / 0)
+        forget = runtime.on_forced_exit(lambda: Path({str(tmp_path / "taken")!r}).touch())
+        forget()
+        runtime.force_exit(7)
+        print("not reached")
+    """)
+    res = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 7 and "not reached" not in res.stdout, res.stderr
+    assert (tmp_path / "said").read_text() == "bye"
+    assert not (tmp_path / "taken").exists()
