@@ -45,9 +45,10 @@ HOLD_MIN_NODES = 2048
 """Fleets smaller than this re-read and re-sort a live column on every refresh: it costs a few
 ms, and an order that waits shows rows out of order for a moment."""
 READ_CHUNK = 4096
-"""With a clock given, a column whose values only new samples moved is read again at most this
-many nodes per call (~20 ms of metrics at 16,384 nodes): the others keep their values of a
-moment ago until the following calls, which go on at once (``held``)."""
+"""With a clock given, a refresh (the same column asked again) that finds more nodes moved is
+read at most this many nodes per call, those whose shape moved first (~20 ms of metrics at
+16,384 nodes): the others keep their values of a moment ago until the following calls, which
+go on at once (``held``). A re-sort by another column reads all it needs at once."""
 
 _EMPTY_LAST = frozenset({"job", "reasons"})
 """Columns whose ``node_sort_value`` is ``(text == "", text)``: the nodes with text first, by
@@ -121,6 +122,8 @@ class NodeOrder:
         self._jobs: Jobs | None = None
         self._job_order: list[str] | None = None
         self._now: float | None = None
+        self._last_key = ""
+        self._same_key = False
         self.held = False
         """The last ``ids`` kept an order that new samples have moved (``LIVE_HOLD_S``): ask
         again later even if nothing else changes."""
@@ -133,6 +136,8 @@ class NodeOrder:
         change is kept up to ``LIVE_HOLD_S``.
         The list is shared with later calls: read it, never change it."""
         self._now = now if len(state.nodes) >= HOLD_MIN_NODES else None
+        self._same_key = key == self._last_key  # a refresh, not the operator's re-sort
+        self._last_key = key
         self.held = False
         self._sync(state)
         if key == "node":
@@ -215,24 +220,25 @@ class NodeOrder:
             if not stale:
                 col.revs, col.shapes, col.partial = now_revs, now_shapes, False
                 return col
-            if (now is not None and len(stale) > READ_CHUNK and now_revs is not None
-                    and col.revs is not None):
-                # Samples moved on more nodes than one call reads: the nodes whose shape moved
-                # and a chunk of the others now, the rest on the next calls.
+            if (now is not None and self._same_key and len(stale) > READ_CHUNK
+                    and now_revs is not None and col.revs is not None):
+                # A refresh (not a re-sort) that finds more nodes moved than one call reads:
+                # those whose shape moved first, READ_CHUNK now, the rest on the next calls.
                 old_shapes = col.shapes
                 shaped = [i for i in stale if now_shapes[i] != old_shapes[i]]
-                rest = [i for i in stale if now_shapes[i] == old_shapes[i]] if shaped else stale
-                if len(rest) > READ_CHUNK:
-                    values = col.values = list(col.values)
-                    revs_read = col.revs = list(col.revs)
-                    for i in shaped + rest[:READ_CHUNK]:
-                        values[i] = value(nodes[i])
-                        revs_read[i] = now_revs[i]
-                    # The positions left have the shapes they were read with.
-                    col.shapes = now_shapes
-                    col.revisions, col.partial, col.order = -1, True, None
-                    self.held = True
-                    return col
+                if shaped:
+                    stale = shaped + [i for i in stale if now_shapes[i] == old_shapes[i]]
+                values = col.values = list(col.values)
+                revs_read = col.revs = list(col.revs)
+                shapes_read = col.shapes = list(old_shapes)
+                for i in stale[:READ_CHUNK]:
+                    values[i] = value(nodes[i])
+                    revs_read[i] = now_revs[i]
+                    shapes_read[i] = now_shapes[i]
+                col.revisions = col.shape_revisions = -1
+                col.partial, col.order = True, None
+                self.held = True
+                return col
         col.partial = False
         if stale is None or 2 * len(stale) > len(nodes):
             col.values = list(map(value, nodes))

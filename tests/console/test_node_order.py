@@ -282,6 +282,12 @@ def test_many_moved_values_are_read_a_chunk_a_call(fleet: Fleet, monkeypatch) ->
             break
     assert calls == moved // 10 + 1  # chunks of 10, then the rest in the call that ends it
     assert got == want(state, "util", jobs)
+    # A re-sort by another column (the operator's o) reads all it needs at once.
+    fleet.samples(names[: N - 4], shift=3)
+    fleet.tick()
+    assert order.ids(state, "temp", jobs, now=t + 5) == want(state, "temp", jobs)
+    assert not order.held
+    got = order.ids(state, "util", jobs, now=t + 5)
     # Caught up: held again for LIVE_HOLD_S as before.
     fleet.samples(names[: N - 4], shift=2)
     fleet.tick()
