@@ -77,3 +77,33 @@ async def test_a_view_switch_goes_before_the_rest_of_a_backlog(monkeypatch: Any)
             await pilot.pause(0.005)
         assert session.backlog == 0
         assert session.state.applied - applied == 256
+
+
+async def test_the_tick_timer_waits_for_a_key_in_flight(monkeypatch: Any) -> None:
+    """A tick of the tick timer that falls between a key and its paint is put off until the
+    key's effect is on screen (at most KEY_FIRST_S), then runs: nothing is skipped."""
+    from fleetdeck.console.tui import app as app_module
+
+    monkeypatch.setattr(app_module, "KEY_FIRST_S", 30.0)
+    world = World(16)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    async with app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        world.fleet.telemetry(world.ingest)
+        app._key_at = time.perf_counter()  # a key in flight, its paint not yet done
+        ticks = app.ticks
+        app.timer_tick()
+        assert app.ticks == ticks, "the timer ticked in front of the key"
+        await pilot.pause(0.05)
+        assert app.ticks == ticks  # still waiting for the key's paint
+        app._key_shown(app._keys)  # the key's effect painted: the tick goes on at once
+        for _ in range(200):
+            if app.ticks > ticks:
+                break
+            await pilot.pause(0.005)
+        assert app.ticks == ticks + 1
+        assert all(st.telemetry is not None for st in app.state.nodes.values())
+        app.timer_tick()  # no key in flight: at once
+        assert app.ticks == ticks + 2
