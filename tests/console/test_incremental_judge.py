@@ -99,14 +99,20 @@ def test_a_silent_node_goes_stale_on_the_first_pass_after_its_deadline() -> None
     assert t + 0.5 - 1_000_000.0 < FULL_JUDGE_EVERY_S
 
 
-def test_a_fresh_idle_fleet_is_not_visited_between_full_passes() -> None:
-    nodes = [FakeNode(f"gpu{i:04d}", t0=1_000_000.0) for i in range(20)]
+def _fresh_fleet(n: int) -> tuple[list[FakeNode], Ingest, FleetState]:
+    """``n`` nodes born, online, one sample each, applied at t0 + 1."""
+    nodes = [FakeNode(f"gpu{i:04d}", t0=1_000_000.0) for i in range(n)]
     ing, state = Ingest("test"), FleetState("test")
-    for n in nodes:
-        n.feed(ing, n.birth(), Kind.BIRTH)
-        n.feed(ing, n.status(), Kind.STATUS)
-        n.feed(ing, n.telemetry(), Kind.TELEMETRY)
+    for node in nodes:
+        node.feed(ing, node.birth(), Kind.BIRTH)
+        node.feed(ing, node.status(), Kind.STATUS)
+        node.feed(ing, node.telemetry(), Kind.TELEMETRY)
     state.apply(ing.take_batch(), 1_000_001.0)
+    return nodes, ing, state
+
+
+def test_a_fresh_idle_fleet_is_not_visited_between_full_passes() -> None:
+    _nodes, ing, state = _fresh_fleet(20)
     state.apply(ing.take_batch(), 1_000_001.5)
     assert state.last_pass_nodes == 0
     assert all(st.verdict is Verdict.OK for st in state.nodes.values())
@@ -116,13 +122,7 @@ def test_nodes_that_change_together_are_judged_in_the_fleets_order() -> None:
     """A pass that visits a few nodes visits them in the order the fleet first heard of them,
     not in a set's hash order: a replay run twice gives the same transitions, in the same
     order, whatever PYTHONHASHSEED is (the CI run that found this failed one run in two)."""
-    nodes = [FakeNode(f"gpu{i:04d}", t0=1_000_000.0) for i in range(64)]
-    ing, state = Ingest("test"), FleetState("test")
-    for n in nodes:
-        n.feed(ing, n.birth(), Kind.BIRTH)
-        n.feed(ing, n.status(), Kind.STATUS)
-        n.feed(ing, n.telemetry(), Kind.TELEMETRY)
-    state.apply(ing.take_batch(), 1_000_001.0)
+    nodes, ing, state = _fresh_fleet(64)
     state.take_transitions()
     # Three nodes whose hash order in this process is not the fleet's order, so the test
     # discriminates whatever the seed.
