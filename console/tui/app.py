@@ -455,12 +455,9 @@ class FleetdeckApp(App[int]):
         (KEY_FIRST_S): the tick waits until the key's effect is painted, at most that long.
         A new batch's first slice came in between a key and its paint and delayed view
         switches under a 16,384-node stream (bench/console_scale.py)."""
-        now = time.perf_counter()
-        if self._key_waits(now):
-            assert self._key_at is not None
+        if self._key_waits(time.perf_counter()):
             if self._next_slice is None:
-                self._next_slice = self.set_timer(
-                    max(0.001, self._key_at + KEY_FIRST_S - now), self._backlog_slice)
+                self._backlog_slice()  # puts itself off until the key is painted
             return
         self.tick()
 
