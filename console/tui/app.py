@@ -229,10 +229,9 @@ class FleetdeckApp(App[int]):
     def summaries(self) -> Summaries:
         """The active context's fleet-wide tables, caught up by its ticks (the overview's
         counts, the fabric view's leaf and port tables)."""
-        session = self.session
-        if session.summaries is None:
-            session.summaries = Summaries()
-        return session.summaries
+        summaries = self.session.summaries
+        assert summaries is not None  # every session gets its own in __init__
+        return summaries
 
     @property
     def cluster(self) -> str:
