@@ -42,6 +42,29 @@ class _Ring:
         self.count = 0
 
 
+_QUARTER = (1 / POWER_STEP_W).__mul__  # exact: POWER_STEP_W is a power of two
+
+
+def _fast(buf: bytearray, base: int, n: int, index: Sequence[int],
+          util: Sequence[float | None], temp: Sequence[float | None],
+          power: Sequence[float | None]) -> bool:
+    """Write one sample's slot at C speed when every GPU is present, reports all three values
+    within a byte, and comes in index order (a healthy node, nearly every sample); False: the
+    caller quantises value by value. 16,384 nodes at 1 Hz spent ~5 µs a sample in the loop."""
+    try:
+        u = bytes(map(round, util))  # type: ignore[arg-type]  # None: TypeError
+        t = bytes(map(round, temp))  # type: ignore[arg-type]  # < 0: ValueError
+        p = bytes(map(round, map(_QUARTER, power)))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    if MISSING in u or MISSING in t or MISSING in p or list(index) != sorted(index):
+        return False  # 255 means "not reported"; the loop clamps to 254
+    buf[base:base + n] = u
+    buf[base + n:base + 2 * n] = t
+    buf[base + 2 * n:base + 3 * n] = p
+    return True
+
+
 class RecentHistory:
     """``node -> ring``; each slot holds util[n], temp[n], power[n] for n GPUs."""
 
@@ -68,10 +91,15 @@ class RecentHistory:
         ring = self._rings.get(node)
         if ring is None or ring.gpus != n:
             ring = self._rings[node] = _Ring(self.samples, n)
-        # Slots in GPU index order; agents send the rows in that order already.
-        order = range(n) if _ascending(index) else sorted(range(n), key=index.__getitem__)
         buf = ring.buf
         base = ring.next * 3 * n
+        if all(present) and _fast(buf, base, n, index, util, temp, power):
+            ring.next = (ring.next + 1) % self.samples
+            if ring.count < self.samples:
+                ring.count += 1
+            return
+        # Slots in GPU index order; agents send the rows in that order already.
+        order = range(n) if _ascending(index) else sorted(range(n), key=index.__getitem__)
         # Inlined quantisation (see _q): a call per value was most of this method's cost.
         for i, k in enumerate(order):
             u = tc = p = MISSING

@@ -46,3 +46,51 @@ def test_recording_allocates_no_tracked_object_per_sample() -> None:
         for i in range(200):
             recent.record(f"n{i}", samples[k % 10])
     assert len(gc.get_objects()) - before < 10
+
+
+def test_healthy_samples_take_the_fast_path_and_the_rest_quantise_as_before() -> None:
+    """A healthy node's slot is written at C speed; what it writes is what the per-value loop
+    writes, and a sample it cannot take (a GPU gone, no reading, out of a byte, a reading that
+    would read as "not reported", rows out of order) goes by the loop, clamped."""
+    from fleetdeck.console import recent as recent_mod
+
+    def expect(v: float | None, step: float = 1.0) -> float | None:
+        if v is None:
+            return None
+        return float(max(0, min(254, round(v / step))) * step)
+
+    index = list(range(4))
+    present = [True] * 4
+    cases = [
+        (index, present, [10.4, 99.5, 100.0, 0.0], [40.5, 41.5, 250.0, 30.0],
+         [700.0, 2.0, 6.0, 10.0]),                                    # healthy: fast
+        (index, present, [10.0, 20.0, 30.0, 40.0], [-5.0, 30.0, 30.0, 30.0],
+         [1020.0, 5000.0, 100.0, 100.0]),                             # clamped: the loop
+        (index, present, [None, 20.0, 30.0, 40.0], [30.0, None, 30.0, 30.0],
+         [100.0, 100.0, None, 100.0]),                                # no reading
+        (index, [True, False, True, True], [1.0, 2.0, 3.0, 4.0], [30.0] * 4, [100.0] * 4),
+        ([3, 1, 2, 0], present, [1.0, 2.0, 3.0, 4.0], [31.0, 32.0, 33.0, 34.0],
+         [100.0, 200.0, 300.0, 400.0]),                               # out of index order
+    ]
+    fast_taken = []
+    real_fast = recent_mod._fast
+
+    def spy(*args: object) -> bool:
+        fast_taken.append(real_fast(*args))  # type: ignore[arg-type]
+        return fast_taken[-1]
+
+    recent_mod._fast = spy  # type: ignore[assignment]
+    try:
+        for idx, pres, util, temp, power in cases:
+            recent = RecentHistory(samples=3)
+            recent._record("n", idx, pres, util, temp, power)
+            order = sorted(range(len(idx)), key=idx.__getitem__)
+            for pos, k in enumerate(order):
+                gone = not pres[k]
+                assert recent.series("n", pos, "util") == [None if gone else expect(util[k])]
+                assert recent.series("n", pos, "temp") == [None if gone else expect(temp[k])]
+                assert recent.series("n", pos, "power") == [
+                    None if gone else expect(power[k], POWER_STEP_W)]
+    finally:
+        recent_mod._fast = real_fast  # type: ignore[assignment]
+    assert fast_taken == [True, False, False, False]  # the absent GPU never asks
