@@ -145,10 +145,20 @@ def metrics(st: NodeState) -> tuple[float, float, float]:
     """(mean util %, hottest °C, total W) over the node's present GPUs; UNKNOWN where none.
 
     What the UTIL/TEMP/POWER columns show and sort by, without building a row: re-sorting
-    16,384 nodes by a metric after a tick reads these, not formatted rows."""
+    16,384 nodes by a metric after a tick reads these, not formatted rows. Computed once per
+    sample (``NodeState.metered``): the console's session reads them as it applies a sample,
+    while its columns are in the CPU's cache (``ConsoleSession._record_history``); a read
+    of 16,384 nodes' samples later, scattered over memory, cost ~80 ms."""
     s = st.sample
-    if s is None:
-        return UNKNOWN, UNKNOWN, UNKNOWN
+    held = st.metered
+    if held[0] is s and s is not None:
+        return held[1]
+    out = _metrics_of(s) if s is not None else (UNKNOWN, UNKNOWN, UNKNOWN)
+    st.metered = (s, out)
+    return out
+
+
+def _metrics_of(s: wire2.Sample) -> tuple[float, float, float]:
     if type(s) is wire2.Pending and not s.built:
         # A quiet sample's columns: re-sorting 16,384 nodes by a metric must not build the
         # rows of every one of them (wire2.Pending).

@@ -36,7 +36,7 @@ from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
-from fleetdeck.console.rows import Summaries
+from fleetdeck.console.rows import Summaries, metrics
 from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
@@ -542,10 +542,14 @@ class ConsoleSession:
         if not self.recent_history:
             return
         nodes = self.state.nodes
+        record = self.recent.record
         for node_id, (_rx, tel) in batch.telemetry.items():
             st = nodes.get(node_id)
             if st is not None and st.sample is tel:
-                self.recent.record(node_id, tel)
+                record(node_id, tel)
+                # While its columns are in the CPU's cache: the node list reads these for
+                # every node it sorts by UTIL/TEMP/POWER (rows.metrics).
+                metrics(st)
 
     def _collect_events(self) -> int:
         events = self.state.events

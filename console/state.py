@@ -124,6 +124,8 @@ class NodeState:
     reads (``Ingest.Batch.basis``): None for v1, or after a birth."""
     counted: tuple[object, int, int] = (None, 0, 0)
     """(sample, GPUs present, IB ports up): the counts of ``telemetry`` (``_counts``)."""
+    metered: tuple[object, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
+    """(sample, its UTIL/TEMP/POWER figures): ``rows.metrics``, read once per sample."""
     deadline_at: float | None = None
     """When this node goes stale unless heard from (its entry in FleetState's deadline heap)."""
     digest: fast.Digest | None = None
@@ -175,13 +177,22 @@ class NodeState:
         held = self.counted
         if held[0] is not None and held[0] is self.sample:
             return held[1], held[2]
-        t = self.telemetry
+        t = self.sample
         if t is None:
             return 0, 0
-        present = sum(1 for g in t.gpus if g.present)
-        up = sum(1 for p in t.ib_ports
-                 if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
-        self.counted = (self.sample, present, up)
+        if type(t) is wire2.Pending and not t.built:
+            # From the columns: counting must not build a quiet sample's rows (18 µs a node,
+            # the fleet totals read every node after a burst).
+            present = sum(map(bool, t.gpu_column("present")))
+            up = sum(1 for state, phys in zip(t.port_column("state"),
+                                              t.port_column("phys_state"), strict=True)
+                     if state == "ACTIVE" and phys in (None, "LinkUp"))
+        else:
+            full = wire2.full(t)
+            present = sum(1 for g in full.gpus if g.present)
+            up = sum(1 for p in full.ib_ports
+                     if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp"))
+        self.counted = (t, present, up)
         return present, up
 
     @property
