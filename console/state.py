@@ -417,6 +417,8 @@ class FleetState:
         move with the clock), or never judged."""
         self._deadlines: list[tuple[float, str]] = []
         """Heap of (when a fresh node goes stale unless heard from, node): one entry per node."""
+        self._deadlines_left = False
+        """A budgeted pass stopped before every due deadline was looked at (``judge_left``)."""
         self._full_at = float("-inf")
         self._judge_rest: list[NodeState] = []
         """What a pass with a time budget left for the next one, in its order."""
@@ -621,9 +623,9 @@ class FleetState:
         out, self._lost = self._lost, []
         return out
 
-    def _to_judge(self, now: float) -> list[NodeState]:
+    def _to_judge(self, now: float, until: float | None = None) -> list[NodeState]:
         if not self.digest_mode:
-            return self._to_judge_raw(now)
+            return self._to_judge_raw(now, until)
         names, self._dirty = self._dirty, set()
         if now - self._swept >= 1.0:
             self._swept = now
@@ -637,11 +639,12 @@ class FleetState:
                     names.add(n)
         return _pick(self.nodes, names)
 
-    def _to_judge_raw(self, now: float) -> list[NodeState]:
+    def _to_judge_raw(self, now: float, until: float | None = None) -> list[NodeState]:
         """Changed nodes, watched ones, and those whose staleness deadline passed; every node
         once every FULL_JUDGE_EVERY_S (a safety net, not a need: tests/console/
         test_incremental_judge.py holds the incremental passes to the full ones)."""
         nodes = self.nodes
+        self._deadlines_left = False
         if not self.incremental or now - self._full_at >= FULL_JUDGE_EVERY_S or now < self._full_at:
             self._full_at = now
             self._dirty = set()
@@ -653,19 +656,28 @@ class FleetState:
             # when popped later.
             return list(nodes.values())
         heap = self._deadlines
+        pops = 0
         while heap and heap[0][0] < now:
-            _, n = heapq.heappop(heap)
+            pops += 1
+            if until is not None and not pops % JUDGE_CHUNK and time.perf_counter() >= until:
+                # Out of the pass's budget (16,384 deadlines fall due together under a
+                # stream: ~12 ms): the rest are still due, and the next pass goes on with them.
+                self._deadlines_left = True
+                break
+            n = heap[0][1]
             st = nodes.get(n)
             if st is None:
+                heapq.heappop(heap)
                 continue
             st.deadline_at = None
             heard = st.last_rx if st.last_rx is not None else st.first_seen
             if heard is not None and st.digest is None:
                 due = heard + STALE_INTERVALS * st.interval_s
-                if due >= now:  # heard from since: re-arm, nothing to judge
+                if due >= now:  # heard from since: re-arm in place, nothing to judge
                     st.deadline_at = due
-                    heapq.heappush(heap, (due, n))
+                    heapq.heapreplace(heap, (due, n))
                     continue
+            heapq.heappop(heap)
             names.add(n)
         return _pick(nodes, names)
 
@@ -686,8 +698,9 @@ class FleetState:
 
     @property
     def judge_left(self) -> int:
-        """Nodes a pass with a time budget left for the next pass."""
-        return len(self._judge_rest)
+        """Nodes a pass with a time budget left for the next pass (at least: staleness
+        deadlines it had no time to look at count as one)."""
+        return len(self._judge_rest) + self._deadlines_left
 
     def judge(self, now: float, budget_s: float | None = None) -> None:
         """Judge the nodes that changed or fell due. With ``budget_s``, stop once that much
@@ -699,10 +712,11 @@ class FleetState:
         nodes = self.nodes
         if rest:
             rest = [st for st in rest if nodes.get(st.node_id) is st]  # not forgotten since
+        end = None if budget_s is None else time.perf_counter() + budget_s
         if rest and budget_s is not None:
             visit = rest
         else:
-            visit = self._to_judge(now)
+            visit = self._to_judge(now, end)
             if rest:
                 ids = {id(st) for st in visit}
                 visit = [st for st in rest if id(st) not in ids] + visit
@@ -710,7 +724,7 @@ class FleetState:
             self.last_pass_nodes = len(visit)
             self._judge_nodes(visit, now)
             return
-        end = time.perf_counter() + budget_s
+        assert end is not None
         done = 0
         while done < len(visit):
             self._judge_nodes(visit[done:done + JUDGE_CHUNK], now)

@@ -7,7 +7,7 @@ from fleetdeck.console import session as session_mod
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
-from fleetdeck.console.state import JUDGE_CHUNK, FleetState
+from fleetdeck.console.state import JUDGE_CHUNK, STALE_INTERVALS, FleetState
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
@@ -102,3 +102,28 @@ def test_a_live_session_reports_what_its_pass_left_as_backlog(monkeypatch) -> No
     stale = [tr.node for r in reports for tr in r.verdicts if tr.new is Verdict.STALE]
     assert sorted(stale) == sorted(session.state.nodes)  # each node once, none lost
     assert session.state.judge_left == 0
+
+
+def test_staleness_deadlines_falling_due_together_are_looked_at_within_the_budget() -> None:
+    """Between full passes, the nodes a pass looks at for staleness come from a heap of
+    deadlines; 16,384 of them fall due together under a stream. A budgeted pass stops popping
+    them when its budget is spent and says so (``judge_left``); later passes go on, and the
+    fleet ends judged as one unbudgeted pass judges it."""
+    msgs = _messages([T0 + 1])
+    whole, sliced = FleetState("test"), FleetState("test")
+    for s in (whole, sliced):
+        s.apply(_fed(msgs, T0 + 1).take_batch(), T0 + 1)  # a full pass: the next in 10 s
+    silent = T0 + 1 + STALE_INTERVALS + 1  # every deadline passed, no full pass due yet
+    whole.judge(silent)
+    assert all(st.stale for st in whole.nodes.values())
+    sliced.judge(silent, budget_s=1e-9)
+    due = [n for at, n in sliced._deadlines if at < silent]
+    assert due, "the first budgeted pass popped every deadline that fell due"
+    assert sliced.judge_left
+    calls = 1
+    while sliced.judge_left:
+        sliced.judge(silent, budget_s=1e-9)
+        calls += 1
+        assert calls < 10 * NODES
+    assert _outcome(sliced) == _outcome(whole)
+    assert whole.take_transitions() == sliced.take_transitions()
