@@ -84,6 +84,11 @@ TERMINAL_POLL_S = 1.0
 """How often a console on a terminal checks that it still has one (``_watch_terminal``)."""
 BACKLOG_PAINT_S = 0.1
 """While a backlog is applied slice by slice, the screen is redrawn at most this often."""
+SWITCH_MASK_S = 0.05
+"""Textual's ``switch_mode`` holds the screen's updates this long to hide the change of screen
+(``App.delay_update``). A view composed before has nothing to hide: its switch is painted
+at once. Only a first visit, which composes the view, keeps the mask. At 16,384 nodes the mask
+was most of a switch (p50 ~55 ms idle against a ~10 ms CPU cost; bench/console_scale.py)."""
 KEY_FIRST_S = 0.1
 """A key gets the loop before the rest of a backlog: the next slice waits until the key's effect
 has been painted, at most this long after the key (issue 12: a view switch within 100 ms while
@@ -201,6 +206,9 @@ class FleetdeckApp(App[int]):
         self._key_at: float | None = None
         """perf_counter of the key in flight (received, its effect not painted yet)."""
         self._keys = 0
+        self._views_composed: set[str] = set()
+        """Views switched to before (their screens are composed: no mask, SWITCH_MASK_S)."""
+        self._mask_s = SWITCH_MASK_S
         self._next_slice: Timer | None = None
         self._stop_asked = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -580,9 +588,21 @@ class FleetdeckApp(App[int]):
 
     def _switch(self, view: str) -> Awaitable[object]:
         # Leave any node detail pushed on the current view's stack where it is (k9s keeps it).
-        done = self.switch_mode(view)
+        self._views_composed.add(self.current_mode)
+        self._mask_s = 0.0 if view in self._views_composed else SWITCH_MASK_S
+        try:
+            done = self.switch_mode(view)
+        finally:
+            self._mask_s = SWITCH_MASK_S
+        self._views_composed.add(view)
         self.call_after_refresh(self.refresh_view)
         return done
+
+    def delay_update(self, delay: float = SWITCH_MASK_S) -> None:
+        # Called by Textual's switch_mode with its default: a view composed before is not
+        # masked (SWITCH_MASK_S). Not with a zero delay: Textual's timers divide by it.
+        if self._mask_s > 0:
+            super().delay_update(min(delay, self._mask_s))
 
     # --- contexts (one per cluster) -----------------------------------------------------------
 

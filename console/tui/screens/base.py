@@ -110,5 +110,17 @@ class FleetView(Screen[None]):
         """Handle esc inside the view (clear a filter…); False lets the app go back."""
         return False
 
+    left_once = False
+    """This view was shown and left: its widgets have their sizes (``on_screen_resume``)."""
+
     def on_screen_resume(self) -> None:
-        self.call_after_refresh(self.fleet.refresh_view)
+        if self.left_once:
+            # Back to a view laid out before: show the fleet as it is now in the switch's
+            # first paint, not one paint later (~20 ms at 16,384 nodes, bench/console_scale.py).
+            self.fleet.refresh_view()
+        else:
+            # A first visit: its widgets have no size until the layout after this.
+            self.call_after_refresh(self.fleet.refresh_view)
+
+    def on_screen_suspend(self) -> None:
+        self.left_once = True
