@@ -111,11 +111,13 @@ async def keys(app: Any, switches: int, sorts: int) -> dict[str, list[float]]:
     from fleetdeck.console.tui.screens.nodes import NodesScreen
 
     switch, nav, sort = [], [], []
+    by_view: dict[str, list[float]] = {}
     if app.current_mode == "nodes":  # the cycle starts with 2: from elsewhere (untimed)
         await app.press_timed("1", True)
     for i in range(switches):
         key = "23451"[i % 5]
         switch.append(await app.press_timed(key, True))
+        by_view.setdefault(key, []).append(switch[-1])
         if key in "12":  # cursor keys on the grid and the node list
             moves = ["down", "pagedown", "pageup", "up"]
             w = app.focused
@@ -137,7 +139,7 @@ async def keys(app: Any, switches: int, sorts: int) -> dict[str, list[float]]:
         before = (table.sort_key, table.sort_reverse)
         sort.append(await press_until(app, "O" if i % 3 == 2 else "o",
                                       lambda t=table, b=before: (t.sort_key, t.sort_reverse) != b))
-    return {"switch": switch, "nav": nav, "sort": sort}
+    return {"switch": switch, "nav": nav, "sort": sort, "by_view": by_view}
 
 
 async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
@@ -360,6 +362,11 @@ def main() -> int:
             if v:
                 print(f"{mode + ' ' + label:<28}{len(v):>5}{1000 * pct(v, 0.5):>8,.0f}"
                       f"{1000 * pct(v, 0.99):>8,.0f}{1000 * max(v):>8,.0f}")
+    for mode in ("idle", "feed"):
+        views = r.get(mode, {}).get("by_view")
+        if views:  # which view's switch is the slow one
+            print(f"{mode} switch to view, max ms: " + ", ".join(
+                f"{k} {1000 * max(v):,.0f}" for k, v in sorted(views.items())))
     src = "bench/console_scale.py"
     sw = r["idle"]["switch"]
     sw99 = 1000 * pct(sw, 0.99)
