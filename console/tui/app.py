@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,10 @@ class FleetdeckApp(App[int]):
         """Views switched to before (their screens are composed: no mask, SWITCH_MASK_S)."""
         self._mask_s = SWITCH_MASK_S
         self._next_slice: Timer | None = None
+        self._slice_gen = 0
+        """Which scheduled slice is the live one (``_slice_later``): Textual's timer hands its
+        callback to the app's queue (``call_next``), where a stopped timer's call already
+        queued still runs; a stale one returns at once."""
         self._stop_asked = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._old_handlers: dict[int, Any] = {}
@@ -427,6 +432,7 @@ class FleetdeckApp(App[int]):
         """One session tick, then redraw the visible view. Public so tests and the benchmark
         drive it themselves."""
         t0 = time.perf_counter()
+        self._cancel_slice()  # this tick is the slice: one tick per scheduled slot
         report = self.session.tick()
         for req in {id(tr.request): tr.request for tr in report.commands
                     if tr.finished}.values():
@@ -445,8 +451,7 @@ class FleetdeckApp(App[int]):
             # The rest of a backlog gets the next slice right after the loop's other work (and
             # after a key in flight); the screen is redrawn when it is applied (or every
             # BACKLOG_PAINT_S meanwhile, not while a key's own refresh is on its way).
-            if self._next_slice is None:
-                self._next_slice = self.set_timer(0.001, self._backlog_slice)
+            self._slice_later(0.001)
             if t1 - self._last_paint < BACKLOG_PAINT_S or self._key_waits(t1):
                 self.tick_ms = (t1 - t0) * 1000
                 return report
@@ -462,22 +467,39 @@ class FleetdeckApp(App[int]):
         (KEY_FIRST_S): the tick waits until the key's effect is painted, at most that long.
         A new batch's first slice came in between a key and its paint and delayed view
         switches under a 16,384-node stream (bench/console_scale.py)."""
-        if self._key_waits(time.perf_counter()):
-            if self._next_slice is None:
-                self._backlog_slice()  # puts itself off until the key is painted
+        now = time.perf_counter()
+        if self._key_waits(now):
+            assert self._key_at is not None
+            self._slice_later(self._key_at + KEY_FIRST_S - now)  # after the key's paint
             return
         self.tick()
 
     def _key_waits(self, now: float) -> bool:
         return self._key_at is not None and now - self._key_at < KEY_FIRST_S
 
-    def _backlog_slice(self) -> None:
+    def _slice_later(self, delay: float) -> None:
+        """Schedule the next slice (one at a time): in ``delay`` seconds (at least 1 ms, so
+        the loop runs what else is ready in between), unless one is due sooner."""
+        if self._next_slice is not None:
+            return
+        self._slice_gen += 1
+        self._next_slice = self.set_timer(max(0.001, delay),
+                                          partial(self._backlog_slice, self._slice_gen))
+
+    def _cancel_slice(self) -> None:
+        if self._next_slice is not None:
+            self._next_slice.stop()
+            self._next_slice = None
+        self._slice_gen += 1
+
+    def _backlog_slice(self, gen: int) -> None:
+        if gen != self._slice_gen:
+            return  # stopped after Textual had queued its call, or a tick ran meanwhile
         self._next_slice = None
         now = time.perf_counter()
         if self._key_waits(now):
             assert self._key_at is not None
-            self._next_slice = self.set_timer(max(0.001, self._key_at + KEY_FIRST_S - now),
-                                              self._backlog_slice)
+            self._slice_later(self._key_at + KEY_FIRST_S - now)
             return
         self.tick()
 
@@ -495,8 +517,8 @@ class FleetdeckApp(App[int]):
             return  # another key came since: it is in flight now
         self._key_at = None
         if self._next_slice is not None:  # the backlog waited for this key: on with it
-            self._next_slice.stop()
-            self._next_slice = self.set_timer(0.001, self._backlog_slice)
+            self._cancel_slice()
+            self._slice_later(0.001)
 
     def refresh_view(self, now: float | None = None) -> None:
         """Redraw the view on top (and the one under a modal)."""
