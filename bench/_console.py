@@ -33,6 +33,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,13 @@ class Discards(logging.Handler):
 class LoopProbe:
     """Sleeps 10 ms in a loop; each oversleep is a stall of the event loop.
 
+    Each beat also notes the CPU time the loop's thread spent meanwhile (``cpu_samples``,
+    ``time.thread_time``): on a machine whose other tenants take the cores, a wall oversleep
+    includes waiting for a CPU, while the thread's own CPU time is what the console's code
+    held the loop for (docs/performance.md compares both).
+
     With ``FLEETDECK_BENCH_STALLS=FILE`` in the environment a watchdog thread also samples the
-    loop thread's stack every 5 ms while the probe is more than 30 ms late, notes cyclic GC runs
+    loop thread's stack every 2 ms while the probe is late, notes cyclic GC runs
     (generation, ms), and writes every stall over 40 ms with its samples to FILE as JSON: where
     a stall came from, which the oversleep alone cannot say."""
 
@@ -110,13 +116,17 @@ class LoopProbe:
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, float]] = []
+        self.cpu_samples: list[float] = []
+        """Per beat: the loop thread's CPU time beyond the 10 ms sleep (0 if less)."""
         self._task: asyncio.Task[None] | None = None
-        self._stacks_to = os.environ.get("FLEETDECK_BENCH_STALLS")
+        self._stacks_to = self.stalls_file = os.environ.get("FLEETDECK_BENCH_STALLS")
         self._beat = time.perf_counter()
         self._stacks: list[tuple[float, list[str]]] = []
         self._gcs: list[tuple[float, int, float]] = []
         self._gc_t0 = 0.0
         self._watching = False
+        self._calls: list[tuple[float, str, float]] = []
+        self._untime: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -124,6 +134,7 @@ class LoopProbe:
             import gc
 
             self._watching = True
+            self._time_callbacks()
             gc.callbacks.append(self._on_gc)
             threading.Thread(target=self._watch, args=(threading.get_ident(),),
                              daemon=True).start()
@@ -131,10 +142,56 @@ class LoopProbe:
     async def _run(self) -> None:
         while True:
             t0 = time.perf_counter()
+            c0 = time.thread_time()
             self._beat = t0
             await asyncio.sleep(0.01)
             t1 = time.perf_counter()
             self.samples.append((time.time(), t1 - t0 - 0.01))
+            self.cpu_samples.append(max(0.0, time.thread_time() - c0 - 0.01))
+
+    def _time_callbacks(self) -> None:
+        """Each event-loop callback's CPU time, with its name, for the stall file: which of the
+        callbacks run between two beats held the loop (asyncio's own slow-callback log times
+        the wall, which on a shared machine includes waiting for a core)."""
+        handle = asyncio.events.Handle
+        run = handle._run
+        calls = self._calls
+
+        def timed(h: Any) -> None:
+            p0, c0 = time.perf_counter(), time.thread_time()
+            run(h)
+            spent = time.thread_time() - c0
+            if spent >= 0.002:
+                cb = h._callback
+                owner = getattr(cb, "__self__", None)
+                if isinstance(owner, asyncio.Task):
+                    name = f"task {owner.get_coro().__qualname__}"  # type: ignore[union-attr]
+                else:
+                    name = getattr(cb, "__qualname__", type(cb).__name__)
+                calls.append((p0, name, spent))
+
+        handle._run = timed  # type: ignore[method-assign]
+        self._untime = lambda: setattr(handle, "_run", run)
+
+    def time_calls(self, owner: Any, *names: str) -> None:
+        """Also note the CPU time of these methods of ``owner`` (a class or an object) in the
+        stall file, as ``Owner.name``: what a long callback was made of."""
+        calls = self._calls
+        label = getattr(owner, "__name__", type(owner).__name__)
+        for name in names:
+            method = getattr(owner, name)
+
+            def timed(*args: Any, _m: Any = method, _n: str = f"{label}.{name}",
+                      **kw: Any) -> Any:
+                p0, c0 = time.perf_counter(), time.thread_time()
+                try:
+                    return _m(*args, **kw)
+                finally:
+                    spent = time.thread_time() - c0
+                    if spent >= 0.002:
+                        calls.append((p0, _n, spent))
+
+            setattr(owner, name, timed)
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -146,26 +203,29 @@ class LoopProbe:
         import traceback
 
         while self._watching:
-            time.sleep(0.005)
+            time.sleep(0.002)
             now = time.perf_counter()
-            if now - self._beat > 0.03:
+            if now - self._beat > 0.012:  # the loop is late: keep what it is doing
                 frame = sys._current_frames().get(loop_thread)
                 if frame is not None:
                     lines = [f"{Path(f.filename).name}:{f.lineno} {f.name}"
-                             for f in traceback.extract_stack(frame)[-14:]]
+                             for f in traceback.extract_stack(frame)[-40:]]
                     self._stacks.append((now, lines))
 
-    def stop(self) -> None:
+    def stop(self, keys: list[tuple[str, float, float]] = ()) -> None:  # type: ignore[assignment]
+        """``keys``: (key, perf_counter posted, seconds to the screen) of timed keys; the
+        stall file also lists the callbacks that ran while each slow one waited."""
         if self._task is not None:
             self._task.cancel()
         if self._watching:
             import gc
 
             self._watching = False
+            self._untime()
             gc.callbacks.remove(self._on_gc)
-            self._write_stalls()
+            self._write_stalls(keys)
 
-    def _write_stalls(self) -> None:
+    def _write_stalls(self, keys: list[tuple[str, float, float]]) -> None:
         """Each stall over STALL_S: its length, the GC runs in it, the stacks sampled in it."""
         assert self._stacks_to
         out = []
@@ -178,13 +238,21 @@ class LoopProbe:
                 "late_ms": round(1000 * late),
                 "gc": [(g, round(1000 * d, 1)) for t0, g, d in self._gcs if start <= t0 < end],
                 "stacks": [lines for ts, lines in self._stacks if start <= ts < end],
+                "callbacks_cpu_ms": [(name, round(1000 * spent, 1))
+                                     for ts, name, spent in self._calls if start <= ts <= end],
             })
         runs: dict[int, list[float]] = {}
         for _t0, g, d in self._gcs:
             runs.setdefault(g, []).append(1000 * d)
         gcs = {f"gen{g}": {"n": len(d), "ms_total": round(sum(d), 1),
                            "ms_max": round(max(d), 1)} for g, d in sorted(runs.items())}
-        Path(self._stacks_to).write_text(json.dumps({"gc": gcs, "stalls": out}, indent=1))
+        slow = [{"key": key, "ms": round(1000 * took),
+                 "callbacks_cpu_ms": [(name, round(1000 * spent, 1), round(1000 * (ts - t0)))
+                                      for ts, name, spent in self._calls
+                                      if t0 - 0.1 <= ts <= t0 + took]}
+                for key, t0, took in keys if took >= 0.08]
+        Path(self._stacks_to).write_text(json.dumps({"gc": gcs, "stalls": out,
+                                                     "slow_keys": slow}, indent=1))
 
     def between(self, t0: float, t1: float) -> list[float]:
         return [d for t, d in self.samples if t0 <= t < t1]
@@ -318,6 +386,8 @@ class BenchApp(FleetdeckApp):
         self._await_paint: list[int] = []
         self.paints = 0
         self.key: KeyProbe | None = None
+        self.key_log: list[tuple[str, float, float]] = []
+        """(key, perf_counter when posted, seconds to the screen) of each ``press_timed``."""
 
     def tick(self) -> TickReport:
         t0 = time.time()
@@ -372,7 +442,9 @@ class BenchApp(FleetdeckApp):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(probe.done.wait(), KEY_TIMEOUT_S)
         self.key = None
-        return probe.latency if probe.latency is not None else KEY_TIMEOUT_S
+        latency = probe.latency if probe.latency is not None else KEY_TIMEOUT_S
+        self.key_log.append((key, probe.t0, latency))
+        return latency
 
 
 NAV_CYCLE: list[tuple[str, bool]] = [
