@@ -33,7 +33,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,7 @@ class LoopProbe:
                     name = getattr(cb, "__qualname__", type(cb).__name__)
                 calls.append((p0, name, spent))
 
-        handle._run = timed  # type: ignore[method-assign]
+        handle._run = timed  # type: ignore[method-assign,assignment]
         self._untime = lambda: setattr(handle, "_run", run)
 
     def time_calls(self, owner: Any, *names: str) -> None:
@@ -212,7 +212,7 @@ class LoopProbe:
                              for f in traceback.extract_stack(frame)[-40:]]
                     self._stacks.append((now, lines))
 
-    def stop(self, keys: list[tuple[str, float, float]] = ()) -> None:  # type: ignore[assignment]
+    def stop(self, keys: Sequence[tuple[str, float, float]] = ()) -> None:
         """``keys``: (key, perf_counter posted, seconds to the screen) of timed keys; the
         stall file also lists the callbacks that ran while each slow one waited."""
         if self._task is not None:
@@ -225,7 +225,7 @@ class LoopProbe:
             gc.callbacks.remove(self._on_gc)
             self._write_stalls(keys)
 
-    def _write_stalls(self, keys: list[tuple[str, float, float]]) -> None:
+    def _write_stalls(self, keys: Sequence[tuple[str, float, float]]) -> None:
         """Each stall over STALL_S: its length, the GC runs in it, the stacks sampled in it."""
         assert self._stacks_to
         out = []

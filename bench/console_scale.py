@@ -108,7 +108,7 @@ async def press_until(app: Any, key: str, shown: Callable[[], bool]) -> float:
     return latency[0] if latency else KEY_TIMEOUT_S
 
 
-async def keys(app: Any, switches: int, sorts: int) -> dict[str, list[float]]:
+async def keys(app: Any, switches: int, sorts: int) -> dict[str, Any]:
     """View switches, node-list re-sorts and cursor keys, each timed to the screen."""
     from fleetdeck.console.tui.screens.nodes import NodesScreen
 
