@@ -212,3 +212,42 @@ def test_fabric_map_follows_the_fleet(world):
     assert [fm.code(n, 2) for n in fm.members["leaf00"]] == [
         Port.OK, Port.OK, Port.DOWN, Port.DOWN, Port.DOWN, Port.OK]
     assert fm.port("gpu0009", 2).port == "mlx5_ib2:1"
+
+
+async def test_a_refresh_works_out_again_only_the_cells_of_nodes_that_moved(monkeypatch):
+    """Under a stream the fabric view gets a new map every tick; a cell's state is worked out
+    again only when one of its nodes moved (a port going down, then back up), so its paint
+    costs what changed, not the fleet (bench/console_scale.py). What shows is as before."""
+    from fleetdeck.console.tui import fabric_matrix as fm_mod
+
+    world = World(2048)
+    fleet = world.fleet
+    for i, name in enumerate(fleet.names):
+        fleet.src(name).topology = Topology(rack=f"r{i // 8:02d}", leaf=f"leaf{i // 32:02d}")
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest)
+    worked: list[tuple[str, ...]] = []
+    real = fm_mod.column_codes
+
+    def counted(fm, column, rails):
+        worked.append(column.nodes)
+        return real(fm, column, rails)
+
+    monkeypatch.setattr(fm_mod, "column_codes", counted)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await open_fabric(world, pilot, (160, 48))
+        matrix = screen.matrix
+        assert matrix.move_to_node("gpu1000", 6)
+        await pilot.pause()
+        column, _rail = matrix.cursor()
+        rail6 = matrix.plan.rails.index(6)
+        assert matrix.codes(column)[rail6] == Port.OK
+        for fault, code in ((port_down("mlx5_ib6"), Port.DOWN), (None, Port.OK)):
+            worked.clear()
+            fleet.telemetry(world.ingest, faults={"gpu1000": fault} if fault else {})
+            world.tick()
+            await pilot.pause()
+            assert matrix.codes(column)[rail6] == code
+            assert worked == [column.nodes], "cells whose nodes did not move were worked out"
+            drawn = "".join(line_of(matrix, y) for y in range(matrix.size.height))
+            assert (PORT_GLYPHS["down"] in drawn) == (code == Port.DOWN)
