@@ -36,7 +36,7 @@ from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
-from fleetdeck.console.rows import Summaries, metrics
+from fleetdeck.console.rows import Summaries, metrics, metrics_of_columns
 from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
@@ -542,13 +542,23 @@ class ConsoleSession:
         if not self.recent_history:
             return
         nodes = self.state.nodes
-        record = self.recent.record
+        recent = self.recent
+        record = recent.record_columns
         for node_id, (_rx, tel) in batch.telemetry.items():
             st = nodes.get(node_id)
-            if st is not None and st.sample is tel:
-                record(node_id, tel)
+            if st is None or st.sample is not tel:
+                continue
+            if type(tel) is wire2.Pending and not tel.built:
+                # The GPU columns read once for both (a quiet sample: no rows built).
+                col = tel.gpu_column
+                present, util, temp, power = (col("present"), col("util_pct"), col("temp_c"),
+                                              col("power_w"))
+                record(node_id, col("index"), present, util, temp, power)
                 # While its columns are in the CPU's cache: the node list reads these for
                 # every node it sorts by UTIL/TEMP/POWER (rows.metrics).
+                st.metered = (tel, metrics_of_columns(present, util, temp, power))
+            else:
+                recent.record(node_id, tel)
                 metrics(st)
 
     def _collect_events(self) -> int:

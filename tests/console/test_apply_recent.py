@@ -2,9 +2,15 @@
 sample creates no object the cyclic GC tracks."""
 
 import gc
+import struct
 
-from fleetdeck.console.recent import POWER_STEP_W, RecentHistory
+from fleetdeck.console.recent import HALF_MAX, RecentHistory
 from tests.helpers import FakeNode
+
+
+def half(v: float) -> float:
+    """What a value reads back as from a half-precision slot."""
+    return struct.unpack("<e", struct.pack("<e", v))[0]
 
 
 def test_ring_keeps_the_newest_samples_oldest_first() -> None:
@@ -15,10 +21,10 @@ def test_ring_keeps_the_newest_samples_oldest_first() -> None:
         recent.record("n", t)
     for pos in range(8):
         g = [sorted(t.gpus, key=lambda g: g.index)[pos] for t in samples[-5:]]
-        assert recent.series("n", pos, "util") == [float(round(x.util_pct)) for x in g]
-        assert recent.series("n", pos, "temp") == [float(round(x.temp_c)) for x in g]
-        assert recent.series("n", pos, "power") == [
-            float(round(x.power_w / POWER_STEP_W) * POWER_STEP_W) for x in g]
+        assert recent.series("n", pos, "util") == [half(x.util_pct) for x in g]
+        assert recent.series("n", pos, "temp") == [half(x.temp_c) for x in g]
+        assert recent.series("n", pos, "power") == [half(x.power_w) for x in g]
+        assert all(abs(half(x.power_w) - x.power_w) <= 0.5 for x in g)
     assert recent.series("n", 8, "util") == []
     assert recent.series("other", 0, "util") == []
     assert len(recent) == 1
@@ -48,49 +54,33 @@ def test_recording_allocates_no_tracked_object_per_sample() -> None:
     assert len(gc.get_objects()) - before < 10
 
 
-def test_healthy_samples_take_the_fast_path_and_the_rest_quantise_as_before() -> None:
-    """A healthy node's slot is written at C speed; what it writes is what the per-value loop
-    writes, and a sample it cannot take (a GPU gone, no reading, out of a byte, a reading that
-    would read as "not reported", rows out of order) goes by the loop, clamped."""
-    from fleetdeck.console import recent as recent_mod
-
-    def expect(v: float | None, step: float = 1.0) -> float | None:
-        if v is None:
-            return None
-        return float(max(0, min(254, round(v / step))) * step)
-
+def test_every_kind_of_sample_reads_back_in_index_order() -> None:
+    """A healthy node's slot is packed in one call; a sample that cannot be (a GPU gone, no
+    reading, a value beyond a half float, rows out of index order) goes by the row loop,
+    which puts the slots in index order, None where not reported, and clamps."""
     index = list(range(4))
     present = [True] * 4
     cases = [
         (index, present, [10.4, 99.5, 100.0, 0.0], [40.5, 41.5, 250.0, 30.0],
-         [700.0, 2.0, 6.0, 10.0]),                                    # healthy: fast
+         [700.0, 2.0, 6.0, 10.0]),                                    # healthy
         (index, present, [10.0, 20.0, 30.0, 40.0], [-5.0, 30.0, 30.0, 30.0],
-         [1020.0, 5000.0, 100.0, 100.0]),                             # clamped: the loop
+         [1e9, 5000.0, 100.0, 100.0]),                                # beyond a half float
         (index, present, [None, 20.0, 30.0, 40.0], [30.0, None, 30.0, 30.0],
          [100.0, 100.0, None, 100.0]),                                # no reading
         (index, [True, False, True, True], [1.0, 2.0, 3.0, 4.0], [30.0] * 4, [100.0] * 4),
         ([3, 1, 2, 0], present, [1.0, 2.0, 3.0, 4.0], [31.0, 32.0, 33.0, 34.0],
          [100.0, 200.0, 300.0, 400.0]),                               # out of index order
     ]
-    fast_taken = []
-    real_fast = recent_mod._fast
 
-    def spy(*args: object) -> bool:
-        fast_taken.append(real_fast(*args))  # type: ignore[arg-type]
-        return fast_taken[-1]
+    def expect(v: float | None) -> float | None:
+        return None if v is None else half(max(-HALF_MAX, min(HALF_MAX, v)))
 
-    recent_mod._fast = spy  # type: ignore[assignment]
-    try:
-        for idx, pres, util, temp, power in cases:
-            recent = RecentHistory(samples=3)
-            recent._record("n", idx, pres, util, temp, power)
-            order = sorted(range(len(idx)), key=idx.__getitem__)
-            for pos, k in enumerate(order):
-                gone = not pres[k]
-                assert recent.series("n", pos, "util") == [None if gone else expect(util[k])]
-                assert recent.series("n", pos, "temp") == [None if gone else expect(temp[k])]
-                assert recent.series("n", pos, "power") == [
-                    None if gone else expect(power[k], POWER_STEP_W)]
-    finally:
-        recent_mod._fast = real_fast  # type: ignore[assignment]
-    assert fast_taken == [True, False, False, False]  # the absent GPU never asks
+    for idx, pres, util, temp, power in cases:
+        recent = RecentHistory(samples=3)
+        for _ in range(2):  # twice: the ring's second slot too
+            recent.record_columns("n", idx, pres, util, temp, power)
+        order = sorted(range(len(idx)), key=idx.__getitem__)
+        for pos, k in enumerate(order):
+            for metric, values in (("util", util), ("temp", temp), ("power", power)):
+                want = None if not pres[k] else expect(values[k])
+                assert recent.series("n", pos, metric) == [want, want], (metric, idx, pos)
