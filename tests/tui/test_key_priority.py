@@ -167,3 +167,53 @@ async def test_each_scheduled_slice_ticks_once() -> None:
             await pilot.pause(0.005)
         assert session.backlog == 0
         assert app.ticks - ticks == 14
+
+
+async def test_a_view_is_restyled_on_return_only_when_what_its_styles_rest_on_changed(
+        monkeypatch: Any) -> None:
+    """Textual restyles every widget of a resumed screen (~12-20 ms a switch at 16,384
+    nodes); a view whose app-level basis (theme, app focus and classes, CSS, size) is as it
+    was when it was left is not restyled. After a theme change it is, and shows the theme."""
+    from textual.app import App
+
+    world = World(16)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    restyled: list[str] = []
+    update = App.update_styles
+
+    def spy(self: App[Any], node: Any, animate: bool = True) -> None:
+        if isinstance(node, NodesScreen):
+            restyled.append(type(node).__name__)
+        update(self, node, animate)
+
+    monkeypatch.setattr(App, "update_styles", spy)
+    async with app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("2")  # composed and styled on its first visit
+        await pilot.pause()
+        await pilot.press("1")
+        await pilot.pause()
+        restyled.clear()
+        await pilot.press("2")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen) and restyled == []
+        dark = app.screen.styles.background
+        await pilot.press("1")
+        await pilot.pause()
+        app.app_focus = False  # the terminal lost focus (App:blur) while the view was away
+        await pilot.pause()
+        app.action_view("nodes")  # not a key: a key gives the app its focus back
+        await pilot.pause()
+        assert restyled == ["NodesScreen"], "a view came back styled for a focused app"
+        app.app_focus = True
+        await pilot.pause()
+        await pilot.press("1")
+        await pilot.pause()
+        app.theme = "textual-light"  # Textual's switch_mode refreshes changed CSS itself
+        await pilot.pause()
+        await pilot.press("2")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen)
+        assert app.screen.styles.background != dark, "the view kept the old theme"

@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -111,9 +112,26 @@ class FleetView(Screen[None]):
         return False
 
     left_once = False
-    """This view was shown and left: its widgets have their sizes (``on_screen_resume``)."""
+    """This view was shown and left: its widgets have their sizes (``_on_screen_resume``)."""
+    _left_styled: tuple[object, ...] | None = None
+    """What the app's styles rested on when this view was left (``_style_basis``)."""
 
-    def on_screen_resume(self) -> None:
+    def _style_basis(self) -> tuple[object, ...]:
+        """What a view's styles depend on beyond its own widgets: the app's pseudo classes
+        (focus, dark, ...), classes, theme, CSS revision and the screen's size. A widget's own
+        class changes restyle it at once, shown or not (``App.update_styles``)."""
+        app = self.app
+        return (app.pseudo_classes, frozenset(app.classes), app.theme,
+                app._css_update_count, app.size)
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Runs before Textual's own handler (Screen._on_screen_resume, later in the MRO),
+        # which restyles every widget of a resumed screen: ~12-20 ms a view switch at
+        # 16,384 nodes (bench/console_scale.py), for nothing when what the styles rest on is
+        # as it was when the view was left. Textual's switch_mode refreshes the CSS itself
+        # when it changed (_css_update_count).
+        if event.refresh_styles and self._left_styled == self._style_basis():
+            event.refresh_styles = False
         if self.left_once:
             # Back to a view laid out before: show the fleet as it is now in the switch's
             # first paint, not one paint later (~20 ms at 16,384 nodes, bench/console_scale.py).
@@ -124,3 +142,4 @@ class FleetView(Screen[None]):
 
     def on_screen_suspend(self) -> None:
         self.left_once = True
+        self._left_styled = self._style_basis()
