@@ -211,6 +211,13 @@ def _rows(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
     return present, held
 
 
+def _checked(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...]) -> tuple[_Present, int]:
+    """A keyframe's columns and row count, as :func:`decode` checked them (``_rows``): every
+    column holds one value per row, so any of them gives the count."""
+    present = _present(cols, spec)
+    return present, len(present[0][1]) if present else 0
+
+
 @dataclass(slots=True)
 class _Table:
     """One keyframe's rows as columns, ready for positional construction: ``top`` per field of
@@ -493,14 +500,16 @@ class Reassembler:
         self._held.pop(node, None)
 
     def apply(self, msg: TelemetryV2, payload: bytes) -> "fast.Telemetry | Pending | None":
-        """The full sample ``msg`` stands for, or None: a delta whose keyframe is not held.
+        """The full sample ``msg`` (from :func:`decode`) stands for, or None: a delta whose
+        keyframe is not held.
         With ``lazy``, a quiet delta's sample is a :class:`Pending`.
 
         Raises :class:`DecodeError` for a delta that does not fit its keyframe (column lengths)
         or a value out of a u64; nothing is kept from a rejected message."""
         if msg.keyframe:
-            gpus_p, n_gpus = _rows(msg.g, GPU_COLUMNS, None, "g")
-            ports_p, n_ports = _rows(msg.p, PORT_COLUMNS, None, "p")
+            # decode() checked the columns (a keyframe's were ~16 µs to check again).
+            gpus_p, n_gpus = _checked(msg.g, GPU_COLUMNS)
+            ports_p, n_ports = _checked(msg.p, PORT_COLUMNS)
             # The keyframe is held until the next one (30 s): its constant columns are shared.
             gpus_p = [(c, _share(v)) for c, v in gpus_p]
             ports_p = [(c, _share(v)) for c, v in ports_p]
