@@ -130,6 +130,12 @@ def test_malformed_v2_is_refused_with_a_reason() -> None:
     assert _reason(bad(kf, p=uneven)).startswith("invalid: p.")
     long = {k: v * 9 for k, v in kf["g"].items()}
     assert _reason(bad(kf, g=long)).startswith("invalid: g.")  # 72 rows > 64
+    # An empty column and a short port column of a delta (checked in C, worded as before).
+    assert _reason(bad(delta, g={**delta["g"], "util_pct": []}), r) == (
+        "invalid: g.util_pct: 0 values, expected 8 (one per row)")
+    short_p = {**delta["p"], "xmit_Bps": delta["p"]["xmit_Bps"][:3]}
+    assert _reason(bad(delta, p=short_p), r) == (
+        "invalid: p.xmit_Bps: 3 values, expected 8 (one per row)")
     huge = {**delta["g"], "ecc.dbe_vol": [2**64] * 8}
     assert _reason(bad(delta, g=huge), r).startswith("invalid: gpus.0.ecc.dbe_vol: Input should")
     assert _reason(bad(delta, g={"util_pct": ["high"] * 8}), r).startswith(
@@ -277,6 +283,26 @@ def test_a_lazy_reassembler_builds_what_it_cannot_check_without_rows() -> None:
     raw = json.dumps(huge).encode()
     with pytest.raises(DecodeError, match="xmit_bytes_total"):
         r.apply(wire2.decode(raw), raw)
+
+
+@pytest.mark.parametrize("loud", [(), ("temp_c",), ("temp_c", "util_pct")])
+def test_a_delta_is_quiet_unless_it_moves_a_loud_column(loud: tuple[str, ...]) -> None:
+    """The basis says quiet exactly when no column outside the quiet sets is in the delta,
+    with none, one or several loud GPU columns (the delta's loud columns are picked out of its
+    column tuple)."""
+    quiet_gpu = frozenset(c.wire for c in wire2.GPU_COLUMNS) - set(loud)
+    quiet_port = frozenset(c.wire for c in wire2.PORT_COLUMNS)
+    r = wire2.Reassembler(quiet_gpu=quiet_gpu, quiet_port=quiet_port, lazy=True)
+    sent = stream(2)
+    r.apply(wire2.decode(sent[0][1]), sent[0][1])
+    delta = json.loads(sent[1][1])
+    for moved in ("util_pct", "temp_c", "power_w"):
+        body = {**delta, "g": {moved: [1.0] * 8}}
+        raw = json.dumps(body).encode()
+        got = r.apply(wire2.decode(raw), raw)
+        assert r.basis is not None and r.basis[2] is (moved not in loud), moved
+        assert (type(got) is wire2.Pending) is (moved not in loud)
+        assert getattr(wire2.full(got).gpus[0], moved) == 1.0
 
 
 def test_held_keyframes_share_their_constant_columns() -> None:
