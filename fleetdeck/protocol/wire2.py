@@ -143,8 +143,8 @@ def decode(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> TelemetryV2:
     if msg.kf > msg.seq:
         raise DecodeError(Reason.INVALID, f"kf: keyframe {msg.kf} is after seq {msg.seq}")
     if msg.keyframe:
-        _rows(msg.g, GPU_COLUMNS, None, "g")
-        _rows(msg.p, PORT_COLUMNS, None, "p")
+        _check_keyframe(msg.g, GPU_COLUMNS, "g")
+        _check_keyframe(msg.p, PORT_COLUMNS, "p")
     return msg
 
 
@@ -184,6 +184,11 @@ _Present = list[tuple["Column", Sequence[Any]]]
 """The columns a message carries, with their values (one per row)."""
 _Values = tuple[Any, ...]
 """A delta's columns of one kind in column order, UNSET where it leaves one out."""
+_ABSENT = {id(spec): (UNSET,) * len(spec) for spec in (GPU_COLUMNS, PORT_COLUMNS)}
+"""The column tuple of a delta that carries no columns of that kind (``g`` or ``p``)."""
+_REQUIRED = {id(spec): tuple(i for i, c in enumerate(spec) if c.required)
+             for spec in (GPU_COLUMNS, PORT_COLUMNS)}
+"""Positions of the columns a keyframe must carry (``g.index``, ``p.dev``), in column order."""
 
 
 def _present(cols: msgspec.Struct | UnsetType,
@@ -195,26 +200,36 @@ def _present(cols: msgspec.Struct | UnsetType,
     return list(compress(zip(spec, values, strict=True), map(is_not, values, repeat(UNSET))))
 
 
-def _rows(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
-          held: int | None, where: str) -> tuple[_Present, int]:
-    """The columns present and the row count; ``held``: the keyframe's (None: a keyframe)."""
-    present = _present(cols, spec)
-    if held is None:
-        if not present:
-            return present, 0
-        missing = [c.wire for c in spec if c.required and all(c is not p for p, _ in present)]
-        if missing:
-            raise DecodeError(Reason.INVALID, f"{where}.{missing[0]}: a keyframe needs it")
-        held = len(next(v for c, v in present if c.required))
-    for c, v in present:
-        if len(v) != held:
-            raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
-                                              f"expected {held} (one per row)")
-    return present, held
+def _check_keyframe(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
+                    where: str) -> None:
+    """A keyframe's columns of one kind: none at all (no rows), or every required one, whose
+    length is the row count, and every other one as long."""
+    if cols is UNSET:
+        return
+    values = astuple(cols)
+    if values.count(UNSET) == len(values):
+        return
+    required = _REQUIRED[id(spec)]
+    for i in required:
+        if values[i] is UNSET:
+            raise DecodeError(Reason.INVALID, f"{where}.{spec[i].wire}: a keyframe needs it")
+    _check_rows(values, spec, len(values[required[0]]), where)
+
+
+def _check_rows(values: "_Values", spec: tuple[Column, ...], n: int, where: str) -> None:
+    """Every column present in ``values`` holds ``n`` values (one per row). In C for the
+    common case: UNSET is falsy, so is an empty column, every other one is a list; a Python
+    loop over ~45 columns cost ~3 µs a message (~70 columns a keyframe)."""
+    present = list(filter(None, values))
+    if len(present) + values.count(UNSET) != len(values) or set(map(len, present)) - {n}:
+        for c, v in zip(spec, values, strict=True):
+            if v is not UNSET and len(v) != n:
+                raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
+                                                  f"expected {n} (one per row)")
 
 
 def _checked(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...]) -> tuple[_Present, int]:
-    """A keyframe's columns and row count, as :func:`decode` checked them (``_rows``): every
+    """A keyframe's columns and row count, as :func:`decode` checked them: every
     column holds one value per row, so any of them gives the count."""
     present = _present(cols, spec)
     return present, len(present[0][1]) if present else 0
@@ -304,7 +319,7 @@ def _merge(cls: type[Any], base: _Table,
     Positional construction from the columns: one C call per row, however many fields
     changed (``structs.replace`` with keywords cost ~2 µs a row), and ``map`` over the columns
     builds no argument tuple in Python (~25 % less than a comprehension over ``zip``). The
-    columns all hold ``base.n`` values (checked by :func:`_rows`). No validation: the columns
+    columns all hold ``base.n`` values (checked by :func:`decode`). No validation: the columns
     were decoded strictly and the rows are made from nothing else."""
     top = base.top.copy()
     changed: dict[int, list[Sequence[Any]]] | None = None
@@ -582,8 +597,6 @@ def _with_top(tel: fast.Telemetry, msg: TelemetryV2) -> fast.Telemetry:
     return replace(tel, **kw)
 
 
-_ABSENT = {id(spec): (UNSET,) * len(spec) for spec in (GPU_COLUMNS, PORT_COLUMNS)}
-"""The column tuple of a delta that carries no columns of that kind (``g`` or ``p``)."""
 
 
 def _delta_values(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n: int,
@@ -592,18 +605,12 @@ def _delta_values(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n:
     checked to hold one value per row of its keyframe (``n``).
 
     A tuple, not a list of the present columns: a column is then one index away
-    (``_column``), and the checks run in C: UNSET is falsy, so is an empty column; every other
-    one is a list. Building the present list and a mask of ~45 flags cost ~4 µs a delta."""
+    (``_column``), and which loud columns it moves is picked in C (``Reassembler``); building
+    the present list and a mask of ~45 flags cost ~4 µs a delta."""
     if cols is UNSET:
         return _ABSENT[id(spec)]
     values = astuple(cols)
-    present = list(filter(None, values))
-    if (len(present) + values.count(UNSET) != len(values)  # an empty column
-            or set(map(len, present)) - {n}):
-        for c, v in zip(spec, values, strict=True):
-            if v is not UNSET and len(v) != n:
-                raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
-                                                  f"expected {n} (one per row)")
+    _check_rows(values, spec, n, where)
     return values
 
 
