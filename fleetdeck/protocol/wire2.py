@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_not, itemgetter
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -59,17 +60,30 @@ class Column:
     """Position of the row's field (for a nested column: of the nested Struct) in the row."""
     sub: int | None
     """Position in the nested Struct, or None."""
+    one_type: bool
+    """Its values decode as one scalar type or None (``float | None``, never an int beside a
+    float: decoding is strict), so equal values are of one type (``_share``)."""
+
+
+def _one_scalar_type(tp: Any) -> bool:
+    """Whether ``tp`` (a field's type) is one of int, float, bool, str, or that or None."""
+    members = get_args(tp) if get_origin(tp) in (Union, UnionType) else (tp,)
+    kinds = {get_args(m)[0] if get_origin(m) is Annotated else m
+             for m in members if m is not type(None)}
+    return len(kinds) == 1 and kinds <= {int, float, bool, str}
 
 
 def _columns_of(cls: type[msgspec.Struct]) -> tuple[Column, ...]:
     out: list[Column] = []
     for i, f in enumerate(msgspec.structs.fields(cls)):
         if f.name in _NESTED:
-            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False, i, j)
+            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False, i, j,
+                              _one_scalar_type(sub.type))
                        for j, sub in enumerate(msgspec.structs.fields(_NESTED[f.name])))
         else:
             default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
-            out.append(Column(f.name, None, f.name, default, f.required, i, None))
+            out.append(Column(f.name, None, f.name, default, f.required, i, None,
+                              _one_scalar_type(f.type)))
     return tuple(out)
 
 
@@ -281,12 +295,13 @@ _SHARED: dict[tuple[Any, ...], Sequence[Any]] = {}
 _SHARED_MAX = 65_536
 
 
-def _share(col: Sequence[Any]) -> Sequence[Any]:
+def _share(col: Sequence[Any], one_type: bool = False) -> Sequence[Any]:
     """One tuple for every column that holds one value on every row (most columns of a keyframe:
     counters at 0, link state, rates, inventory-like fields), shared by all nodes: a held
     keyframe per node was ~19 KB, 54 of its 72 columns constant (issue 12: RSS at 16,384
     nodes). Only immutable values; their type is part of the key (``1``, ``1.0`` and ``True``
-    are equal), as is the sign of a zero."""
+    are equal), as is the sign of a zero. ``one_type``: the column's values are all of one type
+    when equal (``Column.one_type``): the check by type, half of this, is left out."""
     n = len(col)
     if not n:
         return col
@@ -296,7 +311,7 @@ def _share(col: Sequence[Any]) -> Sequence[Any]:
         return col
     # Equal is not enough for numbers: 1 == 1.0 == True, and 0.0 == -0.0 (C-level checks only:
     # a keyframe has ~70 columns).
-    if t in _NUMBERS and len(set(map(type, col))) != 1:
+    if t in _NUMBERS and not one_type and len(set(map(type, col))) != 1:
         return col
     sign = 0.0
     if t is float:
@@ -535,8 +550,8 @@ class Reassembler:
             gpus_p, n_gpus = _checked(msg.g, GPU_COLUMNS)
             ports_p, n_ports = _checked(msg.p, PORT_COLUMNS)
             # The keyframe is held until the next one (30 s): its constant columns are shared.
-            gpus_p = [(c, _share(v)) for c, v in gpus_p]
-            ports_p = [(c, _share(v)) for c, v in ports_p]
+            gpus_p = [(c, _share(v, c.one_type)) for c, v in gpus_p]
+            ports_p = [(c, _share(v, c.one_type)) for c, v in ports_p]
             gpus, gtab = _merge(fast.GpuSample, _empty(fast.GpuSample, n_gpus), gpus_p)
             ports, ptab = _merge(fast.IbPortSample, _empty(fast.IbPortSample, n_ports), ports_p)
             tel = fast.Telemetry(

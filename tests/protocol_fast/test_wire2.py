@@ -331,3 +331,27 @@ def test_sharing_keeps_types_and_signs_apart() -> None:
     mixed = [1, 1.0]
     assert wire2._share(mixed) is mixed  # not constant by type: kept as it came
     assert wire2._share([[1], [1]]) == [[1], [1]]  # lists are not shared (mutable)
+
+
+def test_columns_of_one_type_share_without_the_type_check() -> None:
+    """A column whose values decode as one scalar type (strict decoding: ``float | None`` never
+    holds an int) is shared without comparing types; the held keyframe's columns keep the types
+    the payload decoded to, and a column that could mix types is checked as before."""
+    from typing import Annotated
+
+    assert wire2._one_scalar_type(Annotated[int, msgspec.Meta(ge=0)] | None)
+    assert wire2._one_scalar_type(bool | None) and wire2._one_scalar_type(str)
+    assert not wire2._one_scalar_type(int | float)
+    assert not wire2._one_scalar_type(list[int]) and not wire2._one_scalar_type(None | bool | int)
+    (_, payload), = stream(1)
+    msg = wire2.decode(payload)
+    r = wire2.Reassembler()
+    r.apply(msg, payload)
+    held = r._held[msg.node]
+    for table, cols, spec in ((held.gpus, msg.g, wire2.GPU_COLUMNS),
+                              (held.ports, msg.p, wire2.PORT_COLUMNS)):
+        for c, v in wire2._present(cols, spec):
+            kept = table.top[c.top] if c.sub is None else table.nested[c.top][c.sub]
+            assert [type(x) for x in kept] == [type(x) for x in v], c.wire
+    assert [type(x) for x in wire2._share([1, 1], one_type=True)] == [int, int]
+    assert wire2._share([1, 1.0], one_type=False) == [1, 1.0]
