@@ -29,7 +29,7 @@ from fleetdeck.protocol.messages import (
     JobStatus,
     Status,
 )
-from fleetdeck.protocol.topics import NODE_KINDS, Kind, TopicError, parse_topic
+from fleetdeck.protocol.topics import NODE_KINDS, Kind, Topic, TopicError, parse_topic
 
 if TYPE_CHECKING:
     from fleetdeck.console.shard import ShardScope
@@ -46,6 +46,9 @@ CONSOLE_KINDS = frozenset(
 """What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
 KEYFRAME_ASK_EVERY_S = 5.0
 """A node is asked for a v2 keyframe at most this often (its deltas are useless until then)."""
+TOPIC_CACHE_MAX = 100_000
+"""Parsed topics kept per ingest (a node has a few: birth, status, telemetry, ...); past this,
+endless invented topics are parsed every time instead of growing the cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,7 @@ class Ingest:
         them are judged by the new members."""
         self.out_of_shard = 0
         """Node messages ignored because another collector owns the node."""
+        self._topics: dict[str, Topic] = {}
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -165,14 +169,20 @@ class Ingest:
 
     def handle(self, topic: str, payload: bytes, rx_ts: float) -> None:
         self.received += 1
-        try:
-            parsed = parse_topic(topic)
-        except TopicError as err:
-            if topic.startswith(f"fleetdeck/v1/{self.cluster}/"):
-                self._reject(rx_ts, topic, codec.Reason.BAD_TOPIC, str(err))
-            else:
-                self.ignored += 1
-            return
+        parsed = self._topics.get(topic)
+        if parsed is None:
+            # Splitting and checking the ids cost ~3 µs a message: a topic is parsed once
+            # (a refused one every time: it is rare, and its error is counted each time).
+            try:
+                parsed = parse_topic(topic)
+            except TopicError as err:
+                if topic.startswith(f"fleetdeck/v1/{self.cluster}/"):
+                    self._reject(rx_ts, topic, codec.Reason.BAD_TOPIC, str(err))
+                else:
+                    self.ignored += 1
+                return
+            if len(self._topics) < TOPIC_CACHE_MAX:
+                self._topics[topic] = parsed
         if parsed.cluster != self.cluster or parsed.kind not in CONSOLE_KINDS:
             self.ignored += 1
             return

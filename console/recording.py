@@ -620,11 +620,13 @@ class RecordingReader:
                     continue
                 m = head(buf, start, nl)
                 if m is not None and nl - 2 >= m.end() and buf[nl - 2:nl] == b'"}':
-                    try:
-                        t = _check_time(float(m.group(1)), last)
-                    except _Damage as err:
-                        rep.problem(f"{self.path}: {at()}: {err}")
-                        continue
+                    t = float(m.group(1))  # at most 12 digits: finite, not negative
+                    if not last <= t <= last + MAX_JUMP_S:  # else _check_time passes it as is
+                        try:
+                            t = _check_time(t, last)
+                        except _Damage as err:
+                            rep.problem(f"{self.path}: {at()}: {err}")
+                            continue
                     last = t
                     line = buf[start:nl + 1]
                     yield Scanned(t, m.group(2).decode("ascii"), int(m.group(3)),

@@ -175,14 +175,15 @@ class NodeState:
         """(GPUs present, IB ports up) of the latest sample, counted once per sample: the
         node list sorts and the fleet totals read them for every node (issue 12)."""
         held = self.counted
-        if held[0] is not None and held[0] is self.sample:
-            return held[1], held[2]
         t = self.sample
+        if held[0] is not None and held[0] is t:
+            return held[1], held[2]
         if t is None:
             return 0, 0
         if type(t) is wire2.Pending and not t.built:
-            # From the columns: counting must not build a quiet sample's rows (18 µs a node,
-            # the fleet totals read every node after a burst).
+            # From the columns: counting must not build a quiet sample's rows (18-25 µs a
+            # node; the fleet totals read every node after a burst and at the end of a
+            # headless replay).
             present = sum(map(bool, t.gpu_column("present")))
             up = sum(1 for state, phys in zip(t.port_column("state"),
                                               t.port_column("phys_state"), strict=True)

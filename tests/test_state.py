@@ -124,3 +124,22 @@ def test_control_characters_in_topics_are_escaped_in_the_log():
     item = ingest.malformed.recent[-1]
     assert item.reason == "bad_topic"
     assert item.topic.isprintable() and "\\x07" in item.topic
+
+
+def test_ingest_parses_each_topic_once_within_a_bound(monkeypatch):
+    """Topics are parsed once and kept (bounded: invented topics past the bound are parsed
+    every time); a refused topic is refused and counted every time it comes."""
+    from fleetdeck.console import ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "TOPIC_CACHE_MAX", 3)
+    nodes = [FakeNode(f"gpu{i:04d}") for i in range(1, 6)]
+    ingest = Ingest("test")
+    for _ in range(2):
+        for n in nodes:
+            n.feed(ingest, n.birth(), Kind.BIRTH)
+            n.feed(ingest, n.telemetry(), Kind.TELEMETRY)
+        ingest.handle("fleetdeck/v1/test/node/b@d/telemetry", b"{}", nodes[0].now)
+    batch = ingest.take_batch()
+    assert sorted(batch.births) == sorted(batch.telemetry) == [n.node_id for n in nodes]
+    assert len(ingest._topics) == 3
+    assert ingest.malformed.by_reason == {"bad_topic": 2}

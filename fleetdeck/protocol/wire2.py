@@ -20,11 +20,12 @@ hands on a full :class:`fast.Telemetry` so the rest of the console sees one type
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import is_not
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from operator import is_not, itemgetter
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -59,17 +60,30 @@ class Column:
     """Position of the row's field (for a nested column: of the nested Struct) in the row."""
     sub: int | None
     """Position in the nested Struct, or None."""
+    one_type: bool
+    """Its values decode as one scalar type or None (``float | None``, never an int beside a
+    float: decoding is strict), so equal values are of one type (``_share``)."""
+
+
+def _one_scalar_type(tp: Any) -> bool:
+    """Whether ``tp`` (a field's type) is one of int, float, bool, str, or that or None."""
+    members = get_args(tp) if get_origin(tp) in (Union, UnionType) else (tp,)
+    kinds = {get_args(m)[0] if get_origin(m) is Annotated else m
+             for m in members if m is not type(None)}
+    return len(kinds) == 1 and kinds <= {int, float, bool, str}
 
 
 def _columns_of(cls: type[msgspec.Struct]) -> tuple[Column, ...]:
     out: list[Column] = []
     for i, f in enumerate(msgspec.structs.fields(cls)):
         if f.name in _NESTED:
-            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False, i, j)
+            out.extend(Column(f"{f.name}.{sub.name}", f.name, sub.name, sub.default, False, i, j,
+                              _one_scalar_type(sub.type))
                        for j, sub in enumerate(msgspec.structs.fields(_NESTED[f.name])))
         else:
             default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
-            out.append(Column(f.name, None, f.name, default, f.required, i, None))
+            out.append(Column(f.name, None, f.name, default, f.required, i, None,
+                              _one_scalar_type(f.type)))
     return tuple(out)
 
 
@@ -143,8 +157,8 @@ def decode(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> TelemetryV2:
     if msg.kf > msg.seq:
         raise DecodeError(Reason.INVALID, f"kf: keyframe {msg.kf} is after seq {msg.seq}")
     if msg.keyframe:
-        _rows(msg.g, GPU_COLUMNS, None, "g")
-        _rows(msg.p, PORT_COLUMNS, None, "p")
+        _check_keyframe(msg.g, GPU_COLUMNS, "g")
+        _check_keyframe(msg.p, PORT_COLUMNS, "p")
     return msg
 
 
@@ -182,6 +196,13 @@ def _loc_msg(text: str) -> str:
 
 _Present = list[tuple["Column", Sequence[Any]]]
 """The columns a message carries, with their values (one per row)."""
+_Values = tuple[Any, ...]
+"""A delta's columns of one kind in column order, UNSET where it leaves one out."""
+_ABSENT = {id(spec): (UNSET,) * len(spec) for spec in (GPU_COLUMNS, PORT_COLUMNS)}
+"""The column tuple of a delta that carries no columns of that kind (``g`` or ``p``)."""
+_REQUIRED = {id(spec): tuple(i for i, c in enumerate(spec) if c.required)
+             for spec in (GPU_COLUMNS, PORT_COLUMNS)}
+"""Positions of the columns a keyframe must carry (``g.index``, ``p.dev``), in column order."""
 
 
 def _present(cols: msgspec.Struct | UnsetType,
@@ -193,22 +214,39 @@ def _present(cols: msgspec.Struct | UnsetType,
     return list(compress(zip(spec, values, strict=True), map(is_not, values, repeat(UNSET))))
 
 
-def _rows(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
-          held: int | None, where: str) -> tuple[_Present, int]:
-    """The columns present and the row count; ``held``: the keyframe's (None: a keyframe)."""
+def _check_keyframe(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
+                    where: str) -> None:
+    """A keyframe's columns of one kind: none at all (no rows), or every required one, whose
+    length is the row count, and every other one as long."""
+    if cols is UNSET:
+        return
+    values = astuple(cols)
+    if values.count(UNSET) == len(values):
+        return
+    required = _REQUIRED[id(spec)]
+    for i in required:
+        if values[i] is UNSET:
+            raise DecodeError(Reason.INVALID, f"{where}.{spec[i].wire}: a keyframe needs it")
+    _check_rows(values, spec, len(values[required[0]]), where)
+
+
+def _check_rows(values: "_Values", spec: tuple[Column, ...], n: int, where: str) -> None:
+    """Every column present in ``values`` holds ``n`` values (one per row). In C for the
+    common case: UNSET is falsy, so is an empty column, every other one is a list; a Python
+    loop over ~45 columns cost ~3 µs a message (~70 columns a keyframe)."""
+    present = list(filter(None, values))
+    if len(present) + values.count(UNSET) != len(values) or set(map(len, present)) - {n}:
+        for c, v in zip(spec, values, strict=True):
+            if v is not UNSET and len(v) != n:
+                raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
+                                                  f"expected {n} (one per row)")
+
+
+def _checked(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...]) -> tuple[_Present, int]:
+    """A keyframe's columns and row count, as :func:`decode` checked them: every
+    column holds one value per row, so any of them gives the count."""
     present = _present(cols, spec)
-    if held is None:
-        if not present:
-            return present, 0
-        missing = [c.wire for c in spec if c.required and all(c is not p for p, _ in present)]
-        if missing:
-            raise DecodeError(Reason.INVALID, f"{where}.{missing[0]}: a keyframe needs it")
-        held = len(next(v for c, v in present if c.required))
-    for c, v in present:
-        if len(v) != held:
-            raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
-                                              f"expected {held} (one per row)")
-    return present, held
+    return present, len(present[0][1]) if present else 0
 
 
 @dataclass(slots=True)
@@ -257,12 +295,13 @@ _SHARED: dict[tuple[Any, ...], Sequence[Any]] = {}
 _SHARED_MAX = 65_536
 
 
-def _share(col: Sequence[Any]) -> Sequence[Any]:
+def _share(col: Sequence[Any], one_type: bool = False) -> Sequence[Any]:
     """One tuple for every column that holds one value on every row (most columns of a keyframe:
     counters at 0, link state, rates, inventory-like fields), shared by all nodes: a held
     keyframe per node was ~19 KB, 54 of its 72 columns constant (issue 12: RSS at 16,384
     nodes). Only immutable values; their type is part of the key (``1``, ``1.0`` and ``True``
-    are equal), as is the sign of a zero."""
+    are equal), as is the sign of a zero. ``one_type``: the column's values are all of one type
+    when equal (``Column.one_type``): the check by type, half of this, is left out."""
     n = len(col)
     if not n:
         return col
@@ -272,7 +311,7 @@ def _share(col: Sequence[Any]) -> Sequence[Any]:
         return col
     # Equal is not enough for numbers: 1 == 1.0 == True, and 0.0 == -0.0 (C-level checks only:
     # a keyframe has ~70 columns).
-    if t in _NUMBERS and len(set(map(type, col))) != 1:
+    if t in _NUMBERS and not one_type and len(set(map(type, col))) != 1:
         return col
     sign = 0.0
     if t is float:
@@ -295,7 +334,7 @@ def _merge(cls: type[Any], base: _Table,
     Positional construction from the columns: one C call per row, however many fields
     changed (``structs.replace`` with keywords cost ~2 µs a row), and ``map`` over the columns
     builds no argument tuple in Python (~25 % less than a comprehension over ``zip``). The
-    columns all hold ``base.n`` values (checked by :func:`_rows`). No validation: the columns
+    columns all hold ``base.n`` values (checked by :func:`decode`). No validation: the columns
     were decoded strictly and the rows are made from nothing else."""
     top = base.top.copy()
     changed: dict[int, list[Sequence[Any]]] | None = None
@@ -348,12 +387,13 @@ class Pending:
 
     __slots__ = ("_gpus", "_ports", "_tel", "head")
 
-    def __init__(self, head: fast.Telemetry, gpus: tuple[_Table, _Present],
-                 ports: tuple[_Table, _Present]) -> None:
+    def __init__(self, head: fast.Telemetry, gpus: tuple[_Table, _Values],
+                 ports: tuple[_Table, _Values]) -> None:
         self.head = head
         """The sample without its rows (``gpus``/``ib_ports`` empty)."""
-        self._gpus: tuple[_Table, _Present] | None = gpus
-        self._ports: tuple[_Table, _Present] | None = ports
+        self._gpus: tuple[_Table, _Values] | None = gpus
+        """The keyframe's table and the delta's columns (``_delta_values``)."""
+        self._ports: tuple[_Table, _Values] | None = ports
         self._tel: fast.Telemetry | None = None
 
     @property
@@ -417,24 +457,26 @@ class Pending:
         tel = self._tel
         if tel is None:
             assert self._gpus is not None and self._ports is not None
-            tel = self._tel = replace(self.head, gpus=_merge(fast.GpuSample, *self._gpus)[0],
-                                      ib_ports=_merge(fast.IbPortSample, *self._ports)[0])
+            (gtab, gvals), (ptab, pvals) = self._gpus, self._ports
+            tel = self._tel = replace(
+                self.head, gpus=_merge(fast.GpuSample, gtab, _present_of(gvals, GPU_COLUMNS))[0],
+                ib_ports=_merge(fast.IbPortSample, ptab, _present_of(pvals, PORT_COLUMNS))[0])
             self._gpus = self._ports = None  # the rows hold the values now
         return tel
 
     def gpu_column(self, wire: str) -> Sequence[Any]:
         """One GPU column (``"temp_c"``, ``"ecc.dbe_vol"``) in row order, without the rows."""
-        col = GPU_COLUMNS[_GPU_AT[wire]]
+        i = _GPU_AT[wire]
         if self._gpus is None:
-            return [_value(g, col) for g in self.full().gpus]
-        return _column(*self._gpus, col)
+            return [_value(g, GPU_COLUMNS[i]) for g in self.full().gpus]
+        return _column(*self._gpus, GPU_COLUMNS[i], i)
 
     def port_column(self, wire: str) -> Sequence[Any]:
         """One IB port column in row order, without the rows."""
-        col = PORT_COLUMNS[_PORT_AT[wire]]
+        i = _PORT_AT[wire]
         if self._ports is None:
-            return [_value(p, col) for p in self.full().ib_ports]
-        return _column(*self._ports, col)
+            return [_value(p, PORT_COLUMNS[i]) for p in self.full().ib_ports]
+        return _column(*self._ports, PORT_COLUMNS[i], i)
 
 
 Sample = fast.Telemetry | Pending
@@ -459,10 +501,12 @@ def _value(row: msgspec.Struct, col: Column) -> Any:
     return getattr(value, col.field) if col.group else value
 
 
-def _column(base: _Table, present: _Present, col: Column) -> Sequence[Any]:
-    for c, v in present:
-        if c is col:
-            return v
+def _column(base: _Table, values: _Values, col: Column, i: int) -> Sequence[Any]:
+    """Column ``col`` (``i``-th of its spec) of a delta's sample: the delta's, or its
+    keyframe's."""
+    v = values[i]
+    if v is not UNSET:
+        return v  # type: ignore[no-any-return]
     return base.top[col.top] if col.sub is None else base.nested[col.top][col.sub]
 
 
@@ -474,9 +518,11 @@ class Reassembler:
         self._held: dict[str, _Held] = {}
         self.lazy = lazy
         """A quiet delta comes back as a :class:`Pending` (its rows built when first read)."""
-        # One flag per column, in column order: a delta's present columns select them in C.
-        self._loud_gpu = tuple(c.wire not in quiet_gpu for c in GPU_COLUMNS)
-        self._loud_port = tuple(c.wire not in quiet_port for c in PORT_COLUMNS)
+        # A delta's loud columns, picked out of its column tuple in C (absent ones are UNSET).
+        self._loud_gpu = _picker(tuple(i for i, c in enumerate(GPU_COLUMNS)
+                                       if c.wire not in quiet_gpu))
+        self._loud_port = _picker(tuple(i for i, c in enumerate(PORT_COLUMNS)
+                                        if c.wire not in quiet_port))
         self.basis: Basis | None = None
         """Of the sample the last ``apply`` returned: which keyframe it rests on and whether
         it moved only the caller's quiet columns (``quiet_gpu``/``quiet_port``) away from it."""
@@ -493,17 +539,19 @@ class Reassembler:
         self._held.pop(node, None)
 
     def apply(self, msg: TelemetryV2, payload: bytes) -> "fast.Telemetry | Pending | None":
-        """The full sample ``msg`` stands for, or None: a delta whose keyframe is not held.
+        """The full sample ``msg`` (from :func:`decode`) stands for, or None: a delta whose
+        keyframe is not held.
         With ``lazy``, a quiet delta's sample is a :class:`Pending`.
 
         Raises :class:`DecodeError` for a delta that does not fit its keyframe (column lengths)
         or a value out of a u64; nothing is kept from a rejected message."""
         if msg.keyframe:
-            gpus_p, n_gpus = _rows(msg.g, GPU_COLUMNS, None, "g")
-            ports_p, n_ports = _rows(msg.p, PORT_COLUMNS, None, "p")
+            # decode() checked the columns (a keyframe's were ~16 µs to check again).
+            gpus_p, n_gpus = _checked(msg.g, GPU_COLUMNS)
+            ports_p, n_ports = _checked(msg.p, PORT_COLUMNS)
             # The keyframe is held until the next one (30 s): its constant columns are shared.
-            gpus_p = [(c, _share(v)) for c, v in gpus_p]
-            ports_p = [(c, _share(v)) for c, v in ports_p]
+            gpus_p = [(c, _share(v, c.one_type)) for c, v in gpus_p]
+            ports_p = [(c, _share(v, c.one_type)) for c, v in ports_p]
             gpus, gtab = _merge(fast.GpuSample, _empty(fast.GpuSample, n_gpus), gpus_p)
             ports, ptab = _merge(fast.IbPortSample, _empty(fast.IbPortSample, n_ports), ports_p)
             tel = fast.Telemetry(
@@ -526,10 +574,11 @@ class Reassembler:
         h = self._held.get(msg.node)
         if h is None or h.bd_seq != msg.bdSeq or h.kf != msg.kf:
             return None
-        gpus_p, g_mask = _delta_columns(msg.g, GPU_COLUMNS, h.gpus.n, "g")
-        ports_p, p_mask = _delta_columns(msg.p, PORT_COLUMNS, h.ports.n, "p")
-        quiet = not (any(compress(self._loud_gpu, g_mask))
-                     or any(compress(self._loud_port, p_mask)))
+        gvals = _delta_values(msg.g, GPU_COLUMNS, h.gpus.n, "g")
+        pvals = _delta_values(msg.p, PORT_COLUMNS, h.ports.n, "p")
+        loud_g, loud_p = self._loud_gpu(gvals), self._loud_port(pvals)
+        quiet = (loud_g.count(UNSET) == len(loud_g)
+                 and loud_p.count(UNSET) == len(loud_p))
         head = replace(h.tel, seq=msg.seq, ts=msg.ts)
         if not (msg.interval_s is UNSET and msg.agent is UNSET and msg.job is UNSET
                 and msg.host is UNSET):
@@ -538,10 +587,12 @@ class Reassembler:
         if quiet and self.lazy and not fast.may_hold_big_int(payload):
             # Nothing to check a u64 against without the rows is the common case: a payload
             # with no 20-digit run holds no integer above 2**64-1 (check_u64).
-            out = Pending(head, (h.gpus, gpus_p), (h.ports, ports_p))
+            out = Pending(head, (h.gpus, gvals), (h.ports, pvals))
         else:
-            out = replace(head, gpus=_merge(fast.GpuSample, h.gpus, gpus_p)[0],
-                          ib_ports=_merge(fast.IbPortSample, h.ports, ports_p)[0])
+            out = replace(head,
+                          gpus=_merge(fast.GpuSample, h.gpus, _present_of(gvals, GPU_COLUMNS))[0],
+                          ib_ports=_merge(fast.IbPortSample, h.ports,
+                                          _present_of(pvals, PORT_COLUMNS))[0])
             check_u64(out, payload)
         self.basis = (msg.bdSeq, msg.kf, quiet)
         return out
@@ -561,23 +612,37 @@ def _with_top(tel: fast.Telemetry, msg: TelemetryV2) -> fast.Telemetry:
     return replace(tel, **kw)
 
 
-_NO_MASK: tuple[bool, ...] = ()
 
 
-def _delta_columns(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n: int,
-                   where: str) -> tuple[_Present, Sequence[bool]]:
-    """A delta's present columns, each checked to hold one value per row of its keyframe (``n``),
-    and which of ``spec`` they are (a mask in column order)."""
+def _delta_values(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n: int,
+                  where: str) -> _Values:
+    """A delta's columns as a tuple in ``spec`` order (UNSET where absent), each present one
+    checked to hold one value per row of its keyframe (``n``).
+
+    A tuple, not a list of the present columns: a column is then one index away
+    (``_column``), and which loud columns it moves is picked in C (``Reassembler``); building
+    the present list and a mask of ~45 flags cost ~4 µs a delta."""
     if cols is UNSET:
-        return [], _NO_MASK
+        return _ABSENT[id(spec)]
     values = astuple(cols)
-    mask = list(map(is_not, values, repeat(UNSET)))
-    present = list(compress(zip(spec, values, strict=True), mask))
-    for c, v in present:
-        if len(v) != n:
-            raise DecodeError(Reason.INVALID, f"{where}.{c.wire}: {len(v)} values, "
-                                              f"expected {n} (one per row)")
-    return present, mask
+    _check_rows(values, spec, n, where)
+    return values
+
+
+def _present_of(values: _Values, spec: tuple[Column, ...]) -> _Present:
+    """The present columns of a ``_delta_values`` tuple, with their values (for ``_merge``)."""
+    return list(compress(zip(spec, values, strict=True), map(is_not, values, repeat(UNSET))))
+
+
+def _picker(indices: tuple[int, ...]) -> Callable[[_Values], tuple[Any, ...]]:
+    """The values at ``indices`` of a column tuple, always as a tuple (itemgetter gives a
+    single value for one index)."""
+    if len(indices) >= 2:
+        return itemgetter(*indices)
+    if indices:
+        i = indices[0]
+        return lambda values: (values[i],)
+    return lambda values: ()
 
 
 # --- the agent's side ---------------------------------------------------------------------------

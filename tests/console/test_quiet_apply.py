@@ -185,6 +185,8 @@ def test_a_new_birth_runs_the_rules_again() -> None:
 
 @pytest.mark.parametrize("wire,value,rule", [
     ("temp_c", 95.0, "G13"),             # crosses the warning threshold on a quiet delta
+    ("temp_c", 87.0, "G13"),             # exactly at it (still_quiet's columns in C: >=)
+    ("clock_event_reasons", 0x1 | 0x8, "G12"),  # an idle bit beside HW slowdown
     ("clock_event_reasons", 0x40, "G12"),  # HW thermal slowdown bit
 ])
 def test_a_checked_column_crossing_its_threshold_is_found(wire: str, value: Any,
@@ -236,3 +238,36 @@ def test_sliced_ticks_carry_each_sample_with_its_own_basis() -> None:
         assert st.basis is not None and st.basis[:2] == (msg.bdSeq, msg.kf)
     assert state.quiet_applied > 100
     assert all(st.findings == [] for st in state.nodes.values())
+
+
+@pytest.mark.parametrize("phys", ["LinkUp", None, "Polling"])
+def test_a_quiet_samples_counts_come_from_its_columns(phys: str | None) -> None:
+    """GPUs present and IB ports up of a quiet delta's sample (a Pending) are counted from its
+    columns, the keyframe's absent GPU and down port included, as from its rows, and the rows
+    are not built for it (the fleet totals read every node)."""
+    from fleetdeck.console.state import NodeState
+
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(keyframe_every_s=30)
+    ing = Ingest("test")
+
+    def odd(tel: fast.Telemetry) -> fast.Telemetry:
+        gpus, ports = list(tel.gpus), list(tel.ib_ports)
+        gpus[3] = msgspec.structs.replace(gpus[3], present=False)
+        ports[2] = msgspec.structs.replace(ports[2], state="DOWN")
+        ports[5] = msgspec.structs.replace(ports[5], phys_state=phys)
+        return msgspec.structs.replace(tel, gpus=gpus, ib_ports=ports)
+
+    samples = []
+    for _ in range(3):
+        tel = odd(codec.decode_telemetry(codec.encode(node.telemetry())))
+        ing.handle(node.topic(Kind.TELEMETRY), enc.encode(tel, node.now), node.now)
+        samples.append(ing.take_batch().telemetry[node.node_id][1])
+    pending = samples[-1]
+    assert type(pending) is wire2.Pending
+    lazy = NodeState(node.node_id, sample=pending)
+    up = 7 if phys in ("LinkUp", None) else 6
+    assert (lazy.gpus_present, lazy.ib_ports_up) == (7, up)
+    assert not pending.built
+    eager = NodeState(node.node_id, sample=pending.full())
+    assert (eager.gpus_present, eager.ib_ports_up) == (7, up)

@@ -130,6 +130,12 @@ def test_malformed_v2_is_refused_with_a_reason() -> None:
     assert _reason(bad(kf, p=uneven)).startswith("invalid: p.")
     long = {k: v * 9 for k, v in kf["g"].items()}
     assert _reason(bad(kf, g=long)).startswith("invalid: g.")  # 72 rows > 64
+    # An empty column and a short port column of a delta (checked in C, worded as before).
+    assert _reason(bad(delta, g={**delta["g"], "util_pct": []}), r) == (
+        "invalid: g.util_pct: 0 values, expected 8 (one per row)")
+    short_p = {**delta["p"], "xmit_Bps": delta["p"]["xmit_Bps"][:3]}
+    assert _reason(bad(delta, p=short_p), r) == (
+        "invalid: p.xmit_Bps: 3 values, expected 8 (one per row)")
     huge = {**delta["g"], "ecc.dbe_vol": [2**64] * 8}
     assert _reason(bad(delta, g=huge), r).startswith("invalid: gpus.0.ecc.dbe_vol: Input should")
     assert _reason(bad(delta, g={"util_pct": ["high"] * 8}), r).startswith(
@@ -279,6 +285,26 @@ def test_a_lazy_reassembler_builds_what_it_cannot_check_without_rows() -> None:
         r.apply(wire2.decode(raw), raw)
 
 
+@pytest.mark.parametrize("loud", [(), ("temp_c",), ("temp_c", "util_pct")])
+def test_a_delta_is_quiet_unless_it_moves_a_loud_column(loud: tuple[str, ...]) -> None:
+    """The basis says quiet exactly when no column outside the quiet sets is in the delta,
+    with none, one or several loud GPU columns (the delta's loud columns are picked out of its
+    column tuple)."""
+    quiet_gpu = frozenset(c.wire for c in wire2.GPU_COLUMNS) - set(loud)
+    quiet_port = frozenset(c.wire for c in wire2.PORT_COLUMNS)
+    r = wire2.Reassembler(quiet_gpu=quiet_gpu, quiet_port=quiet_port, lazy=True)
+    sent = stream(2)
+    r.apply(wire2.decode(sent[0][1]), sent[0][1])
+    delta = json.loads(sent[1][1])
+    for moved in ("util_pct", "temp_c", "power_w"):
+        body = {**delta, "g": {moved: [1.0] * 8}}
+        raw = json.dumps(body).encode()
+        got = r.apply(wire2.decode(raw), raw)
+        assert r.basis is not None and r.basis[2] is (moved not in loud), moved
+        assert (type(got) is wire2.Pending) is (moved not in loud)
+        assert getattr(wire2.full(got).gpus[0], moved) == 1.0
+
+
 def test_held_keyframes_share_their_constant_columns() -> None:
     """Columns with one value on every row are one tuple for all nodes' held keyframes (issue 12:
     19 KB of a held keyframe per node was mostly such columns); the samples are unchanged."""
@@ -305,3 +331,27 @@ def test_sharing_keeps_types_and_signs_apart() -> None:
     mixed = [1, 1.0]
     assert wire2._share(mixed) is mixed  # not constant by type: kept as it came
     assert wire2._share([[1], [1]]) == [[1], [1]]  # lists are not shared (mutable)
+
+
+def test_columns_of_one_type_share_without_the_type_check() -> None:
+    """A column whose values decode as one scalar type (strict decoding: ``float | None`` never
+    holds an int) is shared without comparing types; the held keyframe's columns keep the types
+    the payload decoded to, and a column that could mix types is checked as before."""
+    from typing import Annotated
+
+    assert wire2._one_scalar_type(Annotated[int, msgspec.Meta(ge=0)] | None)
+    assert wire2._one_scalar_type(bool | None) and wire2._one_scalar_type(str)
+    assert not wire2._one_scalar_type(int | float)
+    assert not wire2._one_scalar_type(list[int]) and not wire2._one_scalar_type(None | bool | int)
+    (_, payload), = stream(1)
+    msg = wire2.decode(payload)
+    r = wire2.Reassembler()
+    r.apply(msg, payload)
+    held = r._held[msg.node]
+    for table, cols, spec in ((held.gpus, msg.g, wire2.GPU_COLUMNS),
+                              (held.ports, msg.p, wire2.PORT_COLUMNS)):
+        for c, v in wire2._present(cols, spec):
+            kept = table.top[c.top] if c.sub is None else table.nested[c.top][c.sub]
+            assert [type(x) for x in kept] == [type(x) for x in v], c.wire
+    assert [type(x) for x in wire2._share([1, 1], one_type=True)] == [int, int]
+    assert wire2._share([1, 1.0], one_type=False) == [1, 1.0]

@@ -7,6 +7,7 @@ path's (every message decoded in order), keyframes the console never got include
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from fleetdeck.console.recording import RecordingReader, RecordingWriter
 from fleetdeck.console.replay import TICK_S, Player, run_headless
@@ -168,3 +169,51 @@ def test_headless_keeps_no_sparklines_the_replay_console_does(twins):
     p.step(5.0)
     p.session.tick()
     assert set(p.session.recent._rings) == set(p.state.nodes)
+
+
+def test_a_fault_in_one_loud_column_of_a_delta_is_judged_at_the_consoles_tick(tmp_path):
+    """Two nodes whose samples move only quiet columns (the quiet path, rows never built) until
+    one of them reports an uncorrectable ECC error in one column of one delta between
+    keyframes, and a damaged line on the other: the replay finds the fault in the tick it
+    arrives in, exactly as decoding every message does, and counts the damaged line."""
+    path = tmp_path / "dbe.jsonl"
+    nodes = [FakeNode("gpu0001", t0=T0), FakeNode("gpu0002", t0=T0)]
+    w = RecordingWriter(path, "test", source="test", started=T0)
+    for n in nodes:
+        w.write(T0, n.topic(Kind.BIRTH), codec.encode(n.birth()), 1, True)
+        w.write(T0, n.topic(Kind.STATUS), codec.encode(n.status()), 1, True)
+    encoders = [wire2.TelemetryEncoder(keyframe_every_s=30.0) for _ in nodes]
+    for s in range(1, 21):
+        for n, enc in zip(nodes, encoders, strict=True):
+            tel = n.telemetry()
+            if n.node_id == "gpu0001" and s >= 12:
+                gpus = list(tel.gpus)
+                gpus[5] = replace(gpus[5], ecc=replace(gpus[5].ecc, dbe_vol=1))
+                tel = replace(tel, gpus=gpus)
+            payload = enc.encode(tel, n.now)
+            assert s == 1 or not wire2.decode(payload).keyframe  # one keyframe, then deltas
+            if n.node_id == "gpu0002" and s == 15:
+                payload = payload[:-20]  # cut off: not JSON
+            w.write(n.now + 0.1, n.topic(Kind.TELEMETRY), payload)
+    w.close()
+    for every_sample in (False, True):
+        run = run_headless(path, every_sample=every_sample)
+        state = run.session.state
+        assert state.quiet_applied > 10  # the quiet path was taken before the fault
+        assert state.nodes["gpu0001"].verdict.value == "failed"
+        assert state.nodes["gpu0001"].reasons == ["G4"]
+        assert state.nodes["gpu0002"].verdict.value == "ok"
+        assert run.session.ingest.malformed.by_reason == {"not_json": 1}
+    fast, slow = _transitions(path), _transitions(path, every_sample=True)
+    assert fast == slow
+    failed = [t for t in fast if t[2] == "failed"]
+    # The delta of second 12 is received at T0 + 12.1: judged by the first tick after it.
+    assert failed == [("gpu0001", pytest.approx(T0 + 12.5), "failed")]
+
+
+def _transitions(path: Path, every_sample: bool = False) -> list[tuple[str, float, str]]:
+    seen: list[tuple[str, float, str]] = []
+    run_headless(path, every_sample=every_sample,
+                 on_tick=lambda rep: seen.extend((tr.node, tr.ts, tr.new.value)
+                                                 for tr in rep.verdicts))
+    return seen
