@@ -186,3 +186,32 @@ def test_the_digest_benchmark_publishes_valid_digests():
     assert [(d.node, d.ts, d.verdict, d.every_s) for d in got] == [
         ("gpu00042", 1767225600123, "ok", 10.0), ("gpu00042", 1767225600123, "failed", 10.0)]
     assert [f.rule for f in got[1].findings] == ["G2"] and len(got[0].gpus) == 8
+
+
+def test_feed_lag_counts_each_sample_from_its_arrival_to_the_paint_that_showed_it():
+    """console_scale's sample -> screen under its feed: a sample is shown by the first paint of
+    a refresh after which the state had applied it; what was never applied counts as never
+    shown, not as fast."""
+    from bench.console_scale import TICK_S, FeedLag
+
+    state = SimpleNamespace(applied=100)
+    lag = FeedLag(state)
+    lag.measuring = True
+    lag.handed(4)
+    handed = lag.marks[0][2]
+    state.applied = 102  # half the batch applied, then refreshed and painted
+    lag.refreshed("r1")
+    lag.painted(SimpleNamespace(revision="r1", perf=handed + 0.2))
+    assert len(lag.lags) == 2
+    arrived = [handed - TICK_S + TICK_S * (i + 0.5) / 4 for i in range(4)]
+    assert lag.lags == pytest.approx([handed + 0.2 - a for a in arrived[:2]])
+    lag.painted(SimpleNamespace(revision="r1", perf=handed + 0.3))  # painted again: no news
+    assert len(lag.lags) == 2
+    lag.handed(4)
+    state.applied = 107  # the first batch and three of the second
+    lag.refreshed("r2")
+    lag.painted(SimpleNamespace(revision="r2", perf=handed + 0.9))
+    assert len(lag.lags) == 7 and lag.never_shown() == 1
+    second = lag.marks[1][2] - TICK_S + TICK_S * 0.5 / 4  # the second batch's first sample
+    assert lag.lags[2:4] == pytest.approx([handed + 0.9 - a for a in arrived[2:]])
+    assert max(lag.lags) == pytest.approx(handed + 0.9 - second)
