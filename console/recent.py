@@ -36,7 +36,17 @@ def _slot(n: int) -> struct.Struct:
     return s
 
 
+_IOTA: dict[int, tuple[list[int], tuple[int, ...]]] = {}
+"""GPU count -> 0..n-1 as a list and a tuple: the index column of nearly every sample (a
+decoded column is a list, a held keyframe's shared one a tuple)."""
+
+
 def _ascending(index: Sequence[int]) -> bool:
+    iota = _IOTA.get(len(index))
+    if iota is None:
+        iota = _IOTA[len(index)] = (list(range(len(index))), tuple(range(len(index))))
+    if index == iota[0] or index == iota[1]:  # in C (~0.1 µs; the pairwise loop ~3)
+        return True
     return all(a < b for a, b in pairwise(index))
 
 
