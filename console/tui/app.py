@@ -211,6 +211,8 @@ class FleetdeckApp(App[int]):
         """Views switched to before (their screens are composed: no mask, SWITCH_MASK_S)."""
         self._mask_s = SWITCH_MASK_S
         self._next_slice: Timer | None = None
+        self._backlog_left = 0
+        """What the last tick left to apply (``TickReport.backlog``)."""
         self._next_paint: Timer | None = None
         """A backlog's redraw, due between two slices (``_paint_later``)."""
         self._slice_gen = 0
@@ -449,6 +451,7 @@ class FleetdeckApp(App[int]):
                 self._notify_finished(req, name)
         t1 = time.perf_counter()
         self.ticks += 1
+        self._backlog_left = report.backlog
         if report.backlog:
             # The rest of a backlog gets the next slice right after the loop's other work (and
             # after a key in flight); the screen is redrawn when it is applied, or every
@@ -503,7 +506,8 @@ class FleetdeckApp(App[int]):
         self._last_paint = t0
         self.refresh_view()
         self.render_ms = (time.perf_counter() - t0) * 1000
-        self._slice_later(0.001)  # scheduled by a tick that left a backlog
+        if self._backlog_left:  # unless a tick since took the rest
+            self._slice_later(0.001)
 
     def _cancel_slice(self) -> None:
         if self._next_slice is not None:
