@@ -2,7 +2,9 @@
 view switch shows the new view before the backlog is through, and every sample is still
 applied."""
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from textual import events
@@ -11,18 +13,24 @@ from fleetdeck.console.tui.screens.nodes import NodesScreen
 from tests.tui.conftest import SIZE, World
 
 
+@contextlib.asynccontextmanager
+async def running(nodes: int) -> AsyncIterator[tuple[World, Any, Any]]:
+    """A console over ``nodes`` born nodes, its first tick applied and painted."""
+    world = World(nodes)
+    world.fleet.birth(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        yield world, world.app, pilot
+
+
 async def test_a_view_switch_goes_before_the_rest_of_a_backlog(monkeypatch: Any) -> None:
     from fleetdeck.console.tui import app as app_module
 
     # The order under test, not the clock: a key waits at most KEY_FIRST_S for its view, which a
     # starved CI machine can exceed; here it may wait as long as it takes.
     monkeypatch.setattr(app_module, "KEY_FIRST_S", 30.0)
-    world = World(256)
-    world.fleet.birth(world.ingest)
-    app = world.app
-    async with app.run_test(size=SIZE) as pilot:
-        world.tick()
-        await pilot.pause()
+    async with running(256) as (world, app, pilot):
         session = app.session
         session.apply_max_nodes = 2  # 128 slices, each scheduled by the one before
         tick = session.tick
@@ -85,12 +93,7 @@ async def test_the_tick_timer_waits_for_a_key_in_flight(monkeypatch: Any) -> Non
     from fleetdeck.console.tui import app as app_module
 
     monkeypatch.setattr(app_module, "KEY_FIRST_S", 30.0)
-    world = World(16)
-    world.fleet.birth(world.ingest)
-    app = world.app
-    async with app.run_test(size=SIZE) as pilot:
-        world.tick()
-        await pilot.pause()
+    async with running(16) as (world, app, pilot):
         world.fleet.telemetry(world.ingest)
         app._key_at = time.perf_counter()  # a key in flight, its paint not yet done
         ticks = app.ticks
@@ -113,12 +116,7 @@ async def test_a_view_composed_before_is_switched_to_without_textuals_mask() -> 
     """Textual's switch_mode holds every update for 50 ms to hide the change of screen; at
     16,384 nodes that was most of a view switch (p50 ~55 ms against ~10 ms of work). Only the
     first visit of a view, which composes it, keeps the mask; the switch back paints at once."""
-    world = World(16)
-    world.fleet.birth(world.ingest)
-    app = world.app
-    async with app.run_test(size=SIZE) as pilot:
-        world.tick()
-        await pilot.pause()
+    async with running(16) as (_world, app, pilot):
         first = app.current_mode
         app.action_view("nodes")  # never shown before: composed, and masked meanwhile
         assert app._batch_count == 1
@@ -139,12 +137,7 @@ async def test_each_scheduled_slice_ticks_once() -> None:
     slice's work) does not take back a call already queued. Such a stale call must not tick:
     two or three ticks in one go held the loop 60-120 ms under a 16,384-node feed
     (bench/console_scale.py)."""
-    world = World(64)
-    world.fleet.birth(world.ingest)
-    app = world.app
-    async with app.run_test(size=SIZE) as pilot:
-        world.tick()
-        await pilot.pause()
+    async with running(64) as (world, app, pilot):
         session = app.session
         session.apply_max_nodes = 4  # a backlog of 60 after the first slice
         world.fleet.telemetry(world.ingest)
@@ -176,9 +169,6 @@ async def test_a_view_is_restyled_on_return_only_when_what_its_styles_rest_on_ch
     was when it was left is not restyled. After a theme change it is, and shows the theme."""
     from textual.app import App
 
-    world = World(16)
-    world.fleet.birth(world.ingest)
-    app = world.app
     restyled: list[str] = []
     update = App.update_styles
 
@@ -188,9 +178,7 @@ async def test_a_view_is_restyled_on_return_only_when_what_its_styles_rest_on_ch
         update(self, node, animate)
 
     monkeypatch.setattr(App, "update_styles", spy)
-    async with app.run_test(size=SIZE) as pilot:
-        world.tick()
-        await pilot.pause()
+    async with running(16) as (_world, app, pilot):
         await pilot.press("2")  # composed and styled on its first visit
         await pilot.pause()
         await pilot.press("1")
@@ -227,12 +215,7 @@ async def test_a_backlogs_redraw_runs_between_slices_not_inside_one(monkeypatch:
     from fleetdeck.console.tui import app as app_module
 
     monkeypatch.setattr(app_module, "BACKLOG_PAINT_S", 0.0)  # a redraw due after every slice
-    world = World(64)
-    world.fleet.birth(world.ingest)
-    app = world.app
-    async with app.run_test(size=SIZE) as pilot:
-        world.tick()
-        await pilot.pause()
+    async with running(64) as (world, app, pilot):
         session = app.session
         session.apply_max_nodes = 8
         log: list[tuple[str, int]] = []
