@@ -180,7 +180,8 @@ class NodeState:
             return 0, 0
         if type(t) is wire2.Pending:
             # From its columns: building a quiet sample's rows to count them cost ~25 µs a
-            # node, the fleet totals at the end of a headless replay ~3 % of it.
+            # node, the fleet totals at the end of a headless replay ~3 % of it
+            # (docs/performance.md, "Branch `replay100`"; docs/protocol.md "Telemetry v2").
             present = sum(1 for p in t.gpu_column("present") if p)
             up = sum(1 for state, phys in zip(t.port_column("state"),
                                               t.port_column("phys_state"), strict=True)
