@@ -181,9 +181,10 @@ class NodeState:
         if t is None:
             return 0, 0
         if type(t) is wire2.Pending and not t.built:
-            # From the columns: counting must not build a quiet sample's rows (18-25 µs a
+            # From its columns: building a quiet sample's rows to count them cost 18-25 µs a
             # node; the fleet totals read every node after a burst and at the end of a
-            # headless replay).
+            # headless replay (docs/performance.md, "Branch `replay100`"; docs/protocol.md
+            # "Telemetry v2").
             present = sum(map(bool, t.gpu_column("present")))
             up = sum(1 for state, phys in zip(t.port_column("state"),
                                               t.port_column("phys_state"), strict=True)

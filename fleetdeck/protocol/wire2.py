@@ -621,7 +621,8 @@ def _delta_values(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n:
 
     A tuple, not a list of the present columns: a column is then one index away
     (``_column``), and which loud columns it moves is picked in C (``Reassembler``); building
-    the present list and a mask of ~45 flags cost ~4 µs a delta."""
+    the present list and a mask of ~45 flags cost ~4 µs a delta (docs/performance.md, "Branch
+    `replay100`")."""
     if cols is UNSET:
         return _ABSENT[id(spec)]
     values = astuple(cols)
