@@ -45,7 +45,9 @@ TARGET_NODES = 16384
 KEY_TIMEOUT_S = 10.0
 TICK_S = 0.5
 FEED_CHUNK = 512
-"""The feed builds a batch this many samples at a time, the loop free in between."""
+"""The feed hands the console this many samples at a time (``--arrival spread``: 16 hand-offs
+a tick, as samples arrive over it live), or builds its one batch a tick this many at a time
+with the loop free in between (``--arrival batch``)."""
 
 
 def feed_ingest(cluster: str) -> Any:
@@ -59,9 +61,23 @@ def feed_ingest(cluster: str) -> Any:
             self.queued: list[Batch] = []
 
         def take_batch(self) -> Batch:
-            if self.queued:
-                return self.queued.pop(0)
-            return super().take_batch()
+            """Everything queued since the last take, as one batch (latest per node, as
+            Ingest keeps it; a node queued twice counts its older sample as superseded)."""
+            if not self.queued:
+                return super().take_batch()
+            out, rest = self.queued[0], self.queued[1:]
+            self.queued = []
+            for b in rest:
+                for node, item in b.telemetry.items():
+                    if node in out.telemetry:
+                        out.superseded += 1
+                        out.seq_seen[node] = out.seq_seen[node] + b.seq_seen[node]
+                    else:
+                        out.seq_seen[node] = b.seq_seen[node]
+                    out.telemetry[node] = item
+                out.basis.update(b.basis)
+                out.messages += b.messages
+            return out
 
     return FeedIngest()
 
@@ -95,15 +111,19 @@ class FeedLag:
     """Sample -> screen under the feed: each sample's time from its arrival to the first paint
     of a refresh that ran after it was applied.
 
-    The feed hands a batch every TICK_S, as the live console's tick takes what arrived since
-    the last one; live, a 1 Hz fleet's samples arrive spread over that half second, so sample
-    i of a batch of n handed at t counts as arrived at ``t - TICK_S + TICK_S * (i + 0.5) / n``
-    (the live bench/ingest.py measures from the agent's timestamp instead). Samples are
+    A sample arrives when the feed hands it over (``spread_s`` 0, ``--arrival spread``: the
+    feed hands samples as they arrive live). A feed that hands a tick's samples in one batch
+    (``--arrival batch``) stands for samples that arrived over the tick before: sample i of a
+    batch of n handed at t counts as arrived at ``t - spread_s + spread_s * (i + 0.5) / n``.
+    (The live bench/ingest.py measures from the agent's timestamp instead.) Samples are
     applied in the order they were handed (the carry is oldest first), so the first ``A``
     samples are in once the state counts ``A`` applied."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, spread_s: float = TICK_S) -> None:
         self.state = state
+        self.spread_s = spread_s
+        """How long before its hand-off a sample counts as arrived, spread evenly over a
+        batch (0: at its hand-off, for a feed that hands samples as they arrive)."""
         self.base = state.applied
         self.fed = 0
         self.marks: list[tuple[int, int, float, bool]] = []
@@ -128,8 +148,9 @@ class FeedLag:
             lo, hi = max(self.shown, first), min(upto, first + count)
             if not measured or lo >= hi:
                 continue
-            start = t - TICK_S
-            self.lags.extend(p.perf - (start + TICK_S * (i - first + 0.5) / count)
+            spread = self.spread_s
+            start = t - spread
+            self.lags.extend(p.perf - (start + spread * (i - first + 0.5) / count)
                              for i in range(lo, hi))
         self.shown = upto
 
@@ -197,7 +218,7 @@ async def keys(app: Any, switches: int, sorts: int) -> dict[str, Any]:
 
 
 async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
-                  feed: bool, wire: int = 2) -> dict[str, Any]:
+                  feed: bool, wire: int = 2, arrival: str = "spread") -> dict[str, Any]:
     from bench._payloads import EvolvingFleet
     from fleetdeck.console.audit import MemoryAudit
     from fleetdeck.console.ingest import Batch
@@ -270,21 +291,55 @@ async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
               f"{1000 * pct(idle['sort'], 0.99):,.0f} ms", file=sys.stderr, flush=True)
         if feed:
             out["feed"], out["feed_stats"] = await under_feed(app, ingest, halves, switches,
-                                                              sorts, Batch)
+                                                              sorts, Batch, arrival)
     return out
 
 
 async def under_feed(app: Any, ingest: Any,
                      halves: list[tuple[dict[str, Any], dict[str, Any]]], switches: int,
-                     sorts: int, batch_type: Any) -> tuple[dict[str, list[float]], dict[str, Any]]:
+                     sorts: int, batch_type: Any, arrival: str = "spread",
+                     ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """The keys again while a task hands the console half the fleet's samples every TICK_S,
     applied as the live console applies them: within its apply budget (APPLY_BUDGET_S per
-    slice), the rest carried and applied by the slices the app schedules itself."""
+    slice), the rest carried and applied by the slices the app schedules itself.
+
+    ``arrival``: "spread", FEED_CHUNK samples at a time evenly over each tick, as they arrive
+    live; "batch", the whole half fleet at each tick of the timer (a burst: every sample waits
+    for the next tick, and the slices that follow take nothing new)."""
     tick_ms: list[float] = []
     stop = asyncio.Event()
     state = app.session.state
     fed = 0
     applied0, superseded0 = state.applied, state.superseded
+
+    async def spread_feeder() -> None:
+        """Samples handed FEED_CHUNK at a time, evenly over each tick, as a live LiveFeed
+        hands them to Ingest while they arrive; the session takes what arrived at each slice
+        of a backlog, or at the next tick of the timer (every TICK_S) when it has none."""
+        nonlocal fed
+        k = 0
+        next_at = time.perf_counter()
+        while not stop.is_set():
+            samples, basis = halves[k % 2]
+            k += 1
+            items = list(samples.items())
+            parts = range(0, len(items), FEED_CHUNK)
+            for at in parts:
+                now = time.time()
+                chunk = items[at:at + FEED_CHUNK]
+                ingest.queued.append(batch_type(
+                    telemetry={node: (now, tel) for node, (_rx, tel) in chunk},
+                    messages=len(chunk), basis={n: basis[n] for n, _ in chunk if n in basis},
+                    seq_seen={node: [tel.seq] for node, (_rx, tel) in chunk}))
+                fed += len(chunk)
+                lag.handed(len(chunk))
+                next_at += TICK_S / len(parts)
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+            t0 = time.perf_counter()
+            ticks = app.ticks
+            app.timer_tick()  # the live console's tick timer
+            if app.ticks != ticks:
+                tick_ms.append(1000 * (time.perf_counter() - t0))
 
     async def feeder() -> None:
         nonlocal fed
@@ -319,12 +374,12 @@ async def under_feed(app: Any, ingest: Any,
 
     from bench._console import LoopProbe
 
-    lag = FeedLag(state)
+    lag = FeedLag(state, TICK_S if arrival == "batch" else 0.0)
     app.on_refresh = lag.refreshed
     app.painted_hooks.append(lag.painted)
     app.session.apply_budget_s = APPLY_BUDGET_S
     t_start = time.perf_counter()
-    task = asyncio.create_task(feeder())
+    task = asyncio.create_task(spread_feeder() if arrival == "spread" else feeder())
     probe = LoopProbe()
     if probe.stalls_file:  # what the long callbacks in the stall file were made of
         from textual.screen import Screen
@@ -389,6 +444,9 @@ def main() -> int:
     ap.add_argument("--switches", type=int, default=30, help="view switches timed")
     ap.add_argument("--sorts", type=int, default=15, help="node-list re-sorts timed")
     ap.add_argument("--no-feed", action="store_true", help="only idle keys, no synthetic feed")
+    ap.add_argument("--arrival", choices=("spread", "batch"), default="spread",
+                    help="the feed hands samples as they arrive over each tick (live), or all "
+                         "of a tick's at its end (a burst)")
     ap.add_argument("--personas", type=int, default=1024)
     ap.add_argument("--wire", type=int, choices=(1, 2), default=2,
                     help="telemetry wire format (agents send 2: keyframes and deltas)")
@@ -402,7 +460,7 @@ def main() -> int:
     tune_gc()  # as run_console does
     n = args.nodes
     r = asyncio.run(measure(n, args.rounds, args.personas, args.switches, args.sorts,
-                            not args.no_feed, args.wire))
+                            not args.no_feed, args.wire, args.arrival))
     ticks = r["ticks"][2:] or r["ticks"]  # after the first round: every node has history
     apply_ms = [1000 * a for a, _p in ticks]
     paint_ms = [1000 * p for _a, p in ticks]
@@ -429,21 +487,26 @@ def main() -> int:
         fst = r["feed_stats"]
         ft = fst["ticks_ms"]
         lost = fst["superseded"]
-        print(f"feed: {len(ft)} batches of {half:,} samples every {TICK_S} s "
+        how = (f"{half:,} samples every {TICK_S} s, handed {FEED_CHUNK} at a time as they "
+               "arrive" if args.arrival == "spread" else
+               f"batches of {half:,} samples every {TICK_S} s")
+        print(f"feed: {how} "
               f"({fst['fed'] / fst['seconds']:,.0f} samples/s over {fst['seconds']:.0f} s), "
               f"applied in the live console's {1000 * APPLY_BUDGET_S:.0f} ms slices: "
               f"{fst['fed'] - lost:,} of {fst['fed']:,} applied, {lost:,} superseded "
               f"({100 * lost / max(1, fst['fed']):.1f} %: "
-              f"{'kept up' if lost <= 0.01 * fst['fed'] else 'behind'}); first slice p50 "
-              f"{pct(ft, 0.5):,.0f} ms max {max(ft):,.0f} ms")
+              f"{'kept up' if lost <= 0.01 * fst['fed'] else 'behind'}); the timer's tick "
+              f"p50 {pct(ft, 0.5):,.0f} ms max {max(ft):,.0f} ms")
         st = fst["stalls_ms"]
         print(f"event-loop stalls while the keys below were timed, from {fst['warm_s']:.1f} s "
               "into the feed, the fleet fresh again (10 ms probe oversleep): "
               f"p99 {pct(st, 0.99):,.0f} ms, max {max(st):,.0f} ms")
         lags, never = fst["lag_s"], fst["never_shown"]
         require(bool(lags), "no sample handed while the keys were timed reached the screen")
-        print(f"sample -> screen under the feed (arrival spread over the {TICK_S} s before its "
-              f"batch, to the paint after it was applied; validation not included): "
+        arrived = ("handed to the console" if args.arrival == "spread" else
+                   f"arrival spread over the {TICK_S} s before its batch")
+        print(f"sample -> screen under the feed (from {arrived} to the paint after it was "
+              "applied; validation not included): "
               f"p50 {1000 * pct(lags, 0.5):,.0f} ms, p99 {1000 * pct(lags, 0.99):,.0f} ms, "
               f"max {1000 * max(lags):,.0f} ms over {len(lags):,} samples, "
               f"{100 * never / max(1, never + len(lags)):.1f} % never shown")
@@ -492,7 +555,9 @@ def main() -> int:
             "sample -> visible on screen p99 < 1 s at 16,384 nodes while a feed applies "
             "16,384 samples/s",
             f"p99 {fl99:,.0f} (p50 {1000 * pct(fl, 0.5):,.0f}; {never:,} of "
-            f"{never + len(fl):,} never shown; validation not included)", "ms",
+            f"{never + len(fl):,} never shown; samples handed "
+            f"{'as they arrive' if args.arrival == 'spread' else 'in a batch a tick'}; "
+            "validation not included)", "ms",
             judge(fl99 < 1000 and never == 0, n, TARGET_NODES), n, fl99, src))
         st = r["feed_stats"]["stalls_ms"]
         rows.insert(4, Row(
