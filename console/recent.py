@@ -51,9 +51,17 @@ def _ascending(index: Sequence[int]) -> bool:
 
 
 def _half(v: float | None) -> float:
-    if v is None or math.isnan(v):
+    """A reading as a half float stores it: None as NaN, beyond the largest finite half float
+    as that (an infinity as itself, as the packed fast path keeps it)."""
+    if v is None:
         return _NAN
-    return HALF_MAX if v > HALF_MAX else -HALF_MAX if v < -HALF_MAX else v
+    try:
+        f = float(v)
+    except OverflowError:  # an int beyond any float
+        return math.inf if v > 0 else -math.inf
+    if math.isnan(f) or math.isinf(f):
+        return f
+    return HALF_MAX if f > HALF_MAX else -HALF_MAX if f < -HALF_MAX else f
 
 
 class _Ring:

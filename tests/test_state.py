@@ -132,6 +132,14 @@ def test_ingest_parses_each_topic_once_within_a_bound(monkeypatch):
     from fleetdeck.console import ingest as ingest_module
 
     monkeypatch.setattr(ingest_module, "TOPIC_CACHE_MAX", 3)
+    parsed: list[str] = []
+    parse = ingest_module.parse_topic
+
+    def counted(topic: str):
+        parsed.append(topic)
+        return parse(topic)
+
+    monkeypatch.setattr(ingest_module, "parse_topic", counted)
     nodes = [FakeNode(f"gpu{i:04d}") for i in range(1, 6)]
     ingest = Ingest("test")
     for _ in range(2):
@@ -143,3 +151,7 @@ def test_ingest_parses_each_topic_once_within_a_bound(monkeypatch):
     assert sorted(batch.births) == sorted(batch.telemetry) == [n.node_id for n in nodes]
     assert len(ingest._topics) == 3
     assert ingest.malformed.by_reason == {"bad_topic": 2}
+    # 5 nodes x 2 kinds, twice: the 3 topics kept were parsed once, the other 7 twice, and
+    # the refused one each time it came.
+    assert len(parsed) == 3 + 2 * 7 + 2
+    assert len(set(parsed)) == 11

@@ -498,14 +498,17 @@ class FleetdeckApp(App[int]):
     def _paint_later(self) -> None:
         """Redraw the view in 1 ms, then schedule the next slice (``_backlog_paint``)."""
         if self._next_paint is None:
-            self._next_paint = self.set_timer(0.001, self._backlog_paint)
+            self._next_paint = self.set_timer(0.001, partial(self._backlog_paint,
+                                                             self._last_paint))
 
-    def _backlog_paint(self) -> None:
+    def _backlog_paint(self, asked_after: float) -> None:
         self._next_paint = None
         t0 = time.perf_counter()
-        self._last_paint = t0
-        self.refresh_view()
-        self.render_ms = (time.perf_counter() - t0) * 1000
+        if self._last_paint == asked_after and not self._key_waits(t0):
+            # Not when a tick painted meanwhile, nor between a key and its own paint.
+            self._last_paint = t0
+            self.refresh_view()
+            self.render_ms = (time.perf_counter() - t0) * 1000
         if self._backlog_left:  # unless a tick since took the rest
             self._slice_later(0.001)
 
@@ -633,14 +636,16 @@ class FleetdeckApp(App[int]):
 
     def _switch(self, view: str) -> Awaitable[object]:
         # Leave any node detail pushed on the current view's stack where it is (k9s keeps it).
+        # The view switched to refreshes itself as it resumes (FleetView._on_screen_resume).
         self._views_composed.add(self.current_mode)
+        if isinstance(self.screen, FleetView):
+            self.screen.leaving()
         self._mask_s = 0.0 if view in self._views_composed else SWITCH_MASK_S
         try:
             done = self.switch_mode(view)
         finally:
             self._mask_s = SWITCH_MASK_S
         self._views_composed.add(view)
-        self.call_after_refresh(self.refresh_view)
         return done
 
     def delay_update(self, delay: float = SWITCH_MASK_S) -> None:
@@ -685,7 +690,9 @@ class FleetdeckApp(App[int]):
         self.shown_revision = (-1, -1, -1)
         self._painted_revision = None
         self.history = [v for v in self.history if v not in VIEWS]
+        self._views_composed = {"clusters"}  # the views are new: each composes (and is masked)
         await self.switch_mode(view)
+        self._views_composed.add(view)
         self.refresh_view()
         self.notify(f"context {esc(cluster)}", timeout=2)
 

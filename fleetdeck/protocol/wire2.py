@@ -209,9 +209,7 @@ def _present(cols: msgspec.Struct | UnsetType,
              spec: tuple[Column, ...]) -> _Present:
     if cols is UNSET:
         return []
-    values = astuple(cols)
-    # Most of the ~40 columns are absent from a delta: select them without a Python loop.
-    return list(compress(zip(spec, values, strict=True), map(is_not, values, repeat(UNSET))))
+    return _present_of(astuple(cols), spec)
 
 
 def _check_keyframe(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...],
@@ -612,8 +610,6 @@ def _with_top(tel: fast.Telemetry, msg: TelemetryV2) -> fast.Telemetry:
     return replace(tel, **kw)
 
 
-
-
 def _delta_values(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n: int,
                   where: str) -> _Values:
     """A delta's columns as a tuple in ``spec`` order (UNSET where absent), each present one
@@ -631,7 +627,8 @@ def _delta_values(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...], n:
 
 
 def _present_of(values: _Values, spec: tuple[Column, ...]) -> _Present:
-    """The present columns of a ``_delta_values`` tuple, with their values (for ``_merge``)."""
+    """The present columns of a column tuple (UNSET where absent), with their values: most of
+    the ~40 columns are absent from a delta, selected without a Python loop."""
     return list(compress(zip(spec, values, strict=True), map(is_not, values, repeat(UNSET))))
 
 

@@ -65,6 +65,8 @@ def test_every_kind_of_sample_reads_back_in_index_order() -> None:
          [700.0, 2.0, 6.0, 10.0]),                                    # healthy
         (index, present, [10.0, 20.0, 30.0, 40.0], [-5.0, 30.0, 30.0, 30.0],
          [1e9, 5000.0, 100.0, 100.0]),                                # beyond a half float
+        (index, present, [10.0, 20.0, 30.0, 40.0], [30.0] * 4,
+         [10**400, float("inf"), 100.0, 100.0]),                      # beyond any float
         (index, present, [None, 20.0, 30.0, 40.0], [30.0, None, 30.0, 30.0],
          [100.0, 100.0, None, 100.0]),                                # no reading
         (index, [True, False, True, True], [1.0, 2.0, 3.0, 4.0], [30.0] * 4, [100.0] * 4),
@@ -73,7 +75,11 @@ def test_every_kind_of_sample_reads_back_in_index_order() -> None:
     ]
 
     def expect(v: float | None) -> float | None:
-        return None if v is None else half(max(-HALF_MAX, min(HALF_MAX, v)))
+        if v is None:
+            return None
+        if v == float("inf") or v > 1e308:
+            return float("inf")
+        return half(max(-HALF_MAX, min(HALF_MAX, v)))
 
     for idx, pres, util, temp, power in cases:
         recent = RecentHistory(samples=3)

@@ -155,14 +155,17 @@ def test_the_session_reads_each_samples_metrics_as_it_applies_it() -> None:
     encoder = wire2.TelemetryEncoder(30)
     ingest.handle(node.topic(Kind.BIRTH), codec.encode(node.birth()), node.now)
     seen = []
+    quiet = 0
     for _ in range(5):
         payload = encoder.encode(codec.decode_telemetry(codec.encode(node.telemetry())),
                                  node.now)
         ingest.handle(node.topic(Kind.TELEMETRY), payload, node.now)
         session.tick(node.now)
         st = session.state.nodes[node.node_id]
+        quiet += type(st.sample) is wire2.Pending and not st.sample.built
         held, figures = st.metered
         assert held is st.sample and figures == _metrics_of(wire2.full(st.sample))
         assert metrics(st) is figures  # read from the cache
         seen.append(figures)
     assert len(set(seen)) > 1, "a busy node's figures move with its samples"
+    assert quiet >= 3, "the quiet samples' path (columns, no rows) was not taken"

@@ -239,7 +239,7 @@ async def test_a_backlogs_redraw_runs_between_slices_not_inside_one(monkeypatch:
         world.fleet.telemetry(world.ingest)
         app.tick()
         for _ in range(400):
-            if not session.backlog and log and log[-1][0] != "tick":
+            if not session.backlog and app._next_paint is None and app._next_slice is None:
                 break
             await pilot.pause(0.005)
         assert session.backlog == 0
@@ -248,3 +248,56 @@ async def test_a_backlogs_redraw_runs_between_slices_not_inside_one(monkeypatch:
         between = [b for what, b in log if what == "refresh"]
         assert len(between) >= 5, log
         assert all(st.telemetry is not None for st in app.state.nodes.values())
+
+
+async def test_views_rebuilt_for_another_context_are_masked_on_their_first_visit() -> None:
+    """A context switch builds every view anew: the first switch to each then composes it
+    and keeps Textual's update mask, as on a first visit; later switches go without."""
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+
+    app = FleetdeckApp(cluster="east", contexts=["west"], connect=False, auto_tick=False,
+                       audit=MemoryAudit(), operator="t")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for view in ("nodes", "overview"):  # both composed under east
+            app.action_view(view)
+            await pilot.pause(0.1)
+        app.action_view("nodes")
+        assert app._batch_count == 0
+        await pilot.pause(0.1)
+        app.use_context("west")
+        for _ in range(200):
+            if app.active == "west" and app.current_mode == "nodes":
+                break
+            await pilot.pause(0.01)
+        await pilot.pause(0.1)
+        assert app.active == "west" and app.current_mode == "nodes"
+        app.action_view("overview")  # a new screen under west: composed, so masked
+        assert app._batch_count == 1
+        await pilot.pause(0.1)
+        app.action_view("nodes")
+        assert app._batch_count == 0
+
+
+async def test_a_backlogs_redraw_gives_way_to_a_tick_that_painted_and_to_a_key(
+        monkeypatch: Any) -> None:
+    """A redraw asked for between two slices is dropped when a tick painted since (a second
+    refresh for nothing), and waits out a key in flight (the key's own paint goes first); the
+    next slice is still scheduled either way."""
+    async with running(16) as (_world, app, _pilot):
+        refreshed: list[float | None] = []
+        monkeypatch.setattr(app, "refresh_view", lambda now=None: refreshed.append(now))
+        app._backlog_left = 5
+        asked = app._last_paint
+        app._last_paint = asked + 1.0  # a tick painted after the redraw was asked for
+        app._backlog_paint(asked)
+        assert refreshed == [] and app._next_slice is not None
+        app._cancel_slice()
+        app._key_at = time.perf_counter()  # a key in flight, its paint not done
+        app._backlog_paint(app._last_paint)
+        assert refreshed == [] and app._next_slice is not None
+        app._cancel_slice()
+        app._key_at = None
+        app._backlog_paint(app._last_paint)
+        assert len(refreshed) == 1

@@ -111,18 +111,26 @@ class FleetView(Screen[None]):
         """Handle esc inside the view (clear a filter…); False lets the app go back."""
         return False
 
-    left_once = False
+    left_once: bool = False
     """This view was shown and left: its widgets have their sizes (``_on_screen_resume``)."""
     _left_styled: tuple[object, ...] | None = None
-    """What the app's styles rested on when this view was left (``_style_basis``)."""
+    """What the app's styles rested on when the app switched away from this view
+    (``leaving``); None: restyle on return, as Textual does."""
 
     def _style_basis(self) -> tuple[object, ...]:
         """What a view's styles depend on beyond its own widgets: the app's pseudo classes
         (focus, dark, ...), classes, theme, CSS revision and the screen's size. A widget's own
-        class changes restyle it at once, shown or not (``App.update_styles``)."""
+        class changes restyle it at once, shown or not (``App.update_styles``).
+        ``_css_update_count`` is Textual's own (pyproject pins textual 8.2.8)."""
         app = self.app
         return (app.pseudo_classes, frozenset(app.classes), app.theme,
                 app._css_update_count, app.size)
+
+    def leaving(self) -> None:
+        """The app switches away from this view now (``FleetdeckApp._switch``): note what its
+        styles rest on while it is still the screen Textual restyles. Noted later (on
+        ``ScreenSuspend``), a change of app focus in between would be missed."""
+        self._left_styled = self._style_basis()
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         # Runs before Textual's own handler (Screen._on_screen_resume, later in the MRO),
@@ -142,4 +150,3 @@ class FleetView(Screen[None]):
 
     def on_screen_suspend(self) -> None:
         self.left_once = True
-        self._left_styled = self._style_basis()
