@@ -3,12 +3,17 @@ same Ingest path as live MQTT, read-only by construction (Dolphie). Keys: ``p`` 
 ``]``/``[`` step one tick forward/back, ``n``/``N`` next/previous recorded event, ``+``/``-``
 speed (0.5x-100x), ``:seek 90`` / ``:seek +10`` / ``:seek -30`` to a time in the recording."""
 
+import time
 from pathlib import Path
 
 from textual.binding import Binding
 
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import FleetdeckApp
+
+MAX_ADVANCE_S = 5.0
+"""The most wall time one tick moves the recording by: a console stalled for longer (a
+suspended terminal) goes on from where it was rather than jumping over what it did not show."""
 
 
 class ReplayApp(FleetdeckApp):
@@ -33,8 +38,16 @@ class ReplayApp(FleetdeckApp):
                          broker_label=f"replay {Path(path).name}", tick_s=tick_s,
                          operator="replay")
 
+    _advanced_at: float | None = None
+
     def tick(self) -> TickReport:
-        self.player.advance(self.tick_s)
+        # The recording moves with the wall clock at the player's speed, not by a tick's
+        # length per tick: a backlog's slices are ticks too, ms apart, and each moved it by
+        # tick_s, so a replay with a backlog ran many times faster than asked and fed itself
+        # more backlog.
+        now = time.monotonic()
+        last, self._advanced_at = self._advanced_at, now
+        self.player.advance(self.tick_s if last is None else min(now - last, MAX_ADVANCE_S))
         return super().tick()
 
     def header_text(self, now: float) -> str:

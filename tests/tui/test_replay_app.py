@@ -71,3 +71,23 @@ async def test_replay_has_no_drain_or_resume():
         await pilot.pause()
         assert app.screen is nodes
         assert not app.tracker.requests
+
+
+async def test_replay_moves_with_the_wall_clock_not_with_each_tick():
+    """A backlog's slices are ticks a few ms apart: each moved the recording by a whole tick,
+    so a replay with a backlog ran many times faster than its speed. The recording now moves
+    by the wall time between ticks, at the player's speed."""
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        app.seek_to("5")
+        app.tick()
+        before = p.position
+        for _ in range(10):  # back to back, as a backlog's slices
+            app.tick()
+        assert p.position - before < 0.25, "ten ticks moved it by their count, not the clock"
+        await pilot.pause(0.3)
+        app.tick()
+        assert p.position - before >= 0.25
