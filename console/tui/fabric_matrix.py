@@ -99,6 +99,7 @@ class FabricMatrix(Widget, can_focus=True):
         self._places: list[list[tuple[int, int, int]]] = []
         """Per band, per cell: (block, column, x)."""
         self._planned: tuple[object, ...] = ()
+        self._planned_members: dict[str, list[str]] | None = None
         self._palette: dict[int, Style] = {}
         self._line_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(1024)
 
@@ -132,9 +133,13 @@ class FabricMatrix(Widget, can_focus=True):
             return
         key = (self.size.width, self.size.height, tuple(fm.rails),
                tuple((leaf, len(fm.members[leaf])) for leaf in fm.leaves))
-        if key == self._planned and self.plan is not None:
+        # The members themselves, not only how many: a node that leaves a leaf group as another
+        # joins it keeps the count. fabric_map hands the same dict until a birth changes.
+        if key == self._planned and fm.members is self._planned_members and (
+                self.plan is not None):
             return
         self._planned = key
+        self._planned_members = fm.members
         self.plan = plan(fm, self.size.width, max(1, self.size.height))
         self._codes = {}
         self._column_of = None

@@ -251,3 +251,27 @@ async def test_a_refresh_works_out_again_only_the_cells_of_nodes_that_moved(monk
             assert worked == [column.nodes], "cells whose nodes did not move were worked out"
             drawn = "".join(line_of(matrix, y) for y in range(matrix.size.height))
             assert (PORT_GLYPHS["down"] in drawn) == (code == Port.DOWN)
+
+
+async def test_a_node_replaced_in_its_leaf_group_is_drawn_under_its_own_name():
+    """The matrix's plan follows the leaf groups' members, not only their counts: a node that
+    leaves a group as another joins it (a sharded collector's hand-off, a node renamed) keeps
+    the count, and the cells must show the node that is there."""
+    from fleetdeck.console.fabric_map import FabricMap
+
+    world = World(64)
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix, fm = screen.matrix, screen.map
+        leaf = fm.leaves[0]
+        gone = fm.members[leaf][0]
+        members = {group: list(names) for group, names in fm.members.items()}
+        members[leaf] = sorted([n for n in members[leaf] if n != gone] + ["gpu9999"])
+        nodes = dict(fm.nodes)
+        nodes["gpu9999"] = nodes.pop(gone)
+        matrix.set_map(FabricMap(fm.leaves, members, fm.rails, nodes, fm.suspects, {}))
+        drawn = {n for band in matrix.plan.bands for b in band for c in b.columns
+                 for n in c.nodes}
+        assert "gpu9999" in drawn and gone not in drawn
