@@ -45,9 +45,11 @@ TARGET_NODES = 16384
 KEY_TIMEOUT_S = 10.0
 TICK_S = 0.5
 FEED_CHUNK = 512
-"""The feed hands the console this many samples at a time (``--arrival spread``: 16 hand-offs
-a tick, as samples arrive over it live), or builds its one batch a tick this many at a time
-with the loop free in between (``--arrival batch``)."""
+"""``--arrival batch``: the feed builds its one batch a tick this many samples at a time, with
+the loop free in between."""
+FEED_HANDOFFS = 16
+"""``--arrival spread``: the feed hands a tick's samples over in this many parts, evenly over
+the tick, as they arrive live (512 at a time at 16,384 nodes)."""
 
 
 def feed_ingest(cluster: str) -> Any:
@@ -86,12 +88,12 @@ def scale_app(**kw: Any) -> Any:
     from bench._console import BenchApp
 
     class ScaleApp(BenchApp):
-        """BenchApp that also calls ``watch`` after every paint (for keys whose effect is not
+        """BenchApp that also calls ``after_paint`` after every paint (for keys whose effect is not
         a cursor move: a re-sort)."""
 
         def __init__(self, **kw: Any) -> None:
             super().__init__(**kw)
-            self.watch: Callable[[], None] | None = None
+            self.after_paint: Callable[[], None] | None = None
             self.on_refresh: Callable[[object], None] | None = None
 
         def refresh_view(self, now: float | None = None) -> None:
@@ -101,8 +103,8 @@ def scale_app(**kw: Any) -> Any:
 
         def _display(self, screen: Any, renderable: Any) -> None:
             super()._display(screen, renderable)
-            if renderable is not None and self.watch is not None:
-                self.watch()
+            if renderable is not None and self.after_paint is not None:
+                self.after_paint()
 
     return ScaleApp(**kw)
 
@@ -171,13 +173,13 @@ async def press_until(app: Any, key: str, shown: Callable[[], bool]) -> float:
             latency.append(time.perf_counter() - t0)
             done.set()
 
-    app.watch = watch
+    app.after_paint = watch
     event = events.Key(key, key if len(key) == 1 else None)
     event.set_sender(app)
     app._driver.send_message(event)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), KEY_TIMEOUT_S)
-    app.watch = None
+    app.after_paint = None
     return latency[0] if latency else KEY_TIMEOUT_S
 
 
@@ -212,8 +214,11 @@ async def keys(app: Any, switches: int, sorts: int) -> dict[str, Any]:
     for i in range(sorts):
         table = screen.table
         before = (table.sort_key, table.sort_reverse)
-        sort.append(await press_until(app, "O" if i % 3 == 2 else "o",
-                                      lambda t=table, b=before: (t.sort_key, t.sort_reverse) != b))
+
+        def resorted(t: Any = table, b: tuple[str, bool] = before) -> bool:
+            return (t.sort_key, t.sort_reverse) != b
+
+        sort.append(await press_until(app, "O" if i % 3 == 2 else "o", resorted))
     return {"switch": switch, "nav": nav, "sort": sort, "by_view": by_view}
 
 
@@ -303,7 +308,7 @@ async def under_feed(app: Any, ingest: Any,
     applied as the live console applies them: within its apply budget (APPLY_BUDGET_S per
     slice), the rest carried and applied by the slices the app schedules itself.
 
-    ``arrival``: "spread", FEED_CHUNK samples at a time evenly over each tick, as they arrive
+    ``arrival``: "spread", FEED_HANDOFFS parts evenly over each tick, as they arrive
     live; "batch", the whole half fleet at each tick of the timer (a burst: every sample waits
     for the next tick, and the slices that follow take nothing new)."""
     tick_ms: list[float] = []
@@ -313,7 +318,7 @@ async def under_feed(app: Any, ingest: Any,
     applied0, superseded0 = state.applied, state.superseded
 
     async def spread_feeder() -> None:
-        """Samples handed FEED_CHUNK at a time, evenly over each tick, as a live LiveFeed
+        """Samples handed in FEED_HANDOFFS parts, evenly over each tick, as a live LiveFeed
         hands them to Ingest while they arrive; the session takes what arrived at each slice
         of a backlog, or at the next tick of the timer (every TICK_S) when it has none."""
         nonlocal fed
@@ -323,10 +328,11 @@ async def under_feed(app: Any, ingest: Any,
             samples, basis = halves[k % 2]
             k += 1
             items = list(samples.items())
-            parts = range(0, len(items), FEED_CHUNK)
+            size = max(1, -(-len(items) // FEED_HANDOFFS))
+            parts = range(0, len(items), size)
             for at in parts:
                 now = time.time()
-                chunk = items[at:at + FEED_CHUNK]
+                chunk = items[at:at + size]
                 ingest.queued.append(batch_type(
                     telemetry={node: (now, tel) for node, (_rx, tel) in chunk},
                     messages=len(chunk), basis={n: basis[n] for n, _ in chunk if n in basis},
@@ -487,7 +493,7 @@ def main() -> int:
         fst = r["feed_stats"]
         ft = fst["ticks_ms"]
         lost = fst["superseded"]
-        how = (f"{half:,} samples every {TICK_S} s, handed {FEED_CHUNK} at a time as they "
+        how = (f"{half:,} samples every {TICK_S} s, handed in {FEED_HANDOFFS} parts as they "
                "arrive" if args.arrival == "spread" else
                f"batches of {half:,} samples every {TICK_S} s")
         print(f"feed: {how} "
