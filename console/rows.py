@@ -158,6 +158,17 @@ def metrics(st: NodeState) -> tuple[float, float, float]:
     return out
 
 
+def meter_columns(st: NodeState, present: Sequence[bool], utils: Sequence[float | None],
+                  temps: Sequence[float | None],
+                  powers: Sequence[float | None]) -> tuple[float, float, float]:
+    """``metrics`` of the node's current sample from GPU columns its caller has read already
+    (``ConsoleSession._record_history`` shares them with the sparkline ring), kept as
+    ``metrics`` keeps them."""
+    out = metrics_of_columns(present, utils, temps, powers)
+    st.metered = (st.sample, out)
+    return out
+
+
 def _metrics_of(s: wire2.Sample) -> tuple[float, float, float]:
     if type(s) is wire2.Pending and not s.built:
         # A quiet sample's columns: re-sorting 16,384 nodes by a metric must not build the

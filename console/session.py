@@ -36,7 +36,7 @@ from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
-from fleetdeck.console.rows import Summaries, metrics, metrics_of_columns
+from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
@@ -556,7 +556,7 @@ class ConsoleSession:
                 record(node_id, col("index"), present, util, temp, power)
                 # While its columns are in the CPU's cache: the node list reads these for
                 # every node it sorts by UTIL/TEMP/POWER (rows.metrics).
-                st.metered = (tel, metrics_of_columns(present, util, temp, power))
+                meter_columns(st, present, util, temp, power)
             else:
                 recent.record(node_id, tel)
                 metrics(st)
