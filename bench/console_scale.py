@@ -73,8 +73,8 @@ def feed_ingest(cluster: str) -> Any:
                 for node, item in b.telemetry.items():
                     if node in out.telemetry:
                         out.superseded += 1
-                        out.seq_seen[node] = out.seq_seen[node] + b.seq_seen[node]
-                    else:
+                        out.seq_seen[node] = out.seqs(node) + b.seqs(node)
+                    elif node in b.seq_seen:
                         out.seq_seen[node] = b.seq_seen[node]
                     out.telemetry[node] = item
                 out.basis.update(b.basis)
@@ -335,8 +335,7 @@ async def under_feed(app: Any, ingest: Any,
                 chunk = items[at:at + size]
                 ingest.queued.append(batch_type(
                     telemetry={node: (now, tel) for node, (_rx, tel) in chunk},
-                    messages=len(chunk), basis={n: basis[n] for n, _ in chunk if n in basis},
-                    seq_seen={node: [tel.seq] for node, (_rx, tel) in chunk}))
+                    messages=len(chunk), basis={n: basis[n] for n, _ in chunk if n in basis}))
                 fed += len(chunk)
                 lag.handed(len(chunk))
                 next_at += TICK_S / len(parts)
@@ -360,15 +359,13 @@ async def under_feed(app: Any, ingest: Any,
             # messages one by one over the tick: a batch of 8,192 built in one go held the
             # loop 15-20 ms, a stall of the benchmark's own, not the console's.
             telemetry: dict[str, Any] = {}
-            seq_seen: dict[str, list[int]] = {}
             items = list(samples.items())
             for at in range(0, len(items), FEED_CHUNK):
                 for node, (_rx, tel) in items[at:at + FEED_CHUNK]:
                     telemetry[node] = (now, tel)
-                    seq_seen[node] = [tel.seq]
                 await asyncio.sleep(0)
             ingest.queued.append(batch_type(telemetry=telemetry, messages=len(samples),
-                                            basis=dict(basis), seq_seen=seq_seen))
+                                            basis=dict(basis)))
             lag.handed(len(samples))
             t0 = time.perf_counter()
             ticks = app.ticks

@@ -381,7 +381,7 @@ def still_quiet(t: wire2.Sample) -> bool:
 
     A sample whose rows are not built (``wire2.Pending``) is checked on its columns."""
     if type(t) is wire2.Pending:
-        temps, events = t.gpu_column("temp_c"), t.gpu_column("clock_event_reasons")
+        temps, events = t.gpu_columns("temp_c", "clock_event_reasons")
         if temps and None not in temps and None not in events:
             # Every GPU reporting (nearly every sample): max and OR in C, not a Python loop
             # per GPU (16,384 samples a second).

@@ -21,6 +21,8 @@ from fleetdeck.protocol.wire2 import Pending, Sample
 
 SAMPLES = 60
 METRICS = ("util", "temp", "power")
+COLUMNS = ("index", "present", "util_pct", "temp_c", "power_w")
+"""The v2 GPU columns a slot is made of, in ``record_columns``' order."""
 HALF_MAX = 65504.0
 """The largest finite half float: a reading beyond it is kept as this (it cannot be drawn
 truer on a sparkline anyway)."""
@@ -86,9 +88,7 @@ class RecentHistory:
     def record(self, node: str, t: Sample) -> None:
         if type(t) is Pending and not t.built:
             # Columns straight from the v2 delta and its keyframe: no rows built for this.
-            self.record_columns(node, t.gpu_column("index"), t.gpu_column("present"),
-                                t.gpu_column("util_pct"), t.gpu_column("temp_c"),
-                                t.gpu_column("power_w"))
+            self.record_columns(node, *t.gpu_columns(*COLUMNS))
             return
         gpus = t.gpus
         self.record_columns(node, [g.index for g in gpus], [g.present for g in gpus],

@@ -323,24 +323,24 @@ class ReplayIngest(Ingest):
         if floor is None or lag < floor:
             floor = self._lag_floor[subject] = lag
         b.delays.append(lag - floor)
-        b.seq_seen.setdefault(subject, []).append(seq)
+        b.note_seq(subject, seq)
 
     def mark(self, subject: str) -> "_Mark":
         """Where the batch stands for ``subject``: ``undo`` returns there."""
         b = self._batch
+        seqs = b.seq_seen.get(subject)
         return _Mark(self.received, b.messages, b.superseded, len(b.delays),
-                     len(b.seq_seen.get(subject, ())), self._lag_floor.get(subject),
+                     -1 if seqs is None else len(seqs), self._lag_floor.get(subject),
                      b.telemetry.get(subject), b.basis.get(subject))
 
     def undo(self, subject: str, mark: "_Mark") -> None:
         b = self._batch
         self.received, b.messages, b.superseded = mark.received, mark.messages, mark.superseded
         del b.delays[mark.delays:]
-        seqs = b.seq_seen.get(subject)
-        if seqs is not None:
-            del seqs[mark.seqs:]
-            if not seqs:
-                del b.seq_seen[subject]
+        if mark.seqs < 0:
+            b.seq_seen.pop(subject, None)
+        else:
+            del b.seq_seen[subject][mark.seqs:]
         if mark.floor is None:
             self._lag_floor.pop(subject, None)
         else:
@@ -362,6 +362,7 @@ class _Mark:
     superseded: int
     delays: int
     seqs: int
+    """Length of the node's ``seq_seen`` list, -1 for none."""
     floor: float | None
     telemetry: tuple[float, wire2.Sample] | None
     basis: wire2.Basis | None

@@ -34,6 +34,7 @@ from fleetdeck.console.ingest import Batch, Ingest
 from fleetdeck.console.interruptions import Interruption, InterruptionTracker, report
 from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
@@ -500,23 +501,28 @@ class ConsoleSession:
             # The common case: adopt the ingest's dicts as they are, O(1) for any fleet size.
             carry, seqs_of = self._carry, self._carry_seqs = new.telemetry, new.seq_seen
             basis = self._carry_basis = new.basis
-            for node, (_rx, tel) in carry.items() if len(seqs_of) != len(carry) else ():
-                seqs_of.setdefault(node, [tel.seq])
         else:
+            # seqs_of, as Batch.seq_seen, lists the seqs of the nodes with more than one.
             for node, item in new.telemetry.items():
                 b = new.basis.get(node)
                 if b is not None:
                     basis[node] = b
                 elif basis:
                     basis.pop(node, None)
-                seqs = new.seq_seen.get(node) or [item[1].seq]
-                held = seqs_of.get(node)
-                if held is None:
-                    seqs_of[node] = list(seqs)
-                else:
-                    held.extend(seqs)
+                held = carry.get(node)
+                if held is not None:
+                    seqs = seqs_of.get(node)
+                    if seqs is None:
+                        seqs = seqs_of[node] = [held[1].seq]
+                    seqs.extend(new.seqs(node))
                     superseded += 1
+                elif node in new.seq_seen:
+                    seqs_of[node] = list(new.seq_seen[node])
                 carry[node] = item  # an existing key keeps its place in line
+            for node, seqs in new.seq_seen.items():
+                if node not in new.telemetry:  # counted superseded, their successor refused
+                    held = carry.get(node)
+                    seqs_of.setdefault(node, [] if held is None else [held[1].seq]).extend(seqs)
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
                     jobs=new.jobs, superseded=superseded, delays=new.delays,
                     digests=new.digests, collectors=new.collectors)
@@ -527,12 +533,18 @@ class ConsoleSession:
         if limit is None or limit >= len(carry):
             out.telemetry, out.seq_seen, out.basis = carry, seqs_of, basis
             self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
-            out.messages += sum(len(v) for v in seqs_of.values())
+            # A node without a seq list sent one sample.
+            out.messages += len(carry) + sum(len(v) - (node in carry)
+                                             for node, v in seqs_of.items())
             return out
         for node in list(islice(carry, limit)):
             out.telemetry[node] = carry.pop(node)
-            seqs = out.seq_seen[node] = seqs_of.pop(node)
-            out.messages += len(seqs)
+            seqs = seqs_of.pop(node, None)
+            if seqs is None:
+                out.messages += 1
+            else:
+                out.seq_seen[node] = seqs
+                out.messages += len(seqs)
             b = basis.pop(node, None)
             if b is not None:
                 out.basis[node] = b
@@ -550,10 +562,8 @@ class ConsoleSession:
                 continue
             if type(tel) is wire2.Pending and not tel.built:
                 # The GPU columns read once for both (a quiet sample: no rows built).
-                col = tel.gpu_column
-                present, util, temp, power = (col("present"), col("util_pct"), col("temp_c"),
-                                              col("power_w"))
-                record(node_id, col("index"), present, util, temp, power)
+                index, present, util, temp, power = tel.gpu_columns(*RECENT_COLUMNS)
+                record(node_id, index, present, util, temp, power)
                 # While its columns are in the CPU's cache: the node list reads these for
                 # every node it sorts by UTIL/TEMP/POWER (rows.metrics).
                 meter_columns(st, present, util, temp, power)

@@ -819,18 +819,22 @@ class FleetState:
         # seq counts per agent process, across its reconnects: samples lost while the broker
         # was away show as a gap. A new process (or an agent that does not say) starts over.
         process = tel.agent.started_ts
+        new_process = process != st.agent_started
         if process is not None:
             _note_process(st, process, rx)
-        if process != st.agent_started or (process is None and new_session):
+        if new_process or (process is None and new_session):
             st.agent_started = process
             st.last_seq = None
-        for seq in seqs or [tel.seq]:
-            if st.last_seq is not None and seq > st.last_seq + 1:
-                st.seq_gaps += seq - st.last_seq - 1
-            if st.last_seq is None or seq > st.last_seq:
+        for seq in seqs or (tel.seq,):
+            last = st.last_seq
+            if last is None or seq > last:
+                if last is not None and seq > last + 1:
+                    st.seq_gaps += seq - last - 1
                 st.last_seq = seq
-        if tel.agent.started_ts is not None:
-            prefix = f"{st.node_id}.{tel.agent.started_ts}."
+        if process is not None and (new_process or not st.event_prefix):
+            # Only the telemetry of a process sets its prefix (events set one only while no
+            # telemetry named the process): same process, same prefix as last time.
+            prefix = f"{st.node_id}.{process}."
             if prefix != st.event_prefix:
                 # A new agent process: its events count from 1. Events of it that arrived
                 # before this telemetry are already in the timeline; count them now.

@@ -161,6 +161,6 @@ def test_valid_telemetry_among_junk_is_decoded_as_sent(plan):
         return
     # Latest wins, and it is the last sample sent, field for field; every seq sent is seen.
     assert batch.telemetry[node.node_id][1] == sent[-1]
-    assert batch.seq_seen[node.node_id] == [t.seq for t in sent]
+    assert batch.seqs(node.node_id) == [t.seq for t in sent]
     assert batch.superseded == len(sent) - 1
 

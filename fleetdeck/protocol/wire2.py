@@ -469,6 +469,22 @@ class Pending:
             return [_value(g, GPU_COLUMNS[i]) for g in self.full().gpus]
         return _column(*self._gpus, GPU_COLUMNS[i], i)
 
+    def gpu_columns(self, *wires: str) -> list[Sequence[Any]]:
+        """Several GPU columns at once, as :meth:`gpu_column` gives each (the console's
+        history reads five of every quiet sample: one call, not five)."""
+        if self._gpus is None:
+            return [self.gpu_column(w) for w in wires]
+        base, values = self._gpus
+        out: list[Sequence[Any]] = []
+        for w in wires:
+            i = _GPU_AT[w]
+            v = values[i]
+            if v is UNSET:
+                c = GPU_COLUMNS[i]
+                v = base.top[c.top] if c.sub is None else base.nested[c.top][c.sub]
+            out.append(v)
+        return out
+
     def port_column(self, wire: str) -> Sequence[Any]:
         """One IB port column in row order, without the rows."""
         i = _PORT_AT[wire]
@@ -577,10 +593,11 @@ class Reassembler:
         loud_g, loud_p = self._loud_gpu(gvals), self._loud_port(pvals)
         quiet = (loud_g.count(UNSET) == len(loud_g)
                  and loud_p.count(UNSET) == len(loud_p))
-        head = replace(h.tel, seq=msg.seq, ts=msg.ts)
-        if not (msg.interval_s is UNSET and msg.agent is UNSET and msg.job is UNSET
+        if (msg.interval_s is UNSET and msg.agent is UNSET and msg.job is UNSET
                 and msg.host is UNSET):
-            head = _with_top(head, msg)
+            head = replace(h.tel, seq=msg.seq, ts=msg.ts)
+        else:
+            head = _with_top(h.tel, msg)
         out: fast.Telemetry | Pending
         if quiet and self.lazy and not fast.may_hold_big_int(payload):
             # Nothing to check a u64 against without the rows is the common case: a payload
@@ -597,8 +614,9 @@ class Reassembler:
 
 
 def _with_top(tel: fast.Telemetry, msg: TelemetryV2) -> fast.Telemetry:
-    """``tel`` with the top-level fields a delta carries (those that differ from its keyframe)."""
-    kw: dict[str, Any] = {}
+    """``tel`` with the delta's ``seq`` and ``ts`` and the top-level fields it carries (those
+    that differ from its keyframe): one ``replace``."""
+    kw: dict[str, Any] = {"seq": msg.seq, "ts": msg.ts}
     if msg.interval_s is not UNSET:
         kw["interval_s"] = msg.interval_s
     if msg.agent is not UNSET:

@@ -106,3 +106,28 @@ async def test_watch_ticks_again_at_once_while_a_budget_leaves_a_backlog() -> No
     # tick_s far beyond duration_s: only immediate re-ticks can drain 6 slices in time.
     await session.watch(asyncio.Event(), tick_s=60, on_tick=on_tick, duration_s=30)
     assert slices == [50] * (NODES // 50)
+
+
+def test_seqs_of_superseded_and_carried_samples_count_gaps_and_messages_once() -> None:
+    """A node's seq list is kept only when it sent more than one sample in a batch (or its
+    carried sample was superseded): gaps and message counts are the same either way."""
+    session, ingest, nodes = _fleet()
+    session.tick(T0 + 1)
+    session.apply_max_nodes = 50
+    _round(ingest, nodes)  # seq 1 everywhere
+    session.tick(T0 + 2)  # 50 applied, 250 carried
+    a, b = nodes[0], nodes[-1]  # applied, carried
+    for n in (a, b):
+        n.telemetry()  # seq 2: lost on the way
+        for _ in range(2):  # seqs 3 and 4 in one batch
+            n.feed(ingest, n.telemetry(), Kind.TELEMETRY)
+    while session.tick(T0 + 3).backlog:
+        pass
+    for n in (a, b):
+        st = session.state.nodes[n.node_id]
+        assert st.telemetry is not None and st.telemetry.seq == 4
+        assert st.seq_gaps == 1, n.node_id
+    state = session.state
+    assert state.applied == ingest.received == 2 * NODES + NODES + 4
+    assert state.superseded == 1 + 2  # a's seq 3; b's carried seq 1 and its seq 3
+    assert state.seq_lost == 2
