@@ -12,6 +12,9 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
 3. **node** — every other node that is not ``ok``, titled by its worst finding;
 4. **job** — a job's straggler whose node has no incident of its own.
 
+While the console itself is cut off from the broker, one **console** incident comes first: no
+node goes stale for the console's own silence (``FleetState.blind``), so no rack looks dark.
+
 Jobs are attached to every incident whose nodes they run on, so the line says what is at stake.
 Each incident carries a timeline: the event log's entries about its nodes since shortly before
 it began. Domain only: ``status --json``, replay summaries and the views read the same list.
@@ -51,7 +54,7 @@ class Incident:
     """Stable while the incident lasts: ``switch:leaf03-r2``, ``rack:r07``, ``node:gpu0012``,
     ``job:4101`` (views keep their selection on it)."""
     kind: str
-    """switch | rack | node | job"""
+    """switch | rack | node | job | console (its own broker connection is lost)"""
     severity: str
     """error (work is lost or at risk now) | warn"""
     title: str
@@ -122,6 +125,15 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
                             [job.job_id], 1))
     _attach_timelines(out, log)
     out.sort(key=lambda i: (_SEVERITY_RANK.get(i.severity, 2), -len(i.nodes), i.since, i.key))
+    blind = state.blind
+    if blind is not None and blind[1] is None:
+        # First: while the console hears nothing, nothing else it says is current.
+        out.insert(0, Incident(
+            "console:broker", "console", "error",
+            "no data: this console lost its broker connection; every verdict is as of then "
+            "and no node goes stale for it", blind[0], [],
+            "check the broker and this console's network to it; the nodes are not known to "
+            "be down"))
     return out
 
 

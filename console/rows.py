@@ -23,6 +23,7 @@ from fleetdeck.console.judgements import (
     straggler,
     suspect_switches,
 )
+from fleetdeck.console.state import WAITING as WAITING  # re-exported: the views read it here
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol import wire2
@@ -286,18 +287,13 @@ def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> A
     return 0
 
 
-WAITING = "waiting"
-"""What a node that was born but has sent no telemetry yet shows instead of a verdict: its
-health is not known, neither ok nor failed."""
-
-
 def waiting(st: NodeState) -> bool:
-    return st.sample is None and st.online is not False and not st.stale
+    return st.waiting
 
 
 def verdict_text(st: NodeState) -> str:
     """The verdict as shown: ``waiting`` before the first telemetry, else the verdict."""
-    return WAITING if waiting(st) and st.verdict is Verdict.OK else st.verdict.value
+    return st.verdict_shown
 
 
 def _short_age(s: float) -> str:

@@ -38,7 +38,7 @@ from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
-from fleetdeck.console.state import UNBORN_MAX, FleetState
+from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
 from fleetdeck.protocol import codec, signing, wire2
@@ -217,6 +217,8 @@ class ConsoleSession:
             self.feed = LiveFeed(url, self.ingest, client_id=client_id or f"fd-{id(self):x}",
                                  clock=clock, keepalive=keepalive, command_key=command_key,
                                  filters=filters, will=will)
+        self._was_up = False
+        """The feed has been connected once (a broker lost after that blinds the console)."""
         self.store: Store | None = None
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
@@ -404,6 +406,7 @@ class ConsoleSession:
         """Apply what arrived since the last tick and follow everything up. Never blocks."""
         t0 = time.perf_counter()
         now = self.clock() if now is None else now
+        self._watch_sight(now)
         batch = self._take_slice()
         full = (not self._carry or now - self._last_full >= FULL_PASS_S
                 or (self.apply_budget_s is None and self.apply_max_nodes is None))
@@ -454,6 +457,28 @@ class ConsoleSession:
                             + (self.summaries.pending if self.summaries is not None else 0))
         freeze_tick()
         return report
+
+    def _watch_sight(self, now: float) -> None:
+        """Tell the fleet state when the console loses and regains the broker: while it is
+        cut off (and until the agents had time to reconnect), no node goes stale for the
+        console's own silence, so no rack looks dark and no agent looks dead for it."""
+        feed = self.feed
+        if feed is None:
+            return
+        state = self.state
+        if feed.conn.state == "connected":
+            self._was_up = True
+            if state.blind is not None and state.blind[1] is None:
+                since = state.blind[0]
+                state.regain_sight(now)
+                self.note(f"broker connection back after {now - since:.0f} s; a node not heard "
+                          f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "
+                          "back-off) goes stale", severity="info", kind="connection")
+        elif self._was_up and (state.blind is None or state.blind[1] is not None):
+            state.lose_sight(now)
+            self.note(f"broker connection lost ({feed.conn.detail or 'disconnected'}): no "
+                      "data; verdicts stay as they were and no node goes stale until the "
+                      "broker and its agents are back", severity="warn", kind="connection")
 
     def _note_shedding(self, now: float) -> None:
         if self.feed is None:

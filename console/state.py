@@ -53,6 +53,26 @@ UNBORN_MAX = 10_000
 EVENT_MEMORY = 5000
 SHAPE_LOG_MAX = 100_000
 NODE_EVENT_MEMORY = 50
+WAITING = "waiting"
+"""What a node that was born but has sent no telemetry yet shows instead of ``ok``."""
+AGENT_RECONNECT_S = 30.0
+"""How long after the broker is back every agent has reconnected: their back-off is capped at
+30 s (docs/reliability.md). Until then a node not heard from is not judged stale."""
+
+Blind = tuple[float, float | None]
+"""(since, until) of the console's last time without a broker connection, ``until`` including
+the agents' time to reconnect (``AGENT_RECONNECT_S``); None while still cut off."""
+
+
+def unseen_s(heard: float, now: float, blind: Blind | None) -> float:
+    """Seconds of ``heard``..``now`` during which this console could have heard the node: a
+    console cut off from the broker hears nothing, and silence it could not hear is not the
+    node's (it must not go stale, nor its rack look dark, for the console's own outage)."""
+    if blind is None:
+        return now - heard
+    since, until = blind
+    end = now if until is None else min(now, until)
+    return now - heard - max(0.0, end - max(heard, since))
 
 
 @dataclass
@@ -202,20 +222,35 @@ class NodeState:
         return sorted({f.rule for f in self.all_findings})
 
     @property
+    def waiting(self) -> bool:
+        """Born and not silent, but no telemetry yet: its health is not known, neither ok nor
+        failed (``status`` and the views say ``waiting``, not ``ok``)."""
+        return self.sample is None and self.online is not False and not self.stale
+
+    @property
+    def verdict_shown(self) -> str:
+        """The verdict as views and ``status`` show it: ``waiting`` before the first telemetry
+        (a node that judges ok only for want of data), else the verdict."""
+        return WAITING if self.verdict is Verdict.OK and self.waiting else self.verdict.value
+
+    @property
     def job_id(self) -> str | None:
         t = self.sample
         return t.job.id if t is not None and t.job is not None else None
 
-    def judge(self, now: float) -> Verdict:
-        """Recompute staleness and the verdict at wall-clock ``now``; return the verdict."""
+    def judge(self, now: float, blind: Blind | None = None) -> Verdict:
+        """Recompute staleness and the verdict at wall-clock ``now``; return the verdict.
+        ``blind``: when the console itself heard nothing (``FleetState.blind``)."""
         if self.digest is not None:
-            verdict = judge_digest(self, now)
+            verdict = judge_digest(self, now if blind is None else
+                                   self.digest_rx + unseen_s(self.digest_rx, now, blind))
             if verdict is not self.verdict or not self.judged:
                 self.changed_at = now
             self.judged, self.verdict = True, verdict
             return verdict
         heard = self.last_rx if self.last_rx is not None else self.first_seen
-        self.stale = heard is None or now - heard > STALE_INTERVALS * self.interval_s
+        self.stale = heard is None or unseen_s(heard, now, blind) > (
+            STALE_INTERVALS * self.interval_s)
         liveness: list[Finding] = []
         alive = (f"; job {self.job_stepping} still stepping — the agent died, not the node: "
                  "restart the agent, do not drain") if self.job_stepping else ""
@@ -439,6 +474,9 @@ class FleetState:
         self.precheck = True
         """Skip the health rules of a healthy node whose new sample is within healthy bounds
         (``health.still_healthy``); off only to compare against the full rules in tests."""
+        self.blind: Blind | None = None
+        """The console's last time cut off from the broker (``lose_sight``/``regain_sight``):
+        silence in it is not counted against any node (``unseen_s``)."""
 
     def node(self, node_id: str) -> NodeState:
         st = self.nodes.get(node_id)
@@ -447,6 +485,24 @@ class FleetState:
             st = self.nodes[node_id] = NodeState(node_id, made=self._made)
             self._dirty.add(node_id)
         return st
+
+    def lose_sight(self, at: float) -> None:
+        """The console's broker connection is gone since ``at``: from here until the agents
+        have had time to reconnect after it is back, silence is the console's, not the
+        nodes' (``unseen_s``)."""
+        if self.blind is not None and self.blind[1] is not None and at <= self.blind[1]:
+            at = self.blind[0]  # lost again before the agents were all back: one outage
+        self.blind = (at, None)
+        self._full_at = float("-inf")  # every node's staleness moves: judge them all
+
+    def regain_sight(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:
+        if self.blind is not None and self.blind[1] is None:
+            self.blind = (self.blind[0], at + agents_back_s)
+            self._full_at = float("-inf")
+
+    def sightless(self, now: float) -> bool:
+        """Cut off from the broker now, or since too short a time for the agents to be back."""
+        return self.blind is not None and (self.blind[1] is None or now < self.blind[1])
 
     def mark(self, node_id: str) -> None:
         """The next judgement pass must visit this node (fleet-wide context it reads changed)."""
@@ -637,7 +693,7 @@ class FleetState:
                     break
                 st = self.nodes.get(n)
                 if (st is not None and st.digest is not None and not st.stale
-                        and now - rx > STALE_PERIODS * st.digest.every_s):
+                        and unseen_s(rx, now, self.blind) > STALE_PERIODS * st.digest.every_s):
                     names.add(n)
         return _pick(self.nodes, names)
 
@@ -674,9 +730,9 @@ class FleetState:
             st.deadline_at = None
             heard = st.last_rx if st.last_rx is not None else st.first_seen
             if heard is not None and st.digest is None:
-                due = heard + STALE_INTERVALS * st.interval_s
-                if due >= now:  # heard from since: re-arm in place, nothing to judge
-                    st.deadline_at = due
+                left = STALE_INTERVALS * st.interval_s - unseen_s(heard, now, self.blind)
+                if left >= 0:  # heard from since: re-arm in place, nothing to judge
+                    due = st.deadline_at = now + max(left, 0.001)
                     heapq.heapreplace(heap, (due, n))
                     continue
             heapq.heappop(heap)
@@ -737,6 +793,7 @@ class FleetState:
         self.last_pass_nodes = min(done, len(visit))
 
     def _judge_nodes(self, visit: list[NodeState], now: float) -> None:
+        blind = self.blind
         for st in visit:
             # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
@@ -758,12 +815,13 @@ class FleetState:
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None
-                    and now - heard <= window):
+                    and (now - heard if blind is None else unseen_s(heard, now, blind))
+                    <= window):
                 self._arm(st, heard, window)
                 continue
             st.judge_key = key
             old = st.verdict if st.judged else None
-            new = st.judge(now)
+            new = st.judge(now, blind)
             self._arm(st, heard, window)
             t = st.sample
             shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),
@@ -900,8 +958,9 @@ class FleetState:
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)
         gpus = gpus_present = ports = ports_up = drained = draining = 0
+        by_verdict[WAITING] = 0
         for st in self.nodes.values():
-            by_verdict[st.verdict.value] += 1
+            by_verdict[st.verdict_shown] += 1
             gpus += st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
             gpus_present += st.gpus_present
             ports += st.ib_ports

@@ -17,7 +17,7 @@ from fleetdeck.protocol.messages import JobStatus
 def node_summary(st: NodeState, now: float) -> dict[str, Any]:
     return {
         "id": st.node_id,
-        "verdict": st.verdict.value,
+        "verdict": st.verdict_shown,
         "reasons": st.reasons,
         "findings": [str(f) for f in st.all_findings],
         "online": bool(st.online),
@@ -69,6 +69,10 @@ def fleet_summary(state: FleetState, now: float, *,
             "drained": t.drained,
             "draining": t.draining,
             "malformed": t.malformed,
+        },
+        "connection_lost": None if state.blind is None else {
+            "since": round(state.blind[0], 3),
+            "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
         },
         "nodes": [node_summary(st, now) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],

@@ -23,6 +23,7 @@ from fleetdeck.runtime import tune_gc
 
 VERDICT_STYLE = {
     "ok": "green", "degraded": "yellow", "failed": "bold red", "stale": "dim", "offline": "red",
+    "waiting": "cyan",
 }
 
 
@@ -68,7 +69,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
     return session
 
 
-VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "ok": 4}
+VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "waiting": 4, "ok": 5}
 INCIDENTS_SHOWN = 10
 
 
@@ -135,6 +136,13 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
         print(json.dumps(out, indent=2))
     else:
         render_summary(out, table_console())
+    blind = session.state.blind
+    if blind is not None:
+        # A script must not read a fleet it could not see as healthy (docs/protocol.md).
+        print(f"fleetdeck status: the broker connection was lost during the watch "
+              f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
+              "are as of then.", file=sys.stderr)
+        return 3
     return 0
 
 

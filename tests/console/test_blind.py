@@ -1,0 +1,144 @@
+"""The console's own broker outage is not the nodes': while it is cut off (and until the agents
+had time to reconnect) no node goes stale for the silence, no rack looks dark, and ``status``
+says the picture is as of the loss (exit 3)."""
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.state import AGENT_RECONNECT_S, unseen_s
+from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol.topics import Kind
+from tests.conftest import eventually, run_cli, spawn, stop_process
+from tests.helpers import FakeNode
+
+T0 = 1_000_000.0
+
+
+def test_unseen_leaves_out_the_time_the_console_could_not_hear() -> None:
+    assert unseen_s(100.0, 130.0, None) == 30.0
+    assert unseen_s(100.0, 130.0, (110.0, None)) == 10.0  # cut off since 110: frozen at 10
+    assert unseen_s(100.0, 130.0, (110.0, 125.0)) == 15.0  # 10 before, 5 after
+    assert unseen_s(120.0, 130.0, (100.0, 110.0)) == 10.0  # heard after it: all counts
+    assert unseen_s(105.0, 130.0, (100.0, 110.0)) == 20.0  # heard inside it
+
+
+def _fleet(n: int = 8) -> tuple[ConsoleSession, Ingest, list[FakeNode]]:
+    ingest = Ingest("test")
+    session = ConsoleSession("test", ingest=ingest, follow_up=False, clock=lambda: T0)
+    nodes = [FakeNode(f"gpu{i:04d}", t0=T0) for i in range(n)]
+    for node in nodes:
+        node.feed(ingest, node.birth(), Kind.BIRTH)
+        node.feed(ingest, node.status(), Kind.STATUS)
+        node.feed(ingest, node.telemetry(advance=0.0), Kind.TELEMETRY)
+    session.tick(T0)
+    return session, ingest, nodes
+
+
+def test_no_node_goes_stale_while_the_console_is_cut_off_nor_until_the_agents_are_back() -> None:
+    session, _ingest, nodes = _fleet()
+    state = session.state
+    quiet = nodes[0].node_id
+    state.nodes[quiet].last_rx = T0 - 60  # silent before the outage: stays stale
+    state.mark(quiet)
+    state.judge_fleet(T0 + 0.5)
+    assert state.nodes[quiet].verdict.value == "stale"
+    state.lose_sight(T0 + 1)
+    for t in (T0 + 5, T0 + 60, T0 + 300):
+        state.judge_fleet(t)
+        verdicts = {st.node_id: st.verdict.value for st in state.nodes.values()}
+        assert verdicts.pop(quiet) == "stale"
+        assert set(verdicts.values()) == {"ok"}, (t, verdicts)
+    found = incidents(state)
+    assert found[0].kind == "console" and found[0].severity == "error"
+    assert not [i for i in found if i.kind == "rack"]
+    assert state.sightless(T0 + 300)
+    state.regain_sight(T0 + 300)
+    state.judge_fleet(T0 + 300 + AGENT_RECONNECT_S - 1)  # agents still reconnecting
+    assert sum(st.verdict.value == "stale" for st in state.nodes.values()) == 1
+    assert not [i for i in incidents(state) if i.kind == "console"]
+    state.judge_fleet(T0 + 300 + AGENT_RECONNECT_S + 5)  # never came back: stale now
+    assert all(st.verdict.value == "stale" for st in state.nodes.values())
+    summary = fleet_summary(state, T0 + 340)
+    assert summary["connection_lost"] == {"since": T0 + 1,
+                                          "stale_judged_from": T0 + 300 + AGENT_RECONNECT_S}
+
+
+def test_a_node_without_telemetry_is_waiting_not_ok() -> None:
+    ingest = Ingest("test")
+    session = ConsoleSession("test", ingest=ingest, follow_up=False, clock=lambda: T0)
+    born, reporting = FakeNode("gpu0001", t0=T0), FakeNode("gpu0002", t0=T0)
+    for node in (born, reporting):
+        node.feed(ingest, node.birth(), Kind.BIRTH)
+        node.feed(ingest, node.status(), Kind.STATUS)
+    reporting.feed(ingest, reporting.telemetry(advance=0.0), Kind.TELEMETRY)
+    session.tick(T0)
+    summary = fleet_summary(session.state, T0)
+    verdicts = {n["id"]: n["verdict"] for n in summary["nodes"]}
+    assert verdicts == {"gpu0001": "waiting", "gpu0002": "ok"}
+    assert summary["totals"]["by_verdict"]["waiting"] == 1
+    assert summary["totals"]["by_verdict"]["ok"] == 1
+
+
+@pytest.mark.timeout(120)
+async def test_broker_killed_under_a_live_console_blames_nobody(mosquitto, tmp_path) -> None:
+    """Drill: SIGKILL the broker under a live console core and a simulated fleet."""
+    sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "blind", "--nodes", "8",
+                "--interval", "1.0", "--keepalive", "2", log=tmp_path / "sim.log")
+    session = ConsoleSession("blind", url=mosquitto.url, operator="test",
+                             client_id=f"blind-{uuid.uuid4().hex[:6]}")
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
+    state = session.state
+    try:
+        await eventually(lambda: sum(st.verdict.value == "ok" for st in state.nodes.values())
+                         == 8, 30, message="fleet up")
+        mosquitto.kill()
+        await eventually(lambda: state.sightless(session.clock()), 10, message="blind")
+        await asyncio.sleep(6)  # twice the staleness window of a 1 s interval
+        assert {st.verdict.value for st in state.nodes.values()} == {"ok"}
+        assert [i.kind for i in incidents(state)] == ["console"]
+        assert any("broker connection lost" in line.text for line in session.log.lines())
+        mosquitto.start()
+        await eventually(lambda: state.blind is not None and state.blind[1] is not None, 30,
+                         message="back")
+        await eventually(lambda: all(st.last_rx is not None and st.last_rx > state.blind[1]
+                                     - AGENT_RECONNECT_S for st in state.nodes.values()), 40,
+                         message="agents back")
+        assert {st.verdict.value for st in state.nodes.values()} == {"ok"}
+        assert any("broker connection back" in line.text for line in session.log.lines())
+    finally:
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
+        stop_process(sim)
+
+
+@pytest.mark.timeout(120)
+async def test_status_exits_3_when_the_broker_goes_away_during_its_watch(mosquitto,
+                                                                        tmp_path) -> None:
+    sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "blind", "--nodes", "4",
+                "--interval", "1.0", log=tmp_path / "sim.log")
+    try:
+        first = await asyncio.to_thread(run_cli, "status", "--broker", str(mosquitto.url),
+                                        "--cluster", "blind", "--json", "--wait", "3")
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout)["connection_lost"] is None
+        status = asyncio.create_task(asyncio.to_thread(
+            run_cli, "status", "--broker", str(mosquitto.url), "--cluster", "blind", "--json",
+            "--wait", "8"))
+        await asyncio.sleep(3)
+        mosquitto.kill()
+        got = await status
+        assert got.returncode == 3, got.stderr
+        assert "broker connection was lost" in got.stderr
+        out = json.loads(got.stdout)
+        assert out["connection_lost"]["since"] > 0
+        assert out["totals"]["by_verdict"]["stale"] == 0
+        assert out["incidents"][0]["kind"] == "console"
+    finally:
+        stop_process(sim)
