@@ -15,7 +15,7 @@ from fleetdeck.console.health import Finding
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.fast import IbPortSample
-from fleetdeck.protocol.messages import JobStatus
+from fleetdeck.protocol.messages import DrainState, JobStatus
 
 PORT_OK = "ok"
 PORT_DOWN = "down"
@@ -271,8 +271,12 @@ def recommended_action(st: NodeState) -> str:
     if "H3" in rules:
         return "give each agent its own node id"
     if v == "failed":
-        if st.drain.state.value != "none":
+        if st.drain.state is DrainState.DRAINED:
             return "drained: repair, then resume"
+        if st.drain.state is DrainState.DRAINING:
+            # Its job still runs (drain mode finish): repairing now would kill it.
+            return ("draining: repair once its jobs have finished (or drain --now to requeue "
+                    "them from their checkpoint now), then resume")
         return "drain (requeue its jobs from their checkpoint), then repair"
     if "F1" in rules and v == "degraded":
         return f"check switch {st.behind_switch}; do not drain"

@@ -284,14 +284,22 @@ class NodeState:
         switch: a switch failure must not make every node behind it a drain candidate."""
         if not self.behind_switch:
             return self.findings
-        out = [Finding("F1", Severity.WARN, "",
-                       f"behind suspect switch {self.behind_switch}: check the switch, "
-                       "do not drain")]
+        own = [f for f in self.findings if f.component not in self.behind_ports]
+        # "Do not drain" holds only for what the switch explains: a GPU fault on a node behind
+        # a failing switch is still a reason to drain it.
+        faulty = any(f.severity is Severity.DRAIN for f in own)
+        tail = "its IB port findings are the switch's" if faulty else (
+            "check the switch, do not drain")
+        switch = Finding("F1", Severity.WARN, "",
+                         f"behind suspect switch {self.behind_switch}: {tail}")
+        out = [] if faulty else [switch]
         for f in self.findings:
             if f.component in self.behind_ports:
                 out.append(Finding(f.rule, Severity.WARN, f.component, f"{f.text} (switch)"))
             else:
                 out.append(f)
+        if faulty:
+            out.append(switch)  # its own fault first: that is what the on-call acts on
         return out
 
     @property

@@ -79,6 +79,26 @@ def test_a_switch_failure_makes_the_switch_the_problem_not_the_nodes_behind_it()
                              "gpu0003": lambda t: port_down("mlx5_ib5")(down(t))})
     st = session2.state.nodes["gpu0003"]
     assert st.behind_switch == "leaf00-r2" and st.verdict.value == "failed"
+    # Its advice does not contradict itself: its own fault first, no "do not drain" anywhere.
+    node = {n["id"]: n for n in fleet_summary(session2.state, session2.clock())["nodes"]}[
+        "gpu0003"]
+    assert not node["findings"][0].startswith("F1")
+    assert not any("do not drain" in f for f in node["findings"]), node["findings"]
+    assert node["action"].startswith("drain")
+
+
+def test_a_failed_node_still_draining_is_not_told_to_be_repaired_yet():
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    session = session_with({"gpu0003": port_down("mlx5_ib5")})
+    st = session.state.nodes["gpu0003"]
+    assert st.verdict.value == "failed"
+    assert recommended_action(st).startswith("drain (requeue")
+    st.drain = DrainInfo(state=DrainState.DRAINING)
+    assert recommended_action(st).startswith("draining: repair once its jobs have finished")
+    st.drain = DrainInfo(state=DrainState.DRAINED)
+    assert recommended_action(st) == "drained: repair, then resume"
 
 
 def _job_with(slowest, median=1000.0):
