@@ -36,6 +36,10 @@ BIRTH_WAIT_S = 30.0
 """How long after connecting unknown targets are waited for at the most."""
 BIRTHS_QUIET_S = 3.0
 """Unknown targets are given up on once no new node has appeared for this long."""
+SAMPLES_WAIT_S = 3.0
+"""After connecting, how long the blast radius waits at the most for every known node's first
+telemetry (its GPUs and jobs), or two of the slowest such node's intervals if longer: measured before that, nodes not yet heard from counted no free
+GPUs, and a dry run said "0 free GPUs left" where the console said 40."""
 
 
 class UnknownTargets(UserError):
@@ -165,6 +169,10 @@ class CommandRun:
         self._connected_at = self._connected_at or time.monotonic()
         if time.monotonic() - self._connected_at < SETTLE_S:
             return None
+        waiting = [st.interval_s for st in self.state.nodes.values() if st.waiting]
+        if waiting and time.monotonic() - self._connected_at < max(
+                SAMPLES_WAIT_S, 2 * max(waiting) + 1):
+            return None  # two of its intervals, plus the way here
         nodes = len(self.state.nodes)
         if nodes != self._nodes_seen:
             self._nodes_seen, self._nodes_changed_at = nodes, time.monotonic()

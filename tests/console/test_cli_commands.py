@@ -56,3 +56,30 @@ def test_timeout_exit_code(mosquitto, tmp_path):
                   "--audit-log", str(tmp_path / "a.jsonl"), "--timeout", "1.5")
     assert out.returncode == 4, out.stdout + out.stderr
     assert "timed_out" in out.stdout
+
+
+def test_dry_run_counts_free_gpus_of_nodes_it_has_heard_from(mosquitto, tmp_path):
+    """Agents at a 2 s interval: a blast radius measured before their first samples counted
+    none of their GPUs as free ("0 free GPUs left" where the console said 40)."""
+    proc = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "slow", "--nodes", "4",
+                 "--interval", "2", "--jobs", "1", "--seed", "3", log=tmp_path / "sim.log")
+    try:
+        status = run_cli("status", "--broker", str(mosquitto.url), "--cluster", "slow",
+                         "--json", "--wait", "5")
+        assert status.returncode == 0, status.stderr
+        summary = json.loads(status.stdout)
+        nodes = summary["nodes"]
+        busy = {n for job in summary["jobs"] if job["state"] in ("R", "CG")
+                for n in job["nodes"]}
+        idle = [n for n in nodes if n["job"] is None and n["id"] not in busy
+                and n["verdict"] == "ok"]
+        assert idle, nodes
+        target = idle[0]["id"]
+        free = sum(n["gpus"] for n in idle if n["id"] != target)
+        for mode in ((), ("--now",)):
+            out = run_cli("drain", target, "--reason", "x", *mode, "--dry-run", "--broker",
+                          str(mosquitto.url), "--cluster", "slow", "--operator", "carol")
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert f", {free} free GPUs left" in out.stdout, (free, out.stdout)
+    finally:
+        stop_process(proc)
