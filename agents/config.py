@@ -114,6 +114,8 @@ def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
     path: Path | None = None
     if config is not None:
         path = Path(config)
+        if path.is_dir():
+            raise UserError(f"config file {path} is a directory, not a TOML file.")
         if not path.is_file():
             raise UserError(f"config file {path} does not exist.")
     elif DEFAULT_CONFIG.is_file():
@@ -123,6 +125,9 @@ def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
             tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as err:
             raise UserError(f"{path}: {err}.") from None
+        except UnicodeDecodeError:
+            # TOML is UTF-8 (a file saved as UTF-16 or a binary one ends here).
+            raise UserError(f"{path} is not a UTF-8 text file, as TOML must be.") from None
         except OSError as err:
             raise UserError(f"cannot read config file {path}: {err.strerror}.") from None
     given = {k: v for k, v in cli.items() if v is not None}

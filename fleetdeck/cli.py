@@ -8,6 +8,7 @@ subcommand that needs them, so ``fleetdeck agent`` never loads the TUI.
 import argparse
 import asyncio
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -41,14 +42,26 @@ def _id(what: str) -> Callable[[str], str]:
     return check
 
 
-def _positive(kind: type[int] | type[float], what: str) -> Callable[[str], int | float]:
+INTERVAL_MAX_S = 3600.0
+"""The longest telemetry interval a message may carry (protocol/messages.py, ``interval_s``)."""
+KEEPALIVE_MAX_S = 3600
+"""The longest MQTT keepalive an agent takes (agents/config.py; MQTT's own limit is 65,535)."""
+
+
+def _positive(kind: type[int] | type[float], what: str,
+              most: float | None = None) -> Callable[[str], int | float]:
     def check(value: str) -> int | float:
         try:
             number = kind(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{what} must be a number, not '{value}'") from None
+        if not math.isfinite(number):
+            # float() takes "nan" and "inf": a wait of inf never ends, nan compares false.
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number, not {value}")
         if number <= 0:
             raise argparse.ArgumentTypeError(f"{what} must be greater than 0, not {value}")
+        if most is not None and number > most:
+            raise argparse.ArgumentTypeError(f"{what} must be at most {most:g}, not {value}")
         return number
 
     check.__name__ = what
@@ -239,8 +252,9 @@ def build_parser() -> Parser:
                    "forgets a drain)")
     p.add_argument("--kernel-log", metavar="journal|FILE",
                    help="follow XID and IB carrier lines from the journal or a log file")
-    p.add_argument("--interval", type=_positive(float, "--interval"), help="seconds (default 1)")
-    p.add_argument("--keepalive", type=_positive(int, "--keepalive"),
+    p.add_argument("--interval", type=_positive(float, "--interval", INTERVAL_MAX_S),
+                   help="seconds (default 1)")
+    p.add_argument("--keepalive", type=_positive(int, "--keepalive", KEEPALIVE_MAX_S),
                    help="MQTT keepalive seconds (default 10)")
     p.add_argument("--seed", type=int, help="simulated source only")
     p.add_argument("--command-key", metavar="FILE",
@@ -259,8 +273,11 @@ def build_parser() -> Parser:
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=None,
                    help="fleet size (default: the scenario's [fleet] nodes, else 64)")
     p.add_argument("--prefix", type=_id("node name prefix"), default="gpu")
-    p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0)
-    p.add_argument("--keepalive", type=_positive(int, "--keepalive"), default=10)
+    # The agent's own bounds (agents/config.py): a birth with interval_s > 3600 is refused.
+    p.add_argument("--interval", type=_positive(float, "--interval", INTERVAL_MAX_S),
+                   default=1.0)
+    p.add_argument("--keepalive", type=_positive(int, "--keepalive", KEEPALIVE_MAX_S),
+                   default=10)
     p.add_argument("--seed", type=int, default=0,
                    help="same seed + scenario -> same telemetry (timestamps aside)")
     p.add_argument("--connect-concurrency", type=_positive(int, "--connect-concurrency"),
