@@ -7,6 +7,7 @@ subcommand that needs them, so ``fleetdeck agent`` never loads the TUI.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -413,7 +414,30 @@ def build_parser() -> Parser:
     return parser
 
 
+EXIT_CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a tool whose reader went away (``yes | head``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # What is still buffered (also --help's text, before argparse's exit) goes out
+            # here, where a closed pipe is handled, not in the interpreter's flush at exit.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (head, grep -q, less quit early) is gone: there is no one to tell, so end
+        # quietly as Unix tools do. stdout goes to devnull first, or the interpreter's own
+        # flush at exit fails on the same pipe and prints a second error (Python docs, signal
+        # module, "Note on SIGPIPE").
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from fleetdeck.logs import setup_logging
