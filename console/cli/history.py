@@ -1,6 +1,7 @@
 """``fleetdeck events`` and ``fleetdeck history``: the store, queried like ``sinfo -R``."""
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from rich.table import Table
 
 from fleetdeck.console.store import Store
 from fleetdeck.errors import UserError
+from fleetdeck.paths import state_base
 
 PIPE_WIDTH = 100_000
 """Line width when stdout is not a terminal: wide enough that no table row ever wraps."""
@@ -53,10 +55,31 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+DEMO_STORES = "demo-*/demo.db"
+"""Where ``fleetdeck demo`` keeps each run's store under the state directory (fleetdeck/demo.py,
+which this side may not import; tests check the two agree)."""
+
+
+def demo_stores() -> list[Path]:
+    """The demo runs' stores, newest first."""
+    found = []
+    for path in state_base().glob(DEMO_STORES):
+        with contextlib.suppress(OSError):
+            found.append((path.stat().st_mtime, path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
 def _check(db: Path) -> None:
-    if not db.exists():
-        raise UserError(f"no store at {db} (run 'fleetdeck collect' or the console first, or "
-                        "pass --db).")
+    if db.exists():
+        return
+    why = f"no store at {db} (run 'fleetdeck collect' or the console first, or pass --db FILE)"
+    demos = demo_stores()
+    if demos:
+        # The demo keeps its store in a run directory of its own, so after 'make demo' the
+        # default path is empty: point at what the user most likely wants.
+        others = f" ({len(demos) - 1} older demo run(s) beside it)" if len(demos) > 1 else ""
+        why += f"; the newest demo run's store is {demos[0]}{others}: pass --db {demos[0]}"
+    raise UserError(f"{why}.")
 
 
 async def _open(db: Path) -> Store:
