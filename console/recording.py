@@ -377,7 +377,12 @@ class RecordingReader:
     def _read_header(self) -> Header:
         try:
             with self._open() as f:
-                obj = json.loads(f.readline(MAX_HEADER_BYTES))
+                first = f.readline(MAX_HEADER_BYTES)
+                if not first:
+                    # Not damage: a recorder that never got going (or a gzip of nothing).
+                    raise UserError(f"{self.path} is empty: it holds no recording, not even "
+                                    "a header line.")
+                obj = json.loads(first)
                 times = self._probe_times(f) if isinstance(obj, dict) else []
         except (OSError, EOFError, ValueError, zlib.error, RecursionError):
             raise UserError(f"{self.path} is not a fleetdeck recording (unreadable "
