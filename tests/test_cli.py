@@ -31,9 +31,11 @@ def test_bad_arguments_get_one_plain_sentence(args, needle):
 
 
 def test_unreachable_broker_is_one_sentence():
-    res = run_cli("status", "--broker", f"mqtt://127.0.0.1:{free_port()}", "--wait", "1")
+    url = f"mqtt://127.0.0.1:{free_port()}"
+    res = run_cli("status", "--broker", url, "--wait", "1")
     assert res.returncode != 0
     assert "cannot reach the MQTT broker" in res.stderr
+    assert res.stderr.count(url) == 1, res.stderr
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
 
