@@ -149,11 +149,14 @@ class RecordingWriter:
     """Append messages; start a new segment (keyframe + new gzip member) every ``segment_s``."""
 
     def __init__(self, path: Path, cluster: str, *, source: str = "", started: float,
-                 segment_s: float = 60.0) -> None:
+                 segment_s: float = 60.0, overwrite: bool = True) -> None:
+        """``overwrite=False`` raises FileExistsError rather than truncate an existing file:
+        the check and the creation are one system call, so no other writer slips in between."""
         self.path = path
         self.gzip = path.suffix == ".gz"
         self.segment_s = segment_s
-        self._raw: IO[bytes] = open(path, "wb")  # noqa: SIM115  (closed in close())
+        mode = "wb" if overwrite else "xb"
+        self._raw: IO[bytes] = open(path, mode)  # noqa: SIM115  (closed in close())
         self._index: IO[str] = open(self._index_path(path), "w")  # noqa: SIM115
         self._z: Any = None
         self._segment_start: float | None = None
@@ -374,7 +377,12 @@ class RecordingReader:
     def _read_header(self) -> Header:
         try:
             with self._open() as f:
-                obj = json.loads(f.readline(MAX_HEADER_BYTES))
+                first = f.readline(MAX_HEADER_BYTES)
+                if not first:
+                    # Not damage: a recorder that never got going (or a gzip of nothing).
+                    raise UserError(f"{self.path} is empty: it holds no recording, not even "
+                                    "a header line.")
+                obj = json.loads(first)
                 times = self._probe_times(f) if isinstance(obj, dict) else []
         except (OSError, EOFError, ValueError, zlib.error, RecursionError):
             raise UserError(f"{self.path} is not a fleetdeck recording (unreadable "

@@ -47,6 +47,13 @@ class RecordStats:
     started: float = 0.0
     gaps: int = 0
     """Times the broker was lost and the gap marked in the recording."""
+    created: bool = False
+    """False when it stopped before the first connection: no file was made."""
+
+
+def already_exists(path: Path) -> str:
+    return (f"{path} already exists; pick another --out, or pass --force to overwrite that "
+            "recording.")
 
 
 RECONNECT_CAP_S = 10.0
@@ -60,20 +67,22 @@ def _say(text: str) -> None:
 async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None,
                  progress: Callable[[RecordStats], None] | None = None,
                  stop: asyncio.Event | None = None,
-                 say: Callable[[str], None] = _say) -> RecordStats:
+                 say: Callable[[str], None] = _say, *, force: bool = False) -> RecordStats:
     """Capture everything under ``fleetdeck/v1/<cluster>/`` until ``duration`` or ``stop``.
 
-    The first connection must succeed (a wrong URL is one sentence). After that a lost broker
-    does not end the recording: it reconnects with jittered backoff until ``duration``, writes
-    a gap note for the time it was cut off (docs/recording.md) and says both on ``say``.
+    The first connection must succeed (a wrong URL is one sentence), and ``out`` is created
+    only once it has: a failed start leaves no file behind. An existing ``out`` is refused
+    unless ``force``. After that a lost broker does not end the recording: it reconnects with
+    jittered backoff until ``duration``, writes a gap note for the time it was cut off
+    (docs/recording.md) and says both on ``say``.
     """
     stop = stop or asyncio.Event()
     started = time.time()
     deadline = None if duration is None else time.monotonic() + duration
-    try:
-        writer = RecordingWriter(out, cluster, source=str(url), started=started)
-    except OSError as err:
-        raise UserError(f"cannot write {out}: {err.strerror or err}.") from None
+    if out.exists() and not force:
+        # Checked before connecting too, so the user hears it before waiting on a broker.
+        raise UserError(already_exists(out))
+    writer: RecordingWriter | None = None
     stats = RecordStats(started=started)
     prefix = f"{ROOT}/{cluster}/"
     attempt = 0
@@ -87,7 +96,18 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
     def going() -> bool:
         return not stop.is_set() and (deadline is None or time.monotonic() < deadline)
 
+    def open_writer() -> RecordingWriter:
+        try:
+            return RecordingWriter(out, cluster, source=str(url), started=started,
+                                   overwrite=force)
+        except FileExistsError:
+            raise UserError(already_exists(out)) from None
+        except OSError as err:
+            raise UserError(f"cannot write {out}: {err.strerror or err}.") from None
+
     def publish_stats() -> None:
+        if writer is None:
+            return
         stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
         stats.file_bytes = writer.size
         if progress:
@@ -100,6 +120,7 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
             if not topic.startswith(prefix):
                 continue  # amqtt leaks retained messages of other subscriptions
             payload = m.payload if isinstance(m.payload, bytes) else b""
+            assert writer is not None
             writer.write(time.time(), topic, payload, m.qos, m.retain)
             if time.monotonic() - last_flush > 1.0:
                 writer.flush()
@@ -113,11 +134,14 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
             try:
                 async with client:
                     await client.subscribe(f"{prefix}#", qos=1)
+                    if writer is None:
+                        writer = open_writer()
                     # Agents answer with their birth and a v2 telemetry keyframe, so the
                     # recording can be replayed from its start (docs/protocol.md, "Gaps").
                     await client.publish(topic_for(cluster, Kind.REBIRTH), b"", qos=1)
                     if lost_at is not None:
                         back = time.time()
+                        assert writer is not None
                         writer.gap(lost_at, back, f"broker connection lost: {lost_why}")
                         say(f"broker back after {back - lost_at:.1f} s; recording again (the "
                             "gap is marked in the recording).")
@@ -152,7 +176,8 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
                     raise UserError(describe_mqtt_error(url, err)) from None
                 if lost_at is None:
                     lost_at, lost_why = time.time(), str(err) or type(err).__name__
-                    writer.flush()
+                    if writer is not None:
+                        writer.flush()
                     say(f"broker connection lost ({lost_why}); reconnecting, the recording "
                         "goes on.")
                 attempt += 1
@@ -168,15 +193,17 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
         raise UserError(f"cannot write {out}: {err.strerror or err}; what was written so far "
                         "is kept.") from None
     finally:
-        with contextlib.suppress(OSError):
-            if lost_at is not None:
-                writer.gap(lost_at, time.time(), f"broker connection lost: {lost_why}; the "
-                           "recording ended before it came back")
-                say("the recording ended while the broker was away (the gap is marked).")
-            writer.close()
-        stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
-        stats.file_bytes = writer.closed_size
-        stats.gaps = writer.gaps
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                if lost_at is not None:
+                    writer.gap(lost_at, time.time(), f"broker connection lost: {lost_why}; "
+                               "the recording ended before it came back")
+                    say("the recording ended while the broker was away (the gap is marked).")
+                writer.close()
+            stats.messages, stats.bytes_in = writer.messages, writer.bytes_in
+            stats.file_bytes = writer.closed_size
+            stats.gaps = writer.gaps
+            stats.created = True
 
 
 # --- replay ---------------------------------------------------------------------------------------

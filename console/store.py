@@ -377,6 +377,11 @@ class Store:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
+    async def event_kinds(self) -> set[str]:
+        """Every event kind the store holds, at any time."""
+        async with self.db.execute("SELECT DISTINCT kind FROM events") as cur:
+            return {str(row[0]) for row in await cur.fetchall()}
+
     async def interruptions(self, since: float) -> list[dict[str, Any]]:
         rows = await self._select(
             ("job_id", "ts", "cause", "nodes", "gpus", "lost_gpu_hours", "detail"),

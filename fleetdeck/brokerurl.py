@@ -40,9 +40,16 @@ def parse_broker_url(url: str) -> BrokerURL:
     """Parse a broker URL or raise :class:`UserError` with one plain sentence."""
     try:
         parts = urlsplit(url)
-        port = parts.port
     except ValueError as err:
         raise UserError(f"broker URL '{url}' is not valid: {err}.") from None
+    try:
+        port = parts.port
+    except ValueError:
+        # urllib's words ("Port could not be cast to integer value as …") are for programmers;
+        # the URL is not repeated, as it may hold a password.
+        given = parts.netloc.rpartition("@")[2].rpartition(":")[2]
+        raise UserError(f"the broker URL's port '{given}' is not a number from 1 to 65535 "
+                        "(e.g. mqtt://127.0.0.1:1883).") from None
     if parts.scheme not in ("mqtt", "mqtts"):
         raise UserError(
             f"broker URL '{url}' must start with mqtt:// or mqtts:// (e.g. mqtt://127.0.0.1:1883)."

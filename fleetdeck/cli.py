@@ -7,6 +7,7 @@ subcommand that needs them, so ``fleetdeck agent`` never loads the TUI.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -298,6 +299,8 @@ def build_parser() -> Parser:
     p.add_argument("--out", metavar="FILE", help="no broker: run in virtual time, as fast as the "
                    "CPU allows, into a recording for 'fleetdeck replay' (needs --duration)")
     p.add_argument("--duration", metavar="SPAN", help="with --out: simulated time (7d, 36h, 90m)")
+    p.add_argument("--force", action="store_true",
+                   help="with --out: overwrite the file if it exists (default: refuse)")
 
     p = sub.add_parser("inject", help="inject a fault into a running 'fleetdeck sim'")
     _add_broker(p)
@@ -363,6 +366,8 @@ def build_parser() -> Parser:
                    help="recording file (.jsonl, or .jsonl.gz to compress)")
     p.add_argument("--duration", type=_positive(float, "--duration"), metavar="SECONDS",
                    help="stop after that long (default: until Ctrl-C)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite --out if it exists (default: refuse)")
 
     p = sub.add_parser("collect", help="headless collector: keep history in the SQLite store")
     _add_broker(p)
@@ -426,7 +431,30 @@ def build_parser() -> Parser:
     return parser
 
 
+EXIT_CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a tool whose reader went away (``yes | head``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # What is still buffered (also --help's text, before argparse's exit) goes out
+            # here, where a closed pipe is handled, not in the interpreter's flush at exit.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (head, grep -q, less quit early) is gone: there is no one to tell, so end
+        # quietly as Unix tools do. stdout goes to devnull first, or the interpreter's own
+        # flush at exit fails on the same pipe and prints a second error (Python docs, signal
+        # module, "Note on SIGPIPE").
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from fleetdeck.logs import setup_logging
@@ -578,9 +606,13 @@ def cmd_sim(args: argparse.Namespace) -> int:
         from fleetdeck.agents.sim.offline import SEGMENT_S, run_cli
         from fleetdeck.console.recording import RecordingWriter
 
+        out = Path(args.out)
+        if out.exists() and not args.force:
+            raise UserError(f"{out} already exists; pick another --out, or pass --force to "
+                            "overwrite that recording.")
         return run_cli(opts, duration, table, drawn, lambda started: RecordingWriter(
-            Path(args.out), args.cluster, started=started, source="fleetdeck sim --out",
-            segment_s=SEGMENT_S))
+            out, args.cluster, started=started, source="fleetdeck sim --out",
+            segment_s=SEGMENT_S, overwrite=args.force))
     from fleetdeck.console.cli.progress import ProgressLine
 
     url = _url(args)
@@ -692,7 +724,7 @@ def cmd_restart_job(args: argparse.Namespace) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.replay import run_record
 
-    return run_record(_url(args), args.cluster, args.out, args.duration)
+    return run_record(_url(args), args.cluster, args.out, args.duration, force=args.force)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from fleetdeck.agents.source import EventDraft
 from fleetdeck.console.cli.history import PIPE_WIDTH, table_console
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
-from fleetdeck.console.store import Store
+from fleetdeck.console.store import Store, TickRows
 from fleetdeck.protocol.topics import Kind
 from tests.conftest import REPO, fleetdeck_cmd, spawn, stop_process
 from tests.helpers import FakeNode
@@ -87,6 +87,26 @@ def test_events_rows_are_not_wrapped(tmp_path):
     assert res.returncode == 0, res.stderr
     rows = [line for line in res.stdout.splitlines() if "link_flap" in line]
     assert len(rows) == 1 and rows[0].rstrip().endswith(LONG)
+
+
+async def _store_with_long_interruption(path) -> None:
+    store = await Store.open(path)
+    try:
+        await store.write_rows(TickRows(interruptions=[
+            ("job-4102", 1_800_000_000.0, "network", "gpu0001,gpu0002", 16, 3.25, LONG)]))
+    finally:
+        await store.close()
+
+
+def test_report_rows_are_not_wrapped(tmp_path):
+    db = tmp_path / "s.db"
+    asyncio.run(_store_with_long_interruption(db))
+    res = piped("report", "--db", str(db), "--since", "2020-01-01T00:00")
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if "job-4102" in line]
+    assert len(rows) == 1, res.stdout
+    assert rows[0].startswith("2027-01-15T08:00:00") and rows[0].rstrip().endswith(LONG)
+    assert res.stdout.splitlines()[0].rstrip().endswith("effective training time ratio -")
 
 
 @pytest.mark.needs("mosquitto")

@@ -1,6 +1,7 @@
 """``fleetdeck events`` and ``fleetdeck history``: the store, queried like ``sinfo -R``."""
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from rich.table import Table
 
 from fleetdeck.console.store import Store
 from fleetdeck.errors import UserError
+from fleetdeck.paths import state_base
 
 PIPE_WIDTH = 100_000
 """Line width when stdout is not a terminal: wide enough that no table row ever wraps."""
@@ -53,29 +55,67 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+DEMO_STORES = "demo-*/demo.db"
+"""Where ``fleetdeck demo`` keeps each run's store under the state directory (fleetdeck/demo.py,
+which this side may not import; tests check the two agree)."""
+
+
+def demo_stores() -> list[Path]:
+    """The demo runs' stores, newest first."""
+    found = []
+    for path in state_base().glob(DEMO_STORES):
+        with contextlib.suppress(OSError):
+            found.append((path.stat().st_mtime, path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
 def _check(db: Path) -> None:
-    if not db.exists():
-        raise UserError(f"no store at {db} (run 'fleetdeck collect' or the console first, or "
-                        "pass --db).")
+    if db.exists():
+        return
+    why = f"no store at {db} (run 'fleetdeck collect' or the console first, or pass --db FILE)"
+    demos = demo_stores()
+    if demos:
+        # The demo keeps its store in a run directory of its own, so after 'make demo' the
+        # default path is empty: point at what the user most likely wants.
+        others = f" ({len(demos) - 1} older demo run(s) beside it)" if len(demos) > 1 else ""
+        why += f"; the newest demo run's store is {demos[0]}{others}: pass --db {demos[0]}"
+    raise UserError(f"{why}.")
 
 
 async def _open(db: Path) -> Store:
     return await Store.open(db)
 
 
+VERDICT = "verdict"
+"""The kind ``events`` gives a node's verdict changes (the store's transitions)."""
+KNOWN_KINDS = frozenset({"xid", "ib_port_state", "ib_flap", "ib_errors", "ecc", "row_remap",
+                         "nvlink", "thermal", "drain", "agent", "repair", VERDICT})
+"""Kinds the agents and the simulator send (docs/protocol.md). The protocol allows others, so a
+kind the store holds is accepted too; anything else is a typo, not an empty answer."""
+
+
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
                as_json: bool, limit: int = 10_000) -> int:
     since_ts = parse_since(since, time.time())
     _check(db)
+    verdicts = not kinds or VERDICT in kinds
+    event_kinds = [k for k in kinds if k != VERDICT] if kinds else None
 
     async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
         store = await _open(db)
         try:
-            events = await store.events(since_ts, nodes, kinds, limit=limit)
-            transitions = await store.transitions(since_ts, nodes, limit=limit) \
-                if not kinds else []
-            matched = await store.count("events", since_ts, nodes, kinds)
-            if not kinds:
+            if kinds:
+                valid = KNOWN_KINDS | await store.event_kinds()
+                unknown = [k for k in kinds if k not in valid]
+                if unknown:
+                    raise UserError(f"--kind {','.join(unknown)} names no event kind; the "
+                                    f"kinds are {', '.join(sorted(valid))}.")
+            events, transitions, matched = [], [], 0
+            if event_kinds is None or event_kinds:
+                events = await store.events(since_ts, nodes, event_kinds, limit=limit)
+                matched += await store.count("events", since_ts, nodes, event_kinds)
+            if verdicts:
+                transitions = await store.transitions(since_ts, nodes, limit=limit)
                 matched += await store.count("transitions", since_ts, nodes)
             return events, transitions, matched
         finally:
@@ -84,7 +124,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     events, transitions, matched = asyncio.run(main())
     rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
              "component": e["component"], "message": e["message"]} for e in events]
-    rows += [{"ts": t["ts"], "node": t["node"], "kind": "verdict", "severity": "info",
+    rows += [{"ts": t["ts"], "node": t["node"], "kind": VERDICT, "severity": "info",
               "component": "", "message": f"{t['old'] or 'new'} -> {t['new']}"
               + (f" ({', '.join(t['reasons'])})" if t["reasons"] else "")} for t in transitions]
     rows.sort(key=lambda r: r["ts"])

@@ -11,6 +11,7 @@ from fleetdeck.console.cli.progress import ProgressLine
 from fleetdeck.console.recording import GAP_NOTE, MAX_NOTES, is_gap_note
 from fleetdeck.console.replay import (
     RecordStats,
+    already_exists,
     human_bytes,
     record,
     replay_headless,
@@ -19,12 +20,15 @@ from fleetdeck.console.replay import (
 from fleetdeck.errors import UserError
 
 
-def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -> int:
+def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None, *,
+               force: bool = False) -> int:
     import signal
 
     path = Path(out)
     if not path.parent.exists():
         raise UserError(f"cannot write {path}: folder {path.parent} does not exist.")
+    if path.exists() and not force:
+        raise UserError(already_exists(path))
     bar = ProgressLine(f"recording {path.name}", duration, unit="s")
 
     def progress(s: RecordStats) -> None:
@@ -37,11 +41,16 @@ def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None) -
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await record(url, cluster, path, duration, progress, stop, bar.milestone)
+        return await record(url, cluster, path, duration, progress, stop, bar.milestone,
+                            force=force)
 
     with bar:
         stats = asyncio.run(main())
         progress(stats)  # where it ended: the bar full at --duration, the last count
+    if not stats.created:
+        print(f"stopped before the broker answered; nothing recorded, {path} was not written",
+              file=sys.stderr)
+        return 0
     gaps = (f", {stats.gaps} gap(s) where the broker was away, marked in the recording"
             if stats.gaps else "")
     print(f"recorded {stats.messages} messages to {path} "

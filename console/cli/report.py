@@ -7,12 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fleetdeck.console.audit import iso
-from fleetdeck.console.cli.history import _check, _open, parse_since
+from fleetdeck.console.cli.history import _check, _open, parse_since, table_console
 from fleetdeck.console.interruptions import CAUSES, report
 
 
@@ -32,7 +31,7 @@ def run_report(db: Path, since: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps(out, indent=2))
         return 0
-    console = Console()
+    console = table_console()
     ettr = out["effective_training_time_ratio"]
     console.print(f"[b]{out['interruptions']}[/] job interruptions since {iso(since_ts)}; "
                   f"{out['lost_gpu_hours']:.1f} GPU-h lost since their checkpoints of "

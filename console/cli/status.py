@@ -52,8 +52,11 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
 
     await session.watch(asyncio.Event(), tick_s=0.5, on_tick=give_up, duration_s=wait_s)
     if feed.conn.connects == 0:
-        why = feed.first_error or f"no answer (CONNACK) within {CONNECT_TIMEOUT_S:g} s"
-        raise UserError(f"cannot get a status from {url}: {why}")
+        if feed.first_error:
+            # Already a sentence that names the broker: prefixing it would say the URL twice.
+            raise UserError(feed.first_error)
+        raise UserError(f"cannot get a status from {url}: no answer (CONNACK) within "
+                        f"{CONNECT_TIMEOUT_S:g} s.")
     if not session.state.nodes:
         if digests:
             raise UserError(f"no digest of cluster '{cluster}' was heard on {url} within "

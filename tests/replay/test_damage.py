@@ -182,8 +182,11 @@ def test_a_small_step_back_in_time_replays_in_order(tmp_path):
          "is not a fleetdeck recording"),
         (lambda p: p.write_text('{"fleetdeck_recording": 1, "cluster": "a/#", "started": 1}\n'),
          "is not a cluster name"),
+        (lambda p: p.write_bytes(b""), "is empty: it holds no recording"),
+        (lambda p: p.write_bytes(gzip.compress(b"")), "is empty: it holds no recording"),
     ],
-    ids=["directory", "missing", "text", "binary", "gzip-of-zeros", "nested", "bad-cluster"],
+    ids=["directory", "missing", "text", "binary", "gzip-of-zeros", "nested", "bad-cluster",
+         "empty", "gzip-of-nothing"],
 )
 def test_what_is_no_recording_is_one_sentence(tmp_path, make, needle):
     path = tmp_path / "thing"

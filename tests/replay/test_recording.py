@@ -121,7 +121,7 @@ def test_truncated_gzip_replays_what_it_can(tmp_path):
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        (b"", "not a fleetdeck recording"),
+        (b"", "is empty: it holds no recording"),
         (b'{"hello": 1}\n', "not a fleetdeck recording"),
         (b'{"fleetdeck_recording": 9, "cluster": "c", "started": 1}\n', "format version 9"),
         (b'{"fleetdeck_recording": 1}\n', "misses 'cluster'"),

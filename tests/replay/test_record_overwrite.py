@@ -1,0 +1,80 @@
+"""`fleetdeck record` never destroys a recording it was not told to: nothing is created or
+truncated before the broker answers, and an existing --out needs --force."""
+
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.console.recording import RecordingReader, RecordingWriter
+from tests.conftest import run_cli
+
+NOBODY = "mqtt://127.0.0.1:1"
+"""Port 1 on loopback: the connection is refused at once."""
+
+
+def _old_recording(path: Path) -> bytes:
+    w = RecordingWriter(path, "old", source="test", started=1.0)
+    w.write(2.0, "fleetdeck/v1/old/status/gpu0001", b'{"online":true}')
+    w.close()
+    return path.read_bytes()
+
+
+def test_an_existing_recording_is_refused_without_force(tmp_path):
+    out = tmp_path / "week.jsonl.gz"
+    before = _old_recording(out)
+    res = run_cli("record", "--broker", NOBODY, "--cluster", "old", "--out", str(out),
+                  "--duration", "2")
+    assert res.returncode == 2
+    assert "already exists" in res.stderr and "--force" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert out.read_bytes() == before
+
+
+def test_a_failed_connect_leaves_an_existing_recording_whole_even_with_force(tmp_path):
+    out = tmp_path / "week.jsonl.gz"
+    before = _old_recording(out)
+    idx = out.with_name(out.name + ".idx").read_bytes()
+    res = run_cli("record", "--broker", NOBODY, "--cluster", "old", "--out", str(out),
+                  "--duration", "2", "--force")
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert out.read_bytes() == before
+    assert out.with_name(out.name + ".idx").read_bytes() == idx
+
+
+def test_a_failed_connect_leaves_no_file_behind(tmp_path):
+    out = tmp_path / "new.jsonl.gz"
+    res = run_cli("record", "--broker", NOBODY, "--cluster", "c", "--out", str(out),
+                  "--duration", "2")
+    assert res.returncode == 2, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_force_overwrites_once_connected(mosquitto, tmp_path):
+    out = tmp_path / "again.jsonl"
+    _old_recording(out)
+    res = run_cli("record", "--broker", str(mosquitto.url), "--cluster", "fresh", "--out",
+                  str(out), "--duration", "1", "--force")
+    assert res.returncode == 0, res.stderr
+    assert RecordingReader(out).header.cluster == "fresh"
+
+
+def test_the_writer_refuses_an_existing_file_when_told_not_to_overwrite(tmp_path):
+    out = tmp_path / "r.jsonl"
+    before = _old_recording(out)
+    with pytest.raises(FileExistsError):
+        RecordingWriter(out, "x", started=0.0, overwrite=False)
+    assert out.read_bytes() == before
+
+
+def test_sim_out_refuses_an_existing_recording_without_force(tmp_path, capsys):
+    from fleetdeck.cli import main
+
+    out = tmp_path / "week.jsonl.gz"
+    before = _old_recording(out)
+    assert main(["sim", "--nodes", "2", "--out", str(out), "--duration", "1h"]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "--force" in err
+    assert out.read_bytes() == before
+    assert main(["sim", "--nodes", "2", "--out", str(out), "--duration", "1h", "--force"]) == 0
+    assert RecordingReader(out).header.cluster == "demo"

@@ -1,0 +1,68 @@
+"""``fleetdeck events --kind``: a typo is refused with the kinds there are (it used to print an
+empty table and exit 0); ``verdict``, which the table shows, can be chosen too."""
+
+import asyncio
+import json
+
+import pytest
+
+from fleetdeck.cli import main
+from fleetdeck.console.store import Store
+from tests.store.test_store import fill
+
+SINCE = ["--since", "2020-01-01T00:00"]
+
+
+async def _filled(path) -> None:
+    store = await Store.open(path)
+    try:
+        await fill(store)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "s.db"
+    asyncio.run(_filled(path))
+    return str(path)
+
+
+def test_an_unknown_kind_is_refused_naming_the_kinds(db, capsys):
+    assert main(["events", "--db", db, *SINCE, "--kind", "xid,nosuchkind"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "--kind nosuchkind names no event kind" in err
+    assert "drain" in err and "verdict" in err and "xid" in err
+
+
+def test_a_kind_the_store_holds_is_accepted_though_not_a_known_one(tmp_path, capsys):
+    from fleetdeck.console.store import TickRows
+
+    async def custom(path) -> None:
+        store = await Store.open(path)
+        try:
+            await store.write_rows(TickRows(events=[
+                ("gpu0001.1.1", 1_800_000_000.0, "gpu0001", "site_power", "warn", "", "PDU",
+                 "{}")]))
+        finally:
+            await store.close()
+
+    asyncio.run(custom(tmp_path / "c.db"))
+    assert main(["events", "--db", str(tmp_path / "c.db"), *SINCE, "--kind", "site_power",
+                 "--json"]) == 0
+    assert [r["kind"] for r in json.loads(capsys.readouterr().out)] == ["site_power"]
+
+
+def test_known_kinds_with_no_rows_are_an_empty_answer(db, capsys):
+    assert main(["events", "--db", db, *SINCE, "--kind", "thermal", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_verdict_changes_can_be_chosen_by_kind(db, capsys):
+    assert main(["events", "--db", db, *SINCE, "--kind", "verdict", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["message"] for r in rows] == ["new -> ok", "ok -> offline (H2)"]
+    assert main(["events", "--db", db, *SINCE, "--kind", "verdict,xid", "--json"]) == 0
+    assert [r["kind"] for r in json.loads(capsys.readouterr().out)] == [
+        "verdict", "xid", "verdict"]

@@ -1,0 +1,30 @@
+"""``events``, ``history`` and ``report`` with no store: one sentence, and after ``fleetdeck
+demo`` (whose store lives in a run directory of its own) the newest demo store to pass."""
+
+import os
+
+import pytest
+
+from fleetdeck.cli import main
+from fleetdeck.demo import STORE_FILE, demo_dir
+
+
+@pytest.mark.parametrize("args", [["events"], ["history", "gpu0001"], ["report"]])
+def test_no_store_names_the_newest_demo_store(args, capsys):
+    older = demo_dir(now=1_800_000_000) / STORE_FILE
+    newer = demo_dir(now=1_800_000_600) / STORE_FILE
+    for n, path in enumerate((older, newer)):
+        path.write_bytes(b"")
+        os.utime(path, (1_800_000_000 + n, 1_800_000_000 + n))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no store at" in err
+    assert f"the newest demo run's store is {newer} (1 older demo run(s) beside it): pass " \
+           f"--db {newer}." in err
+
+
+def test_no_store_and_no_demo_run_says_how_to_get_one(capsys):
+    assert main(["events"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no store at" in err and "pass --db FILE)." in err
+    assert "newest demo run" not in err
