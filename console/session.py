@@ -888,7 +888,7 @@ class ConsoleSession:
         if self.feed is None:
             raise RuntimeError("nothing to record: not connected to a broker")
         now = self.clock()
-        rec = RecordingWriter(path, self.cluster, source=str(self.url), started=now)
+        rec = self._new_recording(path, now)
         for node_id, st in self.state.nodes.items():
             if self.ingest.reassembler.holds(node_id) is not None:
                 # The v2 deltas recorded from now on need a keyframe in the recording too.
@@ -905,6 +905,20 @@ class ConsoleSession:
         self.feed.tap = rec.write
         self._rec_flushed = time.monotonic()
         return rec
+
+    def _new_recording(self, path: Path, now: float) -> RecordingWriter:
+        """A recording at ``path``, or beside it (``name-2.jsonl.gz``, …) when that file
+        exists: a recording is never overwritten (two started within one second got the same
+        time-stamped name). The writer's ``path`` says where it went."""
+        stem, dot, ext = path.name.partition(".")
+        for n in range(1, 1000):
+            at = path if n == 1 else path.with_name(f"{stem}-{n}{dot}{ext}")
+            try:
+                return RecordingWriter(at, self.cluster, source=str(self.url), started=now,
+                                       overwrite=False)
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"{path} and 998 recordings beside it exist")
 
     def stop_recording(self) -> RecordingWriter | None:
         rec, self.recorder = self.recorder, None

@@ -78,3 +78,21 @@ def test_sim_out_refuses_an_existing_recording_without_force(tmp_path, capsys):
     assert out.read_bytes() == before
     assert main(["sim", "--nodes", "2", "--out", str(out), "--duration", "1h", "--force"]) == 0
     assert RecordingReader(out).header.cluster == "demo"
+
+
+def test_the_consoles_own_recording_never_overwrites_one(tmp_path):
+    """The TUI's R names its file by the second: started twice within one, the second goes
+    beside the first instead of truncating it."""
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.console.session import ConsoleSession
+
+    session = ConsoleSession("rec", url=BrokerURL("127.0.0.1", 9), follow_up=False)
+    path = tmp_path / "fleetdeck-rec-20261203T083239.jsonl.gz"
+    first = session.start_recording(path)
+    session.stop_recording()
+    size = path.stat().st_size
+    second = session.start_recording(path)
+    session.stop_recording()
+    assert first.path == path
+    assert second.path == tmp_path / "fleetdeck-rec-20261203T083239-2.jsonl.gz"
+    assert path.stat().st_size == size and second.path.exists()
