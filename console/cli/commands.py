@@ -7,7 +7,9 @@ and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed) or 
 """
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -56,6 +58,14 @@ def parse_targets(hostlist: str) -> list[str]:
     if not names:
         raise UserError("the hostlist names no nodes")
     return names
+
+
+class Interrupted(UserError):
+    """The command was ended by a signal: exit 128 + its number, as a shell reports it."""
+
+    def __init__(self, text: str, exit_code: int) -> None:
+        super().__init__(text)
+        self.exit_code = exit_code
 
 
 class CommandRun:
@@ -119,10 +129,32 @@ class CommandRun:
             return False
 
         stop = asyncio.Event()
+        # SIGTERM, or SIGHUP from a dropped ssh session, ends the command as Ctrl-C does: the
+        # open request gets its outcome in the audit log (killed, it kept only "requested").
+        caught: list[int] = []
+        me = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def stopped_by(signum: int) -> None:
+            caught.append(signum)
+            if me is not None:
+                me.cancel()
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, stopped_by, signum)
         try:
             await session.watch(stop, tick_s=POLL_S, on_tick=on_tick)
         except (KeyboardInterrupt, asyncio.CancelledError):
-            session.abandon("interrupted before an outcome was seen", Phase.ABANDONED)
+            why = (f"interrupted ({signal.Signals(caught[0]).name})" if caught
+                   else "interrupted")
+            session.abandon(f"{why} before an outcome was seen", Phase.ABANDONED)
+            if req is not None:
+                self.say(f"{describe_op(req)}: {why}; what was sent stays in effect on the "
+                         "nodes that received it (check with fleetdeck status)")
+            if caught:
+                raise Interrupted(f"{why}: the outcome is in the audit log as abandoned.",
+                                  128 + caught[0]) from None
             raise
         except (aiomqtt.MqttError, TransportError) as err:
             session.abandon(f"broker connection lost: {err}", Phase.ABANDONED)

@@ -1,11 +1,13 @@
 """``fleetdeck drain|resume|restart-job`` against a real Mosquitto and ``fleetdeck sim``."""
 
 import json
+import signal
+import subprocess
 import time
 
 import pytest
 
-from tests.conftest import run_cli, spawn, stop_process
+from tests.conftest import fleetdeck_cmd, run_cli, spawn, stop_process
 
 
 @pytest.fixture
@@ -83,3 +85,29 @@ def test_dry_run_counts_free_gpus_of_nodes_it_has_heard_from(mosquitto, tmp_path
             assert f", {free} free GPUs left" in out.stdout, (free, out.stdout)
     finally:
         stop_process(proc)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_command_killed_by_a_signal_still_gets_its_outcome_audited(sim, tmp_path, signum):
+    """A drain waiting for its effect (finish mode on a node running a job) is ended by
+    SIGTERM or by the SIGHUP of a dropped ssh session: before, the audit log kept only
+    "requested" for it."""
+    audit = tmp_path / "audit.jsonl"
+    proc = subprocess.Popen(
+        fleetdeck_cmd("drain", "gpu0001", "--reason", "hangup drill", "--timeout", "60",
+                      "--broker", str(sim.url), "--cluster", "cli", "--operator", "carol",
+                      "--audit-log", str(audit)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (audit.exists() and audit.read_text()):
+        time.sleep(0.1)
+    assert audit.exists() and audit.read_text(), "the drain was never requested"
+    time.sleep(0.5)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signum, out + err
+    assert "Traceback" not in err
+    assert "stays in effect" in out
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["outcome"] for r in records] == ["requested", "abandoned"], records
+    assert signal.Signals(signum).name in records[-1]["detail"]
