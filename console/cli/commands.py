@@ -87,8 +87,12 @@ class CommandRun:
         self._connected_at: float | None = None
         self._nodes_seen = 0
         self._nodes_changed_at = time.monotonic()
+        # The acknowledgement may take as long as --timeout (default 10 s cut a 15 s --timeout
+        # short for an offline node); the command expires then too, so an agent back later
+        # does not act on what this command already reported as timed out.
         self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
                                       audit=audit, command_key=command_key,
+                                      ack_timeout_s=timeout_s,
                                       client_id=f"fd-cli-{os.getpid()}-{id(self):x}")
 
     @property

@@ -111,3 +111,16 @@ def test_a_command_killed_by_a_signal_still_gets_its_outcome_audited(sim, tmp_pa
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [r["outcome"] for r in records] == ["requested", "abandoned"], records
     assert signal.Signals(signum).name in records[-1]["detail"]
+
+
+def test_the_acknowledgement_may_take_as_long_as_the_timeout():
+    """--timeout 15 on an offline node gave up after the tracker's own 10 s ack limit."""
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.cli.commands import CommandRun
+
+    run = CommandRun(BrokerURL("127.0.0.1", 9), "cli", "carol", audit=MemoryAudit(),
+                     timeout_s=15.0)
+    req = run.session.drain(["gpu0001"], "x")
+    (target,) = req.targets
+    assert target.cmd.expires_at - target.cmd.issued_at == 15_000
