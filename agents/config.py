@@ -43,7 +43,7 @@ class AgentSettings(BaseSettings):
     cluster: str = "demo"
     node_id: str = Field(default_factory=lambda: socket.gethostname().split(".")[0])
     source: str = "sim"
-    interval_s: float = Field(default=1.0, gt=0, le=3600)
+    interval_s: float = Field(default=1.0, gt=0, le=3600, allow_inf_nan=False)
     keepalive: int = Field(default=10, ge=1, le=3600)
     sysfs_root: Path = Path("/sys")
     kernel_log: str | None = None

@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -36,12 +37,17 @@ class BrokerURL:
         return f"{scheme}://{user}{host}:{self.port}"
 
 
+def _without_password(url: str) -> str:
+    """``url`` with the password of ``user:password@`` left out."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1@", url)
+
+
 def parse_broker_url(url: str) -> BrokerURL:
     """Parse a broker URL or raise :class:`UserError` with one plain sentence."""
     try:
         parts = urlsplit(url)
     except ValueError as err:
-        raise UserError(f"broker URL '{url}' is not valid: {err}.") from None
+        raise UserError(f"broker URL '{_without_password(url)}' is not valid: {err}.") from None
     try:
         port = parts.port
     except ValueError:
@@ -50,14 +56,20 @@ def parse_broker_url(url: str) -> BrokerURL:
         given = parts.netloc.rpartition("@")[2].rpartition(":")[2]
         raise UserError(f"the broker URL's port '{given}' is not a number from 1 to 65535 "
                         "(e.g. mqtt://127.0.0.1:1883).") from None
+    if port == 0:
+        raise UserError("the broker URL's port '0' is not a number from 1 to 65535 "
+                        "(e.g. mqtt://127.0.0.1:1883).")
+    shown = _without_password(url)  # error messages end up in logs and terminals
     if parts.scheme not in ("mqtt", "mqtts"):
         raise UserError(
-            f"broker URL '{url}' must start with mqtt:// or mqtts:// (e.g. mqtt://127.0.0.1:1883)."
+            f"broker URL '{shown}' must start with mqtt:// or mqtts:// "
+            "(e.g. mqtt://127.0.0.1:1883)."
         )
     if not parts.hostname:
-        raise UserError(f"broker URL '{url}' has no host name.")
+        raise UserError(f"broker URL '{shown}' has no host name.")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise UserError(f"broker URL '{url}' may only hold a host and port, not a path or query.")
+        raise UserError(f"broker URL '{shown}' may only hold a host and port, not a path or "
+                        "query.")
     tls = parts.scheme == "mqtts"
     return BrokerURL(
         host=parts.hostname,

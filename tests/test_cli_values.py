@@ -47,3 +47,24 @@ def test_a_config_that_is_not_a_toml_text_file_is_one_sentence(tmp_path, content
     assert needle in res.stderr
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("mqtt://127.0.0.1:0", "port '0' is not a number from 1 to 65535"),
+        ("http://bob:hunter2@h:1", "must start with mqtt://"),
+        ("mqtt://bob:hunter2@h:1/x", "not a path or query"),
+    ],
+)
+def test_broker_url_errors_never_show_the_password(url, needle):
+    res = run_cli("status", "--broker", url, timeout=20)
+    assert res.returncode == 2 and needle in res.stderr, res.stderr
+    assert "hunter2" not in res.stderr
+
+
+def test_a_nan_interval_in_the_config_is_called_not_finite(tmp_path):
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text("interval_s = nan\n")
+    res = run_cli("agent", "--config", str(cfg), "--check-config")
+    assert res.returncode == 2 and "finite number" in res.stderr, res.stderr
