@@ -494,6 +494,8 @@ class ConsoleSession:
         lost = state.seq_lost - self._lost_seen
         got = state.applied + state.superseded - self._got_seen
         self._lost_seen, self._got_seen = state.seq_lost, state.applied + state.superseded
+        if state.sightless(now):
+            return  # the gaps of a broker outage are the outage's, not this console's pace
         if lost >= LOST_SHOWN[0] and lost >= LOST_SHOWN[1] * max(got, 1):
             self.shed_at = now
 

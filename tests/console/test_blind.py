@@ -112,6 +112,8 @@ async def test_broker_killed_under_a_live_console_blames_nobody(mosquitto, tmp_p
                          message="agents back")
         assert {st.verdict.value for st in state.nodes.values()} == {"ok"}
         assert any("broker connection back" in line.text for line in session.log.lines())
+        assert state.seq_lost > 0  # the outage's gaps are counted ...
+        assert not session.shedding(session.clock())  # ... but not blamed on the console
     finally:
         stop.set()
         await asyncio.gather(watcher, return_exceptions=True)
