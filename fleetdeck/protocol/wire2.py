@@ -375,6 +375,10 @@ _GPU_AT = {c.wire: i for i, c in enumerate(GPU_COLUMNS)}
 _PORT_AT = {c.wire: i for i, c in enumerate(PORT_COLUMNS)}
 
 
+_BUILT: tuple[Any, ...] = ()
+"""A built Pending's column tuples: dropped, the rows hold the values."""
+
+
 class Pending:
     """A quiet delta's sample with its rows not built yet (``Reassembler(lazy=True)``).
 
@@ -383,15 +387,15 @@ class Pending:
     when something reads the rows. A console whose rules skip quiet samples need not build 16
     rows a sample, nor free them a second later (issue 12; docs/protocol.md "Telemetry v2")."""
 
-    __slots__ = ("_gpus", "_ports", "_tel", "head")
+    __slots__ = ("_gtab", "_gvals", "_ptab", "_pvals", "_tel", "head")
 
-    def __init__(self, head: fast.Telemetry, gpus: tuple[_Table, _Values],
-                 ports: tuple[_Table, _Values]) -> None:
+    def __init__(self, head: fast.Telemetry, gtab: _Table, gvals: _Values, ptab: _Table,
+                 pvals: _Values) -> None:
         self.head = head
         """The sample without its rows (``gpus``/``ib_ports`` empty)."""
-        self._gpus: tuple[_Table, _Values] | None = gpus
-        """The keyframe's table and the delta's columns (``_delta_values``)."""
-        self._ports: tuple[_Table, _Values] | None = ports
+        # The keyframe's tables and the delta's columns (``_delta_values``), in slots of
+        # their own: a tuple of each pair was two more objects per sample for the GC to walk.
+        self._gtab, self._gvals, self._ptab, self._pvals = gtab, gvals, ptab, pvals
         self._tel: fast.Telemetry | None = None
 
     @property
@@ -454,27 +458,27 @@ class Pending:
     def full(self) -> fast.Telemetry:
         tel = self._tel
         if tel is None:
-            assert self._gpus is not None and self._ports is not None
-            (gtab, gvals), (ptab, pvals) = self._gpus, self._ports
             tel = self._tel = replace(
-                self.head, gpus=_merge(fast.GpuSample, gtab, _present_of(gvals, GPU_COLUMNS))[0],
-                ib_ports=_merge(fast.IbPortSample, ptab, _present_of(pvals, PORT_COLUMNS))[0])
-            self._gpus = self._ports = None  # the rows hold the values now
+                self.head,
+                gpus=_merge(fast.GpuSample, self._gtab, _present_of(self._gvals, GPU_COLUMNS))[0],
+                ib_ports=_merge(fast.IbPortSample, self._ptab,
+                                _present_of(self._pvals, PORT_COLUMNS))[0])
+            self._gvals = self._pvals = _BUILT  # the rows hold the values now
         return tel
 
     def gpu_column(self, wire: str) -> Sequence[Any]:
         """One GPU column (``"temp_c"``, ``"ecc.dbe_vol"``) in row order, without the rows."""
         i = _GPU_AT[wire]
-        if self._gpus is None:
-            return [_value(g, GPU_COLUMNS[i]) for g in self.full().gpus]
-        return _column(*self._gpus, GPU_COLUMNS[i], i)
+        if self._tel is not None:
+            return [_value(g, GPU_COLUMNS[i]) for g in self._tel.gpus]
+        return _column(self._gtab, self._gvals, GPU_COLUMNS[i], i)
 
     def gpu_columns(self, *wires: str) -> list[Sequence[Any]]:
         """Several GPU columns at once, as :meth:`gpu_column` gives each (the console's
         history reads five of every quiet sample: one call, not five)."""
-        if self._gpus is None:
+        if self._tel is not None:
             return [self.gpu_column(w) for w in wires]
-        base, values = self._gpus
+        base, values = self._gtab, self._gvals
         out: list[Sequence[Any]] = []
         for w in wires:
             i = _GPU_AT[w]
@@ -488,9 +492,9 @@ class Pending:
     def port_column(self, wire: str) -> Sequence[Any]:
         """One IB port column in row order, without the rows."""
         i = _PORT_AT[wire]
-        if self._ports is None:
-            return [_value(p, PORT_COLUMNS[i]) for p in self.full().ib_ports]
-        return _column(*self._ports, PORT_COLUMNS[i], i)
+        if self._tel is not None:
+            return [_value(p, PORT_COLUMNS[i]) for p in self._tel.ib_ports]
+        return _column(self._ptab, self._pvals, PORT_COLUMNS[i], i)
 
 
 Sample = fast.Telemetry | Pending
@@ -602,7 +606,7 @@ class Reassembler:
         if quiet and self.lazy and not fast.may_hold_big_int(payload):
             # Nothing to check a u64 against without the rows is the common case: a payload
             # with no 20-digit run holds no integer above 2**64-1 (check_u64).
-            out = Pending(head, (h.gpus, gvals), (h.ports, pvals))
+            out = Pending(head, h.gpus, gvals, h.ports, pvals)
         else:
             out = replace(head,
                           gpus=_merge(fast.GpuSample, h.gpus, _present_of(gvals, GPU_COLUMNS))[0],
