@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +55,7 @@ from fleetdeck.console.session import (
 )
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
+from fleetdeck.console.tui.log_notice import NoticeHandler
 from fleetdeck.console.tui.palette import FleetCommands
 from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
 from fleetdeck.console.tui.screens.clusters import ClustersScreen
@@ -63,8 +65,9 @@ from fleetdeck.console.tui.screens.incidents import IncidentsScreen
 from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
-from fleetdeck.console.tui.text import esc
-from fleetdeck.paths import recordings_dir
+from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.logs import divert_from_terminal, file_handler
+from fleetdeck.paths import recordings_dir, state_base
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.runtime import force_exit, tune_gc
 
@@ -163,11 +166,17 @@ class FleetdeckApp(App[int]):
         contexts: Sequence[str] = (),
         stores: dict[str, Path | None] | None = None,
         digests: bool = False,
+        log_path: Path | None = None,
     ) -> None:
         """``contexts``: more clusters to watch besides ``cluster``, one session each
         (k9s-style contexts: ``:ctx`` lists them, ``:ctx NAME`` switches). ``stores``: a
-        store path per cluster (``store_path`` is the first cluster's)."""
+        store path per cluster (``store_path`` is the first cluster's). ``log_path``: where
+        log records go while the console runs (never the terminal it draws on)."""
         super().__init__()
+        self.log_path = log_path
+        self.log_notices: NoticeHandler | None = None
+        """The handler that shows log warnings as notifications (and counts them)."""
+        self._restore_logging: Callable[[], None] | None = None
         self.active = cluster
         """The cluster (context) the views show."""
         self.url = url
@@ -293,6 +302,7 @@ class FleetdeckApp(App[int]):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self._take_logging()
         for name, session in self.sessions.items():
             if self.stores.get(name) is not None:
                 self.open_store(name)
@@ -317,6 +327,13 @@ class FleetdeckApp(App[int]):
         if not self.is_headless:
             threading.Thread(target=self._watch_terminal, name="fleetdeck-terminal-watch",
                              daemon=True).start()
+
+    def _take_logging(self) -> None:
+        """Log records to the log file and the notifications, not the terminal (log_notice)."""
+        to_file = file_handler(self.log_path) if self.log_path is not None else None
+        self.log_notices = NoticeHandler(self, self.log_path if to_file is not None else None)
+        self._restore_logging = divert_from_terminal(
+            *(h for h in (to_file, self.log_notices) if h is not None))
 
     def _watch_terminal(self) -> None:
         """A hung-up terminal sends SIGHUP to its session's leader only, and a leader that
@@ -413,6 +430,9 @@ class FleetdeckApp(App[int]):
         self._stop.set()
         for session in self.sessions.values():
             await session.close()
+        if self._restore_logging is not None:
+            self._restore_logging()
+            self._restore_logging = None
 
     # --- history store (SQLite) ------------------------------------------------------------
 
@@ -876,8 +896,9 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
     from fleetdeck.console.tui.replay_app import ReplayApp
 
     tune_gc()
-    app = ReplayApp(path, speed=speed, tick_s=tick_s)
+    app = ReplayApp(path, speed=speed, tick_s=tick_s, log_path=console_log_path())
     app.run()
+    say_where_logs_went(app)
     return 0
 
 
@@ -893,6 +914,24 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
     app = FleetdeckApp(cluster=clusters[0], url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
                        command_key=command_key, store_path=store_path, record_dir=record_dir,
-                       contexts=clusters[1:], stores=stores, digests=digests)
+                       contexts=clusters[1:], stores=stores, digests=digests,
+                       log_path=console_log_path())
     app.run()
+    say_where_logs_went(app)
     return app.return_code or 0
+
+
+def console_log_path() -> Path:
+    """Where a console on a terminal writes its log records (its own file, next to the audit
+    log and the store: the terminal is the console's screen)."""
+    return state_base() / "console.log"
+
+
+def say_where_logs_went(app: FleetdeckApp) -> None:
+    """Once the terminal is the shell's again: warnings logged while the console ran were
+    shown only briefly, if at all, so say where they are."""
+    notices = app.log_notices
+    if notices is not None and notices.count:
+        where = f": see {notices.log_path}" if notices.log_path is not None else ""
+        print(f"fleetdeck: {plural(notices.count, 'warning')} logged while the console "
+              f"ran{where}", file=sys.stderr)

@@ -29,14 +29,15 @@ class ReplayApp(FleetdeckApp):
     ]
     SPEEDS = (0.5, 100.0)
 
-    def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> None:
+    def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
+                 log_path: Path | None = None) -> None:
         from fleetdeck.console.replay import Player
 
         self.player = Player(Path(path), speed=speed)
         super().__init__(cluster=self.player.cluster, session=self.player.session,
                          clock=self.player.clock, read_only=True,
                          broker_label=f"replay {Path(path).name}", tick_s=tick_s,
-                         operator="replay")
+                         operator="replay", log_path=log_path)
 
     _advanced_at: float | None = None
 

@@ -1,0 +1,40 @@
+"""What a newcomer run found: log lines over the screen, "every node reports healthy" of an
+empty fleet, the replay's state cut off at 80 columns, the command line's help, a resume of a
+node that is not drained, command keys that did nothing in a read-only console, the history
+chart's y axis, and an offline node's last figures shown as live."""
+
+import io
+import logging
+
+from tests.tui.conftest import SIZE, World
+
+
+def notices(app) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+async def test_log_records_go_to_the_log_file_and_notices_not_the_terminal(tmp_path):
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)  # what setup_logging installs, on stderr
+    root = logging.getLogger()
+    root.addHandler(handler)
+    log_path = tmp_path / "state" / "console.log"
+    try:
+        world = World()
+        world.app.log_path = log_path
+        async with world.app.run_test(size=SIZE) as pilot:
+            world.tick()
+            await pilot.pause()
+            logging.getLogger("fleetdeck.transport").warning(
+                "cannot reach the MQTT broker at 127.0.0.1:1 [x] retrying in 1.0 s")
+            await pilot.pause()
+            assert terminal.getvalue() == ""
+            shown = notices(world.app)
+            assert any("cannot reach the MQTT broker" in n and "[x]" in n for n in shown), shown
+            assert world.app.log_notices is not None and world.app.log_notices.count == 1
+        assert "WARNING fleetdeck.transport: cannot reach" in log_path.read_text()
+        # The terminal is the shell's again: records go where they went before.
+        logging.getLogger("fleetdeck.transport").warning("after")
+        assert "after" in terminal.getvalue()
+    finally:
+        root.removeHandler(handler)
