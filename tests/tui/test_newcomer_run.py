@@ -7,6 +7,7 @@ import io
 import logging
 
 from tests.tui.conftest import SIZE, World
+from tests.tui.test_views import text_of
 
 
 def notices(app) -> list[str]:
@@ -38,3 +39,31 @@ async def test_log_records_go_to_the_log_file_and_notices_not_the_terminal(tmp_p
         assert "after" in terminal.getvalue()
     finally:
         root.removeHandler(handler)
+
+
+async def test_an_empty_fleet_is_not_called_healthy():
+    from fleetdeck.brokerurl import parse_broker_url
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+
+    # A broker that is not there: the feed exists and never connects.
+    app = FleetdeckApp(cluster="demo", url=parse_broker_url("mqtt://127.0.0.1:1"),
+                       auto_tick=False, audit=MemoryAudit())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.tick()
+        await pilot.pause(0.3)
+        app.tick()
+        await pilot.pause()
+        text = text_of(app)
+        assert "every node reports healthy" not in text
+        assert "Top problems unknown: not connected to the broker" in text
+
+
+async def test_no_nodes_without_a_broker_is_not_called_healthy():
+    world = World()  # no feed (as a replay), nothing received
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "every node reports healthy" not in text
+        assert "Top problems unknown: no node in what this console has seen yet" in text
