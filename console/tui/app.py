@@ -596,9 +596,10 @@ class FleetdeckApp(App[int]):
         for hook in self.painted_hooks:
             hook(painted)
 
-    def header_text(self, now: float) -> str:
+    def link_text(self, now: float) -> str:
+        """The header's second item, right after the cluster and the mode: where the data
+        comes from and how that is going (the broker and its connection state)."""
         session = self.session
-        mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
         if session.feed is None:
             conn = "[$text-muted]no broker[/]"
         else:
@@ -609,6 +610,11 @@ class FleetdeckApp(App[int]):
                 conn += f" ({esc(c.detail[:60])})"
         broker = self.broker_label or (
             f"{self.url.host}:{self.url.port}" if self.url is not None else "")
+        return f"{esc(broker)} {conn}"
+
+    def header_text(self, now: float) -> str:
+        session = self.session
+        mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
         last = self.state.last_update
         age = "never" if last is None else f"{max(0.0, now - last):.1f}s ago"
         bad = self.state.malformed.total
@@ -639,7 +645,7 @@ class FleetdeckApp(App[int]):
             live = sum(1 for c in self.state.collectors.values() if c.online)
             digests = (f"  on digests, {live} collector{'' if live == 1 else 's'}" if live
                        else "  [$error]on digests, no collector live[/]")
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}{digests}  "
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}  "
                 f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
                 f"{dead}{rec}")
 

@@ -67,3 +67,29 @@ async def test_no_nodes_without_a_broker_is_not_called_healthy():
         text = text_of(world.app)
         assert "every node reports healthy" not in text
         assert "Top problems unknown: no node in what this console has seen yet" in text
+
+
+async def test_replay_state_fits_an_80_column_header(tmp_path):
+    import shutil
+
+    from fleetdeck.console.tui.replay_app import ReplayApp
+    from tests.conftest import REPO
+
+    fixture = REPO / "fixtures" / "xid79.jsonl.gz"
+    # The console's R names its recordings so; its cluster is the fixture's, "demo" is not.
+    path = tmp_path / "fleetdeck-demo-20260125T151223.jsonl.gz"
+    shutil.copy(fixture, path)
+    shutil.copy(fixture.with_name(fixture.name + ".idx"), path.with_name(path.name + ".idx"))
+    app = ReplayApp(path, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.seek_to("5")
+        await pilot.pause()
+        top = text_of(app).splitlines()[0]
+        assert "replay 5.0/" in top and "s x1 playing" in top, top
+        await pilot.press("p")
+        await pilot.pause()
+        top = text_of(app).splitlines()[0]
+        assert "PAUSED" in top, top
+        assert "demo-20260125T151223" in top, top
