@@ -781,10 +781,11 @@ class FleetdeckApp(App[int]):
             self.request_restart(rest[0])
         elif verb == "help":
             self.action_help()
+        elif verb in NEEDS:
+            self.notify(esc(f"':{verb}' {NEEDS[verb]}"), severity="warning")
         else:
-            self.notify(f"unknown command ':{esc(text.strip())}' (try :nodes, :jobs, :fabric, "
-                        ":events, :incidents, :node NAME, :drain HOSTLIST, :restart JOB, "
-                        ":ctx [NAME])",
+            # Escaped whole: "[NAME]" is Rich markup to Textual, and vanished from the list.
+            self.notify(esc(f"unknown command ':{text.strip().lstrip(':')}' (try {COMMANDS_HELP})"),
                         severity="warning")
 
     def show_nodes(self, hostlist: str) -> None:
@@ -885,6 +886,18 @@ class FleetdeckApp(App[int]):
             text += f" ({esc(details[:120])})"
         self.notify(text, severity="information" if outcome is Phase.DONE else "error",
                     timeout=6)
+
+
+COMMANDS_HELP = (":nodes, :jobs, :fabric, :events, :incidents, :node NAME, :drain HOSTLIST, "
+                 ":resume HOSTLIST, :restart JOB, :ctx [NAME], :help, :q")
+"""The command line's commands, as an unknown one is answered (plain text, not markup)."""
+NEEDS = {
+    "drain": "needs a host list: :drain gpu0012 or :drain gpu[0001-0004]",
+    "resume": "needs a host list: :resume gpu0012 or :resume gpu[0001-0004]",
+    **dict.fromkeys(("restart", "restart-job", "requeue"),
+                    "needs a job id: :restart 4102 (3: jobs lists them)"),
+}
+"""What a command given without its argument needs (it was 'unknown command' before)."""
 
 
 def request_words(req: Request) -> str:

@@ -71,8 +71,12 @@ class ReplayApp(FleetdeckApp):
 
     def run_command_line(self, text: str | None) -> None:
         words = (text or "").strip().lstrip(":").split()
-        if len(words) == 2 and words[0].lower() == "seek":
-            self.seek_to(words[1])
+        if words and words[0].lower() == "seek":
+            if len(words) == 2:
+                self.seek_to(words[1])
+            else:
+                self.notify("':seek' needs one time: :seek 90 (into the recording), :seek +10, "
+                            ":seek -30", severity="warning")
             return
         super().run_command_line(text)
 

@@ -11,7 +11,11 @@ from tests.tui.test_views import text_of
 
 
 def notices(app) -> list[str]:
-    return [str(n.message) for n in app._notifications]
+    """The notifications as the operator reads them (their markup rendered)."""
+    from textual.content import Content
+
+    return [Content.from_markup(n.message).plain if n.markup else n.message
+            for n in app._notifications]
 
 
 async def test_log_records_go_to_the_log_file_and_notices_not_the_terminal(tmp_path):
@@ -93,3 +97,22 @@ async def test_replay_state_fits_an_80_column_header(tmp_path):
         top = text_of(app).splitlines()[0]
         assert "PAUSED" in top, top
         assert "demo-20260125T151223" in top, top
+
+
+async def test_command_line_answers_say_what_is_missing(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("colon", *"foo", "enter")
+        await pilot.pause()
+        unknown = notices(world.app)[-1]
+        assert "unknown command ':foo'" in unknown
+        assert ":ctx [NAME]" in unknown and ":resume HOSTLIST" in unknown, unknown
+        for typed, needs in (("drain", "needs a host list"), ("resume", "needs a host list"),
+                             ("restart", "needs a job id")):
+            await pilot.press("colon", *typed, "enter")
+            await pilot.pause()
+            said = notices(world.app)[-1]
+            assert f"':{typed}' {needs}" in said, said
+            assert "unknown command" not in said
+        assert "gpu[0001-0004]" in notices(world.app)[-2]  # an example, shown whole
