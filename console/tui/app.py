@@ -12,6 +12,7 @@ go through a confirmation naming every target with its blast radius, are publish
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -68,7 +69,8 @@ from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
-from fleetdeck.protocol.messages import CommandOp, DrainMode
+from fleetdeck.hostlist import compress
+from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
 from fleetdeck.runtime import force_exit, tune_gc
 
 ALIASES = {
@@ -845,6 +847,13 @@ class FleetdeckApp(App[int]):
             self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
             return
         radius = blast_radius(self.state, CommandOp.RESUME, targets, self.clock())
+        idle = [t for t in targets if self.state.nodes[t].drain.state is DrainState.NONE]
+        if idle:
+            # As `fleetdeck resume` does, the command is still sent (the agent answers "was
+            # not drained"), but the operator confirms knowing it changes nothing there.
+            note = (f"not drained: {compress(idle)} (resume changes nothing there; "
+                    f"the agent answers 'was not drained')")
+            radius = dataclasses.replace(radius, notes=[note, *radius.notes])
 
         def done(ok: bool | None) -> None:
             if ok:

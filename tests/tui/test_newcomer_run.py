@@ -116,3 +116,14 @@ async def test_command_line_answers_say_what_is_missing(world):
             assert f"':{typed}' {needs}" in said, said
             assert "unknown command" not in said
         assert "gpu[0001-0004]" in notices(world.app)[-2]  # an example, shown whole
+
+
+async def test_resume_of_a_node_that_is_not_drained_says_so(world):
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("colon", *"resume gpu0001", "enter")
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "Resume 1 node: gpu0001?" in text
+        assert "not drained: gpu0001" in " ".join(text.split()), text
