@@ -141,7 +141,12 @@ class FleetdeckApp(App[int]):
         Binding("escape", "go_back", "Back", show=False),
         Binding("q", "quit", "Quit"),
         Binding("R", "toggle_recording", "Record", show=False),
+        # A read-only console's views disable their command keys (check_action): the key then
+        # comes here, and is answered rather than ignored.
+        *(Binding(key, f"read_only('{key}')", show=False) for key in ("r", "u")),
     ]
+    read_only_why = "this console is read-only (started with --read-only)"
+    """What a refused command says (a replay says it is one)."""
 
     def __init__(
         self,
@@ -814,11 +819,30 @@ class FleetdeckApp(App[int]):
 
     # --- commands -----------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.read_only if action == "read_only" else True
+
+    def action_read_only(self, key: str) -> None:
+        """A command key of the view shown, pressed in a read-only console (not a key of no
+        use on this view: that says nothing, as in a read-write console)."""
+        for binding in getattr(self.screen, "BINDINGS", ()):
+            if (isinstance(binding, Binding) and binding.key == key
+                    and binding.action in COMMAND_ACTIONS):
+                self.refuse_read_only(f"{key} ({binding.description.lower()})")
+                return
+
+    def refuse_read_only(self, what: str) -> None:
+        self.notify(esc(f"{self.read_only_why}: {what} is off; drain, resume and restart are "
+                        "for a read-write console"), severity="warning", timeout=4)
+
     def _unknown(self, targets: list[str]) -> list[str]:
         return [t for t in targets if t not in self.state.nodes]
 
     def request_drain(self, targets: list[str]) -> None:
-        if self.read_only or not targets:
+        if self.read_only:
+            self.refuse_read_only("drain")
+            return
+        if not targets:
             return
         from fleetdeck.console.tui.modals import DrainScreen
 
@@ -838,7 +862,10 @@ class FleetdeckApp(App[int]):
         self.push_screen(DrainScreen(radius), done)
 
     def request_resume(self, targets: list[str]) -> None:
-        if self.read_only or not targets:
+        if self.read_only:
+            self.refuse_read_only("resume")
+            return
+        if not targets:
             return
         from fleetdeck.console.tui.modals import ConfirmScreen
 
@@ -863,6 +890,7 @@ class FleetdeckApp(App[int]):
 
     def request_restart(self, job_id: str) -> None:
         if self.read_only:
+            self.refuse_read_only("restart")
             return
         from fleetdeck.console.tui.modals import ConfirmScreen
 
@@ -897,6 +925,8 @@ class FleetdeckApp(App[int]):
                     timeout=6)
 
 
+COMMAND_ACTIONS = frozenset({"drain", "resume", "restart"})
+"""The views' actions that send commands (disabled in a read-only console)."""
 COMMANDS_HELP = (":nodes, :jobs, :fabric, :events, :incidents, :node NAME, :drain HOSTLIST, "
                  ":resume HOSTLIST, :restart JOB, :ctx [NAME], :help, :q")
 """The command line's commands, as an unknown one is answered (plain text, not markup)."""

@@ -31,6 +31,7 @@ class ReplayApp(FleetdeckApp):
         Binding("minus", "speed(0.5)", "Slower", show=False),
     ]
     SPEEDS = (0.5, 100.0)
+    read_only_why = "a replay is read-only"
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
                  log_path: Path | None = None) -> None:

@@ -127,3 +127,31 @@ async def test_resume_of_a_node_that_is_not_drained_says_so(world):
         text = text_of(world.app)
         assert "Resume 1 node: gpu0001?" in text
         assert "not drained: gpu0001" in " ".join(text.split()), text
+
+
+async def test_command_keys_in_a_read_only_console_say_it_is_read_only(ro_world):
+    world = ro_world
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        footer = text_of(world.app).splitlines()[-1]
+        assert "Drain" not in footer  # still not offered
+        await pilot.press("r")
+        await pilot.pause()
+        said = notices(world.app)
+        assert said and "read-only" in said[-1] and "r (drain) is off" in said[-1], said
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert "r (restart) is off" in notices(world.app)[-1]
+        world.app.run_command_line(":drain gpu0001")
+        await pilot.pause()
+        assert "drain is off" in notices(world.app)[-1]
+        before = len(notices(world.app))
+        await pilot.press("1", "u")  # no command on u in the overview: nothing to refuse
+        await pilot.pause()
+        assert len(notices(world.app)) == before
+        assert not world.app.tracker.requests
