@@ -4,6 +4,7 @@ node that is not drained, command keys that did nothing in a read-only console, 
 chart's y axis, and an offline node's last figures shown as live."""
 
 import io
+import itertools
 import logging
 
 from tests.tui.conftest import SIZE, World
@@ -155,3 +156,44 @@ async def test_command_keys_in_a_read_only_console_say_it_is_read_only(ro_world)
         await pilot.pause()
         assert len(notices(world.app)) == before
         assert not world.app.tracker.requests
+
+
+async def test_history_clock_chart_title_fits_and_its_axis_is_evenly_labelled(tmp_path):
+    import re
+
+    from fleetdeck.console.store import Store, TickRows
+    from fleetdeck.console.tui.history_view import ChartBox
+    from tests.tui import test_history_view as th
+
+    world = World()
+    world.populate()
+    last = int(world.clock() // 60)
+    gpu, ports = [], []
+    for minute in range(last - 30, last):
+        for g in range(8):  # clocks from 345 to 1980 MHz: the newcomer's chart
+            clock = 345.0 + (1980 - 345) * ((minute + g) % 5) / 4
+            gpu.append((th.NODE, g, minute, 60, 90.0, 50.0, 400.0, clock, 1))
+    db = tmp_path / "history.db"
+    store = await Store.open(db)
+    try:
+        await store.write_rows(TickRows(gpu=gpu, ports=ports))
+    finally:
+        await store.close()
+    world.app.stores[world.app.cluster] = db
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        view = await th.open_history(world, pilot)
+        box = view.query_one("#chart-clock", ChartBox)
+        box.scroll_visible(animate=False, top=True)
+        await pilot.pause(0.3)
+        assert box.query_one(".chart-values").size.height == 1  # "7:…" not on a line of its own
+        lines = text_of(world.app).splitlines()
+        top = next(i for i, ln in enumerate(lines) if "SM clock (min)" in ln) + 1
+        bottom = next(i for i in range(top + 1, len(lines)) if "└" in lines[i])
+        canvas = lines[top + 1:bottom]
+        labelled = [(i, float(m.group(1))) for i, ln in enumerate(canvas)
+                    if (m := re.match(r"\s*([\d.]+)┤", ln))]
+        assert labelled[0][0] == 0 and labelled[-1][0] == len(canvas) - 1, canvas  # both ends
+        rows = {b[0] - a[0] for a, b in itertools.pairwise(labelled)}
+        steps = {b[1] - a[1] for a, b in itertools.pairwise(labelled)}
+        assert len(labelled) >= 3 and len(rows) == 1 and len(steps) == 1, canvas
+        assert labelled[0][1] >= 1980 and labelled[-1][1] <= 345, labelled
