@@ -197,3 +197,17 @@ async def test_history_clock_chart_title_fits_and_its_axis_is_evenly_labelled(tm
         steps = {b[1] - a[1] for a, b in itertools.pairwise(labelled)}
         assert len(labelled) >= 3 and len(rows) == 1 and len(steps) == 1, canvas
         assert labelled[0][1] >= 1980 and labelled[-1][1] <= 345, labelled
+
+
+async def test_node_detail_of_a_stale_node_renders(world):
+    others = world.fleet.names[1:]
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(60):
+            world.fleet.telemetry(world.ingest, names=others)
+            world.tick(1)
+        assert world.app.state.nodes["gpu0001"].stale
+        await pilot.press("colon", *"node gpu0001", "enter")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        assert "gpu0001  alloc*  stale  last telemetry 60.5s ago" in text_of(world.app)
