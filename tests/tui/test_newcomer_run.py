@@ -199,6 +199,41 @@ async def test_history_clock_chart_title_fits_and_its_axis_is_evenly_labelled(tm
         assert labelled[0][1] >= 1980 and labelled[-1][1] <= 345, labelled
 
 
+async def test_a_silent_nodes_figures_are_marked_last_known(world):
+    from fleetdeck.console.tui.screens.nodes import NodesScreen
+
+    others = world.fleet.names[1:]
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(60):  # a minute without a word from gpu0001
+            world.fleet.telemetry(world.ingest, names=others)
+            world.tick(1)
+        await pilot.pause()
+        st = world.app.state.nodes["gpu0001"]
+        assert st.stale or st.online is False
+        status = next(ln for ln in text_of(world.app).splitlines() if "enter: detail" in ln)
+        assert "gpu0001 gpu0  last known 60s ago: util" in status, status
+        await pilot.press("2")
+        world.fleet.telemetry(world.ingest, names=others)
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, NodesScreen)
+        table = screen.table
+        table.move_to_key("gpu0002")  # the cursor's own style off the rows compared
+        await pilot.pause()
+
+        def figure_styles(node: str) -> list[bool]:
+            y = table.rows.index(node) - table.top + 1
+            return [bool(seg.style and seg.style.italic)
+                    for seg in table.render_line(y) if "%" in seg.text]
+
+        assert figure_styles("gpu0001") == [True], "UTIL of a silent node not marked"
+        assert figure_styles("gpu0005") == [False]
+        await pilot.press("colon", *"node gpu0001", "enter")
+        await pilot.pause()
+        assert "figures below: last known, not live" in text_of(world.app)
+
+
 async def test_node_detail_of_a_stale_node_renders(world):
     others = world.fleet.names[1:]
     async with world.app.run_test(size=SIZE) as pilot:

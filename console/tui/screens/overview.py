@@ -33,7 +33,7 @@ from fleetdeck.console.rows import (
 )
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit
-from fleetdeck.console.tui.screens.base import FleetView, Readout
+from fleetdeck.console.tui.screens.base import FleetView, Readout, age_text, last_known
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.console.tui.theme import state_markup, verdict_markup
 
@@ -207,9 +207,13 @@ class OverviewScreen(FleetView):
             t = st.telemetry
             g = next((x for x in t.gpus if x.index == grid.cursor_gpu), None) if t else None
             if g is not None and g.present:
-                text += (f"  util {g.util_pct if g.util_pct is not None else '-'}%  "
-                         f"{g.power_w if g.power_w is not None else '-'} W  "
-                         f"{g.temp_c if g.temp_c is not None else '-'} °C")
+                figures = (f"util {g.util_pct if g.util_pct is not None else '-'}%  "
+                           f"{g.power_w if g.power_w is not None else '-'} W  "
+                           f"{g.temp_c if g.temp_c is not None else '-'} °C")
+                if last_known(st):
+                    old = "" if st.last_rx is None else f" {age_text(self.fleet.clock() - st.last_rx)} ago"
+                    figures = f"[$text-muted i]last known{old}: {figures}[/]"
+                text += "  " + figures
             elif g is not None:
                 text += "  [$error]not present[/]"
             mine = [f for f in st.all_findings
