@@ -1,8 +1,12 @@
 """Plain, journald-friendly log lines: level, logger, message. No colour, no timestamps on a
-non-TTY (journald adds its own)."""
+non-TTY (journald adds its own). A full-screen console sends them elsewhere while it owns the
+terminal (``divert_from_terminal``)."""
 
 import logging
 import sys
+from collections.abc import Callable
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
 
 
 def setup_logging(level: str = "warning") -> None:
@@ -17,3 +21,47 @@ def setup_logging(level: str = "warning") -> None:
     # paho/aiomqtt and amqtt are chatty at INFO about every reconnect attempt.
     for noisy in ("amqtt", "transitions", "mqtt"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_FILE_BYTES = 1 << 20
+"""A console left disconnected for days logs a line per reconnect attempt: the file is rotated
+at this size (one old file kept) rather than left to grow."""
+
+
+def file_handler(path: Path) -> logging.Handler | None:
+    """A rotating log file at ``path``, or None when it cannot be opened (a read-only state
+    directory must not stop the console; its records then go only where else they are sent)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Opened now, not on the first record: a failure at emit time is printed to stderr by
+        # logging itself, which is what this handler is there to avoid.
+        handler: logging.Handler = RotatingFileHandler(path, maxBytes=LOG_FILE_BYTES, backupCount=1,
+                                      encoding="utf-8")
+    except OSError:
+        return None
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    return handler
+
+
+def divert_from_terminal(*handlers: logging.Handler) -> Callable[[], None]:
+    """While a full-screen front end owns the terminal, a record written to stderr lands on top
+    of its screen: the root logger's plain stream handlers (``setup_logging``'s) make way for
+    ``handlers`` until the function returned is called, which puts them back. Handlers of other
+    kinds (files, a test runner's capture) are left as they are."""
+    root = logging.getLogger()
+    removed: list[logging.Handler] = [h for h in root.handlers
+                                      if type(h) is logging.StreamHandler]
+    for h in removed:
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+
+    def restore() -> None:
+        for h in handlers:
+            root.removeHandler(h)
+            h.close()
+        for h in removed:
+            root.addHandler(h)
+
+    return restore

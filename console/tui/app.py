@@ -12,8 +12,10 @@ go through a confirmation naming every target with its blast radius, are publish
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +56,7 @@ from fleetdeck.console.session import (
 )
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
+from fleetdeck.console.tui.log_notice import NoticeHandler
 from fleetdeck.console.tui.palette import FleetCommands
 from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
 from fleetdeck.console.tui.screens.clusters import ClustersScreen
@@ -63,9 +66,11 @@ from fleetdeck.console.tui.screens.incidents import IncidentsScreen
 from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
-from fleetdeck.console.tui.text import esc
-from fleetdeck.paths import recordings_dir
-from fleetdeck.protocol.messages import CommandOp, DrainMode
+from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.logs import divert_from_terminal, file_handler
+from fleetdeck.paths import recordings_dir, state_base
+from fleetdeck.hostlist import compress
+from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
 from fleetdeck.runtime import force_exit, tune_gc
 
 ALIASES = {
@@ -136,7 +141,12 @@ class FleetdeckApp(App[int]):
         Binding("escape", "go_back", "Back", show=False),
         Binding("q", "quit", "Quit"),
         Binding("R", "toggle_recording", "Record", show=False),
+        # A read-only console's views disable their command keys (check_action): the key then
+        # comes here, and is answered rather than ignored.
+        *(Binding(key, f"read_only('{key}')", show=False) for key in ("r", "u")),
     ]
+    read_only_why = "this console is read-only (started with --read-only)"
+    """What a refused command says (a replay says it is one)."""
 
     def __init__(
         self,
@@ -163,11 +173,17 @@ class FleetdeckApp(App[int]):
         contexts: Sequence[str] = (),
         stores: dict[str, Path | None] | None = None,
         digests: bool = False,
+        log_path: Path | None = None,
     ) -> None:
         """``contexts``: more clusters to watch besides ``cluster``, one session each
         (k9s-style contexts: ``:ctx`` lists them, ``:ctx NAME`` switches). ``stores``: a
-        store path per cluster (``store_path`` is the first cluster's)."""
+        store path per cluster (``store_path`` is the first cluster's). ``log_path``: where
+        log records go while the console runs (never the terminal it draws on)."""
         super().__init__()
+        self.log_path = log_path
+        self.log_notices: NoticeHandler | None = None
+        """The handler that shows log warnings as notifications (and counts them)."""
+        self._restore_logging: Callable[[], None] | None = None
         self.active = cluster
         """The cluster (context) the views show."""
         self.url = url
@@ -293,6 +309,7 @@ class FleetdeckApp(App[int]):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self._take_logging()
         for name, session in self.sessions.items():
             if self.stores.get(name) is not None:
                 self.open_store(name)
@@ -317,6 +334,13 @@ class FleetdeckApp(App[int]):
         if not self.is_headless:
             threading.Thread(target=self._watch_terminal, name="fleetdeck-terminal-watch",
                              daemon=True).start()
+
+    def _take_logging(self) -> None:
+        """Log records to the log file and the notifications, not the terminal (log_notice)."""
+        to_file = file_handler(self.log_path) if self.log_path is not None else None
+        self.log_notices = NoticeHandler(self, self.log_path if to_file is not None else None)
+        self._restore_logging = divert_from_terminal(
+            *(h for h in (to_file, self.log_notices) if h is not None))
 
     def _watch_terminal(self) -> None:
         """A hung-up terminal sends SIGHUP to its session's leader only, and a leader that
@@ -413,6 +437,9 @@ class FleetdeckApp(App[int]):
         self._stop.set()
         for session in self.sessions.values():
             await session.close()
+        if self._restore_logging is not None:
+            self._restore_logging()
+            self._restore_logging = None
 
     # --- history store (SQLite) ------------------------------------------------------------
 
@@ -576,9 +603,10 @@ class FleetdeckApp(App[int]):
         for hook in self.painted_hooks:
             hook(painted)
 
-    def header_text(self, now: float) -> str:
+    def link_text(self, now: float) -> str:
+        """The header's second item, right after the cluster and the mode: where the data
+        comes from and how that is going (the broker and its connection state)."""
         session = self.session
-        mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
         if session.feed is None:
             conn = "[$text-muted]no broker[/]"
         else:
@@ -589,6 +617,11 @@ class FleetdeckApp(App[int]):
                 conn += f" ({esc(c.detail[:60])})"
         broker = self.broker_label or (
             f"{self.url.host}:{self.url.port}" if self.url is not None else "")
+        return f"{esc(broker)} {conn}"
+
+    def header_text(self, now: float) -> str:
+        session = self.session
+        mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
         last = self.state.last_update
         age = "never" if last is None else f"{max(0.0, now - last):.1f}s ago"
         bad = self.state.malformed.total
@@ -619,7 +652,7 @@ class FleetdeckApp(App[int]):
             live = sum(1 for c in self.state.collectors.values() if c.online)
             digests = (f"  on digests, {live} collector{'' if live == 1 else 's'}" if live
                        else "  [$error]on digests, no collector live[/]")
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {esc(broker)} {conn}{digests}  "
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}  "
                 f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
                 f"{dead}{rec}")
 
@@ -755,10 +788,11 @@ class FleetdeckApp(App[int]):
             self.request_restart(rest[0])
         elif verb == "help":
             self.action_help()
+        elif verb in NEEDS:
+            self.notify(esc(f"':{verb}' {NEEDS[verb]}"), severity="warning")
         else:
-            self.notify(f"unknown command ':{esc(text.strip())}' (try :nodes, :jobs, :fabric, "
-                        ":events, :incidents, :node NAME, :drain HOSTLIST, :restart JOB, "
-                        ":ctx [NAME])",
+            # Escaped whole: "[NAME]" is Rich markup to Textual, and vanished from the list.
+            self.notify(esc(f"unknown command ':{text.strip().lstrip(':')}' (try {COMMANDS_HELP})"),
                         severity="warning")
 
     def show_nodes(self, hostlist: str) -> None:
@@ -785,11 +819,30 @@ class FleetdeckApp(App[int]):
 
     # --- commands -----------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.read_only if action == "read_only" else True
+
+    def action_read_only(self, key: str) -> None:
+        """A command key of the view shown, pressed in a read-only console (not a key of no
+        use on this view: that says nothing, as in a read-write console)."""
+        for binding in getattr(self.screen, "BINDINGS", ()):
+            if (isinstance(binding, Binding) and binding.key == key
+                    and binding.action in COMMAND_ACTIONS):
+                self.refuse_read_only(f"{key} ({binding.description.lower()})")
+                return
+
+    def refuse_read_only(self, what: str) -> None:
+        self.notify(esc(f"{self.read_only_why}: {what} is off; drain, resume and restart are "
+                        "for a read-write console"), severity="warning", timeout=4)
+
     def _unknown(self, targets: list[str]) -> list[str]:
         return [t for t in targets if t not in self.state.nodes]
 
     def request_drain(self, targets: list[str]) -> None:
-        if self.read_only or not targets:
+        if self.read_only:
+            self.refuse_read_only("drain")
+            return
+        if not targets:
             return
         from fleetdeck.console.tui.modals import DrainScreen
 
@@ -809,7 +862,10 @@ class FleetdeckApp(App[int]):
         self.push_screen(DrainScreen(radius), done)
 
     def request_resume(self, targets: list[str]) -> None:
-        if self.read_only or not targets:
+        if self.read_only:
+            self.refuse_read_only("resume")
+            return
+        if not targets:
             return
         from fleetdeck.console.tui.modals import ConfirmScreen
 
@@ -818,6 +874,13 @@ class FleetdeckApp(App[int]):
             self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
             return
         radius = blast_radius(self.state, CommandOp.RESUME, targets, self.clock())
+        idle = [t for t in targets if self.state.nodes[t].drain.state is DrainState.NONE]
+        if idle:
+            # As `fleetdeck resume` does, the command is still sent (the agent answers "was
+            # not drained"), but the operator confirms knowing it changes nothing there.
+            note = (f"not drained: {compress(idle)} (resume changes nothing there; "
+                    f"the agent answers 'was not drained')")
+            radius = dataclasses.replace(radius, notes=[note, *radius.notes])
 
         def done(ok: bool | None) -> None:
             if ok:
@@ -827,6 +890,7 @@ class FleetdeckApp(App[int]):
 
     def request_restart(self, job_id: str) -> None:
         if self.read_only:
+            self.refuse_read_only("restart")
             return
         from fleetdeck.console.tui.modals import ConfirmScreen
 
@@ -861,6 +925,20 @@ class FleetdeckApp(App[int]):
                     timeout=6)
 
 
+COMMAND_ACTIONS = frozenset({"drain", "resume", "restart"})
+"""The views' actions that send commands (disabled in a read-only console)."""
+COMMANDS_HELP = (":nodes, :jobs, :fabric, :events, :incidents, :node NAME, :drain HOSTLIST, "
+                 ":resume HOSTLIST, :restart JOB, :ctx [NAME], :help, :q")
+"""The command line's commands, as an unknown one is answered (plain text, not markup)."""
+NEEDS = {
+    "drain": "needs a host list: :drain gpu0012 or :drain gpu[0001-0004]",
+    "resume": "needs a host list: :resume gpu0012 or :resume gpu[0001-0004]",
+    **dict.fromkeys(("restart", "restart-job", "requeue"),
+                    "needs a job id: :restart 4102 (3: jobs lists them)"),
+}
+"""What a command given without its argument needs (it was 'unknown command' before)."""
+
+
 def request_words(req: Request) -> str:
     """``drain gpu[0001-0004]``, ``resume gpu0007``, ``restart job 4102`` (the target text of
     a restart already says "job")."""
@@ -876,8 +954,9 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
     from fleetdeck.console.tui.replay_app import ReplayApp
 
     tune_gc()
-    app = ReplayApp(path, speed=speed, tick_s=tick_s)
+    app = ReplayApp(path, speed=speed, tick_s=tick_s, log_path=console_log_path())
     app.run()
+    say_where_logs_went(app)
     return 0
 
 
@@ -893,6 +972,24 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
     app = FleetdeckApp(cluster=clusters[0], url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
                        command_key=command_key, store_path=store_path, record_dir=record_dir,
-                       contexts=clusters[1:], stores=stores, digests=digests)
+                       contexts=clusters[1:], stores=stores, digests=digests,
+                       log_path=console_log_path())
     app.run()
+    say_where_logs_went(app)
     return app.return_code or 0
+
+
+def console_log_path() -> Path:
+    """Where a console on a terminal writes its log records (its own file, next to the audit
+    log and the store: the terminal is the console's screen)."""
+    return state_base() / "console.log"
+
+
+def say_where_logs_went(app: FleetdeckApp) -> None:
+    """Once the terminal is the shell's again: warnings logged while the console ran were
+    shown only briefly, if at all, so say where they are."""
+    notices = app.log_notices
+    if notices is not None and notices.count:
+        where = f": see {notices.log_path}" if notices.log_path is not None else ""
+        print(f"fleetdeck: {plural(notices.count, 'warning')} logged while the console "
+              f"ran{where}", file=sys.stderr)

@@ -52,6 +52,10 @@ PLOT_AFTER_S = 0.15
 it has stood still this long: redrawing eight plots costs 100 ms or more."""
 Y_LABELS = 8
 """Columns of a plot taken by its y-axis labels and frame."""
+Y_TICKS = 6
+"""The most y-axis labels a chart gets (fewer when it has fewer rows)."""
+PLOT_FRAME_ROWS = 3
+"""Rows of a plot that are not its canvas: the frame above and below, the time labels."""
 
 
 class ChartBox(Vertical):
@@ -81,9 +85,11 @@ class ChartBox(Vertical):
         if at is not None and per:
             # The values at the cursor (its time is in the line above the charts), each label
             # in its series' colour: the legend. "label:value" has no space in it, so a narrow
-            # chart that wraps the line never parts a value from its label.
+            # chart that wraps the line never parts a value from its label. One space between
+            # values: with two, eight GPUs' clocks overran an 80-column chart by a value.
             for i, label in enumerate(per):
-                line.append(f"  {short[label]}", f"bold color({_colour(i)})")
+                line.append(" " if i else "  ")
+                line.append(short[label], f"bold color({_colour(i)})")
                 line.append(f":{chart.text(hist.value(chart.key, label, at))}")
         if not per:
             line.append("  no values in this span", "dim")
@@ -105,14 +111,54 @@ class ChartBox(Vertical):
         plt.xlim(0, hist.span.minutes)
         ticks = time_ticks(hist.first, hist.last, 7)
         plt.xticks([t for t, _ in ticks], [label for _, label in ticks])
-        if chart.counter:
-            top = max((v for pts in per.values() for _, v in pts), default=0.0)
-            plt.ylim(0, max(1.0, top))
+        values = [v for pts in per.values() for _, v in pts]
+        if values:
+            # Our own y ticks: plotext's drop a label that falls on a row already labelled
+            # (1980, 1707.5, 1435, 890 … with 1162.5 missing), so the axis read unevenly.
+            lo = 0.0 if chart.counter else min(values)
+            hi = max(1.0, max(values)) if chart.counter else max(values)
+            rows = plot.size.height - PLOT_FRAME_ROWS
+            levels, labels = y_ticks(lo, hi, rows)
+            plt.ylim(levels[0], levels[-1])
+            plt.yticks(levels, labels)
         if at is not None:
             # The theme's own text colour: white would vanish on a light theme.
             fg = Color.parse(self.app.theme_variables.get("foreground", "white")).rgb
             plt.vline(at - hist.first, fg)
         plot.refresh()
+
+
+def y_ticks(lo: float, hi: float, rows: int) -> tuple[list[float], list[str]]:
+    """Y ticks for a plot ``rows`` rows high, and their labels: evenly spaced round values
+    (1, 2, 2.5, 4 or 5 times a power of ten apart) from at or below ``lo`` to at or above
+    ``hi``, the first and the last at the ends of the axis, at most ``Y_TICKS`` of them, and
+    as many as put each on a row of its own, the same number of rows apart (plotext drops a
+    label that falls on a row already labelled, and rounds the others unevenly)."""
+    if hi - lo < 1e-9:
+        pad = max(1.0, abs(hi) * 0.05)
+        lo, hi = lo - pad, hi + pad
+    rows = max(2, rows)
+    counts = [n for n in range(min(Y_TICKS, rows), 1, -1) if (rows - 1) % (n - 1) == 0]
+    best: tuple[float, int, float, int] | None = None
+    """(range wasted, -count, step, first multiple) of the best fit so far."""
+    for n in counts:
+        power = 10.0 ** math.floor(math.log10((hi - lo) / (n - 1)))
+        for size in (nice * power * 10 ** k for k in range(3)
+                     for nice in (1.0, 2.0, 2.5, 4.0, 5.0)):
+            first = math.floor(lo / size + 1e-9)
+            if (first + n - 1) * size >= hi - 1e-9:
+                fit = ((n - 1) * size - (hi - lo), -n, size, first)
+                if best is None or fit[:2] < best[:2]:
+                    best = fit
+                break
+    assert best is not None  # n = 2 always fits
+    _waste, minus_n, size, first = best
+    ticks = [round((first + i) * size, 9) for i in range(-minus_n)]
+    decimals = 0 if size >= 1 and size == int(size) else max(0, -math.floor(math.log10(size)) + 1)
+    if decimals and all(abs(t * 10 ** (decimals - 1) - round(t * 10 ** (decimals - 1))) < 1e-6
+                        for t in ticks):
+        decimals -= 1  # 0.5 steps: "0.5", not "0.50"
+    return ticks, [f"{t:.{decimals}f}" for t in ticks]
 
 
 def _colour(i: int) -> int:

@@ -10,7 +10,7 @@ wide one columns with ``grow`` widen to their content; a cell that still does no
 with "…", never silently.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -76,7 +76,7 @@ BLANK = Style()
 OVERLAYS = ("cursor", "mark")
 """Styles applied over a whole row: only their background counts."""
 STYLES = ("text", "muted", "ok", "degraded", "failed", "stale", "offline", "drain", "info",
-          "warn", "error", "done", "header", "cursor", "mark", "sorted")
+          "warn", "error", "done", "header", "cursor", "mark", "sorted", "lastknown")
 
 
 class LineTable(Widget, Generic[T], can_focus=True):
@@ -118,6 +118,7 @@ class LineTable(Widget, Generic[T], can_focus=True):
         key: Callable[[T], str],
         cells: Callable[[T], Sequence[str]],
         style: Callable[[T], str] = lambda _r: "text",
+        cell_styles: Callable[[T], Mapping[str, str]] | None = None,
         markable: bool = False,
         id: str | None = None,
     ) -> None:
@@ -126,6 +127,8 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self._key = key
         self._cells = cells
         self._row_style = style
+        self._cell_styles = cell_styles
+        """A row's cells that differ from its style: ``{column key: style}``."""
         self.markable = markable
         self.rows: Sequence[T] = []
         self.marks: set[str] = set()
@@ -333,9 +336,10 @@ class LineTable(Widget, Generic[T], can_focus=True):
         key = self._key(row)
         cells = tuple(self._cells(row))
         row_style = self._row_style(row)
+        own = self._cell_styles(row) if self._cell_styles is not None else {}
         selected = index == self.cursor and self.has_focus_within_screen
         marked = key in self.marks
-        cache_key = (cells, row_style, selected, marked, width)
+        cache_key = (cells, row_style, tuple(own.items()), selected, marked, width)
         cached = self._strips.get(cache_key)
         if cached is not None:
             return cached
@@ -345,7 +349,8 @@ class LineTable(Widget, Generic[T], can_focus=True):
         for col, w, cell in zip(self.columns, self._widths(width), cells, strict=False):
             if w is None:
                 continue
-            segs.append(Segment(fit(cell, w, col.right) + " ", style))
+            cell_style = self._style(own[col.key]) if col.key in own else style
+            segs.append(Segment(fit(cell, w, col.right) + " ", cell_style))
         pad = BLANK
         if marked or selected:
             # Over the row's own style (its background included), not under it.

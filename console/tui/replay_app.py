@@ -10,7 +10,10 @@ from textual.binding import Binding
 
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.console.tui.text import esc
 
+NAME_CHARS = 24
+"""The most of the recording's name the header shows (the rest is the replay's state)."""
 MAX_ADVANCE_S = 5.0
 """The most wall time one tick moves the recording by: a console stalled for longer (a
 suspended terminal) goes on from where it was rather than jumping over what it did not show."""
@@ -28,15 +31,18 @@ class ReplayApp(FleetdeckApp):
         Binding("minus", "speed(0.5)", "Slower", show=False),
     ]
     SPEEDS = (0.5, 100.0)
+    read_only_why = "a replay is read-only"
 
-    def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> None:
+    def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
+                 log_path: Path | None = None) -> None:
         from fleetdeck.console.replay import Player
 
         self.player = Player(Path(path), speed=speed)
         super().__init__(cluster=self.player.cluster, session=self.player.session,
                          clock=self.player.clock, read_only=True,
-                         broker_label=f"replay {Path(path).name}", tick_s=tick_s,
-                         operator="replay")
+                         broker_label=short_name(Path(path), self.player.cluster),
+                         tick_s=tick_s,
+                         operator="replay", log_path=log_path)
 
     _advanced_at: float | None = None
 
@@ -50,11 +56,13 @@ class ReplayApp(FleetdeckApp):
         self.player.advance(self.tick_s if last is None else min(now - last, MAX_ADVANCE_S))
         return super().tick()
 
-    def header_text(self, now: float) -> str:
+    def link_text(self, now: float) -> str:
+        # Where the replay stands comes first: at 80 columns the header's end is cut off,
+        # and with it the position and PAUSED (p seemed to do nothing).
         p = self.player
         where = f"{now - p.start:.1f}/{p.end - p.start:.1f}s x{p.speed:g}"
-        state = "[$warning]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
-        return f"{super().header_text(now)}  replay {where} {state}"
+        state = "[$warning b]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
+        return f"replay {where} {state}  [$text-muted]{esc(self.broker_label)}[/]"
 
     def action_speed(self, factor: float) -> None:
         p = self.player
@@ -64,8 +72,12 @@ class ReplayApp(FleetdeckApp):
 
     def run_command_line(self, text: str | None) -> None:
         words = (text or "").strip().lstrip(":").split()
-        if len(words) == 2 and words[0].lower() == "seek":
-            self.seek_to(words[1])
+        if words and words[0].lower() == "seek":
+            if len(words) == 2:
+                self.seek_to(words[1])
+            else:
+                self.notify("':seek' needs one time: :seek 90 (into the recording), :seek +10, "
+                            ":seek -30", severity="warning")
             return
         super().run_command_line(text)
 
@@ -96,3 +108,19 @@ class ReplayApp(FleetdeckApp):
         if t is None:
             self.notify("no more recorded events")
         super().tick()
+
+
+def short_name(path: Path, cluster: str) -> str:
+    """The recording's name as the header shows it: what the console's ``R`` puts in every
+    name (``fleetdeck-CLUSTER-``, ``.jsonl.gz``) is left out, the cluster being in the header
+    already, and a long rest is cut in the middle (its start and its time stamp stay)."""
+    name = path.name
+    for suffix in (".gz", ".jsonl"):
+        name = name.removesuffix(suffix)
+    for prefix in ("fleetdeck-", f"{cluster}-"):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            name = name[len(prefix):]
+    if len(name) > NAME_CHARS:
+        keep = NAME_CHARS - 1
+        name = name[:keep // 2] + "…" + name[len(name) - (keep - keep // 2):]
+    return name

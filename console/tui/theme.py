@@ -25,6 +25,11 @@ def verdict_style(app: App[object], verdict: str) -> str:
     the app's current theme."""
     variables = app.get_css_variables()
     colour = variables.get(VERDICT_VARIABLE[verdict], "")
+    if colour.startswith("auto"):
+        # $text-muted is "auto 60%" (a contrast colour Textual resolves against what is under
+        # it): not a Rich colour, and a Text styled with it failed to render (node detail of
+        # a stale node). Rich's dim is the same intent.
+        colour = "dim"
     return f"bold {colour}" if verdict == "failed" else colour
 
 

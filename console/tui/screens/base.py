@@ -7,6 +7,8 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from fleetdeck.console.state import NodeState
+
 if TYPE_CHECKING:
     from fleetdeck.console.tui.app import FleetdeckApp
 
@@ -15,6 +17,18 @@ TABS = (("1", "overview"), ("2", "nodes"), ("3", "jobs"), ("4", "fabric"), ("5",
 """The views, in tab order, with their number keys: the one list (the app's modes and bindings
 are made from it)."""
 VIEWS = tuple(name for _key, name in TABS)
+
+
+def last_known(st: NodeState) -> bool:
+    """The node's figures are the last it sent, not live (offline, or silent past its stale
+    threshold): every view that draws them says so, or an offline node reads as a busy one."""
+    return st.online is False or st.stale
+
+
+def age_text(seconds: float) -> str:
+    """``42s``, ``5m``, ``3h``: how old a last-known figure is, in few cells."""
+    s = max(0.0, seconds)
+    return f"{s:.0f}s" if s < 100 else (f"{s / 60:.0f}m" if s < 6000 else f"{s / 3600:.0f}h")
 
 
 class Readout(Static):

@@ -15,7 +15,7 @@ from fleetdeck.console.rows import clock_text, drain_reason, port_error_text, sl
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.fit_table import FitColumn, FitTable
 from fleetdeck.console.tui.history_view import HistoryView
-from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.base import FleetView, last_known
 from fleetdeck.console.tui.text import esc
 from fleetdeck.console.tui.theme import verdict_style
 
@@ -111,6 +111,8 @@ class NodeDetailScreen(FleetView):
         t.append(st.verdict.value, verdict_style(self.app, st.verdict.value))
         age = "never" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.1f}s ago"
         t.append(f"  last telemetry {age}  seq {st.last_seq} gaps {st.seq_gaps}")
+        if last_known(st) and st.telemetry is not None:
+            t.append("  figures below: last known, not live", "bold italic")
         if st.digest is not None:
             # On digests: the verdict is this collector's; the figures below are raw while open.
             t.append(f"  judged by {st.digest.by}", "bold")

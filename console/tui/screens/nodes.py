@@ -21,7 +21,7 @@ from fleetdeck.console.rows import (
 )
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.line_table import Column, LineTable, row_is_key
-from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.base import FleetView, age_text, last_known
 from fleetdeck.console.tui.text import esc
 
 RowSig = tuple[object, ...]
@@ -33,11 +33,14 @@ size changes, never per tick: the table's own content measure would rebuild rows
 REASONS_MIN = 24
 
 
+FIGURES = ("gpus", "util", "temp", "power", "ib")
+"""The columns that hold a node's figures: last known, not live, for an offline or stale node."""
+LAST_KNOWN = dict.fromkeys(FIGURES, "lastknown")
+LIVE: dict[str, str] = {}
+
+
 def _age(last_rx: float | None, now: float) -> str:
-    if last_rx is None:
-        return "-"
-    s = max(0.0, now - last_rx)
-    return f"{s:.0f}s" if s < 100 else (f"{s / 60:.0f}m" if s < 6000 else f"{s / 3600:.0f}h")
+    return "-" if last_rx is None else age_text(now - last_rx)
 
 
 class NodesScreen(FleetView):
@@ -80,7 +83,8 @@ class NodesScreen(FleetView):
                           min=REASONS_MIN if not w else 0)
                    for h, a, w in NODE_COLUMNS]
         table: LineTable[str] = LineTable(columns, key=row_is_key, cells=self._cells,
-                                          style=self._style, markable=True, id="node-table")
+                                          style=self._style, cell_styles=self._cell_styles,
+                                          markable=True, id="node-table")
         table.sort_key = self.sort_key
         yield table
         yield Input(placeholder="filter: regex, hostlist gpu[0010-0020], !inverse; "
@@ -123,6 +127,10 @@ class NodesScreen(FleetView):
         if st.verdict is Verdict.OK and waiting(st):
             return "muted"
         return st.verdict.value
+
+    def _cell_styles(self, node_id: str) -> dict[str, str]:
+        st = self.fleet.state.nodes.get(node_id)
+        return LAST_KNOWN if st is not None and last_known(st) else LIVE
 
     def update_body(self, now: float) -> None:
         self._now = now

@@ -33,7 +33,7 @@ from fleetdeck.console.rows import (
 )
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit
-from fleetdeck.console.tui.screens.base import FleetView, Readout
+from fleetdeck.console.tui.screens.base import FleetView, Readout, age_text, last_known
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.console.tui.theme import state_markup, verdict_markup
 
@@ -120,7 +120,9 @@ class OverviewScreen(FleetView):
         limit = 3 if self.size.height < 40 else 6
         # Counts and problems are fleet-wide passes (tens of ms at 16,384 nodes): only when a
         # node or a job changed since they were last shown.
-        shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()))
+        feed = self.fleet.session.feed
+        link = feed.conn.state if feed is not None else None
+        shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link)
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
@@ -151,12 +153,24 @@ class OverviewScreen(FleetView):
                 lines.append(f" [{colour}]{p.verdict.value:<8}[/] {esc(p.node):<10} "
                              f"{p.state:<6} {esc(p.text)}")
             text = "\n".join(lines)
+        elif not state.nodes:
+            text = f"[b]Top problems[/] [$warning]{self._no_nodes()}[/]"
         elif counts.verdicts.get(WAITING):
             text = (f"[b]Top problems[/] none so far: no telemetry yet from "
                     f"{plural(counts.verdicts[WAITING], 'node')}")
         else:
             text = "[b]Top problems[/] [$success]none: every node reports healthy[/]"
         self.query_one("#problems", Readout).show(text)
+
+    def _no_nodes(self) -> str:
+        """Why there is nothing to judge: "healthy" of an empty fleet would hide a console that
+        hears nothing (a broker down, a wrong --cluster)."""
+        feed = self.fleet.session.feed
+        if feed is None:
+            return "unknown: no node in what this console has seen yet"
+        if feed.conn.state != "connected":
+            return f"unknown: not connected to the broker ({feed.conn.state}), no node heard yet"
+        return f"unknown: no node of cluster {esc(self.fleet.cluster)} heard from yet"
 
     def _counts_text(self, c: FleetCounts) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
@@ -193,9 +207,13 @@ class OverviewScreen(FleetView):
             t = st.telemetry
             g = next((x for x in t.gpus if x.index == grid.cursor_gpu), None) if t else None
             if g is not None and g.present:
-                text += (f"  util {g.util_pct if g.util_pct is not None else '-'}%  "
-                         f"{g.power_w if g.power_w is not None else '-'} W  "
-                         f"{g.temp_c if g.temp_c is not None else '-'} °C")
+                figures = (f"util {g.util_pct if g.util_pct is not None else '-'}%  "
+                           f"{g.power_w if g.power_w is not None else '-'} W  "
+                           f"{g.temp_c if g.temp_c is not None else '-'} °C")
+                if last_known(st):
+                    old = "" if st.last_rx is None else f" {age_text(self.fleet.clock() - st.last_rx)} ago"
+                    figures = f"[$text-muted i]last known{old}: {figures}[/]"
+                text += "  " + figures
             elif g is not None:
                 text += "  [$error]not present[/]"
             mine = [f for f in st.all_findings

@@ -1,0 +1,248 @@
+"""What a newcomer run found: log lines over the screen, "every node reports healthy" of an
+empty fleet, the replay's state cut off at 80 columns, the command line's help, a resume of a
+node that is not drained, command keys that did nothing in a read-only console, the history
+chart's y axis, and an offline node's last figures shown as live."""
+
+import io
+import itertools
+import logging
+
+from tests.tui.conftest import SIZE, World
+from tests.tui.test_views import text_of
+
+
+def notices(app) -> list[str]:
+    """The notifications as the operator reads them (their markup rendered)."""
+    from textual.content import Content
+
+    return [Content.from_markup(n.message).plain if n.markup else n.message
+            for n in app._notifications]
+
+
+async def test_log_records_go_to_the_log_file_and_notices_not_the_terminal(tmp_path):
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)  # what setup_logging installs, on stderr
+    root = logging.getLogger()
+    root.addHandler(handler)
+    log_path = tmp_path / "state" / "console.log"
+    try:
+        world = World()
+        world.app.log_path = log_path
+        async with world.app.run_test(size=SIZE) as pilot:
+            world.tick()
+            await pilot.pause()
+            logging.getLogger("fleetdeck.transport").warning(
+                "cannot reach the MQTT broker at 127.0.0.1:1 [x] retrying in 1.0 s")
+            await pilot.pause()
+            assert terminal.getvalue() == ""
+            shown = notices(world.app)
+            assert any("cannot reach the MQTT broker" in n and "[x]" in n for n in shown), shown
+            assert world.app.log_notices is not None and world.app.log_notices.count == 1
+        assert "WARNING fleetdeck.transport: cannot reach" in log_path.read_text()
+        # The terminal is the shell's again: records go where they went before.
+        logging.getLogger("fleetdeck.transport").warning("after")
+        assert "after" in terminal.getvalue()
+    finally:
+        root.removeHandler(handler)
+
+
+async def test_an_empty_fleet_is_not_called_healthy():
+    from fleetdeck.brokerurl import parse_broker_url
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+
+    # A broker that is not there: the feed exists and never connects.
+    app = FleetdeckApp(cluster="demo", url=parse_broker_url("mqtt://127.0.0.1:1"),
+                       auto_tick=False, audit=MemoryAudit())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.tick()
+        await pilot.pause(0.3)
+        app.tick()
+        await pilot.pause()
+        text = text_of(app)
+        assert "every node reports healthy" not in text
+        assert "Top problems unknown: not connected to the broker" in text
+
+
+async def test_no_nodes_without_a_broker_is_not_called_healthy():
+    world = World()  # no feed (as a replay), nothing received
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "every node reports healthy" not in text
+        assert "Top problems unknown: no node in what this console has seen yet" in text
+
+
+async def test_replay_state_fits_an_80_column_header(tmp_path):
+    import shutil
+
+    from fleetdeck.console.tui.replay_app import ReplayApp
+    from tests.conftest import REPO
+
+    fixture = REPO / "fixtures" / "xid79.jsonl.gz"
+    # The console's R names its recordings so; its cluster is the fixture's, "demo" is not.
+    path = tmp_path / "fleetdeck-demo-20260125T151223.jsonl.gz"
+    shutil.copy(fixture, path)
+    shutil.copy(fixture.with_name(fixture.name + ".idx"), path.with_name(path.name + ".idx"))
+    app = ReplayApp(path, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.seek_to("5")
+        await pilot.pause()
+        top = text_of(app).splitlines()[0]
+        assert "replay 5.0/" in top and "s x1 playing" in top, top
+        await pilot.press("p")
+        await pilot.pause()
+        top = text_of(app).splitlines()[0]
+        assert "PAUSED" in top, top
+        assert "demo-20260125T151223" in top, top
+
+
+async def test_command_line_answers_say_what_is_missing(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("colon", *"foo", "enter")
+        await pilot.pause()
+        unknown = notices(world.app)[-1]
+        assert "unknown command ':foo'" in unknown
+        assert ":ctx [NAME]" in unknown and ":resume HOSTLIST" in unknown, unknown
+        for typed, needs in (("drain", "needs a host list"), ("resume", "needs a host list"),
+                             ("restart", "needs a job id")):
+            await pilot.press("colon", *typed, "enter")
+            await pilot.pause()
+            said = notices(world.app)[-1]
+            assert f"':{typed}' {needs}" in said, said
+            assert "unknown command" not in said
+        assert "gpu[0001-0004]" in notices(world.app)[-2]  # an example, shown whole
+
+
+async def test_resume_of_a_node_that_is_not_drained_says_so(world):
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("colon", *"resume gpu0001", "enter")
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "Resume 1 node: gpu0001?" in text
+        assert "not drained: gpu0001" in " ".join(text.split()), text
+
+
+async def test_command_keys_in_a_read_only_console_say_it_is_read_only(ro_world):
+    world = ro_world
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        footer = text_of(world.app).splitlines()[-1]
+        assert "Drain" not in footer  # still not offered
+        await pilot.press("r")
+        await pilot.pause()
+        said = notices(world.app)
+        assert said and "read-only" in said[-1] and "r (drain) is off" in said[-1], said
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert "r (restart) is off" in notices(world.app)[-1]
+        world.app.run_command_line(":drain gpu0001")
+        await pilot.pause()
+        assert "drain is off" in notices(world.app)[-1]
+        before = len(notices(world.app))
+        await pilot.press("1", "u")  # no command on u in the overview: nothing to refuse
+        await pilot.pause()
+        assert len(notices(world.app)) == before
+        assert not world.app.tracker.requests
+
+
+async def test_history_clock_chart_title_fits_and_its_axis_is_evenly_labelled(tmp_path):
+    import re
+
+    from fleetdeck.console.store import Store, TickRows
+    from fleetdeck.console.tui.history_view import ChartBox
+    from tests.tui import test_history_view as th
+
+    world = World()
+    world.populate()
+    last = int(world.clock() // 60)
+    gpu, ports = [], []
+    for minute in range(last - 30, last):
+        for g in range(8):  # clocks from 345 to 1980 MHz: the newcomer's chart
+            clock = 345.0 + (1980 - 345) * ((minute + g) % 5) / 4
+            gpu.append((th.NODE, g, minute, 60, 90.0, 50.0, 400.0, clock, 1))
+    db = tmp_path / "history.db"
+    store = await Store.open(db)
+    try:
+        await store.write_rows(TickRows(gpu=gpu, ports=ports))
+    finally:
+        await store.close()
+    world.app.stores[world.app.cluster] = db
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        view = await th.open_history(world, pilot)
+        box = view.query_one("#chart-clock", ChartBox)
+        box.scroll_visible(animate=False, top=True)
+        await pilot.pause(0.3)
+        assert box.query_one(".chart-values").size.height == 1  # "7:…" not on a line of its own
+        lines = text_of(world.app).splitlines()
+        top = next(i for i, ln in enumerate(lines) if "SM clock (min)" in ln) + 1
+        bottom = next(i for i in range(top + 1, len(lines)) if "└" in lines[i])
+        canvas = lines[top + 1:bottom]
+        labelled = [(i, float(m.group(1))) for i, ln in enumerate(canvas)
+                    if (m := re.match(r"\s*([\d.]+)┤", ln))]
+        assert labelled[0][0] == 0 and labelled[-1][0] == len(canvas) - 1, canvas  # both ends
+        rows = {b[0] - a[0] for a, b in itertools.pairwise(labelled)}
+        steps = {b[1] - a[1] for a, b in itertools.pairwise(labelled)}
+        assert len(labelled) >= 3 and len(rows) == 1 and len(steps) == 1, canvas
+        assert labelled[0][1] >= 1980 and labelled[-1][1] <= 345, labelled
+
+
+async def test_a_silent_nodes_figures_are_marked_last_known(world):
+    from fleetdeck.console.tui.screens.nodes import NodesScreen
+
+    others = world.fleet.names[1:]
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(60):  # a minute without a word from gpu0001
+            world.fleet.telemetry(world.ingest, names=others)
+            world.tick(1)
+        await pilot.pause()
+        st = world.app.state.nodes["gpu0001"]
+        assert st.stale or st.online is False
+        status = next(ln for ln in text_of(world.app).splitlines() if "enter: detail" in ln)
+        assert "gpu0001 gpu0  last known 60s ago: util" in status, status
+        await pilot.press("2")
+        world.fleet.telemetry(world.ingest, names=others)
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, NodesScreen)
+        table = screen.table
+        table.move_to_key("gpu0002")  # the cursor's own style off the rows compared
+        await pilot.pause()
+
+        def figure_styles(node: str) -> list[bool]:
+            y = table.rows.index(node) - table.top + 1
+            return [bool(seg.style and seg.style.italic)
+                    for seg in table.render_line(y) if "%" in seg.text]
+
+        assert figure_styles("gpu0001") == [True], "UTIL of a silent node not marked"
+        assert figure_styles("gpu0005") == [False]
+        await pilot.press("colon", *"node gpu0001", "enter")
+        await pilot.pause()
+        assert "figures below: last known, not live" in text_of(world.app)
+
+
+async def test_node_detail_of_a_stale_node_renders(world):
+    others = world.fleet.names[1:]
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(60):
+            world.fleet.telemetry(world.ingest, names=others)
+            world.tick(1)
+        assert world.app.state.nodes["gpu0001"].stale
+        await pilot.press("colon", *"node gpu0001", "enter")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        assert "gpu0001  alloc*  stale  last telemetry 60.5s ago" in text_of(world.app)
