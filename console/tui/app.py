@@ -423,11 +423,11 @@ class FleetdeckApp(App[int]):
         path = self.record_dir / f"fleetdeck-{self.cluster}-{stamp}.jsonl.gz"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.session.start_recording(path)
+            rec = self.session.start_recording(path)  # beside ``path`` if that exists
         except OSError as err:
-            self.notify(f"cannot record to {path}: {err.strerror}", severity="error")
+            self.notify(f"cannot record to {path}: {err.strerror or err}", severity="error")
             return
-        self.notify(f"recording to {path} (R stops)", timeout=5)
+        self.notify(f"recording to {rec.path} (R stops)", timeout=5)
         self.refresh_view()
 
     async def on_unmount(self) -> None:
