@@ -246,3 +246,21 @@ async def test_node_detail_of_a_stale_node_renders(world):
         world.tick()
         await pilot.pause()
         assert "gpu0001  alloc*  stale  last telemetry 60.5s ago" in text_of(world.app)
+
+
+async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world):
+    """Drill: with the broker gone, the overview said "none: every node reports healthy"."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        world.app.state.lose_sight(world.clock())
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "Top problems unknown: no data since" in text
+        assert "lost its broker connection" in text
+        await pilot.press("6")
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "no data: this console lost its broker connection" in text
+        assert "losing work now" in text  # the fleet's own failed nodes still are

@@ -93,7 +93,8 @@ class IncidentsScreen(FleetView):
         box.show("\n".join(lines))
 
     def info(self) -> str:
-        errors = sum(1 for r in self.rows if r.severity == "error")
+        # The console's own lost connection is an error, but no work is lost by it.
+        errors = sum(1 for r in self.rows if r.severity == "error" and r.kind != "console")
         text = f"{plural(len(self.rows), 'incident')}"
         if errors:
             text += f"  [$error]{errors} losing work now[/]"

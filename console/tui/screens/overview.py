@@ -8,6 +8,7 @@ dropped, least needed first, when the screen is short. Everything they show is c
 per fleet change (``shown_revision``) or event-log change, never per tick of a quiet fleet.
 """
 
+import time
 from collections.abc import Callable
 
 from textual import on
@@ -122,7 +123,8 @@ class OverviewScreen(FleetView):
         # node or a job changed since they were last shown.
         feed = self.fleet.session.feed
         link = feed.conn.state if feed is not None else None
-        shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link)
+        shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link,
+                 state.blind)
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
@@ -144,7 +146,16 @@ class OverviewScreen(FleetView):
         self.switches = switch_health(state, suspects, self._switch_cache)
         self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
         problems, total = top_problems(state, limit, suspects)
-        if problems:
+        blind = state.blind
+        if blind is not None and blind[1] is None:
+            # Cut off from the broker: nothing below is current (FleetState.blind).
+            since = time.strftime("%H:%M:%S", time.localtime(blind[0]))
+            text = (f"[b]Top problems[/] [$error]unknown: no data since {since} (this console "
+                    "lost its broker connection); what shows is as of then[/]")
+            for p in problems:
+                text += (f"\n [{verdict_markup(p.verdict.value)}]{p.verdict.value:<8}[/] "
+                         f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
+        elif problems:
             need = "needs" if total == 1 else "need"
             lines = [f"[b]Top problems[/] ({plural(total, 'node')} {need} attention, worst first; "
                      f"[$text-muted]2: node list[/])"]
