@@ -8,6 +8,13 @@ import pytest
 from tests.conftest import run_cli
 
 
+def _one_sentence(res, needle: str) -> None:
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr
+    assert "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -22,11 +29,7 @@ from tests.conftest import run_cli
     ],
 )
 def test_unusable_numbers_are_one_sentence(args, needle):
-    res = run_cli(*args, timeout=20)
-    assert res.returncode == 2, res.stderr
-    assert needle in res.stderr
-    assert "Traceback" not in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    _one_sentence(run_cli(*args, timeout=20), needle)
 
 
 @pytest.mark.parametrize(
@@ -42,11 +45,7 @@ def test_a_config_that_is_not_a_toml_text_file_is_one_sentence(tmp_path, content
         cfg.mkdir()
     else:
         cfg.write_bytes(content)
-    res = run_cli("agent", "--config", str(cfg), "--check-config")
-    assert res.returncode == 2, res.stderr
-    assert needle in res.stderr
-    assert "Traceback" not in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    _one_sentence(run_cli("agent", "--config", str(cfg), "--check-config"), needle)
 
 
 @pytest.mark.parametrize(

@@ -215,3 +215,20 @@ def test_feed_lag_counts_each_sample_from_its_arrival_to_the_paint_that_showed_i
     second = lag.marks[1][2] - TICK_S + TICK_S * 0.5 / 4  # the second batch's first sample
     assert lag.lags[2:4] == pytest.approx([handed + 0.9 - a for a in arrived[2:]])
     assert max(lag.lags) == pytest.approx(handed + 0.9 - second)
+
+
+def test_the_instruction_count_benchmark_fails_loudly_without_valgrind(tmp_path):
+    # Only the interpreter on PATH: no valgrind to count with.
+    (tmp_path / "python").symlink_to(sys.executable)
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "hot_path_ir.py")],
+                         capture_output=True, text=True, env={"PATH": str(tmp_path)},
+                         timeout=60, check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"{FAILED} valgrind is not installed"
+    assert out.stdout == ""
+
+
+def test_the_instruction_count_subject_applies_every_sample():
+    from bench.hot_path_ir import feed
+
+    feed(16, 3, 8)  # raises BenchFailure if a round's samples were not all applied
