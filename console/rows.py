@@ -821,6 +821,11 @@ def _contribution(st: NodeState) -> _Contribution:
     if waiting(st):
         # Born, no telemetry yet: its GPUs are not known, not missing.
         wait = expected
+    elif st.sample is None:
+        # Silent (offline or stale) with no sample ever heard: out of service, but nothing
+        # says its GPUs failed (a replay that starts after a node died counted them failed
+        # where the live console, which had its last sample, counted them out).
+        out = expected
     elif st.verdict is Verdict.FAILED:
         failed = expected
     else:

@@ -117,3 +117,27 @@ def test_the_sessions_tables_catch_up_a_burst_of_changes_over_several_ticks() ->
     assert fleet_counts(session.state, CountsCache()) == fleet_counts(session.state, counts)
     assert fleet_counts(session.state).states.get("stale") == n
     assert fabric(session.state, session.summaries.fabric) == fabric(session.state)
+
+
+def test_a_silent_node_never_heard_from_is_out_not_failed() -> None:
+    """Its GPUs are not known: out of service, as the live console counts a node it saw die."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.rows import fleet_counts
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    t0 = 1_000_000.0
+    ingest = Ingest("test")
+    session = ConsoleSession("test", ingest=ingest, follow_up=False, clock=lambda: t0)
+    dead, seen_dying = FakeNode("gpu0001", t0=t0), FakeNode("gpu0002", t0=t0)
+    for node in (dead, seen_dying):
+        node.feed(ingest, node.birth(), Kind.BIRTH)
+    seen_dying.feed(ingest, seen_dying.telemetry(advance=0.0), Kind.TELEMETRY)
+    for node in (dead, seen_dying):
+        node.feed(ingest, node.status().model_copy(update={"online": False}), Kind.STATUS)
+    session.tick(t0)
+    counts = fleet_counts(session.state)
+    assert counts.verdicts.get("offline") == 2
+    assert counts.gpus_failed == 0
+    assert counts.gpus_out == 16
