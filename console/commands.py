@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from fleetdeck.console.health import Severity
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import (
@@ -75,13 +76,20 @@ class JobImpact:
     """Seconds of work since the job's last checkpoint (None: unknown)."""
     gpu_hours_at_risk: float
     hostlist: str
+    checkpointed: bool = True
+    """The job has written a checkpoint (else ``since_checkpoint_s`` counts from its start, and
+    a requeue starts it over from step 0)."""
 
     def line(self) -> str:
         since = "?" if self.since_checkpoint_s is None else fmt_duration(self.since_checkpoint_s)
         who = f" {self.user}" if self.user else ""
-        return (f"job {self.job_id}{who} ({self.name or '-'}, {self.state}): "
-                f"{self.nodes_total} nodes, {self.gpus} GPUs, checkpoint {since} ago, "
-                f"{self.gpu_hours_at_risk:.1f} GPU-h since it")
+        head = (f"job {self.job_id}{who} ({self.name or '-'}, {self.state}): "
+                f"{self.nodes_total} nodes, {self.gpus} GPUs, ")
+        if not self.checkpointed:
+            # Never say "checkpoint … ago" of a job that has none (found in a UX audit).
+            return (f"{head}no checkpoint yet: a requeue restarts it from step 0, "
+                    f"{self.gpu_hours_at_risk:.1f} GPU-h since it started")
+        return f"{head}checkpoint {since} ago, {self.gpu_hours_at_risk:.1f} GPU-h since it"
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,7 @@ def job_impact(job: JobStatus | None, job_id: str, targeted: set[str], now: floa
         since_checkpoint_s=since,
         gpu_hours_at_risk=0.0 if since is None else gpus * since / 3600,
         hostlist=compress(job.nodes),
+        checkpointed=job.last_checkpoint_ts is not None or job.last_checkpoint_step > 0,
     )
 
 
@@ -244,6 +253,17 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                    and st.drain.state is DrainState.DRAINED]
         if already:
             notes.append(f"already drained: {compress(already)}")
+        # The node's own judgement says "do not drain": the switch is the problem, and
+        # draining every node behind a failing leaf takes a rail's worth of GPUs for nothing.
+        switch_only: dict[str, list[str]] = {}
+        for n in nodes:
+            st = state.nodes.get(n)
+            if (st is not None and st.behind_switch
+                    and not any(f.severity is Severity.DRAIN for f in st.effective_findings)):
+                switch_only.setdefault(st.behind_switch, []).append(n)
+        for switch, behind in switch_only.items():
+            notes.append(f"behind suspect switch {switch}, with no fault of their own: "
+                         f"{compress(behind)} (check the switch; draining does not fix it)")
     if op is CommandOp.RESUME:
         unhealthy = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.verdict.value in ("failed", "offline")]

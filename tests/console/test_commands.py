@@ -129,3 +129,29 @@ def test_blast_radius(world):
     assert many.needs_typed_confirmation
     restart = job_blast_radius(state, "41", clock())
     assert restart.gpu_hours_at_risk == pytest.approx(16.0) and restart.gpus == 32
+
+
+def test_a_job_without_a_checkpoint_is_not_said_to_have_one(world):
+    """The drain dialog said "checkpoint 2m27s ago" of a job at "ckpt -" (its start time)."""
+    clock, ingest, fleet, state = world
+    nodes = ["gpu0001", "gpu0002"]
+    fresh = job_status("42", nodes, clock, step=67, started_offset_s=147).model_copy(
+        update={"last_checkpoint_step": 0, "last_checkpoint_ts": None})
+    publish_job(ingest, fresh, clock)
+    state.apply(ingest.take_batch(), clock())
+    (job,) = blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock(), DrainMode.NOW).jobs
+    assert "checkpoint 2m" not in job.line()
+    assert "no checkpoint yet: a requeue restarts it from step 0" in job.line()
+    assert "GPU-h since it started" in job.line()
+
+
+def test_draining_a_node_whose_only_fault_is_its_suspect_switch_says_so():
+    from tests.console.test_judgements import session_with
+    from tests.tui.fleet import port_down
+
+    down = port_down("mlx5_ib2")
+    session = session_with({n: down for n in ("gpu0001", "gpu0002", "gpu0003")})
+    state = session.state
+    radius = blast_radius(state, CommandOp.DRAIN, ["gpu0001", "gpu0005"], session.clock())
+    assert any("behind suspect switch leaf00-r2, with no fault of their own: gpu0001" in note
+               for note in radius.notes), radius.notes
