@@ -30,6 +30,7 @@ from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudit
 from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
+from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Batch, Ingest
 from fleetdeck.console.interruptions import Interruption, InterruptionTracker, report
 from fleetdeck.console.judgements import correlate
@@ -111,6 +112,9 @@ class TickReport:
     0, the front end ticks again soon."""
 
 
+VERDICT_SEVERITY = {Verdict.FAILED: "error", Verdict.OFFLINE: "error",
+                    Verdict.STALE: "warn", Verdict.DEGRADED: "warn"}
+"""How a verdict change shows in the timeline (back to ok: info)."""
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
 LOST_SHOWN = (10, 0.01)
@@ -431,6 +435,7 @@ class ConsoleSession:
         for tr in moved:
             self._on_transition(tr)
         verdicts = self.state.take_transitions()
+        self._log_verdicts(verdicts)
         self.interruptions.observe(self.state, now)
         found, job_seconds = self.interruptions.take()
         for it in found:
@@ -457,6 +462,17 @@ class ConsoleSession:
                             + (self.summaries.pending if self.summaries is not None else 0))
         freeze_tick()
         return report
+
+    def _log_verdicts(self, verdicts: list[VerdictChange]) -> None:
+        """Verdict changes in the timeline (the events view and each incident's): a node that
+        went offline was only in the store, not where the operator looks (found in a UX
+        audit). A node's first judgement is not a change and is left out."""
+        for tr in verdicts:
+            if tr.old is None:
+                continue
+            why = f" ({', '.join(tr.reasons)})" if tr.reasons else ""
+            self.log.add(EventLine(tr.ts, tr.node, "verdict", VERDICT_SEVERITY.get(tr.new, "info"),
+                                   f"{tr.old.value} -> {tr.new.value}{why}", (tr.node,)))
 
     def _watch_sight(self, now: float) -> None:
         """Tell the fleet state when the console loses and regains the broker: while it is

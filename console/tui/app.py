@@ -27,6 +27,7 @@ from typing import Any
 from textual import events
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
@@ -662,7 +663,15 @@ class FleetdeckApp(App[int]):
         """Switch to ``view``; await the result to know its screen is mounted."""
         if view not in VIEWS:
             return None
-        if self.current_mode != view:
+        if self.current_mode == view:
+            # Already on the view's stack, under a node detail left open there (_switch keeps
+            # it): the view's key again means the view itself (a UX audit pressed 4 twice).
+            stack = self.screen_stack
+            if len(stack) > 1 and not isinstance(self.screen, ModalScreen):
+                for _ in range(len(stack) - 1):
+                    self.pop_screen()
+                return None
+        else:
             self.history.append(self.current_mode)
             del self.history[:-20]
         return self._switch(view)

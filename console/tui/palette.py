@@ -22,7 +22,7 @@ class FleetCommands(Provider):
         app = self.fleet
         out: list[tuple[str, Callable[[], object], str]] = [
             (f"view: {v}", partial(app.action_view, v), f"switch to the {v} view ({i + 1})")
-            for i, v in enumerate(("overview", "nodes", "jobs", "fabric", "events"))
+            for i, v in enumerate(("overview", "nodes", "jobs", "fabric", "events", "incidents"))
         ]
         out.append(("help: keys", app.action_help, "every key binding (?)"))
         return out

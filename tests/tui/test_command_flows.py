@@ -253,6 +253,9 @@ async def test_palette_entries(world):
         world.tick()
         await pilot.pause()
         provider = FleetCommands(world.app.screen)
+        views = [t for t, _c, _h in provider._static() if t.startswith("view: ")]
+        assert views == [f"view: {v}" for v in ("overview", "nodes", "jobs", "fabric", "events",
+                                                "incidents")]  # every view of 1-6
         names = [t for t, _c, _h in provider._dynamic("drain gpu0012")]
         assert "node: drain gpu0012" in names
         assert "job: restart 41" in [t for t, _c, _h in provider._dynamic("job 41")]

@@ -264,3 +264,27 @@ async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world)
         text = text_of(world.app)
         assert "no data: this console lost its broker connection" in text
         assert "losing work now" in text  # the fleet's own failed nodes still are
+
+
+async def test_a_views_key_again_closes_the_node_detail_left_open_on_it(world):
+    """4, enter (a detail over the fabric view), 2, 4 showed the detail again, and 4 once more
+    did nothing: the second press now shows the view itself."""
+    from fleetdeck.console.tui.screens.fabric import FabricScreen
+    from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("4")
+        await pilot.pause()
+        world.app.open_node("gpu0009")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.press("4")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)  # kept where it was left
+        await pilot.press("4")
+        await pilot.pause()
+        assert isinstance(world.app.screen, FabricScreen)
