@@ -122,7 +122,13 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
         if metrics is not None:
             from fleetdeck.console.metrics import serve_metrics
 
-            host, port = serve_metrics(session, metrics, loop)
+            try:
+                host, port = serve_metrics(session, metrics, loop)
+            except BaseException:
+                # The store is open (its writer thread would keep the process alive): a
+                # collector that cannot serve its metrics must end, not sleep on under systemd.
+                await session.close()
+                raise
             print(f"collect {cluster}: Prometheus metrics on http://{host}:{port}/metrics",
                   file=sys.stderr, flush=True)
 

@@ -134,3 +134,21 @@ def test_a_bad_metrics_address_is_one_sentence(tmp_path):
                   str(tmp_path / "x.db"), "--metrics", "nope:99999")
     assert res.returncode == 2 and "is not HOST:PORT" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_metrics_port_in_use_ends_the_collector(mosquitto, tmp_path):
+    """It said so and then slept for ever (its store's writer thread kept it alive): under
+    systemd, a running service that collects nothing."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        res = run_cli("collect", "--broker", str(mosquitto.url), "--cluster", "x", "--db",
+                      str(tmp_path / "x.db"), "--metrics", f"127.0.0.1:{port}", timeout=30)
+    finally:
+        taken.close()
+    assert res.returncode == 2, res.stderr
+    assert "cannot serve metrics" in res.stderr and "Traceback" not in res.stderr
