@@ -200,7 +200,11 @@ def _sample_of(d: fast.Digest) -> fast.Telemetry:
 def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None:
     """Make ``st`` show the collector's judgement (FleetState.apply in digest mode)."""
     old = st.digest
-    st.digest, st.digest_rx = d, rx
+    # As old as it says: a retained digest of a collector that died long ago, received now,
+    # looked fresh for 15 s to every console started later (status --digests said "ok" of a
+    # fleet with no live collector). Collectors' and consoles' clocks are NTP-synced, as the
+    # lag figures assume (docs/architecture.md).
+    st.digest, st.digest_rx = d, min(rx, d.ts / 1000)
     if old is None or st.birth is None or (old.gpus_expected, old.leaf, old.rack,
                                            len(old.ports)) != (d.gpus_expected, d.leaf, d.rack,
                                                                len(d.ports)):

@@ -54,7 +54,8 @@ class Incident:
     """Stable while the incident lasts: ``switch:leaf03-r2``, ``rack:r07``, ``node:gpu0012``,
     ``job:4101`` (views keep their selection on it)."""
     kind: str
-    """switch | rack | node | job | console (its own broker connection is lost)"""
+    """switch | rack | node | job | collector (a collector's digests stopped) | console (its
+    own broker connection is lost)"""
     severity: str
     """error (work is lost or at risk now) | warn"""
     title: str
@@ -94,6 +95,16 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
         taken.update(n for n in sw.nodes if not _own_findings(state.nodes[n]))
+    # Nodes whose collector stopped sending their digests (D1): what is silent is the
+    # collector, not the nodes, nor their racks (a scale-out audit saw every rack blamed).
+    orphans: dict[str, list[NodeState]] = {}
+    for st in bad:
+        if st.digest is not None and st.node_id not in taken and any(
+                f.rule == "D1" for f in st.liveness):
+            orphans.setdefault(st.digest.by, []).append(st)
+    for by, group in sorted(orphans.items()):
+        out.append(_collector_incident(state, by, group, jobs_on))
+        taken.update(st.node_id for st in group)
     silent = [st for st in bad
               if st.verdict in _SILENT and not st.job_stepping and st.node_id not in taken]
     for group in _rack_groups(silent):
@@ -224,6 +235,22 @@ def _silent_since(st: NodeState) -> float:
     if st.online is False and st.status_ts:
         return st.status_ts
     return st.last_rx if st.last_rx is not None else (st.first_seen or 0.0)
+
+
+def _collector_incident(state: FleetState, by: str, group: list[NodeState],
+                        jobs_on: dict[str, list[str]]) -> Incident:
+    nodes = sorted(st.node_id for st in group)
+    jobs = _jobs(nodes, jobs_on)
+    live = [c.collector for c in state.collectors.values() if c.online]
+    others = (f"{len(live)} other collector(s) live: one takes them over shortly" if live
+              else "no collector is live: nothing judges these nodes now")
+    return Incident(
+        f"collector:{by}", "collector", "error" if not live else "warn",
+        f"collector {by}: no digest of its {len(nodes)} nodes ({compress(nodes)}); "
+        f"{others}{_on_jobs(jobs)}",
+        min(st.digest_rx for st in group), nodes,
+        f"check collector {by} (its service and its log); the nodes are not known to be down",
+        jobs, len(nodes))
 
 
 def _rack_incident(group: list[NodeState], jobs_on: dict[str, list[str]]) -> Incident:

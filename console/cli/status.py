@@ -139,6 +139,11 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
         print(json.dumps(out, indent=2))
     else:
         render_summary(out, table_console())
+    collectors = session.state.collectors.values()
+    if digests and collectors and not any(c.online for c in collectors):
+        print("fleetdeck status: no collector is live: the digests are what the collectors "
+              "last said, not the fleet now.", file=sys.stderr)
+        return 3
     blind = session.state.blind
     if blind is not None:
         # A script must not read a fleet it could not see as healthy (docs/protocol.md).

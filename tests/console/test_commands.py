@@ -133,7 +133,7 @@ def test_blast_radius(world):
 
 def test_a_job_without_a_checkpoint_is_not_said_to_have_one(world):
     """The drain dialog said "checkpoint 2m27s ago" of a job at "ckpt -" (its start time)."""
-    clock, ingest, fleet, state = world
+    clock, ingest, _fleet, state = world
     nodes = ["gpu0001", "gpu0002"]
     fresh = job_status("42", nodes, clock, step=67, started_offset_s=147).model_copy(
         update={"last_checkpoint_step": 0, "last_checkpoint_ts": None})

@@ -165,6 +165,24 @@ def test_sharded_collectors_split_digest_and_take_over(mosquitto, tmp_path):
         assert verdicts(dig)["gpu0005"][0] == "failed"
         for name in survivors:
             assert cols[name].poll() is None, f"{name} died"
+
+        # 5. Every collector gone: the retained digests are as old as they say. status
+        #    --digests exits 3, and once they are past their window the nodes read stale,
+        #    grouped per silent collector, never as dark racks (a scale-out audit saw "ok 48"
+        #    with exit 0, and a rack incident per rack in the console).
+        for name in survivors:
+            stop_process(cols[name])  # a clean stop: each says online false itself
+        wait_until("every collector offline",
+                   lambda s: not any(c["online"] for c in s.collectors.values()), 30)
+        time.sleep(3 * DIGEST_EVERY_S + 1)
+        res = run_cli("status", "--broker", url, "--cluster", CLUSTER, "--json", "--wait",
+                      "1.5", "--digests")
+        assert res.returncode == 3, res.stderr
+        assert "no collector is live" in res.stderr
+        gone = json.loads(res.stdout)
+        assert gone["totals"]["by_verdict"]["stale"] == NODES, gone["totals"]
+        kinds = {inc["kind"] for inc in gone["incidents"]}
+        assert "collector" in kinds and "rack" not in kinds, kinds
     finally:
         for proc in cols.values():
             stop_process(proc)
