@@ -115,6 +115,10 @@ class TickReport:
 VERDICT_SEVERITY = {Verdict.FAILED: "error", Verdict.OFFLINE: "error",
                     Verdict.STALE: "warn", Verdict.DEGRADED: "warn"}
 """How a verdict change shows in the timeline (back to ok: info)."""
+STALL_BLIND_S = 5.0
+"""A live session that did not tick for this long (ticks are 0.5 s apart) did not run."""
+STALL_GRACE_S = 5.0
+"""After such a gap, the time it takes to read what queued up meanwhile."""
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
 LOST_SHOWN = (10, 0.01)
@@ -221,6 +225,11 @@ class ConsoleSession:
             self.feed = LiveFeed(url, self.ingest, client_id=client_id or f"fd-{id(self):x}",
                                  clock=clock, keepalive=keepalive, command_key=command_key,
                                  filters=filters, will=will)
+        self.tick_s = 0.5
+        """How often its front end ticks it (``watch``'s ``tick_s``, the TUI's): a gap of
+        several ticks means the process did not run (``_watch_sight``)."""
+        self._ticked_at: float | None = None
+        """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
         self._was_up = False
         """The feed has been connected once (a broker lost after that blinds the console)."""
         self.store: Store | None = None
@@ -375,6 +384,7 @@ class ConsoleSession:
                     duration_s: float | None = None) -> TickReport:
         """The headless driver: run, tick every ``tick_s`` until ``stop``, ``duration_s`` or
         ``on_tick`` returning True; a last tick takes what arrived before the end."""
+        self.tick_s = tick_s
         runner = asyncio.create_task(self.run(stop), name="session-run")
         deadline = None if duration_s is None else time.monotonic() + duration_s
         try:
@@ -482,6 +492,16 @@ class ConsoleSession:
         if feed is None:
             return
         state = self.state
+        last, self._ticked_at = self._ticked_at, now
+        if last is not None and now - last > max(STALL_BLIND_S, 4 * self.tick_s):
+            # This process did not run (SIGSTOP, a suspended VM, a starved host): what the
+            # nodes sent meanwhile waits in the socket, unread. Their silence is ours; a
+            # collector resumed after 33 s published every node stale (a scale-out audit).
+            state.lose_sight(last, f"this console did not run for {now - last:.0f} s")
+            state.regain_sight(now, STALL_GRACE_S)
+            self.note(f"this console did not run for {now - last:.0f} s (stopped, suspended "
+                      "or starved of CPU): no node is judged stale for that time",
+                      severity="warn", kind="connection")
         if feed.conn.state == "connected":
             self._was_up = True
             if state.blind is not None and state.blind[1] is None:

@@ -485,6 +485,8 @@ class FleetState:
         self.blind: Blind | None = None
         """The console's last time cut off from the broker (``lose_sight``/``regain_sight``):
         silence in it is not counted against any node (``unseen_s``)."""
+        self.blind_why = ""
+        """Why it heard nothing then: its broker connection was lost, or it did not run."""
 
     def node(self, node_id: str) -> NodeState:
         st = self.nodes.get(node_id)
@@ -494,13 +496,14 @@ class FleetState:
             self._dirty.add(node_id)
         return st
 
-    def lose_sight(self, at: float) -> None:
-        """The console's broker connection is gone since ``at``: from here until the agents
-        have had time to reconnect after it is back, silence is the console's, not the
-        nodes' (``unseen_s``)."""
+    def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
+        """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
+        from here until the agents have had time to reconnect after it is back, silence is
+        the console's, not the nodes' (``unseen_s``)."""
         if self.blind is not None and self.blind[1] is not None and at <= self.blind[1]:
             at = self.blind[0]  # lost again before the agents were all back: one outage
         self.blind = (at, None)
+        self.blind_why = why
         self._full_at = float("-inf")  # every node's staleness moves: judge them all
 
     def regain_sight(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:

@@ -73,6 +73,7 @@ def fleet_summary(state: FleetState, now: float, *,
         "connection_lost": None if state.blind is None else {
             "since": round(state.blind[0], 3),
             "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
+            "why": state.blind_why,
         },
         "nodes": [node_summary(st, now) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],

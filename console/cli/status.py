@@ -147,7 +147,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
     blind = session.state.blind
     if blind is not None:
         # A script must not read a fleet it could not see as healthy (docs/protocol.md).
-        print(f"fleetdeck status: the broker connection was lost during the watch "
+        print(f"fleetdeck status: {session.state.blind_why} during the watch "
               f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
               "are as of then.", file=sys.stderr)
         return 3

@@ -211,6 +211,7 @@ class FleetdeckApp(App[int]):
             if name not in self.sessions:
                 self.sessions[name] = new_session(name)
         for each in self.sessions.values():
+            each.tick_s = tick_s
             if each.summaries is None:
                 each.summaries = Summaries()
         self.stores: dict[str, Path | None] = dict(stores or {})
