@@ -35,6 +35,8 @@ from fleetdeck.console.judgements import (
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 
+FLEET_RACKS = 3
+"""Racks falling silent together (within ``RACK_WINDOW_S``) that make one fleet-wide incident."""
 RACK_WINDOW_S = 30.0
 """Nodes of one rack falling silent within this long of each other fell together."""
 TIMELINE_LEAD_S = 60.0
@@ -54,8 +56,8 @@ class Incident:
     """Stable while the incident lasts: ``switch:leaf03-r2``, ``rack:r07``, ``node:gpu0012``,
     ``job:4101`` (views keep their selection on it)."""
     kind: str
-    """switch | rack | node | job | collector (a collector's digests stopped) | console (its
-    own broker connection is lost)"""
+    """switch | rack | fleet (several racks silent at once) | node | job | collector (a
+    collector's digests stopped) | console (its own broker connection is lost)"""
     severity: str
     """error (work is lost or at risk now) | warn"""
     title: str
@@ -107,7 +109,15 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         taken.update(st.node_id for st in group)
     silent = [st for st in bad
               if st.verdict in _SILENT and not st.job_stepping and st.node_id not in taken]
-    for group in _rack_groups(silent):
+    groups = _rack_groups(silent)
+    starts = [_silent_since(st) for group in groups for st in group]
+    if len(groups) >= FLEET_RACKS and max(starts) - min(starts) <= RACK_WINDOW_S:
+        # Rack after rack at once is not each rack's power: the link between the fleet and
+        # the broker (a scale-out audit saw a dead simulator as 8 rack incidents).
+        out.append(_fleet_incident(groups, jobs_on))
+        taken.update(st.node_id for group in groups for st in group)
+        groups = []
+    for group in groups:
         out.append(_rack_incident(group, jobs_on))
         taken.update(st.node_id for st in group)
     for st in bad:
@@ -251,6 +261,19 @@ def _collector_incident(state: FleetState, by: str, group: list[NodeState],
         min(st.digest_rx for st in group), nodes,
         f"check collector {by} (its service and its log); the nodes are not known to be down",
         jobs, len(nodes))
+
+
+def _fleet_incident(groups: list[list[NodeState]], jobs_on: dict[str, list[str]]) -> Incident:
+    members = [st for group in groups for st in group]
+    nodes = sorted(st.node_id for st in members)
+    starts = [_silent_since(st) for st in members]
+    jobs = _jobs(nodes, jobs_on)
+    title = (f"{len(groups)} racks fell silent within {max(starts) - min(starts):.0f} s "
+             f"({len(nodes)} nodes, {compress(nodes)}): the network between the fleet and the "
+             f"broker, or the agents' host, not each rack{_on_jobs(jobs)}")
+    return Incident("fleet:silent", "fleet", "error", title, min(starts),
+                    nodes, "check the network path from the nodes to the broker (and what runs "
+                    "the agents); the racks' power is not the likely cause", jobs, len(nodes))
 
 
 def _rack_incident(group: list[NodeState], jobs_on: dict[str, list[str]]) -> Incident:

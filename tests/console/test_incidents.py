@@ -150,3 +150,14 @@ def test_an_interruption_is_blamed_on_the_node_the_scheduler_names():
     session.tick()
     (it,) = session.interruptions.total
     assert it.cause == "gpu" and it.nodes == ("gpu0002",), it
+
+
+def test_racks_falling_silent_together_are_one_fleet_incident():
+    """A dead simulator (or the network to the broker) read as one incident per rack."""
+    silent = [f"gpu{i:04d}" for i in range(1, 25)]  # racks r00, r01, r02 (8 nodes each)
+    session = run(32, {}, silent=silent)
+    found = {i.key: i for i in incidents(session.state)}
+    assert set(found) == {"fleet:silent"}, found
+    fleet = found["fleet:silent"]
+    assert fleet.nodes == silent and fleet.kind == "fleet"
+    assert "3 racks fell silent" in fleet.title and "not each rack" in fleet.title
