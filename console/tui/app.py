@@ -654,9 +654,11 @@ class FleetdeckApp(App[int]):
             live = sum(1 for c in self.state.collectors.values() if c.online)
             digests = (f"  on digests, {live} collector{'' if live == 1 else 's'}" if live
                        else "  [$error]on digests, no collector live[/]")
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}  "
-                f"upd {age}{lagging}  {malformed}  op {esc(self.operator)}{cmds}{audit}{store}"
-                f"{dead}{rec}")
+        # What needs attention before the routine figures: at 80 columns the end is cut off,
+        # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}"
+                f"{lagging}{audit}{store}{dead}{rec}{cmds}  upd {age}  {malformed}  "
+                f"op {esc(self.operator)}")
 
     # --- navigation ---------------------------------------------------------------------------
 

@@ -288,3 +288,14 @@ async def test_a_views_key_again_closes_the_node_detail_left_open_on_it(world):
         await pilot.press("4")
         await pilot.pause()
         assert isinstance(world.app.screen, FabricScreen)
+
+
+async def test_the_header_says_what_needs_attention_before_the_routine_figures(world):
+    """At 80 columns the header's end is cut: "cmds 1 open" and "● RECORDING" went with it."""
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        world.tick()
+        await pilot.pause()
+        world.app.session.drain(["gpu0001"], "x")
+        header = world.app.header_text(world.clock())
+        assert "cmds 1 open" in header
+        assert header.index("cmds 1 open") < header.index("upd ") < header.index("op alice")
