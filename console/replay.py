@@ -79,7 +79,7 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
     stop = stop or asyncio.Event()
     started = time.time()
     deadline = None if duration is None else time.monotonic() + duration
-    if out.exists() and not force:
+    if out.exists() and not force:  # noqa: ASYNC240 - one stat, before any I/O starts
         # Checked before connecting too, so the user hears it before waiting on a broker.
         raise UserError(already_exists(out))
     writer: RecordingWriter | None = None

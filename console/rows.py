@@ -23,7 +23,6 @@ from fleetdeck.console.judgements import (
     straggler,
     suspect_switches,
 )
-from fleetdeck.console.state import WAITING as WAITING  # re-exported: the views read it here
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol import wire2

@@ -40,8 +40,9 @@ BIRTHS_QUIET_S = 3.0
 """Unknown targets are given up on once no new node has appeared for this long."""
 SAMPLES_WAIT_S = 3.0
 """After connecting, how long the blast radius waits at the most for every known node's first
-telemetry (its GPUs and jobs), or two of the slowest such node's intervals if longer: measured before that, nodes not yet heard from counted no free
-GPUs, and a dry run said "0 free GPUs left" where the console said 40."""
+telemetry (its GPUs and jobs), or two of the slowest such node's intervals if longer: measured
+before that, nodes not yet heard from counted no free GPUs, and a dry run said "0 free GPUs
+left" where the console said 40."""
 
 
 class UnknownTargets(UserError):

@@ -68,9 +68,9 @@ from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
-from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
 from fleetdeck.runtime import force_exit, tune_gc
 

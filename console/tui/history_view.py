@@ -116,7 +116,7 @@ class ChartBox(Vertical):
             # Our own y ticks: plotext's drop a label that falls on a row already labelled
             # (1980, 1707.5, 1435, 890 … with 1162.5 missing), so the axis read unevenly.
             lo = 0.0 if chart.counter else min(values)
-            hi = max(1.0, max(values)) if chart.counter else max(values)
+            hi = max(1.0, *values) if chart.counter else max(values)
             rows = plot.size.height - PLOT_FRAME_ROWS
             levels, labels = y_ticks(lo, hi, rows)
             plt.ylim(levels[0], levels[-1])

@@ -48,7 +48,8 @@ class NoticeHandler(logging.Handler):
             text = str(record.msg)
         where = f"  (more in {self.log_path})" if self.log_path is not None else ""
         message = esc(f"{record.name}: {text[:NOTICE_CHARS]}{where}")
-        severity: Literal["warning", "error"] = "error" if record.levelno >= logging.ERROR else "warning"
+        severity: Literal["warning", "error"] = (
+            "error" if record.levelno >= logging.ERROR else "warning")
         if threading.get_ident() == self._thread:
             self.app.notify(message, severity=severity, timeout=8)
             return

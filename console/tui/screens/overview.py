@@ -22,7 +22,6 @@ from fleetdeck.console.fabric_map import SwitchHealthCache, SwitchSummary, switc
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.judgements import suspect_switches
 from fleetdeck.console.rows import (
-    WAITING,
     FleetCounts,
     JobRow,
     clock_text,
@@ -32,6 +31,7 @@ from fleetdeck.console.rows import (
     sorted_jobs,
     top_problems,
 )
+from fleetdeck.console.state import WAITING
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit
 from fleetdeck.console.tui.screens.base import FleetView, Readout, age_text, last_known
@@ -222,7 +222,8 @@ class OverviewScreen(FleetView):
                            f"{g.power_w if g.power_w is not None else '-'} W  "
                            f"{g.temp_c if g.temp_c is not None else '-'} °C")
                 if last_known(st):
-                    old = "" if st.last_rx is None else f" {age_text(self.fleet.clock() - st.last_rx)} ago"
+                    old = ("" if st.last_rx is None
+                           else f" {age_text(self.fleet.clock() - st.last_rx)} ago")
                     figures = f"[$text-muted i]last known{old}: {figures}[/]"
                 text += "  " + figures
             elif g is not None:
