@@ -212,9 +212,16 @@ def test_history_colours(snap_compare, tmp_path):
     async def settle(pilot) -> None:
         world.app.stores[world.app.cluster] = db
         await world.app.session.open_store(db)
-        await open_history(world, pilot)
+        view = await open_history(world, pilot)
         await pilot.press("left", "left")
-        await pilot.pause(PLOT_AFTER_S * 2)
+        # Until the plot drawn is the cursor's (its timer fires PLOT_AFTER_S after the last
+        # key): a fixed pause was too short on a loaded machine now and then.
+        for _ in range(100):
+            await pilot.pause(PLOT_AFTER_S)
+            hist = view.hist
+            if (hist is not None and view.plotted is not None
+                    and view.plotted[1] == view.cursor.where(hist)):
+                break
         await pilot.pause()
 
     assert snap_compare(world.app, terminal_size=SIZE, run_before=settle)
