@@ -71,6 +71,12 @@ class Incident:
     """Findings folded into this one line."""
     timeline: list[EventLine] = field(default_factory=list)
 
+    @property
+    def losing_work(self) -> bool:
+        """Work is lost or at risk now: an error about the fleet itself. The console's lost
+        connection and a silent collector are errors too, but only hide the nodes."""
+        return self.severity == "error" and self.kind not in ("console", "collector")
+
     def as_json(self) -> dict[str, object]:
         return {
             "key": self.key, "kind": self.kind, "severity": self.severity, "title": self.title,

@@ -948,12 +948,14 @@ class IncidentRow:
     jobs: str
     title: str
     action: str
+    losing_work: bool = False
+    """``Incident.losing_work``."""
 
 
 def incident_row(inc: Incident, now: float) -> IncidentRow:
     return IncidentRow(inc.key, inc.severity, inc.kind, _short_age(max(0.0, now - inc.since)),
                        compress(inc.nodes) if inc.nodes else "-", len(inc.nodes),
-                       ",".join(inc.jobs) or "-", inc.title, inc.action)
+                       ",".join(inc.jobs) or "-", inc.title, inc.action, inc.losing_work)
 
 
 def interruption_text(rep: dict[str, Any]) -> str:

@@ -93,10 +93,7 @@ class IncidentsScreen(FleetView):
         box.show("\n".join(lines))
 
     def info(self) -> str:
-        # The console's lost connection and a silent collector are errors, but not ones that
-        # lose work: the nodes are only not seen.
-        errors = sum(1 for r in self.rows
-                     if r.severity == "error" and r.kind not in ("console", "collector"))
+        errors = sum(1 for r in self.rows if r.losing_work)
         text = f"{plural(len(self.rows), 'incident')}"
         if errors:
             text += f"  [$error]{errors} losing work now[/]"
