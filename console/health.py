@@ -61,11 +61,22 @@ EXPECTED_GPUS = 8
 NVLINKS = 18
 TEMP_WARN_C = 87.0  # max operating
 TEMP_SLOWDOWN_C = 89.0
+TEMP_CLEAR_C = 84.0
+"""G13 hysteresis: a GPU that reached TEMP_WARN_C stays flagged until it reads below this. The
+firmware's own thermal slowdown holds a hot GPU a degree or two under its limit and readings
+jitter by a degree, so a clear at 87 strobed; a healthy GPU under load runs 55-80 °C
+(docs/architecture.md, "Thermal findings hold")."""
 ROW_REMAP_UNC_LIMIT = 512
 SRAM_CORR_LIMIT = 10_000
 PCIE_REPLAY_PER_MIN = 31  # Gen5 x16
 NVLINK_CRC_DRAIN_PER_S = 100.0
 THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
+THROTTLE_HOLD_S = 60.0
+"""G12 hysteresis: a GPU stays flagged this long after its last throttled sample, the window of
+DCGM's thermal watch ("violation time grew in the last minute"); the throttle bits of a GPU at
+its limit come and go from one sample to the next (docs/architecture.md, "Thermal findings
+hold")."""
+THROTTLE_HOLD_MS = int(THROTTLE_HOLD_S * 1000)
 IB_RATE_GBPS = 400.0
 SYMBOL_ERR_PER_HOUR = 120
 SYMBOL_ERR_PER_S = 10.0
@@ -166,6 +177,13 @@ class GpuHistory:
     thermal_grew: bool = False
     counters: tuple[int | None, ...] | None = None
     """(nvlink replay, recovery, crc_flit, crc_data, pcie replay, thermal violation ns)."""
+    throttled_ms: int | None = None
+    """Sample time of the last sample that throttled (G12 holds for THROTTLE_HOLD_S after)."""
+    throttled_reasons: int = 0
+    """Its clock-event reasons (what the held G12 names)."""
+    hot_ms: int | None = None
+    """Sample time of the last reading at or above TEMP_WARN_C while G13 holds; None once a
+    reading fell below TEMP_CLEAR_C (or the GPU reported no temperature)."""
 
 
 def _delta(new: int | None, old: int | None) -> int:
@@ -248,6 +266,16 @@ class NodeHistory:
             gh = self.gpus.get(g.index)
             if gh is None:
                 gh = self.gpus[g.index] = GpuHistory(Window.of(60))
+            temp = g.temp_c
+            if temp is not None and temp >= TEMP_WARN_C:
+                gh.hot_ms = now
+            elif gh.hot_ms is not None and (temp is None or temp < TEMP_CLEAR_C):
+                gh.hot_ms = None
+            if gh.hot_ms is not None:
+                settled = False  # the next reading may clear it
+            reasons = g.clock_event_reasons
+            if reasons and reasons & THROTTLE_BITS:
+                gh.throttled_ms, gh.throttled_reasons = now, reasons
             nv = g.nvlink
             gcur = (nv.replay, nv.recovery, nv.crc_flit, nv.crc_data, g.pcie_replay_total,
                     g.thermal_violation_ns)
@@ -264,7 +292,9 @@ class NodeHistory:
                 gh.nvlink_err_last_ms = now
             gh.crc_rate = (_delta(gcur[2], gold[2]) + _delta(gcur[3], gold[3])) / dt_s
             gh.pcie_minute.add(now, _delta(gcur[4], gold[4]))
-            gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
+            grew = gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
+            if grew and gh.throttled_ms != now:
+                gh.throttled_ms, gh.throttled_reasons = now, reasons or 0
         self.settled = settled
 
 
@@ -344,7 +374,10 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if h is not None and (h.crc_rate >= 1 or h.thermal_grew
                               or h.pcie_minute.total > PCIE_REPLAY_PER_MIN
                               or (h.nvlink_err_last_ms is not None
-                                  and now - h.nvlink_err_last_ms <= 60_000)):
+                                  and now - h.nvlink_err_last_ms <= 60_000)
+                              or h.hot_ms is not None
+                              or (h.throttled_ms is not None
+                                  and now - h.throttled_ms <= THROTTLE_HOLD_MS)):
             return False
     hp = hist.ports
     ports = t.ib_ports
@@ -463,14 +496,35 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
         out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
     if h is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
         out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min"))
+    # G12 and G13 fire on the first sample over the line, and hold (THROTTLE_HOLD_S, the band
+    # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.
     reasons = g.clock_event_reasons or 0
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
         why = describe_clock_events(reasons)
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why})"))
-    if g.temp_c is not None and g.temp_c >= TEMP_WARN_C:
-        what = "above slowdown" if g.temp_c >= TEMP_SLOWDOWN_C else "above max operating"
-        out.append(Finding("G13", Severity.WARN, c, f"{g.temp_c:.0f} °C {what}"))
+    elif h is not None and h.throttled_ms is not None and (
+            now_ms - h.throttled_ms) <= THROTTLE_HOLD_MS:
+        why = describe_clock_events(h.throttled_reasons)
+        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why}), last "
+                           f"{ago(now_ms - h.throttled_ms)} ago"))
+    temp = g.temp_c
+    if temp is not None and temp >= TEMP_WARN_C:
+        what = "above slowdown" if temp >= TEMP_SLOWDOWN_C else "above max operating"
+        out.append(Finding("G13", Severity.WARN, c, f"{temp:.0f} °C {what}"))
+    elif temp is not None and h is not None and h.hot_ms is not None:
+        # Floored: 86.6 °C must not read "87 °C" beside "above max operating ... ago".
+        out.append(Finding("G13", Severity.WARN, c,
+                           f"{int(temp)} °C, above max operating {ago(now_ms - h.hot_ms)} ago "
+                           f"(clears below {TEMP_CLEAR_C:.0f} °C)"))
     return out
+
+
+def ago(ms: int) -> str:
+    """``12 s``, ``5 min``, ``3 h``: how long ago a held finding last fired."""
+    s = max(0, ms) / 1000
+    if s < 120:
+        return f"{s:.0f} s"
+    return f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.0f} h"
 
 
 def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[Finding]:
