@@ -500,11 +500,10 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
     # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.
     reasons = g.clock_event_reasons or 0
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
-        why = describe_clock_events(reasons)
-        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why})"))
+        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({_throttle_why(reasons)})"))
     elif h is not None and h.throttled_ms is not None and (
             now_ms - h.throttled_ms) <= THROTTLE_HOLD_MS:
-        why = describe_clock_events(h.throttled_reasons)
+        why = _throttle_why(h.throttled_reasons)
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why}), last "
                            f"{ago(now_ms - h.throttled_ms)} ago"))
     temp = g.temp_c
@@ -517,6 +516,13 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
                            f"{int(temp)} °C, above max operating {ago(now_ms - h.hot_ms)} ago "
                            f"(clears below {TEMP_CLEAR_C:.0f} °C)"))
     return out
+
+
+def _throttle_why(reasons: int) -> str:
+    # Without a throttle bit it was the violation counter: "(idle)" or "(none)" read as no fault.
+    if reasons & THROTTLE_BITS:
+        return describe_clock_events(reasons)
+    return "thermal violation time grew"
 
 
 def ago(ms: int) -> str:
