@@ -8,6 +8,7 @@ from fleetdeck.console.health import (
     combine,
     describe_clock_events,
     evaluate,
+    still_healthy,
 )
 from tests.helpers import FakeNode
 
@@ -158,3 +159,87 @@ def test_pcie_replay_rate():
 def test_clock_event_names():
     assert describe_clock_events(0x41) == "idle, hw thermal"
     assert describe_clock_events(0) == "none"
+
+
+# --- hysteresis: a GPU at its thermal limit is flagged once, not strobed -------------------------
+
+
+def _verdicts(edits):
+    """Each sample's verdict and findings, one sample a second, gpu0 edited by ``edits[i]``."""
+    node, hist = FakeNode(), NodeHistory()
+    birth = node.birth()
+    out = []
+    for fields in edits:
+        t = gpu(node.telemetry(), 0, **fields)
+        hist.update(t)
+        findings = evaluate(birth, t, hist)
+        out.append((combine(findings), findings))
+    return out
+
+
+def _changes(verdicts):
+    """(sample index, verdict) at every change, the start counting as ok."""
+    out, last = [], Verdict.OK
+    for i, (v, _) in enumerate(verdicts):
+        if v is not last:
+            out.append((i, v))
+            last = v
+    return out
+
+
+@pytest.mark.parametrize("how", ["bits", "violation time"])
+def test_g12_toggling_throttle_is_one_degraded_held_60s_after_the_last_throttled_sample(how):
+    # Throttled every third sample for 30 s (the SW thermal bit of a GPU at its limit comes and
+    # goes), then never again: flagged on the first sample, cleared 60 s after the last one.
+    throttled = [i % 3 == 0 for i in range(30)] + [False] * 70
+    if how == "bits":
+        edits = [{"clock_event_reasons": 0x20 if on else 0} for on in throttled]
+    else:
+        total, edits = 0, []
+        for on in throttled:
+            total += 10**9 if on else 0
+            edits.append({"thermal_violation_ns": total})
+        edits[0]["clock_event_reasons"] = 0x20  # the first sample has no violation delta
+    verdicts = _verdicts(edits)
+    last = max(i for i, on in enumerate(throttled) if on)  # 27
+    assert _changes(verdicts) == [(0, Verdict.DEGRADED), (last + 61, Verdict.OK)]
+    [held] = verdicts[last + 12][1]
+    assert held.rule == "G12" and held.text.endswith(", last 12 s ago"), held
+    why = "sw thermal" if how == "bits" else "thermal violation time grew"
+    assert held.text == f"clock throttled ({why}), last 12 s ago"
+    [end] = verdicts[last + 60][1]
+    assert end.text.endswith("last 60 s ago")
+    assert [str(f) for f in verdicts[last][1]] == [f"G12 gpu0: clock throttled ({why})"]
+
+
+def test_g13_hovering_at_87_is_one_degraded_until_below_the_clear_threshold():
+    temps = ([86.6, 87.2, 86.4, 87.4, 86.9, 87.0, 86.1] * 3  # around max operating
+             + [85.5] * 10                                   # in the band: still hot
+             + [83.9]                                        # below 84 °C: cleared
+             + [86.5, 86.9, 85.0])                           # back up, under 87: not again
+    verdicts = _verdicts([{"temp_c": c, "clock_event_reasons": 0} for c in temps])
+    assert _changes(verdicts) == [(1, Verdict.DEGRADED), (31, Verdict.OK)]
+    assert [str(f) for f in verdicts[1][1]] == ["G13 gpu0: 87 °C above max operating"]
+    # 86.6 °C in the band reads 86, not a rounded-up 87 beside "above max operating".
+    assert [str(f) for f in verdicts[2][1]] == [
+        "G13 gpu0: 86 °C, above max operating 1 s ago (clears below 84 °C)"]
+    assert [str(f) for f in verdicts[30][1]] == [
+        "G13 gpu0: 85 °C, above max operating 11 s ago (clears below 84 °C)"]
+    # Over the slowdown line the text is as before.
+    [hot] = _verdicts([{"temp_c": 90.0}])[0][1]
+    assert str(hot) == "G13 gpu0: 90 °C above slowdown"
+
+
+def test_g13_band_clears_when_the_gpu_stops_reporting_a_temperature():
+    verdicts = _verdicts([{"temp_c": 88.0}, {"temp_c": None}, {"temp_c": 85.0}])
+    assert [v for v, _ in verdicts] == [Verdict.DEGRADED, Verdict.OK, Verdict.OK]
+
+
+def test_precheck_refuses_while_a_thermal_finding_holds():
+    node, hist = FakeNode(), NodeHistory()
+    birth = node.birth()
+    for fields in ({"clock_event_reasons": 0x40, "temp_c": 88.0}, {"temp_c": 85.0}):
+        t = gpu(node.telemetry(), 0, **fields)
+        hist.update(t)
+        assert {f.rule for f in evaluate(birth, t, hist)} == {"G12", "G13"}
+        assert not still_healthy(birth, t, hist)
