@@ -269,10 +269,12 @@ class NodeHistory:
             temp = g.temp_c
             if temp is not None and temp >= TEMP_WARN_C:
                 gh.hot_ms = now
-            elif gh.hot_ms is not None and (temp is None or temp < TEMP_CLEAR_C):
-                gh.hot_ms = None
-            if gh.hot_ms is not None:
                 settled = False  # the next reading may clear it
+            elif gh.hot_ms is not None:
+                if temp is None or temp < TEMP_CLEAR_C:
+                    gh.hot_ms = None
+                else:
+                    settled = False
             reasons = g.clock_event_reasons
             if reasons and reasons & THROTTLE_BITS:
                 gh.throttled_ms, gh.throttled_reasons = now, reasons
