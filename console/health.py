@@ -505,9 +505,11 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({_throttle_why(reasons)})"))
     elif h is not None and h.throttled_ms is not None and (
             now_ms - h.throttled_ms) <= THROTTLE_HOLD_MS:
+        # A fixed text while held: a countdown would change the finding (and the node's
+        # digest, the store's row) every second for nothing an operator acts on.
         why = _throttle_why(h.throttled_reasons)
-        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why}), last "
-                           f"{ago(now_ms - h.throttled_ms)} ago"))
+        out.append(Finding("G12", Severity.WARN, c,
+                           f"clock throttled ({why}) within the last {_HOLD_TEXT}"))
     temp = g.temp_c
     if temp is not None and temp >= TEMP_WARN_C:
         what = "above slowdown" if temp >= TEMP_SLOWDOWN_C else "above max operating"
@@ -515,7 +517,7 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
     elif temp is not None and h is not None and h.hot_ms is not None:
         # Floored: 86.6 °C must not read "87 °C" beside "above max operating ... ago".
         out.append(Finding("G13", Severity.WARN, c,
-                           f"{int(temp)} °C, above max operating {ago(now_ms - h.hot_ms)} ago "
+                           f"{int(temp)} °C, was above max operating "
                            f"(clears below {TEMP_CLEAR_C:.0f} °C)"))
     return out
 
@@ -527,12 +529,7 @@ def _throttle_why(reasons: int) -> str:
     return "thermal violation time grew"
 
 
-def ago(ms: int) -> str:
-    """``12 s``, ``5 min``, ``3 h``: how long ago a held finding last fired."""
-    s = max(0, ms) / 1000
-    if s < 120:
-        return f"{s:.0f} s"
-    return f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.0f} h"
+_HOLD_TEXT = "minute" if THROTTLE_HOLD_S == 60 else f"{THROTTLE_HOLD_S:g} s"
 
 
 def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[Finding]:
