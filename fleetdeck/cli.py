@@ -211,18 +211,24 @@ def build_parser() -> Parser:
     sub.required = True
 
     p = sub.add_parser("demo", help="private broker + simulated fleet + console, in one go")
-    p.add_argument("--nodes", type=_positive(int, "--nodes"), default=64)
+    p.add_argument("--nodes", type=_positive(int, "--nodes"), default=64,
+                   help="simulated fleet size (default 64)")
     p.add_argument("--broker-kind", choices=["auto", "mosquitto", "amqtt"], default="auto",
                    help="auto = Mosquitto if installed, else the embedded amqtt broker")
-    p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0)
-    p.add_argument("--cluster", type=_id("cluster"), default=DEFAULT_CLUSTER)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--interval", type=_positive(float, "--interval"), default=1.0,
+                   help="seconds between samples of each simulated node (default 1)")
+    p.add_argument("--cluster", type=_id("cluster"), default=DEFAULT_CLUSTER,
+                   help=f"cluster name (default {DEFAULT_CLUSTER!r})")
+    p.add_argument("--seed", type=int, default=1,
+                   help="same seed -> same simulated telemetry (default 1)")
     p.add_argument("--headless", type=_positive(float, "--headless"), metavar="SECONDS",
                    help="no TUI: run that long, then print the status table (smoke test)")
 
     p = sub.add_parser("broker", help="run a private broker on loopback until interrupted")
-    p.add_argument("--kind", choices=["auto", "mosquitto", "amqtt"], default="auto")
-    p.add_argument("--bind", default="127.0.0.1")
+    p.add_argument("--kind", choices=["auto", "mosquitto", "amqtt"], default="auto",
+                   help="auto = Mosquitto if installed, else the embedded amqtt broker")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default "
+                   "127.0.0.1)")
     p.add_argument("--port", type=_port, default=1883, help="TCP port (default 1883; 0: any "
                    "free port, printed)")
     p.add_argument("--allow-remote", action="store_true",
@@ -273,12 +279,13 @@ def build_parser() -> Parser:
                            "(default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=None,
                    help="fleet size (default: the scenario's [fleet] nodes, else 64)")
-    p.add_argument("--prefix", type=_id("node name prefix"), default="gpu")
+    p.add_argument("--prefix", type=_id("node name prefix"), default="gpu",
+                   help="node names are PREFIX0001, PREFIX0002, … (default 'gpu')")
     # The agent's own bounds (agents/config.py): a birth with interval_s > 3600 is refused.
     p.add_argument("--interval", type=_positive(float, "--interval", INTERVAL_MAX_S),
-                   default=1.0)
+                   default=1.0, help="seconds between samples of each node (default 1)")
     p.add_argument("--keepalive", type=_positive(int, "--keepalive", KEEPALIVE_MAX_S),
-                   default=10)
+                   default=10, help="MQTT keepalive seconds of each node's session (default 10)")
     p.add_argument("--seed", type=int, default=0,
                    help="same seed + scenario -> same telemetry (timestamps aside)")
     p.add_argument("--connect-concurrency", type=_positive(int, "--connect-concurrency"),
@@ -395,13 +402,13 @@ def build_parser() -> Parser:
     p.add_argument("--kind", metavar="KIND[,KIND…]", help="only these event kinds (xid, drain…)")
     p.add_argument("--limit", type=_positive(int, "--limit"), default=10_000,
                    help="at most this many rows, the newest (default 10000)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the rows as one JSON array")
 
     p = sub.add_parser("report", help="job interruptions by cause, GPU-hours lost, effective "
                        "training time ratio (from the store)")
     _add_db(p)
     p.add_argument("--since", default="7d", help="a span (1h, 7d) or an ISO time (default 7d)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
     _add_db(p)
