@@ -545,7 +545,7 @@ back replays at most about 1/SNAPSHOT_SHARE times a snapshot's cost after puttin
 SNAPSHOT_BYTES = 256 << 20
 """All the snapshots one Player keeps, at most: past it every other one goes and the next ones
 are spaced twice as far apart."""
-ADVANCE_BUDGET_S = 0.25
+ADVANCE_BUDGET_S = 0.1
 """Wall time one ``Player.advance`` spends ticking at most: at a speed this machine cannot
 replay, the recording moves slower than asked instead of stalling the console to catch up."""
 _EPS_S = 1e-6
@@ -576,11 +576,11 @@ class Player:
     interruptions, the timeline) is at any position what straight play gives there.
 
     A seek ticks its way to the target without painting. A backward one, or a forward one past
-    a snapshot, first puts back the newest snapshot of the session before the target (the start
-    if none is): snapshots are taken as the session ticks, spaced to cost about SNAPSHOT_SHARE
-    of the ticking (``snapshot_every`` ticks apart instead, for tests), so a seek back replays a
-    bounded stretch and reads the file from the segment holding that snapshot, not from the
-    start (docs/recording.md, "The replay console").
+    a snapshot that is cheaper to put back than to tick to, first puts back the newest snapshot
+    of the session before the target (the start if none is). Snapshots are taken as the session
+    ticks, spaced to cost about SNAPSHOT_SHARE of the ticking (``snapshot_every`` ticks apart
+    instead, for tests), so a seek back replays a bounded stretch and reads the file from the
+    segment holding that snapshot, not from the start (docs/recording.md, "The replay console").
     """
 
     def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True,
@@ -614,6 +614,10 @@ class Player:
         self._spread = 1
         self._work_s = 0.0
         self._snapshot_s = 0.0
+        self._tick_cost_s = 0.0
+        """What a tick took, lately (a moving average)."""
+        self._restore_s: float | None = None
+        """What putting back the last snapshot took, reading to where it was included."""
         self._iter: Iterator[Scanned] = iter(())
         self._pending: Scanned | None = None
         self.feed = TickFeed(self.reader, self.cluster)
@@ -698,7 +702,9 @@ class Player:
             session.tick(at)
         finally:
             session.apply_budget_s, session.apply_max_nodes = budget, cap
-        self._work_s += time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        self._work_s += took
+        self._tick_cost_s = 0.8 * self._tick_cost_s + 0.2 * took if self._tick_cost_s else took
         self._maybe_snapshot()
 
     def _tick_until(self, t: float, deadline: float | None = None) -> bool:
@@ -765,6 +771,7 @@ class Player:
             self.feed = TickFeed(self.reader, self.cluster)
             self._from_start()
             return
+        t0 = time.perf_counter()
         snap = self._snapshots[i - 1]
         self.session.restore(snap.picture)
         ingest = self.session.ingest
@@ -772,9 +779,12 @@ class Player:
         self.feed = TickFeed(self.reader, self.cluster, ingest=ingest)
         self.feed.decoded, self.feed.superseded = snap.decoded, snap.superseded
         self._iter = self.reader.scan_after(snap.at)
-        self._pending = None
+        # Read on to the first message after it now: that reading is part of what putting
+        # a snapshot back costs (``seek`` weighs it against ticking there).
+        self._pending = next(self._iter, None)
         self.ticks = snap.ticks
         self._work_s = 0.0
+        self._restore_s = time.perf_counter() - t0
 
     # --- moves -------------------------------------------------------------------------------
 
@@ -798,8 +808,10 @@ class Player:
             self._restore(k)
         elif k > self.ticks:
             i = bisect.bisect_right(self._snapshots, k, key=lambda s: s.ticks)
-            if i and self._snapshots[i - 1].ticks > self.ticks:
-                self._restore(k)  # a snapshot nearer than where it stands
+            ahead = self._snapshots[i - 1].ticks - self.ticks if i else 0
+            cost = self._snapshot_s if self._restore_s is None else self._restore_s
+            if ahead > 0 and ahead * self._tick_cost_s > cost:
+                self._restore(k)  # a snapshot ahead that is cheaper than ticking to it
         self._tick_until(t)
         self.position = t
 
