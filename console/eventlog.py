@@ -55,6 +55,14 @@ class EventLog:
         self._lines.clear()
         self.seq += 1  # views holding a diff position must redraw
 
+    def renumber_after(self, seq: int) -> None:
+        """Number the entries on from ``seq`` (a timeline put back in place of a later one,
+        ``ConsoleSession.restore``): ``seq`` moves past any value views saw before."""
+        shift = seq + 1
+        self._lines = deque(((n + shift, line) for n, line in self._lines),
+                            maxlen=self._lines.maxlen)
+        self.seq += shift
+
     def __iter__(self) -> Iterator[tuple[int, EventLine]]:
         return iter(self._lines)
 

@@ -77,6 +77,15 @@ class _Ring:
         """Slot the next sample goes to."""
         self.count = 0
 
+    # A struct.Struct cannot be pickled (a replay's snapshot pickles the session): the ring
+    # is saved without it and takes the shared one for its GPU count again.
+    def __getstate__(self) -> tuple[bytearray, int, int, int]:
+        return self.buf, self.count, self.gpus, self.next
+
+    def __setstate__(self, saved: tuple[bytearray, int, int, int]) -> None:
+        self.buf, self.count, self.gpus, self.next = saved
+        self.slot = _slot(self.gpus)
+
 
 class RecentHistory:
     """``node -> ring``; each slot holds util[n], temp[n], power[n] for n GPUs."""

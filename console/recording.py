@@ -525,6 +525,16 @@ class RecordingReader:
         offset, t0 = self._segment_for(start)
         yield from self._scan_from(offset, True, t0)
 
+    def scan_after(self, t: float) -> Iterator["Scanned"]:
+        """What :meth:`scan` from the start yields after every message up to ``t``: the rest of
+        the recording, for a reader that already holds what came before (a replay that put a
+        snapshot of that instant back). Read from the segment holding ``t``, not the start;
+        its keyframe entries are of that segment's start, so never after ``t``."""
+        offset, t0 = self._segment_for(t)
+        for msg in self._scan_from(offset, True, t0):
+            if msg.t > t:
+                yield msg
+
     def _segment_for(self, start: float | None) -> tuple[int, float]:
         offset, t0 = 0, self.header.started
         # From the start, the first keyframe still counts: it holds what a console knew before

@@ -7,11 +7,12 @@ receive times and provides the clock the fleet state judges staleness by.
 import asyncio
 import bisect
 import contextlib
+import math
 import random
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -405,11 +406,12 @@ class TickFeed:
     takes from a superseded live sample too. ``every_sample`` decodes every sample in order
     instead (the reference the fast path is tested against)."""
 
-    def __init__(self, reader: RecordingReader, cluster: str, every_sample: bool = False) -> None:
+    def __init__(self, reader: RecordingReader, cluster: str, every_sample: bool = False,
+                 ingest: ReplayIngest | None = None) -> None:
         self.reader = reader
         self.cluster = cluster
         self.every_sample = every_sample
-        self.ingest = ReplayIngest(cluster)
+        self.ingest = ingest if ingest is not None else ReplayIngest(cluster)
         self.pending: dict[str, _Window | Scanned] = {}
         """Per node, its telemetry of this window: one sample as it is, more in a _Window."""
         self.decoded = 0
@@ -536,20 +538,61 @@ class TickFeed:
         self.superseded += skipped
 
 
+SNAPSHOT_SHARE = 0.25
+"""A Player snapshots its session once the ticks since its last snapshot took 1/SNAPSHOT_SHARE
+times what that snapshot took: snapshots cost about this share of a replay's ticking, and a seek
+back replays at most about 1/SNAPSHOT_SHARE times a snapshot's cost after putting one back."""
+SNAPSHOT_BYTES = 256 << 20
+"""All the snapshots one Player keeps, at most: past it every other one goes and the next ones
+are spaced twice as far apart."""
+ADVANCE_BUDGET_S = 0.1
+"""Wall time one ``Player.advance`` spends ticking at most: at a speed this machine cannot
+replay, the recording moves slower than asked instead of stalling the console to catch up."""
+_EPS_S = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    ticks: int
+    """How many ticks of straight play the session had had."""
+    at: float
+    """The time of the last of them: everything received up to it was applied."""
+    picture: bytes
+    """``ConsoleSession.snapshot``."""
+    decoded: int
+    superseded: int
+
+
 class Player:
     """Replay position, speed and pause over a recording, feeding a ``ConsoleSession`` it owns
     (``session``) through the same ingest path as live MQTT.
 
-    A backward seek resets the session (the past cannot be un-applied) and replays from the
-    keyframe before the target. Each call that moves forward is one tick window: only the newest
-    telemetry sample per node in it is decoded (``TickFeed``).
+    The session ticks as it does when the recording is played straight through, whatever the
+    moves: at ``start + k * tick_s`` for each such instant up to the position, and at the end
+    of the recording (the ticks of ``run_headless``), each tick applying whole what was received
+    since the one before (``TickFeed``: only the newest telemetry sample of each node decoded).
+    Between two ticks the state is that of the one before. So every judgement that rests on
+    history (counter windows, rates, latched fatal increments, switch correlation, job
+    interruptions, the timeline) is at any position what straight play gives there.
+
+    A seek ticks its way to the target without painting. A backward one, or a forward one past
+    a snapshot that is cheaper to put back than to tick to, first puts back the newest snapshot
+    of the session before the target (the start if none is). Snapshots are taken as the session
+    ticks, spaced to cost about SNAPSHOT_SHARE of the ticking (``snapshot_every`` ticks apart
+    instead, for tests), so a seek back replays a bounded stretch and reads the file from the
+    segment holding that snapshot, not from the start (docs/recording.md, "The replay console").
     """
 
-    def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True) -> None:
+    def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True,
+                 tick_s: float = TICK_S, snapshot_every: int | None = None) -> None:
+        if not tick_s > 0:
+            raise UserError(f"the replay tick must be a positive number of seconds, not "
+                            f"{tick_s:g}.")
         self.reader = RecordingReader(path)
         self.cluster = self.reader.header.cluster
         self.speed = speed
         self.paused = False
+        self.tick_s = tick_s
         self.start = self.reader.header.started
         self.events: list[float] = []
         self.end = self.start
@@ -560,10 +603,27 @@ class Player:
             self.report = self.reader.report
             self.end = self.reader.end_time()
         self.position = self.start
+        self._last = (0 if self.end <= self.start
+                      else max(1, math.ceil((self.end - self.start) / tick_s - _EPS_S)))
+        """How many ticks straight play has: the last one at the end."""
+        self.ticks = 0
+        """Ticks the session has had (``tick_at(ticks)`` is the time of its state)."""
+        self.snapshot_every = snapshot_every
+        self._snapshots: list[_Snapshot] = []
+        self._snapshot_bytes = 0
+        self._spread = 1
+        self._work_s = 0.0
+        self._snapshot_s = 0.0
+        self._tick_cost_s = 0.0
+        """What a tick took, lately (a moving average)."""
+        self._restore_s: float | None = None
+        """What putting back the last snapshot took, reading to where it was included."""
+        self._iter: Iterator[Scanned] = iter(())
+        self._pending: Scanned | None = None
         self.feed = TickFeed(self.reader, self.cluster)
-        self.session = ConsoleSession(self.cluster, clock=self.clock, operator="replay",
+        self.session = ConsoleSession(self.cluster, clock=self._state_clock, operator="replay",
                                       follow_up=False, ingest=self.feed.ingest)
-        self._reset(self.start, fresh=True)
+        self._from_start()
 
     @property
     def state(self) -> FleetState:
@@ -592,26 +652,69 @@ class Player:
         self.report = self.reader.report
         self.reader.report = ReadReport()
 
-    def _reset(self, at: float, fresh: bool = False) -> None:
-        if not fresh:
-            self.feed = TickFeed(self.reader, self.cluster)
-            self.session.reset(self.feed.ingest)
-        self._iter = self.reader.scan(start=at if at > self.start else None)
-        self._pending: Scanned | None = None
-        self.position = at
-
     def clock(self) -> float:
+        """Where the replay stands (what the console's header shows)."""
         return self.position
+
+    def _state_clock(self) -> float:
+        # The time of the session's last tick, not the position: a tick the front end runs
+        # between two of the Player's is then at that same time and changes nothing, as
+        # straight play has no tick there.
+        return self.tick_at(self.ticks)
 
     @property
     def done(self) -> bool:
         return self.position >= self.end
 
-    def _feed_until(self, target: float) -> None:
+    # --- ticks -------------------------------------------------------------------------------
+
+    def tick_at(self, k: int) -> float:
+        """The time of straight play's ``k``-th tick (0: the start, before any)."""
+        return self.end if k >= self._last else self.start + k * self.tick_s
+
+    def ticks_until(self, t: float) -> int:
+        """How many ticks straight play has had at ``t``."""
+        if t >= self.end:
+            return self._last
+        return max(0, min(self._last - 1, math.floor((t - self.start) / self.tick_s + _EPS_S)))
+
+    def shown_at(self, t: float) -> float:
+        """The time of the tick that applies what was received at ``t``."""
+        k = max(1, math.ceil((t - self.start) / self.tick_s - _EPS_S))
+        return self.tick_at(k)
+
+    def _tick(self) -> None:
+        """Straight play's next tick: read up to its time, apply it whole, judge."""
+        t0 = time.perf_counter()
+        k = self.ticks + 1
+        at = self.tick_at(k)
         try:
-            self._read_until(target)
+            self._read_until(at)
         finally:
             self.feed.flush()
+        self.ticks = k
+        session = self.session
+        # Whole, whatever budget a front end set for its own ticks: a tick cut short would
+        # carry telemetry into the next one, which straight play does not.
+        budget, cap = session.apply_budget_s, session.apply_max_nodes
+        session.apply_budget_s = session.apply_max_nodes = None
+        try:
+            session.tick(at)
+        finally:
+            session.apply_budget_s, session.apply_max_nodes = budget, cap
+        took = time.perf_counter() - t0
+        self._work_s += took
+        self._tick_cost_s = 0.8 * self._tick_cost_s + 0.2 * took if self._tick_cost_s else took
+        self._maybe_snapshot()
+
+    def _tick_until(self, t: float, deadline: float | None = None) -> bool:
+        """Tick up to ``t``; False when ``deadline`` (perf_counter) came first."""
+        n = self.ticks_until(t)
+        while self.ticks < n:
+            self._tick()
+            if deadline is not None and self.ticks < n and time.perf_counter() > deadline:
+                return False
+        return True
 
     def _read_until(self, target: float) -> None:
         add = self.feed.add
@@ -620,40 +723,111 @@ class Player:
             if msg is None:
                 msg = next(self._iter, None)
                 if msg is None:
-                    self.position = max(self.position, min(target, self.end))
                     return
             if msg.t > target:
                 self._pending = msg
-                self.position = target
                 return
             self._pending = None
             add(msg)
 
+    # --- snapshots -----------------------------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        k = self.ticks
+        i = bisect.bisect_left(self._snapshots, k, key=lambda s: s.ticks)
+        if i < len(self._snapshots) and self._snapshots[i].ticks == k:
+            self._work_s = 0.0  # one is here already: the next is due as after a new one
+            return
+        if self.snapshot_every is not None:
+            due = k % (self.snapshot_every * self._spread) == 0
+        else:
+            due = self._work_s >= self._snapshot_s * self._spread / SNAPSHOT_SHARE
+        if not due:
+            return
+        t0 = time.perf_counter()
+        snap = _Snapshot(k, self.tick_at(k), self.session.snapshot(), self.feed.decoded,
+                         self.feed.superseded)
+        self._snapshot_s = time.perf_counter() - t0
+        self._work_s = 0.0
+        self._snapshots.insert(i, snap)
+        self._snapshot_bytes += len(snap.picture)
+        if self._snapshot_bytes > SNAPSHOT_BYTES:
+            # Thinned evenly over what was played, so no stretch is left without any.
+            self._snapshots = self._snapshots[1::2]
+            self._snapshot_bytes = sum(len(s.picture) for s in self._snapshots)
+            self._spread *= 2
+
+    def _from_start(self) -> None:
+        self.session.reset(self.feed.ingest)
+        self._iter = self.reader.scan()
+        self._pending = None
+        self.ticks = 0
+        self._work_s = 0.0
+
+    def _restore(self, ticks: int) -> None:
+        """Put the session back to the newest snapshot at or before ``ticks`` ticks."""
+        i = bisect.bisect_right(self._snapshots, ticks, key=lambda s: s.ticks)
+        if i == 0:
+            self.feed = TickFeed(self.reader, self.cluster)
+            self._from_start()
+            return
+        t0 = time.perf_counter()
+        snap = self._snapshots[i - 1]
+        self.session.restore(snap.picture)
+        ingest = self.session.ingest
+        assert isinstance(ingest, ReplayIngest)  # the snapshot's, made by a TickFeed
+        self.feed = TickFeed(self.reader, self.cluster, ingest=ingest)
+        self.feed.decoded, self.feed.superseded = snap.decoded, snap.superseded
+        self._iter = self.reader.scan_after(snap.at)
+        # Read on to the first message after it now: that reading is part of what putting
+        # a snapshot back costs (``seek`` weighs it against ticking there).
+        self._pending = next(self._iter, None)
+        self.ticks = snap.ticks
+        self._work_s = 0.0
+        self._restore_s = time.perf_counter() - t0
+
+    # --- moves -------------------------------------------------------------------------------
+
     def advance(self, wall_dt: float) -> None:
         """Move forward by ``wall_dt`` seconds of wall time at the current speed."""
-        if not self.paused and not self.done:
-            self._feed_until(min(self.end, self.position + wall_dt * self.speed))
+        if self.paused or self.done:
+            return
+        target = min(self.end, self.position + wall_dt * self.speed)
+        if not self._tick_until(target, time.perf_counter() + ADVANCE_BUDGET_S):
+            target = self.tick_at(self.ticks)  # behind: the position waits for the state
+        self.position = max(self.position, target)
 
-    def step(self, seconds: float = TICK_S) -> None:
-        self._feed_until(min(self.end, self.position + seconds))
+    def step(self, seconds: float | None = None) -> None:
+        """Seek ``seconds`` (one tick unless told) forward."""
+        self.seek(self.position + (self.tick_s if seconds is None else seconds))
 
     def seek(self, t: float) -> None:
         t = max(self.start, min(self.end, t))
-        if t < self.position:
-            self._reset(t)
-        self._feed_until(t)
+        k = self.ticks_until(t)
+        if k < self.ticks:
+            self._restore(k)
+        elif k > self.ticks:
+            i = bisect.bisect_right(self._snapshots, k, key=lambda s: s.ticks)
+            ahead = self._snapshots[i - 1].ticks - self.ticks if i else 0
+            cost = self._snapshot_s if self._restore_s is None else self._restore_s
+            if ahead > 0 and ahead * self._tick_cost_s > cost:
+                self._restore(k)  # a snapshot ahead that is cheaper than ticking to it
+        self._tick_until(t)
+        self.position = t
 
     def next_event(self) -> float | None:
-        i = bisect.bisect_right(self.events, self.position + 1e-6)
+        """Seek to the tick that shows the next recorded event; its time, or None."""
+        i = bisect.bisect_right(self.events, self.position + _EPS_S, key=self.shown_at)
         if i < len(self.events):
-            self.seek(self.events[i])
+            self.seek(self.shown_at(self.events[i]))
             return self.events[i]
         return None
 
     def prev_event(self) -> float | None:
-        i = bisect.bisect_left(self.events, self.position - 1e-6) - 1
+        """Seek to the tick that showed the previous recorded event; its time, or None."""
+        i = bisect.bisect_left(self.events, self.position - _EPS_S, key=self.shown_at) - 1
         if i >= 0:
-            self.seek(self.events[i])
+            self.seek(self.shown_at(self.events[i]))
             return self.events[i]
         return None
 

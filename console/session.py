@@ -16,6 +16,7 @@ is the headless driver (tick every ``tick_s`` until told to stop). Nothing here 
 import asyncio
 import contextlib
 import logging
+import pickle
 import sqlite3
 import time
 from collections import deque
@@ -289,6 +290,31 @@ class ConsoleSession:
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
         self.log.clear()
         self._last_event = None
+        if self.feed is not None:
+            self.feed.ingest = self.ingest
+
+    def snapshot(self) -> bytes:
+        """The picture ``reset`` starts over from, as it stands: ingest, fleet state with every
+        node's rule history (counter windows, last fatal increments, rates), recent history,
+        timeline, interruptions and what is carried to the next tick. A replay keeps these to
+        seek back without replaying from the start (console/replay.py, ``Player``); ``restore``
+        puts one back. Commands and the store are not in it, as ``reset`` keeps them."""
+        picture = (self.ingest, self.state, self.recent, self.log, self.interruptions,
+                   self._carry, self._carry_seqs, self._carry_basis, self._last_event)
+        # One pickle, not one per part: the parts share objects (the malformed log, the last
+        # event) and must share them again once restored.
+        return pickle.dumps(picture, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, snapshot: bytes) -> None:
+        """Put back the picture of ``snapshot`` (made by ``snapshot`` of this session): as
+        ``reset``, but to where the snapshot was taken instead of to nothing."""
+        seq = self.log.seq
+        # Only ever bytes of its own ``snapshot``, never read from outside the process.
+        (self.ingest, self.state, self.recent, self.log, self.interruptions, self._carry,
+         self._carry_seqs, self._carry_basis, self._last_event) = pickle.loads(snapshot)
+        # Views redraw when the timeline's seq moves: numbered on from where it stood, so a
+        # view that drew the later timeline does not take the earlier one for it.
+        self.log.renumber_after(seq)
         if self.feed is not None:
             self.feed.ingest = self.ingest
 

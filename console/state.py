@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from fleetdeck.console.digest import STALE_PERIODS, apply_digest, judge_digest
 from fleetdeck.console.health import (
@@ -487,6 +488,12 @@ class FleetState:
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
         """Why it heard nothing then: its broker connection was lost, or it did not run."""
+
+    def __setstate__(self, saved: dict[str, Any]) -> None:
+        # A state unpickled (a replay's snapshot put back) is a new state object: caches keyed
+        # on the serial must not take it for the one they counted.
+        self.__dict__.update(saved)
+        self.serial = next(_SERIALS)
 
     def node(self, node_id: str) -> NodeState:
         st = self.nodes.get(node_id)

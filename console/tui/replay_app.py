@@ -37,7 +37,7 @@ class ReplayApp(FleetdeckApp):
                  log_path: Path | None = None) -> None:
         from fleetdeck.console.replay import Player
 
-        self.player = Player(Path(path), speed=speed)
+        self.player = Player(Path(path), speed=speed, tick_s=tick_s)
         super().__init__(cluster=self.player.cluster, session=self.player.session,
                          clock=self.player.clock, read_only=True,
                          broker_label=short_name(Path(path), self.player.cluster),
@@ -54,6 +54,15 @@ class ReplayApp(FleetdeckApp):
         now = time.monotonic()
         last, self._advanced_at = self._advanced_at, now
         self.player.advance(self.tick_s if last is None else min(now - last, MAX_ADVANCE_S))
+        return self._show()
+
+    def _show(self) -> TickReport:
+        """The console's own tick and paint, after the Player moved."""
+        # The Player ticks the session itself, each tick whole, as straight play does. The
+        # console's tick after it, at the same time, finds nothing to apply and must not cut
+        # a judgement pass short under the live console's budget either (on_mount sets it):
+        # the rest would be left to the Player's next tick.
+        self.session.apply_budget_s = None
         return super().tick()
 
     def link_text(self, now: float) -> str:
@@ -91,7 +100,7 @@ class ReplayApp(FleetdeckApp):
             return
         target = p.position + value if arg[0] in "+-" else p.start + value
         p.seek(target)
-        super().tick()
+        self._show()
 
     def action_pause(self) -> None:
         self.player.paused = not self.player.paused
@@ -100,14 +109,14 @@ class ReplayApp(FleetdeckApp):
     def action_step(self, direction: int) -> None:
         p = self.player
         p.seek(p.position + direction * self.tick_s)
-        super().tick()
+        self._show()
 
     def action_event(self, direction: int) -> None:
         p = self.player
         t = p.next_event() if direction > 0 else p.prev_event()
         if t is None:
             self.notify("no more recorded events")
-        super().tick()
+        self._show()
 
 
 def short_name(path: Path, cluster: str) -> str:

@@ -143,7 +143,10 @@ def test_v2_gaps_refusals_and_missing_keyframes_count_the_same_fast_or_slow(tmp_
         assert superseded > 80
 
 
-def test_player_seek_in_a_v2_recording_decodes_the_newest_and_its_keyframe(tmp_path):
+def test_player_seek_in_a_v2_recording_decodes_what_straight_play_decodes(tmp_path):
+    """A seek ticks as straight play does: per node and tick the newest sample and the keyframe
+    it rests on are decoded, the other deltas superseded unread, as a headless replay to the
+    same instant does, forwards and backwards (a snapshot put back)."""
     path = tmp_path / "awk2.jsonl.gz"
     write_awkward_v2(path)
     p = Player(path)
@@ -151,13 +154,17 @@ def test_player_seek_in_a_v2_recording_decodes_the_newest_and_its_keyframe(tmp_p
     p.session.tick()
     st = p.state.nodes["gpu0002"]
     assert st.last_seq == 76 and st.seq_gaps == 0
-    # gpu0002's 76 samples: the newest and the keyframe it rests on are decoded (not the 25
-    # keyframes before it, nor the deltas).
-    assert p.feed.decoded < 4 + 1 + 2 + 2 * 12 + 10
-    assert p.feed.superseded > 76
-    p.seek(T0 + 2)  # backwards: starts over
+    straight = run_headless(path, until=19)
+    assert (p.feed.decoded, p.feed.superseded) == (straight.feed.decoded,
+                                                   straight.feed.superseded)
+    assert p.feed.superseded > 40
+    assert p.ingest.keyframe_missing == straight.session.ingest.keyframe_missing > 0
+    p.seek(T0 + 2)  # backwards
     p.session.tick()
     assert p.state.nodes["gpu0002"].last_seq == 8
+    straight = run_headless(path, until=2)
+    assert (p.feed.decoded, p.feed.superseded) == (straight.feed.decoded,
+                                                   straight.feed.superseded)
 
 
 def test_headless_keeps_no_sparklines_the_replay_console_does(twins):

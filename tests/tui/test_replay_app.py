@@ -1,6 +1,8 @@
 """The console over a recording: same views, read-only, with pause, step, seek, speed and
 event navigation (Pilot, against a real recorded fixture)."""
 
+from fleetdeck.console.replay import run_headless
+from fleetdeck.console.summary import fleet_summary
 from fleetdeck.console.tui.replay_app import ReplayApp
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from tests.conftest import REPO
@@ -24,7 +26,7 @@ async def test_replay_controls_move_through_the_recording():
         app.seek_to("+25")  # past the XID 79 at ~12 s
         await pilot.pause()
         assert app.state.nodes["gpu0006"].verdict.value == "failed"
-        app.seek_to("-25")  # backwards: the state is rebuilt from the nearest keyframe
+        app.seek_to("-25")  # backwards: from the nearest snapshot of the session
         await pilot.pause()
         assert app.state.nodes["gpu0006"].verdict.value == "ok"
         await pilot.press("p")
@@ -42,6 +44,32 @@ async def test_replay_controls_move_through_the_recording():
         assert p.speed == 0.5
         await pilot.press("n")
         assert p.position > before
+
+
+async def test_seeking_back_shows_what_playing_straight_there_shows():
+    """Found in a UX audit: after a seek, the suspect switch and the nodes' N2 findings behind
+    it were gone. Seeking back with ':seek' and '[' shows what a straight replay to the same
+    instant shows."""
+    path = REPO / "fixtures" / "leaf_switch.jsonl.gz"
+    app = ReplayApp(path, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        app.seek_to("30")
+        app.seek_to("-10")
+        for _ in range(3):
+            await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert abs(p.position - (p.start + 18.5)) < 1e-6
+        run = run_headless(path, until=18.5)
+        now = p.clock()
+        shown = fleet_summary(app.state, now, log=app.event_log.lines())
+        straight = fleet_summary(run.session.state, now, log=run.session.log.lines())
+        assert shown == straight
+        assert [sw["switch"] for sw in shown["suspect_switches"]] == [
+            f"leaf02-r{i}" for i in range(8)]
+        assert "N2" in {f.rule for f in app.state.nodes["gpu0012"].all_findings}
 
 
 async def test_replay_has_no_drain_or_resume():

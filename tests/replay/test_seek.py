@@ -1,0 +1,183 @@
+"""Seeking in the replay console judges as playing straight does: after a seek to T, forwards or
+backwards, every judgement (verdicts, findings per node, suspect switches, incidents, job
+interruptions, the timeline) is what playing the recording straight to T gives, hour-window
+findings (N2 latched fatal counters, N3 symbol errors per hour) and switch correlation included
+(docs/recording.md, "The replay console")."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetdeck.console import replay
+from fleetdeck.console.replay import TICK_S, Player, run_headless
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.summary import fleet_summary
+from tests.replay.test_fast_replay import FIXTURES
+from tests.replay.test_recording import write_fleet
+
+# Seconds into the recording (None: the end), in the order of the seeks: forwards, far back,
+# forwards past the snapshots taken, back by a little. Before the fault, as it starts, inside the
+# hour-long windows of N2 and N3 that it opens, off the tick grid.
+CASES = {
+    "leaf_switch": [20.0, 8.5, 31.5, 12.3, 4.0, None, 9.0, 8.0],
+    "symbol_storm": [20.5, 5.5, 33.0, 12.3, 3.0, None, 6.0, 5.0],
+    "link_down": [15.0, 9.5, 30.0, 22.2, 6.0, None, 29.5],
+    "ib_flap": [19.7, 7.0, 28.0, 11.0, 4.5, None, 27.5],
+}
+
+
+def judgements(session: ConsoleSession, now: float) -> dict[str, Any]:
+    """Every judgement the console shows, in the shape of ``status --json``."""
+    return fleet_summary(session.state, now, interruptions=session.interruptions.total,
+                         log=session.log.lines())
+
+
+def at(p: Player, offset: float | None) -> float:
+    return p.end if offset is None else p.start + offset
+
+
+def straight(path: Path, offsets: list[float | None]) -> dict[float | None, dict[str, Any]]:
+    """Judgements at each offset, playing straight from the start as the console does: the
+    Player moved by the wall clock's irregular steps, the console ticking after each."""
+    p = Player(path)
+    out: dict[float | None, dict[str, Any]] = {}
+    steps = iter([0.3, 0.7, 0.5, 0.2, 1.1] * 1000)
+    for offset in sorted(offsets, key=lambda o: float("inf") if o is None else o):
+        target = at(p, offset)
+        while p.position + 1.1 < target:
+            p.advance(next(steps))
+            p.session.tick()
+        p.seek(target)  # the last bit of the way, less than a step
+        p.session.tick()
+        out[offset] = judgements(p.session, p.clock())
+    return out
+
+
+@pytest.mark.parametrize("snapshots", ["every 7 ticks", "as they cost", "thinned"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_seek_judges_as_playing_straight_to_there(name, snapshots, monkeypatch):
+    path = FIXTURES / f"{name}.jsonl.gz"
+    offsets = CASES[name]
+    expected = straight(path, offsets)
+    p = Player(path)
+    if snapshots == "every 7 ticks":
+        p.snapshot_every = 7
+    elif snapshots == "thinned":
+        p.snapshot_every = 3
+        monkeypatch.setattr(replay, "SNAPSHOT_BYTES", 2_000_000)  # a few snapshots' worth
+    for offset in offsets:
+        p.seek(at(p, offset))
+        p.session.tick()  # the console's own tick after a seek
+        got = judgements(p.session, p.clock())
+        assert got == expected[offset], f"{name}: seek to {offset} s"
+    if snapshots == "thinned":
+        assert 0 < p._snapshot_bytes <= 2_000_000 and p._spread > 1
+
+
+def test_the_faults_are_judged_where_the_seeks_land():
+    """What the UX audit missed after a seek is there: the switch suspected behind leaf02's
+    nodes, their latched N2 (link_downed increased), and gpu0004's N3 symbol errors per hour."""
+    p = Player(FIXTURES / "leaf_switch.jsonl.gz")
+    p.seek(p.end)
+    p.seek(p.start + 20)
+    p.session.tick()
+    st = p.state.nodes["gpu0012"]
+    assert st.behind_switch == "leaf02-r[0-7]"
+    assert {f.rule for f in st.all_findings} >= {"F1", "N1", "N2"}
+    assert len(judgements(p.session, p.clock())["suspect_switches"]) == 8
+    p = Player(FIXTURES / "symbol_storm.jsonl.gz")
+    p.seek(p.end)
+    p.seek(p.start + 20)
+    assert "N3" in {f.rule for f in p.state.nodes["gpu0004"].all_findings}
+
+
+@pytest.mark.parametrize("name", ["xid79", "link_down"])
+def test_seeks_on_the_tick_grid_match_a_headless_replay_to_there(name):
+    """The Player ticks where a headless replay does (its 0.5 s ticks and the end): on the
+    grid, the two are the same replay."""
+    path = FIXTURES / f"{name}.jsonl.gz"
+    p = Player(path)
+    p.seek(p.end)
+    for offset in (25.0, 12.5, 3.0):
+        p.seek(p.start + offset)
+        run = run_headless(path, until=offset)
+        assert p.ticks == run.session.counters.ticks
+        assert judgements(p.session, p.clock()) == judgements(run.session, run.end)
+
+
+def test_events_are_shown_by_the_tick_after_them():
+    """``n`` lands on the tick that applies the next event (a seek to the event's own time,
+    between two ticks, would show the state before it), ``N`` on the one before."""
+    p = Player(FIXTURES / "xid79.jsonl.gz")
+    xid = next(t for t in p.events if t > p.start + 10)
+    p.seek(xid - 1)
+    assert p.next_event() == xid
+    assert p.position == p.shown_at(xid) >= xid
+    assert p.state.nodes["gpu0006"].verdict.value == "failed"
+    assert p.prev_event() is not None and p.position < xid
+    assert p.state.nodes["gpu0006"].verdict.value == "ok"
+
+
+def test_a_seek_back_reads_from_the_snapshot_not_the_start():
+    p = Player(FIXTURES / "thermal.jsonl.gz")
+    p.snapshot_every = 20
+    p.seek(p.end)
+    assert [s.ticks for s in p._snapshots] == [20, 40, 60, 80, 100]
+    p.seek(p.start + 45)
+    assert p.ticks == 90
+    # Put back at tick 80 and ticked ten times, not replayed from the start.
+    assert p.session.counters.ticks == 111 + 10
+    p.seek(p.start + 5)  # before the first snapshot: from the start
+    assert p.session.counters.ticks == 111 + 10 + 10
+    # Forwards past snapshots, when putting the last one back costs less than ticking there
+    # (made so here: the decision weighs measured times).
+    p._restore_s = 0.0
+    p.seek(p.start + 52)
+    assert p.ticks == 104 and p.session.counters.ticks == 111 + 10 + 10 + 4
+
+
+def test_a_restored_picture_is_a_new_state_and_redraws_the_timeline():
+    """Views cache on the state's serial and the timeline's seq: a snapshot put back must look
+    new to both, or a view would keep what it drew of the later picture."""
+    p = Player(FIXTURES / "xid79.jsonl.gz", tick_s=TICK_S)
+    p.snapshot_every = 10
+    p.seek(p.start + 20)
+    serial, seq = p.state.serial, p.session.log.seq
+    p.seek(p.start + 6)
+    assert p.state.serial != serial and p.session.log.seq > seq
+    assert [s for s, _line in p.session.log] == sorted(s for s, _line in p.session.log)
+
+
+@pytest.mark.parametrize("index", [True, False])
+def test_a_snapshot_put_back_reads_on_where_it_was_taken(tmp_path, index):
+    """Put back, a snapshot reads on from the segment holding it (from the start without the
+    index), skipping what it holds: nothing is applied twice or missed (seqs, counts)."""
+    path = tmp_path / "r.jsonl.gz"
+    write_fleet(path, seconds=30, segment_s=10.0)
+    if not index:
+        path.with_name(path.name + ".idx").unlink()
+    p = Player(path)
+    assert len(p.reader.segments) == (4 if index else 0)  # at 0, 10, 20 and 30 s
+    p.snapshot_every = 5
+    p.seek(p.end)
+    for offset in (22.0, 20.0, 10.5, 27.0):
+        p.seek(p.start + offset)
+        run = run_headless(path, until=offset)
+        mine, theirs = p.session, run.session
+        assert (mine.state.applied, mine.state.superseded, mine.ingest.received) == (
+            theirs.state.applied, theirs.state.superseded, theirs.ingest.received)
+        assert judgements(mine, p.clock()) == judgements(theirs, run.end)
+        assert {st.last_seq for st in mine.state.nodes.values()} == {int(offset)}
+        assert not any(st.seq_gaps for st in mine.state.nodes.values())
+
+
+def test_playing_faster_than_it_can_replay_slows_the_recording(monkeypatch):
+    """At a speed the machine cannot replay, one advance ticks as long as its budget allows and
+    the position waits for the state, instead of stalling the console to catch up."""
+    monkeypatch.setattr(replay, "ADVANCE_BUDGET_S", 0.0)
+    p = Player(FIXTURES / "xid79.jsonl.gz", speed=100.0)
+    p.advance(5.0)  # 500 s asked for
+    assert p.ticks == 1 and p.position == p.tick_at(1) < p.end
+    p.advance(0.001)  # 0.1 s: no tick due yet, the position moves on
+    assert p.ticks == 1 and p.position > p.tick_at(1)
