@@ -445,6 +445,11 @@ class ConsoleSession:
         for tr in moved:
             self._on_transition(tr)
         verdicts = self.state.take_transitions()
+        scope = self.ingest.scope
+        if scope is not None and verdicts:
+            # A sharded collector's rows are about its own nodes only: one it no longer owns
+            # (or knew only from its store) is another collector's to judge and record.
+            verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
         self.interruptions.observe(self.state, now)
         found, job_seconds = self.interruptions.take()
@@ -503,6 +508,8 @@ class ConsoleSession:
                       "or starved of CPU): no node is judged stale for that time",
                       severity="warn", kind="connection")
         if feed.conn.state == "connected":
+            if not self._was_up:
+                state.start_hearing(now)
             self._was_up = True
             if state.blind is not None and state.blind[1] is None:
                 since = state.blind[0]

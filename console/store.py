@@ -19,6 +19,7 @@ from typing import Any
 import aiosqlite
 
 from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
@@ -441,10 +442,18 @@ class Store:
                 continue
             state.remember_event(ev, create=True)
             restored += 1
+        # SQLite takes the bare column ``new`` from the row that holds the MAX: each node's
+        # latest verdict.
         async with self.db.execute(
-            "SELECT node, MAX(ts) FROM transitions GROUP BY node") as cur:
-            for node, ts in await cur.fetchall():
-                state.node(node).changed_at = ts
+            "SELECT node, new, MAX(ts) FROM transitions GROUP BY node") as cur:
+            for node, new, ts in await cur.fetchall():
+                try:
+                    verdict = Verdict(new)
+                except ValueError:
+                    continue
+                state.recall(node, verdict, ts)
+        if state.heard_since is not None:
+            state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
 
 
