@@ -461,6 +461,11 @@ GPU_MINUTE_COLUMNS = ("gpu", "minute", "samples", "util", "temp_max", "power", "
                       "present")
 PORT_MINUTE_COLUMNS = ("dev", "minute", "samples", "xmit_Bps", "rcv_Bps", "symbol_errors",
                        "link_downed", "down_samples")
+MINUTE_AGGREGATION = {"util": "mean", "temp_max": "max", "power": "mean", "sm_clock_min": "min",
+                      "xmit_Bps": "mean", "rcv_Bps": "mean", "symbol_errors": "sum",
+                      "link_downed": "sum", "down_samples": "count"}
+"""How ``Downsampler`` folds a minute's samples into each per-minute column: whoever shows one
+must say which (a minute's minimum clock is not its clock)."""
 EVENT_COLUMNS = ("event_id", "ts", "node", "kind", "severity", "component", "message", "data")
 
 
