@@ -3,6 +3,8 @@
 One JSON object per line in ``$XDG_STATE_HOME/fleetdeck/audit.jsonl`` (``~/.local/state/…``) or a
 path given with ``--audit-log``. Each command writes a ``requested`` record and, later, one record
 with its outcome (``done``, ``rejected``, ``failed``, ``timed_out``), both carrying the request id.
+A command refused before it was sent (unknown node, no such job, no broker) writes one record,
+``refused``, whose ``detail`` says why.
 The interface is two methods (``write`` and ``read``) so a SQLite store can replace the file.
 """
 
@@ -46,7 +48,7 @@ class AuditRecord:
     """Hostlist of nodes, or the job id."""
     why: str
     outcome: str
-    """requested | done | rejected | failed | timed_out"""
+    """requested | done | rejected | failed | timed_out | abandoned | refused (never sent)"""
     request_id: str
     cluster: str = ""
     detail: str = ""

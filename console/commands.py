@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
@@ -629,6 +630,25 @@ class CommandTracker:
         if req.finished_at is None and all(x.phase.terminal for x in req.targets):
             req.finished_at = now
         return Transition(req, t.target, old, phase, detail, now)
+
+
+REFUSED = "refused"
+"""The audit outcome of a command refused before anything was sent."""
+
+
+def refusal(op: CommandOp, targets: Iterable[str] | str, why: str, *, who: str, cluster: str,
+            now: float, reason: str = "", mode: DrainMode | None = None) -> AuditRecord:
+    """The audit record of an operator's command refused before it was sent (a node or job
+    this console does not know, no broker, a bad host list, interrupted): the attempt belongs
+    in the audit trail as much as a command that was sent and rejected. ``targets``: node ids,
+    or the hostlist or job id as typed."""
+    text = targets if isinstance(targets, str) else compress(targets)
+    if op is CommandOp.RESTART_JOB:
+        text = f"job {text}"  # as Request.target_text says it
+    return AuditRecord(ts=now, who=who, what=op.value, targets=text, why=reason.strip(),
+                       outcome=REFUSED, request_id=new_request_id(now), cluster=cluster,
+                       detail=why.strip().rstrip("."),
+                       args={"mode": mode.value} if mode is not None else {})
 
 
 def audit_fields(req: Request) -> dict[str, str]:

@@ -7,7 +7,8 @@ per GPU and node_exporter's ``node_infiniband_*`` per port, with the labels ``cl
 ``node``, ``gpu`` / ``device``, ``port``; fleetdeck's own judgements (verdict, drain) and
 ingest health are ``fleetdeck_*``.
 
-The HTTP server (prometheus_client's) answers on its own thread, while the fleet state belongs
+The HTTP server (prometheus_client's exposition behind a small router: ``/metrics``, a pointer
+at ``/``, 404 for anything else) answers on its own thread, while the fleet state belongs
 to the asyncio loop: a scrape asks the loop for a snapshot (references to the nodes' immutable
 latest samples, taken between two ticks) and formats from that, so a scrape never reads state
 that a tick is changing and never holds the loop for longer than the copy of references.
@@ -15,16 +16,21 @@ that a tick is changing and never holds the loop for longer than the copy of ref
 
 import asyncio
 import math
-from collections.abc import Callable, Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.state import WAITING
 from fleetdeck.errors import UserError
 
 SNAPSHOT_TIMEOUT_S = 10.0
@@ -107,7 +113,9 @@ PORT_COUNTERS: tuple[tuple[str, str, str], ...] = (
      "flow control update periods occurred (excessive_buffer_overrun_errors)",
      "excessive_buffer_overrun_errors"),
 )
-VERDICTS = tuple(v.value for v in Verdict)
+VERDICTS = (*(v.value for v in Verdict), WAITING)
+"""As ``status`` and the views show them: ``waiting`` is a node born (or known from the store)
+but not heard yet, neither ok nor failed (``NodeState.verdict_shown``)."""
 DRAIN_STATES = ("none", "draining", "drained")
 JOB_STATES = ("PD", "R", "CG", "CD", "F", "NF", "RQ", "CA")
 
@@ -134,17 +142,26 @@ class Snapshot:
     applied: int
     ticks: int
     behind_s: float
+    connected: bool = False
+    """Whether the collector is connected to its broker now."""
+    last_message_age_s: float | None = None
+    """Seconds since it last received a message (None: none yet)."""
 
 
 def take_snapshot(session: ConsoleSession) -> Snapshot:
     """Runs on the loop, between ticks: references only, no formatting."""
     state = session.state
-    nodes = [NodeSnap(st.node_id, st.verdict.value, bool(st.online), st.drain.state.value,
+    nodes = [NodeSnap(st.node_id, st.verdict_shown, bool(st.online), st.drain.state.value,
                       st.last_rx, st.seq_gaps, st.telemetry)
              for st in state.nodes.values()]
+    feed = session.feed
+    last = feed.last_handed if feed is not None else None
     return Snapshot(state.cluster, nodes, list(state.jobs.values()), session.ingest.received,
                     dict(state.malformed.by_reason), state.applied, session.counters.ticks,
-                    state.behind_s)
+                    state.behind_s,
+                    connected=feed is not None and feed.conn.state == "connected",
+                    last_message_age_s=None if last is None else max(0.0,
+                                                                     session.clock() - last))
 
 
 def _number(value: Any, scale: float = 1.0) -> float | None:
@@ -171,7 +188,7 @@ class FleetCollector(Collector):
 def _fleet(snap: Snapshot) -> Iterator[Metric]:
     c = snap.cluster
     verdict = GaugeMetricFamily("fleetdeck_node_verdict", "The console's verdict on the node "
-                                "(1 for the current one of ok, degraded, failed, stale, offline)",
+                                f"(1 for the current one of {', '.join(VERDICTS)})",
                                 labels=["cluster", "node", "verdict"])
     drain = GaugeMetricFamily("fleetdeck_node_drain_state", "The node's drain state (1 for the "
                               "current one of none, draining, drained)",
@@ -221,6 +238,17 @@ def _fleet(snap: Snapshot) -> Iterator[Metric]:
                                labels=["cluster"])
     behind.add_metric([c], snap.behind_s)
     yield behind
+    connected = GaugeMetricFamily("fleetdeck_broker_connected", "Whether the collector is "
+                                  "connected to its MQTT broker (1) or not (0)",
+                                  labels=["cluster"])
+    connected.add_metric([c], 1.0 if snap.connected else 0.0)
+    yield connected
+    age = GaugeMetricFamily("fleetdeck_broker_last_message_age_seconds", "Seconds since the "
+                            "collector last received a message from its broker (absent before "
+                            "the first)", labels=["cluster"])
+    if snap.last_message_age_s is not None:
+        age.add_metric([c], snap.last_message_age_s)
+    yield age
 
 
 def _gpus(snap: Snapshot) -> Iterator[Metric]:
@@ -331,6 +359,40 @@ def parse_listen(text: str) -> tuple[str, int]:
     return (host.strip("[]") or "0.0.0.0"), number
 
 
+METRICS_PATH = "/metrics"
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def routed(exposition: WSGIApp, cluster: str) -> WSGIApp:
+    """``/metrics`` is the exposition; ``/`` a one-line pointer to it (someone opened the bare
+    address in a browser); anything else 404. prometheus_client's own server answered every
+    path with the metrics, so a typo in a scrape config still "worked"."""
+    pointer = (f"fleetdeck collector for cluster {cluster}: Prometheus metrics are at "
+               f"{METRICS_PATH}\n").encode()
+    missing = f"not found; Prometheus metrics are at {METRICS_PATH}\n".encode()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == METRICS_PATH:
+            return exposition(environ, start_response)
+        status, body = ("200 OK", pointer) if path == "/" else ("404 Not Found", missing)
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                                ("Content-Length", str(len(body)))])
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
+
+    return app
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a slow scraper must not keep the collector from exiting
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per scrape on stderr would bury collect's own progress lines
+
+
 def serve_metrics(session: ConsoleSession, listen: str,
                   loop: asyncio.AbstractEventLoop) -> tuple[str, int]:
     """Start the exposition endpoint for ``session``; return the address it listens on."""
@@ -344,10 +406,15 @@ def serve_metrics(session: ConsoleSession, listen: str,
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector(snapshot))
+    server_class: type[_Server] = _Server
+    if ":" in host:
+        server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
     try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        server = make_server(host, port, routed(make_wsgi_app(registry), session.cluster),
+                             server_class, handler_class=_Quiet)
     except OSError as err:
         raise UserError(f"cannot serve metrics on {host}:{port}: {err.strerror or err}.") \
             from None
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     bound_host, bound_port = server.server_address[:2]
     return str(bound_host), int(bound_port)

@@ -29,7 +29,14 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudit
-from fleetdeck.console.commands import CommandTracker, Phase, Request, Transition, audit_fields
+from fleetdeck.console.commands import (
+    CommandTracker,
+    Phase,
+    Request,
+    Transition,
+    audit_fields,
+    refusal,
+)
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Batch, Ingest
@@ -471,6 +478,11 @@ class ConsoleSession:
         for tr in moved:
             self._on_transition(tr)
         verdicts = self.state.take_transitions()
+        scope = self.ingest.scope
+        if scope is not None and verdicts:
+            # A sharded collector's rows are about its own nodes only: one it no longer owns
+            # (or knew only from its store) is another collector's to judge and record.
+            verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
         self.interruptions.observe(self.state, now)
         found, job_seconds = self.interruptions.take()
@@ -529,6 +541,8 @@ class ConsoleSession:
                       "or starved of CPU): no node is judged stale for that time",
                       severity="warn", kind="connection")
         if feed.conn.state == "connected":
+            if not self._was_up:
+                state.start_hearing(now)
             self._was_up = True
             if state.blind is not None and state.blind[1] is None:
                 since = state.blind[0]
@@ -691,6 +705,21 @@ class ConsoleSession:
     def restart_job(self, job_id: str, reason: str = "") -> Request:
         return self.submit(self.tracker.restart_job(job_id, self.clock(), reason,
                                                     job=self.state.jobs.get(job_id)))
+
+    def refuse(self, op: CommandOp, targets: Iterable[str] | str, why: str, reason: str = "",
+               mode: DrainMode | None = None) -> AuditRecord:
+        """An operator's command refused before anything was sent (``why``: one sentence):
+        audited with outcome ``refused`` and shown in the timeline, as a sent command's
+        outcome is. The front end still tells the operator in its own way."""
+        record = refusal(op, targets, why, who=self.operator, cluster=self.cluster,
+                         now=self.clock(), reason=reason, mode=mode)
+        self.audit.write(record)
+        nodes = () if isinstance(targets, str) or op is CommandOp.RESTART_JOB else tuple(targets)
+        verb = "restart" if op is CommandOp.RESTART_JOB else op.value
+        self.log.add(EventLine(record.ts, "console", "command", "error",
+                               f"{self.operator}: {verb} {record.targets} refused: "
+                               f"{record.detail}", nodes[:64]))
+        return record
 
     def submit(self, req: Request) -> Request:
         """Audit, log and queue a request's commands; the I/O pump publishes them."""

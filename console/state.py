@@ -51,6 +51,8 @@ RESEND_BACKOFF_CAP_S = 300.0
 RESEND_MAX_ASKS = 4
 UNBORN_MAX = 10_000
 """Nodes heard from without a birth that are tracked for a rebirth request, at most."""
+RECALLED_MAX = 1_000_000
+"""Forgotten nodes whose last recorded verdict is kept, at most (node ids come from the network)."""
 EVENT_MEMORY = 5000
 SHAPE_LOG_MAX = 100_000
 NODE_EVENT_MEMORY = 50
@@ -137,6 +139,10 @@ class NodeState:
     not the node."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
+    reported: Verdict | None = None
+    """The verdict the last ``Transition`` of this node gave (the store's latest row for it,
+    after a restore); None before the first. A node that is ``waiting`` has no verdict to
+    report yet: its first row is its first real one."""
     judge_key: tuple[object, ...] = ()
     """What the last judgement of a live, fresh node read, its findings first
     (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
@@ -250,7 +256,10 @@ class NodeState:
             self.judged, self.verdict = True, verdict
             return verdict
         heard = self.last_rx if self.last_rx is not None else self.first_seen
-        self.stale = heard is None or unseen_s(heard, now, blind) > (
+        # Never heard: known only from history (the store) and the console cannot hear the
+        # broker yet. Its silence is the console's, not the node's: waiting, not stale
+        # (FleetState.start_hearing starts its clock).
+        self.stale = heard is not None and unseen_s(heard, now, blind) > (
             STALE_INTERVALS * self.interval_s)
         liveness: list[Finding] = []
         alive = (f"; job {self.job_stepping} still stepping — the agent died, not the node: "
@@ -272,7 +281,8 @@ class NodeState:
             verdict = Verdict.FAILED
         else:
             verdict = combine(self.effective_findings)
-        if verdict is not self.verdict or not self.judged:
+        # A restored node found as the store left it keeps the time of its last change.
+        if verdict is not (self.verdict if self.judged else self.reported):
             self.changed_at = now
         self.judged = True
         self.verdict = verdict
@@ -379,7 +389,7 @@ class Transition:
     node: str
     ts: float
     old: Verdict | None
-    """None the first time this console judged the node."""
+    """None for the node's first verdict (neither this console nor its store had one)."""
     new: Verdict
     reasons: tuple[str, ...]
 
@@ -488,6 +498,10 @@ class FleetState:
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
         """Why it heard nothing then: its broker connection was lost, or it did not run."""
+        self._recalled: dict[str, tuple[Verdict, float]] = {}
+        """Forgotten nodes' last recorded verdict and its time (``forget``, ``node``)."""
+        self.heard_since: float | None = None
+        """When the console could first hear the broker (``start_hearing``)."""
 
     def __setstate__(self, saved: dict[str, Any]) -> None:
         # A state unpickled (a replay's snapshot put back) is a new state object: caches keyed
@@ -501,7 +515,31 @@ class FleetState:
             self._made += 1
             st = self.nodes[node_id] = NodeState(node_id, made=self._made)
             self._dirty.add(node_id)
+            if self._recalled:
+                st.reported, st.changed_at = self._recalled.pop(node_id, (None, 0.0))
         return st
+
+    def recall(self, node_id: str, verdict: Verdict, changed_at: float) -> NodeState:
+        """A node known from the store (a restarting console): its last verdict there, so
+        that the next row written for it is a change from that one, and not heard yet (so
+        ``waiting`` until it is, or until the console has heard the broker long enough to
+        call it stale: ``start_hearing``)."""
+        st = self.node(node_id)
+        if st.last_rx is None and not st.judged:
+            st.reported, st.changed_at = verdict, changed_at
+        if st.first_seen is None and self.heard_since is not None:
+            st.first_seen = self.heard_since
+        return st
+
+    def start_hearing(self, now: float) -> None:
+        """The console hears the broker from ``now`` (its first connection): a node it knows
+        only from history counts its silence from here, not from before the console ran."""
+        if self.heard_since is None:
+            self.heard_since = now
+        for st in self.nodes.values():
+            if st.first_seen is None and st.last_rx is None and st.digest is None:
+                st.first_seen = self.heard_since
+                self._dirty.add(st.node_id)
 
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
@@ -838,7 +876,6 @@ class FleetState:
                 self._arm(st, heard, window)
                 continue
             st.judge_key = key
-            old = st.verdict if st.judged else None
             new = st.judge(now, blind)
             self._arm(st, heard, window)
             t = st.sample
@@ -853,8 +890,13 @@ class FleetState:
                 self.not_ok.add(st.node_id)
             else:
                 self.not_ok.discard(st.node_id)
-            if new is not old:
-                self.transitions.append(Transition(st.node_id, now, old, new, tuple(st.reasons)))
+            if new is not st.reported and not (new is Verdict.OK and st.waiting):
+                # A node born (or restored) but not heard yet is ``waiting``: its health is
+                # not known, and a row saying ok (or stale, for the console's own silence)
+                # would be false history (found in an audit of collector starts).
+                self.transitions.append(Transition(st.node_id, now, st.reported, new,
+                                                   tuple(st.reasons)))
+                st.reported = new
         if len(self.transitions) > EVENT_MEMORY:
             del self.transitions[: len(self.transitions) - EVENT_MEMORY]
 
@@ -962,8 +1004,13 @@ class FleetState:
 
     def forget(self, node_id: str) -> None:
         """Drop a node (a sharded collector handed it to another collector)."""
-        if self.nodes.pop(node_id, None) is not None:
+        st = self.nodes.pop(node_id, None)
+        if st is not None:
             self._note_shape(node_id)
+            if st.reported is not None and len(self._recalled) < RECALLED_MAX:
+                # Taken back later (or owned once its birth says so, after a restore), its next
+                # row is a change from the last one this console recorded, not a "new" one.
+                self._recalled[node_id] = (st.reported, st.changed_at)
         self._digest_order.pop(node_id, None)
         self._dirty.discard(node_id)
         self._watch.discard(node_id)

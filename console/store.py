@@ -19,6 +19,7 @@ from typing import Any
 import aiosqlite
 
 from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
@@ -441,10 +442,18 @@ class Store:
                 continue
             state.remember_event(ev, create=True)
             restored += 1
+        # SQLite takes the bare column ``new`` from the row that holds the MAX: each node's
+        # latest verdict.
         async with self.db.execute(
-            "SELECT node, MAX(ts) FROM transitions GROUP BY node") as cur:
-            for node, ts in await cur.fetchall():
-                state.node(node).changed_at = ts
+            "SELECT node, new, MAX(ts) FROM transitions GROUP BY node") as cur:
+            for node, new, ts in await cur.fetchall():
+                try:
+                    verdict = Verdict(new)
+                except ValueError:
+                    continue
+                state.recall(node, verdict, ts)
+        if state.heard_since is not None:
+            state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
 
 
@@ -452,6 +461,11 @@ GPU_MINUTE_COLUMNS = ("gpu", "minute", "samples", "util", "temp_max", "power", "
                       "present")
 PORT_MINUTE_COLUMNS = ("dev", "minute", "samples", "xmit_Bps", "rcv_Bps", "symbol_errors",
                        "link_downed", "down_samples")
+MINUTE_AGGREGATION = {"util": "mean", "temp_max": "max", "power": "mean", "sm_clock_min": "min",
+                      "xmit_Bps": "mean", "rcv_Bps": "mean", "symbol_errors": "sum",
+                      "link_downed": "sum", "down_samples": "count"}
+"""How ``Downsampler`` folds a minute's samples into each per-minute column: whoever shows one
+must say which (a minute's minimum clock is not its clock)."""
 EVENT_COLUMNS = ("event_id", "ts", "node", "kind", "severity", "component", "message", "data")
 
 

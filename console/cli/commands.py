@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeVar
 
@@ -20,7 +21,7 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.console.audit import AuditLog, AuditSink
-from fleetdeck.console.commands import BlastRadius, Phase, Request, blast_radius
+from fleetdeck.console.commands import BlastRadius, Phase, Request, blast_radius, refusal
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
@@ -59,6 +60,30 @@ def parse_targets(hostlist: str) -> list[str]:
     if not names:
         raise UserError("the hostlist names no nodes")
     return names
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the operator asked for: audited as ``refused`` when it is never sent."""
+
+    op: CommandOp
+    targets: list[str] | str
+    """Node ids, or the hostlist or job id as typed (before it could be read)."""
+    reason: str = ""
+    mode: DrainMode | None = None
+
+
+def checked(attempt: Attempt, audit: AuditSink, operator: str, cluster: str,
+            check: Callable[[], T]) -> T:
+    """``check()``; a ``UserError`` from it (a bad host list, no reason) is audited as the
+    attempt's refusal before it goes on to the operator."""
+    try:
+        return check()
+    except UserError as err:
+        audit.write(refusal(attempt.op, attempt.targets, str(err), who=operator,
+                            cluster=cluster, now=time.time(), reason=attempt.reason,
+                            mode=attempt.mode))
+        raise
 
 
 class Interrupted(UserError):
@@ -103,8 +128,12 @@ class CommandRun:
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    async def run(self, make: Callable[["CommandRun"], Request], *,
+    def refuse(self, attempt: Attempt, why: str) -> None:
+        self.session.refuse(attempt.op, attempt.targets, why, attempt.reason, attempt.mode)
+
+    async def run(self, make: Callable[["CommandRun"], Request], attempt: Attempt, *,
                   wait_done: bool = True) -> int:
+        """``attempt``: what ``make`` asks for, audited as refused if it is never sent."""
         session = self.session
         self._started = time.monotonic()
         req: Request | None = None
@@ -154,7 +183,9 @@ class CommandRun:
             why = (f"interrupted ({signal.Signals(caught[0]).name})" if caught
                    else "interrupted")
             session.abandon(f"{why} before an outcome was seen", Phase.ABANDONED)
-            if req is not None:
+            if req is None:
+                self.refuse(attempt, f"{why} before it was sent")
+            else:
                 self.say(f"{describe_op(req)}: {why}; what was sent stays in effect on the "
                          "nodes that received it (check with fleetdeck status)")
             if caught:
@@ -163,7 +194,16 @@ class CommandRun:
             raise
         except (aiomqtt.MqttError, TransportError) as err:
             session.abandon(f"broker connection lost: {err}", Phase.ABANDONED)
-            raise UserError(describe_mqtt_error(self.url, err)) from None
+            text = describe_mqtt_error(self.url, err)
+            if req is None:
+                self.refuse(attempt, text)
+            raise UserError(text) from None
+        except UserError as err:
+            # Refused before sending (no broker, unknown targets): the operator's attempt is
+            # in the audit trail with the sentence the CLI prints.
+            if req is None:
+                self.refuse(attempt, str(err))
+            raise
         finally:
             await session.close()
         assert req is not None
@@ -276,13 +316,20 @@ def _audit(path: str | None) -> AuditSink:
 def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: bool,
               operator: str, audit_path: str | None, timeout_s: float, wait: bool,
               command_key: bytes | None = None, dry_run: bool = False) -> int:
-    targets = parse_targets(hostlist)
-    if not reason.strip():
-        raise UserError("a reason is required to drain (--reason TEXT)")
-    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
-                     command_key=command_key)
-
     mode = DrainMode.NOW if now else DrainMode.FINISH
+    audit = _audit(audit_path)
+
+    def parse() -> list[str]:
+        names = parse_targets(hostlist)
+        if not reason.strip():
+            raise UserError("a reason is required to drain (--reason TEXT)")
+        return names
+
+    # A dry run sends nothing by design: nothing to audit.
+    targets = parse() if dry_run else checked(Attempt(CommandOp.DRAIN, hostlist, reason, mode),
+                                              audit, operator, cluster, parse)
+    run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s,
+                     command_key=command_key)
 
     def radius(r: CommandRun) -> BlastRadius:
         r.known(targets)
@@ -294,21 +341,24 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
 
     if dry_run:
         return asyncio.run(run.dry_run(radius))
-    return asyncio.run(run.run(make, wait_done=wait))
+    return asyncio.run(run.run(make, Attempt(CommandOp.DRAIN, targets, reason, mode),
+                               wait_done=wait))
 
 
 def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, operator: str,
                audit_path: str | None, timeout_s: float,
                command_key: bytes | None = None) -> int:
-    targets = parse_targets(hostlist)
-    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
+    audit = _audit(audit_path)
+    targets = checked(Attempt(CommandOp.RESUME, hostlist, reason), audit, operator, cluster,
+                      lambda: parse_targets(hostlist))
+    run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s,
                      command_key=command_key)
 
     def make(r: CommandRun) -> Request:
         r.known(targets)
         return r.session.resume(targets, reason)
 
-    return asyncio.run(run.run(make))
+    return asyncio.run(run.run(make, Attempt(CommandOp.RESUME, targets, reason)))
 
 
 def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, operator: str,
@@ -322,4 +372,4 @@ def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, o
             r.say(f"warning: job {job_id} has no retained status yet; sending anyway")
         return r.session.restart_job(job_id, reason)
 
-    return asyncio.run(run.run(make))
+    return asyncio.run(run.run(make, Attempt(CommandOp.RESTART_JOB, job_id, reason)))

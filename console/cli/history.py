@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdeck.console.store import Store
+from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
 
@@ -147,6 +147,27 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
 
 
 METRICS = ("util", "temp", "power", "clock", "ib")
+COLUMN = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clock_min",
+          "ib": "xmit_Bps"}
+"""The store column each ``--metric`` shows (ib: its table shows the symbol errors and samples
+down of each minute beside the transmit rate)."""
+TITLE = {"util": "GPU utilisation (%)", "temp": "GPU temperature (°C)", "power": "power (W)",
+         "clock": "SM clock (MHz)", "ib": "IB transmit (GB/s)"}
+WORDS = {"mean": "mean", "max": "maximum", "min": "minimum", "sum": "sum", "count": "count"}
+
+
+def aggregation(metric: str) -> str:
+    """How the minute's samples were folded into the value shown: mean, max or min."""
+    return MINUTE_AGGREGATION[COLUMN[metric]]
+
+
+def heading(node: str, metric: str) -> str:
+    """The line above the table: what each cell is, aggregation included."""
+    line = f"{node} {TITLE[metric]}: the {WORDS[aggregation(metric)]} of each minute's samples"
+    if metric == "ib":
+        line += (f"; sym: symbol errors in the minute ({MINUTE_AGGREGATION['symbol_errors']}),"
+                 f" down: samples with the port not ACTIVE ({MINUTE_AGGREGATION['down_samples']})")
+    return line
 
 
 def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
@@ -165,7 +186,10 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
 
     rows = asyncio.run(main())
     if as_json:
-        print(json.dumps(rows, indent=2))
+        # Every row keeps all its columns; these two say which one answers --metric, and how
+        # the minute was folded into it.
+        column, how = COLUMN[metric], aggregation(metric)
+        print(json.dumps([{**r, "metric": column, "aggregation": how} for r in rows], indent=2))
         return 0
     if not rows:
         table_console().print(f"no history for {escape(node)} since {iso(since_ts)}")
@@ -179,7 +203,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
         print(render(rows, node, metric, width=size.columns, height=max(12, size.lines - 4),
                      color=color))
         return 0
-    column = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clock_min"}
+    table_console().print(escape(heading(node, metric)))
     table = Table(box=None, pad_edge=False)
     table.add_column("MINUTE (UTC)")
     if metric == "ib":
@@ -203,7 +227,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
             table.add_column(f"gpu{g}", justify="right")
         by_min: dict[int, dict[int, Any]] = {}
         for r in rows:
-            by_min.setdefault(r["minute"], {})[r["gpu"]] = r[column[metric]]
+            by_min.setdefault(r["minute"], {})[r["gpu"]] = r[COLUMN[metric]]
         for minute, per_gpu in sorted(by_min.items()):
             table.add_row(iso(minute * 60)[:16],
                           *("-" if per_gpu.get(g) is None else f"{per_gpu[g]:.0f}" for g in gpus))

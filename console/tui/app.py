@@ -790,6 +790,7 @@ class FleetdeckApp(App[int]):
             try:
                 targets = expand(",".join(rest))
             except HostlistError as err:
+                self.session.refuse(CommandOp(verb), ",".join(rest), f"bad hostlist: {err}")
                 self.notify(str(err), severity="error")
                 return
             if verb == "drain":
@@ -860,6 +861,7 @@ class FleetdeckApp(App[int]):
 
         unknown = self._unknown(targets)
         if unknown:
+            self.session.refuse(CommandOp.DRAIN, targets, f"unknown node(s) {compress(unknown)}")
             self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
             return
 
@@ -883,6 +885,7 @@ class FleetdeckApp(App[int]):
 
         unknown = self._unknown(targets)
         if unknown:
+            self.session.refuse(CommandOp.RESUME, targets, f"unknown node(s) {compress(unknown)}")
             self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
             return
         radius = blast_radius(self.state, CommandOp.RESUME, targets, self.clock())
@@ -907,6 +910,7 @@ class FleetdeckApp(App[int]):
         from fleetdeck.console.tui.modals import ConfirmScreen
 
         if job_id not in self.state.jobs:
+            self.session.refuse(CommandOp.RESTART_JOB, job_id, f"no job {job_id}")
             self.notify(f"no job {esc(job_id)}", severity="error")
             return
         radius = job_blast_radius(self.state, job_id, self.clock())

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from fleetdeck.broker import free_port
 from tests.conftest import fleetdeck_cmd, run_cli, spawn, stop_process
 
 
@@ -47,9 +48,37 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     assert out.returncode == 2 and "unknown node" in out.stderr
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [r["outcome"] for r in records] == ["requested", "done", "requested", "done",
-                                               "requested", "rejected"]
+                                               "requested", "rejected", "refused"]
     assert records[0]["who"] == "carol" and records[0]["why"] == "switch swap OPS-9"
     assert records[0]["targets"] == "gpu[0001-0004]" and records[0]["args"]["mode"] == "now"
+
+
+def test_commands_refused_before_they_are_sent_are_audited(sim, tmp_path):
+    """An unknown node, a bad host list, a broker that is not there: the command is never
+    sent, the CLI says so in one sentence with its usual exit code, and the attempt is in the
+    audit trail as ``refused`` with the reason (before, it left no trace)."""
+    audit = tmp_path / "audit.jsonl"
+    out = cli(sim, audit, "drain", "gpu9999", "--reason", "bad fan OPS-12", "--now")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and "unknown node(s) gpu9999" in out.stderr
+    out = cli(sim, audit, "resume", "gpu[0001-", "--reason", "fixed")
+    assert out.returncode == 2 and "bad hostlist" in out.stderr
+    down = f"mqtt://127.0.0.1:{free_port()}"
+    for args in (("restart-job", "4102", "--reason", "retry"),
+                 ("drain", "gpu0001", "--reason", "x")):
+        res = run_cli(*args, "--broker", down, "--cluster", "cli", "--operator", "carol",
+                      "--audit-log", str(audit), "--timeout", "5")
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.count("\n") == 1, res.stderr
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["outcome"], r["what"], r["targets"], r["who"]) for r in records] == [
+        ("refused", "drain", "gpu9999", "carol"), ("refused", "resume", "gpu[0001-", "carol"),
+        ("refused", "restart_job", "job 4102", "carol"), ("refused", "drain", "gpu0001", "carol")]
+    assert records[0]["detail"].startswith("unknown node(s) gpu9999")
+    assert records[0]["why"] == "bad fan OPS-12" and records[0]["args"] == {"mode": "now"}
+    assert records[1]["detail"].startswith("bad hostlist")
+    assert "127.0.0.1" in records[2]["detail"]
+    assert len({r["request_id"] for r in records}) == 4
 
 
 def test_timeout_exit_code(mosquitto, tmp_path):

@@ -1,20 +1,30 @@
 """``fleetdeck collect --metrics``: a real Prometheus (Debian's package) scrapes a running
 collector of a simulated fleet, and PromQL answers with the fleet's values."""
 
+import asyncio
 import json
 import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import aiomqtt
 import pytest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.metrics import GPU_FIELDS, PORT_COUNTERS, parse_listen
 from fleetdeck.errors import UserError
+from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import GpuSample, IbPortSample
+from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import run_cli, spawn, stop_process
 
 CLUSTER = "prom"
@@ -152,3 +162,79 @@ def test_a_metrics_port_in_use_ends_the_collector(mosquitto, tmp_path):
         taken.close()
     assert res.returncode == 2, res.stderr
     assert "cannot serve metrics" in res.stderr and "Traceback" not in res.stderr
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def scrape(port: int) -> dict[str, Metric]:
+    status, text = get(port, "/metrics")
+    assert status == 200
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    # Valid exposition: every family announces its HELP and TYPE.
+    for name in families:
+        assert f"# HELP {name}" in text and f"# TYPE {name}" in text, name
+    return families
+
+
+def sample(families: dict[str, Metric], name: str, **labels: str) -> float | None:
+    for s in families[name].samples:
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return None
+
+
+async def publish_retained(url: BrokerURL, topic: str, payload: bytes) -> None:
+    async with aiomqtt.Client(url.host, url.port) as client:
+        await client.publish(topic, payload, qos=1, retain=True)
+
+
+def test_the_metrics_endpoint_routes_and_tells_broker_and_waiting(mosquitto, tmp_path):
+    """Only /metrics is the exposition (/ points to it, anything else is 404: it answered every
+    path with 200); the broker connection and the time since the last message are gauges; a
+    node born but not heard yet counts as waiting, not ok."""
+    url = str(mosquitto.url)
+    port = free_port()
+    col = spawn("collect", "--broker", url, "--cluster", CLUSTER, "--db", str(tmp_path / "c.db"),
+                "--metrics", f"127.0.0.1:{port}", log=tmp_path / "collect.log")
+    # A node that announced itself and has sent nothing yet (at a 60 s interval: waiting for
+    # three of them).
+    quiet = NodeAgent(cluster=CLUSTER, node_id="gpu0042", source=SimNode("gpu0042"),
+                      url=BrokerURL("127.0.0.1", 1), interval_s=60.0)
+    quiet.bd_seq = quiet._next_bd_seq()
+    asyncio.run(publish_retained(mosquitto.url, topic_for(CLUSTER, Kind.BIRTH, "gpu0042"),
+                                 codec.encode(quiet.birth())))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                families = scrape(port)
+            except OSError:
+                families = {}
+            if families and sample(families, "fleetdeck_nodes", verdict="waiting") == 1:
+                break
+            assert time.monotonic() < deadline, "the waiting node never showed"
+            time.sleep(0.5)
+        assert sample(families, "fleetdeck_nodes", verdict="ok") == 0
+        assert sample(families, "fleetdeck_node_verdict", node="gpu0042", verdict="waiting") == 1
+        assert sample(families, "fleetdeck_node_verdict", node="gpu0042", verdict="ok") == 0
+        assert sample(families, "fleetdeck_broker_connected", cluster=CLUSTER) == 1
+        age = sample(families, "fleetdeck_broker_last_message_age_seconds", cluster=CLUSTER)
+        assert age is not None and 0 <= age < 30
+        status, text = get(port, "/")
+        assert status == 200 and "/metrics" in text and "fleetdeck_" not in text
+        for path in ("/nope", "/metrics/", "/favicon.ico"):
+            status, text = get(port, path)
+            assert status == 404 and "/metrics" in text, path
+        mosquitto.stop()
+        deadline = time.monotonic() + 20
+        while sample(scrape(port), "fleetdeck_broker_connected", cluster=CLUSTER) != 0:
+            assert time.monotonic() < deadline, "still connected to a stopped broker"
+            time.sleep(0.5)
+    finally:
+        stop_process(col)

@@ -148,11 +148,32 @@ def test_commands_from_the_browser_need_an_operator():
         console_command("c", allow_commands=True, operator=None, tick_s=0.5)
 
 
-def test_serve_on_a_busy_port_is_one_sentence(tmp_path):
+def test_serve_on_a_busy_port_is_one_sentence(mosquitto, tmp_path):
+    """Bind first, then announce: it printed its "console … on http://…" banner (and
+    textual-serve's logo and "Serving …") before the error."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        res = run_cli("serve", "--broker", "mqtt://127.0.0.1:1", "--port", str(port))
+        res = run_cli("serve", "--broker", str(mosquitto.url), "--port", str(port))
     assert res.returncode == 2, res.stderr
-    assert "cannot serve on 127.0.0.1" in res.stderr and "Traceback" not in res.stderr
+    assert "cannot serve on 127.0.0.1" in res.stderr and "port is in use" in res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert "Ctrl-C stops" not in res.stderr and res.stdout == "", res.stdout
+
+
+def test_serve_announces_itself_once_it_listens(mosquitto, tmp_path):
+    port = free_port()
+    log = tmp_path / "serve.log"
+    serve = spawn("serve", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--port",
+                  str(port), log=log)
+    try:
+        wait_port(port)
+        deadline = time.monotonic() + 10
+        while "Ctrl-C stops" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        text = log.read_text()
+        assert f"on http://127.0.0.1:{port} (read-only)" in text, text
+        assert "Serving" not in text  # textual-serve's own banner, printed before it bound
+    finally:
+        assert stop_process(serve) == 0, log.read_text()

@@ -1,10 +1,14 @@
 """``fleetdeck history NODE --plot``: the store's history drawn in the terminal (plotext)."""
 
+import json
 import re
+import time
+
+import pytest
 
 from fleetdeck.console.cli.plot import render, series
 from fleetdeck.console.store import Store
-from tests.conftest import run_cli
+from tests.conftest import run_cli, spawn, stop_process
 from tests.store.test_store import fill
 
 
@@ -53,3 +57,37 @@ async def test_history_plot_from_the_cli(tmp_path):
     assert "gpu0001 power per minute (UTC)" in res.stdout and "W" in res.stdout
     both = run_cli("history", "gpu0001", "--db", str(db), "--plot", "--json")
     assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+@pytest.mark.timeout(180)
+def test_history_says_how_each_minute_is_aggregated(mosquitto, tmp_path):
+    """``--metric clock`` shows each minute's lowest SM clock: the table said nothing of it
+    (a throttled second read as a throttled minute), nor did the JSON."""
+    db = tmp_path / "c.db"
+    url = str(mosquitto.url)
+    sim = spawn("sim", "--broker", url, "--cluster", "hist", "--nodes", "1", "--jobs", "0",
+                "--interval", "0.5", log=tmp_path / "sim.log")
+    col = spawn("collect", "--broker", url, "--cluster", "hist", "--db", str(db),
+                log=tmp_path / "collect.log")
+    try:
+        deadline = time.monotonic() + 30
+        while "caught up" not in (tmp_path / "collect.log").read_text():
+            assert time.monotonic() < deadline, (tmp_path / "collect.log").read_text()
+            time.sleep(0.2)
+        # A minute is written once a sample of the next one arrives: cross a minute boundary.
+        time.sleep(60 - time.time() % 60 + 3)
+    finally:
+        assert stop_process(col) == 0
+        stop_process(sim)
+    want = {"clock": ("SM clock (MHz): the minimum", "sm_clock_min", "min"),
+            "temp": ("temperature (°C): the maximum", "temp_max", "max"),
+            "util": ("utilisation (%): the mean", "util", "mean"),
+            "ib": ("IB transmit (GB/s): the mean", "xmit_Bps", "mean")}
+    for metric, (words, column, how) in want.items():
+        res = run_cli("history", "gpu0001", "--db", str(db), "--metric", metric)
+        assert res.returncode == 0, res.stderr
+        assert words in res.stdout.splitlines()[0], res.stdout
+        res = run_cli("history", "gpu0001", "--db", str(db), "--metric", metric, "--json")
+        rows = json.loads(res.stdout)
+        assert rows and all(r["metric"] == column and r["aggregation"] == how for r in rows)
+        assert all(column in r for r in rows)

@@ -92,6 +92,48 @@ async def test_restore_brings_back_events(tmp_path):
     assert took < 2.0
 
 
+async def test_a_restored_node_is_waiting_until_heard_and_its_row_follows_the_store(tmp_path):
+    path = tmp_path / "s.db"
+    store = await Store.open(path)
+    node, _ = await fill(store, seconds=3)  # one row: new -> ok
+    await store.close()
+    fresh = FleetState("test")
+    store = await Store.open(path)
+    await store.restore(fresh)
+    await store.close()
+    st = fresh.nodes["gpu0001"]
+    fresh.judge_fleet(node.now + 60)
+    # Not heard since this console started, and it cannot hear the broker yet: not stale.
+    assert st.verdict_shown == "waiting" and not st.stale
+    assert fresh.take_transitions() == []
+    fresh.start_hearing(node.now + 60)
+    fresh.judge_fleet(node.now + 61)
+    assert st.verdict_shown == "waiting"
+    # Back as the store left it: no change, no row.
+    ingest = Ingest(node.cluster)
+    node.now += 61
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    fresh.apply(ingest.take_batch(), node.now)
+    assert st.verdict_shown == "ok" and fresh.take_transitions() == []
+    # Heard since, then silent: stale, from ok.
+    fresh.judge_fleet(node.now + 30)
+    assert [(t.old, t.new) for t in fresh.take_transitions()] == [("ok", "stale")]
+
+
+async def test_a_born_node_has_no_row_until_its_first_sample(tmp_path):
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    state.apply(ingest.take_batch(), node.now)
+    assert state.nodes["gpu0001"].verdict_shown == "waiting"
+    assert state.take_transitions() == []
+    node.feed(ingest, node.telemetry(advance=0.5), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    assert [(t.old, t.new) for t in state.take_transitions()] == [(None, "ok")]
+
+
 async def test_retention_purges_old_rows(tmp_path):
     store = await Store.open(tmp_path / "s.db", retention_days=1)
     try:

@@ -43,3 +43,37 @@ async def test_drain_via_ui_against_real_agents(mosquitto):
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_commands_refused_in_the_console_are_audited(mosquitto):
+    """An unknown node, a bad host list or a job the console does not know: nothing is sent,
+    the operator is told, and the attempt is in the audit trail as ``refused`` with why."""
+    stop = asyncio.Event()
+    agent = NodeAgent(cluster="live", node_id="gpu0001", source=SimNode("gpu0001"),
+                      url=mosquitto.url, interval_s=0.2, phase_s=0.0)
+    task = asyncio.create_task(agent.run(stop))
+    audit = MemoryAudit()
+    app = FleetdeckApp(cluster="live", url=mosquitto.url, auto_tick=False, audit=audit,
+                       operator="erin")
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await eventually(lambda: (app.tick(), "gpu0001" in app.state.nodes)[1], timeout=15,
+                             message="the node")
+            app.run_command_line(":drain gpu9999")
+            app.run_command_line(":resume gpu[0001-")
+            app.run_command_line(":restart 4102")
+            await pilot.pause()
+            assert not isinstance(app.screen, DrainScreen)
+            assert not app.tracker.requests
+            assert [(r.outcome, r.what, r.targets, r.who) for r in audit.records] == [
+                ("refused", "drain", "gpu9999", "erin"),
+                ("refused", "resume", "gpu[0001-", "erin"),
+                ("refused", "restart_job", "job 4102", "erin")]
+            assert audit.records[0].detail == "unknown node(s) gpu9999"
+            assert audit.records[1].detail.startswith("bad hostlist")
+            assert audit.records[2].detail == "no job 4102"
+            lines = [line.text for _seq, line in app.session.log if line.kind == "command"]
+            assert "erin: drain gpu9999 refused: unknown node(s) gpu9999" in lines
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
