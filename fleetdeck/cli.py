@@ -413,10 +413,12 @@ def build_parser() -> Parser:
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
     _add_db(p)
     p.add_argument("node", type=_id("node id"))
-    p.add_argument("--metric", choices=["util", "temp", "power", "clock", "ib"], default="util")
+    p.add_argument("--metric", choices=["util", "temp", "power", "clock", "ib"], default="util",
+                   help="GPU utilisation, temperature, power, SM clock, or IB throughput per "
+                   "port (default util)")
     p.add_argument("--since", default="1h", help="a span (90s, 15m, 1h, 7d) or an ISO time")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true")
+    out.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     out.add_argument("--plot", action="store_true", help="a chart in the terminal, one line "
                      "per GPU (or IB port)")
 
