@@ -527,6 +527,17 @@ def straggler_text(job: JobStatus, state: FleetState) -> str:
     return "" if found is None else found.text
 
 
+NO_REASON = frozenset({"none", "(null)", "(none)"})
+"""What Slurm puts in a job's reason when it has none (a fresh pending job says "None",
+squeue prints "(None)"): shown as no reason at all, never as the word."""
+
+
+def job_reason(job: JobStatus) -> str:
+    """The scheduler's reason for the job's state, or '' when it gave none."""
+    reason = job.reason.strip()
+    return "" if reason.lower() in NO_REASON else reason
+
+
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     frac = job.step / job.total_steps if job.total_steps else 0.0
     ckpt = "-"
@@ -540,7 +551,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
         eta="-" if job.eta_s is None else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
-        checkpoint=ckpt, straggler=straggler_text(job, state), reason=job.reason,
+        checkpoint=ckpt, straggler=straggler_text(job, state), reason=job_reason(job),
     )
 
 

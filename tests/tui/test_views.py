@@ -155,6 +155,32 @@ async def test_jobs_view_straggler(world):
         assert sorted(nodes.shown) == ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
 
 
+async def test_pending_job_without_a_reason_says_none_of_it(world):
+    """Slurm's reason for a fresh pending job is the word "None": shown as no reason."""
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import job_status, publish_job
+
+    pending = job_status("42", [], world.clock).model_copy(update=dict(
+        state=JobState.PD, reason="None", step=0, eta_s=None, last_checkpoint_ts=None,
+        last_checkpoint_step=0))
+    publish_job(world.ingest, pending, world.clock)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        overview = text_of(world.app)
+        line = next(x for x in overview.splitlines() if x.lstrip().startswith("42 "))
+        jobs_panel = line[:80]  # the fabric panel is beside it
+        assert jobs_panel.rstrip().endswith("llama-70b PD"), jobs_panel
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, JobsScreen)
+        [row] = [r for r in screen.rows if r.job_id == "42"]
+        assert row.state == "PD" and row.reason == ""
+        assert "None" not in text_of(world.app)
+
+
 async def test_events_view_filter(world):
     from fleetdeck.agents.source import EventDraft
 
