@@ -565,6 +565,34 @@ def sorted_jobs(state: FleetState) -> list[JobStatus]:
 
 # --- fabric -------------------------------------------------------------------------------------
 
+IB_UNIT = "Gb/s"
+"""InfiniBand's one unit, for link rates and throughput alike: a port's rate is 400 Gb/s (NDR,
+as sysfs and ibstat say it), and its traffic is read against that, so the live tables, the
+history charts and the CLI all speak gigabits per second. Telemetry and the store keep
+bytes/s (what the sysfs data counters count)."""
+IB_SCALE = 8e-9
+"""bytes/s to Gb/s."""
+
+
+def gbit_text(gbit: float) -> str:
+    """Gb/s without the unit (the header says it): ``200`` (a decimal is noise against a
+    400 Gb/s link), ``7.5`` below 10, ``<0.1`` for a trickle, which never reads as idle."""
+    if gbit >= 10:
+        return f"{gbit:.0f}"
+    if 0 < gbit < 0.05:
+        return "<0.1"
+    return f"{gbit:.1f}"
+
+
+def ib_throughput_text(bytes_per_s: float | None) -> str:
+    """A port's throughput (telemetry's bytes/s) in :data:`IB_UNIT`, as :func:`gbit_text`."""
+    return "-" if bytes_per_s is None else gbit_text(bytes_per_s * IB_SCALE)
+
+
+def ib_rate_text(rate_gbps: float | None) -> str:
+    """A port's link rate in :data:`IB_UNIT`, without the unit: ``400``."""
+    return "-" if rate_gbps is None else f"{rate_gbps:g}"
+
 
 @dataclass(frozen=True, slots=True)
 class PortRow:
@@ -680,7 +708,7 @@ def _fabric_node(st: NodeState) -> _FabricNode:
         detail = "; ".join(f.text for f in st.findings if f.component == comp)
         rows.append(PortRow(
             leaf=leaf, node=st.node_id, port=comp, status=status, state=p.state or "?",
-            phys=p.phys_state or "?", rate="-" if p.rate_gbps is None else f"{p.rate_gbps:g}",
+            phys=p.phys_state or "?", rate=ib_rate_text(p.rate_gbps),
             errors=port_error_text(p), detail=detail,
         ))
     ib = any(f.rule.startswith("N") for f in st.findings) if st.findings else False

@@ -15,7 +15,7 @@ from fleetdeck.console.node_history import series as chart_series
 CHART = {"util": "util", "temp": "temp", "power": "power", "clock": "clock", "ib": "ib_tx"}
 """``--metric`` to the chart it draws (console/node_history.py holds what each one means)."""
 UNIT = {"util": "%", "temp": "°C (max)", "power": "W", "clock": "MHz (min)",
-        "ib": "GB/s transmitted"}
+        "ib": f"{BY_KEY['ib_tx'].unit} transmitted"}
 MARKERS = ("•", "+", "x", "o", "*", "#", "@", "%", "&", "=")
 XTICKS = 6
 
