@@ -834,11 +834,13 @@ class FleetCounts:
     gpus_in_use: int = 0
     gpus_free: int = 0
     gpus_failed: int = 0
-    """Missing, or on a node whose health verdict is failed."""
+    """Missing, or with a fault of their own (``state.GpuUse``: a node failed for an IB port
+    puts its sound GPUs out, not failed)."""
     gpus_waiting: int = 0
     """On nodes that have sent no telemetry yet: not known, so neither free nor failed."""
     gpus_out: int = 0
-    """Drained, draining, down or stale: not usable, not necessarily broken."""
+    """Sound but unusable: drained, draining, down, stale, or on a node failed for something
+    other than the GPU."""
     ports: int = 0
     ports_down: int = 0
     ports_erroring: int = 0
@@ -853,34 +855,13 @@ def _contribution(st: NodeState) -> _Contribution:
     stale = state.endswith("*")
     base = state.rstrip("*")
     expected = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
-    present = st.gpus_present
-    missing = max(0, expected - present)
-    in_use = free = failed = out = wait = 0
-    if waiting(st):
-        # Born, no telemetry yet: its GPUs are not known, not missing.
-        wait = expected
-    elif st.sample is None:
-        # Silent (offline or stale) with no sample ever heard: out of service, but nothing
-        # says its GPUs failed (a replay that starts after a node died counted them failed
-        # where the live console, which had its last sample, counted them out).
-        out = expected
-    elif st.verdict is Verdict.FAILED:
-        failed = expected
-    else:
-        failed = missing
-        usable = present
-        if base in ("drng", "drain", "down") or stale:
-            out = usable
-        elif base in ("alloc", "mix"):
-            in_use = usable
-        else:
-            free = usable
+    use = st.gpu_use()
     ports = st.ib_ports
     down = max(0, ports - st.ib_ports_up) if st.sample is not None and not stale else 0
     erroring = len({f.component for f in st.findings
                     if f.rule in ("N2", "N3", "N4", "N5")})
-    return (base, stale, verdict_text(st), expected, in_use, free, failed, out, ports, down,
-            erroring, wait)
+    return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
+            ports, down, erroring, use.waiting)
 
 
 @dataclass
