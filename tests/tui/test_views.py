@@ -88,6 +88,36 @@ async def test_nodes_view_sort_filter_marks(world):
         assert screen.targets() == sorted(screen.table.marks)
 
 
+async def test_the_sort_arrow_shows_on_every_column():
+    """GPUS and UTIL fill their 4 cells: sorted by them, the arrow took a cell from REASONS
+    (it was cut off, "GPU…"); at 80 columns, with none to spare, the title gives way."""
+    from tests.tui.conftest import World
+
+    for size in (SIZE, (80, 24)):
+        world = World()
+        world.populate()
+        async with world.app.run_test(size=size) as pilot:
+            await pilot.press("2")
+            world.tick()
+            await pilot.pause()
+            screen = world.app.screen
+            assert isinstance(screen, NodesScreen)
+            seen = []
+            for key in ("node", "state", "verdict", "gpus", "util", "temp"):
+                screen.sort_key = key
+                world.tick()
+                await pilot.pause()
+                header = text_of(world.app).splitlines()[2]
+                assert header.count("▼") == 1, (key, header)
+                seen.append(header.split("▼")[0].split()[-1])
+            if size == SIZE:
+                assert seen == ["NODE", "STATE", "HEALTH", "GPUS", "UTIL", "TEMP"]
+                # The rows are laid out as the header: "8/8" stays under GPUS.
+                at = header.index("GPUS")
+                row = text_of(world.app).splitlines()[3]
+                assert row[at:at + 4].strip() == "8/8"
+
+
 async def test_node_detail(world):
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
