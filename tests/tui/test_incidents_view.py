@@ -159,3 +159,28 @@ async def test_a_switch_incident_ages_from_its_ports_not_an_older_fault_behind_i
         rows = {r.key: r for r in screen.rows}
         assert rows["switch:leaf00-r2"].age == "80s"
         assert rows["node:gpu0005"].age == "5m"  # its own fault keeps its own age
+
+
+async def test_the_timeline_gets_the_room_the_list_leaves(world):
+    """Two incidents at 160x48: the list takes its rows, the selected incident's timeline the
+    rest, newest last (it was cut to 8 entries under a half-empty list)."""
+    from fleetdeck.console.eventlog import EventLine
+
+    now = world.clock()
+    for i in range(20):
+        world.app.session.log.add(EventLine(now + i, "gpu0003", "thermal", "warn",
+                                            f"gpu3: 9{i % 10} °C, entry {i}", ("gpu0003",)))
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        await pilot.press("down")
+        await pilot.pause()
+        assert screen.table.current_key == "node:gpu0003"
+        detail = screen.query_one("#incident-detail")
+        text = detail.render().plain
+        shown = [n for n in range(20) if f"entry {n}\n" in text + "\n"]
+        assert shown == list(range(20))  # every entry, the newest (19) included
+        assert detail.size.height >= 24 and screen.table.size.height <= 6
