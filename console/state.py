@@ -226,9 +226,8 @@ class NodeState:
             # live console, which had its last sample, counted them out).
             return GpuUse(out=expected)
         missing = max(0, expected - self.gpus_present)
-        failed = missing
-        if self.verdict is Verdict.FAILED:
-            failed = min(expected, max(missing, len(self.faulty_gpus)))
+        # A fault of the GPU's own stays one while its node is silent (last known).
+        failed = min(expected, max(missing, len(self.faulty_gpus))) if self.findings else missing
         usable = max(0, self.gpus_present - (failed - missing))  # present and not faulty
         if (self.verdict is Verdict.FAILED or self.online is False or self.stale
                 or self.drain.state in (DrainState.DRAINING, DrainState.DRAINED)):
