@@ -49,6 +49,7 @@ class ClusterRow:
     by_verdict: dict[str, int]
     gpus: int
     gpus_present: int
+    """Present in the last samples (a silent cluster's last word, not what it can run)."""
     ib_ports: int
     ib_ports_up: int
     drained: int
@@ -62,6 +63,11 @@ class ClusterRow:
     """The session's broker connection state ('connected', 'connecting', …; '' headless)."""
     behind_s: float = 0.0
     malformed: int = 0
+    gpus_usable: int = 0
+    """In use or free (``state.GpuUse``), as the overview counts them: a cluster whose nodes
+    all went silent has none, whatever their last samples said."""
+    gpus_failed: int = 0
+    gpus_out: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -73,6 +79,8 @@ class ClusterRow:
         return {
             "cluster": self.cluster, "nodes": self.nodes, "by_verdict": self.by_verdict,
             "attention": self.attention, "gpus": self.gpus, "gpus_present": self.gpus_present,
+            "gpus_usable": self.gpus_usable, "gpus_failed": self.gpus_failed,
+            "gpus_out": self.gpus_out,
             "ib_ports": self.ib_ports, "ib_ports_up": self.ib_ports_up,
             "drained": self.drained, "draining": self.draining,
             "jobs_running": self.jobs_running, "jobs": self.jobs_total,
@@ -94,7 +102,8 @@ def cluster_row(state: FleetState, *, connection: str = "") -> ClusterRow:
         jobs_running=sum(1 for j in state.jobs.values() if j.state is JobState.R),
         jobs_total=len(state.jobs), incidents=len(found),
         top_incident=found[0].title if found else "", connection=connection,
-        behind_s=state.behind_s, malformed=t.malformed,
+        behind_s=state.behind_s, malformed=t.malformed, gpus_usable=t.gpus_use.usable,
+        gpus_failed=t.gpus_use.failed, gpus_out=t.gpus_use.out,
     )
 
 
@@ -117,6 +126,8 @@ def combined(rows: Sequence[ClusterRow]) -> ClusterRow:
                       if worst is not None else ""),
         behind_s=max((r.behind_s for r in rows), default=0.0),
         malformed=sum(r.malformed for r in rows),
+        gpus_usable=sum(r.gpus_usable for r in rows),
+        gpus_failed=sum(r.gpus_failed for r in rows), gpus_out=sum(r.gpus_out for r in rows),
     )
 
 

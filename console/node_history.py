@@ -9,11 +9,12 @@ return (one row per GPU, or per IB port, per minute; docs/architecture.md, "The 
 
 import asyncio
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from fleetdeck.console.rows import IB_SCALE, IB_UNIT, gbit_text
 from fleetdeck.console.store import Store
 
 
@@ -54,8 +55,13 @@ class Chart:
     """How minutes that share one plotted column are drawn (:func:`thin`): the direction that
     is bad for this metric (hottest, slowest clock), so a thinned chart never hides a spike."""
 
+    fmt: Callable[[float], str] | None = None
+    """Formats a scaled value instead of ``digits`` (IB throughput: as the live table)."""
+
     def text(self, value: float | None) -> str:
-        return "-" if value is None else f"{value:.{self.digits}f}"
+        if value is None:
+            return "-"
+        return self.fmt(value) if self.fmt is not None else f"{value:.{self.digits}f}"
 
 
 CHARTS = (
@@ -63,9 +69,11 @@ CHARTS = (
     Chart("temp", "GPU temperature (max)", "°C", "gpu", "temp_max"),
     Chart("power", "GPU power", "W", "gpu", "power"),
     Chart("clock", "SM clock (min)", "MHz", "gpu", "sm_clock_min", fold="min"),
-    Chart("ib_tx", "IB transmit", "GB/s", "port", "xmit_Bps", scale=1e-9, digits=1,
+    # Gb/s as the live port table and the link rate (rows.IB_UNIT), not GB/s: a UX audit
+    # read 25 GB/s here against 200 Gb/s live for the same traffic.
+    Chart("ib_tx", "IB transmit", IB_UNIT, "port", "xmit_Bps", scale=IB_SCALE, fmt=gbit_text,
           fold="mean"),
-    Chart("ib_rx", "IB receive", "GB/s", "port", "rcv_Bps", scale=1e-9, digits=1,
+    Chart("ib_rx", "IB receive", IB_UNIT, "port", "rcv_Bps", scale=IB_SCALE, fmt=gbit_text,
           fold="mean"),
     Chart("ib_symbol", "IB symbol errors", "per min", "port", "symbol_errors", counter=True),
     Chart("ib_downed", "IB link downed", "per min", "port", "link_downed", counter=True),

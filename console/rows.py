@@ -527,6 +527,17 @@ def straggler_text(job: JobStatus, state: FleetState) -> str:
     return "" if found is None else found.text
 
 
+NO_REASON = frozenset({"none", "(null)", "(none)"})
+"""What Slurm puts in a job's reason when it has none (a fresh pending job says "None",
+squeue prints "(None)"): shown as no reason at all, never as the word."""
+
+
+def job_reason(job: JobStatus) -> str:
+    """The scheduler's reason for the job's state, or '' when it gave none."""
+    reason = job.reason.strip()
+    return "" if reason.lower() in NO_REASON else reason
+
+
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     frac = job.step / job.total_steps if job.total_steps else 0.0
     ckpt = "-"
@@ -540,7 +551,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
         eta="-" if job.eta_s is None else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
-        checkpoint=ckpt, straggler=straggler_text(job, state), reason=job.reason,
+        checkpoint=ckpt, straggler=straggler_text(job, state), reason=job_reason(job),
     )
 
 
@@ -553,6 +564,34 @@ def sorted_jobs(state: FleetState) -> list[JobStatus]:
 
 
 # --- fabric -------------------------------------------------------------------------------------
+
+IB_UNIT = "Gb/s"
+"""InfiniBand's one unit, for link rates and throughput alike: a port's rate is 400 Gb/s (NDR,
+as sysfs and ibstat say it), and its traffic is read against that, so the live tables, the
+history charts and the CLI all speak gigabits per second. Telemetry and the store keep
+bytes/s (what the sysfs data counters count)."""
+IB_SCALE = 8e-9
+"""bytes/s to Gb/s."""
+
+
+def gbit_text(gbit: float) -> str:
+    """Gb/s without the unit (the header says it): ``200`` (a decimal is noise against a
+    400 Gb/s link), ``7.5`` below 10, ``<0.1`` for a trickle, which never reads as idle."""
+    if gbit >= 10:
+        return f"{gbit:.0f}"
+    if 0 < gbit < 0.05:
+        return "<0.1"
+    return f"{gbit:.1f}"
+
+
+def ib_throughput_text(bytes_per_s: float | None) -> str:
+    """A port's throughput (telemetry's bytes/s) in :data:`IB_UNIT`, as :func:`gbit_text`."""
+    return "-" if bytes_per_s is None else gbit_text(bytes_per_s * IB_SCALE)
+
+
+def ib_rate_text(rate_gbps: float | None) -> str:
+    """A port's link rate in :data:`IB_UNIT`, without the unit: ``400``."""
+    return "-" if rate_gbps is None else f"{rate_gbps:g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -669,7 +708,7 @@ def _fabric_node(st: NodeState) -> _FabricNode:
         detail = "; ".join(f.text for f in st.findings if f.component == comp)
         rows.append(PortRow(
             leaf=leaf, node=st.node_id, port=comp, status=status, state=p.state or "?",
-            phys=p.phys_state or "?", rate="-" if p.rate_gbps is None else f"{p.rate_gbps:g}",
+            phys=p.phys_state or "?", rate=ib_rate_text(p.rate_gbps),
             errors=port_error_text(p), detail=detail,
         ))
     ib = any(f.rule.startswith("N") for f in st.findings) if st.findings else False
@@ -795,11 +834,13 @@ class FleetCounts:
     gpus_in_use: int = 0
     gpus_free: int = 0
     gpus_failed: int = 0
-    """Missing, or on a node whose health verdict is failed."""
+    """Missing, or with a fault of their own (``state.GpuUse``: a node failed for an IB port
+    puts its sound GPUs out, not failed)."""
     gpus_waiting: int = 0
     """On nodes that have sent no telemetry yet: not known, so neither free nor failed."""
     gpus_out: int = 0
-    """Drained, draining, down or stale: not usable, not necessarily broken."""
+    """Sound but unusable: drained, draining, down, stale, or on a node failed for something
+    other than the GPU."""
     ports: int = 0
     ports_down: int = 0
     ports_erroring: int = 0
@@ -814,34 +855,13 @@ def _contribution(st: NodeState) -> _Contribution:
     stale = state.endswith("*")
     base = state.rstrip("*")
     expected = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
-    present = st.gpus_present
-    missing = max(0, expected - present)
-    in_use = free = failed = out = wait = 0
-    if waiting(st):
-        # Born, no telemetry yet: its GPUs are not known, not missing.
-        wait = expected
-    elif st.sample is None:
-        # Silent (offline or stale) with no sample ever heard: out of service, but nothing
-        # says its GPUs failed (a replay that starts after a node died counted them failed
-        # where the live console, which had its last sample, counted them out).
-        out = expected
-    elif st.verdict is Verdict.FAILED:
-        failed = expected
-    else:
-        failed = missing
-        usable = present
-        if base in ("drng", "drain", "down") or stale:
-            out = usable
-        elif base in ("alloc", "mix"):
-            in_use = usable
-        else:
-            free = usable
+    use = st.gpu_use()
     ports = st.ib_ports
     down = max(0, ports - st.ib_ports_up) if st.sample is not None and not stale else 0
     erroring = len({f.component for f in st.findings
                     if f.rule in ("N2", "N3", "N4", "N5")})
-    return (base, stale, verdict_text(st), expected, in_use, free, failed, out, ports, down,
-            erroring, wait)
+    return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
+            ports, down, erroring, use.waiting)
 
 
 @dataclass

@@ -8,6 +8,7 @@ because amqtt never enforces keepalive and a wedged collector can keep an MQTT s
 
 import heapq
 import itertools
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -57,6 +58,7 @@ EVENT_MEMORY = 5000
 SHAPE_LOG_MAX = 100_000
 NODE_EVENT_MEMORY = 50
 WAITING = "waiting"
+_GPU_NAME = re.compile(r"gpu\d+")
 """What a node that was born but has sent no telemetry yet shows instead of ``ok``."""
 AGENT_RECONNECT_S = 30.0
 """How long after the broker is back every agent has reconnected: their back-off is capped at
@@ -76,6 +78,27 @@ def unseen_s(heard: float, now: float, blind: Blind | None) -> float:
     since, until = blind
     end = now if until is None else min(now, until)
     return now - heard - max(0.0, end - max(heard, since))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    """A node's GPUs by what they can do now (``NodeState.gpu_use``); the overview's counts,
+    ``status --json`` totals and the clusters view all add these up."""
+
+    in_use: int = 0
+    free: int = 0
+    failed: int = 0
+    """Missing, or with a fault of their own (a drain finding on that GPU: XID 79, DBE, …)."""
+    out: int = 0
+    """Sound, but on a node that cannot take work: drained or draining, down, stale, or failed
+    for something that is not the GPU's (an IB port, a duplicate node id)."""
+    waiting: int = 0
+    """On a node that has sent no telemetry yet: not known, neither usable nor failed."""
+
+    @property
+    def usable(self) -> int:
+        """GPUs that run work or could (in use + free)."""
+        return self.in_use + self.free
 
 
 @dataclass
@@ -186,6 +209,39 @@ class NodeState:
     @property
     def gpus_present(self) -> int:
         return self._counts()[0]
+
+    @property
+    def faulty_gpus(self) -> frozenset[str]:
+        """GPUs (``gpu3``) named by a drain finding of their own, missing ones included (G1
+        names them)."""
+        out: set[str] = set()
+        for f in self.findings:
+            if f.severity is Severity.DRAIN and f.component.startswith("gpu"):
+                out.update(c for c in f.component.split(",") if _GPU_NAME.fullmatch(c))
+        return frozenset(out)
+
+    def gpu_use(self) -> GpuUse:
+        """Its GPUs by what they can do now. A node that cannot take work puts its sound GPUs
+        out, not failed: a node failed for one IB port counted its 8 GPUs failed (UX audit)."""
+        t = self.sample
+        expected = self.gpus_expected or (wire2.rows_of(t)[0] if t is not None else 0)
+        if self.waiting:
+            return GpuUse(waiting=expected)
+        if t is None:
+            # Silent with no sample ever heard: out of service, but nothing says its GPUs
+            # failed (a replay that starts after a node died counted them failed where the
+            # live console, which had its last sample, counted them out).
+            return GpuUse(out=expected)
+        missing = max(0, expected - self.gpus_present)
+        # A fault of the GPU's own stays one while its node is silent (last known).
+        failed = min(expected, max(missing, len(self.faulty_gpus))) if self.findings else missing
+        usable = max(0, self.gpus_present - (failed - missing))  # present and not faulty
+        if (self.verdict is Verdict.FAILED or self.online is False or self.stale
+                or self.drain.state in (DrainState.DRAINING, DrainState.DRAINED)):
+            return GpuUse(failed=failed, out=usable)
+        if t.job is not None:
+            return GpuUse(failed=failed, in_use=usable)
+        return GpuUse(failed=failed, free=usable)
 
     @property
     def ib_ports(self) -> int:
@@ -399,6 +455,8 @@ class Totals:
     nodes: int
     gpus: int
     gpus_present: int
+    gpus_use: GpuUse
+    """The fleet's GPUs by what they can do now (``NodeState.gpu_use`` summed)."""
     ib_ports: int
     ib_ports_up: int
     by_verdict: dict[str, int]
@@ -1024,16 +1082,24 @@ class FleetState:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)
         gpus = gpus_present = ports = ports_up = drained = draining = 0
         by_verdict[WAITING] = 0
+        use = [0, 0, 0, 0, 0]
         for st in self.nodes.values():
             by_verdict[st.verdict_shown] += 1
             gpus += st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
             gpus_present += st.gpus_present
+            u = st.gpu_use()
+            use[0] += u.in_use
+            use[1] += u.free
+            use[2] += u.failed
+            use[3] += u.out
+            use[4] += u.waiting
             ports += st.ib_ports
             ports_up += st.ib_ports_up
             drained += st.drain.state is DrainState.DRAINED
             draining += st.drain.state is DrainState.DRAINING
         return Totals(
-            nodes=len(self.nodes), gpus=gpus, gpus_present=gpus_present, ib_ports=ports,
+            nodes=len(self.nodes), gpus=gpus, gpus_present=gpus_present,
+            gpus_use=GpuUse(*use), ib_ports=ports,
             ib_ports_up=ports_up, by_verdict=by_verdict, drained=drained, draining=draining,
             malformed=self.malformed.total,
         )

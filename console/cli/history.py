@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
@@ -152,7 +153,7 @@ COLUMN = {"util": "util", "temp": "temp_max", "power": "power", "clock": "sm_clo
 """The store column each ``--metric`` shows (ib: its table shows the symbol errors and samples
 down of each minute beside the transmit rate)."""
 TITLE = {"util": "GPU utilisation (%)", "temp": "GPU temperature (°C)", "power": "power (W)",
-         "clock": "SM clock (MHz)", "ib": "IB transmit (GB/s)"}
+         "clock": "SM clock (MHz)", "ib": f"IB transmit ({IB_UNIT})"}
 WORDS = {"mean": "mean", "max": "maximum", "min": "minimum", "sum": "sum", "count": "count"}
 
 
@@ -209,7 +210,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
     if metric == "ib":
         devs = sorted({r["dev"] for r in rows})
         for d in devs:
-            table.add_column(f"{d} GB/s  sym  down", justify="right")
+            table.add_column(f"{d} {IB_UNIT}  sym  down", justify="right")
         by_minute: dict[int, dict[str, dict[str, Any]]] = {}
         for r in rows:
             by_minute.setdefault(r["minute"], {})[r["dev"]] = r
@@ -217,9 +218,9 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
             cells = []
             for d in devs:
                 row = per.get(d)
+                tx = ib_throughput_text(row["xmit_Bps"] or 0) if row is not None else ""
                 cells.append("-" if row is None else
-                             f"{(row['xmit_Bps'] or 0) / 1e9:5.1f} {row['symbol_errors']:4d} "
-                             f"{row['down_samples']:4d}")
+                             f"{tx:>5} {row['symbol_errors']:4d} {row['down_samples']:4d}")
             table.add_row(iso(minute * 60)[:16], *cells)
     else:
         gpus = sorted({r["gpu"] for r in rows})

@@ -15,7 +15,7 @@ from fleetdeck.console.node_history import series as chart_series
 CHART = {"util": "util", "temp": "temp", "power": "power", "clock": "clock", "ib": "ib_tx"}
 """``--metric`` to the chart it draws (console/node_history.py holds what each one means)."""
 UNIT = {"util": "% (mean)", "temp": "°C (max)", "power": "W (mean)", "clock": "MHz (min)",
-        "ib": "GB/s transmitted (mean)"}
+        "ib": f"{BY_KEY['ib_tx'].unit} transmitted (mean)"}
 """The y axis: unit, and how each minute's samples were folded (store.MINUTE_AGGREGATION)."""
 MARKERS = ("•", "+", "x", "o", "*", "#", "@", "%", "&", "=")
 XTICKS = 6

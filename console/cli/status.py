@@ -100,7 +100,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} "
         f"node{'' if t['nodes'] == 1 else 's'}  {verdicts}  "
-        f"GPUs {t['gpus_present']}/{t['gpus']}  IB up {t['ib_ports_up']}/{t['ib_ports']}  "
+        f"GPUs usable {t['gpus_in_use'] + t['gpus_free']}/{t['gpus']} "
+        f"(failed {t['gpus_failed']}, out {t['gpus_out']})  "
+        f"IB up {t['ib_ports_up']}/{t['ib_ports']}  "
         f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
     render_incidents(summary.get("incidents", []), console)
@@ -208,7 +210,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console) -> None:
     """The fleet of fleets: one line per cluster, worst first, then the sum."""
     table = Table(box=None, pad_edge=False)
-    for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "GPUS", "IB UP",
+    for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "GPUS USABLE", "IB UP",
                 "JOBS R", "INC"):
         table.add_column(col, no_wrap=True)
     # The root-cause line is the one cell worth cutting: each cluster stays one line.
@@ -220,7 +222,7 @@ def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console)
             name, str(r.nodes), str(v.get("ok", 0)),
             *(f"[{VERDICT_STYLE[k]}]{v.get(k, 0)}[/]" if v.get(k, 0) else "0"
               for k in ("degraded", "failed", "stale", "offline")),
-            f"{r.gpus_present}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
+            f"{r.gpus_usable}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
             f"{r.jobs_running}/{r.jobs_total}", str(r.incidents), escape(r.top_incident))
 
     for r in worst_first(rows):

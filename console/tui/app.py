@@ -754,6 +754,37 @@ class FleetdeckApp(App[int]):
         if self.history:
             self._switch(self.history.pop())
 
+    def open_requests(self) -> list[tuple[str, Request]]:
+        """Every command not finished yet, in every context, with its cluster."""
+        return [(name, req) for name, session in self.sessions.items()
+                for req in session.tracker.active]
+
+    async def action_quit(self) -> None:
+        # Textual's own quit (the palette's "Quit the application") asks too.
+        self.action_quit_console()
+
+    def action_quit_console(self) -> None:
+        """q: quit, after a y/n when commands are still open (an operator who quits right
+        after a drain would otherwise never see whether it was done)."""
+        from fleetdeck.console.tui.modals import QuitScreen
+
+        open_now = self.open_requests()
+        if not open_now:
+            self.exit(0)
+            return
+        many = len(self.sessions) > 1
+        lines = [(f"[{name}] " if many else "") + f"{request_words(req)}: {req.phase.value}"
+                 for name, req in open_now]
+
+        def done(quit_: bool | None) -> None:
+            if not quit_:
+                return
+            for session in self.sessions.values():
+                session.abandon("console quit before an outcome was seen", Phase.ABANDONED)
+            self.exit(0)
+
+        self.push_screen(QuitScreen(lines), done)
+
     def action_help(self) -> None:
         from fleetdeck.console.tui.modals import HelpScreen
 
@@ -773,8 +804,10 @@ class FleetdeckApp(App[int]):
         if not words:
             return
         verb, rest = words[0].lower(), words[1:]
-        if verb in ("q", "quit", "q!"):
-            self.exit(0)
+        if verb in ("q", "quit"):
+            self.action_quit_console()
+        elif verb == "q!":
+            self.exit(0)  # vim's q!: no question asked
         elif verb in ALIASES and not rest:
             self.action_view(ALIASES[verb])
         elif verb in ("ctx", "context", "contexts", "cluster", "clusters"):

@@ -263,11 +263,28 @@ class LineTable(Widget, Generic[T], can_focus=True):
 
     def _widths(self, width: int) -> list[int | None]:
         """Each column's width for a line of ``width`` cells; None for a hidden column."""
-        sig = (width, self._content)
+        sig = (width, self._content, self.sort_key)
         if self._layout is not None and self._layout[0] == sig:
             return self._layout[1]
-        widths = layout(self.columns, width - 2, self._content)
+        widths = self._room_for_arrow(layout(self.columns, width - 2, self._content))
         self._layout = (sig, widths)
+        return widths
+
+    def _room_for_arrow(self, widths: list[int | None]) -> list[int | None]:
+        """The sorted column's ▼/▲ is all that says how the table is sorted: a column whose
+        title fills its width (GPUS, UTIL) takes the cell it needs from the flexible column
+        when that can spare it (a UX audit saw the arrow cut off there)."""
+        at = next((i for i, c in enumerate(self.columns) if c.key == self.sort_key), None)
+        flex = next((i for i, c in enumerate(self.columns) if not c.width), None)
+        if at is None or flex is None:
+            return widths
+        w, rest = widths[at], widths[flex]
+        if w is None or rest is None:
+            return widths
+        need = cell_len(self.columns[at].title) + 1 - w
+        if 0 < need <= rest - (self.columns[flex].min or FLEX_MIN):
+            widths = list(widths)
+            widths[at], widths[flex] = w + need, rest - need
         return widths
 
     @property
@@ -306,6 +323,9 @@ class LineTable(Widget, Generic[T], can_focus=True):
             title = col.title
             is_sorted = col.key == self.sort_key
             if is_sorted:
+                # Too narrow for both (no cell to spare, _room_for_arrow): the title gives way.
+                if cell_len(title) + 1 > w:
+                    title = set_cell_size(title, max(0, w - 1))
                 title += "▲" if self.sort_reverse else "▼"
             text = fit(title, w, col.right) + " "
             segs.append(Segment(text, sorted_style if is_sorted else style))
@@ -339,7 +359,8 @@ class LineTable(Widget, Generic[T], can_focus=True):
         own = self._cell_styles(row) if self._cell_styles is not None else {}
         selected = index == self.cursor and self.has_focus_within_screen
         marked = key in self.marks
-        cache_key = (cells, row_style, tuple(own.items()), selected, marked, width)
+        cache_key = (cells, row_style, tuple(own.items()), selected, marked, width,
+                     self.sort_key)  # the sorted column may be a cell wider (_room_for_arrow)
         cached = self._strips.get(cache_key)
         if cached is not None:
             return cached

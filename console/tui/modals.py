@@ -1,4 +1,5 @@
-"""Modal screens: drain form, confirmations with blast radius, help, ``:`` command line."""
+"""Modal screens: drain form, confirmations with blast radius, quit with commands open, help,
+``:`` command line."""
 
 from collections.abc import Callable
 
@@ -182,8 +183,53 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
+class QuitScreen(ModalScreen[bool]):
+    """Quit while commands are still open (k9s asks too): y quits, n or esc stays."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Quit"),
+                Binding("n,escape", "answer(False)", "Stay")]
+
+    MAX_LINES = 6
+
+    def __init__(self, open_lines: list[str]) -> None:
+        """``open_lines``: one line per open command (what, target, where it stands)."""
+        super().__init__()
+        self.open_lines = open_lines
+
+    def compose(self) -> ComposeResult:
+        n = len(self.open_lines)
+        shown = self.open_lines[:self.MAX_LINES]
+        body = [f"  • {esc(line)}" for line in shown]
+        if n > len(shown):
+            body.append(f"  … and {n - len(shown)} more")
+        body.append("[$text-muted]quitting stops following them: the audit log records each "
+                    "as abandoned, whatever the agents do next[/]")
+        with Vertical(id="dialog", classes="dialog"):
+            yield Static(f"[b]{plural(n, 'command')} still open: quit anyway? y/n[/]",
+                         id="dialog-title")
+            yield Static("\n".join(body), id="radius")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Quit (y)", variant="warning", id="ok", compact=True)
+                yield Button("Stay (n)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        # Stay is the safe answer to a stray enter.
+        self.query_one("#cancel", Button).focus()
+
+    def action_answer(self, quit_: bool) -> None:
+        self.dismiss(quit_)
+
+    @on(Button.Pressed, "#ok")
+    def _quit(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def _stay(self) -> None:
+        self.dismiss(False)
+
+
 HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · 6 incidents
-        esc back · q quit
+        esc back · q quit (asks if commands are open; :q! does not)
         : command mode (:nodes :jobs :fabric :events :incidents :node NAME{rw_cmds})
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from fleetdeck.console.cli.plot import render, series
+from fleetdeck.console.rows import ib_throughput_text
 from fleetdeck.console.store import Store
 from tests.conftest import run_cli, spawn, stop_process
 from tests.store.test_store import fill
@@ -34,7 +35,7 @@ async def test_series_follow_the_stores_minutes_per_gpu_and_port(tmp_path):
     assert all(v == want[m] for m, v in temps["gpu3"])
     ib = series(ports, "ib")
     assert list(ib) == [f"mlx5_ib{i}" for i in range(8)]
-    assert all(v < 1000 for pts in ib.values() for _m, v in pts)  # GB/s, not B/s
+    assert all(v <= 400 for pts in ib.values() for _m, v in pts)  # Gb/s, not B/s
 
 
 async def test_plot_draws_axes_labels_and_one_marker_per_series_without_colour(tmp_path):
@@ -82,7 +83,7 @@ def test_history_says_how_each_minute_is_aggregated(mosquitto, tmp_path):
     want = {"clock": ("SM clock (MHz): the minimum", "sm_clock_min", "min"),
             "temp": ("temperature (°C): the maximum", "temp_max", "max"),
             "util": ("utilisation (%): the mean", "util", "mean"),
-            "ib": ("IB transmit (GB/s): the mean", "xmit_Bps", "mean")}
+            "ib": ("IB transmit (Gb/s): the mean", "xmit_Bps", "mean")}
     for metric, (words, column, how) in want.items():
         res = run_cli("history", "gpu0001", "--db", str(db), "--metric", metric)
         assert res.returncode == 0, res.stderr
@@ -91,3 +92,14 @@ def test_history_says_how_each_minute_is_aggregated(mosquitto, tmp_path):
         rows = json.loads(res.stdout)
         assert rows and all(r["metric"] == column and r["aggregation"] == how for r in rows)
         assert all(column in r for r in rows)
+
+
+async def test_ib_history_table_is_in_gbits(tmp_path):
+    db, _gpus, ports = await _db(tmp_path)
+    res = run_cli("history", "gpu0001", "--db", str(db), "--since", "100000d", "--metric", "ib")
+    assert res.returncode == 0, res.stderr
+    assert "Gb/s" in res.stdout and "GB/s" not in res.stdout
+    row = next(r for r in ports if r["dev"] == "mlx5_ib0" and r["xmit_Bps"])
+    assert f" {ib_throughput_text(row['xmit_Bps'])} " in res.stdout
+    plot = render(ports, "gpu0001", "ib", width=100, height=24, color=False)
+    assert "Gb/s transmitted" in plot

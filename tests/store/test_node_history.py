@@ -48,8 +48,8 @@ async def test_load_reads_the_node_and_span_only(store):
     assert hist.labels("temp") == ["gpu0", "gpu1"]
     assert hist.labels("ib_tx") == ["mlx5_0"]
     assert set(hist.charts) == {c.key for c in CHARTS}
-    # Values come scaled as the chart says: GB/s, not B/s.
-    assert hist.value("ib_rx", "mlx5_0", LAST - 1) == pytest.approx(20.0)
+    # Values come scaled as the chart says: Gb/s, as IB link rates are, not B/s.
+    assert hist.value("ib_rx", "mlx5_0", LAST - 1) == pytest.approx(160.0)
     assert hist.value("temp", "gpu1", LAST - 2) == pytest.approx(59.0)
     assert hist.value("ib_symbol", "mlx5_0", LAST - 3) == 7
     assert hist.value("temp", "gpu1", LAST - 4) is None  # the gap
@@ -132,6 +132,8 @@ def test_short_labels_and_ticks():
 
 
 def test_chart_text_and_counters():
-    assert BY_KEY["ib_tx"].text(12.345) == "12.3"
+    # IB in Gb/s, as the live port table prints it (rows.gbit_text).
+    assert BY_KEY["ib_tx"].text(123.45) == "123" and BY_KEY["ib_tx"].text(7.54) == "7.5"
+    assert BY_KEY["ib_tx"].text(0.01) == "<0.1" and BY_KEY["ib_tx"].unit == "Gb/s"
     assert BY_KEY["temp"].text(None) == "-"
     assert BY_KEY["ib_symbol"].counter and not BY_KEY["power"].counter

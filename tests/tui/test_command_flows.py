@@ -265,3 +265,44 @@ async def test_palette_entries(world):
         next(c for t, c, _h in provider._dynamic("gpu0012") if t == "node: drain gpu0012")()
         await pilot.pause()
         assert isinstance(world.app.screen, DrainScreen)
+
+
+async def test_quit_asks_while_a_command_is_open(world):
+    from fleetdeck.console.tui.modals import QuitScreen
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        nodes = await open_nodes(world, pilot)
+        nodes.table.move_to_key("gpu0002")
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press(*"fan", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        [cmd] = sent(world)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(world.app.screen, QuitScreen)
+        text = text_of(world.app)
+        assert "1 command still open: quit anyway? y/n" in text
+        assert "drain gpu0002: requested" in text
+        await pilot.press("n")  # stays, and the command is still followed
+        await pilot.pause()
+        assert world.app.is_running and not isinstance(world.app.screen, QuitScreen)
+        req = world.app.tracker.requests[cmd.cmd_id.rsplit(".", 1)[0]]
+        assert req.phase is Phase.REQUESTED
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert req.phase is Phase.ABANDONED
+        assert world.audit.records[-1].outcome == "abandoned"
+    assert world.app.return_code == 0
+
+
+async def test_quit_without_open_commands_asks_nothing(world):
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.press("q")
+        await pilot.pause()
+        assert not world.app.is_running
+    assert world.app.return_code == 0

@@ -72,13 +72,17 @@ def test_demo_drain_and_recording_stay_in_the_demo_dir(tmp_path):
         tmux("send-keys", "-t", session, "R")
         wait_for(session, "recorded")
         tmux("send-keys", "-t", session, "q")
+        # The drain is still open (DRAINING while its job runs): q asks first.
+        wait_for(session, "1 command still open: quit anyway? y/n")
+        tmux("send-keys", "-t", session, "y")
         screen = wait_for(session, "DEMO-EXITED", timeout=30)
     finally:
         tmux("kill-session", "-t", session)
     runs = list((state / "fleetdeck").glob("demo-*"))
     assert len(runs) == 1
     run = runs[0]
-    assert "demo drain" in (run / AUDIT_FILE).read_text()
+    audit = (run / AUDIT_FILE).read_text()
+    assert "demo drain" in audit and "abandoned" in audit
     assert len(list(run.glob("fleetdeck-demo-*.jsonl.gz"))) == 1
     assert (run / STORE_FILE).exists()
     assert not (state / "fleetdeck" / AUDIT_FILE).exists()  # the real audit log: untouched

@@ -72,7 +72,8 @@ async def test_first_frame_counts_nodes_without_telemetry_as_waiting():
         await pilot.pause()
         text = text_of(world.app)
         assert "waiting" not in text.split("Top problems")[0]
-        assert "Health ok 23  failed 1" in text and "failed 8" in text
+        # Failed for its IB port: its 8 sound GPUs are out, not failed.
+        assert "Health ok 23  failed 1" in text and "failed 0  out 8" in text
 
 
 async def test_words_in_notifications_and_counts():

@@ -128,6 +128,35 @@ async def test_history_charts_span_and_cursor(stored_world):
         assert not world.app.screen.showing_history
 
 
+async def test_ib_throughput_is_gbits_live_and_in_history(stored_world):
+    """One unit for IB, as link rates are given (400 Gb/s): the live port table and the
+    history charts read the same traffic alike (a UX audit saw Gb/s live, GB/s in history)."""
+    from fleetdeck.console.rows import ib_throughput_text
+
+    world = stored_world
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("colon", *f"node {NODE}", "enter")
+        await pilot.pause()
+        text = text_of(world.app)
+        for header in ("RATE Gb/s", "TX Gb/s", "RX Gb/s"):
+            assert header in text
+        port = world.app.state.nodes[NODE].telemetry.ib_ports[0]
+        assert port.xmit_Bps is not None
+        assert ib_throughput_text(25e9) == "200" and ib_throughput_text(9e3) == "<0.1"
+        assert "mlx5_ib0:1" in text and ib_throughput_text(port.xmit_Bps) in text
+        view = world.app.screen.query_one(HistoryView)
+        loads = view.loads
+        await pilot.press("h")
+        await wait_loaded(pilot, view, loads)
+        text = text_of(world.app)
+        assert "IB transmit Gb/s" in text and "IB receive Gb/s" in text
+        tx = str(view.query_one("#chart-ib_tx", ChartBox).query_one(".chart-values").render())
+        assert "0:200 " in tx  # 2.5e10 bytes/s stored = 200 Gb/s, as the live table says
+        assert "GB/s" not in text
+
+
 async def test_no_store_says_so(world):
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()

@@ -124,3 +124,63 @@ async def test_the_report_comes_from_the_store_when_one_is_open(tmp_path):
     # Without a store, the same session's own figures.
     rep = await session.interruption_report()
     assert rep["source"] == "session" and rep["interruptions"] == 1
+
+
+async def test_a_switch_incident_ages_from_its_ports_not_an_older_fault_behind_it():
+    """A node behind the switch was degraded by a GPU fault of its own 200 s before the
+    switch's ports went: the switch's AGE counts from the ports (a UX audit read 3m for an
+    80 s old switch incident, the age of an earlier XID on one of its nodes)."""
+    from tests.tui.conftest import World
+    from tests.tui.fleet import port_down, throttled
+
+    world = World()
+    fleet = world.fleet
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest, faults={"gpu0005": throttled(3)})
+    world.tick()
+    world.clock.advance(200)
+    down = port_down()  # mlx5_ib2: rail switch leaf00-r2 of gpu0005, gpu0009, gpu0013
+
+    def both(tel):
+        return down(throttled(3)(tel))
+
+    faults = {"gpu0005": both, "gpu0009": down, "gpu0013": down}
+    fleet.telemetry(world.ingest, faults=faults)
+    world.tick()
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(40):  # 80 s of telemetry and ticks
+            world.clock.advance(1.0)
+            fleet.telemetry(world.ingest, faults=faults)
+            world.tick(1.0)
+        await pilot.press("6")
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        rows = {r.key: r for r in screen.rows}
+        assert rows["switch:leaf00-r2"].age == "80s"
+        assert rows["node:gpu0005"].age == "5m"  # its own fault keeps its own age
+
+
+async def test_the_timeline_gets_the_room_the_list_leaves(world):
+    """Two incidents at 160x48: the list takes its rows, the selected incident's timeline the
+    rest, newest last (it was cut to 8 entries under a half-empty list)."""
+    from fleetdeck.console.eventlog import EventLine
+
+    now = world.clock()
+    for i in range(20):
+        world.app.session.log.add(EventLine(now + i, "gpu0003", "thermal", "warn",
+                                            f"gpu3: 9{i % 10} °C, entry {i}", ("gpu0003",)))
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        await pilot.press("down")
+        await pilot.pause()
+        assert screen.table.current_key == "node:gpu0003"
+        detail = screen.query_one("#incident-detail")
+        text = detail.render().plain
+        shown = [n for n in range(20) if f"entry {n}\n" in text + "\n"]
+        assert shown == list(range(20))  # every entry, the newest (19) included
+        assert detail.size.height >= 24 and screen.table.size.height <= 6

@@ -88,6 +88,36 @@ async def test_nodes_view_sort_filter_marks(world):
         assert screen.targets() == sorted(screen.table.marks)
 
 
+async def test_the_sort_arrow_shows_on_every_column():
+    """GPUS and UTIL fill their 4 cells: sorted by them, the arrow took a cell from REASONS
+    (it was cut off, "GPU…"); at 80 columns, with none to spare, the title gives way."""
+    from tests.tui.conftest import World
+
+    for size in (SIZE, (80, 24)):
+        world = World()
+        world.populate()
+        async with world.app.run_test(size=size) as pilot:
+            await pilot.press("2")
+            world.tick()
+            await pilot.pause()
+            screen = world.app.screen
+            assert isinstance(screen, NodesScreen)
+            seen = []
+            for key in ("node", "state", "verdict", "gpus", "util", "temp"):
+                screen.sort_key = key
+                world.tick()
+                await pilot.pause()
+                header = text_of(world.app).splitlines()[2]
+                assert header.count("▼") == 1, (key, header)
+                seen.append(header.split("▼")[0].split()[-1])
+            if size == SIZE:
+                assert seen == ["NODE", "STATE", "HEALTH", "GPUS", "UTIL", "TEMP"]
+                # The rows are laid out as the header: "8/8" stays under GPUS.
+                at = header.index("GPUS")
+                row = text_of(world.app).splitlines()[3]
+                assert row[at:at + 4].strip() == "8/8"
+
+
 async def test_node_detail(world):
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
@@ -153,6 +183,32 @@ async def test_jobs_view_straggler(world):
         nodes = world.app.screen
         assert isinstance(nodes, NodesScreen)
         assert sorted(nodes.shown) == ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+
+
+async def test_pending_job_without_a_reason_says_none_of_it(world):
+    """Slurm's reason for a fresh pending job is the word "None": shown as no reason."""
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import job_status, publish_job
+
+    pending = job_status("42", [], world.clock).model_copy(update=dict(
+        state=JobState.PD, reason="None", step=0, eta_s=None, last_checkpoint_ts=None,
+        last_checkpoint_step=0))
+    publish_job(world.ingest, pending, world.clock)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        overview = text_of(world.app)
+        line = next(x for x in overview.splitlines() if x.lstrip().startswith("42 "))
+        jobs_panel = line[:80]  # the fabric panel is beside it
+        assert jobs_panel.rstrip().endswith("llama-70b PD"), jobs_panel
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, JobsScreen)
+        [row] = [r for r in screen.rows if r.job_id == "42"]
+        assert row.state == "PD" and row.reason == ""
+        assert "None" not in text_of(world.app)
 
 
 async def test_events_view_filter(world):

@@ -20,7 +20,7 @@ CLUSTER_COLUMNS = [
     Column("NODES", "nodes", 6, right=True), Column("OK", "ok", 6, right=True),
     Column("DEGR", "degraded", 5, right=True), Column("FAIL", "failed", 5, right=True),
     Column("STALE", "stale", 5, right=True, drop=3), Column("OFFL", "offline", 5, right=True),
-    Column("GPUS", "gpus", 13, right=True, drop=4), Column("IB UP", "ib", 13, right=True,
+    Column("GPUS USABLE", "gpus", 13, right=True, drop=4), Column("IB UP", "ib", 13, right=True,
                                                            drop=5),
     Column("JOBS R", "jobs", 7, right=True, drop=2), Column("INC", "incidents", 4, right=True),
     Column("LINK", "connection", 10, drop=1), Column("TOP INCIDENT", "top", 0, min=24),
@@ -69,7 +69,7 @@ class ClustersScreen(FleetView):
         return ("●" if r.cluster == self.fleet.active else "",
                 "all" if total else r.cluster, f"{r.nodes:,}", f"{v.get('ok', 0):,}",
                 *(f"{v.get(k, 0):,}" for k in ("degraded", "failed", "stale", "offline")),
-                f"{r.gpus_present:,}/{r.gpus:,}", f"{r.ib_ports_up:,}/{r.ib_ports:,}",
+                f"{r.gpus_usable:,}/{r.gpus:,}", f"{r.ib_ports_up:,}/{r.ib_ports:,}",
                 f"{r.jobs_running}/{r.jobs_total}", str(r.incidents),
                 "" if total else r.connection or "-", r.top_incident or "-")
 

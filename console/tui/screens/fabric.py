@@ -17,7 +17,7 @@ from fleetdeck.console.fabric_map import (
     plan,
     suspected,
 )
-from fleetdeck.console.rows import FleetRevision, LeafRow, PortRow, fabric
+from fleetdeck.console.rows import IB_UNIT, FleetRevision, LeafRow, PortRow, fabric
 from fleetdeck.console.tui.fabric_matrix import FabricMatrix
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView, Readout
@@ -34,7 +34,7 @@ PORT_COLUMNS = [
     Column("LEAF", "leaf", 14, grow=32, drop=1), Column("NODE", "node", 10, grow=24),
     Column("PORT", "port", 11, grow=20), Column("STATUS", "status", 8),
     Column("STATE", "state", 6, drop=2), Column("PHYS", "phys", 9, drop=3),
-    Column("RATE", "rate", 4, right=True, drop=4),
+    Column(f"RATE {IB_UNIT}", "rate", 9, right=True, drop=4),
     Column("COUNTERS / FINDINGS", "errors", 0, min=30),
 ]
 PORT_STYLE = {"down": "failed", "flapping": "failed", "erroring": "degraded"}

@@ -1,6 +1,7 @@
 """Incidents: one root-cause line per incident (console/incidents.py), the selected one's
 timeline, and job interruptions by cause with the effective training time ratio."""
 
+from rich.cells import cell_len
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -27,6 +28,64 @@ SEV_STYLE = {"error": "failed", "warn": "degraded"}
 REPORT_EVERY_S = 30.0
 """The interruption report is a store query: refreshed this often while the view is shown."""
 TIMELINE_SHOWN = 8
+"""Timeline lines shown before the pane has a size (it then shows what its height holds)."""
+
+
+class IncidentDetail(Readout):
+    """The selected incident: its line, what to do, and as much of its timeline (newest last)
+    as the pane's height holds; the pane takes the room the incident list leaves (a UX audit
+    found it cut to 8 lines under a half-empty list at 160x48)."""
+
+    incident: Incident | None = None
+
+    def set_incident(self, inc: Incident | None) -> None:
+        self.incident = inc
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        inc = self.incident
+        if inc is None:
+            self.show("", layout=False)
+            return
+        where = "the node" if len(inc.nodes) == 1 else "its nodes"
+        more = (f"({plural(inc.findings, 'finding')} on {plural(len(inc.nodes), 'node')}; "
+                f"enter: {where})")
+        head = [(f"[b]{esc(inc.title)}[/]", inc.title),
+                (f"[$accent]do:[/] {esc(inc.action)}  [$text-muted]{more}[/]",
+                 f"do: {inc.action}  {more}")]
+        width = max(1, self.content_size.width)
+        room = self.content_size.height
+        used = sum(_height(plain, width) for _m, plain in head)
+        if room <= 0:  # not laid out yet: resized later
+            room = used + TIMELINE_SHOWN
+        picked: list[str] = []
+        events = inc.timeline
+        for n, e in enumerate(reversed(events)):
+            markup, plain = _timeline_line(e)
+            h = _height(plain, width)
+            earlier = 1 if n + 1 < len(events) else 0  # the "… earlier" line, if any left
+            if used + h + earlier > room and picked:
+                break
+            picked.append(markup)
+            used += h
+        picked.reverse()
+        lines = [m for m, _p in head]
+        if len(picked) < len(events):
+            lines.append(f"  [$text-muted]… {len(events) - len(picked)} earlier[/]")
+        lines += picked
+        if not events:
+            lines.append("[$text-muted]no events about its nodes in the log yet[/]")
+        self.show("\n".join(lines), layout=False)
+
+
+def _height(plain: str, width: int) -> int:
+    """Lines ``plain`` takes wrapped at ``width``; one more for a wrapped one, as wrapping at
+    words can take it (the newest entry, last, must not be the one cut off)."""
+    rows = -(-cell_len(plain) // width)
+    return 1 if rows <= 1 else rows + 1
 
 
 class IncidentsScreen(FleetView):
@@ -45,7 +104,7 @@ class IncidentsScreen(FleetView):
         yield Readout(id="interruptions")
         yield LineTable(INCIDENT_COLUMNS, key=lambda r: r.key, cells=_cells,
                         style=lambda r: SEV_STYLE.get(r.severity, "text"), id="incident-table")
-        yield Readout(id="incident-detail")
+        yield IncidentDetail(id="incident-detail")
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -79,18 +138,7 @@ class IncidentsScreen(FleetView):
     def _show_detail(self) -> None:
         key = self.table.current_key
         inc = next((i for i in self.found if i.key == key), None)
-        box = self.query_one("#incident-detail", Readout)
-        if inc is None:
-            box.show("")
-            return
-        lines = [f"[b]{esc(inc.title)}[/]",
-                 f"[$accent]do:[/] {esc(inc.action)}  [$text-muted]"
-                 f"({plural(inc.findings, 'finding')} on {plural(len(inc.nodes), 'node')}; "
-                 f"enter: {'the node' if len(inc.nodes) == 1 else 'its nodes'})[/]"]
-        lines += [_timeline_line(e) for e in inc.timeline[-TIMELINE_SHOWN:]]
-        if not inc.timeline:
-            lines.append("[$text-muted]no events about its nodes in the log yet[/]")
-        box.show("\n".join(lines))
+        self.query_one("#incident-detail", IncidentDetail).set_incident(inc)
 
     def info(self) -> str:
         errors = sum(1 for r in self.rows if r.losing_work)
@@ -121,8 +169,10 @@ def _cells(r: IncidentRow) -> tuple[str, ...]:
     return (r.severity, r.kind, r.age, r.nodes, r.jobs, r.title)
 
 
-def _timeline_line(e: EventLine) -> str:
+def _timeline_line(e: EventLine) -> tuple[str, str]:
+    """The entry as markup, and as the plain text it shows (to measure)."""
     colour = {"error": "$error", "warn": "$warning", "done": "$success"}.get(e.severity,
                                                                               "$text-muted")
-    return (f"  [$text-muted]{clock_text(e.ts)}[/] [{colour}]{esc(e.source)} {esc(e.kind)}[/] "
-            f"{esc(e.text)}")
+    when = clock_text(e.ts)
+    return (f"  [$text-muted]{when}[/] [{colour}]{esc(e.source)} {esc(e.kind)}[/] "
+            f"{esc(e.text)}", f"  {when} {e.source} {e.kind} {e.text}")

@@ -11,7 +11,15 @@ from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.health import describe_clock_events
 from fleetdeck.console.recent import sparkline
-from fleetdeck.console.rows import clock_text, drain_reason, port_error_text, slurm_state
+from fleetdeck.console.rows import (
+    IB_UNIT,
+    clock_text,
+    drain_reason,
+    ib_rate_text,
+    ib_throughput_text,
+    port_error_text,
+    slurm_state,
+)
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.fit_table import FitColumn, FitTable
 from fleetdeck.console.tui.history_view import HistoryView
@@ -27,7 +35,8 @@ GPU_COLUMNS = (("GPU", 0), ("UTIL", 0), ("POWER", 0), ("TEMP", 0), ("MEM°", 7),
                ("XID", 2))
 """Data columns in order, with the rank at which a narrow screen hides them (0: never; the
 sparklines after UTIL and POWER go before any of these)."""
-PORT_COLUMNS = (("PORT", 0), ("STATE", 0), ("PHYS", 0), ("RATE", 2), ("TX", 1), ("RX", 1),
+RATE, TX, RX = f"RATE {IB_UNIT}", f"TX {IB_UNIT}", f"RX {IB_UNIT}"
+PORT_COLUMNS = (("PORT", 0), ("STATE", 0), ("PHYS", 0), (RATE, 2), (TX, 1), (RX, 1),
                 ("ERRORS (+delta)", 0))
 
 
@@ -217,12 +226,13 @@ class NodeDetailScreen(FleetView):
             cols["PORT"].append(Text(f"{p.dev}:{p.port}"))
             cols["STATE"].append(Text(p.state or "?", style))
             cols["PHYS"].append(Text(p.phys_state or "?", style))
-            cols["RATE"].append(Text("-" if p.rate_gbps is None else f"{p.rate_gbps:g}"))
-            cols["TX"].append(Text(_rate(p.xmit_Bps)))
-            cols["RX"].append(Text(_rate(p.rcv_Bps)))
+            cols[RATE].append(Text(ib_rate_text(p.rate_gbps)))
+            cols[TX].append(Text(ib_throughput_text(p.xmit_Bps)))
+            cols[RX].append(Text(ib_throughput_text(p.rcv_Bps)))
             cols["ERRORS (+delta)"].append(Text(errors or "0", "yellow" if errors else "dim"))
         return FitTable("InfiniBand ports",
-                        [FitColumn(name, cols[name], drop=drop) for name, drop in PORT_COLUMNS],
+                        [FitColumn(name, cols[name], drop=drop, right=name in (RATE, TX, RX))
+                         for name, drop in PORT_COLUMNS],
                         len(tel.ib_ports))
 
     def _timeline(self, st: NodeState) -> Text:
@@ -252,9 +262,3 @@ class NodeDetailScreen(FleetView):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in ("drain", "resume") and self.fleet.read_only)
 
-
-def _rate(bps: float | None) -> str:
-    if bps is None:
-        return "-"
-    gbit = bps * 8 / 1e9
-    return f"{gbit:.1f}Gb/s" if gbit >= 0.1 else f"{bps * 8 / 1e6:.1f}Mb/s"

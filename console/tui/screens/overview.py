@@ -354,7 +354,9 @@ class OverviewScreen(FleetView):
                 if not detail:
                     head += esc(fit(j.nodes, max(0, width - used)).rstrip())
             else:
-                head += esc(fit(j.reason or j.nodes, max(0, width - used)).rstrip())
+                # A pending job without a reason or nodes says nothing more ("PD" alone).
+                what = j.reason or (j.nodes if j.nodes != "-" else "")
+                head += esc(fit(what, max(0, width - used)).rstrip())
             lines.append(head)
             if j.straggler:
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
