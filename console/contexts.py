@@ -52,6 +52,7 @@ class ClusterRow:
     """Present in the last samples (a silent cluster's last word, not what it can run)."""
     ib_ports: int
     ib_ports_up: int
+    """Up on nodes heard from (``state.PortUse``): a silent cluster has none up."""
     drained: int
     draining: int
     jobs_running: int
@@ -68,6 +69,8 @@ class ClusterRow:
     all went silent has none, whatever their last samples said."""
     gpus_failed: int = 0
     gpus_out: int = 0
+    ib_ports_unknown: int = 0
+    """On silent nodes or nodes with no telemetry yet."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,6 +85,7 @@ class ClusterRow:
             "gpus_usable": self.gpus_usable, "gpus_failed": self.gpus_failed,
             "gpus_out": self.gpus_out,
             "ib_ports": self.ib_ports, "ib_ports_up": self.ib_ports_up,
+            "ib_ports_unknown": self.ib_ports_unknown,
             "drained": self.drained, "draining": self.draining,
             "jobs_running": self.jobs_running, "jobs": self.jobs_total,
             "incidents": self.incidents, "top_incident": self.top_incident or None,
@@ -104,6 +108,7 @@ def cluster_row(state: FleetState, *, connection: str = "") -> ClusterRow:
         top_incident=found[0].title if found else "", connection=connection,
         behind_s=state.behind_s, malformed=t.malformed, gpus_usable=t.gpus_use.usable,
         gpus_failed=t.gpus_use.failed, gpus_out=t.gpus_use.out,
+        ib_ports_unknown=t.ib_ports_unknown,
     )
 
 
@@ -128,6 +133,7 @@ def combined(rows: Sequence[ClusterRow]) -> ClusterRow:
         malformed=sum(r.malformed for r in rows),
         gpus_usable=sum(r.gpus_usable for r in rows),
         gpus_failed=sum(r.gpus_failed for r in rows), gpus_out=sum(r.gpus_out for r in rows),
+        ib_ports_unknown=sum(r.ib_ports_unknown for r in rows),
     )
 
 

@@ -843,11 +843,14 @@ class FleetCounts:
     other than the GPU."""
     ports: int = 0
     ports_down: int = 0
+    """Down on nodes heard from (``state.PortUse``)."""
     ports_erroring: int = 0
+    ports_unknown: int = 0
+    """On silent nodes, or nodes with no telemetry yet: their last sample is no word on now."""
     jobs: dict[str, int] = field(default_factory=dict)
 
 
-_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int]
+_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int, int]
 
 
 def _contribution(st: NodeState) -> _Contribution:
@@ -856,12 +859,11 @@ def _contribution(st: NodeState) -> _Contribution:
     base = state.rstrip("*")
     expected = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
     use = st.gpu_use()
-    ports = st.ib_ports
-    down = max(0, ports - st.ib_ports_up) if st.sample is not None and not stale else 0
+    ports = st.port_use()
     erroring = len({f.component for f in st.findings
                     if f.rule in ("N2", "N3", "N4", "N5")})
     return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
-            ports, down, erroring, use.waiting)
+            st.ib_ports, ports.down, erroring, use.waiting, ports.unknown)
 
 
 @dataclass
@@ -871,7 +873,7 @@ class CountsCache:
     nodes a full pass is ~0.4 s of Python)."""
 
     contrib: dict[str, _Contribution] = field(default_factory=dict)
-    sums: list[int] = field(default_factory=lambda: [0] * 9)
+    sums: list[int] = field(default_factory=lambda: [0] * 10)
     states: dict[str, int] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
     seen: int = -1
@@ -904,7 +906,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None,
     nodes = state.nodes
     if cache.state_id != state.serial or cache.seen < base:
         cache.contrib.clear()
-        cache.sums, cache.states, cache.verdicts, cache.pending = [0] * 9, {}, {}, {}
+        cache.sums, cache.states, cache.verdicts, cache.pending = [0] * 10, {}, {}, {}
         cache.state_id = state.serial
         for node_id, node in nodes.items():
             contrib = cache.contrib[node_id] = _contribution(node)
@@ -920,7 +922,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None,
                 cache.add(contrib, 1)
     cache.seen = base + len(log)
     (c.gpus, c.gpus_in_use, c.gpus_free, c.gpus_failed, c.gpus_out, c.ports, c.ports_down,
-     c.ports_erroring, c.gpus_waiting) = cache.sums
+     c.ports_erroring, c.gpus_waiting, c.ports_unknown) = cache.sums
     states = {k: v for k, v in cache.states.items() if v}
     verdicts = {k: v for k, v in cache.verdicts.items() if v}
     c.states = states

@@ -101,6 +101,19 @@ class GpuUse:
         return self.in_use + self.free
 
 
+@dataclass(frozen=True, slots=True)
+class PortUse:
+    """A node's IB ports by what is known of them now (``NodeState.port_use``); the overview,
+    ``status --json`` totals and the clusters view all add these up, as they do ``GpuUse``."""
+
+    up: int = 0
+    down: int = 0
+    """Heard from, and not ACTIVE/LinkUp in its latest sample."""
+    unknown: int = 0
+    """On a node that is silent (stale, offline) or has sent no telemetry yet: its last sample
+    is no word on them now (a cluster whose agents died read 512/512 up)."""
+
+
 @dataclass
 class NodeState:
     node_id: str
@@ -252,7 +265,17 @@ class NodeState:
 
     @property
     def ib_ports_up(self) -> int:
+        """Up in the latest sample, however old: ``port_use`` says what is known now."""
         return self._counts()[1]
+
+    def port_use(self) -> PortUse:
+        """Its IB ports by what is known of them now: those of a silent node are unknown, by
+        the rule that puts its GPUs out (``gpu_use``)."""
+        ports = self.ib_ports
+        if self.sample is None or self.online is False or self.stale:
+            return PortUse(unknown=ports)
+        up = min(ports, self.ib_ports_up)
+        return PortUse(up=up, down=ports - up)
 
     def _counts(self) -> tuple[int, int]:
         """(GPUs present, IB ports up) of the latest sample, counted once per sample: the
@@ -459,10 +482,14 @@ class Totals:
     """The fleet's GPUs by what they can do now (``NodeState.gpu_use`` summed)."""
     ib_ports: int
     ib_ports_up: int
+    """Up on nodes heard from (``NodeState.port_use``), not what silent nodes last said."""
     by_verdict: dict[str, int]
     drained: int
     draining: int
     malformed: int
+    ib_ports_down: int = 0
+    ib_ports_unknown: int = 0
+    """On silent nodes, or nodes with no telemetry yet (``PortUse.unknown``)."""
 
 
 _SERIALS = itertools.count()
@@ -1080,7 +1107,8 @@ class FleetState:
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)
-        gpus = gpus_present = ports = ports_up = drained = draining = 0
+        gpus = gpus_present = ports = ports_up = ports_down = ports_unknown = 0
+        drained = draining = 0
         by_verdict[WAITING] = 0
         use = [0, 0, 0, 0, 0]
         for st in self.nodes.values():
@@ -1094,14 +1122,18 @@ class FleetState:
             use[3] += u.out
             use[4] += u.waiting
             ports += st.ib_ports
-            ports_up += st.ib_ports_up
+            p = st.port_use()
+            ports_up += p.up
+            ports_down += p.down
+            ports_unknown += p.unknown
             drained += st.drain.state is DrainState.DRAINED
             draining += st.drain.state is DrainState.DRAINING
         return Totals(
             nodes=len(self.nodes), gpus=gpus, gpus_present=gpus_present,
             gpus_use=GpuUse(*use), ib_ports=ports,
             ib_ports_up=ports_up, by_verdict=by_verdict, drained=drained, draining=draining,
-            malformed=self.malformed.total,
+            malformed=self.malformed.total, ib_ports_down=ports_down,
+            ib_ports_unknown=ports_unknown,
         )
 
     def worst_first(self) -> list[NodeState]:

@@ -97,12 +97,15 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         f"[{VERDICT_STYLE[v]}]{v} {n}[/]" for v, n in t["by_verdict"].items() if n
     ) or "no nodes"
     where = escape(str(summary.get("broker") or summary.get("source") or ""))
+    # A silent node's ports are neither up nor down: say how many, or 0/512 reads as an outage.
+    unknown = t.get("ib_ports_unknown", 0)
+    ports_unknown = f" (unknown {unknown})" if unknown else ""
     console.print(
         f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} "
         f"node{'' if t['nodes'] == 1 else 's'}  {verdicts}  "
         f"GPUs usable {t['gpus_in_use'] + t['gpus_free']}/{t['gpus']} "
         f"(failed {t['gpus_failed']}, out {t['gpus_out']})  "
-        f"IB up {t['ib_ports_up']}/{t['ib_ports']}  "
+        f"IB up {t['ib_ports_up']}/{t['ib_ports']}{ports_unknown}  "
         f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
     render_incidents(summary.get("incidents", []), console)

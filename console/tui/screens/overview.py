@@ -198,6 +198,8 @@ class OverviewScreen(FleetView):
             failed += f"  [$text-muted]waiting {c.gpus_waiting}[/]"
         down = f"[$error]down {c.ports_down}[/]" if c.ports_down else "down 0"
         err = f"[$warning]erroring {c.ports_erroring}[/]" if c.ports_erroring else "erroring 0"
+        if c.ports_unknown:
+            err += f"  [$text-muted]unknown {c.ports_unknown}[/]"
         return (f"[b]Nodes[/] {c.nodes}  {states}   [b]Health[/] {verdicts or '-'}\n"
                 f"[b]GPUs[/] {c.gpus}  in use {c.gpus_in_use}  free {c.gpus_free}  {failed}  "
                 f"out {c.gpus_out}   [b]IB ports[/] {c.ports}  {down}  {err}   "
