@@ -395,6 +395,11 @@ class ConsoleSession:
     async def close(self) -> None:
         self.stop_recording()
         if self.store is not None:
+            # The minute in progress too: a stop (systemd, ^C) must not leave a hole in the
+            # history; the next run folds its part of that minute into this one.
+            partial = self.store.partial_minutes()
+            if partial.gpu or partial.ports:
+                self._store_q.rows.append(partial)
             async with self._io_lock:
                 await self._flush_store(final=True)
             await self.store.close()

@@ -27,7 +27,8 @@ from fleetdeck.paths import state_base
 from fleetdeck.protocol import wire2
 from fleetdeck.protocol.messages import Event
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``)."""
 DEFAULT_RETENTION_DAYS = 7.0
 
 SCHEMA = """
@@ -50,7 +51,7 @@ CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
 CREATE TABLE IF NOT EXISTS gpu_minutes (
     node TEXT NOT NULL, gpu INTEGER NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
     util REAL, temp_max REAL, power REAL, sm_clock_min REAL, present INTEGER NOT NULL,
-    PRIMARY KEY (node, gpu, minute)) WITHOUT ROWID;
+    partial INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (node, gpu, minute)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS interruptions (
     job_id TEXT NOT NULL, ts REAL NOT NULL, cause TEXT NOT NULL, nodes TEXT NOT NULL,
     gpus INTEGER NOT NULL, lost_gpu_hours REAL NOT NULL, detail TEXT NOT NULL,
@@ -61,8 +62,42 @@ CREATE TABLE IF NOT EXISTS job_minutes (
 CREATE TABLE IF NOT EXISTS port_minutes (
     node TEXT NOT NULL, dev TEXT NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
     xmit_Bps REAL, rcv_Bps REAL, symbol_errors INTEGER NOT NULL, link_downed INTEGER NOT NULL,
-    down_samples INTEGER NOT NULL, PRIMARY KEY (node, dev, minute)) WITHOUT ROWID;
+    down_samples INTEGER NOT NULL, partial INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (node, dev, minute)) WITHOUT ROWID;
 """
+
+
+def _upsert(table: str, key: str, means: tuple[str, ...], maxes: tuple[str, ...],
+            mins: tuple[str, ...], sums: tuple[str, ...], partial: bool) -> str:
+    """The insert of a minute row: it replaces a whole minute already there (two collectors
+    on one store write the same minute), but folds into a *partial* one (the part a collector
+    wrote as it stopped), so a restart within a minute keeps both parts of it."""
+    n = "(samples + excluded.samples)"
+    sets = ["samples = CASE WHEN partial THEN samples + excluded.samples "
+            "ELSE excluded.samples END"]
+    for c in means:
+        sets.append(f"{c} = CASE WHEN NOT partial OR {c} IS NULL THEN excluded.{c} "
+                    f"WHEN excluded.{c} IS NULL THEN {c} "
+                    f"ELSE ({c} * samples + excluded.{c} * excluded.samples) / {n} END")
+    for fn, cols in (("max", maxes), ("min", mins)):
+        for c in cols:
+            sets.append(f"{c} = CASE WHEN NOT partial THEN excluded.{c} "
+                        f"ELSE {fn}(COALESCE({c}, excluded.{c}), "
+                        f"COALESCE(excluded.{c}, {c})) END")
+    for c in sums:
+        sets.append(f"{c} = CASE WHEN NOT partial THEN excluded.{c} "
+                    f"ELSE {c} + excluded.{c} END")
+    sets.append("partial = excluded.partial")
+    return (f"INSERT INTO {table} VALUES ({'?,' * 9}{int(partial)}) "
+            f"ON CONFLICT (node, {key}, minute) DO UPDATE SET {', '.join(sets)}")
+
+
+_GPU_UPSERT = {partial: _upsert("gpu_minutes", "gpu", ("util", "power"), ("temp_max",),
+                                ("sm_clock_min", "present"), (), partial)
+               for partial in (False, True)}
+_PORT_UPSERT = {partial: _upsert("port_minutes", "dev", ("xmit_Bps", "rcv_Bps"), (), (),
+                                 ("symbol_errors", "link_downed", "down_samples"), partial)
+                for partial in (False, True)}
 
 
 def default_db_path(cluster: str) -> Path:
@@ -93,7 +128,8 @@ class _PortAcc:
 
 
 class Downsampler:
-    """Folds telemetry into per-minute aggregates; emits a minute once it is over."""
+    """Folds telemetry into per-minute aggregates; emits a minute once it is over, or, marked
+    partial, when the collector stops (``drain``)."""
 
     def __init__(self) -> None:
         self.minute: dict[str, int] = {}
@@ -161,6 +197,18 @@ class Downsampler:
             self._counters[key] = (sym, downed)
         return gpu_rows, port_rows
 
+    def drain(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """Every node's minute in progress, marked partial: a stop must not lose it (a minute
+        is otherwise emitted only when a sample of the next one arrives)."""
+        gpu_rows: list[tuple[Any, ...]] = []
+        port_rows: list[tuple[Any, ...]] = []
+        for node in list(self.minute):
+            g, p = self._emit(node)
+            gpu_rows += g
+            port_rows += p
+        self.minute.clear()
+        return gpu_rows, port_rows
+
     def _emit(self, node: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         minute = self.minute[node]
         gpu_rows = []
@@ -197,6 +245,8 @@ class TickRows:
     ports: list[tuple[Any, ...]] = field(default_factory=list)
     interruptions: list[tuple[Any, ...]] = field(default_factory=list)
     job_seconds: list[tuple[int, float]] = field(default_factory=list)
+    partial: bool = False
+    """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
 
     def merged_after(self, older: "TickRows") -> "TickRows":
         """These rows plus what cannot be had again of ``older`` (its per-minute samples are
@@ -233,7 +283,8 @@ class Store:
             await db.execute("PRAGMA synchronous=NORMAL")
             await db.execute("PRAGMA busy_timeout=5000")
             await db.executescript(SCHEMA)
-            await db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+            await cls._add_partial_columns(db)
+            await db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                              (str(SCHEMA_VERSION),))
             await db.commit()
         except sqlite3.Error as err:
@@ -241,6 +292,17 @@ class Store:
             raise StoreError(f"cannot use the history store {path}: {err} (is the folder "
                              "writable, and the file a fleetdeck store?).") from None
         return cls(db, path, retention_days)
+
+    @staticmethod
+    async def _add_partial_columns(db: aiosqlite.Connection) -> None:
+        """A store made before minutes could be partial (schema 1) gets the column; its rows
+        were all whole minutes."""
+        for table in ("gpu_minutes", "port_minutes"):
+            async with db.execute(f"PRAGMA table_info({table})") as cur:
+                names = {row[1] for row in await cur.fetchall()}
+            if "partial" not in names:
+                await db.execute(f"ALTER TABLE {table} "
+                                 "ADD COLUMN partial INTEGER NOT NULL DEFAULT 0")
 
     async def close(self) -> None:
         await self.db.close()
@@ -302,11 +364,9 @@ class Store:
                     "DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds",
                     rows.job_seconds)
             if rows.gpu:
-                await db.executemany(
-                    "INSERT OR REPLACE INTO gpu_minutes VALUES (?,?,?,?,?,?,?,?,?)", rows.gpu)
+                await db.executemany(_GPU_UPSERT[rows.partial], rows.gpu)
             if rows.ports:
-                await db.executemany(
-                    "INSERT OR REPLACE INTO port_minutes VALUES (?,?,?,?,?,?,?,?,?)", rows.ports)
+                await db.executemany(_PORT_UPSERT[rows.partial], rows.ports)
             await db.commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error, ValueError):
@@ -316,6 +376,11 @@ class Store:
             await self.purge(time.time())
         self.writes += 1
         self.write_ms = (time.perf_counter() - t0) * 1000
+
+    def partial_minutes(self) -> "TickRows":
+        """The minutes in progress, marked partial, for a clean stop to write last."""
+        gpu_rows, port_rows = self.down.drain()
+        return TickRows(gpu=gpu_rows, ports=port_rows, partial=True)
 
     async def write_tick(self, batch: Batch, transitions: Sequence[Transition]) -> None:
         await self.write_rows(self.prepare(batch, transitions))
