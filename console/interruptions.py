@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from fleetdeck.console.commands import since_checkpoint_s
 from fleetdeck.console.health import Finding
+from fleetdeck.console.judgements import job_reason
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
@@ -177,7 +178,7 @@ class InterruptionTracker:
         gpus = len(p.nodes) * p.run.gpus_per_node
         since = since_checkpoint_s(p.run, p.at)
         lost = 0.0 if since is None else gpus * since / 3600
-        what = job.reason or job.state.value
+        what = job_reason(job) or job.state.value
         it = Interruption(job.job_id, p.at, cause, tuple(by_cause.get(cause, [])), gpus, lost,
                           f"{p.was.value} -> {job.state.value} ({what})")
         self.found.append(it)

@@ -163,6 +163,18 @@ def correlate(state: FleetState, now: float) -> None:
             state.mark(st.node_id)
 
 
+NO_REASON = frozenset({"none", "(null)", "(none)"})
+"""What Slurm puts in a job's reason when it has none (a fresh pending job says "None",
+squeue prints "(None)"): shown as no reason at all, never as the word."""
+
+
+def job_reason(job: JobStatus) -> str:
+    """The scheduler's reason for the job's state, or '' when it gave none: the jobs view,
+    the interruption report and ``fleetdeck report`` all word a job's reason with this."""
+    reason = job.reason.strip()
+    return "" if reason.lower() in NO_REASON else reason
+
+
 JOB_ALIVE_S = 30.0
 """A job counts as still stepping when its step advanced within this long (or 5 steps)."""
 

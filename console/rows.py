@@ -19,6 +19,7 @@ from fleetdeck.console.judgements import (
     PORT_FLAPPING,
     SuspectSwitch,
     bad_ports,
+    job_reason,
     leaf_of,
     straggler,
     suspect_switches,
@@ -525,17 +526,6 @@ def straggler_text(job: JobStatus, state: FleetState) -> str:
     """``rank 17 gpu0042 +31%: throttled GPU (gpu3 hw thermal)`` or ''."""
     found = straggler(job, state)
     return "" if found is None else found.text
-
-
-NO_REASON = frozenset({"none", "(null)", "(none)"})
-"""What Slurm puts in a job's reason when it has none (a fresh pending job says "None",
-squeue prints "(None)"): shown as no reason at all, never as the word."""
-
-
-def job_reason(job: JobStatus) -> str:
-    """The scheduler's reason for the job's state, or '' when it gave none."""
-    reason = job.reason.strip()
-    return "" if reason.lower() in NO_REASON else reason
 
 
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
