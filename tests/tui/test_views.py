@@ -260,3 +260,27 @@ async def test_small_terminal_renders(world):
             world.tick()
             await pilot.pause()
             assert "fleetdeck t" in text_of(world.app)
+
+
+async def test_a_pending_jobs_reason_is_under_a_header_that_says_so(world):
+    """The jobs view's last column holds a running job's straggler or the scheduler's reason:
+    its header said STRAGGLER over a pending job's "Resources" (UX audit)."""
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import job_status, publish_job
+
+    pending = job_status("42", [], world.clock).model_copy(update=dict(
+        state=JobState.PD, reason="Resources", step=0, eta_s=None, last_checkpoint_ts=None,
+        last_checkpoint_step=0))
+    publish_job(world.ingest, pending, world.clock)
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        assert isinstance(world.app.screen, JobsScreen)
+        text = text_of(world.app)
+        header = next(x for x in text.splitlines() if "JOBID" in x)
+        assert "STRAGGLER (REASON)" in header
+        row = next(x for x in text.splitlines() if x.lstrip().startswith("42 "))
+        assert row.rstrip().endswith("(Resources)")
+        running = next(x for x in text.splitlines() if x.lstrip().startswith("41 "))
+        assert "rank 19 gpu0003" in running

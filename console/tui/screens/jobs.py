@@ -1,4 +1,5 @@
-"""Jobs: squeue codes, progress, step time, ETA, nodes, last checkpoint and the straggler."""
+"""Jobs: squeue codes, progress, step time, ETA, nodes, last checkpoint, and the straggler or
+the scheduler's reason."""
 
 from textual import on
 from textual.app import ComposeResult
@@ -18,7 +19,11 @@ JOB_COLUMNS = [
     Column("STEP", "step", 11, right=True, drop=3),
     Column("STEP T", "step_time", 6, right=True, drop=2),
     Column("ETA", "eta", 7, right=True), Column("NODES", "nodes", 14, grow=48),
-    Column("CKPT", "checkpoint", 14, drop=5), Column("STRAGGLER", "straggler", 0, min=32),
+    # A running job's straggler, or why the scheduler holds or ended a job: a job has one
+    # or the other, so they share the line's rest; squeue's NODELIST(REASON) habit shows
+    # which is which.
+    Column("CKPT", "checkpoint", 14, drop=5),
+    Column("STRAGGLER (REASON)", "straggler", 0, min=32),
 ]
 STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "failed",
                "NF": "failed", "RQ": "warn", "CA": "muted", "TO": "failed"}
@@ -88,7 +93,7 @@ class JobsScreen(FleetView):
 def _cells(r: JobRow) -> tuple[str, ...]:
     return (r.job_id, r.name, r.user, r.state, f"{r.progress * 100:3.0f}%",
             progress_bar(r.progress, BAR), r.step, r.step_time, r.eta, r.nodes, r.checkpoint,
-            r.straggler or r.reason)
+            r.straggler or (f"({r.reason})" if r.reason else ""))
 
 
 def _style(r: JobRow) -> str:
