@@ -131,6 +131,9 @@ class FabricMap:
     """Suspected switch -> the judgement's text."""
     overrides: dict[str, NodeFabric] = field(default_factory=dict)
     """Nodes that are not all ok now: a bad port, or silent, or waiting."""
+    recovered: frozenset[str] = frozenset()
+    """Of ``suspects``, the switches whose ports are all up again (``SuspectSwitch.recovered``):
+    not marked as failing, said as recovered."""
 
     def node(self, node: str) -> NodeFabric | None:
         return self.overrides.get(node) or self.nodes.get(node)
@@ -207,9 +210,11 @@ def fabric_map(state: FleetState, cache: FabricMapCache | None = None) -> Fabric
         nf = hit[1]
         if nf.bad or nf.silent != Port.OK:
             overrides[node_id] = nf
-    suspects = {sw.switch: sw.text for sw in suspect_switches(state)}
+    judged = suspect_switches(state)
+    suspects = {sw.switch: sw.text for sw in judged}
+    recovered = frozenset(sw.switch for sw in judged if sw.recovered)
     return FabricMap(cache.leaves, cache.members, cache.rails, cache.healthy, suspects,
-                     overrides)
+                     overrides, recovered)
 
 
 # --- per switch (the overview's fabric panel) ---------------------------------------------------
@@ -229,6 +234,13 @@ class SwitchRow:
     """Nodes with a bad port on this switch."""
     suspect: str
     """The judgement's text when the switch is suspected, else ''."""
+    recovered: bool = False
+    """Suspected, but its ports are all up again (``SuspectSwitch.recovered``)."""
+
+    @property
+    def failing(self) -> bool:
+        """Suspected and not recovered: what is marked as a failing switch."""
+        return bool(self.suspect) and not self.recovered
 
     @property
     def bad(self) -> int:
@@ -297,12 +309,14 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
                 got[3].append(st.node_id)
     out = SwitchSummary(sum(len(rails) for _n, rails in cache.leaves.values()),
                         leaves=cache.leaves)
-    texts = {sw.switch: sw.text for sw in suspects}
+    judged = {sw.switch: sw for sw in suspects}
     for sw, (leaf, rail, (down, flap, err), bad_nodes) in agg.items():
         ports = sum(n for rs, n in shapes[leaf].items() if rail in rs)
+        j = judged.get(sw)
         out.rows.append(SwitchRow(sw, leaf, rail, ports, down, flap, err,
-                                  tuple(sorted(bad_nodes)), texts.get(sw, "")))
-    out.rows.sort(key=lambda r: (r.suspect == "", -r.bad, -r.down, r.switch))
+                                  tuple(sorted(bad_nodes)), "" if j is None else j.text,
+                                  j is not None and j.recovered))
+    out.rows.sort(key=lambda r: (not r.failing, r.suspect == "", -r.bad, -r.down, r.switch))
     return out
 
 
@@ -474,11 +488,23 @@ def worst_node(fm: FabricMap, column: Column, rail: int) -> str | None:
 
 
 def suspected(fm: FabricMap, column: Column, rail: int) -> str:
-    """The text of the suspected switch this cell belongs to, else ''."""
+    """The text of the failing suspected switch this cell belongs to, else '' (a recovered
+    one: ``recovered``)."""
     for leaf in column.leaves:
-        text = fm.suspects.get(f"{leaf}-r{rail}")
-        if text:
+        sw = f"{leaf}-r{rail}"
+        text = fm.suspects.get(sw)
+        if text and sw not in fm.recovered:
             return text
+    return ""
+
+
+def recovered(fm: FabricMap, column: Column, rail: int) -> str:
+    """The text of the recovered switch this cell belongs to (``SuspectSwitch.recovered``),
+    else ''."""
+    for leaf in column.leaves:
+        sw = f"{leaf}-r{rail}"
+        if sw in fm.recovered:
+            return fm.suspects[sw]
     return ""
 
 

@@ -11,7 +11,7 @@ on different rails of one leaf group are unrelated cable or HCA faults.
 import re
 from dataclasses import dataclass, field
 
-from fleetdeck.console.health import Finding
+from fleetdeck.console.health import FATAL_WINDOW_S, Finding
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.fast import IbPortSample
@@ -25,6 +25,12 @@ CORRELATION_MIN = 3
 """Bad ports on this many distinct nodes behind one switch: suspect the switch."""
 STRAGGLER_FACTOR = 1.2
 """A rank this much slower than the job's median step is named whatever the spread."""
+
+HELD_RULES = frozenset({"N2"})
+"""Rules that hold for a window after the port is fine again (N2: a fatal counter moved within
+the last hour). A port that is up and has only these is not failing now: it failed."""
+RECOVERED = f"recovered, errors in the last {FATAL_WINDOW_S / 60:.0f} min"
+"""What every view says of a suspected switch whose ports are all up again (SuspectSwitch)."""
 
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
 
@@ -90,20 +96,42 @@ class SuspectSwitch:
     ports: list[str]
     """``node:dev:port`` of every bad port behind it."""
     by_status: dict[str, int] = field(default_factory=dict)
+    held: int = 0
+    """Of ``ports``, those up again whose only findings are ``HELD_RULES`` (N2's window)."""
+
+    @property
+    def recovered(self) -> bool:
+        """Every port behind it is up again and bad only by N2's window: the switch came back.
+        Still one judgement (its nodes' N2 is the switch's, not theirs), said as recovered so
+        no view shows a switch that works as failing for the hour N2 holds."""
+        return bool(self.ports) and self.held == len(self.ports)
 
     @property
     def text(self) -> str:
+        if self.recovered:
+            return (f"leaf switch {self.switch} {RECOVERED}: {len(self.ports)} ports on "
+                    f"{len(self.nodes)} nodes up again, not the nodes ({compress(self.nodes)})")
         return (f"{len(self.ports)} ports on {len(self.nodes)} nodes fail together: suspect "
                 f"leaf switch {self.switch}, not the nodes ({compress(self.nodes)})")
 
     def as_json(self) -> dict[str, object]:
         return {"switch": self.switch, "leaf": self.leaf, "nodes": self.nodes,
-                "ports": self.ports, "by_status": self.by_status, "text": self.text}
+                "ports": self.ports, "by_status": self.by_status,
+                "recovered": self.recovered, "text": self.text}
+
+
+def _held_only(st: NodeState, status: str, p: IbPortSample) -> bool:
+    """The port is up and only a rule that outlives the fault (``HELD_RULES``) calls it bad."""
+    if status != PORT_ERRORING:
+        return False
+    comp = f"{p.dev}:{p.port}"
+    return {f.rule for f in st.findings if f.component == comp} <= HELD_RULES
 
 
 def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
                      pool: list[NodeState] | None = None) -> list[SuspectSwitch]:
-    """Switches (rails) with bad ports on at least ``min_nodes`` nodes, worst first."""
+    """Switches (rails) with bad ports on at least ``min_nodes`` nodes, failing ones first
+    (then the recovered ones, ``SuspectSwitch.recovered``), worst first."""
     groups: dict[str, SuspectSwitch] = {}
     # A node with a bad port has an N finding, so it is judged not ok or changed since the last
     # judgement: look at those, not at every node (16,384 of them, each tick and each view
@@ -118,11 +146,12 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
                 g.nodes.append(st.node_id)
             g.ports.append(f"{st.node_id}:{p.dev}:{p.port}")
             g.by_status[status] = g.by_status.get(status, 0) + 1
+            g.held += _held_only(st, status, p)
     out = [g for g in groups.values() if len(g.nodes) >= min_nodes]
     for g in out:
         g.nodes.sort()
         g.ports.sort()  # the candidates come from a set: the JSON must not depend on its order
-    out.sort(key=lambda g: (-len(g.nodes), g.switch))
+    out.sort(key=lambda g: (g.recovered, -len(g.nodes), g.switch))
     return out
 
 

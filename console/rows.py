@@ -476,7 +476,9 @@ def top_problems(state: FleetState, limit: int = 10,
     ``suspect_switches(state)`` already."""
     if suspects is None:
         suspects = suspect_switches(state)
-    switches = [Problem(sw.switch, Verdict.FAILED, "switch", sw.text)
+    # A recovered switch works: degraded (its ports erred within N2's window), not failed.
+    switches = [Problem(sw.switch, Verdict.DEGRADED if sw.recovered else Verdict.FAILED,
+                        "switch", sw.text)
                 for sw in suspects[:limit]]
     limit = max(0, limit - len(switches))
     nodes = state.nodes

@@ -116,7 +116,7 @@ class FabricMatrix(Widget, can_focus=True):
             # again. A refresh of a 16,384-node fabric worked out every visible column
             # (~25 ms of the view's paint under a stream, bench/console_scale.py).
             self._forget(_moved_nodes(old.overrides, fm.overrides))
-            if fm.suspects != old.suspects:
+            if fm.suspects != old.suspects or fm.recovered != old.recovered:
                 self._line_cache.clear()  # rail labels and cells are marked by them
         else:
             self._codes = {}
@@ -390,7 +390,10 @@ class FabricMatrix(Widget, can_focus=True):
     def _suspect_rails(self, block: Block) -> set[int]:
         fm, p = self.map, self.plan
         assert fm is not None and p is not None
-        return {r for r in p.rails for leaf in block.leaves if f"{leaf}-r{r}" in fm.suspects}
+        # A recovered switch is not marked: its cells say what its ports are (the overview's
+        # fabric panel reads the same judgement, SuspectSwitch.recovered).
+        return {r for r in p.rails for leaf in block.leaves
+                if (sw := f"{leaf}-r{r}") in fm.suspects and sw not in fm.recovered}
 
     def _header(self, blocks: list[Block], p: MatrixPlan) -> Strip:
         lw = label_width(p.rails)

@@ -15,8 +15,10 @@ from fleetdeck.console.fabric_map import (
     fabric_map,
     nodes_text,
     plan,
+    recovered,
     suspected,
 )
+from fleetdeck.console.judgements import RECOVERED
 from fleetdeck.console.rows import IB_UNIT, FleetRevision, LeafRow, PortRow, fabric
 from fleetdeck.console.tui.fabric_matrix import FabricMatrix
 from fleetdeck.console.tui.line_table import Column, LineTable
@@ -184,6 +186,8 @@ class FabricScreen(FleetView):
         sus = suspected(fm, column, rail)
         if sus:
             text += "  [$error b]▶ suspected switch[/]"
+        elif recovered(fm, column, rail):
+            text += f"  [$warning]switch {RECOVERED}[/]"
         text += "   [$text-muted]enter: node · w: worst · tab: tables[/]"
         self.query_one("#matrix-status", Readout).show(text)
 

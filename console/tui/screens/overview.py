@@ -20,7 +20,7 @@ from textual.css.query import NoMatches
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.fabric_map import SwitchHealthCache, SwitchSummary, switch_health
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
-from fleetdeck.console.judgements import suspect_switches
+from fleetdeck.console.judgements import RECOVERED, suspect_switches
 from fleetdeck.console.rows import (
     FleetCounts,
     JobRow,
@@ -375,10 +375,13 @@ class OverviewScreen(FleetView):
     def _fabric_text(self, width: int, height: int) -> str:
         s = self.switches
         panel = self.query_one("#fabric-panel", Readout)
-        sus = sum(1 for r in s.rows if r.suspect)
+        sus = sum(1 for r in s.rows if r.failing)
+        back = sum(1 for r in s.rows if r.recovered)
         title = "Fabric by switch"
-        if sus:
-            title += f": [$error]{plural(sus, 'suspect')}[/]"
+        if sus or back:
+            said = [f"[$error]{plural(sus, 'suspect')}[/]"] if sus else []
+            said += [f"[$warning]{back} recovered[/]"] if back else []
+            title += ": " + ", ".join(said)
         panel.border_title = title + "  [$text-muted]4: fabric[/]"
         if not s.switches:
             return "[$text-muted]no IB ports known yet[/]"
@@ -394,7 +397,12 @@ class OverviewScreen(FleetView):
                                                    (r.erroring, "erroring")) if n]
             what = ", ".join(parts) + f" of {r.ports}"
             nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what) - 12)).rstrip())
-            if r.suspect:
+            if r.recovered:
+                # Its ports are up; N2 holds for its window: the matrix says the same.
+                what = f"{RECOVERED}: {r.bad} of {r.ports}"
+                nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what))).rstrip())
+                lines.append(f"  {fit(r.switch, 11)} [$warning]{what}[/] {nodes}")
+            elif r.suspect:
                 lines.append(f"[$error b]▶ {fit(r.switch, 11)}[/] [$error]suspect: {what}[/] "
                              f"{nodes}")
             else:
@@ -419,7 +427,7 @@ class OverviewScreen(FleetView):
         worst: dict[str, dict[int, str]] = {}
         for r in s.rows:
             name = "down" if r.down else "flapping" if r.flapping else "erroring"
-            worst.setdefault(r.leaf, {})[r.rail] = "suspect" if r.suspect else name
+            worst.setdefault(r.leaf, {})[r.rail] = "suspect" if r.failing else name
         order = [leaf for leaf in worst if leaf in s.leaves]
         order += [leaf for leaf in s.leaves if leaf not in worst]
         shown = order if len(order) <= room else order[:max(0, room - 1)]

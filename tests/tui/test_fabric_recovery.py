@@ -1,0 +1,121 @@
+"""A leaf switch that dies and comes back, replayed: while its ports are down the overview's
+fabric panel and the fabric matrix both mark it suspect; once they are up again (its nodes'
+N2 holds for an hour) both say it recovered, from one judgement (``SuspectSwitch.recovered``).
+
+Found in an operator-UX audit: after leaf04-r5 of the demo came back, the overview still drew
+it as a reversed ✖ (a failing switch, the matrix's glyph for down) under "suspect: 16
+erroring", while the matrix drew its ports ▲ (erroring): one switch, two stories."""
+
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.console.fabric_map import fabric_map, switch_health
+from fleetdeck.console.judgements import RECOVERED, suspect_switches
+from fleetdeck.console.replay import run_headless
+from fleetdeck.console.tui.replay_app import ReplayApp
+from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.overview import OverviewScreen
+from tests.conftest import run_cli
+from tests.tui.test_fabric_matrix import line_of
+
+SCENARIO = """\
+name = "switch_back"
+description = "leaf02's rail-5 switch dies at 20 s and comes back 30 s later"
+[fleet]
+nodes = 16
+nodes_per_leaf = 8
+[[fault]]
+at = "20s"
+fault = "leaf_switch"
+leaf = "leaf02"
+rail = 5
+duration = "30s"
+"""
+SWITCH = "leaf02-r5"
+DURING, AFTER = 35.0, 58.0
+"""Seconds into the recording: the switch down; its ports up again (N2 still held)."""
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A recording in virtual time (``fleetdeck sim --out``): ~40 KB, made in a second."""
+    where = tmp_path_factory.mktemp("switch_back")
+    scenario = where / "switch_back.toml"
+    scenario.write_text(SCENARIO)
+    out = where / "switch_back.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_a_switch_whose_ports_came_back_is_judged_recovered(recording):
+    state = run_headless(recording, until=DURING).session.state
+    (sw,) = suspect_switches(state)
+    assert sw.switch == SWITCH and not sw.recovered and "fail together" in sw.text
+    (row,) = [r for r in switch_health(state).rows if r.switch == SWITCH]
+    assert row.failing and row.down == 8
+    assert fabric_map(state).recovered == frozenset()
+
+    state = run_headless(recording, until=AFTER).session.state
+    (sw,) = suspect_switches(state)
+    # Its 8 nodes still carry N2 (the hour's window), but every port is up.
+    assert sw.recovered and sw.by_status == {"erroring": 8}
+    assert RECOVERED in sw.text and "fail together" not in sw.text
+    assert sw.as_json()["recovered"] is True
+    (row,) = [r for r in switch_health(state).rows if r.switch == SWITCH]
+    assert row.recovered and not row.failing and row.erroring == 8
+    fm = fabric_map(state)
+    assert fm.recovered == {SWITCH} and fm.suspects[SWITCH] == row.suspect == sw.text
+
+
+async def _both(app: ReplayApp, pilot, at: float) -> tuple[str, str, str, str]:
+    """(the overview's fabric panel, its leaf02 line, the matrix's rail-5 line, the matrix's
+    status line on leaf02-r5's worst port) at ``at`` seconds into the recording."""
+    app.seek_to(f"{at:g}")
+    await pilot.pause()
+    await pilot.press("1")
+    await pilot.pause()
+    app.refresh_view()
+    await pilot.pause()
+    overview = app.screen
+    assert isinstance(overview, OverviewScreen)
+    panel = overview.query_one("#fabric-panel")
+    text = panel.render().plain
+    (leaf_line,) = [ln for ln in text.splitlines() if "leaf02 r0-7" in ln]
+    title = str(panel.border_title)
+    await pilot.press("4")
+    await pilot.pause()
+    app.refresh_view()
+    await pilot.pause()
+    fabric = app.screen
+    assert isinstance(fabric, FabricScreen)
+    matrix = fabric.matrix
+    lines = [line_of(matrix, y) for y in range(matrix.plan.lines)]
+    (rail5,) = [ln for ln in lines if ln.startswith("r5")]
+    await pilot.press("w")
+    await pilot.pause()
+    status = fabric.query_one("#matrix-status").render().plain
+    assert SWITCH in status
+    return title + "\n" + text, leaf_line, rail5, status
+
+
+async def test_overview_panel_and_matrix_agree_before_during_and_after(recording):
+    app = ReplayApp(recording, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        panel, leaf, rail5, status = await _both(app, pilot, DURING)
+        assert "1 suspect" in panel and f"▶ {SWITCH}" in panel and "suspect: 8 down" in panel
+        assert leaf.startswith("▶") and leaf.split()[3] == "■■■■■✖■■"
+        assert "▶" in rail5 and rail5.count("✖") == 8
+        assert "suspected switch" in status
+
+        panel, leaf, rail5, status = await _both(app, pilot, AFTER)
+        # Both: not a failing switch, its ports erroring (▲), recovered in the same words.
+        assert "suspect" not in panel and "1 recovered" in panel
+        assert f"{SWITCH}   {RECOVERED}: 8 of 8" in panel
+        assert not leaf.startswith("▶") and leaf.split()[2] == "■■■■■▲■■"
+        assert "▶" not in rail5 and rail5.count("▲") == 8
+        assert "suspected switch" not in status and f"switch {RECOVERED}" in status
+        assert "erroring: link_downed increased" in status
