@@ -27,6 +27,7 @@ from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.health import Finding, Severity, Verdict
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
+    RECOVERED,
     SuspectSwitch,
     recommended_action,
     straggler,
@@ -208,16 +209,24 @@ def _switch_incident(state: FleetState, sw: SuspectSwitch,
                        sorted(sw.by_status.items(), key=lambda kv: (-kv[1], kv[0])))
     jobs = _jobs(sw.nodes, jobs_on)
     down = sw.by_status.get("down", 0)
-    title = (f"{sw.switch} suspect: {len(sw.ports)} ports ({counts}) on {len(sw.nodes)} nodes "
-             f"behind it ({compress(sw.nodes)}){_on_jobs(jobs)}")
+    if sw.recovered:
+        # Up again: what is left is the hour its ports' fatal counters count (N2), not a fault
+        # to act on now (a UX audit read "suspect ... error" for a switch that came back).
+        title = (f"{sw.switch} {RECOVERED}: {len(sw.ports)} ports up again on "
+                 f"{len(sw.nodes)} nodes behind it ({compress(sw.nodes)}){_on_jobs(jobs)}")
+        action = (f"watch leaf switch {sw.switch} (it came back; a second drop is its "
+                  "hardware); nothing to do on the nodes")
+    else:
+        title = (f"{sw.switch} suspect: {len(sw.ports)} ports ({counts}) on {len(sw.nodes)} "
+                 f"nodes behind it ({compress(sw.nodes)}){_on_jobs(jobs)}")
+        action = f"check leaf switch {sw.switch} (and its uplinks); do not drain the nodes"
     members = [state.nodes[n] for n in sw.nodes]
     # The switch began when nodes went bad for its ports alone. A member that was already
     # failed or degraded by a fault of its own (an XID minutes before) changed verdict then,
     # not with the switch: counted, it aged the switch with it (a UX audit read 3m for 80 s).
     ports_only = [st for st in members if not _own_findings(st)]
     return Incident(f"switch:{sw.switch}", "switch", "error" if down else "warn", title,
-                    min(_since(st) for st in ports_only or members), list(sw.nodes),
-                    f"check leaf switch {sw.switch} (and its uplinks); do not drain the nodes",
+                    min(_since(st) for st in ports_only or members), list(sw.nodes), action,
                     jobs, len(sw.ports))
 
 

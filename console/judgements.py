@@ -158,27 +158,28 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
 def correlate(state: FleetState, now: float) -> None:
     """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
     ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
-    behind: dict[str, tuple[set[str], set[str]]] = {}
+    behind: dict[str, tuple[set[str], set[str], list[bool]]] = {}
     pool = state.maybe_bad()
     for sw in suspect_switches(state, pool=pool):
         for port in sw.ports:
             node, dev, num = port.rsplit(":", 2)
-            switches, ports = behind.setdefault(node, (set(), set()))
+            switches, ports, recovered = behind.setdefault(node, (set(), set(), []))
             switches.add(sw.switch)
             ports.add(f"{dev}:{num}")
-    for node, (switches, ports) in behind.items():
+            recovered.append(sw.recovered)
+    for node, (switches, ports, recovered) in behind.items():
         st = state.nodes[node]
         # Every rail of a leaf group failing reads "leaf02-r[0-7]".
-        where = compress(switches), frozenset(ports)
-        if (st.behind_switch, st.behind_ports) != where:
-            st.behind_switch, st.behind_ports = where
+        where = compress(switches), frozenset(ports), all(recovered)
+        if (st.behind_switch, st.behind_ports, st.behind_recovered) != where:
+            st.behind_switch, st.behind_ports, st.behind_recovered = where
             state.mark(node)
     running: dict[str, list[str]] | None = None
     # Nodes behind a switch are degraded at least, silent ones stale or offline: all not ok,
     # or changed since the last judgement.
     for st in pool:
         if st.behind_switch and st.node_id not in behind:
-            st.behind_switch, st.behind_ports = "", frozenset()
+            st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
             state.mark(st.node_id)
         if st.online is False or st.stale:
             if running is None:
@@ -320,6 +321,8 @@ def recommended_action(st: NodeState) -> str:
                     "them from their checkpoint now), then resume")
         return "drain (requeue its jobs from their checkpoint), then repair"
     if "F1" in rules and v == "degraded":
+        if st.behind_recovered:
+            return f"none on the node: switch {st.behind_switch} recovered; do not drain"
         return f"check switch {st.behind_switch}; do not drain"
     if "G6" in rules:
         return "drain when idle, reset the GPU, resume"

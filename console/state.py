@@ -170,6 +170,9 @@ class NodeState:
     """A suspect switch this node's bad ports hang off (set by the fleet-wide correlation)."""
     behind_ports: frozenset[str] = frozenset()
     """``dev:port`` components behind ``behind_switch``: their findings are the switch's."""
+    behind_recovered: bool = False
+    """Every switch in ``behind_switch`` is up again, suspected only for the hour its ports'
+    fatal counters count (``SuspectSwitch.recovered``)."""
     job_stepping: str = ""
     """A job that keeps stepping on this node although its agent is silent: the agent died,
     not the node."""
@@ -378,10 +381,17 @@ class NodeState:
         # "Do not drain" holds only for what the switch explains: a GPU fault on a node behind
         # a failing switch is still a reason to drain it.
         faulty = any(f.severity is Severity.DRAIN for f in own)
-        tail = "its IB port findings are the switch's" if faulty else (
-            "check the switch, do not drain")
-        switch = Finding("F1", Severity.WARN, "",
-                         f"behind suspect switch {self.behind_switch}: {tail}")
+        if self.behind_recovered:
+            # Up again: the node's link errors of the last hour were the switch's (a UX audit
+            # read "check the switch" an hour after it came back).
+            tail = "its IB port findings are the switch's" if faulty else (
+                "its link errors were the switch's, nothing to do on the node")
+            what = f"behind switch {self.behind_switch}, which recovered"
+        else:
+            tail = "its IB port findings are the switch's" if faulty else (
+                "check the switch, do not drain")
+            what = f"behind suspect switch {self.behind_switch}"
+        switch = Finding("F1", Severity.WARN, "", f"{what}: {tail}")
         out = [] if faulty else [switch]
         for f in self.findings:
             if f.component in self.behind_ports:

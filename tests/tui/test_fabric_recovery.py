@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.console.fabric_map import fabric_map, switch_health
-from fleetdeck.console.judgements import RECOVERED, suspect_switches
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.judgements import RECOVERED, recommended_action, suspect_switches
 from fleetdeck.console.replay import run_headless
 from fleetdeck.console.tui.replay_app import ReplayApp
 from fleetdeck.console.tui.screens.fabric import FabricScreen
@@ -67,6 +68,30 @@ def test_a_switch_whose_ports_came_back_is_judged_recovered(recording):
     assert row.recovered and not row.failing and row.erroring == 8
     fm = fabric_map(state)
     assert fm.recovered == {SWITCH} and fm.suspects[SWITCH] == row.suspect == sw.text
+
+
+def test_nodes_and_incident_behind_a_recovered_switch_say_so(recording):
+    """The node's F1, its recommended action and the switch incident follow the same
+    judgement: while down "check the switch"; once up again, nothing to do on the nodes (a
+    UX audit read "behind suspect switch: check the switch" for an hour after it came back)."""
+    def judged(at: float):
+        state = run_headless(recording, until=at).session.state
+        (inc,) = [i for i in incidents(state) if i.kind == "switch"]
+        node = state.nodes[inc.nodes[0]]
+        (f1,) = [f for f in node.all_findings if f.rule == "F1"]
+        return inc, f1.text, recommended_action(node)
+
+    inc, f1, action = judged(DURING)
+    assert inc.severity == "error" and f"{SWITCH} suspect" in inc.title
+    assert f1 == f"behind suspect switch {SWITCH}: check the switch, do not drain"
+    assert action == f"check switch {SWITCH}; do not drain"
+
+    inc, f1, action = judged(AFTER)
+    assert inc.severity == "warn" and f"{SWITCH} {RECOVERED}" in inc.title
+    assert "suspect" not in inc.title and "nothing to do on the nodes" in inc.action
+    assert f1 == (f"behind switch {SWITCH}, which recovered: its link errors were the "
+                  "switch's, nothing to do on the node")
+    assert action == f"none on the node: switch {SWITCH} recovered; do not drain"
 
 
 async def _both(app: ReplayApp, pilot, at: float) -> tuple[str, str, str, str]:
