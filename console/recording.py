@@ -530,10 +530,16 @@ class RecordingReader:
         the recording, for a reader that already holds what came before (a replay that put a
         snapshot of that instant back). Read from the segment holding ``t``, not the start;
         its keyframe entries are of that segment's start, so never after ``t``."""
-        offset, t0 = self._segment_for(t)
-        for msg in self._scan_from(offset, True, t0):
+        for msg in self.scan_segment(t):
             if msg.t > t:
                 yield msg
+
+    def scan_segment(self, t: float) -> Iterator["Scanned"]:
+        """:meth:`scan` from the start of the segment holding ``t`` (from the start without an
+        index): what :meth:`scan_after` reads through, for a caller that skips to ``t`` in
+        steps of its own."""
+        offset, t0 = self._segment_for(t)
+        return self._scan_from(offset, True, t0)
 
     def _segment_for(self, start: float | None) -> tuple[int, float]:
         offset, t0 = 0, self.header.started
