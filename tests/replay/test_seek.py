@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fleetdeck.console import replay
+from fleetdeck.console import recording, replay
 from fleetdeck.console import session as session_module
 from fleetdeck.console.replay import TICK_S, Player, run_headless
 from fleetdeck.console.session import ConsoleSession
@@ -172,6 +172,32 @@ def test_a_snapshot_put_back_reads_on_where_it_was_taken(tmp_path, index):
             theirs.state.applied, theirs.state.superseded, theirs.ingest.received)
         assert judgements(mine, p.clock()) == judgements(theirs, run.end)
         assert {st.last_seq for st in mine.state.nodes.values()} == {int(offset)}
+        assert not any(st.seq_gaps for st in mine.state.nodes.values())
+
+
+@pytest.mark.parametrize("name", ["r.jsonl.gz", "r.jsonl"])
+def test_a_snapshot_put_back_reads_on_from_where_the_scan_stood(tmp_path, monkeypatch, name):
+    """A snapshot keeps where the Player's scan of the file stood (the reader's state at its
+    last read, the decompressor's included): put back, the file is read on from there, not
+    from the start of the segment (here one segment of 30 s), and nothing is missed or
+    applied twice."""
+    monkeypatch.setattr(recording, "READ_BYTES", 4096)  # reads of 1 KiB: a mark each
+    path = tmp_path / name
+    write_fleet(path, seconds=30, segment_s=60.0)
+    p = Player(path)
+    lines = p.report.lines
+    p.snapshot_every = 5
+    p.seek(p.end)
+    for offset in (22.0, 10.5, 27.0):
+        before = p.reader.report.lines
+        p.seek(p.start + offset)
+        reread = p.reader.report.lines - before
+        assert 0 < reread < lines / 8, f"read {reread} of {lines} lines to seek to {offset} s"
+        run = run_headless(path, until=offset)
+        mine, theirs = p.session, run.session
+        assert (mine.state.applied, mine.state.superseded, mine.ingest.received) == (
+            theirs.state.applied, theirs.state.superseded, theirs.ingest.received)
+        assert judgements(mine, p.clock()) == judgements(theirs, run.end)
         assert not any(st.seq_gaps for st in mine.state.nodes.values())
 
 
