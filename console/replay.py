@@ -733,8 +733,9 @@ class Player:
         self._read = False
         self._tick_spent_s = 0.0
         self._discard: list[object] = []
-        """What was put aside (a picture replaced, a snapshot dropped half way), freed one at
-        a time as pieces of work of their own (each ~15-25 ms at 1,024 nodes)."""
+        """What was put aside, freed as pieces of work of their own: a picture replaced (a
+        ``ConsoleSession.let_go``, a node at a time), a snapshot dropped half way (its pickler
+        or unpickler at once, ~20-35 ms at 1,024 nodes)."""
         self._worked = False
         """The current slice did some work (it then stops at its deadline)."""
         self._progress = 0.0
@@ -955,7 +956,7 @@ class Player:
         return True
 
     def _from_start(self) -> None:
-        self._discard.append(Picture(self.session.parts()))  # freed as a piece of its own
+        self._discard.append(self.session.let_go(Picture(self.session.parts())))
         self.feed = TickFeed(self.reader, self.cluster)
         self.session.reset(self.feed.ingest)
         self._cursor = ReadCursor()
@@ -999,7 +1000,7 @@ class Player:
                 return False
             t1 = time.perf_counter()
             assert job.picture is not None
-            self._discard.append(self.session.put_back(job.picture))  # a piece of its own
+            self._discard.append(self.session.let_go(self.session.put_back(job.picture)))
             self._swap_s = time.perf_counter() - t1
         finally:
             job.spent_s += time.perf_counter() - t0
@@ -1063,8 +1064,7 @@ class Player:
             if self._late(deadline):
                 return False
             if self._discard:
-                self._discard.pop()
-                self._worked = True
+                self._free(deadline)
                 continue
             plan = self._plan(k)
             if isinstance(job, _PuttingBack):
@@ -1094,8 +1094,7 @@ class Player:
         while not self._late(deadline):
             job = self._job
             if self._discard:
-                self._discard.pop()
-                self._worked = True
+                self._free(deadline)
             elif isinstance(job, _Taking):
                 self._take(job, deadline)
             elif isinstance(job, _PuttingBack):
@@ -1105,8 +1104,24 @@ class Player:
 
     def _drop(self) -> None:
         """Leave the snapshot being taken or put back; what it built is freed later."""
-        self._discard.append(self._job)
-        self._job = None
+        job, self._job = self._job, None
+        self._discard.append(job)
+        if isinstance(job, _PuttingBack) and job.picture is not None:
+            self._discard.append(self.session.let_go(job.picture))
+            job.picture = None
+
+    def _free(self, deadline: float | None) -> None:
+        """Free what was put aside, the last first, until ``deadline``."""
+        while self._discard:
+            item = self._discard[-1]
+            self._worked = True
+            if isinstance(item, Generator):
+                for _ in item:
+                    if self._late(deadline):
+                        return
+            self._discard.pop()
+            if self._late(deadline):
+                return
 
     # --- moves -------------------------------------------------------------------------------
 

@@ -106,31 +106,38 @@ class Picture:
     parts: tuple[Any, ...]
 
 
-def _pieces(picture: tuple[object, ...]) -> Iterator[object]:
-    """What ``snapshot_steps`` pickles one at a time before the picture: the values of every
-    big dict among the picture's parts, their attributes and their attributes' attributes.
-    Which objects go first only cuts the work up (the pickler's memo makes the picture refer
-    to them), so finding them by shape cannot change what a snapshot holds."""
+_ATOMS = (str, bytes, int, float, type(None))
+
+
+def _big_dicts(picture: tuple[object, ...]) -> list[dict[Any, Any]]:
+    """The dicts of at least PIECE_MIN_ITEMS entries among a picture's parts, their
+    attributes and their attributes' attributes: the per-node ones."""
     seen: set[int] = set()
-
-    def attrs(obj: object) -> list[object]:
-        d = getattr(obj, "__dict__", None)
-        return list(d.values()) if isinstance(d, dict) else []
-
+    found: list[dict[Any, Any]] = []
     level: list[object] = list(picture)
     for _depth in range(3):
         below: list[object] = []
         for obj in level:
-            if id(obj) in seen or isinstance(obj, (str, bytes, int, float, type(None))):
+            if id(obj) in seen or isinstance(obj, _ATOMS):
                 continue
             seen.add(id(obj))
             if isinstance(obj, dict):
                 if len(obj) >= PIECE_MIN_ITEMS:
-                    yield from (v for v in obj.values()
-                                if not isinstance(v, (str, bytes, int, float, type(None))))
+                    found.append(obj)
                 continue
-            below.extend(attrs(obj))
+            d = getattr(obj, "__dict__", None)
+            if isinstance(d, dict):
+                below.extend(d.values())
         level = below
+    return found
+
+
+def _pieces(picture: tuple[object, ...]) -> Iterator[object]:
+    """What ``snapshot_steps`` pickles one at a time before the picture: the values of its big
+    dicts. Which objects go first only cuts the work up (the pickler's memo makes the picture
+    refer to them), so finding them by shape cannot change what a snapshot holds."""
+    for d in _big_dicts(picture):
+        yield from (v for v in d.values() if not isinstance(v, _ATOMS))
 
 
 @dataclass(frozen=True)
@@ -417,6 +424,18 @@ class ConsoleSession:
         if self.feed is not None:
             self.feed.ingest = self.ingest
         return old
+
+    def let_go(self, old: Picture) -> Iterator[None]:
+        """Free ``old`` a piece at a time (at once, a 1,024-node picture held the loop ~30 ms):
+        each step empties an entry of one of its big dicts. For a picture this session does not
+        hold any more (``put_back`` returns the one it replaced); a dict it still holds (``reset``
+        keeps the timeline) is left alone."""
+        for d in _big_dicts(old.parts):
+            if any(d is mine for mine in _big_dicts(self.parts())):
+                continue
+            while d:
+                d.popitem()
+                yield
 
     def _new_state(self) -> FleetState:
         state = FleetState(self.cluster, self.ingest.malformed)
