@@ -592,6 +592,10 @@ by what a piece costs (a node's worth of a snapshot, mostly; see ``ConsoleSessio
 ADVANCE_BUDGET_S = SLICE_S
 """Wall time one ``Player.advance`` spends ticking at most: at a speed this machine cannot
 replay, the recording moves slower than asked instead of stalling the console to catch up."""
+CATCH_UP_S = 1.0
+"""A replay behind its speed owes what it could not reach, this much wall time's worth at most:
+it catches that up in the slices that follow (all of it when the machine can), and drops the
+rest rather than build a backlog it would never work off."""
 READ_CHECK = 64
 """Messages read between two looks at the slice's deadline."""
 _EPS_S = 1e-6
@@ -708,6 +712,8 @@ class Player:
         """Where the seek under way is going; None when there is none."""
         self.behind = False
         """The last ``advance`` ran out of its slice before the position it was asked for."""
+        self._owed_s = 0.0
+        """Recorded seconds the last ``advance`` was asked for and did not reach (CATCH_UP_S)."""
         self.snapshot_every = snapshot_every
         self._snapshots: list[_Snapshot] = []
         self._snapshot_bytes = 0
@@ -1134,17 +1140,20 @@ class Player:
         deadline = time.perf_counter() + ADVANCE_BUDGET_S
         self._worked = False
         if self.paused or self.done:
-            self.behind = False
+            self.behind, self._owed_s = False, 0.0
             self._finish(deadline)
             return
-        target = min(self.end, self.position + wall_dt * self.speed)
+        target = min(self.end, self.position + self._owed_s + wall_dt * self.speed)
         if self._mid:
             # A tick under way is finished: the position was there once already (behind, it
             # waits for the state), and the tick cannot be left half applied.
             target = max(target, self.tick_at(self.ticks + 1))
         self.behind = not self._toward(target, deadline)
+        self._owed_s = 0.0
         if self.behind:
-            target = self.tick_at(self.ticks)  # behind: the position waits for the state
+            reached = max(self.position, self.tick_at(self.ticks))
+            self._owed_s = min(target - reached, self.speed * CATCH_UP_S)
+            target = reached  # the position waits for the state
         self.position = max(self.position, target)
         self._finish(deadline)
 
@@ -1156,6 +1165,7 @@ class Player:
         """Start a seek to ``t`` (or turn the one under way there); ``work`` does it."""
         t = max(self.start, min(self.end, t))
         self.target = t
+        self._owed_s = 0.0
         self._progress = 0.0
         self._seek_cost_s = self._cost_to(self.ticks_until(t))
 

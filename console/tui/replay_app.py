@@ -71,9 +71,10 @@ class ReplayApp(FleetdeckApp):
     def _next(self, worked_s: float) -> TickReport:
         """After a slice of the Player's work (``worked_s`` long): with more left (a seek, a
         tick or snapshot in part, a replay behind its speed), the next slice after the loop's
-        other work and a key's paint, the screen redrawn at most every BACKLOG_PAINT_S
-        meanwhile, as for a live backlog; else the console's tick and paint, in a callback of
-        its own after a long slice (a slice and a paint in one held the loop for both)."""
+        other work and a key's paint, as for a live backlog, the seek's progress shown every
+        BACKLOG_PAINT_S meanwhile (the header alone), a replay behind its speed painted every
+        tick_s; else the console's tick and paint, in a callback of its own after a long slice
+        (a slice and a paint in one held the loop for both)."""
         p = self.player
         if not (p.busy or p.behind):
             if worked_s < SLICE_S / 2:
@@ -91,7 +92,9 @@ class ReplayApp(FleetdeckApp):
             if now - self._last_paint >= BACKLOG_PAINT_S:
                 self._show_progress()
             self._slice_later(0.001)
-        elif now - self._last_paint < BACKLOG_PAINT_S or self._key_waits(now):
+        elif now - self._last_paint < self.tick_s or self._key_waits(now):
+            # Played faster than this machine replays: painted as often as the console ticks
+            # (a paint of 1,024 nodes is 10-20 ms; ten a second slowed the replay by a third).
             self._slice_later(0.001)
         else:
             self._paint_later()
