@@ -328,6 +328,42 @@ def _median(values: list[float]) -> float:
 _Line = tuple[str, float, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ReadMark:
+    """Where a scan stood between two reads of the file: what reading on from there needs, so
+    that a replay which put back a snapshot of that instant reads on from it, not from the start
+    of its segment (``RecordingReader.scan_from``)."""
+
+    offset: int
+    """Of the file's next read."""
+    inflate: Any
+    """A copy of the gzip decompressor there (``zlib.decompressobj``); None between members and
+    for a plain file."""
+    unused: bytes
+    """Compressed bytes read but not inflated yet (the next member's start)."""
+    tail: bytes
+    """Text inflated but not split into lines yet (the start of a line)."""
+    lineno: int
+    last: float
+    use_keyframe: bool
+    overlong: bool
+    base: int
+    """The offset the scan began at (what a message's ``where`` names)."""
+
+
+class ReadCursor:
+    """Handed to a scan, it holds the scan's latest ``ReadMark`` (taken at each read of the
+    file): every line before it was yielded already."""
+
+    __slots__ = ("_chunks", "mark")
+
+    def __init__(self) -> None:
+        self.mark: ReadMark | None = None
+        self._chunks: tuple[int, Any, bytes] = (0, None, b"")
+        """The decompression's state after what it handed out last: (offset, decompressor
+        copy, unused)."""
+
+
 class RecordingReader:
     """Reads a recording; tolerates truncation and bad lines, counting what it skipped.
 
@@ -519,21 +555,36 @@ class RecordingReader:
         before ``start`` — together they make the state at ``start``."""
         yield from self._iter_from(*self._segment_for(start), True)
 
-    def scan(self, start: float | None = None) -> Iterator["Scanned"]:
+    def scan(self, start: float | None = None,
+             cursor: ReadCursor | None = None) -> Iterator["Scanned"]:
         """As :meth:`messages`, but each payload stays undecoded until :meth:`payload` asks
-        for it: a headless replay decodes only the samples a tick needs (docs/recording.md)."""
+        for it: a headless replay decodes only the samples a tick needs (docs/recording.md).
+        A ``cursor`` is kept at the scan's latest ``ReadMark``."""
         offset, t0 = self._segment_for(start)
-        yield from self._scan_from(offset, True, t0)
+        yield from self._scan_from(offset, True, t0, cursor=cursor)
 
     def scan_after(self, t: float) -> Iterator["Scanned"]:
         """What :meth:`scan` from the start yields after every message up to ``t``: the rest of
         the recording, for a reader that already holds what came before (a replay that put a
         snapshot of that instant back). Read from the segment holding ``t``, not the start;
         its keyframe entries are of that segment's start, so never after ``t``."""
-        offset, t0 = self._segment_for(t)
-        for msg in self._scan_from(offset, True, t0):
+        for msg in self.scan_segment(t):
             if msg.t > t:
                 yield msg
+
+    def scan_segment(self, t: float, cursor: ReadCursor | None = None) -> Iterator["Scanned"]:
+        """:meth:`scan` from the start of the segment holding ``t`` (from the start without an
+        index): what :meth:`scan_after` reads through, for a caller that skips to ``t`` in
+        steps of its own."""
+        offset, t0 = self._segment_for(t)
+        return self._scan_from(offset, True, t0, cursor=cursor)
+
+    def scan_from(self, mark: ReadMark, cursor: ReadCursor | None = None) -> Iterator["Scanned"]:
+        """What the scan that left ``mark`` yielded after it: the lines of its last read and
+        the rest of the file (a caller skips what it had of that read, by time, as
+        :meth:`scan_after` does)."""
+        return self._scan_from(mark.base, mark.use_keyframe, mark.last, cursor=cursor,
+                               resume=mark)
 
     def _segment_for(self, start: float | None) -> tuple[int, float]:
         offset, t0 = 0, self.header.started
@@ -576,7 +627,9 @@ class RecordingReader:
             if payload is not None:
                 yield Recorded(msg.t, msg.topic, payload, msg.qos, msg.retain, msg.keyframe)
 
-    def _scan_from(self, offset: int, use_keyframe: bool, t0: float) -> Iterator["Scanned"]:
+    def _scan_from(self, offset: int, use_keyframe: bool, t0: float,
+                   cursor: ReadCursor | None = None,
+                   resume: ReadMark | None = None) -> Iterator["Scanned"]:
         """Read from ``offset`` (0, or a segment's start whose time is ``t0``), in large reads.
 
         A line in the writer's own shape (``{"t":…,"topic":…,"qos":…,"retain":…,"p":"…"}``)
@@ -591,11 +644,21 @@ class RecordingReader:
         pos = 0
         eof = False
         overlong = False
+        if resume is not None:
+            lineno, buf, overlong = resume.lineno, resume.tail, resume.overlong
 
         def at() -> str:
             return _where(lineno, offset)
 
-        chunks = self._chunks(offset)
+        if resume is None:
+            chunks = self._chunks(offset, cursor=cursor)
+            first: tuple[int, Any, bytes] = (offset, None, b"")
+        else:
+            chunks = self._chunks(resume.offset, cursor=cursor,
+                                  resume=(resume.inflate, resume.unused))
+            first = (resume.offset, resume.inflate, resume.unused)
+        if cursor is not None:
+            cursor._chunks = first  # the first mark: nothing read yet
         try:
             while True:
                 nl = buf.find(b"\n", pos)
@@ -611,6 +674,9 @@ class RecordingReader:
                         # Drop what was read of an overlong line; skip to its end.
                         overlong = True
                         buf, pos = b"", 0
+                    if cursor is not None:
+                        cursor.mark = ReadMark(*cursor._chunks, buf[pos:], lineno, last,
+                                               use_keyframe, overlong, offset)
                     try:
                         chunk = next(chunks, b"")
                     except (OSError, EOFError, zlib.error):
@@ -682,31 +748,47 @@ class RecordingReader:
         finally:
             chunks.close()
 
-    def _chunks(self, offset: int) -> Generator[bytes, None, None]:
+    def _chunks(self, offset: int, cursor: ReadCursor | None = None,
+                resume: tuple[Any, bytes] | None = None) -> Generator[bytes, None, None]:
         """The recording from ``offset`` on, decompressed, in large pieces. Gzip members are
         inflated here rather than by GzipFile so that what precedes a cut-off end still comes
-        out before the EOFError (GzipFile drops a whole read's worth)."""
+        out before the EOFError (GzipFile drops a whole read's worth). With a ``cursor``, the
+        state after each piece is noted on it (a ``ReadMark``'s); ``resume`` goes on from one
+        (a decompressor, or None, and what it had not inflated yet)."""
         with open(self.path, "rb") as raw:
             raw.seek(offset)
             if not self.gzip:
                 while chunk := raw.read(READ_BYTES):
                     self.bytes_read = raw.tell()
+                    if cursor is not None:
+                        cursor._chunks = (raw.tell(), None, b"")
                     yield chunk
                 return
-            inflate = zlib.decompressobj(31)
-            pending = False
-            while data := raw.read(READ_BYTES >> 2):
-                self.bytes_read = raw.tell()
+            data = b""
+            if resume is not None and resume[0] is not None:
+                inflate, pending = resume[0].copy(), True  # the mark's stays as it was
+            else:
+                inflate, pending = zlib.decompressobj(31), False
+                if resume is not None:
+                    data = resume[1]
+            while True:
                 while data:
                     out = inflate.decompress(data)
                     pending = True
-                    if out:
-                        yield out
                     data = b""
                     if inflate.eof:
                         # The next member (one per segment, docs/recording.md) starts here.
                         data, pending = inflate.unused_data, False
                         inflate = zlib.decompressobj(31)
+                    if out:
+                        if cursor is not None:
+                            cursor._chunks = (raw.tell(), inflate.copy() if pending else None,
+                                              data)
+                        yield out
+                data = raw.read(READ_BYTES >> 2)
+                if not data:
+                    break
+                self.bytes_read = raw.tell()
             if pending:
                 raise EOFError("Compressed file ended before the end-of-stream marker was "
                                "reached")

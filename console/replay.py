@@ -12,8 +12,8 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,15 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.ingest import BDSEQ_FUTURE_S, TOPIC_CACHE_MAX, Ingest
-from fleetdeck.console.recording import ReadReport, RecordingReader, RecordingWriter, Scanned
-from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.console.recording import (
+    ReadCursor,
+    ReadMark,
+    ReadReport,
+    RecordingReader,
+    RecordingWriter,
+    Scanned,
+)
+from fleetdeck.console.session import ConsoleSession, Picture, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
@@ -419,6 +426,14 @@ class TickFeed:
         self.superseded = 0
         """Telemetry samples counted from their first fields, never decoded."""
         self._topics: dict[str, str | None] = {}
+        self._flushing: list[tuple[str, _Window | Scanned]] = []
+        """A window being flushed in steps (``flush`` with a deadline), in order."""
+        self._flushed = 0
+
+    @property
+    def waiting(self) -> bool:
+        """Telemetry of the window is still to be handed to Ingest (``flush``)."""
+        return bool(self.pending) or self._flushed < len(self._flushing)
 
     def _telemetry_subject(self, topic: str) -> str | None:
         """The node a telemetry topic of this cluster is for; None for anything else."""
@@ -482,11 +497,32 @@ class TickFeed:
         # A v2 delta whose keyframe is not held is not kept either (Ingest counts it apart).
         return ingest.malformed.total == refused and ingest.keyframe_missing == missing
 
-    def flush(self) -> None:
-        """End the window: hand every node's telemetry to Ingest (see the class)."""
-        pending, self.pending = self.pending, {}
-        for subject, samples in pending.items():
-            self._flush_node(subject, samples)
+    def flush(self, deadline: float | None = None) -> bool:
+        """End the window: hand every node's telemetry to Ingest (see the class). With a
+        ``deadline`` (``time.perf_counter``), stop once past it, a node at least: False while
+        nodes are left, which the next call hands over (before anything is added again)."""
+        if deadline is None and not self._flushing:
+            pending, self.pending = self.pending, {}
+            for subject, samples in pending.items():
+                self._flush_node(subject, samples)
+            return True
+        if self.pending:
+            self._flushing.extend(self.pending.items())
+            self.pending = {}
+        todo = self._flushing
+        i = self._flushed
+        try:
+            while i < len(todo):
+                subject, samples = todo[i]
+                i += 1
+                self._flush_node(subject, samples)
+                if deadline is not None and i < len(todo) and time.perf_counter() > deadline:
+                    return False
+        finally:
+            self._flushed = i
+        todo.clear()
+        self._flushed = 0
+        return True
 
     def _flush_node(self, subject: str, window: _Window | Scanned) -> None:
         if isinstance(window, Scanned):
@@ -545,9 +581,23 @@ back replays at most about 1/SNAPSHOT_SHARE times a snapshot's cost after puttin
 SNAPSHOT_BYTES = 256 << 20
 """All the snapshots one Player keeps, at most: past it every other one goes and the next ones
 are spaced twice as far apart."""
-ADVANCE_BUDGET_S = 0.1
+SLICE_S = 0.020
+"""Wall time one ``Player.work`` or ``Player.advance`` spends at most, about: a seek, or a replay
+played faster than this machine replays, goes on in slices this long with the event loop's
+other work (keys, paints) in between (the console's target: no stall of the loop over 50 ms;
+the live console's APPLY_BUDGET_S is as long).
+A slice stops early rather than start a piece of work that would not fit in what is left of it
+(the session's tick, ~20 ms at 1,024 nodes sending every second), and a piece may overrun it
+by what a piece costs (a node's worth of a snapshot, mostly; see ``ConsoleSession``)."""
+ADVANCE_BUDGET_S = SLICE_S
 """Wall time one ``Player.advance`` spends ticking at most: at a speed this machine cannot
 replay, the recording moves slower than asked instead of stalling the console to catch up."""
+CATCH_UP_S = 1.0
+"""A replay behind its speed owes what it could not reach, this much wall time's worth at most:
+it catches that up in the slices that follow (all of it when the machine can), and drops the
+rest rather than build a backlog it would never work off."""
+READ_CHECK = 64
+"""Messages read between two looks at the slice's deadline."""
 _EPS_S = 1e-6
 
 
@@ -561,6 +611,49 @@ class _Snapshot:
     """``ConsoleSession.snapshot``."""
     decoded: int
     superseded: int
+    mark: ReadMark | None
+    """Where the Player's scan of the file stood: put back, it reads on from there, not from
+    the start of the segment (~0.3 s a minute of 1,024 nodes sending every second)."""
+
+
+@dataclass(slots=True)
+class _Taking:
+    """A snapshot being taken, a piece per step (``ConsoleSession.snapshot_steps``)."""
+
+    ticks: int
+    steps: Generator[None, None, bytes]
+    marks: tuple[int, int, int, int]
+    """What moves when the session does (``Player._marks``): were it to, the snapshot would
+    mix two pictures, and is dropped."""
+    decoded: int
+    superseded: int
+    mark: ReadMark | None
+    spent_s: float = 0.0
+
+
+@dataclass(slots=True)
+class _PuttingBack:
+    """A snapshot being put back: unpickled a piece per step, then the file read on from the
+    segment holding it to the first message after it, then swapped in. The session is not
+    touched until the swap, so a seek that turns elsewhere drops it for nothing."""
+
+    snap: _Snapshot
+    steps: Generator[float, None, Picture] | None
+    cursor: ReadCursor = field(default_factory=ReadCursor)
+    picture: Picture | None = None
+    scan: Iterator[Scanned] | None = None
+    pending: Scanned | None = None
+    read: bool = False
+    """The file was read on to ``pending`` (None: the end)."""
+    share: float = 0.0
+    """Of the snapshot unpickled so far."""
+    spent_s: float = 0.0
+
+
+_START = "start"
+"""``Player._plan``: replay from the recording's start (no snapshot before the target)."""
+_TICK = "tick"
+"""``Player._plan``: tick on from where the session is."""
 
 
 class Player:
@@ -581,6 +674,13 @@ class Player:
     ticks, spaced to cost about SNAPSHOT_SHARE of the ticking (``snapshot_every`` ticks apart
     instead, for tests), so a seek back replays a bounded stretch and reads the file from the
     segment holding that snapshot, not from the start (docs/recording.md, "The replay console").
+
+    ``seek`` gets there before it returns (headless callers, tests). A front end with an event
+    loop calls ``aim`` instead and then ``work`` until it returns False: each call does a slice
+    of at most about SLICE_S, ``progress`` says how far it got, ``aim`` again turns the seek
+    elsewhere and ``cancel`` stops it; wherever it stops, it is on a tick of straight play.
+    While ``busy`` the session is between two pieces of the Player's work (a tick read in part,
+    a snapshot taken in part) and must not be ticked by anyone else.
     """
 
     def __init__(self, path: Path, speed: float = 1.0, index_events: bool = True,
@@ -608,6 +708,12 @@ class Player:
         """How many ticks straight play has: the last one at the end."""
         self.ticks = 0
         """Ticks the session has had (``tick_at(ticks)`` is the time of its state)."""
+        self.target: float | None = None
+        """Where the seek under way is going; None when there is none."""
+        self.behind = False
+        """The last ``advance`` ran out of its slice before the position it was asked for."""
+        self._owed_s = 0.0
+        """Recorded seconds the last ``advance`` was asked for and did not reach (CATCH_UP_S)."""
         self.snapshot_every = snapshot_every
         self._snapshots: list[_Snapshot] = []
         self._snapshot_bytes = 0
@@ -616,14 +722,35 @@ class Player:
         self._snapshot_s = 0.0
         self._tick_cost_s = 0.0
         """What a tick took, lately (a moving average)."""
+        self._session_tick_s = 0.0
+        """What the session's own tick (the one piece of a tick that cannot be cut) took, at
+        most lately: a slice does not start one it has no time left for."""
         self._restore_s: float | None = None
         """What putting back the last snapshot took, reading to where it was included."""
+        self._swap_s = 0.0
+        """What swapping the last picture in took (``put_back``)."""
         self._iter: Iterator[Scanned] = iter(())
+        self._cursor = ReadCursor()
+        """Where ``_iter`` stands in the file (snapshots keep its mark)."""
         self._pending: Scanned | None = None
+        self._job: _Taking | _PuttingBack | None = None
+        self._mid = False
+        """A tick is under way: read (``_read``) or handed to Ingest in part, not yet applied."""
+        self._read = False
+        self._tick_spent_s = 0.0
+        self._discard: list[object] = []
+        """What was put aside, freed as pieces of work of their own: a picture replaced (a
+        ``ConsoleSession.let_go``, a node at a time), a snapshot dropped half way (its pickler
+        or unpickler at once, ~20-35 ms at 1,024 nodes)."""
+        self._worked = False
+        """The current slice did some work (it then stops at its deadline)."""
+        self._progress = 0.0
+        self._seek_cost_s = 0.0
         self.feed = TickFeed(self.reader, self.cluster)
         self.session = ConsoleSession(self.cluster, clock=self._state_clock, operator="replay",
                                       follow_up=False, ingest=self.feed.ingest)
         self._from_start()
+        self._discard.clear()
 
     @property
     def state(self) -> FleetState:
@@ -653,7 +780,10 @@ class Player:
         self.reader.report = ReadReport()
 
     def clock(self) -> float:
-        """Where the replay stands (what the console's header shows)."""
+        """Where the replay stands (what the console's header shows): during a seek, where the
+        session got to once it moved."""
+        if self.target is not None and self.ticks_until(self.position) != self.ticks:
+            return self.tick_at(self.ticks)
         return self.position
 
     def _state_clock(self) -> float:
@@ -665,6 +795,33 @@ class Player:
     @property
     def done(self) -> bool:
         return self.position >= self.end
+
+    @property
+    def seeking(self) -> bool:
+        return self.target is not None
+
+    @property
+    def busy(self) -> bool:
+        """Work is under way (a seek, a tick or a snapshot in part): ``work`` again soon, and
+        leave the session alone until then."""
+        return (self.target is not None or self._mid or self._job is not None
+                or bool(self._discard))
+
+    @property
+    def heading(self) -> float:
+        """Where the replay is going: the seek's target, else the position (relative moves
+        start here, so ``]`` pressed during a seek moves its target)."""
+        return self.position if self.target is None else self.target
+
+    @property
+    def progress(self) -> float:
+        """How far the seek under way got, 0-1, by the measured cost of what is left."""
+        if self.target is None:
+            return 1.0
+        if self._seek_cost_s > 0:
+            done = 1.0 - self._cost_to(self.ticks_until(self.target)) / self._seek_cost_s
+            self._progress = max(self._progress, min(1.0, done))
+        return self._progress
 
     # --- ticks -------------------------------------------------------------------------------
 
@@ -683,54 +840,79 @@ class Player:
         k = max(1, math.ceil((t - self.start) / self.tick_s - _EPS_S))
         return self.tick_at(k)
 
-    def _tick(self) -> None:
-        """Straight play's next tick: read up to its time, apply it whole, judge."""
+    def _late(self, deadline: float | None, need_s: float = 0.0) -> bool:
+        """The slice is over: it did some work, and less than ``need_s`` is left of it."""
+        return (deadline is not None and self._worked
+                and time.perf_counter() + need_s > deadline)
+
+    def _tick(self, deadline: float | None = None) -> bool:
+        """Straight play's next tick: read up to its time, hand it to Ingest, apply it whole,
+        judge. Reading and handing over stop at ``deadline`` and go on at the next call
+        (``_mid``); the session's own tick is one piece, started only if it fits. True once
+        the tick is done."""
         t0 = time.perf_counter()
         k = self.ticks + 1
         at = self.tick_at(k)
+        self._mid = True
         try:
-            self._read_until(at)
+            if not self._read:
+                self._read = self._read_until(at, deadline)
+                if not self._read:
+                    return False
+            if self.feed.waiting:
+                self._worked = True  # a node at least is handed over
+            if not self.feed.flush(deadline) or self._late(deadline, self._session_tick_s):
+                return False
+            session = self.session
+            # Whole, whatever budget a front end set for its own ticks: a tick cut short would
+            # carry telemetry into the next one, which straight play does not.
+            budget, cap = session.apply_budget_s, session.apply_max_nodes
+            session.apply_budget_s = session.apply_max_nodes = None
+            t1 = time.perf_counter()
+            self.ticks = k  # the session's clock during its tick (``_state_clock``)
+            self._mid = self._read = False
+            try:
+                session.tick(at)
+            finally:
+                session.apply_budget_s, session.apply_max_nodes = budget, cap
+            took = time.perf_counter() - t1
+            self._session_tick_s = max(took, 0.7 * self._session_tick_s + 0.3 * took)
         finally:
-            self.feed.flush()
-        self.ticks = k
-        session = self.session
-        # Whole, whatever budget a front end set for its own ticks: a tick cut short would
-        # carry telemetry into the next one, which straight play does not.
-        budget, cap = session.apply_budget_s, session.apply_max_nodes
-        session.apply_budget_s = session.apply_max_nodes = None
-        try:
-            session.tick(at)
-        finally:
-            session.apply_budget_s, session.apply_max_nodes = budget, cap
-        took = time.perf_counter() - t0
+            self._worked = True
+            self._tick_spent_s += time.perf_counter() - t0
+        took = self._tick_spent_s
+        self._tick_spent_s = 0.0
         self._work_s += took
         self._tick_cost_s = 0.8 * self._tick_cost_s + 0.2 * took if self._tick_cost_s else took
         self._maybe_snapshot()
-
-    def _tick_until(self, t: float, deadline: float | None = None) -> bool:
-        """Tick up to ``t``; False when ``deadline`` (perf_counter) came first."""
-        n = self.ticks_until(t)
-        while self.ticks < n:
-            self._tick()
-            if deadline is not None and self.ticks < n and time.perf_counter() > deadline:
-                return False
         return True
 
-    def _read_until(self, target: float) -> None:
+    def _read_until(self, target: float, deadline: float | None = None) -> bool:
+        """Hand the feed what was received up to ``target``; False when ``deadline`` came
+        first (READ_CHECK messages at least were read)."""
         add = self.feed.add
+        n = 0
         while True:
             msg = self._pending
             if msg is None:
                 msg = next(self._iter, None)
                 if msg is None:
-                    return
+                    return True
             if msg.t > target:
                 self._pending = msg
-                return
+                return True
             self._pending = None
             add(msg)
+            self._worked = True
+            n += 1
+            if deadline is not None and n % READ_CHECK == 0 and time.perf_counter() > deadline:
+                return False
 
     # --- snapshots -----------------------------------------------------------------------------
+
+    def _marks(self) -> tuple[int, int, int, int]:
+        s = self.session
+        return s.counters.ticks, s.state.serial, s.log.seq, s.ingest.received
 
     def _maybe_snapshot(self) -> None:
         k = self.ticks
@@ -742,13 +924,34 @@ class Player:
             due = k % (self.snapshot_every * self._spread) == 0
         else:
             due = self._work_s >= self._snapshot_s * self._spread / SNAPSHOT_SHARE
-        if not due:
-            return
+        if due:
+            self._job = _Taking(k, self.session.snapshot_steps(), self._marks(),
+                                self.feed.decoded, self.feed.superseded, self._cursor.mark)
+
+    def _take(self, job: _Taking, deadline: float | None) -> bool:
+        """A slice of the snapshot under way; True once it is done (or dropped)."""
+        if self._marks() != job.marks or job.ticks != self.ticks:
+            self._drop()  # the session moved meanwhile: half of it would be of another tick
+            return True
         t0 = time.perf_counter()
-        snap = _Snapshot(k, self.tick_at(k), self.session.snapshot(), self.feed.decoded,
-                         self.feed.superseded)
-        self._snapshot_s = time.perf_counter() - t0
+        try:
+            while True:
+                try:
+                    next(job.steps)
+                except StopIteration as done:
+                    picture: bytes = done.value
+                    break
+                self._worked = True
+                if self._late(deadline):
+                    return False
+        finally:
+            job.spent_s += time.perf_counter() - t0
+        self._job = None
+        k = job.ticks
+        snap = _Snapshot(k, self.tick_at(k), picture, job.decoded, job.superseded, job.mark)
+        self._snapshot_s = job.spent_s
         self._work_s = 0.0
+        i = bisect.bisect_left(self._snapshots, k, key=lambda s: s.ticks)
         self._snapshots.insert(i, snap)
         self._snapshot_bytes += len(snap.picture)
         if self._snapshot_bytes > SNAPSHOT_BYTES:
@@ -756,80 +959,270 @@ class Player:
             self._snapshots = self._snapshots[1::2]
             self._snapshot_bytes = sum(len(s.picture) for s in self._snapshots)
             self._spread *= 2
+        return True
 
     def _from_start(self) -> None:
+        self._discard.append(self.session.let_go(Picture(self.session.parts())))
+        self.feed = TickFeed(self.reader, self.cluster)
         self.session.reset(self.feed.ingest)
-        self._iter = self.reader.scan()
+        self._cursor = ReadCursor()
+        self._iter = self.reader.scan(cursor=self._cursor)
         self._pending = None
         self.ticks = 0
+        self._mid = self._read = False
+        self._tick_spent_s = 0.0
         self._work_s = 0.0
 
-    def _restore(self, ticks: int) -> None:
-        """Put the session back to the newest snapshot at or before ``ticks`` ticks."""
-        i = bisect.bisect_right(self._snapshots, ticks, key=lambda s: s.ticks)
-        if i == 0:
-            self.feed = TickFeed(self.reader, self.cluster)
-            self._from_start()
-            return
+    def _put_back(self, job: _PuttingBack, deadline: float | None) -> bool:
+        """A slice of putting ``job.snap`` back; True once the session holds it."""
         t0 = time.perf_counter()
-        snap = self._snapshots[i - 1]
-        self.session.restore(snap.picture)
+        snap = job.snap
+        try:
+            while job.steps is not None:
+                try:
+                    job.share = next(job.steps)
+                except StopIteration as done:
+                    job.picture, job.steps = done.value, None
+                self._worked = True
+                if self._late(deadline):
+                    return False
+            if job.scan is None:
+                job.scan = (self.reader.scan_segment(snap.at, job.cursor) if snap.mark is None
+                            else self.reader.scan_from(snap.mark, job.cursor))
+            n = 0
+            while not job.read:
+                # Read on to the first message after it: part of what putting a snapshot
+                # back costs (``_plan`` weighs it against ticking there).
+                msg = next(job.scan, None)
+                if msg is None or msg.t > snap.at:
+                    job.pending, job.read = msg, True
+                    break
+                n += 1
+                if n % READ_CHECK == 0:
+                    self._worked = True
+                    if self._late(deadline):
+                        return False
+            if self._late(deadline, self._swap_s):
+                return False
+            t1 = time.perf_counter()
+            assert job.picture is not None
+            self._discard.append(self.session.let_go(self.session.put_back(job.picture)))
+            self._swap_s = time.perf_counter() - t1
+        finally:
+            job.spent_s += time.perf_counter() - t0
+        self._worked = True
+        self._job = None
         ingest = self.session.ingest
         assert isinstance(ingest, ReplayIngest)  # the snapshot's, made by a TickFeed
         self.feed = TickFeed(self.reader, self.cluster, ingest=ingest)
         self.feed.decoded, self.feed.superseded = snap.decoded, snap.superseded
-        self._iter = self.reader.scan_after(snap.at)
-        # Read on to the first message after it now: that reading is part of what putting
-        # a snapshot back costs (``seek`` weighs it against ticking there).
-        self._pending = next(self._iter, None)
+        self._iter, self._pending, self._cursor = job.scan, job.pending, job.cursor
         self.ticks = snap.ticks
+        self._mid = self._read = False
+        self._tick_spent_s = 0.0
         self._work_s = 0.0
-        self._restore_s = time.perf_counter() - t0
+        self._restore_s = job.spent_s
+        return True
+
+    def _newest(self, ticks: int) -> _Snapshot | None:
+        i = bisect.bisect_right(self._snapshots, ticks, key=lambda s: s.ticks)
+        return self._snapshots[i - 1] if i else None
+
+    def _plan(self, k: int) -> _Snapshot | str:
+        """How to get the session to ``k`` ticks: put a snapshot back, start over, or tick."""
+        if k < self.ticks or (k == self.ticks and self._mid):
+            return self._newest(k) or _START
+        snap = self._newest(k)
+        if snap is not None and not self._mid:
+            job = self._job
+            if isinstance(job, _PuttingBack) and job.snap is snap:
+                return snap  # under way: what is left of it is cheaper still
+            ahead = snap.ticks - self.ticks
+            cost = self._snapshot_s if self._restore_s is None else self._restore_s
+            if ahead > 0 and ahead * self._tick_cost_s > cost:
+                return snap  # a snapshot ahead that is cheaper than ticking to it
+        return _TICK
+
+    def _cost_to(self, k: int) -> float:
+        """What getting the session to ``k`` ticks should cost from here, as measured."""
+        tick = self._tick_cost_s or 1e-3
+        plan = self._plan(k)
+        if plan == _START:
+            return k * tick
+        if isinstance(plan, _Snapshot):
+            restore = self._restore_s if self._restore_s is not None else self._snapshot_s
+            job = self._job
+            if isinstance(job, _PuttingBack) and job.snap is plan:
+                restore *= 1.0 - (job.share if job.steps is not None else 1.0)
+            return restore + (k - plan.ticks) * tick
+        return max(0, k - self.ticks) * tick
+
+    def _toward(self, t: float, deadline: float | None) -> bool:
+        """Work toward the session at ``t``; True once it is there (a snapshot of the last
+        tick may still be under way), False when ``deadline`` came first."""
+        k = self.ticks_until(t)
+        while True:
+            job = self._job
+            if self.ticks == k and not self._mid:
+                if isinstance(job, _PuttingBack):
+                    self._drop()  # turned back to where the session is
+                return True
+            if self._late(deadline):
+                return False
+            if self._discard:
+                self._free(deadline)
+                continue
+            plan = self._plan(k)
+            if isinstance(job, _PuttingBack):
+                if job.snap is not plan:
+                    self._drop()  # the seek turned: another picture, or none, is nearer
+                    continue
+                if not self._put_back(job, deadline):
+                    return False
+                continue
+            if isinstance(job, _Taking):
+                if plan != _TICK:
+                    self._drop()  # this picture is about to be replaced
+                    continue
+                if not self._take(job, deadline):
+                    return False
+                continue
+            if plan == _START:
+                self._from_start()
+            elif isinstance(plan, _Snapshot):
+                self._job = _PuttingBack(plan, self.session.restore_steps(plan.picture))
+            elif not self._tick(deadline):
+                return False
+
+    def _finish(self, deadline: float | None) -> None:
+        """What is left once the session is where it should be: a snapshot under way, a
+        picture to free."""
+        while not self._late(deadline):
+            job = self._job
+            if self._discard:
+                self._free(deadline)
+            elif isinstance(job, _Taking):
+                self._take(job, deadline)
+            elif isinstance(job, _PuttingBack):
+                self._drop()
+            else:
+                return
+
+    def _drop(self) -> None:
+        """Leave the snapshot being taken or put back; what it built is freed later."""
+        job, self._job = self._job, None
+        self._discard.append(job)
+        if isinstance(job, _PuttingBack) and job.picture is not None:
+            self._discard.append(self.session.let_go(job.picture))
+            job.picture = None
+
+    def _free(self, deadline: float | None) -> None:
+        """Free what was put aside, the last first, until ``deadline``."""
+        while self._discard:
+            item = self._discard[-1]
+            self._worked = True
+            if isinstance(item, Generator):
+                for _ in item:
+                    if self._late(deadline):
+                        return
+            self._discard.pop()
+            if self._late(deadline):
+                return
 
     # --- moves -------------------------------------------------------------------------------
 
     def advance(self, wall_dt: float) -> None:
-        """Move forward by ``wall_dt`` seconds of wall time at the current speed."""
-        if self.paused or self.done:
+        """Move forward by ``wall_dt`` seconds of wall time at the current speed, working at
+        most ADVANCE_BUDGET_S (the work left waits for the next call: ``busy``). A seek under
+        way holds the position: ``work`` moves it."""
+        if self.target is not None:
             return
-        target = min(self.end, self.position + wall_dt * self.speed)
-        if not self._tick_until(target, time.perf_counter() + ADVANCE_BUDGET_S):
-            target = self.tick_at(self.ticks)  # behind: the position waits for the state
+        deadline = time.perf_counter() + ADVANCE_BUDGET_S
+        self._worked = False
+        if self.paused or self.done:
+            self.behind, self._owed_s = False, 0.0
+            self._finish(deadline)
+            return
+        target = min(self.end, self.position + self._owed_s + wall_dt * self.speed)
+        if self._mid:
+            # A tick under way is finished: the position was there once already (behind, it
+            # waits for the state), and the tick cannot be left half applied.
+            target = max(target, self.tick_at(self.ticks + 1))
+        self.behind = not self._toward(target, deadline)
+        self._owed_s = 0.0
+        if self.behind:
+            reached = max(self.position, self.tick_at(self.ticks))
+            self._owed_s = min(target - reached, self.speed * CATCH_UP_S)
+            target = reached  # the position waits for the state
         self.position = max(self.position, target)
+        self._finish(deadline)
 
     def step(self, seconds: float | None = None) -> None:
-        """Seek ``seconds`` (one tick unless told) forward."""
-        self.seek(self.position + (self.tick_s if seconds is None else seconds))
+        """Seek ``seconds`` (one tick unless told) forward from where the replay is heading."""
+        self.seek(self.heading + (self.tick_s if seconds is None else seconds))
+
+    def aim(self, t: float) -> None:
+        """Start a seek to ``t`` (or turn the one under way there); ``work`` does it."""
+        t = max(self.start, min(self.end, t))
+        self.target = t
+        self._owed_s = 0.0
+        self._progress = 0.0
+        self._seek_cost_s = self._cost_to(self.ticks_until(t))
+
+    def work(self, budget_s: float | None = None) -> bool:
+        """A slice of what is under way, at most about ``budget_s`` (SLICE_S unless told): the
+        seek first, then a snapshot to finish. True while there is more (``busy``)."""
+        return self._work(time.perf_counter() + (SLICE_S if budget_s is None else budget_s))
+
+    def _work(self, deadline: float | None) -> bool:
+        self._worked = False
+        if self.target is not None and self._toward(self.target, deadline):
+            self.position, self.target = self.target, None
+        self._finish(deadline)
+        return self.busy
+
+    def cancel(self) -> None:
+        """Stop the seek under way where it got: on the tick the session is at (a tick read in
+        part is finished first, by the next ``work``), never between two."""
+        if self.target is None:
+            return
+        if isinstance(self._job, _PuttingBack):
+            self._drop()  # not swapped in: the session is where it was
+        if self._mid:
+            self.target = self.tick_at(self.ticks + 1)
+            return
+        if self.ticks_until(self.position) != self.ticks:
+            self.position = self.tick_at(self.ticks)
+        self.target = None
 
     def seek(self, t: float) -> None:
-        t = max(self.start, min(self.end, t))
-        k = self.ticks_until(t)
-        if k < self.ticks:
-            self._restore(k)
-        elif k > self.ticks:
-            i = bisect.bisect_right(self._snapshots, k, key=lambda s: s.ticks)
-            ahead = self._snapshots[i - 1].ticks - self.ticks if i else 0
-            cost = self._snapshot_s if self._restore_s is None else self._restore_s
-            if ahead > 0 and ahead * self._tick_cost_s > cost:
-                self._restore(k)  # a snapshot ahead that is cheaper than ticking to it
-        self._tick_until(t)
-        self.position = t
+        """Seek to ``t`` and return once the session is there (snapshots taken on the way
+        included)."""
+        self.aim(t)
+        while self._work(None):
+            pass
 
-    def next_event(self) -> float | None:
-        """Seek to the tick that shows the next recorded event; its time, or None."""
-        i = bisect.bisect_right(self.events, self.position + _EPS_S, key=self.shown_at)
-        if i < len(self.events):
-            self.seek(self.shown_at(self.events[i]))
-            return self.events[i]
-        return None
+    def _event_at(self, direction: int) -> float | None:
+        if direction > 0:
+            i = bisect.bisect_right(self.events, self.heading + _EPS_S, key=self.shown_at)
+        else:
+            i = bisect.bisect_left(self.events, self.heading - _EPS_S, key=self.shown_at) - 1
+        return self.events[i] if 0 <= i < len(self.events) else None
 
-    def prev_event(self) -> float | None:
+    def next_event(self, *, wait: bool = True) -> float | None:
+        """Seek to the tick that shows the next recorded event; its time, or None. Without
+        ``wait``, the seek is only aimed there (``aim``)."""
+        t = self._event_at(1)
+        if t is not None:
+            (self.seek if wait else self.aim)(self.shown_at(t))
+        return t
+
+    def prev_event(self, *, wait: bool = True) -> float | None:
         """Seek to the tick that showed the previous recorded event; its time, or None."""
-        i = bisect.bisect_left(self.events, self.position - _EPS_S, key=self.shown_at) - 1
-        if i >= 0:
-            self.seek(self.shown_at(self.events[i]))
-            return self.events[i]
-        return None
+        t = self._event_at(-1)
+        if t is not None:
+            (self.seek if wait else self.aim)(self.shown_at(t))
+        return t
 
 
 @dataclass

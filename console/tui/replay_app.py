@@ -1,15 +1,22 @@
 """The console over a recording: the same views fed by ``console.replay.Player`` through the
 same Ingest path as live MQTT, read-only by construction (Dolphie). Keys: ``p`` pause,
 ``]``/``[`` step one tick forward/back, ``n``/``N`` next/previous recorded event, ``+``/``-``
-speed (0.5x-100x), ``:seek 90`` / ``:seek +10`` / ``:seek -30`` to a time in the recording."""
+speed (0.5x-100x), ``:seek 90`` / ``:seek +10`` / ``:seek -30`` to a time in the recording.
 
+A seek goes on in slices of the Player's work (``Player.work``, about SLICE_S each) with the
+loop's other work in between, as a live backlog does: the header shows how far it got, keys stay
+live, another seek turns it, ``p`` stops it there and pauses, ``esc`` stops it there."""
+
+import math
 import time
 from pathlib import Path
 
 from textual.binding import Binding
 
+from fleetdeck.console.replay import SLICE_S
 from fleetdeck.console.session import TickReport
-from fleetdeck.console.tui.app import FleetdeckApp
+from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
+from fleetdeck.console.tui.screens.base import FleetView, HeaderBar
 from fleetdeck.console.tui.text import esc
 
 NAME_CHARS = 24
@@ -53,8 +60,70 @@ class ReplayApp(FleetdeckApp):
         # more backlog.
         now = time.monotonic()
         last, self._advanced_at = self._advanced_at, now
-        self.player.advance(self.tick_s if last is None else min(now - last, MAX_ADVANCE_S))
-        return self._show()
+        p = self.player
+        t0 = time.perf_counter()
+        if p.seeking:
+            p.work()
+        else:
+            p.advance(self.tick_s if last is None else min(now - last, MAX_ADVANCE_S))
+        return self._next(time.perf_counter() - t0)
+
+    def _next(self, worked_s: float) -> TickReport:
+        """After a slice of the Player's work (``worked_s`` long): with more left (a seek, a
+        tick or snapshot in part, a replay behind its speed), the next slice after the loop's
+        other work and a key's paint, as for a live backlog, the seek's progress shown every
+        BACKLOG_PAINT_S meanwhile (the header alone), a replay behind its speed painted every
+        tick_s; else the console's tick and paint, in a callback of its own after a long slice
+        (a slice and a paint in one held the loop for both)."""
+        p = self.player
+        if not (p.busy or p.behind):
+            if worked_s < SLICE_S / 2:
+                return self._show()
+            self._cancel_slice()
+            self._backlog_left = 0
+            self.set_timer(0.001, self._show_when_idle)
+            return TickReport(p.clock(), 0, frozenset(), [], [], 0, 0.0)
+        self._cancel_slice()
+        # The session is left alone meanwhile: between two pieces of the Player's work it
+        # holds a tick in part, and the console's tick would apply that part on its own.
+        self._backlog_left = 1
+        now = time.perf_counter()
+        if p.seeking:
+            if now - self._last_paint >= BACKLOG_PAINT_S:
+                self._show_progress()
+            self._slice_later(0.001)
+        elif now - self._last_paint < self.tick_s or self._key_waits(now):
+            # Played faster than this machine replays: painted as often as the console ticks
+            # (a paint of 1,024 nodes is 10-20 ms; ten a second slowed the replay by a third).
+            self._slice_later(0.001)
+        else:
+            self._paint_later()
+        return TickReport(p.clock(), 0, frozenset(), [], [], 0, 0.0, 1)
+
+    def _show_when_idle(self) -> None:
+        # Unless a key gave the Player more to do meanwhile: the session is not to be ticked.
+        self._next(0.0)
+
+    def _show_progress(self) -> None:
+        """The header alone (how far the seek got), not the view's body: that waits for the
+        seek to land, and the seek does not wait for it."""
+        screen = self.screen
+        if isinstance(screen, FleetView):
+            header = screen.query(HeaderBar)
+            if header:
+                header.first().show(self.header_text(self.clock()))
+        self._last_paint = time.perf_counter()
+
+    def _go(self) -> None:
+        """A move asked for by a key: its first slice now, so a short one (a step, a seek over
+        what was played) is painted with the key; a long one shows its progress and goes on
+        in slices (``_next``)."""
+        self._advanced_at = time.monotonic()  # the time the seek takes is not played
+        t0 = time.perf_counter()
+        self.player.work()
+        if self.player.seeking:
+            self._show_progress()
+        self._next(time.perf_counter() - t0)
 
     def _show(self) -> TickReport:
         """The console's own tick and paint, after the Player moved."""
@@ -70,7 +139,11 @@ class ReplayApp(FleetdeckApp):
         # and with it the position and PAUSED (p seemed to do nothing).
         p = self.player
         where = f"{now - p.start:.1f}/{p.end - p.start:.1f}s x{p.speed:g}"
-        state = "[$warning b]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
+        if p.target is not None:
+            state = (f"[$accent b]seeking to {p.target - p.start:.1f}s … "
+                     f"{100 * p.progress:.0f} %[/]")
+        else:
+            state = "[$warning b]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
         return f"replay {where} {state}  [$text-muted]{esc(self.broker_label)}[/]"
 
     def action_speed(self, factor: float) -> None:
@@ -98,25 +171,45 @@ class ReplayApp(FleetdeckApp):
         except ValueError:
             self.notify(f"seek: '{arg}' is not a number of seconds", severity="error")
             return
-        target = p.position + value if arg[0] in "+-" else p.start + value
-        p.seek(target)
-        self._show()
+        if not math.isfinite(value):
+            self.notify(f"seek: '{arg}' is not a number of seconds", severity="error")
+            return
+        # Relative to where the replay is heading: a seek under way is turned from its target.
+        target = p.heading + value if arg[0] in "+-" else p.start + value
+        p.aim(target)
+        self._go()
 
     def action_pause(self) -> None:
-        self.player.paused = not self.player.paused
+        p = self.player
+        if p.seeking:
+            # Stops the seek where it got (on a tick of straight play) and holds it there.
+            p.cancel()
+            p.paused = True
+            self._go()
+            return
+        p.paused = not p.paused
         self.refresh_view()
+
+    def action_go_back(self) -> None:
+        p = self.player
+        if p.seeking and isinstance(self.screen, FleetView):
+            p.cancel()
+            self.notify("seek stopped", timeout=2)
+            self._go()
+            return
+        super().action_go_back()
 
     def action_step(self, direction: int) -> None:
         p = self.player
-        p.seek(p.position + direction * self.tick_s)
-        self._show()
+        p.aim(p.heading + direction * self.tick_s)
+        self._go()
 
     def action_event(self, direction: int) -> None:
         p = self.player
-        t = p.next_event() if direction > 0 else p.prev_event()
+        t = (p.next_event(wait=False) if direction > 0 else p.prev_event(wait=False))
         if t is None:
             self.notify("no more recorded events")
-        self._show()
+        self._go()
 
 
 def short_name(path: Path, cluster: str) -> str:

@@ -232,3 +232,19 @@ def test_the_instruction_count_subject_applies_every_sample():
     from bench.hot_path_ir import feed
 
     feed(16, 3, 8)  # raises BenchFailure if a round's samples were not all applied
+
+
+def test_the_seek_benchmark_fails_loudly_on_a_recording_of_nothing(tmp_path):
+    """bench/replay_seek.py on a recording that holds no message: the seeks 'land' at once,
+    and no figure may be printed for them."""
+    from fleetdeck.console.recording import RecordingWriter
+
+    path = tmp_path / "empty.jsonl.gz"
+    RecordingWriter(path, "fx", source="test", started=1_800_000_000.0).close()
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "replay_seek.py"), str(path),
+                          "--reps", "1", "--moves", "]"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"{FAILED} the replay shows no node: nothing was replayed")
+    assert out.stdout == ""

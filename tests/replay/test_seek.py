@@ -4,12 +4,14 @@ interruptions, the timeline) is what playing the recording straight to T gives, 
 findings (N2 latched fatal counters, N3 symbol errors per hour) and switch correlation included
 (docs/recording.md, "The replay console")."""
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fleetdeck.console import replay
+from fleetdeck.console import recording, replay
+from fleetdeck.console import session as session_module
 from fleetdeck.console.replay import TICK_S, Player, run_headless
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.summary import fleet_summary
@@ -47,7 +49,8 @@ def straight(path: Path, offsets: list[float | None]) -> dict[float | None, dict
         target = at(p, offset)
         while p.position + 1.1 < target:
             p.advance(next(steps))
-            p.session.tick()
+            if not p.busy:  # as the console: never between two pieces of the Player's work
+                p.session.tick()
         p.seek(target)  # the last bit of the way, less than a step
         p.session.tick()
         out[offset] = judgements(p.session, p.clock())
@@ -172,12 +175,133 @@ def test_a_snapshot_put_back_reads_on_where_it_was_taken(tmp_path, index):
         assert not any(st.seq_gaps for st in mine.state.nodes.values())
 
 
+@pytest.mark.parametrize("name", ["r.jsonl.gz", "r.jsonl"])
+def test_a_snapshot_put_back_reads_on_from_where_the_scan_stood(tmp_path, monkeypatch, name):
+    """A snapshot keeps where the Player's scan of the file stood (the reader's state at its
+    last read, the decompressor's included): put back, the file is read on from there, not
+    from the start of the segment (here one segment of 30 s), and nothing is missed or
+    applied twice."""
+    monkeypatch.setattr(recording, "READ_BYTES", 4096)  # reads of 1 KiB: a mark each
+    path = tmp_path / name
+    write_fleet(path, seconds=30, segment_s=60.0)
+    p = Player(path)
+    lines = p.report.lines
+    p.snapshot_every = 5
+    p.seek(p.end)
+    for offset in (22.0, 10.5, 27.0):
+        before = p.reader.report.lines
+        p.seek(p.start + offset)
+        reread = p.reader.report.lines - before
+        assert 0 < reread < lines / 8, f"read {reread} of {lines} lines to seek to {offset} s"
+        run = run_headless(path, until=offset)
+        mine, theirs = p.session, run.session
+        assert (mine.state.applied, mine.state.superseded, mine.ingest.received) == (
+            theirs.state.applied, theirs.state.superseded, theirs.ingest.received)
+        assert judgements(mine, p.clock()) == judgements(theirs, run.end)
+        assert not any(st.seq_gaps for st in mine.state.nodes.values())
+
+
 def test_playing_faster_than_it_can_replay_slows_the_recording(monkeypatch):
     """At a speed the machine cannot replay, one advance ticks as long as its budget allows and
     the position waits for the state, instead of stalling the console to catch up."""
     monkeypatch.setattr(replay, "ADVANCE_BUDGET_S", 0.0)
     p = Player(FIXTURES / "xid79.jsonl.gz", speed=100.0)
-    p.advance(5.0)  # 500 s asked for
+    p.advance(5.0)  # 500 s asked for: a piece of the first tick (a window read in part)
+    assert p.behind and p.busy and p.ticks == 0 and p.position == p.start
+    while p.ticks == 0:
+        p.advance(5.0)
     assert p.ticks == 1 and p.position == p.tick_at(1) < p.end
-    p.advance(0.001)  # 0.1 s: no tick due yet, the position moves on
-    assert p.ticks == 1 and p.position > p.tick_at(1)
+    # What it did not reach is owed, a second's worth at its speed at most (not the 500 s
+    # asked for): the slices that follow catch that up when they can.
+    monkeypatch.setattr(replay, "ADVANCE_BUDGET_S", 60.0)
+    p.advance(0.001)
+    assert not p.behind and p.position == pytest.approx(p.tick_at(1) + 100.0 + 0.1)
+
+
+def test_a_seek_goes_in_slices_and_says_how_far_it_got():
+    """``aim`` and ``work``: each slice does a bounded piece of the seek (here as little as
+    can be: one piece each), the session is where straight play has it after each, the
+    progress grows to 100 % and the seek lands where ``seek`` lands."""
+    path = FIXTURES / "leaf_switch.jsonl.gz"
+    p = Player(path)
+    p.snapshot_every = 7
+    p.aim(p.start + 30)
+    shown: list[float] = []
+    slices = 0
+    while p.work(0.0):
+        slices += 1
+        assert p.seeking or p.busy
+        shown.append(p.progress)
+        assert p.clock() == p.tick_at(p.ticks) <= p.start + 30
+    assert not p.seeking and p.position == p.start + 30 and p.progress == 1.0
+    assert slices > p.ticks  # a tick took more than one slice: it was cut up
+    assert shown == sorted(shown) and 0 < shown[-1] <= 1
+    assert [s.ticks for s in p._snapshots] == list(range(7, p.ticks + 1, 7))
+    straight_there = Player(path)
+    straight_there.seek(p.start + 30)
+    assert judgements(p.session, p.clock()) == judgements(straight_there.session,
+                                                          straight_there.clock())
+    # Back, in slices: the snapshot is put back in pieces, then ticked on from.
+    p.aim(p.start + 12.3)
+    assert p.work(0.0) and p.ticks == 60  # unpickling: the session is not touched yet
+    while p.work(0.0):
+        pass
+    straight_there.seek(p.start + 12.3)
+    assert judgements(p.session, p.clock()) == judgements(straight_there.session,
+                                                          straight_there.clock())
+    # Turned back to the tick the session is at while the next one is handed to Ingest in
+    # part: what was handed over is undone (a snapshot put back), not applied by the next tick.
+    p.aim(p.start + 25)
+    while not (p._mid and p.feed.waiting and p.ticks >= 40):
+        p.work(0.0)
+    k = p.ticks
+    p.aim(p.tick_at(k))
+    while p.work(0.0):
+        pass
+    p.session.tick()
+    straight_there.seek(p.tick_at(k))
+    straight_there.session.tick()
+    mine, theirs = p.session, straight_there.session
+    assert p.ticks == k and not p.busy
+    assert (mine.ingest.received, mine.state.applied) == (theirs.ingest.received,
+                                                          theirs.state.applied)
+    assert judgements(mine, p.clock()) == judgements(theirs, straight_there.clock())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_seek_turned_or_stopped_half_way_lands_as_straight_play(name, monkeypatch):
+    """A seek aimed elsewhere half way (while a window is read in part, a snapshot pickled or
+    unpickled in part) or stopped (``cancel``: Escape, ``p``) lands on a tick of straight play,
+    and judges there as playing straight there does."""
+    # Snapshots of these 16-node fleets in many pieces, as a large fleet's are.
+    monkeypatch.setattr(session_module, "PIECE_MIN_ITEMS", 1)
+    path = FIXTURES / f"{name}.jsonl.gz"
+    offsets = CASES[name] * 2
+    p = Player(path)
+    p.snapshot_every = 7
+    slices = itertools.cycle([1, 5, 2, 30, 3, 200, 8, 60])
+    landed: list[tuple[float, dict[str, Any]]] = []
+    caught: set[str] = set()
+
+    def land() -> None:
+        while p.work(0.0):
+            pass
+        p.session.tick()  # the console's own tick once the Player is done
+        landed.append((p.position - p.start, judgements(p.session, p.clock())))
+
+    for i, offset in enumerate(offsets):
+        p.aim(at(p, offset))
+        for _ in range(next(slices)):
+            p.work(0.0)
+        caught.add(type(p._job).__name__ if p._job else "mid" if p._mid else "idle")
+        if i % 3 == 2:
+            p.cancel()
+            assert not p.seeking or p._mid  # a window read in part is finished first
+            land()
+    p.aim(at(p, offsets[-1]))
+    land()
+    assert landed[-1][0] == at(p, offsets[-1]) - p.start
+    assert caught >= {"_Taking", "_PuttingBack", "mid"}, "turned in each kind of piece"
+    expected = straight(path, [o for o, _ in landed])
+    for offset, got in landed:
+        assert got == expected[offset], f"{name}: landed at {offset} s"

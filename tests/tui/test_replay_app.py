@@ -1,6 +1,11 @@
 """The console over a recording: same views, read-only, with pause, step, seek, speed and
 event navigation (Pilot, against a real recorded fixture)."""
 
+import asyncio
+
+from textual import events
+
+from fleetdeck.console import replay
 from fleetdeck.console.replay import run_headless
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.console.tui.replay_app import ReplayApp
@@ -119,3 +124,73 @@ async def test_replay_moves_with_the_wall_clock_not_with_each_tick():
         await pilot.pause(0.3)
         app.tick()
         assert p.position - before >= 0.25
+
+
+async def settle(pilot, app: ReplayApp) -> None:
+    """Until the Player has nothing left to do (its slices run between the loop's turns)."""
+    for _ in range(2000):
+        if not app.player.busy:
+            await pilot.pause()
+            return
+        await pilot.pause(0.005)
+    raise AssertionError("the seek did not land")
+
+
+def straight_to(path, app: ReplayApp) -> None:
+    """What the console shows is what a straight replay to its position shows."""
+    p = app.player
+    assert p.ticks == p.ticks_until(p.position)  # on a tick of straight play
+    run = run_headless(path, until=p.position - p.start)
+    now = p.clock()
+    assert fleet_summary(app.state, now, log=app.event_log.lines()) == fleet_summary(
+        run.session.state, now, log=run.session.log.lines())
+
+
+async def test_a_long_seek_goes_on_in_slices_and_stops_or_turns_cleanly(monkeypatch):
+    """A seek does a slice of the Player's work at a time, the loop's other work in between:
+    the header says where it goes and how far it got, and keys work meanwhile. Escape stops
+    it on a tick of straight play, 'p' stops it there and pauses, and another ':seek' turns
+    it (a relative one from where it was going). Wherever it lands, the console shows what a
+    straight replay to there shows."""
+    # A piece of work per slice, a message read per piece: seeks long enough to act on.
+    monkeypatch.setattr(replay, "SLICE_S", 0.0)
+    monkeypatch.setattr(replay, "READ_CHECK", 1)
+    path = REPO / "fixtures" / "leaf_switch.jsonl.gz"
+    app = ReplayApp(path, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        app.seek_to("30")
+        assert p.seeking
+        await pilot.pause(0.02)
+        assert "seeking to 30.0s" in text_of(app)
+        # Keys are live meanwhile: the nodes view comes up while the seek goes on.
+        # (Pilot.press would wait until the app is idle, that is until the seek landed.)
+        app._driver.send_message(events.Key("2", "2"))
+        for _ in range(200):
+            if isinstance(app.screen, NodesScreen):
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, NodesScreen)
+        assert p.seeking
+        await pilot.press("escape")
+        await settle(pilot, app)
+        assert not p.seeking and p.start < p.position < p.start + 30
+        assert "seeking" not in text_of(app)
+        straight_to(path, app)
+
+        app.seek_to("25")
+        await pilot.pause(0.02)
+        await pilot.press("p")  # stops it where it got, and pauses
+        await settle(pilot, app)
+        assert p.paused and not p.seeking and "PAUSED" in text_of(app)
+        straight_to(path, app)
+
+        app.seek_to("20")
+        await pilot.pause(0.02)
+        app.seek_to("-5")  # from where it was going: 15 s
+        await pilot.press("left_square_bracket")  # and a step back from there
+        await settle(pilot, app)
+        assert abs(p.position - (p.start + 14.5)) < 1e-6
+        straight_to(path, app)
