@@ -147,6 +147,8 @@ class FleetdeckApp(App[int]):
         *(Binding(key, f"read_only('{key}')", show=False) for key in ("r", "u")),
     ]
     read_only_why = "this console is read-only (started with --read-only)"
+    HELP_EXTRA = ""
+    """Help lines of a front end's own keys, shown first by ``?`` (the replay console's)."""
     """What a refused command says (a replay says it is one)."""
 
     def __init__(
@@ -788,7 +790,7 @@ class FleetdeckApp(App[int]):
     def action_help(self) -> None:
         from fleetdeck.console.tui.modals import HelpScreen
 
-        self.push_screen(HelpScreen(self.read_only))
+        self.push_screen(HelpScreen(self.read_only, self.HELP_EXTRA))
 
     def action_command_line(self) -> None:
         from fleetdeck.console.tui.modals import CommandLine

@@ -264,9 +264,11 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, read_only: bool) -> None:
+    def __init__(self, read_only: bool, extra: str = "") -> None:
         super().__init__()
         self.read_only = read_only
+        self.extra = extra
+        """Keys of this front end's own, shown first (the replay console's)."""
 
     def compose(self) -> ComposeResult:
         rw = not self.read_only
@@ -281,7 +283,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help", classes="dialog"):
             yield Static("[b]fleetdeck keys[/]  (esc to close)", id="dialog-title")
             with VerticalScroll():
-                yield Static(text)
+                yield Static(f"{self.extra}\n{text}" if self.extra else text)
 
     def action_close(self) -> None:
         self.dismiss(None)

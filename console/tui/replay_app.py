@@ -39,6 +39,10 @@ class ReplayApp(FleetdeckApp):
     ]
     SPEEDS = (0.5, 100.0)
     read_only_why = "a replay is read-only"
+    HELP_EXTRA = (
+        "[b]Replay[/]  p pause/play · ] / \\[ one tick on / back · n/N next/previous event\n"
+        "        + faster · - slower (0.5x-100x) · :seek 90 (into the recording), :seek +10,\n"
+        "        :seek -30 · esc stops a seek under way (the header shows how far it got)")
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
                  log_path: Path | None = None) -> None:

@@ -194,3 +194,20 @@ async def test_a_long_seek_goes_on_in_slices_and_stops_or_turns_cleanly(monkeypa
         await settle(pilot, app)
         assert abs(p.position - (p.start + 14.5)) < 1e-6
         straight_to(path, app)
+
+
+async def test_help_lists_the_replay_keys():
+    """``?`` in a replay lists its own keys (pause, step, events, speed, seek) first: the
+    help listed only the live console's, and `]`, `[`, `+`, `-` are not in the footer."""
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        from fleetdeck.console.tui.modals import HelpScreen
+        assert isinstance(app.screen, HelpScreen)
+        text = "\n".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "Replay" in text and ":seek -30" in text and "p pause/play" in text
+        assert text.index("Replay") < text.index("Views")
+        assert "read-only" in text
