@@ -837,6 +837,7 @@ class FleetCounts:
     ports_down: int = 0
     """Down on nodes heard from (``state.PortUse``)."""
     ports_erroring: int = 0
+    """Up on nodes heard from, with error findings (N2-N5) or flapping; not the down ones."""
     ports_unknown: int = 0
     """On silent nodes, or nodes with no telemetry yet: their last sample is no word on now."""
     jobs: dict[str, int] = field(default_factory=dict)
@@ -852,8 +853,10 @@ def _contribution(st: NodeState) -> _Contribution:
     expected = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
     use = st.gpu_use()
     ports = st.port_use()
-    erroring = len({f.component for f in st.findings
-                    if f.rule in ("N2", "N3", "N4", "N5")})
+    # Up but erroring or flapping: a port that is down counts as down only, though its
+    # link_downed (N2) moved too (a replayed switch failure read "down 64  erroring 64" of
+    # 128 ports); a silent node's ports are unknown (port_use), not erroring.
+    erroring = sum(1 for status, _p in bad_ports(st) if status != PORT_DOWN)
     return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
             st.ib_ports, ports.down, erroring, use.waiting, ports.unknown)
 
