@@ -609,6 +609,8 @@ class LeafRow:
     flapping: int
     erroring: int
     hint: str
+    recovered: bool = False
+    """Every switch the hint names came back (``SuspectSwitch.recovered``): said, not alarmed."""
 
 
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "rcv_errors",
@@ -785,12 +787,15 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     bad_ports = [row for rows in cache.bad.values() for row in rows]
     rows = []
     hints: dict[str, list[str]] = {}
+    failing: set[str] = set()
     for sw in suspect_switches(state):
         hints.setdefault(sw.leaf, []).append(sw.text)
+        if not sw.recovered:
+            failing.add(sw.leaf)
     for leaf, agg in leaves.items():
         hint = "; ".join(hints.get(leaf, []))
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
-                            agg.erroring, hint))
+                            agg.erroring, hint, recovered=bool(hint) and leaf not in failing))
     rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))
     bad_ports.sort(key=lambda p: (p.leaf, p.status != PORT_DOWN, p.node, p.port))
     return rows, bad_ports

@@ -14,6 +14,7 @@ from fleetdeck.console.fabric_map import fabric_map, switch_health
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.judgements import RECOVERED, recommended_action, suspect_switches
 from fleetdeck.console.replay import run_headless
+from fleetdeck.console.rows import fabric
 from fleetdeck.console.tui.replay_app import ReplayApp
 from fleetdeck.console.tui.screens.fabric import FabricScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
@@ -68,6 +69,16 @@ def test_a_switch_whose_ports_came_back_is_judged_recovered(recording):
     assert row.recovered and not row.failing and row.erroring == 8
     fm = fabric_map(state)
     assert fm.recovered == {SWITCH} and fm.suspects[SWITCH] == row.suspect == sw.text
+
+
+def test_the_fabric_views_leaf_hint_says_recovered_not_failing(recording):
+    """The fabric view's hint line under the tables: red ⚠ while the switch is down, a plain
+    ✓ line once it came back (it drew every hint as a red warning)."""
+    for at, recovered in ((DURING, False), (AFTER, True)):
+        state = run_headless(recording, until=at).session.state
+        (leaf,) = [r for r in fabric(state)[0] if r.hint]
+        assert leaf.leaf == "leaf02" and leaf.recovered is recovered
+        assert (RECOVERED in leaf.hint) is recovered
 
 
 def test_nodes_and_incident_behind_a_recovered_switch_say_so(recording):

@@ -99,9 +99,12 @@ class FabricScreen(FleetView):
         self._arrange()
         self.matrix.set_map(self.map)
         self._update_matrix_text()
-        hints = [r.hint for r in self.leaves if r.hint]
-        if hints:
-            text = "\n".join(f"[$error b]⚠ {esc(h)}[/]" for h in hints[:3])
+        hinted = [r for r in self.leaves if r.hint]
+        # Failing switches first and in red; a switch that came back is said, not alarmed.
+        hinted.sort(key=lambda r: r.recovered)
+        if hinted:
+            text = "\n".join(f"[$warning]✓ {esc(r.hint)}[/]" if r.recovered
+                              else f"[$error b]⚠ {esc(r.hint)}[/]" for r in hinted[:3])
         else:
             bad = sum(r.down + r.flapping + r.erroring for r in self.leaves)
             text = ("[$success]no correlated port failures under any leaf switch[/]"
