@@ -58,8 +58,8 @@ EVENT_MEMORY = 5000
 SHAPE_LOG_MAX = 100_000
 NODE_EVENT_MEMORY = 50
 WAITING = "waiting"
-_GPU_NAME = re.compile(r"gpu\d+")
 """What a node that was born but has sent no telemetry yet shows instead of ``ok``."""
+_GPU_NAME = re.compile(r"gpu\d+")
 AGENT_RECONNECT_S = 30.0
 """How long after the broker is back every agent has reconnected: their back-off is capped at
 30 s (docs/reliability.md). Until then a node not heard from is not judged stale."""
@@ -381,16 +381,14 @@ class NodeState:
         # "Do not drain" holds only for what the switch explains: a GPU fault on a node behind
         # a failing switch is still a reason to drain it.
         faulty = any(f.severity is Severity.DRAIN for f in own)
-        if self.behind_recovered:
-            # Up again: the node's link errors of the last hour were the switch's (a UX audit
-            # read "check the switch" an hour after it came back).
-            tail = "its IB port findings are the switch's" if faulty else (
-                "its link errors were the switch's, nothing to do on the node")
-            what = f"behind switch {self.behind_switch}, which recovered"
-        else:
-            tail = "its IB port findings are the switch's" if faulty else (
-                "check the switch, do not drain")
-            what = f"behind suspect switch {self.behind_switch}"
+        # A switch up again: the node's link errors of the last hour were the switch's (a UX
+        # audit read "check the switch" an hour after it came back).
+        recovered = self.behind_recovered
+        what = (f"behind switch {self.behind_switch}, which recovered" if recovered
+                else f"behind suspect switch {self.behind_switch}")
+        tail = "its IB port findings are the switch's" if faulty else (
+            "its link errors were the switch's, nothing to do on the node" if recovered
+            else "check the switch, do not drain")
         switch = Finding("F1", Severity.WARN, "", f"{what}: {tail}")
         out = [] if faulty else [switch]
         for f in self.findings:
