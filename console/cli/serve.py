@@ -50,6 +50,10 @@ def console_command(cluster: str, *, allow_commands: bool, operator: str | None,
     return shlex.join(args)
 
 
+def _stop_before_serving(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def run_serve(broker: str | None, ca: str | None, cert: str | None, key: str | None,
               cluster: str, host: str, port: int, *, allow_commands: bool,
               operator: str | None, tick_s: float, public_url: str | None) -> int:
@@ -92,6 +96,9 @@ def run_serve(broker: str | None, ca: str | None, cert: str | None, key: str | N
     shown = public_url or f"http://{host}:{bound_port}"
     server = BoundServer(sock, host=str(bound_host), port=int(bound_port),
                          title=f"fleetdeck {cluster}", public_url=shown)
+    # A stop (systemd, a test) may come as soon as the banner is out, before the server's
+    # loop takes the signal over: it is a clean stop then too, not death by SIGTERM.
+    signal.signal(signal.SIGTERM, _stop_before_serving)
     print(f"fleetdeck serve: console of cluster {cluster} at {url} on {shown} ({mode}); "
           "Ctrl-C stops", file=sys.stderr, flush=True)
     server.serve()

@@ -239,6 +239,13 @@ def test_history_colours(snap_compare, tmp_path):
     asyncio.run(write())
 
     async def settle(pilot) -> None:
+        # The app's first tick (after its first refresh) applies the populated fleet; waited
+        # for, so the header's "upd … ago" does not depend on whether it ran before or after
+        # open_history's tick (it read 0.0s or 0.5s by the race, and the snapshot failed).
+        for _ in range(200):
+            if world.app.state.last_update is not None:
+                break
+            await pilot.pause(0.01)
         world.app.stores[world.app.cluster] = db
         await world.app.session.open_store(db)
         view = await open_history(world, pilot)
