@@ -26,7 +26,9 @@ async def test_replay_controls_move_through_the_recording():
         assert "[R]" in app.header_text(p.clock())
         app.seek_to("5")
         await pilot.pause()
-        assert abs(p.position - (p.start + 5)) < 1e-6
+        # Landed on 5 s; playing at 1x, it may have moved on by the wall time of the pause (a
+        # loaded CI machine saw 23 ms), never by more than a tick.
+        assert 0 <= p.position - (p.start + 5) < 0.25
         assert all(n.verdict.value == "ok" for n in app.state.nodes.values())
         app.seek_to("+25")  # past the XID 79 at ~12 s
         await pilot.pause()
