@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from textual import events
+from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.timer import Timer
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from fleetdeck.brokerurl import BrokerURL
@@ -137,7 +139,7 @@ class FleetdeckApp(App[int]):
         *(Binding(key, f"view('{name}')", name.capitalize(), show=False)
           for key, name in TABS),
         Binding("0", "contexts", "Clusters", show=False),
-        Binding("colon", "command_line", ":cmd"),
+        Binding("colon", "command_line", ":cmd", priority=True),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "go_back", "Back", show=False),
         Binding("q", "quit", "Quit"),
@@ -795,6 +797,12 @@ class FleetdeckApp(App[int]):
     def action_command_line(self) -> None:
         from fleetdeck.console.tui.modals import CommandLine
 
+        # ':' is a priority binding, so the keys typed straight after it reach the command
+        # line (a key goes to what has focus when the app reads it, and a plain binding runs
+        # only once its key went round the old screen). In a text box or a modal ':' is a
+        # character, as before: skipped, the key goes on to the box.
+        if self.screen.is_modal or isinstance(self.focused, Input):
+            raise SkipAction()
         self.push_screen(CommandLine(), self.run_command_line)
 
     def run_command_line(self, text: str | None) -> None:

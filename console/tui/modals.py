@@ -2,9 +2,11 @@
 ``:`` command line."""
 
 from collections.abc import Callable
+from typing import TypeVar
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -15,6 +17,8 @@ from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 
 MAX_TARGET_LINES = 8
+
+ResultT = TypeVar("ResultT")
 
 
 def radius_text(r: BlastRadius) -> str:
@@ -50,7 +54,74 @@ class Choice(RadioButton):
         return "●" if self.value else "○"
 
 
-class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
+class Modal(ModalScreen[ResultT]):
+    """A modal that closes once.
+
+    A second Enter (a double tap, a key bounce, keys queued on a loaded machine) reached the
+    modal's box after the first had closed it, and Textual's dismiss popped whatever screen was
+    on top then: with one screen left it raised and took the console down. A modal that is no
+    longer on top ignores a dismiss; the keys that reach it then are dropped, not passed on,
+    since a dialog is there to be read before its next answer."""
+
+    def dismiss(self, result: ResultT | None = None) -> AwaitComplete:
+        if not self.is_active:
+            return AwaitComplete()
+        return super().dismiss(result)
+
+
+class Box(Input):
+    """A modal's text box: Enter submits in order with the keys typed before it.
+
+    Input's own Enter binding runs once the key has gone up to the app; characters typed
+    straight after it were in the box by then and were submitted with it (":drain gpu0003⏎bad"
+    read as the nodes "gpu0003bad")."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            await self.action_submit()
+            return
+        await super()._on_key(event)
+
+
+class TypeAhead(Modal[ResultT]):
+    """A modal whose text box takes what was typed before the box had focus.
+
+    The app routes a key to whatever has focus when it reads the key; a modal's box gets focus
+    only once the modal is mounted, so keys typed straight after the one that opened it (an
+    operator's ":drain gpu0003" in one motion, a paste, tmux send-keys) reached the modal itself
+    and were lost, while the Enter after them submitted the empty box. A printable key or a
+    backspace that reaches the modal goes into its focused box (or its first one, before focus
+    lands), and an Enter submits that box here, in order. An Input stops the printable keys it
+    takes, so none arrives here twice. The keys that open a modal or a box are priority
+    bindings (the app runs them as it reads them, not after the key went round the old
+    screen), else the keys typed after them went to the old screen; see
+    ``FleetdeckApp.check_action``."""
+
+    async def on_key(self, event: events.Key) -> None:
+        if not self.is_active:
+            return
+        focused = self.focused
+        if isinstance(focused, Input):
+            box = focused
+        elif focused is None and self.query(Input):
+            box = self.query(Input).first()
+        else:
+            return
+        if event.is_printable and event.character:
+            box.insert_text_at_cursor(event.character)
+        elif event.key == "backspace":
+            box.action_delete_left()
+        elif event.key == "enter":  # a Box stops its own Enter: this one came before focus
+            await box.action_submit()
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+
+class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
     """Reason (required), mode (finish / now), typed confirmation above the threshold."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -73,7 +144,7 @@ class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
             with VerticalScroll(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield Label("Reason (required; shown as Reason=… [user@time]):")
-            yield Input(placeholder="e.g. XID 79 on gpu3 — ticket OPS-123", id="reason")
+            yield Box(placeholder="e.g. XID 79 on gpu3 — ticket OPS-123", id="reason")
             with RadioSet(id="mode"):
                 yield Choice("finish: no new work, running jobs finish (Slurm DRAIN)",
                              value=True, id="mode-finish")
@@ -82,7 +153,7 @@ class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
             if r.needs_typed_confirmation:
                 yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
                             f"[b]{self.phrase}[/] to confirm")
-                yield Input(placeholder=self.phrase, id="confirm")
+                yield Box(placeholder=self.phrase, id="confirm")
             yield Static(payload_text(r), id="payload")
             yield Static("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
@@ -124,7 +195,7 @@ class DrainScreen(ModalScreen[tuple[str, DrainMode] | None]):
         self.dismiss(None)
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(TypeAhead[bool]):
     """Yes/no with the targets and blast radius; typed confirmation above the threshold."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -149,7 +220,7 @@ class ConfirmScreen(ModalScreen[bool]):
             if r.needs_typed_confirmation:
                 yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
                             f"[b]{esc(self.phrase)}[/] to confirm")
-                yield Input(placeholder=self.phrase, id="confirm")
+                yield Box(placeholder=self.phrase, id="confirm")
             yield Static(payload_text(r), id="payload")
             yield Static("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
@@ -183,7 +254,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class QuitScreen(ModalScreen[bool]):
+class QuitScreen(Modal[bool]):
     """Quit while commands are still open (k9s asks too): y quits, n or esc stays."""
 
     BINDINGS = [Binding("y", "answer(True)", "Quit"),
@@ -261,7 +332,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         Mode: {mode}"""
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Modal[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def __init__(self, read_only: bool, extra: str = "") -> None:
@@ -289,11 +360,11 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class CommandLine(ModalScreen[str | None]):
+class CommandLine(TypeAhead[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=":nodes :jobs :fabric :events :incidents :overview :node NAME "
+        yield Box(placeholder=":nodes :jobs :fabric :events :incidents :overview :node NAME "
                     ":drain HOSTLIST :resume HOSTLIST :restart JOB :ctx NAME :q", id="cmdline")
 
     @on(Input.Submitted)

@@ -1,6 +1,7 @@
 """Events: a live, filterable log of node events (XID, links, drains) and console commands."""
 
 from textual import on
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
@@ -23,7 +24,7 @@ Row = tuple[int, EventLine]
 class EventsScreen(FleetView):
     VIEW = "events"
     BINDINGS = [
-        Binding("slash", "filter", "Filter"),
+        Binding("slash", "filter", "Filter", priority=True),  # see action_filter
         Binding("c", "commands", "Commands only"),
         Binding("enter", "open", "Node", show=False),
     ]
@@ -78,9 +79,14 @@ class EventsScreen(FleetView):
 
     def action_filter(self) -> None:
         box = self.query_one("#event-filter", Input)
+        if self.focused is box:  # a priority binding (as ':'): in the box, '/' is typed
+            raise SkipAction()
         box.display = True
         box.value = self.filter.text
-        box.focus()
+        # At once, not by Widget.focus (a callback after the keys already read): a filter
+        # typed straight after '/' went to the table and its keys (c: commands only).
+        self.set_focus(box)
+        box.focus()  # again once a view switch's own focus (overview's '/') has landed
 
     @on(Input.Changed, "#event-filter")
     def _changed(self, event: Input.Changed) -> None:
@@ -91,14 +97,14 @@ class EventsScreen(FleetView):
     def _submitted(self, event: Input.Submitted) -> None:
         self.filter = NodeFilter(event.value)
         event.input.display = False
-        self.table.focus()
+        self.set_focus(self.table)
         self.fleet.refresh_view()
 
     def on_escape(self) -> bool:
         box = self.query_one("#event-filter", Input)
         if box.display:
             box.display = False
-            self.table.focus()
+            self.set_focus(self.table)
             return True
         if self.filter.active:
             self.filter = NodeFilter("")

@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 
 from textual import on
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
@@ -46,7 +47,7 @@ def _age(last_rx: float | None, now: float) -> str:
 class NodesScreen(FleetView):
     VIEW = "nodes"
     BINDINGS = [
-        Binding("slash", "filter", "Filter"),
+        Binding("slash", "filter", "Filter", priority=True),  # see action_filter
         Binding("ctrl+z", "unhealthy", "Unhealthy"),
         Binding("space", "mark", "Mark"),
         Binding("ctrl+backslash", "clear_marks", "Clear marks", show=False),
@@ -238,14 +239,19 @@ class NodesScreen(FleetView):
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
+        if self.focused is box:  # a priority binding (as ':'): in the box, '/' is typed
+            raise SkipAction()
         box.display = True
         box.value = self.filter.text
-        box.focus()
+        # At once, not by Widget.focus (a callback after the keys already read): a filter
+        # typed straight after '/' went to the table and its keys (r drains).
+        self.set_focus(box)
+        box.focus()  # again once a view switch's own focus (overview's '/') has landed
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         event.input.display = False
-        self.table.focus()
+        self.set_focus(self.table)
         self.filter = NodeFilter(event.value)
 
     @on(Input.Changed, "#filter")
@@ -257,7 +263,7 @@ class NodesScreen(FleetView):
         box = self.query_one("#filter", Input)
         if box.display:
             box.display = False
-            self.table.focus()
+            self.set_focus(self.table)
             return True
         if self.filter.active:
             self.filter = NodeFilter("")

@@ -1,0 +1,89 @@
+"""Keys typed in one burst, as an operator types ':drain gpu0003⏎' in one motion, as a paste or
+tmux send-keys deliver them, and as a loaded machine queues them: each key is posted at once,
+before the app has handled the one before. Textual routes a key to what has focus when the app
+reads it, so the keys after ':' or '/' went to the old view (and its bindings), and a second
+Enter reached a closed modal and took the console down."""
+
+from textual import events
+from textual.keys import _character_to_key
+
+from fleetdeck.console.tui.modals import CommandLine, DrainScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from tests.tui.conftest import SIZE, World
+from tests.tui.test_views import text_of
+
+
+def burst(app, text: str) -> None:
+    """Every key of ``text`` posted to the app at once ('⏎' is Enter)."""
+    for ch in text:
+        if ch == "⏎":
+            app.post_message(events.Key("enter", "\r"))
+        else:
+            app.post_message(events.Key(_character_to_key(ch), ch))
+
+
+async def test_a_command_typed_in_one_burst_reaches_the_command_line(world: World) -> None:
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        burst(world.app, ":drain gpu0003⏎")
+        await pilot.pause(0.3)
+        screen = world.app.screen
+        assert isinstance(screen, DrainScreen), type(screen).__name__
+        assert screen.radius.targets == ["gpu0003"]
+
+
+async def test_keys_after_the_enter_do_not_join_the_command(world: World) -> None:
+    """What follows Enter is not part of the command ('gpu0003bad'), nor typed into the drain
+    form unread: the form is there to be read before it is answered."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        burst(world.app, ":drain gpu0003⏎bad DIMM⏎")
+        await pilot.pause(0.3)
+        screen = world.app.screen
+        assert isinstance(screen, DrainScreen), type(screen).__name__
+        assert screen.radius.targets == ["gpu0003"]
+        assert not world.published  # nothing sent without a reason typed into the form
+
+
+async def test_a_double_enter_runs_the_command_once_and_does_not_crash(world: World) -> None:
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("colon")
+        await pilot.pause()
+        assert isinstance(world.app.screen, CommandLine)
+        for ch in "nodes":
+            await pilot.press(ch)
+        burst(world.app, "⏎⏎")  # the second reached the closed command line: ScreenStackError
+        await pilot.pause(0.3)
+        assert isinstance(world.app.screen, NodesScreen)
+        assert world.app.is_running
+        world.tick()
+        await pilot.pause()
+        assert "gpu0001" in text_of(world.app)
+
+
+async def test_a_filter_typed_in_one_burst_reaches_the_filter_box(world: World) -> None:
+    """'/' then the filter at once: the keys went to the table, whose 'r' drains and 'u'
+    resumes; '/' and ':' inside the box are characters (a regex, a port name)."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("2")
+        await pilot.pause()
+        nodes = world.app.screen
+        assert isinstance(nodes, NodesScreen)
+        burst(world.app, "/gpu000[1-3]|r:u/x")
+        await pilot.pause(0.3)
+        assert world.app.screen is nodes  # no drain form, no command line
+        assert nodes.filter.text == "gpu000[1-3]|r:u/x"
+        burst(world.app, "⏎")
+        await pilot.pause(0.3)
+        assert not nodes.query_one("#filter").display
+        assert nodes.focused is nodes.table  # the keys after it go to the table again
+        burst(world.app, "/")
+        await pilot.pause(0.3)
+        assert nodes.focused is nodes.query_one("#filter")
+        assert nodes.query_one("#filter").value == "gpu000[1-3]|r:u/x"  # to edit, as before
