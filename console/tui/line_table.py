@@ -273,19 +273,26 @@ class LineTable(Widget, Generic[T], can_focus=True):
     def _room_for_arrow(self, widths: list[int | None]) -> list[int | None]:
         """The sorted column's ▼/▲ is all that says how the table is sorted: a column whose
         title fills its width (GPUS, UTIL) takes the cell it needs from the flexible column
-        when that can spare it (a UX audit saw the arrow cut off there)."""
-        at = next((i for i, c in enumerate(self.columns) if c.key == self.sort_key), None)
+        when that can spare it (a UX audit saw the arrow cut off there). Every such column
+        takes its cell whichever is sorted, when the flexible column can spare them all, so
+        the columns do not move a cell when the sort changes (an audit saw the rows shift);
+        else the sorted one alone does."""
         flex = next((i for i, c in enumerate(self.columns) if not c.width), None)
-        if at is None or flex is None:
+        rest = None if flex is None else widths[flex]
+        if flex is None or rest is None:
             return widths
-        w, rest = widths[at], widths[flex]
-        if w is None or rest is None:
+        spare = rest - (self.columns[flex].min or FLEX_MIN)
+        needs = {i: cell_len(c.title) + 1 - w for i, (c, w) in
+                 enumerate(zip(self.columns, widths, strict=True))
+                 if w is not None and i != flex and cell_len(c.title) + 1 > w}
+        at = next((i for i, c in enumerate(self.columns) if c.key == self.sort_key), None)
+        if sum(needs.values()) > spare:
+            needs = {at: needs[at]} if at in needs and needs[at] <= spare else {}
+        if not needs:
             return widths
-        need = cell_len(self.columns[at].title) + 1 - w
-        if 0 < need <= rest - (self.columns[flex].min or FLEX_MIN):
-            widths = list(widths)
-            widths[at], widths[flex] = w + need, rest - need
-        return widths
+        out = [None if w is None else w + needs.get(i, 0) for i, w in enumerate(widths)]
+        out[flex] = rest - sum(needs.values())
+        return out
 
     @property
     def hidden(self) -> list[str]:
