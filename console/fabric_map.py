@@ -17,6 +17,7 @@ from operator import attrgetter, is_
 
 from fleetdeck.console.judgements import (
     PORT_DOWN,
+    PORT_ERRORING,
     PORT_FLAPPING,
     SuspectSwitch,
     bad_ports,
@@ -26,6 +27,7 @@ from fleetdeck.console.judgements import (
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
+from fleetdeck.protocol.fast import IbPortSample
 
 _BIRTH = attrgetter("birth")
 
@@ -89,6 +91,12 @@ def _rails(st: NodeState) -> tuple[int, ...]:
     return tuple(sorted(rails))
 
 
+def _drain_rate(st: NodeState, p: IbPortSample) -> bool:
+    """Whether an erroring port errs at a rate that drains (N1-N3), not only at N4's."""
+    comp = f"{p.dev}:{p.port}"
+    return any(f.rule in _DRAIN_RATE_RULES and f.component == comp for f in st.findings)
+
+
 def node_fabric(st: NodeState) -> NodeFabric:
     t = st.telemetry
     if st.online is False or st.stale:
@@ -103,13 +111,12 @@ def node_fabric(st: NodeState) -> NodeFabric:
         if rail is None:
             continue
         comp = f"{p.dev}:{p.port}"
-        rules = {f.rule for f in st.findings if f.component == comp}
         if status == PORT_DOWN:
             code = Port.DOWN
         elif status == PORT_FLAPPING:
             code = Port.FLAPPING
         else:
-            code = Port.ERRORING if rules & _DRAIN_RATE_RULES else Port.ERRORS
+            code = Port.ERRORING if _drain_rate(st, p) else Port.ERRORS
         text = "; ".join(f.text for f in st.findings if f.component == comp)
         bad.append(BadPort(rail, code, comp, text))
     return NodeFabric(leaf_of(st), _rails(st), silent, tuple(bad))
@@ -236,6 +243,18 @@ class SwitchRow:
     """The judgement's text when the switch is suspected, else ''."""
     recovered: bool = False
     """Suspected, but its ports are all up again (``SuspectSwitch.recovered``)."""
+    low_rate: int = 0
+    """Of ``erroring``, the ports with errors at a low rate only (N4, a warning: the matrix's
+    ``Port.ERRORS``), not at a rate that drains."""
+
+    @property
+    def port_name(self) -> str:
+        """Its worst port, as the matrix names a cell (``PORT_NAMES``)."""
+        if self.down:
+            return PORT_NAMES[Port.DOWN]
+        if self.flapping:
+            return PORT_NAMES[Port.FLAPPING]
+        return PORT_NAMES[Port.ERRORS if self.low_rate == self.erroring else Port.ERRORING]
 
     @property
     def failing(self) -> bool:
@@ -303,19 +322,22 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             sw = f"{leaf}-r{rail}"
             got = agg.get(sw)
             if got is None:
-                got = agg[sw] = (leaf, rail, [0, 0, 0], [])
-            got[2][0 if status == PORT_DOWN else 1 if status == PORT_FLAPPING else 2] += 1
+                got = agg[sw] = (leaf, rail, [0, 0, 0, 0], [])
+            counts = got[2]
+            counts[0 if status == PORT_DOWN else 1 if status == PORT_FLAPPING else 2] += 1
+            if status == PORT_ERRORING and not _drain_rate(st, p):
+                counts[3] += 1
             if st.node_id not in got[3]:
                 got[3].append(st.node_id)
     out = SwitchSummary(sum(len(rails) for _n, rails in cache.leaves.values()),
                         leaves=cache.leaves)
     judged = {sw.switch: sw for sw in suspects}
-    for sw, (leaf, rail, (down, flap, err), bad_nodes) in agg.items():
+    for sw, (leaf, rail, (down, flap, err, low), bad_nodes) in agg.items():
         ports = sum(n for rs, n in shapes[leaf].items() if rail in rs)
         j = judged.get(sw)
         out.rows.append(SwitchRow(sw, leaf, rail, ports, down, flap, err,
                                   tuple(sorted(bad_nodes)), "" if j is None else j.text,
-                                  j is not None and j.recovered))
+                                  j is not None and j.recovered, low))
     out.rows.sort(key=lambda r: (not r.failing, r.suspect == "", -r.bad, -r.down, r.switch))
     return out
 

@@ -125,3 +125,31 @@ def test_switch_health_counts_ports_of_each_bad_switch(world):
     row = s.rows[0]
     assert (row.down, row.ports, row.nodes) == (3, 6, ("gpu0009", "gpu0013", "gpu0017"))
     assert "suspect leaf switch leaf00-r2" in row.suspect
+
+
+async def test_a_switch_with_low_rate_errors_only_is_drawn_as_the_matrix_draws_it():
+    """Receive errors rising on one port (N4, a warning) are the matrix's △, not the ▲ of
+    errors at a rate that drains: the overview's line per leaf group drew every erroring port
+    ▲, so a warning read as a port to drain."""
+    from tests.tui.test_views_scale import _replace as replace
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    count = {"n": 0}
+
+    def rcv_errors(tel):
+        count["n"] += 1
+        return replace(tel, ib_ports=[replace(p, rcv_errors=count["n"] * 10)
+                                      if p.dev == "mlx5_ib5" else p for p in tel.ib_ports])
+
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        for _ in range(3):
+            world.fleet.telemetry(world.ingest, faults={"gpu0002": rcv_errors})
+            world.tick(1.0)
+        screen = await overview(world, pilot)
+        s = switch_health(world.app.state)
+        row = next(r for r in s.rows if r.switch.endswith("-r5"))
+        assert (row.erroring, row.low_rate, row.port_name) == (1, 1, "errors")
+        fabric = panel_text(screen, "fabric-panel")
+        line = next(ln for ln in fabric.splitlines() if ln.strip().startswith(row.leaf + " "))
+        assert "■■■■■△■■" in line and "▲" not in line, line

@@ -53,7 +53,7 @@ FABRIC_LINES = 8
 """Lines of the fabric panel when it stands above the events."""
 SEV_STYLE = {"error": "$error", "warn": "$warning", "done": "$success"}
 
-RAIL_GLYPH = {"ok": "[$success]■[/]", "erroring": "[$warning b]▲[/]",
+RAIL_GLYPH = {"ok": "[$success]■[/]", "errors": "[$warning]△[/]", "erroring": "[$warning b]▲[/]",
               "flapping": "[$error]↯[/]", "down": "[$error b]✖[/]",
               "suspect": "[$error b reverse]✖[/]"}
 """The overview's one-line picture of a leaf group: the fabric matrix's glyphs
@@ -426,8 +426,7 @@ class OverviewScreen(FleetView):
         s = self.switches
         worst: dict[str, dict[int, str]] = {}
         for r in s.rows:
-            name = "down" if r.down else "flapping" if r.flapping else "erroring"
-            worst.setdefault(r.leaf, {})[r.rail] = "suspect" if r.failing else name
+            worst.setdefault(r.leaf, {})[r.rail] = "suspect" if r.failing else r.port_name
         order = [leaf for leaf in worst if leaf in s.leaves]
         order += [leaf for leaf in s.leaves if leaf not in worst]
         shown = order if len(order) <= room else order[:max(0, room - 1)]
