@@ -333,6 +333,16 @@ class NodeFilter:
     def active(self) -> bool:
         return self.hosts is not None or self.regex is not None
 
+    @property
+    def reading(self) -> str:
+        """How the text was read, for the view to say: ``gpu00[34]`` is Slurm's hostlist
+        ``gpu0034``, not a regex class, and a filter that matched nothing read as nothing."""
+        if self.hosts is not None:
+            names = compress(sorted(self.hosts))
+            shown = names if len(names) <= 40 else f"{len(self.hosts)} names"
+            return f"hostlist {shown}"
+        return "regex" if self.regex is not None and not self.error else ""
+
     def matches(self, key: str, haystack: str) -> bool:
         if self.hosts is not None:
             hit = key in self.hosts

@@ -65,12 +65,24 @@ async def test_nodes_view_sort_filter_marks(world):
         await pilot.press("slash", *"gpu[0001-0004]", "enter")
         world.tick()
         assert screen.shown == ["gpu0003", "gpu0001", "gpu0002", "gpu0004"]  # worst first
+        await pilot.pause()
+        assert "filter gpu[0001-0004] (hostlist gpu[0001-0004])" in text_of(world.app)
         await pilot.press("escape")
         world.tick()
         assert len(screen.shown) == 24
+        # Brackets read as Slurm's hostlist, not a regex class, and the view says so: a
+        # filter that matched nothing said only "no nodes match".
+        await pilot.press("slash", *"gpu00[34]", "enter")
+        world.tick()
+        await pilot.pause()
+        assert screen.shown == []
+        assert "filter gpu00[34] (hostlist gpu0034)" in text_of(world.app)
+        await pilot.press("escape")
         await pilot.press("slash", *"G12", "enter")
         world.tick()
         assert screen.shown == ["gpu0003"]
+        await pilot.pause()
+        assert "filter G12 (regex)" in text_of(world.app)
         await pilot.press("escape")
         await pilot.press("ctrl+z")
         world.tick()

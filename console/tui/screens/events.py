@@ -72,7 +72,9 @@ class EventsScreen(FleetView):
     def info(self) -> str:
         parts = [f"{len(self.rows)}/{len(self.fleet.event_log)} events, newest first"]
         if self.filter.active:
-            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]")
+            how = self.filter.reading
+            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]"
+                         + (f" ({esc(how)})" if how else ""))
         if self.commands_only:
             parts.append("[$warning]commands only[/] (c)")
         return "  ".join(parts)

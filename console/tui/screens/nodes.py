@@ -201,7 +201,9 @@ class NodesScreen(FleetView):
         parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes",
                  f"sort {self.sort_key}{' ▲' if self.sort_reverse else ''} (o/O)"]
         if self.filter.active:
-            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]")
+            how = self.filter.reading
+            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]"
+                         + (f" ({esc(how)})" if how else ""))
         if self.filter.error:
             parts.append(f"[$error]{esc(self.filter.error)}[/]")
         if self.unhealthy_only:
