@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from fleetdeck.console.commands import since_checkpoint_s
 from fleetdeck.console.health import Finding
-from fleetdeck.console.judgements import job_reason
+from fleetdeck.console.judgements import NO_REASON, job_reason
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
@@ -191,6 +191,18 @@ class InterruptionTracker:
         out, seconds = self.found, self.gpu_seconds
         self.found, self.gpu_seconds = [], 0.0
         return out, seconds
+
+
+_DETAIL = re.compile(r"^(\S+) -> (\S+) \((.*)\)$")
+
+
+def read_detail(detail: str) -> str:
+    """An interruption's detail as stored. Rows written before Slurm's placeholder reasons were
+    dropped (``job_reason``) say "R -> PD (None)": read as the state, as new rows word it."""
+    m = _DETAIL.match(detail)
+    if m is None or m.group(3).strip().lower() not in NO_REASON:
+        return detail
+    return f"{m.group(1)} -> {m.group(2)} ({m.group(2)})"
 
 
 def report(interruptions: list[dict[str, object]], gpu_hours: float) -> dict[str, object]:

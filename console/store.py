@@ -21,6 +21,7 @@ import aiosqlite
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Batch
+from fleetdeck.console.interruptions import read_detail
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
@@ -454,6 +455,7 @@ class Store:
             "FROM interruptions WHERE ts >= ? ORDER BY ts", [since])
         for row in rows:
             row["nodes"] = [n for n in row["nodes"].split(",") if n]
+            row["detail"] = read_detail(row["detail"])
         return rows
 
     async def job_gpu_hours(self, since: float) -> float:

@@ -65,3 +65,27 @@ async def test_report_over_a_store(tmp_path):
     assert 0 < rep["effective_training_time_ratio"] < 1
     text = run_cli("report", "--db", str(tmp_path / "store.db"), "--since", "3650d")
     assert text.returncode == 0 and "network" in text.stdout
+
+
+async def test_rows_of_an_older_store_read_without_slurms_placeholder(tmp_path):
+    """Rows written before placeholder reasons were dropped say "R -> PD (None)": the store
+    reads them as new rows word them, "R -> PD (PD)"; a real reason is left as it is."""
+    import sqlite3
+
+    from fleetdeck.console.store import Store
+
+    path = tmp_path / "store.db"
+    store = await Store.open(path)
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.executemany("INSERT INTO interruptions VALUES (?,?,?,?,?,?,?)", [
+            ("41", 100.0, "gpu", "gpu0006", 8, 1.0, "R -> PD (None)"),
+            ("42", 101.0, "host", "gpu0007", 8, 1.0, "R -> NF ((null))"),
+            ("43", 102.0, "network", "gpu0002", 8, 1.0, "R -> NF (NodeFail)"),
+        ])
+    store = await Store.open(path)
+    try:
+        rows = await store.interruptions(0)
+    finally:
+        await store.close()
+    assert [r["detail"] for r in rows] == ["R -> PD (PD)", "R -> NF (NF)", "R -> NF (NodeFail)"]
