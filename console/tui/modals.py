@@ -97,7 +97,7 @@ class TypeAhead(Modal[ResultT]):
     takes, so none arrives here twice. The keys that open a modal or a box are priority
     bindings (the app runs them as it reads them, not after the key went round the old
     screen), else the keys typed after them went to the old screen; see
-    ``FleetdeckApp.check_action``."""
+    ``FleetdeckApp.action_command_line``."""
 
     async def on_key(self, event: events.Key) -> None:
         if not self.is_active:

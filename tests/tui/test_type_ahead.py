@@ -87,3 +87,24 @@ async def test_a_filter_typed_in_one_burst_reaches_the_filter_box(world: World) 
         await pilot.pause(0.3)
         assert nodes.focused is nodes.query_one("#filter")
         assert nodes.query_one("#filter").value == "gpu000[1-3]|r:u/x"  # to edit, as before
+
+
+async def test_a_key_typed_straight_after_a_view_key_acts_on_the_new_view(world: World) -> None:
+    """'2' then 'r' at once: 'r' acts on the nodes view (its drain of the node under the nodes
+    view's cursor), not on the overview it left, whose grid has a cursor of its own; and a
+    filter typed at once after that reaches the nodes view's box."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        burst(world.app, "2r")
+        await pilot.pause(0.3)
+        screen = world.app.screen
+        assert isinstance(screen, DrainScreen), type(screen).__name__
+        nodes = world.app.screen_stack[-2]
+        assert isinstance(nodes, NodesScreen)
+        assert screen.radius.targets == nodes.targets() == ["gpu0003"]
+        await pilot.press("escape")
+        await pilot.pause()
+        burst(world.app, "/gpu0002⏎")
+        await pilot.pause(0.3)
+        assert world.app.screen is nodes and nodes.filter.text == "gpu0002"
