@@ -40,6 +40,7 @@ from fleetdeck.console.commands import (
     Request,
     blast_radius,
     job_blast_radius,
+    job_refusal,
 )
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
@@ -944,9 +945,10 @@ class FleetdeckApp(App[int]):
             return
         from fleetdeck.console.tui.modals import ConfirmScreen
 
-        if job_id not in self.state.jobs:
-            self.session.refuse(CommandOp.RESTART_JOB, job_id, f"no job {job_id}")
-            self.notify(f"no job {esc(job_id)}", severity="error")
+        why = job_refusal(self.state, job_id)
+        if why:
+            self.session.refuse(CommandOp.RESTART_JOB, job_id, why)
+            self.notify(esc(why), severity="error")
             return
         radius = job_blast_radius(self.state, job_id, self.clock())
 
