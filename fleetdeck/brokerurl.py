@@ -13,6 +13,7 @@ import paho.mqtt.client as paho
 from aiomqtt.types import PahoSocket
 
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 
 ENV_VAR = "FLEETDECK_BROKER"
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
@@ -35,8 +36,12 @@ class BrokerURL:
         """The URL without its password (safe for headers and logs)."""
         scheme = "mqtts" if self.tls else "mqtt"
         user = f"{self.username}@" if self.username else ""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{scheme}://{user}{host}:{self.port}"
+        return f"{scheme}://{user}{self.address}"
+
+    @property
+    def address(self) -> str:
+        """``host:port``, an IPv6 host in brackets (the console's header shows this)."""
+        return host_port(self.host, self.port)
 
 
 def _without_password(url: str) -> str:

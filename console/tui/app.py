@@ -621,7 +621,7 @@ class FleetdeckApp(App[int]):
             if c.state != "connected" and c.detail:
                 conn += f" ({esc(c.detail[:60])})"
         broker = self.broker_label or (
-            f"{self.url.host}:{self.url.port}" if self.url is not None else "")
+            self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
 
     def header_text(self, now: float) -> str:
