@@ -295,6 +295,23 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     )
 
 
+def job_refusal(state: FleetState, job_id: str) -> str:
+    """Why a restart of ``job_id`` is refused before anything is sent, in one sentence, or ''
+    when this console knows the job. Known means a status of it arrived, retained ones
+    included: a console started a moment ago knows every job the scheduler still publishes.
+    Sent anyway, an unknown job only came back rejected by the scheduler; with no job status
+    heard at all the job cannot be called unknown, so the sentence says that instead. Every
+    front end (TUI command line, jobs view, palette, CLI) asks this, as drains ask for unknown
+    nodes."""
+    if job_id in state.jobs:
+        return ""
+    if not state.jobs:
+        return (f"job {job_id} cannot be checked: nothing heard from the scheduler on cluster "
+                f"'{state.cluster}' yet, not one job status")
+    return (f"unknown job {job_id}: the scheduler has published no such job on cluster "
+            f"'{state.cluster}'")
+
+
 def _free_gpus(state: FleetState, by_node: dict[str, list[str]], removing: set[str]) -> int:
     free = 0
     for node_id, st in state.nodes.items():

@@ -32,6 +32,7 @@ from fleetdeck.console.health import Verdict
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.state import WAITING
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 
 SNAPSHOT_TIMEOUT_S = 10.0
 """A scrape waits this long for the loop to hand over a snapshot, then fails (HTTP 500)."""
@@ -413,8 +414,8 @@ def serve_metrics(session: ConsoleSession, listen: str,
         server = make_server(host, port, routed(make_wsgi_app(registry), session.cluster),
                              server_class, handler_class=_Quiet)
     except OSError as err:
-        raise UserError(f"cannot serve metrics on {host}:{port}: {err.strerror or err}.") \
-            from None
+        raise UserError(f"cannot serve metrics on {host_port(host, port)}: "
+                        f"{err.strerror or err}.") from None
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     bound_host, bound_port = server.server_address[:2]
     return str(bound_host), int(bound_port)

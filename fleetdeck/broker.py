@@ -21,6 +21,7 @@ from types import TracebackType
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 
 MOSQUITTO = "mosquitto"
 AMQTT = "amqtt"
@@ -47,8 +48,8 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def busy_port_error(host: str, port: int) -> UserError:
-    return UserError(f"cannot listen on {host}:{port}: the address is already in use (another "
-                     "broker? choose another port).")
+    return UserError(f"cannot listen on {host_port(host, port)}: the address is already in use "
+                     "(another broker? choose another port).")
 
 
 def find_mosquitto() -> str | None:
@@ -126,7 +127,8 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
             if proc.poll() is None:
                 return
         time.sleep(0.05)
-    raise UserError(f"the broker did not start listening on {host}:{port} within {timeout:.0f} s.")
+    raise UserError(f"the broker did not start listening on {host_port(host, port)} within "
+                    f"{timeout:.0f} s.")
 
 
 @dataclass

@@ -9,8 +9,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiomqtt
+import paho.mqtt.client as paho
+from aiomqtt.types import PahoSocket
 
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 
 ENV_VAR = "FLEETDECK_BROKER"
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
@@ -33,8 +36,12 @@ class BrokerURL:
         """The URL without its password (safe for headers and logs)."""
         scheme = "mqtts" if self.tls else "mqtt"
         user = f"{self.username}@" if self.username else ""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{scheme}://{user}{host}:{self.port}"
+        return f"{scheme}://{user}{self.address}"
+
+    @property
+    def address(self) -> str:
+        """``host:port``, an IPv6 host in brackets (the console's header shows this)."""
+        return host_port(self.host, self.port)
 
 
 def _without_password(url: str) -> str:
@@ -113,6 +120,41 @@ def tls_context(url: BrokerURL) -> ssl.SSLContext:
     return ctx
 
 
+class _Client(aiomqtt.Client):
+    """aiomqtt's client with its write registration made safe against a socket that closed.
+
+    paho asks for write readiness each time it queues a packet; aiomqtt registers the writer a
+    loop iteration later (``call_soon_threadsafe``), on the file descriptor it read at the
+    request. When paho closes the socket in between (a process that was stopped past its
+    keepalive finds, on SIGCONT, the broker gone: its keepalive check or the read of the EOF
+    closes the socket right after a PINGREQ or telemetry publish asked for the writer),
+    ``add_writer`` ran on the closed descriptor and asyncio logged an "Exception in callback"
+    traceback ending in "OSError: [Errno 9] Bad file descriptor" before the reconnect; had the
+    number been reused by a new socket by then, the stale writer would have been put on it.
+    Here the deferred registration first checks that the socket is still paho's.
+    """
+
+    def _on_socket_register_write(self, client: paho.Client, userdata: Any,
+                                  sock: PahoSocket) -> None:
+        def write() -> None:
+            # As aiomqtt's own callback: a failed write (BrokenPipe …) ends the connection.
+            try:
+                client.loop_write()
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            # paho resets its registration when it closes the socket, so dropping this one
+            # loses nothing; the next connection registers its own socket.
+            current = client.socket()
+            if current is not None and current is sock:
+                self._loop.add_writer(current.fileno(), write)
+
+        # paho may ask from the executor thread that runs its connect().
+        self._loop.call_soon_threadsafe(register)
+
+
 def make_client(
     url: BrokerURL,
     identifier: str,
@@ -127,7 +169,7 @@ def make_client(
     kwargs: dict[str, Any] = {}
     if url.tls:
         kwargs["tls_context"] = tls_context(url)
-    return aiomqtt.Client(
+    return _Client(
         url.host,
         url.port,
         identifier=identifier,
@@ -156,4 +198,8 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         return f"the MQTT broker at {url} refused the credentials ({text})."
     if "timed out" in low:
         return f"the MQTT broker at {url} did not answer in time."
+    if "disconnected" in low or "was lost" in low or "not currently connected" in low:
+        # aiomqtt's "Disconnected during message iteration" and the like: its words describe
+        # its internals; an agent stopped past its keepalive (the broker dropped it) reads this.
+        return f"lost the connection to the MQTT broker at {url}."
     return f"cannot talk to the MQTT broker at {url}: {text}."

@@ -15,6 +15,7 @@ from typing import Any
 
 from fleetdeck.broker import busy_port_error, port_in_use
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 
 
 def is_loopback(host: str) -> bool:
@@ -59,7 +60,7 @@ async def serve(bind: str, port: int, ready: asyncio.Event | None = None) -> Non
         if cause is not None and cause.errno == errno.EADDRINUSE:
             raise busy_port_error(bind, port) from None
         why = (cause.strerror if cause is not None else None) or str(err)
-        raise UserError(f"the embedded amqtt broker cannot listen on {bind}:{port}: "
+        raise UserError(f"the embedded amqtt broker cannot listen on {host_port(bind, port)}: "
                         f"{why.rstrip('.')}.") from None
     if ready is not None:
         ready.set()

@@ -96,6 +96,38 @@ async def test_sigstop_hung_agent_goes_stale_then_offline(mosquitto, tmp_path):
         stop_process(proc)
 
 
+async def test_agent_continued_after_its_broker_dropped_it_comes_back_without_a_traceback(
+        mosquitto, tmp_path):
+    """A failure drill: SIGSTOP past the keepalive (the broker drops the agent and publishes its
+    will), then SIGCONT. aiomqtt used to register a writer on the socket paho had just closed,
+    and asyncio logged an "Exception in callback … Bad file descriptor" traceback before the
+    reconnect (fleetdeck/brokerurl.py, _Client)."""
+    proc = agent_proc(mosquitto.url, tmp_path)
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(is_ok, message="agent online")
+            first_session = node(w.state).bd_seq
+            os.kill(proc.pid, signal.SIGSTOP)
+            await w.until(lambda s: node(s).online is False, timeout=4 * KEEPALIVE,
+                          message="offline by keepalive (the will)")
+            os.kill(proc.pid, signal.SIGCONT)
+            await w.until(lambda s: node(s).bd_seq > first_session and node(s).online
+                          and is_ok(s), timeout=15, message="back online in a new session")
+        # The retained birth and status of the new session, as a console started now sees them.
+        async with Watcher(mosquitto.url) as late:
+            await late.until(lambda s: is_ok(s) and node(s).bd_seq > first_session,
+                             timeout=5, message="retained birth and status of the new session")
+        log = (tmp_path / "gpu0001.log").read_text()
+        assert "Traceback" not in log and "Bad file descriptor" not in log, log
+        lost = [line for line in log.splitlines() if "lost the connection" in line]
+        assert len(lost) == 1, log
+        assert lost[0].startswith("WARNING fleetdeck.agent: gpu0001: lost the connection to "
+                                  "the MQTT broker at mqtt://"), lost
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        stop_process(proc)
+
+
 async def test_sigterm_publishes_offline_and_exits_zero(mosquitto, tmp_path):
     proc = agent_proc(mosquitto.url, tmp_path)
     async with Watcher(mosquitto.url) as w:

@@ -16,6 +16,7 @@ from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.shard import ShardScope, parse_shard
 from fleetdeck.console.sharding import ShardRunner, collector_will
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 from fleetdeck.protocol.topics import shard_subscriptions
 from fleetdeck.runtime import tune_gc
 
@@ -129,7 +130,8 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
                 # collector that cannot serve its metrics must end, not sleep on under systemd.
                 await session.close()
                 raise
-            print(f"collect {cluster}: Prometheus metrics on http://{host}:{port}/metrics",
+            print(f"collect {cluster}: Prometheus metrics on "
+                  f"http://{host_port(host, port)}/metrics",
                   file=sys.stderr, flush=True)
 
         last_line = [float("-inf")]

@@ -21,7 +21,14 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.console.audit import AuditLog, AuditSink
-from fleetdeck.console.commands import BlastRadius, Phase, Request, blast_radius, refusal
+from fleetdeck.console.commands import (
+    BlastRadius,
+    Phase,
+    Request,
+    blast_radius,
+    job_refusal,
+    refusal,
+)
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
@@ -47,7 +54,14 @@ left" where the console said 40."""
 
 
 class UnknownTargets(UserError):
-    """Targets with no birth or status seen on the cluster."""
+    """Targets (nodes, or a job) this console has heard nothing of on the cluster."""
+
+    def __init__(self, text: str, *, nothing_heard: bool = False) -> None:
+        super().__init__(text)
+        self.nothing_heard = nothing_heard
+        """Nothing of their kind heard at all (no node, no job status): a broker that just
+        restarted lost its retained messages, so they are waited for longer."""
+
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
 
@@ -111,8 +125,9 @@ class CommandRun:
         self.clock = clock
         self._started = time.monotonic()
         self._connected_at: float | None = None
-        self._nodes_seen = 0
-        self._nodes_changed_at = time.monotonic()
+        self._heard = 0
+        """Nodes and jobs heard of: while it grows, unknown targets may still appear."""
+        self._heard_changed_at = time.monotonic()
         # The acknowledgement may take as long as --timeout (default 10 s cut a 15 s --timeout
         # short for an offline node); the command expires then too, so an agent back later
         # does not act on what this command already reported as timed out.
@@ -250,18 +265,19 @@ class CommandRun:
         if waiting and time.monotonic() - self._connected_at < max(
                 SAMPLES_WAIT_S, 2 * max(waiting) + 1):
             return None  # two of its intervals, plus the way here
-        nodes = len(self.state.nodes)
-        if nodes != self._nodes_seen:
-            self._nodes_seen, self._nodes_changed_at = nodes, time.monotonic()
+        heard = len(self.state.nodes) + len(self.state.jobs)
+        if heard != self._heard:
+            self._heard, self._heard_changed_at = heard, time.monotonic()
         try:
             return make(self)
-        except UnknownTargets:
-            # A broker that just restarted has lost its retained births: the agents publish
-            # them again as they reconnect. Give up once births stopped arriving (a typo in
-            # the hostlist fails in about two seconds), or after BIRTH_WAIT_S at the most.
+        except UnknownTargets as err:
+            # A broker that just restarted has lost its retained births and job statuses: the
+            # agents and the scheduler publish them again as they reconnect. Give up once they
+            # stopped arriving (a typo in the hostlist fails in about two seconds), or after
+            # BIRTH_WAIT_S at the most.
             now = time.monotonic()
-            quiet = now - max(self._nodes_changed_at, self._connected_at)
-            if (quiet < BIRTHS_QUIET_S or not self.state.nodes) \
+            quiet = now - max(self._heard_changed_at, self._connected_at)
+            if (quiet < BIRTHS_QUIET_S or err.nothing_heard) \
                     and now - self._connected_at < BIRTH_WAIT_S:
                 return None
             raise
@@ -299,7 +315,15 @@ class CommandRun:
         unknown = [t for t in targets if t not in self.state.nodes]
         if unknown:
             raise UnknownTargets(f"unknown node(s) {compress(unknown)}: no birth or status seen on "
-                            f"cluster '{self.cluster}' (wrong --cluster or hostlist?)")
+                                 f"cluster '{self.cluster}' (wrong --cluster or hostlist?)",
+                                 nothing_heard=not self.state.nodes)
+
+    def known_job(self, job_id: str) -> None:
+        why = job_refusal(self.state, job_id)
+        if why:
+            hint = ("is it running, and is --cluster right?" if not self.state.jobs
+                    else "wrong --cluster or job id?")
+            raise UnknownTargets(f"{why} ({hint})", nothing_heard=not self.state.jobs)
 
 
 def describe_op(req: Request) -> str:
@@ -363,13 +387,12 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
 
 def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, operator: str,
                     audit_path: str | None, timeout_s: float,
-               command_key: bytes | None = None) -> int:
+                    command_key: bytes | None = None) -> int:
     run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
                      command_key=command_key)
 
     def make(r: CommandRun) -> Request:
-        if job_id not in r.state.jobs:
-            r.say(f"warning: job {job_id} has no retained status yet; sending anyway")
+        r.known_job(job_id)
         return r.session.restart_job(job_id, reason)
 
     return asyncio.run(run.run(make, Attempt(CommandOp.RESTART_JOB, job_id, reason)))

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from fleetdeck.errors import UserError
+from fleetdeck.hostport import host_port
 
 EXIT_CANNOT_BIND = 2
 
@@ -30,9 +31,10 @@ def bind(host: str, port: int) -> socket.socket:
         return socket.create_server((host, port), family=family)
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
-            raise UserError(f"cannot serve on {host}:{port}: the port is in use (another "
-                            "fleetdeck serve?); pick another with --port.") from None
-        raise UserError(f"cannot serve on {host}:{port}: {err.strerror or err}.") from None
+            raise UserError(f"cannot serve on {host_port(host, port)}: the port is in use "
+                            "(another fleetdeck serve?); pick another with --port.") from None
+        raise UserError(f"cannot serve on {host_port(host, port)}: "
+                        f"{err.strerror or err}.") from None
 
 
 def console_command(cluster: str, *, allow_commands: bool, operator: str | None,
@@ -93,7 +95,7 @@ def run_serve(broker: str | None, ca: str | None, cert: str | None, key: str | N
         if value:
             os.environ[name] = value
     mode = "commands allowed as " + str(operator) if allow_commands else "read-only"
-    shown = public_url or f"http://{host}:{bound_port}"
+    shown = public_url or f"http://{host_port(host, bound_port)}"
     server = BoundServer(sock, host=str(bound_host), port=int(bound_port),
                          title=f"fleetdeck {cluster}", public_url=shown)
     # A stop (systemd, a test) may come as soon as the banner is out, before the server's

@@ -42,6 +42,7 @@ from fleetdeck.console.commands import (
     Request,
     blast_radius,
     job_blast_radius,
+    job_refusal,
 )
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
@@ -622,7 +623,7 @@ class FleetdeckApp(App[int]):
             if c.state != "connected" and c.detail:
                 conn += f" ({esc(c.detail[:60])})"
         broker = self.broker_label or (
-            f"{self.url.host}:{self.url.port}" if self.url is not None else "")
+            self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
 
     def header_text(self, now: float) -> str:
@@ -952,9 +953,10 @@ class FleetdeckApp(App[int]):
             return
         from fleetdeck.console.tui.modals import ConfirmScreen
 
-        if job_id not in self.state.jobs:
-            self.session.refuse(CommandOp.RESTART_JOB, job_id, f"no job {job_id}")
-            self.notify(f"no job {esc(job_id)}", severity="error")
+        why = job_refusal(self.state, job_id)
+        if why:
+            self.session.refuse(CommandOp.RESTART_JOB, job_id, why)
+            self.notify(esc(why), severity="error")
             return
         radius = job_blast_radius(self.state, job_id, self.clock())
 

@@ -1,5 +1,6 @@
 """``fleetdeck drain|resume|restart-job`` against a real Mosquitto and ``fleetdeck sim``."""
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -8,6 +9,10 @@ import time
 import pytest
 
 from fleetdeck.broker import free_port
+from fleetdeck.brokerurl import make_client
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import JobState, JobStatus
+from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import fleetdeck_cmd, run_cli, spawn, stop_process
 
 
@@ -41,14 +46,11 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     out = cli(sim, audit, "resume", "gpu[0001-0004]", "--timeout", "20")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "back in service" in out.stdout
-    out = cli(sim, audit, "restart-job", "no-such-job", "--timeout", "10")
-    assert out.returncode == 3, out.stdout + out.stderr
-    assert "rejected" in out.stdout and "no job no-such-job" in out.stdout
     out = cli(sim, audit, "drain", "gpu9999", "--reason", "x")
     assert out.returncode == 2 and "unknown node" in out.stderr
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [r["outcome"] for r in records] == ["requested", "done", "requested", "done",
-                                               "requested", "rejected", "refused"]
+                                               "refused"]
     assert records[0]["who"] == "carol" and records[0]["why"] == "switch swap OPS-9"
     assert records[0]["targets"] == "gpu[0001-0004]" and records[0]["args"]["mode"] == "now"
 
@@ -81,12 +83,54 @@ def test_commands_refused_before_they_are_sent_are_audited(sim, tmp_path):
     assert len({r["request_id"] for r in records}) == 4
 
 
+async def test_a_restart_of_a_job_the_scheduler_never_published_is_refused_unsent(sim,
+                                                                                   tmp_path):
+    """It used to be sent anyway, rejected by the scheduler and audited requested + rejected:
+    now it is refused like a drain of an unknown node (one sentence, exit 2, ``refused``) and
+    nothing reaches sched/cmd."""
+    audit = tmp_path / "audit.jsonl"
+    seen: list[bytes] = []
+    async with make_client(sim.url, "sched-cmd-watch") as watch:
+        await watch.subscribe(topic_for("cli", Kind.SCHED_CMD), qos=1)
+
+        async def collect() -> None:
+            async for message in watch.messages:
+                seen.append(bytes(message.payload))  # type: ignore[arg-type]
+
+        collector = asyncio.create_task(collect())
+        try:
+            out = await asyncio.to_thread(cli, sim, audit, "restart-job", "999", "--reason",
+                                          "retry", "--timeout", "10")
+            await asyncio.sleep(1.0)  # a command sent at the last moment would arrive by now
+        finally:
+            collector.cancel()
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr == ("fleetdeck restart-job: unknown job 999: the scheduler has "
+                          "published no such job on cluster 'cli' (wrong --cluster or job "
+                          "id?)\n"), out.stderr
+    assert "requested" not in out.stdout and seen == []
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["outcome"], r["what"], r["targets"], r["why"]) for r in records] == [
+        ("refused", "restart_job", "job 999", "retry")]
+    assert records[0]["detail"].startswith("unknown job 999: the scheduler has published")
+
+
 def test_timeout_exit_code(mosquitto, tmp_path):
-    # Nobody answers on sched/cmd without a simulator: timed out, exit 4.
+    # A job known only from its retained status (no scheduler runs to answer on sched/cmd):
+    # sent, then timed out, exit 4.
+    now_ms = int(time.time() * 1000)
+    job = JobStatus(job_id="7", state=JobState.R, nodes=["gpu0001"], ts=now_ms)
+    asyncio.run(_publish_retained(mosquitto.url, topic_for("nobody", Kind.JOB, "7"),
+                                  codec.encode(job)))
     out = run_cli("restart-job", "7", "--broker", str(mosquitto.url), "--cluster", "nobody",
                   "--audit-log", str(tmp_path / "a.jsonl"), "--timeout", "1.5")
     assert out.returncode == 4, out.stdout + out.stderr
     assert "timed_out" in out.stdout
+
+
+async def _publish_retained(url, topic: str, payload: bytes) -> None:
+    async with make_client(url, "retained-job") as client:
+        await client.publish(topic, payload, qos=1, retain=True)
 
 
 def test_dry_run_counts_free_gpus_of_nodes_it_has_heard_from(mosquitto, tmp_path):

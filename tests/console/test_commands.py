@@ -2,7 +2,13 @@
 
 import pytest
 
-from fleetdeck.console.commands import CommandTracker, Phase, blast_radius, job_blast_radius
+from fleetdeck.console.commands import (
+    CommandTracker,
+    Phase,
+    blast_radius,
+    job_blast_radius,
+    job_refusal,
+)
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
 from fleetdeck.protocol.messages import AckResult, CommandOp, DrainMode, DrainState
@@ -108,6 +114,20 @@ def test_restart_job_done_when_requeued(world):
     publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock, requeues=1), clock)
     step(ingest, state, tr, clock)
     assert req.phase is Phase.DONE and "requeues 1" in req.targets[0].detail
+
+
+def test_a_restart_of_a_job_the_console_does_not_know_is_refused_with_one_sentence(world):
+    """It used to be sent anyway (the scheduler rejected it). Before any job status arrived
+    the job cannot be called unknown: the sentence says the scheduler was not heard from."""
+    clock, ingest, _fleet, state = world
+    assert job_refusal(state, "41") == (
+        f"job 41 cannot be checked: nothing heard from the scheduler on cluster '{CLUSTER}' "
+        "yet, not one job status")
+    publish_job(ingest, job_status("41", ["gpu0001"], clock), clock)
+    state.apply(ingest.take_batch(), clock())
+    assert job_refusal(state, "41") == ""
+    assert job_refusal(state, "999") == (
+        f"unknown job 999: the scheduler has published no such job on cluster '{CLUSTER}'")
 
 
 def test_blast_radius(world):

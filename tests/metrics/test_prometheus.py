@@ -146,6 +146,28 @@ def test_a_bad_metrics_address_is_one_sentence(tmp_path):
     assert "Traceback" not in res.stderr
 
 
+def test_a_collector_on_ipv6_loopback_prints_a_metrics_url_that_scrapes(mosquitto, tmp_path):
+    """``--metrics [::1]:PORT`` printed ``http://::1:PORT/metrics``: no scraper can use it."""
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "collect.log"
+    col = spawn("collect", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--db",
+                str(tmp_path / "c.db"), "--metrics", f"[::1]:{port}", log=log)
+    try:
+        deadline = time.monotonic() + 30
+        while "Prometheus metrics on" not in log.read_text():
+            assert col.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        (line,) = [x for x in log.read_text().splitlines() if "Prometheus metrics on" in x]
+        url = line.rsplit(" ", 1)[1]
+        assert url == f"http://[::1]:{port}/metrics", line
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert resp.status == 200 and b"fleetdeck_broker_connected" in resp.read()
+    finally:
+        stop_process(col)
+
+
 def test_a_metrics_port_in_use_ends_the_collector(mosquitto, tmp_path):
     """It said so and then slept for ever (its store's writer thread kept it alive): under
     systemd, a running service that collects nothing."""

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 
 import aiohttp
 import pytest
@@ -175,5 +176,29 @@ def test_serve_announces_itself_once_it_listens(mosquitto, tmp_path):
         text = log.read_text()
         assert f"on http://127.0.0.1:{port} (read-only)" in text, text
         assert "Serving" not in text  # textual-serve's own banner, printed before it bound
+    finally:
+        assert stop_process(serve) == 0, log.read_text()
+
+
+def test_serve_on_ipv6_loopback_prints_a_url_a_browser_can_open(mosquitto, tmp_path):
+    """``--bind ::1`` printed ``http://::1:PORT`` (the last group reads as the port), and the
+    page told the browser to open its websocket at ``ws://::1:PORT/ws``."""
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "serve.log"
+    serve = spawn("serve", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--bind", "::1",
+                  "--port", str(port), log=log)
+    try:
+        deadline = time.monotonic() + 30
+        while "Ctrl-C stops" not in log.read_text() and time.monotonic() < deadline:
+            assert serve.poll() is None, log.read_text()
+            time.sleep(0.1)
+        printed = re.search(r" on (http://\S+) \(read-only\)", log.read_text())
+        assert printed is not None, log.read_text()
+        assert printed[1] == f"http://[::1]:{port}"
+        with urllib.request.urlopen(printed[1], timeout=10) as page:
+            assert page.status == 200
+            assert f"ws://[::1]:{port}/ws" in page.read().decode()
     finally:
         assert stop_process(serve) == 0, log.read_text()

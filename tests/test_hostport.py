@@ -1,0 +1,33 @@
+"""Every address fleetdeck prints is one a browser, Prometheus or an operator can use: an IPv6
+host in brackets (``fleetdeck serve --bind ::1`` printed ``http://::1:8000``)."""
+
+import pytest
+
+from fleetdeck.brokerurl import BrokerURL, parse_broker_url
+from fleetdeck.hostport import host_port
+
+
+@pytest.mark.parametrize("host, want", [("127.0.0.1", "127.0.0.1:9100"),
+                                        ("gpu-mgmt.example", "gpu-mgmt.example:9100"),
+                                        ("::1", "[::1]:9100"), ("::", "[::]:9100"),
+                                        ("[::1]", "[::1]:9100")])
+def test_host_port_brackets_ipv6_hosts_only(host, want):
+    assert host_port(host, 9100) == want
+
+
+def test_a_broker_url_and_its_address_bracket_an_ipv6_host():
+    url = parse_broker_url("mqtt://[::1]:1883")
+    assert url.host == "::1"
+    assert (str(url), url.address) == ("mqtt://[::1]:1883", "[::1]:1883")
+    assert BrokerURL("10.0.0.7", 8883, tls=True).address == "10.0.0.7:8883"
+
+
+def test_the_console_header_shows_an_ipv6_broker_in_brackets():
+    from textual.content import Content
+
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+
+    app = FleetdeckApp(cluster="c", url=BrokerURL("::1", 1883), auto_tick=False,
+                       audit=MemoryAudit())
+    assert Content.from_markup(app.link_text(0.0)).plain.startswith("[::1]:1883 ")
