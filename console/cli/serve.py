@@ -25,10 +25,11 @@ EXIT_CANNOT_BIND = 2
 
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything says the console is served: a port in use
-    is one sentence and exit 2, never a banner followed by an error."""
+    is one sentence and exit 2, never a banner followed by an error. ``[::1]``, as a URL
+    writes an IPv6 host, is ``::1``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family)
+        return socket.create_server((host.strip("[]"), port), family=family)
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
             raise UserError(f"cannot serve on {host_port(host, port)}: the port is in use "

@@ -180,14 +180,16 @@ def test_serve_announces_itself_once_it_listens(mosquitto, tmp_path):
         assert stop_process(serve) == 0, log.read_text()
 
 
-def test_serve_on_ipv6_loopback_prints_a_url_a_browser_can_open(mosquitto, tmp_path):
+@pytest.mark.parametrize("bind", ["::1", "[::1]"])
+def test_serve_on_ipv6_loopback_prints_a_url_a_browser_can_open(mosquitto, tmp_path, bind):
     """``--bind ::1`` printed ``http://::1:PORT`` (the last group reads as the port), and the
-    page told the browser to open its websocket at ``ws://::1:PORT/ws``."""
+    page told the browser to open its websocket at ``ws://::1:PORT/ws``; ``--bind [::1]``, as
+    a URL writes it, failed to bind."""
     with socket.socket(socket.AF_INET6) as s:
         s.bind(("::1", 0))
         port = s.getsockname()[1]
     log = tmp_path / "serve.log"
-    serve = spawn("serve", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--bind", "::1",
+    serve = spawn("serve", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--bind", bind,
                   "--port", str(port), log=log)
     try:
         deadline = time.monotonic() + 30
