@@ -1,3 +1,6 @@
+import time
+from collections.abc import Callable
+
 import pytest
 
 from fleetdeck.console.audit import MemoryAudit
@@ -14,6 +17,23 @@ from tests.tui.fleet import (
 )
 
 SIZE = (160, 48)
+
+SETTLE_S = 30.0
+"""How long a Pilot test waits for what the app does on its own (timers, workers, slices): a
+loaded 2-core CI machine takes many times what an idle one does; a passing test never waits
+for the deadline, so it is generous."""
+
+
+async def pilot_until(pilot, predicate: Callable[[], object], message: str = "condition",
+                      timeout: float = SETTLE_S, interval: float = 0.01) -> None:
+    """Pause ``pilot`` until ``predicate()`` holds (checked first, then between pauses); fail
+    with ``message`` after ``timeout`` seconds. Instead of a fixed pause or a fixed count of
+    them, whose wall time a loaded machine can outlast."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        await pilot.pause(interval)
 
 
 class World:

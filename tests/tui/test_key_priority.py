@@ -10,7 +10,7 @@ from typing import Any
 from textual import events
 
 from fleetdeck.console.tui.screens.nodes import NodesScreen
-from tests.tui.conftest import SIZE, World
+from tests.tui.conftest import SIZE, World, pilot_until
 
 
 @contextlib.asynccontextmanager
@@ -64,11 +64,7 @@ async def test_a_view_switch_goes_before_the_rest_of_a_backlog(monkeypatch: Any)
         world.tick()  # the first slice; the rest follow on their own
         assert session.backlog == 254
         await pilot.press("2")
-        for _ in range(500):
-            if shown:
-                break
-            await pilot.pause(0.001)
-        assert shown, "the node list never refreshed"
+        await pilot_until(pilot, lambda: shown, "the node list's refresh", interval=0.001)
         first_ticks, backlog = shown[0]
         # Between the key and the new view's refresh at most the slice already on its way ran
         # (on an idle machine none; on a CPU-starved one, such as a CI runner under other
@@ -79,11 +75,8 @@ async def test_a_view_switch_goes_before_the_rest_of_a_backlog(monkeypatch: Any)
         assert first_ticks - key_at[0] <= 1, f"{first_ticks - key_at[0]} slices went before"
         assert backlog > 200
         assert isinstance(app.screen, NodesScreen)
-        for _ in range(2000):  # then the backlog drains: nothing lost
-            if not session.backlog:
-                break
-            await pilot.pause(0.005)
-        assert session.backlog == 0
+        # Then the backlog drains: nothing lost.
+        await pilot_until(pilot, lambda: not session.backlog, "the backlog drained", interval=0.005)
         assert session.state.applied - applied == 256
 
 
@@ -102,10 +95,7 @@ async def test_the_tick_timer_waits_for_a_key_in_flight(monkeypatch: Any) -> Non
         await pilot.pause(0.05)
         assert app.ticks == ticks  # still waiting for the key's paint
         app._key_shown(app._keys)  # the key's effect painted: the tick goes on at once
-        for _ in range(200):
-            if app.ticks > ticks:
-                break
-            await pilot.pause(0.005)
+        await pilot_until(pilot, lambda: app.ticks > ticks, "the tick put off", interval=0.005)
         assert app.ticks == ticks + 1
         assert all(st.telemetry is not None for st in app.state.nodes.values())
         app.timer_tick()  # no key in flight: at once
@@ -120,8 +110,9 @@ async def test_a_view_composed_before_is_switched_to_without_textuals_mask() -> 
         first = app.current_mode
         app.action_view("nodes")  # never shown before: composed, and masked meanwhile
         assert app._batch_count == 1
-        await pilot.pause(0.1)
-        assert app._batch_count == 0 and isinstance(app.screen, NodesScreen)
+        # The mask ends on a timer whose call goes through the app's queue.
+        await pilot_until(pilot, lambda: app._batch_count == 0, "the mask lifted")
+        assert isinstance(app.screen, NodesScreen)
         app.action_view(first)  # the start view was composed at start-up
         assert app._batch_count == 0
         await pilot.pause()
@@ -131,12 +122,18 @@ async def test_a_view_composed_before_is_switched_to_without_textuals_mask() -> 
         assert isinstance(app.screen, NodesScreen)
 
 
-async def test_each_scheduled_slice_ticks_once() -> None:
+async def test_each_scheduled_slice_ticks_once(monkeypatch: Any) -> None:
     """A backlog's next slice is scheduled on a Textual timer, whose call goes through the
     app's queue: stopping the timer (a key painted, or a tick of the tick timer that did the
     slice's work) does not take back a call already queued. Such a stale call must not tick:
     two or three ticks in one go held the loop 60-120 ms under a 16,384-node feed
     (bench/console_scale.py)."""
+    from fleetdeck.console.tui import app as app_module
+
+    # The slices under test, not the redraws between them: a tick BACKLOG_PAINT_S after the
+    # last paint schedules a redraw first and the slice after it, and a loaded CI machine took
+    # longer than that between the first paint and this test's tick (no slice was scheduled).
+    monkeypatch.setattr(app_module, "BACKLOG_PAINT_S", 30.0)
     async with running(64) as (world, app, pilot):
         session = app.session
         session.apply_max_nodes = 4  # a backlog of 60 after the first slice
@@ -154,11 +151,8 @@ async def test_each_scheduled_slice_ticks_once() -> None:
         app._key_shown(app._keys)  # a key painted: the slice goes on at once, rescheduled
         app._backlog_slice(live)
         assert app.ticks == ticks, "a slice rescheduled after a key ran twice"
-        for _ in range(400):  # the rest is applied by the slices that follow, each once
-            if not session.backlog:
-                break
-            await pilot.pause(0.005)
-        assert session.backlog == 0
+        # The rest is applied by the slices that follow, each once.
+        await pilot_until(pilot, lambda: not session.backlog, "the backlog drained", interval=0.005)
         assert app.ticks - ticks == 14
 
 
@@ -238,11 +232,8 @@ async def test_a_backlogs_redraw_runs_between_slices_not_inside_one(monkeypatch:
         monkeypatch.setattr(app, "refresh_view", logged_refresh)
         world.fleet.telemetry(world.ingest)
         app.tick()
-        for _ in range(400):
-            if not session.backlog and app._next_paint is None and app._next_slice is None:
-                break
-            await pilot.pause(0.005)
-        assert session.backlog == 0
+        await pilot_until(pilot, lambda: not session.backlog and app._next_paint is None
+                          and app._next_slice is None, "the backlog drained", interval=0.005)
         inner = [b for what, b in log if what == "refresh-in-tick"]
         assert inner == [0], f"a slice redrew inline while {inner[:-1]} were left"
         between = [b for what, b in log if what == "refresh"]
@@ -262,20 +253,16 @@ async def test_views_rebuilt_for_another_context_are_masked_on_their_first_visit
         await pilot.pause()
         for view in ("nodes", "overview"):  # both composed under east
             app.action_view(view)
-            await pilot.pause(0.1)
+            await pilot_until(pilot, lambda: app._batch_count == 0, f"{view}'s mask lifted")
         app.action_view("nodes")
         assert app._batch_count == 0
         await pilot.pause(0.1)
         app.use_context("west")
-        for _ in range(200):
-            if app.active == "west" and app.current_mode == "nodes":
-                break
-            await pilot.pause(0.01)
-        await pilot.pause(0.1)
-        assert app.active == "west" and app.current_mode == "nodes"
+        await pilot_until(pilot, lambda: app.active == "west" and app.current_mode == "nodes"
+                          and app._batch_count == 0, "the switch to west's nodes view")
         app.action_view("overview")  # a new screen under west: composed, so masked
         assert app._batch_count == 1
-        await pilot.pause(0.1)
+        await pilot_until(pilot, lambda: app._batch_count == 0, "the mask lifted")
         app.action_view("nodes")
         assert app._batch_count == 0
 
