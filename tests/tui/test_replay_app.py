@@ -1,22 +1,35 @@
 """The console over a recording: same views, read-only, with pause, step, seek, speed and
 event navigation (Pilot, against a real recorded fixture)."""
 
-import asyncio
+import time
+from types import SimpleNamespace
 
 from textual import events
 
 from fleetdeck.console import replay
 from fleetdeck.console.replay import run_headless
 from fleetdeck.console.summary import fleet_summary
+from fleetdeck.console.tui import replay_app
 from fleetdeck.console.tui.replay_app import ReplayApp
 from fleetdeck.console.tui.screens.nodes import NodesScreen
-from tests.conftest import REPO
+from tests.conftest import REPO, eventually
+from tests.tui.conftest import SETTLE_S, pilot_until
 from tests.tui.test_views import text_of
 
 FIXTURE = REPO / "fixtures" / "xid79.jsonl.gz"
 
 
-async def test_replay_controls_move_through_the_recording():
+def frozen_wall(monkeypatch) -> list[float]:
+    """The replay console's wall clock, moved by the test alone (``wall[0] += s``): a replay
+    plays on by the wall time between its ticks, which a loaded CI machine stretches."""
+    wall = [1000.0]
+    monkeypatch.setattr(replay_app, "time", SimpleNamespace(monotonic=lambda: wall[0],
+                                                           perf_counter=time.perf_counter))
+    return wall
+
+
+async def test_replay_controls_move_through_the_recording(monkeypatch):
+    frozen_wall(monkeypatch)
     app = ReplayApp(FIXTURE, speed=1.0)
     app.auto_tick = False
     async with app.run_test(size=(160, 48)) as pilot:
@@ -25,16 +38,15 @@ async def test_replay_controls_move_through_the_recording():
         assert app.read_only
         assert "[R]" in app.header_text(p.clock())
         app.seek_to("5")
-        await pilot.pause()
-        # Landed on 5 s; playing at 1x, it may have moved on by the wall time of the pause (a
-        # loaded CI machine saw 23 ms), never by more than a tick.
-        assert 0 <= p.position - (p.start + 5) < 0.25
+        await settle(pilot, app)
+        # Landed on 5 s, and no wall time passed since to play on by.
+        assert abs(p.position - (p.start + 5)) < 1e-6
         assert all(n.verdict.value == "ok" for n in app.state.nodes.values())
         app.seek_to("+25")  # past the XID 79 at ~12 s
-        await pilot.pause()
+        await settle(pilot, app)
         assert app.state.nodes["gpu0006"].verdict.value == "failed"
         app.seek_to("-25")  # backwards: from the nearest snapshot of the session
-        await pilot.pause()
+        await settle(pilot, app)
         assert app.state.nodes["gpu0006"].verdict.value == "ok"
         await pilot.press("p")
         assert p.paused
@@ -42,6 +54,7 @@ async def test_replay_controls_move_through_the_recording():
         app.tick()
         assert p.position == before  # paused
         await pilot.press("right_square_bracket")
+        await settle(pilot, app)
         assert p.position > before
         await pilot.press("plus")
         await pilot.press("plus")
@@ -50,13 +63,15 @@ async def test_replay_controls_move_through_the_recording():
             await pilot.press("minus")
         assert p.speed == 0.5
         await pilot.press("n")
+        await settle(pilot, app)
         assert p.position > before
 
 
-async def test_seeking_back_shows_what_playing_straight_there_shows():
+async def test_seeking_back_shows_what_playing_straight_there_shows(monkeypatch):
     """Found in a UX audit: after a seek, the suspect switch and the nodes' N2 findings behind
     it were gone. Seeking back with ':seek' and '[' shows what a straight replay to the same
     instant shows."""
+    frozen_wall(monkeypatch)
     path = REPO / "fixtures" / "leaf_switch.jsonl.gz"
     app = ReplayApp(path, speed=1.0)
     app.auto_tick = False
@@ -67,7 +82,7 @@ async def test_seeking_back_shows_what_playing_straight_there_shows():
         app.seek_to("-10")
         for _ in range(3):
             await pilot.press("left_square_bracket")
-        await pilot.pause()
+        await settle(pilot, app)
         assert abs(p.position - (p.start + 18.5)) < 1e-6
         run = run_headless(path, until=18.5)
         now = p.clock()
@@ -87,6 +102,7 @@ async def test_replay_has_no_drain_or_resume():
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         app.seek_to("+25")  # gpu0006 failed (XID 79): the node an operator would drain
+        await settle(pilot, app)
         await pilot.press("2")
         await pilot.pause()
         nodes = app.screen
@@ -108,10 +124,13 @@ async def test_replay_has_no_drain_or_resume():
         assert not app.tracker.requests
 
 
-async def test_replay_moves_with_the_wall_clock_not_with_each_tick():
+async def test_replay_moves_with_the_wall_clock_not_with_each_tick(monkeypatch):
     """A backlog's slices are ticks a few ms apart: each moved the recording by a whole tick,
     so a replay with a backlog ran many times faster than its speed. The recording now moves
     by the wall time between ticks, at the player's speed."""
+    # Ten ticks back to back took more than 0.25 s of real time on a loaded CI machine (each
+    # one paints), and moved the replay that much: the wall clock is the test's.
+    wall = frozen_wall(monkeypatch)
     app = ReplayApp(FIXTURE, speed=1.0)
     app.auto_tick = False
     async with app.run_test(size=(160, 48)) as pilot:
@@ -124,20 +143,18 @@ async def test_replay_moves_with_the_wall_clock_not_with_each_tick():
         before = p.position
         for _ in range(10):  # back to back, as a backlog's slices
             app.tick()
-        assert p.position - before < 0.25, "ten ticks moved it by their count, not the clock"
-        await pilot.pause(0.3)
+        assert p.position == before, "ten ticks moved it by their count, not the clock"
+        wall[0] += 0.3
         app.tick()
-        assert p.position - before >= 0.25
+        # A starved tick may leave part of it owed to the slices after it (Player.behind).
+        await pilot_until(pilot, lambda: not (p.busy or p.behind), "the replay caught up")
+        assert abs(p.position - before - 0.3) < 1e-6
 
 
 async def settle(pilot, app: ReplayApp) -> None:
     """Until the Player has nothing left to do (its slices run between the loop's turns)."""
-    for _ in range(2000):
-        if not app.player.busy:
-            await pilot.pause()
-            return
-        await pilot.pause(0.005)
-    raise AssertionError("the seek did not land")
+    await pilot_until(pilot, lambda: not app.player.busy, "the seek to land", interval=0.005)
+    await pilot.pause()
 
 
 def straight_to(path, app: ReplayApp) -> None:
@@ -172,11 +189,8 @@ async def test_a_long_seek_goes_on_in_slices_and_stops_or_turns_cleanly(monkeypa
         # Keys are live meanwhile: the nodes view comes up while the seek goes on.
         # (Pilot.press would wait until the app is idle, that is until the seek landed.)
         app._driver.send_message(events.Key("2", "2"))
-        for _ in range(200):
-            if isinstance(app.screen, NodesScreen):
-                break
-            await asyncio.sleep(0.01)
-        assert isinstance(app.screen, NodesScreen)
+        await eventually(lambda: isinstance(app.screen, NodesScreen), SETTLE_S, 0.01,
+                         "the nodes view during the seek")
         assert p.seeking
         await pilot.press("escape")
         await settle(pilot, app)
