@@ -10,7 +10,7 @@ from fleetdeck.console.node_history import SPANS
 from fleetdeck.console.store import Store, TickRows
 from fleetdeck.console.tui.history_view import PLOT_AFTER_S, ChartBox, HistoryView
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
-from tests.tui.conftest import SIZE, World
+from tests.tui.conftest import SIZE, World, pilot_until
 from tests.tui.test_snapshots import check
 from tests.tui.test_views import text_of
 
@@ -52,8 +52,8 @@ async def stored_world(tmp_path):
 async def open_history(world: World, pilot) -> HistoryView:
     world.tick()
     await pilot.pause()
-    while world.app.session.store is None:
-        await pilot.pause(0.05)
+    await pilot_until(pilot, lambda: world.app.session.store is not None, "the store opened",
+                      interval=0.05)
     await pilot.press("colon", *f"node {NODE}", "enter")  # as an operator opens it
     await pilot.pause()
     assert isinstance(world.app.screen, NodeDetailScreen)
@@ -66,11 +66,25 @@ async def open_history(world: World, pilot) -> HistoryView:
 
 
 async def wait_loaded(pilot, view: HistoryView, loads: int) -> None:
-    for _ in range(200):
-        if view.loads > loads:
-            break
-        await pilot.pause(0.02)
-    assert view.loads > loads, "the store was never read"
+    """Until the store's read (a worker) is shown, its plots drawn (once laid out)."""
+    await pilot_until(pilot, lambda: view.loads > loads, "the store's read", interval=0.02)
+    hist = view.hist
+    if view.error is None and hist is not None and not hist.empty:
+        await wait_plotted(pilot, view)
+    await pilot.pause()
+
+
+def plotted_at_cursor(view: HistoryView) -> bool:
+    hist = view.hist
+    return (hist is not None and view.plotted is not None
+            and view.plotted[1] == view.cursor.where(hist))
+
+
+async def wait_plotted(pilot, view: HistoryView) -> None:
+    """Until the plots show the cursor where it is: after a move they are drawn by a timer,
+    PLOT_AFTER_S after the last key (a fixed pause was too short on a loaded machine)."""
+    await pilot_until(pilot, lambda: plotted_at_cursor(view), "the plots at the cursor",
+                      interval=PLOT_AFTER_S)
     await pilot.pause()
 
 
@@ -199,9 +213,7 @@ async def test_history_snapshot(stored_world, size):
     async with world.app.run_test(size=size) as pilot:
         view = await open_history(world, pilot)
         await pilot.press("left", "left")
-        await pilot.pause(PLOT_AFTER_S * 2)
-        await pilot.pause()
-        assert view.plotted is not None
+        await wait_plotted(pilot, view)
         name = "node_history_data"
         check(name if size == SIZE else f"{name}@{size[0]}x{size[1]}", text_of(world.app))
 
@@ -242,23 +254,13 @@ def test_history_colours(snap_compare, tmp_path):
         # The app's first tick (after its first refresh) applies the populated fleet; waited
         # for, so the header's "upd … ago" does not depend on whether it ran before or after
         # open_history's tick (it read 0.0s or 0.5s by the race, and the snapshot failed).
-        for _ in range(200):
-            if world.app.state.last_update is not None:
-                break
-            await pilot.pause(0.01)
+        await pilot_until(pilot, lambda: world.app.state.last_update is not None,
+                          "the app's first tick")
         world.app.stores[world.app.cluster] = db
         await world.app.session.open_store(db)
         view = await open_history(world, pilot)
         await pilot.press("left", "left")
-        # Until the plot drawn is the cursor's (its timer fires PLOT_AFTER_S after the last
-        # key): a fixed pause was too short on a loaded machine now and then.
-        for _ in range(100):
-            await pilot.pause(PLOT_AFTER_S)
-            hist = view.hist
-            if (hist is not None and view.plotted is not None
-                    and view.plotted[1] == view.cursor.where(hist)):
-                break
-        await pilot.pause()
+        await wait_plotted(pilot, view)
 
     assert snap_compare(world.app, terminal_size=SIZE, run_before=settle)
 
