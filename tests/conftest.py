@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.broker import AMQTT, MOSQUITTO, ManagedBroker, find_mosquitto
+from fleetdeck.broker import AMQTT, MOSQUITTO, ManagedBroker, find_mosquitto, mosquitto_conf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,6 +67,31 @@ def mosquitto(tmp_path: Path) -> Iterator[ManagedBroker]:
     broker.workdir.mkdir()  # type: ignore[union-attr]
     with broker:
         yield broker
+
+
+@pytest.fixture
+def telling_mosquitto(tmp_path: Path) -> Iterator[ManagedBroker]:
+    """The private Mosquitto of ``mosquitto``, which also logs each SUBSCRIBE it takes: a test
+    waits for a program to have subscribed (``subscribers``) instead of guessing how long its
+    start-up takes on a loaded machine."""
+    require_binaries("mosquitto")
+    broker = ManagedBroker(MOSQUITTO, workdir=tmp_path / "mosquitto")
+    broker.workdir.mkdir()  # type: ignore[union-attr]
+    broker.config = mosquitto_conf(broker.port, broker.host, extra="log_type subscribe\n")
+    with broker:
+        yield broker
+
+
+def subscribers(broker: ManagedBroker, client_prefix: str) -> int:
+    """How many clients whose id starts with ``client_prefix`` subscribed on a
+    ``telling_mosquitto`` so far. The broker logs a SUBSCRIBE as it takes it, a
+    '<time>: <client id> <qos> <filter>' line per filter, and one packet carries all of a
+    connection's filters (up to 256): once its client is named here, what is published later
+    reaches it."""
+    if not broker.log_path.exists():
+        return 0
+    rows = (line.split() for line in broker.log_path.read_text(errors="replace").splitlines())
+    return len({row[1] for row in rows if len(row) == 4 and row[1].startswith(client_prefix)})
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.state import FleetState
 from fleetdeck.protocol.topics import ROOT
-from tests.conftest import eventually, fleetdeck_cmd, spawn, stop_process
+from tests.conftest import eventually, fleetdeck_cmd, spawn, stop_process, subscribers
 
 CLUSTER = "bad"
 BASE = f"{ROOT}/{CLUSTER}"
@@ -88,7 +88,8 @@ async def test_console_ingest_counts_bad_input_and_state_stays_right(mosquitto, 
         stop_process(agent)
 
 
-async def test_status_keeps_running_and_reports_bad_input(mosquitto, tmp_path):
+async def test_status_keeps_running_and_reports_bad_input(telling_mosquitto, tmp_path):
+    mosquitto = telling_mosquitto
     url = str(mosquitto.url)
     agent = spawn("agent", "--broker", url, "--cluster", CLUSTER, "--node-id", "gpu0001",
                   log=tmp_path / "agent.log")
@@ -97,9 +98,10 @@ async def test_status_keeps_running_and_reports_bad_input(mosquitto, tmp_path):
         proc = subprocess.Popen(
             fleetdeck_cmd("status", "--broker", url, "--cluster", CLUSTER, "--json", "--wait",
                           "8"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        # The bad messages are not retained: send them once status is surely subscribed (its
-        # start-up takes a few seconds on a loaded 2-core machine).
-        await asyncio.sleep(4.0)
+        # The bad messages are not retained: send them once status has subscribed (its
+        # start-up takes a few seconds on a loaded 2-core machine; a fixed 4 s was a guess).
+        await eventually(lambda: subscribers(mosquitto, "fd-status-"), 30, 0.05,
+                         "status subscribed")
         await publish_bad(mosquitto.url)
         out, err = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:
