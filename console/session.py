@@ -664,10 +664,13 @@ class ConsoleSession:
             self.note(f"this console did not run for {now - last:.0f} s (stopped, suspended "
                       "or starved of CPU): no node is judged stale for that time",
                       severity="warn", kind="connection")
-        if feed.conn.state == "connected":
-            if not self._was_up:
-                state.start_hearing(now)
+        if feed.conn.connects and not self._was_up:
+            # Up since the last tick, connected or not now: a connection lost before a tick
+            # saw it (a broker gone within a tick of the SUBACK) is a loss all the same, or
+            # ``status`` read the fleet it then could not see as healthy (exit 0, not 3).
+            state.start_hearing(now)
             self._was_up = True
+        if feed.conn.state == "connected":
             if state.blind is not None and state.blind[1] is None:
                 since = state.blind[0]
                 state.regain_sight(now)

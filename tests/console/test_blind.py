@@ -14,7 +14,7 @@ from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.state import AGENT_RECONNECT_S, unseen_s
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.protocol.topics import Kind
-from tests.conftest import eventually, run_cli, spawn, stop_process
+from tests.conftest import eventually, run_cli, spawn, stop_process, subscribers
 from tests.helpers import FakeNode
 
 T0 = 1_000_000.0
@@ -121,9 +121,33 @@ async def test_broker_killed_under_a_live_console_blames_nobody(mosquitto, tmp_p
         stop_process(sim)
 
 
+async def test_a_connection_lost_before_a_tick_saw_it_is_a_loss(mosquitto) -> None:
+    """Connected and cut off between two ticks (a broker gone within a tick of the SUBACK):
+    the next tick blinds the console as for any loss. It took the feed for never connected,
+    and ``status`` killed so exited 0 with the picture it then could not see (a loaded CI
+    machine ticked late enough to show it)."""
+    session = ConsoleSession("blind", url=mosquitto.url, operator="test",
+                             client_id=f"blind-{uuid.uuid4().hex[:6]}")
+    feed = session.feed
+    assert feed is not None
+    stop = asyncio.Event()
+    task = asyncio.create_task(feed.run(stop))  # the feed alone: the test ticks
+    try:
+        await eventually(lambda: feed.conn.connects == 1, 30, message="connected")
+        mosquitto.kill()
+        await eventually(lambda: feed.conn.state == "disconnected", 30, message="loss seen")
+        session.tick()
+        assert session.state.blind is not None and session.state.sightless(session.clock())
+        assert any("broker connection lost" in line.text for line in session.log.lines())
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 @pytest.mark.timeout(120)
-async def test_status_exits_3_when_the_broker_goes_away_during_its_watch(mosquitto,
+async def test_status_exits_3_when_the_broker_goes_away_during_its_watch(telling_mosquitto,
                                                                         tmp_path) -> None:
+    mosquitto = telling_mosquitto
     sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "blind", "--nodes", "4",
                 "--interval", "1.0", log=tmp_path / "sim.log")
     try:
@@ -134,7 +158,11 @@ async def test_status_exits_3_when_the_broker_goes_away_during_its_watch(mosquit
         status = asyncio.create_task(asyncio.to_thread(
             run_cli, "status", "--broker", str(mosquitto.url), "--cluster", "blind", "--json",
             "--wait", "8"))
-        await asyncio.sleep(3)
+        # Killed during the watch, not before it connected (its start-up alone can take
+        # seconds on a loaded machine, and a fixed 3 s was a guess): the second status client
+        # has subscribed.
+        await eventually(lambda: subscribers(mosquitto, "fd-status-") == 2, 30, 0.05,
+                         "the second status subscribed")
         mosquitto.kill()
         got = await status
         assert got.returncode == 3, got.stderr
