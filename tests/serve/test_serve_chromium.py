@@ -73,6 +73,9 @@ class Cdp:
         return b"".join(self.frames)
 
 
+BLANK_PNG_BYTES = 20_000
+"""A screenshot this big or smaller is a blank page, not the console painted."""
+
 ANSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]")
 
 
@@ -103,9 +106,15 @@ async def browse(debug_port: int, url: str, want: list[str]) -> tuple[bytes, byt
                 assert time.monotonic() < deadline, (
                     f"the browser never received {want}: {cdp.received()[-2000:]!r}")
                 await cdp.pump()
-            await asyncio.sleep(1.5)  # let the terminal paint what arrived
-            png = await cdp.call("Page.captureScreenshot", format="png")
-            return cdp.received(), base64.b64decode(png["data"])
+            # The terminal paints what arrived on its own frames: until a screenshot shows
+            # more than a blank page (a fixed 1.5 s was a guess a loaded machine can outlast).
+            deadline = time.monotonic() + 30
+            while True:
+                await asyncio.sleep(0.5)
+                png = base64.b64decode(
+                    (await cdp.call("Page.captureScreenshot", format="png"))["data"])
+                if len(png) > BLANK_PNG_BYTES or time.monotonic() > deadline:
+                    return cdp.received(), png
 
 
 @pytest.mark.needs("chromium")
@@ -132,7 +141,7 @@ def test_the_overview_with_nodes_reaches_a_real_browser(mosquitto, tmp_path):
                                   r"gpu0001 gpu0"]))
         shot.write_bytes(png)
         assert "Traceback" not in screen_text(got)
-        assert png.startswith(b"\x89PNG") and len(png) > 20_000, len(png)  # not a blank page
+        assert png.startswith(b"\x89PNG") and len(png) > BLANK_PNG_BYTES, len(png)
     finally:
         if chrome is not None:
             chrome.terminate()
