@@ -21,6 +21,23 @@ def console_cmd(url, db, audit) -> str:
             f"--cluster crash --operator erin --db {db} --audit-log {audit} --tick 0.3")
 
 
+def wait_stored(db, count_sql: str, timeout: float = 30.0) -> None:
+    """Until ``count_sql`` counts a row in the console's SQLite store (read-only beside it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+            try:
+                if con.execute(count_sql).fetchone()[0]:
+                    return
+            finally:
+                con.close()
+        except sqlite3.OperationalError:
+            pass  # not created yet, or its tables not yet
+        assert time.monotonic() < deadline, f"never stored: {count_sql}"
+        time.sleep(0.2)
+
+
 def test_console_kill_9_and_restart(mosquitto, tmp_path):
     sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "crash", "--nodes", "6",
                 "--interval", "0.5", log=tmp_path / "sim.log")
@@ -42,7 +59,10 @@ def test_console_kill_9_and_restart(mosquitto, tmp_path):
         wait_for(session, "drain 1")  # the modal is gone: keys reach the views again
         tmux("send-keys", "-t", session, "5")
         wait_for(session, "done (DRAINED)")
-        time.sleep(1.0)  # a tick or two for the store writer
+        # What the restarted console is to show from the store is there before the kill (the
+        # store writer's ticks; a fixed 1 s was a guess a loaded machine can outlast).
+        wait_stored(db, "SELECT COUNT(*) FROM events WHERE message LIKE '%bad DIMM OPS-7%'")
+        wait_stored(db, "SELECT COUNT(*) FROM audit WHERE outcome = 'done'")
         pid = int(tmux("display", "-p", "-t", session, "#{pane_pid}").strip())
         os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
