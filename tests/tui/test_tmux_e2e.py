@@ -15,7 +15,9 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
 
 
-def wait_for(session: str, text: str, timeout: float = 20.0) -> str:
+def wait_for(session: str, text: str, timeout: float = 30.0) -> str:
+    """Until ``text`` is on the pane's screen: a program's start-up (Python, Textual, its
+    first connect) takes seconds on an idle machine and several times that on a loaded one."""
     deadline = time.monotonic() + timeout
     screen = ""
     while time.monotonic() < deadline:
