@@ -71,13 +71,14 @@ def mosquitto(tmp_path: Path) -> Iterator[ManagedBroker]:
 
 @pytest.fixture
 def telling_mosquitto(tmp_path: Path) -> Iterator[ManagedBroker]:
-    """The private Mosquitto of ``mosquitto``, which also logs each SUBSCRIBE it takes: a test
-    waits for a program to have subscribed (``subscribers``) instead of guessing how long its
-    start-up takes on a loaded machine."""
+    """The private Mosquitto of ``mosquitto``, which also logs each SUBSCRIBE and UNSUBSCRIBE
+    it takes: a test waits for a program to have subscribed (``subscribers``) or unsubscribed
+    (``unsubscribed``) instead of guessing how long that takes on a loaded machine."""
     require_binaries("mosquitto")
     broker = ManagedBroker(MOSQUITTO, workdir=tmp_path / "mosquitto")
     broker.workdir.mkdir()  # type: ignore[union-attr]
-    broker.config = mosquitto_conf(broker.port, broker.host, extra="log_type subscribe\n")
+    broker.config = mosquitto_conf(broker.port, broker.host,
+                                   extra="log_type subscribe\nlog_type unsubscribe\n")
     with broker:
         yield broker
 
@@ -92,6 +93,15 @@ def subscribers(broker: ManagedBroker, client_prefix: str) -> int:
         return 0
     rows = (line.split() for line in broker.log_path.read_text(errors="replace").splitlines())
     return len({row[1] for row in rows if len(row) == 4 and row[1].startswith(client_prefix)})
+
+
+def unsubscribed(broker: ManagedBroker, client_id: str, topic_filter: str) -> bool:
+    """A ``telling_mosquitto`` took ``client_id``'s UNSUBSCRIBE of ``topic_filter`` (logged
+    '<time>: <client id> <filter>'): what is published later no longer reaches it that way."""
+    if not broker.log_path.exists():
+        return False
+    return any(line.split()[1:] == [client_id, topic_filter]
+               for line in broker.log_path.read_text(errors="replace").splitlines())
 
 
 @pytest.fixture

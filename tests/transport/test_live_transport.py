@@ -21,7 +21,7 @@ from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import Kind, topic_for
 from fleetdeck.transport import TransportError
-from tests.conftest import eventually
+from tests.conftest import eventually, unsubscribed
 from tests.security.deploy import DEPLOY, needs_tools, secured_broker
 
 CLUSTER = "tp"
@@ -276,9 +276,10 @@ async def test_the_pump_yields_to_the_event_loop_in_the_middle_of_a_backlog(mosq
     assert len(set(seen_mid_backlog)) >= 3, seen_mid_backlog
 
 
-async def test_filters_added_and_removed_while_connected_and_the_last_will(mosquitto):
+async def test_filters_added_and_removed_while_connected_and_the_last_will(telling_mosquitto):
     """What a sharded collector does: subscribe to a node it gains (its retained messages come
     at once), unsubscribe from one it loses, and leave a Last Will for the others."""
+    mosquitto = telling_mosquitto
     url = mosquitto.url
     will_topic = f"fleetdeck/v1/{CLUSTER}/collector/shard-9"
     node_a = f"fleetdeck/v1/{CLUSTER}/node/gpu0001/+"
@@ -294,7 +295,10 @@ async def test_filters_added_and_removed_while_connected_and_the_last_will(mosqu
         await eventually(lambda: (retained_birth, b"retained-birth") in seen, 10,
                          message="the gained node's retained birth")
         feed.link.unsubscribe([node_a])
-        await asyncio.sleep(0.3)  # the UNSUBSCRIBE reaches the broker before the next publish
+        # The UNSUBSCRIBE reaches the broker before the next publish (a fixed 0.3 s was a
+        # guess a loaded machine can outlast, and the message then arrived).
+        await eventually(lambda: unsubscribed(mosquitto, feed.client_id, node_a), 30,
+                         message="the broker took the UNSUBSCRIBE")
         await publish(url, topic_for(CLUSTER, Kind.STATUS, "gpu0001"), b"after-unsubscribe")
         await publish(url, topic_for(CLUSTER, Kind.SCHED_ACK), b"control")
         await eventually(lambda: (topic_for(CLUSTER, Kind.SCHED_ACK), b"control") in seen, 10,
