@@ -9,7 +9,7 @@ from textual.keys import _character_to_key
 
 from fleetdeck.console.tui.modals import CommandLine, DrainScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
-from tests.tui.conftest import SIZE, World
+from tests.tui.conftest import SIZE, World, pilot_until
 from tests.tui.test_views import text_of
 
 
@@ -27,7 +27,8 @@ async def test_a_command_typed_in_one_burst_reaches_the_command_line(world: Worl
         world.tick()
         await pilot.pause()
         burst(world.app, ":drain gpu0003⏎")
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen),
+                          "the drain form")
         screen = world.app.screen
         assert isinstance(screen, DrainScreen), type(screen).__name__
         assert screen.radius.targets == ["gpu0003"]
@@ -40,7 +41,9 @@ async def test_keys_after_the_enter_do_not_join_the_command(world: World) -> Non
         world.tick()
         await pilot.pause()
         burst(world.app, ":drain gpu0003⏎bad DIMM⏎")
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen),
+                          "the drain form")
+        await pilot.pause(0.3)  # the keys after the Enter reach it, and are dropped
         screen = world.app.screen
         assert isinstance(screen, DrainScreen), type(screen).__name__
         assert screen.radius.targets == ["gpu0003"]
@@ -57,7 +60,9 @@ async def test_a_double_enter_runs_the_command_once_and_does_not_crash(world: Wo
         for ch in "nodes":
             await pilot.press(ch)
         burst(world.app, "⏎⏎")  # the second reached the closed command line: ScreenStackError
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, NodesScreen),
+                          "the nodes view")
+        await pilot.pause(0.3)  # the second Enter reaches the closed command line
         assert isinstance(world.app.screen, NodesScreen)
         assert world.app.is_running
         world.tick()
@@ -76,16 +81,17 @@ async def test_a_filter_typed_in_one_burst_reaches_the_filter_box(world: World) 
         nodes = world.app.screen
         assert isinstance(nodes, NodesScreen)
         burst(world.app, "/gpu000[1-3]|r:u/x")
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: nodes.filter.text == "gpu000[1-3]|r:u/x",
+                          "the filter typed")
         assert world.app.screen is nodes  # no drain form, no command line
         assert nodes.filter.text == "gpu000[1-3]|r:u/x"
         burst(world.app, "⏎")
-        await pilot.pause(0.3)
-        assert not nodes.query_one("#filter").display
+        await pilot_until(pilot, lambda: not nodes.query_one("#filter").display,
+                          "the filter box closed")
         assert nodes.focused is nodes.table  # the keys after it go to the table again
         burst(world.app, "/")
-        await pilot.pause(0.3)
-        assert nodes.focused is nodes.query_one("#filter")
+        await pilot_until(pilot, lambda: nodes.focused is nodes.query_one("#filter"),
+                          "the filter box open again")
         assert nodes.query_one("#filter").value == "gpu000[1-3]|r:u/x"  # to edit, as before
 
 
@@ -97,7 +103,8 @@ async def test_a_key_typed_straight_after_a_view_key_acts_on_the_new_view(world:
         world.tick()
         await pilot.pause()
         burst(world.app, "2r")
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen),
+                          "the drain form")
         screen = world.app.screen
         assert isinstance(screen, DrainScreen), type(screen).__name__
         nodes = world.app.screen_stack[-2]
@@ -106,5 +113,5 @@ async def test_a_key_typed_straight_after_a_view_key_acts_on_the_new_view(world:
         await pilot.press("escape")
         await pilot.pause()
         burst(world.app, "/gpu0002⏎")
-        await pilot.pause(0.3)
-        assert world.app.screen is nodes and nodes.filter.text == "gpu0002"
+        await pilot_until(pilot, lambda: nodes.filter.text == "gpu0002", "the filter typed")
+        assert world.app.screen is nodes
