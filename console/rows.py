@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from itertools import islice
 from typing import Any
 
@@ -333,10 +334,12 @@ class NodeFilter:
     def active(self) -> bool:
         return self.hosts is not None or self.regex is not None
 
-    @property
+    @cached_property
     def reading(self) -> str:
         """How the text was read, for the view to say: ``gpu00[34]`` is Slurm's hostlist
-        ``gpu0034``, not a regex class, and a filter that matched nothing read as nothing."""
+        ``gpu0034``, not a regex class, and a filter that matched nothing read as nothing.
+        Worked out once per filter: the view's info line asks on every refresh, and a
+        hostlist of the whole fleet takes a sort and a compress."""
         if self.hosts is not None:
             names = compress(sorted(self.hosts))
             shown = names if len(names) <= 40 else f"{len(self.hosts)} names"
