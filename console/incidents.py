@@ -24,12 +24,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fleetdeck.console.eventlog import EventLine
-from fleetdeck.console.health import Finding, Severity, Verdict
+from fleetdeck.console.health import Verdict
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     RECOVERED,
     SuspectSwitch,
+    own_findings,
     recommended_action,
+    shown_findings,
     straggler,
     suspect_switches,
 )
@@ -104,7 +106,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         out.append(_switch_incident(state, sw, jobs_on))
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
-        taken.update(n for n in sw.nodes if not _own_findings(state.nodes[n]))
+        taken.update(n for n in sw.nodes if not own_findings(state.nodes[n]))
     # Nodes whose collector stopped sending their digests (D1): what is silent is the
     # collector, not the nodes, nor their racks (a scale-out audit saw every rack blamed).
     orphans: dict[str, list[NodeState]] = {}
@@ -197,12 +199,6 @@ def _since(st: NodeState | None) -> float:
     return st.changed_at or st.last_rx or st.first_seen or 0.0
 
 
-def _own_findings(st: NodeState) -> list[Finding]:
-    """The node's findings that are not its ports' behind a suspect switch."""
-    return [f for f in st.findings if f.component not in st.behind_ports
-            and f.severity is not Severity.INFO]
-
-
 def _switch_incident(state: FleetState, sw: SuspectSwitch,
                      jobs_on: dict[str, list[str]]) -> Incident:
     counts = ", ".join(f"{n} {status}" for status, n in
@@ -224,7 +220,7 @@ def _switch_incident(state: FleetState, sw: SuspectSwitch,
     # The switch began when nodes went bad for its ports alone. A member that was already
     # failed or degraded by a fault of its own (an XID minutes before) changed verdict then,
     # not with the switch: counted, it aged the switch with it (a UX audit read 3m for 80 s).
-    ports_only = [st for st in members if not _own_findings(st)]
+    ports_only = [st for st in members if not own_findings(st)]
     return Incident(f"switch:{sw.switch}", "switch", "error" if down else "warn", title,
                     min(_since(st) for st in ports_only or members), list(sw.nodes), action,
                     jobs, len(sw.ports))
@@ -309,7 +305,7 @@ def _rack_incident(group: list[NodeState], jobs_on: dict[str, list[str]]) -> Inc
 
 
 def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
-    findings = sorted(_shown_findings(st), key=_finding_rank)
+    findings = shown_findings(st)
     worst = findings[0] if findings else None
     head = str(worst) if worst is not None else st.verdict.value
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
@@ -321,16 +317,6 @@ def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
     return Incident(f"node:{st.node_id}", "node", severity,
                     f"{st.node_id} {st.verdict.value}: {head}{more}{job_txt}", _since(st),
                     [st.node_id], recommended_action(st), jobs, len(findings))
-
-
-def _shown_findings(st: NodeState) -> list[Finding]:
-    own = st.liveness + _own_findings(st)
-    return own or list(st.all_findings)
-
-
-def _finding_rank(f: Finding) -> tuple[int, str, str]:
-    order = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
-    return (order.get(f.severity, 3), f.rule, f.component)
 
 
 def _attach_timelines(found: list[Incident], log: Iterable[EventLine]) -> None:

@@ -11,7 +11,7 @@ on different rails of one leaf group are unrelated cable or HCA faults.
 import re
 from dataclasses import dataclass, field
 
-from fleetdeck.console.health import FATAL_WINDOW_S, Finding
+from fleetdeck.console.health import FATAL_WINDOW_S, Finding, Severity, Verdict
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.fast import IbPortSample
@@ -298,6 +298,74 @@ def likely_cause(state: FleetState, node: str) -> str:
     if gpus:
         return f"GPU fault ({gpus[0]})"
     return "no finding on that node"
+
+
+def own_findings(st: NodeState) -> list[Finding]:
+    """The node's findings that are not its ports' behind a suspect switch."""
+    return [f for f in st.findings if f.component not in st.behind_ports
+            and f.severity is not Severity.INFO]
+
+
+def shown_findings(st: NodeState) -> list[Finding]:
+    """What names the node's trouble, worst first: its liveness and own findings, or, with
+    none of those, what it has (the switch's F1 and ports)."""
+    own = st.liveness + own_findings(st)
+    return sorted(own or st.all_findings, key=finding_rank)
+
+
+def finding_rank(f: Finding) -> tuple[int, str, str]:
+    order = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
+    return (order.get(f.severity, 3), f.rule, f.component)
+
+
+@dataclass(frozen=True)
+class SickNode:
+    """A node of a running job that cannot do its part now (``sick_nodes``)."""
+
+    node: str
+    verdict: str
+    finding: str
+    """Its worst finding (``G2 gpu3: XID 79``), what the on-call reads first."""
+
+    @property
+    def text(self) -> str:
+        return f"{self.node} {self.verdict}: {self.finding}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"node": self.node, "verdict": self.verdict, "finding": self.finding,
+                "text": self.text}
+
+
+_SICK_RANK = {Verdict.FAILED: 0, Verdict.OFFLINE: 1, Verdict.STALE: 2, Verdict.DEGRADED: 3}
+
+
+def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
+    """The running job's nodes that stall or kill it now, worst first: failed, offline or
+    silent (not a silent agent whose job keeps stepping: the agent died, not the node; nor a
+    node whose collector went quiet), or behind a suspect switch that has not recovered
+    (whoever is to blame, the job's ports through it are bad). A job synchronises all its
+    ranks at every allreduce, so one such node holds up every GPU of the job however fast the
+    others step; the straggler judgement, which reads step times, does not see a job that
+    stopped stepping (docs/architecture.md, "Fleet-wide judgements")."""
+    if job.state.value not in ("R", "CG") or not state.not_ok:
+        return []
+    out: list[tuple[int, str, SickNode]] = []
+    for node in state.not_ok.intersection(job.nodes):
+        st = state.nodes.get(node)
+        if st is None:
+            continue
+        v = st.verdict
+        if v in (Verdict.FAILED, Verdict.OFFLINE, Verdict.STALE):
+            # A silent collector (D1) says nothing of its nodes.
+            if st.job_stepping or any(f.rule == "D1" for f in st.liveness):
+                continue
+        elif not (st.behind_switch and not st.behind_recovered):
+            continue
+        worst = shown_findings(st)
+        finding = str(worst[0]) if worst else v.value
+        more = f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""
+        out.append((_SICK_RANK.get(v, 4), node, SickNode(node, v.value, finding + more)))
+    return [s for _, _, s in sorted(out, key=lambda x: (x[0], x[1]))]
 
 
 def recommended_action(st: NodeState) -> str:

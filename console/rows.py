@@ -18,10 +18,12 @@ from fleetdeck.console.incidents import Incident
 from fleetdeck.console.judgements import (
     PORT_DOWN,
     PORT_FLAPPING,
+    SickNode,
     SuspectSwitch,
     bad_ports,
     job_reason,
     leaf_of,
+    sick_nodes,
     straggler,
     suspect_switches,
 )
@@ -526,6 +528,14 @@ class JobRow:
     checkpoint: str
     straggler: str
     reason: str
+    sick: str = ""
+    """The worst of its nodes that stall it now (``judgements.sick_nodes``), '' when none."""
+    sick_count: int = 0
+    straggler_apart: bool = False
+    """It has a straggler, on a node other than ``sick``'s (said on its own)."""
+    held_up: str = ""
+    """What holds the job up, for one column: ``sick`` first (it stops the job; a straggler
+    only slows it), then the straggler when that is another node."""
 
 
 def progress_bar(frac: float, width: int) -> str:
@@ -537,13 +547,21 @@ def progress_bar(frac: float, width: int) -> str:
     return bar.ljust(width, "·")
 
 
-def straggler_text(job: JobStatus, state: FleetState) -> str:
-    """``rank 17 gpu0042 +31%: throttled GPU (gpu3 hw thermal)`` or ''."""
-    found = straggler(job, state)
-    return "" if found is None else found.text
+def sick_text(sick: list[SickNode]) -> str:
+    """``gpu0035 failed: N2 mlx5_ib3:1: link_downed increased; +2 nodes`` or ''."""
+    if not sick:
+        return ""
+    more = len(sick) - 1
+    return sick[0].text + (f"; +{more} node{'s' if more > 1 else ''}" if more else "")
 
 
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
+    sick = sick_nodes(job, state)
+    slow = straggler(job, state)
+    held_up = sick_text(sick)
+    apart = slow is not None and all(s.node != slow.node for s in sick)
+    if slow is not None and apart:
+        held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
     frac = job.step / job.total_steps if job.total_steps else 0.0
     ckpt = "-"
     if job.last_checkpoint_ts is not None:
@@ -556,7 +574,9 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
         eta="-" if job.eta_s is None else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
-        checkpoint=ckpt, straggler=straggler_text(job, state), reason=job_reason(job),
+        checkpoint=ckpt, straggler="" if slow is None else slow.text, reason=job_reason(job),
+        sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
+        held_up=held_up,
     )
 
 

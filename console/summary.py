@@ -9,7 +9,12 @@ from typing import Any
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
-from fleetdeck.console.judgements import recommended_action, straggler, suspect_switches
+from fleetdeck.console.judgements import (
+    recommended_action,
+    sick_nodes,
+    straggler,
+    suspect_switches,
+)
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
@@ -42,12 +47,14 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
 
 
 def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
-    """The job's own status plus the console's judgement of it (``straggler``: null or the
-    slowest rank with its slowdown and likely cause)."""
+    """The job's own status plus the console's judgements of it: ``straggler`` (null or the
+    slowest rank with its slowdown and likely cause) and ``sick_nodes`` (its nodes that stall
+    it now, worst first; empty when none)."""
     found = straggler(job, state)
     return {**job.model_dump(mode="json"),
             "progress": round(job.step / job.total_steps, 4) if job.total_steps else None,
-            "straggler": None if found is None else found.as_json()}
+            "straggler": None if found is None else found.as_json(),
+            "sick_nodes": [s.as_json() for s in sick_nodes(job, state)]}
 
 
 def fleet_summary(state: FleetState, now: float, *,

@@ -167,3 +167,46 @@ def test_an_offline_agent_whose_job_keeps_stepping_is_not_a_dead_node():
     out = {n["id"]: n for n in fleet_summary(session.state, clock())["nodes"]}
     assert out["gpu0001"]["job_still_stepping"] is None
     assert out["gpu0001"]["action"].startswith("check the node")
+
+
+def test_a_running_job_on_a_failed_node_names_that_node_worst_first():
+    # A job synchronises every rank at each allreduce: one failed node stops it, however
+    # fast the others step (no straggler is named: step times say nothing yet).
+    session = session_with({"gpu0003": port_down("mlx5_ib5"), "gpu0002": throttled(3)},
+                           jobs=[lambda c: job_status("41", ["gpu0002", "gpu0003"], c),
+                                 lambda c: job_status("42", ["gpu0005", "gpu0006"], c)])
+    jobs = {j["job_id"]: j for j in fleet_summary(session.state, session.clock())["jobs"]}
+    assert jobs["41"]["straggler"] is None
+    sick = jobs["41"]["sick_nodes"]
+    assert [s["node"] for s in sick] == ["gpu0003"]  # the throttled one is degraded, not sick
+    assert sick[0]["verdict"] == "failed"
+    assert sick[0]["finding"].startswith("N1 mlx5_ib5:1")
+    assert sick[0]["text"].startswith("gpu0003 failed: N1 mlx5_ib5:1")
+    assert jobs["42"]["sick_nodes"] == []
+
+
+def test_a_job_behind_a_failing_switch_is_held_up_though_its_nodes_are_only_degraded():
+    down = port_down("mlx5_ib2")
+    session = session_with({n: down for n in ("gpu0001", "gpu0002", "gpu0003")},
+                           jobs=[lambda c: job_status("41", ["gpu0003", "gpu0004"], c)])
+    assert session.state.nodes["gpu0003"].verdict.value == "degraded"
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    (sick,) = job["sick_nodes"]
+    assert sick["node"] == "gpu0003" and sick["verdict"] == "degraded"
+    assert "behind suspect switch leaf00-r2" in sick["finding"]
+
+
+def test_a_pending_job_and_an_agent_that_died_under_a_stepping_job_hold_nothing_up():
+    from fleetdeck.console.judgements import sick_nodes
+    from fleetdeck.protocol.messages import JobState
+
+    session = session_with({"gpu0003": port_down("mlx5_ib5")}, jobs=[
+        lambda c: job_status("43", ["gpu0003"], c, state=JobState.PD)])
+    (job,) = session.state.jobs.values()
+    assert sick_nodes(job, session.state) == []
+    st = session.state.nodes["gpu0003"]
+    st.verdict, st.job_stepping = st.verdict.OFFLINE, "43"
+    job = job.model_copy(update={"state": JobState.R})
+    assert sick_nodes(job, session.state) == []
+    st.job_stepping = ""
+    assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0003"]

@@ -119,7 +119,7 @@ async def test_reasons_and_stragglers_cut_with_a_mark_at_100_columns():
     world = World()
     world.populate()
     jobs = await show(world, (100, 30), "3")
-    assert "STRAGGLER" in jobs
+    assert "HELD UP" in jobs
     row = line_with(jobs, "llama-70b")
     assert "rank 19 gpu0003" in row and row.rstrip().endswith("…")
     assert "50%" in row  # the percentage stays when the bar goes

@@ -6,7 +6,8 @@ from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
-from tests.tui.conftest import SIZE
+from tests.tui.conftest import SIZE, pilot_until
+from tests.tui.fleet import throttled
 
 
 def text_of(app) -> str:
@@ -296,8 +297,40 @@ async def test_a_pending_jobs_reason_is_under_a_header_that_says_so(world):
         assert isinstance(world.app.screen, JobsScreen)
         text = text_of(world.app)
         header = next(x for x in text.splitlines() if "JOBID" in x)
-        assert "STRAGGLER (REASON)" in header
+        assert "HELD UP (REASON)" in header
         row = next(x for x in text.splitlines() if x.lstrip().startswith("42 "))
         assert row.rstrip().endswith("(Resources)")
         running = next(x for x in text.splitlines() if x.lstrip().startswith("41 "))
         assert "rank 19 gpu0003" in running
+
+
+async def test_a_job_on_a_failed_node_says_which_node_holds_it_up(world):
+    """One failed node stops a whole job at its next allreduce: the jobs view and the
+    overview's jobs panel name it first (the straggler, on another node, after it), though
+    the job's step times have not moved yet (UX: the job read 'R' and nothing else)."""
+    from tests.tui.fleet import port_down
+
+    world.tick(1.0)
+    world.fleet.telemetry(world.ingest, job={n: "41" for n in world.fleet.names[:4]},
+                          faults={"gpu0003": throttled(3), "gpu0002": port_down("mlx5_ib5")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        panel = text_of(world.app)
+        assert "1 on a failed node" in panel
+        lines = panel.splitlines()
+        head = next(i for i, x in enumerate(lines) if "41 " in x and "llama-70b " in x)
+        assert "↳ gpu0002 failed: N1 mlx5_ib5:1" in lines[head + 1]
+        assert "↳ straggler rank 19 gpu0003" in lines[head + 2]
+        await pilot.press("3")
+        world.tick()
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, JobsScreen), "jobs view")
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "1 on a failed node" in text
+        row = next(x for x in text.splitlines() if x.lstrip().startswith("41 "))
+        assert "gpu0002 failed: N1 mlx5_ib5:1" in row  # the rest of the cell is cut here
+        (job,) = [r for r in world.app.screen.rows if r.job_id == "41"]
+        assert job.held_up.startswith("gpu0002 failed: N1 mlx5_ib5:1")
+        assert job.held_up.endswith("; straggler rank 19 gpu0003 +50%: throttled GPU (gpu3 "
+                                    "clock throttled (hw thermal))")

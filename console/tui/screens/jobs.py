@@ -1,5 +1,5 @@
-"""Jobs: squeue codes, progress, step time, ETA, nodes, last checkpoint, and the straggler or
-the scheduler's reason."""
+"""Jobs: squeue codes, progress, step time, ETA, nodes, last checkpoint, and what holds a job
+up (a node that stalls it, its straggler) or the scheduler's reason."""
 
 from textual import on
 from textual.app import ComposeResult
@@ -19,11 +19,11 @@ JOB_COLUMNS = [
     Column("STEP", "step", 11, right=True, drop=3),
     Column("STEP T", "step_time", 6, right=True, drop=2),
     Column("ETA", "eta", 7, right=True), Column("NODES", "nodes", 14, grow=48),
-    # A running job's straggler, or why the scheduler holds or ended a job: a job has one
-    # or the other, so they share the line's rest; squeue's NODELIST(REASON) habit shows
-    # which is which.
+    # What holds a running job up (a node that stalls it, its straggler), or why the
+    # scheduler holds or ended a job: a job has one or the other, so they share the line's
+    # rest; squeue's NODELIST(REASON) habit shows which is which.
     Column("CKPT", "checkpoint", 14, drop=5),
-    Column("STRAGGLER (REASON)", "straggler", 0, min=32),
+    Column("HELD UP (REASON)", "problem", 0, min=32),
 ]
 STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "failed",
                "NF": "failed", "RQ": "warn", "CA": "muted", "TO": "failed"}
@@ -61,7 +61,10 @@ class JobsScreen(FleetView):
     def info(self) -> str:
         running = sum(1 for r in self.rows if r.state == "R")
         slow = sum(1 for r in self.rows if r.straggler)
+        sick = sum(1 for r in self.rows if r.sick)
         text = f"{plural(len(self.rows), 'job')}  {running} running"
+        if sick:
+            text += f"  [$error]{sick} on a failed node[/]"
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"
@@ -93,10 +96,12 @@ class JobsScreen(FleetView):
 def _cells(r: JobRow) -> tuple[str, ...]:
     return (r.job_id, r.name, r.user, r.state, f"{r.progress * 100:3.0f}%",
             progress_bar(r.progress, BAR), r.step, r.step_time, r.eta, r.nodes, r.checkpoint,
-            r.straggler or (f"({r.reason})" if r.reason else ""))
+            r.held_up or (f"({r.reason})" if r.reason else ""))
 
 
 def _style(r: JobRow) -> str:
+    if r.sick:
+        return "failed"
     if r.straggler and r.state == "R":
         return "degraded"
     return STATE_STYLE.get(r.state, "text")

@@ -64,6 +64,11 @@ def _rail_glyph(state: str) -> str:
     return RAIL_GLYPH[state]
 
 
+def _held_up_lines(j: JobRow) -> int:
+    """Lines under a job in the jobs panel: its failed node, its straggler elsewhere."""
+    return (1 if j.sick else 0) + (1 if j.straggler_apart else 0)
+
+
 def _hosts(nodes: "tuple[str, ...]") -> str:
     from fleetdeck.hostlist import compress
 
@@ -325,22 +330,26 @@ class OverviewScreen(FleetView):
         panel = self.query_one("#jobs-panel", Readout)
         running = sum(1 for j in jobs if j.state == "R")
         slow = sum(1 for j in jobs if j.straggler)
+        sick = sum(1 for j in jobs if j.sick)
         title = f"Jobs: {running} running"
+        if sick:
+            title += f", [$error]{sick} on a failed node[/]"
         if slow:
             title += f", [$warning]{slow} with a straggler[/]"
         panel.border_title = title + "  [$text-muted]3: jobs[/]"
         if not jobs:
             return "[$text-muted]no jobs: the scheduler has published no job status[/]"
-        # Stragglers and trouble first: what the on-call acts on.
-        order = sorted(jobs, key=lambda j: (not j.straggler, j.state != "R"))
+        # Jobs held up first (a failed node stops one, a straggler slows it): what the
+        # on-call acts on.
+        order = sorted(jobs, key=lambda j: (not j.sick, not j.straggler, j.state != "R"))
         name_w = max(8, min(24, max(len(j.name) for j in jobs), width // 3))
         bar_w = 10 if width >= 60 else 0
         # With room, each job gets a line of detail (step, step time, checkpoint).
-        detail = len(jobs) * 2 + sum(1 for j in jobs if j.straggler) <= height
+        detail = len(jobs) * 2 + sum(_held_up_lines(j) for j in jobs) <= height
         lines: list[str] = []
         shown = 0
         for j in order:
-            need = (2 if j.straggler else 1) + (1 if detail else 0)
+            need = 1 + _held_up_lines(j) + (1 if detail else 0)
             left = len(jobs) - shown
             if len(lines) + need > height - (1 if left > 1 else 0) and shown:
                 break
@@ -360,7 +369,9 @@ class OverviewScreen(FleetView):
                 what = j.reason or (j.nodes if j.nodes != "-" else "")
                 head += esc(fit(what, max(0, width - used)).rstrip())
             lines.append(head)
-            if j.straggler:
+            if j.sick:
+                lines.append(f"  [$error]↳ {esc(fit(j.sick, width - 4))}[/]")
+            if j.straggler_apart:
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
             if detail:
                 info = (f"{j.nodes} · step {j.step} · {j.step_time}/step · ckpt {j.checkpoint}"
