@@ -45,7 +45,7 @@ def table_lines(out: str) -> list[str]:
     """The summary line and the node table; the incidents block between them is checked by
     its own tests (one incident is two lines: its title and its action)."""
     lines = [line for line in out.splitlines() if line.strip()]
-    if any(line.startswith("incidents") for line in lines):
+    if any(line.startswith(("incidents", "jobs held up")) for line in lines):
         start = next(i for i, line in enumerate(lines) if line.startswith("NODE"))
         lines = lines[:1] + lines[start:]
     return lines

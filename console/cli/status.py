@@ -89,6 +89,28 @@ def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  … {len(found) - INCIDENTS_SHOWN} more (status --json has them all)")
 
 
+def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
+    """The jobs a node stops (``sick_nodes``) or a straggler slows, one line each."""
+    held = [j for j in jobs if j.get("sick_nodes") or j.get("straggler")]
+    if not held:
+        return
+    held.sort(key=lambda j: (not j.get("sick_nodes"), j["job_id"]))
+    console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
+    for j in held[:INCIDENTS_SHOWN]:
+        sick = j.get("sick_nodes") or []
+        slow = j.get("straggler")
+        parts = [s["text"] for s in sick[:1]]
+        if len(sick) > 1:
+            parts.append(f"+{len(sick) - 1} more node{'s' if len(sick) > 2 else ''}")
+        if slow is not None and all(s["node"] != slow["node"] for s in sick):
+            parts.append(f"straggler {slow['text']}")
+        style = "red" if sick else "yellow"
+        console.print(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
+                      f"{escape('; '.join(parts))}")
+    if len(held) > INCIDENTS_SHOWN:
+        console.print(f"  … {len(held) - INCIDENTS_SHOWN} more (status --json has them all)")
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
     console = table_console(console)
@@ -109,6 +131,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
     render_incidents(summary.get("incidents", []), console)
+    render_held_up_jobs(summary.get("jobs", []), console)
     table = Table(box=None, pad_edge=False)
     for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "JOB", "REASONS"):
         table.add_column(col)

@@ -210,3 +210,26 @@ def test_a_pending_job_and_an_agent_that_died_under_a_stepping_job_hold_nothing_
     assert sick_nodes(job, session.state) == []
     st.job_stepping = ""
     assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0003"]
+
+
+def test_status_text_lists_the_jobs_held_up_with_the_node_that_stops_them_first():
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+
+    session = session_with(
+        {"gpu0002": port_down("mlx5_ib5"), "gpu0003": throttled(3)},
+        jobs=[lambda c: job_status("41", ["gpu0001", "gpu0002"], c),
+              lambda c: job_status("42", ["gpu0003", "gpu0004"], c, slowest_node="gpu0003"),
+              lambda c: job_status("43", ["gpu0005"], c)])
+    out = io.StringIO()
+    render_summary(fleet_summary(session.state, session.clock()), Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    start = lines.index("jobs held up (2 of 3):")
+    assert lines[start + 1].startswith("  41 ")
+    assert "gpu0002 failed: N1 mlx5_ib5:1" in lines[start + 1]
+    assert lines[start + 2].startswith("  42 ")
+    assert "straggler rank 3 gpu0003 +50%" in lines[start + 2]
+    assert not any(line.startswith("  43 ") for line in lines)
