@@ -25,6 +25,12 @@ class Verdict(StrEnum):
     OFFLINE = "offline"
 
 
+VERDICT_SEVERITY = {Verdict.FAILED: "error", Verdict.OFFLINE: "error",
+                    Verdict.STALE: "warn", Verdict.DEGRADED: "warn"}
+"""How a change to a verdict shows in the timeline and ``fleetdeck events`` (back to ok:
+info)."""
+
+
 class Severity(StrEnum):
     WARN = "warn"
     DRAIN = "drain"

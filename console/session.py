@@ -40,7 +40,7 @@ from fleetdeck.console.commands import (
     refusal,
 )
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
-from fleetdeck.console.health import Verdict
+from fleetdeck.console.health import VERDICT_SEVERITY
 from fleetdeck.console.ingest import Batch, Ingest
 from fleetdeck.console.interruptions import Interruption, InterruptionTracker, report
 from fleetdeck.console.judgements import correlate
@@ -169,9 +169,6 @@ class TickReport:
     0, the front end ticks again soon."""
 
 
-VERDICT_SEVERITY = {Verdict.FAILED: "error", Verdict.OFFLINE: "error",
-                    Verdict.STALE: "warn", Verdict.DEGRADED: "warn"}
-"""How a verdict change shows in the timeline (back to ok: info)."""
 STALL_BLIND_S = 5.0
 """A live session that did not tick for this long (ticks are 0.5 s apart) did not run."""
 STALL_GRACE_S = 5.0

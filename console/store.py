@@ -424,8 +424,12 @@ class Store:
         return rows
 
     async def transitions(self, since: float, nodes: Iterable[str] | None = None,
-                          limit: int = 10_000) -> list[dict[str, Any]]:
+                          limit: int = 10_000, first_ok: bool = True) -> list[dict[str, Any]]:
+        """``first_ok=False`` leaves out each node's first row when it says ``ok`` (a node
+        first seen healthy: a collector's start writes one per node)."""
         where, args = _filters(since, node=nodes)
+        if not first_ok:
+            where += FIRST_OK_LEFT_OUT
         rows = await self._select(("ts", "node", "old", "new", "reasons"),
                                   f"FROM transitions {where} ORDER BY ts DESC LIMIT ?",
                                   [*args, limit])
@@ -435,11 +439,14 @@ class Store:
         return rows
 
     async def count(self, table: str, since: float, nodes: Iterable[str] | None = None,
-                    kinds: Iterable[str] | None = None) -> int:
-        """How many rows of ``events`` or ``transitions`` match (to say what a limit cut)."""
+                    kinds: Iterable[str] | None = None, first_ok: bool = True) -> int:
+        """How many rows of ``events`` or ``transitions`` match (to say what a limit cut);
+        ``first_ok`` as for ``transitions``."""
         assert table in ("events", "transitions")
         where, args = (_filters(since, node=nodes, kind=kinds) if table == "events"
                        else _filters(since, node=nodes))
+        if table == "transitions" and not first_ok:
+            where += FIRST_OK_LEFT_OUT
         async with self.db.execute(f"SELECT COUNT(*) FROM {table} {where}", args) as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
@@ -534,6 +541,10 @@ MINUTE_AGGREGATION = {"util": "mean", "temp_max": "max", "power": "mean", "sm_cl
 """How ``Downsampler`` folds a minute's samples into each per-minute column: whoever shows one
 must say which (a minute's minimum clock is not its clock)."""
 EVENT_COLUMNS = ("event_id", "ts", "node", "kind", "severity", "component", "message", "data")
+
+
+FIRST_OK_LEFT_OUT = " AND NOT (old IS NULL AND new = 'ok')"
+"""A node's first verdict row when it is ``ok`` (``Store.transitions``' ``first_ok``)."""
 
 
 def _filters(since: float, **in_lists: Iterable[str] | None) -> tuple[str, list[Any]]:

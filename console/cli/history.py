@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
@@ -100,6 +101,10 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     since_ts = parse_since(since, time.time())
     _check(db)
     verdicts = not kinds or VERDICT in kinds
+    # A node first seen healthy is no event of the fleet's: a collector's start writes one such
+    # row per node (16,384 of them would bury the rest). Asked for by --kind verdict, or about
+    # chosen nodes (when the store first saw them), they are listed.
+    first_ok = bool(nodes) or (kinds is not None and VERDICT in kinds)
     event_kinds = [k for k in kinds if k != VERDICT] if kinds else None
 
     async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
@@ -116,8 +121,9 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 events = await store.events(since_ts, nodes, event_kinds, limit=limit)
                 matched += await store.count("events", since_ts, nodes, event_kinds)
             if verdicts:
-                transitions = await store.transitions(since_ts, nodes, limit=limit)
-                matched += await store.count("transitions", since_ts, nodes)
+                transitions = await store.transitions(since_ts, nodes, limit=limit,
+                                                      first_ok=first_ok)
+                matched += await store.count("transitions", since_ts, nodes, first_ok=first_ok)
             return events, transitions, matched
         finally:
             await store.close()
@@ -125,7 +131,8 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     events, transitions, matched = asyncio.run(main())
     rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
              "component": e["component"], "message": e["message"]} for e in events]
-    rows += [{"ts": t["ts"], "node": t["node"], "kind": VERDICT, "severity": "info",
+    rows += [{"ts": t["ts"], "node": t["node"], "kind": VERDICT,
+              "severity": VERDICT_SEVERITY.get(Verdict(t["new"]), "info"),
               "component": "", "message": f"{t['old'] or 'new'} -> {t['new']}"
               + (f" ({', '.join(t['reasons'])})" if t["reasons"] else "")} for t in transitions]
     rows.sort(key=lambda r: r["ts"])

@@ -66,3 +66,22 @@ def test_verdict_changes_can_be_chosen_by_kind(db, capsys):
     assert main(["events", "--db", db, *SINCE, "--kind", "verdict,xid", "--json"]) == 0
     assert [r["kind"] for r in json.loads(capsys.readouterr().out)] == [
         "verdict", "xid", "verdict"]
+
+
+def test_a_node_first_seen_healthy_is_no_event_and_a_failure_reads_as_an_error(db, capsys):
+    """A collector's start writes a 'new -> ok' row per node: 16,384 of them buried what
+    happened under `fleetdeck events`; they are listed only with --kind verdict. The SEV of
+    a verdict row follows the verdict it changed to (every row said 'info')."""
+    assert main(["events", "--db", db, *SINCE, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    verdicts = [r for r in rows if r["kind"] == "verdict"]
+    assert [r["message"] for r in verdicts] == ["ok -> offline (H2)"]
+    assert verdicts[0]["severity"] == "error"
+    assert main(["events", "--db", db, *SINCE, "--kind", "verdict", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["message"], r["severity"]) for r in rows] == [
+        ("new -> ok", "info"), ("ok -> offline (H2)", "error")]
+    node = rows[0]["node"]
+    assert main(["events", "--db", db, *SINCE, "--node", node, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)  # one node's story starts where it was first seen
+    assert [r["message"] for r in rows if r["kind"] == "verdict"][0] == "new -> ok"

@@ -232,7 +232,8 @@ async def test_collector_and_events_cli_against_a_live_fleet(mosquitto, tmp_path
         collector_exit = stop_process(col)
         stop_process(sim)  # always, even when the collector's exit is wrong
     assert collector_exit == 0
-    res = run_cli("events", "--db", str(db), "--since", "10m", "--json")
+    # --kind verdict: every verdict row, a node's first 'new -> ok' too (left out otherwise).
+    res = run_cli("events", "--db", str(db), "--since", "10m", "--kind", "verdict", "--json")
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     gpu99 = [r["message"] for r in rows if r["node"] == "gpu0099" and r["kind"] == "verdict"]
