@@ -275,6 +275,9 @@ class Store:
         (``StoreError``), not a traceback."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            # Tried synchronously first: when aiosqlite's own connect fails, its worker thread
+            # outlives the event loop and prints a traceback as ``asyncio.run`` closes it.
+            sqlite3.connect(path).close()
             db = await aiosqlite.connect(path)
         except (OSError, sqlite3.Error) as err:
             raise StoreError(f"cannot open the history store {path}: "

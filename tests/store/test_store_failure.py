@@ -2,10 +2,15 @@
 session holds the rows in memory meanwhile and loses no event (before, the collector stopped
 writing for good after the first error)."""
 
+import asyncio
+import threading
+
+import pytest
+
 from fleetdeck.agents.source import EventDraft
 from fleetdeck.console import session as session_mod
 from fleetdeck.console.session import ConsoleSession
-from fleetdeck.console.store import Store
+from fleetdeck.console.store import Store, StoreError
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
@@ -44,3 +49,25 @@ async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch
     rows = await store.events(0)
     await store.close()
     assert len(rows) == 400
+
+
+def test_a_store_sqlite_cannot_open_leaves_no_thread_traceback(tmp_path):
+    """A path SQLite cannot open (here a folder) is one StoreError and nothing after it: the
+    worker thread of a failed aiosqlite connect used to outlive the event loop and print
+    "Exception in thread … Event loop is closed" under ``collect``'s one sentence, about one
+    run in three (so the open is tried many times)."""
+    folder = tmp_path / "a-folder.db"
+    folder.mkdir()
+    died: list[threading.ExceptHookArgs] = []
+    hook = threading.excepthook
+    threading.excepthook = died.append
+    try:
+        for _ in range(40):
+            before = set(threading.enumerate())
+            with pytest.raises(StoreError, match="cannot open the history store"):
+                asyncio.run(Store.open(folder))
+            for thread in set(threading.enumerate()) - before:
+                thread.join(5)
+    finally:
+        threading.excepthook = hook
+    assert not died, died[0].exc_value
