@@ -82,19 +82,29 @@ class AuditLog:
         self.last_error = ""
 
     def write(self, record: AuditRecord) -> None:
-        line = record.to_json() + "\n"
+        self._append(record.to_json() + "\n")
+
+    def check(self) -> str:
+        """Empty if the log can be appended to, else why not: a one-shot command asks before
+        it sends anything, so a mistyped ``--audit-log`` never acts unrecorded."""
+        self._append("")
+        return self.last_error if self.errors else ""
+
+    def _append(self, line: str) -> None:
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
-                    os.write(fd, line.encode())
+                    if line:
+                        os.write(fd, line.encode())
                 finally:
                     os.close(fd)
             except OSError as err:
                 # An audit failure must be visible but must not stop an operator mid-incident.
                 self.errors += 1
-                self.last_error = f"cannot write audit log {self.path}: {err.strerror}"
+                self.last_error = (f"cannot write audit log {self.path}: "
+                                   f"{err.strerror or err}")
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():

@@ -131,6 +131,7 @@ class CommandRun:
         # The acknowledgement may take as long as --timeout (default 10 s cut a 15 s --timeout
         # short for an offline node); the command expires then too, so an agent back later
         # does not act on what this command already reported as timed out.
+        self.audit = audit
         self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
                                       audit=audit, command_key=command_key,
                                       ack_timeout_s=timeout_s,
@@ -222,7 +223,12 @@ class CommandRun:
         finally:
             await session.close()
         assert req is not None
-        return self._report(req)
+        code = self._report(req)
+        if self.audit.errors:
+            # The command went out: its exit status stays, but the gap in the trail is said.
+            print(f"fleetdeck {req.op.value.replace('_', '-')}: warning: {self.audit.last_error}; "
+                  f"the audit log misses part of this command's records", file=sys.stderr)
+        return code
 
     def _report(self, req: Request) -> int:
         phase = req.phase
@@ -333,15 +339,20 @@ def describe_op(req: Request) -> str:
     return f"{req.op.value} {req.target_text}"
 
 
-def _audit(path: str | None) -> AuditSink:
-    return AuditLog(Path(path) if path else None)
+def _audit(path: str | None, *, check: bool = True) -> AuditSink:
+    audit = AuditLog(Path(path) if path else None)
+    problem = audit.check() if check else ""
+    if problem:
+        raise UserError(f"{problem}; nothing was sent (give a writable --audit-log)")
+    return audit
 
 
 def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: bool,
               operator: str, audit_path: str | None, timeout_s: float, wait: bool,
               command_key: bytes | None = None, dry_run: bool = False) -> int:
     mode = DrainMode.NOW if now else DrainMode.FINISH
-    audit = _audit(audit_path)
+    # A dry run records nothing, so it answers whatever the audit log's state.
+    audit = _audit(audit_path, check=not dry_run)
 
     def parse() -> list[str]:
         names = parse_targets(hostlist)

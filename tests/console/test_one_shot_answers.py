@@ -92,3 +92,32 @@ def test_collect_into_a_store_it_cannot_make_is_one_sentence(tmp_path):
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "history store" in out.stderr
+
+
+async def test_drain_with_an_audit_log_it_cannot_write_sends_nothing(mosquitto, tmp_path):
+    """A mistyped or unwritable ``--audit-log`` used to drain the node silently, with no record
+    and exit 0 (the write error was counted and never said): now one sentence, exit 2, and the
+    node is still in service."""
+    import json
+
+    url = str(mosquitto.url)
+    agent = spawn("agent", "--broker", url, "--cluster", "audit", "--node-id", "gpu0001",
+                  log=tmp_path / "agent.log")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the audit log's folder should be")
+    try:
+        await eventually(lambda: run_cli("status", "--json", "--broker", url, "--cluster",
+                                         "audit", "--wait", "1").returncode == 0, 30,
+                         interval=0.5, message="agent up")
+        out = run_cli("drain", "gpu0001", "--reason", "PSU", "--broker", url, "--cluster",
+                      "audit", "--audit-log", str(blocker / "audit.jsonl"), "--timeout", "10")
+        status = run_cli("status", "--json", "--broker", url, "--cluster", "audit", "--wait",
+                         "1")
+    finally:
+        stop_process(agent)
+    assert out.returncode == 2, out
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "cannot write audit log" in out.stderr and "nothing was sent" in out.stderr
+    (node,) = json.loads(status.stdout)["nodes"]
+    assert node["drain"] == "none", node
