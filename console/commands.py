@@ -211,6 +211,21 @@ def _node_gpus(st: NodeState | None) -> int:
     return st.gpus_expected or st.gpus_present
 
 
+def why_unanswered(state: FleetState, node: str) -> str:
+    """Why a command to ``node`` can have gone unanswered, from its liveness (H1, H2): a
+    sentence to follow a time-out, or empty while the node looks alive."""
+    st = state.nodes.get(node)
+    if st is None:
+        return "the node was never heard from"
+    dead = next((f for f in st.liveness if f.rule in ("H1", "H2")), None)
+    if dead is None:
+        return ""
+    if dead.rule == "H2":
+        return f"the node is offline ({dead.rule} {dead.text}): no agent is there to answer"
+    return (f"the node is {st.verdict.value} ({dead.rule} {dead.text}): its agent is hung or "
+            "cut off and never answered")
+
+
 def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: float,
                  mode: DrainMode = DrainMode.FINISH) -> BlastRadius:
     """What a drain or resume of ``targets`` (node ids) touches."""
@@ -612,9 +627,9 @@ class CommandTracker:
             why = f"no acknowledgement within {req.ack_timeout_s:g} s"
             if t.send_error:
                 why += f"; never published: {t.send_error}"
-            st = state.nodes.get(t.target)
-            if req.op is not CommandOp.RESTART_JOB and (st is None or st.online is False):
-                why += " (node offline or unknown)"
+            dead = "" if req.op is CommandOp.RESTART_JOB else why_unanswered(state, t.target)
+            if dead:
+                why += f" — {dead}"
             return self._move(req, t, Phase.TIMED_OUT, why, now)
         if (t.phase is Phase.ACKNOWLEDGED and req.effect_timeout_s is not None
                 and age > req.effect_timeout_s):

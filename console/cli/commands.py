@@ -28,6 +28,7 @@ from fleetdeck.console.commands import (
     blast_radius,
     job_refusal,
     refusal,
+    why_unanswered,
 )
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
@@ -246,6 +247,10 @@ class CommandRun:
             still = ""
             if req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
                 still = " — the node is still draining (its jobs run to completion)"
+            elif req.op is not CommandOp.RESTART_JOB and t.phase is Phase.TIMED_OUT:
+                # Said already when the tracker's own deadline came first.
+                dead = why_unanswered(self.state, t.target)
+                still = f" — {dead}" if dead and " — the node " not in t.detail else ""
             self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 

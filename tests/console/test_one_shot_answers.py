@@ -121,3 +121,39 @@ async def test_drain_with_an_audit_log_it_cannot_write_sends_nothing(mosquitto, 
     assert "cannot write audit log" in out.stderr and "nothing was sent" in out.stderr
     (node,) = json.loads(status.stdout)["nodes"]
     assert node["drain"] == "none", node
+
+
+async def test_drain_of_a_hung_node_times_out_saying_why_and_never_acts_later(mosquitto,
+                                                                              tmp_path):
+    """A drain sent to a hung agent (SIGSTOP) ends in a time-out that says the node is stale
+    and why it never answered (before: "no result within 4 s" and nothing more); and the
+    command expires with the run, so the agent, woken (SIGCONT) after the CLI said
+    "timed_out", rejects it as expired (before it lived 10 s whatever ``--timeout`` said, and
+    the node was drained behind the operator's back)."""
+    import json
+    import os
+    import signal
+
+    url = str(mosquitto.url)
+    agent = spawn("agent", "--broker", url, "--cluster", "hung", "--node-id", "gpu0001",
+                  log=tmp_path / "agent.log")
+    try:
+        await eventually(lambda: run_cli("status", "--json", "--broker", url, "--cluster",
+                                         "hung", "--wait", "1").returncode == 0, 30,
+                         interval=0.5, message="agent up")
+        os.kill(agent.pid, signal.SIGSTOP)
+        try:
+            out = run_cli("drain", "gpu0001", "--reason", "PSU", "--broker", url, "--cluster",
+                          "hung", "--audit-log", str(tmp_path / "audit.jsonl"), "--timeout", "4")
+        finally:
+            os.kill(agent.pid, signal.SIGCONT)
+        time.sleep(3.0)  # the woken agent reads the queued drain
+        status = run_cli("status", "--json", "--broker", url, "--cluster", "hung", "--wait", "1")
+    finally:
+        stop_process(agent)
+    assert out.returncode == 4, out
+    last = out.stdout.strip().splitlines()[-1]
+    assert "gpu0001: timed_out" in last and "the node is stale (H1 no telemetry" in last, last
+    assert "never answered" in last, last
+    (node,) = json.loads(status.stdout)["nodes"]
+    assert node["drain"] == "none", (node, (tmp_path / "agent.log").read_text()[-2000:])
