@@ -113,3 +113,48 @@ async def test_status_keeps_running_and_reports_bad_input(telling_mosquitto, tmp
     assert data["nodes"][0]["verdict"] == "ok"
     assert {m["reason"] for m in data["malformed"]} >= {"not_json", "invalid", "oversize",
                                                          "unknown_version", "bad_topic"}
+
+
+EVIL = "x\x1b[2J\x1b]0;pwned\x07\x1b[?1049l\u202eevil\r\n"
+
+
+async def test_control_characters_in_free_text_are_replaced_not_shown(mosquitto):
+    """An ESC in an event's message cleared the console's screen and retitled the operator's
+    terminal (OSC 0), and ``fleetdeck events`` printed it raw: free text is made printable at
+    ingest (U+FFFD for each control or bidi-override character); the message itself is kept,
+    never counted malformed (an XID event must not be lost to one stray byte)."""
+    ingest = Ingest(CLUSTER)
+    feed = LiveFeed(mosquitto.url, ingest, client_id="test-console-ctl")
+    stop = asyncio.Event()
+    task = asyncio.create_task(feed.run(stop))
+    events, jobs = [], {}
+    try:
+        await eventually(lambda: feed.conn.state == "connected", 10, message="connected")
+        async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port, identifier="evil",
+                                  protocol=aiomqtt.ProtocolVersion.V311) as client:
+            await client.publish(f"{BASE}/node/gpu0001/event", json.dumps({
+                "v": 1, "node": "gpu0001", "event_id": "gpu0001.1.1", "seq": 1, "ts": 1,
+                "kind": "xid", "severity": "error", "component": "gpu3" + EVIL,
+                "message": "Xid 79 " + EVIL, "data": {"xid": 79, "note": EVIL}}).encode(),
+                qos=1)
+            await client.publish(f"{BASE}/job/41/status", json.dumps({
+                "v": 1, "job_id": "41", "name": EVIL, "user": EVIL, "state": "R", "ts": 1,
+                "reason": EVIL}).encode(), qos=1)
+
+        def got() -> bool:
+            batch = ingest.take_batch()
+            events.extend(ev for _rx, ev in batch.events)
+            jobs.update({k: job for k, (_rx, job) in batch.jobs.items()})
+            return bool(events) and "41" in jobs
+
+        await eventually(got, 10, message="event and job status ingested")
+    finally:
+        stop.set()
+        await task
+    (ev,) = events
+    job = jobs["41"]
+    texts = [ev.message, ev.component, str(ev.data["note"]), job.name, job.user, job.reason]
+    for text in texts:
+        assert text.isprintable() and "\ufffd" in text, repr(text)
+    assert ev.message.startswith("Xid 79 x") and ev.message.endswith("evil\ufffd\ufffd")
+    assert ingest.malformed.total == 0
