@@ -200,6 +200,9 @@ class NodeState:
     raw: bool = False
     """Raw telemetry of a node known from digests is being received (its detail is open): the
     samples show in the detail, the verdict stays the collector's."""
+    born_raw: bool = False
+    """A console on raw telemetry heard this node's own birth: a collector's digest of it (a
+    replay of a recording that holds both) must not overwrite what the console judges."""
 
     @property
     def telemetry(self) -> Telemetry | None:
@@ -670,10 +673,16 @@ class FleetState:
         ``judge=False`` leaves the fleet-wide pass (correlation, verdicts) to a later call: a
         slice of a large batch (ConsoleSession's apply budget) costs only what it applies."""
         changed: set[str] = set()
+        raw_mode = not self.digest_mode
         for node_id, (rx, birth) in batch.births.items():
             st = self.node(node_id)
             if st.first_seen is None:
                 st.first_seen = rx
+            if raw_mode:
+                st.born_raw = True
+                if st.digest is not None:  # a digest came first: the node's own word wins
+                    st.digest = None
+                    self._digest_order.pop(node_id, None)
             self.unborn.pop(node_id, None)
             if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
@@ -697,6 +706,8 @@ class FleetState:
                     settled.append(node_id)
             self.seq_lost += born.seq_gaps - gaps
         for node_id, (rx, digest) in batch.digests.items():
+            if raw_mode and (raw := self.nodes.get(node_id)) is not None and raw.born_raw:
+                continue
             st = self.node(node_id)
             if st.first_seen is None:
                 st.first_seen = rx
