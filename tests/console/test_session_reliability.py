@@ -167,6 +167,11 @@ def test_two_agents_with_one_node_id_are_shown_as_a_duplicate():
     st = session.state.nodes["gpu0001"]
     assert st.verdict.value == "failed"
     assert "H3" in st.reasons and "duplicate node id" in str(st.all_findings[0])
+    assert "2 agent processes take turns" in str(st.all_findings[0])
+    # However few of them were noted (a drill's fuzzed replay read "1 agent processes").
+    st.processes = dict(list(st.processes.items())[:1])
+    st.judge(a.now)
+    assert "2 agent processes take turns" in str(st.all_findings[0])
 
 
 def test_an_ack_on_another_nodes_topic_is_refused():
