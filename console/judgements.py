@@ -224,7 +224,7 @@ def _stepping(state: FleetState, st: NodeState, jobs: "list[str] | tuple[()]",
     for job_id in jobs:
         seen = state.job_stepped_at.get(job_id)
         job = state.jobs[job_id]
-        if seen is None:
+        if seen is None or seen[1] is None:
             continue
         window = max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
         if seen[1] > (silent_since or 0) and now - seen[1] <= window:
