@@ -3,10 +3,13 @@ inject` and a one-shot `fleetdeck status --json`, as an operator would run them
 (docs/scenarios.md, "Fault kinds")."""
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
-from tests.conftest import run_cli, spawn, stop_process
+import pytest
+
+from tests.conftest import REPO, fleetdeck_cmd, run_cli, spawn, stop_process
 
 SCENARIO = """
 [fleet]
@@ -84,3 +87,60 @@ def test_dead_node_is_not_taken_for_a_dead_agent_by_a_console_that_starts_late(
     assert agent["verdict"] == "offline"
     assert agent["job_still_stepping"] == small["job_id"], agent
     assert agent["action"].startswith("restart the agent"), agent["action"]
+
+
+def test_rate_findings_name_their_threshold(mosquitto, tmp_path: Path) -> None:
+    """A symbol storm and a PCIe replay storm: each finding names the port or GPU and the
+    threshold it crossed (docs/architecture.md, "Health rules"), so the on-call need not look
+    up why 342 symbol errors drain a node and 20 do not."""
+    url, cluster = str(mosquitto.url), "rates"
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "4", "--seed", "2",
+                log=tmp_path / "sim.log")
+    try:
+        until(url, cluster, lambda o: o["totals"]["by_verdict"].get("ok") == 4)
+        inject(url, cluster, "symbol_storm", "node=gpu0002", "port=6", "rate=200")
+        inject(url, cluster, "pcie_replay", "node=gpu0003", "gpu=5", "per_min=1200")
+        out = status_json(url, cluster, wait=4.0)
+    finally:
+        assert stop_process(sim) == 0
+    nodes = nodes_of(out)
+    storm = [f for f in nodes["gpu0002"]["findings"] if f.startswith("N3 ")]
+    assert storm and storm[0].startswith("N3 mlx5_ib6:1: ") and storm[0].endswith(
+        "symbol errors/h (> 120/h)"), nodes["gpu0002"]["findings"]
+    (replay,) = nodes["gpu0003"]["findings"]
+    assert replay.startswith("G11 gpu5: PCIe replay ") and replay.endswith(
+        "/min (> 31/min)"), replay
+    assert nodes["gpu0003"]["verdict"] == "degraded"
+
+
+@pytest.mark.timeout(300)
+def test_three_symbol_error_episodes_in_an_hour_escalate_to_drain(
+        mosquitto, tmp_path: Path) -> None:
+    """NVSentinel: a port whose errors come back to the warning level (N4, > 10 symbol
+    errors/s) three times within an hour drains. Bursts of 20/s for 1 s, 70 s apart (an
+    episode ends a minute after its last warning): about 20 symbol errors each, under the
+    hourly budget that drains by itself (N3, > 120/h)."""
+    url, cluster = str(mosquitto.url), "episodes"
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "2", "--seed", "4",
+                log=tmp_path / "sim.log")
+    try:
+        until(url, cluster, lambda o: o["totals"]["by_verdict"].get("ok") == 2)
+        watch = subprocess.Popen(
+            fleetdeck_cmd("status", "--broker", url, "--cluster", cluster, "--json",
+                          "--wait", "160"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        time.sleep(3.0)
+        for burst in range(3):
+            if burst:
+                time.sleep(70.0)
+            inject(url, cluster, "symbol_storm", "node=gpu0001", "port=3", "rate=20",
+                   "duration=1s")
+        stdout, stderr = watch.communicate(timeout=200)
+    finally:
+        assert stop_process(sim) == 0
+    assert stdout.startswith("{"), stderr
+    node = nodes_of(json.loads(stdout))["gpu0001"]
+    assert node["verdict"] == "failed", node
+    assert "N4 mlx5_ib3:1: 3 degradation episodes in the last hour (≥ 3/h escalate)" in node[
+        "findings"], node["findings"]
+    assert node["action"].startswith("drain"), node["action"]
