@@ -2,14 +2,22 @@
 inject` and a one-shot `fleetdeck status --json`, as an operator would run them
 (docs/scenarios.md, "Fault kinds")."""
 
+import asyncio
 import json
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.brokerurl import make_client
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import REPO, fleetdeck_cmd, run_cli, spawn, stop_process
+from tests.tui.fleet import Clock
 
 SCENARIO = """
 [fleet]
@@ -144,3 +152,91 @@ def test_three_symbol_error_episodes_in_an_hour_escalate_to_drain(
     assert "N4 mlx5_ib3:1: 3 degradation episodes in the last hour (≥ 3/h escalate)" in node[
         "findings"], node["findings"]
     assert node["action"].startswith("drain"), node["action"]
+
+
+MAX = 2**64 - 1
+
+
+def _worn(tel, wrap: int = 0):
+    """A long-lived node's counters: the cumulative ones near the top of a u64 (error counters
+    that saturated at all-ones stay there), the data and power violation counters wrapping
+    through 2^64 ``wrap`` samples in."""
+    ports = [replace(p, xmit_bytes_total=(MAX - 10**9 + wrap * 2 * 10**9) % 2**64,
+                     rcv_bytes_total=MAX - 5, xmit_pkts_total=MAX, rcv_pkts_total=MAX,
+                     symbol_error=MAX, link_error_recovery=MAX, link_downed=MAX,
+                     rcv_errors=MAX, xmit_discards=MAX, local_link_integrity_errors=MAX,
+                     excessive_buffer_overrun_errors=MAX, xmit_wait=MAX, rnr_nak_retry_err=MAX,
+                     local_ack_timeout_err=MAX) for p in tel.ib_ports]
+    gpus = [replace(g, thermal_violation_ns=MAX - 3,
+                    power_violation_ns=(MAX + wrap * 10) % 2**64, pcie_replay_total=MAX,
+                    energy_j=1e15,
+                    nvlink=replace(g.nvlink, crc_flit=MAX, crc_data=MAX, replay=MAX,
+                                   recovery=MAX)) for g in tel.gpus]
+    return replace(tel, ib_ports=ports, gpus=gpus)
+
+
+def _before_reboot(tel):
+    """Counters a node ran up over a long uptime, all of them far below any alarm rate."""
+    ports = [replace(p, symbol_error=65535, link_error_recovery=255, link_downed=255,
+                     rcv_errors=40_000, local_link_integrity_errors=12) for p in tel.ib_ports]
+    gpus = [replace(g, pcie_replay_total=900_000, thermal_violation_ns=10**15,
+                    nvlink=replace(g.nvlink, crc_flit=10**7, replay=5_000, recovery=300))
+            for g in tel.gpus]
+    return replace(tel, ib_ports=ports, gpus=gpus)
+
+
+async def test_healthy_nodes_with_extreme_counters_stay_ok(mosquitto) -> None:
+    """No verdict on healthy nodes whose counters only look alarming: values at the top of a
+    u64 and wrapping through it (thermal violation time does not grow: it would be G12), a
+    reboot that restarts every counter at 0 (seen from its first
+    sample, or from its second when the first was lost), idle GPUs at 345 MHz with the idle
+    clock event. Real Mosquitto, the real `status` CLI watching."""
+    url, cluster = mosquitto.url, "extreme"
+    clock = Clock(time.time())
+
+    def agent(name: str, bd_seq: int) -> NodeAgent:
+        a = NodeAgent(cluster=cluster, node_id=name, source=SimNode(name, seed=1), url=url,
+                      clock=clock)
+        a.bd_seq = bd_seq
+        return a
+
+    worn, reboot, lost, idle = (agent(f"gpu000{i}", 1) for i in range(1, 5))
+    reboot_new, lost_new = agent("gpu0002", 2), agent("gpu0003", 2)
+    watch = subprocess.Popen(
+        fleetdeck_cmd("status", "--broker", str(url), "--cluster", cluster, "--json",
+                      "--wait", "9"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    async with make_client(url, "extreme-pub") as c:
+
+        async def send(a: NodeAgent, kind: Kind, payload: bytes) -> None:
+            await c.publish(topic_for(cluster, kind, a.node_id), payload, qos=1,
+                            retain=kind is not Kind.TELEMETRY)
+
+        await asyncio.sleep(2.0)  # the watcher subscribed
+        for a in (worn, reboot, lost, idle):
+            await send(a, Kind.BIRTH, codec.encode(a.birth()))
+            await send(a, Kind.STATUS, codec.encode(a.status()))
+        k = 0
+        while watch.poll() is None:  # samples until the watcher is done: none goes stale
+            clock.advance(1.0)
+            await send(worn, Kind.TELEMETRY, codec.encode(_worn(worn.telemetry(), wrap=k)))
+            await send(idle, Kind.TELEMETRY, codec.encode(idle.telemetry()))
+            for old, new in ((reboot, reboot_new), (lost, lost_new)):
+                if k < 3:
+                    await send(old, Kind.TELEMETRY, codec.encode(_before_reboot(old.telemetry())))
+                    continue
+                if k == 3:
+                    await send(new, Kind.BIRTH, codec.encode(new.birth()))
+                    await send(new, Kind.STATUS, codec.encode(new.status()))
+                tel = new.telemetry()  # seq 1 of the new session: counters from 0
+                if not (new is lost_new and k == 3):  # gpu0003's first sample is lost
+                    await send(new, Kind.TELEMETRY, codec.encode(tel))
+            k += 1
+            await asyncio.sleep(1.0)
+        stdout, stderr = await asyncio.to_thread(watch.communicate, timeout=60)
+    assert stdout.startswith("{"), stderr
+    nodes = nodes_of(json.loads(stdout))
+    for name in ("gpu0001", "gpu0002", "gpu0003", "gpu0004"):
+        assert (nodes[name]["verdict"], nodes[name]["findings"]) == ("ok", []), (
+            name, nodes[name]["verdict"], nodes[name]["findings"])
+    assert nodes["gpu0001"]["seq"] >= 6 and nodes["gpu0003"]["seq"] >= 3
