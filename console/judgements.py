@@ -263,6 +263,10 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
     throttled GPU) that slows the whole job by 12 %."""
     if not job.slowest or job.state.value != "R":
         return None
+    if job_reason(job):
+        # A running job with a reason is stalled (a node gone, a port down: docs/protocol.md):
+        # it waits on that, and its last step's slowest rank would hide why it stopped.
+        return None
     worst = job.slowest[0]
     median = job.median_step_time_ms
     if median is None or median <= 0:

@@ -240,3 +240,35 @@ async def test_healthy_nodes_with_extreme_counters_stay_ok(mosquitto) -> None:
         assert (nodes[name]["verdict"], nodes[name]["findings"]) == ("ok", []), (
             name, nodes[name]["verdict"], nodes[name]["findings"])
     assert nodes["gpu0001"]["seq"] >= 6 and nodes["gpu0003"]["seq"] >= 3
+
+
+def test_a_stalled_job_shows_its_stall_not_its_last_straggler(mosquitto, tmp_path: Path) -> None:
+    """A symbol storm makes one rank the straggler; then a port of another node goes down and
+    the job stalls at its next collective (running, reason "gpuNNNN mlx5_ibK link down", until
+    the NCCL watchdog fires). While it stalls, naming the last step's slowest rank ("slows job
+    by 25 %") hides why the job stopped: the job view and its incidents must show the stall."""
+    url, cluster = str(mosquitto.url), "stall"
+    scenario = tmp_path / "one-job.toml"
+    scenario.write_text(SCENARIO.replace('name = "small"', 'name = "other"'))
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--scenario", str(scenario),
+                "--seed", "6", log=tmp_path / "sim.log")
+    try:
+        out = until(url, cluster, lambda o: any(j["state"] == "R" and j["name"] == "big"
+                                                for j in o["jobs"]))
+        (job,) = [j for j in out["jobs"] if j["name"] == "big"]
+        slow, other = job["nodes"]
+        inject(url, cluster, "symbol_storm", f"node={slow}", "port=1")
+
+        def big(o: dict) -> dict:
+            return next(j for j in o["jobs"] if j["name"] == "big")
+
+        out = until(url, cluster, lambda o: (big(o)["straggler"] or {}).get("node") == slow)
+        inject(url, cluster, "link_down", f"node={other}", "port=2")
+        out = until(url, cluster, lambda o: "link down" in big(o)["reason"])
+    finally:
+        assert stop_process(sim) == 0
+    job = big(out)
+    assert job["state"] == "R" and job["reason"] == f"{other} mlx5_ib2 link down", job
+    assert job["straggler"] is None, job["straggler"]
+    assert not any("slows job" in i["title"] for i in out["incidents"]), [
+        i["title"] for i in out["incidents"]]
