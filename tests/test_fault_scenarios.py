@@ -272,3 +272,59 @@ def test_a_stalled_job_shows_its_stall_not_its_last_straggler(mosquitto, tmp_pat
     assert job["straggler"] is None, job["straggler"]
     assert not any("slows job" in i["title"] for i in out["incidents"]), [
         i["title"] for i in out["incidents"]]
+
+
+TWO_RUNS = """
+[fleet]
+nodes = 4
+hang_timeout = "10m"
+
+[[job]]
+name = "ecc"
+nodes = 2
+steps = 100000
+step_time = "0.5s"
+
+[[job]]
+name = "app"
+nodes = 2
+steps = 100000
+step_time = "0.5s"
+"""
+
+
+@pytest.mark.timeout(200)
+def test_a_crash_is_blamed_on_the_node_its_reason_names_not_on_a_leftover_elsewhere(
+        mosquitto, tmp_path: Path) -> None:
+    """Each job's second node flaps once (N2: drain, held for the hour; the job survives the
+    2 s outage). Then a rank dies on each job's first node: XID 94 (contained ECC error: the
+    rank is killed, the node is only degraded, G3) and XID 13 (the application's own bug: no
+    finding at all). The scheduler's reason names the node and the XID; the interruption is
+    hbm_ecc on that node, and software, not the network of the node that flapped earlier."""
+    url, cluster = str(mosquitto.url), "blame"
+    scenario = tmp_path / "two-runs.toml"
+    scenario.write_text(TWO_RUNS)
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--scenario", str(scenario),
+                "--seed", "8", log=tmp_path / "sim.log")
+    try:
+        out = until(url, cluster, lambda o: sum(j["state"] == "R" for j in o["jobs"]) == 2)
+        nodes = {j["name"]: j["nodes"] for j in out["jobs"]}
+        watch = subprocess.Popen(
+            fleetdeck_cmd("status", "--broker", url, "--cluster", cluster, "--json",
+                          "--wait", "24"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        time.sleep(3.0)
+        for name in ("ecc", "app"):
+            inject(url, cluster, "ib_flap", f"node={nodes[name][1]}", "port=4", "count=1")
+        time.sleep(5.0)  # the flaps are over; N2 holds on both nodes
+        inject(url, cluster, "xid", f"node={nodes['ecc'][0]}", "gpu=3", "code=94")
+        inject(url, cluster, "xid", f"node={nodes['app'][0]}", "gpu=1", "code=13")
+        stdout, stderr = watch.communicate(timeout=60)
+    finally:
+        assert stop_process(sim) == 0
+    assert stdout.startswith("{"), stderr
+    out = json.loads(stdout)
+    names = {j["job_id"]: j["name"] for j in out["jobs"]}
+    got = {names[i["job_id"]]: (i["cause"], i["nodes"]) for i in out["interruptions"]}
+    assert got == {"ecc": ("hbm_ecc", [nodes["ecc"][0]]),
+                   "app": ("software", [nodes["app"][0]])}, out["interruptions"]
