@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, is_
 
+from fleetdeck.console.health import Severity
 from fleetdeck.console.judgements import (
     PORT_DOWN,
     PORT_ERRORING,
@@ -92,9 +93,12 @@ def _rails(st: NodeState) -> tuple[int, ...]:
 
 
 def _drain_rate(st: NodeState, p: IbPortSample) -> bool:
-    """Whether an erroring port errs at a rate that drains (N1-N3), not only at N4's."""
+    """Whether an erroring port errs at a rate that drains (N1-N3, or N4 escalated), not only
+    at N4's warning rate."""
     comp = f"{p.dev}:{p.port}"
-    return any(f.rule in _DRAIN_RATE_RULES and f.component == comp for f in st.findings)
+    # N4 drains too once its episodes escalate (three in an hour).
+    return any((f.rule in _DRAIN_RATE_RULES or (f.rule == "N4" and f.severity is Severity.DRAIN))
+               and f.component == comp for f in st.findings)
 
 
 def node_fabric(st: NodeState) -> NodeFabric:

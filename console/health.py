@@ -87,6 +87,11 @@ IB_RATE_GBPS = 400.0
 SYMBOL_ERR_PER_HOUR = 120
 SYMBOL_ERR_PER_S = 10.0
 LER_PER_MIN = 5
+N4_ESCALATE = 3
+"""NVSentinel: this many degradation episodes (N4) of one port within an hour escalate to a
+drain: a link that keeps coming back to the warning is bad, not unlucky."""
+N4_HOLD_MS = 60_000
+"""How long N4's "receive errors increasing" holds after the counter last grew."""
 CARRIER_LOSSES_24H = 5
 FATAL_IB_COUNTERS = (
     "link_downed",
@@ -173,6 +178,41 @@ class PortHistory:
     symbol_rate: float = 0.0
     counters: tuple[int | None, ...] | None = None
     """The watched counters (PORT_COUNTERS) of the previous sample."""
+    n4_last_ms: int | None = None
+    """Sample time N4 last held (an episode runs until it has not for N4_HOLD_MS)."""
+    episodes: Window | None = None
+    """Starts of N4 episodes in the last hour (N4_ESCALATE of them drain)."""
+
+    def n4(self, now_ms: int) -> bool:
+        """Whether a warning-level N4 condition holds now."""
+        return (self.symbol_rate > SYMBOL_ERR_PER_S or self.ler_minute.total > LER_PER_MIN
+                or (self.rcv_err_last_ms is not None
+                    and now_ms - self.rcv_err_last_ms <= N4_HOLD_MS))
+
+    def escalated(self) -> int:
+        """N4 episodes in the last hour when they are enough to drain, else 0."""
+        total = self.episodes.total if self.episodes is not None else 0
+        return total if total >= N4_ESCALATE else 0
+
+    def track_episodes(self, now_ms: int) -> bool:
+        """Count an N4 episode when one starts; True while this needs later samples (an
+        episode runs, or the hour still holds one)."""
+        last = self.n4_last_ms
+        if self.n4(now_ms):
+            # A rate hovering at its threshold drops under it for a sample now and then: that
+            # is one episode going on, not a new one each time it comes back.
+            if last is None or now_ms - last > N4_HOLD_MS:
+                if self.episodes is None:
+                    self.episodes = Window.of(3600)
+                self.episodes.add(now_ms, 1)
+            self.n4_last_ms = last = now_ms
+        if self.episodes is not None:
+            self.episodes.expire(now_ms)
+            if self.episodes.items is None:
+                self.episodes = None
+        if last is not None and now_ms - last > N4_HOLD_MS:
+            self.n4_last_ms = last = None
+        return last is not None or self.episodes is not None
 
 
 @dataclass(slots=True)
@@ -257,6 +297,8 @@ class NodeHistory:
                     h.ler_minute.expire(now)
                 if h.symbol_hour.items or h.ler_minute.items:
                     settled = False
+                if (h.n4_last_ms is not None or h.episodes is not None) and h.track_episodes(now):
+                    settled = False
                 continue
             settled = False
             for i, name in enumerate(FATAL_IB_COUNTERS):
@@ -268,6 +310,7 @@ class NodeHistory:
             h.ler_minute.add(now, _delta(cur[_LER], old[_LER]))
             if _delta(cur[_RCV], old[_RCV]) > 0:
                 h.rcv_err_last_ms = now
+            h.track_episodes(now)
         for g in t.gpus:
             gh = self.gpus.get(g.index)
             if gh is None:
@@ -399,9 +442,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         ph = hp.get(p.dev)
         if ph is None:
             continue
-        if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.symbol_rate > SYMBOL_ERR_PER_S
-                or ph.ler_minute.total > LER_PER_MIN
-                or (ph.rcv_err_last_ms is not None and now - ph.rcv_err_last_ms <= 60_000)):
+        if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.n4(now) or ph.escalated()):
             return False
         if ph.last_fatal_ms:
             for ts in ph.last_fatal_ms.values():
@@ -488,9 +529,14 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
                            "row remap pending (reset pending: drain when idle, reset, resume)"))
     if (g.row_remap.uncorrectable or 0) >= ROW_REMAP_UNC_LIMIT:
         out.append(Finding("G7", Severity.WARN, c,
-                           f"{g.row_remap.uncorrectable} uncorrectable remapped rows"))
-    if g.ecc.sram_unc_agg or (g.ecc.sram_corr_agg or 0) > SRAM_CORR_LIMIT:
-        out.append(Finding("G8", Severity.DRAIN, c, "SRAM ECC errors"))
+                           f"{g.row_remap.uncorrectable} uncorrectable remapped rows "
+                           f"(DCGM limit {ROW_REMAP_UNC_LIMIT})"))
+    if g.ecc.sram_unc_agg:
+        out.append(Finding("G8", Severity.DRAIN, c,
+                           f"{g.ecc.sram_unc_agg} SRAM uncorrectable ECC errors"))
+    elif (g.ecc.sram_corr_agg or 0) > SRAM_CORR_LIMIT:
+        out.append(Finding("G8", Severity.DRAIN, c, f"{g.ecc.sram_corr_agg} SRAM correctable "
+                                                    f"ECC errors (> {SRAM_CORR_LIMIT})"))
     nv = g.nvlink
     if nv.links_up is not None and nv.links_up < (nv.links_total or NVLINKS):
         out.append(Finding("G9", Severity.DRAIN, c,
@@ -499,11 +545,13 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
             now_ms - h.nvlink_err_last_ms) <= 60_000:
         out.append(Finding("G9", Severity.DRAIN, c, "NVLink replay/recovery errors"))
     if h is not None and h.crc_rate >= NVLINK_CRC_DRAIN_PER_S:
-        out.append(Finding("G10", Severity.DRAIN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
+        out.append(Finding("G10", Severity.DRAIN, c, f"NVLink CRC {h.crc_rate:.0f}/s "
+                                                     f"(≥ {NVLINK_CRC_DRAIN_PER_S:.0f}/s)"))
     elif h is not None and h.crc_rate >= 1:
-        out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s"))
+        out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s (≥ 1/s)"))
     if h is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
-        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min"))
+        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min "
+                                                    f"(> {PCIE_REPLAY_PER_MIN}/min)"))
     # G12 and G13 fire on the first sample over the line, and hold (THROTTLE_HOLD_S, the band
     # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.
     reasons = g.clock_event_reasons or 0
@@ -547,7 +595,7 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[
     if p.phys_state is not None and p.phys_state != "LinkUp":
         bad.append(p.phys_state)
     if p.rate_gbps is not None and p.rate_gbps != IB_RATE_GBPS and not bad:
-        bad.append(f"{p.rate_gbps:g} Gb/s")
+        bad.append(f"{p.rate_gbps:g} Gb/s, not {IB_RATE_GBPS:g}")
     if bad:
         out.append(Finding("N1", Severity.DRAIN, c, "/".join(bad)))
     if h is None:
@@ -556,15 +604,22 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[
     if fatal:
         out.append(Finding("N2", Severity.DRAIN, c, f"{', '.join(sorted(fatal))} increased"))
     if h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
-        out.append(Finding("N3", Severity.DRAIN, c, f"{h.symbol_hour.total} symbol errors/h"))
+        out.append(Finding("N3", Severity.DRAIN, c, f"{h.symbol_hour.total} symbol errors/h "
+                                                    f"(> {SYMBOL_ERR_PER_HOUR}/h)"))
     elif h.symbol_rate > SYMBOL_ERR_PER_S:
-        out.append(Finding("N4", Severity.WARN, c, f"{h.symbol_rate:.0f} symbol errors/s"))
+        out.append(Finding("N4", Severity.WARN, c, f"{h.symbol_rate:.0f} symbol errors/s "
+                                                   f"(> {SYMBOL_ERR_PER_S:.0f}/s)"))
     if h.ler_minute.total > LER_PER_MIN:
-        out.append(Finding("N4", Severity.WARN, c, f"{h.ler_minute.total} link recoveries/min"))
-    elif h.rcv_err_last_ms is not None and now_ms - h.rcv_err_last_ms <= 60_000:
+        out.append(Finding("N4", Severity.WARN, c, f"{h.ler_minute.total} link recoveries/min "
+                                                   f"(> {LER_PER_MIN}/min)"))
+    elif h.rcv_err_last_ms is not None and now_ms - h.rcv_err_last_ms <= N4_HOLD_MS:
         out.append(Finding("N4", Severity.WARN, c, "receive errors increasing"))
+    if episodes := h.escalated():
+        out.append(Finding("N4", Severity.DRAIN, c, f"{episodes} degradation episodes in the "
+                                                    f"last hour (≥ {N4_ESCALATE}/h escalate)"))
     if (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H:
-        out.append(Finding("N5", Severity.DRAIN, c, f"{p.carrier_losses_24h} carrier losses/24h"))
+        out.append(Finding("N5", Severity.DRAIN, c, f"{p.carrier_losses_24h} carrier losses/24h "
+                                                    f"(≥ {CARRIER_LOSSES_24H})"))
     return out
 
 

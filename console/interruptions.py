@@ -41,6 +41,33 @@ def finding_cause(f: Finding) -> str:
     return "software"
 
 
+def named_cause(st: NodeState) -> str | None:
+    """What a node the job's reason names (its rank died there) contributes once no
+    drain-class finding showed: as ``node_cause``, and a warning counts too there (XID 94, a
+    contained ECC error, kills the rank it hits and leaves the node only degraded)."""
+    cause = node_cause(st)
+    if cause is not None:
+        return cause
+    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "warn"}
+    return next((c for c in CAUSES if c in causes), None)
+
+
+_REASON_XID = re.compile(r"\bXid (\d+)\b")
+_APP_XIDS = frozenset({13, 31, 43, 45})
+"""The application's own faults and the driver's clean-up after them (docs/domain.md §4)."""
+
+
+def reason_cause(reason: str) -> str | None:
+    """The class of the XID a crashed rank's reason ends with (``… (Xid 13)``), if any."""
+    m = _REASON_XID.search(reason)
+    if m is None:
+        return None
+    code = int(m.group(1))
+    if code in _APP_XIDS:
+        return "software"
+    return "hbm_ecc" if code in _ECC_XIDS else "gpu"
+
+
 def node_cause(st: NodeState) -> str | None:
     """What a node of an interrupted job contributes: None when it looks healthy."""
     if st.drain.state is not DrainState.NONE and st.drain.cmd_id:
@@ -165,8 +192,18 @@ class InterruptionTracker:
             cause = node_cause(st) if st is not None else "host"
             if cause is not None:
                 by_cause.setdefault(cause, []).append(node)
-        if named and not by_cause and not final:
-            return False
+        if named and not by_cause:
+            if not final:
+                return False
+            # No drain-class finding came where the rank died: a warning there (XID 94 kills
+            # the rank and leaves the node degraded), else the reason's XID (13: the
+            # application's bug), before any other node of the run takes the blame.
+            for node in named:
+                st = state.nodes.get(node)
+                if st is not None and (cause := named_cause(st)) is not None:
+                    by_cause.setdefault(cause, []).append(node)
+            if not by_cause and (why := reason_cause(job.reason)) is not None:
+                by_cause[why] = named
         for node in () if by_cause else p.nodes:
             st = state.nodes.get(node)
             cause = node_cause(st) if st is not None else "host"

@@ -224,7 +224,7 @@ def _stepping(state: FleetState, st: NodeState, jobs: "list[str] | tuple[()]",
     for job_id in jobs:
         seen = state.job_stepped_at.get(job_id)
         job = state.jobs[job_id]
-        if seen is None:
+        if seen is None or seen[1] is None:
             continue
         window = max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
         if seen[1] > (silent_since or 0) and now - seen[1] <= window:
@@ -262,6 +262,10 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
     slower and has a cause on its node; a fixed 1.2x median missed a rank 12 % slower (one
     throttled GPU) that slows the whole job by 12 %."""
     if not job.slowest or job.state.value != "R":
+        return None
+    if job_reason(job):
+        # A running job with a reason is stalled (a node gone, a port down: docs/protocol.md):
+        # it waits on that, and its last step's slowest rank would hide why it stopped.
         return None
     worst = job.slowest[0]
     median = job.median_step_time_ms

@@ -536,8 +536,10 @@ class FleetState:
         self.rebirth_wanted: dict[str, str] = {}
         """Node id -> why: nodes to ask for their birth and status again (taken by the session)."""
         self._lost: list[tuple[str, int]] = []
-        self.job_stepped_at: dict[str, tuple[int, float]] = {}
-        """Job id -> (step, receive time the step last advanced)."""
+        self.job_stepped_at: dict[str, tuple[int, float | None]] = {}
+        """Job id -> (step, receive time the step last advanced; None until this console saw
+        it advance: a retained status read on connect says where the job stopped, not that it
+        still steps)."""
         self.correlate: Callable[[FleetState, float], None] | None = None
         """Fleet-wide judgements run before each verdict pass (console/judgements.py sets it:
         the state cannot import them, they read the state)."""
@@ -730,7 +732,9 @@ class FleetState:
         for job_id, (rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
             seen = self.job_stepped_at.get(job_id)
-            if seen is None or job.step != seen[0]:
+            if seen is None:
+                self.job_stepped_at[job_id] = (job.step, None)
+            elif job.step != seen[0]:
                 self.job_stepped_at[job_id] = (job.step, rx)
         for node_id in changed:
             self.nodes[node_id].revision += 1
