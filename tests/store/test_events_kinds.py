@@ -84,4 +84,4 @@ def test_a_node_first_seen_healthy_is_no_event_and_a_failure_reads_as_an_error(d
     node = rows[0]["node"]
     assert main(["events", "--db", db, *SINCE, "--node", node, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)  # one node's story starts where it was first seen
-    assert [r["message"] for r in rows if r["kind"] == "verdict"][0] == "new -> ok"
+    assert next(r["message"] for r in rows if r["kind"] == "verdict") == "new -> ok"
