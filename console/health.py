@@ -259,6 +259,20 @@ class NodeHistory:
         """Every rate zero, no window holds anything, no thermal growth: what an ``update``
         with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
 
+    def forget_port_windows(self) -> None:
+        """Forget the port errors the hour-long rules hold (N2's fatal counters, N3's symbol
+        errors, N4's episodes): an operator returned the node to service, so what they held
+        was repaired. The counters' baselines stay, so an error after this counts at once."""
+        for h in self.ports.values():
+            h.last_fatal_ms.clear()
+            h.symbol_hour = Window.of(3600)
+            h.ler_minute = Window.of(60)
+            h.rcv_err_last_ms = None
+            h.symbol_rate = 0.0
+            h.n4_last_ms = None
+            h.episodes = None
+        self.settled = False
+
     def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2
         delta that moved only benign columns, docs/protocol.md): only the clock moves."""

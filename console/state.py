@@ -1034,7 +1034,15 @@ class FleetState:
         st.bd_seq = max(st.bd_seq, status.bdSeq)
         st.online = status.online
         st.status_ts = rx
+        was = st.drain.state
         st.drain = status.drain
+        if (was is not DrainState.NONE and status.drain.state is DrainState.NONE
+                and status.online and st.history.ports):
+            # Resumed: the operator returned it to service after the repair the hour-long
+            # port rules were waiting for (N2 held a repaired node failed for an hour while
+            # the scheduler placed jobs on it). Its next sample is judged afresh.
+            st.history.forget_port_windows()
+            st.basis = None
         return True
 
     def _apply_telemetry(self, st: NodeState, tel: wire2.Sample, rx: float,

@@ -212,3 +212,43 @@ async def test_with_a_command_key_every_command_the_session_sends_is_signed():
         payload = {k: v for k, v in c.items() if k != "kind" and k != "subject"}
         cmd = codec.decode(Command, json.dumps(payload).encode())
         assert signing.check(cmd, key, cmd.issued_at) == "", c
+
+
+def test_a_resumed_node_is_judged_afresh_not_held_failed_for_n2s_hour():
+    """N2 holds a node failed for an hour after a fatal IB counter moved: right while nobody
+    has looked, wrong once the operator drained, repaired and resumed it (it read failed for
+    an hour while the scheduler placed jobs on it; a fault-scenario drill). Resume forgets
+    the port windows; an error after it counts again at once."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+    from tests.test_health import port
+
+    node = FakeNode(cluster=CLUSTER)
+    session = make_session(node, Sent())
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    downed = 0
+
+    def sample() -> None:
+        node.feed(session.ingest, port(node.telemetry(), 2, link_downed=downed),
+                  Kind.TELEMETRY)
+        session.tick()
+
+    def status(state: DrainState) -> None:
+        msg = node.status().model_copy(update={"drain": DrainInfo(state=state, reason="r")})
+        node.feed(session.ingest, msg, Kind.STATUS)
+        session.tick()
+
+    sample()
+    st = session.state.nodes["gpu0001"]
+    downed = 1
+    sample()
+    assert st.verdict.value == "failed" and "N2" in st.reasons
+    status(DrainState.DRAINED)
+    for _ in range(3):
+        sample()
+    assert "N2" in st.reasons  # drained, not yet repaired: the hour holds
+    status(DrainState.NONE)
+    sample()
+    assert st.verdict.value == "ok", st.all_findings
+    downed = 2
+    sample()
+    assert "N2" in st.reasons  # a new error after the resume counts at once
