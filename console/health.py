@@ -12,7 +12,7 @@ from enum import StrEnum
 from functools import reduce
 from operator import or_
 
-from fleetdeck.protocol import wire2
+from fleetdeck.protocol import wire2, xids
 from fleetdeck.protocol.fast import Birth, GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import XIDS_WINDOW_S
 
@@ -56,10 +56,9 @@ class Finding:
         return f"{self.rule} {where}{self.text}"
 
 
-# XID classes (docs/domain.md §4; rules G2/G3). Every other code (13, 31, 43, 45: the crashing
-# application and the driver's clean-up after any error) is routine and judged by nothing.
-XID_DRAIN = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
-XID_WARN = frozenset({63, 92, 94})
+# XID classes of rules G2/G3 (fleetdeck/protocol/xids.py, docs/domain.md §4).
+XID_DRAIN = xids.DRAIN
+XID_WARN = xids.WARN
 XID_WINDOW_MS = XIDS_WINDOW_S * 1000
 """aznhc counts an XID for 2 h; agents report every XID of that window (``GpuSample.xids``)."""
 

@@ -156,3 +156,14 @@ def test_row_remap_pending_is_degraded_with_the_reset_action():
     st = c.send(c.with_gpu(6, row_remap=replace(c.node.telemetry().gpus[6].row_remap,
                                                 pending=True, failure=True)))
     assert st.verdict is Verdict.FAILED and set(st.reasons) == {"G5", "G6"}
+
+
+def test_the_console_judges_xids_as_the_real_agent_words_them():
+    """One classification: the agent's event severity (kernel_log) and the console's G2/G3
+    disagreed on aznhc's list (68, 69, 109 warned in events, judged routine by the rules)."""
+    from fleetdeck.agents.real.kernel_log import DRAIN_XIDS, WARN_XIDS
+    from fleetdeck.console.health import XID_DRAIN, XID_WARN
+
+    assert XID_DRAIN == DRAIN_XIDS
+    assert XID_WARN == WARN_XIDS
+    assert {68, 69, 109} <= XID_WARN

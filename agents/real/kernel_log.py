@@ -25,15 +25,16 @@ from typing import Protocol
 
 from fleetdeck.agents.real.common import normalize_pci
 from fleetdeck.agents.source import EventDraft
+from fleetdeck.protocol import xids
 from fleetdeck.protocol.fast import XidSeen, recent_xids
 from fleetdeck.protocol.messages import Severity
 
 DAY_S = 86_400.0
 FLAP_THRESHOLD = 5  # aznhc check_ib_link_flapping default: >= 5 losses in 24 h fails the node
 
-# TELEMETRY.md §7 G2 ("drain") and G3 ("warn"); the rest of aznhc's fail list is a warning here.
-DRAIN_XIDS = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
-WARN_XIDS = frozenset({63, 92, 94, 56, 57, 58, 65, 68, 69, 73, 80, 81, 109})
+# The console's G2 ("drain") and G3 ("warn") classes, one definition for both sides.
+DRAIN_XIDS = xids.DRAIN
+WARN_XIDS = xids.WARN
 
 # The journal, not just the kernel ring: carrier lines come from systemd-networkd, which
 # `journalctl -k` would filter out. "+" ORs the two match groups.

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from fleetdeck.agents.source import EventDraft, Inventory, Reading
-from fleetdeck.protocol import fast
+from fleetdeck.protocol import fast, xids
 from fleetdeck.protocol.messages import (
     XIDS_MAX,
     XIDS_WINDOW_S,
@@ -160,10 +160,10 @@ XID_KINDS: dict[int, XidKind] = {
 }
 """Codes not listed here are logged with no effect on work or state."""
 
-DRAIN_XIDS = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
-"""The console's G2 codes (console/health.py ``XID_DRAIN``, which this side cannot import): the
-scheduler's node health check refuses a node with one of them in the last 2 h."""
-WARN_XIDS = frozenset({63, 92, 94})
+DRAIN_XIDS = xids.DRAIN
+"""The console's G2 codes (fleetdeck/protocol/xids.py): the scheduler's node health check
+refuses a node with one of them in the last 2 h."""
+WARN_XIDS = xids.WARN
 """The console's G3 codes: the node is usable."""
 UNCORRECTABLE_XIDS = frozenset({48, 94, 95, 140})
 """An XID 63 after one of these records a row remapped for an uncorrectable error."""

@@ -1,0 +1,12 @@
+"""XID classes, one definition for the agents' event severities and the console's rules.
+
+docs/domain.md §4 has the codes with their meanings and sources. ``DRAIN`` is the console's G2
+(and the simulated scheduler's node health check); ``WARN`` its G3: NVIDIA's warn-class codes
+(63 row remap pending, 92 high SBE rate, 94 contained ECC error) and the rest of aznhc's fail
+list (68/69 engine exceptions, 109 a context-switch timeout NVIDIA resets the GPU for; 56-58, 65,
+73, 80, 81 unused on H100). Every other code (13, 31, 43, 45: the crashing application and the
+driver's clean-up after any error) is routine: an INFO event, judged by nothing.
+"""
+
+DRAIN = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
+WARN = frozenset({63, 92, 94, 56, 57, 58, 65, 68, 69, 73, 80, 81, 109})
