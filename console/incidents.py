@@ -102,8 +102,20 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     jobs_on = _jobs_by_node(state, bad)
     taken: set[str] = set()
     out: list[Incident] = []
-    for sw in suspect_switches(state):
-        out.append(_switch_incident(state, sw, jobs_on))
+    switches = suspect_switches(state)
+    failing_in: dict[str, list[SuspectSwitch]] = {}
+    for sw in switches:
+        if not sw.recovered:
+            failing_in.setdefault(sw.leaf, []).append(sw)
+    for sw in switches:
+        together = failing_in.get(sw.leaf, [])
+        if sw.recovered or len(together) < 2:
+            out.append(_switch_incident(state, sw, jobs_on))
+        elif sw is together[0]:
+            # Several rail switches of one leaf group failing at once share a cause (the
+            # group's power, management or uplinks): one incident, not one per rail (a
+            # whole leaf group down read as 8 incidents of the same 16 nodes).
+            out.append(_leaf_incident(state, sw.leaf, together, jobs_on))
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
         taken.update(n for n in sw.nodes if not own_findings(state.nodes[n]))
@@ -224,6 +236,31 @@ def _switch_incident(state: FleetState, sw: SuspectSwitch,
     return Incident(f"switch:{sw.switch}", "switch", "error" if down else "warn", title,
                     min(_since(st) for st in ports_only or members), list(sw.nodes), action,
                     jobs, len(sw.ports))
+
+
+def _leaf_incident(state: FleetState, leaf: str, group: list[SuspectSwitch],
+                   jobs_on: dict[str, list[str]]) -> Incident:
+    """Rail switches of one leaf group that fail together (``group``: two or more, none
+    recovered): one incident naming them all."""
+    nodes = sorted({n for sw in group for n in sw.nodes})
+    ports = sum(len(sw.ports) for sw in group)
+    by_status: dict[str, int] = {}
+    for sw in group:
+        for status, n in sw.by_status.items():
+            by_status[status] = by_status.get(status, 0) + n
+    counts = ", ".join(f"{n} {status}" for status, n in
+                       sorted(by_status.items(), key=lambda kv: (-kv[1], kv[0])))
+    rails = ", ".join(sw.switch.removeprefix(f"{leaf}-") for sw in group)
+    jobs = _jobs(nodes, jobs_on)
+    title = (f"{leaf}: {len(group)} rail switches suspect ({rails}): {ports} ports ({counts}) "
+             f"on {len(nodes)} nodes behind them ({compress(nodes)}){_on_jobs(jobs)}")
+    action = (f"check leaf group {leaf} (its switches' power, management and uplinks: "
+              f"{len(group)} rails fail together), then each switch; do not drain the nodes")
+    members = [state.nodes[n] for n in nodes]
+    ports_only = [st for st in members if not own_findings(st)]
+    return Incident(f"switch:{leaf}", "switch", "error" if by_status.get("down") else "warn",
+                    title, min(_since(st) for st in ports_only or members), nodes, action,
+                    jobs, ports)
 
 
 def _rack(st: NodeState) -> str:

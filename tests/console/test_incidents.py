@@ -161,3 +161,26 @@ def test_racks_falling_silent_together_are_one_fleet_incident():
     fleet = found["fleet:silent"]
     assert fleet.nodes == silent and fleet.kind == "fleet"
     assert "3 racks fell silent" in fleet.title and "not each rack" in fleet.title
+
+
+def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
+    """A whole leaf group down (every rail switch at once) read as 8 incidents of the same
+    nodes; rails failing together share a cause: one incident naming the rails."""
+    def all_down(t):
+        for dev in ("mlx5_ib2", "mlx5_ib5"):
+            t = port_down(dev)(t)
+        return t
+
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    session = run(8, {n: all_down for n in behind},
+                  jobs=[lambda c: job_status("4103", behind[:2], c)])
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.kind == "switch" and inc.key == "switch:leaf00"
+    assert inc.nodes == behind and inc.jobs == ["4103"] and inc.findings == 8
+    assert inc.title.startswith("leaf00: 2 rail switches suspect (r2, r5): 8 ports (8 down) "
+                                "on 4 nodes behind them (gpu[0001-0004]); job 4103 on them")
+    assert inc.action.startswith("check leaf group leaf00") and "do not drain" in inc.action
+    assert inc.severity == "error"
+    # Each switch is still its own judgement, as the fabric view and --json show them.
+    out = fleet_summary(session.state, session.clock())
+    assert [s["switch"] for s in out["suspect_switches"]] == ["leaf00-r2", "leaf00-r5"]
