@@ -503,7 +503,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from fleetdeck.embedded_broker import run_embedded
 
     if args.serve_embedded or args.kind == "amqtt":
-        run_embedded(args.bind, args.port, allow_remote=args.allow_remote)
+        run_embedded(args.bind, args.port, allow_remote=args.allow_remote,
+                     announce=not args.serve_embedded)
         return 0
     from fleetdeck.broker import ManagedBroker, find_mosquitto
 
