@@ -463,9 +463,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLOSED_PIPE
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> Parser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found = action.choices.get(command or "")
+            return found if isinstance(found, Parser) else None
+    return None
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Leftovers belong to the subcommand: its parser names it and its --help (argparse
+        # would blame 'fleetdeck' and send the reader to the top-level help).
+        sub = _subparser(parser, args.command)
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     from fleetdeck.logs import setup_logging
 
     setup_logging(args.log_level)

@@ -33,6 +33,17 @@ def test_bad_arguments_get_one_plain_sentence(args, needle):
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
+@pytest.mark.parametrize("command", [["resume", "gpu0001"], ["restart-job", "4101"],
+                                     ["status", "--wait", "1"]])
+def test_an_unknown_option_names_the_subcommand_and_its_help(command):
+    """argparse blamed 'fleetdeck' and sent the reader to the top-level help, where the
+    subcommand's options are not listed."""
+    res = run_cli(*command, "--dry-run")
+    assert res.returncode == 2
+    assert res.stderr == (f"fleetdeck {command[0]}: unrecognized arguments: --dry-run "
+                          f"(see 'fleetdeck {command[0]} --help').\n")
+
+
 def test_unreachable_broker_is_one_sentence():
     url = f"mqtt://127.0.0.1:{free_port()}"
     res = run_cli("status", "--broker", url, "--wait", "1")
