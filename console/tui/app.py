@@ -996,6 +996,8 @@ NEEDS = {
     "resume": "needs a host list: :resume gpu0012 or :resume gpu[0001-0004]",
     **dict.fromkeys(("restart", "restart-job", "requeue"),
                     "needs a job id: :restart 4102 (3: jobs lists them)"),
+    # README and the help name :seek; a live console has no past to seek in.
+    "seek": "is for a recording: fleetdeck replay FILE, then :seek 90, :seek +10 or :seek -30",
 }
 """What a command given without its argument needs (it was 'unknown command' before)."""
 
