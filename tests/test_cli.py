@@ -20,6 +20,9 @@ from tests.conftest import run_cli
         (["agent", "--node-id", "gpu#1", "--once"], "node id 'gpu#1'"),
         (["sim", "--nodes", "lots"], "--nodes must be a number"),
         (["agent", "--source", "bogus", "--once", "--node-id", "n1"], "unknown reader(s) bogus"),
+        # A mistyped root read "class/infiniband: missing (no InfiniBand driver loaded?)".
+        (["agent", "--source", "sysfs", "--sysfs-root", "/nonexistent", "--once", "--node-id",
+          "n1"], "sysfs root /nonexistent (--sysfs-root, sysfs_root) is not a directory"),
         (["nosuchcommand"], "invalid choice"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
     ],
