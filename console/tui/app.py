@@ -621,10 +621,20 @@ class FleetdeckApp(App[int]):
             colour = {"connected": "$success", "connecting": "$warning"}.get(c.state, "$error")
             conn = f"[{colour}]{c.state}[/]"
             if c.state != "connected" and c.detail:
-                conn += f" ({esc(c.detail[:60])})"
+                conn += f" ({esc(self._short_detail(c.detail))})"
         broker = self.broker_label or (
             self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
+
+    def _short_detail(self, detail: str, most: int = 72) -> str:
+        """The connection's trouble in the header: the broker's address is already beside it,
+        and a cut falls between words ("…: connecti" hid "connection refused")."""
+        if self.url is not None:
+            detail = detail.replace(f" at {self.url}", "")
+        detail = detail.rstrip(".")
+        if len(detail) <= most:
+            return detail
+        return detail[:most].rsplit(" ", 1)[0] + "…"
 
     def header_text(self, now: float) -> str:
         session = self.session

@@ -31,3 +31,32 @@ async def test_help_lists_every_command_line_command_and_node_detail_keys(world)
         assert any(":node NAME :ctx NAME" in line for line in lines)
         node = next(line for line in lines if " Node " in line)
         assert "r drain · u resume this node" in node, node
+
+
+async def test_a_console_that_cannot_reach_its_broker_says_so_of_nodes_it_knows(tmp_path):
+    """Nodes known from the store, broker unreachable: the overview said "none so far: no
+    telemetry yet from 16 nodes" and the header cut the reason to "…: connecti)"."""
+    import time
+
+    from fleetdeck.brokerurl import parse_broker_url
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+    app = FleetdeckApp(cluster=CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"),
+                       auto_tick=False, audit=MemoryAudit())
+    async with app.run_test(size=(160, 48)) as pilot:
+        SynthFleet(4, Clock(time.time())).birth(app.session.ingest)
+        for _ in range(20):  # until the first connect has failed
+            app.tick()
+            await pilot.pause(0.1)
+            if app.session.feed is not None and app.session.feed.conn.state == "disconnected":
+                break
+        app.tick()
+        await pilot.pause()
+        text = text_of(app)
+        assert ("Top problems unknown: not connected to the broker (disconnected); no telemetry "
+                "yet from 4 nodes") in text, text
+        header = text.splitlines()[0]
+        assert ("disconnected (cannot reach the MQTT broker: connection refused (is it "
+                "running?))") in header, header
