@@ -149,7 +149,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     common(p)
 
     p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})")
-    p.add_argument("job", type=_id("job id"), metavar="JOB")
+    p.add_argument("job", type=_id("job id"), metavar="JOB",
+                   help="the job id, as squeue and the jobs view show it (e.g. 4102)")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
     common(p)
 
@@ -413,7 +414,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
     _add_db(p)
-    p.add_argument("node", type=_id("node id"))
+    p.add_argument("node", type=_id("node id"), metavar="NODE",
+                   help="one node, e.g. gpu0012")
     p.add_argument("--metric", choices=["util", "temp", "power", "clock", "ib"], default="util",
                    help="GPU utilisation, temperature, power, SM clock, or IB throughput per "
                    "port (default util)")
@@ -425,7 +427,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("replay", help="replay a recording: in the console, headless, or "
                        "into a broker")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE",
+                   help="a recording (.jsonl.gz) from record, the console's R or sim --out")
     p.add_argument("--headless", action="store_true",
                    help="no TUI: replay as fast as possible and print the final state")
     p.add_argument("--until", type=_positive(float, "--until"), metavar="SECONDS",
