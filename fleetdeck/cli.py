@@ -152,6 +152,9 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     p.add_argument("job", type=_id("job id"), metavar="JOB",
                    help="the job id, as squeue and the jobs view show it (e.g. 4102)")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what the requeue would touch (nodes, GPUs, GPU-hours since the "
+                   "job's checkpoint) and send nothing")
     common(p)
 
 
@@ -745,7 +748,7 @@ def cmd_restart_job(args: argparse.Namespace) -> int:
     return run_restart_job(_url(args), args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
                            audit_path=args.audit_log, timeout_s=args.timeout,
-                           command_key=_command_key(args))
+                           command_key=_command_key(args), dry_run=args.dry_run)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
