@@ -615,6 +615,15 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if jobs < 0:
         raise UserError("--jobs must be 0 or more.")
     nodes = args.nodes or sc_nodes or 64
+    if scenario is not None and sc_nodes and nodes < sc_nodes:
+        # Said up front: otherwise a demo scenario on a small fleet shows jobs pending forever
+        # and, minutes later, one "skipped" warning per fault aimed at them.
+        big = sorted({int(a.get("nodes") or 0) for a in scenario.actions
+                      if a.kind == "submit" and int(a.get("nodes") or 0) > nodes})
+        never = (f"; its jobs of {', '.join(map(str, big))} nodes never start and faults aimed "
+                 "at them are skipped") if big else ""
+        print(f"fleetdeck sim: scenario {scenario.name or args.scenario} is written for "
+              f"{sc_nodes} nodes, this fleet has {nodes}{never}", file=sys.stderr)
     if not 1 <= args.procs <= nodes:
         raise UserError(f"--procs must be a whole number from 1 to the fleet size ({nodes}), "
                         f"not {args.procs}.")

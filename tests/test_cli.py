@@ -123,3 +123,17 @@ def test_check_config_never_prints_the_broker_password():
     assert out.returncode == 0, out.stderr
     assert "s3cret-pw" not in out.stdout + out.stderr
     assert json.loads(out.stdout)["broker"] == "mqtt://gpu0001@127.0.0.1:1883"
+
+
+def test_a_scenario_on_a_smaller_fleet_says_so_up_front(tmp_path):
+    """The demo scenario on --nodes 16 showed jobs pending forever, and minutes later a
+    'skipped' warning per fault aimed at them, with no word of why."""
+    res = run_cli("sim", "--scenario", "demo", "--nodes", "16", "--out",
+                  str(tmp_path / "small.jsonl.gz"), "--duration", "1m")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines()[0] == (
+        "fleetdeck sim: scenario demo is written for 64 nodes, this fleet has 16; its jobs of "
+        "32 nodes never start and faults aimed at them are skipped")
+    fits = run_cli("sim", "--scenario", "demo", "--out", str(tmp_path / "full.jsonl.gz"),
+                   "--duration", "1m")
+    assert fits.returncode == 0 and "is written for" not in fits.stderr, fits.stderr
