@@ -436,7 +436,7 @@ def build_parser() -> Parser:
                    help="no TUI: replay as fast as possible and print the final state")
     p.add_argument("--until", type=_positive(float, "--until"), metavar="SECONDS",
                    help="with --headless: stop that many seconds into the recording")
-    p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5, metavar="SECONDS",
+    p.add_argument("--tick", type=_positive(float, "--tick"), default=None, metavar="SECONDS",
                    help="with --headless: console tick in recorded time (default 0.5, as live; "
                    "30 for a week from 'sim --out')")
     p.add_argument("--summary-json", action="store_true",

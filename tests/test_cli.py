@@ -24,6 +24,11 @@ from tests.conftest import run_cli
         (["agent", "--source", "sysfs", "--sysfs-root", "/nonexistent", "--once", "--node-id",
           "n1"], "sysfs root /nonexistent (--sysfs-root, sysfs_root) is not a directory"),
         (["nosuchcommand"], "invalid choice"),
+        # Without --headless these opened the console and were ignored.
+        (["replay", "fixtures/drain.jsonl.gz", "--until", "5"],
+         "fleetdeck replay: --until only works with --headless"),
+        (["replay", "fixtures/drain.jsonl.gz", "--summary-json", "--tick", "3"],
+         "fleetdeck replay: --tick and --summary-json only work with --headless"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
     ],
 )
@@ -36,14 +41,15 @@ def test_bad_arguments_get_one_plain_sentence(args, needle):
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
-@pytest.mark.parametrize("command", [["resume", "gpu0001"], ["restart-job", "4101"],
-                                     ["status", "--wait", "1"]])
-def test_an_unknown_option_names_the_subcommand_and_its_help(command):
+@pytest.mark.parametrize(("command", "option"), [(["resume", "gpu0001"], "--dry-run"),
+                                                 (["restart-job", "4101"], "--now"),
+                                                 (["status", "--wait", "1"], "--dry-run")])
+def test_an_unknown_option_names_the_subcommand_and_its_help(command, option):
     """argparse blamed 'fleetdeck' and sent the reader to the top-level help, where the
     subcommand's options are not listed."""
-    res = run_cli(*command, "--dry-run")
+    res = run_cli(*command, option)
     assert res.returncode == 2
-    assert res.stderr == (f"fleetdeck {command[0]}: unrecognized arguments: --dry-run "
+    assert res.stderr == (f"fleetdeck {command[0]}: unrecognized arguments: {option} "
                           f"(see 'fleetdeck {command[0]} --help').\n")
 
 
