@@ -69,6 +69,16 @@ class AgentSettings(BaseSettings):
             raise ValueError(str(err).rstrip(".")) from None
         return self
 
+    @model_validator(mode="after")
+    def _sysfs(self) -> "AgentSettings":
+        # A mistyped root read as "class/infiniband: missing (no InfiniBand driver loaded?)",
+        # sending the reader after a driver when the path was wrong.
+        if "sysfs" in self.source and not self.sysfs_root.is_dir():
+            raise ValueError(f"sysfs root {self.sysfs_root} (--sysfs-root, sysfs_root) is not a "
+                             "directory: give the sysfs mount, such as /sys, or a "
+                             "class/infiniband directory")
+        return self
+
     @field_validator("broker")
     @classmethod
     def _broker(cls, v: str) -> str:

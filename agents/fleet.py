@@ -290,6 +290,7 @@ class Fleet:
         self.nodes: dict[str, SimNode] = self.world.by_name
         self.lead = opts.shard == 0
         """Runs the scheduler's MQTT side (always, in a fleet of one process)."""
+        self.world.narrate = self.lead
         self.spread = opts.shards > 1
         mine = [n for n in self.world.nodes
                 if shard_of(n.index, opts.nodes, opts.shards) == opts.shard]

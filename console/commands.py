@@ -90,7 +90,9 @@ class JobImpact:
             # Never say "checkpoint … ago" of a job that has none (found in a UX audit).
             return (f"{head}no checkpoint yet: a requeue restarts it from step 0, "
                     f"{self.gpu_hours_at_risk:.1f} GPU-h since it started")
-        return f"{head}checkpoint {since} ago, {self.gpu_hours_at_risk:.1f} GPU-h since it"
+        # "…GPU-h since it" read as a sentence cut off at the dialog's edge.
+        return (f"{head}checkpoint {since} ago, {self.gpu_hours_at_risk:.1f} GPU-h of work "
+                "since then")
 
 
 @dataclass(frozen=True)

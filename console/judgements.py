@@ -391,7 +391,10 @@ def recommended_action(st: NodeState) -> str:
             # Its job still runs (drain mode finish): repairing now would kill it.
             return ("draining: repair once its jobs have finished (or drain --now to requeue "
                     "them from their checkpoint now), then resume")
-        return "drain (requeue its jobs from their checkpoint), then repair"
+        if st.sample is not None and st.sample.job is not None:
+            return "drain (requeue its jobs from their checkpoint), then repair"
+        # An idle node: "requeue its jobs" sent the on-call looking for jobs that are not there.
+        return "drain (no job on it), then repair"
     if "F1" in rules and v == "degraded":
         if st.behind_recovered:
             return f"none on the node: switch {st.behind_switch} recovered; do not drain"

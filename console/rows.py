@@ -345,8 +345,13 @@ class NodeFilter:
         if self.hosts is not None:
             names = compress(sorted(self.hosts))
             shown = names if len(names) <= 40 else f"{len(self.hosts)} names"
-            return f"hostlist {shown}"
-        return "regex" if self.regex is not None and not self.error else ""
+            how = f"hostlist {shown}"
+        elif self.regex is not None and not self.error:
+            how = "regex"
+        else:
+            return ""
+        # A leading '!' is easy to miss in the echoed text: say the rows are those NOT matching.
+        return f"all but {how}" if self.invert else how
 
     def matches(self, key: str, haystack: str) -> bool:
         if self.hosts is not None:

@@ -850,7 +850,8 @@ class ConsoleSession:
         self._audit(req, "requested", "")
         self.log.add(EventLine(self.clock(), "console", "command", "info",
                                f"{self.operator} requested {req.describe()}"
-                               + (f" reason: {req.reason}" if req.reason else ""),
+                               # "…: requested 1 reason: X" read as "1 reason"
+                               + (f"; reason: {req.reason}" if req.reason else ""),
                                _nodes_of(req)))
         for i, (kind, subject, cmd) in enumerate(req.commands()):
             self._outgoing.append(_Outgoing(kind, subject, cmd, req, i))

@@ -479,6 +479,16 @@ class Store:
             ("request_id", "outcome", "ts", "who", "what", "targets", "why", "detail"),
             "FROM audit WHERE ts >= ? ORDER BY ts", [since])
 
+    async def has_minutes_of(self, node: str) -> bool:
+        """Whether the store holds any per-minute row of ``node``, at any time (a lookup on
+        the tables' primary key, never a scan): a mistyped name from an empty window."""
+        for table in ("gpu_minutes", "port_minutes"):
+            async with self.db.execute(f"SELECT 1 FROM {table} WHERE node = ? LIMIT 1",
+                                       (node,)) as cur:
+                if await cur.fetchone() is not None:
+                    return True
+        return False
+
     async def gpu_history(self, node: str, since: float) -> list[dict[str, Any]]:
         return await self._minutes("gpu_minutes", "gpu", GPU_MINUTE_COLUMNS, node, since)
 

@@ -149,8 +149,12 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     common(p)
 
     p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})")
-    p.add_argument("job", type=_id("job id"), metavar="JOB")
+    p.add_argument("job", type=_id("job id"), metavar="JOB",
+                   help="the job id, as squeue and the jobs view show it (e.g. 4102)")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what the requeue would touch (nodes, GPUs, GPU-hours since the "
+                   "job's checkpoint) and send nothing")
     common(p)
 
 
@@ -334,8 +338,9 @@ def build_parser() -> Parser:
     p.add_argument("--no-store", action="store_true",
                    help="keep no history in the SQLite store")
     p.add_argument("--digests", action="store_true",
-                   help="fleet-wide views from the sharded collectors' digests (100,000+ "
-                   "nodes on one core); node detail subscribes to that node's raw telemetry "
+                   help="fleet-wide views from the sharded collectors' digests (one core: "
+                   "65,536 nodes at the default 5 s digest refresh, 100,000 with 'collect "
+                   "--digest-every 10'); node detail subscribes to that node's raw telemetry "
                    "while it is open")
     _add_command_parsers(sub)
 
@@ -412,7 +417,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
     _add_db(p)
-    p.add_argument("node", type=_id("node id"))
+    p.add_argument("node", type=_id("node id"), metavar="NODE",
+                   help="one node, e.g. gpu0012")
     p.add_argument("--metric", choices=["util", "temp", "power", "clock", "ib"], default="util",
                    help="GPU utilisation, temperature, power, SM clock, or IB throughput per "
                    "port (default util)")
@@ -424,12 +430,13 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("replay", help="replay a recording: in the console, headless, or "
                        "into a broker")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE",
+                   help="a recording (.jsonl.gz) from record, the console's R or sim --out")
     p.add_argument("--headless", action="store_true",
                    help="no TUI: replay as fast as possible and print the final state")
     p.add_argument("--until", type=_positive(float, "--until"), metavar="SECONDS",
                    help="with --headless: stop that many seconds into the recording")
-    p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5, metavar="SECONDS",
+    p.add_argument("--tick", type=_positive(float, "--tick"), default=None, metavar="SECONDS",
                    help="with --headless: console tick in recorded time (default 0.5, as live; "
                    "30 for a week from 'sim --out')")
     p.add_argument("--summary-json", action="store_true",
@@ -463,9 +470,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLOSED_PIPE
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> Parser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found = action.choices.get(command or "")
+            return found if isinstance(found, Parser) else None
+    return None
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Leftovers belong to the subcommand: its parser names it and its --help (argparse
+        # would blame 'fleetdeck' and send the reader to the top-level help).
+        sub = _subparser(parser, args.command)
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     from fleetdeck.logs import setup_logging
 
     setup_logging(args.log_level)
@@ -503,7 +523,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from fleetdeck.embedded_broker import run_embedded
 
     if args.serve_embedded or args.kind == "amqtt":
-        run_embedded(args.bind, args.port, allow_remote=args.allow_remote)
+        run_embedded(args.bind, args.port, allow_remote=args.allow_remote,
+                     announce=not args.serve_embedded)
         return 0
     from fleetdeck.broker import ManagedBroker, find_mosquitto
 
@@ -594,6 +615,15 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if jobs < 0:
         raise UserError("--jobs must be 0 or more.")
     nodes = args.nodes or sc_nodes or 64
+    if scenario is not None and sc_nodes and nodes < sc_nodes:
+        # Said up front: otherwise a demo scenario on a small fleet shows jobs pending forever
+        # and, minutes later, one "skipped" warning per fault aimed at them.
+        big = sorted({int(a.get("nodes") or 0) for a in scenario.actions
+                      if a.kind == "submit" and int(a.get("nodes") or 0) > nodes})
+        never = (f"; its jobs of {', '.join(map(str, big))} nodes never start and faults aimed "
+                 "at them are skipped") if big else ""
+        print(f"fleetdeck sim: scenario {scenario.name or args.scenario} is written for "
+              f"{sc_nodes} nodes, this fleet has {nodes}{never}", file=sys.stderr)
     if not 1 <= args.procs <= nodes:
         raise UserError(f"--procs must be a whole number from 1 to the fleet size ({nodes}), "
                         f"not {args.procs}.")
@@ -727,7 +757,7 @@ def cmd_restart_job(args: argparse.Namespace) -> int:
     return run_restart_job(_url(args), args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
                            audit_path=args.audit_log, timeout_s=args.timeout,
-                           command_key=_command_key(args))
+                           command_key=_command_key(args), dry_run=args.dry_run)
 
 
 def cmd_record(args: argparse.Namespace) -> int:

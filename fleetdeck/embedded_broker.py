@@ -11,9 +11,11 @@ import errno
 import ipaddress
 import logging
 import signal
+import sys
 from typing import Any
 
-from fleetdeck.broker import busy_port_error, port_in_use
+from fleetdeck.broker import busy_port_error, free_port, port_in_use
+from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.errors import UserError
 from fleetdeck.hostport import host_port
 
@@ -48,7 +50,8 @@ def _bind_failure(err: BaseException) -> OSError | None:
     return None
 
 
-async def serve(bind: str, port: int, ready: asyncio.Event | None = None) -> None:
+async def serve(bind: str, port: int, ready: asyncio.Event | None = None,
+                announce: bool = False) -> None:
     from amqtt.broker import Broker
     from amqtt.errors import BrokerError
 
@@ -64,6 +67,10 @@ async def serve(bind: str, port: int, ready: asyncio.Event | None = None) -> Non
                         f"{why.rstrip('.')}.") from None
     if ready is not None:
         ready.set()
+    if announce:
+        # As the Mosquitto path says it: whoever asked for --port 0 needs the port to use.
+        print(f"amqtt (embedded, demo only) listening on {BrokerURL(bind, port)} "
+              "(Ctrl-C to stop)", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -74,7 +81,10 @@ async def serve(bind: str, port: int, ready: asyncio.Event | None = None) -> Non
         await broker.shutdown()
 
 
-def run_embedded(bind: str, port: int, *, allow_remote: bool = False) -> None:
+def run_embedded(bind: str, port: int, *, allow_remote: bool = False,
+                 announce: bool = False) -> None:
+    """Serve until SIGINT/SIGTERM; ``announce`` says where on stderr once it listens (port 0:
+    a free port, picked here so that it can be said)."""
     if not is_loopback(bind) and not allow_remote:
         raise UserError(
             f"the embedded amqtt broker is for demos on loopback only; refusing to bind {bind} "
@@ -84,6 +94,8 @@ def run_embedded(bind: str, port: int, *, allow_remote: bool = False) -> None:
     # readable for the demo.
     logging.getLogger("amqtt").setLevel(logging.CRITICAL)
     logging.getLogger("transitions").setLevel(logging.CRITICAL)
+    if port == 0:
+        port = free_port(bind)
     if port_in_use(bind, port):
         raise busy_port_error(bind, port)
-    asyncio.run(serve(bind, port))
+    asyncio.run(serve(bind, port, announce=announce))

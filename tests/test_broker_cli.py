@@ -130,3 +130,32 @@ def test_a_broker_that_dies_under_it_is_one_sentence(tmp_path):
         assert list(broker.tmp.iterdir()) == []
     finally:
         broker.close()
+
+
+@pytest.mark.parametrize("port", ["0", "fixed"])
+def test_the_embedded_broker_says_where_it_listens(tmp_path, port):
+    """`broker --kind amqtt` said nothing: with --port 0 ("any free port, printed") nobody
+    could learn which port to point agents at."""
+    asked = "0" if port == "0" else str(free_port())
+    err = tmp_path / "broker.err"
+    with err.open("wb") as out:
+        proc = subprocess.Popen(fleetdeck_cmd("broker", "--kind", "amqtt", "--port", asked),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=out, cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in err.read_text():
+            assert proc.poll() is None, err.read_text()
+            assert time.monotonic() < deadline, f"nothing said in 30 s: {err.read_text()!r}"
+            time.sleep(0.05)
+        line = err.read_text().strip().splitlines()[-1]
+        url = line.split("listening on ", 1)[1].split()[0]
+        assert url.startswith("mqtt://127.0.0.1:"), line
+        listening = int(url.rsplit(":", 1)[1])
+        assert listening != 0 and (port == "0" or listening == int(asked)), line
+        with socket.create_connection(("127.0.0.1", listening), timeout=5):
+            pass
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert "Traceback" not in err.read_text()

@@ -20,7 +20,15 @@ from tests.conftest import run_cli
         (["agent", "--node-id", "gpu#1", "--once"], "node id 'gpu#1'"),
         (["sim", "--nodes", "lots"], "--nodes must be a number"),
         (["agent", "--source", "bogus", "--once", "--node-id", "n1"], "unknown reader(s) bogus"),
+        # A mistyped root read "class/infiniband: missing (no InfiniBand driver loaded?)".
+        (["agent", "--source", "sysfs", "--sysfs-root", "/nonexistent", "--once", "--node-id",
+          "n1"], "sysfs root /nonexistent (--sysfs-root, sysfs_root) is not a directory"),
         (["nosuchcommand"], "invalid choice"),
+        # Without --headless these opened the console and were ignored.
+        (["replay", "fixtures/drain.jsonl.gz", "--until", "5"],
+         "fleetdeck replay: --until only works with --headless"),
+        (["replay", "fixtures/drain.jsonl.gz", "--summary-json", "--tick", "3"],
+         "fleetdeck replay: --tick and --summary-json only work with --headless"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
     ],
 )
@@ -31,6 +39,18 @@ def test_bad_arguments_get_one_plain_sentence(args, needle):
     assert "Traceback" not in res.stderr and "secret" not in res.stderr
     assert "could not be cast" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize(("command", "option"), [(["resume", "gpu0001"], "--dry-run"),
+                                                 (["restart-job", "4101"], "--now"),
+                                                 (["status", "--wait", "1"], "--dry-run")])
+def test_an_unknown_option_names_the_subcommand_and_its_help(command, option):
+    """argparse blamed 'fleetdeck' and sent the reader to the top-level help, where the
+    subcommand's options are not listed."""
+    res = run_cli(*command, option)
+    assert res.returncode == 2
+    assert res.stderr == (f"fleetdeck {command[0]}: unrecognized arguments: {option} "
+                          f"(see 'fleetdeck {command[0]} --help').\n")
 
 
 def test_unreachable_broker_is_one_sentence():
@@ -109,3 +129,17 @@ def test_check_config_never_prints_the_broker_password():
     assert out.returncode == 0, out.stderr
     assert "s3cret-pw" not in out.stdout + out.stderr
     assert json.loads(out.stdout)["broker"] == "mqtt://gpu0001@127.0.0.1:1883"
+
+
+def test_a_scenario_on_a_smaller_fleet_says_so_up_front(tmp_path):
+    """The demo scenario on --nodes 16 showed jobs pending forever, and minutes later a
+    'skipped' warning per fault aimed at them, with no word of why."""
+    res = run_cli("sim", "--scenario", "demo", "--nodes", "16", "--out",
+                  str(tmp_path / "small.jsonl.gz"), "--duration", "1m")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines()[0] == (
+        "fleetdeck sim: scenario demo is written for 64 nodes, this fleet has 16; its jobs of "
+        "32 nodes never start and faults aimed at them are skipped")
+    fits = run_cli("sim", "--scenario", "demo", "--out", str(tmp_path / "full.jsonl.gz"),
+                   "--duration", "1m")
+    assert fits.returncode == 0 and "is written for" not in fits.stderr, fits.stderr

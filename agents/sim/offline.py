@@ -398,10 +398,18 @@ def submitted_names(actions: list[Action]) -> frozenset[str]:
     return frozenset(str(a.get("name")) for a in actions if a.kind == "submit")
 
 
+def _span(seconds: float) -> str:
+    """``7 days``, ``36 h``, ``90 min``: the --duration as typed, where "for 0.0833333 days"
+    made a reader work out that it meant 2 h."""
+    for unit, name in ((86400, "days"), (3600, "h"), (60, "min")):
+        if seconds >= unit and (seconds % unit == 0 or unit == 60 or seconds >= 2 * unit):
+            return "1 day" if seconds == unit == 86400 else f"{seconds / unit:.4g} {name}"
+    return f"{seconds:.4g} s"
+
+
 def summary_lines(stats: OfflineStats, table: RateTable | None, wall_s: float) -> list[str]:
     """What ``fleetdeck sim --out`` prints when it is done."""
-    days = stats.duration_s / 86400
-    lines = [f"simulated {stats.nodes} nodes for {days:g} days in {wall_s:.0f} s "
+    lines = [f"simulated {stats.nodes} nodes for {_span(stats.duration_s)} in {wall_s:.0f} s "
              f"({stats.cpu_s:.0f} s CPU, {stats.steps} steps, {stats.fine_steps} of them fine): "
              f"{stats.messages} messages ({stats.telemetry} samples, {stats.events} events, "
              f"{stats.job_statuses} job statuses), jobs held {stats.busy_node_days:.1f} "

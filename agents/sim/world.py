@@ -80,6 +80,10 @@ class SimWorld:
         self.agent_ops: list[AgentOp] = []
         self.log: list[tuple[float, str]] = []
         """What the timeline did (sim time, text), for logs and tests."""
+        self.narrate = True
+        """Whether what the timeline did goes to the log as well: in a fleet spread over
+        processes every process steps the whole world, and only the lead says it (each
+        warning came once per process)."""
         self._workload_rng = random.Random(opts.seed * 31 + 5)
         self._workload: list[str] = []
         self._workload_n = 0
@@ -174,9 +178,11 @@ class SimWorld:
             text = self.apply(action, t)
         except SpecError as err:
             text = f"skipped {action.describe()}: {err}"
-            log.warning("t=%.0fs %s", t, text)
+            if self.narrate:
+                log.warning("t=%.0fs %s", t, text)
         else:
-            log.info("t=%.0fs %s", t, text)
+            if self.narrate:
+                log.info("t=%.0fs %s", t, text)
         self.log.append((t, text))
 
     # --- actions -------------------------------------------------------------------------------

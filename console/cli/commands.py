@@ -26,6 +26,7 @@ from fleetdeck.console.commands import (
     Phase,
     Request,
     blast_radius,
+    job_blast_radius,
     job_refusal,
     refusal,
     why_unanswered,
@@ -403,12 +404,20 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
 
 def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, operator: str,
                     audit_path: str | None, timeout_s: float,
-                    command_key: bytes | None = None) -> int:
+                    command_key: bytes | None = None, dry_run: bool = False) -> int:
     run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
                      command_key=command_key)
 
-    def make(r: CommandRun) -> Request:
+    def radius(r: CommandRun) -> BlastRadius:
         r.known_job(job_id)
+        return job_blast_radius(r.state, job_id, r.clock())
+
+    def make(r: CommandRun) -> Request:
+        # What the requeue throws away (GPU-hours since the checkpoint), as the TUI's dialog
+        # and 'drain' say it before sending.
+        r.show_radius(radius(r))
         return r.session.restart_job(job_id, reason)
 
+    if dry_run:
+        return asyncio.run(run.dry_run(radius))
     return asyncio.run(run.run(make, Attempt(CommandOp.RESTART_JOB, job_id, reason)))

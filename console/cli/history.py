@@ -183,16 +183,22 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
     since_ts = parse_since(since, time.time())
     _check(db)
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> tuple[list[dict[str, Any]], bool]:
         store = await _open(db)
         try:
             if metric == "ib":
-                return await store.port_history(node, since_ts)
-            return await store.gpu_history(node, since_ts)
+                rows = await store.port_history(node, since_ts)
+            else:
+                rows = await store.gpu_history(node, since_ts)
+            return rows, bool(rows) or await store.has_minutes_of(node)
         finally:
             await store.close()
 
-    rows = asyncio.run(main())
+    rows, known = asyncio.run(main())
+    if not known:
+        # "no history since …" and exit 0 read as a quiet node; a typo deserves to be told.
+        raise UserError(f"the store {db} holds no minute of a node named '{node}': mistyped, "
+                        "or a node of another --cluster or --db.")
     if as_json:
         # Every row keeps all its columns; these two say which one answers --metric, and how
         # the minute was folded into it.

@@ -64,6 +64,14 @@ def run_replay(args: Any) -> int:
     path = Path(args.file)
     if not 0.5 <= args.speed <= 100:
         raise UserError(f"--speed must be between 0.5 and 100, not {args.speed:g}.")
+    headless_only = [flag for flag, given in (("--until", args.until is not None),
+                                              ("--tick", args.tick is not None),
+                                              ("--summary-json", args.summary_json)) if given]
+    if headless_only and not args.headless:
+        # Without --headless these opened the console (in a pipe, escape codes), ignored.
+        verb = "works" if len(headless_only) == 1 else "work"
+        raise UserError(f"{' and '.join(headless_only)} only {verb} with --headless (add it for "
+                        "the final state without the console).")
     if args.to_broker:
         from fleetdeck.brokerurl import parse_broker_url
 
@@ -89,7 +97,8 @@ def run_replay(args: Any) -> int:
                 bar.update(replayed_s)
 
         with bar:
-            out = replay_headless(path, args.until, tick_s=args.tick, progress=read_so_far)
+            out = replay_headless(path, args.until, tick_s=args.tick or 0.5,
+                                  progress=read_so_far)
         rep = out["replay"]
         status = tell_damage(rep["skipped_lines"], rep["truncated"], rep["problems"])
         if args.summary_json:

@@ -621,10 +621,20 @@ class FleetdeckApp(App[int]):
             colour = {"connected": "$success", "connecting": "$warning"}.get(c.state, "$error")
             conn = f"[{colour}]{c.state}[/]"
             if c.state != "connected" and c.detail:
-                conn += f" ({esc(c.detail[:60])})"
+                conn += f" ({esc(self._short_detail(c.detail))})"
         broker = self.broker_label or (
             self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
+
+    def _short_detail(self, detail: str, most: int = 72) -> str:
+        """The connection's trouble in the header: the broker's address is already beside it,
+        and a cut falls between words ("…: connecti" hid "connection refused")."""
+        if self.url is not None:
+            detail = detail.replace(f" at {self.url}", "")
+        detail = detail.rstrip(".")
+        if len(detail) <= most:
+            return detail
+        return detail[:most].rsplit(" ", 1)[0] + "…"
 
     def header_text(self, now: float) -> str:
         session = self.session
@@ -996,6 +1006,8 @@ NEEDS = {
     "resume": "needs a host list: :resume gpu0012 or :resume gpu[0001-0004]",
     **dict.fromkeys(("restart", "restart-job", "requeue"),
                     "needs a job id: :restart 4102 (3: jobs lists them)"),
+    # README and the help name :seek; a live console has no past to seek in.
+    "seek": "is for a recording: fleetdeck replay FILE, then :seek 90, :seek +10 or :seek -30",
 }
 """What a command given without its argument needs (it was 'unknown command' before)."""
 

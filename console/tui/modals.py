@@ -301,7 +301,7 @@ class QuitScreen(Modal[bool]):
 
 HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · 6 incidents
         esc back · q quit (asks if commands are open; :q! does not)
-        : command mode (:nodes :jobs :fabric :events :incidents :node NAME{rw_cmds})
+        : command line: :nodes :jobs :fabric :events :incidents :node NAME :ctx NAME{rw_cmds}
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches
 [b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
@@ -322,7 +322,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 [b]Events[/]  / filter · c commands only · enter the node
 [b]Incidents[/] one root-cause line each, worst first; ↑↓ shows its timeline · enter its nodes;
         the top line: job interruptions by cause and ETTR (fleetdeck report)
-[b]Node[/]    h history charts from the store: s span 15 min/1 h/24 h · ←/→ time cursor
+[b]Node[/]    {rw_node}h history charts from the store: s span 15 min/1 h/24 h · ←/→ time cursor
         (shift: 10 minutes, end newest) · h or esc back to the live tables
 [b]State[/]   idle alloc mix drng drain down, * = not responding (stale telemetry)
 [b]Record[/]  R records what this console receives (and the commands it sends) to a file;
@@ -344,10 +344,11 @@ class HelpScreen(Modal[None]):
     def compose(self) -> ComposeResult:
         rw = not self.read_only
         text = HELP.format(
-            rw_cmds=" :drain HOSTLIST :resume HOSTLIST :restart JOB" if rw else "",
+            rw_cmds="\n        :drain HOSTLIST · :resume HOSTLIST · :restart JOB" if rw else "",
             rw_nodes="\n        r drain (reason, finish/now) · u resume (marked nodes or cursor)"
             if rw else "",
             rw_jobs=" · r restart (requeue from the last checkpoint)" if rw else "",
+            rw_node="r drain · u resume this node\n        " if rw else "",
             mode="[$warning]\\[R] read-only: no command keys[/]" if self.read_only
             else "[$success]\\[RW][/] commands enabled, each audited",
         )

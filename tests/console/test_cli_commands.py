@@ -55,6 +55,23 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     assert records[0]["targets"] == "gpu[0001-0004]" and records[0]["args"]["mode"] == "now"
 
 
+def test_restart_job_says_what_the_requeue_costs_and_dry_run_sends_nothing(sim, tmp_path):
+    """restart-job sent with no word of the GPU-hours a requeue throws away (drain and the
+    TUI's dialog say them) and had no --dry-run."""
+    audit = tmp_path / "audit.jsonl"
+    status = run_cli("status", "--broker", str(sim.url), "--cluster", "cli", "--json")
+    job = next(n["job"] for n in json.loads(status.stdout)["nodes"] if n["job"])
+    out = cli(sim, audit, "restart-job", job, "--dry-run")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("dry run: nothing sent\nblast radius: "), out.stdout
+    assert f"  job {job} " in out.stdout and "since last checkpoint lost" in out.stdout
+    assert not audit.exists() or audit.read_text() == ""  # nothing requested, nothing audited
+    out = cli(sim, audit, "restart-job", job, "--reason", "retry", "--timeout", "30")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("blast radius: "), out.stdout
+    assert f"restart job {job}: 1 done" in out.stdout
+
+
 def test_commands_refused_before_they_are_sent_are_audited(sim, tmp_path):
     """An unknown node, a bad host list, a broker that is not there: the command is never
     sent, the CLI says so in one sentence with its usual exit code, and the attempt is in the

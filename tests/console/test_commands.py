@@ -149,6 +149,9 @@ def test_blast_radius(world):
     assert many.needs_typed_confirmation
     restart = job_blast_radius(state, "41", clock())
     assert restart.gpu_hours_at_risk == pytest.approx(16.0) and restart.gpus == 32
+    # A whole clause: "…, 16.0 GPU-h since it" read as a line cut off at the dialog's edge.
+    assert restart.jobs[0].line().endswith("checkpoint 30m00s ago, 16.0 GPU-h of work since "
+                                           "then"), restart.jobs[0].line()
 
 
 def test_a_job_without_a_checkpoint_is_not_said_to_have_one(world):

@@ -35,3 +35,17 @@ def test_looks_like_hostlist():
     assert looks_like_hostlist("gpu[0010-0020]")
     assert not looks_like_hostlist("gpu00.*")
     assert not looks_like_hostlist("failed")
+
+
+@pytest.mark.parametrize(("text", "reading"), [
+    ("gpu00[34]", "hostlist gpu0034"),
+    ("!gpu[0001-0004]", "all but hostlist gpu[0001-0004]"),
+    ("G12", "regex"),
+    ("!G12", "all but regex"),
+    ("", ""),
+])
+def test_a_filter_says_how_it_was_read_inverse_included(text, reading):
+    """'!gpu000' read "(regex)": the view did not say it shows the rows NOT matching."""
+    from fleetdeck.console.rows import NodeFilter
+
+    assert NodeFilter(text).reading == reading

@@ -87,11 +87,25 @@ def test_a_switch_failure_makes_the_switch_the_problem_not_the_nodes_behind_it()
     assert node["action"].startswith("drain")
 
 
+def with_job(fault, job_id: str):
+    """A fault on a node that runs a job (its samples name the job)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.protocol.fast import JobOnNode
+
+    return lambda tel: replace(fault(tel), job=JobOnNode(id=job_id))
+
+
 def test_a_failed_node_still_draining_is_not_told_to_be_repaired_yet():
     from fleetdeck.console.judgements import recommended_action
     from fleetdeck.protocol.messages import DrainInfo, DrainState
 
     session = session_with({"gpu0003": port_down("mlx5_ib5")})
+    st = session.state.nodes["gpu0003"]
+    assert st.verdict.value == "failed"
+    # Idle: no "requeue its jobs" that sent the on-call looking for jobs that are not there.
+    assert recommended_action(st) == "drain (no job on it), then repair"
+    session = session_with({"gpu0003": with_job(port_down("mlx5_ib5"), "41")})
     st = session.state.nodes["gpu0003"]
     assert st.verdict.value == "failed"
     assert recommended_action(st).startswith("drain (requeue")

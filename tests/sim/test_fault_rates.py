@@ -223,7 +223,8 @@ def test_the_cli_runs_a_table_offline(tmp_path, capsys):
     assert main(["sim", "--fault-rates", str(path), "--out", str(out), "--duration", "6h",
                  "--seed", "2", "--cluster", "off"]) == 0
     err = capsys.readouterr().err
-    assert "simulated 80 nodes for 0.25 days" in err and "expected interruptions" in err
+    # The span as typed: it said "for 0.25 days" (and "0.0833333 days" of a 2 h run).
+    assert "simulated 80 nodes for 6 h" in err and "expected interruptions" in err
     assert "gpu_xid79: 0.03/node-day -> xid79 (repair 6h, counts as gpu)" in err
     with gzip.open(out) as f:
         head = json.loads(f.readline())

@@ -111,3 +111,24 @@ def test_a_bad_process_count_is_one_sentence():
         assert res.returncode == 2, res.stderr
         assert res.stderr.strip() == (f"fleetdeck sim: --procs must be a whole number from 1 to "
                                       f"the fleet size (6), not {procs}."), res.stderr
+
+
+def test_a_spread_fleet_says_what_its_timeline_skipped_once(mosquitto, tmp_path):
+    """Every process steps the whole world: each logged every skipped fault, so --procs 2
+    printed each warning twice."""
+    scenario = tmp_path / "skip.toml"
+    scenario.write_text('[[fault]]\nat = "1s"\nfault = "repair"\nnode = "gpu0099"\n')
+    log = tmp_path / "sim.log"
+    sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "skip", "--nodes", "4",
+                "--procs", "2", "--interval", "0.5", "--scenario", str(scenario), log=log)
+    try:
+        deadline = time.monotonic() + 60
+        while "skipped repair" not in log.read_text(errors="replace"):
+            assert sim.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.2)
+        time.sleep(3.0)  # the other process's copy of the world has stepped past t=1s too
+    finally:
+        stop_process(sim, timeout=40)
+    said = log.read_text(errors="replace")
+    assert said.count("skipped repair node=gpu0099: no node 'gpu0099' in this fleet") == 1, said

@@ -103,3 +103,17 @@ async def test_ib_history_table_is_in_gbits(tmp_path):
     assert f" {ib_throughput_text(row['xmit_Bps'])} " in res.stdout
     plot = render(ports, "gpu0001", "ib", width=100, height=24, color=False)
     assert "Gb/s transmitted" in plot
+
+
+async def test_history_of_a_node_the_store_never_saw_is_one_sentence(tmp_path):
+    """A mistyped node printed "no history for gpu9999 since …" and exit 0, as a quiet node."""
+    db, _gpus, _ports = await _db(tmp_path)
+    res = run_cli("history", "gpu9999", "--db", str(db))
+    assert res.returncode == 2
+    assert res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"fleetdeck history: the store {db} holds no minute of a node named 'gpu9999': "
+        "mistyped, or a node of another --cluster or --db."]
+    # A known node whose window is empty is no error: it says so and exits 0.
+    quiet = run_cli("history", "gpu0001", "--db", str(db), "--since", "2099-01-01T00:00")
+    assert quiet.returncode == 0 and "no history for gpu0001 since" in quiet.stdout

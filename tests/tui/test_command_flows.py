@@ -67,6 +67,8 @@ async def test_drain_done_when_drained_observed(world):
         await pilot.pause()
         text = text_of(world.app)
         assert "requested drain gpu0002" in text and "done (DRAINED)" in text
+        # The reason stands apart from the counts: "…: requested 1 reason: X" read "1 reason".
+        assert "requested 1; reason: XID 79 gpu3" in text, text
 
 
 async def test_drain_rejected(world):

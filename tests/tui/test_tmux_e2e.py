@@ -46,7 +46,7 @@ def test_drain_in_tmux(mosquitto, tmp_path):
         tmux("send-keys", "-t", session, "2")
         wait_for(session, "gpu0006")
         tmux("send-keys", "-t", session, "-l", "/")
-        wait_for(session, "enter to apply")
+        wait_for(session, "applies as you type")
         tmux("send-keys", "-t", session, "-l", "gpu0004")
         tmux("send-keys", "-t", session, "Enter")
         wait_for(session, "1/6 nodes")

@@ -89,7 +89,7 @@ class NodesScreen(FleetView):
         table.sort_key = self.sort_key
         yield table
         yield Input(placeholder="filter: regex, hostlist gpu[0010-0020], !inverse; "
-                    "enter to apply, esc to clear", id="filter")
+                    "applies as you type; esc closes, esc again clears", id="filter")
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False

@@ -172,8 +172,16 @@ class OverviewScreen(FleetView):
         elif not state.nodes:
             text = f"[b]Top problems[/] [$warning]{self._no_nodes()}[/]"
         elif counts.verdicts.get(WAITING):
-            text = (f"[b]Top problems[/] none so far: no telemetry yet from "
-                    f"{plural(counts.verdicts[WAITING], 'node')}")
+            feed = self.fleet.session.feed
+            if feed is not None and feed.conn.state != "connected":
+                # Nodes known from the store, and a broker this console cannot reach: "none so
+                # far" would read as a fleet about to report, not a console that hears nothing.
+                text = (f"[b]Top problems[/] [$warning]unknown: not connected to the broker "
+                        f"({feed.conn.state}); no telemetry yet from "
+                        f"{plural(counts.verdicts[WAITING], 'node')}[/]")
+            else:
+                text = (f"[b]Top problems[/] none so far: no telemetry yet from "
+                        f"{plural(counts.verdicts[WAITING], 'node')}")
         else:
             text = "[b]Top problems[/] [$success]none: every node reports healthy[/]"
         self.query_one("#problems", Readout).show(text)
