@@ -70,9 +70,21 @@ async def test_80x24_keeps_the_essentials_only():
     world.populate()
     async with world.app.run_test(size=(80, 24)) as pilot:
         screen = await overview(world, pilot)
-        assert not screen.query_one("#panels").display
         text = text_of(world.app)
         assert "Top problems" in text and "gpu0001 ■■■■" in text
+        # The panels get only what the essentials leave: here (24 nodes, problem rows cut to
+        # one line each) the whole grid and at least PANELS_MIN lines.
+        from fleetdeck.console.tui.screens.overview import PANELS_MIN
+        grid = screen.grid
+        rows = -(-len(world.fleet.names) // grid.per_line)
+        assert grid.size.height == rows
+        assert screen.query_one("#panels").size.height >= PANELS_MIN
+    world = World(n=64)  # the demo's fleet: no room left for them at 80x24
+    world.populate()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        screen = await overview(world, pilot)
+        assert not screen.query_one("#panels").display
+        assert "Top problems" in text_of(world.app)
 
 
 async def test_new_events_and_job_progress_reach_the_panels(world):
