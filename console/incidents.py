@@ -228,14 +228,18 @@ def _switch_incident(state: FleetState, sw: SuspectSwitch,
         title = (f"{sw.switch} suspect: {len(sw.ports)} ports ({counts}) on {len(sw.nodes)} "
                  f"nodes behind it ({compress(sw.nodes)}){_on_jobs(jobs)}")
         action = f"check leaf switch {sw.switch} (and its uplinks); do not drain the nodes"
-    members = [state.nodes[n] for n in sw.nodes]
-    # The switch began when nodes went bad for its ports alone. A member that was already
-    # failed or degraded by a fault of its own (an XID minutes before) changed verdict then,
-    # not with the switch: counted, it aged the switch with it (a UX audit read 3m for 80 s).
-    ports_only = [st for st in members if not own_findings(st)]
     return Incident(f"switch:{sw.switch}", "switch", "error" if down else "warn", title,
-                    min(_since(st) for st in ports_only or members), list(sw.nodes), action,
-                    jobs, len(sw.ports))
+                    _switch_since(state, sw.nodes), list(sw.nodes), action, jobs,
+                    len(sw.ports))
+
+
+def _switch_since(state: FleetState, nodes: list[str]) -> float:
+    """When a switch began: when nodes went bad for its ports alone. A member that was already
+    failed or degraded by a fault of its own (an XID minutes before) changed verdict then,
+    not with the switch: counted, it aged the switch with it (a UX audit read 3m for 80 s)."""
+    members = [state.nodes[n] for n in nodes]
+    ports_only = [st for st in members if not own_findings(st)]
+    return min(_since(st) for st in ports_only or members)
 
 
 def _leaf_incident(state: FleetState, leaf: str, group: list[SuspectSwitch],
@@ -256,11 +260,8 @@ def _leaf_incident(state: FleetState, leaf: str, group: list[SuspectSwitch],
              f"on {len(nodes)} nodes behind them ({compress(nodes)}){_on_jobs(jobs)}")
     action = (f"check leaf group {leaf} (its switches' power, management and uplinks: "
               f"{len(group)} rails fail together), then each switch; do not drain the nodes")
-    members = [state.nodes[n] for n in nodes]
-    ports_only = [st for st in members if not own_findings(st)]
     return Incident(f"switch:{leaf}", "switch", "error" if by_status.get("down") else "warn",
-                    title, min(_since(st) for st in ports_only or members), nodes, action,
-                    jobs, ports)
+                    title, _switch_since(state, nodes), nodes, action, jobs, ports)
 
 
 def _rack(st: NodeState) -> str:
