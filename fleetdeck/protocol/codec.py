@@ -64,6 +64,50 @@ MODEL_FOR_KIND: dict[Kind, type[BaseModel]] = {
 _ENCODER = msgspec.json.Encoder()
 
 
+def printable_text(text: str) -> str:
+    """``text`` with each non-printable character replaced by U+FFFD (see :func:`printable`)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else "\ufffd" for c in text)
+
+
+def _printable_value(value: object) -> object:
+    """``value`` (parsed JSON) with every string made printable; the same object if it was."""
+    if isinstance(value, str):
+        return printable_text(value)
+    if isinstance(value, list):
+        items = [_printable_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = {_printable_value(k): _printable_value(v) for k, v in value.items()}
+        same = len(pairs) == len(value) and all(
+            k in value and value[k] is v for k, v in pairs.items())
+        return value if same else pairs
+    return value
+
+
+def printable(payload: bytes) -> bytes:
+    """``payload`` with every string in it made printable: a control or bidi-override character
+    becomes U+FFFD (docs/protocol.md, "Text from the network").
+
+    Strings from the network reach operators' terminals (an IB port's ``state``, an agent's
+    errors, an event's message, a digest's finding): an ESC in one cleared the console's
+    screen and retitled the terminal (OSC 0), and ``status`` printed it raw. Replaced, not
+    refused, so an XID event or a sample is never lost to one stray byte. The common payload
+    (ASCII with no escape and no DEL) is returned at the cost of two byte scans (< 1 us for a
+    10 KB sample); only the rest is parsed and written again."""
+    if payload.isascii() and b"\\" not in payload and b"\x7f" not in payload:
+        return payload
+    try:
+        raw = json.loads(payload)
+    except (ValueError, RecursionError):
+        return payload  # the decoder names what is wrong with it
+    clean = _printable_value(raw)
+    if clean is raw:
+        return payload
+    return json.dumps(clean, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def encode(msg: BaseModel | msgspec.Struct) -> bytes:
     """JSON without the fields that are not reported (``None``). A fast Struct encodes with
     msgspec (``omit_defaults``; a NaN becomes ``null``, which reads as not reported)."""
@@ -85,6 +129,10 @@ def decode(model: type[M], payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) 
         raise TypeError(f"no decoder for {model.__name__}")
     if len(payload) > max_size:
         raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    if model is not Command:
+        # A command is signed over its text as sent (fleetdeck.protocol.signing); the console
+        # that signs it makes its reason printable first.
+        payload = printable(payload)
     try:
         return cast(M, model.model_validate_json(payload))
     except ValidationError as err:
@@ -114,6 +162,7 @@ def decode_telemetry(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> fas
     pydantic model (tests/protocol_fast/test_equivalence.py), at a fraction of the cost."""
     if len(payload) > max_size:
         raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    payload = printable(payload)
     try:
         tel = _TELEMETRY.decode(payload)
     except msgspec.DecodeError:
@@ -134,6 +183,7 @@ def decode_digest(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> fast.D
     are named by the reference model (:class:`messages.Digest`) exactly as :func:`decode`."""
     if len(payload) > max_size:
         raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
+    payload = printable(payload)
     try:
         return _DIGEST.decode(payload)
     except msgspec.DecodeError:

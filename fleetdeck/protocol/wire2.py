@@ -32,7 +32,13 @@ from msgspec import UNSET, UnsetType
 from msgspec.structs import astuple, replace
 
 from fleetdeck.protocol import fast
-from fleetdeck.protocol.codec import DEFAULT_MAX_PAYLOAD, DecodeError, Reason, check_u64
+from fleetdeck.protocol.codec import (
+    DEFAULT_MAX_PAYLOAD,
+    DecodeError,
+    Reason,
+    check_u64,
+    printable,
+)
 from fleetdeck.protocol.codec import decode_telemetry as codec_decode_v1
 
 WIRE_MAJOR = 2
@@ -149,7 +155,7 @@ def decode(payload: bytes, max_size: int = DEFAULT_MAX_PAYLOAD) -> TelemetryV2:
     if len(payload) > max_size:
         raise DecodeError(Reason.OVERSIZE, f"{len(payload)} bytes > limit {max_size}")
     try:
-        msg = _DECODER.decode(payload)
+        msg = _DECODER.decode(printable(payload))
     except msgspec.ValidationError as err:
         raise DecodeError(Reason.INVALID, _loc_msg(str(err))) from None
     except msgspec.DecodeError:

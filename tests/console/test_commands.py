@@ -178,3 +178,17 @@ def test_draining_a_node_whose_only_fault_is_its_suspect_switch_says_so():
     radius = blast_radius(state, CommandOp.DRAIN, ["gpu0001", "gpu0005"], session.clock())
     assert any("behind suspect switch leaf00-r2, with no fault of their own: gpu0001" in note
                for note in radius.notes), radius.notes
+
+
+def test_a_reason_is_made_printable_before_it_is_signed(world):
+    """An agent (and every console after it) reads a reason with control characters as
+    U+FFFD (docs/protocol.md, "Text from the network"); the command carries that text, so what
+    is signed, audited and shown is what the agent keeps."""
+    from fleetdeck.protocol import signing
+
+    clock, _ingest, _fleet, _state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    cmd = tr.drain(["gpu0001"], "XID 79\x1b]0;pwned\x07 seen", clock()).targets[0].cmd
+    assert cmd.args.reason == "XID 79\ufffd]0;pwned\ufffd seen"
+    key = b"k" * 32
+    assert signing.check(signing.sign(cmd, key), key, cmd.issued_at) == ""
