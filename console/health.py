@@ -12,7 +12,7 @@ from enum import StrEnum
 from functools import reduce
 from operator import or_
 
-from fleetdeck.protocol import wire2, xids
+from fleetdeck.protocol import ib_counters, wire2, xids
 from fleetdeck.protocol.fast import Birth, GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import XIDS_WINDOW_S
 
@@ -166,6 +166,15 @@ class Window:
 
 PORT_COUNTERS = (*FATAL_IB_COUNTERS, "symbol_error", "link_error_recovery", "rcv_errors")
 _SYM, _LER, _RCV = len(FATAL_IB_COUNTERS), len(FATAL_IB_COUNTERS) + 1, len(FATAL_IB_COUNTERS) + 2
+_ALL_ONES = tuple(ib_counters.ALL_ONES[n] if n in ib_counters.NARROW else -1
+                  for n in PORT_COUNTERS)
+SYMBOL_ALL_ONES = ib_counters.ALL_ONES["symbol_error"]
+
+
+def _saturated(counters: tuple[int | None, ...]) -> tuple[str, ...]:
+    """The watched counters that read their all-ones value: they count nothing more."""
+    return tuple(name for name, value, top in zip(PORT_COUNTERS, counters, _ALL_ONES,
+                                                  strict=True) if value == top)
 
 
 @dataclass(slots=True)
@@ -181,6 +190,12 @@ class PortHistory:
     """Sample time N4 last held (an episode runs until it has not for N4_HOLD_MS)."""
     episodes: Window | None = None
     """Starts of N4 episodes in the last hour (N4_ESCALATE of them drain)."""
+    saturated: tuple[str, ...] = ()
+    """Watched counters at their all-ones value now (N6): errors past it are not counted."""
+    storm_hour: int = 0
+    """Symbol errors in the hour before ``symbol_error`` saturated while N3 held, 0 if it did
+    not: a storm that goes on no longer moves the counter, so N3 holds with this figure while
+    the counter stays saturated instead of expiring an hour later (docs/architecture.md)."""
 
     def n4(self, now_ms: int) -> bool:
         """Whether a warning-level N4 condition holds now."""
@@ -270,6 +285,7 @@ class NodeHistory:
             h.symbol_rate = 0.0
             h.n4_last_ms = None
             h.episodes = None
+            h.storm_hour = 0  # a saturated counter still says so (N6) until it is cleared
         self.settled = False
 
     def advance(self, t: wire2.Sample) -> None:
@@ -302,6 +318,10 @@ class NodeHistory:
                    p.local_link_integrity_errors, p.rnr_nak_retry_err, p.symbol_error,
                    p.link_error_recovery, p.rcv_errors)
             old, h.counters = h.counters, cur
+            if cur != old:
+                h.saturated = _saturated(cur)
+                if h.storm_hour and cur[_SYM] != SYMBOL_ALL_ONES:
+                    h.storm_hour = 0  # cleared (perfquery -R, reboot): it counts again
             if fresh or old is None or cur == old:
                 h.symbol_rate = 0.0
                 if h.symbol_hour.items:
@@ -320,6 +340,9 @@ class NodeHistory:
             sym = _delta(cur[_SYM], old[_SYM])
             h.symbol_hour.add(now, sym)
             h.symbol_rate = sym / dt_s
+            if (sym and cur[_SYM] == SYMBOL_ALL_ONES
+                    and h.symbol_hour.total > SYMBOL_ERR_PER_HOUR):
+                h.storm_hour = h.symbol_hour.total
             h.ler_minute.add(now, _delta(cur[_LER], old[_LER]))
             if _delta(cur[_RCV], old[_RCV]) > 0:
                 h.rcv_err_last_ms = now
@@ -455,7 +478,8 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         ph = hp.get(p.dev)
         if ph is None:
             continue
-        if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.n4(now) or ph.escalated()):
+        if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.n4(now) or ph.escalated()
+                or ph.saturated or ph.storm_hour):
             return False
         if ph.last_fatal_ms:
             for ts in ph.last_fatal_ms.values():
@@ -619,6 +643,10 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[
     if h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
         out.append(Finding("N3", Severity.DRAIN, c, f"{h.symbol_hour.total} symbol errors/h "
                                                     f"(> {SYMBOL_ERR_PER_HOUR}/h)"))
+    elif h.storm_hour:
+        out.append(Finding("N3", Severity.DRAIN, c, f"{h.storm_hour} symbol errors/h "
+                                                    f"(> {SYMBOL_ERR_PER_HOUR}/h) until the "
+                                                    f"counter saturated; later ones uncounted"))
     elif h.symbol_rate > SYMBOL_ERR_PER_S:
         out.append(Finding("N4", Severity.WARN, c, f"{h.symbol_rate:.0f} symbol errors/s "
                                                    f"(> {SYMBOL_ERR_PER_S:.0f}/s)"))
@@ -633,6 +661,10 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[
     if (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H:
         out.append(Finding("N5", Severity.DRAIN, c, f"{p.carrier_losses_24h} carrier losses/24h "
                                                     f"(≥ {CARRIER_LOSSES_24H})"))
+    if h.saturated:
+        out.append(Finding("N6", Severity.WARN, c, f"{', '.join(h.saturated)} saturated: "
+                                                   "errors past it are not counted; clear the "
+                                                   "port's counters (perfquery -R)"))
     return out
 
 

@@ -43,7 +43,7 @@ def port_status(p: IbPortSample, findings: list[Finding]) -> str:
     rules = {f.rule for f in findings if f.component == comp}
     if "N5" in rules or (p.d.get("link_downed", 0) > 0):
         return PORT_FLAPPING
-    if rules & {"N1", "N2", "N3", "N4"}:
+    if rules & {"N1", "N2", "N3", "N4", "N6"}:
         return PORT_ERRORING
     return PORT_OK
 
@@ -401,6 +401,9 @@ def recommended_action(st: NodeState) -> str:
         return f"check switch {st.behind_switch}; do not drain"
     if "G6" in rules:
         return "drain when idle, reset the GPU, resume"
+    if v == "degraded" and rules == {"N6"}:
+        # Saturated, the counter cannot say whether errors go on (docs/architecture.md).
+        return "clear the port's counters (perfquery -R), then watch whether errors go on"
     if v == "degraded":
         return "watch; drain when idle if it persists"
     return "none"

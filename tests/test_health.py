@@ -244,3 +244,59 @@ def test_precheck_refuses_while_a_thermal_finding_holds():
         hist.update(t)
         assert {f.rule for f in evaluate(birth, t, hist)} == {"G12", "G13"}
         assert not still_healthy(birth, t, hist)
+
+
+def _storm(i: int) -> int:
+    """symbol_error under a 1,000/s storm that saturates the 16-bit counter at sample 66."""
+    return min(0xFFFF, i * 1000)
+
+
+def test_a_storm_that_saturates_the_counter_keeps_n3_while_it_stays_saturated():
+    """A storm past 65535 no longer moves the counter: N3 held only for the hour its window
+    held the counts, then the port read healthy while the storm went on. N3 now holds while the
+    counter stays saturated, and N6 says why the count stopped."""
+    node, hist = FakeNode(), NodeHistory()
+    birth = node.birth()
+    for i in range(80):  # saturated from sample 66 on
+        t = port(node.telemetry(), 4, symbol_error=_storm(i))
+        hist.update(t)
+    for _ in range(3700):  # an hour and more later, still saturated
+        node.now += 1.0
+        hist.update(port(node.telemetry(advance=0), 4, symbol_error=0xFFFF))
+    t = port(node.telemetry(), 4, symbol_error=0xFFFF)
+    hist.update(t)
+    findings = {f.rule: f for f in evaluate(birth, t, hist)}
+    assert set(findings) == {"N3", "N6"}, findings
+    assert findings["N3"].severity is Severity.DRAIN
+    assert "until the counter saturated" in findings["N3"].text
+    assert findings["N6"].text.startswith("symbol_error saturated")
+    assert combine(list(findings.values())) is Verdict.FAILED
+    assert not still_healthy(birth, t, hist)
+    # Cleared (perfquery -R): it counts again, and nothing is held.
+    t = port(node.telemetry(), 4, symbol_error=0)
+    hist.update(t)
+    assert evaluate(birth, t, hist) == []
+
+
+def test_a_counter_found_saturated_is_a_warning_not_a_healthy_port():
+    """A console (or a one-shot ``status``) that starts after a counter saturated sees it
+    flat: without N6 a storm still going on read as a healthy port."""
+    found, verdict, findings = rules(
+        FakeNode(), lambda t, i: port(t, 1, symbol_error=0xFFFF, rcv_errors=0xFFFF), samples=3)
+    assert found == {"N6"} and verdict is Verdict.DEGRADED
+    (n6,) = findings
+    assert n6.component.startswith("mlx5_ib1") and "symbol_error, rcv_errors saturated" in n6.text
+    found, _, _ = rules(FakeNode(), lambda t, i: port(t, 1, symbol_error=0xFFFE), samples=3)
+    assert found == set()
+
+
+def test_a_resume_forgets_the_storm_but_not_the_saturated_counter():
+    node, hist = FakeNode(), NodeHistory()
+    birth = node.birth()
+    for i in range(70):
+        t = port(node.telemetry(), 4, symbol_error=_storm(i))
+        hist.update(t)
+    hist.forget_port_windows()
+    t = port(node.telemetry(), 4, symbol_error=0xFFFF)
+    hist.update(t)
+    assert {f.rule for f in evaluate(birth, t, hist)} == {"N6"}

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from fleetdeck.agents.source import EventDraft, Inventory, Reading
-from fleetdeck.protocol import fast, xids
+from fleetdeck.protocol import fast, ib_counters, xids
 from fleetdeck.protocol.messages import (
     XIDS_MAX,
     XIDS_WINDOW_S,
@@ -90,19 +90,7 @@ PHYS_NAMES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTrai
               5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
 
 # IBTA PortCounters widths: error counters saturate at all-ones, they never wrap.
-COUNTER_MAX = {
-    "symbol_error": 0xFFFF,
-    "link_error_recovery": 0xFF,
-    "link_downed": 0xFF,
-    "rcv_errors": 0xFFFF,
-    "rcv_remote_phys_errors": 0xFFFF,
-    "xmit_discards": 0xFFFF,
-    "local_link_integrity_errors": 0xF,
-    "excessive_buffer_overrun_errors": 0xF,
-    "xmit_wait": 0xFFFFFFFF,
-    "rnr_nak_retry_err": 0xFFFFFFFF,
-    "local_ack_timeout_err": 0xFFFFFFFF,
-}
+COUNTER_MAX = ib_counters.ALL_ONES
 
 COMM_PEAK_BPS = 40e9
 """Bytes/s one NDR port moves during the gradient all-reduce (5-45 GB/s, never > 50)."""
@@ -715,6 +703,11 @@ class SimNode:
             p.storm_rate, p.storm_bw = 0.0, 1.0
             p.last_loss_t = None
             p.carrier_losses.clear()
+            # Reseated links get their counters cleared (perfquery -R): one saturated by a
+            # storm would otherwise count nothing ever again (rule N6).
+            for name, value in p.errors.items():
+                if value:
+                    p.errors[name] = 0
         if rebooted:
             self.boot_id = str(uuid.UUID(int=self.rng.getrandbits(128)))
             self.uptime0_s = -t

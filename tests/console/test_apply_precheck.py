@@ -39,6 +39,9 @@ SCENARIO = [
     act("ecc_dbe", 15, node="gpu0010", gpu=6, remap_failure=True),
     act("nvlink", 17, node="gpu0013", gpu=6, links=2),
     act("pcie_replay", 18, node="gpu0014", gpu=0, per_min=120, duration="70s"),
+    # Saturates the 16-bit counter in ~7 s (N3 held, N6), cleared by the repair.
+    act("symbol_storm", 20, node="gpu0012", port=4, rate=10_000, duration="30s"),
+    act("repair", 70, node="gpu0012"),
     act("agent_death", 19, node="gpu0015"),
     act("node_death", 60, node="gpu0010"),
     act("agent_restart", 40, node="gpu0015"),
@@ -76,7 +79,7 @@ def test_precheck_never_hides_a_finding_of_any_simulated_fault() -> None:
     t_hits, t_faulty, t_rules = _precheck_vs_rules(Harness(nodes=16, actions=THERMAL), 100)
     hits, faulty, rules = hits + t_hits, faulty + t_faulty, rules | t_rules
     # The comparison was not vacuous: faults fired, and healthy samples took the fast path.
-    assert {"G1", "G2", "G3", "G4", "G5", "G9", "G11", "G12", "G13", "N1", "N3"} <= rules
+    assert {"G1", "G2", "G3", "G4", "G5", "G9", "G11", "G12", "G13", "N1", "N3", "N6"} <= rules
     assert faulty > 200
     assert hits > 1000
 
@@ -153,10 +156,10 @@ PORT_EDITS: list[tuple[tuple[str, ...], st.SearchStrategy[Any]]] = [
     (("phys_state",), st.sampled_from(["LinkUp", "Polling", "Disabled"])),
     (("rate_gbps",), st.one_of(st.none(), st.sampled_from([400.0, 200.0]))),
     (("carrier_losses_24h",), st.one_of(st.none(), st.integers(0, 6))),
-    (("symbol_error",), st.integers(0, 200)),
-    (("link_error_recovery",), st.integers(0, 8)),
-    (("rcv_errors",), st.integers(0, 2)),
-    (("link_downed",), st.integers(0, 1)),
+    (("symbol_error",), st.one_of(st.integers(0, 200), st.integers(0xFFFD, 0xFFFF))),
+    (("link_error_recovery",), st.one_of(st.integers(0, 8), st.just(0xFF))),
+    (("rcv_errors",), st.one_of(st.integers(0, 2), st.just(0xFFFF))),
+    (("link_downed",), st.one_of(st.integers(0, 1), st.just(0xFF))),
     (("rnr_nak_retry_err",), st.integers(0, 1)),
 ]
 

@@ -247,3 +247,19 @@ def test_status_text_lists_the_jobs_held_up_with_the_node_that_stops_them_first(
     assert lines[start + 2].startswith("  42 ")
     assert "straggler rank 3 gpu0003 +50%" in lines[start + 2]
     assert not any(line.startswith("  43 ") for line in lines)
+
+
+def test_a_saturated_counter_alone_says_to_clear_it_not_to_drain():
+    """N6 alone: the port may be fine or still storming; only a cleared counter can tell."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import recommended_action
+
+    def saturated(tel):
+        return replace(tel, ib_ports=[replace(p, symbol_error=0xFFFF) if p.dev == "mlx5_ib5"
+                                      else p for p in tel.ib_ports])
+
+    st = session_with({"gpu0003": saturated}).state.nodes["gpu0003"]
+    assert st.verdict.value == "degraded"
+    assert [f.rule for f in st.findings] == ["N6"]
+    assert recommended_action(st).startswith("clear the port's counters (perfquery -R)")
