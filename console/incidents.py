@@ -28,7 +28,9 @@ from fleetdeck.console.health import Verdict
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     RECOVERED,
+    LeafGroup,
     SuspectSwitch,
+    leaf_groups,
     own_findings,
     recommended_action,
     shown_findings,
@@ -103,19 +105,13 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     taken: set[str] = set()
     out: list[Incident] = []
     switches = suspect_switches(state)
-    failing_in: dict[str, list[SuspectSwitch]] = {}
+    leaves = leaf_groups(switches)
     for sw in switches:
-        if not sw.recovered:
-            failing_in.setdefault(sw.leaf, []).append(sw)
-    for sw in switches:
-        together = failing_in.get(sw.leaf, [])
-        if sw.recovered or len(together) < 2:
+        leaf = None if sw.recovered else leaves.get(sw.leaf)
+        if leaf is None:
             out.append(_switch_incident(state, sw, jobs_on))
-        elif sw is together[0]:
-            # Several rail switches of one leaf group failing at once share a cause (the
-            # group's power, management or uplinks): one incident, not one per rail (a
-            # whole leaf group down read as 8 incidents of the same 16 nodes).
-            out.append(_leaf_incident(state, sw.leaf, together, jobs_on))
+        elif sw is leaf.switches[0]:
+            out.append(_leaf_incident(state, leaf, jobs_on))
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
         taken.update(n for n in sw.nodes if not own_findings(state.nodes[n]))
@@ -242,26 +238,17 @@ def _switch_since(state: FleetState, nodes: list[str]) -> float:
     return min(_since(st) for st in ports_only or members)
 
 
-def _leaf_incident(state: FleetState, leaf: str, group: list[SuspectSwitch],
+def _leaf_incident(state: FleetState, group: LeafGroup,
                    jobs_on: dict[str, list[str]]) -> Incident:
-    """Rail switches of one leaf group that fail together (``group``: two or more, none
-    recovered): one incident naming them all."""
-    nodes = sorted({n for sw in group for n in sw.nodes})
-    ports = sum(len(sw.ports) for sw in group)
-    by_status: dict[str, int] = {}
-    for sw in group:
-        for status, n in sw.by_status.items():
-            by_status[status] = by_status.get(status, 0) + n
-    counts = ", ".join(f"{n} {status}" for status, n in
-                       sorted(by_status.items(), key=lambda kv: (-kv[1], kv[0])))
-    rails = ", ".join(sw.switch.removeprefix(f"{leaf}-") for sw in group)
+    nodes = group.nodes
     jobs = _jobs(nodes, jobs_on)
-    title = (f"{leaf}: {len(group)} rail switches suspect ({rails}): {ports} ports ({counts}) "
-             f"on {len(nodes)} nodes behind them ({compress(nodes)}){_on_jobs(jobs)}")
-    action = (f"check leaf group {leaf} (its switches' power, management and uplinks: "
-              f"{len(group)} rails fail together), then each switch; do not drain the nodes")
-    return Incident(f"switch:{leaf}", "switch", "error" if by_status.get("down") else "warn",
-                    title, _switch_since(state, nodes), nodes, action, jobs, ports)
+    action = (f"check leaf group {group.leaf} (its switches' power, management and uplinks: "
+              f"{len(group.switches)} rails fail together), then each switch; do not drain "
+              "the nodes")
+    return Incident(f"switch:{group.leaf}", "switch",
+                    "error" if group.by_status.get("down") else "warn",
+                    f"{group.text}{_on_jobs(jobs)}", _switch_since(state, nodes), nodes, action,
+                    jobs, group.ports)
 
 
 def _rack(st: NodeState) -> str:

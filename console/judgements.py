@@ -120,6 +120,57 @@ class SuspectSwitch:
                 "recovered": self.recovered, "text": self.text}
 
 
+@dataclass(frozen=True)
+class LeafGroup:
+    """Two or more rail switches of one leaf group failing at once (none recovered): one
+    cause (the group's power, management or uplinks), told as one, not once per rail (a whole
+    leaf group down read as 8 incidents and 8 problems of the same nodes)."""
+
+    leaf: str
+    switches: list[SuspectSwitch]
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({n for sw in self.switches for n in sw.nodes})
+
+    @property
+    def ports(self) -> int:
+        return sum(len(sw.ports) for sw in self.switches)
+
+    @property
+    def by_status(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for sw in self.switches:
+            for status, n in sw.by_status.items():
+                out[status] = out.get(status, 0) + n
+        return out
+
+    @property
+    def rails(self) -> str:
+        """``r0, r1, r5``"""
+        return ", ".join(sw.switch.removeprefix(f"{self.leaf}-") for sw in self.switches)
+
+    @property
+    def text(self) -> str:
+        """``leaf04: 8 rail switches suspect (r0, …): 64 ports (64 down) on 8 nodes behind
+        them (gpu[0025-0032])``"""
+        counts = ", ".join(f"{n} {status}" for status, n in
+                           sorted(self.by_status.items(), key=lambda kv: (-kv[1], kv[0])))
+        nodes = self.nodes
+        return (f"{self.leaf}: {len(self.switches)} rail switches suspect ({self.rails}): "
+                f"{self.ports} ports ({counts}) on {len(nodes)} nodes behind them "
+                f"({compress(nodes)})")
+
+
+def leaf_groups(switches: list[SuspectSwitch]) -> dict[str, LeafGroup]:
+    """The leaf groups of ``suspect_switches`` with two or more failing rail switches."""
+    failing: dict[str, list[SuspectSwitch]] = {}
+    for sw in switches:
+        if not sw.recovered:
+            failing.setdefault(sw.leaf, []).append(sw)
+    return {leaf: LeafGroup(leaf, group) for leaf, group in failing.items() if len(group) >= 2}
+
+
 def _held_only(st: NodeState, status: str, p: IbPortSample) -> bool:
     """The port is up and only a rule that outlives the fault (``HELD_RULES``) calls it bad."""
     if status != PORT_ERRORING:

@@ -22,6 +22,7 @@ from fleetdeck.console.judgements import (
     SuspectSwitch,
     bad_ports,
     job_reason,
+    leaf_groups,
     leaf_of,
     sick_nodes,
     straggler,
@@ -496,10 +497,19 @@ def top_problems(state: FleetState, limit: int = 10,
     ``suspect_switches(state)`` already."""
     if suspects is None:
         suspects = suspect_switches(state)
-    # A recovered switch works: degraded (its ports erred within N2's window), not failed.
-    switches = [Problem(sw.switch, Verdict.DEGRADED if sw.recovered else Verdict.FAILED,
-                        "switch", sw.text)
-                for sw in suspects[:limit]]
+    leaves = leaf_groups(suspects)
+    switches = []
+    for sw in suspects:
+        leaf = None if sw.recovered else leaves.get(sw.leaf)
+        if leaf is None:
+            # A recovered switch works: degraded (its ports erred within N2's window).
+            switches.append(Problem(sw.switch, Verdict.DEGRADED if sw.recovered
+                                    else Verdict.FAILED, "switch", sw.text))
+        elif sw is leaf.switches[0]:
+            # Its rail switches failing together are one problem, as they are one incident.
+            switches.append(Problem(leaf.leaf, Verdict.FAILED, "leaf",
+                                    leaf.text.removeprefix(f"{leaf.leaf}: ")))
+    switches = switches[:limit]
     limit = max(0, limit - len(switches))
     nodes = state.nodes
     bad = [st for n in state.not_ok if (st := nodes.get(n)) is not None

@@ -184,3 +184,10 @@ def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
     # Each switch is still its own judgement, as the fabric view and --json show them.
     out = fleet_summary(session.state, session.clock())
     assert [s["switch"] for s in out["suspect_switches"]] == ["leaf00-r2", "leaf00-r5"]
+    # The overview's top problems say it once too (each rail switch was a row of its own).
+    from fleetdeck.console.rows import top_problems
+
+    problems, _total = top_problems(session.state)
+    switches = [p for p in problems if p.state in ("switch", "leaf")]
+    assert [(p.node, p.state) for p in switches] == [("leaf00", "leaf")]
+    assert switches[0].text.startswith("2 rail switches suspect (r2, r5): 8 ports (8 down)")
