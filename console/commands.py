@@ -439,6 +439,14 @@ class Transition:
     def finished(self) -> bool:
         return self.request.finished_at is not None and self.request.finished_at == self.ts
 
+    @property
+    def text(self) -> str:
+        """``acknowledged (drain (finish))``, ``done (DRAINED)``; a move within its phase says
+        what moved (``status now DRAINING``): "acknowledged" twice read as a duplicate ack."""
+        if self.old is self.new and self.detail:
+            return f"status now {self.detail}"
+        return f"{self.new.value} ({self.detail})" if self.detail else self.new.value
+
 
 RETRY_EVERY_S = 3.0
 """Re-send an unacknowledged command this often (same cmd_id: agents answer a duplicate from

@@ -874,8 +874,7 @@ class ConsoleSession:
         subject = f"job {tr.target}" if req.op is CommandOp.RESTART_JOB else tr.target
         nodes = (tr.target,) if req.op is not CommandOp.RESTART_JOB else _nodes_of(req)
         self.log.add(EventLine(tr.ts, "console", "command", severity,
-                               f"{what} {subject} [{req.request_id}]: {tr.new.value}"
-                               + (f" ({tr.detail})" if tr.detail else ""), nodes))
+                               f"{what} {subject} [{req.request_id}]: {tr.text}", nodes))
         if req.finished_at is not None and not req.outcome_recorded:
             req.outcome_recorded = True
             self._audit(req, req.phase.value, finish_details(req))

@@ -160,8 +160,7 @@ class CommandRun:
         def on_tick(report: TickReport) -> bool:
             nonlocal req, deadline
             for tr in report.commands:
-                detail = f" ({tr.detail})" if tr.detail else ""
-                self.say(f"  {tr.target}: {tr.new.value}{detail}")
+                self.say(f"  {tr.target}: {tr.text}")
             if req is None:
                 found = self._when_settled(make)
                 if found is None:
@@ -176,7 +175,7 @@ class CommandRun:
                 return True
             if self.clock() > deadline:
                 for tr in session.abandon(f"no result within {self.timeout_s:g} s"):
-                    self.say(f"  {tr.target}: {tr.new.value} ({tr.detail})")
+                    self.say(f"  {tr.target}: {tr.text}")
                 return True
             return False
 

@@ -48,11 +48,14 @@ def test_drain_done_only_when_status_says_drained(world):
     step(ingest, state, tr, clock)
     assert req.phase is Phase.ACKNOWLEDGED
     fleet.status(ingest, "gpu0001", DrainState.DRAINING, "XID 79", "alice", cmd.cmd_id)
-    step(ingest, state, tr, clock)
+    (move,) = step(ingest, state, tr, clock)
     assert req.targets[0].detail == "DRAINING"
+    # Said as what moved: "acknowledged" a second time read as a duplicate acknowledgement.
+    assert move.text == "status now DRAINING"
     fleet.status(ingest, "gpu0001", DrainState.DRAINED, "XID 79", "alice", cmd.cmd_id)
     moves = step(ingest, state, tr, clock)
     assert req.phase is Phase.DONE and moves[-1].detail == "DRAINED"
+    assert moves[-1].text == "done (DRAINED)"
     assert req.finished_at == clock()
 
 
