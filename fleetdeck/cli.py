@@ -523,17 +523,15 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from fleetdeck.embedded_broker import run_embedded
 
     if args.serve_embedded or args.kind == "amqtt":
-        run_embedded(args.bind, args.port, allow_remote=args.allow_remote,
-                     announce=not args.serve_embedded)
-        return 0
+        return run_embedded(args.bind, args.port, allow_remote=args.allow_remote,
+                            announce=not args.serve_embedded)
     from fleetdeck.broker import ManagedBroker, find_mosquitto
 
     kind = args.kind
     if kind == "auto" and find_mosquitto() is None:
         print("mosquitto not found; running the embedded amqtt broker (demo only)",
               file=sys.stderr)
-        run_embedded(args.bind, args.port, allow_remote=args.allow_remote)
-        return 0
+        return run_embedded(args.bind, args.port, allow_remote=args.allow_remote)
     # Mosquitto runs in its own session (a Ctrl-C meant for us must not kill it first), so
     # nothing stops it but us: SIGTERM and SIGHUP must unwind through the finally below as
     # Ctrl-C does, or the child and its temporary directory outlive us.

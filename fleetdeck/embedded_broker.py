@@ -51,7 +51,8 @@ def _bind_failure(err: BaseException) -> OSError | None:
 
 
 async def serve(bind: str, port: int, ready: asyncio.Event | None = None,
-                announce: bool = False) -> None:
+                announce: bool = False) -> int:
+    """Serve until SIGINT or SIGTERM; the signal's number."""
     from amqtt.broker import Broker
     from amqtt.errors import BrokerError
 
@@ -72,19 +73,27 @@ async def serve(bind: str, port: int, ready: asyncio.Event | None = None,
         print(f"amqtt (embedded, demo only) listening on {BrokerURL(bind, port)} "
               "(Ctrl-C to stop)", file=sys.stderr, flush=True)
     stop = asyncio.Event()
+    stopped_by: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        stopped_by.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         await stop.wait()
     finally:
         await broker.shutdown()
+    return stopped_by[0]
 
 
 def run_embedded(bind: str, port: int, *, allow_remote: bool = False,
-                 announce: bool = False) -> None:
-    """Serve until SIGINT/SIGTERM; ``announce`` says where on stderr once it listens (port 0:
-    a free port, picked here so that it can be said)."""
+                 announce: bool = False) -> int:
+    """Serve until SIGINT/SIGTERM and return the shell's exit code for it (128 + the signal,
+    as the Mosquitto path and every other command say a Ctrl-C); ``announce`` says where on
+    stderr once it listens (port 0: a free port, picked here so that it can be said)."""
     if not is_loopback(bind) and not allow_remote:
         raise UserError(
             f"the embedded amqtt broker is for demos on loopback only; refusing to bind {bind} "
@@ -98,4 +107,4 @@ def run_embedded(bind: str, port: int, *, allow_remote: bool = False,
         port = free_port(bind)
     if port_in_use(bind, port):
         raise busy_port_error(bind, port)
-    asyncio.run(serve(bind, port, announce=announce))
+    return 128 + asyncio.run(serve(bind, port, announce=announce))
