@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import aiomqtt
@@ -204,10 +205,12 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
     summaries: list[dict[str, Any]] = []
     rows: list[ClusterRow] = []
     errors: list[str] = []
+    unwatched: list[tuple[str, str]] = []
     for name, got in zip(clusters, results, strict=True):
         if isinstance(got, UserError):
             summaries.append({"cluster": name, "error": str(got)})
             errors.append(str(got))
+            unwatched.append((name, str(got)))
             continue
         summaries.append(_summary(got, url, wait_s))
         rows.append(cluster_row(got.state, connection=got.feed.conn.state
@@ -221,7 +224,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
                           "clusters": summaries, "combined": total.as_json()}, indent=2))
     else:
         console = table_console()
-        render_clusters(rows, total, console)
+        render_clusters(rows, total, console, unwatched)
         for out in summaries:
             console.print()
             if "error" in out:
@@ -233,8 +236,11 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
     return 2 if errors else 0
 
 
-def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console) -> None:
-    """The fleet of fleets: one line per cluster, worst first, then the sum."""
+def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
+                    unwatched: Sequence[tuple[str, str]] = ()) -> None:
+    """The fleet of fleets: one line per cluster, worst first, then the sum. A cluster that
+    could not be watched (``unwatched``: name, why) comes first, with its counts unknown: left
+    out of the table, a whole cluster gone dark read as a fleet of fleets without it."""
     table = Table(box=None, pad_edge=False)
     for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "GPUS USABLE", "IB UP",
                 "JOBS R", "INC"):
@@ -251,6 +257,9 @@ def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console)
             f"{r.gpus_usable}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
             f"{r.jobs_running}/{r.jobs_total}", str(r.incidents), escape(r.top_incident))
 
+    for name, why in unwatched:
+        table.add_row(f"[red]{escape(name)}[/]", *(["?"] * 10),
+                      f"[red]{escape(why)}[/]")
     for r in worst_first(rows):
         add(r, r.cluster)
     add(total, "[b]all[/]")

@@ -89,6 +89,14 @@ def test_status_per_cluster_and_combined(two_clusters):
     assert [ln.split()[0] for ln in lines[1:4]] == ["west", "east", "all"]
     assert "we0002 failed" in lines[1] and lines[3].split()[1] == "10"  # one line each
 
+    # A cluster gone dark keeps its row, first (it was only a red line under the table).
+    table = piped("status", "--broker", two_clusters, "--cluster", "east,north", "--wait", "3")
+    assert table.returncode == 2, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[1].split()[:3] == ["north", "?", "?"], lines
+    assert "no node of cluster 'north'" in lines[1]
+    assert [ln.split()[0] for ln in lines[2:4]] == ["east", "all"], lines
+
 
 async def test_console_contexts_switch_views_and_commands(two_clusters, tmp_path):
     from fleetdeck.brokerurl import parse_broker_url
