@@ -1151,6 +1151,13 @@ class ConsoleSession:
         old = self.problems.get(what)
         self.problems[what] = SessionProblem(what, detail, old.since if old else now)
 
+    def store_unavailable(self, why: str) -> None:
+        """The history store (``--db``) could not be opened: nothing is kept, and the front end
+        says so for as long as it runs (a toast went by, and then nothing said history was not
+        being kept)."""
+        self._problem("history", f"history not kept: {why}", self.clock())
+        self.note(f"history not kept: {why}", severity="error", kind="console")
+
     def worker_failed(self, what: str, detail: str) -> None:
         """A front end's worker (the feed, the store writer) died: say so, never go quietly
         stale."""

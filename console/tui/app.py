@@ -460,7 +460,9 @@ class FleetdeckApp(App[int]):
             try:
                 await session.open_store(path)
             except StoreError as err:
-                self.notify(str(err), severity="error")
+                session.store_unavailable(str(err))
+                self.notify(f"{err} History is not kept while this console runs.",
+                            severity="error")
 
         self.run_worker(opener(), group=f"store-{name}", exclusive=True, exit_on_error=False)
 
@@ -649,8 +651,11 @@ class FleetdeckApp(App[int]):
         store = ""
         if "store" in session.problems:
             store = f"  [$error]STORE FAILING ({session.store_backlog} ticks held)[/]"
+        if "history" in session.problems:
+            store = "  [$error]NO HISTORY (--db)[/]"
         dead = "".join(f"  [$error]{esc(p.what.upper())} STOPPED[/]"
-                       for p in session.problems.values() if p.what not in ("store", "audit"))
+                       for p in session.problems.values()
+                       if p.what not in ("store", "audit", "history"))
         rec = ""
         if session.recorder is not None:
             rec = f"  [$error]● RECORDING {human_bytes(session.recorder.size)}[/]"

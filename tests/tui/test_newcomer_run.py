@@ -299,3 +299,24 @@ async def test_the_header_says_what_needs_attention_before_the_routine_figures(w
         header = world.app.header_text(world.clock())
         assert "cmds 1 open" in header
         assert header.index("cmds 1 open") < header.index("upd ") < header.index("op alice")
+
+
+async def test_a_store_that_cannot_be_opened_is_said_for_as_long_as_the_console_runs(tmp_path):
+    """``console --db`` on a path that cannot be opened showed one toast, and then nothing
+    said history was not being kept: the header says it, and the events log has why."""
+    from fleetdeck.brokerurl import parse_broker_url
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+    from tests.conftest import eventually
+
+    app = FleetdeckApp(cluster="demo", url=parse_broker_url("mqtt://127.0.0.1:1"),
+                       auto_tick=False, audit=MemoryAudit(),
+                       store_path=tmp_path / "no-such-dir" / "sub" / "x.db")
+    (tmp_path / "no-such-dir").write_text("a file where a directory should be")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await eventually(lambda: "history" in app.session.problems, 10, message="open failed")
+        for _ in range(3):
+            app.tick()
+            await pilot.pause(0.1)
+        assert "NO HISTORY (--db)" in app.header_text(app.clock())
+        assert any("history not kept" in line.text for line in app.session.log.lines())
