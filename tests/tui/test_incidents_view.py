@@ -30,6 +30,12 @@ async def test_incidents_are_root_causes_worst_first_with_timeline_and_nodes(wor
         assert "slows job 41" in text
         assert "do not drain" in text  # the switch's action, shown for the selected row
         assert "no job interruptions (this session)" in text
+        # A report longer than the screen is cut with "…", not wrapped: its last words stood
+        # alone on a line of their own (seen in make demo at 160x48).
+        line = screen.query_one("#interruptions")
+        line.update("x " * 200)
+        await pilot.pause()
+        assert line.content_region.height == 1
         await pilot.press("down")
         await pilot.pause()
         assert "gpu0003" in screen.query_one("#incident-detail").render().plain
