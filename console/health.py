@@ -168,7 +168,7 @@ PORT_COUNTERS = (*FATAL_IB_COUNTERS, "symbol_error", "link_error_recovery", "rcv
 _SYM, _LER, _RCV = len(FATAL_IB_COUNTERS), len(FATAL_IB_COUNTERS) + 1, len(FATAL_IB_COUNTERS) + 2
 _ALL_ONES = tuple(ib_counters.ALL_ONES[n] if n in ib_counters.NARROW else -1
                   for n in PORT_COUNTERS)
-SYMBOL_ALL_ONES = ib_counters.ALL_ONES["symbol_error"]
+_SYMBOL_ALL_ONES = ib_counters.ALL_ONES["symbol_error"]
 
 
 def _saturated(counters: tuple[int | None, ...]) -> tuple[str, ...]:
@@ -320,7 +320,7 @@ class NodeHistory:
             old, h.counters = h.counters, cur
             if cur != old:
                 h.saturated = _saturated(cur)
-                if h.storm_hour and cur[_SYM] != SYMBOL_ALL_ONES:
+                if h.storm_hour and cur[_SYM] != _SYMBOL_ALL_ONES:
                     h.storm_hour = 0  # cleared (perfquery -R, reboot): it counts again
             if fresh or old is None or cur == old:
                 h.symbol_rate = 0.0
@@ -340,7 +340,7 @@ class NodeHistory:
             sym = _delta(cur[_SYM], old[_SYM])
             h.symbol_hour.add(now, sym)
             h.symbol_rate = sym / dt_s
-            if (sym and cur[_SYM] == SYMBOL_ALL_ONES
+            if (sym and cur[_SYM] == _SYMBOL_ALL_ONES
                     and h.symbol_hour.total > SYMBOL_ERR_PER_HOUR):
                 h.storm_hour = h.symbol_hour.total
             h.ler_minute.add(now, _delta(cur[_LER], old[_LER]))
