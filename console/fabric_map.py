@@ -250,6 +250,8 @@ class SwitchRow:
     low_rate: int = 0
     """Of ``erroring``, the ports with errors at a low rate only (N4, a warning: the matrix's
     ``Port.ERRORS``), not at a rate that drains."""
+    rails: int = 1
+    """Rail switches the row stands for: more than one for a leaf group's (``leaf_grouped``)."""
 
     @property
     def port_name(self) -> str:
@@ -343,6 +345,31 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
                                   tuple(sorted(bad_nodes)), "" if j is None else j.text,
                                   j is not None and j.recovered, low))
     out.rows.sort(key=lambda r: (not r.failing, r.suspect == "", -r.bad, -r.down, r.switch))
+    return out
+
+
+def leaf_grouped(rows: list[SwitchRow]) -> list[SwitchRow]:
+    """``rows`` with the failing rail switches of one leaf group (two or more, as
+    ``judgements.leaf_groups`` groups them into one incident) merged into one row named after
+    the group (``leaf02-r*``), where the first of them stood: a whole leaf group down filled
+    the overview's panel with a row per rail of the same nodes."""
+    failing: dict[str, list[SwitchRow]] = {}
+    for r in rows:
+        if r.failing:
+            failing.setdefault(r.leaf, []).append(r)
+    out: list[SwitchRow] = []
+    for r in rows:
+        group = failing.get(r.leaf, []) if r.failing else []
+        if len(group) < 2:
+            out.append(r)
+        elif r is group[0]:
+            out.append(SwitchRow(
+                f"{r.leaf}-r*", r.leaf, -1, sum(g.ports for g in group),
+                sum(g.down for g in group), sum(g.flapping for g in group),
+                sum(g.erroring for g in group),
+                tuple(sorted({n for g in group for n in g.nodes})),
+                f"{len(group)} rail switches of {r.leaf}", False,
+                sum(g.low_rate for g in group), len(group)))
     return out
 
 

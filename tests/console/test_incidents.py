@@ -191,3 +191,11 @@ def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
     switches = [p for p in problems if p.state in ("switch", "leaf")]
     assert [(p.node, p.state) for p in switches] == [("leaf00", "leaf")]
     assert switches[0].text.startswith("2 rail switches suspect (r2, r5): 8 ports (8 down)")
+    # And the overview's fabric panel: one row for the group, each switch still in the summary.
+    from fleetdeck.console.fabric_map import leaf_grouped, switch_health
+
+    health = switch_health(session.state)
+    assert [r.switch for r in health.rows] == ["leaf00-r2", "leaf00-r5"]
+    (row,) = leaf_grouped(health.rows)
+    assert (row.switch, row.rails, row.down, row.nodes) == ("leaf00-r*", 2, 8, tuple(behind))
+    assert row.failing

@@ -18,7 +18,12 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 
 from fleetdeck.console.eventlog import EventLine
-from fleetdeck.console.fabric_map import SwitchHealthCache, SwitchSummary, switch_health
+from fleetdeck.console.fabric_map import (
+    SwitchHealthCache,
+    SwitchSummary,
+    leaf_grouped,
+    switch_health,
+)
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.judgements import RECOVERED, suspect_switches
 from fleetdeck.console.rows import (
@@ -409,12 +414,15 @@ class OverviewScreen(FleetView):
         # columns it has the full height.
         beside = "cols-3" not in self.query_one("#panels").classes
         room = max(1, (FABRIC_LINES if beside else height) - 1)
-        if len(s.rows) == room + 1:
+        rows = leaf_grouped(s.rows)
+        if len(rows) == room + 1:
             room += 1  # the line "+1 more" would take
-        for r in s.rows[:room]:
+        for r in rows[:room]:
             parts = [f"{n} {what}" for n, what in ((r.down, "down"), (r.flapping, "flapping"),
                                                    (r.erroring, "erroring")) if n]
             what = ", ".join(parts) + f" of {r.ports}"
+            if r.rails > 1:
+                what = f"{r.rails} rails, {what}"
             nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what) - 12)).rstrip())
             if r.recovered:
                 # Its ports are up; N2 holds for its window: the matrix says the same.
@@ -426,8 +434,8 @@ class OverviewScreen(FleetView):
                              f"{nodes}")
             else:
                 lines.append(f"  {fit(r.switch, 11)} [$warning]{what}[/] {nodes}")
-        if len(s.rows) > room:
-            lines.append(f"[$text-muted]+{len(s.rows) - room} more switches (4: fabric)[/]")
+        if len(rows) > room:
+            lines.append(f"[$text-muted]+{len(rows) - room} more switches (4: fabric)[/]")
         ok = s.switches - len(s.rows)
         if not s.rows:
             lines.append(f"[$success]✓ all {s.switches} rail switches ok[/]: every port up, "
