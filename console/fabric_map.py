@@ -20,8 +20,10 @@ from fleetdeck.console.judgements import (
     PORT_DOWN,
     PORT_ERRORING,
     PORT_FLAPPING,
+    LeafGroup,
     SuspectSwitch,
     bad_ports,
+    leaf_groups,
     leaf_of,
     port_rail,
     suspect_switches,
@@ -280,6 +282,8 @@ class SwitchSummary:
     """Switches with a bad port, suspected first, then by bad ports."""
     leaves: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     """Leaf group -> (its nodes, its rails), in name order."""
+    failing_leaves: dict[str, LeafGroup] = field(default_factory=dict)
+    """Leaf groups with two or more failing rail switches (``judgements.leaf_groups``)."""
 
 
 @dataclass
@@ -336,7 +340,7 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             if st.node_id not in got[3]:
                 got[3].append(st.node_id)
     out = SwitchSummary(sum(len(rails) for _n, rails in cache.leaves.values()),
-                        leaves=cache.leaves)
+                        leaves=cache.leaves, failing_leaves=leaf_groups(list(suspects)))
     judged = {sw.switch: sw for sw in suspects}
     for sw, (leaf, rail, (down, flap, err, low), bad_nodes) in agg.items():
         ports = sum(n for rs, n in shapes[leaf].items() if rail in rs)
@@ -348,19 +352,19 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
     return out
 
 
-def leaf_grouped(rows: list[SwitchRow]) -> list[SwitchRow]:
-    """``rows`` with the failing rail switches of one leaf group (two or more, as
-    ``judgements.leaf_groups`` groups them into one incident) merged into one row named after
-    the group (``leaf02-r*``), where the first of them stood: a whole leaf group down filled
-    the overview's panel with a row per rail of the same nodes."""
-    failing: dict[str, list[SwitchRow]] = {}
-    for r in rows:
-        if r.failing:
-            failing.setdefault(r.leaf, []).append(r)
+def leaf_grouped(summary: SwitchSummary) -> list[SwitchRow]:
+    """The summary's rows with the rail switches of each failing leaf group
+    (``failing_leaves``, one incident) merged into one row named after the group
+    (``leaf02-r*``), where the first of them stood: a whole leaf group down filled the
+    overview's panel with a row per rail of the same nodes."""
+    groups: dict[str, list[SwitchRow]] = {}
+    for r in summary.rows:
+        if r.failing and r.leaf in summary.failing_leaves:
+            groups.setdefault(r.leaf, []).append(r)
     out: list[SwitchRow] = []
-    for r in rows:
-        group = failing.get(r.leaf, []) if r.failing else []
-        if len(group) < 2:
+    for r in summary.rows:
+        group = groups.get(r.leaf) if r.failing else None
+        if group is None:
             out.append(r)
         elif r is group[0]:
             out.append(SwitchRow(
@@ -368,7 +372,7 @@ def leaf_grouped(rows: list[SwitchRow]) -> list[SwitchRow]:
                 sum(g.down for g in group), sum(g.flapping for g in group),
                 sum(g.erroring for g in group),
                 tuple(sorted({n for g in group for n in g.nodes})),
-                f"{len(group)} rail switches of {r.leaf}", False,
+                summary.failing_leaves[r.leaf].text, False,
                 sum(g.low_rate for g in group), len(group)))
     return out
 

@@ -196,6 +196,6 @@ def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
 
     health = switch_health(session.state)
     assert [r.switch for r in health.rows] == ["leaf00-r2", "leaf00-r5"]
-    (row,) = leaf_grouped(health.rows)
+    (row,) = leaf_grouped(health)
     assert (row.switch, row.rails, row.down, row.nodes) == ("leaf00-r*", 2, 8, tuple(behind))
     assert row.failing

@@ -414,7 +414,7 @@ class OverviewScreen(FleetView):
         # columns it has the full height.
         beside = "cols-3" not in self.query_one("#panels").classes
         room = max(1, (FABRIC_LINES if beside else height) - 1)
-        rows = leaf_grouped(s.rows)
+        rows = leaf_grouped(s)
         if len(rows) == room + 1:
             room += 1  # the line "+1 more" would take
         for r in rows[:room]:
