@@ -335,7 +335,9 @@ def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
     head = str(worst) if worst is not None else st.verdict.value
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
     jobs = _jobs([st.node_id], jobs_on)
-    job_txt = f"; job {', '.join(jobs)}" if jobs else ""
+    # A silent agent whose job still steps names that job in its finding already.
+    named = [j for j in jobs if f"job {j} " not in head]
+    job_txt = f"; job {', '.join(named)}" if named else ""
     severity = "error" if st.verdict in (Verdict.FAILED, Verdict.OFFLINE) else "warn"
     if st.job_stepping:
         severity = "warn"

@@ -175,6 +175,9 @@ def test_an_offline_agent_whose_job_keeps_stepping_is_not_a_dead_node():
     assert node["job_still_stepping"] == "9"
     assert "still stepping" in node["findings"][0] and "do not drain" in node["findings"][0]
     assert node["action"].startswith("restart the agent")
+    (incident,) = [i for i in fleet_summary(session.state, clock())["incidents"]
+                   if "gpu0001" in i["nodes"]]
+    assert incident["title"].count("job 9") == 1, incident["title"]  # said once, not twice
     # The job stops stepping too: now it is the node.
     clock.advance(60.0)
     session.tick()
