@@ -80,6 +80,11 @@ CE_HW_THERMAL = 0x40
 
 THROTTLE_START_C = 85.0
 """SW thermal slowdown starts a few degrees below the 87 °C max operating temperature."""
+THROTTLE_CLEAR_C = 82.0
+"""SW thermal slowdown, once engaged, holds until the GPU cooled this far: the driver keeps a hot
+GPU at its limit by lowering the clock, so the throttle reason stays set while the cooling fault
+lasts instead of blinking with every compute/all-reduce phase (a 3 s ``fleetdeck status`` would
+see a throttling GPU as healthy between blinks)."""
 HW_THERMAL_C = 89.0
 THERMAL_TAU_S = 15.0
 """Thermal time constant of an H100 SXM under a heat sink: minutes to settle, not seconds."""
@@ -792,7 +797,8 @@ class SimNode:
         reasons = CE_IDLE if activity == 0 else 0
         clock = SM_CLOCK_IDLE if activity == 0 else SM_CLOCK_MAX
         power = nominal
-        g.throttling = activity != 0 and g.temp_c >= THROTTLE_START_C
+        g.throttling = activity != 0 and g.temp_c >= (THROTTLE_CLEAR_C if g.throttling
+                                                       else THROTTLE_START_C)
         if g.throttling:
             reasons |= CE_SW_THERMAL
             clock = g.throttle_clock

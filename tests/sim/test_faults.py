@@ -140,6 +140,20 @@ def test_thermal_throttle_signature_and_straggler_slowdown():
     assert on3.step_time_ms > 1.2 * on1.step_time_ms
 
 
+def test_a_throttling_gpu_stays_throttled_while_its_cooling_fault_lasts():
+    # A marginal cooling fault (89 °C target) hovers at the slowdown limit; the throttle reason
+    # must not blink off with the job's compute/all-reduce phases, or a one-shot status that
+    # watches 3 s reads the GPU healthy between blinks.
+    h = Harness(actions=[TRAIN, act("thermal", 5, node="gpu0003", gpu=2, temp=89)])
+    h.run(5)
+    seen: list[int] = []
+    for _ in range(90):
+        h.run(1)
+        seen.append(h.last["gpu0003"].gpus[2].clock_event_reasons & 0x20)
+    first = next(i for i, bit in enumerate(seen) if bit)
+    assert all(seen[first:]), seen
+
+
 def test_nvlink_error_xid74_links_down():
     h = Harness(actions=[TRAIN, act("nvlink", 5, node="gpu0001", gpu=6, links=2)])
     h.run(8)
