@@ -8,6 +8,7 @@ because amqtt never enforces keepalive and a wedged collector can keep an MQTT s
 
 import heapq
 import itertools
+import math
 import re
 import time
 from collections import deque
@@ -182,6 +183,12 @@ class NodeState:
     """The verdict the last ``Transition`` of this node gave (the store's latest row for it,
     after a restore); None before the first. A node that is ``waiting`` has no verdict to
     report yet: its first row is its first real one."""
+    settle_until: float | None = None
+    """A node recalled from the store as failed or degraded: until this time (a minute after
+    its first sample here; ``math.inf`` before that sample) a better verdict is not reported.
+    Its rules' windows restarted empty with this process, so a fault still there reads ok for
+    the first samples: without the hold the store got 'failed -> ok' at every collector
+    restart and 'ok -> failed' a second later (RESTORE_SETTLE_S)."""
     judge_key: tuple[object, ...] = ()
     """What the last judgement of a live, fresh node read, its findings first
     (FleetState.judge skips the node while this and the clock leave the verdict as it was)."""
@@ -411,6 +418,29 @@ class NodeState:
         return self.liveness + self.effective_findings
 
 
+RESTORE_SETTLE_S = 60.0
+"""How long a node recalled from the store as failed or degraded must read better before the
+store is told: the longest of the rules' minute windows (G9, G11, G12's hold, N4). A fault
+counted over an hour (N2, N3) at a low rate can still take longer to show again."""
+
+
+def _settling(st: NodeState, new: Verdict, now: float) -> bool:
+    """Whether ``st``'s better verdict ``new`` is held back (``NodeState.settle_until``): only a
+    rule-made verdict (failed, degraded) turning better, which empty windows can fake; a node
+    heard again after offline or stale is news at once. Ends the hold once it is over."""
+    until = st.settle_until
+    if until == math.inf and st.sample is not None:
+        until = st.settle_until = now + RESTORE_SETTLE_S
+    if until is None or now >= until:
+        st.settle_until = None
+        return False
+    return (st.reported in _RULE_MADE and new in (Verdict.OK, Verdict.DEGRADED)
+            and VERDICT_ORDER[new] < VERDICT_ORDER[st.reported])
+
+
+_RULE_MADE = (Verdict.FAILED, Verdict.DEGRADED)
+
+
 DUPLICATE_WINDOW_S = 120.0
 """Two agent processes heard under one node id within this long: a duplicate id (a restarted
 agent's old process falls silent; a second machine with the same id keeps coming back)."""
@@ -628,6 +658,8 @@ class FleetState:
         st = self.node(node_id)
         if st.last_rx is None and not st.judged:
             st.reported, st.changed_at = verdict, changed_at
+            if verdict in _RULE_MADE:
+                st.settle_until = math.inf
         if st.first_seen is None and self.heard_since is not None:
             st.first_seen = self.heard_since
         return st
@@ -981,7 +1013,7 @@ class FleetState:
                 heard = st.last_rx if st.last_rx is not None else st.first_seen
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
-                    and st.duplicate_at is None and heard is not None
+                    and st.duplicate_at is None and heard is not None and st.settle_until is None
                     and (now - heard if blind is None else unseen_s(heard, now, blind))
                     <= window):
                 self._arm(st, heard, window)
@@ -1001,7 +1033,8 @@ class FleetState:
                 self.not_ok.add(st.node_id)
             else:
                 self.not_ok.discard(st.node_id)
-            if new is not st.reported and not (new is Verdict.OK and st.waiting):
+            if (new is not st.reported and not (new is Verdict.OK and st.waiting)
+                    and not (st.settle_until is not None and _settling(st, new, now))):
                 # A node born (or restored) but not heard yet is ``waiting``: its health is
                 # not known, and a row saying ok (or stale, for the console's own silence)
                 # would be false history (found in an audit of collector starts).

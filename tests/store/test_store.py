@@ -258,3 +258,43 @@ def test_bad_since_is_one_sentence(tmp_path, since):
     sqlite3.connect(db).close()
     res = run_cli("events", "--db", str(db), "--since", since)
     assert res.returncode != 0 and "--since" in res.stderr and "Traceback" not in res.stderr
+
+
+async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
+    # A collector restart empties its rules' minute windows: a GPU still replaying PCIe
+    # packets at 120/min reads ok until 31 replays are counted again. The store must not get
+    # 'degraded -> ok' and 'ok -> degraded' 16 s later for a fault that never went away.
+    path = tmp_path / "s.db"
+    node = FakeNode(t0=1_800_000_000.0)
+    node.sim.gpus[0].pcie_replay_per_min = 120.0
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    store = await Store.open(path)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    for _ in range(40):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    await store.close()
+    assert state.nodes["gpu0001"].verdict_shown == "degraded"
+
+    fresh = FleetState("test")
+    store = await Store.open(path)
+    await store.restore(fresh)
+    await store.close()
+    fresh.start_hearing(node.now)
+    ingest = Ingest(node.cluster)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    written = []
+    for s in range(200):
+        if s == 90:
+            node.sim.gpus[0].pcie_replay_per_min = 0.0  # repaired
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        fresh.apply(ingest.take_batch(), node.now)
+        written += [(s, t.old, t.new) for t in fresh.take_transitions()]
+    # Still replaying for 90 s: no row. Repaired at 90 s: ok once the last minute holds no
+    # more than 31 of them (about 45 s later).
+    assert [(old, new) for _, old, new in written] == [("degraded", "ok")], written
+    assert 125 <= written[0][0] <= 155
