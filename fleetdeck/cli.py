@@ -584,6 +584,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_sim(args: argparse.Namespace) -> int:
     from fleetdeck.agents.fleet import FleetOptions, run_fleet
     from fleetdeck.agents.sim import rates
+    from fleetdeck.agents.sim.footprint import refuse_unless_it_fits
     from fleetdeck.agents.sim.scenario import load_scenario
     from fleetdeck.agents.sim.spec import SpecError
     from fleetdeck.agents.sim.topology import TopologySpec
@@ -625,6 +626,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if not 1 <= args.procs <= nodes:
         raise UserError(f"--procs must be a whole number from 1 to the fleet size ({nodes}), "
                         f"not {args.procs}.")
+    refuse_unless_it_fits(nodes, offline=bool(args.out))
     opts = FleetOptions(
         cluster=args.cluster, nodes=nodes, prefix=args.prefix,
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,

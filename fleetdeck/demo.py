@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from fleetdeck.agents.sim.footprint import refuse_unless_it_fits
 from fleetdeck.broker import AMQTT, ManagedBroker
 from fleetdeck.paths import state_base
 from fleetdeck.runtime import on_forced_exit
@@ -51,6 +52,8 @@ def where_it_went(path: Path) -> str:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    # Checked here: the simulator's own refusal would land in its log behind an empty console.
+    refuse_unless_it_fits(args.nodes, spread=False)
     broker = ManagedBroker(args.broker_kind)
     with broker:
         # amqtt hangs clients that connect concurrently (MQTT.md §2): serialise and space them.

@@ -100,3 +100,16 @@ def force_exit(code: int) -> NoReturn:
         with contextlib.suppress(Exception):
             callback()
     os._exit(code)
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says a new workload can use without swapping (``MemAvailable`` of
+    /proc/meminfo), or None where that is not known (not Linux)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -26,6 +26,13 @@ def _one_sentence(res, needle: str) -> None:
         (["sim", "--interval", "99999"], "--interval must be at most 3600"),
         (["sim", "--keepalive", "99999"], "--keepalive must be at most 3600"),
         (["agent", "--interval=-inf", "--once"], "--interval must be a finite number"),
+        # An extra 0 typed: one sentence, not the machine swapping (found in a drill: the
+        # simulator built its world silently until the OOM killer came; the demo showed an
+        # empty console, the refusal in a log nobody reads).
+        (["sim", "--nodes", "100000000"], "needs about 11.9 TiB of memory"),
+        (["sim", "--nodes", "100000000", "--out", "/nonexistent/x.jsonl.gz", "--duration",
+          "1h"], "needs about 3.7 TiB of memory"),
+        (["demo", "--nodes", "100000000"], "needs about 11.9 TiB of memory"),
     ],
 )
 def test_unusable_numbers_are_one_sentence(args, needle):
