@@ -65,6 +65,14 @@ AGENT_RECONNECT_S = 30.0
 """How long after the broker is back every agent has reconnected: their back-off is capped at
 30 s (docs/reliability.md). Until then a node not heard from is not judged stale."""
 
+WILL_BURST_S = 2.0
+"""A Mosquitto that shuts down (SIGTERM, ``systemctl restart``) sends the Last Will of every
+client it disconnects, and this console gets those of the clients dropped before it: a burst of
+``online: false`` just before its own connection goes. Wills that arrived this long before the
+console saw the loss (a tick late at most, 0.5 s, and a slow tick) are the broker's, not the
+nodes': they are undone (``lose_sight``), and an offline verdict a will made is not reported
+until it is this old with the connection still up. Measured: docs/reliability.md."""
+
 Blind = tuple[float, float | None]
 """(since, until) of the console's last time without a broker connection, ``until`` including
 the agents' time to reconnect (``AGENT_RECONNECT_S``); None while still cut off."""
@@ -632,6 +640,8 @@ class FleetState:
         self._recalled: dict[str, tuple[Verdict, float]] = {}
         """Forgotten nodes' last recorded verdict and its time (``forget``, ``node``)."""
         self.heard_since: float | None = None
+        self.shutdown_wills = 0
+        """Last Wills taken for a shutting-down broker's and not believed (WILL_BURST_S)."""
         """When the console could first hear the broker (``start_hearing``)."""
 
     def __setstate__(self, saved: dict[str, Any]) -> None:
@@ -682,6 +692,10 @@ class FleetState:
             at = self.blind[0]  # lost again before the agents were all back: one outage
         self.blind = (at, None)
         self.blind_why = why
+        for st in self.nodes.values():
+            if st.online is False and st.status_ts >= at - WILL_BURST_S:
+                st.online = True  # its will was the broker's shutdown (WILL_BURST_S)
+                self.shutdown_wills += 1
         self._full_at = float("-inf")  # every node's staleness moves: judge them all
 
     def regain_sight(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:
@@ -724,7 +738,12 @@ class FleetState:
             if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
                 self._note_shape(node_id)  # what views summarise from the birth may move
+        blind = self.blind
         for node_id, (rx, status) in batch.statuses.items():
+            if (not status.online and blind is not None and blind[1] is None
+                    and rx >= blind[0] - WILL_BURST_S):
+                self.shutdown_wills += 1  # received just before the loss: WILL_BURST_S
+                continue
             born = self._born(node_id, rx, "status without a birth")
             if born is not None and self._apply_status(born, status, rx):
                 changed.add(node_id)
@@ -1034,7 +1053,9 @@ class FleetState:
             else:
                 self.not_ok.discard(st.node_id)
             if (new is not st.reported and not (new is Verdict.OK and st.waiting)
-                    and not (st.settle_until is not None and _settling(st, new, now))):
+                    and not (st.settle_until is not None and _settling(st, new, now))
+                    and not (new is Verdict.OFFLINE and st.online is False
+                             and (now - st.status_ts < WILL_BURST_S or self.sightless(now)))):
                 # A node born (or restored) but not heard yet is ``waiting``: its health is
                 # not known, and a row saying ok (or stale, for the console's own silence)
                 # would be false history (found in an audit of collector starts).

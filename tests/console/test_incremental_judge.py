@@ -131,6 +131,7 @@ def test_nodes_that_change_together_are_judged_in_the_fleets_order() -> None:
     for n in nodes:
         if n.node_id in trio:
             n.feed(ing, n.status(online=False), Kind.STATUS)
-    state.apply(ing.take_batch(), 1_000_002.0)
+    # Past WILL_BURST_S after the wills (at t0 + 1), before anyone's staleness deadline.
+    state.apply(ing.take_batch(), 1_000_003.5)
     assert state.last_pass_nodes == 3
     assert [tr.node for tr in state.take_transitions()] == trio
