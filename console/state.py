@@ -640,9 +640,9 @@ class FleetState:
         self._recalled: dict[str, tuple[Verdict, float]] = {}
         """Forgotten nodes' last recorded verdict and its time (``forget``, ``node``)."""
         self.heard_since: float | None = None
+        """When the console could first hear the broker (``start_hearing``)."""
         self.shutdown_wills = 0
         """Last Wills taken for a shutting-down broker's and not believed (WILL_BURST_S)."""
-        """When the console could first hear the broker (``start_hearing``)."""
 
     def __setstate__(self, saved: dict[str, Any]) -> None:
         # A state unpickled (a replay's snapshot put back) is a new state object: caches keyed

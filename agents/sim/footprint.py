@@ -23,8 +23,8 @@ def refuse_unless_it_fits(nodes: int, offline: bool = False, spread: bool = True
     need = nodes * kib * 1024
     if have is None or need <= have:
         return
-    elsewhere = "" if offline or not spread else (" here, or spread the fleet over machines (one "
-                                    "'fleetdeck sim --prefix' each)")
+    elsewhere = ("" if offline or not spread else
+                 " here, or spread the fleet over machines (one 'fleetdeck sim --prefix' each)")
     raise UserError(f"--nodes {nodes:,} needs about {_size(need)} of memory ({kib} KiB a "
                     f"simulated node) and this machine has {_size(have)} available; simulate "
                     f"fewer nodes{elsewhere}.")
