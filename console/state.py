@@ -1052,18 +1052,27 @@ class FleetState:
                 self.not_ok.add(st.node_id)
             else:
                 self.not_ok.discard(st.node_id)
-            if (new is not st.reported and not (new is Verdict.OK and st.waiting)
-                    and not (st.settle_until is not None and _settling(st, new, now))
-                    and not (new is Verdict.OFFLINE and st.online is False
-                             and (now - st.status_ts < WILL_BURST_S or self.sightless(now)))):
-                # A node born (or restored) but not heard yet is ``waiting``: its health is
-                # not known, and a row saying ok (or stale, for the console's own silence)
-                # would be false history (found in an audit of collector starts).
+            if new is not st.reported and not self._report_held(st, new, now):
                 self.transitions.append(Transition(st.node_id, now, st.reported, new,
                                                    tuple(st.reasons)))
                 st.reported = new
         if len(self.transitions) > EVENT_MEMORY:
             del self.transitions[: len(self.transitions) - EVENT_MEMORY]
+
+    def _report_held(self, st: NodeState, new: Verdict, now: float) -> bool:
+        """Whether ``st``'s change to ``new`` is not (yet) a ``Transition``: what the store,
+        the events log and the timeline would keep as history."""
+        if new is Verdict.OK and st.waiting:
+            # Born (or restored) but not heard yet: its health is not known, and a row saying
+            # ok (or stale, for the console's own silence) would be false history (found in
+            # an audit of collector starts).
+            return True
+        if st.settle_until is not None and _settling(st, new, now):
+            return True  # restored as bad, its rules' windows still filling: RESTORE_SETTLE_S
+        # A will this young may be a shutting-down broker's (WILL_BURST_S); while cut off or
+        # with the agents reconnecting, a retained one may be too.
+        return (new is Verdict.OFFLINE and st.online is False
+                and (now - st.status_ts < WILL_BURST_S or self.sightless(now)))
 
     def take_transitions(self) -> list[Transition]:
         out, self.transitions = self.transitions, []
