@@ -10,8 +10,19 @@ live member with the highest hash of ``(member, node)``. Adding a member moves o
 now wins (about 1/N of them); losing one moves only the nodes it owned.
 
 Pure: no MQTT, no clock of its own. The session feeds it collector births and wills (through the
-ingest) and node ids (from the retained births); it answers ``owns(node)`` and says which nodes
-were gained and lost since it was last asked.
+ingest), node ids (from the retained births) and, each tick, the time and the console's blind
+spell (``settle``); it answers ``owns(node)`` and says which nodes were gained and lost since it
+was last asked.
+
+A peer's ``online: false`` is not believed at once. A Mosquitto that shuts down gracefully
+(``systemctl restart mosquitto``) sends the Last Will of every client it drops, so a collector
+gets the wills of the peers dropped before it and would take over all their nodes for the few
+seconds until they announce themselves again: every collector subscribed to the whole fleet just
+as the broker comes back with its retained flood. The same rule as for node wills
+(``WILL_BURST_S``, docs/protocol.md, "Wills of a broker that shuts down"): a peer's offline
+counts after ``WILL_BURST_S`` with this collector still connected; one that arrived just before
+this collector lost the broker, or while it was cut off, counts only if the peer has not
+announced itself again by the time the agents are back (the blind's end).
 """
 
 import hashlib
@@ -19,6 +30,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from fleetdeck.console.state import WILL_BURST_S, Blind
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import CollectorStatus
@@ -87,6 +99,12 @@ class Member:
     online: bool
     started: int
     seen_at: float
+    gone: bool = False
+    """Its ``online: false`` is believed (``ShardScope.settle``): it owns no nodes."""
+
+    @property
+    def live(self) -> bool:
+        return self.online or not self.gone
 
 
 class ShardScope:
@@ -108,6 +126,9 @@ class ShardScope:
         self._dirty = False
         self.unknown_dropped = 0
         self.membership_changes = 0
+        self.wills_unbelieved = 0
+        """Peers' ``online: false`` that they took back (announced themselves again) before it
+        was believed: a broker that shut down, not a collector that left."""
         self.twin: CollectorStatus | None = None
         """A live birth under this collector's own id from another process (two collectors
         started with the same --shard K): both would own the same nodes."""
@@ -142,12 +163,35 @@ class ShardScope:
         old = self.members.get(msg.collector)
         if old is not None and msg.started < old.started:
             return False  # a late will of an older process of that collector
+        if (old is not None and not msg.online and not old.online
+                and msg.started == old.started):
+            return False  # the same goodbye again (retained, re-sent): keep when it came
+        if old is not None and msg.online and not old.online and not old.gone:
+            self.wills_unbelieved += 1  # it came back before its goodbye was believed
         self.members[msg.collector] = Member(msg.collector, msg.online, msg.started, rx)
         return self._relive()
 
+    def settle(self, now: float, blind: Blind | None) -> bool:
+        """Believe the peers' ``online: false`` that are old enough (see the module's
+        docstring); return whether the live members changed. ``blind`` is the console's
+        last spell without the broker (``FleetState.blind``)."""
+        changed = False
+        for m in self.members.values():
+            if m.online or m.gone:
+                continue
+            if (blind is not None and blind[0] - WILL_BURST_S <= m.seen_at
+                    and (blind[1] is None or m.seen_at < blind[1])):
+                # Maybe the broker's shutdown: wait for the peer to announce itself again.
+                if blind[1] is None or now < blind[1]:
+                    continue
+            elif now - m.seen_at < WILL_BURST_S:
+                continue
+            m.gone = changed = True
+        return self._relive() if changed else False
+
     def _relive(self) -> bool:
         live = tuple(sorted({self.me, *(m.collector for m in self.members.values()
-                                        if m.online)}))
+                                        if m.live)}))
         if live == self._live:
             return False
         self._live = live

@@ -55,6 +55,7 @@ class ShardRunner:
         self._announced_connects = 0
         self._announced_at = float("-inf")
         self._announced_changes = 0
+        self._unbelieved = 0
         self.stopping = False
         """Set to leave: the next tick says so (retained ``online=false``, so the others take
         the nodes over at once; a clean disconnect sends no will) and ends the watch."""
@@ -88,6 +89,12 @@ class ShardRunner:
             session.note(f"another collector runs as {scope.me}: both own the same nodes",
                          severity="warn", kind="console")
             scope.twin = None
+        scope.settle(now, session.state.blind)
+        if scope.wills_unbelieved != self._unbelieved:
+            log.info("%s: %d peer collector goodbye(s) taken back before they counted (a "
+                     "broker that restarted sends every client's will): no nodes moved",
+                     scope.me, scope.wills_unbelieved - self._unbelieved)
+            self._unbelieved = scope.wills_unbelieved
         gained, lost = scope.take_changes()
         if gained:
             feed.link.subscribe([node_filter(cluster, n) for n in sorted(gained)])

@@ -3,6 +3,7 @@
 import pytest
 
 from fleetdeck.console.shard import ShardScope, assign, owner, parse_shard, weight
+from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.messages import CollectorStatus
 
@@ -67,7 +68,9 @@ def test_scope_follows_births_and_wills():
     # A late will of an older shard-2 process changes nothing; its current will does.
     assert not scope.observe(status("shard-2", False, started=999), 2.0)
     assert scope.live == ("shard-1", "shard-2")
-    assert scope.observe(status("shard-2", False), 3.0)
+    assert not scope.observe(status("shard-2", False), 3.0)
+    assert not scope.settle(3.0 + WILL_BURST_S - 0.1, None)  # a broker's shutdown burst?
+    assert scope.settle(3.0 + WILL_BURST_S, None)
     gained, lost = scope.take_changes()
     assert gained == handed and not lost  # it takes back exactly what shard-2 held
     assert scope.owned == set(NODES[:300])
@@ -92,9 +95,58 @@ def test_gained_then_lost_before_asked_is_neither():
     node = next(n for n in NODES if owner(n, ["shard-1", "shard-2"]) == "shard-2")
     assert not scope.learn(node)
     scope.observe(status("shard-2", False), 2.0)
+    scope.settle(2.0 + WILL_BURST_S, None)
     scope.observe(status("shard-2", True, started=2000), 3.0)
     gained, lost = scope.take_changes()
     assert node not in gained and node not in lost
+
+
+def two_collectors() -> tuple[ShardScope, set[str]]:
+    scope = ShardScope("shard-1", 500)
+    for node in NODES[:300]:
+        scope.learn(node)
+    scope.observe(status("shard-2", True), 1.0)
+    scope.take_changes()
+    return scope, set(scope.owned)
+
+
+def test_a_peer_will_just_before_the_broker_went_is_not_a_takeover():
+    """A graceful broker shutdown sends every client's will: the peer's arrives, then this
+    collector loses the broker too. It must not take over the peer's nodes (found in a drill,
+    2026-12-04: three collectors each took the whole fleet over on every Mosquitto restart)."""
+    scope, mine = two_collectors()
+    scope.observe(status("shard-2", False), 10.0)
+    blind_open = (10.3, None)  # this collector's own connection went 0.3 s later
+    for now in (10.5, 12.5, 20.0, 60.0):
+        assert not scope.settle(now, blind_open)
+    back = (10.3, 15.0 + AGENT_RECONNECT_S)  # reconnected at 15 s
+    assert not scope.settle(16.0, back)
+    scope.observe(status("shard-2", True), 17.0)  # the peer announced itself again
+    assert not scope.settle(15.0 + AGENT_RECONNECT_S + 1, back)
+    assert scope.live == ("shard-1", "shard-2") and scope.take_changes() == (set(), set())
+    assert scope.wills_unbelieved == 1
+    assert scope.owned == mine
+
+
+def test_a_peer_that_does_not_come_back_after_the_broker_does_is_taken_over():
+    scope, mine = two_collectors()
+    scope.observe(status("shard-2", False), 10.0)
+    back = (10.3, 15.0 + AGENT_RECONNECT_S)
+    assert not scope.settle(15.0 + AGENT_RECONNECT_S - 0.1, back)
+    assert scope.settle(15.0 + AGENT_RECONNECT_S, back)
+    gained, lost = scope.take_changes()
+    assert gained == set(NODES[:300]) - mine and not lost
+
+
+def test_a_retained_will_again_after_a_reconnect_keeps_its_first_arrival():
+    """A persistent broker keeps the peer's shutdown will retained and sends it again when
+    this collector re-subscribes: the peer still has until the blind's end to come back."""
+    scope, _ = two_collectors()
+    scope.observe(status("shard-2", False), 10.0)
+    back = (10.3, 15.0 + AGENT_RECONNECT_S)
+    scope.observe(status("shard-2", False), 15.1)  # re-delivered on re-subscribing
+    assert scope.members["shard-2"].seen_at == 10.0
+    assert not scope.settle(20.0, back)
 
 
 @pytest.mark.parametrize("text", ["3", "0/2", "3/2", "a/b", "1/2/3", ""])
@@ -115,3 +167,13 @@ def test_a_bad_shard_on_the_command_line_is_one_sentence(tmp_path):
                   "4/3", "--db", str(tmp_path / "x.db"))
     assert res.returncode == 2
     assert res.stderr.strip() == "fleetdeck collect: --shard 4/3: K must be between 1 and N"
+
+
+def test_a_peer_that_dies_after_an_old_outage_is_taken_over_as_usual():
+    scope, mine = two_collectors()
+    long_ago = (10.3, 15.0 + AGENT_RECONNECT_S)
+    scope.observe(status("shard-2", False), 100.0)  # SIGKILLed, well after the outage
+    assert not scope.settle(100.0 + WILL_BURST_S - 0.1, long_ago)
+    assert scope.settle(100.0 + WILL_BURST_S, long_ago)
+    gained, _ = scope.take_changes()
+    assert gained == set(NODES[:300]) - mine
