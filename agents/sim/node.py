@@ -85,6 +85,9 @@ THROTTLE_CLEAR_C = 82.0
 GPU at its limit by lowering the clock, so the throttle reason stays set while the cooling fault
 lasts instead of blinking with every compute/all-reduce phase (a 3 s ``fleetdeck status`` would
 see a throttling GPU as healthy between blinks)."""
+COOLING_LOAD_C = 6.0
+"""How much cooler than its fault's temperature a GPU with failed cooling settles at light work
+(a collective, a stall) than at full compute."""
 HW_THERMAL_C = 89.0
 THERMAL_TAU_S = 15.0
 """Thermal time constant of an H100 SXM under a heat sink: minutes to settle, not seconds."""
@@ -791,8 +794,15 @@ class SimNode:
         load = min(1.0, max(0.0, (nominal - 70.0) / 560.0))
         target = 41.0 + g.bias_c + (nominal - 70.0) * 0.035
         if g.cooling_fault_c is not None:
-            # A failed fan/cold plate: the heat goes nowhere, worst under load.
-            target += (g.cooling_fault_c - 62.0) * (0.35 + 0.65 * load)
+            # A failed fan/cold plate: the heat goes nowhere. Under any work (compute, or a
+            # collective waiting for a straggler) the GPU settles near the fault's temperature;
+            # idle, it stays warm. Scaling the heat by power instead let a node that waits for
+            # another node's straggler peak at 84 °C under temp=91 and never throttle.
+            if activity:
+                hot = g.cooling_fault_c + 0.4 * g.bias_c - COOLING_LOAD_C * (1.0 - load)
+                target = max(target, hot)
+            else:
+                target += (g.cooling_fault_c - 62.0) * 0.35
         g.temp_c += (target - g.temp_c) * decay
         reasons = CE_IDLE if activity == 0 else 0
         clock = SM_CLOCK_IDLE if activity == 0 else SM_CLOCK_MAX

@@ -234,3 +234,18 @@ def test_repair_clears_gpu_faults_with_a_reboot():
     h.run(3)
     assert h.last["gpu0001"].gpus[0].present and h.node("gpu0001").boot_id != boot
     assert h.verdict("gpu0001") is Verdict.OK
+
+
+def test_a_cooling_fault_throttles_on_a_node_that_waits_for_a_straggler():
+    """Found in a drill (2026-12-04): ``thermal temp=91`` on a node whose job was slowed 38 % by
+    another node's NVLink fault peaked at 84 °C and never throttled: the node spent its steps
+    waiting at the all-reduce, and the simulated failed cooling heated a waiting GPU a third
+    less than a computing one. A failed fan fails under any work; a GPU busy in a collective
+    still runs hot (docs/scenarios.md, ``thermal``)."""
+    h = Harness(actions=[TRAIN, act("nvlink", 2, node="gpu0001", gpu=6, links=2),
+                         act("thermal", 5, node="gpu0003", gpu=2, temp=91)])
+    h.run(95)
+    g = h.last["gpu0003"].gpus[2]
+    assert h.job("train").step_time_s > 1.3 * healthy_step_time(h)  # the straggler is there
+    assert g.temp_c >= 87 and g.clock_event_reasons & 0x20, (g.temp_c, g.clock_event_reasons)
+    assert "G12" in h.rules("gpu0003") and h.verdict("gpu0003") is Verdict.DEGRADED
