@@ -57,8 +57,8 @@ class ShardRunner:
         self._announced_changes = 0
         self._unbelieved = 0
         self.stopping = False
-        """Set to leave: the next tick says so (retained ``online=false``, so the others take
-        the nodes over at once; a clean disconnect sends no will) and ends the watch."""
+        """Set to leave: the next tick says so (retained ``online=false``, which the others
+        believe 2 s later, as a will; a clean disconnect sends no will) and ends the watch."""
         session.ingest.scope = scope
 
     def on_tick(self, report: TickReport) -> bool:
