@@ -92,7 +92,8 @@ class ShardRunner:
         scope.settle(now, session.state.blind)
         if scope.wills_unbelieved != self._unbelieved:
             log.info("%s: %d peer collector goodbye(s) taken back before they counted (a "
-                     "broker that restarted sends every client's will): no nodes moved",
+                     "collector restarted, or a broker that restarted sent every client's "
+                     "will): no nodes moved",
                      scope.me, scope.wills_unbelieved - self._unbelieved)
             self._unbelieved = scope.wills_unbelieved
         gained, lost = scope.take_changes()
