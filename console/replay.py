@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+from paho.mqtt.client import topic_matches_sub
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.ingest import BDSEQ_FUTURE_S, TOPIC_CACHE_MAX, Ingest
@@ -34,7 +35,15 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import wire2
-from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic, topic_for
+from fleetdeck.protocol.topics import (
+    ROOT,
+    Kind,
+    TopicError,
+    digest_subscriptions,
+    parse_topic,
+    subscriptions,
+    topic_for,
+)
 
 TICK_S = 0.5
 """The console's own tick, in recorded time: what a headless replay ticks at unless told."""
@@ -426,6 +435,14 @@ class TickFeed:
         self.superseded = 0
         """Telemetry samples counted from their first fields, never decoded."""
         self._topics: dict[str, str | None] = {}
+        self._heard: dict[str, bool] = {}
+        """Per topic outside telemetry: whether a live console would have received it."""
+        self._filters = tuple(dict.fromkeys([*subscriptions(cluster),
+                                             *digest_subscriptions(cluster)]))
+        self.not_for_console = 0
+        """Messages a live console subscribes to nothing for (``record`` keeps everything under
+        the cluster's root, e.g. the simulator's ``sim/inject``): not handed to Ingest, which
+        would count them malformed."""
         self._flushing: list[tuple[str, _Window | Scanned]] = []
         """A window being flushed in steps (``flush`` with a deadline), in order."""
         self._flushed = 0
@@ -475,7 +492,18 @@ class TickFeed:
                 else:
                     window.add(subject, msg)
                     return
+        if not self._console_hears(msg.topic):
+            self.not_for_console += 1
+            return
         self._handle(msg)
+
+    def _console_hears(self, topic: str) -> bool:
+        heard = self._heard.get(topic)
+        if heard is None:
+            heard = any(topic_matches_sub(f, topic) for f in self._filters)
+            if len(self._heard) < TOPIC_CACHE_MAX:
+                self._heard[topic] = heard
+        return heard
 
     def _window(self, subject: str, first: Scanned) -> _Window:
         """A second sample of ``subject`` in this window: track it whole. Nothing since

@@ -89,6 +89,26 @@ def test_headless_summary_has_status_shape_and_counts_bad_payloads(tmp_path):
     assert {n["seq"] for n in until["nodes"]} == {4}
 
 
+def test_what_no_console_subscribes_to_is_not_malformed_in_a_replay(tmp_path):
+    """``record`` keeps everything under the cluster's root, the simulator's ``sim/inject``
+    and its ack too, which no console subscribes to: a replay counted each as a malformed
+    message (found in a drill, 2026-12-04: "malformed 2" after one ``fleetdeck inject``). A bad
+    topic a console does subscribe to (a node id with a space) is still malformed."""
+    path = tmp_path / "r.jsonl"
+    fakes = write_fleet(path, seconds=6)
+    w = RecordingWriter(tmp_path / "more.jsonl", "rec", source="test", started=T0)
+    reader = RecordingReader(path)
+    for m in reader.messages():
+        w.write(m.t, m.topic, m.payload, m.qos, m.retain)
+    w.write(T0 + 3, "fleetdeck/v1/rec/sim/inject", b'{"fault": "xid79", "node": "gpu0001"}', 1)
+    w.write(T0 + 3, "fleetdeck/v1/rec/sim/inject/ack", b'{"ok": true}', 1)
+    w.write(T0 + 3, "fleetdeck/v1/rec/node/bad id/birth", codec.encode(fakes[0].birth()), 1)
+    w.close()
+    out = replay_headless(tmp_path / "more.jsonl")
+    assert out["totals"]["nodes"] == 3 and out["totals"]["malformed"] == 1
+    assert [m["topic"] for m in out["malformed"]] == ["fleetdeck/v1/rec/node/bad id/birth"]
+
+
 def test_truncated_and_damaged_recordings_replay_their_readable_part(tmp_path):
     path = tmp_path / "r.jsonl"
     write_fleet(path, seconds=20)
