@@ -23,6 +23,13 @@ as the broker comes back with its retained flood. The same rule as for node will
 counts after ``WILL_BURST_S`` with this collector still connected; one that arrived just before
 this collector lost the broker, or while it was cut off, counts only if the peer has not
 announced itself again by the time the agents are back (the blind's end).
+
+A peer can also go without a will: killed while the broker was down (a crashed host that ran
+both), its retained birth lost with a non-persistent broker or kept by a persistent one. Its
+nodes were orphaned for good. Every collector announces itself on each connect and every
+``ANNOUNCE_EVERY_S``, and the broker re-sends the retained births on every (re)subscribe, so a
+peer not heard from since this collector's last connect (``REANNOUNCE_GRACE_S`` after it), or
+for ``MEMBER_SILENT_S``, is gone.
 """
 
 import hashlib
@@ -30,10 +37,20 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fleetdeck.console.state import WILL_BURST_S, Blind
+from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, Blind
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import CollectorStatus
+
+ANNOUNCE_EVERY_S = 30.0
+"""A collector re-sends its birth this often with its node count (for people and dashboards,
+and so that a peer that vanished without a will is noticed: ``MEMBER_SILENT_S``)."""
+MEMBER_SILENT_S = 2.5 * ANNOUNCE_EVERY_S
+"""A peer not heard from this long (two announcements missed, and a slow one) is gone."""
+REANNOUNCE_GRACE_S = AGENT_RECONNECT_S
+"""After this collector (re)connects, how long its peers have to be heard from again: the
+broker re-sends their retained births at once, and after a broker restart they reconnect
+within their back-off (10 s at most, docs/reliability.md)."""
 
 MAX_KNOWN_NODES = 1_000_000
 """Node ids remembered at most (they come from the network: a hostile publisher must not
@@ -100,11 +117,8 @@ class Member:
     started: int
     seen_at: float
     gone: bool = False
-    """Its ``online: false`` is believed (``ShardScope.settle``): it owns no nodes."""
-
-    @property
-    def live(self) -> bool:
-        return self.online or not self.gone
+    """Its ``online: false`` is believed, or it fell silent (``ShardScope.settle``): it owns
+    no nodes until it announces itself again."""
 
 
 class ShardScope:
@@ -171,13 +185,23 @@ class ShardScope:
         self.members[msg.collector] = Member(msg.collector, msg.online, msg.started, rx)
         return self._relive()
 
-    def settle(self, now: float, blind: Blind | None) -> bool:
-        """Believe the peers' ``online: false`` that are old enough (see the module's
-        docstring); return whether the live members changed. ``blind`` is the console's
-        last spell without the broker (``FleetState.blind``)."""
+    def settle(self, now: float, blind: Blind | None, connected_at: float | None) -> bool:
+        """Believe the peers' ``online: false`` that are old enough, and give up on the peers
+        that fell silent (see the module's docstring); return whether the live members
+        changed. ``blind`` is the console's last spell without the broker
+        (``FleetState.blind``), ``connected_at`` when it last (re)connected."""
         changed = False
+        sightless = blind is not None and (blind[1] is None or now < blind[1])
         for m in self.members.values():
-            if m.online or m.gone:
+            if m.gone:
+                continue
+            if m.online:
+                if sightless:
+                    continue  # its silence may be ours
+                unheard = (connected_at is not None and m.seen_at < connected_at
+                           and now - connected_at >= REANNOUNCE_GRACE_S)
+                if unheard or now - m.seen_at > MEMBER_SILENT_S:
+                    m.gone = changed = True
                 continue
             if (blind is not None and blind[0] - WILL_BURST_S <= m.seen_at
                     and (blind[1] is None or m.seen_at < blind[1])):
@@ -191,7 +215,7 @@ class ShardScope:
 
     def _relive(self) -> bool:
         live = tuple(sorted({self.me, *(m.collector for m in self.members.values()
-                                        if m.live)}))
+                                        if not m.gone)}))
         if live == self._live:
             return False
         self._live = live

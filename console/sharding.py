@@ -18,17 +18,13 @@ import time
 
 from fleetdeck.console.digest import DIGEST_EVERY_S, DigestSender
 from fleetdeck.console.session import ConsoleSession, TickReport
-from fleetdeck.console.shard import ShardScope
+from fleetdeck.console.shard import ANNOUNCE_EVERY_S, ShardScope
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import CollectorStatus
 from fleetdeck.protocol.topics import Kind, node_filter, topic_for
 from fleetdeck.transport import Will
 
 log = logging.getLogger("fleetdeck.sharding")
-
-ANNOUNCE_EVERY_S = 30.0
-"""The birth is re-sent this often with the current node count (for people and dashboards)."""
-
 
 def collector_status(scope: ShardScope, online: bool, shard: str, now: float,
                      nodes: int | None = None) -> bytes:
@@ -89,7 +85,12 @@ class ShardRunner:
             session.note(f"another collector runs as {scope.me}: both own the same nodes",
                          severity="warn", kind="console")
             scope.twin = None
-        scope.settle(now, session.state.blind)
+        # The broker re-sends the peers' retained births after (re)subscribing: since then.
+        connected_at = feed.conn.since if feed.conn.state == "connected" else None
+        if scope.settle(now, session.state.blind, connected_at):
+            gone = [m.collector for m in scope.members.values() if m.gone]
+            log.info("%s: live collectors now %s (gone: %s)", scope.me, ", ".join(scope.live),
+                     ", ".join(sorted(gone)) or "none")
         if scope.wills_unbelieved != self._unbelieved:
             log.info("%s: %d peer collector goodbye(s) taken back before they counted (a "
                      "collector restarted, or a broker that restarted sent every client's "

@@ -2,7 +2,15 @@
 
 import pytest
 
-from fleetdeck.console.shard import ShardScope, assign, owner, parse_shard, weight
+from fleetdeck.console.shard import (
+    MEMBER_SILENT_S,
+    REANNOUNCE_GRACE_S,
+    ShardScope,
+    assign,
+    owner,
+    parse_shard,
+    weight,
+)
 from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.messages import CollectorStatus
@@ -69,8 +77,8 @@ def test_scope_follows_births_and_wills():
     assert not scope.observe(status("shard-2", False, started=999), 2.0)
     assert scope.live == ("shard-1", "shard-2")
     assert not scope.observe(status("shard-2", False), 3.0)
-    assert not scope.settle(3.0 + WILL_BURST_S - 0.1, None)  # a broker's shutdown burst?
-    assert scope.settle(3.0 + WILL_BURST_S, None)
+    assert not scope.settle(3.0 + WILL_BURST_S - 0.1, None, 0.0)  # a broker's shutdown burst?
+    assert scope.settle(3.0 + WILL_BURST_S, None, 0.0)
     gained, lost = scope.take_changes()
     assert gained == handed and not lost  # it takes back exactly what shard-2 held
     assert scope.owned == set(NODES[:300])
@@ -95,7 +103,7 @@ def test_gained_then_lost_before_asked_is_neither():
     node = next(n for n in NODES if owner(n, ["shard-1", "shard-2"]) == "shard-2")
     assert not scope.learn(node)
     scope.observe(status("shard-2", False), 2.0)
-    scope.settle(2.0 + WILL_BURST_S, None)
+    scope.settle(2.0 + WILL_BURST_S, None, 0.0)
     scope.observe(status("shard-2", True, started=2000), 3.0)
     gained, lost = scope.take_changes()
     assert node not in gained and node not in lost
@@ -118,11 +126,11 @@ def test_a_peer_will_just_before_the_broker_went_is_not_a_takeover():
     scope.observe(status("shard-2", False), 10.0)
     blind_open = (10.3, None)  # this collector's own connection went 0.3 s later
     for now in (10.5, 12.5, 20.0, 60.0):
-        assert not scope.settle(now, blind_open)
+        assert not scope.settle(now, blind_open, None)
     back = (10.3, 15.0 + AGENT_RECONNECT_S)  # reconnected at 15 s
-    assert not scope.settle(16.0, back)
+    assert not scope.settle(16.0, back, 15.0)
     scope.observe(status("shard-2", True), 17.0)  # the peer announced itself again
-    assert not scope.settle(15.0 + AGENT_RECONNECT_S + 1, back)
+    assert not scope.settle(15.0 + AGENT_RECONNECT_S + 1, back, 15.0)
     assert scope.live == ("shard-1", "shard-2") and scope.take_changes() == (set(), set())
     assert scope.wills_unbelieved == 1
     assert scope.owned == mine
@@ -132,8 +140,8 @@ def test_a_peer_that_does_not_come_back_after_the_broker_does_is_taken_over():
     scope, mine = two_collectors()
     scope.observe(status("shard-2", False), 10.0)
     back = (10.3, 15.0 + AGENT_RECONNECT_S)
-    assert not scope.settle(15.0 + AGENT_RECONNECT_S - 0.1, back)
-    assert scope.settle(15.0 + AGENT_RECONNECT_S, back)
+    assert not scope.settle(15.0 + AGENT_RECONNECT_S - 0.1, back, 15.0)
+    assert scope.settle(15.0 + AGENT_RECONNECT_S, back, 15.0)
     gained, lost = scope.take_changes()
     assert gained == set(NODES[:300]) - mine and not lost
 
@@ -146,7 +154,7 @@ def test_a_retained_will_again_after_a_reconnect_keeps_its_first_arrival():
     back = (10.3, 15.0 + AGENT_RECONNECT_S)
     scope.observe(status("shard-2", False), 15.1)  # re-delivered on re-subscribing
     assert scope.members["shard-2"].seen_at == 10.0
-    assert not scope.settle(20.0, back)
+    assert not scope.settle(20.0, back, 15.0)
 
 
 @pytest.mark.parametrize("text", ["3", "0/2", "3/2", "a/b", "1/2/3", ""])
@@ -173,7 +181,45 @@ def test_a_peer_that_dies_after_an_old_outage_is_taken_over_as_usual():
     scope, mine = two_collectors()
     long_ago = (10.3, 15.0 + AGENT_RECONNECT_S)
     scope.observe(status("shard-2", False), 100.0)  # SIGKILLed, well after the outage
-    assert not scope.settle(100.0 + WILL_BURST_S - 0.1, long_ago)
-    assert scope.settle(100.0 + WILL_BURST_S, long_ago)
+    assert not scope.settle(100.0 + WILL_BURST_S - 0.1, long_ago, 15.0)
+    assert scope.settle(100.0 + WILL_BURST_S, long_ago, 15.0)
     gained, _ = scope.take_changes()
     assert gained == set(NODES[:300]) - mine
+
+
+def test_a_peer_killed_while_the_broker_was_down_is_taken_over():
+    """A broker crash and a collector gone with it (one host ran both): no will, and a
+    non-persistent broker comes back without its retained birth. Its nodes were orphaned for
+    good (found in a drill, 2026-12-04: status --digests showed 14 of 24 nodes)."""
+    scope, mine = two_collectors()  # shard-2 announced at 1.0
+    back = (10.3, 15.0 + AGENT_RECONNECT_S)  # this collector reconnected at 15 s
+    assert not scope.settle(15.0 + REANNOUNCE_GRACE_S - 0.1, back, 15.0)
+    assert scope.settle(15.0 + REANNOUNCE_GRACE_S, back, 15.0)
+    assert scope.live == ("shard-1",)
+    gained, _ = scope.take_changes()
+    assert gained == set(NODES[:300]) - mine
+    # It comes back after all: it owns its nodes again.
+    assert scope.observe(status("shard-2", True, started=5000), 60.0)
+    _, lost = scope.take_changes()
+    assert lost == gained
+
+
+def test_a_peer_heard_again_after_a_reconnect_keeps_its_nodes():
+    """This collector alone lost the broker: the broker re-sends the peers' retained births
+    when it re-subscribes; after a broker restart the peers announce themselves."""
+    scope, mine = two_collectors()
+    back = (10.3, 15.0 + AGENT_RECONNECT_S)
+    scope.observe(status("shard-2", True), 15.2)
+    for now in (20.0, 15.0 + REANNOUNCE_GRACE_S, 15.0 + REANNOUNCE_GRACE_S + 10):
+        assert not scope.settle(now, back, 15.0)
+    assert scope.owned == mine
+
+
+def test_a_peer_silent_for_two_announcements_is_gone_but_not_while_this_one_is_blind():
+    scope, _ = two_collectors()  # shard-2 announced at 1.0, this one connected at 0.0
+    scope.observe(status("shard-2", True), 31.0)  # its periodic announcement
+    assert not scope.settle(31.0 + MEMBER_SILENT_S, None, 0.0)
+    stalled = (40.0, 31.0 + MEMBER_SILENT_S + 5)  # this collector did not run for a while
+    assert not scope.settle(31.0 + MEMBER_SILENT_S + 1, stalled, 0.0)
+    assert scope.settle(31.0 + MEMBER_SILENT_S + 5, stalled, 0.0)
+    assert scope.live == ("shard-1",)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.console.shard import REANNOUNCE_GRACE_S
 from tests.conftest import spawn, stop_process
 
 CLUSTER = "shdwill"
@@ -80,3 +81,44 @@ def test_a_graceful_broker_restart_moves_no_node_between_collectors(mosquitto, t
     # The drill happened: some collector got a peer's will from the shutting-down broker.
     assert any(TAKEN_BACK in text for text in after), \
         "no collector received a peer's will: the drill proved nothing\n" + after[0][-2000:]
+
+
+@pytest.mark.timeout(240)
+def test_a_collector_gone_with_a_crashed_broker_has_its_nodes_taken_over(mosquitto, tmp_path):
+    """The broker is SIGKILLed and a collector dies while it is down (one host ran both): no
+    will is ever sent, and the restarted broker has lost the collector's retained birth. Its
+    nodes were orphaned for good (found in a drill, 2026-12-04: ``status --digests`` showed 14
+    of 24 nodes a minute later). The survivors now give up on a peer not heard from again
+    within REANNOUNCE_GRACE_S of their reconnect, and take its nodes over."""
+    url = str(mosquitto.url)
+    logs = [tmp_path / f"collect{k}.log" for k in range(1, COLLECTORS + 1)]
+    sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", str(NODES), "--jobs",
+                "0", "--seed", "5", log=tmp_path / "sim.log")
+    cols = [spawn("--log-level", "info", "collect", "--broker", url, "--cluster", CLUSTER,
+                  "--shard", f"{k}/{COLLECTORS}", "--db", str(tmp_path / f"c{k}.db"),
+                  "--status-every", "1", log=logs[k - 1])
+            for k in range(1, COLLECTORS + 1)]
+    survivors = [logs[0], logs[2]]
+    try:
+        wait_for("three collectors that each see all three",
+                 lambda: all((lines := status_lines(log)) and ALL_LIVE in lines[-1]
+                             for log in logs), 60)
+        mosquitto.kill()
+        cols[1].kill()
+        cols[1].wait()
+        mosquitto.start()
+        wait_for("the two survivors owning the whole fleet",
+                 lambda: all((lines := status_lines(log)) and "live: shard-1,shard-3" in lines[-1]
+                             for log in survivors)
+                 and sum(owned(log) for log in survivors) == NODES,
+                 REANNOUNCE_GRACE_S + 60)
+    finally:
+        for c in cols:
+            stop_process(c)
+        stop_process(sim)
+
+
+def owned(log: Path) -> int:
+    """How many nodes the collector's last status line says it holds."""
+    counts = re.findall(r"(\d+) nodes,", " ".join(status_lines(log)[-1:]))
+    return int(counts[0]) if counts else 0
