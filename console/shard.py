@@ -195,22 +195,9 @@ class ShardScope:
         for m in self.members.values():
             if m.gone:
                 continue
-            if m.online:
-                if sightless:
-                    continue  # its silence may be ours
-                unheard = (connected_at is not None and m.seen_at < connected_at
-                           and now - connected_at >= REANNOUNCE_GRACE_S)
-                if unheard or now - m.seen_at > MEMBER_SILENT_S:
-                    m.gone = changed = True
-                continue
-            if (blind is not None and blind[0] - WILL_BURST_S <= m.seen_at
-                    and (blind[1] is None or m.seen_at < blind[1])):
-                # Maybe the broker's shutdown: wait for the peer to announce itself again.
-                if blind[1] is None or now < blind[1]:
-                    continue
-            elif now - m.seen_at < WILL_BURST_S:
-                continue
-            m.gone = changed = True
+            if (_goodbye_counts(m, now, blind) if not m.online
+                    else not sightless and _fell_silent(m, now, connected_at)):
+                m.gone = changed = True
         return self._relive() if changed else False
 
     def _relive(self) -> bool:
@@ -233,3 +220,21 @@ class ShardScope:
         gained, lost = self.owned - self._reported, self._reported - self.owned
         self._reported = set(self.owned)
         return gained, lost
+
+
+def _goodbye_counts(m: Member, now: float, blind: Blind | None) -> bool:
+    """Whether a peer's ``online: false`` is to be believed now: ``WILL_BURST_S`` after it came
+    with the connection up; one that came just before the broker was lost, or while cut off,
+    only once the agents (and peers) have had time to reconnect, the blind's end."""
+    if (blind is not None and blind[0] - WILL_BURST_S <= m.seen_at
+            and (blind[1] is None or m.seen_at < blind[1])):
+        return blind[1] is not None and now >= blind[1]
+    return now - m.seen_at >= WILL_BURST_S
+
+
+def _fell_silent(m: Member, now: float, connected_at: float | None) -> bool:
+    """Whether a peer that said it is online has not been heard from since this collector
+    (re)connected, ``REANNOUNCE_GRACE_S`` after it, or for ``MEMBER_SILENT_S``."""
+    unheard = (connected_at is not None and m.seen_at < connected_at
+               and now - connected_at >= REANNOUNCE_GRACE_S)
+    return unheard or now - m.seen_at > MEMBER_SILENT_S
