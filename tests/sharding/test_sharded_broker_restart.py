@@ -6,9 +6,12 @@ the peers announced themselves again, and gave it back (found in a drill, 2026-1
 takeovers over three restarts). Now no node moves (docs/architecture.md, "Sharded
 collectors")."""
 
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 
@@ -45,9 +48,10 @@ def status_lines(log: Path, since: int = 0) -> list[str]:
             if ln.startswith(f"collect {CLUSTER}:")]
 
 
-@pytest.mark.timeout(240)
-def test_a_graceful_broker_restart_moves_no_node_between_collectors(mosquitto, tmp_path):
-    url = str(mosquitto.url)
+@contextlib.contextmanager
+def sharded_fleet(url: str, tmp_path: Path) -> Iterator[tuple[list[Path], list[Popen[bytes]]]]:
+    """``fleetdeck sim`` and three ``collect --shard K/3`` that each see all three; stopped
+    on the way out. Yields the collectors' logs and processes."""
     logs = [tmp_path / f"collect{k}.log" for k in range(1, COLLECTORS + 1)]
     sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", str(NODES), "--jobs",
                 "0", "--seed", "5", log=tmp_path / "sim.log")
@@ -59,6 +63,16 @@ def test_a_graceful_broker_restart_moves_no_node_between_collectors(mosquitto, t
         wait_for("three collectors that each see all three",
                  lambda: all((lines := status_lines(log)) and ALL_LIVE in lines[-1]
                              for log in logs), 60)
+        yield logs, cols
+    finally:
+        for c in cols:
+            stop_process(c)
+        stop_process(sim)
+
+
+@pytest.mark.timeout(240)
+def test_a_graceful_broker_restart_moves_no_node_between_collectors(mosquitto, tmp_path):
+    with sharded_fleet(str(mosquitto.url), tmp_path) as (logs, _cols):
         time.sleep(3)  # the split settled: what each collector logs from here is the drill
         marks = {log: log.stat().st_size for log in logs}
         for _ in range(RESTARTS):
@@ -68,10 +82,6 @@ def test_a_graceful_broker_restart_moves_no_node_between_collectors(mosquitto, t
                      lambda b=before: all(  # type: ignore[misc]
                          received(log) >= n + NODES for log, n in zip(logs, b, strict=True)), 60)
             time.sleep(WILL_SETTLE_S)
-    finally:
-        for c in cols:
-            stop_process(c)
-        stop_process(sim)
     after = [log.read_bytes()[at:].decode(errors="replace") for log, at in marks.items()]
     moved = [ln for text in after for ln in text.splitlines() if MOVED in ln]
     alone = [ln for log, at in marks.items() for ln in status_lines(log, at)
@@ -90,19 +100,8 @@ def test_a_collector_gone_with_a_crashed_broker_has_its_nodes_taken_over(mosquit
     nodes were orphaned for good (found in a drill, 2026-12-04: ``status --digests`` showed 14
     of 24 nodes a minute later). The survivors now give up on a peer not heard from again
     within REANNOUNCE_GRACE_S of their reconnect, and take its nodes over."""
-    url = str(mosquitto.url)
-    logs = [tmp_path / f"collect{k}.log" for k in range(1, COLLECTORS + 1)]
-    sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", str(NODES), "--jobs",
-                "0", "--seed", "5", log=tmp_path / "sim.log")
-    cols = [spawn("--log-level", "info", "collect", "--broker", url, "--cluster", CLUSTER,
-                  "--shard", f"{k}/{COLLECTORS}", "--db", str(tmp_path / f"c{k}.db"),
-                  "--status-every", "1", log=logs[k - 1])
-            for k in range(1, COLLECTORS + 1)]
-    survivors = [logs[0], logs[2]]
-    try:
-        wait_for("three collectors that each see all three",
-                 lambda: all((lines := status_lines(log)) and ALL_LIVE in lines[-1]
-                             for log in logs), 60)
+    with sharded_fleet(str(mosquitto.url), tmp_path) as (logs, cols):
+        survivors = [logs[0], logs[2]]
         mosquitto.kill()
         cols[1].kill()
         cols[1].wait()
@@ -112,10 +111,6 @@ def test_a_collector_gone_with_a_crashed_broker_has_its_nodes_taken_over(mosquit
                              for log in survivors)
                  and sum(owned(log) for log in survivors) == NODES,
                  REANNOUNCE_GRACE_S + 60)
-    finally:
-        for c in cols:
-            stop_process(c)
-        stop_process(sim)
 
 
 def owned(log: Path) -> int:
