@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
-from paho.mqtt.client import topic_matches_sub
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.ingest import BDSEQ_FUTURE_S, TOPIC_CACHE_MAX, Ingest
@@ -436,13 +435,12 @@ class TickFeed:
         """Telemetry samples counted from their first fields, never decoded."""
         self._topics: dict[str, str | None] = {}
         self._heard: dict[str, bool] = {}
-        """Per topic outside telemetry: whether a live console would have received it."""
+        """Per topic outside telemetry: whether a live console subscribes to it. ``record``
+        keeps everything under the cluster's root (the simulator's ``sim/inject`` too); what
+        no console would have received is not handed to Ingest, which would count it
+        malformed."""
         self._filters = tuple(dict.fromkeys([*subscriptions(cluster),
                                              *digest_subscriptions(cluster)]))
-        self.not_for_console = 0
-        """Messages a live console subscribes to nothing for (``record`` keeps everything under
-        the cluster's root, e.g. the simulator's ``sim/inject``): not handed to Ingest, which
-        would count them malformed."""
         self._flushing: list[tuple[str, _Window | Scanned]] = []
         """A window being flushed in steps (``flush`` with a deadline), in order."""
         self._flushed = 0
@@ -492,15 +490,14 @@ class TickFeed:
                 else:
                     window.add(subject, msg)
                     return
-        if not self._console_hears(msg.topic):
-            self.not_for_console += 1
-            return
-        self._handle(msg)
+        if self._console_hears(msg.topic):
+            self._handle(msg)
 
     def _console_hears(self, topic: str) -> bool:
+        # The reader has checked that ``topic`` is a topic name (no wildcard, not empty).
         heard = self._heard.get(topic)
         if heard is None:
-            heard = any(topic_matches_sub(f, topic) for f in self._filters)
+            heard = any(aiomqtt.Topic(topic).matches(f) for f in self._filters)
             if len(self._heard) < TOPIC_CACHE_MAX:
                 self._heard[topic] = heard
         return heard

@@ -26,6 +26,7 @@ from fleetdeck.transport import Will
 
 log = logging.getLogger("fleetdeck.sharding")
 
+
 def collector_status(scope: ShardScope, online: bool, shard: str, now: float,
                      nodes: int | None = None) -> bytes:
     return codec.encode(CollectorStatus(collector=scope.me, online=online,
