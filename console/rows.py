@@ -386,7 +386,12 @@ class Cell:
     DRAINING = 7
     MISSING = 8
     EMPTY = 9
-    HEAT0 = 10
+    RAIL_FAILED = 10
+    """The GPU is sound; its rail's InfiniBand port (docs/domain.md §1) has a fault that drains
+    the node."""
+    RAIL_DEGRADED = 11
+    """The GPU is sound, its rail's InfiniBand port is erroring."""
+    HEAT0 = 12
     """HEAT0 … HEAT0 + HEAT_LEVELS - 1: metric buckets, low to high."""
 
 
@@ -455,6 +460,9 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
             continue  # missing GPUs already show as MISSING
         idx = _finding_gpus(f)
         if not idx and f.rule.startswith("N"):
+            # A port's fault is drawn on the GPU it serves, in a shape of its own: the GPU
+            # is sound (the header's failed GPUs do not count it), its rail is not.
+            code = Cell.RAIL_FAILED if f.severity is Severity.DRAIN else Cell.RAIL_DEGRADED
             m = _PORT_RE.search(f.component)
             dev = f.component.split(":")[0]
             gpu = affinity.get(dev)
@@ -465,9 +473,15 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
             else:
                 idx = list(range(n))
         for i in idx:
-            if 0 <= i < n and cells[i] != Cell.MISSING and cells[i] not in (Cell.FAILED,):
+            if 0 <= i < n and _CELL_RANK[code] < _CELL_RANK.get(cells[i], 9):
                 cells[i] = code
     return tuple(cells)
+
+
+_CELL_RANK = {Cell.MISSING: 0, Cell.FAILED: 1, Cell.RAIL_FAILED: 2, Cell.DEGRADED: 3,
+              Cell.RAIL_DEGRADED: 4}
+"""Which finding a GPU's cell shows when several touch it: the GPU's own fault before its rail's,
+drain before degrade."""
 
 
 def _port_affinity(st: NodeState) -> dict[str, int]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 GLYPHS = {
     Cell.OK: "■", Cell.IDLE: "□", Cell.DEGRADED: "▲", Cell.FAILED: "✖", Cell.DRAINING: "◐",
     Cell.DRAINED: "○", Cell.STALE: "·", Cell.OFFLINE: "⊘", Cell.MISSING: "x", Cell.EMPTY: "?",
+    Cell.RAIL_FAILED: "↯", Cell.RAIL_DEGRADED: "≈",
 }
 """One glyph per cell state: distinct shapes, so no state depends on colour alone."""
 HEAT_GLYPHS = "▁▂▃▄▅▆▇█"
@@ -46,16 +47,20 @@ HEALTH_NAMES = {
     Cell.OK: "ok", Cell.IDLE: "idle", Cell.DEGRADED: "degraded", Cell.FAILED: "failed",
     Cell.STALE: "stale", Cell.OFFLINE: "offline", Cell.DRAINED: "drained",
     Cell.DRAINING: "draining", Cell.MISSING: "missing", Cell.EMPTY: "empty",
+    Cell.RAIL_FAILED: "rail-failed", Cell.RAIL_DEGRADED: "rail-degraded",
 }
 METRICS = ("health", "util", "temp", "power")
 LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.DEGRADED, "degraded"),
-          (Cell.FAILED, "failed"), (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
+          (Cell.FAILED, "failed"), (Cell.RAIL_FAILED, "IB fault"),
+          (Cell.RAIL_DEGRADED, "IB errors"),
+          (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
           (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"),
           (Cell.EMPTY, "waiting"))
 
 
-CELL_BADNESS = {Cell.FAILED: 0, Cell.MISSING: 1, Cell.DEGRADED: 2, Cell.OFFLINE: 3,
-                Cell.STALE: 4, Cell.DRAINING: 5, Cell.DRAINED: 6}
+CELL_BADNESS = {Cell.FAILED: 0, Cell.MISSING: 1, Cell.RAIL_FAILED: 2, Cell.DEGRADED: 3,
+                Cell.RAIL_DEGRADED: 4, Cell.OFFLINE: 5, Cell.STALE: 6, Cell.DRAINING: 7,
+                Cell.DRAINED: 8}
 """Which GPU of a node the cursor lands on when jumping to it: the worst cell first."""
 
 

@@ -22,19 +22,20 @@ ResultT = TypeVar("ResultT")
 
 
 def radius_text(r: BlastRadius) -> str:
-    lines = []
-    shown = r.target_lines[:MAX_TARGET_LINES]
-    lines.append(f"[b]Targets[/] ({len(r.targets)}): {esc(r.hostlist)}")
-    lines.extend(f"  • {esc(t)}" for t in shown)
-    if len(r.target_lines) > len(shown):
-        lines.append(f"  … and {len(r.target_lines) - len(shown)} more")
-    lines.append(f"[b]Blast radius[/]: {esc(r.summary())}")
+    # What the command costs and its warnings first: a job's dozen target lines must not push
+    # them below the dialog's fold.
+    lines = [f"[b]Blast radius[/]: {esc(r.summary())}"]
     for job in r.jobs[:6]:
         lines.append(f"  • {esc(job.line())}")
     if len(r.jobs) > 6:
         lines.append(f"  … and {plural(len(r.jobs) - 6, 'more job')}")
     for note in r.notes:
         lines.append(f"  [$warning]⚠ {esc(note)}[/]")
+    shown = r.target_lines[:MAX_TARGET_LINES]
+    lines.append(f"[b]Targets[/] ({len(r.targets)}): {esc(r.hostlist)}")
+    lines.extend(f"  • {esc(t)}" for t in shown)
+    if len(r.target_lines) > len(shown):
+        lines.append(f"  … and {len(r.target_lines) - len(shown)} more")
     return "\n".join(lines)
 
 
@@ -309,7 +310,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         m colour by health/util/temp/power · w worst node (again: next worst, W back)
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ▲ degraded ✖ failed ◐ draining ○ drained · stale ⊘ offline
-        x missing GPU ? waiting for telemetry
+        x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB errors: the GPU is sound,
+        the InfiniBand port of its rail is not
         under the grid, room permitting: jobs (stragglers first), fabric by switch, last events
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
         space mark · ctrl+backslash clear marks · o next sort column · O reverse{rw_nodes}

@@ -10,6 +10,7 @@ from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol.messages import Topology
 from tests.tui.conftest import SIZE, World
+from tests.tui.fleet import port_down
 
 
 def _replace(obj: Any, **changes: Any) -> Any:
@@ -178,3 +179,20 @@ async def test_every_sort_column_orders_as_its_rows_do(world):
             node_row(state.nodes[n], now, jobs.get(n, []))))
         assert screen.shown == want
         assert "gpu0020" in want[:5]  # the nodes with reasons first
+
+
+async def test_a_down_port_marks_its_rails_gpu_not_a_failed_gpu(world):
+    """A port fault drains the node, but the GPU behind the port is sound: its cell has the rail's
+    own glyph, and the header's failed GPUs do not count it."""
+    world.fleet.telemetry(world.ingest, names=["gpu0007"],
+                          faults={"gpu0007": port_down("mlx5_ib2")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        st = world.app.state.nodes["gpu0007"]
+        assert st.verdict is Verdict.FAILED
+        affinity = {p.dev: p.gpu_affinity for p in st.birth.ib_ports}
+        cells = gpu_cells(st)
+        assert cells[affinity["mlx5_ib2"]] == Cell.RAIL_FAILED
+        assert Cell.FAILED not in cells and Cell.DEGRADED not in cells
+        assert world.app.state.totals().gpus_use.failed == 0
