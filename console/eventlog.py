@@ -34,9 +34,16 @@ class EventLine:
         return node in self.nodes
 
 
+def event_text(ev: Event) -> str:
+    """An event's line: its component, then its message, which may name the component itself
+    (the simulator's and the kernel's often do: "gpu5: volatile DBE 1")."""
+    if not ev.component or ev.message.startswith(f"{ev.component}:"):
+        return ev.message
+    return f"{ev.component}: {ev.message}"
+
+
 def event_line(ev: Event) -> EventLine:
-    where = f"{ev.component}: " if ev.component else ""
-    return EventLine(ev.ts / 1000, ev.node, ev.kind, ev.severity.value, f"{where}{ev.message}",
+    return EventLine(ev.ts / 1000, ev.node, ev.kind, ev.severity.value, event_text(ev),
                      (ev.node,))
 
 

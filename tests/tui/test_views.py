@@ -334,3 +334,46 @@ async def test_a_job_on_a_failed_node_says_which_node_holds_it_up(world):
         assert job.held_up.startswith("gpu0002 failed: N1 mlx5_ib5:1")
         assert job.held_up.endswith("; straggler rank 19 gpu0003 +50%: throttled GPU (gpu3 "
                                     "clock throttled (hw thermal))")
+
+
+async def test_events_view_follows_the_newest_and_c_keeps_commands_only(world):
+    """Left on its top row, the view showed that row sinking as events arrived ("newest first",
+    yet opened at 74/92); 'c' listed the console's other notes (interruptions) as commands;
+    enter on a command's line did nothing."""
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.protocol import codec
+
+    agent = world.fleet.agents["gpu0007"]
+
+    def event(text: str) -> None:
+        ev = agent._event(EventDraft("xid", text, component="gpu2"))
+        world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
+
+    event("Xid 79: first")
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, EventsScreen)
+        event("Xid 79: second")
+        world.tick()
+        await pilot.pause()
+        assert "second" in screen.table.current_row[1].text  # followed the newest
+        await pilot.press("down")  # on the older one now: it stays there
+        event("Xid 79: third")
+        world.tick()
+        await pilot.pause()
+        assert "first" in screen.table.current_row[1].text
+        session = world.app.session
+        session.note("job 41 interrupted: node failure", kind="interruption", nodes=("gpu0003",))
+        session.note("drain gpu0005 requested", kind="command", nodes=("gpu0005",))
+        world.tick()
+        await pilot.press("c")
+        world.tick()
+        await pilot.pause()
+        assert [r[1].kind for r in screen.rows] == ["command"]
+        await pilot.press("home", "enter")
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        assert world.app.screen.node_id == "gpu0005"

@@ -60,14 +60,21 @@ class EventsScreen(FleetView):
         rows = []
         f = self.filter
         for seq, line in reversed(app.event_log):
-            if self.commands_only and line.source != "console":
+            if self.commands_only and line.kind != "command":  # not its other notes
                 continue
             if f.active and not f.matches(line.source, line.haystack()):
                 continue
             rows.append((seq, line))
         self.rows = rows
-        self.table.empty_text = "no events yet" if not f.active else "no events match"
-        self.table.set_rows(rows)
+        table = self.table
+        table.empty_text = "no events yet" if not f.active else "no events match"
+        # On the newest row, the cursor follows the newest (tail -f): a view left at the top
+        # and opened again later showed its old top row deep down the list. Moved down, it
+        # stays on its entry while new ones arrive above.
+        follow = table.cursor == 0
+        table.set_rows(rows)
+        if follow and table.cursor != 0:
+            table.action_cursor_to(0)
 
     def info(self) -> str:
         parts = [f"{len(self.rows)}/{len(self.fleet.event_log)} events, newest first"]
@@ -120,8 +127,16 @@ class EventsScreen(FleetView):
 
     def action_open(self) -> None:
         row = self.table.current_row
-        if row is not None and row[1].source in self.fleet.state.nodes:
-            self.fleet.open_node(row[1].source)
+        if row is None:
+            return
+        line = row[1]
+        # A command's or a note's line names its nodes: open the first one it concerns.
+        node = next((n for n in (line.source, *line.nodes) if n in self.fleet.state.nodes), None)
+        if node is not None:
+            self.fleet.open_node(node)
+        else:
+            self.notify(f"no node to open: this {line.kind} line concerns no node this "
+                        "console knows", severity="warning", timeout=3)
 
     @on(LineTable.Selected, "#event-table")
     def _selected(self, event: LineTable.Selected) -> None:

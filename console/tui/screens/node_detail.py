@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import ContentSwitcher, Static
 
+from fleetdeck.console.eventlog import event_text
 from fleetdeck.console.health import describe_clock_events
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
@@ -239,17 +240,19 @@ class NodeDetailScreen(FleetView):
         t = Text()
         t.append("Timeline", "bold")
         lines = []
-        for ev in reversed(st.events):
-            where = f"{ev.component}: " if ev.component else ""
+        for ev in st.events:
             style = {"error": "red", "warn": "yellow"}.get(ev.severity.value, "")
-            lines.append((clock_text(ev.ts / 1000), ev.kind, f"{where}{ev.message}", style))
+            lines.append((ev.ts / 1000, ev.kind, event_text(ev), style))
         for ln in self.fleet.event_log.for_node(self.node_id):
-            lines.append((clock_text(ln.ts), "command", ln.text, "cyan"))
-        lines.sort(key=lambda x: x[0], reverse=True)
+            lines.append((ln.ts, "command", ln.text, "cyan"))
+        # Oldest first, then reversed: by the time itself, not its HH:MM:SS, so a drain's
+        # requested, acknowledged, drained and done of one second keep their order.
+        lines.sort(key=lambda x: x[0])
+        lines.reverse()
         if not lines:
             t.append("  no events from this node yet", "dim")
-        for when, kind, text, style in lines[:20]:
-            t.append(f"\n {when} {kind:<10} ")
+        for ts, kind, text, style in lines[:20]:
+            t.append(f"\n {clock_text(ts)} {kind:<10} ")
             t.append(text, style)
         return t
 
