@@ -192,6 +192,9 @@ class PortHistory:
     """Starts of N4 episodes in the last hour (N4_ESCALATE of them drain)."""
     saturated: tuple[str, ...] = ()
     """Watched counters at their all-ones value now (N6): errors past it are not counted."""
+    watched_ms: int = 0
+    """Sample time this console first saw the port: a window younger than its span holds
+    less than its span's count (``watched_text``)."""
     storm_hour: int = 0
     """Symbol errors in the hour before ``symbol_error`` saturated while N3 held, 0 if it did
     not: a storm that goes on no longer moves the counter, so N3 holds with this figure while
@@ -244,6 +247,18 @@ class GpuHistory:
     hot_ms: int | None = None
     """Sample time of the last reading at or above TEMP_WARN_C while G13 holds; None once a
     reading fell below TEMP_CLEAR_C (or the GPU reported no temperature)."""
+    watched_ms: int = 0
+    """Sample time this console first saw the GPU (as ``PortHistory.watched_ms``)."""
+
+
+def watched_text(watched_ms: int, now_ms: int, span_s: int) -> str:
+    """'' once the console has watched a counter for a whole window's span, else how long it
+    has ("4 s", "12 min"): a count over a shorter watch is no rate per span. A one-shot
+    ``status`` watches 3.5 s, and "186 symbol errors/h" there was ~720,000/h (SRE drill)."""
+    seen_s = (now_ms - watched_ms) // 1000
+    if seen_s >= span_s:
+        return ""
+    return f"{max(1, seen_s)} s" if seen_s < 60 else f"{seen_s // 60} min"
 
 
 def _delta(new: int | None, old: int | None) -> int:
@@ -272,6 +287,26 @@ class NodeHistory:
         self.settled = False
         """Every rate zero, no window holds anything, no thermal growth: what an ``update``
         with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
+
+    def recall_port_minute(self, dev: str, minute: int, symbol_errors: int, link_downed: int,
+                           watched_from_ms: int) -> None:
+        """Put back one minute of a port's errors from the store (a restarted console; call
+        minute by minute, oldest first, before its first sample): what N2 and N3 count over
+        the hour. Without it a restarted collector forgot a flap of ten minutes before and
+        reported the node ok as soon as its link was up (SRE drill). The counters' baselines
+        come with the first sample, as always: increments while no console ran are not
+        seen."""
+        h = self.ports.get(dev)
+        if h is None:
+            h = self.ports[dev] = PortHistory({}, Window.of(3600), Window.of(60),
+                                              watched_ms=watched_from_ms)
+        h.watched_ms = min(h.watched_ms, watched_from_ms)
+        end_ms = (minute + 1) * 60_000 - 1  # the latest the minute's errors can have been
+        if link_downed > 0:
+            h.last_fatal_ms["link_downed"] = max(h.last_fatal_ms.get("link_downed", 0), end_ms)
+        if symbol_errors > 0:
+            h.symbol_hour.add(end_ms, symbol_errors)
+        self.settled = False
 
     def forget_port_windows(self) -> None:
         """Forget the port errors the hour-long rules hold (N2's fatal counters, N3's symbol
@@ -313,7 +348,8 @@ class NodeHistory:
         for p in t.ib_ports:
             h = self.ports.get(p.dev)
             if h is None:
-                h = self.ports[p.dev] = PortHistory({}, Window.of(3600), Window.of(60))
+                h = self.ports[p.dev] = PortHistory({}, Window.of(3600), Window.of(60),
+                                                    watched_ms=now)
             cur = (p.link_downed, p.excessive_buffer_overrun_errors,
                    p.local_link_integrity_errors, p.rnr_nak_retry_err, p.symbol_error,
                    p.link_error_recovery, p.rcv_errors)
@@ -350,7 +386,7 @@ class NodeHistory:
         for g in t.gpus:
             gh = self.gpus.get(g.index)
             if gh is None:
-                gh = self.gpus[g.index] = GpuHistory(Window.of(60))
+                gh = self.gpus[g.index] = GpuHistory(Window.of(60), watched_ms=now)
             temp = g.temp_c
             if temp is not None and temp >= TEMP_WARN_C:
                 gh.hot_ms = now
@@ -587,7 +623,10 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
     elif h is not None and h.crc_rate >= 1:
         out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s (≥ 1/s)"))
     if h is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
-        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {h.pcie_minute.total}/min "
+        seen = watched_text(h.watched_ms, now_ms, 60)
+        count = f"{h.pcie_minute.total} in {seen} watched" if seen else \
+            f"{h.pcie_minute.total}/min"
+        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {count} "
                                                     f"(> {PCIE_REPLAY_PER_MIN}/min)"))
     # G12 and G13 fire on the first sample over the line, and hold (THROTTLE_HOLD_S, the band
     # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.
@@ -641,8 +680,10 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[
     if fatal:
         out.append(Finding("N2", Severity.DRAIN, c, f"{', '.join(sorted(fatal))} increased"))
     if h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
-        out.append(Finding("N3", Severity.DRAIN, c, f"{h.symbol_hour.total} symbol errors/h "
-                                                    f"(> {SYMBOL_ERR_PER_HOUR}/h)"))
+        seen = watched_text(h.watched_ms, now_ms, 3600)
+        count = (f"{h.symbol_hour.total} symbol errors in {seen} watched" if seen
+                 else f"{h.symbol_hour.total} symbol errors/h")
+        out.append(Finding("N3", Severity.DRAIN, c, f"{count} (> {SYMBOL_ERR_PER_HOUR}/h)"))
     elif h.storm_hour:
         out.append(Finding("N3", Severity.DRAIN, c, f"{h.storm_hour} symbol errors/h "
                                                     f"(> {SYMBOL_ERR_PER_HOUR}/h) until the "

@@ -109,8 +109,9 @@ class SuspectSwitch:
     @property
     def text(self) -> str:
         if self.recovered:
-            return (f"leaf switch {self.switch} {RECOVERED}: {len(self.ports)} ports on "
-                    f"{len(self.nodes)} nodes up again, not the nodes ({compress(self.nodes)})")
+            return (f"leaf switch {self.switch} {RECOVERED}: its {len(self.ports)} ports on "
+                    f"{len(self.nodes)} nodes are up again ({compress(self.nodes)}); their link "
+                    "errors were the switch's, not the nodes'")
         return (f"{len(self.ports)} ports on {len(self.nodes)} nodes fail together: suspect "
                 f"leaf switch {self.switch}, not the nodes ({compress(self.nodes)})")
 
@@ -457,4 +458,8 @@ def recommended_action(st: NodeState) -> str:
         return "clear the port's counters (perfquery -R), then watch whether errors go on"
     if v == "degraded":
         return "watch; drain when idle if it persists"
+    if st.drain.state is DrainState.DRAINED:
+        # Healthy again (repaired) but still out of service: its GPUs idle until someone
+        # resumes it, and "none" hid that.
+        return "healthy and drained: resume it (its GPUs are out of service)"
     return "none"

@@ -674,6 +674,13 @@ class FleetState:
             st.first_seen = self.heard_since
         return st
 
+    def recall_port_errors(self, node_id: str, dev: str, minute: int, symbol_errors: int,
+                           link_downed: int, watched_from_ms: int) -> None:
+        """One minute of a port's errors from the store (``NodeHistory.recall_port_minute``),
+        for a node known from there."""
+        self.node(node_id).history.recall_port_minute(dev, minute, symbol_errors, link_downed,
+                                                      watched_from_ms)
+
     def start_hearing(self, now: float) -> None:
         """The console hears the broker from ``now`` (its first connection): a node it knows
         only from history counts its silence from here, not from before the console ran."""

@@ -19,7 +19,7 @@ from typing import Any
 import aiosqlite
 
 from fleetdeck.console.audit import AuditRecord
-from fleetdeck.console.health import Verdict
+from fleetdeck.console.health import FATAL_WINDOW_S, Verdict
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.interruptions import read_detail
 from fleetdeck.console.state import FleetState, Transition
@@ -513,7 +513,8 @@ class Store:
             rows = await cur.fetchall()
         return [dict(zip(columns, r, strict=True)) for r in rows]
 
-    async def restore(self, state: FleetState, recent_events: int = 2000) -> int:
+    async def restore(self, state: FleetState, recent_events: int = 2000,
+                      now: float | None = None) -> int:
         """Put recent history back into a fresh console's state; return events restored."""
         rows = await self._select(EVENT_COLUMNS, "FROM events ORDER BY ts DESC LIMIT ?",
                                   [recent_events])
@@ -539,9 +540,43 @@ class Store:
                 except ValueError:
                     continue
                 state.recall(node, verdict, ts)
+        await self._recall_port_errors(state, time.time() if now is None else now)
         if state.heard_since is not None:
             state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
+
+
+    async def _recall_port_errors(self, state: FleetState, now: float) -> None:
+        """The last hour's port errors back into the rules' windows (N2, N3): a restarted
+        collector holds a flapped node failed for the rest of the hour as the one before it
+        would have. Only minutes with errors are read (a few rows, not 16,384 nodes' hour)."""
+        first = int(now // 60) - int(FATAL_WINDOW_S // 60)
+        async with self.db.execute("SELECT MIN(minute) FROM port_minutes WHERE minute >= ?",
+                                   (first,)) as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] is None:
+            return
+        watched_from_ms = int(row[0]) * 60_000  # the store watched the ports from here
+        # A node resumed since had its windows forgotten (the repair they waited for was
+        # done: FleetState's status apply): its errors before the resume stay forgotten.
+        resumed: dict[str, float] = {}
+        async with self.db.execute(
+                "SELECT node, MAX(ts) FROM events WHERE kind = 'drain' AND ts >= ? "
+                "AND json_extract(data, '$.state') = 'none' GROUP BY node",
+                (first * 60,)) as cur:
+            for node, ts in await cur.fetchall():
+                resumed[node] = float(ts)
+        async with self.db.execute(
+                "SELECT node, dev, minute, symbol_errors, link_downed FROM port_minutes "
+                "WHERE minute >= ? AND (symbol_errors > 0 OR link_downed > 0) "
+                "ORDER BY minute", (first,)) as cur:
+            for node, dev, minute, symbols, downed in await cur.fetchall():
+                if not (isinstance(node, str) and isinstance(dev, str)):
+                    continue
+                if (int(minute) + 1) * 60 <= resumed.get(node, 0.0):
+                    continue
+                state.recall_port_errors(node, dev, int(minute), int(symbols), int(downed),
+                                         watched_from_ms)
 
 
 GPU_MINUTE_COLUMNS = ("gpu", "minute", "samples", "util", "temp_max", "power", "sm_clock_min",

@@ -300,3 +300,19 @@ def test_a_resume_forgets_the_storm_but_not_the_saturated_counter():
     t = port(node.telemetry(), 4, symbol_error=0xFFFF)
     hist.update(t)
     assert {f.rule for f in evaluate(birth, t, hist)} == {"N6"}
+
+
+def test_a_count_over_a_shorter_watch_than_its_window_says_so():
+    """Three samples of a storm are no hour: the count names the watch it was made over (a
+    one-shot status said "186 symbol errors/h" for ~720,000/h); a whole window, a rate."""
+    _, _, found = rules(FakeNode(), lambda t, i: port(t, 4, symbol_error=i * 200), samples=3)
+    [n3] = [f for f in found if f.rule == "N3"]
+    assert n3.text == "400 symbol errors in 2 s watched (> 120/h)"
+    # A slow leak over 70 minutes: 130 in the last hour (one every 30 s), a rate per hour.
+    _, _, found = rules(FakeNode(), lambda t, i: port(t, 4, symbol_error=i), samples=141,
+                        every_s=30.0)
+    [n3] = [f for f in found if f.rule == "N3"]
+    assert n3.text.endswith("symbol errors/h (> 120/h)"), n3.text
+    _, _, found = rules(FakeNode(), lambda t, i: gpu(t, 1, pcie_replay_total=i * 40), samples=2)
+    [g11] = [f for f in found if f.rule == "G11"]
+    assert g11.text == "PCIe replay 40 in 1 s watched (> 31/min)"

@@ -266,3 +266,16 @@ def test_a_saturated_counter_alone_says_to_clear_it_not_to_drain():
     assert st.verdict.value == "degraded"
     assert [f.rule for f in st.findings] == ["N6"]
     assert recommended_action(st).startswith("clear the port's counters (perfquery -R)")
+
+
+def test_a_repaired_node_still_drained_is_told_to_be_resumed():
+    """A drained node healthy again said action "none": its 8 GPUs stayed out of service unless
+    someone spotted the drain (SRE drill)."""
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    session = session_with({})
+    st = session.state.nodes["gpu0003"]
+    assert st.verdict.value == "ok" and recommended_action(st) == "none"
+    st.drain = DrainInfo(state=DrainState.DRAINED)
+    assert recommended_action(st).startswith("healthy and drained: resume it")

@@ -298,3 +298,51 @@ async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
     # more than 31 of them (about 45 s later).
     assert [(old, new) for _, old, new in written] == [("degraded", "ok")], written
     assert 125 <= written[0][0] <= 155
+
+
+@pytest.mark.parametrize("resumed", [False, True], ids=["flapped", "flapped-then-resumed"])
+async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, resumed):
+    """A link that went down and came back 10 minutes before a collector restart: N2 holds the
+    node failed for the hour. The restarted collector's windows were empty, so it reported the
+    node ok once RESTORE_SETTLE_S was over (SRE drill); the store's minutes put them back,
+    except those before the node was resumed (the repair N2 waits for was done)."""
+    path = tmp_path / "s.db"
+    node = FakeNode(t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    store = await Store.open(path)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    for s in range(180):
+        if s == 30:
+            node.sim.ports[3].bump("link_downed", 1)  # one flap: down and straight back up
+        if s == 150 and resumed:
+            node.feed(ingest, node.agent._event(EventDraft(
+                "drain", "resumed [alice]", data={"state": "none", "cmd_id": "c1"})),
+                Kind.EVENT)
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    await store.close()
+    if not resumed:
+        assert state.nodes["gpu0001"].verdict_shown == "failed"
+
+    node.now += 600  # ten minutes without a collector
+    fresh = FleetState("test")
+    store = await Store.open(path)
+    await store.restore(fresh, now=node.now)
+    await store.close()
+    fresh.start_hearing(node.now)
+    ingest = Ingest(node.cluster)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    for _ in range(120):  # past RESTORE_SETTLE_S: the windows, not the hold, keep it failed
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        fresh.apply(ingest.take_batch(), node.now)
+    st = fresh.nodes["gpu0001"]
+    if resumed:
+        assert not st.all_findings and st.verdict_shown == "ok"
+        return
+    assert st.verdict_shown == "failed", [f.text for f in st.all_findings]
+    assert any(f.rule == "N2" and f.component == "mlx5_ib3:1" for f in st.all_findings)
+    assert fresh.take_transitions() == []  # no 'failed -> ok' for a fault of the hour
