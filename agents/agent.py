@@ -26,6 +26,7 @@ from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
+    NOT_DRAINED,
     Ack,
     AckResult,
     Birth,
@@ -471,11 +472,12 @@ class NodeAgent:
         self.drain = DrainInfo()
         self._awaiting_drained = None
         self.source.on_drain(DrainState.NONE, cmd.args.mode)
-        self.emit(EventDraft("drain", f"resumed [{cmd.issued_by}]", Severity.INFO,
+        said = "resumed" if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
+        self.emit(EventDraft("drain", f"{said} [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))
         self._save_state()
         await self._publish_status(client)
-        note = "returned to service" if was is not DrainState.NONE else "was not drained"
+        note = "returned to service" if was is not DrainState.NONE else NOT_DRAINED
         await self._ack(client, cmd, AckResult.DONE, note)
 
     async def _ack(self, client: aiomqtt.Client, cmd: Command, result: AckResult,

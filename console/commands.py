@@ -21,6 +21,7 @@ from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
+    NOT_DRAINED,
     Ack,
     AckResult,
     Command,
@@ -123,21 +124,27 @@ class BlastRadius:
         return len(self.targets) > TYPED_CONFIRM_ABOVE
 
     def summary(self) -> str:
-        kills = self.op is CommandOp.RESTART_JOB or (
-            self.op is CommandOp.DRAIN and self.mode is DrainMode.NOW)
-        parts = [f"{len(self.targets)} node{'s' if len(self.targets) != 1 else ''}",
-                 f"{self.gpus} GPUs"]
+        nodes = f"{len(self.targets)} node{'s' if len(self.targets) != 1 else ''}"
+        if self.op is CommandOp.RESTART_JOB:
+            # The targets are the job's nodes: "1 job on" them would say it twice.
+            return (f"{nodes}, {self.gpus} GPUs requeued, {self.gpu_hours_at_risk:.1f} GPU-h "
+                    "since last checkpoint lost")
+        if self.op is CommandOp.RESUME:
+            # gpus: of the drained or draining targets only (blast_radius).
+            if not self.gpus:
+                return f"{nodes}, none drained: nothing given back to the scheduler"
+            return f"{nodes}, {self.gpus} GPUs given back to the scheduler"
+        parts = [nodes, f"{self.gpus} GPUs"]
         if self.jobs:
             parts.append(f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} on "
                          f"{self.nodes_affected} nodes / {self.gpus_affected} GPUs")
-            if kills:
+            if self.mode is DrainMode.NOW:
                 parts.append(f"{self.gpu_hours_at_risk:.1f} GPU-h since last checkpoint lost")
-            elif self.op is CommandOp.DRAIN:
+            else:
                 parts.append("jobs run to completion first")
         else:
             parts.append("no running jobs")
-        if self.op is CommandOp.DRAIN:
-            parts.append(f"{self.free_gpus_after} free GPUs left")
+        parts.append(f"{self.free_gpus_after} free GPUs left")
         return ", ".join(parts)
 
 
@@ -242,7 +249,9 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     for node in nodes:
         st = state.nodes.get(node)
         n_gpus = _node_gpus(st)
-        gpus += n_gpus
+        if op is not CommandOp.RESUME or (st is not None
+                                          and st.drain.state is not DrainState.NONE):
+            gpus += n_gpus  # a resume gives back only what was drained
         jobs = by_node.get(node, [])
         for j in jobs:
             job_ids[j] = None
@@ -257,8 +266,13 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                 flags.append("stale")
             if st.drain.state is not DrainState.NONE:
                 flags.append(st.drain.state.value)
-        lines.append(f"{node} ({what}, {n_gpus} GPUs{''.join(', ' + f for f in flags)})")
-    impacts = [job_impact(state.jobs.get(j), j, target_set, now) for j in job_ids]
+        gpus_text = f"{n_gpus} GPUs"
+        if st is not None and st.sample is not None and 0 < st.gpus_present < n_gpus:
+            gpus_text = f"{st.gpus_present} of {n_gpus} GPUs visible"
+        lines.append(f"{node} ({what}, {gpus_text}{''.join(', ' + f for f in flags)})")
+    # A resume touches no job: the jobs on a draining node run on whatever it does.
+    impacts = ([] if op is CommandOp.RESUME
+               else [job_impact(state.jobs.get(j), j, target_set, now) for j in job_ids])
     affected_nodes = set(target_set)
     for j in job_ids:
         job = state.jobs.get(j)
@@ -288,6 +302,11 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                      and st.verdict.value in ("failed", "offline")]
         if unhealthy:
             notes.append(f"still failing health checks: {compress(unhealthy)}")
+        undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
+                     and st.drain.state is DrainState.NONE]
+        if undrained:
+            notes.append(f"not drained: {compress(undrained)} (in service already: the resume "
+                         "changes nothing there)")
     if any(state.nodes.get(n) is None or state.nodes[n].online is False for n in nodes):
         notes.append("offline or unknown nodes cannot acknowledge: expect time-outs")
     return BlastRadius(
@@ -622,7 +641,10 @@ class CommandTracker:
             if st is None or t.phase is Phase.REQUESTED:
                 return None
             if st.drain.state is DrainState.NONE and st.online is not False:
-                return self._move(req, t, Phase.DONE, "back in service", now)
+                # The agent's own word when there was nothing to undo (agents/agent.py).
+                done = ("in service, was not drained"
+                        if t.detail.startswith(NOT_DRAINED) else "back in service")
+                return self._move(req, t, Phase.DONE, done, now)
             return None
         job = state.jobs.get(t.target)
         if job is None:

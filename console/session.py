@@ -52,6 +52,7 @@ from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
+from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.messages import (
     Command,
@@ -482,7 +483,7 @@ class ConsoleSession:
         """Open the SQLite store, restore recent events into the state; return how many."""
         store = await (Store.open(path) if retention_days is None
                        else Store.open(path, retention_days))
-        restored = await store.restore(self.state)
+        restored = await store.restore(self.state, now=self.clock())
         self.store = store
         self.audit = TeeAudit(self.audit, store)
         if restored:
@@ -879,6 +880,13 @@ class ConsoleSession:
             req.outcome_recorded = True
             self._audit(req, req.phase.value, finish_details(req))
 
+    def left_open(self, req: Request, why: str) -> None:
+        """The front end stops following ``req`` before it finished (``--no-wait``): its last
+        known state goes to the audit trail, which otherwise held only "requested"."""
+        if req.finished_at is None and not req.outcome_recorded:
+            req.outcome_recorded = True
+            self._audit(req, req.phase.value, f"{why}: {req.describe()}")
+
     def _audit(self, req: Request, outcome: str, detail: str) -> None:
         self.audit.write(AuditRecord(
             ts=self.clock(), who=self.operator, what=req.op.value, targets=req.target_text,
@@ -1173,6 +1181,13 @@ def _nodes_of(req: Request) -> tuple[str, ...]:
 
 
 def finish_details(req: Request) -> str:
-    """Why targets of a finished request did not end DONE (audit detail, CLI summary)."""
-    return "; ".join(sorted({f"{t.target}: {t.detail}" for t in req.targets
-                             if t.phase is not Phase.DONE}))[:500]
+    """Why targets of a finished request did not end DONE (audit detail, the TUI's notice),
+    after which targets ended how when they did not all end alike: the request's one outcome
+    is its worst, and the audit trail lost that a drain of two nodes drained one of them."""
+    why = sorted({f"{t.target}: {t.detail}" for t in req.targets if t.phase is not Phase.DONE})
+    by_phase: dict[Phase, list[str]] = {}
+    for t in req.targets:
+        by_phase.setdefault(t.phase, []).append(t.target)
+    split = ([f"{phase.value} {compress(targets)}" for phase, targets in by_phase.items()]
+             if len(by_phase) > 1 else [])
+    return "; ".join(split + why)[:500]

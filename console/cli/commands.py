@@ -222,6 +222,8 @@ class CommandRun:
                 self.refuse(attempt, str(err))
             raise
         finally:
+            if req is not None and not wait_done:
+                session.left_open(req, "not waiting for the effect (--no-wait)")
             await session.close()
         assert req is not None
         code = self._report(req)
@@ -396,6 +398,8 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
 
     def make(r: CommandRun) -> Request:
         r.known(targets)
+        # Not drained, or still failing its checks: said before sending, as the TUI's dialog.
+        r.show_radius(blast_radius(r.state, CommandOp.RESUME, targets, r.clock()))
         return r.session.resume(targets, reason)
 
     return asyncio.run(run.run(make, Attempt(CommandOp.RESUME, targets, reason)))

@@ -46,11 +46,26 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     out = cli(sim, audit, "resume", "gpu[0001-0004]", "--timeout", "20")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "back in service" in out.stdout
+    # A node in service already: said before sending, and the outcome does not claim a return.
+    out = cli(sim, audit, "resume", "gpu0002", "--timeout", "20")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "blast radius: 1 node, none drained: nothing given back to the scheduler\n" \
+        in out.stdout
+    assert "note: not drained: gpu0002" in out.stdout
+    assert "gpu0002: done (in service, was not drained)" in out.stdout, out.stdout
     out = cli(sim, audit, "drain", "gpu9999", "--reason", "x")
     assert out.returncode == 2 and "unknown node" in out.stderr
+    # --no-wait: the trail says how far it got when the CLI stopped following it.
+    out = cli(sim, audit, "drain", "gpu0004", "--reason", "bad fan", "--no-wait")
+    assert out.returncode == 0, out.stdout + out.stderr
     records = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert [r["outcome"] for r in records] == ["requested", "done", "requested", "done",
-                                               "refused"]
+    assert [r["outcome"] for r in records][:-1] == ["requested", "done", "requested", "done",
+                                                    "requested", "done", "refused",
+                                                    "requested"]
+    # An idle node may drain before the CLI leaves: then its outcome is done.
+    last = records[-1]
+    assert (last["outcome"], "--no-wait" in last["detail"]) in {("acknowledged", True),
+                                                               ("done", False)}, last
     assert records[0]["who"] == "carol" and records[0]["why"] == "switch swap OPS-9"
     assert records[0]["targets"] == "gpu[0001-0004]" and records[0]["args"]["mode"] == "now"
 
