@@ -192,6 +192,13 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     if "certificate" in low or "ssl" in low or "tls" in low:
         return (f"TLS with the MQTT broker at {url} failed ({text}); check that --ca is the CA "
                 "that signed the broker's certificate and that the host name matches it.")
+    if ("name or service not known" in low or "nodename nor servname" in low
+            or "temporary failure in name resolution" in low or "no address associated" in low):
+        return (f"cannot reach the MQTT broker at {url}: the host name '{url.host}' does not "
+                "resolve (a typo, or no DNS here?).")
+    if ("connect call failed" in low or "errno 111" in low) and "refused" not in low:
+        # asyncio's words for ECONNREFUSED on some paths ("[Errno 111] Connect call failed").
+        return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
     if "refused" in low and "not authori" not in low and "bad user" not in low:
         return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
     if "not authori" in low or "bad user" in low:

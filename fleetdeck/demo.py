@@ -85,7 +85,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
             state = demo_dir()
             try:
-                return run_console(broker.url, args.cluster, broker_label=broker.label,
+                # The private broker's port is picked free at start: the header shows it, so
+                # a second terminal can point the CLI at this fleet.
+                label = f"{broker.label} {broker.url.address}"
+                return run_console(broker.url, args.cluster, broker_label=label,
                                    audit_path=state / AUDIT_FILE, store_path=state / STORE_FILE,
                                    record_dir=state, operator=os.environ.get("USER", "demo"))
             finally:

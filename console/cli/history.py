@@ -84,6 +84,20 @@ def _check(db: Path) -> None:
     raise UserError(f"{why}.")
 
 
+def nothing_found(command: str, db: Path, since_ts: float) -> None:
+    """Say on stderr that ``db`` held nothing since ``since_ts``, and name a newer demo run's
+    store when there is one: a collector started once by hand leaves an empty store at the
+    default path, which then hides the demo's (an empty table and rc 0 said nothing)."""
+    why = f"fleetdeck {command}: nothing in {db} since {iso(since_ts)}"
+    with contextlib.suppress(OSError):
+        mine = db.stat().st_mtime
+        newer = [d for d in demo_stores() if d.resolve() != db.resolve()
+                 and d.stat().st_mtime > mine]
+        if newer:
+            why += f"; a newer demo run's store is {newer[0]}: pass --db {newer[0]}"
+    print(f"{why}.", file=sys.stderr)
+
+
 async def _open(db: Path) -> Store:
     return await Store.open(db)
 
@@ -138,6 +152,8 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     rows.sort(key=lambda r: r["ts"])
     if len(rows) > limit:
         rows = rows[-limit:]
+    if not rows:
+        nothing_found("events", db, since_ts)
     if matched > len(rows):
         print(f"fleetdeck events: showing the newest {len(rows)} of {matched} rows; narrow "
               "with --since, --node or --kind, or raise --limit.", file=sys.stderr)

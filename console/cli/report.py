@@ -11,7 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdeck.console.audit import iso
-from fleetdeck.console.cli.history import _check, _open, parse_since, table_console
+from fleetdeck.console.cli.history import (
+    _check,
+    _open,
+    nothing_found,
+    parse_since,
+    table_console,
+)
 from fleetdeck.console.interruptions import CAUSES, report
 
 
@@ -27,6 +33,8 @@ def run_report(db: Path, since: str, as_json: bool) -> int:
             await store.close()
 
     rows, gpu_hours = asyncio.run(main())
+    if not rows and not gpu_hours:
+        nothing_found("report", db, since_ts)
     out: dict[str, Any] = {"since": since_ts, **report(rows, gpu_hours), "list": rows}
     if as_json:
         print(json.dumps(out, indent=2))

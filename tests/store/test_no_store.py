@@ -28,3 +28,30 @@ def test_no_store_and_no_demo_run_says_how_to_get_one(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no store at" in err and "pass --db FILE)." in err
     assert "newest demo run" not in err
+
+
+@pytest.mark.parametrize("args", [["events"], ["report"]])
+def test_an_empty_default_store_names_a_newer_demo_store(args, capsys):
+    """A collector started once by hand (its broker unreachable) leaves an empty store at the
+    default path; events and report then printed an empty table, rc 0, and never named the
+    demo's store they had pointed to before."""
+    import asyncio
+
+    from fleetdeck.console.store import Store
+    from fleetdeck.paths import state_base
+
+    default = state_base() / "demo.db"
+
+    async def make() -> None:
+        store = await Store.open(default)
+        await store.close()
+
+    asyncio.run(make())
+    os.utime(default, (1_800_000_000, 1_800_000_000))
+    demo = demo_dir(now=1_800_000_600) / STORE_FILE
+    demo.write_bytes(b"")
+    os.utime(demo, (1_800_000_600, 1_800_000_600))
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"nothing in {default} since" in err
+    assert f"a newer demo run's store is {demo}: pass --db {demo}." in err
