@@ -27,7 +27,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -149,9 +149,12 @@ class RecordingWriter:
     """Append messages; start a new segment (keyframe + new gzip member) every ``segment_s``."""
 
     def __init__(self, path: Path, cluster: str, *, source: str = "", started: float,
-                 segment_s: float = 60.0, overwrite: bool = True) -> None:
+                 segment_s: float = 60.0, overwrite: bool = True,
+                 judged: Sequence[Mapping[str, object]] = ()) -> None:
         """``overwrite=False`` raises FileExistsError rather than truncate an existing file:
-        the check and the creation are one system call, so no other writer slips in between."""
+        the check and the creation are one system call, so no other writer slips in between.
+        ``judged``: the nodes the recording console judged not ok as it started
+        (``summary.judged_not_ok``), kept in the header as ``judged_at_start``."""
         self.path = path
         self.gzip = path.suffix == ".gz"
         self.segment_s = segment_s
@@ -165,8 +168,11 @@ class RecordingWriter:
         self.gaps = 0
         self.bytes_in = 0
         self.closed_size = 0
-        header = {"fleetdeck_recording": FORMAT_VERSION, "cluster": cluster, "started": started,
-                  "fleetdeck": __version__, "source": source, "segment_s": segment_s}
+        header: dict[str, object] = {
+            "fleetdeck_recording": FORMAT_VERSION, "cluster": cluster, "started": started,
+            "fleetdeck": __version__, "source": source, "segment_s": segment_s}
+        if judged:
+            header["judged_at_start"] = list(judged)
         self._start_member()
         self._write_line(header)
         # The header is a gzip member of its own, so every segment starts on a member boundary
@@ -279,6 +285,53 @@ class Header:
     started: float
     version: str
     source: str
+    judged_at_start: tuple["JudgedNode", ...] = ()
+    """What the recording console judged not ok as it started (older recordings: none)."""
+
+
+@dataclass(frozen=True)
+class JudgedNode:
+    """A node the recording console judged not ok when the recording started: what rests on
+    the hour before it (N2, N3, N5, a recovered switch) a replay cannot rebuild."""
+
+    node: str
+    verdict: str
+    findings: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        first = f": {self.findings[0]}" if self.findings else ""
+        more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        return f"{self.node} {self.verdict}{first}{more}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"node": self.node, "verdict": self.verdict, "findings": list(self.findings)}
+
+
+def judged_note(nodes: int) -> str:
+    """What a replay says of a recording whose console judged ``nodes`` nodes not ok as it
+    started (the replay console, ``replay --headless``)."""
+    return (f"when this recording started, its console judged {nodes} node(s) not ok; the "
+            "replay judges only what the recording holds, so findings over the hour before it "
+            "(N2, N3, N5, a recovered switch) may be missing here (replay --headless "
+            "--summary-json: replay.judged_at_start has them)")
+
+
+def _judged(raw: object) -> tuple[JudgedNode, ...] | None:
+    """The header's ``judged_at_start``, checked; None when it is damaged."""
+    if not isinstance(raw, list) or len(raw) > 10_000:
+        return None
+    out = []
+    for item in raw:
+        if not isinstance(item, dict):
+            return None
+        node, verdict, findings = item.get("node"), item.get("verdict"), item.get("findings")
+        if (not isinstance(node, str) or not is_valid_id(node) or not isinstance(verdict, str)
+                or len(verdict) > 16 or not isinstance(findings, list)
+                or not all(isinstance(f, str) and len(f) <= 1000 for f in findings)):
+            return None
+        out.append(JudgedNode(node, verdict, tuple(findings[:20])))
+    return tuple(out)
 
 
 def _number(value: Any, what: str) -> float:
@@ -437,8 +490,12 @@ class RecordingReader:
             raise UserError(f"{self.path}: line 1, header cluster {str(cluster)[:40]!r} is not a "
                             "cluster name.")
         started = self._check_started(obj["started"], times)
+        judged = _judged(obj.get("judged_at_start", []))
+        if judged is None:
+            self.report.problem(f"{self.path}: line 1, header 'judged_at_start' is not a "
+                                "list of nodes with a verdict and findings; ignored")
         return Header(cluster, started, str(obj.get("fleetdeck", "?")),
-                      str(obj.get("source", "")))
+                      str(obj.get("source", "")), judged or ())
 
     @staticmethod
     def _probe_times(f: IO[bytes]) -> list[float]:

@@ -1338,7 +1338,9 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
                      "truncated": rep.truncated, "problems": rep.problems,
                      "tick_s": tick_s, "ticks": session.counters.ticks,
                      "decoded": run.feed.decoded, "superseded": run.feed.superseded,
-                     "applied": session.state.applied}
+                     "applied": session.state.applied,
+                     "judged_at_start": [j.as_json()
+                                         for j in run.feed.reader.header.judged_at_start]}
     return out
 
 

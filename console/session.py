@@ -52,6 +52,7 @@ from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import Store, TickRows
+from fleetdeck.console.summary import judged_not_ok
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.messages import (
@@ -1139,8 +1140,10 @@ class ConsoleSession:
         for n in range(1, 1000):
             at = path if n == 1 else path.with_name(f"{stem}-{n}{dot}{ext}")
             try:
+                # What rests on the hour before (N2, N3, a recovered switch) is not in the
+                # recording: the header keeps what this console judged of it.
                 return RecordingWriter(at, self.cluster, source=str(self.url), started=now,
-                                       overwrite=False)
+                                       overwrite=False, judged=judged_not_ok(self.state))
             except FileExistsError:
                 continue
         raise FileExistsError(f"{path} and 998 recordings beside it exist")

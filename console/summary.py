@@ -46,6 +46,21 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
     }
 
 
+JUDGED_MAX = 500
+"""Nodes a recording's header lists as judged not ok when it started (worst first)."""
+
+
+def judged_not_ok(state: FleetState, most: int = JUDGED_MAX) -> list[dict[str, Any]]:
+    """The nodes the console judged anything but ok (or waiting), worst first, with their
+    findings: what a recording started now keeps in its header, because a replay of it
+    cannot rebuild what rests on the hour before (docs/recording.md)."""
+    rank = {"failed": 0, "offline": 1, "stale": 2, "degraded": 3}
+    bad = [st for st in state.nodes.values() if st.verdict_shown in rank]
+    bad.sort(key=lambda st: (rank[st.verdict_shown], st.node_id))
+    return [{"node": st.node_id, "verdict": st.verdict_shown,
+             "findings": [str(f) for f in st.all_findings][:20]} for st in bad[:most]]
+
+
 def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
     """The job's own status plus the console's judgements of it: ``straggler`` (null or the
     slowest rank with its slowdown and likely cause) and ``sick_nodes`` (its nodes that stall

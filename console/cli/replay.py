@@ -8,7 +8,7 @@ from typing import Any
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.progress import ProgressLine
-from fleetdeck.console.recording import GAP_NOTE, MAX_NOTES, is_gap_note
+from fleetdeck.console.recording import GAP_NOTE, MAX_NOTES, is_gap_note, judged_note
 from fleetdeck.console.replay import (
     RecordStats,
     already_exists,
@@ -108,7 +108,11 @@ def run_replay(args: Any) -> int:
 
             from fleetdeck.console.cli.status import render_summary
 
-            render_summary(out, Console())
+            console = Console()
+            render_summary(out, console)
+            judged = rep["judged_at_start"]
+            if judged:
+                console.print(judged_note(len(judged)), style="dim", highlight=False)
         return status
     from fleetdeck.console.tui.app import run_replay_console
 

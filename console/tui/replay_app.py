@@ -13,6 +13,7 @@ from pathlib import Path
 
 from textual.binding import Binding
 
+from fleetdeck.console.recording import judged_note
 from fleetdeck.console.replay import SLICE_S
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
@@ -56,6 +57,15 @@ class ReplayApp(FleetdeckApp):
                          operator="replay", log_path=log_path)
 
     _advanced_at: float | None = None
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        judged = self.player.reader.header.judged_at_start
+        if judged:
+            # The live console's judgement at the start may rest on the hour before it.
+            names = ", ".join(j.text for j in judged[:3])
+            self.notify(f"{esc(judged_note(len(judged)))}; first: {esc(names)}",
+                        severity="warning", timeout=20)
 
     def tick(self) -> TickReport:
         # The recording moves with the wall clock at the player's speed, not by a tick's

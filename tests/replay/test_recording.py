@@ -164,3 +164,32 @@ def test_next_and_previous_event(tmp_path):
     assert p.next_event() is None
     assert p.prev_event() == T0
     assert fakes
+
+
+def test_a_recording_keeps_what_its_console_judged_as_it_started(tmp_path):
+    """A recording made with R five minutes into the demo replayed as another fleet: the
+    live console's N3 and recovered-switch findings rest on the hour before the recording.
+    Its header now keeps them, and the replay says so instead of silently disagreeing."""
+    from fleetdeck.console.summary import judged_not_ok
+    from tests.console.test_judgements import session_with
+    from tests.tui.fleet import port_down
+
+    session = session_with({"gpu0003": port_down("mlx5_ib5")})
+    judged = judged_not_ok(session.state)
+    assert [j["node"] for j in judged] == ["gpu0003"] and judged[0]["verdict"] == "failed"
+    assert any(f.startswith("N1 mlx5_ib5:1") for f in judged[0]["findings"])
+    rec = session._new_recording(tmp_path / "r.jsonl", session.clock())
+    rec.close()
+    header = RecordingReader(tmp_path / "r.jsonl").header
+    assert [(j.node, j.verdict) for j in header.judged_at_start] == [("gpu0003", "failed")]
+    out = replay_headless(tmp_path / "r.jsonl")
+    assert out["replay"]["judged_at_start"] == judged
+    # A damaged list is one problem of the replay, not a refusal of the recording.
+    bad = tmp_path / "bad.jsonl"
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    head["judged_at_start"] = [{"node": "bad node!", "verdict": 3}]
+    bad.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    reader = RecordingReader(bad)
+    assert reader.header.judged_at_start == ()
+    assert any("judged_at_start" in p for p in reader.report.problems)
