@@ -153,7 +153,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         if home is not None:
             # "…; job 41; slows job 41 by 12 %" says the job twice: the straggler line is
             # the more telling of the two.
-            home.title = home.title.removesuffix(f"; job {job.job_id}") + f"; {slows}"
+            home.title = home.title.removesuffix(f"; in job {job.job_id}") + f"; {slows}"
             if job.job_id not in home.jobs:
                 home.jobs.append(job.job_id)
             continue
@@ -337,7 +337,7 @@ def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
     jobs = _jobs([st.node_id], jobs_on)
     # A silent agent whose job still steps names that job in its finding already.
     named = [j for j in jobs if f"job {j} " not in head]
-    job_txt = f"; job {', '.join(named)}" if named else ""
+    job_txt = f"; in job{'s' if len(named) > 1 else ''} {', '.join(named)}" if named else ""
     severity = "error" if st.verdict in (Verdict.FAILED, Verdict.OFFLINE) else "warn"
     if st.job_stepping:
         severity = "warn"

@@ -1055,7 +1055,7 @@ def interruption_text(rep: dict[str, Any]) -> str:
     text = f"{n} job interruption{'' if n == 1 else 's'} ({where})"
     if causes:
         text += f": {causes}"
-    text += (f"; {float(rep.get('lost_gpu_hours', 0.0)):.1f} GPU-h lost since checkpoints of "
-             f"{float(rep.get('job_gpu_hours', 0.0)):.1f} held")
     text += "; ETTR " + ("-" if ettr is None else f"{float(ettr):.1%}")
+    text += (f" ({float(rep.get('lost_gpu_hours', 0.0)):.1f} GPU-h of work since their "
+             f"checkpoints lost, of {float(rep.get('job_gpu_hours', 0.0)):.1f} GPU-h run)")
     return text

@@ -93,8 +93,8 @@ async def test_a_job_interruption_shows_by_cause_with_ettr(world):
         screen = world.app.screen
         assert isinstance(screen, IncidentsScreen)
         assert screen.report_text.startswith(
-            "1 job interruption (this session): software 1; 16.0 GPU-h lost")
-        assert "ETTR " in screen.report_text
+            "1 job interruption (this session): software 1; ETTR ")
+        assert "(16.0 GPU-h of work since their checkpoints lost, of " in screen.report_text
         assert "1 job interruption (this session)" in text_of(world.app)
 
 
