@@ -416,8 +416,12 @@ def summary_lines(stats: OfflineStats, table: RateTable | None, wall_s: float) -
              "node-days"]
     if table is not None:
         exp = expected(table, stats.busy_node_days)
-        lines.append("expected interruptions by cause (rate x busy node-days): " + ", ".join(
-            f"{k} {v:.1f}" for k, v in exp.items() if v))
+        causes = ", ".join(f"{k} {v:.1f}" for k, v in exp.items() if v)
+        if not causes:
+            # An empty list read as a broken run: say why (no job ran, or too short a run).
+            causes = ("none: no job held a node (too few nodes for the scenario's jobs?)"
+                      if not stats.busy_node_days else "none to one decimal")
+        lines.append(f"expected interruptions by cause (rate x busy node-days): {causes}")
         lines.append("faults that fired (on a busy node): " + ", ".join(
             f"{c} {n} ({stats.faults_on_busy.get(c, 0)})"
             for c, n in sorted(stats.faults.items())) if stats.faults else "no faults fired")

@@ -253,3 +253,14 @@ def test_a_live_sim_draws_its_faults_from_the_table(mosquitto, tmp_path):
         assert len(failed) >= 2, failed
     finally:
         assert stop_process(sim) == 0
+
+
+def test_a_run_where_no_job_held_a_node_says_why_nothing_is_expected():
+    """16 nodes of a scenario written for 1,024: its jobs never start, and the summary printed
+    an empty list after 'expected interruptions by cause' (a newcomer read a broken run)."""
+    from fleetdeck.agents.sim.offline import OfflineStats, summary_lines
+
+    table = parse_rates({"rates": dict.fromkeys(BUILTIN_CAUSES, 0.001)})
+    lines = summary_lines(OfflineStats(nodes=16, duration_s=86_400.0), table, 1.0)
+    assert any(line.endswith("none: no job held a node (too few nodes for the scenario's "
+                             "jobs?)") for line in lines), lines
