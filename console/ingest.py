@@ -106,6 +106,9 @@ class Batch:
     events: list[tuple[float, Event]] = field(default_factory=list)
     acks: list[tuple[float, Ack]] = field(default_factory=list)
     jobs: dict[str, tuple[float, JobStatus]] = field(default_factory=dict)
+    jobs_withdrawn: set[str] = field(default_factory=set)
+    """Jobs whose retained status was cleared (an empty retained payload, MQTT's way to
+    delete one): the scheduler, or an operator, withdrew them (docs/protocol.md)."""
     messages: int = 0
     superseded: int = 0
     """Telemetry samples replaced by a newer one of the same node before a tick took them."""
@@ -217,6 +220,12 @@ class Ingest:
             return
         if parsed.kind is Kind.DIGEST:
             self._digest(parsed.subject, topic, payload, rx_ts)
+            return
+        if parsed.kind is Kind.JOB and not payload:
+            # A cleared retained status: the job is gone, not a malformed message (a job
+            # left retained by a scheduler that died read as running for ever).
+            self._batch.jobs.pop(parsed.subject, None)
+            self._batch.jobs_withdrawn.add(parsed.subject)
             return
         model = codec.MODEL_FOR_KIND[parsed.kind]
         try:
@@ -359,6 +368,7 @@ class Ingest:
                                  f"payload job '{msg.job_id}' differs from the topic's")
                     return
                 b.jobs[subject] = (rx_ts, msg)
+                b.jobs_withdrawn.discard(subject)
 
     def _reject(self, rx_ts: float, topic: str, reason: str, detail: str) -> None:
         # Topics are attacker-controlled: keep them printable and bounded before storing.

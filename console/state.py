@@ -787,6 +787,9 @@ class FleetState:
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)
+        for job_id in batch.jobs_withdrawn:
+            self.jobs.pop(job_id, None)
+            self.job_stepped_at.pop(job_id, None)
         for job_id, (rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
             seen = self.job_stepped_at.get(job_id)

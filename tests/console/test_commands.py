@@ -199,3 +199,23 @@ def test_a_reason_is_made_printable_before_it_is_signed(world):
     assert cmd.args.reason == "XID 79\ufffd]0;pwned\ufffd seen"
     key = b"k" * 32
     assert signing.check(signing.sign(cmd, key), key, cmd.issued_at) == ""
+
+
+def test_a_cleared_retained_job_status_withdraws_the_job(world):
+    """MQTT deletes a retained message with an empty one: a job a dead scheduler left retained
+    (running for ever, priced by restart-job, named in incidents) is withdrawn that way, and
+    the console counted the empty payload as malformed and kept the job."""
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    clock, ingest, _fleet, state = world
+    publish_job(ingest, job_status("4104", ["gpu0001", "gpu0002"], clock), clock)
+    state.apply(ingest.take_batch(), clock())
+    assert "4104" in state.jobs
+    ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
+    state.apply(ingest.take_batch(), clock())
+    assert "4104" not in state.jobs and state.malformed.total == 0
+    # Withdrawn, then published again in one batch: the newer word stands.
+    ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
+    publish_job(ingest, job_status("4104", ["gpu0001"], clock), clock)
+    state.apply(ingest.take_batch(), clock())
+    assert state.jobs["4104"].nodes == ["gpu0001"]
