@@ -587,7 +587,10 @@ class Fleet:
         cluster = self.opts.cluster
         if self.lead:
             name = f"fd-{cluster}-sched"
-            topics = [topic_for(cluster, Kind.SCHED_CMD), inject_topic(cluster)]
+            # Job statuses too: those left retained by an earlier scheduler that this one
+            # does not run are cleared (_clear_foreign_job), or consoles show them running.
+            topics = [topic_for(cluster, Kind.SCHED_CMD), inject_topic(cluster),
+                      topic_for(cluster, Kind.JOB, "+")]
             if self.spread:
                 topics.append(ctl_up_topic(cluster))
         else:
@@ -650,15 +653,29 @@ class Fleet:
         cmd_topic = topic_for(self.opts.cluster, Kind.SCHED_CMD)
         inj_topic = inject_topic(self.opts.cluster)
         ctl = (ctl_topic(self.opts.cluster), ctl_up_topic(self.opts.cluster))
+        job_prefix = topic_for(self.opts.cluster, Kind.JOB, "")[:-len("/status")]
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             topic = str(message.topic)
             if topic == cmd_topic and self.lead:
                 self._on_command(payload)
+            elif self.lead and topic.startswith(job_prefix):
+                if message.retain and payload:
+                    self._clear_foreign_job(topic, topic[len(job_prefix):].partition("/")[0])
             elif topic == inj_topic and self.lead:
                 self._on_inject(payload)
             elif topic in ctl:
                 self._on_ctl(topic, payload)
+
+    def _clear_foreign_job(self, topic: str, job_id: str) -> None:
+        """A retained status of a job this scheduler does not run (a simulator killed and
+        started again): clear it, as a scheduler bridge would, so no console keeps it running
+        for ever (docs/protocol.md, JobStatus)."""
+        if job_id in self.world.scheduler.jobs:
+            return
+        log.info("scheduler: clearing the retained status of job %s (not one of this run's)",
+                 job_id)
+        self._outbox.put_nowait((topic, b"", True))
 
     def _on_command(self, payload: bytes) -> None:
         try:
