@@ -292,17 +292,24 @@ class FabricMatrix(Widget, can_focus=True):
 
     def bad_cells(self) -> list[tuple[int, int, int]]:
         """(band, cell, rail index) of every cell that is not ok: suspected switches first,
-        then down, flapping, erroring; in reading order among equals."""
+        each once (its first port: the arrows walk the rest of its row), then down, flapping,
+        erroring; in reading order among equals. A switch's 16 down ports stood between the
+        operator and the one flapping link elsewhere."""
         p, fm = self.plan, self.map
         if p is None or fm is None:
             return []
         found: list[tuple[tuple[int, int, int, int], tuple[int, int, int]]] = []
+        switches: set[tuple[int, int]] = set()
         for b, band in enumerate(p.bands):
             for c, (bi, ci, _x) in enumerate(self._places[b]):
                 column = band[bi].columns[ci]
                 for r, code in enumerate(self.codes(column)):
                     if code >= BAD:
                         sus = suspected(fm, column, p.rails[r])
+                        if sus:
+                            if (b, r) in switches:
+                                continue
+                            switches.add((b, r))
                         found.append(((0 if sus else 1, -code, b, c), (b, c, r)))
         found.sort()
         return [where for _key, where in found]

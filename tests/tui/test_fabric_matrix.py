@@ -63,7 +63,12 @@ async def test_suspected_switch_row_stands_out_and_w_lands_on_its_port(world):
         status = screen.query_one("#matrix-status").render().plain
         assert "leaf00-r2" in status and "gpu0009 mlx5_ib2:1 down" in status
         assert "suspected switch" in status
+        # The switch is one stop (its only problem here: w comes back to it); the arrows
+        # walk its row.
         await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")
+        await pilot.press("right")
         await pilot.pause()
         assert matrix.selected_port() == ("gpu0013", "mlx5_ib2:1")
         await pilot.press("enter")
@@ -275,3 +280,22 @@ async def test_a_node_replaced_in_its_leaf_group_is_drawn_under_its_own_name():
         drawn = {n for band in matrix.plan.bands for b in band for c in b.columns
                  for n in c.nodes}
         assert "gpu9999" in drawn and gone not in drawn
+
+
+async def test_w_stops_once_at_a_suspected_switch_then_goes_to_the_next_problem(world):
+    """A dead rail switch's ports stood between the operator and a slow link elsewhere: w
+    walked every port behind the switch first (16 presses in the demo)."""
+    world.fleet.telemetry(world.ingest, names=["gpu0002"],
+                          faults={"gpu0002": slow_link("mlx5_ib6")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")  # the switch first
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0002", "mlx5_ib6:1")
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")  # and round again
