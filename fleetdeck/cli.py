@@ -369,6 +369,9 @@ def build_parser() -> Parser:
     p.add_argument("--digests", action="store_true",
                    help="read the sharded collectors' per-node digests instead of raw "
                    "telemetry (their verdicts, owner per node; needs 'collect --shard')")
+    p.add_argument("--fail-on", choices=("failed", "degraded"), metavar="VERDICT",
+                   help="exit 1 when a node reads VERDICT or worse: 'failed' (failed, "
+                   "offline) or 'degraded' (also degraded, stale); for 'status || page'")
 
     sub.add_parser("schema", help="print the JSON Schema of every protocol message")
 
@@ -705,7 +708,8 @@ def cmd_inject(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.status import run_status
 
-    return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests)
+    return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests,
+                      fail_on=args.fail_on)
 
 
 def cmd_console(args: argparse.Namespace) -> int:

@@ -331,3 +331,25 @@ def test_a_crash_is_blamed_on_the_node_its_reason_names_not_on_a_leftover_elsewh
     got = {names[i["job_id"]]: (i["cause"], i["nodes"]) for i in out["interruptions"]}
     assert got == {"ecc": ("hbm_ecc", [nodes["ecc"][0]]),
                    "app": ("software", [nodes["app"][0]])}, out["interruptions"]
+
+
+def test_status_fail_on_exits_1_for_a_sick_fleet_and_0_for_a_healthy_one(
+        mosquitto, tmp_path: Path) -> None:
+    """status exited 0 with every node failed: 'status || page' never fired (SRE drill)."""
+    url, cluster = str(mosquitto.url), "failon"
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "4", "--seed", "2",
+                log=tmp_path / "sim.log")
+    try:
+        until(url, cluster, lambda o: o["totals"]["by_verdict"].get("ok") == 4)
+        args = ("status", "--broker", url, "--cluster", cluster, "--wait", "2")
+        healthy = run_cli(*args, "--fail-on", "failed")
+        assert healthy.returncode == 0, healthy.stderr
+        inject(url, cluster, "xid79", "node=gpu0002", "gpu=3")
+        until(url, cluster, lambda o: nodes_of(o)["gpu0002"]["verdict"] == "failed")
+        sick = run_cli(*args, "--fail-on", "failed", "--json")
+        assert sick.returncode == 1, sick.stderr
+        assert json.loads(sick.stdout)["totals"]["by_verdict"]["failed"] == 1  # still the JSON
+        assert "1 node(s) failed or worse (gpu0002; --fail-on failed)" in sick.stderr
+        assert run_cli(*args).returncode == 0  # without --fail-on, as before
+    finally:
+        assert stop_process(sim) == 0

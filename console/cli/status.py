@@ -20,6 +20,7 @@ from fleetdeck.console.live import clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
+from fleetdeck.hostlist import compress
 from fleetdeck.runtime import tune_gc
 
 VERDICT_STYLE = {
@@ -153,15 +154,36 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
+FAIL_ON = {"failed": frozenset({"failed", "offline"}),
+           "degraded": frozenset({"failed", "offline", "degraded", "stale"})}
+"""``status --fail-on``: the verdicts that make it exit 1 (a script's ``status || page``)."""
+EXIT_UNHEALTHY = 1
+
+
+def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None) -> int:
+    """EXIT_UNHEALTHY, with a line on stderr, when a node of ``summaries`` reads as bad as
+    ``fail_on`` or worse; else 0."""
+    if fail_on is None:
+        return 0
+    bad = [n["id"] for out in summaries for n in out.get("nodes", [])
+           if n["verdict"] in FAIL_ON[fail_on]]
+    if not bad:
+        return 0
+    print(f"fleetdeck status: {len(bad)} node(s) {fail_on} or worse ({compress(bad)}; "
+          f"--fail-on {fail_on})", file=sys.stderr)
+    return EXIT_UNHEALTHY
+
+
 def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json: bool, *,
-               digests: bool = False) -> int:
+               digests: bool = False, fail_on: str | None = None) -> int:
     """One cluster: its summary (the keys of docs/protocol.md). Several (``--cluster a,b``):
     every cluster watched at the same time, each by its own session, then one summary per
     cluster plus their sum (``run_status_many``)."""
     tune_gc()
     clusters = [cluster] if isinstance(cluster, str) else cluster
     if len(clusters) > 1:
-        return run_status_many(url, clusters, wait_s, as_json, digests=digests)
+        return run_status_many(url, clusters, wait_s, as_json, digests=digests,
+                               fail_on=fail_on)
     session = asyncio.run(collect(url, clusters[0], wait_s, digests=digests))
     out = _summary(session, url, wait_s)
     if as_json:
@@ -188,7 +210,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
               f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
               "are as of then.", file=sys.stderr)
         return 3
-    return 0
+    return unhealthy([out], fail_on)
 
 
 def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str, Any]:
@@ -197,7 +219,7 @@ def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str
 
 
 def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json: bool, *,
-                    digests: bool = False) -> int:
+                    digests: bool = False, fail_on: str | None = None) -> int:
     """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
     keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
 
@@ -241,7 +263,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
                 render_summary(out, console)
     for err in errors:
         print(f"fleetdeck status: {err}", file=sys.stderr)
-    return 2 if errors else 0
+    return 2 if errors else unhealthy(summaries, fail_on)
 
 
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
