@@ -19,6 +19,7 @@ from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
+from fleetdeck.hostlist import compress
 from fleetdeck.paths import state_base
 
 PIPE_WIDTH = 100_000
@@ -138,6 +139,15 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 transitions = await store.transitions(since_ts, nodes, limit=limit,
                                                       first_ok=first_ok)
                 matched += await store.count("transitions", since_ts, nodes, first_ok=first_ok)
+            if nodes and not events and not transitions:
+                # As 'history' does: nothing about a node the store never held is a typo
+                # (or another --db), not a quiet node.
+                unknown = [n for n in nodes if not (
+                    await store.count("transitions", 0.0, [n])
+                    or await store.count("events", 0.0, [n]) or await store.has_minutes_of(n))]
+                if unknown:
+                    raise UserError(f"the store {db} holds nothing of {compress(unknown)}: "
+                                    "mistyped, or nodes of another --cluster or --db.")
             return events, transitions, matched
         finally:
             await store.close()

@@ -85,3 +85,14 @@ def test_a_node_first_seen_healthy_is_no_event_and_a_failure_reads_as_an_error(d
     assert main(["events", "--db", db, *SINCE, "--node", node, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)  # one node's story starts where it was first seen
     assert next(r["message"] for r in rows if r["kind"] == "verdict") == "new -> ok"
+
+
+def test_a_node_the_store_never_held_is_a_typo_not_a_quiet_node(db, capsys):
+    """events --node gpu9999 printed an empty table and exited 0 where history said no such
+    node and exited 2 (SRE drill)."""
+    assert main(["events", "--db", db, *SINCE, "--node", "gpu9999"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "holds nothing of gpu9999: mistyped" in err
+    # A node it holds, quiet in the window asked about: an empty answer, exit 0.
+    assert main(["events", "--db", db, "--since", "1m", "--node", "gpu0001"]) == 0
