@@ -48,7 +48,8 @@ class AuditRecord:
     """Hostlist of nodes, or the job id."""
     why: str
     outcome: str
-    """requested | done | rejected | failed | timed_out | abandoned | refused (never sent)"""
+    """requested | done | rejected | failed | timed_out | abandoned | refused (never sent) |
+    acknowledged or requested again when the CLI stopped following it (``--no-wait``)"""
     request_id: str
     cluster: str = ""
     detail: str = ""

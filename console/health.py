@@ -258,7 +258,11 @@ def watched_text(watched_ms: int, now_ms: int, span_s: int) -> str:
     seen_s = (now_ms - watched_ms) // 1000
     if seen_s >= span_s:
         return ""
-    return f"{max(1, seen_s)} s" if seen_s < 60 else f"{seen_s // 60} min"
+    # Coarse steps: the text is the finding's, and a new text is a new digest and repaint
+    # of the node (every second for an hour was one per node per tick).
+    if seen_s < 10:
+        return f"{max(1, seen_s)} s"
+    return f"{seen_s // 10 * 10} s" if seen_s < 60 else f"{seen_s // 60} min"
 
 
 def _delta(new: int | None, old: int | None) -> int:

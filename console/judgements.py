@@ -461,5 +461,6 @@ def recommended_action(st: NodeState) -> str:
     if st.drain.state is DrainState.DRAINED:
         # Healthy again (repaired) but still out of service: its GPUs idle until someone
         # resumes it, and "none" hid that.
-        return "healthy and drained: resume it (its GPUs are out of service)"
+        return ("healthy and drained: resume it once its repair or maintenance is done (its "
+                "GPUs are out of service)")
     return "none"

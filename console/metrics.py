@@ -338,7 +338,7 @@ def _jobs(snap: Snapshot) -> Iterator[Metric]:
         for s in JOB_STATES:
             state.add_metric([*key, s], 1.0 if job.state.value == s else 0.0)
         if job.total_steps:
-            progress.add_metric(key, job.step / job.total_steps)
+            progress.add_metric(key, min(1.0, job.step / job.total_steps))
         step.add_metric(key, job.step)
         if job.step_time_ms is not None:
             step_time.add_metric(key, job.step_time_ms / 1000)

@@ -36,6 +36,7 @@ import msgspec
 
 from fleetdeck import __version__
 from fleetdeck.errors import UserError
+from fleetdeck.protocol.codec import printable_text
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.topics import Kind, TopicError, parse_topic
 
@@ -172,7 +173,7 @@ class RecordingWriter:
             "fleetdeck_recording": FORMAT_VERSION, "cluster": cluster, "started": started,
             "fleetdeck": __version__, "source": source, "segment_s": segment_s}
         if judged:
-            header["judged_at_start"] = list(judged)
+            header["judged_at_start"] = _bounded(judged)
         self._start_member()
         self._write_line(header)
         # The header is a gzip member of its own, so every segment starts on a member boundary
@@ -317,6 +318,27 @@ def judged_note(nodes: int) -> str:
             "--summary-json: replay.judged_at_start has them)")
 
 
+JUDGED_BYTES = 256 * 1024
+"""The most ``judged_at_start`` may take of the header, well within what a reader reads of
+it (MAX_HEADER_BYTES): nodes past it are left out, worst first kept."""
+FINDING_CHARS = 300
+
+
+def _bounded(judged: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    size = 0
+    for item in judged:
+        raw = item.get("findings")
+        findings = [str(f)[:FINDING_CHARS] for f in raw] if isinstance(raw, list) else []
+        entry = {"node": item.get("node"), "verdict": item.get("verdict"),
+                 "findings": findings}
+        size += len(json.dumps(entry))
+        if size > JUDGED_BYTES:
+            break
+        out.append(entry)
+    return out
+
+
 def _judged(raw: object) -> tuple[JudgedNode, ...] | None:
     """The header's ``judged_at_start``, checked; None when it is damaged."""
     if not isinstance(raw, list) or len(raw) > 10_000:
@@ -330,7 +352,9 @@ def _judged(raw: object) -> tuple[JudgedNode, ...] | None:
                 or len(verdict) > 16 or not isinstance(findings, list)
                 or not all(isinstance(f, str) and len(f) <= 1000 for f in findings)):
             return None
-        out.append(JudgedNode(node, verdict, tuple(findings[:20])))
+        # Read from a file: shown in notices and tables only as printable text.
+        out.append(JudgedNode(node, printable_text(verdict),
+                              tuple(printable_text(f) for f in findings[:20])))
     return tuple(out)
 
 

@@ -591,7 +591,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
-    frac = job.step / job.total_steps if job.total_steps else 0.0
+    frac = min(1.0, job.step / job.total_steps) if job.total_steps else 0.0
     ckpt = "-"
     if job.last_checkpoint_ts is not None:
         ckpt = f"{job.last_checkpoint_step} ({fmt_duration(now - job.last_checkpoint_ts / 1000)})"

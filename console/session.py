@@ -753,8 +753,8 @@ class ConsoleSession:
                     held = carry.get(node)
                     seqs_of.setdefault(node, [] if held is None else [held[1].seq]).extend(seqs)
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
-                    jobs=new.jobs, superseded=superseded, delays=new.delays,
-                    digests=new.digests, collectors=new.collectors)
+                    jobs=new.jobs, jobs_withdrawn=new.jobs_withdrawn, superseded=superseded,
+                    delays=new.delays, digests=new.digests, collectors=new.collectors)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:
@@ -1137,13 +1137,14 @@ class ConsoleSession:
         exists: a recording is never overwritten (two started within one second got the same
         time-stamped name). The writer's ``path`` says where it went."""
         stem, dot, ext = path.name.partition(".")
+        judged = judged_not_ok(self.state)
         for n in range(1, 1000):
             at = path if n == 1 else path.with_name(f"{stem}-{n}{dot}{ext}")
             try:
                 # What rests on the hour before (N2, N3, a recovered switch) is not in the
                 # recording: the header keeps what this console judged of it.
                 return RecordingWriter(at, self.cluster, source=str(self.url), started=now,
-                                       overwrite=False, judged=judged_not_ok(self.state))
+                                       overwrite=False, judged=judged)
             except FileExistsError:
                 continue
         raise FileExistsError(f"{path} and 998 recordings beside it exist")

@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS port_minutes (
     xmit_Bps REAL, rcv_Bps REAL, symbol_errors INTEGER NOT NULL, link_downed INTEGER NOT NULL,
     down_samples INTEGER NOT NULL, partial INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (node, dev, minute)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS port_minutes_errors ON port_minutes (minute)
+    WHERE symbol_errors > 0 OR link_downed > 0;
 """
 
 
@@ -549,21 +551,23 @@ class Store:
     async def _recall_port_errors(self, state: FleetState, now: float) -> None:
         """The last hour's port errors back into the rules' windows (N2, N3): a restarted
         collector holds a flapped node failed for the rest of the hour as the one before it
-        would have. Only minutes with errors are read (a few rows, not 16,384 nodes' hour)."""
+        would have. Only minutes with errors are read, through a partial index (a few rows,
+        not 16,384 nodes' hour)."""
         first = int(now // 60) - int(FATAL_WINDOW_S // 60)
-        async with self.db.execute("SELECT MIN(minute) FROM port_minutes WHERE minute >= ?",
-                                   (first,)) as cur:
+        # Since when the store watched (for the findings' "in N min watched"): its first
+        # verdict row, through transitions' time index, not a scan of the minutes.
+        async with self.db.execute("SELECT MIN(ts) FROM transitions") as cur:
             row = await cur.fetchone()
         if row is None or row[0] is None:
             return
-        watched_from_ms = int(row[0]) * 60_000  # the store watched the ports from here
+        watched_from_ms = max(first, int(float(row[0]) // 60)) * 60_000
         # A node resumed since had its windows forgotten (the repair they waited for was
-        # done: FleetState's status apply): its errors before the resume stay forgotten.
+        # done: FleetState's status apply, on a drained node only): its errors up to the
+        # resume's minute stay forgotten.
         resumed: dict[str, float] = {}
         async with self.db.execute(
-                "SELECT node, MAX(ts) FROM events WHERE kind = 'drain' AND ts >= ? "
-                "AND json_extract(data, '$.state') = 'none' GROUP BY node",
-                (first * 60,)) as cur:
+                "SELECT node, MAX(ts) FROM events WHERE ts >= ? AND kind = 'drain' "
+                "AND message LIKE 'resumed%' GROUP BY node", (first * 60,)) as cur:
             for node, ts in await cur.fetchall():
                 resumed[node] = float(ts)
         async with self.db.execute(
@@ -573,7 +577,7 @@ class Store:
             for node, dev, minute, symbols, downed in await cur.fetchall():
                 if not (isinstance(node, str) and isinstance(dev, str)):
                     continue
-                if (int(minute) + 1) * 60 <= resumed.get(node, 0.0):
+                if node in resumed and int(minute) * 60 < resumed[node]:
                     continue
                 state.recall_port_errors(node, dev, int(minute), int(symbols), int(downed),
                                          watched_from_ms)

@@ -67,7 +67,10 @@ def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
     it now, worst first; empty when none)."""
     found = straggler(job, state)
     return {**job.model_dump(mode="json"),
-            "progress": round(job.step / job.total_steps, 4) if job.total_steps else None,
+            # 0-1 as documented: a scheduler's total_steps may be an estimate that the job
+            # outruns (step 500 of 10 read "progress 50").
+            "progress": (round(min(1.0, job.step / job.total_steps), 4) if job.total_steps
+                         else None),
             "straggler": None if found is None else found.as_json(),
             "sick_nodes": [s.as_json() for s in sick_nodes(job, state)]}
 

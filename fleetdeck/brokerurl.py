@@ -1,6 +1,7 @@
 """``mqtt://[user:pass@]host:port`` and ``mqtts://`` URLs, and aiomqtt clients made from them."""
 
 import dataclasses
+import errno
 import os
 import re
 import ssl
@@ -185,6 +186,9 @@ def make_client(
     )
 
 
+_ERRNO = re.compile(r"\[Errno (-?\d+)\]")
+
+
 def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     """One sentence for an unreachable or refusing broker."""
     text = str(err) or type(err).__name__
@@ -196,9 +200,16 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
             or "temporary failure in name resolution" in low or "no address associated" in low):
         return (f"cannot reach the MQTT broker at {url}: the host name '{url.host}' does not "
                 "resolve (a typo, or no DNS here?).")
-    if ("connect call failed" in low or "errno 111" in low) and "refused" not in low:
-        # asyncio's words for ECONNREFUSED on some paths ("[Errno 111] Connect call failed").
-        return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
+    errno_of = _ERRNO.search(text)
+    if errno_of is not None and "refused" not in low:
+        # asyncio's "[Errno N] Connect call failed (…)" names the errno only: 111 is refused,
+        # others (no route, unreachable, timed out) are said in the OS's own words.
+        code = int(errno_of.group(1))
+        if code == errno.ECONNREFUSED:
+            return (f"cannot reach the MQTT broker at {url}: connection refused (is it "
+                    "running?).")
+        if code > 0:
+            return f"cannot reach the MQTT broker at {url}: {os.strerror(code).lower()}."
     if "refused" in low and "not authori" not in low and "bad user" not in low:
         return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
     if "not authori" in low or "bad user" in low:

@@ -162,7 +162,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     rows.sort(key=lambda r: r["ts"])
     if len(rows) > limit:
         rows = rows[-limit:]
-    if not rows:
+    if not rows and not nodes and not kinds:  # a filter that matched nothing is not that
         nothing_found("events", db, since_ts)
     if matched > len(rows):
         print(f"fleetdeck events: showing the newest {len(rows)} of {matched} rows; narrow "

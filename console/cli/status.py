@@ -165,8 +165,9 @@ def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None) -> int:
     ``fail_on`` or worse; else 0."""
     if fail_on is None:
         return 0
+    # A node drained or draining is one an operator has acted on: no page for it.
     bad = [n["id"] for out in summaries for n in out.get("nodes", [])
-           if n["verdict"] in FAIL_ON[fail_on]]
+           if n["verdict"] in FAIL_ON[fail_on] and n["drain"] == "none"]
     if not bad:
         return 0
     print(f"fleetdeck status: {len(bad)} node(s) {fail_on} or worse ({compress(bad)}; "

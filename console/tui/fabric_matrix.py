@@ -299,17 +299,17 @@ class FabricMatrix(Widget, can_focus=True):
         if p is None or fm is None:
             return []
         found: list[tuple[tuple[int, int, int, int], tuple[int, int, int]]] = []
-        switches: set[tuple[int, int]] = set()
+        switches: set[str] = set()
         for b, band in enumerate(p.bands):
             for c, (bi, ci, _x) in enumerate(self._places[b]):
                 column = band[bi].columns[ci]
                 for r, code in enumerate(self.codes(column)):
                     if code >= BAD:
                         sus = suspected(fm, column, p.rails[r])
-                        if sus:
-                            if (b, r) in switches:
+                        if sus:  # the switch's own text: a band holds several leaf groups
+                            if sus in switches:
                                 continue
-                            switches.add((b, r))
+                            switches.add(sus)
                         found.append(((0 if sus else 1, -code, b, c), (b, c, r)))
         found.sort()
         return [where for _key, where in found]

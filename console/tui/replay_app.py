@@ -59,7 +59,8 @@ class ReplayApp(FleetdeckApp):
     _advanced_at: float | None = None
 
     def on_mount(self) -> None:
-        super().on_mount()
+        # Textual calls FleetdeckApp.on_mount too (a handler per class of the MRO): calling
+        # it here as well started every timer and signal handler twice.
         judged = self.player.reader.header.judged_at_start
         if judged:
             # The live console's judgement at the start may rest on the hour before it.

@@ -201,21 +201,25 @@ def test_a_reason_is_made_printable_before_it_is_signed(world):
     assert signing.check(signing.sign(cmd, key), key, cmd.issued_at) == ""
 
 
-def test_a_cleared_retained_job_status_withdraws_the_job(world):
+def test_a_cleared_retained_job_status_withdraws_the_job():
     """MQTT deletes a retained message with an empty one: a job a dead scheduler left retained
     (running for ever, priced by restart-job, named in incidents) is withdrawn that way, and
-    the console counted the empty payload as malformed and kept the job."""
+    the console counted the empty payload as malformed and kept the job. Through the session's
+    tick, as every console, collector and replay applies a batch."""
+    from fleetdeck.console.session import ConsoleSession
     from fleetdeck.protocol.topics import Kind, topic_for
 
-    clock, ingest, _fleet, state = world
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
     publish_job(ingest, job_status("4104", ["gpu0001", "gpu0002"], clock), clock)
-    state.apply(ingest.take_batch(), clock())
-    assert "4104" in state.jobs
+    session.tick()
+    assert "4104" in session.state.jobs
     ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
-    state.apply(ingest.take_batch(), clock())
-    assert "4104" not in state.jobs and state.malformed.total == 0
+    session.tick()
+    assert "4104" not in session.state.jobs and session.state.malformed.total == 0
     # Withdrawn, then published again in one batch: the newer word stands.
     ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
     publish_job(ingest, job_status("4104", ["gpu0001"], clock), clock)
-    state.apply(ingest.take_batch(), clock())
-    assert state.jobs["4104"].nodes == ["gpu0001"]
+    session.tick()
+    assert session.state.jobs["4104"].nodes == ["gpu0001"]

@@ -279,3 +279,14 @@ def test_a_repaired_node_still_drained_is_told_to_be_resumed():
     assert st.verdict.value == "ok" and recommended_action(st) == "none"
     st.drain = DrainInfo(state=DrainState.DRAINED)
     assert recommended_action(st).startswith("healthy and drained: resume it")
+
+
+def test_a_job_past_its_total_steps_reads_at_most_done():
+    """total_steps may be a scheduler's estimate the job outruns: step 500 of 10 read
+    "progress 50" in status --json, documented 0-1 (SRE drill)."""
+    from fleetdeck.console.summary import job_summary
+
+    session = session_with({}, jobs=[lambda c: job_status("7", ["gpu0002"], c).model_copy(
+        update={"step": 500, "total_steps": 10})])
+    job = session.state.jobs["7"]
+    assert job_summary(job, session.state)["progress"] == 1.0

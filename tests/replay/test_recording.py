@@ -193,3 +193,19 @@ def test_a_recording_keeps_what_its_console_judged_as_it_started(tmp_path):
     reader = RecordingReader(bad)
     assert reader.header.judged_at_start == ()
     assert any("judged_at_start" in p for p in reader.report.problems)
+
+
+def test_a_long_judged_list_keeps_the_recording_readable(tmp_path):
+    """500 nodes x 20 findings of ~120 characters made a 1.25 MB header, which a reader (1 MiB
+    of header at most) refused as no recording; one finding over 1,000 characters threw away
+    the whole list (review)."""
+    judged = [{"node": f"gpu{i:04d}", "verdict": "failed",
+               "findings": ["N3 mlx5_ib6:1: " + "x" * 2000] + ["G2 gpu1: XID 74 " + "y" * 100] * 19}
+              for i in range(1, 501)]
+    path = tmp_path / "r.jsonl"
+    RecordingWriter(path, "c", started=1_800_000_000.0, judged=judged).close()
+    reader = RecordingReader(path)
+    kept = reader.header.judged_at_start
+    assert 0 < len(kept) < 500 and kept[0].node == "gpu0001"  # worst first, cut at a budget
+    assert all(len(f) <= 300 for j in kept for f in j.findings)
+    assert not reader.report.problems

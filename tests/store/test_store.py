@@ -314,8 +314,9 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
     node.feed(ingest, node.birth(), Kind.BIRTH)
     node.feed(ingest, node.status(), Kind.STATUS)
     for s in range(180):
-        if s == 30:
-            node.sim.ports[3].bump("link_downed", 1)  # one flap: down and straight back up
+        # One flap, down and straight back up; resumed, it is in the resume's own minute.
+        if s == (125 if resumed else 30):
+            node.sim.ports[3].bump("link_downed", 1)
         if s == 150 and resumed:
             node.feed(ingest, node.agent._event(EventDraft(
                 "drain", "resumed [alice]", data={"state": "none", "cmd_id": "c1"})),

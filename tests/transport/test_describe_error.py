@@ -14,6 +14,9 @@ from fleetdeck.brokerurl import describe_mqtt_error, parse_broker_url
      "the host name 'nosuchhost.invalid' does not resolve"),
     (socket.gaierror(-3, "Temporary failure in name resolution"),
      "the host name 'nosuchhost.invalid' does not resolve"),
+    # Not every failed connect is a refusal: a firewalled host is no broker that is down.
+    (OSError(113, "Connect call failed ('10.0.0.1', 1883)"), ": no route to host."),
+    (OSError(101, "Connect call failed ('10.0.0.1', 1883)"), ": network is unreachable."),
 ])
 def test_errno_words_become_a_sentence(err, words):
     url = parse_broker_url("mqtt://nosuchhost.invalid:1883")

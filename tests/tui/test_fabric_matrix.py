@@ -299,3 +299,21 @@ async def test_w_stops_once_at_a_suspected_switch_then_goes_to_the_next_problem(
         await pilot.press("w")
         await pilot.pause()
         assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")  # and round again
+
+
+async def test_w_visits_each_of_two_suspected_switches_on_one_rail(world):
+    """One band holds four leaf groups: the once-per-switch stop keyed by band and rail
+    skipped a second suspected switch on the same rail (review)."""
+    down = port_down("mlx5_ib2")
+    world.fleet.telemetry(world.ingest, names=["gpu0002", "gpu0006", "gpu0010"],
+                          faults={n: down for n in ("gpu0002", "gpu0006", "gpu0010")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        seen = []
+        for _ in range(3):
+            await pilot.press("w")
+            await pilot.pause()
+            seen.append(matrix.selected_port())
+        assert seen == [("gpu0009", "mlx5_ib2:1"), ("gpu0002", "mlx5_ib2:1"),
+                        ("gpu0009", "mlx5_ib2:1")], seen

@@ -229,3 +229,24 @@ async def test_help_lists_the_replay_keys():
         assert "Replay" in text and ":seek -30" in text and "p pause/play" in text
         assert text.index("Replay") < text.index("Views")
         assert "read-only" in text
+
+
+async def test_a_recording_that_began_mid_run_says_what_its_console_judged(tmp_path):
+    """The header's judged_at_start is told when the replay opens, once: the replay's own
+    mount handler called the console's again, which started its tick timer twice."""
+    import gzip
+    import json
+
+    lines = gzip.decompress(FIXTURE.read_bytes()).decode().splitlines()
+    head = json.loads(lines[0])
+    head["judged_at_start"] = [{"node": "gpu0046", "verdict": "failed",
+                                "findings": ["N3 mlx5_ib6:1: 53021 symbol errors/h (> 120/h)"]}]
+    rec = tmp_path / "mid.jsonl"
+    rec.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    app = ReplayApp(rec, speed=1.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert sum("its console judged 1 node(s) not ok" in m for m in said) == 1, said
+        assert any("gpu0046 failed: N3" in m for m in said)
+        assert len(app._timers) == 1, app._timers  # the tick, started once
