@@ -108,11 +108,10 @@ def run_replay(args: Any) -> int:
 
             from fleetdeck.console.cli.status import render_summary
 
-            console = Console()
-            render_summary(out, console)
+            render_summary(out, Console())
             judged = rep["judged_at_start"]
             if judged:
-                console.print(judged_note(len(judged)), style="dim", highlight=False)
+                print(f"fleetdeck replay: {judged_note(len(judged))}.", file=sys.stderr)
         return status
     from fleetdeck.console.tui.app import run_replay_console
 
