@@ -1186,8 +1186,8 @@ def _nodes_of(req: Request) -> tuple[str, ...]:
 
 def finish_details(req: Request) -> str:
     """Why targets of a finished request did not end DONE (audit detail, the TUI's notice),
-    after which targets ended how when they did not all end alike: the request's one outcome
-    is its worst, and the audit trail lost that a drain of two nodes drained one of them."""
+    and, when they did not all end alike, which ended how: the request's one outcome is its
+    worst, and the audit trail lost that a drain of two nodes drained one of them."""
     why = sorted({f"{t.target}: {t.detail}" for t in req.targets if t.phase is not Phase.DONE})
     by_phase: dict[Phase, list[str]] = {}
     for t in req.targets:

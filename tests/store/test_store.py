@@ -260,6 +260,28 @@ def test_bad_since_is_one_sentence(tmp_path, since):
     assert res.returncode != 0 and "--since" in res.stderr and "Traceback" not in res.stderr
 
 
+async def heard(path, node: FakeNode) -> tuple[Ingest, FleetState, Store]:
+    """A collector's state and store that have heard ``node``'s birth and status."""
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    store = await Store.open(path)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    return ingest, state, store
+
+
+async def restarted(path, node: FakeNode) -> tuple[Ingest, FleetState]:
+    """A collector started again on ``path`` at ``node.now``, which has heard its birth."""
+    fresh = FleetState("test")
+    store = await Store.open(path)
+    await store.restore(fresh, now=node.now)
+    await store.close()
+    fresh.start_hearing(node.now)
+    ingest = Ingest(node.cluster)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    return ingest, fresh
+
+
 async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
     # A collector restart empties its rules' minute windows: a GPU still replaying PCIe
     # packets at 120/min reads ok until 31 replays are counted again. The store must not get
@@ -267,11 +289,7 @@ async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
     path = tmp_path / "s.db"
     node = FakeNode(t0=1_800_000_000.0)
     node.sim.gpus[0].pcie_replay_per_min = 120.0
-    ingest = Ingest(node.cluster)
-    state = FleetState(node.cluster, ingest.malformed)
-    store = await Store.open(path)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
-    node.feed(ingest, node.status(), Kind.STATUS)
+    ingest, state, store = await heard(path, node)
     for _ in range(40):
         node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
         batch = ingest.take_batch()
@@ -280,13 +298,7 @@ async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
     await store.close()
     assert state.nodes["gpu0001"].verdict_shown == "degraded"
 
-    fresh = FleetState("test")
-    store = await Store.open(path)
-    await store.restore(fresh)
-    await store.close()
-    fresh.start_hearing(node.now)
-    ingest = Ingest(node.cluster)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
+    ingest, fresh = await restarted(path, node)
     written = []
     for s in range(200):
         if s == 90:
@@ -308,11 +320,7 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
     except those before the node was resumed (the repair N2 waits for was done)."""
     path = tmp_path / "s.db"
     node = FakeNode(t0=1_800_000_000.0)
-    ingest = Ingest(node.cluster)
-    state = FleetState(node.cluster, ingest.malformed)
-    store = await Store.open(path)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
-    node.feed(ingest, node.status(), Kind.STATUS)
+    ingest, state, store = await heard(path, node)
     for s in range(180):
         # One flap, down and straight back up; resumed, it is in the resume's own minute.
         if s == (125 if resumed else 30):
@@ -330,13 +338,7 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
         assert state.nodes["gpu0001"].verdict_shown == "failed"
 
     node.now += 600  # ten minutes without a collector
-    fresh = FleetState("test")
-    store = await Store.open(path)
-    await store.restore(fresh, now=node.now)
-    await store.close()
-    fresh.start_hearing(node.now)
-    ingest = Ingest(node.cluster)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
+    ingest, fresh = await restarted(path, node)
     for _ in range(120):  # past RESTORE_SETTLE_S: the windows, not the hold, keep it failed
         node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
         fresh.apply(ingest.take_batch(), node.now)

@@ -1,5 +1,6 @@
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -78,3 +79,16 @@ def ro_world() -> World:
     w = World(read_only=True)
     w.populate()
     return w
+
+
+T = TypeVar("T")
+
+
+async def open_view(world: "World", pilot, key: str, screen_type: type[T]) -> T:
+    """Press a view's key, tick, and return the screen it opened (asserting its type)."""
+    await pilot.press(key)
+    world.tick()
+    await pilot.pause()
+    screen = world.app.screen
+    assert isinstance(screen, screen_type)
+    return screen

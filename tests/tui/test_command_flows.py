@@ -5,17 +5,12 @@ from fleetdeck.console.tui.modals import ConfirmScreen, DrainScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import AckResult, Command, CommandOp, DrainMode, DrainState
-from tests.tui.conftest import SIZE
+from tests.tui.conftest import SIZE, open_view
 from tests.tui.test_views import text_of
 
 
 async def open_nodes(world, pilot):
-    await pilot.press("2")
-    world.tick()
-    await pilot.pause()
-    screen = world.app.screen
-    assert isinstance(screen, NodesScreen)
-    return screen
+    return await open_view(world, pilot, "2", NodesScreen)
 
 
 def sent(world) -> list[Command]:

@@ -6,7 +6,7 @@ from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
-from tests.tui.conftest import SIZE, pilot_until
+from tests.tui.conftest import SIZE, open_view, pilot_until
 from tests.tui.fleet import throttled
 
 
@@ -229,6 +229,10 @@ async def test_pending_job_without_a_reason_says_none_of_it(world):
         assert "None" not in text_of(world.app)
 
 
+async def open_events(world, pilot) -> EventsScreen:
+    return await open_view(world, pilot, "5", EventsScreen)
+
+
 async def test_events_view_filter(world):
     from fleetdeck.agents.source import EventDraft
 
@@ -239,11 +243,7 @@ async def test_events_view_filter(world):
     world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
     world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)  # dup
     async with world.app.run_test(size=SIZE) as pilot:
-        await pilot.press("5")
-        world.tick()
-        await pilot.pause()
-        screen = world.app.screen
-        assert isinstance(screen, EventsScreen)
+        screen = await open_events(world, pilot)
         assert len(screen.rows) == 1 and "fell off the bus" in text_of(world.app)
         await pilot.press("slash", *"nomatch", "enter")
         world.tick()
@@ -351,11 +351,7 @@ async def test_events_view_follows_the_newest_and_c_keeps_commands_only(world):
 
     event("Xid 79: first")
     async with world.app.run_test(size=SIZE) as pilot:
-        await pilot.press("5")
-        world.tick()
-        await pilot.pause()
-        screen = world.app.screen
-        assert isinstance(screen, EventsScreen)
+        screen = await open_events(world, pilot)
         event("Xid 79: second")
         world.tick()
         await pilot.pause()
