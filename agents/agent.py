@@ -27,6 +27,7 @@ from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
     NOT_DRAINED,
+    RESUMED,
     Ack,
     AckResult,
     Birth,
@@ -472,7 +473,7 @@ class NodeAgent:
         self.drain = DrainInfo()
         self._awaiting_drained = None
         self.source.on_drain(DrainState.NONE, cmd.args.mode)
-        said = "resumed" if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
+        said = RESUMED if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
         self.emit(EventDraft("drain", f"{said} [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))
         self._save_state()

@@ -26,7 +26,7 @@ from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
 from fleetdeck.protocol import wire2
-from fleetdeck.protocol.messages import Event
+from fleetdeck.protocol.messages import RESUMED, Event
 
 SCHEMA_VERSION = 2
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``)."""
@@ -567,7 +567,7 @@ class Store:
         resumed: dict[str, float] = {}
         async with self.db.execute(
                 "SELECT node, MAX(ts) FROM events WHERE ts >= ? AND kind = 'drain' "
-                "AND message LIKE 'resumed%' GROUP BY node", (first * 60,)) as cur:
+                "AND message LIKE ? GROUP BY node", (first * 60, f"{RESUMED}%")) as cur:
             for node, ts in await cur.fetchall():
                 resumed[node] = float(ts)
         async with self.db.execute(

@@ -365,6 +365,9 @@ class AckResult(StrEnum):
 
 NOT_DRAINED = "was not drained"
 """An agent's ``done`` reason for a resume of a node that had nothing to undo."""
+RESUMED = "resumed"
+"""How an agent's ``drain`` event for a resume of a drained node begins ("resumed [alice]"):
+the store finds the resumes that made the hour-long port rules forget (console/store.py)."""
 
 
 class Ack(_Versioned):
