@@ -27,7 +27,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -151,7 +151,7 @@ class RecordingWriter:
 
     def __init__(self, path: Path, cluster: str, *, source: str = "", started: float,
                  segment_s: float = 60.0, overwrite: bool = True,
-                 judged: Sequence[Mapping[str, object]] = ()) -> None:
+                 judged: Sequence["JudgedNode"] = ()) -> None:
         """``overwrite=False`` raises FileExistsError rather than truncate an existing file:
         the check and the creation are one system call, so no other writer slips in between.
         ``judged``: the nodes the recording console judged not ok as it started
@@ -324,14 +324,12 @@ it (MAX_HEADER_BYTES): nodes past it are left out, worst first kept."""
 FINDING_CHARS = 300
 
 
-def _bounded(judged: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+def _bounded(judged: Sequence[JudgedNode]) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     size = 0
-    for item in judged:
-        raw = item.get("findings")
-        findings = [str(f)[:FINDING_CHARS] for f in raw] if isinstance(raw, list) else []
-        entry = {"node": item.get("node"), "verdict": item.get("verdict"),
-                 "findings": findings}
+    for j in judged:
+        entry = JudgedNode(j.node, j.verdict,
+                           tuple(f[:FINDING_CHARS] for f in j.findings[:20])).as_json()
         size += len(json.dumps(entry))
         if size > JUDGED_BYTES:
             break

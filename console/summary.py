@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetdeck.console.eventlog import EventLine
+from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
@@ -15,7 +16,8 @@ from fleetdeck.console.judgements import (
     straggler,
     suspect_switches,
 )
-from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.console.recording import JudgedNode
+from fleetdeck.console.state import WAITING, FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
 
@@ -50,15 +52,14 @@ JUDGED_MAX = 500
 """Nodes a recording's header lists as judged not ok when it started (worst first)."""
 
 
-def judged_not_ok(state: FleetState, most: int = JUDGED_MAX) -> list[dict[str, Any]]:
+def judged_not_ok(state: FleetState, most: int = JUDGED_MAX) -> list[JudgedNode]:
     """The nodes the console judged anything but ok (or waiting), worst first, with their
     findings: what a recording started now keeps in its header, because a replay of it
     cannot rebuild what rests on the hour before (docs/recording.md)."""
-    rank = {"failed": 0, "offline": 1, "stale": 2, "degraded": 3}
-    bad = [st for st in state.nodes.values() if st.verdict_shown in rank]
-    bad.sort(key=lambda st: (rank[st.verdict_shown], st.node_id))
-    return [{"node": st.node_id, "verdict": st.verdict_shown,
-             "findings": [str(f) for f in st.all_findings][:20]} for st in bad[:most]]
+    bad = [st for st in state.nodes.values() if st.verdict_shown not in ("ok", WAITING)]
+    bad.sort(key=lambda st: (-VERDICT_ORDER[st.verdict], st.node_id))
+    return [JudgedNode(st.node_id, st.verdict_shown,
+                       tuple(str(f) for f in st.all_findings[:20])) for st in bad[:most]]
 
 
 def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:

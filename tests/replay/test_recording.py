@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fleetdeck.console.recording import RecordingReader, RecordingWriter
+from fleetdeck.console.recording import JudgedNode, RecordingReader, RecordingWriter
 from fleetdeck.console.replay import Player, replay_headless
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
@@ -176,14 +176,14 @@ def test_a_recording_keeps_what_its_console_judged_as_it_started(tmp_path):
 
     session = session_with({"gpu0003": port_down("mlx5_ib5")})
     judged = judged_not_ok(session.state)
-    assert [j["node"] for j in judged] == ["gpu0003"] and judged[0]["verdict"] == "failed"
-    assert any(f.startswith("N1 mlx5_ib5:1") for f in judged[0]["findings"])
+    assert [j.node for j in judged] == ["gpu0003"] and judged[0].verdict == "failed"
+    assert any(f.startswith("N1 mlx5_ib5:1") for f in judged[0].findings)
     rec = session._new_recording(tmp_path / "r.jsonl", session.clock())
     rec.close()
     header = RecordingReader(tmp_path / "r.jsonl").header
     assert [(j.node, j.verdict) for j in header.judged_at_start] == [("gpu0003", "failed")]
     out = replay_headless(tmp_path / "r.jsonl")
-    assert out["replay"]["judged_at_start"] == judged
+    assert out["replay"]["judged_at_start"] == [j.as_json() for j in judged]
     # A damaged list is one problem of the replay, not a refusal of the recording.
     bad = tmp_path / "bad.jsonl"
     lines = (tmp_path / "r.jsonl").read_text().splitlines()
@@ -199,9 +199,8 @@ def test_a_long_judged_list_keeps_the_recording_readable(tmp_path):
     """500 nodes x 20 findings of ~120 characters made a 1.25 MB header, which a reader (1 MiB
     of header at most) refused as no recording; one finding over 1,000 characters threw away
     the whole list (review)."""
-    judged = [{"node": f"gpu{i:04d}", "verdict": "failed",
-               "findings": ["N3 mlx5_ib6:1: " + "x" * 2000] + ["G2 gpu1: XID 74 " + "y" * 100] * 19}
-              for i in range(1, 501)]
+    findings = ("N3 mlx5_ib6:1: " + "x" * 2000, *["G2 gpu1: XID 74 " + "y" * 100] * 19)
+    judged = [JudgedNode(f"gpu{i:04d}", "failed", findings) for i in range(1, 501)]
     path = tmp_path / "r.jsonl"
     RecordingWriter(path, "c", started=1_800_000_000.0, judged=judged).close()
     reader = RecordingReader(path)
