@@ -69,9 +69,10 @@ def switch_of(st: NodeState, dev: str) -> str:
     return leaf if rail is None else f"{leaf}-r{rail}"
 
 
-def bad_ports(st: NodeState) -> list[tuple[str, IbPortSample]]:
-    """(status, port) of the node's ports that are not ok (none while it is silent)."""
-    if st.sample is None or st.stale or st.online is False:
+def bad_ports(st: NodeState, last_known: bool = False) -> list[tuple[str, IbPortSample]]:
+    """(status, port) of the node's ports that are not ok: none while it is silent, unless
+    ``last_known`` (those of its last sample)."""
+    if st.sample is None or (not last_known and (st.stale or st.online is False)):
         return []
     if not any(f.rule.startswith("N") for f in st.findings):
         # A port that is down or erroring always raises an N finding: the common, healthy
@@ -189,7 +190,16 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
     # judgement: look at those, not at every node (16,384 of them, each tick and each view
     # refresh; issue 12).
     for st in state.maybe_bad() if pool is None else pool:
-        for status, p in bad_ports(st):
+        # A silent node keeps counting for the switch it was behind when it fell silent (by
+        # its last sample): the nodes behind a switch come back one by one (a restarted
+        # simulator, agents reconnecting with jitter), and the first ones back read failed for
+        # the hour's link errors while the rest, still silent, no longer counted (docs/
+        # reliability.md, "Failure drills by hand"). Only those ports: a long-dead node's last
+        # sample must not make a new suspect of a switch, and of two nodes' own faults.
+        silent = st.stale or st.online is False
+        for status, p in bad_ports(st, last_known=True):
+            if silent and f"{p.dev}:{p.port}" not in st.behind_ports:
+                continue
             sw = switch_of(st, p.dev)
             g = groups.get(sw)
             if g is None:

@@ -138,6 +138,12 @@ class NodeState:
     last_rx: float | None = None
     first_seen: float | None = None
     """When this console first heard of the node: staleness counts from here until telemetry."""
+    rejoined_at: float | None = None
+    """When this node, silent (offline or stale), came back in a new session (a status online
+    of a later bdSeq than its last sample's), until that session's first sample: its staleness
+    counts from here and it is ``waiting``, its verdict not reported. A restarted simulator's
+    nodes wrote "offline -> stale", "stale -> failed (N2)", "failed -> degraded" within a
+    second (docs/reliability.md, "Failure drills by hand"; docs/protocol.md)."""
     last_seq: int | None = None
     agent_started: int | None = None
     seq_gaps: int = 0
@@ -330,15 +336,30 @@ class NodeState:
 
     @property
     def waiting(self) -> bool:
-        """Born and not silent, but no telemetry yet: its health is not known, neither ok nor
-        failed (``status`` and the views say ``waiting``, not ``ok``)."""
-        return self.sample is None and self.online is not False and not self.stale
+        """Born and not silent, but no telemetry (of this session, ``rejoined_at``) yet: its
+        health is not known, neither ok nor failed (``status`` and the views say ``waiting``,
+        not ``ok``)."""
+        return ((self.sample is None or self.rejoined_at is not None)
+                and self.online is not False and not self.stale)
 
     @property
     def verdict_shown(self) -> str:
         """The verdict as views and ``status`` show it: ``waiting`` before the first telemetry
-        (a node that judges ok only for want of data), else the verdict."""
-        return WAITING if self.verdict is Verdict.OK and self.waiting else self.verdict.value
+        (a node that judges ok only for want of data) and before the first of a session that
+        follows a silence (its verdict is the last session's), else the verdict."""
+        if self.waiting and (self.verdict is Verdict.OK or self.rejoined_at is not None):
+            return WAITING
+        return self.verdict.value
+
+    @property
+    def heard_at(self) -> float | None:
+        """Where its staleness clock starts: its last telemetry, or the start of the session it
+        rejoined in, or when this console first heard of it."""
+        heard = self.last_rx if self.last_rx is not None else self.first_seen
+        rejoined = self.rejoined_at
+        if rejoined is not None and (heard is None or rejoined > heard):
+            return rejoined
+        return heard
 
     @property
     def job_id(self) -> str | None:
@@ -355,7 +376,7 @@ class NodeState:
                 self.changed_at = now
             self.judged, self.verdict = True, verdict
             return verdict
-        heard = self.last_rx if self.last_rx is not None else self.first_seen
+        heard = self.heard_at
         # Never heard: known only from history (the store) and the console cannot hear the
         # broker yet. Its silence is the console's, not the node's: waiting, not stale
         # (FleetState.start_hearing starts its clock).
@@ -956,7 +977,7 @@ class FleetState:
                 heapq.heappop(heap)
                 continue
             st.deadline_at = None
-            heard = st.last_rx if st.last_rx is not None else st.first_seen
+            heard = st.heard_at
             if heard is not None and st.digest is None:
                 left = STALE_INTERVALS * st.interval_s - unseen_s(heard, now, self.blind)
                 if left >= 0:  # heard from since: re-arm in place, nothing to judge
@@ -1038,8 +1059,8 @@ class FleetState:
             else:
                 key = (st.findings, st.online, st.drain, st.birth is None,
                        None if t is None else t.job is None, st.behind_switch,
-                       st.behind_ports, st.job_stepping)
-                heard = st.last_rx if st.last_rx is not None else st.first_seen
+                       st.behind_ports, st.job_stepping, st.rejoined_at is None)
+                heard = st.heard_at
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None and st.settle_until is None
@@ -1052,7 +1073,8 @@ class FleetState:
             self._arm(st, heard, window)
             t = st.sample
             shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),
-                     t is not None and t.job is not None, t is None, st.birth is None)
+                     t is not None and t.job is not None, t is None, st.birth is None,
+                     st.rejoined_at is None)
             if shape != st.shape:
                 st.shape = shape
                 st.shape_rev += 1
@@ -1072,10 +1094,11 @@ class FleetState:
     def _report_held(self, st: NodeState, new: Verdict, now: float) -> bool:
         """Whether ``st``'s change to ``new`` is not (yet) a ``Transition``: what the store,
         the events log and the timeline would keep as history."""
-        if new is Verdict.OK and st.waiting:
+        if st.waiting and (new is Verdict.OK or st.rejoined_at is not None):
             # Born (or restored) but not heard yet: its health is not known, and a row saying
             # ok (or stale, for the console's own silence) would be false history (found in
-            # an audit of collector starts).
+            # an audit of collector starts). Back from a silence in a new session: its first
+            # sample says what it is now (``rejoined_at``).
             return True
         if st.settle_until is not None and _settling(st, new, now):
             return True  # restored as bad, its rules' windows still filling: RESTORE_SETTLE_S
@@ -1105,6 +1128,11 @@ class FleetState:
         if status.bdSeq < st.bd_seq:
             return False  # a late will (or retained status) of an older session
         st.bd_seq = max(st.bd_seq, status.bdSeq)
+        if (status.online and (st.online is False or st.stale)
+                and (st.sample is None or st.sample.bdSeq < status.bdSeq)):
+            st.rejoined_at = rx
+        elif not status.online:
+            st.rejoined_at = None
         st.online = status.online
         st.status_ts = rx
         was = st.drain.state
@@ -1155,6 +1183,7 @@ class FleetState:
                     st.event_ahead.discard(st.event_seq)
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
+        st.rejoined_at = None
         if st.online is None:
             st.online = True
         prev, st.basis = st.basis, basis

@@ -290,3 +290,76 @@ def test_a_job_past_its_total_steps_reads_at_most_done():
         update={"step": 500, "total_steps": 10})])
     job = session.state.jobs["7"]
     assert job_summary(job, session.state)["progress"] == 1.0
+
+
+def _will(ingest, fleet, name: str, clock) -> None:
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    ingest.handle(topic_for(CLUSTER, Kind.STATUS, name),
+                  codec.encode(fleet.agents[name].status(online=False)), clock())
+
+
+def test_nodes_behind_a_switch_that_come_back_one_by_one_write_one_transition_each():
+    # A restarted simulator (or agents reconnecting with jitter): the first node back read
+    # "offline -> stale", then "failed (N2)" while the others behind its switch were still
+    # silent, then "degraded (F1)" once three were back (an SRE drill's events log).
+    down = port_down("mlx5_ib2")
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    faults = dict.fromkeys(behind, down)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    state = session.state
+    assert state.nodes["gpu0001"].verdict.value == "degraded"
+    for name in behind:
+        _will(ingest, fleet, name, clock)
+    for _ in range(40):  # long enough for their last samples to be old
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=fleet.names[4:])
+        session.tick()
+    moves = []
+    for back in range(1, 5):  # new agent processes, a new session each, one after another
+        name = behind[back - 1]
+        fleet.agents[name].bd_seq = 2
+        fleet.birth(ingest, names=[name])
+        clock.advance(0.5)
+        moves += session.tick().verdicts
+        st = state.nodes[name]
+        assert st.verdict_shown == "waiting" and not st.stale
+        assert fleet_summary(state, clock())["totals"]["by_verdict"]["waiting"] == 1
+        clock.advance(0.5)
+        fleet.telemetry(ingest, names=behind[:back] + fleet.names[4:], faults=faults)
+        moves += session.tick().verdicts
+        assert state.nodes["gpu0001"].verdict.value == "degraded", back
+        assert state.nodes["gpu0001"].behind_switch == "leaf00-r2"
+    said = sorted((t.node, t.old and t.old.value, t.new.value) for t in moves)
+    assert said == [(n, "offline", "degraded") for n in behind], said
+
+
+def test_a_silent_node_s_last_sample_makes_no_new_suspect_switch():
+    # Two nodes' own cables on one rail, and a node silent for long whose last sample had
+    # that rail down on its own: no switch to blame, the two are drain candidates.
+    down = port_down("mlx5_ib3")
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    clock.advance(1.0)
+    fleet.telemetry(ingest, faults={"gpu0008": down})
+    session.tick()
+    _will(ingest, fleet, "gpu0008", clock)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=fleet.names[:7], faults={"gpu0001": down, "gpu0002": down})
+        session.tick()
+    assert suspect_switches(session.state) == []
+    assert {n: session.state.nodes[n].verdict.value for n in ("gpu0001", "gpu0002")} == {
+        "gpu0001": "failed", "gpu0002": "failed"}
