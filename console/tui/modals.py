@@ -223,15 +223,23 @@ class ConfirmScreen(TypeAhead[bool]):
                             f"[b]{esc(self.phrase)}[/] to confirm")
                 yield Box(placeholder=self.phrase, id="confirm")
             yield Static(payload_text(r), id="payload")
-            yield Static("", id="dialog-error")
+            yield Static("[$text-muted]Cancel has focus: tab, then enter to restart[/]"
+                         if danger and not r.needs_typed_confirmation else "",
+                         id="dialog-error")
             with Horizontal(id="dialog-buttons"):
-                yield Button(self.title_text.split()[0], variant="warning" if not danger
-                             else "error", id="ok", compact=True)
-                yield Button("Cancel", id="cancel", compact=True)
+                ok = Button(self.title_text.split()[0], variant="warning" if not danger
+                            else "error", id="ok", compact=True)
+                cancel = Button("Cancel", id="cancel", compact=True)
+                # A restart's Cancel comes first and has focus: tab moves on to Restart.
+                yield from (cancel, ok) if danger else (ok, cancel)
 
     def on_mount(self) -> None:
         if self.radius.needs_typed_confirmation:
             self.query_one("#confirm", Input).focus()
+        elif self.radius.op is CommandOp.RESTART_JOB:
+            # A restart kills every rank and loses the work since the checkpoint: `r` then a
+            # stray Enter requeued a running job (an operator's walkthrough). Tab, then Enter.
+            self.query_one("#cancel", Button).focus()
         else:
             self.query_one("#ok", Button).focus()
 

@@ -171,7 +171,14 @@ async def test_restart_job_flow_and_timeout(world):
         assert isinstance(world.app.screen, ConfirmScreen)
         text = text_of(world.app)
         assert "Restart job 41?" in text and "16.0 GPU-h" in text
+        # Cancel has focus: `r` and a stray Enter requeued a running job.
         await pilot.press("enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        assert not isinstance(world.app.screen, ConfirmScreen) and not world.published
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("tab", "enter")
         await pilot.pause()
         await world.app.session.flush()
         kind, subject, payload = world.published[0]
@@ -190,7 +197,7 @@ async def test_restart_job_flow_and_timeout(world):
         # a second restart that nobody answers times out
         world.app.request_restart("41")
         await pilot.pause()
-        await pilot.press("enter")
+        await pilot.press("tab", "enter")
         await pilot.pause()
         await world.app.session.flush()
         world.tick(11)

@@ -94,7 +94,7 @@ async def test_words_in_notifications_and_counts():
         await pilot.press("r")
         await pilot.pause()
         assert "Restart job 4102?" in text_of(world.app)
-        await pilot.press("enter")
+        await pilot.press("tab", "enter")
         await pilot.pause()
         notes = [str(n.message) for n in world.app._notifications]
         assert any("restart job 4102: requested" in n for n in notes), notes

@@ -317,7 +317,7 @@ async def test_a_job_on_a_failed_node_says_which_node_holds_it_up(world):
         world.tick()
         await pilot.pause()
         panel = text_of(world.app)
-        assert "1 on a failed node" in panel
+        assert "1 held up by a node" in panel
         lines = panel.splitlines()
         head = next(i for i, x in enumerate(lines) if "41 " in x and "llama-70b " in x)
         assert "↳ gpu0002 failed: N1 mlx5_ib5:1" in lines[head + 1]
@@ -327,7 +327,7 @@ async def test_a_job_on_a_failed_node_says_which_node_holds_it_up(world):
         await pilot_until(pilot, lambda: isinstance(world.app.screen, JobsScreen), "jobs view")
         await pilot.pause()
         text = text_of(world.app)
-        assert "1 on a failed node" in text
+        assert "1 held up by a node" in text
         row = next(x for x in text.splitlines() if x.lstrip().startswith("41 "))
         assert "gpu0002 failed: N1 mlx5_ib5:1" in row  # the rest of the cell is cut here
         (job,) = [r for r in world.app.screen.rows if r.job_id == "41"]

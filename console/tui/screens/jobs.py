@@ -64,7 +64,7 @@ class JobsScreen(FleetView):
         sick = sum(1 for r in self.rows if r.sick)
         text = f"{plural(len(self.rows), 'job')}  {running} running"
         if sick:
-            text += f"  [$error]{sick} on a failed node[/]"
+            text += f"  [$error]{sick} held up by a node[/]"
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"

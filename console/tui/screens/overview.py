@@ -346,7 +346,7 @@ class OverviewScreen(FleetView):
         sick = sum(1 for j in jobs if j.sick)
         title = f"Jobs: {running} running"
         if sick:
-            title += f", [$error]{sick} on a failed node[/]"
+            title += f", [$error]{sick} held up by a node[/]"
         if slow:
             title += f", [$warning]{slow} with a straggler[/]"
         panel.border_title = title + "  [$text-muted]3: jobs[/]"
