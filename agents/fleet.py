@@ -57,7 +57,14 @@ from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL, make_client
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Ack, AckResult, Command, DrainMode, DrainState
+from fleetdeck.protocol.messages import (
+    Ack,
+    AckResult,
+    Command,
+    DrainMode,
+    DrainState,
+    SchedulerStatus,
+)
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
 from fleetdeck.runtime import tune_gc
 
@@ -290,6 +297,7 @@ class Fleet:
         self.nodes: dict[str, SimNode] = self.world.by_name
         self.lead = opts.shard == 0
         """Runs the scheduler's MQTT side (always, in a fleet of one process)."""
+        self._sched_started = int(time.time() * 1000)
         self.world.narrate = self.lead
         self.spread = opts.shards > 1
         mine = [n for n in self.world.nodes
@@ -605,14 +613,24 @@ class Fleet:
                               name: str, topics: list[str]) -> None:
         attempt = 0
         pending: tuple[str, bytes, bool] | None = None
+        presence = topic_for(self.opts.cluster, Kind.SCHED_STATUS)
         while not stop.is_set():
-            client = make_client(self.url, name, keepalive=10)
+            will = None
+            if self.lead:
+                # Retained: a console started after this scheduler died learns that its jobs'
+                # retained statuses are as of its death (docs/protocol.md, "Scheduler status").
+                will = aiomqtt.Will(presence, self._sched_status(online=False), qos=1,
+                                    retain=True)
+            client = make_client(self.url, name, keepalive=10, will=will)
             try:
                 async with self.gate:
                     await client.__aenter__()
                 try:
                     for topic in topics:
                         await client.subscribe(topic, qos=1)
+                    if self.lead:
+                        await client.publish(presence, self._sched_status(online=True),
+                                             qos=1, retain=True)
                     self.world.scheduler._published.clear()  # re-publish every job status
                     self.sched_connected.set()
                     attempt = 0
@@ -639,6 +657,12 @@ class Fleet:
                         await asyncio.gather(receiver, return_exceptions=True)
                 finally:
                     self.sched_connected.clear()
+                    if self.lead and stop.is_set():
+                        # A clean stop sends no will: say it, or consoles keep it online.
+                        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                            await asyncio.wait_for(client.publish(
+                                presence, self._sched_status(online=False), qos=1,
+                                retain=True), 2.0)
                     with contextlib.suppress(aiomqtt.MqttError):
                         await client.__aexit__(None, None, None)
             except aiomqtt.MqttError as err:
@@ -648,6 +672,12 @@ class Fleet:
                             err, delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
+
+    def _sched_status(self, online: bool) -> bytes:
+        now = int(time.time() * 1000)
+        return codec.encode(SchedulerStatus(
+            online=online, started=self._sched_started, name="sim", ts=now,
+            jobs=len(self.world.scheduler.jobs) if online else None))
 
     async def _receive(self, client: aiomqtt.Client) -> None:
         cmd_topic = topic_for(self.opts.cluster, Kind.SCHED_CMD)

@@ -325,6 +325,12 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     lines = [f"{n} ({_node_gpus(state.nodes.get(n)) or (job.gpus_per_node if job else 0)} GPUs)"
              for n in nodes]
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
+    sched = state.scheduler
+    if sched is not None and not sched.online:
+        # Its Last Will came: the request waits in the broker's queue for nobody, and the
+        # job's state shown is as the scheduler left it (docs/protocol.md, "Scheduler status").
+        notes.append(f"the scheduler{' ' + sched.name if sched.name else ''} is offline: "
+                     "nothing answers a restart until it is back; expect a time-out")
     return BlastRadius(
         op=CommandOp.RESTART_JOB, mode=DrainMode.NOW, targets=nodes, target_lines=lines,
         gpus=impact.gpus, jobs=[impact], nodes_affected=len(nodes), gpus_affected=impact.gpus,

@@ -33,6 +33,7 @@ from fleetdeck.console.judgements import (
     leaf_groups,
     own_findings,
     recommended_action,
+    scheduler_gone,
     shown_findings,
     straggler,
     suspect_switches,
@@ -62,7 +63,8 @@ class Incident:
     ``job:4101`` (views keep their selection on it)."""
     kind: str
     """switch | rack | fleet (several racks silent at once) | node | job | collector (a
-    collector's digests stopped) | console (its own broker connection is lost)"""
+    collector's digests stopped) | scheduler (its Last Will came) | console (its own broker
+    connection is lost)"""
     severity: str
     """error (work is lost or at risk now) | warn"""
     title: str
@@ -81,7 +83,8 @@ class Incident:
     def losing_work(self) -> bool:
         """Work is lost or at risk now: an error about the fleet itself. The console's lost
         connection and a silent collector are errors too, but only hide the nodes."""
-        return self.severity == "error" and self.kind not in ("console", "collector")
+        return self.severity == "error" and self.kind not in ("console", "collector",
+                                                              "scheduler")
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -162,6 +165,14 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
                             _since(state.nodes.get(found.node)), [found.node],
                             "check the straggler's node; drain it when the job checkpoints",
                             [job.job_id], 1))
+    gone = scheduler_gone(state)
+    if gone is not None:
+        # Its jobs' statuses are retained as it left them: a job reads R on nodes that died
+        # since, and nothing requeues it (a killed simulator's jobs read running for ever).
+        out.append(Incident(
+            "scheduler", "scheduler", "error" if gone.jobs else "warn", gone.text, gone.since,
+            [], "check the scheduler (its service and its log); job states are as of its "
+            "going, the nodes are not known to be affected", list(gone.jobs)))
     _attach_timelines(out, log)
     out.sort(key=lambda i: (_SEVERITY_RANK.get(i.severity, 2), -len(i.nodes), i.since, i.key))
     blind = state.blind

@@ -27,6 +27,7 @@ from fleetdeck.protocol.messages import (
     CollectorStatus,
     Event,
     JobStatus,
+    SchedulerStatus,
     Status,
 )
 from fleetdeck.protocol.topics import NODE_KINDS, Kind, Topic, TopicError, parse_topic
@@ -41,7 +42,7 @@ BDSEQ_FUTURE_S = 600.0
 
 CONSOLE_KINDS = frozenset(
     {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK,
-     Kind.DIGEST, Kind.COLLECTOR}
+     Kind.SCHED_STATUS, Kind.DIGEST, Kind.COLLECTOR}
 )
 """What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
 KEYFRAME_ASK_EVERY_S = 5.0
@@ -121,6 +122,8 @@ class Batch:
     digests: dict[str, tuple[float, fast.Digest]] = field(default_factory=dict)
     """Collectors' digests per node (a console on digests applies them; latest wins)."""
     collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
+    scheduler: tuple[float, SchedulerStatus] | None = None
+    """The scheduler's latest birth or will (``sched/status``)."""
     basis: dict[str, wire2.Basis] = field(default_factory=dict)
     """Per node whose latest sample here is v2: the keyframe it rests on and whether it moved
     only columns the rules do not read (FleetState skips the rules of a healthy node when its
@@ -361,6 +364,8 @@ class Ingest:
                 b.collectors[subject] = (rx_ts, msg)
                 if self.scope is not None:
                     self.scope.observe(msg, rx_ts)
+            case SchedulerStatus():
+                b.scheduler = (rx_ts, msg)
             case JobStatus():
                 if msg.job_id != subject:
                     b.messages -= 1

@@ -10,6 +10,7 @@ on different rails of one leaf group are unrelated cable or HCA faults.
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from fleetdeck.console.health import FATAL_WINDOW_S, Finding, Severity, Verdict
 from fleetdeck.console.state import FleetState, NodeState
@@ -258,6 +259,52 @@ def correlate(state: FleetState, now: float) -> None:
 NO_REASON = frozenset({"none", "(null)", "(none)"})
 """What Slurm puts in a job's reason when it has none (a fresh pending job says "None",
 squeue prints "(None)"): shown as no reason at all, never as the word."""
+
+
+@dataclass(frozen=True)
+class SchedulerGone:
+    """The scheduler's Last Will (or its clean goodbye) is the latest word of it: the retained
+    job statuses are as it left them, and nothing requeues a job or answers ``restart-job``
+    until it is back (docs/protocol.md, "Scheduler status")."""
+
+    name: str
+    since: float
+    """When this console heard it go (receive clock, unix s)."""
+    as_of: float | None
+    """The newest job status it left (its own clock, unix s); None without one."""
+    jobs: list[str]
+    """Its jobs that read running (R, CG, RQ) all the same."""
+
+    @property
+    def text(self) -> str:
+        who = f"scheduler {self.name}" if self.name else "the scheduler"
+        as_of = "" if self.as_of is None else f" as of {_utc(self.as_of)}"
+        running = (f"; {len(self.jobs)} job(s) read running{as_of} "
+                   f"({', '.join(self.jobs[:3])}{' …' if len(self.jobs) > 3 else ''}), "
+                   "which nothing updates now" if self.jobs else "")
+        return (f"{who} offline since {_utc(self.since)}{running}; no job is requeued and "
+                "restart-job waits until it is back")
+
+    def as_json(self) -> dict[str, object]:
+        return {"name": self.name, "online": False, "since": round(self.since, 3),
+                "jobs_as_of": None if self.as_of is None else round(self.as_of, 3),
+                "jobs_running": self.jobs, "text": self.text}
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
+def scheduler_gone(state: FleetState) -> SchedulerGone | None:
+    """Set when the scheduler said it went (its will); None while it is online or never said
+    anything (a scheduler bridge without ``sched/status`` is taken as it comes)."""
+    sched = state.scheduler
+    if sched is None or sched.online:
+        return None
+    stamps = [job.ts for job in state.jobs.values()]
+    running = sorted(j.job_id for j in state.jobs.values() if j.state.value in ("R", "CG", "RQ"))
+    return SchedulerGone(sched.name, state.scheduler_since,
+                         max(stamps) / 1000 if stamps else None, running)
 
 
 def job_reason(job: JobStatus) -> str:

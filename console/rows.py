@@ -591,6 +591,11 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
+    sched = state.scheduler
+    if sched is not None and not sched.online and job.state.value in ("R", "CG", "RQ"):
+        # Its state is the dead scheduler's last word, not news (docs/protocol.md).
+        stale = f"scheduler offline: as of {clock_text(job.ts / 1000)}"
+        held_up = f"{stale}; {held_up}" if held_up else stale
     frac = min(1.0, job.step / job.total_steps) if job.total_steps else 0.0
     ckpt = "-"
     if job.last_checkpoint_ts is not None:

@@ -754,7 +754,8 @@ class ConsoleSession:
                     seqs_of.setdefault(node, [] if held is None else [held[1].seq]).extend(seqs)
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
                     jobs=new.jobs, jobs_withdrawn=new.jobs_withdrawn, superseded=superseded,
-                    delays=new.delays, digests=new.digests, collectors=new.collectors)
+                    delays=new.delays, digests=new.digests, collectors=new.collectors,
+                    scheduler=new.scheduler)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:

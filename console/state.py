@@ -39,6 +39,7 @@ from fleetdeck.protocol.messages import (
     DrainState,
     Event,
     JobStatus,
+    SchedulerStatus,
     Status,
 )
 
@@ -608,6 +609,11 @@ class FleetState:
         self.collectors: dict[str, CollectorStatus] = {}
         """Sharded collectors by id, their latest birth or will (a console on digests shows
         how many are live; ``status --json`` lists them)."""
+        self.scheduler: SchedulerStatus | None = None
+        """The scheduler's latest birth or will (``sched/status``); None: never heard (a
+        scheduler bridge that does not say, or none)."""
+        self.scheduler_since: float = 0.0
+        """Receive time of the scheduler's last change between online and offline."""
         self.revisions = 0
         """Node data changes since the state began (the sum of every ``revision`` bump)."""
         self.shape_revisions = 0
@@ -805,6 +811,13 @@ class FleetState:
             held = self.collectors.get(name)
             if held is None or col.started >= held.started:
                 self.collectors[name] = col
+        if batch.scheduler is not None:
+            rx, sched = batch.scheduler
+            was = self.scheduler
+            if was is None or sched.started >= was.started:
+                if was is None or was.online is not sched.online:
+                    self.scheduler_since = rx
+                self.scheduler = sched
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)

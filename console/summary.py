@@ -12,6 +12,7 @@ from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
     recommended_action,
+    scheduler_gone,
     sick_nodes,
     straggler,
     suspect_switches,
@@ -116,6 +117,7 @@ def fleet_summary(state: FleetState, now: float, *,
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log)],
         "interruptions": [it.as_json() for it in interruptions or []],
+        "scheduler": _scheduler_json(state),
         "collectors": [
             {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes}
             for c in sorted(state.collectors.values(), key=lambda c: c.collector)
@@ -125,3 +127,15 @@ def fleet_summary(state: FleetState, now: float, *,
             for m in list(state.malformed.recent)[-20:]
         ],
     }
+
+
+def _scheduler_json(state: FleetState) -> dict[str, Any] | None:
+    """null: never heard (a scheduler without ``sched/status``); else online or gone."""
+    gone = scheduler_gone(state)
+    if gone is not None:
+        return gone.as_json()
+    sched = state.scheduler
+    if sched is None:
+        return None
+    return {"name": sched.name, "online": True, "since": round(state.scheduler_since, 3),
+            "jobs_as_of": None, "jobs_running": [], "text": ""}

@@ -33,7 +33,8 @@ def test_hostile_ids_are_refused(bad):
 
 def test_topic_round_trip_for_every_kind():
     for kind in Kind:
-        subject = "gpu0001" if kind not in (Kind.SCHED_CMD, Kind.SCHED_ACK, Kind.REBIRTH) else ""
+        subject = "gpu0001" if kind not in (Kind.SCHED_CMD, Kind.SCHED_ACK, Kind.SCHED_STATUS,
+                                            Kind.REBIRTH) else ""
         if kind is Kind.JOB:
             subject = "41"
         topic = topic_for("prod", kind, subject)
@@ -130,7 +131,7 @@ def test_strict_types_no_coercion():
 def test_every_message_has_a_json_schema():
     schemas = json_schemas()
     assert set(schemas) == {"birth", "status", "telemetry", "event", "command", "ack", "job",
-                            "digest", "collector"}
+                            "scheduler", "digest", "collector"}
     assert "bdSeq" in schemas["birth"]["properties"]
     json.dumps(schemas)
 

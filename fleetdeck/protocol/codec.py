@@ -17,6 +17,7 @@ from fleetdeck.protocol.messages import (
     Digest,
     Event,
     JobStatus,
+    SchedulerStatus,
     Status,
     Telemetry,
 )
@@ -56,6 +57,7 @@ MODEL_FOR_KIND: dict[Kind, type[BaseModel]] = {
     Kind.JOB: JobStatus,
     Kind.SCHED_CMD: Command,
     Kind.SCHED_ACK: Ack,
+    Kind.SCHED_STATUS: SchedulerStatus,
     Kind.DIGEST: Digest,
     Kind.COLLECTOR: CollectorStatus,
 }

@@ -430,6 +430,22 @@ class JobStatus(_Versioned):
     ts: TsMs
 
 
+class SchedulerStatus(_Versioned):
+    """Retained, QoS 1, on ``sched/status``: ``online=true`` when the scheduler (or its bridge)
+    connects, and its Last Will ``online=false``. Job statuses are retained: without this a
+    scheduler that died left its jobs reading ``R`` in every console, with nothing to say
+    they were as of its death (docs/protocol.md, "Scheduler status")."""
+
+    online: bool
+    started: TsMs
+    """The scheduler process's start (ms): a will of an older process loses to a newer birth."""
+    name: ShortText = ""
+    """What runs it (``sim``, ``slurm-bridge``), for people."""
+    jobs: U32 | None = None
+    """Jobs it publishes right now (absent in the will)."""
+    ts: TsMs
+
+
 # --- collectors: sharding, digests ----------------------------------------------------------
 
 
@@ -515,6 +531,7 @@ MESSAGE_MODELS: dict[str, type[BaseModel]] = {
     "command": Command,
     "ack": Ack,
     "job": JobStatus,
+    "scheduler": SchedulerStatus,
     "digest": Digest,
     "collector": CollectorStatus,
 }

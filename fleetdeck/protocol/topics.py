@@ -4,7 +4,7 @@
 
     fleetdeck/v1/<cluster>/node/<node>/{birth,status,telemetry,event,cmd,ack}
     fleetdeck/v1/<cluster>/job/<job>/status
-    fleetdeck/v1/<cluster>/sched/{cmd,ack}
+    fleetdeck/v1/<cluster>/sched/{cmd,ack,status}
     fleetdeck/v1/<cluster>/ctl/rebirth
     fleetdeck/v1/<cluster>/digest/<node>          (a collector's verdict of one node)
     fleetdeck/v1/<cluster>/collector/<collector>  (a collector's birth and Last Will)
@@ -28,6 +28,7 @@ class Kind(StrEnum):
     JOB = "job"
     SCHED_CMD = "sched_cmd"
     SCHED_ACK = "sched_ack"
+    SCHED_STATUS = "sched_status"
     REBIRTH = "rebirth"
     DIGEST = "digest"
     COLLECTOR = "collector"
@@ -61,6 +62,8 @@ def topic_for(cluster: str, kind: Kind, subject: str = "") -> str:
         return f"{base}/sched/cmd"
     if kind is Kind.SCHED_ACK:
         return f"{base}/sched/ack"
+    if kind is Kind.SCHED_STATUS:
+        return f"{base}/sched/status"
     if kind is Kind.DIGEST:
         return f"{base}/digest/{subject}"
     if kind is Kind.COLLECTOR:
@@ -79,6 +82,7 @@ def subscriptions(cluster: str) -> list[str]:
         f"{base}/node/+/ack",
         f"{base}/job/+/status",
         f"{base}/sched/ack",
+        f"{base}/sched/status",
     ]
 
 
@@ -96,7 +100,7 @@ def shard_subscriptions(cluster: str) -> list[str]:
     node ids), then jobs and the scheduler's acks, which every shard needs whole."""
     base = f"{ROOT}/{cluster}"
     return [f"{base}/collector/+", f"{base}/node/+/birth", f"{base}/job/+/status",
-            f"{base}/sched/ack"]
+            f"{base}/sched/ack", f"{base}/sched/status"]
 
 
 def digest_subscriptions(cluster: str) -> list[str]:
@@ -105,7 +109,8 @@ def digest_subscriptions(cluster: str) -> list[str]:
     timeline and the command tracker need them)."""
     base = f"{ROOT}/{cluster}"
     return [f"{base}/collector/+", f"{base}/digest/+", f"{base}/node/+/event",
-            f"{base}/node/+/ack", f"{base}/job/+/status", f"{base}/sched/ack"]
+            f"{base}/node/+/ack", f"{base}/job/+/status", f"{base}/sched/ack",
+            f"{base}/sched/status"]
 
 
 def parse_topic(topic: str) -> Topic:
@@ -132,6 +137,8 @@ def parse_topic(topic: str) -> Topic:
             return Topic(cluster, Kind.SCHED_CMD)
         case ["sched", "ack"]:
             return Topic(cluster, Kind.SCHED_ACK)
+        case ["sched", "status"]:
+            return Topic(cluster, Kind.SCHED_STATUS)
         case ["ctl", "rebirth"]:
             return Topic(cluster, Kind.REBIRTH)
         case ["digest" | "collector" as what, subject]:

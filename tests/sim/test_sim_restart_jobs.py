@@ -1,5 +1,7 @@
 """A simulator killed and started again: the job statuses the first one left retained are
-cleared by the second (it does not run them), so no console keeps them running for ever."""
+cleared by the second (it does not run them), so no console keeps them running for ever; and
+between the two, every console reads from the scheduler's retained Last Will that the job
+states are as of its death (docs/protocol.md, "Scheduler status")."""
 
 import json
 import os
@@ -9,10 +11,14 @@ import time
 from tests.conftest import run_cli, spawn, stop_process
 
 
-def jobs_seen(url: str, cluster: str) -> list[tuple[str, str]]:
+def summary(url: str, cluster: str) -> dict:
     out = run_cli("status", "--broker", url, "--cluster", cluster, "--json")
     assert out.returncode == 0, out.stderr
-    return sorted((j["job_id"], j["state"]) for j in json.loads(out.stdout)["jobs"])
+    return json.loads(out.stdout)
+
+
+def jobs_seen(url: str, cluster: str) -> list[tuple[str, str]]:
+    return sorted((j["job_id"], j["state"]) for j in summary(url, cluster)["jobs"])
 
 
 def test_a_restarted_simulator_clears_the_jobs_it_does_not_run(mosquitto, tmp_path):
@@ -23,16 +29,28 @@ def test_a_restarted_simulator_clears_the_jobs_it_does_not_run(mosquitto, tmp_pa
         deadline = time.monotonic() + 30
         while jobs_seen(url, cluster) != [("4101", "R"), ("4102", "R"), ("4103", "R")]:
             assert time.monotonic() < deadline, jobs_seen(url, cluster)
+        assert summary(url, cluster)["scheduler"]["online"] is True
     finally:
         os.kill(first.pid, signal.SIGKILL)  # no goodbye: its retained statuses stay
         first.wait()
+    # A console started after the death learns it from the retained will.
+    deadline = time.monotonic() + 30
+    while (sched := summary(url, cluster)["scheduler"])["online"]:
+        assert time.monotonic() < deadline, sched
+    assert sched["name"] == "sim" and sched["jobs_running"] == ["4101", "4102", "4103"]
+    assert "offline since" in sched["text"] and "restart-job waits" in sched["text"]
+    out = run_cli("status", "--broker", url, "--cluster", cluster)
+    assert "scheduler sim offline since" in out.stdout, out.stdout  # an incident line
     second = spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "8", "--jobs", "1",
                    "--seed", "2", log=tmp_path / "sim2.log")
     try:
         deadline = time.monotonic() + 30
         while (seen := jobs_seen(url, cluster)) != [("4101", "R")]:
             assert time.monotonic() < deadline, seen  # 4102 and 4103 ran for ever before
+        assert summary(url, cluster)["scheduler"]["online"] is True
     finally:
         assert stop_process(second) == 0
-    out = run_cli("status", "--broker", url, "--cluster", cluster, "--json")
-    assert json.loads(out.stdout)["totals"]["malformed"] == 0  # a cleared status is no error
+    out = summary(url, cluster)
+    assert out["totals"]["malformed"] == 0  # a cleared status is no error
+    # A clean stop sends no will: the scheduler says it goes.
+    assert out["scheduler"]["online"] is False and out["scheduler"]["jobs_running"] == ["4101"]
