@@ -485,6 +485,15 @@ class ConsoleSession:
         store = await (Store.open(path) if retention_days is None
                        else Store.open(path, retention_days))
         restored = await store.restore(self.state, now=self.clock())
+        scope = self.ingest.scope
+        if scope is not None:
+            # A sharded collector learns its nodes from their births: the nodes put back from
+            # the store were not known yet, so the first ownership pass forgot them (and the
+            # hour of port errors and the settle hold with them), and a link that flapped 90 s
+            # before a restart read "failed -> ok" 3 s after it (an SRE drill). Known now, a
+            # node is kept or handed to a peer by ownership, as one heard from is.
+            for node in list(self.state.nodes):
+                scope.learn(node)
         self.store = store
         self.audit = TeeAudit(self.audit, store)
         if restored:
