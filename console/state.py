@@ -429,7 +429,10 @@ class NodeState:
         recovered = self.behind_recovered
         what = (f"behind switch {self.behind_switch}, which recovered" if recovered
                 else f"behind suspect switch {self.behind_switch}")
-        tail = "its IB port findings are the switch's" if faulty else (
+        # Name the ports: a node with a fault of its own on another port read "its IB port
+        # findings are the switch's" next to its own flapping link (an operator's walkthrough).
+        ports = ", ".join(sorted(self.behind_ports))
+        tail = f"the findings of {ports} are the switch's" if faulty else (
             "its link errors were the switch's, nothing to do on the node" if recovered
             else "check the switch, do not drain")
         switch = Finding("F1", Severity.WARN, "", f"{what}: {tail}")

@@ -52,7 +52,7 @@ HEALTH_NAMES = {
 METRICS = ("health", "util", "temp", "power")
 LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.DEGRADED, "degraded"),
           (Cell.FAILED, "failed"), (Cell.RAIL_FAILED, "IB fault"),
-          (Cell.RAIL_DEGRADED, "IB errors"),
+          (Cell.RAIL_DEGRADED, "IB warn"),
           (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
           (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"),
           (Cell.EMPTY, "waiting"))

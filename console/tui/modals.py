@@ -318,8 +318,9 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         m colour by health/util/temp/power · w worst node (again: next worst, W back)
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ▲ degraded ✖ failed ◐ draining ○ drained · stale ⊘ offline
-        x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB errors: the GPU is sound,
-        the InfiniBand port of its rail is not
+        x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB warn (port erroring, or
+        failing with its suspect switch): the GPU is sound, the InfiniBand port of its rail
+        is not
         under the grid, room permitting: jobs (stragglers first), fabric by switch, last events
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
         space mark · ctrl+backslash clear marks · o next sort column · O reverse{rw_nodes}

@@ -19,7 +19,7 @@ STATES = [Cell.OK, Cell.IDLE, Cell.DEGRADED, Cell.FAILED, Cell.DRAINING, Cell.DR
 NAMES = {Cell.OK: "busy", Cell.IDLE: "idle", Cell.DEGRADED: "degraded", Cell.FAILED: "failed",
          Cell.DRAINING: "draining", Cell.DRAINED: "drained", Cell.STALE: "stale",
          Cell.OFFLINE: "offline", Cell.MISSING: "missing", Cell.EMPTY: "waiting",
-         Cell.RAIL_FAILED: "IB fault", Cell.RAIL_DEGRADED: "IB errors"}
+         Cell.RAIL_FAILED: "IB fault", Cell.RAIL_DEGRADED: "IB warn"}
 SYSTEMS = {"truecolor": ColorSystem.TRUECOLOR, "256": ColorSystem.EIGHT_BIT,
            "16": ColorSystem.STANDARD}
 # The pairs a new user could not tell apart at 256 colours, and degraded/failed (one red at 16).

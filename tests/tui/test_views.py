@@ -7,7 +7,7 @@ from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.tui.conftest import SIZE, open_view, pilot_until
-from tests.tui.fleet import throttled
+from tests.tui.fleet import CLUSTER, throttled
 
 
 def text_of(app) -> str:
@@ -37,6 +37,24 @@ async def test_overview_counts_problems_grid(world):
         await pilot.pause()
         assert isinstance(world.app.screen, NodeDetailScreen)
         assert world.app.screen.gpu == 2
+
+
+async def test_not_responding_is_a_mark_on_the_node_states_not_one_more_state(world):
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    agent = world.fleet.agents["gpu0020"]
+    world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0020"),
+                        codec.encode(agent.status(online=False)), world.clock())
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(5):
+            world.fleet.telemetry(world.ingest,
+                                  names=[n for n in world.fleet.names if n != "gpu0020"])
+            world.tick(1)
+        await pilot.pause()
+        line = next(ln for ln in text_of(world.app).splitlines() if "Nodes 24" in ln)
+        # "down 1  stale 1" summed to 25 nodes of 24.
+        assert "down 1" in line and "(*not responding 1)" in line and "stale 1" not in line
 
 
 async def test_header_escapes_markup(world):

@@ -203,7 +203,11 @@ class OverviewScreen(FleetView):
 
     def _counts_text(self, c: FleetCounts) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
-                           if c.states.get(s))
+                           if c.states.get(s) and s != "stale")
+        if c.states.get("stale"):
+            # sinfo's `*`: not responding is a mark on a state, not a state of its own ("down 2
+            # stale 2" summed to 50 on a fleet of 48).
+            states += f"  [{state_markup('stale')}](*not responding {c.states['stale']})[/]"
         parts = [f"[{verdict_markup(v.value)}]{v.value} {c.verdicts[v.value]}[/]"
                  for v in sorted(Verdict, key=lambda v: VERDICT_ORDER[v])
                  if c.verdicts.get(v.value)]
