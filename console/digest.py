@@ -11,6 +11,7 @@ telemetry while it is open.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,12 @@ from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS, DrainInfo, DrainSta
 
 if TYPE_CHECKING:  # the state applies digests with the functions below
     from fleetdeck.console.state import NodeState
+
+STEPPING_NOTE = ("; job {job} still stepping — the agent died, not the node: restart the "
+                 "agent, do not drain")
+"""Said after H1/H2 of a silent node whose job keeps stepping (``NodeState.job_stepping``); a
+console on digests reads the job back from it (``apply_digest``)."""
+_STEPPING = re.compile(re.escape(STEPPING_NOTE).replace(re.escape("{job}"), r"(\S+)"))
 
 DIGEST_EVERY_S = 5.0
 """A node's digest is re-sent at least this often (fresh vitals) besides on every change."""
@@ -224,6 +231,11 @@ def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None
     if old is None or old.findings != d.findings:
         st.findings = [Finding(f.rule, Severity(f.severity), f.component, f.text)
                        for f in d.findings]
+        # The collector found the agent dead under a job that still steps: the action and
+        # the incident follow it ("restart the agent"), not "check the node; drain it" under
+        # its own "do not drain" (an SRE drill read both in one incident).
+        st.job_stepping = next((m.group(1) for f in d.findings if f.rule in ("H1", "H2")
+                                and (m := _STEPPING.search(f.text)) is not None), "")
 
 
 def judge_digest(st: NodeState, now: float) -> Verdict:

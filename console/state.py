@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from fleetdeck.console.digest import STALE_PERIODS, apply_digest, judge_digest
+from fleetdeck.console.digest import STALE_PERIODS, STEPPING_NOTE, apply_digest, judge_digest
 from fleetdeck.console.health import (
     VERDICT_ORDER,
     Finding,
@@ -384,8 +384,7 @@ class NodeState:
         self.stale = heard is not None and unseen_s(heard, now, blind) > (
             STALE_INTERVALS * self.interval_s)
         liveness: list[Finding] = []
-        alive = (f"; job {self.job_stepping} still stepping — the agent died, not the node: "
-                 "restart the agent, do not drain") if self.job_stepping else ""
+        alive = STEPPING_NOTE.format(job=self.job_stepping) if self.job_stepping else ""
         if self.online is False:
             verdict = Verdict.OFFLINE
             liveness.append(Finding("H2", Severity.WARN if alive else Severity.DRAIN, "",

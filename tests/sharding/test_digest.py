@@ -56,6 +56,27 @@ def test_a_digest_console_shows_what_the_collector_judged():
     assert node_summary(st, node.now)["owner"] is None
 
 
+def test_a_digest_of_an_agent_dead_under_a_stepping_job_says_restart_the_agent():
+    # The collector found the agent dead and its job still stepping: the console on digests
+    # said "restart the agent, do not drain" in the finding and "check the node; drain it"
+    # as the action, in one incident (an SRE drill).
+    from fleetdeck.console.digest import STEPPING_NOTE
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import recommended_action
+
+    text = "agent offline (Last Will)" + STEPPING_NOTE.format(job="4105")
+    payload = _digest_json(verdict="offline", online=False, drain={"state": "none"},
+                           findings=[{"rule": "H2", "severity": "warn", "text": text}])
+    _, state = digest_state("demo", payload, 1.0)
+    state.judge_fleet(1.0)
+    st = state.nodes["gpu0001"]
+    assert st.job_stepping == "4105"
+    assert recommended_action(st).startswith("restart the agent")
+    (inc,) = incidents(state)
+    assert "do not drain" in inc.action or inc.action.startswith("restart the agent"), inc
+    assert "drain it if it does not come back" not in inc.action
+
+
 def test_a_digest_that_stops_coming_reads_stale_not_ok():
     node = FakeNode()
     st = raw_state(node, fault=False).nodes["gpu0001"]
