@@ -3,11 +3,44 @@ and the last way out of one whose orderly exit hangs (``force_exit``)."""
 
 import contextlib
 import gc
+import logging
 import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NoReturn
 
+log = logging.getLogger("fleetdeck.runtime")
+
 _freeze_ticks = False
+
+SWEEP_EVERY_S = 60.0
+"""How often a freezing process unfreezes everything and runs one full collection
+(``freeze_tick``): what was frozen and later became cyclic garbage is freed only so."""
+SWEEP_SHARE = 0.005
+"""At most this share of wall time in sweeps: a sweep that took T waits at least T / share."""
+SWEEP_GROWTH = 20_000
+"""A due sweep runs only if the frozen objects grew by this many since the last one: a fleet
+state in its steady state replaces what it froze (the old sample freed by its reference
+count), so growth is garbage kept or a fleet that grew; a headless collector with nothing
+cyclic to free never pays a full pass."""
+
+
+@dataclass
+class SweepStats:
+    sweeps: int = 0
+    freed: int = 0
+    """Objects the sweeps found unreachable (cyclic garbage that freezing had kept)."""
+    last_s: float = 0.0
+    longest_s: float = 0.0
+    due: float = 0.0
+    """``time.monotonic()`` of the next sweep."""
+    frozen_after: int = 0
+    """``gc.get_freeze_count()`` after the last sweep (or when sweeps were armed)."""
+    skipped: int = 0
+
+
+SWEEPS = SweepStats()
 
 GEN0_THRESHOLD = 10_000
 """Net new tracked objects between gen-0 collections. A gen-0 collection walks every young
@@ -68,11 +101,48 @@ def freeze_tick() -> None:
     it and is then freed by reference counting: the state is acyclic. Left in the young
     generations, it was rescanned by every gen-1/gen-2 collection, 223-465 ms pauses at 2,048-
     4,096 nodes (issue 12); frozen, the collector only ever sees what the current tick and
-    ingest allocate. The price: a reference cycle created before a freeze is never collected.
-    Only processes that called ``tune_gc`` (the console front ends) do this; tests do not.
+    ingest allocate. The price: a reference cycle created before a freeze is not collected
+    until the next ``sweep``, which this runs every ``SWEEP_EVERY_S``. Only processes that
+    called ``tune_gc`` (the console front ends) do this; tests do not.
     """
-    if _freeze_ticks:
-        gc.freeze()
+    if not _freeze_ticks:
+        return
+    now = time.monotonic()
+    st = SWEEPS
+    if now >= st.due:
+        if not st.due:
+            st.due, st.frozen_after = now + SWEEP_EVERY_S, gc.get_freeze_count()
+        elif gc.get_freeze_count() - st.frozen_after >= SWEEP_GROWTH:
+            sweep(now)
+        else:
+            st.due, st.skipped = now + SWEEP_EVERY_S, st.skipped + 1
+    gc.freeze()
+
+
+def sweep(now: float | None = None) -> int:
+    """Unfreeze, collect everything, freeze again; return the objects freed.
+
+    Freezing keeps a reference cycle for ever once it was alive at a freeze: Textual builds
+    one at every layout (``Compositor._arrange_root``'s recursive ``add_widget`` closure holds
+    the map of every widget it placed), so the console grew by 12-20 MB a minute with 48 nodes
+    until it was killed (an operator's walkthrough; docs/performance.md, "Frozen garbage").
+    A sweep walks every tracked object once: it runs every ``SWEEP_EVERY_S``, or less often
+    where it is slow (``SWEEP_SHARE``)."""
+    t0 = time.perf_counter()
+    gc.unfreeze()
+    freed = gc.collect()
+    gc.freeze()
+    took = time.perf_counter() - t0
+    st = SWEEPS
+    st.sweeps += 1
+    st.freed += freed
+    st.last_s = took
+    st.longest_s = max(st.longest_s, took)
+    st.due = (time.monotonic() if now is None else now) + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
+    st.frozen_after = gc.get_freeze_count()
+    log.debug("gc sweep: %d objects freed in %.1f ms (%d frozen)", freed, took * 1000,
+              gc.get_freeze_count())
+    return freed
 
 
 _LAST_WORDS: list[Callable[[], object]] = []

@@ -60,3 +60,40 @@ def test_a_forced_exit_runs_the_last_words_left_and_exits_with_its_code(tmp_path
     assert res.returncode == 7 and "not reached" not in res.stdout, res.stderr
     assert (tmp_path / "said").read_text() == "bye"
     assert not (tmp_path / "taken").exists()
+
+
+def test_a_cycle_frozen_while_alive_is_freed_by_the_next_sweep():
+    """Freezing kept every reference cycle alive at a freeze for ever (Textual makes one per
+    layout: the console grew 12-20 MB a minute); the tick's periodic sweep frees them."""
+    script = textwrap.dedent("""
+        import gc, json, time, weakref
+        from fleetdeck import runtime
+        runtime.tune_gc()
+        class Node:
+            pass
+        runtime.freeze_tick()    # the first tick arms the sweep
+        runtime.SWEEPS.due = time.monotonic() - 1
+        runtime.freeze_tick()    # due, but nothing grew: no full pass
+        skipped = runtime.SWEEPS.skipped
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle, as Textual's add_widget closure makes
+        alive = weakref.ref(a)
+        more = [[] for _ in range(runtime.SWEEP_GROWTH)]
+        for x in more:
+            x.append(x)  # more cycles: frozen garbage that grows as the console's did
+        gc.freeze()
+        del a, b, more, x
+        gc.collect()
+        kept = alive() is not None  # frozen: a full collection does not see it
+        runtime.SWEEPS.due = time.monotonic() - 1
+        runtime.freeze_tick()    # due and grown: unfreeze, collect, freeze
+        print(json.dumps(dict(kept=kept, freed=alive() is None, sweeps=runtime.SWEEPS.sweeps,
+                              skipped=skipped, next_in=runtime.SWEEPS.due - time.monotonic())))
+    """)
+    res = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["skipped"] == 1  # a state that does not grow costs no full pass
+    assert out["kept"] and out["freed"] and out["sweeps"] == 1
+    assert out["next_in"] > 50  # SWEEP_EVERY_S, not at every tick

@@ -1,0 +1,91 @@
+"""What the periodic GC sweep costs a console holding a whole fleet (fleetdeck/runtime.py).
+
+A console freezes what each tick keeps (the state is acyclic: frozen, no collection rescans it),
+so a reference cycle alive at a freeze stays for ever; Textual makes one at every layout, and
+the TUI grew 12-20 MB a minute. ``runtime.sweep`` (unfreeze, one full collection, freeze) frees
+them every ``SWEEP_EVERY_S``: its cost is one pass over every tracked object, which is what
+this measures on a fleet applied through the real path (bench/apply_cost.py's payloads,
+``Ingest.handle``, ``ConsoleSession.tick``), with a fixed amount of cyclic garbage made between
+freezes so the sweep has something to free (and the benchmark fails if it frees nothing).
+
+    .venv/bin/python bench/gc_sweep.py                  # 16,384 nodes
+    .venv/bin/python bench/gc_sweep.py --nodes 2048
+"""
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import main_guard, require
+
+CLUSTER = "bench"
+EPOCH_MS = 1_767_225_600_000
+BD_SEQ = EPOCH_MS - 60_000
+CYCLES = 10_000
+"""Cycles made between sweeps (Textual's layouts make ~1 a second, each holding ~1,800 objects)."""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=16384)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sweeps", type=int, default=5)
+    args = ap.parse_args()
+
+    from bench._payloads import EvolvingFleet
+    from fleetdeck import runtime
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+
+    n = args.nodes
+    fleet = EvolvingFleet(n, CLUSTER, BD_SEQ, personas=512, wire=2)
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=lambda: 0.0)
+    runtime.tune_gc()
+    t0 = EPOCH_MS / 1000
+    for i in range(n):
+        ingest.handle(*fleet.birth(i), t0 - 2)
+        ingest.handle(*fleet.status(i, EPOCH_MS - 2000), t0 - 2)
+    session.tick(t0 - 1)
+    applied = 0
+    for k in range(args.rounds):
+        ts_ms = EPOCH_MS + k * 1000
+        for i in range(n):
+            ingest.handle(fleet.topics[i], fleet.telemetry(i, k, ts_ms), ts_ms / 1000 + 0.05)
+        while True:
+            applied += session.tick(ts_ms / 1000 + 0.2).messages
+            if not session.backlog and not ingest._batch.messages:
+                break
+    require(applied == n * args.rounds, f"{applied} samples applied of {n * args.rounds}")
+    took, freed = [], []
+    for _ in range(args.sweeps):
+        junk: list[object] = []
+        for _ in range(CYCLES):
+            a: list[object] = []
+            a.append(a)
+            junk.append(a)
+        gc.freeze()  # as a tick does, while the cycles are alive
+        del junk, a
+        c0 = time.perf_counter()
+        freed.append(runtime.sweep())
+        took.append(time.perf_counter() - c0)
+    require(min(freed) >= CYCLES, f"a sweep freed {min(freed)} objects, {CYCLES} cycles made")
+    gc.unfreeze()
+    tracked = len(gc.get_objects())
+    gc.freeze()
+    print(f"{'nodes':>8} {'tracked objects':>16} {'sweep ms (median)':>18} {'max':>7} "
+          f"{'freed':>7} {'every s':>8} {'share of wall':>14}")
+    med = statistics.median(took)
+    every = max(runtime.SWEEP_EVERY_S, med / runtime.SWEEP_SHARE)
+    print(f"{n:>8,} {tracked:>16,} {med * 1000:>18.1f} {max(took) * 1000:>7.1f} "
+          f"{min(freed):>7,} {every:>8.0f} {100 * med / every:>13.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)
