@@ -351,6 +351,11 @@ def job_refusal(state: FleetState, job_id: str) -> str:
     if not state.jobs:
         return (f"job {job_id} cannot be checked: nothing heard from the scheduler on cluster "
                 f"'{state.cluster}' yet, not one job status")
+    named = sorted(j.job_id for j in state.jobs.values() if j.name == job_id)
+    if named:
+        # squeue shows both; an operator types the name (an SRE drill).
+        return (f"{job_id} is a job name, not a job id: restart-job takes the id "
+                f"({', '.join(named[:5])})")
     return (f"unknown job {job_id}: the scheduler has published no such job on cluster "
             f"'{state.cluster}'")
 
@@ -362,7 +367,9 @@ def _free_gpus(state: FleetState, by_node: dict[str, list[str]], removing: set[s
             continue
         if st.online is False or st.stale or st.drain.state is not DrainState.NONE:
             continue
-        free += st.gpus_present
+        # What status and the overview count free (``gpu_use``): a failed node's GPUs are out,
+        # faulty ones failed ("183 free GPUs left" against status's 176: an SRE drill).
+        free += st.gpu_use().free
     return free
 
 

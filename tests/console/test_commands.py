@@ -135,6 +135,10 @@ def test_a_restart_of_a_job_the_console_does_not_know_is_refused_with_one_senten
     assert job_refusal(state, "41") == ""
     assert job_refusal(state, "999") == (
         f"unknown job 999: the scheduler has published no such job on cluster '{CLUSTER}'")
+    # squeue shows names too: an operator types one (an SRE drill read "unknown job").
+    name = state.jobs["41"].name
+    assert name and job_refusal(state, name) == (
+        f"{name} is a job name, not a job id: restart-job takes the id (41)")
 
 
 def test_blast_radius(world):
@@ -151,6 +155,15 @@ def test_blast_radius(world):
     now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
     assert now.gpu_hours_at_risk == pytest.approx(32 * 0.5)  # 30 min since checkpoint
     assert finish.free_gpus_after == 8 * 8  # 12 nodes - 4 busy
+    # A failed node's GPUs are not free (status counts them out): the radius said 183 free
+    # GPUs left where status said 176 (an SRE drill).
+    from tests.tui.fleet import port_down
+
+    fleet.telemetry(ingest, job={n: "41" for n in nodes}, faults={"gpu0010": port_down()})
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    assert state.nodes["gpu0010"].verdict.value == "failed"
+    assert blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock()).free_gpus_after == 7 * 8
     assert not finish.needs_typed_confirmation
     many = blast_radius(state, CommandOp.DRAIN, fleet.names[:9], clock())
     assert many.needs_typed_confirmation
