@@ -391,9 +391,11 @@ class NodeState:
                                     "agent offline (Last Will)" + alive))
         elif self.stale:
             verdict = Verdict.STALE
-            age = "never" if self.last_rx is None else f"{now - self.last_rx:.0f} s ago"
-            liveness.append(Finding("H1", Severity.WARN, "", f"no telemetry (last {age})"
-                                    + alive))
+            # "last never" read as a node that never reported, of nodes that had 8 s before
+            # this console (a one-shot status after a broker restart) started.
+            text = ("no telemetry since this console started" if self.last_rx is None
+                    else f"no telemetry (last {now - self.last_rx:.0f} s ago)")
+            liveness.append(Finding("H1", Severity.WARN, "", text + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
             # Two machines publish as one node: every figure shown is a mix of both.
             # Two at least, by what H3 is (the one publishing now may not be among those noted:

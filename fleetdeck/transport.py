@@ -288,6 +288,11 @@ class MqttLink:
                                                strict=False) if g >= 0x80])
             self.client, self._inflight = client, inflight
             self._catch_up(client, filters_sent)
+            if self.conn.state == "disconnected" and self.conn.connects:
+                # The warnings said it was gone, every few seconds: say that it is back, or a
+                # collector's log ends on "cannot reach" while it works (an SRE drill).
+                log.warning("connected to the MQTT broker at %s again (lost %.0f s ago)",
+                            self.url, self.clock() - self.conn.since)
             self.conn.connects += 1
             self._set("connected")
             waiter = asyncio.ensure_future(lost.wait())

@@ -32,6 +32,23 @@ def test_stale_after_three_intervals_without_telemetry():
     state.judge(node.now + 3.1)
     st = state.nodes["gpu0001"]
     assert st.verdict is Verdict.STALE and st.reasons == ["H1"]
+    assert str(st.liveness[0]).endswith("no telemetry (last 3 s ago)")
+
+
+def test_a_node_born_but_never_heard_here_is_not_said_to_have_never_reported():
+    # A one-shot status after a broker restart: the retained birth of a node that reported
+    # 8 s before read "no telemetry (last never)".
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    state.apply(ingest.take_batch(), node.now)
+    state.start_hearing(node.now)
+    state.judge(node.now + 3.1)
+    st = state.nodes["gpu0001"]
+    assert st.verdict is Verdict.STALE
+    assert str(st.liveness[0]).endswith("no telemetry since this console started")
 
 
 def test_offline_from_will_of_current_session():

@@ -42,7 +42,7 @@ def run_report(db: Path, since: str, as_json: bool) -> int:
     console = table_console()
     ettr = out["effective_training_time_ratio"]
     console.print(f"[b]{out['interruptions']}[/] job interruptions since {iso(since_ts)}; "
-                  f"{out['lost_gpu_hours']:.1f} GPU-h lost since their checkpoints of "
+                  f"{out['lost_gpu_hours']:.2f} GPU-h lost since their checkpoints of "
                   f"{out['job_gpu_hours']:.1f} GPU-h held by running jobs; effective training "
                   f"time ratio {'-' if ettr is None else f'{ettr:.1%}'}")
     table = Table(box=None, pad_edge=False)

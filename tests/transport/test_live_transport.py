@@ -57,7 +57,7 @@ async def publish(url: BrokerURL, topic: str, payload: bytes, **kw) -> None:
         await c.publish(topic, payload, qos=1)
 
 
-async def test_receives_again_after_the_broker_is_killed_and_restarted(mosquitto):
+async def test_receives_again_after_the_broker_is_killed_and_restarted(mosquitto, caplog):
     feed = new_feed(mosquitto.url)
     seen = handed_to(feed)
     topic = topic_for(CLUSTER, Kind.EVENT, "gpu0001")
@@ -77,6 +77,10 @@ async def test_receives_again_after_the_broker_is_killed_and_restarted(mosquitto
         await eventually(lambda: (topic, b"after") in seen, 10, message="message after restart")
     assert feed.first_error is not None and "127.0.0.1" in feed.first_error
     assert feed.received == feed.handed == 2 and feed.dropped_total == 0
+    # A log that said "cannot reach … retrying" says it is back (an SRE drill's collector log
+    # ended on "cannot reach" while it worked).
+    assert any("connected to the MQTT broker at" in r.getMessage() and " again " in
+               r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 async def test_publish_when_not_connected_says_so(mosquitto):
