@@ -413,6 +413,25 @@ def likely_cause(state: FleetState, node: str) -> str:
     return "no finding on that node"
 
 
+def _held_since(st: NodeState) -> float | None:
+    """None unless every drain-class finding of the node is a port that is up again, held
+    only by ``HELD_RULES``; then when it was repaired (its agent's ``repair`` event since it
+    went failed), or 0.0 when no repair was said."""
+    drains = [f for f in own_findings(st) if f.severity is Severity.DRAIN]
+    if not drains or any(f.rule not in HELD_RULES for f in drains):
+        return None
+    t = st.telemetry
+    if t is None:
+        return None
+    up = {f"{p.dev}:{p.port}" for p in t.ib_ports
+          if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
+    if any(f.component not in up for f in drains):
+        return None
+    repairs = [e.ts / 1000 for e in st.events if e.kind == "repair"
+               and e.ts / 1000 >= st.changed_at]
+    return max(repairs) if repairs else 0.0
+
+
 def own_findings(st: NodeState) -> list[Finding]:
     """The node's findings that are not its ports' behind a suspect switch."""
     return [f for f in st.findings if f.component not in st.behind_ports
@@ -496,6 +515,14 @@ def recommended_action(st: NodeState) -> str:
     if v == "failed":
         if st.drain.state is DrainState.DRAINED:
             return "drained: repair, then resume"
+        held = _held_since(st)
+        if held is not None and st.drain.state is DrainState.NONE:
+            # Up again and failed only by the hour N2 holds: "drain, then repair" sent the
+            # on-call to repair a node repaired a minute before (an SRE drill). The hold ends
+            # with a resume of the drained node, or with the hour.
+            done = f"repaired at {_utc(held)}" if held else "its links are up again"
+            return (f"{done}, failed for the hour by N2: drain it (finish), check the link, "
+                    "then resume it (a resume ends the hold)")
         if st.drain.state is DrainState.DRAINING:
             # Its job still runs (drain mode finish): repairing now would kill it.
             return ("draining: repair once its jobs have finished (or drain --now to requeue "

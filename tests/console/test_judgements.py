@@ -363,3 +363,37 @@ def test_a_silent_node_s_last_sample_makes_no_new_suspect_switch():
     assert suspect_switches(session.state) == []
     assert {n: session.state.nodes[n].verdict.value for n in ("gpu0001", "gpu0002")} == {
         "gpu0001": "failed", "gpu0002": "failed"}
+
+
+def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume():
+    # N2 holds a node failed for the hour after link_downed moved. Once its links are up
+    # (repaired), "drain (no job on it), then repair" sent the on-call to repair it again.
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    node = FakeNode(t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+
+    def run(seconds: int) -> None:
+        for _ in range(seconds):
+            node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+            state.apply(ingest.take_batch(), node.now)
+            state.judge_fleet(node.now)
+
+    run(3)
+    node.sim.ports[3].bump("link_downed", 1)  # a flap: down and straight back up
+    run(3)
+    st = state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["N2"]
+    action = recommended_action(st)
+    assert action.startswith("its links are up again, failed for the hour by N2"), action
+    assert "then resume" in action
+    node.feed(ingest, node.agent._event(EventDraft("repair", "node repaired")), Kind.EVENT)
+    run(2)
+    assert recommended_action(st).startswith("repaired at "), recommended_action(st)
