@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fleetdeck.console.audit import AuditRecord
-from fleetdeck.console.health import Severity
+from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
@@ -315,6 +315,19 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         gpu_hours_at_risk=at_risk, free_gpus_after=_free_gpus(state, by_node, target_set),
         notes=notes,
     )
+
+
+def suggested_drain_mode(state: FleetState, targets: Iterable[str]) -> DrainMode:
+    """``now`` when every target that runs a job is failed (its job stalls at the next
+    collective or is dying: letting it "finish" holds the job's other nodes for nothing, and
+    the node's action says to requeue), else ``finish`` (Slurm's DRAIN, the safe default).
+    The drain dialog opens on it: it opened on finish for a failed node under a job, against
+    the console's own advice (an operator's walkthrough)."""
+    busy = [st for n in targets if (st := state.nodes.get(n)) is not None
+            and st.sample is not None and st.sample.job is not None]
+    if busy and all(st.verdict is Verdict.FAILED and st.online is not False for st in busy):
+        return DrainMode.NOW
+    return DrainMode.FINISH
 
 
 def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:

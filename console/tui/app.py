@@ -43,9 +43,11 @@ from fleetdeck.console.commands import (
     blast_radius,
     job_blast_radius,
     job_refusal,
+    suggested_drain_mode,
 )
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.judgements import own_findings
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
@@ -932,7 +934,11 @@ class FleetdeckApp(App[int]):
                 reason, mode = result
                 self.send(self.session.drain(targets, reason, mode))
 
-        self.push_screen(DrainScreen(radius), done)
+        first = self.state.nodes.get(targets[0])
+        worst = own_findings(first) if first is not None else []
+        hint = f"{worst[0].rule} {worst[0].component}".strip() if worst else ""
+        self.push_screen(DrainScreen(radius, suggested_drain_mode(self.state, targets), hint),
+                         done)
 
     def request_resume(self, targets: list[str]) -> None:
         if self.read_only:

@@ -127,10 +127,13 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, radius: Callable[[DrainMode], BlastRadius]) -> None:
+    def __init__(self, radius: Callable[[DrainMode], BlastRadius],
+                 mode: DrainMode = DrainMode.FINISH, hint: str = "") -> None:
         super().__init__()
         self._radius_for = radius
-        self.mode = DrainMode.FINISH
+        self.mode = mode
+        self.hint = hint
+        """What the reason box suggests: the node's own worst finding."""
         self.radius = radius(self.mode)
 
     @property
@@ -145,12 +148,15 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
             with VerticalScroll(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield Label("Reason (required; shown as Reason=… [user@time]):")
-            yield Box(placeholder="e.g. XID 79 on gpu3 — ticket OPS-123", id="reason")
+            yield Box(placeholder=f"e.g. {self.hint or 'XID 79 on gpu3'} — ticket OPS-123",
+                      id="reason")
+            now = self.mode is DrainMode.NOW
             with RadioSet(id="mode"):
                 yield Choice("finish: no new work, running jobs finish (Slurm DRAIN)",
-                             value=True, id="mode-finish")
-                yield Choice("now: requeue running jobs from their last checkpoint",
-                             id="mode-now")
+                             value=not now, id="mode-finish")
+                yield Choice("now: requeue running jobs from their last checkpoint"
+                             + (" (suggested: the node is failed under its job)" if now else ""),
+                             value=now, id="mode-now")
             if r.needs_typed_confirmation:
                 yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
                             f"[b]{self.phrase}[/] to confirm")

@@ -236,3 +236,23 @@ def test_a_cleared_retained_job_status_withdraws_the_job():
     publish_job(ingest, job_status("4104", ["gpu0001"], clock), clock)
     session.tick()
     assert session.state.jobs["4104"].nodes == ["gpu0001"]
+
+
+def test_the_drain_dialog_suggests_now_for_a_failed_node_under_a_job(world):
+    """Finish was the default for every drain: for a failed node under a job that holds the
+    job's other nodes for nothing, against the node's own action ("drain (requeue its jobs
+    from their checkpoint)", an operator's walkthrough)."""
+    from fleetdeck.console.commands import suggested_drain_mode
+    from tests.tui.fleet import port_down, throttled
+
+    clock, ingest, fleet, state = world
+    busy = {n: "41" for n in ("gpu0001", "gpu0002", "gpu0003")}
+    fleet.telemetry(ingest, job=busy, faults={"gpu0001": port_down(), "gpu0002": throttled(),
+                                              "gpu0005": port_down("mlx5_ib4")})
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    assert state.nodes["gpu0001"].verdict.value == "failed"
+    assert suggested_drain_mode(state, ["gpu0001"]) is DrainMode.NOW
+    assert suggested_drain_mode(state, ["gpu0002"]) is DrainMode.FINISH  # degraded: finish
+    assert suggested_drain_mode(state, ["gpu0005"]) is DrainMode.FINISH  # failed, idle
+    assert suggested_drain_mode(state, ["gpu0001", "gpu0003"]) is DrainMode.FINISH  # mixed
