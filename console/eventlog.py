@@ -84,12 +84,15 @@ class EventLog:
         return (line for _seq, line in self._lines)
 
     def for_node(self, node: str, last: int = 500) -> list[EventLine]:
-        """Console entries (commands) about ``node`` among the newest ``last`` entries."""
+        """Console entries (commands) and verdict changes about ``node`` among the newest
+        ``last`` entries: what the console said of the node, beside the node's own events
+        (a node detail said "no events from this node yet" while the incident listed its
+        "ok -> degraded (G12)")."""
         out: list[EventLine] = []
         for i, (_seq, line) in enumerate(reversed(self._lines)):
             if i >= last:
                 break
-            if line.source == "console" and line.concerns(node):
+            if (line.source == "console" or line.kind == "verdict") and line.concerns(node):
                 out.append(line)
         out.reverse()
         return out

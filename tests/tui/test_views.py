@@ -39,6 +39,24 @@ async def test_overview_counts_problems_grid(world):
         assert world.app.screen.gpu == 2
 
 
+async def test_node_detail_says_what_to_do_and_lists_its_verdict_changes(world):
+    # Its timeline said "no events from this node yet" while the incident listed the node's
+    # "ok -> degraded (G12)", and the action of incidents and status was not there.
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.fleet.telemetry(world.ingest, faults={"gpu0001": throttled(5)})
+        world.tick()
+        await pilot.pause()
+        await pilot.press("enter")  # the grid's cursor is on gpu0001
+        world.tick()
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        text = text_of(world.app)
+        assert "do: watch; drain when idle if it persists" in text, text
+        line = next(ln for ln in text.splitlines() if "ok -> degraded" in ln)
+        assert "verdict" in line and "G12" in line
+
+
 async def test_not_responding_is_a_mark_on_the_node_states_not_one_more_state(world):
     from fleetdeck.protocol import codec
     from fleetdeck.protocol.topics import Kind, topic_for

@@ -11,6 +11,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.eventlog import event_text
 from fleetdeck.console.health import describe_clock_events
+from fleetdeck.console.judgements import recommended_action
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
@@ -145,6 +146,12 @@ class NodeDetailScreen(FleetView):
             for i, f in enumerate(st.all_findings):
                 style = "red" if f.severity.value == "drain" else "yellow"
                 t.append(("; " if i else "") + str(f), style)
+        action = recommended_action(st)
+        if action != "none":
+            # What incidents and status say to do: the detail, where the operator decides,
+            # left it out (an operator's walkthrough).
+            t.append("\ndo: ", "bold")
+            t.append(action)
         return t
 
     def _gpus(self, st: NodeState) -> FitTable | Text:
@@ -244,7 +251,11 @@ class NodeDetailScreen(FleetView):
             style = {"error": "red", "warn": "yellow"}.get(ev.severity.value, "")
             lines.append((ev.ts / 1000, ev.kind, event_text(ev), style))
         for ln in self.fleet.event_log.for_node(self.node_id):
-            lines.append((ln.ts, "command", ln.text, "cyan"))
+            if ln.source == "console":
+                lines.append((ln.ts, "command", ln.text, "cyan"))
+            else:
+                style = {"error": "red", "warn": "yellow"}.get(ln.severity, "")
+                lines.append((ln.ts, ln.kind, ln.text, style))
         # Oldest first, then reversed: by the time itself, not its HH:MM:SS, so a drain's
         # requested, acknowledged, drained and done of one second keep their order.
         lines.sort(key=lambda x: x[0])
@@ -252,7 +263,7 @@ class NodeDetailScreen(FleetView):
         if not lines:
             t.append("  no events from this node yet", "dim")
         for ts, kind, text, style in lines[:20]:
-            t.append(f"\n {clock_text(ts)} {kind:<10} ")
+            t.append(f"\n {clock_text(ts)} {kind:<13} ")  # ib_port_state
             t.append(text, style)
         return t
 
