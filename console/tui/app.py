@@ -697,9 +697,17 @@ class FleetdeckApp(App[int]):
                     self.pop_screen()
                 return None
         else:
-            self.history.append(self.current_mode)
-            del self.history[:-20]
+            self._remember(self.current_mode)
+            if view in self.history:
+                self.history.remove(view)  # here now: not a step back
         return self._switch(view)
+
+    def _remember(self, view: str) -> None:
+        """``view`` on top of the back history, once: Esc walked back through every view ever
+        visited (twelve presses and it had not settled: an operator's walkthrough)."""
+        if view in self.history:
+            self.history.remove(view)
+        self.history.append(view)
 
     def _switch(self, view: str) -> Awaitable[object]:
         # Leave any node detail pushed on the current view's stack where it is (k9s keeps it).
@@ -726,8 +734,7 @@ class FleetdeckApp(App[int]):
     def action_contexts(self) -> None:
         """The fleet of fleets: every cluster this console watches, with its counts."""
         if self.current_mode != "clusters":
-            self.history.append(self.current_mode)
-            del self.history[:-20]
+            self._remember(self.current_mode)
         self._switch("clusters")
 
     def use_context(self, cluster: str) -> None:
@@ -773,8 +780,22 @@ class FleetdeckApp(App[int]):
             self.pop_screen()
             self.call_after_refresh(self.refresh_view)
             return
+        if self.current_mode == "overview":
+            self.history.clear()  # home: Esc stops here
+            return
         if self.history:
-            self._switch(self.history.pop())
+            view = self.history.pop()
+            self._switch(view)
+            # Back to the view itself, not to a node detail left open on it long ago (Esc
+            # landed on an old gpu0019 detail).
+            self.call_after_refresh(self._to_view_root, view)
+
+    def _to_view_root(self, view: str) -> None:
+        if self.current_mode != view:
+            return
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ModalScreen):
+            self.pop_screen()
+        self.refresh_view()
 
     def open_requests(self) -> list[tuple[str, Request]]:
         """Every command not finished yet, in every context, with its cluster."""

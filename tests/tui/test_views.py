@@ -57,6 +57,32 @@ async def test_node_detail_says_what_to_do_and_lists_its_verdict_changes(world):
         assert "verdict" in line and "G12" in line
 
 
+async def test_escape_walks_back_through_each_view_once_and_stops_at_the_overview(world):
+    # Twelve presses of Esc from the nodes view went to an old node detail, the overview,
+    # fabric, another node detail, incidents, events, fabric, jobs … and never settled.
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await open_view(world, pilot, "2", NodesScreen)
+        await pilot.press("enter")  # a node detail, left open on the nodes view
+        world.tick()
+        await pilot.pause()
+        assert isinstance(world.app.screen, NodeDetailScreen)
+        for key in ("3", "4", "3", "4", "5", "2"):
+            await pilot.press(key)
+            world.tick()
+            await pilot.pause()
+        seen = []
+        for _ in range(8):
+            await pilot.press("escape")
+            world.tick()
+            await pilot.pause()
+            seen.append(type(world.app.screen).__name__)
+        # nodes (its detail first) -> events -> fabric -> jobs -> overview, then it stays.
+        assert seen[:5] == ["NodesScreen", "EventsScreen", "FabricScreen", "JobsScreen",
+                            "OverviewScreen"], seen
+        assert set(seen[5:]) == {"OverviewScreen"}
+
+
 async def test_not_responding_is_a_mark_on_the_node_states_not_one_more_state(world):
     from fleetdeck.protocol import codec
     from fleetdeck.protocol.topics import Kind, topic_for
