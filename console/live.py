@@ -277,3 +277,26 @@ async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(read(), listen_s)
     return sorted(seen)
+
+
+async def broker_uptime_s(url: BrokerURL, client_id: str, listen_s: float = 0.5) -> float | None:
+    """The broker's uptime from ``$SYS/broker/uptime`` (Mosquitto keeps it retained and
+    refreshes it every ``sys_interval``, 10 s by default, so it may read up to that much low);
+    None where the broker does not say (amqtt without its $SYS plugin) within ``listen_s``."""
+    client = make_client(url, client_id, keepalive=10)
+    async with client:
+        await client.subscribe("$SYS/broker/uptime", qos=0)
+
+        async def read() -> float | None:
+            async for message in client.messages:
+                payload = message.payload
+                if isinstance(payload, bytes | bytearray):
+                    head = bytes(payload).split(b" ", 1)[0]
+                    if head.isdigit():
+                        return float(head)
+            return None
+
+        try:
+            return await asyncio.wait_for(read(), listen_s)
+        except TimeoutError:
+            return None

@@ -315,7 +315,7 @@ class QuitScreen(Modal[bool]):
 
 
 HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · 6 incidents
-        esc back (each view once, to the overview) · q quit (asks if commands are open; :q! does not)
+        esc back (each view once) · q quit (asks if commands are open; :q! does not)
         : command line: :nodes :jobs :fabric :events :incidents :node NAME :ctx NAME{rw_cmds}
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches
