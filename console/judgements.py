@@ -282,8 +282,10 @@ class SchedulerGone:
         running = (f"; {len(self.jobs)} job(s) read running{as_of} "
                    f"({', '.join(self.jobs[:3])}{' …' if len(self.jobs) > 3 else ''}), "
                    "which nothing updates now" if self.jobs else "")
-        return (f"{who} offline since {_utc(self.since)}{running}; no job is requeued and "
-                "restart-job waits until it is back")
+        # "heard": a console started later reads the retained will when it connects, so the
+        # time is when this console learnt it, not when the scheduler died.
+        return (f"{who} offline (its Last Will, heard {_utc(self.since)}){running}; no job is "
+                "requeued and restart-job waits until it is back")
 
     def as_json(self) -> dict[str, object]:
         return {"name": self.name, "online": False, "since": round(self.since, 3),

@@ -155,7 +155,7 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
                 yield Choice("finish: no new work, running jobs finish (Slurm DRAIN)",
                              value=not now, id="mode-finish")
                 yield Choice("now: requeue running jobs from their last checkpoint"
-                             + (" (suggested: the node is failed under its job)" if now else ""),
+                             + (" (suggested: failed under a job)" if now else ""),
                              value=now, id="mode-now")
             if r.needs_typed_confirmation:
                 yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "

@@ -57,7 +57,7 @@ def test_its_will_makes_the_running_jobs_as_of_its_death():
     assert gone["jobs_as_of"] == started  # the last job status it left
     (inc,) = [i for i in out["incidents"] if i["kind"] == "scheduler"]
     assert inc["severity"] == "error" and inc["jobs"] == ["41"]
-    assert "scheduler slurm-bridge offline since" in inc["title"]
+    assert "scheduler slurm-bridge offline (its Last Will, heard " in inc["title"]
     row = job_row(session.state.jobs["41"], session.state, clock())
     assert row.held_up.startswith("scheduler offline: as of ")
     assert "scheduler offline" not in job_row(session.state.jobs["42"], session.state,
