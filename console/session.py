@@ -811,16 +811,23 @@ class ConsoleSession:
                 metrics(st)
 
     def _collect_events(self) -> int:
-        events = self.state.events
-        if not events or events[-1] is self._last_event:
+        state = self.state
+        events = state.events
+        late, state.late_events = state.late_events, []
+        if (not events or events[-1] is self._last_event) and not late:
             return 0
         new: list[Event] = []
         for ev in reversed(events):
             if ev is self._last_event:
                 break
             new.append(ev)
-        self._last_event = events[-1]
-        for ev in reversed(new):
+        self._last_event = events[-1] if events else None
+        if late:
+            # Put back before the newest logged: the walk above does not reach them.
+            walked = {id(ev) for ev in new}
+            new.extend(ev for ev in late if id(ev) not in walked)
+        new.sort(key=lambda ev: ev.ts)
+        for ev in new:
             self.log.add(event_line(ev))
         return len(new)
 

@@ -523,20 +523,22 @@ def _note_process(st: "NodeState", process: int, rx: float) -> None:
             del seen[old]
 
 
-def _insert_by_time(log: deque[Event], ev: Event) -> None:
+def _insert_by_time(log: deque[Event], ev: Event) -> bool:
+    """Put ``ev`` in time order; return whether it went anywhere but the end."""
     if not log or log[-1].ts <= ev.ts:
         log.append(ev)
-        return
+        return False
     # Rare (re-sent events): walk back to the right place; deques are bounded.
     i = len(log)
     while i > 0 and log[i - 1].ts > ev.ts:
         i -= 1
     if len(log) == log.maxlen:
         if i == 0:
-            return  # older than everything we keep
+            return False  # older than everything we keep
         log.popleft()
         i -= 1
     log.insert(i, ev)
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,6 +583,10 @@ class FleetState:
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobStatus] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
+        self.late_events: list[Event] = []
+        """Events put back in time order before newer ones (re-sent after an outage) since the
+        session last took them: its walk back from the newest stops at the newest it logged,
+        and missed them (the outbox's re-sent events never reached the events view)."""
         self.acks: deque[Ack] = deque(maxlen=EVENT_MEMORY)
         self.malformed = malformed or MalformedLog()
         self.last_update: float | None = None
@@ -885,7 +891,8 @@ class FleetState:
             if len(self._event_ids) > 4 * EVENT_MEMORY:
                 for old in list(self._event_ids)[:EVENT_MEMORY]:
                     del self._event_ids[old]
-            _insert_by_time(self.events, ev)
+            if _insert_by_time(self.events, ev) and len(self.late_events) < EVENT_MEMORY:
+                self.late_events.append(ev)
             if st is not None:
                 _insert_by_time(st.events, ev)
             else:

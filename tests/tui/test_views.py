@@ -312,6 +312,30 @@ async def test_events_view_filter(world):
         assert screen.rows == []
 
 
+async def test_events_view_is_newest_first_by_time_not_by_arrival(world):
+    # A node's event (its agent's clock) arrived after a later verdict line and read
+    # 13:41:33 under 13:41:32 (an operator's walkthrough).
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.protocol import codec
+
+    agent = world.fleet.agents["gpu0007"]
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        later = agent._event(EventDraft("xid", "later by its clock", component="gpu2"))
+        world.clock.advance(-5)  # an event stamped 5 s before the one above, arriving after
+        earlier = agent._event(EventDraft("xid", "earlier by its clock", component="gpu1"))
+        world.clock.advance(5)
+        for ev in (later, earlier):  # one tick each: one batch is put in time order
+            world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev),
+                                world.clock())
+            world.tick()
+        screen = await open_events(world, pilot)
+        texts = [line.text for _seq, line in screen.rows]
+        later_at, earlier_at = (texts.index("gpu2: later by its clock"),
+                                texts.index("gpu1: earlier by its clock"))
+        assert later_at < earlier_at, texts
+
+
 async def test_command_mode_help_and_back(world):
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()

@@ -65,6 +65,9 @@ class EventsScreen(FleetView):
             if f.active and not f.matches(line.source, line.haystack()):
                 continue
             rows.append((seq, line))
+        # Newest first by time, as the header says: a node's event (the agent's clock) can
+        # arrive after the verdict it caused (the tick's), and read 13:41:33 under 13:41:32.
+        rows.sort(key=lambda r: (r[1].ts, r[0]), reverse=True)
         self.rows = rows
         table = self.table
         table.empty_text = "no events yet" if not f.active else "no events match"
