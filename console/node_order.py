@@ -26,6 +26,7 @@ from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.rows import (
     METRIC_COLUMNS,
     ib_text,
+    metric_sort_value,
     metrics,
     node_sort_value,
     reasons_text,
@@ -189,7 +190,7 @@ class NodeOrder:
             m = self._refresh(state, self._columns.setdefault("metrics", _Column()), metrics)
             if col.source is not m.values:  # a new list whenever a value changed
                 i = METRIC_COLUMNS.index(key)
-                col.values = [-v[i] for v in m.values]
+                col.values = [metric_sort_value(key, v[i]) for v in m.values]
                 col.source, col.order = m.values, None
             return col
         value = _VALUE.get(key)

@@ -292,3 +292,18 @@ def test_many_moved_values_are_read_a_chunk_a_call(fleet: Fleet, monkeypatch) ->
     fleet.samples(names[: N - 4], shift=2)
     fleet.tick()
     assert order.ids(state, "util", jobs, now=t + 0.1) == got and order.held
+
+
+def test_a_live_metric_sorts_in_steps_so_busy_nodes_keep_their_places() -> None:
+    """Nodes at 94-99 % swapped places every second, the selected row jumping 12 -> 15 -> 6
+    -> 20 (an operator's walkthrough): within a step, the name decides."""
+    from fleetdeck.console.rows import UNKNOWN, metric_sort_value
+
+    def order(utils: dict[str, float]) -> list[str]:
+        return sorted(utils, key=lambda n: (metric_sort_value("util", utils[n]), n))
+
+    assert order({"gpu0001": 96.0, "gpu0002": 99.0, "gpu0003": 40.0}) == order(
+        {"gpu0001": 99.0, "gpu0002": 96.0, "gpu0003": 40.0}) == ["gpu0001", "gpu0002",
+                                                                 "gpu0003"]
+    assert order({"gpu0001": 50.0, "gpu0002": 80.0}) == ["gpu0002", "gpu0001"]
+    assert metric_sort_value("temp", UNKNOWN) > metric_sort_value("temp", 20.0)  # unknown last

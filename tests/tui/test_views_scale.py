@@ -36,7 +36,10 @@ def gpu_missing(index: int):
 
 
 def expected_by_util(util: dict[str, float]) -> list[str]:
-    return sorted(util, key=lambda n: (-util[n], n))
+    """Busiest first in 5 % steps, then by name (``rows.METRIC_SORT_STEP``)."""
+    from fleetdeck.console.rows import metric_sort_value
+
+    return sorted(util, key=lambda n: (metric_sort_value("util", util[n]), n))
 
 
 def row_text(table: Any, y: int) -> str:
