@@ -312,6 +312,24 @@ async def test_events_view_filter(world):
         assert screen.rows == []
 
 
+async def test_nodes_asked_for_by_name_show_although_unhealthy_only_was_on(world):
+    # "/gpu00[12,20]" typed on the overview gave "1/48": ctrl+z (unhealthy only) was still on
+    # from earlier and hid the healthy one asked for (an operator's walkthrough).
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        screen = await open_view(world, pilot, "2", NodesScreen)
+        await pilot.press("ctrl+z")
+        world.tick()
+        assert "gpu0001" not in screen.shown
+        await pilot.press("1")
+        await pilot.pause()
+        world.app.show_nodes("gpu[0001,0009]")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        assert screen.shown == ["gpu0009", "gpu0001"]  # worst first
+
+
 async def test_events_view_is_newest_first_by_time_not_by_arrival(world):
     # A node's event (its agent's clock) arrived after a later verdict line and read
     # 13:41:33 under 13:41:32 (an operator's walkthrough).

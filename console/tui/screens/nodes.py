@@ -320,4 +320,8 @@ class NodesScreen(FleetView):
         return not (action in ("drain", "resume") and self.fleet.read_only)
 
     def set_filter(self, text: str) -> None:
+        """Show exactly these nodes (a job's, an incident's, a filter typed on the overview):
+        an "unhealthy only" left on from earlier hid the drained, healthy one asked for (an
+        operator's walkthrough: "1/48")."""
         self.filter = NodeFilter(text)
+        self.unhealthy_only = False
