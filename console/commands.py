@@ -301,7 +301,10 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         unhealthy = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.verdict.value in ("failed", "offline")]
         if unhealthy:
-            notes.append(f"still failing health checks: {compress(unhealthy)}")
+            # "8 GPUs given back to the scheduler" over-promised: its node health check keeps
+            # work off a node that fails it (an SRE drill's XID 62 node, not repaired).
+            notes.append(f"still failing health checks: {compress(unhealthy)} (the scheduler "
+                         "places no work there until they pass: repair first)")
         undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.NONE]
         if undrained:
