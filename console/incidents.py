@@ -81,10 +81,12 @@ class Incident:
 
     @property
     def losing_work(self) -> bool:
-        """Work is lost or at risk now: an error about the fleet itself. The console's lost
-        connection and a silent collector are errors too, but only hide the nodes."""
-        return self.severity == "error" and self.kind not in ("console", "collector",
-                                                              "scheduler")
+        """Work is lost or at risk now: an error about the fleet itself with a job on it. The
+        console's lost connection and a silent collector are errors too, but only hide the
+        nodes; a failed idle node loses capacity, not work ("5 losing work now" of 6
+        incidents, two with a job: an operator's walkthrough)."""
+        return (self.severity == "error" and bool(self.jobs)
+                and self.kind not in ("console", "collector", "scheduler"))
 
     def as_json(self) -> dict[str, object]:
         return {

@@ -76,6 +76,16 @@ def test_unrelated_cables_are_separate_node_incidents():
     assert "mlx5_ib1" in found[0].title
 
 
+def test_only_incidents_with_a_job_on_them_are_losing_work():
+    # "6 incidents  5 losing work now", two of them with a job: an idle failed node loses
+    # capacity, not work (an operator's walkthrough).
+    session = run(8, {"gpu0001": port_down("mlx5_ib1"), "gpu0004": port_down("mlx5_ib3")},
+                  jobs=[lambda c: job_status("41", ["gpu0001", "gpu0002"], c)])
+    found = {i.key: i for i in incidents(session.state)}
+    assert found["node:gpu0001"].losing_work and found["node:gpu0001"].jobs == ["41"]
+    assert not found["node:gpu0004"].losing_work and found["node:gpu0004"].severity == "error"
+
+
 def test_nodes_of_one_rack_falling_silent_together_are_one_rack_incident():
     # SynthFleet puts 8 nodes in a rack: gpu0009..gpu0016 are rack r01.
     rack = ["gpu0009", "gpu0010", "gpu0011", "gpu0012"]

@@ -250,6 +250,11 @@ async def test_node_detail_of_a_stale_node_renders(world):
 
 async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world):
     """Drill: with the broker gone, the overview said "none: every node reports healthy"."""
+    from tests.tui.fleet import port_down
+
+    # A failed node under job 41: work at stake, whatever the console's own connection.
+    world.fleet.telemetry(world.ingest, job={n: "41" for n in world.fleet.names[:4]},
+                          faults={"gpu0002": port_down("mlx5_ib5")})
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
         await pilot.pause()
@@ -263,7 +268,7 @@ async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world)
         await pilot.pause()
         text = text_of(world.app)
         assert "no data: this console lost its broker connection" in text
-        assert "losing work now" in text  # the fleet's own failed nodes still are
+        assert "1 losing work now" in text  # gpu0002 under job 41; not the console's own
 
 
 async def test_a_views_key_again_closes_the_node_detail_left_open_on_it(world):
