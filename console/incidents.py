@@ -119,7 +119,11 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
             out.append(_leaf_incident(state, leaf, jobs_on))
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
-        taken.update(n for n in sw.nodes if not own_findings(state.nodes[n]))
+        # A silent node is counted for the switch it was behind for a while (judgements), but
+        # its silence is its own: it keeps its node or rack incident (a rack that lost power
+        # read only "switch suspect: do not drain").
+        taken.update(n for n in sw.nodes if not own_findings(state.nodes[n])
+                     and state.nodes[n].verdict not in _SILENT)
     # Nodes whose collector stopped sending their digests (D1): what is silent is the
     # collector, not the nodes, nor their racks (a scale-out audit saw every rack blamed).
     orphans: dict[str, list[NodeState]] = {}

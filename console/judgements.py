@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fleetdeck.console.health import FATAL_WINDOW_S, Finding, Severity, Verdict
-from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.console.state import AGENT_RECONNECT_S, FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.fast import IbPortSample
 from fleetdeck.protocol.messages import DrainState, JobStatus
@@ -26,6 +26,11 @@ CORRELATION_MIN = 3
 """Bad ports on this many distinct nodes behind one switch: suspect the switch."""
 STRAGGLER_FACTOR = 1.2
 """A rank this much slower than the job's median step is named whatever the spread."""
+
+SILENT_KEEP_S = AGENT_RECONNECT_S
+"""How long a node that fell silent behind a suspect switch still counts for it (the agents'
+reconnect grace): long enough for a restarted fleet to come back, not so long that dead nodes
+keep a switch suspect, or hide a rack that lost power."""
 
 HELD_RULES = frozenset({"N2"})
 """Rules that hold for a window after the port is fine again (N2: a fatal counter moved within
@@ -182,6 +187,13 @@ def _held_only(st: NodeState, status: str, p: IbPortSample) -> bool:
     return {f.rule for f in st.findings if f.component == comp} <= HELD_RULES
 
 
+def _quiet_since(st: NodeState) -> float:
+    """When a silent node went quiet: its will, or its last telemetry."""
+    if st.online is False:
+        return st.status_ts
+    return st.last_rx if st.last_rx is not None else st.status_ts
+
+
 def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
                      pool: list[NodeState] | None = None) -> list[SuspectSwitch]:
     """Switches (rails) with bad ports on at least ``min_nodes`` nodes, failing ones first
@@ -198,6 +210,9 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
         # reliability.md, "Failure drills by hand"). Only those ports: a long-dead node's last
         # sample must not make a new suspect of a switch, and of two nodes' own faults.
         silent = st.stale or st.online is False
+        if silent and (not st.behind_ports
+                       or state.judged_at - _quiet_since(st) > SILENT_KEEP_S):
+            continue  # a rack's power, a dead node: its own incident, not the switch's
         for status, p in bad_ports(st, last_known=True):
             if silent and f"{p.dev}:{p.port}" not in st.behind_ports:
                 continue

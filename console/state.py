@@ -622,6 +622,9 @@ class FleetState:
         self.scheduler: SchedulerStatus | None = None
         """The scheduler's latest birth or will (``sched/status``); None: never heard (a
         scheduler bridge that does not say, or none)."""
+        self.judged_at: float = 0.0
+        """The clock of the last fleet-wide pass (``judge_fleet``): the time fleet-wide
+        judgements read, so every view and ``status`` agree with the pass."""
         self.scheduler_since: float = 0.0
         """Receive time of the scheduler's last change between online and offline."""
         self.revisions = 0
@@ -860,6 +863,7 @@ class FleetState:
     def judge_fleet(self, now: float, budget_s: float | None = None) -> None:
         """The fleet-wide pass: correlation, then every node's verdict (``judge``). A pass
         that a budget cut short goes on from where it stopped, without correlating again."""
+        self.judged_at = now
         if self.correlate is not None and not self._judge_rest:
             self.correlate(self, now)
         self.judge(now, budget_s)

@@ -320,7 +320,7 @@ def test_nodes_behind_a_switch_that_come_back_one_by_one_write_one_transition_ea
     assert state.nodes["gpu0001"].verdict.value == "degraded"
     for name in behind:
         _will(ingest, fleet, name, clock)
-    for _ in range(40):  # long enough for their last samples to be old
+    for _ in range(20):  # their last samples old, within the agents' reconnect grace
         clock.advance(1.0)
         fleet.telemetry(ingest, names=fleet.names[4:])
         session.tick()
@@ -397,3 +397,37 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     node.feed(ingest, node.agent._event(EventDraft("repair", "node repaired")), Kind.EVENT)
     run(2)
     assert recommended_action(st).startswith("repaired at "), recommended_action(st)
+
+
+def test_nodes_silent_behind_a_switch_for_long_are_not_kept_under_it():
+    # Counted for their switch for ever, three dead nodes kept it suspect, and a rack that
+    # lost power read only "switch suspect: do not drain" (a review of this change).
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import SILENT_KEEP_S
+
+    down = port_down("mlx5_ib2")
+    behind = ["gpu0001", "gpu0002", "gpu0003"]
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=dict.fromkeys(behind, down))
+        session.tick()
+    for name in behind:
+        _will(ingest, fleet, name, clock)
+    clock.advance(1.0)
+    fleet.telemetry(ingest, names=fleet.names[3:])
+    session.tick()
+    state = session.state
+    assert [sw.switch for sw in suspect_switches(state)] == ["leaf00-r2"]  # just gone
+    kinds = {i.kind for i in incidents(state)}
+    assert kinds & {"rack", "node", "fleet"}, kinds  # their silence has its own incident
+    for _ in range(int(SILENT_KEEP_S) + 2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=fleet.names[3:])
+        session.tick()
+    assert suspect_switches(state) == []
+    assert "switch" not in {i.kind for i in incidents(state)}
