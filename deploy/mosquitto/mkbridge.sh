@@ -8,7 +8,8 @@
 #   OUT_DIR/acl-bridge-CLUSTER    append it to the SITE broker's acl.
 # PASSWORD is the site broker's password for the user 'bridge-CLUSTER' (make it with
 # mkusers.sh on the site broker). CA_FILE is the CA that signed the site broker's certificate.
-# Out to the site: births, statuses, events, acks, job statuses, the scheduler's acks and the
+# Out to the site: births, statuses, events, acks, job statuses, the scheduler's acks and
+# status (its birth and Last Will), and the
 # collectors' digests (what consoles on the site broker show and audit). In from the site:
 # node and scheduler commands and rebirth requests (commands are signed end to end with the
 # command key, docs/security.md, so the bridge carries them but cannot forge them).
@@ -55,6 +56,7 @@ umask 077
   echo "topic $root/node/+/ack out 1"
   echo "topic $root/job/+/status out 1"
   echo "topic $root/sched/ack out 1"
+  echo "topic $root/sched/status out 1"
   echo "topic $root/digest/# out 1"
   if [ -n "$telemetry" ]; then
     echo "topic $root/node/+/telemetry out 0"
@@ -72,6 +74,7 @@ umask 077
   done
   echo "topic write $root/job/+/status"
   echo "topic write $root/sched/ack"
+  echo "topic write $root/sched/status"
   echo "topic write $root/digest/#"
   echo "topic read $root/node/+/cmd"
   echo "topic read $root/sched/cmd"

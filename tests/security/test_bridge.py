@@ -24,8 +24,14 @@ def make_bridge(cluster: str, site_tls: int, password: str, ca: Path, out: Path,
     args = ["bash", str(DEPLOY / "mkbridge.sh"), cluster, f"127.0.0.1:{site_tls}", password,
             str(ca), str(out)] + (["telemetry"] if telemetry else [])
     subprocess.run(args, check=True, capture_output=True)
-    return ((out / f"bridge-{cluster}.conf").read_text(),
-            (out / f"acl-bridge-{cluster}").read_text())
+    conf, acl = ((out / f"bridge-{cluster}.conf").read_text(),
+                 (out / f"acl-bridge-{cluster}").read_text())
+    # The scheduler's birth and Last Will cross too: the site's consoles say when job states
+    # are a dead scheduler's last word (docs/protocol.md, "Scheduler status").
+    root = f"fleetdeck/v1/{cluster}"
+    assert f"topic {root}/sched/status out 1" in conf
+    assert f"topic write {root}/sched/status" in acl
+    return conf, acl
 
 
 def wait_status(url: str, cluster: str, want, timeout: float = 60.0) -> dict:

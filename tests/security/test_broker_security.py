@@ -129,3 +129,18 @@ async def test_only_the_collector_role_publishes_digests_and_consoles_read_them(
         assert not await delivered(broker, creds, sender=sender, topic=birth,
                                    listener="viewer", listen_topic="fleetdeck/v1/c/collector/+",
                                    payload=f"forged-birth-by-{sender}".encode())
+
+
+async def test_only_the_scheduler_role_says_whether_the_scheduler_is_up(secured):
+    # Not in the shipped ACL, the scheduler's birth and Last Will were dropped by Mosquitto
+    # without a word, and every console read "scheduler: null" (a review of this change).
+    broker, creds, _, _ = secured
+    topic = "fleetdeck/v1/c/sched/status"
+    for listener in ("console", "viewer", "collector"):
+        assert await delivered(broker, creds, sender="scheduler", topic=topic,
+                               listener=listener, listen_topic=topic,
+                               payload=f"up-for-{listener}".encode())
+    for sender in ("console", "viewer", "gpu0001"):
+        assert not await delivered(broker, creds, sender=sender, topic=topic,
+                                   listener="viewer", listen_topic=topic,
+                                   payload=f"forged-by-{sender}".encode())
