@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity, Verdict
+from fleetdeck.console.judgements import held_only_since
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
@@ -300,11 +301,16 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     if op is CommandOp.RESUME:
         unhealthy = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.verdict.value in ("failed", "offline")]
+        held = [n for n in unhealthy if held_only_since(state.nodes[n]) is not None]
+        unhealthy = [n for n in unhealthy if n not in held]
         if unhealthy:
             # "8 GPUs given back to the scheduler" over-promised: its node health check keeps
             # work off a node that fails it (an SRE drill's XID 62 node, not repaired).
             notes.append(f"still failing health checks: {compress(unhealthy)} (the scheduler "
                          "places no work there until they pass: repair first)")
+        if held:
+            notes.append(f"failed only by the hour of N2, links up: {compress(held)} (the "
+                         "resume ends the hold)")
         undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.NONE]
         if undrained:
@@ -328,7 +334,9 @@ def suggested_drain_mode(state: FleetState, targets: Iterable[str]) -> DrainMode
     the console's own advice (an operator's walkthrough)."""
     busy = [st for n in targets if (st := state.nodes.get(n)) is not None
             and st.sample is not None and st.sample.job is not None]
-    if busy and all(st.verdict is Verdict.FAILED and st.online is not False for st in busy):
+    # A node failed only by N2's hour with its links up is told to drain (finish): its job runs.
+    if busy and all(st.verdict is Verdict.FAILED and st.online is not False
+                    and held_only_since(st) is None for st in busy):
         return DrainMode.NOW
     return DrainMode.FINISH
 

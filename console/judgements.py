@@ -430,7 +430,7 @@ def likely_cause(state: FleetState, node: str) -> str:
     return "no finding on that node"
 
 
-def _held_since(st: NodeState) -> float | None:
+def held_only_since(st: NodeState) -> float | None:
     """None unless every drain-class finding of the node is a port that is up again, held
     only by ``HELD_RULES``; then when it was repaired (its agent's ``repair`` event since it
     went failed), or 0.0 when no repair was said."""
@@ -530,16 +530,23 @@ def recommended_action(st: NodeState) -> str:
     if "H3" in rules:
         return "give each agent its own node id"
     if v == "failed":
-        if st.drain.state is DrainState.DRAINED:
-            return "drained: repair, then resume"
-        held = _held_since(st)
-        if held is not None and st.drain.state is DrainState.NONE:
+        held = held_only_since(st)
+        if held is not None:
             # Up again and failed only by the hour N2 holds: "drain, then repair" sent the
             # on-call to repair a node repaired a minute before (an SRE drill). The hold ends
-            # with a resume of the drained node, or with the hour.
-            done = f"repaired at {_utc(held)}" if held else "its links are up again"
-            return (f"{done}, failed for the hour by N2: drain it (finish), check the link, "
-                    "then resume it (a resume ends the hold)")
+            # with a resume of the drained node, or with the hour; each drain state says
+            # the next step of that, not "repair" again (a review of this change).
+            done = (f"repaired at {_utc(held)}" if held else "its links are up again") + (
+                ", failed for the hour by N2")
+            if st.drain.state is DrainState.DRAINED:
+                return f"{done}: check the link, then resume it (a resume ends the hold)"
+            if st.drain.state is DrainState.DRAINING:
+                return (f"{done}: once its jobs have finished, check the link and resume it "
+                        "(a resume ends the hold)")
+            return (f"{done}: drain it (finish), check the link, then resume it (a resume ends "
+                    "the hold)")
+        if st.drain.state is DrainState.DRAINED:
+            return "drained: repair, then resume"
         if st.drain.state is DrainState.DRAINING:
             # Its job still runs (drain mode finish): repairing now would kill it.
             return ("draining: repair once its jobs have finished (or drain --now to requeue "

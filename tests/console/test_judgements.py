@@ -397,6 +397,19 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     node.feed(ingest, node.agent._event(EventDraft("repair", "node repaired")), Kind.EVENT)
     run(2)
     assert recommended_action(st).startswith("repaired at "), recommended_action(st)
+    # Drained as told, it is told to resume, not "drained: repair, then resume" (a review).
+    from fleetdeck.console.commands import blast_radius, suggested_drain_mode
+    from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
+
+    assert suggested_drain_mode(state, ["gpu0001"]) is DrainMode.FINISH
+    node.agent.drain = node.agent.drain.model_copy(update={"state": DrainState.DRAINED})
+    node.feed(ingest, node.status(), Kind.STATUS)
+    run(1)
+    action = recommended_action(st)
+    assert "check the link, then resume it" in action and "repair" not in action.split(":")[1]
+    radius = blast_radius(state, CommandOp.RESUME, ["gpu0001"], node.now)
+    assert any("failed only by the hour of N2" in n for n in radius.notes), radius.notes
+    assert not any("repair first" in n for n in radius.notes), radius.notes
 
 
 def test_nodes_silent_behind_a_switch_for_long_are_not_kept_under_it():
