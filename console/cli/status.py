@@ -5,8 +5,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 import aiomqtt
 from rich.console import Console
@@ -182,12 +182,12 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
     every cluster watched at the same time, each by its own session, then one summary per
     cluster plus their sum (``run_status_many``)."""
     tune_gc()
-    uptime = asyncio.run(young_broker(url))
     clusters = [cluster] if isinstance(cluster, str) else cluster
     if len(clusters) > 1:
         return run_status_many(url, clusters, wait_s, as_json, digests=digests,
                                fail_on=fail_on)
-    session = asyncio.run(collect(url, clusters[0], wait_s, digests=digests))
+    session, uptime = asyncio.run(with_uptime(url, collect(url, clusters[0], wait_s,
+                                                           digests=digests)))
     out = _summary(session, url, wait_s)
     out["broker_uptime_s"] = uptime
     if as_json:
@@ -217,21 +217,40 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
     return unhealthy([out], fail_on)
 
 
-async def young_broker(url: BrokerURL) -> float | None:
-    """The broker's uptime (``$SYS/broker/uptime``), said on stderr when it is younger than
-    the agents' reconnect grace: right after a restart that kept no retained messages, nodes
-    not reconnected yet are missing altogether, and `status` read "2 nodes ok 2" of a 32-node
-    fleet with two failed ones (an SRE drill). None where the broker does not say or cannot
-    be reached (the watch itself then says why)."""
+T = TypeVar("T")
+UPTIME_PROBE_S = 2.0
+"""The longest the uptime probe may take; it runs beside the watch, so it costs nothing more
+where the broker answers, and nothing is said where it does not."""
+
+
+async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T, float | None]:
+    """``watch``'s result and the broker's uptime (``$SYS/broker/uptime``), read beside it;
+    said on stderr when the broker is younger than the agents' reconnect grace. Right after a
+    restart of a broker that kept no retained messages, nodes not reconnected yet are missing
+    altogether: `status` read "2 nodes ok 2" of a 32-node fleet with two failed ones (an SRE
+    drill). None where the broker does not say (amqtt) or the probe fails; nothing is said
+    when the watch itself fails (its sentence is the one to read)."""
+
+    async def probe() -> float | None:
+        try:
+            return await asyncio.wait_for(broker_uptime_s(
+                url, f"fd-uptime-{os.getpid()}-{int(time.time())}"), UPTIME_PROBE_S)
+        except (TimeoutError, aiomqtt.MqttError, OSError):
+            return None
+
+    probing = asyncio.create_task(probe())
     try:
-        up = await broker_uptime_s(url, f"fd-status-uptime-{os.getpid()}-{int(time.time())}")
-    except (aiomqtt.MqttError, OSError):
-        return None
+        result = await watch
+    except BaseException:
+        probing.cancel()
+        await asyncio.gather(probing, return_exceptions=True)
+        raise
+    up = await probing
     if up is not None and up < AGENT_RECONNECT_S:
         print(f"fleetdeck status: the broker at {url} started {up:.0f} s ago: agents may still "
               "be reconnecting, and a node not back yet is missing from the counts (a broker "
               "with persistence keeps their births; docs/reliability.md).", file=sys.stderr)
-    return up
+    return result, up
 
 
 def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str, Any]:
@@ -252,7 +271,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
                 return err
         return await asyncio.gather(*(one(name) for name in clusters))
 
-    results = asyncio.run(all_of())
+    results, uptime = asyncio.run(with_uptime(url, all_of()))
     summaries: list[dict[str, Any]] = []
     rows: list[ClusterRow] = []
     errors: list[str] = []
@@ -272,7 +291,8 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
     total = combined(rows)
     if as_json:
         print(json.dumps({"broker": str(url), "collected_s": wait_s,
-                          "clusters": summaries, "combined": total.as_json()}, indent=2))
+                          "broker_uptime_s": uptime, "clusters": summaries,
+                          "combined": total.as_json()}, indent=2))
     else:
         console = table_console()
         render_clusters(rows, total, console, unwatched)
