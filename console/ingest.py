@@ -124,6 +124,8 @@ class Batch:
     collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
     scheduler: tuple[float, SchedulerStatus] | None = None
     """The scheduler's latest birth or will (``sched/status``)."""
+    scheduler_cleared: bool = False
+    """Its retained presence was cleared (an empty payload) before ``scheduler``, if any."""
     basis: dict[str, wire2.Basis] = field(default_factory=dict)
     """Per node whose latest sample here is v2: the keyframe it rests on and whether it moved
     only columns the rules do not read (FleetState skips the rules of a healthy node when its
@@ -223,6 +225,12 @@ class Ingest:
             return
         if parsed.kind is Kind.DIGEST:
             self._digest(parsed.subject, topic, payload, rx_ts)
+            return
+        if parsed.kind is Kind.SCHED_STATUS and not payload:
+            # A retained presence cleared (a scheduler retired for good): as never heard, not
+            # malformed, or its will raised an incident for ever (docs/protocol.md).
+            self._batch.scheduler_cleared = True
+            self._batch.scheduler = None
             return
         if parsed.kind is Kind.JOB and not payload:
             # A cleared retained status: the job is gone, not a malformed message (a job

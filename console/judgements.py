@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fleetdeck.console.health import FATAL_WINDOW_S, Finding, Severity, Verdict
-from fleetdeck.console.state import AGENT_RECONNECT_S, FleetState, NodeState
+from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.fast import IbPortSample
 from fleetdeck.protocol.messages import DrainState, JobStatus
@@ -299,8 +299,8 @@ class SchedulerGone:
                    "which nothing updates now" if self.jobs else "")
         # "heard": a console started later reads the retained will when it connects, so the
         # time is when this console learnt it, not when the scheduler died.
-        return (f"{who} offline (its Last Will, heard {_utc(self.since)}){running}; no job is "
-                "requeued and restart-job waits until it is back")
+        return (f"{who} offline (heard {_utc(self.since)}){running}; no job is requeued and "
+                "restart-job gets no answer until it is back")
 
     def as_json(self) -> dict[str, object]:
         return {"name": self.name, "online": False, "since": round(self.since, 3),
@@ -317,6 +317,13 @@ def scheduler_gone(state: FleetState) -> SchedulerGone | None:
     anything (a scheduler bridge without ``sched/status`` is taken as it comes)."""
     sched = state.scheduler
     if sched is None or sched.online:
+        return None
+    now = state.judged_at
+    if (state.scheduler_will_doubted and state.sightless(now)) or (
+            now - state.scheduler_since < WILL_BURST_S):
+        # A will this young may be a shutting-down broker's, as the nodes' are taken
+        # (docs/protocol.md): a graceful broker restart raised "scheduler offline" on every
+        # running job until the scheduler reconnected (a review of this change).
         return None
     stamps = [job.ts for job in state.jobs.values()]
     running = sorted(j.job_id for j in state.jobs.values() if j.state.value in ("R", "CG", "RQ"))

@@ -764,7 +764,7 @@ class ConsoleSession:
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
                     jobs=new.jobs, jobs_withdrawn=new.jobs_withdrawn, superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
-                    scheduler=new.scheduler)
+                    scheduler=new.scheduler, scheduler_cleared=new.scheduler_cleared)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:

@@ -625,6 +625,9 @@ class FleetState:
         self.judged_at: float = 0.0
         """The clock of the last fleet-wide pass (``judge_fleet``): the time fleet-wide
         judgements read, so every view and ``status`` agree with the pass."""
+        self.scheduler_will_doubted = False
+        """Its will came with the broker's shutdown (``lose_sight``, ``WILL_BURST_S``): not
+        believed until it holds after the broker is back (a new birth clears it)."""
         self.scheduler_since: float = 0.0
         """Receive time of the scheduler's last change between online and offline."""
         self.revisions = 0
@@ -739,6 +742,9 @@ class FleetState:
             at = self.blind[0]  # lost again before the agents were all back: one outage
         self.blind = (at, None)
         self.blind_why = why
+        sched = self.scheduler
+        if sched is not None and not sched.online and self.scheduler_since >= at - WILL_BURST_S:
+            self.scheduler_will_doubted = True  # the broker's shutdown sent it, as the nodes'
         for st in self.nodes.values():
             if st.online is False and st.status_ts >= at - WILL_BURST_S:
                 st.online = True  # its will was the broker's shutdown (WILL_BURST_S)
@@ -824,6 +830,8 @@ class FleetState:
             held = self.collectors.get(name)
             if held is None or col.started >= held.started:
                 self.collectors[name] = col
+        if batch.scheduler_cleared:
+            self.scheduler, self.scheduler_will_doubted = None, False
         if batch.scheduler is not None:
             rx, sched = batch.scheduler
             was = self.scheduler
@@ -831,6 +839,10 @@ class FleetState:
                 if was is None or was.online is not sched.online:
                     self.scheduler_since = rx
                 self.scheduler = sched
+                # A will that comes with the console's own loss of the broker: its shutdown's.
+                blind = self.blind
+                self.scheduler_will_doubted = (not sched.online and blind is not None
+                                               and rx >= blind[0] - WILL_BURST_S)
         for _rx, ev in batch.events:
             self.remember_event(ev)
         self.acks.extend(ack for _rx, ack in batch.acks)

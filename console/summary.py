@@ -137,5 +137,8 @@ def _scheduler_json(state: FleetState) -> dict[str, Any] | None:
     sched = state.scheduler
     if sched is None:
         return None
-    return {"name": sched.name, "online": True, "since": round(state.scheduler_since, 3),
-            "jobs_as_of": None, "jobs_running": [], "text": ""}
+    # Online, or a will not believed yet (this young, or with the broker's shutdown): no
+    # incident, no job flagged, but not "online" either.
+    return {"name": sched.name, "online": sched.online,
+            "since": round(state.scheduler_since, 3), "jobs_as_of": None,
+            "jobs_running": [], "text": ""}
