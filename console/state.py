@@ -393,7 +393,7 @@ class NodeState:
             verdict = Verdict.STALE
             # "last never" read as a node that never reported, of nodes that had 8 s before
             # this console (a one-shot status after a broker restart) started.
-            text = ("no telemetry since this console started" if self.last_rx is None
+            text = ("no telemetry heard from it yet" if self.last_rx is None
                     else f"no telemetry (last {now - self.last_rx:.0f} s ago)")
             liveness.append(Finding("H1", Severity.WARN, "", text + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
@@ -1100,7 +1100,11 @@ class FleetState:
                 key = (st.findings, st.online, st.drain, st.birth is None,
                        None if t is None else t.job is None, st.behind_switch,
                        st.behind_ports, st.job_stepping, st.rejoined_at is None)
-                heard = st.heard_at
+                # ``heard_at`` inline: a property call per node per pass cost 1.1 ms at 16,384
+                # nodes (a review of this change).
+                heard = st.last_rx if st.last_rx is not None else st.first_seen
+                if st.rejoined_at is not None and (heard is None or st.rejoined_at > heard):
+                    heard = st.rejoined_at
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None and st.settle_until is None

@@ -23,7 +23,7 @@ SWEEP_GROWTH = 20_000
 """A due sweep runs only if the frozen objects grew by this many since the last one: a fleet
 state in its steady state replaces what it froze (the old sample freed by its reference
 count), so growth is garbage kept or a fleet that grew; a headless collector with nothing
-cyclic to free never pays a full pass."""
+cyclic to free pays for a full pass only while its fleet grows (start-up)."""
 
 
 @dataclass
@@ -139,9 +139,9 @@ def sweep(now: float | None = None) -> int:
     st.last_s = took
     st.longest_s = max(st.longest_s, took)
     st.due = (time.monotonic() if now is None else now) + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
-    st.frozen_after = gc.get_freeze_count()
+    st.frozen_after = gc.get_freeze_count()  # a walk of the frozen list: once
     log.debug("gc sweep: %d objects freed in %.1f ms (%d frozen)", freed, took * 1000,
-              gc.get_freeze_count())
+              st.frozen_after)
     return freed
 
 

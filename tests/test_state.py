@@ -48,7 +48,7 @@ def test_a_node_born_but_never_heard_here_is_not_said_to_have_never_reported():
     state.judge(node.now + 3.1)
     st = state.nodes["gpu0001"]
     assert st.verdict is Verdict.STALE
-    assert str(st.liveness[0]).endswith("no telemetry since this console started")
+    assert str(st.liveness[0]).endswith("no telemetry heard from it yet")
 
 
 def test_offline_from_will_of_current_session():

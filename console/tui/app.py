@@ -956,7 +956,9 @@ class FleetdeckApp(App[int]):
                 self.send(self.session.drain(targets, reason, mode))
 
         first = self.state.nodes.get(targets[0])
-        worst = own_findings(first) if first is not None else []
+        # Its worst finding (drain class first), not its first.
+        worst = sorted(own_findings(first), key=lambda f: f.severity.value != "drain"
+                       ) if first is not None else []
         hint = f"{worst[0].rule} {worst[0].component}".strip() if worst else ""
         self.push_screen(DrainScreen(radius, suggested_drain_mode(self.state, targets), hint),
                          done)
