@@ -456,6 +456,15 @@ def held_only_since(st: NodeState) -> float | None:
     return max(repairs) if repairs else 0.0
 
 
+def drain_reason_hint(st: NodeState | None) -> str:
+    """``N1 mlx5_ib3:1``: the node's worst own finding (drain class first), what the drain
+    dialog offers as an example reason; '' with none."""
+    if st is None:
+        return ""
+    own = sorted(own_findings(st), key=lambda f: f.severity is not Severity.DRAIN)
+    return f"{own[0].rule} {own[0].component}".strip() if own else ""
+
+
 def own_findings(st: NodeState) -> list[Finding]:
     """The node's findings that are not its ports' behind a suspect switch."""
     return [f for f in st.findings if f.component not in st.behind_ports

@@ -47,7 +47,7 @@ from fleetdeck.console.commands import (
 )
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.judgements import own_findings
+from fleetdeck.console.judgements import drain_reason_hint
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
@@ -955,11 +955,7 @@ class FleetdeckApp(App[int]):
                 reason, mode = result
                 self.send(self.session.drain(targets, reason, mode))
 
-        first = self.state.nodes.get(targets[0])
-        # Its worst finding (drain class first), not its first.
-        worst = sorted(own_findings(first), key=lambda f: f.severity.value != "drain"
-                       ) if first is not None else []
-        hint = f"{worst[0].rule} {worst[0].component}".strip() if worst else ""
+        hint = drain_reason_hint(self.state.nodes.get(targets[0]))
         self.push_screen(DrainScreen(radius, suggested_drain_mode(self.state, targets), hint),
                          done)
 

@@ -256,3 +256,20 @@ def test_the_drain_dialog_suggests_now_for_a_failed_node_under_a_job(world):
     assert suggested_drain_mode(state, ["gpu0002"]) is DrainMode.FINISH  # degraded: finish
     assert suggested_drain_mode(state, ["gpu0005"]) is DrainMode.FINISH  # failed, idle
     assert suggested_drain_mode(state, ["gpu0001", "gpu0003"]) is DrainMode.FINISH  # mixed
+
+
+def test_the_drain_reason_hint_is_the_node_s_worst_finding(world):
+    from fleetdeck.console.judgements import drain_reason_hint
+    from tests.tui.fleet import port_down, throttled
+
+    clock, ingest, fleet, state = world
+
+    def both(tel):
+        return port_down("mlx5_ib4")(throttled(1)(tel))
+
+    fleet.telemetry(ingest, faults={"gpu0001": both})
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    assert drain_reason_hint(state.nodes["gpu0001"]) == "N1 mlx5_ib4:1"  # not G12 gpu1
+    assert drain_reason_hint(state.nodes["gpu0002"]) == ""
+    assert drain_reason_hint(None) == ""
