@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity, Verdict
-from fleetdeck.console.judgements import held_only_since
+from fleetdeck.console.judgements import held_only_since, scheduler_down
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
@@ -350,7 +350,7 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
              for n in nodes]
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
     sched = state.scheduler
-    if sched is not None and not sched.online:
+    if sched is not None and scheduler_down(state):
         # Its Last Will came: the request waits in the broker's queue for nobody, and the
         # job's state shown is as the scheduler left it (docs/protocol.md, "Scheduler status").
         notes.append(f"the scheduler{' ' + sched.name if sched.name else ''} is offline: "

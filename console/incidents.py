@@ -27,6 +27,7 @@ from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
+    HOLDING_NODES,
     RECOVERED,
     LeafGroup,
     SuspectSwitch,
@@ -198,7 +199,7 @@ def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str
     incident's nodes are not ok: those behind a suspect switch read degraded)."""
     out: dict[str, list[str]] = {}
     for job in state.jobs.values():
-        if job.state.value in ("R", "CG", "RQ"):
+        if job.state.value in HOLDING_NODES:
             for node in job.nodes:
                 out.setdefault(node, []).append(job.job_id)
     for st in bad:

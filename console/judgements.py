@@ -27,6 +27,8 @@ CORRELATION_MIN = 3
 STRAGGLER_FACTOR = 1.2
 """A rank this much slower than the job's median step is named whatever the spread."""
 
+HOLDING_NODES = frozenset({"R", "CG", "RQ"})
+"""Job states (squeue codes) in which a job holds its nodes: running, completing, requeued."""
 SILENT_KEEP_S = AGENT_RECONNECT_S
 """How long a node that fell silent behind a suspect switch still counts for it (the agents'
 reconnect grace): long enough for a restarted fleet to come back, not so long that dead nodes
@@ -312,21 +314,28 @@ def _utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
-def scheduler_gone(state: FleetState) -> SchedulerGone | None:
-    """Set when the scheduler said it went (its will); None while it is online or never said
-    anything (a scheduler bridge without ``sched/status`` is taken as it comes)."""
+def scheduler_down(state: FleetState) -> bool:
+    """The scheduler's going is believed: its will (or goodbye) is the latest word of it, not
+    2 s young, and not one sent with the broker's own shutdown (docs/protocol.md)."""
     sched = state.scheduler
     if sched is None or sched.online:
-        return None
+        return False
     now = state.judged_at
-    if (state.scheduler_will_doubted and state.sightless(now)) or (
-            now - state.scheduler_since < WILL_BURST_S):
-        # A will this young may be a shutting-down broker's, as the nodes' are taken
-        # (docs/protocol.md): a graceful broker restart raised "scheduler offline" on every
-        # running job until the scheduler reconnected (a review of this change).
+    # A will this young may be a shutting-down broker's, as the nodes' are taken: a graceful
+    # broker restart raised "scheduler offline" on every running job until the scheduler
+    # reconnected (a review of this change).
+    return not ((state.scheduler_will_doubted and state.sightless(now))
+                or now - state.scheduler_since < WILL_BURST_S)
+
+
+def scheduler_gone(state: FleetState) -> SchedulerGone | None:
+    """Set when the scheduler said it went (``scheduler_down``); None while it is online or
+    never said anything (a scheduler bridge without ``sched/status`` is taken as it comes)."""
+    sched = state.scheduler
+    if sched is None or not scheduler_down(state):
         return None
     stamps = [job.ts for job in state.jobs.values()]
-    running = sorted(j.job_id for j in state.jobs.values() if j.state.value in ("R", "CG", "RQ"))
+    running = sorted(j.job_id for j in state.jobs.values() if j.state.value in HOLDING_NODES)
     return SchedulerGone(sched.name, state.scheduler_since,
                          max(stamps) / 1000 if stamps else None, running)
 

@@ -16,6 +16,7 @@ from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
 from fleetdeck.console.incidents import Incident
 from fleetdeck.console.judgements import (
+    HOLDING_NODES,
     PORT_DOWN,
     PORT_FLAPPING,
     SickNode,
@@ -24,6 +25,7 @@ from fleetdeck.console.judgements import (
     job_reason,
     leaf_groups,
     leaf_of,
+    scheduler_down,
     sick_nodes,
     straggler,
     suspect_switches,
@@ -605,8 +607,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
-    sched = state.scheduler
-    if sched is not None and not sched.online and job.state.value in ("R", "CG", "RQ"):
+    if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
         stale = f"scheduler offline: as of {clock_text(job.ts / 1000)}"
         held_up = f"{stale}; {held_up}" if held_up else stale

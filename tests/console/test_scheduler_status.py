@@ -55,6 +55,11 @@ def test_its_will_makes_the_running_jobs_as_of_its_death():
     young = fleet_summary(session.state, clock())
     assert young["scheduler"]["online"] is False and young["scheduler"]["text"] == ""
     assert "scheduler" not in {i["kind"] for i in young["incidents"]}
+    # … and the jobs view and restart-job's radius agree with the incident (not said).
+    assert "scheduler offline" not in job_row(session.state.jobs["41"], session.state,
+                                              clock()).held_up
+    assert not any("is offline" in n for n in job_blast_radius(session.state, "41",
+                                                                 clock()).notes)
     clock.advance(3.0)
     session.tick()
     out = fleet_summary(session.state, clock())
