@@ -260,22 +260,37 @@ class LiveFeed:
                                 retain=retain)
 
 
+async def _read_retained(url: BrokerURL, client_id: str, topic_filter: str, listen_s: float,
+                         take: Callable[[str, bytes], bool]) -> None:
+    """Subscribe to ``topic_filter`` and hand each message to ``take`` (topic, payload) until
+    it returns True or ``listen_s`` is over: a look at what the broker holds retained."""
+    client = make_client(url, client_id, keepalive=10)
+    async with client:
+        await client.subscribe(topic_filter, qos=0)
+
+        async def read() -> None:
+            async for message in client.messages:
+                payload = message.payload
+                if take(message.topic.value,
+                        bytes(payload) if isinstance(payload, bytes | bytearray) else b""):
+                    return
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(read(), listen_s)
+
+
 async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -> list[str]:
     """Cluster names with a retained birth under the topic root (what a mistyped ``--cluster``
     probably meant)."""
     seen: set[str] = set()
-    client = make_client(url, client_id, keepalive=10)
-    async with client:
-        await client.subscribe(f"{ROOT}/+/node/+/birth", qos=0)
 
-        async def read() -> None:
-            async for message in client.messages:
-                parts = message.topic.value.split("/")
-                if len(parts) == 6 and parts[5] == "birth":
-                    seen.add(parts[2][:64])
+    def take(topic: str, _payload: bytes) -> bool:
+        parts = topic.split("/")
+        if len(parts) == 6 and parts[5] == "birth":
+            seen.add(parts[2][:64])
+        return False
 
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(read(), listen_s)
+    await _read_retained(url, client_id, f"{ROOT}/+/node/+/birth", listen_s, take)
     return sorted(seen)
 
 
@@ -283,20 +298,13 @@ async def broker_uptime_s(url: BrokerURL, client_id: str, listen_s: float = 0.5)
     """The broker's uptime from ``$SYS/broker/uptime`` (Mosquitto keeps it retained and
     refreshes it every ``sys_interval``, 10 s by default, so it may read up to that much low);
     None where the broker does not say (amqtt without its $SYS plugin) within ``listen_s``."""
-    client = make_client(url, client_id, keepalive=10)
-    async with client:
-        await client.subscribe("$SYS/broker/uptime", qos=0)
+    found: list[float] = []
 
-        async def read() -> float | None:
-            async for message in client.messages:
-                payload = message.payload
-                if isinstance(payload, bytes | bytearray):
-                    head = bytes(payload).split(b" ", 1)[0]
-                    if head.isdigit():
-                        return float(head)
-            return None
+    def take(_topic: str, payload: bytes) -> bool:
+        head = payload.split(b" ", 1)[0]
+        if head.isdigit():
+            found.append(float(head))
+        return bool(found)
 
-        try:
-            return await asyncio.wait_for(read(), listen_s)
-        except TimeoutError:
-            return None
+    await _read_retained(url, client_id, "$SYS/broker/uptime", listen_s, take)
+    return found[0] if found else None
