@@ -51,7 +51,7 @@ from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
-from fleetdeck.console.store import Store, TickRows
+from fleetdeck.console.store import DEFAULT_RETENTION_DAYS, Store, TickRows
 from fleetdeck.console.summary import judged_not_ok
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec, signing, wire2
@@ -482,8 +482,8 @@ class ConsoleSession:
 
     async def open_store(self, path: Path, retention_days: float | None = None) -> int:
         """Open the SQLite store, restore recent events into the state; return how many."""
-        store = await (Store.open(path) if retention_days is None
-                       else Store.open(path, retention_days))
+        store = await Store.open(path, DEFAULT_RETENTION_DAYS if retention_days is None
+                                 else retention_days, self.cluster, claim=True)
         restored = await store.restore(self.state, now=self.clock())
         scope = self.ingest.scope
         if scope is not None:

@@ -270,11 +270,20 @@ class Store:
         self._last_purge = time.monotonic()
         self.writes = 0
         self.write_ms = 0.0
+        self.cluster: str | None = None
+        """The cluster the store holds (``meta``), None for one no writer has named yet."""
 
     @classmethod
-    async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS) -> "Store":
+    async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS,
+                   cluster: str | None = None, *, claim: bool = False) -> "Store":
         """Open (or create) the store; a path that cannot hold it is one sentence
-        (``StoreError``), not a traceback."""
+        (``StoreError``), not a traceback.
+
+        A store holds one cluster's history: the first writer (``claim``) names it in ``meta``,
+        and a store that names another cluster than ``cluster`` is refused, to a writer (two
+        clusters' nodes and jobs mixed in one history) and to a reader asked for a cluster
+        (``events --db X --cluster Y`` listed X's events as if they were Y's). A store made
+        before it named its cluster takes the next writer's."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Tried synchronously first: when aiosqlite's own connect fails, its worker thread
@@ -292,12 +301,25 @@ class Store:
             await cls._add_partial_columns(db)
             await db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                              (str(SCHEMA_VERSION),))
+            async with db.execute("SELECT value FROM meta WHERE key = 'cluster'") as cur:
+                row = await cur.fetchone()
+            held = str(row[0]) if row else None
+            if cluster is not None and held is not None and held != cluster:
+                await db.close()
+                raise StoreError(
+                    f"the history store {path} holds cluster '{held}', not '{cluster}': "
+                    f"pass --cluster {held}, or give cluster '{cluster}' its own --db.")
+            if claim and held is None and cluster is not None:
+                await db.execute("INSERT INTO meta VALUES ('cluster', ?)", (cluster,))
+                held = cluster
             await db.commit()
         except sqlite3.Error as err:
             await db.close()
             raise StoreError(f"cannot use the history store {path}: {err} (is the folder "
                              "writable, and the file a fleetdeck store?).") from None
-        return cls(db, path, retention_days)
+        store = cls(db, path, retention_days)
+        store.cluster = held
+        return store
 
     @staticmethod
     async def _add_partial_columns(db: aiosqlite.Connection) -> None:

@@ -160,9 +160,11 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
 
 def _add_db(p: argparse.ArgumentParser) -> None:
     if not any(a.dest == "cluster" for a in p._actions):
-        p.add_argument("--cluster", type=_id("cluster"),
-                       default=os.environ.get(CLUSTER_ENV, DEFAULT_CLUSTER),
-                       help=f"cluster name (default: ${CLUSTER_ENV} or '{DEFAULT_CLUSTER}')")
+        # A reader's --cluster stays None unless typed: then a --db of another cluster is
+        # refused (the store names its cluster), and without it the store's own is read.
+        p.add_argument("--cluster", type=_id("cluster"), default=None,
+                       help=f"cluster name: picks the default store, and a --db of another "
+                       f"cluster is refused (default: ${CLUSTER_ENV} or '{DEFAULT_CLUSTER}')")
     p.add_argument("--db", metavar="FILE",
                    help="SQLite store (default: $XDG_STATE_HOME/fleetdeck/<cluster>.db)")
 
@@ -170,7 +172,9 @@ def _add_db(p: argparse.ArgumentParser) -> None:
 def _db_path(args: argparse.Namespace) -> Path:
     from fleetdeck.console.store import default_db_path
 
-    return Path(args.db) if args.db else default_db_path(args.cluster)
+    if args.db:
+        return Path(args.db)
+    return default_db_path(args.cluster or os.environ.get(CLUSTER_ENV, DEFAULT_CLUSTER))
 
 
 def _url(args: argparse.Namespace) -> "BrokerURL":
@@ -794,20 +798,21 @@ def cmd_events(args: argparse.Namespace) -> int:
     except HostlistError as err:
         raise UserError(f"--node: {err}") from None
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()] if args.kind else None
-    return run_events(_db_path(args), args.since, nodes, kinds, args.json, args.limit)
+    return run_events(_db_path(args), args.since, nodes, kinds, args.json, args.limit,
+                      cluster=args.cluster)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.report import run_report
 
-    return run_report(_db_path(args), args.since, args.json)
+    return run_report(_db_path(args), args.since, args.json, cluster=args.cluster)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.history import run_history
 
     return run_history(_db_path(args), args.node, args.metric, args.since, args.json,
-                       args.plot)
+                       args.plot, cluster=args.cluster)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -99,8 +99,9 @@ def nothing_found(command: str, db: Path, since_ts: float) -> None:
     print(f"{why}.", file=sys.stderr)
 
 
-async def _open(db: Path) -> Store:
-    return await Store.open(db)
+async def _open(db: Path, cluster: str | None = None) -> Store:
+    """A reader's store: ``cluster`` (typed by the user) must be the one the store holds."""
+    return await Store.open(db, cluster=cluster)
 
 
 VERDICT = "verdict"
@@ -112,7 +113,7 @@ kind the store holds is accepted too; anything else is a typo, not an empty answ
 
 
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
-               as_json: bool, limit: int = 10_000) -> int:
+               as_json: bool, limit: int = 10_000, cluster: str | None = None) -> int:
     since_ts = parse_since(since, time.time())
     _check(db)
     verdicts = not kinds or VERDICT in kinds
@@ -123,7 +124,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     event_kinds = [k for k in kinds if k != VERDICT] if kinds else None
 
     async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-        store = await _open(db)
+        store = await _open(db, cluster)
         try:
             if kinds:
                 valid = KNOWN_KINDS | await store.event_kinds()
@@ -205,12 +206,12 @@ def heading(node: str, metric: str) -> str:
 
 
 def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
-                plot: bool = False) -> int:
+                plot: bool = False, cluster: str | None = None) -> int:
     since_ts = parse_since(since, time.time())
     _check(db)
 
     async def main() -> tuple[list[dict[str, Any]], bool]:
-        store = await _open(db)
+        store = await _open(db, cluster)
         try:
             if metric == "ib":
                 rows = await store.port_history(node, since_ts)

@@ -21,12 +21,12 @@ from fleetdeck.console.cli.history import (
 from fleetdeck.console.interruptions import CAUSES, report
 
 
-def run_report(db: Path, since: str, as_json: bool) -> int:
+def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) -> int:
     since_ts = parse_since(since, time.time())
     _check(db)
 
     async def main() -> tuple[list[dict[str, Any]], float]:
-        store = await _open(db)
+        store = await _open(db, cluster)
         try:
             return await store.interruptions(since_ts), await store.job_gpu_hours(since_ts)
         finally:
