@@ -407,7 +407,10 @@ class Cell:
     the node."""
     RAIL_DEGRADED = 11
     """The GPU is sound, its rail's InfiniBand port is erroring."""
-    HEAT0 = 12
+    OUT = 12
+    """The GPU is sound and idle on a node failed for something else (another GPU fell off the
+    bus, an IB port): it cannot take work, so it is not drawn as free (``GpuUse.out``)."""
+    HEAT0 = 13
     """HEAT0 … HEAT0 + HEAT_LEVELS - 1: metric buckets, low to high."""
 
 
@@ -456,7 +459,10 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
             k = int((min(hi, max(lo, v)) - lo) / (hi - lo) * (HEAT_LEVELS - 1) + 0.5)
             cells[i] = Cell.HEAT0 + k
         return tuple(cells)
-    base = Cell.OK if t.job is not None else Cell.IDLE
+    # Busy GPUs of a failed node still run its job (shown busy); idle ones are out: a failed
+    # XID-79 node's seven sound GPUs read as free capacity (an operator's walkthrough).
+    base = (Cell.OK if t.job is not None
+            else Cell.OUT if st.verdict is Verdict.FAILED else Cell.IDLE)
     if st.drain.state is DrainState.DRAINED:
         base = Cell.DRAINED
     elif st.drain.state is DrainState.DRAINING:

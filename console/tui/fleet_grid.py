@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 GLYPHS = {
     Cell.OK: "■", Cell.IDLE: "□", Cell.DEGRADED: "▲", Cell.FAILED: "✖", Cell.DRAINING: "◐",
     Cell.DRAINED: "○", Cell.STALE: "·", Cell.OFFLINE: "⊘", Cell.MISSING: "x", Cell.EMPTY: "?",
-    Cell.RAIL_FAILED: "↯", Cell.RAIL_DEGRADED: "≈",
+    Cell.RAIL_FAILED: "↯", Cell.RAIL_DEGRADED: "≈", Cell.OUT: "⊟",
 }
 """One glyph per cell state: distinct shapes, so no state depends on colour alone."""
 HEAT_GLYPHS = "▁▂▃▄▅▆▇█"
@@ -47,11 +47,11 @@ HEALTH_NAMES = {
     Cell.OK: "ok", Cell.IDLE: "idle", Cell.DEGRADED: "degraded", Cell.FAILED: "failed",
     Cell.STALE: "stale", Cell.OFFLINE: "offline", Cell.DRAINED: "drained",
     Cell.DRAINING: "draining", Cell.MISSING: "missing", Cell.EMPTY: "empty",
-    Cell.RAIL_FAILED: "rail-failed", Cell.RAIL_DEGRADED: "rail-degraded",
+    Cell.RAIL_FAILED: "rail-failed", Cell.RAIL_DEGRADED: "rail-degraded", Cell.OUT: "out",
 }
 METRICS = ("health", "util", "temp", "power")
-LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.DEGRADED, "degraded"),
-          (Cell.FAILED, "failed"), (Cell.RAIL_FAILED, "IB fault"),
+LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.OUT, "out"),
+          (Cell.DEGRADED, "degraded"), (Cell.FAILED, "failed"), (Cell.RAIL_FAILED, "IB fault"),
           (Cell.RAIL_DEGRADED, "IB warn"),
           (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
           (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"),

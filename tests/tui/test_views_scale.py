@@ -199,3 +199,23 @@ async def test_a_down_port_marks_its_rails_gpu_not_a_failed_gpu(world):
         assert cells[affinity["mlx5_ib2"]] == Cell.RAIL_FAILED
         assert Cell.FAILED not in cells and Cell.DEGRADED not in cells
         assert world.app.state.totals().gpus_use.failed == 0
+
+
+async def test_a_failed_nodes_sound_idle_gpus_are_out_not_free_and_busy_ones_busy(world):
+    """A GPU fell off the bus: the node is failed, its seven sound GPUs cannot take work.
+    Idle, they read as free capacity (□) beside the header's "out" count; they show ⊟, as the
+    header counts them. Under a job they still run it and stay busy (■)."""
+    faults = {"gpu0020": gpu_missing(5), "gpu0021": gpu_missing(2)}
+    world.fleet.telemetry(world.ingest, names=["gpu0020", "gpu0021"], faults=faults,
+                          job={"gpu0021": "41"})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        nodes = world.app.state.nodes
+        idle, busy = nodes["gpu0020"], nodes["gpu0021"]
+        assert idle.verdict is busy.verdict is Verdict.FAILED
+        assert idle.sample.job is None and busy.sample.job is not None
+        assert gpu_cells(idle) == (Cell.OUT,) * 5 + (Cell.MISSING,) + (Cell.OUT,) * 2
+        assert gpu_cells(busy) == (Cell.OK,) * 2 + (Cell.MISSING,) + (Cell.OK,) * 5
+        assert idle.gpu_use().out == 7 and idle.gpu_use().free == 0
+        assert "⊟out" in world.app.screen.query_one("#legend").render().plain
