@@ -174,7 +174,7 @@ class LineTable(Widget, Generic[T], can_focus=True):
         # Only when this width leaves room to grow: measuring asks for cells row by row.
         widths = layout(self.columns, self.size.width - 2)
         flex = [w for c, w in zip(self.columns, widths, strict=True) if not c.width]
-        if not flex or (flex[0] or 0) <= max(GROW_KEEP, (self.size.width - 2) // 3):
+        if not flex or (flex[0] or 0) <= GROW_KEEP:
             if self._content:
                 self._content = ()
                 self._strips.clear()
@@ -446,7 +446,7 @@ def layout(columns: Sequence[Column], avail: int, content: Sequence[int] = ()
 
     Narrow: hide columns by ``drop`` rank (highest first) until the flexible column has its
     ``min`` (or FLEX_MIN) cells. Wide: growing columns widen to their content while the flexible
-    column keeps a third of the line (and at least GROW_KEEP cells)."""
+    column keeps at least GROW_KEEP cells (and its ``min``)."""
     flex = next((i for i, c in enumerate(columns) if not c.width), None)
     flex_min = 0 if flex is None else (columns[flex].min or FLEX_MIN)
     widths: list[int | None] = [c.width if c.width else 0 for c in columns]
@@ -458,7 +458,11 @@ def layout(columns: Sequence[Column], avail: int, content: Sequence[int] = ()
     while used() + flex_min > avail and droppable:
         _rank, i = droppable.pop()
         widths[i] = None
-    budget = avail - used() - 1 - max(flex_min, GROW_KEEP, avail // 3) if flex is not None \
+    # Names and node lists are what a row is found by: at 160 columns the jobs table cut
+    # "llama-70b-pretrain" to "llama-70b-p…" beside "llama-70b" while the flexible column kept
+    # a third of the line (an operator's walkthrough). They grow first; the flexible column
+    # keeps GROW_KEEP cells, where what holds a job up names its node first.
+    budget = avail - used() - 1 - max(flex_min, GROW_KEEP) if flex is not None \
         else avail - used()
     for i, c in enumerate(columns):
         w = widths[i]

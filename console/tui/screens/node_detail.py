@@ -216,11 +216,12 @@ class NodeDetailScreen(FleetView):
         for name, drop in GPU_COLUMNS:
             columns.append(FitColumn(name, cols[name], drop=drop))
             if name == "UTIL":
-                columns.append(FitColumn("util", spark=SPARK_WIDTH, draw=spark("util", "cyan")))
+                columns.append(FitColumn("UTIL TREND", spark=SPARK_WIDTH,
+                                         draw=spark("util", "cyan")))
             elif name == "POWER":
-                columns.append(FitColumn("power", spark=SPARK_WIDTH,
+                columns.append(FitColumn("POWER TREND", spark=SPARK_WIDTH,
                                          draw=spark("power", "magenta")))
-        return FitTable("GPUs", columns, len(gpus), note="util/power: last {n} samples")
+        return FitTable("GPUs", columns, len(gpus), note="trends: last {n} samples")
 
     def _ports(self, st: NodeState) -> FitTable | Text:
         tel = st.telemetry
