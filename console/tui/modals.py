@@ -86,6 +86,16 @@ class Box(Input):
         await super()._on_key(event)
 
 
+def typed_at_enter(event: Input.Submitted) -> dict[str, str]:
+    """What the box held when Enter was pressed, by the box's id.
+
+    The modal handles the submission after the keys typed behind the Enter, which the box took
+    meanwhile: a reason typed, Enter and ``3`` in one burst (tmux, a paste, a slow link) was
+    audited as "reason-xyz3" (a newcomer's run). ``Input.Submitted`` carries the value as it
+    was at the Enter."""
+    return {event.input.id: event.value} if event.input.id else {}
+
+
 class TypeAhead(Modal[ResultT]):
     """A modal whose text box takes what was typed before the box had focus.
 
@@ -178,17 +188,25 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
         self.query_one("#radius", Static).update(radius_text(self.radius))
 
     @on(Input.Submitted)
+    def _entered(self, event: Input.Submitted) -> None:
+        self.submit(typed_at_enter(event))
+
     @on(Button.Pressed, "#ok")
-    def submit(self) -> None:
-        reason = self.query_one("#reason", Input).value.strip()
+    def _ok(self) -> None:
+        self.submit()
+
+    def submit(self, at_enter: dict[str, str] | None = None) -> None:
+        at_enter = at_enter or {}
+        box = self.query_one("#reason", Input)
+        reason = at_enter.get("reason", box.value).strip()
         error = self.query_one("#dialog-error", Static)
         if not reason:
             error.update("[$error]a reason is required to drain[/]")
-            self.query_one("#reason", Input).focus()
+            box.focus()
             return
         if self.radius.needs_typed_confirmation:
             box = self.query_one("#confirm", Input)
-            if box.value.strip() != self.phrase:
+            if at_enter.get("confirm", box.value).strip() != self.phrase:
                 error.update(f"[$error]type '{self.phrase}' to confirm[/]")
                 box.focus()
                 return
@@ -250,11 +268,17 @@ class ConfirmScreen(TypeAhead[bool]):
             self.query_one("#ok", Button).focus()
 
     @on(Input.Submitted)
+    def _entered(self, event: Input.Submitted) -> None:
+        self.submit(typed_at_enter(event))
+
     @on(Button.Pressed, "#ok")
-    def submit(self) -> None:
+    def _ok(self) -> None:
+        self.submit()
+
+    def submit(self, at_enter: dict[str, str] | None = None) -> None:
         if self.radius.needs_typed_confirmation:
             box = self.query_one("#confirm", Input)
-            if box.value.strip() != self.phrase:
+            if (at_enter or {}).get("confirm", box.value).strip() != self.phrase:
                 self.query_one("#dialog-error", Static).update(
                     f"[$error]type '{esc(self.phrase)}' to confirm[/]")
                 box.focus()

@@ -10,6 +10,7 @@ from textual.keys import _character_to_key
 from fleetdeck.console.tui.modals import CommandLine, DrainScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from tests.tui.conftest import SIZE, World, pilot_until
+from tests.tui.test_command_flows import sent
 from tests.tui.test_views import text_of
 
 
@@ -115,3 +116,21 @@ async def test_a_key_typed_straight_after_a_view_key_acts_on_the_new_view(world:
         burst(world.app, "/gpu0002⏎")
         await pilot_until(pilot, lambda: nodes.filter.text == "gpu0002", "the filter typed")
         assert world.app.screen is nodes
+
+
+async def test_the_drain_reason_is_what_the_box_held_at_the_enter(world: World) -> None:
+    """A reason, Enter and a view key in one burst: the audit read the box after the '3' had
+    gone into it ("reason-xyz3", a newcomer's run). The reason is the box at the Enter."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        burst(world.app, ":drain gpu0003⏎")
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen),
+                          "the drain form")
+        await pilot.pause()
+        burst(world.app, "reason-xyz⏎3")
+        await pilot_until(pilot, lambda: bool(world.published), "the drain sent")
+        await pilot.pause(0.3)
+        await world.app.session.flush()
+        assert [c.args.reason for c in sent(world)] == ["reason-xyz"]
+        assert world.audit.records[-1].why == "reason-xyz"
