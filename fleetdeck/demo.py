@@ -6,7 +6,9 @@ audit log or the current directory; its path is printed on exit.
 """
 
 import argparse
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -37,15 +39,29 @@ def demo_dir(now: float | None = None) -> Path:
     raise RuntimeError(f"cannot make a demo directory under {base}")
 
 
+def fleetdeck_command() -> str:
+    """How to run fleetdeck from the shell the demo ran in: ``make demo`` puts it in its own
+    virtualenv, not on PATH, so the commands it printed ("fleetdeck events …") were "command
+    not found" when pasted (a newcomer's run)."""
+    mine = Path(sys.executable).parent / "fleetdeck"
+    on_path = shutil.which("fleetdeck")
+    if not mine.exists() or (on_path and Path(on_path).resolve() == mine.resolve()):
+        return "fleetdeck"
+    with contextlib.suppress(ValueError):
+        return str(mine.relative_to(Path.cwd()))
+    return str(mine)
+
+
 def where_it_went(path: Path) -> str:
     """The lines printed when the demo ends: where its audit log, store and recordings are."""
     audit = path / AUDIT_FILE
     recordings = sorted(path.glob("*.jsonl.gz"))
+    cmd = fleetdeck_command()
     lines = [f"fleetdeck demo: this run's files are in {path}",
              f"  audit log   {audit}" + ("" if audit.exists() else " (no commands were sent)"),
-             f"  store       {path / STORE_FILE}  (fleetdeck events --db {path / STORE_FILE})"]
+             f"  store       {path / STORE_FILE}  ({cmd} events --db {path / STORE_FILE})"]
     if recordings:
-        lines.extend(f"  recording   {r}  (fleetdeck replay {r})" for r in recordings)
+        lines.extend(f"  recording   {r}  ({cmd} replay {r})" for r in recordings)
     else:
         lines.append("  recordings  none (R in the console records)")
     return "\n".join(lines)

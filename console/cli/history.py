@@ -63,18 +63,33 @@ DEMO_STORES = "demo-*/demo.db"
 which this side may not import; tests check the two agree)."""
 
 
+def written_at(db: Path) -> float:
+    """When a store was last written: a WAL store's writes land in its ``-wal`` file until a
+    checkpoint, so the database file's own time can be its creation's (a demo run's fresh
+    store read as older than a stale one, and ``events`` named neither)."""
+    times = []
+    for path in (db, db.with_name(db.name + "-wal")):
+        with contextlib.suppress(OSError):
+            times.append(path.stat().st_mtime)
+    if not times:
+        raise FileNotFoundError(db)
+    return max(times)
+
+
 def demo_stores() -> list[Path]:
     """The demo runs' stores, newest first."""
     found = []
     for path in state_base().glob(DEMO_STORES):
         with contextlib.suppress(OSError):
-            found.append((path.stat().st_mtime, path))
+            found.append((written_at(path), path))
     return [path for _, path in sorted(found, reverse=True)]
 
 
-def _check(db: Path) -> None:
+def _check(db: Path) -> float:
+    """Refuse a store that is not there; return when it was last written (before this reader
+    opens it: opening writes its schema version)."""
     if db.exists():
-        return
+        return written_at(db)
     why = f"no store at {db} (run 'fleetdeck collect' or the console first, or pass --db FILE)"
     demos = demo_stores()
     if demos:
@@ -85,15 +100,15 @@ def _check(db: Path) -> None:
     raise UserError(f"{why}.")
 
 
-def nothing_found(command: str, db: Path, since_ts: float) -> None:
+def nothing_found(command: str, db: Path, since_ts: float, written: float) -> None:
     """Say on stderr that ``db`` held nothing since ``since_ts``, and name a newer demo run's
     store when there is one: a collector started once by hand leaves an empty store at the
-    default path, which then hides the demo's (an empty table and rc 0 said nothing)."""
+    default path, which then hides the demo's (an empty table and rc 0 said nothing).
+    ``written``: when ``db`` was last written before this command opened it (``_check``)."""
     why = f"fleetdeck {command}: nothing in {db} since {iso(since_ts)}"
     with contextlib.suppress(OSError):
-        mine = db.stat().st_mtime
         newer = [d for d in demo_stores() if d.resolve() != db.resolve()
-                 and d.stat().st_mtime > mine]
+                 and written_at(d) > written]
         if newer:
             why += f"; a newer demo run's store is {newer[0]}: pass --db {newer[0]}"
     print(f"{why}.", file=sys.stderr)
@@ -115,7 +130,7 @@ kind the store holds is accepted too; anything else is a typo, not an empty answ
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
                as_json: bool, limit: int = 10_000, cluster: str | None = None) -> int:
     since_ts = parse_since(since, time.time())
-    _check(db)
+    written = _check(db)
     verdicts = not kinds or VERDICT in kinds
     # A node first seen healthy is no event of the fleet's: a collector's start writes one such
     # row per node (16,384 of them would bury the rest). Asked for by --kind verdict, or about
@@ -164,7 +179,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     if len(rows) > limit:
         rows = rows[-limit:]
     if not rows and not nodes and not kinds:  # a filter that matched nothing is not that
-        nothing_found("events", db, since_ts)
+        nothing_found("events", db, since_ts, written)
     if matched > len(rows):
         print(f"fleetdeck events: showing the newest {len(rows)} of {matched} rows; narrow "
               "with --since, --node or --kind, or raise --limit.", file=sys.stderr)

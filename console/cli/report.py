@@ -23,7 +23,7 @@ from fleetdeck.console.interruptions import CAUSES, report
 
 def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) -> int:
     since_ts = parse_since(since, time.time())
-    _check(db)
+    written = _check(db)
 
     async def main() -> tuple[list[dict[str, Any]], float]:
         store = await _open(db, cluster)
@@ -34,7 +34,7 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
 
     rows, gpu_hours = asyncio.run(main())
     if not rows and not gpu_hours:
-        nothing_found("report", db, since_ts)
+        nothing_found("report", db, since_ts, written)
     out: dict[str, Any] = {"since": since_ts, **report(rows, gpu_hours), "list": rows}
     if as_json:
         print(json.dumps(out, indent=2))

@@ -55,3 +55,33 @@ def test_an_empty_default_store_names_a_newer_demo_store(args, capsys):
     err = capsys.readouterr().err
     assert f"nothing in {default} since" in err
     assert f"a newer demo run's store is {demo}: pass --db {demo}." in err
+
+
+def test_a_demo_store_written_through_its_wal_counts_as_new(capsys):
+    """A demo run's store is written through its ``-wal`` file: the database file keeps its
+    creation time until a checkpoint, and a stale store at the default path hid the demo run
+    that had just ended (a newcomer's run), the more so as ``events`` opening the stale store
+    made it the newest written."""
+    import asyncio
+    import time
+
+    from fleetdeck.console.store import Store
+    from fleetdeck.paths import state_base
+
+    default = state_base() / "demo.db"
+
+    async def make() -> None:
+        store = await Store.open(default)
+        await store.close()
+
+    asyncio.run(make())
+    now = time.time()
+    os.utime(default, (now - 3600, now - 3600))  # an hour-old collector's store
+    demo = demo_dir(now=now - 300) / STORE_FILE
+    demo.write_bytes(b"")
+    os.utime(demo, (now - 7200, now - 7200))  # created before it...
+    wal = demo.with_name(demo.name + "-wal")
+    wal.write_bytes(b"")
+    os.utime(wal, (now - 60, now - 60))  # ...and written a minute ago
+    assert main(["events"]) == 0
+    assert f"a newer demo run's store is {demo}: pass --db {demo}." in capsys.readouterr().err

@@ -230,3 +230,23 @@ def test_closing_the_terminal_ends_the_console(mosquitto, tmp_path):
     while time.monotonic() < deadline and _alive(console):
         time.sleep(0.2)
     assert not _alive(console)
+
+
+def test_the_commands_it_prints_run_from_the_shell_the_demo_ran_in(tmp_path, monkeypatch):
+    """``make demo``'s fleetdeck is in its virtualenv, not on PATH: the printed commands name
+    it (a newcomer pasted "fleetdeck events …" and got "command not found")."""
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    venv_bin = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(venv_bin.parent.parent)
+    line = next(x for x in where_it_went(tmp_path).splitlines() if "events --db" in x)
+    cmd = line[line.index("(") + 1:line.rindex(")")]
+    assert not cmd.startswith("fleetdeck "), cmd
+    res = subprocess.run([*shlex.split(cmd), "--since", "1m"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert "command not found" not in res.stderr and "No such file" not in res.stderr
+    assert f"no store at {tmp_path / STORE_FILE}" in res.stderr  # it ran, and said why
