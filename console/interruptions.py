@@ -69,9 +69,11 @@ def reason_cause(reason: str) -> str | None:
 
 
 def node_cause(st: NodeState) -> str | None:
-    """What a node of an interrupted job contributes: None when it looks healthy."""
-    if st.drain.state is not DrainState.NONE and st.drain.cmd_id:
-        return "operator"
+    """What a node of an interrupted job contributes: None when it looks healthy.
+
+    A node drained by a command is the operator's only when nothing else is wrong with it: the
+    drain (now) of a node with a flapping link is the network's interruption, carried out by
+    the operator (a newcomer's report booked the flap's lost hours as "operator")."""
     causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "drain"}
     if st.behind_switch:
         causes.add("network")  # its findings were handed to the switch, still the fabric
@@ -80,6 +82,8 @@ def node_cause(st: NodeState) -> str | None:
     for cause in CAUSES:
         if cause in causes:
             return cause
+    if st.drain.state is not DrainState.NONE and st.drain.cmd_id:
+        return "operator"
     return None
 
 
