@@ -52,6 +52,10 @@ CONNECT_TIMEOUT_S = 10.0
 PUBLISH_TIMEOUT_S = 10.0
 """A QoS 1 publish not acknowledged within this raises (the caller retries)."""
 MAX_BACKOFF_S = 10.0
+INTERACTIVE_BACKOFF_S = 2.0
+"""The cap for a console someone is looking at (``MqttLink.max_backoff_s``): one client, so
+no herd to spread, and at 10 s its header said "disconnected" 8 s after the broker was back
+(an SRE drill). Agents and collectors keep ``MAX_BACKOFF_S``."""
 SUBSCRIBE_CHUNK = 256
 """Filters per SUBSCRIBE packet (a sharded collector has one per node it owns)."""
 
@@ -72,10 +76,11 @@ class Connection:
     connects: int = 0
 
 
-def backoff_s(attempt: int) -> float:
-    """Jittered exponential back-off: 0.5-1 s after the first failure, at most 10 s; the jitter
-    keeps a fleet of consoles and collectors from reconnecting in step after a broker restart."""
-    return min(MAX_BACKOFF_S, 0.5 * 2.0 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+def backoff_s(attempt: int, cap: float = MAX_BACKOFF_S) -> float:
+    """Jittered exponential back-off: 0.5-1 s after the first failure, at most ``cap``; the
+    jitter keeps a fleet of consoles and collectors from reconnecting in step after a broker
+    restart."""
+    return min(cap, 0.5 * 2.0 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
 
 
 class _Inflight(PersistentStorage):  # type: ignore[misc]  # gmqtt ships no type information
@@ -139,6 +144,7 @@ class MqttLink:
         self.qos = qos
         self.clock = clock
         self.connect_timeout_s = connect_timeout_s
+        self.max_backoff_s = MAX_BACKOFF_S
         self.conn = Connection(since=clock())
         self.first_error: str | None = None
         """The first failure's sentence (one-shot commands report it and give up)."""
@@ -211,7 +217,7 @@ class MqttLink:
                 if not retry:
                     raise
                 attempt += 1
-                delay = backoff_s(attempt)
+                delay = backoff_s(attempt, self.max_backoff_s)
                 if self.conn.connects or attempt > 1:
                     # The first failure is the caller's to report (one-shot commands give up
                     # on it with one sentence); later ones are the reconnect's story.

@@ -78,6 +78,7 @@ from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
 from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
 from fleetdeck.runtime import force_exit, tune_gc
+from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
 ALIASES = {
     "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
@@ -219,6 +220,8 @@ class FleetdeckApp(App[int]):
                 self.sessions[name] = new_session(name)
         for each in self.sessions.values():
             each.tick_s = tick_s
+            if each.feed is not None:
+                each.feed.link.max_backoff_s = INTERACTIVE_BACKOFF_S
             if each.summaries is None:
                 each.summaries = Summaries()
         self.stores: dict[str, Path | None] = dict(stores or {})

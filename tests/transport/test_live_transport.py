@@ -317,3 +317,20 @@ async def test_filters_added_and_removed_while_connected_and_the_last_will(telli
                 async for m in c.messages:
                     assert m.payload == b"gone" and m.retain
                     break
+
+
+def test_a_console_someone_watches_retries_every_2_s_at_most_and_agents_every_10():
+    """After a long outage the console's back-off had grown to 9 s: its header said
+    "disconnected" 8 s after the broker was back (an SRE drill). A console is one client, no
+    herd to spread; collectors and agents keep the longer cap."""
+    from fleetdeck.console.tui.app import FleetdeckApp
+    from fleetdeck.transport import INTERACTIVE_BACKOFF_S, MAX_BACKOFF_S, backoff_s
+
+    url = BrokerURL("127.0.0.1", 1)
+    app = FleetdeckApp(cluster="a", url=url, contexts=["b"], auto_tick=False)
+    links = [s.feed.link for s in app.sessions.values()]
+    assert len(links) == 2
+    assert {link.max_backoff_s for link in links} == {INTERACTIVE_BACKOFF_S}
+    assert new_feed(url).link.max_backoff_s == MAX_BACKOFF_S
+    assert max(backoff_s(a, INTERACTIVE_BACKOFF_S) for a in range(1, 50)) <= 2.0
+    assert max(backoff_s(a) for a in range(6, 60)) > 5.0
