@@ -92,20 +92,44 @@ def broker_from_env(explicit: str | None, ca: str | None = None, cert: str | Non
                     key: str | None = None) -> BrokerURL:
     """The broker URL from the flag or $FLEETDECK_BROKER, with TLS files from flags or
     $FLEETDECK_CA / $FLEETDECK_CERT / $FLEETDECK_KEY."""
-    url = parse_broker_url(explicit or os.environ.get(ENV_VAR) or DEFAULT_URL)
     env = os.environ.get
+    if explicit:
+        url = parse_broker_url(explicit)
+    elif env(ENV_VAR) is not None:
+        # Named: "$FLEETDECK_BROKER=…" is what to fix, not a flag never typed; an empty one
+        # (a shell's `export FLEETDECK_BROKER=` with the value lost) is refused, not read as
+        # the default broker (an SRE drill).
+        text = env(ENV_VAR, "").strip()
+        if not text:
+            raise UserError(f"${ENV_VAR} is set but empty: give a broker URL "
+                            f"(e.g. {DEFAULT_URL}) or unset it.")
+        try:
+            url = parse_broker_url(text)
+        except UserError as err:
+            raise UserError(f"${ENV_VAR}: {err}") from None
+    else:
+        url = parse_broker_url(DEFAULT_URL)
+    # A TLS file's error names where it came from: its flag, or its variable.
+    names = {flag: f"${var}" for flag, given, var in (
+        ("--ca", ca, "FLEETDECK_CA"), ("--cert", cert, "FLEETDECK_CERT"),
+        ("--key", key, "FLEETDECK_KEY")) if not given}
     return with_tls(url, ca or env("FLEETDECK_CA"), cert or env("FLEETDECK_CERT"),
-                    key or env("FLEETDECK_KEY"))
+                    key or env("FLEETDECK_KEY"), names=names)
 
 
-def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None) -> BrokerURL:
+def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None,
+             names: dict[str, str] | None = None) -> BrokerURL:
+    """``names``: how to call each file in an error (its flag, or the variable it came from)."""
     if not (ca or cert or key):
         return url
     if not url.tls:
         raise UserError(f"--ca/--cert/--key need an mqtts:// broker URL, not {url}.")
     for flag, path in (("--ca", ca), ("--cert", cert), ("--key", key)):
+        name = (names or {}).get(flag, flag)
+        if path and os.path.isdir(path):
+            raise UserError(f"{name} {path} is a directory, not a file.")
         if path and not os.path.isfile(path):
-            raise UserError(f"{flag} {path}: no such file.")
+            raise UserError(f"{name} {path}: no such file.")
     if bool(cert) != bool(key):
         raise UserError("--cert and --key go together (client certificate and its key).")
     return dataclasses.replace(url, ca_file=ca, cert_file=cert, key_file=key)

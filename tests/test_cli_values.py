@@ -74,3 +74,30 @@ def test_a_nan_interval_in_the_config_is_called_not_finite(tmp_path):
     cfg.write_text("interval_s = nan\n")
     res = run_cli("agent", "--config", str(cfg), "--check-config")
     assert res.returncode == 2 and "finite number" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "needle"),
+    [
+        ({"FLEETDECK_BROKER": ""}, [], "$FLEETDECK_BROKER is set but empty"),
+        ({"FLEETDECK_BROKER": "garbage::"}, [],
+         "$FLEETDECK_BROKER: broker URL 'garbage::' must start with mqtt://"),
+        ({"FLEETDECK_CA": "/nonexistent/ca.pem"}, ["--broker", "mqtts://127.0.0.1:8883"],
+         "$FLEETDECK_CA /nonexistent/ca.pem: no such file."),
+        ({}, ["--broker", "mqtts://127.0.0.1:8883", "--ca", "/tmp"],
+         "--ca /tmp is a directory, not a file."),
+    ],
+)
+def test_a_bad_setting_names_where_it_came_from(env, args, needle, monkeypatch, capsys):
+    """A wrong variable was reported as a flag never typed ("--ca /nonexistent"), a garbage
+    $FLEETDECK_BROKER without its name, an empty one read as the default broker, and a
+    directory given as --ca as "no such file" (an SRE drill)."""
+    from fleetdeck.cli import main
+
+    for name in ("FLEETDECK_BROKER", "FLEETDECK_CA", "FLEETDECK_CERT", "FLEETDECK_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["status", *args]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
