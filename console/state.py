@@ -132,6 +132,9 @@ class NodeState:
     online: bool | None = None
     """None until a status or telemetry says otherwise."""
     status_ts: float = 0.0
+    status_sent: float = 0.0
+    """Its latest status's own time (unix s): one sent before a broker restart says the agent
+    has not reconnected since (``FleetState.broker_restarted``)."""
     drain: DrainInfo = field(default_factory=DrainInfo)
     sample: wire2.Sample | None = None
     """The latest telemetry; read it as ``telemetry`` (a quiet v2 sample's rows are built when
@@ -680,6 +683,9 @@ class FleetState:
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
         """Why it heard nothing then: its broker connection was lost, or it did not run."""
+        self.restart_gap: Blind | None = None
+        """A broker restart younger than the agents' reconnect grace (``broker_restarted``):
+        silence in it is the agents' reconnecting, not the nodes'."""
         self._recalled: dict[str, tuple[Verdict, float]] = {}
         """Forgotten nodes' last recorded verdict and its time (``forget``, ``node``)."""
         self.heard_since: float | None = None
@@ -750,6 +756,24 @@ class FleetState:
                 st.online = True  # its will was the broker's shutdown (WILL_BURST_S)
                 self.shutdown_wills += 1
         self._full_at = float("-inf")  # every node's staleness moves: judge them all
+
+    def broker_restarted(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:
+        """The broker (re)started at ``at``: until the agents have had ``agents_back_s`` to
+        reconnect, a node whose agent has not said it is back (its status was sent before
+        ``at``) reads ``waiting``, not stale. A one-shot status a second after a restart of a
+        broker with persistence read 31 of 32 nodes stale and "8 racks fell silent" (an SRE
+        drill). An agent that reconnected and then went silent is stale as ever (a hung one);
+        the console's own outage is ``lose_sight``."""
+        self.restart_gap = (at, at + agents_back_s)
+        self._full_at = float("-inf")  # every node's staleness moves: judge them all
+
+    def unheard(self, st: NodeState) -> Blind | None:
+        """Silence not counted against ``st`` (``unseen_s``): the console's own (``blind``),
+        else a broker restart's reconnect grace, while its agent has not reconnected."""
+        if self.blind is not None:
+            return self.blind
+        gap = self.restart_gap
+        return gap if gap is not None and st.status_sent < gap[0] else None
 
     def regain_sight(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:
         if self.blind is not None and self.blind[1] is None:
@@ -1019,7 +1043,7 @@ class FleetState:
             st.deadline_at = None
             heard = st.heard_at
             if heard is not None and st.digest is None:
-                left = STALE_INTERVALS * st.interval_s - unseen_s(heard, now, self.blind)
+                left = STALE_INTERVALS * st.interval_s - unseen_s(heard, now, self.unheard(st))
                 if left >= 0:  # heard from since: re-arm in place, nothing to judge
                     due = st.deadline_at = now + max(left, 0.001)
                     heapq.heapreplace(heap, (due, n))
@@ -1083,7 +1107,10 @@ class FleetState:
 
     def _judge_nodes(self, visit: list[NodeState], now: float) -> None:
         blind = self.blind
+        gap = self.restart_gap if blind is None else None
         for st in visit:
+            if gap is not None:  # only right after a broker restart (``status``)
+                blind = self.unheard(st)
             # A node that is online, fresh, not a duplicate, and whose inputs to its verdict and
             # shape equal those of its last judgement keeps verdict, liveness and shape: skip it,
             # so a tick's cost follows what changed, not the fleet's size (issue 12). A healthy
@@ -1179,6 +1206,7 @@ class FleetState:
             st.rejoined_at = None
         st.online = status.online
         st.status_ts = rx
+        st.status_sent = status.ts / 1000
         was = st.drain.state
         st.drain = status.drain
         if (was is not DrainState.NONE and status.drain.state is DrainState.NONE

@@ -218,6 +218,8 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
 
 
 T = TypeVar("T")
+SYS_INTERVAL_S = 10.0
+"""Mosquitto's default ``sys_interval``: how often it publishes ``$SYS/broker/uptime``."""
 UPTIME_PROBE_S = 2.0
 """The longest the uptime probe may take; it runs beside the watch, so it costs nothing more
 where the broker answers, and nothing is said where it does not."""
@@ -230,6 +232,8 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T,
     altogether: `status` read "2 nodes ok 2" of a 32-node fleet with two failed ones (an SRE
     drill). None where the broker does not say (amqtt) or the probe fails; nothing is said
     when the watch itself fails (its sentence is the one to read)."""
+
+    asked = time.time()
 
     async def probe() -> float | None:
         try:
@@ -247,9 +251,20 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T,
         raise
     up = await probing
     if up is not None and up < AGENT_RECONNECT_S:
+        # Judged again with the restart known: a node not heard since it is reconnecting
+        # (waiting), not stale, and no rack "fell silent" (FleetState.broker_restarted).
+        # The broker says its uptime every sys_interval (Mosquitto: 10 s), so it may be that
+        # much older than it reads: taken as early as it can be, an agent that reconnected
+        # since (and is silent: hung) is not taken for one still reconnecting.
+        for session in result if isinstance(result, list) else [result]:
+            if isinstance(session, ConsoleSession):
+                started = asked - up - SYS_INTERVAL_S
+                session.state.broker_restarted(started)
+                session.tick()
         print(f"fleetdeck status: the broker at {url} started {up:.0f} s ago: agents may still "
-              "be reconnecting, and a node not back yet is missing from the counts (a broker "
-              "with persistence keeps their births; docs/reliability.md).", file=sys.stderr)
+              "be reconnecting: a node not heard since reads waiting, and one whose birth "
+              "the broker did not keep (no persistence) is missing from the counts "
+              "(docs/reliability.md).", file=sys.stderr)
     return result, up
 
 
