@@ -11,13 +11,13 @@ every tick, exactly like the rest of the console.
 
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity, Verdict
-from fleetdeck.console.judgements import held_only_since, scheduler_down
+from fleetdeck.console.judgements import held_only_since, own_job, scheduler_down
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
@@ -171,19 +171,21 @@ def scheduled_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
     return out
 
 
-def jobs_on(st: NodeState, scheduled: dict[str, list[str]]) -> list[str]:
-    """``jobs_by_node(state).get(st.node_id, [])`` from ``scheduled_jobs_by_node(state)``
-    (the result may be that map's list: read it, never change it)."""
+def jobs_on(st: NodeState, scheduled: dict[str, list[str]],
+            known: Mapping[str, JobStatus]) -> list[str]:
+    """``jobs_by_node(state).get(st.node_id, [])`` from ``scheduled_jobs_by_node(state)`` and
+    ``state.jobs`` (the result may be that map's list: read it, never change it)."""
     jobs = scheduled.get(st.node_id, [])
-    jid = st.job_id
+    jid = own_job(st, known)
     return jobs if jid is None or jid in jobs else [*jobs, jid]
 
 
 def jobs_by_node(state: FleetState) -> dict[str, list[str]]:
-    """Running jobs per node, from the scheduler's job status, else the node's own telemetry."""
+    """Running jobs per node, from the scheduler's job status, else the node's own telemetry
+    (``judgements.own_job``)."""
     out = scheduled_jobs_by_node(state)
     for node_id, st in state.nodes.items():
-        jid = st.job_id
+        jid = own_job(st, state.jobs)
         if jid is not None and jid not in out.get(node_id, []):
             out.setdefault(node_id, []).append(jid)
     return out

@@ -33,6 +33,7 @@ from fleetdeck.console.judgements import (
     SuspectSwitch,
     leaf_groups,
     own_findings,
+    own_job,
     recommended_action,
     scheduler_gone,
     shown_findings,
@@ -203,8 +204,9 @@ def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str
             for node in job.nodes:
                 out.setdefault(node, []).append(job.job_id)
     for st in bad:
-        if st.job_id and st.job_id not in out.get(st.node_id, []):
-            out.setdefault(st.node_id, []).append(st.job_id)
+        jid = own_job(st, state.jobs)
+        if jid and jid not in out.get(st.node_id, []):
+            out.setdefault(st.node_id, []).append(jid)
     return out
 
 

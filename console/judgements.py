@@ -9,6 +9,7 @@ on different rails of one leaf group are unrelated cable or HCA faults.
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -351,6 +352,20 @@ JOB_ALIVE_S = 30.0
 """A job counts as still stepping when its step advanced within this long (or 5 steps)."""
 
 
+def own_job(st: NodeState, jobs: Mapping[str, JobStatus]) -> str | None:
+    """The job the node's own telemetry names, unless the scheduler's status of that job says
+    it does not hold this node now: a dead node's last sample kept it "in job 4102" after the
+    scheduler had requeued 4102 onto other nodes (an SRE drill). A job the scheduler has not
+    told of stays the node's word."""
+    jid = st.job_id
+    if jid is None:
+        return None
+    job = jobs.get(jid)
+    if job is not None and (job.state.value not in HOLDING_NODES or st.node_id not in job.nodes):
+        return None
+    return jid
+
+
 def _running_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for job in state.jobs.values():
@@ -435,11 +450,16 @@ def likely_cause(state: FleetState, node: str) -> str:
     if st.online is False or st.stale:
         return "node not responding"
     throttled = [f for f in st.findings if f.rule in ("G12", "G13")]
-    if throttled:
-        return f"throttled GPU ({throttled[0].component} {throttled[0].text})"
     ports = [f for f in st.findings if f.rule.startswith("N")]
+    # Both named when both are there: a throttled GPU and a storming port on one node each
+    # slow its rank, and naming the GPU alone hid the port (a fault audit).
+    causes = []
+    if throttled:
+        causes.append(f"throttled GPU ({throttled[0].component} {throttled[0].text})")
     if ports:
-        return f"degraded port ({ports[0].component} {ports[0].text})"
+        causes.append(f"degraded port ({ports[0].component} {ports[0].text})")
+    if causes:
+        return " + ".join(causes)
     gpus = [f for f in st.findings if f.rule.startswith("G")]
     if gpus:
         return f"GPU fault ({gpus[0]})"
@@ -542,6 +562,56 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
     return [s for _, _, s in sorted(out, key=lambda x: (x[0], x[1]))]
 
 
+_XID_STEPS = {
+    79: "reboot the node ({c} fell off the bus; RMA it if it does again)",
+    48: "reset {c} or reboot (double-bit ECC)",
+    64: "reset {c}; RMA it if it recurs (row remap failed)",
+    74: "reset {c} or reboot (NVLink error)",
+}
+"""Repair per drain-class XID: NVIDIA's Xid catalog's immediate action (RESTART_BM for 79,
+WORKFLOW_XID_48, RESET_GPU + support for 64, WORKFLOW_NVLINK_ERR for 74; docs/domain.md §4).
+The other drain-class XIDs (62, 95, 119, 120, 136, 140) are RESET_GPU."""
+_RULE_STEPS = {
+    "G1": "reboot the node (RMA {c} if it stays missing)",
+    "G4": "reset {c} (uncorrectable ECC)",
+    "G5": "RMA {c} (row remapping failed)",
+    "G8": "reset {c}; RMA it if it recurs (SRAM errors)",
+    "G9": "reset {c} or reboot; RMA it if its NVLinks stay down",
+    "G10": "reset {c} or reboot; RMA it if NVLink CRC errors go on",
+    "N1": "check {c}: reseat or replace its cable/transceiver, or the switch port",
+    "N2": "check {c}: reseat or replace its cable/transceiver",
+    "N3": "clean or replace {c}'s cable/transceiver (symbol errors)",
+    "N5": "replace {c}'s cable/transceiver (it keeps losing carrier)",
+}
+_XID_RE = re.compile(r"XID (\d+)")
+
+
+def repair_step(st: NodeState) -> str:
+    """What repairs a failed node, from its own drain findings, worst first ("reboot the node
+    (gpu3 fell off the bus …)" for an XID 79): "repair" alone left the on-call to look the
+    fault up (a fault audit against NVIDIA's Xid catalog). "repair" when no finding names one."""
+    steps: list[str] = []
+    own = own_findings(st)
+    # A GPU that fell off the bus is also missing (G1): its XID says more, once.
+    xid_gpus = {f.component for f in own if f.rule == "G2"}
+    for f in sorted(own, key=finding_rank):
+        if f.severity is not Severity.DRAIN or (f.rule == "G1" and f.component in xid_gpus):
+            continue
+        if f.rule == "G2":
+            codes = [int(c) for c in _XID_RE.findall(f.text)]
+            step = next((_XID_STEPS[c] for c in codes if c in _XID_STEPS),
+                        "reset {c} (" + f.text + ")")
+        else:
+            step = _RULE_STEPS.get(f.rule, "")
+        text = step.format(c=f.component or ("the GPU" if f.rule.startswith("G") else "the link"))
+        # One "reboot the node" however many GPUs need it.
+        if step and not any(s.split(" (")[0] == text.split(" (")[0] for s in steps):
+            steps.append(text)
+    if not steps:
+        return "repair"
+    return "; ".join(steps[:2]) + (f" (+{len(steps) - 2} more)" if len(steps) > 2 else "")
+
+
 def recommended_action(st: NodeState) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``)."""
     v = st.verdict.value
@@ -570,22 +640,32 @@ def recommended_action(st: NodeState) -> str:
                         "(a resume ends the hold)")
             return (f"{done}: drain it (finish), check the link, then resume it (a resume ends "
                     "the hold)")
+        step = repair_step(st)
         if st.drain.state is DrainState.DRAINED:
-            return "drained: repair, then resume"
+            return f"drained: {step}, then resume"
         if st.drain.state is DrainState.DRAINING:
             # Its job still runs (drain mode finish): repairing now would kill it.
-            return ("draining: repair once its jobs have finished (or drain --now to requeue "
-                    "them from their checkpoint now), then resume")
+            return (f"draining: once its jobs have finished (or drain --now to requeue them "
+                    f"from their checkpoint now), {step}, then resume")
         if st.sample is not None and st.sample.job is not None:
-            return "drain (requeue its jobs from their checkpoint), then repair"
+            return f"drain (requeue its jobs from their checkpoint), then {step}"
         # An idle node: "requeue its jobs" sent the on-call looking for jobs that are not there.
-        return "drain (no job on it), then repair"
+        return f"drain (no job on it), then {step}"
     if "F1" in rules and v == "degraded":
         if st.behind_recovered:
             return f"none on the node: switch {st.behind_switch} recovered; do not drain"
         return f"check switch {st.behind_switch}; do not drain"
     if "G6" in rules:
         return "drain when idle, reset the GPU, resume"
+    if v == "degraded" and "G3" in rules:
+        codes = {int(c) for f in st.all_findings if f.rule == "G3"
+                 for c in _XID_RE.findall(f.text)}
+        if 94 in codes:
+            # NVIDIA: RESTART_APP; reset when convenient (docs/domain.md §4).
+            return ("XID 94 (contained ECC error): its job restarts from its checkpoint; "
+                    "reset the GPU when convenient (drain when idle, reset, resume)")
+        if codes == {92}:
+            return "watch the single-bit ECC rate; contact support if it keeps rising"
     if v == "degraded" and rules == {"N6"}:
         # Saturated, the counter cannot say whether errors go on (docs/architecture.md).
         return "clear the port's counters (perfquery -R), then watch whether errors go on"

@@ -550,7 +550,11 @@ def top_problems(state: FleetState, limit: int = 10,
     nodes = state.nodes
     bad = [st for n in state.not_ok if (st := nodes.get(n)) is not None
            and st.verdict is not Verdict.OK]
-    worst = heapq.nsmallest(limit, bad, key=lambda s: (-VERDICT_ORDER[s.verdict],
+    # A node already draining or drained is in hand: after the ones no one has acted on (a
+    # drained node kept its place among "4 nodes need attention" above new ones: a
+    # newcomer's run).
+    worst = heapq.nsmallest(limit, bad, key=lambda s: (s.drain.state is not DrainState.NONE,
+                                                        -VERDICT_ORDER[s.verdict],
                                                         -len(s.all_findings), s.node_id))
     out = []
     for st in worst:
@@ -641,6 +645,15 @@ JOB_STATE_ORDER = {"R": 0, "CG": 1, "RQ": 2, "PD": 3, "NF": 4, "F": 5, "CA": 6, 
 def sorted_jobs(state: FleetState) -> list[JobStatus]:
     return sorted(state.jobs.values(),
                   key=lambda j: (JOB_STATE_ORDER.get(j.state.value, 9), j.job_id))
+
+
+def jobs_to_act_on_first(rows: Iterable[JobRow]) -> list[JobRow]:
+    """Jobs a node holds up first (a failed node stops one), then those with a straggler (it
+    slows one), then by state and id: the overview's jobs panel and the jobs view in one
+    order (the jobs view listed a straggler's job above one a failed node stopped, under an
+    overview that had them the other way round: a newcomer's run)."""
+    return sorted(rows, key=lambda r: (not r.sick, not r.straggler,
+                                       JOB_STATE_ORDER.get(r.state, 9), r.job_id))
 
 
 # --- fabric -------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 The keys are a promise to scripts: add keys, never rename or remove them (docs/protocol.md).
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleetdeck.console.eventlog import EventLine
@@ -11,6 +11,7 @@ from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
+    own_job,
     recommended_action,
     scheduler_gone,
     sick_nodes,
@@ -22,7 +23,10 @@ from fleetdeck.console.state import WAITING, FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
 
-def node_summary(st: NodeState, now: float) -> dict[str, Any]:
+def node_summary(st: NodeState, now: float,
+                 jobs: Mapping[str, JobStatus] | None = None) -> dict[str, Any]:
+    """``jobs``: the scheduler's job statuses, which say whether the job the node's last sample
+    names still holds it (``own_job``)."""
     return {
         "id": st.node_id,
         "verdict": st.verdict_shown,
@@ -37,7 +41,7 @@ def node_summary(st: NodeState, now: float) -> dict[str, Any]:
         "gpus_expected": st.gpus_expected,
         "ib_ports": st.ib_ports,
         "ib_ports_up": st.ib_ports_up,
-        "job": st.job_id,
+        "job": st.job_id if jobs is None else own_job(st, jobs),
         "last_seen_s": None if st.last_rx is None else round(now - st.last_rx, 3),
         "seq": st.last_seq,
         "seq_gaps": st.seq_gaps,
@@ -111,7 +115,7 @@ def fleet_summary(state: FleetState, now: float, *,
             "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
             "why": state.blind_why,
         },
-        "nodes": [node_summary(st, now) for st in sorted(state.nodes.values(),
+        "nodes": [node_summary(st, now, state.jobs) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],
         "jobs": [job_summary(job, state) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],

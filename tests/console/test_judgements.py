@@ -104,15 +104,17 @@ def test_a_failed_node_still_draining_is_not_told_to_be_repaired_yet():
     st = session.state.nodes["gpu0003"]
     assert st.verdict.value == "failed"
     # Idle: no "requeue its jobs" that sent the on-call looking for jobs that are not there.
-    assert recommended_action(st) == "drain (no job on it), then repair"
+    fix = "check mlx5_ib5:1: reseat or replace its cable/transceiver, or the switch port"
+    assert recommended_action(st) == f"drain (no job on it), then {fix}"
     session = session_with({"gpu0003": with_job(port_down("mlx5_ib5"), "41")})
     st = session.state.nodes["gpu0003"]
     assert st.verdict.value == "failed"
     assert recommended_action(st).startswith("drain (requeue")
     st.drain = DrainInfo(state=DrainState.DRAINING)
-    assert recommended_action(st).startswith("draining: repair once its jobs have finished")
+    assert recommended_action(st).startswith("draining: once its jobs have finished")
+    assert recommended_action(st).endswith(f"now), {fix}, then resume")
     st.drain = DrainInfo(state=DrainState.DRAINED)
-    assert recommended_action(st) == "drained: repair, then resume"
+    assert recommended_action(st) == f"drained: {fix}, then resume"
 
 
 def _job_with(slowest, median=1000.0):
@@ -444,3 +446,136 @@ def test_nodes_silent_behind_a_switch_for_long_are_not_kept_under_it():
         session.tick()
     assert suspect_switches(state) == []
     assert "switch" not in {i.kind for i in incidents(state)}
+
+
+def xid(gpu: int, *codes: int):
+    """The node's GPU ``gpu`` reports these XIDs (a second ago)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.protocol.fast import XidSeen
+
+    def apply(tel):
+        now_ms = int(tel.ts)
+        seen = [XidSeen(code=c, ts=now_ms - 1000) for c in codes]
+        gpus = [replace(g, xids=seen, xid_last=codes[-1], xid_last_ts=now_ms - 1000)
+                if g.index == gpu else g for g in tel.gpus]
+        return replace(tel, gpus=gpus)
+    return apply
+
+
+def test_a_failed_node_is_told_the_repair_its_fault_needs():
+    """"then repair" left the on-call to look each fault up: NVIDIA's Xid catalog says reboot
+    for 79, reset for 95, reset or reboot for 48; a link fault is its cable (a fault audit)."""
+    from fleetdeck.console.judgements import recommended_action, repair_step
+
+    session = session_with({"gpu0001": xid(3, 79), "gpu0002": xid(5, 95),
+                            "gpu0003": xid(1, 48), "gpu0004": port_down("mlx5_ib2"),
+                            "gpu0005": xid(2, 13)})
+    nodes = session.state.nodes
+    assert [nodes[n].verdict.value for n in ("gpu0001", "gpu0002", "gpu0003", "gpu0004")] \
+        == ["failed"] * 4
+    assert recommended_action(nodes["gpu0001"]) == (
+        "drain (no job on it), then reboot the node (gpu3 fell off the bus; RMA it if it "
+        "does again)")
+    assert repair_step(nodes["gpu0002"]) == "reset gpu5 (XID 95)"
+    assert repair_step(nodes["gpu0003"]).startswith("reset gpu1 or reboot (double-bit ECC)")
+    assert repair_step(nodes["gpu0004"]).startswith("check mlx5_ib2:1: reseat or replace")
+    assert nodes["gpu0005"].verdict.value == "ok"  # XID 13 is the application's
+    assert repair_step(nodes["gpu0005"]) == "repair"
+
+
+def test_a_contained_ecc_error_says_restart_the_job_and_reset_when_convenient():
+    from fleetdeck.console.judgements import recommended_action
+
+    session = session_with({"gpu0006": xid(4, 94), "gpu0007": xid(2, 92)})
+    nodes = session.state.nodes
+    assert nodes["gpu0006"].verdict.value == nodes["gpu0007"].verdict.value == "degraded"
+    assert recommended_action(nodes["gpu0006"]).startswith(
+        "XID 94 (contained ECC error): its job restarts from its checkpoint; reset the GPU "
+        "when convenient")
+    assert recommended_action(nodes["gpu0007"]).startswith("watch the single-bit ECC rate")
+
+
+def test_a_node_is_not_in_a_job_the_scheduler_has_moved_elsewhere():
+    """A dead node's last sample names job 41; the scheduler requeued 41 onto other nodes.
+    The incident said "in job 41" and the node list showed 41 on it (an SRE drill). The
+    scheduler's status of the job decides; a job it has not told of stays the node's word."""
+    from fleetdeck.console.commands import jobs_by_node
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import own_job
+    from fleetdeck.console.summary import fleet_summary
+
+    moved = lambda clock: job_status("41", ["gpu0005", "gpu0006"], clock)  # noqa: E731
+    session = session_with({"gpu0003": with_job(port_down("mlx5_ib5"), "41"),
+                            "gpu0004": with_job(port_down("mlx5_ib6"), "77")}, jobs=[moved])
+    state = session.state
+    st = state.nodes["gpu0003"]
+    assert st.job_id == "41" and st.verdict.value == "failed"
+    assert own_job(st, state.jobs) is None
+    assert own_job(state.nodes["gpu0004"], state.jobs) == "77"  # no word from the scheduler
+    assert "gpu0003" not in jobs_by_node(state) and jobs_by_node(state)["gpu0004"] == ["77"]
+    (inc,) = [i for i in incidents(state) if "gpu0003" in i.nodes]
+    assert "41" not in inc.title and inc.jobs == []
+    nodes = {n["id"]: n for n in fleet_summary(state, session.clock())["nodes"]}
+    assert nodes["gpu0003"]["job"] is None and nodes["gpu0004"]["job"] == "77"
+
+
+def test_the_jobs_view_and_the_overview_put_a_job_a_node_stops_above_a_slowed_one():
+    from fleetdeck.console.rows import job_row, jobs_to_act_on_first, sorted_jobs
+
+    slowed = lambda clock: job_status("41", ["gpu0001", "gpu0002"], clock,  # noqa: E731
+                                      slowest_node="gpu0002")
+    stopped = lambda clock: job_status("77", ["gpu0003", "gpu0004"], clock)  # noqa: E731
+    session = session_with({"gpu0002": throttled(3), "gpu0003": port_down("mlx5_ib5")},
+                           jobs=[slowed, stopped])
+    state = session.state
+    rows = [job_row(j, state, session.clock()) for j in sorted_jobs(state)]
+    assert [r.job_id for r in rows] == ["41", "77"]
+    assert rows[0].straggler and not rows[0].sick and rows[1].sick
+    assert [r.job_id for r in jobs_to_act_on_first(rows)] == ["77", "41"]
+
+
+def test_top_problems_put_nodes_no_one_has_acted_on_before_drained_ones():
+    from fleetdeck.console.rows import top_problems
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    session = session_with({"gpu0001": port_down("mlx5_ib5"), "gpu0002": throttled(3)})
+    nodes = session.state.nodes
+    assert (nodes["gpu0001"].verdict.value, nodes["gpu0002"].verdict.value) == (
+        "failed", "degraded")
+    assert [p.node for p in top_problems(session.state)[0]] == ["gpu0001", "gpu0002"]
+    nodes["gpu0001"].drain = DrainInfo(state=DrainState.DRAINED, reason="N1", cmd_id="c-1")
+    problems, count = top_problems(session.state)
+    assert [p.node for p in problems] == ["gpu0002", "gpu0001"] and count == 2
+
+
+def test_a_straggler_with_a_hot_gpu_and_a_storming_port_is_said_to_have_both():
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import likely_cause
+
+    def storm(tel):
+        ports = [replace(p, state="DOWN", phys_state="Polling") if p.dev == "mlx5_ib3" else p
+                 for p in tel.ib_ports]
+        return replace(throttled(3)(tel), ib_ports=ports)
+
+    session = session_with({"gpu0002": storm, "gpu0003": throttled(1)})
+    both = likely_cause(session.state, "gpu0002")
+    assert both.startswith("throttled GPU (gpu3 ") and " + degraded port (mlx5_ib3:1 " in both
+    assert " + " not in likely_cause(session.state, "gpu0003")
+
+
+def test_a_gpu_off_the_bus_is_one_reboot_not_one_for_its_g1_and_one_for_its_xid():
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import repair_step
+
+    def off_the_bus(tel):
+        tel = xid(3, 79)(tel)
+        return replace(tel, gpus=[replace(g, present=False) if g.index == 3 else g
+                                  for g in tel.gpus])
+
+    session = session_with({"gpu0001": off_the_bus})
+    st = session.state.nodes["gpu0001"]
+    assert {f.rule for f in st.findings} >= {"G1", "G2"}
+    assert repair_step(st) == "reboot the node (gpu3 fell off the bus; RMA it if it does again)"

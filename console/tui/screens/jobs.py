@@ -5,7 +5,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 
-from fleetdeck.console.rows import JobRow, job_row, progress_bar, sorted_jobs
+from fleetdeck.console.rows import (
+    JobRow,
+    job_row,
+    jobs_to_act_on_first,
+    progress_bar,
+    sorted_jobs,
+)
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import plural
@@ -53,7 +59,7 @@ class JobsScreen(FleetView):
 
     def update_body(self, now: float) -> None:
         state = self.fleet.state
-        self.rows = [job_row(j, state, now) for j in sorted_jobs(state)]
+        self.rows = jobs_to_act_on_first(job_row(j, state, now) for j in sorted_jobs(state))
         self.table.empty_text = ("no jobs: the scheduler has not published any job status "
                                  "(job/<id>/status)")
         self.table.set_rows(self.rows)

@@ -11,7 +11,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.eventlog import event_text
 from fleetdeck.console.health import describe_clock_events
-from fleetdeck.console.judgements import recommended_action
+from fleetdeck.console.judgements import own_job, recommended_action
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
@@ -134,8 +134,8 @@ class NodeDetailScreen(FleetView):
                      f"rack {topo.rack or '-'} leaf {topo.leaf or '-'}")
         jobs = ", ".join(j.job_id for j in self.fleet.state.jobs.values()
                          if self.node_id in j.nodes and j.state.value in ("R", "CG"))
-        if not jobs and st.job_id:
-            jobs = st.job_id
+        if not jobs:
+            jobs = own_job(st, self.fleet.state.jobs) or ""
         t.append(f"\njobs: {jobs or 'none'}")
         reason = drain_reason(st.drain)
         if reason:

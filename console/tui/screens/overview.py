@@ -32,6 +32,7 @@ from fleetdeck.console.rows import (
     clock_text,
     fleet_counts,
     job_row,
+    jobs_to_act_on_first,
     progress_bar,
     sorted_jobs,
     top_problems,
@@ -356,9 +357,7 @@ class OverviewScreen(FleetView):
         panel.border_title = title + "  [$text-muted]3: jobs[/]"
         if not jobs:
             return "[$text-muted]no jobs: the scheduler has published no job status[/]"
-        # Jobs held up first (a failed node stops one, a straggler slows it): what the
-        # on-call acts on.
-        order = sorted(jobs, key=lambda j: (not j.sick, not j.straggler, j.state != "R"))
+        order = jobs_to_act_on_first(jobs)
         name_w = max(8, min(24, max(len(j.name) for j in jobs), width // 3))
         bar_w = 10 if width >= 60 else 0
         # With room, each job gets a line of detail (step, step time, checkpoint).
