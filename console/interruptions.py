@@ -115,6 +115,9 @@ class _Seen:
     latest: JobStatus
     interrupted: bool = False
     """An interruption of this run was recorded (NF then RQ is one interruption)."""
+    recalled: bool = False
+    """Put back from the store (``InterruptionTracker.recall``): the next status seen may
+    follow an interruption that happened while no collector ran."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,11 @@ class _Pending:
     was: JobState
     job: JobStatus
     at: float
+    unwatched: bool = False
+    """It happened while no collector ran (seen on a restart, ``recall``)."""
+    found_at: float | None = None
+    """When it was seen, where that is not ``at`` (``unwatched``): the cause is looked for
+    from then."""
 
 
 CLASSIFY_WITHIN_S = 10.0
@@ -148,6 +156,26 @@ class InterruptionTracker:
     pending: list[_Pending] = field(default_factory=list)
     total: list[Interruption] = field(default_factory=list)
     """Every interruption this session saw (bounded), for summaries without a store."""
+    changed_runs: set[str] = field(default_factory=set)
+    """Jobs whose run (state, requeues, nodes, last running status) changed since
+    ``take_runs``: the store keeps each job's so that a restarted collector sees an
+    interruption that happened while none ran (``recall``)."""
+
+    def recall(self, run: JobStatus, state: JobState, requeues: int, nodes: list[str]) -> None:
+        """A job's run as the store last kept it (a restarting console or collector): a job
+        requeued or failed while no collector ran was never reported ("report" undercounted
+        after a collector's kill -9, an SRE drill); compared with the first status seen now,
+        it is."""
+        if run.job_id not in self.jobs:
+            self.jobs[run.job_id] = _Seen(state, requeues, list(nodes), run, run, recalled=True)
+
+    def take_runs(self) -> list[tuple[str, JobState, int, list[str], JobStatus]]:
+        """(job id, state, requeues, the run's nodes, the run's last running status) of each
+        job whose run changed since the last call."""
+        out = [(j, seen.state, seen.requeues, seen.nodes, seen.job)
+               for j in sorted(self.changed_runs) if (seen := self.jobs.get(j)) is not None]
+        self.changed_runs.clear()
+        return out
 
     def observe(self, state: FleetState, now: float) -> None:
         if self.last_tick is not None:
@@ -163,22 +191,34 @@ class InterruptionTracker:
             seen = self.jobs.get(job_id)
             if seen is None:
                 self.jobs[job_id] = _Seen(job.state, job.requeues, list(job.nodes), job, job)
+                self.changed_runs.add(job_id)
                 continue
             if seen.latest is job:
                 continue
+            self.changed_runs.add(job_id)
             interrupted = (job.requeues > seen.requeues
                            or (job.state in (JobState.NF, JobState.F)
                                and seen.state is JobState.R))
             if interrupted and not seen.interrupted and seen.state is not JobState.PD:
-                self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, now))
+                at = now
+                if seen.recalled:
+                    # It happened while no collector ran: when the scheduler's status says
+                    # (the requeued run's start, else the status's own time), not now.
+                    then = (job.started_ts if job.requeues > seen.requeues and job.started_ts
+                            else job.ts) / 1000
+                    at = min(now, max(then, seen.latest.ts / 1000))
+                self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, at,
+                                             seen.recalled, now))
                 seen.interrupted = True
+            seen.recalled = False
             seen.state, seen.requeues, seen.latest = job.state, job.requeues, job
             if job.state is JobState.R and job.nodes:
                 # Running again (or still): a new run, blamed on its own nodes next time.
                 seen.nodes, seen.job, seen.interrupted = list(job.nodes), job, False
         still: list[_Pending] = []
         for p in self.pending:
-            if not self._record(state, p, now, final=now - p.at >= CLASSIFY_WITHIN_S):
+            seen_at = p.at if p.found_at is None else p.found_at
+            if not self._record(state, p, now, final=now - seen_at >= CLASSIFY_WITHIN_S):
                 still.append(p)
         self.pending = still
 
@@ -220,8 +260,9 @@ class InterruptionTracker:
         since = since_checkpoint_s(p.run, p.at)
         lost = 0.0 if since is None else gpus * since / 3600
         what = job_reason(job) or job.state.value
+        gap = "; while no collector ran" if p.unwatched else ""
         it = Interruption(job.job_id, p.at, cause, tuple(by_cause.get(cause, [])), gpus, lost,
-                          f"{p.was.value} -> {job.state.value} ({what})")
+                          f"{p.was.value} -> {job.state.value} ({what}{gap})")
         self.found.append(it)
         self.total.append(it)
         del self.total[:-1000]

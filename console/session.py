@@ -485,6 +485,8 @@ class ConsoleSession:
         store = await Store.open(path, DEFAULT_RETENTION_DAYS if retention_days is None
                                  else retention_days, self.cluster, claim=True)
         restored = await store.restore(self.state, now=self.clock())
+        for run, job_state, requeues, nodes in await store.job_runs():
+            self.interruptions.recall(run, job_state, requeues, nodes)
         scope = self.ingest.scope
         if scope is not None:
             # A sharded collector learns its nodes from their births: the nodes put back from
@@ -1077,6 +1079,9 @@ class ConsoleSession:
                                it.lost_gpu_hours, it.detail) for it in found]
         if seconds:
             rows.job_seconds = [(int(now // 60), seconds)]
+        rows.job_runs = [(job_id, st.value, requeues, ",".join(nodes),
+                          codec.encode(run).decode(), now)
+                         for job_id, st, requeues, nodes, run in self.interruptions.take_runs()]
         q.rows.append(rows)
         while len(q.rows) > STORE_QUEUE_TICKS:
             # Keep what cannot be had again (events, transitions, audit); drop the oldest

@@ -25,8 +25,8 @@ from fleetdeck.console.interruptions import read_detail
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
-from fleetdeck.protocol import wire2
-from fleetdeck.protocol.messages import RESUMED, Event
+from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
 
 SCHEMA_VERSION = 2
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``)."""
@@ -60,6 +60,9 @@ CREATE TABLE IF NOT EXISTS interruptions (
 CREATE INDEX IF NOT EXISTS interruptions_ts ON interruptions (ts);
 CREATE TABLE IF NOT EXISTS job_minutes (
     minute INTEGER PRIMARY KEY, gpu_seconds REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS job_runs (
+    job_id TEXT PRIMARY KEY, state TEXT NOT NULL, requeues INTEGER NOT NULL,
+    nodes TEXT NOT NULL, run TEXT NOT NULL, ts REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS port_minutes (
     node TEXT NOT NULL, dev TEXT NOT NULL, minute INTEGER NOT NULL, samples INTEGER NOT NULL,
     xmit_Bps REAL, rcv_Bps REAL, symbol_errors INTEGER NOT NULL, link_downed INTEGER NOT NULL,
@@ -248,6 +251,8 @@ class TickRows:
     ports: list[tuple[Any, ...]] = field(default_factory=list)
     interruptions: list[tuple[Any, ...]] = field(default_factory=list)
     job_seconds: list[tuple[int, float]] = field(default_factory=list)
+    job_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    """Each changed job's run (``InterruptionTracker.take_runs``), the latest last."""
     partial: bool = False
     """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
 
@@ -257,7 +262,8 @@ class TickRows:
         return TickRows(older.transitions + self.transitions, older.events + self.events,
                         older.audit + self.audit, self.gpu, self.ports,
                         older.interruptions + self.interruptions,
-                        older.job_seconds + self.job_seconds)
+                        older.job_seconds + self.job_seconds,
+                        older.job_runs + self.job_runs)
 
 
 class Store:
@@ -391,6 +397,9 @@ class Store:
                     "INSERT INTO job_minutes VALUES (?, ?) ON CONFLICT (minute) "
                     "DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds",
                     rows.job_seconds)
+            if rows.job_runs:
+                await db.executemany("INSERT OR REPLACE INTO job_runs VALUES (?,?,?,?,?,?)",
+                                     rows.job_runs)
             if rows.gpu:
                 await db.executemany(_GPU_UPSERT[rows.partial], rows.gpu)
             if rows.ports:
@@ -419,6 +428,7 @@ class Store:
         for sql, arg in (("DELETE FROM transitions WHERE ts < ?", cutoff),
                          ("DELETE FROM interruptions WHERE ts < ?", cutoff),
                          ("DELETE FROM job_minutes WHERE minute < ?", minute),
+                         ("DELETE FROM job_runs WHERE ts < ?", cutoff),
                          ("DELETE FROM events WHERE ts < ?", cutoff),
                          ("DELETE FROM gpu_minutes WHERE minute < ?", minute),
                          ("DELETE FROM port_minutes WHERE minute < ?", minute)):
@@ -482,6 +492,21 @@ class Store:
         """Every event kind the store holds, at any time."""
         async with self.db.execute("SELECT DISTINCT kind FROM events") as cur:
             return {str(row[0]) for row in await cur.fetchall()}
+
+    async def job_runs(self) -> list[tuple[JobStatus, JobState, int, list[str]]]:
+        """Each job's run as last kept (``TickRows.job_runs``): (its last running status,
+        state, requeues, nodes). A row that does not read is skipped (a hand-edited store)."""
+        async with self.db.execute(
+                "SELECT run, state, requeues, nodes FROM job_runs") as cur:
+            rows = await cur.fetchall()
+        out = []
+        for run, state, requeues, nodes in rows:
+            try:
+                out.append((codec.decode(JobStatus, str(run).encode()), JobState(state),
+                            int(requeues), [n for n in str(nodes).split(",") if n]))
+            except (ValueError, TypeError):
+                continue
+        return out
 
     async def interruptions(self, since: float) -> list[dict[str, Any]]:
         rows = await self._select(
