@@ -840,6 +840,18 @@ class ConsoleSession:
 
     # --- requests ------------------------------------------------------------------------------
 
+    def cannot_send_now(self) -> str:
+        """Why a command asked for now would not go out at once ('' when it would): a drain
+        confirmed with the broker down said so only after the dialog had closed (an SRE
+        drill), so the confirmation dialogs say it first."""
+        feed = self.feed
+        if feed is None or feed.conn.state == "connected":
+            return ""
+        timeout = self.tracker.ack_timeout_s
+        return (f"not connected to the broker now ({feed.conn.detail or feed.conn.state}): "
+                f"this is sent only if the connection is back within {timeout:.0f} s, else it "
+                "times out with nothing sent")
+
     def drain(self, targets: list[str], reason: str, mode: DrainMode = DrainMode.FINISH
               ) -> Request:
         return self.submit(self.tracker.drain(targets, reason, self.clock(), mode))

@@ -951,7 +951,8 @@ class FleetdeckApp(App[int]):
             return
 
         def radius(mode: DrainMode) -> BlastRadius:
-            return blast_radius(self.state, CommandOp.DRAIN, targets, self.clock(), mode)
+            return self._unsent_note(
+                blast_radius(self.state, CommandOp.DRAIN, targets, self.clock(), mode))
 
         def done(result: tuple[str, DrainMode] | None) -> None:
             if result is not None:
@@ -988,7 +989,7 @@ class FleetdeckApp(App[int]):
             if ok:
                 self.send(self.session.resume(targets))
 
-        self.push_screen(ConfirmScreen("Resume", radius), done)
+        self.push_screen(ConfirmScreen("Resume", self._unsent_note(radius)), done)
 
     def request_restart(self, job_id: str) -> None:
         if self.read_only:
@@ -1007,7 +1008,13 @@ class FleetdeckApp(App[int]):
             if ok:
                 self.send(self.session.restart_job(job_id))
 
-        self.push_screen(ConfirmScreen(f"Restart job {job_id}", radius), done)
+        self.push_screen(ConfirmScreen(f"Restart job {job_id}", self._unsent_note(radius)),
+                         done)
+
+    def _unsent_note(self, radius: BlastRadius) -> BlastRadius:
+        """The dialog's radius, first saying that the command would not go out now."""
+        why = self.session.cannot_send_now()
+        return dataclasses.replace(radius, notes=[why, *radius.notes]) if why else radius
 
     def send(self, req: Request) -> None:
         """A request the session has audited and queued: tell the operator, spend the marks."""

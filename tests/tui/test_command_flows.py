@@ -310,3 +310,32 @@ async def test_quit_without_open_commands_asks_nothing(world):
         await pilot.pause()
         assert not world.app.is_running
     assert world.app.return_code == 0
+
+
+def test_a_session_without_its_broker_says_a_command_would_not_go_out():
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.console.session import ConsoleSession
+
+    session = ConsoleSession("t", url=BrokerURL("127.0.0.1", 1))  # never connected
+    assert session.cannot_send_now().startswith("not connected to the broker now")
+    assert "within 10 s" in session.cannot_send_now()
+    assert ConsoleSession("t").cannot_send_now() == ""  # no broker at all: a replay, tests
+
+
+async def test_the_drain_and_restart_dialogs_say_first_when_the_broker_is_down(world):
+    """With the broker down the drain was confirmed and only then said "cannot send drain
+    now" (an SRE drill): the dialog says it before the operator confirms."""
+    why = "not connected to the broker now (connection refused): this is sent only if …"
+    world.app.session.cannot_send_now = lambda: why
+    async with world.app.run_test(size=SIZE) as pilot:
+        await open_nodes(world, pilot)
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)
+        assert "not connected to the broker now" in text_of(world.app)
+        await pilot.press("escape")
+        await pilot.pause()
+        world.app.request_resume(["gpu0003"])
+        await pilot.pause()
+        assert isinstance(world.app.screen, ConfirmScreen)
+        assert "not connected to the broker now" in text_of(world.app)
