@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -220,6 +220,27 @@ def heading(node: str, metric: str) -> str:
     return line
 
 
+V = TypeVar("V")
+
+
+def _with_gaps(by_minute: dict[int, V]) -> list[tuple[int, V | None]]:
+    """The minutes in order, with (first missing minute, None) where minutes are missing
+    between two: a collector killed (or a silent node) left 16:51 followed by 16:53 in a
+    table that read as continuous (an SRE drill)."""
+    out: list[tuple[int, V | None]] = []
+    last = None
+    for minute, row in sorted(by_minute.items()):
+        if last is not None and minute > last + 1:
+            out.append((last + 1, None))
+        out.append((minute, row))
+        last = minute
+    return out
+
+
+def _gap_row(minute: int, columns: int) -> list[str]:
+    return [iso(minute * 60)[:16], "no data", *["·"] * (columns - 1)]
+
+
 def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
                 plot: bool = False, cluster: str | None = None) -> int:
     since_ts = parse_since(since, time.time())
@@ -261,7 +282,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
         return 0
     table_console().print(escape(heading(node, metric)))
     table = Table(box=None, pad_edge=False)
-    table.add_column("MINUTE (UTC)")
+    table.add_column("MINUTE (UTC)", no_wrap=True, min_width=16)
     if metric == "ib":
         devs = sorted({r["dev"] for r in rows})
         for d in devs:
@@ -269,7 +290,10 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
         by_minute: dict[int, dict[str, dict[str, Any]]] = {}
         for r in rows:
             by_minute.setdefault(r["minute"], {})[r["dev"]] = r
-        for minute, per in sorted(by_minute.items()):
+        for minute, per in _with_gaps(by_minute):
+            if per is None:
+                table.add_row(*_gap_row(minute, len(devs)))
+                continue
             cells = []
             for d in devs:
                 row = per.get(d)
@@ -284,7 +308,10 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
         by_min: dict[int, dict[int, Any]] = {}
         for r in rows:
             by_min.setdefault(r["minute"], {})[r["gpu"]] = r[COLUMN[metric]]
-        for minute, per_gpu in sorted(by_min.items()):
+        for minute, per_gpu in _with_gaps(by_min):
+            if per_gpu is None:
+                table.add_row(*_gap_row(minute, len(gpus)))
+                continue
             table.add_row(iso(minute * 60)[:16],
                           *("-" if per_gpu.get(g) is None else f"{per_gpu[g]:.0f}" for g in gpus))
     table_console().print(table)

@@ -117,3 +117,25 @@ async def test_history_of_a_node_the_store_never_saw_is_one_sentence(tmp_path):
     # A known node whose window is empty is no error: it says so and exits 0.
     quiet = run_cli("history", "gpu0001", "--db", str(db), "--since", "2099-01-01T00:00")
     assert quiet.returncode == 0 and "no history for gpu0001 since" in quiet.stdout
+
+
+async def test_missing_minutes_show_as_a_gap_not_as_a_continuous_table(tmp_path):
+    """A collector killed mid-run left 16:51 followed by 16:53 in a table that read as
+    continuous (an SRE drill): the missing minutes are one "no data" row."""
+    db, gpus, _ports = await _db(tmp_path, seconds=600)
+    minutes = sorted({r["minute"] for r in gpus})
+    assert len(minutes) >= 6
+    drop = minutes[2:4]
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        con.executemany("DELETE FROM gpu_minutes WHERE minute = ?", [(m,) for m in drop])
+        con.executemany("DELETE FROM port_minutes WHERE minute = ?", [(m,) for m in drop])
+    for metric in ("util", "temp"):  # (the IB table wraps at the tests' 80 columns)
+        res = run_cli("history", "gpu0001", "--db", str(db), "--since", "100000d",
+                      "--metric", metric)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        gaps = [ln for ln in lines if "no data" in ln]
+        assert len(gaps) == 1, lines
+        assert gaps[0].startswith(time.strftime("%Y-%m-%dT%H:%M", time.gmtime(drop[0] * 60)))
