@@ -136,6 +136,9 @@ class _Pending:
     from then."""
 
 
+MAX_UNWATCHED_S = 86400.0
+"""The longest gap without a collector whose GPU-hours a job recalled from the store is
+counted to have held (``InterruptionTracker.recall``)."""
 CLASSIFY_WITHIN_S = 10.0
 """A job often fails before its node's telemetry shows why (the NCCL watchdog, an XID the
 agent reports a sample later): the cause is looked for this long before it is 'software'."""
@@ -196,6 +199,13 @@ class InterruptionTracker:
             if seen.latest is job:
                 continue
             self.changed_runs.add(job_id)
+            if seen.recalled and seen.state is JobState.R:
+                # Held while no collector ran (as far as the last status then says): else the
+                # gap's lost GPU-hours stood against none held, and the ratio read 0 %.
+                gap_s = min(max(0.0, now - seen.latest.ts / 1000), MAX_UNWATCHED_S)
+                held = gap_s * len(seen.nodes) * seen.job.gpus_per_node
+                self.gpu_seconds += held
+                self.held_gpu_seconds += held
             interrupted = (job.requeues > seen.requeues
                            or (job.state in (JobState.NF, JobState.F)
                                and seen.state is JobState.R))
@@ -260,9 +270,12 @@ class InterruptionTracker:
         since = since_checkpoint_s(p.run, p.at)
         lost = 0.0 if since is None else gpus * since / 3600
         what = job_reason(job) or job.state.value
-        gap = "; while no collector ran" if p.unwatched else ""
+        if p.unwatched:
+            # "R -> R (R)" said nothing: what changed while no one watched is the requeue.
+            again = job.requeues - p.run.requeues
+            what = (f"requeued {again}x" if again > 0 else what) + " while no collector ran"
         it = Interruption(job.job_id, p.at, cause, tuple(by_cause.get(cause, [])), gpus, lost,
-                          f"{p.was.value} -> {job.state.value} ({what}{gap})")
+                          f"{p.was.value} -> {job.state.value} ({what})")
         self.found.append(it)
         self.total.append(it)
         del self.total[:-1000]

@@ -50,13 +50,18 @@ async def test_a_requeue_while_no_collector_ran_is_an_interruption(tmp_path):
         second.tick()
     await second.flush()
     rows = await second.store.interruptions(0.0)
+    async with second.store.db.execute("SELECT SUM(gpu_seconds) FROM job_minutes") as cur:
+        (held_s,) = await cur.fetchone()
     await second.close()
 
     (it,) = rows
     assert it["job_id"] == "41" and it["cause"] == "host" and it["nodes"] == ["gpu0003"]
     assert abs(it["ts"] - requeued_at) < 1.0  # when the new run started, not the restart
-    assert "while no collector ran" in it["detail"]
+    assert it["detail"] == "R -> R (requeued 1x while no collector ran)"
     assert it["lost_gpu_hours"] > 0
+    # The gap's GPU-hours count as held (4 nodes x 8 GPUs for 150 s), or its lost hours
+    # stood against none held (the report's ratio read 0 %).
+    assert held_s >= 4 * 8 * 150
     assert later.state is JobState.R
 
 
