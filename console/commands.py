@@ -11,7 +11,7 @@ every tick, exactly like the rest of the console.
 
 import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -171,12 +171,11 @@ def scheduled_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
     return out
 
 
-def jobs_on(st: NodeState, scheduled: dict[str, list[str]],
-            known: Mapping[str, JobStatus]) -> list[str]:
-    """``jobs_by_node(state).get(st.node_id, [])`` from ``scheduled_jobs_by_node(state)`` and
-    ``state.jobs`` (the result may be that map's list: read it, never change it)."""
+def jobs_on(st: NodeState, scheduled: dict[str, list[str]], state: FleetState) -> list[str]:
+    """``jobs_by_node(state).get(st.node_id, [])`` from ``scheduled_jobs_by_node(state)``
+    (the result may be that map's list: read it, never change it)."""
     jobs = scheduled.get(st.node_id, [])
-    jid = own_job(st, known)
+    jid = own_job(st, state)
     return jobs if jid is None or jid in jobs else [*jobs, jid]
 
 
@@ -185,7 +184,7 @@ def jobs_by_node(state: FleetState) -> dict[str, list[str]]:
     (``judgements.own_job``)."""
     out = scheduled_jobs_by_node(state)
     for node_id, st in state.nodes.items():
-        jid = own_job(st, state.jobs)
+        jid = own_job(st, state)
         if jid is not None and jid not in out.get(node_id, []):
             out.setdefault(node_id, []).append(jid)
     return out

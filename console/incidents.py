@@ -204,7 +204,7 @@ def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str
             for node in job.nodes:
                 out.setdefault(node, []).append(job.job_id)
     for st in bad:
-        jid = own_job(st, state.jobs)
+        jid = own_job(st, state)
         if jid and jid not in out.get(st.node_id, []):
             out.setdefault(st.node_id, []).append(jid)
     return out

@@ -9,7 +9,6 @@ on different rails of one leaf group are unrelated cable or HCA faults.
 """
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -352,7 +351,7 @@ JOB_ALIVE_S = 30.0
 """A job counts as still stepping when its step advanced within this long (or 5 steps)."""
 
 
-def own_job(st: NodeState, jobs: Mapping[str, JobStatus]) -> str | None:
+def own_job(st: NodeState, state: FleetState) -> str | None:
     """The job the node's own telemetry names, unless the scheduler's status of that job says
     it does not hold this node now: a dead node's last sample kept it "in job 4102" after the
     scheduler had requeued 4102 onto other nodes (an SRE drill). A job the scheduler has not
@@ -360,8 +359,9 @@ def own_job(st: NodeState, jobs: Mapping[str, JobStatus]) -> str | None:
     jid = st.job_id
     if jid is None:
         return None
-    job = jobs.get(jid)
-    if job is not None and (job.state.value not in HOLDING_NODES or st.node_id not in job.nodes):
+    job = state.jobs.get(jid)
+    if job is not None and (job.state.value not in HOLDING_NODES
+                            or st.node_id not in state.job_nodes(job)):
         return None
     return jid
 

@@ -585,6 +585,7 @@ class FleetState:
         """Unique per state object (caches keyed on a state survive it being replaced)."""
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobStatus] = {}
+        self._job_nodes: dict[str, tuple[JobStatus, frozenset[str]]] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
         self.late_events: list[Event] = []
         """Events put back in time order before newer ones (re-sent after an outage) since the
@@ -698,6 +699,14 @@ class FleetState:
         # on the serial must not take it for the one they counted.
         self.__dict__.update(saved)
         self.serial = next(_SERIALS)
+
+    def job_nodes(self, job: JobStatus) -> frozenset[str]:
+        """``job.nodes`` as a set, made once per job status (a 4,096-node job's list was
+        scanned for every node of the fleet: ``judgements.own_job``)."""
+        hit = self._job_nodes.get(job.job_id)
+        if hit is None or hit[0] is not job:
+            hit = self._job_nodes[job.job_id] = (job, frozenset(job.nodes))
+        return hit[1]
 
     def node(self, node_id: str) -> NodeState:
         st = self.nodes.get(node_id)
@@ -873,6 +882,7 @@ class FleetState:
         for job_id in batch.jobs_withdrawn:
             self.jobs.pop(job_id, None)
             self.job_stepped_at.pop(job_id, None)
+            self._job_nodes.pop(job_id, None)
         for job_id, (rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
             seen = self.job_stepped_at.get(job_id)

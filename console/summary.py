@@ -3,7 +3,7 @@
 The keys are a promise to scripts: add keys, never rename or remove them (docs/protocol.md).
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from fleetdeck.console.eventlog import EventLine
@@ -23,9 +23,8 @@ from fleetdeck.console.state import WAITING, FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
 
-def node_summary(st: NodeState, now: float,
-                 jobs: Mapping[str, JobStatus] | None = None) -> dict[str, Any]:
-    """``jobs``: the scheduler's job statuses, which say whether the job the node's last sample
+def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> dict[str, Any]:
+    """``state``: the fleet, whose job statuses say whether the job the node's last sample
     names still holds it (``own_job``)."""
     return {
         "id": st.node_id,
@@ -41,7 +40,7 @@ def node_summary(st: NodeState, now: float,
         "gpus_expected": st.gpus_expected,
         "ib_ports": st.ib_ports,
         "ib_ports_up": st.ib_ports_up,
-        "job": st.job_id if jobs is None else own_job(st, jobs),
+        "job": st.job_id if state is None else own_job(st, state),
         "last_seen_s": None if st.last_rx is None else round(now - st.last_rx, 3),
         "seq": st.last_seq,
         "seq_gaps": st.seq_gaps,
@@ -115,7 +114,7 @@ def fleet_summary(state: FleetState, now: float, *,
             "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
             "why": state.blind_why,
         },
-        "nodes": [node_summary(st, now, state.jobs) for st in sorted(state.nodes.values(),
+        "nodes": [node_summary(st, now, state) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],
         "jobs": [job_summary(job, state) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],

@@ -511,8 +511,8 @@ def test_a_node_is_not_in_a_job_the_scheduler_has_moved_elsewhere():
     state = session.state
     st = state.nodes["gpu0003"]
     assert st.job_id == "41" and st.verdict.value == "failed"
-    assert own_job(st, state.jobs) is None
-    assert own_job(state.nodes["gpu0004"], state.jobs) == "77"  # no word from the scheduler
+    assert own_job(st, state) is None
+    assert own_job(state.nodes["gpu0004"], state) == "77"  # no word from the scheduler
     assert "gpu0003" not in jobs_by_node(state) and jobs_by_node(state)["gpu0004"] == ["77"]
     (inc,) = [i for i in incidents(state) if "gpu0003" in i.nodes]
     assert "41" not in inc.title and inc.jobs == []

@@ -201,7 +201,7 @@ def test_jobs_on_gives_jobs_by_node_from_the_schedulers_map(fleet: Fleet) -> Non
     scheduled = scheduled_jobs_by_node(state)
     assert any(n not in scheduled for n in every)  # some nodes' jobs come from their sample
     for node_id, st in state.nodes.items():
-        assert jobs_on(st, scheduled, state.jobs) == every.get(node_id, []), node_id
+        assert jobs_on(st, scheduled, state) == every.get(node_id, []), node_id
 
 
 def test_health_order_is_kept_while_only_samples_change(fleet: Fleet) -> None:

@@ -135,7 +135,7 @@ class NodeDetailScreen(FleetView):
         jobs = ", ".join(j.job_id for j in self.fleet.state.jobs.values()
                          if self.node_id in j.nodes and j.state.value in ("R", "CG"))
         if not jobs:
-            jobs = own_job(st, self.fleet.state.jobs) or ""
+            jobs = own_job(st, self.fleet.state) or ""
         t.append(f"\njobs: {jobs or 'none'}")
         reason = drain_reason(st.drain)
         if reason:

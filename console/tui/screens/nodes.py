@@ -102,7 +102,7 @@ class NodesScreen(FleetView):
     # --- rows ---------------------------------------------------------------------------------
 
     def row(self, st: NodeState) -> NodeRow:
-        jobs = jobs_on(st, self._scheduled, self.fleet.state.jobs)
+        jobs = jobs_on(st, self._scheduled, self.fleet.state)
         sig = (st.revision, st.shape_rev, tuple(jobs))
         hit = self._rows.get(st.node_id)
         if hit is not None and hit[0] == sig:
