@@ -136,6 +136,9 @@ class _Pending:
     from then."""
 
 
+RUN_KEPT_EVERY_S = 60.0
+"""A running job's run (its checkpoint) is written to the store at most this often unless its
+state, requeues or nodes change."""
 MAX_UNWATCHED_S = 86400.0
 """The longest gap without a collector whose GPU-hours a job recalled from the store is
 counted to have held (``InterruptionTracker.recall``)."""
@@ -164,21 +167,57 @@ class InterruptionTracker:
     ``take_runs``: the store keeps each job's so that a restarted collector sees an
     interruption that happened while none ran (``recall``)."""
 
+    kept_at: dict[str, float] = field(default_factory=dict)
+    """When each job's run was last handed to the store (``take_runs``)."""
+    gap_minutes: list[tuple[int, float]] = field(default_factory=list)
+    """GPU-seconds held while no collector ran, per minute (``take``)."""
+
     def recall(self, run: JobStatus, state: JobState, requeues: int, nodes: list[str]) -> None:
         """A job's run as the store last kept it (a restarting console or collector): a job
         requeued or failed while no collector ran was never reported ("report" undercounted
         after a collector's kill -9, an SRE drill); compared with the first status seen now,
-        it is."""
+        it is. A run kept as failed had its interruption recorded: its requeue is not another
+        one (NF then RQ is one)."""
         if run.job_id not in self.jobs:
-            self.jobs[run.job_id] = _Seen(state, requeues, list(nodes), run, run, recalled=True)
+            self.jobs[run.job_id] = _Seen(state, requeues, list(nodes), run, run,
+                                          interrupted=state in (JobState.NF, JobState.F),
+                                          recalled=True)
 
-    def take_runs(self) -> list[tuple[str, JobState, int, list[str], JobStatus]]:
+    def take_runs(self, now: float) -> list[tuple[str, JobState, int, list[str], JobStatus]]:
         """(job id, state, requeues, the run's nodes, the run's last running status) of each
         job whose run changed since the last call."""
         out = [(j, seen.state, seen.requeues, seen.nodes, seen.job)
                for j in sorted(self.changed_runs) if (seen := self.jobs.get(j)) is not None]
+        for j in self.changed_runs:
+            self.kept_at[j] = now
         self.changed_runs.clear()
         return out
+
+    @staticmethod
+    def _when_unwatched(seen: _Seen, job: JobStatus) -> float:
+        """When an interruption seen after a gap happened, as the scheduler's status says:
+        the requeued run's start, else the status's own time (not the restart's)."""
+        then = (job.started_ts if job.requeues > seen.requeues and job.started_ts
+                else job.ts) / 1000
+        return max(then, seen.latest.ts / 1000)
+
+    def _unwatched(self, seen: _Seen, job: JobStatus, interrupted: bool, now: float) -> None:
+        """The GPU-seconds a recalled running job held while no collector ran, from its last
+        status then to its interruption (or now), per minute: else the gap's lost GPU-hours
+        stood against none held, and the report's ratio read 0 %."""
+        if seen.state is not JobState.R:
+            return
+        start = seen.latest.ts / 1000
+        end = (self._when_unwatched(seen, job) if interrupted
+               else job.ts / 1000 if job.state is not JobState.R else now)
+        end = min(now, end, start + MAX_UNWATCHED_S)
+        gpus = len(seen.nodes) * seen.job.gpus_per_node
+        t = start
+        while t < end:
+            upto = min(end, (t // 60 + 1) * 60)
+            self.gap_minutes.append((int(t // 60), (upto - t) * gpus))
+            self.held_gpu_seconds += (upto - t) * gpus
+            t = upto
 
     def observe(self, state: FleetState, now: float) -> None:
         if self.last_tick is not None:
@@ -198,25 +237,16 @@ class InterruptionTracker:
                 continue
             if seen.latest is job:
                 continue
-            self.changed_runs.add(job_id)
-            if seen.recalled and seen.state is JobState.R:
-                # Held while no collector ran (as far as the last status then says): else the
-                # gap's lost GPU-hours stood against none held, and the ratio read 0 %.
-                gap_s = min(max(0.0, now - seen.latest.ts / 1000), MAX_UNWATCHED_S)
-                held = gap_s * len(seen.nodes) * seen.job.gpus_per_node
-                self.gpu_seconds += held
-                self.held_gpu_seconds += held
+            was = (seen.state, seen.requeues, seen.nodes)
             interrupted = (job.requeues > seen.requeues
                            or (job.state in (JobState.NF, JobState.F)
                                and seen.state is JobState.R))
+            if seen.recalled:
+                self._unwatched(seen, job, interrupted, now)
             if interrupted and not seen.interrupted and seen.state is not JobState.PD:
                 at = now
                 if seen.recalled:
-                    # It happened while no collector ran: when the scheduler's status says
-                    # (the requeued run's start, else the status's own time), not now.
-                    then = (job.started_ts if job.requeues > seen.requeues and job.started_ts
-                            else job.ts) / 1000
-                    at = min(now, max(then, seen.latest.ts / 1000))
+                    at = self._when_unwatched(seen, job)
                 self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, at,
                                              seen.recalled, now))
                 seen.interrupted = True
@@ -225,6 +255,11 @@ class InterruptionTracker:
             if job.state is JobState.R and job.nodes:
                 # Running again (or still): a new run, blamed on its own nodes next time.
                 seen.nodes, seen.job, seen.interrupted = list(job.nodes), job, False
+            # The store keeps a run when it changes, and its checkpoint once a minute (a
+            # status comes every step: rewriting a 4,096-node job's run twice a second).
+            if ((seen.state, seen.requeues, seen.nodes) != was
+                    or now - self.kept_at.get(job_id, float("-inf")) >= RUN_KEPT_EVERY_S):
+                self.changed_runs.add(job_id)
         still: list[_Pending] = []
         for p in self.pending:
             seen_at = p.at if p.found_at is None else p.found_at
@@ -281,10 +316,13 @@ class InterruptionTracker:
         del self.total[:-1000]
         return True
 
-    def take(self) -> tuple[list[Interruption], float]:
-        """Interruptions and GPU-seconds since the last call (for the store)."""
-        out, seconds = self.found, self.gpu_seconds
-        self.found, self.gpu_seconds = [], 0.0
+    def take(self, now: float) -> tuple[list[Interruption], list[tuple[int, float]]]:
+        """Interruptions and GPU-seconds held, per minute, since the last call (for the
+        store): this tick's in ``now``'s minute, a gap's in its own minutes."""
+        out, seconds = self.found, self.gap_minutes
+        if self.gpu_seconds:
+            seconds.append((int(now // 60), self.gpu_seconds))
+        self.found, self.gpu_seconds, self.gap_minutes = [], 0.0, []
         return out, seconds
 
 

@@ -619,7 +619,7 @@ class ConsoleSession:
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
         self.interruptions.observe(self.state, now)
-        found, job_seconds = self.interruptions.take()
+        found, job_seconds = self.interruptions.take(now)
         for it in found:
             self.note(f"job {it.job_id} interrupted: {it.cause}"
                       + (f" on {','.join(it.nodes[:4])}" if it.nodes else "")
@@ -1082,18 +1082,18 @@ class ConsoleSession:
     # --- the store -----------------------------------------------------------------------------
 
     def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float,
-                     found: list[Interruption], seconds: float) -> None:
+                     found: list[Interruption], seconds: list[tuple[int, float]]) -> None:
         if self.store is None:
             return
         q = self._store_q
         rows = self.store.prepare(batch, verdicts)
         rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
                                it.lost_gpu_hours, it.detail) for it in found]
-        if seconds:
-            rows.job_seconds = [(int(now // 60), seconds)]
+        rows.job_seconds = seconds
         rows.job_runs = [(job_id, st.value, requeues, ",".join(nodes),
                           codec.encode(run).decode(), now)
-                         for job_id, st, requeues, nodes, run in self.interruptions.take_runs()]
+                         for job_id, st, requeues, nodes, run
+                         in self.interruptions.take_runs(now)]
         q.rows.append(rows)
         while len(q.rows) > STORE_QUEUE_TICKS:
             # Keep what cannot be had again (events, transitions, audit); drop the oldest

@@ -59,9 +59,9 @@ async def test_a_requeue_while_no_collector_ran_is_an_interruption(tmp_path):
     assert abs(it["ts"] - requeued_at) < 1.0  # when the new run started, not the restart
     assert it["detail"] == "R -> R (requeued 1x while no collector ran)"
     assert it["lost_gpu_hours"] > 0
-    # The gap's GPU-hours count as held (4 nodes x 8 GPUs for 150 s), or its lost hours
-    # stood against none held (the report's ratio read 0 %).
-    assert held_s >= 4 * 8 * 150
+    # The gap's GPU-hours until the requeue count as held (4 nodes x 8 GPUs for 120 s), or its
+    # lost hours stood against none held (the report's ratio read 0 %); not the 30 s after.
+    assert 4 * 8 * 120 <= held_s < 4 * 8 * 150 + 8 * 8 * 15
     assert later.state is JobState.R
 
 
@@ -82,3 +82,43 @@ async def test_a_job_unchanged_across_a_restart_is_no_interruption(tmp_path):
         rows = await session.store.interruptions(0.0)
         await session.close()
         assert rows == []
+
+
+def test_a_failure_recorded_before_a_restart_is_not_counted_again_at_its_requeue():
+    """NF recorded, the collector restarted, then the requeue (requeues + 1): one
+    interruption, as NF then RQ is without a restart (a review of the recall)."""
+    from fleetdeck.console.interruptions import InterruptionTracker
+    from fleetdeck.console.state import FleetState
+
+    clock = Clock()
+    state = FleetState(CLUSTER)
+    run = job_status("41", ["gpu0001"], clock)
+    failed = job_status("41", ["gpu0001"], clock, state=JobState.NF)
+    tracker = InterruptionTracker()
+    tracker.recall(run, JobState.NF, 0, ["gpu0001"])
+    clock.advance(5.0)
+    state.jobs["41"] = job_status("41", ["gpu0002"], clock, requeues=1, started_offset_s=1)
+    for _ in range(15):
+        clock.advance(1.0)
+        tracker.observe(state, clock())
+    assert tracker.total == [] and failed.state is JobState.NF
+
+
+def test_a_running_jobs_run_is_kept_when_it_changes_and_once_a_minute_otherwise():
+    from fleetdeck.console.interruptions import InterruptionTracker
+    from fleetdeck.console.state import FleetState
+
+    clock = Clock()
+    state = FleetState(CLUSTER)
+    tracker = InterruptionTracker()
+    kept = 0
+    for step in range(240):  # a status every step, two a second, for two minutes
+        clock.advance(0.5)
+        state.jobs["41"] = job_status("41", ["gpu0001"], clock, step=500 + step)
+        tracker.observe(state, clock())
+        kept += len(tracker.take_runs(clock()))
+    assert kept == 2  # the first sight, and a minute later
+    state.jobs["41"] = job_status("41", ["gpu0002"], clock, step=800)  # moved: at once
+    clock.advance(0.5)
+    tracker.observe(state, clock())
+    assert [r[3] for r in tracker.take_runs(clock())] == [["gpu0002"]]
