@@ -305,7 +305,10 @@ class Store:
             await db.execute("PRAGMA busy_timeout=5000")
             await db.executescript(SCHEMA)
             await cls._add_partial_columns(db)
-            await db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+            # Written only when it moves: a reader's open that wrote it made a stale store
+            # the newest written (``events`` then named no newer demo store: a review).
+            await db.execute("INSERT INTO meta VALUES ('schema_version', ?1) ON CONFLICT (key) "
+                             "DO UPDATE SET value = ?1 WHERE value != ?1",
                              (str(SCHEMA_VERSION),))
             async with db.execute("SELECT value FROM meta WHERE key = 'cluster'") as cur:
                 row = await cur.fetchone()
