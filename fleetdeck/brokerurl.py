@@ -122,16 +122,19 @@ def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None,
     """``names``: how to call each file in an error (its flag, or the variable it came from)."""
     if not (ca or cert or key):
         return url
+    given = {"--ca": ca, "--cert": cert, "--key": key}
+    named = {flag: (names or {}).get(flag, flag) for flag in given}
     if not url.tls:
-        raise UserError(f"--ca/--cert/--key need an mqtts:// broker URL, not {url}.")
-    for flag, path in (("--ca", ca), ("--cert", cert), ("--key", key)):
-        name = (names or {}).get(flag, flag)
+        which = "/".join(named[f] for f, path in given.items() if path)
+        raise UserError(f"TLS files ({which}) need an mqtts:// broker URL, not {url}.")
+    for flag, path in given.items():
         if path and os.path.isdir(path):
-            raise UserError(f"{name} {path} is a directory, not a file.")
+            raise UserError(f"{named[flag]} {path} is a directory, not a file.")
         if path and not os.path.isfile(path):
-            raise UserError(f"{name} {path}: no such file.")
+            raise UserError(f"{named[flag]} {path}: no such file.")
     if bool(cert) != bool(key):
-        raise UserError("--cert and --key go together (client certificate and its key).")
+        raise UserError(f"{named['--cert']} and {named['--key']} go together (client "
+                        "certificate and its key).")
     return dataclasses.replace(url, ca_file=ca, cert_file=cert, key_file=key)
 
 

@@ -86,6 +86,10 @@ def test_a_nan_interval_in_the_config_is_called_not_finite(tmp_path):
          "$FLEETDECK_CA /nonexistent/ca.pem: no such file."),
         ({}, ["--broker", "mqtts://127.0.0.1:8883", "--ca", "/tmp"],
          "--ca /tmp is a directory, not a file."),
+        ({"FLEETDECK_CA": "/etc/hostname"}, ["--broker", "mqtt://127.0.0.1:1"],
+         "TLS files ($FLEETDECK_CA) need an mqtts:// broker URL"),
+        ({"FLEETDECK_CERT": "/etc/hostname"}, ["--broker", "mqtts://127.0.0.1:1"],
+         "$FLEETDECK_CERT and $FLEETDECK_KEY go together"),
     ],
 )
 def test_a_bad_setting_names_where_it_came_from(env, args, needle, monkeypatch, capsys):
