@@ -1038,6 +1038,7 @@ class FleetState:
             return list(nodes.values())
         heap = self._deadlines
         pops = 0
+        blind, gap = self.blind, self.restart_gap
         while heap and heap[0][0] < now:
             pops += 1
             if until is not None and not pops % JUDGE_CHUNK and time.perf_counter() >= until:
@@ -1053,7 +1054,8 @@ class FleetState:
             st.deadline_at = None
             heard = st.heard_at
             if heard is not None and st.digest is None:
-                left = STALE_INTERVALS * st.interval_s - unseen_s(heard, now, self.unheard(st))
+                left = STALE_INTERVALS * st.interval_s - unseen_s(
+                    heard, now, blind if gap is None else self.unheard(st))
                 if left >= 0:  # heard from since: re-arm in place, nothing to judge
                     due = st.deadline_at = now + max(left, 0.001)
                     heapq.heapreplace(heap, (due, n))
