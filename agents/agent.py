@@ -22,6 +22,7 @@ from fleetdeck.agents.guard import CommandGuard
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Source
 from fleetdeck.agents.state import AgentState, StateStore
+from fleetdeck.agents.windows import ErrorWindows
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
@@ -98,6 +99,8 @@ class NodeAgent:
         self.outbox = outbox or Outbox()
         self.encoder = wire2.TelemetryEncoder(keyframe_every_s, wire)
         """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
+        self.windows = ErrorWindows()
+        """The hour of IB errors and minute of PCIe replays this agent saw (agents/windows.py)."""
         self.command_key = command_key
         self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
         # The drain and the executed command ids come back from the state the last agent of
@@ -153,11 +156,12 @@ class NodeAgent:
         reading = self.source.read(self.clock())
         collect_ms = (time.perf_counter() - t0) * 1000
         self.seq += 1
+        ts = now_ms(self.clock)
         return Telemetry(
             node=self.node_id,
             seq=self.seq,
             bdSeq=self.bd_seq,
-            ts=now_ms(self.clock),
+            ts=ts,
             interval_s=self.interval_s,
             agent=AgentInfo(
                 version=__version__,
@@ -170,8 +174,8 @@ class NodeAgent:
             ),
             job=reading.job,
             host=reading.host,
-            gpus=reading.gpus,
-            ib_ports=reading.ib_ports,
+            gpus=self.windows.gpus(reading.gpus, ts),
+            ib_ports=self.windows.ports(reading.ib_ports, ts),
         )
 
     def telemetry_payload(self) -> bytes:
@@ -473,6 +477,10 @@ class NodeAgent:
         self.drain = DrainInfo()
         self._awaiting_drained = None
         self.source.on_drain(DrainState.NONE, cmd.args.mode)
+        if was is not DrainState.NONE:
+            # Returned to service after its repair: what the windows held was repaired, as the
+            # console forgets its own then (FleetState._apply_status); before the status says so.
+            self.windows.forget()
         said = RESUMED if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
         self.emit(EventDraft("drain", f"{said} [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))

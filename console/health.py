@@ -92,12 +92,7 @@ drain: a link that keeps coming back to the warning is bad, not unlucky."""
 N4_HOLD_MS = 60_000
 """How long N4's "receive errors increasing" holds after the counter last grew."""
 CARRIER_LOSSES_24H = 5
-FATAL_IB_COUNTERS = (
-    "link_downed",
-    "excessive_buffer_overrun_errors",
-    "local_link_integrity_errors",
-    "rnr_nak_retry_err",
-)
+FATAL_IB_COUNTERS = ib_counters.FATAL
 FATAL_WINDOW_S = 3600.0
 """How long an increment of a fatal IB counter keeps the node failed (NVSentinel latches it)."""
 
@@ -433,6 +428,8 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
     they depend on the clock, and the fleet state judges them at tick time."""
     out: list[Finding] = []
     expected = len(birth.gpus) if birth is not None and birth.gpus else EXPECTED_GPUS
+    # Since when the agent's own windows (errors_1h, pcie_replay_1m) count: its start.
+    agent_ms = t.agent.started_ts or 0
     present = sum(1 for g in t.gpus if g.present)
     if present < expected:
         missing = sorted({g.index for g in t.gpus if not g.present}
@@ -441,7 +438,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         out.append(Finding("G1", Severity.DRAIN, comp, f"{present}/{expected} GPUs visible"))
     for g in t.gpus:
         if g.present:
-            out.extend(_gpu_findings(g, hist.gpus.get(g.index), t.ts))
+            out.extend(_gpu_findings(g, hist.gpus.get(g.index), t.ts, agent_ms))
         else:
             # A GPU that fell off the bus reports little, but its XIDs say why.
             out.extend(_xid_findings(g, t.ts))
@@ -452,7 +449,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
                 out.append(Finding("N1", Severity.DRAIN, f"{inv.dev}:{inv.port}",
                                    "port missing from telemetry (HCA vanished?)"))
     for p in t.ib_ports:
-        out.extend(_port_findings(p, hist.ports.get(p.dev), t.ts))
+        out.extend(_port_findings(p, hist.ports.get(p.dev), t.ts, agent_ms))
     return out
 
 
@@ -497,6 +494,8 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         temp = g.temp_c
         if temp is not None and temp >= TEMP_WARN_C:
             return False
+        if (g.pcie_replay_1m or 0) > PCIE_REPLAY_PER_MIN:
+            return False
         h = hg.get(g.index)
         if h is not None and (h.crc_rate >= 1 or h.thermal_grew
                               or h.pcie_minute.total > PCIE_REPLAY_PER_MIN
@@ -513,7 +512,8 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if ((state is not None and state != "ACTIVE")
                 or (phys is not None and phys != "LinkUp")
                 or (rate is not None and rate != IB_RATE_GBPS)
-                or (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H):
+                or (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H
+                or (p.errors_1h and _agent_hour_fails(p.errors_1h))):
             return False
         ph = hp.get(p.dev)
         if ph is None:
@@ -530,6 +530,12 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if len(ports) < len(devs) or not devs.issubset([p.dev for p in ports]):
             return False
     return True
+
+
+def _agent_hour_fails(errors_1h: dict[str, int]) -> bool:
+    """Whether an agent's ``errors_1h`` alone makes N2 or N3 fire."""
+    return (any(errors_1h.get(n) for n in FATAL_IB_COUNTERS)
+            or errors_1h.get("symbol_error", 0) > SYMBOL_ERR_PER_HOUR)
 
 
 def still_quiet(t: wire2.Sample) -> bool:
@@ -592,7 +598,8 @@ def _xid_findings(g: GpuSample, now_ms: int) -> list[Finding]:
     return out
 
 
-def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Finding]:
+def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
+                  agent_ms: int = 0) -> list[Finding]:
     out = _xid_findings(g, now_ms)
     c = f"gpu{g.index}"
     if g.ecc.dbe_vol:
@@ -626,7 +633,14 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int) -> list[Findi
                                                      f"(≥ {NVLINK_CRC_DRAIN_PER_S:.0f}/s)"))
     elif h is not None and h.crc_rate >= 1:
         out.append(Finding("G10", Severity.WARN, c, f"NVLink CRC {h.crc_rate:.0f}/s (≥ 1/s)"))
-    if h is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
+    # The agent's own minute (pcie_replay_1m) covers what a console that just started missed.
+    agent_minute = g.pcie_replay_1m or 0
+    if agent_minute > PCIE_REPLAY_PER_MIN and (h is None or agent_minute >= h.pcie_minute.total):
+        seen = watched_text(agent_ms, now_ms, 60)
+        count = f"{agent_minute} in {seen} watched" if seen else f"{agent_minute}/min"
+        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {count} "
+                                                    f"(> {PCIE_REPLAY_PER_MIN}/min)"))
+    elif h is not None and h.pcie_minute.total > PCIE_REPLAY_PER_MIN:
         seen = watched_text(h.watched_ms, now_ms, 60)
         count = f"{h.pcie_minute.total} in {seen} watched" if seen else \
             f"{h.pcie_minute.total}/min"
@@ -666,7 +680,8 @@ def _throttle_why(reasons: int) -> str:
 _HOLD_TEXT = "minute" if THROTTLE_HOLD_S == 60 else f"{THROTTLE_HOLD_S:g} s"
 
 
-def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[Finding]:
+def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
+                   agent_ms: int = 0) -> list[Finding]:
     out: list[Finding] = []
     c = f"{p.dev}:{p.port}"
     bad = []
@@ -678,12 +693,28 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int) -> list[
         bad.append(f"{p.rate_gbps:g} Gb/s, not {IB_RATE_GBPS:g}")
     if bad:
         out.append(Finding("N1", Severity.DRAIN, c, "/".join(bad)))
-    if h is None:
-        return out
-    fatal = [n for n, ts in h.last_fatal_ms.items() if now_ms - ts <= FATAL_WINDOW_S * 1000]
+    # The agent's own hour (errors_1h) covers what a console that just started missed: a
+    # one-shot status, a collector restarted after the flap.
+    agent_hour = p.errors_1h
+    fatal = {n for n in FATAL_IB_COUNTERS if agent_hour.get(n)} if agent_hour else set()
+    if h is not None:
+        fatal.update(n for n, ts in h.last_fatal_ms.items()
+                     if now_ms - ts <= FATAL_WINDOW_S * 1000)
     if fatal:
         out.append(Finding("N2", Severity.DRAIN, c, f"{', '.join(sorted(fatal))} increased"))
-    if h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
+    agent_symbols = agent_hour.get("symbol_error", 0) if agent_hour else 0
+    by_agent = agent_symbols > SYMBOL_ERR_PER_HOUR and (h is None
+                                                         or agent_symbols >= h.symbol_hour.total)
+    if by_agent:
+        seen = watched_text(agent_ms, now_ms, 3600)
+        count = (f"{agent_symbols} symbol errors in {seen} watched" if seen
+                 else f"{agent_symbols} symbol errors/h")
+        out.append(Finding("N3", Severity.DRAIN, c, f"{count} (> {SYMBOL_ERR_PER_HOUR}/h)"))
+    if h is None:
+        return out
+    if by_agent:
+        pass  # N3 said above, from the agent's hour
+    elif h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
         seen = watched_text(h.watched_ms, now_ms, 3600)
         count = (f"{h.symbol_hour.total} symbol errors in {seen} watched" if seen
                  else f"{h.symbol_hour.total} symbol errors/h")

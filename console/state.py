@@ -1153,6 +1153,16 @@ class FleetState:
                 continue
             st.judge_key = key
             new = st.judge(now, blind)
+            if st.settle_until is not None:
+                # The hold is a minute from the node's first sample here, not from its first
+                # better verdict: a fault the agent's own windows kept in view (errors_1h)
+                # reads bad from that sample, and its real recovery an hour later must not
+                # wait a minute more.
+                if st.settle_until == math.inf:
+                    if st.sample is not None:
+                        st.settle_until = now + RESTORE_SETTLE_S
+                elif now >= st.settle_until:
+                    st.settle_until = None
             self._arm(st, heard, window)
             t = st.sample
             shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),

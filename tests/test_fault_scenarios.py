@@ -359,3 +359,42 @@ def test_status_fail_on_exits_1_for_a_sick_fleet_and_0_for_a_healthy_one(
         assert run_cli(*args).returncode == 0  # without --fail-on, as before
     finally:
         assert stop_process(sim) == 0
+
+
+def test_a_one_shot_status_after_the_flaps_reads_the_agents_hour_until_a_resume(
+        mosquitto, tmp_path: Path) -> None:
+    """A port flapped twice and came back; a PCIe replay storm runs on another node. A
+    `status` started after the flaps watched none of them, and read the node ok while a
+    collector running all along had it failed (N1, N2) for the hour (fault audit). The agent
+    counts the hour (``errors_1h``) and the minute (``pcie_replay_1m``) itself: status reads
+    them. Returning the node to service (drain, resume) forgets them, as it does the
+    console's own."""
+    url, cluster = str(mosquitto.url), "agenthour"
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "4", "--seed", "2",
+                log=tmp_path / "sim.log")
+    try:
+        until(url, cluster, lambda o: o["totals"]["by_verdict"].get("ok") == 4)
+        inject(url, cluster, "ib_flap", "node=gpu0002", "port=3", "count=2", "down=1s",
+               "every=3s")
+        inject(url, cluster, "pcie_replay", "node=gpu0003", "gpu=5", "per_min=600")
+        # Until the flaps are over (the port is up and none is due), seen by the watches.
+        until(url, cluster, lambda o: any(f.startswith("N2 mlx5_ib3:1")
+                                          for f in nodes_of(o)["gpu0002"]["findings"]))
+        time.sleep(7.0)  # the flaps end 5.5 s after the inject: long past by now
+        out = status_json(url, cluster, wait=2.0)
+        flapped, replaying = nodes_of(out)["gpu0002"], nodes_of(out)["gpu0003"]
+        assert flapped["verdict"] == "failed", flapped
+        assert flapped["findings"] == ["N2 mlx5_ib3:1: link_downed increased"], flapped
+        assert replaying["verdict"] == "degraded", replaying
+        [g11] = replaying["findings"]
+        assert g11.startswith("G11 gpu5: PCIe replay ") and g11.endswith("(> 31/min)"), g11
+        res = run_cli("drain", "gpu0002", "--broker", url, "--cluster", cluster,
+                      "--reason", "reseat mlx5_ib3 cable", "--now")
+        assert res.returncode == 0, res.stderr
+        res = run_cli("resume", "gpu0002", "--broker", url, "--cluster", cluster)
+        assert res.returncode == 0, res.stderr
+        # A fresh watch after the resume: only the agent's hour could still fail it.
+        until(url, cluster, lambda o: nodes_of(o)["gpu0002"]["drain"] == "none"
+              and nodes_of(o)["gpu0002"]["verdict"] == "ok", timeout=30.0)
+    finally:
+        assert stop_process(sim) == 0

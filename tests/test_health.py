@@ -316,3 +316,40 @@ def test_a_count_over_a_shorter_watch_than_its_window_says_so():
     _, _, found = rules(FakeNode(), lambda t, i: gpu(t, 1, pcie_replay_total=i * 40), samples=2)
     [g11] = [f for f in found if f.rule == "G11"]
     assert g11.text == "PCIe replay 40 in 1 s watched (> 31/min)"
+
+
+def _agent_started(t, s_ago: float):
+    return replace(t, agent=replace(t.agent, started_ts=t.ts - int(s_ago * 1000)))
+
+
+def test_the_agents_own_windows_judge_what_the_console_did_not_watch():
+    """One sample heard (a one-shot status): the agent's hour and minute decide N2, N3 and
+    G11, with a rate when the agent watched the whole window and the watch when it did not."""
+    hour_old = lambda t: _agent_started(t, 7200)  # noqa: E731
+    found, verdict, f = rules(FakeNode(), lambda t, i: port(
+        hour_old(t), 2, errors_1h={"link_downed": 1, "symbol_error": 500}))
+    assert verdict is Verdict.FAILED and found == {"N2", "N3"}
+    assert [x.text for x in f] == ["link_downed increased", "500 symbol errors/h (> 120/h)"]
+    _, _, f = rules(FakeNode(), lambda t, i: port(_agent_started(t, 600), 2,
+                                                  errors_1h={"symbol_error": 500}))
+    assert [x.text for x in f] == ["500 symbol errors in 10 min watched (> 120/h)"]
+    found, verdict, f = rules(FakeNode(), lambda t, i: gpu(hour_old(t), 5, pcie_replay_1m=90))
+    assert verdict is Verdict.DEGRADED and [x.text for x in f] == ["PCIe replay 90/min (> 31/min)"]
+    # Below the thresholds, and counters no rule reads by the hour: nothing.
+    found, verdict, _ = rules(FakeNode(), lambda t, i: gpu(port(
+        hour_old(t), 2, errors_1h={"symbol_error": 120}), 1, pcie_replay_1m=31))
+    assert found == set() and verdict is Verdict.OK
+
+
+@pytest.mark.parametrize("fields", [
+    {"errors_1h": {"link_downed": 1}}, {"errors_1h": {"rnr_nak_retry_err": 3}},
+    {"errors_1h": {"symbol_error": 121}}])
+def test_precheck_refuses_while_the_agents_hour_fails_a_port(fields):
+    node = FakeNode()
+    hist = NodeHistory()
+    t = port(node.telemetry(), 6, **fields)
+    hist.update(t)
+    assert evaluate(node.birth(), t, hist) and not still_healthy(node.birth(), t, hist)
+    t = gpu(node.telemetry(), 0, pcie_replay_1m=32)
+    hist.update(t)
+    assert evaluate(node.birth(), t, hist) and not still_healthy(node.birth(), t, hist)

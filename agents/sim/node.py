@@ -957,12 +957,12 @@ GPU_FIELDS = (
     "mem_temp_c", "power_w", "power_limit_w", "energy_j", "sm_clock_mhz", "mem_clock_mhz",
     "sm_clock_max_mhz", "clock_event_reasons", "thermal_violation_ns", "power_violation_ns",
     "pstate", "pcie_gen", "pcie_width", "pcie_replay_total", "ecc", "row_remap", "nvlink",
-    "xid_last", "xid_last_ts", "xids",
+    "xid_last", "xid_last_ts", "xids", "pcie_replay_1m",
 )
 PORT_FIELDS = (
     "dev", "port", "state", "state_id", "phys_state", "phys_state_id", "rate_gbps", "width",
     "lid", "sm_lid", "xmit_bytes_total", "rcv_bytes_total", "xmit_Bps", "rcv_Bps",
-    "xmit_pkts_total", "rcv_pkts_total", *COUNTER_MAX, "carrier_losses_24h", "d",
+    "xmit_pkts_total", "rcv_pkts_total", *COUNTER_MAX, "carrier_losses_24h", "d", "errors_1h",
 )
 """The field order :meth:`SimNode._gpu` and :meth:`SimNode._port` pass their values in."""
 

@@ -195,13 +195,13 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
     else:
         render_summary(out, table_console())
         if not digests and sys.stderr.isatty():
-            # An "ok" here is no word on the last hour: a flap a minute ago, a storm, a switch
-            # that was down read ok to a watch of seconds (SRE drill; docs/protocol.md). For a
-            # person at a terminal: stdout stays the table, and a script's stderr quiet.
-            print(f"fleetdeck status: judged on {wait_s:g} s of telemetry: the rules over the "
-                  "last minute or hour (N2, N3, N4, G11) count only what this watch saw; "
-                  "status --digests has the collectors' judgement, events their history.",
-                  file=sys.stderr)
+            # The agents count N2/N3/G11's windows (docs/protocol.md, "Agent windows"), but
+            # N4's episodes and the throttle hold are the watch's alone. For a person at a
+            # terminal: stdout stays the table, and a script's stderr quiet.
+            print(f"fleetdeck status: judged on {wait_s:g} s of telemetry and the agents' own "
+                  "hour of port errors: N4's episodes and the throttle hold count only what "
+                  "this watch saw; status --digests has the collectors' judgement, events "
+                  "their history.", file=sys.stderr)
     collectors = session.state.collectors.values()
     if digests and collectors and not any(c.online for c in collectors):
         print("fleetdeck status: no collector is live: the digests are what the collectors "

@@ -128,6 +128,7 @@ class GpuSample(_Struct, frozen=True):
     xid_last: U32 | None = None
     xid_last_ts: TsMs | None = None
     xids: Annotated[list[XidSeen], msgspec.Meta(max_length=XIDS_MAX)] = []
+    pcie_replay_1m: U32 | None = None
 
 
 class IbPortSample(_Struct, frozen=True):
@@ -161,6 +162,8 @@ class IbPortSample(_Struct, frozen=True):
     carrier_losses_24h: U32 | None = None
     d: Annotated[dict[Annotated[str, msgspec.Meta(max_length=64)], int],
                  msgspec.Meta(max_length=32)] = {}
+    errors_1h: Annotated[dict[Annotated[str, msgspec.Meta(max_length=64)], U32],
+                         msgspec.Meta(max_length=16)] = {}
 
 
 class AgentInfo(_Struct, frozen=True):

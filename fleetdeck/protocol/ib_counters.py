@@ -28,3 +28,19 @@ NARROW = ("symbol_error", "link_error_recovery", "link_downed", "rcv_errors",
           "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 """The IBTA PortCounters the rules read, which saturate within a storm (65535 symbol errors
 at 200/s is five and a half minutes)."""
+
+FATAL = (
+    "link_downed",
+    "excessive_buffer_overrun_errors",
+    "local_link_integrity_errors",
+    "rnr_nak_retry_err",
+)
+"""Counters one increment of which fails a node for an hour (rule N2, NVSentinel's latch)."""
+
+HOUR_COUNTED = (*FATAL, "symbol_error")
+"""What an agent counts over the last hour for ``errors_1h`` (docs/protocol.md): the counters
+of the hour-long rules N2 and N3, so a console that has watched a node for seconds (a one-shot
+``status``, a restarted collector) judges the same hour a console running all along does."""
+ERRORS_WINDOW_S = 3600
+PCIE_WINDOW_S = 60
+"""``pcie_replay_1m``: the agent's PCIe replays over the last minute (rule G11's window)."""

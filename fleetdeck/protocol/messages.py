@@ -208,6 +208,9 @@ class GpuSample(_Msg):
     """Every XID code this GPU logged in the last ``XIDS_WINDOW_S``, one entry per code (its
     latest time), oldest first, at most ``XIDS_MAX`` (the newest). Absent from agents older
     than this field: a console then judges ``xid_last`` alone. ``xid_last`` stays for them."""
+    pcie_replay_1m: U32 | None = None
+    """PCIe replays the agent counted over the last minute (rule G11's window), so a console
+    that has watched for seconds judges the whole minute. Absent from older agents."""
 
 
 class IbPortSample(_Msg):
@@ -245,6 +248,13 @@ class IbPortSample(_Msg):
         max_length=32
     )] = {}
     """Counter deltas over this interval, keyed by counter name."""
+    errors_1h: Annotated[dict[Annotated[str, StringConstraints(max_length=64)], U32], Field(
+        max_length=16
+    )] = {}
+    """Increments over the last hour of the counters the hour-long rules read (N2's fatal ones
+    and ``symbol_error``; only those that moved), counted by the agent, so a console that has
+    watched for seconds judges the hour. Empty from older agents and on a clean port; the agent
+    forgets it when the node is returned to service, as the console forgets its own."""
 
 
 class AgentInfo(_Msg):

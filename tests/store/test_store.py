@@ -326,6 +326,7 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
         if s == (125 if resumed else 30):
             node.sim.ports[3].bump("link_downed", 1)
         if s == 150 and resumed:
+            node.agent.windows.forget()  # what the agent's own resume does (agents/agent.py)
             node.feed(ingest, node.agent._event(EventDraft(
                 "drain", "resumed [alice]", data={"state": "none", "cmd_id": "c1"})),
                 Kind.EVENT)

@@ -1,0 +1,96 @@
+"""The agent's own windows (agents/windows.py): what ``errors_1h`` and ``pcie_replay_1m`` carry,
+so a console that has watched for seconds judges the hour a console running all along would."""
+
+from msgspec.structs import replace
+
+from fleetdeck.agents.windows import CountWindow, ErrorWindows
+from fleetdeck.console.health import NodeHistory, Verdict, combine, evaluate, still_healthy
+from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.fast import GpuSample, IbPortSample
+from tests.helpers import FakeNode
+
+
+def test_count_window_sums_the_span_and_forgets_what_aged_out() -> None:
+    w = CountWindow(60)
+    assert not w and w.counts(0) == {}
+    w.add(1_000, "link_downed", 1)
+    w.add(30_000, "symbol_error", 50)
+    w.add(40_000, "link_downed", 2)
+    first = w.counts(45_000)
+    assert first == {"link_downed": 3, "symbol_error": 50}
+    assert w.counts(50_000) is first  # unchanged: the same object, a v2 delta leaves it out
+    assert w.counts(61_000) == {"link_downed": 2, "symbol_error": 50}
+    assert w.counts(100_000) == {} and not w
+    w.add(100_000, "symbol_error", 5)
+    w.clear()
+    assert w.counts(100_001) == {} and not w
+
+
+def _port(**counters: int) -> IbPortSample:
+    return IbPortSample(dev="mlx5_ib0", port=1, **counters)
+
+
+def test_port_increments_after_the_baseline_are_counted_for_an_hour() -> None:
+    ew = ErrorWindows()
+    t = 10_000_000
+    # The first sample is the baseline: counters that were already high are no increment.
+    [p] = ew.ports([_port(link_downed=7, symbol_error=100, rcv_errors=5)], t)
+    assert p.errors_1h == {}
+    [p] = ew.ports([_port(link_downed=8, symbol_error=400, rcv_errors=50)], t + 1000)
+    assert p.errors_1h == {"link_downed": 1, "symbol_error": 300}  # rcv_errors: no hour rule
+    # A cleared counter (perfquery -R, reboot) is no increment; the hour still holds.
+    [p] = ew.ports([_port(link_downed=0, symbol_error=0)], t + 2000)
+    assert p.errors_1h == {"link_downed": 1, "symbol_error": 300}
+    [p] = ew.ports([_port(link_downed=0, symbol_error=0)], t + 3_601_000)
+    assert p.errors_1h == {}
+
+
+def test_forget_empties_the_windows_and_keeps_the_baselines() -> None:
+    ew = ErrorWindows()
+    ew.ports([_port(link_downed=0)], 0)
+    ew.gpus([GpuSample(index=2, pcie_replay_total=10)], 0)
+    [p] = ew.ports([_port(link_downed=2)], 1000)
+    [g] = ew.gpus([GpuSample(index=2, pcie_replay_total=110)], 1000)
+    assert p.errors_1h == {"link_downed": 2} and g.pcie_replay_1m == 100
+    ew.forget()
+    [p] = ew.ports([_port(link_downed=2)], 2000)
+    [g] = ew.gpus([GpuSample(index=2, pcie_replay_total=110)], 2000)
+    assert p.errors_1h == {} and g.pcie_replay_1m is None
+    [p] = ew.ports([_port(link_downed=3)], 3000)  # the next increment counts at once
+    assert p.errors_1h == {"link_downed": 1}
+
+
+def test_pcie_replays_count_for_a_minute() -> None:
+    ew = ErrorWindows()
+    gpus = [GpuSample(index=i, pcie_replay_total=0) for i in range(8)]
+    assert ew.gpus(gpus, 0) is gpus
+    assert ew.gpus(gpus, 1000) is gpus  # nothing moved: the list itself, nothing copied
+    moved = [replace(g, pcie_replay_total=40) if g.index == 5 else g for g in gpus]
+    out = ew.gpus(moved, 2000)
+    assert [g.pcie_replay_1m for g in out] == [None] * 5 + [40] + [None] * 2
+    assert ew.gpus(moved, 61_000)[5].pcie_replay_1m == 40
+    assert ew.gpus(moved, 62_000)[5].pcie_replay_1m is None
+
+
+def test_a_flap_the_console_never_saw_fails_the_node_from_the_agents_hour() -> None:
+    """The agent of a node that flapped ten minutes ago: a console that hears only its latest
+    sample (a one-shot status, a collector restarted since) reads N2 from ``errors_1h``."""
+    node = FakeNode()
+    encoder, console_side = wire2.TelemetryEncoder(), wire2.Reassembler()
+    node.telemetry()
+    node.sim.flap(3, count=2, down_s=2.0, every_s=5.0, t=node.sim._t_own + 0.5)
+    for _ in range(600):  # ten minutes of samples after the flaps, sent as v2 keyframes/deltas
+        t = node.telemetry()
+        payload = encoder.encode(t, node.now)
+        got = console_side.apply(wire2.decode(payload), payload)
+    assert got == t  # errors_1h travels in v2 (a column like any field)
+    [p] = [p for p in t.ib_ports if p.dev == "mlx5_ib3"]
+    assert p.state == "ACTIVE" and p.errors_1h == {"link_downed": 2}
+    assert codec.decode_telemetry(codec.encode(t)) == t  # and in v1
+    fresh = NodeHistory()
+    fresh.update(t)
+    findings = evaluate(node.birth(), t, fresh)
+    assert combine(findings) is Verdict.FAILED
+    assert [f"{f.rule} {f.component}: {f.text}" for f in findings] == [
+        "N2 mlx5_ib3:1: link_downed increased"]
+    assert not still_healthy(node.birth(), t, fresh)
