@@ -87,6 +87,8 @@ def test_events_rows_are_not_wrapped(tmp_path):
     assert res.returncode == 0, res.stderr
     rows = [line for line in res.stdout.splitlines() if "link_flap" in line]
     assert len(rows) == 1 and rows[0].rstrip().endswith(LONG)
+    # No row padded to the longest message: `grep 'carrier$'` must find its line.
+    assert not [line for line in res.stdout.splitlines() if line.endswith(" ")], res.stdout
 
 
 async def _store_with_long_interruption(path) -> None:
@@ -107,6 +109,7 @@ def test_report_rows_are_not_wrapped(tmp_path):
     assert len(rows) == 1, res.stdout
     assert rows[0].startswith("2027-01-15T08:00:00") and rows[0].rstrip().endswith(LONG)
     assert res.stdout.splitlines()[0].rstrip().endswith("effective training time ratio -")
+    assert not [line for line in res.stdout.splitlines() if line.endswith(" ")], res.stdout
 
 
 @pytest.mark.needs("mosquitto")

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import re
@@ -9,7 +10,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -33,8 +34,36 @@ def table_console(console: Console | None = None) -> Console:
     console = console if console is not None else Console()
     if console.is_terminal or os.environ.get("COLUMNS"):
         return console
-    return Console(file=console.file, width=PIPE_WIDTH, soft_wrap=True,
+    trimmed = cast(IO[str], _TrimmedLines(console.file))  # a text stream; typeshed's IO is not
+    return Console(file=trimmed, width=PIPE_WIDTH, soft_wrap=True,
                    no_color=console.no_color, highlight=False)
+
+
+class _TrimmedLines(io.TextIOBase):
+    """A pipe's stream without the spaces rich pads every row's last cell with to its column's
+    width (a MESSAGE column padded each line to its longest message: ``grep 'carrier$'``
+    found nothing). A line goes out once complete; a flush sends a partial one as it is."""
+
+    def __init__(self, file: IO[str]) -> None:
+        super().__init__()
+        self._file = file
+        self._tail = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._tail + text).split("\n")
+        self._tail = lines.pop()
+        if lines:
+            self._file.write("".join(f"{line.rstrip(' ')}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._tail:
+            self._file.write(self._tail)
+            self._tail = ""
+        self._file.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
