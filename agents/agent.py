@@ -480,7 +480,7 @@ class NodeAgent:
         if was is not DrainState.NONE:
             # Returned to service after its repair: what the windows held was repaired, as the
             # console forgets its own then (FleetState._apply_status); before the status says so.
-            self.windows.forget()
+            self.windows.forget_ports()
         said = RESUMED if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
         self.emit(EventDraft("drain", f"{said} [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))

@@ -1,5 +1,5 @@
 """The agent's own look back: error-counter increments over the windows the console's rules
-read (``errors_1h`` per port, ``pcie_replay_1m`` per GPU; docs/protocol.md).
+read (``errors_1h`` per port, ``pcie_replay_1m`` per GPU; docs/protocol.md, "Agent windows").
 
 A console judges N2 ("a fatal IB counter increased in the last hour"), N3 (symbol errors per
 hour) and G11 (PCIe replays per minute) from the increments it saw itself, so a console that has
@@ -9,32 +9,45 @@ so it counts the window and sends it with every sample; the console takes whiche
 count and the agent's is larger. Counted from the counters' totals of consecutive samples, as
 the console does, so it works for every source (simulated or sysfs) alike.
 
-Not kept across the agent's own restarts: after one the window starts empty, as a console's.
+Not kept across the agent's own restarts: after one the windows start empty, as a console's.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+from pydantic import BaseModel
 
-from fleetdeck.protocol.ib_counters import ERRORS_WINDOW_S, HOUR_COUNTED, PCIE_WINDOW_S
+from fleetdeck.protocol.ib_counters import (
+    ALL_ONES,
+    ERRORS_WINDOW_S,
+    HOUR_COUNTED,
+    PCIE_WINDOW_S,
+)
+
+U32_MAX = 2**32 - 1
+"""The fields' bound: a count past it (a 64-bit counter's storm) is sent as the bound, not as
+a value that would make the console reject the whole sample."""
+
+Row = TypeVar("Row")
 
 
 class CountWindow:
-    """Increments per name over a sliding window: ``counts(now)`` is the sum of each name's
-    increments newer than ``span`` (only names with some), the same dict object while it does
-    not change (a v2 delta then leaves the column out)."""
+    """Increments per name over a sliding window of ``span_s``: ``counts(now)`` sums each
+    name's increments of the last ``span_s`` (only names with some). Made on a component's
+    first increment and dropped once empty: 16,384 simulated nodes carry 16 components each
+    and nearly all have nothing to count."""
 
-    __slots__ = ("_items", "_out", "_span_ms", "_totals")
+    __slots__ = ("_items", "_span_ms", "_totals")
 
     def __init__(self, span_s: float) -> None:
         self._span_ms = int(span_s * 1000)
         self._items: deque[tuple[int, str, int]] = deque()
         self._totals: dict[str, int] = {}
-        self._out: dict[str, int] = {}
 
     def __bool__(self) -> bool:
         return bool(self._items)
@@ -42,120 +55,167 @@ class CountWindow:
     def add(self, ts_ms: int, name: str, n: int) -> None:
         self._items.append((ts_ms, name, n))
         self._totals[name] = self._totals.get(name, 0) + n
-        self._out = dict(self._totals)
+
+    def expires_at(self) -> int:
+        """When the oldest increment leaves the window (no expiry while empty)."""
+        return self._items[0][0] + self._span_ms if self._items else 2**63
 
     def counts(self, now_ms: int) -> dict[str, int]:
-        items, horizon = self._items, now_ms - self._span_ms
-        if items and items[0][0] <= horizon:
-            totals = self._totals
-            while items and items[0][0] <= horizon:
-                _, name, n = items.popleft()
-                left = totals[name] - n
-                if left:
-                    totals[name] = left
-                else:
-                    del totals[name]
-            self._out = dict(totals)
-        return self._out
+        items, totals, horizon = self._items, self._totals, now_ms - self._span_ms
+        while items and items[0][0] <= horizon:
+            _, name, n = items.popleft()
+            left = totals[name] - n
+            if left:
+                totals[name] = left
+            else:
+                del totals[name]
+        return dict(totals)
 
-    def total(self, now_ms: int) -> int:
-        return sum(self.counts(now_ms).values())
 
-    def clear(self) -> None:
-        self._items.clear()
-        self._totals.clear()
+class _Tracker:
+    """One kind of component (IB ports, GPUs): each one's previous counters (the baseline of
+    the next increment), the windows that hold something, and what the rows get meanwhile."""
+
+    __slots__ = ("_base", "_held", "_ident", "_key", "_last_key", "_names", "_out",
+                 "_saturates", "_span_s", "_until", "_windows")
+
+    def __init__(self, ident: int, key: Callable[[Any], tuple[Any, ...]],
+                 names: tuple[str, ...], span_s: float,
+                 saturates: tuple[str, int] | None = None) -> None:
+        self._ident = ident
+        """How many leading fields of a row's key name the component ((dev, port); (index,))."""
+        self._key = key
+        self._names = names
+        self._span_s = span_s
+        self._base: dict[Hashable, tuple[Any, ...]] = {}
+        self._windows: dict[Hashable, CountWindow] = {}
+        self._last_key: tuple[Any, ...] | None = None
+        self._out: dict[Hashable, dict[str, int]] = {}
+        self._until = 0
+        """When ``_out`` must be made again: the earliest expiry of any window."""
+        self._saturates = None if saturates is None else (names.index(saturates[0]),
+                                                          saturates[0], saturates[1])
+        self._held: dict[Hashable, int] = {}
+        """A saturated counter's count, kept past its window while it stays saturated.
+
+        A counter at its all-ones value counts nothing more (IBTA saturation,
+        protocol/ib_counters.py): a symbol-error storm that goes on reads as one that stopped,
+        and its hour would empty while it still rages. While the counter stays at all ones
+        the figure it reached is kept (the console's ``storm_hour`` does the same for N3)."""
+
+    def counts(self, rows: list[Any], now_ms: int) -> tuple[tuple[Any, ...],
+                                                             dict[Hashable, dict[str, int]]]:
+        """The rows' keys and ``{component: counts}`` of the components with some. The common
+        case — nothing moved, nothing due to expire — is one tuple comparison."""
+        key = tuple(map(self._key, rows))
+        if key != self._last_key:
+            self._last_key = key
+            self._track(key, now_ms)
+            self._until = 0
+        if now_ms >= self._until:
+            self._refresh(now_ms)
+        return key, self._out
+
+    def _track(self, key: tuple[Any, ...], now_ms: int) -> None:
+        n = self._ident
+        for k in key:
+            ident, cur = k[:n], k[n:]
+            prev = self._base.get(ident)
+            if prev == cur:
+                continue
+            self._base[ident] = cur
+            if prev is None:
+                continue  # the first sample is the baseline, as for the console
+            for name, new, old in zip(self._names, cur, prev, strict=True):
+                if new is not None and old is not None and new > old:
+                    window = self._windows.get(ident)
+                    if window is None:
+                        window = self._windows[ident] = CountWindow(self._span_s)
+                    window.add(now_ms, name, new - old)
+
+    def _refresh(self, now_ms: int) -> None:
+        out: dict[Hashable, dict[str, int]] = {}
+        until = 2**63
+        for ident, window in list(self._windows.items()):
+            counts = window.counts(now_ms)
+            if counts:
+                out[ident] = counts
+                until = min(until, window.expires_at())
+            else:
+                del self._windows[ident]
+        if self._saturates is not None:
+            at, name, all_ones = self._saturates
+            held = self._held
+            for ident, cur in self._base.items():
+                if cur[at] != all_ones:
+                    held.pop(ident, None)
+                    continue
+                n = max(held.get(ident, 0), out.get(ident, {}).get(name, 0))
+                if n:
+                    held[ident] = n
+                    out.setdefault(ident, {})[name] = n
+        self._out = {ident: {k: min(v, U32_MAX) for k, v in c.items()}
+                     for ident, c in out.items()}
+        self._until = until
+
+    def forget(self) -> None:
+        """Empty every window, keep the baselines: an increment after this counts at once."""
+        self._windows.clear()
+        self._held.clear()
         self._out = {}
+        self._until = 0
 
 
-_COUNTERS = attrgetter(*HOUR_COUNTED)
-_PCIE = attrgetter("pcie_replay_total")
-_U32_MAX = 2**32 - 1  # the fields' bound (a minute of replays never nears it; be safe)
+_PORT_KEY = attrgetter("dev", "port", *HOUR_COUNTED)
+_GPU_KEY = attrgetter("index", "pcie_replay_total")
 
 
-def _with(sample: Any, **values: Any) -> Any:
+def _with(sample: Row, **values: Any) -> Row:
     """``sample`` with ``values`` set: a msgspec Struct or a pydantic model (the simulator can
     build either, agents/sim/node.py)."""
     if isinstance(sample, msgspec.Struct):
         return msgspec.structs.replace(sample, **values)
+    assert isinstance(sample, BaseModel)
     return sample.model_copy(update=values)
 
 
 class ErrorWindows:
-    """One agent's windows: fed every sample it sends (``ports``, ``gpus``) and emptied when
-    the node is returned to service (``forget``), as the console forgets its own then."""
+    """One agent's windows: fed every sample it sends (``ports``, ``gpus``); the port windows
+    are emptied when the node is returned to service (``forget_ports``), as the console
+    forgets its own port windows then."""
 
-    __slots__ = ("_gpu_totals", "_gpus", "_port_totals", "_ports", "_quiet_from")
+    __slots__ = ("_gpus", "_ports")
 
     def __init__(self) -> None:
-        self._ports: dict[tuple[str, int], tuple[tuple[int | None, ...], CountWindow]] = {}
-        self._gpus: dict[int, tuple[int | None, CountWindow]] = {}
-        # The common case (every sample of a healthy node, thousands a second in one simulator
-        # process): nothing moved and every window is empty, answered by one comparison.
-        self._port_totals: tuple[Any, ...] | None = None
-        self._gpu_totals: tuple[Any, ...] | None = None
-        self._quiet_from = 0
-        """Unix ms from which every window is empty unless something is added."""
+        self._ports = _Tracker(2, _PORT_KEY, HOUR_COUNTED, ERRORS_WINDOW_S,
+                               saturates=("symbol_error", ALL_ONES["symbol_error"]))
+        self._gpus = _Tracker(1, _GPU_KEY, ("pcie_replay",), PCIE_WINDOW_S)
 
-    def ports(self, ports: list[Any], now_ms: int) -> list[Any]:
+    def ports(self, ports: list[Row], now_ms: int) -> list[Row]:
         """``ports`` with ``errors_1h`` set on those whose window holds increments."""
-        totals = tuple(map(_COUNTERS, ports))
-        if totals == self._port_totals and now_ms >= self._quiet_from:
+        key, counts = self._ports.counts(ports, now_ms)
+        if not counts:
             return ports
-        self._port_totals = totals
-        out = ports
-        for i, p in enumerate(ports):
-            key = (p.dev, p.port)
-            cur = _COUNTERS(p)
-            known = self._ports.get(key)
-            if known is None:
-                self._ports[key] = (cur, CountWindow(ERRORS_WINDOW_S))
-                continue  # the first sample is the baseline, as for the console
-            prev, window = known
-            if cur != prev:
-                for name, new, old in zip(HOUR_COUNTED, cur, prev, strict=True):
-                    if new is not None and old is not None and new > old:
-                        window.add(now_ms, name, new - old)
-                        self._quiet_from = max(self._quiet_from, now_ms + ERRORS_WINDOW_S * 1000)
-                self._ports[key] = (cur, window)
-            if window:
-                counts = window.counts(now_ms)
-                if counts:
-                    if out is ports:
-                        out = list(ports)
-                    out[i] = _with(p, errors_1h=counts)
+        out = list(ports)
+        for i, k in enumerate(key):
+            c = counts.get(k[:2])
+            if c:
+                out[i] = _with(ports[i], errors_1h=c)
         return out
 
-    def gpus(self, gpus: list[Any], now_ms: int) -> list[Any]:
+    def gpus(self, gpus: list[Row], now_ms: int) -> list[Row]:
         """``gpus`` with ``pcie_replay_1m`` set on those that replayed in the last minute."""
-        totals = tuple(map(_PCIE, gpus))
-        if totals == self._gpu_totals and now_ms >= self._quiet_from:
+        key, counts = self._gpus.counts(gpus, now_ms)
+        if not counts:
             return gpus
-        self._gpu_totals = totals
-        out = gpus
-        for i, g in enumerate(gpus):
-            cur = g.pcie_replay_total
-            known = self._gpus.get(g.index)
-            if known is None:
-                self._gpus[g.index] = (cur, CountWindow(PCIE_WINDOW_S))
-                continue
-            prev, window = known
-            if cur != prev:
-                if cur is not None and prev is not None and cur > prev:
-                    window.add(now_ms, "pcie_replay", cur - prev)
-                    self._quiet_from = max(self._quiet_from, now_ms + PCIE_WINDOW_S * 1000)
-                self._gpus[g.index] = (cur, window)
-            if window:
-                n = window.total(now_ms)
-                if n:
-                    if out is gpus:
-                        out = list(gpus)
-                    out[i] = _with(g, pcie_replay_1m=min(n, _U32_MAX))
+        out = list(gpus)
+        for i, k in enumerate(key):
+            c = counts.get(k[:1])
+            if c:
+                out[i] = _with(gpus[i], pcie_replay_1m=c["pcie_replay"])
         return out
 
-    def forget(self) -> None:
-        """Empty every window, keep the baselines: an increment after this counts at once."""
-        for _, window in self._ports.values():
-            window.clear()
-        for _, window in self._gpus.values():
-            window.clear()
-        self._quiet_from = 0
+    def forget_ports(self) -> None:
+        """The node was returned to service after its repair: its ports' hour is forgotten
+        (the PCIe minute is not, as the console keeps its own)."""
+        self._ports.forget()

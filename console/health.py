@@ -93,7 +93,7 @@ N4_HOLD_MS = 60_000
 """How long N4's "receive errors increasing" holds after the counter last grew."""
 CARRIER_LOSSES_24H = 5
 FATAL_IB_COUNTERS = ib_counters.FATAL
-FATAL_WINDOW_S = 3600.0
+FATAL_WINDOW_S = float(ib_counters.ERRORS_WINDOW_S)
 """How long an increment of a fatal IB counter keeps the node failed (NVSentinel latches it)."""
 
 # v2 columns (docs/protocol.md) that no rule and no counter history reads: a delta that changes
@@ -294,7 +294,7 @@ class NodeHistory:
         the hour. Without it a restarted collector forgot a flap of ten minutes before and
         reported the node ok as soon as its link was up (SRE drill). The counters' baselines
         come with the first sample, as always: increments while no console ran are not
-        seen."""
+        seen here (the agent's own hour, ``errors_1h``, has them unless it restarted too)."""
         h = self.ports.get(dev)
         if h is None:
             h = self.ports[dev] = PortHistory({}, Window.of(3600), Window.of(60),
@@ -696,12 +696,14 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
     # The agent's own hour (errors_1h) covers what a console that just started missed: a
     # one-shot status, a collector restarted after the flap.
     agent_hour = p.errors_1h
-    fatal = {n for n in FATAL_IB_COUNTERS if agent_hour.get(n)} if agent_hour else set()
-    if h is not None:
-        fatal.update(n for n, ts in h.last_fatal_ms.items()
-                     if now_ms - ts <= FATAL_WINDOW_S * 1000)
-    if fatal:
-        out.append(Finding("N2", Severity.DRAIN, c, f"{', '.join(sorted(fatal))} increased"))
+    if agent_hour or (h is not None and h.last_fatal_ms):
+        fatal = {n for n in FATAL_IB_COUNTERS if agent_hour.get(n)}
+        if h is not None:
+            fatal.update(n for n, ts in h.last_fatal_ms.items()
+                         if now_ms - ts <= FATAL_WINDOW_S * 1000)
+        if fatal:
+            out.append(Finding("N2", Severity.DRAIN, c,
+                               f"{', '.join(sorted(fatal))} increased"))
     agent_symbols = agent_hour.get("symbol_error", 0) if agent_hour else 0
     by_agent = agent_symbols > SYMBOL_ERR_PER_HOUR and (h is None
                                                          or agent_symbols >= h.symbol_hour.total)

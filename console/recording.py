@@ -314,7 +314,8 @@ def judged_note(nodes: int) -> str:
     started (the replay console, ``replay --headless``)."""
     return (f"when this recording started, its console judged {nodes} node(s) not ok; the "
             "replay judges only what the recording holds, so findings over the hour before it "
-            "(N2, N3, N5, a recovered switch) may be missing here (replay --headless "
+            "(N4's episodes, a recovered switch; N2/N3 from agents older than errors_1h) may "
+            "be missing here (replay --headless "
             "--summary-json: replay.judged_at_start has them)")
 
 

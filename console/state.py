@@ -465,14 +465,24 @@ def _settling(st: NodeState, new: Verdict, now: float) -> bool:
     """Whether ``st``'s better verdict ``new`` is held back (``NodeState.settle_until``): only a
     rule-made verdict (failed, degraded) turning better, which empty windows can fake; a node
     heard again after offline or stale is news at once. Ends the hold once it is over."""
+    if not _settle_clock(st, now):
+        return False
+    return (st.reported in _RULE_MADE and new in (Verdict.OK, Verdict.DEGRADED)
+            and VERDICT_ORDER[new] < VERDICT_ORDER[st.reported])
+
+
+def _settle_clock(st: NodeState, now: float) -> bool:
+    """Whether ``st``'s restore hold still runs: it starts at the node's first sample here
+    (``math.inf`` until then), not at its first better verdict (a fault the agent's own windows
+    kept in view reads bad from that sample, and its real recovery must not wait a minute
+    more), and is cleared once over."""
     until = st.settle_until
     if until == math.inf and st.sample is not None:
         until = st.settle_until = now + RESTORE_SETTLE_S
     if until is None or now >= until:
         st.settle_until = None
         return False
-    return (st.reported in _RULE_MADE and new in (Verdict.OK, Verdict.DEGRADED)
-            and VERDICT_ORDER[new] < VERDICT_ORDER[st.reported])
+    return True
 
 
 _RULE_MADE = (Verdict.FAILED, Verdict.DEGRADED)
@@ -1154,15 +1164,7 @@ class FleetState:
             st.judge_key = key
             new = st.judge(now, blind)
             if st.settle_until is not None:
-                # The hold is a minute from the node's first sample here, not from its first
-                # better verdict: a fault the agent's own windows kept in view (errors_1h)
-                # reads bad from that sample, and its real recovery an hour later must not
-                # wait a minute more.
-                if st.settle_until == math.inf:
-                    if st.sample is not None:
-                        st.settle_until = now + RESTORE_SETTLE_S
-                elif now >= st.settle_until:
-                    st.settle_until = None
+                _settle_clock(st, now)
             self._arm(st, heard, window)
             t = st.sample
             shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),

@@ -196,12 +196,12 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
         render_summary(out, table_console())
         if not digests and sys.stderr.isatty():
             # The agents count N2/N3/G11's windows (docs/protocol.md, "Agent windows"), but
-            # N4's episodes and the throttle hold are the watch's alone. For a person at a
+            # the rates and holds are the watch's alone. For a person at a
             # terminal: stdout stays the table, and a script's stderr quiet.
             print(f"fleetdeck status: judged on {wait_s:g} s of telemetry and the agents' own "
-                  "hour of port errors: N4's episodes and the throttle hold count only what "
-                  "this watch saw; status --digests has the collectors' judgement, events "
-                  "their history.", file=sys.stderr)
+                  "windows (N2, N3, G11): rates and holds (N4, G9, G10, G12, G13) count only "
+                  "what this watch saw; status --digests has the collectors' judgement, "
+                  "events their history.", file=sys.stderr)
     collectors = session.state.collectors.values()
     if digests and collectors and not any(c.online for c in collectors):
         print("fleetdeck status: no collector is live: the digests are what the collectors "

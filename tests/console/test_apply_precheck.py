@@ -16,6 +16,7 @@ from fleetdeck.console.health import NodeHistory, evaluate, still_healthy
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.ib_counters import HOUR_COUNTED
 from fleetdeck.protocol.messages import Telemetry
 from tests.helpers import FakeNode
 from tests.sim.harness import Harness, act, job
@@ -150,6 +151,7 @@ GPU_EDITS: list[tuple[tuple[str, ...], st.SearchStrategy[Any]]] = [
     (("pcie_replay_total",), st.integers(0, 100)),
     (("thermal_violation_ns",), st.integers(0, 3)),
     (("xid_last",), st.one_of(st.none(), st.sampled_from([13, 45, 48, 79, 94, 119]))),
+    (("pcie_replay_1m",), st.one_of(st.none(), st.integers(30, 33))),
 ]
 PORT_EDITS: list[tuple[tuple[str, ...], st.SearchStrategy[Any]]] = [
     (("state",), st.sampled_from(["ACTIVE", "DOWN", "INIT"])),
@@ -161,6 +163,8 @@ PORT_EDITS: list[tuple[tuple[str, ...], st.SearchStrategy[Any]]] = [
     (("rcv_errors",), st.one_of(st.integers(0, 2), st.just(0xFFFF))),
     (("link_downed",), st.one_of(st.integers(0, 1), st.just(0xFF))),
     (("rnr_nak_retry_err",), st.integers(0, 1)),
+    (("errors_1h",), st.dictionaries(st.sampled_from((*HOUR_COUNTED, "rcv_errors")),
+                                     st.integers(0, 125), max_size=5)),
 ]
 
 

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from fleetdeck.agents.source import EventDraft
+from fleetdeck.agents.windows import ErrorWindows
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
@@ -312,8 +313,11 @@ async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
     assert 125 <= written[0][0] <= 155
 
 
-@pytest.mark.parametrize("resumed", [False, True], ids=["flapped", "flapped-then-resumed"])
-async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, resumed):
+@pytest.mark.parametrize(("resumed", "agent_restarted"), [(False, False), (False, True),
+                                                         (True, False)],
+                         ids=["flapped", "flapped-agent-restarted", "flapped-then-resumed"])
+async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, resumed,
+                                                                   agent_restarted):
     """A link that went down and came back 10 minutes before a collector restart: N2 holds the
     node failed for the hour. The restarted collector's windows were empty, so it reported the
     node ok once RESTORE_SETTLE_S was over (SRE drill); the store's minutes put them back,
@@ -326,7 +330,7 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
         if s == (125 if resumed else 30):
             node.sim.ports[3].bump("link_downed", 1)
         if s == 150 and resumed:
-            node.agent.windows.forget()  # what the agent's own resume does (agents/agent.py)
+            node.agent.windows.forget_ports()  # what the agent's own resume does (agents/agent.py)
             node.feed(ingest, node.agent._event(EventDraft(
                 "drain", "resumed [alice]", data={"state": "none", "cmd_id": "c1"})),
                 Kind.EVENT)
@@ -339,6 +343,9 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
         assert state.nodes["gpu0001"].verdict_shown == "failed"
 
     node.now += 600  # ten minutes without a collector
+    if agent_restarted:
+        # Its hour (errors_1h) is gone with it: only the store's minutes can hold N2 now.
+        node.agent.windows = ErrorWindows()
     ingest, fresh = await restarted(path, node)
     for _ in range(120):  # past RESTORE_SETTLE_S: the windows, not the hold, keep it failed
         node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
