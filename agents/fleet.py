@@ -448,16 +448,25 @@ class Fleet:
                 self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
                                          codec.encode(st), True))
         self._take_acks()
-        for op in world.take_agent_ops():
+        ops = world.take_agent_ops()
+        for i, op in enumerate(ops):
             if op.node not in self.agents and op.node not in self.states:
                 continue  # its agent lives in another process of the fleet
             if op.op == "kill":
-                task = asyncio.get_running_loop().create_task(self.kill_agent(op.node),
-                                                              name=f"kill-{op.node}")
+                # A kill and a start of one node in one step is a restart (agent_restart of a
+                # live agent): the start waits for the kill, or it finds the old task running.
+                then_start = any(o.op == "start" and o.node == op.node for o in ops[i + 1:])
+                task = asyncio.get_running_loop().create_task(
+                    self._kill_then_start(op.node) if then_start else self.kill_agent(op.node),
+                    name=f"kill-{op.node}")
                 self._kills.add(task)
                 task.add_done_callback(self._kill_done)
-            else:
+            elif not any(o.op == "kill" and o.node == op.node for o in ops[:i]):
                 self.start_agent(op.node)
+
+    async def _kill_then_start(self, name: str) -> None:
+        await self.kill_agent(name)
+        self.start_agent(name)
 
     def _kill_done(self, task: "asyncio.Task[None]") -> None:
         self._kills.discard(task)

@@ -322,6 +322,27 @@ class NodeHistory:
             h.storm_hour = 0  # a saturated counter still says so (N6) until it is cleared
         self.settled = False
 
+    def forget_port_errors_before(self, ts_ms: int) -> bool:
+        """A resume heard only as its event (it happened while no console ran; the status
+        change that makes ``forget_port_windows`` was never seen): forget the hour-long
+        errors older than it — those the store put back (N2's fatal counters, N3's symbol
+        errors) — and keep any newer. Whether anything was forgotten."""
+        forgot = False
+        for h in self.ports.values():
+            old = [n for n, ts in h.last_fatal_ms.items() if ts < ts_ms]
+            for name in old:
+                del h.last_fatal_ms[name]
+            items = h.symbol_hour.items
+            if items and items[0][0] < ts_ms:
+                kept = deque(item for item in items if item[0] >= ts_ms)
+                h.symbol_hour = Window(h.symbol_hour.span_ms, kept or None,
+                                       sum(n for _, n in kept))
+                forgot = True
+            forgot = forgot or bool(old)
+        if forgot:
+            self.settled = False
+        return forgot
+
     def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2
         delta that moved only benign columns, docs/protocol.md): only the clock moves."""

@@ -33,6 +33,7 @@ from fleetdeck.console.ingest import Batch, MalformedLog
 from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, Telemetry
 from fleetdeck.protocol.messages import (
+    RESUMED,
     Ack,
     CollectorStatus,
     DrainInfo,
@@ -887,7 +888,9 @@ class FleetState:
                 self.scheduler_will_doubted = (not sched.online and blind is not None
                                                and rx >= blind[0] - WILL_BURST_S)
         for _rx, ev in batch.events:
-            self.remember_event(ev)
+            if (self.remember_event(ev) and ev.kind == "drain"
+                    and ev.message.startswith(RESUMED)):
+                self._resumed_by_event(ev, changed)
         self.acks.extend(ack for _rx, ack in batch.acks)
         for job_id in batch.jobs_withdrawn:
             self.jobs.pop(job_id, None)
@@ -916,6 +919,17 @@ class FleetState:
             self.judge_fleet(now)
         return changed
 
+    def _resumed_by_event(self, ev: Event, changed: set[str]) -> None:
+        """A node's "resumed" event: the errors its port windows hold from before it were
+        repaired. Live, the status change to no drain forgot them already; a collector that
+        was down during the resume put the hour back from the store and hears of the resume
+        only from the re-sent event, and held the node failed (N2) for the rest of the hour
+        while ``status`` read it ok (fault audit)."""
+        st = self.nodes.get(ev.node)
+        if st is not None and st.history.forget_port_errors_before(ev.ts):
+            st.basis = None  # its next sample is judged afresh
+            st.settle_until = None  # as for a resume seen live (``_apply_status``)
+            changed.add(ev.node)
     def judge_fleet(self, now: float, budget_s: float | None = None) -> None:
         """The fleet-wide pass: correlation, then every node's verdict (``judge``). A pass
         that a budget cut short goes on from where it stopped, without correlating again."""
@@ -1240,6 +1254,9 @@ class FleetState:
             # the scheduler placed jobs on it). Its next sample is judged afresh.
             st.history.forget_port_windows()
             st.basis = None
+            # A restore's hold guards against windows that restarted empty; these were
+            # emptied on purpose, so the better verdict that follows is news at once.
+            st.settle_until = None
         return True
 
     def _apply_telemetry(self, st: NodeState, tel: wire2.Sample, rx: float,

@@ -40,7 +40,8 @@ class WorldOptions:
 
 @dataclass(frozen=True)
 class AgentOp:
-    """What the MQTT side must do to a node's agent after a step: 'kill' or 'start'."""
+    """What the MQTT side must do to a node's agent after a step: 'kill' or 'start' (both, in
+    that order, restart it)."""
 
     op: str
     node: str
@@ -277,7 +278,7 @@ class SimWorld:
                 self.agent_ops.append(AgentOp("kill", node.node_id))
             return f"{what} (ranks keep running)"
         if kind == "agent_restart":
-            self._start_agent(node)
+            self._start_agent(node, restart=True)
             return f"{what}"
         if kind == "node_death":
             if node.agent_alive:
@@ -311,10 +312,16 @@ class SimWorld:
             return f"repaired {node.node_id}"
         raise SpecError(f"unknown action {kind}")
 
-    def _start_agent(self, node: SimNode) -> None:
-        if not node.agent_alive and node.up:
-            node.agent_alive = True
-            self.agent_ops.append(AgentOp("start", node.node_id))
+    def _start_agent(self, node: SimNode, *, restart: bool = False) -> None:
+        """Start a dead agent; with ``restart``, a live one too (a repair leaves it be)."""
+        if not node.up or (node.agent_alive and not restart):
+            return
+        if node.agent_alive:
+            # A fresh process for a live agent too (docs/scenarios.md): the old one dies first
+            # (its Last Will fires, as for a crash), then the new one starts.
+            self.agent_ops.append(AgentOp("kill", node.node_id))
+        node.agent_alive = True
+        self.agent_ops.append(AgentOp("start", node.node_id))
 
     def _expire_later(self, duration: object, t: float, e: Expiry) -> None:
         if isinstance(duration, int | float) and duration > 0:

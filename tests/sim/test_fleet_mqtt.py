@@ -73,6 +73,12 @@ async def test_fleet_over_mosquitto(mosquitto):
             ok, _ = await inject(url, "simt", {"fault": "agent_restart", "node": "gpu0002"})
             assert ok
             await eventually(lambda: status["gpu0002"].online is True, 15, message="back")
+            # A live agent restarts too: a new session (it printed "injected" and did nothing).
+            session = status["gpu0002"].bdSeq
+            ok, _ = await inject(url, "simt", {"fault": "agent_restart", "node": "gpu0002"})
+            assert ok
+            await eventually(lambda: status["gpu0002"].online is True
+                             and status["gpu0002"].bdSeq > session, 15, message="restarted")
             reader.cancel()
     finally:
         stop.set()

@@ -357,3 +357,54 @@ async def test_a_restarted_collector_holds_a_flap_of_the_last_hour(tmp_path, res
     assert st.verdict_shown == "failed", [f.text for f in st.all_findings]
     assert any(f.rule == "N2" and f.component == "mlx5_ib3:1" for f in st.all_findings)
     assert fresh.take_transitions() == []  # no 'failed -> ok' for a fault of the hour
+
+
+async def test_a_resume_while_no_collector_ran_is_applied_when_its_event_arrives(tmp_path):
+    """Flapped, then the collector stopped; the node was drained and resumed while none ran.
+    The restarted collector put the flap's hour back from the store and never saw the status
+    change that forgets it, so it held the node failed (N2) for the rest of the hour while
+    `status` read it ok (fault audit). The re-sent "resumed" event forgets what came before."""
+    path = tmp_path / "s.db"
+    node = FakeNode(t0=1_800_000_000.0)
+    ingest, state, store = await heard(path, node)
+    for s in range(90):
+        if s == 30:
+            node.sim.ports[3].bump("link_downed", 1)
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    await store.close()
+    assert state.nodes["gpu0001"].verdict_shown == "failed"
+
+    node.now += 300  # no collector: drained and resumed meanwhile (the agent forgets its hour)
+    node.agent.windows.forget_ports()
+    resumed = node.agent._event(EventDraft("drain", "resumed [alice]",
+                                           data={"state": "none", "cmd_id": "c1"}))
+    node.now += 300
+    ingest, fresh = await restarted(path, node)
+    written = []
+    for s in range(120):
+        if s == 5:  # the console asks for the events it missed; the agent re-sends them
+            node.feed(ingest, resumed, Kind.EVENT)
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        fresh.apply(ingest.take_batch(), node.now)
+        written += [(s, t.old, t.new) for t in fresh.take_transitions()]
+    st = fresh.nodes["gpu0001"]
+    assert not st.all_findings and st.verdict_shown == "ok", [f.text for f in st.all_findings]
+    # Written at once: the resume emptied the windows on purpose, no restore hold applies.
+    assert [(old, new) for _, old, new in written] == [("failed", "ok")], written
+    assert 5 <= written[0][0] <= 7
+
+
+def test_a_late_resume_forgets_only_the_errors_before_it():
+    from fleetdeck.console.health import NodeHistory
+
+    h = NodeHistory()
+    h.recall_port_minute("mlx5_ib3", 1000, symbol_errors=200, link_downed=1,
+                         watched_from_ms=0)
+    h.recall_port_minute("mlx5_ib3", 1010, symbol_errors=50, link_downed=0, watched_from_ms=0)
+    assert h.forget_port_errors_before(1005 * 60_000)
+    port = h.ports["mlx5_ib3"]
+    assert port.last_fatal_ms == {} and port.symbol_hour.total == 50
+    assert not h.forget_port_errors_before(1005 * 60_000)  # nothing older left
