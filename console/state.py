@@ -67,6 +67,15 @@ AGENT_RECONNECT_S = 30.0
 """How long after the broker is back every agent has reconnected: their back-off is capped at
 30 s (docs/reliability.md). Until then a node not heard from is not judged stale."""
 
+PORT_DOWN_SETTLE_S = 2.0
+"""A node failed only by its ports going down (N1, with the link_downed of that drop: N2) is
+reported (a ``Transition``: the store, the timeline, notifications) this long after its
+verdict changed, with that time: a dying leaf switch takes a port of every node under it, but
+each node says so in its own next sample, up to an interval apart, and until three have
+(``CORRELATION_MIN``) the switch is no suspect. The first nodes wrote ``ok -> failed`` and
+``failed -> degraded (F1)`` half a second later (fault audit; fixtures/leaf_switch.jsonl.gz).
+The views show the verdict as it is meanwhile."""
+
 WILL_BURST_S = 2.0
 """A Mosquitto that shuts down (SIGTERM, ``systemctl restart``) sends the Last Will of every
 client it disconnects, and this console gets those of the clients dropped before it: a burst of
@@ -487,6 +496,16 @@ def _settle_clock(st: NodeState, now: float) -> bool:
 
 
 _RULE_MADE = (Verdict.FAILED, Verdict.DEGRADED)
+_PORT_DOWN_RULES = frozenset({"N1", "N2"})
+
+
+def _ports_just_down(st: NodeState, new: Verdict, now: float, within_s: float) -> bool:
+    """Whether ``st`` turned failed less than ``within_s`` ago only because ports went down
+    (N1, and N2 for their link_downed): what PORT_DOWN_SETTLE_S holds."""
+    if new is not Verdict.FAILED or now - st.changed_at >= within_s:
+        return False
+    drains = [f.rule for f in st.findings if f.severity is Severity.DRAIN]
+    return "N1" in drains and _PORT_DOWN_RULES.issuperset(drains)
 
 
 DUPLICATE_WINDOW_S = 120.0
@@ -1171,6 +1190,7 @@ class FleetState:
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None and st.settle_until is None
+                    and (st.reported is st.verdict or st.reported is None)
                     and (now - heard if blind is None else unseen_s(heard, now, blind))
                     <= window):
                 self._arm(st, heard, window)
@@ -1193,10 +1213,14 @@ class FleetState:
                 self.not_ok.add(st.node_id)
             else:
                 self.not_ok.discard(st.node_id)
-            if new is not st.reported and not self._report_held(st, new, now):
-                self.transitions.append(Transition(st.node_id, now, st.reported, new,
-                                                   tuple(st.reasons)))
-                st.reported = new
+            if new is not st.reported:
+                if not self._report_held(st, new, now):
+                    at = st.changed_at if _ports_just_down(st, new, now, 1e9) else now
+                    self.transitions.append(Transition(st.node_id, at, st.reported, new,
+                                                       tuple(st.reasons)))
+                    st.reported = new
+                elif _ports_just_down(st, new, now, PORT_DOWN_SETTLE_S):
+                    self._watch.add(st.node_id)  # judged again when the hold is over
         if len(self.transitions) > EVENT_MEMORY:
             del self.transitions[: len(self.transitions) - EVENT_MEMORY]
 
@@ -1211,6 +1235,8 @@ class FleetState:
             return True
         if st.settle_until is not None and _settling(st, new, now):
             return True  # restored as bad, its rules' windows still filling: RESTORE_SETTLE_S
+        if _ports_just_down(st, new, now, PORT_DOWN_SETTLE_S):
+            return True  # a switch's victim until enough others say so: PORT_DOWN_SETTLE_S
         # A will this young may be a shutting-down broker's (WILL_BURST_S); while cut off or
         # with the agents reconnecting, a retained one may be too.
         return (new is Verdict.OFFLINE and st.online is False

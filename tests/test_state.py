@@ -172,3 +172,42 @@ def test_ingest_parses_each_topic_once_within_a_bound(monkeypatch):
     # the refused one each time it came.
     assert len(parsed) == 3 + 2 * 7 + 2
     assert len(set(parsed)) == 11
+
+
+def test_a_port_down_is_recorded_after_a_switch_could_have_been_suspected_with_its_time():
+    """A node failed only by a port going down (N1, N2) is one of the first victims of a dying
+    leaf switch as often as it is a bad cable: its row waits PORT_DOWN_SETTLE_S for the
+    switch's other nodes (which make it degraded, F1), then carries the time it failed."""
+    node = FakeNode(t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    rows = []
+    failed_at = None
+    for s in range(12):
+        if s == 5:
+            node.sim.link_down(2, "Polling", node.sim._t_own + 0.5, int((node.now + 0.5) * 1000))
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        state.apply(ingest.take_batch(), node.now)
+        if failed_at is None and state.nodes[node.node_id].verdict is Verdict.FAILED:
+            failed_at = node.now  # the views show it at once
+        for k in range(1, 4):  # console ticks between samples
+            state.judge_fleet(node.now + 0.3 * k)
+            rows += [(node.now + 0.3 * k, t) for t in state.take_transitions()]
+    changes = [(at, t.ts, t.old, t.new) for at, t in rows if t.old is not None]
+    assert failed_at is not None
+    [(written_at, ts, old, new)] = changes
+    assert (old, new) == (Verdict.OK, Verdict.FAILED) and ts == failed_at
+    assert failed_at + 2.0 <= written_at <= failed_at + 2.5
+
+
+def test_the_first_nodes_behind_a_dying_switch_are_never_recorded_failed():
+    from pathlib import Path
+
+    from fleetdeck.console.replay import run_headless
+
+    run = run_headless(Path(__file__).parent.parent / "fixtures" / "leaf_switch.jsonl.gz")
+    verdicts = [line.text for line in run.session.log.lines() if line.kind == "verdict"]
+    assert len(verdicts) == 8 and all(v.startswith("ok -> degraded (F1") for v in verdicts), \
+        verdicts
