@@ -17,7 +17,9 @@ import asyncio
 import contextlib
 import io
 import logging
+import os
 import pickle
+import socket
 import sqlite3
 import time
 from collections import deque
@@ -51,7 +53,7 @@ from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
-from fleetdeck.console.store import DEFAULT_RETENTION_DAYS, Store, TickRows
+from fleetdeck.console.store import DEFAULT_RETENTION_DAYS, Store, TickRows, WriterLock
 from fleetdeck.console.summary import judged_not_ok
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec, signing, wire2
@@ -74,6 +76,8 @@ Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
 
 RECORDING_FLUSH_S = 2.0
 """Each flush ends a gzip member: every 2 s keeps a file being recorded readable."""
+WRITER_CHECK_S = 2.0
+"""How often a console looks whether a collector writes its store (``WriterLock``)."""
 STORE_QUEUE_TICKS = 1200
 """Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
 per-minute samples are dropped, never events, transitions or audit records."""
@@ -289,6 +293,14 @@ class ConsoleSession:
         self._was_up = False
         """The feed has been connected once (a broker lost after that blinds the console)."""
         self.store: Store | None = None
+        self._writer: WriterLock | None = None
+        """A collector's: held while it writes the store (``open_store(collector=True)``)."""
+        self._other_writer: WriterLock | None = None
+        """A console's: who else writes its store; while a collector does, it only reads."""
+        self.store_written_by: str | None = None
+        """The collector that writes this console's store (its own words), None while none
+        does (this console writes it then)."""
+        self._writer_checked = -1e9
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
         self.problems: dict[str, SessionProblem] = {}
@@ -480,10 +492,26 @@ class ConsoleSession:
             self.ingest.keyframe_wanted.pop(node, None)
             self.ingest.rebirth_wanted.pop(node, None)
 
-    async def open_store(self, path: Path, retention_days: float | None = None) -> int:
-        """Open the SQLite store, restore recent events into the state; return how many."""
-        store = await Store.open(path, DEFAULT_RETENTION_DAYS if retention_days is None
-                                 else retention_days, self.cluster, claim=True)
+    async def open_store(self, path: Path, retention_days: float | None = None, *,
+                         collector: bool = False) -> int:
+        """Open the SQLite store, restore recent events into the state; return how many.
+
+        One collector writes a store (``WriterLock``: a second is refused); a console on a
+        store a collector writes only reads it, and writes it (again) once none does."""
+        lock = WriterLock(path)
+        if collector:
+            lock.take(f"collect pid {os.getpid()} on {socket.gethostname()}")
+        try:
+            store = await Store.open(path, DEFAULT_RETENTION_DAYS if retention_days is None
+                                     else retention_days, self.cluster, claim=True)
+        except BaseException:
+            lock.release()
+            raise
+        if collector:
+            self._writer = lock
+        else:
+            self._other_writer = lock
+            self._check_writer(self.clock(), force=True)
         restored = await store.restore(self.state, now=self.clock())
         for run, job_state, requeues, nodes in await store.job_runs():
             self.interruptions.recall(run, job_state, requeues, nodes)
@@ -533,6 +561,9 @@ class ConsoleSession:
                 await self._flush_store(final=True)
             await self.store.close()
             self.store = None
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """The feed (when connected to a broker) and the I/O pump, until ``stop`` is set."""
@@ -1086,6 +1117,11 @@ class ConsoleSession:
         if self.store is None:
             return
         q = self._store_q
+        if self._check_writer(now):
+            # The collector writes all this: only what this console did itself (its audit).
+            self.interruptions.take_runs(now)
+            q.rows.append(self.store.prepare_audit())
+            return
         rows = self.store.prepare(batch, verdicts)
         rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
                                it.lost_gpu_hours, it.detail) for it in found]
@@ -1101,6 +1137,26 @@ class ConsoleSession:
             oldest = q.rows.popleft()
             q.rows[0] = q.rows[0].merged_after(oldest)
             self.counters.store_dropped_ticks += 1
+
+    def _check_writer(self, now: float, force: bool = False) -> bool:
+        """Whether a collector writes this console's store (looked at every few seconds);
+        the timeline says so when that changes."""
+        lock = self._other_writer
+        if lock is None:
+            return False
+        if force or now - self._writer_checked >= WRITER_CHECK_S:
+            self._writer_checked = now
+            holder = lock.holder()
+            if holder != self.store_written_by:
+                path = lock.path.with_suffix("")
+                if holder is not None:
+                    self.note(f"history store {path} is written by {holder}: this console "
+                              "reads it (and writes only its own audit)")
+                elif self.store_written_by is not None:
+                    self.note(f"history store {path}: its collector stopped; this console "
+                              "writes it now")
+                self.store_written_by = holder
+        return self.store_written_by is not None
 
     async def _flush_store(self, final: bool = False) -> None:
         store, q = self.store, self._store_q

@@ -8,7 +8,9 @@ never corrupts the database (tests/store/test_store.py kills a writer mid-write)
 """
 
 import contextlib
+import fcntl
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -240,6 +242,75 @@ class StoreError(UserError):
     """The store cannot be opened or used (one sentence for the operator)."""
 
 
+class WriterLock:
+    """``<store>.writer``: held (``flock``, exclusive) by a collector for as long as it runs, so
+    that a console on the same store knows it is written already and only reads it.
+
+    ``collect`` and ``console`` both default to ``$XDG_STATE_HOME/fleetdeck/<cluster>.db``:
+    with both running, every job interruption was written twice (each with its own time) and
+    the GPU-seconds held by jobs were summed twice (a 3 a.m. drive: ``report`` listed six
+    interruptions for three). The lock goes with its process, however it ends (SIGKILL too),
+    so nothing stale is left to clear by hand."""
+
+    def __init__(self, store: Path) -> None:
+        self.path = store.with_name(store.name + ".writer")
+        self._fd: int | None = None
+
+    def take(self, who: str) -> None:
+        """Hold the lock, or raise ``StoreError`` naming who holds it."""
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise StoreError(f"another collector writes the history store "
+                             f"{self.path.with_suffix('')} ({holder}): one collector per "
+                             f"store; give this one its own --db.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, who.encode(), 0)
+        self._fd = fd
+
+    def holder(self) -> str | None:
+        """Who holds the lock now (its process's own words), or None when no one does."""
+        try:
+            fd = self._open()
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        finally:
+            os.close(fd)  # closing it drops a shared lock taken just now
+        return None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _open(self) -> int:
+        # Before the store itself (a refused collector must not touch it): its folder may not
+        # exist yet on a first run. A folder that cannot be made is said by the open below.
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise StoreError(f"cannot open the history store {self.path.with_suffix('')}: "
+                             f"{err.strerror or err}.") from None
+
+
+def _audit_row(a: AuditRecord) -> tuple[Any, ...]:
+    return (a.request_id, a.outcome, a.ts, a.who, a.what, a.targets, a.why, a.cluster,
+            a.detail, json.dumps(a.args))
+
+
+def _read_holder(fd: int) -> str:
+    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "a collector"
+
+
 @dataclass
 class TickRows:
     """One tick's rows, ready to write (kept in memory while the store cannot be written)."""
@@ -368,9 +439,14 @@ class Store:
             transitions=[(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
                           ",".join(tr.reasons)) for tr in transitions],
             events=[_event_row(ev) for _rx, ev in batch.events],
-            audit=[(a.request_id, a.outcome, a.ts, a.who, a.what, a.targets, a.why, a.cluster,
-                    a.detail, json.dumps(a.args)) for a in audit],
+            audit=[_audit_row(a) for a in audit],
             gpu=gpu_rows, ports=port_rows)
+
+    def prepare_audit(self) -> "TickRows":
+        """Only the audit records queued since the last tick (a console whose store a
+        collector writes: ``WriterLock``)."""
+        audit, self._audit = self._audit, []
+        return TickRows(audit=[_audit_row(a) for a in audit])
 
     async def write_rows(self, rows: "TickRows") -> None:
         """One transaction; on failure it is rolled back and the same rows can be written

@@ -103,7 +103,8 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
                                      will=collector_will(cluster, scope, str(spec)))
             runner = ShardRunner(session, scope, str(spec), digest_every_s)
         bar = ProgressLine(f"collect {cluster}", unit="nodes reporting")
-        restored = await session.open_store(db, retention_days)
+        # One plain collector per store; shards keep one each (their default --db).
+        restored = await session.open_store(db, retention_days, collector=spec is None)
         bar.milestone(f"store {db} open" + (f", {restored} recent events restored"
                                             if restored else ""))
         start = StartUp(session, bar)
