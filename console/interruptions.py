@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from fleetdeck.console.commands import since_checkpoint_s
 from fleetdeck.console.health import Finding
-from fleetdeck.console.judgements import NO_REASON, job_reason
+from fleetdeck.console.judgements import NO_REASON, held_only_since, job_reason
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
@@ -53,6 +53,9 @@ def named_cause(st: NodeState) -> str | None:
 
 
 _REASON_XID = re.compile(r"\bXid (\d+)\b")
+_OPERATOR_RESTART = re.compile(r"^restart by \S")
+"""The scheduler's reason for a requeue an operator asked for (``restart-job``: "restart by
+alice@host")."""
 _APP_XIDS = frozenset({13, 31, 43, 45})
 """The application's own faults and the driver's clean-up after them (docs/domain.md §4)."""
 
@@ -66,6 +69,14 @@ def reason_cause(reason: str) -> str | None:
     if code in _APP_XIDS:
         return "software"
     return "hbm_ecc" if code in _ECC_XIDS else "gpu"
+
+
+def _live_fault(st: NodeState | None) -> bool:
+    """A node with a fault now: a cause other than the operator's, not only N2's hour."""
+    if st is None:
+        return False
+    cause = node_cause(st)
+    return cause is not None and cause != "operator" and held_only_since(st) is None
 
 
 def node_cause(st: NodeState) -> str | None:
@@ -270,6 +281,12 @@ class InterruptionTracker:
     def _record(self, state: FleetState, p: _Pending, now: float, final: bool) -> bool:
         job = p.job
         by_cause: dict[str, list[str]] = {}
+        if _OPERATOR_RESTART.match(job.reason) and not any(
+                _live_fault(state.nodes.get(n)) for n in p.nodes):
+            # An operator's restart of a job no node was failing: the operator's, not that of
+            # a leftover finding (N2's hour after a flap that recovered booked a restart of a
+            # job stepping at full speed as the network's: a 3 a.m. drive).
+            by_cause["operator"] = []
         # The scheduler's reason names the node whose rank died ("rank 8 on gpu0011 …"): its
         # cause wins over a leftover finding elsewhere in the run (a 24 h carrier-loss flag
         # on another node blamed XID 79 crashes on the network). Until its own cause shows,

@@ -35,3 +35,40 @@ def test_the_drain_of_a_sound_or_merely_warm_node_is_the_operators():
 def test_a_sound_node_no_one_drained_is_no_cause():
     assert node_cause(node(drained_by_command=False)) is None
     assert node_cause(node(FLAP, drained_by_command=False)) == "network"
+
+
+async def test_an_operators_restart_of_a_job_stepping_past_an_old_flap_is_the_operators():
+    """A link of the job's node flapped and came back (N2 holds the node failed for the hour)
+    while the job stepped on at full speed; the on-call restarted the job. `report` booked it
+    as the network's (a 3 a.m. drive); a live fault (the port still down) stays the network's."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
+
+    async def restarted(still_down: bool) -> str:
+        clock = Clock()
+        fleet = SynthFleet(4, clock, leaves=1)
+        run = fleet.names[:4]
+        session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+        fleet.birth(session.ingest)
+        publish_job(session.ingest, job_status("41", run, clock), clock)
+        faults = {run[1]: port_down("mlx5_ib3")} if still_down else None
+        for s in range(8):
+            if s == 2:
+                fleet.src(run[1]).ports[3].bump("link_downed", 1)
+            clock.advance(1.0)
+            fleet.telemetry(session.ingest, faults=faults if s >= 2 else None)
+            session.tick()
+        assert session.state.nodes[run[1]].verdict.value == "failed"
+        again = job_status("41", run, clock, requeues=1).model_copy(
+            update={"reason": "restart by alice@ops"})
+        publish_job(session.ingest, again, clock)
+        for _ in range(15):
+            clock.advance(1.0)
+            fleet.telemetry(session.ingest, faults=faults)
+            session.tick()
+        [it] = session.interruptions.total
+        return it.cause
+
+    assert await restarted(still_down=False) == "operator"
+    assert await restarted(still_down=True) == "network"
