@@ -115,6 +115,8 @@ class BlastRadius:
     left to finish)."""
     free_gpus_after: int
     notes: list[str] = field(default_factory=list)
+    drained: int = 0
+    """Of the targets, how many are drained or draining (what a resume could give back)."""
 
     @property
     def hostlist(self) -> str:
@@ -133,6 +135,9 @@ class BlastRadius:
         if self.op is CommandOp.RESUME:
             # gpus: of the drained or draining targets only (blast_radius).
             if not self.gpus:
+                if self.drained:
+                    return (f"{nodes}, nothing given back to the scheduler while they fail "
+                            "its health checks")
                 return f"{nodes}, none drained: nothing given back to the scheduler"
             return f"{nodes}, {self.gpus} GPUs given back to the scheduler"
         parts = [nodes, f"{self.gpus} GPUs"]
@@ -251,9 +256,14 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     for node in nodes:
         st = state.nodes.get(node)
         n_gpus = _node_gpus(st)
-        if op is not CommandOp.RESUME or (st is not None
-                                          and st.drain.state is not DrainState.NONE):
-            gpus += n_gpus  # a resume gives back only what was drained
+        if op is not CommandOp.RESUME:
+            gpus += n_gpus
+        elif (st is not None and st.drain.state is not DrainState.NONE
+              and not _still_failing(st)):
+            # A resume gives back only what was drained, and the scheduler's node health
+            # check keeps work off a node that still fails it ("8 GPUs given back" for an
+            # XID 79 node with 7 visible: a 3 a.m. drive).
+            gpus += n_gpus
         jobs = by_node.get(node, [])
         for j in jobs:
             job_ids[j] = None
@@ -316,15 +326,21 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                      and st.drain.state is DrainState.NONE]
         if undrained:
             notes.append(f"not drained: {compress(undrained)} (in service already: the resume "
-                         "changes nothing there)")
+                         "changes nothing there; the agent answers 'was not drained')")
     if any(state.nodes.get(n) is None or state.nodes[n].online is False for n in nodes):
         notes.append("offline or unknown nodes cannot acknowledge: expect time-outs")
     return BlastRadius(
         op=op, mode=mode, targets=nodes, target_lines=lines, gpus=gpus, jobs=impacts,
         nodes_affected=len(affected_nodes), gpus_affected=gpus_affected,
         gpu_hours_at_risk=at_risk, free_gpus_after=_free_gpus(state, by_node, target_set),
-        notes=notes,
+        notes=notes, drained=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
+                                 and st.drain.state is not DrainState.NONE),
     )
+
+
+def _still_failing(st: NodeState) -> bool:
+    """Failed or offline, and not only held by N2's hour (a resume ends that hold)."""
+    return st.verdict.value in ("failed", "offline") and held_only_since(st) is None
 
 
 def suggested_drain_mode(state: FleetState, targets: Iterable[str]) -> DrainMode:

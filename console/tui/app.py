@@ -76,7 +76,7 @@ from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
-from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
+from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.runtime import force_exit, tune_gc
 from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
@@ -976,14 +976,9 @@ class FleetdeckApp(App[int]):
             self.session.refuse(CommandOp.RESUME, targets, f"unknown node(s) {compress(unknown)}")
             self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
             return
+        # A target not drained is in the radius's notes: as `fleetdeck resume` does, the
+        # command is still sent (the agent answers "was not drained").
         radius = blast_radius(self.state, CommandOp.RESUME, targets, self.clock())
-        idle = [t for t in targets if self.state.nodes[t].drain.state is DrainState.NONE]
-        if idle:
-            # As `fleetdeck resume` does, the command is still sent (the agent answers "was
-            # not drained"), but the operator confirms knowing it changes nothing there.
-            note = (f"not drained: {compress(idle)} (resume changes nothing there; "
-                    f"the agent answers 'was not drained')")
-            radius = dataclasses.replace(radius, notes=[note, *radius.notes])
 
         def done(ok: bool | None) -> None:
             if ok:

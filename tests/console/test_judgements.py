@@ -579,3 +579,27 @@ def test_a_gpu_off_the_bus_is_one_reboot_not_one_for_its_g1_and_one_for_its_xid(
     st = session.state.nodes["gpu0001"]
     assert {f.rule for f in st.findings} >= {"G1", "G2"}
     assert repair_step(st) == "reboot the node (gpu3 fell off the bus; RMA it if it does again)"
+
+
+def test_a_resume_of_a_node_that_still_fails_gives_nothing_back_and_says_so_once():
+    """Resuming an XID 79 node (drained, 7 of 8 GPUs) said "8 GPUs given back to the scheduler"
+    beside "still failing health checks", and a node not drained got its note twice (a 3 a.m.
+    drive)."""
+    from fleetdeck.console.commands import blast_radius
+    from fleetdeck.protocol.messages import CommandOp, DrainInfo, DrainState
+
+    session = session_with({"gpu0003": xid(2, 79)})
+    state = session.state
+    state.nodes["gpu0003"].drain = DrainInfo(state=DrainState.DRAINED)
+    assert state.nodes["gpu0003"].verdict.value == "failed"
+    r = blast_radius(state, CommandOp.RESUME, ["gpu0003"], session.clock())
+    assert r.gpus == 0
+    assert r.summary() == ("1 node, nothing given back to the scheduler while they fail its "
+                           "health checks")
+    assert any(n.startswith("still failing health checks: gpu0003") for n in r.notes)
+    state.nodes["gpu0004"].drain = DrainInfo(state=DrainState.DRAINED)
+    r = blast_radius(state, CommandOp.RESUME, ["gpu0003", "gpu0004", "gpu0005"], session.clock())
+    assert r.summary() == "3 nodes, 8 GPUs given back to the scheduler"
+    assert [n for n in r.notes if n.startswith("not drained")] == [
+        "not drained: gpu0005 (in service already: the resume changes nothing there; the "
+        "agent answers 'was not drained')"]
