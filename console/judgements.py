@@ -553,6 +553,10 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
             # A silent collector (D1) says nothing of its nodes.
             if st.job_stepping or any(f.rule == "D1" for f in st.liveness):
                 continue
+            if v is Verdict.FAILED and held_only_since(st) is not None:
+                # Failed only by N2's hour, its links up: it does its part now (a job stepping
+                # at full speed read "held up" for the hour after a flap: a 3 a.m. drive).
+                continue
         elif not (st.behind_switch and not st.behind_recovered):
             continue
         worst = shown_findings(st)

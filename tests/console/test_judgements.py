@@ -603,3 +603,32 @@ def test_a_resume_of_a_node_that_still_fails_gives_nothing_back_and_says_so_once
     assert [n for n in r.notes if n.startswith("not drained")] == [
         "not drained: gpu0005 (in service already: the resume changes nothing there; the "
         "agent answers 'was not drained')"]
+
+
+def test_a_node_failed_only_by_the_hour_after_a_flap_holds_no_job_up():
+    """Its link back, the job stepping at full speed: "held up by gpu0002 failed: N2" for the
+    rest of the hour sent the on-call after a job that was fine (a 3 a.m. drive). A port still
+    down holds it up."""
+    from fleetdeck.console.judgements import sick_nodes
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    job = job_status("41", ["gpu0001", "gpu0002"], clock)
+    publish_job(ingest, job, clock)
+    for s in range(4):
+        if s == 1:
+            fleet.src("gpu0002").ports[3].bump("link_downed", 1)
+        clock.advance(1.0)
+        fleet.telemetry(ingest)
+        session.tick()
+    state = session.state
+    assert state.nodes["gpu0002"].verdict.value == "failed"
+    assert sick_nodes(state.jobs["41"], state) == []
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={"gpu0002": port_down("mlx5_ib3")})
+        session.tick()
+    assert [s.node for s in sick_nodes(state.jobs["41"], state)] == ["gpu0002"]
