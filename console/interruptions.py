@@ -292,7 +292,8 @@ class InterruptionTracker:
         # on another node blamed XID 79 crashes on the network). Until its own cause shows,
         # wait; only at the end fall back to the run's other nodes.
         words = {w.rstrip("._-") for w in _WORD.findall(job.reason)}
-        named = [n for n in p.nodes if n in words]
+        # "restart by root@gpu0011" names who restarted it, not where a rank died.
+        named = [] if by_cause else [n for n in p.nodes if n in words]
         for node in named:
             st = state.nodes.get(node)
             cause = node_cause(st) if st is not None else "host"

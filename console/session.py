@@ -1120,7 +1120,9 @@ class ConsoleSession:
         if self._check_writer(now):
             # The collector writes all this: only what this console did itself (its audit).
             self.interruptions.take_runs(now)
-            q.rows.append(self.store.prepare_audit())
+            audit = self.store.prepare_audit()
+            if audit.audit:
+                q.rows.append(audit)
             return
         rows = self.store.prepare(batch, verdicts)
         rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
@@ -1156,6 +1158,10 @@ class ConsoleSession:
                     self.note(f"history store {path}: its collector stopped; this console "
                               "writes it now")
                 self.store_written_by = holder
+                if self.store is not None:
+                    # The collector keeps the store's retention (its --retention-days), not
+                    # this console's default: a reader must not purge its history.
+                    self.store.purging = holder is None
         return self.store_written_by is not None
 
     async def _flush_store(self, final: bool = False) -> None:

@@ -211,6 +211,8 @@ class NodeState:
     """The verdict the last ``Transition`` of this node gave (the store's latest row for it,
     after a restore); None before the first. A node that is ``waiting`` has no verdict to
     report yet: its first row is its first real one."""
+    held_since: float | None = None
+    """When the verdict change the port hold (PORT_DOWN_SETTLE_S) keeps unwritten began."""
     settle_until: float | None = None
     """A node recalled from the store as failed or degraded: until this time (a minute after
     its first sample here; ``math.inf`` before that sample) a better verdict is not reported.
@@ -945,7 +947,10 @@ class FleetState:
         only from the re-sent event, and held the node failed (N2) for the rest of the hour
         while ``status`` read it ok (fault audit)."""
         st = self.nodes.get(ev.node)
-        if st is not None and st.history.forget_port_errors_before(ev.ts):
+        # The store dates a minute's errors to its end (``recall_port_minute``): a resume
+        # later in that minute forgets them too, as the store's own restore does.
+        end_of_minute = (ev.ts // 60_000 + 1) * 60_000
+        if st is not None and st.history.forget_port_errors_before(end_of_minute):
             st.basis = None  # its next sample is judged afresh
             st.settle_until = None  # as for a resume seen live (``_apply_status``)
             changed.add(ev.node)
@@ -1190,7 +1195,8 @@ class FleetState:
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None and st.settle_until is None
-                    and (st.reported is st.verdict or st.reported is None)
+                    and (st.reported is st.verdict
+                         or (st.reported is None and st.waiting))
                     and (now - heard if blind is None else unseen_s(heard, now, blind))
                     <= window):
                 self._arm(st, heard, window)
@@ -1213,14 +1219,21 @@ class FleetState:
                 self.not_ok.add(st.node_id)
             else:
                 self.not_ok.discard(st.node_id)
-            if new is not st.reported:
-                if not self._report_held(st, new, now):
-                    at = st.changed_at if _ports_just_down(st, new, now, 1e9) else now
-                    self.transitions.append(Transition(st.node_id, at, st.reported, new,
-                                                       tuple(st.reasons)))
-                    st.reported = new
-                elif _ports_just_down(st, new, now, PORT_DOWN_SETTLE_S):
+            if new is st.reported:
+                st.held_since = None  # back as it was written within the hold: no row
+            elif _ports_just_down(st, new, now, PORT_DOWN_SETTLE_S):
+                if st.held_since is None:
+                    st.held_since = st.changed_at
+                if not self.digest_mode:
                     self._watch.add(st.node_id)  # judged again when the hold is over
+            elif not self._report_held(st, new, now):
+                # A row the port hold delayed carries the time the hold began, however the
+                # hold ended (a switch suspected, the port back with N2 left, an XID).
+                at = now if st.held_since is None else st.held_since
+                st.held_since = None
+                self.transitions.append(Transition(st.node_id, at, st.reported, new,
+                                                   tuple(st.reasons)))
+                st.reported = new
         if len(self.transitions) > EVENT_MEMORY:
             del self.transitions[: len(self.transitions) - EVENT_MEMORY]
 
@@ -1235,8 +1248,6 @@ class FleetState:
             return True
         if st.settle_until is not None and _settling(st, new, now):
             return True  # restored as bad, its rules' windows still filling: RESTORE_SETTLE_S
-        if _ports_just_down(st, new, now, PORT_DOWN_SETTLE_S):
-            return True  # a switch's victim until enough others say so: PORT_DOWN_SETTLE_S
         # A will this young may be a shutting-down broker's (WILL_BURST_S); while cut off or
         # with the agents reconnecting, a retained one may be too.
         return (new is Verdict.OFFLINE and st.online is False

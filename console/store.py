@@ -259,9 +259,16 @@ class WriterLock:
     def take(self, who: str) -> None:
         """Hold the lock, or raise ``StoreError`` naming who holds it."""
         fd = self._open()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        for attempt in range(10):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # A console's look (``holder``) holds it shared for a moment: try again
+                # for 0.1 s before calling it another collector's.
+                if attempt < 9:
+                    time.sleep(0.01)
+        else:
             holder = _read_holder(fd)
             os.close(fd)
             raise StoreError(f"another collector writes the history store "
@@ -274,7 +281,7 @@ class WriterLock:
     def holder(self) -> str | None:
         """Who holds the lock now (its process's own words), or None when no one does."""
         try:
-            fd = self._open()
+            fd = os.open(self.path, os.O_RDONLY)  # none there: no collector ever held it
         except OSError:
             return None
         try:
@@ -287,6 +294,8 @@ class WriterLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)  # no stale name for the next holder's refusals
             os.close(self._fd)
             self._fd = None
 
@@ -424,6 +433,9 @@ class Store:
     audit = write
     errors = 0
     """``AuditSink``: write failures show as the session's store problem instead."""
+    purging = True
+    """Whether writes purge rows older than the retention (not by a console whose store a
+    collector writes: ``WriterLock``)."""
     last_error = ""
 
     def prepare(self, batch: Batch, transitions: Sequence[Transition]) -> "TickRows":
@@ -488,7 +500,7 @@ class Store:
             with contextlib.suppress(sqlite3.Error, ValueError):
                 await db.rollback()
             raise
-        if time.monotonic() - self._last_purge > 600:
+        if self.purging and time.monotonic() - self._last_purge > 600:
             await self.purge(time.time())
         self.writes += 1
         self.write_ms = (time.perf_counter() - t0) * 1000

@@ -211,3 +211,23 @@ def test_the_first_nodes_behind_a_dying_switch_are_never_recorded_failed():
     verdicts = [line.text for line in run.session.log.lines() if line.kind == "verdict"]
     assert len(verdicts) == 8 and all(v.startswith("ok -> degraded (F1") for v in verdicts), \
         verdicts
+
+
+def test_a_node_first_heard_with_a_port_down_gets_its_first_row_after_the_hold():
+    """A collector starting on a fresh store while a node's port is down: the hold kept its
+    first row unwritten, and the unchanged-node fast path then skipped it for good (review)."""
+    node = FakeNode(t0=1_800_000_000.0)
+    node.sim.link_down(2, "Polling", node.sim._t_own + 0.5, int((node.now + 0.5) * 1000))
+    node.telemetry()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    rows = []
+    for _ in range(8):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        state.apply(ingest.take_batch(), node.now)
+        for k in range(1, 4):
+            state.judge_fleet(node.now + 0.3 * k)
+            rows += [(t.old, t.new) for t in state.take_transitions()]
+    assert rows == [(None, Verdict.FAILED)]
