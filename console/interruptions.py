@@ -7,6 +7,7 @@ Fed by the console session on every tick from the job statuses and the fleet sta
 keeps the results (``fleetdeck report``)."""
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fleetdeck.console.commands import since_checkpoint_s
@@ -17,6 +18,8 @@ from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
 CAUSES = ("gpu", "hbm_ecc", "network", "host", "software", "operator")
 """In the order a cause wins when the nodes of an interrupted job show several."""
+INTERRUPTION = "interruption"
+"""The kind of an interruption's line in the timeline and in ``fleetdeck events``."""
 _ECC_XIDS = frozenset({48, 63, 64, 94, 95})
 _XID = re.compile(r"XID (\d+)")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -354,6 +357,14 @@ def read_detail(detail: str) -> str:
     if m is None or m.group(3).strip().lower() not in NO_REASON:
         return detail
     return f"{m.group(1)} -> {m.group(2)} ({m.group(2)})"
+
+
+def interruption_text(job_id: str, cause: str, nodes: Sequence[str], lost_gpu_hours: float) -> str:
+    """One interruption as the timeline and ``events --kind interruption`` word it."""
+    return (f"job {job_id} interrupted: {cause}"
+            + (f" on {','.join(nodes[:4])}" + (f" (+{len(nodes) - 4})" if len(nodes) > 4 else "")
+               if nodes else "")
+            + f", {lost_gpu_hours:.1f} GPU-h since its checkpoint lost")
 
 
 def report(interruptions: list[dict[str, object]], gpu_hours: float) -> dict[str, object]:

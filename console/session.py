@@ -44,7 +44,13 @@ from fleetdeck.console.commands import (
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.health import VERDICT_SEVERITY
 from fleetdeck.console.ingest import Batch, Ingest
-from fleetdeck.console.interruptions import Interruption, InterruptionTracker, report
+from fleetdeck.console.interruptions import (
+    INTERRUPTION,
+    Interruption,
+    InterruptionTracker,
+    interruption_text,
+    report,
+)
 from fleetdeck.console.judgements import correlate
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
@@ -652,10 +658,8 @@ class ConsoleSession:
         self.interruptions.observe(self.state, now)
         found, job_seconds = self.interruptions.take(now)
         for it in found:
-            self.note(f"job {it.job_id} interrupted: {it.cause}"
-                      + (f" on {','.join(it.nodes[:4])}" if it.nodes else "")
-                      + f", {it.lost_gpu_hours:.1f} GPU-h since its checkpoint lost",
-                      severity="warn", nodes=it.nodes, kind="interruption")
+            self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
+                      severity="warn", nodes=it.nodes, kind=INTERRUPTION)
         self._queue_store(batch, verdicts, now, found, job_seconds)
         self._check_audit(now)
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:

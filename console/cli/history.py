@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fleetdeck.console.audit import default_audit_path
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
+from fleetdeck.console.interruptions import INTERRUPTION, interruption_text
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
@@ -151,9 +153,13 @@ async def _open(db: Path, cluster: str | None = None) -> Store:
 VERDICT = "verdict"
 """The kind ``events`` gives a node's verdict changes (the store's transitions)."""
 KNOWN_KINDS = frozenset({"xid", "ib_port_state", "ib_flap", "ib_errors", "ecc", "row_remap",
-                         "nvlink", "thermal", "drain", "agent", "repair", VERDICT})
-"""Kinds the agents and the simulator send (docs/protocol.md). The protocol allows others, so a
-kind the store holds is accepted too; anything else is a typo, not an empty answer."""
+                         "nvlink", "thermal", "drain", "agent", "repair", VERDICT, INTERRUPTION})
+"""Kinds the agents and the simulator send (docs/protocol.md), with the two the store keeps of
+its own (verdict changes, job interruptions). The protocol allows others, so a kind the store
+holds is accepted too; anything else is a typo, not an empty answer."""
+ELSEWHERE = {"command": "operator commands are in the audit log ({audit})",
+             "console": "the console's own notes (broker connection, store) live in its timeline"}
+"""Kinds the TUI's timeline shows that ``events`` does not: where to look instead."""
 
 
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
@@ -165,18 +171,25 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     # row per node (16,384 of them would bury the rest). Asked for by --kind verdict, or about
     # chosen nodes (when the store first saw them), they are listed.
     first_ok = bool(nodes) or (kinds is not None and VERDICT in kinds)
-    event_kinds = [k for k in kinds if k != VERDICT] if kinds else None
+    stopped = not kinds or INTERRUPTION in kinds
+    event_kinds = [k for k in kinds if k not in (VERDICT, INTERRUPTION)] if kinds else None
 
-    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                              list[dict[str, Any]], int]:
         store = await _open(db, cluster)
         try:
             if kinds:
                 valid = KNOWN_KINDS | await store.event_kinds()
                 unknown = [k for k in kinds if k not in valid]
+                for k in unknown:
+                    if k in ELSEWHERE:
+                        raise UserError(f"--kind {k}: "
+                                        + ELSEWHERE[k].format(audit=default_audit_path())
+                                        + ", not in the history store.")
                 if unknown:
                     raise UserError(f"--kind {','.join(unknown)} names no event kind; the "
                                     f"kinds are {', '.join(sorted(valid))}.")
-            events, transitions, matched = [], [], 0
+            events, transitions, stops, matched = [], [], [], 0
             if event_kinds is None or event_kinds:
                 events = await store.events(since_ts, nodes, event_kinds, limit=limit)
                 matched += await store.count("events", since_ts, nodes, event_kinds)
@@ -184,7 +197,13 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 transitions = await store.transitions(since_ts, nodes, limit=limit,
                                                       first_ok=first_ok)
                 matched += await store.count("transitions", since_ts, nodes, first_ok=first_ok)
-            if nodes and not events and not transitions:
+            if stopped:
+                # A few a day: read whole, filtered here (a job's nodes are one column).
+                stops = [it for it in await store.interruptions(since_ts)
+                         if not nodes or set(it["nodes"]) & set(nodes)]
+                matched += len(stops)
+                stops = stops[-limit:]
+            if nodes and not events and not transitions and not stops:
                 # As 'history' does: nothing about a node the store never held is a typo
                 # (or another --db), not a quiet node.
                 unknown = [n for n in nodes if not (
@@ -193,17 +212,21 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 if unknown:
                     raise UserError(f"the store {db} holds nothing of {compress(unknown)}: "
                                     "mistyped, or nodes of another --cluster or --db.")
-            return events, transitions, matched
+            return events, transitions, stops, matched
         finally:
             await store.close()
 
-    events, transitions, matched = asyncio.run(main())
+    events, transitions, stops, matched = asyncio.run(main())
     rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
              "component": e["component"], "message": e["message"]} for e in events]
     rows += [{"ts": t["ts"], "node": t["node"], "kind": VERDICT,
               "severity": VERDICT_SEVERITY.get(Verdict(t["new"]), "info"),
               "component": "", "message": f"{t['old'] or 'new'} -> {t['new']}"
               + (f" ({', '.join(t['reasons'])})" if t["reasons"] else "")} for t in transitions]
+    rows += [{"ts": it["ts"], "node": compress(it["nodes"]) if it["nodes"] else "",
+              "kind": INTERRUPTION, "severity": "warn", "component": f"job {it['job_id']}",
+              "message": interruption_text(it["job_id"], it["cause"], it["nodes"],
+                                           it["lost_gpu_hours"])} for it in stops]
     rows.sort(key=lambda r: r["ts"])
     if len(rows) > limit:
         rows = rows[-limit:]

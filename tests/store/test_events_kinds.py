@@ -96,3 +96,37 @@ def test_a_node_the_store_never_held_is_a_typo_not_a_quiet_node(db, capsys):
     assert "holds nothing of gpu9999: mistyped" in err
     # A node it holds, quiet in the window asked about: an empty answer, exit 0.
     assert main(["events", "--db", db, "--since", "1m", "--node", "gpu0001"]) == 0
+
+
+def test_job_interruptions_are_a_kind_as_the_timeline_shows_them(tmp_path, capsys):
+    """The TUI's timeline shows "job 41 interrupted: network on gpu0002 …" as kind
+    'interruption'; `events --kind interruption` was refused as naming no event kind."""
+    from fleetdeck.console.store import TickRows
+
+    async def stops(path) -> None:
+        store = await Store.open(path)
+        try:
+            await store.write_rows(TickRows(interruptions=[
+                ("41", 1_800_000_100.0, "network", "gpu0002,gpu0003", 16, 2.25,
+                 "R -> NF (NodeFail)"),
+                ("42", 1_800_000_200.0, "operator", "gpu0009", 8, 0.5, "R -> PD (requeued)")]))
+        finally:
+            await store.close()
+
+    asyncio.run(stops(tmp_path / "i.db"))
+    db = str(tmp_path / "i.db")
+    assert main(["events", "--db", db, *SINCE, "--kind", "interruption", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["kind"], r["component"], r["node"]) for r in rows] == [
+        ("interruption", "job 41", "gpu[0002-0003]"), ("interruption", "job 42", "gpu0009")]
+    assert rows[0]["message"] == (
+        "job 41 interrupted: network on gpu0002,gpu0003, 2.2 GPU-h since its checkpoint lost")
+    # Listed with everything else by default, and found by one of the job's nodes.
+    assert main(["events", "--db", db, *SINCE, "--node", "gpu0003", "--json"]) == 0
+    assert [r["component"] for r in json.loads(capsys.readouterr().out)] == ["job 41"]
+
+
+def test_a_kind_kept_elsewhere_says_where(db, capsys):
+    assert main(["events", "--db", db, *SINCE, "--kind", "command"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "audit log" in err and "audit.jsonl" in err
