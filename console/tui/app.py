@@ -692,18 +692,19 @@ class FleetdeckApp(App[int]):
         if view not in VIEWS:
             return None
         if self.current_mode == view:
-            # Already on the view's stack, under a node detail left open there (_switch keeps
-            # it): the view's key again means the view itself (a UX audit pressed 4 twice).
-            stack = self.screen_stack
-            if len(stack) > 1 and not isinstance(self.screen, ModalScreen):
-                for _ in range(len(stack) - 1):
-                    self.pop_screen()
-                return None
-        else:
-            self._remember(self.current_mode)
-            if view in self.history:
-                self.history.remove(view)  # here now: not a step back
-        return self._switch(view)
+            # Already on the view's stack, under a node detail: the view's key means the view
+            # itself (a UX audit pressed 4 twice).
+            self._to_view_root(view)
+            return None
+        self._remember(self.current_mode)
+        if view in self.history:
+            self.history.remove(view)  # here now: not a step back
+        done = self._switch(view)
+        # The view itself, not a node detail left open on its stack long ago: "1" after a
+        # detail opened from the overview and a look at the jobs showed that detail again, with
+        # the overview's tab lit (a 3 a.m. drive). Its cursor is kept: enter opens it again.
+        self.call_after_refresh(self._to_view_root, view)
+        return done
 
     def _remember(self, view: str) -> None:
         """``view`` on top of the back history, once: Esc walked back through every view ever
@@ -713,7 +714,8 @@ class FleetdeckApp(App[int]):
         self.history.append(view)
 
     def _switch(self, view: str) -> Awaitable[object]:
-        # Leave any node detail pushed on the current view's stack where it is (k9s keeps it).
+        # A node detail pushed on the current view's stack stays there: going back to the view
+        # (its key, Esc) pops it (action_view, _to_view_root).
         # The view switched to refreshes itself as it resumes (FleetView._on_screen_resume).
         self._views_composed.add(self.current_mode)
         if isinstance(self.screen, FleetView):

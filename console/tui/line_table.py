@@ -133,6 +133,10 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self.rows: Sequence[T] = []
         self.marks: set[str] = set()
         self.cursor = 0
+        self.touched = False
+        """The cursor was moved (a key, a click, a jump to a row). Until then it stays on the
+        first row as rows reorder: the jobs view opened on a job that had been first and kept
+        it while a held-up job rose above it (a 3 a.m. drive)."""
         self.top = 0
         self.sort_key = ""
         self.sort_reverse = False
@@ -146,8 +150,9 @@ class LineTable(Widget, Generic[T], can_focus=True):
     # --- data ---------------------------------------------------------------------------------
 
     def set_rows(self, rows: Sequence[T]) -> None:
-        """Replace the rows; the cursor stays on the same key when it is still there."""
-        current = self.current_key
+        """Replace the rows; a cursor that was moved stays on the same key when it is still
+        there, one never moved on the first row."""
+        current = self.current_key if self.touched else None
         resized = len(rows) != len(self.rows)
         self.rows = rows
         if any(c.grow for c in self.columns):
@@ -235,6 +240,7 @@ class LineTable(Widget, Generic[T], can_focus=True):
         if i is None:
             return False
         self.cursor = i
+        self.touched = True
         self._clamp_top()
         self.refresh()
         return True
@@ -402,6 +408,7 @@ class LineTable(Widget, Generic[T], can_focus=True):
     # --- actions ------------------------------------------------------------------------------
 
     def _moved(self) -> None:
+        self.touched = True
         self._clamp_top()
         self.refresh()
         self.post_message(self.CursorMoved(self, self.current_key))

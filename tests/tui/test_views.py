@@ -71,16 +71,17 @@ async def test_escape_walks_back_through_each_view_once_and_stops_at_the_overvie
             await pilot.press(key)
             world.tick()
             await pilot.pause()
+        # A view's key shows the view, not the detail left open on it (a 3 a.m. drive).
+        assert isinstance(world.app.screen, NodesScreen)
         seen = []
         for _ in range(8):
             await pilot.press("escape")
             world.tick()
             await pilot.pause()
             seen.append(type(world.app.screen).__name__)
-        # nodes (its detail first) -> events -> fabric -> jobs -> overview, then it stays.
-        assert seen[:5] == ["NodesScreen", "EventsScreen", "FabricScreen", "JobsScreen",
-                            "OverviewScreen"], seen
-        assert set(seen[5:]) == {"OverviewScreen"}
+        # events -> fabric -> jobs -> overview, then it stays.
+        assert seen[:4] == ["EventsScreen", "FabricScreen", "JobsScreen", "OverviewScreen"], seen
+        assert set(seen[4:]) == {"OverviewScreen"}
 
 
 async def test_not_responding_is_a_mark_on_the_node_states_not_one_more_state(world):
@@ -477,3 +478,30 @@ async def test_events_view_follows_the_newest_and_c_keeps_commands_only(world):
         await pilot.pause()
         assert isinstance(world.app.screen, NodeDetailScreen)
         assert world.app.screen.node_id == "gpu0005"
+
+
+async def test_jobs_view_cursor_never_moved_stays_on_the_first_job(world):
+    """The jobs view opened with its cursor on job 41 kept it there while a job a failed node
+    held up rose above it: `r` restarted the job that had been first (a 3 a.m. drive). A
+    cursor never moved stays on the first row; once moved it follows its job."""
+    from tests.tui.fleet import job_status, port_down, publish_job
+
+    nodes = ["gpu0010", "gpu0011"]
+    publish_job(world.ingest, job_status("43", nodes, world.clock), world.clock)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.press("3")
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, JobsScreen)
+        assert screen.table.current_row.job_id == "41"  # its straggler puts it first
+        world.fleet.telemetry(world.ingest, names=["gpu0010"],
+                              faults={"gpu0010": port_down()})
+        publish_job(world.ingest, job_status("43", nodes, world.clock), world.clock)
+        world.tick()
+        await pilot.pause()
+        assert [r.job_id for r in screen.rows][:2] == ["43", "41"]
+        assert screen.table.current_row.job_id == "43"
+        await pilot.press("j")  # moved: it follows job 41 from now on
+        await pilot.pause()
+        assert screen.table.current_row.job_id == "41"
