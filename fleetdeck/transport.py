@@ -33,6 +33,9 @@ from gmqtt.storage import PersistentStorage
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, tls_context
 
 log = logging.getLogger("fleetdeck.transport")
+LINK_STATE = {"link_state": True}
+"""``extra`` of a record that says the broker connection was lost or came back: a front end
+that shows the connection's state on screen need not show it again (the TUI's header)."""
 
 if logging.getLogger("gmqtt").level == logging.NOTSET:
     # gmqtt logs every lost connection at WARNING with a traceback; MqttLink says it in one line
@@ -221,7 +224,7 @@ class MqttLink:
                 if self.conn.connects or attempt > 1:
                     # The first failure is the caller's to report (one-shot commands give up
                     # on it with one sentence); later ones are the reconnect's story.
-                    log.warning("%s retrying in %.1f s", why, delay)
+                    log.warning("%s retrying in %.1f s", why, delay, extra=LINK_STATE)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
 
@@ -298,7 +301,7 @@ class MqttLink:
                 # The warnings said it was gone, every few seconds: say that it is back, or a
                 # collector's log ends on "cannot reach" while it works (an SRE drill).
                 log.warning("connected to the MQTT broker at %s again (lost %.0f s ago)",
-                            self.url, self.clock() - self.conn.since)
+                            self.url, self.clock() - self.conn.since, extra=LINK_STATE)
             self.conn.connects += 1
             self._set("connected")
             waiter = asyncio.ensure_future(lost.wait())

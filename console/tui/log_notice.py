@@ -1,8 +1,8 @@
 """Log records while the console owns the terminal. Written to stderr they land on top of the
 screen (over the header and its connection state, until something repaints it), so the console
 sends them to a log file (``FleetdeckApp.log_path``) and shows the warnings among its own
-notifications, a logger at most once a ``NOTICE_EVERY_S``: a broker that stays down logs a
-line per reconnect attempt, and the header already says "disconnected" with the reason."""
+notifications, a logger at most once a ``NOTICE_EVERY_S``. The broker connection's own records
+(``transport.LINK_STATE``) are not shown: the header says "disconnected" with the reason."""
 
 import asyncio
 import contextlib
@@ -37,6 +37,10 @@ class NoticeHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.count += 1
+        if getattr(record, "link_state", False):
+            # The header says "disconnected" and why, the timeline when it came back: a toast
+            # a minute said it again over the last-events panel (a 3 a.m. drive).
+            return
         now = time.monotonic()
         last = self._shown_at.get(record.name)
         if last is not None and now - last < NOTICE_EVERY_S:
