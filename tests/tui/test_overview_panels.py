@@ -165,3 +165,25 @@ async def test_a_switch_with_low_rate_errors_only_is_drawn_as_the_matrix_draws_i
         fabric = panel_text(screen, "fabric-panel")
         line = next(ln for ln in fabric.splitlines() if ln.strip().startswith(row.leaf + " "))
         assert "■■■■■△■■" in line and "▲" not in line, line
+
+
+async def test_the_last_events_panel_is_newest_first_by_time_not_by_arrival(world):
+    """An event stamped by its agent's clock before one that arrived earlier was listed
+    above it (a 3 a.m. drive: the panel out of time order, the events view in it)."""
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.protocol import codec
+
+    agent = world.fleet.agents["gpu0007"]
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        later = agent._event(EventDraft("xid", "later by its clock", component="gpu2"))
+        world.clock.advance(-5)
+        earlier = agent._event(EventDraft("xid", "earlier by its clock", component="gpu1"))
+        world.clock.advance(5)
+        for ev in (later, earlier):  # one tick each: the earlier one arrives last
+            world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev),
+                                world.clock())
+            world.tick()
+        await pilot.pause()
+        text = panel_text(screen, "events-panel")
+        assert text.index("later by its clock") < text.index("earlier by its clock"), text

@@ -10,6 +10,7 @@ per fleet change (``shown_revision``) or event-log change, never per tick of a q
 
 import time
 from collections.abc import Callable
+from itertools import islice
 
 from textual import on
 from textual.app import ComposeResult
@@ -480,11 +481,12 @@ class OverviewScreen(FleetView):
         panel = self.query_one("#events-panel", Readout)
         panel.border_title = (f"Last events ({len(log)})  "
                               "[$text-muted]5: events[/]")
-        picked: list[EventLine] = []
-        for _seq, line in reversed(log):
-            picked.append(line)
-            if len(picked) >= height:
-                break
+        # Newest first by time, as the events view: arrival order put a verdict change (its
+        # tick's time) above the agent's event that caused it, and a late event on top (a 3
+        # a.m. drive). A few screens' worth of the newest arrivals holds the newest by time.
+        picked: list[EventLine] = sorted(
+            islice((line for _seq, line in reversed(log)), height * 4),
+            key=lambda e: e.ts, reverse=True)[:height]
         if not picked:
             return "[$text-muted]no events yet[/]"
         kind_w = max(8, min(24, max(len(e.kind) for e in picked), width // 3))
