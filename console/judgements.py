@@ -22,6 +22,11 @@ PORT_OK = "ok"
 PORT_DOWN = "down"
 PORT_FLAPPING = "flapping"
 PORT_ERRORING = "erroring"
+FLAPS_PER_HOUR = 2
+"""A port up now whose link went down this often in the agent's hour (``errors_1h``) is
+flapping, not "erroring" (N2 holds either way): three flaps read "erroring" with the FLAP
+column empty (a 3 a.m. drive). Once is a link that went down and came back (a switch reboot:
+the switch reads "recovered")."""
 CORRELATION_MIN = 3
 """Bad ports on this many distinct nodes behind one switch: suspect the switch."""
 STRAGGLER_FACTOR = 1.2
@@ -49,7 +54,8 @@ def port_status(p: IbPortSample, findings: list[Finding]) -> str:
         return PORT_DOWN
     comp = f"{p.dev}:{p.port}"
     rules = {f.rule for f in findings if f.component == comp}
-    if "N5" in rules or (p.d.get("link_downed", 0) > 0):
+    if "N5" in rules or p.d.get("link_downed", 0) > 0 or (
+            "N2" in rules and p.errors_1h.get("link_downed", 0) >= FLAPS_PER_HOUR):
         return PORT_FLAPPING
     if rules & {"N1", "N2", "N3", "N4", "N6"}:
         return PORT_ERRORING

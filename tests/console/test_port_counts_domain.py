@@ -25,3 +25,20 @@ def test_each_port_is_counted_once_by_what_it_is_now(fixture, down, erroring):
     c = fleet_counts(state)
     assert (c.ports, c.ports_down, c.ports_erroring, c.ports_unknown) == (128, down, erroring, 0)
     assert c.ports_down + c.ports_erroring <= c.ports
+
+
+@pytest.mark.parametrize(("downs", "status"), [(3, "flapping"), (2, "flapping"),
+                                               (1, "erroring"), (0, "erroring")])
+def test_a_port_up_again_after_flaps_in_the_hour_is_flapping(downs, status):
+    """`inject ib_flap count=3`, then the flaps over: the fabric views called the port
+    "erroring" (▲, FLAP column empty) for the hour N2 held it (a 3 a.m. drive). Its link going
+    down twice or more in the agent's hour is a flapping port; once (a switch that rebooted)
+    is a port that erred and recovered."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import port_status
+    from fleetdeck.protocol.fast import IbPortSample
+
+    port = IbPortSample(dev="mlx5_ib3", port=1, state="ACTIVE", phys_state="LinkUp",
+                        link_downed=downs, errors_1h={"link_downed": downs} if downs else {})
+    n2 = Finding("N2", Severity.DRAIN, "mlx5_ib3:1", "link_downed increased")
+    assert port_status(port, [n2]) == status
