@@ -17,7 +17,12 @@ from enum import StrEnum
 
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity, Verdict
-from fleetdeck.console.judgements import held_only_since, own_job, scheduler_down
+from fleetdeck.console.judgements import (
+    held_only_since,
+    own_job,
+    scheduler_down,
+    shown_findings,
+)
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
@@ -363,9 +368,22 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     job = state.jobs.get(job_id)
     nodes = list(job.nodes) if job is not None else []
     impact = job_impact(job, job_id, set(nodes), now)
-    lines = [f"{n} ({_node_gpus(state.nodes.get(n)) or (job.gpus_per_node if job else 0)} GPUs)"
-             for n in nodes]
+    lines, unfit = [], []
+    for n in nodes:
+        st = state.nodes.get(n)
+        line = f"{n} ({_node_gpus(st) or (job.gpus_per_node if job else 0)} GPUs)"
+        if why := _unfit_undrained(st):
+            line += f": {why}, not drained"
+            unfit.append(n)
+        lines.append(line)
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
+    if unfit:
+        # A requeued job goes wherever the scheduler finds room, the node that killed it
+        # included unless it is drained (Slurm places nothing on a DRAIN node): the
+        # restart dialog listed a failed node as a plain target (a 3 a.m. drive).
+        notes.append(f"{compress(unfit)} {'is' if len(unfit) == 1 else 'are'} unfit and not "
+                     "drained: the scheduler may place the job on "
+                     f"{'it' if len(unfit) == 1 else 'them'} again; drain first")
     sched = state.scheduler
     if sched is not None and scheduler_down(state):
         # Its Last Will came: the request waits in the broker's queue for nobody, and the
@@ -377,6 +395,19 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         gpus=impact.gpus, jobs=[impact], nodes_affected=len(nodes), gpus_affected=impact.gpus,
         gpu_hours_at_risk=impact.gpu_hours_at_risk, free_gpus_after=0, notes=notes,
     )
+
+
+def _unfit_undrained(st: NodeState | None) -> str:
+    """Why a job's node should not take the job back, or '': failed or offline and not
+    drained (silent nodes are left out: a silent agent is not a sick node)."""
+    if st is None or st.drain.state is not DrainState.NONE:
+        return ""
+    if st.verdict is Verdict.OFFLINE:
+        return "offline"
+    if st.verdict is Verdict.FAILED:  # N2's hour too: its link went down within it
+        worst = shown_findings(st)
+        return f"failed ({worst[0]})" if worst else "failed"
+    return ""
 
 
 def job_refusal(state: FleetState, job_id: str) -> str:

@@ -273,3 +273,27 @@ def test_the_drain_reason_hint_is_the_node_s_worst_finding(world):
     assert drain_reason_hint(state.nodes["gpu0001"]) == "N1 mlx5_ib4:1"  # not G12 gpu1
     assert drain_reason_hint(state.nodes["gpu0002"]) == ""
     assert drain_reason_hint(None) == ""
+
+
+def test_a_restart_names_a_failed_node_of_the_job_that_is_not_drained(world):
+    """The restart dialog listed the job's failed node as a plain target: requeued, the job
+    can go straight back onto it (a 3 a.m. drive). Drained, it is no longer flagged."""
+    from tests.tui.fleet import port_down
+
+    clock, ingest, fleet, state = world
+    nodes = ["gpu0001", "gpu0002"]
+    publish_job(ingest, job_status("42", nodes, clock), clock)
+    fleet.telemetry(ingest, job={n: "42" for n in nodes}, faults={"gpu0002": port_down()})
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    radius = job_blast_radius(state, "42", clock())
+    assert radius.target_lines[0] == "gpu0001 (8 GPUs)"
+    assert radius.target_lines[1].startswith("gpu0002 (8 GPUs): failed (N1 mlx5_ib2:1: "), \
+        radius.target_lines
+    assert radius.target_lines[1].endswith(", not drained")
+    assert ("gpu0002 is unfit and not drained: the scheduler may place the job on it again; "
+            "drain first") in radius.notes
+    fleet.status(ingest, "gpu0002", DrainState.DRAINING, reason="IB down")
+    state.apply(ingest.take_batch(), clock())
+    radius = job_blast_radius(state, "42", clock())
+    assert radius.target_lines[1] == "gpu0002 (8 GPUs)" and not radius.notes
