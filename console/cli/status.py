@@ -261,7 +261,10 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T,
                 started = asked - up - SYS_INTERVAL_S
                 session.state.broker_restarted(started)
                 session.tick()
-        print(f"fleetdeck status: the broker at {url} started {up:.0f} s ago: agents may still "
+        # "started 0 s ago" of a broker 15 s old read as a broker restarting under the
+        # operator's feet (a 3 a.m. drive): its uptime is as of its last $SYS refresh.
+        print(f"fleetdeck status: the broker at {url} started {up:.0f}-"
+              f"{up + SYS_INTERVAL_S:.0f} s ago: agents may still "
               "be reconnecting: a node not heard since reads waiting, and one whose birth "
               "the broker did not keep (no persistence) is missing from the counts "
               "(docs/reliability.md).", file=sys.stderr)

@@ -32,3 +32,6 @@ async def test_nodes_not_back_yet_after_a_broker_restart_read_waiting(mosquitto)
     assert {n["verdict"] for n in summary["nodes"]} == {"waiting"}
     assert not [i for i in summary["incidents"] if i["kind"] in ("rack", "fleet", "node")]
     assert "a node not heard since reads waiting" in out.stderr
+    # A range: the uptime is as of Mosquitto's last $SYS refresh, up to 10 s before.
+    up = summary["broker_uptime_s"]
+    assert f"started {up:.0f}-{up + 10:.0f} s ago" in out.stderr, out.stderr
