@@ -10,7 +10,8 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
    its job keeps stepping) within ``RACK_WINDOW_S`` of each other: power or the rack's network,
    not each node;
 3. **node** — every other node that is not ``ok``, titled by its worst finding;
-4. **job** — a job's straggler whose node has no incident of its own.
+4. **job** — a running job that stopped stepping (hung) with none of its nodes in an error
+   incident, else a job's straggler whose node has no incident of its own.
 
 While the console itself is cut off from the broker, one **console** incident comes first: no
 node goes stale for the console's own silence (``FleetState.blind``), so no rack looks dark.
@@ -32,6 +33,8 @@ from fleetdeck.console.judgements import (
     LeafGroup,
     SuspectSwitch,
     leaf_groups,
+    not_stepping,
+    not_stepping_text,
     own_findings,
     own_job,
     recommended_action,
@@ -155,7 +158,22 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         out.append(_node_incident(st, jobs_on))
         taken.add(st.node_id)
     by_node = {n: inc for inc in out for n in inc.nodes}
+    now = state.judged_at
     for job in state.jobs.values():
+        quiet = not_stepping(job, state, now)
+        if quiet is not None:
+            home = next((i for i in out if job.job_id in i.jobs and i.severity == "error"),
+                        None)
+            if home is not None:
+                continue  # its failing node's incident says what stops it
+            out.append(Incident(
+                f"job:{job.job_id}", "job", "error",
+                f"job {job.job_id} hung: {not_stepping_text(job, quiet, now)}, "
+                "none of its nodes failing", now - quiet, [],
+                "look at its ranks (a collective that never completes: py-spy dump, "
+                f"NCCL_DEBUG=INFO); restart-job {job.job_id} from its checkpoint if it does "
+                "not step again", [job.job_id]))
+            continue
         found = straggler(job, state)
         if found is None:
             continue

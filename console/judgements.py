@@ -357,6 +357,49 @@ JOB_ALIVE_S = 30.0
 """A job counts as still stepping when its step advanced within this long (or 5 steps)."""
 
 
+def step_window_s(job: JobStatus) -> float:
+    """How long a stepping job may go between two steps this console sees."""
+    return max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
+
+
+def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
+    """Seconds since a running job's step last advanced, as this console saw it, when that is
+    longer than it takes the job to step as often as its scheduler reports it: the longest of
+    ``step_window_s`` and three times its last reported advance, in steps (at its step time)
+    and in seconds (a scheduler that publishes at checkpoints moves the step 100 at a time).
+    None while it steps or nothing can be said. A job the scheduler calls running that
+    stopped stepping is hung (a rank deadlocked, a collective that never completes: Slurm
+    still says R); its figures froze with no word of it.
+
+    Not said of a job with a reason (it says why it waits), of one this console never saw
+    advance (a retained status says where the job was, not how often it moves), of the jobs
+    of a scheduler that went offline (``scheduler_down``), nor of silence while this console
+    was cut off from its broker, or the agents' and the scheduler's grace after
+    (``FleetState.blind``)."""
+    if (job.state.value != "R" or job_reason(job) or state.sightless(now)
+            or scheduler_down(state)):  # its jobs' figures are its last word: said so
+        return None
+    seen = state.job_stepped_at.get(job.job_id)
+    if seen is None or seen[1] is None:
+        return None
+    last = seen[1]
+    since = last
+    blind = state.blind
+    if blind is not None and blind[1] is not None:
+        since = max(since, blind[1])
+    steps, gap = state.job_step_delta.get(job.job_id, (1, None))
+    window = max(step_window_s(job), 3 * steps * (job.step_time_ms or 0) / 1000,
+                 3 * (gap or 0))
+    if now - since <= window:
+        return None
+    return now - last
+
+
+def not_stepping_text(job: JobStatus, quiet: float, now: float) -> str:
+    """``no step for 95 s (step 500 at 13:57:59)``: every view and the incident say it so."""
+    return f"no step for {quiet:.0f} s (step {job.step} at {_utc(now - quiet)})"
+
+
 def own_job(st: NodeState, state: FleetState) -> str | None:
     """The job the node's own telemetry names, unless the scheduler's status of that job says
     it does not hold this node now: a dead node's last sample kept it "in job 4102" after the
@@ -389,8 +432,7 @@ def _stepping(state: FleetState, st: NodeState, jobs: "list[str] | tuple[()]",
         job = state.jobs[job_id]
         if seen is None or seen[1] is None:
             continue
-        window = max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
-        if seen[1] > (silent_since or 0) and now - seen[1] <= window:
+        if seen[1] > (silent_since or 0) and now - seen[1] <= step_window_s(job):
             return job_id
     return ""
 

@@ -25,6 +25,8 @@ from fleetdeck.console.judgements import (
     job_reason,
     leaf_groups,
     leaf_of,
+    not_stepping,
+    not_stepping_text,
     scheduler_down,
     sick_nodes,
     straggler,
@@ -590,7 +592,9 @@ class JobRow:
     """It has a straggler, on a node other than ``sick``'s (said on its own)."""
     held_up: str = ""
     """What holds the job up, for one column: ``sick`` first (it stops the job; a straggler
-    only slows it), then the straggler when that is another node."""
+    only slows it), then ``stalled``, then the straggler when that is another node."""
+    stalled: str = ""
+    """A running job whose step stopped advancing (``judgements.not_stepping``)."""
 
 
 def progress_bar(frac: float, width: int) -> str:
@@ -617,6 +621,13 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
+    quiet = not_stepping(job, state, now)
+    stalled = ""
+    if quiet is not None:
+        # Before a straggler (it only slows the job), after a node that stops it (the cause).
+        stalled = not_stepping_text(job, quiet, now)
+        held_up = (f"{sick_text(sick)}; {stalled}" if sick else stalled) + (
+            f"; straggler {slow.text}" if slow is not None and apart else "")
     if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
         stale = f"scheduler offline: as of {clock_text(job.ts / 1000)}"
@@ -635,7 +646,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.text, reason=job_reason(job),
         sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
-        held_up=held_up,
+        held_up=held_up, stalled=stalled,
     )
 
 
@@ -652,7 +663,7 @@ def jobs_to_act_on_first(rows: Iterable[JobRow]) -> list[JobRow]:
     slows one), then by state and id: the overview's jobs panel and the jobs view in one
     order (the jobs view listed a straggler's job above one a failed node stopped, under an
     overview that had them the other way round: a newcomer's run)."""
-    return sorted(rows, key=lambda r: (not r.sick, not r.straggler,
+    return sorted(rows, key=lambda r: (not r.sick, not r.stalled, not r.straggler,
                                        JOB_STATE_ORDER.get(r.state, 9), r.job_id))
 
 

@@ -646,6 +646,11 @@ class FleetState:
         """Job id -> (step, receive time the step last advanced; None until this console saw
         it advance: a retained status read on connect says where the job stopped, not that it
         still steps)."""
+        self.job_step_delta: dict[str, tuple[int, float | None]] = {}
+        """Job id -> (steps its last advance covered, seconds since the advance before; None
+        when this console saw no advance before): a scheduler that publishes at checkpoints
+        (a recording of the offline simulator, a bridge that polls) moves a job 100 steps at
+        a time, and ``judgements.not_stepping`` waits for that long."""
         self.correlate: Callable[[FleetState, float], None] | None = None
         """Fleet-wide judgements run before each verdict pass (console/judgements.py sets it:
         the state cannot import them, they read the state)."""
@@ -916,6 +921,7 @@ class FleetState:
         for job_id in batch.jobs_withdrawn:
             self.jobs.pop(job_id, None)
             self.job_stepped_at.pop(job_id, None)
+            self.job_step_delta.pop(job_id, None)
             self._job_nodes.pop(job_id, None)
         for job_id, (rx, job) in batch.jobs.items():
             self.jobs[job_id] = job
@@ -924,6 +930,8 @@ class FleetState:
                 self.job_stepped_at[job_id] = (job.step, None)
             elif job.step != seen[0]:
                 self.job_stepped_at[job_id] = (job.step, rx)
+                self.job_step_delta[job_id] = (abs(job.step - seen[0]),
+                                               None if seen[1] is None else rx - seen[1])
         for node_id in changed:
             self.nodes[node_id].revision += 1
         self.revisions += len(changed)

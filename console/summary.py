@@ -11,6 +11,7 @@ from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
+    not_stepping,
     own_job,
     recommended_action,
     scheduler_gone,
@@ -66,18 +67,21 @@ def judged_not_ok(state: FleetState, most: int = JUDGED_MAX) -> list[JudgedNode]
                        tuple(str(f) for f in st.all_findings[:20])) for st in bad[:most]]
 
 
-def job_summary(job: JobStatus, state: FleetState) -> dict[str, Any]:
+def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]:
     """The job's own status plus the console's judgements of it: ``straggler`` (null or the
-    slowest rank with its slowdown and likely cause) and ``sick_nodes`` (its nodes that stall
-    it now, worst first; empty when none)."""
+    slowest rank with its slowdown and likely cause), ``sick_nodes`` (its nodes that stall
+    it now, worst first; empty when none) and ``not_stepping_s`` (seconds since a running
+    job's step last advanced, when it stopped stepping; null otherwise)."""
     found = straggler(job, state)
+    quiet = not_stepping(job, state, now)
     return {**job.model_dump(mode="json"),
             # 0-1 as documented: a scheduler's total_steps may be an estimate that the job
             # outruns (step 500 of 10 read "progress 50").
             "progress": (round(min(1.0, job.step / job.total_steps), 4) if job.total_steps
                          else None),
             "straggler": None if found is None else found.as_json(),
-            "sick_nodes": [s.as_json() for s in sick_nodes(job, state)]}
+            "sick_nodes": [s.as_json() for s in sick_nodes(job, state)],
+            "not_stepping_s": None if quiet is None else round(quiet, 1)}
 
 
 def fleet_summary(state: FleetState, now: float, *,
@@ -116,7 +120,7 @@ def fleet_summary(state: FleetState, now: float, *,
         },
         "nodes": [node_summary(st, now, state) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],
-        "jobs": [job_summary(job, state) for job in state.jobs.values()],
+        "jobs": [job_summary(job, state, now) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log)],
         "interruptions": [it.as_json() for it in interruptions or []],

@@ -96,6 +96,10 @@ class SimJob:
     fb_mib: list[int] = field(default_factory=lambda: [0] * GPUS)
     stalled: bool = False
     stalled_since: float | None = None
+    hung_until: float | None = None
+    """A hang no watchdog catches (``job_hang``: a rank deadlocked outside a collective, its
+    peers spinning in one): no step, no reason, state R, until then (inf: until it is
+    requeued or cancelled)."""
     last_checkpoint_step: int = 0
     last_checkpoint_ms: int | None = None
     started_ms: int | None = None
@@ -158,6 +162,9 @@ class Scheduler:
             return
         self._release(job)
         job.state, job.reason, job.next_state = JobState.CA, "cancelled", None
+
+    def hang(self, job: SimJob, t: float, duration_s: float | None) -> None:
+        job.hung_until = math.inf if duration_s is None else t + duration_s
 
     def requeue(self, job: SimJob, t: float, reason: str) -> None:
         """``scontrol requeue``: back to the queue from the last checkpoint."""
@@ -250,6 +257,12 @@ class Scheduler:
                            f"NCCL watchdog: collective stalled {t - job.stalled_since:.0f} s "
                            f"({hang})")
             return
+        if job.hung_until is not None:
+            if t < job.hung_until:
+                # Spinning, not failed: Slurm still says R with no reason, the step stops.
+                job.stalled, job.stalled_since, job.reason = True, None, ""
+                return
+            job.hung_until = None
         job.stalled, job.stalled_since, job.reason = False, None, ""
         self._rank_times(job)
         job.progress = min(float(job.total_steps), job.progress + dt / job.step_time_s)
@@ -354,7 +367,7 @@ class Scheduler:
             if node.binding is not None and node.binding.job is job:
                 node.binding = None
         job.nodes = []
-        job.stalled, job.stalled_since = False, None
+        job.stalled, job.stalled_since, job.hung_until = False, None, None
         job.rank_time_s, job.compute_frac, job.slowest = [], [], []
 
     def _answer_restarts(self, job: SimJob, t: float) -> None:

@@ -96,9 +96,10 @@ KINDS: dict[str, dict[str, Param]] = {
                "checkpoint_every": Param("int", 100, lo=1),
                "step_time": Param("duration", 1.2), "requeue": Param("bool", True)},
     "cancel": {"job": Param("str", required=True)},
+    "job_hang": {"job": Param("str", required=True), "duration": _UNTIL},
 }
 
-NODE_LESS = frozenset({"submit", "cancel"})
+NODE_LESS = frozenset({"submit", "cancel", "job_hang"})
 """Kinds that do not act on a node."""
 LEAF_OR_NODE = frozenset({"leaf_switch", "repair"})
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from fleetdeck.agents.sim.node import N_PORTS, SimNode
 from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, Scheduler
-from fleetdeck.agents.sim.spec import Action, SpecError, xid_codes
+from fleetdeck.agents.sim.spec import NODE_LESS, Action, SpecError, xid_codes
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
 from fleetdeck.protocol.messages import DrainMode, DrainState, Severity
 
@@ -189,8 +189,8 @@ class SimWorld:
     # --- actions -------------------------------------------------------------------------------
 
     def _targets(self, a: Action) -> list[SimNode]:
-        if a.kind in ("submit", "cancel"):
-            if a.kind == "cancel" and self.scheduler.find(str(a.get("job"))) is None:
+        if a.kind in NODE_LESS:
+            if a.kind != "submit" and self.scheduler.find(str(a.get("job"))) is None:
                 raise SpecError(f"no job {a.get('job')!r}")
             return []
         leaf = a.get("leaf")
@@ -231,6 +231,15 @@ class SimWorld:
             assert victim is not None  # _targets checked it
             self.scheduler.cancel(victim, t)
             return f"cancelled job {victim.job_id}"
+        if kind == "job_hang":
+            hung = self.scheduler.find(str(a.get("job")))
+            assert hung is not None  # _targets checked it
+            if not hung.running:
+                raise SpecError(f"job {hung.job_id} is {hung.state.value}, not running")
+            duration = a.get("duration")
+            self.scheduler.hang(hung, t, None if duration is None else float(duration))
+            return (f"job {hung.job_id} hung at step {hung.step}"
+                    + ("" if duration is None else f" for {float(duration):g} s"))
         node = nodes[0]
         what = f"{kind} on {node.node_id}"
         duration = a.get("duration")

@@ -291,7 +291,7 @@ def test_a_job_past_its_total_steps_reads_at_most_done():
     session = session_with({}, jobs=[lambda c: job_status("7", ["gpu0002"], c).model_copy(
         update={"step": 500, "total_steps": 10})])
     job = session.state.jobs["7"]
-    assert job_summary(job, session.state)["progress"] == 1.0
+    assert job_summary(job, session.state, 0.0)["progress"] == 1.0
 
 
 def _will(ingest, fleet, name: str, clock) -> None:

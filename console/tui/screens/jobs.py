@@ -68,9 +68,12 @@ class JobsScreen(FleetView):
         running = sum(1 for r in self.rows if r.state == "R")
         slow = sum(1 for r in self.rows if r.straggler)
         sick = sum(1 for r in self.rows if r.sick)
+        stalled = sum(1 for r in self.rows if r.stalled and not r.sick)
         text = f"{plural(len(self.rows), 'job')}  {running} running"
         if sick:
             text += f"  [$error]{sick} held up by a node[/]"
+        if stalled:
+            text += f"  [$error]{stalled} not stepping[/]"
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"
@@ -106,7 +109,7 @@ def _cells(r: JobRow) -> tuple[str, ...]:
 
 
 def _style(r: JobRow) -> str:
-    if r.sick:
+    if r.sick or r.stalled:
         return "failed"
     if r.straggler and r.state == "R":
         return "degraded"

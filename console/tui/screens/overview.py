@@ -72,8 +72,9 @@ def _rail_glyph(state: str) -> str:
 
 
 def _held_up_lines(j: JobRow) -> int:
-    """Lines under a job in the jobs panel: its failed node, its straggler elsewhere."""
-    return (1 if j.sick else 0) + (1 if j.straggler_apart else 0)
+    """Lines under a job in the jobs panel: its failed node, its stall, its straggler
+    elsewhere."""
+    return (1 if j.sick else 0) + (1 if j.stalled else 0) + (1 if j.straggler_apart else 0)
 
 
 def _hosts(nodes: "tuple[str, ...]") -> str:
@@ -350,9 +351,12 @@ class OverviewScreen(FleetView):
         running = sum(1 for j in jobs if j.state == "R")
         slow = sum(1 for j in jobs if j.straggler)
         sick = sum(1 for j in jobs if j.sick)
+        stalled = sum(1 for j in jobs if j.stalled and not j.sick)
         title = f"Jobs: {running} running"
         if sick:
             title += f", [$error]{sick} held up by a node[/]"
+        if stalled:
+            title += f", [$error]{stalled} not stepping[/]"
         if slow:
             title += f", [$warning]{slow} with a straggler[/]"
         panel.border_title = title + "  [$text-muted]3: jobs[/]"
@@ -388,6 +392,8 @@ class OverviewScreen(FleetView):
             lines.append(head)
             if j.sick:
                 lines.append(f"  [$error]↳ {esc(fit(j.sick, width - 4))}[/]")
+            if j.stalled:
+                lines.append(f"  [$error]↳ {esc(fit(j.stalled, width - 4))}[/]")
             if j.straggler_apart:
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
             if detail:
