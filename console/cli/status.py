@@ -18,7 +18,7 @@ from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
-from fleetdeck.console.state import AGENT_RECONNECT_S
+from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
@@ -161,16 +161,38 @@ FAIL_ON = {"failed": frozenset({"failed", "offline"}),
 EXIT_UNHEALTHY = 1
 
 
-def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None) -> int:
+EXIT_UNSEEN = 3
+"""What ``status`` exits with when it could not see the fleet: the broker connection lost
+during the watch, or, with ``--fail-on``, nodes that sent no telemetry during it."""
+
+
+def unheard(summaries: list[dict[str, Any]], wait_s: float) -> list[str]:
+    """The nodes still ``waiting`` after the watch, said on stderr (for a script too): a
+    `status --wait 1 --fail-on failed` read 63 of 64 nodes waiting, exit 0, and missed the
+    four failed among them (a newcomer's run)."""
+    waiting = [n["id"] for out in summaries for n in out.get("nodes", [])
+               if n["verdict"] == WAITING]
+    if waiting:
+        nodes = f"{len(waiting)} node{'' if len(waiting) == 1 else 's'}"
+        print(f"fleetdeck status: {nodes} ({compress(waiting)}) sent no telemetry in the "
+              f"{wait_s:g} s watch: their health is unknown (raise --wait; after a broker "
+              f"restart the agents take up to {AGENT_RECONNECT_S:.0f} s to be back).",
+              file=sys.stderr)
+    return waiting
+
+
+def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None,
+              waiting: list[str] | None = None) -> int:
     """EXIT_UNHEALTHY, with a line on stderr, when a node of ``summaries`` reads as bad as
-    ``fail_on`` or worse; else 0."""
+    ``fail_on`` or worse; else EXIT_UNSEEN when nodes are ``waiting`` (their health unknown:
+    ``unheard`` said which); else 0."""
     if fail_on is None:
         return 0
     # A node drained or draining is one an operator has acted on: no page for it.
     bad = [n["id"] for out in summaries for n in out.get("nodes", [])
            if n["verdict"] in FAIL_ON[fail_on] and n["drain"] == "none"]
     if not bad:
-        return 0
+        return EXIT_UNSEEN if waiting else 0
     print(f"fleetdeck status: {len(bad)} node(s) {fail_on} or worse ({compress(bad)}; "
           f"--fail-on {fail_on})", file=sys.stderr)
     return EXIT_UNHEALTHY
@@ -206,15 +228,15 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
     if digests and collectors and not any(c.online for c in collectors):
         print("fleetdeck status: no collector is live: the digests are what the collectors "
               "last said, not the fleet now.", file=sys.stderr)
-        return 3
+        return EXIT_UNSEEN
     blind = session.state.blind
     if blind is not None:
         # A script must not read a fleet it could not see as healthy (docs/protocol.md).
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
               f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
               "are as of then.", file=sys.stderr)
-        return 3
-    return unhealthy([out], fail_on)
+        return EXIT_UNSEEN
+    return unhealthy([out], fail_on, unheard([out], wait_s))
 
 
 T = TypeVar("T")
@@ -322,7 +344,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
                 render_summary(out, console)
     for err in errors:
         print(f"fleetdeck status: {err}", file=sys.stderr)
-    return 2 if errors else unhealthy(summaries, fail_on)
+    return 2 if errors else unhealthy(summaries, fail_on, unheard(summaries, wait_s))
 
 
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
