@@ -69,6 +69,24 @@ def _positive(kind: type[int] | type[float], what: str,
     return check
 
 
+def _span(what: str) -> Callable[[str], float]:
+    """A length of time as ``sim --duration`` and ``--since`` take it (``record --duration
+    1m`` was refused as not a number: a newcomer's run)."""
+    def check(value: str) -> float:
+        from fleetdeck.agents.sim.rates import RatesError, parse_span
+
+        try:
+            seconds = parse_span(value, what)
+        except RatesError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        if not math.isfinite(seconds):
+            raise argparse.ArgumentTypeError(f"{what} must be finite, not {value}")
+        return seconds
+
+    check.__name__ = what
+    return check
+
+
 def _port(value: str) -> int:
     try:
         port = int(value)
@@ -146,6 +164,9 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     p = sub.add_parser("resume", help=f"return drained nodes to service ({exits})")
     p.add_argument("hostlist", metavar="HOSTLIST")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what the resume would give back (GPUs, and nodes still failing "
+                   "their health checks) and send nothing")
     common(p)
 
     p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})")
@@ -384,8 +405,9 @@ def build_parser() -> Parser:
     _add_broker(p)
     p.add_argument("--out", required=True, metavar="FILE",
                    help="recording file (.jsonl, or .jsonl.gz to compress)")
-    p.add_argument("--duration", type=_positive(float, "--duration"), metavar="SECONDS",
-                   help="stop after that long (default: until Ctrl-C)")
+    p.add_argument("--duration", type=_span("--duration"), metavar="SPAN",
+                   help="stop after that long: 90 (seconds), 30s, 5m, 2h (default: until "
+                   "Ctrl-C)")
     p.add_argument("--force", action="store_true",
                    help="overwrite --out if it exists (default: refuse)")
 
@@ -757,7 +779,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     return run_resume(_url(args), args.cluster, args.hostlist,
                       reason=args.reason, operator=args.operator, audit_path=args.audit_log,
-                      timeout_s=args.timeout, command_key=_command_key(args))
+                      timeout_s=args.timeout, command_key=_command_key(args),
+                      dry_run=args.dry_run)
 
 
 def cmd_restart_job(args: argparse.Namespace) -> int:

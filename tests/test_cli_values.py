@@ -33,6 +33,10 @@ def _one_sentence(res, needle: str) -> None:
         (["sim", "--nodes", "100000000", "--out", "/nonexistent/x.jsonl.gz", "--duration",
           "1h"], "needs about 3.7 TiB of memory"),
         (["demo", "--nodes", "100000000"], "needs about 11.9 TiB of memory"),
+        (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "nan"],
+         "--duration must be finite"),
+        (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "soon"],
+         "--duration must be a span like 7d, 36h or 90m"),
     ],
 )
 def test_unusable_numbers_are_one_sentence(args, needle):
@@ -105,3 +109,11 @@ def test_a_bad_setting_names_where_it_came_from(env, args, needle, monkeypatch, 
     assert main(["status", *args]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1, err
+
+
+def test_record_takes_a_span_as_sim_does():
+    """`record --duration 1m` was refused as not a number while `sim --duration 7d` and
+    `--since 1h` take spans (a newcomer's run): it now reaches the broker."""
+    res = run_cli("record", "--out", "/tmp/never.jsonl.gz", "--duration", "1m", "--broker",
+                  "mqtt://127.0.0.1:1", timeout=20)
+    assert res.returncode == 2 and "cannot reach the MQTT broker" in res.stderr, res.stderr

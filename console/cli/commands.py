@@ -389,19 +389,25 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
 
 def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, operator: str,
                audit_path: str | None, timeout_s: float,
-               command_key: bytes | None = None) -> int:
-    audit = _audit(audit_path)
-    targets = checked(Attempt(CommandOp.RESUME, hostlist, reason), audit, operator, cluster,
-                      lambda: parse_targets(hostlist))
+               command_key: bytes | None = None, dry_run: bool = False) -> int:
+    audit = _audit(audit_path, check=not dry_run)
+    targets = (parse_targets(hostlist) if dry_run else
+               checked(Attempt(CommandOp.RESUME, hostlist, reason), audit, operator, cluster,
+                       lambda: parse_targets(hostlist)))
     run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s,
                      command_key=command_key)
 
-    def make(r: CommandRun) -> Request:
+    def radius(r: CommandRun) -> BlastRadius:
         r.known(targets)
+        return blast_radius(r.state, CommandOp.RESUME, targets, r.clock())
+
+    def make(r: CommandRun) -> Request:
         # Not drained, or still failing its checks: said before sending, as the TUI's dialog.
-        r.show_radius(blast_radius(r.state, CommandOp.RESUME, targets, r.clock()))
+        r.show_radius(radius(r))
         return r.session.resume(targets, reason)
 
+    if dry_run:
+        return asyncio.run(run.dry_run(radius))
     return asyncio.run(run.run(make, Attempt(CommandOp.RESUME, targets, reason)))
 
 

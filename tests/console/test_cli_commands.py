@@ -43,6 +43,11 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "blast radius: 4 nodes, 32 GPUs" in out.stdout
     assert "drain gpu[0001-0004]: 4 done" in out.stdout and "DRAINED" in out.stdout
+    # resume --dry-run, as drain's and restart-job's (a newcomer read the README so).
+    out = cli(sim, audit, "resume", "gpu[0001-0004]", "--dry-run")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("dry run: nothing sent\nblast radius: 4 nodes, 32 GPUs "
+                                 "given back"), out.stdout
     out = cli(sim, audit, "resume", "gpu[0001-0004]", "--timeout", "20")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "back in service" in out.stdout
