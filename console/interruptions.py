@@ -364,7 +364,8 @@ def interruption_text(job_id: str, cause: str, nodes: Sequence[str], lost_gpu_ho
     return (f"job {job_id} interrupted: {cause}"
             + (f" on {','.join(nodes[:4])}" + (f" (+{len(nodes) - 4})" if len(nodes) > 4 else "")
                if nodes else "")
-            + f", {lost_gpu_hours:.1f} GPU-h since its checkpoint lost")
+            # "since its checkpoint" of a job that had none read wrong (a newcomer's run).
+            + f", {lost_gpu_hours:.1f} GPU-h of work lost")
 
 
 def report(interruptions: list[dict[str, object]], gpu_hours: float) -> dict[str, object]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from fleetdeck import __version__
+from fleetdeck.console.audit import os_user
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.ids import InvalidId, validate_id
 
@@ -141,8 +142,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         _add_broker(p)
-        p.add_argument("--operator", default=os.environ.get("USER", "operator"),
-                       help="who asks (audit log; default $USER)")
+        p.add_argument("--operator", default=os_user(),
+                       help="who asks (audit log; default your login name)")
         p.add_argument("--audit-log", metavar="FILE", default=None,
                        help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl)")
         p.add_argument("--timeout", type=_positive(float, "--timeout"), default=60.0,
@@ -355,8 +356,8 @@ def build_parser() -> Parser:
     p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
                    help="seconds between screen refreshes")
     p.add_argument("--read-only", action="store_true", help="no commands: header shows [R]")
-    p.add_argument("--operator", default=os.environ.get("USER", "operator"),
-                   help="who is at the keyboard (audit log)")
+    p.add_argument("--operator", default=os_user(),
+                   help="who is at the keyboard (audit log; default your login name)")
     p.add_argument("--audit-log", metavar="FILE", default=None,
                    help="append-only JSON-lines audit log (default "
                    "$XDG_STATE_HOME/fleetdeck/audit.jsonl)")

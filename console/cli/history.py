@@ -86,7 +86,8 @@ def parse_since(text: str, now: float) -> float:
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    """UTC, marked so as ``report`` marks it (``events`` printed local-looking times)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 DEMO_STORES = "demo-*/demo.db"

@@ -29,3 +29,17 @@ def test_unwritable_log_counts_errors(tmp_path):
     log.write(AuditRecord(ts=0, who="a", what="drain", targets="n", why="w",
                           outcome="requested", request_id="c"))
     assert log.errors == 1 and "cannot write" in log.last_error
+
+
+def test_the_operator_defaults_to_the_login_name_without_user(monkeypatch):
+    """With $USER unset (containers, cron, systemd units) the audit log said "who":
+    "operator" (a newcomer's run): the login name comes from the password database."""
+    import os
+    import pwd
+
+    from fleetdeck.cli import build_parser
+
+    for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    args = build_parser().parse_args(["drain", "gpu0001", "--reason", "x"])
+    assert args.operator == pwd.getpwuid(os.getuid()).pw_name

@@ -120,7 +120,7 @@ def test_job_interruptions_are_a_kind_as_the_timeline_shows_them(tmp_path, capsy
     assert [(r["kind"], r["component"], r["node"]) for r in rows] == [
         ("interruption", "job 41", "gpu[0002-0003]"), ("interruption", "job 42", "gpu0009")]
     assert rows[0]["message"] == (
-        "job 41 interrupted: network on gpu0002,gpu0003, 2.2 GPU-h since its checkpoint lost")
+        "job 41 interrupted: network on gpu0002,gpu0003, 2.2 GPU-h of work lost")
     # Listed with everything else by default, and found by one of the job's nodes.
     assert main(["events", "--db", db, *SINCE, "--node", "gpu0003", "--json"]) == 0
     assert [r["component"] for r in json.loads(capsys.readouterr().out)] == ["job 41"]
