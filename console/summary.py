@@ -20,6 +20,7 @@ from fleetdeck.console.judgements import (
     suspect_switches,
 )
 from fleetdeck.console.recording import JudgedNode
+from fleetdeck.console.rows import slurm_state
 from fleetdeck.console.state import WAITING, FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
@@ -34,6 +35,7 @@ def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> 
         "findings": [str(f) for f in st.all_findings],
         "online": bool(st.online),
         "stale": st.stale,
+        "state": slurm_state(st),
         "drain": st.drain.state.value,
         "drain_reason": st.drain.reason,
         "drain_by": st.drain.requested_by,

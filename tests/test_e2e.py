@@ -40,6 +40,7 @@ def test_sim_16_nodes_all_ok_in_status_json(mosquitto, tmp_path):
     for n in out["nodes"]:
         assert n["verdict"] == "ok" and n["reasons"] == [] and n["online"] is True
         assert n["gpus"] == 8 and n["ib_ports_up"] == 8 and n["drain"] == "none"
+        assert n["state"] == "idle"  # sinfo's word, as the console's (no --jobs: idle)
 
 
 def test_clean_sim_shutdown_marks_every_node_offline(mosquitto, tmp_path):
@@ -50,6 +51,7 @@ def test_clean_sim_shutdown_marks_every_node_offline(mosquitto, tmp_path):
     assert stop_process(sim) == 0  # SIGTERM: agents publish offline themselves, exit 0
     out = status_json(url, "bye", wait=1.0)
     assert out["totals"]["by_verdict"]["offline"] == 4
+    assert {n["state"] for n in out["nodes"]} == {"down*"}
 
 
 def test_embedded_amqtt_path(amqtt_broker, tmp_path):

@@ -140,13 +140,11 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         table.add_column(col)
     nodes = sorted(summary["nodes"], key=lambda n: (VERDICT_RANK[n["verdict"]], n["id"]))
     for n in nodes:
-        state_text = "online" if n["online"] else "offline"
-        if n["drain"] != "none":
-            state_text += f"+{n['drain']}"
         table.add_row(
             n["id"],
             f"[{VERDICT_STYLE[n['verdict']]}]{n['verdict']}[/]",
-            state_text,
+            # sinfo's words, as the console's nodes view: "online" said less than "alloc".
+            n["state"],
             f"{n['gpus']}/{n['gpus_expected']}",
             f"{n['ib_ports_up']}/{n['ib_ports']}",
             n["job"] or "",
