@@ -96,6 +96,9 @@ class NodeAgent:
         """Sessions the broker accepted (CONNACK), announced or not."""
         self.last_progress = time.monotonic()
         """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
+        self.on_retry: Callable[[str, str, float], None] | None = None
+        """Told (node, why, delay) of each failed connect instead of the log: a simulator's
+        thousands of agents say it in one line (agents/fleet.py, ``RetryLog``)."""
         self.outbox = outbox or Outbox()
         self.encoder = wire2.TelemetryEncoder(keyframe_every_s, wire)
         """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
@@ -232,8 +235,11 @@ class NodeAgent:
                 attempt += 1
                 delay = min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** min(attempt, 10))
                 delay *= random.uniform(0.5, 1.0)  # jitter: no thundering herd on broker restart
-                log.warning("%s: %s; retrying in %.1f s", self.node_id,
-                            describe_mqtt_error(self.url, err).rstrip("."), delay)
+                why = describe_mqtt_error(self.url, err).rstrip(".")
+                if self.on_retry is not None:
+                    self.on_retry(self.node_id, why, delay)
+                else:
+                    log.warning("%s: %s; retrying in %.1f s", self.node_id, why, delay)
                 self.last_progress = time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)

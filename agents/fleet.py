@@ -55,7 +55,7 @@ from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.agents.state import StateStore
-from fleetdeck.brokerurl import BrokerURL, make_client
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     Ack,
@@ -274,6 +274,35 @@ class SimAgent(NodeAgent):
         await self._kept(super()._command_loop(client, announced))
 
 
+RETRY_LOG_EVERY_S = 10.0
+
+
+class RetryLog:
+    """The agents' failed connects, one log line for the fleet at most every
+    ``RETRY_LOG_EVERY_S``: with the broker down, 64 agents logged 267 lines in 10 s, one per
+    agent per retry (a newcomer's run); a real agent still logs its own (agents/agent.py)."""
+
+    def __init__(self, url: BrokerURL, total: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.url = url
+        self.total = total
+        self.clock = clock
+        self._failing: dict[str, str] = {}
+        self._said_at: float | None = None
+
+    def __call__(self, node_id: str, why: str, delay_s: float) -> None:
+        self._failing[node_id] = why
+        now = self.clock()
+        if self._said_at is not None and now - self._said_at < RETRY_LOG_EVERY_S:
+            return
+        first = self._said_at is None
+        self._said_at = now
+        count, self._failing = len(self._failing), {}
+        agents = f"{node_id}" if count == 1 and first else f"{count} of {self.total} agents"
+        log.warning("%s: %s; retrying with back-off (one line every %.0f s while any "
+                    "agent retries)", agents, why, RETRY_LOG_EVERY_S)
+
+
 class Fleet:
     agent_class: type[SimAgent] = SimAgent
 
@@ -310,6 +339,7 @@ class Fleet:
         self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in mine}
         self.telemetry_clock = TelemetryClock()
         """Every agent's telemetry slots on one timer (agents/sim/clock.py)."""
+        self.retry_log = RetryLog(url, len(mine))
         self.agents: dict[str, SimAgent] = {n.node_id: self._new_agent(n) for n in mine}
         self._inputs: list[tuple[int, int, dict[str, Any]]] = []
         """Spread fleet: (tick, seq, input) to apply before that world step."""
@@ -329,7 +359,7 @@ class Fleet:
         observed, never left to end unretrieved."""
 
     def _new_agent(self, node: SimNode) -> SimAgent:
-        return self.agent_class(
+        agent = self.agent_class(
             cluster=self.opts.cluster, node_id=node.node_id, source=node, url=self.url,
             interval_s=self.opts.interval_s, keepalive=self.opts.keepalive,
             connect_gate=self.gate, connect_spacing_s=self.opts.connect_spacing_s,
@@ -337,6 +367,8 @@ class Fleet:
             state=self.states[node.node_id], mqtt_lib=self.opts.mqtt_lib,
             telemetry_clock=self.telemetry_clock, **self.opts.agent_kwargs,
         )
+        agent.on_retry = self.retry_log
+        return agent
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -677,8 +709,10 @@ class Fleet:
             except aiomqtt.MqttError as err:
                 attempt += 1
                 delay = min(30.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
-                log.warning("scheduler: broker connection lost (%s); retrying in %.1f s",
-                            err, delay)
+                # "connection lost" of a broker it never reached read as an outage.
+                why = describe_mqtt_error(self.url, err).rstrip(".")
+                if attempt == 1 or attempt % 8 == 0:
+                    log.warning("scheduler: %s; retrying in %.1f s", why, delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
 
