@@ -635,6 +635,9 @@ _RULE_STEPS = {
     "N3": "clean or replace {c}'s cable/transceiver (symbol errors)",
     "N5": "replace {c}'s cable/transceiver (it keeps losing carrier)",
 }
+_PORT_STEP_ORDER = ("N5", "N1", "N3", "N2")
+"""Which port rule's step a port gets when several fire (``repair_step``): a port that keeps
+losing carrier needs its cable replaced; one that is down, checking up to the switch."""
 _XID_RE = re.compile(r"XID (\d+)")
 
 
@@ -646,8 +649,18 @@ def repair_step(st: NodeState) -> str:
     own = own_findings(st)
     # A GPU that fell off the bus is also missing (G1): its XID says more, once.
     xid_gpus = {f.component for f in own if f.rule == "G2"}
+    # One step per port, the most telling of its rules: N1 and N2 of one flapping port said
+    # "check mlx5_ib3:1: reseat or replace its cable/transceiver" twice (a newcomer's run).
+    port_rule: dict[str, str] = {}
+    for f in own:
+        if f.rule in _PORT_STEP_ORDER and f.severity is Severity.DRAIN:
+            held = port_rule.get(f.component)
+            if held is None or _PORT_STEP_ORDER.index(f.rule) < _PORT_STEP_ORDER.index(held):
+                port_rule[f.component] = f.rule
     for f in sorted(own, key=finding_rank):
         if f.severity is not Severity.DRAIN or (f.rule == "G1" and f.component in xid_gpus):
+            continue
+        if f.rule in _PORT_STEP_ORDER and port_rule.get(f.component) != f.rule:
             continue
         if f.rule == "G2":
             codes = [int(c) for c in _XID_RE.findall(f.text)]

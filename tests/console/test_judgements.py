@@ -479,7 +479,9 @@ def test_a_failed_node_is_told_the_repair_its_fault_needs():
         "does again)")
     assert repair_step(nodes["gpu0002"]) == "reset gpu5 (XID 95)"
     assert repair_step(nodes["gpu0003"]).startswith("reset gpu1 or reboot (double-bit ECC)")
-    assert repair_step(nodes["gpu0004"]).startswith("check mlx5_ib2:1: reseat or replace")
+    # Down (N1) and its link_downed moved (N2): one step for the port, not the same twice.
+    assert repair_step(nodes["gpu0004"]) == (
+        "check mlx5_ib2:1: reseat or replace its cable/transceiver, or the switch port")
     assert nodes["gpu0005"].verdict.value == "ok"  # XID 13 is the application's
     assert repair_step(nodes["gpu0005"]) == "repair"
 
@@ -632,3 +634,19 @@ def test_a_node_failed_only_by_the_hour_after_a_flap_holds_no_job_up():
         fleet.telemetry(ingest, faults={"gpu0002": port_down("mlx5_ib3")})
         session.tick()
     assert [s.node for s in sick_nodes(state.jobs["41"], state)] == ["gpu0002"]
+
+
+def test_a_port_that_keeps_losing_carrier_gets_one_step():
+    """N2 and N5 of one port read "check mlx5_ib3:1: reseat or replace its cable/transceiver;
+    replace mlx5_ib3:1's cable/transceiver (it keeps losing carrier)" (a newcomer's run)."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import repair_step
+
+    session = session_with({})
+    st = session.state.nodes["gpu0003"]
+    st.findings = [Finding("N2", Severity.DRAIN, "mlx5_ib3:1", "link_downed increased"),
+                   Finding("N5", Severity.DRAIN, "mlx5_ib3:1", "5 carrier losses/24h (≥ 5)"),
+                   Finding("N2", Severity.DRAIN, "mlx5_ib6:1", "link_downed increased")]
+    assert repair_step(st) == ("check mlx5_ib6:1: reseat or replace its cable/transceiver; "
+                               "replace mlx5_ib3:1's cable/transceiver (it keeps losing "
+                               "carrier)")
