@@ -141,7 +141,8 @@ class BlastRadius:
             # gpus: of the drained or draining targets only (blast_radius).
             if not self.gpus:
                 if self.drained:
-                    return (f"{nodes}, nothing given back to the scheduler while they fail "
+                    they = "it fails" if len(self.targets) == 1 else "they fail"
+                    return (f"{nodes}, nothing given back to the scheduler while {they} "
                             "its health checks")
                 return f"{nodes}, none drained: nothing given back to the scheduler"
             return f"{nodes}, {self.gpus} GPUs given back to the scheduler"

@@ -596,7 +596,7 @@ def test_a_resume_of_a_node_that_still_fails_gives_nothing_back_and_says_so_once
     assert state.nodes["gpu0003"].verdict.value == "failed"
     r = blast_radius(state, CommandOp.RESUME, ["gpu0003"], session.clock())
     assert r.gpus == 0
-    assert r.summary() == ("1 node, nothing given back to the scheduler while they fail its "
+    assert r.summary() == ("1 node, nothing given back to the scheduler while it fails its "
                            "health checks")
     assert any(n.startswith("still failing health checks: gpu0003") for n in r.notes)
     state.nodes["gpu0004"].drain = DrainInfo(state=DrainState.DRAINED)

@@ -480,6 +480,24 @@ async def test_events_view_follows_the_newest_and_c_keeps_commands_only(world):
         assert world.app.screen.node_id == "gpu0005"
 
 
+async def test_commands_only_with_no_command_says_so_not_no_events(world):
+    """'c' with events but no command read "0/66 events … commands only" over "no events yet"
+    (a newcomer's run)."""
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.protocol import codec
+
+    ev = world.fleet.agents["gpu0007"]._event(EventDraft("xid", "Xid 79", component="gpu2"))
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_events(world, pilot)
+        await pilot.press("c")
+        world.tick()
+        await pilot.pause()
+        assert screen.rows == []
+        assert screen.table.empty_text.startswith("no command from this console yet")
+        assert "no events yet" not in text_of(world.app)
+
+
 async def test_jobs_view_cursor_never_moved_stays_on_the_first_job(world):
     """The jobs view opened with its cursor on job 41 kept it there while a job a failed node
     held up rose above it: `r` restarted the job that had been first (a 3 a.m. drive). A

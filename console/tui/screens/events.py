@@ -70,7 +70,14 @@ class EventsScreen(FleetView):
         rows.sort(key=lambda r: (r[1].ts, r[0]), reverse=True)
         self.rows = rows
         table = self.table
-        table.empty_text = "no events yet" if not f.active else "no events match"
+        if f.active:
+            table.empty_text = "no events match"
+        elif self.commands_only and len(app.event_log):
+            # "no events yet" under "0/66 events" read as a broken view (a newcomer's run).
+            table.empty_text = ("no command from this console yet (c: every event; another "
+                                "operator's drain or resume shows as the node's drain event)")
+        else:
+            table.empty_text = "no events yet"
         # On the newest row, the cursor follows the newest (tail -f): a view left at the top
         # and opened again later showed its old top row deep down the list. Moved down, it
         # stays on its entry while new ones arrive above.
