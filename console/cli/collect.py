@@ -141,16 +141,24 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             start.tick(time.monotonic())
             c = session.counters
             done = runner.on_tick(report) if runner is not None else False
-            if time.monotonic() - last_line[0] >= status_every_s:
+            feed = session.feed
+            # Before its first connection there is nothing to count: "0 nodes, 0 received"
+            # beside the transport's "cannot reach" read as a collector that works on nothing.
+            connected_once = feed is None or feed.conn.connects > 0
+            if connected_once and time.monotonic() - last_line[0] >= status_every_s:
                 last_line[0] = time.monotonic()
                 failing = session.store_failing_s
                 who = "" if runner is None else (
                     f" {runner.scope.me} (live: {','.join(runner.scope.live)}),"
                     f" {runner.sender.sent} digests,")
-                received = session.feed.received if session.feed is not None else 0
+                received = feed.received if feed is not None else session.state.applied
+                applied = session.state.applied
+                # Two equal counts read as a mistake (a newcomer's run); they differ only
+                # when messages were shed or refused.
                 line = (f"collect {cluster}:{who} {len(session.state.nodes)} nodes, "
-                        f"{received} received, {session.state.applied} messages, "
-                        f"{c.store_writes} store writes")
+                        f"{received} messages received"
+                        + (f" ({applied} applied)" if applied != received else "")
+                        + f", {c.store_writes} store writes")
                 if failing is not None:
                     line += (f"; STORE FAILING for {failing:.0f} s "
                              f"({session.store_backlog} ticks held in memory)")
