@@ -68,10 +68,13 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
             others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}-{cluster}"[:64])
         except aiomqtt.MqttError:
             others = []
-        hint = (f"clusters seen there: {', '.join(others)}" if others
-                else "no cluster has a node there")
+        # With no node of any cluster there, --cluster is not the likely mistake: nothing
+        # publishes to that broker (a newcomer's run).
+        hint = (f"clusters seen there: {', '.join(others)}; wrong --cluster?" if others
+                else "no node of any cluster there: is an agent or 'fleetdeck sim' running "
+                     "against this broker?")
         raise UserError(f"no node of cluster '{cluster}' was heard on {url} within "
-                        f"{wait_s:g} s ({hint}; wrong --cluster?)")
+                        f"{wait_s:g} s ({hint})")
     return session
 
 

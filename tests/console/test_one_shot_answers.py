@@ -157,3 +157,12 @@ async def test_drain_of_a_hung_node_times_out_saying_why_and_never_acts_later(mo
     assert "never answered" in last, last
     (node,) = json.loads(status.stdout)["nodes"]
     assert node["drain"] == "none", (node, (tmp_path / "agent.log").read_text()[-2000:])
+
+
+def test_status_of_an_empty_broker_asks_whether_anything_publishes(mosquitto):
+    """With no node of any cluster on the broker, "wrong --cluster?" sent a newcomer looking
+    at the wrong thing: nothing publishes there."""
+    out = run_cli("status", "--broker", str(mosquitto.url), "--cluster", "nobody", "--wait", "1")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "is an agent or 'fleetdeck sim' running against this broker?" in out.stderr
+    assert "wrong --cluster" not in out.stderr
