@@ -187,3 +187,24 @@ async def test_the_last_events_panel_is_newest_first_by_time_not_by_arrival(worl
         await pilot.pause()
         text = panel_text(screen, "events-panel")
         assert text.index("later by its clock") < text.index("earlier by its clock"), text
+
+
+async def test_the_counts_wrap_between_groups_not_inside_one():
+    """At 80 columns the counts read "IB ports 256  down 0  erroring" over "0  Jobs PD 5":
+    a figure cut from its label (a newcomer's run)."""
+    import re
+
+    world = World(n=64)
+    world.populate()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        screen = await overview(world, pilot)
+        lines = [ln.strip() for ln in panel_text(screen, "counts").splitlines()]
+        assert len(lines) >= 3, lines
+        for line in lines:
+            assert re.match(r"^(Nodes|Health|GPUs|IB ports|Jobs) ", line), lines
+            assert not re.search(r"(erroring|down|free|failed|out|in use)$", line), lines
+    world = World(n=64)
+    world.populate()
+    async with world.app.run_test(size=(200, 50)) as pilot:  # room: two lines, as before
+        screen = await overview(world, pilot)
+        assert len(panel_text(screen, "counts").splitlines()) == 2

@@ -16,6 +16,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.content import Content
 from textual.css.query import NoMatches
 
 from fleetdeck.console.eventlog import EventLine
@@ -69,6 +70,23 @@ RAIL_GLYPH = {"ok": "[$success]■[/]", "errors": "[$warning]△[/]", "erroring"
 
 def _rail_glyph(state: str) -> str:
     return RAIL_GLYPH[state]
+
+
+def pack_groups(groups: list[str], width: int) -> str:
+    """Markup groups joined by three spaces, a new line where the next would not fit: at 80
+    columns the counts wrapped inside a group ("IB ports 256  down 0  erroring" over "0").
+    A width of 0 or less (not laid out yet) keeps one line."""
+    lines: list[str] = []
+    used = 0
+    for g in groups:
+        n = Content.from_markup(g).cell_length
+        if lines and 0 < width < used + 3 + n:
+            lines.append("\n" + g)
+            used = n
+        else:
+            lines.append(("   " if lines else "") + g)
+            used += (3 if used else 0) + n
+    return "".join(lines)
 
 
 def _held_up_lines(j: JobRow) -> int:
@@ -137,7 +155,7 @@ class OverviewScreen(FleetView):
         feed = self.fleet.session.feed
         link = feed.conn.state if feed is not None else None
         shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link,
-                 state.blind)
+                 state.blind, self.size.width)
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
@@ -154,7 +172,8 @@ class OverviewScreen(FleetView):
         state = self.fleet.state
         now = self.fleet.clock()
         counts = fleet_counts(state, self.fleet.summaries.counts)
-        self.query_one("#counts", Readout).show(self._counts_text(counts))
+        box = self.query_one("#counts", Readout)
+        box.show(self._counts_text(counts, (box.size.width or self.size.width) - 2))
         suspects = suspect_switches(state)
         self.switches = switch_health(state, suspects, self._switch_cache)
         self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
@@ -204,7 +223,7 @@ class OverviewScreen(FleetView):
             return f"unknown: not connected to the broker ({feed.conn.state}), no node heard yet"
         return f"unknown: no node of cluster {esc(self.fleet.cluster)} heard from yet"
 
-    def _counts_text(self, c: FleetCounts) -> str:
+    def _counts_text(self, c: FleetCounts, width: int) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
                            if c.states.get(s) and s != "stale")
         if c.states.get("stale"):
@@ -225,10 +244,11 @@ class OverviewScreen(FleetView):
         err = f"[$warning]erroring {c.ports_erroring}[/]" if c.ports_erroring else "erroring 0"
         if c.ports_unknown:
             err += f"  [$text-muted]unknown {c.ports_unknown}[/]"
-        return (f"[b]Nodes[/] {c.nodes}  {states}   [b]Health[/] {verdicts or '-'}\n"
-                f"[b]GPUs[/] {c.gpus}  in use {c.gpus_in_use}  free {c.gpus_free}  {failed}  "
-                f"out {c.gpus_out}   [b]IB ports[/] {c.ports}  {down}  {err}   "
-                f"[b]Jobs[/] {jobs}")
+        groups = [f"[b]Nodes[/] {c.nodes}  {states}", f"[b]Health[/] {verdicts or '-'}",
+                  f"[b]GPUs[/] {c.gpus}  in use {c.gpus_in_use}  free {c.gpus_free}  {failed}"
+                  f"  out {c.gpus_out}",
+                  f"[b]IB ports[/] {c.ports}  {down}  {err}", f"[b]Jobs[/] {jobs}"]
+        return pack_groups(groups[:2], width) + "\n" + pack_groups(groups[2:], width)
 
     def _update_legend(self) -> None:
         self.query_one("#legend", Readout).show(self.grid.legend())
