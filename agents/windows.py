@@ -116,6 +116,21 @@ class _Tracker:
             self._refresh(now_ms)
         return key, self._out
 
+    def apply(self, rows: list[Row], now_ms: int,
+              put: Callable[[Row, dict[str, int]], Row]) -> list[Row]:
+        """``rows`` with ``put`` applied to those whose component's window holds counts (the
+        same list when none does: the common case allocates nothing)."""
+        key, counts = self.counts(rows, now_ms)
+        if not counts:
+            return rows
+        out = list(rows)
+        n = self._ident
+        for i, k in enumerate(key):
+            c = counts.get(k[:n])
+            if c:
+                out[i] = put(rows[i], c)
+        return out
+
     def _track(self, key: tuple[Any, ...], now_ms: int) -> None:
         n = self._ident
         for k in key:
@@ -179,6 +194,14 @@ def _with(sample: Row, **values: Any) -> Row:
     return sample.model_copy(update=values)
 
 
+def _put_errors_1h(row: Row, counts: dict[str, int]) -> Row:
+    return _with(row, errors_1h=counts)
+
+
+def _put_pcie_replay_1m(row: Row, counts: dict[str, int]) -> Row:
+    return _with(row, pcie_replay_1m=counts["pcie_replay"])
+
+
 class ErrorWindows:
     """One agent's windows: fed every sample it sends (``ports``, ``gpus``); the port windows
     are emptied when the node is returned to service (``forget_ports``), as the console
@@ -193,27 +216,11 @@ class ErrorWindows:
 
     def ports(self, ports: list[Row], now_ms: int) -> list[Row]:
         """``ports`` with ``errors_1h`` set on those whose window holds increments."""
-        key, counts = self._ports.counts(ports, now_ms)
-        if not counts:
-            return ports
-        out = list(ports)
-        for i, k in enumerate(key):
-            c = counts.get(k[:2])
-            if c:
-                out[i] = _with(ports[i], errors_1h=c)
-        return out
+        return self._ports.apply(ports, now_ms, _put_errors_1h)
 
     def gpus(self, gpus: list[Row], now_ms: int) -> list[Row]:
         """``gpus`` with ``pcie_replay_1m`` set on those that replayed in the last minute."""
-        key, counts = self._gpus.counts(gpus, now_ms)
-        if not counts:
-            return gpus
-        out = list(gpus)
-        for i, k in enumerate(key):
-            c = counts.get(k[:1])
-            if c:
-                out[i] = _with(gpus[i], pcie_replay_1m=c["pcie_replay"])
-        return out
+        return self._gpus.apply(gpus, now_ms, _put_pcie_replay_1m)
 
     def forget_ports(self) -> None:
         """The node was returned to service after its repair: its ports' hour is forgotten
