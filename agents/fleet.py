@@ -480,21 +480,25 @@ class Fleet:
                 self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
                                          codec.encode(st), True))
         self._take_acks()
-        ops = world.take_agent_ops()
-        for i, op in enumerate(ops):
+        # One step's ops of a node come down to what the last one leaves (a kill, a start, or
+        # a kill then a start: a restart, whose start waits for the kill). Run one by one, a
+        # kill, start, kill of a node in one step left its agent running: the second kill ran
+        # before the restart's start (a review).
+        wanted: dict[str, tuple[bool, bool]] = {}
+        for op in world.take_agent_ops():
             if op.node not in self.agents and op.node not in self.states:
                 continue  # its agent lives in another process of the fleet
-            if op.op == "kill":
-                # A kill and a start of one node in one step is a restart (agent_restart of a
-                # live agent): the start waits for the kill, or it finds the old task running.
-                then_start = any(o.op == "start" and o.node == op.node for o in ops[i + 1:])
-                task = asyncio.get_running_loop().create_task(
-                    self._kill_then_start(op.node) if then_start else self.kill_agent(op.node),
-                    name=f"kill-{op.node}")
-                self._kills.add(task)
-                task.add_done_callback(self._kill_done)
-            elif not any(o.op == "kill" and o.node == op.node for o in ops[:i]):
-                self.start_agent(op.node)
+            killed, _started = wanted.get(op.node, (False, False))
+            wanted[op.node] = (True, False) if op.op == "kill" else (killed, True)
+        for name, (kill, start) in wanted.items():
+            if not kill:
+                self.start_agent(name)
+                continue
+            task = asyncio.get_running_loop().create_task(
+                self._kill_then_start(name) if start else self.kill_agent(name),
+                name=f"kill-{name}")
+            self._kills.add(task)
+            task.add_done_callback(self._kill_done)
 
     async def _kill_then_start(self, name: str) -> None:
         await self.kill_agent(name)

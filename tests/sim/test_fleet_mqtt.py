@@ -83,3 +83,29 @@ async def test_fleet_over_mosquitto(mosquitto):
     finally:
         stop.set()
         await asyncio.wait_for(runner, 20)
+
+
+async def test_a_kill_start_kill_in_one_step_leaves_the_agent_dead(mosquitto):
+    """A node's agent ops of one step run as what the last one leaves: run one by one, a
+    kill, start, kill left the agent running (the second kill ran before the restart's
+    start: a review)."""
+    from fleetdeck.agents.sim.world import AgentOp
+
+    opts = FleetOptions(cluster="kks", nodes=2, interval_s=0.25, keepalive=5, seed=3)
+    fleet = Fleet(mosquitto.url, opts)
+    stop = asyncio.Event()
+    runner = asyncio.create_task(fleet.run(stop))
+    try:
+        await fleet.wait_connected(20)
+        ops = fleet.world.agent_ops
+        ops += [AgentOp("kill", "gpu0001"), AgentOp("start", "gpu0001"),
+                AgentOp("kill", "gpu0001"), AgentOp("kill", "gpu0002"),
+                AgentOp("start", "gpu0002")]
+        await eventually(lambda: fleet.world.agent_ops is not ops and not fleet._kills, 15,
+                         message="ops taken and done")
+        await asyncio.sleep(0.5)
+        assert "gpu0001" not in fleet._tasks  # killed, not restarted
+        assert "gpu0002" in fleet._tasks and not fleet._tasks["gpu0002"].done()  # restarted
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 20)
