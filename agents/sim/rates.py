@@ -286,8 +286,14 @@ def schedule(table: RateTable, nodes: list[str], *, seed: int, until_s: float,
             out.faults.append(Fault(cause, action))
             out.actions.append(action)
             if cause.repair_s is not None:
-                follow = "agent_restart" if cause.fault == "agent_death" else "repair"
-                out.actions.append(Action(t + cause.repair_s, follow, {"node": node}))
+                if cause.fault == "agent_death":
+                    # Back if still dead: a repair in between brought it back already, and a
+                    # restart of a live agent is one more offline blip (a review).
+                    follow = Action(t + cause.repair_s, "agent_restart",
+                                    {"node": node, "only_dead": True})
+                else:
+                    follow = Action(t + cause.repair_s, "repair", {"node": node})
+                out.actions.append(follow)
     out.faults.sort(key=lambda f: f.action.at)
     out.actions.sort(key=lambda a: a.at)
     return out

@@ -89,7 +89,7 @@ KINDS: dict[str, dict[str, Param]] = {
     "node_death": {**_TARGET},
     # recovery
     "repair": {"leaf": Param("leaf"), **_TARGET},
-    "agent_restart": {**_TARGET},
+    "agent_restart": {**_TARGET, "only_dead": Param("bool", False)},
     # work
     "submit": {"name": Param("str", required=True), "user": Param("str", "sim"),
                "nodes": Param("int", 1, lo=1, hi=4096), "steps": Param("int", 1000, lo=1),

@@ -287,6 +287,8 @@ class SimWorld:
                 self.agent_ops.append(AgentOp("kill", node.node_id))
             return f"{what} (ranks keep running)"
         if kind == "agent_restart":
+            if a.get("only_dead") and node.agent_alive:
+                return f"{what}: its agent is running, left be"
             self._start_agent(node, restart=True)
             return f"{what}"
         if kind == "node_death":

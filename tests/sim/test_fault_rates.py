@@ -125,6 +125,8 @@ def test_schedule_is_poisson_seeded_and_repairs_what_it_breaks():
         then = "agent_restart" if f.action.kind == "agent_death" else "repair"
         assert follow[(then, f.action.get("node"),
                        round(f.action.at + (f.cause.repair_s or 0)))] >= 1
+    # An agent a repair brought back in the meantime is left be, not restarted again.
+    assert all(x.get("only_dead") for x in a.actions if x.kind == "agent_restart")
     # Adding a cause leaves the others' faults where they were.
     more = parse_rates({"rates": {"gpu_xid79": 0.05, "ib_link_down": 0.02, "agent_crash": 0.01,
                                   "hbm_dbe": 0.3}})

@@ -186,6 +186,21 @@ def test_agent_death_ranks_keep_going():
     assert j.state.value == "R" and j.step > step + 5 and "gpu0002" in [n.node_id for n in j.nodes]
 
 
+def test_an_agent_restart_only_if_dead_leaves_a_running_agent_be():
+    """A fault rate table follows each agent_death with an agent_restart: when a repair had
+    brought the agent back already, it killed and restarted it again (a review)."""
+    h = Harness(actions=[act("agent_death", 1, node="gpu0002")])
+    h.run(2)
+    h.world.take_agent_ops()
+    h.world.apply(act("repair", node="gpu0002"), h.world.t)
+    assert [(o.op, o.node) for o in h.world.take_agent_ops()] == [("start", "gpu0002")]
+    text = h.world.apply(act("agent_restart", node="gpu0002", only_dead=True), h.world.t)
+    assert h.world.take_agent_ops() == [] and "left be" in text
+    h.world.apply(act("agent_restart", node="gpu0002"), h.world.t)  # asked for: a restart
+    assert [(o.op, o.node) for o in h.world.take_agent_ops()] == [("kill", "gpu0002"),
+                                                                 ("start", "gpu0002")]
+
+
 def test_node_death_stops_ranks_job_hangs_then_fails():
     h = Harness(actions=[TRAIN, act("node_death", 10, node="gpu0004")], hang_timeout_s=6)
     h.run(10)
