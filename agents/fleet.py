@@ -51,6 +51,7 @@ from fleetdeck.agents.sim.clock import TelemetryClock
 from fleetdeck.agents.sim.mqtt import GmqttSession
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.scenario import Scenario
+from fleetdeck.agents.sim.scheduler import SCHED_HEARTBEAT_S
 from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
@@ -354,6 +355,8 @@ class Fleet:
                                         lambda: int(time.time() * 1000))
         self.sched_connected = asyncio.Event()
         self._stop: asyncio.Event | None = None
+        self._sched_beat = time.monotonic()
+        """When the scheduler's presence was last published (``SCHED_HEARTBEAT_S``)."""
         self._kills: set[asyncio.Task[None]] = set()
         """kill_agent tasks started by tick(): kept (the loop holds tasks only weakly) and
         observed, never left to end unretrieved."""
@@ -476,6 +479,13 @@ class Fleet:
                 node.read(0.0)
                 node.take_events()
         if self.lead:
+            if (self.sched_connected.is_set()
+                    and time.monotonic() - self._sched_beat >= SCHED_HEARTBEAT_S):
+                # Its presence again: a console tells a job that stopped stepping from a
+                # scheduler that went quiet by hearing the scheduler (docs/protocol.md).
+                self._sched_beat = time.monotonic()
+                self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_STATUS),
+                                         self._sched_status(online=True), True))
             for st in world.scheduler.updates(world.t):
                 self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
                                          codec.encode(st), True))

@@ -357,6 +357,12 @@ JOB_ALIVE_S = 30.0
 """A job counts as still stepping when its step advanced within this long (or 5 steps)."""
 
 
+JOB_HUNG_S = 300.0
+"""A running job's step may stand still this long before it is called hung: a checkpoint save
+or an evaluation pass of a big model takes minutes with no step (a review: 30 s flagged every
+save). NCCL's own watchdog waits 10 min."""
+
+
 def step_window_s(job: JobStatus) -> float:
     """How long a stepping job may go between two steps this console sees."""
     return max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
@@ -365,8 +371,10 @@ def step_window_s(job: JobStatus) -> float:
 def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     """Seconds since a running job's step last advanced, as this console saw it, when that is
     longer than it takes the job to step as often as its scheduler reports it: the longest of
-    ``step_window_s`` and three times its last reported advance, in steps (at its step time)
-    and in seconds (a scheduler that publishes at checkpoints moves the step 100 at a time).
+    ``JOB_HUNG_S``, 5 steps and three times its last reported advance, in steps (at its step
+    time) and in seconds (a scheduler that publishes at checkpoints moves the step 100 at a
+    time), and only once the scheduler was heard after that (``FleetState.sched_heard_at``:
+    another job's status, its presence every 30 s).
     None while it steps or nothing can be said. A job the scheduler calls running that
     stopped stepping is hung (a rank deadlocked, a collective that never completes: Slurm
     still says R); its figures froze with no word of it.
@@ -388,9 +396,13 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     if blind is not None and blind[1] is not None:
         since = max(since, blind[1])
     steps, gap = state.job_step_delta.get(job.job_id, (1, None))
-    window = max(step_window_s(job), 3 * steps * (job.step_time_ms or 0) / 1000,
-                 3 * (gap or 0))
+    window = max(JOB_HUNG_S, 5 * (job.step_time_ms or 0) / 1000,
+                 3 * steps * (job.step_time_ms or 0) / 1000, 3 * (gap or 0))
     if now - since <= window:
+        return None
+    if state.sched_heard_at < since + window:
+        # Nothing heard from the scheduler since the window ran out: it may be the one that
+        # went quiet (a bridge with no presence, a hung poll loop), not every job at once.
         return None
     return now - last
 

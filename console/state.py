@@ -646,6 +646,9 @@ class FleetState:
         """Job id -> (step, receive time the step last advanced; None until this console saw
         it advance: a retained status read on connect says where the job stopped, not that it
         still steps)."""
+        self.sched_heard_at = float("-inf")
+        """When the scheduler last said anything (a job status, its presence): a job whose
+        step stopped is hung only while the scheduler is heard (``judgements.not_stepping``)."""
         self.job_step_delta: dict[str, tuple[int, float | None]] = {}
         """Job id -> (steps its last advance covered, seconds since the advance before; None
         when this console saw no advance before): a scheduler that publishes at checkpoints
@@ -904,6 +907,7 @@ class FleetState:
             self.scheduler, self.scheduler_will_doubted = None, False
         if batch.scheduler is not None:
             rx, sched = batch.scheduler
+            self.sched_heard_at = max(self.sched_heard_at, rx)
             was = self.scheduler
             if was is None or sched.started >= was.started:
                 if was is None or was.online is not sched.online:
@@ -924,10 +928,16 @@ class FleetState:
             self.job_step_delta.pop(job_id, None)
             self._job_nodes.pop(job_id, None)
         for job_id, (rx, job) in batch.jobs.items():
+            before = self.jobs.get(job_id)
             self.jobs[job_id] = job
+            self.sched_heard_at = max(self.sched_heard_at, rx)
             seen = self.job_stepped_at.get(job_id)
-            if seen is None:
+            if seen is None or (before is not None and before.state is not job.state):
+                # A new run (requeued, restarted) starts from its checkpoint's step: not an
+                # advance, nor the gap since its last one (a restarted job read hung the
+                # moment it ran again: a review).
                 self.job_stepped_at[job_id] = (job.step, None)
+                self.job_step_delta.pop(job_id, None)
             elif job.step != seen[0]:
                 self.job_stepped_at[job_id] = (job.step, rx)
                 self.job_step_delta[job_id] = (abs(job.step - seen[0]),

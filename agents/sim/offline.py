@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.rates import Fault, RateTable, Schedule, describe, expected
-from fleetdeck.agents.sim.scheduler import SimJob
+from fleetdeck.agents.sim.scheduler import SCHED_HEARTBEAT_S, SimJob
 from fleetdeck.agents.sim.spec import Action
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import JobState
+from fleetdeck.protocol.messages import JobState, SchedulerStatus
 from fleetdeck.protocol.topics import Kind, topic_for
 
 MAX_INTERVAL_S = 3600.0
@@ -164,6 +164,7 @@ class OfflineRun:
         self._restart_at: dict[str, float] = {}
         self._job_key: dict[str, tuple[object, ...]] = {}
         self._job_written: dict[str, float] = {}
+        self._presence_at = float("-inf")
         self.agents: dict[str, NodeAgent] = {}
         self._report_due: list[tuple[float, str]] = []
         self._again: set[str] = set()
@@ -232,6 +233,17 @@ class OfflineRun:
             self.stats.events += 1
         return bool(drafts)
 
+    def _presence(self, t: float) -> None:
+        """The scheduler's presence (``sched/status`` online) at most every
+        ``SCHED_HEARTBEAT_S``, as the live simulator's: a console judges a job hung only while
+        it hears the scheduler (console/judgements.py, ``not_stepping``)."""
+        if t - self._presence_at < SCHED_HEARTBEAT_S:
+            return
+        self._presence_at = t
+        status = SchedulerStatus(online=True, started=self.world.wall_ms(0.0), name="sim",
+                                 ts=self.world.wall_ms(t), jobs=len(self.world.scheduler.jobs))
+        self._put(t, topic_for(self.cluster, Kind.SCHED_STATUS), codec.encode(status), 1, True)
+
     def _job(self, job: SimJob, t: float) -> None:
         self._put(t, topic_for(self.cluster, Kind.JOB, job.job_id),
                   codec.encode(self.world.scheduler.status(job, t)), 1, True)
@@ -279,7 +291,9 @@ class OfflineRun:
         next thing that must happen at its own time."""
         sched = self.world.scheduler
         for job in sched.jobs.values():
-            if (job.hold or job.next_state is not None or job.stalled
+            # A hung job (job_hang) is stalled with nothing due: its end is a horizon below.
+            if (job.hold or job.next_state is not None
+                    or (job.stalled and job.hung_until is None)
                     or job.state in (JobState.RQ, JobState.CG)
                     or (job.state is JobState.PD and t - job.queued_t < 3 * self.opts.fine_s)):
                 return 1
@@ -293,7 +307,9 @@ class OfflineRun:
         if self._restart_at:
             horizon = min(horizon, *self._restart_at.values())
         for job in sched.jobs.values():
-            if job.running:
+            if job.running and job.hung_until is not None:
+                horizon = min(horizon, job.hung_until)  # inf: hung until requeued
+            elif job.running:
                 horizon = min(horizon, t + (job.total_steps - job.progress) * job.step_time_s)
         fine = self.opts.fine_s
         # The step at or just after the horizon is where it happens: land there.
@@ -327,6 +343,7 @@ class OfflineRun:
     def _after(self, t: float, touched: set[str]) -> None:
         world = self.world
         sched = world.scheduler
+        self._presence(t)
         for op in world.take_agent_ops():
             if op.op == "kill":
                 self._will(op.node, t)

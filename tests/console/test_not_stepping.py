@@ -1,50 +1,68 @@
 """A running job that stopped stepping with none of its nodes failing (a collective that never
 completes: Slurm still says R) is hung: its figures froze and nothing said so. The console
 says it on the job (jobs view, overview, ``status --json``'s ``not_stepping_s``) and as an
-incident, once its step has not advanced for longer than it takes to step."""
+incident, once its step has not advanced for longer than a checkpoint save takes
+(``JOB_HUNG_S``) or than its scheduler's reports are apart, while the scheduler is heard."""
 
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.judgements import JOB_ALIVE_S, not_stepping
+from fleetdeck.console.judgements import JOB_HUNG_S, not_stepping
 from fleetdeck.console.rows import job_row, jobs_to_act_on_first, sorted_jobs
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol.messages import JobState
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
 
 NODES = ["gpu0001", "gpu0002"]
+LONG = int(JOB_HUNG_S) + 60
+"""Seconds a run lasts to see a hang: past the window."""
 
 
-def run(seconds: int, *, stepping_for: int, faults=None, reason: str = ""):
-    """A fleet of 8 with jobs 41 (on NODES) and 42 (gpu0005); 41 steps for ``stepping_for``
-    seconds and then stops; 42 steps throughout."""
-    clock = Clock()
-    ingest = Ingest(CLUSTER)
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
-    fleet = SynthFleet(8, clock)
-    fleet.birth(ingest)
-    for t in range(seconds):
+def run(seconds: int, *, stepping_for: int, faults=None, reason: str = "", other: bool = True,
+        every: int = 1, session: ConsoleSession | None = None, state=JobState.R):
+    """A fleet of 8 with jobs 41 (on NODES) and, with ``other``, 42 (gpu0005); 41 steps
+    (a status every ``every`` s) for ``stepping_for`` seconds and then stops; 42 steps
+    throughout (the scheduler is heard)."""
+    if session is None:
+        clock = Clock()
+        session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER),
+                                 follow_up=False)
+        session.fleet = SynthFleet(8, clock)  # type: ignore[attr-defined]
+        session.fleet.birth(session.ingest)  # type: ignore[attr-defined]
+    clock, ingest, fleet = session.clock, session.ingest, session.fleet  # type: ignore[attr-defined]
+    start = getattr(session, "t", 0)
+    for t in range(start, start + seconds):
         clock.advance(1.0)
-        if t <= stepping_for:
-            publish_job(ingest, job_status("41", NODES, clock, step=100 + t).model_copy(
-                update={"reason": reason}), clock)
-        publish_job(ingest, job_status("42", ["gpu0005"], clock, step=100 + t), clock)
+        if t - start <= stepping_for and t % every == 0:
+            publish_job(ingest, job_status("41", NODES, clock, step=100 + t, state=state)
+                        .model_copy(update={"reason": reason}), clock)
+        if other:
+            publish_job(ingest, job_status("42", ["gpu0005"], clock, step=100 + t), clock)
         fleet.telemetry(ingest, faults=faults or {})
         session.tick()
+    session.t = start + seconds  # type: ignore[attr-defined]
     return session
 
 
-def test_a_job_that_steps_is_not_called_hung():
-    session = run(60, stepping_for=60)
+def hung(session) -> float | None:
+    return not_stepping(session.state.jobs["41"], session.state, session.clock())
+
+
+def test_a_job_that_steps_or_pauses_for_a_checkpoint_save_is_not_called_hung():
+    session = run(LONG, stepping_for=LONG)
     state = session.state
     assert all(not_stepping(j, state, session.clock()) is None for j in state.jobs.values())
     assert not [i for i in incidents(state) if i.kind == "job"]
+    # A 4-minute save (no step) is not a hang (30 s flagged every save: a review).
+    session = run(240, stepping_for=0, session=run(20, stepping_for=20))
+    assert hung(session) is None
 
 
 def test_a_job_whose_step_stopped_is_hung_in_every_view_and_in_json():
-    session = run(60, stepping_for=10)
+    session = run(LONG, stepping_for=10)
     state, now = session.state, session.clock()
-    quiet = not_stepping(state.jobs["41"], state, now)
-    assert quiet is not None and quiet > JOB_ALIVE_S
+    quiet = hung(session)
+    assert quiet is not None and quiet > JOB_HUNG_S
     assert not_stepping(state.jobs["42"], state, now) is None
     rows = jobs_to_act_on_first(job_row(j, state, now) for j in sorted_jobs(state))
     assert rows[0].job_id == "41"  # first, above a job that steps
@@ -60,7 +78,7 @@ def test_a_job_whose_step_stopped_is_hung_in_every_view_and_in_json():
 
 
 def test_a_job_stopped_by_a_failed_node_is_that_nodes_incident_not_a_hang():
-    session = run(60, stepping_for=10, faults={"gpu0002": port_down()})
+    session = run(LONG, stepping_for=10, faults={"gpu0002": port_down()})
     state, now = session.state, session.clock()
     row = job_row(state.jobs["41"], state, now)
     assert row.sick.startswith("gpu0002 failed") and "no step for" in row.held_up
@@ -69,47 +87,59 @@ def test_a_job_stopped_by_a_failed_node_is_that_nodes_incident_not_a_hang():
 
 
 def test_a_job_with_a_reason_or_never_seen_to_step_is_not_called_hung():
-    state = run(60, stepping_for=10, reason="gpu0002 mlx5_ib3 link down").state
-    assert not_stepping(state.jobs["41"], state, state.judged_at) is None
+    assert hung(run(LONG, stepping_for=10, reason="gpu0002 mlx5_ib3 link down")) is None
     # Its one status says where it is, not how often it moves (a retained status on connect).
-    state = run(120, stepping_for=0).state
-    assert not_stepping(state.jobs["41"], state, state.judged_at) is None
+    assert hung(run(LONG, stepping_for=0)) is None
+
+
+def test_a_quiet_scheduler_is_not_every_job_hung():
+    """Every job's step stopped because nothing from the scheduler arrives (a bridge with no
+    presence, a hung poll loop): the jobs are not called hung (a review: every job got an
+    error incident saying to restart it)."""
+    assert hung(run(LONG, stepping_for=10, other=False)) is None
+
+
+def test_a_requeued_job_running_again_is_judged_afresh():
+    """Requeued (RQ, PD), then running again from its checkpoint: it read "hung: no step for
+    121 s" the moment it ran (a review)."""
+    session = run(30, stepping_for=30)
+    session = run(120, stepping_for=120, session=session, state=JobState.PD)
+    session = run(5, stepping_for=0, session=session)  # R again, loading its checkpoint
+    assert hung(session) is None
+    session = run(LONG, stepping_for=-1, session=session)  # and not one step since
+    assert hung(session) is None  # never seen to advance in this run: cannot say
+    session = run(10, stepping_for=10, session=session)  # steps, then stops for good
+    session = run(LONG, stepping_for=-1, session=session)
+    assert hung(session) is not None
 
 
 def test_a_scheduler_that_reports_at_checkpoints_is_waited_for():
-    """A status every 20 steps of 1 s (a bridge that polls, the offline simulator's
-    recordings): 25 s without a new one is the cadence, not a hang; 3 cadences are."""
-    clock = Clock()
-    ingest = Ingest(CLUSTER)
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
-    fleet = SynthFleet(4, clock)
-    fleet.birth(ingest)
-    quiet = []
-    for t in range(200):
-        clock.advance(1.0)
-        if t <= 100 and t % 20 == 0:
-            publish_job(ingest, job_status("41", NODES, clock, step=100 + t), clock)
-        fleet.telemetry(ingest)
-        session.tick()
-        quiet.append(not_stepping(session.state.jobs["41"], session.state, clock()))
-    assert all(q is None for q in quiet[:100 + 60])
-    assert quiet[-1] is not None and quiet[-1] > 60
+    """A status every 200 steps of 1 s (a bridge that polls, the offline simulator's
+    recordings): 5 min without a new one is its cadence, not a hang; 3 cadences are."""
+    session = run(700, stepping_for=700, every=200)
+    assert hung(session) is None
+    session = run(700, stepping_for=0, session=session)
+    assert hung(session) is not None
 
 
 def test_silence_while_the_console_was_cut_off_is_not_the_jobs():
     session = run(20, stepping_for=20)
     state, clock = session.state, session.clock
     state.lose_sight(clock(), "broker connection lost")
-    clock.advance(120)
-    assert not_stepping(state.jobs["41"], state, clock()) is None  # blind now
+    clock.advance(JOB_HUNG_S * 2)
+    assert hung(session) is None  # blind now
     state.regain_sight(clock())
     clock.advance(5)
-    assert not_stepping(state.jobs["41"], state, clock()) is None  # the agents' grace
+    assert hung(session) is None  # the agents' grace
+    session = run(60, stepping_for=-1, session=session)
+    assert hung(session) is None  # the window counts from the end of the blindness
+    session = run(LONG, stepping_for=-1, session=session)
+    assert hung(session) is not None
 
 
 SCENARIO = """\
 name = "hang"
-description = "job 4101 hangs at 20 s (no node fails) and steps again at 80 s"
+description = "job 4101 hangs at 20 s (no node fails) and steps again at 420 s"
 [fleet]
 nodes = 4
 [[job]]
@@ -121,27 +151,28 @@ checkpoint_every = 5
 at = "20s"
 fault = "job_hang"
 job = "4101"
-duration = "60s"
+duration = "400s"
 """
 
 
 def test_the_simulators_job_hang_reads_hung_then_stepping_again(tmp_path):
     """`inject job_hang job=4101` (here a scenario, recorded in virtual time, its job status
-    written at each checkpoint): the job stays R with no reason while its step stops; the
-    console calls it hung once the step has not moved for 30 s, and not once it steps again."""
+    written at each checkpoint, the scheduler's presence every 30 s): the job stays R with no
+    reason while its step stops; the console calls it hung once the step has not moved for
+    5 min, and not once it steps again."""
     from fleetdeck.console.replay import run_headless
     from tests.conftest import run_cli
 
     scenario = tmp_path / "hang.toml"
     scenario.write_text(SCENARIO)
     out = tmp_path / "hang.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "100s")
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "500s")
     assert res.returncode == 0, res.stderr
-    for until, hung in ((40.0, False), (75.0, True), (95.0, False)):
+    for until, is_hung in ((200.0, False), (400.0, True), (490.0, False)):
         state = run_headless(out, until=until).session.state
         job = state.jobs["4101"]
         assert job.state.value == "R" and not job.reason.strip(), job
         quiet = not_stepping(job, state, state.judged_at)
-        assert (quiet is not None) is hung, (until, quiet)
-        kinds = {i.key: i for i in incidents(state)}
-        assert ("job:4101" in kinds) is hung, kinds
+        assert (quiet is not None) is is_hung, (until, quiet)
+        keys = {i.key for i in incidents(state)}
+        assert ("job:4101" in keys) is is_hung, keys
