@@ -204,6 +204,11 @@ def jobs_by_node(state: FleetState) -> dict[str, list[str]]:
 def since_checkpoint_s(job: JobStatus, now: float) -> float | None:
     if job.last_checkpoint_ts is not None:
         return max(0.0, now - job.last_checkpoint_ts / 1000)
+    if not job.last_checkpoint_step and job.started_ts is not None:
+        # No checkpoint: everything since the run started is lost, the time its GPUs were
+        # held, not its steps' worth (a hung job's restart was booked 0.25 GPU-h for 2 h of
+        # 64 GPUs held: a 3 a.m. drive).
+        return max(0.0, now - job.started_ts / 1000)
     if job.step_time_ms is not None and job.step >= job.last_checkpoint_step:
         steps = job.step - job.last_checkpoint_step
         if steps or job.last_checkpoint_step:

@@ -45,6 +45,7 @@ from fleetdeck.console.judgements import (
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
+from fleetdeck.protocol.messages import DrainState
 
 FLEET_RACKS = 3
 """Racks falling silent together (within ``RACK_WINDOW_S``) that make one fleet-wide incident."""
@@ -166,12 +167,14 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
                         None)
             if home is not None:
                 continue  # its failing node's incident says what stops it
+            since_ckpt = ("from its checkpoint" if job.last_checkpoint_ts is not None
+                          else "(no checkpoint yet: from step 0)")
             out.append(Incident(
                 f"job:{job.job_id}", "job", "error",
                 f"job {job.job_id} hung: {not_stepping_text(job, quiet, now)}, "
-                "none of its nodes failing", now - quiet, [],
+                "none of its nodes failing", now - quiet, list(job.nodes),
                 "look at its ranks (a collective that never completes: py-spy dump, "
-                f"NCCL_DEBUG=INFO); restart-job {job.job_id} from its checkpoint if it does "
+                f"NCCL_DEBUG=INFO); restart-job {job.job_id} {since_ckpt} if it does "
                 "not step again", [job.job_id]))
             continue
         found = straggler(job, state)
@@ -200,7 +203,11 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
             [], "check the scheduler (its service and its log); job states are as of its "
             "going, the nodes are not known to be affected", list(gone.jobs)))
     _attach_timelines(out, log)
-    out.sort(key=lambda i: (_SEVERITY_RANK.get(i.severity, 2), -len(i.nodes), i.since, i.key))
+    # Worst first means what loses work now first, then the rest by severity and width, and
+    # last what an operator has acted on (every node drained or draining): a hung job came
+    # under an idle drained node (a 3 a.m. drive).
+    out.sort(key=lambda i: (_SEVERITY_RANK.get(i.severity, 2), not i.losing_work,
+                            _acted_on(state, i), -len(i.nodes), i.since, i.key))
     blind = state.blind
     if blind is not None and blind[1] is None:
         # First: while the console hears nothing, nothing else it says is current.
@@ -211,6 +218,12 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
             "check the broker and this console's network to it; the nodes are not known to "
             "be down"))
     return out
+
+
+def _acted_on(state: FleetState, inc: Incident) -> bool:
+    """Every node of the incident is drained or draining: an operator has it in hand."""
+    nodes = [st for n in inc.nodes if (st := state.nodes.get(n)) is not None]
+    return bool(nodes) and all(st.drain.state is not DrainState.NONE for st in nodes)
 
 
 def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str]]:

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 
 from fleetdeck.console.commands import since_checkpoint_s
 from fleetdeck.console.health import Finding
-from fleetdeck.console.judgements import NO_REASON, held_only_since, job_reason
+from fleetdeck.console.judgements import (
+    NO_REASON,
+    held_only_since,
+    hung_when_it_ended,
+    job_reason,
+)
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
@@ -288,8 +293,10 @@ class InterruptionTracker:
                 _live_fault(state.nodes.get(n)) for n in p.nodes):
             # An operator's restart of a job no node was failing: the operator's, not that of
             # a leftover finding (N2's hour after a flap that recovered booked a restart of a
-            # job stepping at full speed as the network's: a 3 a.m. drive).
-            by_cause["operator"] = []
+            # job stepping at full speed as the network's: a 3 a.m. drive) -- unless the job
+            # had stopped stepping: the hang's, which the restart only ended.
+            hung = hung_when_it_ended(state, job.job_id, p.at)
+            by_cause["software" if hung else "operator"] = []
         # The scheduler's reason names the node whose rank died ("rank 8 on gpu0011 …"): its
         # cause wins over a leftover finding elsewhere in the run (a 24 h carrier-loss flag
         # on another node blamed XID 79 crashes on the network). Until its own cause shows,

@@ -371,16 +371,16 @@ def step_window_s(job: JobStatus) -> float:
 def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     """Seconds since a running job's step last advanced, as this console saw it, when that is
     longer than it takes the job to step as often as its scheduler reports it: the longest of
-    ``JOB_HUNG_S``, 5 steps and three times its last reported advance, in steps (at its step
-    time) and in seconds (a scheduler that publishes at checkpoints moves the step 100 at a
-    time), and only once the scheduler was heard after that (``FleetState.sched_heard_at``:
+    ``JOB_HUNG_S``, 5 steps and three times its widest reported advance, in steps (at its
+    step time) and in seconds (a scheduler that publishes at checkpoints moves the step 100
+    at a time), and only once the scheduler was heard after that (``FleetState.sched_heard_at``:
     another job's status, its presence every 30 s).
     None while it steps or nothing can be said. A job the scheduler calls running that
     stopped stepping is hung (a rank deadlocked, a collective that never completes: Slurm
     still says R); its figures froze with no word of it.
 
-    Not said of a job with a reason (it says why it waits), of one this console never saw
-    advance (a retained status says where the job was, not how often it moves), of the jobs
+    A job this console never saw advance is judged by the scheduler's clock instead
+    (``_stopped_before_watch``). Not said of a job with a reason (it says why it waits), of the jobs
     of a scheduler that went offline (``scheduler_down``), nor of silence while this console
     was cut off from its broker, or the agents' and the scheduler's grace after
     (``FleetState.blind``)."""
@@ -388,16 +388,16 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
             or scheduler_down(state)):  # its jobs' figures are its last word: said so
         return None
     seen = state.job_stepped_at.get(job.job_id)
-    if seen is None or seen[1] is None:
+    if seen is None:
         return None
+    if seen[1] is None:
+        return _stopped_before_watch(job, state)
     last = seen[1]
     since = last
     blind = state.blind
     if blind is not None and blind[1] is not None:
         since = max(since, blind[1])
-    steps, gap = state.job_step_delta.get(job.job_id, (1, None))
-    window = max(JOB_HUNG_S, 5 * (job.step_time_ms or 0) / 1000,
-                 3 * steps * (job.step_time_ms or 0) / 1000, 3 * (gap or 0))
+    window = hang_window_s(job, state.job_step_delta.get(job.job_id))
     if now - since <= window:
         return None
     if state.sched_heard_at < since + window:
@@ -405,6 +405,40 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
         # went quiet (a bridge with no presence, a hung poll loop), not every job at once.
         return None
     return now - last
+
+
+def hang_window_s(job: JobStatus, delta: tuple[int, float | None] | None) -> float:
+    """How long ``job``'s step may stand still before it is hung, given the widest advance of
+    its run this console saw (``FleetState.job_step_delta``)."""
+    steps, gap = delta if delta is not None else (1, None)
+    step_s = (job.step_time_ms or 0) / 1000
+    return max(JOB_HUNG_S, 5 * step_s, 3 * steps * step_s, 3 * (gap or 0))
+
+
+def hung_when_it_ended(state: FleetState, job_id: str, at: float) -> bool:
+    """The job's last run had stopped stepping when it ended at ``at`` (as ``not_stepping``
+    would have said): an operator's restart of it ended a hang (console/interruptions.py)."""
+    kept = state.job_run_stepped.get(job_id)
+    if kept is None:
+        return False
+    run, stepped, delta = kept
+    return stepped is not None and at - stepped > hang_window_s(run, delta)
+
+
+def _stopped_before_watch(job: JobStatus, state: FleetState) -> float | None:
+    """How long a job this console never saw step has not stepped, by the scheduler's own
+    clock: its retained status (stamped when its step last moved: statuses go out on change)
+    against the scheduler's newest word (another job's status, its presence every 30 s). A
+    one-shot ``status``, or a console started after the hang, said nothing of a job whose
+    status was minutes older than every other (a 3 a.m. drive). Only for a scheduler that
+    reports steps (a step time), and allowing a status per checkpoint: a scheduler that
+    reports at checkpoints stamps a job once a checkpoint interval."""
+    step_s = (job.step_time_ms or 0) / 1000
+    if not step_s:
+        return None
+    age = (state.sched_newest_ts - job.ts) / 1000
+    window = max(JOB_HUNG_S, 5 * step_s, 3 * job.checkpoint_every * step_s)
+    return age if age > window else None
 
 
 def not_stepping_text(job: JobStatus, quiet: float, now: float) -> str:

@@ -530,9 +530,9 @@ class Problem:
 
 def top_problems(state: FleetState, limit: int = 10,
                  suspects: list[SuspectSwitch] | None = None) -> tuple[list[Problem], int]:
-    """Suspected switches first (their nodes are symptoms), then the worst nodes with their
-    reasons; returns (problems, how many nodes in total). ``suspects``: when the caller has
-    ``suspect_switches(state)`` already."""
+    """Suspected switches first (their nodes are symptoms), hung jobs, then the worst nodes
+    with their reasons; returns (problems, how many nodes in total). ``suspects``: when the
+    caller has ``suspect_switches(state)`` already."""
     if suspects is None:
         suspects = suspect_switches(state)
     leaves = leaf_groups(suspects)
@@ -547,6 +547,14 @@ def top_problems(state: FleetState, limit: int = 10,
             # Its rail switches failing together are one problem, as they are one incident.
             switches.append(Problem(leaf.leaf, Verdict.FAILED, "leaf",
                                     leaf.text.removeprefix(f"{leaf.leaf}: ")))
+    # A hung job stops its GPUs as a failed node does, with every node reading healthy: the
+    # overview said "none: every node reports healthy" under it (a 3 a.m. drive).
+    now = state.judged_at
+    for job in state.jobs.values():
+        quiet = not_stepping(job, state, now)
+        if quiet is not None:
+            switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "hung",
+                                    not_stepping_text(job, quiet, now)))
     switches = switches[:limit]
     limit = max(0, limit - len(switches))
     nodes = state.nodes
@@ -642,7 +650,8 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         job_id=job.job_id, name=job.name, user=job.user, state=job.state.value, progress=frac,
         step=f"{job.step}/{job.total_steps}" if job.total_steps else str(job.step),
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
-        eta="-" if job.eta_s is None else fmt_duration(job.eta_s),
+        # A hung job's ETA is its last word, frozen: it reads "-" as a stalled one's does.
+        eta="-" if job.eta_s is None or stalled else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.text, reason=job_reason(job),
         sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,

@@ -646,14 +646,24 @@ class FleetState:
         """Job id -> (step, receive time the step last advanced; None until this console saw
         it advance: a retained status read on connect says where the job stopped, not that it
         still steps)."""
+        self.job_run_stepped: dict[str, tuple[JobStatus, float | None,
+                                              tuple[int, float | None] | None]] = {}
+        """Job id -> its last running status, when that run was last seen to step (None:
+        never) and its widest advance (``job_step_delta``), kept as the run ends: an
+        operator's restart of a job that had stopped stepping is booked to the hang, not to
+        the operator (console/interruptions.py)."""
+        self.sched_newest_ts = 0
+        """The newest ``ts`` of the scheduler's messages, by its own clock (ms): a job status
+        much older than it, retained, says where a job stopped (``judgements.not_stepping``
+        for a console that never saw the job step)."""
         self.sched_heard_at = float("-inf")
         """When the scheduler last said anything (a job status, its presence): a job whose
         step stopped is hung only while the scheduler is heard (``judgements.not_stepping``)."""
         self.job_step_delta: dict[str, tuple[int, float | None]] = {}
-        """Job id -> (steps its last advance covered, seconds since the advance before; None
-        when this console saw no advance before): a scheduler that publishes at checkpoints
-        (a recording of the offline simulator, a bridge that polls) moves a job 100 steps at
-        a time, and ``judgements.not_stepping`` waits for that long."""
+        """Job id -> (the most steps one advance of its current run covered, the longest time
+        between two of its advances; None until this console saw two): a scheduler that
+        publishes at checkpoints (a recording of the offline simulator, a bridge that polls)
+        moves a job 100 steps at a time, and ``judgements.not_stepping`` waits for that."""
         self.correlate: Callable[[FleetState, float], None] | None = None
         """Fleet-wide judgements run before each verdict pass (console/judgements.py sets it:
         the state cannot import them, they read the state)."""
@@ -908,6 +918,8 @@ class FleetState:
         if batch.scheduler is not None:
             rx, sched = batch.scheduler
             self.sched_heard_at = max(self.sched_heard_at, rx)
+            if sched.online:
+                self.sched_newest_ts = max(self.sched_newest_ts, sched.ts)
             was = self.scheduler
             if was is None or sched.started >= was.started:
                 if was is None or was.online is not sched.online:
@@ -926,22 +938,33 @@ class FleetState:
             self.jobs.pop(job_id, None)
             self.job_stepped_at.pop(job_id, None)
             self.job_step_delta.pop(job_id, None)
+            self.job_run_stepped.pop(job_id, None)
             self._job_nodes.pop(job_id, None)
         for job_id, (rx, job) in batch.jobs.items():
             before = self.jobs.get(job_id)
             self.jobs[job_id] = job
             self.sched_heard_at = max(self.sched_heard_at, rx)
+            self.sched_newest_ts = max(self.sched_newest_ts, job.ts)
             seen = self.job_stepped_at.get(job_id)
-            if seen is None or (before is not None and before.state is not job.state):
+            if seen is None or (before is not None and (before.state is not job.state
+                                                        or before.requeues != job.requeues)):
                 # A new run (requeued, restarted) starts from its checkpoint's step: not an
                 # advance, nor the gap since its last one (a restarted job read hung the
                 # moment it ran again: a review).
+                if seen is not None and before is not None and before.state.value == "R":
+                    self.job_run_stepped[job_id] = (before, seen[1],
+                                                    self.job_step_delta.get(job_id))
                 self.job_stepped_at[job_id] = (job.step, None)
                 self.job_step_delta.pop(job_id, None)
             elif job.step != seen[0]:
                 self.job_stepped_at[job_id] = (job.step, rx)
-                self.job_step_delta[job_id] = (abs(job.step - seen[0]),
-                                               None if seen[1] is None else rx - seen[1])
+                # The widest of this run's advances: a scheduler whose reports come unevenly
+                # (a recording's every 10 min, with more at events) is waited for its longest.
+                steps, gap = self.job_step_delta.get(job_id, (0, None))
+                new_gap = None if seen[1] is None else rx - seen[1]
+                self.job_step_delta[job_id] = (
+                    max(steps, abs(job.step - seen[0])),
+                    gap if new_gap is None else max(gap or 0.0, new_gap))
         for node_id in changed:
             self.nodes[node_id].revision += 1
         self.revisions += len(changed)

@@ -209,3 +209,16 @@ def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
     (row,) = leaf_grouped(health)
     assert (row.switch, row.rails, row.down, row.nodes) == ("leaf00-r*", 2, 8, tuple(behind))
     assert row.failing
+
+
+def test_worst_first_puts_lost_work_first_and_drained_nodes_last():
+    """An idle failed node that was drained came above the node stopping a job (a 3 a.m.
+    drive: "2 losing work now" were the last rows under "worst first")."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    session = run(8, {"gpu0001": port_down("mlx5_ib1"), "gpu0006": port_down("mlx5_ib3"),
+                      "gpu0007": port_down("mlx5_ib5")},
+                  jobs=[lambda c: job_status("41", ["gpu0001", "gpu0002"], c)])
+    session.state.nodes["gpu0006"].drain = DrainInfo(state=DrainState.DRAINED)
+    keys = [i.key for i in incidents(session.state)]
+    assert keys == ["node:gpu0001", "node:gpu0007", "node:gpu0006"], keys

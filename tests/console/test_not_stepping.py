@@ -86,10 +86,39 @@ def test_a_job_stopped_by_a_failed_node_is_that_nodes_incident_not_a_hang():
     assert any(i.kind == "node" and "41" in i.jobs for i in incidents(state))
 
 
-def test_a_job_with_a_reason_or_never_seen_to_step_is_not_called_hung():
+def test_a_job_with_a_reason_is_not_called_hung():
     assert hung(run(LONG, stepping_for=10, reason="gpu0002 mlx5_ib3 link down")) is None
-    # Its one status says where it is, not how often it moves (a retained status on connect).
-    assert hung(run(LONG, stepping_for=0)) is None
+
+
+def test_a_job_never_seen_to_step_is_judged_by_the_schedulers_clock():
+    """A one-shot status (or a console started after the hang) reads retained statuses: job
+    41's, stamped 6 min before job 42's, says where it stopped (a 3 a.m. drive: status never
+    said a job was hung). A status younger than the window, or one per checkpoint of a
+    scheduler that reports at checkpoints, is not a hang."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    stopped = job_status("41", NODES, clock, step=500)
+    clock.advance(JOB_HUNG_S + 60)
+    for job in (stopped, job_status("42", ["gpu0005"], clock, step=900)):
+        publish_job(session.ingest, job, clock)
+    fleet.telemetry(session.ingest)
+    session.tick()
+    quiet = hung(session)
+    assert quiet is not None and round(quiet) == JOB_HUNG_S + 60
+    out = fleet_summary(session.state, clock())
+    assert {j["job_id"]: j["not_stepping_s"] for j in out["jobs"]} == {
+        "41": JOB_HUNG_S + 60, "42": None}
+    # Reported once a checkpoint (every 500 steps of 1 s): 6 min is not three of those.
+    slow = stopped.model_copy(update={"checkpoint_every": 500})
+    publish_job(session.ingest, slow, clock)
+    session.tick()
+    assert hung(session) is None
+    # A scheduler that reports no step time says nothing of steps.
+    publish_job(session.ingest, stopped.model_copy(update={"step_time_ms": None}), clock)
+    session.tick()
+    assert hung(session) is None
 
 
 def test_a_quiet_scheduler_is_not_every_job_hung():
@@ -97,6 +126,7 @@ def test_a_quiet_scheduler_is_not_every_job_hung():
     presence, a hung poll loop): the jobs are not called hung (a review: every job got an
     error incident saying to restart it)."""
     assert hung(run(LONG, stepping_for=10, other=False)) is None
+    assert hung(run(LONG, stepping_for=0, other=False)) is None  # by its clock neither
 
 
 def test_a_requeued_job_running_again_is_judged_afresh():
@@ -106,10 +136,12 @@ def test_a_requeued_job_running_again_is_judged_afresh():
     session = run(120, stepping_for=120, session=session, state=JobState.PD)
     session = run(5, stepping_for=0, session=session)  # R again, loading its checkpoint
     assert hung(session) is None
-    session = run(LONG, stepping_for=-1, session=session)  # and not one step since
-    assert hung(session) is None  # never seen to advance in this run: cannot say
-    session = run(10, stepping_for=10, session=session)  # steps, then stops for good
-    session = run(LONG, stepping_for=-1, session=session)
+    session = run(200, stepping_for=-1, session=session)
+    assert hung(session) is None  # 3 min: still within the window of its new run
+    # Steps (this helper's step jumps 205 at once: the window is 3 such advances), then
+    # stops for good.
+    session = run(10, stepping_for=10, session=session)
+    session = run(700, stepping_for=-1, session=session)
     assert hung(session) is not None
 
 
@@ -176,3 +208,44 @@ def test_the_simulators_job_hang_reads_hung_then_stepping_again(tmp_path):
         assert (quiet is not None) is is_hung, (until, quiet)
         keys = {i.key for i in incidents(state)}
         assert ("job:4101" in keys) is is_hung, keys
+
+
+def test_the_overviews_top_problems_name_a_hung_job():
+    """The overview said "Top problems none: every node reports healthy" while a job was hung
+    (a 3 a.m. drive)."""
+    from fleetdeck.console.rows import top_problems
+
+    session = run(LONG, stepping_for=10)
+    problems, nodes = top_problems(session.state, 6)
+    assert nodes == 0
+    (p,) = problems
+    assert (p.node, p.state, p.verdict.value) == ("job 41", "hung", "failed")
+    assert p.text.startswith("no step for ")
+
+
+def test_an_operators_restart_of_a_hung_job_is_booked_to_the_hang_and_its_held_time():
+    """Restarting a hung job from the jobs view was booked "operator, 0.25 GPU-h" for a job of
+    64 GPUs held 2 min with no checkpoint (a 3 a.m. drive): it is the hang's ("software"),
+    and with no checkpoint everything since the run started is lost. A restart of a job that
+    steps stays the operator's."""
+    def restart(session):
+        publish_job(session.ingest, job_status("41", NODES, session.clock, step=999,
+                                               state=JobState.RQ, requeues=1).model_copy(
+            update={"reason": "restart by root"}), session.clock)
+        for _ in range(15):
+            session.clock.advance(1.0)
+            session.tick()
+        (it,) = session.interruptions.total
+        return it
+
+    it = restart(run(LONG, stepping_for=10))
+    assert it.cause == "software", it
+    it = restart(run(60, stepping_for=60))
+    assert it.cause == "operator", it
+
+    from fleetdeck.console.commands import since_checkpoint_s
+
+    clock = Clock()
+    fresh = job_status("41", NODES, clock, step=67, started_offset_s=600).model_copy(
+        update={"last_checkpoint_step": 0, "last_checkpoint_ts": None})
+    assert since_checkpoint_s(fresh, clock()) == 600.0  # held 10 min, not 67 steps' worth

@@ -189,8 +189,10 @@ class OverviewScreen(FleetView):
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
         elif problems:
             need = "needs" if total == 1 else "need"
-            lines = [f"[b]Top problems[/] ({plural(total, 'node')} {need} attention, worst first; "
-                     f"[$text-muted]2: node list[/])"]
+            hung = sum(1 for p in problems if p.state == "hung")
+            what = (f"{plural(total, 'node')} {need} attention" if total or not hung
+                    else f"{plural(hung, 'job')} hung, every node healthy")
+            lines = [f"[b]Top problems[/] ({what}, worst first; [$text-muted]2: node list[/])"]
             for p in problems:
                 colour = verdict_markup(p.verdict.value)
                 lines.append(f" [{colour}]{p.verdict.value:<8}[/] {esc(p.node):<10} "
