@@ -188,8 +188,12 @@ def leaf_groups(switches: list[SuspectSwitch]) -> dict[str, LeafGroup]:
 
 
 def _held_only(st: NodeState, status: str, p: IbPortSample) -> bool:
-    """The port is up and only a rule that outlives the fault (``HELD_RULES``) calls it bad."""
-    if status != PORT_ERRORING:
+    """The port is up and only a rule that outlives the fault (``HELD_RULES``) calls it bad:
+    erroring, or flapping by its hour alone (its link went down twice in it, none of it now:
+    a switch that died twice in the hour never read recovered, a review)."""
+    if status == PORT_FLAPPING and p.d.get("link_downed", 0) > 0:
+        return False  # going down now
+    if status not in (PORT_ERRORING, PORT_FLAPPING):
         return False
     comp = f"{p.dev}:{p.port}"
     return {f.rule for f in st.findings if f.component == comp} <= HELD_RULES

@@ -155,3 +155,42 @@ async def test_overview_panel_and_matrix_agree_before_during_and_after(recording
         assert "▶" not in rail5 and rail5.count("▲") == 8
         assert "suspected switch" not in status and f"switch {RECOVERED}" in status
         assert "erroring: link_downed increased" in status
+
+
+TWICE = """\
+name = "switch_twice"
+description = "leaf02's rail-5 switch dies at 20 s and at 100 s, 20 s each time"
+[fleet]
+nodes = 16
+nodes_per_leaf = 8
+[[fault]]
+at = "20s"
+fault = "leaf_switch"
+leaf = "leaf02"
+rail = 5
+duration = "20s"
+[[fault]]
+at = "100s"
+fault = "leaf_switch"
+leaf = "leaf02"
+rail = 5
+duration = "20s"
+"""
+
+
+def test_a_switch_that_died_twice_in_the_hour_reads_recovered_once_back(tmp_path):
+    """Its ports went down twice in the hour: they read flapping (their agents' hour), and
+    the switch stayed "suspect: 8 ports (8 flapping)" for the hour, a job stepping at full
+    speed held up by "F1 behind suspect switch" (a review)."""
+    scenario = tmp_path / "twice.toml"
+    scenario.write_text(TWICE)
+    out = tmp_path / "twice.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "4m")
+    assert res.returncode == 0, res.stderr
+    state = run_headless(out, until=110.0).session.state
+    (sw,) = suspect_switches(state)
+    assert not sw.recovered  # down again
+    state = run_headless(out, until=200.0).session.state
+    (sw,) = suspect_switches(state)
+    assert sw.by_status == {"flapping": 8}, sw.by_status
+    assert sw.recovered and RECOVERED in sw.text
