@@ -408,6 +408,8 @@ def _unfit_undrained(st: NodeState | None) -> str:
     drained (silent nodes are left out: a silent agent is not a sick node)."""
     if st is None or st.drain.state is not DrainState.NONE:
         return ""
+    if st.job_stepping:
+        return ""  # its agent died, not the node: its ranks step on (H2 says do not drain)
     if st.verdict is Verdict.OFFLINE:
         return "offline"
     if st.verdict is Verdict.FAILED:  # N2's hour too: its link went down within it

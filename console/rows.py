@@ -59,16 +59,16 @@ def fleet_revision(state: FleetState) -> FleetRevision:
 def slurm_state(st: NodeState) -> str:
     """sinfo's short state: ``idle``, ``alloc``, ``mix``, ``drng``, ``drain``, ``down`` and the
     ``*`` suffix for not responding (stale telemetry)."""
+    # An operator's drain shows on a node that is also down, as sinfo's "drain*": "down*"
+    # hid that a powered-off node had been drained (a review).
+    if st.drain.state is DrainState.DRAINING:
+        return "drng*" if st.online is False or st.stale else "drng"
+    if st.drain.state is DrainState.DRAINED:
+        return "drain*" if st.online is False or st.stale else "drain"
     if st.online is False:
         return "down*"
     t = st.sample  # its header: no rows built for this
-    busy = t is not None and t.job is not None
-    if st.drain.state is DrainState.DRAINING:
-        base = "drng"
-    elif st.drain.state is DrainState.DRAINED:
-        base = "drain"
-    elif busy:
-        assert t is not None and t.job is not None
+    if t is not None and t.job is not None:
         gpus = st.gpus_expected or wire2.rows_of(t)[0]
         base = "mix" if 0 < t.job.ranks_on_node < gpus else "alloc"
     else:

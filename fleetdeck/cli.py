@@ -398,7 +398,8 @@ def build_parser() -> Parser:
                    "telemetry (their verdicts, owner per node; needs 'collect --shard')")
     p.add_argument("--fail-on", choices=("failed", "degraded"), metavar="VERDICT",
                    help="exit 1 when a node reads VERDICT or worse: 'failed' (failed, "
-                   "offline) or 'degraded' (also degraded, stale); for 'status || page'")
+                   "offline) or 'degraded' (also degraded, stale), 3 when none does but "
+                   "nodes sent nothing in the watch (raise --wait); for 'status || page'")
 
     sub.add_parser("schema", help="print the JSON Schema of every protocol message")
 

@@ -193,7 +193,10 @@ def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None,
     bad = [n["id"] for out in summaries for n in out.get("nodes", [])
            if n["verdict"] in FAIL_ON[fail_on] and n["drain"] == "none"]
     if not bad:
-        return EXIT_UNSEEN if waiting else 0
+        # A drained node not heard is in hand, as a drained bad one is: no page for it.
+        drained = {n["id"] for out in summaries for n in out.get("nodes", [])
+                   if n["drain"] != "none"}
+        return EXIT_UNSEEN if set(waiting or ()) - drained else 0
     print(f"fleetdeck status: {len(bad)} node(s) {fail_on} or worse ({compress(bad)}; "
           f"--fail-on {fail_on})", file=sys.stderr)
     return EXIT_UNHEALTHY

@@ -297,3 +297,36 @@ def test_a_restart_names_a_failed_node_of_the_job_that_is_not_drained(world):
     state.apply(ingest.take_batch(), clock())
     radius = job_blast_radius(state, "42", clock())
     assert radius.target_lines[1] == "gpu0002 (8 GPUs)" and not radius.notes
+
+
+def test_sinfo_state_shows_a_drain_on_a_node_that_is_down():
+    """A drained node that went offline read "down*", hiding the drain (a review): as sinfo,
+    "drain*"."""
+    from fleetdeck.console.rows import slurm_state
+    from fleetdeck.console.state import NodeState
+    from fleetdeck.protocol.messages import DrainInfo
+
+    st = NodeState("gpu0001", online=False)
+    assert slurm_state(st) == "down*"
+    st.drain = DrainInfo(state=DrainState.DRAINED)
+    assert slurm_state(st) == "drain*"
+    st.drain = DrainInfo(state=DrainState.DRAINING)
+    assert slurm_state(st) == "drng*"
+    st.online = True
+    assert slurm_state(st) == "drng"
+
+
+def test_a_restart_does_not_flag_a_node_whose_agent_died_while_its_ranks_step(world):
+    """Offline with its job still stepping is a dead agent, not a sick node: H2 says do not
+    drain; the restart dialog said "drain first" (a review)."""
+    clock, ingest, _fleet, state = world
+    nodes = ["gpu0001", "gpu0002"]
+    publish_job(ingest, job_status("42", nodes, clock), clock)
+    state.apply(ingest.take_batch(), clock())
+    from fleetdeck.console.health import Verdict
+
+    state.nodes["gpu0002"].verdict = Verdict.OFFLINE
+    state.nodes["gpu0002"].job_stepping = "42"
+    assert not job_blast_radius(state, "42", clock()).notes
+    state.nodes["gpu0002"].job_stepping = ""
+    assert job_blast_radius(state, "42", clock()).notes

@@ -38,3 +38,10 @@ def test_nodes_not_heard_in_the_watch_are_unknown_not_healthy(capsys):
     assert unhealthy(fleet, "failed", waiting) == EXIT_UNHEALTHY  # a bad one heard: page
     assert unheard([{"nodes": [node("gpu0001", "ok")]}], 3.5) == []
     assert capsys.readouterr().err.count("\n") == 1  # the failed node's line only
+
+
+def test_a_drained_node_not_heard_is_no_reason_to_exit_3(capsys):
+    from fleetdeck.console.cli.status import unheard
+
+    fleet = [{"nodes": [node("gpu0001", "ok"), node("gpu0002", "waiting", drain="drained")]}]
+    assert unhealthy(fleet, "failed", unheard(fleet, 3.5)) == 0
