@@ -290,10 +290,14 @@ class RetryLog:
         self.clock = clock
         self._failing: dict[str, str] = {}
         self._said_at: float | None = None
+        self.outage_since: float | None = None
+        """The first failed connect since the fleet was last all connected (``back``)."""
 
     def __call__(self, node_id: str, why: str, delay_s: float) -> None:
         self._failing[node_id] = why
         now = self.clock()
+        if self.outage_since is None:
+            self.outage_since = now
         if self._said_at is not None and now - self._said_at < RETRY_LOG_EVERY_S:
             return
         first = self._said_at is None
@@ -302,6 +306,14 @@ class RetryLog:
         agents = f"{node_id}" if count == 1 and first else f"{count} of {self.total} agents"
         log.warning("%s: %s; retrying with back-off (one line every %.0f s while any "
                     "agent retries)", agents, why, RETRY_LOG_EVERY_S)
+
+    def back(self) -> None:
+        """Every agent is connected again: said once, or the log ended on "cannot reach"
+        while the fleet worked (a 3 a.m. drive; ``collect`` says it too)."""
+        if self.outage_since is not None:
+            log.warning("all %d agents connected to the broker at %s again (%.0f s after the "
+                        "first failed)", self.total, self.url, self.clock() - self.outage_since)
+        self.outage_since, self._said_at, self._failing = None, None, {}
 
 
 class Fleet:
@@ -490,6 +502,10 @@ class Fleet:
                 self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
                                          codec.encode(st), True))
         self._take_acks()
+        if self.retry_log.outage_since is not None and all(
+                a.connected.is_set() for name, a in self.agents.items()
+                if self.nodes[name].agent_alive):  # a killed agent is a fault, not the link
+            self.retry_log.back()
         # One step's ops of a node come down to what the last one leaves (a kill, a start, or
         # a kill then a start: a restart, whose start waits for the kill). Run one by one, a
         # kill, start, kill of a node in one step left its agent running: the second kill ran
