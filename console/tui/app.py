@@ -703,7 +703,9 @@ class FleetdeckApp(App[int]):
         # The view itself, not a node detail left open on its stack long ago: "1" after a
         # detail opened from the overview and a look at the jobs showed that detail again, with
         # the overview's tab lit (a 3 a.m. drive). Its cursor is kept: enter opens it again.
-        self.call_after_refresh(self._to_view_root, view)
+        # At once, not after a refresh: a key typed in between went to the old detail ('r'
+        # drains there: a review).
+        self._to_view_root(view)
         return done
 
     def _remember(self, view: str) -> None:
@@ -792,8 +794,8 @@ class FleetdeckApp(App[int]):
             view = self.history.pop()
             self._switch(view)
             # Back to the view itself, not to a node detail left open on it long ago (Esc
-            # landed on an old gpu0019 detail).
-            self.call_after_refresh(self._to_view_root, view)
+            # landed on an old gpu0019 detail); at once, as action_view.
+            self._to_view_root(view)
 
     def _to_view_root(self, view: str) -> None:
         if self.current_mode != view:
