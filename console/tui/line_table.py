@@ -185,7 +185,10 @@ class LineTable(Widget, Generic[T], can_focus=True):
                 self._strips.clear()
             return
         content = [0] * len(self.columns)
-        grow = [i for i, c in enumerate(self.columns) if c.grow]
+        # The flexible column too: when its cells are short (a jobs table where nothing holds
+        # a job up) the growing ones may take what it does not need (NODES was cut under an
+        # empty HELD UP: a 3 a.m. drive).
+        grow = [i for i, c in enumerate(self.columns) if c.grow or not c.width]
         for row in self.rows[:MEASURE_ROWS]:
             cells = self._cells(row)
             for i in grow:
@@ -469,8 +472,11 @@ def layout(columns: Sequence[Column], avail: int, content: Sequence[int] = ()
     # "llama-70b-pretrain" to "llama-70b-p…" beside "llama-70b" while the flexible column kept
     # a third of the line (an operator's walkthrough). They grow first; the flexible column
     # keeps GROW_KEEP cells, where what holds a job up names its node first.
-    budget = avail - used() - 1 - max(flex_min, GROW_KEEP) if flex is not None \
-        else avail - used()
+    keep = max(flex_min, GROW_KEEP)
+    if flex is not None and flex < len(content):
+        # What its cells need (its title at least), when that is less; never below its min.
+        keep = max(flex_min, min(keep, max(content[flex], len(columns[flex].title))))
+    budget = avail - used() - 1 - keep if flex is not None else avail - used()
     for i, c in enumerate(columns):
         w = widths[i]
         if budget <= 0:

@@ -203,3 +203,17 @@ async def test_content_is_measured_only_when_there_is_room_to_grow():
         await pilot.pause()
         table = world.app.screen.table
         assert not any(c.grow for c in table.columns) and table.columns[0].width == 10
+
+
+def test_an_empty_flexible_column_lends_its_room_to_the_growing_ones():
+    """At 160 columns the jobs table cut NODES to "gpu[0017-0019,00…" beside an empty HELD UP
+    (a 3 a.m. drive): growing columns may take what the flexible one's cells do not need,
+    down to its min; with long cells there it keeps GROW_KEEP as before."""
+    from fleetdeck.console.tui.screens.jobs import JOB_COLUMNS
+
+    nodes = next(i for i, c in enumerate(JOB_COLUMNS) if c.title == "NODES")
+    content = [0] * len(JOB_COLUMNS)
+    content[1], content[nodes] = 17, 26  # "mixtral-8x22b-002", "gpu[0017-0019,0021-0024]"
+    assert layout(JOB_COLUMNS, 158, content)[nodes] == 26
+    content[-1] = 60  # something holds a job up: the flexible column keeps its room
+    assert layout(JOB_COLUMNS, 158, content)[-1] >= 40

@@ -29,7 +29,7 @@ JOB_COLUMNS = [
     # scheduler holds or ended a job: a job has one or the other, so they share the line's
     # rest; squeue's NODELIST(REASON) habit shows which is which.
     Column("CKPT", "checkpoint", 14, drop=5),
-    Column("HELD UP (REASON)", "problem", 0, min=32),
+    Column("HELD UP (REASON)", "problem", 0, min=28),
 ]
 STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "failed",
                "NF": "failed", "RQ": "warn", "CA": "muted", "TO": "failed"}
