@@ -51,7 +51,7 @@ from fleetdeck.console.interruptions import (
     interruption_text,
     report,
 )
-from fleetdeck.console.judgements import correlate
+from fleetdeck.console.judgements import correlate, not_stepping, not_stepping_text
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
@@ -278,6 +278,8 @@ class ConsoleSession:
         self.recent = RecentHistory()
         self.log = EventLog()
         self.interruptions = InterruptionTracker()
+        self._hung: dict[str, float] = {}
+        """Jobs said in the timeline to be hung, with when their step last moved."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
             tracker_kw["ack_timeout_s"] = ack_timeout_s
@@ -360,6 +362,7 @@ class ConsoleSession:
         self.state = self._new_state()
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
+        self._hung = {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
         self.log.clear()
         self._last_event = None
@@ -656,6 +659,7 @@ class ConsoleSession:
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
         self.interruptions.observe(self.state, now)
+        self._note_hangs(now)
         found, job_seconds = self.interruptions.take(now)
         for it in found:
             self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
@@ -867,6 +871,25 @@ class ConsoleSession:
         for ev in new:
             self.log.add(event_line(ev))
         return len(new)
+
+    def _note_hangs(self, now: float) -> None:
+        """A job that became hung, and one that steps again, in the timeline: a hang that
+        cleared by itself left no trace of its 100 s (a 3 a.m. drive)."""
+        state = self.state
+        for job_id, job in state.jobs.items():
+            quiet = not_stepping(job, state, now)
+            if quiet is not None and job_id not in self._hung:
+                self._hung[job_id] = now - quiet
+                self.note(f"job {job_id} hung: {not_stepping_text(job, quiet, now)}",
+                          severity="error", nodes=tuple(job.nodes[:64]), kind="job")
+        for job_id, since in list(self._hung.items()):
+            again = state.jobs.get(job_id)
+            if again is None or not_stepping(again, state, now) is None:
+                del self._hung[job_id]
+                if again is not None and again.state.value == "R":
+                    self.note(f"job {job_id} steps again (step {again.step}), "
+                              f"{now - since:.0f} s after its step stopped", kind="job",
+                              nodes=tuple(again.nodes[:64]))
 
     def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),
              kind: str = "console") -> None:

@@ -159,7 +159,9 @@ KNOWN_KINDS = frozenset({"xid", "ib_port_state", "ib_flap", "ib_errors", "ecc", 
 its own (verdict changes, job interruptions). The protocol allows others, so a kind the store
 holds is accepted too; anything else is a typo, not an empty answer."""
 ELSEWHERE = {"command": "operator commands are in the audit log ({audit})",
-             "console": "the console's own notes (broker connection, store) live in its timeline"}
+             "console": "the console's own notes (broker connection, store) live in its timeline",
+             "job": "a job's hang is said in the console's timeline and in status --json "
+                    "(not_stepping_s)"}
 """Kinds the TUI's timeline shows that ``events`` does not: where to look instead."""
 
 

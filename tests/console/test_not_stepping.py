@@ -249,3 +249,13 @@ def test_an_operators_restart_of_a_hung_job_is_booked_to_the_hang_and_its_held_t
     fresh = job_status("41", NODES, clock, step=67, started_offset_s=600).model_copy(
         update={"last_checkpoint_step": 0, "last_checkpoint_ts": None})
     assert since_checkpoint_s(fresh, clock()) == 600.0  # held 10 min, not 67 steps' worth
+
+
+def test_a_hang_and_its_end_are_in_the_timeline():
+    """A 100 s hang that cleared by itself left nothing behind (a 3 a.m. drive)."""
+    session = run(LONG, stepping_for=10)
+    session = run(5, stepping_for=5, session=session)  # steps again
+    lines = [(ln.kind, ln.severity, ln.text) for ln in session.log.lines() if ln.kind == "job"]
+    assert len(lines) == 2, lines
+    assert lines[0][:2] == ("job", "error") and lines[0][2].startswith("job 41 hung: no step")
+    assert lines[1][2].startswith("job 41 steps again (step ")
