@@ -426,7 +426,11 @@ def hung_when_it_ended(state: FleetState, job_id: str, at: float) -> bool:
     if kept is None:
         return False
     run, stepped, delta = kept
-    return stepped is not None and at - stepped > hang_window_s(run, delta)
+    if stepped is None:
+        # Never seen to step: by the scheduler's clock, as a console started after the hang
+        # judged it (its restart was booked to the operator: a 3 a.m. drive).
+        return _stopped_before_watch(run, state) is not None
+    return at - stepped > hang_window_s(run, delta)
 
 
 def _stopped_before_watch(job: JobStatus, state: FleetState) -> float | None:
@@ -435,13 +439,18 @@ def _stopped_before_watch(job: JobStatus, state: FleetState) -> float | None:
     against the scheduler's newest word (another job's status, its presence every 30 s). A
     one-shot ``status``, or a console started after the hang, said nothing of a job whose
     status was minutes older than every other (a 3 a.m. drive). Only for a scheduler that
-    reports steps (a step time), and allowing a status per checkpoint: a scheduler that
-    reports at checkpoints stamps a job once a checkpoint interval."""
+    reports steps (a step time), and allowing a status per checkpoint where the status sits
+    on one: a scheduler that reports at checkpoints stamps a job once a checkpoint interval."""
     step_s = (job.step_time_ms or 0) / 1000
     if not step_s:
         return None
     age = (state.sched_newest_ts - job.ts) / 1000
-    window = max(JOB_HUNG_S, 5 * step_s, 3 * job.checkpoint_every * step_s)
+    # A status that sits on a checkpoint may be one of a scheduler that reports only there
+    # (the offline simulator's recordings): the next may be a checkpoint interval away. One
+    # between checkpoints is a scheduler that reports steps: the hang window is enough.
+    at_checkpoint = job.step == job.last_checkpoint_step
+    window = max(JOB_HUNG_S, 5 * step_s,
+                 3 * job.checkpoint_every * step_s if at_checkpoint else 0.0)
     return age if age > window else None
 
 

@@ -110,11 +110,15 @@ def test_a_job_never_seen_to_step_is_judged_by_the_schedulers_clock():
     out = fleet_summary(session.state, clock())
     assert {j["job_id"]: j["not_stepping_s"] for j in out["jobs"]} == {
         "41": JOB_HUNG_S + 60, "42": None}
-    # Reported once a checkpoint (every 500 steps of 1 s): 6 min is not three of those.
-    slow = stopped.model_copy(update={"checkpoint_every": 500})
+    # A status on a checkpoint may be one of a scheduler that reports only there (every 500
+    # steps of 1 s): 6 min is not three of those. One between checkpoints is a hang.
+    slow = stopped.model_copy(update={"checkpoint_every": 500, "last_checkpoint_step": 500})
     publish_job(session.ingest, slow, clock)
     session.tick()
     assert hung(session) is None
+    publish_job(session.ingest, slow.model_copy(update={"last_checkpoint_step": 0}), clock)
+    session.tick()
+    assert hung(session) is not None
     # A scheduler that reports no step time says nothing of steps.
     publish_job(session.ingest, stopped.model_copy(update={"step_time_ms": None}), clock)
     session.tick()
@@ -259,3 +263,27 @@ def test_a_hang_and_its_end_are_in_the_timeline():
     assert len(lines) == 2, lines
     assert lines[0][:2] == ("job", "error") and lines[0][2].startswith("job 41 hung: no step")
     assert lines[1][2].startswith("job 41 steps again (step ")
+
+
+def test_the_restart_of_a_job_hung_before_this_console_started_is_the_hangs():
+    """A console started after the hang (it never saw the job step) booked its restart to
+    the operator (a 3 a.m. drive)."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    stopped = job_status("41", NODES, clock, step=500)
+    clock.advance(JOB_HUNG_S + 60)
+    for job in (stopped, job_status("42", ["gpu0005"], clock, step=900)):
+        publish_job(session.ingest, job, clock)
+    fleet.telemetry(session.ingest)
+    session.tick()
+    assert hung(session) is not None
+    publish_job(session.ingest, job_status("41", NODES, clock, step=400, state=JobState.RQ,
+                                           requeues=1).model_copy(
+        update={"reason": "restart by root"}), clock)
+    for _ in range(15):
+        clock.advance(1.0)
+        session.tick()
+    (it,) = session.interruptions.total
+    assert it.cause == "software", it
