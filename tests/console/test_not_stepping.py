@@ -90,11 +90,9 @@ def test_a_job_with_a_reason_is_not_called_hung():
     assert hung(run(LONG, stepping_for=10, reason="gpu0002 mlx5_ib3 link down")) is None
 
 
-def test_a_job_never_seen_to_step_is_judged_by_the_schedulers_clock():
-    """A one-shot status (or a console started after the hang) reads retained statuses: job
-    41's, stamped 6 min before job 42's, says where it stopped (a 3 a.m. drive: status never
-    said a job was hung). A status younger than the window, or one per checkpoint of a
-    scheduler that reports at checkpoints, is not a hang."""
+def started_after_the_hang():
+    """A console whose first look finds job 41's status 6 min older than job 42's: the
+    scheduler's clock says 41 stopped stepping before this console started."""
     clock = Clock()
     session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
     fleet = SynthFleet(8, clock)
@@ -105,6 +103,16 @@ def test_a_job_never_seen_to_step_is_judged_by_the_schedulers_clock():
         publish_job(session.ingest, job, clock)
     fleet.telemetry(session.ingest)
     session.tick()
+    return session, stopped
+
+
+def test_a_job_never_seen_to_step_is_judged_by_the_schedulers_clock():
+    """A one-shot status (or a console started after the hang) reads retained statuses: job
+    41's, stamped 6 min before job 42's, says where it stopped (a 3 a.m. drive: status never
+    said a job was hung). A status younger than the window, or one per checkpoint of a
+    scheduler that reports at checkpoints, is not a hang."""
+    session, stopped = started_after_the_hang()
+    clock = session.clock
     quiet = hung(session)
     assert quiet is not None and round(quiet) == JOB_HUNG_S + 60
     out = fleet_summary(session.state, clock())
@@ -268,16 +276,8 @@ def test_a_hang_and_its_end_are_in_the_timeline():
 def test_the_restart_of_a_job_hung_before_this_console_started_is_the_hangs():
     """A console started after the hang (it never saw the job step) booked its restart to
     the operator (a 3 a.m. drive)."""
-    clock = Clock()
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    fleet = SynthFleet(8, clock)
-    fleet.birth(session.ingest)
-    stopped = job_status("41", NODES, clock, step=500)
-    clock.advance(JOB_HUNG_S + 60)
-    for job in (stopped, job_status("42", ["gpu0005"], clock, step=900)):
-        publish_job(session.ingest, job, clock)
-    fleet.telemetry(session.ingest)
-    session.tick()
+    session, _stopped = started_after_the_hang()
+    clock = session.clock
     assert hung(session) is not None
     publish_job(session.ingest, job_status("41", NODES, clock, step=400, state=JobState.RQ,
                                            requeues=1).model_copy(
