@@ -41,7 +41,7 @@ def test_bad_arguments_get_one_plain_sentence(args, needle):
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
-@pytest.mark.parametrize(("command", "option"), [(["resume", "gpu0001"], "--dry-run"),
+@pytest.mark.parametrize(("command", "option"), [(["resume", "gpu0001"], "--now"),
                                                  (["restart-job", "4101"], "--now"),
                                                  (["status", "--wait", "1"], "--dry-run")])
 def test_an_unknown_option_names_the_subcommand_and_its_help(command, option):

@@ -39,7 +39,7 @@ def wait_for(what: str, check, timeout: float) -> None:
 
 def received(log: Path) -> int:
     """What the collector's last status line says it has received."""
-    counts = re.findall(r"(\d+) received", " ".join(status_lines(log)[-1:]))
+    counts = re.findall(r"(\d+) messages received", " ".join(status_lines(log)[-1:]))
     return int(counts[0]) if counts else 0
 
 
