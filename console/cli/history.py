@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdeck.console.audit import default_audit_path
+from fleetdeck.console.audit import default_audit_path, iso
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
 from fleetdeck.console.interruptions import INTERRUPTION, interruption_text
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
@@ -83,11 +83,6 @@ def parse_since(text: str, now: float) -> float:
         raise UserError(f"--since '{text}' is neither a span like 1h/30m/7d nor an ISO time.") \
             from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
-
-
-def iso(ts: float) -> str:
-    """UTC, marked so as ``report`` marks it (``events`` printed local-looking times)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 DEMO_STORES = "demo-*/demo.db"
