@@ -19,6 +19,8 @@ from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.judgements import (
     held_only_since,
+    not_stepping,
+    not_stepping_text,
     own_job,
     scheduler_down,
     shown_findings,
@@ -383,6 +385,11 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
             unfit.append(n)
         lines.append(line)
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
+    quiet = None if job is None else not_stepping(job, state, now)
+    if job is not None and quiet is not None:
+        # What the restart is for: the dialog asked "restart?" of a hung job without saying
+        # that it was hung (left open by the hung-job work).
+        notes.append(f"job {job_id} is hung: {not_stepping_text(job, quiet, now)}")
     if unfit:
         # A requeued job goes wherever the scheduler finds room, the node that killed it
         # included unless it is drained (Slurm places nothing on a DRAIN node): the

@@ -601,6 +601,23 @@ def drain_reason_hint(st: NodeState | None) -> str:
     return f"{own[0].rule} {own[0].component}".strip() if own else ""
 
 
+def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:
+    """``hung: no step for 450 s`` or ``gpu0035 failed: N2 mlx5_ib3:1``: what holds the job up,
+    which the restart dialog offers as an example reason (the audit's ``why``); '' with
+    nothing to say."""
+    quiet = not_stepping(job, state, now)
+    if quiet is not None:
+        return f"hung: no step for {quiet:.0f} s"
+    sick = sick_nodes(job, state)
+    if sick:
+        hint = drain_reason_hint(state.nodes.get(sick[0].node))
+        return f"{sick[0].node} {sick[0].verdict}" + (f": {hint}" if hint else "")
+    slow = straggler(job, state)
+    if slow is not None:
+        return f"straggler {slow.node} +{slow.slower_pct:.0f}%"
+    return ""
+
+
 def own_findings(st: NodeState) -> list[Finding]:
     """The node's findings that are not its ports' behind a suspect switch."""
     return [f for f in st.findings if f.component not in st.behind_ports

@@ -47,7 +47,7 @@ from fleetdeck.console.commands import (
 )
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.judgements import drain_reason_hint
+from fleetdeck.console.judgements import drain_reason_hint, restart_reason_hint
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
@@ -994,21 +994,22 @@ class FleetdeckApp(App[int]):
         if self.read_only:
             self.refuse_read_only("restart")
             return
-        from fleetdeck.console.tui.modals import ConfirmScreen
+        from fleetdeck.console.tui.modals import RestartScreen
 
         why = job_refusal(self.state, job_id)
         if why:
             self.session.refuse(CommandOp.RESTART_JOB, job_id, why)
             self.notify(esc(why), severity="error")
             return
-        radius = job_blast_radius(self.state, job_id, self.clock())
+        now = self.clock()
+        radius = job_blast_radius(self.state, job_id, now)
 
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.send(self.session.restart_job(job_id))
+        def done(reason: str | None) -> None:
+            if reason:
+                self.send(self.session.restart_job(job_id, reason))
 
-        self.push_screen(ConfirmScreen(f"Restart job {job_id}", self._unsent_note(radius)),
-                         done)
+        hint = restart_reason_hint(self.state.jobs[job_id], self.state, now)
+        self.push_screen(RestartScreen(job_id, self._unsent_note(radius), hint), done)
 
     def _unsent_note(self, radius: BlastRadius) -> BlastRadius:
         """The dialog's radius, first saying that the command would not go out now."""

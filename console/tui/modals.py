@@ -220,6 +220,79 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
         self.dismiss(None)
 
 
+class RestartScreen(TypeAhead[str | None]):
+    """Restart (requeue) a job: reason (required), typed confirmation above the threshold.
+
+    A restart kills every rank and loses the work since the checkpoint. The reason box has
+    focus and must not be empty, so `r` and a stray Enter restart nothing (an operator's
+    walkthrough found that), and the audit says why the job was restarted: the dialog used to
+    be a bare yes/no and the audit's ``why`` stayed empty."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, job_id: str, radius: BlastRadius, hint: str = "") -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.radius = radius
+        self.hint = hint
+        """What the reason box suggests: what holds the job up (``restart_reason_hint``)."""
+        self.phrase = f"restart {len(radius.targets)}"
+
+    def compose(self) -> ComposeResult:
+        r = self.radius
+        with Vertical(id="dialog", classes="dialog danger"):
+            yield Static(f"[b]Restart job {esc(self.job_id)}?[/]", id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(radius_text(r), id="radius")
+            yield Label("Reason (required; kept in the audit log):")
+            example = self.hint or "NCCL timeout at step 1200"
+            yield Box(placeholder=f"e.g. {example} — ticket OPS-123", id="reason")
+            if r.needs_typed_confirmation:
+                yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
+                            f"[b]{esc(self.phrase)}[/] to confirm")
+                yield Box(placeholder=self.phrase, id="confirm")
+            yield Static(payload_text(r), id="payload")
+            yield Static("", id="dialog-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Restart", variant="error", id="ok", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).focus()
+
+    @on(Input.Submitted)
+    def _entered(self, event: Input.Submitted) -> None:
+        self.submit(typed_at_enter(event))
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self.submit()
+
+    def submit(self, at_enter: dict[str, str] | None = None) -> None:
+        at_enter = at_enter or {}
+        box = self.query_one("#reason", Input)
+        reason = at_enter.get("reason", box.value).strip()
+        error = self.query_one("#dialog-error", Static)
+        if not reason:
+            error.update("[$error]a reason is required to restart a job[/]")
+            box.focus()
+            return
+        if self.radius.needs_typed_confirmation:
+            box = self.query_one("#confirm", Input)
+            if at_enter.get("confirm", box.value).strip() != self.phrase:
+                error.update(f"[$error]type '{esc(self.phrase)}' to confirm[/]")
+                box.focus()
+                return
+        self.dismiss(reason)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
 class ConfirmScreen(TypeAhead[bool]):
     """Yes/no with the targets and blast radius; typed confirmation above the threshold."""
 
@@ -234,11 +307,8 @@ class ConfirmScreen(TypeAhead[bool]):
 
     def compose(self) -> ComposeResult:
         r = self.radius
-        label = self.title_text
-        if r.op is not CommandOp.RESTART_JOB:
-            label += f" {plural(len(r.targets), 'node')}: {r.hostlist}"
-        danger = r.op is CommandOp.RESTART_JOB
-        with Vertical(id="dialog", classes="dialog danger" if danger else "dialog"):
+        label = f"{self.title_text} {plural(len(r.targets), 'node')}: {r.hostlist}"
+        with Vertical(id="dialog", classes="dialog"):
             yield Static(f"[b]{esc(label)}?[/]", id="dialog-title")
             with VerticalScroll(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
@@ -247,23 +317,15 @@ class ConfirmScreen(TypeAhead[bool]):
                             f"[b]{esc(self.phrase)}[/] to confirm")
                 yield Box(placeholder=self.phrase, id="confirm")
             yield Static(payload_text(r), id="payload")
-            yield Static("[$text-muted]Cancel has focus: tab, then enter to restart[/]"
-                         if danger and not r.needs_typed_confirmation else "",
-                         id="dialog-error")
+            yield Static("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
-                ok = Button(self.title_text.split()[0], variant="warning" if not danger
-                            else "error", id="ok", compact=True)
-                cancel = Button("Cancel", id="cancel", compact=True)
-                # A restart's Cancel comes first and has focus: tab moves on to Restart.
-                yield from (cancel, ok) if danger else (ok, cancel)
+                yield Button(self.title_text.split()[0], variant="warning", id="ok",
+                             compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         if self.radius.needs_typed_confirmation:
             self.query_one("#confirm", Input).focus()
-        elif self.radius.op is CommandOp.RESTART_JOB:
-            # A restart kills every rank and loses the work since the checkpoint: `r` then a
-            # stray Enter requeued a running job (an operator's walkthrough). Tab, then Enter.
-            self.query_one("#cancel", Button).focus()
         else:
             self.query_one("#ok", Button).focus()
 

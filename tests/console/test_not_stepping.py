@@ -287,3 +287,24 @@ def test_the_restart_of_a_job_hung_before_this_console_started_is_the_hangs():
         session.tick()
     (it,) = session.interruptions.total
     assert it.cause == "software", it
+
+
+def test_the_restart_dialog_says_the_job_is_hung_and_offers_it_as_the_reason():
+    """The restart dialog asked "restart?" of a hung job without saying it was hung, and asked
+    no reason, so the audit's ``why`` stayed empty (left open by the hung-job work)."""
+    from fleetdeck.console.commands import job_blast_radius
+    from fleetdeck.console.judgements import restart_reason_hint
+
+    session = run(LONG, stepping_for=10)
+    state, now = session.state, session.clock()
+    quiet = hung(session)
+    radius = job_blast_radius(state, "41", now)
+    assert [n for n in radius.notes if n.startswith(f"job 41 is hung: no step for {quiet:.0f} s")]
+    assert restart_reason_hint(state.jobs["41"], state, now) == f"hung: no step for {quiet:.0f} s"
+    # A stepping job is not called hung there, and has nothing to offer.
+    assert not [n for n in job_blast_radius(state, "42", now).notes if "hung" in n]
+    assert restart_reason_hint(state.jobs["42"], state, now) == ""
+    # A job a failed node holds up offers that node.
+    session = run(30, stepping_for=30, faults={"gpu0002": port_down()})
+    state, now = session.state, session.clock()
+    assert restart_reason_hint(state.jobs["41"], state, now).startswith("gpu0002 failed: N1 ")

@@ -1,7 +1,7 @@
 """Drain / resume / restart from the UI: confirmation, publish, lifecycle, audit, read-only."""
 
 from fleetdeck.console.commands import Phase
-from fleetdeck.console.tui.modals import ConfirmScreen, DrainScreen
+from fleetdeck.console.tui.modals import ConfirmScreen, DrainScreen, RestartScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import AckResult, Command, CommandOp, DrainMode, DrainState
@@ -168,23 +168,25 @@ async def test_restart_job_flow_and_timeout(world):
         await pilot.pause()
         await pilot.press("r")
         await pilot.pause()
-        assert isinstance(world.app.screen, ConfirmScreen)
+        assert isinstance(world.app.screen, RestartScreen)
         text = text_of(world.app)
         assert "Restart job 41?" in text and "16.0 GPU-h" in text
-        # Cancel has focus: `r` and a stray Enter requeued a running job.
+        # A reason is required: `r` and a stray Enter requeued a running job.
         await pilot.press("enter")
         await pilot.pause()
         await world.app.session.flush()
-        assert not isinstance(world.app.screen, ConfirmScreen) and not world.published
-        await pilot.press("r")
-        await pilot.pause()
-        await pilot.press("tab", "enter")
+        assert isinstance(world.app.screen, RestartScreen) and not world.published
+        assert "a reason is required to restart a job" in text_of(world.app)
+        await pilot.press(*"hung OPS-7", "enter")
         await pilot.pause()
         await world.app.session.flush()
+        assert not isinstance(world.app.screen, RestartScreen)
         kind, subject, payload = world.published[0]
         assert (kind, subject) == ("sched_cmd", "")
         cmd = codec.decode(Command, payload)
         assert cmd.op is CommandOp.RESTART_JOB and cmd.args.job == "41"
+        assert cmd.args.reason == "hung OPS-7"
+        assert world.audit.records[-1].why == "hung OPS-7"
         world.fleet.ack(world.ingest, cmd.cmd_id, "sched", AckResult.ACCEPTED,
                         op=CommandOp.RESTART_JOB)
         world.tick()
@@ -197,7 +199,7 @@ async def test_restart_job_flow_and_timeout(world):
         # a second restart that nobody answers times out
         world.app.request_restart("41")
         await pilot.pause()
-        await pilot.press("tab", "enter")
+        await pilot.press(*"again", "enter")
         await pilot.pause()
         await world.app.session.flush()
         world.tick(11)

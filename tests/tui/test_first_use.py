@@ -80,7 +80,7 @@ async def test_words_in_notifications_and_counts():
     world = World()
     world.fleet.birth(world.ingest)
     world.fleet.telemetry(world.ingest, faults={"gpu0009": port_down()})
-    publish_job(world.ingest, job_status("4102", world.fleet.names[:2], world.clock),
+    publish_job(world.ingest, job_status("4102", ["gpu0001", "gpu0009"], world.clock),
                 world.clock)
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
@@ -94,7 +94,9 @@ async def test_words_in_notifications_and_counts():
         await pilot.press("r")
         await pilot.pause()
         assert "Restart job 4102?" in text_of(world.app)
-        await pilot.press("tab", "enter")
+        # gpu0009's port is down under the job: the reason box offers it as an example.
+        assert "e.g. gpu0009 failed: N1" in text_of(world.app)
+        await pilot.press(*"port down", "enter")
         await pilot.pause()
         notes = [str(n.message) for n in world.app._notifications]
         assert any("restart job 4102: requested" in n for n in notes), notes
