@@ -264,6 +264,24 @@ async def test_jobs_view_straggler(world):
         nodes = world.app.screen
         assert isinstance(nodes, NodesScreen)
         assert sorted(nodes.shown) == ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+        # One Esc goes back to the job (it took two: the first only cleared the job's
+        # filter), and the nodes view shows every node when asked for again.
+        await pilot.press("escape")
+        await pilot.pause()
+        assert world.app.screen is screen
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        assert world.app.screen is nodes and len(nodes.shown) == len(world.fleet.names)
+        # A filter the operator typed is cleared by Esc, and the view stays.
+        await pilot.press("slash", *"gpu000[1-3]", "enter")
+        world.tick()
+        await pilot.pause()
+        assert sorted(nodes.shown) == ["gpu0001", "gpu0002", "gpu0003"]
+        await pilot.press("escape")
+        world.tick()
+        await pilot.pause()
+        assert world.app.screen is nodes and len(nodes.shown) == len(world.fleet.names)
 
 
 async def test_pending_job_without_a_reason_says_none_of_it(world):

@@ -73,6 +73,8 @@ class NodesScreen(FleetView):
         self._scheduled: dict[str, list[str]] = {}
         self._jobs: tuple[object, dict[str, list[str]]] = (None, {})
         self._now = time.time()
+        self._drilled: NodeFilter | None = None
+        """The filter a drill-down set (a job's nodes, an incident's), while it is unchanged."""
         self.shown: list[str] = []
         self._n_nodes = -1
         self._jobs_from: tuple[object, ...] = ()
@@ -268,8 +270,12 @@ class NodesScreen(FleetView):
             self.set_focus(self.table)
             return True
         if self.filter.active:
+            drilled = self.filter is self._drilled
             self.filter = NodeFilter("")
-            return True
+            # Esc from a job's or an incident's nodes goes back there, as k9s does, with the
+            # drill-down's filter gone; it took two Esc (a 3 a.m. drive). A filter the
+            # operator typed is cleared first and the view stays.
+            return not drilled
         if self.table.marks:
             self.table.clear_marks()
             self.fleet.refresh_view()
@@ -323,5 +329,5 @@ class NodesScreen(FleetView):
         """Show exactly these nodes (a job's, an incident's, a filter typed on the overview):
         an "unhealthy only" left on from earlier hid the drained, healthy one asked for (an
         operator's walkthrough: "1/48")."""
-        self.filter = NodeFilter(text)
+        self.filter = self._drilled = NodeFilter(text)
         self.unhealthy_only = False
