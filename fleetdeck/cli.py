@@ -389,10 +389,11 @@ def build_parser() -> Parser:
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
     _add_broker(p, several=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--wait", type=_positive(float, "--wait"), default=3.5, metavar="SECONDS",
+    p.add_argument("--wait", type=_positive(float, "--wait"), default=None, metavar="SECONDS",
                    help="how long to watch the fleet (default 3.5: three 1 s telemetry "
                         "intervals, so a silent node reads stale and rules that compare "
-                        "samples can fire)")
+                        "samples can fire; longer, up to 60, while a node whose agent samples "
+                        "less often has not sent its first sample)")
     p.add_argument("--digests", action="store_true",
                    help="read the sharded collectors' per-node digests instead of raw "
                    "telemetry (their verdicts, owner per node; needs 'collect --shard')")

@@ -18,7 +18,7 @@ from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
-from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING
+from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
@@ -31,29 +31,62 @@ VERDICT_STYLE = {
 
 
 CONNECT_TIMEOUT_S = 5.0
+DEFAULT_WAIT_S = 3.5
+"""The watch without ``--wait``: three 1 s telemetry intervals, so a silent node reads stale
+and rules that compare samples can fire."""
+LONGEST_WAIT_S = 60.0
+"""How long a watch without ``--wait`` goes on for agents that sample less often."""
+FIRST_SAMPLE_INTERVALS = 2
+"""A v2 agent's first sample a new watcher can read comes within two of its intervals: a
+delta, which makes the watcher ask for a keyframe, then that keyframe (docs/protocol.md, "Gaps
+and keyframe requests")."""
+FIRST_SAMPLE_GRACE_S = 1.0
 
 
-async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
-                  digests: bool = False) -> ConsoleSession:
-    """Watch the cluster for ``wait_s`` through a console session (ticking like the console,
-    so rules that need two samples fire here too); raise ``UserError`` when the broker never
-    answered or no node of ``cluster`` was heard."""
+def slow_to_hear(state: FleetState, since_connect: float) -> list[str]:
+    """Nodes that sent no telemetry yet but whose birth's interval says their first sample may
+    still come: a fleet of agents on ``--interval 10`` read all "waiting" after the 3.5 s
+    watch, and ``status --fail-on failed`` exited 3 until the script raised ``--wait``."""
+    return [n for n, st in state.nodes.items()
+            if st.verdict_shown == WAITING
+            and since_connect < FIRST_SAMPLE_INTERVALS * st.interval_s + FIRST_SAMPLE_GRACE_S]
+
+
+async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
+                  digests: bool = False) -> tuple[ConsoleSession, float]:
+    """Watch the cluster through a console session (ticking like the console, so rules that
+    need two samples fire here too) and return it with the seconds watched: ``wait_s``, or
+    with None ``DEFAULT_WAIT_S`` and longer, up to ``LONGEST_WAIT_S``, while a node's first
+    sample is still due by its interval (``slow_to_hear``). Raise ``UserError`` when the broker
+    never answered or no node of ``cluster`` was heard."""
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
                              digests=digests,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
     feed = session.feed
     assert feed is not None
     started = time.monotonic()
+    connected_at: float | None = None
+    auto = wait_s is None and not digests
+    least = DEFAULT_WAIT_S if wait_s is None else wait_s
 
-    def give_up(_report: TickReport) -> bool:
-        # No CONNACK in time (a hung or wrong broker): an answer about an empty fleet would be
-        # the worst one for a script.
-        if feed.conn.connects:
+    def enough(_report: TickReport) -> bool:
+        nonlocal connected_at
+        now = time.monotonic()
+        if not feed.conn.connects:
+            # No CONNACK in time (a hung or wrong broker): an answer about an empty fleet
+            # would be the worst one for a script.
+            return (feed.first_error is not None
+                    or now - started > CONNECT_TIMEOUT_S)
+        if connected_at is None:
+            connected_at = now
+        if not auto or now - started < least:
             return False
-        return (feed.first_error is not None
-                or time.monotonic() - started > CONNECT_TIMEOUT_S)
+        return not slow_to_hear(session.state, now - connected_at)
 
-    await session.watch(asyncio.Event(), tick_s=0.5, on_tick=give_up, duration_s=wait_s)
+    await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
+                        duration_s=LONGEST_WAIT_S if auto else least)
+    # What the operator asked for, or, extended, how long it ran.
+    watched = round(max(least, time.monotonic() - started), 1) if auto else least
     if feed.conn.connects == 0:
         if feed.first_error:
             # Already a sentence that names the broker: prefixing it would say the URL twice.
@@ -63,7 +96,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
     if not session.state.nodes:
         if digests:
             raise UserError(f"no digest of cluster '{cluster}' was heard on {url} within "
-                            f"{wait_s:g} s (is a 'fleetdeck collect --shard' running?)")
+                            f"{watched:g} s (is a 'fleetdeck collect --shard' running?)")
         try:
             others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}-{cluster}"[:64])
         except aiomqtt.MqttError:
@@ -74,8 +107,8 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float, *,
                 else "no node of any cluster there: is an agent or 'fleetdeck sim' running "
                      "against this broker?")
         raise UserError(f"no node of cluster '{cluster}' was heard on {url} within "
-                        f"{wait_s:g} s ({hint})")
-    return session
+                        f"{watched:g} s ({hint})")
+    return session, watched
 
 
 VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "waiting": 4, "ok": 5}
@@ -202,8 +235,8 @@ def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None,
     return EXIT_UNHEALTHY
 
 
-def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json: bool, *,
-               digests: bool = False, fail_on: str | None = None) -> int:
+def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, as_json: bool,
+               *, digests: bool = False, fail_on: str | None = None) -> int:
     """One cluster: its summary (the keys of docs/protocol.md). Several (``--cluster a,b``):
     every cluster watched at the same time, each by its own session, then one summary per
     cluster plus their sum (``run_status_many``)."""
@@ -212,9 +245,9 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
     if len(clusters) > 1:
         return run_status_many(url, clusters, wait_s, as_json, digests=digests,
                                fail_on=fail_on)
-    session, uptime = asyncio.run(with_uptime(url, collect(url, clusters[0], wait_s,
-                                                           digests=digests)))
-    out = _summary(session, url, wait_s)
+    (session, watched), uptime = asyncio.run(with_uptime(url, collect(
+        url, clusters[0], wait_s, digests=digests)))
+    out = _summary(session, url, watched)
     out["broker_uptime_s"] = uptime
     if as_json:
         print(json.dumps(out, indent=2))
@@ -224,7 +257,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
             # The agents count N2/N3/G11's windows (docs/protocol.md, "Agent windows"), but
             # the rates and holds are the watch's alone. For a person at a
             # terminal: stdout stays the table, and a script's stderr quiet.
-            print(f"fleetdeck status: judged on {wait_s:g} s of telemetry and the agents' own "
+            print(f"fleetdeck status: judged on {watched:g} s of telemetry and the agents' own "
                   "windows (N2, N3, G11): rates and holds (N4, G9, G10, G12, G13) count only "
                   "what this watch saw; status --digests has the collectors' judgement, "
                   "events their history.", file=sys.stderr)
@@ -240,7 +273,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float, as_json:
               f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
               "are as of then.", file=sys.stderr)
         return EXIT_UNSEEN
-    return unhealthy([out], fail_on, unheard([out], wait_s))
+    return unhealthy([out], fail_on, unheard([out], watched))
 
 
 T = TypeVar("T")
@@ -302,13 +335,13 @@ def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str
                          interruptions=session.interruptions.total, log=session.log.lines())
 
 
-def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json: bool, *,
-                    digests: bool = False, fail_on: str | None = None) -> int:
+def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, as_json: bool,
+                    *, digests: bool = False, fail_on: str | None = None) -> int:
     """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
     keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
 
-    async def all_of() -> list[ConsoleSession | UserError]:
-        async def one(name: str) -> ConsoleSession | UserError:
+    async def all_of() -> list[tuple[ConsoleSession, float] | UserError]:
+        async def one(name: str) -> tuple[ConsoleSession, float] | UserError:
             try:
                 return await collect(url, name, wait_s, digests=digests)
             except UserError as err:
@@ -320,13 +353,16 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
     rows: list[ClusterRow] = []
     errors: list[str] = []
     unwatched: list[tuple[str, str]] = []
-    for name, got in zip(clusters, results, strict=True):
-        if isinstance(got, UserError):
-            summaries.append({"cluster": name, "error": str(got)})
-            errors.append(str(got))
-            unwatched.append((name, str(got)))
+    longest = 0.0
+    for name, result in zip(clusters, results, strict=True):
+        if isinstance(result, UserError):
+            summaries.append({"cluster": name, "error": str(result)})
+            errors.append(str(result))
+            unwatched.append((name, str(result)))
             continue
-        summaries.append(_summary(got, url, wait_s))
+        got, watched = result
+        longest = max(longest, watched)
+        summaries.append(_summary(got, url, watched))
         rows.append(cluster_row(got.state, connection=got.feed.conn.state
                                 if got.feed is not None else ""))
     if len(errors) == len(clusters):
@@ -334,7 +370,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
                         f"no cluster could be watched: {'; '.join(errors)}")
     total = combined(rows)
     if as_json:
-        print(json.dumps({"broker": str(url), "collected_s": wait_s,
+        print(json.dumps({"broker": str(url), "collected_s": longest,
                           "broker_uptime_s": uptime, "clusters": summaries,
                           "combined": total.as_json()}, indent=2))
     else:
@@ -348,7 +384,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float, as_json:
                 render_summary(out, console)
     for err in errors:
         print(f"fleetdeck status: {err}", file=sys.stderr)
-    return 2 if errors else unhealthy(summaries, fail_on, unheard(summaries, wait_s))
+    return 2 if errors else unhealthy(summaries, fail_on, unheard(summaries, longest))
 
 
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,

@@ -84,6 +84,34 @@ async def test_one_shot_status_reads_a_hung_node_as_stale(mosquitto, tmp_path):
     assert node["verdict"] == "stale", node
 
 
+async def test_status_waits_for_the_first_sample_of_agents_that_sample_less_often(
+        mosquitto, tmp_path):
+    """Agents on ``--interval 5`` read "waiting" after the 3.5 s watch and ``status --fail-on
+    failed`` exited 3 until the script raised ``--wait``: without ``--wait`` the watch goes on
+    while a node's first sample is due by its birth's interval; a ``--wait`` given is kept."""
+    import json
+
+    url = str(mosquitto.url)
+    agent = spawn("agent", "--broker", url, "--cluster", "slow", "--node-id", "gpu0001",
+                  "--interval", "5", log=tmp_path / "agent.log")
+    try:
+        await eventually(lambda: "gpu0001" in run_cli(
+            "status", "--json", "--broker", url, "--cluster", "slow", "--wait", "1").stdout,
+            30, interval=0.5, message="the agent's birth")
+        out = run_cli("status", "--json", "--broker", url, "--cluster", "slow",
+                      "--fail-on", "failed")
+        short = run_cli("status", "--json", "--broker", url, "--cluster", "slow",
+                        "--fail-on", "failed", "--wait", "1")
+    finally:
+        stop_process(agent)
+    got = json.loads(out.stdout)
+    (node,) = got["nodes"]
+    assert out.returncode == 0 and node["verdict"] == "ok", (out.stderr, node)
+    assert 3.5 <= got["collected_s"] <= 12.5, got["collected_s"]
+    assert short.returncode == 3 and "sent no telemetry in the 1 s watch" in short.stderr
+    assert json.loads(short.stdout)["collected_s"] == 1
+
+
 def test_collect_into_a_store_it_cannot_make_is_one_sentence(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the store's folder should be")
