@@ -315,7 +315,9 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T,
         # The broker says its uptime every sys_interval (Mosquitto: 10 s), so it may be that
         # much older than it reads: taken as early as it can be, an agent that reconnected
         # since (and is silent: hung) is not taken for one still reconnecting.
-        for session in result if isinstance(result, list) else [result]:
+        for watched in result if isinstance(result, list) else [result]:
+            # A cluster's (session, seconds watched), or the UserError it ended in.
+            session = watched[0] if isinstance(watched, tuple) else watched
             if isinstance(session, ConsoleSession):
                 started = asked - up - SYS_INTERVAL_S
                 session.state.broker_restarted(started)
