@@ -274,11 +274,21 @@ async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world)
         text = text_of(world.app)
         assert "Top problems unknown: no data since" in text
         assert "lost its broker connection" in text
+        # The figures are greyed (they looked live); the top problems saying why are not.
+        screen = world.app.screen
+        assert screen.query_one("#grid").has_class("-cut-off")
+        assert not screen.query_one("#problems").has_class("-cut-off")
+        assert not screen.query_one("#header").has_class("-cut-off")
         await pilot.press("6")
         await pilot.pause()
         text = text_of(world.app)
         assert "no data: this console lost its broker connection" in text
         assert "1 losing work now" in text  # gpu0002 under job 41; not the console's own
+        assert world.app.screen.query(".-cut-off")
+        world.app.state.regain_sight(world.clock())
+        world.tick()
+        await pilot.pause()
+        assert not world.app.screen.query(".-cut-off")
 
 
 async def test_a_views_key_again_closes_the_node_detail_left_open_on_it(world):

@@ -92,11 +92,28 @@ class FleetView(Screen[None]):
     def compose_body(self) -> ComposeResult:
         yield from ()
 
+    _cut_off = False
+
+    def _grey_when_cut_off(self) -> None:
+        """Grey what the view shows while the console is cut off from its broker: its figures
+        are as of the loss, and they looked as live as ever with only the header and the top
+        problems saying so (a 3 a.m. drive). The top problems, which say since when, stay."""
+        blind = self.fleet.state.blind
+        cut = blind is not None and blind[1] is None
+        if cut == self._cut_off:
+            return
+        self._cut_off = cut
+        for child in self.children:
+            if isinstance(child, HeaderBar | ViewTabs | StableFooter) or child.id == "problems":
+                continue
+            child.set_class(cut, "-cut-off")
+
     def refresh_view(self, now: float) -> None:
         header = self.query(HeaderBar)
         if not header:
             return  # composing or going away (a key switched views mid-tick): next tick
         header.first().show(self.fleet.header_text(now))
+        self._grey_when_cut_off()
         self.update_body(now)
         self.query_one(ViewTabs).show(self._tabs())
 
