@@ -47,6 +47,8 @@ log = logging.getLogger("fleetdeck.agent")
 
 BACKOFF_START_S = 0.5
 BACKOFF_CAP_S = 30.0
+WINDOWS_SAVE_EVERY_S = 10.0
+"""How often, at most, the error windows are saved while they change (``Agent.keep_windows``)."""
 
 
 def now_ms(clock: Callable[[], float] = time.time) -> int:
@@ -111,6 +113,12 @@ class NodeAgent:
         # captured command run twice.
         self.state = state or StateStore()
         saved = self.state.load(now_ms(clock))
+        kept = self.state.load_windows()
+        if kept is not None and not self.windows.restore(kept):
+            log.warning("%s: the error windows an earlier agent saved do not read; they start "
+                        "empty", node_id)
+        self._windows_kept = self.windows.revision
+        self._windows_kept_at = time.monotonic()
         self.drain: DrainInfo = saved.drain
         self._drain_mode = saved.drain_mode
         self.guard = CommandGuard(node_id, command_key, lambda: now_ms(self.clock),
@@ -160,7 +168,7 @@ class NodeAgent:
         collect_ms = (time.perf_counter() - t0) * 1000
         self.seq += 1
         ts = now_ms(self.clock)
-        return Telemetry(
+        sample = Telemetry(
             node=self.node_id,
             seq=self.seq,
             bdSeq=self.bd_seq,
@@ -180,6 +188,21 @@ class NodeAgent:
             gpus=self.windows.gpus(reading.gpus, ts),
             ib_ports=self.windows.ports(reading.ib_ports, ts),
         )
+        self.keep_windows()
+        return sample
+
+    def keep_windows(self, now: float | None = None, *, at_once: bool = False) -> None:
+        """Save the error windows when they changed, at most every ``WINDOWS_SAVE_EVERY_S``
+        (a symbol-error storm moves them every sample): what changed after a save is counted
+        again from the counters by the next agent (agents/windows.py)."""
+        if self.windows.revision == self._windows_kept:
+            return
+        now = time.monotonic() if now is None else now
+        if not at_once and now - self._windows_kept_at < WINDOWS_SAVE_EVERY_S:
+            return
+        self.state.save_windows(self.windows.snapshot())
+        self._windows_kept = self.windows.revision
+        self._windows_kept_at = now
 
     def telemetry_payload(self) -> bytes:
         """The next sample as it goes on the wire: v1, or a v2 keyframe or delta."""
@@ -208,6 +231,12 @@ class NodeAgent:
         return max(self.bd_seq + 1, now_ms(self.clock))
 
     async def run(self, stop: asyncio.Event) -> None:
+        try:
+            await self._run(stop)
+        finally:
+            self.keep_windows(at_once=True)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         attempt = 0
         while not stop.is_set():
             accepted_before = self.connacks
@@ -487,6 +516,7 @@ class NodeAgent:
             # Returned to service after its repair: what the windows held was repaired, as the
             # console forgets its own then (FleetState._apply_status); before the status says so.
             self.windows.forget_ports()
+            self.keep_windows(at_once=True)  # a restart must not bring the hour back
         said = RESUMED if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
         self.emit(EventDraft("drain", f"{said} [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))

@@ -1,4 +1,5 @@
-"""What a node agent must remember across its own restarts: its drain and the commands it ran.
+"""What a node agent must remember across its own restarts: its drain and the commands it ran,
+and (in a file of their own) its error windows (agents/windows.py).
 
 A drained node whose agent restarts (systemd watchdog, upgrade, OOM kill, reboot) must come back
 DRAINED with the same reason, requester and ``cmd_id``, or it silently returns to service; and a
@@ -13,6 +14,7 @@ next agent of a node, which is what a state directory does for a real agent.
 """
 
 import contextlib
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ class StateStore:
         self.path = path
         self.node_id = node_id
         self._memory = AgentState()
+        self._windows: object = None
+        self._windows_failing = False
         self._failing = False
         self.lost = False
         """The file existed but could not be read by :meth:`load` (:data:`UNREADABLE_REASON`)."""
@@ -103,6 +107,44 @@ class StateStore:
         if self._failing:
             log.warning("agent state saved to %s again", self.path)
         self._failing = False
+        return True
+
+
+    @property
+    def windows_path(self) -> Path | None:
+        """The error windows' own file beside the state's: a damaged one costs the windows
+        only, never the drain (``load`` fails safe to drained)."""
+        return None if self.path is None else self.path.with_suffix(".windows.json")
+
+    def load_windows(self) -> object:
+        """The error windows an earlier agent of this node saved (agents/windows.py), or None."""
+        path = self.windows_path
+        if path is None:
+            return self._windows
+        try:
+            return json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            log.warning("%s: cannot read the saved error windows (%s); they start empty",
+                        path, err)
+            return None
+
+    def save_windows(self, snapshot: object) -> bool:
+        """Keep the error windows; False (and an error logged once) if the disk refused."""
+        self._windows = snapshot
+        path = self.windows_path
+        if path is None:
+            return True
+        try:
+            write_atomically(path, json.dumps(snapshot, separators=(",", ":")).encode())
+        except OSError as err:
+            if not self._windows_failing:
+                log.error("cannot save the error windows to %s: %s; an agent restart will "
+                          "forget the last hour's IB errors", path, err.strerror or err)
+            self._windows_failing = True
+            return False
+        self._windows_failing = False
         return True
 
 

@@ -9,13 +9,18 @@ so it counts the window and sends it with every sample; the console takes whiche
 count and the agent's is larger. Counted from the counters' totals of consecutive samples, as
 the console does, so it works for every source (simulated or sysfs) alike.
 
-Not kept across the agent's own restarts: after one the windows start empty, as a console's.
+Kept across the agent's own restarts (``ErrorWindows.snapshot``/``restore``, saved by the agent
+in its state directory beside its drain, agents/state.py): a port that flapped twice, then an
+agent restart (an upgrade, an OOM kill, a crash loop) read healthy for the rest of its hour. The
+counters' baselines are kept with the windows, so what moved while the agent was down counts at
+its first sample, and an increment after the last save is counted again from the counters, not
+lost or counted twice.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -34,6 +39,8 @@ U32_MAX = 2**32 - 1
 a value that would make the console reject the whole sample."""
 
 Row = TypeVar("Row")
+Ident = tuple[Any, ...]
+"""A component's name in a row's key: (dev, port) or (index,)."""
 
 
 class CountWindow:
@@ -60,6 +67,9 @@ class CountWindow:
         """When the oldest increment leaves the window (no expiry while empty)."""
         return self._items[0][0] + self._span_ms if self._items else 2**63
 
+    def items(self) -> list[tuple[int, str, int]]:
+        return list(self._items)
+
     def counts(self, now_ms: int) -> dict[str, int]:
         items, totals, horizon = self._items, self._totals, now_ms - self._span_ms
         while items and items[0][0] <= horizon:
@@ -77,7 +87,7 @@ class _Tracker:
     the next increment), the windows that hold something, and what the rows get meanwhile."""
 
     __slots__ = ("_base", "_held", "_ident", "_key", "_last_key", "_names", "_out",
-                 "_saturates", "_span_s", "_until", "_windows")
+                 "_saturates", "_span_s", "_until", "_windows", "revision")
 
     def __init__(self, ident: int, key: Callable[[Any], tuple[Any, ...]],
                  names: tuple[str, ...], span_s: float,
@@ -87,15 +97,17 @@ class _Tracker:
         self._key = key
         self._names = names
         self._span_s = span_s
-        self._base: dict[Hashable, tuple[Any, ...]] = {}
-        self._windows: dict[Hashable, CountWindow] = {}
+        self._base: dict[Ident, tuple[Any, ...]] = {}
+        self._windows: dict[Ident, CountWindow] = {}
         self._last_key: tuple[Any, ...] | None = None
-        self._out: dict[Hashable, dict[str, int]] = {}
+        self._out: dict[Ident, dict[str, int]] = {}
         self._until = 0
         """When ``_out`` must be made again: the earliest expiry of any window."""
         self._saturates = None if saturates is None else (names.index(saturates[0]),
                                                           saturates[0], saturates[1])
-        self._held: dict[Hashable, int] = {}
+        self.revision = 0
+        """Bumped when a window or the held counts change: what a save must keep moved."""
+        self._held: dict[Ident, int] = {}
         """A saturated counter's count, kept past its window while it stays saturated.
 
         A counter at its all-ones value counts nothing more (IBTA saturation,
@@ -104,7 +116,7 @@ class _Tracker:
         the figure it reached is kept (the console's ``storm_hour`` does the same for N3)."""
 
     def counts(self, rows: list[Any], now_ms: int) -> tuple[tuple[Any, ...],
-                                                             dict[Hashable, dict[str, int]]]:
+                                                             dict[Ident, dict[str, int]]]:
         """The rows' keys and ``{component: counts}`` of the components with some. The common
         case — nothing moved, nothing due to expire — is one tuple comparison."""
         key = tuple(map(self._key, rows))
@@ -147,9 +159,10 @@ class _Tracker:
                     if window is None:
                         window = self._windows[ident] = CountWindow(self._span_s)
                     window.add(now_ms, name, new - old)
+                    self.revision += 1
 
     def _refresh(self, now_ms: int) -> None:
-        out: dict[Hashable, dict[str, int]] = {}
+        out: dict[Ident, dict[str, int]] = {}
         until = 2**63
         for ident, window in list(self._windows.items()):
             counts = window.counts(now_ms)
@@ -167,6 +180,8 @@ class _Tracker:
                     continue
                 n = max(held.get(ident, 0), out.get(ident, {}).get(name, 0))
                 if n:
+                    if held.get(ident) != n:
+                        self.revision += 1
                     held[ident] = n
                     out.setdefault(ident, {})[name] = n
         self._out = {ident: {k: min(v, U32_MAX) for k, v in c.items()}
@@ -177,6 +192,34 @@ class _Tracker:
         """Empty every window, keep the baselines: an increment after this counts at once."""
         self._windows.clear()
         self._held.clear()
+        self._out = {}
+        self._until = 0
+        self.revision += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Baselines, windows and held counts as JSON values (``restore`` takes them back).
+        A baseline is kept only with windows that go with it: saved together, an increment
+        after the save is counted again from the counters at the next start."""
+        return {
+            "base": [[list(ident), list(cur)] for ident, cur in self._base.items()],
+            "windows": [[list(ident), [list(i) for i in w.items()]]
+                        for ident, w in self._windows.items()],
+            "held": [[list(ident), n] for ident, n in self._held.items()],
+        }
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Take back what ``snapshot`` gave; the next sample is compared with its baselines."""
+        self._base = {tuple(ident): tuple(cur) for ident, cur in snap.get("base", [])}
+        self._windows = {}
+        for ident, items in snap.get("windows", []):
+            window = CountWindow(self._span_s)
+            for ts_ms, name, n in items:
+                if name in self._names and isinstance(n, int) and n > 0:
+                    window.add(int(ts_ms), name, n)
+            if window:
+                self._windows[tuple(ident)] = window
+        self._held = {tuple(ident): int(n) for ident, n in snap.get("held", [])}
+        self._last_key = None
         self._out = {}
         self._until = 0
 
@@ -226,3 +269,25 @@ class ErrorWindows:
         """The node was returned to service after its repair: its ports' hour is forgotten
         (the PCIe minute is not, as the console keeps its own)."""
         self._ports.forget()
+
+    @property
+    def revision(self) -> int:
+        """Moves when anything a save keeps changed (``snapshot``)."""
+        return self._ports.revision + self._gpus.revision
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"v": 1, "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot()}
+
+    def restore(self, snap: object) -> bool:
+        """Windows an earlier agent of this node saved. A snapshot of another version, or one
+        that does not read, leaves them empty, as at a first start, and says False."""
+        try:
+            if not isinstance(snap, dict) or snap.get("v") != 1:
+                raise ValueError("not a version 1 snapshot")
+            self._ports.restore(snap.get("ports", {}))
+            self._gpus.restore(snap.get("gpus", {}))
+        except (TypeError, ValueError, AttributeError):
+            self._ports.restore({})
+            self._gpus.restore({})
+            return False
+        return True

@@ -124,3 +124,47 @@ def test_a_flap_the_console_never_saw_fails_the_node_from_the_agents_hour() -> N
     assert [f"{f.rule} {f.component}: {f.text}" for f in findings] == [
         "N2 mlx5_ib3:1: link_downed increased"]
     assert not still_healthy(node.birth(), t, fresh)
+
+
+def test_the_windows_survive_an_agent_restart_and_count_each_increment_once(tmp_path) -> None:
+    """A port that flapped twice, then an agent restart (an upgrade, an OOM kill) read healthy
+    for the rest of its hour: the windows are kept in the state directory beside the drain.
+    What moved after the last save is counted again from the counters, once."""
+    from fleetdeck.agents.state import StateStore
+
+    path = tmp_path / "state-gpu0001.json"
+    ew = ErrorWindows()
+    t = 10_000_000
+    ew.ports([_port(link_downed=7)], t)
+    ew.ports([_port(link_downed=9)], t + 1000)  # two flaps
+    assert StateStore(path, "gpu0001").save_windows(ew.snapshot())
+    assert path.with_suffix(".windows.json").exists() and not path.exists()
+    ew.ports([_port(link_downed=10)], t + 2000)  # a third, after the save; then a SIGKILL
+    again = ErrorWindows()
+    assert again.restore(StateStore(path, "gpu0001").load_windows())
+    # While the agent was down the link went down once more.
+    [p] = again.ports([_port(link_downed=11)], t + 5000)
+    assert p.errors_1h == {"link_downed": 4}
+    [p] = again.ports([_port(link_downed=11)], t + 3_601_500)  # the saved two aged out
+    assert p.errors_1h == {"link_downed": 2}
+    # A reboot cleared the counters: no increment, and the hour still holds.
+    rebooted = ErrorWindows()
+    assert rebooted.restore(again.snapshot())
+    [p] = rebooted.ports([_port(link_downed=0)], t + 3_602_000)
+    assert p.errors_1h == {"link_downed": 2}
+
+
+def test_saved_windows_that_do_not_read_start_empty(tmp_path, caplog) -> None:
+    """A damaged windows file costs the windows, never the drain (that file is its own)."""
+    from fleetdeck.agents.state import StateStore
+
+    path = tmp_path / "state-gpu0001.json"
+    path.with_suffix(".windows.json").write_text("{not json")
+    store = StateStore(path, "gpu0001")
+    assert store.load_windows() is None and "cannot read the saved error windows" in caplog.text
+    assert store.load(0).drain.state.value == "none"
+    ew = ErrorWindows()
+    for bad in ({"v": 2}, {"v": 1, "ports": {"base": [[1]]}}, [], "x"):
+        assert not ew.restore(bad)
+        [p] = ew.ports([_port(link_downed=3)], 0)  # a first sample: the baseline again
+        assert p.errors_1h == {}

@@ -109,3 +109,45 @@ async def test_a_kill_start_kill_in_one_step_leaves_the_agent_dead(mosquitto):
     finally:
         stop.set()
         await asyncio.wait_for(runner, 20)
+
+
+async def test_a_flapped_port_still_reads_failed_after_its_agent_restarts(mosquitto):
+    """Two flaps, then an agent restart: a one-shot status (which sees only what the agent
+    counted) read the node healthy, its hour forgotten. The next agent of the node takes the
+    windows its predecessor saved (the simulator's in-memory state directory)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    url = mosquitto.url
+    fleet = Fleet(url, FleetOptions(cluster="keepw", nodes=2, interval_s=0.25, keepalive=5,
+                                    seed=3))
+    stop = asyncio.Event()
+    runner = asyncio.create_task(fleet.run(stop))
+
+    def status() -> dict:
+        out = run_cli("status", "--json", "--broker", str(url), "--cluster", "keepw",
+                      "--wait", "1.5")
+        return {n["id"]: n for n in json.loads(out.stdout)["nodes"]}
+
+    try:
+        await fleet.wait_connected(20)
+        ok, _ = await inject(url, "keepw", {"fault": "ib_flap", "node": "gpu0001", "port": "3",
+                                            "count": "2", "down": "0.5", "every": "1"})
+        assert ok
+        await asyncio.sleep(3.5)  # both flaps over, the link up again
+        before = await asyncio.to_thread(status)
+        assert before["gpu0001"]["verdict"] == "failed", before["gpu0001"]
+        old = fleet.agents["gpu0001"]
+        ok, _ = await inject(url, "keepw", {"fault": "agent_restart", "node": "gpu0001"})
+        assert ok
+        await eventually(lambda: fleet.agents.get("gpu0001") not in (None, old)
+                         and fleet.agents["gpu0001"].connected.is_set(), 15,
+                         message="the restarted agent")
+        after = await asyncio.to_thread(status)
+        assert after["gpu0001"]["verdict"] == "failed", after["gpu0001"]
+        assert any(f.startswith("N2 mlx5_ib3:1") for f in after["gpu0001"]["findings"])
+        assert after["gpu0002"]["verdict"] == "ok"
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 20)
