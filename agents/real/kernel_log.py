@@ -37,10 +37,14 @@ DRAIN_XIDS = xids.DRAIN
 WARN_XIDS = xids.WARN
 
 # The journal, not just the kernel ring: carrier lines come from systemd-networkd, which
-# `journalctl -k` would filter out. "+" ORs the two match groups.
+# `journalctl -k` would filter out. "+" ORs the two match groups. It starts a day back within
+# this boot, so a restarted agent counts the carrier losses (N5's 24 h) and XIDs (G2/G3's 2 h)
+# logged before it started (an agent restart forgot a flapping link's day), and not what came
+# before a reboot, the repair an XID 79 asks for. Those lines change the windows only: their
+# events went out with the agent that saw them (``KernelLogMonitor.history_before``).
 JOURNAL_CMD: tuple[str, ...] = (
-    "journalctl", "--follow", "--lines=0", "--output=short-iso", "--no-pager",
-    "_TRANSPORT=kernel", "+", "_SYSTEMD_UNIT=systemd-networkd.service",
+    "journalctl", "--follow", "--boot", "--since=-24h", "--output=short-iso-precise",
+    "--no-pager", "_TRANSPORT=kernel", "+", "_SYSTEMD_UNIT=systemd-networkd.service",
 )
 
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
@@ -177,7 +181,11 @@ class KernelLogMonitor:
         component_by_netdev: Mapping[str, str] | None = None,
         window_s: float = DAY_S,
         flap_threshold: int = FLAP_THRESHOLD,
+        history_before: float | None = None,
     ) -> None:
+        self.history_before = history_before
+        """Lines stamped before this (the agent's start) are history read back from the
+        journal: they count in the windows and make no event (``JOURNAL_CMD``)."""
         self.gpu_by_pci: dict[str, int] = {}
         self.component_by_netdev: dict[str, str] = {}
         self.set_maps(gpu_by_pci or {}, component_by_netdev or {})
@@ -238,6 +246,10 @@ class KernelLogMonitor:
             return []
         return recent_xids(seen, int(now * 1000))
 
+    def _history(self, ts: float | None) -> bool:
+        return (ts is not None and self.history_before is not None
+                and ts < self.history_before)
+
     def _is_ib(self, netdev: str) -> bool:
         return netdev in self.component_by_netdev or netdev.startswith("ib")
 
@@ -252,6 +264,8 @@ class KernelLogMonitor:
             seen = self._xids.setdefault(gpu, {})
             if seen.get(rec.xid, -1) < ts_ms:
                 seen[rec.xid] = ts_ms
+        if self._history(rec.ts):
+            return
         component = f"gpu{gpu}" if gpu is not None else f"pci:{rec.pci_bus_id}"
         self._events.append(EventDraft(
             kind="xid",
@@ -272,6 +286,8 @@ class KernelLogMonitor:
             if len(q) > 1 and q[-2] > ts:
                 q = deque(sorted(q))
                 self._losses[rec.netdev] = q
+        if self._history(rec.ts):
+            return
         losses = self.carrier_losses(rec.netdev, max(now, ts))
         component = self.component_by_netdev.get(rec.netdev, rec.netdev)
         if not rec.lost:
@@ -298,6 +314,8 @@ class KernelLogMonitor:
 
 class LineFollower(Protocol):
     error: str | None
+    reads_back: bool
+    """It starts with lines from before the agent started (the journal's day: history)."""
 
     def poll(self) -> list[str]: ...
 
@@ -306,6 +324,8 @@ class LineFollower(Protocol):
 
 class FileFollower:
     """New complete lines of a log file (e.g. /var/log/syslog), surviving rotation."""
+
+    reads_back = False
 
     def __init__(self, path: Path, *, from_start: bool = False) -> None:
         self.path = path
@@ -360,12 +380,17 @@ class CommandFollower:
     non-blocking and drained on every poll. Restarted (at most every ``restart_s``) if it exits."""
 
     def __init__(self, argv: Sequence[str] = JOURNAL_CMD, *, restart_s: float = 30.0) -> None:
+        self.reads_back = "--since" in " ".join(argv)
         self.argv = list(argv)
         self.restart_s = restart_s
         self.error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = 0.0
         self._buf = b""
+        self._last_ts: float | None = None
+        """The stamp of the newest line returned: a restarted command reads its ``--since``
+        day again, and the lines up to this one were counted already."""
+        self._replaying = False
 
     def _start(self) -> None:
         self._started = time.monotonic()
@@ -381,6 +406,7 @@ class CommandFollower:
         assert self._proc.stdout is not None
         os.set_blocking(self._proc.stdout.fileno(), False)
         self.error = None
+        self._replaying = self._last_ts is not None
 
     def poll(self) -> list[str]:
         if self._proc is None:
@@ -407,7 +433,22 @@ class CommandFollower:
             chunks.append(data)
         self._buf += b"".join(chunks)
         *lines, self._buf = self._buf.split(b"\n")
-        return [ln.decode(errors="replace") for ln in lines]
+        return self._new([ln.decode(errors="replace") for ln in lines])
+
+    def _new(self, lines: list[str]) -> list[str]:
+        """``lines`` less those a restarted command read again, noting the newest stamp."""
+        out = []
+        now = time.time()
+        for line in lines:
+            ts, _ = split_prefix(line, now)
+            if self._replaying:
+                if ts is None or self._last_ts is None or ts <= self._last_ts:
+                    continue
+                self._replaying = False
+            if ts is not None:
+                self._last_ts = ts
+            out.append(line)
+        return out
 
     def close(self) -> None:
         if self._proc is not None:

@@ -6,6 +6,7 @@ absent, the reason goes into ``Reading.errors`` (and the log, once per change).
 """
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +155,8 @@ class RealSource:
         self.ib = ib
         self.gpu = gpu
         self.follower = kernel_log
-        self.monitor = KernelLogMonitor() if kernel_log is not None else None
+        self.monitor = None if kernel_log is None else KernelLogMonitor(
+            history_before=time.time() if kernel_log.reads_back else None)
         self.host = host or HostReader()
         self.sku = sku
         self.topology = topology or Topology()

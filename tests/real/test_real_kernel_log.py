@@ -4,6 +4,7 @@ import sys
 import time
 
 from fleetdeck.agents.real.kernel_log import (
+    JOURNAL_CMD,
     CarrierRecord,
     CommandFollower,
     FileFollower,
@@ -162,4 +163,61 @@ def test_command_follower_missing_binary():
     f = CommandFollower(["/nonexistent/journalctl", "-f"])
     assert f.poll() == []
     assert f.error is not None and "/nonexistent/journalctl" in f.error
+    f.close()
+
+
+def test_the_journal_is_read_back_a_day_within_this_boot():
+    """A restarted agent forgot a flapping link's day (N5) and an XID of the last two hours:
+    the journal is followed from a day back within this boot (not before a reboot, the repair
+    an XID 79 asks for)."""
+    assert {"--boot", "--since=-24h"} <= set(JOURNAL_CMD) and "--lines=0" not in JOURNAL_CMD
+    assert CommandFollower(JOURNAL_CMD).reads_back
+
+
+def test_lines_from_before_the_agent_started_count_and_make_no_event():
+    """History read back changes the windows only: its events went out with the agent that
+    saw them, and a restart must not send them again."""
+    start = 1_750_000_000.0
+    mon = KernelLogMonitor(gpu_by_pci={"0000:2b:00": 3},
+                           component_by_netdev={"ib6": "mlx5_ib6:1"}, history_before=start)
+
+    def iso(ts: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S.000000+0000", time.gmtime(ts))
+
+    old = [f"{iso(start - 3600 * h)} node systemd-networkd[5]: ib6: Lost carrier"
+           for h in (20, 10, 5, 2)]
+    old.append(f"{iso(start - 600)} node kernel: NVRM: Xid (PCI:0000:2b:00): 48, pid=1, "
+               "name=python, An uncorrectable double bit error")
+    assert mon.feed(old, start) == 5
+    assert mon.take_events() == []
+    assert mon.carrier_losses("ib6", start) == 4 and mon.xid_last(3) is not None
+    assert [x.code for x in mon.xids(3, start)] == [48]
+    mon.feed([f"{iso(start + 5)} node systemd-networkd[5]: ib6: Lost carrier"], start + 5)
+    [event] = mon.take_events()
+    assert event.kind == "ib_flap" and "5 losses in 24 h" in event.message
+    assert event.severity is Severity.ERROR  # the fifth in a day: N5's threshold
+
+
+def test_a_restarted_journal_command_does_not_count_its_day_twice(tmp_path):
+    """journalctl --follow that exits is started again, and reads its --since day again: the
+    lines up to the newest one returned are dropped, not counted a second time."""
+    lines = tmp_path / "journal.txt"
+    lines.write_text("2026-12-05T01:00:00.000001+0000 n kernel: a\n"
+                     "2026-12-05T01:00:01.000002+0000 n kernel: b\n")
+    cat = [sys.executable, "-c", f"print(open({str(lines)!r}).read(), end='')", "--since=-24h"]
+    f = CommandFollower(cat, restart_s=0)
+
+    def drain() -> list[str]:
+        got: list[str] = []
+        deadline = time.monotonic() + 10
+        while f.error is None and time.monotonic() < deadline:
+            got += f.poll()
+            time.sleep(0.02)
+        f.error = None
+        return got
+
+    assert [ln[-1] for ln in drain()] == ["a", "b"]
+    with lines.open("a") as fh:
+        fh.write("2026-12-05T01:00:02.000003+0000 n kernel: c\n")
+    assert [ln[-1] for ln in drain()] == ["c"]
     f.close()
