@@ -702,7 +702,11 @@ class Fleet:
                     if self.lead:
                         await client.publish(presence, self._sched_status(online=True),
                                              qos=1, retain=True)
-                    self.world.scheduler._published.clear()  # re-publish every job status
+                    for st in self.world.scheduler.last_statuses():
+                        # Every job status again, as it was (its ts: when it last changed),
+                        # after any still queued, which are older.
+                        self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB,
+                                                           st.job_id), codec.encode(st), True))
                     self.sched_connected.set()
                     attempt = 0
                     receiver = asyncio.create_task(self._receive(client))

@@ -151,3 +151,40 @@ async def test_a_flapped_port_still_reads_failed_after_its_agent_restarts(mosqui
     finally:
         stop.set()
         await asyncio.wait_for(runner, 20)
+
+
+async def test_job_statuses_sent_again_after_a_broker_restart_keep_their_time(mosquitto):
+    """The scheduler sends every job status again when it reconnects (a broker that lost its
+    retained ones), as it was: stamped afresh, a job hung since 00:47 read "no step since
+    00:56", the broker's restart, to a console judging by the scheduler's clock."""
+    url = mosquitto.url
+    fleet = Fleet(url, FleetOptions(cluster="rets", nodes=4, interval_s=0.25, keepalive=5,
+                                    seed=3, scenario=SCENARIO))
+    stop = asyncio.Event()
+    runner = asyncio.create_task(fleet.run(stop))
+
+    async def retained() -> JobStatus:
+        async with make_client(url, f"rets-{time.monotonic_ns()}") as c:
+            await c.subscribe(topic_for("rets", Kind.JOB, "+"), qos=1)
+            async for m in c.messages:
+                assert isinstance(m.payload, bytes)
+                return codec.decode(JobStatus, m.payload)
+        raise AssertionError("no job status")
+
+    try:
+        await fleet.wait_connected(20)
+        await eventually(lambda: any(j.step >= 2 for j in fleet.world.scheduler.jobs.values()),
+                         20, message="the job stepping")
+        (job_id,) = fleet.world.scheduler.jobs
+        ok, _ = await inject(url, "rets", {"fault": "job_hang", "job": job_id})
+        assert ok
+        await asyncio.sleep(1.5)  # its last status out: the step stopped moving
+        before = await asyncio.wait_for(retained(), 10)
+        await asyncio.sleep(1.0)
+        mosquitto.restart()  # no persistence: the retained statuses are gone
+        await eventually(fleet.sched_connected.is_set, 30, message="scheduler back")
+        after = await asyncio.wait_for(retained(), 20)
+        assert after.step == before.step and after.ts == before.ts, (before.ts, after.ts)
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 20)
