@@ -733,6 +733,12 @@ class LeafRow:
     recovered: bool = False
     """Every switch the hint names came back (``SuspectSwitch.recovered``): said, not alarmed."""
 
+    @property
+    def silent(self) -> int:
+        """Ports of nodes not heard now (offline, stale, no telemetry yet): neither up nor
+        down as far as anyone knows; "UP 120" of 128 said nothing of the other 8."""
+        return self.ports - self.up - self.down - self.flapping - self.erroring
+
 
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "rcv_errors",
                   "xmit_discards", "local_link_integrity_errors",

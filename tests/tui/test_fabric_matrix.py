@@ -317,3 +317,24 @@ async def test_w_visits_each_of_two_suspected_switches_on_one_rail(world):
             seen.append(matrix.selected_port())
         assert seen == [("gpu0009", "mlx5_ib2:1"), ("gpu0002", "mlx5_ib2:1"),
                         ("gpu0009", "mlx5_ib2:1")], seen
+
+
+async def test_the_leaf_table_counts_the_silent_ports_of_nodes_not_heard(world):
+    """An offline node's ports are neither up nor down as far as anyone knows: the leaf row
+    read "UP 40" of 48 and said nothing of the other 8 (a review of the fabric view)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER
+
+    agent = world.fleet.agents["gpu0002"]
+    world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0002"),
+                        codec.encode(agent.status(online=False)), world.clock())
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        by_leaf = {r.leaf: r for r in screen.leaves}
+        gone = by_leaf[world.app.state.nodes["gpu0002"].birth.topology.leaf]
+        assert gone.silent == 8 and gone.up == gone.ports - 8
+        assert all(r.silent == 0 for r in screen.leaves if r is not gone)
+        await pilot.press("tab")
+        await pilot.pause()
+        assert "SILENT" in text_of(world.app)

@@ -30,7 +30,8 @@ LEAF_COLUMNS = [
     Column("LEAF", "leaf", 14, grow=32), Column("NODES", "nodes", 5, right=True, drop=2),
     Column("PORTS", "ports", 5, right=True, drop=3), Column("UP", "up", 5, right=True, drop=1),
     Column("DOWN", "down", 4, right=True), Column("FLAP", "flapping", 4, right=True),
-    Column("ERR", "erroring", 4, right=True), Column("HINT", "hint", 0, min=40),
+    Column("ERR", "erroring", 4, right=True),
+    Column("SILENT", "silent", 6, right=True, drop=2), Column("HINT", "hint", 0, min=40),
 ]
 PORT_COLUMNS = [
     Column("LEAF", "leaf", 14, grow=32, drop=1), Column("NODE", "node", 10, grow=24),
@@ -246,7 +247,7 @@ class FabricScreen(FleetView):
 
 def _leaf_cells(r: LeafRow) -> tuple[str, ...]:
     return (r.leaf, str(r.nodes), str(r.ports), str(r.up), str(r.down or ""),
-            str(r.flapping or ""), str(r.erroring or ""), r.hint)
+            str(r.flapping or ""), str(r.erroring or ""), str(r.silent or ""), r.hint)
 
 
 def _leaf_style(r: LeafRow) -> str:
