@@ -113,10 +113,9 @@ class NodeAgent:
         # captured command run twice.
         self.state = state or StateStore()
         saved = self.state.load(now_ms(clock))
-        kept = self.state.load_windows()
-        if kept is not None and not self.windows.restore(kept):
-            log.warning("%s: the error windows an earlier agent saved do not read; they start "
-                        "empty", node_id)
+        self._windows_saved = self.state.load_windows()
+        """What an earlier agent of this node saved, taken back at the first sample, when
+        the node's boot is known (``ErrorWindows.restore``)."""
         self._windows_kept = self.windows.revision
         self._windows_kept_at = time.monotonic()
         self.drain: DrainInfo = saved.drain
@@ -168,6 +167,14 @@ class NodeAgent:
         collect_ms = (time.perf_counter() - t0) * 1000
         self.seq += 1
         ts = now_ms(self.clock)
+        if self._windows_saved is not None:
+            saved, self._windows_saved = self._windows_saved, None
+            why = self.windows.restore(saved, ts, self.source.inventory().boot_id)
+            if why:
+                # Baselines of another boot are the normal case after a reboot: said, quietly.
+                log.log(logging.INFO if why.startswith("baselines") else logging.WARNING,
+                        "%s: the error windows an earlier agent saved: %s", self.node_id, why)
+            self._windows_kept = self.windows.revision
         sample = Telemetry(
             node=self.node_id,
             seq=self.seq,
@@ -200,7 +207,8 @@ class NodeAgent:
         now = time.monotonic() if now is None else now
         if not at_once and now - self._windows_kept_at < WINDOWS_SAVE_EVERY_S:
             return
-        self.state.save_windows(self.windows.snapshot())
+        self.state.save_windows(self.windows.snapshot(now_ms(self.clock),
+                                                      self.source.inventory().boot_id))
         self._windows_kept = self.windows.revision
         self._windows_kept_at = now
 

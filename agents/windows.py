@@ -34,6 +34,9 @@ from fleetdeck.protocol.ib_counters import (
     PCIE_WINDOW_S,
 )
 
+BASELINES_KEPT_S = 600.0
+"""How old saved baselines may be and still count what moved while no agent ran (a restart,
+an upgrade; ``ErrorWindows.restore``)."""
 U32_MAX = 2**32 - 1
 """The fields' bound: a count past it (a 64-bit counter's storm) is sent as the bound, not as
 a value that would make the console reject the whole sample."""
@@ -196,32 +199,66 @@ class _Tracker:
         self._until = 0
         self.revision += 1
 
-    def snapshot(self) -> dict[str, Any]:
-        """Baselines, windows and held counts as JSON values (``restore`` takes them back).
-        A baseline is kept only with windows that go with it: saved together, an increment
-        after the save is counted again from the counters at the next start."""
+    def snapshot(self, baselines: bool = True) -> dict[str, Any]:
+        """Counter names, baselines, windows and held counts as JSON values (``restore``
+        takes them back). A baseline is kept only with the windows that go with it: saved
+        together, an increment after the save is counted again from the counters at the next
+        start."""
         return {
-            "base": [[list(ident), list(cur)] for ident, cur in self._base.items()],
+            "names": list(self._names),
+            "base": ([[list(ident), list(cur)] for ident, cur in self._base.items()]
+                     if baselines else []),
             "windows": [[list(ident), [list(i) for i in w.items()]]
                         for ident, w in self._windows.items()],
             "held": [[list(ident), n] for ident, n in self._held.items()],
         }
 
-    def restore(self, snap: dict[str, Any]) -> None:
-        """Take back what ``snapshot`` gave; the next sample is compared with its baselines."""
-        self._base = {tuple(ident): tuple(cur) for ident, cur in snap.get("base", [])}
-        self._windows = {}
+    def restore(self, snap: dict[str, Any], baselines: bool = True) -> None:
+        """Take back what ``snapshot`` gave, with its baselines only if ``baselines`` (the
+        next sample is then compared with them). Raises ValueError on a snapshot of other
+        counters (an agent of another version) or of another shape (a damaged file), having
+        taken nothing: the next sample is a first one."""
+        self._reset()
+        if snap.get("names") != list(self._names):
+            raise ValueError("the snapshot counts other counters")
+        width = self._ident + len(self._names)
+        base = {}
+        for ident, cur in snap.get("base", []) if baselines else []:
+            key = tuple(ident) + tuple(cur)
+            if len(key) != width or not all(_counter(v) for v in key[self._ident:]):
+                raise ValueError(f"a baseline of another shape: {key!r}")
+            base[tuple(ident)] = tuple(cur)
+        windows = {}
         for ident, items in snap.get("windows", []):
             window = CountWindow(self._span_s)
             for ts_ms, name, n in items:
-                if name in self._names and isinstance(n, int) and n > 0:
-                    window.add(int(ts_ms), name, n)
+                if name not in self._names or not _counter(n) or not _counter(ts_ms):
+                    raise ValueError(f"a window item of another shape: {ts_ms!r} {name!r}")
+                if n:
+                    window.add(ts_ms, name, n)
             if window:
-                self._windows[tuple(ident)] = window
-        self._held = {tuple(ident): int(n) for ident, n in snap.get("held", [])}
+                windows[tuple(ident)] = window
+        held = {}
+        for ident, n in snap.get("held", []):
+            if not _counter(n):
+                raise ValueError(f"a held count of another shape: {n!r}")
+            held[tuple(ident)] = n
+        self._base, self._windows, self._held = base, windows, held
+
+    def restore_nothing(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._base, self._windows, self._held = {}, {}, {}
         self._last_key = None
         self._out = {}
         self._until = 0
+
+
+def _counter(v: object) -> bool:
+    """A counter's value as a snapshot holds it: a non-negative int (not a bool), or None for
+    a counter the source does not have."""
+    return v is None or (type(v) is int and v >= 0)
 
 
 _PORT_KEY = attrgetter("dev", "port", *HOUR_COUNTED)
@@ -275,19 +312,31 @@ class ErrorWindows:
         """Moves when anything a save keeps changed (``snapshot``)."""
         return self._ports.revision + self._gpus.revision
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"v": 1, "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot()}
+    def snapshot(self, now_ms: int, boot_id: str) -> dict[str, Any]:
+        """What ``restore`` takes back in the next agent of this node, stamped with when and
+        in which boot it was saved (the baselines are that boot's counters)."""
+        return {"v": 1, "saved_ms": now_ms, "boot_id": boot_id,
+                "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot()}
 
-    def restore(self, snap: object) -> bool:
-        """Windows an earlier agent of this node saved. A snapshot of another version, or one
-        that does not read, leaves them empty, as at a first start, and says False."""
+    def restore(self, snap: object, now_ms: int, boot_id: str) -> str:
+        """Windows an earlier agent of this node saved; '' when taken back whole, else what
+        was left out and why. The baselines count only when saved in this boot and at most
+        ``BASELINES_KEPT_S`` ago: the counters moved since counted as now, so a week-old
+        baseline (an agent stopped for days) or one of the last boot (counters climbing again
+        after a reboot) read as a flap this hour. The windows (stamped increments) are kept
+        across a reboot, as a bad cable stays bad. A snapshot of another version or shape
+        leaves everything empty, as at a first start (a file of other counters crashed the
+        agent on its first sample, in a loop: a review)."""
         try:
             if not isinstance(snap, dict) or snap.get("v") != 1:
                 raise ValueError("not a version 1 snapshot")
-            self._ports.restore(snap.get("ports", {}))
-            self._gpus.restore(snap.get("gpus", {}))
-        except (TypeError, ValueError, AttributeError):
-            self._ports.restore({})
-            self._gpus.restore({})
-            return False
-        return True
+            saved = snap.get("saved_ms")
+            fresh = (type(saved) is int and 0 <= now_ms - saved <= BASELINES_KEPT_S * 1000
+                     and snap.get("boot_id") == boot_id)
+            self._ports.restore(snap.get("ports", {}), baselines=fresh)
+            self._gpus.restore(snap.get("gpus", {}), baselines=fresh)
+        except (TypeError, ValueError, AttributeError) as err:
+            self._ports.restore_nothing()
+            self._gpus.restore_nothing()
+            return f"left out: {err}"
+        return "" if fresh else "baselines left out (another boot, or saved too long ago)"

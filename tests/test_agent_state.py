@@ -174,3 +174,33 @@ def test_an_unwritable_state_dir_is_refused_at_start(tmp_path):
     ro.mkdir(mode=0o500)
     with pytest.raises(UserError, match="not writable"):
         make_state(ro, "n1")
+
+
+async def test_saved_windows_of_another_shape_do_not_stop_the_agent(mosquitto, tmp_path):
+    """A windows file of other counters (an agent of another version) or a damaged one that is
+    still JSON crashed the agent on its first sample, at every start: a crash loop under
+    systemd (a review). It is left out, said in the log, and the agent runs."""
+    url = mosquitto.url
+    state = tmp_path / "state"
+    state.mkdir()
+    names = ["link_downed", "symbol_error", "x", "y", "z"]
+    (state / f"state-{NODE}.windows.json").write_text(json.dumps({
+        "v": 1, "saved_ms": int(time.time() * 1000), "boot_id": "",
+        "ports": {"names": names, "base": [[["mlx5_ib0", 1], [1, 2, 3, 4]]], "windows": [],
+                  "held": []},
+        "gpus": {"names": ["pcie_replay"], "base": [[[0], ["abc"]]], "windows": [],
+                 "held": []}}))
+    log_file = tmp_path / "agent.log"
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            await tap.until(lambda: "the error windows an earlier agent saved: left out"
+                            in log_file.read_text(), 20, message="the first sample")
+            await asyncio.sleep(2.0)  # four more samples at 0.5 s
+            assert proc.poll() is None, log_file.read_text()
+            assert "Traceback" not in log_file.read_text()
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)

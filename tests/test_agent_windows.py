@@ -137,25 +137,44 @@ def test_the_windows_survive_an_agent_restart_and_count_each_increment_once(tmp_
     t = 10_000_000
     ew.ports([_port(link_downed=7)], t)
     ew.ports([_port(link_downed=9)], t + 1000)  # two flaps
-    assert StateStore(path, "gpu0001").save_windows(ew.snapshot())
+    assert StateStore(path, "gpu0001").save_windows(ew.snapshot(t + 1000, "boot-a"))
     assert path.with_suffix(".windows.json").exists() and not path.exists()
     ew.ports([_port(link_downed=10)], t + 2000)  # a third, after the save; then a SIGKILL
     again = ErrorWindows()
-    assert again.restore(StateStore(path, "gpu0001").load_windows())
+    saved = StateStore(path, "gpu0001").load_windows()
+    assert again.restore(saved, t + 5000, "boot-a") == ""
     # While the agent was down the link went down once more.
     [p] = again.ports([_port(link_downed=11)], t + 5000)
     assert p.errors_1h == {"link_downed": 4}
     [p] = again.ports([_port(link_downed=11)], t + 3_601_500)  # the saved two aged out
     assert p.errors_1h == {"link_downed": 2}
-    # A reboot cleared the counters: no increment, and the hour still holds.
-    rebooted = ErrorWindows()
-    assert rebooted.restore(again.snapshot())
-    [p] = rebooted.ports([_port(link_downed=0)], t + 3_602_000)
-    assert p.errors_1h == {"link_downed": 2}
+
+
+def test_saved_baselines_count_only_in_their_boot_and_for_a_while() -> None:
+    """A week-old baseline (an agent stopped for days) or one of the last boot (counters
+    climbing again after a reboot) counted what moved since as a flap now: a false N2 for an
+    hour (a review). The stamped windows are kept either way: a bad cable stays bad."""
+    from fleetdeck.agents.windows import BASELINES_KEPT_S
+
+    t = 10_000_000
+    ew = ErrorWindows()
+    ew.ports([_port(link_downed=0)], t)
+    ew.ports([_port(link_downed=2)], t + 1000)
+    snap = ew.snapshot(t + 1000, "boot-a")
+    late = t + 1000 + int(BASELINES_KEPT_S * 1000) + 1
+    for now, boot in ((late, "boot-a"), (t + 2000, "boot-b")):
+        again = ErrorWindows()
+        assert again.restore(snap, now, boot).startswith("baselines left out")
+        [p] = again.ports([_port(link_downed=9)], now)  # a first sample: the baseline
+        assert p.errors_1h == ({"link_downed": 2} if now - t < 3_600_000 else {})
 
 
 def test_saved_windows_that_do_not_read_start_empty(tmp_path, caplog) -> None:
-    """A damaged windows file costs the windows, never the drain (that file is its own)."""
+    """A damaged windows file costs the windows, never the drain (that file is its own), and
+    a snapshot of other counters or of another shape is left out whole: one with a baseline of
+    4 counters crashed the agent on its first sample, at every start (a review)."""
+    import copy
+
     from fleetdeck.agents.state import StateStore
 
     path = tmp_path / "state-gpu0001.json"
@@ -163,8 +182,28 @@ def test_saved_windows_that_do_not_read_start_empty(tmp_path, caplog) -> None:
     store = StateStore(path, "gpu0001")
     assert store.load_windows() is None and "cannot read the saved error windows" in caplog.text
     assert store.load(0).drain.state.value == "none"
-    ew = ErrorWindows()
-    for bad in ({"v": 2}, {"v": 1, "ports": {"base": [[1]]}}, [], "x"):
-        assert not ew.restore(bad)
-        [p] = ew.ports([_port(link_downed=3)], 0)  # a first sample: the baseline again
+    good = ErrorWindows()
+    good.ports([_port(link_downed=1)], 0)
+    good.ports([_port(link_downed=2)], 1000)
+    snap = good.snapshot(1000, "b")
+    bad: list[object] = [{"v": 2}, [], "x", None]
+    for mutate in (lambda s: s["ports"]["base"][0][1].pop(),
+                   lambda s: s["ports"]["base"][0].__setitem__(1, "abcde"),
+                   lambda s: s["ports"]["names"].pop(),
+                   lambda s: s["ports"]["windows"][0][1][0].__setitem__(2, -1),
+                   lambda s: s["ports"]["windows"][0][1][0].__setitem__(1, "other"),
+                   lambda s: s["gpus"].__setitem__("held", [[[0], "x"]])):
+        damaged = copy.deepcopy(snap)
+        mutate(damaged)
+        bad.append(damaged)
+    for b in bad:
+        ew = ErrorWindows()
+        assert ew.restore(b, 1500, "b").startswith("left out"), b
+        [p] = ew.ports([_port(link_downed=3)], 2000)  # a first sample: the baseline again
         assert p.errors_1h == {}
+        [p] = ew.ports([_port(link_downed=4)], 3000)
+        assert p.errors_1h == {"link_downed": 1}
+    ew = ErrorWindows()
+    assert ew.restore(snap, 1500, "b") == ""
+    [p] = ew.ports([_port(link_downed=3)], 2000)
+    assert p.errors_1h == {"link_downed": 2}
