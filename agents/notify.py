@@ -35,18 +35,22 @@ class Notifier:
     def stopping(self) -> None:
         self.send("STOPPING=1")
 
-    async def watchdog(self, last_progress: Callable[[], float], stop: asyncio.Event) -> None:
+    async def watchdog(self, last_progress: Callable[[], float], stop: asyncio.Event,
+                       interval_s: float = 0.0) -> None:
         """Ping at half the watchdog period while the main loop keeps making progress.
 
         The loop reports progress both while publishing and while waiting to reconnect, so a
         broker outage does not get the agent killed; a hung loop (NVML call stuck, event loop
-        blocked) stops the pings and systemd restarts the agent.
+        blocked) stops the pings and systemd restarts the agent. Progress comes once per
+        sample, so a sample ``interval_s`` apart is no hang: an agent on ``--interval 45``
+        under ``WatchdogSec=30`` was killed between samples (a newcomer's run).
         """
         if self.watchdog_s is None or self._sd is None:
             return
         period = self.watchdog_s / 2
+        allowed = self.watchdog_s + interval_s
         while not stop.is_set():
-            if time.monotonic() - last_progress() < self.watchdog_s:
+            if time.monotonic() - last_progress() < allowed:
                 self.send("WATCHDOG=1")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), period)

@@ -125,8 +125,10 @@ async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = No
         loop.add_signal_handler(sig, on_signal)
 
     async def announce() -> None:
-        await agent.connected.wait()
-        notifier.ready(f"publishing to {url} every {cfg.interval_s:g} s")
+        # Ready once running, broker or not: a long-running agent waits for its broker
+        # (README), and a unit of Type=notify waiting for a broker never reached timed out and
+        # restarted in a loop (a newcomer's run on a wrong URL). STATUS says how it goes.
+        notifier.ready(f"publishing to {url} every {cfg.interval_s:g} s once connected")
         while not stop.is_set():
             state = "connected" if agent.connected.is_set() else "reconnecting"
             notifier.status(f"{state} to {url}; seq {agent.seq}; sessions {agent.connects}")
@@ -136,7 +138,8 @@ async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = No
     log.info("agent %s (%s) publishing to %s every %.1f s", node_id, source.name, url,
              cfg.interval_s)
     helpers = [asyncio.create_task(announce()),
-               asyncio.create_task(notifier.watchdog(lambda: agent.last_progress, stop))]
+               asyncio.create_task(notifier.watchdog(lambda: agent.last_progress, stop,
+                                                     cfg.interval_s))]
     try:
         await agent.run(stop)
     finally:
