@@ -282,6 +282,35 @@ async def test_jobs_view_straggler(world):
         world.tick()
         await pilot.pause()
         assert world.app.screen is nodes and len(nodes.shown) == len(world.fleet.names)
+        # Marks made in a drill-down go with it: kept, a later `r` drained them (a review);
+        # opening and closing the filter box there leaves it a drill-down.
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.press("enter")
+        world.tick()
+        await pilot.pause()
+        await pilot.press("space")
+        assert nodes.table.marks
+        await pilot.press("slash", "escape")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert world.app.screen is screen
+        assert not nodes.table.marks
+        # A drill-down left for another view and come back to by its key is a plain filter.
+        await pilot.press("enter")
+        world.tick()
+        await pilot.pause()
+        await pilot.press("1")
+        await pilot.pause()
+        await pilot.press("2")
+        world.tick()
+        await pilot.pause()
+        assert len(nodes.shown) == 4
+        await pilot.press("escape")
+        world.tick()
+        await pilot.pause()
+        assert world.app.screen is nodes and len(nodes.shown) == len(world.fleet.names)
 
 
 async def test_pending_job_without_a_reason_says_none_of_it(world):

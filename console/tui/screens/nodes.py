@@ -73,8 +73,9 @@ class NodesScreen(FleetView):
         self._scheduled: dict[str, list[str]] = {}
         self._jobs: tuple[object, dict[str, list[str]]] = (None, {})
         self._now = time.time()
-        self._drilled: NodeFilter | None = None
-        """The filter a drill-down set (a job's nodes, an incident's), while it is unchanged."""
+        self._drilled: str | None = None
+        """The filter text a drill-down set (a job's nodes, an incident's), until the view is
+        left for another: Esc goes back while the filter is still that text."""
         self.shown: list[str] = []
         self._n_nodes = -1
         self._jobs_from: tuple[object, ...] = ()
@@ -270,12 +271,16 @@ class NodesScreen(FleetView):
             self.set_focus(self.table)
             return True
         if self.filter.active:
-            drilled = self.filter is self._drilled
+            drilled = self.filter.text == self._drilled
             self.filter = NodeFilter("")
+            if not drilled:
+                return True  # a filter the operator typed is cleared first; the view stays
             # Esc from a job's or an incident's nodes goes back there, as k9s does, with the
-            # drill-down's filter gone; it took two Esc (a 3 a.m. drive). A filter the
-            # operator typed is cleared first and the view stays.
-            return not drilled
+            # drill-down's filter gone; it took two Esc (a 3 a.m. drive). Marks made there
+            # go too: kept, a later `r` drained them from the whole fleet's list (a review).
+            self._drilled = None
+            self.table.clear_marks()
+            return False
         if self.table.marks:
             self.table.clear_marks()
             self.fleet.refresh_view()
@@ -329,5 +334,10 @@ class NodesScreen(FleetView):
         """Show exactly these nodes (a job's, an incident's, a filter typed on the overview):
         an "unhealthy only" left on from earlier hid the drained, healthy one asked for (an
         operator's walkthrough: "1/48")."""
-        self.filter = self._drilled = NodeFilter(text)
+        self.filter = NodeFilter(text)
+        self._drilled = self.filter.text
         self.unhealthy_only = False
+
+    def leaving(self) -> None:
+        super().leaving()
+        self._drilled = None  # back by its key later, Esc clears a filter left and stays
