@@ -37,15 +37,19 @@ DRAIN_XIDS = xids.DRAIN
 WARN_XIDS = xids.WARN
 
 # The journal, not just the kernel ring: carrier lines come from systemd-networkd, which
-# `journalctl -k` would filter out. "+" ORs the two match groups. It starts a day back within
-# this boot, so a restarted agent counts the carrier losses (N5's 24 h) and XIDs (G2/G3's 2 h)
-# logged before it started (an agent restart forgot a flapping link's day), and not what came
-# before a reboot, the repair an XID 79 asks for. Those lines change the windows only: their
-# events went out with the agent that saw them (``KernelLogMonitor.history_before``).
-JOURNAL_CMD: tuple[str, ...] = (
-    "journalctl", "--follow", "--boot", "--since=-24h", "--output=short-iso-precise",
-    "--no-pager", "_TRANSPORT=kernel", "+", "_SYSTEMD_UNIT=systemd-networkd.service",
+# `journalctl -k` would filter out. "+" ORs the two match groups.
+JOURNAL_MATCHES: tuple[str, ...] = (
+    "_TRANSPORT=kernel", "+", "_SYSTEMD_UNIT=systemd-networkd.service",
 )
+_JOURNAL_OUT: tuple[str, ...] = ("--output=short-iso-precise", "--no-pager")
+JOURNAL_CMD: tuple[str, ...] = ("journalctl", "--follow", "--lines=0", *_JOURNAL_OUT,
+                                *JOURNAL_MATCHES)
+"""What ``JournalFollower`` follows once it has read the journal back (``--after-cursor`` of
+what it read instead of ``--lines=0`` then)."""
+JOURNAL_BACK: tuple[str, ...] = ("journalctl", "--boot", "--since=-24h", "--show-cursor",
+                                 *_JOURNAL_OUT, *JOURNAL_MATCHES)
+"""The journal's day within this boot, read once at the agent's start (``JournalFollower``)."""
+_CURSOR = "-- cursor: "
 
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 _SYSLOG_RE = re.compile(
@@ -181,11 +185,7 @@ class KernelLogMonitor:
         component_by_netdev: Mapping[str, str] | None = None,
         window_s: float = DAY_S,
         flap_threshold: int = FLAP_THRESHOLD,
-        history_before: float | None = None,
     ) -> None:
-        self.history_before = history_before
-        """Lines stamped before this (the agent's start) are history read back from the
-        journal: they count in the windows and make no event (``JOURNAL_CMD``)."""
         self.gpu_by_pci: dict[str, int] = {}
         self.component_by_netdev: dict[str, str] = {}
         self.set_maps(gpu_by_pci or {}, component_by_netdev or {})
@@ -204,9 +204,12 @@ class KernelLogMonitor:
         self.gpu_by_pci = {normalize_pci(k): v for k, v in gpu_by_pci.items()}
         self.component_by_netdev = dict(component_by_netdev)
 
-    def feed(self, lines: Iterable[str], now: float) -> int:
-        """Consume log lines; returns how many were Xid or carrier lines."""
+    def feed(self, lines: Iterable[str], now: float, *, history: bool = False) -> int:
+        """Consume log lines; returns how many were Xid or carrier lines. ``history``: lines
+        logged before the agent started, read back from the journal (``JournalFollower``):
+        they count in the windows and make no event, which the agent that saw them sent."""
         n = 0
+        events = len(self._events)
         for line in lines:
             rec = parse_line(line, now)
             if isinstance(rec, XidRecord):
@@ -215,6 +218,8 @@ class KernelLogMonitor:
             elif isinstance(rec, CarrierRecord) and self._is_ib(rec.netdev):
                 self._carrier(rec, now)
                 n += 1
+        if history:
+            del self._events[events:]
         return n
 
     def take_events(self) -> list[EventDraft]:
@@ -246,10 +251,6 @@ class KernelLogMonitor:
             return []
         return recent_xids(seen, int(now * 1000))
 
-    def _history(self, ts: float | None) -> bool:
-        return (ts is not None and self.history_before is not None
-                and ts < self.history_before)
-
     def _is_ib(self, netdev: str) -> bool:
         return netdev in self.component_by_netdev or netdev.startswith("ib")
 
@@ -264,8 +265,6 @@ class KernelLogMonitor:
             seen = self._xids.setdefault(gpu, {})
             if seen.get(rec.xid, -1) < ts_ms:
                 seen[rec.xid] = ts_ms
-        if self._history(rec.ts):
-            return
         component = f"gpu{gpu}" if gpu is not None else f"pci:{rec.pci_bus_id}"
         self._events.append(EventDraft(
             kind="xid",
@@ -286,8 +285,6 @@ class KernelLogMonitor:
             if len(q) > 1 and q[-2] > ts:
                 q = deque(sorted(q))
                 self._losses[rec.netdev] = q
-        if self._history(rec.ts):
-            return
         losses = self.carrier_losses(rec.netdev, max(now, ts))
         component = self.component_by_netdev.get(rec.netdev, rec.netdev)
         if not rec.lost:
@@ -314,8 +311,8 @@ class KernelLogMonitor:
 
 class LineFollower(Protocol):
     error: str | None
-    reads_back: bool
-    """It starts with lines from before the agent started (the journal's day: history)."""
+    history: bool
+    """The lines its last ``poll`` returned were logged before the agent started."""
 
     def poll(self) -> list[str]: ...
 
@@ -325,7 +322,7 @@ class LineFollower(Protocol):
 class FileFollower:
     """New complete lines of a log file (e.g. /var/log/syslog), surviving rotation."""
 
-    reads_back = False
+    history = False
 
     def __init__(self, path: Path, *, from_start: bool = False) -> None:
         self.path = path
@@ -379,18 +376,22 @@ class CommandFollower:
     """Lines of a long-running command (``journalctl --follow``) without a thread: the pipe is
     non-blocking and drained on every poll. Restarted (at most every ``restart_s``) if it exits."""
 
-    def __init__(self, argv: Sequence[str] = JOURNAL_CMD, *, restart_s: float = 30.0) -> None:
-        self.reads_back = "--since" in " ".join(argv)
+    history = False
+
+    def __init__(self, argv: Sequence[str] = JOURNAL_CMD, *, restart_s: float = 30.0,
+                 max_bytes: int = 1 << 20) -> None:
         self.argv = list(argv)
         self.restart_s = restart_s
+        self.max_bytes = max_bytes
+        """Read at most this much a poll: a day of a busy journal read back at once held the
+        agent's sample loop for seconds (a review: 1.5 s for 200k lines). The rest waits in
+        the pipe, and the command with it."""
         self.error: str | None = None
+        self.exited: int | None = None
+        """The exit status of the command's last run, once it has exited."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = 0.0
         self._buf = b""
-        self._last_ts: float | None = None
-        """The stamp of the newest line returned: a restarted command reads its ``--since``
-        day again, and the lines up to this one were counted already."""
-        self._replaying = False
 
     def _start(self) -> None:
         self._started = time.monotonic()
@@ -406,7 +407,7 @@ class CommandFollower:
         assert self._proc.stdout is not None
         os.set_blocking(self._proc.stdout.fileno(), False)
         self.error = None
-        self._replaying = self._last_ts is not None
+        self.exited = None
 
     def poll(self) -> list[str]:
         if self._proc is None:
@@ -419,36 +420,23 @@ class CommandFollower:
         assert stdout is not None
         chunks = []
         fd = stdout.fileno()
-        while True:
+        left = self.max_bytes
+        while left > 0:
             try:
-                data = os.read(fd, 1 << 16)
+                data = os.read(fd, min(1 << 16, left))
             except BlockingIOError:
                 break
             if not data:
-                rc = self._proc.wait()
+                rc = self.exited = self._proc.wait()
                 self.error = f"{self.argv[0]} exited with status {rc}"
                 stdout.close()
                 self._proc = None
                 break
             chunks.append(data)
+            left -= len(data)
         self._buf += b"".join(chunks)
         *lines, self._buf = self._buf.split(b"\n")
-        return self._new([ln.decode(errors="replace") for ln in lines])
-
-    def _new(self, lines: list[str]) -> list[str]:
-        """``lines`` less those a restarted command read again, noting the newest stamp."""
-        out = []
-        now = time.time()
-        for line in lines:
-            ts, _ = split_prefix(line, now)
-            if self._replaying:
-                if ts is None or self._last_ts is None or ts <= self._last_ts:
-                    continue
-                self._replaying = False
-            if ts is not None:
-                self._last_ts = ts
-            out.append(line)
-        return out
+        return [ln.decode(errors="replace") for ln in lines]
 
     def close(self) -> None:
         if self._proc is not None:
@@ -463,8 +451,66 @@ class CommandFollower:
             self._proc = None
 
 
+class JournalFollower:
+    """The systemd journal: read back a day within this boot (``JOURNAL_BACK``), then
+    followed from right after what was read (``--after-cursor``), so a restarted agent counts
+    the carrier losses (N5's 24 h) and XIDs (G2/G3's 2 h) logged before it started (a restart
+    forgot a flapping link's day) and nothing from before a reboot, the repair an XID 79 asks
+    for. What is read back is ``history``: it changes the windows and makes no event again.
+    Told apart by where the journal's end was when the agent started, not by the lines'
+    stamps, which a clock stepped back by NTP at boot would put before the agent's start."""
+
+    def __init__(self, journalctl: str = "journalctl", *, restart_s: float = 30.0,
+                 max_bytes: int = 1 << 20) -> None:
+        self.journalctl = journalctl
+        self.restart_s = restart_s
+        self.error: str | None = None
+        self.history = True
+        self._back: CommandFollower | None = CommandFollower(
+            [journalctl, *JOURNAL_BACK[1:]], restart_s=restart_s, max_bytes=max_bytes)
+        self._live: CommandFollower | None = None
+        self._max_bytes = max_bytes
+        self._cursor = ""
+
+    def poll(self) -> list[str]:
+        back = self._back
+        if back is None:
+            live = self._live
+            assert live is not None
+            self.history = False
+            lines = live.poll()
+            self.error = live.error
+            if live.exited is not None:
+                # Started again, from its end then: after the cursor, it would send again
+                # every line since the agent's start.
+                live.argv[2] = "--lines=0"
+            return lines
+        out = []
+        for line in back.poll():
+            if line.startswith(_CURSOR):
+                self._cursor = line[len(_CURSOR):].strip()
+            elif not line.startswith("-- "):  # "-- No entries --"
+                out.append(line)
+        self.history = True
+        self.error = back.error if back.exited != 0 else None
+        if back.exited is not None or (back.error and back.exited is None):
+            # Read to its end (or it could not run: following says why again).
+            back.close()
+            self._back = None
+            after = f"--after-cursor={self._cursor}" if self._cursor else "--lines=0"
+            self._live = CommandFollower(
+                [self.journalctl, "--follow", after, *JOURNAL_CMD[3:]],
+                restart_s=self.restart_s, max_bytes=self._max_bytes)
+        return out
+
+    def close(self) -> None:
+        for f in (self._back, self._live):
+            if f is not None:
+                f.close()
+
+
 def make_follower(spec: str) -> LineFollower:
     """``"journal"`` follows the systemd journal; anything else is a log file path."""
     if spec == "journal":
-        return CommandFollower(JOURNAL_CMD)
+        return JournalFollower()
     return FileFollower(Path(spec))

@@ -6,7 +6,6 @@ absent, the reason goes into ``Reading.errors`` (and the log, once per change).
 """
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,8 +154,7 @@ class RealSource:
         self.ib = ib
         self.gpu = gpu
         self.follower = kernel_log
-        self.monitor = None if kernel_log is None else KernelLogMonitor(
-            history_before=time.time() if kernel_log.reads_back else None)
+        self.monitor = KernelLogMonitor() if kernel_log is not None else None
         self.host = host or HostReader()
         self.sku = sku
         self.topology = topology or Topology()
@@ -214,7 +212,8 @@ class RealSource:
         errors: list[str] = []
         if self.follower is not None and self.monitor is not None:
             follower, monitor = self.follower, self.monitor
-            _guard(errors, "kernel log", lambda: monitor.feed(follower.poll(), now), 0)
+            _guard(errors, "kernel log",
+                   lambda: monitor.feed(follower.poll(), now, history=follower.history), 0)
             if follower.error:
                 errors.append(f"kernel log: {follower.error}")
         gpus: list[GpuSample] = []

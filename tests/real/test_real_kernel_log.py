@@ -4,10 +4,11 @@ import sys
 import time
 
 from fleetdeck.agents.real.kernel_log import (
-    JOURNAL_CMD,
+    JOURNAL_MATCHES,
     CarrierRecord,
     CommandFollower,
     FileFollower,
+    JournalFollower,
     KernelLogMonitor,
     XidRecord,
     parse_line,
@@ -166,58 +167,107 @@ def test_command_follower_missing_binary():
     f.close()
 
 
-def test_the_journal_is_read_back_a_day_within_this_boot():
-    """A restarted agent forgot a flapping link's day (N5) and an XID of the last two hours:
-    the journal is followed from a day back within this boot (not before a reboot, the repair
-    an XID 79 asks for)."""
-    assert {"--boot", "--since=-24h"} <= set(JOURNAL_CMD) and "--lines=0" not in JOURNAL_CMD
-    assert CommandFollower(JOURNAL_CMD).reads_back
+FAKE_JOURNALCTL = """#!/usr/bin/env python3
+import sys, time
+args = sys.argv[1:]
+with open(__file__ + ".calls", "a") as f:
+    f.write(" ".join(args) + "\\n")
+if "--follow" not in args:
+    print("2026-12-05T01:00:00.000001+0000 n systemd-networkd[5]: ib6: Lost carrier")
+    print("2026-12-05T01:00:01.000002+0000 n kernel: NVRM: Xid (PCI:0000:2b:00): 48, pid=1, "
+          "name=python, An uncorrectable double bit error")
+    print("-- cursor: s=abc;i=42")
+else:
+    print("2026-12-05T01:10:00.000003+0000 n systemd-networkd[5]: ib6: Lost carrier",
+          flush=True)
+    time.sleep(0.2)
+"""
 
 
-def test_lines_from_before_the_agent_started_count_and_make_no_event():
-    """History read back changes the windows only: its events went out with the agent that
-    saw them, and a restart must not send them again."""
-    start = 1_750_000_000.0
-    mon = KernelLogMonitor(gpu_by_pci={"0000:2b:00": 3},
-                           component_by_netdev={"ib6": "mlx5_ib6:1"}, history_before=start)
-
-    def iso(ts: float) -> str:
-        return time.strftime("%Y-%m-%dT%H:%M:%S.000000+0000", time.gmtime(ts))
-
-    old = [f"{iso(start - 3600 * h)} node systemd-networkd[5]: ib6: Lost carrier"
-           for h in (20, 10, 5, 2)]
-    old.append(f"{iso(start - 600)} node kernel: NVRM: Xid (PCI:0000:2b:00): 48, pid=1, "
-               "name=python, An uncorrectable double bit error")
-    assert mon.feed(old, start) == 5
-    assert mon.take_events() == []
-    assert mon.carrier_losses("ib6", start) == 4 and mon.xid_last(3) is not None
-    assert [x.code for x in mon.xids(3, start)] == [48]
-    mon.feed([f"{iso(start + 5)} node systemd-networkd[5]: ib6: Lost carrier"], start + 5)
-    [event] = mon.take_events()
-    assert event.kind == "ib_flap" and "5 losses in 24 h" in event.message
-    assert event.severity is Severity.ERROR  # the fifth in a day: N5's threshold
+def fake_journalctl(tmp_path):
+    path = tmp_path / "journalctl"
+    path.write_text(FAKE_JOURNALCTL.replace("#!/usr/bin/env python3", f"#!{sys.executable}"))
+    path.chmod(0o755)
+    return path
 
 
-def test_a_restarted_journal_command_does_not_count_its_day_twice(tmp_path):
-    """journalctl --follow that exits is started again, and reads its --since day again: the
-    lines up to the newest one returned are dropped, not counted a second time."""
-    lines = tmp_path / "journal.txt"
-    lines.write_text("2026-12-05T01:00:00.000001+0000 n kernel: a\n"
-                     "2026-12-05T01:00:01.000002+0000 n kernel: b\n")
-    cat = [sys.executable, "-c", f"print(open({str(lines)!r}).read(), end='')", "--since=-24h"]
-    f = CommandFollower(cat, restart_s=0)
+def poll_until(follower, want: int, seconds: float = 10) -> list[tuple[bool, str]]:
+    got: list[tuple[bool, str]] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < want and time.monotonic() < deadline:
+        got += [(follower.history, ln) for ln in follower.poll()]
+        time.sleep(0.02)
+    return got
 
-    def drain() -> list[str]:
-        got: list[str] = []
-        deadline = time.monotonic() + 10
-        while f.error is None and time.monotonic() < deadline:
-            got += f.poll()
-            time.sleep(0.02)
-        f.error = None
-        return got
 
-    assert [ln[-1] for ln in drain()] == ["a", "b"]
-    with lines.open("a") as fh:
-        fh.write("2026-12-05T01:00:02.000003+0000 n kernel: c\n")
-    assert [ln[-1] for ln in drain()] == ["c"]
+def test_the_journal_is_read_back_then_followed_after_what_was_read(tmp_path):
+    """A restarted agent forgot a flapping link's day (N5) and the last 2 h of XIDs: the
+    journal is read back a day within this boot (not before a reboot, the repair an XID 79
+    asks for), then followed right after what was read. Told apart by the journal's end when
+    the agent started, not by stamps (a clock NTP steps back puts new lines "before" it)."""
+    journalctl = fake_journalctl(tmp_path)
+    f = JournalFollower(str(journalctl), restart_s=0)
+    got = poll_until(f, 3)
     f.close()
+    assert [h for h, _ in got] == [True, True, False]
+    assert got[2][1].endswith("ib6: Lost carrier") and "01:10:00" in got[2][1]
+    calls = (tmp_path / "journalctl.calls").read_text().splitlines()
+    assert calls[0].split()[:3] == ["--boot", "--since=-24h", "--show-cursor"]
+    assert calls[1].split()[:2] == ["--follow", "--after-cursor=s=abc;i=42"]
+    assert calls[0].endswith(" ".join(JOURNAL_MATCHES)) and calls[1].endswith(calls[0][-40:])
+
+
+def test_a_follow_that_dies_starts_again_from_its_end(tmp_path):
+    """After the cursor again, it would send every line since the agent's start twice."""
+    journalctl = fake_journalctl(tmp_path)
+    f = JournalFollower(str(journalctl), restart_s=0)
+    poll_until(f, 3)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(
+            (tmp_path / "journalctl.calls").read_text().splitlines()) < 3:
+        f.poll()
+        time.sleep(0.05)
+    f.close()
+    calls = (tmp_path / "journalctl.calls").read_text().splitlines()
+    assert calls[2].split()[:2] == ["--follow", "--lines=0"], calls
+
+
+def test_lines_read_back_count_and_make_no_event(tmp_path):
+    """History changes the windows only: its events went out with the agent that saw them;
+    through RealSource, as the agent reads it."""
+    from fleetdeck.agents.real.source import RealSource
+
+    journalctl = fake_journalctl(tmp_path)
+    src = RealSource("test", kernel_log=JournalFollower(str(journalctl), restart_s=0))
+    assert src.monitor is not None
+    src.inventory()  # maps the GPUs it finds (none here), as the agent's birth does
+    src.monitor.set_maps({"0000:2b:00": 3}, {"ib6": "mlx5_ib6:1"})
+    now = 1_796_433_000.0  # 2026-12-05T01:10Z: the fake's lines are 10 min old
+    deadline = time.monotonic() + 10
+    events = []
+    while time.monotonic() < deadline and src.monitor.carrier_losses("ib6", now) < 2:
+        src.read(now)
+        events += src.take_events()
+        time.sleep(0.02)
+    src.close()
+    assert src.monitor.carrier_losses("ib6", now) == 2
+    assert [x.code for x in src.monitor.xids(3, now)] == [48]
+    assert [(e.kind, e.message) for e in events] == [
+        ("ib_flap", "ib6 (mlx5_ib6:1) lost carrier; 2 losses in 24 h")]
+
+
+def test_a_big_journal_is_read_back_a_little_at_a_time(tmp_path):
+    """A day of a busy journal read back at once held the agent's sample loop for seconds
+    (a review: 1.5 s for 200k lines): at most ``max_bytes`` a poll."""
+    line = "2026-12-05T01:00:00.000001+0000 n kernel: something else entirely\n"
+    script = f"import sys; sys.stdout.write({line!r} * 20000)"
+    f = CommandFollower([sys.executable, "-c", script], restart_s=3600, max_bytes=64 << 10)
+    sizes = []
+    deadline = time.monotonic() + 10
+    while sum(sizes) < 20000 and time.monotonic() < deadline:
+        got = f.poll()
+        if got:
+            sizes.append(len(got))
+        time.sleep(0.01)
+    f.close()
+    assert sum(sizes) == 20000 and max(sizes) <= (64 << 10) // len(line) + 1
