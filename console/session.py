@@ -671,6 +671,11 @@ class ConsoleSession:
             self._rec_flushed = time.monotonic()
         if self.follow_up and full:
             self._plan_follow_ups(now)
+        elif full and (self.feed is not None or self.publisher is not None):
+            # A one-shot status asks for the births it lacks too (op rebirth is read-only, as
+            # keyframe is): a node whose retained birth was garbage was left out of `status`
+            # altogether, its dead GPU with it, and the exit was 0 (an SRE drill).
+            self._plan_rebirths(now)
         self._plan_keyframes(now)
         self._note_shedding(now)
         self.counters.ticks += 1
@@ -1039,9 +1044,11 @@ class ConsoleSession:
             for node in list(wanted):
                 if self._rebirths_this_tick >= RESENDS_PER_TICK:
                     break  # the rest stay wanted for the next ticks
-                why = wanted.pop(node)
                 if now - asked.get(node, -1e18) < REBIRTH_EVERY_S:
+                    # Still wanted once the period is over: dropped here, a second bad birth
+                    # within 30 s of the first was never asked for again (an SRE drill).
                     continue
+                why = wanted.pop(node)
                 asked[node] = now
                 self._rebirths_this_tick += 1
                 stamp = int(now * 1000)

@@ -122,6 +122,9 @@ def fleet_summary(state: FleetState, now: float, *,
         },
         "nodes": [node_summary(st, now, state) for st in sorted(state.nodes.values(),
                                                           key=lambda s: s.node_id)],
+        # Heard from without a readable birth (garbage or a newer major version retained on
+        # its birth topic): not judged, so not in "nodes", but not to be read as absent.
+        "unborn": sorted(state.unborn),
         "jobs": [job_summary(job, state, now) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log)],

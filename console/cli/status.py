@@ -212,7 +212,15 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float) -> list[str]:
               f"{wait_s:g} s watch: their health is unknown (raise --wait; after a broker "
               f"restart the agents take up to {AGENT_RECONNECT_S:.0f} s to be back).",
               file=sys.stderr)
-    return waiting
+    unborn = [n for out in summaries for n in out.get("unborn", [])]
+    if unborn:
+        # A node whose retained birth is garbage was left out of the counts, its failures
+        # with it, and the exit was 0 (an SRE drill).
+        nodes = f"{len(unborn)} node{'' if len(unborn) == 1 else 's'}"
+        print(f"fleetdeck status: {nodes} ({compress(unborn)}) sent messages but no birth "
+              "this watch could read (see 'malformed'): their health is unknown; they were "
+              "asked to send it again.", file=sys.stderr)
+    return waiting + unborn
 
 
 def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None,

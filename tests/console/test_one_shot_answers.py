@@ -194,3 +194,59 @@ def test_status_of_an_empty_broker_asks_whether_anything_publishes(mosquitto):
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "is an agent or 'fleetdeck sim' running against this broker?" in out.stderr
     assert "wrong --cluster" not in out.stderr
+
+
+async def test_a_node_whose_retained_birth_is_garbage_is_not_left_out_of_status(
+        mosquitto, tmp_path):
+    """A garbage birth retained on the broker (a corrupt publisher, an agent of a newer major
+    version) made `status` leave the node out of the counts, its dead GPU with it, exit 0 (an
+    SRE drill). Now status asks the node for its birth again and judges it; one that does not
+    answer is named as unknown and --fail-on exits 3."""
+    import json
+
+    from fleetdeck.brokerurl import make_client
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    url = str(mosquitto.url)
+    agent = spawn("agent", "--broker", url, "--cluster", "garb", "--node-id", "gpu0009",
+                  log=tmp_path / "agent.log")
+    birth = topic_for("garb", Kind.BIRTH, "gpu0009")
+    try:
+        await eventually(lambda: "gpu0009" in run_cli(
+            "status", "--json", "--broker", url, "--cluster", "garb", "--wait", "1").stdout,
+            30, interval=0.5, message="the agent")
+        async with make_client(mosquitto.url, "garbage") as c:
+            await c.publish(birth, b'{"v":2,"node":"gpu0009"}', qos=1, retain=True)
+        out = run_cli("status", "--json", "--broker", url, "--cluster", "garb", "--fail-on",
+                      "failed")
+        got = json.loads(out.stdout)
+        assert [n["id"] for n in got["nodes"]] == ["gpu0009"], (got["unborn"], out.stderr)
+        assert got["nodes"][0]["verdict"] == "ok" and out.returncode == 0, out.stderr
+    finally:
+        stop_process(agent)
+
+
+def test_a_node_heard_without_a_readable_birth_is_unknown_not_absent(capsys):
+    """One that does not answer (its agent cannot read the ask, or its birth is garbage
+    again) is named, not judged, and with --fail-on not taken for healthy."""
+    from fleetdeck.console.cli.status import EXIT_UNSEEN, unhealthy, unheard
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(2, clock)
+    fleet.birth(session.ingest, names=["gpu0001"])
+    session.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, "gpu0002"), b"{garbage", clock())
+    fleet.telemetry(session.ingest)
+    clock.advance(1.0)
+    session.tick()
+    out = fleet_summary(session.state, clock())
+    assert [n["id"] for n in out["nodes"]] == ["gpu0001"] and out["unborn"] == ["gpu0002"]
+    waiting = unheard([out], 3.5)
+    assert waiting == ["gpu0002"]
+    assert "1 node (gpu0002) sent messages but no birth" in capsys.readouterr().err
+    assert unhealthy([out], "failed", waiting) == EXIT_UNSEEN
