@@ -276,12 +276,20 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
         return EXIT_UNSEEN
     blind = session.state.blind
     if blind is not None:
-        # A script must not read a fleet it could not see as healthy (docs/protocol.md).
+        # A script must not read a fleet it could not see as healthy (docs/protocol.md); a
+        # bad node seen before the loss is bad all the same: exit 1 for it, not 3 (a drill
+        # read "failed 2" and exit 3, which a script routes to "blind", not "page").
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
               f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
               "are as of then.", file=sys.stderr)
-        return EXIT_UNSEEN
+        return exit_when_cut_off(out, fail_on)
     return unhealthy([out], fail_on, unheard([out], watched))
+
+
+def exit_when_cut_off(out: dict[str, Any], fail_on: str | None) -> int:
+    """A watch that lost its broker: EXIT_UNSEEN, unless ``fail_on`` finds a bad node among
+    those seen before the loss (EXIT_UNHEALTHY, said on stderr)."""
+    return EXIT_UNHEALTHY if unhealthy([out], fail_on) == EXIT_UNHEALTHY else EXIT_UNSEEN
 
 
 T = TypeVar("T")

@@ -45,3 +45,15 @@ def test_a_drained_node_not_heard_is_no_reason_to_exit_3(capsys):
 
     fleet = [{"nodes": [node("gpu0001", "ok"), node("gpu0002", "waiting", drain="drained")]}]
     assert unhealthy(fleet, "failed", unheard(fleet, 3.5)) == 0
+
+
+def test_a_bad_node_seen_before_the_broker_was_lost_still_pages(capsys):
+    """A watch that lost its broker exits 3 (unseen), but a failed node it saw before the
+    loss is failed all the same: a drill read "failed 2" and exit 3, which a script routes to
+    "blind", not "page"."""
+    from fleetdeck.console.cli.status import EXIT_UNSEEN, exit_when_cut_off
+
+    out = {"nodes": [node("gpu0001", "ok"), node("gpu0002", "failed")]}
+    assert exit_when_cut_off(out, "failed") == EXIT_UNHEALTHY
+    assert exit_when_cut_off(out, None) == EXIT_UNSEEN
+    assert exit_when_cut_off({"nodes": [node("gpu0001", "ok")]}, "failed") == EXIT_UNSEEN
