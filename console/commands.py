@@ -728,7 +728,15 @@ class CommandTracker:
             if st is None:
                 return None
             d = st.drain
-            ours = d.cmd_id == t.cmd.cmd_id or (not d.cmd_id and t.phase is Phase.ACKNOWLEDGED)
+            mine = d.cmd_id == t.cmd.cmd_id
+            if d.state is DrainState.DRAINED and t.phase is Phase.ACKNOWLEDGED and not mine:
+                # Acknowledged, and the node is drained: by this command or by another that
+                # reached it after (its status names the last one, as Slurm keeps the last
+                # reason). Two drains of one node at once read "timed out" for the one that
+                # requeued the job (an SRE drill).
+                other = f" (its status names another drain: {d.reason})" if d.cmd_id else ""
+                return self._move(req, t, Phase.DONE, f"DRAINED{other}", now)
+            ours = mine or (not d.cmd_id and t.phase is Phase.ACKNOWLEDGED)
             if not ours:
                 return None
             if d.state is DrainState.DRAINED:

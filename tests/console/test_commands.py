@@ -59,6 +59,40 @@ def test_drain_done_only_when_status_says_drained(world):
     assert req.finished_at == clock()
 
 
+def test_two_drains_of_one_node_both_end_done_once_it_is_drained(world):
+    """Two operators drain one node at once: the agent takes both, its status names the one
+    that reached it last. The other, which had requeued the job, read "timed out" (an SRE
+    drill): acknowledged and drained is done, whichever drain the status names."""
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    now_drain = tr.drain(["gpu0003"], "B-second", clock(), DrainMode.NOW)
+    finish = tr.drain(["gpu0003"], "A-first", clock())
+    b, a = now_drain.targets[0].cmd, finish.targets[0].cmd
+    fleet.ack(ingest, b.cmd_id, "gpu0003", AckResult.ACCEPTED, "drain (now)")
+    fleet.ack(ingest, b.cmd_id, "gpu0003", AckResult.DONE, "DRAINED")
+    fleet.status(ingest, "gpu0003", DrainState.DRAINED, "B-second", "bob", b.cmd_id)
+    step(ingest, state, tr, clock)
+    assert now_drain.phase is Phase.DONE
+    fleet.ack(ingest, a.cmd_id, "gpu0003", AckResult.ACCEPTED, "drain (finish)")
+    fleet.status(ingest, "gpu0003", DrainState.DRAINED, "A-first", "alice", a.cmd_id)
+    step(ingest, state, tr, clock)
+    assert finish.phase is Phase.DONE
+    # The other order: the status names the later drain before the first one saw its own.
+    tr2 = CommandTracker(CLUSTER, "alice")
+    first = tr2.drain(["gpu0004"], "first", clock(), DrainMode.NOW)
+    second = tr2.drain(["gpu0004"], "second", clock())
+    for r in (first, second):
+        fleet.ack(ingest, r.targets[0].cmd.cmd_id, "gpu0004", AckResult.ACCEPTED, "drain")
+    fleet.status(ingest, "gpu0004", DrainState.DRAINED, "second", "carol",
+                 second.targets[0].cmd.cmd_id)
+    step(ingest, state, tr2, clock)
+    assert first.phase is Phase.DONE and second.phase is Phase.DONE
+    assert first.targets[0].detail == "DRAINED (its status names another drain: second)"
+    clock.advance(120)
+    step(ingest, state, tr2, clock)
+    assert first.phase is Phase.DONE  # not timed out later
+
+
 def test_rejected_and_duplicate_acks(world):
     clock, ingest, fleet, state = world
     tr = CommandTracker(CLUSTER, "alice")
