@@ -352,6 +352,14 @@ class Ingest:
                 if prev_s is None or msg.bdSeq >= prev_s[1].bdSeq:
                     b.statuses[subject] = (rx_ts, msg)
             case Event():
+                if msg.ts > (rx_ts + BDSEQ_FUTURE_S) * 1000:
+                    # Stamped far ahead (a node booted with a wrong clock, a forged event), it
+                    # stayed the newest event for years, a fresh-looking XID 79 on top of the
+                    # events view (an SRE drill). Kept, at its arrival, and said.
+                    self._reject(rx_ts, topic, codec.Reason.INVALID,
+                                 f"event ts {msg.ts} is more than {BDSEQ_FUTURE_S:.0f} s ahead "
+                                 "of the receive clock: kept at its arrival time")
+                    msg = msg.model_copy(update={"ts": int(rx_ts * 1000)})
                 b.events.append((rx_ts, msg))
             case Ack():
                 # An ack counts only on its sender's own topic (node/A/ack from A, sched/ack

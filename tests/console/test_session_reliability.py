@@ -119,6 +119,25 @@ def test_a_forged_future_bdseq_is_refused_and_the_real_agent_still_wins():
     assert session.state.nodes["gpu0001"].verdict.value == "ok"
 
 
+def test_an_event_stamped_years_ahead_is_kept_at_its_arrival_and_said():
+    """An XID 79 event stamped five years ahead stayed the newest event, on top of the events
+    view as if fresh, for five years (an SRE drill): kept at its arrival time, and counted as
+    malformed with why."""
+    node = FakeNode(cluster=CLUSTER)
+    session = make_session(node, Sent())
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    session.tick()
+    ev = node.agent._event(EventDraft("xid", "79, GPU has fallen off the bus"))
+    future = ev.model_copy(update={"ts": int((node.now + 5 * 365 * 86400) * 1000)})
+    node.feed(session.ingest, future, Kind.EVENT)
+    session.tick()
+    assert session.state.malformed.total == 1
+    assert "ahead of the receive clock" in session.state.malformed.recent[-1].detail
+    (kept,) = [e for e in session.state.events if e.message.startswith("79,")]
+    assert abs(kept.ts - node.now * 1000) < 2000
+
+
 async def test_telemetry_of_made_up_nodes_does_not_grow_the_fleet_and_asks_for_births():
     node = FakeNode(cluster=CLUSTER)
     sent = Sent()
