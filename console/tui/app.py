@@ -248,6 +248,8 @@ class FleetdeckApp(App[int]):
         callback to the app's queue (``call_next``), where a stopped timer's call already
         queued still runs; a stale one returns at once."""
         self._stop_asked = False
+        self._stopped_by = ""
+        """The signal that ended the console (SIGTERM, SIGHUP), for what it leaves open."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._old_handlers: dict[int, Any] = {}
         """The signal handlers before this app's (put back when it ends: tests run many)."""
@@ -378,6 +380,7 @@ class FleetdeckApp(App[int]):
         if self._stop_asked:
             return
         self._stop_asked = True
+        self._stopped_by = signal.Signals(signum).name
         if signum == signal.SIGHUP:
             # The terminal is gone: Textual's shutdown would wait for ever on a hung-up tty
             # (its input thread and its last writes), and the console would live on with no
@@ -447,7 +450,12 @@ class FleetdeckApp(App[int]):
             signal.signal(sig, old)
         self._old_handlers.clear()
         self._stop.set()
+        by = f" ({self._stopped_by})" if self._stopped_by else ""
         for session in self.sessions.values():
+            # Whatever ended the console (q asked and abandoned already), a command still
+            # open gets an outcome in the audit: a SIGTERM or a dropped ssh session (SIGHUP)
+            # left "requested" and nothing after it (an SRE drill).
+            session.abandon(f"console ended{by} before an outcome was seen", Phase.ABANDONED)
             await session.close()
         if self._restore_logging is not None:
             self._restore_logging()

@@ -341,3 +341,21 @@ async def test_the_drain_and_restart_dialogs_say_first_when_the_broker_is_down(w
         await pilot.pause()
         assert isinstance(world.app.screen, ConfirmScreen)
         assert "not connected to the broker now" in text_of(world.app)
+
+
+async def test_a_console_ended_by_a_signal_gives_its_open_commands_an_outcome(world):
+    """A SIGTERM, or a dropped ssh session's SIGHUP, left the audit at "requested" with nothing
+    after it (an SRE drill); q asks and records "abandoned". Whatever ends the console, an
+    open command is recorded abandoned, with the signal."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        await open_nodes(world, pilot)
+        world.app.request_drain(["gpu0002"])
+        await pilot.pause()
+        await pilot.press(*"xid 79", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        assert world.audit.records[-1].outcome == "requested"
+        world.app._stopped_by = "SIGTERM"  # as _on_stop_signal notes it, before app.exit
+        world.app.exit(None, 143)
+    last = world.audit.records[-1]
+    assert last.outcome == "abandoned" and "(SIGTERM)" in last.detail, last
