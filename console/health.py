@@ -366,10 +366,11 @@ class NodeHistory:
         now = t.ts
         settled = True
         for p in t.ib_ports:
-            h = self.ports.get(p.dev)
+            key = port_key(p)
+            h = self.ports.get(key)
             if h is None:
-                h = self.ports[p.dev] = PortHistory({}, Window.of(3600), Window.of(60),
-                                                    watched_ms=now)
+                h = self.ports[key] = PortHistory({}, Window.of(3600), Window.of(60),
+                                                  watched_ms=now)
             cur = (p.link_downed, p.excessive_buffer_overrun_errors,
                    p.local_link_integrity_errors, p.rnr_nak_retry_err, p.symbol_error,
                    p.link_error_recovery, p.rcv_errors)
@@ -444,6 +445,14 @@ class NodeHistory:
 # --- rules ------------------------------------------------------------------------------------
 
 
+def port_key(p: IbPortSample) -> str:
+    """Where a port's history is kept: its device for port 1 (as the store's per-minute rows
+    name it), ``dev:port`` for another port of a multi-port HCA. Keyed by the device alone, the
+    two ports of a dual-port HCA were compared with each other at every sample, and a
+    link_downed of 1 on one read as a flap on both (a newcomer's run on the sysfs fixtures)."""
+    return p.dev if p.port == 1 else f"{p.dev}:{p.port}"
+
+
 def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Finding]:
     """Findings from the latest telemetry (and its history). Staleness/offline are not here:
     they depend on the clock, and the fleet state judges them at tick time."""
@@ -470,7 +479,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
                 out.append(Finding("N1", Severity.DRAIN, f"{inv.dev}:{inv.port}",
                                    "port missing from telemetry (HCA vanished?)"))
     for p in t.ib_ports:
-        out.extend(_port_findings(p, hist.ports.get(p.dev), t.ts, agent_ms))
+        out.extend(_port_findings(p, hist.ports.get(port_key(p)), t.ts, agent_ms))
     return out
 
 
@@ -536,7 +545,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
                 or (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H
                 or (p.errors_1h and _agent_hour_fails(p.errors_1h))):
             return False
-        ph = hp.get(p.dev)
+        ph = hp.get(port_key(p))
         if ph is None:
             continue
         if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.n4(now) or ph.escalated()

@@ -85,6 +85,23 @@ def test_link_downed_increment_is_fatal():
     assert "N2" in found and verdict is Verdict.FAILED
 
 
+def test_the_two_ports_of_a_dual_port_hca_are_counted_apart():
+    """Kept by device alone, port 1's link_downed of 1 and port 2's 0 were compared with each
+    other at every sample, and both read N2 "link_downed increased" on a quiet fabric (a
+    newcomer's run on the node_exporter sysfs fixture, mlx4_0 ports 1 and 2)."""
+    def dual(t, i):
+        ports = list(t.ib_ports)
+        ports[0] = replace(ports[0], dev="mlx4_0", port=1, link_downed=1)
+        ports[1] = replace(ports[1], dev="mlx4_0", port=2, link_downed=0)
+        return replace(t, ib_ports=ports)
+
+    found, _, findings = rules(FakeNode(), dual, samples=4)
+    assert "N2" not in found, findings
+    found, _, findings = rules(FakeNode(), lambda t, i: port(dual(t, i), 1, link_downed=i // 2),
+                               samples=4)
+    assert [f.component for f in findings if f.rule == "N2"] == ["mlx4_0:2"]
+
+
 def test_symbol_error_rate_warns_then_hourly_budget_drains():
     found, verdict, _ = rules(FakeNode(), lambda t, i: port(t, 4, symbol_error=i * 50), samples=2)
     assert found == {"N4"} and verdict is Verdict.DEGRADED
