@@ -153,6 +153,8 @@ class NodeAgent:
             gpus=inv.gpus,
             ib_ports=inv.ib_ports,
             errors=inv.errors,
+            gpus_expected=inv.gpus_expected,
+            ib_ports_expected=inv.ib_ports_expected,
         )
 
     def status(self, online: bool = True) -> Status:

@@ -57,6 +57,11 @@ class AgentSettings(BaseSettings):
     cert: str | None = None
     key: str | None = None
     """Client certificate and its key, for mutual TLS."""
+    expect_gpus: int = Field(default=0, ge=0, le=64)
+    """The GPUs this node should have (8 on ND H100 v5); 0: as many as found at start. Told,
+    a node that booted short of one reads failed (G1) instead of ok."""
+    expect_ib_ports: int = Field(default=0, ge=0, le=64)
+    """The InfiniBand ports it should have (8 on ND H100 v5); 0: as many as found."""
     wire: int = Field(default=2, ge=1, le=2)
     """Telemetry wire format: 2 (columns, keyframes and deltas) needs consoles that read it;
     1 for older consoles (docs/protocol.md, "Rollout")."""

@@ -31,7 +31,9 @@ def make_source(cfg: AgentSettings) -> Source:
     from fleetdeck.agents.real.source import make_real_source
 
     try:
-        return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log)
+        return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log,
+                                gpus_expected=cfg.expect_gpus,
+                                ib_ports_expected=cfg.expect_ib_ports)
     except ValueError as err:
         raise UserError(f"--source {cfg.source}: {err} (or use 'sim').") from None
 

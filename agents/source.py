@@ -28,6 +28,9 @@ class Inventory:
     cuda_version: str | None = None
     boot_id: str = ""
     errors: list[str] = field(default_factory=list)
+    gpus_expected: int = 0
+    """What the node should have (its SKU; 0: as many as found): ``Birth.gpus_expected``."""
+    ib_ports_expected: int = 0
 
 
 @dataclass

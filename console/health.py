@@ -445,6 +445,15 @@ class NodeHistory:
 # --- rules ------------------------------------------------------------------------------------
 
 
+def gpus_expected(birth: Birth | None) -> int:
+    """The GPUs a node should have: what its agent was told (``--expect-gpus``, its SKU), else
+    as many as it found at start, else ``EXPECTED_GPUS``. A node that booted with 7 of its 8
+    read "7/7" and ok when judged only against what it found (a newcomer's run)."""
+    if birth is None:
+        return EXPECTED_GPUS
+    return birth.gpus_expected or len(birth.gpus) or EXPECTED_GPUS
+
+
 def port_key(p: IbPortSample) -> str:
     """Where a port's history is kept: its device for port 1 (as the store's per-minute rows
     name it), ``dev:port`` for another port of a multi-port HCA. Keyed by the device alone, the
@@ -457,7 +466,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
     """Findings from the latest telemetry (and its history). Staleness/offline are not here:
     they depend on the clock, and the fleet state judges them at tick time."""
     out: list[Finding] = []
-    expected = len(birth.gpus) if birth is not None and birth.gpus else EXPECTED_GPUS
+    expected = gpus_expected(birth)
     # Since when the agent's own windows (errors_1h, pcie_replay_1m) count: its start.
     agent_ms = t.agent.started_ts or 0
     present = sum(1 for g in t.gpus if g.present)
@@ -472,6 +481,12 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         else:
             # A GPU that fell off the bus reports little, but its XIDs say why.
             out.extend(_xid_findings(g, t.ts))
+    if birth is not None and birth.ib_ports_expected > len(birth.ib_ports):
+        # Short of its SKU's ports from the start (an HCA that did not come up after a
+        # reboot): judged against what it found, the node read ok (a newcomer's run).
+        out.append(Finding("N1", Severity.DRAIN, "ib",
+                           f"{len(birth.ib_ports)}/{birth.ib_ports_expected} IB ports found "
+                           "(an HCA missing?)"))
     if birth is not None and birth.ib_ports:
         seen = {p.dev for p in t.ib_ports}
         for inv in birth.ib_ports:
@@ -495,8 +510,9 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     """
     now = t.ts
     gpus = t.gpus
-    expected = len(birth.gpus) if birth is not None and birth.gpus else EXPECTED_GPUS
-    if len(gpus) < expected:
+    if len(gpus) < gpus_expected(birth):
+        return False
+    if birth is not None and birth.ib_ports_expected > len(birth.ib_ports):
         return False
     hg = hist.gpus
     for g in gpus:

@@ -260,7 +260,8 @@ class NodeState:
 
     @property
     def gpus_expected(self) -> int:
-        return len(self.birth.gpus) if self.birth is not None else 0
+        b = self.birth
+        return (b.gpus_expected or len(b.gpus)) if b is not None else 0
 
     @property
     def gpus_present(self) -> int:

@@ -289,6 +289,12 @@ def build_parser() -> Parser:
                    "forgets a drain)")
     p.add_argument("--kernel-log", metavar="journal|FILE",
                    help="follow XID and IB carrier lines from the journal or a log file")
+    p.add_argument("--expect-gpus", type=int, metavar="N",
+                   help="GPUs this node should have (8 on ND H100 v5): one missing at start "
+                   "then fails the node (default: as many as found)")
+    p.add_argument("--expect-ib-ports", type=int, metavar="N",
+                   help="InfiniBand ports it should have (8 on ND H100 v5; default: as many "
+                   "as found)")
     p.add_argument("--interval", type=_positive(float, "--interval", INTERVAL_MAX_S),
                    help="seconds (default 1)")
     p.add_argument("--keepalive", type=_positive(int, "--keepalive", KEEPALIVE_MAX_S),
@@ -599,6 +605,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "kernel_log": args.kernel_log, "interval_s": args.interval,
         "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
         "ca": args.ca, "cert": args.cert, "key": args.key, "wire": args.wire,
+        "expect_gpus": args.expect_gpus, "expect_ib_ports": args.expect_ib_ports,
     })
     if args.check_config:
         from fleetdeck.brokerurl import parse_broker_url

@@ -370,3 +370,27 @@ def test_precheck_refuses_while_the_agents_hour_fails_a_port(fields):
     t = gpu(node.telemetry(), 0, pcie_replay_1m=32)
     hist.update(t)
     assert evaluate(node.birth(), t, hist) and not still_healthy(node.birth(), t, hist)
+
+
+def test_a_node_short_of_what_its_sku_has_from_the_start_fails():
+    """Judged against the GPUs and ports it found at start, a node that booted with 7 of its
+    8 GPUs read "7/7" and ok (a newcomer's run with a real agent): told what it should have
+    (``--expect-gpus 8 --expect-ib-ports 8``), it fails G1 / N1."""
+    from fleetdeck.console.health import still_healthy
+
+    node = FakeNode()
+    birth = node.birth()
+    t = node.telemetry()
+    short = birth.model_copy(update={"gpus": birth.gpus[:7], "ib_ports": birth.ib_ports[:7],
+                                     "gpus_expected": 0, "ib_ports_expected": 0})
+    t7 = replace(t, gpus=t.gpus[:7], ib_ports=t.ib_ports[:7])
+    hist = NodeHistory()
+    hist.update(t7)
+    assert combine(evaluate(short, t7, hist)) is Verdict.OK  # as found: nothing to say
+    told = short.model_copy(update={"gpus_expected": 8, "ib_ports_expected": 8})
+    findings = evaluate(told, t7, hist)
+    assert [f"{f.rule} {f.text}" for f in findings] == [
+        "G1 7/8 GPUs visible", "N1 7/8 IB ports found (an HCA missing?)"]
+    assert combine(findings) is Verdict.FAILED
+    assert not still_healthy(told, t7, hist)
+    assert still_healthy(short, t7, hist)

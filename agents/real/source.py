@@ -149,7 +149,11 @@ class RealSource:
         sku: str = "",
         topology: Topology | None = None,
         pair_gpus: bool = True,
+        gpus_expected: int = 0,
+        ib_ports_expected: int = 0,
     ) -> None:
+        self.gpus_expected = gpus_expected
+        self.ib_ports_expected = ib_ports_expected
         self.name = name
         self.ib = ib
         self.gpu = gpu
@@ -201,6 +205,8 @@ class RealSource:
             cuda_version=gpu_inv.cuda_version,
             boot_id=self.host.boot_id(),
             errors=cap_errors(errors),
+            gpus_expected=self.gpus_expected,
+            ib_ports_expected=self.ib_ports_expected,
         )
         self._inventory = inv
         self._changes.update(inv.errors)
@@ -294,6 +300,8 @@ def make_real_source(
     topology: Topology | None = None,
     proc_root: Path = DEFAULT_PROC,
     nvml_lib: Any = None,
+    gpus_expected: int = 0,
+    ib_ports_expected: int = 0,
 ) -> RealSource:
     """Build the RealSource named by ``kind`` (``sysfs``, ``nvml``, ``nvsmi``, ``sysfs+nvml`` …).
 
@@ -312,7 +320,8 @@ def make_real_source(
     follower = make_follower(kernel_log) if kernel_log else None
     return RealSource(
         "+".join(parts), ib=ib, gpu=gpu, kernel_log=follower, host=HostReader(proc_root),
-        sku=sku, topology=topology,
+        sku=sku, topology=topology, gpus_expected=gpus_expected,
+        ib_ports_expected=ib_ports_expected,
     )
 
 

@@ -440,6 +440,9 @@ class SimNode:
             driver_version="590.48.01",
             cuda_version="13.1",
             boot_id=self.boot_id,
+            # An ND H100 v5's own count, as a real agent on one is told (--expect-gpus 8).
+            gpus_expected=len(self.gpus),
+            ib_ports_expected=len(self.ports),
         )
 
     def read(self, now: float) -> Reading:

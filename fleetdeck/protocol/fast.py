@@ -330,6 +330,8 @@ class Birth(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     gpus: Annotated[list[GpuInventory], msgspec.Meta(max_length=64)] = []
     ib_ports: Annotated[list[IbPortInventory], msgspec.Meta(max_length=64)] = []
     errors: Annotated[list[Text], msgspec.Meta(max_length=32)] = []
+    gpus_expected: Links = 0
+    ib_ports_expected: Links = 0
 
 
 def birth_of(model: "messages.Birth") -> Birth:

@@ -96,6 +96,11 @@ class Birth(_Versioned):
     ib_ports: Annotated[list[IbPortInventory], Field(max_length=64)] = []
     errors: Annotated[list[Text], Field(max_length=32)] = []
     """Why the inventory is incomplete (e.g. 'no NVIDIA driver'): a degraded birth."""
+    gpus_expected: Annotated[int, Field(ge=0, le=64)] = 0
+    """The GPUs this node should have (its SKU: 8 on ND H100 v5; the agent's
+    ``--expect-gpus``); 0: as many as it found at start (``gpus``)."""
+    ib_ports_expected: Annotated[int, Field(ge=0, le=64)] = 0
+    """The IB ports it should have (``--expect-ib-ports``); 0: as many as it found."""
 
 
 # --- status: liveness + drain --------------------------------------------------------------

@@ -35,3 +35,26 @@ def test_nvml_without_a_driver_gives_a_degraded_birth():
     out = json.loads(res.stdout)
     assert out["birth"]["gpus"] == []
     assert out["birth"]["errors"], "a degraded birth says why it has no GPUs"
+
+
+def test_a_node_told_its_sku_counts_says_so_in_its_birth(node_exporter_sys):
+    """--expect-gpus / --expect-ib-ports: a node that found fewer than it should have at start
+    is judged against what it should have (tests/test_health.py), not against what it found."""
+    from fleetdeck.console.health import NodeHistory, evaluate
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.fast import birth_of
+    from fleetdeck.protocol.messages import Birth
+
+    res = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(node_exporter_sys),
+                  "--once", "--node-id", "ib-host", "--expect-gpus", "8",
+                  "--expect-ib-ports", "8")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["birth"]["gpus_expected"] == 8 and out["birth"]["ib_ports_expected"] == 8
+    birth = birth_of(codec.decode(Birth, json.dumps(out["birth"]).encode()))
+    tel = codec.decode_telemetry(json.dumps(out["telemetry"]).encode())
+    hist = NodeHistory()
+    hist.update(tel)
+    texts = [f"{f.rule} {f.text}" for f in evaluate(birth, tel, hist)]
+    assert "G1 0/8 GPUs visible" in texts
+    assert any(t.startswith("N1 ") and "/8 IB ports found" in t for t in texts), texts
