@@ -445,6 +445,19 @@ class NodeHistory:
 # --- rules ------------------------------------------------------------------------------------
 
 
+GPU_READER_SAYS = "the agent's GPU reader says:"
+_GPU_READERS = ("nvml", "nvidia-smi", "nvsmi", "gpu", "nvidia")
+
+
+def reader_error(birth: Birth | None, t: Telemetry) -> str:
+    """What the agent said of its GPU reader (its birth's or the sample's errors), or ''."""
+    said: list[str] = [*(birth.errors if birth is not None else ()), *t.agent.errors]
+    for e in said:
+        if any(w in e.lower() for w in _GPU_READERS):
+            return e if len(e) <= 160 else e[:159] + "…"
+    return ""
+
+
 def gpus_expected(birth: Birth | None) -> int:
     """The GPUs a node should have: what its agent was told (``--expect-gpus``, its SKU), else
     as many as it found at start, else ``EXPECTED_GPUS``. A node that booted with 7 of its 8
@@ -474,7 +487,13 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         missing = sorted({g.index for g in t.gpus if not g.present}
                          | (set(range(expected)) - {g.index for g in t.gpus}))
         comp = ",".join(f"gpu{i}" for i in missing)
-        out.append(Finding("G1", Severity.DRAIN, comp, f"{present}/{expected} GPUs visible"))
+        text = f"{present}/{expected} GPUs visible"
+        why = reader_error(birth, t) if not present else ""
+        if why:
+            # None visible and the agent said why ("NVML: init failed: … (is the NVIDIA driver
+            # loaded?)"): the advice was to RMA eight GPUs (a newcomer's run).
+            text += f"; {GPU_READER_SAYS} {why}"
+        out.append(Finding("G1", Severity.DRAIN, comp, text))
     for g in t.gpus:
         if g.present:
             out.extend(_gpu_findings(g, hist.gpus.get(g.index), t.ts, agent_ms))

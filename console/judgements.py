@@ -12,7 +12,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetdeck.console.health import FATAL_WINDOW_S, Finding, Severity, Verdict
+from fleetdeck.console.health import (
+    FATAL_WINDOW_S,
+    GPU_READER_SAYS,
+    Finding,
+    Severity,
+    Verdict,
+)
 from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.fast import IbPortSample
@@ -742,6 +748,10 @@ def repair_step(st: NodeState) -> str:
             codes = [int(c) for c in _XID_RE.findall(f.text)]
             step = next((_XID_STEPS[c] for c in codes if c in _XID_STEPS),
                         "reset {c} (" + f.text + ")")
+        elif f.rule == "G1" and GPU_READER_SAYS in f.text:
+            # The agent cannot read its GPUs at all: the driver, not eight GPUs to RMA.
+            step = ("check the NVIDIA driver and the agent's GPU reader on the node "
+                    "(nvidia-smi; the agent says why); reboot if the GPUs stay missing")
         else:
             step = _RULE_STEPS.get(f.rule, "")
         text = step.format(c=f.component or ("the GPU" if f.rule.startswith("G") else "the link"))

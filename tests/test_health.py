@@ -394,3 +394,29 @@ def test_a_node_short_of_what_its_sku_has_from_the_start_fails():
     assert combine(findings) is Verdict.FAILED
     assert not still_healthy(told, t7, hist)
     assert still_healthy(short, t7, hist)
+
+
+def test_no_gpu_visible_because_the_reader_failed_says_so_and_asks_for_the_driver():
+    """Without NVML the node read "0/8 GPUs visible" and the advice was to RMA eight GPUs,
+    while its birth said "NVML: init failed … (is the NVIDIA driver installed and loaded?)"
+    (a newcomer's run): the finding carries what the agent said, the repair step the driver."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import repair_step
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    node = FakeNode()
+    why = "NVML: init failed: NVML Shared Library Not Found (is the NVIDIA driver loaded?)"
+    birth = node.birth().model_copy(update={"gpus": [], "gpus_expected": 8, "errors": [why]})
+    t = replace(node.telemetry(), gpus=[])
+    ingest = Ingest(node.cluster)
+    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id), codec.encode(birth), node.now)
+    ingest.handle(topic_for(node.cluster, Kind.TELEMETRY, node.node_id), codec.encode(t),
+                  node.now)
+    state = FleetState(node.cluster, ingest.malformed)
+    state.apply(ingest.take_batch(), node.now)
+    st = state.nodes[node.node_id]
+    (g1,) = [f for f in st.findings if f.rule == "G1"]
+    assert g1.text == f"0/8 GPUs visible; the agent's GPU reader says: {why}"
+    assert repair_step(st).startswith("check the NVIDIA driver")
