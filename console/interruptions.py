@@ -87,6 +87,19 @@ def _live_fault(st: NodeState | None) -> bool:
     return cause is not None and cause != "operator" and held_only_since(st) is None
 
 
+DRAINED_NEAR_S = 300.0
+"""How long before an interruption was seen a command's drain of one of the job's nodes is
+taken for what ended the run (a broker outage between the two included)."""
+
+
+def _drained_near(st: NodeState | None, at: float) -> bool:
+    if (st is None or st.drain.state is DrainState.NONE or not st.drain.cmd_id
+            or st.drain.since_ts is None):
+        return False
+    since = st.drain.since_ts / 1000
+    return at - DRAINED_NEAR_S <= since <= at + 5.0
+
+
 def node_cause(st: NodeState) -> str | None:
     """What a node of an interrupted job contributes: None when it looks healthy.
 
@@ -321,7 +334,12 @@ class InterruptionTracker:
                     by_cause.setdefault(cause, []).append(node)
             if not by_cause and (why := reason_cause(job.reason)) is not None:
                 by_cause[why] = named
-        for node in () if by_cause else p.nodes:
+        # No node named: a node of the run drained by a command just before is what requeued
+        # it (a drain --now), over faults elsewhere in the run that it ran with: after a
+        # broker blip hid the requeue's reason, an operator's drain was booked to the network
+        # of two nodes failing for an hour under the job (an SRE drill).
+        drained = [n for n in p.nodes if _drained_near(state.nodes.get(n), p.at)]
+        for node in () if by_cause else (drained or p.nodes):
             st = state.nodes.get(node)
             cause = node_cause(st) if st is not None else "host"
             if cause is not None:

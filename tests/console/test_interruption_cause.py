@@ -72,3 +72,38 @@ async def test_an_operators_restart_of_a_job_stepping_past_an_old_flap_is_the_op
 
     assert await restarted(still_down=False) == "operator"
     assert await restarted(still_down=True) == "network"
+
+
+async def test_a_drain_that_requeued_the_job_is_the_operators_over_faults_it_ran_with():
+    """A broker blip hid the requeue's reason (which names the drained node): the operator's
+    `drain --now` of a sound node was booked to the network of two other nodes of the run,
+    failed for an hour under the job (an SRE drill)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
+
+    clock = Clock()
+    fleet = SynthFleet(4, clock, leaves=1)
+    run = fleet.names[:4]
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("41", run, clock), clock)
+    faults = {run[1]: port_down("mlx5_ib3")}
+    for _ in range(5):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults=faults)
+        session.tick()
+    assert session.state.nodes[run[1]].verdict.value == "failed"
+    fleet.status(session.ingest, run[3], DrainState.DRAINED, "d7-op", "alice", "c-7")
+    clock.advance(1.0)
+    session.tick()
+    # What the collector saw next: pending for resources, the requeue's reason lost.
+    publish_job(session.ingest, job_status("41", [], clock, state=JobState.PD, requeues=1)
+                .model_copy(update={"reason": "Resources"}), clock)
+    for _ in range(15):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults=faults)
+        session.tick()
+    [it] = session.interruptions.total
+    assert (it.cause, it.nodes) == ("operator", (run[3],))
