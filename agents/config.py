@@ -82,6 +82,13 @@ class AgentSettings(BaseSettings):
             raise ValueError(f"sysfs root {self.sysfs_root} (--sysfs-root, sysfs_root) is not a "
                              "directory: give the sysfs mount, such as /sys, or a "
                              "class/infiniband directory")
+        root = self.sysfs_root
+        if ("sysfs" in self.source and root.name != "infiniband"
+                and not (root / "class").is_dir() and (root / "sys" / "class").is_dir()):
+            # One level too high (an unpacked capture's root): "class/infiniband: missing (no
+            # InfiniBand driver loaded?)" sent the reader after a driver (a newcomer's run).
+            raise ValueError(f"sysfs root {root} (--sysfs-root, sysfs_root) has no class/ but "
+                             f"{root / 'sys'} has: give that, the sysfs mount itself")
         return self
 
     @field_validator("broker")

@@ -143,3 +143,15 @@ def test_a_scenario_on_a_smaller_fleet_says_so_up_front(tmp_path):
     fits = run_cli("sim", "--scenario", "demo", "--out", str(tmp_path / "full.jsonl.gz"),
                    "--duration", "1m")
     assert fits.returncode == 0 and "is written for" not in fits.stderr, fits.stderr
+
+
+def test_a_sysfs_root_one_level_too_high_says_which_to_give(tmp_path):
+    """An unpacked capture's root (holding sys/) read "class/infiniband: missing (no
+    InfiniBand driver loaded?)" and exit 0, sending the reader after a driver (a newcomer's
+    run): one sentence naming the directory to give."""
+    (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
+    res = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(tmp_path), "--once",
+                  "--node-id", "n1")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"has no class/ but {tmp_path / 'sys'} has" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
