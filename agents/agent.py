@@ -47,6 +47,10 @@ log = logging.getLogger("fleetdeck.agent")
 
 BACKOFF_START_S = 0.5
 BACKOFF_CAP_S = 30.0
+BD_SEQ_AHEAD_MS = 600_000
+"""A saved session number further ahead of the clock than consoles accept (docs/protocol.md,
+``bdSeq``) is not carried on: the clock was wrong then, and every later session would be
+refused."""
 WINDOWS_SAVE_EVERY_S = 10.0
 """How often, at most, the error windows are saved while they change (``Agent.keep_windows``)."""
 
@@ -113,6 +117,8 @@ class NodeAgent:
         # captured command run twice.
         self.state = state or StateStore()
         saved = self.state.load(now_ms(clock))
+        if saved.bd_seq <= now_ms(clock) + BD_SEQ_AHEAD_MS:
+            self.bd_seq = saved.bd_seq  # the next session's is larger (``_next_bd_seq``)
         self._windows_saved = self.state.load_windows()
         """What an earlier agent of this node saved, taken back at the first sample, when
         the node's boot is known (``ErrorWindows.restore``)."""
@@ -251,6 +257,7 @@ class NodeAgent:
         while not stop.is_set():
             accepted_before = self.connacks
             self.bd_seq = self._next_bd_seq()
+            self._save_state()  # before the will that carries it can reach anyone
             will = aiomqtt.Will(
                 self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
                 retain=True,
@@ -474,7 +481,8 @@ class NodeAgent:
 
     def _save_state(self) -> None:
         """Before telling anyone: an ack or status must never promise what a restart forgets."""
-        self.state.save(AgentState(self.drain, self._drain_mode, dict(self.guard.executed)))
+        self.state.save(AgentState(self.drain, self._drain_mode, dict(self.guard.executed),
+                                   self.bd_seq))
 
     async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
         # Act first, then tell: if the broker dies between the two, the state is already

@@ -37,6 +37,10 @@ class AgentState:
     drain_mode: DrainMode = DrainMode.FINISH
     executed: dict[str, int] = field(default_factory=dict)
     """cmd_id -> expires_at (ms) of commands acted on (replay protection)."""
+    bd_seq: int = 0
+    """The newest session number (``bdSeq``) an agent of this node used: the next agent's is
+    larger even when the clock stepped back since (NTP at boot), or its will read as older
+    than the last session's and the node stayed offline in every console."""
 
 
 class _StateFile(BaseModel):
@@ -47,6 +51,7 @@ class _StateFile(BaseModel):
     drain: DrainInfo = DrainInfo()
     drain_mode: DrainMode = DrainMode.FINISH
     executed: dict[str, int] = {}
+    bd_seq: int = 0
 
 
 class StateStore:
@@ -64,7 +69,8 @@ class StateStore:
         """The state saved last (expired command ids dropped); an empty one on a first start."""
         state = self._memory if self.path is None else self._read(self.path, now_ms)
         return AgentState(state.drain, state.drain_mode,
-                          {k: v for k, v in state.executed.items() if v >= now_ms})
+                          {k: v for k, v in state.executed.items() if v >= now_ms},
+                          state.bd_seq)
 
     def _read(self, path: Path, now_ms: int) -> AgentState:
         try:
@@ -87,15 +93,17 @@ class StateStore:
                                         requested_by="agent", since_ts=now_ms))
             self.save(lost)
             return lost
-        return AgentState(f.drain, f.drain_mode, dict(f.executed))
+        return AgentState(f.drain, f.drain_mode, dict(f.executed), f.bd_seq)
 
     def save(self, state: AgentState) -> bool:
         """Keep ``state``; False (and an error logged once) if the disk refused it."""
-        self._memory = AgentState(state.drain, state.drain_mode, dict(state.executed))
+        self._memory = AgentState(state.drain, state.drain_mode, dict(state.executed),
+                                  state.bd_seq)
         if self.path is None:
             return True
         body = _StateFile(node=self.node_id, drain=state.drain, drain_mode=state.drain_mode,
-                          executed=state.executed).model_dump_json(exclude_none=True).encode()
+                          executed=state.executed, bd_seq=state.bd_seq,
+                          ).model_dump_json(exclude_none=True).encode()
         try:
             write_atomically(self.path, body)
         except OSError as err:

@@ -204,3 +204,31 @@ async def test_saved_windows_of_another_shape_do_not_stop_the_agent(mosquitto, t
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def test_the_session_number_grows_across_restarts_when_the_clock_stepped_back(tmp_path):
+    """The next agent's bdSeq is larger than the last one's even with the clock five minutes
+    behind it (NTP stepped it back after a boot with a fast clock): smaller, its sessions read
+    as older than the last one's will and the node stayed offline (an SRE drill). One saved
+    too far ahead (a clock once wrong by hours) is not carried on."""
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.sim.node import SimNode
+    from fleetdeck.brokerurl import BrokerURL
+
+    path = tmp_path / f"state-{NODE}.json"
+    now = [1_800_000_000.0]
+
+    def agent() -> NodeAgent:
+        return NodeAgent(cluster=CLUSTER, node_id=NODE, source=SimNode(NODE),
+                         url=BrokerURL("127.0.0.1", 1), interval_s=1.0,
+                         state=StateStore(path, NODE), clock=lambda: now[0])
+
+    first = agent()
+    first.bd_seq = first._next_bd_seq()
+    first._save_state()
+    assert json.loads(path.read_text())["bd_seq"] == first.bd_seq
+    now[0] -= 300  # the clock stepped back five minutes
+    second = agent()
+    assert second._next_bd_seq() == first.bd_seq + 1
+    StateStore(path, NODE).save(AgentState(bd_seq=int((now[0] + 7200) * 1000)))
+    assert agent()._next_bd_seq() == int(now[0] * 1000)
