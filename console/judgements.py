@@ -254,19 +254,22 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
 def correlate(state: FleetState, now: float) -> None:
     """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
     ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
-    behind: dict[str, tuple[set[str], set[str], list[bool]]] = {}
+    behind: dict[str, tuple[set[str], set[str], set[str]]] = {}
     pool = state.maybe_bad()
     for sw in suspect_switches(state, pool=pool):
         for port in sw.ports:
             node, dev, num = port.rsplit(":", 2)
-            switches, ports, recovered = behind.setdefault(node, (set(), set(), []))
+            switches, ports, failing = behind.setdefault(node, (set(), set(), set()))
             switches.add(sw.switch)
             ports.add(f"{dev}:{num}")
-            recovered.append(sw.recovered)
-    for node, (switches, ports, recovered) in behind.items():
+            if not sw.recovered:
+                failing.add(sw.switch)
+    for node, (switches, ports, failing) in behind.items():
         st = state.nodes[node]
-        # Every rail of a leaf group failing reads "leaf02-r[0-7]".
-        where = compress(switches), frozenset(ports), all(recovered)
+        # Every rail of a leaf group failing reads "leaf02-r[0-7]". Named by the switches that
+        # fail now when some do: "behind suspect switch leaf02-r[1,6]" named one that had
+        # recovered, which the incidents called recovered (an SRE drill).
+        where = compress(failing or switches), frozenset(ports), not failing
         if (st.behind_switch, st.behind_ports, st.behind_recovered) != where:
             st.behind_switch, st.behind_ports, st.behind_recovered = where
             state.mark(node)

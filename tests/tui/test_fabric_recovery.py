@@ -21,19 +21,18 @@ from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.conftest import run_cli
 from tests.tui.test_fabric_matrix import line_of
 
-SCENARIO = """\
-name = "switch_back"
-description = "leaf02's rail-5 switch dies at 20 s and comes back 30 s later"
-[fleet]
-nodes = 16
-nodes_per_leaf = 8
-[[fault]]
-at = "20s"
-fault = "leaf_switch"
-leaf = "leaf02"
-rail = 5
-duration = "30s"
-"""
+
+def switch_scenario(name: str, *outages: tuple[str, int, str]) -> str:
+    """A 16-node fleet (8 per leaf) whose leaf02 rail switches die: ``(at, rail, duration)``
+    each, duration "" for one that stays down."""
+    faults = "".join(
+        f'[[fault]]\nat = "{at}"\nfault = "leaf_switch"\nleaf = "leaf02"\nrail = {rail}\n'
+        + (f'duration = "{duration}"\n' if duration else "") for at, rail, duration in outages)
+    return f'name = "{name}"\n[fleet]\nnodes = 16\nnodes_per_leaf = 8\n{faults}'
+
+
+SCENARIO = switch_scenario("switch_back", ("20s", 5, "30s"))
+"""leaf02's rail-5 switch dies at 20 s and comes back 30 s later."""
 SWITCH = "leaf02-r5"
 DURING, AFTER = 35.0, 58.0
 """Seconds into the recording: the switch down; its ports up again (N2 still held)."""
@@ -157,25 +156,8 @@ async def test_overview_panel_and_matrix_agree_before_during_and_after(recording
         assert "erroring: link_downed increased" in status
 
 
-TWICE = """\
-name = "switch_twice"
-description = "leaf02's rail-5 switch dies at 20 s and at 100 s, 20 s each time"
-[fleet]
-nodes = 16
-nodes_per_leaf = 8
-[[fault]]
-at = "20s"
-fault = "leaf_switch"
-leaf = "leaf02"
-rail = 5
-duration = "20s"
-[[fault]]
-at = "100s"
-fault = "leaf_switch"
-leaf = "leaf02"
-rail = 5
-duration = "20s"
-"""
+TWICE = switch_scenario("switch_twice", ("20s", 5, "20s"), ("100s", 5, "20s"))
+"""leaf02's rail-5 switch dies at 20 s and at 100 s, 20 s each time."""
 
 
 def test_a_switch_that_died_twice_in_the_hour_reads_recovered_once_back(tmp_path):
@@ -194,3 +176,20 @@ def test_a_switch_that_died_twice_in_the_hour_reads_recovered_once_back(tmp_path
     (sw,) = suspect_switches(state)
     assert sw.by_status == {"flapping": 8}, sw.by_status
     assert sw.recovered and RECOVERED in sw.text
+
+
+def test_a_node_behind_a_recovered_and_a_failing_switch_names_the_failing_one(tmp_path):
+    """leaf02-r6 died and came back, then leaf02-r1 died: its nodes read "behind suspect
+    switch leaf02-r[1,6]" (and `drain --dry-run` too) while the incidents said r6 recovered
+    (an SRE drill): they name the switch that fails now."""
+    scenario = tmp_path / "two.toml"
+    scenario.write_text(switch_scenario("two_rails", ("20s", 6, "20s"), ("70s", 1, "")))
+    out = tmp_path / "two.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
+    assert res.returncode == 0, res.stderr
+    state = run_headless(out, until=100.0).session.state
+    behind = [st for st in state.nodes.values() if st.behind_switch]
+    assert len(behind) == 8
+    assert {st.behind_switch for st in behind} == {"leaf02-r1"}
+    assert not any(st.behind_recovered for st in behind)
+    assert all(len(st.behind_ports) == 2 for st in behind)  # r6's held ports still handed over
