@@ -132,10 +132,75 @@ class TypeAhead(Modal[ResultT]):
         event.prevent_default()
 
 
-class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
-    """Reason (required), mode (finish / now), typed confirmation above the threshold."""
+class ReasonScreen(TypeAhead[ResultT]):
+    """A command that asks why (kept in the audit) before it goes: the reason box has focus and
+    must not be empty, and above ``TYPED_CONFIRM_ABOVE`` targets the phrase must be typed. A
+    stray Enter after the key that opened it sends nothing."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    VERB = ""
+    """The command's word, as the error and the typed phrase say it (drain, restart)."""
+
+    radius: BlastRadius
+
+    @property
+    def phrase(self) -> str:
+        return f"{self.VERB} {len(self.radius.targets)}"
+
+    def confirm_box(self) -> ComposeResult:
+        """The typed confirmation, where the radius asks for one."""
+        if self.radius.needs_typed_confirmation:
+            yield Label(f"{len(self.radius.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
+                        f"[b]{esc(self.phrase)}[/] to confirm")
+            yield Box(placeholder=self.phrase, id="confirm")
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).focus()
+
+    @on(Input.Submitted)
+    def _entered(self, event: Input.Submitted) -> None:
+        self.submit(typed_at_enter(event))
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self.submit()
+
+    def submit(self, at_enter: dict[str, str] | None = None) -> None:
+        at_enter = at_enter or {}
+        box = self.query_one("#reason", Input)
+        reason = at_enter.get("reason", box.value).strip()
+        error = self.query_one("#dialog-error", Static)
+        if not reason:
+            error.update(f"[$error]{self.required}[/]")
+            box.focus()
+            return
+        if self.radius.needs_typed_confirmation:
+            box = self.query_one("#confirm", Input)
+            if at_enter.get("confirm", box.value).strip() != self.phrase:
+                error.update(f"[$error]type '{esc(self.phrase)}' to confirm[/]")
+                box.focus()
+                return
+        self.dismiss(self.result(reason))
+
+    @property
+    def required(self) -> str:
+        return f"a reason is required to {self.VERB}"
+
+    def result(self, reason: str) -> ResultT:
+        raise NotImplementedError
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
+class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
+    """Reason (required), mode (finish / now), typed confirmation above the threshold."""
+
+    VERB = "drain"
 
     def __init__(self, radius: Callable[[DrainMode], BlastRadius],
                  mode: DrainMode = DrainMode.FINISH, hint: str = "") -> None:
@@ -145,10 +210,6 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
         self.hint = hint
         """What the reason box suggests: the node's own worst finding."""
         self.radius = radius(self.mode)
-
-    @property
-    def phrase(self) -> str:
-        return f"drain {len(self.radius.targets)}"
 
     def compose(self) -> ComposeResult:
         r = self.radius
@@ -167,10 +228,7 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
                 yield Choice("now: requeue running jobs from their last checkpoint"
                              + (" (suggested: failed under a job)" if now else ""),
                              value=now, id="mode-now")
-            if r.needs_typed_confirmation:
-                yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
-                            f"[b]{self.phrase}[/] to confirm")
-                yield Box(placeholder=self.phrase, id="confirm")
+            yield from self.confirm_box()
             yield Static(payload_text(r), id="payload")
             yield Static("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
@@ -179,7 +237,7 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
 
     def on_mount(self) -> None:
         self.query_one("#mode", RadioSet).compact = True
-        self.query_one("#reason", Input).focus()
+        super().on_mount()
 
     @on(RadioSet.Changed, "#mode")
     def _mode(self, event: RadioSet.Changed) -> None:
@@ -187,40 +245,11 @@ class DrainScreen(TypeAhead[tuple[str, DrainMode] | None]):
         self.radius = self._radius_for(self.mode)
         self.query_one("#radius", Static).update(radius_text(self.radius))
 
-    @on(Input.Submitted)
-    def _entered(self, event: Input.Submitted) -> None:
-        self.submit(typed_at_enter(event))
-
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        self.submit()
-
-    def submit(self, at_enter: dict[str, str] | None = None) -> None:
-        at_enter = at_enter or {}
-        box = self.query_one("#reason", Input)
-        reason = at_enter.get("reason", box.value).strip()
-        error = self.query_one("#dialog-error", Static)
-        if not reason:
-            error.update("[$error]a reason is required to drain[/]")
-            box.focus()
-            return
-        if self.radius.needs_typed_confirmation:
-            box = self.query_one("#confirm", Input)
-            if at_enter.get("confirm", box.value).strip() != self.phrase:
-                error.update(f"[$error]type '{self.phrase}' to confirm[/]")
-                box.focus()
-                return
-        self.dismiss((reason, self.mode))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
+    def result(self, reason: str) -> tuple[str, DrainMode] | None:
+        return reason, self.mode
 
 
-class RestartScreen(TypeAhead[str | None]):
+class RestartScreen(ReasonScreen[str | None]):
     """Restart (requeue) a job: reason (required), typed confirmation above the threshold.
 
     A restart kills every rank and loses the work since the checkpoint. The reason box has
@@ -228,7 +257,7 @@ class RestartScreen(TypeAhead[str | None]):
     walkthrough found that), and the audit says why the job was restarted: the dialog used to
     be a bare yes/no and the audit's ``why`` stayed empty."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    VERB = "restart"
 
     def __init__(self, job_id: str, radius: BlastRadius, hint: str = "") -> None:
         super().__init__()
@@ -236,7 +265,10 @@ class RestartScreen(TypeAhead[str | None]):
         self.radius = radius
         self.hint = hint
         """What the reason box suggests: what holds the job up (``restart_reason_hint``)."""
-        self.phrase = f"restart {len(radius.targets)}"
+
+    @property
+    def required(self) -> str:
+        return "a reason is required to restart a job"
 
     def compose(self) -> ComposeResult:
         r = self.radius
@@ -247,50 +279,15 @@ class RestartScreen(TypeAhead[str | None]):
             yield Label("Reason (required; kept in the audit log):")
             example = self.hint or "NCCL timeout at step 1200"
             yield Box(placeholder=f"e.g. {example} — ticket OPS-123", id="reason")
-            if r.needs_typed_confirmation:
-                yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
-                            f"[b]{esc(self.phrase)}[/] to confirm")
-                yield Box(placeholder=self.phrase, id="confirm")
+            yield from self.confirm_box()
             yield Static(payload_text(r), id="payload")
             yield Static("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Restart", variant="error", id="ok", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
 
-    def on_mount(self) -> None:
-        self.query_one("#reason", Input).focus()
-
-    @on(Input.Submitted)
-    def _entered(self, event: Input.Submitted) -> None:
-        self.submit(typed_at_enter(event))
-
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        self.submit()
-
-    def submit(self, at_enter: dict[str, str] | None = None) -> None:
-        at_enter = at_enter or {}
-        box = self.query_one("#reason", Input)
-        reason = at_enter.get("reason", box.value).strip()
-        error = self.query_one("#dialog-error", Static)
-        if not reason:
-            error.update("[$error]a reason is required to restart a job[/]")
-            box.focus()
-            return
-        if self.radius.needs_typed_confirmation:
-            box = self.query_one("#confirm", Input)
-            if at_enter.get("confirm", box.value).strip() != self.phrase:
-                error.update(f"[$error]type '{esc(self.phrase)}' to confirm[/]")
-                box.focus()
-                return
-        self.dismiss(reason)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
+    def result(self, reason: str) -> str | None:
+        return reason
 
 
 class ConfirmScreen(TypeAhead[bool]):
