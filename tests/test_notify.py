@@ -32,6 +32,14 @@ class NotifySocket:
         self.thread.join()
         self.sock.close()
 
+    def wait_for(self, ready: bool, pings: int, timeout: float = 15) -> None:
+        """Until READY=1 (if ``ready``) and ``pings`` WATCHDOG=1 have come, or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (
+                ("READY=1" in self.lines or not ready)
+                and self.lines.count("WATCHDOG=1") >= pings):
+            time.sleep(0.1)
+
 
 def test_ready_watchdog_status_and_stopping(mosquitto, tmp_path, monkeypatch):
     path = str(tmp_path / "notify.sock")
@@ -41,10 +49,7 @@ def test_ready_watchdog_status_and_stopping(mosquitto, tmp_path, monkeypatch):
     proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", "sd",
                  "--node-id", "gpu0001", log=tmp_path / "agent.log")
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not (
-                "READY=1" in listener.lines and listener.lines.count("WATCHDOG=1") >= 2):
-            time.sleep(0.1)
+        listener.wait_for(ready=True, pings=2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         time.sleep(0.3)
@@ -84,10 +89,7 @@ def test_an_agent_that_never_reached_its_broker_is_ready_and_stops_on_sigterm(
     proc = spawn("agent", "--broker", f"mqtt://127.0.0.1:{port}", "--cluster", "sd",
                  "--node-id", "gpu0001", "--interval", "45", log=tmp_path / "agent.log")
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not (
-                "READY=1" in listener.lines and listener.lines.count("WATCHDOG=1") >= 3):
-            time.sleep(0.1)
+        listener.wait_for(ready=True, pings=3)
         proc.send_signal(signal.SIGTERM)
         t0 = time.monotonic()
         assert proc.wait(timeout=10) == 0

@@ -20,6 +20,21 @@ def node(*findings: Finding, drained_by_command: bool = True) -> NodeState:
     return st
 
 
+def job_41_on_four():
+    """A console session watching job 41 on a four-node fleet: (clock, fleet, run, session)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
+
+    clock = Clock()
+    fleet = SynthFleet(4, clock, leaves=1)
+    run = fleet.names[:4]
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("41", run, clock), clock)
+    return clock, fleet, run, session
+
+
 def test_the_drain_of_a_failed_node_is_its_faults_interruption():
     assert node(FLAP).all_findings == [FLAP]
     assert node(FLAP).drain.state is DrainState.DRAINING  # drained, by a command
@@ -41,17 +56,10 @@ async def test_an_operators_restart_of_a_job_stepping_past_an_old_flap_is_the_op
     """A link of the job's node flapped and came back (N2 holds the node failed for the hour)
     while the job stepped on at full speed; the on-call restarted the job. `report` booked it
     as the network's (a 3 a.m. drive); a live fault (the port still down) stays the network's."""
-    from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.session import ConsoleSession
-    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
+    from tests.tui.fleet import job_status, port_down, publish_job
 
     async def restarted(still_down: bool) -> str:
-        clock = Clock()
-        fleet = SynthFleet(4, clock, leaves=1)
-        run = fleet.names[:4]
-        session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-        fleet.birth(session.ingest)
-        publish_job(session.ingest, job_status("41", run, clock), clock)
+        clock, fleet, run, session = job_41_on_four()
         faults = {run[1]: port_down("mlx5_ib3")} if still_down else None
         for s in range(8):
             if s == 2:
@@ -78,17 +86,10 @@ async def test_a_drain_that_requeued_the_job_is_the_operators_over_faults_it_ran
     """A broker blip hid the requeue's reason (which names the drained node): the operator's
     `drain --now` of a sound node was booked to the network of two other nodes of the run,
     failed for an hour under the job (an SRE drill)."""
-    from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.session import ConsoleSession
     from fleetdeck.protocol.messages import JobState
-    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
+    from tests.tui.fleet import job_status, port_down, publish_job
 
-    clock = Clock()
-    fleet = SynthFleet(4, clock, leaves=1)
-    run = fleet.names[:4]
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    fleet.birth(session.ingest)
-    publish_job(session.ingest, job_status("41", run, clock), clock)
+    clock, fleet, run, session = job_41_on_four()
     faults = {run[1]: port_down("mlx5_ib3")}
     for _ in range(5):
         clock.advance(1.0)
