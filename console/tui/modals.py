@@ -2,7 +2,7 @@
 ``:`` command line."""
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -132,14 +132,15 @@ class TypeAhead(Modal[ResultT]):
         event.prevent_default()
 
 
-class ReasonScreen(TypeAhead[ResultT]):
-    """A command that asks why (kept in the audit) before it goes: the reason box has focus and
-    must not be empty, and above ``TYPED_CONFIRM_ABOVE`` targets the phrase must be typed. A
-    stray Enter after the key that opened it sends nothing."""
+class CommandScreen(TypeAhead[ResultT]):
+    """A command's dialog: its blast radius, a typed confirmation above
+    ``TYPED_CONFIRM_ABOVE`` targets, ``#ok`` or Enter to go on (``go``), Esc or ``#cancel``
+    to give up (``CANCELLED``)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     VERB = ""
-    """The command's word, as the error and the typed phrase say it (drain, restart)."""
+    """The command's word, as the typed phrase and the errors say it (drain, restart)."""
+    CANCELLED: object = None
 
     radius: BlastRadius
 
@@ -147,15 +148,18 @@ class ReasonScreen(TypeAhead[ResultT]):
     def phrase(self) -> str:
         return f"{self.VERB} {len(self.radius.targets)}"
 
-    def confirm_box(self) -> ComposeResult:
-        """The typed confirmation, where the radius asks for one."""
+    def footer(self, ok: str, variant: Literal["warning", "error"]) -> ComposeResult:
+        """What every command's dialog ends with: the typed confirmation where the radius asks
+        for one, what is published, the error line, then the go and Cancel buttons."""
         if self.radius.needs_typed_confirmation:
             yield Label(f"{len(self.radius.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
                         f"[b]{esc(self.phrase)}[/] to confirm")
             yield Box(placeholder=self.phrase, id="confirm")
-
-    def on_mount(self) -> None:
-        self.query_one("#reason", Input).focus()
+        yield Static(payload_text(self.radius), id="payload")
+        yield Static("", id="dialog-error")
+        with Horizontal(id="dialog-buttons"):
+            yield Button(ok, variant=variant, id="ok", compact=True)
+            yield Button("Cancel", id="cancel", compact=True)
 
     @on(Input.Submitted)
     def _entered(self, event: Input.Submitted) -> None:
@@ -165,22 +169,46 @@ class ReasonScreen(TypeAhead[ResultT]):
     def _ok(self) -> None:
         self.submit()
 
+    def confirmed(self, at_enter: dict[str, str]) -> bool:
+        """The phrase typed where one is asked for; else says so, with the box focused."""
+        if not self.radius.needs_typed_confirmation:
+            return True
+        box = self.query_one("#confirm", Input)
+        if at_enter.get("confirm", box.value).strip() == self.phrase:
+            return True
+        self.query_one("#dialog-error", Static).update(
+            f"[$error]type '{esc(self.phrase)}' to confirm[/]")
+        box.focus()
+        return False
+
+    def submit(self, at_enter: dict[str, str] | None = None) -> None:
+        raise NotImplementedError
+
+    def action_cancel(self) -> None:
+        self.dismiss(self.CANCELLED)  # type: ignore[arg-type]
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.action_cancel()
+
+
+class ReasonScreen(CommandScreen[ResultT]):
+    """A command that asks why (kept in the audit) before it goes: the reason box has focus and
+    must not be empty, so a stray Enter after the key that opened it sends nothing."""
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).focus()
+
     def submit(self, at_enter: dict[str, str] | None = None) -> None:
         at_enter = at_enter or {}
         box = self.query_one("#reason", Input)
         reason = at_enter.get("reason", box.value).strip()
-        error = self.query_one("#dialog-error", Static)
         if not reason:
-            error.update(f"[$error]{self.required}[/]")
+            self.query_one("#dialog-error", Static).update(f"[$error]{self.required}[/]")
             box.focus()
             return
-        if self.radius.needs_typed_confirmation:
-            box = self.query_one("#confirm", Input)
-            if at_enter.get("confirm", box.value).strip() != self.phrase:
-                error.update(f"[$error]type '{esc(self.phrase)}' to confirm[/]")
-                box.focus()
-                return
-        self.dismiss(self.result(reason))
+        if self.confirmed(at_enter):
+            self.dismiss(self.result(reason))
 
     @property
     def required(self) -> str:
@@ -188,13 +216,6 @@ class ReasonScreen(TypeAhead[ResultT]):
 
     def result(self, reason: str) -> ResultT:
         raise NotImplementedError
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
 
 
 class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
@@ -228,12 +249,7 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
                 yield Choice("now: requeue running jobs from their last checkpoint"
                              + (" (suggested: failed under a job)" if now else ""),
                              value=now, id="mode-now")
-            yield from self.confirm_box()
-            yield Static(payload_text(r), id="payload")
-            yield Static("", id="dialog-error")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Drain", variant="error", id="ok", compact=True)
-                yield Button("Cancel", id="cancel", compact=True)
+            yield from self.footer("Drain", "error")
 
     def on_mount(self) -> None:
         self.query_one("#mode", RadioSet).compact = True
@@ -279,28 +295,22 @@ class RestartScreen(ReasonScreen[str | None]):
             yield Label("Reason (required; kept in the audit log):")
             example = self.hint or "NCCL timeout at step 1200"
             yield Box(placeholder=f"e.g. {example} — ticket OPS-123", id="reason")
-            yield from self.confirm_box()
-            yield Static(payload_text(r), id="payload")
-            yield Static("", id="dialog-error")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Restart", variant="error", id="ok", compact=True)
-                yield Button("Cancel", id="cancel", compact=True)
+            yield from self.footer("Restart", "error")
 
     def result(self, reason: str) -> str | None:
         return reason
 
 
-class ConfirmScreen(TypeAhead[bool]):
+class ConfirmScreen(CommandScreen[bool]):
     """Yes/no with the targets and blast radius; typed confirmation above the threshold."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    CANCELLED = False
 
     def __init__(self, title: str, radius: BlastRadius) -> None:
         super().__init__()
         self.title_text = title
         self.radius = radius
-        verb = title.split(maxsplit=1)[0].lower()
-        self.phrase = f"{verb} {len(radius.targets)}"
+        self.VERB = title.split(maxsplit=1)[0].lower()
 
     def compose(self) -> ComposeResult:
         r = self.radius
@@ -309,16 +319,7 @@ class ConfirmScreen(TypeAhead[bool]):
             yield Static(f"[b]{esc(label)}?[/]", id="dialog-title")
             with VerticalScroll(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
-            if r.needs_typed_confirmation:
-                yield Label(f"{len(r.targets)} nodes > {TYPED_CONFIRM_ABOVE}: type "
-                            f"[b]{esc(self.phrase)}[/] to confirm")
-                yield Box(placeholder=self.phrase, id="confirm")
-            yield Static(payload_text(r), id="payload")
-            yield Static("", id="dialog-error")
-            with Horizontal(id="dialog-buttons"):
-                yield Button(self.title_text.split()[0], variant="warning", id="ok",
-                             compact=True)
-                yield Button("Cancel", id="cancel", compact=True)
+            yield from self.footer(self.title_text.split()[0], "warning")
 
     def on_mount(self) -> None:
         if self.radius.needs_typed_confirmation:
@@ -326,30 +327,9 @@ class ConfirmScreen(TypeAhead[bool]):
         else:
             self.query_one("#ok", Button).focus()
 
-    @on(Input.Submitted)
-    def _entered(self, event: Input.Submitted) -> None:
-        self.submit(typed_at_enter(event))
-
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        self.submit()
-
     def submit(self, at_enter: dict[str, str] | None = None) -> None:
-        if self.radius.needs_typed_confirmation:
-            box = self.query_one("#confirm", Input)
-            if (at_enter or {}).get("confirm", box.value).strip() != self.phrase:
-                self.query_one("#dialog-error", Static).update(
-                    f"[$error]type '{esc(self.phrase)}' to confirm[/]")
-                box.focus()
-                return
-        self.dismiss(True)
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(False)
+        if self.confirmed(at_enter or {}):
+            self.dismiss(True)
 
 
 class QuitScreen(Modal[bool]):
