@@ -218,7 +218,7 @@ class _Tracker:
         next sample is then compared with them). Raises ValueError on a snapshot of other
         counters (an agent of another version) or of another shape (a damaged file), having
         taken nothing: the next sample is a first one."""
-        self._reset()
+        self.restore_nothing()
         if snap.get("names") != list(self._names):
             raise ValueError("the snapshot counts other counters")
         width = self._ident + len(self._names)
@@ -246,9 +246,7 @@ class _Tracker:
         self._base, self._windows, self._held = base, windows, held
 
     def restore_nothing(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
+        """No baselines, no windows: the next sample is a first one."""
         self._base, self._windows, self._held = {}, {}, {}
         self._last_key = None
         self._out = {}

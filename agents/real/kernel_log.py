@@ -41,13 +41,16 @@ WARN_XIDS = xids.WARN
 JOURNAL_MATCHES: tuple[str, ...] = (
     "_TRANSPORT=kernel", "+", "_SYSTEMD_UNIT=systemd-networkd.service",
 )
-_JOURNAL_OUT: tuple[str, ...] = ("--output=short-iso-precise", "--no-pager")
-JOURNAL_CMD: tuple[str, ...] = ("journalctl", "--follow", "--lines=0", *_JOURNAL_OUT,
-                                *JOURNAL_MATCHES)
-"""What ``JournalFollower`` follows once it has read the journal back (``--after-cursor`` of
-what it read instead of ``--lines=0`` then)."""
-JOURNAL_BACK: tuple[str, ...] = ("journalctl", "--boot", "--since=-24h", "--show-cursor",
-                                 *_JOURNAL_OUT, *JOURNAL_MATCHES)
+
+
+def journal_argv(journalctl: str, *options: str) -> list[str]:
+    """``journalctl`` with ``options``, the output the parser reads and ``JOURNAL_MATCHES``."""
+    return [journalctl, *options, "--output=short-iso-precise", "--no-pager", *JOURNAL_MATCHES]
+
+
+JOURNAL_CMD: tuple[str, ...] = tuple(journal_argv("journalctl", "--follow", "--lines=0"))
+"""The journal from its end on (``JournalFollower`` follows from after what it read back)."""
+JOURNAL_BACK: tuple[str, ...] = ("--boot", "--since=-24h", "--show-cursor")
 """The journal's day within this boot, read once at the agent's start (``JournalFollower``)."""
 _CURSOR = "-- cursor: "
 
@@ -467,7 +470,7 @@ class JournalFollower:
         self.error: str | None = None
         self.history = True
         self._back: CommandFollower | None = CommandFollower(
-            [journalctl, *JOURNAL_BACK[1:]], restart_s=restart_s, max_bytes=max_bytes)
+            journal_argv(journalctl, *JOURNAL_BACK), restart_s=restart_s, max_bytes=max_bytes)
         self._live: CommandFollower | None = None
         self._max_bytes = max_bytes
         self._cursor = ""
@@ -483,7 +486,7 @@ class JournalFollower:
             if live.exited is not None:
                 # Started again, from its end then: after the cursor, it would send again
                 # every line since the agent's start.
-                live.argv[2] = "--lines=0"
+                live.argv = journal_argv(self.journalctl, "--follow", "--lines=0")
             return lines
         out = []
         for line in back.poll():
@@ -498,9 +501,8 @@ class JournalFollower:
             back.close()
             self._back = None
             after = f"--after-cursor={self._cursor}" if self._cursor else "--lines=0"
-            self._live = CommandFollower(
-                [self.journalctl, "--follow", after, *JOURNAL_CMD[3:]],
-                restart_s=self.restart_s, max_bytes=self._max_bytes)
+            self._live = CommandFollower(journal_argv(self.journalctl, "--follow", after),
+                                         restart_s=self.restart_s, max_bytes=self._max_bytes)
         return out
 
     def close(self) -> None:

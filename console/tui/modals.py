@@ -135,12 +135,11 @@ class TypeAhead(Modal[ResultT]):
 class CommandScreen(TypeAhead[ResultT]):
     """A command's dialog: its blast radius, a typed confirmation above
     ``TYPED_CONFIRM_ABOVE`` targets, ``#ok`` or Enter to go on (``go``), Esc or ``#cancel``
-    to give up (``CANCELLED``)."""
+    to give up (None)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     VERB = ""
     """The command's word, as the typed phrase and the errors say it (drain, restart)."""
-    CANCELLED: object = None
 
     radius: BlastRadius
 
@@ -185,7 +184,7 @@ class CommandScreen(TypeAhead[ResultT]):
         raise NotImplementedError
 
     def action_cancel(self) -> None:
-        self.dismiss(self.CANCELLED)  # type: ignore[arg-type]
+        self.dismiss(None)
 
     @on(Button.Pressed, "#cancel")
     def _cancel(self) -> None:
@@ -304,8 +303,6 @@ class RestartScreen(ReasonScreen[str | None]):
 class ConfirmScreen(CommandScreen[bool]):
     """Yes/no with the targets and blast radius; typed confirmation above the threshold."""
 
-    CANCELLED = False
-
     def __init__(self, title: str, radius: BlastRadius) -> None:
         super().__init__()
         self.title_text = title
@@ -330,6 +327,9 @@ class ConfirmScreen(CommandScreen[bool]):
     def submit(self, at_enter: dict[str, str] | None = None) -> None:
         if self.confirmed(at_enter or {}):
             self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
 
 
 class QuitScreen(Modal[bool]):
