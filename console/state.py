@@ -207,6 +207,11 @@ class NodeState:
     not the node."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
+    changed_to: Verdict | None = None
+    """The verdict ``changed_at`` dates. A node's verdict while it is ``waiting`` (ok for want
+    of data) is no change: a node recalled failed and heard failed again keeps the store's
+    time, where it read as failed since this console's start (an incident hours old, AGE 8s;
+    an SRE drill)."""
     reported: Verdict | None = None
     """The verdict the last ``Transition`` of this node gave (the store's latest row for it,
     after a restore); None before the first. A node that is ``waiting`` has no verdict to
@@ -389,8 +394,8 @@ class NodeState:
         if self.digest is not None:
             verdict = judge_digest(self, now if blind is None else
                                    self.digest_rx + unseen_s(self.digest_rx, now, blind))
-            if verdict is not self.verdict or not self.judged:
-                self.changed_at = now
+            if verdict is not self.changed_to:
+                self.changed_at, self.changed_to = now, verdict
             self.judged, self.verdict = True, verdict
             return verdict
         heard = self.heard_at
@@ -424,8 +429,9 @@ class NodeState:
         else:
             verdict = combine(self.effective_findings)
         # A restored node found as the store left it keeps the time of its last change.
-        if verdict is not (self.verdict if self.judged else self.reported):
-            self.changed_at = now
+        if verdict is not self.changed_to and not (
+                self.waiting and (verdict is Verdict.OK or self.rejoined_at is not None)):
+            self.changed_at, self.changed_to = now, verdict
         self.judged = True
         self.verdict = verdict
         self.liveness = liveness
@@ -767,6 +773,7 @@ class FleetState:
             self._dirty.add(node_id)
             if self._recalled:
                 st.reported, st.changed_at = self._recalled.pop(node_id, (None, 0.0))
+                st.changed_to = st.reported
         return st
 
     def recall(self, node_id: str, verdict: Verdict, changed_at: float) -> NodeState:
@@ -776,7 +783,7 @@ class FleetState:
         call it stale: ``start_hearing``)."""
         st = self.node(node_id)
         if st.last_rx is None and not st.judged:
-            st.reported, st.changed_at = verdict, changed_at
+            st.reported, st.changed_at, st.changed_to = verdict, changed_at, verdict
             if verdict in _RULE_MADE:
                 st.settle_until = math.inf
         if st.first_seen is None and self.heard_since is not None:

@@ -14,6 +14,7 @@ import pytest
 from fleetdeck.agents.source import EventDraft
 from fleetdeck.agents.windows import ErrorWindows
 from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import Store
@@ -408,3 +409,34 @@ def test_a_late_resume_forgets_only_the_errors_before_it():
     port = h.ports["mlx5_ib3"]
     assert port.last_fatal_ms == {} and port.symbol_hour.total == 50
     assert not h.forget_port_errors_before(1005 * 60_000)  # nothing older left
+
+
+async def test_a_restored_fault_keeps_the_time_it_began(tmp_path):
+    # A console started later judged the node "waiting" (ok for want of data) before its
+    # first sample, then degraded again: its verdict read as changed at this console's start,
+    # and an incident hours old said AGE 8s (an SRE drill).
+    path = tmp_path / "s.db"
+    node = FakeNode(t0=1_800_000_000.0)
+    node.sim.gpus[0].pcie_replay_per_min = 120.0
+    ingest, state, store = await heard(path, node)
+    for _ in range(40):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    await store.close()
+    began = state.nodes["gpu0001"].changed_at
+    assert state.nodes["gpu0001"].verdict_shown == "degraded" and began < node.now - 5
+
+    node.now += 3600
+    ingest, fresh = await restarted(path, node)
+    fresh.apply(ingest.take_batch(), node.now)
+    fresh.judge_fleet(node.now)
+    st = fresh.nodes["gpu0001"]
+    assert st.verdict_shown == "waiting" and st.changed_at == pytest.approx(began, abs=1)
+    for _ in range(40):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        fresh.apply(ingest.take_batch(), node.now)
+    assert st.verdict_shown == "degraded"
+    assert st.changed_at == pytest.approx(began, abs=1)
+    assert [i.since for i in incidents(fresh)] == [pytest.approx(began, abs=1)]
