@@ -95,6 +95,8 @@ STOP_GRACE_S = 15.0
 """After SIGTERM or SIGHUP, the orderly exit (store flushed, recording closed) gets this long."""
 TERMINAL_POLL_S = 1.0
 """How often a console on a terminal checks that it still has one (``_watch_terminal``)."""
+STORE_WAIT_S = 5.0
+"""How long a console's feed waits for its store to be read back before it starts anyway."""
 BACKLOG_PAINT_S = 0.1
 """While a backlog is applied slice by slice, the screen is redrawn at most this often."""
 SWITCH_MASK_S = 0.05
@@ -326,8 +328,12 @@ class FleetdeckApp(App[int]):
         self._take_logging()
         for name, session in self.sessions.items():
             if self.stores.get(name) is not None:
-                self.open_store(name)
-            self.run_session(session)
+                # The feed starts once the store is back (or after STORE_WAIT_S): a node
+                # heard before its verdict was recalled read as changed at this console's
+                # start, and an incident hours old said AGE 8s (an SRE drill).
+                self.open_store(name, then_run=True)
+            else:
+                self.run_session(session)
             if self.auto_tick:
                 # Live, a tick applies at most a time budget of what arrived and carries the
                 # rest (docs/architecture.md, "The hot path"): keys and paints get the loop in
@@ -463,19 +469,35 @@ class FleetdeckApp(App[int]):
 
     # --- history store (SQLite) ------------------------------------------------------------
 
-    def open_store(self, cluster: str | None = None) -> None:
+    def open_store(self, cluster: str | None = None, *, then_run: bool = False) -> None:
+        """Open the context's store in a worker; ``then_run``: start its session once the
+        store is open, failed, or has taken STORE_WAIT_S (its restore needs the nodes not
+        heard yet; a slow disk must not keep the console deaf)."""
         name = self.active if cluster is None else cluster
         path = self.stores.get(name)
         assert path is not None
         session = self.sessions[name]
 
-        async def opener() -> None:
+        async def open_it() -> None:
             try:
                 await session.open_store(path)
             except StoreError as err:
                 session.store_unavailable(str(err))
                 self.notify(f"{err} History is not kept while this console runs.",
                             severity="error")
+
+        async def opener() -> None:
+            if not then_run:
+                await open_it()
+                return
+            task = asyncio.ensure_future(open_it())
+            try:
+                await asyncio.wait([task], timeout=STORE_WAIT_S)
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            self.run_session(session)
+            await task
 
         self.run_worker(opener(), group=f"store-{name}", exclusive=True, exit_on_error=False)
 
