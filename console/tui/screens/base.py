@@ -3,9 +3,11 @@
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import events
+from textual.actions import SkipAction
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
 from fleetdeck.console.state import NodeState
 
@@ -17,6 +19,19 @@ TABS = (("1", "overview"), ("2", "nodes"), ("3", "jobs"), ("4", "fabric"), ("5",
 """The views, in tab order, with their number keys: the one list (the app's modes and bindings
 are made from it)."""
 VIEWS = tuple(name for _key, name in TABS)
+
+
+def dialog_key(key: str, action: str, description: str) -> tuple[Binding, Binding]:
+    """A key that opens a dialog (drain, resume, restart), bound twice. As a priority binding
+    it runs as the app reads it, so the reason typed straight after it reaches the dialog's box
+    (``TypeAhead``): as a plain binding alone it ran only once the key had gone round the
+    screen, and the keys after it went to the table, so a reason typed in one motion after
+    ``r`` was lost (a 3 a.m. drive; docs/domain.md §7). The plain binding stays for a key read
+    while the view was still being switched to ("2r" at once): the app read it on the old view,
+    and the key reaches the new one only on its way round. Its action calls
+    ``FleetView.not_typing`` first."""
+    return (Binding(key, action, description, priority=True),
+            Binding(key, action, description, show=False))
 
 
 def last_known(st: NodeState) -> bool:
@@ -91,6 +106,11 @@ class FleetView(Screen[None]):
 
     def compose_body(self) -> ComposeResult:
         yield from ()
+
+    def not_typing(self) -> None:
+        """Skip a ``dialog_key`` typed into a text box (the filter): there it is a character."""
+        if isinstance(self.focused, Input):
+            raise SkipAction()
 
     _cut_off = False
 

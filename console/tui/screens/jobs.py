@@ -13,7 +13,7 @@ from fleetdeck.console.rows import (
     sorted_jobs,
 )
 from fleetdeck.console.tui.line_table import Column, LineTable
-from fleetdeck.console.tui.screens.base import FleetView
+from fleetdeck.console.tui.screens.base import FleetView, dialog_key
 from fleetdeck.console.tui.text import plural
 
 BAR = 12
@@ -38,7 +38,7 @@ STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "faile
 class JobsScreen(FleetView):
     VIEW = "jobs"
     BINDINGS = [
-        Binding("r", "restart", "Restart"),
+        *dialog_key("r", "restart", "Restart"),
         Binding("enter", "nodes", "Nodes", show=False),
     ]
 
@@ -79,6 +79,7 @@ class JobsScreen(FleetView):
         return text + "  [$text-muted]enter: its nodes[/]"
 
     def action_restart(self) -> None:
+        self.not_typing()
         row = self.table.current_row
         if row is not None:
             self.fleet.request_restart(row.job_id)

@@ -25,7 +25,7 @@ from fleetdeck.console.rows import (
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.fit_table import FitColumn, FitTable
 from fleetdeck.console.tui.history_view import HistoryView
-from fleetdeck.console.tui.screens.base import FleetView, last_known
+from fleetdeck.console.tui.screens.base import FleetView, dialog_key, last_known
 from fleetdeck.console.tui.text import esc
 from fleetdeck.console.tui.theme import verdict_style
 
@@ -49,8 +49,8 @@ def _v(value: float | int | None, fmt: str = "{:.0f}") -> str:
 class NodeDetailScreen(FleetView):
     VIEW = "node"
     BINDINGS = [
-        Binding("r", "drain", "Drain"),
-        Binding("u", "resume", "Resume"),
+        *dialog_key("r", "drain", "Drain"),
+        *dialog_key("u", "resume", "Resume"),
         Binding("h", "history", "History"),
         Binding("escape", "app.go_back", "Back"),
     ]
@@ -269,9 +269,11 @@ class NodeDetailScreen(FleetView):
         return t
 
     def action_drain(self) -> None:
+        self.not_typing()
         self.fleet.request_drain([self.node_id])
 
     def action_resume(self) -> None:
+        self.not_typing()
         self.fleet.request_resume([self.node_id])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

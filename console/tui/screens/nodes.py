@@ -22,7 +22,7 @@ from fleetdeck.console.rows import (
 )
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.line_table import Column, LineTable, row_is_key
-from fleetdeck.console.tui.screens.base import FleetView, age_text, last_known
+from fleetdeck.console.tui.screens.base import FleetView, age_text, dialog_key, last_known
 from fleetdeck.console.tui.text import esc
 
 RowSig = tuple[object, ...]
@@ -53,8 +53,8 @@ class NodesScreen(FleetView):
         Binding("ctrl+backslash", "clear_marks", "Clear marks", show=False),
         Binding("o", "sort(1)", "Sort"),
         Binding("O", "sort_reverse", "Reverse", show=False),
-        Binding("r", "drain", "Drain"),
-        Binding("u", "resume", "Resume"),
+        *dialog_key("r", "drain", "Drain"),
+        *dialog_key("u", "resume", "Resume"),
         Binding("enter", "open", "Detail", show=False),
     ]
 
@@ -313,9 +313,11 @@ class NodesScreen(FleetView):
         self.sort_reverse = not self.sort_reverse
 
     def action_drain(self) -> None:
+        self.not_typing()
         self.fleet.request_drain(self.targets())
 
     def action_resume(self) -> None:
+        self.not_typing()
         self.fleet.request_resume(self.targets())
 
     def action_open(self) -> None:
