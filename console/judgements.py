@@ -720,17 +720,34 @@ _RULE_STEPS = {
     "N3": "clean or replace {c}'s cable/transceiver (symbol errors)",
     "N5": "replace {c}'s cable/transceiver (it keeps losing carrier)",
 }
+_WARN_STEPS = {
+    "G3": "reset {c} when convenient ({t})",
+    "G6": "reset {c} (a row remap is pending)",
+    "G7": "plan an RMA of {c} ({t})",
+    "G10": "reset {c} or reboot; RMA it if NVLink CRC errors go on",
+    "G11": "reseat {c} or check its PCIe link ({t})",
+    "G12": "check {c}'s cooling (fans, airflow, inlet temperature)",
+    "G13": "check {c}'s cooling (fans, airflow, inlet temperature)",
+    "N4": "clean or replace {c}'s cable/transceiver (errors rising)",
+    "N6": "clear {c}'s counters (perfquery -R), then watch whether errors go on",
+}
+"""What repairs a degraded node an operator took out of service (``repair_step(warn=True)``):
+"watch; drain when idle" told the on-call to drain a node drained already (a 3 a.m. drive)."""
 _PORT_STEP_ORDER = ("N5", "N1", "N3", "N2")
 """Which port rule's step a port gets when several fire (``repair_step``): a port that keeps
 losing carrier needs its cable replaced; one that is down, checking up to the switch."""
 _XID_RE = re.compile(r"XID (\d+)")
 
 
-def repair_step(st: NodeState) -> str:
+def repair_step(st: NodeState, *, warn: bool = False) -> str:
     """What repairs a failed node, from its own drain findings, worst first ("reboot the node
     (gpu3 fell off the bus …)" for an XID 79): "repair" alone left the on-call to look the
-    fault up (a fault audit against NVIDIA's Xid catalog). "repair" when no finding names one."""
+    fault up (a fault audit against NVIDIA's Xid catalog). "repair" when no finding names one.
+    ``warn``: a degraded node's, from its warnings (``_WARN_STEPS``) when no drain finding
+    names a step. One step per GPU, its worst finding's: an XID 48 and its DBE said "reset gpu6
+    or reboot (double-bit ECC); reset gpu6 (uncorrectable ECC)" (a 3 a.m. drive)."""
     steps: list[str] = []
+    stepped_gpus: set[str] = set()
     own = own_findings(st)
     # A GPU that fell off the bus is also missing (G1): its XID says more, once.
     xid_gpus = {f.component for f in own if f.rule == "G2"}
@@ -747,6 +764,10 @@ def repair_step(st: NodeState) -> str:
             continue
         if f.rule in _PORT_STEP_ORDER and port_rule.get(f.component) != f.rule:
             continue
+        if f.rule.startswith("G") and f.component:
+            if f.component in stepped_gpus:
+                continue
+            stepped_gpus.add(f.component)
         if f.rule == "G2":
             codes = [int(c) for c in _XID_RE.findall(f.text)]
             step = next((_XID_STEPS[c] for c in codes if c in _XID_STEPS),
@@ -761,6 +782,15 @@ def repair_step(st: NodeState) -> str:
         # One "reboot the node" however many GPUs need it.
         if step and not any(s.split(" (")[0] == text.split(" (")[0] for s in steps):
             steps.append(text)
+    if not steps and warn:
+        for f in sorted(own, key=finding_rank):
+            step = _WARN_STEPS.get(f.rule, "")
+            if not step or (f.rule.startswith("G") and f.component in stepped_gpus):
+                continue
+            stepped_gpus.add(f.component)
+            text = step.format(c=f.component or "the node", t=f.text)
+            if text not in steps:
+                steps.append(text)
     if not steps:
         return "repair"
     return "; ".join(steps[:2]) + (f" (+{len(steps) - 2} more)" if len(steps) > 2 else "")
@@ -809,6 +839,13 @@ def recommended_action(st: NodeState) -> str:
         if st.behind_recovered:
             return f"none on the node: switch {st.behind_switch} recovered; do not drain"
         return f"check switch {st.behind_switch}; do not drain"
+    if v == "degraded" and st.drain.state in (DrainState.DRAINED, DrainState.DRAINING):
+        # Taken out of service for its warnings: "watch; drain when idle" asked for a drain
+        # done already (a 3 a.m. drive). Its next step is the repair, then the resume.
+        step = repair_step(st, warn=True)
+        if st.drain.state is DrainState.DRAINED:
+            return f"drained: {step}, then resume"
+        return f"draining: once its jobs have finished, {step}, then resume"
     if "G6" in rules:
         return "drain when idle, reset the GPU, resume"
     if v == "degraded" and "G3" in rules:

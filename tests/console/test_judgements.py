@@ -650,3 +650,47 @@ def test_a_port_that_keeps_losing_carrier_gets_one_step():
     assert repair_step(st) == ("check mlx5_ib6:1: reseat or replace its cable/transceiver; "
                                "replace mlx5_ib3:1's cable/transceiver (it keeps losing "
                                "carrier)")
+
+
+def hot(gpu: int, temp_c: float = 91.0):
+    """The node's GPU ``gpu`` reads ``temp_c`` (G13)."""
+    from msgspec.structs import replace
+
+    def apply(tel):
+        return replace(tel, gpus=[replace(g, temp_c=temp_c) if g.index == gpu else g
+                                  for g in tel.gpus])
+    return apply
+
+
+def test_a_degraded_node_taken_out_of_service_is_told_its_repair_not_to_drain():
+    """A hot GPU's node drained by an operator still said "watch; drain when idle if it
+    persists", drained and after the repair (a 3 a.m. drive)."""
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    st = session_with({"gpu0003": hot(2)}).state.nodes["gpu0003"]
+    assert st.verdict.value == "degraded" and "G13" in st.reasons
+    assert recommended_action(st) == "watch; drain when idle if it persists"
+    fix = "check gpu2's cooling (fans, airflow, inlet temperature)"
+    st.drain = DrainInfo(state=DrainState.DRAINING)
+    assert recommended_action(st) == f"draining: once its jobs have finished, {fix}, then resume"
+    st.drain = DrainInfo(state=DrainState.DRAINED)
+    assert recommended_action(st) == f"drained: {fix}, then resume"
+
+
+def test_one_gpu_gets_one_repair_step():
+    """An XID 48 and the double-bit ECC error it reports said "reset gpu6 or reboot
+    (double-bit ECC); reset gpu6 (uncorrectable ECC)" (a 3 a.m. drive)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import repair_step
+    from fleetdeck.protocol.fast import Ecc
+
+    def dbe(tel):
+        tel = xid(6, 48)(tel)
+        return replace(tel, gpus=[replace(g, ecc=Ecc(dbe_vol=1)) if g.index == 6 else g
+                                  for g in tel.gpus])
+
+    st = session_with({"gpu0003": dbe}).state.nodes["gpu0003"]
+    assert {"G2", "G4"} <= set(st.reasons), st.reasons
+    assert repair_step(st) == "reset gpu6 or reboot (double-bit ECC)"
