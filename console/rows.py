@@ -537,12 +537,16 @@ def top_problems(state: FleetState, limit: int = 10,
         suspects = suspect_switches(state)
     leaves = leaf_groups(suspects)
     switches = []
+    recovered = []
     for sw in suspects:
         leaf = None if sw.recovered else leaves.get(sw.leaf)
-        if leaf is None:
-            # A recovered switch works: degraded (its ports erred within N2's window).
-            switches.append(Problem(sw.switch, Verdict.DEGRADED if sw.recovered
-                                    else Verdict.FAILED, "switch", sw.text))
+        if sw.recovered:
+            # A recovered switch works: degraded (its ports erred within N2's window), and
+            # nothing to do, so after the failed nodes no one has acted on yet (it held the
+            # top row for the hour, above a hung job: a 3 a.m. drive).
+            recovered.append(Problem(sw.switch, Verdict.DEGRADED, "switch", sw.text))
+        elif leaf is None:
+            switches.append(Problem(sw.switch, Verdict.FAILED, "switch", sw.text))
         elif sw is leaf.switches[0]:
             # Its rail switches failing together are one problem, as they are one incident.
             switches.append(Problem(leaf.leaf, Verdict.FAILED, "leaf",
@@ -568,11 +572,15 @@ def top_problems(state: FleetState, limit: int = 10,
                                                         -len(s.all_findings), s.node_id))
     out = []
     for st in worst:
+        if recovered and (st.verdict is not Verdict.FAILED
+                          or st.drain.state is not DrainState.NONE):
+            out += recovered
+            recovered = []
         found = st.all_findings
         text = "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
                                                         if len(found) > 3 else "")
         out.append(Problem(st.node_id, st.verdict, slurm_state(st), text))
-    return switches + out, len(bad)
+    return (switches + out + recovered)[:len(switches) + limit], len(bad)
 
 
 # --- jobs ---------------------------------------------------------------------------------------

@@ -193,3 +193,21 @@ def test_a_node_behind_a_recovered_and_a_failing_switch_names_the_failing_one(tm
     assert {st.behind_switch for st in behind} == {"leaf02-r1"}
     assert not any(st.behind_recovered for st in behind)
     assert all(len(st.behind_ports) == 2 for st in behind)  # r6's held ports still handed over
+
+
+def test_a_recovered_switch_comes_after_the_failed_nodes_in_top_problems(tmp_path):
+    """A recovered switch needs nothing done: it held the overview's first row for the hour,
+    above a node whose GPU fell off the bus (a 3 a.m. drive)."""
+    from fleetdeck.console.rows import top_problems
+
+    scenario = tmp_path / "back_and_xid.toml"
+    scenario.write_text(switch_scenario("back_and_xid", ("20s", 5, "30s"))
+                        + '[[fault]]\nat = "40s"\nfault = "xid79"\nnode = "gpu0002"\n')
+    out = tmp_path / "back_and_xid.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
+    assert res.returncode == 0, res.stderr
+    state = run_headless(out, until=AFTER).session.state
+    problems, _nodes = top_problems(state)
+    order = [(p.node, p.verdict.value) for p in problems]
+    assert order[0] == ("gpu0002", "failed"), order
+    assert order.index((SWITCH, "degraded")) == 1, order
