@@ -733,7 +733,7 @@ class ConsoleSession:
                           "back-off) goes stale", severity="info", kind="connection")
         elif self._was_up and (state.blind is None or state.blind[1] is not None):
             state.lose_sight(now)
-            self.note(f"broker connection lost ({feed.conn.detail or 'disconnected'}): no "
+            self.note(f"broker connection lost ({feed.conn.why}): no "
                       "data; verdicts stay as they were and no node goes stale until the "
                       "broker and its agents are back", severity="warn", kind="connection")
 
@@ -911,7 +911,7 @@ class ConsoleSession:
         if feed is None or feed.conn.state == "connected":
             return ""
         timeout = self.tracker.ack_timeout_s
-        return (f"not connected to the broker now ({feed.conn.detail or feed.conn.state}): "
+        return (f"not connected to the broker now ({feed.conn.why}): "
                 f"this is sent only if the connection is back within {timeout:.0f} s, else it "
                 "times out with nothing sent")
 

@@ -78,6 +78,12 @@ class Connection:
     since: float = 0.0
     connects: int = 0
 
+    @property
+    def why(self) -> str:
+        """``detail`` (a sentence, ``describe_mqtt_error``'s) to go inside parentheses, or the
+        state: "(… (is it running?).)" read as a typo in the drain dialog (a 3 a.m. drive)."""
+        return self.detail.rstrip(". ") or self.state
+
 
 def backoff_s(attempt: int, cap: float = MAX_BACKOFF_S) -> float:
     """Jittered exponential back-off: 0.5-1 s after the first failure, at most ``cap``; the

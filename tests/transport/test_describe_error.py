@@ -22,3 +22,14 @@ def test_errno_words_become_a_sentence(err, words):
     url = parse_broker_url("mqtt://nosuchhost.invalid:1883")
     text = describe_mqtt_error(url, err)
     assert words in text and "Errno" not in text and text.endswith(".")
+
+
+def test_the_sentence_goes_inside_parentheses_without_its_full_stop():
+    """The drain dialog read "(…: connection refused (is it running?).): this is sent …"."""
+    from fleetdeck.transport import Connection
+
+    url = parse_broker_url("mqtt://127.0.0.1:1")
+    detail = describe_mqtt_error(url, ConnectionRefusedError(111, "Connect call failed"))
+    conn = Connection("disconnected", detail)
+    assert f"({conn.why})".endswith("(is it running?))")
+    assert Connection("disconnected").why == "disconnected"
