@@ -726,7 +726,9 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
     temp = g.temp_c
     if temp is not None and temp >= TEMP_WARN_C:
         what = "above slowdown" if temp >= TEMP_SLOWDOWN_C else "above max operating"
-        out.append(Finding("G13", Severity.WARN, c, f"{temp:.0f} °C {what}"))
+        # Floored too: 88.6 °C read "89 °C above max operating" and 89.0 "89 °C above
+        # slowdown", one temperature in two words (a 3 a.m. drive).
+        out.append(Finding("G13", Severity.WARN, c, f"{int(temp)} °C {what}"))
     elif temp is not None and h is not None and h.hot_ms is not None:
         # Floored: 86.6 °C must not read "87 °C" beside "above max operating ... ago".
         out.append(Finding("G13", Severity.WARN, c,

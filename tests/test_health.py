@@ -246,6 +246,9 @@ def test_g13_hovering_at_87_is_one_degraded_until_below_the_clear_threshold():
     # Over the slowdown line the text is as before.
     [hot] = _verdicts([{"temp_c": 90.0}])[0][1]
     assert str(hot) == "G13 gpu0: 90 °C above slowdown"
+    # Under it, never the slowdown's degree: 88.6 °C read "89 °C above max operating".
+    [warm] = _verdicts([{"temp_c": 88.6}])[0][1]
+    assert str(warm) == "G13 gpu0: 88 °C above max operating"
 
 
 def test_g13_band_clears_when_the_gpu_stops_reporting_a_temperature():
