@@ -386,7 +386,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 [b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail · / filter nodes
         m colour by health/util/temp/power · w worst node (again: next worst, W back)
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
-        cells: ■ busy □ idle ▲ degraded ✖ failed ◐ draining ○ drained · stale ⊘ offline
+        cells: ■ busy □ idle ⊟ out (idle on a failed node) ▲ degraded ✖ failed ◐ draining
+        ○ drained · stale ⊘ offline
         x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB warn (port erroring, or
         failing with its suspect switch): the GPU is sound, the InfiniBand port of its rail
         is not
