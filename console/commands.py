@@ -385,6 +385,13 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
             unfit.append(n)
         lines.append(line)
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
+    if job is not None and not nodes:
+        # Ended or pending, it holds no node: "0 nodes, 0 GPUs requeued" and "Targets (0)" said
+        # nothing of what the restart does (a 3 a.m. drive).
+        since = (f"from its checkpoint at step {job.last_checkpoint_step}"
+                 if job.last_checkpoint_step else "from the start (no checkpoint)")
+        notes.append(f"job {job_id} ({job.state.value}) holds no nodes: the scheduler requeues "
+                     f"it {since} wherever it finds room")
     quiet = None if job is None else not_stepping(job, state, now)
     if job is not None and quiet is not None:
         # What the restart is for: the dialog asked "restart?" of a hung job without saying

@@ -624,6 +624,11 @@ def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:
     slow = straggler(job, state)
     if slow is not None:
         return f"straggler {slow.node} +{slow.slower_pct:.0f}%"
+    if job.reason and not job.nodes:
+        # Ended (F, NF, TO): its scheduler's reason is what the restart answers; the generic
+        # "NCCL timeout at step 1200" was offered for a job that failed on a node (a 3 a.m.
+        # drive).
+        return f"{job.state.value}: {job.reason}"[:80]
     return ""
 
 

@@ -364,3 +364,21 @@ def test_a_restart_does_not_flag_a_node_whose_agent_died_while_its_ranks_step(wo
     assert not job_blast_radius(state, "42", clock()).notes
     state.nodes["gpu0002"].job_stepping = ""
     assert job_blast_radius(state, "42", clock()).notes
+
+
+def test_restarting_an_ended_job_says_what_the_restart_does(world):
+    """A failed job holds no node: its restart dialog said "0 nodes, 0 GPUs requeued" and
+    "Targets (0)", and offered "NCCL timeout at step 1200" as its reason (a 3 a.m. drive)."""
+    from fleetdeck.console.judgements import restart_reason_hint
+    from fleetdeck.protocol.messages import JobState
+
+    clock, ingest, _fleet, state = world
+    failed = job_status("43", [], clock, state=JobState.F).model_copy(
+        update={"reason": "NodeFail gpu0012 (Xid 79)"})
+    publish_job(ingest, failed, clock)
+    state.apply(ingest.take_batch(), clock())
+    radius = job_blast_radius(state, "43", clock())
+    assert ("job 43 (F) holds no nodes: the scheduler requeues it from its checkpoint at "
+            "step 400 wherever it finds room") in radius.notes, radius.notes
+    assert restart_reason_hint(state.jobs["43"], state, clock()) == (
+        "F: NodeFail gpu0012 (Xid 79)")
