@@ -570,3 +570,21 @@ async def test_jobs_view_cursor_never_moved_stays_on_the_first_job(world):
         await pilot.press("j")  # moved: it follows job 41 from now on
         await pilot.pause()
         assert screen.table.current_row.job_id == "41"
+
+
+async def test_a_stragglers_detail_says_it_slows_its_job(world):
+    """The overview and the jobs view named the straggler; its own detail said only
+    "jobs: 41" (a 3 a.m. drive)."""
+    from fleetdeck.console.judgements import straggler
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        slow = straggler(world.app.state.jobs["41"], world.app.state)
+        assert slow is not None and slow.node == "gpu0003"
+        world.app.open_node("gpu0003")
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert (f"straggler of job 41, every step of its 32 GPUs waits for it: rank "
+                f"{slow.rank} +{slow.slower_pct:.0f}%, {slow.cause}") in " ".join(
+                    text.split()), text

@@ -11,7 +11,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.eventlog import event_text
 from fleetdeck.console.health import describe_clock_events
-from fleetdeck.console.judgements import own_job, recommended_action
+from fleetdeck.console.judgements import own_job, recommended_action, straggler
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
@@ -137,6 +137,15 @@ class NodeDetailScreen(FleetView):
         if not jobs:
             jobs = own_job(st, self.fleet.state) or ""
         t.append(f"\njobs: {jobs or 'none'}")
+        for job in self.fleet.state.jobs.values():
+            slow = straggler(job, self.fleet.state) if self.node_id in job.nodes else None
+            if slow is not None and slow.node == self.node_id:
+                # The overview and the jobs view named the straggler; its own detail, where
+                # the operator decides, did not (a 3 a.m. drive).
+                gpus = len(job.nodes) * job.gpus_per_node
+                t.append(f"  straggler of job {job.job_id}", "bold yellow")
+                t.append(f", every step of its {gpus} GPUs waits for it: rank {slow.rank} "
+                         f"+{slow.slower_pct:.0f}%, {slow.cause}")
         reason = drain_reason(st.drain)
         if reason:
             t.append(f"\n{st.drain.state.value.upper()} ", "bold yellow")
