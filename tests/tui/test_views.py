@@ -588,3 +588,19 @@ async def test_a_stragglers_detail_says_it_slows_its_job(world):
         assert (f"straggler of job 41, every step of its 32 GPUs waits for it: rank "
                 f"{slow.rank} +{slow.slower_pct:.0f}%, {slow.cause}") in " ".join(
                     text.split()), text
+
+
+async def test_the_detail_timeline_names_the_consoles_lines_by_their_kind(world):
+    """A job's interruption read "command" in the node's timeline and "interruption" in the
+    events view (a 3 a.m. drive)."""
+    from fleetdeck.console.interruptions import INTERRUPTION
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.session.note("job 41 interrupted: gpu on gpu0003", severity="warn",
+                               nodes=("gpu0003",), kind=INTERRUPTION)
+        world.app.open_node("gpu0003")
+        world.tick()
+        await pilot.pause()
+        line = next(ln for ln in text_of(world.app).splitlines() if "job 41 interrupted" in ln)
+        assert f"{INTERRUPTION} " in line and "command" not in line, line

@@ -261,11 +261,13 @@ class NodeDetailScreen(FleetView):
             style = {"error": "red", "warn": "yellow"}.get(ev.severity.value, "")
             lines.append((ev.ts / 1000, ev.kind, event_text(ev), style))
         for ln in self.fleet.event_log.for_node(self.node_id):
-            if ln.source == "console":
-                lines.append((ln.ts, "command", ln.text, "cyan"))
+            # The console's own lines by their kind, as the events view names them: a job's
+            # interruption read "command" here and "interruption" there (a 3 a.m. drive).
+            if ln.source == "console" and ln.kind == "command":
+                style = "cyan"
             else:
                 style = {"error": "red", "warn": "yellow"}.get(ln.severity, "")
-                lines.append((ln.ts, ln.kind, ln.text, style))
+            lines.append((ln.ts, ln.kind, ln.text, style))
         # Oldest first, then reversed: by the time itself, not its HH:MM:SS, so a drain's
         # requested, acknowledged, drained and done of one second keep their order.
         lines.sort(key=lambda x: x[0])
