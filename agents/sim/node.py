@@ -616,7 +616,7 @@ class SimNode:
         else:
             p.hard_down = phys
         if was_up:
-            self._carrier_lost(p, t, wall_ms)
+            self._carrier_lost(p, t, wall_ms, own=not switch)
 
     def link_restore(self, port: int, t: float, wall_ms: int, *, switch: bool = False) -> None:
         p = self.ports[port]
@@ -628,12 +628,17 @@ class SimNode:
             self.event("ib_port_state", f"ib{port}: Gained carrier", Severity.INFO,
                        f"{p.dev}:1", wall_ms, state="ACTIVE", phys_state="LinkUp")
 
-    def _carrier_lost(self, p: PortState, t: float, wall_ms: int) -> None:
+    def _carrier_lost(self, p: PortState, t: float, wall_ms: int, *, own: bool = True) -> None:
         # The HCA first tries to retrain (link_error_recovery), fails, and downs the link.
         p.bump("link_error_recovery", 1)
         p.bump("link_downed", 1)
         p.carrier_losses.append(t)
-        p.last_loss_t = t
+        if own:
+            # A loss the switch caused does not keep the node from work once the switch is
+            # back: the console calls such nodes fine ("switch recovered; do not drain") and
+            # counts them free, while this scheduler left a requeued job pending on them for
+            # the hour (a 3 a.m. drive).
+            p.last_loss_t = t
         self.event("ib_port_state", f"ib{p.index}: lost carrier", Severity.ERROR, f"{p.dev}:1",
                    wall_ms, state="DOWN", phys_state="Polling")
 

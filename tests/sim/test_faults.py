@@ -236,8 +236,17 @@ def test_leaf_switch_whole_group_and_timed_recovery():
     h.run(4)
     assert all(p.state == "DOWN" for p in h.last["gpu0012"].ib_ports)
     assert all(p.state == "ACTIVE" for p in h.last["gpu0001"].ib_ports)
+    assert h.node("gpu0012").fatal_reasons(h.world.t)  # its ports are down: no work there
     h.run(5)
     assert all(p.state == "ACTIVE" for p in h.last["gpu0012"].ib_ports)
+    # Back with its switch: the switch lost the carrier, not the node, so the scheduler places
+    # work on it again, as the console counts it free (it held a requeued job pending for the
+    # hour: a 3 a.m. drive). A loss of the node's own link still keeps work away for the hour.
+    assert h.node("gpu0012").fatal_reasons(h.world.t) == []
+    node = h.node("gpu0001")
+    node.link_down(2, "Polling", h.world.t, int(h.world.t * 1000))
+    node.link_restore(2, h.world.t, int(h.world.t * 1000))
+    assert node.fatal_reasons(h.world.t) == ["mlx5_ib2 lost carrier"]
 
 
 def test_repair_clears_gpu_faults_with_a_reboot():
