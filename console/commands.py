@@ -313,14 +313,19 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             notes.append(f"already drained: {compress(already)}")
         # The node's own judgement says "do not drain": the switch is the problem, and
         # draining every node behind a failing leaf takes a rail's worth of GPUs for nothing.
-        switch_only: dict[str, list[str]] = {}
+        switch_only: dict[tuple[str, bool], list[str]] = {}
         for n in nodes:
             st = state.nodes.get(n)
             if (st is not None and st.behind_switch
                     and not any(f.severity is Severity.DRAIN for f in st.effective_findings)):
-                switch_only.setdefault(st.behind_switch, []).append(n)
-        for switch, behind in switch_only.items():
-            notes.append(f"behind suspect switch {switch}, with no fault of their own: "
+                switch_only.setdefault((st.behind_switch, st.behind_recovered), []).append(n)
+        for (switch, recovered), behind in switch_only.items():
+            # A switch back up is no suspect: the dialog said "suspect … check the switch"
+            # where the overview said recovered (a 3 a.m. drive).
+            notes.append(f"behind switch {switch}, which recovered, with no fault of their own: "
+                         f"{compress(behind)} (nothing to fix on them; draining takes them out "
+                         "for nothing)" if recovered else
+                         f"behind suspect switch {switch}, with no fault of their own: "
                          f"{compress(behind)} (check the switch; draining does not fix it)")
     if op is CommandOp.RESUME:
         unhealthy = [n for n in nodes if (st := state.nodes.get(n)) is not None

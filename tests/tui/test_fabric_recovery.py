@@ -211,3 +211,18 @@ def test_a_recovered_switch_comes_after_the_failed_nodes_in_top_problems(tmp_pat
     order = [(p.node, p.verdict.value) for p in problems]
     assert order[0] == ("gpu0002", "failed"), order
     assert order.index((SWITCH, "degraded")) == 1, order
+
+
+def test_the_drain_dialog_says_a_recovered_switch_recovered(recording):
+    """The drain dialog of a node behind the switch said "behind suspect switch … check the
+    switch" after the overview had called it recovered (a 3 a.m. drive)."""
+    from fleetdeck.console.commands import blast_radius
+    from fleetdeck.protocol.messages import CommandOp
+
+    for at, words in ((DURING, f"behind suspect switch {SWITCH}, with no fault of their own"),
+                      (AFTER, f"behind switch {SWITCH}, which recovered, with no fault of "
+                              "their own")):
+        state = run_headless(recording, until=at).session.state
+        (sw,) = [s for s in suspect_switches(state) if s.switch == SWITCH]
+        radius = blast_radius(state, CommandOp.DRAIN, [sw.nodes[0]], state.judged_at)
+        assert any(n.startswith(words) for n in radius.notes), (at, radius.notes)
