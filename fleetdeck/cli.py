@@ -50,6 +50,16 @@ KEEPALIVE_MAX_S = 3600
 """The longest MQTT keepalive an agent takes (agents/config.py; MQTT's own limit is 65,535)."""
 
 
+def _operator(value: str) -> str:
+    """``--operator``: the audit log's ``who``, never blank (an empty one recorded
+    "requested by " and ``"who": ""``: a newcomer's run)."""
+    name = value.strip()
+    if not name:
+        raise argparse.ArgumentTypeError("--operator must name who asks (the audit log says "
+                                         "who drained what), not be empty")
+    return name
+
+
 def _positive(kind: type[int] | type[float], what: str,
               most: float | None = None) -> Callable[[str], int | float]:
     def check(value: str) -> int | float:
@@ -142,7 +152,7 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         _add_broker(p)
-        p.add_argument("--operator", default=os_user(),
+        p.add_argument("--operator", default=os_user(), type=_operator,
                        help="who asks (audit log; default your login name)")
         p.add_argument("--audit-log", metavar="FILE", default=None,
                        help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl)")
@@ -362,7 +372,7 @@ def build_parser() -> Parser:
     p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
                    help="seconds between screen refreshes")
     p.add_argument("--read-only", action="store_true", help="no commands: header shows [R]")
-    p.add_argument("--operator", default=os_user(),
+    p.add_argument("--operator", default=os_user(), type=_operator,
                    help="who is at the keyboard (audit log; default your login name)")
     p.add_argument("--audit-log", metavar="FILE", default=None,
                    help="append-only JSON-lines audit log (default "
@@ -387,7 +397,8 @@ def build_parser() -> Parser:
                    help="the URL browsers use, when behind a reverse proxy")
     p.add_argument("--allow-commands", action="store_true",
                    help="let browser tabs drain, resume and restart jobs (needs --operator)")
-    p.add_argument("--operator", default=None, help="who the audit log names for commands "
+    p.add_argument("--operator", default=None, type=_operator,
+                   help="who the audit log names for commands "
                    "from browser tabs (with --allow-commands)")
     p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
                    help="seconds between screen updates in each tab (default 0.5)")
@@ -760,6 +771,15 @@ def cmd_console(args: argparse.Namespace) -> int:
     stores = {name: None if args.no_store else (Path(args.db) if args.db
                                                 else default_db_path(name))
               for name in clusters}
+    if not args.read_only:
+        from fleetdeck.console.audit import AuditLog
+
+        # Checked before the screen opens, as the one-shot commands check it: a console whose
+        # log cannot be written drained and resumed with nothing recorded (a newcomer's run).
+        problem = AuditLog(Path(args.audit_log) if args.audit_log else None).check()
+        if problem:
+            raise UserError(f"{problem}: the console would send commands unrecorded (give a "
+                            "writable --audit-log, or --read-only to only watch)")
     return run_console(
         _url(args), clusters, tick_s=args.tick, read_only=args.read_only,
         operator=args.operator, audit_path=args.audit_log, command_key=_command_key(args),

@@ -250,3 +250,21 @@ def test_a_node_heard_without_a_readable_birth_is_unknown_not_absent(capsys):
     assert waiting == ["gpu0002"]
     assert "1 node (gpu0002) sent messages but no birth" in capsys.readouterr().err
     assert unhealthy([out], "failed", waiting) == EXIT_UNSEEN
+
+
+def test_a_console_that_cannot_write_its_audit_log_does_not_start(tmp_path):
+    """``console --audit-log /tmp`` drained and resumed with nothing recorded and no word on
+    screen (a newcomer's run): it says so in one sentence before the screen opens, as the
+    one-shot commands do. ``--read-only`` sends nothing, so it needs no log; and no command
+    takes an empty ``--operator`` (the audit said "requested by ")."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the audit log's folder should be")
+    out = run_cli("console", "--broker", "mqtt://127.0.0.1:1", "--audit-log",
+                  str(blocker / "audit.jsonl"), "--no-store")
+    assert out.returncode == 2, out
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert "cannot write audit log" in out.stderr and "--read-only" in out.stderr
+    for argv in (("console", "--operator", ""), ("resume", "gpu0001", "--operator", " ")):
+        out = run_cli(*argv, "--broker", "mqtt://127.0.0.1:1")
+        assert out.returncode == 2, out
+        assert "--operator must name who asks" in out.stderr and "Traceback" not in out.stderr
