@@ -275,6 +275,18 @@ class ReadReport:
             self.problems.append(GAP_NOTE + text)
 
 
+def damage_text(report: ReadReport) -> str:
+    """'' when the reader skipped nothing, else one sentence saying what it skipped, naming the
+    first problem (docs/recording.md: damage is tolerated, never silently)."""
+    if not report.skipped:
+        return ""
+    damage = [p for p in report.problems if not is_gap_note(p)]
+    first = f"; first: {damage[0]}" if damage else ""
+    cut = " (it is truncated)" if report.truncated else ""
+    return (f"skipped {report.skipped} damaged part(s) of the recording{cut} and replayed the "
+            f"rest{first}.")
+
+
 def is_gap_note(text: str) -> bool:
     """True for a note about a gap in a recording (not damage) among ``ReadReport.problems``."""
     return text.startswith(GAP_NOTE)

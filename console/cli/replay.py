@@ -8,7 +8,14 @@ from typing import Any
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.progress import ProgressLine
-from fleetdeck.console.recording import GAP_NOTE, MAX_NOTES, is_gap_note, judged_note
+from fleetdeck.console.recording import (
+    GAP_NOTE,
+    MAX_NOTES,
+    ReadReport,
+    damage_text,
+    is_gap_note,
+    judged_note,
+)
 from fleetdeck.console.replay import (
     RecordStats,
     already_exists,
@@ -126,11 +133,8 @@ def tell_damage(skipped: int, truncated: bool, problems: list[str]) -> int:
         more = "+" if len(gaps) >= MAX_NOTES else ""
         print(f"fleetdeck replay: the recording has {len(gaps)}{more} gap(s) where the recorder "
               f"had lost the broker; first: {gaps[0]}.", file=sys.stderr)
-    if not skipped:
+    text = damage_text(ReadReport(skipped=skipped, problems=problems, truncated=truncated))
+    if not text:
         return 0
-    damage = [p for p in problems if not is_gap_note(p)]
-    first = f"; first: {damage[0]}" if damage else ""
-    cut = " (it is truncated)" if truncated else ""
-    print(f"fleetdeck replay: skipped {skipped} damaged part(s) of the recording{cut} and "
-          f"replayed the rest{first}.", file=sys.stderr)
+    print(f"fleetdeck replay: {text}", file=sys.stderr)
     return 1

@@ -1100,6 +1100,11 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
     app = ReplayApp(path, speed=speed, tick_s=tick_s, log_path=console_log_path())
     app.run()
     say_where_logs_went(app)
+    damage = app.damage_on_exit()
+    if damage:
+        # As the headless replay says it, with its exit status (docs/recording.md).
+        print(f"fleetdeck replay: {damage}", file=sys.stderr)
+        return 1
     return 0
 
 

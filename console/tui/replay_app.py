@@ -13,7 +13,7 @@ from pathlib import Path
 
 from textual.binding import Binding
 
-from fleetdeck.console.recording import judged_note
+from fleetdeck.console.recording import damage_text, judged_note
 from fleetdeck.console.replay import SLICE_S
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
@@ -57,6 +57,8 @@ class ReplayApp(FleetdeckApp):
                          operator="replay", log_path=log_path)
 
     _advanced_at: float | None = None
+    _damage_told = 0
+    """Damaged parts of the recording already said (``_tell_damage``)."""
 
     def on_mount(self) -> None:
         # Textual calls FleetdeckApp.on_mount too (a handler per class of the MRO): calling
@@ -147,7 +149,22 @@ class ReplayApp(FleetdeckApp):
         # a judgement pass short under the live console's budget either (on_mount sets it):
         # the rest would be left to the Player's next tick.
         self.session.apply_budget_s = None
+        self._tell_damage()
         return super().tick()
+
+    def _tell_damage(self) -> None:
+        """Say what of the recording could not be read, as the reader meets it: a truncated
+        file played to its cut and said "done", malformed 0 (a newcomer's run; the headless
+        replay said so on stderr). Again when more is skipped; on exit on stderr too
+        (``damage_on_exit``)."""
+        report = self.player.reader.report
+        if report.skipped > self._damage_told:
+            self._damage_told = report.skipped
+            self.notify(esc(damage_text(report)), severity="warning", timeout=15)
+
+    def damage_on_exit(self) -> str:
+        """The sentence for stderr once the terminal is the shell's again ('' if none)."""
+        return damage_text(self.player.reader.report)
 
     def link_text(self, now: float) -> str:
         # Where the replay stands comes first: at 80 columns the header's end is cut off,
@@ -159,7 +176,9 @@ class ReplayApp(FleetdeckApp):
                      f"{100 * p.progress:.0f} %[/]")
         else:
             state = "[$warning b]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
-        return f"replay {where} {state}  [$text-muted]{esc(self.broker_label)}[/]"
+        skipped = p.reader.report.skipped
+        damaged = f" [$error]{skipped} damaged[/]" if skipped else ""
+        return f"replay {where} {state}{damaged}  [$text-muted]{esc(self.broker_label)}[/]"
 
     def action_speed(self, factor: float) -> None:
         p = self.player

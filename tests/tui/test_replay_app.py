@@ -250,3 +250,25 @@ async def test_a_recording_that_began_mid_run_says_what_its_console_judged(tmp_p
         assert sum("its console judged 1 node(s) not ok" in m for m in said) == 1, said
         assert any("gpu0046 failed: N3" in m for m in said)
         assert len(app._timers) == 1, app._timers  # the tick, started once
+
+
+async def test_a_damaged_recording_says_so_in_the_console(monkeypatch, tmp_path):
+    """A truncated recording played to its cut and said "done", malformed 0, nothing on exit
+    (a newcomer's run), where the headless replay said so on stderr with exit 1."""
+    frozen_wall(monkeypatch)
+    cut = tmp_path / "cut.jsonl.gz"
+    data = FIXTURE.read_bytes()
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    app = ReplayApp(cut, speed=1.0)
+    app.auto_tick = False
+    notes: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda text, **_kw: notes.append(str(text)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.seek_to("60")
+        await settle(pilot, app)
+        app.tick()
+        await pilot.pause()
+        assert any("damaged part(s) of the recording (it is truncated)" in n for n in notes), notes
+        assert "1 damaged" in app.link_text(app.clock())
+    assert app.damage_on_exit().startswith("skipped 1 damaged part(s) of the recording")
