@@ -28,8 +28,18 @@ AMQTT = "amqtt"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+    """A port free on ``host`` now; a host this machine cannot listen on is one sentence (it
+    was a traceback for ``broker --bind 10.255.255.1 --port 0``: a newcomer's run)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, 0))
+        except socket.gaierror:
+            raise UserError(f"cannot listen on '{host}': it does not resolve to an address "
+                            "(a typo?).") from None
+        except OSError as err:
+            raise UserError(f"cannot listen on {host}: {(err.strerror or str(err)).lower()} "
+                            "(is it an address of this machine?).") from None
         return int(s.getsockname()[1])
 
 

@@ -41,6 +41,31 @@ def test_a_port_out_of_range_is_refused():
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize(("argv", "words"), [
+    (("--kind", "amqtt", "--allow-remote", "--bind", "10.255.255.1"),
+     "cannot listen on 10.255.255.1: cannot assign requested address"),
+    (("--kind", "amqtt", "--allow-remote", "--bind", "nosuchhost.invalid"),
+     "cannot listen on 'nosuchhost.invalid': it does not resolve"),
+])
+def test_an_address_it_cannot_listen_on_is_one_sentence_with_port_0(argv, words):
+    """With ``--port 0`` the free port was looked up on the address first, and that raised a
+    traceback (a newcomer's run); a fixed port already got a sentence."""
+    res = run_cli("broker", *argv, "--port", "0", timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert words in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_demo_without_a_writable_state_folder_is_one_sentence(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    res = subprocess.run(fleetdeck_cmd("demo", "--nodes", "4"), capture_output=True, text=True,
+                         timeout=60, cwd=REPO, check=False,
+                         env={**os.environ, "XDG_STATE_HOME": str(blocker / "x")})
+    assert res.returncode == 2, res.stderr
+    assert "cannot make the demo's folder" in res.stderr and "Traceback" not in res.stderr
+
+
 def children(pid: int) -> list[int]:
     """Processes whose parent is ``pid`` (from /proc)."""
     found = []
