@@ -116,6 +116,16 @@ def _check(db: Path) -> float:
     """Refuse a store that is not there; return when it was last written (before this reader
     opens it: opening writes its schema version)."""
     if db.exists():
+        if db.is_file():
+            # A reader must never make a store: an empty file (or a recording given as --db)
+            # became a 90 KB SQLite database under "nothing in it" (a newcomer's run).
+            with contextlib.suppress(OSError), db.open("rb") as fh:
+                head = fh.read(16)
+                if head != b"SQLite format 3\x00":
+                    what = "empty" if not head else "not a SQLite database"
+                    raise UserError(f"{db} is not a history store (it is {what}): give --db "
+                                    "the store that 'fleetdeck collect' or the console "
+                                    "wrote.")
         return written_at(db)
     why = f"no store at {db} (run 'fleetdeck collect' or the console first, or pass --db FILE)"
     demos = demo_stores()

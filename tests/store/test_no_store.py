@@ -87,3 +87,17 @@ def test_a_demo_store_written_through_its_wal_counts_as_new(capsys):
         assert main(["events"]) == 0
         assert f"a newer demo run's store is {demo}: pass --db {demo}." in \
             capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"", b"\x1f\x8b\x08 a recording, not a store"],
+                         ids=["empty", "recording"])
+@pytest.mark.parametrize("args", [["events"], ["history", "gpu0001"], ["report"]])
+def test_a_reader_never_turns_a_file_into_a_store(args, content, tmp_path, capsys):
+    """``events --db e.jsonl.gz`` on an empty file said "nothing in it" and left a 90 KB
+    SQLite database there (a newcomer's run)."""
+    path = tmp_path / "e.jsonl.gz"
+    path.write_bytes(content)
+    assert main([*args, "--db", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path} is not a history store" in err
+    assert path.read_bytes() == content
