@@ -83,6 +83,11 @@ its limit come and go from one sample to the next (docs/architecture.md, "Therma
 hold")."""
 THROTTLE_HOLD_MS = int(THROTTLE_HOLD_S * 1000)
 IB_RATE_GBPS = 400.0
+LINK_RULES = frozenset({"N1", "N2", "N5"})
+"""Port rules a failing switch explains on every port behind it: the link went down."""
+SYMBOL_RULES = frozenset({"N3", "N4", "N6"})
+"""Port rules of a signal's quality: a switch's only when they are on enough of its nodes
+(``judgements.SuspectSwitch.link_only``)."""
 SYMBOL_ERR_PER_HOUR = 120
 SYMBOL_ERR_PER_S = 10.0
 LER_PER_MIN = 5

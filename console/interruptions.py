@@ -107,8 +107,10 @@ def node_cause(st: NodeState) -> str | None:
     drain (now) of a node with a flapping link is the network's interruption, carried out by
     the operator (a newcomer's report booked the flap's lost hours as "operator")."""
     causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "drain"}
-    if st.behind_switch:
+    if st.behind_switch and not st.behind_recovered:
         causes.add("network")  # its findings were handed to the switch, still the fabric
+    # Behind a switch that recovered, its link errors of the hour are past: a node death or
+    # an XID 94 there was booked "network" for the hour after a switch blip (an SRE drill).
     if st.online is False:
         causes.add("host")
     for cause in CAUSES:

@@ -15,9 +15,12 @@ from datetime import UTC, datetime
 from fleetdeck.console.health import (
     FATAL_WINDOW_S,
     GPU_READER_SAYS,
+    LINK_RULES,
+    SYMBOL_RULES,
     Finding,
     Severity,
     Verdict,
+    port_key,
 )
 from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
 from fleetdeck.hostlist import compress
@@ -46,6 +49,10 @@ reconnect grace): long enough for a restarted fleet to come back, not so long th
 keep a switch suspect, or hide a rack that lost power."""
 
 HELD_RULES = frozenset({"N2"})
+
+HELD_STEADY_S = 60
+"""How long a port held only by ``HELD_RULES`` must have been up, its fatal counters still,
+before its node reads as repaired (``held_only_since``)."""
 """Rules that hold for a window after the port is fine again (N2: a fatal counter moved within
 the last hour). A port that is up and has only these is not failing now: it failed."""
 RECOVERED = f"recovered, errors in the last {FATAL_WINDOW_S / 60:.0f} min"
@@ -119,6 +126,9 @@ class SuspectSwitch:
     by_status: dict[str, int] = field(default_factory=dict)
     held: int = 0
     """Of ``ports``, those up again whose only findings are ``HELD_RULES`` (N2's window)."""
+    link_only: bool = False
+    """Symbol errors (``SYMBOL_RULES``) on fewer than ``CORRELATION_MIN`` of its nodes: those
+    are the nodes' own, only its ports' link faults (``LINK_RULES``) are the switch's."""
 
     @property
     def recovered(self) -> bool:
@@ -193,16 +203,18 @@ def leaf_groups(switches: list[SuspectSwitch]) -> dict[str, LeafGroup]:
     return {leaf: LeafGroup(leaf, group) for leaf, group in failing.items() if len(group) >= 2}
 
 
-def _held_only(st: NodeState, status: str, p: IbPortSample) -> bool:
+def _held_only(st: NodeState, status: str, p: IbPortSample,
+               own: frozenset[str] = frozenset()) -> bool:
     """The port is up and only a rule that outlives the fault (``HELD_RULES``) calls it bad:
     erroring, or flapping by its hour alone (its link went down twice in it, none of it now:
-    a switch that died twice in the hour never read recovered, a review)."""
+    a switch that died twice in the hour never read recovered, a review). ``own``: rules that
+    are the node's, not the switch's (``SuspectSwitch.link_only``), left out."""
     if status == PORT_FLAPPING and p.d.get("link_downed", 0) > 0:
         return False  # going down now
     if status not in (PORT_ERRORING, PORT_FLAPPING):
         return False
     comp = f"{p.dev}:{p.port}"
-    return {f.rule for f in st.findings if f.component == comp} <= HELD_RULES
+    return {f.rule for f in st.findings if f.component == comp} - own <= HELD_RULES
 
 
 def _quiet_since(st: NodeState) -> float:
@@ -217,6 +229,7 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
     """Switches (rails) with bad ports on at least ``min_nodes`` nodes, failing ones first
     (then the recovered ones, ``SuspectSwitch.recovered``), worst first."""
     groups: dict[str, SuspectSwitch] = {}
+    candidates: dict[str, list[tuple[NodeState, str, IbPortSample, frozenset[str]]]] = {}
     # A node with a bad port has an N finding, so it is judged not ok or changed since the last
     # judgement: look at those, not at every node (16,384 of them, each tick and each view
     # refresh; issue 12).
@@ -234,15 +247,25 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
         for status, p in bad_ports(st, last_known=True):
             if silent and f"{p.dev}:{p.port}" not in st.behind_ports:
                 continue
-            sw = switch_of(st, p.dev)
-            g = groups.get(sw)
-            if g is None:
-                g = groups[sw] = SuspectSwitch(sw, leaf_of(st), [], [])
+            comp = f"{p.dev}:{p.port}"
+            rules = frozenset(f.rule for f in st.findings if f.component == comp)
+            candidates.setdefault(switch_of(st, p.dev), []).append((st, status, p, rules))
+    for sw, ports in candidates.items():
+        # A node's own symbol-error fault on the rail of a switch that dropped its links was
+        # handed to the switch with them, and kept it "suspect" after it came back (an SRE
+        # drill). Symbol errors are the switch's only when they are on enough of its nodes.
+        sym_nodes = {st.node_id for st, _s, _p, rules in ports if rules & SYMBOL_RULES}
+        link_only = len(sym_nodes) < min_nodes
+        g = groups[sw] = SuspectSwitch(sw, leaf_of(ports[0][0]), [], [], link_only=link_only)
+        for st, status, p, rules in ports:
+            if link_only and status != PORT_DOWN and not rules & LINK_RULES and (
+                    status != PORT_FLAPPING):
+                continue  # only its symbol errors: the node's own
             if st.node_id not in g.nodes:
                 g.nodes.append(st.node_id)
             g.ports.append(f"{st.node_id}:{p.dev}:{p.port}")
             g.by_status[status] = g.by_status.get(status, 0) + 1
-            g.held += _held_only(st, status, p)
+            g.held += _held_only(st, status, p, SYMBOL_RULES if link_only else frozenset())
     out = [g for g in groups.values() if len(g.nodes) >= min_nodes]
     for g in out:
         g.nodes.sort()
@@ -254,24 +277,30 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
 def correlate(state: FleetState, now: float) -> None:
     """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
     ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
-    behind: dict[str, tuple[set[str], set[str], set[str]]] = {}
+    behind: dict[str, tuple[set[str], set[str], set[str], set[str]]] = {}
     pool = state.maybe_bad()
     for sw in suspect_switches(state, pool=pool):
         for port in sw.ports:
             node, dev, num = port.rsplit(":", 2)
-            switches, ports, failing = behind.setdefault(node, (set(), set(), set()))
+            switches, ports, failing, link_only = behind.setdefault(
+                node, (set(), set(), set(), set()))
             switches.add(sw.switch)
             ports.add(f"{dev}:{num}")
+            if sw.link_only:
+                link_only.add(f"{dev}:{num}")
             if not sw.recovered:
                 failing.add(sw.switch)
-    for node, (switches, ports, failing) in behind.items():
+    for node, (switches, ports, failing, link_only) in behind.items():
         st = state.nodes[node]
         # Every rail of a leaf group failing reads "leaf02-r[0-7]". Named by the switches that
         # fail now when some do: "behind suspect switch leaf02-r[1,6]" named one that had
         # recovered, which the incidents called recovered (an SRE drill).
-        where = compress(failing or switches), frozenset(ports), not failing
-        if (st.behind_switch, st.behind_ports, st.behind_recovered) != where:
-            st.behind_switch, st.behind_ports, st.behind_recovered = where
+        where = (compress(failing or switches), frozenset(ports), not failing,
+                 frozenset(link_only))
+        if (st.behind_switch, st.behind_ports, st.behind_recovered,
+                st.behind_link_only) != where:
+            (st.behind_switch, st.behind_ports, st.behind_recovered,
+             st.behind_link_only) = where
             state.mark(node)
     running: dict[str, list[str]] | None = None
     # Nodes behind a switch are degraded at least, silent ones stale or offline: all not ok,
@@ -279,6 +308,7 @@ def correlate(state: FleetState, now: float) -> None:
     for st in pool:
         if st.behind_switch and st.node_id not in behind:
             st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
+            st.behind_link_only = frozenset()
             state.mark(st.node_id)
         if st.online is False or st.stale:
             if running is None:
@@ -592,10 +622,18 @@ def held_only_since(st: NodeState) -> float | None:
     t = st.telemetry
     if t is None:
         return None
-    up = {f"{p.dev}:{p.port}" for p in t.ib_ports
+    up = {f"{p.dev}:{p.port}": port_key(p) for p in t.ib_ports
           if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
     if any(f.component not in up for f in drains):
         return None
+    # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up between
+    # its drops, and the advice swung between "links up again: drain it (finish)" and "drain
+    # (requeue its jobs)" with it, the drain dialog opening on the other one (a newcomer's run).
+    for f in drains:
+        h = st.history.ports.get(up[f.component])
+        last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
+        if last is not None and t.ts - last < HELD_STEADY_S * 1000:
+            return None
     repairs = [e.ts / 1000 for e in st.events if e.kind == "repair"
                and e.ts / 1000 >= st.changed_at]
     return max(repairs) if repairs else 0.0
@@ -634,7 +672,7 @@ def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:
 
 def own_findings(st: NodeState) -> list[Finding]:
     """The node's findings that are not its ports' behind a suspect switch."""
-    return [f for f in st.findings if f.component not in st.behind_ports
+    return [f for f in st.findings if not st.switch_owns(f)
             and f.severity is not Severity.INFO]
 
 
@@ -744,6 +782,18 @@ losing carrier needs its cable replaced; one that is down, checking up to the sw
 _XID_RE = re.compile(r"XID (\d+)")
 
 
+_GPU_STEP_ORDER = ("G5", "G1", "G2", "G9", "G8", "G4", "G10")
+"""Which GPU rule's step a GPU gets when several fire (``repair_step``, one step per GPU): the
+most final repair first. By rule name, an XID 48's "reset gpu2 or reboot" came first and the
+row-remap failure's "RMA gpu2" was cut off behind "(+1 more)" (an SRE drill)."""
+
+
+def _step_rank(f: Finding) -> tuple[int, int, str, str]:
+    order = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
+    step = _GPU_STEP_ORDER.index(f.rule) if f.rule in _GPU_STEP_ORDER else len(_GPU_STEP_ORDER)
+    return (order.get(f.severity, 3), step, f.rule, f.component)
+
+
 def repair_step(st: NodeState, *, warn: bool = False) -> str:
     """What repairs a failed node, from its own drain findings, worst first ("reboot the node
     (gpu3 fell off the bus …)" for an XID 79): "repair" alone left the on-call to look the
@@ -764,7 +814,7 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             held = port_rule.get(f.component)
             if held is None or _PORT_STEP_ORDER.index(f.rule) < _PORT_STEP_ORDER.index(held):
                 port_rule[f.component] = f.rule
-    for f in sorted(own, key=finding_rank):
+    for f in sorted(own, key=_step_rank):
         if f.severity is not Severity.DRAIN or (f.rule == "G1" and f.component in xid_gpus):
             continue
         if f.rule in _PORT_STEP_ORDER and port_rule.get(f.component) != f.rule:
@@ -840,7 +890,10 @@ def recommended_action(st: NodeState) -> str:
             return f"drain (requeue its jobs from their checkpoint), then {step}"
         # An idle node: "requeue its jobs" sent the on-call looking for jobs that are not there.
         return f"drain (no job on it), then {step}"
-    if "F1" in rules and v == "degraded":
+    if "F1" in rules and v == "degraded" and not any(
+            f.severity is not Severity.INFO for f in own_findings(st)):
+        # Only when the switch explains all of it: an XID 94 of a node behind a recovered
+        # switch read "none on the node" (an SRE drill); its own finding's advice follows.
         if st.behind_recovered:
             return f"none on the node: switch {st.behind_switch} recovered; do not drain"
         return f"check switch {st.behind_switch}; do not drain"

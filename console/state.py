@@ -19,6 +19,7 @@ from typing import Any
 
 from fleetdeck.console.digest import STALE_PERIODS, STEPPING_NOTE, apply_digest, judge_digest
 from fleetdeck.console.health import (
+    LINK_RULES,
     VERDICT_ORDER,
     Finding,
     NodeHistory,
@@ -199,6 +200,9 @@ class NodeState:
     """A suspect switch this node's bad ports hang off (set by the fleet-wide correlation)."""
     behind_ports: frozenset[str] = frozenset()
     """``dev:port`` components behind ``behind_switch``: their findings are the switch's."""
+    behind_link_only: frozenset[str] = frozenset()
+    """Of ``behind_ports``, those whose symbol errors stay the node's own: only their link
+    faults are the switch's (``SuspectSwitch.link_only``, ``switch_owns``)."""
     behind_recovered: bool = False
     """Every switch in ``behind_switch`` is up again, suspected only for the hour its ports'
     fatal counters count (``SuspectSwitch.recovered``)."""
@@ -437,13 +441,18 @@ class NodeState:
         self.liveness = liveness
         return verdict
 
+    def switch_owns(self, f: Finding) -> bool:
+        """Whether a finding of this node is its suspect switch's, not its own."""
+        return f.component in self.behind_ports and (
+            f.component not in self.behind_link_only or f.rule in LINK_RULES)
+
     @property
     def effective_findings(self) -> list[Finding]:
         """The node's own findings, with those of ports behind a suspect switch handed to the
         switch: a switch failure must not make every node behind it a drain candidate."""
         if not self.behind_switch:
             return self.findings
-        own = [f for f in self.findings if f.component not in self.behind_ports]
+        own = [f for f in self.findings if not self.switch_owns(f)]
         # "Do not drain" holds only for what the switch explains: a GPU fault on a node behind
         # a failing switch is still a reason to drain it.
         faulty = any(f.severity is Severity.DRAIN for f in own)
@@ -461,7 +470,7 @@ class NodeState:
         switch = Finding("F1", Severity.WARN, "", f"{what}: {tail}")
         out = [] if faulty else [switch]
         for f in self.findings:
-            if f.component in self.behind_ports:
+            if self.switch_owns(f):
                 out.append(Finding(f.rule, Severity.WARN, f.component, f"{f.text} (switch)"))
             else:
                 out.append(f)
@@ -1235,7 +1244,8 @@ class FleetState:
             else:
                 key = (st.findings, st.online, st.drain, st.birth is None,
                        None if t is None else t.job is None, st.behind_switch,
-                       st.behind_ports, st.job_stepping, st.rejoined_at is None)
+                       st.behind_ports, st.behind_link_only, st.job_stepping,
+                       st.rejoined_at is None)
                 # ``heard_at`` inline: a property call per node per pass cost 1.1 ms at 16,384
                 # nodes (a review of this change).
                 heard = st.last_rx if st.last_rx is not None else st.first_seen

@@ -393,6 +393,10 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     run(3)
     st = state.nodes["gpu0001"]
     assert st.verdict.value == "failed" and st.reasons == ["N2"]
+    # Up for seconds only, it may be flapping still: the fault's own advice, steady (it swung
+    # with each drop of a flapping link, against the drain dialog's mode: a newcomer's run).
+    assert recommended_action(st).startswith("drain (no job on it), then check mlx5_ib3:1")
+    run(60)
     action = recommended_action(st)
     assert action.startswith("its links are up again, failed for the hour by N2"), action
     assert "then resume" in action
@@ -620,13 +624,16 @@ def test_a_node_failed_only_by_the_hour_after_a_flap_holds_no_job_up():
     fleet.birth(ingest)
     job = job_status("41", ["gpu0001", "gpu0002"], clock)
     publish_job(ingest, job, clock)
-    for s in range(4):
+    for s in range(64):
         if s == 1:
             fleet.src("gpu0002").ports[3].bump("link_downed", 1)
         clock.advance(1.0)
         fleet.telemetry(ingest)
         session.tick()
-    state = session.state
+        state = session.state
+        if s == 3:
+            # Seconds after its drop the link may still be flapping: it holds the job up.
+            assert [n.node for n in sick_nodes(state.jobs["41"], state)] == ["gpu0002"]
     assert state.nodes["gpu0002"].verdict.value == "failed"
     assert sick_nodes(state.jobs["41"], state) == []
     for _ in range(2):
@@ -694,3 +701,16 @@ def test_one_gpu_gets_one_repair_step():
     st = session_with({"gpu0003": dbe}).state.nodes["gpu0003"]
     assert {"G2", "G4"} <= set(st.reasons), st.reasons
     assert repair_step(st) == "reset gpu6 or reboot (double-bit ECC)"
+
+    # And the most final repair: a failed row remap's RMA came after the reset and was cut
+    # off behind "(+1 more)" (an SRE drill).
+    from fleetdeck.protocol.fast import RowRemap
+
+    def remap_failed(tel):
+        tel = dbe(tel)
+        return replace(tel, gpus=[replace(g, row_remap=RowRemap(failure=True))
+                                  if g.index == 6 else g for g in tel.gpus])
+
+    st = session_with({"gpu0003": remap_failed}).state.nodes["gpu0003"]
+    assert {"G2", "G4", "G5"} <= set(st.reasons), st.reasons
+    assert repair_step(st) == "RMA gpu6 (row remapping failed)"

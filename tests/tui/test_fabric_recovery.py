@@ -226,3 +226,48 @@ def test_the_drain_dialog_says_a_recovered_switch_recovered(recording):
         (sw,) = [s for s in suspect_switches(state) if s.switch == SWITCH]
         radius = blast_radius(state, CommandOp.DRAIN, [sw.nodes[0]], state.judged_at)
         assert any(n.startswith(words) for n in radius.notes), (at, radius.notes)
+
+
+def test_a_nodes_own_symbol_errors_stay_its_own_behind_a_switch_that_dropped(tmp_path):
+    """A node's symbol-error storm on the rail of a switch that then dropped its links was
+    handed to the switch with them: the node read degraded "(switch)", and the switch stayed
+    "suspect: 16 erroring" for the hour after it came back (an SRE drill). The storm is the
+    node's own (failed, N3); the switch reads recovered."""
+    scenario = tmp_path / "storm_then_switch.toml"
+    scenario.write_text(switch_scenario("storm_then_switch", ("20s", 5, "30s"))
+                        + '[[fault]]\nat = "5s"\nfault = "symbol_storm"\nnode = "gpu0010"\n'
+                          'port = 5\nduration = "10s"\n')
+    out = tmp_path / "storm_then_switch.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
+    assert res.returncode == 0, res.stderr
+    for at in (DURING, AFTER):
+        state = run_headless(out, until=at).session.state
+        (sw,) = [s for s in suspect_switches(state) if s.switch == SWITCH]
+        assert sw.link_only and "gpu0010" in sw.nodes
+        assert sw.recovered is (at == AFTER), (at, sw.text)
+        node = state.nodes["gpu0010"]
+        assert node.verdict.value == "failed", (at, node.all_findings)
+        n3 = [f for f in node.all_findings if f.rule == "N3"]
+        assert n3 and not any("(switch)" in f.text for f in n3), n3
+        assert "clean or replace mlx5_ib5:1's cable" in recommended_action(node)
+
+
+def test_behind_a_recovered_switch_a_nodes_own_fault_gets_its_own_advice_and_cause(tmp_path):
+    """An XID 94 on a node behind a recovered switch read "none on the node: switch …
+    recovered; do not drain", and a node there that died was booked "network" for the hour
+    (an SRE drill)."""
+    from fleetdeck.console.interruptions import node_cause
+
+    scenario = tmp_path / "back_then_xid94.toml"
+    scenario.write_text(switch_scenario("back_then_xid94", ("20s", 5, "30s"))
+                        + '[[fault]]\nat = "54s"\nfault = "xid"\nnode = "gpu0010"\ngpu = 2\n'
+                          'code = 94\n')
+    out = tmp_path / "back_then_xid94.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
+    assert res.returncode == 0, res.stderr
+    state = run_headless(out, until=AFTER + 2).session.state
+    node, other = state.nodes["gpu0010"], state.nodes["gpu0011"]
+    assert node.behind_recovered and node.verdict.value == "degraded"
+    assert recommended_action(node).startswith("XID 94 (contained ECC error)")
+    assert recommended_action(other) == f"none on the node: switch {SWITCH} recovered; do not drain"
+    assert node_cause(other) is None and node_cause(node) is None
