@@ -739,7 +739,14 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
         finding = str(worst[0]) if worst else v.value
         more = f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""
         out.append((_SICK_RANK.get(v, 4), node, SickNode(node, v.value, finding + more)))
-    return [s for _, _, s in sorted(out, key=lambda x: (x[0], x[1]))]
+    # The node the scheduler's reason names first: it is what stopped the job ("gpu0011 not
+    # responding"), where a node with an older fault sorted first by verdict or name (an SRE
+    # drill named a stale N3 and a dead agent before the node that stopped the job).
+    named = set(_WORDS.findall(job.reason)) if job.reason else set()
+    return [s for _, _, s in sorted(out, key=lambda x: (x[1] not in named, x[0], x[1]))]
+
+
+_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 _XID_STEPS = {

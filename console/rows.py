@@ -258,7 +258,11 @@ def ib_text(st: NodeState) -> str:
 
 
 def reasons_text(st: NodeState) -> str:
-    return "; ".join(str(f) for f in st.all_findings[:3])
+    """The first three findings, and how many more: a fourth was dropped without a word (an
+    SRE drill's ECC node read three of its four, the row remap pending left out)."""
+    found = st.all_findings
+    more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
+    return "; ".join(str(f) for f in found[:3]) + more
 
 
 def node_sort_key(st: NodeState, key: str, jobs: list[str] | None = None) -> tuple[object, ...]:

@@ -129,21 +129,27 @@ def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
 
 
 def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
-    """The jobs a node stops (``sick_nodes``) or a straggler slows, one line each."""
-    held = [j for j in jobs if j.get("sick_nodes") or j.get("straggler")]
+    """The jobs a node stops (``sick_nodes``), that stopped stepping (``not_stepping_s``) or a
+    straggler slows, one line each: a hung job was left out (an SRE drill)."""
+    held = [j for j in jobs if j.get("sick_nodes") or j.get("straggler")
+            or j.get("not_stepping_s") is not None]
     if not held:
         return
-    held.sort(key=lambda j: (not j.get("sick_nodes"), j["job_id"]))
+    held.sort(key=lambda j: (not (j.get("sick_nodes") or j.get("not_stepping_s") is not None),
+                             j["job_id"]))
     console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
     for j in held[:INCIDENTS_SHOWN]:
         sick = j.get("sick_nodes") or []
         slow = j.get("straggler")
+        quiet = j.get("not_stepping_s")
         parts = [s["text"] for s in sick[:1]]
         if len(sick) > 1:
             parts.append(f"+{len(sick) - 1} more node{'s' if len(sick) > 2 else ''}")
+        if quiet is not None:
+            parts.append(f"hung: no step for {quiet:.0f} s")
         if slow is not None and all(s["node"] != slow["node"] for s in sick):
             parts.append(f"straggler {slow['text']}")
-        style = "red" if sick else "yellow"
+        style = "red" if sick or quiet is not None else "yellow"
         console.print(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
                       f"{escape('; '.join(parts))}")
     if len(held) > INCIDENTS_SHOWN:

@@ -714,3 +714,25 @@ def test_one_gpu_gets_one_repair_step():
     st = session_with({"gpu0003": remap_failed}).state.nodes["gpu0003"]
     assert {"G2", "G4", "G5"} <= set(st.reasons), st.reasons
     assert repair_step(st) == "RMA gpu6 (row remapping failed)"
+
+
+def test_the_node_the_schedulers_reason_names_is_first_among_those_holding_a_job_up():
+    """"held up by gpu0001 failed: …; +1 more node" named a node with an older fault where the
+    scheduler's reason said "gpu0004 mlx5_ib6 link down" (an SRE drill)."""
+    from fleetdeck.console.judgements import sick_nodes
+
+    session = session_with({"gpu0001": port_down("mlx5_ib2"), "gpu0004": port_down("mlx5_ib6")},
+                           jobs=[lambda c: job_status("41", ["gpu0001", "gpu0004"], c)])
+    job = session.state.jobs["41"]
+    assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0001", "gpu0004"]
+    job = job.model_copy(update={"reason": "NCCL watchdog: gpu0004 mlx5_ib6 link down"})
+    assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0004", "gpu0001"]
+
+
+def test_the_text_table_says_how_many_findings_it_leaves_out():
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.rows import reasons_text
+
+    st = session_with({}).state.nodes["gpu0003"]
+    st.findings = [Finding(f"G{i}", Severity.WARN, "gpu1", "x") for i in range(3, 8)]
+    assert reasons_text(st).endswith("G5 gpu1: x (+2 more)")

@@ -308,3 +308,23 @@ def test_the_restart_dialog_says_the_job_is_hung_and_offers_it_as_the_reason():
     session = run(30, stepping_for=30, faults={"gpu0002": port_down()})
     state, now = session.state, session.clock()
     assert restart_reason_hint(state.jobs["41"], state, now).startswith("gpu0002 failed: N1 ")
+
+
+def test_the_status_text_lists_a_hung_job_among_the_jobs_held_up():
+    """The incident said "job 4105 hung: no step for 310 s", and --json had not_stepping_s,
+    but the text's "jobs held up" listed only jobs with a sick node or a straggler (an SRE
+    drill)."""
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_held_up_jobs
+
+    out = io.StringIO()
+    jobs = [{"job_id": "4105", "name": "llama", "sick_nodes": [], "straggler": None,
+             "not_stepping_s": 310.4},
+            {"job_id": "4106", "name": "gpt", "sick_nodes": [], "straggler": None,
+             "not_stepping_s": None}]
+    render_held_up_jobs(jobs, Console(file=out, width=120))
+    assert out.getvalue().splitlines() == ["jobs held up (1 of 2):",
+                                           "  4105 llama: hung: no step for 310 s"]
