@@ -332,14 +332,18 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                      and st.verdict.value in ("failed", "offline")]
         held = [n for n in unhealthy if held_only_since(state.nodes[n]) is not None]
         unhealthy = [n for n in unhealthy if n not in held]
+        # A resume ends the hold only where there is a drain to end: "the resume ends the
+        # hold" and "not drained: the resume changes nothing" were said of one node (an SRE
+        # drill).
+        held = [n for n in held if state.nodes[n].drain.state is not DrainState.NONE]
         if unhealthy:
             # "8 GPUs given back to the scheduler" over-promised: its node health check keeps
             # work off a node that fails it (an SRE drill's XID 62 node, not repaired).
             notes.append(f"still failing health checks: {compress(unhealthy)} (the scheduler "
                          "places no work there until they pass: repair first)")
         if held:
-            notes.append(f"failed only by the hour of N2, links up: {compress(held)} (the "
-                         "resume ends the hold)")
+            notes.append(f"failed only by the hour of its port errors (N2, N3), its links up "
+                         f"and quiet: {compress(held)} (the resume ends the hold)")
         undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.NONE]
         if undrained:

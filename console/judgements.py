@@ -18,6 +18,7 @@ from fleetdeck.console.health import (
     LINK_RULES,
     SYMBOL_RULES,
     Finding,
+    PortHistory,
     Severity,
     Verdict,
     port_key,
@@ -50,6 +51,12 @@ keep a switch suspect, or hide a rack that lost power."""
 
 HELD_RULES = frozenset({"N2"})
 
+QUIET_HELD_RULES = frozenset({"N2", "N3"})
+"""Hour-long port rules that hold a node failed after its port went quiet (``held_only_since``):
+N2 once the link is up and still, N3 once no symbol error came for ``SYMBOL_QUIET_S``. After a
+repair, N3 still said "drain (requeue its jobs)" of a node whose job stepped at full speed."""
+SYMBOL_QUIET_S = 300
+"""How long a port must have had no symbol error for N3 to read as past (``_symbols_quiet``)."""
 HELD_STEADY_S = 60
 """How long a port held only by ``HELD_RULES`` must have been up, its fatal counters still,
 before its node reads as repaired (``held_only_since``)."""
@@ -612,12 +619,25 @@ def likely_cause(state: FleetState, node: str) -> str:
     return "no finding on that node"
 
 
+def _symbols_quiet(h: PortHistory | None, now_ms: int) -> bool:
+    """No symbol error on a port this console has watched for ``SYMBOL_QUIET_S`` (a saturated
+    counter tells nothing: N6). A trickle that keeps N3 above its 120/h moves the counter
+    every 30 s on average, so it never reads quiet."""
+    if h is None or h.storm_hour or h.saturated:
+        return False
+    quiet_ms = SYMBOL_QUIET_S * 1000
+    if now_ms - h.watched_ms < quiet_ms:
+        return False
+    items = h.symbol_hour.items
+    return not items or now_ms - items[-1][0] >= quiet_ms
+
+
 def held_only_since(st: NodeState) -> float | None:
     """None unless every drain-class finding of the node is a port that is up again, held
     only by ``HELD_RULES``; then when it was repaired (its agent's ``repair`` event since it
     went failed), or 0.0 when no repair was said."""
     drains = [f for f in own_findings(st) if f.severity is Severity.DRAIN]
-    if not drains or any(f.rule not in HELD_RULES for f in drains):
+    if not drains or any(f.rule not in QUIET_HELD_RULES for f in drains):
         return None
     t = st.telemetry
     if t is None:
@@ -626,13 +646,17 @@ def held_only_since(st: NodeState) -> float | None:
           if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
     if any(f.component not in up for f in drains):
         return None
-    # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up between
-    # its drops, and the advice swung between "links up again: drain it (finish)" and "drain
-    # (requeue its jobs)" with it, the drain dialog opening on the other one (a newcomer's run).
     for f in drains:
         h = st.history.ports.get(up[f.component])
-        last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
-        if last is not None and t.ts - last < HELD_STEADY_S * 1000:
+        if f.rule == "N2":
+            # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up
+            # between its drops, and the advice swung between "links up again: drain it
+            # (finish)" and "drain (requeue its jobs)" with it, the drain dialog opening on the
+            # other one (a newcomer's run).
+            last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
+            if last is not None and t.ts - last < HELD_STEADY_S * 1000:
+                return None
+        elif not _symbols_quiet(h, t.ts):
             return None
     repairs = [e.ts / 1000 for e in st.events if e.kind == "repair"
                and e.ts / 1000 >= st.changed_at]
@@ -877,14 +901,20 @@ def recommended_action(st: NodeState) -> str:
             # on-call to repair a node repaired a minute before (an SRE drill). The hold ends
             # with a resume of the drained node, or with the hour; each drain state says
             # the next step of that, not "repair" again (a review of this change).
-            done = (f"repaired at {_utc(held)}" if held else "its links are up again") + (
-                ", failed for the hour by N2")
+            by = sorted({f.rule for f in own_findings(st) if f.severity is Severity.DRAIN})
+            symbols = "N3" in by
+            done = (f"repaired at {_utc(held)}" if held else
+                    "its links are up again" + (" and free of symbol errors" if symbols
+                                                 else "")) + (
+                f", failed for the hour by {' and '.join(by)}")
+            # Symbol errors that stopped still mark a marginal cable: clean or replace it.
+            check = "clean or replace the cable" if symbols else "check the link"
             if st.drain.state is DrainState.DRAINED:
-                return f"{done}: check the link, then resume it (a resume ends the hold)"
+                return f"{done}: {check}, then resume it (a resume ends the hold)"
             if st.drain.state is DrainState.DRAINING:
-                return (f"{done}: once its jobs have finished, check the link and resume it "
+                return (f"{done}: once its jobs have finished, {check} and resume it "
                         "(a resume ends the hold)")
-            return (f"{done}: drain it (finish), check the link, then resume it (a resume ends "
+            return (f"{done}: drain it (finish), {check}, then resume it (a resume ends "
                     "the hold)")
         step = repair_step(st)
         if st.drain.state is DrainState.DRAINED:

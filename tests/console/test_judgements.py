@@ -1,5 +1,7 @@
 """Fleet-wide judgements live in the domain (console/judgements.py) and reach the JSON."""
 
+import pytest
+
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import suspect_switches
 from fleetdeck.console.session import ConsoleSession
@@ -414,7 +416,8 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     action = recommended_action(st)
     assert "check the link, then resume it" in action and "repair" not in action.split(":")[1]
     radius = blast_radius(state, CommandOp.RESUME, ["gpu0001"], node.now)
-    assert any("failed only by the hour of N2" in n for n in radius.notes), radius.notes
+    assert any("failed only by the hour of its port errors" in n for n in radius.notes), \
+        radius.notes
     assert not any("repair first" in n for n in radius.notes), radius.notes
 
 
@@ -736,3 +739,45 @@ def test_the_text_table_says_how_many_findings_it_leaves_out():
     st = session_with({}).state.nodes["gpu0003"]
     st.findings = [Finding(f"G{i}", Severity.WARN, "gpu1", "x") for i in range(3, 8)]
     assert reasons_text(st).endswith("G5 gpu1: x (+2 more)")
+
+
+@pytest.mark.parametrize("trickle", [False, True], ids=["storm-over", "trickle"])
+def test_symbol_errors_that_stopped_hold_the_node_but_not_its_job(trickle):
+    """After a symbol-error storm ended (a reseated cable), N3 held the node failed for the
+    hour, rightly, but said "drain (requeue its jobs)" of a node whose job stepped at full
+    speed. Quiet for SYMBOL_QUIET_S, it says drain it (finish) and fix the cable; a trickle
+    that keeps N3 above 120/h never reads quiet."""
+    from fleetdeck.console.judgements import SYMBOL_QUIET_S, recommended_action
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    node = FakeNode(t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+
+    def run(seconds: int) -> None:
+        for s in range(seconds):
+            if trickle and s % 20 == 0:
+                node.sim.ports[3].bump("symbol_error", 1)
+            node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+            state.apply(ingest.take_batch(), node.now)
+            state.judge_fleet(node.now)
+
+    run(3)
+    node.sim.ports[3].bump("symbol_error", 500)
+    run(3)
+    st = state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["N3"]
+    assert recommended_action(st).startswith("drain (no job on it), then clean or replace")
+    run(SYMBOL_QUIET_S + 5)
+    assert st.verdict.value == "failed"  # the hour holds
+    action = recommended_action(st)
+    if trickle:
+        assert action.startswith("drain (no job on it), then clean or replace"), action
+    else:
+        assert action.startswith("its links are up again and free of symbol errors, failed "
+                                 "for the hour by N3: drain it (finish), clean or replace the "
+                                 "cable, then resume it"), action
