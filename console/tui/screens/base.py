@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
+from textual.widgets._footer import FooterKey
 
 from fleetdeck.console.state import NodeState
 
@@ -77,6 +78,16 @@ class StableFooter(Footer):
     footer is kept while they are the same."""
 
     _keys: tuple[object, ...] | None = None
+    FIRST: ClassVar[tuple[str, ...]] = ("question_mark", "q")
+    """Shown first: a footer cut at 80 or 100 columns dropped "? Help" and "q Quit", the two a
+    newcomer cannot do without (a newcomer's run); a view's own keys are in the help too."""
+
+    def compose(self) -> ComposeResult:
+        keys = list(super().compose())
+        first = sorted((k for k in keys if isinstance(k, FooterKey) and k.key in self.FIRST),
+                       key=lambda k: self.FIRST.index(k.key))
+        yield from first + [k for k in keys if k not in first]
+
     def bindings_changed(self, screen: Screen[object]) -> None:
         if not screen.app.app_focus or not (self.is_attached and screen is self.screen):
             super().bindings_changed(screen)
