@@ -42,7 +42,10 @@ def resolve(ref: str, what: str = "scenario", pattern: str = "*.toml") -> Path:
     else:
         path = BUILTIN_DIR / f"{ref}.toml"
         if not path.is_file():
-            names = sorted(p.stem for p in BUILTIN_DIR.glob(pattern))
+            # A scenario list without the rate tables: "built in: demo, rates-week" offered a
+            # rate table that --scenario then refused (a newcomer's run).
+            names = sorted(p.stem for p in BUILTIN_DIR.glob(pattern)
+                           if what != "scenario" or not p.stem.startswith("rates-"))
             raise SpecError(f"no built-in {what} '{ref}' (built in: "
                             f"{', '.join(names) or 'none'}; or give a .toml path)")
     if not path.is_file():
@@ -64,6 +67,9 @@ def read_toml(ref: str, what: str = "scenario", pattern: str = "*.toml"
 
 def load_scenario(ref: str) -> Scenario:
     path, data = read_toml(ref)
+    if "rates" in data:
+        raise SpecError(f"'{ref}' is a fault-rate table, not a scenario: run it with "
+                        f"--fault-rates {ref}")
     try:
         return parse_scenario(data, default_name=path.stem)
     except SpecError as err:

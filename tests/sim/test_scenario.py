@@ -107,3 +107,19 @@ def test_same_seed_same_telemetry_and_job_statuses():
     assert a_tel == b_tel and a_jobs == b_jobs
     c_tel, _ = _run(8, ticks=5)
     assert c_tel != a_tel[: len(c_tel)]
+
+
+def test_a_rate_table_given_as_a_scenario_says_where_it_goes():
+    """"built in: demo, rates-week" offered a rate table that --scenario then refused with
+    "unknown top-level key(s) rates" (a newcomer's run)."""
+    import pytest
+
+    from fleetdeck.agents.sim.scenario import load_scenario
+    from fleetdeck.agents.sim.spec import SpecError
+
+    with pytest.raises(SpecError) as no_such:
+        load_scenario("nosuch")
+    assert "(built in: demo; or give a .toml path)" in str(no_such.value)
+    with pytest.raises(SpecError) as rates:
+        load_scenario("rates-week")
+    assert "run it with --fault-rates rates-week" in str(rates.value)
