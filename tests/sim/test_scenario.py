@@ -112,11 +112,6 @@ def test_same_seed_same_telemetry_and_job_statuses():
 def test_a_rate_table_given_as_a_scenario_says_where_it_goes():
     """"built in: demo, rates-week" offered a rate table that --scenario then refused with
     "unknown top-level key(s) rates" (a newcomer's run)."""
-    import pytest
-
-    from fleetdeck.agents.sim.scenario import load_scenario
-    from fleetdeck.agents.sim.spec import SpecError
-
     with pytest.raises(SpecError) as no_such:
         load_scenario("nosuch")
     assert "(built in: demo; or give a .toml path)" in str(no_such.value)
