@@ -275,6 +275,19 @@ class ReadReport:
             self.problems.append(GAP_NOTE + text)
 
 
+def line_fault(err: Exception) -> str:
+    """What is wrong with a line, in words: "JSONDecodeError: Invalid control character at:
+    line 1 column 58 (char 57)" named Python's exception (a newcomer's run)."""
+    if isinstance(err, json.JSONDecodeError):
+        what = err.msg.lower().removesuffix(" at")  # "Invalid control character at"
+        return f"not valid JSON ({what} at column {err.colno})"
+    if isinstance(err, RecursionError):
+        return "nested too deep to read"
+    if isinstance(err, KeyError):
+        return f"a field is missing ({err})"[:100]
+    return f"not a line it can read ({str(err)[:80]})"
+
+
 def damage_text(report: ReadReport) -> str:
     """'' when the reader skipped nothing, else one sentence saying what it skipped, naming the
     first problem (docs/recording.md: damage is tolerated, never silently)."""
@@ -709,8 +722,7 @@ class RecordingReader:
             self.report.problem(f"{self.path}: {msg.where()}: {err}")
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError,
                 RecursionError) as err:
-            self.report.problem(f"{self.path}: {msg.where()}: {type(err).__name__}: "
-                                f"{str(err)[:80]}")
+            self.report.problem(f"{self.path}: {msg.where()}: {line_fault(err)}")
         return None
 
     def _iter_from(self, offset: int, t0: float, use_keyframe: bool) -> Iterator[Recorded]:
@@ -771,10 +783,16 @@ class RecordingReader:
                                                use_keyframe, overlong, offset)
                     try:
                         chunk = next(chunks, b"")
-                    except (OSError, EOFError, zlib.error):
+                    except EOFError:
                         rep.truncated = True
                         rep.problem(f"{self.path}: compressed data ends early after {at()} "
                                     "(truncated recording)")
+                        return
+                    except (OSError, zlib.error) as err:
+                        # Bytes changed in the middle (a bad CRC, an invalid block): damage,
+                        # not a recording cut short (a newcomer's run read "truncated").
+                        rep.problem(f"{self.path}: compressed data is corrupt after {at()} "
+                                    f"({err}); the rest of the file cannot be read")
                         return
                     if not chunk:
                         eof = True
@@ -817,8 +835,7 @@ class RecordingReader:
                     continue
                 except (ValueError, KeyError, TypeError, AttributeError, OverflowError,
                         RecursionError) as err:
-                    rep.problem(f"{self.path}: {at()}: {type(err).__name__}: "
-                                f"{str(err)[:80]}")
+                    rep.problem(f"{self.path}: {at()}: {line_fault(err)}")
                     continue
                 if kind == "header":
                     continue

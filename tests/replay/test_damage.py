@@ -75,7 +75,11 @@ def damage_cases() -> dict[str, tuple[list[str], str]]:
         # ... or raised RecursionError with a traceback.
         "deeply nested line": (
             [header(), *lines[:3], "[" * 100_000 + "]" * 100_000, *lines[3:]],
-            "line 5: RecursionError"),
+            "line 5: nested too deep to read"),
+        # Said in words, not as Python's exception ("JSONDecodeError: Invalid control …").
+        "garbled line": (
+            [header(), *lines[:3], '{"t": 1.0, "topic": "a\x01b"}', *lines[3:]],
+            "line 5: not valid JSON (invalid control character at column 23)"),
     }
 
 
@@ -134,7 +138,7 @@ def test_a_recording_without_damage_says_nothing(tmp_path):
          '999999999999999999999999999999999999999999999999999999999999999999999999999999999999'
          '999999999999999999999999999999999999999999999999999999999999999999999999999999999999'
          '999999999999999999999999999999999999999999999999999999999999999999999999999999999999'
-         '9999, "topic": "x", "p": ""}', "OverflowError"),
+         '9999, "topic": "x", "p": ""}', "int too large to convert to float"),
         (f'{{"t": {T0 - MAX_JUMP_S - 10}, "topic": "fleetdeck/v1/dmg/x", "p": ""}}', "back"),
         (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/#", "p": ""}}', "not an MQTT topic"),
         (f'{{"t": {T0 + 2}, "topic": "fleetdeck/v1/dmg/x", "qos": 7, "p": ""}}', "qos 7"),
@@ -224,3 +228,25 @@ def test_to_broker_skips_the_damage_instead_of_sleeping_forever(mosquitto, tmp_p
     assert said[0] == f"replayed 5 messages into {mosquitto.url}"
     assert said[1].startswith("fleetdeck replay: skipped 1 damaged part(s)")
     assert len(said) == 2
+
+
+def test_bytes_changed_inside_a_gzip_are_corruption_not_truncation(tmp_path):
+    """200 bytes flipped in the middle of a .gz read "compressed data ends early … (truncated
+    recording)" (a newcomer's run): the file is corrupt, not cut short."""
+    lines = [header()]
+    node = FakeNode("gpu0001", cluster="dmg", t0=T0)
+    lines += [message(T0, node.topic(Kind.BIRTH), codec.encode(node.birth()), True)]
+    for s in range(1, 400):
+        lines.append(message(T0 + s, node.topic(Kind.TELEMETRY),
+                             codec.encode(node.telemetry())))
+    raw = bytearray(gzip.compress(("\n".join(lines) + "\n").encode()))
+    mid = len(raw) // 2
+    raw[mid:mid + 200] = bytes(b ^ 0xFF for b in raw[mid:mid + 200])
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(bytes(raw))
+    reader = RecordingReader(path)
+    for _ in reader.messages():
+        pass
+    assert reader.report.skipped >= 1 and not reader.report.truncated, reader.report
+    assert any("compressed data is corrupt" in p for p in reader.report.problems), \
+        reader.report.problems
