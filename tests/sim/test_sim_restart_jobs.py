@@ -32,10 +32,15 @@ def test_a_restarted_simulator_clears_the_jobs_it_does_not_run(mosquitto, tmp_pa
         assert summary(url, cluster)["scheduler"]["online"] is True
         # A broker this young may not have every agent back yet: status says so (an SRE
         # drill's status read 2 nodes of 32 right after a broker restart, exit 0).
+        # Only while a node still waits: over a fleet all heard it was noise (a newcomer's
+        # run: every status in a demo's first half minute printed it).
         out = run_cli("status", "--broker", url, "--cluster", cluster, "--json")
-        uptime = json.loads(out.stdout)["broker_uptime_s"]
+        data = json.loads(out.stdout)
+        uptime = data["broker_uptime_s"]
         assert uptime is not None
-        assert ("agents may still be reconnecting" in out.stderr) is (uptime < 30), out.stderr
+        waiting = not data["nodes"] or any(n["verdict"] == "waiting" for n in data["nodes"])
+        assert ("agents may still be reconnecting" in out.stderr) is (
+            uptime < 30 and waiting), out.stderr
     finally:
         os.kill(first.pid, signal.SIGKILL)  # no goodbye: its retained statuses stay
         first.wait()
