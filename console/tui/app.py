@@ -687,7 +687,7 @@ class FleetdeckApp(App[int]):
         if "store" in session.problems:
             store = f"  [$error]STORE FAILING ({session.store_backlog} ticks held)[/]"
         if "history" in session.problems:
-            store = "  [$error]NO HISTORY (--db)[/]"
+            store = "  [$error]NO HISTORY (store: see events)[/]"
         dead = "".join(f"  [$error]{esc(p.what.upper())} STOPPED[/]"
                        for p in session.problems.values()
                        if p.what not in ("store", "audit", "history"))

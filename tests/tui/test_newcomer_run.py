@@ -346,5 +346,5 @@ async def test_a_store_that_cannot_be_opened_is_said_for_as_long_as_the_console_
         for _ in range(3):
             app.tick()
             await pilot.pause(0.1)
-        assert "NO HISTORY (--db)" in app.header_text(app.clock())
+        assert "NO HISTORY (store: see events)" in app.header_text(app.clock())
         assert any("history not kept" in line.text for line in app.session.log.lines())
