@@ -790,8 +790,11 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
         pass  # N3 said above, from the agent's hour
     elif h.symbol_hour.total > SYMBOL_ERR_PER_HOUR:
         seen = watched_text(h.watched_ms, now_ms, 3600)
-        count = (f"{h.symbol_hour.total} symbol errors in {seen} watched" if seen
-                 else f"{h.symbol_hour.total} symbol errors/h")
+        # At least: errors past a saturated counter are not counted (N6); "65535 symbol
+        # errors" of some 80,000 read as an exact figure (an SRE drill).
+        least = "≥ " if "symbol_error" in h.saturated else ""
+        count = (f"{least}{h.symbol_hour.total} symbol errors in {seen} watched" if seen
+                 else f"{least}{h.symbol_hour.total} symbol errors/h")
         out.append(Finding("N3", Severity.DRAIN, c, f"{count} (> {SYMBOL_ERR_PER_HOUR}/h)"))
     elif h.storm_hour:
         out.append(Finding("N3", Severity.DRAIN, c, f"{h.storm_hour} symbol errors/h "

@@ -956,6 +956,9 @@ def recommended_action(st: NodeState) -> str:
         # Saturated, the counter cannot say whether errors go on (docs/architecture.md).
         return "clear the port's counters (perfquery -R), then watch whether errors go on"
     if v == "degraded":
+        if st.sample is not None and st.sample.job is None:
+            # "when idle" of an idle node (an SRE drill): it can be drained now.
+            return "watch; drain it if it persists (no job on it)"
         return "watch; drain when idle if it persists"
     if st.drain.state is DrainState.DRAINED:
         # Healthy again (repaired) but still out of service: its GPUs idle until someone

@@ -680,7 +680,7 @@ def test_a_degraded_node_taken_out_of_service_is_told_its_repair_not_to_drain():
 
     st = session_with({"gpu0003": hot(2)}).state.nodes["gpu0003"]
     assert st.verdict.value == "degraded" and "G13" in st.reasons
-    assert recommended_action(st) == "watch; drain when idle if it persists"
+    assert recommended_action(st) == "watch; drain it if it persists (no job on it)"
     fix = "check gpu2's cooling (fans, airflow, inlet temperature)"
     st.drain = DrainInfo(state=DrainState.DRAINING)
     assert recommended_action(st) == f"draining: once its jobs have finished, {fix}, then resume"

@@ -52,7 +52,7 @@ async def test_node_detail_says_what_to_do_and_lists_its_verdict_changes(world):
         await pilot.pause()
         assert isinstance(world.app.screen, NodeDetailScreen)
         text = text_of(world.app)
-        assert "do: watch; drain when idle if it persists" in text, text
+        assert "do: watch; drain it if it persists (no job on it)" in text, text
         line = next(ln for ln in text.splitlines() if "ok -> degraded" in ln)
         assert "verdict" in line and "G12" in line
 
