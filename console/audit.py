@@ -30,7 +30,8 @@ def os_user() -> str:
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers)
-        return os.environ.get("USER", "unknown")
+        # Never empty: argparse checks a default too, and --operator refuses an empty one.
+        return os.environ.get("USER") or "unknown"
 
 
 def iso(ts: float) -> str:

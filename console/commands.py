@@ -342,7 +342,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             notes.append(f"still failing health checks: {compress(unhealthy)} (the scheduler "
                          "places no work there until they pass: repair first)")
         if held:
-            notes.append(f"failed only by the hour of its port errors (N2, N3), its links up "
+            notes.append(f"failed only by the hour of their port errors (N2, N3), links up "
                          f"and quiet: {compress(held)} (the resume ends the hold)")
         undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.NONE]

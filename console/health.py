@@ -195,6 +195,9 @@ class PortHistory:
     watched_ms: int = 0
     """Sample time this console first saw the port: a window younger than its span holds
     less than its span's count (``watched_text``)."""
+    first_sample_ms: int = 0
+    """Sample time of this console's first sample of the port (0: none yet): how long its
+    counters have been watched here, whatever the store put back (``watched_ms``)."""
     storm_hour: int = 0
     """Symbol errors in the hour before ``symbol_error`` saturated while N3 held, 0 if it did
     not: a storm that goes on no longer moves the counter, so N3 holds with this figure while
@@ -380,6 +383,8 @@ class NodeHistory:
                    p.local_link_integrity_errors, p.rnr_nak_retry_err, p.symbol_error,
                    p.link_error_recovery, p.rcv_errors)
             old, h.counters = h.counters, cur
+            if old is None:
+                h.first_sample_ms = now
             if cur != old:
                 h.saturated = _saturated(cur)
                 if h.storm_hour and cur[_SYM] != _SYMBOL_ALL_ONES:

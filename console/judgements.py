@@ -44,13 +44,16 @@ STRAGGLER_FACTOR = 1.2
 
 HOLDING_NODES = frozenset({"R", "CG", "RQ"})
 """Job states (squeue codes) in which a job holds its nodes: running, completing, requeued."""
+ENDED_BADLY = frozenset({"F", "NF", "TO"})
+"""Job states of a run that ended without finishing its work (failed, node fail, timeout)."""
 SILENT_KEEP_S = AGENT_RECONNECT_S
 """How long a node that fell silent behind a suspect switch still counts for it (the agents'
 reconnect grace): long enough for a restarted fleet to come back, not so long that dead nodes
 keep a switch suspect, or hide a rack that lost power."""
 
 HELD_RULES = frozenset({"N2"})
-
+"""Rules that hold for a window after the port is fine again (N2: a fatal counter moved within
+the last hour). A port that is up and has only these is not failing now: it failed."""
 QUIET_HELD_RULES = frozenset({"N2", "N3"})
 """Hour-long port rules that hold a node failed after its port went quiet (``held_only_since``):
 N2 once the link is up and still, N3 once no symbol error came for ``SYMBOL_QUIET_S``. After a
@@ -60,8 +63,6 @@ SYMBOL_QUIET_S = 300
 HELD_STEADY_S = 60
 """How long a port held only by ``HELD_RULES`` must have been up, its fatal counters still,
 before its node reads as repaired (``held_only_since``)."""
-"""Rules that hold for a window after the port is fine again (N2: a fatal counter moved within
-the last hour). A port that is up and has only these is not failing now: it failed."""
 RECOVERED = f"recovered, errors in the last {FATAL_WINDOW_S / 60:.0f} min"
 """What every view says of a suspected switch whose ports are all up again (SuspectSwitch)."""
 
@@ -210,18 +211,26 @@ def leaf_groups(switches: list[SuspectSwitch]) -> dict[str, LeafGroup]:
     return {leaf: LeafGroup(leaf, group) for leaf, group in failing.items() if len(group) >= 2}
 
 
-def _held_only(st: NodeState, status: str, p: IbPortSample,
-               own: frozenset[str] = frozenset()) -> bool:
-    """The port is up and only a rule that outlives the fault (``HELD_RULES``) calls it bad:
-    erroring, or flapping by its hour alone (its link went down twice in it, none of it now:
-    a switch that died twice in the hour never read recovered, a review). ``own``: rules that
-    are the node's, not the switch's (``SuspectSwitch.link_only``), left out."""
+def _link_fault(status: str, rules: frozenset[str]) -> bool:
+    """A port's fault that a switch can explain: down, flapping, or a ``LINK_RULES`` finding."""
+    return status in (PORT_DOWN, PORT_FLAPPING) or bool(rules & LINK_RULES)
+
+
+def _held_only(st: NodeState, status: str, p: IbPortSample, rules: frozenset[str]) -> bool:
+    """The port is up and only a rule that outlives the fault calls it bad (``rules``, the
+    switch's of its findings): N2's hour, or N3's once the port has been quiet (as
+    ``held_only_since`` judges a node); erroring, or flapping by its hour alone (its link went
+    down twice in it, none of it now: a switch that died twice in the hour never read
+    recovered, a review)."""
     if status == PORT_FLAPPING and p.d.get("link_downed", 0) > 0:
         return False  # going down now
     if status not in (PORT_ERRORING, PORT_FLAPPING):
         return False
-    comp = f"{p.dev}:{p.port}"
-    return {f.rule for f in st.findings if f.component == comp} - own <= HELD_RULES
+    if rules <= HELD_RULES:
+        return True
+    t = st.telemetry
+    return (rules <= QUIET_HELD_RULES and t is not None
+            and _symbols_quiet(st.history.ports.get(port_key(p)), t.ts))
 
 
 def _quiet_since(st: NodeState) -> float:
@@ -261,18 +270,21 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
         # A node's own symbol-error fault on the rail of a switch that dropped its links was
         # handed to the switch with them, and kept it "suspect" after it came back (an SRE
         # drill). Symbol errors are the switch's only when they are on enough of its nodes.
+        # Only when its link faults make it a suspect on their own: a switch with two nodes'
+        # ports down and a third node's erroring is suspect by all three, as before (a review).
         sym_nodes = {st.node_id for st, _s, _p, rules in ports if rules & SYMBOL_RULES}
-        link_only = len(sym_nodes) < min_nodes
+        link_nodes = {st.node_id for st, status, _p, rules in ports
+                      if _link_fault(status, rules)}
+        link_only = len(sym_nodes) < min_nodes <= len(link_nodes)
         g = groups[sw] = SuspectSwitch(sw, leaf_of(ports[0][0]), [], [], link_only=link_only)
         for st, status, p, rules in ports:
-            if link_only and status != PORT_DOWN and not rules & LINK_RULES and (
-                    status != PORT_FLAPPING):
+            if link_only and not _link_fault(status, rules):
                 continue  # only its symbol errors: the node's own
             if st.node_id not in g.nodes:
                 g.nodes.append(st.node_id)
             g.ports.append(f"{st.node_id}:{p.dev}:{p.port}")
             g.by_status[status] = g.by_status.get(status, 0) + 1
-            g.held += _held_only(st, status, p, SYMBOL_RULES if link_only else frozenset())
+            g.held += _held_only(st, status, p, rules - SYMBOL_RULES if link_only else rules)
     out = [g for g in groups.values() if len(g.nodes) >= min_nodes]
     for g in out:
         g.nodes.sort()
@@ -623,10 +635,12 @@ def _symbols_quiet(h: PortHistory | None, now_ms: int) -> bool:
     """No symbol error on a port this console has watched for ``SYMBOL_QUIET_S`` (a saturated
     counter tells nothing: N6). A trickle that keeps N3 above its 120/h moves the counter
     every 30 s on average, so it never reads quiet."""
-    if h is None or h.storm_hour or h.saturated:
+    if h is None or h.storm_hour or "symbol_error" in h.saturated:
         return False
     quiet_ms = SYMBOL_QUIET_S * 1000
-    if now_ms - h.watched_ms < quiet_ms:
+    # From this console's own first sample of the port, not the store's oldest minute: a
+    # console restarted after a trickle went on unseen read it quiet at its first sample.
+    if not h.first_sample_ms or now_ms - h.first_sample_ms < quiet_ms:
         return False
     items = h.symbol_hour.items
     return not items or now_ms - items[-1][0] >= quiet_ms
@@ -649,12 +663,15 @@ def held_only_since(st: NodeState) -> float | None:
     for f in drains:
         h = st.history.ports.get(up[f.component])
         if f.rule == "N2":
-            # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up
-            # between its drops, and the advice swung between "links up again: drain it
-            # (finish)" and "drain (requeue its jobs)" with it, the drain dialog opening on the
-            # other one (a newcomer's run).
-            last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
-            if last is not None and t.ts - last < HELD_STEADY_S * 1000:
+            # Up for HELD_STEADY_S since its last fatal counter moved (and watched that long
+            # by this console): a flapping link is up between its drops, and the advice swung
+            # between "links up again: drain it (finish)" and "drain (requeue its jobs)" with
+            # it, the drain dialog opening on the other one (a newcomer's run).
+            steady_ms = HELD_STEADY_S * 1000
+            if h is None or not h.first_sample_ms or t.ts - h.first_sample_ms < steady_ms:
+                return None
+            last = max(h.last_fatal_ms.values(), default=None)
+            if last is not None and t.ts - last < steady_ms:
                 return None
         elif not _symbols_quiet(h, t.ts):
             return None
@@ -686,11 +703,11 @@ def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:
     slow = straggler(job, state)
     if slow is not None:
         return f"straggler {slow.node} +{slow.slower_pct:.0f}%"
-    if job.reason and not job.nodes:
-        # Ended (F, NF, TO): its scheduler's reason is what the restart answers; the generic
-        # "NCCL timeout at step 1200" was offered for a job that failed on a node (a 3 a.m.
-        # drive).
-        return f"{job.state.value}: {job.reason}"[:80]
+    reason = job_reason(job)
+    if reason and job.state.value in ENDED_BADLY:
+        # Its scheduler's reason is what the restart answers; the generic "NCCL timeout at
+        # step 1200" was offered for a job that failed on a node (a 3 a.m. drive).
+        return f"{job.state.value}: {reason}"[:80]
     return ""
 
 
@@ -708,8 +725,7 @@ def shown_findings(st: NodeState) -> list[Finding]:
 
 
 def finding_rank(f: Finding) -> tuple[int, str, str]:
-    order = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
-    return (order.get(f.severity, 3), f.rule, f.component)
+    return (_SEVERITY_RANK.get(f.severity, 3), f.rule, f.component)
 
 
 @dataclass(frozen=True)
@@ -798,7 +814,6 @@ _WARN_STEPS = {
     "G3": "reset {c} when convenient ({t})",
     "G6": "reset {c} (a row remap is pending)",
     "G7": "plan an RMA of {c} ({t})",
-    "G10": "reset {c} or reboot; RMA it if NVLink CRC errors go on",
     "G11": "reseat {c} or check its PCIe link ({t})",
     "G12": "check {c}'s cooling (fans, airflow, inlet temperature)",
     "G13": "check {c}'s cooling (fans, airflow, inlet temperature)",
@@ -813,16 +828,19 @@ losing carrier needs its cable replaced; one that is down, checking up to the sw
 _XID_RE = re.compile(r"XID (\d+)")
 
 
-_GPU_STEP_ORDER = ("G5", "G1", "G2", "G9", "G8", "G4", "G10")
+_GPU_STEP_ORDER = ("G5", "G1", "G2", "G9", "G8", "G4", "G10", "G7", "G6", "G11", "G3",
+                   "G12", "G13")
 """Which GPU rule's step a GPU gets when several fire (``repair_step``, one step per GPU): the
 most final repair first. By rule name, an XID 48's "reset gpu2 or reboot" came first and the
 row-remap failure's "RMA gpu2" was cut off behind "(+1 more)" (an SRE drill)."""
 
 
+_SEVERITY_RANK = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
+
+
 def _step_rank(f: Finding) -> tuple[int, int, str, str]:
-    order = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
     step = _GPU_STEP_ORDER.index(f.rule) if f.rule in _GPU_STEP_ORDER else len(_GPU_STEP_ORDER)
-    return (order.get(f.severity, 3), step, f.rule, f.component)
+    return (_SEVERITY_RANK.get(f.severity, 3), step, f.rule, f.component)
 
 
 def repair_step(st: NodeState, *, warn: bool = False) -> str:
@@ -869,11 +887,13 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
         if step and not any(s.split(" (")[0] == text.split(" (")[0] for s in steps):
             steps.append(text)
     if not steps and warn:
-        for f in sorted(own, key=finding_rank):
-            step = _WARN_STEPS.get(f.rule, "")
-            if not step or (f.rule.startswith("G") and f.component in stepped_gpus):
+        for f in sorted(own, key=_step_rank):
+            step = _WARN_STEPS.get(f.rule) or _RULE_STEPS.get(f.rule, "")
+            gpu = f.rule.startswith("G") and f.component
+            if not step or (gpu and f.component in stepped_gpus):
                 continue
-            stepped_gpus.add(f.component)
+            if gpu:
+                stepped_gpus.add(f.component)
             text = step.format(c=f.component or "the node", t=f.text)
             if text not in steps:
                 steps.append(text)
@@ -903,9 +923,10 @@ def recommended_action(st: NodeState) -> str:
             # the next step of that, not "repair" again (a review of this change).
             by = sorted({f.rule for f in own_findings(st) if f.severity is Severity.DRAIN})
             symbols = "N3" in by
-            done = (f"repaired at {_utc(held)}" if held else
-                    "its links are up again" + (" and free of symbol errors" if symbols
-                                                 else "")) + (
+            quiet = (f"its port has had no symbol error for {SYMBOL_QUIET_S // 60} min"
+                     if by == ["N3"] else "its links are up again" + (
+                         " and free of symbol errors" if symbols else ""))
+            done = (f"repaired at {_utc(held)}" if held else quiet) + (
                 f", failed for the hour by {' and '.join(by)}")
             # Symbol errors that stopped still mark a marginal cable: clean or replace it.
             check = "clean or replace the cable" if symbols else "check the link"
@@ -927,8 +948,7 @@ def recommended_action(st: NodeState) -> str:
             return f"drain (requeue its jobs from their checkpoint), then {step}"
         # An idle node: "requeue its jobs" sent the on-call looking for jobs that are not there.
         return f"drain (no job on it), then {step}"
-    if "F1" in rules and v == "degraded" and not any(
-            f.severity is not Severity.INFO for f in own_findings(st)):
+    if "F1" in rules and v == "degraded" and not own_findings(st):
         # Only when the switch explains all of it: an XID 94 of a node behind a recovered
         # switch read "none on the node" (an SRE drill); its own finding's advice follows.
         if st.behind_recovered:

@@ -262,6 +262,8 @@ class ReadReport:
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
     truncated: bool = False
+    unreadable_rest: bool = False
+    """The file's compressed data is corrupt: nothing after the damage could be read."""
     gaps: int = 0
 
     def problem(self, text: str) -> None:
@@ -296,8 +298,9 @@ def damage_text(report: ReadReport) -> str:
     damage = [p for p in report.problems if not is_gap_note(p)]
     first = f"; first: {damage[0]}" if damage else ""
     cut = " (it is truncated)" if report.truncated else ""
-    return (f"skipped {report.skipped} damaged part(s) of the recording{cut} and replayed the "
-            f"rest{first}.")
+    rest = ("replayed what came before the corrupt part; nothing after it could be read"
+            if report.unreadable_rest else "replayed the rest")
+    return f"skipped {report.skipped} damaged part(s) of the recording{cut} and {rest}{first}."
 
 
 def is_gap_note(text: str) -> bool:
@@ -791,8 +794,9 @@ class RecordingReader:
                     except (OSError, zlib.error) as err:
                         # Bytes changed in the middle (a bad CRC, an invalid block): damage,
                         # not a recording cut short (a newcomer's run read "truncated").
+                        rep.unreadable_rest = True
                         rep.problem(f"{self.path}: compressed data is corrupt after {at()} "
-                                    f"({err}); the rest of the file cannot be read")
+                                    f"({err})")
                         return
                     if not chunk:
                         eof = True

@@ -1335,7 +1335,8 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
                         log=session.log.lines())
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
     out["replay"] = {"start": run.start, "end": run.end, "skipped_lines": rep.skipped,
-                     "truncated": rep.truncated, "problems": rep.problems,
+                     "truncated": rep.truncated, "unreadable_rest": rep.unreadable_rest,
+                     "problems": rep.problems,
                      "tick_s": tick_s, "ticks": session.counters.ticks,
                      "decoded": run.feed.decoded, "superseded": run.feed.superseded,
                      "applied": session.state.applied,

@@ -576,7 +576,9 @@ def top_problems(state: FleetState, limit: int = 10,
                                                         -len(s.all_findings), s.node_id))
     out = []
     for st in worst:
-        if recovered and (st.verdict is not Verdict.FAILED
+        # After the failed (and offline) nodes no one has acted on: OFFLINE sorts above
+        # FAILED, so a test of FAILED alone put the switch first (a review).
+        if recovered and (VERDICT_ORDER[st.verdict] < VERDICT_ORDER[Verdict.FAILED]
                           or st.drain.state is not DrainState.NONE):
             out += recovered
             recovered = []

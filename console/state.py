@@ -452,10 +452,12 @@ class NodeState:
         switch: a switch failure must not make every node behind it a drain candidate."""
         if not self.behind_switch:
             return self.findings
-        own = [f for f in self.findings if not self.switch_owns(f)]
+        own = [f for f in self.findings if not self.switch_owns(f)
+               and f.severity is not Severity.INFO]
         # "Do not drain" holds only for what the switch explains: a GPU fault on a node behind
-        # a failing switch is still a reason to drain it.
-        faulty = any(f.severity is Severity.DRAIN for f in own)
+        # a failing switch is still a reason to drain it, and a warning of its own has its own
+        # advice (recommended_action), which "do not drain" contradicted (a review).
+        faulty = bool(own)
         # A switch up again: the node's link errors of the last hour were the switch's (a UX
         # audit read "check the switch" an hour after it came back).
         recovered = self.behind_recovered
@@ -464,7 +466,10 @@ class NodeState:
         # Name the ports: a node with a fault of its own on another port read "its IB port
         # findings are the switch's" next to its own flapping link (an operator's walkthrough).
         ports = ", ".join(sorted(self.behind_ports))
-        tail = f"the findings of {ports} are the switch's" if faulty else (
+        # Of a port whose symbol errors are its own, only the link faults (switch_owns).
+        what_of = ("the link faults" if self.behind_ports <= self.behind_link_only
+                   else "the findings")
+        tail = f"{what_of} of {ports} are the switch's" if faulty else (
             "its link errors were the switch's, nothing to do on the node" if recovered
             else "check the switch, do not drain")
         switch = Finding("F1", Severity.WARN, "", f"{what}: {tail}")
@@ -475,7 +480,7 @@ class NodeState:
             else:
                 out.append(f)
         if faulty:
-            out.append(switch)  # its own fault first: that is what the on-call acts on
+            out.append(switch)  # its own finding first: that is what the on-call acts on
         return out
 
     @property

@@ -29,19 +29,21 @@ def demo_dir(now: float | None = None) -> Path:
     ``-2``, ``-3`` … suffix when two demos start in the same second)."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(time.time() if now is None else now))
     base = state_base()
-    for n in range(1, 1000):
-        path = base / (f"demo-{stamp}" if n == 1 else f"demo-{stamp}-{n}")
-        try:
-            base.mkdir(parents=True, exist_ok=True)
-            path.mkdir()
-        except FileExistsError:
-            continue
-        except OSError as err:
-            # XDG_STATE_HOME under a file, or read-only: a traceback before (a newcomer's run).
-            raise UserError(f"cannot make the demo's folder {path}: "
-                            f"{(err.strerror or str(err)).lower()} (set XDG_STATE_HOME to a "
-                            "writable folder).") from None
-        return path
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for n in range(1, 1000):
+            path = base / (f"demo-{stamp}" if n == 1 else f"demo-{stamp}-{n}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path
+    except OSError as err:
+        # XDG_STATE_HOME under a file, a file in its place, or read-only: a traceback before
+        # (a newcomer's run).
+        raise UserError(f"cannot make the demo's folder under {base}: "
+                        f"{(err.strerror or str(err)).lower()} (set XDG_STATE_HOME to a "
+                        "writable folder).") from None
     raise RuntimeError(f"cannot make a demo directory under {base}")
 
 

@@ -89,7 +89,7 @@ def run_replay(args: Any) -> int:
 
         sent, report = asyncio.run(replay_to_broker(path, url, args.speed, progress))
         print(f"replayed {sent} messages into {url}", file=sys.stderr)
-        return tell_damage(report.skipped, report.truncated, report.problems)
+        return tell_damage(report)
     if args.headless:
         until = args.until
         # Measured in the file read, or with --until in recorded time (the file is not read
@@ -107,7 +107,9 @@ def run_replay(args: Any) -> int:
             out = replay_headless(path, args.until, tick_s=args.tick or 0.5,
                                   progress=read_so_far)
         rep = out["replay"]
-        status = tell_damage(rep["skipped_lines"], rep["truncated"], rep["problems"])
+        status = tell_damage(ReadReport(skipped=rep["skipped_lines"], problems=rep["problems"],
+                                        truncated=rep["truncated"],
+                                        unreadable_rest=rep["unreadable_rest"]))
         if args.summary_json:
             print(json.dumps(out, indent=2))
         else:
@@ -125,15 +127,15 @@ def run_replay(args: Any) -> int:
     return run_replay_console(path, speed=args.speed)
 
 
-def tell_damage(skipped: int, truncated: bool, problems: list[str]) -> int:
+def tell_damage(report: ReadReport) -> int:
     """One sentence on stderr for gaps, one for damage; the exit status: 1 when damage was
     skipped (what could be read was replayed all the same), else 0 (docs/recording.md)."""
-    gaps = [p[len(GAP_NOTE):] for p in problems if is_gap_note(p)]
+    gaps = [p[len(GAP_NOTE):] for p in report.problems if is_gap_note(p)]
     if gaps:
         more = "+" if len(gaps) >= MAX_NOTES else ""
         print(f"fleetdeck replay: the recording has {len(gaps)}{more} gap(s) where the recorder "
               f"had lost the broker; first: {gaps[0]}.", file=sys.stderr)
-    text = damage_text(ReadReport(skipped=skipped, problems=problems, truncated=truncated))
+    text = damage_text(report)
     if not text:
         return 0
     print(f"fleetdeck replay: {text}", file=sys.stderr)

@@ -27,6 +27,10 @@ MAX_ADVANCE_S = 5.0
 suspended terminal) goes on from where it was rather than jumping over what it did not show."""
 
 
+DAMAGE_NOTICE_S = 15.0
+"""The replay console says new damage at most this often (``ReplayApp._tell_damage``)."""
+
+
 class ReplayApp(FleetdeckApp):
     BINDINGS = [
         *FleetdeckApp.BINDINGS,
@@ -58,6 +62,7 @@ class ReplayApp(FleetdeckApp):
 
     _advanced_at: float | None = None
     _damage_told = 0
+    _damage_said_at = -math.inf
     """Damaged parts of the recording already said (``_tell_damage``)."""
 
     def on_mount(self) -> None:
@@ -158,8 +163,11 @@ class ReplayApp(FleetdeckApp):
         replay said so on stderr). Again when more is skipped; on exit on stderr too
         (``damage_on_exit``)."""
         report = self.player.reader.report
-        if report.skipped > self._damage_told:
-            self._damage_told = report.skipped
+        now = time.monotonic()
+        # At most one notice per DAMAGE_NOTICE_S (the header counts on): a badly damaged
+        # file raised one every tick (a review).
+        if report.skipped > self._damage_told and now - self._damage_said_at >= DAMAGE_NOTICE_S:
+            self._damage_told, self._damage_said_at = report.skipped, now
             self.notify(esc(damage_text(report)), severity="warning", timeout=15)
 
     def damage_on_exit(self) -> str:

@@ -416,7 +416,7 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     action = recommended_action(st)
     assert "check the link, then resume it" in action and "repair" not in action.split(":")[1]
     radius = blast_radius(state, CommandOp.RESUME, ["gpu0001"], node.now)
-    assert any("failed only by the hour of its port errors" in n for n in radius.notes), \
+    assert any("failed only by the hour of their port errors" in n for n in radius.notes), \
         radius.notes
     assert not any("repair first" in n for n in radius.notes), radius.notes
 
@@ -778,6 +778,23 @@ def test_symbol_errors_that_stopped_hold_the_node_but_not_its_job(trickle):
     if trickle:
         assert action.startswith("drain (no job on it), then clean or replace"), action
     else:
-        assert action.startswith("its links are up again and free of symbol errors, failed "
-                                 "for the hour by N3: drain it (finish), clean or replace the "
+        assert action.startswith("its port has had no symbol error for 5 min, failed for "
+                                 "the hour by N3: drain it (finish), clean or replace the "
                                  "cable, then resume it"), action
+
+
+def test_a_switch_with_ports_down_and_one_erroring_is_suspect_by_all_three():
+    """Two nodes' ports down and a third node's erroring on the same rail: suspect by the
+    three, as before symbol errors could be a node's own behind a switch (a review)."""
+    from msgspec.structs import replace
+
+    def storm(tel):
+        return replace(tel, ib_ports=[replace(p, symbol_error=int(tel.ts // 1000) % 10**6 * 500)
+                                      if p.dev == "mlx5_ib2" else p for p in tel.ib_ports])
+
+    down = port_down("mlx5_ib2")
+    session = session_with({"gpu0001": down, "gpu0002": down, "gpu0003": storm})
+    assert "N3" in session.state.nodes["gpu0003"].reasons
+    (sw,) = suspect_switches(session.state)
+    assert sw.switch == "leaf00-r2" and sw.nodes == ["gpu0001", "gpu0002", "gpu0003"]
+    assert not sw.link_only

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
-from textual.widgets._footer import FooterKey
+from textual.widgets._footer import FooterKey  # private: textual is pinned (pyproject.toml)
 
 from fleetdeck.console.state import NodeState
 

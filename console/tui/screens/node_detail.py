@@ -144,8 +144,7 @@ class NodeDetailScreen(FleetView):
                 # the operator decides, did not (a 3 a.m. drive).
                 gpus = len(job.nodes) * job.gpus_per_node
                 t.append(f"  straggler of job {job.job_id}", "bold yellow")
-                t.append(f", every step of its {gpus} GPUs waits for it: rank {slow.rank} "
-                         f"+{slow.slower_pct:.0f}%, {slow.cause}")
+                t.append(f", every step of its {gpus} GPUs waits for it: {slow.text}")
         reason = drain_reason(st.drain)
         if reason:
             t.append(f"\n{st.drain.state.value.upper()} ", "bold yellow")
