@@ -56,12 +56,18 @@ def test_an_address_it_cannot_listen_on_is_one_sentence_with_port_0(argv, words)
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-def test_a_demo_without_a_writable_state_folder_is_one_sentence(tmp_path):
+@pytest.mark.parametrize("where", ["under-a-file", "a-file-in-its-place"])
+def test_a_demo_without_a_writable_state_folder_is_one_sentence(tmp_path, where):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
+    state = blocker / "x"
+    if where == "a-file-in-its-place":  # $XDG_STATE_HOME/fleetdeck is a file
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "fleetdeck").write_text("not a folder")
     res = subprocess.run(fleetdeck_cmd("demo", "--nodes", "4"), capture_output=True, text=True,
                          timeout=60, cwd=REPO, check=False,
-                         env={**os.environ, "XDG_STATE_HOME": str(blocker / "x")})
+                         env={**os.environ, "XDG_STATE_HOME": str(state)})
     assert res.returncode == 2, res.stderr
     assert "cannot make the demo's folder" in res.stderr and "Traceback" not in res.stderr
 

@@ -211,6 +211,13 @@ def test_a_recovered_switch_comes_after_the_failed_nodes_in_top_problems(tmp_pat
     order = [(p.node, p.verdict.value) for p in problems]
     assert order[0] == ("gpu0002", "failed"), order
     assert order.index((SWITCH, "degraded")) == 1, order
+    # An offline node (it sorts above the failed ones) put it first again (a review).
+    from fleetdeck.console.health import Verdict
+
+    state.nodes["gpu0003"].verdict = Verdict.OFFLINE
+    state.not_ok.add("gpu0003")
+    order = [(p.node, p.verdict.value) for p in top_problems(state)[0]]
+    assert order[:3] == [("gpu0003", "offline"), ("gpu0002", "failed"), (SWITCH, "degraded")]
 
 
 def test_the_drain_dialog_says_a_recovered_switch_recovered(recording):
