@@ -369,11 +369,9 @@ def test_a_silent_node_s_last_sample_makes_no_new_suspect_switch():
         "gpu0001": "failed", "gpu0002": "failed"}
 
 
-def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume():
-    # N2 holds a node failed for the hour after link_downed moved. Once its links are up
-    # (repaired), "drain (no job on it), then repair" sent the on-call to repair it again.
-    from fleetdeck.agents.source import EventDraft
-    from fleetdeck.console.judgements import recommended_action
+def one_node(each_second=None):
+    """A FakeNode heard by a FleetState: (node, ingest, state, run), ``run(seconds)`` feeding a
+    sample a second and judging; ``each_second(s, node)`` before each sample."""
     from fleetdeck.console.state import FleetState
     from fleetdeck.protocol.topics import Kind
     from tests.helpers import FakeNode
@@ -385,11 +383,24 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     node.feed(ingest, node.status(), Kind.STATUS)
 
     def run(seconds: int) -> None:
-        for _ in range(seconds):
+        for s in range(seconds):
+            if each_second is not None:
+                each_second(s, node)
             node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
             state.apply(ingest.take_batch(), node.now)
             state.judge_fleet(node.now)
 
+    return node, ingest, state, run
+
+
+def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume():
+    # N2 holds a node failed for the hour after link_downed moved. Once its links are up
+    # (repaired), "drain (no job on it), then repair" sent the on-call to repair it again.
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.topics import Kind
+
+    node, ingest, state, run = one_node()
     run(3)
     node.sim.ports[3].bump("link_downed", 1)  # a flap: down and straight back up
     run(3)
@@ -748,24 +759,10 @@ def test_symbol_errors_that_stopped_hold_the_node_but_not_its_job(trickle):
     speed. Quiet for SYMBOL_QUIET_S, it says drain it (finish) and fix the cable; a trickle
     that keeps N3 above 120/h never reads quiet."""
     from fleetdeck.console.judgements import SYMBOL_QUIET_S, recommended_action
-    from fleetdeck.console.state import FleetState
-    from fleetdeck.protocol.topics import Kind
-    from tests.helpers import FakeNode
 
-    node = FakeNode(t0=1_800_000_000.0)
-    ingest = Ingest(node.cluster)
-    state = FleetState(node.cluster, ingest.malformed)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
-    node.feed(ingest, node.status(), Kind.STATUS)
-
-    def run(seconds: int) -> None:
-        for s in range(seconds):
-            if trickle and s % 20 == 0:
-                node.sim.ports[3].bump("symbol_error", 1)
-            node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
-            state.apply(ingest.take_batch(), node.now)
-            state.judge_fleet(node.now)
-
+    node, _ingest, state, run = one_node(
+        (lambda s, n: n.sim.ports[3].bump("symbol_error", 1) if s % 20 == 0 else None)
+        if trickle else None)
     run(3)
     node.sim.ports[3].bump("symbol_error", 500)
     run(3)

@@ -284,11 +284,9 @@ async def restarted(path, node: FakeNode) -> tuple[Ingest, FleetState]:
     return ingest, fresh
 
 
-async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
-    # A collector restart empties its rules' minute windows: a GPU still replaying PCIe
-    # packets at 120/min reads ok until 31 replays are counted again. The store must not get
-    # 'degraded -> ok' and 'ok -> degraded' 16 s later for a fault that never went away.
-    path = tmp_path / "s.db"
+async def replaying_pcie(path) -> tuple[FakeNode, FleetState]:
+    """A collector on ``path`` that heard a node's GPU replay PCIe packets at 120/min for
+    40 s (degraded, G11), then closed its store."""
     node = FakeNode(t0=1_800_000_000.0)
     node.sim.gpus[0].pcie_replay_per_min = 120.0
     ingest, state, store = await heard(path, node)
@@ -298,6 +296,15 @@ async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
         state.apply(batch, node.now)
         await store.write_tick(batch, state.take_transitions())
     await store.close()
+    return node, state
+
+
+async def test_a_restored_fault_still_there_writes_no_false_recovery(tmp_path):
+    # A collector restart empties its rules' minute windows: a GPU still replaying PCIe
+    # packets at 120/min reads ok until 31 replays are counted again. The store must not get
+    # 'degraded -> ok' and 'ok -> degraded' 16 s later for a fault that never went away.
+    path = tmp_path / "s.db"
+    node, state = await replaying_pcie(path)
     assert state.nodes["gpu0001"].verdict_shown == "degraded"
 
     ingest, fresh = await restarted(path, node)
@@ -416,15 +423,7 @@ async def test_a_restored_fault_keeps_the_time_it_began(tmp_path):
     # first sample, then degraded again: its verdict read as changed at this console's start,
     # and an incident hours old said AGE 8s (an SRE drill).
     path = tmp_path / "s.db"
-    node = FakeNode(t0=1_800_000_000.0)
-    node.sim.gpus[0].pcie_replay_per_min = 120.0
-    ingest, state, store = await heard(path, node)
-    for _ in range(40):
-        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
-        batch = ingest.take_batch()
-        state.apply(batch, node.now)
-        await store.write_tick(batch, state.take_transitions())
-    await store.close()
+    node, state = await replaying_pcie(path)
     began = state.nodes["gpu0001"].changed_at
     assert state.nodes["gpu0001"].verdict_shown == "degraded" and began < node.now - 5
 

@@ -31,6 +31,16 @@ def switch_scenario(name: str, *outages: tuple[str, int, str]) -> str:
     return f'name = "{name}"\n[fleet]\nnodes = 16\nnodes_per_leaf = 8\n{faults}'
 
 
+def recorded(where: Path, name: str, scenario: str, duration: str = "2m") -> Path:
+    """``scenario`` run in virtual time (``fleetdeck sim --out``) into ``where/name.jsonl.gz``."""
+    path = where / f"{name}.toml"
+    path.write_text(scenario)
+    out = where / f"{name}.jsonl.gz"
+    res = run_cli("sim", "--scenario", str(path), "--out", str(out), "--duration", duration)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
 SCENARIO = switch_scenario("switch_back", ("20s", 5, "30s"))
 """leaf02's rail-5 switch dies at 20 s and comes back 30 s later."""
 SWITCH = "leaf02-r5"
@@ -41,13 +51,7 @@ DURING, AFTER = 35.0, 58.0
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A recording in virtual time (``fleetdeck sim --out``): ~40 KB, made in a second."""
-    where = tmp_path_factory.mktemp("switch_back")
-    scenario = where / "switch_back.toml"
-    scenario.write_text(SCENARIO)
-    out = where / "switch_back.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
-    assert res.returncode == 0, res.stderr
-    return out
+    return recorded(tmp_path_factory.mktemp("switch_back"), "switch_back", SCENARIO)
 
 
 def test_a_switch_whose_ports_came_back_is_judged_recovered(recording):
@@ -164,11 +168,7 @@ def test_a_switch_that_died_twice_in_the_hour_reads_recovered_once_back(tmp_path
     """Its ports went down twice in the hour: they read flapping (their agents' hour), and
     the switch stayed "suspect: 8 ports (8 flapping)" for the hour, a job stepping at full
     speed held up by "F1 behind suspect switch" (a review)."""
-    scenario = tmp_path / "twice.toml"
-    scenario.write_text(TWICE)
-    out = tmp_path / "twice.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "4m")
-    assert res.returncode == 0, res.stderr
+    out = recorded(tmp_path, "twice", TWICE, "4m")
     state = run_headless(out, until=110.0).session.state
     (sw,) = suspect_switches(state)
     assert not sw.recovered  # down again
@@ -182,11 +182,8 @@ def test_a_node_behind_a_recovered_and_a_failing_switch_names_the_failing_one(tm
     """leaf02-r6 died and came back, then leaf02-r1 died: its nodes read "behind suspect
     switch leaf02-r[1,6]" (and `drain --dry-run` too) while the incidents said r6 recovered
     (an SRE drill): they name the switch that fails now."""
-    scenario = tmp_path / "two.toml"
-    scenario.write_text(switch_scenario("two_rails", ("20s", 6, "20s"), ("70s", 1, "")))
-    out = tmp_path / "two.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
-    assert res.returncode == 0, res.stderr
+    out = recorded(tmp_path, "two", switch_scenario("two_rails", ("20s", 6, "20s"),
+                                                     ("70s", 1, "")))
     state = run_headless(out, until=100.0).session.state
     behind = [st for st in state.nodes.values() if st.behind_switch]
     assert len(behind) == 8
@@ -200,12 +197,9 @@ def test_a_recovered_switch_comes_after_the_failed_nodes_in_top_problems(tmp_pat
     above a node whose GPU fell off the bus (a 3 a.m. drive)."""
     from fleetdeck.console.rows import top_problems
 
-    scenario = tmp_path / "back_and_xid.toml"
-    scenario.write_text(switch_scenario("back_and_xid", ("20s", 5, "30s"))
-                        + '[[fault]]\nat = "40s"\nfault = "xid79"\nnode = "gpu0002"\n')
-    out = tmp_path / "back_and_xid.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
-    assert res.returncode == 0, res.stderr
+    scenario = switch_scenario("back_and_xid", ("20s", 5, "30s")) + (
+        '[[fault]]\nat = "40s"\nfault = "xid79"\nnode = "gpu0002"\n')
+    out = recorded(tmp_path, "back_and_xid", scenario)
     state = run_headless(out, until=AFTER).session.state
     problems, _nodes = top_problems(state)
     order = [(p.node, p.verdict.value) for p in problems]
@@ -240,13 +234,10 @@ def test_a_nodes_own_symbol_errors_stay_its_own_behind_a_switch_that_dropped(tmp
     handed to the switch with them: the node read degraded "(switch)", and the switch stayed
     "suspect: 16 erroring" for the hour after it came back (an SRE drill). The storm is the
     node's own (failed, N3); the switch reads recovered."""
-    scenario = tmp_path / "storm_then_switch.toml"
-    scenario.write_text(switch_scenario("storm_then_switch", ("20s", 5, "30s"))
-                        + '[[fault]]\nat = "5s"\nfault = "symbol_storm"\nnode = "gpu0010"\n'
-                          'port = 5\nduration = "10s"\n')
-    out = tmp_path / "storm_then_switch.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
-    assert res.returncode == 0, res.stderr
+    scenario = switch_scenario("storm_then_switch", ("20s", 5, "30s")) + (
+        '[[fault]]\nat = "5s"\nfault = "symbol_storm"\nnode = "gpu0010"\n'
+        'port = 5\nduration = "10s"\n')
+    out = recorded(tmp_path, "storm_then_switch", scenario)
     for at in (DURING, AFTER):
         state = run_headless(out, until=at).session.state
         (sw,) = [s for s in suspect_switches(state) if s.switch == SWITCH]
@@ -265,13 +256,10 @@ def test_behind_a_recovered_switch_a_nodes_own_fault_gets_its_own_advice_and_cau
     (an SRE drill)."""
     from fleetdeck.console.interruptions import node_cause
 
-    scenario = tmp_path / "back_then_xid94.toml"
-    scenario.write_text(switch_scenario("back_then_xid94", ("20s", 5, "30s"))
-                        + '[[fault]]\nat = "54s"\nfault = "xid"\nnode = "gpu0010"\ngpu = 2\n'
-                          'code = 94\n')
-    out = tmp_path / "back_then_xid94.jsonl.gz"
-    res = run_cli("sim", "--scenario", str(scenario), "--out", str(out), "--duration", "2m")
-    assert res.returncode == 0, res.stderr
+    scenario = switch_scenario("back_then_xid94", ("20s", 5, "30s")) + (
+        '[[fault]]\nat = "54s"\nfault = "xid"\nnode = "gpu0010"\ngpu = 2\n'
+        'code = 94\n')
+    out = recorded(tmp_path, "back_then_xid94", scenario)
     state = run_headless(out, until=AFTER + 2).session.state
     node, other = state.nodes["gpu0010"], state.nodes["gpu0011"]
     assert node.behind_recovered and node.verdict.value == "degraded"
