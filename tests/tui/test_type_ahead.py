@@ -142,30 +142,25 @@ async def test_a_reason_typed_straight_after_r_reaches_the_dialog(world: World) 
     """``r`` and the reason in one motion: ``r`` ran only once it had gone round the table,
     and the reason's keys went to the table (a 3 a.m. drive): the box stayed empty. It is the
     same for the drain of the nodes view and of a node's detail, and a job's restart."""
+    async def reason_reaches(pilot, reason: str, form: type) -> None:
+        burst(world.app, "r" + reason)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, form)
+                          and world.app.screen.query_one("#reason", Input).value == reason,
+                          f"'{reason}' in the {form.__name__}")
+        await pilot.press("escape")
+        await pilot.pause()
+
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
         await pilot.pause()
         await pilot.press("2")
         await pilot.pause()
-        burst(world.app, "rflapping ib3 OPS-102")
-        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen)
-                          and world.app.screen.query_one("#reason", Input).value
-                          == "flapping ib3 OPS-102", "the reason in the drain form")
-        await pilot.press("escape")
-        await pilot.pause()
+        await reason_reaches(pilot, "flapping ib3 OPS-102", DrainScreen)
         world.app.open_node("gpu0003")
         await pilot_until(pilot, lambda: isinstance(world.app.screen, NodeDetailScreen),
                           "the node's detail")
-        burst(world.app, "rbad DIMM")
-        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen)
-                          and world.app.screen.query_one("#reason", Input).value
-                          == "bad DIMM", "the reason in the detail's drain form")
-        await pilot.press("escape")
-        await pilot.pause()
+        await reason_reaches(pilot, "bad DIMM", DrainScreen)
         await pilot.press("3")
         await pilot.pause()
-        burst(world.app, "rhung OPS-7")
-        await pilot_until(pilot, lambda: isinstance(world.app.screen, RestartScreen)
-                          and world.app.screen.query_one("#reason", Input).value
-                          == "hung OPS-7", "the reason in the restart form")
+        await reason_reaches(pilot, "hung OPS-7", RestartScreen)
         assert not world.published  # typed, not sent: Enter was not pressed
