@@ -132,13 +132,13 @@ class NodeDetailScreen(FleetView):
             t.append(f"\n{b.sku or '?'}  driver {b.driver_version or '?'}  "
                      f"CUDA {b.cuda_version or '?'}  agent {b.agent_version} ({b.source})  "
                      f"rack {topo.rack or '-'} leaf {topo.leaf or '-'}")
-        jobs = ", ".join(j.job_id for j in self.fleet.state.jobs.values()
-                         if self.node_id in j.nodes and j.state.value in ("R", "CG"))
-        if not jobs:
-            jobs = own_job(st, self.fleet.state) or ""
+        state = self.fleet.state
+        running = [j for j in state.jobs.values()
+                   if j.state.value in ("R", "CG") and self.node_id in j.nodes]
+        jobs = ", ".join(j.job_id for j in running) or own_job(st, state) or ""
         t.append(f"\njobs: {jobs or 'none'}")
-        for job in self.fleet.state.jobs.values():
-            slow = straggler(job, self.fleet.state) if self.node_id in job.nodes else None
+        for job in running:
+            slow = straggler(job, state)
             if slow is not None and slow.node == self.node_id:
                 # The overview and the jobs view named the straggler; its own detail, where
                 # the operator decides, did not (a 3 a.m. drive).
