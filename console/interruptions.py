@@ -17,6 +17,7 @@ from fleetdeck.console.judgements import (
     held_only_since,
     hung_when_it_ended,
     job_reason,
+    reason_words,
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
@@ -27,7 +28,6 @@ INTERRUPTION = "interruption"
 """The kind of an interruption's line in the timeline and in ``fleetdeck events``."""
 _ECC_XIDS = frozenset({48, 63, 64, 94, 95})
 _XID = re.compile(r"XID (\d+)")
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ECC_RULES = frozenset({"G4", "G5", "G6", "G7", "G8"})
 
 
@@ -316,7 +316,7 @@ class InterruptionTracker:
         # cause wins over a leftover finding elsewhere in the run (a 24 h carrier-loss flag
         # on another node blamed XID 79 crashes on the network). Until its own cause shows,
         # wait; only at the end fall back to the run's other nodes.
-        words = {w.rstrip("._-") for w in _WORD.findall(job.reason)}
+        words = reason_words(job.reason)
         # "restart by root@gpu0011" names who restarted it, not where a rank died.
         named = [] if by_cause else [n for n in p.nodes if n in words]
         for node in named:

@@ -782,11 +782,17 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
     # The node the scheduler's reason names first: it is what stopped the job ("gpu0011 not
     # responding"), where a node with an older fault sorted first by verdict or name (an SRE
     # drill named a stale N3 and a dead agent before the node that stopped the job).
-    named = set(_WORDS.findall(job.reason)) if job.reason else set()
+    named = reason_words(job.reason)
     return [s for _, _, s in sorted(out, key=lambda x: (x[1] not in named, x[0], x[1]))]
 
 
 _WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def reason_words(reason: str) -> set[str]:
+    """The words of a scheduler's reason, node names among them ("rank 8 on gpu0011." gives
+    "gpu0011"): which nodes it names."""
+    return {w.rstrip("._-") for w in _WORDS.findall(reason)}
 
 
 _XID_STEPS = {
