@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from fleetdeck import __version__
 from fleetdeck.console.audit import os_user
@@ -120,6 +120,38 @@ def _clusters(value: str) -> list[str]:
 _clusters.__name__ = "cluster"
 
 
+T = TypeVar("T")
+
+
+class _FromEnv(str):
+    """A default read from an environment variable (``name``): its error names the variable,
+    where "argument --cluster: …" was said of a flag nobody gave (a newcomer's run)."""
+
+    name = ""
+
+
+def _env_default(name: str, fallback: str) -> str:
+    value = os.environ.get(name)
+    if value is None:
+        return fallback
+    default = _FromEnv(value)
+    default.name = name
+    return default
+
+
+def _naming_env(check: Callable[[str], T]) -> Callable[[str], T]:
+    def checked(value: str) -> T:
+        try:
+            return check(value)
+        except argparse.ArgumentTypeError as err:
+            if isinstance(value, _FromEnv):
+                raise argparse.ArgumentTypeError(f"{err} (from ${value.name})") from None
+            raise
+
+    checked.__name__ = check.__name__
+    return checked
+
+
 def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
     """``several``: ``--cluster a,b`` names several clusters (console contexts, status)."""
     p.add_argument(
@@ -137,8 +169,8 @@ def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
                    "signed commands; default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument(
         "--cluster",
-        type=_clusters if several else _id("cluster"),
-        default=os.environ.get(CLUSTER_ENV, DEFAULT_CLUSTER),
+        type=_naming_env(_clusters if several else _id("cluster")),
+        default=_env_default(CLUSTER_ENV, DEFAULT_CLUSTER),
         help=(f"cluster name, the topic root's second level (default: ${CLUSTER_ENV} or "
               f"'{DEFAULT_CLUSTER}')"
               + ("; several as a,b (one context each, the first shown first)" if several

@@ -117,3 +117,16 @@ def test_record_takes_a_span_as_sim_does():
     res = run_cli("record", "--out", "/tmp/never.jsonl.gz", "--duration", "1m", "--broker",
                   "mqtt://127.0.0.1:1", timeout=20)
     assert res.returncode == 2 and "cannot reach the MQTT broker" in res.stderr, res.stderr
+
+
+def test_a_bad_cluster_from_the_environment_names_the_variable(monkeypatch, capsys):
+    """"argument --cluster: …" was said of a flag nobody gave (a newcomer's run)."""
+    from fleetdeck.cli import main
+
+    monkeypatch.setenv("FLEETDECK_CLUSTER", "b a d")
+    with pytest.raises(SystemExit) as ended:
+        main(["status"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert "cluster 'b a d'" in err and "(from $FLEETDECK_CLUSTER)" in err
+    assert err.count("\n") == 1
