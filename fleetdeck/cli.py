@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from fleetdeck import __version__
 from fleetdeck.console.audit import os_user
 from fleetdeck.errors import UserError
+from fleetdeck.paths import given_file
 from fleetdeck.protocol.ids import InvalidId, validate_id
 
 if TYPE_CHECKING:
@@ -800,21 +801,22 @@ def cmd_console(args: argparse.Namespace) -> int:
     if args.db and len(clusters) > 1:
         raise UserError("--db names one store, but --cluster names several clusters: each "
                         "keeps its own default store (drop --db, or --no-store)")
-    stores = {name: None if args.no_store else (Path(args.db) if args.db
-                                                else default_db_path(name))
+    db = given_file(args.db, "--db") if args.db and not args.no_store else None
+    stores = {name: None if args.no_store else (db or default_db_path(name))
               for name in clusters}
+    audit_log = given_file(args.audit_log, "--audit-log") if args.audit_log else None
     if not args.read_only:
         from fleetdeck.console.audit import AuditLog
 
         # Checked before the screen opens, as the one-shot commands check it: a console whose
         # log cannot be written drained and resumed with nothing recorded (a newcomer's run).
-        problem = AuditLog(Path(args.audit_log) if args.audit_log else None).check()
+        problem = AuditLog(audit_log).check()
         if problem:
             raise UserError(f"{problem}: the console would send commands unrecorded (give a "
                             "writable --audit-log, or --read-only to only watch)")
     return run_console(
         _url(args), clusters, tick_s=args.tick, read_only=args.read_only,
-        operator=args.operator, audit_path=args.audit_log, command_key=_command_key(args),
+        operator=args.operator, audit_path=audit_log, command_key=_command_key(args),
         stores=stores, digests=args.digests,
     )
 
@@ -863,7 +865,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.collect import run_collect
 
-    db = _db_path(args)
+    db = given_file(args.db, "--db") if args.db else _db_path(args)
     if args.shard is not None and not args.db:
         from fleetdeck.console.shard import parse_shard
 

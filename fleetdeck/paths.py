@@ -15,3 +15,17 @@ def recordings_dir() -> Path:
     """Where the console's ``R`` writes recordings unless told otherwise (never the current
     directory: a console started from a repository would litter it)."""
     return state_base() / "recordings"
+
+
+def given_file(path: str, flag: str) -> Path:
+    """A file the user named (``--db``, ``--audit-log``) to be written: its folder must exist.
+    A default path's folders are made (``state_base``); a typed one's were too, and
+    ``--db /nonexistent/dir/x.db`` made ``/nonexistent/dir`` at the root (a newcomer's run),
+    where ``record --out`` refused the same."""
+    from fleetdeck.errors import UserError
+
+    file = Path(path).expanduser()
+    if not file.parent.exists():
+        raise UserError(f"{flag} {path}: folder {file.parent} does not exist (create it, or "
+                        f"give {flag} a file in a folder that does).")
+    return file

@@ -130,3 +130,16 @@ def test_a_bad_cluster_from_the_environment_names_the_variable(monkeypatch, caps
     err = capsys.readouterr().err
     assert "cluster 'b a d'" in err and "(from $FLEETDECK_CLUSTER)" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["console", "--db", "{missing}/x.db"],
+                                  ["console", "--audit-log", "{missing}/a.jsonl"],
+                                  ["collect", "--db", "{missing}/x.db"],
+                                  ["resume", "gpu0001", "--audit-log", "{missing}/a.jsonl"]])
+def test_a_file_in_a_folder_that_does_not_exist_is_refused_not_made(tmp_path, argv):
+    """``console --db /nonexistent/dir/x.db`` made /nonexistent/dir at the root (a newcomer's
+    run), where ``record --out`` refused the same."""
+    missing = tmp_path / "no" / "such"
+    res = run_cli(*[a.format(missing=missing) for a in argv], "--broker", "mqtt://127.0.0.1:1")
+    _one_sentence(res, f"folder {missing} does not exist")
+    assert not missing.exists()

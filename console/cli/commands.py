@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO, TypeVar
 
 import aiomqtt
@@ -35,6 +34,7 @@ from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
+from fleetdeck.paths import given_file
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.transport import TransportError
 
@@ -347,7 +347,7 @@ def describe_op(req: Request) -> str:
 
 
 def _audit(path: str | None, *, check: bool = True) -> AuditSink:
-    audit = AuditLog(Path(path) if path else None)
+    audit = AuditLog(given_file(path, "--audit-log") if path else None)
     problem = audit.check() if check else ""
     if problem:
         raise UserError(f"{problem}; nothing was sent (give a writable --audit-log)")
