@@ -521,8 +521,9 @@ def own_job(st: NodeState, state: FleetState) -> str | None:
     """The job the node's own telemetry names, unless the scheduler's status of that job says
     it does not hold this node now: a dead node's last sample kept it "in job 4102" after the
     scheduler had requeued 4102 onto other nodes (an SRE drill). A job the scheduler has not
-    told of stays the node's word."""
-    jid = st.job_id
+    told of stays the node's word. A silent agent's node whose job still steps there is in that
+    job (``job_stepping``): its JOB read empty while its ranks ran on (an SRE drill)."""
+    jid = st.job_id or st.job_stepping or None
     if jid is None:
         return None
     job = state.jobs.get(jid)

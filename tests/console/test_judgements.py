@@ -177,6 +177,7 @@ def test_an_offline_agent_whose_job_keeps_stepping_is_not_a_dead_node():
     node = out["gpu0001"]
     assert node["verdict"] == "offline"
     assert node["job_still_stepping"] == "9"
+    assert node["job"] == "9"  # its JOB read empty while its ranks ran on (an SRE drill)
     assert "still stepping" in node["findings"][0] and "do not drain" in node["findings"][0]
     assert node["action"].startswith("restart the agent")
     (incident,) = [i for i in fleet_summary(session.state, clock())["incidents"]
