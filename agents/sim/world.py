@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fleetdeck.agents.sim.node import N_PORTS, SimNode
-from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, Scheduler
+from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, TERMINAL, Scheduler
 from fleetdeck.agents.sim.spec import NODE_LESS, Action, SpecError, xid_codes
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
 from fleetdeck.protocol.messages import DrainMode, DrainState, Severity
@@ -229,6 +229,11 @@ class SimWorld:
         if kind == "cancel":
             victim = self.scheduler.find(str(a.get("job")))
             assert victim is not None  # _targets checked it
+            if victim.state in TERMINAL:
+                # Said, as job_hang says a job that is not running: "injected" of a job that
+                # had ended already read as done (an SRE drill).
+                raise SpecError(f"job {victim.job_id} is {victim.state.value} already, not "
+                                "running or pending")
             self.scheduler.cancel(victim, t)
             return f"cancelled job {victim.job_id}"
         if kind == "job_hang":

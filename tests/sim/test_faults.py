@@ -273,3 +273,14 @@ def test_a_cooling_fault_throttles_on_a_node_that_waits_for_a_straggler():
     assert h.job("train").step_time_s > 1.3 * healthy_step_time(h)  # the straggler is there
     assert g.temp_c >= 87 and g.clock_event_reasons & 0x20, (g.temp_c, g.clock_event_reasons)
     assert "G12" in h.rules("gpu0003") and h.verdict("gpu0003") is Verdict.DEGRADED
+
+
+def test_cancelling_a_job_that_ended_is_said_not_done():
+    """``inject cancel job=4102`` of a job already cancelled printed "injected" (an SRE
+    drill); it is skipped with why, as a hang of a job that is not running is."""
+    h = Harness(nodes=2, actions=[job("a", nodes=1, steps=5), act("cancel", 3, job="4101"),
+                                  act("cancel", 5, job="4101")])
+    h.run(8)
+    texts = [text for _t, text in h.world.log]
+    assert "cancelled job 4101" in texts, texts
+    assert any(text.startswith("skipped") and "is CA already" in text for text in texts), texts
