@@ -437,7 +437,10 @@ class FleetdeckApp(App[int]):
         if self.session.recorder is not None:
             rec = self.session.stop_recording()
             if rec is not None:
-                self.notify(f"recorded {rec.messages} messages to {rec.path}", timeout=8)
+                # The name and its folder on lines of their own: a toast's width broke the
+                # whole path mid-word, awkward to copy (a 3 a.m. drive).
+                self.notify(f"recorded {rec.messages} messages to\n{rec.path.name}\n"
+                            f"in {rec.path.parent}", timeout=8)
             self.refresh_view()
             return
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
@@ -448,7 +451,7 @@ class FleetdeckApp(App[int]):
         except OSError as err:
             self.notify(f"cannot record to {path}: {err.strerror or err}", severity="error")
             return
-        self.notify(f"recording to {rec.path} (R stops)", timeout=5)
+        self.notify(f"recording to\n{rec.path.name}\nin {rec.path.parent} (R stops)", timeout=5)
         self.refresh_view()
 
     async def on_unmount(self) -> None:

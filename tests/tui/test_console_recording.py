@@ -11,6 +11,8 @@ async def test_record_toggle_in_the_console(mosquitto, tmp_path):
     app = FleetdeckApp(cluster="rec", url=mosquitto.url, audit_path=tmp_path / "audit.jsonl",
                        tick_s=0.2)
     app.record_dir = tmp_path
+    notes: list[str] = []
+    app.notify = lambda text, **_kw: notes.append(str(text))  # type: ignore[method-assign]
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             await eventually(lambda: "gpu0001" in app.state.nodes
@@ -28,6 +30,8 @@ async def test_record_toggle_in_the_console(mosquitto, tmp_path):
         stop_process(agent)
     files = list(tmp_path.glob("fleetdeck-rec-*.jsonl.gz"))
     assert len(files) == 1
+    # The file's name on a line of its own, whole (the path broke mid-word in the toast).
+    assert any(f"\n{files[0].name}\nin {tmp_path}" in n for n in notes), notes
     out = replay_headless(files[0])
     assert [n["id"] for n in out["nodes"]] == ["gpu0001"]
     node = out["nodes"][0]
