@@ -61,6 +61,24 @@ def _operator(value: str) -> str:
     return name
 
 
+def _between(lo: float, hi: float, what: str) -> Callable[[str], float]:
+    """A float within [lo, hi], one sentence for any other: "--speed 0" and "--speed 0.1"
+    were refused in two different sentences (a newcomer's run)."""
+    as_float = _positive(float, what)
+
+    def check(value: str) -> float:
+        try:
+            number = float(as_float(value))
+        except argparse.ArgumentTypeError:
+            number = math.nan
+        if not lo <= number <= hi:
+            raise argparse.ArgumentTypeError(f"{what} must be between {lo:g} and {hi:g}, "
+                                             f"not {value}")
+        return number
+
+    return check
+
+
 def _positive(kind: type[int] | type[float], what: str,
               most: float | None = None) -> Callable[[str], int | float]:
     def check(value: str) -> int | float:
@@ -525,7 +543,7 @@ def build_parser() -> Parser:
     p.add_argument("--summary-json", action="store_true",
                    help="with --headless: print the final state as JSON (status --json shape)")
     p.add_argument("--to-broker", metavar="URL", help="republish the recording into a broker")
-    p.add_argument("--speed", type=_positive(float, "--speed"), default=1.0,
+    p.add_argument("--speed", type=_between(0.5, 100, "--speed"), default=1.0,
                    help="replay speed, 0.5-100 (default 1)")
     return parser
 

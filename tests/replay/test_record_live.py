@@ -66,5 +66,7 @@ def test_replay_errors_are_one_sentence(tmp_path):
     res = run_cli("replay", str(tmp_path / "missing.jsonl"), "--headless")
     assert res.returncode != 0 and "does not exist" in res.stderr
     assert "Traceback" not in res.stderr
-    res = run_cli("replay", str(tmp_path / "x"), "--speed", "500", "--headless")
-    assert "--speed must be between 0.5 and 100" in res.stderr
+    # One sentence for every speed out of range, 0 included (it had a sentence of its own).
+    for speed in ("500", "0", "0.1"):
+        res = run_cli("replay", str(tmp_path / "x"), "--speed", speed, "--headless")
+        assert f"--speed must be between 0.5 and 100, not {speed}" in res.stderr
