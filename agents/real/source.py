@@ -50,8 +50,10 @@ def parse_kind(kind: str) -> tuple[str, ...]:
         raise ValueError("empty --source")
     unknown = [p for p in parts if p not in READERS]
     if unknown:
-        raise ValueError(f"unknown reader(s) {', '.join(unknown)}; choose from {', '.join(READERS)}"
-                         " joined by '+'")
+        # "sim" too: the README's agents run it, and it was left out of the choices (a
+        # newcomer's run); it stands alone, not joined to real readers.
+        raise ValueError(f"unknown reader(s) {', '.join(unknown)}; give sim (a simulated node), "
+                         f"or real readers from {', '.join(READERS)} joined by '+'")
     if len(set(parts) & set(GPU_READERS)) > 1:
         raise ValueError("choose one GPU reader: nvml or nvsmi")
     if len(set(parts)) != len(parts):
