@@ -105,7 +105,11 @@ def cluster_row(state: FleetState, *, connection: str = "") -> ClusterRow:
         drained=t.drained, draining=t.draining,
         jobs_running=sum(1 for j in state.jobs.values() if j.state is JobState.R),
         jobs_total=len(state.jobs), incidents=len(found),
-        top_incident=found[0].title if found else "", connection=connection,
+        # A cluster nobody publishes to read "0 nodes … connected", as if fine (a newcomer's
+        # run named one that does not exist).
+        top_incident=found[0].title if found else (
+            "" if t.nodes or state.jobs else "no node heard yet (is the cluster name right?)"),
+        connection=connection,
         behind_s=state.behind_s, malformed=t.malformed, gpus_usable=t.gpus_use.usable,
         gpus_failed=t.gpus_use.failed, gpus_out=t.gpus_use.out,
         ib_ports_unknown=t.ib_ports_unknown,

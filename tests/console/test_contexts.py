@@ -137,3 +137,13 @@ async def test_console_contexts_switch_views_and_commands(two_clusters, tmp_path
         await pilot.press("colon", *"ctx nowhere", "enter")
         await pilot.pause()
         assert app.active == "west"
+
+
+def test_a_cluster_nobody_publishes_to_says_so():
+    """"0 nodes … connected" read as fine for a cluster name nobody publishes to (a
+    newcomer's run: --cluster demo,east,nowhere)."""
+    from fleetdeck.console.contexts import cluster_row
+    from fleetdeck.console.state import FleetState
+
+    row = cluster_row(FleetState("nowhere"), connection="connected")
+    assert row.nodes == 0 and row.top_incident.startswith("no node heard yet")
