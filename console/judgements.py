@@ -664,15 +664,14 @@ def held_only_since(st: NodeState) -> float | None:
     for f in drains:
         h = st.history.ports.get(up[f.component])
         if f.rule == "N2":
-            # Up for HELD_STEADY_S since its last fatal counter moved (and watched that long
-            # by this console): a flapping link is up between its drops, and the advice swung
-            # between "links up again: drain it (finish)" and "drain (requeue its jobs)" with
-            # it, the drain dialog opening on the other one (a newcomer's run).
-            steady_ms = HELD_STEADY_S * 1000
-            if h is None or not h.first_sample_ms or t.ts - h.first_sample_ms < steady_ms:
-                return None
-            last = max(h.last_fatal_ms.values(), default=None)
-            if last is not None and t.ts - last < steady_ms:
+            # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up
+            # between its drops, and the advice swung between "links up again: drain it
+            # (finish)" and "drain (requeue its jobs)" with it, the drain dialog opening on
+            # the other one (a newcomer's run). A drop this console did not see (the agent's
+            # hour, a one-shot status) is judged by the link as it is: a flapping one reads
+            # flapping by its own counters (port_status).
+            last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
+            if last is not None and t.ts - last < HELD_STEADY_S * 1000:
                 return None
         elif not _symbols_quiet(h, t.ts):
             return None
