@@ -19,7 +19,8 @@ from tests.conftest import run_cli
         (["status", "--cluster", "a/b"], "cluster 'a/b'"),
         (["agent", "--node-id", "gpu#1", "--once"], "node id 'gpu#1'"),
         (["sim", "--nodes", "lots"], "--nodes must be a number"),
-        (["agent", "--source", "bogus", "--once", "--node-id", "n1"], "unknown reader(s) bogus; give sim (a simulated node)"),
+        (["agent", "--source", "bogus", "--once", "--node-id", "n1"],
+         "unknown reader(s) bogus; give sim (a simulated node)"),
         # A mistyped root read "class/infiniband: missing (no InfiniBand driver loaded?)".
         (["agent", "--source", "sysfs", "--sysfs-root", "/nonexistent", "--once", "--node-id",
           "n1"], "sysfs root /nonexistent (--sysfs-root, sysfs_root) is not a directory"),
