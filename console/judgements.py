@@ -24,7 +24,7 @@ from fleetdeck.console.health import (
     port_key,
 )
 from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
-from fleetdeck.hostlist import compress
+from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol.fast import IbPortSample
 from fleetdeck.protocol.messages import DrainState, JobStatus
 
@@ -786,13 +786,40 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
     return [s for _, _, s in sorted(out, key=lambda x: (x[1] not in named, x[0], x[1]))]
 
 
-_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)?")
+_REASON_HOSTS_MAX = 4096
+"""A bracketed host list in a reason expands to at most this many names (a typo'd range in a
+free-text reason must not cost a tick)."""
+
+
+def _hosts_in(word: str) -> int:
+    """How many names a bracketed word would expand to, counted before expanding it."""
+    inner = word[word.index("[") + 1:word.index("]")]
+    total = 0
+    for part in inner.split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return 0
+        total += int(hi or lo) - int(lo) + 1
+    return total
 
 
 def reason_words(reason: str) -> set[str]:
     """The words of a scheduler's reason, node names among them ("rank 8 on gpu0011." gives
-    "gpu0011"): which nodes it names."""
-    return {w.rstrip("._-") for w in _WORDS.findall(reason)}
+    "gpu0011"; Slurm's compressed "gpu[0011-0013]" gives the three): which nodes it names."""
+    words: set[str] = set()
+    for found in _WORDS.findall(reason):
+        w = found.rstrip("._-")
+        if "[" in w and _hosts_in(w) <= _REASON_HOSTS_MAX:
+            try:
+                names = expand(w)
+            except HostlistError:
+                names = []
+            if names:
+                words.update(names)
+                continue
+        words.add(w)
+    return words
 
 
 _XID_STEPS = {

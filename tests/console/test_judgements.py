@@ -742,6 +742,19 @@ def test_the_node_the_schedulers_reason_names_is_first_among_those_holding_a_job
     assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0001", "gpu0004"]
     job = job.model_copy(update={"reason": "NCCL watchdog: gpu0004 mlx5_ib6 link down"})
     assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0004", "gpu0001"]
+    # Slurm compresses host lists in its reasons: "gpu[0003-0004]" names gpu0004 too.
+    job = job.model_copy(update={"reason": "NodeFail gpu[0003-0004],gpu0009"})
+    assert [s.node for s in sick_nodes(job, session.state)] == ["gpu0004", "gpu0001"]
+
+
+def test_reason_words_expand_a_compressed_host_list_but_not_a_huge_one():
+    from fleetdeck.console.judgements import reason_words
+
+    assert {"gpu0011", "gpu0012", "gpu0013", "gpu0020"} <= reason_words(
+        "NodeFail gpu[0011-0013,0020] (Xid 79).")
+    assert "gpu0011" in reason_words("rank 8 on gpu0011.")
+    # A typo'd range is a word, not a million names.
+    assert reason_words("down gpu[0-99999999]") == {"down", "gpu[0-99999999]"}
 
 
 def test_the_text_table_says_how_many_findings_it_leaves_out():
