@@ -49,14 +49,15 @@ def finding_cause(f: Finding) -> str:
     return "software"
 
 
-def named_cause(st: NodeState) -> str | None:
+def named_cause(st: NodeState, agent_only: bool = False) -> str | None:
     """What a node the job's reason names (its rank died there) contributes once no
     drain-class finding showed: as ``node_cause``, and a warning counts too there (XID 94, a
     contained ECC error, kills the rank it hits and leaves the node only degraded)."""
-    cause = node_cause(st)
+    cause = node_cause(st, agent_only)
     if cause is not None:
         return cause
-    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "warn"}
+    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "warn"
+              and not (agent_only and f.rule.startswith("H"))}
     return next((c for c in CAUSES if c in causes), None)
 
 
@@ -79,11 +80,11 @@ def reason_cause(reason: str) -> str | None:
     return "hbm_ecc" if code in _ECC_XIDS else "gpu"
 
 
-def _live_fault(st: NodeState | None) -> bool:
+def _live_fault(st: NodeState | None, agent_only: bool = False) -> bool:
     """A node with a fault now: a cause other than the operator's, not only N2's hour."""
     if st is None:
         return False
-    cause = node_cause(st)
+    cause = node_cause(st, agent_only)
     return cause is not None and cause != "operator" and held_only_since(st) is None
 
 
@@ -100,18 +101,23 @@ def _drained_near(st: NodeState | None, at: float) -> bool:
     return at - DRAINED_NEAR_S <= since <= at + 5.0
 
 
-def node_cause(st: NodeState) -> str | None:
+def node_cause(st: NodeState, agent_only: bool = False) -> str | None:
     """What a node of an interrupted job contributes: None when it looks healthy.
 
     A node drained by a command is the operator's only when nothing else is wrong with it: the
     drain (now) of a node with a flapping link is the network's interruption, carried out by
-    the operator (a newcomer's report booked the flap's lost hours as "operator")."""
-    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "drain"}
+    the operator (a newcomer's report booked the flap's lost hours as "operator").
+
+    ``agent_only``: the node's agent fell silent while the run stepped on (``job_stepping``):
+    the agent died, not the node, so its silence is no cause (an operator's restart that moved
+    the job off it was booked "host on gpu0038": a 3 a.m. drive)."""
+    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "drain"
+              and not (agent_only and f.rule.startswith("H"))}
     if st.behind_switch and not st.behind_recovered:
         causes.add("network")  # its findings were handed to the switch, still the fabric
     # Behind a switch that recovered, its link errors of the hour are past: a node death or
     # an XID 94 there was booked "network" for the hour after a switch blip (an SRE drill).
-    if st.online is False:
+    if st.online is False and not agent_only:
         causes.add("host")
     for cause in CAUSES:
         if cause in causes:
@@ -152,6 +158,8 @@ class _Seen:
     recalled: bool = False
     """Put back from the store (``InterruptionTracker.recall``): the next status seen may
     follow an interruption that happened while no collector ran."""
+    agent_only: set[str] = field(default_factory=set)
+    """Nodes of the run whose agent fell silent while the run stepped on (``node_cause``)."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,9 @@ class _Pending:
     found_at: float | None = None
     """When it was seen, where that is not ``at`` (``unwatched``): the cause is looked for
     from then."""
+    agent_only: frozenset[str] = frozenset()
+    """``_Seen.agent_only`` of the run (the console clears ``job_stepping`` once the job
+    stops)."""
 
 
 RUN_KEPT_EVERY_S = 60.0
@@ -253,6 +264,21 @@ class InterruptionTracker:
             self.held_gpu_seconds += (upto - t) * gpus
             t = upto
 
+    @staticmethod
+    def _agent_only(state: FleetState, job: JobStatus, seen: _Seen, new_run: bool) -> set[str]:
+        """The run's nodes whose agent is silent while it steps on, and those still silent
+        since (the console clears ``job_stepping`` once the job stops); one heard again is
+        judged afresh."""
+        out = set()
+        for n in job.nodes:
+            st = state.nodes.get(n)
+            if st is None:
+                continue
+            if st.job_stepping == job.job_id or (
+                    not new_run and n in seen.agent_only and (st.online is False or st.stale)):
+                out.add(n)
+        return out
+
     def observe(self, state: FleetState, now: float) -> None:
         if self.last_tick is not None:
             dt = max(0.0, min(now - self.last_tick, 60.0))
@@ -282,12 +308,14 @@ class InterruptionTracker:
                 if seen.recalled:
                     at = self._when_unwatched(seen, job)
                 self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, at,
-                                             seen.recalled, now))
+                                             seen.recalled, now, frozenset(seen.agent_only)))
                 seen.interrupted = True
             seen.recalled = False
             seen.state, seen.requeues, seen.latest = job.state, job.requeues, job
             if job.state is JobState.R and job.nodes:
                 # Running again (or still): a new run, blamed on its own nodes next time.
+                seen.agent_only = self._agent_only(state, job, seen, new_run=(
+                    was[1] != job.requeues or was[2] != list(job.nodes)))
                 seen.nodes, seen.job, seen.interrupted = list(job.nodes), job, False
             # The store keeps a run when it changes, and its checkpoint once a minute (a
             # status comes every step: rewriting a 4,096-node job's run twice a second).
@@ -305,7 +333,7 @@ class InterruptionTracker:
         job = p.job
         by_cause: dict[str, list[str]] = {}
         if _OPERATOR_RESTART.match(job.reason) and not any(
-                _live_fault(state.nodes.get(n)) for n in p.nodes):
+                _live_fault(state.nodes.get(n), n in p.agent_only) for n in p.nodes):
             # An operator's restart of a job no node was failing: the operator's, not that of
             # a leftover finding (N2's hour after a flap that recovered booked a restart of a
             # job stepping at full speed as the network's: a 3 a.m. drive) -- unless the job
@@ -321,7 +349,7 @@ class InterruptionTracker:
         named = [] if by_cause else [n for n in p.nodes if n in words]
         for node in named:
             st = state.nodes.get(node)
-            cause = node_cause(st) if st is not None else "host"
+            cause = node_cause(st, node in p.agent_only) if st is not None else "host"
             if cause is not None:
                 by_cause.setdefault(cause, []).append(node)
         if named and not by_cause:
@@ -332,7 +360,7 @@ class InterruptionTracker:
             # application's bug), before any other node of the run takes the blame.
             for node in named:
                 st = state.nodes.get(node)
-                if st is not None and (cause := named_cause(st)) is not None:
+                if st is not None and (cause := named_cause(st, node in p.agent_only)) is not None:
                     by_cause.setdefault(cause, []).append(node)
             if not by_cause and (why := reason_cause(job.reason)) is not None:
                 by_cause[why] = named
@@ -343,7 +371,7 @@ class InterruptionTracker:
         drained = [n for n in p.nodes if _drained_near(state.nodes.get(n), p.at)]
         for node in () if by_cause else (drained or p.nodes):
             st = state.nodes.get(node)
-            cause = node_cause(st) if st is not None else "host"
+            cause = node_cause(st, node in p.agent_only) if st is not None else "host"
             if cause is not None:
                 by_cause.setdefault(cause, []).append(node)
         if not by_cause and not final:

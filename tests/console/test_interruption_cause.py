@@ -110,3 +110,44 @@ async def test_a_drain_that_requeued_the_job_is_the_operators_over_faults_it_ran
         session.tick()
     [it] = session.interruptions.total
     assert (it.cause, it.nodes) == ("operator", (run[3],))
+
+
+async def test_a_restart_off_a_node_whose_agent_died_is_not_the_hosts():
+    """The agent of one of the job's nodes died while the job stepped on ("the agent died,
+    not the node"); the on-call restarted the job to move it off. `report` booked it "host on
+    gpu0002" (a 3 a.m. drive). A node that died under the job (the job stopped with it) stays
+    the host's."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.messages import JobState
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER, job_status, publish_job
+
+    async def interrupted(job_kept_stepping: bool, reason: str) -> tuple[str, tuple[str, ...]]:
+        clock, fleet, run, session = job_41_on_four()
+        for step in range(3):
+            clock.advance(1.0)
+            fleet.telemetry(session.ingest)
+            publish_job(session.ingest, job_status("41", run, clock, step=500 + step), clock)
+            session.tick()
+        dead = run[1]
+        session.ingest.handle(topic_for(CLUSTER, Kind.STATUS, dead),
+                              codec.encode(fleet.agents[dead].status(online=False)), clock())
+        alive = [n for n in fleet.names if n != dead]
+        for step in range(3, 8 if job_kept_stepping else 3):
+            clock.advance(1.0)
+            fleet.telemetry(session.ingest, names=alive)
+            publish_job(session.ingest, job_status("41", run, clock, step=500 + step), clock)
+            session.tick()
+        if job_kept_stepping:
+            assert session.state.nodes[dead].job_stepping == "41"
+        publish_job(session.ingest, job_status("41", [], clock, state=JobState.PD, requeues=1)
+                    .model_copy(update={"reason": reason}), clock)
+        for _ in range(15):
+            clock.advance(1.0)
+            fleet.telemetry(session.ingest, names=alive)
+            session.tick()
+        [it] = session.interruptions.total
+        return it.cause, it.nodes
+
+    assert (await interrupted(True, "restart by alice@ops"))[0] == "operator"
+    assert (await interrupted(False, f"NodeFail {'gpu0002'}")) == ("host", ("gpu0002",))
