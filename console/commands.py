@@ -298,7 +298,9 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     # A resume touches no job: the jobs on a draining node run on whatever it does.
     impacts = ([] if op is CommandOp.RESUME
                else [job_impact(state.jobs.get(j), j, target_set, now) for j in job_ids])
-    affected_nodes = set(target_set)
+    # The jobs' nodes only: "2 nodes, 1 job on 9 nodes" counted an idle target into the job
+    # (its line below said 8; a 3 a.m. drive).
+    affected_nodes: set[str] = set()
     for j in job_ids:
         job = state.jobs.get(j)
         if job is not None:

@@ -186,6 +186,10 @@ def test_blast_radius(world):
     assert finish.nodes_affected == 4 and finish.gpus_affected == 32
     assert finish.gpu_hours_at_risk == 0.0  # jobs finish first
     assert "gpu0002 (job 41, 8 GPUs)" in finish.target_lines
+    # An idle target with it: the job is still on its 4 nodes (it read "1 job on 5 nodes").
+    both = blast_radius(state, CommandOp.DRAIN, ["gpu0002", "gpu0007"], clock())
+    assert both.nodes_affected == 4 and both.gpus_affected == 32
+    assert "1 job on 4 nodes / 32 GPUs" in both.summary()
     now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
     assert now.gpu_hours_at_risk == pytest.approx(32 * 0.5)  # 30 min since checkpoint
     assert finish.free_gpus_after == 8 * 8  # 12 nodes - 4 busy
