@@ -393,7 +393,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         is not
         under the grid, room permitting: jobs (stragglers first), fabric by switch, last events
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
-        space mark · ctrl+backslash clear marks · o next sort column · O reverse{rw_nodes}
+        space mark, move down · ctrl+backslash clear marks · o next sort col · O reverse{rw_nodes}
         grey italic figures: last known (node offline or stale; AGE says how old)
 [b]Jobs[/]    enter its nodes{rw_jobs}
 [b]Fabric[/]  matrix: a row per rail switch (r0-r7) of each leaf group, a cell per node's port;

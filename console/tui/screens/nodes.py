@@ -49,7 +49,7 @@ class NodesScreen(FleetView):
     BINDINGS = [
         Binding("slash", "filter", "Filter", priority=True),  # see action_filter
         Binding("ctrl+z", "unhealthy", "Unhealthy"),
-        Binding("space", "mark", "Mark"),
+        Binding("space", "mark", "Mark"),  # and moves down, as mc's Insert: marking a run of rows
         Binding("ctrl+backslash", "clear_marks", "Clear marks", show=False),
         Binding("o", "sort(1)", "Sort"),
         Binding("O", "sort_reverse", "Reverse", show=False),
