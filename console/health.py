@@ -82,6 +82,17 @@ DCGM's thermal watch ("violation time grew in the last minute"); the throttle bi
 its limit come and go from one sample to the next (docs/architecture.md, "Thermal findings
 hold")."""
 THROTTLE_HOLD_MS = int(THROTTLE_HOLD_S * 1000)
+THROTTLE_IDLE_HOLD_S = 3600.0
+"""A GPU that throttled and then went idle (its job ended or was requeued) cannot show that it
+is fixed: an idle GPU does not throttle. G12 holds until it has worked THROTTLE_HOLD_S without
+throttling, or for this long idle: it was forgotten a minute after its job's requeue, and the
+node went back to the pool to slow the next job (a 3 a.m. drive)."""
+THROTTLE_IDLE_HOLD_MS = int(THROTTLE_IDLE_HOLD_S * 1000)
+BUSY_UTIL_PCT = 50
+"""A GPU this busy (utilisation %) is under load: it would throttle again if its cooling were
+still bad."""
+THROTTLE_UNPROVEN = "clears after a minute of work without throttling"
+"""Said by a G12 held for an idle GPU (``judgements.recommended_action`` reads it)."""
 IB_RATE_GBPS = 400.0
 LINK_RULES = frozenset({"N1", "N2", "N5"})
 """Port rules a failing switch explains on every port behind it: the link went down."""
@@ -247,6 +258,10 @@ class GpuHistory:
     """Sample time of the last sample that throttled (G12 holds for THROTTLE_HOLD_S after)."""
     throttled_reasons: int = 0
     """Its clock-event reasons (what the held G12 names)."""
+    proven_ms: int | None = None
+    """Since a throttle: sample time of the first of the current run of busy, unthrottled
+    samples (``BUSY_UTIL_PCT``); None while idle or throttling. G12 clears once this run is
+    THROTTLE_HOLD_S long."""
     hot_ms: int | None = None
     """Sample time of the last reading at or above TEMP_WARN_C while G13 holds; None once a
     reading fell below TEMP_CLEAR_C (or the GPU reported no temperature)."""
@@ -429,7 +444,10 @@ class NodeHistory:
                     settled = False
             reasons = g.clock_event_reasons
             if reasons and reasons & THROTTLE_BITS:
-                gh.throttled_ms, gh.throttled_reasons = now, reasons
+                gh.throttled_ms, gh.throttled_reasons, gh.proven_ms = now, reasons, None
+            elif gh.throttled_ms is not None:
+                _prove(gh, g.util_pct, now)
+                settled = False  # the hold ends with time and load, not a counter
             nv = g.nvlink
             gcur = (nv.replay, nv.recovery, nv.crc_flit, nv.crc_data, g.pcie_replay_total,
                     g.thermal_violation_ns)
@@ -448,8 +466,24 @@ class NodeHistory:
             gh.pcie_minute.add(now, _delta(gcur[4], gold[4]))
             grew = gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
             if grew and gh.throttled_ms != now:
-                gh.throttled_ms, gh.throttled_reasons = now, reasons or 0
+                gh.throttled_ms, gh.throttled_reasons, gh.proven_ms = now, reasons or 0, None
         self.settled = settled
+
+
+def _prove(gh: GpuHistory, util: float | None, now: int) -> None:
+    """A throttled GPU's hold after its last throttle: a minute of work without throttling
+    clears it, as an hour idle does (THROTTLE_IDLE_HOLD_S)."""
+    last = gh.throttled_ms
+    assert last is not None
+    if util is None or util >= BUSY_UTIL_PCT:  # no utilisation read: as busy (the old rule)
+        if gh.proven_ms is None:
+            gh.proven_ms = now
+        if now - gh.proven_ms >= THROTTLE_HOLD_MS and now - last > THROTTLE_HOLD_MS:
+            gh.throttled_ms = gh.proven_ms = None
+        return
+    gh.proven_ms = None
+    if now - last > THROTTLE_IDLE_HOLD_MS:
+        gh.throttled_ms = None
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -577,8 +611,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
                               or (h.nvlink_err_last_ms is not None
                                   and now - h.nvlink_err_last_ms <= 60_000)
                               or h.hot_ms is not None
-                              or (h.throttled_ms is not None
-                                  and now - h.throttled_ms <= THROTTLE_HOLD_MS)):
+                              or h.throttled_ms is not None):
             return False
     hp = hist.ports
     ports = t.ib_ports
@@ -726,13 +759,15 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
     reasons = g.clock_event_reasons or 0
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({_throttle_why(reasons)})"))
-    elif h is not None and h.throttled_ms is not None and (
-            now_ms - h.throttled_ms) <= THROTTLE_HOLD_MS:
+    elif h is not None and h.throttled_ms is not None:
         # A fixed text while held: a countdown would change the finding (and the node's
         # digest, the store's row) every second for nothing an operator acts on.
         why = _throttle_why(h.throttled_reasons)
-        out.append(Finding("G12", Severity.WARN, c,
-                           f"clock throttled ({why}) within the last {_HOLD_TEXT}"))
+        if now_ms - h.throttled_ms <= THROTTLE_HOLD_MS:
+            text = f"clock throttled ({why}) within the last {_HOLD_TEXT}"
+        else:
+            text = f"clock throttled ({why}) under load earlier; {THROTTLE_UNPROVEN}"
+        out.append(Finding("G12", Severity.WARN, c, text))
     temp = g.temp_c
     if temp is not None and temp >= TEMP_WARN_C:
         what = "above slowdown" if temp >= TEMP_SLOWDOWN_C else "above max operating"

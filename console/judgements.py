@@ -17,6 +17,7 @@ from fleetdeck.console.health import (
     GPU_READER_SAYS,
     LINK_RULES,
     SYMBOL_RULES,
+    THROTTLE_UNPROVEN,
     Finding,
     PortHistory,
     Severity,
@@ -1010,6 +1011,15 @@ def recommended_action(st: NodeState) -> str:
         return "clear the port's counters (perfquery -R), then watch whether errors go on"
     if v == "degraded":
         if st.sample is not None and st.sample.job is None:
+            own = st.liveness + own_findings(st)
+            unproven = [f.component for f in own
+                        if f.rule == "G12" and THROTTLE_UNPROVEN in f.text]
+            if unproven and len(unproven) == len(own):
+                # Idle, a throttled GPU cannot show it is fixed: "watch … if it persists"
+                # sent it back to the pool to slow the next job (a 3 a.m. drive).
+                gpus = ", ".join(unproven)
+                return (f"drain it and check {gpus}'s cooling before it takes work (it "
+                        "throttled under its last job; idle, it cannot show it is fixed)")
             # "when idle" of an idle node (an SRE drill): it can be drained now.
             return "watch; drain it if it persists (no job on it)"
         return "watch; drain when idle if it persists"

@@ -217,6 +217,8 @@ def test_g12_toggling_throttle_is_one_degraded_held_60s_after_the_last_throttled
             total += 10**9 if on else 0
             edits.append({"thermal_violation_ns": total})
         edits[0]["clock_event_reasons"] = 0x20  # the first sample has no violation delta
+    for e in edits:
+        e["util_pct"] = 97.0  # at work: an idle GPU's G12 waits for work to clear
     verdicts = _verdicts(edits)
     last = max(i for i, on in enumerate(throttled) if on)  # 27
     assert _changes(verdicts) == [(0, Verdict.DEGRADED), (last + 61, Verdict.OK)]

@@ -35,7 +35,12 @@ SAMPLES = CLEARED + 10
 
 
 def _gpu(k: int) -> dict[str, Any]:
-    """gpu2's rule inputs of sample ``k``; from HEALTHY + TOGGLING + BAND on, constant."""
+    """gpu2's rule inputs of sample ``k``; from HEALTHY + TOGGLING + BAND on, constant. The GPU
+    works throughout: an idle one's G12 waits for work to clear (``THROTTLE_IDLE_HOLD_S``)."""
+    return {"util_pct": 97.0, **_thermal(k)}
+
+
+def _thermal(k: int) -> dict[str, Any]:
     if k < HEALTHY:
         return {"temp_c": 60.0, "clock_event_reasons": 0}
     if k < HEALTHY + TOGGLING:
@@ -118,3 +123,72 @@ def test_the_timeline_logs_one_verdict_change_each_way():
     assert texts[HEALTHY + TOGGLING] == [
         held, "G13 gpu2: 85 °C, was above max operating (clears below 84 °C)"]
     assert texts[CLEARED - 1] == [held] and texts[CLEARED] == []
+
+
+def _feed_both(gpu_at, seconds: int):
+    """Feed gpu2's inputs ``gpu_at(k)`` through both fleet states (fast paths, full rules);
+    yield (k, node state) after each sample, the two asserted alike."""
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(keyframe_every_s=30)
+    quick, full = FleetState("test"), FleetState("test")
+    full.precheck = False
+    ingests = [Ingest("test", lazy=True), Ingest("test", lazy=False)]
+    for ing in ingests:
+        node.feed(ing, node.birth(), Kind.BIRTH, rx=node.now - 1)
+    for k in range(seconds):
+        tel = codec.decode_telemetry(codec.encode(node.telemetry()))
+        gpus = list(tel.gpus)
+        gpus[2] = msgspec.structs.replace(gpus[2], **gpu_at(k))
+        payload = enc.encode(msgspec.structs.replace(tel, gpus=gpus), node.now)
+        for ing, state in zip(ingests, (quick, full), strict=True):
+            ing.handle(node.topic(Kind.TELEMETRY), payload, node.now)
+            state.apply(ing.take_batch(), node.now)
+        a, b = quick.nodes[node.node_id], full.nodes[node.node_id]
+        assert (a.verdict, a.findings) == (b.verdict, b.findings), k
+        yield k, a
+
+
+WORKED = 20
+"""Seconds the GPU throttles under its job before the job goes (a requeue: it idles)."""
+
+
+def _busy_then_idle(back_to_work_at: int | None):
+    def gpu_at(k: int) -> dict[str, Any]:
+        if k < WORKED:
+            return {"util_pct": 98.0, "temp_c": 88.0, "clock_event_reasons": 0x20}
+        if back_to_work_at is not None and k >= back_to_work_at:
+            return {"util_pct": 98.0, "temp_c": 72.0, "clock_event_reasons": 0}
+        return {"util_pct": 0.0, "temp_c": 45.0, "clock_event_reasons": 0}
+    return gpu_at
+
+
+def test_a_gpu_that_throttled_and_went_idle_stays_flagged_until_it_works_or_an_hour_passes():
+    """A thermally throttled GPU whose job was requeued read ok a minute later, idle, and its
+    node went back to the pool to slow the next job (a 3 a.m. drive): idle, it cannot show
+    that its cooling is fixed. G12 holds until a minute of work without throttling, or an
+    hour idle, and the idle node's advice is to drain it and check the cooling."""
+    from fleetdeck.console.health import THROTTLE_IDLE_HOLD_S, THROTTLE_UNPROVEN
+    from fleetdeck.console.judgements import recommended_action
+
+    seen: dict[int, Any] = {}
+    for k, st in _feed_both(_busy_then_idle(None), WORKED + int(THROTTLE_IDLE_HOLD_S) + 5):
+        if k in (WORKED + 30, WORKED + 600, WORKED + int(THROTTLE_IDLE_HOLD_S) - 30):
+            seen[k] = (st.verdict, [str(f) for f in st.findings], recommended_action(st))
+        last = st
+    assert seen[WORKED + 30][1] == ["G12 gpu2: clock throttled (sw thermal) within the last "
+                                    "minute"]
+    for k in (WORKED + 600, WORKED + int(THROTTLE_IDLE_HOLD_S) - 30):
+        verdict, findings, action = seen[k]
+        assert verdict is Verdict.DEGRADED
+        assert findings == [f"G12 gpu2: clock throttled (sw thermal) under load earlier; "
+                            f"{THROTTLE_UNPROVEN}"]
+        assert action.startswith("drain it and check gpu2's cooling before it takes work")
+    assert last.verdict is Verdict.OK and last.findings == []  # an hour idle: forgotten
+
+    back = WORKED + 300
+    cleared = None
+    for k, st in _feed_both(_busy_then_idle(back), back + 90):
+        if cleared is None and not st.findings:
+            cleared = k
+    # Back at work, a minute without throttling clears it.
+    assert cleared == back + int(THROTTLE_HOLD_S)
