@@ -943,7 +943,13 @@ def recommended_action(st: NodeState) -> str:
     if st.job_stepping:
         return "restart the agent; do not drain (its job is still stepping)"
     if v == "offline":
-        return "check the node (power, BMC, kernel log); drain it if it does not come back"
+        # A drain goes to the node's agent: "drain it if it does not come back" asked for
+        # one that timed out, and a drained node read it too (a 3 a.m. drive, an SRE drill).
+        if st.drain.state is not DrainState.NONE:
+            return (f"{st.drain.state.value}, now offline: check the node (power, BMC, kernel "
+                    "log), repair it, then resume it once it is back")
+        return ("check the node (power, BMC, kernel log); its agent takes a drain only once "
+                "it is back")
     if v == "stale":
         return "check the agent and the node; wait for telemetry before acting"
     if "H3" in rules:

@@ -1337,6 +1337,10 @@ class FleetState:
     def _apply_status(st: NodeState, status: Status, rx: float) -> bool:
         if status.bdSeq < st.bd_seq:
             return False  # a late will (or retained status) of an older session
+        # A Last Will carries the drain as it was when its session connected: a node drained
+        # since read "not drained" once its agent died, and paged as failed (an SRE drill).
+        # The drain this session last said stands; a goodbye says the same.
+        keep_drain = (not status.online and status.bdSeq == st.bd_seq and st.online is True)
         st.bd_seq = max(st.bd_seq, status.bdSeq)
         if (status.online and (st.online is False or st.stale)
                 and (st.sample is None or st.sample.bdSeq < status.bdSeq)):
@@ -1347,7 +1351,8 @@ class FleetState:
         st.status_ts = rx
         st.status_sent = status.ts / 1000
         was = st.drain.state
-        st.drain = status.drain
+        if not keep_drain:
+            st.drain = status.drain
         if (was is not DrainState.NONE and status.drain.state is DrainState.NONE
                 and status.online and st.history.ports):
             # Resumed: the operator returned it to service after the repair the hour-long

@@ -97,6 +97,47 @@ async def test_a_drain_survives_sigterm_and_sigkill_restarts(mosquitto, tmp_path
             proc.wait(10)
 
 
+async def test_a_drained_node_whose_agent_is_killed_stays_drained_in_the_console(
+        mosquitto, tmp_path):
+    """The broker's Last Will is the offline status the agent set when it connected: a node
+    drained since read "not drained" once its agent was SIGKILLed, and `--fail-on failed` paged
+    for it with "drain it if it does not come back" as the advice (an SRE drill). A console that heard the drain of
+    this session keeps it."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol import codec
+
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            await send(url, CLUSTER, command(CommandOp.DRAIN, reason="RMA ticket 123"))
+            await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED,
+                            message="DRAINED")
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        await tap.until(lambda: not tap.statuses(NODE)[-1].online, 20, message="its will")
+    will = tap.statuses(NODE)[-1]
+    assert will.drain.state is DrainState.NONE  # as it was at connect: the premise
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+    for seen in tap.seen:
+        if seen.kind in (Kind.BIRTH, Kind.STATUS):
+            ingest.handle(topic_for(CLUSTER, seen.kind, seen.subject), codec.encode(seen.msg),
+                          seen.rx)
+            state.apply(ingest.take_batch(), seen.rx)
+    now = tap.seen[-1].rx
+    state.judge_fleet(now)
+    [node] = fleet_summary(state, now)["nodes"]
+    assert (node["verdict"], node["drain"], node["drain_reason"], node["state"]) == (
+        "offline", "drained", "RMA ticket 123", "drain*")
+    assert node["action"].startswith("drained, now offline: check the node")
+
+
 async def test_a_captured_signed_drain_does_not_run_again_after_a_restart(mosquitto, tmp_path):
     url = mosquitto.url
     key_file = tmp_path / "command.key"
