@@ -101,8 +101,8 @@ async def test_a_drained_node_whose_agent_is_killed_stays_drained_in_the_console
         mosquitto, tmp_path):
     """The broker's Last Will is the offline status the agent set when it connected: a node
     drained since read "not drained" once its agent was SIGKILLed, and `--fail-on failed` paged
-    for it with "drain it if it does not come back" as the advice (an SRE drill). A console that heard the drain of
-    this session keeps it."""
+    for it with "drain it if it does not come back" as the advice (an SRE drill). A console
+    that heard the drain of this session keeps it."""
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.state import FleetState
     from fleetdeck.console.summary import fleet_summary
