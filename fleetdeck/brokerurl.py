@@ -243,6 +243,11 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         return f"the MQTT broker at {url} refused the credentials ({text})."
     if "timed out" in low:
         return f"the MQTT broker at {url} did not answer in time."
+    if low.startswith("code ") and low.endswith("(unknown error)"):
+        # gmqtt read another protocol's reply (an HTTP server's "HTTP/1.0 400") as a CONNACK
+        # with a return code MQTT does not have: "code 104 (Unknown error)" (a newcomer).
+        return (f"the server at {url} did not answer as an MQTT broker (another service on "
+                "that port?).")
     if "disconnected" in low or "was lost" in low or "not currently connected" in low:
         # aiomqtt's "Disconnected during message iteration" and the like: its words describe
         # its internals; an agent stopped past its keepalive (the broker dropped it) reads this.

@@ -37,8 +37,10 @@ from gmqtt.mqtt.constants import MQTTv311
 
 from fleetdeck.brokerurl import BrokerURL, tls_context
 
-# gmqtt logs every dropped connection at WARNING; NodeAgent already says what happened.
-logging.getLogger("gmqtt").setLevel(logging.ERROR)
+if logging.getLogger("gmqtt").level == logging.NOTSET:
+    # gmqtt logs every dropped connection at WARNING; NodeAgent already says what happened
+    # (fleetdeck.logs.setup_logging sets the level for the CLI).
+    logging.getLogger("gmqtt").setLevel(logging.ERROR)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,3 +33,58 @@ def test_the_sentence_goes_inside_parentheses_without_its_full_stop():
     conn = Connection("disconnected", detail)
     assert f"({conn.why})".endswith("(is it running?))")
     assert Connection("disconnected").why == "disconnected"
+
+
+def test_a_port_that_is_not_an_mqtt_broker_gets_one_sentence_and_no_library_traceback():
+    """`python -m http.server` on the broker's port: gmqtt read its "HTTP/1.0 400" as a CONNACK
+    and logged two tracebacks before "cannot talk to the MQTT broker …: code 104 (Unknown
+    error)" (a newcomer's scripts)."""
+    import threading
+    import time
+
+    from tests.conftest import run_cli
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def answer_http() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.0 400 Bad request\r\nContent-Length: 0\r\n\r\n")
+                time.sleep(0.5)  # the reply read before the close, as http.server's
+
+    t = threading.Thread(target=answer_http, daemon=True)
+    t.start()
+    try:
+        out = run_cli("status", "--json", "--broker", f"mqtt://127.0.0.1:{port}",
+                      timeout=60)
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+    assert out.returncode == 2
+    # Which sentence depends on whether the reply or the close is read first.
+    [line] = out.stderr.strip().splitlines()
+    assert line in (
+        f"fleetdeck status: the server at mqtt://127.0.0.1:{port} did not answer as an MQTT "
+        "broker (another service on that port?).",
+        f"fleetdeck status: cannot talk to the MQTT broker at mqtt://127.0.0.1:{port}: the "
+        "broker closed the connection before accepting it."), out.stderr
+
+
+def test_a_connack_code_mqtt_does_not_have_is_another_service():
+    from gmqtt.mqtt.handler import MQTTConnectError
+
+    url = parse_broker_url("mqtt://127.0.0.1:8000")
+    assert describe_mqtt_error(url, MQTTConnectError(104)) == (
+        "the server at mqtt://127.0.0.1:8000 did not answer as an MQTT broker (another service "
+        "on that port?).")
