@@ -199,7 +199,14 @@ def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
 
 def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     """drain / resume / restart-job: the console's commands for scripts (console/cli_commands)."""
-    exits = "exit 0 done, 3 rejected or failed, 4 timed out"
+    exits = "exit 0 done, 2 refused, 3 rejected or failed, 4 timed out"
+    # Scripts (a Slurm prolog) branch on these: said in each command's own --help too.
+    epilog = ("exit status: 0 done; 2 refused before anything was sent (a bad argument, an "
+              "unknown node or job, no broker: one sentence on stderr, a 'refused' record in "
+              "the audit log); 3 rejected or failed by a node or the scheduler; 4 timed out "
+              "(no outcome within --timeout; what was sent stays in effect). Unknown targets "
+              "are waited for while births still arrive (a broker that just restarted), at "
+              "most 30 s or --timeout.")
 
     def common(p: argparse.ArgumentParser) -> None:
         _add_broker(p)
@@ -210,7 +217,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
         p.add_argument("--timeout", type=_positive(float, "--timeout"), default=60.0,
                        metavar="SECONDS", help="give up waiting after this long (default 60)")
 
-    p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({exits})")
+    p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({exits})",
+                       epilog=epilog)
     p.add_argument("hostlist", metavar="HOSTLIST", help="e.g. gpu0012 or gpu[0010-0020,0031]")
     p.add_argument("--reason", required=True, help="why (required; shown as Reason=…)")
     p.add_argument("--now", action="store_true",
@@ -223,15 +231,17 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                    "checkpoint) and send nothing")
     common(p)
 
-    p = sub.add_parser("resume", help=f"return drained nodes to service ({exits})")
-    p.add_argument("hostlist", metavar="HOSTLIST")
+    p = sub.add_parser("resume", help=f"return drained nodes to service ({exits})",
+                       epilog=epilog)
+    p.add_argument("hostlist", metavar="HOSTLIST", help="e.g. gpu0012 or gpu[0010-0020,0031]")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
     p.add_argument("--dry-run", action="store_true",
                    help="print what the resume would give back (GPUs, and nodes still failing "
                    "their health checks) and send nothing")
     common(p)
 
-    p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})")
+    p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})",
+                       epilog=epilog)
     p.add_argument("job", type=_id("job id"), metavar="JOB",
                    help="the job id, as squeue and the jobs view show it (e.g. 4102)")
     p.add_argument("--reason", default="", help="why (optional, audit log)")

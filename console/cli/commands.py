@@ -30,6 +30,7 @@ from fleetdeck.console.commands import (
     refusal,
     why_unanswered,
 )
+from fleetdeck.console.live import clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
@@ -66,6 +67,12 @@ class UnknownTargets(UserError):
 
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
+
+
+async def _cancelled(task: "asyncio.Task[None]") -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def parse_targets(hostlist: str) -> list[str]:
@@ -130,6 +137,9 @@ class CommandRun:
         self._heard = 0
         """Nodes and jobs heard of: while it grows, unknown targets may still appear."""
         self._heard_changed_at = time.monotonic()
+        self._others: list[str] | None = None
+        """Clusters with retained births on the broker (``_probe_clusters``); None until
+        known."""
         # The acknowledgement may take as long as --timeout (default 10 s cut a 15 s --timeout
         # short for an offline node); the command expires then too, so an agent back later
         # does not act on what this command already reported as timed out.
@@ -143,6 +153,19 @@ class CommandRun:
     def state(self) -> FleetState:
         return self.session.state
 
+    async def _probe_clusters(self) -> None:
+        """Which clusters the broker keeps births of, beside the command's own wait: a mistyped
+        --cluster waited 30 s for births a restarted broker might still be owed, where
+        another cluster's retained births say the broker lost none (a newcomer's scripts)."""
+        try:
+            self._others = await asyncio.wait_for(clusters_seen(
+                self.url, f"fd-cli-probe-{os.getpid()}-{id(self):x}"[:64]), CONNECT_TIMEOUT_S)
+        except Exception:  # a hint only: a failed probe leaves the wait as it was
+            self._others = []
+
+    def _probing(self) -> "asyncio.Task[None]":
+        return asyncio.create_task(self._probe_clusters())
+
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
@@ -154,6 +177,7 @@ class CommandRun:
         """``attempt``: what ``make`` asks for, audited as refused if it is never sent."""
         session = self.session
         self._started = time.monotonic()
+        probe = self._probing()
         req: Request | None = None
         deadline = 0.0
 
@@ -222,6 +246,7 @@ class CommandRun:
                 self.refuse(attempt, str(err))
             raise
         finally:
+            await _cancelled(probe)
             if req is not None and not wait_done:
                 session.left_open(req, "not waiting for the effect (--no-wait)")
             await session.close()
@@ -290,9 +315,17 @@ class CommandRun:
             # BIRTH_WAIT_S at the most.
             now = time.monotonic()
             quiet = now - max(self._heard_changed_at, self._connected_at)
-            if (quiet < BIRTHS_QUIET_S or err.nothing_heard) \
-                    and now - self._connected_at < BIRTH_WAIT_S:
+            others = self._others
+            # Other clusters' retained births: this broker lost none of them, so nothing heard
+            # of this cluster is no restart to wait out.
+            kept = bool(others) and self.cluster not in (others or ())
+            owed = err.nothing_heard and not kept
+            if (quiet < BIRTHS_QUIET_S or owed) \
+                    and now - self._connected_at < min(BIRTH_WAIT_S, self.timeout_s):
                 return None
+            if err.nothing_heard and others and self.cluster not in others:
+                raise UnknownTargets(f"{err}; clusters seen there: {', '.join(others)}",
+                                     nothing_heard=True) from None
             raise
 
     def show_radius(self, radius: BlastRadius) -> None:
@@ -307,6 +340,7 @@ class CommandRun:
         """Connect, learn the fleet, print what the command would touch; send nothing."""
         session = self.session
         self._started = time.monotonic()
+        probe = self._probing()
         found: list[BlastRadius] = []
 
         def on_tick(_report: TickReport) -> bool:
@@ -319,6 +353,7 @@ class CommandRun:
         try:
             await session.watch(asyncio.Event(), tick_s=POLL_S, on_tick=on_tick)
         finally:
+            await _cancelled(probe)
             await session.close()
         self.say("dry run: nothing sent")
         self.show_radius(found[0])

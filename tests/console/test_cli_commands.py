@@ -152,6 +152,19 @@ async def test_a_restart_of_a_job_the_scheduler_never_published_is_refused_unsen
     assert records[0]["detail"].startswith("unknown job 999: the scheduler has published")
 
 
+def test_a_mistyped_cluster_is_refused_without_the_restart_wait_naming_the_clusters_seen(
+        sim, tmp_path):
+    """`drain --cluster other` against a broker that keeps another cluster's births waited 30 s
+    (the wait for births a restarted broker may still be owed; a Slurm prolog's budget) and
+    --timeout did not bound it (a newcomer's scripts)."""
+    out = run_cli("drain", "gpu0001", "--reason", "x", "--dry-run", "--broker", str(sim.url),
+                  "--cluster", "other", timeout=20)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip() == (
+        "fleetdeck drain: unknown node(s) gpu0001: no birth or status seen on cluster 'other' "
+        "(wrong --cluster or hostlist?); clusters seen there: cli"), out.stderr
+
+
 def test_timeout_exit_code(mosquitto, tmp_path):
     # A job known only from its retained status (no scheduler runs to answer on sched/cmd):
     # sent, then timed out, exit 4.
