@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from fleetdeck import __version__
 from fleetdeck.console.audit import os_user
 from fleetdeck.errors import UserError
-from fleetdeck.paths import given_file
+from fleetdeck.paths import given_file, recording_out
 from fleetdeck.protocol.ids import InvalidId, validate_id
 
 if TYPE_CHECKING:
@@ -757,7 +757,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         from fleetdeck.agents.sim.offline import SEGMENT_S, run_cli
         from fleetdeck.console.recording import RecordingWriter
 
-        out = Path(args.out)
+        out = recording_out(args.out)
         if out.exists() and not args.force:
             raise UserError(f"{out} already exists; pick another --out, or pass --force to "
                             "overwrite that recording.")

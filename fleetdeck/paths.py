@@ -29,3 +29,16 @@ def given_file(path: str, flag: str) -> Path:
         raise UserError(f"{flag} {path}: folder {file.parent} does not exist (create it, or "
                         f"give {flag} a file in a folder that does).")
     return file
+
+
+def recording_out(path: str) -> Path:
+    """``--out`` of ``record`` and ``sim``: a recording is a file and its index beside it, so
+    ``-`` (stdout to a script writer) made files named ``-`` and ``-.idx`` in the current
+    folder (a newcomer's scripts)."""
+    from fleetdeck.errors import UserError
+
+    if path.strip() in ("-", ""):
+        raise UserError("--out needs a file name (.jsonl, or .jsonl.gz): a recording is a file "
+                        "with an index beside it, not a stream on stdout; 'fleetdeck replay "
+                        "FILE --headless --summary-json' reads one back for a script.")
+    return given_file(path, "--out")

@@ -31,6 +31,11 @@ from tests.conftest import run_cli
         (["replay", "fixtures/drain.jsonl.gz", "--summary-json", "--tick", "3"],
          "fleetdeck replay: --tick and --summary-json only work with --headless"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
+        # "-" made files named "-" and "-.idx" in the current folder (a newcomer's scripts).
+        (["record", "--out", "-", "--broker", "mqtt://127.0.0.1:1"],
+         "--out needs a file name (.jsonl, or .jsonl.gz)"),
+        (["sim", "--nodes", "2", "--out", "-", "--duration", "1m"],
+         "--out needs a file name (.jsonl, or .jsonl.gz)"),
     ],
 )
 def test_bad_arguments_get_one_plain_sentence(args, needle):

@@ -25,15 +25,14 @@ from fleetdeck.console.replay import (
     replay_to_broker,
 )
 from fleetdeck.errors import UserError
+from fleetdeck.paths import recording_out
 
 
 def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None, *,
                force: bool = False) -> int:
     import signal
 
-    path = Path(out)
-    if not path.parent.exists():
-        raise UserError(f"cannot write {path}: folder {path.parent} does not exist.")
+    path = recording_out(out)
     if path.exists() and not force:
         raise UserError(already_exists(path))
     bar = ProgressLine(f"recording {path.name}", duration, unit="s")
