@@ -130,8 +130,8 @@ def test_strict_types_no_coercion():
 
 def test_every_message_has_a_json_schema():
     schemas = json_schemas()
-    assert set(schemas) == {"birth", "status", "telemetry", "event", "command", "ack", "job",
-                            "scheduler", "digest", "collector"}
+    assert set(schemas) == {"birth", "status", "telemetry", "telemetry_v2", "event", "command",
+                            "ack", "job", "scheduler", "digest", "collector"}
     assert "bdSeq" in schemas["birth"]["properties"]
     json.dumps(schemas)
 
@@ -143,3 +143,30 @@ def test_minimal_examples_of_each_message_validate():
                           b'"issued_at":1,"expires_at":2,"args":{"reason":"r"}}')
     codec.decode(Ack, b'{"v":1,"cmd_id":"c1","by":"n","result":"accepted","ts":1}')
     codec.decode(JobStatus, b'{"v":1,"job_id":"41","state":"R","ts":1}')
+
+
+def test_what_agents_send_validates_against_the_printed_schema():
+    """`fleetdeck schema` is what a script validates live traffic with: every v2 sample (the
+    agents' default) failed `telemetry`'s "v": const 1 (a newcomer's scripts). A simulated
+    node's birth, status, v1 sample and v2 keyframe and deltas each validate against theirs."""
+    import jsonschema
+
+    from fleetdeck.protocol import wire2
+    from tests.helpers import FakeNode
+
+    schemas = json.loads(json.dumps(json_schemas()))  # as printed
+    node = FakeNode()
+    enc = wire2.TelemetryEncoder(keyframe_every_s=3)
+    sent = [("birth", codec.encode(node.birth())), ("status", codec.encode(node.status())),
+            ("telemetry", codec.encode(node.telemetry()))]
+    for _ in range(5):
+        sent.append(("telemetry_v2", enc.encode(node.telemetry(), node.now)))
+    kinds = set()
+    for kind, payload in sent:
+        doc = json.loads(payload)
+        jsonschema.validate(doc, schemas[kind])
+        kinds.add((kind, doc.get("kf") == doc.get("seq") if kind == "telemetry_v2" else None))
+    assert ("telemetry_v2", True) in kinds and ("telemetry_v2", False) in kinds
+    v1 = json.loads(sent[2][1])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(v1, schemas["telemetry_v2"])

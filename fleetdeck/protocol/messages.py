@@ -553,5 +553,21 @@ MESSAGE_MODELS: dict[str, type[BaseModel]] = {
 
 
 def json_schemas() -> dict[str, Any]:
-    """The JSON Schema of every message, keyed by message name (``fleetdeck schema``)."""
-    return {name: model.model_json_schema() for name, model in MESSAGE_MODELS.items()}
+    """The JSON Schema of every message, keyed by message name (``fleetdeck schema``).
+
+    ``telemetry`` is wire v1 (``"v": 1``); ``telemetry_v2`` the columnar keyframes and deltas
+    agents send by default on the same topic (docs/protocol.md): its schema is the Struct's
+    the console decodes with, so the two cannot drift. A newcomer validating live traffic
+    found every sample refused by ``telemetry``'s ``"v": const 1``."""
+    import msgspec
+
+    from fleetdeck.protocol import wire2
+
+    out = {name: model.model_json_schema() for name, model in MESSAGE_MODELS.items()}
+    v2 = msgspec.json.schema(wire2.TelemetryV2)
+    v2["description"] = (
+        "Telemetry wire v2, on the telemetry topic beside v1 (told apart by v). Beyond this "
+        "schema: all columns of g (and of p) have one length; a keyframe (kf == seq) carries "
+        "g.index and p.dev; kf <= seq.")
+    out["telemetry_v2"] = v2
+    return out
