@@ -618,6 +618,12 @@ class ConsoleSession:
             return report
         finally:
             stop.set()
+            feed = self.feed
+            if feed is not None and feed.conn.connects == 0 and not runner.done():
+                # Never connected: nothing to say goodbye to, and the connect attempt does not
+                # watch ``stop``. A silent listener held `status` 10 s for a 5 s verdict (a
+                # newcomer's scripts): the attempt is cut off.
+                runner.cancel()
             with contextlib.suppress(aiomqtt.MqttError, TransportError, asyncio.CancelledError):
                 await runner
 

@@ -19,13 +19,14 @@ def setup_logging(level: str = "warning") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # paho/aiomqtt and amqtt are chatty at INFO about every reconnect attempt.
-    for noisy in ("amqtt", "transitions", "mqtt"):
+    for noisy in ("amqtt", "transitions"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
-    # gmqtt logs what fleetdeck says in one sentence itself (a refused password, a listener
-    # that is not an MQTT broker, a lost connection) as ERROR lines and tracebacks before that
-    # sentence (a newcomer's scripts): only --log-level debug shows them.
-    logging.getLogger("gmqtt").setLevel(
-        logging.DEBUG if root.level <= logging.DEBUG else logging.CRITICAL)
+    # gmqtt and paho ("mqtt") log what fleetdeck says in one sentence itself (a refused
+    # password, a listener that is not an MQTT broker, a lost connection) as ERROR lines and
+    # tracebacks before that sentence (a newcomer's scripts): only --log-level debug shows them.
+    for library in ("gmqtt", "mqtt"):
+        logging.getLogger(library).setLevel(
+            logging.DEBUG if root.level <= logging.DEBUG else logging.CRITICAL)
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
