@@ -272,7 +272,12 @@ class CommandRun:
         self.say(f"{describe_op(req)}: {counts}")
         for t in bad:
             still = ""
-            if req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
+            dead = why_unanswered(self.state, t.target) if req.op is CommandOp.DRAIN else ""
+            if req.op is CommandOp.DRAIN and "DRAINING" in t.detail and dead:
+                # Its agent died after it said DRAINING: "still draining" was a guess past the
+                # Last Will that came 23 s before the time-out (an SRE drill).
+                still = f" — it was draining when its agent went silent: {dead}"
+            elif req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
                 still = " — the node is still draining (its jobs run to completion)"
             elif req.op is not CommandOp.RESTART_JOB and t.phase is Phase.TIMED_OUT:
                 # Said already when the tracker's own deadline came first.

@@ -247,3 +247,36 @@ def test_the_acknowledgement_may_take_as_long_as_the_timeout():
     req = run.session.drain(["gpu0001"], "x")
     (target,) = req.targets
     assert target.cmd.expires_at - target.cmd.issued_at == 15_000
+
+
+def test_a_drain_whose_node_dies_while_draining_says_so_not_still_draining(sim, tmp_path):
+    """The agent died after the node said DRAINING: the time-out read "the node is still
+    draining (its jobs run to completion)" although its Last Will had come 23 s before (an SRE
+    drill)."""
+    import json
+    import subprocess
+
+    status = run_cli("status", "--json", "--broker", str(sim.url), "--cluster", "cli")
+    busy = next(n["id"] for n in json.loads(status.stdout)["nodes"] if n["job"])
+    drain = subprocess.Popen(
+        fleetdeck_cmd("drain", busy, "--reason", "agent dies mid-drain", "--timeout", "8",
+                      "--broker", str(sim.url), "--cluster", "cli", "--operator", "carol",
+                      "--audit-log", str(tmp_path / "audit.jsonl")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        audit = tmp_path / "audit.jsonl"
+        while time.monotonic() < deadline and not (
+                audit.exists() and '"requested"' in audit.read_text()):
+            time.sleep(0.1)
+        time.sleep(1.0)  # its DRAINING status first
+        res = run_cli("inject", "--broker", str(sim.url), "--cluster", "cli", "agent_death",
+                      f"node={busy}")
+        assert res.returncode == 0, res.stdout + res.stderr
+        out, err = drain.communicate(timeout=30)
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+    assert drain.returncode == 4, out + err
+    assert "it was draining when its agent went silent: the node is offline" in out, out
+    assert "still draining (its jobs" not in out
