@@ -253,6 +253,11 @@ class WriterLock:
     so nothing stale is left to clear by hand."""
 
     def __init__(self, store: Path) -> None:
+        # Beside the file the path leads to: a symlink to a store took a lock of its own, and
+        # a second collector wrote the store through it (an SRE drill). Hard links are other
+        # names of the file, each with its own lock: one collector per store still means one
+        # path to it (docs/reliability.md).
+        store = Path(os.path.realpath(store))
         self.path = store.with_name(store.name + ".writer")
         self._fd: int | None = None
 

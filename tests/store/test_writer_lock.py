@@ -26,6 +26,22 @@ def test_the_lock_names_its_holder_and_goes_with_it(tmp_path):
     assert WriterLock(tmp_path / "c.db").holder() is None
 
 
+def test_a_symlink_to_a_store_is_the_same_store(tmp_path):
+    """`collect --db link.db` beside a collector of the store it links to took a lock of its
+    own and wrote the store too (an SRE drill)."""
+    (tmp_path / "c.db").touch()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "link.db").symlink_to(tmp_path / "c.db")
+    lock = WriterLock(tmp_path / "c.db")
+    lock.take("collect pid 1 on here")
+    try:
+        with pytest.raises(StoreError, match="another collector writes"):
+            WriterLock(tmp_path / "other" / "link.db").take("collect pid 2 on here")
+        assert WriterLock(tmp_path / "other" / "link.db").holder() == "collect pid 1 on here"
+    finally:
+        lock.release()
+
+
 async def _interrupted(session: ConsoleSession, fleet: SynthFleet, clock: Clock) -> None:
     run = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
     fleet.birth(session.ingest)
