@@ -951,6 +951,11 @@ def recommended_action(st: NodeState) -> str:
         return ("check the node (power, BMC, kernel log); its agent takes a drain only once "
                 "it is back")
     if v == "stale":
+        refused = st.refused
+        if refused is not None and (st.last_rx is None or refused[0] > st.last_rx):
+            return ("check what its agent sends (its samples are refused, H1 says why; the "
+                    "console's log names the topic); its health is unknown until one is "
+                    "accepted")
         return "check the agent and the node; wait for telemetry before acting"
     if "H3" in rules:
         return "give each agent its own node id"

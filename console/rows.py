@@ -65,15 +65,18 @@ def slurm_state(st: NodeState) -> str:
         return "drng*" if st.online is False or st.stale else "drng"
     if st.drain.state is DrainState.DRAINED:
         return "drain*" if st.online is False or st.stale else "drain"
-    if st.online is False:
+    if st.online is False and not st.job_stepping:
         return "down*"
+    # A silent agent whose job steps on: allocated and not responding, "alloc*" (sinfo), not a
+    # down node (a 3 a.m. drive).
+    silent = st.stale or st.online is False
     t = st.sample  # its header: no rows built for this
     if t is not None and t.job is not None:
         gpus = st.gpus_expected or wire2.rows_of(t)[0]
         base = "mix" if 0 < t.job.ranks_on_node < gpus else "alloc"
     else:
-        base = "idle"
-    return base + ("*" if st.stale else "")
+        base = "alloc" if st.job_stepping else "idle"
+    return base + ("*" if silent else "")
 
 
 def drain_reason(d: DrainInfo) -> str:

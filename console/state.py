@@ -184,6 +184,8 @@ class NodeState:
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
     processes: dict[int, float] = field(default_factory=dict)
     """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
+    refused: tuple[float, int, str] | None = None
+    """Its last refused telemetry (``MalformedLog.refused_samples``), read by its H1."""
     duplicate_at: float | None = None
     """Last time two agent processes were seen alternating under this node id."""
     judged: bool = False
@@ -302,6 +304,10 @@ class NodeState:
         # A fault of the GPU's own stays one while its node is silent (last known).
         failed = min(expected, max(missing, len(self.faulty_gpus))) if self.findings else missing
         usable = max(0, self.gpus_present - (failed - missing))  # present and not faulty
+        if self.job_stepping and self.drain.state is DrainState.NONE:
+            # Its agent died, not the node: its job's ranks run on its GPUs (they read "out",
+            # and the node "down 1", beside "the agent died, not the node"; a 3 a.m. drive).
+            return GpuUse(failed=failed, in_use=usable)
         if (self.verdict is Verdict.FAILED or self.online is False or self.stale
                 or self.drain.state in (DrainState.DRAINING, DrainState.DRAINED)):
             return GpuUse(failed=failed, out=usable)
@@ -420,6 +426,15 @@ class NodeState:
             # this console (a one-shot status after a broker restart) started.
             text = ("no telemetry heard from it yet" if self.last_rx is None
                     else f"no telemetry (last {now - self.last_rx:.0f} s ago)")
+            refused = self.refused
+            if refused is not None and (self.last_rx is None or refused[0] > self.last_rx):
+                # Heard, and refused: "no telemetry heard" sent the on-call to the agent's
+                # network while 40 samples had been refused with a precise reason (an SRE
+                # drill).
+                rx, count, why = refused
+                text = (f"{'no telemetry accepted' if self.last_rx is None else text}: "
+                        f"{count} sample{'s' if count != 1 else ''} refused, the last "
+                        f"{max(0.0, now - rx):.0f} s ago ({why[:200]})")
             liveness.append(Finding("H1", Severity.WARN, "", text + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
             # Two machines publish as one node: every figure shown is a mix of both.
@@ -1266,6 +1281,7 @@ class FleetState:
                 self._arm(st, heard, window)
                 continue
             st.judge_key = key
+            st.refused = self.malformed.refused_samples.get(st.node_id)
             new = st.judge(now, blind)
             if st.settle_until is not None:
                 _settle_clock(st, now)

@@ -215,3 +215,34 @@ def test_printable_payloads_leave_clean_ones_alone() -> None:
     assert json.loads(codec.printable(dirty)) == {
         "a": ["ok", {"k\ufffd": "x\ufffdy\ufffd"}], "n": 2**70, "f": 0.1}
     assert codec.printable(b"{not json\\") == b"{not json\\"
+
+
+def test_a_node_whose_every_sample_is_refused_says_why_not_no_telemetry_heard():
+    """A node whose samples all failed validation read "H1 no telemetry heard from it yet" in
+    status and the TUI, "wait for telemetry before acting", while every sample had been
+    refused with a precise reason (an SRE drill)."""
+    from fleetdeck.protocol import codec
+    from tests.helpers import FakeNode
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    for _ in range(6):
+        doc = json.loads(codec.encode(node.telemetry()))
+        doc["ib_ports"][0]["symbol_error"] = -1
+        ingest.handle(node.topic(Kind.TELEMETRY), json.dumps(doc).encode(), node.now)
+        state.apply(ingest.take_batch(), node.now)
+        state.judge_fleet(node.now)
+    st = state.nodes[node.node_id]
+    assert st.stale
+    [h1] = st.liveness
+    assert h1.rule == "H1"
+    assert h1.text.startswith("no telemetry accepted: 6 samples refused, the last 0 s ago "
+                              "(invalid: "), h1.text
+    assert "symbol_error" in h1.text
+    from fleetdeck.console.judgements import recommended_action
+
+    assert recommended_action(st).startswith("check what its agent sends (its samples are "
+                                              "refused")

@@ -180,6 +180,11 @@ def test_an_offline_agent_whose_job_keeps_stepping_is_not_a_dead_node():
     assert node["job"] == "9"  # its JOB read empty while its ranks ran on (an SRE drill)
     assert "still stepping" in node["findings"][0] and "do not drain" in node["findings"][0]
     assert node["action"].startswith("restart the agent")
+    # Allocated and not responding, its GPUs in use: not "down*" and 8 GPUs "out".
+    assert node["state"] == "alloc*"
+    totals = fleet_summary(session.state, clock())["totals"]
+    assert totals["gpus_out"] == 0, totals
+    assert session.state.nodes["gpu0001"].gpu_use().in_use == 8
     (incident,) = [i for i in fleet_summary(session.state, clock())["incidents"]
                    if "gpu0001" in i["nodes"]]
     assert incident["title"].count("job 9") == 1, incident["title"]  # said once, not twice
