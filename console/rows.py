@@ -27,6 +27,7 @@ from fleetdeck.console.judgements import (
     leaf_of,
     not_stepping,
     not_stepping_text,
+    own_findings,
     scheduler_down,
     sick_nodes,
     straggler,
@@ -569,8 +570,12 @@ def top_problems(state: FleetState, limit: int = 10,
     switches = switches[:limit]
     limit = max(0, limit - len(switches))
     nodes = state.nodes
+    # A node whose only trouble is its suspect switch's is under the switch's row, not a row of
+    # its own: fifteen "behind switch …, which recovered: nothing to do on the node" rows hid
+    # a throttled straggler, and "17 nodes need attention" counted them (a 3 a.m. drive).
     bad = [st for n in state.not_ok if (st := nodes.get(n)) is not None
-           and st.verdict is not Verdict.OK]
+           and st.verdict is not Verdict.OK
+           and not (st.behind_switch and not st.liveness and not own_findings(st))]
     # A node already draining or drained is in hand: after the ones no one has acted on (a
     # drained node kept its place among "4 nodes need attention" above new ones: a
     # newcomer's run).

@@ -201,10 +201,16 @@ def test_a_recovered_switch_comes_after_the_failed_nodes_in_top_problems(tmp_pat
         '[[fault]]\nat = "40s"\nfault = "xid79"\nnode = "gpu0002"\n')
     out = recorded(tmp_path, "back_and_xid", scenario)
     state = run_headless(out, until=AFTER).session.state
-    problems, _nodes = top_problems(state)
+    problems, count = top_problems(state)
     order = [(p.node, p.verdict.value) for p in problems]
     assert order[0] == ("gpu0002", "failed"), order
     assert order.index((SWITCH, "degraded")) == 1, order
+    # Its nodes with nothing of their own are the switch's row, not fifteen rows of "nothing
+    # to do on the node" that hid a throttled straggler, nor "17 nodes need attention" (a
+    # 3 a.m. drive).
+    behind = [n for n, st in state.nodes.items() if st.behind_switch]
+    assert behind and not {p.node for p in problems} & set(behind), order
+    assert count == 1, count  # gpu0002
     # An offline node (it sorts above the failed ones) put it first again (a review).
     from fleetdeck.console.health import Verdict
 

@@ -104,6 +104,21 @@ def _hosts(nodes: "tuple[str, ...]") -> str:
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
 
 
+def top_problems_heading(nodes: int, switches: int, hung: int) -> str:
+    """What the top problems hold: "2 nodes need attention, 1 switch" (the nodes behind a
+    switch with nothing of their own are its, not counted; ``top_problems``)."""
+    parts = []
+    if nodes or not (switches or hung):
+        parts.append(f"{plural(nodes, 'node')} {'needs' if nodes == 1 else 'need'} attention")
+    if switches:
+        parts.append(plural(switches, "switch", "switches"))
+    if hung:
+        parts.append(f"{plural(hung, 'job')} hung")
+    if not nodes and hung and not switches:
+        parts.append("every node healthy")
+    return ", ".join(parts)
+
+
 class OverviewScreen(FleetView):
     VIEW = "overview"
     BINDINGS = [
@@ -188,10 +203,9 @@ class OverviewScreen(FleetView):
                 text += (f"\n [{verdict_markup(p.verdict.value)}]{p.verdict.value:<8}[/] "
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
         elif problems:
-            need = "needs" if total == 1 else "need"
             hung = sum(1 for p in problems if p.state == "hung")
-            what = (f"{plural(total, 'node')} {need} attention" if total or not hung
-                    else f"{plural(hung, 'job')} hung, every node healthy")
+            switches = sum(1 for p in problems if p.state in ("switch", "leaf"))
+            what = top_problems_heading(total, switches, hung)
             lines = [f"[b]Top problems[/] ({what}, worst first; [$text-muted]2: node list[/])"]
             for p in problems:
                 colour = verdict_markup(p.verdict.value)
