@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleetdeck.brokerurl import BrokerURL, make_client
+from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
@@ -263,20 +263,35 @@ class LiveFeed:
 async def _read_retained(url: BrokerURL, client_id: str, topic_filter: str, listen_s: float,
                          take: Callable[[str, bytes], bool]) -> None:
     """Subscribe to ``topic_filter`` and hand each message to ``take`` (topic, payload) until
-    it returns True or ``listen_s`` is over: a look at what the broker holds retained."""
-    client = make_client(url, client_id, keepalive=10)
-    async with client:
-        await client.subscribe(topic_filter, qos=0)
+    it returns True or ``listen_s`` is over: a look at what the broker holds retained.
 
-        async def read() -> None:
-            async for message in client.messages:
-                payload = message.payload
-                if take(message.topic.value,
-                        bytes(payload) if isinstance(payload, bytes | bytearray) else b""):
-                    return
+    Over the transport's gmqtt link (``MqttLink``), as every other read: aiomqtt's client,
+    cancelled while connecting (a probe beside a watch that failed), raised CancelledError in
+    its socket callback and asyncio printed a traceback after `status`'s sentence (a
+    newcomer's scripts). Raises :class:`TransportError` when it cannot connect."""
+    done = asyncio.Event()
 
+    def sink(topic: str, payload: bytes, _qos: int, _retain: bool) -> None:
+        if not done.is_set() and take(topic, payload):
+            done.set()
+
+    link = MqttLink(url, client_id, [topic_filter], sink, qos=0)
+    stop = asyncio.Event()
+    runner = asyncio.create_task(link.run(stop, retry=False))
+    try:
+        while not link.connected:  # connected means subscribed (MqttLink)
+            if runner.done():
+                runner.result()  # its TransportError
+                return
+            await asyncio.sleep(0.01)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(read(), listen_s)
+            await asyncio.wait_for(done.wait(), listen_s)
+    finally:
+        stop.set()
+        if not link.connected and not runner.done():
+            runner.cancel()
+        with contextlib.suppress(TransportError, asyncio.CancelledError):
+            await runner
 
 
 async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -> list[str]:

@@ -23,6 +23,7 @@ from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
 from fleetdeck.runtime import tune_gc
+from fleetdeck.transport import TransportError
 
 VERDICT_STYLE = {
     "ok": "green", "degraded": "yellow", "failed": "bold red", "stale": "dim", "offline": "red",
@@ -99,7 +100,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                             f"{watched:g} s (is a 'fleetdeck collect --shard' running?)")
         try:
             others = await clusters_seen(url, f"fd-status-probe-{os.getpid()}-{cluster}"[:64])
-        except aiomqtt.MqttError:
+        except (aiomqtt.MqttError, TransportError):
             others = []
         # With no node of any cluster there, --cluster is not the likely mistake: nothing
         # publishes to that broker (a newcomer's run).
@@ -320,7 +321,7 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T,
         try:
             return await asyncio.wait_for(broker_uptime_s(
                 url, f"fd-uptime-{os.getpid()}-{int(time.time())}"), UPTIME_PROBE_S)
-        except (TimeoutError, aiomqtt.MqttError, OSError):
+        except (TimeoutError, aiomqtt.MqttError, TransportError, OSError):
             return None
 
     probing = asyncio.create_task(probe())

@@ -73,7 +73,9 @@ def test_a_port_that_is_not_an_mqtt_broker_gets_one_sentence_and_no_library_trac
         srv.close()
     assert out.returncode == 2
     # Which sentence depends on whether the reply or the close is read first.
-    [line] = out.stderr.strip().splitlines()
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    [line] = lines
     assert line in (
         f"fleetdeck status: the server at mqtt://127.0.0.1:{port} did not answer as an MQTT "
         "broker (another service on that port?).",
