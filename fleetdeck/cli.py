@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -219,7 +220,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
 
     p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({exits})",
                        epilog=epilog)
-    p.add_argument("hostlist", metavar="HOSTLIST", help="e.g. gpu0012 or gpu[0010-0020,0031]")
+    p.add_argument("hostlist", metavar="HOSTLIST", nargs="+",
+                   help="e.g. gpu0012 or gpu[0010-0020,0031]; several are one list")
     p.add_argument("--reason", required=True, help="why (required; shown as Reason=…)")
     p.add_argument("--now", action="store_true",
                    help="requeue running jobs from their last checkpoint instead of letting "
@@ -233,7 +235,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
 
     p = sub.add_parser("resume", help=f"return drained nodes to service ({exits})",
                        epilog=epilog)
-    p.add_argument("hostlist", metavar="HOSTLIST", help="e.g. gpu0012 or gpu[0010-0020,0031]")
+    p.add_argument("hostlist", metavar="HOSTLIST", nargs="+",
+                   help="e.g. gpu0012 or gpu[0010-0020,0031]; several are one list")
     p.add_argument("--reason", default="", help="why (optional, audit log)")
     p.add_argument("--dry-run", action="store_true",
                    help="print what the resume would give back (GPUs, and nodes still failing "
@@ -249,6 +252,13 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                    help="print what the requeue would touch (nodes, GPUs, GPU-hours since the "
                    "job's checkpoint) and send nothing")
     common(p)
+
+
+def _hostlist(words: list[str]) -> str:
+    """``drain gpu0001 gpu0002`` and ``drain 'gpu0001 gpu0002'`` as ``gpu0001,gpu0002``: both
+    were refused, the second as "unknown node(s) gpu0001 gpu0002", which read as if both
+    nodes were unknown (a newcomer's scripts)."""
+    return re.sub(",+", ",", ",".join(" ".join(words).split())).strip(",")
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -860,7 +870,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_drain(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_drain
 
-    return run_drain(_url(args), args.cluster, args.hostlist, args.reason,
+    return run_drain(_url(args), args.cluster, _hostlist(args.hostlist), args.reason,
                      now=args.now, operator=args.operator, audit_path=args.audit_log,
                      timeout_s=args.timeout, wait=not args.no_wait,
                      command_key=_command_key(args), dry_run=args.dry_run)
@@ -869,7 +879,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_resume
 
-    return run_resume(_url(args), args.cluster, args.hostlist,
+    return run_resume(_url(args), args.cluster, _hostlist(args.hostlist),
                       reason=args.reason, operator=args.operator, audit_path=args.audit_log,
                       timeout_s=args.timeout, command_key=_command_key(args),
                       dry_run=args.dry_run)

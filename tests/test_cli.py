@@ -197,3 +197,16 @@ def test_a_sysfs_root_one_level_too_high_says_which_to_give(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"has no class/ but {tmp_path / 'sys'} has" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_drain_and_resume_take_several_nodes_and_space_separated_lists():
+    """`drain gpu0063 gpu0064` was "unrecognized arguments: gpu0064", and `drain 'gpu0001
+    gpu0002'` "unknown node(s) gpu0001 gpu0002", which read as two unknown nodes (a
+    newcomer's scripts): both are one list."""
+    from fleetdeck.cli import _hostlist, build_parser
+
+    args = build_parser().parse_args(["drain", "gpu0063", "gpu[0064-0065]", "--reason", "x"])
+    assert _hostlist(args.hostlist) == "gpu0063,gpu[0064-0065]"
+    args = build_parser().parse_args(["resume", "gpu0001 gpu0002"])
+    assert _hostlist(args.hostlist) == "gpu0001,gpu0002"
+    assert _hostlist(["gpu[0001-0003,0005],", "gpu0009"]) == "gpu[0001-0003,0005],gpu0009"
