@@ -1329,8 +1329,11 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     run = run_headless(path, until=until, tick_s=tick_s, every_sample=every_sample,
                        progress=progress)
     session, rep = run.session, run.report
-    out = fleet_summary(session.state, run.end, source=str(path),
-                        replayed_s=round(run.end - run.start, 3),
+    replayed = round(run.end - run.start, 3)
+    # status --json's keys too, so one script reads both (a newcomer's got null for them):
+    # no broker was asked, and what was "collected" is the recorded time replayed.
+    out = fleet_summary(session.state, run.end, broker=None, collected_s=replayed,
+                        source=str(path), replayed_s=replayed,
                         interruptions=session.interruptions.total,
                         log=session.log.lines())
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]

@@ -49,6 +49,8 @@ def test_healthy():
     assert out["totals"]["by_verdict"]["ok"] == 16
     job = only_job(out)
     assert job["state"] == "R" and len(job["nodes"]) == 8 and job["requeues"] == 0
+    # status --json's keys, for a script that reads both (they were missing: a newcomer).
+    assert out["broker"] is None and out["collected_s"] == out["replayed_s"] > 0
 
 
 def test_ib_flap():
