@@ -394,6 +394,10 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         if why := _unfit_undrained(st):
             line += f": {why}, not drained"
             unfit.append(n)
+        elif st is not None and st.job_stepping:
+            # Tagged as the drain dialog tags it: the restart dialog listed it plain (a 3 a.m.
+            # drive).
+            line += ": its agent is silent (the node works: its ranks step on)"
         lines.append(line)
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
     if job is not None and not nodes:

@@ -687,7 +687,13 @@ def drain_reason_hint(st: NodeState | None) -> str:
     if st is None:
         return ""
     own = sorted(own_findings(st), key=lambda f: f.severity is not Severity.DRAIN)
-    return f"{own[0].rule} {own[0].component}".strip() if own else ""
+    if own:
+        return f"{own[0].rule} {own[0].component}".strip()
+    if st.liveness:
+        # "H2 agent offline", not the dialog's generic "XID 79 on gpu3" (a 3 a.m. drive).
+        f = st.liveness[0]
+        return f"{f.rule} {f.text.split(' (')[0].split(';')[0]}"[:40]
+    return ""
 
 
 def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:

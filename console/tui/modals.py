@@ -239,7 +239,9 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
             with VerticalScroll(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield Label("Reason (required; shown as Reason=… [user@time]):")
-            yield Box(placeholder=f"e.g. {self.hint or 'XID 79 on gpu3'} — ticket OPS-123",
+            # With nothing wrong to name, a neutral example: "XID 79 on gpu3" was offered for
+            # nodes that never had one (a 3 a.m. drive).
+            yield Box(placeholder=f"e.g. {self.hint or 'planned maintenance'} — ticket OPS-123",
                       id="reason")
             now = self.mode is DrainMode.NOW
             with RadioSet(id="mode"):

@@ -365,7 +365,11 @@ def test_a_restart_does_not_flag_a_node_whose_agent_died_while_its_ranks_step(wo
 
     state.nodes["gpu0002"].verdict = Verdict.OFFLINE
     state.nodes["gpu0002"].job_stepping = "42"
-    assert not job_blast_radius(state, "42", clock()).notes
+    radius = job_blast_radius(state, "42", clock())
+    assert not radius.notes
+    # Tagged, not a plain target line (a 3 a.m. drive).
+    assert any(line.startswith("gpu0002") and "its agent is silent" in line
+               for line in radius.target_lines), radius.target_lines
     state.nodes["gpu0002"].job_stepping = ""
     assert job_blast_radius(state, "42", clock()).notes
 
@@ -386,3 +390,18 @@ def test_restarting_an_ended_job_says_what_the_restart_does(world):
             "step 400 wherever it finds room") in radius.notes, radius.notes
     assert restart_reason_hint(state.jobs["43"], state, clock()) == (
         "F: NodeFail gpu0012 (Xid 79)")
+
+
+def test_the_drain_reason_example_names_a_silent_node_s_liveness_not_an_xid(world):
+    """The drain dialog offered "e.g. XID 79 on gpu3" for a node whose agent was offline
+    (a 3 a.m. drive)."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import drain_reason_hint
+
+    clock, ingest, fleet, state = world
+    fleet.telemetry(ingest)
+    state.apply(ingest.take_batch(), clock())
+    st = state.nodes["gpu0002"]
+    assert drain_reason_hint(st) == ""
+    st.liveness = [Finding("H2", Severity.DRAIN, "", "agent offline (Last Will); job 4 …")]
+    assert drain_reason_hint(st) == "H2 agent offline"
