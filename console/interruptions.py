@@ -385,7 +385,19 @@ class InterruptionTracker:
             # "R -> R (R)" said nothing: what changed while no one watched is the requeue.
             again = job.requeues - p.run.requeues
             what = (f"requeued {again}x" if again > 0 else what) + " while no collector ran"
-        it = Interruption(job.job_id, p.at, cause, tuple(by_cause.get(cause, [])), gpus, lost,
+        blamed = by_cause.get(cause, [])
+        if cause == "network":
+            # A failing switch stops every rank behind it: the interruption named the one node
+            # the scheduler's reason happened to name (a 3 a.m. drive). All of the run's nodes
+            # behind it, and the switch in the detail.
+            switches = {st.behind_switch for n in blamed
+                        if (st := state.nodes.get(n)) is not None and st.behind_switch
+                        and not st.behind_recovered}
+            if switches:
+                blamed = [n for n in p.nodes if (st := state.nodes.get(n)) is not None
+                          and st.behind_switch in switches] or blamed
+                what += f"; switch {', '.join(sorted(switches))}"
+        it = Interruption(job.job_id, p.at, cause, tuple(blamed), gpus, lost,
                           f"{p.was.value} -> {job.state.value} ({what})")
         self.found.append(it)
         self.total.append(it)

@@ -272,3 +272,21 @@ def test_behind_a_recovered_switch_a_nodes_own_fault_gets_its_own_advice_and_cau
     assert recommended_action(node).startswith("XID 94 (contained ECC error)")
     assert recommended_action(other) == f"none on the node: switch {SWITCH} recovered; do not drain"
     assert node_cause(other) is None and node_cause(node) is None
+
+
+def test_a_switch_outage_interruption_names_the_switch_and_all_its_nodes_in_the_run(tmp_path):
+    """A dead rail switch requeued the job on its 8 nodes: the interruption read "network on
+    gpu0017", the node the scheduler's reason happened to name (a 3 a.m. drive)."""
+    scenario = (
+        'name = "switch_kills_job"\n[fleet]\nnodes = 16\nnodes_per_leaf = 8\n'
+        'hang_timeout = "10s"\n'
+        '[[job]]\nname = "big"\nnodes = 16\nsteps = 100000\n'
+        '[[fault]]\nat = "30s"\nfault = "leaf_switch"\nleaf = "leaf02"\nrail = 5\n')
+    out = recorded(tmp_path, "switch_kills_job", scenario)
+    session = run_headless(out, until=110.0).session
+    stops = [it for it in session.interruptions.total if it.cause == "network"]
+    assert stops, [(it.cause, it.nodes, it.detail) for it in session.interruptions.total]
+    it = stops[0]
+    behind = {n for n, st in session.state.nodes.items() if st.behind_switch == SWITCH}
+    assert len(behind) == 8 and set(it.nodes) == behind, (it.nodes, behind)
+    assert f"switch {SWITCH}" in it.detail, it.detail
