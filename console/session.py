@@ -664,6 +664,7 @@ class ConsoleSession:
             # (or knew only from its store) is another collector's to judge and record.
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
+        self._log_drains_lost()
         self.interruptions.observe(self.state, now)
         self._note_hangs(now)
         found, job_seconds = self.interruptions.take(now)
@@ -694,6 +695,18 @@ class ConsoleSession:
                             + (self.summaries.pending if self.summaries is not None else 0))
         freeze_tick()
         return report
+
+    def _log_drains_lost(self) -> None:
+        """A drained node back in a new agent session, not drained: said, not silent (its
+        agent kept no state; FleetState.drains_lost)."""
+        lost, self.state.drains_lost = self.state.drains_lost, []
+        for node, was in lost:
+            by = f" by {was.requested_by}" if was.requested_by else ""
+            why = f" ({was.reason})" if was.reason else ""
+            self.note(f"{node} came back in a new agent session not drained; it was "
+                      f"{was.state.value}{why}{by}: unless someone resumed it, its agent kept "
+                      "no state (--state-dir), so drain it again if it is not repaired",
+                      severity="warn", nodes=(node,), kind="drain")
 
     def _log_verdicts(self, verdicts: list[VerdictChange]) -> None:
         """Verdict changes in the timeline (the events view and each incident's): a node that

@@ -184,6 +184,9 @@ class NodeState:
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
     processes: dict[int, float] = field(default_factory=dict)
     """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
+    status_bd_seq: int = -1
+    """The session (bdSeq) of the last status applied: a birth of a new session comes first
+    and moves ``bd_seq`` (FleetState.drains_lost compares statuses)."""
     refused: tuple[float, int, str] | None = None
     """Its last refused telemetry (``MalformedLog.refused_samples``), read by its H1."""
     duplicate_at: float | None = None
@@ -779,6 +782,10 @@ class FleetState:
         """When the console could first hear the broker (``start_hearing``)."""
         self.shutdown_wills = 0
         """Last Wills taken for a shutting-down broker's and not believed (WILL_BURST_S)."""
+        self.drains_lost: list[tuple[str, DrainInfo]] = []
+        """Nodes that came back in a new agent session not drained although the last one was
+        (an agent without ``--state-dir``, a restarted simulator): a drained node went back to
+        the pool with nothing said (an SRE drill). The session says it (``ConsoleSession``)."""
 
     def __setstate__(self, saved: dict[str, Any]) -> None:
         # A state unpickled (a replay's snapshot put back) is a new state object: caches keyed
@@ -918,8 +925,15 @@ class FleetState:
                 self.shutdown_wills += 1  # received just before the loss: WILL_BURST_S
                 continue
             born = self._born(node_id, rx, "status without a birth")
-            if born is not None and self._apply_status(born, status, rx):
+            if born is None:
+                continue
+            drain, session = born.drain, born.status_bd_seq
+            if self._apply_status(born, status, rx):
                 changed.add(node_id)
+                if (drain.state is not DrainState.NONE and status.online
+                        and status.bdSeq > session >= 0
+                        and born.drain.state is DrainState.NONE):
+                    self.drains_lost.append((node_id, drain))
         basis = batch.basis
         settled: list[str] = []
         for node_id, (rx, tel) in batch.telemetry.items():
@@ -1357,6 +1371,10 @@ class FleetState:
         # since read "not drained" once its agent died, and paged as failed (an SRE drill).
         # The drain this session last said stands; a goodbye says the same.
         keep_drain = (not status.online and status.bdSeq == st.bd_seq and st.online is True)
+        # A resume is a command within a session; a new session not drained is an agent that
+        # kept no state, and nothing was repaired (FleetState.drains_lost).
+        new_session = status.bdSeq > st.status_bd_seq >= 0
+        st.status_bd_seq = status.bdSeq
         st.bd_seq = max(st.bd_seq, status.bdSeq)
         if (status.online and (st.online is False or st.stale)
                 and (st.sample is None or st.sample.bdSeq < status.bdSeq)):
@@ -1370,7 +1388,7 @@ class FleetState:
         if not keep_drain:
             st.drain = status.drain
         if (was is not DrainState.NONE and status.drain.state is DrainState.NONE
-                and status.online and st.history.ports):
+                and status.online and st.history.ports and not new_session):
             # Resumed: the operator returned it to service after the repair the hour-long
             # port rules were waiting for (N2 held a repaired node failed for an hour while
             # the scheduler placed jobs on it). Its next sample is judged afresh.

@@ -271,3 +271,36 @@ def test_a_resumed_node_is_judged_afresh_not_held_failed_for_n2s_hour():
     downed = 2
     sample()
     assert "N2" in st.reasons  # a new error after the resume counts at once
+
+
+def test_a_drained_node_back_in_a_new_session_not_drained_is_said():
+    """The simulator was restarted (its agents keep no state): every drained node came back
+    undrained and took work again, and the timeline said nothing (an SRE drill)."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    node = FakeNode(cluster=CLUSTER)
+    session = make_session(node, Sent())
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
+                                 requested_by="alice", cmd_id="c-1")
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    session.tick()
+    assert session.state.nodes[node.node_id].drain.state is DrainState.DRAINED
+    # A new process without --state-dir: a later session, not drained.
+    node.agent.bd_seq += 1000
+    node.agent.drain = DrainInfo()
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    session.tick()
+    lines = [line.text for line in session.log.lines() if line.kind == "drain"]
+    assert lines == [f"{node.node_id} came back in a new agent session not drained; it was "
+                     "drained (RMA 123) by alice: unless someone resumed it, its agent kept no "
+                     "state (--state-dir), so drain it again if it is not repaired"], lines
+    # A resume within a session is no loss.
+    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="again", cmd_id="c-2")
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    session.tick()
+    node.agent.drain = DrainInfo()
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    session.tick()
+    assert len([line for line in session.log.lines() if line.kind == "drain"]) == 1
