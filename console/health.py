@@ -76,6 +76,10 @@ SRAM_CORR_LIMIT = 10_000
 PCIE_REPLAY_PER_MIN = 31  # Gen5 x16
 NVLINK_CRC_DRAIN_PER_S = 100.0
 THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
+THERMAL_BITS = 0x20 | 0x40
+"""The throttles that are the GPU's own cooling (SW and HW thermal slowdown): only they hold
+G12 past its minute on an idle GPU. HW slowdown and power brake come with a facility's power
+cap, on every node at once, and clear as before (a review)."""
 THROTTLE_HOLD_S = 60.0
 """G12 hysteresis: a GPU stays flagged this long after its last throttled sample, the window of
 DCGM's thermal watch ("violation time grew in the last minute"); the throttle bits of a GPU at
@@ -472,9 +476,15 @@ class NodeHistory:
 
 def _prove(gh: GpuHistory, util: float | None, now: int) -> None:
     """A throttled GPU's hold after its last throttle: a minute of work without throttling
-    clears it, as an hour idle does (THROTTLE_IDLE_HOLD_S)."""
+    clears it, as an hour since the throttle does (THROTTLE_IDLE_HOLD_S). A throttle not
+    of its cooling (THERMAL_BITS; a grown violation counter is thermal) clears after its
+    minute, busy or not."""
     last = gh.throttled_ms
     assert last is not None
+    thermal = not gh.throttled_reasons or gh.throttled_reasons & THERMAL_BITS
+    if not thermal and now - last > THROTTLE_HOLD_MS:
+        gh.throttled_ms = gh.proven_ms = None
+        return
     if util is None or util >= BUSY_UTIL_PCT:  # no utilisation read: as busy (the old rule)
         if gh.proven_ms is None:
             gh.proven_ms = now
@@ -766,7 +776,7 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
         if now_ms - h.throttled_ms <= THROTTLE_HOLD_MS:
             text = f"clock throttled ({why}) within the last {_HOLD_TEXT}"
         else:
-            text = f"clock throttled ({why}) under load earlier; {THROTTLE_UNPROVEN}"
+            text = f"clock throttled ({why}) earlier; {THROTTLE_UNPROVEN}"
         out.append(Finding("G12", Severity.WARN, c, text))
     temp = g.temp_c
     if temp is not None and temp >= TEMP_WARN_C:

@@ -1036,7 +1036,7 @@ def recommended_action(st: NodeState) -> str:
                 # sent it back to the pool to slow the next job (a 3 a.m. drive).
                 gpus = ", ".join(unproven)
                 return (f"drain it and check {gpus}'s cooling before it takes work (it "
-                        "throttled under its last job; idle, it cannot show it is fixed)")
+                        "throttled; idle, it cannot show it is fixed)")
             # "when idle" of an idle node (an SRE drill): it can be drained now.
             return "watch; drain it if it persists (no job on it)"
         return "watch; drain when idle if it persists"

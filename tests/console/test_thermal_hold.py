@@ -180,7 +180,7 @@ def test_a_gpu_that_throttled_and_went_idle_stays_flagged_until_it_works_or_an_h
     for k in (WORKED + 600, WORKED + int(THROTTLE_IDLE_HOLD_S) - 30):
         verdict, findings, action = seen[k]
         assert verdict is Verdict.DEGRADED
-        assert findings == [f"G12 gpu2: clock throttled (sw thermal) under load earlier; "
+        assert findings == [f"G12 gpu2: clock throttled (sw thermal) earlier; "
                             f"{THROTTLE_UNPROVEN}"]
         assert action.startswith("drain it and check gpu2's cooling before it takes work")
     assert last.verdict is Verdict.OK and last.findings == []  # an hour idle: forgotten
@@ -192,3 +192,18 @@ def test_a_gpu_that_throttled_and_went_idle_stays_flagged_until_it_works_or_an_h
             cleared = k
     # Back at work, a minute without throttling clears it.
     assert cleared == back + int(THROTTLE_HOLD_S)
+
+
+def test_a_power_brake_on_an_idle_gpu_clears_after_its_minute():
+    """Power brake and HW slowdown come with a facility's power cap, on every node at once:
+    only the cooling's own throttles hold an idle GPU past the minute (a review)."""
+    def gpu_at(k: int) -> dict[str, Any]:
+        if k < WORKED:
+            return {"util_pct": 98.0, "temp_c": 70.0, "clock_event_reasons": 0x80}
+        return {"util_pct": 0.0, "temp_c": 45.0, "clock_event_reasons": 0}
+
+    cleared = None
+    for k, st in _feed_both(gpu_at, WORKED + 120):
+        if k >= WORKED and cleared is None and not st.findings:
+            cleared = k
+    assert cleared == WORKED - 1 + int(THROTTLE_HOLD_S) + 1
