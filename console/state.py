@@ -184,6 +184,10 @@ class NodeState:
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
     processes: dict[int, float] = field(default_factory=dict)
     """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
+    drain_lost: DrainInfo | None = None
+    """The drain of the session before, where a new session's status says not drained: told
+    as lost (``FleetState.drains_lost``) once the session's first sample shows a new agent
+    process."""
     status_bd_seq: int = -1
     """The session (bdSeq) of the last status applied: a birth of a new session comes first
     and moves ``bd_seq`` (FleetState.drains_lost compares statuses)."""
@@ -933,7 +937,10 @@ class FleetState:
                 if (drain.state is not DrainState.NONE and status.online
                         and status.bdSeq > session >= 0
                         and born.drain.state is DrainState.NONE):
-                    self.drains_lost.append((node_id, drain))
+                    # Lost only if a new agent process says so (its first sample): the same
+                    # process reconnecting carries its drain, so not drained there is a resume
+                    # whose own status went unseen (a review).
+                    born.drain_lost = drain
         basis = batch.basis
         settled: list[str] = []
         for node_id, (rx, tel) in batch.telemetry.items():
@@ -1413,6 +1420,10 @@ class FleetState:
         new_process = process != st.agent_started
         if process is not None:
             _note_process(st, process, rx)
+        if st.drain_lost is not None:
+            if (new_process or process is None) and st.drain.state is DrainState.NONE:
+                self.drains_lost.append((st.node_id, st.drain_lost))
+            st.drain_lost = None
         if new_process or (process is None and new_session):
             st.agent_started = process
             st.last_seq = None

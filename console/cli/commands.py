@@ -30,7 +30,7 @@ from fleetdeck.console.commands import (
     refusal,
     why_unanswered,
 )
-from fleetdeck.console.live import clusters_seen
+from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
@@ -140,6 +140,12 @@ class CommandRun:
         self._others: list[str] | None = None
         """Clusters with retained births on the broker (``_probe_clusters``); None until
         known."""
+        self._uptime: float | None = None
+        """The broker's uptime as the probe read it (None: not known)."""
+        self._probe: asyncio.Task[None] | None = None
+        """Started only once nothing of the cluster was heard: every command reading every
+        cluster's births on a shared broker cost a Slurm prolog's worth of traffic (a
+        review)."""
         # The acknowledgement may take as long as --timeout (default 10 s cut a 15 s --timeout
         # short for an offline node); the command expires then too, so an agent back later
         # does not act on what this command already reported as timed out.
@@ -154,17 +160,18 @@ class CommandRun:
         return self.session.state
 
     async def _probe_clusters(self) -> None:
-        """Which clusters the broker keeps births of, beside the command's own wait: a mistyped
-        --cluster waited 30 s for births a restarted broker might still be owed, where
-        another cluster's retained births say the broker lost none (a newcomer's scripts)."""
+        """Which clusters the broker keeps births of, and how long it has been up, beside the
+        command's own wait: a mistyped --cluster waited 30 s for births a restarted broker
+        might still be owed, where another cluster's retained births on a broker up longer
+        than that say it lost none (a newcomer's scripts)."""
+        me = f"fd-cli-probe-{os.getpid()}-{id(self):x}"
         try:
-            self._others = await asyncio.wait_for(clusters_seen(
-                self.url, f"fd-cli-probe-{os.getpid()}-{id(self):x}"[:64]), CONNECT_TIMEOUT_S)
+            self._uptime = await asyncio.wait_for(broker_uptime_s(self.url, me[:64]),
+                                                  CONNECT_TIMEOUT_S)
+            self._others = await asyncio.wait_for(clusters_seen(self.url, me[:64]),
+                                                  CONNECT_TIMEOUT_S)
         except Exception:  # a hint only: a failed probe leaves the wait as it was
             self._others = []
-
-    def _probing(self) -> "asyncio.Task[None]":
-        return asyncio.create_task(self._probe_clusters())
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -177,7 +184,6 @@ class CommandRun:
         """``attempt``: what ``make`` asks for, audited as refused if it is never sent."""
         session = self.session
         self._started = time.monotonic()
-        probe = self._probing()
         req: Request | None = None
         deadline = 0.0
 
@@ -246,7 +252,8 @@ class CommandRun:
                 self.refuse(attempt, str(err))
             raise
         finally:
-            await _cancelled(probe)
+            if self._probe is not None:
+                await _cancelled(self._probe)
             if req is not None and not wait_done:
                 session.left_open(req, "not waiting for the effect (--no-wait)")
             await session.close()
@@ -320,10 +327,15 @@ class CommandRun:
             # BIRTH_WAIT_S at the most.
             now = time.monotonic()
             quiet = now - max(self._heard_changed_at, self._connected_at)
+            if err.nothing_heard and self._probe is None:
+                self._probe = asyncio.create_task(self._probe_clusters())
             others = self._others
-            # Other clusters' retained births: this broker lost none of them, so nothing heard
-            # of this cluster is no restart to wait out.
-            kept = bool(others) and self.cluster not in (others or ())
+            # Other clusters' retained births on a broker up for longer than the wait: it lost
+            # none of them, so nothing heard of this cluster is no restart to wait out (just
+            # after a restart another cluster's agents may be back before this one's).
+            up = self._uptime
+            kept = (bool(others) and self.cluster not in (others or ())
+                    and (up is None or up >= BIRTH_WAIT_S))
             owed = err.nothing_heard and not kept
             if (quiet < BIRTHS_QUIET_S or owed) \
                     and now - self._connected_at < min(BIRTH_WAIT_S, self.timeout_s):
@@ -345,7 +357,6 @@ class CommandRun:
         """Connect, learn the fleet, print what the command would touch; send nothing."""
         session = self.session
         self._started = time.monotonic()
-        probe = self._probing()
         found: list[BlastRadius] = []
 
         def on_tick(_report: TickReport) -> bool:
@@ -358,7 +369,8 @@ class CommandRun:
         try:
             await session.watch(asyncio.Event(), tick_s=POLL_S, on_tick=on_tick)
         finally:
-            await _cancelled(probe)
+            if self._probe is not None:
+                await _cancelled(self._probe)
             await session.close()
         self.say("dry run: nothing sent")
         self.show_radius(found[0])

@@ -156,9 +156,11 @@ def test_a_mistyped_cluster_is_refused_without_the_restart_wait_naming_the_clust
         sim, tmp_path):
     """`drain --cluster other` against a broker that keeps another cluster's births waited 30 s
     (the wait for births a restarted broker may still be owed; a Slurm prolog's budget) and
-    --timeout did not bound it (a newcomer's scripts)."""
+    --timeout did not bound it (a newcomer's scripts). This broker is seconds old, so the wait
+    is owed (another cluster's agents may be back before this one's): --timeout bounds it, and
+    the refusal names the clusters seen."""
     out = run_cli("drain", "gpu0001", "--reason", "x", "--dry-run", "--broker", str(sim.url),
-                  "--cluster", "other", timeout=20)
+                  "--cluster", "other", "--timeout", "4", timeout=20)
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.strip() == (
         "fleetdeck drain: unknown node(s) gpu0001: no birth or status seen on cluster 'other' "

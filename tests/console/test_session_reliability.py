@@ -284,15 +284,36 @@ def test_a_drained_node_back_in_a_new_session_not_drained_is_said():
     node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
                                  requested_by="alice", cmd_id="c-1")
     node.feed(session.ingest, node.status(), Kind.STATUS)
+    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
     session.tick()
     assert session.state.nodes[node.node_id].drain.state is DrainState.DRAINED
-    # A new process without --state-dir: a later session, not drained.
-    node.agent.bd_seq += 1000
+
+    def drain_lines() -> list[str]:
+        return [line.text for line in session.log.lines() if line.kind == "drain"]
+
+    def new_session(new_process: bool) -> None:
+        node.agent.bd_seq += 1000
+        if new_process:
+            node.agent.started_ms += 5000
+        node.feed(session.ingest, node.birth(), Kind.BIRTH)
+        node.feed(session.ingest, node.status(), Kind.STATUS)
+        session.tick()
+        node.now += 1
+        node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
+        session.tick()
+
+    # The same process reconnecting with a resume whose own status went unseen: no loss.
     node.agent.drain = DrainInfo()
-    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    new_session(new_process=False)
+    assert drain_lines() == []
+    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
+                                 requested_by="alice", cmd_id="c-1")
     node.feed(session.ingest, node.status(), Kind.STATUS)
     session.tick()
-    lines = [line.text for line in session.log.lines() if line.kind == "drain"]
+    # A new process without --state-dir: a later session, not drained.
+    node.agent.drain = DrainInfo()
+    new_session(new_process=True)
+    lines = drain_lines()
     assert lines == [f"{node.node_id} came back in a new agent session not drained; it was "
                      "drained (RMA 123) by alice: unless someone resumed it, its agent kept no "
                      "state (--state-dir), so drain it again if it is not repaired"], lines
