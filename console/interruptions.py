@@ -20,6 +20,7 @@ from fleetdeck.console.judgements import (
     reason_words,
 )
 from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
 CAUSES = ("gpu", "hbm_ecc", "network", "host", "software", "operator")
@@ -125,6 +126,28 @@ def node_cause(st: NodeState, agent_only: bool = False) -> str | None:
     if st.drain.state is not DrainState.NONE and st.drain.cmd_id:
         return "operator"
     return None
+
+
+def _switches(behind: str) -> set[str]:
+    """``leaf02-r[1,5]`` (``NodeState.behind_switch``, compressed) as its switch names."""
+    if not behind:
+        return set()
+    try:
+        return set(expand(behind))
+    except HostlistError:
+        return {behind}
+
+
+def _stepping_by_job(state: FleetState) -> dict[str, set[str]]:
+    """Job id -> its nodes whose agent is silent while it steps on (``job_stepping``); such a
+    node is silent, so among the not-ok ones: no pass over every job's nodes."""
+    out: dict[str, set[str]] = {}
+    nodes = state.nodes
+    for n in state.not_ok:
+        st = nodes.get(n)
+        if st is not None and st.job_stepping:
+            out.setdefault(st.job_stepping, set()).add(n)
+    return out
 
 
 @dataclass(frozen=True)
@@ -264,21 +287,6 @@ class InterruptionTracker:
             self.held_gpu_seconds += (upto - t) * gpus
             t = upto
 
-    @staticmethod
-    def _agent_only(state: FleetState, job: JobStatus, seen: _Seen, new_run: bool) -> set[str]:
-        """The run's nodes whose agent is silent while it steps on, and those still silent
-        since (the console clears ``job_stepping`` once the job stops); one heard again is
-        judged afresh."""
-        out = set()
-        for n in job.nodes:
-            st = state.nodes.get(n)
-            if st is None:
-                continue
-            if st.job_stepping == job.job_id or (
-                    not new_run and n in seen.agent_only and (st.online is False or st.stale)):
-                out.add(n)
-        return out
-
     def observe(self, state: FleetState, now: float) -> None:
         if self.last_tick is not None:
             dt = max(0.0, min(now - self.last_tick, 60.0))
@@ -289,6 +297,7 @@ class InterruptionTracker:
         self.last_tick = now
         if self.started is None:
             self.started = now
+        stepping: dict[str, set[str]] | None = None
         for job_id, job in state.jobs.items():
             seen = self.jobs.get(job_id)
             if seen is None:
@@ -314,8 +323,11 @@ class InterruptionTracker:
             seen.state, seen.requeues, seen.latest = job.state, job.requeues, job
             if job.state is JobState.R and job.nodes:
                 # Running again (or still): a new run, blamed on its own nodes next time.
-                seen.agent_only = self._agent_only(state, job, seen, new_run=(
-                    was[1] != job.requeues or was[2] != list(job.nodes)))
+                # As at its last running status: the console clears job_stepping once the job
+                # stops, before the interruption is classified.
+                if stepping is None:
+                    stepping = _stepping_by_job(state)
+                seen.agent_only = stepping.get(job_id, set())
                 seen.nodes, seen.job, seen.interrupted = list(job.nodes), job, False
             # The store keeps a run when it changes, and its checkpoint once a minute (a
             # status comes every step: rewriting a 4,096-node job's run twice a second).
@@ -390,13 +402,15 @@ class InterruptionTracker:
             # A failing switch stops every rank behind it: the interruption named the one node
             # the scheduler's reason happened to name (a 3 a.m. drive). All of the run's nodes
             # behind it, and the switch in the detail.
-            switches = {st.behind_switch for n in blamed
+            switches = {sw for n in blamed
                         if (st := state.nodes.get(n)) is not None and st.behind_switch
-                        and not st.behind_recovered}
+                        and not st.behind_recovered for sw in _switches(st.behind_switch)}
             if switches:
-                blamed = [n for n in p.nodes if (st := state.nodes.get(n)) is not None
-                          and st.behind_switch in switches] or blamed
-                what += f"; switch {', '.join(sorted(switches))}"
+                # The node the reason named first: it is what `interruption_text` shows.
+                blamed = blamed + [n for n in p.nodes if n not in blamed
+                                   and (st := state.nodes.get(n)) is not None
+                                   and switches & _switches(st.behind_switch)]
+                what += f"; switch {compress(sorted(switches))}"
         it = Interruption(job.job_id, p.at, cause, tuple(blamed), gpus, lost,
                           f"{p.was.value} -> {job.state.value} ({what})")
         self.found.append(it)
