@@ -394,7 +394,7 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         if why := _unfit_undrained(st):
             line += f": {why}, not drained"
             unfit.append(n)
-        elif st is not None and st.job_stepping:
+        elif st is not None and st.job_stepping == job_id:
             # Tagged as the drain dialog tags it: the restart dialog listed it plain (a 3 a.m.
             # drive).
             line += ": its agent is silent (the node works: its ranks step on)"

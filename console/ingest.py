@@ -88,7 +88,7 @@ class MalformedLog:
         if len(parts) == 6 and parts[3] == "node" and parts[5] == "telemetry":
             node = parts[4]
             was = self.refused_samples.get(node)
-            if was is not None or len(self.refused_samples) < 10_000:
+            if was is not None or len(self.refused_samples) < 131_072:
                 self.refused_samples[node] = (item.rx_ts, (was[1] if was else 0) + 1,
                                               f"{item.reason}: {item.detail}")
         # Bound the per-topic table: hostile publishers can invent endless topics.

@@ -681,6 +681,11 @@ def held_only_since(st: NodeState) -> float | None:
     return max(repairs) if repairs else 0.0
 
 
+_HINT_CUT = re.compile(r" \(|[;:]")
+"""Where a liveness finding's text stops naming what is wrong ("agent offline (Last Will)…",
+"no telemetry accepted: 6 samples refused …")."""
+
+
 def drain_reason_hint(st: NodeState | None) -> str:
     """``N1 mlx5_ib3:1``: the node's worst own finding (drain class first), what the drain
     dialog offers as an example reason; '' with none."""
@@ -689,10 +694,11 @@ def drain_reason_hint(st: NodeState | None) -> str:
     own = sorted(own_findings(st), key=lambda f: f.severity is not Severity.DRAIN)
     if own:
         return f"{own[0].rule} {own[0].component}".strip()
-    if st.liveness:
+    if st.liveness and not st.job_stepping:  # a dead agent's node: "do not drain"
         # "H2 agent offline", not the dialog's generic "XID 79 on gpu3" (a 3 a.m. drive).
         f = st.liveness[0]
-        return f"{f.rule} {f.text.split(' (')[0].split(';')[0]}"[:40]
+        words = _HINT_CUT.split(f.text, maxsplit=1)[0]
+        return f"{f.rule} {words}"
     return ""
 
 
@@ -789,7 +795,7 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
     # The node the scheduler's reason names first: it is what stopped the job ("gpu0011 not
     # responding"), where a node with an older fault sorted first by verdict or name (an SRE
     # drill named a stale N3 and a dead agent before the node that stopped the job).
-    named = reason_words(job.reason)
+    named = reason_words(job.reason) if len(out) > 1 else set()
     return [s for _, _, s in sorted(out, key=lambda x: (x[1] not in named, x[0], x[1]))]
 
 
@@ -807,6 +813,8 @@ def _hosts_in(word: str) -> int:
         lo, _, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
             return 0
+        if int(hi or lo) < int(lo):
+            return _REASON_HOSTS_MAX + 1  # backwards: not expanded (it counted negative)
         total += int(hi or lo) - int(lo) + 1
     return total
 

@@ -275,7 +275,7 @@ async def _read_retained(url: BrokerURL, client_id: str, topic_filter: str, list
         if not done.is_set() and take(topic, payload):
             done.set()
 
-    link = MqttLink(url, client_id, [topic_filter], sink, qos=0)
+    link = MqttLink(url, client_id, [topic_filter], sink, qos=0, probe=True)
     stop = asyncio.Event()
     runner = asyncio.create_task(link.run(stop, retry=False))
     try:

@@ -254,6 +254,11 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     common(p)
 
 
+ONE_SHOT = frozenset({"status", "drain", "resume", "restart-job", "inject", "schema", "events",
+                      "report", "history", "record", "replay"})
+"""Commands that end in one sentence of their own on failure (``setup_logging``)."""
+
+
 def _hostlist(words: list[str]) -> str:
     """``drain gpu0001 gpu0002`` and ``drain 'gpu0001 gpu0002'`` as ``gpu0001,gpu0002``: both
     were refused, the second as "unknown node(s) gpu0001 gpu0002", which read as if both
@@ -611,7 +616,7 @@ def _main(argv: Sequence[str] | None) -> int:
         (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     from fleetdeck.logs import setup_logging
 
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, one_shot=args.command in ONE_SHOT)
     try:
         return int(COMMANDS[args.command](args) or 0)
     except UserError as err:

@@ -9,7 +9,9 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 
-def setup_logging(level: str = "warning") -> None:
+def setup_logging(level: str = "warning", one_shot: bool = False) -> None:
+    """``one_shot``: a command that ends in one sentence (status, drain …), where the MQTT
+    libraries' own lines only repeat it; a daemon (agent, collect, sim) keeps their errors."""
     handler = logging.StreamHandler(sys.stderr)
     fmt = "%(levelname)s %(name)s: %(message)s"
     if sys.stderr.isatty():
@@ -23,10 +25,12 @@ def setup_logging(level: str = "warning") -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     # gmqtt and paho ("mqtt") log what fleetdeck says in one sentence itself (a refused
     # password, a listener that is not an MQTT broker, a lost connection) as ERROR lines and
-    # tracebacks before that sentence (a newcomer's scripts): only --log-level debug shows them.
+    # tracebacks before that sentence (a newcomer's scripts): a one-shot command shows them
+    # only at --log-level debug.
+    quiet = logging.CRITICAL if one_shot else logging.ERROR
     for library in ("gmqtt", "mqtt"):
         logging.getLogger(library).setLevel(
-            logging.DEBUG if root.level <= logging.DEBUG else logging.CRITICAL)
+            logging.DEBUG if root.level <= logging.DEBUG else max(quiet, root.level))
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

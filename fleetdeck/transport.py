@@ -142,6 +142,7 @@ class MqttLink:
         clock: Callable[[], float] = time.time,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         will: Will | None = None,
+        probe: bool = False,
     ) -> None:
         self.url = url
         self.will = will
@@ -154,6 +155,9 @@ class MqttLink:
         self.clock = clock
         self.connect_timeout_s = connect_timeout_s
         self.max_backoff_s = MAX_BACKOFF_S
+        self.probe = probe
+        """A look at what the broker holds (``console.live``): a refused subscription (an ACL on
+        ``$SYS``) is an empty answer, not a warning on every ``status``."""
         self.conn = Connection(since=clock())
         self.first_error: str | None = None
         """The first failure's sentence (one-shot commands report it and give up)."""
@@ -295,7 +299,7 @@ class MqttLink:
                 raise TransportError("connection refused") from None
             except OSError as err:  # ssl.SSLError included
                 raise TransportError(str(err) or type(err).__name__) from None
-            if any(g >= 0x80 for g in granted):
+            if any(g >= 0x80 for g in granted) and not self.probe:
                 # Mosquitto's ACL refuses silently (it grants, never delivers); a broker that
                 # says so is worth one line.
                 log.warning("the broker at %s refused some subscriptions: %s", self.url,

@@ -279,17 +279,16 @@ class CommandRun:
         self.say(f"{describe_op(req)}: {counts}")
         for t in bad:
             still = ""
-            dead = why_unanswered(self.state, t.target) if req.op is CommandOp.DRAIN else ""
-            if req.op is CommandOp.DRAIN and "DRAINING" in t.detail and dead:
+            dead = ("" if req.op is CommandOp.RESTART_JOB
+                    else why_unanswered(self.state, t.target))
+            if req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
                 # Its agent died after it said DRAINING: "still draining" was a guess past the
                 # Last Will that came 23 s before the time-out (an SRE drill).
-                still = f" — it was draining when its agent went silent: {dead}"
-            elif req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
-                still = " — the node is still draining (its jobs run to completion)"
-            elif req.op is not CommandOp.RESTART_JOB and t.phase is Phase.TIMED_OUT:
+                still = (f" — it was draining when its agent went silent: {dead}" if dead
+                         else " — the node is still draining (its jobs run to completion)")
+            elif dead and t.phase is Phase.TIMED_OUT and " — the node " not in t.detail:
                 # Said already when the tracker's own deadline came first.
-                dead = why_unanswered(self.state, t.target)
-                still = f" — {dead}" if dead and " — the node " not in t.detail else ""
+                still = f" — {dead}"
             self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 

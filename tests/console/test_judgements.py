@@ -760,6 +760,8 @@ def test_reason_words_expand_a_compressed_host_list_but_not_a_huge_one():
     assert "gpu0011" in reason_words("rank 8 on gpu0011.")
     # A typo'd range is a word, not a million names.
     assert reason_words("down gpu[0-99999999]") == {"down", "gpu[0-99999999]"}
+    # A backwards range counted negative and let a million names through (a review).
+    assert reason_words("x gpu[0-999999,999999-0]") == {"x", "gpu[0-999999,999999-0]"}
 
 
 def test_the_text_table_says_how_many_findings_it_leaves_out():
