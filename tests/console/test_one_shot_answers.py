@@ -41,9 +41,11 @@ def test_status_against_a_broker_that_never_answers_is_exit_2():
     assert out.returncode == 2, out.stdout
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert "did not answer" in out.stderr or "cannot get a status" in out.stderr
-    assert out.stderr.count(f"mqtt://127.0.0.1:{port}") == 1  # named once, not twice
-    assert took < 20
+    # Its own 5 s: the connect attempt used to run on to the transport's 10 s first, and the
+    # sentence came at 10 s from the transport (a newcomer's scripts; docs/protocol.md).
+    assert out.stderr == (f"fleetdeck status: cannot get a status from mqtt://127.0.0.1:{port}: "
+                          "no answer (CONNACK) within 5 s.\n"), out.stderr
+    assert took < 9
 
 
 async def test_status_of_a_mistyped_cluster_names_the_clusters_there(mosquitto, tmp_path):
