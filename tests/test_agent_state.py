@@ -61,25 +61,31 @@ async def restart(tap: Tap, proc, sig: int, url, tmp_path: Path, *extra: str):
     return proc, tap.first_status_after(NODE, bd)
 
 
+async def drained(tap: Tap, url, reason: str) -> Command:
+    """Wait for the agent to be online, drain it, wait for DRAINED; the drain sent."""
+    await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                    message="agent online")
+    drain = command(CommandOp.DRAIN, reason=reason)
+    await send(url, CLUSTER, drain)
+    await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED,
+                    message="DRAINED")
+    return drain
+
+
 async def test_a_drain_survives_sigterm_and_sigkill_restarts(mosquitto, tmp_path):
     url = mosquitto.url
     async with Tap(url, CLUSTER) as tap:
         proc = start_agent(url, tmp_path)
         try:
-            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
-                            message="agent online")
-            drain = command(CommandOp.DRAIN, reason="xid 79 on gpu3")
-            await send(url, CLUSTER, drain)
-            await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED,
-                            message="DRAINED")
-            drained = tap.statuses(NODE)[-1].drain
-            assert (drained.reason, drained.requested_by, drained.cmd_id) == (
+            drain = await drained(tap, url, "xid 79 on gpu3")
+            drained_info = tap.statuses(NODE)[-1].drain
+            assert (drained_info.reason, drained_info.requested_by, drained_info.cmd_id) == (
                 "xid 79 on gpu3", "alice", drain.cmd_id)
 
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 proc, first = await restart(tap, proc, sig, url, tmp_path)
                 # The very first status of the new session, not a later correction.
-                assert first.drain == drained, signal.Signals(sig).name
+                assert first.drain == drained_info, signal.Signals(sig).name
 
             state_files = sorted(p.name for p in (tmp_path / "state").iterdir())
             assert state_files == ["outbox-gpu0001.jsonl", "state-gpu0001.json"]
@@ -112,11 +118,7 @@ async def test_a_drained_node_whose_agent_is_killed_stays_drained_in_the_console
     async with Tap(url, CLUSTER) as tap:
         proc = start_agent(url, tmp_path)
         try:
-            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
-                            message="agent online")
-            await send(url, CLUSTER, command(CommandOp.DRAIN, reason="RMA ticket 123"))
-            await tap.until(lambda: tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED,
-                            message="DRAINED")
+            await drained(tap, url, "RMA ticket 123")
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
