@@ -526,6 +526,19 @@ def _settling(st: NodeState, new: Verdict, now: float) -> bool:
             and VERDICT_ORDER[new] < VERDICT_ORDER[st.reported])
 
 
+def _resumed(st: NodeState) -> None:
+    """The operator returned the node to service after the repair the hour-long port rules
+    were waiting for (N2 held a repaired node failed for an hour while the scheduler placed
+    jobs on it): its next sample is judged afresh."""
+    if not st.history.ports:
+        return
+    st.history.forget_port_windows()
+    st.basis = None
+    # A restore's hold guards against windows that restarted empty; these were emptied on
+    # purpose, so the better verdict that follows is news at once.
+    st.settle_until = None
+
+
 def _settle_clock(st: NodeState, now: float) -> bool:
     """Whether ``st``'s restore hold still runs: it starts at the node's first sample here
     (``math.inf`` until then), not at its first better verdict (a fault the agent's own windows
@@ -1395,15 +1408,8 @@ class FleetState:
         if not keep_drain:
             st.drain = status.drain
         if (was is not DrainState.NONE and status.drain.state is DrainState.NONE
-                and status.online and st.history.ports and not new_session):
-            # Resumed: the operator returned it to service after the repair the hour-long
-            # port rules were waiting for (N2 held a repaired node failed for an hour while
-            # the scheduler placed jobs on it). Its next sample is judged afresh.
-            st.history.forget_port_windows()
-            st.basis = None
-            # A restore's hold guards against windows that restarted empty; these were
-            # emptied on purpose, so the better verdict that follows is news at once.
-            st.settle_until = None
+                and status.online and not new_session):
+            _resumed(st)
         return True
 
     def _apply_telemetry(self, st: NodeState, tel: wire2.Sample, rx: float,
@@ -1421,8 +1427,11 @@ class FleetState:
         if process is not None:
             _note_process(st, process, rx)
         if st.drain_lost is not None:
-            if (new_process or process is None) and st.drain.state is DrainState.NONE:
-                self.drains_lost.append((st.node_id, st.drain_lost))
+            if st.drain.state is DrainState.NONE:
+                if new_process or process is None:
+                    self.drains_lost.append((st.node_id, st.drain_lost))
+                else:
+                    _resumed(st)  # the same process: a resume whose status went unseen
             st.drain_lost = None
         if new_process or (process is None and new_session):
             st.agent_started = process
