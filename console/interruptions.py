@@ -50,15 +50,14 @@ def finding_cause(f: Finding) -> str:
     return "software"
 
 
-def named_cause(st: NodeState, agent_only: bool = False) -> str | None:
+def named_cause(st: NodeState) -> str | None:
     """What a node the job's reason names (its rank died there) contributes once no
     drain-class finding showed: as ``node_cause``, and a warning counts too there (XID 94, a
     contained ECC error, kills the rank it hits and leaves the node only degraded)."""
-    cause = node_cause(st, agent_only)
+    cause = node_cause(st)
     if cause is not None:
         return cause
-    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "warn"
-              and not (agent_only and f.rule.startswith("H"))}
+    causes = {finding_cause(f) for f in st.all_findings if f.severity.value == "warn"}
     return next((c for c in CAUSES if c in causes), None)
 
 
@@ -344,6 +343,10 @@ class InterruptionTracker:
     def _record(self, state: FleetState, p: _Pending, now: float, final: bool) -> bool:
         job = p.job
         by_cause: dict[str, list[str]] = {}
+        # A node whose agent died while the run stepped on is no live fault of an operator's
+        # restart (it moved the job off it); in any other interruption its silence may be the
+        # node's own death, which the scheduler reports the same way (a replayed two days
+        # booked node deaths as software when it was taken for an agent's).
         if _OPERATOR_RESTART.match(job.reason) and not any(
                 _live_fault(state.nodes.get(n), n in p.agent_only) for n in p.nodes):
             # An operator's restart of a job no node was failing: the operator's, not that of
@@ -361,7 +364,7 @@ class InterruptionTracker:
         named = [] if by_cause else [n for n in p.nodes if n in words]
         for node in named:
             st = state.nodes.get(node)
-            cause = node_cause(st, node in p.agent_only) if st is not None else "host"
+            cause = node_cause(st) if st is not None else "host"
             if cause is not None:
                 by_cause.setdefault(cause, []).append(node)
         if named and not by_cause:
@@ -372,7 +375,7 @@ class InterruptionTracker:
             # application's bug), before any other node of the run takes the blame.
             for node in named:
                 st = state.nodes.get(node)
-                if st is not None and (cause := named_cause(st, node in p.agent_only)) is not None:
+                if st is not None and (cause := named_cause(st)) is not None:
                     by_cause.setdefault(cause, []).append(node)
             if not by_cause and (why := reason_cause(job.reason)) is not None:
                 by_cause[why] = named
@@ -383,7 +386,7 @@ class InterruptionTracker:
         drained = [n for n in p.nodes if _drained_near(state.nodes.get(n), p.at)]
         for node in () if by_cause else (drained or p.nodes):
             st = state.nodes.get(node)
-            cause = node_cause(st, node in p.agent_only) if st is not None else "host"
+            cause = node_cause(st) if st is not None else "host"
             if cause is not None:
                 by_cause.setdefault(cause, []).append(node)
         if not by_cause and not final:

@@ -72,7 +72,8 @@ def test_bad_files_and_spans_from_the_command_line(tmp_path, capsys):
     nowhere = tmp_path / "no" / "such" / "dir.jsonl.gz"
     assert main(["sim", "--nodes", "4", "--out", str(nowhere), "--duration", "1h"]) == 2
     err = capsys.readouterr().err
-    assert err.strip().endswith("No such file or directory.") and str(nowhere) in err
+    assert f"folder {nowhere.parent} does not exist" in err and str(nowhere) in err
+    assert err.count("\n") == 1
     assert (parse_span("7d"), parse_span("36h"), parse_span("1d12h")) == (
         604800, 129600, 129600)
     for bad_span in ("0d", "soon", "-1d"):
