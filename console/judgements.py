@@ -805,34 +805,18 @@ _REASON_HOSTS_MAX = 4096
 free-text reason must not cost a tick)."""
 
 
-def _hosts_in(word: str) -> int:
-    """How many names a bracketed word would expand to, counted before expanding it."""
-    inner = word[word.index("[") + 1:word.index("]")]
-    total = 0
-    for part in inner.split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            return 0
-        if int(hi or lo) < int(lo):
-            return _REASON_HOSTS_MAX + 1  # backwards: not expanded (it counted negative)
-        total += int(hi or lo) - int(lo) + 1
-    return total
-
-
 def reason_words(reason: str) -> set[str]:
     """The words of a scheduler's reason, node names among them ("rank 8 on gpu0011." gives
     "gpu0011"; Slurm's compressed "gpu[0011-0013]" gives the three): which nodes it names."""
     words: set[str] = set()
     for found in _WORDS.findall(reason):
         w = found.rstrip("._-")
-        if "[" in w and _hosts_in(w) <= _REASON_HOSTS_MAX:
+        if "[" in w:
             try:
-                names = expand(w)
-            except HostlistError:
-                names = []
-            if names:
-                words.update(names)
+                words.update(expand(w, limit=_REASON_HOSTS_MAX))
                 continue
+            except HostlistError:
+                pass  # a typo'd or huge range: the word as written
         words.add(w)
     return words
 

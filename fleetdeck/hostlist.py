@@ -41,7 +41,7 @@ def _split_top(expr: str) -> list[str]:
     return [item.strip() for item in items if item.strip()]
 
 
-def _expand_item(item: str) -> list[str]:
+def _expand_item(item: str, limit: int) -> list[str]:
     if "[" not in item:
         if "]" in item:
             raise HostlistError(f"unbalanced ']' in '{item}'")
@@ -61,21 +61,22 @@ def _expand_item(item: str) -> list[str]:
         lo, hi = int(lo_s), int(hi_s) if dash else int(lo_s)
         if hi < lo:
             raise HostlistError(f"range '{part}' runs backwards")
-        if len(out) + hi - lo + 1 > MAX_HOSTS:
-            raise HostlistError(f"'{item}' expands to more than {MAX_HOSTS} names")
+        if len(out) + hi - lo + 1 > limit:  # counted before a name is made
+            raise HostlistError(f"'{item}' expands to more than {limit} names")
         width = len(lo_s)
         out.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(lo, hi + 1))
     return out
 
 
-def expand(expr: str) -> list[str]:
-    """Expand a hostlist expression into names, in order, without duplicates."""
+def expand(expr: str, limit: int = MAX_HOSTS) -> list[str]:
+    """Expand a hostlist expression into names, in order, without duplicates; more than
+    ``limit`` names is an error, raised before they are made."""
     seen: dict[str, None] = {}
     for item in _split_top(expr.strip()):
-        for name in _expand_item(item):
+        for name in _expand_item(item, limit):
             seen[name] = None
-        if len(seen) > MAX_HOSTS:
-            raise HostlistError(f"expression expands to more than {MAX_HOSTS} names")
+        if len(seen) > limit:
+            raise HostlistError(f"expression expands to more than {limit} names")
     return list(seen)
 
 
