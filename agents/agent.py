@@ -126,6 +126,13 @@ class NodeAgent:
         self._windows_kept_at = time.monotonic()
         self.drain: DrainInfo = saved.drain
         self._drain_mode = saved.drain_mode
+        self._will_drain: DrainInfo | None = None
+        """The drain the current session's Last Will carries (MQTT fixes a will at CONNECT)."""
+        self.rearm = asyncio.Event()
+        """Set once the drain moved away from the will's: the session ends cleanly (no will) and
+        a new one connects at once with a will that carries the drain (``_rearm_if_stale``)."""
+        self.rearms = 0
+        """Sessions ended to re-arm the will."""
         self.guard = CommandGuard(node_id, command_key, lambda: now_ms(self.clock),
                                   saved.executed)
         self._awaiting_drained: str | None = (
@@ -258,6 +265,8 @@ class NodeAgent:
             accepted_before = self.connacks
             self.bd_seq = self._next_bd_seq()
             self._save_state()  # before the will that carries it can reach anyone
+            self._will_drain = self.drain
+            self.rearm.clear()
             will = aiomqtt.Will(
                 self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
                 retain=True,
@@ -267,8 +276,12 @@ class NodeAgent:
                 keepalive=self.keepalive,
             )
             try:
-                await self._session(client, stop)
-                return
+                if not await self._session(client, stop):
+                    return
+                self.connected.clear()
+                self.rearms += 1
+                attempt = 0
+                continue  # at once: the broker took us a moment ago
             except aiomqtt.MqttError as err:
                 self.connected.clear()
                 if self.connacks > accepted_before:
@@ -290,7 +303,9 @@ class NodeAgent:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
 
-    async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+    async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> bool:
+        """One MQTT session until ``stop`` (False) or until the will must be re-armed (True);
+        a lost connection raises MqttError."""
         async with contextlib.AsyncExitStack() as stack:
             announced = asyncio.Event()
             async with self.connect_gate:
@@ -315,10 +330,12 @@ class NodeAgent:
                     await asyncio.sleep(self.connect_spacing_s)
             self.connects += 1
             self.connected.set()
+            rearm = asyncio.create_task(self.rearm.wait())
             tasks = [
                 asyncio.create_task(self._telemetry_loop(client, stop)),
                 commands,
                 asyncio.create_task(stop.wait()),
+                rearm,
             ]
             done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in pending:
@@ -333,7 +350,11 @@ class NodeAgent:
                         self._topic[Kind.STATUS], codec.encode(self.status(online=False)),
                         qos=1, retain=True,
                     )
-                return
+                return False
+            if rearm in done:
+                # Leaving the ``async with`` sends DISCONNECT: the broker drops the old will,
+                # whose drain is out of date, and the retained status already says the drain.
+                return True
             for task in done:
                 exc = task.exception()
                 if exc is not None:
@@ -371,6 +392,7 @@ class NodeAgent:
             self.last_progress = time.monotonic()
             await self._flush_events(client)
             await self._check_drained(client)
+            self._rearm_if_stale()
 
     async def _flush_events(self, client: aiomqtt.Client) -> None:
         for draft in self.source.take_events():
@@ -413,6 +435,14 @@ class NodeAgent:
                 log.warning("%s: rejected malformed command on %s: %s", self.node_id, topic, err)
                 continue
             await self._handle(client, cmd)
+            self._rearm_if_stale()
+
+    def _rearm_if_stale(self) -> None:
+        """Re-arm the will once the drain changed and what followed it went out: a drained
+        node whose agent then died read "not drained" in every console started later, since
+        the will it left was the drain as of the connect (an SRE drill; docs/protocol.md)."""
+        if self._will_drain is not None and self.drain != self._will_drain:
+            self.rearm.set()
 
     async def _handle(self, client: aiomqtt.Client, cmd: Command) -> None:
         answered = self.guard.answered(cmd.cmd_id)

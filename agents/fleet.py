@@ -181,7 +181,7 @@ class SimAgent(NodeAgent):
         return GmqttSession(self.url, f"fd-{self.cluster}-{self.node_id}", will=will,
                             keepalive=self.keepalive)
 
-    async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+    async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> bool:
         if self.mqtt_lib == "gmqtt":
             # NodeAgent.run made an aiomqtt client (never connected, so it costs no socket);
             # this session replaces it. The cast: GmqttSession has the aiomqtt.Client methods
@@ -190,7 +190,7 @@ class SimAgent(NodeAgent):
         self.client = client
         self._loop_error = None
         try:
-            await super()._session(client, stop)
+            return await super()._session(client, stop)
         except aiomqtt.MqttError as err:
             # NodeAgent says "session ended" when the loop that ended raised nothing: the real
             # reason is the error the loop kept.
@@ -268,6 +268,7 @@ class SimAgent(NodeAgent):
                     return
                 await self._flush_events(client)  # type: ignore[arg-type]
                 await self._check_drained(client)  # type: ignore[arg-type]
+                self._rearm_if_stale()
         finally:
             slot.cancel()
 

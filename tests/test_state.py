@@ -231,3 +231,26 @@ def test_a_node_first_heard_with_a_port_down_gets_its_first_row_after_the_hold()
             state.judge_fleet(node.now + 0.3 * k)
             rows += [(t.old, t.new) for t in state.take_transitions()]
     assert rows == [(None, Verdict.FAILED)]
+
+
+def test_a_will_armed_before_the_drain_does_not_undo_it():
+    """An agent re-arms its will once a drain went out (agents/agent.py), but a will armed at
+    connect still comes if the agent dies in between: a console that heard this session's
+    drain keeps it, and says what to do with a drained node that went offline."""
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    node = FakeNode()
+    ingest, state = setup(node)
+    will = node.status(online=False)  # armed at CONNECT, not drained
+    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA ticket 123",
+                                 requested_by="alice", since_ts=int(node.now * 1000))
+    node.feed(ingest, node.status(), Kind.STATUS)
+    state.apply(ingest.take_batch(), node.now)
+    node.feed(ingest, will, Kind.STATUS)
+    state.apply(ingest.take_batch(), node.now)
+    state.judge_fleet(node.now)
+    [summary] = fleet_summary(state, node.now)["nodes"]
+    assert (summary["verdict"], summary["drain"], summary["drain_reason"], summary["state"]) == (
+        "offline", "drained", "RMA ticket 123", "drain*")
+    assert summary["action"].startswith("drained, now offline: check the node")
