@@ -81,16 +81,21 @@ class MalformedLog:
     a node whose every sample was refused read "no telemetry heard from it yet" (an SRE
     drill); its H1 says why (``NodeState.judge``)."""
 
+    refused_births: dict[str, tuple[float, int, str]] = field(default_factory=dict)
+    """The same for births: a node whose every birth is refused (a clock an hour ahead makes
+    its ``bdSeq`` one) was in neither ``nodes`` nor ``unborn`` of `status` (an SRE drill)."""
+
     def add(self, item: Malformed) -> None:
         self.total += 1
         self.by_reason[item.reason] += 1
         parts = item.topic.split("/")
-        if len(parts) == 6 and parts[3] == "node" and parts[5] == "telemetry":
+        if len(parts) == 6 and parts[3] == "node" and parts[5] in ("telemetry", "birth"):
             node = parts[4]
-            was = self.refused_samples.get(node)
-            if was is not None or len(self.refused_samples) < 131_072:
-                self.refused_samples[node] = (item.rx_ts, (was[1] if was else 0) + 1,
-                                              f"{item.reason}: {item.detail}")
+            refused = self.refused_samples if parts[5] == "telemetry" else self.refused_births
+            was = refused.get(node)
+            if was is not None or len(refused) < 131_072:
+                refused[node] = (item.rx_ts, (was[1] if was else 0) + 1,
+                                 f"{item.reason}: {item.detail}")
         # Bound the per-topic table: hostile publishers can invent endless topics.
         if item.topic in self.by_topic or len(self.by_topic) < 10_000:
             self.by_topic[item.topic] += 1
@@ -343,9 +348,10 @@ class Ingest:
                 and msg.bdSeq > (rx_ts + BDSEQ_FUTURE_S) * 1000):
             # bdSeq is the agent's wall clock at connect (docs/protocol.md): far ahead of ours
             # it would pin the node to a session no real agent can ever beat.
+            ahead = msg.bdSeq / 1000 - rx_ts
             self._reject(rx_ts, topic, codec.Reason.INVALID,
-                         f"bdSeq {msg.bdSeq} is more than {BDSEQ_FUTURE_S:.0f} s ahead of the "
-                         "receive clock")
+                         f"bdSeq {msg.bdSeq} is {ahead:.0f} s ahead of the receive clock "
+                         f"(more than {BDSEQ_FUTURE_S:.0f}): is the node's clock right?")
             return False
         return True
 

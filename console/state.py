@@ -1074,6 +1074,15 @@ class FleetState:
             self.correlate(self, now)
         self.judge(now, budget_s)
 
+    def unborn_why(self) -> dict[str, str]:
+        """The nodes heard from without a birth this console could take, each with why: its
+        last refused birth's reason, or "" (messages, but no birth heard yet)."""
+        why = dict.fromkeys(self.unborn, "")
+        for node, (_, _, reason) in self.malformed.refused_births.items():
+            if node not in self.nodes:
+                why[node] = reason
+        return why
+
     def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:
         """The node's state if it has had a birth; otherwise count it and want a rebirth."""
         st = self.nodes.get(node_id)

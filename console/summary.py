@@ -92,6 +92,7 @@ def fleet_summary(state: FleetState, now: float, *,
                   **extra: Any) -> dict[str, Any]:
     """``log``: the session's timeline, for each incident's own (``session.timeline()``)."""
     t = state.totals()
+    unborn = state.unborn_why()
     return {
         "cluster": state.cluster,
         **extra,
@@ -124,7 +125,8 @@ def fleet_summary(state: FleetState, now: float, *,
                                                           key=lambda s: s.node_id)],
         # Heard from without a readable birth (garbage or a newer major version retained on
         # its birth topic): not judged, so not in "nodes", but not to be read as absent.
-        "unborn": sorted(state.unborn),
+        "unborn": sorted(unborn),
+        "unborn_why": {node: why for node, why in sorted(unborn.items()) if why},
         "jobs": [job_summary(job, state, now) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log)],

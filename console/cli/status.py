@@ -224,9 +224,14 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float) -> list[str]:
         # A node whose retained birth is garbage was left out of the counts, its failures
         # with it, and the exit was 0 (an SRE drill).
         nodes = f"{len(unborn)} node{'' if len(unborn) == 1 else 's'}"
+        # Why, where a birth was refused: a node whose clock is an hour ahead sends births
+        # that can never be taken, and asking again does not help (an SRE drill).
+        why = {n: w for out in summaries for n, w in out.get("unborn_why", {}).items()}
+        said = "".join(f" {n}'s birth was refused: {why[n]}." for n in sorted(why)[:3])
+        more = f" (and {len(why) - 3} more)" if len(why) > 3 else ""
         print(f"fleetdeck status: {nodes} ({compress(unborn)}) sent messages but no birth "
-              "this watch could read (see 'malformed'): their health is unknown; they were "
-              "asked to send it again.", file=sys.stderr)
+              "this watch could read (see 'malformed'): their health is unknown (a birth that "
+              f"could not be read is asked for again).{said}{more}", file=sys.stderr)
     return waiting + unborn
 
 

@@ -270,3 +270,36 @@ def test_a_console_that_cannot_write_its_audit_log_does_not_start(tmp_path):
         out = run_cli(*argv, "--broker", "mqtt://127.0.0.1:1")
         assert out.returncode == 2, out
         assert "--operator must name who asks" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_node_whose_clock_is_an_hour_ahead_is_named_with_why(capsys):
+    """Every message of a node whose clock is an hour fast is refused (its bdSeq, the clock at
+    connect, is far ahead): it was in neither "nodes" nor "unborn", and `status --fail-on`
+    exited 0 over it (an SRE drill). It is unborn, and the refusal says what to check."""
+    from fleetdeck.console.cli.status import EXIT_UNSEEN, unhealthy, unheard
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    node = FakeNode(t0=1_000_000.0 + 3600)  # its clock; ours is an hour behind
+    node.agent.bd_seq = node.agent._next_bd_seq()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    ours = 1_000_000.0
+    for msg, kind in ((node.birth(), Kind.BIRTH), (node.status(), Kind.STATUS),
+                      (node.telemetry(), Kind.TELEMETRY)):
+        node.feed(ingest, msg, kind, rx=ours)
+    state.apply(ingest.take_batch(), ours)
+    state.judge_fleet(ours)
+    out = fleet_summary(state, ours)
+    assert out["nodes"] == [] and out["unborn"] == ["gpu0001"]
+    why = out["unborn_why"]["gpu0001"]
+    assert "3600 s ahead of the receive clock" in why and "is the node's clock right?" in why
+    waiting = unheard([out], 3.5)
+    assert waiting == ["gpu0001"]
+    err = capsys.readouterr().err
+    assert "1 node (gpu0001) sent messages but no birth" in err
+    assert "gpu0001's birth was refused: invalid: bdSeq" in err
+    assert unhealthy([out], "failed", waiting) == EXIT_UNSEEN
