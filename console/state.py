@@ -673,6 +673,10 @@ class FleetState:
         """Unique per state object (caches keyed on a state survive it being replaced)."""
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobStatus] = {}
+        self.jobs_revision = 0
+        """Bumped by every job status applied or withdrawn (caches over ``jobs`` key on it)."""
+        self.holding_index: tuple[int, dict[str, str]] | None = None
+        """(jobs_revision, node id -> a job that holds it): ``judgements.holding_job``."""
         self._job_nodes: dict[str, tuple[JobStatus, frozenset[str]]] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
         self.late_events: list[Event] = []
@@ -1005,6 +1009,8 @@ class FleetState:
                     and ev.message.startswith(RESUMED)):
                 self._resumed_by_event(ev, changed)
         self.acks.extend(ack for _rx, ack in batch.acks)
+        if batch.jobs or batch.jobs_withdrawn:
+            self.jobs_revision += 1
         for job_id in batch.jobs_withdrawn:
             self.jobs.pop(job_id, None)
             self.job_stepped_at.pop(job_id, None)

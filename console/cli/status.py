@@ -16,6 +16,7 @@ from rich.table import Table
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
+from fleetdeck.console.judgements import undecided_silent
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
@@ -58,7 +59,8 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     """Watch the cluster through a console session (ticking like the console, so rules that
     need two samples fire here too) and return it with the seconds watched: ``wait_s``, or
     with None ``DEFAULT_WAIT_S`` and longer, up to ``LONGEST_WAIT_S``, while a node's first
-    sample is still due by its interval (``slow_to_hear``). Raise ``UserError`` when the broker
+    sample is still due by its interval (``slow_to_hear``) or a silent node's job may still
+    step (``undecided_silent``). Raise ``UserError`` when the broker
     never answered or no node of ``cluster`` was heard."""
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
                              digests=digests,
@@ -82,7 +84,8 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
             connected_at = now
         if not auto or now - started < least:
             return False
-        return not slow_to_hear(session.state, now - connected_at)
+        return not (slow_to_hear(session.state, now - connected_at)
+                    or undecided_silent(session.state, now - connected_at))
 
     await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
                         duration_s=LONGEST_WAIT_S if auto else least)

@@ -6,6 +6,7 @@ from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import suspect_switches
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol import codec
 from tests.tui.fleet import (
     CLUSTER,
     Clock,
@@ -816,3 +817,43 @@ def test_a_switch_with_ports_down_and_one_erroring_is_suspect_by_all_three():
     (sw,) = suspect_switches(session.state)
     assert sw.switch == "leaf00-r2" and sw.nodes == ["gpu0001", "gpu0002", "gpu0003"]
     assert not sw.link_only
+
+
+def test_a_one_shot_watch_waits_for_a_dead_agents_job_to_step_before_judging_it():
+    """A `status` started after gpu0003's agent died has only its retained will and its job's
+    retained status: a 3.5 s watch over a job stepping every 3 s saw no step in 2 of 6 runs,
+    and then read "job": null and "check the node (power, BMC…)" for an agent death (an SRE
+    drill). The node is in its job from the scheduler's word, the watch waits for a step while
+    one is due, and a step seen makes it an agent death."""
+    from fleetdeck.console.judgements import undecided_silent
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(4, clock)
+    fleet.birth(ingest)
+    dead = fleet.agents["gpu0003"]
+    ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0003"),
+                  codec.encode(dead.status(online=False)), clock())
+    job = job_status("41", ["gpu0002", "gpu0003"], clock, step=500)
+    job = job.model_copy(update={"step_time_ms": 3000.0})
+    publish_job(ingest, job, clock)
+    started = clock()
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=["gpu0001", "gpu0002", "gpu0004"])
+        session.tick()
+    node = next(n for n in fleet_summary(session.state, clock())["nodes"] if n["id"] == "gpu0003")
+    assert node["job"] == "41" and node["job_still_stepping"] is None
+    assert undecided_silent(session.state, clock() - started) == ["gpu0003"]
+    # Past two step times and a second without a step: decided, not stepping.
+    assert undecided_silent(session.state, 7.5) == []
+
+    publish_job(ingest, job.model_copy(update={"step": 501, "ts": int(clock() * 1000)}), clock)
+    clock.advance(0.5)
+    session.tick()
+    assert undecided_silent(session.state, clock() - started) == []
+    node = next(n for n in fleet_summary(session.state, clock())["nodes"] if n["id"] == "gpu0003")
+    assert (node["job"], node["job_still_stepping"]) == ("41", "41")
+    assert node["action"] == "restart the agent; do not drain (its job is still stepping)"
