@@ -265,14 +265,19 @@ class ReadReport:
     unreadable_rest: bool = False
     """The file's compressed data is corrupt: nothing after the damage could be read."""
     gaps: int = 0
+    spans: list[tuple[float, float, str]] = field(default_factory=list)
+    """Each gap as (from, until, why), recorded time, in the file's order: a replay is as
+    blind there as the recorder was (``ConsoleSession.replay_gaps``)."""
 
     def problem(self, text: str) -> None:
         self.skipped += 1
         if self.skipped <= MAX_NOTES:
             self.problems.append(text)
 
-    def gap(self, text: str) -> None:
+    def gap(self, text: str, since: float, until: float, why: str) -> None:
         self.gaps += 1
+        if all(span[:2] != (since, until) for span in self.spans):  # a second read's
+            self.spans.append((since, until, why))
         if self.gaps <= MAX_NOTES:
             self.problems.append(GAP_NOTE + text)
 
@@ -853,7 +858,8 @@ class RecordingReader:
                 elif kind == "gap":
                     rep.gap(f"{self.path}: no data for {t - body[0]:.1f} s, from "
                             f"{body[0] - self.header.started:.1f} s to "
-                            f"{t - self.header.started:.1f} s into the recording ({body[1]})")
+                            f"{t - self.header.started:.1f} s into the recording ({body[1]})",
+                            body[0], t, body[1])
                 else:
                     msg = body
                     yield Scanned(msg.t, msg.topic, msg.qos, msg.retain, False, None, 0,

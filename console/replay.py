@@ -727,6 +727,7 @@ class Player:
             # No event navigation needed; find the end from the last segment only.
             self.report = self.reader.report
             self.end = self.reader.end_time()
+            self.gaps = self.report.spans  # filled as the file is read
         self.position = self.start
         self._last = (0 if self.end <= self.start
                       else max(1, math.ceil((self.end - self.start) / tick_s - _EPS_S)))
@@ -802,6 +803,7 @@ class Player:
                 self.events.append(msg.t)
         # The scan read every line: its report is the file's. Later passes must not recount.
         self.report = self.reader.report
+        self.gaps = self.report.spans
         self.reader.report = ReadReport()
 
     def clock(self) -> float:
@@ -897,6 +899,7 @@ class Player:
             self.ticks = k  # the session's clock during its tick (``_state_clock``)
             self._mid = self._read = False
             try:
+                session.replay_gaps(self.gaps, at)
                 session.tick(at)
             finally:
                 session.apply_budget_s, session.apply_max_nodes = budget, cap
@@ -1290,6 +1293,7 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
     def tick(at: float) -> None:
         feed.flush()
         now[0] = at
+        session.replay_gaps(reader.report.spans, at)
         report = session.tick(at)
         if on_tick is not None:
             on_tick(report)

@@ -756,6 +756,33 @@ class ConsoleSession:
                       "data; verdicts stay as they were and no node goes stale until the "
                       "broker and its agents are back", severity="warn", kind="connection")
 
+    def replay_gaps(self, gaps: Sequence[tuple[float, float, str]], now: float) -> None:
+        """A recording's gaps up to ``now`` (from, until, why: its recorder had lost the
+        broker): the console's own blindness, as it was live, and said in the timeline. A
+        replay judged the 32 nodes it heard nothing of in a 10 s gap stale or offline, with
+        "restart the agent" for each, where the live console had said only that its broker
+        was gone (a replay audit)."""
+        state = self.state
+        i = state.gap_steps
+        while i < 2 * len(gaps):
+            since, until, why = gaps[i // 2]
+            if i % 2 == 0:
+                if since > now:
+                    break
+                state.lose_sight(since, why)
+                self.note(f"the recording has a gap of {until - since:.0f} s here ({why}): no "
+                          "data; verdicts stay as they were and no node goes stale until the "
+                          "broker and its agents are back", severity="warn", kind="connection")
+            else:
+                if until > now:
+                    break
+                state.regain_sight(until)
+                self.note(f"the recording goes on after its {until - since:.0f} s gap; a node "
+                          f"not heard from within {AGENT_RECONNECT_S:.0f} s (the agents' "
+                          "reconnect back-off) goes stale", severity="info", kind="connection")
+            i += 1
+        state.gap_steps = i
+
     def _note_shedding(self, now: float) -> None:
         if self.feed is None:
             return

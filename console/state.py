@@ -864,6 +864,10 @@ class FleetState:
                 st.first_seen = self.heard_since
                 self._dirty.add(st.node_id)
 
+    gap_steps = 0
+    """A replay's gaps this state was told of: two steps each, lost then back
+    (``ConsoleSession.replay_gaps``); on the state, so a replay's snapshots carry it."""
+
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
         from here until the agents have had time to reconnect after it is back, silence is
@@ -941,9 +945,11 @@ class FleetState:
                 self._note_shape(node_id)  # what views summarise from the birth may move
         blind = self.blind
         for node_id, (rx, status) in batch.statuses.items():
-            if (not status.online and blind is not None and blind[1] is None
-                    and rx >= blind[0] - WILL_BURST_S):
-                self.shutdown_wills += 1  # received just before the loss: WILL_BURST_S
+            if (not status.online and blind is not None and rx >= blind[0] - WILL_BURST_S
+                    and (blind[1] is None or rx <= blind[0])):
+                # Received just before the loss (WILL_BURST_S); a replay's coarse tick applies
+                # it after the gap it came before, with sight regained already.
+                self.shutdown_wills += 1
                 continue
             born = self._born(node_id, rx, "status without a birth")
             if born is None:

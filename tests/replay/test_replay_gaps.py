@@ -1,0 +1,69 @@
+"""A gap in a recording (its recorder had lost the broker) replays as the live console lived it:
+the console's own blindness, not 32 nodes gone stale or offline (a replay audit)."""
+
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.console.recording import RecordingWriter
+from fleetdeck.console.replay import Player, run_headless
+from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind
+from tests.helpers import FakeNode
+
+T0 = 1_800_000_000.0
+
+
+def write_with_gap(path: Path) -> None:
+    """Four nodes at 1 Hz for 10 s; the broker goes (its shutdown sends gpu0004's will), the
+    recorder is back at 20 s and the nodes at 22 s, then 20 s more."""
+    nodes = [FakeNode(f"gpu000{i}", cluster="gap", t0=T0) for i in range(1, 5)]
+    w = RecordingWriter(path, "gap", source="test", started=T0)
+    for f in nodes:
+        w.write(T0, f.topic(Kind.BIRTH), codec.encode(f.birth()), 1, True)
+        w.write(T0, f.topic(Kind.STATUS), codec.encode(f.status()), 1, True)
+    for i in range(1, 11):
+        for f in nodes:
+            w.write(T0 + i, f.topic(Kind.TELEMETRY), codec.encode(f.telemetry()))
+    w.write(T0 + 10.2, nodes[3].topic(Kind.STATUS), codec.encode(nodes[3].status(online=False)),
+            1, True)
+    w.gap(T0 + 10.5, T0 + 20.0, "broker connection lost: connection refused")
+    for i in range(22, 43):
+        for f in nodes:
+            f.now = T0 + i
+            w.write(T0 + i, f.topic(Kind.TELEMETRY), codec.encode(f.telemetry(advance=0)))
+    w.close()
+
+
+def verdicts(state) -> dict[str, str]:
+    return {n: st.verdict.value for n, st in state.nodes.items()}
+
+
+@pytest.mark.parametrize("tick_s", [0.5, 30.0])
+def test_a_headless_replay_inside_and_after_a_gap_judges_no_node_for_it(tmp_path, tick_s):
+    path = tmp_path / "gap.jsonl"
+    write_with_gap(path)
+    inside = run_headless(path, until=18, tick_s=min(tick_s, 18))
+    state = inside.session.state
+    assert verdicts(state) == dict.fromkeys(verdicts(state), "ok")
+    out = fleet_summary(state, T0 + 18)
+    assert out["connection_lost"] is not None
+    lines = [line.text for _seq, line in inside.session.log]
+    assert any(text.startswith("the recording has a gap of 10 s here") for text in lines)
+    after = run_headless(path, tick_s=tick_s)
+    assert set(verdicts(after.session.state).values()) == {"ok"}
+    assert [it for it in after.session.interruptions.total] == []
+
+
+def test_the_replay_console_seeks_into_a_gap_and_out_of_it_blind_only_there(tmp_path):
+    path = tmp_path / "gap.jsonl"
+    write_with_gap(path)
+    p = Player(path)
+    p.seek(T0 + 18)
+    assert set(verdicts(p.state).values()) == {"ok"}
+    assert p.state.sightless(T0 + 18)
+    p.seek(T0 + 60)
+    assert set(verdicts(p.state).values()) == {"ok"}
+    p.seek(T0 + 5)  # back, before the gap: a snapshot from before it
+    assert not p.state.sightless(T0 + 5) and p.state.blind is None
