@@ -19,11 +19,13 @@ from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.judgements import (
     held_only_since,
+    job_reason,
     not_stepping,
     not_stepping_text,
     own_job,
     scheduler_down,
     shown_findings,
+    straggler,
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import compress
@@ -44,6 +46,8 @@ from fleetdeck.protocol.topics import Kind
 
 ACK_TIMEOUT_S = 10.0
 """No ack within this long: the agent is gone, or the broker dropped the command."""
+WAITING_TO_RUN = "; waiting for it to run"
+"""How a restart whose job was requeued but is still pending ends its detail."""
 EFFECT_TIMEOUT_S = 60.0
 """Acknowledged, but the effect never showed in telemetry within this long."""
 TYPED_CONFIRM_ABOVE = 8
@@ -419,6 +423,14 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         notes.append(f"{compress(unfit)} {'is' if len(unfit) == 1 else 'are'} unfit and not "
                      "drained: the scheduler may place the job on "
                      f"{'it' if len(unfit) == 1 else 'them'} again; drain first")
+    slow = None if job is None else straggler(job, state)
+    slow_st = None if slow is None else state.nodes.get(slow.node)
+    if slow is not None and slow_st is not None and slow_st.drain.state is DrainState.NONE \
+            and slow.node not in unfit:
+        # The restart put the job back on the same nodes, the straggler with them, 15 s later
+        # as slow as before, 2.3 GPU-h lost for nothing (a jobs audit).
+        notes.append(f"{slow.node} slows the job ({slow.text}) and is not drained: a restart "
+                     f"may put the job on it again, as slow; drain {slow.node} first")
     sched = state.scheduler
     if sched is not None and scheduler_down(state):
         # Its Last Will came: the request waits in the broker's queue for nobody, and the
@@ -455,7 +467,20 @@ def job_refusal(state: FleetState, job_id: str) -> str:
     heard at all the job cannot be called unknown, so the sentence says that instead. Every
     front end (TUI command line, jobs view, palette, CLI) asks this, as drains ask for unknown
     nodes."""
-    if job_id in state.jobs:
+    job = state.jobs.get(job_id)
+    if job is not None:
+        # What a scheduler rejects (docs/scenarios.md, "restart_job"): the dry run said "the
+        # scheduler requeues it from its checkpoint", then the restart came back rejected, exit
+        # 3 (a jobs audit).
+        kind = job.state.value
+        if kind in ("PD", "RQ"):
+            why = job_reason(job)
+            return (f"job {job_id} is {kind}{f' ({why})' if why else ''}: it is waiting to run "
+                    "already, there is nothing to restart")
+        if kind in ("CD", "CA"):
+            ended = "completed" if kind == "CD" else "cancelled"
+            return (f"job {job_id} is {kind} ({ended}): there is nothing to restart; submit it "
+                    "again")
         return ""
     if not state.jobs:
         return (f"job {job_id} cannot be checked: nothing heard from the scheduler on cluster "
@@ -782,10 +807,24 @@ class CommandTracker:
         restarted = job.requeues > req.baseline_requeues or (
             job.started_ts is not None and req.baseline_started_ts is not None
             and job.started_ts > req.baseline_started_ts)
-        if restarted:
+        if not restarted:
+            return None
+        requeued = f"requeued (requeues {job.requeues})"
+        if job.state.value == "R":
+            return self._move(req, t, Phase.DONE, f"{requeued}, running again at step {job.step}",
+                              now)
+        if job.state.value in ("CG", "CD"):
+            return self._move(req, t, Phase.DONE, f"{requeued}, now {job.state.value}", now)
+        # Requeued and pending: "done" as soon as the requeue showed read as running again,
+        # while a queued job had taken its nodes (a jobs audit). Done once the scheduler says
+        # so (it answers done for a job still pending after its wait, docs/scenarios.md).
+        why = job_reason(job)
+        pending = f"{requeued}, now {job.state.value}{f' ({why})' if why else ''}"
+        if t.agent_done:
             return self._move(req, t, Phase.DONE,
-                              f"requeued (requeues {job.requeues}), now {job.state.value}", now)
-        return None
+                              f"{pending}: it runs once the scheduler finds it nodes", now)
+        return self._move(req, t, Phase.ACKNOWLEDGED,
+                          f"{pending}{WAITING_TO_RUN}", now)
 
     def _on_deadline(self, req: Request, t: TargetProgress, state: FleetState,
                      now: float) -> Transition | None:
@@ -802,6 +841,8 @@ class CommandTracker:
                 and age > req.effect_timeout_s):
             effect = {CommandOp.DRAIN: "DRAINED", CommandOp.RESUME: "the node back in service",
                       CommandOp.RESTART_JOB: "the job requeued"}.get(req.op, "the effect")
+            if req.op is CommandOp.RESTART_JOB and t.detail.endswith(WAITING_TO_RUN):
+                effect = "the job running again"  # requeued, seen: pending all that time
             return self._move(req, t, Phase.TIMED_OUT,
                               f"acknowledged, but {effect} not seen within "
                               f"{req.effect_timeout_s:g} s", now)

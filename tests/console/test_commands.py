@@ -405,3 +405,79 @@ def test_the_drain_reason_example_names_a_silent_node_s_liveness_not_an_xid(worl
     assert drain_reason_hint(st) == ""
     st.liveness = [Finding("H2", Severity.DRAIN, "", "agent offline (Last Will); job 4 …")]
     assert drain_reason_hint(st) == "H2 agent offline"
+
+
+def test_a_restart_whose_job_is_requeued_but_pending_is_not_done_until_the_scheduler_says(world):
+    """"done (requeued (requeues 1), now RQ)" while a queued job took the nodes and the restarted
+    one sat PD (Resources) for good (a jobs audit): done means running again, or the
+    scheduler's own done for a job still pending, said as pending."""
+    from fleetdeck.protocol.messages import JobState
+
+    clock, ingest, fleet, state = world
+    publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock), clock)
+    state.apply(ingest.take_batch(), clock())
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.restart_job("41", clock(), job=state.jobs["41"])
+    cmd = req.targets[0].cmd
+    fleet.ack(ingest, cmd.cmd_id, "sched", AckResult.ACCEPTED, op=CommandOp.RESTART_JOB)
+    step(ingest, state, tr, clock)
+    pending = job_status("41", [], clock, requeues=1, state=JobState.PD)
+    publish_job(ingest, pending.model_copy(update={"reason": "Resources"}), clock)
+    step(ingest, state, tr, clock)
+    assert req.phase is Phase.ACKNOWLEDGED
+    assert req.targets[0].detail == ("requeued (requeues 1), now PD (Resources); waiting for it "
+                                     "to run")
+    fleet.ack(ingest, cmd.cmd_id, "sched", AckResult.DONE,
+              "job 41 requeued from step 400; pending (Resources: needs 2 nodes)",
+              op=CommandOp.RESTART_JOB)
+    step(ingest, state, tr, clock)
+    assert req.phase is Phase.DONE
+    assert req.targets[0].detail == ("requeued (requeues 1), now PD (Resources): it runs once "
+                                     "the scheduler finds it nodes")
+    # Running again is done at once, with where it runs from.
+    req2 = tr.restart_job("41", clock(), job=state.jobs["41"])
+    publish_job(ingest, job_status("41", ["gpu0003", "gpu0004"], clock, requeues=2, step=400),
+                clock)
+    fleet.ack(ingest, req2.targets[0].cmd.cmd_id, "sched", AckResult.ACCEPTED,
+              op=CommandOp.RESTART_JOB)
+    step(ingest, state, tr, clock)
+    assert (req2.phase, req2.targets[0].detail) == (
+        Phase.DONE, "requeued (requeues 2), running again at step 400")
+
+
+def test_a_restart_of_a_pending_completed_or_cancelled_job_is_refused_before_it_is_sent(world):
+    """The dry run promised "the scheduler requeues it from its checkpoint", then the restart
+    came back rejected, exit 3 (a jobs audit): what a scheduler rejects is refused first."""
+    from fleetdeck.protocol.messages import JobState
+
+    clock, ingest, _fleet, state = world
+    for job_id, kind, reason in (("41", JobState.PD, "Resources"), ("42", JobState.CD, ""),
+                                 ("43", JobState.CA, ""), ("44", JobState.F, "NodeFail")):
+        publish_job(ingest, job_status(job_id, [], clock, state=kind).model_copy(
+            update={"reason": reason}), clock)
+    state.apply(ingest.take_batch(), clock())
+    assert job_refusal(state, "41") == (
+        "job 41 is PD (Resources): it is waiting to run already, there is nothing to restart")
+    assert job_refusal(state, "42") == (
+        "job 42 is CD (completed): there is nothing to restart; submit it again")
+    assert job_refusal(state, "43").startswith("job 43 is CA (cancelled)")
+    assert job_refusal(state, "44") == ""  # a crashed job is what a restart brings back
+
+
+def test_a_restart_of_a_job_a_straggler_slows_says_to_drain_it_first(world):
+    """Restarting a job slowed by a throttled GPU put it back on the same nodes, as slow, for
+    2.3 GPU-h of lost work (a jobs audit): the radius says so, as it does of a failed node."""
+    from tests.tui.fleet import throttled
+
+    clock, ingest, fleet, state = world
+    publish_job(ingest, job_status("41", ["gpu0002", "gpu0003"], clock,
+                                   slowest_node="gpu0003"), clock)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={"gpu0003": throttled(3)})
+        state.apply(ingest.take_batch(), clock())
+    radius = job_blast_radius(state, "41", clock())
+    [note] = [n for n in radius.notes if "slows the job" in n]
+    assert note.startswith("gpu0003 slows the job (rank 11 gpu0003 +50%: ")
+    assert note.endswith("and is not drained: a restart may put the job on it again, as slow; "
+                         "drain gpu0003 first")
