@@ -423,14 +423,15 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         notes.append(f"{compress(unfit)} {'is' if len(unfit) == 1 else 'are'} unfit and not "
                      "drained: the scheduler may place the job on "
                      f"{'it' if len(unfit) == 1 else 'them'} again; drain first")
-    slow = None if job is None else straggler(job, state)
-    slow_st = None if slow is None else state.nodes.get(slow.node)
-    if slow is not None and slow_st is not None and slow_st.drain.state is DrainState.NONE \
-            and slow.node not in unfit:
+    found = None if job is None else straggler(job, state)
+    for slow in () if found is None else (found, *found.also):
+        slow_st = state.nodes.get(slow.node)
+        if slow_st is None or slow_st.drain.state is not DrainState.NONE or slow.node in unfit:
+            continue
         # The restart put the job back on the same nodes, the straggler with them, 15 s later
         # as slow as before, 2.3 GPU-h lost for nothing (a jobs audit).
-        notes.append(f"{slow.node} slows the job ({slow.text}) and is not drained: a restart "
-                     f"may put the job on it again, as slow; drain {slow.node} first")
+        notes.append(f"{slow.node} slows the job ({slow.own_text}) and is not drained: a "
+                     f"restart may put the job on it again, as slow; drain {slow.node} first")
     sched = state.scheduler
     if sched is not None and scheduler_down(state):
         # Its Last Will came: the request waits in the broker's queue for nobody, and the

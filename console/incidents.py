@@ -180,20 +180,26 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         found = straggler(job, state)
         if found is None:
             continue
-        slows = f"slows job {job.job_id} by {found.slower_pct:.0f}% (rank {found.rank})"
-        home = by_node.get(found.node)
-        if home is not None:
+        homeless = []
+        for slow in (found, *found.also):
+            home = by_node.get(slow.node)
+            if home is None:
+                homeless.append(slow)
+                continue
             # "…; job 41; slows job 41 by 12 %" says the job twice: the straggler line is
             # the more telling of the two.
+            slows = f"slows job {job.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
             home.title = home.title.removesuffix(f"; in job {job.job_id}") + f"; {slows}"
             if job.job_id not in home.jobs:
                 home.jobs.append(job.job_id)
-            continue
-        out.append(Incident(f"job:{job.job_id}", "job", "warn",
-                            f"job {job.job_id}: straggler {found.text}",
-                            _since(state.nodes.get(found.node)), [found.node],
-                            "check the straggler's node; drain it when the job checkpoints",
-                            [job.job_id], 1))
+        if homeless:
+            first = homeless[0]
+            text = "; also ".join(s.own_text for s in homeless)
+            out.append(Incident(f"job:{job.job_id}", "job", "warn",
+                                f"job {job.job_id}: straggler {text}",
+                                _since(state.nodes.get(first.node)), [s.node for s in homeless],
+                                "check the straggler's node; drain it when the job checkpoints",
+                                [job.job_id], len(homeless)))
     gone = scheduler_gone(state)
     if gone is not None:
         # Its jobs' statuses are retained as it left them: a job reads R on nodes that died

@@ -609,14 +609,31 @@ class Straggler:
     slower_pct: float
     """How much slower than the job's median step this rank is (%)."""
     cause: str
+    also: "tuple[Straggler, ...]" = ()
+    """Other slow ranks, each on a node of its own with a cause there: a job with a throttled
+    GPU on one node and a storming port on another named only the port's, and draining that
+    node recovered half the slowdown (a fault audit)."""
+
+    @property
+    def own_text(self) -> str:
+        return f"rank {self.rank} {self.node} +{self.slower_pct:.0f}%: {self.cause}"
 
     @property
     def text(self) -> str:
-        return f"rank {self.rank} {self.node} +{self.slower_pct:.0f}%: {self.cause}"
+        return "; also ".join(s.own_text for s in (self, *self.also))
+
+    @property
+    def nodes(self) -> list[str]:
+        return [s.node for s in (self, *self.also)]
+
+    def of_node(self, node: str) -> "Straggler | None":
+        return next((s for s in (self, *self.also) if s.node == node), None)
 
     def as_json(self) -> dict[str, object]:
         return {"rank": self.rank, "node": self.node, "slower_pct": round(self.slower_pct, 1),
-                "cause": self.cause, "text": self.text}
+                "cause": self.cause, "text": self.text,
+                "also": [{"rank": s.rank, "node": s.node, "slower_pct": round(s.slower_pct, 1),
+                          "cause": s.cause, "text": s.own_text} for s in self.also]}
 
 
 STRAGGLER_MIN = 0.03
@@ -649,10 +666,23 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
         outlier = slower >= SPREAD_FACTOR * max(others[0], HEALTHY_SPREAD)
     else:
         outlier = slower >= STRAGGLER_FACTOR - 1
-    has_cause = cause not in ("no finding on that node", "node unknown")
+    has_cause = cause not in NO_CAUSE
     if not (outlier or has_cause or slower >= STRAGGLER_FACTOR - 1):
         return None
-    return Straggler(job.job_id, worst.rank, worst.node, slower * 100, cause)
+    also = []
+    seen = {worst.node}
+    for r in job.slowest[1:]:
+        more = r.step_time_ms / median - 1
+        if r.node in seen or more < STRAGGLER_MIN:
+            continue
+        seen.add(r.node)
+        why = likely_cause(state, r.node)
+        if why not in NO_CAUSE:
+            also.append(Straggler(job.job_id, r.rank, r.node, more * 100, why))
+    return Straggler(job.job_id, worst.rank, worst.node, slower * 100, cause, tuple(also))
+
+
+NO_CAUSE = frozenset({"no finding on that node", "node unknown"})
 
 
 def likely_cause(state: FleetState, node: str) -> str:

@@ -857,3 +857,32 @@ def test_a_one_shot_watch_waits_for_a_dead_agents_job_to_step_before_judging_it(
     node = next(n for n in fleet_summary(session.state, clock())["nodes"] if n["id"] == "gpu0003")
     assert (node["job"], node["job_still_stepping"]) == ("41", "41")
     assert node["action"] == "restart the agent; do not drain (its job is still stepping)"
+
+
+def test_a_job_with_two_slow_nodes_names_both(capsys):
+    """A throttled GPU on gpu0003 and a degraded port on gpu0005 both slowed job 4103; the
+    console named only the slower of them, and gpu0003's incident lost its "slows job"
+    (a fault audit): draining the one named recovers half the slowdown."""
+    from fleetdeck.console.judgements import straggler
+    from fleetdeck.protocol.messages import RankTime
+
+    def slowed(c):
+        job = job_status("41", ["gpu0002", "gpu0003", "gpu0004", "gpu0005"], c)
+        return job.model_copy(update={"step_time_ms": 1500.0, "slowest": [
+            RankTime(rank=35, node="gpu0005", step_time_ms=1250.0),
+            RankTime(rank=36, node="gpu0005", step_time_ms=1245.0),
+            RankTime(rank=19, node="gpu0003", step_time_ms=1230.0),
+            RankTime(rank=2, node="gpu0002", step_time_ms=1004.0)]})
+
+    session = session_with({"gpu0003": throttled(3), "gpu0005": port_down("mlx5_ib5")},
+                           jobs=[slowed])
+    found = straggler(session.state.jobs["41"], session.state)
+    assert found is not None and found.nodes == ["gpu0005", "gpu0003"]
+    assert found.text.startswith("rank 35 gpu0005 +25%: degraded port (")
+    assert "; also rank 19 gpu0003 +23%: throttled GPU (" in found.text
+    out = fleet_summary(session.state, session.clock())
+    [job] = out["jobs"]
+    assert [a["node"] for a in job["straggler"]["also"]] == ["gpu0003"]
+    titles = {i["key"]: i["title"] for i in out["incidents"]}
+    assert titles["node:gpu0003"].endswith("; slows job 41 by 23% (rank 19)")
+    assert titles["node:gpu0005"].endswith("; slows job 41 by 25% (rank 35)")

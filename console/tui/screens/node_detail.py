@@ -138,13 +138,14 @@ class NodeDetailScreen(FleetView):
         jobs = ", ".join(j.job_id for j in running) or own_job(st, state) or ""
         t.append(f"\njobs: {jobs or 'none'}")
         for job in running:
-            slow = straggler(job, state)
-            if slow is not None and slow.node == self.node_id:
+            found = straggler(job, state)
+            slow = None if found is None else found.of_node(self.node_id)
+            if slow is not None:
                 # The overview and the jobs view named the straggler; its own detail, where
                 # the operator decides, did not (a 3 a.m. drive).
                 gpus = len(job.nodes) * job.gpus_per_node
                 t.append(f"  straggler of job {job.job_id}", "bold yellow")
-                t.append(f", every step of its {gpus} GPUs waits for it: {slow.text}")
+                t.append(f", every step of its {gpus} GPUs waits for it: {slow.own_text}")
         reason = drain_reason(st.drain)
         if reason:
             t.append(f"\n{st.drain.state.value.upper()} ", "bold yellow")
