@@ -67,3 +67,24 @@ def test_the_replay_console_seeks_into_a_gap_and_out_of_it_blind_only_there(tmp_
     assert set(verdicts(p.state).values()) == {"ok"}
     p.seek(T0 + 5)  # back, before the gap: a snapshot from before it
     assert not p.state.sightless(T0 + 5) and p.state.blind is None
+
+
+def test_next_event_passes_over_births_reconnects_and_keyframe_requests():
+    """`n` stopped at 0.5 s and 1.5 s of the xid79 fixture, where the events view said "no
+    events yet" (births, keyframe requests and their answers), and 15 times after a broker
+    restart (a replay audit): it stops where something happened."""
+    from fleetdeck.console.recording import RecordingReader
+    from fleetdeck.protocol.topics import parse_topic
+    from tests.conftest import REPO
+
+    path = REPO / "fixtures" / "xid79.jsonl.gz"
+    p = Player(path)
+    kinds = {}
+    for msg in RecordingReader(path).messages():
+        kinds.setdefault(msg.t, set()).add(parse_topic(msg.topic).kind)
+    xid = [t for t, ks in kinds.items() if Kind.EVENT in ks]
+    assert xid and set(xid) <= set(p.events)
+    births = [t for t, ks in kinds.items() if ks == {Kind.BIRTH}]
+    assert births and not set(births) & set(p.events)
+    assert len(p.events) < sum(1 for ks in kinds.values() if ks & {Kind.CMD, Kind.ACK,
+                                                                     Kind.STATUS, Kind.EVENT})
