@@ -77,6 +77,14 @@ class RecordStats:
     """Times the broker was lost and the gap marked in the recording."""
     created: bool = False
     """False when it stopped before the first connection: no file was made."""
+    node_messages: int = 0
+    """Messages of the cluster's nodes recorded: none means a wrong --cluster, or no agent."""
+    clusters_seen: list[str] = field(default_factory=list)
+    """Other clusters with nodes on that broker, asked once nothing of ours was heard."""
+
+
+NOTHING_HEARD_S = 10.0
+"""After this long connected with no node's message, ``record`` says so (once)."""
 
 
 def already_exists(path: Path) -> str:
@@ -141,12 +149,16 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
         if progress:
             progress(stats)
 
+    node_prefix = f"{prefix}node/"
+
     async def pump(client: aiomqtt.Client) -> None:
         last_flush = time.monotonic()
         async for m in client.messages:
             topic = m.topic.value
             if not topic.startswith(prefix):
                 continue  # amqtt leaks retained messages of other subscriptions
+            if topic.startswith(node_prefix):
+                stats.node_messages += 1
             payload = m.payload if isinstance(m.payload, bytes) else b""
             assert writer is not None
             writer.write(time.time(), topic, payload, m.qos, m.retain)
@@ -179,8 +191,16 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
                     connected, attempt = True, 0
                     pumper = asyncio.create_task(pump(client))
                     waiter = asyncio.create_task(stop.wait())
+                    quiet_since: float | None = time.monotonic()
                     try:
                         while True:
+                            if (not stats.node_messages and quiet_since is not None
+                                    and time.monotonic() - quiet_since >= NOTHING_HEARD_S):
+                                # An overnight recording of a mistyped cluster held one
+                                # message, its own rebirth request, and exited 0 (a replay
+                                # audit): said while there is time to start it again.
+                                quiet_since = None
+                                await _say_nothing_heard(url, cluster, stats, say)
                             # Each second, progress: also while nothing arrives.
                             remaining = left()
                             done, _ = await asyncio.wait(
@@ -232,6 +252,19 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
             stats.file_bytes = writer.closed_size
             stats.gaps = writer.gaps
             stats.created = True
+
+
+async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
+                             say: Callable[[str], None]) -> None:
+    from fleetdeck.console.live import clusters_seen
+
+    with contextlib.suppress(aiomqtt.MqttError, OSError):
+        stats.clusters_seen = [c for c in await clusters_seen(
+            url, f"fd-record-probe-{int(time.time())}") if c != cluster]
+    hint = (f"clusters with nodes there: {', '.join(stats.clusters_seen)}; wrong --cluster?"
+            if stats.clusters_seen else "is an agent or 'fleetdeck sim' publishing to it?")
+    say(f"nothing from any node of cluster '{cluster}' in {NOTHING_HEARD_S:g} s on {url} "
+        f"({hint}); recording on.")
 
 
 # --- replay ---------------------------------------------------------------------------------------

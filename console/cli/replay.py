@@ -61,7 +61,17 @@ def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None, *
             if stats.gaps else "")
     print(f"recorded {stats.messages} messages to {path} "
           f"({human_bytes(stats.file_bytes)}){gaps}", file=sys.stderr)
+    if not stats.node_messages:
+        seen = (f" (clusters with nodes there: {', '.join(stats.clusters_seen)})"
+                if stats.clusters_seen else "")
+        print(f"fleetdeck record: the recording holds no message of a node of cluster "
+              f"'{cluster}'{seen}: nothing to replay.", file=sys.stderr)
+        return EXIT_NOTHING_RECORDED
     return 0
+
+
+EXIT_NOTHING_RECORDED = 3
+"""``record`` heard no node of its cluster in all its time (as ``status`` exits 3 unseen)."""
 
 
 def run_replay(args: Any) -> int:

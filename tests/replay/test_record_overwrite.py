@@ -55,8 +55,35 @@ def test_force_overwrites_once_connected(mosquitto, tmp_path):
     _old_recording(out)
     res = run_cli("record", "--broker", str(mosquitto.url), "--cluster", "fresh", "--out",
                   str(out), "--duration", "1", "--force")
-    assert res.returncode == 0, res.stderr
+    # Overwritten, though with nothing of a node in it: said, and exit 3 (a replay audit).
+    assert res.returncode == 3, res.stderr
+    assert "holds no message of a node of cluster 'fresh'" in res.stderr
     assert RecordingReader(out).header.cluster == "fresh"
+
+
+async def test_a_recording_of_a_cluster_nobody_publishes_on_says_so_while_it_runs(
+        mosquitto, tmp_path, monkeypatch):
+    """`record --cluster prod` of a fleet named rr recorded its own rebirth request for the
+    whole night and exited 0 (a replay audit): after 10 s with nothing from a node it says so,
+    naming the clusters that have nodes there."""
+    from fleetdeck.brokerurl import make_client
+    from fleetdeck.console import replay
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.helpers import FakeNode
+
+    node = FakeNode(cluster="rr")
+    async with make_client(mosquitto.url, "test-birth") as c:
+        await c.publish(topic_for("rr", Kind.BIRTH, "gpu0001"), codec.encode(node.birth()),
+                        qos=1, retain=True)
+    monkeypatch.setattr(replay, "NOTHING_HEARD_S", 0.5)
+    said: list[str] = []
+    stats = await replay.record(mosquitto.url, "prod", tmp_path / "p.jsonl", 2.5,
+                                say=said.append)
+    assert stats.node_messages == 0 and stats.clusters_seen == ["rr"]
+    [warning] = [s for s in said if s.startswith("nothing from any node")]
+    assert warning == (f"nothing from any node of cluster 'prod' in 0.5 s on {mosquitto.url} "
+                       "(clusters with nodes there: rr; wrong --cluster?); recording on.")
 
 
 def test_the_writer_refuses_an_existing_file_when_told_not_to_overwrite(tmp_path):
