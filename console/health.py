@@ -66,6 +66,7 @@ EXPECTED_GPUS = 8
 NVLINKS = 18
 TEMP_WARN_C = 87.0  # max operating
 TEMP_SLOWDOWN_C = 89.0
+TEMP_SHUTDOWN_C = 92.0  # the GPU powers off (H100 nvidia-smi -q; docs/domain.md)
 TEMP_CLEAR_C = 84.0
 """G13 hysteresis: a GPU that reached TEMP_WARN_C stays flagged until it reads below this. The
 firmware's own thermal slowdown holds a hot GPU a degree or two under its limit and readings
@@ -780,7 +781,10 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
         out.append(Finding("G12", Severity.WARN, c, text))
     temp = g.temp_c
     if temp is not None and temp >= TEMP_WARN_C:
-        what = "above slowdown" if temp >= TEMP_SLOWDOWN_C else "above max operating"
+        # "At or above": 89 °C read "89 °C above slowdown", which is 89 (a fault audit).
+        what = ("at or above shutdown (92 °C): the GPU may power off" if temp >= TEMP_SHUTDOWN_C
+                else "at or above slowdown (89 °C)" if temp >= TEMP_SLOWDOWN_C
+                else "at or above max operating (87 °C)")
         # Floored too: 88.6 °C read "89 °C above max operating" and 89.0 "89 °C above
         # slowdown", one temperature in two words (a 3 a.m. drive).
         out.append(Finding("G13", Severity.WARN, c, f"{int(temp)} °C {what}"))

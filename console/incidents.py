@@ -156,7 +156,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     for st in bad:
         if st.node_id in taken:
             continue
-        out.append(_node_incident(st, jobs_on))
+        out.append(_node_incident(st, jobs_on, state))
         taken.add(st.node_id)
     by_node = {n: inc for inc in out for n in inc.nodes}
     now = state.judged_at
@@ -386,7 +386,8 @@ def _rack_incident(group: list[NodeState], jobs_on: dict[str, list[str]]) -> Inc
                     "nodes if they do not come back", jobs, len(nodes))
 
 
-def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
+def _node_incident(st: NodeState, jobs_on: dict[str, list[str]],
+                   state: FleetState) -> Incident:
     findings = shown_findings(st)
     worst = findings[0] if findings else None
     head = str(worst) if worst is not None else st.verdict.value
@@ -400,7 +401,7 @@ def _node_incident(st: NodeState, jobs_on: dict[str, list[str]]) -> Incident:
         severity = "warn"
     return Incident(f"node:{st.node_id}", "node", severity,
                     f"{st.node_id} {st.verdict.value}: {head}{more}{job_txt}", _since(st),
-                    [st.node_id], recommended_action(st), jobs, len(findings))
+                    [st.node_id], recommended_action(st, state), jobs, len(findings))
 
 
 def _attach_timelines(found: list[Incident], log: Iterable[EventLine]) -> None:

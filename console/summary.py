@@ -48,7 +48,7 @@ def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> 
         "seq": st.last_seq,
         "seq_gaps": st.seq_gaps,
         "leaf": st.birth.topology.leaf if st.birth is not None else "",
-        "action": recommended_action(st),
+        "action": recommended_action(st, state),
         "behind_switch": st.behind_switch or None,
         "job_still_stepping": st.job_stepping or None,
         "owner": st.digest.by if st.digest is not None else None,

@@ -239,7 +239,7 @@ def test_g13_hovering_at_87_is_one_degraded_until_below_the_clear_threshold():
              + [86.5, 86.9, 85.0])                           # back up, under 87: not again
     verdicts = _verdicts([{"temp_c": c, "clock_event_reasons": 0} for c in temps])
     assert _changes(verdicts) == [(1, Verdict.DEGRADED), (31, Verdict.OK)]
-    assert [str(f) for f in verdicts[1][1]] == ["G13 gpu0: 87 °C above max operating"]
+    assert [str(f) for f in verdicts[1][1]] == ["G13 gpu0: 87 °C at or above max operating (87 °C)"]
     # 86.6 °C in the band reads 86, not a rounded-up 87 beside "above max operating".
     assert [str(f) for f in verdicts[2][1]] == [
         "G13 gpu0: 86 °C, was above max operating (clears below 84 °C)"]
@@ -247,10 +247,13 @@ def test_g13_hovering_at_87_is_one_degraded_until_below_the_clear_threshold():
         "G13 gpu0: 85 °C, was above max operating (clears below 84 °C)"]
     # Over the slowdown line the text is as before.
     [hot] = _verdicts([{"temp_c": 90.0}])[0][1]
-    assert str(hot) == "G13 gpu0: 90 °C above slowdown"
+    assert str(hot) == "G13 gpu0: 90 °C at or above slowdown (89 °C)"
     # Under it, never the slowdown's degree: 88.6 °C read "89 °C above max operating".
     [warm] = _verdicts([{"temp_c": 88.6}])[0][1]
-    assert str(warm) == "G13 gpu0: 88 °C above max operating"
+    assert str(warm) == "G13 gpu0: 88 °C at or above max operating (87 °C)"
+    # At the shutdown temperature the GPU may power off: said (a fault audit).
+    [fire] = _verdicts([{"temp_c": 92.0}])[0][1]
+    assert str(fire) == "G13 gpu0: 92 °C at or above shutdown (92 °C): the GPU may power off"
 
 
 def test_g13_band_clears_when_the_gpu_stops_reporting_a_temperature():

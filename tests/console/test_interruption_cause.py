@@ -9,7 +9,7 @@ from fleetdeck.protocol.messages import DrainInfo, DrainState
 
 FLAP = Finding("N2", Severity.DRAIN, "mlx5_ib3:1", "link_downed increased")
 XID79 = Finding("G2", Severity.DRAIN, "gpu3", "XID 79: fell off the bus")
-HOT = Finding("G13", Severity.WARN, "gpu1", "90 °C above slowdown")
+HOT = Finding("G13", Severity.WARN, "gpu1", "90 °C at or above slowdown (89 °C)")
 
 
 def node(*findings: Finding, drained_by_command: bool = True) -> NodeState:

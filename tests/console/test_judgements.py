@@ -886,3 +886,19 @@ def test_a_job_with_two_slow_nodes_names_both(capsys):
     titles = {i["key"]: i["title"] for i in out["incidents"]}
     assert titles["node:gpu0003"].endswith("; slows job 41 by 23% (rank 19)")
     assert titles["node:gpu0005"].endswith("; slows job 41 by 25% (rank 35)")
+
+
+def test_a_straggler_s_node_is_told_to_drain_after_the_next_checkpoint_not_to_wait_for_idle():
+    """A throttled GPU slowing a 160-GPU job by 23 % read "watch; drain when idle if it
+    persists": a node under a job is never idle while the job runs (a fault audit)."""
+    session = session_with({"gpu0003": throttled(3)}, jobs=[
+        lambda c: job_status("41", ["gpu0002", "gpu0003"], c, slowest_node="gpu0003")])
+    out = fleet_summary(session.state, session.clock())
+    [node] = [n for n in out["nodes"] if n["id"] == "gpu0003"]
+    assert node["verdict"] == "degraded"
+    assert node["action"].startswith(
+        "it slows job 41 by 50% (rank 11): drain it --now right after the job's next "
+        "checkpoint (every 100 steps; the last at step 400), so the job requeues without it, "
+        "then ")
+    [inc] = [i for i in out["incidents"] if i["key"] == "node:gpu0003"]
+    assert inc["action"] == node["action"]

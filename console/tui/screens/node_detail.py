@@ -155,7 +155,7 @@ class NodeDetailScreen(FleetView):
             for i, f in enumerate(st.all_findings):
                 style = "red" if f.severity.value == "drain" else "yellow"
                 t.append(("; " if i else "") + str(f), style)
-        action = recommended_action(st)
+        action = recommended_action(st, state)
         if action != "none":
             # What incidents and status say to do: the detail, where the operator decides,
             # left it out (an operator's walkthrough).
