@@ -298,7 +298,18 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         gpus_text = f"{n_gpus} GPUs"
         if st is not None and st.sample is not None and 0 < st.gpus_present < n_gpus:
             gpus_text = f"{st.gpus_present} of {n_gpus} GPUs visible"
-        lines.append(f"{node} ({what}, {gpus_text}{''.join(', ' + f for f in flags)})")
+        line = f"{node} ({what}, {gpus_text}{''.join(', ' + f for f in flags)})"
+        if op is CommandOp.RESUME and st is not None:
+            # What it was drained for and how it reads now: the resume dialog listed a node
+            # drained for a throttled GPU as "(idle, 8 GPUs, drained)", it was resumed, and
+            # slowed the next job by 23 % within 40 s (a jobs audit).
+            if st.drain.state is not DrainState.NONE and st.drain.reason:
+                by = f" by {st.drain.requested_by}" if st.drain.requested_by else ""
+                line += f": drained for \"{st.drain.reason}\"{by}"
+            worst = shown_findings(st)
+            if st.verdict.value not in ("ok", "waiting") and worst:
+                line += f"; now {st.verdict.value}: {worst[0]}"
+        lines.append(line)
     # A resume touches no job: the jobs on a draining node run on whatever it does.
     impacts = ([] if op is CommandOp.RESUME
                else [job_impact(state.jobs.get(j), j, target_set, now) for j in job_ids])
@@ -347,6 +358,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             # work off a node that fails it (an SRE drill's XID 62 node, not repaired).
             notes.append(f"still failing health checks: {compress(unhealthy)} (the scheduler "
                          "places no work there until they pass: repair first)")
+        degraded = [n for n in nodes if (st := state.nodes.get(n)) is not None
+                    and st.verdict.value == "degraded"
+                    and st.drain.state is not DrainState.NONE]
+        if degraded:
+            notes.append(f"still degraded: {compress(degraded)} (the scheduler may place work "
+                         "there; a throttled GPU slows every job it joins)")
         if held:
             notes.append(f"failed only by the hour of their port errors (N2, N3), links up "
                          f"and quiet: {compress(held)} (the resume ends the hold)")

@@ -481,3 +481,23 @@ def test_a_restart_of_a_job_a_straggler_slows_says_to_drain_it_first(world):
     assert note.startswith("gpu0003 slows the job (rank 11 gpu0003 +50%: ")
     assert note.endswith("and is not drained: a restart may put the job on it again, as slow; "
                          "drain gpu0003 first")
+
+
+def test_the_resume_radius_says_what_a_node_was_drained_for_and_how_it_reads_now(world):
+    """The resume dialog showed "gpu0006 (idle, 8 GPUs, drained)" for a node drained for a
+    throttled GPU, still degraded: resumed, it slowed the next job by 23 % (a jobs audit)."""
+    from tests.tui.fleet import throttled
+
+    clock, ingest, fleet, state = world
+    fleet.status(ingest, "gpu0003", DrainState.DRAINED, "thermal gpu3", "alice")
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={"gpu0003": throttled(3)})
+        state.apply(ingest.take_batch(), clock())
+    state.judge(clock())
+    radius = blast_radius(state, CommandOp.RESUME, ["gpu0003"], DrainMode.FINISH, clock())
+    [line] = radius.target_lines
+    assert line.startswith('gpu0003 (idle, 8 GPUs, drained): drained for "thermal gpu3" by '
+                           "alice; now degraded: G12 gpu3: clock throttled")
+    assert "still degraded: gpu0003 (the scheduler may place work there; a throttled GPU " \
+           "slows every job it joins)" in radius.notes
