@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +266,50 @@ async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
             if stats.clusters_seen else "is an agent or 'fleetdeck sim' publishing to it?")
     say(f"nothing from any node of cluster '{cluster}' in {NOTHING_HEARD_S:g} s on {url} "
         f"({hint}); recording on.")
+
+
+_SEEK_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_SEEK_UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+_SEEK_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?$")
+
+
+def seek_target(arg: str, start: float, heading: float) -> float:
+    """Where ``:seek ARG`` goes (unix s): ``90`` seconds into the recording, ``+10``/``-30``
+    from where the replay is heading, either with units (``2h``, ``+1h30m``, ``-5m``), or a
+    clock time as the views show them, UTC (``04:02:30``: the first at or after the start;
+    ``2026-12-05T04:02``): "go to 02:13, when the node failed" took working out the offset by
+    hand (a replay audit). ValueError with a sentence for anything else."""
+    text = arg.strip()
+    sign = text[:1] if text[:1] in "+-" else ""
+    body = text[len(sign):]
+    seconds: float | None = None
+    try:
+        seconds = float(body)
+    except ValueError:
+        parts = _SEEK_PART.findall(body)
+        if parts and "".join(n + u for n, u in parts) == body:
+            seconds = sum(float(n) * _SEEK_UNIT[u] for n, u in parts)
+    if seconds is not None:
+        if not math.isfinite(seconds):
+            raise ValueError(f"'{arg}' is not a time in the recording")
+        if sign:
+            return heading + (seconds if sign == "+" else -seconds)
+        return start + seconds
+    clock = _SEEK_CLOCK.match(text)
+    if clock is not None:
+        h, m, sec = int(clock.group(1)), int(clock.group(2)), float(clock.group(3) or 0)
+        if h > 23 or m > 59 or sec >= 60:
+            raise ValueError(f"'{arg}' is not a clock time")
+        day = datetime.fromtimestamp(start, UTC).replace(hour=0, minute=0, second=0,
+                                                         microsecond=0).timestamp()
+        at = day + h * 3600 + m * 60 + sec
+        return at if at >= start else at + 86400
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"'{arg}' is neither seconds (90, +10, -30), a span (2h, +1h30m) nor "
+                         "a UTC clock time (04:02:30, 2026-12-05T04:02)") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 # --- replay ---------------------------------------------------------------------------------------

@@ -562,8 +562,8 @@ def build_parser() -> Parser:
                    help="a recording (.jsonl.gz) from record, the console's R or sim --out")
     p.add_argument("--headless", action="store_true",
                    help="no TUI: replay as fast as possible and print the final state")
-    p.add_argument("--until", type=_positive(float, "--until"), metavar="SECONDS",
-                   help="with --headless: stop that many seconds into the recording")
+    p.add_argument("--until", type=_span("--until"), metavar="SPAN",
+                   help="with --headless: stop that far into the recording (90, 90s, 15m, 2h)")
     p.add_argument("--tick", type=_positive(float, "--tick"), default=None, metavar="SECONDS",
                    help="with --headless: console tick in recorded time (default 0.5, as live; "
                    "30 for a week from 'sim --out')")

@@ -14,7 +14,7 @@ from pathlib import Path
 from textual.binding import Binding
 
 from fleetdeck.console.recording import damage_text, judged_note
-from fleetdeck.console.replay import SLICE_S
+from fleetdeck.console.replay import SLICE_S, seek_target
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
 from fleetdeck.console.tui.screens.base import FleetView, HeaderBar
@@ -201,23 +201,19 @@ class ReplayApp(FleetdeckApp):
                 self.seek_to(words[1])
             else:
                 self.notify("':seek' needs one time: :seek 90 (into the recording), :seek +10, "
-                            ":seek -30", severity="warning")
+                            ":seek -30, :seek 1h30m, :seek 04:02:30 (UTC)", severity="warning")
             return
         super().run_command_line(text)
 
     def seek_to(self, arg: str) -> None:
-        """``90`` = 90 s into the recording; ``+10``/``-30`` relative to now."""
+        """``90`` = 90 s into the recording; ``+10``/``-30`` relative to now; ``2h``, ``+1h``;
+        a UTC clock time (``seek_target``)."""
         p = self.player
         try:
-            value = float(arg)
-        except ValueError:
-            self.notify(f"seek: '{arg}' is not a number of seconds", severity="error")
+            target = seek_target(arg, p.start, p.heading)
+        except ValueError as err:
+            self.notify(f"seek: {err}", severity="error")
             return
-        if not math.isfinite(value):
-            self.notify(f"seek: '{arg}' is not a number of seconds", severity="error")
-            return
-        # Relative to where the replay is heading: a seek under way is turned from its target.
-        target = p.heading + value if arg[0] in "+-" else p.start + value
         p.aim(target)
         self._go()
 

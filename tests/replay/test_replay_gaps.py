@@ -88,3 +88,27 @@ def test_next_event_passes_over_births_reconnects_and_keyframe_requests():
     assert births and not set(births) & set(p.events)
     assert len(p.events) < sum(1 for ks in kinds.values() if ks & {Kind.CMD, Kind.ACK,
                                                                      Kind.STATUS, Kind.EVENT})
+
+
+def test_seek_takes_seconds_spans_and_utc_clock_times():
+    """`:seek 04:02:30`, `:seek 2h` and `:seek +1h` were refused as "not a number of seconds";
+    going to 02:13, when the node failed, took working the offset out by hand (a replay
+    audit)."""
+    from datetime import UTC, datetime
+
+    from fleetdeck.console.replay import seek_target
+
+    start = datetime(2026, 12, 5, 1, 30, tzinfo=UTC).timestamp()
+    heading = start + 600
+    assert seek_target("90", start, heading) == start + 90
+    assert seek_target("+10", start, heading) == heading + 10
+    assert seek_target("-30", start, heading) == heading - 30
+    assert seek_target("2h", start, heading) == start + 7200
+    assert seek_target("+1h30m", start, heading) == heading + 5400
+    assert seek_target("-5m", start, heading) == heading - 300
+    assert seek_target("02:13", start, heading) == start + 43 * 60
+    assert seek_target("01:00:30", start, heading) == start + 86400 - 29 * 60 - 30  # next day
+    assert seek_target("2026-12-05T03:00", start, heading) == start + 5400
+    for bad in ("soon", "25:00", "1h30", "nan", "inf"):
+        with pytest.raises(ValueError):
+            seek_target(bad, start, heading)
