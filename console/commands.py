@@ -94,6 +94,8 @@ class JobImpact:
     checkpointed: bool = True
     """The job has written a checkpoint (else ``since_checkpoint_s`` counts from its start, and
     a requeue starts it over from step 0)."""
+    eta_s: float | None = None
+    """How long the job has left at its pace, as its scheduler says (None: not said)."""
 
     def line(self) -> str:
         since = "?" if self.since_checkpoint_s is None else fmt_duration(self.since_checkpoint_s)
@@ -104,9 +106,12 @@ class JobImpact:
             # Never say "checkpoint … ago" of a job that has none (found in a UX audit).
             return (f"{head}no checkpoint yet: a requeue restarts it from step 0, "
                     f"{self.gpu_hours_at_risk:.1f} GPU-h since it started")
-        # "…GPU-h since it" read as a sentence cut off at the dialog's edge.
+        # "…GPU-h since it" read as a sentence cut off at the dialog's edge. Its time left:
+        # a drain --now requeued a job 5 min from its end, where letting it finish was the
+        # obvious choice had the dialog said so (a jobs audit).
+        left = "" if self.eta_s is None else f"; ends in {fmt_duration(self.eta_s)} at its pace"
         return (f"{head}checkpoint {since} ago, {self.gpu_hours_at_risk:.1f} GPU-h of work "
-                "since then")
+                f"since then{left}")
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,8 @@ class BlastRadius:
         parts = [nodes, f"{self.gpus} GPUs"]
         if self.jobs:
             parts.append(f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} on "
-                         f"{self.nodes_affected} nodes / {self.gpus_affected} GPUs")
+                         f"{self.nodes_affected} node{'s' if self.nodes_affected != 1 else ''}"
+                         f" / {self.gpus_affected} GPUs")
             if self.mode is DrainMode.NOW:
                 parts.append(f"{self.gpu_hours_at_risk:.1f} GPU-h since last checkpoint lost")
             else:
@@ -236,6 +242,7 @@ def job_impact(job: JobStatus | None, job_id: str, targeted: set[str], now: floa
         gpu_hours_at_risk=0.0 if since is None else gpus * since / 3600,
         hostlist=compress(job.nodes),
         checkpointed=job.last_checkpoint_ts is not None or job.last_checkpoint_step > 0,
+        eta_s=job.eta_s if job.state.value == "R" and not job_reason(job) else None,
     )
 
 
@@ -323,6 +330,16 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     gpus_affected = sum(_node_gpus(state.nodes.get(n)) or 8 for n in affected_nodes)
     kills = op is CommandOp.DRAIN and mode is DrainMode.NOW
     at_risk = sum(i.gpu_hours_at_risk for i in impacts) if kills else 0.0
+    if kills and impacts:
+        waiting = sorted((j for j in state.jobs.values() if j.state.value == "PD"),
+                         key=lambda j: (j.submitted_ts or 0, j.job_id))
+        if waiting:
+            # The queue's head took the freed nodes and the requeued job sat PD (Resources)
+            # (a jobs audit).
+            more = f" (+{len(waiting) - 3} more)" if len(waiting) > 3 else ""
+            notes.append(f"{len(waiting)} job{'s' if len(waiting) != 1 else ''} pending ahead "
+                         f"({', '.join(j.job_id for j in waiting[:3])}{more}): they may take "
+                         "the freed nodes first, and a requeued job waits behind them")
     if op is CommandOp.DRAIN:
         already = [n for n in nodes if (st := state.nodes.get(n)) is not None
                    and st.drain.state is DrainState.DRAINED]

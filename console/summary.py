@@ -76,7 +76,12 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
     job's step last advanced, when it stopped stepping; null otherwise)."""
     found = straggler(job, state)
     quiet = not_stepping(job, state, now)
-    return {**job.model_dump(mode="json"),
+    own = job.model_dump(mode="json")
+    if quiet is not None:
+        # A hung job's status is its last step's: its ETA read 1845 s while the TUI showed
+        # "-" (a jobs audit); the protocol has none for a job that does not step.
+        own["eta_s"] = None
+    return {**own,
             # 0-1 as documented: a scheduler's total_steps may be an estimate that the job
             # outruns (step 500 of 10 read "progress 50").
             "progress": (round(min(1.0, job.step / job.total_steps), 4) if job.total_steps

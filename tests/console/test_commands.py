@@ -192,6 +192,14 @@ def test_blast_radius(world):
     assert "1 job on 4 nodes / 32 GPUs" in both.summary()
     now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
     assert now.gpu_hours_at_risk == pytest.approx(32 * 0.5)  # 30 min since checkpoint
+    assert not [n for n in now.notes if "pending ahead" in n]
+    # A queue ahead takes the freed nodes first (a jobs audit).
+    from fleetdeck.protocol.messages import JobState
+    publish_job(ingest, job_status("42", [], clock, state=JobState.PD), clock)
+    state.apply(ingest.take_batch(), clock())
+    now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
+    assert ("1 job pending ahead (42): they may take the freed nodes first, and a requeued job "
+            "waits behind them") in now.notes
     assert finish.free_gpus_after == 8 * 8  # 12 nodes - 4 busy
     # A failed node's GPUs are not free (status counts them out): the radius said 183 free
     # GPUs left where status said 176 (an SRE drill).
@@ -208,8 +216,10 @@ def test_blast_radius(world):
     restart = job_blast_radius(state, "41", clock())
     assert restart.gpu_hours_at_risk == pytest.approx(16.0) and restart.gpus == 32
     # A whole clause: "…, 16.0 GPU-h since it" read as a line cut off at the dialog's edge.
+    # With its time left: a drain --now requeued a job 5 min from its end (a jobs audit).
     assert restart.jobs[0].line().endswith("checkpoint 30m00s ago, 16.0 GPU-h of work since "
-                                           "then"), restart.jobs[0].line()
+                                           "then; ends in 8m20s at its pace"), \
+        restart.jobs[0].line()
 
 
 def test_a_job_without_a_checkpoint_is_not_said_to_have_one(world):

@@ -75,6 +75,8 @@ def test_a_job_whose_step_stopped_is_hung_in_every_view_and_in_json():
     by_id = {j["job_id"]: j for j in out["jobs"]}
     assert by_id["41"]["not_stepping_s"] == round(quiet, 1)
     assert by_id["42"]["not_stepping_s"] is None
+    # Its last step's ETA is no ETA of a job that does not step (a jobs audit).
+    assert by_id["41"]["eta_s"] is None and by_id["42"]["eta_s"] is not None
 
 
 def test_a_job_stopped_by_a_failed_node_is_that_nodes_incident_not_a_hang():
