@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("fleetdeck.ingest")
 
 BDSEQ_FUTURE_S = 600.0
+JOBS_PASSED_MAX = 10_000
+"""Replaced job statuses a batch keeps for the interruption accounting (``Batch.jobs_passed``)."""
 """A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
 
 CONSOLE_KINDS = frozenset(
@@ -124,6 +126,10 @@ class Batch:
     events: list[tuple[float, Event]] = field(default_factory=list)
     acks: list[tuple[float, Ack]] = field(default_factory=list)
     jobs: dict[str, tuple[float, JobStatus]] = field(default_factory=dict)
+    jobs_passed: list[JobStatus] = field(default_factory=list)
+    """Job statuses of this batch that a later one replaced with another state or requeue
+    count, in order: a tick of 20 s took a job's R, NF, RQ, PD and R again for one R, and the
+    interruption went unseen (a replay audit); ``Interruptions.observe`` walks them."""
     jobs_withdrawn: set[str] = field(default_factory=set)
     """Jobs whose retained status was cleared (an empty retained payload, MQTT's way to
     delete one): the scheduler, or an operator, withdrew them (docs/protocol.md)."""
@@ -406,6 +412,11 @@ class Ingest:
                     self._reject(rx_ts, topic, codec.Reason.MISMATCH,
                                  f"payload job '{msg.job_id}' differs from the topic's")
                     return
+                prev_job = b.jobs.get(subject)
+                if (prev_job is not None and len(b.jobs_passed) < JOBS_PASSED_MAX
+                        and (prev_job[1].state, prev_job[1].requeues)
+                        != (msg.state, msg.requeues)):
+                    b.jobs_passed.append(prev_job[1])
                 b.jobs[subject] = (rx_ts, msg)
                 b.jobs_withdrawn.discard(subject)
 

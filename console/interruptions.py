@@ -286,7 +286,9 @@ class InterruptionTracker:
             self.held_gpu_seconds += (upto - t) * gpus
             t = upto
 
-    def observe(self, state: FleetState, now: float) -> None:
+    def observe(self, state: FleetState, now: float,
+                passed: Sequence[JobStatus] = ()) -> None:
+        """``passed``: job statuses this tick's replaced (``Batch.jobs_passed``), in order."""
         if self.last_tick is not None:
             dt = max(0.0, min(now - self.last_tick, 60.0))
             held = dt * sum(len(j.nodes) * j.gpus_per_node
@@ -297,14 +299,16 @@ class InterruptionTracker:
         if self.started is None:
             self.started = now
         stepping: dict[str, set[str]] | None = None
-        for job_id, job in state.jobs.items():
+
+        def see(job_id: str, job: JobStatus, when: float) -> None:
+            nonlocal stepping
             seen = self.jobs.get(job_id)
             if seen is None:
                 self.jobs[job_id] = _Seen(job.state, job.requeues, list(job.nodes), job, job)
                 self.changed_runs.add(job_id)
-                continue
+                return
             if seen.latest is job:
-                continue
+                return
             was = (seen.state, seen.requeues, seen.nodes)
             interrupted = (job.requeues > seen.requeues
                            or (job.state in (JobState.NF, JobState.F)
@@ -312,7 +316,7 @@ class InterruptionTracker:
             if seen.recalled:
                 self._unwatched(seen, job, interrupted, now)
             if interrupted and not seen.interrupted and seen.state is not JobState.PD:
-                at = now
+                at = when
                 if seen.recalled:
                     at = self._when_unwatched(seen, job)
                 self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, at,
@@ -333,6 +337,14 @@ class InterruptionTracker:
             if ((seen.state, seen.requeues, seen.nodes) != was
                     or now - self.kept_at.get(job_id, float("-inf")) >= RUN_KEPT_EVERY_S):
                 self.changed_runs.add(job_id)
+
+        # What a tick's later status replaced first, in order: R, NF, RQ, PD and R again
+        # within one coarse tick is an interruption all the same.
+        # A replaced status is timed by its scheduler's clock (at most now), not by the tick.
+        for job in passed:
+            see(job.job_id, job, min(now, job.ts / 1000))
+        for job_id, job in state.jobs.items():
+            see(job_id, job, now)
         still: list[_Pending] = []
         for p in self.pending:
             seen_at = p.at if p.found_at is None else p.found_at

@@ -665,7 +665,7 @@ class ConsoleSession:
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
         self._log_drains_lost()
-        self.interruptions.observe(self.state, now)
+        self.interruptions.observe(self.state, now, batch.jobs_passed)
         self._note_hangs(now)
         found, job_seconds = self.interruptions.take(now)
         for it in found:
@@ -854,7 +854,8 @@ class ConsoleSession:
                     held = carry.get(node)
                     seqs_of.setdefault(node, [] if held is None else [held[1].seq]).extend(seqs)
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
-                    jobs=new.jobs, jobs_withdrawn=new.jobs_withdrawn, superseded=superseded,
+                    jobs=new.jobs, jobs_passed=new.jobs_passed, jobs_withdrawn=new.jobs_withdrawn,
+                    superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
                     scheduler=new.scheduler, scheduler_cleared=new.scheduler_cleared)
         out.messages = new.messages - tel_messages

@@ -112,3 +112,19 @@ def test_seek_takes_seconds_spans_and_utc_clock_times():
     for bad in ("soon", "25:00", "1h30", "nan", "inf"):
         with pytest.raises(ValueError):
             seek_target(bad, start, heading)
+
+
+@pytest.mark.parametrize("tick_s", [20.0, 30.0])
+def test_a_coarse_tick_still_sees_an_interruption_inside_it(tick_s):
+    """At --tick 20 or 30 the xid79 fixture's requeue (R, NF, RQ, PD and R again within one
+    tick) left "interruptions": [] (a replay audit): the statuses a tick replaced are walked,
+    and the interruption is timed by the scheduler's status, as at the console's tick."""
+    from tests.conftest import REPO
+
+    path = REPO / "fixtures" / "xid79.jsonl.gz"
+    fine = run_headless(path).session.interruptions.total
+    coarse = run_headless(path, tick_s=tick_s).session.interruptions.total
+    assert [(i.job_id, i.cause, i.nodes) for i in coarse] == [
+        (i.job_id, i.cause, i.nodes) for i in fine] == [("4101", "gpu", ("gpu0006",))]
+    assert abs(coarse[0].ts - fine[0].ts) < 1.0
+    assert coarse[0].lost_gpu_hours == pytest.approx(fine[0].lost_gpu_hours, rel=0.2)
