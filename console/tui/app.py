@@ -155,6 +155,7 @@ class FleetdeckApp(App[int]):
         *(Binding(key, f"read_only('{key}')", show=False) for key in ("r", "u")),
     ]
     read_only_why = "this console is read-only (started with --read-only)"
+    nothing_to_record = "nothing to record: not connected to a broker"
     HELP_EXTRA = ""
     """Help lines of a front end's own keys, shown first by ``?`` (the replay console's)."""
     """What a refused command says (a replay says it is one)."""
@@ -432,7 +433,7 @@ class FleetdeckApp(App[int]):
     def action_toggle_recording(self) -> None:
         """Record what this console receives (and the commands it sends) to a file."""
         if self.session.feed is None:
-            self.notify("nothing to record: not connected to a broker", severity="warning")
+            self.notify(self.nothing_to_record, severity="warning")
             return
         if self.session.recorder is not None:
             rec = self.session.stop_recording()

@@ -44,10 +44,11 @@ class ReplayApp(FleetdeckApp):
     ]
     SPEEDS = (0.5, 100.0)
     read_only_why = "a replay is read-only"
+    nothing_to_record = "a replay records nothing: it plays a recording already"
     HELP_EXTRA = (
         "[b]Replay[/]  p pause/play · ] / \\[ one tick on / back · n/N next/previous event\n"
         "        + faster · - slower (0.5x-100x) · :seek 90 (into the recording), :seek +10,\n"
-        "        :seek -30 · esc stops a seek under way (the header shows how far it got)")
+        "        :seek -30, :seek 2h, :seek 02:13 (UTC) · esc stops a seek under way")
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
                  log_path: Path | None = None) -> None:
@@ -188,9 +189,18 @@ class ReplayApp(FleetdeckApp):
         damaged = f" [$error]{skipped} damaged[/]" if skipped else ""
         return f"replay {where} {state}{damaged}  [$text-muted]{esc(self.broker_label)}[/]"
 
+    SPEED_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+    """``+``/``-`` walk these: halving from x100 gave x50, x25, x12.5 … x0.78125, never x1 again
+    (a replay audit)."""
+
     def action_speed(self, factor: float) -> None:
         p = self.player
-        p.speed = min(self.SPEEDS[1], max(self.SPEEDS[0], p.speed * factor))
+        steps = self.SPEED_STEPS
+        if factor > 1:
+            p.speed = next((s for s in steps if s > p.speed + 1e-9), steps[-1])
+        else:
+            p.speed = next((s for s in reversed(steps) if s < p.speed - 1e-9), steps[0])
+        p.speed = min(self.SPEEDS[1], max(self.SPEEDS[0], p.speed))
         self.notify(f"replay speed x{p.speed:g}", timeout=2)
         self.refresh_view()
 

@@ -58,10 +58,17 @@ async def test_replay_controls_move_through_the_recording(monkeypatch):
         assert p.position > before
         await pilot.press("plus")
         await pilot.press("plus")
-        assert p.speed == 4.0
+        assert p.speed == 5.0
+        # Steps both ways on one ladder: from x100, halving never came back to x1 (a replay
+        # audit).
+        for _ in range(10):
+            await pilot.press("plus")
+        assert p.speed == 100.0
+        seen = []
         for _ in range(10):
             await pilot.press("minus")
-        assert p.speed == 0.5
+            seen.append(p.speed)
+        assert seen == [50.0, 20.0, 10.0, 5.0, 2.0, 1.0, 0.5, 0.5, 0.5, 0.5]
         await pilot.press("n")
         await settle(pilot, app)
         assert p.position > before

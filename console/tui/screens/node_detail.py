@@ -85,8 +85,9 @@ class NodeDetailScreen(FleetView):
         if self.showing_history:
             return (f"node [b]{esc(self.node_id)}[/] history  [$text-muted]h or esc live · "
                     "s span · ←/→ cursor[/]")
-        return (f"node [b]{esc(self.node_id)}[/]  [$text-muted]esc back · r drain · u resume · "
-                "h history[/]")
+        # A read-only console (a replay) does not offer what it refuses.
+        acts = "" if getattr(self.app, "read_only", False) else "r drain · u resume · "
+        return f"node [b]{esc(self.node_id)}[/]  [$text-muted]esc back · {acts}h history[/]"
 
     def action_history(self) -> None:
         """Swap the live tables for the history charts, or back."""
