@@ -23,6 +23,7 @@ from fleetdeck.console.judgements import (
     not_stepping,
     not_stepping_text,
     own_job,
+    resume_ends_failure,
     scheduler_down,
     shown_findings,
     straggler,
@@ -364,7 +365,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     if op is CommandOp.RESUME:
         unhealthy = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.verdict.value in ("failed", "offline")]
-        held = [n for n in unhealthy if held_only_since(state.nodes[n]) is not None]
+        held = [n for n in unhealthy if resume_ends_failure(state.nodes[n])]
         unhealthy = [n for n in unhealthy if n not in held]
         # A resume ends the hold only where there is a drain to end: "the resume ends the
         # hold" and "not drained: the resume changes nothing" were said of one node (an SRE
@@ -383,7 +384,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                          "there; a throttled GPU slows every job it joins)")
         if held:
             notes.append(f"failed only by the hour of their port errors (N2, N3), links up "
-                         f"and quiet: {compress(held)} (the resume ends the hold)")
+                         f"(quiet, or repaired): {compress(held)} (the resume ends the hold)")
         undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.NONE]
         if undrained:
@@ -401,8 +402,8 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
 
 
 def _still_failing(st: NodeState) -> bool:
-    """Failed or offline, and not only held by N2's hour (a resume ends that hold)."""
-    return st.verdict.value in ("failed", "offline") and held_only_since(st) is None
+    """Failed or offline, and not only held by its ports' windows (a resume ends that)."""
+    return st.verdict.value in ("failed", "offline") and not resume_ends_failure(st)
 
 
 def suggested_drain_mode(state: FleetState, targets: Iterable[str]) -> DrainMode:

@@ -756,6 +756,24 @@ def held_only_since(st: NodeState) -> float | None:
     return max(repairs) if repairs else 0.0
 
 
+def resume_ends_failure(st: NodeState) -> bool:
+    """A resume forgets the node's port windows (``FleetState._apply_status``): true when that
+    ends its failure — held only by N2/N3 on ports up again (``held_only_since``), or on ports
+    up whose repair its agent said since it failed, quiet or not yet. The resume radius said
+    "still failing health checks … repair first" of a repaired node, then "done (back in
+    service)" and it read ok (a fault audit)."""
+    if held_only_since(st) is not None:
+        return True
+    drains = [f for f in own_findings(st) if f.severity is Severity.DRAIN]
+    t = st.telemetry
+    if not drains or t is None or any(f.rule not in QUIET_HELD_RULES for f in drains):
+        return False
+    up = {f"{p.dev}:{p.port}" for p in t.ib_ports
+          if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
+    return (all(f.component in up for f in drains)
+            and any(e.kind == "repair" and e.ts / 1000 >= st.changed_at for e in st.events))
+
+
 _HINT_CUT = re.compile(r" \(|[;:]")
 """Where a liveness finding's text stops naming what is wrong ("agent offline (Last Will)…",
 "no telemetry accepted: 6 samples refused …")."""

@@ -902,3 +902,31 @@ def test_a_straggler_s_node_is_told_to_drain_after_the_next_checkpoint_not_to_wa
         "then ")
     [inc] = [i for i in out["incidents"] if i["key"] == "node:gpu0003"]
     assert inc["action"] == node["action"]
+
+
+def test_a_repaired_node_held_by_its_symbol_errors_is_not_said_to_fail_its_health_checks():
+    """Drained for a symbol-error storm, repaired a minute later: the resume radius said
+    "nothing given back … still failing health checks (repair first)", then "done (back in
+    service)" and the node read ok (a fault audit). A resume forgets the port windows, so it
+    ends that failure: said, and its GPUs counted as given back."""
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.console.commands import blast_radius
+    from fleetdeck.protocol.messages import CommandOp, DrainMode, DrainState
+    from fleetdeck.protocol.topics import Kind
+
+    node, ingest, state, run = one_node()
+    run(3)
+    node.sim.ports[3].bump("symbol_error", 500)
+    run(3)
+    node.agent.drain = node.agent.drain.model_copy(update={"state": DrainState.DRAINED,
+                                                           "reason": "N3 storm"})
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.agent._event(EventDraft("repair", "node repaired")), Kind.EVENT)
+    run(60)  # quiet for a minute: not yet the 5 min that make it quiet for N3
+    st = state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["N3"]
+    radius = blast_radius(state, CommandOp.RESUME, ["gpu0001"], node.now, DrainMode.FINISH)
+    assert not any("repair first" in n for n in radius.notes), radius.notes
+    assert any("(quiet, or repaired): gpu0001 (the resume ends the hold)" in n
+               for n in radius.notes), radius.notes
+    assert radius.summary() == "1 node, 8 GPUs given back to the scheduler"
