@@ -1052,6 +1052,18 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus) -> str:
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``).
     ``state``: the fleet, for whether the node slows its job (``slowing``)."""
+    action = _node_action(st, state)
+    if (st.behind_switch and not st.behind_recovered and st.verdict is Verdict.DEGRADED
+            and "switch" not in action and own_findings(st)
+            and not any(f.severity is Severity.DRAIN for f in own_findings(st))):
+        # Its own warning's advice alone ("watch; drain when idle") left out the switch its
+        # neighbours were told to check, as if its link were fine (a fault audit).
+        return (f"check switch {st.behind_switch} (its link faults are the switch's: do not "
+                f"drain for them); for its own warnings: {action}")
+    return action
+
+
+def _node_action(st: NodeState, state: FleetState | None) -> str:
     v = st.verdict.value
     rules = {f.rule for f in st.all_findings}
     if st.job_stepping:

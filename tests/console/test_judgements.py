@@ -930,3 +930,19 @@ def test_a_repaired_node_held_by_its_symbol_errors_is_not_said_to_fail_its_healt
     assert any("(quiet, or repaired): gpu0001 (the resume ends the hold)" in n
                for n in radius.notes), radius.notes
     assert radius.summary() == "1 node, 8 GPUs given back to the scheduler"
+
+
+def test_a_node_behind_a_failing_switch_with_a_warning_of_its_own_is_told_of_both():
+    """gpu0018, with an XID 68 of its own behind a dead rail switch, was told "watch; drain
+    when idle if it persists" while its neighbours read "check switch leaf02-r4; do not
+    drain" (a fault audit)."""
+    down = port_down("mlx5_ib2")
+    session = session_with({"gpu0001": down, "gpu0002": down,
+                            "gpu0003": lambda t: throttled(3)(down(t))})
+    out = {n["id"]: n for n in fleet_summary(session.state, session.clock())["nodes"]}
+    node = out["gpu0003"]
+    assert node["verdict"] == "degraded" and node["behind_switch"] == "leaf00-r2"
+    assert node["action"].startswith(
+        "check switch leaf00-r2 (its link faults are the switch's: do not drain for them); for "
+        "its own warnings: "), node["action"]
+    assert out["gpu0001"]["action"] == "check switch leaf00-r2; do not drain"
