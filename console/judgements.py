@@ -579,6 +579,16 @@ def undecided_silent(state: FleetState, watched_s: float) -> list[str]:
     return out
 
 
+def never_fits(job: JobStatus, state: FleetState) -> str:
+    """Why a pending job can never start on this cluster, or '': it asks for more nodes than
+    the cluster has (a 64-node job on 48 nodes sat "PD (Resources)" beside 128 free GPUs,
+    with nothing to say it would wait for ever: a jobs audit)."""
+    wanted = job.nodes_wanted
+    if job.state.value != "PD" or not wanted or not state.nodes or wanted <= len(state.nodes):
+        return ""
+    return f"needs {wanted} nodes; the cluster has {len(state.nodes)}: it can never start here"
+
+
 def _running_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for job in state.jobs.values():

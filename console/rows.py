@@ -25,6 +25,7 @@ from fleetdeck.console.judgements import (
     job_reason,
     leaf_groups,
     leaf_of,
+    never_fits,
     not_stepping,
     not_stepping_text,
     own_findings,
@@ -675,10 +676,22 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         # A hung job's ETA is its last word, frozen: it reads "-" as a stalled one's does.
         eta="-" if job.eta_s is None or stalled else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
-        checkpoint=ckpt, straggler="" if slow is None else slow.text, reason=job_reason(job),
+        checkpoint=ckpt, straggler="" if slow is None else slow.text,
+        reason=_pending_reason(job, state),
         sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
         held_up=held_up, stalled=stalled,
     )
+
+
+def _pending_reason(job: JobStatus, state: FleetState) -> str:
+    """The scheduler's reason, with how many nodes a pending job waits for (NODES read "-")
+    and whether it can ever start here."""
+    reason = job_reason(job)
+    if job.state.value != "PD" or not job.nodes_wanted:
+        return reason
+    never = never_fits(job, state)
+    wants = never or f"needs {job.nodes_wanted} node{'s' if job.nodes_wanted != 1 else ''}"
+    return f"{reason}: {wants}" if reason else wants
 
 
 JOB_STATE_ORDER = {"R": 0, "CG": 1, "RQ": 2, "PD": 3, "NF": 4, "F": 5, "CA": 6, "CD": 7}

@@ -11,6 +11,7 @@ from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
+    never_fits,
     not_stepping,
     own_job,
     recommended_action,
@@ -88,7 +89,8 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
                          else None),
             "straggler": None if found is None else found.as_json(),
             "sick_nodes": [s.as_json() for s in sick_nodes(job, state)],
-            "not_stepping_s": None if quiet is None else round(quiet, 1)}
+            "not_stepping_s": None if quiet is None else round(quiet, 1),
+            "never_fits": never_fits(job, state) or None}
 
 
 def fleet_summary(state: FleetState, now: float, *,

@@ -408,7 +408,8 @@ class Scheduler:
             eta = round(max(0.0, job.total_steps - job.progress) * job.step_time_s, 1)
         return JobStatus(
             job_id=job.job_id, name=job.name, user=job.user, state=job.state,
-            reason=job.reason, nodes=[n.node_id for n in job.nodes], gpus_per_node=GPUS,
+            reason=job.reason, nodes=[n.node_id for n in job.nodes],
+            nodes_wanted=job.nodes_wanted, gpus_per_node=GPUS,
             step=job.step, total_steps=job.total_steps,
             step_time_ms=round(job.step_time_s * 1000, 1) if running else None,
             median_step_time_ms=round(job.median_ms, 1) if running and job.median_ms else None,

@@ -428,6 +428,9 @@ class JobStatus(_Versioned):
     state: JobState
     reason: Text = ""
     nodes: Annotated[list[Id], Field(max_length=4096)] = []
+    nodes_wanted: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    """How many nodes the job asks for (Slurm's NumNodes): ``nodes`` is empty while it waits,
+    and a job too big for the cluster waited for ever with nothing to say so."""
     gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 8
     step: U64 = 0
     total_steps: U64 = 0

@@ -511,3 +511,25 @@ def test_the_resume_radius_says_what_a_node_was_drained_for_and_how_it_reads_now
                            "alice; now degraded: G12 gpu3: clock throttled")
     assert "still degraded: gpu0003 (the scheduler may place work there; a throttled GPU " \
            "slows every job it joins)" in radius.notes
+
+
+def test_a_pending_job_says_how_many_nodes_it_waits_for_and_if_it_can_ever_start(world):
+    """`inject submit nodes=64` on 48 nodes sat "PD (Resources)" beside 128 free GPUs, NODES
+    "-", with nothing to say it would wait for ever (a jobs audit)."""
+    from fleetdeck.console.rows import job_row
+    from fleetdeck.console.summary import job_summary
+    from fleetdeck.protocol.messages import JobState
+
+    clock, ingest, _fleet, state = world
+    for job_id, wanted in (("41", 4), ("42", 64)):
+        publish_job(ingest, job_status(job_id, [], clock, state=JobState.PD).model_copy(
+            update={"reason": "Resources", "nodes_wanted": wanted}), clock)
+    state.apply(ingest.take_batch(), clock())
+    fits, never = state.jobs["41"], state.jobs["42"]
+    assert job_row(fits, state, clock()).reason == "Resources: needs 4 nodes"
+    assert job_row(never, state, clock()).reason == (
+        "Resources: needs 64 nodes; the cluster has 12: it can never start here")
+    assert job_summary(fits, state, clock())["never_fits"] is None
+    assert job_summary(never, state, clock())["never_fits"] == (
+        "needs 64 nodes; the cluster has 12: it can never start here")
+    assert job_summary(never, state, clock())["nodes_wanted"] == 64
