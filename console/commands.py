@@ -9,6 +9,7 @@ of its own): the caller publishes ``request.commands()`` and feeds it acks and t
 every tick, exactly like the rest of the console.
 """
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Iterable
@@ -331,16 +332,8 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     gpus_affected = sum(_node_gpus(state.nodes.get(n)) or 8 for n in affected_nodes)
     kills = op is CommandOp.DRAIN and mode is DrainMode.NOW
     at_risk = sum(i.gpu_hours_at_risk for i in impacts) if kills else 0.0
-    if kills and impacts:
-        waiting = sorted((j for j in state.jobs.values() if j.state.value == "PD"),
-                         key=lambda j: (j.submitted_ts or 0, j.job_id))
-        if waiting:
-            # The queue's head took the freed nodes and the requeued job sat PD (Resources)
-            # (a jobs audit).
-            more = f" (+{len(waiting) - 3} more)" if len(waiting) > 3 else ""
-            notes.append(f"{len(waiting)} job{'s' if len(waiting) != 1 else ''} pending ahead "
-                         f"({', '.join(j.job_id for j in waiting[:3])}{more}): they may take "
-                         "the freed nodes first, and a requeued job waits behind them")
+    if kills and impacts and (ahead := _pending_ahead(state)):
+        notes.append(ahead)
     if op is CommandOp.DRAIN:
         already = [n for n in nodes if (st := state.nodes.get(n)) is not None
                    and st.drain.state is DrainState.DRAINED]
@@ -449,8 +442,19 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     quiet = None if job is None else not_stepping(job, state, now)
     if job is not None and quiet is not None:
         # What the restart is for: the dialog asked "restart?" of a hung job without saying
-        # that it was hung (left open by the hung-job work).
+        # that it was hung (left open by the hung-job work). Its last step's ETA is no time
+        # left ("ends in 3h27m at its pace" of a job hung for 342 s: a 3 a.m. drive).
         notes.append(f"job {job_id} is hung: {not_stepping_text(job, quiet, now)}")
+        impact = dataclasses.replace(impact, eta_s=None)
+    if job is not None and nodes and (ahead := _pending_ahead(state, job_id)):
+        notes.append(ahead)
+    switches = sorted({st.behind_switch for n in nodes if (st := state.nodes.get(n)) is not None
+                       and st.behind_switch and not st.behind_recovered})
+    if switches:
+        # A switch outage read as "held up by gpu0009 degraded", and the restart said nothing
+        # of the switch its nodes sit behind (a 3 a.m. drive).
+        notes.append(f"its nodes are behind suspect switch {compress(switches)}: a requeued job "
+                     "may land behind it again; check the switch first")
     if unfit:
         # A requeued job goes wherever the scheduler finds room, the node that killed it
         # included unless it is drained (Slurm places nothing on a DRAIN node): the
@@ -478,6 +482,22 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         gpus=impact.gpus, jobs=[impact], nodes_affected=len(nodes), gpus_affected=impact.gpus,
         gpu_hours_at_risk=impact.gpu_hours_at_risk, free_gpus_after=0, notes=notes,
     )
+
+
+def _pending_ahead(state: FleetState, but: str = "") -> str:
+    """The jobs pending that a requeued job queues behind, in a sentence ('' when none): the
+    queue's head took the freed nodes and the requeued job sat PD (Resources) for 13 min (a
+    jobs audit, a 3 a.m. drive)."""
+    waiting = sorted((j for j in state.jobs.values() if j.state.value == "PD" and j.job_id != but),
+                     key=lambda j: (j.submitted_ts or 0, j.job_id))
+    if not waiting:
+        return ""
+    more = f" (+{len(waiting) - 3} more)" if len(waiting) > 3 else ""
+    one = len(waiting) == 1
+    return (f"{len(waiting)} job{'' if one else 's'} pending ahead "
+            f"({', '.join(j.job_id for j in waiting[:3])}{more}): {'it' if one else 'they'} may "
+            "take the freed nodes first, and a requeued job waits behind "
+            f"{'it' if one else 'them'}")
 
 
 def _unfit_undrained(st: NodeState | None) -> str:

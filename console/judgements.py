@@ -633,6 +633,13 @@ class Straggler:
         return "; also ".join(s.own_text for s in (self, *self.also))
 
     @property
+    def short(self) -> str:
+        """The slow nodes first, then the first one's cause: the overview's jobs panel cut
+        the text after the first cause, and the second node was never seen (a 3 a.m. drive)."""
+        nodes = ", ".join(f"{s.node} +{s.slower_pct:.0f}%" for s in (self, *self.also))
+        return f"{nodes}: {self.cause}"
+
+    @property
     def nodes(self) -> list[str]:
         return [s.node for s in (self, *self.also)]
 
@@ -814,7 +821,11 @@ def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:
         return f"hung: no step for {quiet:.0f} s"
     sick = sick_nodes(job, state)
     if sick:
-        hint = drain_reason_hint(state.nodes.get(sick[0].node))
+        first = state.nodes.get(sick[0].node)
+        if first is not None and first.behind_switch and not own_findings(first):
+            # "gpu0009 degraded" named a node for a switch outage (a 3 a.m. drive).
+            return f"switch {first.behind_switch} suspect ({sick[0].node} behind it)"
+        hint = drain_reason_hint(first)
         return f"{sick[0].node} {sick[0].verdict}" + (f": {hint}" if hint else "")
     slow = straggler(job, state)
     if slow is not None:
@@ -1047,16 +1058,36 @@ def slowing(st: NodeState, state: FleetState) -> "tuple[Straggler, JobStatus] | 
     return None if slow is None or job is None else (slow, job)
 
 
+STRAGGLER_FINISH_S = 1800.0
+"""A straggler's job that ends within this (at its pace) is cheaper to let finish than to
+requeue: a drain --now put a job 20 min from its end behind an hour-long one (a 3 a.m. drive)."""
+
+
 def straggler_action(st: NodeState, slow: Straggler, job: JobStatus) -> str:
     """A straggler's node: "watch; drain when idle if it persists" of a node that slowed a
     160-GPU job by 23 % and is never idle while it runs (a fault audit). Drained right after a
-    checkpoint, the job loses little and runs on without it."""
-    ckpt = (f" (every {job.checkpoint_every} steps; the last at step "
-            f"{job.last_checkpoint_step})" if job.checkpoint_every else "")
+    checkpoint, the job loses little and runs on without it; one near its end is let finish."""
     step = repair_step(st, warn=True)
-    return (f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank}): drain it "
-            f"--now right after the job's next checkpoint{ckpt}, so the job requeues without "
-            f"it, then {step if step != 'repair' else 'look at the node'}")
+    then = f"then {step if step != 'repair' else 'look at the node'}"
+    slows = f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
+    if job.eta_s is not None and job.eta_s <= STRAGGLER_FINISH_S:
+        return (f"{slows}, which ends in {job.eta_s / 60:.0f} min at its pace: drain it "
+                f"(finish) so nothing new lands there, let the job end, {then}")
+    every = job.checkpoint_every
+    if not every:
+        when = " right after the job's next checkpoint"
+    elif job.last_checkpoint_step and job.step - job.last_checkpoint_step <= 1:
+        # "next" 4 s after one: the operator could not tell this was the moment.
+        when = (f" now (the job checkpointed at step {job.last_checkpoint_step} a step ago: "
+                "little is lost)")
+    elif not job.last_checkpoint_step:
+        when = (f" right after the job's first checkpoint (every {every} steps; at step "
+                f"{job.step} now)")
+    else:
+        when = (f" right after the job's next checkpoint (every {every} steps; the last at "
+                f"step {job.last_checkpoint_step}, at step {job.step} now)")
+    return (f"{slows}: drain it --now{when}, so the job requeues without it (a job pending "
+            f"may take the freed nodes first), {then}")
 
 
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:

@@ -676,7 +676,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         # A hung job's ETA is its last word, frozen: it reads "-" as a stalled one's does.
         eta="-" if job.eta_s is None or stalled else fmt_duration(job.eta_s),
         nodes=compress(job.nodes) if job.nodes else "-",
-        checkpoint=ckpt, straggler="" if slow is None else slow.text,
+        checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),
         sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
         held_up=held_up, stalled=stalled,

@@ -198,8 +198,8 @@ def test_blast_radius(world):
     publish_job(ingest, job_status("42", [], clock, state=JobState.PD), clock)
     state.apply(ingest.take_batch(), clock())
     now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
-    assert ("1 job pending ahead (42): they may take the freed nodes first, and a requeued job "
-            "waits behind them") in now.notes
+    assert ("1 job pending ahead (42): it may take the freed nodes first, and a requeued job "
+            "waits behind it") in now.notes
     assert finish.free_gpus_after == 8 * 8  # 12 nodes - 4 busy
     # A failed node's GPUs are not free (status counts them out): the radius said 183 free
     # GPUs left where status said 176 (an SRE drill).
@@ -533,3 +533,20 @@ def test_a_pending_job_says_how_many_nodes_it_waits_for_and_if_it_can_ever_start
     assert job_summary(never, state, clock())["never_fits"] == (
         "needs 64 nodes; the cluster has 12: it can never start here")
     assert job_summary(never, state, clock())["nodes_wanted"] == 64
+
+
+def test_the_restart_radius_says_what_waits_ahead_and_which_switch_its_nodes_sit_behind(world):
+    """A restart's nodes went to the pending job at the queue's head, and the restarted job
+    sat PD for 13 min; a switch outage's restart said nothing of the switch (a 3 a.m. drive)."""
+    from fleetdeck.protocol.messages import JobState
+
+    clock, ingest, _fleet, state = world
+    publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock), clock)
+    publish_job(ingest, job_status("42", [], clock, state=JobState.PD), clock)
+    state.apply(ingest.take_batch(), clock())
+    state.nodes["gpu0002"].behind_switch = "leaf00-r2"
+    radius = job_blast_radius(state, "41", clock())
+    assert ("1 job pending ahead (42): it may take the freed nodes first, and a requeued job "
+            "waits behind it") in radius.notes
+    assert ("its nodes are behind suspect switch leaf00-r2: a requeued job may land behind it "
+            "again; check the switch first") in radius.notes
