@@ -638,7 +638,10 @@ class Request:
         mode = f" ({self.mode.value})" if self.op is CommandOp.DRAIN else ""
         counts = ", ".join(f"{p.value} {n}" for p, n in self.counts().items())
         details = sorted({t.detail for t in self.targets if t.detail})
-        tail = f": {'; '.join(details)[:120]}" if details else ""
+        # Cut with a mark, at 240: "…no agent is there to answe)" ended mid-word (a 3 a.m.
+        # drive).
+        said = "; ".join(details)
+        tail = f": {said if len(said) <= 240 else said[:239] + '…'}" if details else ""
         return f"{what} {self.target_text}{mode} [{self.request_id}]: {counts}{tail}"
 
     def commands(self) -> list[tuple[Kind, str, Command]]:

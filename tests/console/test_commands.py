@@ -550,3 +550,15 @@ def test_the_restart_radius_says_what_waits_ahead_and_which_switch_its_nodes_sit
             "waits behind it") in radius.notes
     assert ("its nodes are behind suspect switch leaf00-r2: a requeued job may land behind it "
             "again; check the switch first") in radius.notes
+
+
+def test_a_long_outcome_is_cut_with_a_mark_not_mid_word(world):
+    """"… no agent is there to answe)": the line was cut at 120 characters (a 3 a.m. drive)."""
+    clock, _ingest, _fleet, _state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0001"], "x", clock())
+    req.targets[0].detail = ("no acknowledgement within 10 s — the node is offline (H2 agent "
+                             "offline (Last Will)): no agent is there to answer")
+    assert req.describe().endswith("no agent is there to answer")
+    req.targets[0].detail = "x" * 300
+    assert req.describe().endswith("x…") and len(req.describe()) < 320
