@@ -318,6 +318,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             worst = shown_findings(st)
             if st.verdict.value not in ("ok", "waiting") and worst:
                 line += f"; now {st.verdict.value}: {worst[0]}"
+        elif op is CommandOp.DRAIN and st is not None and st.verdict.value != "waiting":
+            # How each target reads: a healthy node marked by mistake (space marks and moves
+            # down) was listed as plainly as the sick one (a 3 a.m. drive).
+            worst = shown_findings(st)
+            line += (f": {st.verdict.value}, {worst[0]}" if worst and st.verdict.value != "ok"
+                     else ": ok, nothing found on it")
         lines.append(line)
     # A resume touches no job: the jobs on a draining node run on whatever it does.
     impacts = ([] if op is CommandOp.RESUME

@@ -185,7 +185,9 @@ def test_blast_radius(world):
     assert finish.gpus == 8 and [j.job_id for j in finish.jobs] == ["41"]
     assert finish.nodes_affected == 4 and finish.gpus_affected == 32
     assert finish.gpu_hours_at_risk == 0.0  # jobs finish first
-    assert "gpu0002 (job 41, 8 GPUs)" in finish.target_lines
+    # With how it reads: a healthy node marked by mistake was listed as plainly as a sick
+    # one (a 3 a.m. drive).
+    assert "gpu0002 (job 41, 8 GPUs): ok, nothing found on it" in finish.target_lines
     # An idle target with it: the job is still on its 4 nodes (it read "1 job on 5 nodes").
     both = blast_radius(state, CommandOp.DRAIN, ["gpu0002", "gpu0007"], clock())
     assert both.nodes_affected == 4 and both.gpus_affected == 32
