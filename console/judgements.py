@@ -1063,7 +1063,8 @@ STRAGGLER_FINISH_S = 1800.0
 requeue: a drain --now put a job 20 min from its end behind an hour-long one (a 3 a.m. drive)."""
 
 
-def straggler_action(st: NodeState, slow: Straggler, job: JobStatus) -> str:
+def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
+                     pending: bool = False) -> str:
     """A straggler's node: "watch; drain when idle if it persists" of a node that slowed a
     160-GPU job by 23 % and is never idle while it runs (a fault audit). Drained right after a
     checkpoint, the job loses little and runs on without it; one near its end is let finish."""
@@ -1086,8 +1087,8 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus) -> str:
     else:
         when = (f" right after the job's next checkpoint (every {every} steps; the last at "
                 f"step {job.last_checkpoint_step}, at step {job.step} now)")
-    return (f"{slows}: drain it --now{when}, so the job requeues without it (a job pending "
-            f"may take the freed nodes first), {then}")
+    queue = " (a job pending may take the freed nodes first)" if pending else ""
+    return f"{slows}: drain it --now{when}, so the job requeues without it{queue}, {then}"
 
 
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
@@ -1189,8 +1190,9 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         return "clear the port's counters (perfquery -R), then watch whether errors go on"
     if v == "degraded":
         slows = None if state is None else slowing(st, state)
-        if slows is not None:
-            return straggler_action(st, *slows)
+        if state is not None and slows is not None:
+            pending = any(j.state.value == "PD" for j in state.jobs.values())
+            return straggler_action(st, *slows, pending=pending)
         if st.sample is not None and st.sample.job is None:
             own = st.liveness + own_findings(st)
             unproven = [f.component for f in own

@@ -910,11 +910,18 @@ def test_a_straggler_s_node_is_told_to_drain_after_the_next_checkpoint_not_to_wa
     assert action(eta_s=7200.0).startswith(
         "it slows job 41 by 50% (rank 11): drain it --now right after the job's next "
         "checkpoint (every 100 steps; the last at step 400, at step 500 now), so the job "
-        "requeues without it (a job pending may take the freed nodes first), then check gpu3's "
-        "cooling")
+        "requeues without it, then check gpu3's cooling")
     assert action(eta_s=7200.0, step=401).startswith(
         "it slows job 41 by 50% (rank 11): drain it --now now (the job checkpointed at step 400 "
         "a step ago: little is lost)")
+    from fleetdeck.protocol.messages import JobState
+
+    queued = session_with({"gpu0003": throttled(3)}, jobs=[
+        job(eta_s=7200.0), lambda c: job_status("42", [], c, state=JobState.PD)])
+    [node] = [n for n in fleet_summary(queued.state, queued.clock())["nodes"]
+              if n["id"] == "gpu0003"]
+    assert "so the job requeues without it (a job pending may take the freed nodes first)" \
+        in node["action"]
     assert action(eta_s=500.0) == (
         "it slows job 41 by 50% (rank 11), which ends in 8 min at its pace: drain it (finish) "
         "so nothing new lands there, let the job end, then check gpu3's cooling (fans, "
