@@ -59,6 +59,10 @@ def now_ms(clock: Callable[[], float] = time.time) -> int:
     return int(clock() * 1000)
 
 
+REARM_QUIET_S = 0.2
+"""How long no command must come before a session ends to re-arm its will."""
+
+
 class NodeAgent:
     """One node's MQTT presence. Runs until ``stop`` is set, reconnecting with jittered backoff."""
 
@@ -133,6 +137,13 @@ class NodeAgent:
         a new one connects at once with a will that carries the drain (``_rearm_if_stale``)."""
         self.rearms = 0
         """Sessions ended to re-arm the will."""
+        self.busy = asyncio.Lock()
+        """Held while a command is handled or events and a drain's end go out: the session is
+        ended for a re-arm only between those (``_rearm_when_quiet``), never in the middle of
+        one (a drill lost a command the broker had delivered, and cancelling a QoS 1 publish
+        stalled the re-arm 5 s)."""
+        self.commands_handled = 0
+        self._rearm_holds = False
         self.guard = CommandGuard(node_id, command_key, lambda: now_ms(self.clock),
                                   saved.executed)
         self._awaiting_drained: str | None = (
@@ -276,7 +287,13 @@ class NodeAgent:
                 keepalive=self.keepalive,
             )
             try:
-                if not await self._session(client, stop):
+                try:
+                    again = await self._session(client, stop)
+                finally:
+                    if self._rearm_holds:
+                        self._rearm_holds = False
+                        self.busy.release()
+                if not again:
                     return
                 self.connected.clear()
                 self.rearms += 1
@@ -330,7 +347,7 @@ class NodeAgent:
                     await asyncio.sleep(self.connect_spacing_s)
             self.connects += 1
             self.connected.set()
-            rearm = asyncio.create_task(self.rearm.wait())
+            rearm = asyncio.create_task(self._rearm_when_quiet())
             tasks = [
                 asyncio.create_task(self._telemetry_loop(client, stop)),
                 commands,
@@ -354,6 +371,7 @@ class NodeAgent:
             if rearm in done:
                 # Leaving the ``async with`` sends DISCONNECT: the broker drops the old will,
                 # whose drain is out of date, and the retained status already says the drain.
+                # ``busy`` is held until then, so nothing is half done.
                 return True
             for task in done:
                 exc = task.exception()
@@ -390,8 +408,9 @@ class NodeAgent:
                 continue
             await client.publish(self._topic[Kind.TELEMETRY], self.telemetry_payload(), qos=0)
             self.last_progress = time.monotonic()
-            await self._flush_events(client)
-            await self._check_drained(client)
+            async with self.busy:
+                await self._flush_events(client)
+                await self._check_drained(client)
             self._rearm_if_stale()
 
     async def _flush_events(self, client: aiomqtt.Client) -> None:
@@ -424,7 +443,8 @@ class NodeAgent:
                 # "Tell me everything again": the birth, and a v2 keyframe with the next sample
                 # (a recorder or console that starts mid-stream asks this way).
                 self.encoder.request_keyframe()
-                await self._publish_birth(client)
+                async with self.busy:
+                    await self._publish_birth(client)
                 continue
             if topic != self._topic[Kind.CMD]:
                 continue  # amqtt pushes retained messages we never subscribed to
@@ -434,8 +454,25 @@ class NodeAgent:
             except codec.DecodeError as err:
                 log.warning("%s: rejected malformed command on %s: %s", self.node_id, topic, err)
                 continue
-            await self._handle(client, cmd)
+            async with self.busy:
+                await self._handle(client, cmd)
+                self.commands_handled += 1
             self._rearm_if_stale()
+
+    async def _rearm_when_quiet(self) -> None:
+        """Once a re-arm is wanted and no command came for ``REARM_QUIET_S`` (commands sent
+        together, a drain then a resume, are handled in this session first), take ``busy``
+        and return: the session ends between two pieces of work. Commands that reach the
+        agent after this are lost with the session; consoles send a command again, with
+        the same id, until it is acknowledged (docs/protocol.md)."""
+        await self.rearm.wait()
+        while True:
+            seen = self.commands_handled
+            await asyncio.sleep(REARM_QUIET_S)
+            if self.commands_handled == seen:
+                break
+        await self.busy.acquire()
+        self._rearm_holds = True
 
     def _rearm_if_stale(self) -> None:
         """Re-arm the will once the drain changed and what followed it went out: a drained

@@ -266,8 +266,9 @@ class SimAgent(NodeAgent):
                     raise failed[0]
                 if stop.is_set():
                     return
-                await self._flush_events(client)  # type: ignore[arg-type]
-                await self._check_drained(client)  # type: ignore[arg-type]
+                async with self.busy:
+                    await self._flush_events(client)  # type: ignore[arg-type]
+                    await self._check_drained(client)  # type: ignore[arg-type]
                 self._rearm_if_stale()
         finally:
             slot.cancel()

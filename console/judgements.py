@@ -573,7 +573,12 @@ def undecided_silent(state: FleetState, watched_s: float) -> list[str]:
         seen = state.job_stepped_at.get(job.job_id)
         if seen is not None and seen[1] is not None:
             continue  # it stepped in this watch: judged on that
-        due = 2 * (job.step_time_ms or 0) / 1000 + 1.0
+        step_s = (job.step_time_ms or 0) / 1000
+        if (state.sched_newest_ts - job.ts) / 1000 > max(3 * step_s, 5.0):
+            # The scheduler said newer things since this job's last status: it stopped before
+            # the watch (a hung job made every `status` wait the whole 15 s: an SRE drill).
+            continue
+        due = 2 * step_s + 1.0
         if watched_s < min(due, UNDECIDED_MAX_S):
             out.append(node_id)
     return out

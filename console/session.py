@@ -299,6 +299,9 @@ class ConsoleSession:
         self._ticked_at: float | None = None
         """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
         self._was_up = False
+        self._lost_at: float | None = None
+        """When this console last lost its broker (the blindness may run from an earlier
+        loss: ``FleetState.lose_sight`` joins outages within the agents' grace)."""
         """The feed has been connected once (a broker lost after that blinds the console)."""
         self.store: Store | None = None
         self._writer: WriterLock | None = None
@@ -745,13 +748,16 @@ class ConsoleSession:
             self._was_up = True
         if feed.conn.state == "connected":
             if state.blind is not None and state.blind[1] is None:
-                since = state.blind[0]
+                # This outage's length: the second of two outages read "back after 32 s"
+                # where it had lasted 3 (an SRE drill).
+                since = self._lost_at if self._lost_at is not None else state.blind[0]
                 state.regain_sight(now)
                 self.note(f"broker connection back after {now - since:.0f} s; a node not heard "
                           f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "
                           "back-off) goes stale", severity="info", kind="connection")
         elif self._was_up and (state.blind is None or state.blind[1] is not None):
             state.lose_sight(now)
+            self._lost_at = now
             self.note(f"broker connection lost ({feed.conn.why}): no "
                       "data; verdicts stay as they were and no node goes stale until the "
                       "broker and its agents are back", severity="warn", kind="connection")

@@ -271,3 +271,42 @@ def test_the_session_number_grows_across_restarts_when_the_clock_stepped_back(tm
     assert second._next_bd_seq() == first.bd_seq + 1
     StateStore(path, NODE).save(AgentState(bd_seq=int((now[0] + 7200) * 1000)))
     assert agent()._next_bd_seq() == int(now[0] * 1000)
+
+
+async def test_commands_sent_together_are_all_handled_before_the_will_is_rearmed(
+        mosquitto, tmp_path):
+    """A drain, a resume and a drain 1 ms apart: the re-arm after the first cut the session
+    under the others, the third was lost though the broker had delivered it, and cancelling a
+    publish in flight stalled the reconnect 5 s, long enough for the node to read stale (an
+    SRE drill). The session now ends between commands, once they stop coming."""
+    from fleetdeck.brokerurl import make_client
+    from fleetdeck.protocol import codec
+
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            cmds = [command(CommandOp.DRAIN, reason="one"), command(CommandOp.RESUME),
+                    command(CommandOp.DRAIN, reason="three")]
+            before = last_bd_seq(tap)
+            async with make_client(url, "burst") as c:
+                for cmd in cmds:
+                    await c.publish(topic_for(CLUSTER, Kind.CMD, NODE), codec.encode(cmd),
+                                    qos=1)
+            sent_ms = time.time() * 1000
+            await tap.until(lambda: all(any(a.result.value == "done" for a in tap.acks(c.cmd_id))
+                                        for c in cmds), 20, message="every command done")
+            # One re-arm, after the burst, with the last drain in it, and at once (it took 5 s).
+            await tap.until(lambda: (tap.first_status_after(NODE, before) is not None
+                                     and tap.statuses(NODE)[-1].drain.reason == "three"
+                                     and tap.statuses(NODE)[-1].bdSeq > before), 20,
+                            message="a new session drained by the last")
+            sessions = sorted({s.bdSeq for s in tap.statuses(NODE) if s.bdSeq > before})
+            assert sessions[0] - sent_ms < 2000, sessions[0] - sent_ms
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        await tap.until(lambda: not tap.statuses(NODE)[-1].online, 20, message="its will")
+    assert tap.statuses(NODE)[-1].drain.reason == "three"

@@ -849,6 +849,13 @@ def test_a_one_shot_watch_waits_for_a_dead_agents_job_to_step_before_judging_it(
     assert undecided_silent(session.state, clock() - started) == ["gpu0003"]
     # Past two step times and a second without a step: decided, not stepping.
     assert undecided_silent(session.state, 7.5) == []
+    # A job whose last status is older than the scheduler's newest word by three steps
+    # stopped before the watch: nothing to wait for (a hung job made `status` wait 15 s).
+    state = session.state
+    newest = state.sched_newest_ts
+    state.sched_newest_ts = job.ts + 10_000
+    assert undecided_silent(state, clock() - started) == []
+    state.sched_newest_ts = newest
 
     publish_job(ingest, job.model_copy(update={"step": 501, "ts": int(clock() * 1000)}), clock)
     clock.advance(0.5)

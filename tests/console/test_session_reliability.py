@@ -325,3 +325,32 @@ def test_a_drained_node_back_in_a_new_session_not_drained_is_said():
     node.feed(session.ingest, node.status(), Kind.STATUS)
     session.tick()
     assert len([line for line in session.log.lines() if line.kind == "drain"]) == 1
+
+
+def test_a_second_outage_says_its_own_length_not_the_first_ones():
+    """TERM and restart the broker, then kill -9 it 30 s later and restart it within 3 s: the
+    timeline said "broker connection back after 32 s" of the 3 s outage (an SRE drill; the
+    blindness rightly runs from the first, while the agents were still coming back)."""
+    from types import SimpleNamespace
+
+    now = [1000.0]
+    session = ConsoleSession(CLUSTER, clock=lambda: now[0], operator="t")
+    conn = SimpleNamespace(state="connected", connects=1, why="")
+    session.feed = SimpleNamespace(conn=conn)  # type: ignore[assignment]
+
+    def ticks_until(t: float) -> None:
+        while now[0] < t:
+            now[0] += 0.5
+            session._watch_sight(now[0])
+
+    ticks_until(1000.5)
+    for lost, back in ((1001.0, 1011.0), (1020.0, 1023.0)):
+        ticks_until(lost - 0.5)
+        conn.state, conn.why = "disconnected", "connection refused"
+        ticks_until(back - 0.5)
+        conn.state = "connected"
+        ticks_until(back)
+    said = sorted((line.ts, line.text.split(";")[0]) for _seq, line in session.log
+                  if "connection back" in line.text)
+    assert [text for _ts, text in said] == ["broker connection back after 10 s",
+                                            "broker connection back after 3 s"], said
