@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("fleetdeck.ingest")
 
 BDSEQ_FUTURE_S = 600.0
+"""A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
 JOBS_PASSED_MAX = 10_000
 """Replaced job statuses a batch keeps for the interruption accounting (``Batch.jobs_passed``)."""
-"""A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
 
 CONSOLE_KINDS = frozenset(
     {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK,

@@ -26,7 +26,7 @@ from fleetdeck.console.health import (
 )
 from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand
-from fleetdeck.protocol.fast import IbPortSample
+from fleetdeck.protocol.fast import IbPortSample, Telemetry
 from fleetdeck.protocol.messages import DrainState, JobStatus
 
 PORT_OK = "ok"
@@ -745,6 +745,12 @@ def _symbols_quiet(h: PortHistory | None, now_ms: int) -> bool:
     return not items or now_ms - items[-1][0] >= quiet_ms
 
 
+def ports_up(t: Telemetry) -> dict[str, str]:
+    """The sample's ports that are up (ACTIVE, LinkUp), by the component name findings use."""
+    return {f"{p.dev}:{p.port}": port_key(p) for p in t.ib_ports
+            if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
+
+
 def held_only_since(st: NodeState) -> float | None:
     """None unless every drain-class finding of the node is a port that is up again, held
     only by ``HELD_RULES``; then when it was repaired (its agent's ``repair`` event since it
@@ -755,8 +761,7 @@ def held_only_since(st: NodeState) -> float | None:
     t = st.telemetry
     if t is None:
         return None
-    up = {f"{p.dev}:{p.port}": port_key(p) for p in t.ib_ports
-          if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
+    up = ports_up(t)
     if any(f.component not in up for f in drains):
         return None
     for f in drains:
@@ -790,8 +795,7 @@ def resume_ends_failure(st: NodeState) -> bool:
     t = st.telemetry
     if not drains or t is None or any(f.rule not in QUIET_HELD_RULES for f in drains):
         return False
-    up = {f"{p.dev}:{p.port}" for p in t.ib_ports
-          if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
+    up = ports_up(t)
     return (all(f.component in up for f in drains)
             and any(e.kind == "repair" and e.ts / 1000 >= st.changed_at for e in st.events))
 
@@ -1100,9 +1104,11 @@ def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``).
     ``state``: the fleet, for whether the node slows its job (``slowing``)."""
     action = _node_action(st, state)
-    if (st.behind_switch and not st.behind_recovered and st.verdict is Verdict.DEGRADED
-            and "switch" not in action and own_findings(st)
-            and not any(f.severity is Severity.DRAIN for f in own_findings(st))):
+    if st.behind_switch and not st.behind_recovered and st.verdict is Verdict.DEGRADED \
+            and "switch" not in action:
+        own = own_findings(st)
+        if not own or any(f.severity is Severity.DRAIN for f in own):
+            return action
         # Its own warning's advice alone ("watch; drain when idle") left out the switch its
         # neighbours were told to check, as if its link were fine (a fault audit).
         return (f"check switch {st.behind_switch} (its link faults are the switch's: do not "

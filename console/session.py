@@ -299,10 +299,10 @@ class ConsoleSession:
         self._ticked_at: float | None = None
         """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
         self._was_up = False
+        """The feed has been connected once (a broker lost after that blinds the console)."""
         self._lost_at: float | None = None
         """When this console last lost its broker (the blindness may run from an earlier
         loss: ``FleetState.lose_sight`` joins outages within the agents' grace)."""
-        """The feed has been connected once (a broker lost after that blinds the console)."""
         self.store: Store | None = None
         self._writer: WriterLock | None = None
         """A collector's: held while it writes the store (``open_store(collector=True)``)."""

@@ -794,6 +794,9 @@ class FleetState:
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
         """Why it heard nothing then: its broker connection was lost, or it did not run."""
+        self.gap_steps = 0
+        """A replay's gaps this state was told of: two steps each, lost then back
+        (``ConsoleSession.replay_gaps``); on the state, so a replay's snapshots carry it."""
         self.restart_gap: Blind | None = None
         """A broker restart younger than the agents' reconnect grace (``broker_restarted``):
         silence in it is the agents' reconnecting, not the nodes'."""
@@ -863,10 +866,6 @@ class FleetState:
             if st.first_seen is None and st.last_rx is None and st.digest is None:
                 st.first_seen = self.heard_since
                 self._dirty.add(st.node_id)
-
-    gap_steps = 0
-    """A replay's gaps this state was told of: two steps each, lost then back
-    (``ConsoleSession.replay_gaps``); on the state, so a replay's snapshots carry it."""
 
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
