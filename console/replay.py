@@ -44,6 +44,7 @@ from fleetdeck.protocol.topics import (
     subscriptions,
     topic_for,
 )
+from fleetdeck.timespan import span_s
 
 TICK_S = 0.5
 """The console's own tick, in recorded time: what a headless replay ticks at unless told."""
@@ -268,8 +269,6 @@ async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
         f"({hint}); recording on.")
 
 
-_SEEK_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
-_SEEK_UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _SEEK_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?$")
 
 
@@ -281,17 +280,8 @@ def seek_target(arg: str, start: float, heading: float) -> float:
     hand (a replay audit). ValueError with a sentence for anything else."""
     text = arg.strip()
     sign = text[:1] if text[:1] in "+-" else ""
-    body = text[len(sign):]
-    seconds: float | None = None
-    try:
-        seconds = float(body)
-    except ValueError:
-        parts = _SEEK_PART.findall(body)
-        if parts and "".join(n + u for n, u in parts) == body:
-            seconds = sum(float(n) * _SEEK_UNIT[u] for n, u in parts)
+    seconds = span_s(text[len(sign):])
     if seconds is not None:
-        if not math.isfinite(seconds):
-            raise ValueError(f"'{arg}' is not a time in the recording")
         if sign:
             return heading + (seconds if sign == "+" else -seconds)
         return start + seconds

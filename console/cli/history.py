@@ -5,7 +5,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
 from fleetdeck.paths import state_base
+from fleetdeck.timespan import span_s
 
 PIPE_WIDTH = 100_000
 """Line width when stdout is not a terminal: wide enough that no table row ever wraps."""
@@ -68,15 +68,11 @@ class _TrimmedLines(io.TextIOBase):
         return False
 
 
-_SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def parse_since(text: str, now: float) -> float:
     """``90s``, ``15m``, ``1h``, ``7d`` ago, or an ISO time (``2026-11-30T03:00``)."""
-    m = _SPAN.match(text.strip())
-    if m:
-        return now - float(m.group(1)) * _UNIT[m.group(2)]
+    seconds = span_s(text) if text.strip()[-1:] in "smhd" else None
+    if seconds is not None:
+        return now - seconds
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
