@@ -22,6 +22,7 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.ingest import BDSEQ_FUTURE_S, TOPIC_CACHE_MAX, Ingest
+from fleetdeck.console.live import clusters_seen
 from fleetdeck.console.recording import (
     ReadCursor,
     ReadMark,
@@ -258,8 +259,6 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
 
 async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
                              say: Callable[[str], None]) -> None:
-    from fleetdeck.console.live import clusters_seen
-
     with contextlib.suppress(aiomqtt.MqttError, OSError):
         stats.clusters_seen = [c for c in await clusters_seen(
             url, f"fd-record-probe-{int(time.time())}") if c != cluster]
