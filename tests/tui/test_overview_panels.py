@@ -39,7 +39,7 @@ async def test_jobs_fabric_and_events_panels_show_on_a_big_screen(size):
         # The job with the straggler first, with its progress, and the straggler named.
         assert jobs.splitlines()[0].split()[:3] == ["41", "llama-70b", "R"]
         assert "50%" in jobs and "█████" in jobs
-        assert "straggler rank 19 gpu0003" in jobs
+        assert "straggler gpu0003 +50%" in jobs
         assert LONG_NAME in jobs, "a long job name is not cut where there is room"
         fabric = panel_text(screen, "fabric-panel")
         assert fabric.splitlines()[0].startswith("▶ leaf00-r2") and "3 down of 6" in fabric

@@ -474,7 +474,7 @@ async def test_a_job_on_a_failed_node_says_which_node_holds_it_up(world):
         lines = panel.splitlines()
         head = next(i for i, x in enumerate(lines) if "41 " in x and "llama-70b " in x)
         assert "↳ gpu0002 failed: N1 mlx5_ib5:1" in lines[head + 1]
-        assert "↳ straggler rank 19 gpu0003" in lines[head + 2]
+        assert "↳ straggler gpu0003 +50%" in lines[head + 2]
         await pilot.press("3")
         world.tick()
         await pilot_until(pilot, lambda: isinstance(world.app.screen, JobsScreen), "jobs view")

@@ -161,6 +161,11 @@ class NodeDetailScreen(FleetView):
             # What incidents and status say to do: the detail, where the operator decides,
             # left it out (an operator's walkthrough).
             t.append("\ndo: ", "bold")
+            if self.size.height and self.size.height < 30:
+                # One line on a small terminal: a straggler's advice took three at 80x24 and
+                # pushed the GPU table's rows off the screen.
+                room = max(20, self.size.width - 6)
+                action = action if len(action) <= room else action[:room - 1] + "…"
             t.append(action)
         return t
 
