@@ -164,7 +164,7 @@ class NodeDetailScreen(FleetView):
             if self.size.height and self.size.height < 30:
                 # One line on a small terminal: a straggler's advice took three at 80x24 and
                 # pushed the GPU table's rows off the screen.
-                room = max(20, self.size.width - 6)
+                room = max(20, self.size.width - 10)
                 action = action if len(action) <= room else action[:room - 1] + "…"
             t.append(action)
         return t
