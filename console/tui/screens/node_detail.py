@@ -25,6 +25,7 @@ from fleetdeck.console.rows import (
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.fit_table import FitColumn, FitTable
 from fleetdeck.console.tui.history_view import HistoryView
+from fleetdeck.console.tui.line_table import fit
 from fleetdeck.console.tui.screens.base import FleetView, dialog_key, last_known
 from fleetdeck.console.tui.text import esc
 from fleetdeck.console.tui.theme import verdict_style
@@ -165,7 +166,7 @@ class NodeDetailScreen(FleetView):
                 # One line on a small terminal: a straggler's advice took three at 80x24 and
                 # pushed the GPU table's rows off the screen.
                 room = max(20, self.size.width - 10)
-                action = action if len(action) <= room else action[:room - 1] + "…"
+                action = fit(action, room).rstrip()
             t.append(action)
         return t
 
