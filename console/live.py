@@ -309,6 +309,22 @@ async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -
     return sorted(seen)
 
 
+async def retained_births(url: BrokerURL, client_id: str, cluster: str,
+                          listen_s: float = 1.0) -> list[str]:
+    """The nodes of ``cluster`` the broker holds a retained birth of, sorted."""
+    seen: set[str] = set()
+    prefix = f"{ROOT}/{cluster}/node/"
+
+    def take(topic: str, payload: bytes) -> bool:
+        # An empty retained payload is a deletion (MQTT 3.1.1, 3.3.1.3), not a node.
+        if payload and topic.startswith(prefix) and topic.endswith("/birth"):
+            seen.add(topic[len(prefix):-len("/birth")][:64])
+        return False
+
+    await _read_retained(url, client_id, f"{prefix}+/birth", listen_s, take)
+    return sorted(seen)
+
+
 async def broker_uptime_s(url: BrokerURL, client_id: str, listen_s: float = 0.5) -> float | None:
     """The broker's uptime from ``$SYS/broker/uptime`` (Mosquitto keeps it retained and
     refreshes it every ``sys_interval``, 10 s by default, so it may read up to that much low);

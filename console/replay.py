@@ -1444,34 +1444,6 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     return out
 
 
-async def replay_to_broker(path: Path, url: BrokerURL, speed: float,
-                           progress: Callable[[int, float], None] | None = None
-                           ) -> tuple[int, ReadReport]:
-    """Republish a recording into a live broker with its original topics, QoS and retain flags;
-    return how many messages went out and what the reader skipped."""
-    reader = RecordingReader(path)
-    client = make_client(url, f"fd-replay-{int(time.time())}", keepalive=10)
-    sent = 0
-    try:
-        async with client:
-            first: float | None = None
-            wall0 = time.monotonic()
-            for msg in reader.messages():
-                first = msg.t if first is None else first
-                due = wall0 + (msg.t - first) / speed
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                await client.publish(msg.topic, msg.payload, qos=min(msg.qos, 1),
-                                     retain=msg.retain)
-                sent += 1
-                if progress and sent % 500 == 0:
-                    progress(sent, msg.t - first)
-    except aiomqtt.MqttError as err:
-        raise UserError(describe_mqtt_error(url, err)) from None
-    return sent, reader.report
-
-
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

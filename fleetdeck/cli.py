@@ -569,7 +569,13 @@ def build_parser() -> Parser:
                    "30 for a week from 'sim --out')")
     p.add_argument("--summary-json", action="store_true",
                    help="with --headless: print the final state as JSON (status --json shape)")
-    p.add_argument("--to-broker", metavar="URL", help="republish the recording into a broker")
+    p.add_argument("--to-broker", metavar="URL", help="republish what the recorded fleet said "
+                   "into a broker (never the operators' commands in it)")
+    p.add_argument("--as-cluster", type=_id("cluster"), metavar="NAME",
+                   help="with --to-broker: publish under this cluster name instead of the "
+                   "recording's")
+    p.add_argument("--force", action="store_true",
+                   help="with --to-broker: replay into a cluster the broker already holds")
     p.add_argument("--speed", type=_between(0.5, 100, "--speed"), default=1.0,
                    help="replay speed, 0.5-100 (default 1)")
     return parser

@@ -22,8 +22,8 @@ from fleetdeck.console.replay import (
     human_bytes,
     record,
     replay_headless,
-    replay_to_broker,
 )
+from fleetdeck.console.republish import Republished, republish
 from fleetdeck.errors import UserError
 from fleetdeck.paths import recording_out
 
@@ -88,6 +88,11 @@ def run_replay(args: Any) -> int:
         verb = "works" if len(headless_only) == 1 else "work"
         raise UserError(f"{' and '.join(headless_only)} only {verb} with --headless (add it for "
                         "the final state without the console).")
+    broker_only = [flag for flag, given in (("--as-cluster", args.as_cluster is not None),
+                                            ("--force", args.force)) if given]
+    if broker_only and not args.to_broker:
+        verb = "works" if len(broker_only) == 1 else "work"
+        raise UserError(f"{' and '.join(broker_only)} only {verb} with --to-broker URL.")
     if args.to_broker:
         from fleetdeck.brokerurl import parse_broker_url
 
@@ -96,9 +101,11 @@ def run_replay(args: Any) -> int:
         def progress(sent: int, at: float) -> None:
             print(f"replayed {sent} messages, {at:.0f} s into the recording", file=sys.stderr)
 
-        sent, report = asyncio.run(replay_to_broker(path, url, args.speed, progress))
-        print(f"replayed {sent} messages into {url}", file=sys.stderr)
-        return tell_damage(report)
+        done = asyncio.run(republish(path, url, args.speed, as_cluster=args.as_cluster,
+                                     force=args.force, progress=progress))
+        tell_republished(done, url)
+        assert done.report is not None
+        return tell_damage(done.report)
     if args.headless:
         until = args.until
         # Measured in the file read, or with --until in recorded time (the file is not read
@@ -134,6 +141,26 @@ def run_replay(args: Any) -> int:
     from fleetdeck.console.tui.app import run_replay_console
 
     return run_replay_console(path, speed=args.speed)
+
+
+INTENT_NAMES = {"cmd": "node command", "sched_cmd": "scheduler command",
+                "rebirth": "rebirth request"}
+
+
+def tell_republished(done: Republished, url: BrokerURL) -> None:
+    """What went out, what was left out and why, and what the broker keeps, on stderr."""
+    print(f"replayed {done.sent} messages into {url} as cluster '{done.cluster}' (watch it: "
+          f"fleetdeck console --broker {url} --cluster {done.cluster})", file=sys.stderr)
+    if done.intents_left_out:
+        left = ", ".join(f"{n} {INTENT_NAMES.get(k, k)}{'s' if n != 1 else ''}"
+                         for k, n in sorted(done.intents_left_out.items()))
+        print(f"left out what operators asked of the recorded fleet ({left}): published again, "
+              f"it would act on whatever listens to cluster '{done.cluster}' now",
+              file=sys.stderr)
+    if done.retained:
+        print(f"the broker keeps {done.retained} retained messages of cluster '{done.cluster}' "
+              "(births, statuses, job statuses): a console started later shows its nodes, "
+              "offline or stale once their agents stay silent", file=sys.stderr)
 
 
 def tell_damage(report: ReadReport) -> int:

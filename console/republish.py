@@ -1,0 +1,115 @@
+"""``replay --to-broker``: a recording published again into a broker, as the fleet said it.
+
+What the fleet *said* goes out (births, statuses, telemetry, events, acks, job and scheduler
+statuses, digests) with its topics, QoS and retain flags; what operators *asked* of the fleet
+does not (drains, resumes, restarts, rebirth requests): published again, they act on whatever
+listens on that cluster's topics now — a live fleet of the same name drained its nodes a second
+time (docs/recording.md, "Replay into a broker").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiomqtt
+
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.console.live import retained_births
+from fleetdeck.console.recording import ReadReport, RecordingReader
+from fleetdeck.errors import UserError
+from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
+
+INTENT_KINDS = frozenset({Kind.CMD, Kind.SCHED_CMD, Kind.REBIRTH})
+"""Topics of what operators asked, never published again."""
+PROBE_S = 1.0
+"""How long the target cluster's retained births are listened for before the first publish."""
+
+
+@dataclass(slots=True)
+class Republished:
+    """What one ``replay --to-broker`` did."""
+
+    cluster: str
+    """The cluster the messages went out under (``--as-cluster`` or the recording's)."""
+    sent: int = 0
+    retained: int = 0
+    """Of ``sent``, those published retained: the broker keeps them after the replay."""
+    intents_left_out: dict[str, int] = field(default_factory=dict)
+    """Command kind -> how many were not published."""
+    report: ReadReport | None = None
+
+
+def renamed(topic: str, payload: bytes, old: str, new: str) -> tuple[str, bytes]:
+    """``topic`` and ``payload`` moved from cluster ``old`` to ``new``: the topic's cluster,
+    and a birth's own ``cluster`` field (the console files a birth by its topic; the field is
+    renamed too so that the two agree for any other reader)."""
+    prefix = f"{ROOT}/{old}/"
+    if old == new or not topic.startswith(prefix):
+        return topic, payload
+    topic = f"{ROOT}/{new}/{topic[len(prefix):]}"
+    if topic.endswith("/birth"):
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            return topic, payload  # malformed as recorded: it goes out as it was
+        if isinstance(obj, dict) and obj.get("cluster") == old:
+            obj["cluster"] = new
+            payload = json.dumps(obj, separators=(",", ":")).encode()
+    return topic, payload
+
+
+async def republish(path: Path, url: BrokerURL, speed: float, *, as_cluster: str | None = None,
+                    force: bool = False,
+                    progress: Callable[[int, float], None] | None = None) -> Republished:
+    """Publish the recording at ``path`` into the broker at ``url`` at ``speed`` times real time.
+
+    Refused (:class:`UserError`, nothing published) when the broker already holds retained
+    births of the target cluster, unless ``force``: a live fleet of that name, or an earlier
+    replay, would mix with the recorded nodes in every console watching it."""
+    reader = RecordingReader(path)
+    recorded = reader.header.cluster
+    target = as_cluster or recorded
+    out = Republished(target)
+    stamp = int(time.time())
+    if not force:
+        held = await retained_births(url, f"fd-replay-probe-{stamp}", target, PROBE_S)
+        if held:
+            shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            raise UserError(
+                f"The broker at {url} already holds cluster '{target}' ({len(held)} node "
+                f"birth{'s' if len(held) != 1 else ''}: {shown}), a live fleet or an earlier "
+                f"replay, and the recorded nodes would mix with it: replay under another name "
+                f"with --as-cluster NAME, or add --force to replay into it.")
+    client = make_client(url, f"fd-replay-{stamp}", keepalive=10)
+    try:
+        async with client:
+            first: float | None = None
+            wall0 = time.monotonic()
+            for msg in reader.messages():
+                first = msg.t if first is None else first
+                try:
+                    kind: Kind | None = parse_topic(msg.topic).kind
+                except TopicError:
+                    kind = None  # recorded as received, damage included: it goes out as it was
+                if kind in INTENT_KINDS:
+                    out.intents_left_out[str(kind)] = out.intents_left_out.get(str(kind), 0) + 1
+                    continue
+                topic, payload = renamed(msg.topic, msg.payload, recorded, target)
+                due = wall0 + (msg.t - first) / speed
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await client.publish(topic, payload, qos=min(msg.qos, 1), retain=msg.retain)
+                out.sent += 1
+                out.retained += msg.retain
+                if progress and out.sent % 500 == 0:
+                    progress(out.sent, msg.t - first)
+    except aiomqtt.MqttError as err:
+        raise UserError(describe_mqtt_error(url, err)) from None
+    out.report = reader.report
+    return out
