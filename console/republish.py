@@ -3,8 +3,9 @@
 What the fleet *said* goes out (births, statuses, telemetry, events, acks, job and scheduler
 statuses, digests) with its topics, QoS and retain flags; what operators *asked* of the fleet
 does not (drains, resumes, restarts, rebirth requests): published again, they act on whatever
-listens on that cluster's topics now — a live fleet of the same name drained its nodes a second
-time (docs/recording.md, "Replay into a broker").
+listens on that cluster's topics now: an agent of a live fleet of the same name acts on a
+drain not yet expired, every agent answers a rebirth request (docs/recording.md, "Replay into a
+broker").
 """
 
 from __future__ import annotations
