@@ -39,6 +39,7 @@ from fleetdeck.console.commands import (
     Request,
     Transition,
     audit_fields,
+    fmt_duration,
     refusal,
 )
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
@@ -280,6 +281,8 @@ class ConsoleSession:
         self.interruptions = InterruptionTracker()
         self._hung: dict[str, float] = {}
         """Jobs said in the timeline to be hung, with when their step last moved."""
+        self._rerun: dict[str, float] = {}
+        """Jobs interrupted and not running again yet, with when their run ended."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
             tracker_kw["ack_timeout_s"] = ack_timeout_s
@@ -366,6 +369,7 @@ class ConsoleSession:
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
         self._hung = {}
+        self._rerun = {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
         self.log.clear()
         self._last_event = None
@@ -674,6 +678,9 @@ class ConsoleSession:
         for it in found:
             self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
                       severity="warn", nodes=it.nodes, kind=INTERRUPTION)
+            self._rerun[it.job_id] = it.ts
+        if self._rerun:
+            self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds)
         self._check_audit(now)
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
@@ -948,6 +955,24 @@ class ConsoleSession:
                     self.note(f"job {job_id} steps again (step {again.step}), "
                               f"{now - since:.0f} s after its step stopped", kind="job",
                               nodes=tuple(again.nodes[:64]))
+
+    def _note_reruns(self, now: float) -> None:
+        """An interrupted job that runs again, in the timeline: a restart was "done" at the
+        requeue ("now PD (Resources)"), and nothing said when the job ran again, nor where (a
+        jobs audit). A job that ended instead, or left the scheduler's word, is let go."""
+        for job_id, since in list(self._rerun.items()):
+            job = self.state.jobs.get(job_id)
+            if job is None or job.state.value not in ("PD", "R", "CG", "RQ"):
+                del self._rerun[job_id]
+                continue
+            started = job.started_ts / 1000 if job.started_ts is not None else None
+            if job.state.value != "R" or (started is not None and started < since - 1):
+                continue
+            del self._rerun[job_id]
+            where = f" on {compress(job.nodes)}" if job.nodes else ""
+            self.note(f"job {job_id} runs again (requeues {job.requeues}) from step {job.step}"
+                      f"{where}, {fmt_duration(now - since)} after its run ended", kind="job",
+                      nodes=tuple(job.nodes[:64]))
 
     def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),
              kind: str = "console") -> None:
