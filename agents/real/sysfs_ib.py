@@ -12,7 +12,7 @@ wrap at 2^64; error counters are narrow and saturate at all-ones instead. A coun
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fleetdeck.agents.real.common import U64_MOD, build_model
@@ -308,8 +308,23 @@ class _PortMemory:
     state: tuple[str | None, str | None]
 
 
+def infiniband_only(devices: list[IbDeviceRead]) -> list[IbDeviceRead]:
+    """``devices`` with their InfiniBand ports only (a port that does not say its link layer
+    counts as one). An Ethernet port of an RDMA device, such as Azure's accelerated-networking
+    ``mlx5_an0`` on every ND H100 v5 node (40 Gb/s), is no port of the fabric: judged as one,
+    it failed the node ("40 Gb/s, not 400") and made 7 HCAs and itself read as the 8 expected
+    (a real-node audit; docs/real-nodes.md)."""
+    out: list[IbDeviceRead] = []
+    for d in devices:
+        ports = [p for p in d.ports if (p.link_layer or "InfiniBand") == "InfiniBand"]
+        if ports or not d.ports:
+            out.append(d if len(ports) == len(d.ports) else replace(d, ports=ports))
+    return out
+
+
 class IbReader:
-    """Reads ``root`` each interval; turns cumulative counters into rates and deltas."""
+    """Reads ``root`` each interval; turns cumulative counters into rates and deltas. Only
+    InfiniBand ports (``infiniband_only``)."""
 
     def __init__(
         self,
@@ -330,6 +345,7 @@ class IbReader:
 
     def scan(self) -> tuple[list[IbDeviceRead], list[str]]:
         devices, errors = read_devices(self.root)
+        devices = infiniband_only(devices)
         self.devices = devices
         for d in devices:
             errors.extend(d.errors)
@@ -366,6 +382,7 @@ class IbReader:
 
     def read(self, now: float) -> tuple[list[IbPortSample], list[str]]:
         devices, errors = read_devices(self.root)
+        devices = infiniband_only(devices)
         self.devices = devices or self.devices
         samples: list[IbPortSample] = []
         seen: set[str] = set()

@@ -398,3 +398,21 @@ def test_extract_ttar_roundtrip(tmp_path):
     assert len(files) == len(_procfs_rows())
     link_layer = tmp_path / "fixtures/sys/class/infiniband/mlx4_0/ports/2/link_layer"
     assert link_layer.read_text() == "InfiniBand\n\n"
+
+
+def test_an_ethernet_port_is_no_ib_port(tmp_path):
+    """Azure's accelerated-networking mlx5_an0 (Ethernet, 40 Gb/s) on every ND H100 v5 node was
+    judged as an IB port: N1 "40 Gb/s, not 400" failed the node, and with an HCA missing it made
+    the count read as the SKU's eight (a real-node audit)."""
+    for i in range(7):
+        make_port(tmp_path, f"mlx5_ib{i}")
+    make_port(tmp_path, "mlx5_an0", link_layer="Ethernet", rate="40 Gb/sec (4X QDR)")
+    reader = IbReader(tmp_path)
+    inventory, errors = reader.inventory()
+    assert errors == []
+    assert [p.dev for p in inventory] == [f"mlx5_ib{i}" for i in range(7)]
+    samples, _ = reader.read(now=1.0)
+    assert [s.dev for s in samples] == [f"mlx5_ib{i}" for i in range(7)]
+    # A port that does not say its link layer (an older kernel) is taken for an IB port.
+    (tmp_path / "mlx5_ib0" / "ports" / "1" / "link_layer").unlink()
+    assert len(reader.read(now=2.0)[0]) == 7
