@@ -513,12 +513,20 @@ def reader_error(birth: Birth | None, t: Telemetry) -> str:
     return ""
 
 
+NO_GPU_SOURCE = "sysfs"
+"""The birth ``source`` of an agent that reads no GPUs (``agent --source sysfs``)."""
+
+
 def gpus_expected(birth: Birth | None) -> int:
     """The GPUs a node should have: what its agent was told (``--expect-gpus``, its SKU), else
     as many as it found at start, else ``EXPECTED_GPUS``. A node that booted with 7 of its 8
     read "7/7" and ok when judged only against what it found (a newcomer's run)."""
     if birth is None:
         return EXPECTED_GPUS
+    if birth.source == NO_GPU_SOURCE:
+        # No GPU reader by design (InfiniBand only): every such node failed "0/8 GPUs
+        # visible" with "RMA gpu0…gpu7" (a real-node audit). Told to expect some, it does.
+        return birth.gpus_expected
     return birth.gpus_expected or len(birth.gpus) or EXPECTED_GPUS
 
 

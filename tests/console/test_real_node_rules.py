@@ -1,0 +1,49 @@
+"""What real nodes' agents report, judged as the rules mean it (a real-node audit): a port
+reported with nothing read, an agent that reads no GPUs."""
+
+import msgspec
+
+from fleetdeck.console.health import NodeHistory, evaluate, still_healthy
+from fleetdeck.protocol.fast import IbPortSample
+from tests.helpers import FakeNode
+
+
+def test_a_port_reported_with_nothing_read_fails_the_node():
+    """An HCA that left sysfs while the agent runs (off the bus, driver unloaded): it read ok,
+    7 of 8 ports up, every port rule skipping the unknown state."""
+    node = FakeNode()
+    birth = node.birth()
+    hist = NodeHistory()
+    first = node.telemetry()
+    hist.update(first)
+    assert evaluate(birth, first, hist) == []
+    t = node.telemetry()
+    gone = t.ib_ports[3]
+    t = msgspec.structs.replace(t, ib_ports=[*t.ib_ports[:3], IbPortSample(dev=gone.dev, port=1),
+                                             *t.ib_ports[4:]])
+    hist.update(t)
+    assert not still_healthy(birth, t, hist)
+    (finding,) = evaluate(birth, t, hist)
+    assert (finding.rule, finding.severity.value, finding.component) == (
+        "N1", "drain", f"{gone.dev}:1")
+    assert "gone from sysfs" in str(finding)
+
+
+def test_an_agent_that_reads_no_gpus_expects_none():
+    """``agent --source sysfs`` (InfiniBand only) failed every node by G1 "0/8 GPUs visible",
+    with "RMA gpu0…gpu7" for advice (a real-node audit)."""
+    import msgspec as ms
+
+    from fleetdeck.console.health import gpus_expected
+
+    node = FakeNode()
+    birth = node.birth()
+    ib_only = birth.model_copy(update={"source": "sysfs", "gpus": [], "gpus_expected": 0})
+    t = ms.structs.replace(node.telemetry(), gpus=[])
+    hist = NodeHistory()
+    hist.update(t)
+    assert gpus_expected(ib_only) == 0
+    assert evaluate(ib_only, t, hist) == [] and still_healthy(ib_only, t, hist)
+    told = ib_only.model_copy(update={"gpus_expected": 8})
+    assert [f.rule for f in evaluate(told, t, hist)] == ["G1"]
+    assert gpus_expected(ib_only.model_copy(update={"source": "nvml"})) == 8
