@@ -27,7 +27,12 @@ class NvmlUnavailable(Exception):
 
 
 class _GpuLost(Exception):
-    pass
+    """The GPU answers nothing: GPU_IS_LOST, or every core query failing (``CORE_QUERIES``)."""
+
+
+CORE_QUERIES = 4
+"""Utilisation, memory, temperature and power: a GPU that fails all four with an error (not
+NotSupported) is lost, whatever the error."""
 
 
 def load_pynvml() -> ModuleType:
@@ -140,8 +145,9 @@ class NvmlReader:
         for i, h in sorted(self._handles.items()):
             try:
                 samples.append(self._sample(i, h))
-            except _GpuLost:
-                self._errors.append(f"gpu{i} ({self._bus.get(i, '?')}): GPU is lost")
+            except _GpuLost as lost:
+                self._errors.append(f"gpu{i} ({self._bus.get(i, '?')}): "
+                                    f"{lost.args[0] if lost.args else 'GPU is lost'}")
                 samples.append(GpuSample(index=i, present=False))
         return samples, self._errors
 
@@ -193,6 +199,7 @@ class NvmlReader:
         w = f"gpu{i}"
         call = self._call
         v: dict[str, Any] = {"index": i}
+        before = len(self._errors)
         util = call(w, lib.nvmlDeviceGetUtilizationRates, h)
         if util is not None:
             v["util_pct"] = float(util.gpu)
@@ -207,6 +214,14 @@ class NvmlReader:
         power = call(w, lib.nvmlDeviceGetPowerUsage, h)
         if power is not None:
             v["power_w"] = int(power) / 1000
+        if (len(self._errors) - before >= CORE_QUERIES
+                and (util, mem, temp, power) == (None, None, None, None)):
+            # A GPU that fell off the bus often answers Unknown Error, not GPU_IS_LOST: it
+            # read present with every field empty (and no G1) while 24 error lines crowded
+            # the rest out (a real-node audit).
+            reason = self._errors[before].split(": ", 2)[-1]
+            del self._errors[before:]
+            raise _GpuLost(f"every query fails ({reason}): fell off the bus?")
         limit = call(w, lib.nvmlDeviceGetEnforcedPowerLimit, h)
         if limit is not None:
             v["power_limit_w"] = int(limit) / 1000

@@ -191,3 +191,23 @@ def test_gpu_lost_after_inventory_is_reported_not_present():
     samples, errors = reader.read()
     assert [(s.index, s.present) for s in samples] == [(0, True), (1, False)]
     assert errors == ["gpu1 (00000000:02:00.0): GPU is lost"]
+
+
+def test_a_gpu_whose_every_query_fails_is_lost_whatever_the_error():
+    """A GPU off the bus often answers Unknown Error, not GPU_IS_LOST: it read present with
+    every field empty, no G1, and 24 error lines (a real-node audit). One failing query is an
+    absent field, not a lost GPU."""
+    failing = {"none yet"}
+    reader = NvmlReader(fake_nvml(2, failing=failing))
+    reader.inventory()
+    failing.add("nvmlDeviceGetUtilizationRates")
+    samples, errors = reader.read()
+    assert [s.present for s in samples] == [True, True]
+    assert samples[0].util_pct is None and samples[0].temp_c is not None
+    failing.update({"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
+                    "nvmlDeviceGetPowerUsage"})
+    samples, errors = reader.read()
+    assert [s.present for s in samples] == [False, False]
+    assert errors[0] == ("gpu0 (00000000:01:00.0): every query fails (Unknown Error): fell off "
+                         "the bus?")
+    assert len(errors) == 2
