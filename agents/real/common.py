@@ -101,6 +101,9 @@ class GpuInventoryResult:
     driver_version: str | None = None
     cuda_version: str | None = None
     errors: list[str] = field(default_factory=list)
+    devices: int = 0
+    """GPUs the driver counts, found or not (NVML's device count; 0: not known): a GPU lost
+    before the agent started is one of them, and the node expects it."""
 
 
 class GpuReader(Protocol):

@@ -135,6 +135,7 @@ class NvmlReader:
             driver_version=_text(driver) if driver is not None else None,
             cuda_version=_cuda_version(int(cuda_raw)) if cuda_raw is not None else None,
             errors=self._errors,
+            devices=int(count or 0),
         )
 
     def read(self) -> tuple[list[GpuSample], list[str]]:

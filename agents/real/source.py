@@ -207,7 +207,11 @@ class RealSource:
             cuda_version=gpu_inv.cuda_version,
             boot_id=self.host.boot_id(),
             errors=cap_errors(errors),
-            gpus_expected=self.gpus_expected,
+            # Unless told (--expect-gpus), as many as the driver counts: a GPU lost before the
+            # agent started was left out of the birth, and the node read "7/7" ok (a
+            # real-node audit).
+            gpus_expected=self.gpus_expected or (gpu_inv.devices
+                                                 if gpu_inv.devices > len(gpu_inv.gpus) else 0),
             ib_ports_expected=self.ib_ports_expected,
         )
         self._inventory = inv

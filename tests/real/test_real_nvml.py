@@ -211,3 +211,20 @@ def test_a_gpu_whose_every_query_fails_is_lost_whatever_the_error():
     assert errors[0] == ("gpu0 (00000000:01:00.0): every query fails (Unknown Error): fell off "
                          "the bus?")
     assert len(errors) == 2
+
+
+def test_a_gpu_lost_before_the_agent_started_is_still_expected(tmp_path):
+    """NVML counts 3 GPUs, one of which answers nothing: the birth held 2 and the node read
+    "2/2" ok (a real-node audit). The driver's count is what the node expects; G1 names the
+    lost one by its index."""
+    from fleetdeck.agents.real.source import RealSource
+
+    reader = NvmlReader(fake_nvml(3, lost={1}))
+    src = RealSource("nvml", gpu=reader)
+    inv = src.inventory()
+    assert [g.index for g in inv.gpus] == [0, 2]
+    assert inv.gpus_expected == 3
+    told = RealSource("nvml", gpu=NvmlReader(fake_nvml(3, lost={1})), gpus_expected=8)
+    assert told.inventory().gpus_expected == 8
+    whole = RealSource("nvml", gpu=NvmlReader(fake_nvml(3)))
+    assert whole.inventory().gpus_expected == 0  # as many as found
