@@ -59,6 +59,8 @@ class Finding:
 # XID classes of rules G2/G3 (fleetdeck/protocol/xids.py, docs/domain.md §4).
 XID_DRAIN = xids.DRAIN
 XID_WARN = xids.WARN
+RECOVERY_ACTING = xids.RECOVERY_DRAIN | xids.RECOVERY_WARN
+"""XID 154 actions a rule acts on (G2 or G3)."""
 XID_WINDOW_MS = XIDS_WINDOW_S * 1000
 """aznhc counts an XID for 2 h; agents report every XID of that window (``GpuSample.xids``)."""
 
@@ -602,7 +604,9 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
             return False  # G1, or the XIDs of a GPU that fell off the bus
         if g.xids or g.xid_last is not None:
             for x in g.xids:
-                if (x.code in XID_DRAIN or x.code in XID_WARN) and now - x.ts <= XID_WINDOW_MS:
+                if ((x.code in XID_DRAIN or x.code in XID_WARN
+                     or (x.code == xids.RECOVERY and x.action in RECOVERY_ACTING))
+                        and now - x.ts <= XID_WINDOW_MS):
                     return False
             last, ts = g.xid_last, g.xid_last_ts
             if (last is not None and ts is not None and (last in XID_DRAIN or last in XID_WARN)
@@ -718,13 +722,27 @@ def _xid_findings(g: GpuSample, now_ms: int) -> list[Finding]:
     c = f"gpu{g.index}"
     in_order = sorted(seen, key=lambda code: (seen[code], code))
     out: list[Finding] = []
-    drain = [code for code in in_order if code in XID_DRAIN]
+    action = recovery_action(g, now_ms) if xids.RECOVERY in seen else None
+    drain = [f"XID {code}" for code in in_order if code in XID_DRAIN]
+    warn = [f"XID {code}" for code in in_order if code in XID_WARN]
+    if action in xids.RECOVERY_DRAIN or action in xids.RECOVERY_WARN:
+        # XID 154 is as grave as the action the driver states (docs/domain.md §4).
+        said = f"XID 154 ({xids.RECOVERY_ACTIONS[action]})"
+        (drain if action in xids.RECOVERY_DRAIN else warn).append(said)
     if drain:
-        out.append(Finding("G2", Severity.DRAIN, c, ", ".join(f"XID {x}" for x in drain)))
-    warn = [code for code in in_order if code in XID_WARN]
+        out.append(Finding("G2", Severity.DRAIN, c, ", ".join(drain)))
     if warn:
-        out.append(Finding("G3", Severity.WARN, c, ", ".join(f"XID {x}" for x in warn)))
+        out.append(Finding("G3", Severity.WARN, c, ", ".join(warn)))
     return out
+
+
+def recovery_action(g: GpuSample, now_ms: int) -> int | None:
+    """The GPU recovery action its latest XID 154 within the rule window states (None: no
+    such XID, or an agent that does not say the action)."""
+    for x in g.xids:
+        if x.code == xids.RECOVERY and now_ms - x.ts <= XID_WINDOW_MS:
+            return x.action
+    return None
 
 
 def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,

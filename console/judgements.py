@@ -953,6 +953,9 @@ _XID_STEPS = {
 """Repair per drain-class XID: NVIDIA's Xid catalog's immediate action (RESTART_BM for 79,
 WORKFLOW_XID_48, RESET_GPU + support for 64, WORKFLOW_NVLINK_ERR for 74; docs/domain.md §4).
 The other drain-class XIDs (62, 95, 119, 120, 136, 140) are RESET_GPU."""
+_RECOVERY_STEPS = {True: "reboot the node (the driver's recovery action for {c}: XID 154)",
+                   False: "reset {c} once drained (the driver's recovery action: XID 154)"}
+"""A drain-class XID 154's step, by whether its action is a node reboot (else drain and reset)."""
 _RULE_STEPS = {
     "G1": "reboot the node (RMA {c} if it stays missing)",
     "G4": "reset {c} (uncorrectable ECC)",
@@ -1029,7 +1032,8 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             stepped_gpus.add(f.component)
         if f.rule == "G2":
             codes = [int(c) for c in _XID_RE.findall(f.text)]
-            step = next((_XID_STEPS[c] for c in codes if c in _XID_STEPS),
+            steps_known = {**_XID_STEPS, 154: _RECOVERY_STEPS["node reboot" in f.text]}
+            step = next((steps_known[c] for c in codes if c in steps_known),
                         "reset {c} (" + f.text + ")")
         elif f.rule == "G1" and GPU_READER_SAYS in f.text:
             # The agent cannot read its GPUs at all: the driver, not eight GPUs to RMA.
@@ -1190,6 +1194,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
     if v == "degraded" and "G3" in rules:
         codes = {int(c) for f in st.all_findings if f.rule == "G3"
                  for c in _XID_RE.findall(f.text)}
+        if 154 in codes:
+            # The driver states what the GPU needs (docs/domain.md §4): it said "watch".
+            asks = next(f.text for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
+            what = asks.split("XID 154 (", 1)[-1].split(")", 1)[0]
+            return f"XID 154 ({what}, says the driver): drain when idle, reset the GPU, resume"
         if 94 in codes:
             # NVIDIA: RESTART_APP; reset when convenient (docs/domain.md §4).
             return ("XID 94 (contained ECC error): its job restarts from its checkpoint; "

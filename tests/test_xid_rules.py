@@ -167,3 +167,42 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
     assert XID_DRAIN == DRAIN_XIDS
     assert XID_WARN == WARN_XIDS
     assert {68, 69, 109} <= XID_WARN
+
+
+@pytest.mark.parametrize(("action", "rule", "text", "advice"), [
+    (2, "G2", "XID 154 (node reboot required)", "reboot the node"),
+    (4, "G2", "XID 154 (drain and reset)", "reset gpu3 once drained"),
+    (1, "G3", "XID 154 (GPU reset required)", "reset"),
+    (0, None, "", ""),
+])
+def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text, advice):
+    """"GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)" read ok: XID
+    154 was judged by nothing (a real-node audit). The agent reads the action off the line and
+    the console follows it (docs/domain.md §4)."""
+    from fleetdeck.agents.real.kernel_log import KernelLogMonitor
+    from fleetdeck.console.health import still_healthy
+    from fleetdeck.console.judgements import recommended_action
+
+    names = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required", 4: "Drain and Reset"}
+    mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
+    c = Console()
+    now_s = c.node.now
+    mon.feed([f"NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed from 0x0 (None) "
+              f"to 0x{action:x} ({names[action]})"], now_s)
+    (ev,) = mon.take_events()
+    assert ev.data["recovery_action"] == action
+    assert ev.severity.value == {2: "error", 4: "error", 1: "warn", 0: "info"}[action]
+    listed = mon.xids(3, now_s)
+    assert [(x.code, x.action) for x in listed] == [(154, action)]
+    # Through the real codec and ingest, as a console gets it.
+    t = c.with_gpu(3, xids=listed, xid_last=154, xid_last_ts=listed[0].ts)
+    st = c.send(t)
+    found = [(f.rule, f.text) for f in st.findings if f.rule in ("G2", "G3")]
+    if rule is None:
+        assert found == [] and st.verdict is Verdict.OK
+        assert still_healthy(c.node.birth(), t, st.history)
+        return
+    assert found == [(rule, text)]
+    assert st.verdict is (Verdict.FAILED if rule == "G2" else Verdict.DEGRADED)
+    assert advice in recommended_action(st, c.state)
+    assert not still_healthy(c.node.birth(), t, st.history)

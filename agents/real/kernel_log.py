@@ -169,7 +169,24 @@ def parse_line(line: str, now: float | None = None) -> XidRecord | CarrierRecord
     return None
 
 
-def xid_severity(xid: int) -> Severity:
+_ACTION_RE = re.compile(r"\bto 0x(?P<action>[0-9A-Fa-f]+)\b")
+
+
+def recovery_action(rec: XidRecord) -> int | None:
+    """The action an XID 154 line states ("GPU recovery action changed from 0x0 (None) to 0x2
+    (Node Reboot Required)" -> 2); None for other codes or a line that states none."""
+    if rec.xid != xids.RECOVERY:
+        return None
+    m = _ACTION_RE.search(rec.message)
+    return min(int(m.group("action"), 16), 255) if m else None
+
+
+def xid_severity(xid: int, action: int | None = None) -> Severity:
+    if action is not None:
+        # XID 154 is as grave as the action it states (docs/domain.md §4).
+        if action in xids.RECOVERY_DRAIN:
+            return Severity.ERROR
+        return Severity.WARN if action in xids.RECOVERY_WARN else Severity.INFO
     if xid in DRAIN_XIDS:
         return Severity.ERROR
     if xid in WARN_XIDS:
@@ -198,6 +215,8 @@ class KernelLogMonitor:
         self._xid_last: dict[int, tuple[int, int]] = {}
         self._xids: dict[int, dict[int, int]] = {}
         """Per GPU index: XID code -> unix ms of its latest line."""
+        self._actions: dict[int, dict[int, int]] = {}
+        """Per GPU index: XID 154 -> the recovery action its latest line stated."""
         self._events: list[EventDraft] = []
 
     def set_maps(
@@ -252,7 +271,7 @@ class KernelLogMonitor:
         seen = self._xids.get(gpu)
         if not seen:
             return []
-        return recent_xids(seen, int(now * 1000))
+        return recent_xids(seen, int(now * 1000), actions=self._actions.get(gpu))
 
     def _is_ib(self, netdev: str) -> bool:
         return netdev in self.component_by_netdev or netdev.startswith("ib")
@@ -261,6 +280,7 @@ class KernelLogMonitor:
         ts = rec.ts if rec.ts is not None else now
         ts_ms = int(ts * 1000)
         gpu = self.gpu_by_pci.get(rec.pci_bus_id)
+        action = recovery_action(rec)
         if gpu is not None:
             prev = self._xid_last.get(gpu)
             if prev is None or prev[1] <= ts_ms:
@@ -268,14 +288,20 @@ class KernelLogMonitor:
             seen = self._xids.setdefault(gpu, {})
             if seen.get(rec.xid, -1) < ts_ms:
                 seen[rec.xid] = ts_ms
+                if action is not None:
+                    self._actions.setdefault(gpu, {})[rec.xid] = action
         component = f"gpu{gpu}" if gpu is not None else f"pci:{rec.pci_bus_id}"
+        data: dict[str, bool | int | float | str | None] = {
+            "xid": rec.xid, "pci_bus_id": rec.pci_bus_id, "gpu": gpu, "pid": rec.pid,
+            "process": rec.process}
+        if action is not None:
+            data["recovery_action"] = action
         self._events.append(EventDraft(
             kind="xid",
             message=f"Xid {rec.xid} on {component}: {rec.message}".rstrip(": "),
-            severity=xid_severity(rec.xid),
+            severity=xid_severity(rec.xid, action),
             component=component,
-            data={"xid": rec.xid, "pci_bus_id": rec.pci_bus_id, "gpu": gpu, "pid": rec.pid,
-                  "process": rec.process},
+            data=data,
             ts_ms=ts_ms,
         ))
 

@@ -39,6 +39,7 @@ Id = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z", max_l
 ShortText = Annotated[str, msgspec.Meta(max_length=256)]
 Text = Annotated[str, msgspec.Meta(max_length=2048)]
 GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=63)]
+RecoveryAction = Annotated[int, msgspec.Meta(ge=0, le=255)]
 Watts = Annotated[float, msgspec.Meta(ge=0, le=5000)]
 SmMhz = Annotated[float, msgspec.Meta(ge=0, le=10000)]
 MemMhz = Annotated[float, msgspec.Meta(ge=0, le=20000)]
@@ -82,15 +83,18 @@ class NvLink(_Struct, frozen=True):
 class XidSeen(_Struct, frozen=True):
     code: U32
     ts: TsMs
+    action: RecoveryAction | None = None
 
 
-def recent_xids(seen: dict[int, int], now_ms: int,
-                window_s: float = XIDS_WINDOW_S) -> list[XidSeen]:
+def recent_xids(seen: dict[int, int], now_ms: int, window_s: float = XIDS_WINDOW_S,
+                actions: dict[int, int] | None = None) -> list[XidSeen]:
     """As :func:`fleetdeck.protocol.messages.recent_xids`, building fast Structs."""
     horizon = now_ms - int(window_s * 1000)
     for code in [c for c, ts in seen.items() if ts < horizon]:
         del seen[code]
     ordered = sorted(seen.items(), key=lambda item: (item[1], item[0]))[-XIDS_MAX:]
+    if actions:
+        return [XidSeen(code=code, ts=ts, action=actions.get(code)) for code, ts in ordered]
     return [XidSeen(code=code, ts=ts) for code, ts in ordered]
 
 

@@ -169,17 +169,22 @@ class XidSeen(_Msg):
 
     code: U32
     ts: TsMs
+    action: Annotated[int, Field(ge=0, le=255)] | None = None
+    """XID 154's GPU recovery action, as the driver last stated it (``xids.RECOVERY_ACTIONS``:
+    0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset); absent for others."""
 
 
-def recent_xids(seen: dict[int, int], now_ms: int,
-                window_s: float = XIDS_WINDOW_S) -> list[XidSeen]:
+def recent_xids(seen: dict[int, int], now_ms: int, window_s: float = XIDS_WINDOW_S,
+                actions: dict[int, int] | None = None) -> list[XidSeen]:
     """The ``xids`` list from ``{code: unix ms it was last logged}``: codes within the window,
-    oldest first, the newest ``XIDS_MAX`` of them. Drops expired codes from ``seen``."""
+    oldest first, the newest ``XIDS_MAX`` of them. Drops expired codes from ``seen``.
+    ``actions``: the stated recovery action per code (XID 154's)."""
     horizon = now_ms - int(window_s * 1000)
     for code in [c for c, ts in seen.items() if ts < horizon]:
         del seen[code]
     ordered = sorted(seen.items(), key=lambda item: (item[1], item[0]))[-XIDS_MAX:]
-    return [XidSeen(code=code, ts=ts) for code, ts in ordered]
+    actions = actions or {}
+    return [XidSeen(code=code, ts=ts, action=actions.get(code)) for code, ts in ordered]
 
 
 class GpuSample(_Msg):

@@ -10,3 +10,14 @@ driver's clean-up after any error) is routine: an INFO event, judged by nothing.
 
 DRAIN = frozenset({48, 62, 64, 74, 79, 95, 119, 120, 136, 140})
 WARN = frozenset({63, 92, 94, 56, 57, 58, 65, 68, 69, 73, 80, 81, 109})
+
+RECOVERY = 154
+"""XID 154: the driver states a GPU recovery action (R555+, H100 and later); follow it."""
+RECOVERY_ACTIONS = {0: "none", 1: "GPU reset required", 2: "node reboot required",
+                    3: "drain P2P", 4: "drain and reset"}
+"""NVIDIA's GPU recovery action flag (``NVML_GPU_RECOVERY_ACTION_*``, as XID 154 states it:
+"GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")."""
+RECOVERY_DRAIN = frozenset({2, 4})
+"""Actions that take the node out of service: a reboot, or a drain before a reset."""
+RECOVERY_WARN = frozenset({1, 3})
+"""Actions on the GPU while the node stays up: a GPU reset, no peer-to-peer until reset."""
