@@ -426,6 +426,10 @@ or an evaluation pass of a big model takes minutes with no step (a review: 30 s 
 save). NCCL's own watchdog waits 10 min."""
 
 
+JOB_QUIET_S = 60.0
+"""A running job's step standing still this long is said, not alarmed (``step_quiet``)."""
+
+
 def step_window_s(job: JobStatus) -> float:
     """How long a stepping job may go between two steps this console sees."""
     return max(JOB_ALIVE_S, 5 * (job.step_time_ms or 0) / 1000)
@@ -447,6 +451,23 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     of a scheduler that went offline (``scheduler_down``), nor of silence while this console
     was cut off from its broker, or the agents' and the scheduler's grace after
     (``FleetState.blind``)."""
+    return _standing_still(job, state, now, JOB_HUNG_S, before_watch=True)
+
+
+def step_quiet(job: JobStatus, state: FleetState, now: float) -> float | None:
+    """Seconds since a running job's step last advanced, once that is longer than
+    ``JOB_QUIET_S`` (and than its own step and report spacing allow) but the job is not hung
+    yet (``not_stepping``): said, not alarmed — a checkpoint save looks the same. A job that
+    stopped read healthy for the 5 min before it was hung (a 3 a.m. drive)."""
+    if not_stepping(job, state, now) is not None:
+        return None
+    return _standing_still(job, state, now, JOB_QUIET_S, before_watch=False)
+
+
+def _standing_still(job: JobStatus, state: FleetState, now: float, floor: float, *,
+                    before_watch: bool) -> float | None:
+    """``not_stepping`` with the window's floor ``floor``; a job never seen to step is judged
+    by the scheduler's clock only ``before_watch``."""
     if (job.state.value != "R" or job_reason(job) or state.sightless(now)
             or scheduler_down(state)):  # its jobs' figures are its last word: said so
         return None
@@ -454,13 +475,13 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     if seen is None:
         return None
     if seen[1] is None:
-        return _stopped_before_watch(job, state)
+        return _stopped_before_watch(job, state) if before_watch else None
     last = seen[1]
     since = last
     blind = state.blind
     if blind is not None and blind[1] is not None:
         since = max(since, blind[1])
-    window = hang_window_s(job, state.job_step_delta.get(job.job_id))
+    window = hang_window_s(job, state.job_step_delta.get(job.job_id), floor)
     if now - since <= window:
         return None
     if state.sched_heard_at < since + window:
@@ -470,12 +491,13 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     return now - last
 
 
-def hang_window_s(job: JobStatus, delta: tuple[int, float | None] | None) -> float:
+def hang_window_s(job: JobStatus, delta: tuple[int, float | None] | None,
+                  floor: float = JOB_HUNG_S) -> float:
     """How long ``job``'s step may stand still before it is hung, given the widest advance of
-    its run this console saw (``FleetState.job_step_delta``)."""
+    its run this console saw (``FleetState.job_step_delta``); with ``floor`` for the least."""
     steps, gap = delta if delta is not None else (1, None)
     step_s = (job.step_time_ms or 0) / 1000
-    return max(JOB_HUNG_S, 5 * step_s, 3 * steps * step_s, 3 * (gap or 0))
+    return max(floor, 5 * step_s, 3 * steps * step_s, 3 * (gap or 0))
 
 
 def hung_when_it_ended(state: FleetState, job_id: str, at: float) -> bool:

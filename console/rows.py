@@ -31,6 +31,7 @@ from fleetdeck.console.judgements import (
     own_findings,
     scheduler_down,
     sick_nodes,
+    step_quiet,
     straggler,
     suspect_switches,
 )
@@ -626,6 +627,9 @@ class JobRow:
     only slows it), then ``stalled``, then the straggler when that is another node."""
     stalled: str = ""
     """A running job whose step stopped advancing (``judgements.not_stepping``)."""
+    quiet: str = ""
+    """A running job whose step has stood still a while, not hung yet (``judgements.step_quiet``):
+    said, not alarmed."""
 
 
 def progress_bar(frac: float, width: int) -> str:
@@ -653,7 +657,11 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
     quiet = not_stepping(job, state, now)
-    stalled = ""
+    stalled = still = ""
+    if quiet is None and job.state.value == "R":
+        standing = step_quiet(job, state, now)
+        if standing is not None:
+            still = f"{not_stepping_text(job, standing, now)}: not hung yet"
     if quiet is not None:
         # Before a straggler (it only slows the job), after a node that stops it (the cause).
         stalled = not_stepping_text(job, quiet, now)
@@ -679,7 +687,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),
         sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
-        held_up=held_up, stalled=stalled,
+        held_up=held_up, stalled=stalled, quiet=still,
     )
 
 

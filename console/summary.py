@@ -17,6 +17,7 @@ from fleetdeck.console.judgements import (
     recommended_action,
     scheduler_gone,
     sick_nodes,
+    step_quiet,
     straggler,
     suspect_switches,
 )
@@ -74,9 +75,12 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
     """The job's own status plus the console's judgements of it: ``straggler`` (null or the
     slowest rank with its slowdown and likely cause), ``sick_nodes`` (its nodes that stall
     it now, worst first; empty when none) and ``not_stepping_s`` (seconds since a running
-    job's step last advanced, when it stopped stepping; null otherwise)."""
+    job's step last advanced, when it stopped stepping; null otherwise), ``step_quiet_s`` (the
+    same for a step that has stood still a minute or more, not hung yet: a checkpoint save
+    looks the same)."""
     found = straggler(job, state)
     quiet = not_stepping(job, state, now)
+    still = step_quiet(job, state, now) if quiet is None else None
     own = job.model_dump(mode="json")
     if quiet is not None:
         # A hung job's status is its last step's: its ETA read 1845 s while the TUI showed
@@ -90,6 +94,7 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
             "straggler": None if found is None else found.as_json(),
             "sick_nodes": [s.as_json() for s in sick_nodes(job, state)],
             "not_stepping_s": None if quiet is None else round(quiet, 1),
+            "step_quiet_s": None if still is None else round(still, 1),
             "never_fits": never_fits(job, state) or None}
 
 

@@ -330,3 +330,33 @@ def test_the_status_text_lists_a_hung_job_among_the_jobs_held_up():
     render_held_up_jobs(jobs, Console(file=out, width=120))
     assert out.getvalue().splitlines() == ["jobs held up (1 of 2):",
                                            "  4105 llama: hung: no step for 310 s"]
+
+
+def test_a_step_standing_still_is_said_before_the_job_is_hung():
+    """A job that stopped read healthy for the 5 minutes before it was hung (a 3 a.m. drive):
+    after a minute its row says so, muted and not counted as held up; at the hang window it is
+    hung, and the quiet line gives way to it."""
+    from fleetdeck.console.judgements import step_quiet
+
+    session = run(20, stepping_for=20)
+    session = run(30, stepping_for=-1, session=session)
+    job, state, now = session.state.jobs["41"], session.state, session.clock()
+    assert step_quiet(job, state, now) is None  # half a minute: nothing yet
+    session = run(60, stepping_for=-1, session=session)
+    now = session.clock()
+    quiet = step_quiet(job, state, now)
+    assert quiet is not None and 85 <= quiet <= 95
+    row = job_row(job, state, now)
+    assert row.quiet.startswith("no step for ") and row.quiet.endswith(": not hung yet")
+    assert not row.stalled and not row.held_up and not row.sick
+    summary = fleet_summary(state, now)
+    (j,) = [j for j in summary["jobs"] if j["job_id"] == "41"]
+    assert j["not_stepping_s"] is None and 85 <= j["step_quiet_s"] <= 95
+    session = run(LONG, stepping_for=-1, session=session)
+    now = session.clock()
+    assert hung(session) is not None and step_quiet(job, state, now) is None
+    row = job_row(job, state, now)
+    assert row.stalled and not row.quiet
+    # A job that steps says nothing.
+    (other,) = [j for j in fleet_summary(state, now)["jobs"] if j["job_id"] == "42"]
+    assert other["step_quiet_s"] is None

@@ -106,7 +106,7 @@ class JobsScreen(FleetView):
 def _cells(r: JobRow) -> tuple[str, ...]:
     return (r.job_id, r.name, r.user, r.state, f"{r.progress * 100:3.0f}%",
             progress_bar(r.progress, BAR), r.step, r.step_time, r.eta, r.nodes, r.checkpoint,
-            r.held_up or (f"({r.reason})" if r.reason else ""))
+            r.held_up or r.quiet or (f"({r.reason})" if r.reason else ""))
 
 
 def _style(r: JobRow) -> str:

@@ -91,8 +91,9 @@ def pack_groups(groups: list[str], width: int) -> str:
 
 def _held_up_lines(j: JobRow) -> int:
     """Lines under a job in the jobs panel: its failed node, its stall, its straggler
-    elsewhere."""
-    return (1 if j.sick else 0) + (1 if j.stalled else 0) + (1 if j.straggler_apart else 0)
+    elsewhere, a step standing still (not hung yet)."""
+    return ((1 if j.sick else 0) + (1 if j.stalled else 0) + (1 if j.straggler_apart else 0)
+            + (1 if j.quiet else 0))
 
 
 def _hosts(nodes: "tuple[str, ...]") -> str:
@@ -432,6 +433,8 @@ class OverviewScreen(FleetView):
                 lines.append(f"  [$error]↳ {esc(fit(j.stalled, width - 4))}[/]")
             if j.straggler_apart:
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
+            if j.quiet:
+                lines.append(f"  [$text-muted]↳ {esc(fit(j.quiet, width - 4))}[/]")
             if detail:
                 info = (f"{j.nodes} · step {j.step} · {j.step_time}/step · ckpt {j.checkpoint}"
                         if j.state in ("R", "CG", "RQ")
