@@ -281,7 +281,10 @@ class RealSource:
         losses = self.monitor.carrier_losses_by_component(now).get(f"{p.dev}:{p.port}")
         if losses is None:
             return p
-        return msgspec.structs.replace(p, carrier_losses_24h=losses)
+        # The kernel log's count and the netdev's carrier_down_count (IbReader) see the same
+        # losses where both exist: the larger, never the sum.
+        return msgspec.structs.replace(p, carrier_losses_24h=max(losses,
+                                                                 p.carrier_losses_24h or 0))
 
 
 def _guard(errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:

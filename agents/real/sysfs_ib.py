@@ -11,9 +11,12 @@ wrap at 2^64; error counters are narrow and saturate at all-ones instead. A coun
 
 import os
 import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from msgspec.structs import replace as replace_struct
 
 from fleetdeck.agents.real.common import U64_MOD, build_model
 from fleetdeck.agents.source import EventDraft
@@ -160,6 +163,8 @@ class IbDeviceRead:
     """Basename of the ``device`` link, e.g. ``0101:00:00.0`` (None when absent)."""
     netdevs: dict[int, str] = field(default_factory=dict)
     """IPoIB netdev per port number, from ``device/net/<netdev>/dev_port``."""
+    carrier_downs: dict[int, int] = field(default_factory=dict)
+    """Per port number, its netdev's ``carrier_down_count`` (since boot; absent when unread)."""
     ports: list[IbPortRead] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -262,6 +267,11 @@ def read_device(dev_dir: Path) -> IbDeviceRead:
     if link.is_symlink() or link.is_dir():
         dev.pci_addr = os.path.basename(os.path.realpath(link))
     dev.netdevs = _netdevs(dev_dir, dev.errors)
+    for port, name in dev.netdevs.items():
+        count = _read_text(dev_dir / "device" / "net" / name / "carrier_down_count", dev.errors,
+                           required=False)
+        if count and count.isdigit():
+            dev.carrier_downs[port] = int(count)
     ports_dir = dev_dir / "ports"
     try:
         port_dirs = sorted(
@@ -322,6 +332,12 @@ def infiniband_only(devices: list[IbDeviceRead]) -> list[IbDeviceRead]:
     return out
 
 
+CARRIER_WINDOW_S = 86_400.0
+"""N5's window (aznhc ``check_ib_link_flapping``: losses in 24 h)."""
+CARRIER_LOSSES_KEPT = 1024
+"""At most this many losses remembered per port (a port bouncing every second all day)."""
+
+
 class IbReader:
     """Reads ``root`` each interval; turns cumulative counters into rates and deltas. Only
     InfiniBand ports (``infiniband_only``)."""
@@ -340,6 +356,9 @@ class IbReader:
         self._memory: dict[str, _PortMemory] = {}
         self._known: dict[str, tuple[str, int]] = {}
         self._events: list[EventDraft] = []
+        self._carrier: dict[str, tuple[int, deque[float]]] = {}
+        """Per port: its netdev's last ``carrier_down_count`` and when it grew (one entry per
+        loss) within ``CARRIER_WINDOW_S``."""
 
     # --- inventory ------------------------------------------------------------------------
 
@@ -393,6 +412,10 @@ class IbReader:
                 self._known.setdefault(p.key, (p.dev, p.port))
                 errors.extend(p.errors)
                 sample = self._sample(p, now, errors)
+                count = d.carrier_downs.get(p.port)
+                if sample is not None and count is not None:
+                    sample = replace_struct(
+                        sample, carrier_losses_24h=self._carrier_losses(p.key, count, now))
                 if sample is not None:
                     samples.append(sample)
         for key, (dev, port) in sorted(self._known.items()):
@@ -411,6 +434,23 @@ class IbReader:
     def take_events(self) -> list[EventDraft]:
         events, self._events = self._events, []
         return events
+
+    def _carrier_losses(self, key: str, count: int, now: float) -> int:
+        """Carrier losses of the port's netdev in the last 24 h, from the growth of its
+        ``carrier_down_count``: the kernel counts them whoever logs them (NetworkManager
+        images never log "ibN: lost carrier", and N5 never fired there: a real-node audit).
+        Counted from the agent's start: the count since boot includes the driver's own
+        carrier-off at probe."""
+        last = self._carrier.get(key)
+        if last is None or count < last[0]:  # first read, or the driver reloaded
+            times: deque[float] = last[1] if last is not None else deque()
+        else:
+            times = last[1]
+            times.extend([now] * min(count - last[0], CARRIER_LOSSES_KEPT))
+        while times and (times[0] < now - CARRIER_WINDOW_S or len(times) > CARRIER_LOSSES_KEPT):
+            times.popleft()
+        self._carrier[key] = (count, times)
+        return len(times)
 
     def _sample(self, p: IbPortRead, now: float, errors: list[str]) -> IbPortSample | None:
         totals = p.totals()

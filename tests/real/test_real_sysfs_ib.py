@@ -416,3 +416,27 @@ def test_an_ethernet_port_is_no_ib_port(tmp_path):
     # A port that does not say its link layer (an older kernel) is taken for an IB port.
     (tmp_path / "mlx5_ib0" / "ports" / "1" / "link_layer").unlink()
     assert len(reader.read(now=2.0)[0]) == 7
+
+
+def test_carrier_losses_are_counted_from_the_netdevs_carrier_down_count(tmp_path):
+    """NetworkManager images never log "ibN: lost carrier", so N5 never fired there (a
+    real-node audit): the netdev's carrier_down_count says it on every distro. Counted from
+    the agent's start (the count since boot holds the driver's own carrier-off at probe), over
+    24 h, and a driver reload (the count going back) is no loss."""
+    make_port(tmp_path, "mlx5_ib0")
+    net = tmp_path / "mlx5_ib0" / "device" / "net" / "ib0"
+    net.mkdir(parents=True)
+    (net / "dev_port").write_text("0\n")
+    (net / "carrier_down_count").write_text("3\n")
+    reader = IbReader(tmp_path)
+    assert reader.read(now=0.0)[0][0].carrier_losses_24h == 0
+    (net / "carrier_down_count").write_text("5\n")
+    assert reader.read(now=10.0)[0][0].carrier_losses_24h == 2
+    (net / "carrier_down_count").write_text("1\n")  # driver reloaded
+    assert reader.read(now=20.0)[0][0].carrier_losses_24h == 2
+    (net / "carrier_down_count").write_text("4\n")
+    assert reader.read(now=30.0)[0][0].carrier_losses_24h == 5
+    assert reader.read(now=86_415.0)[0][0].carrier_losses_24h == 3  # the first two aged out
+    # A netdev without the file (an old kernel) reports no count, not 0.
+    (net / "carrier_down_count").unlink()
+    assert reader.read(now=86_420.0)[0][0].carrier_losses_24h is None
