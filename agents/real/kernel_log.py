@@ -67,7 +67,7 @@ _DMESG_T_RE = re.compile(r"^\[(?P<when>[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} [\d
                          r"(?P<rest>.*)$")
 _DMESG_RE = re.compile(r"^\[\s*\d+\.\d+\]\s*(?P<rest>.*)$")
 _XID_RE = re.compile(
-    r"NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): "
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): "
     r"(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
 )
 _PID_RE = re.compile(r"^pid=(?P<pid>[^,]*),\s*")

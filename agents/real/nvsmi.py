@@ -341,7 +341,11 @@ class NvsmiReader:
             table = parse_csv(out)
             errors.extend(table.errors if table.rows else table.errors[:1])
             if proc.returncode != 0:
-                first = (proc.stderr or out).strip().splitlines()[:1]
+                # Its own words, not the CSV header it printed before them (a real-node audit:
+                # "exited 15: index, uuid, …").
+                said = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()] or [
+                    ln.strip() for ln in out.splitlines() if ln.strip() and ", " not in ln]
+                first = said[:1] or out.strip().splitlines()[:1]
                 errors.append(
                     f"{self.binary} exited {proc.returncode}: {first[0][:200] if first else ''}"
                 )

@@ -37,6 +37,9 @@ XID_LINES = [
      "partition 6, subpartition 0.", "0001:00:00", 48, 99, "python3",
      "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
      "partition 6, subpartition 0."),
+    # Older drivers leave out "PCI:" (a real-node audit).
+    ("NVRM: Xid (0000:3b:00): 79, GPU has fallen off the bus.", "0000:3b:00", 79, None, None,
+     "GPU has fallen off the bus."),
 ]
 
 
