@@ -24,6 +24,7 @@ from fleetdeck.console.live import retained_births
 from fleetdeck.console.recording import ReadReport, RecordingReader
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
+from fleetdeck.transport import TransportError
 
 INTENT_KINDS = frozenset({Kind.CMD, Kind.SCHED_CMD, Kind.REBIRTH})
 """Topics of what operators asked, never published again."""
@@ -39,7 +40,8 @@ class Republished:
     """The cluster the messages went out under (``--as-cluster`` or the recording's)."""
     sent: int = 0
     retained: int = 0
-    """Of ``sent``, those published retained: the broker keeps them after the replay."""
+    """Topics the broker keeps a retained message of after the replay (the last published
+    retained on each, unless that was a deletion)."""
     intents_left_out: dict[str, int] = field(default_factory=dict)
     """Command kind -> how many were not published."""
     report: ReadReport | None = None
@@ -78,15 +80,20 @@ async def republish(path: Path, url: BrokerURL, speed: float, *, as_cluster: str
     out = Republished(target)
     stamp = int(time.time())
     if not force:
-        held = await retained_births(url, f"fd-replay-probe-{stamp}", target, PROBE_S)
+        try:
+            held = await retained_births(url, f"fd-replay-probe-{stamp}", target, PROBE_S)
+        except (TransportError, aiomqtt.MqttError) as err:
+            # Refused, TLS, auth: one sentence, as the publish below says it (a review).
+            raise UserError(describe_mqtt_error(url, err)) from None
         if held:
             shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
             raise UserError(
-                f"The broker at {url} already holds cluster '{target}' ({len(held)} node "
+                f"the broker at {url} already holds cluster '{target}' ({len(held)} node "
                 f"birth{'s' if len(held) != 1 else ''}: {shown}), a live fleet or an earlier "
                 f"replay, and the recorded nodes would mix with it: replay under another name "
                 f"with --as-cluster NAME, or add --force to replay into it.")
     client = make_client(url, f"fd-replay-{stamp}", keepalive=10)
+    kept: dict[str, bool] = {}
     try:
         async with client:
             first: float | None = None
@@ -107,10 +114,13 @@ async def republish(path: Path, url: BrokerURL, speed: float, *, as_cluster: str
                     await asyncio.sleep(delay)
                 await client.publish(topic, payload, qos=min(msg.qos, 1), retain=msg.retain)
                 out.sent += 1
-                out.retained += msg.retain
+                if msg.retain:
+                    # The broker keeps the last per topic; an empty payload deletes it.
+                    kept[topic] = bool(payload)
                 if progress and out.sent % 500 == 0:
                     progress(out.sent, msg.t - first)
     except aiomqtt.MqttError as err:
         raise UserError(describe_mqtt_error(url, err)) from None
     out.report = reader.report
+    out.retained = sum(kept.values())
     return out

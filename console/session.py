@@ -233,6 +233,9 @@ class _StoreQueue:
     delay: float = field(default_factory=lambda: STORE_RETRY_S[0])
 
 
+RUN_ENDED = frozenset({"CD", "F", "CA"})
+"""Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
+and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
 REPORT_WINDOW_S = 7 * 86400.0
 """The console's interruption report covers a week, as ``fleetdeck report``'s default."""
 
@@ -962,16 +965,19 @@ class ConsoleSession:
         jobs audit). A job that ended instead, or left the scheduler's word, is let go."""
         for job_id, since in list(self._rerun.items()):
             job = self.state.jobs.get(job_id)
-            if job is None or job.state.value not in ("PD", "R", "CG", "RQ"):
+            if job is None or job.state.value in RUN_ENDED:
                 del self._rerun[job_id]
                 continue
             started = job.started_ts / 1000 if job.started_ts is not None else None
             if job.state.value != "R" or (started is not None and started < since - 1):
-                continue
+                continue  # waiting (NF, RQ, PD), or still the run that ended
             del self._rerun[job_id]
             where = f" on {compress(job.nodes)}" if job.nodes else ""
+            # From the scheduler's start where it says one: the interruption is booked up to
+            # 10 s after the run ended, and the console saw the start up to a tick late.
+            took = (started if started is not None else now) - since
             self.note(f"job {job_id} runs again (requeues {job.requeues}) from step {job.step}"
-                      f"{where}, {fmt_duration(now - since)} after its run ended", kind="job",
+                      f"{where}, {fmt_duration(took)} after its run ended", kind="job",
                       nodes=tuple(job.nodes[:64]))
 
     def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),

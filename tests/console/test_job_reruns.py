@@ -52,3 +52,28 @@ def test_an_interrupted_job_that_fails_instead_is_let_go():
     seconds(session, 60, state=JobState.F, requeues=1)
     assert job_lines(session) == []
     assert session._rerun == {}
+
+
+def test_a_job_a_node_failure_requeued_says_so_when_it_runs_again():
+    """NF, then RQ, PD and R (the simulator's requeue after a node failure): the interruption
+    is booked while the job reads NF, and the line was never said (a review)."""
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 15, state=JobState.NF)
+    seconds(session, 1, state=JobState.RQ, requeues=1)
+    seconds(session, 20, state=JobState.PD, requeues=1, nodes=[])
+    assert job_lines(session) == []
+    seconds(session, 2, requeues=1, nodes=["gpu0003", "gpu0004"], step=400, started=0)
+    (line,) = job_lines(session)
+    assert line.startswith("job 41 runs again (requeues 1) from step 400 on gpu[0003-0004]")
+
+
+def test_the_run_that_ended_is_not_taken_for_the_next():
+    """A requeue the scheduler reports while its status still says R with the old run's start
+    (a bridge that stamps the state before the start): not running again yet."""
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 13, requeues=1)  # R, requeues bumped, started an hour ago: the old run
+    assert job_lines(session) == []
+    seconds(session, 12, requeues=1, started=0)  # the interruption is booked within 10 s
+    assert len(job_lines(session)) == 1

@@ -32,6 +32,11 @@ def write_recording(path: Path, cluster: str = "rec") -> None:
     w.write(t0 + 0.1, f"{base}/sched/cmd", json.dumps(
         {**DRAIN, "op": "restart_job", "target": "4101"}).encode(), 1, False)
     w.write(t0 + 0.1, f"{base}/ctl/rebirth", b"{}", 1, False)
+    # Statuses again (the broker keeps the last), and a retained message deleted.
+    for f in nodes:
+        w.write(t0 + 0.2, f.topic(Kind.STATUS), codec.encode(f.status()), 1, True)
+    w.write(t0 + 0.2, f"{base}/job/4101/status", b"{}", 1, True)
+    w.write(t0 + 0.3, f"{base}/job/4101/status", b"", 1, True)
     for i in range(1, 4):
         for f in nodes:
             w.write(t0 + i * 0.2, f.topic(Kind.TELEMETRY), codec.encode(f.telemetry()))
@@ -74,6 +79,7 @@ async def test_commands_in_a_recording_are_not_published_again(mosquitto, tmp_pa
     assert not [t for t in topics if t.endswith("/cmd") or t.endswith("/rebirth")]
     assert ("left out what operators asked of the recorded fleet (1 node command, "
             "1 rebirth request, 1 scheduler command)") in res.stderr
+    # Two births and two statuses: the statuses sent twice and the deleted job count once.
     assert "the broker keeps 4 retained messages of cluster 'rec'" in res.stderr
 
 
@@ -102,9 +108,19 @@ async def test_a_cluster_the_broker_holds_is_not_replayed_into_without_force(mos
     status = await asyncio.to_thread(run_cli, "status", "--broker", str(mosquitto.url),
                                      "--cluster", "rec2", "--json", "--wait", "1")
     assert json.loads(status.stdout)["totals"]["nodes"] == 2
-    forced = await asyncio.to_thread(run_cli, "replay", str(rec), "--to-broker",
-                                     str(mosquitto.url), "--speed", "10", "--force")
+    forced, got = await replay_while_listening(mosquitto.url, str(rec), "--force")
     assert forced.returncode == 0, forced.stderr
+    assert [t for t, _ in got].count(f"{ROOT}/rec/node/gpu0001/telemetry") == 3
+
+
+def test_a_broker_that_cannot_be_reached_is_one_sentence(tmp_path):
+    """The check for a cluster already there raised a traceback (a review)."""
+    rec = tmp_path / "rec.jsonl"
+    write_recording(rec)
+    res = run_cli("replay", str(rec), "--to-broker", "mqtt://127.0.0.1:9", "--as-cluster", "x")
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1
+    assert "127.0.0.1:9" in res.stderr
 
 
 def test_broker_only_flags_without_to_broker_are_one_sentence(tmp_path):
