@@ -17,7 +17,7 @@ from operator import attrgetter, is_
 
 from fleetdeck.console.health import Severity
 from fleetdeck.console.judgements import (
-    PORT_DOWN,
+    NO_LINK,
     PORT_ERRORING,
     PORT_FLAPPING,
     LeafGroup,
@@ -117,7 +117,7 @@ def node_fabric(st: NodeState) -> NodeFabric:
         if rail is None:
             continue
         comp = f"{p.dev}:{p.port}"
-        if status == PORT_DOWN:
+        if status in NO_LINK:
             code = Port.DOWN
         elif status == PORT_FLAPPING:
             code = Port.FLAPPING
@@ -334,7 +334,7 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             if got is None:
                 got = agg[sw] = (leaf, rail, [0, 0, 0, 0], [])
             counts = got[2]
-            counts[0 if status == PORT_DOWN else 1 if status == PORT_FLAPPING else 2] += 1
+            counts[0 if status in NO_LINK else 1 if status == PORT_FLAPPING else 2] += 1
             if status == PORT_ERRORING and not _drain_rate(st, p):
                 counts[3] += 1
             if st.node_id not in got[3]:

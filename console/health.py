@@ -640,7 +640,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     ports = t.ib_ports
     for p in ports:
         state, phys, rate = p.state, p.phys_state, p.rate_gbps
-        if (state is None and phys is None and rate is None) and port_vanished(p):
+        if port_vanished(p):
             return False
         if ((state is not None and state != "ACTIVE")
                 or (phys is not None and phys != "LinkUp")
@@ -838,7 +838,7 @@ def port_vanished(p: IbPortSample) -> bool:
     """The agent reports a port it knew with nothing read: its HCA left sysfs (fell off the
     bus, driver unloaded). It read ok, 7 of 8 ports up, with the port's rules all skipping
     an unknown state (a real-node audit; NVSentinel fails a vanished HCA: docs/architecture.md,
-    N1)."""
+    N7)."""
     return (p.state is None and p.phys_state is None and p.rate_gbps is None
             and p.xmit_bytes_total is None and p.rcv_bytes_total is None)
 
@@ -848,8 +848,11 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
     out: list[Finding] = []
     c = f"{p.dev}:{p.port}"
     if port_vanished(p):
-        out.append(Finding("N1", Severity.DRAIN, c, "gone from sysfs: nothing read of it "
+        # Its own rule, not N1's "check the cable": the HCA left the host, and three nodes'
+        # HCAs gone on one rail are no switch's fault (a review; ``judgements.PORT_GONE``).
+        out.append(Finding("N7", Severity.DRAIN, c, "gone from sysfs: nothing read of it "
                                                     "(HCA off the bus or its driver unloaded?)"))
+        return out
     bad = []
     if p.state is not None and p.state != "ACTIVE":
         bad.append(p.state)

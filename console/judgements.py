@@ -23,6 +23,7 @@ from fleetdeck.console.health import (
     Severity,
     Verdict,
     port_key,
+    port_vanished,
 )
 from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand
@@ -33,6 +34,11 @@ PORT_OK = "ok"
 PORT_DOWN = "down"
 PORT_FLAPPING = "flapping"
 PORT_ERRORING = "erroring"
+PORT_GONE = "gone"
+"""A port its agent reports with nothing read: its HCA left sysfs (N7). The host's fault, never
+a switch's: it is left out of ``suspect_switches``."""
+NO_LINK = frozenset({PORT_DOWN, PORT_GONE})
+"""Statuses of a port without a link: the views count and draw both as down."""
 FLAPS_PER_HOUR = 2
 """A port up now whose link went down this often in the agent's hour (``errors_1h``) is
 flapping, not "erroring" (N2 holds either way): three flaps read "erroring" with the FLAP
@@ -71,6 +77,8 @@ _TRAILING_DIGITS = re.compile(r"(\d+)$")
 
 
 def port_status(p: IbPortSample, findings: list[Finding]) -> str:
+    if port_vanished(p):
+        return PORT_GONE
     if (p.state is not None and p.state != "ACTIVE") or (
             p.phys_state is not None and p.phys_state != "LinkUp"):
         return PORT_DOWN
@@ -262,7 +270,7 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
                        or state.judged_at - _quiet_since(st) > SILENT_KEEP_S):
             continue  # a rack's power, a dead node: its own incident, not the switch's
         for status, p in bad_ports(st, last_known=True):
-            if silent and f"{p.dev}:{p.port}" not in st.behind_ports:
+            if status == PORT_GONE or (silent and f"{p.dev}:{p.port}" not in st.behind_ports):
                 continue
             comp = f"{p.dev}:{p.port}"
             rules = frozenset(f.rule for f in st.findings if f.component == comp)
@@ -989,6 +997,8 @@ _RULE_STEPS = {
     "N2": "check {c}: reseat or replace its cable/transceiver",
     "N3": "clean or replace {c}'s cable/transceiver (symbol errors)",
     "N5": "replace {c}'s cable/transceiver (it keeps losing carrier)",
+    "N7": ("find why {c}'s HCA left the host (dmesg: mlx5, PCIe AER); reboot, and reseat or "
+           "replace the HCA if it stays gone"),
 }
 _WARN_STEPS = {
     "G3": "reset {c} when convenient ({t})",
@@ -1002,7 +1012,7 @@ _WARN_STEPS = {
 }
 """What repairs a degraded node an operator took out of service (``repair_step(warn=True)``):
 "watch; drain when idle" told the on-call to drain a node drained already (a 3 a.m. drive)."""
-_PORT_STEP_ORDER = ("N5", "N1", "N3", "N2")
+_PORT_STEP_ORDER = ("N7", "N5", "N1", "N3", "N2")
 """Which port rule's step a port gets when several fire (``repair_step``): a port that keeps
 losing carrier needs its cable replaced; one that is down, checking up to the switch."""
 _XID_RE = re.compile(r"XID (\d+)")

@@ -17,7 +17,7 @@ from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
 from fleetdeck.console.incidents import Incident
 from fleetdeck.console.judgements import (
     HOLDING_NODES,
-    PORT_DOWN,
+    NO_LINK,
     PORT_FLAPPING,
     SickNode,
     SuspectSwitch,
@@ -862,7 +862,7 @@ def _fabric_node(st: NodeState) -> _FabricNode:
     down = flapping = erroring = 0
     rows = []
     for status, p in bad:
-        if status == PORT_DOWN:
+        if status in NO_LINK:
             down += 1
         elif status == PORT_FLAPPING:
             flapping += 1
@@ -967,7 +967,7 @@ def fabric(state: FleetState, cache: FabricCache | None = None
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
                             agg.erroring, hint, recovered=bool(hint) and leaf not in failing))
     rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))
-    bad_ports.sort(key=lambda p: (p.leaf, p.status != PORT_DOWN, p.node, p.port))
+    bad_ports.sort(key=lambda p: (p.leaf, p.status not in NO_LINK, p.node, p.port))
     return rows, bad_ports
 
 
@@ -1031,7 +1031,7 @@ def _contribution(st: NodeState) -> _Contribution:
     # Up but erroring or flapping: a port that is down counts as down only, though its
     # link_downed (N2) moved too (a replayed switch failure read "down 64  erroring 64" of
     # 128 ports); a silent node's ports are unknown (port_use), not erroring.
-    erroring = sum(1 for status, _p in bad_ports(st) if status != PORT_DOWN)
+    erroring = sum(1 for status, _p in bad_ports(st) if status not in NO_LINK)
     return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
             st.ib_ports, ports.down, erroring, use.waiting, ports.unknown)
 

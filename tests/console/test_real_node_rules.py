@@ -25,7 +25,7 @@ def test_a_port_reported_with_nothing_read_fails_the_node():
     assert not still_healthy(birth, t, hist)
     (finding,) = evaluate(birth, t, hist)
     assert (finding.rule, finding.severity.value, finding.component) == (
-        "N1", "drain", f"{gone.dev}:1")
+        "N7", "drain", f"{gone.dev}:1")
     assert "gone from sysfs" in str(finding)
 
 
@@ -47,3 +47,42 @@ def test_an_agent_that_reads_no_gpus_expects_none():
     told = ib_only.model_copy(update={"gpus_expected": 8})
     assert [f.rule for f in evaluate(told, t, hist)] == ["G1"]
     assert gpus_expected(ib_only.model_copy(update={"source": "nvml"})) == 8
+
+
+def test_hcas_gone_on_one_rail_are_each_hosts_fault_not_a_switchs():
+    """Three nodes that lost mlx5_ib3 behind one leaf made a suspect switch of it, and each read
+    "check switch …; do not drain" (a review): an HCA that left the host is the host's."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import (
+        PORT_GONE,
+        bad_ports,
+        recommended_action,
+        suspect_switches,
+    )
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.summary import fleet_summary
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+    def gone(tel):
+        return msgspec.structs.replace(tel, ib_ports=[
+            IbPortSample(dev=p.dev, port=p.port) if p.dev == "mlx5_ib3" else p
+            for p in tel.ib_ports])
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults={n: gone for n in ("gpu0001", "gpu0004",
+                                                                  "gpu0006")})
+        session.tick()
+    state = session.state
+    assert suspect_switches(state) == []
+    st = state.nodes["gpu0004"]
+    assert st.verdict.value == "failed" and [f.rule for f in st.findings] == ["N7"]
+    assert [s for s, _p in bad_ports(st)] == [PORT_GONE]
+    action = recommended_action(st, state)
+    assert "HCA left the host" in action and "cable" not in action, action
+    out = fleet_summary(state, clock())
+    assert out["suspect_switches"] == []
