@@ -467,9 +467,10 @@ def step_quiet(job: JobStatus, state: FleetState, now: float) -> float | None:
     ``JOB_QUIET_S`` (and than its own step and report spacing allow) but the job is not hung
     yet (``not_stepping``): said, not alarmed — a checkpoint save looks the same. A job that
     stopped read healthy for the 5 min before it was hung (a 3 a.m. drive)."""
-    if not_stepping(job, state, now) is not None:
+    still = _standing_still(job, state, now, JOB_QUIET_S, before_watch=False)
+    if still is None or not_stepping(job, state, now) is not None:
         return None
-    return _standing_still(job, state, now, JOB_QUIET_S, before_watch=False)
+    return still
 
 
 def _standing_still(job: JobStatus, state: FleetState, now: float, floor: float, *,
@@ -1064,9 +1065,15 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             stepped_gpus.add(f.component)
         if f.rule == "G2":
             codes = [int(c) for c in _XID_RE.findall(f.text)]
-            steps_known = {**_XID_STEPS, 154: _RECOVERY_STEPS["node reboot" in f.text]}
-            step = next((steps_known[c] for c in codes if c in steps_known),
-                        "reset {c} (" + f.text + ")")
+            reboot = "node reboot" in f.text
+            if reboot and 79 not in codes:
+                # A reboot covers whatever reset an earlier XID asked for (a review: "XID 64,
+                # XID 154 (node reboot required)" said "reset gpu5").
+                step = _RECOVERY_STEPS[True]
+            else:
+                steps_known = {**_XID_STEPS, 154: _RECOVERY_STEPS[reboot]}
+                step = next((steps_known[c] for c in codes if c in steps_known),
+                            "reset {c} (" + f.text + ")")
         elif f.rule == "G1" and GPU_READER_SAYS in f.text:
             # The agent cannot read its GPUs at all: the driver, not eight GPUs to RMA.
             step = ("check the NVIDIA driver and the agent's GPU reader on the node "
@@ -1228,9 +1235,10 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                  for c in _XID_RE.findall(f.text)}
         if 154 in codes:
             # The driver states what the GPU needs (docs/domain.md §4): it said "watch".
-            asks = next(f.text for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
-            what = asks.split("XID 154 (", 1)[-1].split(")", 1)[0]
-            return f"XID 154 ({what}, says the driver): drain when idle, reset the GPU, resume"
+            asks = next(f for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
+            what = asks.text.split("XID 154 (", 1)[-1].split(")", 1)[0]
+            return (f"XID 154 on {asks.component} ({what}, says the driver): drain when idle, "
+                    f"reset {asks.component}, resume")
         if 94 in codes:
             # NVIDIA: RESTART_APP; reset when convenient (docs/domain.md §4).
             return ("XID 94 (contained ECC error): its job restarts from its checkpoint; "

@@ -297,31 +297,22 @@ async def _read_retained(url: BrokerURL, client_id: str, topic_filter: str, list
 async def clusters_seen(url: BrokerURL, client_id: str, listen_s: float = 1.0) -> list[str]:
     """Cluster names with a retained birth under the topic root (what a mistyped ``--cluster``
     probably meant)."""
-    seen: set[str] = set()
-
-    def take(topic: str, _payload: bytes) -> bool:
-        parts = topic.split("/")
-        if len(parts) == 6 and parts[5] == "birth":
-            seen.add(parts[2][:64])
-        return False
-
-    await _read_retained(url, client_id, f"{ROOT}/+/node/+/birth", listen_s, take)
-    return sorted(seen)
+    return sorted({c for c, _node in await retained_births(url, client_id, "+", listen_s)})
 
 
-async def retained_births(url: BrokerURL, client_id: str, cluster: str,
-                          listen_s: float = 1.0) -> list[str]:
-    """The nodes of ``cluster`` the broker holds a retained birth of, sorted."""
-    seen: set[str] = set()
-    prefix = f"{ROOT}/{cluster}/node/"
+async def retained_births(url: BrokerURL, client_id: str, cluster: str = "+",
+                          listen_s: float = 1.0) -> list[tuple[str, str]]:
+    """(cluster, node) of every retained birth the broker holds under ``cluster`` ("+": any),
+    sorted. An empty retained payload is a deletion (MQTT 3.1.1, 3.3.1.3), not a node."""
+    seen: set[tuple[str, str]] = set()
 
     def take(topic: str, payload: bytes) -> bool:
-        # An empty retained payload is a deletion (MQTT 3.1.1, 3.3.1.3), not a node.
-        if payload and topic.startswith(prefix) and topic.endswith("/birth"):
-            seen.add(topic[len(prefix):-len("/birth")][:64])
+        parts = topic.split("/")
+        if payload and len(parts) == 6 and parts[3] == "node" and parts[5] == "birth":
+            seen.add((parts[2][:64], parts[4][:64]))
         return False
 
-    await _read_retained(url, client_id, f"{prefix}+/birth", listen_s, take)
+    await _read_retained(url, client_id, f"{ROOT}/{cluster}/node/+/birth", listen_s, take)
     return sorted(seen)
 
 

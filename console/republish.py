@@ -81,7 +81,8 @@ async def republish(path: Path, url: BrokerURL, speed: float, *, as_cluster: str
     stamp = int(time.time())
     if not force:
         try:
-            held = await retained_births(url, f"fd-replay-probe-{stamp}", target, PROBE_S)
+            held = [node for _cluster, node in await retained_births(
+                url, f"fd-replay-probe-{stamp}", target, PROBE_S)]
         except (TransportError, aiomqtt.MqttError) as err:
             # Refused, TLS, auth: one sentence, as the publish below says it (a review).
             raise UserError(describe_mqtt_error(url, err)) from None

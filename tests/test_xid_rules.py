@@ -170,9 +170,15 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
 
 
 @pytest.mark.parametrize(("action", "rule", "text", "advice"), [
-    (2, "G2", "XID 154 (node reboot required)", "reboot the node"),
-    (4, "G2", "XID 154 (drain and reset)", "reset gpu3 once drained"),
-    (1, "G3", "XID 154 (GPU reset required)", "reset"),
+    (2, "G2", "XID 154 (node reboot required)",
+     "reboot the node (the driver's recovery action for gpu3: XID 154)"),
+    (4, "G2", "XID 154 (drain and reset)",
+     "reset gpu3 once drained (the driver's recovery action: XID 154)"),
+    (1, "G3", "XID 154 (GPU reset required)",
+     "XID 154 on gpu3 (GPU reset required, says the driver): drain when idle, reset gpu3, "
+     "resume"),
+    (3, "G3", "XID 154 (drain P2P)",
+     "XID 154 on gpu3 (drain P2P, says the driver): drain when idle, reset gpu3, resume"),
     (0, None, "", ""),
 ])
 def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text, advice):
@@ -183,7 +189,8 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
     from fleetdeck.console.health import still_healthy
     from fleetdeck.console.judgements import recommended_action
 
-    names = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required", 4: "Drain and Reset"}
+    names = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required", 3: "Drain P2P",
+             4: "Drain and Reset"}
     mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
     c = Console()
     now_s = c.node.now
@@ -191,7 +198,7 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
               f"to 0x{action:x} ({names[action]})"], now_s)
     (ev,) = mon.take_events()
     assert ev.data["recovery_action"] == action
-    assert ev.severity.value == {2: "error", 4: "error", 1: "warn", 0: "info"}[action]
+    assert ev.severity.value == {2: "error", 4: "error", 1: "warn", 3: "warn", 0: "info"}[action]
     listed = mon.xids(3, now_s)
     assert [(x.code, x.action) for x in listed] == [(154, action)]
     # Through the real codec and ingest, as a console gets it.
@@ -206,3 +213,31 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
     assert st.verdict is (Verdict.FAILED if rule == "G2" else Verdict.DEGRADED)
     assert advice in recommended_action(st, c.state)
     assert not still_healthy(c.node.birth(), t, st.history)
+
+
+def test_a_reboot_xid_154_asks_for_covers_an_earlier_xids_reset():
+    """"XID 64, XID 154 (node reboot required)" said "reset gpu5" (a review)."""
+    from fleetdeck.console.judgements import recommended_action
+
+    c = Console()
+    now = c.node.telemetry().ts
+    st = c.send(c.with_gpu(3, xids=[XidSeen(code=64, ts=now - 3_000),
+                                    XidSeen(code=154, ts=now - 2_000, action=2)],
+                           xid_last=154, xid_last_ts=now - 2_000))
+    assert texts(st, "G2") == ["XID 64, XID 154 (node reboot required)"]
+    assert "reboot the node" in recommended_action(st, c.state)
+
+
+def test_the_agent_forgets_an_action_no_line_states_any_more():
+    """A later XID 154 line with no action kept the earlier one's (a review)."""
+    from fleetdeck.agents.real.kernel_log import KernelLogMonitor
+
+    mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
+    line = "NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed from 0x0 (None) to 0x2"
+    mon.feed([line + " (Node Reboot Required)"], 1000.0)
+    assert [x.action for x in mon.xids(3, 1000.0)] == [2]
+    mon.feed(["NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed"], 1001.0)
+    assert [x.action for x in mon.xids(3, 1001.0)] == [None]
+    mon.feed([line + " (Node Reboot Required)"], 1002.0)
+    assert [x.action for x in mon.xids(3, 1002.0 + 3 * 3600)] == []  # aged out, action too
+    assert mon._actions[3] == {}

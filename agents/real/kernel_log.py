@@ -286,10 +286,13 @@ class KernelLogMonitor:
             if prev is None or prev[1] <= ts_ms:
                 self._xid_last[gpu] = (rec.xid, ts_ms)
             seen = self._xids.setdefault(gpu, {})
-            if seen.get(rec.xid, -1) < ts_ms:
+            if seen.get(rec.xid, -1) <= ts_ms:
                 seen[rec.xid] = ts_ms
+                actions = self._actions.setdefault(gpu, {})
                 if action is not None:
-                    self._actions.setdefault(gpu, {})[rec.xid] = action
+                    actions[rec.xid] = action
+                else:
+                    actions.pop(rec.xid, None)  # the latest line states none: no stale one
         component = f"gpu{gpu}" if gpu is not None else f"pci:{rec.pci_bus_id}"
         data: dict[str, bool | int | float | str | None] = {
             "xid": rec.xid, "pci_bus_id": rec.pci_bus_id, "gpu": gpu, "pid": rec.pid,

@@ -24,7 +24,7 @@ from fleetdeck.agents.real.common import (
 from fleetdeck.agents.real.kernel_log import KernelLogMonitor, LineFollower, make_follower
 from fleetdeck.agents.real.nvml import NvmlReader
 from fleetdeck.agents.real.nvsmi import NvsmiReader
-from fleetdeck.agents.real.sysfs_ib import IbDeviceRead, IbReader
+from fleetdeck.agents.real.sysfs_ib import IbDeviceRead, IbReader, infiniband_only
 from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
 from fleetdeck.protocol.fast import GpuSample, HostSample, IbPortSample
 from fleetdeck.protocol.messages import (
@@ -75,8 +75,7 @@ def pair_by_bus_order(devices: list[IbDeviceRead], gpu_bus_ids: dict[int, str]) 
     applied when the counts match. Ethernet-only devices (Azure's accelerated-networking
     ``mlx5_an0``) are left out of the pairing.
     """
-    ib = [d for d in devices if d.pci_addr and d.ports
-          and any((p.link_layer or "InfiniBand") == "InfiniBand" for p in d.ports)]
+    ib = [d for d in infiniband_only(devices) if d.pci_addr and d.ports]
     if not ib or len(ib) != len(gpu_bus_ids):
         return {}
     hcas = sorted(ib, key=lambda d: normalize_pci(d.pci_addr or ""))

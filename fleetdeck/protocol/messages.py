@@ -182,6 +182,8 @@ def recent_xids(seen: dict[int, int], now_ms: int, window_s: float = XIDS_WINDOW
     horizon = now_ms - int(window_s * 1000)
     for code in [c for c, ts in seen.items() if ts < horizon]:
         del seen[code]
+        if actions:
+            actions.pop(code, None)
     ordered = sorted(seen.items(), key=lambda item: (item[1], item[0]))[-XIDS_MAX:]
     actions = actions or {}
     return [XidSeen(code=code, ts=ts, action=actions.get(code)) for code, ts in ordered]
