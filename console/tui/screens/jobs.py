@@ -48,7 +48,7 @@ class JobsScreen(FleetView):
 
     def compose_body(self) -> ComposeResult:
         yield LineTable(JOB_COLUMNS, key=lambda r: r.job_id, cells=_cells, style=_style,
-                        id="job-table")
+                        cell_styles=_cell_styles, id="job-table")
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -107,6 +107,12 @@ def _cells(r: JobRow) -> tuple[str, ...]:
     return (r.job_id, r.name, r.user, r.state, f"{r.progress * 100:3.0f}%",
             progress_bar(r.progress, BAR), r.step, r.step_time, r.eta, r.nodes, r.checkpoint,
             r.held_up or r.quiet or (f"({r.reason})" if r.reason else ""))
+
+
+def _cell_styles(r: JobRow) -> dict[str, str]:
+    """A step standing still, not hung yet, is said muted: not an alarm (a checkpoint save
+    looks the same)."""
+    return {"problem": "muted"} if r.quiet and not r.held_up else {}
 
 
 def _style(r: JobRow) -> str:
