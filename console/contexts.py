@@ -78,6 +78,12 @@ class ClusterRow:
         """Nodes an operator has to look at (everything not ok)."""
         return self.nodes - self.by_verdict.get("ok", 0)
 
+    @property
+    def unheard(self) -> bool:
+        """Nothing heard of the cluster: no node, no job. Its zeros are unknowns (``?``), not a
+        healthy empty cluster, and it is listed first, as ``status`` lists an unwatched one."""
+        return self.nodes == 0 and self.jobs_total == 0
+
     def as_json(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster, "nodes": self.nodes, "by_verdict": self.by_verdict,
@@ -154,6 +160,6 @@ def _worst(rows: Iterable[ClusterRow]) -> ClusterRow | None:
 def worst_first(rows: Sequence[ClusterRow]) -> list[ClusterRow]:
     """Clusters ordered for the fleet-of-fleets view: most nodes needing attention first,
     then by name (a stable order while nothing changes)."""
-    return sorted(rows, key=lambda r: (-(r.by_verdict.get("failed", 0)
-                                         + r.by_verdict.get("offline", 0)),
+    return sorted(rows, key=lambda r: (not r.unheard, -(r.by_verdict.get("failed", 0)
+                                                        + r.by_verdict.get("offline", 0)),
                                        -r.attention, r.cluster))

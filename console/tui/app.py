@@ -683,7 +683,9 @@ class FleetdeckApp(App[int]):
         last = self.state.last_update
         age = "never" if last is None else f"{max(0.0, now - last):.1f}s ago"
         bad = self.state.malformed.total
-        malformed = f"[$error]malformed {bad}[/]" if bad else "malformed 0"
+        # Bad input is an alarm, said before the routine figures (cut first at 80 columns).
+        alarm = f"  [$error]malformed {bad}[/]" if bad else ""
+        routine = "" if bad else "  malformed 0"
         active = len(self.tracker.active)
         cmds = f"  [$warning]cmds {active} open[/]" if active else ""
         audit = "  [$error]AUDIT LOG FAILING[/]" if session.audit.errors else ""
@@ -716,7 +718,7 @@ class FleetdeckApp(App[int]):
         # What needs attention before the routine figures: at 80 columns the end is cut off,
         # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}"
-                f"{lagging}{audit}{store}{dead}{rec}{cmds}  upd {age}  {malformed}  "
+                f"{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}  upd {age}{routine}  "
                 f"op {esc(self.operator)}")
 
     # --- navigation ---------------------------------------------------------------------------

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from fleetdeck.console.commands import job_refusal
+
 if TYPE_CHECKING:
     from fleetdeck.console.tui.app import FleetdeckApp
 
@@ -47,6 +49,9 @@ class FleetCommands(Provider):
             jobs = [j for j in jobs if any(w in j.lower() for w in words)] or (
                 jobs if "job" in query.lower() else [])
         if not app.read_only:
+            # Only the jobs a restart is for: pending, completed and cancelled ones were
+            # offered, then refused (a newcomer's run).
+            jobs = [j for j in jobs if not job_refusal(app.state, j)]
             for j in jobs[:MAX_NODE_HITS]:
                 out.append((f"job: restart {j}", partial(app.request_restart, j),
                             "requeue from the last checkpoint"))

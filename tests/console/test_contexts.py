@@ -4,6 +4,7 @@ contexts switch every view (and every command) to the chosen cluster.
 
 Two simulated clusters run against one real Mosquitto; one of them gets a real fault."""
 
+import dataclasses
 import json
 import time
 
@@ -147,3 +148,10 @@ def test_a_cluster_nobody_publishes_to_says_so():
 
     row = cluster_row(FleetState("nowhere"), connection="connected")
     assert row.nodes == 0 and row.top_incident.startswith("no node heard yet")
+    # Its zeros are unknowns: listed first, as `status` lists it (a newcomer's run).
+    from fleetdeck.console.contexts import worst_first
+
+    busy = cluster_row(FleetState("demo"), connection="connected")
+    busy = dataclasses.replace(busy, nodes=8, by_verdict={"failed": 1, "ok": 7})
+    assert row.unheard and not busy.unheard
+    assert [r.cluster for r in worst_first([busy, row])] == ["nowhere", "demo"]

@@ -265,6 +265,14 @@ async def test_palette_entries(world):
         names = [t for t, _c, _h in provider._dynamic("drain gpu0012")]
         assert "node: drain gpu0012" in names
         assert "job: restart 41" in [t for t, _c, _h in provider._dynamic("job 41")]
+        # A pending job is not offered a restart it would be refused (a newcomer's run).
+        from fleetdeck.protocol.messages import JobState
+        from tests.tui.fleet import job_status, publish_job
+
+        publish_job(world.ingest, job_status("43", [], world.clock, state=JobState.PD),
+                    world.clock)
+        world.tick()
+        assert not [t for t, _c, _h in provider._dynamic("job 43") if "43" in t]
         hits = [h async for h in provider.search("node: drain gpu0012")]
         assert any(h.text == "node: drain gpu0012" for h in hits)
         # choosing it opens the drain form

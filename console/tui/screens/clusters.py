@@ -66,6 +66,10 @@ class ClustersScreen(FleetView):
     def _cells(self, r: ClusterRow) -> tuple[str, ...]:
         v = r.by_verdict
         total = r.cluster not in self.fleet.sessions
+        if r.unheard and not total:
+            # Zeros read as a healthy empty cluster (a newcomer's run): `status` says "?".
+            return ("●" if r.cluster == self.fleet.active else "", r.cluster, *("?" * 10),
+                    r.connection or "-", r.top_incident or "-")
         return ("●" if r.cluster == self.fleet.active else "",
                 "all" if total else r.cluster, f"{r.nodes:,}", f"{v.get('ok', 0):,}",
                 *(f"{v.get(k, 0):,}" for k in ("degraded", "failed", "stale", "offline")),
@@ -99,6 +103,8 @@ def _style(r: ClusterRow) -> str:
     v = r.by_verdict
     if v.get("failed", 0) or v.get("offline", 0):
         return "failed"
+    if r.unheard:
+        return "degraded"
     if r.attention:
         return "degraded"
     if r.connection and r.connection != "connected":

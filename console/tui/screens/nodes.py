@@ -201,8 +201,9 @@ class NodesScreen(FleetView):
             table.relayout()
 
     def info(self) -> str:
-        parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes",
-                 f"sort {self.sort_key}{' ▲' if self.sort_reverse else ''} (o/O)"]
+        # What hides nodes first, the sort last: at 80 columns the line is cut, and "1/64
+        # nodes" with the filter cut off hid 63 nodes for no visible reason (a newcomer's run).
+        parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes"]
         if self.filter.active:
             how = self.filter.reading
             parts.append(f"[$warning]filter {esc(self.filter.text)}[/]"
@@ -214,6 +215,7 @@ class NodesScreen(FleetView):
         marks = len(self.table.marks) if self.is_mounted else 0
         if marks:
             parts.append(f"[$accent]{marks} marked[/]")
+        parts.append(f"sort {self.sort_key}{' ▲' if self.sort_reverse else ''} (o/O)")
         return "  ".join(parts)
 
     def _redraw(self) -> None:
