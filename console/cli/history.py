@@ -25,6 +25,8 @@ from fleetdeck.hostlist import compress
 from fleetdeck.paths import state_base
 from fleetdeck.timespan import span_s
 
+EVENTS_NARROW = 110
+"""Below this many columns ``events`` gives each message a line of its own."""
 PIPE_WIDTH = 100_000
 """Line width when stdout is not a terminal: wide enough that no table row ever wraps."""
 
@@ -242,13 +244,25 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
+    console = table_console()
+    if console.width < EVENTS_NARROW:
+        # At 80 columns rich cut the time of day ("2026-12-05T13:…") and squeezed each
+        # message into a 13-character column, 5-8 lines tall (a newcomer's run): each event
+        # is its heading line, then its message on a line of its own.
+        for r in rows:
+            head = "  ".join(x for x in (iso(r["ts"]), r["node"], r["kind"], r["severity"],
+                                         r["component"]) if x)
+            console.print(escape(head), highlight=False)
+            console.print(f"    {escape(r['message'])}", highlight=False)
+        return 0
     table = Table(box=None, pad_edge=False)
-    for col in ("TIMESTAMP", "NODE", "KIND", "SEV", "COMPONENT", "MESSAGE"):
+    table.add_column("TIMESTAMP", no_wrap=True)
+    for col in ("NODE", "KIND", "SEV", "COMPONENT", "MESSAGE"):
         table.add_column(col)
     for r in rows:
         table.add_row(iso(r["ts"]), r["node"], r["kind"], r["severity"], r["component"],
                       escape(r["message"]))
-    table_console().print(table)
+    console.print(table)
     return 0
 
 

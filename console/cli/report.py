@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fleetdeck.console.audit import iso
 from fleetdeck.console.cli.history import (
+    EVENTS_NARROW,
     _check,
     _open,
     nothing_found,
@@ -19,6 +20,7 @@ from fleetdeck.console.cli.history import (
     table_console,
 )
 from fleetdeck.console.interruptions import CAUSES, report
+from fleetdeck.hostlist import compress
 
 
 def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) -> int:
@@ -52,9 +54,21 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
         row = out["by_cause"][cause]
         table.add_row(cause, str(int(row["count"])), f"{row['lost_gpu_hours']:.2f}")
     console.print(table)
-    if rows:
+    if rows and console.width < EVENTS_NARROW:
+        # As `events` on a narrow terminal: a cut time of day and a detail wrapped 7 lines
+        # tall in a 13-character column (a newcomer's run).
+        console.print("interruptions", highlight=False)
+        for r in rows[-20:]:
+            head = "  ".join(x for x in (iso(r["ts"]), f"job {r['job_id']}", r["cause"],
+                                         compress(r["nodes"]) if r["nodes"] else "",
+                                         f"{r['gpus']} GPUs", f"{r['lost_gpu_hours']:.2f} GPU-h")
+                             if x)
+            console.print(escape(head), highlight=False)
+            console.print(f"    {escape(r['detail'])}", highlight=False)
+    elif rows:
         last = Table(box=None, pad_edge=False, title="interruptions", title_justify="left")
-        for col in ("WHEN", "JOB", "CAUSE", "NODES", "GPUS", "LOST GPU-H", "DETAIL"):
+        last.add_column("WHEN", no_wrap=True)
+        for col in ("JOB", "CAUSE", "NODES", "GPUS", "LOST GPU-H", "DETAIL"):
             last.add_column(col)
         for r in rows[-20:]:
             last.add_row(iso(r["ts"]), r["job_id"], r["cause"], ",".join(r["nodes"][:4]),

@@ -3,6 +3,7 @@ empty table and exit 0); ``verdict``, which the table shows, can be chosen too."
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -130,3 +131,17 @@ def test_a_kind_kept_elsewhere_says_where(db, capsys):
     assert main(["events", "--db", db, *SINCE, "--kind", "command"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "audit log" in err and "audit.jsonl" in err
+
+
+def test_a_narrow_terminal_gives_each_message_its_own_line(db, capsys, monkeypatch):
+    """At 80 columns the time of day was cut ("2026-12-05T13:…") and each message wrapped in a
+    13-character column (a newcomer's run)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["events", "--db", db, *SINCE]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 2 and "…" not in lines[0]
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  ", lines[0]), lines[0]
+    assert lines[1].startswith("    ") and lines[1].strip()
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["events", "--db", db, *SINCE]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("TIMESTAMP")
