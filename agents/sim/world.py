@@ -156,6 +156,16 @@ class SimWorld:
     def check(self, action: Action) -> str:
         """What ``action`` would do now, or :class:`SpecError` if it cannot apply."""
         self._targets(action)
+        if action.kind in ("job_hang", "cancel"):
+            # Checked before `inject` answers, not only when it runs: "injected: job_hang
+            # job=4101" was said of a job that had failed, and nothing happened (a newcomer's
+            # run).
+            job = self.scheduler.find(str(action.get("job")))
+            if job is not None and action.kind == "job_hang" and not job.running:
+                raise SpecError(f"job {job.job_id} is {job.state.value}, not running")
+            if job is not None and action.kind == "cancel" and job.state in TERMINAL:
+                raise SpecError(f"job {job.job_id} is {job.state.value} already, not running "
+                                "or pending")
         return action.describe()
 
     def node_drain(self, node: SimNode, state: DrainState, mode: DrainMode) -> None:

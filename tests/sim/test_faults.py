@@ -284,3 +284,18 @@ def test_cancelling_a_job_that_ended_is_said_not_done():
     texts = [text for _t, text in h.world.log]
     assert "cancelled job 4101" in texts, texts
     assert any(text.startswith("skipped") and "is CA already" in text for text in texts), texts
+
+
+def test_an_injection_into_a_job_that_cannot_take_it_is_refused_before_it_is_said():
+    """``inject job_hang job=4101`` of a failed job answered "injected" and did nothing (a
+    newcomer's run): the simulator refuses it before answering, as it refuses an unknown job."""
+    import pytest
+
+    from fleetdeck.agents.sim.spec import SpecError, parse_action
+
+    h = Harness(nodes=2, actions=[job("a", nodes=1, steps=5), act("cancel", 3, job="4101")])
+    h.run(5)
+    for raw, why in (({"fault": "job_hang", "job": "4101"}, "is CA, not running"),
+                     ({"fault": "cancel", "job": "4101"}, "is CA already")):
+        with pytest.raises(SpecError, match=why):
+            h.world.inject(parse_action(raw, default_at=0))
