@@ -413,9 +413,14 @@ def test_an_ethernet_port_is_no_ib_port(tmp_path):
     assert [p.dev for p in inventory] == [f"mlx5_ib{i}" for i in range(7)]
     samples, _ = reader.read(now=1.0)
     assert [s.dev for s in samples] == [f"mlx5_ib{i}" for i in range(7)]
+    # A dual-port HCA with one port on Ethernet (VPI): its IB port stays, the other goes.
+    make_port(tmp_path, "mlx4_0", port=1)
+    make_port(tmp_path, "mlx4_0", port=2, link_layer="Ethernet", rate="40 Gb/sec (4X QDR)")
+    assert [(s.dev, s.port) for s in reader.read(now=1.5)[0] if s.dev == "mlx4_0"] == [
+        ("mlx4_0", 1)]
     # A port that does not say its link layer (an older kernel) is taken for an IB port.
     (tmp_path / "mlx5_ib0" / "ports" / "1" / "link_layer").unlink()
-    assert len(reader.read(now=2.0)[0]) == 7
+    assert len(reader.read(now=2.0)[0]) == 8
 
 
 def test_carrier_losses_are_counted_from_the_netdevs_carrier_down_count(tmp_path):
