@@ -257,6 +257,9 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
 ONE_SHOT = frozenset({"status", "drain", "resume", "restart-job", "inject", "schema", "events",
                       "report", "history", "record", "replay"})
 """Commands that end in one sentence of their own on failure (``setup_logging``)."""
+SAYS_ITS_LINK = frozenset({"status", "drain", "resume", "restart-job"})
+"""One-shot commands whose output says what became of their broker connection: the transport's
+reconnect warnings are left to --log-level info (``setup_logging``)."""
 
 
 def _hostlist(words: list[str]) -> str:
@@ -622,7 +625,8 @@ def _main(argv: Sequence[str] | None) -> int:
         (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     from fleetdeck.logs import setup_logging
 
-    setup_logging(args.log_level, one_shot=args.command in ONE_SHOT)
+    setup_logging(args.log_level, one_shot=args.command in ONE_SHOT,
+                  says_its_link=args.command in SAYS_ITS_LINK)
     try:
         return int(COMMANDS[args.command](args) or 0)
     except UserError as err:

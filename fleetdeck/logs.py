@@ -9,9 +9,14 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 
-def setup_logging(level: str = "warning", one_shot: bool = False) -> None:
+def setup_logging(level: str = "warning", one_shot: bool = False,
+                  says_its_link: bool = False) -> None:
     """``one_shot``: a command that ends in one sentence (status, drain …), where the MQTT
-    libraries' own lines only repeat it; a daemon (agent, collect, sim) keeps their errors."""
+    libraries' own lines only repeat it; a daemon (agent, collect, sim) keeps their errors.
+    ``says_its_link``: a command whose own output says what became of its broker connection
+    (status's incident and exit, a command's outcome), so the transport's reconnect warnings
+    only came before it (three "WARNING fleetdeck.transport: …" lines before status's summary: a
+    newcomer's run); they show at --log-level info."""
     handler = logging.StreamHandler(sys.stderr)
     fmt = "%(levelname)s %(name)s: %(message)s"
     if sys.stderr.isatty():
@@ -27,6 +32,9 @@ def setup_logging(level: str = "warning", one_shot: bool = False) -> None:
     # password, a listener that is not an MQTT broker, a lost connection) as ERROR lines and
     # tracebacks before that sentence (a newcomer's scripts): a one-shot command shows them
     # only at --log-level debug.
+    if says_its_link:
+        logging.getLogger("fleetdeck.transport").setLevel(
+            root.level if root.level <= logging.INFO else logging.ERROR)
     quiet = logging.CRITICAL if one_shot else logging.ERROR
     for library in ("gmqtt", "mqtt"):
         logging.getLogger(library).setLevel(

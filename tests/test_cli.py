@@ -174,3 +174,25 @@ def test_drain_and_resume_take_several_nodes_and_space_separated_lists():
     args = build_parser().parse_args(["resume", "gpu0001 gpu0002"])
     assert _hostlist(args.hostlist) == "gpu0001,gpu0002"
     assert _hostlist(["gpu[0001-0003,0005],", "gpu0009"]) == "gpu[0001-0003,0005],gpu0009"
+
+
+def test_status_leaves_its_links_reconnect_warnings_to_info():
+    """Three "WARNING fleetdeck.transport: …" lines came before status's own summary of a lost
+    broker (a newcomer's run); a daemon keeps them."""
+    import logging
+
+    from fleetdeck.logs import setup_logging
+
+    transport = logging.getLogger("fleetdeck.transport")
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers), transport.level)
+    try:
+        setup_logging("warning", one_shot=True, says_its_link=True)
+        assert not transport.isEnabledFor(logging.WARNING)
+        assert transport.isEnabledFor(logging.ERROR)
+        setup_logging("info", one_shot=True, says_its_link=True)
+        assert transport.isEnabledFor(logging.WARNING)
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
+        transport.setLevel(saved[2])
