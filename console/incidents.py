@@ -219,10 +219,10 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         # First: while the console hears nothing, nothing else it says is current.
         out.insert(0, Incident(
             "console:broker", "console", "error",
-            "no data: this console lost its broker connection; every verdict is as of then "
+            "no data: the connection to the broker is lost; every verdict is as of then "
             "and no node goes stale for it", blind[0], [],
-            "check the broker and this console's network to it; the nodes are not known to "
-            "be down"))
+            "check the broker and the network from here to it; the nodes are not known "
+            "to be down"))
     return out
 
 

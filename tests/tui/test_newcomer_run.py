@@ -282,7 +282,7 @@ async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world)
         await pilot.press("6")
         await pilot.pause()
         text = text_of(world.app)
-        assert "no data: this console lost its broker connection" in text
+        assert "no data: the connection to the broker is lost" in text
         assert "1 losing work now" in text  # gpu0002 under job 41; not the console's own
         assert world.app.screen.query(".-cut-off")
         world.app.state.regain_sight(world.clock())
