@@ -215,7 +215,10 @@ class NodesScreen(FleetView):
         marks = len(self.table.marks) if self.is_mounted else 0
         if marks:
             parts.append(f"[$accent]{marks} marked[/]")
-        parts.append(f"sort {self.sort_key}{' ▲' if self.sort_reverse else ''} (o/O)")
+        # The column's own header: "sort verdict" named a column headed HEALTH (a newcomer's
+        # run).
+        header = next((h for h, a, _w in NODE_COLUMNS if a == self.sort_key), self.sort_key)
+        parts.append(f"sort {header}{' ▲' if self.sort_reverse else ''} (o/O)")
         return "  ".join(parts)
 
     def _redraw(self) -> None:
