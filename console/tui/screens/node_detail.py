@@ -163,10 +163,11 @@ class NodeDetailScreen(FleetView):
             # left it out (an operator's walkthrough).
             t.append("\ndo: ", "bold")
             if self.size.height and self.size.height < 30:
-                # One line on a small terminal: a straggler's advice took three at 80x24 and
-                # pushed the GPU table's rows off the screen.
+                # Two lines at most on a small terminal: a straggler's advice took three at
+                # 80x24 and pushed the GPU table's rows off the screen; one line cut the
+                # repair step of a failed node's ("… then reset gpu1 or re…": a newcomer's run).
                 room = max(20, self.size.width - 10)
-                action = fit(action, room).rstrip()
+                action = fit(action, 2 * room).rstrip()
             t.append(action)
         return t
 
