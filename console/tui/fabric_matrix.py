@@ -287,7 +287,13 @@ class FabricMatrix(Widget, can_focus=True):
                  for c, (bi, ci, _x) in enumerate(self._places[b]) if ci == 0]
         at = next(i for i, (b, c) in enumerate(order)
                   if b == self.band and self._places[b][c][0] == here)
-        self.band, self.cell = order[max(0, min(len(order) - 1, at + step))]
+        target = order[max(0, min(len(order) - 1, at + step))]
+        if at + step >= len(order) or target == (self.band, self.cell):
+            # Said, as the overview's grid says it: `}` on the last group did nothing, with
+            # no word why (a newcomer's run).
+            self.notify(f"{'last' if step > 0 else 'first'} leaf group")
+            return
+        self.band, self.cell = target
         self._moved()
 
     def bad_cells(self) -> list[tuple[int, int, int]]:
