@@ -62,6 +62,13 @@ class AgentSettings(BaseSettings):
     a node that booted short of one reads failed (G1) instead of ok."""
     expect_ib_ports: int = Field(default=0, ge=0, le=64)
     """The InfiniBand ports it should have (8 on ND H100 v5); 0: as many as found."""
+    rack: str = Field(default="", max_length=64)
+    leaf: str = Field(default="", max_length=64)
+    """The leaf switch group its HCAs are cabled to (``leaf03``: rail K is ``leaf03-rK``). The
+    console names a suspect switch only among nodes that say theirs: without it, every real
+    node sat in one "(no leaf)" group and three unrelated bad ports on a rail made a suspect
+    switch of nothing (a real-node drill; docs/real-nodes.md)."""
+    spine_group: str = Field(default="", max_length=64)
     wire: int = Field(default=2, ge=1, le=2)
     """Telemetry wire format: 2 (columns, keyframes and deltas) needs consoles that read it;
     1 for older consoles (docs/protocol.md, "Rollout")."""

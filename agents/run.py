@@ -18,6 +18,7 @@ from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL, parse_broker_url, tls_context, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Topology
 from fleetdeck.protocol.signing import load_key
 
 log = logging.getLogger("fleetdeck.agent")
@@ -33,7 +34,9 @@ def make_source(cfg: AgentSettings) -> Source:
     try:
         return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log,
                                 gpus_expected=cfg.expect_gpus,
-                                ib_ports_expected=cfg.expect_ib_ports)
+                                ib_ports_expected=cfg.expect_ib_ports,
+                                topology=Topology(rack=cfg.rack, leaf=cfg.leaf,
+                                                  spine_group=cfg.spine_group))
     except ValueError as err:
         raise UserError(f"--source {cfg.source}: {err} (or use 'sim').") from None
 

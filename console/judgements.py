@@ -265,6 +265,11 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
         # the hour's link errors while the rest, still silent, no longer counted (docs/
         # reliability.md, "Failure drills by hand"). Only those ports: a long-dead node's last
         # sample must not make a new suspect of a switch, and of two nodes' own faults.
+        if st.birth is None or not st.birth.topology.leaf:
+            # No leaf said (a real agent without --leaf): its rail's switch is unknown, and
+            # every such node in one "(no leaf)" group made a suspect switch of three
+            # unrelated bad ports (a real-node drill).
+            continue
         silent = st.stale or st.online is False
         if silent and (not st.behind_ports
                        or state.judged_at - _quiet_since(st) > SILENT_KEEP_S):
@@ -1078,6 +1083,11 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             # The agent cannot read its GPUs at all: the driver, not eight GPUs to RMA.
             step = ("check the NVIDIA driver and the agent's GPU reader on the node "
                     "(nvidia-smi; the agent says why); reboot if the GPUs stay missing")
+        elif f.rule == "N1" and f.component == "ib":
+            # Fewer HCAs than the SKU's at birth: "check ib: reseat or replace its cable" (a
+            # real-node drill: an agent restarted while an HCA was gone).
+            step = ("find why an HCA is missing (lspci, dmesg: mlx5, PCIe AER); reboot, and "
+                    "reseat or replace it if it stays missing")
         else:
             step = _RULE_STEPS.get(f.rule, "")
         text = step.format(c=f.component or ("the GPU" if f.rule.startswith("G") else "the link"))

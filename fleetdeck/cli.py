@@ -384,6 +384,11 @@ def build_parser() -> Parser:
     p.add_argument("--expect-ib-ports", type=int, metavar="N",
                    help="InfiniBand ports it should have (8 on ND H100 v5; default: as many "
                    "as found)")
+    p.add_argument("--leaf", metavar="NAME", help="the leaf switch group its HCAs are cabled "
+                   "to (rail K is NAME-rK): the console names suspect switches only among "
+                   "nodes that say theirs")
+    p.add_argument("--rack", metavar="NAME", help="its rack (groups silent nodes by rack)")
+    p.add_argument("--spine-group", metavar="NAME", help="the spine group above its leaf")
     p.add_argument("--interval", type=_positive(float, "--interval", INTERVAL_MAX_S),
                    help="seconds (default 1)")
     p.add_argument("--keepalive", type=_positive(int, "--keepalive", KEEPALIVE_MAX_S),
@@ -705,6 +710,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
         "ca": args.ca, "cert": args.cert, "key": args.key, "wire": args.wire,
         "expect_gpus": args.expect_gpus, "expect_ib_ports": args.expect_ib_ports,
+        "rack": args.rack, "leaf": args.leaf, "spine_group": args.spine_group,
     })
     if args.check_config:
         from fleetdeck.brokerurl import parse_broker_url

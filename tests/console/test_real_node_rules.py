@@ -86,3 +86,55 @@ def test_hcas_gone_on_one_rail_are_each_hosts_fault_not_a_switchs():
     assert "HCA left the host" in action and "cable" not in action, action
     out = fleet_summary(state, clock())
     assert out["suspect_switches"] == []
+
+
+def test_nodes_that_say_no_leaf_make_no_suspect_switch():
+    """Real agents without --leaf all sat in one "(no leaf)" group: three unrelated ports down
+    on rail 5 made a suspect switch "(no leaf)-r5", each node degraded and "do not drain" (a
+    real-node drill)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import suspect_switches
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.protocol.messages import Topology
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, port_down
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    for name in fleet.names:
+        fleet.src(name).topology = Topology()  # as a real agent started without --leaf
+    fleet.birth(session.ingest)
+    down = port_down("mlx5_ib5")
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults={n: down for n in ("gpu0001", "gpu0004",
+                                                                  "gpu0006")})
+        session.tick()
+    assert suspect_switches(session.state) == []
+    assert {session.state.nodes[n].verdict.value for n in ("gpu0001", "gpu0004",
+                                                          "gpu0006")} == {"failed"}
+
+
+def test_an_hca_missing_at_birth_is_not_told_to_check_a_cable():
+    """N1 "7/8 IB ports found" said "check ib: reseat or replace its cable" (a real-node
+    drill: an agent restarted while an HCA was gone)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    birth = node.birth()
+    short = birth.model_copy(update={"ib_ports": birth.ib_ports[:7], "ib_ports_expected": 8})
+    ingest.handle(node.topic(Kind.BIRTH), codec.encode(short), node.now)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    t = node.telemetry()
+    node.feed(ingest, msgspec.structs.replace(t, ib_ports=t.ib_ports[:7]), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    st = state.nodes[node.node_id]
+    assert [(f.rule, f.component) for f in st.findings] == [("N1", "ib")]
+    action = recommended_action(st, state)
+    assert "find why an HCA is missing" in action and "cable" not in action, action

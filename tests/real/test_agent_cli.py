@@ -58,3 +58,19 @@ def test_a_node_told_its_sku_counts_says_so_in_its_birth(node_exporter_sys):
     texts = [f"{f.rule} {f.text}" for f in evaluate(birth, tel, hist)]
     assert "G1 0/8 GPUs visible" in texts
     assert any(t.startswith("N1 ") and "/8 IB ports found" in t for t in texts), texts
+
+
+def test_a_real_node_says_its_leaf_and_rack(node_exporter_sys, tmp_path):
+    """Without them every real node sat in one "(no leaf)" group (a real-node drill): the
+    agent takes them as flags or from its config file."""
+    res = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(node_exporter_sys),
+                  "--once", "--node-id", "ib-host", "--leaf", "leaf03", "--rack", "r12")
+    assert res.returncode == 0, res.stderr
+    topology = json.loads(res.stdout)["birth"]["topology"]
+    assert (topology["leaf"], topology["rack"]) == ("leaf03", "r12")
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text('leaf = "leaf07"\nspine_group = "sg1"\n')
+    res = run_cli("agent", "--config", str(cfg), "--source", "sysfs", "--sysfs-root",
+                  str(node_exporter_sys), "--once", "--node-id", "ib-host")
+    topology = json.loads(res.stdout)["birth"]["topology"]
+    assert (topology["leaf"], topology["spine_group"]) == ("leaf07", "sg1")
