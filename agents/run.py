@@ -25,18 +25,17 @@ log = logging.getLogger("fleetdeck.agent")
 
 
 def make_source(cfg: AgentSettings) -> Source:
+    topology = Topology(rack=cfg.rack, leaf=cfg.leaf, spine_group=cfg.spine_group)
     if cfg.source == "sim":
         from fleetdeck.agents.sim.node import SimNode
 
-        return SimNode(cfg.node_id, seed=cfg.seed)
+        return SimNode(cfg.node_id, seed=cfg.seed, topology=topology)
     from fleetdeck.agents.real.source import make_real_source
 
     try:
         return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log,
                                 gpus_expected=cfg.expect_gpus,
-                                ib_ports_expected=cfg.expect_ib_ports,
-                                topology=Topology(rack=cfg.rack, leaf=cfg.leaf,
-                                                  spine_group=cfg.spine_group))
+                                ib_ports_expected=cfg.expect_ib_ports, topology=topology)
     except ValueError as err:
         raise UserError(f"--source {cfg.source}: {err} (or use 'sim').") from None
 
