@@ -97,6 +97,10 @@ def _value(raw: str, where: str, errors: list[str]) -> str | None:
     return v
 
 
+_LOST_RE = re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f:.]+)")
+"""nvidia-smi's line for a GPU that does not answer (on its own, among the CSV rows)."""
+
+
 def parse_csv(text: str) -> CsvTable:
     """Parse ``--format=csv`` (with header; with or without units) into one dict per GPU."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -355,6 +359,17 @@ class NvsmiReader:
     def inventory(self) -> GpuInventoryResult:
         rows, errors = self.query()
         gpus = [g for g in (gpu_inventory(r, errors) for r in rows) if g is not None]
+        # A set: the exit line quotes the first of them again.
+        lost = sorted({normalize_pci(m.group(1).rstrip(":.")) for e in errors
+                       if (m := _LOST_RE.search(e)) is not None})
+        if lost and all(g.pci_bus_id for g in gpus):
+            # nvidia-smi renumbers the GPUs that answer: with gpu3 lost at start the rest read
+            # 0-6 and the console named gpu7 missing, "RMA gpu7" (a real-node drill). Indexed
+            # by PCI bus order over the lost ones too (nvidia-smi's own order), the lost GPU's
+            # index is the one missing.
+            order = sorted([*lost, *(normalize_pci(g.pci_bus_id) for g in gpus)])
+            gpus = [g.model_copy(update={"index": order.index(normalize_pci(g.pci_bus_id))})
+                    for g in gpus]
         self._by_key = {}
         for g in gpus:
             if g.uuid:
@@ -372,7 +387,7 @@ class NvsmiReader:
             except NvsmiError as exc:
                 errors.append(str(exc))
         return GpuInventoryResult(gpus=gpus, driver_version=driver, cuda_version=cuda,
-                                  errors=errors)
+                                  errors=errors, devices=len(gpus) + len(lost))
 
     def read(self) -> tuple[list[GpuSample], list[str]]:
         rows, errors = self.query()

@@ -241,3 +241,20 @@ def test_timeout_is_an_error():
 
     samples, errors = NvsmiReader(runner=runner, timeout_s=2).read()
     assert samples == [] and errors == ["nvidia-smi: no answer within 2 s (driver hung?)"]
+
+
+def test_a_gpu_lost_before_the_agent_started_keeps_its_index_and_is_expected():
+    """nvidia-smi renumbers the GPUs that answer: with gpu3 lost at start the birth held 0-6,
+    the node read 7/7 ok, and told to expect 8 the console named gpu7 missing (a real-node
+    drill). Indexed by PCI bus order over the lost one too, gpu3 is the one missing."""
+    from fleetdeck.agents.real.source import RealSource
+
+    reader = NvsmiReader(runner=FakeSmi(eight_gpu_csv(lost=3), rc=15))
+    inv = reader.inventory()
+    assert [g.index for g in inv.gpus] == [0, 1, 2, 4, 5, 6, 7]
+    assert inv.devices == 8
+    samples, _errors = reader.read()
+    assert [s.index for s in samples if s.present] == [0, 1, 2, 4, 5, 6, 7]
+    assert samples[3].power_w == 631.95  # the GPU at bus 05 (printed as index 3) is gpu4
+    source = RealSource("nvsmi", gpu=NvsmiReader(runner=FakeSmi(eight_gpu_csv(lost=3), rc=15)))
+    assert source.inventory().gpus_expected == 8
