@@ -640,7 +640,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     ports = t.ib_ports
     for p in ports:
         state, phys, rate = p.state, p.phys_state, p.rate_gbps
-        if port_vanished(p):
+        if state is None and phys is None and port_vanished(p):  # no call for a port with a state
             return False
         if ((state is not None and state != "ACTIVE")
                 or (phys is not None and phys != "LinkUp")
