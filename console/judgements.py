@@ -65,6 +65,10 @@ QUIET_HELD_RULES = frozenset({"N2", "N3"})
 """Hour-long port rules that hold a node failed after its port went quiet (``held_only_since``):
 N2 once the link is up and still, N3 once no symbol error came for ``SYMBOL_QUIET_S``. After a
 repair, N3 still said "drain (requeue its jobs)" of a node whose job stepped at full speed."""
+LINKS_UP_RULES = QUIET_HELD_RULES | {"N5"}
+"""Port rules that may fail a node whose links are up and still now (N5: five carrier losses
+in 24 h): such a node holds no job up (``sick_nodes``), though it stays failed until drained
+and repaired."""
 SYMBOL_QUIET_S = 300
 """How long a port must have had no symbol error for N3 to read as past (``_symbols_quiet``)."""
 HELD_STEADY_S = 60
@@ -787,12 +791,13 @@ def ports_up(t: Telemetry) -> dict[str, str]:
             if p.state == "ACTIVE" and p.phys_state in (None, "LinkUp")}
 
 
-def held_only_since(st: NodeState) -> float | None:
+def held_only_since(st: NodeState, rules: frozenset[str] = QUIET_HELD_RULES) -> float | None:
     """None unless every drain-class finding of the node is a port that is up again, held
-    only by ``HELD_RULES``; then when it was repaired (its agent's ``repair`` event since it
-    went failed), or 0.0 when no repair was said."""
+    only by ``rules`` (N2/N3's hour by default; N5's day, checked as N2's, for whether it
+    holds a job up now); then when it was repaired (its agent's ``repair`` event since it went
+    failed), or 0.0 when no repair was said."""
     drains = [f for f in own_findings(st) if f.severity is Severity.DRAIN]
-    if not drains or any(f.rule not in QUIET_HELD_RULES for f in drains):
+    if not drains or any(f.rule not in rules for f in drains):
         return None
     t = st.telemetry
     if t is None:
@@ -802,7 +807,7 @@ def held_only_since(st: NodeState) -> float | None:
         return None
     for f in drains:
         h = st.history.ports.get(up[f.component])
-        if f.rule == "N2":
+        if f.rule in ("N2", "N5"):
             # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up
             # between its drops, and the advice swung between "links up again: drain it
             # (finish)" and "drain (requeue its jobs)" with it, the drain dialog opening on
@@ -941,9 +946,10 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
             # A silent collector (D1) says nothing of its nodes.
             if st.job_stepping or any(f.rule == "D1" for f in st.liveness):
                 continue
-            if v is Verdict.FAILED and held_only_since(st) is not None:
-                # Failed only by N2's hour, its links up: it does its part now (a job stepping
-                # at full speed read "held up" for the hour after a flap: a 3 a.m. drive).
+            if v is Verdict.FAILED and held_only_since(st, LINKS_UP_RULES) is not None:
+                # Failed only by N2's hour (or N5's day of carrier losses) with its links up
+                # and still: it does its part now (a job stepping at full speed read "held
+                # up" for the hour after a flap, a 3 a.m. drive; for the day, a review).
                 continue
         elif not (st.behind_switch and not st.behind_recovered):
             continue

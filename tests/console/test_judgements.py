@@ -664,6 +664,39 @@ def test_a_node_failed_only_by_the_hour_after_a_flap_holds_no_job_up():
     assert [s.node for s in sick_nodes(state.jobs["41"], state)] == ["gpu0002"]
 
 
+def test_a_node_failed_by_a_days_carrier_losses_holds_no_job_up_while_its_links_are_still():
+    """N5 (five carrier losses in 24 h) kept "held up by gpu0002" for a day after the flaps
+    stopped, the job stepping at full speed (a review); the node stays failed (drain it, then
+    replace the cable) and a port down again holds the job up."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import sick_nodes
+
+    def flapped(tel):
+        return replace(tel, ib_ports=[replace(p, carrier_losses_24h=6) if p.dev == "mlx5_ib3"
+                                      else p for p in tel.ib_ports])
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock), clock)
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={"gpu0002": flapped})
+        session.tick()
+    state = session.state
+    st = state.nodes["gpu0002"]
+    assert st.verdict.value == "failed" and [f.rule for f in st.findings] == ["N5"]
+    assert sick_nodes(state.jobs["41"], state) == []
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={"gpu0002": lambda t: port_down("mlx5_ib3")(flapped(t))})
+        session.tick()
+    assert [s.node for s in sick_nodes(state.jobs["41"], state)] == ["gpu0002"]
+
+
 def test_a_port_that_keeps_losing_carrier_gets_one_step():
     """N2 and N5 of one port read "check mlx5_ib3:1: reseat or replace its cable/transceiver;
     replace mlx5_ib3:1's cable/transceiver (it keeps losing carrier)" (a newcomer's run)."""
