@@ -32,13 +32,25 @@ def setup_logging(level: str = "warning", one_shot: bool = False,
     # password, a listener that is not an MQTT broker, a lost connection) as ERROR lines and
     # tracebacks before that sentence (a newcomer's scripts): a one-shot command shows them
     # only at --log-level debug.
-    if says_its_link:
-        logging.getLogger("fleetdeck.transport").setLevel(
-            root.level if root.level <= logging.INFO else logging.ERROR)
+    if says_its_link and root.level > logging.INFO:
+        # On this command's stderr only: a logger level would outlive the command in a
+        # process that runs more than one (the tests), and silence the TUI's notices.
+        handler.addFilter(_below_error_from("fleetdeck.transport"))
     quiet = logging.CRITICAL if one_shot else logging.ERROR
     for library in ("gmqtt", "mqtt"):
         logging.getLogger(library).setLevel(
             logging.DEBUG if root.level <= logging.DEBUG else max(quiet, root.level))
+
+
+def _below_error_from(name: str) -> Callable[[logging.LogRecord], bool]:
+    """A handler filter that drops ``name``'s records below ERROR."""
+    prefix = name + "."
+
+    def keep(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not (
+            record.name == name or record.name.startswith(prefix))
+
+    return keep
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
