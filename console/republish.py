@@ -1,11 +1,11 @@
 """``replay --to-broker``: a recording published again into a broker, as the fleet said it.
 
 What the fleet *said* goes out (births, statuses, telemetry, events, acks, job and scheduler
-statuses, digests) with its topics, QoS and retain flags; what operators *asked* of the fleet
-does not (drains, resumes, restarts, rebirth requests): published again, they act on whatever
-listens on that cluster's topics now: an agent of a live fleet of the same name acts on a
-drain not yet expired, every agent answers a rebirth request (docs/recording.md, "Replay into a
-broker").
+statuses, digests) with its topics and QoS, its state retained; what operators *asked* of the
+fleet does not (drains, resumes, restarts, rebirth requests, simulator faults): published
+again, they act on whatever listens on that cluster's topics now: an agent of a live fleet of
+the same name acts on a drain not yet expired, every agent answers a rebirth request, a live
+simulator injects the fault again (docs/recording.md, "Replay into a broker").
 """
 
 from __future__ import annotations
@@ -26,8 +26,19 @@ from fleetdeck.errors import UserError
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
 from fleetdeck.transport import TransportError
 
-INTENT_KINDS = frozenset({Kind.CMD, Kind.SCHED_CMD, Kind.REBIRTH})
-"""Topics of what operators asked, never published again."""
+SAID_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK,
+                        Kind.JOB, Kind.SCHED_ACK, Kind.SCHED_STATUS, Kind.DIGEST,
+                        Kind.COLLECTOR})
+"""What the fleet says (docs/protocol.md, "Topics"): the only topics published again. Anything
+else under the cluster's root is what someone asked of it: commands, rebirth requests, and the
+simulator's ``sim/inject`` faults, which a replay with ``--force`` into the live broker ran
+again on the live simulated fleet (a drill)."""
+RETAINED_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.JOB, Kind.SCHED_STATUS, Kind.DIGEST,
+                            Kind.COLLECTOR})
+"""Published retained whatever the recording says: a broker delivers a retained message to a
+subscriber already there without the flag (MQTT 3.1.1, 3.3.1.3), so a recording holds each
+topic's state retained once, at its start, and the target broker kept that, not the end's (a
+drill: "drained 0", every job at its first step)."""
 PROBE_S = 1.0
 """How long the target cluster's retained births are listened for before the first publish."""
 
@@ -43,8 +54,27 @@ class Republished:
     """Topics the broker keeps a retained message of after the replay (the last published
     retained on each, unless that was a deletion)."""
     intents_left_out: dict[str, int] = field(default_factory=dict)
-    """Command kind -> how many were not published."""
+    """What was left out (``asked``) -> how many."""
     report: ReadReport | None = None
+
+
+def said_kind(topic: str) -> Kind | None:
+    """The topic's kind when it is one the fleet says (``SAID_KINDS``), else None."""
+    try:
+        kind = parse_topic(topic).kind
+    except TopicError:
+        return None
+    return kind if kind in SAID_KINDS else None
+
+
+def asked(topic: str) -> str:
+    """What a topic left out is, for stderr: ``cmd``, ``sched_cmd``, ``rebirth``, ``sim``
+    (the simulator's faults and their answers), or ``other``."""
+    try:
+        return str(parse_topic(topic).kind)
+    except TopicError:
+        parts = topic.split("/")
+        return "sim" if len(parts) > 3 and parts[3] == "sim" else "other"
 
 
 def renamed(topic: str, payload: bytes, old: str, new: str) -> tuple[str, bytes]:
@@ -101,21 +131,20 @@ async def republish(path: Path, url: BrokerURL, speed: float, *, as_cluster: str
             wall0 = time.monotonic()
             for msg in reader.messages():
                 first = msg.t if first is None else first
-                try:
-                    kind: Kind | None = parse_topic(msg.topic).kind
-                except TopicError:
-                    kind = None  # recorded as received, damage included: it goes out as it was
-                if kind in INTENT_KINDS:
-                    out.intents_left_out[str(kind)] = out.intents_left_out.get(str(kind), 0) + 1
+                kind = said_kind(msg.topic)
+                if kind is None:
+                    what = asked(msg.topic)
+                    out.intents_left_out[what] = out.intents_left_out.get(what, 0) + 1
                     continue
                 topic, payload = renamed(msg.topic, msg.payload, recorded, target)
                 due = wall0 + (msg.t - first) / speed
                 delay = due - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                await client.publish(topic, payload, qos=min(msg.qos, 1), retain=msg.retain)
+                retain = msg.retain or kind in RETAINED_KINDS
+                await client.publish(topic, payload, qos=min(msg.qos, 1), retain=retain)
                 out.sent += 1
-                if msg.retain:
+                if retain:
                     # The broker keeps the last per topic; an empty payload deletes it.
                     kept[topic] = bool(payload)
                 if progress and out.sent % 500 == 0:

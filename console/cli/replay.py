@@ -144,7 +144,8 @@ def run_replay(args: Any) -> int:
 
 
 INTENT_NAMES = {"cmd": "node command", "sched_cmd": "scheduler command",
-                "rebirth": "rebirth request"}
+                "rebirth": "rebirth request", "sim": "simulator fault message",
+                "other": "message on another topic"}
 
 
 def tell_republished(done: Republished, url: BrokerURL) -> None:

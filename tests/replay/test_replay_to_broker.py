@@ -32,11 +32,16 @@ def write_recording(path: Path, cluster: str = "rec") -> None:
     w.write(t0 + 0.1, f"{base}/sched/cmd", json.dumps(
         {**DRAIN, "op": "restart_job", "target": "4101"}).encode(), 1, False)
     w.write(t0 + 0.1, f"{base}/ctl/rebirth", b"{}", 1, False)
+    w.write(t0 + 0.1, f"{base}/sim/inject", json.dumps(
+        {"id": "inj-1", "fault": "xid79", "node": "gpu0001", "gpu": 3}).encode(), 1, False)
     # Statuses again (the broker keeps the last), and a retained message deleted.
     for f in nodes:
         w.write(t0 + 0.2, f.topic(Kind.STATUS), codec.encode(f.status()), 1, True)
     w.write(t0 + 0.2, f"{base}/job/4101/status", b"{}", 1, True)
     w.write(t0 + 0.3, f"{base}/job/4101/status", b"", 1, True)
+    # A job's status as a recorder subscribed already receives it: without the retain flag.
+    w.write(t0 + 0.2, f"{base}/job/4102/status", b'{"step": 1}', 1, True)
+    w.write(t0 + 0.4, f"{base}/job/4102/status", b'{"step": 5}', 1, False)
     for i in range(1, 4):
         for f in nodes:
             w.write(t0 + i * 0.2, f.topic(Kind.TELEMETRY), codec.encode(f.telemetry()))
@@ -58,6 +63,11 @@ async def listen(url, topic_filter: str, seconds: float, started: asyncio.Event
     return got
 
 
+async def listen_retained(url, topic_filter: str) -> list[tuple[str, bytes]]:
+    """What the broker hands a new subscriber of ``topic_filter`` (its retained messages)."""
+    return await listen(url, topic_filter, 1.5, asyncio.Event())
+
+
 async def replay_while_listening(url, *args: str) -> tuple[object, list[tuple[str, bytes]]]:
     started = asyncio.Event()
     watch = asyncio.create_task(listen(url, f"{ROOT}/#", 6.0, started))
@@ -75,12 +85,17 @@ async def test_commands_in_a_recording_are_not_published_again(mosquitto, tmp_pa
     topics = [t for t, _ in got]
     assert f"{ROOT}/rec/node/gpu0001/birth" in topics
     assert topics.count(f"{ROOT}/rec/node/gpu0002/telemetry") == 3
-    # A live agent of cluster 'rec' listening now would have drained gpu0001 again.
-    assert not [t for t in topics if t.endswith("/cmd") or t.endswith("/rebirth")]
+    # A live agent of cluster 'rec' listening now would have drained gpu0001 again, and a
+    # live simulator would have injected the fault again (a drill).
+    assert not [t for t in topics if t.endswith("/cmd") or t.endswith("/rebirth")
+                or "/sim/" in t]
     assert ("left out what operators asked of the recorded fleet (1 node command, "
-            "1 rebirth request, 1 scheduler command)") in res.stderr
-    # Two births and two statuses: the statuses sent twice and the deleted job count once.
-    assert "the broker keeps 4 retained messages of cluster 'rec'" in res.stderr
+            "1 rebirth request, 1 scheduler command, 1 simulator fault message)") in res.stderr
+    # Two births, two statuses (sent twice), job 4102; the deleted job 4101 is not kept.
+    assert "the broker keeps 5 retained messages of cluster 'rec'" in res.stderr
+    # The broker keeps the recording's last word, though recorded without the flag.
+    late = await listen_retained(mosquitto.url, f"{ROOT}/rec/job/+/status")
+    assert late == [(f"{ROOT}/rec/job/4102/status", b'{"step": 5}')]
 
 
 async def test_a_cluster_the_broker_holds_is_not_replayed_into_without_force(mosquitto,
