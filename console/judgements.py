@@ -468,7 +468,7 @@ def not_stepping(job: JobStatus, state: FleetState, now: float) -> float | None:
     of a scheduler that went offline (``scheduler_down``), nor of silence while this console
     was cut off from its broker, or the agents' and the scheduler's grace after
     (``FleetState.blind``)."""
-    return _standing_still(job, state, now, JOB_HUNG_S, before_watch=True)
+    return _standing_still(job, state, now, JOB_HUNG_S)
 
 
 def step_quiet(job: JobStatus, state: FleetState, now: float) -> float | None:
@@ -476,16 +476,23 @@ def step_quiet(job: JobStatus, state: FleetState, now: float) -> float | None:
     ``JOB_QUIET_S`` (and than its own step and report spacing allow) but the job is not hung
     yet (``not_stepping``): said, not alarmed — a checkpoint save looks the same. A job that
     stopped read healthy for the 5 min before it was hung (a 3 a.m. drive)."""
-    still = _standing_still(job, state, now, JOB_QUIET_S, before_watch=False)
+    still = _standing_still(job, state, now, JOB_QUIET_S)
     if still is None or not_stepping(job, state, now) is not None:
         return None
     return still
 
 
-def _standing_still(job: JobStatus, state: FleetState, now: float, floor: float, *,
-                    before_watch: bool) -> float | None:
-    """``not_stepping`` with the window's floor ``floor``; a job never seen to step is judged
-    by the scheduler's clock only ``before_watch``."""
+def step_quiet_text(job: JobStatus, quiet: float, now: float,
+                    delta: tuple[int, float | None] | None) -> str:
+    """``no step for 95 s (step 13 at 14:06:57); hung if none by 14:11:57``: when it turns
+    into a hang, as a clock time ("hung if still so at 5m00s" read as a time of day: a drill)."""
+    return (f"{not_stepping_text(job, quiet, now)}; hung if none by "
+            f"{_utc(now - quiet + hang_window_s(job, delta))}")
+
+
+def _standing_still(job: JobStatus, state: FleetState, now: float,
+                    floor: float) -> float | None:
+    """``not_stepping`` with the window's floor ``floor``."""
     if (job.state.value != "R" or job_reason(job) or state.sightless(now)
             or scheduler_down(state)):  # its jobs' figures are its last word: said so
         return None
@@ -493,7 +500,7 @@ def _standing_still(job: JobStatus, state: FleetState, now: float, floor: float,
     if seen is None:
         return None
     if seen[1] is None:
-        return _stopped_before_watch(job, state) if before_watch else None
+        return _stopped_before_watch(job, state, floor)
     last = seen[1]
     since = last
     blind = state.blind
@@ -532,7 +539,8 @@ def hung_when_it_ended(state: FleetState, job_id: str, at: float) -> bool:
     return at - stepped > hang_window_s(run, delta)
 
 
-def _stopped_before_watch(job: JobStatus, state: FleetState) -> float | None:
+def _stopped_before_watch(job: JobStatus, state: FleetState,
+                          floor: float = JOB_HUNG_S) -> float | None:
     """How long a job this console never saw step has not stepped, by the scheduler's own
     clock: its retained status (stamped when its step last moved: statuses go out on change)
     against the scheduler's newest word (another job's status, its presence every 30 s). A
@@ -548,7 +556,7 @@ def _stopped_before_watch(job: JobStatus, state: FleetState) -> float | None:
     # (the offline simulator's recordings): the next may be a checkpoint interval away. One
     # between checkpoints is a scheduler that reports steps: the hang window is enough.
     at_checkpoint = job.step == job.last_checkpoint_step
-    window = max(JOB_HUNG_S, 5 * step_s,
+    window = max(floor, 5 * step_s,
                  3 * job.checkpoint_every * step_s if at_checkpoint else 0.0)
     return age if age > window else None
 

@@ -22,7 +22,6 @@ from fleetdeck.console.judgements import (
     SickNode,
     SuspectSwitch,
     bad_ports,
-    hang_window_s,
     job_reason,
     leaf_groups,
     leaf_of,
@@ -33,6 +32,7 @@ from fleetdeck.console.judgements import (
     scheduler_down,
     sick_nodes,
     step_quiet,
+    step_quiet_text,
     straggler,
     suspect_switches,
 )
@@ -662,9 +662,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     if quiet is None and job.state.value == "R":
         standing = step_quiet(job, state, now)
         if standing is not None:
-            window = hang_window_s(job, state.job_step_delta.get(job.job_id))
-            still = (f"{not_stepping_text(job, standing, now)}; hung if still so at "
-                     f"{fmt_duration(window)}")
+            still = step_quiet_text(job, standing, now, state.job_step_delta.get(job.job_id))
     if quiet is not None:
         # Before a straggler (it only slows the job), after a node that stops it (the cause).
         stalled = not_stepping_text(job, quiet, now)

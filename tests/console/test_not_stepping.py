@@ -4,6 +4,8 @@ says it on the job (jobs view, overview, ``status --json``'s ``not_stepping_s``)
 incident, once its step has not advanced for longer than a checkpoint save takes
 (``JOB_HUNG_S``) or than its scheduler's reports are apart, while the scheduler is heard."""
 
+import re
+
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import JOB_HUNG_S, not_stepping
@@ -348,7 +350,10 @@ def test_a_step_standing_still_is_said_before_the_job_is_hung():
     assert quiet is not None and 85 <= quiet <= 95
     row = job_row(job, state, now)
     assert row.quiet.startswith("no step for ")
-    assert row.quiet.endswith("; hung if still so at 5m00s"), row.quiet
+    assert re.search(r"\(step \d+ at (\d\d:\d\d:\d\d)\); hung if none by (\d\d:\d\d:\d\d)$",
+                     row.quiet), row.quiet
+    at, by = re.findall(r"\d\d:\d\d:\d\d", row.quiet)
+    assert _seconds(by) - _seconds(at) == 300  # the hang window, from its last step
     assert not row.stalled and not row.held_up and not row.sick
     summary = fleet_summary(state, now)
     (j,) = [j for j in summary["jobs"] if j["job_id"] == "41"]
@@ -361,3 +366,29 @@ def test_a_step_standing_still_is_said_before_the_job_is_hung():
     # A job that steps says nothing.
     (other,) = [j for j in fleet_summary(state, now)["jobs"] if j["job_id"] == "42"]
     assert other["step_quiet_s"] is None
+
+
+def _seconds(hms: str) -> int:
+    h, m, sec = map(int, hms.split(":"))
+    return h * 3600 + m * 60 + sec
+
+
+def test_a_one_shot_status_says_a_quiet_step_by_the_schedulers_clock():
+    """`status --json` never gave step_quiet_s: a one-shot watch never sees the job step (a
+    drill). As for the hang, its retained status against the scheduler's newest word says it."""
+    from fleetdeck.console.judgements import step_quiet
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    SynthFleet(8, clock).birth(session.ingest)
+    clock.advance(1.0)
+    # Retained, as a one-shot status gets them: 41 last stepped 90 s before 42's status.
+    publish_job(session.ingest, job_status("41", NODES, clock, step=13).model_copy(
+        update={"ts": int((clock() - 90) * 1000)}), clock)
+    publish_job(session.ingest, job_status("42", ["gpu0005"], clock, step=100), clock)
+    session.tick()
+    state = session.state
+    quiet = step_quiet(state.jobs["41"], state, clock())
+    assert quiet is not None and 89 <= quiet <= 91
+    assert step_quiet(state.jobs["42"], state, clock()) is None
+    assert not_stepping(state.jobs["41"], state, clock()) is None
