@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
@@ -26,7 +27,13 @@ from fleetdeck.paths import state_base
 from fleetdeck.timespan import span_s
 
 EVENTS_NARROW = 110
-"""Below this many columns ``events`` gives each message a line of its own."""
+"""Below this many columns ``events`` and ``report`` give each message a line of its own."""
+
+
+def print_narrow(console: Console, head: Iterable[str], message: str) -> None:
+    """One row on a narrow terminal: its short fields on a line, its message under them."""
+    console.print(escape("  ".join(x for x in head if x)), highlight=False)
+    console.print(f"    {escape(message)}", highlight=False)
 PIPE_WIDTH = 100_000
 """Line width when stdout is not a terminal: wide enough that no table row ever wraps."""
 
@@ -250,10 +257,8 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
         # message into a 13-character column, 5-8 lines tall (a newcomer's run): each event
         # is its heading line, then its message on a line of its own.
         for r in rows:
-            head = "  ".join(x for x in (iso(r["ts"]), r["node"], r["kind"], r["severity"],
-                                         r["component"]) if x)
-            console.print(escape(head), highlight=False)
-            console.print(f"    {escape(r['message'])}", highlight=False)
+            print_narrow(console, (iso(r["ts"]), r["node"], r["kind"], r["severity"],
+                                   r["component"]), r["message"])
         return 0
     table = Table(box=None, pad_edge=False)
     table.add_column("TIMESTAMP", no_wrap=True)

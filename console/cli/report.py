@@ -17,6 +17,7 @@ from fleetdeck.console.cli.history import (
     _open,
     nothing_found,
     parse_since,
+    print_narrow,
     table_console,
 )
 from fleetdeck.console.interruptions import CAUSES, report
@@ -59,12 +60,10 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
         # tall in a 13-character column (a newcomer's run).
         console.print("interruptions", highlight=False)
         for r in rows[-20:]:
-            head = "  ".join(x for x in (iso(r["ts"]), f"job {r['job_id']}", r["cause"],
-                                         compress(r["nodes"]) if r["nodes"] else "",
-                                         f"{r['gpus']} GPUs", f"{r['lost_gpu_hours']:.2f} GPU-h")
-                             if x)
-            console.print(escape(head), highlight=False)
-            console.print(f"    {escape(r['detail'])}", highlight=False)
+            print_narrow(console, (iso(r["ts"]), f"job {r['job_id']}", r["cause"],
+                                   compress(r["nodes"]) if r["nodes"] else "",
+                                   f"{r['gpus']} GPUs", f"{r['lost_gpu_hours']:.2f} GPU-h"),
+                         r["detail"])
     elif rows:
         last = Table(box=None, pad_edge=False, title="interruptions", title_justify="left")
         last.add_column("WHEN", no_wrap=True)

@@ -103,9 +103,7 @@ def _style(r: ClusterRow) -> str:
     v = r.by_verdict
     if v.get("failed", 0) or v.get("offline", 0):
         return "failed"
-    if r.unheard:
-        return "degraded"
-    if r.attention:
+    if r.unheard or r.attention:
         return "degraded"
     if r.connection and r.connection != "connected":
         return "offline"
