@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fleetdeck.agents.sim.node import N_PORTS, SimNode
-from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, TERMINAL, Scheduler
+from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, TERMINAL, Scheduler, SimJob
 from fleetdeck.agents.sim.spec import NODE_LESS, Action, SpecError, xid_codes
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
 from fleetdeck.protocol.messages import DrainMode, DrainState, Severity
@@ -160,13 +160,21 @@ class SimWorld:
             # Checked before `inject` answers, not only when it runs: "injected: job_hang
             # job=4101" was said of a job that had failed, and nothing happened (a newcomer's
             # run).
-            job = self.scheduler.find(str(action.get("job")))
-            if job is not None and action.kind == "job_hang" and not job.running:
-                raise SpecError(f"job {job.job_id} is {job.state.value}, not running")
-            if job is not None and action.kind == "cancel" and job.state in TERMINAL:
-                raise SpecError(f"job {job.job_id} is {job.state.value} already, not running "
-                                "or pending")
+            self._job_for(action)
         return action.describe()
+
+    def _job_for(self, action: Action) -> SimJob:
+        """The job ``job_hang`` or ``cancel`` acts on; :class:`SpecError` when it cannot take
+        it: a hang of a job not running, a cancel of one that ended ("injected" of such a job
+        read as done: an SRE drill)."""
+        job = self.scheduler.find(str(action.get("job")))
+        assert job is not None  # _targets checked it
+        if action.kind == "job_hang" and not job.running:
+            raise SpecError(f"job {job.job_id} is {job.state.value}, not running")
+        if action.kind == "cancel" and job.state in TERMINAL:
+            raise SpecError(f"job {job.job_id} is {job.state.value} already, not running or "
+                            "pending")
+        return job
 
     def node_drain(self, node: SimNode, state: DrainState, mode: DrainMode) -> None:
         """A node's agent drained or resumed it: now, or through ``relay`` when set."""
@@ -237,20 +245,11 @@ class SimWorld:
                 step_time_s=float(a.get("step_time")), requeue=bool(a.get("requeue")), t=t)
             return f"submitted job {job.job_id} {job.name} ({job.nodes_wanted} nodes)"
         if kind == "cancel":
-            victim = self.scheduler.find(str(a.get("job")))
-            assert victim is not None  # _targets checked it
-            if victim.state in TERMINAL:
-                # Said, as job_hang says a job that is not running: "injected" of a job that
-                # had ended already read as done (an SRE drill).
-                raise SpecError(f"job {victim.job_id} is {victim.state.value} already, not "
-                                "running or pending")
+            victim = self._job_for(a)
             self.scheduler.cancel(victim, t)
             return f"cancelled job {victim.job_id}"
         if kind == "job_hang":
-            hung = self.scheduler.find(str(a.get("job")))
-            assert hung is not None  # _targets checked it
-            if not hung.running:
-                raise SpecError(f"job {hung.job_id} is {hung.state.value}, not running")
+            hung = self._job_for(a)
             duration = a.get("duration")
             self.scheduler.hang(hung, t, None if duration is None else float(duration))
             return (f"job {hung.job_id} hung at step {hung.step}"
