@@ -12,6 +12,8 @@ from enum import StrEnum
 from functools import reduce
 from operator import or_
 
+import msgspec
+
 from fleetdeck.protocol import ib_counters, wire2, xids
 from fleetdeck.protocol.fast import Birth, GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import XIDS_WINDOW_S
@@ -148,9 +150,13 @@ def combine(findings: list[Finding]) -> Verdict:
 
 # --- counter history --------------------------------------------------------------------------
 
+# The per-port and per-GPU histories are msgspec Structs with ``gc=False``: 16,384 nodes hold
+# ~400,000 of them, and as tracked objects they were a third of what the console's periodic
+# full collection walks (docs/performance.md, "Frozen garbage: the GC sweep"). They hold only
+# numbers, strings, tuples and deques of those, so they can be in no reference cycle.
 
-@dataclass(slots=True)
-class Window:
+
+class Window(msgspec.Struct, gc=False):
     """Sum of counter increments over a sliding time window.
 
     ``items`` exists only while the window holds increments: an empty deque is ~600 B, and
@@ -195,8 +201,7 @@ def _saturated(counters: tuple[int | None, ...]) -> tuple[str, ...]:
                                                   strict=True) if value == top)
 
 
-@dataclass(slots=True)
-class PortHistory:
+class PortHistory(msgspec.Struct, gc=False):
     last_fatal_ms: dict[str, int]
     symbol_hour: Window
     ler_minute: Window
@@ -253,8 +258,7 @@ class PortHistory:
         return last is not None or self.episodes is not None
 
 
-@dataclass(slots=True)
-class GpuHistory:
+class GpuHistory(msgspec.Struct, gc=False):
     pcie_minute: Window
     nvlink_err_last_ms: int | None = None
     crc_rate: float = 0.0

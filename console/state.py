@@ -135,6 +135,10 @@ class PortUse:
     is no word on them now (a cluster whose agents died read 512/512 up)."""
 
 
+NOT_DRAINED = DrainInfo()
+"""The drain of a node that is not drained (immutable, shared)."""
+
+
 @dataclass
 class NodeState:
     node_id: str
@@ -146,7 +150,7 @@ class NodeState:
     status_sent: float = 0.0
     """Its latest status's own time (unix s): one sent before a broker restart says the agent
     has not reconnected since (``FleetState.broker_restarted``)."""
-    drain: DrainInfo = field(default_factory=DrainInfo)
+    drain: DrainInfo = NOT_DRAINED
     sample: wire2.Sample | None = None
     """The latest telemetry; read it as ``telemetry`` (a quiet v2 sample's rows are built when
     first read: ``wire2.Pending``)."""
@@ -1426,7 +1430,9 @@ class FleetState:
         st.status_sent = status.ts / 1000
         was = st.drain.state
         if not keep_drain:
-            st.drain = status.drain
+            # Most nodes are not drained: they share one DrainInfo, not a model of three
+            # GC-tracked objects each (docs/performance.md, "Frozen garbage").
+            st.drain = NOT_DRAINED if status.drain == NOT_DRAINED else status.drain
         if (was is not DrainState.NONE and status.drain.state is DrainState.NONE
                 and status.online and not new_session):
             _resumed(st)

@@ -10,8 +10,9 @@
     fleetdeck/v1/<cluster>/collector/<collector>  (a collector's birth and Last Will)
 """
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+import msgspec
 
 from fleetdeck.protocol.ids import is_valid_id
 
@@ -41,8 +42,11 @@ class TopicError(ValueError):
     """A topic that is not part of protocol v1 (or carries an invalid id)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Topic:
+class Topic(msgspec.Struct, frozen=True, gc=False):
+    """A parsed topic. A console holds three per node (``Ingest``'s cache): a ``gc=False``
+    Struct, so they are nothing for the periodic full collection to walk (docs/performance.md,
+    "Frozen garbage")."""
+
     cluster: str
     kind: Kind
     subject: str = ""

@@ -101,11 +101,18 @@ def _column_types(cls: type[msgspec.Struct]) -> list[tuple[str, Any, Any]]:
                           for sub in msgspec.structs.fields(_NESTED[f.name])})
         else:
             types[f.name] = f.type
-    # Attribute names cannot hold a dot; the wire name is given by ``name=``.
+    # Attribute names cannot hold a dot; the wire name is given by ``name=``. Columns decode
+    # as tuples: a tuple of numbers, strings or ``gc=False`` Structs leaves the GC's view at
+    # its first collection, a list never does. A held keyframe per node was ~40 tracked
+    # lists, most of what the console's periodic full collection walked at 16,384 nodes
+    # (docs/performance.md, "Frozen garbage"). A cell keeps its type (``xids`` a list), so
+    # a v2 sample equals the v1 sample it stands for.
     return [(wire.replace(".", "__"),
-             Annotated[list[t], msgspec.Meta(max_length=MAX_ROWS)] | UnsetType,  # type: ignore[valid-type]
+             Annotated[tuple[t, ...],  # type: ignore[valid-type]
+                       msgspec.Meta(max_length=MAX_ROWS)] | UnsetType,
              msgspec.field(default=UNSET, name=wire))
             for wire, t in types.items()]
+
 
 
 GPU_COLUMNS = _columns_of(fast.GpuSample)
@@ -253,14 +260,16 @@ def _checked(cols: msgspec.Struct | UnsetType, spec: tuple[Column, ...]) -> tupl
     return present, len(present[0][1]) if present else 0
 
 
-@dataclass(slots=True)
-class _Table:
+class _Table(msgspec.Struct, gc=False):
     """One keyframe's rows as columns, ready for positional construction: ``top`` per field of
-    the row Struct (nested ones as columns of Structs), ``nested`` per field of those."""
+    the row Struct (nested ones as columns of Structs), ``nested`` per field of those.
+
+    Held per node until its next keyframe, so it is no object the GC tracks: a ``gc=False``
+    Struct of tuples (docs/performance.md, "Frozen garbage")."""
 
     n: int
-    top: list[Sequence[Any]]
-    nested: dict[int, list[Sequence[Any]]]
+    top: tuple[Sequence[Any], ...]
+    nested: dict[int, tuple[Sequence[Any], ...]]
 
 
 _NESTED_AT: dict[type[Any], dict[int, type[msgspec.Struct]]] = {
@@ -284,13 +293,13 @@ def _empty(cls: type[msgspec.Struct], n: int) -> _Table:
 
 def _defaults(cls: type[msgspec.Struct], n: int) -> _Table:
     top: list[Sequence[Any]] = []
-    nested: dict[int, list[Sequence[Any]]] = {}
+    nested: dict[int, tuple[Sequence[Any], ...]] = {}
     for i, f in enumerate(msgspec.structs.fields(cls)):
         default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
         top.append((default,) * n)
         if f.name in _NESTED:
-            nested[i] = [(sf.default,) * n for sf in msgspec.structs.fields(_NESTED[f.name])]
-    return _Table(n, top, nested)
+            nested[i] = tuple((sf.default,) * n for sf in msgspec.structs.fields(_NESTED[f.name]))
+    return _Table(n, tuple(top), nested)
 
 
 _SHAREABLE = frozenset({int, float, str, bool, type(None), fast.Ecc, fast.RowRemap, fast.NvLink})
@@ -340,7 +349,7 @@ def _merge(cls: type[Any], base: _Table,
     builds no argument tuple in Python (~25 % less than a comprehension over ``zip``). The
     columns all hold ``base.n`` values (checked by :func:`decode`). No validation: the columns
     were decoded strictly and the rows are made from nothing else."""
-    top = base.top.copy()
+    top = list(base.top)
     changed: dict[int, list[Sequence[Any]]] | None = None
     for c, v in present:
         if c.sub is None:
@@ -349,15 +358,15 @@ def _merge(cls: type[Any], base: _Table,
             if changed is None:
                 changed = {}
             if c.top not in changed:
-                changed[c.top] = base.nested[c.top].copy()
+                changed[c.top] = list(base.nested[c.top])
             changed[c.top][c.sub] = v
     nested = base.nested
     if changed is not None:
         makers = _NESTED_AT[cls]
         for ti, cols in changed.items():
             top[ti] = _share(list(map(makers[ti], *cols)))
-        nested = {**base.nested, **changed}
-    return list(map(cls, *top)), _Table(base.n, top, nested)
+        nested = {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}}
+    return list(map(cls, *top)), _Table(base.n, tuple(top), nested)
 
 
 Basis = tuple[int, int, bool]
@@ -367,8 +376,7 @@ are both quiet hold equal values in every other column: a caller whose rules rea
 need not run them again (docs/protocol.md)."""
 
 
-@dataclass(slots=True)
-class _Held:
+class _Held(msgspec.Struct, gc=False):
     bd_seq: int
     kf: int
     tel: fast.Telemetry
@@ -590,9 +598,10 @@ class Reassembler:
             h = self._held.get(msg.node)
             if h is None or (msg.bdSeq, msg.seq) >= (h.bd_seq, h.kf):
                 # Rows are kept as columns only (they share their values with the sample):
-                # 16,384 held keyframes must not double the fleet's memory.
+                # 16,384 held keyframes must not double the fleet's memory. No rows is ``()``,
+                # not two empty lists per node for the GC to walk.
                 self._held[msg.node] = _Held(msg.bdSeq, msg.seq,
-                                             replace(tel, gpus=[], ib_ports=[]), gtab, ptab)
+                                             replace(tel, gpus=(), ib_ports=()), gtab, ptab)
             self.basis = (msg.bdSeq, msg.seq, True)
             return tel
         h = self._held.get(msg.node)
