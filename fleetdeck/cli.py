@@ -443,9 +443,9 @@ def build_parser() -> Parser:
     _add_broker(p)
     p.add_argument("fault", metavar="FAULT",
                    help="ib_flap, link_down, symbol_storm, leaf_switch, xid (any code: "
-                   "gpu=2 code=119 then=45), xid79, ecc_dbe, thermal, nvlink, pcie_replay, "
-                   "agent_death, node_death, repair, agent_restart, submit, cancel, job_hang "
-                   "(job=41 [duration=5m])")
+                   "gpu=2 code=119 then=45; code=154 action=2), xid79, ecc_dbe, thermal, "
+                   "nvlink, pcie_replay, agent_death, node_death, repair, agent_restart, "
+                   "submit, cancel, job_hang (job=41 [duration=5m])")
     p.add_argument("params", nargs="*", metavar="KEY=VALUE",
                    help="e.g. node=gpu0012 port=3 count=5 (docs/scenarios.md)")
     p.add_argument("--wait", type=_positive(float, "--wait"), default=5.0, metavar="SECONDS",

@@ -156,6 +156,10 @@ XID_KINDS: dict[int, XidKind] = {
 }
 """Codes not listed here are logged with no effect on work or state."""
 
+_RECOVERY_LOGGED = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required",
+                    3: "Drain P2P", 4: "Drain and Reset"}
+"""How the driver names each recovery action in an XID 154 line."""
+
 DRAIN_XIDS = xids.DRAIN
 """The console's G2 codes (fleetdeck/protocol/xids.py): the scheduler's node health check
 refuses a node with one of them in the last 2 h."""
@@ -266,6 +270,8 @@ class GpuState:
     xids_wire: list[XidSeen] = field(default_factory=list)
     """The ``xids`` telemetry list, rebuilt only when ``xids`` changes."""
     xids_dirty: bool = False
+    recovery_action: int | None = None
+    """The GPU recovery action its latest XID 154 stated (``xids.RECOVERY_ACTIONS``)."""
     crash: tuple[str, str] | None = None
     """(job id, why): an XID killed the rank of that job on this GPU; the scheduler fails it."""
     cooling_fault_c: float | None = None
@@ -505,6 +511,9 @@ class SimNode:
                                if c in DRAIN_XIDS and t - when < XIDS_WINDOW_S)
                 if fatal:
                     out.append(f"gpu{g.index} XID {', '.join(map(str, fatal))}")
+                if (g.recovery_action in xids.RECOVERY_DRAIN and xids.RECOVERY in g.xids
+                      and t - g.xids[xids.RECOVERY][1] < XIDS_WINDOW_S):
+                    out.append(f"gpu{g.index} {xids.RECOVERY_ACTIONS[g.recovery_action]}")
         for p in self.ports:
             if not p.up_at(t):
                 out.append(f"{p.dev} down")
@@ -542,10 +551,18 @@ class SimNode:
         kind = XID_KINDS.get(code)
         severity = (Severity.ERROR if code in DRAIN_XIDS
                     else Severity.WARN if code in WARN_XIDS else Severity.INFO)
+        text = kind.text if kind is not None else "error"
+        if code == xids.RECOVERY and g.recovery_action is not None:
+            # As R555+ drivers log it, and the real agent reads it (agents/real/kernel_log.py).
+            severity = (Severity.ERROR if g.recovery_action in xids.RECOVERY_DRAIN
+                        else Severity.WARN if g.recovery_action in xids.RECOVERY_WARN
+                        else Severity.INFO)
+            text = (f"GPU recovery action changed from 0x0 (None) to 0x{g.recovery_action:x} "
+                    f"({_RECOVERY_LOGGED[g.recovery_action]})")
         self.event(
             "xid",
             f"NVRM: Xid (PCI:0000:{GPU_BUS[g.index][2:]}:00): {code}, pid={pid}, "
-            f"name=python, {kind.text if kind is not None else 'error'}",
+            f"name=python, {text}",
             severity, f"gpu{g.index}", wall_ms, xid=code, gpu=g.index,
         )
 
@@ -558,14 +575,17 @@ class SimNode:
         if g.xids_dirty:
             g.xids_dirty = False
             newest = sorted((ms, c) for c, (ms, _) in g.xids.items())[-XIDS_MAX:]
-            g.xids_wire = [_xid_seen(code=c, ts=ms) for ms, c in newest]
+            g.xids_wire = [_xid_seen(code=c, ts=ms) if c != xids.RECOVERY
+                           else _xid_seen(code=c, ts=ms, action=g.recovery_action)
+                           for ms, c in newest]
         return g.xids_wire
 
-    def xid(self, gpu: int, codes: list[int], t: float, wall_ms: int) -> list[str]:
+    def xid(self, gpu: int, codes: list[int], t: float, wall_ms: int,
+            recovery_action: int | None = None) -> list[str]:
         """XIDs ``codes`` on GPU ``gpu``, in that order (1 ms apart), each with what it does
         (``XID_KINDS``): the rank there dies (``app``, ``fatal``), the GPU falls off the bus
-        (79), a DBE is counted (48), a row remap is pending (63) or failed (64). Returns one
-        phrase per code for the sim log."""
+        (79), a DBE is counted (48), a row remap is pending (63) or failed (64), an XID 154
+        states ``recovery_action``. Returns one phrase per code for the sim log."""
         g = self.gpus[gpu]
         b = self.binding
         out: list[str] = []
@@ -575,6 +595,8 @@ class SimNode:
             if not g.present:
                 out.append(f"{code} (gpu gone)")
                 continue
+            if code == xids.RECOVERY:
+                g.recovery_action = recovery_action
             self._xid(g, code, t, wall_ms + i)
             effect = kind.effect if kind is not None else "none"
             unc |= code in UNCORRECTABLE_XIDS
@@ -594,6 +616,8 @@ class SimNode:
             if effect == "bus":
                 g.present = False
                 out.append(f"{code} (fell off the bus)")
+            elif code == xids.RECOVERY and recovery_action is not None:
+                out.append(f"{code} ({xids.RECOVERY_ACTIONS[recovery_action]})")
             elif effect in ("app", "fatal") and kind is not None:
                 running = b is not None and b.job.running
                 if b is not None and running and g.crash is None:
@@ -699,7 +723,9 @@ class SimNode:
     def repair(self, t: float, wall_ms: int) -> None:
         """Field service + reboot: parts replaced, links reseated, volatile counters cleared."""
         rebooted = not self.up or any(not g.present or g.dbe_vol or g.remap_pending
-                                      or g.remap_failure or g.nvlink_down for g in self.gpus)
+                                      or g.remap_failure or g.nvlink_down
+                                      or g.recovery_action in xids.RECOVERY_DRAIN
+                                      for g in self.gpus)
         for g in self.gpus:
             g.present = True
             g.dbe_vol = 0
@@ -708,7 +734,7 @@ class SimNode:
             g.cooling_fault_c = None
             g.pcie_replay_per_min = 0.0
             g.throttling = False
-            g.xid_last = g.xid_last_ts = g.crash = None
+            g.xid_last = g.xid_last_ts = g.crash = g.recovery_action = None
             g.xids.clear()
             g.xids_dirty = True
             if rebooted:

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetdeck.protocol import xids
+
 Value = bool | int | float | str
 
 
@@ -77,7 +79,8 @@ KINDS: dict[str, dict[str, Param]] = {
     # GPU (§8.4-8.7, 8.9)
     "xid79": {**_TARGET, "gpu": _GPU},
     "xid": {**_TARGET, "gpu": _GPU, "code": Param("int", required=True, lo=1, hi=MAX_XID),
-            "then": Param("codes", None)},
+            "then": Param("codes", None),
+            "action": Param("int", None, lo=0, hi=max(xids.RECOVERY_ACTIONS))},
     "ecc_dbe": {**_TARGET, "gpu": _GPU, "remap_failure": Param("bool", False)},
     "thermal": {**_TARGET, "gpu": _GPU, "temp": Param("float", 91.0, lo=70, hi=105),
                 "clock_mhz": Param("float", 1500.0, lo=300, hi=1980), "duration": _UNTIL},
@@ -194,6 +197,20 @@ def xid_codes(action: Action) -> list[int]:
     return [int(action.get("code")), *(int(c) for c in str(then).split(",") if then)]
 
 
+RECOVERY_DEFAULT = 2
+"""The recovery action an injected XID 154 states when none is given: node reboot required,
+what the driver asks for after most uncontained errors (docs/scenarios.md)."""
+
+
+def xid_recovery_action(action: Action) -> int | None:
+    """The recovery action an ``xid`` action's XID 154 states (``action=``, else
+    ``RECOVERY_DEFAULT``), or None when it logs no XID 154."""
+    if xids.RECOVERY not in xid_codes(action):
+        return None
+    given = action.get("action")
+    return RECOVERY_DEFAULT if given is None else int(given)
+
+
 def parse_action(entry: dict[str, object], *, default_at: float | None = None) -> Action:
     """Validate one ``{"at": …, "fault": kind, …}`` mapping into an :class:`Action`."""
     data = dict(entry)
@@ -216,6 +233,10 @@ def parse_action(entry: dict[str, object], *, default_at: float | None = None) -
         if raw is None and p.required:
             raise SpecError(f"{kind}: '{name}' is required")
         params[name] = _coerce(name, p, raw, kind)
+    if kind == "xid" and params.get("action") is not None and xids.RECOVERY not in xid_codes(
+            Action(at, kind, params)):
+        raise SpecError(f"xid: action is the recovery action an XID {xids.RECOVERY} states "
+                        f"(give code={xids.RECOVERY} or then={xids.RECOVERY})")
     if kind not in NODE_LESS:
         has_node = params.get("node") is not None or params.get("job") is not None
         if kind in LEAF_OR_NODE:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 
 from fleetdeck.agents.sim.node import N_PORTS, SimNode
 from fleetdeck.agents.sim.scheduler import DEFAULT_HANG_TIMEOUT_S, TERMINAL, Scheduler, SimJob
-from fleetdeck.agents.sim.spec import NODE_LESS, Action, SpecError, xid_codes
+from fleetdeck.agents.sim.spec import (
+    NODE_LESS,
+    Action,
+    SpecError,
+    xid_codes,
+    xid_recovery_action,
+)
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
 from fleetdeck.protocol.messages import DrainMode, DrainState, Severity
 
@@ -279,7 +285,7 @@ class SimWorld:
             node.xid79(gpu, t, wall)
             return f"{what} gpu{gpu}"
         if kind == "xid":
-            done = node.xid(gpu, xid_codes(a), t, wall)
+            done = node.xid(gpu, xid_codes(a), t, wall, xid_recovery_action(a))
             return f"{what} gpu{gpu}: XID {', then '.join(done)}"
         if kind == "ecc_dbe":
             node.ecc_dbe(gpu, bool(a.get("remap_failure")), t, wall)

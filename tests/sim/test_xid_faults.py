@@ -149,6 +149,53 @@ def test_xid48_counts_a_dbe_and_crashes_the_rank():
     assert h.job("train").state.value == "F" and "Xid 48" in h.job("train").reason
 
 
+def xid154_run(action: int | None, then: str = "154") -> Harness:
+    params: dict[str, object] = {"node": "gpu0002", "gpu": 3, "code": 95, "then": then}
+    if action is not None:
+        params["action"] = action
+    h = Harness(actions=[TRAIN, act("xid", 12, **params)])
+    h.run(14)
+    return h
+
+
+@pytest.mark.parametrize(("action", "verdict", "words"), [
+    (None, Verdict.FAILED, "node reboot required"),  # the default: what drivers mostly ask
+    (2, Verdict.FAILED, "node reboot required"),
+    (4, Verdict.FAILED, "drain and reset"),
+    (1, Verdict.FAILED, "GPU reset required"),  # failed by the XID 95 before it
+])
+def test_xid154_states_its_recovery_action_in_the_log_and_the_sample(action, verdict, words):
+    h = xid154_run(action)
+    assert codes_logged(h, "gpu0002") == [95, 154]
+    said = action if action is not None else 2
+    [line] = [e.message for e in h.events["gpu0002"] if e.data.get("xid") == 154]
+    assert f"to 0x{said:x} (" in line  # as the real agent's log reader reads it
+    [seen] = [x for x in h.last["gpu0002"].gpus[3].xids if x.code == 154]
+    assert seen.action == said
+    assert h.verdict("gpu0002") is verdict
+    if said in (2, 4):
+        assert any(f.rule == "G2" and "154" in f.text for f in h.findings["gpu0002"])
+        assert f"gpu3 {words}" in h.node("gpu0002").fatal_reasons(h.world.t)
+
+
+def test_xid154_alone_judged_by_its_action():
+    h = Harness(actions=[TRAIN, act("xid", 12, node="gpu0002", gpu=3, code=154, action=1)])
+    h.run(14)
+    assert h.verdict("gpu0002") is Verdict.DEGRADED and h.rules("gpu0002") == {"G3"}
+    assert h.job("train").state.value == "R"  # the XID itself kills nothing
+    assert h.node("gpu0002").fatal_reasons(h.world.t) == []
+    h.world.apply(act("repair", node="gpu0002"), h.world.t)
+    h.run(2)
+    assert h.verdict("gpu0002") is Verdict.OK and h.last["gpu0002"].gpus[3].xids == []
+
+
+def test_an_action_needs_an_xid154():
+    with pytest.raises(SpecError, match="code=154 or then=154"):
+        parse_action({"fault": "xid", "at": 0, "node": "gpu0001", "code": 95, "action": 2})
+    with pytest.raises(SpecError, match=r"action must be in \[0, 4\]"):
+        parse_action({"fault": "xid", "at": 0, "node": "gpu0001", "code": 154, "action": 5})
+
+
 def test_xid_on_an_idle_node_only_logs():
     h = Harness(actions=[act("xid", 2, node="gpu0009", gpu=0, code=13)])
     h.run(4)
