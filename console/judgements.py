@@ -484,10 +484,13 @@ def step_quiet(job: JobStatus, state: FleetState, now: float) -> float | None:
 
 def step_quiet_text(job: JobStatus, quiet: float, now: float,
                     delta: tuple[int, float | None] | None) -> str:
-    """``no step for 95 s (step 13 at 14:06:57); hung if none by 14:11:57``: when it turns
-    into a hang, as a clock time ("hung if still so at 5m00s" read as a time of day: a drill)."""
-    return (f"{not_stepping_text(job, quiet, now)}; hung if none by "
-            f"{_utc(now - quiet + hang_window_s(job, delta))}")
+    """``no step for 95 s; hung if none by 14:11:57 (step 13 at 14:06:57)``: when it turns
+    into a hang, as a clock time ("hung if still so at 5m00s" read as a time of day: a drill).
+    The step last: the jobs view's STEP column has it, and its HELD UP column cut this line at
+    160 columns before the time of the hang (a review)."""
+    return (f"no step for {quiet:.0f} s; hung if none by "
+            f"{_utc(now - quiet + hang_window_s(job, delta))} "
+            f"(step {job.step} at {_utc(now - quiet)})")
 
 
 def _standing_still(job: JobStatus, state: FleetState, now: float,

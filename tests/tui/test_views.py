@@ -604,3 +604,31 @@ async def test_the_detail_timeline_names_the_consoles_lines_by_their_kind(world)
         await pilot.pause()
         line = next(ln for ln in text_of(world.app).splitlines() if "job 41 interrupted" in ln)
         assert f"{INTERRUPTION} " in line and "command" not in line, line
+
+
+async def test_a_quiet_jobs_line_keeps_the_time_it_turns_hung_at_160_columns():
+    """A job whose step stood still for a minute says when it will be called hung: the jobs
+    view's HELD UP column cut that time off at 160 columns (the step it stopped at, which the
+    STEP column shows, now comes last)."""
+    import re
+
+    from tests.tui.conftest import World
+    from tests.tui.fleet import job_status, publish_job
+
+    w = World()
+    w.fleet.birth(w.ingest)
+    for t in range(100):
+        if t <= 20:
+            publish_job(w.ingest, job_status("41", w.fleet.names[:4], w.clock, step=100 + t),
+                        w.clock)
+        publish_job(w.ingest, job_status("42", ["gpu0005"], w.clock, step=100 + t), w.clock)
+        w.fleet.telemetry(w.ingest)
+        w.tick(1.0)
+    async with w.app.run_test(size=(160, 48)) as pilot:
+        w.tick()
+        await pilot.press("3")
+        w.tick()
+        await pilot_until(pilot, lambda: isinstance(w.app.screen, JobsScreen), "jobs view")
+        await pilot.pause()
+        row = next(x for x in text_of(w.app).splitlines() if x.lstrip().startswith("41 "))
+        assert re.search(r"no step for \d+ s; hung if none by \d\d:\d\d:\d\d", row), row
