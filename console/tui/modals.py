@@ -2,7 +2,7 @@
 ``:`` command line."""
 
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -10,7 +10,7 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
 from fleetdeck.console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
 from fleetdeck.console.tui.text import esc, plural
@@ -64,10 +64,18 @@ class Modal(ModalScreen[ResultT]):
     longer on top ignores a dismiss; the keys that reach it then are dropped, not passed on,
     since a dialog is there to be read before its next answer."""
 
+    KEYS_FOOTER: ClassVar[bool] = True
+    """A footer of this modal's own keys over the view's: the view's footer showed under a
+    dialog, offering keys that do nothing there (an operator's read)."""
+
     def dismiss(self, result: ResultT | None = None) -> AwaitComplete:
         if not self.is_active:
             return AwaitComplete()
         return super().dismiss(result)
+
+    def on_mount(self) -> None:
+        if self.KEYS_FOOTER:
+            self.mount(Footer(show_command_palette=False))
 
 
 class Box(Input):
@@ -415,6 +423,19 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         Mode: {mode}"""
 
 
+def help_sections(text: str) -> list[tuple[str, str]]:
+    """``HELP``'s sections as (label markup, body markup): a line that starts with ``[b]``
+    starts one, an indented line goes on with its body (a line of its own)."""
+    out: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("[b]") and "[/]" in line:
+            label, _, rest = line.partition("[/]")
+            out.append((f"{label}[/]", [rest.strip()]))
+        elif out:
+            out[-1][1].append(line.strip())
+    return [(label, "\n".join(body)) for label, body in out]
+
+
 class HelpScreen(Modal[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
@@ -438,7 +459,13 @@ class HelpScreen(Modal[None]):
         with Vertical(id="help", classes="dialog"):
             yield Static("[b]fleetdeck keys[/]  (esc to close)", id="dialog-title")
             with VerticalScroll():
-                yield Static(f"{self.extra}\n{text}" if self.extra else text)
+                for label, body in help_sections(f"{self.extra}\n{text}" if self.extra
+                                                 else text):
+                    # A label column of its own: at 80 columns a wrapped line went back to
+                    # the dialog's edge, under the section names (an operator's read).
+                    with Horizontal(classes="help-section"):
+                        yield Static(label, classes="help-label")
+                        yield Static(body, classes="help-body")
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -446,6 +473,7 @@ class HelpScreen(Modal[None]):
 
 class CommandLine(TypeAhead[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    KEYS_FOOTER = False  # a line at the bottom itself, in the footer's place
 
     def compose(self) -> ComposeResult:
         yield Box(placeholder=":nodes :jobs :fabric :events :incidents :overview :node NAME "
