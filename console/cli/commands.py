@@ -137,6 +137,8 @@ class CommandRun:
         self.clock = clock
         self._started = time.monotonic()
         self._connected_at: float | None = None
+        self._lost_at: float | None = None
+        """When the link to the broker was lost (None: up, or never up yet)."""
         self._heard = 0
         """Nodes and jobs heard of: while it grows, unknown targets may still appear."""
         self._heard_changed_at = time.monotonic()
@@ -194,6 +196,7 @@ class CommandRun:
             nonlocal req, deadline
             for tr in report.commands:
                 self.say(f"  {tr.target}: {tr.text}")
+            self._watch_link(sent=req is not None)
             if req is None:
                 found = self._when_settled(make)
                 if found is None:
@@ -295,6 +298,29 @@ class CommandRun:
             self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 
+    @property
+    def _lost_limit_s(self) -> float:
+        """How long a link lost before sending is waited for."""
+        return min(CONNECT_TIMEOUT_S, self.timeout_s)
+
+    def _watch_link(self, *, sent: bool) -> None:
+        """Say when the link to the broker is lost and when it is back: a command that went
+        quiet for a broker outage read as hung (a drill)."""
+        feed = self.session.feed
+        if feed is None or feed.conn.connects == 0:
+            return
+        up = feed.conn.state == "connected"
+        if not up and self._lost_at is None:
+            self._lost_at = time.monotonic()
+            self.say(f"the connection to the broker at {self.url} is lost; "
+                     + ("what was sent stays in effect, waiting for the outcome as it "
+                        "reconnects (--timeout)" if sent else
+                        f"nothing is sent unless it is back within {self._lost_limit_s:g} s"))
+        elif up and self._lost_at is not None:
+            self.say(f"the connection to the broker is back after "
+                     f"{time.monotonic() - self._lost_at:.0f} s")
+            self._lost_at = None
+
     def _when_settled(self, make: Callable[["CommandRun"], T]) -> T | None:
         """``make(self)`` once connected and settled (retained births, statuses and jobs name
         the targets), else None to be asked again next tick; raises ``UserError`` when the
@@ -309,6 +335,14 @@ class CommandRun:
             return None
         if feed.conn.state != "connected":
             self._connected_at = None  # a blip before sending: settle again after it
+            lost = time.monotonic() - (self._lost_at or time.monotonic())
+            if lost > self._lost_limit_s:
+                # It reconnects for ever: the command would be sent whenever the broker came
+                # back, minutes after its operator gave up on it (a drill: --timeout 10, a
+                # drain sent 54 s later).
+                raise UserError(f"the connection to the broker at {self.url} was lost before "
+                                f"the command was sent and did not come back within "
+                                f"{self._lost_limit_s:g} s: nothing was sent")
             return None
         self._connected_at = self._connected_at or time.monotonic()
         if time.monotonic() - self._connected_at < SETTLE_S:
@@ -369,6 +403,7 @@ class CommandRun:
         found: list[BlastRadius] = []
 
         def on_tick(_report: TickReport) -> bool:
+            self._watch_link(sent=False)
             radius_now = self._when_settled(radius)
             if radius_now is None:
                 return False

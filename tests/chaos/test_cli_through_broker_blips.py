@@ -66,3 +66,36 @@ def test_cli_commands_survive_broker_restarts_and_all_end_with_an_outcome(mosqui
         by_request.setdefault(r["request_id"], []).append(r["outcome"])
     assert len(by_request) == len(plan)
     assert all(outcomes == ["requested", "done"] for outcomes in by_request.values()), by_request
+
+
+@pytest.mark.timeout(120)
+def test_a_link_lost_before_sending_gives_up_and_sends_nothing(telling_mosquitto, tmp_path):
+    """The broker dies while a drain still waits for its targets' births: the command used to
+    wait for ever, silent, and sent the drain whenever the broker came back (a drill:
+    ``--timeout 10``, drained 54 s later). Now it says the link is lost and refuses once it
+    stayed lost for 10 s (or --timeout): exit 2, audited as refused, nothing sent."""
+    from tests.conftest import subscribers
+
+    broker = telling_mosquitto
+    audit = tmp_path / "audit.jsonl"
+    # No agent of this cluster: on a broker just started, unknown targets are waited for
+    # (their agents may still be reconnecting), so the command sits before sending.
+    proc = subprocess.Popen(
+        fleetdeck_cmd("drain", "gpu0001", "--reason", "drill", "--broker", str(broker.url),
+                      "--cluster", "nobody", "--audit-log", str(audit), "--timeout", "60"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    until = time.monotonic() + 30
+    while subscribers(broker, "fd-cli-") == 0:
+        assert proc.poll() is None and time.monotonic() < until, "the command subscribed"
+        time.sleep(0.05)
+    broker.kill()
+    lost = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - lost
+    assert proc.returncode == 2, (out, err)
+    assert "connection to the broker" in out and "is lost; nothing is sent unless it is back " \
+        "within 10 s" in out, out
+    assert "did not come back within 10 s: nothing was sent" in err, err
+    assert took < 25, took  # not the 30 s wait for births, nor for ever
+    outcomes = [json.loads(line)["outcome"] for line in audit.read_text().splitlines()]
+    assert outcomes == ["refused"], outcomes
