@@ -882,8 +882,11 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
                                                          or agent_symbols >= h.symbol_hour.total)
     if by_agent:
         seen = watched_text(agent_ms, now_ms, 3600)
-        count = (f"{agent_symbols} symbol errors in {seen} watched" if seen
-                 else f"{agent_symbols} symbol errors/h")
+        # The agent counts what its counter moved: a saturated one stops it too (a fault
+        # audit read "65535 symbol errors" of some 90,000 as exact).
+        least = "≥ " if p.symbol_error == _SYMBOL_ALL_ONES else ""
+        count = (f"{least}{agent_symbols} symbol errors in {seen} watched" if seen
+                 else f"{least}{agent_symbols} symbol errors/h")
         out.append(Finding("N3", Severity.DRAIN, c, f"{count} (> {SYMBOL_ERR_PER_HOUR}/h)"))
     if h is None:
         return out

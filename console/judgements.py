@@ -656,13 +656,19 @@ def _running_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
 
 def _stepping(state: FleetState, st: NodeState, jobs: "list[str] | tuple[()]",
               now: float) -> str:
-    silent_since = st.last_rx if st.last_rx is not None else st.status_ts
+    # A step heard after the node's last sample by more than two of its intervals: all that
+    # a broker hung under SIGSTOP still delivered came within one (its last job status a few
+    # ms after the node's last sample), and every node of the job read "the agent died, not
+    # the node: restart the agent" (a drill). A node heard only from its retained status:
+    # from when that came.
+    silent_since = (st.last_rx + 2 * st.interval_s if st.last_rx is not None
+                    else st.status_ts or 0.0)
     for job_id in jobs:
         seen = state.job_stepped_at.get(job_id)
         job = state.jobs[job_id]
         if seen is None or seen[1] is None:
             continue
-        if seen[1] > (silent_since or 0) and now - seen[1] <= step_window_s(job):
+        if seen[1] > silent_since and now - seen[1] <= step_window_s(job):
             return job_id
     return ""
 
@@ -796,6 +802,16 @@ def _symbols_quiet(h: PortHistory | None, now_ms: int) -> bool:
     return not items or now_ms - items[-1][0] >= quiet_ms
 
 
+def _no_symbols_since(h: PortHistory | None, repaired_s: float, now_ms: int) -> bool:
+    """No symbol error on the port since its agent said it was repaired, judged by a sample
+    after that: a repaired storm read "drain (requeue its jobs)" and held its job up for the
+    ``SYMBOL_QUIET_S`` after the repair (a fault audit)."""
+    if h is None or "symbol_error" in h.saturated or now_ms <= repaired_s * 1000:
+        return False
+    items = h.symbol_hour.items
+    return not items or items[-1][0] < repaired_s * 1000
+
+
 def ports_up(t: Telemetry) -> dict[str, str]:
     """The sample's ports that are up (ACTIVE, LinkUp), by the component name findings use."""
     return {f"{p.dev}:{p.port}": port_key(p) for p in t.ib_ports
@@ -816,6 +832,9 @@ def held_only_since(st: NodeState, rules: frozenset[str] = QUIET_HELD_RULES) -> 
     up = ports_up(t)
     if any(f.component not in up for f in drains):
         return None
+    repairs = [e.ts / 1000 for e in st.events if e.kind == "repair"
+               and e.ts / 1000 >= st.changed_at]
+    repaired = max(repairs) if repairs else None
     for f in drains:
         h = st.history.ports.get(up[f.component])
         if f.rule in ("N2", "N5"):
@@ -828,11 +847,10 @@ def held_only_since(st: NodeState, rules: frozenset[str] = QUIET_HELD_RULES) -> 
             last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
             if last is not None and t.ts - last < HELD_STEADY_S * 1000:
                 return None
-        elif not _symbols_quiet(h, t.ts):
+        elif not (_symbols_quiet(h, t.ts) or (repaired is not None
+                                              and _no_symbols_since(h, repaired, t.ts))):
             return None
-    repairs = [e.ts / 1000 for e in st.events if e.kind == "repair"
-               and e.ts / 1000 >= st.changed_at]
-    return max(repairs) if repairs else 0.0
+    return repaired or 0.0
 
 
 def resume_ends_failure(st: NodeState) -> bool:
@@ -964,7 +982,13 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
                 continue
         elif not (st.behind_switch and not st.behind_recovered):
             continue
-        worst = shown_findings(st)
+        if v in (Verdict.FAILED, Verdict.OFFLINE, Verdict.STALE):
+            worst = shown_findings(st)
+        else:
+            # Held up by its switch, not by a warning of its own: an XID 94 or a PCIe replay
+            # rate was named as what held the job up, the scheduler's reason the switch's
+            # port (a fault audit).
+            worst = sorted(st.all_findings, key=lambda f: (f.rule != "F1", finding_rank(f)))
         finding = str(worst[0]) if worst else v.value
         more = f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""
         out.append((_SICK_RANK.get(v, 4), node, SickNode(node, v.value, finding + more)))
@@ -1222,8 +1246,9 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                          " and free of symbol errors" if symbols else ""))
             done = (f"repaired at {_utc(held)}" if held else quiet) + (
                 f", failed for the hour by {' and '.join(by)}")
-            # Symbol errors that stopped still mark a marginal cable: clean or replace it.
-            check = "clean or replace the cable" if symbols else "check the link"
+            # Symbol errors that stopped still mark a marginal cable: clean or replace it
+            # (unless it was just repaired: "replace the cable" of one replaced, a fault audit).
+            check = "clean or replace the cable" if symbols and not held else "check the link"
             if st.drain.state is DrainState.DRAINED:
                 return f"{done}: {check}, then resume it (a resume ends the hold)"
             if st.drain.state is DrainState.DRAINING:
@@ -1245,8 +1270,18 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
     if "F1" in rules and v == "degraded" and not own_findings(st):
         # Only when the switch explains all of it: an XID 94 of a node behind a recovered
         # switch read "none on the node" (an SRE drill); its own finding's advice follows.
+        # A node out of service needs its resume, not "do not drain": a drained, repaired
+        # node behind a recovered switch was never told to go back (a fault audit).
+        out = st.drain.state in (DrainState.DRAINED, DrainState.DRAINING)
         if st.behind_recovered:
+            if out:
+                return (f"{st.drain.state.value}, nothing found on the node (switch "
+                        f"{st.behind_switch} recovered): resume it once its repair or "
+                        "maintenance is done (its GPUs are out of service)")
             return f"none on the node: switch {st.behind_switch} recovered; do not drain"
+        if out:
+            return (f"check switch {st.behind_switch}; {st.drain.state.value}, nothing found "
+                    "on the node: resume it once the switch is fixed")
         return f"check switch {st.behind_switch}; do not drain"
     if v == "degraded" and st.drain.state in (DrainState.DRAINED, DrainState.DRAINING):
         # Taken out of service for its warnings: "watch; drain when idle" asked for a drain
@@ -1268,8 +1303,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                     f"reset {asks.component}, resume")
         if 94 in codes:
             # NVIDIA: RESTART_APP; reset when convenient (docs/domain.md §4).
-            return ("XID 94 (contained ECC error): its job restarts from its checkpoint; "
-                    "reset the GPU when convenient (drain when idle, reset, resume)")
+            # The application is killed, not requeued: "its job restarts" of a job left
+            # failed (F) for restart-job (a fault audit).
+            return ("XID 94 (contained ECC error): the application on the GPU was killed "
+                    "(restart its job from its checkpoint if it failed); reset the GPU when "
+                    "convenient (drain when idle, reset, resume)")
         if codes == {92}:
             return "watch the single-bit ECC rate; contact support if it keeps rising"
     if v == "degraded" and rules == {"N6"}:

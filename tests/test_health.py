@@ -362,6 +362,11 @@ def test_the_agents_own_windows_judge_what_the_console_did_not_watch():
     _, _, f = rules(FakeNode(), lambda t, i: port(_agent_started(t, 600), 2,
                                                   errors_1h={"symbol_error": 500}))
     assert [x.text for x in f] == ["500 symbol errors in 10 min watched (> 120/h)"]
+    # A saturated counter stops the agent's count too: a floor, not a figure (a fault audit).
+    _, _, f = rules(FakeNode(), lambda t, i: port(_agent_started(t, 600), 2, symbol_error=0xFFFF,
+                                                  errors_1h={"symbol_error": 65535}))
+    n3 = next(x for x in f if x.rule == "N3")
+    assert n3.text == "≥ 65535 symbol errors in 10 min watched (> 120/h)"
     found, verdict, f = rules(FakeNode(), lambda t, i: gpu(hour_old(t), 5, pcie_replay_1m=90))
     assert verdict is Verdict.DEGRADED and [x.text for x in f] == ["PCIe replay 90/min (> 31/min)"]
     # Below the thresholds, and counters no rule reads by the hour: nothing.

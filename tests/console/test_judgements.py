@@ -517,9 +517,11 @@ def test_a_contained_ecc_error_says_restart_the_job_and_reset_when_convenient():
     session = session_with({"gpu0006": xid(4, 94), "gpu0007": xid(2, 92)})
     nodes = session.state.nodes
     assert nodes["gpu0006"].verdict.value == nodes["gpu0007"].verdict.value == "degraded"
+    # The application is killed, not requeued: its job is restarted by an operator if it
+    # failed ("its job restarts" of a job left F: a fault audit).
     assert recommended_action(nodes["gpu0006"]).startswith(
-        "XID 94 (contained ECC error): its job restarts from its checkpoint; reset the GPU "
-        "when convenient")
+        "XID 94 (contained ECC error): the application on the GPU was killed (restart its "
+        "job from its checkpoint if it failed); reset the GPU when convenient")
     assert recommended_action(nodes["gpu0007"]).startswith("watch the single-bit ECC rate")
 
 
@@ -833,6 +835,68 @@ def test_symbol_errors_that_stopped_hold_the_node_but_not_its_job(trickle):
         assert action.startswith("its port has had no symbol error for 5 min, failed for "
                                  "the hour by N3: drain it (finish), clean or replace the "
                                  "cable, then resume it"), action
+
+
+def test_a_repaired_symbol_storm_is_held_for_the_hour_but_not_told_to_requeue():
+    """After a symbol-error storm and its repair the node read "drain (requeue its jobs from
+    their checkpoint), then clean or replace the cable" for SYMBOL_QUIET_S, held its job up
+    though it stepped at full speed, then asked to replace the cable just repaired (a fault
+    audit). Once its agent said it was repaired and a sample after that showed no new
+    error, it is held for the hour only: drain it (finish), check the link, resume."""
+    from fleetdeck.agents.source import EventDraft
+    from fleetdeck.console.judgements import held_only_since, recommended_action
+    from fleetdeck.protocol.topics import Kind
+
+    node, ingest, state, run = one_node()
+    run(3)
+    node.sim.ports[3].bump("symbol_error", 500)
+    run(3)
+    st = state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["N3"]
+    assert held_only_since(st) is None
+    node.feed(ingest, node.agent._event(EventDraft("repair", "node repaired")), Kind.EVENT)
+    run(2)
+    assert st.verdict.value == "failed"  # the hour holds
+    assert held_only_since(st)  # the repair's time: it does its part now
+    action = recommended_action(st)
+    assert action.startswith("repaired at "), action
+    assert "failed for the hour by N3: drain it (finish), check the link, then resume" in action
+    # A storm going on after the repair is not repaired.
+    node.sim.ports[3].bump("symbol_error", 500)
+    run(2)
+    assert held_only_since(st) is None
+
+
+@pytest.mark.parametrize("steps_on", [False, True], ids=["broker-hung", "agent-died"])
+def test_a_job_step_heard_with_the_nodes_last_sample_is_no_sign_the_agent_died(steps_on):
+    """A broker hung under SIGSTOP delivers nothing more: its last job status came a few ms
+    after the node's last sample, and every node of the job read "job 41 still stepping —
+    the agent died, not the node: restart the agent, do not drain" (a drill). A step heard
+    later than that is (the job's other nodes go on while one agent is dead)."""
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(ingest)
+    nodes = ["gpu0001", "gpu0002"]
+    step = 100
+    for _ in range(3):
+        clock.advance(1.0)
+        step += 1
+        fleet.telemetry(ingest, job={n: "41" for n in nodes})
+        clock.advance(0.01)
+        publish_job(ingest, job_status("41", nodes, clock, step=step), clock)
+        session.tick()
+    for _ in range(8):  # gpu0001 silent from here: stale after 3 intervals
+        clock.advance(1.0)
+        if steps_on:
+            step += 1
+            fleet.telemetry(ingest, names=fleet.names[1:], job={"gpu0002": "41"})
+            publish_job(ingest, job_status("41", nodes, clock, step=step), clock)
+        session.tick()
+    st = session.state.nodes["gpu0001"]
+    assert st.stale
+    assert st.job_stepping == ("41" if steps_on else "")
 
 
 def test_a_switch_with_ports_down_and_one_erroring_is_suspect_by_all_three():

@@ -290,3 +290,43 @@ def test_a_switch_outage_interruption_names_the_switch_and_all_its_nodes_in_the_
     behind = {n for n, st in session.state.nodes.items() if st.behind_switch == SWITCH}
     assert len(behind) == 8 and set(it.nodes) == behind, (it.nodes, behind)
     assert f"switch {SWITCH}" in it.detail, it.detail
+
+
+def test_a_drained_node_behind_the_switch_is_told_to_resume_not_left_out(recording):
+    """A node drained for its own fault, repaired, and behind a switch that recovered read
+    "none on the node: … do not drain" while drained: its 8 GPUs stayed out of service with
+    nothing saying to resume it (a fault audit)."""
+    from fleetdeck.console.state import NodeState
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    def drained(at: float) -> tuple[NodeState, str]:
+        state = run_headless(recording, until=at).session.state
+        (sw,) = [s for s in suspect_switches(state) if s.switch == SWITCH]
+        node = state.nodes[sw.nodes[0]]
+        node.drain = DrainInfo(state=DrainState.DRAINED, reason="xid 79")
+        return node, recommended_action(node)
+
+    _, action = drained(DURING)
+    assert action == (f"check switch {SWITCH}; drained, nothing found on the node: resume it "
+                      "once the switch is fixed")
+    _, action = drained(AFTER)
+    assert action.startswith(f"drained, nothing found on the node (switch {SWITCH} "
+                             "recovered): resume it once its repair or maintenance is done")
+
+
+def test_a_job_held_up_by_the_switch_names_the_switch_not_a_nodes_warning(recording):
+    """A node behind a failing switch holds its job up by the switch's port: the jobs view
+    named the node's own warning (a PCIe replay rate, an XID 94) as what held the job up,
+    while the scheduler's reason named the switch's link (a fault audit)."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import sick_nodes
+    from tests.tui.fleet import Clock, job_status
+
+    state = run_headless(recording, until=DURING).session.state
+    (sw,) = [s for s in suspect_switches(state) if s.switch == SWITCH]
+    node = state.nodes[sw.nodes[0]]
+    node.findings = [*node.findings, Finding("G11", Severity.WARN, "gpu4", "PCIe replay 120/min")]
+    clock = Clock()
+    clock.t = state.judged_at
+    (sick,) = sick_nodes(job_status("77", [node.node_id], clock), state)
+    assert sick.finding.startswith("F1 ") and SWITCH in sick.finding, sick.finding
