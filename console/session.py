@@ -43,7 +43,7 @@ from fleetdeck.console.commands import (
     refusal,
 )
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
-from fleetdeck.console.health import VERDICT_SEVERITY
+from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
 from fleetdeck.console.ingest import Batch, Ingest
 from fleetdeck.console.interruptions import (
     INTERRUPTION,
@@ -236,6 +236,13 @@ class _StoreQueue:
 RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
+MALFORMED_SAY_EVERY_S = 600.0
+"""A topic's rejected messages are said in the timeline at most this often (all counted)."""
+MALFORMED_LINES_PER_TICK = 5
+MALFORMED_TOPICS_KEPT = 10_000
+RECALLED_LINES = 2000
+"""Verdict changes (and interruptions) a restarted console puts back in its timeline, the
+newest: as many as the events ``Store.restore`` puts back."""
 REPORT_WINDOW_S = 7 * 86400.0
 """The console's interruption report covers a week, as ``fleetdeck report``'s default."""
 
@@ -286,6 +293,10 @@ class ConsoleSession:
         """Jobs said in the timeline to be hung, with when their step last moved."""
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
+        self._malformed_seen = 0
+        """``MalformedLog.total`` at the last tick (``_log_malformed``)."""
+        self._malformed_said: dict[str, float] = {}
+        """Topic -> when a rejected message on it was last said in the timeline."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
             tracker_kw["ack_timeout_s"] = ack_timeout_s
@@ -373,6 +384,7 @@ class ConsoleSession:
         self.interruptions = InterruptionTracker()
         self._hung = {}
         self._rerun = {}
+        self._malformed_seen, self._malformed_said = 0, {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
         self.log.clear()
         self._last_event = None
@@ -545,9 +557,37 @@ class ConsoleSession:
                 scope.learn(node)
         self.store = store
         self.audit = TeeAudit(self.audit, store)
-        if restored:
-            self._collect_events()
+        said = await self._recalled_lines(store, restored)
+        if restored or said:
+            self._collect_events(said)
         return restored
+
+    async def _recalled_lines(self, store: Store, restored: int) -> list[EventLine]:
+        """The console's own lines of the timeline the store keeps — verdict changes and job
+        interruptions — back into a fresh console's timeline beside the restored events: a
+        restarted console's events view held only the agents' events, and an incident read
+        "no events about its nodes" of a node whose flaps it listed (a drill). From as far
+        back as the restored events reach (or a day, with none)."""
+        now = self.clock()
+        oldest = min((ev.ts / 1000 for ev in self.state.events), default=now - 86_400.0)
+        out: list[EventLine] = []
+        for tr in await store.transitions(oldest, limit=RECALLED_LINES, first_ok=False):
+            if not tr["old"]:
+                continue  # a node's first judgement is not a change (_log_verdicts)
+            try:
+                new = Verdict(tr["new"])
+            except ValueError:
+                continue
+            why = f" ({', '.join(tr['reasons'])})" if tr["reasons"] else ""
+            out.append(EventLine(float(tr["ts"]), tr["node"], "verdict",
+                                 VERDICT_SEVERITY.get(new, "info"),
+                                 f"{tr['old']} -> {new.value}{why}", (tr["node"],)))
+        for it in (await store.interruptions(oldest))[-RECALLED_LINES:]:
+            nodes = tuple(it["nodes"])
+            out.append(EventLine(float(it["ts"]), "console", INTERRUPTION, "warn",
+                                 interruption_text(it["job_id"], it["cause"], nodes,
+                                                   float(it["lost_gpu_hours"])), nodes))
+        return out
 
     async def interruption_report(self, window_s: float = REPORT_WINDOW_S) -> dict[str, object]:
         """Job interruptions by cause, GPU-hours lost and the effective training time ratio
@@ -674,6 +714,7 @@ class ConsoleSession:
             # (or knew only from its store) is another collector's to judge and record.
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         self._log_verdicts(verdicts)
+        self._log_malformed()
         self._log_drains_lost()
         self.interruptions.observe(self.state, now, batch.jobs_passed)
         self._note_hangs(now)
@@ -720,6 +761,34 @@ class ConsoleSession:
                       f"{was.state.value}{why}{by}: unless someone resumed it, its agent kept "
                       "no state (--state-dir), so drain it again if it is not repaired",
                       severity="warn", nodes=(node,), kind="drain")
+
+    def _log_malformed(self) -> None:
+        """A rejected message in the timeline with its topic and why, once per topic every
+        ``MALFORMED_SAY_EVERY_S`` and a few a tick: the header only counted them, and only
+        console.log named the topic (a drill sent 19 kinds; the operator saw "malformed 19")."""
+        bad = self.ingest.malformed
+        new = bad.total - self._malformed_seen
+        self._malformed_seen = bad.total
+        if new <= 0 or not bad.recent:
+            return
+        said = 0
+        for item in list(bad.recent)[-min(new, len(bad.recent)):]:
+            last = self._malformed_said.get(item.topic)
+            if last is not None and item.rx_ts - last < MALFORMED_SAY_EVERY_S:
+                continue
+            if said >= MALFORMED_LINES_PER_TICK:
+                break  # a flood is counted in the header, not spelled out here
+            if len(self._malformed_said) >= MALFORMED_TOPICS_KEPT:
+                self._malformed_said.clear()  # topics come from the network: bounded
+            self._malformed_said[item.topic] = item.rx_ts
+            parts = item.topic.split("/")
+            nodes = (parts[4],) if len(parts) == 6 and parts[3] == "node" else ()
+            detail = item.detail if len(item.detail) <= 160 else item.detail[:159] + "…"
+            self.log.add(EventLine(item.rx_ts, "console", "malformed", "warn",
+                                   f"rejected a message on {item.topic[:200]}: {item.reason}"
+                                   + (f": {detail}" if detail else "")
+                                   + " (counted in the header's malformed)", nodes))
+            said += 1
 
     def _log_verdicts(self, verdicts: list[VerdictChange]) -> None:
         """Verdict changes in the timeline (the events view and each incident's): a node that
@@ -919,11 +988,13 @@ class ConsoleSession:
                 recent.record(node_id, tel)
                 metrics(st)
 
-    def _collect_events(self) -> int:
+    def _collect_events(self, recalled: Sequence[EventLine] = ()) -> int:
+        """The state's new events into the timeline, in time order with ``recalled`` (lines
+        of the console's own the store kept, ``_recalled_lines``)."""
         state = self.state
         events = state.events
         late, state.late_events = state.late_events, []
-        if (not events or events[-1] is self._last_event) and not late:
+        if (not events or events[-1] is self._last_event) and not late and not recalled:
             return 0
         new: list[Event] = []
         for ev in reversed(events):
@@ -936,8 +1007,11 @@ class ConsoleSession:
             walked = {id(ev) for ev in new}
             new.extend(ev for ev in late if id(ev) not in walked)
         new.sort(key=lambda ev: ev.ts)
-        for ev in new:
-            self.log.add(event_line(ev))
+        lines = [event_line(ev) for ev in new]
+        if recalled:
+            lines = sorted([*lines, *recalled], key=lambda line: line.ts)
+        for line in lines:
+            self.log.add(line)
         return len(new)
 
     def _note_hangs(self, now: float) -> None:

@@ -246,3 +246,30 @@ def test_a_node_whose_every_sample_is_refused_says_why_not_no_telemetry_heard():
 
     assert recommended_action(st).startswith("check what its agent sends (its samples are "
                                               "refused")
+
+
+def test_a_rejected_message_is_said_in_the_timeline_with_its_topic_once_a_while():
+    """The header counted malformed messages and only console.log named their topics (a
+    drill sent 19 kinds; the operator saw "malformed 19"): each topic's first is said in the
+    timeline, with why, and then once every 10 minutes at most (all are counted)."""
+    from fleetdeck.console.session import ConsoleSession
+
+    now = [1_800_000_000.0]
+    session = ConsoleSession("c", clock=lambda: now[0], follow_up=False)
+    bad = f"{ROOT}/c/node/gpu0010/telemetry"
+    for _ in range(3):
+        session.ingest.handle(bad, b"\x00garbage", now[0])
+    session.ingest.handle(f"{ROOT}/c/node/gpu0011/status", b'{"v":1}', now[0])
+    session.tick(now[0])
+    said = [x for x in session.log.lines() if x.kind == "malformed"]
+    assert [x.nodes for x in said] == [("gpu0010",), ("gpu0011",)]
+    assert said[0].text.startswith(f"rejected a message on {bad}: not_json"), said[0].text
+    assert session.state.malformed.total == 4
+    now[0] += 60
+    session.ingest.handle(bad, b"{", now[0])
+    session.tick(now[0])
+    assert len([x for x in session.log.lines() if x.kind == "malformed"]) == 2
+    now[0] += 600
+    session.ingest.handle(bad, b"{", now[0])
+    session.tick(now[0])
+    assert len([x for x in session.log.lines() if x.kind == "malformed"]) == 3

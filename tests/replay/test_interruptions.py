@@ -67,6 +67,40 @@ async def test_report_over_a_store(tmp_path):
     assert text.returncode == 0 and "network" in text.stdout
 
 
+async def test_a_restarted_console_puts_its_verdict_changes_and_interruptions_back(tmp_path):
+    """A console restarted on its store showed only the agents' events: the verdict changes
+    and the job's interruption it had logged were in the store, not in its events view, and an
+    incident said "no events about its nodes" (a drill)."""
+    reader = RecordingReader(FIXTURES / "link_down.jsonl.gz")
+    clock = [reader.header.started]
+    session = ConsoleSession(reader.header.cluster, clock=lambda: clock[0], follow_up=False)
+    await session.open_store(tmp_path / "store.db")
+    next_tick = clock[0] + 0.5
+    for msg in reader.messages():
+        while msg.t > next_tick:
+            clock[0] = next_tick
+            session.tick(next_tick)
+            await session.flush()
+            next_tick += 0.5
+        session.ingest.handle(msg.topic, msg.payload, msg.t)
+    session.tick(next_tick)
+    kinds = ("verdict", "interruption")
+    before = [(x.kind, x.text) for x in session.log.lines() if x.kind in kinds]
+    await session.close()
+    assert any(k == "interruption" for k, _ in before) and any(k == "verdict" for k, _ in before)
+
+    again = ConsoleSession(reader.header.cluster, clock=lambda: clock[0] + 60, follow_up=False)
+    await again.open_store(tmp_path / "store.db")
+    try:
+        lines = list(again.log.lines())
+        after = [(x.kind, x.text) for x in lines if x.kind in kinds]
+        assert after == before
+        assert [x.ts for x in lines] == sorted(x.ts for x in lines)  # one timeline, in order
+        assert any(x.kind not in kinds for x in lines)  # the agents' events too
+    finally:
+        await again.close()
+
+
 async def test_rows_of_an_older_store_read_without_slurms_placeholder(tmp_path):
     """Rows written before placeholder reasons were dropped say "R -> PD (None)": the store
     reads them as new rows word them, "R -> PD (PD)"; a real reason is left as it is."""
