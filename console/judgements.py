@@ -554,7 +554,9 @@ def _stopped_before_watch(job: JobStatus, state: FleetState,
     step_s = (job.step_time_ms or 0) / 1000
     if not step_s:
         return None
-    age = (state.sched_newest_ts - job.ts) / 1000
+    # When the step last moved, where the scheduler says so: a status for another change (a
+    # reason cleared) restamps ``ts`` (a fault audit: a hang dated 2.5 min late).
+    age = (state.sched_newest_ts - (job.step_ts or job.ts)) / 1000
     # A status that sits on a checkpoint may be one of a scheduler that reports only there
     # (the offline simulator's recordings): the next may be a checkpoint interval away. One
     # between checkpoints is a scheduler that reports steps: the hang window is enough.
@@ -625,7 +627,7 @@ def undecided_silent(state: FleetState, watched_s: float) -> list[str]:
         if seen is not None and seen[1] is not None:
             continue  # it stepped in this watch: judged on that
         step_s = (job.step_time_ms or 0) / 1000
-        if (state.sched_newest_ts - job.ts) / 1000 > max(3 * step_s, 5.0):
+        if (state.sched_newest_ts - (job.step_ts or job.ts)) / 1000 > max(3 * step_s, 5.0):
             # The scheduler said newer things since this job's last status: it stopped before
             # the watch (a hung job made every `status` wait the whole 15 s: an SRE drill).
             continue

@@ -138,6 +138,8 @@ class Scheduler:
         self._published: dict[str, tuple[object, ...]] = {}
         self._last: dict[str, JobStatus] = {}
         """Each job's newest status, as it went out (``last_statuses``)."""
+        self._stepped: dict[str, tuple[int, int]] = {}
+        """Each job's step and when it was first published (``JobStatus.step_ts``)."""
         self._acks: list[Ack] = []
 
     # --- submission and control ----------------------------------------------------------
@@ -403,6 +405,9 @@ class Scheduler:
 
     def status(self, job: SimJob, t: float) -> JobStatus:
         running = job.state in (JobState.R, JobState.CG)
+        moved = self._stepped.get(job.job_id)
+        if moved is None or moved[0] != job.step:
+            moved = self._stepped[job.job_id] = (job.step, self.world.wall_ms(t))
         eta = None
         if job.state is JobState.R and not job.stalled:
             eta = round(max(0.0, job.total_steps - job.progress) * job.step_time_s, 1)
@@ -418,7 +423,7 @@ class Scheduler:
             last_checkpoint_step=job.last_checkpoint_step,
             last_checkpoint_ts=job.last_checkpoint_ms, submitted_ts=job.submitted_ms,
             started_ts=job.started_ms, eta_s=eta, requeues=job.requeues,
-            ts=self.world.wall_ms(t),
+            step_ts=moved[1], ts=self.world.wall_ms(t),
         )
 
     def updates(self, t: float) -> list[JobStatus]:

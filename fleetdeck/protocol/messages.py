@@ -452,6 +452,10 @@ class JobStatus(_Versioned):
     started_ts: TsMs | None = None
     eta_s: NonNeg | None = None
     requeues: U32 = 0
+    step_ts: TsMs | None = None
+    """When ``step`` last moved (optional): a status sent for another change (a reason set or
+    cleared) moves ``ts``, and a console that dates a hang by the scheduler's clock dated it
+    from that status, minutes late (a fault audit)."""
     ts: TsMs
 
 

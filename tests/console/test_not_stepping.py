@@ -137,6 +137,38 @@ def test_a_job_never_seen_to_step_is_judged_by_the_schedulers_clock():
     assert hung(session) is None
 
 
+def test_a_status_restamped_for_a_reason_dates_the_hang_from_its_step():
+    """A status sent when the job's reason cleared carries a new ``ts`` and the same step: a
+    one-shot status dated the hang from it, 2.5 min late ("no step for 307 s" of a job stopped
+    for 7.5 min: a fault audit). ``step_ts`` says when the step moved."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    stepped_ms = int(clock() * 1000)
+    clock.advance(150)
+    restamped = job_status("41", NODES, clock, step=500).model_copy(
+        update={"step_ts": stepped_ms})
+    clock.advance(JOB_HUNG_S)
+    for job in (restamped, job_status("42", ["gpu0005"], clock, step=900)):
+        publish_job(session.ingest, job, clock)
+    fleet.telemetry(session.ingest)
+    session.tick()
+    quiet = hung(session)
+    assert quiet is not None and round(quiet) == JOB_HUNG_S + 150
+
+
+def test_the_simulator_says_when_a_step_moved():
+    from fleetdeck.agents.sim.scheduler import Scheduler
+    from tests.sim.harness import Harness, job
+
+    h = Harness(actions=[job("train", nodes=2, step_time=1.0)])
+    h.run(5)
+    sched: Scheduler = h.world.scheduler
+    (st,) = [sched.status(j, h.world.t) for j in sched.jobs.values()]
+    assert st.step_ts is not None and st.step_ts <= st.ts
+
+
 def test_a_quiet_scheduler_is_not_every_job_hung():
     """Every job's step stopped because nothing from the scheduler arrives (a bridge with no
     presence, a hung poll loop): the jobs are not called hung (a review: every job got an
