@@ -1086,9 +1086,10 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
     """What repairs a failed node, from its own drain findings, worst first ("reboot the node
     (gpu3 fell off the bus …)" for an XID 79): "repair" alone left the on-call to look the
     fault up (a fault audit against NVIDIA's Xid catalog). "repair" when no finding names one.
-    ``warn``: a degraded node's, from its warnings (``_WARN_STEPS``) when no drain finding
-    names a step. One step per GPU, its worst finding's: an XID 48 and its DBE said "reset gpu6
-    or reboot (double-bit ECC); reset gpu6 (uncorrectable ECC)" (a 3 a.m. drive)."""
+    ``warn``: its warnings' steps too (``_WARN_STEPS``), after the drain findings' (a
+    degraded node's, or a failed one out of service). One step per GPU, its worst finding's:
+    an XID 48 and its DBE said "reset gpu6 or reboot (double-bit ECC); reset gpu6
+    (uncorrectable ECC)" (a 3 a.m. drive)."""
     steps: list[str] = []
     stepped_gpus: set[str] = set()
     own = own_findings(st)
@@ -1137,8 +1138,13 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
         # One "reboot the node" however many GPUs need it.
         if step and not any(s.split(" (")[0] == text.split(" (")[0] for s in steps):
             steps.append(text)
-    if not steps and warn:
+    if warn:
+        # After the drain steps: a node out of service may as well have its warnings seen to
+        # (a drained node with a symbol storm and a pending row remap was never told to reset
+        # the GPU: a fault audit).
         for f in sorted(own, key=_step_rank):
+            if f.severity is not Severity.WARN:
+                continue
             step = _WARN_STEPS.get(f.rule) or _RULE_STEPS.get(f.rule, "")
             gpu = f.rule.startswith("G") and f.component
             if not step or (gpu and f.component in stepped_gpus):
@@ -1258,7 +1264,8 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                         "(a resume ends the hold)")
             return (f"{done}: drain it (finish), {check}, then resume it (a resume ends "
                     "the hold)")
-        step = repair_step(st)
+        out = st.drain.state in (DrainState.DRAINED, DrainState.DRAINING)
+        step = repair_step(st, warn=out)
         if st.drain.state is DrainState.DRAINED:
             return f"drained: {step}, then resume"
         if st.drain.state is DrainState.DRAINING:

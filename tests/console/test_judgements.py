@@ -292,6 +292,30 @@ def test_a_repaired_node_still_drained_is_told_to_be_resumed():
     assert recommended_action(st).startswith("healthy and drained: resume it")
 
 
+def test_a_drained_failed_node_is_told_its_warnings_repairs_too():
+    """A drained node failed by its cable with a row remap pending on a GPU was told only to
+    fix the cable: the GPU reset that applies the remap, cheap while the node is idle anyway,
+    was dropped (a fault audit). Not drained, the drain's own steps stay first and alone."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.fast import RowRemap
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    def remap_pending(tel):
+        return replace(tel, gpus=[replace(g, row_remap=RowRemap(pending=True))
+                                  if g.index == 0 else g for g in tel.gpus])
+
+    session = session_with({"gpu0003": lambda t: remap_pending(port_down("mlx5_ib6")(t))})
+    st = session.state.nodes["gpu0003"]
+    assert st.verdict.value == "failed" and {"N1", "G6"} <= set(st.reasons), st.reasons
+    assert "reset gpu0" not in recommended_action(st)
+    st.drain = DrainInfo(state=DrainState.DRAINED)
+    action = recommended_action(st)
+    assert action.startswith("drained: check mlx5_ib6:1"), action
+    assert "reset gpu0 (a row remap is pending)" in action, action
+
+
 def test_a_job_past_its_total_steps_reads_at_most_done():
     """total_steps may be a scheduler's estimate the job outruns: step 500 of 10 read
     "progress 50" in status --json, documented 0-1 (SRE drill)."""
