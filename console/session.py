@@ -72,6 +72,7 @@ from fleetdeck.protocol.messages import (
     Event,
     Status,
 )
+from fleetdeck.protocol.messages import Severity as EventSeverity
 from fleetdeck.protocol.topics import Kind, digest_subscriptions, node_filter, topic_for
 from fleetdeck.runtime import freeze_tick
 from fleetdeck.transport import TransportError, Will
@@ -297,6 +298,8 @@ class ConsoleSession:
         """``MalformedLog.total`` at the last tick (``_log_malformed``)."""
         self._malformed_said: dict[str, float] = {}
         """Topic -> when a rejected message on it was last said in the timeline."""
+        self._stored_notes: list[Event] = []
+        """Lines of the console's own to keep in the store's events (``_log_drains_lost``)."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
             tracker_kw["ack_timeout_s"] = ack_timeout_s
@@ -757,10 +760,17 @@ class ConsoleSession:
         for node, was in lost:
             by = f" by {was.requested_by}" if was.requested_by else ""
             why = f" ({was.reason})" if was.reason else ""
-            self.note(f"{node} came back in a new agent session not drained; it was "
-                      f"{was.state.value}{why}{by}: unless someone resumed it, its agent kept "
-                      "no state (--state-dir), so drain it again if it is not repaired",
-                      severity="warn", nodes=(node,), kind="drain")
+            text = (f"{node} came back in a new agent session not drained; it was "
+                    f"{was.state.value}{why}{by}: unless someone resumed it, its agent kept "
+                    "no state (--state-dir), so drain it again if it is not repaired")
+            self.note(text, severity="warn", nodes=(node,), kind="drain")
+            # Kept as the node's event too: only this console's timeline said it, and
+            # `fleetdeck events` and a console started later never did (a drill). Its id
+            # names no agent session, so it moves no node's event counter on a restore.
+            ms = int(self.clock() * 1000)
+            self._stored_notes.append(Event(
+                node=node, event_id=f"{node}.console-drain-lost-{ms}", seq=0, ts=ms,
+                kind="drain", severity=EventSeverity.WARN, component="console", message=text))
 
     def _log_malformed(self) -> None:
         """A rejected message in the timeline with its topic and why, once per topic every
@@ -1316,7 +1326,8 @@ class ConsoleSession:
             if audit.audit:
                 q.rows.append(audit)
             return
-        rows = self.store.prepare(batch, verdicts)
+        rows = self.store.prepare(batch, verdicts, self._stored_notes)
+        self._stored_notes = []
         rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
                                it.lost_gpu_hours, it.detail) for it in found]
         rows.job_seconds = seconds

@@ -443,8 +443,10 @@ class Store:
     collector writes: ``WriterLock``)."""
     last_error = ""
 
-    def prepare(self, batch: Batch, transitions: Sequence[Transition]) -> "TickRows":
-        """The rows one tick adds (CPU only; the downsampler accumulates here, once)."""
+    def prepare(self, batch: Batch, transitions: Sequence[Transition],
+                notes: Sequence[Event] = ()) -> "TickRows":
+        """The rows one tick adds (CPU only; the downsampler accumulates here, once);
+        ``notes``: events of the console's own, kept beside the agents'."""
         gpu_rows: list[tuple[Any, ...]] = []
         port_rows: list[tuple[Any, ...]] = []
         for _rx, tel in batch.telemetry.values():
@@ -455,7 +457,7 @@ class Store:
         return TickRows(
             transitions=[(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
                           ",".join(tr.reasons)) for tr in transitions],
-            events=[_event_row(ev) for _rx, ev in batch.events],
+            events=[*(_event_row(ev) for _rx, ev in batch.events), *map(_event_row, notes)],
             audit=[_audit_row(a) for a in audit],
             gpu=gpu_rows, ports=port_rows)
 

@@ -327,6 +327,48 @@ def test_a_drained_node_back_in_a_new_session_not_drained_is_said():
     assert len([line for line in session.log.lines() if line.kind == "drain"]) == 1
 
 
+async def test_a_lost_drain_is_kept_in_the_store_for_events_and_a_later_console(tmp_path):
+    """Only the console that saw it said a drain was lost to an agent restart: `fleetdeck
+    events` and a console started later did not (a drill: three drained nodes back undrained,
+    the CLI silent). It is the node's event in the store too, and moves no event counter."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    node = FakeNode(cluster=CLUSTER)
+    session = make_session(node, Sent())
+    await session.open_store(tmp_path / "store.db")
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
+                                 requested_by="alice", cmd_id="c-1")
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
+    session.tick()
+    node.agent.drain = DrainInfo()
+    node.agent.bd_seq += 1000
+    node.agent.started_ms += 5000
+    for kind, payload in ((Kind.BIRTH, node.birth()), (Kind.STATUS, node.status())):
+        node.feed(session.ingest, payload, kind)
+    session.tick()
+    node.now += 1
+    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
+    session.tick()
+    await session.flush()
+    assert session.store is not None
+    rows = await session.store.events(0, kinds=["drain"])
+    assert [r["message"] for r in rows] == [
+        f"{node.node_id} came back in a new agent session not drained; it was drained "
+        "(RMA 123) by alice: unless someone resumed it, its agent kept no state "
+        "(--state-dir), so drain it again if it is not repaired"]
+    await session.close()
+    later = make_session(node, Sent())
+    await later.open_store(tmp_path / "store.db")
+    try:
+        assert [x.text.split(";")[0] for x in later.log.lines() if x.kind == "drain"] == [
+            f"console: {node.node_id} came back in a new agent session not drained"]
+        assert later.state.nodes[node.node_id].event_prefix == ""
+    finally:
+        await later.close()
+
+
 def test_a_second_outage_says_its_own_length_not_the_first_ones():
     """TERM and restart the broker, then kill -9 it 30 s later and restart it within 3 s: the
     timeline said "broker connection back after 32 s" of the 3 s outage (an SRE drill; the
