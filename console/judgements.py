@@ -556,7 +556,7 @@ def _stopped_before_watch(job: JobStatus, state: FleetState,
         return None
     # When the step last moved, where the scheduler says so: a status for another change (a
     # reason cleared) restamps ``ts`` (a fault audit: a hang dated 2.5 min late).
-    age = (state.sched_newest_ts - (job.step_ts or job.ts)) / 1000
+    age = (state.sched_newest_ts - _step_stamp(job)) / 1000
     # A status that sits on a checkpoint may be one of a scheduler that reports only there
     # (the offline simulator's recordings): the next may be a checkpoint interval away. One
     # between checkpoints is a scheduler that reports steps: the hang window is enough.
@@ -564,6 +564,13 @@ def _stopped_before_watch(job: JobStatus, state: FleetState,
     window = max(floor, 5 * step_s,
                  3 * job.checkpoint_every * step_s if at_checkpoint else 0.0)
     return age if age > window else None
+
+
+def _step_stamp(job: JobStatus) -> int:
+    """When the job's step last moved by the scheduler's word (ms): ``step_ts`` where it says
+    so, else its status's ``ts``; never before its run started (a job out of a long wait
+    stands at the step it waited at)."""
+    return max(job.step_ts or job.ts, job.started_ts or 0)
 
 
 def not_stepping_text(job: JobStatus, quiet: float, now: float) -> str:
@@ -627,7 +634,7 @@ def undecided_silent(state: FleetState, watched_s: float) -> list[str]:
         if seen is not None and seen[1] is not None:
             continue  # it stepped in this watch: judged on that
         step_s = (job.step_time_ms or 0) / 1000
-        if (state.sched_newest_ts - (job.step_ts or job.ts)) / 1000 > max(3 * step_s, 5.0):
+        if (state.sched_newest_ts - _step_stamp(job)) / 1000 > max(3 * step_s, 5.0):
             # The scheduler said newer things since this job's last status: it stopped before
             # the watch (a hung job made every `status` wait the whole 15 s: an SRE drill).
             continue
@@ -1143,8 +1150,8 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
         # (a drained node with a symbol storm and a pending row remap was never told to reset
         # the GPU: a fault audit).
         for f in sorted(own, key=_step_rank):
-            if f.severity is not Severity.WARN:
-                continue
+            if f.severity is not Severity.WARN or f.component in port_rule:
+                continue  # a port with a drain step has its one step (N2 beside N4)
             step = _WARN_STEPS.get(f.rule) or _RULE_STEPS.get(f.rule, "")
             gpu = f.rule.startswith("G") and f.component
             if not step or (gpu and f.component in stepped_gpus):

@@ -138,8 +138,9 @@ class Scheduler:
         self._published: dict[str, tuple[object, ...]] = {}
         self._last: dict[str, JobStatus] = {}
         """Each job's newest status, as it went out (``last_statuses``)."""
-        self._stepped: dict[str, tuple[int, int]] = {}
-        """Each job's step and when it was first published (``JobStatus.step_ts``)."""
+        self._stepped: dict[str, tuple[tuple[object, ...], int]] = {}
+        """Each job's (step, state, requeues) and when it was first published so
+        (``JobStatus.step_ts``)."""
         self._acks: list[Ack] = []
 
     # --- submission and control ----------------------------------------------------------
@@ -405,9 +406,13 @@ class Scheduler:
 
     def status(self, job: SimJob, t: float) -> JobStatus:
         running = job.state in (JobState.R, JobState.CG)
+        # The step's time in this run: a job that waited (or was requeued to its checkpoint)
+        # starts its run now, not when it last stood at that step (a review: a job out of a
+        # 200 s wait read hung at its start).
+        at = (job.step, job.state, job.requeues)
         moved = self._stepped.get(job.job_id)
-        if moved is None or moved[0] != job.step:
-            moved = self._stepped[job.job_id] = (job.step, self.world.wall_ms(t))
+        if moved is None or moved[0] != at:
+            moved = self._stepped[job.job_id] = (at, self.world.wall_ms(t))
         eta = None
         if job.state is JobState.R and not job.stalled:
             eta = round(max(0.0, job.total_steps - job.progress) * job.step_time_s, 1)

@@ -364,7 +364,7 @@ def _merge(cls: type[Any], base: _Table,
     if changed is not None:
         makers = _NESTED_AT[cls]
         for ti, cols in changed.items():
-            top[ti] = _share(list(map(makers[ti], *cols)))
+            top[ti] = _share(tuple(map(makers[ti], *cols)))
         nested = {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}}
     return list(map(cls, *top)), _Table(base.n, tuple(top), nested)
 

@@ -316,6 +316,21 @@ def test_a_drained_failed_node_is_told_its_warnings_repairs_too():
     assert "reset gpu0 (a row remap is pending)" in action, action
 
 
+def test_a_port_with_a_drain_step_gets_no_second_step_for_its_warning():
+    """N2 and N4 on one port of a drained node said "check mlx5_ib3:1: reseat or replace its
+    cable/transceiver; clean or replace mlx5_ib3:1's cable/transceiver" (a review)."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import repair_step
+
+    st = session_with({}).state.nodes["gpu0003"]
+    st.findings = [Finding("N2", Severity.DRAIN, "mlx5_ib3:1", "link_downed increased"),
+                   Finding("N4", Severity.WARN, "mlx5_ib3:1", "LER 9/min"),
+                   Finding("G6", Severity.WARN, "gpu2", "row remap pending")]
+    assert repair_step(st, warn=True) == ("check mlx5_ib3:1: reseat or replace its "
+                                          "cable/transceiver; reset gpu2 (a row remap is "
+                                          "pending)")  # no "(+1 more)": the port's twice
+
+
 def test_a_job_past_its_total_steps_reads_at_most_done():
     """total_steps may be a scheduler's estimate the job outruns: step 500 of 10 read
     "progress 50" in status --json, documented 0-1 (SRE drill)."""

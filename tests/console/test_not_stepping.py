@@ -158,15 +158,46 @@ def test_a_status_restamped_for_a_reason_dates_the_hang_from_its_step():
     assert quiet is not None and round(quiet) == JOB_HUNG_S + 150
 
 
-def test_the_simulator_says_when_a_step_moved():
+def test_the_simulator_says_when_a_step_moved_in_the_jobs_run():
+    """``step_ts`` is the step's time in the current run: a job out of a long wait stands at
+    the step it waited at, and read hung at its start when the wait was dated as its step (a
+    review)."""
     from fleetdeck.agents.sim.scheduler import Scheduler
     from tests.sim.harness import Harness, job
 
-    h = Harness(actions=[job("train", nodes=2, step_time=1.0)])
-    h.run(5)
+    # 16 nodes: "big" waits for "train" (12 of them, 40 steps) to end.
+    h = Harness(actions=[job("train", nodes=12, steps=40, step_time=1.0),
+                         job("big", nodes=16, step_time=1.0, at=1)])
     sched: Scheduler = h.world.scheduler
-    (st,) = [sched.status(j, h.world.t) for j in sched.jobs.values()]
-    assert st.step_ts is not None and st.step_ts <= st.ts
+    ran = None
+    h.run(3)
+    for _ in range(60):
+        h.run(1)
+        st = sched.status(h.job("big"), h.world.t)
+        if st.state.value == "R":
+            ran = st
+            break
+        assert st.step_ts is not None and st.step_ts <= st.ts
+    assert ran is not None, "big never started"
+    assert ran.step_ts is not None and ran.ts - ran.step_ts < 2000, ran  # not the wait's start
+
+
+def test_a_job_just_out_of_a_long_wait_is_not_hung():
+    """A status whose ``step_ts`` is older than its run (a scheduler that stamps the step,
+    not the run) is dated from the run's start."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    waited_ms = int(clock() * 1000)
+    clock.advance(JOB_HUNG_S + 100)
+    started = job_status("41", NODES, clock, step=0).model_copy(
+        update={"step_ts": waited_ms, "started_ts": int(clock() * 1000)})
+    for job in (started, job_status("42", ["gpu0005"], clock, step=900)):
+        publish_job(session.ingest, job, clock)
+    fleet.telemetry(session.ingest)
+    session.tick()
+    assert hung(session) is None
 
 
 def test_a_quiet_scheduler_is_not_every_job_hung():
