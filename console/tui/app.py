@@ -663,6 +663,14 @@ class FleetdeckApp(App[int]):
             conn = f"[{colour}]{c.state}[/]"
             if c.state != "connected" and c.detail:
                 conn += f" ({esc(self._short_detail(c.detail))})"
+            last = self.state.last_update
+            if (c.state == "connected" and last is not None and now - last > QUIET_LINK_S
+                    and any(st.online for st in self.state.nodes.values())):
+                # A hung broker keeps the TCP link up until the keepalive runs out (~15 s):
+                # the header read "connected" in green while nothing arrived and every node
+                # went stale (a drill).
+                conn = (f"[$warning]connected, nothing heard for {now - last:.0f} s "
+                        "(broker hung?)[/]")
         broker = self.broker_label or (
             self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
@@ -1097,6 +1105,8 @@ def request_words(req: Request) -> str:
 
 BEHIND_WARN_S = 2.0
 """Telemetry queued longer than this (beyond each node's normal delay) is shown as BEHIND."""
+QUIET_LINK_S = 5.0
+"""Connected with agents online and nothing received for this long: the header says so."""
 
 def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> int:
     """Replay a recording in the console (read-only by construction)."""

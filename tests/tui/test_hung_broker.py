@@ -1,0 +1,50 @@
+"""A broker hung under SIGSTOP keeps the console's TCP link up until the keepalive runs out:
+the header read "connected" in green while nothing arrived and every node went stale (a
+drill). With agents online and nothing heard for ``QUIET_LINK_S``, the header says so."""
+
+import asyncio
+import os
+import signal
+import time
+
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.console.audit import MemoryAudit
+from fleetdeck.console.tui.app import QUIET_LINK_S, FleetdeckApp
+from tests.conftest import eventually
+
+CLUSTER = "hung"
+
+
+async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
+    stop = asyncio.Event()
+    agents = [NodeAgent(cluster=CLUSTER, node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
+                        url=mosquitto.url, interval_s=0.5, phase_s=0.0) for i in (1, 2)]
+    tasks = [asyncio.create_task(a.run(stop)) for a in agents]
+    app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
+                       audit=MemoryAudit(), operator="t")
+    assert mosquitto.proc is not None
+    stopped = False
+    try:
+        async with app.run_test(size=(160, 48)):
+            await eventually(lambda: (app.tick(), len(app.state.nodes) == 2
+                                      and all(st.online for st in app.state.nodes.values()))[1],
+                             timeout=20, message="two nodes online")
+            header = app.header_text(time.time())
+            assert "nothing heard" not in header and "connected" in header
+            os.kill(mosquitto.proc.pid, signal.SIGSTOP)
+            stopped = True
+            await asyncio.sleep(QUIET_LINK_S + 1.5)
+            app.tick()
+            header = app.header_text(time.time())
+            assert "connected, nothing heard for" in header and "(broker hung?)" in header, \
+                header
+            os.kill(mosquitto.proc.pid, signal.SIGCONT)
+            stopped = False
+            await eventually(lambda: (app.tick(), "nothing heard" not in app.header_text(
+                time.time()))[1], timeout=20, message="heard again")
+    finally:
+        if stopped:
+            os.kill(mosquitto.proc.pid, signal.SIGCONT)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
