@@ -73,7 +73,7 @@ from fleetdeck.protocol.messages import (
     Status,
 )
 from fleetdeck.protocol.messages import Severity as EventSeverity
-from fleetdeck.protocol.topics import Kind, digest_subscriptions, node_filter, topic_for
+from fleetdeck.protocol.topics import ROOT, Kind, digest_subscriptions, node_filter, topic_for
 from fleetdeck.runtime import freeze_tick
 from fleetdeck.transport import TransportError, Will
 
@@ -794,10 +794,11 @@ class ConsoleSession:
             parts = item.topic.split("/")
             nodes = (parts[4],) if len(parts) == 6 and parts[3] == "node" else ()
             detail = item.detail if len(item.detail) <= 160 else item.detail[:159] + "…"
+            # The cluster's own root is the same on every line: the rest names the source.
+            topic = item.topic.removeprefix(f"{ROOT}/{self.cluster}/")[:200]
             self.log.add(EventLine(item.rx_ts, "console", "malformed", "warn",
-                                   f"rejected a message on {item.topic[:200]}: {item.reason}"
-                                   + (f": {detail}" if detail else "")
-                                   + " (counted in the header's malformed)", nodes))
+                                   f"rejected a message on {topic}: {item.reason}"
+                                   + (f": {detail}" if detail else ""), nodes))
             said += 1
 
     def _log_verdicts(self, verdicts: list[VerdictChange]) -> None:
