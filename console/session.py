@@ -773,7 +773,8 @@ class ConsoleSession:
                 kind="drain", severity=EventSeverity.WARN, component="console", message=text))
 
     def _log_malformed(self) -> None:
-        """A rejected message in the timeline with its topic and why, once per topic every
+        """A bad message in the timeline with its topic and why (rejected, or kept with a fix:
+        an event stamped far ahead is kept at its arrival time), once per topic every
         ``MALFORMED_SAY_EVERY_S`` and a few a tick: the header only counted them, and only
         console.log named the topic (a drill sent 19 kinds; the operator saw "malformed 19")."""
         bad = self.ingest.malformed
@@ -797,7 +798,7 @@ class ConsoleSession:
             # The cluster's own root is the same on every line: the rest names the source.
             topic = item.topic.removeprefix(f"{ROOT}/{self.cluster}/")[:200]
             self.log.add(EventLine(item.rx_ts, "console", "malformed", "warn",
-                                   f"rejected a message on {topic}: {item.reason}"
+                                   f"bad message on {topic}: {item.reason}"
                                    + (f": {detail}" if detail else ""), nodes))
             said += 1
 

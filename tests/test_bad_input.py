@@ -263,7 +263,7 @@ def test_a_rejected_message_is_said_in_the_timeline_with_its_topic_once_a_while(
     session.tick(now[0])
     said = [x for x in session.log.lines() if x.kind == "malformed"]
     assert [x.nodes for x in said] == [("gpu0010",), ("gpu0011",)]
-    assert said[0].text.startswith("rejected a message on node/gpu0010/telemetry: not_json"), \
+    assert said[0].text.startswith("bad message on node/gpu0010/telemetry: not_json"), \
         said[0].text
     assert session.state.malformed.total == 4
     now[0] += 60

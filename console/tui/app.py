@@ -48,7 +48,7 @@ from fleetdeck.console.commands import (
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import drain_reason_hint, restart_reason_hint
-from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.live import LiveFeed, clusters_seen
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import human_bytes
@@ -258,6 +258,10 @@ class FleetdeckApp(App[int]):
         """The signal handlers before this app's (put back when it ends: tests run many)."""
         self.render_ms = 0.0
         self.ticks = 0
+        self.other_clusters: list[str] | None = None
+        """Clusters with retained births on the broker, when this one had none for
+        ``CLUSTERS_PROBE_AFTER_S`` (``_probe_clusters``): a mistyped --cluster."""
+        self._empty_since: float | None = None
         self.history: list[str] = []
         self._stop = asyncio.Event()
         self.shown_revision: FleetRevision = (-1, -1, -1)
@@ -516,6 +520,7 @@ class FleetdeckApp(App[int]):
         for req in {id(tr.request): tr.request for tr in report.commands
                     if tr.finished}.values():
             self._notify_finished(req)
+        self._probe_clusters(report.now)
         for name, other in self.sessions.items():
             # The contexts not shown tick too (their commands finish, their counts stay live
             # for the clusters view), each within its own apply budget.
@@ -545,6 +550,36 @@ class FleetdeckApp(App[int]):
         self.render_ms = (t2 - t1) * 1000
         self.tick_ms = (t2 - t0) * 1000
         return report
+
+    def _probe_clusters(self, now: float) -> None:
+        """Once connected and hearing nothing of this cluster for ``CLUSTERS_PROBE_AFTER_S``,
+        read which clusters the broker holds births of, once: a mistyped --cluster read "no
+        node of cluster fdx heard from yet" for ever, where ``status`` names the clusters seen
+        there (a drill)."""
+        feed = self.session.feed
+        if (self.other_clusters is not None or feed is None or self.state.nodes
+                or self.url is None):
+            return
+        if feed.conn.state != "connected":
+            self._empty_since = None
+            return
+        if self._empty_since is None:
+            self._empty_since = now
+        if now - self._empty_since < CLUSTERS_PROBE_AFTER_S:
+            return
+        self.other_clusters = []  # asked once
+        url, cluster = self.url, self.session.state.cluster
+
+        async def probe() -> None:
+            try:
+                found = await asyncio.wait_for(
+                    clusters_seen(url, f"fd-console-probe-{os.getpid()}-{id(self):x}"[:64]),
+                    10.0)
+            except Exception:  # a hint only: nothing is said without it
+                return
+            self.other_clusters = [c for c in found if c != cluster]
+
+        self.run_worker(probe(), group="clusters-probe", exit_on_error=False)
 
     def timer_tick(self) -> None:
         """The tick timer's tick: a key in flight goes first, as before a backlog's slices
@@ -1105,6 +1140,9 @@ def request_words(req: Request) -> str:
 
 BEHIND_WARN_S = 2.0
 """Telemetry queued longer than this (beyond each node's normal delay) is shown as BEHIND."""
+CLUSTERS_PROBE_AFTER_S = 5.0
+"""Connected and nothing of this cluster heard for this long: which clusters does the broker
+hold (``FleetdeckApp._probe_clusters``)?"""
 QUIET_LINK_S = 5.0
 """Connected with agents online and nothing received for this long: the header says so."""
 

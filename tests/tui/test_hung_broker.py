@@ -48,3 +48,29 @@ async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
             os.kill(mosquitto.proc.pid, signal.SIGCONT)
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_mistyped_cluster_is_told_which_clusters_the_broker_holds(mosquitto, monkeypatch):
+    """A console started with --cluster fdx on a broker holding cluster fd's births said only
+    "no node of cluster fdx heard from yet", for ever; `status` names the clusters seen there
+    (a drill). The console asks the broker once, after a few seconds of nothing."""
+    import aiomqtt
+
+    from fleetdeck.console.tui import app as app_module
+    from fleetdeck.console.tui.screens.overview import OverviewScreen
+
+    monkeypatch.setattr(app_module, "CLUSTERS_PROBE_AFTER_S", 0.5)
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as c:
+        await c.publish("fleetdeck/v1/real/node/gpu0001/birth", b'{"v":1}', qos=1, retain=True)
+    app = FleetdeckApp(cluster="typo", url=mosquitto.url, auto_tick=False,
+                       audit=MemoryAudit(), operator="t")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await eventually(lambda: (app.tick(), app.other_clusters == ["real"])[1], timeout=20,
+                         message="the clusters the broker holds")
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen)
+        app.tick()
+        await pilot.pause()
+        text = "\n".join(str(w.render()) for w in app.screen.query("#problems"))
+        assert ("no node of cluster typo heard from yet; clusters seen there: real "
+                "(wrong --cluster?)") in text, text

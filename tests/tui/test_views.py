@@ -351,8 +351,8 @@ async def test_events_view_filter(world):
     ev = agent._event(EventDraft("xid", "Xid 79: GPU fell off the bus", component="gpu2"))
     from fleetdeck.protocol import codec
 
-    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
-    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)  # dup
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())  # dup
     async with world.app.run_test(size=SIZE) as pilot:
         screen = await open_events(world, pilot)
         assert len(screen.rows) == 1 and "fell off the bus" in text_of(world.app)
@@ -500,7 +500,7 @@ async def test_events_view_follows_the_newest_and_c_keeps_commands_only(world):
 
     def event(text: str) -> None:
         ev = agent._event(EventDraft("xid", text, component="gpu2"))
-        world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
+        world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())
 
     event("Xid 79: first")
     async with world.app.run_test(size=SIZE) as pilot:
@@ -535,7 +535,7 @@ async def test_commands_only_with_no_command_says_so_not_no_events(world):
     from fleetdeck.protocol import codec
 
     ev = world.fleet.agents["gpu0007"]._event(EventDraft("xid", "Xid 79", component="gpu2"))
-    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), 1.0)
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())
     async with world.app.run_test(size=SIZE) as pilot:
         screen = await open_events(world, pilot)
         await pilot.press("c")

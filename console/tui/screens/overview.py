@@ -171,7 +171,7 @@ class OverviewScreen(FleetView):
         feed = self.fleet.session.feed
         link = feed.conn.state if feed is not None else None
         shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link,
-                 state.blind, self.size.width)
+                 state.blind, self.size.width, self.fleet.other_clusters)
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
@@ -238,7 +238,10 @@ class OverviewScreen(FleetView):
             return "unknown: no node in what this console has seen yet"
         if feed.conn.state != "connected":
             return f"unknown: not connected to the broker ({feed.conn.state}), no node heard yet"
-        return f"unknown: no node of cluster {esc(self.fleet.cluster)} heard from yet"
+        others = self.fleet.other_clusters
+        seen = (f"; clusters seen there: {esc(', '.join(others[:5]))} (wrong --cluster?)"
+                if others else "")
+        return f"unknown: no node of cluster {esc(self.fleet.cluster)} heard from yet{seen}"
 
     def _counts_text(self, c: FleetCounts, width: int) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
