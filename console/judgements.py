@@ -1306,8 +1306,12 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         if st.drain.state is DrainState.DRAINED:
             return f"drained: {step}, then resume"
         return f"draining: once its jobs have finished, {step}, then resume"
+    # "When idle" of a node with no job on it: it can be drained now (an SRE drill said so of
+    # "watch; drain when idle"; the GPU resets' advice still said it: a live check).
+    idle = st.sample is not None and st.sample.job is None
+    drain_idle = "drain it (no job on it)" if idle else "drain when idle"
     if "G6" in rules:
-        return "drain when idle, reset the GPU, resume"
+        return f"{drain_idle}, reset the GPU, resume"
     if v == "degraded" and "G3" in rules:
         codes = {int(c) for f in st.all_findings if f.rule == "G3"
                  for c in _XID_RE.findall(f.text)}
@@ -1315,7 +1319,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # The driver states what the GPU needs (docs/domain.md §4): it said "watch".
             asks = next(f for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
             what = asks.text.split("XID 154 (", 1)[-1].split(")", 1)[0]
-            return (f"XID 154 on {asks.component} ({what}, says the driver): drain when idle, "
+            return (f"XID 154 on {asks.component} ({what}, says the driver): {drain_idle}, "
                     f"reset {asks.component}, resume")
         if 94 in codes:
             # NVIDIA: RESTART_APP; reset when convenient (docs/domain.md §4).
@@ -1323,7 +1327,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # failed (F) for restart-job (a fault audit).
             return ("XID 94 (contained ECC error): the application on the GPU was killed "
                     "(restart its job from its checkpoint if it failed); reset the GPU when "
-                    "convenient (drain when idle, reset, resume)")
+                    f"convenient ({drain_idle}, reset, resume)")
         if codes == {92}:
             return "watch the single-bit ECC rate; contact support if it keeps rising"
     if v == "degraded" and rules == {"N6"}:

@@ -174,11 +174,13 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
      "reboot the node (the driver's recovery action for gpu3: XID 154)"),
     (4, "G2", "XID 154 (drain and reset)",
      "reset gpu3 once drained (the driver's recovery action: XID 154)"),
+    # An idle node (no job on it) can be drained now: "when idle" of it asked to wait.
     (1, "G3", "XID 154 (GPU reset required)",
-     "XID 154 on gpu3 (GPU reset required, says the driver): drain when idle, reset gpu3, "
-     "resume"),
+     "XID 154 on gpu3 (GPU reset required, says the driver): drain it (no job on it), reset "
+     "gpu3, resume"),
     (3, "G3", "XID 154 (drain P2P)",
-     "XID 154 on gpu3 (drain P2P, says the driver): drain when idle, reset gpu3, resume"),
+     "XID 154 on gpu3 (drain P2P, says the driver): drain it (no job on it), reset gpu3, "
+     "resume"),
     (0, None, "", ""),
 ])
 def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text, advice):
