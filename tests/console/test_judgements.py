@@ -151,15 +151,21 @@ def test_a_clear_outlier_without_a_finding_is_still_named():
     assert job["straggler"]["node"] == "gpu0003"
 
 
+def bare_session(n: int) -> tuple[Clock, Ingest, ConsoleSession, SynthFleet]:
+    """A session that heard the births of ``n`` nodes and nothing else yet."""
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(n, clock)
+    fleet.birth(ingest)
+    return clock, ingest, session, fleet
+
+
 def test_an_offline_agent_whose_job_keeps_stepping_is_not_a_dead_node():
     from fleetdeck.protocol import codec
     from fleetdeck.protocol.topics import Kind, topic_for
 
-    clock = Clock()
-    ingest = Ingest(CLUSTER)
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
-    fleet = SynthFleet(4, clock)
-    fleet.birth(ingest)
+    clock, ingest, session, fleet = bare_session(4)
     nodes = ["gpu0001", "gpu0002"]
     for step in range(3):
         clock.advance(1.0)
@@ -912,11 +918,7 @@ def test_a_job_step_heard_with_the_nodes_last_sample_is_no_sign_the_agent_died(s
     after the node's last sample, and every node of the job read "job 41 still stepping —
     the agent died, not the node: restart the agent, do not drain" (a drill). A step heard
     later than that is (the job's other nodes go on while one agent is dead)."""
-    clock = Clock()
-    ingest = Ingest(CLUSTER)
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
-    fleet = SynthFleet(8, clock)
-    fleet.birth(ingest)
+    clock, ingest, session, fleet = bare_session(8)
     nodes = ["gpu0001", "gpu0002"]
     step = 100
     for _ in range(3):

@@ -273,6 +273,18 @@ def test_a_resumed_node_is_judged_afresh_not_held_failed_for_n2s_hour():
     assert "N2" in st.reasons  # a new error after the resume counts at once
 
 
+def heard_drained(node: FakeNode, session: ConsoleSession) -> None:
+    """The session hears ``node`` born, drained ("RMA 123" by alice), and one sample."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
+                                 requested_by="alice", cmd_id="c-1")
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
+    session.tick()
+
+
 def test_a_drained_node_back_in_a_new_session_not_drained_is_said():
     """The simulator was restarted (its agents keep no state): every drained node came back
     undrained and took work again, and the timeline said nothing (an SRE drill)."""
@@ -280,12 +292,7 @@ def test_a_drained_node_back_in_a_new_session_not_drained_is_said():
 
     node = FakeNode(cluster=CLUSTER)
     session = make_session(node, Sent())
-    node.feed(session.ingest, node.birth(), Kind.BIRTH)
-    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
-                                 requested_by="alice", cmd_id="c-1")
-    node.feed(session.ingest, node.status(), Kind.STATUS)
-    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
-    session.tick()
+    heard_drained(node, session)
     assert session.state.nodes[node.node_id].drain.state is DrainState.DRAINED
 
     def drain_lines() -> list[str]:
@@ -331,17 +338,12 @@ async def test_a_lost_drain_is_kept_in_the_store_for_events_and_a_later_console(
     """Only the console that saw it said a drain was lost to an agent restart: `fleetdeck
     events` and a console started later did not (a drill: three drained nodes back undrained,
     the CLI silent). It is the node's event in the store too, and moves no event counter."""
-    from fleetdeck.protocol.messages import DrainInfo, DrainState
+    from fleetdeck.protocol.messages import DrainInfo
 
     node = FakeNode(cluster=CLUSTER)
     session = make_session(node, Sent())
     await session.open_store(tmp_path / "store.db")
-    node.feed(session.ingest, node.birth(), Kind.BIRTH)
-    node.agent.drain = DrainInfo(state=DrainState.DRAINED, reason="RMA 123",
-                                 requested_by="alice", cmd_id="c-1")
-    node.feed(session.ingest, node.status(), Kind.STATUS)
-    node.feed(session.ingest, node.agent.telemetry(), Kind.TELEMETRY)
-    session.tick()
+    heard_drained(node, session)
     node.agent.drain = DrainInfo()
     node.agent.bd_seq += 1000
     node.agent.started_ms += 5000

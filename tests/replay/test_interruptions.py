@@ -41,11 +41,13 @@ def test_no_interruption_where_none_happened(fixture):
     assert interruptions(fixture) == []
 
 
-async def test_report_over_a_store(tmp_path):
+async def played_into_a_store(db) -> tuple[ConsoleSession, float]:
+    """link_down.jsonl.gz through a console with its store at ``db``, ticked every 0.5 s of
+    the recording; the session (still open) and the recording's last tick."""
     reader = RecordingReader(FIXTURES / "link_down.jsonl.gz")
     clock = [reader.header.started]
     session = ConsoleSession(reader.header.cluster, clock=lambda: clock[0], follow_up=False)
-    await session.open_store(tmp_path / "store.db")
+    await session.open_store(db)
     next_tick = clock[0] + 0.5
     for msg in reader.messages():
         while msg.t > next_tick:
@@ -55,6 +57,11 @@ async def test_report_over_a_store(tmp_path):
             next_tick += 0.5
         session.ingest.handle(msg.topic, msg.payload, msg.t)
     session.tick(next_tick)
+    return session, next_tick
+
+
+async def test_report_over_a_store(tmp_path):
+    session, _ = await played_into_a_store(tmp_path / "store.db")
     await session.close()
     out = run_cli("report", "--db", str(tmp_path / "store.db"), "--since", "3650d", "--json")
     assert out.returncode == 0, out.stderr
@@ -71,25 +78,13 @@ async def test_a_restarted_console_puts_its_verdict_changes_and_interruptions_ba
     """A console restarted on its store showed only the agents' events: the verdict changes
     and the job's interruption it had logged were in the store, not in its events view, and an
     incident said "no events about its nodes" (a drill)."""
-    reader = RecordingReader(FIXTURES / "link_down.jsonl.gz")
-    clock = [reader.header.started]
-    session = ConsoleSession(reader.header.cluster, clock=lambda: clock[0], follow_up=False)
-    await session.open_store(tmp_path / "store.db")
-    next_tick = clock[0] + 0.5
-    for msg in reader.messages():
-        while msg.t > next_tick:
-            clock[0] = next_tick
-            session.tick(next_tick)
-            await session.flush()
-            next_tick += 0.5
-        session.ingest.handle(msg.topic, msg.payload, msg.t)
-    session.tick(next_tick)
+    session, last = await played_into_a_store(tmp_path / "store.db")
     kinds = ("verdict", "interruption")
     before = [(x.kind, x.text) for x in session.log.lines() if x.kind in kinds]
     await session.close()
     assert any(k == "interruption" for k, _ in before) and any(k == "verdict" for k, _ in before)
 
-    again = ConsoleSession(reader.header.cluster, clock=lambda: clock[0] + 60, follow_up=False)
+    again = ConsoleSession(session.cluster, clock=lambda: last + 60, follow_up=False)
     await again.open_store(tmp_path / "store.db")
     try:
         lines = list(again.log.lines())
