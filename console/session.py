@@ -225,6 +225,15 @@ class SessionProblem:
     since: float
 
 
+def verdict_line(ts: float, node: str, old: str, new: Verdict,
+                 reasons: Sequence[str]) -> EventLine:
+    """A verdict change as the timeline says it ("ok -> failed (G1, G2)"), live or recalled
+    from the store."""
+    why = f" ({', '.join(reasons)})" if reasons else ""
+    return EventLine(ts, node, "verdict", VERDICT_SEVERITY.get(new, "info"),
+                     f"{old} -> {new.value}{why}", (node,))
+
+
 @dataclass
 class _StoreQueue:
     rows: deque[TickRows] = field(default_factory=deque)
@@ -560,12 +569,12 @@ class ConsoleSession:
                 scope.learn(node)
         self.store = store
         self.audit = TeeAudit(self.audit, store)
-        said = await self._recalled_lines(store, restored)
+        said = await self._recalled_lines(store)
         if restored or said:
             self._collect_events(said)
         return restored
 
-    async def _recalled_lines(self, store: Store, restored: int) -> list[EventLine]:
+    async def _recalled_lines(self, store: Store) -> list[EventLine]:
         """The console's own lines of the timeline the store keeps — verdict changes and job
         interruptions — back into a fresh console's timeline beside the restored events: a
         restarted console's events view held only the agents' events, and an incident read
@@ -581,10 +590,7 @@ class ConsoleSession:
                 new = Verdict(tr["new"])
             except ValueError:
                 continue
-            why = f" ({', '.join(tr['reasons'])})" if tr["reasons"] else ""
-            out.append(EventLine(float(tr["ts"]), tr["node"], "verdict",
-                                 VERDICT_SEVERITY.get(new, "info"),
-                                 f"{tr['old']} -> {new.value}{why}", (tr["node"],)))
+            out.append(verdict_line(float(tr["ts"]), tr["node"], tr["old"], new, tr["reasons"]))
         for it in (await store.interruptions(oldest))[-RECALLED_LINES:]:
             nodes = tuple(it["nodes"])
             out.append(EventLine(float(it["ts"]), "console", INTERRUPTION, "warn",
@@ -767,6 +773,8 @@ class ConsoleSession:
             # Kept as the node's event too: only this console's timeline said it, and
             # `fleetdeck events` and a console started later never did (a drill). Its id
             # names no agent session, so it moves no node's event counter on a restore.
+            if self.store is None:
+                continue
             ms = int(self.clock() * 1000)
             self._stored_notes.append(Event(
                 node=node, event_id=f"{node}.console-drain-lost-{ms}", seq=0, ts=ms,
@@ -809,9 +817,7 @@ class ConsoleSession:
         for tr in verdicts:
             if tr.old is None:
                 continue
-            why = f" ({', '.join(tr.reasons)})" if tr.reasons else ""
-            self.log.add(EventLine(tr.ts, tr.node, "verdict", VERDICT_SEVERITY.get(tr.new, "info"),
-                                   f"{tr.old.value} -> {tr.new.value}{why}", (tr.node,)))
+            self.log.add(verdict_line(tr.ts, tr.node, tr.old.value, tr.new, tr.reasons))
 
     def _watch_sight(self, now: float) -> None:
         """Tell the fleet state when the console loses and regains the broker: while it is
@@ -1324,6 +1330,7 @@ class ConsoleSession:
         if self._check_writer(now):
             # The collector writes all this: only what this console did itself (its audit).
             self.interruptions.take_runs(now)
+            self._stored_notes = []
             audit = self.store.prepare_audit()
             if audit.audit:
                 q.rows.append(audit)

@@ -699,13 +699,16 @@ class FleetdeckApp(App[int]):
             if c.state != "connected" and c.detail:
                 conn += f" ({esc(self._short_detail(c.detail))})"
             last = self.state.last_update
-            if (c.state == "connected" and last is not None and now - last > QUIET_LINK_S
-                    and any(st.online for st in self.state.nodes.values())):
+            quiet = 0.0 if last is None or c.state != "connected" else now - last
+            intervals = ([st.interval_s for st in self.state.nodes.values() if st.online]
+                         if quiet > QUIET_LINK_S else [])
+            # Two of the agents' intervals at the least: agents that sample every 30 s are
+            # quiet between samples.
+            if intervals and quiet > 2 * min(intervals):
                 # A hung broker keeps the TCP link up until the keepalive runs out (~15 s):
                 # the header read "connected" in green while nothing arrived and every node
                 # went stale (a drill).
-                conn = (f"[$warning]connected, nothing heard for {now - last:.0f} s "
-                        "(broker hung?)[/]")
+                conn = f"[$warning]connected, nothing heard for {quiet:.0f} s (broker hung?)[/]"
         broker = self.broker_label or (
             self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
@@ -844,6 +847,7 @@ class FleetdeckApp(App[int]):
         if self.current_mode != "clusters":
             await self.switch_mode("clusters")
         self.active = cluster
+        self.other_clusters, self._empty_since = None, None  # asked afresh of this one
         for name in VIEWS:
             await self.remove_mode(name)
             self.add_mode(name, self.MODES[name])
