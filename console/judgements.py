@@ -488,9 +488,8 @@ def step_quiet_text(job: JobStatus, quiet: float, now: float,
     into a hang, as a clock time ("hung if still so at 5m00s" read as a time of day: a drill).
     The step last: the jobs view's STEP column has it, and its HELD UP column cut this line at
     160 columns before the time of the hang (a review)."""
-    return (f"no step for {quiet:.0f} s; hung if none by "
-            f"{_utc(now - quiet + hang_window_s(job, delta))} "
-            f"(step {job.step} at {_utc(now - quiet)})")
+    return not_stepping_text(job, quiet, now, then=(
+        f"; hung if none by {_utc(now - quiet + hang_window_s(job, delta))}"))
 
 
 def _standing_still(job: JobStatus, state: FleetState, now: float,
@@ -573,9 +572,10 @@ def _step_stamp(job: JobStatus) -> int:
     return max(job.step_ts or job.ts, job.started_ts or 0)
 
 
-def not_stepping_text(job: JobStatus, quiet: float, now: float) -> str:
-    """``no step for 95 s (step 500 at 13:57:59)``: every view and the incident say it so."""
-    return f"no step for {quiet:.0f} s (step {job.step} at {_utc(now - quiet)})"
+def not_stepping_text(job: JobStatus, quiet: float, now: float, then: str = "") -> str:
+    """``no step for 95 s (step 500 at 13:57:59)``: every view and the incident say it so;
+    ``then`` goes before the step (``step_quiet_text``)."""
+    return f"no step for {quiet:.0f} s{then} (step {job.step} at {_utc(now - quiet)})"
 
 
 def own_job(st: NodeState, state: FleetState) -> str | None:
