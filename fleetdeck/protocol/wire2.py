@@ -342,7 +342,24 @@ def _share(col: Sequence[Any], one_type: bool = False) -> Sequence[Any]:
 
 def _merge(cls: type[Any], base: _Table,
            present: _Present) -> tuple[list[Any], _Table]:
-    """Rows from ``base`` with the ``present`` columns in place of its own, and their table.
+    """Rows from ``base`` with the ``present`` columns in place of its own, and their table
+    (a keyframe's, held: its columns as tuples; a delta needs only :func:`_rows`)."""
+    top, changed = _columns(cls, base, present)
+    nested = base.nested
+    if changed is not None:
+        nested = {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}}
+    return list(map(cls, *top)), _Table(base.n, tuple(top), nested)
+
+
+def _rows(cls: type[Any], base: _Table, present: _Present) -> list[Any]:
+    """:func:`_merge`'s rows without the table: a delta's table is never held."""
+    return list(map(cls, *_columns(cls, base, present)[0]))
+
+
+def _columns(cls: type[Any], base: _Table, present: _Present
+             ) -> tuple[list[Sequence[Any]], dict[int, list[Sequence[Any]]] | None]:
+    """``base``'s top columns with the ``present`` ones in their place (nested ones rebuilt
+    as columns of Structs), and the nested columns that changed.
 
     Positional construction from the columns: one C call per row, however many fields
     changed (``structs.replace`` with keywords cost ~2 µs a row), and ``map`` over the columns
@@ -360,14 +377,11 @@ def _merge(cls: type[Any], base: _Table,
             if c.top not in changed:
                 changed[c.top] = list(base.nested[c.top])
             changed[c.top][c.sub] = v
-    nested = base.nested
     if changed is not None:
         makers = _NESTED_AT[cls]
         for ti, cols in changed.items():
             top[ti] = _share(tuple(map(makers[ti], *cols)))
-        nested = {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}}
-    return list(map(cls, *top)), _Table(base.n, tuple(top), nested)
-
+    return top, changed
 
 Basis = tuple[int, int, bool]
 """``(bdSeq, kf, quiet)``: a sample's keyframe, and whether every column that differs from that
@@ -474,9 +488,9 @@ class Pending:
         if tel is None:
             tel = self._tel = replace(
                 self.head,
-                gpus=_merge(fast.GpuSample, self._gtab, _present_of(self._gvals, GPU_COLUMNS))[0],
-                ib_ports=_merge(fast.IbPortSample, self._ptab,
-                                _present_of(self._pvals, PORT_COLUMNS))[0])
+                gpus=_rows(fast.GpuSample, self._gtab, _present_of(self._gvals, GPU_COLUMNS)),
+                ib_ports=_rows(fast.IbPortSample, self._ptab,
+                               _present_of(self._pvals, PORT_COLUMNS)))
             self._gvals = self._pvals = _BUILT  # the rows hold the values now
         return tel
 
@@ -624,9 +638,9 @@ class Reassembler:
             out = Pending(head, h.gpus, gvals, h.ports, pvals)
         else:
             out = replace(head,
-                          gpus=_merge(fast.GpuSample, h.gpus, _present_of(gvals, GPU_COLUMNS))[0],
-                          ib_ports=_merge(fast.IbPortSample, h.ports,
-                                          _present_of(pvals, PORT_COLUMNS))[0])
+                          gpus=_rows(fast.GpuSample, h.gpus, _present_of(gvals, GPU_COLUMNS)),
+                          ib_ports=_rows(fast.IbPortSample, h.ports,
+                                         _present_of(pvals, PORT_COLUMNS)))
             check_u64(out, payload)
         self.basis = (msg.bdSeq, msg.kf, quiet)
         return out
