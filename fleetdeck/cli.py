@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from fleetdeck import __version__
 from fleetdeck.console.audit import os_user
+from fleetdeck.environment import unknown_variables
 from fleetdeck.errors import UserError
 from fleetdeck.paths import given_file, recording_out
 from fleetdeck.protocol.ids import InvalidId, validate_id
@@ -620,9 +621,21 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> Parser |
     return None
 
 
+def _glued_spans(argv: Sequence[str]) -> list[str]:
+    """``--since -5m`` as ``--since=-5m``: argparse takes ``-5m`` for an option and says
+    "expected one argument", though journalctl's way of writing "5 minutes ago" is meant."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--since" and re.match(r"-\d", arg):
+            out[-1] = f"--since={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(_glued_spans(sys.argv[1:] if argv is None else argv))
     if extra:
         # Leftovers belong to the subcommand: its parser names it and its --help (argparse
         # would blame 'fleetdeck' and send the reader to the top-level help).
@@ -632,6 +645,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
     setup_logging(args.log_level, one_shot=args.command in ONE_SHOT,
                   says_its_link=args.command in SAYS_ITS_LINK)
+    for sentence in unknown_variables(os.environ):
+        print(f"fleetdeck {args.command}: {sentence}", file=sys.stderr)
     try:
         return int(COMMANDS[args.command](args) or 0)
     except UserError as err:

@@ -204,3 +204,41 @@ def test_status_leaves_its_links_reconnect_warnings_to_info():
     finally:
         root.setLevel(saved[0])
         root.handlers[:] = saved[1]
+
+
+def test_a_mistyped_environment_variable_is_named_with_the_one_meant(monkeypatch, tmp_path):
+    """FLEETDECK_BROKR was ignored without a word: the command went to the default broker."""
+    monkeypatch.setenv("FLEETDECK_BROKR", f"mqtt://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("FLEETDECK_NONSENSE", "1")
+    res = run_cli("events", "--db", str(tmp_path / "none.db"))
+    assert res.stderr.splitlines()[:2] == [
+        "fleetdeck events: $FLEETDECK_BROKR is not a fleetdeck setting (did you mean "
+        "FLEETDECK_BROKER?); it is ignored.",
+        "fleetdeck events: $FLEETDECK_NONSENSE is not a fleetdeck setting; it is ignored."]
+
+
+def test_every_setting_the_agent_reads_from_the_environment_is_known():
+    from agents.config import ENV_PREFIX, AgentSettings
+    from fleetdeck.environment import KNOWN, PREFIX, unknown_variables
+
+    assert ENV_PREFIX == PREFIX
+    read = {PREFIX + name.upper() for name in AgentSettings.model_fields}
+    assert read <= KNOWN
+    assert unknown_variables(dict.fromkeys(KNOWN, "x")) == []
+
+
+def test_since_written_as_minus_a_span_means_that_long_ago(tmp_path):
+    """``--since -5m`` (journalctl's way) read "expected one argument"."""
+    for since in ("-5m", "-90s"):
+        res = run_cli("events", "--db", str(tmp_path / "none.db"), "--since", since)
+        assert res.stderr == (f"fleetdeck events: no store at {tmp_path / 'none.db'} (run "
+                              "'fleetdeck collect' or the console first, or pass --db FILE).\n")
+
+
+def test_parse_since_reads_a_leading_minus_as_ago():
+    from console.cli.history import parse_since
+    from fleetdeck.errors import UserError
+
+    assert parse_since("-5m", 1000.0) == parse_since("5m", 1000.0) == 700.0
+    with pytest.raises(UserError, match="neither a span"):
+        parse_since("+5m", 1000.0)

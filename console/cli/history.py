@@ -78,8 +78,10 @@ class _TrimmedLines(io.TextIOBase):
 
 
 def parse_since(text: str, now: float) -> float:
-    """``90s``, ``15m``, ``1h``, ``7d`` ago, or an ISO time (``2026-11-30T03:00``)."""
-    seconds = span_s(text) if text.strip()[-1:] in "smhd" else None
+    """``90s``, ``15m``, ``1h``, ``7d`` ago (``-15m`` too, as journalctl writes it), or an ISO
+    time (``2026-11-30T03:00``)."""
+    span = text.strip().removeprefix("-")
+    seconds = span_s(span) if span[-1:] in "smhd" else None
     if seconds is not None:
         return now - seconds
     try:
