@@ -381,13 +381,13 @@ class SchedulerGone:
     @property
     def text(self) -> str:
         who = f"scheduler {self.name}" if self.name else "the scheduler"
-        as_of = "" if self.as_of is None else f" as of {_utc(self.as_of)}"
+        as_of = "" if self.as_of is None else f" as of {utc_hms(self.as_of)}"
         running = (f"; {len(self.jobs)} job(s) read running{as_of} "
                    f"({', '.join(self.jobs[:3])}{' …' if len(self.jobs) > 3 else ''}), "
                    "which nothing updates now" if self.jobs else "")
         # "heard": a console started later reads the retained will when it connects, so the
         # time is when this console learnt it, not when the scheduler died.
-        return (f"{who} offline (heard {_utc(self.since)}){running}; no job is requeued and "
+        return (f"{who} offline (heard {utc_hms(self.since)}){running}; no job is requeued and "
                 "restart-job gets no answer until it is back")
 
     def as_json(self) -> dict[str, object]:
@@ -396,7 +396,7 @@ class SchedulerGone:
                 "jobs_running": self.jobs, "text": self.text}
 
 
-def _utc(ts: float) -> str:
+def utc_hms(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
@@ -489,7 +489,7 @@ def step_quiet_text(job: JobStatus, quiet: float, now: float,
     The step last: the jobs view's STEP column has it, and its HELD UP column cut this line at
     160 columns before the time of the hang (a review)."""
     return not_stepping_text(job, quiet, now, then=(
-        f"; hung if none by {_utc(now - quiet + hang_window_s(job, delta))}"))
+        f"; hung if none by {utc_hms(now - quiet + hang_window_s(job, delta))}"))
 
 
 def _standing_still(job: JobStatus, state: FleetState, now: float,
@@ -575,7 +575,7 @@ def _step_stamp(job: JobStatus) -> int:
 def not_stepping_text(job: JobStatus, quiet: float, now: float, then: str = "") -> str:
     """``no step for 95 s (step 500 at 13:57:59)``: every view and the incident say it so;
     ``then`` goes before the step (``step_quiet_text``)."""
-    return f"no step for {quiet:.0f} s{then} (step {job.step} at {_utc(now - quiet)})"
+    return f"no step for {quiet:.0f} s{then} (step {job.step} at {utc_hms(now - quiet)})"
 
 
 def own_job(st: NodeState, state: FleetState) -> str | None:
@@ -1259,7 +1259,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             quiet = (f"its port has had no symbol error for {SYMBOL_QUIET_S // 60} min"
                      if by == ["N3"] else "its links are up again" + (
                          " and free of symbol errors" if symbols else ""))
-            done = (f"repaired at {_utc(held)}" if held else quiet) + (
+            done = (f"repaired at {utc_hms(held)}" if held else quiet) + (
                 f", failed for the hour by {' and '.join(by)}")
             # Symbol errors that stopped still mark a marginal cable: clean or replace it
             # (unless it was just repaired: "replace the cable" of one replaced, a fault audit).

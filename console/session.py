@@ -52,7 +52,7 @@ from fleetdeck.console.interruptions import (
     interruption_text,
     report,
 )
-from fleetdeck.console.judgements import correlate, not_stepping, not_stepping_text
+from fleetdeck.console.judgements import correlate, not_stepping, not_stepping_text, utc_hms
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
@@ -246,6 +246,9 @@ class _StoreQueue:
 RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
+RERUN_RECALLED_S = 3600.0
+"""A restarted console watches for the run again of the interruptions the store kept from this
+long ago: older ones' jobs ran again (or not) long before, and each would be a line at start."""
 MALFORMED_SAY_EVERY_S = 600.0
 """A topic's rejected messages are said in the timeline at most this often (all counted)."""
 MALFORMED_LINES_PER_TICK = 5
@@ -593,6 +596,10 @@ class ConsoleSession:
             out.append(verdict_line(float(tr["ts"]), tr["node"], tr["old"], new, tr["reasons"]))
         for it in (await store.interruptions(oldest))[-RECALLED_LINES:]:
             nodes = tuple(it["nodes"])
+            if float(it["ts"]) >= now - RERUN_RECALLED_S:
+                # Its run again is watched for as a live one's: a console started after the
+                # interruption never said "runs again" (nor that the job did not yet).
+                self._rerun[it["job_id"]] = float(it["ts"])
             out.append(EventLine(float(it["ts"]), "console", INTERRUPTION, "warn",
                                  interruption_text(it["job_id"], it["cause"], nodes,
                                                    float(it["lost_gpu_hours"])), nodes))
@@ -1068,8 +1075,12 @@ class ConsoleSession:
             # From the scheduler's start where it says one: the interruption is booked up to
             # 10 s after the run ended, and the console saw the start up to a tick late.
             took = (started if started is not None else now) - since
+            watched = self.interruptions.started
+            before = (f" (at {utc_hms(started)} UTC, before this console started)"
+                      if started is not None and watched is not None and started < watched - 1
+                      else "")
             self.note(f"job {job_id} runs again (requeues {job.requeues}) from step {job.step}"
-                      f"{where}, {fmt_duration(took)} after its run ended", kind="job",
+                      f"{where}, {fmt_duration(took)} after its run ended{before}", kind="job",
                       nodes=tuple(job.nodes[:64]))
 
     def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),

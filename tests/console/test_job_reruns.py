@@ -77,3 +77,46 @@ def test_the_run_that_ended_is_not_taken_for_the_next():
     assert job_lines(session) == []
     seconds(session, 12, requeues=1, started=0)  # the interruption is booked within 10 s
     assert len(job_lines(session)) == 1
+
+
+async def restarted_after_interruption(tmp_path) -> ConsoleSession:
+    """A console with a store sees job 41 requeued (RQ, then PD) and stops; another one is
+    started on the store while the job still waits."""
+    first = session_with_job()
+    await first.open_store(tmp_path / "store.db")
+    seconds(first, 10)
+    seconds(first, 1, state=JobState.RQ, requeues=1)
+    seconds(first, 15, state=JobState.PD, requeues=1, nodes=[])
+    await first.flush()
+    await first.close()
+    later = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
+    SynthFleet(8, first.clock).birth(later.ingest)  # type: ignore[arg-type]
+    await later.open_store(tmp_path / "store.db")
+    return later
+
+
+async def test_a_console_started_after_the_interruption_says_the_job_runs_again(tmp_path):
+    """It recalled the interruption from the store, and never said the job ran again."""
+    later = await restarted_after_interruption(tmp_path)
+    try:
+        seconds(later, 5, state=JobState.PD, requeues=1, nodes=[])
+        assert job_lines(later) == []
+        seconds(later, 2, requeues=1, nodes=["gpu0005", "gpu0006"], step=400, started=0)
+        (line,) = job_lines(later)
+        assert line.startswith("job 41 runs again (requeues 1) from step 400 on gpu[0005-0006]")
+        assert line.endswith("after its run ended"), line
+    finally:
+        await later.close()
+
+
+async def test_a_job_that_ran_again_before_the_console_started_says_when(tmp_path):
+    later = await restarted_after_interruption(tmp_path)
+    try:
+        # Running for 5 s when this console first hears of it: after the requeue (10 s
+        # before), before this console.
+        seconds(later, 1, requeues=1, nodes=["gpu0005", "gpu0006"], step=400, started=5)
+        (line,) = job_lines(later)
+        assert line.startswith("job 41 runs again (requeues 1) from step 400 on gpu[0005-0006]")
+        assert line.endswith(" UTC, before this console started)"), line
+    finally:
+        await later.close()
