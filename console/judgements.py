@@ -137,6 +137,14 @@ def bad_ports(st: NodeState, last_known: bool = False) -> list[tuple[str, IbPort
     return out
 
 
+def erroring_ports(st: NodeState) -> int:
+    """Its ports up but erroring or flapping: a port that is down counts as down only, though
+    its link_downed (N2) moved too (a replayed switch failure read "down 64  erroring 64" of
+    128 ports); a silent node's ports are unknown (``port_use``), not erroring. The overview's
+    count and ``status``'s are this one."""
+    return sum(1 for status, _p in bad_ports(st) if status not in NO_LINK)
+
+
 @dataclass
 class SuspectSwitch:
     switch: str

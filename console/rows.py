@@ -22,6 +22,7 @@ from fleetdeck.console.judgements import (
     SickNode,
     SuspectSwitch,
     bad_ports,
+    erroring_ports,
     job_reason,
     leaf_groups,
     leaf_of,
@@ -1029,12 +1030,8 @@ def _contribution(st: NodeState) -> _Contribution:
     expected = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample else 0)
     use = st.gpu_use()
     ports = st.port_use()
-    # Up but erroring or flapping: a port that is down counts as down only, though its
-    # link_downed (N2) moved too (a replayed switch failure read "down 64  erroring 64" of
-    # 128 ports); a silent node's ports are unknown (port_use), not erroring.
-    erroring = sum(1 for status, _p in bad_ports(st) if status not in NO_LINK)
     return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
-            st.ib_ports, ports.down, erroring, use.waiting, ports.unknown)
+            st.ib_ports, ports.down, erroring_ports(st), use.waiting, ports.unknown)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
+    erroring_ports,
     never_fits,
     not_stepping,
     own_job,
@@ -123,6 +124,7 @@ def fleet_summary(state: FleetState, now: float, *,
             "ib_ports_up": t.ib_ports_up,
             "ib_ports_down": t.ib_ports_down,
             "ib_ports_unknown": t.ib_ports_unknown,
+            "ib_ports_erroring": sum(erroring_ports(st) for st in state.nodes.values()),
             "by_verdict": t.by_verdict,
             "drained": t.drained,
             "draining": t.draining,

@@ -170,13 +170,19 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     where = escape(str(summary.get("broker") or summary.get("source") or ""))
     # A silent node's ports are neither up nor down: say how many, or 0/512 reads as an outage.
     unknown = t.get("ib_ports_unknown", 0)
-    ports_unknown = f" (unknown {unknown})" if unknown else ""
+    ports_unknown = f", unknown {unknown}" if unknown else ""
+    erroring = t.get("ib_ports_erroring", 0)
+    waiting = t.get("gpus_waiting", 0)
+    # The overview header's words for the same counts: "GPUs usable 464/512" stood beside the
+    # header's "in use 464" of another number (a newcomer's run).
     console.print(
         f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} "
         f"node{'' if t['nodes'] == 1 else 's'}  {verdicts}  "
-        f"GPUs usable {t['gpus_in_use'] + t['gpus_free']}/{t['gpus']} "
-        f"(failed {t['gpus_failed']}, out {t['gpus_out']})  "
-        f"IB up {t['ib_ports_up']}/{t['ib_ports']}{ports_unknown}  "
+        f"GPUs {t['gpus']} (in use {t['gpus_in_use']}, free {t['gpus_free']}, "
+        f"failed {t['gpus_failed']}, out {t['gpus_out']}"
+        f"{f', waiting {waiting}' if waiting else ''})  "
+        f"IB up {t['ib_ports_up']}/{t['ib_ports']} (down {t.get('ib_ports_down', 0)}, "
+        f"erroring {erroring}{ports_unknown})  "
         f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
     )
     render_incidents(summary.get("incidents", []), console)

@@ -37,7 +37,7 @@ async def test_silent_nodes_ports_are_unknown_not_up_in_every_view():
         assert "IB ports 192  down 1" in text_of(world.app)
         assert "unknown" not in text_of(world.app)
         assert port_totals(world) == (192, 191, 1, 0)
-        assert "IB up 191/192  " in status_line(world)
+        assert "IB up 191/192 (down 1, erroring 0)  " in status_line(world)
         await pilot.press("0")
         await pilot.pause()
         assert isinstance(world.app.screen, ClustersScreen)
@@ -53,7 +53,7 @@ async def test_silent_nodes_ports_are_unknown_not_up_in_every_view():
         assert row.as_json()["ib_ports_unknown"] == 192
         assert "0/192" in text_of(world.app) and "192/192" not in text_of(world.app)
         assert port_totals(world) == (192, 0, 0, 192)
-        assert "IB up 0/192 (unknown 192)" in status_line(world)
+        assert "IB up 0/192 (down 0, erroring 0, unknown 192)" in status_line(world)
         await pilot.press("1")
         await pilot.pause()
         assert "IB ports 192  down 0" in text_of(world.app)
@@ -66,3 +66,38 @@ async def test_silent_nodes_ports_are_unknown_not_up_in_every_view():
         await pilot.pause()
         assert port_totals(world) == (192, 95, 1, 96)
         assert "unknown 96" in text_of(world.app)
+
+
+async def test_status_counts_gpus_and_ports_in_the_overview_headers_words():
+    """`status` said "GPUs usable 464/512" beside the header's "in use 464" of another number,
+    and had no erroring ports at all (a newcomer's run): the same words, the same figures."""
+    import re
+
+    from msgspec.structs import replace
+
+    def symbol_storm(tel):
+        return replace(tel, ib_ports=[
+            replace(p, symbol_error=int(tel.ts // 1000) % 10**6 * 500)
+            if p.dev == "mlx5_ib4" else p for p in tel.ib_ports])
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest, faults={"gpu0009": port_down(),
+                                                "gpu0010": symbol_storm})
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            world.fleet.telemetry(world.ingest, faults={"gpu0009": port_down(),
+                                                        "gpu0010": symbol_storm})
+            world.tick()
+        await pilot.pause()
+        header = text_of(world.app)
+        line = status_line(world)
+        for word in ("in use", "free", "failed", "out"):
+            shown = re.search(rf"\b{word} (\d+)", header)
+            said = re.search(rf"\b{word} (\d+)", line)
+            assert shown and said and shown.group(1) == said.group(1), (word, line)
+        erroring = re.search(r"erroring (\d+)", header)
+        assert erroring and int(erroring.group(1)) > 0
+        assert f"erroring {erroring.group(1)}" in line, line
+        assert (fleet_summary(world.app.state, world.clock())["totals"]["ib_ports_erroring"]
+                == int(erroring.group(1)))
