@@ -159,6 +159,9 @@ class Interruption:
     gpus: int
     lost_gpu_hours: float
     detail: str
+    in_place: str = ""
+    """Restarted in place (``restarted_in_place``): how, for the timeline's "runs again" line
+    (the job already runs; its start may be the old run's). Not stored."""
 
     def as_json(self) -> dict[str, object]:
         return {"job_id": self.job_id, "ts": self.ts, "cause": self.cause,
@@ -312,7 +315,8 @@ class InterruptionTracker:
             was = (seen.state, seen.requeues, seen.nodes)
             interrupted = (job.requeues > seen.requeues
                            or (job.state in (JobState.NF, JobState.F)
-                               and seen.state is JobState.R))
+                               and seen.state is JobState.R)
+                           or restarted_in_place(seen.latest, job))
             if seen.recalled:
                 self._unwatched(seen, job, interrupted, now)
             if interrupted and not seen.interrupted and seen.state is not JobState.PD:
@@ -408,6 +412,10 @@ class InterruptionTracker:
         since = since_checkpoint_s(p.run, p.at)
         lost = 0.0 if since is None else gpus * since / 3600
         what = job_reason(job) or job.state.value
+        in_place = ""
+        if restarted_in_place(p.run, job):
+            in_place = f"restarted without a requeue: step {p.run.step} -> {job.step}"
+            what = in_place + (f"; {job_reason(job)}" if job_reason(job) else "")
         if p.unwatched:
             # "R -> R (R)" said nothing: what changed while no one watched is the requeue.
             again = job.requeues - p.run.requeues
@@ -427,7 +435,7 @@ class InterruptionTracker:
                                    and switches & _switches(st.behind_switch)]
                 what += f"; switch {compress(sorted(switches))}"
         it = Interruption(job.job_id, p.at, cause, tuple(blamed), gpus, lost,
-                          f"{p.was.value} -> {job.state.value} ({what})")
+                          f"{p.was.value} -> {job.state.value} ({what})", in_place)
         self.found.append(it)
         self.total.append(it)
         del self.total[:-1000]
@@ -453,6 +461,16 @@ def read_detail(detail: str) -> str:
     if m is None or m.group(3).strip().lower() not in NO_REASON:
         return detail
     return f"{m.group(1)} -> {m.group(2)} ({m.group(2)})"
+
+
+def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:
+    """Running, then running again from an earlier step with no requeue counted: its launcher
+    restarted it inside its allocation (torchrun's --max-restarts), or its scheduler came back
+    with it anew (a simulator restarted under a running job went from step 127 to 1 and
+    nothing was said or booked: a 3 a.m. drive). Either way its work since its checkpoint
+    is lost."""
+    return (before.state is JobState.R and job.state is JobState.R
+            and job.requeues == before.requeues and job.step < before.step)
 
 
 def interruption_text(job_id: str, cause: str, nodes: Sequence[str], lost_gpu_hours: float) -> str:

@@ -52,7 +52,13 @@ from fleetdeck.console.interruptions import (
     interruption_text,
     report,
 )
-from fleetdeck.console.judgements import correlate, not_stepping, not_stepping_text, utc_hms
+from fleetdeck.console.judgements import (
+    correlate,
+    not_stepping,
+    not_stepping_text,
+    scheduler_gone,
+    utc_hms,
+)
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
@@ -306,6 +312,8 @@ class ConsoleSession:
         """Jobs said in the timeline to be hung, with when their step last moved."""
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
+        self._sched_gone: float | None = None
+        """When the scheduler was heard going, while it is gone (``_note_scheduler``)."""
         self._malformed_seen = 0
         """``MalformedLog.total`` at the last tick (``_log_malformed``)."""
         self._malformed_said: dict[str, float] = {}
@@ -399,6 +407,7 @@ class ConsoleSession:
         self.interruptions = InterruptionTracker()
         self._hung = {}
         self._rerun = {}
+        self._sched_gone = None
         self._malformed_seen, self._malformed_said = 0, {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
         self.log.clear()
@@ -734,11 +743,19 @@ class ConsoleSession:
         self._log_drains_lost()
         self.interruptions.observe(self.state, now, batch.jobs_passed)
         self._note_hangs(now)
+        self._note_scheduler(now)
         found, job_seconds = self.interruptions.take(now)
         for it in found:
             self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
                       severity="warn", nodes=it.nodes, kind=INTERRUPTION)
-            self._rerun[it.job_id] = it.ts
+            job = self.state.jobs.get(it.job_id)
+            if it.in_place and job is not None:
+                # It already runs, and its start may be the old run's: said now, not waited.
+                self.note(f"job {it.job_id} runs again in place ({it.in_place}; its launcher "
+                          "or its scheduler restarted it)", kind="job",
+                          nodes=tuple(job.nodes[:64]))
+            else:
+                self._rerun[it.job_id] = it.ts
         if self._rerun:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds)
@@ -1057,6 +1074,22 @@ class ConsoleSession:
                     self.note(f"job {job_id} steps again (step {again.step}), "
                               f"{now - since:.0f} s after its step stopped", kind="job",
                               nodes=tuple(again.nodes[:64]))
+
+    def _note_scheduler(self, now: float) -> None:
+        """The scheduler's going and coming back, in the timeline: only the incidents view
+        said it was offline, and a simulator killed for 20 s left no line of it in the events
+        nor in ``fleetdeck events`` (a 3 a.m. drive)."""
+        gone = scheduler_gone(self.state) if self.state.scheduler is not None else None
+        if gone is not None and self._sched_gone is None:
+            self._sched_gone = gone.since
+            self.note(gone.text, severity="warn", kind="scheduler")
+        elif gone is None and self._sched_gone is not None:
+            sched = self.state.scheduler
+            if sched is not None and sched.online:
+                who = f"scheduler {sched.name}" if sched.name else "the scheduler"
+                self.note(f"{who} back, {fmt_duration(now - self._sched_gone)} after it went",
+                          kind="scheduler")
+            self._sched_gone = None
 
     def _note_reruns(self, now: float) -> None:
         """An interrupted job that runs again, in the timeline: a restart was "done" at the

@@ -1033,10 +1033,11 @@ class FleetState:
             self.sched_newest_ts = max(self.sched_newest_ts, job.ts)
             seen = self.job_stepped_at.get(job_id)
             if seen is None or (before is not None and (before.state is not job.state
-                                                        or before.requeues != job.requeues)):
-                # A new run (requeued, restarted) starts from its checkpoint's step: not an
-                # advance, nor the gap since its last one (a restarted job read hung the
-                # moment it ran again: a review).
+                                                        or before.requeues != job.requeues
+                                                        or job.step < seen[0])):
+                # A new run (requeued, restarted, or back at an earlier step: restarted in
+                # place) starts from its checkpoint's step: not an advance, nor the gap since
+                # its last one (a restarted job read hung the moment it ran again: a review).
                 if seen is not None and before is not None and before.state.value == "R":
                     self.job_run_stepped[job_id] = (before, seen[1],
                                                     self.job_step_delta.get(job_id))

@@ -120,3 +120,27 @@ async def test_a_job_that_ran_again_before_the_console_started_says_when(tmp_pat
         assert line.endswith(" UTC, before this console started)"), line
     finally:
         await later.close()
+
+
+def test_a_job_back_at_an_earlier_step_with_no_requeue_is_an_interruption():
+    """A simulator restarted under running jobs brought job 4101 back from step 127 to 1 under
+    the same id, no requeue counted: nothing was said, nothing booked (a 3 a.m. drive). A
+    launcher that restarts a job inside its allocation does the same."""
+    session = session_with_job()
+    for step in range(500, 510):
+        seconds(session, 1, step=step)
+    seconds(session, 12, step=120, started=2)  # a cause is looked for for 10 s
+    (it,) = session.interruptions.total
+    assert it.job_id == "41"
+    assert it.detail == "R -> R (restarted without a requeue: step 509 -> 120)", it.detail
+    assert it.lost_gpu_hours > 0  # its work since the checkpoint at step 400
+    assert job_lines(session) == [
+        "job 41 runs again in place (restarted without a requeue: step 509 -> 120; its "
+        "launcher or its scheduler restarted it)"]
+    assert session._rerun == {}
+    # A new run: its steps are advances of its own, not one of 389 back.
+    steps, _gap = session.state.job_step_delta.get("41", (0, None))
+    assert steps <= 1
+    seconds(session, 3, step=121, started=2)
+    assert len(session.interruptions.total) == 1
+    assert it.cause == "software"  # no node of it looked unhealthy

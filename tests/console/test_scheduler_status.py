@@ -126,3 +126,30 @@ def test_a_cleared_retained_scheduler_status_is_as_never_heard():
     out = fleet_summary(session.state, clock())
     assert out["scheduler"] is None and out["totals"]["malformed"] == 0
     assert "scheduler" not in {i["kind"] for i in out["incidents"]}
+
+
+def test_its_going_and_its_return_are_lines_of_the_timeline():
+    """Only the incidents view said the scheduler was offline: a simulator killed for 20 s
+    left no line of it in the events (a 3 a.m. drive)."""
+    clock, ingest, session = world()
+    started = clock()
+    ingest.handle(TOPIC, sched(True, started, clock), clock())
+    session.tick()
+
+    def lines() -> list[str]:
+        return [ln.text for ln in session.log.lines() if ln.kind == "scheduler"]
+
+    assert lines() == []
+    ingest.handle(TOPIC, sched(False, started, clock), clock())
+    for _ in range(4):  # its will is believed once WILL_BURST_S old
+        clock.advance(1.0)
+        session.tick()
+    (gone,) = lines()
+    assert gone.startswith("scheduler slurm-bridge offline (heard ")
+    clock.advance(20.0)
+    ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+    session.tick()
+    assert lines()[1:] == ["scheduler slurm-bridge back, 24s after it went"]
+    clock.advance(5.0)
+    session.tick()
+    assert len(lines()) == 2
