@@ -1299,12 +1299,12 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         out = st.drain.state in (DrainState.DRAINED, DrainState.DRAINING)
         if st.behind_recovered:
             if out:
-                return (f"{st.drain.state.value}, nothing found on the node (switch "
+                return (f"{taken_out(st)}, nothing found on the node (switch "
                         f"{st.behind_switch} recovered): resume it once its repair or "
                         "maintenance is done (its GPUs are out of service)")
             return f"none on the node: switch {st.behind_switch} recovered; do not drain"
         if out:
-            return (f"check switch {st.behind_switch}; {st.drain.state.value}, nothing found "
+            return (f"check switch {st.behind_switch}; {taken_out(st)}, nothing found "
                     "on the node: resume it once the switch is fixed")
         return f"check switch {st.behind_switch}; do not drain"
     if v == "degraded" and st.drain.state in (DrainState.DRAINED, DrainState.DRAINING):
@@ -1362,6 +1362,14 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
     if st.drain.state is DrainState.DRAINED:
         # Healthy again (repaired) but still out of service: its GPUs idle until someone
         # resumes it, and "none" hid that.
-        return ("healthy and drained: resume it once its repair or maintenance is done (its "
-                "GPUs are out of service)")
+        return (f"healthy and {taken_out(st)}: resume it once its repair or maintenance is "
+                "done (its GPUs are out of service)")
     return "none"
+
+
+def taken_out(st: NodeState) -> str:
+    """``drained (reason: hot gpu2)``: advice to resume a node in which nothing is found names
+    why it was taken out. A one-shot `status` cannot see a throttle (a rate over minutes) and
+    told to resume a node drained for a hot GPU with no word of the heat (a 3 a.m. drive)."""
+    reason = st.drain.reason.strip()
+    return f"{st.drain.state.value} (reason: {reason})" if reason else st.drain.state.value

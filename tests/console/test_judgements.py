@@ -296,6 +296,9 @@ def test_a_repaired_node_still_drained_is_told_to_be_resumed():
     assert st.verdict.value == "ok" and recommended_action(st) == "none"
     st.drain = DrainInfo(state=DrainState.DRAINED)
     assert recommended_action(st).startswith("healthy and drained: resume it")
+    st.drain = DrainInfo(state=DrainState.DRAINED, reason="hot gpu2 thermal")
+    assert recommended_action(st).startswith(
+        "healthy and drained (reason: hot gpu2 thermal): resume it")
 
 
 def test_a_drained_failed_node_is_told_its_warnings_repairs_too():
