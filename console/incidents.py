@@ -140,19 +140,9 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     for by, group in sorted(orphans.items()):
         out.append(_collector_incident(state, by, group, jobs_on))
         taken.update(st.node_id for st in group)
-    silent = [st for st in bad
-              if st.verdict in _SILENT and not st.job_stepping and st.node_id not in taken]
-    groups = _rack_groups(silent)
-    starts = [_silent_since(st) for group in groups for st in group]
-    if len(groups) >= FLEET_RACKS and max(starts) - min(starts) <= RACK_WINDOW_S:
-        # Rack after rack at once is not each rack's power: the link between the fleet and
-        # the broker (a scale-out audit saw a dead simulator as 8 rack incidents).
-        out.append(_fleet_incident(groups, jobs_on))
-        taken.update(st.node_id for group in groups for st in group)
-        groups = []
-    for group in groups:
-        out.append(_rack_incident(group, jobs_on))
-        taken.update(st.node_id for st in group)
+    for inc in silences([st for st in bad if st.node_id not in taken], jobs_on):
+        out.append(inc)
+        taken.update(inc.nodes)
     for st in bad:
         if st.node_id in taken:
             continue
@@ -224,6 +214,20 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
             "check the broker and the network from here to it; the nodes are not known "
             "to be down"))
     return out
+
+
+def silences(bad: list[NodeState], jobs_on: dict[str, list[str]]) -> list[Incident]:
+    """Silent nodes that went together: one fleet incident when rack after rack fell silent
+    at once, else one per rack (``bad``: nodes not ok, none of them taken by another
+    incident). The overview's top problems lead with these as the incidents view does."""
+    silent = [st for st in bad if st.verdict in _SILENT and not st.job_stepping]
+    groups = _rack_groups(silent)
+    starts = [_silent_since(st) for group in groups for st in group]
+    if len(groups) >= FLEET_RACKS and max(starts) - min(starts) <= RACK_WINDOW_S:
+        # Rack after rack at once is not each rack's power: the link between the fleet and
+        # the broker (a scale-out audit saw a dead simulator as 8 rack incidents).
+        return [_fleet_incident(groups, jobs_on)]
+    return [_rack_incident(group, jobs_on) for group in groups]
 
 
 def _acted_on(state: FleetState, inc: Incident) -> bool:

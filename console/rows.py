@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
-from fleetdeck.console.incidents import Incident
+from fleetdeck.console.incidents import Incident, silences
 from fleetdeck.console.judgements import (
     HOLDING_NODES,
     NO_LINK,
@@ -571,15 +571,28 @@ def top_problems(state: FleetState, limit: int = 10,
         if quiet is not None:
             switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "hung",
                                     not_stepping_text(job, quiet, now)))
-    switches = switches[:limit]
-    limit = max(0, limit - len(switches))
     nodes = state.nodes
     # A node whose only trouble is its suspect switch's is under the switch's row, not a row of
     # its own: fifteen "behind switch …, which recovered: nothing to do on the node" rows hid
     # a throttled straggler, and "17 nodes need attention" counted them (a 3 a.m. drive).
-    bad = [st for n in state.not_ok if (st := nodes.get(n)) is not None
+    bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
            and st.verdict is not Verdict.OK
            and not (st.behind_switch and not st.liveness and not own_findings(st))]
+    # Racks that fell silent together are one row each, or one for the fleet, first, as the
+    # incidents view has them: a killed simulator listed 48 rows of "agent offline (Last
+    # Will)" with the line that names the cause only under 6 (a 3 a.m. drive). Not a dead
+    # collector's nodes (D1): their silence is the collector's.
+    grouped: set[str] = set()
+    for inc in silences([st for st in bad if not (st.digest is not None and any(
+            f.rule == "D1" for f in st.liveness))], {}):
+        loudest = max((nodes[n].verdict for n in inc.nodes), key=lambda v: VERDICT_ORDER[v])
+        name = "fleet" if inc.kind == "fleet" else inc.key.removeprefix("rack:")
+        switches.insert(0, Problem(name, loudest, "silent", inc.title))
+        grouped.update(inc.nodes)
+    total = len(bad)
+    bad = [st for st in bad if st.node_id not in grouped] if grouped else bad
+    switches = switches[:limit]
+    limit = max(0, limit - len(switches))
     # A node already draining or drained is in hand: after the ones no one has acted on (a
     # drained node kept its place among "4 nodes need attention" above new ones: a
     # newcomer's run).
@@ -598,7 +611,7 @@ def top_problems(state: FleetState, limit: int = 10,
         text = "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
                                                         if len(found) > 3 else "")
         out.append(Problem(st.node_id, st.verdict, slurm_state(st), text))
-    return (switches + out + recovered)[:len(switches) + limit], len(bad)
+    return (switches + out + recovered)[:len(switches) + limit], total
 
 
 # --- jobs ---------------------------------------------------------------------------------------

@@ -171,6 +171,25 @@ def test_racks_falling_silent_together_are_one_fleet_incident():
     fleet = found["fleet:silent"]
     assert fleet.nodes == silent and fleet.kind == "fleet"
     assert "3 racks fell silent" in fleet.title and "not each rack" in fleet.title
+    # The overview's top problems lead with it too: they listed 24 rows of "agent offline"
+    # and the cause only in the incidents view (a 3 a.m. drive).
+    from fleetdeck.console.rows import top_problems
+
+    problems, total = top_problems(session.state)
+    assert [(p.node, p.state, p.text) for p in problems] == [("fleet", "silent", fleet.title)]
+    assert total == 24
+
+
+def test_one_rack_falling_silent_is_one_top_problem_above_its_nodes():
+    from fleetdeck.console.rows import top_problems
+
+    silent = [f"gpu{i:04d}" for i in range(9, 17)]  # rack r01
+    session = run(32, {"gpu0030": port_down()}, silent=silent)
+    problems, total = top_problems(session.state)
+    assert [p.node for p in problems] == ["r01", "gpu0030"], problems
+    assert problems[0].state == "silent"
+    assert problems[0].text.startswith("rack r01: 8 nodes fell silent within ")
+    assert total == 9
 
 
 def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
