@@ -252,6 +252,8 @@ class _StoreQueue:
 RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
+UNWATCHED_SAID_S = 15.0
+"""A store last written longer ago than this is a gap a restarted console says it missed."""
 RERUN_RECALLED_S = 3600.0
 """A restarted console watches for the run again of the interruptions the store kept from this
 long ago: older ones' jobs ran again (or not) long before, and each would be a line at start."""
@@ -567,6 +569,7 @@ class ConsoleSession:
         else:
             self._other_writer = lock
             self._check_writer(self.clock(), force=True)
+        watched = await store.watched()
         restored = await store.restore(self.state, now=self.clock())
         for run, job_state, requeues, nodes in await store.job_runs():
             self.interruptions.recall(run, job_state, requeues, nodes)
@@ -584,6 +587,14 @@ class ConsoleSession:
         said = await self._recalled_lines(store)
         if restored or said:
             self._collect_events(said)
+        now = self.clock()
+        if watched is not None and now - watched > UNWATCHED_SAID_S:
+            # A restarted console told what happened while none ran only by the events its
+            # agents sent; nothing said that it had not watched in between (a 3 a.m. drive).
+            self.note(f"nothing watched this fleet from {utc_hms(watched)} to {utc_hms(now)} "
+                      f"UTC ({fmt_duration(now - watched)}; store {path.name}): what happened "
+                      "meanwhile is told by the agents' events and what the broker kept, and "
+                      "verdict changes are dated when this console saw them", severity="warn")
         return restored
 
     async def _recalled_lines(self, store: Store) -> list[EventLine]:
@@ -1380,6 +1391,7 @@ class ConsoleSession:
                 q.rows.append(audit)
             return
         rows = self.store.prepare(batch, verdicts, self._stored_notes)
+        rows.watched = now
         self._stored_notes = []
         rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
                                it.lost_gpu_hours, it.detail) for it in found]

@@ -340,6 +340,8 @@ class TickRows:
     """Each changed job's run (``InterruptionTracker.take_runs``), the latest last."""
     partial: bool = False
     """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
+    watched: float | None = None
+    """The tick's time: the store keeps the latest as ``watched_until`` (``Store.watched``)."""
 
     def merged_after(self, older: "TickRows") -> "TickRows":
         """These rows plus what cannot be had again of ``older`` (its per-minute samples are
@@ -348,7 +350,7 @@ class TickRows:
                         older.audit + self.audit, self.gpu, self.ports,
                         older.interruptions + self.interruptions,
                         older.job_seconds + self.job_seconds,
-                        older.job_runs + self.job_runs)
+                        older.job_runs + self.job_runs, watched=self.watched)
 
 
 class Store:
@@ -502,6 +504,10 @@ class Store:
                 await db.executemany(_GPU_UPSERT[rows.partial], rows.gpu)
             if rows.ports:
                 await db.executemany(_PORT_UPSERT[rows.partial], rows.ports)
+            if rows.watched is not None:
+                await db.execute("INSERT INTO meta VALUES ('watched_until', ?1) "
+                                 "ON CONFLICT (key) DO UPDATE SET value = ?1",
+                                 (repr(rows.watched),))
             await db.commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error, ValueError):
@@ -659,6 +665,17 @@ class Store:
         async with self.db.execute(sql, [node, int(since // 60)]) as cur:
             rows = await cur.fetchall()
         return [dict(zip(columns, r, strict=True)) for r in rows]
+
+    async def watched(self) -> float | None:
+        """Until when a console or collector last wrote this store (its tick's clock), None
+        for a store no tick has written: a restart says the gap it missed."""
+        async with self.db.execute(
+                "SELECT value FROM meta WHERE key = 'watched_until'") as cur:
+            row = await cur.fetchone()
+        try:
+            return float(row[0]) if row is not None else None
+        except ValueError:
+            return None
 
     async def restore(self, state: FleetState, recent_events: int = 2000,
                       now: float | None = None) -> int:

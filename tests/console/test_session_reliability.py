@@ -398,3 +398,33 @@ def test_a_second_outage_says_its_own_length_not_the_first_ones():
                   if "connection back" in line.text)
     assert [text for _ts, text in said] == ["broker connection back after 10 s",
                                             "broker connection back after 3 s"], said
+
+
+async def test_a_console_restarted_after_a_gap_says_what_it_did_not_watch(tmp_path):
+    """A console killed and restarted 17 s later told what happened meanwhile only by the
+    agents' events, with nothing saying it had not watched (a 3 a.m. drive)."""
+    node = FakeNode(cluster=CLUSTER)
+    first = make_session(node, Sent())
+    await first.open_store(tmp_path / "store.db")
+    await run_for(node, first, 5)
+    await first.close()
+
+    def gap_lines(session: ConsoleSession) -> list[str]:
+        return [x.text for x in session.log.lines() if x.text.startswith("nothing watched")]
+
+    node.now += 5.0  # a quick restart is no gap worth saying
+    again = make_session(node, Sent())
+    await again.open_store(tmp_path / "store.db")
+    await run_for(node, again, 2)
+    assert gap_lines(again) == []
+    await again.close()
+
+    node.now += 40.0
+    later = make_session(node, Sent())
+    await later.open_store(tmp_path / "store.db")
+    try:
+        (line,) = gap_lines(later)
+        assert line.startswith("nothing watched this fleet from ")
+        assert "(40s; store store.db)" in line, line
+    finally:
+        await later.close()
