@@ -32,6 +32,9 @@ class BrokerURL:
     cert_file: str | None = None
     key_file: str | None = None
     """Client certificate and key for mutual TLS."""
+    default: bool = dataclasses.field(default=False, compare=False)
+    """No --broker and no $FLEETDECK_BROKER: an error says so, as a newcomer reading
+    "connection refused" at 127.0.0.1:1883 never chose that address."""
 
     def __str__(self) -> str:
         """The URL without its password (safe for headers and logs)."""
@@ -108,7 +111,7 @@ def broker_from_env(explicit: str | None, ca: str | None = None, cert: str | Non
         except UserError as err:
             raise UserError(f"${ENV_VAR}: {err}") from None
     else:
-        url = parse_broker_url(DEFAULT_URL)
+        url = dataclasses.replace(parse_broker_url(DEFAULT_URL), default=True)
     # A TLS file's error names where it came from: its flag, or its variable.
     names = {flag: f"${var}" for flag, given, var in (
         ("--ca", ca, "FLEETDECK_CA"), ("--cert", cert, "FLEETDECK_CERT"),
@@ -216,16 +219,21 @@ def make_client(
 _ERRNO = re.compile(r"\[Errno (-?\d+)\]")
 
 
+DEFAULT_NOTE = f"(the default: no --broker, and ${ENV_VAR} is not set)"
+
+
 def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     """One sentence for an unreachable or refusing broker."""
     text = str(err) or type(err).__name__
+    # Said right after the URL, so that the sentence's last hint ("is it running?") stays last.
+    where = f"{url} {DEFAULT_NOTE}" if url.default else str(url)
     low = text.lower()
     if "certificate" in low or "ssl" in low or "tls" in low:
-        return (f"TLS with the MQTT broker at {url} failed ({text}); check that --ca is the CA "
+        return (f"TLS with the MQTT broker at {where} failed ({text}); check that --ca is the CA "
                 "that signed the broker's certificate and that the host name matches it.")
     if ("name or service not known" in low or "nodename nor servname" in low
             or "temporary failure in name resolution" in low or "no address associated" in low):
-        return (f"cannot reach the MQTT broker at {url}: the host name '{url.host}' does not "
+        return (f"cannot reach the MQTT broker at {where}: the host name '{url.host}' does not "
                 "resolve (a typo, or no DNS here?).")
     errno_of = _ERRNO.search(text)
     if errno_of is not None and "refused" not in low:
@@ -233,23 +241,23 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         # others (no route, unreachable, timed out) are said in the OS's own words.
         code = int(errno_of.group(1))
         if code == errno.ECONNREFUSED:
-            return (f"cannot reach the MQTT broker at {url}: connection refused (is it "
+            return (f"cannot reach the MQTT broker at {where}: connection refused (is it "
                     "running?).")
         if code > 0:
-            return f"cannot reach the MQTT broker at {url}: {os.strerror(code).lower()}."
+            return f"cannot reach the MQTT broker at {where}: {os.strerror(code).lower()}."
     if "refused" in low and "not authori" not in low and "bad user" not in low:
-        return f"cannot reach the MQTT broker at {url}: connection refused (is it running?)."
+        return f"cannot reach the MQTT broker at {where}: connection refused (is it running?)."
     if "not authori" in low or "bad user" in low:
-        return f"the MQTT broker at {url} refused the credentials ({text})."
+        return f"the MQTT broker at {where} refused the credentials ({text})."
     if "timed out" in low:
-        return f"the MQTT broker at {url} did not answer in time."
+        return f"the MQTT broker at {where} did not answer in time."
     if low.startswith("code ") and low.endswith("(unknown error)"):
         # gmqtt read another protocol's reply (an HTTP server's "HTTP/1.0 400") as a CONNACK
         # with a return code MQTT does not have: "code 104 (Unknown error)" (a newcomer).
-        return (f"the server at {url} did not answer as an MQTT broker (another service on "
+        return (f"the server at {where} did not answer as an MQTT broker (another service on "
                 "that port?).")
     if "disconnected" in low or "was lost" in low or "not currently connected" in low:
         # aiomqtt's "Disconnected during message iteration" and the like: its words describe
         # its internals; an agent stopped past its keepalive (the broker dropped it) reads this.
-        return f"lost the connection to the MQTT broker at {url}."
-    return f"cannot talk to the MQTT broker at {url}: {text}."
+        return f"lost the connection to the MQTT broker at {where}."
+    return f"cannot talk to the MQTT broker at {where}: {text}."

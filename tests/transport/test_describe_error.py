@@ -90,3 +90,29 @@ def test_a_connack_code_mqtt_does_not_have_is_another_service():
     assert describe_mqtt_error(url, MQTTConnectError(104)) == (
         "the server at mqtt://127.0.0.1:8000 did not answer as an MQTT broker (another service "
         "on that port?).")
+
+
+def test_the_default_broker_is_said_to_be_the_default(monkeypatch):
+    """A newcomer with no --broker and no $FLEETDECK_BROKER read "cannot reach the MQTT broker
+    at mqtt://127.0.0.1:1883: connection refused" and never knew where that address came from."""
+    from fleetdeck.brokerurl import broker_from_env
+
+    monkeypatch.delenv("FLEETDECK_BROKER", raising=False)
+    url = broker_from_env(None)
+    text = describe_mqtt_error(url, ConnectionRefusedError(111, "Connect call failed"))
+    assert text == ("cannot reach the MQTT broker at mqtt://127.0.0.1:1883 (the default: no "
+                    "--broker, and $FLEETDECK_BROKER is not set): connection refused (is it "
+                    "running?).")
+    assert url == parse_broker_url("mqtt://127.0.0.1:1883")  # the same broker, just told apart
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_chosen_broker_is_not_called_the_default(monkeypatch, how):
+    from fleetdeck.brokerurl import broker_from_env
+
+    monkeypatch.delenv("FLEETDECK_BROKER", raising=False)
+    if how == "env":
+        monkeypatch.setenv("FLEETDECK_BROKER", "mqtt://127.0.0.1:1883")
+    url = broker_from_env("mqtt://127.0.0.1:1883" if how == "flag" else None)
+    text = describe_mqtt_error(url, ConnectionRefusedError(111, "Connect call failed"))
+    assert "default" not in text
