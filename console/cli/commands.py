@@ -429,6 +429,9 @@ class CommandRun:
 
     def known_job(self, job_id: str) -> None:
         why = job_refusal(self.state, job_id)
+        if why and job_id in self.state.jobs:
+            # Found, but pending or ended: no typo to look for, and no status still to wait for.
+            raise UserError(why)
         if why:
             hint = ("is it running, and is --cluster right?" if not self.state.jobs
                     else "wrong --cluster or job id?")

@@ -180,6 +180,28 @@ def test_timeout_exit_code(mosquitto, tmp_path):
     assert "timed_out" in out.stdout
 
 
+@pytest.mark.parametrize(("state", "said"), [
+    (JobState.CD, "job 8 is CD (completed): there is nothing to restart; submit it again"),
+    (JobState.PD, "job 8 is PD (Resources): it is waiting to run already, there is nothing "
+                  "to restart"),
+])
+def test_a_restart_of_a_job_found_ended_or_pending_gives_no_wrong_id_hint(mosquitto, tmp_path,
+                                                                         state, said):
+    """"job 4105 is CD (completed): … submit it again (wrong --cluster or job id?)": the job
+    was found, so the hint for a job not found sent the operator looking for a typo."""
+    now_ms = int(time.time() * 1000)
+    job = JobStatus(job_id="8", state=state, reason="Resources", nodes=[], ts=now_ms)
+    asyncio.run(_publish_retained(mosquitto.url, topic_for("ended", Kind.JOB, "8"),
+                                  codec.encode(job)))
+    audit = tmp_path / "a.jsonl"
+    out = run_cli("restart-job", "8", "--reason", "retry", "--broker", str(mosquitto.url),
+                  "--cluster", "ended", "--audit-log", str(audit), "--timeout", "20")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr == f"fleetdeck restart-job: {said}\n", out.stderr
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["outcome"], r["detail"]) for r in records] == [("refused", said)]
+
+
 async def _publish_retained(url, topic: str, payload: bytes) -> None:
     async with make_client(url, "retained-job") as client:
         await client.publish(topic, payload, qos=1, retain=True)
