@@ -248,7 +248,9 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                        epilog=epilog)
     p.add_argument("job", type=_id("job id"), metavar="JOB",
                    help="the job id, as squeue and the jobs view show it (e.g. 4102)")
-    p.add_argument("--reason", default="", help="why (optional, audit log)")
+    # Required as for drain and the TUI's dialog: a requeue throws away the work since the
+    # checkpoint, and the audit log should say why.
+    p.add_argument("--reason", required=True, help="why (required; kept in the audit log)")
     p.add_argument("--dry-run", action="store_true",
                    help="print what the requeue would touch (nodes, GPUs, GPU-hours since the "
                    "job's checkpoint) and send nothing")

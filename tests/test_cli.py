@@ -47,9 +47,29 @@ def test_bad_arguments_get_one_plain_sentence(args, needle):
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
-@pytest.mark.parametrize(("command", "option"), [(["resume", "gpu0001"], "--now"),
-                                                 (["restart-job", "4101"], "--now"),
-                                                 (["status", "--wait", "1"], "--dry-run")])
+@pytest.mark.parametrize("command", [["drain", "gpu0001"], ["restart-job", "4105"]])
+def test_restart_job_needs_a_reason_as_drain_does(command, tmp_path):
+    """restart-job went out with no reason while drain and the TUI's restart dialog ask one: a
+    requeue throws away the work since the checkpoint, and the audit log did not say why."""
+    res = run_cli(*command)
+    assert res.returncode == 2
+    assert res.stderr == (f"fleetdeck {command[0]}: the following arguments are required: "
+                          f"--reason (see 'fleetdeck {command[0]} --help').\n")
+    # A blank one is refused before the broker is asked, and audited as refused.
+    audit = tmp_path / "audit.jsonl"
+    res = run_cli(*command, "--reason", " ", "--broker", f"mqtt://127.0.0.1:{free_port()}",
+                  "--audit-log", str(audit))
+    assert res.returncode == 2
+    verb = "drain" if command[0] == "drain" else "restart a job"
+    assert res.stderr == (f"fleetdeck {command[0]}: a reason is required to {verb} "
+                          "(--reason TEXT)\n")
+    assert [json.loads(line)["outcome"] for line in audit.read_text().splitlines()] == [
+        "refused"]
+
+
+@pytest.mark.parametrize(("command", "option"), [
+    (["resume", "gpu0001"], "--now"), (["restart-job", "4101", "--reason", "x"], "--now"),
+    (["status", "--wait", "1"], "--dry-run")])
 def test_an_unknown_option_names_the_subcommand_and_its_help(command, option):
     """argparse blamed 'fleetdeck' and sent the reader to the top-level help, where the
     subcommand's options are not listed."""

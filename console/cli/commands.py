@@ -513,7 +513,18 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
 def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, operator: str,
                     audit_path: str | None, timeout_s: float,
                     command_key: bytes | None = None, dry_run: bool = False) -> int:
-    run = CommandRun(url, cluster, operator, audit=_audit(audit_path), timeout_s=timeout_s,
+    audit = _audit(audit_path)
+
+    def parse() -> None:
+        if not reason.strip():
+            raise UserError("a reason is required to restart a job (--reason TEXT)")
+
+    # A dry run sends nothing by design: nothing to audit.
+    if dry_run:
+        parse()
+    else:
+        checked(Attempt(CommandOp.RESTART_JOB, job_id, reason), audit, operator, cluster, parse)
+    run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s,
                      command_key=command_key)
 
     def radius(r: CommandRun) -> BlastRadius:

@@ -81,7 +81,7 @@ def test_restart_job_says_what_the_requeue_costs_and_dry_run_sends_nothing(sim, 
     audit = tmp_path / "audit.jsonl"
     status = run_cli("status", "--broker", str(sim.url), "--cluster", "cli", "--json")
     job = next(n["job"] for n in json.loads(status.stdout)["nodes"] if n["job"])
-    out = cli(sim, audit, "restart-job", job, "--dry-run")
+    out = cli(sim, audit, "restart-job", job, "--reason", "retry", "--dry-run")
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("dry run: nothing sent\nblast radius: "), out.stdout
     assert f"  job {job} " in out.stdout and "since last checkpoint lost" in out.stdout
@@ -174,8 +174,9 @@ def test_timeout_exit_code(mosquitto, tmp_path):
     job = JobStatus(job_id="7", state=JobState.R, nodes=["gpu0001"], ts=now_ms)
     asyncio.run(_publish_retained(mosquitto.url, topic_for("nobody", Kind.JOB, "7"),
                                   codec.encode(job)))
-    out = run_cli("restart-job", "7", "--broker", str(mosquitto.url), "--cluster", "nobody",
-                  "--audit-log", str(tmp_path / "a.jsonl"), "--timeout", "1.5")
+    out = run_cli("restart-job", "7", "--reason", "hung", "--broker", str(mosquitto.url),
+                  "--cluster", "nobody", "--audit-log", str(tmp_path / "a.jsonl"),
+                  "--timeout", "1.5")
     assert out.returncode == 4, out.stdout + out.stderr
     assert "timed_out" in out.stdout
 
