@@ -269,9 +269,44 @@ def why_unanswered(state: FleetState, node: str) -> str:
             "cut off and never answered")
 
 
+def drained_for(state: FleetState, targets: Iterable[str], reason: str) -> list[str]:
+    """Of ``targets``, the nodes DRAINED already for ``reason``: a drain changes nothing there
+    whatever its mode (a drained node runs no job for ``now`` to requeue), so the CLI sends
+    nothing when every target is one of them."""
+    want = reason.strip()
+    return [n for n in dict.fromkeys(targets) if (st := state.nodes.get(n)) is not None
+            and st.drain.state is DrainState.DRAINED and st.drain.reason.strip() == want]
+
+
+def _already_drained_notes(state: FleetState, nodes: list[str], reason: str | None) -> list[str]:
+    """What a drain does to nodes DRAINED already: Slurm replaces the reason (the agent, its
+    requester and time too). "already drained: gpu0012" followed by "1 done" left the operator
+    to guess whether anything had changed. ``reason``: the new one, None while not yet typed
+    (the TUI's dialog asks it after the radius)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for n in nodes:
+        st = state.nodes.get(n)
+        if st is not None and st.drain.state is DrainState.DRAINED:
+            groups.setdefault((st.drain.reason.strip(), st.drain.requested_by), []).append(n)
+    notes = []
+    for (old, by), group in groups.items():
+        one = len(group) == 1
+        who = f" by {by}" if by else ""
+        subject = f"{compress(group)} {'is' if one else 'are'} already drained"
+        if reason is not None and reason.strip() == old:
+            notes.append(f"{subject} for this reason{who}: nothing changes "
+                         f"{'on it' if one else 'on them'}")
+        else:
+            why = f"reason '{old}'" if old else "no reason"
+            notes.append(f"{subject} ({why}{who}): this replaces "
+                         f"{'its' if one else 'their'} reason")
+    return notes
+
+
 def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: float,
-                 mode: DrainMode = DrainMode.FINISH) -> BlastRadius:
-    """What a drain or resume of ``targets`` (node ids) touches."""
+                 mode: DrainMode = DrainMode.FINISH, reason: str | None = None) -> BlastRadius:
+    """What a drain or resume of ``targets`` (node ids) touches; ``reason``: the drain's, when
+    known, to tell a node drained for it already from one whose reason it replaces."""
     nodes = list(dict.fromkeys(targets))
     by_node = jobs_by_node(state)
     target_set = set(nodes)
@@ -341,10 +376,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     if kills and impacts and (ahead := _pending_ahead(state)):
         notes.append(ahead)
     if op is CommandOp.DRAIN:
-        already = [n for n in nodes if (st := state.nodes.get(n)) is not None
-                   and st.drain.state is DrainState.DRAINED]
-        if already:
-            notes.append(f"already drained: {compress(already)}")
+        notes.extend(_already_drained_notes(state, nodes, reason))
         # The node's own judgement says "do not drain": the switch is the problem, and
         # draining every node behind a failing leaf takes a rail's worth of GPUs for nothing.
         switch_only: dict[tuple[str, bool], list[str]] = {}

@@ -25,6 +25,7 @@ from fleetdeck.console.commands import (
     Phase,
     Request,
     blast_radius,
+    drained_for,
     job_blast_radius,
     job_refusal,
     refusal,
@@ -110,6 +111,11 @@ def checked(attempt: Attempt, audit: AuditSink, operator: str, cluster: str,
                             cluster=cluster, now=time.time(), reason=attempt.reason,
                             mode=attempt.mode))
         raise
+
+
+class NothingToSend(Exception):
+    """The command would change nothing (every target drained for its reason already): said
+    in one line, exit 0, nothing sent and nothing audited."""
 
 
 class Interrupted(UserError):
@@ -232,6 +238,9 @@ class CommandRun:
                 loop.add_signal_handler(signum, stopped_by, signum)
         try:
             await session.watch(stop, tick_s=POLL_S, on_tick=on_tick)
+        except NothingToSend as done:
+            self.say(str(done))
+            return EXIT_DONE
         except (KeyboardInterrupt, asyncio.CancelledError):
             why = (f"interrupted ({signal.Signals(caught[0]).name})" if caught
                    else "interrupted")
@@ -474,10 +483,13 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
 
     def radius(r: CommandRun) -> BlastRadius:
         r.known(targets)
-        return blast_radius(r.state, CommandOp.DRAIN, targets, r.clock(), mode)
+        return blast_radius(r.state, CommandOp.DRAIN, targets, r.clock(), mode, reason)
 
     def make(r: CommandRun) -> Request:
         r.show_radius(radius(r))
+        if len(drained_for(r.state, targets, reason)) == len(targets):
+            raise NothingToSend(f"drain {compress(targets)}: nothing sent: already drained "
+                                "for this reason")
         return r.session.drain(targets, reason, mode)
 
     if dry_run:

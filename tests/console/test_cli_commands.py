@@ -75,6 +75,27 @@ def test_drain_resume_and_rejections(sim, tmp_path):
     assert records[0]["targets"] == "gpu[0001-0004]" and records[0]["args"]["mode"] == "now"
 
 
+def test_a_drain_of_a_node_drained_for_the_same_reason_sends_nothing(sim, tmp_path):
+    """`drain gpu0004 --reason again --now` on a node drained already said "note: already
+    drained: gpu0004", sent the drain and said "1 done": what it changed was not said (Slurm
+    replaces the reason), nor that the same reason changes nothing."""
+    audit = tmp_path / "audit.jsonl"
+    out = cli(sim, audit, "drain", "gpu0004", "--reason", "first", "--timeout", "30")
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = cli(sim, audit, "drain", "gpu0004", "--reason", "again", "--now", "--timeout", "30")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "note: gpu0004 is already drained (reason 'first' by carol): this replaces its " \
+        "reason\n" in out.stdout, out.stdout
+    assert "drain gpu0004: 1 done" in out.stdout
+    out = cli(sim, audit, "drain", "gpu0004", "--reason", "again", "--now", "--timeout", "30")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.endswith("note: gpu0004 is already drained for this reason by carol: "
+                               "nothing changes on it\ndrain gpu0004: nothing sent: already "
+                               "drained for this reason\n"), out.stdout
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["outcome"] for r in records] == ["requested", "done", "requested", "done"]
+
+
 def test_restart_job_says_what_the_requeue_costs_and_dry_run_sends_nothing(sim, tmp_path):
     """restart-job sent with no word of the GPU-hours a requeue throws away (drain and the
     TUI's dialog say them) and had no --dry-run."""

@@ -224,6 +224,31 @@ def test_blast_radius(world):
         restart.jobs[0].line()
 
 
+def test_a_drain_of_a_drained_node_says_it_replaces_the_reason_or_changes_nothing(world):
+    """"note: already drained: gpu0003", then the drain went out and said "1 done": the
+    operator could not tell that Slurm replaces the reason, nor that the same one changes
+    nothing."""
+    from fleetdeck.console.commands import drained_for
+
+    clock, ingest, fleet, state = world
+    fleet.status(ingest, "gpu0003", DrainState.DRAINED, "XID 79 OPS-1", "alice", "c1")
+    fleet.status(ingest, "gpu0004", DrainState.DRAINED, "XID 79 OPS-1", "alice", "c2")
+    state.apply(ingest.take_batch(), clock())
+    both = ["gpu0003", "gpu0004"]
+    other = blast_radius(state, CommandOp.DRAIN, ["gpu0003"], clock(), DrainMode.NOW, "again")
+    assert "gpu0003 is already drained (reason 'XID 79 OPS-1' by alice): this replaces its " \
+        "reason" in other.notes, other.notes
+    # The TUI's dialog shows the radius before its reason is typed.
+    unknown = blast_radius(state, CommandOp.DRAIN, both, clock())
+    assert "gpu[0003-0004] are already drained (reason 'XID 79 OPS-1' by alice): this " \
+        "replaces their reason" in unknown.notes, unknown.notes
+    same = blast_radius(state, CommandOp.DRAIN, both, clock(), DrainMode.NOW, "XID 79 OPS-1 ")
+    assert "gpu[0003-0004] are already drained for this reason by alice: nothing changes on " \
+        "them" in same.notes, same.notes
+    assert drained_for(state, [*both, "gpu0005"], "XID 79 OPS-1") == both
+    assert drained_for(state, both, "again") == []
+
+
 def test_a_job_without_a_checkpoint_is_not_said_to_have_one(world):
     """The drain dialog said "checkpoint 2m27s ago" of a job at "ckpt -" (its start time)."""
     clock, ingest, _fleet, state = world
