@@ -45,7 +45,7 @@ from fleetdeck.protocol.topics import (
     subscriptions,
     topic_for,
 )
-from fleetdeck.timespan import span_s
+from fleetdeck.timespan import clock_s, span_s
 
 TICK_S = 0.5
 """The console's own tick, in recorded time: what a headless replay ticks at unless told."""
@@ -268,9 +268,6 @@ async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
         f"({hint}); recording on.")
 
 
-_SEEK_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?$")
-
-
 def seek_target(arg: str, start: float, heading: float) -> float:
     """Where ``:seek ARG`` goes (unix s): ``90`` seconds into the recording, ``+10``/``-30``
     from where the replay is heading, either with units (``2h``, ``+1h30m``, ``-5m``), or a
@@ -284,14 +281,11 @@ def seek_target(arg: str, start: float, heading: float) -> float:
         if sign:
             return heading + (seconds if sign == "+" else -seconds)
         return start + seconds
-    clock = _SEEK_CLOCK.match(text)
+    clock = clock_s(text)
     if clock is not None:
-        h, m, sec = int(clock.group(1)), int(clock.group(2)), float(clock.group(3) or 0)
-        if h > 23 or m > 59 or sec >= 60:
-            raise ValueError(f"'{arg}' is not a clock time")
         day = datetime.fromtimestamp(start, UTC).replace(hour=0, minute=0, second=0,
                                                          microsecond=0).timestamp()
-        at = day + h * 3600 + m * 60 + sec
+        at = day + clock
         return at if at >= start else at + 86400
     try:
         dt = datetime.fromisoformat(text)

@@ -540,7 +540,8 @@ def build_parser() -> Parser:
     p = sub.add_parser("events", help="events and verdict changes from the store (like sinfo -R)")
     _add_db(p)
     p.add_argument("--since", default="1h",
-                   help="a span (90s, 15m, 1h, 7d) or an ISO time, UTC unless it says (default 1h)")
+                   help="a span (90s, 15m, 1h, 7d), a clock time (18:40: the latest, today "
+                   "or yesterday) or an ISO time, UTC unless it says (default 1h)")
     p.add_argument("--node", metavar="HOSTLIST", help="only these nodes, e.g. gpu[0010-0020]")
     p.add_argument("--kind", metavar="KIND[,KIND…]", help="only these event kinds (xid, drain…)")
     p.add_argument("--limit", type=_positive(int, "--limit"), default=10_000,
@@ -550,7 +551,8 @@ def build_parser() -> Parser:
     p = sub.add_parser("report", help="job interruptions by cause, GPU-hours lost, effective "
                        "training time ratio (from the store)")
     _add_db(p)
-    p.add_argument("--since", default="7d", help="a span (1h, 7d) or an ISO time (default 7d)")
+    p.add_argument("--since", default="7d", help="a span (1h, 7d), a clock time (18:40) or an "
+                   "ISO time, UTC unless it says (default 7d)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("history", help="a node's per-minute telemetry history from the store")
@@ -561,7 +563,8 @@ def build_parser() -> Parser:
                    help="GPU utilisation, temperature, power, SM clock, or IB throughput per "
                    "port (default util)")
     p.add_argument("--since", default="1h",
-                   help="a span (90s, 15m, 1h, 7d) or an ISO time, UTC unless it says (default 1h)")
+                   help="a span (90s, 15m, 1h, 7d), a clock time (18:40: the latest, today "
+                   "or yesterday) or an ISO time, UTC unless it says (default 1h)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     out.add_argument("--plot", action="store_true", help="a chart in the terminal, one line "

@@ -262,3 +262,42 @@ def test_parse_since_reads_a_leading_minus_as_ago():
     assert parse_since("-5m", 1000.0) == parse_since("5m", 1000.0) == 700.0
     with pytest.raises(UserError, match="neither a span"):
         parse_since("+5m", 1000.0)
+
+
+def test_since_takes_a_clock_time_as_the_views_show_it():
+    """``--since 18:40`` (the views show UTC clock times) was refused as "neither a span … nor
+    an ISO time": the latest such time, today or yesterday, UTC."""
+    from datetime import UTC, datetime
+
+    from console.cli.history import parse_since
+
+    now = datetime(2026, 12, 5, 19, 0, tzinfo=UTC).timestamp()
+    assert parse_since("18:40", now) == datetime(2026, 12, 5, 18, 40, tzinfo=UTC).timestamp()
+    assert parse_since("18:40:30", now) == now - 19.5 * 60
+    assert parse_since("19:00", now) == now
+    # Not come yet today: yesterday's.
+    assert parse_since("19:30", now) == datetime(2026, 12, 4, 19, 30, tzinfo=UTC).timestamp()
+    assert parse_since("7:05", now) == datetime(2026, 12, 5, 7, 5, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(("since", "said"), [
+    ("99999999d", "--since '99999999d' reaches back more than 10 years: give a shorter span "
+                  "or an ISO time."),
+    ("1969-07-20T20:17", "--since '1969-07-20T20:17' reaches back before 1970-01-01 (the "
+                         "epoch): give a later time."),
+    ("25:00", "--since '25:00' is neither a span like 1h/30m/7d, a UTC clock time like 18:40, "
+              "nor an ISO time."),
+])
+def test_since_too_far_back_or_no_time_is_one_sentence(since, said, tmp_path):
+    """``--since 99999999d`` was taken in silence (a time before the epoch)."""
+    res = run_cli("events", "--db", str(tmp_path / "none.db"), "--since", since)
+    assert res.returncode == 2
+    assert res.stderr == f"fleetdeck events: {said}\n"
+
+
+def test_since_may_not_reach_before_the_epoch():
+    from console.cli.history import parse_since
+    from fleetdeck.errors import UserError
+
+    with pytest.raises(UserError, match="before 1970-01-01"):
+        parse_since("1h", 1000.0)

@@ -24,7 +24,7 @@ from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
 from fleetdeck.paths import state_base
-from fleetdeck.timespan import span_s
+from fleetdeck.timespan import clock_s, span_s
 
 EVENTS_NARROW = 110
 """Below this many columns ``events`` and ``report`` give each message a line of its own."""
@@ -77,19 +77,36 @@ class _TrimmedLines(io.TextIOBase):
         return False
 
 
+SINCE_MAX_S = 10 * 365.25 * 86400.0
+"""The longest span ``--since`` takes: no store keeps more, and ``99999999d`` went back to
+before the epoch without a word."""
+
+
 def parse_since(text: str, now: float) -> float:
-    """``90s``, ``15m``, ``1h``, ``7d`` ago (``-15m`` too, as journalctl writes it), or an ISO
-    time (``2026-11-30T03:00``)."""
+    """``90s``, ``15m``, ``1h``, ``7d`` ago (``-15m`` too, as journalctl writes it), a clock
+    time as the views show them, UTC (``18:40``, ``18:40:05``: the latest such time, today or
+    yesterday), or an ISO time (``2026-11-30T03:00``, UTC unless it says)."""
     span = text.strip().removeprefix("-")
     seconds = span_s(span) if span[-1:] in "smhd" else None
     if seconds is not None:
-        return now - seconds
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise UserError(f"--since '{text}' is neither a span like 1h/30m/7d nor an ISO time.") \
-            from None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+        if seconds > SINCE_MAX_S:
+            raise UserError(f"--since '{text}' reaches back more than 10 years: give a "
+                            "shorter span or an ISO time.")
+        since = now - seconds
+    elif (clock := clock_s(text)) is not None:
+        # "--since 18:40" read off a view: today's 18:40 when that has come, else yesterday's.
+        since = now - (now - clock) % 86400.0
+    else:
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise UserError(f"--since '{text}' is neither a span like 1h/30m/7d, a UTC clock "
+                            "time like 18:40, nor an ISO time.") from None
+        since = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    if since < 0:
+        raise UserError(f"--since '{text}' reaches back before 1970-01-01 (the epoch): give a "
+                        "later time.")
+    return since
 
 
 DEMO_STORES = "demo-*/demo.db"
