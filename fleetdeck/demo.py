@@ -105,6 +105,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
                 time.sleep(args.headless)
                 return run_status(broker.url, args.cluster, 2.0, as_json=False)
+            from fleetdeck.console.audit import os_user
             from fleetdeck.console.tui.app import run_console
 
             state = demo_dir()
@@ -114,7 +115,9 @@ def run_demo(args: argparse.Namespace) -> int:
                 label = f"{broker.label} {broker.url.address}"
                 return run_console(broker.url, args.cluster, broker_label=label,
                                    audit_path=state / AUDIT_FILE, store_path=state / STORE_FILE,
-                                   record_dir=state, operator=os.environ.get("USER", "demo"))
+                                   # The CLI's --operator default: a drain from a second
+                                   # terminal is audited under the same name.
+                                   record_dir=state, operator=os_user())
             finally:
                 print(where_it_went(state))
         finally:

@@ -250,3 +250,43 @@ def test_the_commands_it_prints_run_from_the_shell_the_demo_ran_in(tmp_path, mon
                          timeout=60, check=False)
     assert "command not found" not in res.stderr and "No such file" not in res.stderr
     assert f"no store at {tmp_path / STORE_FILE}" in res.stderr  # it ran, and said why
+
+
+def test_the_demo_console_records_the_operator_as_the_cli_does(monkeypatch, tmp_path):
+    """$USER unset: the demo's console audited "demo" while `fleetdeck drain` from a second
+    terminal audited the login name ("root"), two operators for one person."""
+    import contextlib
+    import subprocess
+
+    import fleetdeck.console.tui.app as app
+    import fleetdeck.demo as demo
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.cli import build_parser
+    from fleetdeck.console.audit import os_user
+
+    monkeypatch.delenv("USER", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+
+    class Broker(contextlib.nullcontext):
+        kind, label, workdir = "mosquitto", "mosquitto", tmp_path
+        url = BrokerURL("127.0.0.1", 9)
+
+        def kill(self) -> None: ...
+        def close(self) -> None: ...
+
+    class Sim:
+        def __init__(self, *_a, **_k) -> None: ...
+        def kill(self) -> None: ...
+        def terminate(self) -> None: ...
+        def wait(self, timeout=None) -> int:
+            return 0
+
+    seen = {}
+    monkeypatch.setattr(demo, "ManagedBroker", lambda kind: Broker())
+    monkeypatch.setattr(demo, "refuse_unless_it_fits", lambda *a, **k: None)
+    monkeypatch.setattr(subprocess, "Popen", Sim)
+    monkeypatch.setattr(app, "run_console", lambda *a, **k: seen.update(k) or 0)
+    args = build_parser().parse_args(["demo"])
+    assert demo.run_demo(args) == 0
+    cli = build_parser().parse_args(["drain", "gpu0001", "--reason", "x"])
+    assert seen["operator"] == os_user() == cli.operator
