@@ -33,7 +33,7 @@ from textual.timer import Timer
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.brokerurl import DEFAULT_NOTE, BrokerURL
 from fleetdeck.console.audit import AuditLog, AuditSink
 from fleetdeck.console.commands import (
     BlastRadius,
@@ -718,6 +718,9 @@ class FleetdeckApp(App[int]):
         and a cut falls between words ("…: connecti" hid "connection refused")."""
         if self.url is not None:
             detail = detail.replace(f" at {self.url}", "")
+            # "(the default: no --broker, …)" filled the 72 characters and hid "connection
+            # refused"; the timeline keeps the whole sentence.
+            detail = detail.replace(f" {DEFAULT_NOTE}", "")
         detail = detail.rstrip(".")
         if len(detail) <= most:
             return detail

@@ -60,3 +60,21 @@ async def test_a_console_that_cannot_reach_its_broker_says_so_of_nodes_it_knows(
         header = text.splitlines()[0]
         assert ("disconnected (cannot reach the MQTT broker: connection refused (is it "
                 "running?))") in header, header
+
+
+def test_the_header_keeps_the_failure_of_a_default_broker_in_view():
+    """The default broker's sentence says it is the default; in the header, cut at 72
+    characters, that note hid "connection refused"."""
+    import dataclasses
+
+    from fleetdeck.brokerurl import describe_mqtt_error, parse_broker_url
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+    from tests.tui.fleet import CLUSTER
+
+    url = dataclasses.replace(parse_broker_url("mqtt://127.0.0.1:1883"), default=True)
+    app = FleetdeckApp(cluster=CLUSTER, url=url, auto_tick=False, audit=MemoryAudit())
+    sentence = describe_mqtt_error(url, ConnectionRefusedError(111, "Connect call failed"))
+    assert "(the default: " in sentence
+    assert app._short_detail(sentence) == ("cannot reach the MQTT broker: connection refused "
+                                           "(is it running?)")
