@@ -136,6 +136,9 @@ class OverviewScreen(FleetView):
         self._n_nodes = -1
         self.jobs: list[JobRow] = []
         self.switches = SwitchSummary(0)
+        self._ports = (0, 0)
+        """(IB ports, unknown of them) as the counts line has them: the fabric panel's rows
+        come from findings, so silent nodes' ports need saying there too."""
         self._switch_cache = SwitchHealthCache()
         self._panels_shown: dict[str, object] = {}
         """What each panel's text was last made from (data and size)."""
@@ -190,6 +193,7 @@ class OverviewScreen(FleetView):
         counts = fleet_counts(state, self.fleet.summaries.counts)
         box = self.query_one("#counts", Readout)
         box.show(self._counts_text(counts, (box.size.width or self.size.width) - 2))
+        self._ports = (counts.ports, counts.ports_unknown)
         suspects = suspect_switches(state)
         self.switches = switch_health(state, suspects, self._switch_cache)
         self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
@@ -365,7 +369,7 @@ class OverviewScreen(FleetView):
             return
         self._fill("jobs-panel", (self.fleet.shown_revision, tuple(self.jobs)),
                    self._jobs_text)
-        self._fill("fabric-panel", (self.fleet.shown_revision, self.switches.rows),
+        self._fill("fabric-panel", (self.fleet.shown_revision, self.switches.rows, self._ports),
                    self._fabric_text)
         self._fill("events-panel", self.fleet.event_seq, self._events_text)
 
@@ -489,11 +493,25 @@ class OverviewScreen(FleetView):
         if len(rows) > room:
             lines.append(f"[$text-muted]+{len(rows) - room} more switches (4: fabric)[/]")
         ok = s.switches - len(s.rows)
-        if not s.rows:
+        ports, unknown = self._ports
+        # A silent node's ports have no findings, so no row: without a word on them a fleet
+        # whose agents all died read "every port up" under a header of "unknown 384".
+        of = "" if unknown >= ports else f" of {ports}"
+        silent = (f"[$warning]? no data from {unknown}{of} ports[/] (their nodes are silent)"
+                  if unknown else "")
+        if not s.rows and unknown >= ports:
+            lines.append(silent)
+        elif not s.rows and unknown:
+            lines.append(f"[$success]✓ no bad port among the {ports - unknown} heard from[/]")
+            lines.append(silent)
+        elif not s.rows:
             lines.append(f"[$success]✓ all {s.switches} rail switches ok[/]: every port up, "
                          "no errors")
         else:
-            lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]")
+            lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]"
+                         + (" of those heard from" if unknown else ""))
+            if silent:
+                lines.append(silent)
         limit = FABRIC_LINES if beside else height
         if len(lines) < limit - 1:
             lines.extend(self._leaf_lines(limit - len(lines)))

@@ -1,0 +1,38 @@
+"""The overview's fabric panel claims all ports ok only when it has heard from them: a fleet
+whose agents died (a SIGKILLed simulator) read "✓ all 24 rail switches ok: every port up"
+under a header of "unknown 384"."""
+
+from tests.tui.conftest import World
+from tests.tui.test_overview_panels import overview, panel_text
+
+
+async def test_fabric_panel_does_not_call_silent_ports_ok():
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        fabric = panel_text(screen, "fabric-panel")
+        assert "✓ all 32 rail switches ok" in fabric, fabric
+        world.tick(600)  # every agent silent since
+        world.app.refresh_view()
+        await pilot.pause()
+        fabric = panel_text(screen, "fabric-panel")
+        assert "ok" not in fabric.splitlines()[0], fabric
+        assert "no data from 192 ports" in fabric, fabric
+
+
+async def test_fabric_panel_says_how_many_ports_it_has_not_heard_from():
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        world.tick(600)
+        world.fleet.telemetry(world.ingest, names=world.fleet.names[:20])  # 4 nodes silent
+        world.tick()
+        world.app.refresh_view()
+        await pilot.pause()
+        fabric = panel_text(screen, "fabric-panel")
+        assert "every port up" not in fabric, fabric
+        assert "no data from 32 of 192 ports (their nodes are silent)" in fabric, fabric
