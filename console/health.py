@@ -740,6 +740,28 @@ def _xid_findings(g: GpuSample, now_ms: int) -> list[Finding]:
     return out
 
 
+def worst_xid(g: GpuSample, now_ms: int) -> tuple[int, Severity | None] | None:
+    """The XID of this GPU to show in one cell, with its class (None: routine): the gravest
+    of the rule window (G2, then G3, then routine; the latest among equals), else the last
+    one logged. The last alone read 45, the driver's routine clean-up, beside a finding of
+    ``G2 gpu3: XID 119``."""
+    seen = xids_in_window(g, now_ms)
+    if not seen:
+        return None if g.xid_last is None else (g.xid_last, None)
+    action = recovery_action(g, now_ms) if xids.RECOVERY in seen else None
+
+    def grade(code: int) -> Severity | None:
+        if code in XID_DRAIN or (code == xids.RECOVERY and action in xids.RECOVERY_DRAIN):
+            return Severity.DRAIN
+        if code in XID_WARN or (code == xids.RECOVERY and action in xids.RECOVERY_WARN):
+            return Severity.WARN
+        return None
+
+    rank = {Severity.DRAIN: 2, Severity.WARN: 1, None: 0}
+    code = max(seen, key=lambda c: (rank[grade(c)], seen[c], c))
+    return code, grade(code)
+
+
 def recovery_action(g: GpuSample, now_ms: int) -> int | None:
     """The GPU recovery action its latest XID 154 within the rule window states (None: no
     such XID, or an agent that does not say the action)."""

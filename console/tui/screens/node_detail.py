@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.eventlog import event_text
-from fleetdeck.console.health import describe_clock_events
+from fleetdeck.console.health import Severity, describe_clock_events, worst_xid
 from fleetdeck.console.judgements import own_job, recommended_action, straggler
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
@@ -201,7 +201,10 @@ class NodeDetailScreen(FleetView):
                 remap += " pending"
             if rr.failure:
                 remap += " FAIL"
-            xid = "-" if g.xid_last is None else str(g.xid_last)
+            shown = worst_xid(g, tel.ts)
+            xid = "-" if shown is None else str(shown[0])
+            xid_style = ("" if shown is None else "red" if shown[1] is Severity.DRAIN
+                         else "yellow" if shown[1] is Severity.WARN else "dim")
             cols["UTIL"].append(Text(f"{_v(g.util_pct)}%"))
             cols["POWER"].append(Text(f"{_v(g.power_w)}W"))
             hot = (g.temp_c or 0) >= HOT_C  # "!" as well as red: it reads without colour
@@ -214,7 +217,7 @@ class NodeDetailScreen(FleetView):
             cols["REMAP"].append(Text(remap, "red" if rr.pending or rr.failure else ""))
             cols["NVLINK"].append(Text(nv_text, "red" if (nv.links_up or 0) < (
                 nv.links_total or 0) else ""))
-            cols["XID"].append(Text(xid, "red" if g.xid_last else ""))
+            cols["XID"].append(Text(xid, xid_style))
 
         def spark(metric: str, style: str) -> Callable[[int], list[Text]]:
             def draw(width: int) -> list[Text]:
