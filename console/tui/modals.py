@@ -9,19 +9,30 @@ from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
 from fleetdeck.console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
 from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 
 MAX_TARGET_LINES = 8
+"""Target lines shown before the dialog is laid out (``CommandScreen.fit_body`` then sizes the
+list to the screen)."""
 
 ResultT = TypeVar("ResultT")
 
 
-def radius_text(r: BlastRadius) -> str:
+def _rows(markup: str, width: int) -> int:
+    return len(Content.from_markup(markup).wrap(width)) if width > 0 else 1
+
+
+def radius_text(r: BlastRadius, width: int = 0, height: int = 0) -> str:
+    """The blast radius, its target list cut to fit ``height`` rows of ``width`` (0: at most
+    ``MAX_TARGET_LINES`` targets), ending with how many more and which where it is cut."""
     # What the command costs and its warnings first: a job's dozen target lines must not push
     # them below the dialog's fold.
     lines = [f"[b]Blast radius[/]: {esc(r.summary())}"]
@@ -31,11 +42,25 @@ def radius_text(r: BlastRadius) -> str:
         lines.append(f"  … and {plural(len(r.jobs) - 6, 'more job')}")
     for note in r.notes:
         lines.append(f"  [$warning]⚠ {esc(note)}[/]")
-    shown = r.target_lines[:MAX_TARGET_LINES]
     lines.append(f"[b]Targets[/] ({len(r.targets)}): {esc(r.hostlist)}")
-    lines.extend(f"  • {esc(t)}" for t in shown)
-    if len(r.target_lines) > len(shown):
-        lines.append(f"  … and {len(r.target_lines) - len(shown)} more")
+    targets = [f"  • {esc(t)}" for t in r.target_lines]
+    if height <= 0:
+        n = min(len(targets), MAX_TARGET_LINES)
+    else:
+        # As many as the rows left show, a line kept for the rest; two at least (the body
+        # scrolls): a 12-node restart showed 2 of them, and no word of the other 10, with 30
+        # rows of the screen free (a 3 a.m. drive).
+        room = height - sum(_rows(line, width) for line in lines)
+        needs = [_rows(t, width) for t in targets]
+        n = len(targets)
+        if sum(needs) > room:
+            n = 0
+            while n < len(targets) and sum(needs[:n + 1]) <= room - 1:
+                n += 1
+            n = max(n, min(2, len(targets)))
+    lines.extend(targets[:n])
+    if n < len(targets):
+        lines.append(f"  … and {len(targets) - n} more ({esc(compress(r.targets[n:]))})")
     return "\n".join(lines)
 
 
@@ -168,6 +193,26 @@ class CommandScreen(TypeAhead[ResultT]):
             yield Button(ok, variant=variant, id="ok", compact=True)
             yield Button("Cancel", id="cancel", compact=True)
 
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_body)
+
+    def fit_body(self) -> None:
+        """The blast radius gets the rows the dialog's other parts leave on the screen, its
+        target list cut to them: a fixed ten rows showed 2 of a 12-node job's targets with 30
+        rows free, and at 80x24 pushed the buttons off the screen."""
+        try:
+            dialog = self.query_one("#dialog")
+            body = self.query_one("#dialog-body")
+        except NoMatches:
+            return
+        others = sum(c.outer_size.height for c in dialog.children if c is not body)
+        footer = sum(f.outer_size.height for f in self.query(Footer))
+        # .dialog: at most 95% of what the footer leaves, inside a thick border
+        room = max(3, int((self.size.height - footer) * 0.95) - 2 - others)
+        width = body.scrollable_content_region.width or dialog.content_region.width
+        self.query_one("#radius", Static).update(radius_text(self.radius, width, room))
+        body.styles.max_height = room
+
     @on(Input.Submitted)
     def _entered(self, event: Input.Submitted) -> None:
         self.submit(typed_at_enter(event))
@@ -268,7 +313,7 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
     def _mode(self, event: RadioSet.Changed) -> None:
         self.mode = DrainMode.NOW if event.pressed.id == "mode-now" else DrainMode.FINISH
         self.radius = self._radius_for(self.mode)
-        self.query_one("#radius", Static).update(radius_text(self.radius))
+        self.fit_body()
 
     def result(self, reason: str) -> tuple[str, DrainMode] | None:
         return reason, self.mode

@@ -1,0 +1,75 @@
+"""A command dialog's target list uses the screen's free height, and ends with how many more
+and which when it cannot show them all: a 12-node restart showed 2 targets and no cue with 30
+rows free."""
+
+from fleetdeck.console.tui.modals import RestartScreen
+from tests.tui.conftest import World, pilot_until
+from tests.tui.fleet import job_status, publish_job
+from tests.tui.test_views import text_of
+
+
+async def restart_dialog(world: World, pilot) -> str:
+    world.tick()
+    await pilot.pause()
+    world.app.request_restart("51")
+    await pilot_until(pilot, lambda: isinstance(world.app.screen, RestartScreen),
+                      "the restart dialog")
+    await pilot.pause()
+    await pilot.pause()
+    return text_of(world.app)
+
+
+def job_of_12() -> World:
+    world = World()
+    world.populate()
+    publish_job(world.ingest, job_status("51", world.fleet.names[8:20], world.clock),
+                world.clock)
+    return world
+
+
+async def test_restart_dialog_lists_all_12_targets_on_a_tall_screen():
+    world = job_of_12()
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        text = await restart_dialog(world, pilot)
+        shown = [n for n in world.fleet.names[8:20] if f"• {n} (" in text]
+        assert len(shown) == 12, text
+
+
+async def test_restart_dialog_says_how_many_more_it_cannot_show():
+    world = job_of_12()
+    async with world.app.run_test(size=(100, 30)) as pilot:
+        text = await restart_dialog(world, pilot)
+        shown = [n for n in world.fleet.names[8:20] if f"• {n} (" in text]
+        assert 0 < len(shown) < 12, text
+        assert f"… and {12 - len(shown)} more (gpu[" in text, text
+
+
+async def test_restart_dialog_keeps_its_buttons_on_80x24():
+    world = job_of_12()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        text = await restart_dialog(world, pilot)
+        assert "Restart" in text and "Cancel" in text, text
+        radius = str(world.app.screen.query_one("#radius").render())
+        assert "more (gpu[" in radius, radius
+
+
+async def test_resume_dialog_lists_its_5_drained_targets():
+    from fleetdeck.console.tui.modals import ConfirmScreen
+    from fleetdeck.protocol.messages import DrainState
+
+    world = World()
+    world.populate()
+    names = world.fleet.names[8:13]
+    for n in names:
+        world.fleet.status(world.ingest, n, DrainState.DRAINED, reason="xid 79 on gpu3 OPS-1",
+                           by="bob")
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        world.tick()
+        await pilot.pause()
+        world.app.request_resume(names)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, ConfirmScreen),
+                          "the resume dialog")
+        await pilot.pause()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert all(f"• {n} (" in text for n in names), text
