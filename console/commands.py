@@ -410,9 +410,19 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         degraded = [n for n in nodes if (st := state.nodes.get(n)) is not None
                     and st.verdict.value == "degraded"
                     and st.drain.state is not DrainState.NONE]
-        if degraded:
-            notes.append(f"still degraded: {compress(degraded)} (the scheduler may place work "
+        # The throttle warning for throttled nodes only: it was said of a node degraded by an
+        # XID that never throttled (a 3 a.m. drive).
+        slow = [n for n in degraded if _throttled(state.nodes[n])]
+        if slow:
+            notes.append(f"still degraded: {compress(slow)} (the scheduler may place work "
                          "there; a throttled GPU slows every job it joins)")
+        other = [n for n in degraded if n not in slow]
+        if len(other) == 1 and (worst := shown_findings(state.nodes[other[0]])):
+            notes.append(f"still degraded: {other[0]} (the scheduler may place work there: "
+                         f"{worst[0]})")
+        elif other:
+            notes.append(f"still degraded: {compress(other)} (the scheduler may place work "
+                         "there; each one's line says why)")
         if held:
             notes.append(f"failed only by the hour of their port errors (N2, N3), links up "
                          f"(quiet, or repaired): {compress(held)} (the resume ends the hold)")
@@ -435,6 +445,14 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
 def _still_failing(st: NodeState) -> bool:
     """Failed or offline, and not only held by its ports' windows (a resume ends that)."""
     return st.verdict.value in ("failed", "offline") and not resume_ends_failure(st)
+
+
+THROTTLE_RULES = frozenset({"G12", "G13"})
+"""Clock throttling and a GPU hot enough to throttle: what slows every job the node joins."""
+
+
+def _throttled(st: NodeState) -> bool:
+    return any(f.rule in THROTTLE_RULES for f in shown_findings(st))
 
 
 def suggested_drain_mode(state: FleetState, targets: Iterable[str]) -> DrainMode:

@@ -589,3 +589,29 @@ def test_a_long_outcome_is_cut_with_a_mark_not_mid_word(world):
     assert req.describe().endswith("no agent is there to answer")
     req.targets[0].detail = "x" * 300
     assert req.describe().endswith("x…") and len(req.describe()) < 320
+
+
+def test_the_resume_radius_blames_throttling_only_on_throttled_nodes(world):
+    """"a throttled GPU slows every job it joins" was said of a node degraded by an XID, never
+    throttled (a 3 a.m. drive): a degraded node that is not throttled is named with its own
+    finding."""
+    from tests.tui.fleet import throttled
+
+    clock, ingest, fleet, state = world
+    fleet.src("gpu0005").xid(2, [94], 0.0, int(clock() * 1000))
+    for n in ("gpu0003", "gpu0005"):
+        fleet.status(ingest, n, DrainState.DRAINED, "check it", "alice")
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={"gpu0003": throttled(3)})
+        state.apply(ingest.take_batch(), clock())
+    state.judge(clock())
+    assert state.nodes["gpu0005"].verdict.value == "degraded"
+    radius = blast_radius(state, CommandOp.RESUME, ["gpu0003", "gpu0005"], DrainMode.FINISH,
+                          clock())
+    throttle = [n for n in radius.notes if "throttled GPU" in n]
+    assert throttle == ["still degraded: gpu0003 (the scheduler may place work there; a "
+                        "throttled GPU slows every job it joins)"], radius.notes
+    [other] = [n for n in radius.notes if "gpu0005" in n]
+    assert other.startswith("still degraded: gpu0005 (the scheduler may place work there: "
+                            "G3 gpu2: XID 94"), other
