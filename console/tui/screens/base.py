@@ -78,9 +78,11 @@ class StableFooter(Footer):
     footer is kept while they are the same."""
 
     _keys: tuple[object, ...] | None = None
-    FIRST: ClassVar[tuple[str, ...]] = ("question_mark", "q")
+    FIRST: ClassVar[tuple[str, ...]] = ("question_mark", "q", "slash", "colon", "r", "u")
     """Shown first: a footer cut at 80 or 100 columns dropped "? Help" and "q Quit", the two a
-    newcomer cannot do without (a newcomer's run); a view's own keys are in the help too."""
+    newcomer cannot do without (a newcomer's run), then "/ Filter" and ": cmd" (a 3 a.m.
+    drive at 80x24), which every view that has them needs, then the commands; a view's own
+    keys are in the help too, so the cut takes them."""
 
     def compose(self) -> ComposeResult:
         keys = list(super().compose())

@@ -1,0 +1,28 @@
+"""At 80 columns the footer keeps the keys every view needs (help, quit, filter, the command
+line, the commands) and leaves off the view's lesser ones, which `?` lists: it dropped
+"/ Filter" and ": cmd" at 80x24 while it showed "w/W Worst" and "{/} Leaf"."""
+
+import pytest
+
+from tests.tui.conftest import World
+from tests.tui.test_views import text_of
+
+
+@pytest.mark.parametrize(("key", "wanted"), [
+    ("1", ["? Help", "q Quit", "/ Filter nodes", ": :cmd"]),
+    ("2", ["? Help", "q Quit", "/ Filter", ": :cmd", "r Drain"]),
+    ("5", ["? Help", "q Quit", "/ Filter", ": :cmd"]),
+], ids=["overview", "nodes", "events"])
+async def test_the_80_column_footer_keeps_filter_and_the_command_line(key, wanted):
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press(key)
+        world.tick()
+        await pilot.pause()
+        await pilot.pause()
+        footer = text_of(world.app).splitlines()[-1]
+        for k in wanted:
+            assert f" {k} " in footer, footer
