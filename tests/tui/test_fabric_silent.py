@@ -20,6 +20,7 @@ async def test_fabric_panel_does_not_call_silent_ports_ok():
         fabric = panel_text(screen, "fabric-panel")
         assert "ok" not in fabric.splitlines()[0], fabric
         assert "no data from 192 ports" in fabric, fabric
+        assert "leaf00 r0-7 ········  6 nodes" in fabric, fabric
 
 
 async def test_fabric_panel_says_how_many_ports_it_has_not_heard_from():

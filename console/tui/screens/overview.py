@@ -63,7 +63,7 @@ SEV_STYLE = {"error": "$error", "warn": "$warning", "done": "$success"}
 
 RAIL_GLYPH = {"ok": "[$success]■[/]", "errors": "[$warning]△[/]", "erroring": "[$warning b]▲[/]",
               "flapping": "[$error]↯[/]", "down": "[$error b]✖[/]",
-              "suspect": "[$error b reverse]✖[/]"}
+              "suspect": "[$error b reverse]✖[/]", "silent": "[$text-muted]·[/]"}
 """The overview's one-line picture of a leaf group: the fabric matrix's glyphs
 (theme.PORT_GLYPHS), a suspected switch reversed."""
 
@@ -529,10 +529,13 @@ class OverviewScreen(FleetView):
         shown = order if len(order) <= room else order[:max(0, room - 1)]
         width = max((len(leaf) for leaf in shown), default=6)
         lines = []
+        ports, unknown = self._ports
+        # No node heard from: a row of ■ read as every switch fine (a SIGKILLed simulator).
+        fine = "silent" if ports and unknown >= ports else "ok"
         for leaf in shown:
             nodes, rails = s.leaves[leaf]
             bad = worst.get(leaf, {})
-            cells = "".join(_rail_glyph(bad.get(rail, "ok")) for rail in rails)
+            cells = "".join(_rail_glyph(bad.get(rail, fine)) for rail in rails)
             mark = "[$error b]▶[/]" if "suspect" in bad.values() else " "
             span = f"r{rails[0]}-{rails[-1]}" if rails else "-"
             lines.append(f"{mark} [$text-muted]{esc(fit(leaf, width))} {span}[/] {cells}  "
