@@ -528,10 +528,11 @@ class SimNode:
         gs = self.gpus[g]
         return SM_CLOCK_MAX / gs.throttle_clock if gs.throttling else 1.0
 
-    def comm_slowdown(self, port: int) -> float:
-        """All-reduce-time multiplier of the rank whose rail is ``port``."""
+    def comm_slowdown(self, port: int, ib: bool = True) -> float:
+        """All-reduce-time multiplier of the rank whose rail is ``port``; ``ib``: the job's
+        collectives cross InfiniBand (it spans nodes), so the port's errors slow them."""
         p = self.ports[port]
-        factor = 1.0 / p.storm_bw if p.storm_rate > 0 else 1.0
+        factor = 1.0 / p.storm_bw if ib and p.storm_rate > 0 else 1.0
         # A GPU with NVLinks down reduces inside the node over fewer links (or PCIe).
         if any(g.nvlink_down for g in self.gpus):
             factor *= 2.5

@@ -11,7 +11,8 @@ checkpoint):
   all-reduce paced by the slowest participating link, so one throttled GPU or one degraded port
   slows every rank (a straggler), visible in the per-rank step times;
 * a rank's GPU falling off the bus kills the job at once (NODE_FAIL); a dead node or a link that
-  is down stalls the next collective until the NCCL watchdog fires (``hang_timeout_s``), then
+  is down (of a job on more than one node: one node's ranks reduce over NVLink) stalls the next
+  collective until the NCCL watchdog fires (``hang_timeout_s``), then
   NODE_FAIL; an uncorrectable ECC error, or any XID that kills the application (13, 31, 94, 95,
   119 …, docs/scenarios.md), crashes the rank (FAILED). NODE_FAIL jobs with
   ``requeue`` go NF -> RQ -> PD -> R from their last checkpoint; FAILED ones wait for an
@@ -305,6 +306,8 @@ class Scheduler:
                                f"rank {rank} on {node.node_id} gpu{g.index}: uncorrectable "
                                "ECC error encountered (Xid 48)")
                     return ""
+            if len(job.nodes) == 1:
+                continue  # its collectives stay inside the node (NVLink): no IB port in them
             for p in node.ports:
                 if not p.up_at(t):
                     return f"{node.node_id} {p.dev} link down"
@@ -326,8 +329,8 @@ class Scheduler:
         for node in job.nodes:
             compute.append([compute0 * node.gpu_slowdown(g) * (0.985 + 0.03 * u())
                             for g in range(GPUS)])
-            comm.append([comm0 * node.comm_slowdown(g) * (0.99 + 0.02 * u())
-                         for g in range(GPUS)])
+            comm.append([comm0 * node.comm_slowdown(g, ib=len(job.nodes) > 1)
+                         * (0.99 + 0.02 * u()) for g in range(GPUS)])
         max_compute = max(max(row) for row in compute)
         max_comm = max(max(row) for row in comm)
         period = max_compute + max_comm

@@ -299,3 +299,17 @@ def test_an_injection_into_a_job_that_cannot_take_it_is_refused_before_it_is_sai
                      ({"fault": "cancel", "job": "4101"}, "is CA already")):
         with pytest.raises(SpecError, match=why):
             h.world.inject(parse_action(raw, default_at=0))
+
+
+def test_a_single_node_job_reduces_over_nvlink_so_its_ib_ports_do_not_touch_it():
+    """A leaf switch failure killed a one-node job (NF, "network on gpu0003") and inflated the
+    network's interruptions (a 3 a.m. drive): its ranks never cross InfiniBand."""
+    solo = job("solo", nodes=1, step_time=1.0, checkpoint_every=10)
+    h = Harness(actions=[solo, act("link_down", 5, node="gpu0001", port=1),
+                         act("symbol_storm", 5, node="gpu0001", port=6, rate=200)],
+                hang_timeout_s=8)
+    h.run(30)
+    j = h.job("solo")
+    assert h.job_states(j.job_id) == ["PD", "R"]
+    assert not j.stalled
+    assert j.step_time_s == pytest.approx(j.healthy_step_s, rel=0.03)
