@@ -755,6 +755,7 @@ class ConsoleSession:
         self.interruptions.observe(self.state, now, batch.jobs_passed)
         self._note_hangs(now)
         self._note_scheduler(now)
+        self._note_withdrawn()
         found, job_seconds = self.interruptions.take(now)
         for it in found:
             self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
@@ -1085,6 +1086,16 @@ class ConsoleSession:
                     self.note(f"job {job_id} steps again (step {again.step}), "
                               f"{now - since:.0f} s after its step stopped", kind="job",
                               nodes=tuple(again.nodes[:64]))
+
+    def _note_withdrawn(self) -> None:
+        """A running job withdrawn by its scheduler (docs/protocol.md): it left the jobs view
+        with no word (a restarted simulator dropped job 4105: a 3 a.m. drive)."""
+        gone, self.state.jobs_withdrawn = self.state.jobs_withdrawn, []
+        for job in gone:
+            where = f" on {compress(job.nodes)}" if job.nodes else ""
+            self.note(f"job {job.job_id} withdrawn by its scheduler while it read "
+                      f"{job.state.value} (step {job.step}{where}): it no longer knows the job",
+                      severity="warn", kind="job", nodes=tuple(job.nodes[:64]))
 
     def _note_scheduler(self, now: float) -> None:
         """The scheduler's going and coming back, in the timeline: only the incidents view

@@ -716,6 +716,9 @@ class FleetState:
         never) and its widest advance (``job_step_delta``), kept as the run ends: an
         operator's restart of a job that had stopped stepping is booked to the hang, not to
         the operator (console/interruptions.py)."""
+        self.jobs_withdrawn: list[JobStatus] = []
+        """Jobs withdrawn (an empty retained status) while they read running, for the
+        timeline (taken by the session)."""
         self.sched_newest_ts = 0
         """The newest ``ts`` of the scheduler's messages, by its own clock (ms): a job status
         much older than it, retained, says where a job stopped (``judgements.not_stepping``
@@ -1021,7 +1024,10 @@ class FleetState:
         if batch.jobs or batch.jobs_withdrawn:
             self.jobs_revision += 1
         for job_id in batch.jobs_withdrawn:
-            self.jobs.pop(job_id, None)
+            gone = self.jobs.pop(job_id, None)
+            if gone is not None and gone.state.value in ("R", "CG"):
+                self.jobs_withdrawn.append(gone)
+                del self.jobs_withdrawn[:-100]
             self.job_stepped_at.pop(job_id, None)
             self.job_step_delta.pop(job_id, None)
             self.job_run_stepped.pop(job_id, None)
