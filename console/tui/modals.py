@@ -494,7 +494,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         arrows/hjkl move · enter the port's node · w worst port (W back) · }} / {{ leaf group
         ■ ok △ errors ▲ erroring ↯ flapping ✖ down · silent ? waiting · ▶ suspected switch
         tab matrix → leaves → ports · enter a leaf's bad ports / a port's node
-[b]Events[/]  / filter · c commands only · enter the node
+[b]Events[/]  / filter · c commands (this console's, and drains by anyone) · enter the node
 [b]Incidents[/] one root-cause line each, worst first; ↑↓ shows its timeline · enter its nodes;
         the top line: job interruptions by cause and ETTR (fleetdeck report)
 [b]Node[/]    {rw_node}h history charts from the store: s span 15 min/1 h/24 h · ←/→ time cursor

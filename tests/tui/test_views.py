@@ -517,12 +517,16 @@ async def test_events_view_follows_the_newest_and_c_keeps_commands_only(world):
         session = world.app.session
         session.note("job 41 interrupted: node failure", kind="interruption", nodes=("gpu0003",))
         session.note("drain gpu0005 requested", kind="command", nodes=("gpu0005",))
+        # Another operator's drain (the CLI's) is the node's word: kept too.
+        ev = agent._event(EventDraft("drain", "drained: OPS-2 [bob]"))
+        world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())
         world.tick()
         await pilot.press("c")
         world.tick()
         await pilot.pause()
-        assert [r[1].kind for r in screen.rows] == ["command"]
-        await pilot.press("home", "enter")
+        kinds = [r[1].kind for r in screen.rows]
+        assert sorted(kinds) == ["command", "drain"]
+        await pilot.press("home", *["down"] * kinds.index("command"), "enter")
         await pilot.pause()
         assert isinstance(world.app.screen, NodeDetailScreen)
         assert world.app.screen.node_id == "gpu0005"
@@ -542,7 +546,7 @@ async def test_commands_only_with_no_command_says_so_not_no_events(world):
         world.tick()
         await pilot.pause()
         assert screen.rows == []
-        assert screen.table.empty_text.startswith("no command from this console yet")
+        assert screen.table.empty_text.startswith("no command yet: none from this console")
         assert "no events yet" not in text_of(world.app)
 
 

@@ -60,7 +60,7 @@ class EventsScreen(FleetView):
         rows = []
         f = self.filter
         for seq, line in reversed(app.event_log):
-            if self.commands_only and line.kind != "command":  # not its other notes
+            if self.commands_only and line.kind not in COMMAND_LINES:  # not its other notes
                 continue
             if f.active and not f.matches(line.source, line.haystack()):
                 continue
@@ -74,8 +74,8 @@ class EventsScreen(FleetView):
             table.empty_text = "no events match"
         elif self.commands_only and len(app.event_log):
             # "no events yet" under "0/66 events" read as a broken view (a newcomer's run).
-            table.empty_text = ("no command from this console yet (c: every event; another "
-                                "operator's drain or resume shows as the node's drain event)")
+            table.empty_text = ("no command yet: none from this console, and no node said it "
+                                "was drained or resumed (c: every event)")
         else:
             table.empty_text = "no events yet"
         # On the newest row, the cursor follows the newest (tail -f): a view left at the top
@@ -151,6 +151,13 @@ class EventsScreen(FleetView):
     @on(LineTable.Selected, "#event-table")
     def _selected(self, event: LineTable.Selected) -> None:
         self.action_open()
+
+
+COMMAND_LINES = frozenset({"command", "drain"})
+"""What ``c`` keeps: this console's commands, and every node's word that it was drained or
+resumed, whoever asked (``fleetdeck drain`` from a terminal, another console): 'c' listed
+only this console's own, and a CLI drain was found only among all the events (a newcomer's
+run)."""
 
 
 def _cells(r: Row) -> tuple[str, ...]:
