@@ -258,6 +258,24 @@ async def test_node_detail_of_a_stale_node_renders(world):
         assert "gpu0001  alloc*  stale  last telemetry 60.5s ago" in text_of(world.app)
 
 
+async def test_node_detail_of_a_node_not_heard_by_this_console_does_not_say_never():
+    """"last telemetry never" of a node the store knew from before this console started read
+    as a node that never reported (a 3 a.m. drive)."""
+    world = World()
+    world.fleet.birth(world.ingest)
+    others = world.fleet.names[1:]
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.fleet.telemetry(world.ingest, names=others)
+        world.tick(1)
+        await pilot.press("colon", *"node gpu0001", "enter")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "last telemetry none since this console started (h: its history)" in text
+        assert "last telemetry never" not in text
+
+
 async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world):
     """Drill: with the broker gone, the overview said "none: every node reports healthy"."""
     from tests.tui.fleet import port_down

@@ -122,7 +122,10 @@ class NodeDetailScreen(FleetView):
         t.append(st.node_id, "bold")
         t.append(f"  {slurm_state(st)}  ")
         t.append(st.verdict.value, verdict_style(self.app, st.verdict.value))
-        age = "never" if st.last_rx is None else f"{max(0.0, now - st.last_rx):.1f}s ago"
+        # "never" of a node the store knew from before this console started read as a node
+        # that never reported (a 3 a.m. drive): it is only this console that has not heard it.
+        age = ("none since this console started (h: its history)" if st.last_rx is None
+               else f"{max(0.0, now - st.last_rx):.1f}s ago")
         t.append(f"  last telemetry {age}  seq {st.last_seq} gaps {st.seq_gaps}")
         if last_known(st) and st.telemetry is not None:
             t.append("  figures below: last known, not live", "bold italic")
