@@ -345,6 +345,8 @@ def build_parser() -> Parser:
                    help="same seed -> same simulated telemetry (default 1)")
     p.add_argument("--headless", type=_positive(float, "--headless"), metavar="SECONDS",
                    help="no TUI: run that long, then print the status table (smoke test)")
+    p.add_argument("--port", type=_port, default=0,
+                   help="the private broker's loopback port (default 0: a free one)")
 
     p = sub.add_parser("broker", help="run a private broker on loopback until interrupted")
     p.add_argument("--kind", choices=["auto", "mosquitto", "amqtt"], default="auto",

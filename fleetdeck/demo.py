@@ -78,7 +78,7 @@ def where_it_went(path: Path) -> str:
 def run_demo(args: argparse.Namespace) -> int:
     # Checked here: the simulator's own refusal would land in its log behind an empty console.
     refuse_unless_it_fits(args.nodes, spread=False)
-    broker = ManagedBroker(args.broker_kind)
+    broker = ManagedBroker(args.broker_kind, port=args.port)
     with broker:
         # amqtt hangs clients that connect concurrently (MQTT.md §2): serialise and space them.
         concurrency = "1" if broker.kind == AMQTT else "32"

@@ -56,6 +56,16 @@ def test_an_address_it_cannot_listen_on_is_one_sentence_with_port_0(argv, words)
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+def test_the_demo_takes_its_brokers_port_and_a_busy_one_is_one_sentence(busy_port):
+    """The demo's broker always took a random port: an operator who must stay within a port
+    range (a newcomer's run) could not run it."""
+    require_binaries("mosquitto")
+    res = run_cli("demo", "--nodes", "4", "--headless", "1", "--port", str(busy_port))
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == (f"fleetdeck demo: cannot listen on 127.0.0.1:{busy_port}: the "
+                          "address is already in use (another broker? choose another port).\n")
+
+
 @pytest.mark.parametrize("where", ["under-a-file", "a-file-in-its-place"])
 def test_a_demo_without_a_writable_state_folder_is_one_sentence(tmp_path, where):
     blocker = tmp_path / "a-file"

@@ -282,7 +282,7 @@ def test_the_demo_console_records_the_operator_as_the_cli_does(monkeypatch, tmp_
             return 0
 
     seen = {}
-    monkeypatch.setattr(demo, "ManagedBroker", lambda kind: Broker())
+    monkeypatch.setattr(demo, "ManagedBroker", lambda kind, port=0: Broker())
     monkeypatch.setattr(demo, "refuse_unless_it_fits", lambda *a, **k: None)
     monkeypatch.setattr(subprocess, "Popen", Sim)
     monkeypatch.setattr(app, "run_console", lambda *a, **k: seen.update(k) or 0)
