@@ -414,7 +414,7 @@ class InterruptionTracker:
         what = job_reason(job) or job.state.value
         in_place = ""
         if restarted_in_place(p.run, job):
-            in_place = f"restarted without a requeue: step {p.run.step} -> {job.step}"
+            in_place = f"{IN_PLACE}: step {p.run.step} -> {job.step}"
             what = in_place + (f"; {job_reason(job)}" if job_reason(job) else "")
         if p.unwatched:
             # "R -> R (R)" said nothing: what changed while no one watched is the requeue.
@@ -461,6 +461,10 @@ def read_detail(detail: str) -> str:
     if m is None or m.group(3).strip().lower() not in NO_REASON:
         return detail
     return f"{m.group(1)} -> {m.group(2)} ({m.group(2)})"
+
+
+IN_PLACE = "restarted without a requeue"
+"""How an interruption's detail says the job was restarted in place (``restarted_in_place``)."""
 
 
 def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:

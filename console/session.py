@@ -46,6 +46,7 @@ from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
 from fleetdeck.console.ingest import Batch, Ingest
 from fleetdeck.console.interruptions import (
+    IN_PLACE,
     INTERRUPTION,
     Interruption,
     InterruptionTracker,
@@ -76,6 +77,8 @@ from fleetdeck.protocol.messages import (
     CommandOp,
     DrainMode,
     Event,
+    JobState,
+    JobStatus,
     Status,
 )
 from fleetdeck.protocol.messages import Severity as EventSeverity
@@ -254,6 +257,9 @@ RUN_ENDED = frozenset({"CD", "F", "CA"})
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
 UNWATCHED_SAID_S = 15.0
 """A store last written longer ago than this is a gap a restarted console says it missed."""
+RERUN_UNHEARD_S = 60.0
+"""How long a restarted console waits to hear a recalled interruption's job before it lets
+the job go (the scheduler may have forgotten it meanwhile)."""
 RERUN_RECALLED_S = 3600.0
 """A restarted console watches for the run again of the interruptions the store kept from this
 long ago: older ones' jobs ran again (or not) long before, and each would be a line at start."""
@@ -314,6 +320,9 @@ class ConsoleSession:
         """Jobs said in the timeline to be hung, with when their step last moved."""
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
+        self._rerun_unheard: dict[str, float] = {}
+        """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
+        are waited for: the first ticks come before the broker's retained job statuses."""
         self._sched_gone: float | None = None
         """When the scheduler was heard going, while it is gone (``_note_scheduler``)."""
         self._malformed_seen = 0
@@ -408,7 +417,7 @@ class ConsoleSession:
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
         self._hung = {}
-        self._rerun = {}
+        self._rerun, self._rerun_unheard = {}, {}
         self._sched_gone = None
         self._malformed_seen, self._malformed_said = 0, {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
@@ -571,8 +580,11 @@ class ConsoleSession:
             self._check_writer(self.clock(), force=True)
         watched = await store.watched()
         restored = await store.restore(self.state, now=self.clock())
+        runs: dict[str, JobStatus] = {}
         for run, job_state, requeues, nodes in await store.job_runs():
             self.interruptions.recall(run, job_state, requeues, nodes)
+            if job_state is JobState.R:
+                runs[run.job_id] = run
         scope = self.ingest.scope
         if scope is not None:
             # A sharded collector learns its nodes from their births: the nodes put back from
@@ -584,7 +596,7 @@ class ConsoleSession:
                 scope.learn(node)
         self.store = store
         self.audit = TeeAudit(self.audit, store)
-        said = await self._recalled_lines(store)
+        said = await self._recalled_lines(store, runs)
         if restored or said:
             self._collect_events(said)
         now = self.clock()
@@ -597,7 +609,8 @@ class ConsoleSession:
                       "verdict changes are dated when this console saw them", severity="warn")
         return restored
 
-    async def _recalled_lines(self, store: Store) -> list[EventLine]:
+    async def _recalled_lines(self, store: Store,
+                              running: dict[str, JobStatus]) -> list[EventLine]:
         """The console's own lines of the timeline the store keeps — verdict changes and job
         interruptions — back into a fresh console's timeline beside the restored events: a
         restarted console's events view held only the agents' events, and an incident read
@@ -616,10 +629,16 @@ class ConsoleSession:
             out.append(verdict_line(float(tr["ts"]), tr["node"], tr["old"], new, tr["reasons"]))
         for it in (await store.interruptions(oldest))[-RECALLED_LINES:]:
             nodes = tuple(it["nodes"])
-            if float(it["ts"]) >= now - RERUN_RECALLED_S:
+            ran = running.get(it["job_id"])
+            if (float(it["ts"]) >= now - RERUN_RECALLED_S and IN_PLACE not in it["detail"]
+                    and not (ran is not None and ran.started_ts is not None
+                             and ran.started_ts / 1000 >= float(it["ts"]) - 1)):
                 # Its run again is watched for as a live one's: a console started after the
-                # interruption never said "runs again" (nor that the job did not yet).
+                # interruption never said "runs again" (nor that the job did not yet). Not
+                # one the store saw run again (the console before said so), nor one restarted
+                # in place (it ran on at once: its start may be the old run's).
                 self._rerun[it["job_id"]] = float(it["ts"])
+                self._rerun_unheard[it["job_id"]] = now + RERUN_UNHEARD_S
             out.append(EventLine(float(it["ts"]), "console", INTERRUPTION, "warn",
                                  interruption_text(it["job_id"], it["cause"], nodes,
                                                    float(it["lost_gpu_hours"])), nodes))
@@ -1119,6 +1138,9 @@ class ConsoleSession:
         jobs audit). A job that ended instead, or left the scheduler's word, is let go."""
         for job_id, since in list(self._rerun.items()):
             job = self.state.jobs.get(job_id)
+            if job is None and now < self._rerun_unheard.get(job_id, now):
+                continue  # recalled from the store: its retained status is not in yet
+            self._rerun_unheard.pop(job_id, None)
             if job is None or job.state.value in RUN_ENDED:
                 del self._rerun[job_id]
                 continue
