@@ -267,8 +267,10 @@ class InterruptionTracker:
     def _when_unwatched(seen: _Seen, job: JobStatus) -> float:
         """When an interruption seen after a gap happened, as the scheduler's status says:
         the requeued run's start, else the status's own time (not the restart's)."""
-        then = (job.started_ts if job.requeues > seen.requeues and job.started_ts
-                else job.ts) / 1000
+        # A new start, requeued or restarted in place: the run that ended ended by then.
+        new_run = (job.requeues > seen.requeues
+                   or (job.started_ts or 0) > (seen.latest.started_ts or 0))
+        then = (job.started_ts if new_run and job.started_ts else job.ts) / 1000
         return max(then, seen.latest.ts / 1000)
 
     def _unwatched(self, seen: _Seen, job: JobStatus, interrupted: bool, now: float) -> None:
@@ -410,6 +412,11 @@ class InterruptionTracker:
         cause = next((c for c in CAUSES if c in by_cause), "software")
         gpus = len(p.nodes) * p.run.gpus_per_node
         since = since_checkpoint_s(p.run, p.at)
+        if since is not None and p.unwatched and p.run.checkpoint_every and p.run.step_time_ms:
+            # Its checkpoints went on while no collector ran: it lost at most one interval's
+            # work, not everything since the checkpoint the store last saw (a job kept at step
+            # 5060 and back at 60 eight hours later was booked 131 GPU-h: a review).
+            since = min(since, p.run.checkpoint_every * p.run.step_time_ms / 1000)
         lost = 0.0 if since is None else gpus * since / 3600
         what = job_reason(job) or job.state.value
         in_place = ""
@@ -473,8 +480,11 @@ def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:
     with it anew (a simulator restarted under a running job went from step 127 to 1 and
     nothing was said or booked: a 3 a.m. drive). Either way its work since its checkpoint
     is lost."""
+    # A bridge may leave ``step`` out of a status sent for another change (it reads 0): a
+    # step back to 0 counts only with a new start.
     return (before.state is JobState.R and job.state is JobState.R
-            and job.requeues == before.requeues and job.step < before.step)
+            and job.requeues == before.requeues and job.step < before.step
+            and (job.step > 0 or (job.started_ts or 0) > (before.started_ts or 0)))
 
 
 def interruption_text(job_id: str, cause: str, nodes: Sequence[str], lost_gpu_hours: float) -> str:

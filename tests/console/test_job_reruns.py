@@ -2,6 +2,8 @@
 a restart was "done" at the requeue ("now PD (Resources)") and nothing said when the job ran
 again (a jobs audit)."""
 
+import pytest
+
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol.messages import JobState
@@ -182,3 +184,40 @@ async def test_a_recalled_job_never_heard_again_is_let_go(tmp_path):
         assert later._rerun == {}
     finally:
         await later.close()
+
+
+async def test_a_restart_in_place_while_no_console_ran_loses_one_checkpoint_interval(tmp_path):
+    """A 16-GPU job kept at step 5060, the console down 8 h, the job back at step 60: booked
+    131 GPU-h lost, dated now (a review). Its checkpoints went on meanwhile: at most one
+    interval is lost, dated by the new run's start."""
+    first = session_with_job()
+    await first.open_store(tmp_path / "store.db")
+    seconds(first, 5, step=5060)
+    await first.flush()
+    await first.close()
+    first.clock.advance(8 * 3600.0)  # type: ignore[attr-defined]
+    later = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
+    SynthFleet(8, first.clock).birth(later.ingest)  # type: ignore[arg-type]
+    await later.open_store(tmp_path / "store.db")
+    try:
+        seconds(later, 12, step=60, started=60)
+        (it,) = later.interruptions.total
+        # job_status: checkpoint every 100 steps of 1 s, 2 nodes of 8 GPUs.
+        assert it.lost_gpu_hours == pytest.approx(16 * 100 / 3600)
+        assert it.ts == pytest.approx(later.clock() - 12 - 60, abs=2)
+        assert it.detail.startswith("R -> R (restarted without a requeue: step 5060 -> 60")
+    finally:
+        await later.close()
+
+
+def test_a_step_left_out_of_a_status_is_no_restart():
+    """A bridge may send a status for another change without ``step`` (it reads 0)."""
+    session = session_with_job()
+    clock = session.clock
+    run = job_status("41", ["gpu0001", "gpu0002"], clock, step=500)  # one start throughout
+    for step in (500, 501, 502, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0):
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        publish_job(session.ingest, run.model_copy(update={"step": step,
+                                                           "ts": int(clock() * 1000)}), clock)
+        session.tick()
+    assert session.interruptions.total == []
