@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
-from fleetdeck.console.incidents import Incident, silences
+from fleetdeck.console.incidents import Incident, acted_on, silences
 from fleetdeck.console.judgements import (
     HOLDING_NODES,
     NO_LINK,
@@ -578,17 +578,25 @@ def top_problems(state: FleetState, limit: int = 10,
     bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
            and st.verdict is not Verdict.OK
            and not (st.behind_switch and not st.liveness and not own_findings(st))]
-    # Racks that fell silent together are one row each, or one for the fleet, first, as the
+    # Racks that fell silent together are one row each, or one for the fleet, as the
     # incidents view has them: a killed simulator listed 48 rows of "agent offline (Last
-    # Will)" with the line that names the cause only under 6 (a 3 a.m. drive). Not a dead
-    # collector's nodes (D1): their silence is the collector's.
+    # Will)" with the line that names the cause only under 6 (a 3 a.m. drive). The fleet's
+    # first (it explains the rest); a rack's after the switches and hung jobs; one whose
+    # every node is drained (in hand: a rack powered off for maintenance) stays its nodes'
+    # rows, which sort last.
     grouped: set[str] = set()
-    for inc in silences([st for st in bad if not (st.digest is not None and any(
-            f.rule == "D1" for f in st.liveness))], {}):
+    fleet: list[Problem] = []
+    for inc in silences(state):
+        if acted_on(state, inc):
+            continue
         loudest = max((nodes[n].verdict for n in inc.nodes), key=lambda v: VERDICT_ORDER[v])
-        name = "fleet" if inc.kind == "fleet" else inc.key.removeprefix("rack:")
-        switches.insert(0, Problem(name, loudest, "silent", inc.title))
+        if inc.kind == "fleet":
+            fleet.append(Problem("fleet", loudest, "silent", inc.title))
+        else:
+            switches.append(Problem(inc.key.removeprefix("rack:"), loudest, "silent",
+                                    inc.title))
         grouped.update(inc.nodes)
+    switches = fleet + switches
     total = len(bad)
     bad = [st for st in bad if st.node_id not in grouped] if grouped else bad
     switches = switches[:limit]

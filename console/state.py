@@ -12,7 +12,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -716,6 +716,9 @@ class FleetState:
         never) and its widest advance (``job_step_delta``), kept as the run ends: an
         operator's restart of a job that had stopped stepping is booked to the hang, not to
         the operator (console/interruptions.py)."""
+        self.memo: dict[str, tuple[Hashable, Any]] = {}
+        """Views derived from the state, each kept with the key it was derived at (the
+        revision counters it follows: ``incidents.silences``)."""
         self.jobs_withdrawn: list[JobStatus] = []
         """Jobs withdrawn (an empty retained status) while they read running, for the
         timeline (taken by the session)."""

@@ -190,6 +190,20 @@ def test_one_rack_falling_silent_is_one_top_problem_above_its_nodes():
     assert problems[0].state == "silent"
     assert problems[0].text.startswith("rack r01: 8 nodes fell silent within ")
     assert total == 9
+    # Asked again: the same (kept until the fleet changes), and a copy the caller may change.
+    again, _ = top_problems(session.state)
+    assert again == problems
+    from fleetdeck.console.incidents import silences
+
+    silences(session.state)[0].timeline.append("x")  # type: ignore[arg-type]
+    assert silences(session.state)[0].timeline == []
+    # Every node of the rack drained (powered off for maintenance): in hand, not a lead row.
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    for node in silent:
+        session.state.nodes[node].drain = DrainInfo(state=DrainState.DRAINED, reason="pdu")
+    problems, _ = top_problems(session.state)
+    assert problems[0].node == "gpu0030" and "r01" not in [p.node for p in problems]
 
 
 def test_rail_switches_of_one_leaf_failing_together_are_one_incident():
