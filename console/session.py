@@ -428,8 +428,11 @@ class ConsoleSession:
 
     def parts(self) -> tuple[object, ...]:
         """What a snapshot holds, as it is now."""
+        # What the timeline's notes remember too: seeking back out of a scheduler outage
+        # said "scheduler sim back, 0s after it went" (a review).
         return (self.ingest, self.state, self.recent, self.log, self.interruptions,
-                self._carry, self._carry_seqs, self._carry_basis, self._last_event)
+                self._carry, self._carry_seqs, self._carry_basis, self._last_event,
+                self._hung, self._rerun, self._rerun_unheard, self._sched_gone)
 
     def snapshot(self) -> bytes:
         """The picture ``reset`` starts over from, as it stands: ingest, fleet state with every
@@ -501,7 +504,8 @@ class ConsoleSession:
         old = Picture(self.parts())
         seq = self.log.seq
         (self.ingest, self.state, self.recent, self.log, self.interruptions, self._carry,
-         self._carry_seqs, self._carry_basis, self._last_event) = picture.parts
+         self._carry_seqs, self._carry_basis, self._last_event, self._hung, self._rerun,
+         self._rerun_unheard, self._sched_gone) = picture.parts
         # Views redraw when the timeline's seq moves: numbered on from where it stood, so a
         # view that drew the later timeline does not take the earlier one for it.
         self.log.renumber_after(seq)

@@ -153,3 +153,22 @@ def test_its_going_and_its_return_are_lines_of_the_timeline():
     clock.advance(5.0)
     session.tick()
     assert len(lines()) == 2
+
+
+def test_a_seek_back_from_inside_its_outage_says_no_return():
+    """The outage's note was not in a replay's snapshot: seeking back out of it said
+    "scheduler slurm-bridge back, 0s after it went" (a review)."""
+    clock, ingest, session = world()
+    started = clock()
+    ingest.handle(TOPIC, sched(True, started, clock), clock())
+    session.tick()
+    before = session.snapshot()
+    ingest.handle(TOPIC, sched(False, started, clock), clock())
+    for _ in range(4):
+        clock.advance(1.0)
+        session.tick()
+    assert session._sched_gone is not None
+    session.restore(before)
+    clock.advance(1.0)
+    session.tick()
+    assert [ln.text for ln in session.log.lines() if ln.kind == "scheduler"] == []
