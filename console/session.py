@@ -1111,14 +1111,16 @@ class ConsoleSession:
                               nodes=tuple(again.nodes[:64]))
 
     def _note_withdrawn(self) -> None:
-        """A running job withdrawn by its scheduler (docs/protocol.md): it left the jobs view
-        with no word (a restarted simulator dropped job 4105: a 3 a.m. drive)."""
+        """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a
+        restarted simulator dropped job 4105: a 3 a.m. drive)."""
         gone, self.state.jobs_withdrawn = self.state.jobs_withdrawn, []
         for job in gone:
             where = f" on {compress(job.nodes)}" if job.nodes else ""
-            self.note(f"job {job.job_id} withdrawn by its scheduler while it read "
-                      f"{job.state.value} (step {job.step}{where}): it no longer knows the job",
-                      severity="warn", kind="job", nodes=tuple(job.nodes[:64]))
+            # "by its scheduler": an operator clears a dead scheduler's leftovers the same
+            # way (docs/protocol.md), and a last status the clearing overtook is not seen.
+            self.note(f"job {job.job_id} withdrawn (its retained status cleared) while it "
+                      f"last read {job.state.value} (step {job.step}{where}): nothing reports "
+                      "it now", severity="warn", kind="job", nodes=tuple(job.nodes[:64]))
 
     def _note_scheduler(self, now: float) -> None:
         """The scheduler's going and coming back, in the timeline: only the incidents view

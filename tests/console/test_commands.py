@@ -308,8 +308,8 @@ def test_a_cleared_retained_job_status_withdraws_the_job():
     assert "4104" not in session.state.jobs and session.state.malformed.total == 0
     # A running job that leaves is said (a restarted simulator dropped one in silence).
     assert [ln.text for ln in session.log.lines() if ln.kind == "job"] == [
-        "job 4104 withdrawn by its scheduler while it read R (step 500 on gpu[0001-0002]): "
-        "it no longer knows the job"]
+        "job 4104 withdrawn (its retained status cleared) while it last read R (step 500 on "
+        "gpu[0001-0002]): nothing reports it now"]
     # Withdrawn, then published again in one batch: the newer word stands.
     ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
     publish_job(ingest, job_status("4104", ["gpu0001"], clock), clock)
