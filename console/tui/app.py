@@ -73,6 +73,7 @@ from fleetdeck.console.tui.screens.jobs import JobsScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.environment import unknown_variables
 from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
@@ -331,6 +332,11 @@ class FleetdeckApp(App[int]):
 
     def on_mount(self) -> None:
         self._take_logging()
+        # Said on stderr before the screen took the terminal, where no one reads it: a
+        # mistyped $FLEETDECK_BROKR read only "connection refused" in the header (a review).
+        for first in list(self.sessions.values())[:1]:
+            for sentence in unknown_variables(os.environ):
+                first.note(sentence, severity="warn")
         for name, session in self.sessions.items():
             if self.stores.get(name) is not None:
                 # The feed starts once the store is back (or after STORE_WAIT_S): a node

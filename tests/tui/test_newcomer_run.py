@@ -366,3 +366,14 @@ async def test_a_store_that_cannot_be_opened_is_said_for_as_long_as_the_console_
             await pilot.pause(0.1)
         assert "NO HISTORY (store: see events)" in app.header_text(app.clock())
         assert any("history not kept" in line.text for line in app.session.log.lines())
+
+
+async def test_a_mistyped_environment_variable_is_said_in_the_timeline(monkeypatch):
+    """Said on stderr before the screen took the terminal, where no one reads it."""
+    monkeypatch.setenv("FLEETDECK_BROKR", "mqtt://127.0.0.1:1")
+    world = World()
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        said = [ln.text for ln in world.app.session.log.lines() if ln.severity == "warn"]
+        assert said == ["$FLEETDECK_BROKR is not a fleetdeck setting (did you mean "
+                        "FLEETDECK_BROKER?); it is ignored."]
