@@ -68,3 +68,24 @@ async def test_tab_and_shift_tab_move_one_field_each():
         await pilot.press("shift+tab")
         await pilot.pause()
         assert screen.focused is screen.query_one("#reason")
+
+
+async def test_escape_in_a_burst_after_tab_still_cancels():
+    """Keys routed to the box during Tab's move that it could not type were dropped: a burst
+    'reason⇥<esc>' left the dialog open (a review)."""
+    world = World()
+    world.populate()
+    publish_job(world.ingest, job_status("51", world.fleet.names[8:20], world.clock),
+                world.clock)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        world.tick()
+        await pilot.pause()
+        world.app.request_restart("51")
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, RestartScreen),
+                          "the restart dialog")
+        await pilot.pause()
+        burst(world.app, "why⇥")
+        world.app.post_message(events.Key("escape", "\x1b"))
+        await pilot_until(pilot, lambda: not isinstance(world.app.screen, RestartScreen),
+                          "the dialog cancelled")
+        assert world.published == []
