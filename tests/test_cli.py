@@ -278,6 +278,8 @@ def test_since_takes_a_clock_time_as_the_views_show_it():
     # Not come yet today: yesterday's.
     assert parse_since("19:30", now) == datetime(2026, 12, 4, 19, 30, tzinfo=UTC).timestamp()
     assert parse_since("7:05", now) == datetime(2026, 12, 5, 7, 5, tzinfo=UTC).timestamp()
+    # A few minutes ahead is a clock a little off (or a time just read): now, not a day back.
+    assert parse_since("19:05", now) == now
 
 
 @pytest.mark.parametrize(("since", "said"), [

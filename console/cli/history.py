@@ -82,6 +82,10 @@ SINCE_MAX_S = 10 * 365.25 * 86400.0
 before the epoch without a word."""
 
 
+CLOCK_AHEAD_S = 600.0
+"""A ``--since`` clock time up to this far ahead of now means now, not yesterday."""
+
+
 def parse_since(text: str, now: float) -> float:
     """``90s``, ``15m``, ``1h``, ``7d`` ago (``-15m`` too, as journalctl writes it), a clock
     time as the views show them, UTC (``18:40``, ``18:40:05``: the latest such time, today or
@@ -94,8 +98,11 @@ def parse_since(text: str, now: float) -> float:
                             "shorter span or an ISO time.")
         since = now - seconds
     elif (clock := clock_s(text)) is not None:
-        # "--since 18:40" read off a view: today's 18:40 when that has come, else yesterday's.
-        since = now - (now - clock) % 86400.0
+        # "--since 18:40" read off a view: today's 18:40 when that has come, else yesterday's;
+        # a few minutes ahead is a clock a little off, not a day back (18:41 typed at
+        # 18:40:30 covered 24 h: a review).
+        ago = (now - clock) % 86400.0
+        since = now - ago if ago < 86400.0 - CLOCK_AHEAD_S else now
     else:
         try:
             dt = datetime.fromisoformat(text)
