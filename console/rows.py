@@ -36,6 +36,7 @@ from fleetdeck.console.judgements import (
     step_quiet_text,
     straggler,
     suspect_switches,
+    utc_hms,
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
@@ -692,7 +693,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
             f"; straggler {slow.text}" if slow is not None and apart else "")
     if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
-        stale = f"scheduler offline: as of {clock_text(job.ts / 1000)}"
+        stale = f"scheduler offline: as of {utc_hms(job.ts / 1000)}"
         held_up = f"{stale}; {held_up}" if held_up else stale
     frac = min(1.0, job.step / job.total_steps) if job.total_steps else 0.0
     ckpt = "-"
@@ -1005,10 +1006,6 @@ def node_rows(state: FleetState, now: float, ids: Iterable[str] | None = None) -
 
 
 # --- events -------------------------------------------------------------------------------------
-
-
-def clock_text(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
 # --- overview counts ----------------------------------------------------------------------------

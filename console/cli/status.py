@@ -16,7 +16,7 @@ from rich.table import Table
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
-from fleetdeck.console.judgements import undecided_silent
+from fleetdeck.console.judgements import undecided_silent, utc_hms
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
@@ -301,7 +301,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
         # bad node seen before the loss is bad all the same: exit 1 for it, not 3 (a drill
         # read "failed 2" and exit 3, which a script routes to "blind", not "page").
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
-              f"(at {time.strftime('%H:%M:%S', time.localtime(blind[0]))}): the verdicts "
+              f"(at {utc_hms(blind[0])} UTC): the verdicts "
               "are as of then.", file=sys.stderr)
         return exit_when_cut_off(out, fail_on)
     return unhealthy([out], fail_on, unheard([out], watched))

@@ -7,7 +7,8 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from fleetdeck.console.eventlog import EventLine
-from fleetdeck.console.rows import NodeFilter, clock_text
+from fleetdeck.console.judgements import utc_hms
+from fleetdeck.console.rows import NodeFilter
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView
 from fleetdeck.console.tui.text import esc
@@ -162,7 +163,7 @@ run)."""
 
 def _cells(r: Row) -> tuple[str, ...]:
     line = r[1]
-    return (clock_text(line.ts), line.source, line.kind, line.severity, line.text)
+    return (utc_hms(line.ts), line.source, line.kind, line.severity, line.text)
 
 
 def _style(r: Row) -> str:

@@ -8,10 +8,10 @@ from textual.binding import Binding
 
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.incidents import Incident, incidents
+from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.rows import (
     FleetRevision,
     IncidentRow,
-    clock_text,
     incident_row,
     interruption_text,
 )
@@ -173,6 +173,6 @@ def _timeline_line(e: EventLine) -> tuple[str, str]:
     """The entry as markup, and as the plain text it shows (to measure)."""
     colour = {"error": "$error", "warn": "$warning", "done": "$success"}.get(e.severity,
                                                                               "$text-muted")
-    when = clock_text(e.ts)
+    when = utc_hms(e.ts)
     return (f"  [$text-muted]{when}[/] [{colour}]{esc(e.source)} {esc(e.kind)}[/] "
             f"{esc(e.text)}", f"  {when} {e.source} {e.kind} {e.text}")

@@ -11,11 +11,10 @@ from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.eventlog import event_text
 from fleetdeck.console.health import Severity, describe_clock_events, worst_xid
-from fleetdeck.console.judgements import own_job, recommended_action, straggler
+from fleetdeck.console.judgements import own_job, recommended_action, straggler, utc_hms
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
-    clock_text,
     drain_reason,
     ib_rate_text,
     ib_throughput_text,
@@ -289,7 +288,7 @@ class NodeDetailScreen(FleetView):
         if not lines:
             t.append("  no events from this node yet", "dim")
         for ts, kind, text, style in lines[:20]:
-            t.append(f"\n {clock_text(ts)} {kind:<13} ")  # ib_port_state
+            t.append(f"\n {utc_hms(ts)} {kind:<13} ")  # ib_port_state
             t.append(text, style)
         return t
 

@@ -8,7 +8,6 @@ dropped, least needed first, when the screen is short. Everything they show is c
 per fleet change (``shown_revision``) or event-log change, never per tick of a quiet fleet.
 """
 
-import time
 from collections.abc import Callable
 from itertools import islice
 
@@ -27,11 +26,10 @@ from fleetdeck.console.fabric_map import (
     switch_health,
 )
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
-from fleetdeck.console.judgements import RECOVERED, suspect_switches
+from fleetdeck.console.judgements import RECOVERED, suspect_switches, utc_hms
 from fleetdeck.console.rows import (
     FleetCounts,
     JobRow,
-    clock_text,
     fleet_counts,
     job_row,
     jobs_to_act_on_first,
@@ -201,7 +199,7 @@ class OverviewScreen(FleetView):
         blind = state.blind
         if blind is not None and blind[1] is None:
             # Cut off from the broker: nothing below is current (FleetState.blind).
-            since = time.strftime("%H:%M:%S", time.localtime(blind[0]))
+            since = utc_hms(blind[0])  # UTC, as every time the views show
             text = (f"[b]Top problems[/] [$error]unknown: no data since {since} (this console "
                     "lost its broker connection); what shows is as of then[/]")
             for p in problems:
@@ -564,7 +562,7 @@ class OverviewScreen(FleetView):
         for e in picked:
             colour = SEV_STYLE.get(e.severity, "$text")
             used = 8 + 1 + src_w + 1 + kind_w + 1
-            lines.append(f"[$text-muted]{clock_text(e.ts)}[/] {esc(fit(e.source, src_w))} "
+            lines.append(f"[$text-muted]{utc_hms(e.ts)}[/] {esc(fit(e.source, src_w))} "
                          f"[{colour}]{esc(fit(e.kind, kind_w))}[/] "
                          f"{esc(fit(e.text, max(0, width - used)).rstrip())}")
         return "\n".join(lines)
