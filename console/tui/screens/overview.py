@@ -497,7 +497,9 @@ class OverviewScreen(FleetView):
         of = "" if unknown >= ports else f" of {ports}"
         silent = (f"[$warning]? no data from {unknown}{of} ports[/] (their nodes are silent)"
                   if unknown else "")
-        if not s.rows and unknown >= ports:
+        if not s.rows and not ports:
+            lines.append("[$text-muted]no IB ports known yet[/]")
+        elif not s.rows and unknown >= ports:
             lines.append(silent)
         elif not s.rows and unknown:
             lines.append(f"[$success]✓ no bad port among the {ports - unknown} heard from[/]")
@@ -507,7 +509,7 @@ class OverviewScreen(FleetView):
                          "no errors")
         else:
             lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]"
-                         + (" of those heard from" if unknown else ""))
+                         + (" (by the nodes heard from)" if unknown else ""))
             if silent:
                 lines.append(silent)
         limit = FABRIC_LINES if beside else height
