@@ -190,3 +190,33 @@ async def test_the_timeline_gets_the_room_the_list_leaves(world):
         shown = [n for n in range(20) if f"entry {n}\n" in text + "\n"]
         assert shown == list(range(20))  # every entry, the newest (19) included
         assert detail.size.height >= 24 and screen.table.size.height <= 6
+
+
+async def test_the_interruption_line_follows_a_picture_put_back(world):
+    """After a replay's seek back, the line kept the interruptions still to come: it was asked
+    again only every 30 s of a clock that had gone back (a replay audit). A new interruption
+    is said at once too."""
+    async def report() -> str:
+        for worker in list(world.app.workers):
+            if worker.group == "interruption-report":
+                await worker.wait()
+        await pilot.pause()
+        return world.app.screen.report_text
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        session = world.app.session
+        before = session.snapshot()
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        assert (await report()).startswith("no job interruptions")
+        failed = job_status("41", world.fleet.names[:4], world.clock, state=JobState.NF)
+        publish_job(world.ingest, failed, world.clock)
+        for _ in range(12):  # the cause is looked for 10 s
+            world.tick(1.0)
+            await pilot.pause()
+        assert (await report()).startswith("1 job interruption (this session)")
+        session.restore(before)
+        world.tick(0.5)
+        await pilot.pause()
+        assert (await report()).startswith("no job interruptions")

@@ -98,6 +98,7 @@ class IncidentsScreen(FleetView):
         self.rows: list[IncidentRow] = []
         self._shown: tuple[FleetRevision, int] | None = None
         self._report_at = float("-inf")
+        self._report_key: tuple[int, int] = (0, 0)
         self.report_text = ""
 
     def compose_body(self) -> ComposeResult:
@@ -114,8 +115,15 @@ class IncidentsScreen(FleetView):
         return self.query_one("#incident-table", LineTable)
 
     def update_body(self, now: float) -> None:
-        if now - self._report_at >= REPORT_EVERY_S:
-            self._report_at = now
+        # Asked again every REPORT_EVERY_S, at once when an interruption is found, and when
+        # the picture is another (a replay's seek puts back an earlier one, its clock goes
+        # back): after a seek back the line kept the interruptions still to come (a replay
+        # audit).
+        seen = self.fleet.session.interruptions
+        key = (id(seen), len(seen.total))
+        if (now - self._report_at >= REPORT_EVERY_S or now < self._report_at
+                or key != self._report_key):
+            self._report_at, self._report_key = now, key
             self._fetch_report()
         # Grouping is a fleet-wide pass: only when a node or the event log changed.
         shown = (self.fleet.shown_revision, self.fleet.event_seq)
