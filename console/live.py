@@ -100,6 +100,10 @@ class LiveFeed:
     def first_error(self) -> str | None:
         return self.link.first_error
 
+    def broker_heard_s(self) -> float | None:
+        """Seconds since the broker last sent anything, its keepalive answers included."""
+        return self.link.broker_heard_s()
+
     @property
     def client(self) -> Any:
         """The transport's client while connected and subscribed, else None."""

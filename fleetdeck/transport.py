@@ -170,6 +170,16 @@ class MqttLink:
     def connected(self) -> bool:
         return self.client is not None
 
+    def broker_heard_s(self) -> float | None:
+        """Seconds since the broker last sent anything on this link, its keepalive answers
+        (PINGRESP) included; None when not connected. gmqtt pings after 0.8 of the keepalive
+        without traffic, so a link with nothing to deliver still hears the broker then: a
+        silent fleet and a hung broker (no answer) tell apart. gmqtt keeps the time in its
+        connection's ``_last_data_in`` (monotonic), which it has no public name for."""
+        conn = getattr(self.client, "_connection", None)
+        last = getattr(conn, "_last_data_in", None)
+        return None if not isinstance(last, float) else max(0.0, time.monotonic() - last)
+
     def subscribe(self, filters: Sequence[str]) -> None:
         """Add filters: sent now when connected (the broker then delivers their retained
         messages), and on every later connect. No wait for the SUBACK: a sharded collector

@@ -713,8 +713,13 @@ class FleetdeckApp(App[int]):
             if intervals and quiet > 2 * min(intervals):
                 # A hung broker keeps the TCP link up until the keepalive runs out (~15 s):
                 # the header read "connected" in green while nothing arrived and every node
-                # went stale (a drill).
-                conn = f"[$warning]connected, nothing heard for {quiet:.0f} s (broker hung?)[/]"
+                # went stale (a drill). A broker that answers its keepalive pings since is not
+                # hung: the fleet is what went quiet (a replay into a broker that ended read
+                # "broker hung?" for 333 s beside a broker carrying other clusters: an audit).
+                answered = session.feed.broker_heard_s()
+                why = ("the broker answers: the fleet is silent"
+                       if answered is not None and answered < quiet - 1 else "broker hung?")
+                conn = f"[$warning]connected, nothing heard for {quiet:.0f} s ({why})[/]"
         broker = self.broker_label or (
             self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"

@@ -74,3 +74,36 @@ async def test_a_mistyped_cluster_is_told_which_clusters_the_broker_holds(mosqui
         text = "\n".join(str(w.render()) for w in app.screen.query("#problems"))
         assert ("no node of cluster typo heard from yet; clusters seen there: real "
                 "(wrong --cluster?)") in text, text
+
+
+async def test_a_silent_fleet_on_a_broker_that_answers_is_not_called_a_hung_broker(mosquitto):
+    """A replay into a broker that had ended read "broker hung?" for 333 s while the broker
+    carried other clusters (a replay audit): its keepalive answers say it is not hung."""
+    import aiomqtt
+
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    node = FakeNode(cluster=CLUSTER, t0=time.time())
+    app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
+                       audit=MemoryAudit(), operator="t")
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as c:
+
+        async def send(kind: Kind, msg) -> None:
+            await c.publish(node.topic(kind), codec.encode(msg), qos=1,
+                            retain=kind in (Kind.BIRTH, Kind.STATUS))
+
+        await send(Kind.BIRTH, node.birth())
+        await send(Kind.STATUS, node.status())
+        async with app.run_test(size=(160, 48)):
+            for _ in range(4):
+                await send(Kind.TELEMETRY, node.telemetry(advance=0.5))
+                await asyncio.sleep(0.5)
+                app.tick()
+            assert app.state.nodes[node.node_id].online
+            # The fleet stops; the broker goes on answering the console's keepalive pings.
+            await eventually(lambda: (app.tick(), "the broker answers: the fleet is silent"
+                                      in app.header_text(time.time()))[1],
+                             timeout=30, message="the quiet said to be the fleet's")
+            assert "broker hung?" not in app.header_text(time.time())
