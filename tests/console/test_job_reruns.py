@@ -81,6 +81,14 @@ def test_the_run_that_ended_is_not_taken_for_the_next():
     assert len(job_lines(session)) == 1
 
 
+async def started_on(first: ConsoleSession, tmp_path) -> ConsoleSession:
+    """A console started on the store ``first`` wrote, on the same clock."""
+    later = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
+    SynthFleet(8, first.clock).birth(later.ingest)  # type: ignore[arg-type]
+    await later.open_store(tmp_path / "store.db")
+    return later
+
+
 async def restarted_after_interruption(tmp_path) -> ConsoleSession:
     """A console with a store sees job 41 requeued (RQ, then PD) and stops; another one is
     started on the store while the job still waits."""
@@ -91,9 +99,7 @@ async def restarted_after_interruption(tmp_path) -> ConsoleSession:
     seconds(first, 15, state=JobState.PD, requeues=1, nodes=[])
     await first.flush()
     await first.close()
-    later = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
-    SynthFleet(8, first.clock).birth(later.ingest)  # type: ignore[arg-type]
-    await later.open_store(tmp_path / "store.db")
+    later = await started_on(first, tmp_path)
     return later
 
 
@@ -163,9 +169,7 @@ async def test_a_job_the_store_saw_run_again_is_not_said_again_after_a_restart(t
     assert len(job_lines(first)) == 1
     await first.flush()
     await first.close()
-    later = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
-    SynthFleet(8, first.clock).birth(later.ingest)  # type: ignore[arg-type]
-    await later.open_store(tmp_path / "store.db")
+    later = await started_on(first, tmp_path)
     try:
         assert later._rerun == {}
         seconds(later, 3, requeues=1, nodes=["gpu0005", "gpu0006"], step=470, started=73)
@@ -196,9 +200,7 @@ async def test_a_restart_in_place_while_no_console_ran_loses_one_checkpoint_inte
     await first.flush()
     await first.close()
     first.clock.advance(8 * 3600.0)  # type: ignore[attr-defined]
-    later = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
-    SynthFleet(8, first.clock).birth(later.ingest)  # type: ignore[arg-type]
-    await later.open_store(tmp_path / "store.db")
+    later = await started_on(first, tmp_path)
     try:
         seconds(later, 12, step=60, started=60)
         (it,) = later.interruptions.total

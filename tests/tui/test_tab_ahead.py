@@ -8,9 +8,9 @@ from textual.keys import _character_to_key
 from textual.widgets import Input
 
 from fleetdeck.console.tui.modals import RestartScreen
-from tests.tui.conftest import World, pilot_until
-from tests.tui.fleet import job_status, publish_job
+from tests.tui.conftest import pilot_until
 from tests.tui.test_command_flows import sent
+from tests.tui.test_dialog_targets import job_of_12, restart_dialog
 
 
 def burst(app, text: str) -> None:
@@ -25,17 +25,9 @@ def burst(app, text: str) -> None:
 
 
 async def test_keys_typed_after_tab_go_to_the_field_tab_focuses():
-    world = World()
-    world.populate()
-    publish_job(world.ingest, job_status("51", world.fleet.names[8:20], world.clock),
-                world.clock)
+    world = job_of_12()
     async with world.app.run_test(size=(160, 48)) as pilot:
-        world.tick()
-        await pilot.pause()
-        world.app.request_restart("51")
-        await pilot_until(pilot, lambda: isinstance(world.app.screen, RestartScreen),
-                          "the restart dialog")
-        await pilot.pause()
+        await restart_dialog(world, pilot)
         screen = world.app.screen
         burst(world.app, "retry after gpu0035⇥restart 12⏎")
         await pilot_until(pilot, lambda: bool(world.published) or "confirm" in str(
@@ -49,17 +41,9 @@ async def test_keys_typed_after_tab_go_to_the_field_tab_focuses():
 
 
 async def test_tab_and_shift_tab_move_one_field_each():
-    world = World()
-    world.populate()
-    publish_job(world.ingest, job_status("51", world.fleet.names[8:20], world.clock),
-                world.clock)
+    world = job_of_12()
     async with world.app.run_test(size=(160, 48)) as pilot:
-        world.tick()
-        await pilot.pause()
-        world.app.request_restart("51")
-        await pilot_until(pilot, lambda: isinstance(world.app.screen, RestartScreen),
-                          "the restart dialog")
-        await pilot.pause()
+        await restart_dialog(world, pilot)
         screen = world.app.screen
         assert screen.focused is screen.query_one("#reason")
         await pilot.press("tab")
@@ -73,17 +57,9 @@ async def test_tab_and_shift_tab_move_one_field_each():
 async def test_escape_in_a_burst_after_tab_still_cancels():
     """Keys routed to the box during Tab's move that it could not type were dropped: a burst
     'reason⇥<esc>' left the dialog open (a review)."""
-    world = World()
-    world.populate()
-    publish_job(world.ingest, job_status("51", world.fleet.names[8:20], world.clock),
-                world.clock)
+    world = job_of_12()
     async with world.app.run_test(size=(160, 48)) as pilot:
-        world.tick()
-        await pilot.pause()
-        world.app.request_restart("51")
-        await pilot_until(pilot, lambda: isinstance(world.app.screen, RestartScreen),
-                          "the restart dialog")
-        await pilot.pause()
+        await restart_dialog(world, pilot)
         burst(world.app, "why⇥")
         world.app.post_message(events.Key("escape", "\x1b"))
         await pilot_until(pilot, lambda: not isinstance(world.app.screen, RestartScreen),
