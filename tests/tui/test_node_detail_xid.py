@@ -4,9 +4,8 @@ XID 119 then 45 (the driver's clean-up) it read 45 beside "G2 gpu3: XID 119"."""
 import pytest
 
 from fleetdeck.console.health import Severity, worst_xid
-from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 from tests.tui.conftest import World
-from tests.tui.test_views import text_of
+from tests.tui.test_views import open_first_node
 
 
 def _xid_then_45(world: World, node: str = "gpu0001", gpu: int = 3) -> None:
@@ -36,11 +35,7 @@ async def test_node_detail_xid_column_shows_the_drain_class_xid(size):
     async with world.app.run_test(size=size) as pilot:
         world.tick()
         await pilot.pause()
-        await pilot.press("enter")  # the grid's cursor is on gpu0001
-        world.tick()
-        await pilot.pause()
-        assert isinstance(world.app.screen, NodeDetailScreen)
-        text = text_of(world.app)
+        text = await open_first_node(world, pilot)
         header = next(ln for ln in text.splitlines() if ln.split()[:1] == ["GPU"])
         at = header.index("XID")
         row = next(ln for ln in text.splitlines() if ln.lstrip().startswith("3 "))

@@ -16,6 +16,16 @@ def text_of(app) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+async def open_first_node(world, pilot) -> str:
+    """Enter on the overview's grid (its cursor starts on gpu0001): the node's detail, its
+    text."""
+    await pilot.press("enter")
+    world.tick()
+    await pilot.pause()
+    assert isinstance(world.app.screen, NodeDetailScreen)
+    return text_of(world.app)
+
+
 async def test_overview_counts_problems_grid(world):
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
@@ -48,11 +58,7 @@ async def test_node_detail_says_what_to_do_and_lists_its_verdict_changes(world):
         world.fleet.telemetry(world.ingest, faults={"gpu0001": throttled(5)})
         world.tick()
         await pilot.pause()
-        await pilot.press("enter")  # the grid's cursor is on gpu0001
-        world.tick()
-        await pilot.pause()
-        assert isinstance(world.app.screen, NodeDetailScreen)
-        text = text_of(world.app)
+        text = await open_first_node(world, pilot)
         assert "do: watch; drain it if it persists (no job on it)" in text, text
         line = next(ln for ln in text.splitlines() if "ok -> degraded" in ln)
         assert "verdict" in line and "G12" in line
