@@ -76,6 +76,23 @@ class _Damage(ValueError):
     """A line (or header field, or index) the reader refuses; the message says why, in words."""
 
 
+class _Corrupt(Exception):
+    """A gzip member whose compressed bytes are damaged. The next intact member starts at or
+    after ``resync_from`` (a file offset): every member is a whole number of lines, so reading
+    can go on there."""
+
+    def __init__(self, cause: Exception, resync_from: int) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.resync_from = resync_from
+
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+"""How every gzip member the writer makes begins (magic and the deflate method)."""
+RESYNC_PROBE_BYTES = 64 << 10
+UNREADABLE_WHY = "a damaged part of the recording could not be read"
+
+
 @dataclass(frozen=True, slots=True)
 class Recorded:
     t: float
@@ -263,7 +280,9 @@ class ReadReport:
     problems: list[str] = field(default_factory=list)
     truncated: bool = False
     unreadable_rest: bool = False
-    """The file's compressed data is corrupt: nothing after the damage could be read."""
+    """The file's compressed data is corrupt and no intact gzip member follows the damage:
+    nothing after it could be read. A damaged member with intact ones after it is skipped
+    instead (a span in ``spans``, a problem)."""
     gaps: int = 0
     spans: list[tuple[float, float, str]] = field(default_factory=list)
     """Each gap as (from, until, why), recorded time, in the file's order: a replay is as
@@ -280,6 +299,12 @@ class ReadReport:
             self.spans.append((since, until, why))
         if self.gaps <= MAX_NOTES:
             self.problems.append(GAP_NOTE + text)
+
+    def unreadable(self, since: float, until: float) -> None:
+        """A stretch lost to a damaged gzip member: a span the replay is blind in, as in a gap,
+        but said as damage (its problem), not as a recorder that lost the broker."""
+        if all(span[:2] != (since, until) for span in self.spans):
+            self.spans.append((since, until, UNREADABLE_WHY))
 
 
 def line_fault(err: Exception) -> str:
@@ -756,6 +781,9 @@ class RecordingReader:
         pos = 0
         eof = False
         overlong = False
+        lost: tuple[float, int | None] | None = None
+        """Since a damaged member was skipped: the last time read before it, and its note's
+        index in ``problems``, until the next line's time closes the span."""
         if resume is not None:
             lineno, buf, overlong = resume.lineno, resume.tail, resume.overlong
 
@@ -796,9 +824,32 @@ class RecordingReader:
                         rep.problem(f"{self.path}: compressed data ends early after {at()} "
                                     "(truncated recording)")
                         return
-                    except (OSError, zlib.error) as err:
+                    except _Corrupt as err:
                         # Bytes changed in the middle (a bad CRC, an invalid block): damage,
-                        # not a recording cut short (a newcomer's run read "truncated").
+                        # not a recording cut short (a newcomer's run read "truncated"). The
+                        # file is many gzip members: reading goes on at the next intact one.
+                        said = f"{self.path}: compressed data is corrupt after {at()} ({err})"
+                        resync = self._next_member(err.resync_from)
+                        if resync is None:
+                            rep.unreadable_rest = True
+                            rep.problem(said)
+                            return
+                        rep.problem(said)
+                        note = len(rep.problems) - 1 if rep.skipped <= MAX_NOTES else None
+                        if lost is None:  # else the span goes on from the first damage
+                            lost = (last, note)
+                        chunks.close()
+                        offset, lineno = resync, 0
+                        chunks = self._chunks(offset, cursor=cursor)
+                        if cursor is not None:
+                            cursor._chunks = (offset, None, b"")
+                        # What was inflated of the damaged member's last line goes with it.
+                        buf, pos, overlong = b"", 0, False
+                        # The next keyframe puts back what the skipped part held (births,
+                        # statuses, a job's status), as at a seek.
+                        use_keyframe = True
+                        continue
+                    except (OSError, zlib.error) as err:
                         rep.unreadable_rest = True
                         rep.problem(f"{self.path}: compressed data is corrupt after {at()} "
                                     f"({err})")
@@ -831,6 +882,9 @@ class RecordingReader:
                             rep.problem(f"{self.path}: {at()}: {err}")
                             continue
                     last = t
+                    if lost is not None:
+                        self._read_on(lost, t)
+                        lost = None
                     line = buf[start:nl + 1]
                     yield Scanned(t, m.group(2).decode("ascii"), int(m.group(3)),
                                   m.group(4) == b"true", False, line, m.end() - 1 - start,
@@ -849,6 +903,9 @@ class RecordingReader:
                 if kind == "header":
                     continue
                 last = t
+                if lost is not None:
+                    self._read_on(lost, t)
+                    lost = None
                 if kind == "keyframe":
                     if use_keyframe:
                         use_keyframe = False
@@ -884,20 +941,29 @@ class RecordingReader:
                     yield chunk
                 return
             data = b""
+            member_at = offset
             if resume is not None and resume[0] is not None:
                 inflate, pending = resume[0].copy(), True  # the mark's stays as it was
             else:
                 inflate, pending = zlib.decompressobj(31), False
                 if resume is not None:
                     data = resume[1]
+                    member_at = offset - len(data)
             while True:
                 while data:
-                    out = inflate.decompress(data)
+                    fed_at = raw.tell() - len(data)
+                    try:
+                        out = inflate.decompress(data)
+                    except zlib.error as err:
+                        # The member ends after the bytes fed now (a bad check is found at
+                        # its end), and the next one after its own start.
+                        raise _Corrupt(err, max(member_at + 1, fed_at)) from None
                     pending = True
                     data = b""
                     if inflate.eof:
                         # The next member (one per segment, docs/recording.md) starts here.
                         data, pending = inflate.unused_data, False
+                        member_at = raw.tell() - len(data)
                         inflate = zlib.decompressobj(31)
                     if out:
                         if cursor is not None:
@@ -911,6 +977,43 @@ class RecordingReader:
             if pending:
                 raise EOFError("Compressed file ended before the end-of-stream marker was "
                                "reached")
+
+    def _read_on(self, lost: tuple[float, int | None], t: float) -> None:
+        """The first time read after a skipped member, at ``t``: the stretch it cost, as a span
+        and in its note."""
+        since, note = lost
+        rep = self.report
+        rep.unreadable(since, t)
+        if note is not None:
+            start = self.header.started
+            rep.problems[note] += (f"; read on at the next intact part: {t - since:.1f} s lost, "
+                                   f"from {since - start:.1f} s to {t - start:.1f} s into the "
+                                   "recording")
+
+    def _next_member(self, at: int) -> int | None:
+        """The offset of the first intact gzip member at or after ``at``, None if none is: a
+        candidate's header must inflate to the start of a line (a JSON object), so three bytes
+        that happen to look like a header inside compressed data are passed over."""
+        with open(self.path, "rb") as raw:
+            while True:
+                raw.seek(at)
+                window = raw.read(READ_BYTES)
+                if len(window) < len(GZIP_MAGIC):
+                    return None
+                found = window.find(GZIP_MAGIC)
+                if found < 0:
+                    at += len(window) - len(GZIP_MAGIC) + 1
+                    continue
+                at += found
+                raw.seek(at)
+                probe = zlib.decompressobj(31)
+                try:
+                    head = probe.decompress(raw.read(RESYNC_PROBE_BYTES), 1)
+                except zlib.error:
+                    head = b""
+                if head == b"{":
+                    return at
+                at += 1
 
     def _parse(self, line: bytes, last: float) -> _Line:
         """One line, checked: ('header'|'keyframe'|'gap'|'message', time, what it holds)."""

@@ -249,3 +249,98 @@ def test_bytes_changed_inside_a_gzip_are_corruption_not_truncation(tmp_path):
     assert reader.report.skipped >= 1 and not reader.report.truncated, reader.report
     assert any("compressed data is corrupt" in p for p in reader.report.problems), \
         reader.report.problems
+    # One member: no intact one after the damage to read on from.
+    assert reader.report.unreadable_rest and reader.report.spans == []
+
+
+def members(data: bytes) -> list[int]:
+    """Where each gzip member of ``data`` starts."""
+    import zlib
+
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        inflate = zlib.decompressobj(31)
+        inflate.decompress(data[pos:])
+        pos = len(data) - len(inflate.unused_data)
+    return starts
+
+
+def damaged_in_the_middle(tmp_path: Path) -> tuple[Path, float, float]:
+    """Two nodes, 60 s, a segment every 10 s and a member every 2 s; gpu0002 is born at 31 s.
+    The member that holds 31 s has bytes changed: (path, the last time before it, the first
+    time after it)."""
+    from fleetdeck.console.recording import RecordingWriter
+
+    path = tmp_path / "m.jsonl.gz"
+    writer = RecordingWriter(path, "dmg", started=T0, segment_s=10)
+    a, b = (FakeNode(n, cluster="dmg", t0=T0) for n in ("gpu0001", "gpu0002"))
+    writer.write(T0, a.topic(Kind.BIRTH), codec.encode(a.birth()), 1, True)
+    for s in range(1, 61):
+        if s == 31:
+            writer.write(T0 + s, b.topic(Kind.BIRTH), codec.encode(b.birth()), 1, True)
+        for node in (a, b) if s >= 31 else (a,):
+            writer.write(T0 + s, node.topic(Kind.TELEMETRY), codec.encode(node.telemetry()))
+        if s % 2 == 0:
+            writer.flush()
+    writer.close()
+    raw = bytearray(path.read_bytes())
+    with gzip.open(path) as f:
+        times = [json.loads(line)["t"] for line in f.read().splitlines()[1:]]
+    starts = members(bytes(raw))
+    # The member holding 31 s (written between the flushes at 30 s and 32 s).
+    at = next(i for i, start in enumerate(starts) if start > 0 and any(
+        t == T0 + 31 for t in _times_of(bytes(raw[start:]))))
+    mid = (starts[at] + starts[at + 1]) // 2
+    raw[mid:mid + 16] = bytes(x ^ 0x5A for x in raw[mid:mid + 16])
+    path.write_bytes(bytes(raw))
+    assert T0 + 60 in times
+    return path, T0 + 30, T0 + 33
+
+
+def _times_of(member: bytes) -> list[float]:
+    import zlib
+
+    text = zlib.decompressobj(31).decompress(member)
+    return [json.loads(line)["t"] for line in text.splitlines() if line.startswith(b'{"t"')]
+
+
+def test_a_damaged_gzip_member_is_skipped_and_the_members_after_it_replay(tmp_path):
+    """64 bytes changed in the middle of a recording of ~150 members replayed only what came
+    before them, rc=1 "nothing after it could be read" (an SRE's run): each member is whole
+    lines, so reading goes on at the next intact one, the stretch lost is a span the replay is
+    blind in, and the next keyframe puts back what the lost part held (gpu0002's birth)."""
+    path, since, until = damaged_in_the_middle(tmp_path)
+    res = replay(path)
+    assert res.returncode == 1, res.stderr
+    said = res.stderr.strip().splitlines()
+    assert len(said) == 1, said
+    assert said[0].startswith("fleetdeck replay: skipped 1 damaged part(s) of the recording "
+                              "and replayed the rest; first: "), said
+    assert "compressed data is corrupt" in said[0]
+    assert "3.0 s lost, from 30.0 s to 33.0 s into the recording" in said[0]
+    out = json.loads(res.stdout)
+    assert out["replay"]["end"] == T0 + 60 and not out["replay"]["unreadable_rest"]
+    assert [(n["id"], n["seq"]) for n in out["nodes"]] == [("gpu0001", 60), ("gpu0002", 30)]
+    reader = RecordingReader(path)
+    for _ in reader.messages():
+        pass
+    assert reader.report.spans == [(since, until, "a damaged part of the recording could "
+                                    "not be read")]
+    assert reader.report.gaps == 0  # no recorder lost its broker: not said as a gap
+
+
+def test_the_replay_console_reads_past_a_damaged_member_too(tmp_path):
+    from fleetdeck.console.replay import Player
+
+    path, since, until = damaged_in_the_middle(tmp_path)
+    player = Player(path, snapshot_every=4)
+    assert player.end == T0 + 60 and player.gaps[0][:2] == (since, until)
+    player.seek(T0 + 45)
+    assert {n: s.last_seq for n, s in player.state.nodes.items()} == {"gpu0001": 45,
+                                                                  "gpu0002": 15}
+    player.seek(T0 + 20)  # back, from a snapshot, and on again over the damage
+    player.seek(T0 + 60)
+    assert {n: s.last_seq for n, s in player.state.nodes.items()} == {"gpu0001": 60,
+                                                                  "gpu0002": 30}
+
