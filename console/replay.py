@@ -36,6 +36,7 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import wire2
+from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.topics import (
     ROOT,
     Kind,
@@ -296,6 +297,48 @@ def seek_target(arg: str, start: float, heading: float) -> float:
 
 
 # --- replay ---------------------------------------------------------------------------------------
+
+
+class NothingToReplay(UserError):
+    """The recording holds no node of the cluster it replays: exit 3, as ``record`` exits when
+    it heard none (``EXIT_NOTHING_RECORDED``)."""
+
+    exit_code = 3
+
+
+class NodeWatch:
+    """Whether a recording holds any node of the cluster it replays (a topic under its
+    ``node/`` or ``digest/``): a header naming another cluster than its topics (edited, or
+    recorded under the wrong name) replayed as an empty fleet, exit 0, not a word (an SRE's
+    run). Ask ``see`` only until ``heard``."""
+
+    MAX_OTHERS = 5
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.heard = False
+        self.others: list[str] = []
+        """Clusters whose nodes the recording holds instead (the first few)."""
+        self._prefixes = (f"{ROOT}/{cluster}/node/", f"{ROOT}/{cluster}/digest/")
+
+    def see(self, topic: str) -> None:
+        if topic.startswith(self._prefixes):
+            self.heard = True
+            return
+        parts = topic.split("/", 4)
+        if (len(parts) == 5 and f"{parts[0]}/{parts[1]}" == ROOT
+                and parts[3] in ("node", "digest") and parts[2] not in self.others
+                and len(self.others) < self.MAX_OTHERS and is_valid_id(parts[2])):
+            self.others.append(parts[2])
+
+    def check(self) -> None:
+        """Raise NothingToReplay unless a node of the cluster was seen."""
+        if self.heard:
+            return
+        where = (f"its topics are of cluster {', '.join(repr(c) for c in self.others)}"
+                 if self.others else "it holds no message of any node")
+        raise NothingToReplay(f"no node of cluster '{self.cluster}' in this recording "
+                              f"({where}): nothing to replay.")
 
 
 _TELEMETRY_HEAD = re.compile(
@@ -863,8 +906,11 @@ class Player:
     def _scan(self) -> None:
         # One pass for the event index and the end time; payloads are not decoded.
         kinds: dict[str, Kind | None] = {}
+        watch = NodeWatch(self.cluster)
         for msg in self.reader.scan():
             self.end = msg.t
+            if not watch.heard:
+                watch.see(msg.topic)
             kind = kinds.get(msg.topic, _UNSEEN)
             if kind is _UNSEEN:
                 try:
@@ -883,6 +929,7 @@ class Player:
         self.report = self.reader.report
         self.gaps = self.report.spans
         self.reader.report = ReadReport()
+        watch.check()
 
     def clock(self) -> float:
         """Where the replay stands (what the console's header shows): during a seek, where the
@@ -1390,15 +1437,20 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
     next_tick = start + tick_s
     last = start
     cut = False
+    watch = NodeWatch(cluster)
     for msg in reader.scan():
         if limit is not None and msg.t > limit:
             cut = True
             break
+        if not watch.heard:
+            watch.see(msg.topic)
         while msg.t > next_tick:
             tick(next_tick)
             next_tick += tick_s
         last = msg.t
         feed.add(msg)
+    if not cut:  # nodes may come after a --until
+        watch.check()
     end = limit if cut and limit is not None else last
     while next_tick < end:
         tick(next_tick)

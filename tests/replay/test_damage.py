@@ -15,6 +15,7 @@ from tests.conftest import run_cli
 from tests.helpers import FakeNode
 
 T0 = 1_800_000_000.0
+REPO_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CLI_TIMEOUT = 30  # a hang fails the test instead of the suite
 
 
@@ -344,3 +345,32 @@ def test_the_replay_console_reads_past_a_damaged_member_too(tmp_path):
     assert {n: s.last_seq for n, s in player.state.nodes.items()} == {"gpu0001": 60,
                                                                   "gpu0002": 30}
 
+
+
+def test_a_recording_of_another_clusters_nodes_is_one_sentence_and_exit_3(tmp_path):
+    """A header naming cluster 'pm' over topics of cluster 'fx' replayed as an empty fleet,
+    exit 0, not a word (an SRE's run); ``record`` of a cluster it heard nothing of exits 3
+    "nothing to replay", and so does the replay, headless and the console alike (before the
+    screen opens)."""
+    path = tmp_path / "mismatch.jsonl.gz"
+    with gzip.open(REPO_FIXTURES / "xid79.jsonl.gz", "rb") as f:
+        first, rest = f.read().split(b"\n", 1)
+    path.write_bytes(gzip.compress(first.replace(b'"cluster":"fx"', b'"cluster":"pm"')
+                                   + b"\n" + rest))
+    said = ("fleetdeck replay: no node of cluster 'pm' in this recording (its topics are of "
+            "cluster 'fx'): nothing to replay.")
+    for extra in (("--headless",), ("--headless", "--summary-json"), ()):
+        res = run_cli("replay", str(path), *extra, timeout=CLI_TIMEOUT)
+        assert (res.returncode, res.stderr.strip(), res.stdout) == (3, said, ""), extra
+
+
+def test_a_recording_with_no_node_at_all_says_so(tmp_path):
+    from fleetdeck.console.replay import NothingToReplay, Player
+
+    path = write(tmp_path / "empty.jsonl", [header()])
+    res = replay(path)
+    assert res.returncode == 3
+    assert "no node of cluster 'dmg' in this recording (it holds no message of any node)" \
+        in res.stderr
+    with pytest.raises(NothingToReplay):
+        Player(path)

@@ -179,6 +179,9 @@ def test_a_recording_keeps_what_its_console_judged_as_it_started(tmp_path):
     assert [j.node for j in judged] == ["gpu0003"] and judged[0].verdict == "failed"
     assert any(f.startswith("N1 mlx5_ib5:1") for f in judged[0].findings)
     rec = session._new_recording(tmp_path / "r.jsonl", session.clock())
+    node = FakeNode("gpu0003", cluster=session.cluster, t0=session.clock())
+    # A recording of no node at all is nothing to replay (exit 3).
+    rec.write(session.clock(), node.topic(Kind.STATUS), codec.encode(node.status()))
     rec.close()
     header = RecordingReader(tmp_path / "r.jsonl").header
     assert [(j.node, j.verdict) for j in header.judged_at_start] == [("gpu0003", "failed")]
