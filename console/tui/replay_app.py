@@ -8,11 +8,14 @@ loop's other work in between, as a live backlog does: the header shows how far i
 live, another seek turns it, ``p`` stops it there and pauses, ``esc`` stops it there."""
 
 import math
+import re
 import time
 from pathlib import Path
 
 from textual.binding import Binding
 
+from fleetdeck.console.commands import fmt_duration
+from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.recording import damage_text, judged_note
 from fleetdeck.console.replay import SLICE_S, seek_target
 from fleetdeck.console.session import TickReport
@@ -26,6 +29,9 @@ MAX_ADVANCE_S = 5.0
 """The most wall time one tick moves the recording by: a console stalled for longer (a
 suspended terminal) goes on from where it was rather than jumping over what it did not show."""
 
+
+_UPDATED = re.compile(r"  upd (?:never|[0-9.]+s ago)")
+"""The live header's age of the last update (``FleetdeckApp.header_text``)."""
 
 DAMAGE_NOTICE_S = 15.0
 """The replay console says new damage at most this often (``ReplayApp._tell_damage``)."""
@@ -178,16 +184,26 @@ class ReplayApp(FleetdeckApp):
     def link_text(self, now: float) -> str:
         # Where the replay stands comes first: at 80 columns the header's end is cut off,
         # and with it the position and PAUSED (p seemed to do nothing).
+        # Clock times, as the views and ':seek' have them, and spans a person reads: raw
+        # seconds ("51445.0/172680.0s" two days in) had to be worked out by hand (an SRE's run).
         p = self.player
-        where = f"{now - p.start:.1f}/{p.end - p.start:.1f}s x{p.speed:g}"
+        where = (f"{utc_hms(now)} UTC +{fmt_duration(now - p.start)}/"
+                 f"{fmt_duration(p.end - p.start)} x{p.speed:g}")
         if p.target is not None:
-            state = (f"[$accent b]seeking to {p.target - p.start:.1f}s … "
+            state = (f"[$accent b]seeking to {utc_hms(p.target)} … "
                      f"{100 * p.progress:.0f} %[/]")
         else:
             state = "[$warning b]PAUSED[/]" if p.paused else ("done" if p.done else "playing")
         skipped = p.reader.report.skipped
         damaged = f" [$error]{skipped} damaged[/]" if skipped else ""
         return f"replay {where} {state}{damaged}  [$text-muted]{esc(self.broker_label)}[/]"
+
+    def header_text(self, now: float) -> str:
+        text = super().header_text(now)
+        if self.player.paused and self.player.target is None:
+            # "upd 0.0s ago" under PAUSED read as data still arriving (an SRE's run).
+            text = _UPDATED.sub("", text, count=1)
+        return text
 
     SPEED_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
     """``+``/``-`` walk these: halving from x100 gave x50, x25, x12.5 … x0.78125, never x1 again

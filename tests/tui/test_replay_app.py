@@ -192,7 +192,7 @@ async def test_a_long_seek_goes_on_in_slices_and_stops_or_turns_cleanly(monkeypa
         app.seek_to("30")
         assert p.seeking
         await pilot.pause(0.02)
-        assert "seeking to 30.0s" in text_of(app)
+        assert "seeking to 04:02:51 …" in text_of(app)
         # Keys are live meanwhile: the nodes view comes up while the seek goes on.
         # (Pilot.press would wait until the app is idle, that is until the seek landed.)
         app._driver.send_message(events.Key("2", "2"))
@@ -279,3 +279,31 @@ async def test_a_damaged_recording_says_so_in_the_console(monkeypatch, tmp_path)
         assert any("damaged part(s) of the recording (it is truncated)" in n for n in notes), notes
         assert "1 damaged" in app.link_text(app.clock())
     assert app.damage_on_exit().startswith("skipped 1 damaged part(s) of the recording")
+
+
+async def test_the_header_says_the_position_as_a_utc_clock_time_and_spans(monkeypatch):
+    """'replay 46.5/150.0s x1 PAUSED' (and 'replay 51445.0/172680.0s' two days in) left the
+    clock time the views and ':seek' speak in to be worked out by hand, and 'upd 0.0s ago'
+    beside PAUSED read as data still coming (an SRE's run)."""
+    frozen_wall(monkeypatch)
+    for size in ((80, 24), (160, 48)):
+        app = ReplayApp(FIXTURE, speed=1.0)
+        app.auto_tick = False
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            app.seek_to("5")
+            await settle(pilot, app)
+            top = text_of(app).splitlines()[0]
+            assert "replay 04:02:25 UTC +5s/34s x1 playing" in top, (size, top)
+            if size[0] > 80:
+                assert "upd 0.0s ago" in top, top
+            await pilot.press("p")
+            await settle(pilot, app)
+            top = text_of(app).splitlines()[0]
+            assert "replay 04:02:25 UTC +5s/34s x1 PAUSED" in top, (size, top)
+            assert "upd" not in top, top
+            p = app.player
+            # Two days of recording: spans in days and hours, not 172680.0 s.
+            end, p.end = p.end, p.start + 172_680
+            assert "UTC +14h17m/1d23h x1" in app.link_text(p.start + 51_445)
+            p.end = end
