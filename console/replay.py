@@ -269,12 +269,16 @@ async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
         f"({hint}); recording on.")
 
 
-def seek_target(arg: str, start: float, heading: float) -> float:
+def seek_target(arg: str, start: float, heading: float, end: float | None = None) -> float:
     """Where ``:seek ARG`` goes (unix s): ``90`` seconds into the recording, ``+10``/``-30``
     from where the replay is heading, either with units (``2h``, ``+1h30m``, ``-5m``), or a
-    clock time as the views show them, UTC (``04:02:30``: the first at or after the start;
-    ``2026-12-05T04:02``): "go to 02:13, when the node failed" took working out the offset by
-    hand (a replay audit). ValueError with a sentence for anything else."""
+    clock time as the views show them, UTC (``04:02:30``; ``2026-12-05T04:02``): "go to 02:13,
+    when the node failed" took working out the offset by hand (a replay audit). A clock time
+    is of the recording's own day(s), ``start`` to ``end`` (no end: open-ended): the
+    occurrence within it nearest ``heading``, else the one nearest the recording ("19:10" 4 min
+    before its start read as tomorrow, its end: an SRE's run). Not clamped: ``seek_note``
+    says when it lies outside. ValueError with a sentence for anything else (``--until``
+    takes the same)."""
     text = arg.strip()
     sign = text[:1] if text[:1] in "+-" else ""
     seconds = span_s(text[len(sign):])
@@ -286,14 +290,39 @@ def seek_target(arg: str, start: float, heading: float) -> float:
     if clock is not None:
         day = datetime.fromtimestamp(start, UTC).replace(hour=0, minute=0, second=0,
                                                          microsecond=0).timestamp()
-        at = day + clock
-        return at if at >= start else at + 86400
+        last = math.inf if end is None else end
+        days = 1 if end is None else max(0, math.ceil((end - day) / 86400))
+        times = [day + clock + k * 86400 for k in range(days + 1)]
+        inside = [t for t in times if start <= t <= last]
+        if inside:
+            return min(inside, key=lambda t: abs(t - heading))
+        return min(times, key=lambda t: start - t if t < start else t - last)
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(f"'{arg}' is neither seconds (90, +10, -30), a span (2h, +1h30m) nor "
                          "a UTC clock time (04:02:30, 2026-12-05T04:02)") from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def seek_note(arg: str, target: float, start: float, end: float) -> str:
+    """'' when ``target`` lies within the recording, else the one line that says where a
+    seek to it lands instead: ``:seek 999`` and ``:seek -999`` moved to an end silently (an
+    SRE's run)."""
+    if start <= target <= end:
+        return ""
+    span = f"{_when(start, start, end)} to {_when(end, start, end)}"
+    if target < start:
+        return f"{arg.strip()} is before the recording ({span}): at its start"
+    return f"{arg.strip()} is after the recording ({span}): at its end"
+
+
+def _when(t: float, start: float, end: float) -> str:
+    """A UTC clock time, with its date when the recording runs over more than one day."""
+    one_day = (datetime.fromtimestamp(start, UTC).date()
+               == datetime.fromtimestamp(end, UTC).date())
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S" if one_day
+                                                   else "%Y-%m-%d %H:%M:%S")
 
 
 # --- replay ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from fleetdeck.console.commands import fmt_duration
 from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.recording import damage_text, judged_note
-from fleetdeck.console.replay import SLICE_S, seek_target
+from fleetdeck.console.replay import SLICE_S, seek_note, seek_target
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
 from fleetdeck.console.tui.screens.base import FleetView, HeaderBar
@@ -236,10 +236,13 @@ class ReplayApp(FleetdeckApp):
         a UTC clock time (``seek_target``)."""
         p = self.player
         try:
-            target = seek_target(arg, p.start, p.heading)
+            target = seek_target(arg, p.start, p.heading, p.end)
         except ValueError as err:
             self.notify(f"seek: {err}", severity="error")
             return
+        note = seek_note(arg, target, p.start, p.end)
+        if note:
+            self.notify(f"seek: {esc(note)}", severity="warning")
         p.aim(target)
         self._go()
 

@@ -114,6 +114,38 @@ def test_seek_takes_seconds_spans_and_utc_clock_times():
             seek_target(bad, start, heading)
 
 
+def test_a_clock_time_is_of_the_recordings_own_days_and_a_seek_outside_it_says_so():
+    """`:seek 19:10` 3.7 min before a recording of 19:13:42-19:16:12 jumped to its end (read
+    as tomorrow); `:seek 999`, `2h`, `-999` and a time before the start landed at an end without
+    a word (an SRE's run)."""
+    from datetime import UTC, datetime
+
+    from fleetdeck.console.replay import seek_note, seek_target
+
+    start = datetime(2026, 12, 5, 19, 13, 42, tzinfo=UTC).timestamp()
+    end, heading = start + 150, start + 46
+
+    def where(arg: str) -> tuple[float, str]:
+        target = seek_target(arg, start, heading, end)
+        return target, seek_note(arg, target, start, end)
+
+    assert where("19:10") == (start - 222, "19:10 is before the recording (19:13:42 to "
+                                           "19:16:12): at its start")
+    assert where("19:15") == (start + 78, "")
+    assert where("999")[1] == "999 is after the recording (19:13:42 to 19:16:12): at its end"
+    assert where("2h")[1].endswith(": at its end")
+    assert where("-999")[1] == "-999 is before the recording (19:13:42 to 19:16:12): at its start"
+    assert where("2026-12-05T19:00")[1].endswith(": at its start")
+    assert where("19:20")[1].endswith(": at its end")
+    assert where("150") == (end, "")
+    # Two days: the occurrence nearest where the replay is, the next day's the date says.
+    two_days = start + 2 * 86400
+    assert seek_target("19:15", start, start + 86400 + 3600, two_days) == start + 86400 + 78
+    assert seek_target("19:15", start, start + 60, two_days) == start + 78
+    assert seek_note("3d", start + 3 * 86400, start, two_days) == (
+        "3d is after the recording (2026-12-05 19:13:42 to 2026-12-07 19:13:42): at its end")
+
+
 @pytest.mark.parametrize("tick_s", [20.0, 30.0])
 def test_a_coarse_tick_still_sees_an_interruption_inside_it(tick_s):
     """At --tick 20 or 30 the xid79 fixture's requeue (R, NF, RQ, PD and R again within one

@@ -307,3 +307,24 @@ async def test_the_header_says_the_position_as_a_utc_clock_time_and_spans(monkey
             end, p.end = p.end, p.start + 172_680
             assert "UTC +14h17m/1d23h x1" in app.link_text(p.start + 51_445)
             p.end = end
+
+
+async def test_a_seek_outside_the_recording_says_where_it_landed(monkeypatch):
+    """`:seek 999` landed at the end and `:seek 04:00` (before the start) too, read as
+    tomorrow, without a word (an SRE's run)."""
+    frozen_wall(monkeypatch)
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        app.run_command_line(":seek 04:00")
+        await settle(pilot, app)
+        assert p.position == p.start
+        app.run_command_line(":seek 999")
+        await settle(pilot, app)
+        assert p.position == p.end
+        said = [n.message for n in app._notifications]
+        assert said == ["seek: 04:00 is before the recording (04:02:20 to 04:02:55): at its "
+                        "start",
+                        "seek: 999 is after the recording (04:02:20 to 04:02:55): at its end"]
