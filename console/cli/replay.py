@@ -8,6 +8,7 @@ from typing import Any
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.progress import ProgressLine
+from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.recording import (
     GAP_NOTE,
     MAX_NOTES,
@@ -22,10 +23,12 @@ from fleetdeck.console.replay import (
     human_bytes,
     record,
     replay_headless,
+    seek_target,
 )
 from fleetdeck.console.republish import Republished, republish
 from fleetdeck.errors import UserError
 from fleetdeck.paths import recording_out
+from fleetdeck.timespan import clock_s
 
 
 def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None, *,
@@ -107,7 +110,7 @@ def run_replay(args: Any) -> int:
         assert done.report is not None
         return tell_damage(done.report)
     if args.headless:
-        until = args.until
+        until = None if args.until is None else until_s(path, args.until)
         # Measured in the file read, or with --until in recorded time (the file is not read
         # to its end then).
         bar = (ProgressLine(f"replaying {path.name}", fmt=human_bytes) if until is None else
@@ -120,9 +123,14 @@ def run_replay(args: Any) -> int:
                 bar.update(replayed_s)
 
         with bar:
-            out = replay_headless(path, args.until, tick_s=args.tick or 0.5,
+            out = replay_headless(path, until, tick_s=args.tick or 0.5,
                                   progress=read_so_far)
         rep = out["replay"]
+        if until is not None and rep["end"] < rep["start"] + until:
+            # It ran to the end: a --until past it read as "the recording is that long".
+            print(f"fleetdeck replay: --until {args.until} is past the recording's end; "
+                  f"replayed all of it, to {utc_hms(rep['end'])} UTC "
+                  f"({rep['end'] - rep['start']:.1f} s in).", file=sys.stderr)
         status = tell_damage(ReadReport(skipped=rep["skipped_lines"], problems=rep["problems"],
                                         truncated=rep["truncated"],
                                         unreadable_rest=rep["unreadable_rest"]))
@@ -141,6 +149,26 @@ def run_replay(args: Any) -> int:
     from fleetdeck.console.tui.app import run_replay_console
 
     return run_replay_console(path, speed=args.speed)
+
+
+def until_s(path: Path, arg: str) -> float:
+    """``--until`` in recorded seconds from the start: what ``:seek`` takes (one parser,
+    ``seek_target``), a clock time of the recording's own day(s) included ("--until 04:02:30"
+    was refused while ":seek 04:02:30" went there: an SRE's run)."""
+    from fleetdeck.console.recording import RecordingReader
+
+    reader = RecordingReader(path)
+    start = reader.header.started
+    # The end only matters to a clock time (which of the recording's days); it costs a read.
+    end = reader.end_time() if clock_s(arg.strip()) is not None else None
+    try:
+        target = seek_target(arg, start, start, end)
+    except ValueError as err:
+        raise UserError(f"--until: {err}.") from None
+    if target < start:
+        raise UserError(f"--until {arg} is before the recording, which starts at "
+                        f"{utc_hms(start)} UTC.")
+    return target - start
 
 
 INTENT_NAMES = {"cmd": "node command", "sched_cmd": "scheduler command",

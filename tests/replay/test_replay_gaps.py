@@ -1,6 +1,7 @@
 """A gap in a recording (its recorder had lost the broker) replays as the live console lived it:
 the console's own blindness, not 32 nodes gone stale or offline (a replay audit)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,28 @@ def test_a_coarse_tick_still_sees_an_interruption_inside_it(tick_s):
         (i.job_id, i.cause, i.nodes) for i in fine] == [("4101", "gpu", ("gpu0006",))]
     assert abs(coarse[0].ts - fine[0].ts) < 1.0
     assert coarse[0].lost_gpu_hours == pytest.approx(fine[0].lost_gpu_hours, rel=0.2)
+
+
+def test_until_takes_what_seek_takes_and_says_when_it_is_past_the_end():
+    """`--headless --until 1e9` ran to the end, rc=0, with no word that the recording is 35 s;
+    `--until 04:02:30` was refused where `:seek 04:02:30` went there (an SRE's run)."""
+    from tests.conftest import REPO, run_cli
+
+    fixture = str(REPO / "fixtures" / "xid79.jsonl.gz")  # 04:02:20.99 to 04:02:55.97 UTC
+
+    def until(arg: str):
+        res = run_cli("replay", fixture, "--headless", "--summary-json", f"--until={arg}",
+                      timeout=60)
+        assert "Traceback" not in res.stderr
+        rep = json.loads(res.stdout)["replay"] if res.returncode == 0 else None
+        return res.returncode, res.stderr.strip(), rep and round(rep["end"] - rep["start"], 3)
+
+    assert until("1e9") == (0, "fleetdeck replay: --until 1e9 is past the recording's end; "
+                            "replayed all of it, to 04:02:55 UTC (35.0 s in).", 34.983)
+    assert until("04:02:30") == (0, "", 9.013)
+    assert until("2026-11-30T04:02:40") == (0, "", 19.013)
+    assert until("10") == (0, "", 10.0)
+    assert until("04:00") == (2, "fleetdeck replay: --until 04:00 is before the recording, "
+                              "which starts at 04:02:20 UTC.", None)
+    code, said, _ = until("soon")
+    assert code == 2 and said.startswith("fleetdeck replay: --until: 'soon' is neither")
