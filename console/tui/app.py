@@ -740,8 +740,7 @@ class FleetdeckApp(App[int]):
     def header_text(self, now: float) -> str:
         session = self.session
         mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
-        last = self.state.last_update
-        age = "never" if last is None else f"{max(0.0, now - last):.1f}s ago"
+        updated = self.updated_text(now)
         bad = self.state.malformed.total
         # Bad input is an alarm, said before the routine figures (cut first at 80 columns).
         alarm = f"  [$error]malformed {bad}[/]" if bad else ""
@@ -778,8 +777,13 @@ class FleetdeckApp(App[int]):
         # What needs attention before the routine figures: at 80 columns the end is cut off,
         # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}"
-                f"{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}  upd {age}{routine}  "
+                f"{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}{updated}{routine}  "
                 f"op {esc(self.operator)}")
+
+    def updated_text(self, now: float) -> str:
+        """The header's age of the last update, ``  upd 0.4s ago``."""
+        last = self.state.last_update
+        return "  upd " + ("never" if last is None else f"{max(0.0, now - last):.1f}s ago")
 
     # --- navigation ---------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ loop's other work in between, as a live backlog does: the header shows how far i
 live, another seek turns it, ``p`` stops it there and pauses, ``esc`` stops it there."""
 
 import math
-import re
 import time
 from pathlib import Path
 
@@ -30,8 +29,6 @@ MAX_ADVANCE_S = 5.0
 suspended terminal) goes on from where it was rather than jumping over what it did not show."""
 
 
-_UPDATED = re.compile(r"  upd (?:never|[0-9.]+s ago)")
-"""The live header's age of the last update (``FleetdeckApp.header_text``)."""
 
 DAMAGE_NOTICE_S = 15.0
 """The replay console says new damage at most this often (``ReplayApp._tell_damage``)."""
@@ -198,12 +195,11 @@ class ReplayApp(FleetdeckApp):
         damaged = f" [$error]{skipped} damaged[/]" if skipped else ""
         return f"replay {where} {state}{damaged}  [$text-muted]{esc(self.broker_label)}[/]"
 
-    def header_text(self, now: float) -> str:
-        text = super().header_text(now)
+    def updated_text(self, now: float) -> str:
         if self.player.paused and self.player.target is None:
             # "upd 0.0s ago" under PAUSED read as data still arriving (an SRE's run).
-            text = _UPDATED.sub("", text, count=1)
-        return text
+            return ""
+        return super().updated_text(now)
 
     SPEED_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
     """``+``/``-`` walk these: halving from x100 gave x50, x25, x12.5 … x0.78125, never x1 again
