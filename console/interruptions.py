@@ -475,15 +475,20 @@ IN_PLACE = "restarted without a requeue"
 
 
 def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:
-    """Running, then running again from an earlier step with no requeue counted: its launcher
-    restarted it inside its allocation (torchrun's --max-restarts), or its scheduler came back
-    with it anew (a simulator restarted under a running job went from step 127 to 1 and
-    nothing was said or booked: a 3 a.m. drive). Either way its work since its checkpoint
-    is lost."""
+    """Running, then running again from an earlier step, or pending again, with no requeue
+    counted: its launcher restarted it inside its allocation (torchrun's --max-restarts), or
+    its scheduler came back with it anew (a simulator restarted under a running job went from
+    step 127 to 1 and nothing was said or booked: a 3 a.m. drive). Either way its work since
+    its checkpoint is lost."""
+    if before.state is not JobState.R or job.requeues != before.requeues:
+        return False
+    if job.state is JobState.PD:
+        # Back in the queue with no requeue counted: submitted anew under its id (a restarted
+        # simulator's jobs went R, PD, R from step 0, and nothing was booked: a drill).
+        return True
     # A bridge may leave ``step`` out of a status sent for another change (it reads 0): a
     # step back to 0 counts only with a new start.
-    return (before.state is JobState.R and job.state is JobState.R
-            and job.requeues == before.requeues and job.step < before.step
+    return (job.state is JobState.R and job.step < before.step
             and (job.step > 0 or (job.started_ts or 0) > (before.started_ts or 0)))
 
 

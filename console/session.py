@@ -784,7 +784,7 @@ class ConsoleSession:
             self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
                       severity="warn", nodes=it.nodes, kind=INTERRUPTION)
             job = self.state.jobs.get(it.job_id)
-            if it.in_place and job is not None:
+            if it.in_place and job is not None and job.state.value == "R":
                 # It already runs, and its start may be the old run's: said now, not waited.
                 self.note(f"job {it.job_id} runs again in place ({it.in_place}; its launcher "
                           "or its scheduler restarted it)", kind="job",
@@ -1162,7 +1162,12 @@ class ConsoleSession:
             before = (f" (at {utc_hms(started)} UTC, before this console started)"
                       if started is not None and watched is not None and started < watched - 1
                       else "")
-            self.note(f"job {job_id} runs again (requeues {job.requeues}) from step {job.step}"
+            # From its checkpoint, where the run restarted: "from step 28" was the step the
+            # console first saw it at (a drill).
+            ckpt = job.last_checkpoint_step
+            start = (f"from step {job.step}" if job.step <= ckpt
+                     else f"from its checkpoint at step {ckpt} (at step {job.step} now)")
+            self.note(f"job {job_id} runs again (requeues {job.requeues}) {start}"
                       f"{where}, {fmt_duration(took)} after its run ended{before}", kind="job",
                       nodes=tuple(job.nodes[:64]))
 

@@ -223,3 +223,33 @@ def test_a_step_left_out_of_a_status_is_no_restart():
                                                            "ts": int(clock() * 1000)}), clock)
         session.tick()
     assert session.interruptions.total == []
+
+
+def test_a_job_pending_again_with_no_requeue_is_an_interruption_and_its_rerun_said():
+    """A restarted simulator's jobs went R (step 36), PD (step 0), R (step 0, a new start),
+    requeues 0: nothing was booked and the report said 100 % effective (a drill)."""
+    session = session_with_job()
+    for step in range(500, 510):
+        seconds(session, 1, step=step)
+    seconds(session, 12, state=JobState.PD, step=0, nodes=[])
+    (it,) = session.interruptions.total
+    assert it.detail == "R -> PD (restarted without a requeue: step 509 -> 0)", it.detail
+    assert it.lost_gpu_hours > 0
+    assert job_lines(session) == []  # pending: it does not run again yet
+    seconds(session, 3, step=0, nodes=["gpu0005", "gpu0006"], started=0)
+    (line,) = job_lines(session)
+    assert line.startswith("job 41 runs again (requeues 0) from step 0 on gpu[0005-0006], ")
+    assert len(session.interruptions.total) == 1
+
+
+def test_runs_again_names_the_checkpoint_it_restarted_from():
+    """"runs again … from step 28" was the step the console first saw it at, not the
+    checkpoint (0) it restarted from (a drill)."""
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 1, state=JobState.RQ, requeues=1)
+    seconds(session, 5, state=JobState.PD, requeues=1, nodes=[])
+    seconds(session, 12, requeues=1, nodes=["gpu0003", "gpu0004"], step=428, started=1)
+    (line,) = job_lines(session)
+    assert line.startswith("job 41 runs again (requeues 1) from its checkpoint at step 400 "
+                           "(at step 428 now) on gpu[0003-0004]"), line
