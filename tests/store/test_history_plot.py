@@ -96,7 +96,8 @@ def test_history_says_how_each_minute_is_aggregated(mosquitto, tmp_path):
 
 async def test_ib_history_table_is_in_gbits(tmp_path):
     db, _gpus, ports = await _db(tmp_path)
-    res = run_cli("history", "gpu0001", "--db", str(db), "--since", "1970-01-01T00:00", "--metric", "ib")
+    res = run_cli("history", "gpu0001", "--db", str(db), "--since", "1970-01-01T00:00",
+                  "--metric", "ib")
     assert res.returncode == 0, res.stderr
     assert "Gb/s" in res.stdout and "GB/s" not in res.stdout
     row = next(r for r in ports if r["dev"] == "mlx5_ib0" and r["xmit_Bps"])
