@@ -67,9 +67,15 @@ from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
 from fleetdeck.console.state import Transition as VerdictChange
-from fleetdeck.console.store import DEFAULT_RETENTION_DAYS, Store, TickRows, WriterLock
+from fleetdeck.console.store import (
+    CONSOLE_SOURCE,
+    DEFAULT_RETENTION_DAYS,
+    Store,
+    TickRows,
+    WriterLock,
+)
 from fleetdeck.console.summary import judged_not_ok
-from fleetdeck.hostlist import compress
+from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.messages import (
     Command,
@@ -255,6 +261,8 @@ class _StoreQueue:
 RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
+KEPT_TEXT_MAX = 2048
+"""An event's message at most (protocol ``Text``): a kept line longer than that is cut."""
 UNWATCHED_SAID_S = 15.0
 """A store last written longer ago than this is a gap a restarted console says it missed."""
 RERUN_UNHEARD_S = 60.0
@@ -330,6 +338,8 @@ class ConsoleSession:
         self._malformed_said: dict[str, float] = {}
         """Topic -> when a rejected message on it was last said in the timeline."""
         self._stored_notes: list[Event] = []
+        self._kept = 0
+        """Lines kept in the store so far (``_keep_line``: their ids' last part)."""
         """Lines of the console's own to keep in the store's events (``_log_drains_lost``)."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
@@ -610,7 +620,8 @@ class ConsoleSession:
             self.note(f"nothing watched this fleet from {utc_hms(watched)} to {utc_hms(now)} "
                       f"UTC ({fmt_duration(now - watched)}; store {path.name}): what happened "
                       "meanwhile is told by the agents' events and what the broker kept, and "
-                      "verdict changes are dated when this console saw them", severity="warn")
+                      "verdict changes are dated when this console saw them", severity="warn",
+                      keep=True)
         return restored
 
     async def _recalled_lines(self, store: Store,
@@ -631,6 +642,15 @@ class ConsoleSession:
             except ValueError:
                 continue
             out.append(verdict_line(float(tr["ts"]), tr["node"], tr["old"], new, tr["reasons"]))
+        for ev in await store.events(oldest, [CONSOLE_SOURCE], limit=RECALLED_LINES):
+            data = ev["data"]
+            hosts = data.get("nodes") if isinstance(data, dict) else None
+            try:
+                nodes = tuple(expand(hosts)) if isinstance(hosts, str) and hosts else ()
+            except HostlistError:
+                nodes = ()
+            out.append(EventLine(float(ev["ts"]), "console", str(ev["kind"]),
+                                 str(ev["severity"]), str(ev["message"]), nodes))
         for it in (await store.interruptions(oldest))[-RECALLED_LINES:]:
             nodes = tuple(it["nodes"])
             ran = running.get(it["job_id"])
@@ -788,7 +808,7 @@ class ConsoleSession:
                 # It already runs, and its start may be the old run's: said now, not waited.
                 self.note(f"job {it.job_id} runs again in place ({it.in_place}; its launcher "
                           "or its scheduler restarted it)", kind="job",
-                          nodes=tuple(job.nodes[:64]))
+                          nodes=tuple(job.nodes[:64]), keep=True)
             else:
                 self._rerun[it.job_id] = it.ts
         if self._rerun:
@@ -864,9 +884,10 @@ class ConsoleSession:
             detail = item.detail if len(item.detail) <= 160 else item.detail[:159] + "…"
             # The cluster's own root is the same on every line: the rest names the source.
             topic = item.topic.removeprefix(f"{ROOT}/{self.cluster}/")[:200]
-            self.log.add(EventLine(item.rx_ts, "console", "malformed", "warn",
-                                   f"bad message on {topic}: {item.reason}"
-                                   + (f": {detail}" if detail else ""), nodes))
+            text = f"bad message on {topic}: {item.reason}" + (f": {detail}" if detail else "")
+            self.log.add(EventLine(item.rx_ts, "console", "malformed", "warn", text, nodes))
+            if self.store is not None:
+                self._keep_line(item.rx_ts, "malformed", "warn", text, nodes)
             said += 1
 
     def _log_verdicts(self, verdicts: list[VerdictChange]) -> None:
@@ -895,7 +916,7 @@ class ConsoleSession:
             state.regain_sight(now, STALL_GRACE_S)
             self.note(f"this console did not run for {now - last:.0f} s (stopped, suspended "
                       "or starved of CPU): no node is judged stale for that time",
-                      severity="warn", kind="connection")
+                      severity="warn", kind="connection", keep=True)
         if feed.conn.connects and not self._was_up:
             # Up since the last tick, connected or not now: a connection lost before a tick
             # saw it (a broker gone within a tick of the SUBACK) is a loss all the same, or
@@ -910,13 +931,15 @@ class ConsoleSession:
                 state.regain_sight(now)
                 self.note(f"broker connection back after {now - since:.0f} s; a node not heard "
                           f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "
-                          "back-off) goes stale", severity="info", kind="connection")
+                          "back-off) goes stale", severity="info", kind="connection",
+                          keep=True)
         elif self._was_up and (state.blind is None or state.blind[1] is not None):
             state.lose_sight(now)
             self._lost_at = now
             self.note(f"broker connection lost ({feed.conn.why}): no "
                       "data; verdicts stay as they were and no node goes stale until the "
-                      "broker and its agents are back", severity="warn", kind="connection")
+                      "broker and its agents are back", severity="warn", kind="connection",
+                      keep=True)
 
     def replay_gaps(self, gaps: Sequence[tuple[float, float, str]], now: float) -> None:
         """A recording's gaps up to ``now`` (from, until, why: its recorder had lost the
@@ -1100,7 +1123,7 @@ class ConsoleSession:
             if quiet is not None and job_id not in self._hung:
                 self._hung[job_id] = now - quiet
                 self.note(f"job {job_id} hung: {not_stepping_text(job, quiet, now)}",
-                          severity="error", nodes=tuple(job.nodes[:64]), kind="job")
+                          severity="error", nodes=tuple(job.nodes[:64]), kind="job", keep=True)
         for job_id, since in list(self._hung.items()):
             again = state.jobs.get(job_id)
             if again is None or not_stepping(again, state, now) is None:
@@ -1108,7 +1131,7 @@ class ConsoleSession:
                 if again is not None and again.state.value == "R":
                     self.note(f"job {job_id} steps again (step {again.step}), "
                               f"{now - since:.0f} s after its step stopped", kind="job",
-                              nodes=tuple(again.nodes[:64]))
+                              nodes=tuple(again.nodes[:64]), keep=True)
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a
@@ -1120,7 +1143,8 @@ class ConsoleSession:
             # way (docs/protocol.md), and a last status the clearing overtook is not seen.
             self.note(f"job {job.job_id} withdrawn (its retained status cleared) while it "
                       f"last read {job.state.value} (step {job.step}{where}): nothing reports "
-                      "it now", severity="warn", kind="job", nodes=tuple(job.nodes[:64]))
+                      "it now", severity="warn", kind="job", nodes=tuple(job.nodes[:64]),
+                      keep=True)
 
     def _note_scheduler(self, now: float) -> None:
         """The scheduler's going and coming back, in the timeline: only the incidents view
@@ -1129,13 +1153,13 @@ class ConsoleSession:
         gone = scheduler_gone(self.state) if self.state.scheduler is not None else None
         if gone is not None and self._sched_gone is None:
             self._sched_gone = gone.since
-            self.note(gone.text, severity="warn", kind="scheduler")
+            self.note(gone.text, severity="warn", kind="scheduler", keep=True)
         elif gone is None and self._sched_gone is not None:
             sched = self.state.scheduler
             if sched is not None and sched.online:
                 who = f"scheduler {sched.name}" if sched.name else "the scheduler"
                 self.note(f"{who} back, {fmt_duration(now - self._sched_gone)} after it went",
-                          kind="scheduler")
+                          kind="scheduler", keep=True)
             self._sched_gone = None
 
     def _note_reruns(self, now: float) -> None:
@@ -1169,12 +1193,29 @@ class ConsoleSession:
                      else f"from its checkpoint at step {ckpt} (at step {job.step} now)")
             self.note(f"job {job_id} runs again (requeues {job.requeues}) {start}"
                       f"{where}, {fmt_duration(took)} after its run ended{before}", kind="job",
-                      nodes=tuple(job.nodes[:64]))
+                      nodes=tuple(job.nodes[:64]), keep=True)
 
     def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),
-             kind: str = "console") -> None:
-        """A line of the console's own in the timeline."""
-        self.log.add(EventLine(self.clock(), "console", kind, severity, text, nodes))
+             kind: str = "console", keep: bool = False) -> None:
+        """A line of the console's own in the timeline; ``keep``: in the store too, where
+        ``fleetdeck events`` and a console started later read it (``CONSOLE_SOURCE``)."""
+        now = self.clock()
+        self.log.add(EventLine(now, "console", kind, severity, text, nodes))
+        if keep and self.store is not None:
+            self._keep_line(now, kind, severity, text, nodes)
+
+    def _keep_line(self, ts: float, kind: str, severity: str, text: str,
+                   nodes: tuple[str, ...]) -> None:
+        """A timeline line of this console's as an event of ``CONSOLE_SOURCE`` in the store:
+        the scheduler's going, a gap this console did not watch, its broker lost and back, a
+        job that runs again or was withdrawn, a bad message. Only the console that saw them
+        said them, and `fleetdeck events` the next morning showed none (a drill)."""
+        self._kept += 1
+        ms = int(ts * 1000)
+        self._stored_notes.append(Event(
+            node=CONSOLE_SOURCE, event_id=f"{CONSOLE_SOURCE}.{kind}.{ms}.{self._kept}", seq=0,
+            ts=ms, kind=kind, severity=EventSeverity(severity), component="console",
+            message=text[:KEPT_TEXT_MAX], data={"nodes": compress(list(nodes))} if nodes else {}))
 
     # --- requests ------------------------------------------------------------------------------
 

@@ -680,8 +680,8 @@ class Store:
     async def restore(self, state: FleetState, recent_events: int = 2000,
                       now: float | None = None) -> int:
         """Put recent history back into a fresh console's state; return events restored."""
-        rows = await self._select(EVENT_COLUMNS, "FROM events ORDER BY ts DESC LIMIT ?",
-                                  [recent_events])
+        rows = await self._select(EVENT_COLUMNS, "FROM events WHERE node != ? ORDER BY ts DESC "
+                                  "LIMIT ?", [CONSOLE_SOURCE, recent_events])
         restored = 0
         for r in reversed(rows):
             try:
@@ -755,6 +755,9 @@ MINUTE_AGGREGATION = {"util": "mean", "temp_max": "max", "power": "mean", "sm_cl
 """How ``Downsampler`` folds a minute's samples into each per-minute column: whoever shows one
 must say which (a minute's minimum clock is not its clock)."""
 EVENT_COLUMNS = ("event_id", "ts", "node", "kind", "severity", "component", "message", "data")
+CONSOLE_SOURCE = "console"
+"""The node column of a console's own timeline lines kept as events (``ConsoleSession.note``
+with ``keep``): no node of the fleet, so restored as the console's lines, not a node's."""
 
 
 FIRST_OK_LEFT_OUT = " AND NOT (old IS NULL AND new = 'ok')"

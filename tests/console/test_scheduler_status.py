@@ -1,6 +1,8 @@
 """The scheduler's retained birth and Last Will (``sched/status``): a console says when the job
 states it shows are a dead scheduler's last word (docs/protocol.md, "Scheduler status")."""
 
+import json
+
 from fleetdeck.console.commands import job_blast_radius
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.rows import job_row
@@ -172,3 +174,36 @@ def test_a_seek_back_from_inside_its_outage_says_no_return():
     clock.advance(1.0)
     session.tick()
     assert [ln.text for ln in session.log.lines() if ln.kind == "scheduler"] == []
+
+
+async def test_the_consoles_own_lines_are_kept_for_events_and_a_later_console(tmp_path):
+    """The scheduler's going, a gap, a job that runs again: only the console that saw them
+    said them, and `fleetdeck events` the next morning showed none (a drill)."""
+    from tests.conftest import run_cli
+
+    clock, ingest, session = world()
+    await session.open_store(tmp_path / "store.db")
+    started = clock()
+    ingest.handle(TOPIC, sched(True, started, clock), clock())
+    session.tick()
+    ingest.handle(TOPIC, sched(False, started, clock), clock())
+    for _ in range(4):
+        clock.advance(1.0)
+        session.tick()
+    await session.flush()
+    await session.close()
+    res = run_cli("events", "--db", str(tmp_path / "store.db"), "--kind", "scheduler",
+                  "--since", "1970-01-01T00:00", "--json")
+    assert res.returncode == 0, res.stderr
+    (row,) = [r for r in json.loads(res.stdout) if r.get("kind") == "scheduler"]
+    assert row["node"] == "console"
+    assert row["message"].startswith("scheduler slurm-bridge offline (heard ")
+
+    later = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await later.open_store(tmp_path / "store.db")
+    try:
+        lines = [ln for ln in later.log.lines() if ln.kind == "scheduler"]
+        assert [(ln.source, ln.text) for ln in lines] == [("console", row["message"])]
+        assert "console" not in later.state.nodes
+    finally:
+        await later.close()
