@@ -923,7 +923,13 @@ class ConsoleSession:
             # ``status`` read the fleet it then could not see as healthy (exit 0, not 3).
             state.start_hearing(now)
             self._was_up = True
-        if feed.conn.state == "connected":
+        # Connected, but the broker has sent nothing, not even an answer to the keepalive's
+        # ping, for a keepalive: hung (SIGSTOP). The link stays up until twice that, and every
+        # node read stale and "8 racks fell silent: the network between the fleet and the
+        # broker" meanwhile (a drill). Blind from its last word, as a lost link is.
+        heard = feed.broker_heard_s() if feed.conn.state == "connected" else None
+        mute = heard is not None and heard > feed.keepalive
+        if feed.conn.state == "connected" and not mute:
             if state.blind is not None and state.blind[1] is None:
                 # This outage's length: the second of two outages read "back after 32 s"
                 # where it had lasted 3 (an SRE drill).
@@ -934,9 +940,14 @@ class ConsoleSession:
                           "back-off) goes stale", severity="info", kind="connection",
                           keep=True)
         elif self._was_up and (state.blind is None or state.blind[1] is not None):
-            state.lose_sight(now)
+            if mute and heard is not None:
+                why = f"the broker has not answered for {heard:.0f} s (hung?)"
+                state.lose_sight(now - heard, why)
+            else:
+                why = feed.conn.why
+                state.lose_sight(now)
             self._lost_at = now
-            self.note(f"broker connection lost ({feed.conn.why}): no "
+            self.note(f"broker connection lost ({why}): no "
                       "data; verdicts stay as they were and no node goes stale until the "
                       "broker and its agents are back", severity="warn", kind="connection",
                       keep=True)

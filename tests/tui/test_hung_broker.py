@@ -107,3 +107,43 @@ async def test_a_silent_fleet_on_a_broker_that_answers_is_not_called_a_hung_brok
                                       in app.header_text(time.time()))[1],
                              timeout=30, message="the quiet said to be the fleet's")
             assert "broker hung?" not in app.header_text(time.time())
+
+
+async def test_a_broker_that_stops_answering_is_the_consoles_blindness_not_the_fleets(mosquitto):
+    """Under SIGSTOP the link stays up for twice the keepalive: every node read stale and "8
+    racks fell silent: the network between the fleet and the broker" (a drill). Once the
+    broker has not answered the keepalive's ping either, the console is blind from its last
+    word, as with a lost link."""
+    stop = asyncio.Event()
+    agents = [NodeAgent(cluster=CLUSTER, node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
+                        url=mosquitto.url, interval_s=0.5, phase_s=0.0) for i in (1, 2)]
+    tasks = [asyncio.create_task(a.run(stop)) for a in agents]
+    app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
+                       audit=MemoryAudit(), operator="t")
+    assert mosquitto.proc is not None
+    stopped = False
+    try:
+        async with app.run_test(size=(160, 48)):
+            await eventually(lambda: (app.tick(), len(app.state.nodes) == 2
+                                      and all(st.online for st in app.state.nodes.values()))[1],
+                             timeout=20, message="two nodes online")
+            os.kill(mosquitto.proc.pid, signal.SIGSTOP)
+            stopped = True
+            keepalive = app.session.feed.keepalive
+            await eventually(lambda: (app.tick(), app.state.blind is not None)[1],
+                             timeout=keepalive + 6, message="blind while the broker is mute")
+            assert "has not answered" in app.state.blind_why
+            app.tick()
+            assert not any(st.stale for st in app.state.nodes.values())
+            lost = [ln.text for ln in app.session.log.lines() if ln.kind == "connection"]
+            assert lost and "(hung?)" in lost[-1], lost
+            os.kill(mosquitto.proc.pid, signal.SIGCONT)
+            stopped = False
+            await eventually(lambda: (app.tick(), app.state.blind is None
+                                      or app.state.blind[1] is not None)[1],
+                             timeout=30, message="sight regained")
+    finally:
+        if stopped:
+            os.kill(mosquitto.proc.pid, signal.SIGCONT)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
