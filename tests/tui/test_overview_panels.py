@@ -208,3 +208,35 @@ async def test_the_counts_wrap_between_groups_not_inside_one():
     async with world.app.run_test(size=(200, 50)) as pilot:  # room: two lines, as before
         screen = await overview(world, pilot)
         assert len(panel_text(screen, "counts").splitlines()) == 2
+
+
+async def test_the_jobs_panel_follows_the_clock_with_nothing_received():
+    """Under a dead simulator the overview's jobs kept "ckpt 100 (14s)" for minutes (the
+    jobs view moved on): made again only when something arrived (a drill)."""
+    import re
+
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        from fleetdeck.protocol import codec
+        from fleetdeck.protocol.topics import Kind, topic_for
+        from tests.tui.fleet import CLUSTER
+
+        for name, agent in world.fleet.agents.items():  # every agent's Last Will
+            world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, name),
+                                codec.encode(agent.status(online=False)), world.clock())
+        world.tick(5.0)  # believed (WILL_BURST_S): nothing more changes from here
+        world.tick()
+        await pilot.pause()
+
+        def age() -> str:
+            found = re.search(r"ckpt 400 \(([0-9ms]+)\)", panel_text(screen, "jobs-panel"))
+            assert found, panel_text(screen, "jobs-panel")
+            return found.group(1)
+
+        before = age()
+        for _ in range(14):  # 7 s, nothing received
+            world.tick(0.5)
+            await pilot.pause()
+        assert age() != before

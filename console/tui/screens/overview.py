@@ -100,6 +100,9 @@ def _hosts(nodes: "tuple[str, ...]") -> str:
     return compress(list(nodes)) if nodes else ""
 
 
+CLOCK_REFRESH_S = 5.0
+"""The overview's counts, problems and jobs are made again at least this often."""
+
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
 
 
@@ -171,8 +174,12 @@ class OverviewScreen(FleetView):
         # node or a job changed since they were last shown.
         feed = self.fleet.session.feed
         link = feed.conn.state if feed is not None else None
+        # And every few seconds all the same: what reads the clock (a checkpoint's age, a
+        # hang, the scheduler's will once believed) moved with nothing received, and the jobs
+        # panel kept "ckpt 100 (14s)" for minutes under a dead simulator (a drill).
         shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link,
-                 state.blind, self.size.width, self.fleet.other_clusters)
+                 state.blind, self.size.width, self.fleet.other_clusters,
+                 int(now // CLOCK_REFRESH_S))
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
