@@ -181,10 +181,10 @@ class NodeAgent:
             ib_ports_expected=inv.ib_ports_expected,
         )
 
-    def status(self, online: bool = True) -> Status:
+    def status(self, online: bool = True, stopped: bool = False) -> Status:
         return Status(
             node=self.node_id, online=online, bdSeq=self.bd_seq, ts=now_ms(self.clock),
-            drain=self.drain,
+            drain=self.drain, stopped=stopped,
         )
 
     def telemetry(self) -> Telemetry:
@@ -361,10 +361,12 @@ class NodeAgent:
             # (seen with 1,024 agents in one process); the loops also check ``stop`` themselves.
             await asyncio.wait(pending, timeout=5)
             if stop.is_set():
-                # A clean DISCONNECT suppresses the will, so say goodbye ourselves.
+                # A clean DISCONNECT suppresses the will, so say goodbye ourselves; it says
+                # the stop was meant (not a death: the consoles' H2 tells the two apart).
                 with contextlib.suppress(aiomqtt.MqttError):
                     await client.publish(
-                        self._topic[Kind.STATUS], codec.encode(self.status(online=False)),
+                        self._topic[Kind.STATUS],
+                        codec.encode(self.status(online=False, stopped=True)),
                         qos=1, retain=True,
                     )
                 return False

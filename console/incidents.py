@@ -387,6 +387,16 @@ def _fleet_incident(groups: list[list[NodeState]], jobs_on: dict[str, list[str]]
     nodes = sorted(st.node_id for st in members)
     starts = [_silent_since(st) for st in members]
     jobs = _jobs(nodes, jobs_on)
+    if all(st.stopped for st in members):
+        # Every agent said goodbye: stopped on purpose (a deployment, a maintenance), not
+        # the network, which the title sent the on-call to check (a drill).
+        return Incident(
+            "fleet:silent", "fleet", "warn",
+            f"{len(groups)} racks' agents stopped cleanly within "
+            f"{max(starts) - min(starts):.0f} s ({len(nodes)} nodes, {compress(nodes)}): "
+            f"their service was stopped, not the network{_on_jobs(jobs)}", min(starts), nodes,
+            "start the agents again (systemctl start fleetdeck-agent) unless the stop was "
+            "meant; nothing says the nodes are down", jobs, len(nodes))
     title = (f"{len(groups)} racks fell silent within {max(starts) - min(starts):.0f} s "
              f"({len(nodes)} nodes, {compress(nodes)}): the network between the fleet and the "
              f"broker, or the agents' host, not each rack{_on_jobs(jobs)}")

@@ -1244,6 +1244,9 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         if st.drain.state is not DrainState.NONE:
             return (f"{st.drain.state.value}, now offline: check the node (power, BMC, kernel "
                     "log), repair it, then resume it once it is back")
+        if st.stopped:
+            return ("its agent was stopped cleanly: start it again (systemctl start "
+                    "fleetdeck-agent) unless the stop was meant; nothing says the node is down")
         return ("check the node (power, BMC, kernel log); its agent takes a drain only once "
                 "it is back")
     if v == "stale":

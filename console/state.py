@@ -167,6 +167,8 @@ class NodeState:
     agent_started: int | None = None
     seq_gaps: int = 0
     stale: bool = False
+    stopped: bool = False
+    """Offline by its agent's own goodbye (a clean stop), not its Last Will."""
     findings: list[Finding] = field(default_factory=list)
     """From the latest telemetry (health rules)."""
     liveness: list[Finding] = field(default_factory=list)
@@ -429,8 +431,13 @@ class NodeState:
         alive = STEPPING_NOTE.format(job=self.job_stepping) if self.job_stepping else ""
         if self.online is False:
             verdict = Verdict.OFFLINE
+            # A goodbye is a stop someone meant (a deployment, maintenance): "Last Will" and
+            # "check the network path" of a fleet whose agents were stopped cleanly sent the
+            # on-call after a fault there was none of (a drill).
+            gone = "agent stopped (its clean goodbye)" if self.stopped else (
+                "agent offline (Last Will)")
             liveness.append(Finding("H2", Severity.WARN if alive else Severity.DRAIN, "",
-                                    "agent offline (Last Will)" + alive))
+                                    gone + alive))
         elif self.stale:
             verdict = Verdict.STALE
             # "last never" read as a node that never reported, of nodes that had 8 s before
@@ -1330,7 +1337,7 @@ class FleetState:
                 key = (st.digest_rx, st.online, st.drain.state)
                 heard, window = st.digest_rx, STALE_PERIODS * st.digest.every_s
             else:
-                key = (st.findings, st.online, st.drain, st.birth is None,
+                key = (st.findings, st.online, st.stopped, st.drain, st.birth is None,
                        None if t is None else t.job is None, st.behind_switch,
                        st.behind_ports, st.behind_link_only, st.job_stepping,
                        st.rejoined_at is None)
@@ -1436,6 +1443,7 @@ class FleetState:
         elif not status.online:
             st.rejoined_at = None
         st.online = status.online
+        st.stopped = status.stopped and not status.online
         st.status_ts = rx
         st.status_sent = status.ts / 1000
         was = st.drain.state

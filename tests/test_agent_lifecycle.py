@@ -136,6 +136,8 @@ async def test_sigterm_publishes_offline_and_exits_zero(mosquitto, tmp_path):
         assert await asyncio.to_thread(proc.wait, 10) == 0
         # Published before it exited: the deadline is the watcher's, on a loaded machine.
         await w.until(lambda s: node(s).online is False, timeout=30, message="offline")
+        # Its goodbye says the stop was meant: not "agent offline (Last Will)".
+        assert node(w.state).stopped
 
 
 async def test_agent_reconnects_after_broker_restart_with_a_new_session(mosquitto, tmp_path):

@@ -128,6 +128,9 @@ class Status(_Versioned):
     bdSeq: U64
     ts: TsMs
     drain: DrainInfo = DrainInfo()
+    stopped: bool = False
+    """True in the goodbye of a clean stop (SIGTERM, ``systemctl stop``): the agent went on
+    purpose. Its Last Will says false: it died, or its link did."""
 
 
 # --- telemetry ------------------------------------------------------------------------------

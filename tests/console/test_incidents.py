@@ -20,7 +20,7 @@ from tests.tui.fleet import (
 )
 
 
-def run(fleet_size: int, faults, jobs=(), silent=(), ticks: int = 2):
+def run(fleet_size: int, faults, jobs=(), silent=(), ticks: int = 2, stopped: bool = False):
     clock = Clock()
     ingest = Ingest(CLUSTER)
     session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
@@ -33,7 +33,7 @@ def run(fleet_size: int, faults, jobs=(), silent=(), ticks: int = 2):
         fleet.telemetry(ingest, faults=faults)
         session.tick()
     for name in silent:
-        st = fleet.agents[name].status(online=False)
+        st = fleet.agents[name].status(online=False, stopped=stopped)
         ingest.handle(topic_for(CLUSTER, Kind.STATUS, name), codec.encode(st), clock())
     clock.advance(1.0)
     fleet.telemetry(ingest, names=[n for n in fleet.names if n not in silent], faults=faults)
@@ -178,6 +178,28 @@ def test_racks_falling_silent_together_are_one_fleet_incident():
     problems, total = top_problems(session.state)
     assert [(p.node, p.state, p.text) for p in problems] == [("fleet", "silent", fleet.title)]
     assert total == 24
+
+
+def test_agents_stopped_cleanly_are_not_a_network_fault():
+    """A SIGTERM of every agent (their goodbye) read "agent offline (Last Will)" and "check
+    the network path from the nodes to the broker" (a drill)."""
+    from fleetdeck.console.judgements import recommended_action
+
+    silent = [f"gpu{i:04d}" for i in range(1, 25)]
+    session = run(32, {}, silent=silent, stopped=True)
+    found = {i.key: i for i in incidents(session.state)}
+    fleet = found["fleet:silent"]
+    assert "agents stopped cleanly" in fleet.title and "not the network" in fleet.title
+    assert fleet.severity == "warn" and fleet.action.startswith("start the agents again")
+    st = session.state.nodes["gpu0001"]
+    assert st.verdict.value == "offline"
+    assert [f.text for f in st.liveness] == ["agent stopped (its clean goodbye)"]
+    assert recommended_action(st).startswith("its agent was stopped cleanly: start it again")
+    # A will is a death as before.
+    died = run(32, {}, silent=silent)
+    assert "not each rack" in {i.key: i for i in incidents(died.state)}["fleet:silent"].title
+    assert [f.text for f in died.state.nodes["gpu0001"].liveness] == [
+        "agent offline (Last Will)"]
 
 
 def test_one_rack_falling_silent_is_one_top_problem_above_its_nodes():
