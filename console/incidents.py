@@ -223,8 +223,11 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
     overview's top problems show these as the incidents view does; ``jobs_on`` (the jobs
     on each node) names their jobs. Kept until the fleet's shape or jobs change: with every
     node of 16,384 silent, a pass took ~45 ms, on each refresh of either view (a review)."""
-    key = (state.shape_revisions, state.jobs_revision, jobs_on is not None)
-    memo = state.memo.get("silences")
+    # One kept for each caller: the incidents view (with jobs) and the top problems (without)
+    # both refresh on the same change, and one slot was recomputed by each in turn.
+    slot = "silences+jobs" if jobs_on is not None else "silences"
+    key = (state.shape_revisions, state.jobs_revision)
+    memo = state.memo.get(slot)
     if memo is not None and memo[0] == key:
         # Copies: the incidents view attaches each one's timeline (and titles may grow).
         return [replace(inc, nodes=list(inc.nodes), jobs=list(inc.jobs), timeline=[])
@@ -242,7 +245,7 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
         found = [_fleet_incident(groups, jobs)]
     else:
         found = [_rack_incident(group, jobs) for group in groups]
-    state.memo["silences"] = (key, found)
+    state.memo[slot] = (key, found)
     return [replace(inc, nodes=list(inc.nodes), jobs=list(inc.jobs), timeline=[])
             for inc in found]
 
