@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import BenchFailure, main_guard, require
 from bench._console import LoopProbe
 from bench.replay import build
+from fleetdeck.console.replay import NothingToReplay
 from fleetdeck.console.tui.replay_app import ReplayApp
 from fleetdeck.runtime import tune_gc
 
@@ -68,7 +69,11 @@ def make(app: ReplayApp, move: str) -> float:
 
 async def one_run(path: Path, size: tuple[int, int],
                   moves: tuple[str, ...] = MOVES) -> dict[str, tuple[float, float, float]]:
-    app = ReplayApp(path)
+    try:
+        app = ReplayApp(path)
+    except NothingToReplay as err:
+        # The replay refuses a recording of no node before its screen opens.
+        raise BenchFailure(f"the replay shows no node: {err}") from None
     out: dict[str, tuple[float, float, float]] = {}
     async with app.run_test(size=size) as pilot:
         await pilot.pause()

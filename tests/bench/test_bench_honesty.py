@@ -245,6 +245,6 @@ def test_the_seek_benchmark_fails_loudly_on_a_recording_of_nothing(tmp_path):
                           "--reps", "1", "--moves", "]"],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 1
-    assert out.stderr.strip().splitlines()[-1] == (
-        f"{FAILED} the replay shows no node: nothing was replayed")
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        f"{FAILED} the replay shows no node: "), out.stderr
     assert out.stdout == ""
