@@ -183,6 +183,8 @@ class _Seen:
     recalled: bool = False
     """Put back from the store (``InterruptionTracker.recall``): the next status seen may
     follow an interruption that happened while no collector ran."""
+    queued_at: float = 0.0
+    """When it was last seen going back to PD (``observe``'s ``queued_again``)."""
     agent_only: set[str] = field(default_factory=set)
     """Nodes of the run whose agent fell silent while the run stepped on (``node_cause``)."""
 
@@ -315,20 +317,28 @@ class InterruptionTracker:
             if seen.latest is job:
                 return
             was = (seen.state, seen.requeues, seen.nodes)
+            # Back in the queue with no requeue counted, then running from an earlier step or
+            # a new start: submitted anew under its id. Booked once it runs again, dated when
+            # it was seen pending: a suspended job a bridge reports as PD comes back as it was
+            # and loses nothing (a review).
+            queued_again = (seen.state is JobState.PD and restarted_in_place(seen.job, job))
             interrupted = (job.requeues > seen.requeues
                            or (job.state in (JobState.NF, JobState.F)
                                and seen.state is JobState.R)
-                           or restarted_in_place(seen.latest, job))
+                           or restarted_in_place(seen.latest, job) or queued_again)
             if seen.recalled:
                 self._unwatched(seen, job, interrupted, now)
-            if interrupted and not seen.interrupted and seen.state is not JobState.PD:
-                at = when
+            if interrupted and not seen.interrupted and (seen.state is not JobState.PD
+                                                         or queued_again):
+                at = (seen.queued_at or when) if queued_again else when
                 if seen.recalled:
                     at = self._when_unwatched(seen, job)
                 self.pending.append(_Pending(tuple(seen.nodes), seen.job, seen.state, job, at,
                                              seen.recalled, now, frozenset(seen.agent_only)))
                 seen.interrupted = True
             seen.recalled = False
+            if job.state is JobState.PD and seen.state is not JobState.PD:
+                seen.queued_at = when
             seen.state, seen.requeues, seen.latest = job.state, job.requeues, job
             if job.state is JobState.R and job.nodes:
                 # Running again (or still): a new run, blamed on its own nodes next time.
@@ -419,10 +429,15 @@ class InterruptionTracker:
             since = min(since, p.run.checkpoint_every * p.run.step_time_ms / 1000)
         lost = 0.0 if since is None else gpus * since / 3600
         what = job_reason(job) or job.state.value
-        in_place = ""
+        in_place, was = "", p.was.value
         if restarted_in_place(p.run, job):
-            in_place = f"{IN_PLACE}: step {p.run.step} -> {job.step}"
-            what = in_place + (f"; {job_reason(job)}" if job_reason(job) else "")
+            moved = f"step {p.run.step} -> {job.step}" + (
+                f"; {job_reason(job)}" if job_reason(job) else "")
+            if p.was is JobState.PD:
+                was, what = "R -> PD", f"{QUEUED_AGAIN}: {moved}"
+            else:
+                in_place = f"{IN_PLACE}: step {p.run.step} -> {job.step}"
+                what = f"{IN_PLACE}: {moved}"
         if p.unwatched:
             # "R -> R (R)" said nothing: what changed while no one watched is the requeue.
             again = job.requeues - p.run.requeues
@@ -442,7 +457,7 @@ class InterruptionTracker:
                                    and switches & _switches(st.behind_switch)]
                 what += f"; switch {compress(sorted(switches))}"
         it = Interruption(job.job_id, p.at, cause, tuple(blamed), gpus, lost,
-                          f"{p.was.value} -> {job.state.value} ({what})", in_place)
+                          f"{was} -> {job.state.value} ({what})", in_place)
         self.found.append(it)
         self.total.append(it)
         del self.total[:-1000]
@@ -470,22 +485,20 @@ def read_detail(detail: str) -> str:
     return f"{m.group(1)} -> {m.group(2)} ({m.group(2)})"
 
 
+QUEUED_AGAIN = "queued again without a requeue"
+"""How an interruption's detail says the job went back to PD and ran anew, no requeue counted."""
 IN_PLACE = "restarted without a requeue"
 """How an interruption's detail says the job was restarted in place (``restarted_in_place``)."""
 
 
 def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:
-    """Running, then running again from an earlier step, or pending again, with no requeue
+    """Running again from an earlier step (``before``: its last running status) with no requeue
     counted: its launcher restarted it inside its allocation (torchrun's --max-restarts), or
     its scheduler came back with it anew (a simulator restarted under a running job went from
-    step 127 to 1 and nothing was said or booked: a 3 a.m. drive). Either way its work since
-    its checkpoint is lost."""
+    step 127 to 1, or through PD, and nothing was said or booked: a 3 a.m. drive, a drill).
+    Either way its work since its checkpoint is lost."""
     if before.state is not JobState.R or job.requeues != before.requeues:
         return False
-    if job.state is JobState.PD:
-        # Back in the queue with no requeue counted: submitted anew under its id (a restarted
-        # simulator's jobs went R, PD, R from step 0, and nothing was booked: a drill).
-        return True
     # A bridge may leave ``step`` out of a status sent for another change (it reads 0): a
     # step back to 0 counts only with a new start.
     return (job.state is JobState.R and job.step < before.step

@@ -261,6 +261,9 @@ class _StoreQueue:
 RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
+MUTE_AFTER_KEEPALIVES = 1.5
+"""Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
+it is hung, and the console blind (``_watch_sight``)."""
 KEPT_TEXT_MAX = 2048
 """An event's message at most (protocol ``Text``): a kept line longer than that is cut."""
 UNWATCHED_SAID_S = 15.0
@@ -927,8 +930,11 @@ class ConsoleSession:
         # ping, for a keepalive: hung (SIGSTOP). The link stays up until twice that, and every
         # node read stale and "8 racks fell silent: the network between the fleet and the
         # broker" meanwhile (a drill). Blind from its last word, as a lost link is.
+        # gmqtt pings once nothing has come for 0.8 of the keepalive: on a quiet, healthy link
+        # the broker's answer comes about once a keepalive, a tick late on a busy loop. Half
+        # a keepalive more is a ping unanswered (gmqtt drops the link at twice it).
         heard = feed.broker_heard_s() if feed.conn.state == "connected" else None
-        mute = heard is not None and heard > feed.keepalive
+        mute = heard is not None and heard > MUTE_AFTER_KEEPALIVES * feed.keepalive
         if feed.conn.state == "connected" and not mute:
             if state.blind is not None and state.blind[1] is None:
                 # This outage's length: the second of two outages read "back after 32 s"
@@ -942,11 +948,12 @@ class ConsoleSession:
         elif self._was_up and (state.blind is None or state.blind[1] is not None):
             if mute and heard is not None:
                 why = f"the broker has not answered for {heard:.0f} s (hung?)"
-                state.lose_sight(now - heard, why)
+                self._lost_at = now - heard  # its outage began with its last word
+                state.lose_sight(self._lost_at, why)
             else:
                 why = feed.conn.why
+                self._lost_at = now
                 state.lose_sight(now)
-            self._lost_at = now
             self.note(f"broker connection lost ({why}): no "
                       "data; verdicts stay as they were and no node goes stale until the "
                       "broker and its agents are back", severity="warn", kind="connection",

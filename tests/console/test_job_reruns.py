@@ -172,8 +172,11 @@ async def test_a_job_the_store_saw_run_again_is_not_said_again_after_a_restart(t
     later = await started_on(first, tmp_path)
     try:
         assert later._rerun == {}
+        recalled = job_lines(later)  # the line the console before said, from the store
+        assert [line.split(",")[0] for line in recalled] == [
+            "job 41 runs again (requeues 1) from step 400 on gpu[0005-0006]"]
         seconds(later, 3, requeues=1, nodes=["gpu0005", "gpu0006"], step=470, started=73)
-        assert job_lines(later) == []
+        assert job_lines(later) == recalled
     finally:
         await later.close()
 
@@ -227,19 +230,35 @@ def test_a_step_left_out_of_a_status_is_no_restart():
 
 def test_a_job_pending_again_with_no_requeue_is_an_interruption_and_its_rerun_said():
     """A restarted simulator's jobs went R (step 36), PD (step 0), R (step 0, a new start),
-    requeues 0: nothing was booked and the report said 100 % effective (a drill)."""
+    requeues 0: nothing was booked and the report said 100 % effective (a drill). Booked once
+    it runs again, dated when it went back to the queue."""
     session = session_with_job()
     for step in range(500, 510):
         seconds(session, 1, step=step)
+    queued = session.clock() + 1
     seconds(session, 12, state=JobState.PD, step=0, nodes=[])
+    assert session.interruptions.total == []  # a suspend reported as PD loses nothing
+    seconds(session, 12, step=0, nodes=["gpu0005", "gpu0006"], started=0)
     (it,) = session.interruptions.total
-    assert it.detail == "R -> PD (restarted without a requeue: step 509 -> 0)", it.detail
-    assert it.lost_gpu_hours > 0
-    assert job_lines(session) == []  # pending: it does not run again yet
-    seconds(session, 3, step=0, nodes=["gpu0005", "gpu0006"], started=0)
+    assert it.detail == "R -> PD -> R (queued again without a requeue: step 509 -> 0)", \
+        it.detail
+    assert it.lost_gpu_hours > 0 and it.ts == pytest.approx(queued, abs=1)
     (line,) = job_lines(session)
     assert line.startswith("job 41 runs again (requeues 0) from step 0 on gpu[0005-0006], ")
-    assert len(session.interruptions.total) == 1
+
+
+def test_a_job_back_from_pending_as_it_was_is_no_interruption():
+    """A bridge may report a suspended job as PD: back at its step, its run the same."""
+    session = session_with_job()
+    clock = session.clock
+    run = job_status("41", ["gpu0001", "gpu0002"], clock, step=500)
+    for state, step in [(JobState.R, 500), (JobState.R, 501), *[(JobState.PD, 501)] * 5,
+                        *[(JobState.R, 501)] * 3, *[(JobState.R, 502)] * 12]:
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        publish_job(session.ingest, run.model_copy(update={
+            "state": state, "step": step, "ts": int(clock() * 1000)}), clock)
+        session.tick()
+    assert session.interruptions.total == []
 
 
 def test_runs_again_names_the_checkpoint_it_restarted_from():

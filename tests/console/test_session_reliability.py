@@ -380,7 +380,8 @@ def test_a_second_outage_says_its_own_length_not_the_first_ones():
     now = [1000.0]
     session = ConsoleSession(CLUSTER, clock=lambda: now[0], operator="t")
     conn = SimpleNamespace(state="connected", connects=1, why="")
-    session.feed = SimpleNamespace(conn=conn)  # type: ignore[assignment]
+    session.feed = SimpleNamespace(  # type: ignore[assignment]
+        conn=conn, keepalive=10, broker_heard_s=lambda: 0.0)
 
     def ticks_until(t: float) -> None:
         while now[0] < t:
