@@ -234,6 +234,8 @@ class InterruptionTracker:
     pending: list[_Pending] = field(default_factory=list)
     total: list[Interruption] = field(default_factory=list)
     """Every interruption this session saw (bounded), for summaries without a store."""
+    booked: int = 0
+    """How many this session booked: it only goes up (``total`` is cut to its last 1,000)."""
     changed_runs: set[str] = field(default_factory=set)
     """Jobs whose run (state, requeues, nodes, last running status) changed since
     ``take_runs``: the store keeps each job's so that a restarted collector sees an
@@ -460,6 +462,7 @@ class InterruptionTracker:
                           f"{was} -> {job.state.value} ({what})", in_place)
         self.found.append(it)
         self.total.append(it)
+        self.booked += 1
         del self.total[:-1000]
         return True
 

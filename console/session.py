@@ -340,9 +340,11 @@ class ConsoleSession:
         """``MalformedLog.total`` at the last tick (``_log_malformed``)."""
         self._malformed_said: dict[str, float] = {}
         """Topic -> when a rejected message on it was last said in the timeline."""
-        self._stored_notes: list[Event] = []
         self._kept = 0
         """Lines kept in the store so far (``_keep_line``: their ids' last part)."""
+        self._kept_malformed_at = float("-inf")
+        """When a bad message's line was last kept in the store (``_log_malformed``)."""
+        self._stored_notes: list[Event] = []
         """Lines of the console's own to keep in the store's events (``_log_drains_lost``)."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
@@ -889,7 +891,11 @@ class ConsoleSession:
             topic = item.topic.removeprefix(f"{ROOT}/{self.cluster}/")[:200]
             text = f"bad message on {topic}: {item.reason}" + (f": {detail}" if detail else "")
             self.log.add(EventLine(item.rx_ts, "console", "malformed", "warn", text, nodes))
-            if self.store is not None:
+            if self.store is not None and item.rx_ts - self._kept_malformed_at >= 60.0:
+                # One a minute in the store: a fleet on an agent version this console cannot
+                # read would add 10 rows a second, burying the rest (a review); the header
+                # counts them all, and the timeline says each topic once in 10 minutes.
+                self._kept_malformed_at = item.rx_ts
                 self._keep_line(item.rx_ts, "malformed", "warn", text, nodes)
             said += 1
 
@@ -1230,8 +1236,9 @@ class ConsoleSession:
         said them, and `fleetdeck events` the next morning showed none (a drill)."""
         self._kept += 1
         ms = int(ts * 1000)
-        self._stored_notes.append(Event(
-            node=CONSOLE_SOURCE, event_id=f"{CONSOLE_SOURCE}.{kind}.{ms}.{self._kept}", seq=0,
+        # Built, not validated: its node is no node id on purpose (``CONSOLE_SOURCE``).
+        self._stored_notes.append(Event.model_construct(
+            node=CONSOLE_SOURCE, event_id=f"console.{kind}.{ms}.{self._kept}", seq=0,
             ts=ms, kind=kind, severity=EventSeverity(severity), component="console",
             message=text[:KEPT_TEXT_MAX], data={"nodes": compress(list(nodes))} if nodes else {}))
 

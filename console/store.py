@@ -755,9 +755,10 @@ MINUTE_AGGREGATION = {"util": "mean", "temp_max": "max", "power": "mean", "sm_cl
 """How ``Downsampler`` folds a minute's samples into each per-minute column: whoever shows one
 must say which (a minute's minimum clock is not its clock)."""
 EVENT_COLUMNS = ("event_id", "ts", "node", "kind", "severity", "component", "message", "data")
-CONSOLE_SOURCE = "console"
+CONSOLE_SOURCE = "(console)"
 """The node column of a console's own timeline lines kept as events (``ConsoleSession.note``
-with ``keep``): no node of the fleet, so restored as the console's lines, not a node's."""
+with ``keep``): no node id can be it (the protocol's ``Id`` refuses brackets), so a host named
+``console`` keeps its own events (a review)."""
 
 
 FIRST_OK_LEFT_OUT = " AND NOT (old IS NULL AND new = 'ok')"

@@ -274,3 +274,29 @@ def test_a_rejected_message_is_said_in_the_timeline_with_its_topic_once_a_while(
     session.ingest.handle(bad, b"{", now[0])
     session.tick(now[0])
     assert len([x for x in session.log.lines() if x.kind == "malformed"]) == 3
+
+
+async def test_rejected_messages_are_kept_in_the_store_once_a_minute(tmp_path):
+    """Kept for `fleetdeck events`, but a fleet on an agent version the console cannot read
+    would add 10 rows a second: one a minute (a review); the header counts them all."""
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.store import CONSOLE_SOURCE
+
+    now = [1_800_000_000.0]
+    session = ConsoleSession("c", clock=lambda: now[0], follow_up=False)
+    await session.open_store(tmp_path / "store.db")
+    try:
+        for minute in range(2):
+            for node in range(1 + 7 * minute, 8 + 7 * minute):  # topics new to the timeline
+                session.ingest.handle(f"{ROOT}/c/node/gpu{node:04d}/telemetry", b"{", now[0])
+                session.tick(now[0])
+                now[0] += 1
+            now[0] += 60
+        await session.flush()
+        assert session.store is not None
+        kept = await session.store.events(0, [CONSOLE_SOURCE], ["malformed"])
+        assert [r["message"].split(":")[0] for r in kept] == [
+            "bad message on node/gpu0001/telemetry", "bad message on node/gpu0008/telemetry"]
+        assert session.state.malformed.total == 14
+    finally:
+        await session.close()

@@ -195,10 +195,12 @@ KNOWN_KINDS = frozenset({"xid", "ib_port_state", "ib_flap", "ib_errors", "ecc", 
 its own (verdict changes, job interruptions). The protocol allows others, so a kind the store
 holds is accepted too; anything else is a typo, not an empty answer."""
 ELSEWHERE = {"command": "operator commands are in the audit log ({audit})",
-             "console": "the console's own notes (broker connection, store) live in its timeline",
-             "job": "a job's hang is said in the console's timeline and in status --json "
-                    "(not_stepping_s)"}
-"""Kinds the TUI's timeline shows that ``events`` does not: where to look instead."""
+             "console": "no console note (a gap no console watched, a stop of its own) is in "
+                        "this store yet: a console on it keeps them from now on",
+             "job": "no job line (hung, stepping again, running again, withdrawn) is in this "
+                    "store yet; a job's hang is in status --json too (not_stepping_s)"}
+"""Kinds of the TUI's timeline a store may not hold yet: where to look instead. Its own lines
+are kept in the store as the node ``CONSOLE_SOURCE``'s events (ConsoleSession.note)."""
 
 
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,

@@ -8,6 +8,7 @@ from textual.binding import Binding
 
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.incidents import Incident, incidents
+from fleetdeck.console.interruptions import InterruptionTracker
 from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.rows import (
     FleetRevision,
@@ -98,7 +99,8 @@ class IncidentsScreen(FleetView):
         self.rows: list[IncidentRow] = []
         self._shown: tuple[FleetRevision, int] | None = None
         self._report_at = float("-inf")
-        self._report_key: tuple[int, int] = (0, 0)
+        self._report_seen: InterruptionTracker | None = None
+        self._report_booked = 0
         self.report_text = ""
 
     def compose_body(self) -> ComposeResult:
@@ -120,10 +122,9 @@ class IncidentsScreen(FleetView):
         # back): after a seek back the line kept the interruptions still to come (a replay
         # audit).
         seen = self.fleet.session.interruptions
-        key = (id(seen), len(seen.total))
         if (now - self._report_at >= REPORT_EVERY_S or now < self._report_at
-                or key != self._report_key):
-            self._report_at, self._report_key = now, key
+                or seen is not self._report_seen or seen.booked != self._report_booked):
+            self._report_at, self._report_seen, self._report_booked = now, seen, seen.booked
             self._fetch_report()
         # Grouping is a fleet-wide pass: only when a node or the event log changed.
         shown = (self.fleet.shown_revision, self.fleet.event_seq)
