@@ -631,8 +631,9 @@ class ConsoleSession:
 
     async def _recalled_lines(self, store: Store,
                               running: dict[str, JobStatus]) -> list[EventLine]:
-        """The console's own lines of the timeline the store keeps — verdict changes and job
-        interruptions — back into a fresh console's timeline beside the restored events: a
+        """The console's own lines of the timeline the store keeps — verdict changes, job
+        interruptions and the lines ``note`` kept — back into a fresh console's timeline
+        beside the restored events (and the interruptions' jobs watched for running again): a
         restarted console's events view held only the agents' events, and an incident read
         "no events about its nodes" of a node whose flaps it listed (a drill). From as far
         back as the restored events reach (or a day, with none)."""

@@ -16,20 +16,29 @@ from tests.conftest import eventually
 CLUSTER = "hung"
 
 
-async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
-    stop = asyncio.Event()
+def two_agents(mosquitto, stop: asyncio.Event) -> list[asyncio.Task]:
+    """gpu0001 and gpu0002 sampling every 0.5 s until ``stop``."""
     agents = [NodeAgent(cluster=CLUSTER, node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
                         url=mosquitto.url, interval_s=0.5, phase_s=0.0) for i in (1, 2)]
-    tasks = [asyncio.create_task(a.run(stop)) for a in agents]
+    return [asyncio.create_task(a.run(stop)) for a in agents]
+
+
+async def both_online(app: FleetdeckApp) -> None:
+    await eventually(lambda: (app.tick(), len(app.state.nodes) == 2
+                              and all(st.online for st in app.state.nodes.values()))[1],
+                     timeout=20, message="two nodes online")
+
+
+async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
+    stop = asyncio.Event()
+    tasks = two_agents(mosquitto, stop)
     app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
                        audit=MemoryAudit(), operator="t")
     assert mosquitto.proc is not None
     stopped = False
     try:
         async with app.run_test(size=(160, 48)):
-            await eventually(lambda: (app.tick(), len(app.state.nodes) == 2
-                                      and all(st.online for st in app.state.nodes.values()))[1],
-                             timeout=20, message="two nodes online")
+            await both_online(app)
             header = app.header_text(time.time())
             assert "nothing heard" not in header and "connected" in header
             os.kill(mosquitto.proc.pid, signal.SIGSTOP)
@@ -122,18 +131,14 @@ async def test_a_broker_that_stops_answering_is_the_consoles_blindness_not_the_f
     broker has not answered the keepalive's ping either, the console is blind from its last
     word, as with a lost link."""
     stop = asyncio.Event()
-    agents = [NodeAgent(cluster=CLUSTER, node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
-                        url=mosquitto.url, interval_s=0.5, phase_s=0.0) for i in (1, 2)]
-    tasks = [asyncio.create_task(a.run(stop)) for a in agents]
+    tasks = two_agents(mosquitto, stop)
     app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
                        audit=MemoryAudit(), operator="t")
     assert mosquitto.proc is not None
     stopped = False
     try:
         async with app.run_test(size=(160, 48)):
-            await eventually(lambda: (app.tick(), len(app.state.nodes) == 2
-                                      and all(st.online for st in app.state.nodes.values()))[1],
-                             timeout=20, message="two nodes online")
+            await both_online(app)
             os.kill(mosquitto.proc.pid, signal.SIGSTOP)
             stopped = True
             keepalive = app.session.feed.keepalive
