@@ -160,6 +160,10 @@ class BlastRadius:
                 return f"{nodes}, none drained: nothing given back to the scheduler"
             return f"{nodes}, {self.gpus} GPUs given back to the scheduler"
         parts = [nodes, f"{self.gpus} GPUs"]
+        if self.op is CommandOp.DRAIN and self.drained:
+            one = self.drained == 1
+            parts[1] += (f" ({self.drained} {'is' if one else 'are'} drained or draining "
+                         f"already: {'its' if one else 'their'} GPUs are out)")
         if self.jobs:
             parts.append(f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} on "
                          f"{self.nodes_affected} node{'s' if self.nodes_affected != 1 else ''}"
@@ -318,7 +322,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         st = state.nodes.get(node)
         n_gpus = _node_gpus(st)
         if op is not CommandOp.RESUME:
-            gpus += n_gpus
+            # A drain takes out only what is in service: "2 nodes, 16 GPUs" for a sick node
+            # and one drained an hour ago overstated what the scheduler loses (a 3 a.m.
+            # drive). A drain that replaces a reason keeps its node's GPUs out; it adds none.
+            if (op is not CommandOp.DRAIN or st is None
+                    or st.drain.state is DrainState.NONE):
+                gpus += n_gpus
         elif (st is not None and st.drain.state is not DrainState.NONE
               and not _still_failing(st)):
             # A resume gives back only what was drained, and the scheduler's node health

@@ -246,6 +246,12 @@ def test_a_drain_of_a_drained_node_says_it_replaces_the_reason_or_changes_nothin
     assert "gpu[0003-0004] are already drained for this reason by alice: nothing changes on " \
         "them" in same.notes, same.notes
     assert drained_for(state, [*both, "gpu0005"], "XID 79 OPS-1") == both
+    # Only what is in service is taken out: the drained node's GPUs are out already.
+    mixed = blast_radius(state, CommandOp.DRAIN, ["gpu0003", "gpu0005"], clock())
+    assert mixed.gpus == 8, mixed.summary()
+    assert mixed.summary().startswith(
+        "2 nodes, 8 GPUs (1 is drained or draining already: its GPUs are out), "), \
+        mixed.summary()
     assert drained_for(state, both, "again") == []
 
 
