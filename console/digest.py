@@ -85,7 +85,8 @@ def make_digest(st: NodeState, by: str, now: float,
     return fast.Digest(
         node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
         findings=[_finding(f) for f in st.all_findings[:MAX_DIGEST_FINDINGS]],
-        online=st.online, stale=st.stale, drain=_drain(st.drain), job=job, ranks_on_node=ranks,
+        online=st.online, stopped=st.stopped and st.online is False, stale=st.stale,
+        drain=_drain(st.drain), job=job, ranks_on_node=ranks,
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
@@ -219,6 +220,9 @@ def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None
     if not st.raw:
         st.telemetry = _sample_of(d)
     st.online = d.online
+    # The agent's clean goodbye, as the collector heard it: without it the fleet incident
+    # blamed the network for agents stopped on purpose (docs/protocol.md, "Digests").
+    st.stopped = d.stopped and d.online is False
     if d.drain == _NO_DRAIN:
         st.drain = _NOT_DRAINED
     elif old is None or old.drain != d.drain:

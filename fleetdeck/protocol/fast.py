@@ -381,6 +381,7 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     verdict: Literal["ok", "degraded", "failed", "stale", "offline"]
     findings: Annotated[list[DigestFinding], msgspec.Meta(max_length=16)] = []
     online: bool | None = None
+    stopped: bool = False
     stale: bool = False
     drain: DigestDrain = _DRAIN0
     job: Id | None = None

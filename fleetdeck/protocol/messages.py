@@ -537,6 +537,10 @@ class Digest(_Versioned):
     findings: Annotated[list[DigestFinding], Field(max_length=MAX_DIGEST_FINDINGS)] = []
     """The findings behind the verdict, liveness first (rule ids as in docs/architecture.md)."""
     online: bool | None = None
+    stopped: bool = False
+    """Offline by the agent's clean goodbye (``Status.stopped``), not its will: a console on
+    digests says "agents stopped cleanly", not "the network" (docs/protocol.md, "Digests").
+    Absent from an older collector's digest: read as a will, as an older agent's status."""
     stale: bool = False
     drain: DrainInfo = DrainInfo()
     job: Id | None = None

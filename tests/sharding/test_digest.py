@@ -173,3 +173,56 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
                 [(p.dev, p.up) for p in fast_d.ports]) == (
             ref.node, ref.by, ref.verdict, ref.drain.state.value, ref.drain.reason,
             [(g.index, g.util_pct) for g in ref.gpus], [(p.dev, p.up) for p in ref.ports]), payload
+
+
+def _on_digests(session, by: str = "shard-1") -> FleetState:
+    """A console on digests fed the digests a collector would send of ``session``'s nodes."""
+    now = session.clock()
+    ingest = Ingest(session.state.cluster)
+    state = FleetState(session.state.cluster, ingest.malformed)
+    for name, st in session.state.nodes.items():
+        ingest.handle(topic_for(state.cluster, Kind.DIGEST, name),
+                      codec.encode(make_digest(st, by, now)), now)
+    state.apply(ingest.take_batch(), now)
+    state.judge_fleet(now)
+    return state
+
+
+def test_a_digest_console_reads_agents_stopped_cleanly_as_a_stop_not_the_network():
+    # A console on digests carried no "stopped": its fleet incident said "fell silent ... the
+    # network" of agents that had said their clean goodbye, while a console on raw telemetry
+    # said "agents stopped cleanly" (docs/protocol.md, "Birth, status and Last Will").
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import recommended_action
+    from tests.console.test_incidents import run
+
+    silent = [f"gpu{i:04d}" for i in range(1, 25)]
+    state = _on_digests(run(32, {}, silent=silent, stopped=True))
+    found = {i.key: i for i in incidents(state)}
+    fleet = found["fleet:silent"]
+    assert "agents stopped cleanly" in fleet.title and "not the network" in fleet.title, fleet
+    assert fleet.action.startswith("start the agents again")
+    st = state.nodes["gpu0001"]
+    assert st.stopped and st.verdict is Verdict.OFFLINE
+    assert recommended_action(st).startswith("its agent was stopped cleanly")
+    # Wills stay wills: the network is still suspected of agents that died.
+    wills = _on_digests(run(32, {}, silent=silent, stopped=False))
+    assert not wills.nodes["gpu0001"].stopped
+    assert "fell silent" in {i.key: i for i in incidents(wills)}["fleet:silent"].title
+
+
+def test_a_digest_without_stopped_reads_as_before():
+    # An older collector sends no "stopped" (docs/protocol.md: unknown fields are ignored, an
+    # absent one is its default): an offline node reads as a will, as from an older agent.
+    from fleetdeck.protocol.messages import Digest
+
+    payload = _digest_json(verdict="offline", online=False, drain={"state": "none"})
+    assert b"stopped" not in payload
+    _, state = digest_state("demo", payload, 1.0)
+    assert state.nodes["gpu0001"].stopped is False
+    assert codec.decode(Digest, payload).stopped is False
+    # A newer collector's stopped is read by the fast decoder and the reference model alike.
+    payload = _digest_json(verdict="offline", online=False, stopped=True, drain={"state": "none"})
+    assert codec.decode_digest(payload).stopped and codec.decode(Digest, payload).stopped
+    _, state = digest_state("demo", payload, 1.0)
+    assert state.nodes["gpu0001"].stopped is True
