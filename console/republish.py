@@ -22,6 +22,7 @@ import aiomqtt
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.live import retained_births
 from fleetdeck.console.recording import ReadReport, RecordingReader
+from fleetdeck.console.replay import NodeWatch
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
 from fleetdeck.transport import TransportError
@@ -106,6 +107,16 @@ async def republish(path: Path, url: BrokerURL, speed: float, *, as_cluster: str
     replay, would mix with the recorded nodes in every console watching it."""
     reader = RecordingReader(path)
     recorded = reader.header.cluster
+    # Before any connection, as the console's and the headless replay refuse (exit 3): a
+    # recording of another cluster's topics under its header went out as they were (past the
+    # probe, which asks of the header's cluster), said as "replayed ... as cluster 'pm'"
+    # (docs/recording.md). Read up to its first node only.
+    watch = NodeWatch(recorded)
+    for line in RecordingReader(path).scan():
+        watch.see(line.topic)
+        if watch.heard:
+            break
+    watch.check()
     target = as_cluster or recorded
     out = Republished(target)
     stamp = int(time.time())
