@@ -136,3 +136,42 @@ def test_status_rows_are_not_wrapped(mosquitto, tmp_path):
                    table_lines(res.stdout))  # no continuation lines
     finally:
         stop_process(sim)
+
+
+@pytest.mark.parametrize("command", ["events", "report", "history"])
+def test_a_since_clock_time_taken_as_yesterday_says_so_once(tmp_path, monkeypatch, capsys,
+                                                             command):
+    """``events --since 07:59`` typed at 00:10 UTC took yesterday's 07:59 without a word: the
+    rows (or "nothing since") read as today's. One line on stderr says which day it took."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from fleetdeck.console.cli import history as hist
+    from fleetdeck.console.cli import report as rep
+    from fleetdeck.errors import UserError
+
+    db = tmp_path / "s.db"
+    asyncio.run(_store_with_long_event(db))  # an event at 2027-01-15T08:00Z
+    now = datetime(2027, 1, 16, 0, 10, tzinfo=UTC).timestamp()
+    clock = SimpleNamespace(time=lambda: now)
+    monkeypatch.setattr(hist, "time", clock)
+    monkeypatch.setattr(rep, "time", clock)
+    monkeypatch.setenv("COLUMNS", "200")
+    def history(since: str) -> int:
+        # This store holds no minute: history refuses the node, after the --since line.
+        with pytest.raises(UserError, match="holds no minute"):
+            hist.run_history(db, "gpu0001", "util", since, False)
+        return 0
+
+    run = {"events": lambda s: hist.run_events(db, s, None, None, False),
+           "report": lambda s: rep.run_report(db, s, False), "history": history}[command]
+    assert run("07:59") == 0
+    out, err = capsys.readouterr()
+    said = f"fleetdeck {command}: since 07:59 UTC yesterday (2027-01-15)"
+    assert err.count(said) == 1, err
+    if command == "events":
+        assert "link_flap" in out
+    # Today's clock time, a span or an ISO time: nothing said (it says its day, or has one).
+    for since in ("00:05", "1h", "2027-01-15T07:59"):
+        run(since)
+        assert "yesterday" not in capsys.readouterr().err, since

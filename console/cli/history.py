@@ -116,6 +116,19 @@ def parse_since(text: str, now: float) -> float:
     return since
 
 
+def tell_yesterday(command: str, text: str, since: float, now: float) -> None:
+    """One line on stderr when ``--since`` (``text``, read as ``since`` at ``now``) was a clock
+    time taken as yesterday's: "--since 23:50" typed at 00:10 UTC covered 20 minutes short of
+    a day, and its rows (or "nothing since") said nothing of the day it reached back to. Said
+    once the store opened (an error stays one sentence); on stderr, so ``--json`` is as it was."""
+    if clock_s(text) is None:
+        return
+    day = datetime.fromtimestamp(since, UTC).date()
+    if day < datetime.fromtimestamp(now, UTC).date():
+        print(f"fleetdeck {command}: since {text.strip()} UTC yesterday ({day.isoformat()}): "
+              f"today's {text.strip()} has not come yet.", file=sys.stderr)
+
+
 DEMO_STORES = "demo-*/demo.db"
 """Where ``fleetdeck demo`` keeps each run's store under the state directory (fleetdeck/demo.py,
 which this side may not import; tests check the two agree)."""
@@ -205,8 +218,10 @@ are kept in the store as the node ``CONSOLE_SOURCE``'s events (ConsoleSession.no
 
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
                as_json: bool, limit: int = 10_000, cluster: str | None = None) -> int:
-    since_ts = parse_since(since, time.time())
+    now = time.time()
+    since_ts = parse_since(since, now)
     written = _check(db)
+    tell_yesterday("events", since, since_ts, now)
     verdicts = not kinds or VERDICT in kinds
     # A node first seen healthy is no event of the fleet's: a collector's start writes one such
     # row per node (16,384 of them would bury the rest). Asked for by --kind verdict, or about
@@ -346,8 +361,10 @@ def _gap_row(minute: int, columns: int) -> list[str]:
 
 def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
                 plot: bool = False, cluster: str | None = None) -> int:
-    since_ts = parse_since(since, time.time())
+    now = time.time()
+    since_ts = parse_since(since, now)
     _check(db)
+    tell_yesterday("history", since, since_ts, now)
 
     async def main() -> tuple[list[dict[str, Any]], bool]:
         store = await _open(db, cluster)

@@ -19,14 +19,17 @@ from fleetdeck.console.cli.history import (
     parse_since,
     print_narrow,
     table_console,
+    tell_yesterday,
 )
 from fleetdeck.console.interruptions import CAUSES, report
 from fleetdeck.hostlist import compress
 
 
 def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) -> int:
-    since_ts = parse_since(since, time.time())
+    now = time.time()
+    since_ts = parse_since(since, now)
     written = _check(db)
+    tell_yesterday("report", since, since_ts, now)
 
     async def main() -> tuple[list[dict[str, Any]], float]:
         store = await _open(db, cluster)
