@@ -210,7 +210,8 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         out.insert(0, Incident(
             "console:broker", "console", "error",
             "no data: the connection to the broker is lost; every verdict is as of then "
-            "and no node goes stale for it", blind[0], [],
+            "and no node goes stale for it",
+            state.lost_at if state.lost_at is not None else blind[0], [],
             "check the broker and the network from here to it; the nodes are not known "
             "to be down"))
     return out

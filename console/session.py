@@ -366,9 +366,6 @@ class ConsoleSession:
         """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
         self._was_up = False
         """The feed has been connected once (a broker lost after that blinds the console)."""
-        self._lost_at: float | None = None
-        """When this console last lost its broker (the blindness may run from an earlier
-        loss: ``FleetState.lose_sight`` joins outages within the agents' grace)."""
         self.store: Store | None = None
         self._writer: WriterLock | None = None
         """A collector's: held while it writes the store (``open_store(collector=True)``)."""
@@ -946,7 +943,7 @@ class ConsoleSession:
             if state.blind is not None and state.blind[1] is None:
                 # This outage's length: the second of two outages read "back after 32 s"
                 # where it had lasted 3 (an SRE drill).
-                since = self._lost_at if self._lost_at is not None else state.blind[0]
+                since = state.lost_at if state.lost_at is not None else state.blind[0]
                 state.regain_sight(now)
                 self.note(f"broker connection back after {now - since:.0f} s; a node not heard "
                           f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "
@@ -955,11 +952,9 @@ class ConsoleSession:
         elif self._was_up and (state.blind is None or state.blind[1] is not None):
             if mute and heard is not None:
                 why = f"the broker has not answered for {heard:.0f} s (hung?)"
-                self._lost_at = now - heard  # its outage began with its last word
-                state.lose_sight(self._lost_at, why)
+                state.lose_sight(now - heard, why)  # its outage began with its last word
             else:
                 why = feed.conn.why
-                self._lost_at = now
                 state.lose_sight(now)
             self.note(f"broker connection lost ({why}): no "
                       "data; verdicts stay as they were and no node goes stale until the "

@@ -811,6 +811,10 @@ class FleetState:
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
         """Why it heard nothing then: its broker connection was lost, or it did not run."""
+        self.lost_at: float | None = None
+        """When the console last lost sight (``lose_sight``): the start of the current outage,
+        what "no data since" and ``connection_lost.since`` say. ``blind`` may run from an
+        earlier loss that it joined (a return shorter than the agents' grace)."""
         self.gap_steps = 0
         """A replay's gaps this state was told of: two steps each, lost then back
         (``ConsoleSession.replay_gaps``); on the state, so a replay's snapshots carry it."""
@@ -888,8 +892,12 @@ class FleetState:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
         from here until the agents have had time to reconnect after it is back, silence is
         the console's, not the nodes' (``unseen_s``)."""
+        self.lost_at = at
         if self.blind is not None and self.blind[1] is not None and at <= self.blind[1]:
-            at = self.blind[0]  # lost again before the agents were all back: one outage
+            # Lost again before the agents were all back: one outage for the nodes' silence
+            # (``unseen_s``), but dated from this loss where it is said (``lost_at``): "no
+            # data since" the first one hid the data between and read as a longer outage.
+            at = self.blind[0]
         self.blind = (at, None)
         self.blind_why = why
         sched = self.scheduler

@@ -131,7 +131,8 @@ def fleet_summary(state: FleetState, now: float, *,
             "malformed": t.malformed,
         },
         "connection_lost": None if state.blind is None else {
-            "since": round(state.blind[0], 3),
+            # This loss's start (docs/protocol.md), not an earlier one it was joined to.
+            "since": round(state.blind[0] if state.lost_at is None else state.lost_at, 3),
             "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
             "why": state.blind_why,
         },

@@ -70,6 +70,26 @@ def test_no_node_goes_stale_while_the_console_is_cut_off_nor_until_the_agents_ar
                                           "why": "the broker connection was lost"}
 
 
+def test_a_second_loss_soon_after_a_return_is_dated_from_its_own_start() -> None:
+    """Lost at +1, back at +11, lost again at +31 (within the agents' 30 s reconnect grace):
+    one outage for staleness, but "no data since +1" (the overview, the console incident,
+    ``connection_lost``) hid the 20 s of data between, and read as a 30 s outage of one just
+    begun (docs/protocol.md: ``since`` is when the console lost its connection)."""
+    session, _ingest, _nodes = _fleet()
+    state = session.state
+    state.lose_sight(T0 + 1)
+    state.regain_sight(T0 + 11)
+    state.lose_sight(T0 + 31)
+    assert state.blind == (T0 + 1, None)  # still one outage for the nodes' silence
+    state.judge_fleet(T0 + 120)
+    assert {st.verdict.value for st in state.nodes.values()} == {"ok"}
+    (console,) = [i for i in incidents(state) if i.kind == "console"]
+    assert console.since == T0 + 31
+    assert fleet_summary(state, T0 + 120)["connection_lost"]["since"] == T0 + 31
+    state.regain_sight(T0 + 130)
+    assert state.lost_at == T0 + 31 and not state.sightless(T0 + 130 + AGENT_RECONNECT_S)
+
+
 def test_a_node_without_telemetry_is_waiting_not_ok() -> None:
     ingest = Ingest("test")
     session = ConsoleSession("test", ingest=ingest, follow_up=False, clock=lambda: T0)

@@ -309,6 +309,31 @@ async def test_a_console_cut_off_from_its_broker_says_its_figures_are_old(world)
         assert not world.app.screen.query(".-cut-off")
 
 
+async def test_a_second_loss_soon_after_a_return_says_its_own_start(world):
+    """Lost, back 10 s, lost again 20 s later (within the agents' 30 s grace, one outage for
+    staleness): "no data since" named the first loss's time, 30 s before the data stopped."""
+    from fleetdeck.console.judgements import utc_hms
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        state = world.app.state
+        first = world.clock()
+        state.lose_sight(first)
+        world.clock.advance(10)
+        state.regain_sight(world.clock())
+        world.clock.advance(20)
+        world.tick()
+        second = world.clock()
+        state.lose_sight(second)
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert f"no data since {utc_hms(second)}" in text, text
+        assert utc_hms(first) not in text
+        await pilot.press("6")
+        await pilot.pause()
+        assert "no data: the connection to the broker is lost" in text_of(world.app)
+
+
 async def test_a_views_key_again_closes_the_node_detail_left_open_on_it(world):
     """4, enter (a detail over the fabric view), 2, 4 showed the detail again, and 4 once more
     did nothing: a view's key shows the view itself, the first time (a 3 a.m. drive read the
