@@ -211,7 +211,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
             "console:broker", "console", "error",
             "no data: the connection to the broker is lost; every verdict is as of then "
             "and no node goes stale for it",
-            state.lost_at if state.lost_at is not None else blind[0], [],
+            state.outage_start(), [],
             "check the broker and the network from here to it; the nodes are not known "
             "to be down"))
     return out

@@ -943,7 +943,7 @@ class ConsoleSession:
             if state.blind is not None and state.blind[1] is None:
                 # This outage's length: the second of two outages read "back after 32 s"
                 # where it had lasted 3 (an SRE drill).
-                since = state.lost_at if state.lost_at is not None else state.blind[0]
+                since = state.outage_start()
                 state.regain_sight(now)
                 self.note(f"broker connection back after {now - since:.0f} s; a node not heard "
                           f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "

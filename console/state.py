@@ -888,6 +888,12 @@ class FleetState:
                 st.first_seen = self.heard_since
                 self._dirty.add(st.node_id)
 
+    def outage_start(self) -> float:
+        """While blind: when the current outage began, as said to the operator (``lost_at``;
+        ``blind`` may run from an earlier loss it joined)."""
+        assert self.blind is not None, "not blind"
+        return self.lost_at if self.lost_at is not None else self.blind[0]
+
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
         from here until the agents have had time to reconnect after it is back, silence is

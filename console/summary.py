@@ -132,7 +132,7 @@ def fleet_summary(state: FleetState, now: float, *,
         },
         "connection_lost": None if state.blind is None else {
             # This loss's start (docs/protocol.md), not an earlier one it was joined to.
-            "since": round(state.blind[0] if state.lost_at is None else state.lost_at, 3),
+            "since": round(state.outage_start(), 3),
             "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
             "why": state.blind_why,
         },

@@ -300,9 +300,8 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
         # A script must not read a fleet it could not see as healthy (docs/protocol.md); a
         # bad node seen before the loss is bad all the same: exit 1 for it, not 3 (a drill
         # read "failed 2" and exit 3, which a script routes to "blind", not "page").
-        lost = session.state.lost_at  # this loss, not an earlier one it was joined to
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
-              f"(at {utc_hms(blind[0] if lost is None else lost)} UTC): the verdicts "
+              f"(at {utc_hms(session.state.outage_start())} UTC): the verdicts "
               "are as of then.", file=sys.stderr)
         return exit_when_cut_off(out, fail_on)
     return unhealthy([out], fail_on, unheard([out], watched))

@@ -207,8 +207,7 @@ class OverviewScreen(FleetView):
         if blind is not None and blind[1] is None:
             # Cut off from the broker: nothing below is current (FleetState.blind).
             # This loss's start, not an earlier one it was joined to (FleetState.lost_at).
-            lost = state.lost_at if state.lost_at is not None else blind[0]
-            since = utc_hms(lost)  # UTC, as every time the views show
+            since = utc_hms(state.outage_start())  # UTC, as every time the views show
             text = (f"[b]Top problems[/] [$error]unknown: no data since {since} (this console "
                     "lost its broker connection); what shows is as of then[/]")
             for p in problems:
