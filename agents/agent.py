@@ -128,6 +128,8 @@ class NodeAgent:
         the node's boot is known (``ErrorWindows.restore``)."""
         self._windows_kept = self.windows.revision
         self._windows_kept_at = time.monotonic()
+        self._boot_id: str | None = None
+        """The node's boot id, from the last birth's inventory (``boot_id``)."""
         self.drain: DrainInfo = saved.drain
         self._drain_mode = saved.drain_mode
         self._will_drain: DrainInfo | None = None
@@ -161,6 +163,7 @@ class NodeAgent:
 
     def birth(self) -> Birth:
         inv = self.source.inventory()
+        self._boot_id = inv.boot_id
         return Birth(
             cluster=self.cluster,
             node=self.node_id,
@@ -195,7 +198,7 @@ class NodeAgent:
         ts = now_ms(self.clock)
         if self._windows_saved is not None:
             saved, self._windows_saved = self._windows_saved, None
-            why = self.windows.restore(saved, ts, self.source.inventory().boot_id)
+            why = self.windows.restore(saved, ts, self.boot_id())
             if why:
                 # Baselines of another boot are the normal case after a reboot: said, quietly.
                 log.log(logging.INFO if why.startswith("baselines") else logging.WARNING,
@@ -224,6 +227,16 @@ class NodeAgent:
         self.keep_windows()
         return sample
 
+    def boot_id(self) -> str:
+        """The boot the windows are saved under: the birth's, taken once. Not a new
+        ``source.inventory()`` at each save: on a real node that re-ran nvidia-smi / NVML and
+        the sysfs scan, and a GPU lost since the birth left the readers and the kernel log's
+        map, so its telemetry and its XID 79 went unreported (a real-node audit;
+        docs/real-nodes.md, "What happens when hardware is missing")."""
+        if self._boot_id is None:
+            self._boot_id = self.source.inventory().boot_id
+        return self._boot_id
+
     def keep_windows(self, now: float | None = None, *, at_once: bool = False) -> None:
         """Save the error windows when they changed, at most every ``WINDOWS_SAVE_EVERY_S``
         (a symbol-error storm moves them every sample): what changed after a save is counted
@@ -233,8 +246,7 @@ class NodeAgent:
         now = time.monotonic() if now is None else now
         if not at_once and now - self._windows_kept_at < WINDOWS_SAVE_EVERY_S:
             return
-        self.state.save_windows(self.windows.snapshot(now_ms(self.clock),
-                                                      self.source.inventory().boot_id))
+        self.state.save_windows(self.windows.snapshot(now_ms(self.clock), self.boot_id()))
         self._windows_kept = self.windows.revision
         self._windows_kept_at = now
 
