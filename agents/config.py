@@ -96,6 +96,13 @@ class AgentSettings(BaseSettings):
             # InfiniBand driver loaded?)" sent the reader after a driver (a newcomer's run).
             raise ValueError(f"sysfs root {root} (--sysfs-root, sysfs_root) has no class/ but "
                              f"{root / 'sys'} has: give that, the sysfs mount itself")
+        if ("sysfs" in self.source and root.name != "infiniband"
+                and not (root / "class").is_dir() and (root / "infiniband").is_dir()):
+            # One level too low (/sys/class): read as "/sys/class/class/infiniband: missing (no
+            # InfiniBand driver loaded?)", exit 0 (a real-node audit; docs/real-nodes.md).
+            raise ValueError(f"sysfs root {root} (--sysfs-root, sysfs_root) has no class/ but "
+                             f"holds infiniband/: give {root / 'infiniband'}, or the sysfs "
+                             "mount itself")
         return self
 
     @field_validator("broker")

@@ -183,6 +183,17 @@ def test_a_sysfs_root_one_level_too_high_says_which_to_give(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+def test_a_sysfs_root_one_level_too_low_says_which_to_give(tmp_path):
+    """``--sysfs-root /sys/class`` read "…/class/class/infiniband: missing (no InfiniBand
+    driver loaded?)" and exit 0 (a real-node audit): one sentence naming the directory."""
+    (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
+    res = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(tmp_path / "sys" / "class"),
+                  "--once", "--node-id", "n1")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"give {tmp_path / 'sys' / 'class' / 'infiniband'}, or the sysfs mount" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
 def test_drain_and_resume_take_several_nodes_and_space_separated_lists():
     """`drain gpu0063 gpu0064` was "unrecognized arguments: gpu0064", and `drain 'gpu0001
     gpu0002'` "unknown node(s) gpu0001 gpu0002", which read as two unknown nodes (a
