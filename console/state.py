@@ -27,6 +27,7 @@ from fleetdeck.console.health import (
     Verdict,
     combine,
     evaluate,
+    gpus_expected,
     still_healthy,
     still_quiet,
 )
@@ -284,8 +285,12 @@ class NodeState:
 
     @property
     def gpus_expected(self) -> int:
+        """What G1 judges the node against (``health.gpus_expected``): a GPU reader that found
+        none at start (NVML not loaded) expects ``EXPECTED_GPUS``, and the row said "0/0"
+        and the header counted no GPU failed beside "G1 0/8 GPUs visible" (a real-node
+        audit)."""
         b = self.birth
-        return (b.gpus_expected or len(b.gpus)) if b is not None else 0
+        return gpus_expected(b) if b is not None else 0
 
     @property
     def gpus_present(self) -> int:

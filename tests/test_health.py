@@ -437,3 +437,33 @@ def test_no_gpu_visible_because_the_reader_failed_says_so_and_asks_for_the_drive
     (g1,) = [f for f in st.findings if f.rule == "G1"]
     assert g1.text == f"0/8 GPUs visible; the agent's GPU reader says: {why}"
     assert repair_step(st).startswith("check the NVIDIA driver")
+
+
+def test_a_node_whose_gpu_reader_found_none_counts_the_gpus_it_fails_for():
+    """An agent on ``sysfs+nvml`` without ``--expect-gpus`` whose NVML did not load says
+    ``gpus_expected: 0``: G1 failed it "0/8 GPUs visible", while its row said "0/0", the fleet's
+    header counted none of its GPUs failed and ``status --json`` gave ``gpus_expected: 0`` (a
+    real-node audit)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    node = FakeNode()
+    why = "NVML: init failed: NVML Shared Library Not Found (is the NVIDIA driver loaded?)"
+    birth = node.birth().model_copy(update={"gpus": [], "gpus_expected": 0, "errors": [why],
+                                            "source": "sysfs+nvml"})
+    t = replace(node.telemetry(), gpus=[])
+    ingest = Ingest(node.cluster)
+    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id), codec.encode(birth), node.now)
+    ingest.handle(topic_for(node.cluster, Kind.TELEMETRY, node.node_id), codec.encode(t),
+                  node.now)
+    state = FleetState(node.cluster, ingest.malformed)
+    state.apply(ingest.take_batch(), node.now)
+    st = state.nodes[node.node_id]
+    (g1,) = [f.text for f in st.findings if f.rule == "G1"]
+    assert g1.startswith("0/8 GPUs visible")
+    assert (st.gpus_present, st.gpus_expected) == (0, 8)
+    assert st.gpu_use().failed == 8
+    totals = state.totals()
+    assert (totals.gpus, totals.gpus_use.failed) == (8, 8)
