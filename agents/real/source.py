@@ -7,7 +7,7 @@ absent, the reason goes into ``Reading.errors`` (and the log, once per change).
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,6 +30,7 @@ from fleetdeck.protocol.fast import GpuSample, HostSample, IbPortSample
 from fleetdeck.protocol.messages import (
     DrainMode,
     DrainState,
+    GpuInventory,
     IbPortInventory,
     Topology,
 )
@@ -166,6 +167,9 @@ class RealSource:
         self.pair_gpus = pair_gpus
         self._inventory: Inventory | None = None
         self._gpu_inv = GpuInventoryResult(gpus=[])
+        self._gpus_lost: dict[int, GpuInventory] = {}
+        """GPUs an earlier inventory of this agent found that a later one did not: lost since
+        (``_keep_lost``)."""
         self._changes = ChangeLogger(log)
 
     # --- Source protocol ------------------------------------------------------------------
@@ -176,6 +180,7 @@ class RealSource:
         if self.gpu is not None:
             gpu_inv = _guard(errors, f"{self.gpu.name} inventory", self.gpu.inventory, gpu_inv)
             errors.extend(gpu_inv.errors)
+            gpu_inv = self._keep_lost(gpu_inv)
         self._gpu_inv = gpu_inv
         ib_ports: list[IbPortInventory] = []
         if self.ib is not None:
@@ -232,6 +237,12 @@ class RealSource:
             no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
             gpus, gpu_errors = _guard(errors, f"{self.gpu.name} read", self.gpu.read, no_gpus)
             errors.extend(gpu_errors)
+            read = {g.index for g in gpus}
+            for idx, inv in sorted(self._gpus_lost.items()):
+                if idx not in read:
+                    errors.append(f"gpu{idx} ({inv.pci_bus_id}): lost since the agent started")
+                    gpus.append(GpuSample(index=idx, present=False))
+            gpus.sort(key=lambda g: g.index)
             gpus = [self._with_xid(g, now) for g in gpus]
         ports: list[IbPortSample] = []
         if self.ib is not None:
@@ -266,6 +277,29 @@ class RealSource:
             self.follower.close()
 
     # --- internals ------------------------------------------------------------------------
+
+    def _keep_lost(self, inv: GpuInventoryResult) -> GpuInventoryResult:
+        """``inv`` with the GPUs an earlier inventory found and this one did not.
+
+        The agent takes the inventory again at every reconnect (its new birth). A GPU that fell
+        off the bus since then was no longer in it: the readers stopped reporting it
+        ``present: false``, the kernel log's map lost its bus, and its XID 79 went to
+        ``pci:0000:5d:00`` while the console's G2 for it vanished after a broker restart (a
+        real-node audit). Kept under its index (docs/real-nodes.md, "What happens when
+        hardware is missing"); a reboot, the repair, starts a new agent."""
+        if not inv.gpus and not self._gpu_inv.gpus and not self._gpus_lost:
+            return inv
+        found = {g.index for g in inv.gpus}
+        buses = {normalize_pci(g.pci_bus_id) for g in inv.gpus if g.pci_bus_id}
+        for g in self._gpu_inv.gpus:
+            if g.index not in found and normalize_pci(g.pci_bus_id) not in buses:
+                self._gpus_lost[g.index] = g
+        for idx in [i for i in self._gpus_lost if i in found]:
+            del self._gpus_lost[idx]  # it answers again
+        if not self._gpus_lost:
+            return inv
+        gpus = sorted([*inv.gpus, *self._gpus_lost.values()], key=lambda g: g.index)
+        return replace(inv, gpus=gpus, devices=max(inv.devices, len(gpus)))
 
     def _with_xid(self, g: GpuSample, now: float) -> GpuSample:
         last = self.monitor.xid_last(g.index) if self.monitor is not None else None

@@ -56,3 +56,36 @@ def test_a_gpu_lost_while_a_port_flaps_keeps_its_index_and_its_xid(tmp_path):
     assert len(lost) == 1 and lost[0].present is False and lost[0].xid_last == 79
     (xid,) = [e for e in src.take_events() if e.kind == "xid"]
     assert xid.component == "gpu3"
+
+
+def test_a_gpu_lost_before_a_reconnect_stays_in_the_new_birth_and_keeps_its_xid(tmp_path):
+    """The agent takes the inventory again at every reconnect (its new birth). gpu3, off the
+    bus since the first, was left out of it: telemetry stopped saying ``present: false``, and
+    its XID 79 went to "pci:0000:04:00", so after a broker restart the console's G2 for it was
+    gone (a real-node audit)."""
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    smi = FakeSmi(eight_gpu_csv())
+    src = RealSource("nvsmi", gpu=NvsmiReader(runner=smi), kernel_log=FileFollower(log),
+                     host=HostReader(fake_proc(tmp_path / "proc")))
+    now = time.time()
+    assert len(src.inventory().gpus) == 8
+    smi.stdout, smi.rc = eight_gpu_csv(lost=3), 15
+    again = src.inventory()  # the reconnect's birth
+    assert [g.index for g in again.gpus] == list(range(8))
+    assert again.gpus[3].pci_bus_id == "00000000:04:00.0"
+    src.read(now)  # the log is followed from here
+    iso = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
+    with log.open("a") as fh:
+        fh.write(f"{iso} gpu0001 kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=7, name=python, "
+                 "GPU has fallen off the bus.\n")
+    r = src.read(now + 1)
+    assert [g.index for g in r.gpus] == list(range(8))
+    assert r.gpus[3].present is False and r.gpus[3].xid_last == 79
+    assert r.gpus[4].present and r.gpus[4].power_w == 631.95
+    (xid,) = [e for e in src.take_events() if e.kind == "xid"]
+    assert xid.component == "gpu3"
+    # It answers again (a GPU reset): one of the found ones, no longer kept as lost.
+    smi.stdout, smi.rc = eight_gpu_csv(), 0
+    src.inventory()
+    assert all(g.present for g in src.read(now + 2).gpus)
