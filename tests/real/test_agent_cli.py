@@ -1,6 +1,8 @@
 """`fleetdeck agent --source sysfs --sysfs-root DIR --once` on real captured sysfs trees."""
 
 import json
+import os
+import subprocess
 
 from tests.conftest import run_cli
 
@@ -74,3 +76,43 @@ def test_a_real_node_says_its_leaf_and_rack(node_exporter_sys, tmp_path):
                   str(node_exporter_sys), "--once", "--node-id", "ib-host")
     topology = json.loads(res.stdout)["birth"]["topology"]
     assert (topology["leaf"], topology["spine_group"]) == ("leaf07", "sg1")
+
+
+def test_the_documented_check_config_shows_what_the_unit_runs(tmp_path):
+    """docs/real-nodes.md's agent.env, read by a shell as its check step says, and the check
+    command it gives: ``FLEETDECK_AGENT_ARGS=--interval 10 --kernel-log …`` unquoted made the
+    shell run ``10`` ("command not found") and set nothing, and ``fleetdeck agent
+    --check-config`` alone printed ``"source": "sim"`` and none of the unit's flags (a
+    real-node audit): the installer checked settings the unit does not run with."""
+    import re
+    import shlex
+
+    from tests.conftest import REPO, fleetdeck_cmd
+
+    doc = (REPO / "docs" / "real-nodes.md").read_text()
+    env = re.search(r"tee /etc/fleetdeck/agent\.env >/dev/null <<EOF\n(.*?)\nEOF\n", doc,
+                    re.DOTALL)
+    assert env, "docs/real-nodes.md no longer writes /etc/fleetdeck/agent.env"
+    ca = tmp_path / "ca.crt"
+    ca.write_text("")
+    text = (env.group(1).replace("$node", "gpu0001").replace("$pass", "pw")
+            .replace("/etc/fleetdeck/ca.crt", str(ca)))
+    (tmp_path / "agent.env").write_text(text + "\n")
+    (check,) = [ln for ln in doc.splitlines() if "--check-config'" in ln]
+    unit = (REPO / "agents" / "systemd" / "fleetdeck-agent.service").read_text()
+    (exec_start,) = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=")]
+    flags = exec_start.split(" agent ", 1)[1].replace("${STATE_DIRECTORY}", "/var/lib/fleetdeck")
+    assert f"agent {flags} --check-config'" in check, "the check runs the unit's flags"
+    agent = " ".join(shlex.quote(a) for a in fleetdeck_cmd("agent"))
+    script = (check.removeprefix("sudo sh -c '").removesuffix("'")
+              .replace("/etc/fleetdeck/agent.env", str(tmp_path / "agent.env"))
+              .replace("/opt/fleetdeck/venv/bin/fleetdeck agent", agent))
+    res = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                         check=False, cwd=REPO, env={"PATH": os.environ.get("PATH", "")})
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    shown = json.loads(res.stdout)
+    assert (shown["source"], shown["kernel_log"], shown["interval_s"]) == (
+        "sysfs+nvml", "journal", 10.0)
+    assert (shown["expect_gpus"], shown["expect_ib_ports"], shown["leaf"]) == (8, 8, "leaf03")
+    assert shown["cluster"] == "ndv5-east" and shown["ca"] == str(ca)
+    assert shown["broker"] == "mqtts://gpu0001@mqtt.example.internal:8883"
