@@ -511,8 +511,10 @@ _GPU_READERS = ("nvml", "nvidia-smi", "nvsmi", "gpu", "nvidia")
 
 
 def reader_error(birth: Birth | None, t: Telemetry) -> str:
-    """What the agent said of its GPU reader (its birth's or the sample's errors), or ''."""
-    said: list[str] = [*(birth.errors if birth is not None else ()), *t.agent.errors]
+    """What the agent says of its GPU reader (the sample's errors, else its birth's), or ''.
+    The sample's first: a birth's "Unable to determine the device handle" for one lost GPU
+    was quoted while nvidia-smi hung at every sample (a real-node audit)."""
+    said: list[str] = [*t.agent.errors, *(birth.errors if birth is not None else ())]
     for e in said:
         if any(w in e.lower() for w in _GPU_READERS):
             return e if len(e) <= 160 else e[:159] + "…"

@@ -467,3 +467,19 @@ def test_a_node_whose_gpu_reader_found_none_counts_the_gpus_it_fails_for():
     assert st.gpu_use().failed == 8
     totals = state.totals()
     assert (totals.gpus, totals.gpus_use.failed) == (8, 8)
+
+
+def test_no_gpu_visible_says_what_the_reader_says_now_not_at_birth():
+    """nvidia-smi hangs after a birth that quoted its "Unable to determine the device handle"
+    line for one lost GPU: G1 "0/8 GPUs visible" said the birth's line, and the operator went
+    after one GPU while nvidia-smi itself hung for every sample (a real-node audit)."""
+    node = FakeNode()
+    then = "nvidia-smi line 5: Unable to determine the device handle for GPU00000000:5D:00.0"
+    now = "nvidia-smi: no answer within 10 s (driver hung?)"
+    birth = node.birth().model_copy(update={"errors": [then], "source": "sysfs+nvsmi"})
+    t = node.telemetry()
+    t = replace(t, gpus=[], agent=replace(t.agent, errors=[now]))
+    hist = NodeHistory()
+    hist.update(t)
+    (g1,) = [f for f in evaluate(birth, t, hist) if f.rule == "G1"]
+    assert g1.text.endswith(f"the agent's GPU reader says: {now}"), g1.text
