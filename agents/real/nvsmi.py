@@ -10,6 +10,7 @@ import csv
 import io
 import re
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,17 @@ _CUDA_RE = re.compile(r"CUDA Version\s*:?\s*(\d+(?:\.\d+)*)")
 
 class NvsmiError(Exception):
     """nvidia-smi could not be run or said nothing usable; the message is one line."""
+
+
+class NvsmiHung(NvsmiError):
+    """nvidia-smi did not answer within its timeout."""
+
+
+HUNG_RETRY_S = 60.0
+"""After an nvidia-smi that did not answer, it is asked again this much later, not at every
+sample: each sample waited out the whole timeout (10 s) and the agent, sampling every 1-2 s,
+published every 10 s, so the console read the node stale, then failed, then stale again (a
+real-node audit)."""
 
 
 @dataclass
@@ -303,7 +315,7 @@ def run_nvidia_smi(
     except PermissionError:
         raise NvsmiError(f"{binary}: permission denied") from None
     except subprocess.TimeoutExpired:
-        raise NvsmiError(f"{binary}: no answer within {timeout_s:g} s (driver hung?)") from None
+        raise NvsmiHung(f"{binary}: no answer within {timeout_s:g} s (driver hung?)") from None
     except OSError as exc:
         raise NvsmiError(f"{binary}: {exc.strerror or exc}") from None
 
@@ -317,16 +329,23 @@ class NvsmiReader:
     def __init__(
         self, *, binary: str = "nvidia-smi", timeout_s: float = 10.0,
         fields: Sequence[str] = QUERY_FIELDS, runner: Runner | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.binary = binary
         self.timeout_s = timeout_s
         self.fields = list(fields)
         self.runner = runner
+        self.clock = clock
+        self._hung: tuple[float, str] | None = None
+        """(monotonic time to ask again, what to say until then) after a query timed out."""
         self._by_key: dict[str, int] = {}
         self._expected: dict[int, str] = {}
 
     def query(self) -> tuple[list[Row], list[str]]:
         errors: list[str] = []
+        if self._hung is not None and self.clock() < self._hung[0]:
+            return [], [self._hung[1]]
+        self._hung = None
         # Drop fields this driver does not know (renamed across releases) and ask again.
         for _ in range(len(self.fields)):
             try:
@@ -334,6 +353,10 @@ class NvsmiReader:
                     [f"--query-gpu={','.join(self.fields)}", "--format=csv"],
                     binary=self.binary, timeout_s=self.timeout_s, runner=self.runner,
                 )
+            except NvsmiHung as exc:
+                hung = f"{exc}; asked again every {HUNG_RETRY_S:g} s"
+                self._hung = (self.clock() + HUNG_RETRY_S, hung)
+                return [], [hung]
             except NvsmiError as exc:
                 return [], [str(exc)]
             out = proc.stdout or ""

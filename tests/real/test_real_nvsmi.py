@@ -240,7 +240,35 @@ def test_timeout_is_an_error():
         raise subprocess.TimeoutExpired(argv, timeout_s)
 
     samples, errors = NvsmiReader(runner=runner, timeout_s=2).read()
-    assert samples == [] and errors == ["nvidia-smi: no answer within 2 s (driver hung?)"]
+    assert samples == [] and errors == [
+        "nvidia-smi: no answer within 2 s (driver hung?); asked again every 60 s"]
+
+
+def test_a_hung_nvidia_smi_is_not_waited_for_at_every_sample():
+    """Each sample waited the whole timeout for a hung nvidia-smi: the agent, sampling every
+    2 s, published every 10 s and the console read the node stale, failed, stale… (a
+    real-node audit). Asked again a minute later; meanwhile its GPUs read lost at once."""
+    smi = FakeSmi(eight_gpu_csv())
+    now = [0.0]
+    reader = NvsmiReader(runner=smi, clock=lambda: now[0])
+    reader.inventory()
+    hung = [0]
+
+    def runner(argv, timeout_s):
+        hung[0] += 1
+        raise subprocess.TimeoutExpired(argv, timeout_s)
+
+    reader.runner = runner
+    said = "nvidia-smi: no answer within 10 s (driver hung?); asked again every 60 s"
+    for _ in range(5):
+        samples, errors = reader.read()
+        now[0] += 2
+        assert errors[0] == said and not any(s.present for s in samples) and len(samples) == 8
+    assert hung[0] == 1
+    now[0] += 60
+    reader.runner = smi  # it answers again
+    samples, errors = reader.read()
+    assert errors == [] and all(s.present for s in samples)
 
 
 def test_a_gpu_lost_before_the_agent_started_keeps_its_index_and_is_expected():
