@@ -14,6 +14,7 @@ import os
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import aiomqtt
 
@@ -372,6 +373,8 @@ class NodeAgent:
             # Bounded: a publish that swallows its cancellation must not hang the shutdown
             # (seen with 1,024 agents in one process); the loops also check ``stop`` themselves.
             await asyncio.wait(pending, timeout=5)
+            for task in tasks:
+                _retrieved(task)  # those that end the session are raised below
             if stop.is_set():
                 # A clean DISCONNECT suppresses the will, so say goodbye ourselves; it says
                 # the stop was meant (not a death: the consoles' H2 tells the two apart).
@@ -641,3 +644,13 @@ async def _cancel(task: "asyncio.Task[None]") -> None:
         task.cancel()
         # Bounded for the same reason as the session's own shutdown (see _session).
         await asyncio.wait({task}, timeout=5)
+    _retrieved(task)
+
+
+def _retrieved(task: "asyncio.Task[Any]") -> None:
+    """Take a finished task's exception, which a session that ends anyway has no use for.
+    Left alone, the command loop's "Disconnected during message iteration" of a session ended
+    by a stop (SIGTERM while the broker dropped the agent) came out at garbage collection as
+    "Task exception was never retrieved" and a traceback in the journal (a real-node audit)."""
+    if task.done() and not task.cancelled():
+        task.exception()

@@ -239,3 +239,32 @@ def test_agent_once_json_is_valid_protocol():
 
     Birth.model_validate(out["birth"])
     Telemetry.model_validate(out["telemetry"])
+
+
+async def test_a_session_task_that_failed_as_the_agent_stopped_leaves_no_traceback():
+    """The command loop's "Disconnected during message iteration" of a session that a stop
+    ended at the same moment (SIGTERM while the broker dropped the agent) was never taken:
+    asyncio printed "Task exception was never retrieved" and a traceback into the journal
+    (a real-node audit)."""
+    import gc
+
+    from fleetdeck.agents.agent import _cancel
+
+    seen: list[str] = []
+    loop = asyncio.get_running_loop()
+    old = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, ctx: seen.append(ctx["message"]))
+    try:
+        async def commands() -> None:
+            raise aiomqtt.MqttError("Disconnected during message iteration")
+
+        task = asyncio.create_task(commands())
+        await asyncio.sleep(0)
+        assert task.done()
+        await _cancel(task)  # the session's exit: it ends anyway
+        del task
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(old)
+    assert seen == []
