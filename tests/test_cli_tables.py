@@ -175,3 +175,30 @@ def test_a_since_clock_time_taken_as_yesterday_says_so_once(tmp_path, monkeypatc
     for since in ("00:05", "1h", "2027-01-15T07:59"):
         run(since)
         assert "yesterday" not in capsys.readouterr().err, since
+
+
+def test_the_status_table_says_how_many_reasons_it_leaves_out():
+    """The REASONS cell cut the findings at three without a word: a port DOWN that came fourth
+    (after a rate, a flap count and a saturated counter) was not in the row at all, beside
+    "IB UP 7/8" (a real-node audit)."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    for kind, msg in ((Kind.BIRTH, node.birth()), (Kind.TELEMETRY, node.telemetry())):
+        ingest.handle(topic_for(node.cluster, kind, node.node_id), codec.encode(msg), node.now)
+    state = FleetState(node.cluster, ingest.malformed)
+    state.apply(ingest.take_batch(), node.now)
+    summary = fleet_summary(state, node.now)
+    summary["nodes"][0]["findings"] = [
+        "N1 mlx5_ib2:1: 200 Gb/s, not 400", "N5 mlx5_ib5:1: 5 carrier losses/24h (≥ 5)",
+        "N6 mlx5_ib6:1: symbol_error saturated", "N1 mlx5_ib7:1: DOWN/Disabled"]
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400))
+    (row,) = [ln for ln in out.getvalue().splitlines() if ln.startswith(node.node_id)]
+    assert row.rstrip().endswith("N6 mlx5_ib6:1: symbol_error saturated (+1 more)"), row

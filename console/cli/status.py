@@ -200,9 +200,21 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             f"{n['gpus']}/{n['gpus_expected']}",
             f"{n['ib_ports_up']}/{n['ib_ports']}",
             n["job"] or "",
-            escape("; ".join(n["findings"][:3])),
+            escape(_reasons(n["findings"])),
         )
     console.print(table)
+
+
+REASONS_SHOWN = 3
+
+
+def _reasons(findings: list[str]) -> str:
+    """The first findings and how many more: cut at three without a word, a port DOWN after a
+    rate, a flap count and a saturated counter was not in the row at all (a real-node audit:
+    "IB UP 7/8" beside no port down)."""
+    shown = "; ".join(findings[:REASONS_SHOWN])
+    more = len(findings) - REASONS_SHOWN
+    return f"{shown} (+{more} more)" if more > 0 else shown
 
 
 FAIL_ON = {"failed": frozenset({"failed", "offline"}),
