@@ -113,6 +113,15 @@ _LOST_RE = re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-F
 """nvidia-smi's line for a GPU that does not answer (on its own, among the CSV rows)."""
 
 
+FAILED_KEY = "(failed)"
+"""A row's key for the columns nvidia-smi answered with a failure (``[Unknown Error]``),
+comma-joined: no column of its has that name."""
+CORE_COLUMNS: tuple[str, ...] = ("utilization.gpu", "memory.used", "temperature.gpu",
+                                 "power.draw")
+"""A GPU whose every one of these failed is lost, as NVML's reader judges it (docs/real-nodes.md,
+"What happens when hardware is missing")."""
+
+
 def parse_csv(text: str) -> CsvTable:
     """Parse ``--format=csv`` (with header; with or without units) into one dict per GPU."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -137,9 +146,13 @@ def parse_csv(text: str) -> CsvTable:
             table.errors.append(f"nvidia-smi line {lineno}: {','.join(values)[:200]}")
             continue
         where = f"row {lineno - 1}"
-        table.rows.append(
-            {n: _value(v, f"{where} {n}", table.errors) for n, v in zip(names, values, strict=True)}
-        )
+        said = len(table.errors)
+        row = {n: _value(v, f"{where} {n}", table.errors)
+               for n, v in zip(names, values, strict=True)}
+        failed = [e.split(": ", 1)[0].removeprefix(f"{where} ") for e in table.errors[said:]]
+        if failed:
+            row[FAILED_KEY] = ",".join(failed)
+        table.rows.append(row)
     return table
 
 
@@ -235,6 +248,12 @@ def gpu_sample(row: Row, errors: list[str], index: int | None = None) -> GpuSamp
         errors.append(f"nvidia-smi row without an index: {row.get('pci.bus_id')}")
         return None
     where = f"gpu{idx}"
+    failed = set((row.get(FAILED_KEY) or "").split(","))
+    if all(c in failed for c in CORE_COLUMNS):
+        # Every core value a failure ("[GPU requires reset]", "[Unknown Error]"): a lost GPU,
+        # which read present and ok with no figures at all (a real-node audit).
+        errors.append(f"{where} ({row.get('pci.bus_id')}): every core value failed: lost")
+        return GpuSample(index=idx, present=False)
     values = _convert(row, _SAMPLE_FIELDS, where, errors)
     values["index"] = idx
     thermal = _convert(row, {

@@ -286,3 +286,25 @@ def test_a_gpu_lost_before_the_agent_started_keeps_its_index_and_is_expected():
     assert samples[3].power_w == 631.95  # the GPU at bus 05 (printed as index 3) is gpu4
     source = RealSource("nvsmi", gpu=NvsmiReader(runner=FakeSmi(eight_gpu_csv(lost=3), rc=15)))
     assert source.inventory().gpus_expected == 8
+
+
+def test_a_gpu_whose_every_core_value_failed_is_lost():
+    """nvidia-smi answers ``[GPU requires reset]`` (or ``[Unknown Error]``) for every value of
+    a GPU gone bad: it was reported present with no figure at all, and its node read ok (a
+    real-node audit). Lost, as NVML's reader judges it; a GPU whose values are only ``[N/A]``
+    is not."""
+    header, *rows = eight_gpu_csv().splitlines()
+    names = [h.split(" [")[0].strip() for h in header.split(", ")]
+    keep = {"index", "uuid", "name", "pci.bus_id"}
+    bad = [v if n in keep else "[GPU requires reset]"
+           for n, v in zip(names, rows[2].split(", "), strict=True)]
+    na = [v if n in keep else "[N/A]" for n, v in zip(names, rows[5].split(", "), strict=True)]
+    smi = FakeSmi(eight_gpu_csv())
+    reader = NvsmiReader(runner=smi)
+    reader.inventory()
+    rows[2], rows[5] = ", ".join(bad), ", ".join(na)
+    smi.stdout = "\n".join([header, *rows]) + "\n"
+    samples, errors = reader.read()
+    assert [s.index for s in samples if not s.present] == [2]
+    assert samples[5].present and samples[5].power_w is None
+    assert "gpu2 (00000000:03:00.0): every core value failed: lost" in errors
