@@ -202,3 +202,25 @@ def test_the_status_table_says_how_many_reasons_it_leaves_out():
     render_summary(summary, Console(file=out, width=400))
     (row,) = [ln for ln in out.getvalue().splitlines() if ln.startswith(node.node_id)]
     assert row.rstrip().endswith("N6 mlx5_ib6:1: symbol_error saturated (+1 more)"), row
+
+
+def test_report_names_every_node_of_an_interruption(tmp_path):
+    """The wide table listed the first four nodes of a switch outage's six and said nothing of
+    the other two, where ``events`` said "(+2)" and the narrow table the whole host list (a 3
+    a.m. drive): it prints the host list, as the narrow one does."""
+    db = tmp_path / "s.db"
+
+    async def fill() -> None:
+        store = await Store.open(db)
+        try:
+            nodes = "gpu0017,gpu0018,gpu0020,gpu0021,gpu0024,gpu0025"
+            await store.write_rows(TickRows(interruptions=[
+                ("4105", 1_800_000_000.0, "network", nodes, 64, 0.68, "R -> NF")]))
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    res = piped("report", "--db", str(db), "--since", "2020-01-01T00:00")
+    assert res.returncode == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if line.startswith("2027"))
+    assert "gpu[0017-0018,0020-0021,0024-0025]" in row, res.stdout

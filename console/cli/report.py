@@ -73,7 +73,10 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
         for col in ("JOB", "CAUSE", "NODES", "GPUS", "LOST GPU-H", "DETAIL"):
             last.add_column(col)
         for r in rows[-20:]:
-            last.add_row(iso(r["ts"]), r["job_id"], r["cause"], ",".join(r["nodes"][:4]),
+            # The whole host list, as the narrow table prints it: the first four names alone
+            # hid two of a switch outage's six nodes (a 3 a.m. drive).
+            last.add_row(iso(r["ts"]), r["job_id"], r["cause"],
+                         compress(r["nodes"]) if r["nodes"] else "",
                          str(r["gpus"]), f"{r['lost_gpu_hours']:.2f}", escape(r["detail"]))
         console.print(last)
     return 0
