@@ -384,6 +384,8 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     at_risk = sum(i.gpu_hours_at_risk for i in impacts) if kills else 0.0
     if kills and impacts and (ahead := _pending_ahead(state)):
         notes.append(ahead)
+    if kills:
+        notes.extend(_requeued_onto(state, job_ids, target_set))
     if op is CommandOp.DRAIN:
         notes.extend(_already_drained_notes(state, nodes, reason))
         # The node's own judgement says "do not drain": the switch is the problem, and
@@ -449,6 +451,39 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         notes=notes, drained=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
                                  and st.drain.state is not DrainState.NONE),
     )
+
+
+def _requeued_onto(state: FleetState, job_ids: Iterable[str], targets: set[str]) -> list[str]:
+    """The jobs a drain now requeues may land back on their other sick nodes: failed, offline
+    or throttled, or the job's straggler, and not drained (nor drained by this command). The
+    restart dialog said so and the drain dialog did not: a flapping port drained now, the job
+    came back on its throttled node, as slow as before (a 3 a.m. drive)."""
+    notes: list[str] = []
+    for j in job_ids:
+        job = state.jobs.get(j)
+        if job is None:
+            continue
+        named: dict[str, tuple[str, str]] = {}
+        for n in job.nodes:
+            st = state.nodes.get(n)
+            if n in targets or st is None or st.drain.state is not DrainState.NONE:
+                continue
+            unfit = bool(_unfit_undrained(st))
+            if unfit or _throttled(st):
+                worst = shown_findings(st)
+                named[n] = (f"{st.verdict.value}: {worst[0]}" if worst else st.verdict.value,
+                            "to stall again" if unfit else "as slow")
+        found = straggler(job, state)
+        for slow in () if found is None else (found, *found.also):
+            st = state.nodes.get(slow.node)
+            if (slow.node in targets or slow.node in named or st is None
+                    or st.drain.state is not DrainState.NONE):
+                continue
+            named[slow.node] = (f"slows the job: {slow.own_text}", "as slow")
+        for n, (why, then) in named.items():
+            notes.append(f"{n} ({why}) is not drained: job {j}'s requeue may put it back there, "
+                         f"{then}; drain {n} too")
+    return notes
 
 
 def _still_failing(st: NodeState) -> bool:

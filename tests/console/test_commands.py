@@ -625,3 +625,48 @@ def test_the_resume_radius_blames_throttling_only_on_throttled_nodes(world):
     [other] = [n for n in radius.notes if "gpu0005" in n]
     assert other.startswith("still degraded: gpu0005 (the scheduler may place work there: "
                             "G3 gpu2: XID 94"), other
+
+
+def test_a_drain_now_says_which_other_unfit_node_of_the_job_is_not_drained(world):
+    """A drain now requeues the target's job, as a restart does, but only the restart dialog
+    said the job could land back on its throttled node: a flapping port drained now, the job
+    came back on gpu0019, throttled and not drained, as slow as before (a 3 a.m. drive)."""
+    from tests.tui.fleet import port_down, throttled
+
+    clock, ingest, fleet, state = world
+    nodes = ["gpu0001", "gpu0002", "gpu0003"]
+    publish_job(ingest, job_status("42", nodes, clock), clock)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, job={n: "42" for n in nodes},
+                        faults={"gpu0001": port_down(), "gpu0003": throttled(4)})
+        state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    assert state.nodes["gpu0003"].verdict.value == "degraded"
+    radius = blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock(), DrainMode.NOW)
+    [note] = [n for n in radius.notes if "gpu0003" in n]
+    assert note.startswith("gpu0003 (degraded: G12 gpu4: clock throttled"), note
+    assert note.endswith("is not drained: job 42's requeue may put it back there, as slow; "
+                         "drain gpu0003 too"), note
+    # A drain that lets the job finish requeues nothing; both drained: nothing left to say.
+    finish = blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock(), DrainMode.FINISH)
+    assert not [n for n in finish.notes if "gpu0003" in n]
+    both = blast_radius(state, CommandOp.DRAIN, ["gpu0001", "gpu0003"], clock(), DrainMode.NOW)
+    assert not [n for n in both.notes if "requeue may put" in n], both.notes
+
+
+def test_a_drain_now_names_another_failed_node_of_the_job_that_is_not_drained(world):
+    from tests.tui.fleet import port_down
+
+    clock, ingest, fleet, state = world
+    nodes = ["gpu0001", "gpu0002"]
+    publish_job(ingest, job_status("42", nodes, clock), clock)
+    fleet.telemetry(ingest, job={n: "42" for n in nodes},
+                    faults={"gpu0001": port_down(), "gpu0002": port_down("mlx5_ib5")})
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    radius = blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock(), DrainMode.NOW)
+    [note] = [n for n in radius.notes if "gpu0002" in n]
+    assert note.startswith("gpu0002 (failed: N1 mlx5_ib5:1: "), note
+    assert note.endswith("is not drained: job 42's requeue may put it back there, to stall "
+                         "again; drain gpu0002 too"), note
