@@ -642,3 +642,28 @@ async def test_a_quiet_jobs_line_keeps_the_time_it_turns_hung_at_160_columns():
         await pilot.pause()
         row = next(x for x in text_of(w.app).splitlines() if x.lstrip().startswith("41 "))
         assert re.search(r"no step for \d+ s; hung if none by \d\d:\d\d:\d\d", row), row
+
+
+async def test_a_job_held_up_by_a_suspect_switch_names_the_switch_not_a_node(world):
+    """A leaf switch outage read "2 held up by a node" and "↳ gpu0017 degraded: F1 behind
+    suspect switch leaf02-r5: check the switch, d…", a sound node first (a 3 a.m. drive): the
+    job is held up by the switch, and the overview and the jobs view say so."""
+    from tests.tui.fleet import port_down
+
+    world.tick(1.0)
+    down = port_down("mlx5_ib2")
+    world.fleet.telemetry(world.ingest, job={n: "41" for n in world.fleet.names[:4]},
+                          faults={n: down for n in ("gpu0001", "gpu0005", "gpu0009",
+                                                    "gpu0013")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        panel = text_of(world.app)
+        assert "1 held up by a switch" in panel and "held up by a node" not in panel
+        assert "↳ suspect switch leaf00-r2: check it, do not drain (gpu0001 behind" in panel
+        await open_view(world, pilot, "3", JobsScreen)
+        text = text_of(world.app)
+        assert "1 held up by a switch" in text and "held up by a node" not in text
+        (job,) = [r for r in world.app.screen.rows if r.job_id == "41"]
+        assert job.held_up.startswith("suspect switch leaf00-r2: check it, do not drain "
+                                      "(gpu0001 behind it); straggler rank 19 gpu0003")

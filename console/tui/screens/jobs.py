@@ -67,11 +67,14 @@ class JobsScreen(FleetView):
     def info(self) -> str:
         running = sum(1 for r in self.rows if r.state == "R")
         slow = sum(1 for r in self.rows if r.straggler)
-        sick = sum(1 for r in self.rows if r.sick)
+        by_switch = sum(1 for r in self.rows if r.sick_switch)
+        sick = sum(1 for r in self.rows if r.sick) - by_switch
         stalled = sum(1 for r in self.rows if r.stalled and not r.sick)
         text = f"{plural(len(self.rows), 'job')}  {running} running"
         if sick:
             text += f"  [$error]{sick} held up by a node[/]"
+        if by_switch:
+            text += f"  [$error]{by_switch} held up by a switch[/]"
         if stalled:
             text += f"  [$error]{stalled} not stepping[/]"
         if slow:

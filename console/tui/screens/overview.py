@@ -400,11 +400,14 @@ class OverviewScreen(FleetView):
         panel = self.query_one("#jobs-panel", Readout)
         running = sum(1 for j in jobs if j.state == "R")
         slow = sum(1 for j in jobs if j.straggler)
-        sick = sum(1 for j in jobs if j.sick)
+        by_switch = sum(1 for j in jobs if j.sick_switch)
+        sick = sum(1 for j in jobs if j.sick) - by_switch
         stalled = sum(1 for j in jobs if j.stalled and not j.sick)
         title = f"Jobs: {running} running"
         if sick:
             title += f", [$error]{sick} held up by a node[/]"
+        if by_switch:
+            title += f", [$error]{by_switch} held up by a switch[/]"
         if stalled:
             title += f", [$error]{stalled} not stepping[/]"
         if slow:
