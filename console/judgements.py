@@ -959,6 +959,9 @@ class SickNode:
     verdict: str
     finding: str
     """Its worst finding (``G2 gpu3: XID 79``), what the on-call reads first."""
+    switch: str = ""
+    """The suspect switch it is behind, when that is what holds the job up (it is not failed,
+    offline or silent itself), else ''."""
 
     @property
     def text(self) -> str:
@@ -966,7 +969,24 @@ class SickNode:
 
     def as_json(self) -> dict[str, object]:
         return {"node": self.node, "verdict": self.verdict, "finding": self.finding,
-                "text": self.text}
+                "text": self.text, "switch": self.switch or None}
+
+
+def held_up_text(sick: list[SickNode]) -> str:
+    """What holds a job up, from ``sick_nodes``: ``gpu0035 failed: N2 mlx5_ib3:1: link_downed
+    increased; +2 nodes``, or, when its worst is only behind a suspect switch, ``suspect switch
+    leaf02-r5: check it, do not drain (gpu[0017-0018] behind it)``; '' when none. The switch
+    case named a sound node first ("gpu0017 degraded: F1 behind suspect …", cut there), under
+    "held up by a node" (a 3 a.m. drive); the advice comes before the host list a panel cuts."""
+    if not sick:
+        return ""
+    if switch := sick[0].switch:
+        behind = [s.node for s in sick if s.switch == switch]
+        more = len(sick) - len(behind)
+        return (f"suspect switch {switch}: check it, do not drain ({compress(behind)} behind "
+                "it)" + (f"; +{more} node{'s' if more > 1 else ''}" if more else ""))
+    more = len(sick) - 1
+    return sick[0].text + (f"; +{more} node{'s' if more > 1 else ''}" if more else "")
 
 
 _SICK_RANK = {Verdict.FAILED: 0, Verdict.OFFLINE: 1, Verdict.STALE: 2, Verdict.DEGRADED: 3}
@@ -999,16 +1019,18 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
                 continue
         elif not (st.behind_switch and not st.behind_recovered):
             continue
+        switch = ""
         if v in (Verdict.FAILED, Verdict.OFFLINE, Verdict.STALE):
             worst = shown_findings(st)
         else:
+            switch = st.behind_switch
             # Held up by its switch, not by a warning of its own: an XID 94 or a PCIe replay
             # rate was named as what held the job up, the scheduler's reason the switch's
             # port (a fault audit).
             worst = sorted(st.all_findings, key=lambda f: (f.rule != "F1", finding_rank(f)))
         finding = str(worst[0]) if worst else v.value
         more = f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""
-        out.append((_SICK_RANK.get(v, 4), node, SickNode(node, v.value, finding + more)))
+        out.append((_SICK_RANK.get(v, 4), node, SickNode(node, v.value, finding + more, switch)))
     # The node the scheduler's reason names first: it is what stopped the job ("gpu0011 not
     # responding"), where a node with an older fault sorted first by verdict or name (an SRE
     # drill named a stale N3 and a dead agent before the node that stopped the job).

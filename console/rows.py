@@ -23,6 +23,7 @@ from fleetdeck.console.judgements import (
     SuspectSwitch,
     bad_ports,
     erroring_ports,
+    held_up_text,
     job_reason,
     leaf_groups,
     leaf_of,
@@ -667,40 +668,16 @@ def progress_bar(frac: float, width: int) -> str:
     return bar.ljust(width, "·")
 
 
-def held_by_switch(sick: list[SickNode], state: FleetState) -> str:
-    """The suspect switch that holds the job up, when its worst sick node is only behind it
-    (no fault of its own; failed nodes sort first, so then none of them has one), else ''."""
-    first = state.nodes.get(sick[0].node) if sick else None
-    if (first is None or not first.behind_switch or first.behind_recovered
-            or first.verdict.value not in ("ok", "degraded") or own_findings(first)):
-        return ""
-    return first.behind_switch
-
-
-def sick_text(sick: list[SickNode], state: FleetState | None = None) -> str:
-    """``gpu0035 failed: N2 mlx5_ib3:1: link_downed increased; +2 nodes``, or for a job held up
-    by a suspect switch only, ``suspect switch leaf02-r5: check it, do not drain
-    (gpu[0017-0018] behind it)``; '' when none."""
-    if not sick:
-        return ""
-    switch = held_by_switch(sick, state) if state is not None else ""
-    if switch and state is not None:
-        # "gpu0017 degraded: F1 behind suspect …" named a sound node first for a switch outage
-        # (cut there in the panel), under "held up by a node" (a 3 a.m. drive).
-        behind = [s.node for s in sick if (st := state.nodes.get(s.node)) is not None
-                  and st.behind_switch == switch and not own_findings(st)]
-        more = len(sick) - len(behind)
-        # The advice before the host list, which a narrow panel cuts.
-        return (f"suspect switch {switch}: check it, do not drain ({compress(behind)} behind "
-                "it)" + (f"; +{more} node{'s' if more > 1 else ''}" if more else ""))
-    more = len(sick) - 1
-    return sick[0].text + (f"; +{more} node{'s' if more > 1 else ''}" if more else "")
+def sick_text(sick: list[SickNode]) -> str:
+    """``gpu0035 failed: N2 mlx5_ib3:1: link_downed increased; +2 nodes``, or the suspect switch
+    that holds the job up (``judgements.held_up_text``); '' when none."""
+    return held_up_text(sick)
 
 
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     sick = sick_nodes(job, state)
     slow = straggler(job, state)
-    held_up = sick_text(sick, state)
+    held_up = sick_text(sick)
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
@@ -713,7 +690,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     if quiet is not None:
         # Before a straggler (it only slows the job), after a node that stops it (the cause).
         stalled = not_stepping_text(job, quiet, now)
-        held_up = (f"{sick_text(sick, state)}; {stalled}" if sick else stalled) + (
+        held_up = (f"{sick_text(sick)}; {stalled}" if sick else stalled) + (
             f"; straggler {slow.text}" if slow is not None and apart else "")
     if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
@@ -734,8 +711,8 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),
-        sick=sick_text(sick, state), sick_count=len(sick), straggler_apart=apart,
-        sick_switch=held_by_switch(sick, state),
+        sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
+        sick_switch=sick[0].switch if sick else "",
         held_up=held_up, stalled=stalled, quiet=still,
     )
 

@@ -16,7 +16,7 @@ from rich.table import Table
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
-from fleetdeck.console.judgements import undecided_silent, utc_hms
+from fleetdeck.console.judgements import SickNode, held_up_text, undecided_silent, utc_hms
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
@@ -146,9 +146,10 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         sick = j.get("sick_nodes") or []
         slow = j.get("straggler")
         quiet = j.get("not_stepping_s")
-        parts = [s["text"] for s in sick[:1]]
-        if len(sick) > 1:
-            parts.append(f"+{len(sick) - 1} more node{'s' if len(sick) > 2 else ''}")
+        # The TUI's words: a switch outage named a sound node first here too (a 3 a.m. drive).
+        what = held_up_text([SickNode(s["node"], s["verdict"], s["finding"], s.get("switch") or "")
+                             for s in sick])
+        parts = [what] if what else []
         if quiet is not None:
             parts.append(f"hung: no step for {quiet:.0f} s")
         if slow is not None and all(s["node"] != slow["node"] for s in sick):

@@ -1090,3 +1090,26 @@ def test_a_node_behind_a_failing_switch_with_a_warning_of_its_own_is_told_of_bot
         "check switch leaf00-r2 (its link faults are the switch's: do not drain for them); for "
         "its own warnings: "), node["action"]
     assert out["gpu0001"]["action"] == "check switch leaf00-r2; do not drain"
+
+
+def test_status_names_the_suspect_switch_that_holds_a_job_up_as_the_console_does():
+    """`status` read "4105 llama3-70b-005: gpu0017 degraded: F1 behind suspect switch leaf02-r5
+    …" of a switch outage, a sound node first, where the console names the switch (a 3 a.m.
+    drive): `sick_nodes` says which switch holds each one up, and the text leads with it."""
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_held_up_jobs
+
+    down = port_down("mlx5_ib2")
+    session = session_with({n: down for n in ("gpu0001", "gpu0002", "gpu0003")},
+                           jobs=[lambda c: job_status("41", ["gpu0002", "gpu0003", "gpu0004"],
+                                                      c)])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    assert [s["switch"] for s in job["sick_nodes"]] == ["leaf00-r2", "leaf00-r2"]
+    out = io.StringIO()
+    render_held_up_jobs([job], Console(file=out, width=200))
+    assert out.getvalue().splitlines()[1] == (
+        "  41 llama-70b: suspect switch leaf00-r2: check it, do not drain (gpu[0002-0003] "
+        "behind it)")
