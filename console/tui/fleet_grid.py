@@ -118,6 +118,8 @@ class FleetGrid(Widget, can_focus=True):
         self._palette: list[Style] = []
         self._line_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(LINE_CACHE)
         self._where: dict[str, tuple[object, str, str]] = {}
+        self._worst_at: str | None = None
+        """Where the last ``w``/``W`` put the cursor: only from there does ``w`` go on."""
         """node -> (its birth, leaf, rack): read again only when a new birth arrives."""
 
     # --- data ---------------------------------------------------------------------------------
@@ -305,9 +307,13 @@ class FleetGrid(Widget, can_focus=True):
             self.notify("no node needs attention: every node is ok")
             return
         current = self.current_node
-        at = order.index(current) if current in order else (-1 if step > 0 else 0)
+        # "Again" is a w after a w: from a sick node the cursor was moved to (or starts on),
+        # w went to the node after it in the order, not to the worst (a 3 a.m. drive).
+        again = current is not None and current == self._worst_at and current in order
+        at = order.index(current) if current is not None and again else (-1 if step > 0 else 0)
         target = order[(at + step) % len(order)]
         self.move_to(self.node_ids.index(target))
+        self._worst_at = target
 
     def where(self, index: int, kind: str) -> str:
         """The leaf (``kind`` "leaf") or rack of node ``index``, from its birth."""

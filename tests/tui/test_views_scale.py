@@ -219,3 +219,28 @@ async def test_a_failed_nodes_sound_idle_gpus_are_out_not_free_and_busy_ones_bus
         assert gpu_cells(busy) == (Cell.OK,) * 2 + (Cell.MISSING,) + (Cell.OK,) * 5
         assert idle.gpu_use().out == 7 and idle.gpu_use().free == 0
         assert "⊟out" in world.app.screen.query_one("#legend").render().plain
+
+
+async def test_worst_from_a_sick_node_the_cursor_stands_on_jumps_to_the_worst(world):
+    """The cursor on a degraded node (paged there with ``)``, or gpu0001, where it starts,
+    behind a suspect switch), ``w`` went on to the node after it in the worst-first order, a
+    node behind a recovered switch, not to the failed one (a 3 a.m. drive): ``w`` goes to the
+    worst unless it follows a ``w``/``W``."""
+    world.fleet.telemetry(world.ingest, names=["gpu0020"], faults={"gpu0020": gpu_missing(5)})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        order = grid.worst()
+        assert order[0] == "gpu0020" and len(order) >= 3
+        grid.move_to(grid.node_ids.index(order[1]))  # a degraded node, not the worst
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == "gpu0020"
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == order[1]  # again: the next worst
+        grid.move_to(grid.node_ids.index(order[2]))
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == "gpu0020"
