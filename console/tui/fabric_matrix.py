@@ -90,6 +90,8 @@ class FabricMatrix(Widget, can_focus=True):
         self.cell = 0
         """Cell index within the cursor's band."""
         self.top = 0
+        self._worst_at: tuple[int, int, int] | None = None
+        """Where the last ``w``/``W`` put the cursor: only from there does ``w`` go on."""
         self._codes: dict[int, tuple[int, ...]] = {}
         """``id(column)`` -> its codes, for the columns of the current plan (which keeps them
         alive). Not the Column: its hash is that of every node name in it, recomputed on each
@@ -326,8 +328,11 @@ class FabricMatrix(Widget, can_focus=True):
             self.notify("every port is up and without errors")
             return
         here = (self.band, self.cell, self.rail_index)
-        at = order.index(here) if here in order else (-1 if step > 0 else 0)
-        self.band, self.cell, self.rail_index = order[(at + step) % len(order)]
+        # "Again" is a w after a w, as on the overview's grid: from a bad port the cursor was
+        # moved to, w went on past the suspected switch instead of to it (a 3 a.m. drive).
+        again = here in order and here == self._worst_at
+        at = order.index(here) if again else (-1 if step > 0 else 0)
+        self.band, self.cell, self.rail_index = self._worst_at = order[(at + step) % len(order)]
         self._moved()
 
     def selected_port(self) -> tuple[str, str] | None:

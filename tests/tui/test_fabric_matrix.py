@@ -344,3 +344,25 @@ async def test_the_leaf_table_counts_the_silent_ports_of_nodes_not_heard(world):
         await pilot.press("tab")
         await pilot.pause()
         assert "SILENT" in text_of(world.app)
+
+
+async def test_w_from_a_bad_port_the_cursor_was_moved_to_goes_to_the_worst(world):
+    """With the cursor moved onto a bad port (the arrows, or enter back from a node), w went on
+    to the problem after it, past the suspected switch, as if it were a second w (a 3 a.m.
+    drive): w goes to the worst unless it follows a w/W."""
+    world.fleet.telemetry(world.ingest, names=["gpu0002", "gpu0004"],
+                          faults={"gpu0002": slow_link("mlx5_ib6"),
+                                  "gpu0004": slow_link("mlx5_ib7")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        order = matrix.bad_cells()
+        assert len(order) == 3
+        matrix.band, matrix.cell, matrix.rail_index = order[1]  # a slow link, not the worst
+        second = matrix.selected_port()
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")  # the switch first
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == second
