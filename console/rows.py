@@ -23,6 +23,7 @@ from fleetdeck.console.judgements import (
     SuspectSwitch,
     bad_ports,
     erroring_ports,
+    finding_rank,
     held_up_text,
     job_reason,
     leaf_groups,
@@ -31,6 +32,7 @@ from fleetdeck.console.judgements import (
     not_stepping,
     not_stepping_text,
     own_findings,
+    port_rail,
     scheduler_down,
     sick_nodes,
     step_quiet,
@@ -441,6 +443,20 @@ def _finding_gpus(f: Finding) -> list[int]:
 
 
 _METRIC_COLUMN = {"util": "util_pct", "temp": "temp_c", "power": "power_w"}
+
+
+def gpu_findings(st: NodeState, gpu: int) -> list[Finding]:
+    """What the grid's status line says of one GPU cell: the node's findings about that GPU,
+    its own rail's port and the node as a whole, its own before its suspect switch's. The line
+    read "node failed  F1 behind suspect switch leaf01-r4: the link faults of mlx5_ib4:1 are the
+    switch's" of gpu0014's gpu3, ↯ for its own flapping mlx5_ib3:1 (N2, N5), which it left out
+    as another component's (a 3 a.m. drive)."""
+    name = f"gpu{gpu}"
+    mine = [f for f in st.all_findings
+            if f.component in ("", name) or name in f.component.split(",")
+            or (f.component.startswith("mlx5_")
+                and port_rail(st, f.component.split(":")[0]) == gpu)]
+    return sorted(mine, key=lambda f: (st.switch_owns(f) or f.rule == "F1", finding_rank(f)))
 
 
 def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:

@@ -244,3 +244,24 @@ async def test_worst_from_a_sick_node_the_cursor_stands_on_jumps_to_the_worst(wo
         await pilot.press("w")
         await pilot.pause()
         assert grid.current_node == "gpu0020"
+
+
+async def test_the_grid_status_line_names_the_cell_s_own_rail_port_before_its_switch(world):
+    """gpu0014's gpu3 read ↯ for its own flapping mlx5_ib3:1, and the line under the grid said
+    "node failed  F1 behind suspect switch leaf01-r4: the link faults of mlx5_ib4:1 are the
+    switch's" and nothing of mlx5_ib3:1 (a 3 a.m. drive): the cell's own rail port first."""
+    both = port_down("mlx5_ib2")
+    world.tick(1.0)
+    world.fleet.telemetry(world.ingest, faults={
+        "gpu0009": lambda t: port_down("mlx5_ib3")(both(t)), "gpu0013": both,
+        "gpu0017": both, "gpu0021": both})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        st = world.app.state.nodes["gpu0009"]
+        assert st.verdict is Verdict.FAILED and st.behind_switch == "leaf00-r2"
+        grid = world.app.screen.query_one(FleetGrid)
+        grid.move_to(grid.node_ids.index("gpu0009"), 3)
+        await pilot.pause()
+        line = world.app.screen.query_one("#grid-status").render().plain
+        assert "node failed  N1 mlx5_ib3:1: DOWN/Polling" in line, line

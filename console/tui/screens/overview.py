@@ -31,6 +31,7 @@ from fleetdeck.console.rows import (
     FleetCounts,
     JobRow,
     fleet_counts,
+    gpu_findings,
     job_row,
     jobs_to_act_on_first,
     progress_bar,
@@ -305,9 +306,7 @@ class OverviewScreen(FleetView):
                 text += "  " + figures
             elif g is not None:
                 text += "  [$error]not present[/]"
-            mine = [f for f in st.all_findings
-                    if f.component in ("", f"gpu{grid.cursor_gpu}")
-                    or f"gpu{grid.cursor_gpu}" in f.component.split(",")]
+            mine = gpu_findings(st, grid.cursor_gpu)
             colour = verdict_markup(st.verdict.value)
             text += f"  node [{colour}]{st.verdict.value}[/]"
             if mine:
