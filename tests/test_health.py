@@ -10,6 +10,7 @@ from fleetdeck.console.health import (
     evaluate,
     still_healthy,
 )
+from fleetdeck.console.state import FleetState
 from tests.helpers import FakeNode
 
 
@@ -413,29 +414,36 @@ def test_a_node_short_of_what_its_sku_has_from_the_start_fails():
     assert still_healthy(short, t7, hist)
 
 
-def test_no_gpu_visible_because_the_reader_failed_says_so_and_asks_for_the_driver():
-    """Without NVML the node read "0/8 GPUs visible" and the advice was to RMA eight GPUs,
-    while its birth said "NVML: init failed … (is the NVIDIA driver installed and loaded?)"
-    (a newcomer's run): the finding carries what the agent said, the repair step the driver."""
+NO_NVML = "NVML: init failed: NVML Shared Library Not Found (is the NVIDIA driver loaded?)"
+
+
+def _without_gpus(**birth: object) -> FleetState:
+    """A fleet of one node whose GPU reader found none (NVML not loaded), judged once."""
     from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.judgements import repair_step
-    from fleetdeck.console.state import FleetState
     from fleetdeck.protocol import codec
     from fleetdeck.protocol.topics import Kind, topic_for
 
     node = FakeNode()
-    why = "NVML: init failed: NVML Shared Library Not Found (is the NVIDIA driver loaded?)"
-    birth = node.birth().model_copy(update={"gpus": [], "gpus_expected": 8, "errors": [why]})
-    t = replace(node.telemetry(), gpus=[])
+    b = node.birth().model_copy(update={"gpus": [], "errors": [NO_NVML], **birth})
     ingest = Ingest(node.cluster)
-    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id), codec.encode(birth), node.now)
-    ingest.handle(topic_for(node.cluster, Kind.TELEMETRY, node.node_id), codec.encode(t),
-                  node.now)
+    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id), codec.encode(b), node.now)
+    ingest.handle(topic_for(node.cluster, Kind.TELEMETRY, node.node_id),
+                  codec.encode(replace(node.telemetry(), gpus=[])), node.now)
     state = FleetState(node.cluster, ingest.malformed)
     state.apply(ingest.take_batch(), node.now)
-    st = state.nodes[node.node_id]
+    return state
+
+
+def test_no_gpu_visible_because_the_reader_failed_says_so_and_asks_for_the_driver():
+    """Without NVML the node read "0/8 GPUs visible" and the advice was to RMA eight GPUs,
+    while its birth said "NVML: init failed … (is the NVIDIA driver installed and loaded?)"
+    (a newcomer's run): the finding carries what the agent said, the repair step the driver."""
+    from fleetdeck.console.judgements import repair_step
+
+    state = _without_gpus(gpus_expected=8)
+    (st,) = state.nodes.values()
     (g1,) = [f for f in st.findings if f.rule == "G1"]
-    assert g1.text == f"0/8 GPUs visible; the agent's GPU reader says: {why}"
+    assert g1.text == f"0/8 GPUs visible; the agent's GPU reader says: {NO_NVML}"
     assert repair_step(st).startswith("check the NVIDIA driver")
 
 
@@ -444,23 +452,8 @@ def test_a_node_whose_gpu_reader_found_none_counts_the_gpus_it_fails_for():
     ``gpus_expected: 0``: G1 failed it "0/8 GPUs visible", while its row said "0/0", the fleet's
     header counted none of its GPUs failed and ``status --json`` gave ``gpus_expected: 0`` (a
     real-node audit)."""
-    from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.state import FleetState
-    from fleetdeck.protocol import codec
-    from fleetdeck.protocol.topics import Kind, topic_for
-
-    node = FakeNode()
-    why = "NVML: init failed: NVML Shared Library Not Found (is the NVIDIA driver loaded?)"
-    birth = node.birth().model_copy(update={"gpus": [], "gpus_expected": 0, "errors": [why],
-                                            "source": "sysfs+nvml"})
-    t = replace(node.telemetry(), gpus=[])
-    ingest = Ingest(node.cluster)
-    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id), codec.encode(birth), node.now)
-    ingest.handle(topic_for(node.cluster, Kind.TELEMETRY, node.node_id), codec.encode(t),
-                  node.now)
-    state = FleetState(node.cluster, ingest.malformed)
-    state.apply(ingest.take_batch(), node.now)
-    st = state.nodes[node.node_id]
+    state = _without_gpus(gpus_expected=0, source="sysfs+nvml")
+    (st,) = state.nodes.values()
     (g1,) = [f.text for f in st.findings if f.rule == "G1"]
     assert g1.startswith("0/8 GPUs visible")
     assert (st.gpus_present, st.gpus_expected) == (0, 8)
