@@ -256,7 +256,10 @@ class CommandScreen(TypeAhead[ResultT]):
             body = self.query_one("#dialog-body")
         except NoMatches:
             return
-        others = sum(c.outer_size.height for c in dialog.children if c is not body)
+        # outer_size leaves out margins: the drain dialog's mode switch has one above it, and
+        # at 80x24 that row pushed its buttons under the border (a 3 a.m. drive).
+        others = sum(c.outer_size.height + c.styles.margin.top + c.styles.margin.bottom
+                     for c in dialog.children if c is not body)
         footer = sum(f.outer_size.height for f in self.query(Footer))
         # .dialog: at most 95% of what the footer leaves, inside a thick border
         room = max(3, int((self.size.height - footer) * 0.95) - 2 - others)

@@ -92,3 +92,31 @@ def test_a_long_target_list_measures_only_what_can_show(monkeypatch):
     assert len(measured) < 60, len(measured)
     assert text.splitlines()[-1].startswith("  … and ")
     assert "gpu00001 (idle)" in text
+
+
+async def test_drain_dialog_keeps_its_buttons_on_80x24_in_either_mode():
+    """The mode switch's margin was not counted when the radius was fitted: a drain of four
+    marked nodes at 80x24 put Drain and Cancel under the dialog's border (a 3 a.m. drive)."""
+    from fleetdeck.console.tui.modals import DrainScreen
+
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        world.tick()
+        await pilot.pause()
+        for key in ("2", "space", "down", "space", "down", "space", "down", "space", "r"):
+            await pilot.press(key)
+            await pilot.pause()
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen),
+                          "the drain dialog")
+        for mode in ("#mode-finish", "#mode-now"):
+            await pilot.click(mode)
+            await pilot.pause()
+            await pilot.pause()
+            screen = world.app.screen
+            assert isinstance(screen, DrainScreen) and screen.mode.value in mode, screen.mode
+            inside = screen.query_one("#dialog").content_region
+            for button in ("#ok", "#cancel"):
+                region = screen.query_one(button).region
+                assert region.height and inside.contains_region(region), (mode, button, region,
+                                                                          text_of(world.app))
