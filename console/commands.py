@@ -530,6 +530,11 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
             # Tagged as the drain dialog tags it: the restart dialog listed it plain (a 3 a.m.
             # drive).
             line += ": its agent is silent (the node works: its ranks step on)"
+        if st is not None and st.drain.state is not DrainState.NONE:
+            # A node being drained was listed as a plain target, as if the job would come back
+            # to it (a 3 a.m. drive): Slurm places no new work on a DRAIN node.
+            line += (f"{'; ' if ': ' in line else ': '}{st.drain.state.value}, the requeued "
+                     "job will not be placed there")
         lines.append(line)
     notes = [] if job is not None else [f"job {job_id} is not known to this console"]
     if job is not None and not nodes:

@@ -381,7 +381,9 @@ def test_a_restart_names_a_failed_node_of_the_job_that_is_not_drained(world):
     fleet.status(ingest, "gpu0002", DrainState.DRAINING, reason="IB down")
     state.apply(ingest.take_batch(), clock())
     radius = job_blast_radius(state, "42", clock())
-    assert radius.target_lines[1] == "gpu0002 (8 GPUs)" and not radius.notes
+    # Listed as the drain leaves it: plain, it read as a node the job would come back to.
+    assert radius.target_lines[1] == ("gpu0002 (8 GPUs): draining, the requeued job will not be "
+                                      "placed there") and not radius.notes
 
 
 def test_sinfo_state_shows_a_drain_on_a_node_that_is_down():
