@@ -157,11 +157,30 @@ def test_a_since_clock_time_taken_as_yesterday_says_so_once(tmp_path, monkeypatc
     monkeypatch.setattr(hist, "time", clock)
     monkeypatch.setattr(rep, "time", clock)
     monkeypatch.setenv("COLUMNS", "200")
-    def history(since: str) -> int:
-        # This store holds no minute: history refuses the node, after the --since line.
+    if command == "history":
+        from fleetdeck.console.store import Store, TickRows
+
+        async def minute() -> None:  # one minute of gpu0001 (08:00Z), for history to find
+            store = await Store.open(db)
+            try:
+                await store.write_rows(TickRows(gpu=[
+                    ("gpu0001", 0, int(now - 16 * 3600 + 600) // 60, 60, 90.0, 50.0, 400.0,
+                     1980.0, 1)]))
+            finally:
+                await store.close()
+        asyncio.run(minute())
+        # An error stays one sentence: the note comes only with an answer.
         with pytest.raises(UserError, match="holds no minute"):
-            hist.run_history(db, "gpu0001", "util", since, False)
-        return 0
+            hist.run_history(db, "gpu0099", "util", "07:59", False)
+        assert "yesterday" not in capsys.readouterr().err
+
+    if command == "events":
+        with pytest.raises(UserError, match="names no event kind"):
+            hist.run_events(db, "07:59", None, ["bogus"], False)
+        assert "yesterday" not in capsys.readouterr().err
+
+    def history(since: str) -> int:
+        return hist.run_history(db, "gpu0001", "util", since, False)
 
     run = {"events": lambda s: hist.run_events(db, s, None, None, False),
            "report": lambda s: rep.run_report(db, s, False), "history": history}[command]

@@ -221,7 +221,6 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     now = time.time()
     since_ts = parse_since(since, now)
     written = _check(db)
-    tell_yesterday("events", since, since_ts, now)
     verdicts = not kinds or VERDICT in kinds
     # A node first seen healthy is no event of the fleet's: a collector's start writes one such
     # row per node (16,384 of them would bury the rest). Asked for by --kind verdict, or about
@@ -273,6 +272,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
             await store.close()
 
     events, transitions, stops, matched = asyncio.run(main())
+    tell_yesterday("events", since, since_ts, now)
     rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
              "component": e["component"], "message": e["message"]} for e in events]
     rows += [{"ts": t["ts"], "node": t["node"], "kind": VERDICT,
@@ -364,7 +364,6 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
     now = time.time()
     since_ts = parse_since(since, now)
     _check(db)
-    tell_yesterday("history", since, since_ts, now)
 
     async def main() -> tuple[list[dict[str, Any]], bool]:
         store = await _open(db, cluster)
@@ -382,6 +381,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
         # "no history since …" and exit 0 read as a quiet node; a typo deserves to be told.
         raise UserError(f"the store {db} holds no minute of a node named '{node}': mistyped, "
                         "or a node of another --cluster or --db.")
+    tell_yesterday("history", since, since_ts, now)
     if as_json:
         # Every row keeps all its columns; these two say which one answers --metric, and how
         # the minute was folded into it.

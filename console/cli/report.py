@@ -29,7 +29,6 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
     now = time.time()
     since_ts = parse_since(since, now)
     written = _check(db)
-    tell_yesterday("report", since, since_ts, now)
 
     async def main() -> tuple[list[dict[str, Any]], float]:
         store = await _open(db, cluster)
@@ -39,6 +38,7 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
             await store.close()
 
     rows, gpu_hours = asyncio.run(main())
+    tell_yesterday("report", since, since_ts, now)
     if not rows and not gpu_hours:
         nothing_found("report", db, since_ts, written)
     out: dict[str, Any] = {"since": since_ts, **report(rows, gpu_hours), "list": rows}
