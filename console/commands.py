@@ -453,36 +453,63 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     )
 
 
-def _requeued_onto(state: FleetState, job_ids: Iterable[str], targets: set[str]) -> list[str]:
-    """The jobs a drain now requeues may land back on their other sick nodes: failed, offline
-    or throttled, or the job's straggler, and not drained (nor drained by this command). The
-    restart dialog said so and the drain dialog did not: a flapping port drained now, the job
-    came back on its throttled node, as slow as before (a 3 a.m. drive)."""
-    notes: list[str] = []
-    for j in job_ids:
-        job = state.jobs.get(j)
-        if job is None:
+@dataclass(frozen=True)
+class RequeueRisk:
+    """A node of a job that a requeue may put the job back on: it is not drained, and it is
+    failed, offline, throttled or the job's straggler."""
+
+    node: str
+    why: str
+    """How it reads: "failed (N1 …)", "degraded: G12 …", "slows the job: rank 11 …"."""
+    stalls: bool
+    """Failed or offline: the job stalls there again (else it runs there as slow)."""
+
+    @property
+    def then(self) -> str:
+        return "to stall again" if self.stalls else "as slow"
+
+
+def requeue_risks(state: FleetState, job: JobStatus,
+                  exclude: Iterable[str] = ()) -> list[RequeueRisk]:
+    """The nodes of ``job`` (but ``exclude``: what the command drains) that its requeue may land
+    back on. A restart and a drain now both requeue, and both dialogs say this: only the
+    restart's did, and it left out throttled nodes that were not the straggler, so a flapping
+    port drained now put the job back on its throttled node, as slow (a 3 a.m. drive)."""
+    out = set(exclude)
+    named: dict[str, RequeueRisk] = {}
+    for n in job.nodes:
+        st = state.nodes.get(n)
+        if n in out or st is None or st.drain.state is not DrainState.NONE:
             continue
-        named: dict[str, tuple[str, str]] = {}
-        for n in job.nodes:
-            st = state.nodes.get(n)
-            if n in targets or st is None or st.drain.state is not DrainState.NONE:
-                continue
-            unfit = bool(_unfit_undrained(st))
-            if unfit or _throttled(st):
-                worst = shown_findings(st)
-                named[n] = (f"{st.verdict.value}: {worst[0]}" if worst else st.verdict.value,
-                            "to stall again" if unfit else "as slow")
-        found = straggler(job, state)
-        for slow in () if found is None else (found, *found.also):
-            st = state.nodes.get(slow.node)
-            if (slow.node in targets or slow.node in named or st is None
-                    or st.drain.state is not DrainState.NONE):
-                continue
-            named[slow.node] = (f"slows the job: {slow.own_text}", "as slow")
-        for n, (why, then) in named.items():
-            notes.append(f"{n} ({why}) is not drained: job {j}'s requeue may put it back there, "
-                         f"{then}; drain {n} too")
+        unfit = bool(_unfit_undrained(st))
+        if unfit or _throttled(st):
+            worst = shown_findings(st)
+            named[n] = RequeueRisk(n, f"{st.verdict.value}: {worst[0]}" if worst
+                                   else st.verdict.value, unfit)
+    found = straggler(job, state)
+    for slow in () if found is None else (found, *found.also):
+        st = state.nodes.get(slow.node)
+        if (slow.node in out or slow.node in named or st is None
+                or st.drain.state is not DrainState.NONE):
+            continue
+        named[slow.node] = RequeueRisk(slow.node, f"slows the job: {slow.own_text}", False)
+    return list(named.values())
+
+
+def _requeued_onto(state: FleetState, job_ids: Iterable[str], targets: set[str]) -> list[str]:
+    """A drain now's ``requeue_risks``, one line a node however many of its jobs it holds up."""
+    risks: dict[str, tuple[RequeueRisk, list[str]]] = {}
+    for j in job_ids:
+        if (job := state.jobs.get(j)) is None:
+            continue
+        for risk in requeue_risks(state, job, targets):
+            risks.setdefault(risk.node, (risk, []))[1].append(j)
+    notes = []
+    for n, (risk, jobs) in risks.items():
+        whose = (f"job {jobs[0]}'s requeue may" if len(jobs) == 1
+                 else f"the requeues of jobs {', '.join(jobs)} may")
+        notes.append(f"{n} ({risk.why}) is not drained: {whose} put it back there, {risk.then}; "
+                     f"drain {n} too")
     return notes
 
 
@@ -519,13 +546,12 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     job = state.jobs.get(job_id)
     nodes = list(job.nodes) if job is not None else []
     impact = job_impact(job, job_id, set(nodes), now)
-    lines, unfit = [], []
+    lines = []
     for n in nodes:
         st = state.nodes.get(n)
         line = f"{n} ({_node_gpus(st) or (job.gpus_per_node if job else 0)} GPUs)"
         if why := _unfit_undrained(st):
             line += f": {why}, not drained"
-            unfit.append(n)
         elif st is not None and st.job_stepping == job_id:
             # Tagged as the drain dialog tags it: the restart dialog listed it plain (a 3 a.m.
             # drive).
@@ -560,22 +586,13 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         # of the switch its nodes sit behind (a 3 a.m. drive).
         notes.append(f"its nodes are behind suspect switch {compress(switches)}: a requeued job "
                      "may land behind it again; check the switch first")
-    if unfit:
-        # A requeued job goes wherever the scheduler finds room, the node that killed it
-        # included unless it is drained (Slurm places nothing on a DRAIN node): the
-        # restart dialog listed a failed node as a plain target (a 3 a.m. drive).
-        notes.append(f"{compress(unfit)} {'is' if len(unfit) == 1 else 'are'} unfit and not "
-                     "drained: the scheduler may place the job on "
-                     f"{'it' if len(unfit) == 1 else 'them'} again; drain first")
-    found = None if job is None else straggler(job, state)
-    for slow in () if found is None else (found, *found.also):
-        slow_st = state.nodes.get(slow.node)
-        if slow_st is None or slow_st.drain.state is not DrainState.NONE or slow.node in unfit:
-            continue
-        # The restart put the job back on the same nodes, the straggler with them, 15 s later
-        # as slow as before, 2.3 GPU-h lost for nothing (a jobs audit).
-        notes.append(f"{slow.node} slows the job ({slow.own_text}) and is not drained: a "
-                     f"restart may put the job on it again, as slow; drain {slow.node} first")
+    # A requeued job goes wherever the scheduler finds room, the node that killed it or slowed
+    # it included unless it is drained (Slurm places nothing on a DRAIN node): the restart
+    # dialog listed a failed node as a plain target (a 3 a.m. drive), and a restart put a job
+    # back on its straggler, 2.3 GPU-h lost for nothing (a jobs audit).
+    for risk in () if job is None else requeue_risks(state, job):
+        notes.append(f"{risk.node} ({risk.why}) is not drained: a restart may put the job on "
+                     f"it again, {risk.then}; drain {risk.node} first")
     sched = state.scheduler
     if sched is not None and scheduler_down(state):
         # Its Last Will came: the request waits in the broker's queue for nobody, and the
