@@ -412,6 +412,12 @@ class NvsmiReader:
             order = sorted([*lost, *(normalize_pci(g.pci_bus_id) for g in gpus)])
             gpus = [g.model_copy(update={"index": order.index(normalize_pci(g.pci_bus_id))})
                     for g in gpus]
+        if not rows:
+            # A query that failed, timed out or was skipped by the hung back-off says nothing of
+            # the GPUs: the earlier mapping stands. Cleared, the rows after it fell back to
+            # nvidia-smi's own, perhaps renumbered, indices and a lost GPU's slot went to its
+            # neighbour (docs/real-nodes.md, "What happens when hardware is missing").
+            return GpuInventoryResult(gpus=[], errors=errors, devices=len(lost))
         self._by_key = {}
         for g in gpus:
             if g.uuid:

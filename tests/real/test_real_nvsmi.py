@@ -308,3 +308,28 @@ def test_a_gpu_whose_every_core_value_failed_is_lost():
     assert [s.index for s in samples if not s.present] == [2]
     assert samples[5].present and samples[5].power_w is None
     assert "gpu2 (00000000:03:00.0): every core value failed: lost" in errors
+
+
+def test_an_inventory_while_nvidia_smi_hangs_keeps_the_mapping():
+    """An inventory taken while nvidia-smi hung (the reconnect's birth), or during the minute
+    it is not asked again, cleared the reader's UUID/bus mapping: the rows after it came back
+    under nvidia-smi's own renumbered indices, gpu3's slot read the GPU at bus 05 and gpu7 was
+    gone (docs/real-nodes.md, "What happens when hardware is missing")."""
+    smi = FakeSmi(eight_gpu_csv())
+    now = [0.0]
+    reader = NvsmiReader(runner=smi, clock=lambda: now[0])
+    assert len(reader.inventory().gpus) == 8
+
+    def hung(argv, timeout_s):
+        raise subprocess.TimeoutExpired(argv, timeout_s)
+
+    reader.runner = hung
+    assert reader.inventory().gpus == []  # timed out
+    now[0] += 30
+    assert reader.inventory().gpus == []  # skipped by the back-off
+    now[0] += 31
+    reader.runner = FakeSmi(eight_gpu_csv(lost=3), rc=15)
+    samples, _errors = reader.read()
+    assert [s.index for s in samples] == list(range(8))
+    assert [s.index for s in samples if not s.present] == [3]
+    assert samples[4].power_w == 631.95  # bus 05, printed as index 3, is still gpu4
