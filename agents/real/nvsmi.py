@@ -418,12 +418,17 @@ class NvsmiReader:
             # nvidia-smi's own, perhaps renumbered, indices and a lost GPU's slot went to its
             # neighbour (docs/real-nodes.md, "What happens when hardware is missing").
             return GpuInventoryResult(gpus=[], errors=errors, devices=len(lost))
-        self._by_key = {}
+        gpus = self._stable(gpus)
+        by_key: dict[str, int] = {}
         for g in gpus:
             if g.uuid:
-                self._by_key[g.uuid] = g.index
+                by_key[g.uuid] = g.index
             if g.pci_bus_id:
-                self._by_key[normalize_pci(g.pci_bus_id)] = g.index
+                by_key[normalize_pci(g.pci_bus_id)] = g.index
+        # The GPUs not in this inventory keep their keys (and so their indices): one lost since
+        # the last answers under its own index again after a reset.
+        used = set(by_key.values())
+        self._by_key = {**{k: i for k, i in self._by_key.items() if i not in used}, **by_key}
         self._expected = {g.index: g.pci_bus_id for g in gpus}
         driver = next((r["driver_version"] for r in rows if r.get("driver_version")), None)
         cuda: str | None = None
@@ -453,6 +458,34 @@ class NvsmiReader:
 
     def close(self) -> None:
         return None
+
+    def _stable(self, gpus: list[GpuInventory]) -> list[GpuInventory]:
+        """``gpus`` under the indices an earlier inventory gave them (by UUID or bus id).
+
+        A GPU can vanish without nvidia-smi's "Unable to determine the device handle" line:
+        nvidia-smi then numbers the rest 0-6, gpu3's index goes to the GPU at gpu4's bus, and
+        taken again at a reconnect the inventory renamed every GPU after it and hid the lost
+        one (docs/real-nodes.md, "What happens when hardware is missing"). A GPU this reader
+        never saw keeps its own index unless an earlier GPU holds it."""
+        if not self._by_key:
+            return gpus
+        known: dict[int, int] = {}  # position in gpus -> earlier index
+        for pos, g in enumerate(gpus):
+            for key in (g.uuid, normalize_pci(g.pci_bus_id)):
+                if key and key in self._by_key and self._by_key[key] not in known.values():
+                    known[pos] = self._by_key[key]
+                    break
+        taken = {*self._by_key.values(), *known.values()}
+        out: list[GpuInventory] = []
+        for pos, g in enumerate(gpus):
+            idx = known.get(pos)
+            if idx is None:
+                idx = g.index
+                if idx in taken:
+                    idx = max(taken) + 1
+                taken.add(idx)
+            out.append(g if idx == g.index else g.model_copy(update={"index": idx}))
+        return sorted(out, key=lambda g: g.index)
 
     def _index_of(self, row: Row) -> int | None:
         for key in (row.get("uuid"), normalize_pci(row.get("pci.bus_id") or "")):

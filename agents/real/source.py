@@ -170,6 +170,8 @@ class RealSource:
         self._gpus_lost: dict[int, GpuInventory] = {}
         """GPUs an earlier inventory of this agent found that a later one did not: lost since
         (``_keep_lost``)."""
+        self._reindex: dict[int, int] = {}
+        """The GPU reader's index -> the agent's, where they differ (``_renumbered``)."""
         self._changes = ChangeLogger(log)
 
     # --- Source protocol ------------------------------------------------------------------
@@ -237,6 +239,9 @@ class RealSource:
             no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
             gpus, gpu_errors = _guard(errors, f"{self.gpu.name} read", self.gpu.read, no_gpus)
             errors.extend(gpu_errors)
+            if self._reindex:
+                gpus = [msgspec.structs.replace(g, index=self._reindex.get(g.index, g.index))
+                        for g in gpus]
             read = {g.index for g in gpus}
             for idx, inv in sorted(self._gpus_lost.items()):
                 if idx not in read:
@@ -289,17 +294,56 @@ class RealSource:
         hardware is missing"); a reboot, the repair, starts a new agent."""
         if not inv.gpus and not self._gpu_inv.gpus and not self._gpus_lost:
             return inv
+        # Tracked by PCI bus id, by index only for a GPU without one: nvidia-smi renumbers the
+        # GPUs that remain, so with gpu3 gone (and no "Unable to determine the device handle"
+        # line) index 3 named gpu4's bus and gpu7's bus sat at index 6; by index nothing was
+        # lost and gpu3 silently left the birth (docs/real-nodes.md, "What happens when
+        # hardware is missing"). Each bus keeps its earlier index, the lost one's included.
+        inv = self._renumbered(inv)
         found = {g.index for g in inv.gpus}
         buses = {normalize_pci(g.pci_bus_id) for g in inv.gpus if g.pci_bus_id}
+
+        def here(g: GpuInventory) -> bool:
+            return normalize_pci(g.pci_bus_id) in buses if g.pci_bus_id else g.index in found
+
         for g in self._gpu_inv.gpus:
-            if g.index not in found and normalize_pci(g.pci_bus_id) not in buses:
+            if not here(g):
                 self._gpus_lost[g.index] = g
-        for idx in [i for i in self._gpus_lost if i in found]:
+        for idx in [i for i, g in self._gpus_lost.items() if here(g)]:
             del self._gpus_lost[idx]  # it answers again
         if not self._gpus_lost:
             return inv
         gpus = sorted([*inv.gpus, *self._gpus_lost.values()], key=lambda g: g.index)
         return replace(inv, gpus=gpus, devices=max(inv.devices, len(gpus)))
+
+    def _renumbered(self, inv: GpuInventoryResult) -> GpuInventoryResult:
+        """``inv`` under the indices the earlier inventory gave each PCI bus.
+
+        A GPU this agent has not seen keeps the reader's index unless an earlier GPU (a lost
+        one included) holds it. The reader's index -> this index is kept for ``read``; an
+        inventory that found no GPU (a hung nvidia-smi) leaves it as it was, as the reader
+        leaves its own mapping."""
+        if not inv.gpus:
+            return inv
+        earlier = {normalize_pci(g.pci_bus_id): g.index
+                   for g in self._gpu_inv.gpus if g.pci_bus_id}
+        index: dict[int, int] = {}  # the reader's index -> the agent's
+        for g in inv.gpus:
+            idx = earlier.get(normalize_pci(g.pci_bus_id)) if g.pci_bus_id else None
+            if idx is not None and idx not in index.values():
+                index[g.index] = idx
+        taken = {*earlier.values(), *index.values(), *self._gpus_lost}
+        for g in inv.gpus:
+            if g.index not in index:
+                idx = g.index if g.index not in taken else max(taken) + 1
+                index[g.index] = idx
+                taken.add(idx)
+        self._reindex = {r: i for r, i in index.items() if r != i}
+        if not self._reindex:
+            return inv
+        gpus = sorted((g.model_copy(update={"index": index[g.index]}) for g in inv.gpus),
+                      key=lambda g: g.index)
+        return replace(inv, gpus=gpus)
 
     def _with_xid(self, g: GpuSample, now: float) -> GpuSample:
         last = self.monitor.xid_last(g.index) if self.monitor is not None else None

@@ -6,12 +6,15 @@ import time
 from datetime import UTC, datetime
 
 from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.real.common import GpuInventoryResult
 from fleetdeck.agents.real.kernel_log import FileFollower
 from fleetdeck.agents.real.nvsmi import NvsmiReader
 from fleetdeck.agents.real.source import HostReader, RealSource
 from fleetdeck.agents.real.sysfs_ib import IbReader
 from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.protocol.fast import GpuSample
+from fleetdeck.protocol.messages import GpuInventory
 
 from .test_real_nvsmi import FakeSmi, eight_gpu_csv
 from .test_real_source import fake_proc
@@ -89,3 +92,76 @@ def test_a_gpu_lost_before_a_reconnect_stays_in_the_new_birth_and_keeps_its_xid(
     smi.stdout, smi.rc = eight_gpu_csv(), 0
     src.inventory()
     assert all(g.present for g in src.read(now + 2).gpus)
+
+
+def test_a_gpu_lost_without_a_word_is_found_by_its_bus_at_the_reconnect(tmp_path):
+    """gpu3 vanishes and nvidia-smi says nothing of it (no "Unable to determine the device
+    handle" line): it numbers the rest 0-6, index 3 is gpu4's bus and gpu7's bus sits at 6.
+    Tracked by index, nothing was lost at the reconnect's inventory and gpu3 silently left the
+    birth (a review of the lost-GPU birth)."""
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    smi = FakeSmi(eight_gpu_csv())
+    src = RealSource("nvsmi", gpu=NvsmiReader(runner=smi), kernel_log=FileFollower(log),
+                     host=HostReader(fake_proc(tmp_path / "proc")))
+    now = time.time()
+    first = {g.index: g.pci_bus_id for g in src.inventory().gpus}
+    smi.stdout = "".join(ln for ln in eight_gpu_csv(lost=3).splitlines(keepends=True)
+                         if not ln.startswith("Unable"))
+    again = src.inventory()  # the reconnect's birth
+    assert {g.index: g.pci_bus_id for g in again.gpus} == first
+    src.read(now)  # the log is followed from here
+    iso = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
+    with log.open("a") as fh:
+        fh.write(f"{iso} gpu0001 kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=7, name=python, "
+                 "GPU has fallen off the bus.\n")
+    r = src.read(now + 1)
+    assert [g.index for g in r.gpus] == list(range(8))
+    assert [g.index for g in r.gpus if not g.present] == [3]
+    assert r.gpus[3].xid_last == 79 and r.gpus[7].power_w == 631.95
+    (xid,) = [e for e in src.take_events() if e.kind == "xid"]
+    assert xid.component == "gpu3"
+    # It answers again (a GPU reset), numbered 3 by nvidia-smi once more: no longer lost.
+    smi.stdout = eight_gpu_csv()
+    assert {g.index: g.pci_bus_id for g in src.inventory().gpus} == first
+    assert all(g.present for g in src.read(now + 2).gpus)
+
+
+class RenumberingReader:
+    """A GPU reader that numbers the GPUs it finds 0, 1, … with no word of a lost one."""
+
+    name = "fake"
+
+    def __init__(self, buses: list[int]) -> None:
+        self.buses = buses
+
+    def inventory(self) -> GpuInventoryResult:
+        return GpuInventoryResult(gpus=[
+            GpuInventory(index=i, uuid=f"GPU-{b}", name="H100", pci_bus_id=f"00000000:{b:02X}:00.0")
+            for i, b in enumerate(self.buses)], devices=len(self.buses))
+
+    def read(self) -> tuple[list[GpuSample], list[str]]:
+        return [GpuSample(index=i, power_w=float(b)) for i, b in enumerate(self.buses)], []
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_reader_that_renumbers_cannot_hide_a_lost_gpu(tmp_path):
+    """The lost GPU is the one whose PCI bus is missing, kept under its old index, and the rest
+    keep theirs: judged by index, a reader that numbers the remaining seven 0-6 lost nothing
+    (index 3 was there, gpu7's bus was there) and gpu3 silently left the birth (a review of
+    the lost-GPU birth)."""
+    gpu = RenumberingReader([1, 2, 3, 4, 5, 6, 7, 8])
+    src = RealSource("fake", gpu=gpu, host=HostReader(fake_proc(tmp_path / "proc")))
+    first = {g.index: g.pci_bus_id for g in src.inventory().gpus}
+    gpu.buses = [1, 2, 3, 5, 6, 7, 8]  # bus 04, gpu3, is gone
+    assert {g.index: g.pci_bus_id for g in src.inventory().gpus} == first
+    r = src.read(time.time())
+    assert [(g.index, g.present, g.power_w) for g in r.gpus] == [
+        (0, True, 1.0), (1, True, 2.0), (2, True, 3.0), (3, False, None), (4, True, 5.0),
+        (5, True, 6.0), (6, True, 7.0), (7, True, 8.0)]
+    assert "gpu3 (00000000:04:00.0): lost since the agent started" in r.errors
+    gpu.buses = [1, 2, 3, 4, 5, 6, 7, 8]  # it answers again
+    assert {g.index: g.pci_bus_id for g in src.inventory().gpus} == first
+    assert all(g.present for g in src.read(time.time()).gpus)

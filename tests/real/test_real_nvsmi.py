@@ -333,3 +333,25 @@ def test_an_inventory_while_nvidia_smi_hangs_keeps_the_mapping():
     assert [s.index for s in samples] == list(range(8))
     assert [s.index for s in samples if not s.present] == [3]
     assert samples[4].power_w == 631.95  # bus 05, printed as index 3, is still gpu4
+
+
+def test_a_gpu_keeps_its_index_across_inventories_when_nvidia_smi_renumbers():
+    """gpu3 vanishes with no "Unable to determine the device handle" line: nvidia-smi numbers
+    the rest 0-6. Taken again at a reconnect, the inventory gave bus 05 (gpu4) index 3, and
+    the reader's own lines named the wrong GPU ("gpu3 … every core value failed" for gpu4)."""
+    smi = FakeSmi(eight_gpu_csv())
+    reader = NvsmiReader(runner=smi)
+    first = {g.index: g.pci_bus_id for g in reader.inventory().gpus}
+    header, *rows = (ln for ln in eight_gpu_csv(lost=3).splitlines() if not ln.startswith("Unable"))
+    smi.stdout = "\n".join([header, *rows]) + "\n"
+    again = {g.index: g.pci_bus_id for g in reader.inventory().gpus}
+    assert again == {i: b for i, b in first.items() if i != 3}
+    names = [h.split(" [")[0].strip() for h in header.split(", ")]
+    keep = {"index", "uuid", "name", "pci.bus_id"}
+    rows[3] = ", ".join(v if n in keep else "[GPU requires reset]"
+                        for n, v in zip(names, rows[3].split(", "), strict=True))
+    smi.stdout = "\n".join([header, *rows]) + "\n"
+    samples, errors = reader.read()
+    assert [(s.index, s.present) for s in samples] == [
+        (0, True), (1, True), (2, True), (4, False), (5, True), (6, True), (7, True)]
+    assert "gpu4 (00000000:05:00.0): every core value failed: lost" in errors
