@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -344,14 +345,21 @@ class NodeAgent:
                 # Listen from the first moment: the message iterator notices a dropped
                 # connection at once, while aiomqtt leaves a SUBSCRIBE or QoS 1 PUBLISH that was
                 # in flight waiting out its whole timeout (10 s) when the broker dies under it.
-                commands = asyncio.create_task(self._command_loop(client, announced))
+                commands = asyncio.create_task(self._command_loop(client, announced),
+                                               name=f"{self.node_id} commands")
                 stack.push_async_callback(_cancel, commands)
-                setup = asyncio.create_task(self._announce(client))
+                setup = asyncio.create_task(self._announce(client), name=f"{self.node_id} announce")
                 try:
                     await asyncio.wait({setup, commands}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
+                except BaseException:
+                    await _cancel(setup)
+                    raise
+                if not setup.done():
+                    # Only a running one: a failed announcement is raised just below by
+                    # setup.result(), not taken (and logged) here first.
                     await _cancel(setup)
                 if not setup.done() or setup.cancelled():
+                    _raised(commands)  # not logged again when the session's exit cancels it
                     commands.result()  # the MqttError that ended the session
                     raise aiomqtt.MqttError("disconnected while announcing the session")
                 setup.result()
@@ -360,9 +368,10 @@ class NodeAgent:
                     await asyncio.sleep(self.connect_spacing_s)
             self.connects += 1
             self.connected.set()
-            rearm = asyncio.create_task(self._rearm_when_quiet())
+            rearm = asyncio.create_task(self._rearm_when_quiet(), name=f"{self.node_id} rearm")
             tasks = [
-                asyncio.create_task(self._telemetry_loop(client, stop)),
+                asyncio.create_task(self._telemetry_loop(client, stop),
+                                    name=f"{self.node_id} telemetry"),
                 commands,
                 asyncio.create_task(stop.wait()),
                 rearm,
@@ -373,8 +382,12 @@ class NodeAgent:
             # Bounded: a publish that swallows its cancellation must not hang the shutdown
             # (seen with 1,024 agents in one process); the loops also check ``stop`` themselves.
             await asyncio.wait(pending, timeout=5)
+            ending = None if stop.is_set() or rearm in done else next(
+                (t for t in done if not t.cancelled() and t.exception() is not None), None)
+            if ending is not None:
+                _raised(ending)  # the exception that ends the session, raised below
             for task in tasks:
-                _retrieved(task)  # those that end the session are raised below
+                _retrieved(task)
             if stop.is_set():
                 # A clean DISCONNECT suppresses the will, so say goodbye ourselves; it says
                 # the stop was meant (not a death: the consoles' H2 tells the two apart).
@@ -390,10 +403,9 @@ class NodeAgent:
                 # whose drain is out of date, and the retained status already says the drain.
                 # ``busy`` is held until then, so nothing is half done.
                 return True
-            for task in done:
-                exc = task.exception()
-                if exc is not None:
-                    raise exc
+            exc = ending.exception() if ending is not None else None
+            if exc is not None:
+                raise exc
             raise aiomqtt.MqttError("session ended")
 
     async def _announce(self, client: aiomqtt.Client) -> None:
@@ -647,10 +659,28 @@ async def _cancel(task: "asyncio.Task[None]") -> None:
     _retrieved(task)
 
 
+_RAISED: "weakref.WeakSet[asyncio.Task[Any]]" = weakref.WeakSet()
+"""Session tasks whose exception the session raises: its caller sees it, not the log."""
+
+
+def _raised(task: "asyncio.Task[Any]") -> None:
+    _RAISED.add(task)
+
+
 def _retrieved(task: "asyncio.Task[Any]") -> None:
     """Take a finished task's exception, which a session that ends anyway has no use for.
+
     Left alone, the command loop's "Disconnected during message iteration" of a session ended
     by a stop (SIGTERM while the broker dropped the agent) came out at garbage collection as
-    "Task exception was never retrieved" and a traceback in the journal (a real-node audit)."""
-    if task.done() and not task.cancelled():
-        task.exception()
+    "Task exception was never retrieved" and a traceback in the journal (a real-node audit).
+    Only an ``MqttError`` is expected then (the broker dropping the client); anything else is
+    a bug, in the telemetry loop say, and is logged once with its traceback rather than lost
+    (a review found a telemetry-loop bug would have been swallowed)."""
+    if not task.done() or task.cancelled():
+        return
+    exc = task.exception()
+    if exc is None or isinstance(exc, aiomqtt.MqttError) or task in _RAISED:
+        return
+    _RAISED.add(task)  # once: _cancel takes the command loop's again at the session's exit
+    log.error("%s: failed as its session ended: %s: %s", task.get_name(), type(exc).__name__,
+              exc, exc_info=exc)

@@ -268,3 +268,32 @@ async def test_a_session_task_that_failed_as_the_agent_stopped_leaves_no_traceba
     finally:
         loop.set_exception_handler(old)
     assert seen == []
+
+
+async def test_a_session_task_that_failed_of_a_bug_is_logged_once_with_its_traceback(caplog):
+    """Taking a finished session task's exception swallowed everything, a bug in the
+    telemetry loop included: a session ended by a stop hid it without a word (a review). An
+    ``MqttError`` (the broker dropping the client at shutdown) is still expected and quiet;
+    anything else is logged once, with its traceback, however often the exit takes it."""
+    import logging
+
+    from fleetdeck.agents.agent import _cancel, _retrieved
+
+    async def telemetry() -> None:
+        raise KeyError("gpu9")
+
+    async def commands() -> None:
+        raise aiomqtt.MqttError("Disconnected during message iteration")
+
+    bug = asyncio.create_task(telemetry(), name="gpu0001 telemetry")
+    dropped = asyncio.create_task(commands(), name="gpu0001 commands")
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, logger="fleetdeck.agent"):
+        for task in (bug, dropped):
+            _retrieved(task)  # the session's end
+            await _cancel(task)  # and its exit stack's
+    (record,) = [r for r in caplog.records if r.name == "fleetdeck.agent"]
+    assert record.levelno >= logging.WARNING
+    assert "gpu0001 telemetry" in record.getMessage() and "KeyError" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0] is KeyError
+    assert "raise KeyError" in caplog.text  # the traceback
