@@ -168,7 +168,8 @@ def _birth_of(d: fast.Digest, cluster: str) -> Birth:
             _TOPOLOGY.clear()
         topo = _TOPOLOGY[(d.leaf, d.rack)] = Topology(leaf=d.leaf, rack=d.rack)
     return Birth(cluster=cluster, node=d.node, bdSeq=0, ts=d.ts, source="digest",
-                 interval_s=d.interval_s, topology=topo, gpus=gpus, ib_ports=ports)
+                 interval_s=d.interval_s, topology=topo, gpus=gpus, ib_ports=ports,
+                 gpus_expected=d.gpus_expected)
 
 
 _NO_DRAIN = fast.DigestDrain()

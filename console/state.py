@@ -288,7 +288,12 @@ class NodeState:
         """What G1 judges the node against (``health.gpus_expected``): a GPU reader that found
         none at start (NVML not loaded) expects ``EXPECTED_GPUS``, and the row said "0/0"
         and the header counted no GPU failed beside "G1 0/8 GPUs visible" (a real-node
-        audit)."""
+        audit). A node known from digests takes the collector's figure, already resolved so:
+        its minimal birth says ``source="digest"``, and a GPU-less node (``--source sysfs``)
+        read "0/8" with 8 GPUs failed on a console on digests (docs/protocol.md, "Digest — the
+        owning collector's judgement of one node")."""
+        if self.digest is not None:
+            return self.digest.gpus_expected
         b = self.birth
         return gpus_expected(b) if b is not None else 0
 

@@ -226,3 +226,38 @@ def test_a_digest_without_stopped_reads_as_before():
     assert codec.decode_digest(payload).stopped and codec.decode(Digest, payload).stopped
     _, state = digest_state("demo", payload, 1.0)
     assert state.nodes["gpu0001"].stopped is True
+
+
+def test_a_digest_console_expects_no_gpu_of_a_node_without_a_gpu_reader():
+    # An agent on --source sysfs reads InfiniBand only: the collector expects no GPU of it,
+    # while a console on digests read "0/8", counted 8 GPUs failed
+    # and a drain's radius said 8 GPUs (its minimal birth said source "digest" and no GPU, so
+    # health.gpus_expected fell back to 8).
+    from msgspec.structs import replace
+
+    from fleetdeck.console.commands import blast_radius
+    from fleetdeck.protocol.messages import CommandOp
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    birth = node.birth().model_copy(update={"gpus": [], "gpus_expected": 0, "source": "sysfs"})
+    node.feed(ingest, birth, Kind.BIRTH)
+    node.feed(ingest, replace(node.telemetry(), gpus=[]), Kind.TELEMETRY)
+    raw = FleetState(node.cluster, ingest.malformed)
+    raw.apply(ingest.take_batch(), node.now)
+    raw.judge_fleet(node.now)
+    st = raw.nodes["gpu0001"]
+    assert st.gpus_expected == 0 and st.verdict is Verdict.OK, st.all_findings
+    payload = codec.encode(make_digest(st, "shard-1", node.now))
+    _, dig = digest_state(node.cluster, payload, node.now + 0.1)
+    dig.judge_fleet(node.now + 0.1)
+    ds = dig.nodes["gpu0001"]
+    assert ds.verdict is Verdict.OK
+    assert (ds.gpus_present, ds.gpus_expected) == (0, 0)
+    assert node_row(ds, node.now).gpus == "0/0"
+    assert gpu_cells(ds) == gpu_cells(st)
+    totals = dig.totals()
+    assert (totals.gpus, totals.gpus_use.failed) == (0, 0)
+    assert ds.birth is not None and ds.birth.gpus_expected == 0
+    radius = blast_radius(dig, CommandOp.DRAIN, ["gpu0001"], node.now)
+    assert radius.gpus == 0, radius
