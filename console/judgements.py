@@ -974,19 +974,34 @@ class SickNode:
 
 def held_up_text(sick: list[SickNode]) -> str:
     """What holds a job up, from ``sick_nodes``: ``gpu0035 failed: N2 mlx5_ib3:1: link_downed
-    increased; +2 nodes``, or, when its worst is only behind a suspect switch, ``suspect switch
+    increased; +2 nodes``, or, when every one is only behind a suspect switch, ``suspect switch
     leaf02-r5: check it, do not drain (gpu[0017-0018] behind it)``; '' when none. The switch
     case named a sound node first ("gpu0017 degraded: F1 behind suspect …", cut there), under
-    "held up by a node" (a 3 a.m. drive); the advice comes before the host list a panel cuts."""
+    "held up by a node" (a 3 a.m. drive); the advice comes before the host list a panel cuts.
+    A node with a fault of its own leads, the switch after it: a job with a node failed by XID
+    79 read "do not drain" when the scheduler's reason named a node behind the switch, which
+    ``sick_nodes`` puts first (a review)."""
     if not sick:
         return ""
-    if switch := sick[0].switch:
-        behind = [s.node for s in sick if s.switch == switch]
-        more = len(sick) - len(behind)
-        return (f"suspect switch {switch}: check it, do not drain ({compress(behind)} behind "
-                "it)" + (f"; +{more} node{'s' if more > 1 else ''}" if more else ""))
-    more = len(sick) - 1
-    return sick[0].text + (f"; +{more} node{'s' if more > 1 else ''}" if more else "")
+    own = next((s for s in sick if not s.switch), None)
+    switched = next((s.switch for s in sick if s.switch), "")
+    behind = [s.node for s in sick if switched and s.switch == switched]
+    shown = len(behind) + (own is not None)
+    more = len(sick) - shown
+    parts = [own.text] if own is not None else []
+    if switched:
+        parts.append(f"suspect switch {switched}: check it, do not drain ({compress(behind)} "
+                     "behind it)")
+    if more:
+        parts.append(f"+{more} node{'s' if more > 1 else ''}")
+    return "; ".join(parts)
+
+
+def held_up_by_switch(sick: list[SickNode]) -> str:
+    """The suspect switch that ``held_up_text`` leads with when switches alone hold a job up
+    (every node of ``sick`` is behind one with no fault of its own), else '': what a title
+    counts as "held up by a switch"."""
+    return sick[0].switch if sick and all(s.switch for s in sick) else ""
 
 
 _SICK_RANK = {Verdict.FAILED: 0, Verdict.OFFLINE: 1, Verdict.STALE: 2, Verdict.DEGRADED: 3}

@@ -19,11 +19,11 @@ from fleetdeck.console.judgements import (
     HOLDING_NODES,
     NO_LINK,
     PORT_FLAPPING,
-    SickNode,
     SuspectSwitch,
     bad_ports,
     erroring_ports,
     finding_rank,
+    held_up_by_switch,
     held_up_text,
     job_reason,
     leaf_groups,
@@ -662,7 +662,8 @@ class JobRow:
     """The worst of its nodes that stall it now (``judgements.sick_nodes``), '' when none."""
     sick_count: int = 0
     sick_switch: str = ""
-    """The suspect switch that ``sick`` blames, when no node of the job has a fault of its own."""
+    """The suspect switch that ``sick`` leads with, when every node in it is behind a suspect
+    switch with no fault of its own (``judgements.held_up_by_switch``); '' when one has."""
     straggler_apart: bool = False
     """It has a straggler, on a node other than ``sick``'s (said on its own)."""
     held_up: str = ""
@@ -684,16 +685,10 @@ def progress_bar(frac: float, width: int) -> str:
     return bar.ljust(width, "·")
 
 
-def sick_text(sick: list[SickNode]) -> str:
-    """``gpu0035 failed: N2 mlx5_ib3:1: link_downed increased; +2 nodes``, or the suspect switch
-    that holds the job up (``judgements.held_up_text``); '' when none."""
-    return held_up_text(sick)
-
-
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     sick = sick_nodes(job, state)
     slow = straggler(job, state)
-    held_up = sick_text(sick)
+    held_up = held_up_text(sick)
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
@@ -706,7 +701,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     if quiet is not None:
         # Before a straggler (it only slows the job), after a node that stops it (the cause).
         stalled = not_stepping_text(job, quiet, now)
-        held_up = (f"{sick_text(sick)}; {stalled}" if sick else stalled) + (
+        held_up = (f"{held_up_text(sick)}; {stalled}" if sick else stalled) + (
             f"; straggler {slow.text}" if slow is not None and apart else "")
     if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
@@ -727,8 +722,8 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),
-        sick=sick_text(sick), sick_count=len(sick), straggler_apart=apart,
-        sick_switch=sick[0].switch if sick else "",
+        sick=held_up_text(sick), sick_count=len(sick), straggler_apart=apart,
+        sick_switch=held_up_by_switch(sick),
         held_up=held_up, stalled=stalled, quiet=still,
     )
 

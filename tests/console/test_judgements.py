@@ -1113,3 +1113,48 @@ def test_status_names_the_suspect_switch_that_holds_a_job_up_as_the_console_does
     assert out.getvalue().splitlines()[1] == (
         "  41 llama-70b: suspect switch leaf00-r2: check it, do not drain (gpu[0002-0003] "
         "behind it)")
+
+
+def test_a_job_with_a_failed_node_of_its_own_is_not_held_up_by_the_switch_alone():
+    """The scheduler's reason named gpu0017, behind suspect switch leaf02-r5, and gpu0035 of
+    the same job had failed by an XID 79: ``sick_nodes`` puts the named node first, and the
+    jobs view, the overview and `status` read "suspect switch leaf02-r5: check it, do not drain
+    (gpu0017 behind it); +1 node", counted under "held up by a switch" (a review). The node
+    with a fault of its own (here a port no other node lost) leads; the switch follows it."""
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_held_up_jobs
+    from fleetdeck.console.judgements import held_up_text, sick_nodes
+    from fleetdeck.console.rows import job_row
+
+    down = port_down("mlx5_ib2")
+    faults = {n: down for n in ("gpu0001", "gpu0002", "gpu0003")}
+    faults["gpu0004"] = port_down("mlx5_ib5")  # its own: no other node lost rail 5
+
+    def job(c):
+        return job_status("41", ["gpu0003", "gpu0004"], c).model_copy(
+            update={"reason": "gpu0003 mlx5_ib2 link down"})
+
+    session = session_with(faults, jobs=[job])
+    state = session.state
+    (js,) = state.jobs.values()
+    sick = sick_nodes(js, state)
+    assert [(s.node, s.switch) for s in sick] == [("gpu0003", "leaf00-r2"), ("gpu0004", "")]
+    want = (f"{sick[1].text}; suspect switch leaf00-r2: check it, do not drain (gpu0003 "
+            "behind it)")
+    assert sick[1].text.startswith("gpu0004 failed: N1 mlx5_ib5:1")
+    assert held_up_text(sick) == want
+    row = job_row(js, state, session.clock())
+    assert (row.sick, row.held_up, row.sick_switch, row.sick_count) == (want, want, "", 2)
+    (summary,) = fleet_summary(state, session.clock())["jobs"]
+    out = io.StringIO()
+    render_held_up_jobs([summary], Console(file=out, width=300))
+    assert out.getvalue().splitlines()[1] == f"  41 llama-70b: {want}"
+    # Every node only behind the switch: the switch alone, counted as the switch's.
+    state.nodes["gpu0004"].verdict = state.nodes["gpu0004"].verdict.OK
+    state.not_ok.discard("gpu0004")
+    row = job_row(js, state, session.clock())
+    assert row.sick_switch == "leaf00-r2"
+    assert row.sick == "suspect switch leaf00-r2: check it, do not drain (gpu0003 behind it)"
