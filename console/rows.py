@@ -435,7 +435,6 @@ class Cell:
 HEAT_LEVELS = 8
 METRIC_RANGE = {"util": (0.0, 100.0), "temp": (30.0, 90.0), "power": (60.0, 700.0)}
 _GPU_RE = re.compile(r"gpu(\d+)")
-_PORT_RE = re.compile(r"(\d+):\d+$")
 
 
 def _finding_gpus(f: Finding) -> list[int]:
@@ -445,23 +444,43 @@ def _finding_gpus(f: Finding) -> list[int]:
 _METRIC_COLUMN = {"util": "util_pct", "temp": "temp_c", "power": "power_w"}
 
 
+def port_gpus(st: NodeState, component: str, n: int) -> list[int]:
+    """The GPUs (of ``n``) a port finding's component (``mlx5_ib3:1``) is drawn on and named
+    under: its rail's GPU (``judgements.port_rail``: the birth's affinity, else the number in
+    the HCA's name, docs/real-nodes.md "GPU ↔ HCA affinity"), else all of them (``ib``, a
+    name without a number, a rail past the node's GPUs). One mapping for the cells and the
+    status line: under ``--source sysfs`` (no affinity) a failing mlx5_ib3:1 marked all eight
+    cells while only gpu3's line named it, and a port of an HCA not named ``mlx5_*`` was on
+    no line (a review)."""
+    rail = port_rail(st, component.split(":", maxsplit=1)[0])
+    return [rail] if rail is not None and 0 <= rail < n else list(range(n))
+
+
+def _cells_of(st: NodeState) -> int:
+    """How many cells the grid draws for a node: its expected GPUs, else those it sends, else
+    eight (the grid's column)."""
+    return st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample is not None else 0) or 8
+
+
 def gpu_findings(st: NodeState, gpu: int) -> list[Finding]:
     """What the grid's status line says of one GPU cell: the node's findings about that GPU,
     its own rail's port and the node as a whole, its own before its suspect switch's. The line
     read "node failed  F1 behind suspect switch leaf01-r4: the link faults of mlx5_ib4:1 are the
     switch's" of gpu0014's gpu3, ↯ for its own flapping mlx5_ib3:1 (N2, N5), which it left out
-    as another component's (a 3 a.m. drive)."""
+    as another component's (a 3 a.m. drive). A port finding is the cell's when ``gpu_cells``
+    draws it there (``port_gpus``)."""
     name = f"gpu{gpu}"
+    n = _cells_of(st)
     mine = [f for f in st.all_findings
             if f.component in ("", name) or name in f.component.split(",")
-            or (f.component.startswith("mlx5_")
-                and port_rail(st, f.component.split(":")[0]) == gpu)]
+            or (f.rule.startswith("N") and not _finding_gpus(f)
+                and gpu in port_gpus(st, f.component, n))]
     return sorted(mine, key=lambda f: (st.switch_owns(f) or f.rule == "F1", finding_rank(f)))
 
 
 def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
     """One code per GPU of a node (8 on an ND H100 v5), in index order."""
-    n = st.gpus_expected or (wire2.rows_of(st.sample)[0] if st.sample is not None else 0) or 8
+    n = _cells_of(st)
     if st.online is False:
         return (Cell.OFFLINE,) * n
     if st.stale:
@@ -505,7 +524,6 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
             cells[i] = base
     if not st.findings:
         return tuple(cells)
-    affinity = _port_affinity(st)
     for f in st.effective_findings:  # ports behind a suspect switch are the switch's
         if f.rule == "F1":
             continue
@@ -517,15 +535,7 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
             # A port's fault is drawn on the GPU it serves, in a shape of its own: the GPU
             # is sound (the header's failed GPUs do not count it), its rail is not.
             code = Cell.RAIL_FAILED if f.severity is Severity.DRAIN else Cell.RAIL_DEGRADED
-            m = _PORT_RE.search(f.component)
-            dev = f.component.split(":")[0]
-            gpu = affinity.get(dev)
-            if gpu is None and m is None:
-                idx = list(range(n))
-            elif gpu is not None:
-                idx = [gpu]
-            else:
-                idx = list(range(n))
+            idx = port_gpus(st, f.component, n)
         for i in idx:
             if 0 <= i < n and _CELL_RANK[code] < _CELL_RANK.get(cells[i], 9):
                 cells[i] = code
@@ -536,15 +546,6 @@ _CELL_RANK = {Cell.MISSING: 0, Cell.FAILED: 1, Cell.RAIL_FAILED: 2, Cell.DEGRADE
               Cell.RAIL_DEGRADED: 4}
 """Which finding a GPU's cell shows when several touch it: the GPU's own fault before its rail's,
 drain before degrade."""
-
-
-def _port_affinity(st: NodeState) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if st.birth is not None:
-        for p in st.birth.ib_ports:
-            if p.gpu_affinity is not None:
-                out[p.dev] = p.gpu_affinity
-    return out
 
 
 # --- problems -----------------------------------------------------------------------------------

@@ -265,3 +265,43 @@ async def test_the_grid_status_line_names_the_cell_s_own_rail_port_before_its_sw
         await pilot.pause()
         line = world.app.screen.query_one("#grid-status").render().plain
         assert "node failed  N1 mlx5_ib3:1: DOWN/Polling" in line, line
+
+
+def test_the_grid_cells_and_their_status_line_map_a_port_to_the_same_gpu():
+    """With no GPU affinity in the birth (``--source sysfs`` pairs none), a failing
+    mlx5_ib3:1 marked all eight cells ↯ while only gpu3's status line named it, and a port of
+    an HCA not named ``mlx5_*`` was on no cell's line (a review): both follow the port's rail
+    (``rows.port_gpus``)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.rows import gpu_findings
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    names = {"mlx5_ib5": "hfi1_5"}  # an HCA of another vendor's naming
+    node = FakeNode()
+    birth = node.birth()
+    birth = birth.model_copy(update={"ib_ports": [
+        p.model_copy(update={"gpu_affinity": None, "dev": names.get(p.dev, p.dev)})
+        for p in birth.ib_ports]})
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, birth, Kind.BIRTH)
+    for _ in range(2):
+        t = node.telemetry()
+        ports = [replace(p, dev=names.get(p.dev, p.dev), state="DOWN", phys_state="Polling")
+                 if p.dev in ("mlx5_ib3", "mlx5_ib5")
+                 else replace(p, dev=names.get(p.dev, p.dev)) for p in t.ib_ports]
+        node.feed(ingest, replace(t, ib_ports=ports), Kind.TELEMETRY)
+        state.apply(ingest.take_batch(), node.now)
+    st = state.nodes["gpu0001"]
+    assert st.verdict is Verdict.FAILED, st.all_findings
+    cells = gpu_cells(st)
+    rail = {i for i, c in enumerate(cells) if c in (Cell.RAIL_FAILED, Cell.RAIL_DEGRADED)}
+    assert rail == {3, 5}, cells
+    for gpu in range(8):
+        named = {f.component for f in gpu_findings(st, gpu) if f.rule.startswith("N")}
+        assert named == ({"mlx5_ib3:1"} if gpu == 3 else {"hfi1_5:1"} if gpu == 5 else set()), (
+            gpu, named)
