@@ -118,9 +118,9 @@ class FleetGrid(Widget, can_focus=True):
         self._palette: list[Style] = []
         self._line_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(LINE_CACHE)
         self._where: dict[str, tuple[object, str, str]] = {}
+        """node -> (its birth, leaf, rack): read again only when a new birth arrives."""
         self._worst_at: str | None = None
         """Where the last ``w``/``W`` put the cursor: only from there does ``w`` go on."""
-        """node -> (its birth, leaf, rack): read again only when a new birth arrives."""
 
     # --- data ---------------------------------------------------------------------------------
 
