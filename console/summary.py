@@ -12,6 +12,7 @@ from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
     erroring_ports,
+    finding_rank,
     never_fits,
     not_stepping,
     own_job,
@@ -35,7 +36,9 @@ def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> 
         "id": st.node_id,
         "verdict": st.verdict_shown,
         "reasons": st.reasons,
-        "findings": [str(f) for f in st.all_findings],
+        # Worst first, by the console's own ranking (drain before warn): status's REASONS
+        # cell cuts at three, and a port DOWN that came after three warnings was cut (a review).
+        "findings": [str(f) for f in sorted(st.all_findings, key=finding_rank)],
         "online": bool(st.online),
         "stale": st.stale,
         "state": slurm_state(st),

@@ -223,6 +223,38 @@ def test_the_status_table_says_how_many_reasons_it_leaves_out():
     assert row.rstrip().endswith("N6 mlx5_ib6:1: symbol_error saturated (+1 more)"), row
 
 
+def test_the_status_table_shows_a_port_down_before_warnings_it_would_cut():
+    """The REASONS cell cut the findings at three in the order the rules wrote them: a port
+    DOWN (drain) after three warnings was the one left out, as "(+1 more)" (a review). The
+    findings come worst first, by the console's own ranking (``finding_rank``)."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    for kind, msg in ((Kind.BIRTH, node.birth()), (Kind.TELEMETRY, node.telemetry())):
+        ingest.handle(topic_for(node.cluster, kind, node.node_id), codec.encode(msg), node.now)
+    state = FleetState(node.cluster, ingest.malformed)
+    state.apply(ingest.take_batch(), node.now)
+    down = Finding("N1", Severity.DRAIN, "mlx5_ib7:1", "DOWN/Disabled")
+    state.nodes[node.node_id].findings = [
+        Finding("N4", Severity.WARN, "mlx5_ib2:1", "receive errors increasing"),
+        Finding("N6", Severity.WARN, "mlx5_ib6:1", "symbol_error saturated"),
+        Finding("N4", Severity.WARN, "mlx5_ib5:1", "12 symbol errors/s (> 10/s)"), down]
+    summary = fleet_summary(state, node.now)
+    assert summary["nodes"][0]["findings"][0] == str(down)
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400))
+    (row,) = [ln for ln in out.getvalue().splitlines() if ln.startswith(node.node_id)]
+    assert "N1 mlx5_ib7:1: DOWN/Disabled; N4 mlx5_ib2:1: receive errors increasing; N4 " in row
+    assert row.rstrip().endswith("(+1 more)"), row
+
+
 def test_report_names_every_node_of_an_interruption(tmp_path):
     """The wide table listed the first four nodes of a switch outage's six and said nothing of
     the other two, where ``events`` said "(+2)" and the narrow table the whole host list (a 3
