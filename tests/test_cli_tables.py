@@ -196,14 +196,8 @@ def test_a_since_clock_time_taken_as_yesterday_says_so_once(tmp_path, monkeypatc
         assert "yesterday" not in capsys.readouterr().err, since
 
 
-def test_the_status_table_says_how_many_reasons_it_leaves_out():
-    """The REASONS cell cut the findings at three without a word: a port DOWN that came fourth
-    (after a rate, a flap count and a saturated counter) was not in the row at all, beside
-    "IB UP 7/8" (a real-node audit)."""
-    from rich.console import Console
-
-    from fleetdeck.console.cli.status import render_summary
-    from fleetdeck.console.summary import fleet_summary
+def _one_healthy_node() -> tuple[FakeNode, FleetState]:
+    """A fleet of one node, its birth and one sample applied."""
     from fleetdeck.protocol import codec
     from fleetdeck.protocol.topics import Kind, topic_for
 
@@ -213,6 +207,19 @@ def test_the_status_table_says_how_many_reasons_it_leaves_out():
         ingest.handle(topic_for(node.cluster, kind, node.node_id), codec.encode(msg), node.now)
     state = FleetState(node.cluster, ingest.malformed)
     state.apply(ingest.take_batch(), node.now)
+    return node, state
+
+
+def test_the_status_table_says_how_many_reasons_it_leaves_out():
+    """The REASONS cell cut the findings at three without a word: a port DOWN that came fourth
+    (after a rate, a flap count and a saturated counter) was not in the row at all, beside
+    "IB UP 7/8" (a real-node audit)."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.summary import fleet_summary
+
+    node, state = _one_healthy_node()
     summary = fleet_summary(state, node.now)
     summary["nodes"][0]["findings"] = [
         "N1 mlx5_ib2:1: 200 Gb/s, not 400", "N5 mlx5_ib5:1: 5 carrier losses/24h (≥ 5)",
@@ -232,15 +239,8 @@ def test_the_status_table_shows_a_port_down_before_warnings_it_would_cut():
     from fleetdeck.console.cli.status import render_summary
     from fleetdeck.console.health import Finding, Severity
     from fleetdeck.console.summary import fleet_summary
-    from fleetdeck.protocol import codec
-    from fleetdeck.protocol.topics import Kind, topic_for
 
-    node = FakeNode()
-    ingest = Ingest(node.cluster)
-    for kind, msg in ((Kind.BIRTH, node.birth()), (Kind.TELEMETRY, node.telemetry())):
-        ingest.handle(topic_for(node.cluster, kind, node.node_id), codec.encode(msg), node.now)
-    state = FleetState(node.cluster, ingest.malformed)
-    state.apply(ingest.take_batch(), node.now)
+    node, state = _one_healthy_node()
     down = Finding("N1", Severity.DRAIN, "mlx5_ib7:1", "DOWN/Disabled")
     state.nodes[node.node_id].findings = [
         Finding("N4", Severity.WARN, "mlx5_ib2:1", "receive errors increasing"),

@@ -4,6 +4,7 @@ the kernel-log map (docs/real-nodes.md, "Drains survive agent restarts")."""
 
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.real.common import GpuInventoryResult
@@ -61,27 +62,38 @@ def test_a_gpu_lost_while_a_port_flaps_keeps_its_index_and_its_xid(tmp_path):
     assert xid.component == "gpu3"
 
 
-def test_a_gpu_lost_before_a_reconnect_stays_in_the_new_birth_and_keeps_its_xid(tmp_path):
-    """The agent takes the inventory again at every reconnect (its new birth). gpu3, off the
-    bus since the first, was left out of it: telemetry stopped saying ``present: false``, and
-    its XID 79 went to "pci:0000:04:00", so after a broker restart the console's G2 for it was
-    gone (a real-node audit)."""
+def _nvsmi_node(tmp_path: Path) -> tuple[FakeSmi, RealSource, Path]:
+    """A real source on a fake nvidia-smi of eight GPUs and a kernel log file."""
     log = tmp_path / "kern.log"
     log.write_text("")
     smi = FakeSmi(eight_gpu_csv())
     src = RealSource("nvsmi", gpu=NvsmiReader(runner=smi), kernel_log=FileFollower(log),
                      host=HostReader(fake_proc(tmp_path / "proc")))
+    return smi, src, log
+
+
+def _xid79_of_bus_04(src: RealSource, log: Path, now: float) -> None:
+    """The kernel says the GPU on bus 04 (gpu3) fell off the bus, after the log is followed."""
+    src.read(now)
+    iso = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
+    with log.open("a") as fh:
+        fh.write(f"{iso} gpu0001 kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=7, name=python, "
+                 "GPU has fallen off the bus.\n")
+
+
+def test_a_gpu_lost_before_a_reconnect_stays_in_the_new_birth_and_keeps_its_xid(tmp_path):
+    """The agent takes the inventory again at every reconnect (its new birth). gpu3, off the
+    bus since the first, was left out of it: telemetry stopped saying ``present: false``, and
+    its XID 79 went to "pci:0000:04:00", so after a broker restart the console's G2 for it was
+    gone (a real-node audit)."""
+    smi, src, log = _nvsmi_node(tmp_path)
     now = time.time()
     assert len(src.inventory().gpus) == 8
     smi.stdout, smi.rc = eight_gpu_csv(lost=3), 15
     again = src.inventory()  # the reconnect's birth
     assert [g.index for g in again.gpus] == list(range(8))
     assert again.gpus[3].pci_bus_id == "00000000:04:00.0"
-    src.read(now)  # the log is followed from here
-    iso = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
-    with log.open("a") as fh:
-        fh.write(f"{iso} gpu0001 kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=7, name=python, "
-                 "GPU has fallen off the bus.\n")
+    _xid79_of_bus_04(src, log, now)
     r = src.read(now + 1)
     assert [g.index for g in r.gpus] == list(range(8))
     assert r.gpus[3].present is False and r.gpus[3].xid_last == 79
@@ -99,22 +111,14 @@ def test_a_gpu_lost_without_a_word_is_found_by_its_bus_at_the_reconnect(tmp_path
     handle" line): it numbers the rest 0-6, index 3 is gpu4's bus and gpu7's bus sits at 6.
     Tracked by index, nothing was lost at the reconnect's inventory and gpu3 silently left the
     birth (a review of the lost-GPU birth)."""
-    log = tmp_path / "kern.log"
-    log.write_text("")
-    smi = FakeSmi(eight_gpu_csv())
-    src = RealSource("nvsmi", gpu=NvsmiReader(runner=smi), kernel_log=FileFollower(log),
-                     host=HostReader(fake_proc(tmp_path / "proc")))
+    smi, src, log = _nvsmi_node(tmp_path)
     now = time.time()
     first = {g.index: g.pci_bus_id for g in src.inventory().gpus}
     smi.stdout = "".join(ln for ln in eight_gpu_csv(lost=3).splitlines(keepends=True)
                          if not ln.startswith("Unable"))
     again = src.inventory()  # the reconnect's birth
     assert {g.index: g.pci_bus_id for g in again.gpus} == first
-    src.read(now)  # the log is followed from here
-    iso = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
-    with log.open("a") as fh:
-        fh.write(f"{iso} gpu0001 kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=7, name=python, "
-                 "GPU has fallen off the bus.\n")
+    _xid79_of_bus_04(src, log, now)
     r = src.read(now + 1)
     assert [g.index for g in r.gpus] == list(range(8))
     assert [g.index for g in r.gpus if not g.present] == [3]
