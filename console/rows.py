@@ -689,7 +689,7 @@ def progress_bar(frac: float, width: int) -> str:
 def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     sick = sick_nodes(job, state)
     slow = straggler(job, state)
-    held_up = held_up_text(sick)
+    sick_line = held_up = held_up_text(sick)
     apart = slow is not None and all(s.node != slow.node for s in sick)
     if slow is not None and apart:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
@@ -702,7 +702,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
     if quiet is not None:
         # Before a straggler (it only slows the job), after a node that stops it (the cause).
         stalled = not_stepping_text(job, quiet, now)
-        held_up = (f"{held_up_text(sick)}; {stalled}" if sick else stalled) + (
+        held_up = (f"{sick_line}; {stalled}" if sick else stalled) + (
             f"; straggler {slow.text}" if slow is not None and apart else "")
     if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
@@ -723,7 +723,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),
-        sick=held_up_text(sick), sick_count=len(sick), straggler_apart=apart,
+        sick=sick_line, sick_count=len(sick), straggler_apart=apart,
         sick_switch=held_up_by_switch(sick),
         held_up=held_up, stalled=stalled, quiet=still,
     )
