@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -73,6 +74,8 @@ CREATE TABLE IF NOT EXISTS port_minutes (
 CREATE INDEX IF NOT EXISTS port_minutes_errors ON port_minutes (minute)
     WHERE symbol_errors > 0 OR link_downed > 0;
 """
+
+STORE_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
 
 def _upsert(table: str, key: str, means: tuple[str, ...], maxes: tuple[str, ...],
@@ -316,6 +319,23 @@ class WriterLock:
                              f"{err.strerror or err}.") from None
 
 
+def _unusable(path: Path, err: sqlite3.Error) -> str:
+    """The sentence for a store SQLite opened but cannot use, with the advice that fits: a
+    locked or damaged store was told to check that its folder is writable (an SRE drill)."""
+    code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return (f"the history store {path} is locked: another process has held a write "
+                "transaction on it for over 5 s; let it finish, or give this one its own --db.")
+    if code == sqlite3.SQLITE_NOTADB:
+        return (f"{path} is not a SQLite database, so not a fleetdeck history store: give "
+                "--db a new file or a store fleetdeck wrote.")
+    if code == sqlite3.SQLITE_CORRUPT:
+        return (f"the history store {path} is damaged ({err}): move it aside and start with "
+                "a new --db ('sqlite3 FILE .recover' saves what can still be read).")
+    return (f"cannot use the history store {path}: {err} (is the folder writable, and the "
+            "file a fleetdeck store?).")
+
+
 def _audit_row(a: AuditRecord) -> tuple[Any, ...]:
     return (a.request_id, a.outcome, a.ts, a.who, a.what, a.targets, a.why, a.cluster,
             a.detail, json.dumps(a.args))
@@ -387,16 +407,35 @@ class Store:
             raise StoreError(f"cannot open the history store {path}: "
                              f"{getattr(err, 'strerror', None) or err}.") from None
         try:
+            await db.execute("PRAGMA busy_timeout=5000")
+            # Before WAL is turned on: that rewrites the file's header too.
+            async with db.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur:
+                tables = {str(r[0]) for r in await cur.fetchall()}
+            if tables and not tables & STORE_TABLES:
+                # Not one of a store's tables: another program's database, and ours written
+                # into it changed a file that is not ours (an SRE drill: ``collect --db`` on
+                # an app's SQLite file).
+                await db.close()
+                raise StoreError(
+                    f"{path} is another program's SQLite database (tables "
+                    f"{', '.join(sorted(tables)[:3])}), not a fleetdeck history store: "
+                    "give --db a new file or a store fleetdeck wrote.")
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=NORMAL")
-            await db.execute("PRAGMA busy_timeout=5000")
             await db.executescript(SCHEMA)
             await cls._add_partial_columns(db)
             # Written only when it moves: a reader's open that wrote it made a stale store
-            # the newest written (``events`` then named no newer demo store: a review).
-            await db.execute("INSERT INTO meta VALUES ('schema_version', ?1) ON CONFLICT (key) "
-                             "DO UPDATE SET value = ?1 WHERE value != ?1",
-                             (str(SCHEMA_VERSION),))
+            # the newest written (``events`` then named no newer demo store: a review). And
+            # looked at before writing: an INSERT takes the write lock even when it changes
+            # nothing, so a store another process held a write transaction on for 5 s could
+            # not be opened at all, and a console kept no history for its whole run (an SRE
+            # drill; its writes are held and retried instead, docs/architecture.md).
+            async with db.execute("SELECT value FROM meta WHERE key = 'schema_version'") as cur:
+                row = await cur.fetchone()
+            if row is None or str(row[0]) != str(SCHEMA_VERSION):
+                await db.execute("INSERT INTO meta VALUES ('schema_version', ?1) "
+                                 "ON CONFLICT (key) DO UPDATE SET value = ?1",
+                                 (str(SCHEMA_VERSION),))
             async with db.execute("SELECT value FROM meta WHERE key = 'cluster'") as cur:
                 row = await cur.fetchone()
             held = str(row[0]) if row else None
@@ -411,8 +450,7 @@ class Store:
             await db.commit()
         except sqlite3.Error as err:
             await db.close()
-            raise StoreError(f"cannot use the history store {path}: {err} (is the folder "
-                             "writable, and the file a fleetdeck store?).") from None
+            raise StoreError(_unusable(path, err)) from None
         store = cls(db, path, retention_days)
         store.cluster = held
         return store

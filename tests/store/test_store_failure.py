@@ -3,6 +3,7 @@ session holds the rows in memory meanwhile and loses no event (before, the colle
 writing for good after the first error)."""
 
 import asyncio
+import contextlib
 import threading
 
 import pytest
@@ -71,3 +72,85 @@ def test_a_store_sqlite_cannot_open_leaves_no_thread_traceback(tmp_path):
     finally:
         threading.excepthook = hook
     assert not died, died[0].exc_value
+
+
+async def test_a_store_another_process_holds_write_locked_still_opens(tmp_path, monkeypatch):
+    """Opening wrote ``meta`` each time, and an INSERT takes the write lock even when it
+    changes nothing: with another process in a write transaction for over 5 s, a console got
+    "cannot use the history store …: database is locked (is the folder writable …?)" and kept
+    no history for its whole run (an SRE drill). Now it opens, reads, holds its writes in
+    memory while the lock is held, and writes them after."""
+    import sqlite3
+
+    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))
+    path = tmp_path / "store.db"
+    node = FakeNode(cluster="locked")
+    session = ConsoleSession("locked", clock=lambda: node.now)
+    await session.open_store(path)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.agent._event(EventDraft("xid", "before")), Kind.EVENT)
+    session.tick()
+    await session.flush()
+    await session.close()
+
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA busy_timeout=0")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        store = await Store.open(path, cluster="locked", claim=True)
+        await store.db.execute("PRAGMA busy_timeout=50")  # the write below fails fast
+        assert [r["message"] for r in await store.events(0)] == ["before"]
+        session = ConsoleSession("locked", clock=lambda: node.now)
+        session.store = store
+        node.feed(session.ingest, node.agent._event(EventDraft("xid", "during")), Kind.EVENT)
+        session.tick()
+        await session.flush()
+        assert "locked" in session.problems["store"].detail and session.store_backlog
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    assert session.store_backlog == 0 and "store" not in session.problems
+    assert [r["message"] for r in await store.events(0)] == ["before", "during"]
+    await session.close()
+
+
+async def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
+    """``collect --db app.db`` (or ``events``) on another program's SQLite database wrote
+    fleetdeck's nine tables into it (an SRE drill)."""
+    import sqlite3
+
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        db.commit()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"another program's SQLite database .*users"):
+        await Store.open(path, cluster="x", claim=True)
+    assert path.read_bytes() == before
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master")]
+    assert names == ["users"]
+
+
+async def test_a_damaged_store_is_said_to_be_damaged(tmp_path):
+    """A store cut in half (a disk error, a copy that stopped) got "is the folder writable,
+    and the file a fleetdeck store?": the folder was fine and the file was ours (an SRE
+    drill). The sentence says it is damaged and what to do."""
+    path = tmp_path / "store.db"
+    store = await Store.open(path, cluster="c", claim=True)
+    await store.db.executemany(
+        "INSERT INTO events VALUES (?,?,?,?,?,?,?,?)",
+        [(f"n.1.{i}", i, "n", "xid", "error", "gpu0", "x" * 500, "{}") for i in range(300)])
+    await store.db.commit()
+    await store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    await store.close()
+    size = path.stat().st_size
+    with path.open("r+b") as fh:
+        fh.truncate(size // 2)
+    with pytest.raises(StoreError) as caught:
+        await Store.open(path, cluster="c", claim=True)
+    said = str(caught.value)
+    assert "is damaged" in said and "move it aside" in said and "writable" not in said, said
