@@ -616,7 +616,17 @@ class ConsoleSession:
         if restored or said:
             self._collect_events(said)
         now = self.clock()
-        if watched is not None and now - watched > UNWATCHED_SAID_S:
+        if (watched is not None and now - watched > UNWATCHED_SAID_S
+                and self.store_written_by is not None):
+            # A live collector writes every tick: a store it has not written for this long
+            # is failing under it (disk full, locked) or it is stuck, and it holds what it
+            # saw in memory; "nothing watched this fleet" was wrong advice (an SRE drill,
+            # the store on a full disk; docs/architecture.md, "History, recording and replay").
+            self.note(f"history store {path.name} not written since {utc_hms(watched)} UTC "
+                      f"({fmt_duration(now - watched)}) though {self.store_written_by} writes "
+                      "it: its writes are failing or it is stuck (see its log); what it saw "
+                      "meanwhile is held in its memory", severity="warn")
+        elif watched is not None and now - watched > UNWATCHED_SAID_S:
             # A restarted console told what happened while none ran only by the events its
             # agents sent; nothing said that it had not watched in between (a 3 a.m. drive).
             self.note(f"nothing watched this fleet from {utc_hms(watched)} to {utc_hms(now)} "

@@ -429,3 +429,29 @@ async def test_a_console_restarted_after_a_gap_says_what_it_did_not_watch(tmp_pa
         assert "(40s; store store.db)" in line, line
     finally:
         await later.close()
+
+
+async def test_a_console_on_a_store_its_live_collector_cannot_write_says_so(tmp_path):
+    """A console started on a store whose collector was alive but held its ticks in memory
+    (the disk full) said "nothing watched this fleet from …": the collector had watched all
+    along (an SRE drill). It says the store is not being written, and by whom."""
+    from fleetdeck.console.store import WriterLock
+
+    node = FakeNode(cluster=CLUSTER)
+    first = make_session(node, Sent())
+    await first.open_store(tmp_path / "store.db")
+    await run_for(node, first, 5)
+    await first.close()
+    lock = WriterLock(tmp_path / "store.db")
+    lock.take("collect pid 4242 on here")  # the collector, alive, its writes failing
+    try:
+        node.now += 40.0
+        console = make_session(node, Sent())
+        await console.open_store(tmp_path / "store.db")
+        texts = [x.text for x in console.log.lines()]
+        await console.close()
+    finally:
+        lock.release()
+    assert not [t for t in texts if t.startswith("nothing watched")], texts
+    (line,) = [t for t in texts if "not written since" in t]
+    assert "(40s) though collect pid 4242 on here writes it" in line, line
