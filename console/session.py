@@ -105,6 +105,9 @@ STORE_QUEUE_TICKS = 1200
 """Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
 per-minute samples are dropped, never events, transitions or audit records."""
 STORE_RETRY_S = (1.0, 30.0)
+STORE_CATCH_UP_CHECKPOINT = 64
+"""Held ticks written between WAL checkpoints while a store that failed catches up
+(``Store.checkpoint``): the catch-up must not fill the space that was just freed with WAL."""
 REBIRTH_EVERY_S = 30.0
 """Ask one node to re-publish its birth and status at most this often."""
 RESENDS_PER_TICK = 64
@@ -256,6 +259,8 @@ class _StoreQueue:
     last_error: str = ""
     retry_at: float = 0.0
     delay: float = field(default_factory=lambda: STORE_RETRY_S[0])
+    caught_up: int = 0
+    """Held ticks written since the store came back (the outage is over once none is held)."""
 
 
 RUN_ENDED = frozenset({"CD", "F", "CA"})
@@ -1572,10 +1577,21 @@ class ConsoleSession:
             q.rows.popleft()
             self.counters.store_writes += 1
             if q.failing_since is not None:
-                log.warning("history store writable again after %.0f s; caught up",
-                            now - q.failing_since)
-                q.failing_since, q.delay = None, STORE_RETRY_S[0]
-                self.problems.pop("store", None)
+                q.caught_up += 1
+                if q.caught_up % STORE_CATCH_UP_CHECKPOINT == 0:
+                    await store.checkpoint()
+        if q.failing_since is not None:
+            # Said once every held tick is written: said after the first, "caught up" came
+            # with ticks still held, and the next failure of the same outage was a new one
+            # (an SRE drill on a full disk).
+            log.warning("history store writable again after %.0f s; caught up (%d held "
+                        "tick(s) written)", now - q.failing_since, q.caught_up)
+            q.failing_since, q.delay, q.caught_up = None, STORE_RETRY_S[0], 0
+            self.problems.pop("store", None)
+            # What the catch-up wrote into the WAL goes into the database now, and the WAL
+            # gives its space back: below SQLite's own 1,000-page checkpoint it stayed, and
+            # a disk that had just been freed filled again under it.
+            await store.checkpoint()
 
     @property
     def store_failing_s(self) -> float | None:

@@ -556,6 +556,17 @@ class Store:
         self.writes += 1
         self.write_ms = (time.perf_counter() - t0) * 1000
 
+    async def checkpoint(self) -> None:
+        """Move the WAL into the database and give its space back, without waiting for
+        readers (one that holds a snapshot leaves the rest for a later checkpoint); a store
+        that cannot is left as it is (the next write says so)."""
+        with contextlib.suppress(sqlite3.Error, ValueError):
+            await self.db.execute("PRAGMA busy_timeout=0")
+            try:
+                await self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                await self.db.execute("PRAGMA busy_timeout=5000")
+
     def partial_minutes(self) -> "TickRows":
         """The minutes in progress, marked partial, for a clean stop to write last."""
         gpu_rows, port_rows = self.down.drain()

@@ -154,3 +154,63 @@ async def test_a_damaged_store_is_said_to_be_damaged(tmp_path):
         await Store.open(path, cluster="c", claim=True)
     said = str(caught.value)
     assert "is damaged" in said and "move it aside" in said and "writable" not in said, said
+
+
+async def test_a_catch_up_cut_short_is_one_outage_and_the_wal_is_given_back(
+        tmp_path, monkeypatch, caplog):
+    """Drill on a 2 MB tmpfs: space freed, the held ticks written one transaction each, and
+    "writable again …; caught up" logged after the first while the rest still waited; the
+    catch-up's WAL (below SQLite's 1,000-page checkpoint) filled the freed space, the next
+    write failed, and a second "database or disk is full" outage began. Now the outage ends
+    when nothing is held, and the WAL is checkpointed as the catch-up goes and after it."""
+    import logging
+    import sqlite3
+
+    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))
+    monkeypatch.setattr(session_mod, "STORE_CATCH_UP_CHECKPOINT", 8)
+    node = FakeNode(cluster="full")
+    session = ConsoleSession("full", clock=lambda: node.now)
+    await session.open_store(tmp_path / "store.db")
+    assert session.store is not None
+    store = session.store
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    session.tick()
+    await session.flush()
+    real_write = store.write_rows
+    budget = {"left": 0}
+
+    async def write_rows(rows):
+        if budget["left"] <= 0:
+            raise sqlite3.OperationalError("database or disk is full")
+        budget["left"] -= 1
+        await real_write(rows)
+
+    monkeypatch.setattr(store, "write_rows", write_rows)
+    caplog.set_level(logging.WARNING, logger="fleetdeck.session")
+    for i in range(40):
+        node.feed(session.ingest, node.agent._event(EventDraft("xid", f"event {i}")),
+                  Kind.EVENT)
+        node.now += 0.5
+        session.tick()
+        await session.flush()
+    assert session.store_backlog == 40
+    budget["left"] = 20  # space for half of them, then full again
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    assert session.store_backlog == 21 and "store" in session.problems
+    said = [r.getMessage() for r in caplog.records]
+    assert len([s for s in said if "disk is full" in s]) == 1, said  # one outage, said once
+    assert not [s for s in said if "caught up" in s], said
+    budget["left"] = 1000
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    assert session.store_backlog == 0 and "store" not in session.problems
+    said = [r.getMessage() for r in caplog.records if "caught up" in r.getMessage()]
+    assert len(said) == 1 and "42 held tick(s) written" in said[0], said
+    wal = tmp_path / "store.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    rows = await store.events(0)
+    assert len(rows) == 40
+    await session.close()
