@@ -3,9 +3,11 @@ the header read "connected" in green while nothing arrived and every node went s
 drill). With agents online and nothing heard for ``QUIET_LINK_S``, the header says so."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
+from collections.abc import AsyncIterator, Callable
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
@@ -29,34 +31,48 @@ async def both_online(app: FleetdeckApp) -> None:
                      timeout=20, message="two nodes online")
 
 
-async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
+@contextlib.asynccontextmanager
+async def console_of_two_agents(mosquitto) -> AsyncIterator[
+        tuple[FleetdeckApp, Callable[[bool], None]]]:
+    """A console (160x48) with gpu0001 and gpu0002 online, and ``hang(True)`` / ``hang(False)``
+    to stop and continue the broker: continued on the way out whatever happened, so a failed
+    assertion leaves no stopped broker for the next test."""
     stop = asyncio.Event()
     tasks = two_agents(mosquitto, stop)
     app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
                        audit=MemoryAudit(), operator="t")
     assert mosquitto.proc is not None
+    pid = mosquitto.proc.pid
     stopped = False
+
+    def hang(on: bool) -> None:
+        nonlocal stopped
+        os.kill(pid, signal.SIGSTOP if on else signal.SIGCONT)
+        stopped = on
+
     try:
         async with app.run_test(size=(160, 48)):
             await both_online(app)
-            header = app.header_text(time.time())
-            assert "nothing heard" not in header and "connected" in header
-            os.kill(mosquitto.proc.pid, signal.SIGSTOP)
-            stopped = True
-            await asyncio.sleep(QUIET_LINK_S + 1.5)
-            app.tick()
-            header = app.header_text(time.time())
-            assert "connected, nothing heard for" in header and "(broker hung?)" in header, \
-                header
-            os.kill(mosquitto.proc.pid, signal.SIGCONT)
-            stopped = False
-            await eventually(lambda: (app.tick(), "nothing heard" not in app.header_text(
-                time.time()))[1], timeout=20, message="heard again")
+            yield app, hang
     finally:
         if stopped:
-            os.kill(mosquitto.proc.pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGCONT)
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
+    async with console_of_two_agents(mosquitto) as (app, hang):
+        header = app.header_text(time.time())
+        assert "nothing heard" not in header and "connected" in header
+        hang(True)
+        await asyncio.sleep(QUIET_LINK_S + 1.5)
+        app.tick()
+        header = app.header_text(time.time())
+        assert "connected, nothing heard for" in header and "(broker hung?)" in header, header
+        hang(False)
+        await eventually(lambda: (app.tick(), "nothing heard" not in app.header_text(
+            time.time()))[1], timeout=20, message="heard again")
 
 
 async def test_a_mistyped_cluster_is_told_which_clusters_the_broker_holds(mosquitto, monkeypatch):
@@ -130,32 +146,17 @@ async def test_a_broker_that_stops_answering_is_the_consoles_blindness_not_the_f
     racks fell silent: the network between the fleet and the broker" (a drill). Once the
     broker has not answered the keepalive's ping either, the console is blind from its last
     word, as with a lost link."""
-    stop = asyncio.Event()
-    tasks = two_agents(mosquitto, stop)
-    app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False,
-                       audit=MemoryAudit(), operator="t")
-    assert mosquitto.proc is not None
-    stopped = False
-    try:
-        async with app.run_test(size=(160, 48)):
-            await both_online(app)
-            os.kill(mosquitto.proc.pid, signal.SIGSTOP)
-            stopped = True
-            keepalive = app.session.feed.keepalive
-            await eventually(lambda: (app.tick(), app.state.blind is not None)[1],
-                             timeout=2 * keepalive, message="blind while the broker is mute")
-            assert "has not answered" in app.state.blind_why
-            app.tick()
-            assert not any(st.stale for st in app.state.nodes.values())
-            lost = [ln.text for ln in app.session.log.lines() if ln.kind == "connection"]
-            assert lost and "(hung?)" in lost[-1], lost
-            os.kill(mosquitto.proc.pid, signal.SIGCONT)
-            stopped = False
-            await eventually(lambda: (app.tick(), app.state.blind is None
-                                      or app.state.blind[1] is not None)[1],
-                             timeout=30, message="sight regained")
-    finally:
-        if stopped:
-            os.kill(mosquitto.proc.pid, signal.SIGCONT)
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async with console_of_two_agents(mosquitto) as (app, hang):
+        hang(True)
+        keepalive = app.session.feed.keepalive
+        await eventually(lambda: (app.tick(), app.state.blind is not None)[1],
+                         timeout=2 * keepalive, message="blind while the broker is mute")
+        assert "has not answered" in app.state.blind_why
+        app.tick()
+        assert not any(st.stale for st in app.state.nodes.values())
+        lost = [ln.text for ln in app.session.log.lines() if ln.kind == "connection"]
+        assert lost and "(hung?)" in lost[-1], lost
+        hang(False)
+        await eventually(lambda: (app.tick(), app.state.blind is None
+                                  or app.state.blind[1] is not None)[1],
+                         timeout=30, message="sight regained")
