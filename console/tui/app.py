@@ -64,6 +64,7 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
 from fleetdeck.console.tui.log_notice import NoticeHandler
 from fleetdeck.console.tui.palette import FleetCommands
+from fleetdeck.console.tui import render_cycles
 from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
 from fleetdeck.console.tui.screens.clusters import ClustersScreen
 from fleetdeck.console.tui.screens.events import EventsScreen
@@ -1173,6 +1174,7 @@ def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -
     from fleetdeck.console.tui.replay_app import ReplayApp
 
     tune_gc()
+    render_cycles.install()
     app = ReplayApp(path, speed=speed, tick_s=tick_s, log_path=console_log_path())
     app.run()
     say_where_logs_went(app)
@@ -1192,6 +1194,7 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
     """``cluster``: one name, or several (contexts; the first is shown first); ``digests``:
     every context fed from the sharded collectors' digests."""
     tune_gc()
+    render_cycles.install()
     clusters = [cluster] if isinstance(cluster, str) else list(cluster)
     app = FleetdeckApp(cluster=clusters[0], url=url, broker_label=broker_label, tick_s=tick_s,
                        read_only=read_only, operator=operator, audit_path=audit_path,
