@@ -562,6 +562,9 @@ def child_main(role: str, port: int, cluster: str, nodes: int, keys_from: float,
     if role == "bare":
         result = asyncio.run(bare_main("127.0.0.1", port, cluster))
     else:
+        from fleetdeck.console.tui import render_cycles
+
+        render_cycles.install()  # as run_console does
         result = asyncio.run(console_main("127.0.0.1", port, cluster, nodes, keys_from,
                                           drain_s))
     say("RESULT " + json.dumps(result))

@@ -458,9 +458,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.switches = 2048, 10
+    from fleetdeck.console.tui import render_cycles
     from fleetdeck.runtime import tune_gc
 
     tune_gc()  # as run_console does
+    render_cycles.install()
     n = args.nodes
     r = asyncio.run(measure(n, args.rounds, args.personas, args.switches, args.sorts,
                             not args.no_feed, args.wire, args.arrival))
