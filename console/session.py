@@ -713,6 +713,11 @@ class ConsoleSession:
             partial = self.store.partial_minutes()
             if partial.gpu or partial.ports:
                 self._store_q.rows.append(partial)
+            if self._stored_notes and self.store_written_by is None:
+                # Lines kept since the last tick ("writable again" after a final catch-up)
+                # went nowhere: only a tick turned them into rows.
+                self._store_q.rows.append(self.store.prepare(Batch(), [], self._stored_notes))
+                self._stored_notes = []
             async with self._io_lock:
                 await self._flush_store(final=True)
             await self.store.close()
@@ -1570,6 +1575,10 @@ class ConsoleSession:
                     q.failing_since = now
                     log.error("%s; keeping %d tick(s) in memory and retrying", q.last_error,
                               len(q.rows))
+                    # In the timeline too, and kept: the header said it only while it lasted,
+                    # and the next morning's `fleetdeck events` showed a gap with no cause.
+                    self.note(f"{q.last_error}: history held in memory and retried",
+                              severity="error", kind="store", keep=True)
                 self._problem("store", q.last_error, self.clock())
                 q.retry_at = now + q.delay
                 q.delay = min(STORE_RETRY_S[1], q.delay * 2)
@@ -1586,6 +1595,9 @@ class ConsoleSession:
             # (an SRE drill on a full disk).
             log.warning("history store writable again after %.0f s; caught up (%d held "
                         "tick(s) written)", now - q.failing_since, q.caught_up)
+            self.note(f"history store {store.path} writable again after "
+                      f"{now - q.failing_since:.0f} s; caught up ({q.caught_up} held tick(s) "
+                      "written)", kind="store", keep=True)
             q.failing_since, q.delay, q.caught_up = None, STORE_RETRY_S[0], 0
             self.problems.pop("store", None)
             # What the catch-up wrote into the WAL goes into the database now, and the WAL

@@ -11,7 +11,7 @@ import pytest
 from fleetdeck.agents.source import EventDraft
 from fleetdeck.console import session as session_mod
 from fleetdeck.console.session import ConsoleSession
-from fleetdeck.console.store import Store, StoreError
+from fleetdeck.console.store import CONSOLE_SOURCE, Store, StoreError
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
@@ -45,11 +45,18 @@ async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch
     session.tick()
     await session.flush()
     assert session.store_backlog == 0 and "store" not in session.problems, session.problems
+    # The outage is in the timeline, and in the store once it could be written again.
+    said = [line.text for line in session.log.lines() if line.kind == "store"]
+    assert len(said) == 2, said
+    assert "full" in said[0] and "held in memory and retried" in said[0]
+    assert "writable again after" in said[1] and "caught up" in said[1]
     await session.close()
     store = await Store.open(tmp_path / "store.db")
     rows = await store.events(0)
     await store.close()
-    assert len(rows) == 400
+    assert len([r for r in rows if r["node"] != CONSOLE_SOURCE]) == 400
+    kept = [r["message"] for r in rows if r["node"] == CONSOLE_SOURCE and r["kind"] == "store"]
+    assert len(kept) == 2 and "full" in kept[0] and "writable again" in kept[1], kept
 
 
 def test_a_store_sqlite_cannot_open_leaves_no_thread_traceback(tmp_path):
@@ -113,7 +120,8 @@ async def test_a_store_another_process_holds_write_locked_still_opens(tmp_path, 
     session.tick()
     await session.flush()
     assert session.store_backlog == 0 and "store" not in session.problems
-    assert [r["message"] for r in await store.events(0)] == ["before", "during"]
+    assert [r["message"] for r in await store.events(0)
+            if r["node"] != CONSOLE_SOURCE] == ["before", "during"]
     await session.close()
 
 
@@ -212,5 +220,5 @@ async def test_a_catch_up_cut_short_is_one_outage_and_the_wal_is_given_back(
     wal = tmp_path / "store.db-wal"
     assert not wal.exists() or wal.stat().st_size == 0
     rows = await store.events(0)
-    assert len(rows) == 40
+    assert len([r for r in rows if r["node"] != CONSOLE_SOURCE]) == 40
     await session.close()
