@@ -55,13 +55,22 @@ def slow_to_hear(state: FleetState, since_connect: float) -> list[str]:
 
 
 async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
-                  digests: bool = False) -> tuple[ConsoleSession, float]:
+                  digests: bool = False, after: asyncio.Event | None = None,
+                  connected: asyncio.Event | None = None) -> tuple[ConsoleSession, float]:
     """Watch the cluster through a console session (ticking like the console, so rules that
     need two samples fire here too) and return it with the seconds watched: ``wait_s``, or
     with None ``DEFAULT_WAIT_S`` and longer, up to ``LONGEST_WAIT_S``, while a node's first
     sample is still due by its interval (``slow_to_hear``) or a silent node's job may still
     step (``undecided_silent``). Raise ``UserError`` when the broker
-    never answered or no node of ``cluster`` was heard."""
+    never answered or no node of ``cluster`` was heard.
+
+    ``after``: connect only once it is set; ``connected`` is set once this watch has its
+    SUBACK (or gave up). This process's connections go one at a time that way: on the demo's
+    amqtt broker a CONNECT that overlaps another client's SUBSCRIBE leaves one of them never
+    acknowledged (its connect race), and `status` beside its own uptime probe said "no answer
+    (CONNACK) within 5 s" for one run in two (a newcomer's run)."""
+    if after is not None:
+        await after.wait()
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
                              digests=digests,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
@@ -82,13 +91,19 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                     or now - started > CONNECT_TIMEOUT_S)
         if connected_at is None:
             connected_at = now
+            if connected is not None:
+                connected.set()
         if not auto or now - started < least:
             return False
         return not (slow_to_hear(session.state, now - connected_at)
                     or undecided_silent(session.state, now - connected_at))
 
-    await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
-                        duration_s=LONGEST_WAIT_S if auto else least)
+    try:
+        await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
+                            duration_s=LONGEST_WAIT_S if auto else least)
+    finally:
+        if connected is not None:
+            connected.set()  # connected or not: whoever waits for its turn goes on
     # What the operator asked for, or, extended, how long it ran.
     watched = round(max(least, time.monotonic() - started), 1) if auto else least
     if feed.conn.connects == 0:
@@ -288,8 +303,12 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
     if len(clusters) > 1:
         return run_status_many(url, clusters, wait_s, as_json, digests=digests,
                                fail_on=fail_on)
-    (session, watched), uptime = asyncio.run(with_uptime(url, collect(
-        url, clusters[0], wait_s, digests=digests)))
+    async def run() -> tuple[tuple[ConsoleSession, float], float | None]:
+        connected = asyncio.Event()
+        return await with_uptime(url, collect(url, clusters[0], wait_s, digests=digests,
+                                              connected=connected), connected=connected)
+
+    (session, watched), uptime = asyncio.run(run())
     out = _summary(session, url, watched)
     out["broker_uptime_s"] = uptime
     if as_json:
@@ -335,17 +354,24 @@ UPTIME_PROBE_S = 2.0
 where the broker answers, and nothing is said where it does not."""
 
 
-async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T]) -> tuple[T, float | None]:
+async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T], *,
+                      connected: asyncio.Event | None = None) -> tuple[T, float | None]:
     """``watch``'s result and the broker's uptime (``$SYS/broker/uptime``), read beside it;
     said on stderr when the broker is younger than the agents' reconnect grace. Right after a
     restart of a broker that kept no retained messages, nodes not reconnected yet are missing
     altogether: `status` read "2 nodes ok 2" of a 32-node fleet with two failed ones (an SRE
     drill). None where the broker does not say (amqtt) or the probe fails; nothing is said
-    when the watch itself fails (its sentence is the one to read)."""
+    when the watch itself fails (its sentence is the one to read). ``connected``: the probe
+    connects only once the watch has (amqtt's connect race, ``collect``); at most a tick
+    later on Mosquitto, whose uptime is as of its last refresh anyway."""
 
     asked = time.time()
 
     async def probe() -> float | None:
+        nonlocal asked
+        if connected is not None:
+            await connected.wait()
+            asked = time.time()
         try:
             return await asyncio.wait_for(broker_uptime_s(
                 url, f"fd-uptime-{os.getpid()}-{int(time.time())}"), UPTIME_PROBE_S)
@@ -402,15 +428,24 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
     """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
     keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
 
-    async def all_of() -> list[tuple[ConsoleSession, float] | UserError]:
-        async def one(name: str) -> tuple[ConsoleSession, float] | UserError:
+    async def all_of(turns: list[asyncio.Event]) -> list[tuple[ConsoleSession, float] | UserError]:
+        # Watched at the same time, connected one after another (amqtt's connect race,
+        # ``collect``): each waits for the one before to have its SUBACK.
+        async def one(i: int, name: str) -> tuple[ConsoleSession, float] | UserError:
             try:
-                return await collect(url, name, wait_s, digests=digests)
+                return await collect(url, name, wait_s, digests=digests,
+                                     after=turns[i - 1] if i else None, connected=turns[i])
             except UserError as err:
                 return err
-        return await asyncio.gather(*(one(name) for name in clusters))
+            finally:
+                turns[i].set()
+        return await asyncio.gather(*(one(i, name) for i, name in enumerate(clusters)))
 
-    results, uptime = asyncio.run(with_uptime(url, all_of()))
+    async def run() -> tuple[list[tuple[ConsoleSession, float] | UserError], float | None]:
+        turns = [asyncio.Event() for _ in clusters]  # made in the loop that waits on them
+        return await with_uptime(url, all_of(turns), connected=turns[-1])
+
+    results, uptime = asyncio.run(run())
     summaries: list[dict[str, Any]] = []
     rows: list[ClusterRow] = []
     errors: list[str] = []
