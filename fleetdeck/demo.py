@@ -7,6 +7,7 @@ audit log or the current directory; its path is printed on exit.
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -60,14 +61,52 @@ def fleetdeck_command() -> str:
     return str(mine)
 
 
-def where_it_went(path: Path) -> str:
-    """The lines printed when the demo ends: where its audit log, store and recordings are."""
+def audit_size(path: Path) -> int:
+    """How long the operator's real audit log is now (0 if there is none yet)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def commands_since(path: Path, offset: int, cluster: str) -> int:
+    """Commands (distinct request ids) for ``cluster`` appended to the audit log at ``path``
+    after ``offset``: what a second terminal sent to the demo's fleet without ``--audit-log``,
+    so into the operator's real audit log (README)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            tail = fh.read()
+    except OSError:
+        return 0
+    ids: set[str] = set()
+    for raw in tail.splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue  # a torn or foreign line: not ours to judge
+        if isinstance(record, dict) and record.get("cluster") == cluster:
+            ids.add(str(record.get("request_id", "")))
+    return len(ids)
+
+
+def where_it_went(path: Path, elsewhere: tuple[Path, int] | None = None) -> str:
+    """The lines printed when the demo ends: where its audit log, store and recordings are.
+    ``elsewhere``: the real audit log and how many commands for the demo's cluster other
+    terminals wrote there during the run; the demo's own log said "no commands were sent"
+    after two drains from a second terminal, which went there (a newcomer's run)."""
     audit = path / AUDIT_FILE
     recordings = sorted(path.glob("*.jsonl.gz"))
     cmd = fleetdeck_command()
     lines = [f"fleetdeck demo: this run's files are in {path}",
-             f"  audit log   {audit}" + ("" if audit.exists() else " (no commands were sent)"),
-             f"  store       {path / STORE_FILE}  ({cmd} events --db {path / STORE_FILE})"]
+             f"  audit log   {audit}"
+             + ("" if audit.exists() else " (no commands were sent from this console)")]
+    if elsewhere is not None and elsewhere[1]:
+        real, count = elsewhere
+        lines.append(f"  elsewhere   {count} command{'s' if count != 1 else ''} from other "
+                     f"terminals went to your real audit log {real} (give them "
+                     f"--audit-log {audit} to keep them here)")
+    lines += [f"  store       {path / STORE_FILE}  ({cmd} events --db {path / STORE_FILE})"]
     if recordings:
         lines.extend(f"  recording   {r}  ({cmd} replay {r})" for r in recordings)
     else:
@@ -105,10 +144,12 @@ def run_demo(args: argparse.Namespace) -> int:
 
                 time.sleep(args.headless)
                 return run_status(broker.url, args.cluster, 2.0, as_json=False)
-            from fleetdeck.console.audit import os_user
+            from fleetdeck.console.audit import default_audit_path, os_user
             from fleetdeck.console.tui.app import run_console
 
             state = demo_dir()
+            real_audit = default_audit_path()
+            real_audit_start = audit_size(real_audit)
             try:
                 # The private broker's port is picked free at start: the header shows it, so
                 # a second terminal can point the CLI at this fleet.
@@ -119,7 +160,8 @@ def run_demo(args: argparse.Namespace) -> int:
                                    # terminal is audited under the same name.
                                    record_dir=state, operator=os_user())
             finally:
-                print(where_it_went(state))
+                print(where_it_went(state, (real_audit, commands_since(
+                    real_audit, real_audit_start, args.cluster))))
         finally:
             forget()
             sim.terminate()

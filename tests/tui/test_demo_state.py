@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.console.audit import AuditLog, AuditRecord
 from fleetdeck.console.tui.app import FleetdeckApp
-from fleetdeck.demo import AUDIT_FILE, STORE_FILE, demo_dir, where_it_went
+from fleetdeck.demo import (
+    AUDIT_FILE,
+    STORE_FILE,
+    audit_size,
+    commands_since,
+    demo_dir,
+    where_it_went,
+)
 from fleetdeck.paths import state_base
 from tests.conftest import REPO, spawn, stop_process
 from tests.tui.test_tmux_e2e import tmux, wait_for
@@ -41,8 +49,34 @@ def test_where_it_went_names_every_file(tmp_path):
     assert "no commands were sent" not in text
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "no commands were sent" in where_it_went(empty)
+    assert "no commands were sent from this console" in where_it_went(empty)
     assert "recordings  none" in where_it_went(empty)
+
+
+def test_commands_from_a_second_terminal_are_said_on_exit(tmp_path):
+    """A drain and a restart typed in a second terminal (no --audit-log) go to the real audit
+    log: the demo's exit said "no commands were sent" all the same (a newcomer's run)."""
+    real = tmp_path / "real" / "audit.jsonl"
+    log = AuditLog(real)
+    log.write(AuditRecord(1.0, "root", "drain", "gpu0001", "before the demo", "done", "old",
+                          cluster="demo"))
+    start = audit_size(real)
+    for outcome in ("requested", "done"):  # one command, two records
+        log.write(AuditRecord(2.0, "root", "drain", "gpu0012", "XID 79", outcome, "r1",
+                              cluster="demo"))
+    log.write(AuditRecord(3.0, "root", "restart_job", "job 4102", "retry", "requested", "r2",
+                          cluster="demo"))
+    log.write(AuditRecord(4.0, "root", "drain", "n1", "another fleet", "done", "r3",
+                          cluster="prod"))
+    assert commands_since(real, start, "demo") == 2
+    assert commands_since(tmp_path / "none.jsonl", 0, "demo") == 0
+    demo = tmp_path / "demo-1"
+    demo.mkdir()
+    text = where_it_went(demo, (real, 2))
+    assert "no commands were sent from this console" in text
+    assert f"2 commands from other terminals went to your real audit log {real}" in text
+    assert f"--audit-log {demo / AUDIT_FILE}" in text
+    assert "elsewhere" not in where_it_went(demo, (real, 0))
 
 
 @pytest.mark.tmux
