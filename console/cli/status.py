@@ -1,6 +1,7 @@
 """``fleetdeck status``: connect, collect retained + live state for a while, print, exit."""
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -69,14 +70,17 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     amqtt broker a CONNECT that overlaps another client's SUBSCRIBE leaves one of them never
     acknowledged (its connect race), and `status` beside its own uptime probe said "no answer
     (CONNACK) within 5 s" for one run in two (a newcomer's run)."""
+    started = time.monotonic()
     if after is not None:
-        await after.wait()
+        # At most as long as a CONNACK may take, counted in it: behind a broker that never
+        # answers, every cluster gives up at the same time, not one after another.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(after.wait(), CONNECT_TIMEOUT_S)
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
                              digests=digests,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
     feed = session.feed
     assert feed is not None
-    started = time.monotonic()
     connected_at: float | None = None
     auto = wait_s is None and not digests
     least = DEFAULT_WAIT_S if wait_s is None else wait_s
@@ -98,12 +102,8 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
         return not (slow_to_hear(session.state, now - connected_at)
                     or undecided_silent(session.state, now - connected_at))
 
-    try:
-        await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
-                            duration_s=LONGEST_WAIT_S if auto else least)
-    finally:
-        if connected is not None:
-            connected.set()  # connected or not: whoever waits for its turn goes on
+    await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
+                        duration_s=LONGEST_WAIT_S if auto else least)
     # What the operator asked for, or, extended, how long it ran.
     watched = round(max(least, time.monotonic() - started), 1) if auto else least
     if feed.conn.connects == 0:
@@ -367,11 +367,14 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T], *,
 
     asked = time.time()
 
+    probed: list[bool] = []
+
     async def probe() -> float | None:
         nonlocal asked
         if connected is not None:
             await connected.wait()
             asked = time.time()
+        probed.append(True)
         try:
             return await asyncio.wait_for(broker_uptime_s(
                 url, f"fd-uptime-{os.getpid()}-{int(time.time())}"), UPTIME_PROBE_S)
@@ -385,6 +388,12 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T], *,
         probing.cancel()
         await asyncio.gather(probing, return_exceptions=True)
         raise
+    if not probed:
+        # The watch never connected (nor, with several clusters, did the last one): a broker
+        # that did not answer it would keep the probe waiting UPTIME_PROBE_S more for nothing.
+        probing.cancel()
+        await asyncio.gather(probing, return_exceptions=True)
+        return result, None
     up = await probing
     if up is not None and up < AGENT_RECONNECT_S:
         # Judged again with the restart known: a node not heard since it is reconnecting
