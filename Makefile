@@ -6,10 +6,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 NODES ?= 64
 # The demo's broker: auto (Mosquitto if installed, else the embedded amqtt), mosquitto or amqtt;
-# BROKER=amqtt tries the zero-install path on a machine that has Mosquitto (Debian's is in
-# /usr/sbin, which the demo finds off PATH too). PORT=0: a free loopback port.
-BROKER ?= auto
-PORT ?= 0
+# BROKER_KIND=amqtt tries the zero-install path on a machine that has Mosquitto (Debian's is in
+# /usr/sbin, which the demo finds off PATH too). BROKER_PORT=0: a free loopback port.
+BROKER_KIND ?= auto
+BROKER_PORT ?= 0
 
 .PHONY: demo test lint check bench clean
 
@@ -27,7 +27,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/fleetdeck demo --nodes $(NODES) --broker-kind $(BROKER) --port $(PORT)
+	$(BIN)/fleetdeck demo --nodes $(NODES) --broker-kind $(BROKER_KIND) --port $(BROKER_PORT)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q

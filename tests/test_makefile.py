@@ -1,5 +1,6 @@
-"""`make demo`'s knobs reach the demo: without BROKER the zero-install amqtt path could not be
-tried on a machine with Mosquitto, not even with /usr/sbin off PATH (the demo looks there too)."""
+"""`make demo`'s knobs reach the demo: without BROKER_KIND the zero-install amqtt path could not
+be tried on a machine with Mosquitto, not even with /usr/sbin off PATH (the demo looks there
+too). Not BROKER and PORT: names a shell may already hold for something else."""
 
 import shutil
 import subprocess
@@ -20,5 +21,5 @@ def demo_command(*assignments: str) -> str:
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_demo_passes_broker_and_port():
     assert demo_command().endswith("demo --nodes 64 --broker-kind auto --port 0")
-    line = demo_command("BROKER=amqtt", "PORT=50123", "NODES=16")
+    line = demo_command("BROKER_KIND=amqtt", "BROKER_PORT=50123", "NODES=16", "PORT=8080")
     assert line.endswith("demo --nodes 16 --broker-kind amqtt --port 50123")
