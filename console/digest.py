@@ -30,6 +30,17 @@ STEPPING_NOTE = ("; job {job} still stepping — the agent died, not the node: r
 console on digests reads the job back from it (``apply_digest``)."""
 _STEPPING = re.compile(re.escape(STEPPING_NOTE).replace(re.escape("{job}"), r"(\S+)"))
 
+BEHIND_SUSPECT = "behind suspect switch {switch}"
+BEHIND_RECOVERED = "behind switch {switch}, which recovered"
+"""How F1 (``NodeState.effective_findings``) names the suspect switch a node's bad ports hang
+off; a console on digests reads the switch back from it (``apply_digest``)."""
+SWITCH_MARK = " (switch)"
+"""Appended to a finding of a port behind a suspect switch: the switch's, not the node's."""
+_BEHIND = re.compile(
+    "^(?:" + re.escape(BEHIND_SUSPECT).replace(re.escape("{switch}"), r"(?P<suspect>\S+?)")
+    + "|" + re.escape(BEHIND_RECOVERED).replace(re.escape("{switch}"), r"(?P<recovered>\S+?)")
+    + "):")
+
 DIGEST_EVERY_S = 5.0
 """A node's digest is re-sent at least this often (fresh vitals) besides on every change."""
 DIGESTS_PER_TICK = 4096
@@ -234,13 +245,48 @@ def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None
     st.seq_gaps = d.seq_gaps
     st.last_rx = None if d.last_seen_s is None else d.ts / 1000 - d.last_seen_s
     if old is None or old.findings != d.findings:
-        st.findings = [Finding(f.rule, Severity(f.severity), f.component, f.text)
-                       for f in d.findings]
+        _apply_findings(st, [Finding(f.rule, Severity(f.severity), f.component, f.text)
+                             for f in d.findings])
         # The collector found the agent dead under a job that still steps: the action and
         # the incident follow it ("restart the agent"), not "check the node; drain it" under
         # its own "do not drain" (an SRE drill read both in one incident).
         st.job_stepping = next((m.group(1) for f in d.findings if f.rule in ("H1", "H2")
                                 and (m := _STEPPING.search(f.text)) is not None), "")
+
+
+def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
+    """The collector's findings, with what its fleet-wide correlation said put back where a
+    console on raw telemetry keeps it: the suspect switch (F1) in ``behind_switch`` and its
+    ports, their findings unmarked. Kept as received, a node behind a suspect switch read as
+    one with faults of its own on digests: "watch; drain it if it persists" where the raw
+    console said "check switch leaf02-r5; do not drain", an incident per node instead of the
+    switch's one, and "18 nodes need attention" beside the raw console's 2 (an SRE drill)."""
+    f1 = next((f for f in findings if f.rule == "F1"), None)
+    m = _BEHIND.match(f1.text) if f1 is not None else None
+    if m is None:
+        st.findings = findings
+        st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
+        st.behind_link_only = frozenset()
+        return
+    ports: set[str] = set()
+    own: set[str] = set()
+    out: list[Finding] = []
+    for f in findings:
+        if f.rule == "F1":
+            continue  # NodeState.effective_findings makes it again from behind_switch
+        if f.text.endswith(SWITCH_MARK):
+            ports.add(f.component)
+            out.append(Finding(f.rule, f.severity, f.component, f.text[:-len(SWITCH_MARK)]))
+        else:
+            out.append(f)
+            own.add(f.component)
+    st.findings = out
+    st.behind_switch = m["suspect"] or m["recovered"]
+    st.behind_recovered = m["recovered"] is not None
+    st.behind_ports = frozenset(ports)
+    # A port with a finding the switch did not take (its symbol errors) is a link-only one:
+    # only its link faults are the switch's (SuspectSwitch.link_only).
+    st.behind_link_only = frozenset(ports & own)
 
 
 def judge_digest(st: NodeState, now: float) -> Verdict:

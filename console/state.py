@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from fleetdeck.console.digest import STALE_PERIODS, STEPPING_NOTE, apply_digest, judge_digest
+from fleetdeck.console.digest import (
+    BEHIND_RECOVERED,
+    BEHIND_SUSPECT,
+    STALE_PERIODS,
+    STEPPING_NOTE,
+    SWITCH_MARK,
+    apply_digest,
+    judge_digest,
+)
 from fleetdeck.console.health import (
     LINK_RULES,
     VERDICT_ORDER,
@@ -495,8 +503,11 @@ class NodeState:
         switch: a switch failure must not make every node behind it a drain candidate."""
         if not self.behind_switch:
             return self.findings
+        # Liveness (H1-H3) is not a finding of the node's own hardware: a console on digests
+        # keeps the collector's in ``findings`` (the digest has one list), where it must not
+        # turn "check the switch, do not drain" into "the findings … are the switch's".
         own = [f for f in self.findings if not self.switch_owns(f)
-               and f.severity is not Severity.INFO]
+               and f.severity is not Severity.INFO and f.rule not in _LIVENESS_RULES]
         # "Do not drain" holds only for what the switch explains: a GPU fault on a node behind
         # a failing switch is still a reason to drain it, and a warning of its own has its own
         # advice (recommended_action), which "do not drain" contradicted (a review).
@@ -504,8 +515,8 @@ class NodeState:
         # A switch up again: the node's link errors of the last hour were the switch's (a UX
         # audit read "check the switch" an hour after it came back).
         recovered = self.behind_recovered
-        what = (f"behind switch {self.behind_switch}, which recovered" if recovered
-                else f"behind suspect switch {self.behind_switch}")
+        what = (BEHIND_RECOVERED if recovered else BEHIND_SUSPECT).format(
+            switch=self.behind_switch)
         # Name the ports: a node with a fault of its own on another port read "its IB port
         # findings are the switch's" next to its own flapping link (an operator's walkthrough).
         ports = ", ".join(sorted(self.behind_ports))
@@ -519,7 +530,7 @@ class NodeState:
         out = [] if faulty else [switch]
         for f in self.findings:
             if self.switch_owns(f):
-                out.append(Finding(f.rule, Severity.WARN, f.component, f"{f.text} (switch)"))
+                out.append(Finding(f.rule, Severity.WARN, f.component, f.text + SWITCH_MARK))
             else:
                 out.append(f)
         if faulty:
@@ -529,6 +540,9 @@ class NodeState:
     @property
     def all_findings(self) -> list[Finding]:
         return self.liveness + self.effective_findings
+
+
+_LIVENESS_RULES = frozenset({"H1", "H2", "H3"})
 
 
 RESTORE_SETTLE_S = 60.0

@@ -261,3 +261,38 @@ def test_a_digest_console_expects_no_gpu_of_a_node_without_a_gpu_reader():
     assert ds.birth is not None and ds.birth.gpus_expected == 0
     radius = blast_radius(dig, CommandOp.DRAIN, ["gpu0001"], node.now)
     assert radius.gpus == 0, radius
+
+
+def test_a_digest_console_reads_nodes_behind_a_suspect_switch_as_the_raw_console_does():
+    # A console on digests kept F1 and the "(switch)" findings as the node's own: each node
+    # behind a dead switch read "watch; drain it if it persists" where the raw console said
+    # "check switch leaf00-r2; do not drain", had an incident of its own instead of the
+    # switch's one, and the overview said 18 nodes need attention beside the raw console's 2
+    # (an SRE drill, 32 nodes, three collectors).
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import recommended_action, sick_nodes
+    from fleetdeck.console.rows import top_problems
+    from tests.console.test_incidents import job_status, port_down, run
+
+    down = port_down("mlx5_ib2")
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    faults = {n: down for n in behind}
+    faults["gpu0005"] = port_down("mlx5_ib6")  # a fault of its own, beside the switch
+    session = run(8, faults, jobs=[lambda c: job_status("4103", ["gpu0001", "gpu0006"], c)])
+    raw = session.state
+    dig = _on_digests(session)
+    job = raw.jobs["4103"]
+    dig.jobs["4103"] = job  # the job status reaches both consoles alike
+    for name in [*behind, "gpu0005"]:
+        r, d = raw.nodes[name], dig.nodes[name]
+        assert (d.verdict, d.behind_switch, d.behind_ports) == (
+            r.verdict, r.behind_switch, r.behind_ports), name
+        assert [str(f) for f in d.all_findings] == [str(f) for f in r.all_findings], name
+        assert recommended_action(d, dig) == recommended_action(r, raw), name
+    assert recommended_action(dig.nodes["gpu0001"], dig).startswith("check switch leaf00-r2")
+    want = sorted((i.key, i.nodes, i.action) for i in incidents(raw))
+    assert sorted((i.key, i.nodes, i.action) for i in incidents(dig)) == want
+    assert [s.as_json() for s in sick_nodes(job, dig)] == [
+        s.as_json() for s in sick_nodes(job, raw)]
+    (_, raw_count), (_, dig_count) = top_problems(raw), top_problems(dig)
+    assert dig_count == raw_count
