@@ -143,6 +143,10 @@ class ShardScope:
         self.wills_unbelieved = 0
         """Peers' ``online: false`` that they took back (announced themselves again) before it
         was believed: a broker that shut down, not a collector that left."""
+        self.clobbered = False
+        """A will of another process under this collector's id came (a twin that died): it
+        replaced this collector's retained birth, so peers and consoles read it gone until it
+        announces itself again, which it should do now (``ShardRunner``)."""
         self.twin: CollectorStatus | None = None
         """A live birth under this collector's own id from another process (two collectors
         started with the same --shard K): both would own the same nodes."""
@@ -173,10 +177,17 @@ class ShardScope:
             # Our own retained birth, a will of an earlier run of us, or a twin.
             if msg.online and msg.started != self.started_ms:
                 self.twin = msg
+            elif not msg.online and msg.started != self.started_ms:
+                self.clobbered = True
             return False
         old = self.members.get(msg.collector)
-        if old is not None and msg.started < old.started:
-            return False  # a late will of an older process of that collector
+        if old is not None and msg.started < old.started and not (msg.online and not old.online):
+            # A late will of an older process of that collector. Not the birth of an older
+            # process that still runs after a newer twin under its id died: its will read as
+            # the older one's death, for good (both births ignored as "older"), so the peers
+            # took its nodes while it kept publishing their digests: 13 of 32 nodes with two
+            # owners, digests alternating between them (an SRE drill).
+            return False
         if (old is not None and not msg.online and not old.online
                 and msg.started == old.started):
             return False  # the same goodbye again (retained, re-sent): keep when it came

@@ -73,8 +73,10 @@ class ShardRunner:
             return True
         if feed.link.connected and (feed.conn.connects != self._announced_connects
                                     or scope.membership_changes != self._announced_changes
+                                    or scope.clobbered
                                     or now - self._announced_at >= ANNOUNCE_EVERY_S):
             self._announced_connects, self._announced_at = feed.conn.connects, now
+            scope.clobbered = False
             self._announced_changes = scope.membership_changes
             session.publish_message(Kind.COLLECTOR, scope.me,
                                     collector_status(scope, True, self.shard, now,

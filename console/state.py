@@ -1046,7 +1046,9 @@ class FleetState:
             self._min_every = min(self._min_every, digest.every_s)
         for name, (_rx, col) in batch.collectors.items():
             held = self.collectors.get(name)
-            if held is None or col.started >= held.started:
+            # An older process's birth after a newer one's will: it outlived a twin under its
+            # id (the header said "2 collectors" with three running, as ShardScope.observe).
+            if held is None or col.started >= held.started or (col.online and not held.online):
                 self.collectors[name] = col
         if batch.scheduler_cleared:
             self.scheduler, self.scheduler_will_doubted = None, False

@@ -296,3 +296,28 @@ def test_a_digest_console_reads_nodes_behind_a_suspect_switch_as_the_raw_console
         s.as_json() for s in sick_nodes(job, raw)]
     (_, raw_count), (_, dig_count) = top_problems(raw), top_problems(dig)
     assert dig_count == raw_count
+
+
+def test_a_digest_console_counts_a_collector_that_outlived_its_twin():
+    # The newer of two processes running as shard-1 died: its will replaced the older one's
+    # birth, whose next announcements were ignored as older: "2 collectors" with three running.
+    from fleetdeck.protocol.messages import CollectorStatus
+
+    ingest = Ingest("demo")
+    state = FleetState("demo", ingest.malformed)
+
+    def hear(online: bool, started: int, rx: float) -> None:
+        msg = CollectorStatus(collector="shard-1", online=online, started=started, ts=started)
+        ingest.handle(topic_for("demo", Kind.COLLECTOR, "shard-1"), codec.encode(msg), rx)
+        state.apply(ingest.take_batch(), rx)
+
+    hear(True, 100, 1.0)
+    hear(True, 900, 2.0)  # the twin
+    hear(False, 900, 3.0)  # its will
+    assert not state.collectors["shard-1"].online
+    hear(True, 100, 30.0)  # the one still running announces itself
+    assert state.collectors["shard-1"].online
+    hear(False, 100, 31.0)
+    hear(True, 900, 32.0)
+    hear(False, 50, 33.0)  # a late will of an even older process changes nothing
+    assert state.collectors["shard-1"].online and state.collectors["shard-1"].started == 900

@@ -223,3 +223,30 @@ def test_a_peer_silent_for_two_announcements_is_gone_but_not_while_this_one_is_b
     assert not scope.settle(31.0 + MEMBER_SILENT_S + 1, stalled, 0.0)
     assert scope.settle(31.0 + MEMBER_SILENT_S + 5, stalled, 0.0)
     assert scope.live == ("shard-1",)
+
+
+def test_a_collector_outliving_its_twin_is_live_again_at_its_next_announcement():
+    # Two processes ran as shard-1; the newer one was killed and its will made shard-1 gone.
+    # The older one kept running, but its births were ignored as "older" than that will: the
+    # peers owned its nodes for good while it kept publishing their digests (an SRE drill).
+    peer = ShardScope("shard-2", 500)
+    for node in NODES[:300]:
+        peer.learn(node)
+    peer.observe(status("shard-1", True, started=100), 1.0)
+    peer.observe(status("shard-1", True, started=900), 2.0)  # the twin
+    peer.observe(status("shard-1", False, started=900), 3.0)  # the twin's will
+    assert peer.settle(3.0 + WILL_BURST_S, None, 0.0)
+    assert peer.live == ("shard-2",)
+    assert peer.observe(status("shard-1", True, started=100), 30.0)  # the older one announces
+    assert peer.live == ("shard-1", "shard-2")
+    # While the newer twin lives, the older one's birth changes nothing; an older will never.
+    peer.observe(status("shard-1", True, started=900), 31.0)
+    assert not peer.observe(status("shard-1", True, started=100), 32.0)
+    assert not peer.observe(status("shard-1", False, started=100), 33.0)
+    assert peer.live == ("shard-1", "shard-2")
+    # The survivor learns that the twin's will replaced its retained birth: it re-announces.
+    me = ShardScope("shard-1", 100)
+    me.observe(status("shard-1", True, started=900), 2.0)
+    assert not me.clobbered
+    me.observe(status("shard-1", False, started=900), 3.0)
+    assert me.clobbered
