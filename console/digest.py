@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleetdeck.console.health import Finding, Severity, Verdict
+from fleetdeck.console.health import Finding, Severity, Verdict, combine
 from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, GpuInventory, IbPortInventory, Topology
 from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS, DrainInfo, DrainState
@@ -265,8 +265,10 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
     m = _BEHIND.match(f1.text) if f1 is not None else None
     if m is None:
         st.findings = findings
-        st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
-        st.behind_link_only = frozenset()
+        if st.behind_by_collector:  # else the console's own correlation's: it clears them
+            st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
+            st.behind_link_only = frozenset()
+            st.behind_by_collector = False
         return
     ports: set[str] = set()
     own: set[str] = set()
@@ -281,12 +283,16 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
             out.append(f)
             own.add(f.component)
     st.findings = out
+    st.behind_by_collector = True
     st.behind_switch = m["suspect"] or m["recovered"]
     st.behind_recovered = m["recovered"] is not None
     st.behind_ports = frozenset(ports)
     # A port with a finding the switch did not take (its symbol errors) is a link-only one:
     # only its link faults are the switch's (SuspectSwitch.link_only).
     st.behind_link_only = frozenset(ports & own)
+
+
+_LIVENESS = frozenset({"H1", "H2", "H3"})
 
 
 def judge_digest(st: NodeState, now: float) -> Verdict:
@@ -302,4 +308,11 @@ def judge_digest(st: NodeState, now: float) -> Verdict:
         return Verdict.STALE
     st.stale = d.stale
     st.liveness = []
-    return Verdict(d.verdict)
+    verdict = Verdict(d.verdict)
+    if (st.behind_switch and not st.behind_by_collector
+            and verdict in (Verdict.FAILED, Verdict.DEGRADED)):
+        # The collector owns too few of the switch's nodes to suspect it (each judges its own
+        # shard); this console sees them all (``judgements.correlate_digests``): the node's
+        # port faults are the switch's, as a console on raw telemetry judges them.
+        verdict = combine([f for f in st.effective_findings if f.rule not in _LIVENESS])
+    return verdict

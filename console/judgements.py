@@ -367,6 +367,44 @@ def correlate(state: FleetState, now: float) -> None:
             state.mark(st.node_id)
 
 
+def correlate_digests(state: FleetState, now: float) -> None:
+    """``correlate`` for a console on digests, for what the collectors could not see: each
+    judges the switches of its own shard, so one that owns fewer than ``CORRELATION_MIN``
+    of a dead switch's nodes sent them as failed, "drain, then reseat the cable", beside the
+    switch this console suspects from all the digests (4 collectors, 32 nodes: 2 of the 16
+    nodes behind leaf02-r5; with more collectors than a leaf has nodes / 3, most of them). A
+    node whose collector named its switch (F1, ``behind_by_collector``) keeps that word."""
+    behind: dict[str, tuple[set[str], set[str], set[str], set[str]]] = {}
+    pool = state.maybe_bad()
+    for sw in suspect_switches(state, pool=pool):
+        for port in sw.ports:
+            node, dev, num = port.rsplit(":", 2)
+            switches, ports, failing, link_only = behind.setdefault(
+                node, (set(), set(), set(), set()))
+            switches.add(sw.switch)
+            ports.add(f"{dev}:{num}")
+            if sw.link_only:
+                link_only.add(f"{dev}:{num}")
+            if not sw.recovered:
+                failing.add(sw.switch)
+    for node, (switches, ports, failing, link_only) in behind.items():
+        st = state.nodes[node]
+        if st.behind_by_collector:
+            continue
+        where = (compress(failing or switches), frozenset(ports), not failing,
+                 frozenset(link_only))
+        if (st.behind_switch, st.behind_ports, st.behind_recovered,
+                st.behind_link_only) != where:
+            (st.behind_switch, st.behind_ports, st.behind_recovered,
+             st.behind_link_only) = where
+            state.mark(node)
+    for st in pool:
+        if st.behind_switch and not st.behind_by_collector and st.node_id not in behind:
+            st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
+            st.behind_link_only = frozenset()
+            state.mark(st.node_id)
+
+
 NO_REASON = frozenset({"none", "(null)", "(none)"})
 """What Slurm puts in a job's reason when it has none (a fresh pending job says "None",
 squeue prints "(None)"): shown as no reason at all, never as the word."""

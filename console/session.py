@@ -55,6 +55,7 @@ from fleetdeck.console.interruptions import (
 )
 from fleetdeck.console.judgements import (
     correlate,
+    correlate_digests,
     not_stepping,
     not_stepping_text,
     scheduler_gone,
@@ -544,8 +545,9 @@ class ConsoleSession:
 
     def _new_state(self) -> FleetState:
         state = FleetState(self.cluster, self.ingest.malformed)
-        # On digests the collectors did the fleet-wide correlation for their nodes already.
-        state.correlate = None if self.digests else correlate
+        # On digests the collectors did the fleet-wide correlation within their shards; the
+        # console adds what no single shard could see (a switch whose nodes they split).
+        state.correlate = correlate_digests if self.digests else correlate
         state.digest_mode = self.digests
         return state
 

@@ -230,6 +230,9 @@ class NodeState:
     behind_recovered: bool = False
     """Every switch in ``behind_switch`` is up again, suspected only for the hour its ports'
     fatal counters count (``SuspectSwitch.recovered``)."""
+    behind_by_collector: bool = False
+    """``behind_*`` came from the collector's F1 (a console on digests): its own
+    correlation (``judgements.correlate_digests``) leaves them be."""
     job_stepping: str = ""
     """A job that keeps stepping on this node although its agent is silent: the agent died,
     not the node."""
@@ -1374,7 +1377,8 @@ class FleetState:
             if st.digest is not None:
                 # The collector judged it: only a new digest, digests that stopped, or a raw
                 # status while its detail is open change what this console shows.
-                key = (st.digest_rx, st.online, st.drain.state)
+                key = (st.digest_rx, st.online, st.drain.state, st.behind_switch,
+                       st.behind_recovered)
                 heard, window = st.digest_rx, STALE_PERIODS * st.digest.every_s
             else:
                 key = (st.findings, st.online, st.stopped, st.drain, st.birth is None,

@@ -321,3 +321,46 @@ def test_a_digest_console_counts_a_collector_that_outlived_its_twin():
     hear(True, 900, 32.0)
     hear(False, 50, 33.0)  # a late will of an even older process changes nothing
     assert state.collectors["shard-1"].online and state.collectors["shard-1"].started == 900
+
+
+def test_a_switch_whose_nodes_the_collectors_split_is_suspected_on_digests():
+    # Each collector correlates within its shard: one that owned 2 of a dead switch's nodes
+    # (fewer than CORRELATION_MIN) sent them failed, "drain, then reseat the cable", while
+    # the console on digests named the switch suspect above them and a console on raw
+    # telemetry said "check switch leaf02-r5; do not drain" (a drill with 4 collectors).
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import correlate_digests, recommended_action
+    from tests.console.test_incidents import port_down, run
+
+    down = port_down("mlx5_ib2")
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    raw = run(8, {n: down for n in behind}).state
+    shard_a = run(8, {n: down for n in behind[:2]}).state  # owns gpu0001-2 (and 5-8)
+    shard_b = run(8, {n: down for n in behind[2:]}).state  # owns gpu0003-4
+    assert shard_a.nodes["gpu0001"].verdict is Verdict.FAILED  # no switch seen in a shard
+    now = 1_000_100.0
+    ingest = Ingest(raw.cluster)
+    dig = FleetState(raw.cluster, ingest.malformed)
+    dig.digest_mode = True
+    dig.correlate = correlate_digests  # as ConsoleSession sets it up on digests
+    for name in shard_a.nodes:
+        by = shard_b if name in behind[2:] else shard_a
+        ingest.handle(topic_for(dig.cluster, Kind.DIGEST, name),
+                      codec.encode(make_digest(by.nodes[name], "shard-x", now)), now)
+    dig.apply(ingest.take_batch(), now)
+    dig.judge_fleet(now)
+    for name in behind:
+        r, d = raw.nodes[name], dig.nodes[name]
+        assert (d.verdict, d.behind_switch) == (r.verdict, r.behind_switch), name
+        assert recommended_action(d, dig) == recommended_action(r, raw), name
+    assert recommended_action(dig.nodes["gpu0001"], dig).startswith("check switch leaf00-r2")
+    assert sorted(i.key for i in incidents(dig)) == sorted(i.key for i in incidents(raw))
+    # The switch back up: the nodes read as their collector judged them again.
+    for name in behind:
+        ingest.handle(topic_for(dig.cluster, Kind.DIGEST, name),
+                      codec.encode(make_digest(raw.nodes["gpu0008"], "shard-x", now + 1)
+                                   ).replace(b"gpu0008", name.encode()), now + 1)
+    dig.apply(ingest.take_batch(), now + 1)
+    dig.judge_fleet(now + 1)
+    assert all(dig.nodes[n].verdict is Verdict.OK and not dig.nodes[n].behind_switch
+               for n in behind)
