@@ -25,6 +25,8 @@ from fleetdeck.protocol.messages import (
     Ack,
     Birth,
     CollectorStatus,
+    Command,
+    CommandOp,
     Event,
     JobStatus,
     SchedulerStatus,
@@ -47,6 +49,14 @@ CONSOLE_KINDS = frozenset(
      Kind.SCHED_STATUS, Kind.DIGEST, Kind.COLLECTOR}
 )
 """What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
+COMMAND_KINDS = frozenset({Kind.CMD, Kind.SCHED_CMD})
+"""Operators' commands: a live console never reads them (it sends its own), a replay does
+(``Ingest.hears_commands``): who drained or restarted what, and why, is the recording's point."""
+OPERATOR_OPS = frozenset({CommandOp.DRAIN, CommandOp.RESUME, CommandOp.RESTART_JOB})
+"""The commands a replay's timeline shows: the read-only ones (keyframe, rebirth, resend) are
+consoles asking on their own, dozens of them, nobody's decision."""
+RECORDED_CMDS_MAX = 10_000
+"""Recorded commands a replay remembers to name their acks by (the oldest go first)."""
 KEYFRAME_ASK_EVERY_S = 5.0
 """A node is asked for a v2 keyframe at most this often (its deltas are useless until then)."""
 TOPIC_CACHE_MAX = 100_000
@@ -149,6 +159,9 @@ class Batch:
     """The scheduler's latest birth or will (``sched/status``)."""
     scheduler_cleared: bool = False
     """Its retained presence was cleared (an empty payload) before ``scheduler``, if any."""
+    commands: list[tuple[float, Command]] = field(default_factory=list)
+    """Operators' drain, resume and restart commands a recording holds (a replay only:
+    ``Ingest.hears_commands``), in order."""
     basis: dict[str, wire2.Basis] = field(default_factory=dict)
     """Per node whose latest sample here is v2: the keyframe it rests on and whether it moved
     only columns the rules do not read (FleetState skips the rules of a healthy node when its
@@ -212,6 +225,13 @@ class Ingest:
         self.out_of_shard = 0
         """Node messages ignored because another collector owns the node."""
         self._topics: dict[str, Topic] = {}
+        self.recorded_cmds: dict[str, tuple[CommandOp, str]] = {}
+        """A replay's recorded operator commands by cmd_id: (op, target), to name the acks
+        that answer them (in the ingest, so a replay's snapshot holds it too)."""
+
+    hears_commands = False
+    """Take operators' commands (``COMMAND_KINDS``) into ``Batch.commands``: a replay does
+    (``ReplayIngest``), so its timeline says who asked for what, as the live console's did."""
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
@@ -233,7 +253,9 @@ class Ingest:
                 return
             if len(self._topics) < TOPIC_CACHE_MAX:
                 self._topics[topic] = parsed
-        if parsed.cluster != self.cluster or parsed.kind not in CONSOLE_KINDS:
+        if parsed.cluster != self.cluster or (
+                parsed.kind not in CONSOLE_KINDS
+                and not (self.hears_commands and parsed.kind in COMMAND_KINDS)):
             self.ignored += 1
             return
         scope = self.scope
@@ -265,13 +287,31 @@ class Ingest:
         try:
             msg: BaseModel = codec.decode(model, payload, self.max_payload)
         except codec.DecodeError as err:
+            if parsed.kind in COMMAND_KINDS:
+                # Live, no console read it: a replay's malformed count stays what it was live.
+                self.ignored += 1
+                return
             self._reject(rx_ts, topic, err.reason, err.detail)
             if parsed.kind in (Kind.BIRTH, Kind.STATUS) and parsed.subject:
                 # Garbage where a node's retained birth or status belongs: without asking,
                 # every console started later would never learn its drain (docs/protocol.md).
                 self.rebirth_wanted[parsed.subject] = f"malformed {parsed.kind.value}"
             return
+        if isinstance(msg, Command):
+            self._command(msg, rx_ts)
+            return
         self._store(parsed.kind, parsed.subject, topic, msg, rx_ts)  # text made printable
+
+    def _command(self, msg: Command, rx_ts: float) -> None:
+        """A recorded operator command (only with ``hears_commands``): kept for the timeline,
+        not counted among the messages the state took (it changes no state)."""
+        if msg.op not in OPERATOR_OPS:
+            return
+        cmds = self.recorded_cmds
+        if len(cmds) >= RECORDED_CMDS_MAX:
+            del cmds[next(iter(cmds))]
+        cmds[msg.cmd_id] = (msg.op, msg.target)
+        self._batch.commands.append((rx_ts, msg))
 
     def _telemetry(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
         """v1 or v2 (docs/protocol.md): either way a full fast Telemetry goes in the batch."""

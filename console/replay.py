@@ -41,6 +41,7 @@ from fleetdeck.protocol.topics import (
     ROOT,
     Kind,
     TopicError,
+    command_topics,
     digest_subscriptions,
     parse_topic,
     subscriptions,
@@ -499,7 +500,10 @@ class _Window:
 class ReplayIngest(Ingest):
     """Ingest plus what replay needs: counting a telemetry sample that a newer one of the same
     node replaced within a tick without decoding it, exactly as ``Ingest`` counts a superseded
-    live sample (messages, superseded, its seq for gap counting, its delay)."""
+    live sample (messages, superseded, its seq for gap counting, its delay), and taking the
+    operators' recorded commands for the timeline."""
+
+    hears_commands = True
 
     def supersede(self, subject: str, seq: int, ts_ms: int, rx_ts: float) -> None:
         self.received += 1
@@ -584,8 +588,11 @@ class TickFeed:
         keeps everything under the cluster's root (the simulator's ``sim/inject`` too); what
         no console would have received is not handed to Ingest, which would count it
         malformed."""
+        # Plus the operators' commands, which no console subscribes to: the replay's timeline
+        # names them (``Ingest.hears_commands``).
         self._filters = tuple(dict.fromkeys([*subscriptions(cluster),
-                                             *digest_subscriptions(cluster)]))
+                                             *digest_subscriptions(cluster),
+                                             *command_topics(cluster)]))
         self._flushing: list[tuple[str, _Window | Scanned]] = []
         """A window being flushed in steps (``flush`` with a deadline), in order."""
         self._flushed = 0

@@ -811,6 +811,8 @@ class ConsoleSession:
         moved = self.tracker.observe(self.state, acks, now)
         for tr in moved:
             self._on_transition(tr)
+        if batch.commands or (batch.acks and self.ingest.recorded_cmds):
+            self._log_recorded_commands(batch)
         verdicts = self.state.take_transitions()
         scope = self.ingest.scope
         if scope is not None and verdicts:
@@ -1081,6 +1083,7 @@ class ConsoleSession:
                     held = carry.get(node)
                     seqs_of.setdefault(node, [] if held is None else [held[1].seq]).extend(seqs)
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
+                    commands=new.commands,
                     jobs=new.jobs, jobs_passed=new.jobs_passed, jobs_withdrawn=new.jobs_withdrawn,
                     superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
@@ -1333,6 +1336,51 @@ class ConsoleSession:
         if req.finished_at is not None and not req.outcome_recorded:
             req.outcome_recorded = True
             self._audit(req, req.phase.value, finish_details(req))
+
+    def _log_recorded_commands(self, batch: Batch) -> None:
+        """A replay's timeline lines for the operators' commands the recording holds and the
+        acks that answered them, as the recording console's own lines read ("alice requested
+        drain gpu0020 (finish); reason: …", "drain gpu0020: done (DRAINED)"). A replay used to
+        show only their effects: "job 4101 interrupted: operator", by whom and why nowhere (a
+        replay drill). One line per request and outcome: a drain of 16 nodes is 16 commands
+        and 32 acks, one line each was a screenful."""
+        # (time, key) -> targets; the key holds what the line says besides the targets.
+        lines: dict[tuple[str, ...], tuple[float, list[str]]] = {}
+        for rx, cmd in batch.commands:
+            verb = "restart" if cmd.op is CommandOp.RESTART_JOB else cmd.op.value
+            mode = f" ({cmd.args.mode.value})" if cmd.op is not CommandOp.RESUME else ""
+            reason = f"; reason: {cmd.args.reason}" if cmd.args.reason else ""
+            key = ("cmd", request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
+            lines.setdefault(key, (rx, []))[1].append(cmd.target)
+        recorded = self.ingest.recorded_cmds
+        for rx, ack in batch.acks:
+            known = recorded.get(ack.cmd_id)
+            if known is None:
+                continue  # not an operator's command in this recording (or this console's own)
+            op, target = known
+            verb = "restart" if op is CommandOp.RESTART_JOB else op.value
+            key = ("ack", request_of(ack.cmd_id), verb, ack.result.value, ack.reason)
+            lines.setdefault(key, (rx, []))[1].append(target)
+        for key, (rx, targets) in sorted(lines.items(), key=lambda kv: kv[1][0]):
+            if key[0] == "cmd":
+                _, _, who, verb, mode, reason = key
+                what, nodes = self._recorded_target(verb, targets)
+                text, severity = f"{who} requested {verb} {what}{mode}{reason}", "info"
+            else:
+                _, _, verb, result, said = key
+                what, nodes = self._recorded_target(verb, targets)
+                text = f"{verb} {what}: {result}" + (f" ({said})" if said else "")
+                severity = {"done": "done", "rejected": "error", "failed": "error"}.get(
+                    result, "info")
+            self.log.add(EventLine(rx, "console", "command", severity, text, nodes))
+
+    def _recorded_target(self, verb: str, targets: list[str]) -> tuple[str, tuple[str, ...]]:
+        """How a recorded command's targets read, and the nodes its line concerns."""
+        if verb == "restart":
+            job = self.state.jobs.get(targets[0])
+            return f"job {targets[0]}", tuple(job.nodes[:64]) if job is not None else ()
+        names = sorted(set(targets))
+        return compress(names), tuple(names[:64])
 
     def left_open(self, req: Request, why: str) -> None:
         """The front end stops following ``req`` before it finished (``--no-wait``): its last
@@ -1686,6 +1734,13 @@ class ConsoleSession:
         log.error("%s stopped: %s", what, detail)
         self._problem(what, f"{what} stopped: {detail}", self.clock())
         self.note(f"{what} stopped: {detail}", severity="error", kind="console")
+
+
+def request_of(cmd_id: str) -> str:
+    """The request a command id belongs to: a console numbers the commands of one request
+    ``REQUEST.0``, ``REQUEST.1``, … (one per node of a drain); any other id stands alone."""
+    head, dot, tail = cmd_id.rpartition(".")
+    return head if dot and tail.isdigit() else cmd_id
 
 
 def _nodes_of(req: Request) -> tuple[str, ...]:

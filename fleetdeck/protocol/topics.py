@@ -117,6 +117,13 @@ def digest_subscriptions(cluster: str) -> list[str]:
             f"{base}/sched/status"]
 
 
+def command_topics(cluster: str) -> list[str]:
+    """Where operators' commands go (``node/<n>/cmd``, ``sched/cmd``): no console subscribes
+    to them; a replay reads them from the recording to say who asked for what."""
+    base = f"{ROOT}/{cluster}"
+    return [f"{base}/node/+/cmd", f"{base}/sched/cmd"]
+
+
 def parse_topic(topic: str) -> Topic:
     """Parse a topic string; raise :class:`TopicError` for anything outside protocol v1."""
     parts = topic.split("/")
