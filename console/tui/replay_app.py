@@ -51,7 +51,8 @@ class ReplayApp(FleetdeckApp):
     HELP_EXTRA = (
         "[b]Replay[/]  p pause/play · ] / \\[ one tick on / back · n/N next/previous event\n"
         "        + faster · - slower (0.5x-100x) · :seek 90 (into the recording), :seek +10,\n"
-        "        :seek -30, :seek 2h, :seek 02:13 (UTC) · esc stops a seek under way")
+        "        :seek -30, :seek 2h, :seek 02:13 (UTC), :seek start, :seek end · esc stops a\n"
+        "        seek under way · at the end, p plays it again from the start")
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
                  log_path: Path | None = None) -> None:
@@ -153,6 +154,7 @@ class ReplayApp(FleetdeckApp):
 
     def _show(self) -> TickReport:
         """The console's own tick and paint, after the Player moved."""
+        self._tell_end()
         # The Player ticks the session itself, each tick whole, as straight play does. The
         # console's tick after it, at the same time, finds nothing to apply and must not cut
         # a judgement pass short under the live console's budget either (on_mount sets it):
@@ -174,6 +176,23 @@ class ReplayApp(FleetdeckApp):
             self._damage_told, self._damage_said_at = report.skipped, now
             self.notify(esc(damage_text(report)), severity="warning", timeout=15)
 
+    _end_told = False
+
+    def _tell_end(self) -> None:
+        """Say once that the recording has ended and what the keys do then: it stopped with
+        "done" in the header and nothing else, and ``p`` seemed to do nothing there (a replay
+        drill)."""
+        p = self.player
+        if not p.done or p.seeking:
+            self._end_told = False
+            return
+        if self._end_told:
+            return
+        self._end_told = True
+        self.notify(esc(f"end of the recording ({utc_hms(p.end)} UTC, "
+                        f"{fmt_duration(round(p.end - p.start))} in): p plays it again from the "
+                        "start; [ or :seek -30 looks back"), timeout=10)
+
     def damage_on_exit(self) -> str:
         """The sentence for stderr once the terminal is the shell's again ('' if none)."""
         return damage_text(self.player.reader.report)
@@ -184,8 +203,9 @@ class ReplayApp(FleetdeckApp):
         # Clock times, as the views and ':seek' have them, and spans a person reads: raw
         # seconds ("51445.0/172680.0s" two days in) had to be worked out by hand (an SRE's run).
         p = self.player
-        where = (f"{utc_hms(now)} UTC +{fmt_duration(now - p.start)}/"
-                 f"{fmt_duration(p.end - p.start)} x{p.speed:g}")
+        length = fmt_duration(round(p.end - p.start))
+        at = length if now >= p.end else position_span(now - p.start)
+        where = f"{position_clock(now)} UTC +{at}/{length} x{p.speed:g}"
         if p.target is not None:
             state = (f"[$accent b]seeking to {utc_hms(p.target)} … "
                      f"{100 * p.progress:.0f} %[/]")
@@ -196,8 +216,10 @@ class ReplayApp(FleetdeckApp):
         return f"replay {where} {state}{damaged}  [$text-muted]{esc(self.broker_label)}[/]"
 
     def updated_text(self, now: float) -> str:
-        if self.player.paused and self.player.target is None:
-            # "upd 0.0s ago" under PAUSED read as data still arriving (an SRE's run).
+        p = self.player
+        if (p.paused or p.done) and p.target is None:
+            # "upd 0.0s ago" under PAUSED read as data still arriving (an SRE's run), and so
+            # it did under "done", the clock stopped at the recording's end (a replay drill).
             return ""
         return super().updated_text(now)
 
@@ -223,18 +245,24 @@ class ReplayApp(FleetdeckApp):
                 self.seek_to(words[1])
             else:
                 self.notify("':seek' needs one time: :seek 90 (into the recording), :seek +10, "
-                            ":seek -30, :seek 1h30m, :seek 04:02:30 (UTC)", severity="warning")
+                            ":seek -30, :seek 1h30m, :seek 04:02:30 (UTC), :seek start, "
+                            ":seek end", severity="warning")
             return
         super().run_command_line(text)
 
     def seek_to(self, arg: str) -> None:
         """``90`` = 90 s into the recording; ``+10``/``-30`` relative to now; ``2h``, ``+1h``;
-        a UTC clock time (``seek_target``)."""
+        a UTC clock time (``seek_target``); ``start`` or ``end``."""
         p = self.player
+        ends = {"start": p.start, "end": p.end}
         try:
-            target = seek_target(arg, p.start, p.heading, p.end)
+            # The ends by name: ":seek end" was refused, and the end was found by seeking
+            # past it and reading the notice (a replay drill).
+            target = ends.get(arg.strip().lower())
+            if target is None:
+                target = seek_target(arg, p.start, p.heading, p.end)
         except ValueError as err:
-            self.notify(f"seek: {err}", severity="error")
+            self.notify(f"seek: {err}, nor start or end", severity="error")
             return
         note = seek_note(arg, target, p.start, p.end)
         if note:
@@ -244,6 +272,13 @@ class ReplayApp(FleetdeckApp):
 
     def action_pause(self) -> None:
         p = self.player
+        if p.done and not p.seeking:
+            # At the end, as a media player does: play it again (it toggled "done" to PAUSED
+            # and back, and nothing moved).
+            p.paused = False
+            p.aim(p.start)
+            self._go()
+            return
         if p.seeking:
             # Stops the seek where it got (on a tick of straight play) and holds it there.
             p.cancel()
@@ -273,6 +308,25 @@ class ReplayApp(FleetdeckApp):
         if t is None:
             self.notify("no more recorded events")
         self._go()
+
+
+def position_clock(t: float) -> str:
+    """Where the replay stands as a UTC clock time, to the nearest second: cut to the second,
+    ``:seek 00:16:40`` read 00:16:39 (its tick is at 00:16:39.58: a replay drill)."""
+    return utc_hms(round(t))
+
+
+def position_span(seconds: float) -> str:
+    """How far into the recording, as ``fmt_duration`` says it, with the half seconds of the
+    tick grid under an hour (``+1m33.5s``): ``]`` moves by half a second, and in whole
+    seconds every other step left the header as it was (it seemed to do nothing: a replay
+    drill). Tenths are the room it takes; a clock time to the tenth cut the recording's name
+    at 80 columns."""
+    seconds = max(0.0, seconds)
+    tenths = round(seconds * 10)
+    if tenths % 10 == 0 or seconds >= 3600:
+        return fmt_duration(tenths // 10)
+    return f"{fmt_duration(tenths // 10)[:-1]}.{tenths % 10}s"
 
 
 def short_name(path: Path, cluster: str) -> str:

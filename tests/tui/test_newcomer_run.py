@@ -102,7 +102,7 @@ async def test_replay_state_fits_an_80_column_header(tmp_path):
         app.seek_to("5")
         await pilot.pause()
         top = text_of(app).splitlines()[0]
-        assert "replay 04:02:25 UTC +5s/34s x1 playing" in top, top
+        assert "replay 04:02:26 UTC +5s/35s x1 playing" in top, top
         await pilot.press("p")
         await pilot.pause()
         top = text_of(app).splitlines()[0]

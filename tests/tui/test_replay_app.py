@@ -294,13 +294,13 @@ async def test_the_header_says_the_position_as_a_utc_clock_time_and_spans(monkey
             app.seek_to("5")
             await settle(pilot, app)
             top = text_of(app).splitlines()[0]
-            assert "replay 04:02:25 UTC +5s/34s x1 playing" in top, (size, top)
+            assert "replay 04:02:26 UTC +5s/35s x1 playing" in top, (size, top)
             if size[0] > 80:
                 assert "upd 0.0s ago" in top, top
             await pilot.press("p")
             await settle(pilot, app)
             top = text_of(app).splitlines()[0]
-            assert "replay 04:02:25 UTC +5s/34s x1 PAUSED" in top, (size, top)
+            assert "replay 04:02:26 UTC +5s/35s x1 PAUSED" in top, (size, top)
             assert "upd" not in top, top
             p = app.player
             # Two days of recording: spans in days and hours, not 172680.0 s.
@@ -325,6 +325,64 @@ async def test_a_seek_outside_the_recording_says_where_it_landed(monkeypatch):
         await settle(pilot, app)
         assert p.position == p.end
         said = [n.message for n in app._notifications]
-        assert said == ["seek: 04:00 is before the recording (04:02:20 to 04:02:55): at its "
-                        "start",
-                        "seek: 999 is after the recording (04:02:20 to 04:02:55): at its end"]
+        assert said[:2] == ["seek: 04:00 is before the recording (04:02:20 to 04:02:55): at "
+                            "its start",
+                            "seek: 999 is after the recording (04:02:20 to 04:02:55): at its "
+                            "end"]
+        assert said[2:] == [END_NOTICE], said
+
+
+END_NOTICE = ("end of the recording (04:02:55 UTC, 35s in): p plays it again from the start; "
+              "\\[ or :seek -30 looks back")
+
+
+async def test_a_step_moves_the_header_and_a_clock_seek_reads_its_tick(monkeypatch):
+    """In whole seconds every other ']' (half a second) left the header as it was, and
+    ':seek 04:02:30' read 04:02:29: its tick, 04:02:29.99, was cut to the second (a replay
+    drill)."""
+    frozen_wall(monkeypatch)
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        app.seek_to("10")
+        await settle(pilot, app)
+        tops = [text_of(app).splitlines()[0]]
+        for _ in range(2):
+            await pilot.press("right_square_bracket")
+            await settle(pilot, app)
+            tops.append(text_of(app).splitlines()[0])
+        assert [t.split(" UTC ")[1].split("/")[0] for t in tops] == ["+10s", "+10.5s", "+11s"]
+        assert len(set(tops)) == 3, tops
+        app.seek_to("04:02:30")
+        await settle(pilot, app)
+        assert "replay 04:02:30 UTC +9s/35s" in text_of(app).splitlines()[0]
+
+
+async def test_the_end_of_the_recording_is_said_and_p_plays_it_again(monkeypatch):
+    """It stopped with "done" and "upd 0.0s ago" in the header and not a word, and 'p' there
+    toggled "done" to PAUSED and back with nothing moving; ':seek end' was refused (a replay
+    drill)."""
+    frozen_wall(monkeypatch)
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        app.run_command_line(":seek end")
+        await settle(pilot, app)
+        assert p.position == p.end and p.done
+        top = text_of(app).splitlines()[0]
+        assert "+35s/35s x1 done" in top and "upd" not in top, top
+        assert [n.message for n in app._notifications] == [END_NOTICE]
+        app.run_command_line(":seek start")
+        await settle(pilot, app)
+        assert p.position == p.start
+        app.run_command_line(":seek end")
+        await settle(pilot, app)
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert p.position < p.start + 1 and not p.paused and not p.done
+        # Said once per arrival at the end.
+        assert [n.message for n in app._notifications] == [END_NOTICE, END_NOTICE]
