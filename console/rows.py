@@ -19,6 +19,8 @@ from fleetdeck.console.judgements import (
     HOLDING_NODES,
     NO_LINK,
     PORT_FLAPPING,
+    RECOVERED,
+    LeafGroup,
     SuspectSwitch,
     bad_ports,
     erroring_ports,
@@ -994,19 +996,42 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     leaves = cache.leaves
     bad_ports = [row for rows in cache.bad.values() for row in rows]
     rows = []
-    hints: dict[str, list[str]] = {}
+    switches = suspect_switches(state)
+    groups = leaf_groups(switches)
+    by_leaf: dict[str, list[SuspectSwitch]] = {}
     failing: set[str] = set()
-    for sw in suspect_switches(state):
-        hints.setdefault(sw.leaf, []).append(sw.text)
+    for sw in switches:
+        by_leaf.setdefault(sw.leaf, []).append(sw)
         if not sw.recovered:
             failing.add(sw.leaf)
     for leaf, agg in leaves.items():
-        hint = "; ".join(hints.get(leaf, []))
+        hint = leaf_hint(leaf, by_leaf.get(leaf, []), groups.get(leaf))
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
                             agg.erroring, hint, recovered=bool(hint) and leaf not in failing))
     rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))
     bad_ports.sort(key=lambda p: (p.leaf, p.status not in NO_LINK, p.node, p.port))
     return rows, bad_ports
+
+
+def leaf_hint(leaf: str, switches: list[SuspectSwitch], group: LeafGroup | None) -> str:
+    """The fabric view's hint for one leaf group: its failing rail switches as one sentence
+    when two or more fail at once (``LeafGroup``, as the overview and the incidents say it),
+    and its recovered ones likewise. A whole leaf group down said "16 ports on 16 nodes fail
+    together: suspect leaf switch leaf02-r0, …" eight times over, cut off after the third
+    (a replay drill)."""
+    parts = ([group.text] if group is not None
+             else [sw.text for sw in switches if not sw.recovered])
+    back = [sw for sw in switches if sw.recovered]
+    if len(back) >= 2:
+        nodes = sorted({n for sw in back for n in sw.nodes})
+        rails = ", ".join(sw.switch.removeprefix(f"{leaf}-") for sw in back)
+        parts.append(f"{leaf}: {len(back)} rail switches {RECOVERED} ({rails}): their "
+                     f"{sum(len(sw.ports) for sw in back)} ports on {len(nodes)} nodes are up "
+                     f"again ({compress(nodes)}); their link errors were the switches', not "
+                     "the nodes'")
+    else:
+        parts.extend(sw.text for sw in back)
+    return "; ".join(parts)
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -332,3 +332,22 @@ def test_a_job_held_up_by_the_switch_names_the_switch_not_a_nodes_warning(record
     clock.t = state.judged_at
     (sick,) = sick_nodes(job_status("77", [node.node_id], clock), state)
     assert sick.finding.startswith("F1 ") and SWITCH in sick.finding, sick.finding
+
+
+WHOLE_LEAF = switch_scenario("leaf_back", *[("20s", rail, "30s") for rail in range(8)])
+"""Every rail switch of leaf02 dies at 20 s and comes back 30 s later."""
+
+
+def test_a_whole_leaf_group_is_one_hint_down_and_one_back(tmp_path):
+    """Eight rail switches of one leaf group down at once said "16 ports … fail together:
+    suspect leaf switch leaf02-r0 …" eight times in the fabric view's hint, cut off after the
+    third line (a replay drill), where the overview and the incidents said it once."""
+    path = recorded(tmp_path, "leaf_back", WHOLE_LEAF)
+    for at, recovered, start in ((DURING, False, "leaf02: 8 rail switches suspect (r0, r1"),
+                                 (AFTER, True, f"leaf02: 8 rail switches {RECOVERED} (r0, r1")):
+        state = run_headless(path, until=at).session.state
+        (leaf,) = [r for r in fabric(state)[0] if r.hint]
+        assert leaf.recovered is recovered
+        assert leaf.hint.startswith(start), leaf.hint
+        assert "; " not in leaf.hint.replace("; their link", ""), leaf.hint
+        assert "leaf02-r0" not in leaf.hint, leaf.hint
