@@ -572,8 +572,11 @@ def build_parser() -> Parser:
     out.add_argument("--plot", action="store_true", help="a chart in the terminal, one line "
                      "per GPU (or IB port)")
 
+    # No abbreviations: "--to 30" (meant: stop 30 s in) was taken for --to-broker 30 and
+    # answered "broker URL '30' must start with mqtt://" (a replay drill); "--to" is caught
+    # below and answered with both options.
     p = sub.add_parser("replay", help="replay a recording: in the console, headless, or "
-                       "into a broker")
+                       "into a broker", allow_abbrev=False)
     p.add_argument("file", metavar="FILE",
                    help="a recording (.jsonl.gz) from record, the console's R or sim --out")
     p.add_argument("--headless", action="store_true",
@@ -595,6 +598,7 @@ def build_parser() -> Parser:
                    help="with --to-broker: replay into a cluster the broker already holds")
     p.add_argument("--speed", type=_between(0.5, 100, "--speed"), default=1.0,
                    help="replay speed, 0.5-100 (default 1)")
+    p.add_argument("--to", dest="to_ambiguous", help=argparse.SUPPRESS)
     return parser
 
 

@@ -30,6 +30,11 @@ from tests.conftest import run_cli
          "fleetdeck replay: --until only works with --headless"),
         (["replay", "fixtures/drain.jsonl.gz", "--summary-json", "--tick", "3"],
          "fleetdeck replay: --tick and --summary-json only work with --headless"),
+        # Taken for --to-broker 30: "broker URL '30' must start with mqtt://" (a replay drill).
+        (["replay", "fixtures/drain.jsonl.gz", "--headless", "--to", "30"],
+         "fleetdeck replay: --to 30: say which: --headless --until 30 stops that far into the "
+         "recording, --to-broker URL replays it into a broker."),
+        (["replay", "fixtures/drain.jsonl.gz", "--head"], "unrecognized arguments: --head"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
         # "-" made files named "-" and "-.idx" in the current folder (a newcomer's scripts).
         (["record", "--out", "-", "--broker", "mqtt://127.0.0.1:1"],

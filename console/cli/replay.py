@@ -81,6 +81,12 @@ def run_replay(args: Any) -> int:
     import json
 
     path = Path(args.file)
+    to = getattr(args, "to_ambiguous", None)
+    if to is not None:
+        if "://" in to:
+            raise UserError(f"--to {to}: did you mean --to-broker {to}?")
+        raise UserError(f"--to {to}: say which: --headless --until {to} stops that far into "
+                        "the recording, --to-broker URL replays it into a broker.")
     if not 0.5 <= args.speed <= 100:
         raise UserError(f"--speed must be between 0.5 and 100, not {args.speed:g}.")
     headless_only = [flag for flag, given in (("--until", args.until is not None),
