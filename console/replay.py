@@ -1515,6 +1515,11 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
                         interruptions=session.interruptions.total,
                         log=session.log.lines())
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
+    # The operators' commands the recording holds and their acks, as the replay console's
+    # timeline says them: who asked for what, and why (the agents' events hold only effects).
+    out["commands"] = [{"ts": ln.ts, "severity": ln.severity, "text": ln.text,
+                        "nodes": list(ln.nodes)}
+                       for ln in session.log.lines() if ln.kind == "command"]
     out["replay"] = {"start": run.start, "end": run.end, "skipped_lines": rep.skipped,
                      "truncated": rep.truncated, "unreadable_rest": rep.unreadable_rest,
                      "problems": rep.problems,

@@ -7,7 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
-from fleetdeck.console.replay import Player
+from fleetdeck.console.replay import Player, replay_headless
 from fleetdeck.console.session import ConsoleSession, request_of
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "drain.jsonl.gz"
@@ -81,3 +81,12 @@ def test_request_of_groups_a_consoles_numbered_commands_only() -> None:
     assert request_of("c6011347103-21112-1.12") == "c6011347103-21112-1"
     assert request_of("keyframe-gpu0020-1796516113613") == "keyframe-gpu0020-1796516113613"
     assert request_of("cli.x") == "cli.x"
+
+
+def test_the_headless_summary_lists_them() -> None:
+    out = replay_headless(FIXTURE)
+    assert [(c["severity"], c["text"], c["nodes"]) for c in out["commands"]] == [
+        ("info", REQUESTED, ["gpu0002"]), ("info", ACCEPTED, ["gpu0002"]),
+        ("done", DONE, ["gpu0002"])]
+    assert out["commands"][0]["ts"] < out["commands"][-1]["ts"]
+    assert replay_headless(FIXTURE, until=3)["commands"] == []
