@@ -1344,14 +1344,15 @@ class ConsoleSession:
         show only their effects: "job 4101 interrupted: operator", by whom and why nowhere (a
         replay drill). One line per request and outcome: a drain of 16 nodes is 16 commands
         and 32 acks, one line each was a screenful."""
-        # (time, key) -> targets; the key holds what the line says besides the targets.
-        lines: dict[tuple[str, ...], tuple[float, list[str]]] = {}
+        # What each line says besides its targets -> (its first time, the targets).
+        asked: dict[tuple[str, str, str, str, str], tuple[float, list[str]]] = {}
         for rx, cmd in batch.commands:
             verb = "restart" if cmd.op is CommandOp.RESTART_JOB else cmd.op.value
             mode = f" ({cmd.args.mode.value})" if cmd.op is not CommandOp.RESUME else ""
             reason = f"; reason: {cmd.args.reason}" if cmd.args.reason else ""
-            key = ("cmd", request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
-            lines.setdefault(key, (rx, []))[1].append(cmd.target)
+            key = (request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
+            asked.setdefault(key, (rx, []))[1].append(cmd.target)
+        answered: dict[tuple[str, str, str, str], tuple[float, list[str]]] = {}
         recorded = self.ingest.recorded_cmds
         for rx, ack in batch.acks:
             known = recorded.get(ack.cmd_id)
@@ -1359,19 +1360,19 @@ class ConsoleSession:
                 continue  # not an operator's command in this recording (or this console's own)
             op, target = known
             verb = "restart" if op is CommandOp.RESTART_JOB else op.value
-            key = ("ack", request_of(ack.cmd_id), verb, ack.result.value, ack.reason)
-            lines.setdefault(key, (rx, []))[1].append(target)
-        for key, (rx, targets) in sorted(lines.items(), key=lambda kv: kv[1][0]):
-            if key[0] == "cmd":
-                _, _, who, verb, mode, reason = key
-                what, nodes = self._recorded_target(verb, targets)
-                text, severity = f"{who} requested {verb} {what}{mode}{reason}", "info"
-            else:
-                _, _, verb, result, said = key
-                what, nodes = self._recorded_target(verb, targets)
-                text = f"{verb} {what}: {result}" + (f" ({said})" if said else "")
-                severity = {"done": "done", "rejected": "error", "failed": "error"}.get(
-                    result, "info")
+            answered.setdefault((request_of(ack.cmd_id), verb, ack.result.value, ack.reason),
+                                (rx, []))[1].append(target)
+        out: list[tuple[float, str, str, tuple[str, ...]]] = []
+        for (_req, who, verb, mode, reason), (rx, targets) in asked.items():
+            what, nodes = self._recorded_target(verb, targets)
+            out.append((rx, "info", f"{who} requested {verb} {what}{mode}{reason}", nodes))
+        for (_req, verb, result, said), (rx, targets) in answered.items():
+            what, nodes = self._recorded_target(verb, targets)
+            severity = {"done": "done", "rejected": "error", "failed": "error"}.get(result, "info")
+            out.append((rx, severity, f"{verb} {what}: {result}" + (f" ({said})" if said else ""),
+                        nodes))
+        # A request before its answers when they came in the same instant.
+        for rx, severity, text, nodes in sorted(out, key=lambda line: line[0]):
             self.log.add(EventLine(rx, "console", "command", severity, text, nodes))
 
     def _recorded_target(self, verb: str, targets: list[str]) -> tuple[str, tuple[str, ...]]:
