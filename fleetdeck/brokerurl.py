@@ -2,6 +2,7 @@
 
 import dataclasses
 import errno
+import logging
 import os
 import re
 import ssl
@@ -165,6 +166,30 @@ class _Client(aiomqtt.Client):
     Here the deferred registration first checks that the socket is still paho's.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._socket_error: str | None = None
+        """paho's last "failed to receive on socket: …" (an SSL alert, a reset), for the
+        connect's error."""
+        self._client.on_log = self._on_paho_log
+
+    def _on_paho_log(self, client: paho.Client, userdata: Any, level: int, buf: str) -> None:
+        if level == paho.MQTT_LOG_ERR and "on socket:" in buf:
+            self._socket_error = buf.partition("on socket:")[2].strip()
+
+    def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason_code: Any,
+                       properties: Any = None) -> None:
+        # aiomqtt ignores a connection lost before the CONNACK and waits out its whole
+        # timeout, then says "Operation timed out": a broker refusing our client certificate
+        # (an SSL alert) or a plain-MQTT CONNECT on its TLS port read as "did not answer in
+        # time" in the agent's journal, 10 s per attempt. The attempt fails now, with paho's
+        # reason.
+        if not self._connected.done():
+            self._connected.set_exception(aiomqtt.MqttError(
+                self._socket_error or "the broker closed the connection before accepting it"))
+            return
+        super()._on_disconnect(client, userdata, flags, reason_code, properties)
+
     def _on_socket_register_write(self, client: paho.Client, userdata: Any,
                                   sock: PahoSocket) -> None:
         def write() -> None:
@@ -216,6 +241,16 @@ def make_client(
     )
 
 
+def _drop_paho_socket_errors(record: logging.LogRecord) -> bool:
+    """paho logs "failed to receive on socket: …" at ERROR on the "mqtt" logger; the reason is
+    in the caller's own one-line warning (``_Client`` hands it to the connect's error), so the
+    journal said it twice, once without saying what to fix."""
+    return "on socket:" not in record.getMessage()
+
+
+logging.getLogger("mqtt").addFilter(_drop_paho_socket_errors)
+
+
 _ERRNO = re.compile(r"\[Errno (-?\d+)\]")
 
 
@@ -229,8 +264,7 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     where = f"{url} {DEFAULT_NOTE}" if url.default else str(url)
     low = text.lower()
     if "certificate" in low or "ssl" in low or "tls" in low:
-        return (f"TLS with the MQTT broker at {where} failed ({text}); check that --ca is the CA "
-                "that signed the broker's certificate and that the host name matches it.")
+        return f"TLS with the MQTT broker at {where} failed ({text}); {_tls_fix(url, low)}."
     if ("name or service not known" in low or "nodename nor servname" in low
             or "temporary failure in name resolution" in low or "no address associated" in low):
         return (f"cannot reach the MQTT broker at {where}: the host name '{url.host}' does not "
@@ -243,6 +277,9 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         if code == errno.ECONNREFUSED:
             return (f"cannot reach the MQTT broker at {where}: connection refused (is it "
                     "running?).")
+        if code == errno.ECONNRESET:
+            return (f"cannot reach the MQTT broker at {where}: connection reset by peer "
+                    f"({_scheme_hint(url)}).")
         if code > 0:
             return f"cannot reach the MQTT broker at {where}: {os.strerror(code).lower()}."
     if "refused" in low and "not authori" not in low and "bad user" not in low:
@@ -256,8 +293,72 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         # with a return code MQTT does not have: "code 104 (Unknown error)" (a newcomer).
         return (f"the server at {where} did not answer as an MQTT broker (another service on "
                 "that port?).")
+    if "closed the connection before accepting" in low or "connection reset" in low or (
+            "eof occurred" in low):
+        # A TLS ClientHello sent to a plain listener, or MQTT's CONNECT to a TLS one, is
+        # dropped without a word by Mosquitto: "connection reset" or an EOF is all a client
+        # gets, and "is it running?" sent the SRE of a drill to a broker that was running.
+        return f"{_closed_sentence(where, text, low)} ({_scheme_hint(url)})."
     if "disconnected" in low or "was lost" in low or "not currently connected" in low:
         # aiomqtt's "Disconnected during message iteration" and the like: its words describe
         # its internals; an agent stopped past its keepalive (the broker dropped it) reads this.
         return f"lost the connection to the MQTT broker at {where}."
     return f"cannot talk to the MQTT broker at {where}: {text}."
+
+
+def _closed_sentence(where: str, text: str, low: str) -> str:
+    if "connection reset" in low:
+        return f"cannot reach the MQTT broker at {where}: connection reset by peer"
+    if "closed the connection before accepting" in low:
+        return f"cannot talk to the MQTT broker at {where}: {text.rstrip('.')}"
+    return f"cannot talk to the MQTT broker at {where}: the connection was closed ({text})"
+
+
+def _scheme_hint(url: BrokerURL) -> str:
+    """What a broker that drops the connection before its CONNACK most often means."""
+    if url.tls and url.cert_file:
+        return (f"if port {url.port} is plain MQTT use mqtt://, or the broker's TLS port; else "
+                f"the broker refused --cert {url.cert_file}: is it signed by the CA the broker "
+                "trusts, and not expired?")
+    if url.tls:
+        return (f"if port {url.port} is plain MQTT use mqtt://, or the broker's TLS port; if "
+                "the broker requires client certificates, give --cert and --key")
+    return f"if port {url.port} is the broker's TLS listener, use mqtts:// with --ca"
+
+
+def _tls_fix(url: BrokerURL, low: str) -> str:
+    """What to fix for a TLS failure, from OpenSSL's reason (lower case): the CA, the host
+    name, the broker's certificate's dates, or the client certificate each have their own
+    fix, and "check --ca" for an expired certificate sent operators to the wrong file."""
+    cert = f"--cert {url.cert_file}" if url.cert_file else "--cert"
+    # Alerts are the broker's verdict on our client certificate (mutual TLS).
+    if "alert certificate required" in low or (
+            "alert handshake failure" in low and not url.cert_file):
+        return "the broker requires a client certificate: give --cert and --key"
+    if "alert certificate expired" in low:
+        return f"the broker refused the client certificate ({cert}): it has expired, renew it"
+    if "alert unknown ca" in low or "alert bad certificate" in low or (
+            "alert certificate unknown" in low or "alert decrypt error" in low):
+        return (f"the broker does not trust the client certificate ({cert}): it must be signed "
+                "by the CA the broker trusts (its cafile)")
+    if "certificate has expired" in low:
+        return ("the broker's certificate has expired: renew it on the broker "
+                "(deploy/mosquitto/mkcerts.sh), or check this machine's clock")
+    if "not yet valid" in low:
+        return ("the broker's certificate is not valid yet: check this machine's clock "
+                "(timedatectl), or the certificate's start date")
+    if "hostname mismatch" in low or "ip address mismatch" in low:
+        return (f"the broker's certificate is not for '{url.host}': connect by the name or "
+                "address its subjectAltName holds, or reissue it for this one")
+    if ("wrong version number" in low or "record layer failure" in low
+            or "packet length too long" in low or "unexpected eof" in low):
+        return (f"port {url.port} does not speak TLS: use mqtt:// for a plain MQTT port, or the "
+                "broker's TLS port")
+    if "eof occurred" in low:
+        # The broker hung up mid-handshake: a plain listener, or a client certificate refused.
+        return _scheme_hint(url)
+    if url.ca_file is None:
+        return ("no --ca was given, and the system's CAs did not sign the broker's certificate: "
+                "give --ca with the CA that did (ca.crt from deploy/mosquitto/mkcerts.sh)")
+    return (f"check that --ca {url.ca_file} is the CA that signed the broker's certificate "
+            "and that the host name matches it")

@@ -80,7 +80,8 @@ def test_a_port_that_is_not_an_mqtt_broker_gets_one_sentence_and_no_library_trac
         f"fleetdeck status: the server at mqtt://127.0.0.1:{port} did not answer as an MQTT "
         "broker (another service on that port?).",
         f"fleetdeck status: cannot talk to the MQTT broker at mqtt://127.0.0.1:{port}: the "
-        "broker closed the connection before accepting it."), out.stderr
+        f"broker closed the connection before accepting it (if port {port} is the broker's "
+        "TLS listener, use mqtts:// with --ca)."), out.stderr
 
 
 def test_a_connack_code_mqtt_does_not_have_is_another_service():
