@@ -93,6 +93,13 @@ class MalformedLog:
     a node whose every sample was refused read "no telemetry heard from it yet" (an SRE
     drill); its H1 says why (``NodeState.judge``)."""
 
+    awaiting_keyframe: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """node id -> (last receive time, how many) of its v2 deltas that could not be applied for
+    want of their keyframe. Not malformed, so not counted as such; but a console whose broker
+    user may not publish commands (the ``viewer`` role) gets no answer to its keyframe asks,
+    and its H1 read "no telemetry heard from it yet" and 4 racks "fell silent" for up to 30 s
+    while every node was talking (an SRE drill)."""
+
     refused_births: dict[str, tuple[float, int, str]] = field(default_factory=dict)
     """The same for births: a node whose every birth is refused (a clock an hour ahead makes
     its ``bdSeq`` one) was in neither ``nodes`` nor ``unborn`` of `status` (an SRE drill)."""
@@ -371,6 +378,10 @@ class Ingest:
 
     def _no_keyframe(self, node: str, msg: wire2.TelemetryV2, rx_ts: float) -> None:
         self.keyframe_missing += 1
+        waiting = self.malformed.awaiting_keyframe
+        was = waiting.get(node)
+        if was is not None or len(waiting) < 131_072:  # node ids come from the network
+            waiting[node] = (rx_ts, (was[1] if was else 0) + 1)
         if rx_ts - self._keyframe_asked.get(node, -1e18) < KEYFRAME_ASK_EVERY_S:
             return
         if len(self._keyframe_asked) > 200_000:

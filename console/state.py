@@ -208,6 +208,9 @@ class NodeState:
     and moves ``bd_seq`` (FleetState.drains_lost compares statuses)."""
     refused: tuple[float, int, str] | None = None
     """Its last refused telemetry (``MalformedLog.refused_samples``), read by its H1."""
+    awaiting: tuple[float, int] | None = None
+    """Its last deltas that wait for their keyframe (``MalformedLog.awaiting_keyframe``), read
+    by its H1: a node heard talking is not silent."""
     duplicate_at: float | None = None
     """Last time two agent processes were seen alternating under this node id."""
     judged: bool = False
@@ -287,6 +290,13 @@ class NodeState:
     @telemetry.setter
     def telemetry(self, value: Telemetry | None) -> None:
         self.sample = value
+
+    @property
+    def talking(self) -> bool:
+        """Deltas heard since its last applied sample, all waiting for their keyframe: the node
+        talks, the console cannot read it yet (``awaiting``)."""
+        aw = self.awaiting
+        return aw is not None and (self.last_rx is None or aw[0] > self.last_rx)
 
     @property
     def interval_s(self) -> float:
@@ -474,6 +484,13 @@ class NodeState:
                 text = (f"{'no telemetry accepted' if self.last_rx is None else text}: "
                         f"{count} sample{'s' if count != 1 else ''} refused, the last "
                         f"{max(0.0, now - rx):.0f} s ago ({why[:200]})")
+            elif self.talking:
+                rx, count = self.awaiting or (0.0, 0)
+                text = (f"{count} telemetry delta{'s' if count != 1 else ''} heard, the last "
+                        f"{max(0.0, now - rx):.0f} s ago, but not yet its keyframe: asked for "
+                        "one (an ask the broker drops, as for a broker user that may not "
+                        "publish node/+/cmd, such as 'viewer', waits for the agent's periodic "
+                        "keyframe, 30 s by default)")
             liveness.append(Finding("H1", Severity.WARN, "", text + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
             # Two machines publish as one node: every figure shown is a mix of both.
@@ -1401,6 +1418,7 @@ class FleetState:
                 continue
             st.judge_key = key
             st.refused = self.malformed.refused_samples.get(st.node_id)
+            st.awaiting = self.malformed.awaiting_keyframe.get(st.node_id)
             new = st.judge(now, blind)
             if st.settle_until is not None:
                 _settle_clock(st, now)
