@@ -106,6 +106,8 @@ class NodeAgent:
         """Sessions fully announced (birth and status out)."""
         self.connacks = 0
         """Sessions the broker accepted (CONNACK), announced or not."""
+        self._failing_since: float | None = None
+        """Monotonic time of the first failed connect of the current outage (None: none)."""
         self.last_progress = time.monotonic()
         """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
         self.on_retry: Callable[[str, str, float], None] | None = None
@@ -326,6 +328,8 @@ class NodeAgent:
                 delay = min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** min(attempt, 10))
                 delay *= random.uniform(0.5, 1.0)  # jitter: no thundering herd on broker restart
                 why = describe_mqtt_error(self.url, err).rstrip(".")
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
                 if self.on_retry is not None:
                     self.on_retry(self.node_id, why, delay)
                 else:
@@ -342,6 +346,14 @@ class NodeAgent:
             async with self.connect_gate:
                 await stack.enter_async_context(client)
                 self.connacks += 1
+                if self._failing_since is not None and self.on_retry is None:
+                    # Its journal said "cannot reach …; retrying" every few seconds, then
+                    # nothing: it read as still down after the broker came back (an SRE drill
+                    # restarting a TLS broker). A simulator says it for its fleet itself.
+                    log.warning("%s: connected to the MQTT broker at %s again (%.0f s after "
+                                "the first failure)", self.node_id, self.url,
+                                time.monotonic() - self._failing_since)
+                self._failing_since = None
                 # Listen from the first moment: the message iterator notices a dropped
                 # connection at once, while aiomqtt leaves a SUBSCRIBE or QoS 1 PUBLISH that was
                 # in flight waiting out its whole timeout (10 s) when the broker dies under it.
