@@ -5,6 +5,7 @@ problem is reported as one sentence naming where the bad value came from (file a
 variable, or the flag), and the agent does not start (``--check-config`` only checks).
 """
 
+import logging
 import os
 import re
 import socket
@@ -22,7 +23,10 @@ from pydantic_settings import (
 
 from fleetdeck.brokerurl import parse_broker_url, with_tls
 from fleetdeck.errors import UserError
+from fleetdeck.paths import open_to_others
 from fleetdeck.protocol.ids import InvalidId, validate_id
+
+log = logging.getLogger("fleetdeck.agent")
 
 DEFAULT_CONFIG = Path("/etc/fleetdeck/agent.toml")
 ENV_PREFIX = "FLEETDECK_"
@@ -145,6 +149,25 @@ class AgentSettings(BaseSettings):
         return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
 
 
+def _warn_if_password_open(path: Path) -> None:
+    """A TOML file whose broker URL holds this node's password, readable by every local user:
+    each of them can then publish as this node (docs/real-nodes.md installs agent.env 0640)."""
+    mode = open_to_others(path)
+    if mode is None:
+        return
+    broker = tomllib.loads(path.read_text()).get("broker")
+    if not isinstance(broker, str):
+        return
+    try:
+        has_password = parse_broker_url(broker).password is not None
+    except UserError:
+        return  # the settings' own check says what is wrong with it
+    if has_password:
+        log.warning("%s holds the broker password and is readable by every user of this "
+                    "machine (mode %s): chmod 0640 it and chgrp it to the agent's group",
+                    path, mode)
+
+
 def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
     """Merge file, environment and flags; raise UserError listing each problem in a sentence."""
     path: Path | None = None
@@ -166,6 +189,8 @@ def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
             raise UserError(f"{path} is not a UTF-8 text file, as TOML must be.") from None
         except OSError as err:
             raise UserError(f"cannot read config file {path}: {err.strerror}.") from None
+    if path is not None:
+        _warn_if_password_open(path)
     given = {k: v for k, v in cli.items() if v is not None}
 
     class FileSettings(AgentSettings):

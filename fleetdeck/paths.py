@@ -42,3 +42,14 @@ def recording_out(path: str) -> Path:
                         "with an index beside it, not a stream on stdout; 'fleetdeck replay "
                         "FILE --headless --summary-json' reads one back for a script.")
     return given_file(path, "--out")
+
+
+def open_to_others(path: Path) -> str | None:
+    """The mode (``0644``) of a secret file that users other than its owner and group may
+    read, or None. ssh refuses such a key; fleetdeck warns (an agent that refused to start
+    would stop reporting the node), saying what to chmod."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        return None
+    return f"{mode:04o}" if mode & 0o004 else None

@@ -9,9 +9,11 @@ unexpired, have a bounded lifetime, and carry an id the agent has not executed b
 import hashlib
 import hmac
 import json
+import logging
 from pathlib import Path
 
 from fleetdeck.errors import UserError
+from fleetdeck.paths import open_to_others
 from fleetdeck.protocol.messages import Command
 
 MAX_LIFETIME_MS = 10 * 60 * 1000
@@ -53,5 +55,12 @@ def load_key(path: str | Path) -> bytes:
         raise UserError(f"cannot read command key {p}: {err.strerror}.") from None
     if len(key) < MIN_KEY_BYTES:
         raise UserError(f"command key {p} is shorter than {MIN_KEY_BYTES} bytes; make one with "
-                        "'head -c 32 /dev/urandom | base64 > FILE'.")
+                        "'(umask 077; head -c 32 /dev/urandom | base64 > FILE)'.")
+    mode = open_to_others(p)
+    if mode is not None:
+        # Whoever reads the key signs drains that every agent obeys (an SRE drill found one
+        # left 0644 by `head … > command.key` under a default umask).
+        logging.getLogger("fleetdeck.signing").warning(
+            "command key %s is readable by every user of this machine (mode %s): anyone here "
+            "can sign commands; chmod 0600 it (0640 with the service's group)", p, mode)
     return key
