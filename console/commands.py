@@ -265,12 +265,23 @@ def why_unanswered(state: FleetState, node: str) -> str:
     if st is None:
         return "the node was never heard from"
     dead = next((f for f in st.liveness if f.rule in ("H1", "H2")), None)
-    if dead is None:
-        return ""
+    if dead is None or (dead.rule == "H1" and st.talking):
+        return ""  # it talks (deltas awaiting their keyframe count): not hung, not cut off
     if dead.rule == "H2":
         return f"the node is offline ({dead.rule} {dead.text}): no agent is there to answer"
     return (f"the node is {st.verdict.value} ({dead.rule} {dead.text}): its agent is hung or "
             "cut off and never answered")
+
+
+def never_reached(state: FleetState, node: str) -> str:
+    """Why a node that reports did not acknowledge: most likely it never got the command. The
+    broker drops a publish its ACL forbids without a word (MQTT 3.1.1 cannot say so), and a
+    drain sent as the shipped ACL's ``viewer`` read only "no acknowledgement within 15 s" (an
+    SRE drill). Empty for a node not known to report (``why_unanswered`` speaks for it)."""
+    if node not in state.nodes or why_unanswered(state, node):
+        return ""
+    return ("the node reports, so the command most likely never reached it: may this broker "
+            "user publish node/+/cmd? (the shipped ACL lets only console and collector)")
 
 
 def drained_for(state: FleetState, targets: Iterable[str], reason: str) -> list[str]:
@@ -1014,7 +1025,8 @@ class CommandTracker:
             why = f"no acknowledgement within {req.ack_timeout_s:g} s"
             if t.send_error:
                 why += f"; never published: {t.send_error}"
-            dead = "" if req.op is CommandOp.RESTART_JOB else why_unanswered(state, t.target)
+            dead = "" if req.op is CommandOp.RESTART_JOB else (
+                why_unanswered(state, t.target) or never_reached(state, t.target))
             if dead:
                 why += f" — {dead}"
             return self._move(req, t, Phase.TIMED_OUT, why, now)

@@ -1,11 +1,18 @@
-"""A read-only broker user (the shipped ACL's ``viewer``) cannot publish the keyframe asks a
-console sends for wire-v2 deltas whose keyframe it missed: Mosquitto drops them without a word.
-Its `status` read every node "no telemetry heard from it yet" and a rack "fell silent" (go
-check the network) while every agent was talking; the node's H1 now says its deltas are heard
-and what to do, and no silence incident is raised for it."""
+"""A read-only broker user (the shipped ACL's ``viewer``) may publish nothing: Mosquitto drops
+its keyframe asks and its commands without a word (MQTT 3.1.1 has no way to say so).
+
+- Its `status` read every node "no telemetry heard from it yet" and a rack "fell silent" (go
+  check the network) while every agent was talking; the node's H1 now says its deltas are
+  heard and what to do, and no silence incident is raised for it.
+- Its drain read "no acknowledgement within 15 s" and nothing more; it now says that the node
+  reports, so the command most likely never reached it, and which ACL right to check."""
 
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from fleetdeck.broker import free_port
 from tests.conftest import run_cli, spawn, stop_process
@@ -16,23 +23,31 @@ pytestmark = needs_tools
 NODES = ["gpu0001", "gpu0002", "gpu0003"]
 
 
-def test_a_viewer_status_says_deltas_are_heard_not_that_the_rack_fell_silent(tmp_path):
-    (tmp_path / "b").mkdir()
-    with secured_broker(tmp_path / "b", users=["viewer", *NODES],
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> Iterator[tuple[dict[str, str], list[str], Path]]:
+    """Three agents on the shipped TLS listener, one rack; (credentials, viewer's flags, dir)."""
+    tmp = tmp_path_factory.mktemp("viewer")
+    (tmp / "b").mkdir()
+    with secured_broker(tmp / "b", users=["viewer", *NODES],
                         tls_port=free_port()) as (_broker, creds, tls_port, work):
         ca = str(work / "pki" / "ca.crt")
         agents = [spawn("agent", "--source", "sim", "--node-id", node, "--cluster", "v",
                         "--broker", f"mqtts://{node}:{creds[node]}@127.0.0.1:{tls_port}",
                         "--ca", ca, "--interval", "0.5", "--rack", "r1",
-                        "--state-dir", str(tmp_path / node), log=tmp_path / f"{node}.log")
+                        "--state-dir", str(tmp / node), log=tmp / f"{node}.log")
                   for node in NODES]
         try:
             time.sleep(3)  # their first keyframes are gone by: deltas only from now on
-            res = run_cli("status", "--json", "--wait", "2", "--cluster", "v", "--broker",
-                          f"mqtts://viewer:{creds['viewer']}@127.0.0.1:{tls_port}", "--ca", ca)
+            yield creds, ["--cluster", "v", "--ca", ca, "--broker",
+                          f"mqtts://viewer:{creds['viewer']}@127.0.0.1:{tls_port}"], tmp
         finally:
             for proc in agents:
                 stop_process(proc)
+
+
+def test_a_viewer_status_says_deltas_are_heard_not_that_the_rack_fell_silent(fleet):
+    creds, viewer, _tmp = fleet
+    res = run_cli("status", "--json", "--wait", "2", *viewer)
     assert res.returncode in (0, 1), res.stderr
     out = json.loads(res.stdout)
     nodes = {n["id"]: n for n in out["nodes"]}
@@ -47,3 +62,17 @@ def test_a_viewer_status_says_deltas_are_heard_not_that_the_rack_fell_silent(tmp
         assert "node/+/cmd" in node["action"], node["action"]
     assert not any("fell silent" in inc["title"] for inc in out["incidents"]), out["incidents"]
     assert creds["viewer"] not in res.stdout + res.stderr
+
+
+def test_a_viewer_drain_that_the_broker_drops_names_the_acl_right(fleet):
+    creds, viewer, tmp = fleet
+    audit = tmp / "audit.jsonl"
+    res = run_cli("drain", "gpu0002", "--reason", "drill", "--timeout", "4", "--operator",
+                  "sre1", "--audit-log", str(audit), *viewer)
+    assert res.returncode == 4, res.stdout + res.stderr
+    words = "the command most likely never reached it: may this broker user publish node/+/cmd?"
+    assert words in res.stdout, res.stdout
+    assert "hung or cut off" not in res.stdout, res.stdout
+    last = json.loads(audit.read_text().splitlines()[-1])
+    assert last["outcome"] == "timed_out" and words in last["detail"], last
+    assert creds["viewer"] not in res.stdout + res.stderr + audit.read_text()
