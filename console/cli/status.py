@@ -125,6 +125,11 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
         hint = (f"clusters seen there: {', '.join(others)}; wrong --cluster?" if others
                 else "no node of any cluster there: is an agent or 'fleetdeck sim' running "
                      "against this broker?")
+        if not others and url.username:
+            # A user the ACL lets read nothing (an agent's, by mistake) gets its SUBACK and then
+            # silence from Mosquitto: the fleet looked gone (an SRE drill).
+            hint = (f"{hint[:-1]}, or may broker user '{url.username}' not read "
+                    "fleetdeck/v1/# (its ACL: console and viewer may)?")
         raise UserError(f"no node of cluster '{cluster}' was heard on {url} within "
                         f"{watched:g} s ({hint})")
     return session, watched

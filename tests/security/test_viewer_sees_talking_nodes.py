@@ -76,3 +76,14 @@ def test_a_viewer_drain_that_the_broker_drops_names_the_acl_right(fleet):
     last = json.loads(audit.read_text().splitlines()[-1])
     assert last["outcome"] == "timed_out" and words in last["detail"], last
     assert creds["viewer"] not in res.stdout + res.stderr + audit.read_text()
+
+
+def test_a_status_as_a_user_the_acl_lets_read_nothing_names_the_acl(fleet):
+    """An agent's user (it may read only its own commands) gets its SUBACK, then silence."""
+    creds, viewer, _tmp = fleet
+    flags = [f.replace(f"viewer:{creds['viewer']}", f"gpu0001:{creds['gpu0001']}")
+             for f in viewer]
+    res = run_cli("status", "--wait", "1", *flags)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "may broker user 'gpu0001' not read fleetdeck/v1/#" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and creds["gpu0001"] not in res.stderr
