@@ -62,9 +62,9 @@ from fleetdeck.console.session import (
 )
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
+from fleetdeck.console.tui import render_cycles
 from fleetdeck.console.tui.log_notice import NoticeHandler
 from fleetdeck.console.tui.palette import FleetCommands
-from fleetdeck.console.tui import render_cycles
 from fleetdeck.console.tui.screens.base import TABS, VIEWS, FleetView
 from fleetdeck.console.tui.screens.clusters import ClustersScreen
 from fleetdeck.console.tui.screens.events import EventsScreen
