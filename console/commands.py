@@ -189,6 +189,21 @@ def fmt_duration(seconds: float) -> str:
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
+def clip_words(text: str, most: int) -> str:
+    """``text`` if it has at most ``most`` characters, else cut at the last word boundary that
+    fits, with "…": a plain ``text[:most]`` cut a drain's time-out toast to "…its agent is hung
+    or cut )" while the audit log had "…cut off and never answered" (a drill)."""
+    if len(text) <= most:
+        return text
+    head = text[:most]
+    if " " not in head:
+        return head[:most - 1] + "…"  # one long word (a host list): cut inside it
+    if text[most] != " ":
+        head = head.rsplit(" ", 1)[0]  # the last word does not fit whole
+    # No dangling separator or opening bracket before the ellipsis: "(H1 …" read as cut markup.
+    return head.rstrip(" ,;:—(") + "…"
+
+
 def scheduled_jobs_by_node(state: FleetState) -> dict[str, list[str]]:
     """Running jobs per node from the scheduler's job status alone (``jobs_on`` adds the
     node's own): O(jobs' nodes), not O(fleet), for views that need the jobs of a few nodes."""

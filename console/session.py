@@ -39,6 +39,7 @@ from fleetdeck.console.commands import (
     Request,
     Transition,
     audit_fields,
+    clip_words,
     fmt_duration,
     refusal,
 )
@@ -1760,4 +1761,4 @@ def finish_details(req: Request) -> str:
         by_phase.setdefault(t.phase, []).append(t.target)
     split = ([f"{phase.value} {compress(targets)}" for phase, targets in by_phase.items()]
              if len(by_phase) > 1 else [])
-    return "; ".join(split + why)[:500]
+    return clip_words("; ".join(split + why), 500)

@@ -41,6 +41,7 @@ from fleetdeck.console.commands import (
     Phase,
     Request,
     blast_radius,
+    clip_words,
     job_blast_radius,
     job_refusal,
     suggested_drain_mode,
@@ -1053,7 +1054,8 @@ class FleetdeckApp(App[int]):
         unknown = self._unknown(targets)
         if unknown:
             self.session.refuse(CommandOp.DRAIN, targets, f"unknown node(s) {compress(unknown)}")
-            self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
+            self.notify(f"unknown nodes: {esc(clip_words(compress(unknown), 120))}",
+                        severity="error")
             return
 
         def radius(mode: DrainMode) -> BlastRadius:
@@ -1080,7 +1082,8 @@ class FleetdeckApp(App[int]):
         unknown = self._unknown(targets)
         if unknown:
             self.session.refuse(CommandOp.RESUME, targets, f"unknown node(s) {compress(unknown)}")
-            self.notify(f"unknown nodes: {esc(', '.join(unknown[:8]))}", severity="error")
+            self.notify(f"unknown nodes: {esc(clip_words(compress(unknown), 120))}",
+                        severity="error")
             return
         # A target not drained is in the radius's notes: as `fleetdeck resume` does, the
         # command is still sent (the agent answers "was not drained").
@@ -1133,11 +1136,16 @@ class FleetdeckApp(App[int]):
         if cluster is not None:
             text = f"[{esc(cluster)}] {text}"
         if details:
-            text += f" ({esc(details[:120])})"
+            # Cut between words, the closing bracket after an ellipsis: "[:120]" left the
+            # time-out of a hung node reading "…its agent is hung or cut )" (a drill). A single
+            # node's sentence fits whole; the audit log keeps all of it.
+            text += f" ({esc(clip_words(details, TOAST_DETAIL_CHARS))})"
         self.notify(text, severity="information" if outcome is Phase.DONE else "error",
                     timeout=6)
 
 
+TOAST_DETAIL_CHARS = 240
+"""The most of a finished command's details its toast shows (a few lines of a toast)."""
 COMMAND_ACTIONS = frozenset({"drain", "resume", "restart"})
 """The views' actions that send commands (disabled in a read-only console)."""
 COMMANDS_HELP = (":nodes, :jobs, :fabric, :events, :incidents, :node NAME, :drain HOSTLIST, "

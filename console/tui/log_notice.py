@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from textual.app import App
 
+from fleetdeck.console.commands import clip_words
 from fleetdeck.console.tui.text import esc
 
 NOTICE_EVERY_S = 60.0
@@ -51,7 +52,8 @@ class NoticeHandler(logging.Handler):
         except (TypeError, ValueError):  # a bad format string: the raw one still says something
             text = str(record.msg)
         where = f"  (more in {self.log_path})" if self.log_path is not None else ""
-        message = esc(f"{record.name}: {text[:NOTICE_CHARS]}{where}")
+        # Cut between words with an ellipsis, as the command toasts are.
+        message = esc(f"{record.name}: {clip_words(text, NOTICE_CHARS)}{where}")
         severity: Literal["warning", "error"] = (
             "error" if record.levelno >= logging.ERROR else "warning")
         if threading.get_ident() == self._thread:

@@ -100,6 +100,40 @@ async def test_drain_times_out(world):
         assert world.audit.records[-1].outcome == "timed_out"
 
 
+async def test_a_hung_nodes_time_out_toast_says_the_whole_sentence(world):
+    """A drain whose node went silent: its toast ended "…its agent is hung or cut )" (cut at
+    120 characters inside the sentence) while the audit log had "…cut off and never
+    answered" (a drill)."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_drain(["gpu0007"])
+        await pilot.pause()
+        await pilot.press(*"x", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        for _ in range(12):  # no telemetry, no acknowledgement: the node goes stale (H1)
+            world.tick(1)
+            await pilot.pause()
+        req = next(iter(world.app.tracker.requests.values()))
+        assert req.phase is Phase.TIMED_OUT
+        detail = world.audit.records[-1].detail
+        assert detail.endswith("its agent is hung or cut off and never answered"), detail
+        toasts = [str(n.message) for n in world.app._notifications]
+        timed_out = [t for t in toasts if t.startswith("drain gpu0007: timed out")]
+        assert timed_out and timed_out[-1].endswith(f"({detail})"), toasts
+
+
+def test_clip_words_cuts_between_words():
+    from fleetdeck.console.commands import clip_words
+
+    text = "its agent is hung or cut off and never answered"
+    assert clip_words(text, 100) == text
+    assert clip_words(text, 27) == "its agent is hung or cut…"
+    assert clip_words(text, 24) == "its agent is hung or cut…"  # a whole word up to the end
+    assert clip_words("(H1 no telemetry", 5) == "(H1…"
+    assert clip_words("gpu[0001-0400],gpu[0600-0900]", 10) == "gpu[0001-…"
+
+
 async def test_bulk_drain_needs_typed_confirmation_and_now_mode(world):
     async with world.app.run_test(size=SIZE) as pilot:
         nodes = await open_nodes(world, pilot)
