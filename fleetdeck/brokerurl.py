@@ -285,7 +285,11 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     if "refused" in low and "not authori" not in low and "bad user" not in low:
         return f"cannot reach the MQTT broker at {where}: connection refused (is it running?)."
     if "not authori" in low or "bad user" in low:
-        return f"the MQTT broker at {where} refused the credentials ({text})."
+        return _refused_credentials(url, where, low)
+    if "did not confirm the subscription" in low:
+        # The CONNACK came: "did not answer in time" sent operators to a broker that was up.
+        return (f"connected to the MQTT broker at {where}, but {text} (a hung or overloaded "
+                "broker? try again).")
     if "timed out" in low:
         return f"the MQTT broker at {where} did not answer in time."
     if low.startswith("code ") and low.endswith("(unknown error)"):
@@ -304,6 +308,18 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         # its internals; an agent stopped past its keepalive (the broker dropped it) reads this.
         return f"lost the connection to the MQTT broker at {where}."
     return f"cannot talk to the MQTT broker at {where}: {text}."
+
+
+def _refused_credentials(url: BrokerURL, where: str, low: str) -> str:
+    """A CONNACK refusing the user (codes 4 and 5): gmqtt says "code 5 (Connection Refused: not
+    authorised)", paho "Not authorized"; the header cut the former at "(code 5 (Connection
+    Refused:…" (a drill). The broker's reason in two words, then what to fix."""
+    reason = "bad user name or password" if "bad user" in low else "not authorised"
+    if url.username is None:
+        return (f"the MQTT broker at {where} refused an anonymous connection ({reason}): give "
+                f"a user and password in the broker URL (mqtt://USER:PASSWORD@{url.address}).")
+    return (f"the MQTT broker at {where} refused the credentials ({reason}): check the user "
+            "and password in the broker URL (--broker).")
 
 
 def _closed_sentence(where: str, text: str, low: str) -> str:

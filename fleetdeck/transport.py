@@ -42,6 +42,24 @@ if logging.getLogger("gmqtt").level == logging.NOTSET:
     # (Connection.detail and its own retry warning), so only the library's errors are kept.
     logging.getLogger("gmqtt").setLevel(logging.ERROR)
 
+
+
+def _drop_connack_refusals(record: logging.LogRecord) -> bool:
+    """gmqtt logs a refused CONNACK (a wrong password: "CONNACK: 0x5", "CONNACK 0x5 is
+    permanent, not reconnecting", "not reconnecting after a permanent CONNACK refusal") as two
+    or three WARNING and ERROR lines per attempt. MqttLink says the same in one sentence
+    (``describe_mqtt_error``: "refused the credentials …", the TUI's header) and reconnects by
+    itself, so a console given a wrong password showed a library ERROR popup and filled its
+    log with them every 2 s (a drill). Its other records (unexpected errors) are kept."""
+    msg = record.msg if isinstance(record.msg, str) else ""
+    return not (msg.startswith("[MqttPackageHandler] CONNACK")
+                or "permanent CONNACK refusal" in msg)
+
+
+# On the logger, not a handler: whichever handler a front end installs (stderr, console.log,
+# the TUI's notices) never sees them.
+logging.getLogger("gmqtt.mqtt.handler").addFilter(_drop_connack_refusals)
+
 Will = tuple[str, bytes, int, bool]
 """``(topic, payload, qos, retain)``: what the broker publishes when the connection dies."""
 
@@ -77,6 +95,9 @@ class Connection:
     detail: str = ""
     since: float = 0.0
     connects: int = 0
+    connacks: int = 0
+    """CONNACKs the broker sent: a broker that accepts the connection and then never answers
+    the SUBSCRIBE (``connects`` stays 0) is not one that never answered at all."""
 
     @property
     def why(self) -> str:
@@ -263,6 +284,7 @@ class MqttLink:
         if self.url.username is not None:
             client.set_auth_credentials(self.url.username, self.url.password)
         sink = self.sink
+        accepted = False
         filters_sent: list[str] = []
         """What this connection's CONNECT subscribed to (``subscribe`` calls before its SUBACK
         find no client yet: they are caught up once connected)."""
@@ -300,9 +322,18 @@ class MqttLink:
                     await _unless_lost(client.connect(self.url.host, self.url.port,
                                                       ssl=ctx or False, keepalive=self.keepalive,
                                                       version=MQTTv311), lost)
+                    accepted = True
+                    self.conn.connacks += 1
                     granted = await _unless_lost(subscribed, lost)
             except TimeoutError:
-                raise TransportError("timed out waiting for CONNACK/SUBACK") from None
+                # Which step went unanswered: "no CONNACK" sent operators to check a broker
+                # that had accepted the connection and only left the SUBSCRIBE unanswered
+                # (amqtt's connect race).
+                if accepted:
+                    raise TransportError(
+                        "the broker did not confirm the subscription (no SUBACK) within "
+                        f"{self.connect_timeout_s:g} s") from None
+                raise TransportError("timed out waiting for CONNACK") from None
             except MQTTConnectError as err:
                 raise TransportError(str(err)) from None
             except ConnectionRefusedError:

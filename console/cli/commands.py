@@ -340,6 +340,12 @@ class CommandRun:
             if feed.first_error is not None:
                 raise UserError(feed.first_error)
             if time.monotonic() - self._started > CONNECT_TIMEOUT_S:
+                if feed.conn.connacks:
+                    # Which step went unanswered: the CONNACK came, the SUBACK did not.
+                    raise UserError(f"connected to {self.url}, but the broker did not confirm "
+                                    f"the subscription (no SUBACK) within "
+                                    f"{CONNECT_TIMEOUT_S:g} s (a hung or overloaded broker? "
+                                    "try again); nothing was sent")
                 raise UserError(f"cannot connect to {self.url} within {CONNECT_TIMEOUT_S:g} s")
             return None
         if feed.conn.state != "connected":

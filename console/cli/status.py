@@ -107,11 +107,19 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     # What the operator asked for, or, extended, how long it ran.
     watched = round(max(least, time.monotonic() - started), 1) if auto else least
     if feed.conn.connects == 0:
+        # As long as it waited: a --wait shorter than CONNECT_TIMEOUT_S ends the watch first.
+        gave_up = f"{min(CONNECT_TIMEOUT_S, max(1, round(time.monotonic() - started))):g}"
         if feed.first_error:
             # Already a sentence that names the broker: prefixing it would say the URL twice.
             raise UserError(feed.first_error)
+        if feed.conn.connacks:
+            # The broker accepted the connection and left the SUBSCRIBE unanswered (amqtt's
+            # connect race): "no answer (CONNACK)" sent the operator to a broker that was up.
+            raise UserError(f"cannot get a status from {url}: connected, but the broker did not "
+                            f"confirm the subscription (no SUBACK) within {gave_up} s (a "
+                            "hung or overloaded broker? try again).")
         raise UserError(f"cannot get a status from {url}: no answer (CONNACK) within "
-                        f"{CONNECT_TIMEOUT_S:g} s.")
+                        f"{gave_up} s.")
     if not session.state.nodes:
         if digests:
             raise UserError(f"no digest of cluster '{cluster}' was heard on {url} within "

@@ -726,6 +726,15 @@ class FleetdeckApp(App[int]):
             self.url.address if self.url is not None else "")
         return f"{esc(broker)} {conn}"
 
+    def link_why(self, most: int = 160) -> str:
+        """Why the broker connection is not up, as the header says it but longer (the problem
+        line's width), or its state ("connecting") when no attempt failed yet. Plain text."""
+        feed = self.session.feed
+        if feed is None:
+            return "no broker"
+        c = feed.conn
+        return self._short_detail(c.detail, most) if c.detail else c.state
+
     def _short_detail(self, detail: str, most: int = 72) -> str:
         """The connection's trouble in the header: the broker's address is already beside it,
         and a cut falls between words ("…: connecti" hid "connection refused")."""
@@ -734,10 +743,7 @@ class FleetdeckApp(App[int]):
             # "(the default: no --broker, …)" filled the 72 characters and hid "connection
             # refused"; the timeline keeps the whole sentence.
             detail = detail.replace(f" {DEFAULT_NOTE}", "")
-        detail = detail.rstrip(".")
-        if len(detail) <= most:
-            return detail
-        return detail[:most].rsplit(" ", 1)[0] + "…"
+        return clip_words(detail.rstrip("."), most)
 
     def header_text(self, now: float) -> str:
         session = self.session

@@ -174,7 +174,7 @@ class OverviewScreen(FleetView):
         # Counts and problems are fleet-wide passes (tens of ms at 16,384 nodes): only when a
         # node or a job changed since they were last shown.
         feed = self.fleet.session.feed
-        link = feed.conn.state if feed is not None else None
+        link = (feed.conn.state, feed.conn.detail) if feed is not None else None
         # And every few seconds all the same: what reads the clock (a checkpoint's age, a
         # hang, the scheduler's will once believed) moved with nothing received, and the jobs
         # panel kept "ckpt 100 (14s)" for minutes under a dead simulator (a drill).
@@ -231,8 +231,8 @@ class OverviewScreen(FleetView):
             if feed is not None and feed.conn.state != "connected":
                 # Nodes known from the store, and a broker this console cannot reach: "none so
                 # far" would read as a fleet about to report, not a console that hears nothing.
-                text = (f"[b]Top problems[/] [$warning]unknown: not connected to the broker "
-                        f"({feed.conn.state}); no telemetry yet from "
+                text = (f"[b]Top problems[/] [$warning]unknown: {self._not_connected()}; "
+                        f"no telemetry yet from "
                         f"{plural(counts.verdicts[WAITING], 'node')}[/]")
             else:
                 text = (f"[b]Top problems[/] none so far: no telemetry yet from "
@@ -248,11 +248,21 @@ class OverviewScreen(FleetView):
         if feed is None:
             return "unknown: no node in what this console has seen yet"
         if feed.conn.state != "connected":
-            return f"unknown: not connected to the broker ({feed.conn.state}), no node heard yet"
+            return f"unknown: {self._not_connected()}; no node heard yet"
         others = self.fleet.other_clusters
         seen = (f"; clusters seen there: {esc(', '.join(others[:5]))} (wrong --cluster?)"
                 if others else "")
         return f"unknown: no node of cluster {esc(self.fleet.cluster)} heard from yet{seen}"
+
+    def _not_connected(self) -> str:
+        """Why this console hears nothing, in markup: the connection's failure in full, as the
+        header cuts it at 72 characters ("refused the credentials (not authorised): check
+        the…", a drill) and this line has the width for the fix; else its state."""
+        feed = self.fleet.session.feed
+        if feed is not None and feed.conn.detail:
+            return esc(self.fleet.link_why())
+        state = feed.conn.state if feed is not None else "no broker"
+        return f"not connected to the broker ({state})"
 
     def _counts_text(self, c: FleetCounts, width: int) -> str:
         states = "  ".join(f"[{state_markup(s)}]{s} {c.states[s]}[/]" for s in STATE_ORDER
