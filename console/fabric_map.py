@@ -284,6 +284,8 @@ class SwitchSummary:
     """Leaf group -> (its nodes, its rails), in name order."""
     failing_leaves: dict[str, LeafGroup] = field(default_factory=dict)
     """Leaf groups with two or more failing rail switches (``judgements.leaf_groups``)."""
+    recovered_leaves: dict[str, LeafGroup] = field(default_factory=dict)
+    """Leaf groups with two or more rail switches recovered (``leaf_groups``, ``recovered``)."""
 
 
 @dataclass
@@ -340,7 +342,8 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             if st.node_id not in got[3]:
                 got[3].append(st.node_id)
     out = SwitchSummary(sum(len(rails) for _n, rails in cache.leaves.values()),
-                        leaves=cache.leaves, failing_leaves=leaf_groups(list(suspects)))
+                        leaves=cache.leaves, failing_leaves=leaf_groups(list(suspects)),
+                        recovered_leaves=leaf_groups(list(suspects), recovered=True))
     judged = {sw.switch: sw for sw in suspects}
     for sw, (leaf, rail, (down, flap, err, low), bad_nodes) in agg.items():
         ports = sum(n for rs, n in shapes[leaf].items() if rail in rs)
@@ -353,17 +356,23 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
 
 
 def leaf_grouped(summary: SwitchSummary) -> list[SwitchRow]:
-    """The summary's rows with the rail switches of each failing leaf group
-    (``failing_leaves``, one incident) merged into one row named after the group
-    (``leaf02-r*``), where the first of them stood: a whole leaf group down filled the
-    overview's panel with a row per rail of the same nodes."""
-    groups: dict[str, list[SwitchRow]] = {}
+    """The summary's rail switches of each failing leaf group (``failing_leaves``, one
+    incident) merged into one row named after the group (``leaf02-r*``), where the first of
+    them stood, and those recovered together (``recovered_leaves``) likewise: a whole leaf
+    group down filled the overview's panel with a row per rail of the same nodes, and again
+    once it was back."""
+    def group_of(r: SwitchRow) -> dict[str, LeafGroup]:
+        if r.failing:
+            return summary.failing_leaves
+        return summary.recovered_leaves if r.recovered else {}
+
+    groups: dict[tuple[str, bool], list[SwitchRow]] = {}
     for r in summary.rows:
-        if r.failing and r.leaf in summary.failing_leaves:
-            groups.setdefault(r.leaf, []).append(r)
+        if r.leaf in group_of(r):
+            groups.setdefault((r.leaf, r.recovered), []).append(r)
     out: list[SwitchRow] = []
     for r in summary.rows:
-        group = groups.get(r.leaf) if r.failing else None
+        group = groups.get((r.leaf, r.recovered)) if r.leaf in group_of(r) else None
         if group is None:
             out.append(r)
         elif r is group[0]:
@@ -372,7 +381,7 @@ def leaf_grouped(summary: SwitchSummary) -> list[SwitchRow]:
                 sum(g.down for g in group), sum(g.flapping for g in group),
                 sum(g.erroring for g in group),
                 tuple(sorted({n for g in group for n in g.nodes})),
-                summary.failing_leaves[r.leaf].text, False,
+                group_of(r)[r.leaf].text, r.recovered,
                 sum(g.low_rate for g in group), len(group)))
     return out
 

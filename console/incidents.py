@@ -5,7 +5,8 @@ down on 16 nodes, job 4103 on them" — one incident — not seventeen rows of p
 grouping, from the most specific cause outwards (docs/architecture.md, "Incidents"):
 
 1. **switch** — a suspect switch (``judgements.suspect_switches``, rail-aware) takes every bad
-   port behind it and the nodes those ports hang off;
+   port behind it and the nodes those ports hang off; two or more rail switches of one leaf
+   group failing at once, or recovered together, are one (``judgements.leaf_groups``);
 2. **rack** — nodes of one rack that fell silent (offline or stale, agent not merely dead while
    its job keeps stepping) within ``RACK_WINDOW_S`` of each other: power or the rack's network,
    not each node;
@@ -117,12 +118,15 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     out: list[Incident] = []
     switches = suspect_switches(state)
     leaves = leaf_groups(switches)
+    # Its rail switches back together are one incident too, as they were while down: the
+    # recovery read eight "leaf02-rN recovered" incidents of the same nodes (a drill).
+    back = leaf_groups(switches, recovered=True)
     for sw in switches:
-        leaf = None if sw.recovered else leaves.get(sw.leaf)
+        leaf = (back if sw.recovered else leaves).get(sw.leaf)
         if leaf is None:
             out.append(_switch_incident(state, sw, jobs_on))
         elif sw is leaf.switches[0]:
-            out.append(_leaf_incident(state, leaf, jobs_on))
+            out.append(_leaf_incident(state, leaf, jobs_on, sw.leaf in leaves))
         # A node behind the switch keeps an incident of its own only for findings that are not
         # the switch's (a GPU fault on a node behind a failing switch is still a GPU fault).
         # A silent node is counted for the switch it was behind for a while (judgements), but
@@ -323,14 +327,26 @@ def _switch_since(state: FleetState, nodes: list[str]) -> float:
     return min(_since(st) for st in ports_only or members)
 
 
-def _leaf_incident(state: FleetState, group: LeafGroup,
-                   jobs_on: dict[str, list[str]]) -> Incident:
+def _leaf_incident(state: FleetState, group: LeafGroup, jobs_on: dict[str, list[str]],
+                   failing_too: bool = False) -> Incident:
+    """One incident for a leaf group's rail switches failing (or back) together. A group that
+    came back keeps the key it had while down (``switch:leaf02``, so the view's selection stays
+    on it), unless some of its rails still fail together (``failing_too``: that group has it)."""
     nodes = group.nodes
     jobs = _jobs(nodes, jobs_on)
-    action = (f"check leaf group {group.leaf} (its switches' power, management and uplinks: "
-              f"{len(group.switches)} rails fail together), then each switch; do not drain "
-              "the nodes")
-    return Incident(f"switch:{group.leaf}", "switch",
+    key = f"switch:{group.leaf}"
+    if group.recovered:
+        # Up again: N2's hour on its ports, not a fault to act on now (_switch_incident).
+        action = (f"watch leaf group {group.leaf} (its {len(group.switches)} rail switches "
+                  "came back together: a second drop is the group's power, management or "
+                  "uplinks); nothing to do on the nodes")
+        if failing_too:
+            key += ":recovered"
+    else:
+        action = (f"check leaf group {group.leaf} (its switches' power, management and "
+                  f"uplinks: {len(group.switches)} rails fail together), then each switch; "
+                  "do not drain the nodes")
+    return Incident(key, "switch",
                     "error" if group.by_status.get("down") else "warn",
                     f"{group.text}{_on_jobs(jobs)}", _switch_since(state, nodes), nodes, action,
                     jobs, group.ports)

@@ -183,9 +183,10 @@ class SuspectSwitch:
 
 @dataclass(frozen=True)
 class LeafGroup:
-    """Two or more rail switches of one leaf group failing at once (none recovered): one
-    cause (the group's power, management or uplinks), told as one, not once per rail (a whole
-    leaf group down read as 8 incidents and 8 problems of the same nodes)."""
+    """Two or more rail switches of one leaf group failing at once, or recovered together
+    (``recovered``: all of them, never a mix): one cause (the group's power, management or
+    uplinks), told as one, not once per rail (a whole leaf group down read as 8 incidents and
+    8 problems of the same nodes, and once back as 8 "leaf02-rN recovered" incidents)."""
 
     leaf: str
     switches: list[SuspectSwitch]
@@ -212,24 +213,41 @@ class LeafGroup:
         return ", ".join(sw.switch.removeprefix(f"{self.leaf}-") for sw in self.switches)
 
     @property
+    def recovered(self) -> bool:
+        """Its rail switches are all up again (``SuspectSwitch.recovered``): ``leaf_groups``
+        never mixes failing and recovered ones."""
+        return all(sw.recovered for sw in self.switches)
+
+    @property
     def text(self) -> str:
         """``leaf04: 8 rail switches suspect (r0, …): 64 ports (64 down) on 8 nodes behind
-        them (gpu[0025-0032])``"""
+        them (gpu[0025-0032])``, or once back ``leaf04: 8 rail switches recovered, errors in
+        the last 60 min (r0, …): their 64 ports on 8 nodes are up again (…); …``"""
+        nodes = self.nodes
+        if self.recovered:
+            return (f"{self.leaf}: {len(self.switches)} rail switches {RECOVERED} "
+                    f"({self.rails}): their {self.ports} ports on {len(nodes)} nodes are up "
+                    f"again ({compress(nodes)}); their link errors were the switches', not "
+                    "the nodes'")
         counts = ", ".join(f"{n} {status}" for status, n in
                            sorted(self.by_status.items(), key=lambda kv: (-kv[1], kv[0])))
-        nodes = self.nodes
         return (f"{self.leaf}: {len(self.switches)} rail switches suspect ({self.rails}): "
                 f"{self.ports} ports ({counts}) on {len(nodes)} nodes behind them "
                 f"({compress(nodes)})")
 
 
-def leaf_groups(switches: list[SuspectSwitch]) -> dict[str, LeafGroup]:
-    """The leaf groups of ``suspect_switches`` with two or more failing rail switches."""
-    failing: dict[str, list[SuspectSwitch]] = {}
+def leaf_groups(switches: list[SuspectSwitch], recovered: bool = False
+                ) -> dict[str, LeafGroup]:
+    """The leaf groups of ``suspect_switches`` with two or more failing rail switches, or with
+    ``recovered`` two or more recovered ones. The one grouping rule: the incidents, the
+    overview's top problems and switch panel, and the fabric view's hint all read it, so a
+    leaf group is one line in each while it is down and one once it is back (the recovery
+    side listed 8 "leaf02-rN recovered" incidents of the same 16 nodes)."""
+    found: dict[str, list[SuspectSwitch]] = {}
     for sw in switches:
-        if not sw.recovered:
-            failing.setdefault(sw.leaf, []).append(sw)
-    return {leaf: LeafGroup(leaf, group) for leaf, group in failing.items() if len(group) >= 2}
+        if sw.recovered is recovered:
+            found.setdefault(sw.leaf, []).append(sw)
+    return {leaf: LeafGroup(leaf, group) for leaf, group in found.items() if len(group) >= 2}
 
 
 def _link_fault(status: str, rules: frozenset[str]) -> bool:

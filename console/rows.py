@@ -19,7 +19,6 @@ from fleetdeck.console.judgements import (
     HOLDING_NODES,
     NO_LINK,
     PORT_FLAPPING,
-    RECOVERED,
     LeafGroup,
     SuspectSwitch,
     bad_ports,
@@ -569,15 +568,21 @@ def top_problems(state: FleetState, limit: int = 10,
     if suspects is None:
         suspects = suspect_switches(state)
     leaves = leaf_groups(suspects)
+    back = leaf_groups(suspects, recovered=True)
     switches = []
     recovered = []
     for sw in suspects:
-        leaf = None if sw.recovered else leaves.get(sw.leaf)
+        leaf = (back if sw.recovered else leaves).get(sw.leaf)
         if sw.recovered:
             # A recovered switch works: degraded (its ports erred within N2's window), and
             # nothing to do, so after the failed nodes no one has acted on yet (it held the
-            # top row for the hour, above a hung job: a 3 a.m. drive).
-            recovered.append(Problem(sw.switch, Verdict.DEGRADED, "switch", sw.text))
+            # top row for the hour, above a hung job: a 3 a.m. drive). Its leaf group's rail
+            # switches back together are one row, as they were while down.
+            if leaf is None:
+                recovered.append(Problem(sw.switch, Verdict.DEGRADED, "switch", sw.text))
+            elif sw is leaf.switches[0]:
+                recovered.append(Problem(leaf.leaf, Verdict.DEGRADED, "leaf",
+                                         leaf.text.removeprefix(f"{leaf.leaf}: ")))
         elif leaf is None:
             switches.append(Problem(sw.switch, Verdict.FAILED, "switch", sw.text))
         elif sw is leaf.switches[0]:
@@ -998,6 +1003,7 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     rows = []
     switches = suspect_switches(state)
     groups = leaf_groups(switches)
+    back = leaf_groups(switches, recovered=True)
     by_leaf: dict[str, list[SuspectSwitch]] = {}
     failing: set[str] = set()
     for sw in switches:
@@ -1005,7 +1011,7 @@ def fabric(state: FleetState, cache: FabricCache | None = None
         if not sw.recovered:
             failing.add(sw.leaf)
     for leaf, agg in leaves.items():
-        hint = leaf_hint(leaf, by_leaf.get(leaf, []), groups.get(leaf))
+        hint = leaf_hint(by_leaf.get(leaf, []), groups.get(leaf), back.get(leaf))
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
                             agg.erroring, hint, recovered=bool(hint) and leaf not in failing))
     rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))
@@ -1013,24 +1019,17 @@ def fabric(state: FleetState, cache: FabricCache | None = None
     return rows, bad_ports
 
 
-def leaf_hint(leaf: str, switches: list[SuspectSwitch], group: LeafGroup | None) -> str:
+def leaf_hint(switches: list[SuspectSwitch], group: LeafGroup | None,
+              back: LeafGroup | None) -> str:
     """The fabric view's hint for one leaf group: its failing rail switches as one sentence
-    when two or more fail at once (``LeafGroup``, as the overview and the incidents say it),
-    and its recovered ones likewise. A whole leaf group down said "16 ports on 16 nodes fail
-    together: suspect leaf switch leaf02-r0, …" eight times over, cut off after the third
-    (a replay drill)."""
+    when two or more fail at once (``group``), and its recovered ones likewise (``back``):
+    ``leaf_groups``, as the overview and the incidents say it. A whole leaf group down said
+    "16 ports on 16 nodes fail together: suspect leaf switch leaf02-r0, …" eight times over,
+    cut off after the third (a replay drill)."""
     parts = ([group.text] if group is not None
              else [sw.text for sw in switches if not sw.recovered])
-    back = [sw for sw in switches if sw.recovered]
-    if len(back) >= 2:
-        nodes = sorted({n for sw in back for n in sw.nodes})
-        rails = ", ".join(sw.switch.removeprefix(f"{leaf}-") for sw in back)
-        parts.append(f"{leaf}: {len(back)} rail switches {RECOVERED} ({rails}): their "
-                     f"{sum(len(sw.ports) for sw in back)} ports on {len(nodes)} nodes are up "
-                     f"again ({compress(nodes)}); their link errors were the switches', not "
-                     "the nodes'")
-    else:
-        parts.extend(sw.text for sw in back)
+    parts += ([back.text] if back is not None
+              else [sw.text for sw in switches if sw.recovered])
     return "; ".join(parts)
 
 

@@ -6,6 +6,7 @@ Found in an operator-UX audit: after leaf04-r5 of the demo came back, the overvi
 it as a reversed ✖ (a failing switch, the matrix's glyph for down) under "suspect: 16
 erroring", while the matrix drew its ports ▲ (erroring): one switch, two stories."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -338,11 +339,16 @@ WHOLE_LEAF = switch_scenario("leaf_back", *[("20s", rail, "30s") for rail in ran
 """Every rail switch of leaf02 dies at 20 s and comes back 30 s later."""
 
 
-def test_a_whole_leaf_group_is_one_hint_down_and_one_back(tmp_path):
+@pytest.fixture(scope="module")
+def whole_leaf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return recorded(tmp_path_factory.mktemp("leaf_back"), "leaf_back", WHOLE_LEAF)
+
+
+def test_a_whole_leaf_group_is_one_hint_down_and_one_back(whole_leaf):
     """Eight rail switches of one leaf group down at once said "16 ports … fail together:
     suspect leaf switch leaf02-r0 …" eight times in the fabric view's hint, cut off after the
     third line (a replay drill), where the overview and the incidents said it once."""
-    path = recorded(tmp_path, "leaf_back", WHOLE_LEAF)
+    path = whole_leaf
     for at, recovered, start in ((DURING, False, "leaf02: 8 rail switches suspect (r0, r1"),
                                  (AFTER, True, f"leaf02: 8 rail switches {RECOVERED} (r0, r1")):
         state = run_headless(path, until=at).session.state
@@ -351,3 +357,55 @@ def test_a_whole_leaf_group_is_one_hint_down_and_one_back(tmp_path):
         assert leaf.hint.startswith(start), leaf.hint
         assert "; " not in leaf.hint.replace("; their link", ""), leaf.hint
         assert "leaf02-r0" not in leaf.hint, leaf.hint
+
+
+def test_a_whole_leaf_group_back_is_one_incident_one_problem_and_one_row(whole_leaf):
+    """Once leaf02's 8 rail switches came back, the incidents view, ``status`` and the
+    overview's top problems and switch panel listed eight "leaf02-rN recovered" entries of the
+    same 8 nodes (a drill), where while down they said "leaf02: 8 rail switches suspect" once.
+    Back, they are one entry, with every node, under the key the group had while down."""
+    from fleetdeck.console.fabric_map import leaf_grouped
+    from fleetdeck.console.rows import top_problems
+
+    nodes = [f"gpu{n:04d}" for n in range(9, 17)]
+    for at, start in ((DURING, "leaf02: 8 rail switches suspect (r0, r1"),
+                      (AFTER, f"leaf02: 8 rail switches {RECOVERED} (r0, r1")):
+        state = run_headless(whole_leaf, until=at).session.state
+        (inc,) = [i for i in incidents(state) if i.kind == "switch"]
+        assert inc.key == "switch:leaf02" and inc.nodes == nodes, inc
+        assert inc.title.startswith(start) and inc.findings == 8 * 8, inc.title
+        (problem,) = [p for p in top_problems(state)[0] if p.state in ("switch", "leaf")]
+        assert problem.node == "leaf02" and problem.state == "leaf", problem
+        (row,) = leaf_grouped(switch_health(state))
+        assert row.rails == 8 and row.nodes == tuple(nodes), row
+    assert row.recovered and inc.severity == "warn", (row, inc)
+    assert "watch leaf group leaf02" in inc.action, inc.action
+    assert "nothing to do on the nodes" in inc.action, inc.action
+
+    # Headless, as status --json and replay --summary-json give it.
+    res = run_cli("replay", str(whole_leaf), "--headless", "--summary-json",
+                  "--until", str(AFTER))
+    assert res.returncode == 0, res.stderr
+    found = json.loads(res.stdout)["incidents"]
+    (back,) = [i for i in found if i["kind"] == "switch"]
+    assert back["title"].startswith(f"leaf02: 8 rail switches {RECOVERED}"), back
+    assert back["nodes"] == nodes and back["key"] == "switch:leaf02", back
+
+
+PART_BACK = switch_scenario("part_back", *[("20s", rail, "30s" if rail < 4 else "")
+                                           for rail in range(8)])
+"""Every rail switch of leaf02 dies at 20 s; r0-r3 come back 30 s later, r4-r7 stay down."""
+
+
+def test_a_leaf_group_half_back_is_one_incident_back_and_one_still_down(tmp_path):
+    """Rails of one leaf group back and rails still down are two causes' worth of lines, not
+    eight, and two keys (a view keeps its selection by key)."""
+    path = recorded(tmp_path, "part_back", PART_BACK)
+    state = run_headless(path, until=AFTER).session.state
+    found = {i.key: i for i in incidents(state) if i.kind == "switch"}
+    assert sorted(found) == ["switch:leaf02", "switch:leaf02:recovered"], found
+    assert found["switch:leaf02"].title.startswith("leaf02: 4 rail switches suspect (r4, r5")
+    assert found["switch:leaf02:recovered"].title.startswith(
+        f"leaf02: 4 rail switches {RECOVERED} (r0, r1, r2, r3)")
+    (hint,) = [r.hint for r in fabric(state)[0] if r.hint]
+    assert hint.count("leaf02: 4 rail switches") == 2, hint

@@ -501,6 +501,8 @@ class OverviewScreen(FleetView):
             if r.recovered:
                 # Its ports are up; N2 holds for its window: the matrix says the same.
                 what = f"{RECOVERED}: {r.bad} of {r.ports}"
+                if r.rails > 1:
+                    what = f"{RECOVERED}: {r.rails} rails, {r.bad} of {r.ports}"
                 nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what))).rstrip())
                 lines.append(f"  {fit(r.switch, 11)} [$warning]{what}[/] {nodes}")
             elif r.suspect:
