@@ -7,11 +7,10 @@ runs when frozen objects grew. A live TUI made 120,000-140,000 such objects ever
 all from two places in Textual 8.2.8 (``gc.DEBUG_SAVEALL`` census; docs/performance.md,
 "Textual's render garbage"):
 
-- ``Strip`` caches its own result: ``adjust_cell_length`` to the length it already has stores
-  the strip in its own ``_line_length_cache``, ``crop_extend`` of its whole length likewise, and
-  ``divide`` at its own length stores ``[self]``. Each such strip, with its seven
-  ``FIFOCache``s and segments, is a cycle. The wrappers below answer those calls without
-  storing (the answer is the same object the cache would have held).
+- ``Strip`` caches its own result: ``crop_extend`` of its whole length stores the strip in its
+  own ``_crop_extend_cache``, and ``divide`` at its own length stores ``[self]``. Each such
+  strip, with its seven ``FIFOCache``s and segments, is a cycle. The wrappers below answer
+  those calls without storing (the answer is the same object the cache would have held).
 - ``Compositor._arrange_root`` places widgets with a recursive closure, which refers to itself
   through its cell; it keeps each layout's map, and with it widgets removed since, alive. The
   method is recompiled from its own source with that cell cleared before it returns.
@@ -57,17 +56,11 @@ def install() -> list[str]:
 
 
 def _patch_strip() -> bool:
-    if not all(hasattr(Strip, a) for a in ("adjust_cell_length", "crop_extend", "divide",
-                                          "_line_length_cache", "_divide_cache")):
+    if not all(hasattr(Strip, a) for a in ("crop_extend", "divide", "_crop_extend_cache",
+                                          "_divide_cache")):
         return False
-    adjust: Callable[..., Strip] = Strip.adjust_cell_length
     crop_extend: Callable[..., Strip] = Strip.crop_extend
     divide: Callable[..., Sequence[Strip]] = Strip.divide
-
-    def adjust_cell_length(self: Strip, cell_length: int, style: Any = None) -> Strip:
-        if self.cell_length == cell_length:
-            return self
-        return adjust(self, cell_length, style)
 
     def crop_extend_(self: Strip, start: int, end: int, style: Any) -> Strip:
         # extend_cell_length(end) is self, and so is crop(0, end) of it.
@@ -82,10 +75,8 @@ def _patch_strip() -> bool:
             return [self]
         return divide(self, cuts)
 
-    for new, old in ((adjust_cell_length, adjust), (crop_extend_, crop_extend),
-                     (divide_, divide)):
+    for new, old in ((crop_extend_, crop_extend), (divide_, divide)):
         new.__name__, new.__qualname__, new.__doc__ = old.__name__, old.__qualname__, old.__doc__
-    Strip.adjust_cell_length = adjust_cell_length  # type: ignore[method-assign]
     Strip.crop_extend = crop_extend_  # type: ignore[method-assign]
     Strip.divide = divide_  # type: ignore[method-assign]
     return True
@@ -96,7 +87,10 @@ def _patch_arrange() -> bool:
     source = textwrap.dedent(inspect.getsource(method))
     if source.count(_ARRANGE_END) != 1 or "def add_widget(" not in source:
         return False
-    code = compile(source.replace(_ARRANGE_END, _ARRANGE_END_PATCHED),
+    # Padded to the method's own first line, so a traceback through it names the right lines
+    # of _compositor.py (one more after the inserted line).
+    _, first = inspect.getsourcelines(method)
+    code = compile("\n" * (first - 1) + source.replace(_ARRANGE_END, _ARRANGE_END_PATCHED),
                    inspect.getsourcefile(method) or "<textual._compositor>", "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
     namespace: dict[str, Any] = {}

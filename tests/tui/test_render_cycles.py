@@ -30,9 +30,6 @@ def test_every_patch_applies_to_the_pinned_textual() -> None:
 def test_the_patched_strip_methods_answer_as_textuals_do() -> None:
     assert render_cycles.install()
     strip = Strip([Segment("abc", Style(bold=True)), Segment("de")])
-    assert strip.adjust_cell_length(5) is strip
-    assert strip.adjust_cell_length(7).text == "abcde  "
-    assert strip.adjust_cell_length(3).text == "abc"
     assert strip.crop_extend(0, 5, None) is strip
     assert strip.crop_extend(1, 7, None).text == "bcde  "
     assert strip.crop_extend(2, 4, None).text == "cd"
@@ -40,7 +37,7 @@ def test_the_patched_strip_methods_answer_as_textuals_do() -> None:
     assert list(strip.divide(iter([5, 9]))) == [strip]
     assert [s.text for s in strip.divide([2, 5])] == ["ab", "cde"]
     # What a call stored in the strip's own caches: nothing that refers back to it.
-    for cache in (strip._line_length_cache, strip._crop_extend_cache, strip._divide_cache):
+    for cache in (strip._crop_extend_cache, strip._divide_cache):
         assert all(value is not strip and value != [strip] for value in cache._cache.values())
 
 
