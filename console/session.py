@@ -716,18 +716,25 @@ class ConsoleSession:
             partial = self.store.partial_minutes()
             if partial.gpu or partial.ports:
                 self._store_q.rows.append(partial)
-            if self._stored_notes and self.store_written_by is None:
-                # Lines kept since the last tick ("writable again" after a final catch-up)
-                # went nowhere: only a tick turned them into rows.
-                self._store_q.rows.append(self.store.prepare(Batch(), [], self._stored_notes))
-                self._stored_notes = []
             async with self._io_lock:
+                self._queue_notes()
                 await self._flush_store(final=True)
+                if self._queue_notes():  # said by that flush: "writable again … caught up"
+                    await self._flush_store(final=True)
             await self.store.close()
             self.store = None
         if self._writer is not None:
             self._writer.release()
             self._writer = None
+
+    def _queue_notes(self) -> bool:
+        """Lines kept since the last tick, as rows of their own (at close: only a tick made
+        them rows, and what came after the last one went nowhere)."""
+        if not self._stored_notes or self.store is None or self.store_written_by is not None:
+            return False
+        self._store_q.rows.append(self.store.prepare(Batch(), [], self._stored_notes))
+        self._stored_notes = []
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         """The feed (when connected to a broker) and the I/O pump, until ``stop`` is set."""

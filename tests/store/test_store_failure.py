@@ -59,6 +59,38 @@ async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch
     assert len(kept) == 2 and "full" in kept[0] and "writable again" in kept[1], kept
 
 
+async def test_an_outage_that_ends_at_close_is_kept_with_its_end(tmp_path, monkeypatch):
+    """Space comes back and the service is stopped before the next tick: the final flush
+    catches up and says "writable again", and that line is kept too (it was made after the
+    last tick's rows, and lost)."""
+    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (60.0, 60.0))  # no retry before close
+    node = FakeNode(cluster="full")
+    session = ConsoleSession("full", clock=lambda: node.now)
+    await session.open_store(tmp_path / "store.db")
+    assert session.store is not None
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    session.tick()
+    await session.flush()
+    async with session.store.db.execute("PRAGMA page_count") as cur:
+        (pages,) = await cur.fetchone()
+    await session.store.db.execute(f"PRAGMA max_page_count = {pages}")
+    for i in range(100):
+        node.feed(session.ingest, node.agent._event(EventDraft("xid", f"e{i} " + "x" * 200)),
+                  Kind.EVENT)
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    assert "store" in session.problems
+    await session.store.db.execute("PRAGMA max_page_count = 1073741823")
+    await session.close()
+    store = await Store.open(tmp_path / "store.db")
+    rows = await store.events(0)
+    await store.close()
+    assert len([r for r in rows if r["node"] != CONSOLE_SOURCE]) == 100
+    kept = [r["message"] for r in rows if r["node"] == CONSOLE_SOURCE and r["kind"] == "store"]
+    assert len(kept) == 2 and "full" in kept[0] and "writable again" in kept[1], kept
+
+
 def test_a_store_sqlite_cannot_open_leaves_no_thread_traceback(tmp_path):
     """A path SQLite cannot open (here a folder) is one StoreError and nothing after it: the
     worker thread of a failed aiosqlite connect used to outlive the event loop and print
