@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleetdeck.console.health import Finding, Severity, Verdict, combine
+from fleetdeck.console.health import Finding, PortPast, Severity, Verdict, combine, port_key
 from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, GpuInventory, IbPortInventory, Topology
 from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS, DrainInfo, DrainState
@@ -67,6 +67,24 @@ _DIGEST_GPU = ("index", "present", "util_pct", "temp_c", "power_w")
 _DIGEST_PORT = ("dev", "port", "state", "phys_state")
 
 
+def _up(state: str | None, phys: str | None) -> bool:
+    return state == "ACTIVE" and phys in (None, "LinkUp")
+
+
+def _port_with_past(st: NodeState, p: fast.IbPortSample) -> fast.DigestPort:
+    """A port with a finding, with its past (``PortPast``) and the link drops ``port_status``
+    reads, each left out at its default (docs/protocol.md, "Digests")."""
+    h = st.history.ports.get(port_key(p))
+    past = PortPast() if h is None else PortPast.of(h)
+    return fast.DigestPort(
+        dev=p.dev, port=p.port, up=_up(p.state, p.phys_state),
+        downs_1h=p.errors_1h.get("link_downed", 0), downed=p.d.get("link_downed", 0) > 0,
+        fatal_ms=past.fatal_ms, symbol_ms=past.symbol_ms, first_ms=past.first_ms,
+        # "saturated" is said over "storm": either makes N3 never quiet, and only a saturated
+        # counter hides a new error since a repair (``PortPast.of_digest``).
+        symbols_blind="saturated" if past.saturated else "storm" if past.storm else None)
+
+
 def make_digest(st: NodeState, by: str, now: float,
                 every_s: float = DIGEST_EVERY_S) -> fast.Digest:
     """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
@@ -75,6 +93,14 @@ def make_digest(st: NodeState, by: str, now: float,
     ports: list[fast.DigestPort] = []
     job = ranks = None
     if t is not None:
+        # Ports with an N finding carry what the raw console reads of their past
+        # (``judgements.port_past``): whether a link flaps, whether a job is held up by it.
+        # Only those: a healthy node's digest stays as small as before.
+        n_ports = {f.component for f in st.findings if f.rule.startswith("N")}
+        if n_ports:
+            ports = [_port_with_past(st, p) if f"{p.dev}:{p.port}" in n_ports
+                     else fast.DigestPort(dev=p.dev, port=p.port, up=_up(p.state, p.phys_state))
+                     for p in wire2.full(t).ib_ports]
         if type(t) is wire2.Pending and not t.built:
             # A quiet sample's columns: a collector sends every node's digest every few
             # seconds, which must not build every node's rows.
@@ -87,9 +113,9 @@ def make_digest(st: NodeState, by: str, now: float,
             p_cols = ((p.dev, p.port, p.state, p.phys_state) for p in full.ib_ports)
         gpus = [fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
                                power_w=power) for i, present, util, temp, power in g_cols]
-        ports = [fast.DigestPort(dev=dev, port=port,
-                                 up=state == "ACTIVE" and phys in (None, "LinkUp"))
-                 for dev, port, state, phys in p_cols]
+        if not n_ports:
+            ports = [fast.DigestPort(dev=dev, port=port, up=_up(state, phys))
+                     for dev, port, state, phys in p_cols]
         if t.job is not None:
             job, ranks = t.job.id, t.job.ranks_on_node
     topo = st.birth.topology if st.birth is not None else Topology()
@@ -186,18 +212,22 @@ def _birth_of(d: fast.Digest, cluster: str) -> Birth:
 _NO_DRAIN = fast.DigestDrain()
 _NOT_DRAINED = DrainInfo()
 
-_PORT_SAMPLES: dict[tuple[str, int, bool], fast.IbPortSample] = {}
+_PORT_SAMPLES: dict[tuple[str, int, bool, int, bool], fast.IbPortSample] = {}
 
 
 def _port_sample(p: fast.DigestPort) -> fast.IbPortSample:
-    key = (p.dev, p.port, p.up)
+    key = (p.dev, p.port, p.up, p.downs_1h, p.downed)
     got = _PORT_SAMPLES.get(key)
     if got is None:
         if len(_PORT_SAMPLES) > 4096:
             _PORT_SAMPLES.clear()
+        # The link drops the collector saw, where ``judgements.port_status`` reads them of a
+        # sample: a flapping link read "erroring" on digests, "flapping" on raw telemetry.
         got = _PORT_SAMPLES[key] = fast.IbPortSample(
             dev=p.dev, port=p.port, state="ACTIVE" if p.up else "DOWN",
-            phys_state="LinkUp" if p.up else "Disabled")
+            phys_state="LinkUp" if p.up else "Disabled",
+            d={"link_downed": 1} if p.downed else {},
+            errors_1h={"link_downed": p.downs_1h} if p.downs_1h else {})
     return got
 
 

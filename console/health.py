@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import reduce
 from operator import or_
+from typing import NamedTuple
 
 import msgspec
 
 from fleetdeck.protocol import ib_counters, wire2, xids
-from fleetdeck.protocol.fast import Birth, GpuSample, IbPortSample, Telemetry
+from fleetdeck.protocol.fast import Birth, DigestPort, GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import XIDS_WINDOW_S
 
 
@@ -256,6 +257,39 @@ class PortHistory(msgspec.Struct, gc=False):
         if last is not None and now_ms - last > N4_HOLD_MS:
             self.n4_last_ms = last = None
         return last is not None or self.episodes is not None
+
+
+class PortPast(NamedTuple):
+    """What the rules that outlive a port's fault read of its past (``judgements``:
+    ``held_only_since``, whether a job is held up, and a switch that recovered): from this
+    console's ``PortHistory``, or from the owning collector's, as its digest carries it
+    (``Digest.ports``, docs/protocol.md "Digests"). One rule, fed from either source: a console
+    on digests had no history, and said nothing held a job up while a link flapped."""
+
+    fatal_ms: int | None = None
+    """When a fatal counter (N2) last moved."""
+    symbol_ms: int | None = None
+    """The newest symbol error in the hour (N3)."""
+    first_ms: int = 0
+    """The first sample of the port watched (0: none yet)."""
+    storm: bool = False
+    """``PortHistory.storm_hour``: N3 holds on a counter a storm saturated."""
+    saturated: bool = False
+    """``symbol_error`` at its all-ones value (N6): no new error can be seen."""
+
+    @classmethod
+    def of(cls, h: PortHistory) -> "PortPast":
+        items = h.symbol_hour.items
+        return cls(max(h.last_fatal_ms.values(), default=None),
+                   items[-1][0] if items else None, h.first_sample_ms, bool(h.storm_hour),
+                   "symbol_error" in h.saturated)
+
+    @classmethod
+    def of_digest(cls, p: DigestPort) -> "PortPast":
+        """From a digest's port (``digest._port_with_past`` fills it): an older collector's
+        has none, read as no history, as before."""
+        blind = p.symbols_blind
+        return cls(p.fatal_ms, p.symbol_ms, p.first_ms, blind is not None, blind == "saturated")
 
 
 class GpuHistory(msgspec.Struct, gc=False):

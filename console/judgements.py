@@ -19,7 +19,7 @@ from fleetdeck.console.health import (
     SYMBOL_RULES,
     THROTTLE_UNPROVEN,
     Finding,
-    PortHistory,
+    PortPast,
     Severity,
     Verdict,
     port_key,
@@ -269,7 +269,7 @@ def _held_only(st: NodeState, status: str, p: IbPortSample, rules: frozenset[str
         return True
     t = st.telemetry
     return (rules <= QUIET_HELD_RULES and t is not None
-            and _symbols_quiet(st.history.ports.get(port_key(p)), t.ts))
+            and _symbols_quiet(port_past(st, port_key(p)), t.ts))
 
 
 def _quiet_since(st: NodeState) -> float:
@@ -860,29 +860,44 @@ def likely_cause(state: FleetState, node: str) -> str:
     return "no finding on that node"
 
 
-def _symbols_quiet(h: PortHistory | None, now_ms: int) -> bool:
+def port_past(st: NodeState, key: str) -> PortPast | None:
+    """What the rules that outlive a fault read of the port ``key`` (``port_key``) had: on a
+    console on digests the owning collector's history, as its digest carries it (this
+    console's holds at most the samples of an open detail), else this console's; None when
+    neither knows the port. A console on digests had none: it said nothing held a job up
+    while its node's link flapped, and held a job up by a node whose symbol errors had
+    stopped, where a console on raw telemetry said the opposite (a drill)."""
+    d = st.digest
+    if d is not None:
+        for p in d.ports:
+            if (p.dev if p.port == 1 else f"{p.dev}:{p.port}") == key:
+                return PortPast.of_digest(p)
+        return None
+    h = st.history.ports.get(key)
+    return None if h is None else PortPast.of(h)
+
+
+def _symbols_quiet(h: PortPast | None, now_ms: int) -> bool:
     """No symbol error on a port this console has watched for ``SYMBOL_QUIET_S`` (a saturated
     counter tells nothing: N6). A trickle that keeps N3 above its 120/h moves the counter
     every 30 s on average, so it never reads quiet."""
-    if h is None or h.storm_hour or "symbol_error" in h.saturated:
+    if h is None or h.storm or h.saturated:
         return False
     quiet_ms = SYMBOL_QUIET_S * 1000
     # From this console's own first sample of the port, not the store's oldest minute: a
     # console restarted after a trickle went on unseen read it quiet at its first sample.
-    if not h.first_sample_ms or now_ms - h.first_sample_ms < quiet_ms:
+    if not h.first_ms or now_ms - h.first_ms < quiet_ms:
         return False
-    items = h.symbol_hour.items
-    return not items or now_ms - items[-1][0] >= quiet_ms
+    return h.symbol_ms is None or now_ms - h.symbol_ms >= quiet_ms
 
 
-def _no_symbols_since(h: PortHistory | None, repaired_s: float, now_ms: int) -> bool:
+def _no_symbols_since(h: PortPast | None, repaired_s: float, now_ms: int) -> bool:
     """No symbol error on the port since its agent said it was repaired, judged by a sample
     after that: a repaired storm read "drain (requeue its jobs)" and held its job up for the
     ``SYMBOL_QUIET_S`` after the repair (a fault audit)."""
-    if h is None or "symbol_error" in h.saturated or now_ms <= repaired_s * 1000:
+    if h is None or h.saturated or now_ms <= repaired_s * 1000:
         return False
-    items = h.symbol_hour.items
-    return not items or items[-1][0] < repaired_s * 1000
+    return h.symbol_ms is None or h.symbol_ms < repaired_s * 1000
 
 
 def ports_up(t: Telemetry) -> dict[str, str]:
@@ -909,7 +924,7 @@ def held_only_since(st: NodeState, rules: frozenset[str] = QUIET_HELD_RULES) -> 
                and e.ts / 1000 >= st.changed_at]
     repaired = max(repairs) if repairs else None
     for f in drains:
-        h = st.history.ports.get(up[f.component])
+        h = port_past(st, up[f.component])
         if f.rule in ("N2", "N5"):
             # Up for HELD_STEADY_S since its last fatal counter moved: a flapping link is up
             # between its drops, and the advice swung between "links up again: drain it
@@ -917,7 +932,7 @@ def held_only_since(st: NodeState, rules: frozenset[str] = QUIET_HELD_RULES) -> 
             # the other one (a newcomer's run). A drop this console did not see (the agent's
             # hour, a one-shot status) is judged by the link as it is: a flapping one reads
             # flapping by its own counters (port_status).
-            last = max(h.last_fatal_ms.values(), default=None) if h is not None else None
+            last = h.fatal_ms if h is not None else None
             if last is not None and t.ts - last < HELD_STEADY_S * 1000:
                 return None
         elif not (_symbols_quiet(h, t.ts) or (repaired is not None

@@ -357,9 +357,18 @@ class DigestFinding(_Struct, frozen=True):
 
 
 class DigestPort(_Struct, frozen=True):
+    """``messages.DigestPort``: the fields after ``port`` are sent only for a port with an N
+    finding (left out at their defaults), what ``judgements.port_past`` reads."""
+
     dev: Id
     up: bool
     port: PortNum = 1
+    downs_1h: U32 = 0
+    downed: bool = False
+    fatal_ms: TsMs | None = None
+    symbol_ms: TsMs | None = None
+    first_ms: TsMs = 0
+    symbols_blind: Literal["storm", "saturated"] | None = None
 
 
 class DigestDrain(_Struct, frozen=True):

@@ -518,6 +518,22 @@ class DigestPort(_Msg):
     dev: Id
     port: Annotated[int, Field(ge=1, le=255)] = 1
     up: bool
+    # What the raw console reads of a port's past to tell a flapping link and a job held up
+    # by it (``judgements.port_past``): sent only for a port with an N finding, each left
+    # out at its default. Without them a console on digests said nothing held a job up while
+    # its node's link flapped, and drew the link "erroring" (a drill; docs/protocol.md).
+    downs_1h: U32 = 0
+    """Link drops in the agent's own hour (``errors_1h.link_downed``)."""
+    downed: bool = False
+    """The link went down in the latest sample (``d.link_downed`` moved)."""
+    fatal_ms: TsMs | None = None
+    """When a fatal counter (N2) last moved on the port, as the collector saw it."""
+    symbol_ms: TsMs | None = None
+    """The collector's newest symbol error on the port in the hour (N3)."""
+    first_ms: TsMs = 0
+    """The collector's first sample of the port: how long it has watched the counters."""
+    symbols_blind: Literal["storm", "saturated"] | None = None
+    """Its symbol counter tells nothing now: saturated, or after a storm saturated it."""
 
 
 MAX_DIGEST_FINDINGS = 16

@@ -364,3 +364,136 @@ def test_a_switch_whose_nodes_the_collectors_split_is_suspected_on_digests():
     dig.judge_fleet(now + 1)
     assert all(dig.nodes[n].verdict is Verdict.OK and not dig.nodes[n].behind_switch
                for n in behind)
+
+
+class _Twins:
+    """One real agent on a simulated node, heard by a console on raw telemetry and by a
+    console on the digests a collector (that raw console) makes of it, both with job 4103 on
+    the node."""
+
+    def __init__(self) -> None:
+        from fleetdeck.console.judgements import correlate_digests
+        from fleetdeck.protocol.messages import JobState, JobStatus
+
+        self.node = FakeNode(cluster="demo")
+        self.raw_in = Ingest("demo")
+        self.raw = FleetState("demo", self.raw_in.malformed)
+        self.dig_in = Ingest("demo")
+        self.dig = FleetState("demo", self.dig_in.malformed)
+        self.dig.digest_mode = True
+        self.dig.correlate = correlate_digests  # as ConsoleSession sets it up on digests
+        self.node.feed(self.raw_in, self.node.birth(), Kind.BIRTH)
+        self.node.feed(self.raw_in, self.node.status(), Kind.STATUS)
+        now_ms = int(self.node.now * 1000)
+        self.job = JobStatus(job_id="4103", name="llama-70b", user="alice", state=JobState.R,
+                             nodes=["gpu0001"], gpus_per_node=8, step=500, total_steps=1000,
+                             started_ts=now_ms - 3_600_000, ts=now_ms)
+        self.raw.jobs["4103"] = self.dig.jobs["4103"] = self.job  # the job reaches both alike
+
+    def step(self, seconds: int = 1) -> None:
+        for _ in range(seconds):
+            self.node.feed(self.raw_in, self.node.telemetry(), Kind.TELEMETRY)
+            self.raw.apply(self.raw_in.take_batch(), self.node.now)
+            self.raw.judge_fleet(self.node.now)
+        st = self.raw.nodes["gpu0001"]
+        self.dig_in.handle(topic_for("demo", Kind.DIGEST, "gpu0001"),
+                           codec.encode(make_digest(st, "shard-1", self.node.now)),
+                           self.node.now)
+        self.dig.apply(self.dig_in.take_batch(), self.node.now)
+        self.dig.judge_fleet(self.node.now)
+
+    def held_up(self) -> tuple[str, str]:
+        """(raw, digest) consoles' "held up by" of job 4103."""
+        from fleetdeck.console.judgements import held_up_text, sick_nodes
+
+        return (held_up_text(sick_nodes(self.job, self.raw)),
+                held_up_text(sick_nodes(self.job, self.dig)))
+
+    def ports(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(raw, digest) consoles' bad ports of the node, as the fabric view draws them."""
+        from fleetdeck.console.judgements import bad_ports
+
+        return tuple([(status, p.dev) for status, p in bad_ports(c.nodes["gpu0001"])]
+                     for c in (self.raw, self.dig))  # type: ignore[return-value]
+
+
+def test_a_digest_console_says_a_flapping_link_holds_its_job_up_as_the_raw_console_does():
+    # A drill: while gpu0008's link flapped, the raw console said job 4103 was "held up by
+    # gpu0008 failed: N2 …" and the console on digests said nothing (it had no history of
+    # when the link last went down: up between drops read "links up again"), so its restart
+    # dialog offered a generic reason; its fabric view drew the link "erroring", not
+    # "flapping" (digests carried only up or down).
+    from fleetdeck.console.judgements import PORT_FLAPPING, restart_reason_hint
+
+    twins = _Twins()
+    twins.step(3)
+    assert twins.held_up() == ("", "")
+    twins.node.sim.flap(3, count=6, down_s=1.0, every_s=5.0, t=twins.node.sim._t_own + 0.5)
+    seen_up_between = flapping = 0
+    for _ in range(20):
+        twins.step()
+        raw, dig = twins.held_up()
+        assert dig == raw, twins.node.now
+        assert twins.ports()[1] == twins.ports()[0], twins.node.now
+        if all(p.up for p in twins.dig.nodes["gpu0001"].digest.ports) and raw:
+            seen_up_between += 1  # the case the drill found: up between two drops
+            assert raw.startswith("gpu0001 failed: N2 mlx5_ib3:1"), raw
+        flapping += twins.ports()[1] == [(PORT_FLAPPING, "mlx5_ib3")]
+    assert seen_up_between and flapping
+    assert (restart_reason_hint(twins.job, twins.dig, twins.node.now)
+            == restart_reason_hint(twins.job, twins.raw, twins.node.now))
+    # The flaps over and the link still for a minute: neither holds the job up any more.
+    twins.step(40)
+    twins.step(40)
+    assert twins.held_up() == ("", "")
+    assert twins.dig.nodes["gpu0001"].verdict is Verdict.FAILED  # N2's hour still holds
+
+
+def test_a_digest_console_frees_a_job_once_symbol_errors_stop_as_the_raw_console_does():
+    # The same gap the other way round: a node whose symbol errors (N3) had stopped read as
+    # holding its job up on digests (no history: never quiet) while the raw console said
+    # it did its part.
+    twins = _Twins()
+    twins.step(3)
+    twins.node.sim.symbol_storm(3, rate=50.0, bandwidth=1.0)
+    twins.step(20)
+    raw, dig = twins.held_up()
+    assert raw.startswith("gpu0001 failed: N3 mlx5_ib3:1") and dig == raw, (raw, dig)
+    twins.node.sim.symbol_storm(3, rate=0.0, bandwidth=1.0)
+    for _ in range(4):
+        twins.step(100)
+        assert twins.held_up()[1] == twins.held_up()[0], twins.node.now
+    assert twins.held_up() == ("", "")
+    assert twins.dig.nodes["gpu0001"].verdict is Verdict.FAILED  # N3's hour still holds
+
+
+def test_a_digest_carries_a_port_past_only_for_ports_with_a_finding():
+    # Collectors publish digests for thousands of nodes: a healthy node's is as before, and
+    # an older collector's (no past at all) reads as it did: no flap seen, never quiet.
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import port_past
+    from fleetdeck.protocol.messages import Digest
+
+    twins = _Twins()
+    twins.step(3)
+    healthy = codec.encode(make_digest(twins.raw.nodes["gpu0001"], "shard-1", twins.node.now))
+    for key in (b"downs_1h", b"downed", b"fatal_ms", b"symbol_ms", b"first_ms", b"blind"):
+        assert key not in healthy
+    twins.node.sim.flap(3, count=2, down_s=1.0, every_s=5.0, t=twins.node.sim._t_own + 0.5)
+    twins.step(4)
+    payload = codec.encode(make_digest(twins.raw.nodes["gpu0001"], "shard-1", twins.node.now))
+    ref = codec.decode(Digest, payload)
+    fast_d = codec.decode_digest(payload)
+    assert [p.model_dump() for p in ref.ports] == [
+        {f: getattr(p, f) for f in p.__struct_fields__} for p in fast_d.ports]
+    (bad,) = [p for p in fast_d.ports if p.fatal_ms is not None]
+    assert (bad.dev, bad.downs_1h) == ("mlx5_ib3", 1) and bad.first_ms > 0
+    # {"dev":"mlx5_ib3","up":true,"downs_1h":1,"fatal_ms":…,"first_ms":…}: a few dozen bytes
+    # on a bad port, none on the others.
+    plain = codec.encode(replace(bad, downs_1h=0, fatal_ms=None, first_ms=0))
+    assert len(codec.encode(bad)) - len(plain) < 80, codec.encode(bad)
+    assert healthy.count(b'"up":true}') == payload.count(b'"up":true}') + 1
+    _, old = digest_state("demo", _digest_json(verdict="failed"), 1.0)
+    past = port_past(old.nodes["gpu0001"], "mlx5_ib0")
+    assert past is not None and past.fatal_ms is None and past.first_ms == 0
