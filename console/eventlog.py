@@ -26,6 +26,10 @@ class EventLine:
     nodes: tuple[str, ...] = ()
     """Every node this entry concerns (the source node for node events, each target for
     commands)."""
+    ref: str = ""
+    """On a replay's line of a recorded operator's request: its request (``request_of``), to
+    find what the recording holds of it besides the line (its re-sends: ``replay_headless``).
+    '' on every other line."""
 
     def haystack(self) -> str:
         return f"{self.source} {self.kind} {self.severity} {self.text}"

@@ -57,6 +57,22 @@ OPERATOR_OPS = frozenset({CommandOp.DRAIN, CommandOp.RESUME, CommandOp.RESTART_J
 consoles asking on their own, dozens of them, nobody's decision."""
 RECORDED_CMDS_MAX = 10_000
 """Recorded commands a replay remembers to name their acks by (the oldest go first)."""
+
+
+@dataclass(slots=True)
+class RecordedCmd:
+    """One operator command a replay read (``Ingest.recorded_cmds``), by its cmd_id."""
+
+    op: CommandOp
+    target: str
+    resent: int = 0
+    """Times the recording holds it again: a console re-sends an unanswered command every 3 s
+    under the same cmd_id (``RETRY_EVERY_S``, ``due_for_retry``), which is one request, not
+    the operator asking again."""
+    answered: set[str] = field(default_factory=set)
+    """The ack results already told (an agent answers each re-send of a duplicate from
+    memory: the same "accepted" again)."""
+
 KEYFRAME_ASK_EVERY_S = 5.0
 """A node is asked for a v2 keyframe at most this often (its deltas are useless until then)."""
 TOPIC_CACHE_MAX = 100_000
@@ -232,9 +248,10 @@ class Ingest:
         self.out_of_shard = 0
         """Node messages ignored because another collector owns the node."""
         self._topics: dict[str, Topic] = {}
-        self.recorded_cmds: dict[str, tuple[CommandOp, str]] = {}
-        """A replay's recorded operator commands by cmd_id: (op, target), to name the acks
-        that answer them (in the ingest, so a replay's snapshot holds it too)."""
+        self.recorded_cmds: dict[str, RecordedCmd] = {}
+        """A replay's recorded operator commands by cmd_id, to name the acks that answer them
+        and to tell each request and each answer once (in the ingest, so a replay's snapshot
+        holds it too and a seek back puts it as it was then)."""
 
     hears_commands = False
     """Take operators' commands (``COMMAND_KINDS``) into ``Batch.commands``: a replay does
@@ -315,10 +332,25 @@ class Ingest:
         if msg.op not in OPERATOR_OPS:
             return
         cmds = self.recorded_cmds
+        known = cmds.get(msg.cmd_id)
+        if known is not None:
+            # A re-send of the same command (the live console's retry of an unanswered one):
+            # told as a new request, one drain of a silent node read as five (a review).
+            known.resent += 1
+            return
         if len(cmds) >= RECORDED_CMDS_MAX:
             del cmds[next(iter(cmds))]
-        cmds[msg.cmd_id] = (msg.op, msg.target)
+        cmds[msg.cmd_id] = RecordedCmd(msg.op, msg.target)
         self._batch.commands.append((rx_ts, msg))
+
+    def recorded_answer(self, ack: Ack) -> RecordedCmd | None:
+        """The recorded command ``ack`` answers, the first time it answers it so (by cmd_id
+        and result); None for an ack of no recorded operator command, or one already told."""
+        known = self.recorded_cmds.get(ack.cmd_id)
+        if known is None or ack.result.value in known.answered:
+            return None
+        known.answered.add(ack.result.value)
+        return known
 
     def _telemetry(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
         """v1 or v2 (docs/protocol.md): either way a full fast Telemetry goes in the batch."""

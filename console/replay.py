@@ -1517,8 +1517,11 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     out["events"] = [ev.model_dump(mode="json") for ev in session.state.events]
     # The operators' commands the recording holds and their acks, as the replay console's
     # timeline says them: who asked for what, and why (the agents' events hold only effects).
+    # A request says how often the console re-sent it unanswered ("resent"): its line is
+    # told once, and a silent node is otherwise told nowhere in the replay.
     out["commands"] = [{"ts": ln.ts, "severity": ln.severity, "text": ln.text,
                         "nodes": list(ln.nodes)}
+                       | ({"resent": session.recorded_resends(ln.ref)} if ln.ref else {})
                        for ln in session.log.lines() if ln.kind == "command"]
     out["replay"] = {"start": run.start, "end": run.end, "skipped_lines": rep.skipped,
                      "truncated": rep.truncated, "unreadable_rest": rep.unreadable_rest,

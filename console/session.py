@@ -1351,7 +1351,9 @@ class ConsoleSession:
         drain gpu0020 (finish); reason: …", "drain gpu0020: done (DRAINED)"). A replay used to
         show only their effects: "job 4101 interrupted: operator", by whom and why nowhere (a
         replay drill). One line per request and outcome: a drain of 16 nodes is 16 commands
-        and 32 acks, one line each was a screenful."""
+        and 32 acks, one line each was a screenful; and a command the console re-sent while
+        unanswered (same cmd_id every 3 s) is one request, not the operator asking five times
+        (the ingest drops the re-sends: ``Ingest.recorded_cmds``)."""
         # What each line says besides its targets -> (its first time, the targets).
         asked: dict[tuple[str, str, str, str, str], tuple[float, list[str]]] = {}
         for rx, cmd in batch.commands:
@@ -1361,27 +1363,34 @@ class ConsoleSession:
             key = (request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
             asked.setdefault(key, (rx, []))[1].append(cmd.target)
         answered: dict[tuple[str, str, str, str], tuple[float, list[str]]] = {}
-        recorded = self.ingest.recorded_cmds
         for rx, ack in batch.acks:
-            known = recorded.get(ack.cmd_id)
+            # Each answer once per command and result: an agent answers every re-send of an
+            # unanswered command from memory, the same "accepted" again (the ingest keeps what
+            # was told, so a seek back tells it as it was then).
+            known = self.ingest.recorded_answer(ack)
             if known is None:
-                continue  # not an operator's command in this recording (or this console's own)
-            op, target = known
-            verb = "restart" if op is CommandOp.RESTART_JOB else op.value
+                continue  # no operator's command in this recording, or already told
+            verb = "restart" if known.op is CommandOp.RESTART_JOB else known.op.value
             answered.setdefault((request_of(ack.cmd_id), verb, ack.result.value, ack.reason),
-                                (rx, []))[1].append(target)
-        out: list[tuple[float, str, str, tuple[str, ...]]] = []
-        for (_req, who, verb, mode, reason), (rx, targets) in asked.items():
+                                (rx, []))[1].append(known.target)
+        out: list[tuple[float, str, str, tuple[str, ...], str]] = []
+        for (req, who, verb, mode, reason), (rx, targets) in asked.items():
             what, nodes = self._recorded_target(verb, targets)
-            out.append((rx, "info", f"{who} requested {verb} {what}{mode}{reason}", nodes))
+            out.append((rx, "info", f"{who} requested {verb} {what}{mode}{reason}", nodes, req))
         for (_req, verb, result, said), (rx, targets) in answered.items():
             what, nodes = self._recorded_target(verb, targets)
             severity = {"done": "done", "rejected": "error", "failed": "error"}.get(result, "info")
             out.append((rx, severity, f"{verb} {what}: {result}" + (f" ({said})" if said else ""),
-                        nodes))
+                        nodes, ""))
         # A request before its answers when they came in the same instant.
-        for rx, severity, text, nodes in sorted(out, key=lambda line: line[0]):
-            self.log.add(EventLine(rx, "console", "command", severity, text, nodes))
+        for rx, severity, text, nodes, req in sorted(out, key=lambda line: line[0]):
+            self.log.add(EventLine(rx, "console", "command", severity, text, nodes, req))
+
+    def recorded_resends(self, request: str) -> int:
+        """How many times the recording holds the commands of ``request`` again after their
+        first send (the live console's retries of unanswered ones: told once, counted here)."""
+        return sum(rc.resent for cmd_id, rc in self.ingest.recorded_cmds.items()
+                   if request_of(cmd_id) == request)
 
     def _recorded_target(self, verb: str, targets: list[str]) -> tuple[str, tuple[str, ...]]:
         """How a recorded command's targets read, and the nodes its line concerns."""

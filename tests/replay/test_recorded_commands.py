@@ -90,3 +90,55 @@ def test_the_headless_summary_lists_them() -> None:
         ("done", DONE, ["gpu0002"])]
     assert out["commands"][0]["ts"] < out["commands"][-1]["ts"]
     assert replay_headless(FIXTURE, until=3)["commands"] == []
+
+
+def _resent(tmp_path: Path, *, answered: bool) -> Path:
+    """The fixture's drain as a console re-sends a command its node did not answer: the same
+    cmd_id 3 s, 6 s and 9 s after the first (``RETRY_EVERY_S``), each written to the
+    recording. Answered: the node's "accepted" comes after the second re-send, and again (from
+    memory) for the third; unanswered: no ack of it at all."""
+    lines = _lines(FIXTURE)
+    cmd = next(d for d in lines if d.get("topic", "").endswith("/cmd"))
+    acks = [d for d in lines if d.get("topic", "").endswith("/ack")]
+    accepted = next(d for d in acks if '"accepted"' in d["p"])
+    t0 = cmd["t"]
+    kept = [d for d in lines if d is not accepted and (answered or d not in acks)]
+    extra = [dict(cmd, t=t0 + k * 3.0) for k in (1, 2, 3)]
+    if answered:
+        extra += [dict(accepted, t=t0 + 7.0), dict(accepted, t=t0 + 9.1)]
+    # In time order after the header, as a recording is written.
+    rest = sorted(kept[1:] + extra, key=lambda d: d["t"])
+    out = tmp_path / "resent.jsonl"
+    out.write_text("".join(json.dumps(d) + "\n" for d in kept[:1] + rest))
+    return out
+
+
+def test_a_command_re_sent_unanswered_is_one_request_and_each_answer_once_after_any_seek(
+        tmp_path: Path) -> None:
+    """The live console re-sends an unanswered command every 3 s under its cmd_id, and each
+    re-send is recorded: the replay said "alice requested drain gpu0002 …" four times, as if
+    she had hammered it, and the node's "accepted" to each re-send again (a review). A seek
+    back rebuilds the timeline: it must tell them once there too."""
+    p = Player(_resent(tmp_path, answered=True), snapshot_every=4)
+    assert p.reader.report.skipped == 0
+    whole = [("info", REQUESTED), ("info", ACCEPTED), ("done", DONE)]
+    p.seek(p.end)
+    assert command_lines(p.session) == whole
+    # Between the second and third re-send, the node's first answer not yet in.
+    p.seek(p.start + 11)
+    assert command_lines(p.session) == [("info", REQUESTED)]
+    p.seek(p.start + 20)
+    assert command_lines(p.session) == whole[:2]
+    p.seek(p.end)
+    p.seek(p.start + 3)
+    assert command_lines(p.session) == []
+    p.seek(p.end)
+    assert command_lines(p.session) == whole
+
+
+def test_the_headless_summary_counts_the_re_sends_of_an_unanswered_request(
+        tmp_path: Path) -> None:
+    out = replay_headless(_resent(tmp_path, answered=False))
+    assert [(c["text"], c.get("resent")) for c in out["commands"]] == [(REQUESTED, 3)]
+    out = replay_headless(FIXTURE)
+    assert [c.get("resent") for c in out["commands"]] == [0, None, None]
