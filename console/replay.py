@@ -277,10 +277,16 @@ def seek_target(arg: str, start: float, heading: float, end: float | None = None
     when the node failed" took working out the offset by hand (a replay audit). A clock time
     is of the recording's own day(s), ``start`` to ``end`` (no end: open-ended): the
     occurrence within it nearest ``heading``, else the one nearest the recording ("19:10" 4 min
-    before its start read as tomorrow, its end: an SRE's run). Not clamped: ``seek_note``
-    says when it lies outside. ValueError with a sentence for anything else (``--until``
-    takes the same)."""
+    before its start read as tomorrow, its end: an SRE's run). ``start`` and ``end`` name the
+    ends (no end: infinity, read to the end); ":seek end" was refused, the end found by seeking
+    past it (a replay drill). Not clamped: ``seek_note`` says when it lies outside. ValueError
+    with a sentence for anything else (``--until`` takes the same: one parser)."""
     text = arg.strip()
+    word = text.lower()
+    if word == "start":
+        return start
+    if word == "end":
+        return math.inf if end is None else end
     sign = text[:1] if text[:1] in "+-" else ""
     seconds = span_s(text[len(sign):])
     if seconds is not None:
@@ -301,9 +307,16 @@ def seek_target(arg: str, start: float, heading: float, end: float | None = None
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"'{arg}' is neither seconds (90, +10, -30), a span (2h, +1h30m) nor "
-                         "a UTC clock time (04:02:30, 2026-12-05T04:02)") from None
+        raise ValueError(f"'{arg}' is not seconds (90, +10, -30), a span (2h, +1h30m), a UTC "
+                         "clock time (04:02:30, 2026-12-05T04:02), start or end") from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def seek_needs_end(arg: str) -> bool:
+    """Whether ``seek_target`` needs the recording's end for ``arg`` (a clock time: which of
+    its days; ``end``): headless ``--until`` reads the file to find it only then."""
+    text = arg.strip()
+    return text.lower() == "end" or clock_s(text) is not None
 
 
 def seek_note(arg: str, target: float, start: float, end: float) -> str:

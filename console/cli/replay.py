@@ -23,12 +23,12 @@ from fleetdeck.console.replay import (
     human_bytes,
     record,
     replay_headless,
+    seek_needs_end,
     seek_target,
 )
 from fleetdeck.console.republish import Republished, republish
 from fleetdeck.errors import UserError
 from fleetdeck.paths import recording_out
-from fleetdeck.timespan import clock_s
 
 
 def run_record(url: BrokerURL, cluster: str, out: str, duration: float | None, *,
@@ -165,8 +165,9 @@ def until_s(path: Path, arg: str) -> float:
 
     reader = RecordingReader(path)
     start = reader.header.started
-    # The end only matters to a clock time (which of the recording's days); it costs a read.
-    end = reader.end_time() if clock_s(arg.strip()) is not None else None
+    # The end only matters to a clock time (which of the recording's days) and to "end"; it
+    # costs a read.
+    end = reader.end_time() if seek_needs_end(arg) else None
     try:
         target = seek_target(arg, start, start, end)
     except ValueError as err:

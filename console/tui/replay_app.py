@@ -254,15 +254,10 @@ class ReplayApp(FleetdeckApp):
         """``90`` = 90 s into the recording; ``+10``/``-30`` relative to now; ``2h``, ``+1h``;
         a UTC clock time (``seek_target``); ``start`` or ``end``."""
         p = self.player
-        ends = {"start": p.start, "end": p.end}
         try:
-            # The ends by name: ":seek end" was refused, and the end was found by seeking
-            # past it and reading the notice (a replay drill).
-            target = ends.get(arg.strip().lower())
-            if target is None:
-                target = seek_target(arg, p.start, p.heading, p.end)
+            target = seek_target(arg, p.start, p.heading, p.end)  # the domain's one parser
         except ValueError as err:
-            self.notify(f"seek: {err}, nor start or end", severity="error")
+            self.notify(f"seek: {esc(str(err))}", severity="error")
             return
         note = seek_note(arg, target, p.start, p.end)
         if note:

@@ -2,6 +2,7 @@
 the console's own blindness, not 32 nodes gone stale or offline (a replay audit)."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,16 @@ def test_seek_takes_seconds_spans_and_utc_clock_times():
     for bad in ("soon", "25:00", "1h30", "nan", "inf"):
         with pytest.raises(ValueError):
             seek_target(bad, start, heading)
+    # The ends by name, here (not in the console's app) so that --until takes them too; the
+    # refusal one sentence that names them with the rest ("..., nor start or end" was glued
+    # on by the app: a review).
+    assert seek_target("start", start, heading, start + 900) == start
+    assert seek_target(" END ", start, heading, start + 900) == start + 900
+    assert seek_target("end", start, heading) == math.inf  # no end known: read to the end
+    with pytest.raises(ValueError) as err:
+        seek_target("soon", start, heading)
+    assert str(err.value) == ("'soon' is not seconds (90, +10, -30), a span (2h, +1h30m), a UTC "
+                              "clock time (04:02:30, 2026-12-05T04:02), start or end")
 
 
 def test_a_clock_time_is_of_the_recordings_own_days_and_a_seek_outside_it_says_so():
@@ -184,5 +195,8 @@ def test_until_takes_what_seek_takes_and_says_when_it_is_past_the_end():
     assert until("10") == (0, "", 10.0)
     assert until("04:00") == (2, "fleetdeck replay: --until 04:00 is before the recording, "
                               "which starts at 04:02:20 UTC.", None)
+    assert until("end") == (0, "", 34.983)
+    assert until("start") == (0, "", 0.0)
     code, said, _ = until("soon")
-    assert code == 2 and said.startswith("fleetdeck replay: --until: 'soon' is neither")
+    assert code == 2 and said.startswith("fleetdeck replay: --until: 'soon' is not seconds ")
+    assert said.endswith(", start or end."), said

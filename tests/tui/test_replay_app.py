@@ -386,3 +386,10 @@ async def test_the_end_of_the_recording_is_said_and_p_plays_it_again(monkeypatch
         assert p.position < p.start + 1 and not p.paused and not p.done
         # Said once per arrival at the end.
         assert [n.message for n in app._notifications] == [END_NOTICE, END_NOTICE]
+        # A bad seek: the domain's one sentence, which names the ends with the rest (the app
+        # glued "…, nor start or end" onto it: a review).
+        app.run_command_line(":seek soon")
+        await pilot.pause()
+        assert [n.message for n in app._notifications if n.message.startswith("seek:")] == [
+            "seek: 'soon' is not seconds (90, +10, -30), a span (2h, +1h30m), a UTC clock time "
+            "(04:02:30, 2026-12-05T04:02), start or end"]
