@@ -583,7 +583,8 @@ def build_parser() -> Parser:
                    help="no TUI: replay as fast as possible and print the final state")
     p.add_argument("--until", metavar="TIME",
                    help="with --headless: stop that far into the recording (90, 90s, 15m, 2h) "
-                   "or at a UTC clock time (04:02:30, 2026-12-05T04:02), as ':seek' takes it")
+                   "or at a UTC clock time (04:02:30, 2026-12-05T04:02), or start or end, as "
+                   "':seek' takes it")
     p.add_argument("--tick", type=_positive(float, "--tick"), default=None, metavar="SECONDS",
                    help="with --headless: console tick in recorded time (default 0.5, as live; "
                    "30 for a week from 'sim --out')")
