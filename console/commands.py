@@ -280,7 +280,7 @@ def why_unanswered(state: FleetState, node: str) -> str:
     if st is None:
         return "the node was never heard from"
     dead = next((f for f in st.liveness if f.rule in ("H1", "H2")), None)
-    if dead is None or (dead.rule == "H1" and st.talking):
+    if dead is None or (dead.rule == "H1" and st.talks):
         return ""  # it talks (deltas awaiting their keyframe count): not hung, not cut off
     if dead.rule == "H2":
         return f"the node is offline ({dead.rule} {dead.text}): no agent is there to answer"

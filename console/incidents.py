@@ -241,8 +241,9 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
     silent = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
               and st.verdict in _SILENT and not st.job_stepping
               # Its deltas are heard (their keyframe is awaited): it talks, so neither its rack
-              # nor the network to the broker is silent.
-              and not (st.verdict is Verdict.STALE and st.talking)
+              # nor the network to the broker is silent. As judged: deltas that stopped a
+              # stale window ago are a silence like any other.
+              and not (st.verdict is Verdict.STALE and st.talks)
               and not (st.digest is not None and any(f.rule == "D1" for f in st.liveness))]
     groups = _rack_groups(silent)
     starts = [_silent_since(st) for group in groups for st in group]

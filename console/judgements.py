@@ -1363,7 +1363,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             return ("check what its agent sends (its samples are refused, H1 says why; the "
                     "console's log names the topic); its health is unknown until one is "
                     "accepted")
-        if st.talking:
+        if st.talks:
             return ("wait for its keyframe (30 s at most), or connect as a broker user that may "
                     "publish node/+/cmd so the console's keyframe asks reach the agent")
         return "check the agent and the node; wait for telemetry before acting"

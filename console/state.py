@@ -211,6 +211,9 @@ class NodeState:
     awaiting: tuple[float, int] | None = None
     """Its last deltas that wait for their keyframe (``MalformedLog.awaiting_keyframe``), read
     by its H1: a node heard talking is not silent."""
+    talks: bool = False
+    """``talking`` as of its last judgement (``judge``): what its H1, its action, the silence
+    incidents and a command's time-out read, so all of them agree with its verdict."""
     duplicate_at: float | None = None
     """Last time two agent processes were seen alternating under this node id."""
     judged: bool = False
@@ -291,12 +294,16 @@ class NodeState:
     def telemetry(self, value: Telemetry | None) -> None:
         self.sample = value
 
-    @property
-    def talking(self) -> bool:
-        """Deltas heard since its last applied sample, all waiting for their keyframe: the node
-        talks, the console cannot read it yet (``awaiting``)."""
+    def talking(self, now: float, blind: Blind | None = None) -> bool:
+        """Deltas heard since its last applied sample, all waiting for their keyframe, the last
+        of them within the stale window (``STALE_INTERVALS`` of its interval, as a sample's):
+        the node talks, the console cannot read it yet (``awaiting``). Without the window, a
+        node whose deltas were heard once talked for ever: a viewer's rack that lost power
+        10 s after the console started raised no silence incident and read "wait for its
+        keyframe" an hour on (a review). ``talks`` holds the last judgement's answer."""
         aw = self.awaiting
-        return aw is not None and (self.last_rx is None or aw[0] > self.last_rx)
+        return (aw is not None and (self.last_rx is None or aw[0] > self.last_rx)
+                and unseen_s(aw[0], now, blind) <= STALE_INTERVALS * self.interval_s)
 
     @property
     def interval_s(self) -> float:
@@ -446,6 +453,7 @@ class NodeState:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict.
         ``blind``: when the console itself heard nothing (``FleetState.blind``)."""
         if self.digest is not None:
+            self.talks = False  # the collector's H1 says whether it talks
             verdict = judge_digest(self, now if blind is None else
                                    self.digest_rx + unseen_s(self.digest_rx, now, blind))
             if verdict is not self.changed_to:
@@ -458,6 +466,7 @@ class NodeState:
         # (FleetState.start_hearing starts its clock).
         self.stale = heard is not None and unseen_s(heard, now, blind) > (
             STALE_INTERVALS * self.interval_s)
+        self.talks = talks = self.talking(now, blind)
         liveness: list[Finding] = []
         alive = STEPPING_NOTE.format(job=self.job_stepping) if self.job_stepping else ""
         if self.online is False:
@@ -484,7 +493,7 @@ class NodeState:
                 text = (f"{'no telemetry accepted' if self.last_rx is None else text}: "
                         f"{count} sample{'s' if count != 1 else ''} refused, the last "
                         f"{max(0.0, now - rx):.0f} s ago ({why[:200]})")
-            elif self.talking:
+            elif talks:
                 rx, count = self.awaiting or (0.0, 0)
                 text = (f"{count} telemetry delta{'s' if count != 1 else ''} heard, the last "
                         f"{max(0.0, now - rx):.0f} s ago, but not yet its keyframe: asked for "

@@ -1,0 +1,81 @@
+"""A command's time-out blames what the node's liveness says.
+
+- A node's deltas heard while its keyframe is awaited (a ``viewer`` console: its keyframe asks
+  are dropped by the ACL) make it "talking" only while they keep coming: a rack that lost power
+  10 s after the console started talked for ever (no silence incident, "wait for its keyframe"
+  an hour on, a drain's time-out blaming the ACL).
+
+Real protocol messages through a real Ingest and FleetState; no broker is needed for the
+judgement (tests/security/test_viewer_sees_talking_nodes.py drives the viewer end to end)."""
+
+from fleetdeck.console.commands import CommandTracker, Phase
+from fleetdeck.console.health import Verdict
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.judgements import recommended_action
+from fleetdeck.console.state import FleetState
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+ACL = "may this broker user publish node/+/cmd?"
+TALKING = "telemetry deltas heard"
+
+
+def _deltas(fleet: SynthFleet, ingest: Ingest, names: list[str]) -> None:
+    """Each node's next sample as its agent puts it on the wire (v2: a delta, its keyframe
+    long gone by before this console subscribed)."""
+    for name in names:
+        ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, name),
+                      fleet.agents[name].telemetry_payload(), fleet.clock())
+
+
+def _tick(fleet: SynthFleet, ingest: Ingest, state: FleetState, names: list[str],
+          tracker: CommandTracker | None = None) -> None:
+    """One second: the nodes of ``names`` send a delta (1 s interval), the console judges."""
+    fleet.clock.advance(1)
+    _deltas(fleet, ingest, names)
+    batch = ingest.take_batch()
+    state.apply(batch, fleet.clock())
+    state.judge_fleet(fleet.clock())
+    if tracker is not None:
+        tracker.observe(state, [a for _r, a in batch.acks], fleet.clock())
+
+
+def test_a_rack_that_stops_talking_before_its_keyframe_is_a_silent_rack_not_a_talking_one():
+    clock = Clock()
+    fleet = SynthFleet(16, clock)  # racks r00 (gpu0001-8) and r01 (gpu0009-16)
+    for agent in fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe this console never saw; the next in 30 s
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+    fleet.birth(ingest)
+    r00, r01 = fleet.names[:8], fleet.names[8:]
+    for _ in range(10):  # ten seconds of deltas, every keyframe ask dropped (no answer)
+        _tick(fleet, ingest, state, fleet.names)
+    st = state.nodes["gpu0012"]
+    assert st.verdict is Verdict.STALE and st.talks, st.all_findings
+    assert not [inc for inc in incidents(state) if inc.kind in ("rack", "fleet")]
+    # Then r01 loses power; r00 talks on, its periodic keyframe not due yet.
+    for _ in range(8):
+        _tick(fleet, ingest, state, r00)
+    dead, alive = state.nodes["gpu0012"], state.nodes["gpu0003"]
+    assert dead.verdict is Verdict.STALE and not dead.talks
+    [h1] = [f for f in dead.liveness if f.rule == "H1"]
+    assert TALKING not in h1.text and "no telemetry heard" in h1.text, h1
+    assert "wait for its keyframe" not in recommended_action(dead, state)
+    assert alive.verdict is Verdict.STALE and alive.talks
+    assert TALKING in str(alive.liveness[0])
+    assert "wait for its keyframe" in recommended_action(alive, state)
+    found = {inc.key: inc for inc in incidents(state)}
+    assert "rack:r01" in found and "fell silent" in found["rack:r01"].title, found
+    assert set(found["rack:r01"].nodes) == set(r01)
+    assert "rack:r00" not in found, found
+    # A drain of each times out: the dead node's says so, the talking one's names the ACL.
+    tracker = CommandTracker(CLUSTER, "sre1", ack_timeout_s=5)
+    drains = {name: tracker.drain([name], "drill", clock()) for name in ("gpu0012", "gpu0003")}
+    for _ in range(6):
+        _tick(fleet, ingest, state, r00, tracker)
+    dead_t, alive_t = drains["gpu0012"].targets[0], drains["gpu0003"].targets[0]
+    assert dead_t.phase is Phase.TIMED_OUT and alive_t.phase is Phase.TIMED_OUT
+    assert "hung or cut off" in dead_t.detail and ACL not in dead_t.detail, dead_t.detail
+    assert ACL in alive_t.detail and "hung" not in alive_t.detail, alive_t.detail
