@@ -279,8 +279,20 @@ def why_unanswered(state: FleetState, node: str) -> str:
     st = state.nodes.get(node)
     if st is None:
         return "the node was never heard from"
-    dead = next((f for f in st.liveness if f.rule in ("H1", "H2")), None)
-    if dead is None or (dead.rule == "H1" and st.talks):
+    # All its findings: on a console on digests the collector's H1/H2 come among the node's
+    # findings (its liveness holds D1 at most), and a drain to a node whose agent had died
+    # read "the node reports: may this broker user publish node/+/cmd?" (a review).
+    dead = next((f for f in st.all_findings if f.rule in ("H1", "H2")), None)
+    if dead is None:
+        if st.online is False:
+            return "the node is offline: no agent is there to answer"
+        if st.judged and (st.stale or st.verdict in (Verdict.STALE, Verdict.OFFLINE)):
+            # A digest console whose collector went quiet (D1): nothing says the agent lives.
+            why = "; ".join(f"{f.rule} {f.text}" for f in st.liveness)
+            return (f"the node is {st.verdict.value}{f' ({why})' if why else ''}: nothing "
+                    "says its agent is there to answer")
+        return ""
+    if dead.rule == "H1" and st.talks:
         return ""  # it talks (deltas awaiting their keyframe count): not hung, not cut off
     if dead.rule == "H2":
         return f"the node is offline ({dead.rule} {dead.text}): no agent is there to answer"
@@ -293,7 +305,13 @@ def never_reached(state: FleetState, node: str) -> str:
     broker drops a publish its ACL forbids without a word (MQTT 3.1.1 cannot say so), and a
     drain sent as the shipped ACL's ``viewer`` read only "no acknowledgement within 15 s" (an
     SRE drill). Empty for a node not known to report (``why_unanswered`` speaks for it)."""
-    if node not in state.nodes or why_unanswered(state, node):
+    st = state.nodes.get(node)
+    if st is None or why_unanswered(state, node):
+        return ""
+    # Only of a node heard to live: online and fresh, or talking (its deltas heard, their
+    # keyframe awaited). Said of a dead one, the on-call checked the ACL instead of the node.
+    if not (st.talks or (st.online is not False and not st.stale
+                         and st.verdict not in (Verdict.STALE, Verdict.OFFLINE))):
         return ""
     return ("the node reports, so the command most likely never reached it: may this broker "
             "user publish node/+/cmd? (the shipped ACL lets only console and collector)")

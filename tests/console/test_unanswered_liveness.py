@@ -1,14 +1,18 @@
-"""A command's time-out blames what the node's liveness says.
+"""A command's time-out blames what the node's liveness says, on every kind of console.
 
 - A node's deltas heard while its keyframe is awaited (a ``viewer`` console: its keyframe asks
   are dropped by the ACL) make it "talking" only while they keep coming: a rack that lost power
   10 s after the console started talked for ever (no silence incident, "wait for its keyframe"
   an hour on, a drain's time-out blaming the ACL).
+- On a console on digests the collector's H1/H2 come among the node's findings: a drain to a
+  node whose agent had died said "the node reports: may this broker user publish node/+/cmd?".
 
 Real protocol messages through a real Ingest and FleetState; no broker is needed for the
 judgement (tests/security/test_viewer_sees_talking_nodes.py drives the viewer end to end)."""
 
-from fleetdeck.console.commands import CommandTracker, Phase
+import json
+
+from fleetdeck.console.commands import CommandTracker, Phase, never_reached, why_unanswered
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
@@ -79,3 +83,58 @@ def test_a_rack_that_stops_talking_before_its_keyframe_is_a_silent_rack_not_a_ta
     assert dead_t.phase is Phase.TIMED_OUT and alive_t.phase is Phase.TIMED_OUT
     assert "hung or cut off" in dead_t.detail and ACL not in dead_t.detail, dead_t.detail
     assert ACL in alive_t.detail and "hung" not in alive_t.detail, alive_t.detail
+
+
+def _digest(**over: object) -> bytes:
+    d = {"v": 1, "node": "gpu1234", "by": "shard-1", "ts": 1_000_500, "verdict": "ok",
+         "gpus": [{"index": 0, "util_pct": 50.0, "temp_c": 40.0, "power_w": 300.0}],
+         "ports": [{"dev": "mlx5_ib0", "up": True}], "drain": {"state": "none"}}
+    d.update(over)
+    return json.dumps(d).encode()
+
+
+def _on_digests(payload: bytes, rx: float) -> FleetState:
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+    ingest.handle(topic_for(CLUSTER, Kind.DIGEST, "gpu1234"), payload, rx)
+    state.apply(ingest.take_batch(), rx)
+    state.judge_fleet(rx)
+    return state
+
+
+def _drain_times_out(state: FleetState, now: float) -> str:
+    tracker = CommandTracker(CLUSTER, "sre1", ack_timeout_s=15)
+    req = tracker.drain(["gpu1234"], "drill", now)
+    tracker.observe(state, [], now + 16)
+    assert req.phase is Phase.TIMED_OUT
+    return req.targets[0].detail
+
+
+def test_a_drain_to_a_dead_node_on_a_digest_console_says_no_agent_is_there_not_the_acl():
+    h2 = {"rule": "H2", "severity": "drain", "text": "agent offline (Last Will)"}
+    state = _on_digests(_digest(verdict="offline", online=False, findings=[h2]), 1000.5)
+    st = state.nodes["gpu1234"]
+    assert st.verdict is Verdict.OFFLINE and not st.liveness  # H2 is among its findings
+    assert never_reached(state, "gpu1234") == ""
+    detail = _drain_times_out(state, 1000.5)
+    assert "no agent is there to answer" in detail and ACL not in detail, detail
+    # A collector that judged it stale (its agent hung) says H1 the same way.
+    h1 = {"rule": "H1", "severity": "warn", "text": "no telemetry (last 40 s ago)"}
+    state = _on_digests(_digest(verdict="stale", stale=True, findings=[h1]), 1000.5)
+    detail = _drain_times_out(state, 1000.5)
+    assert "hung or cut off" in detail and ACL not in detail, detail
+
+
+def test_a_drain_to_a_node_whose_collector_went_quiet_does_not_blame_the_acl():
+    state = _on_digests(_digest(), 1000.5)
+    state.judge_fleet(1000.5 + 3600)  # its collector's digests stopped: D1
+    st = state.nodes["gpu1234"]
+    assert st.verdict is Verdict.STALE and [f.rule for f in st.liveness] == ["D1"]
+    assert "shard-1" in why_unanswered(state, "gpu1234")
+    assert never_reached(state, "gpu1234") == ""
+
+
+def test_a_drain_to_a_live_node_on_a_digest_console_still_names_the_acl():
+    state = _on_digests(_digest(), 1000.5)
+    assert why_unanswered(state, "gpu1234") == ""
+    assert ACL in _drain_times_out(state, 1000.5)
