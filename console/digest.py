@@ -40,6 +40,9 @@ _BEHIND = re.compile(
     "^(?:" + re.escape(BEHIND_SUSPECT).replace(re.escape("{switch}"), r"(?P<suspect>\S+?)")
     + "|" + re.escape(BEHIND_RECOVERED).replace(re.escape("{switch}"), r"(?P<recovered>\S+?)")
     + "):")
+_NAMED_PORTS = re.compile(
+    r": the (?P<what>link faults|findings) of (?P<ports>\S.*) are the switch's$")
+"""F1 of a node with a fault of its own names the switch's ports (``effective_findings``)."""
 
 DIGEST_EVERY_S = 5.0
 """A node's digest is re-sent at least this often (fresh vitals) besides on every change."""
@@ -85,6 +88,19 @@ def _port_with_past(st: NodeState, p: fast.IbPortSample) -> fast.DigestPort:
         symbols_blind="saturated" if past.saturated else "storm" if past.storm else None)
 
 
+def _kept_findings(findings: list[Finding]) -> list[Finding]:
+    """The findings a digest holds (``MAX_DIGEST_FINDINGS``), F1 always among them. A node with
+    a fault of its own behind a dead leaf group has F1 last (8 rails x N1 + N2 = 16 findings,
+    then its XID, then F1): cut there, the console on digests kept the " (switch)" findings
+    as the node's own and never heard of the switch its collector named."""
+    if len(findings) <= MAX_DIGEST_FINDINGS:
+        return findings
+    head = findings[:MAX_DIGEST_FINDINGS]
+    f1 = next((f for f in findings[MAX_DIGEST_FINDINGS:] if f.rule == "F1"), None)
+    # F1 comes first (nothing of its own on the node) or last: in order either way.
+    return head if f1 is None else [*head[:-1], f1]
+
+
 def make_digest(st: NodeState, by: str, now: float,
                 every_s: float = DIGEST_EVERY_S) -> fast.Digest:
     """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
@@ -121,7 +137,7 @@ def make_digest(st: NodeState, by: str, now: float,
     topo = st.birth.topology if st.birth is not None else Topology()
     return fast.Digest(
         node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
-        findings=[_finding(f) for f in st.all_findings[:MAX_DIGEST_FINDINGS]],
+        findings=[_finding(f) for f in _kept_findings(st.all_findings)],
         online=st.online, stopped=st.stopped and st.online is False, stale=st.stale,
         drain=_drain(st.drain), job=job, ranks_on_node=ranks,
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
@@ -293,19 +309,14 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
     switch's one, and "18 nodes need attention" beside the raw console's 2 (an SRE drill)."""
     f1 = next((f for f in findings if f.rule == "F1"), None)
     m = _BEHIND.match(f1.text) if f1 is not None else None
-    if m is None:
-        st.findings = findings
-        if st.behind_by_collector:  # else the console's own correlation's: it clears them
-            st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
-            st.behind_link_only = frozenset()
-            st.behind_by_collector = False
-        return
     ports: set[str] = set()
     own: set[str] = set()
     out: list[Finding] = []
     for f in findings:
         if f.rule == "F1":
             continue  # NodeState.effective_findings makes it again from behind_switch
+        # The mark is taken off with or without F1: a digest cut before its F1 (an older
+        # collector's) kept it, and the console's own correlation appended a second one.
         if f.text.endswith(SWITCH_MARK):
             ports.add(f.component)
             out.append(Finding(f.rule, f.severity, f.component, f.text[:-len(SWITCH_MARK)]))
@@ -313,6 +324,18 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
             out.append(f)
             own.add(f.component)
     st.findings = out
+    named = _NAMED_PORTS.search(f1.text) if f1 is not None and m is not None else None
+    if named is not None:
+        # A port whose findings the digest had no room for is still behind the switch.
+        ports.update(named["ports"].split(", "))
+        if named["what"] == "link faults":  # every one of them link-only (its own symbols)
+            own.update(ports)
+    if m is None:
+        if st.behind_by_collector:  # else the console's own correlation's: it clears them
+            st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
+            st.behind_link_only = frozenset()
+            st.behind_by_collector = False
+        return
     st.behind_by_collector = True
     st.behind_switch = m["suspect"] or m["recovered"]
     st.behind_recovered = m["recovered"] is not None

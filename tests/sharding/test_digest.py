@@ -497,3 +497,77 @@ def test_a_digest_carries_a_port_past_only_for_ports_with_a_finding():
     _, old = digest_state("demo", _digest_json(verdict="failed"), 1.0)
     past = port_past(old.nodes["gpu0001"], "mlx5_ib0")
     assert past is not None and past.fatal_ms is None and past.first_ms == 0
+
+
+def _split_digests(raw: FleetState, shard_a: FleetState, shard_b: FleetState,
+                   b_owns: list[str], now: float) -> FleetState:
+    """A console on digests of two collectors: ``shard_b`` judged ``b_owns``, ``shard_a`` the
+    rest (each only its own shard's switches)."""
+    from fleetdeck.console.judgements import correlate_digests
+
+    ingest = Ingest(raw.cluster)
+    dig = FleetState(raw.cluster, ingest.malformed)
+    dig.digest_mode = True
+    dig.correlate = correlate_digests  # as ConsoleSession sets it up on digests
+    for name in shard_a.nodes:
+        by = shard_b if name in b_owns else shard_a
+        ingest.handle(topic_for(dig.cluster, Kind.DIGEST, name),
+                      codec.encode(make_digest(by.nodes[name], "shard-x", now)), now)
+    dig.apply(ingest.take_batch(), now)
+    dig.judge_fleet(now)
+    return dig
+
+
+def test_a_digest_keeps_the_suspect_switch_of_a_node_with_more_findings_than_it_holds():
+    # A whole leaf group down: 8 ports x (N1 + N2) = 16 findings, plus a GPU's XID of the
+    # node's own. F1 came last and was cut (a digest holds 16): the console on digests kept
+    # the " (switch)" texts as the node's own, and its own correlation marked them again.
+    from msgspec.structs import replace
+
+    from fleetdeck.console.digest import _finding
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS
+    from tests.console.test_incidents import run
+
+    def leaf_down(tel):  # all 8 rails of the node's leaf group: each link down (N1), dropped
+        ports = [replace(p, state="DOWN", phys_state="Polling",  # the hour's drop (N2)
+                         errors_1h={**p.errors_1h, "link_downed": 1}) for p in tel.ib_ports]
+        return replace(tel, ib_ports=ports)
+
+    def and_xid(tel):  # gpu0001's GPU 3 fell off the bus as well: a fault of its own
+        tel = leaf_down(tel)
+        gpus = [replace(g, xid_last=79, xid_last_ts=tel.ts) if g.index == 3 else g
+                for g in tel.gpus]
+        return replace(tel, gpus=gpus)
+
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    faults = {n: leaf_down for n in behind[1:]}
+    faults["gpu0001"] = and_xid
+    session = run(8, faults)
+    raw = session.state
+    now = session.clock()
+    r = raw.nodes["gpu0001"]
+    assert len(r.all_findings) > MAX_DIGEST_FINDINGS, r.all_findings
+    assert r.all_findings[-1].rule == "F1", r.all_findings
+    digest = make_digest(r, "shard-1", now)
+    assert len(digest.findings) == MAX_DIGEST_FINDINGS and digest.findings[-1].rule == "F1"
+    dig = _split_digests(raw, raw, raw, [], now)  # one collector saw the whole switch
+    d = dig.nodes["gpu0001"]
+    assert (d.verdict, d.behind_switch, d.behind_ports) == (
+        r.verdict, r.behind_switch, r.behind_ports)
+    assert d.behind_by_collector
+    assert not any(f.text.endswith(" (switch) (switch)") for f in d.all_findings), d.findings
+    kept = [str(f) for f in d.all_findings]
+    assert kept[:-1] == [str(f) for f in r.all_findings[:MAX_DIGEST_FINDINGS - 1]]
+    assert kept[-1] == str(r.all_findings[-1])  # F1, as the raw console says it
+    assert recommended_action(d, dig) == recommended_action(r, raw)
+    # An older collector's digest, cut before its F1: the marks are taken off all the same,
+    # and this console's own correlation names the switch (once).
+    older = replace(digest, findings=[_finding(f) for f in r.all_findings[:MAX_DIGEST_FINDINGS]])
+    ingest = Ingest(raw.cluster)
+    ingest.handle(topic_for(raw.cluster, Kind.DIGEST, "gpu0001"), codec.encode(older), now + 1)
+    dig.apply(ingest.take_batch(), now + 1)
+    dig.judge_fleet(now + 1)
+    d = dig.nodes["gpu0001"]
+    assert d.behind_switch == r.behind_switch and not d.behind_by_collector
+    assert not any(f.text.endswith(" (switch) (switch)") for f in d.all_findings), d.findings
