@@ -345,9 +345,6 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
     st.behind_link_only = frozenset(ports & own)
 
 
-_LIVENESS = frozenset({"H1", "H2", "H3"})
-
-
 def judge_digest(st: NodeState, now: float) -> Verdict:
     """The verdict of a node known from digests: the collector's, unless its digests stopped
     (D1: the collector is gone and nobody took the node over yet)."""
@@ -366,6 +363,9 @@ def judge_digest(st: NodeState, now: float) -> Verdict:
             and verdict in (Verdict.FAILED, Verdict.DEGRADED)):
         # The collector owns too few of the switch's nodes to suspect it (each judges its own
         # shard); this console sees them all (``judgements.correlate_digests``): the node's
-        # port faults are the switch's, as a console on raw telemetry judges them.
-        verdict = combine([f for f in st.effective_findings if f.rule not in _LIVENESS])
+        # port faults are the switch's, as a console on raw telemetry judges them. Liveness
+        # findings stay in: only H3 can come with a failed or degraded verdict (H1 and H2
+        # come with stale and offline), and it keeps the node failed, as the raw console's
+        # H3 branch does before it combines the findings ("duplicate node id" read degraded).
+        verdict = combine(st.effective_findings)
     return verdict

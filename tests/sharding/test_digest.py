@@ -518,6 +518,39 @@ def _split_digests(raw: FleetState, shard_a: FleetState, shard_b: FleetState,
     return dig
 
 
+def _duplicate(state: FleetState, name: str, now: float) -> None:
+    """Two agent processes take turns publishing as ``name`` (H3), as the ingest notes it."""
+    state.nodes[name].duplicate_at = now
+    state.mark(name)
+    state.judge_fleet(now)
+
+
+def test_a_duplicate_node_id_behind_a_switch_the_collectors_split_stays_failed_on_digests():
+    # The console's own correlation put gpu0001 behind the switch and re-judged its verdict
+    # without the liveness findings: the collector's "failed: duplicate node id" (H3) read
+    # "degraded" on digests, "failed" on raw telemetry (whose H3 comes before the findings).
+    from fleetdeck.console.judgements import recommended_action
+    from tests.console.test_incidents import port_down, run
+
+    down = port_down("mlx5_ib2")
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    raw_session = run(8, {n: down for n in behind})
+    raw = raw_session.state
+    shard_a = run(8, {n: down for n in behind[:2]}).state  # owns gpu0001-2 (and 5-8)
+    shard_b = run(8, {n: down for n in behind[2:]}).state  # owns gpu0003-4
+    now = raw_session.clock()
+    for state in (raw, shard_a):
+        _duplicate(state, "gpu0001", now)
+    r = raw.nodes["gpu0001"]
+    assert r.verdict is Verdict.FAILED and r.behind_switch and "H3" in r.reasons
+    assert not shard_a.nodes["gpu0001"].behind_switch  # its collector saw no switch
+    dig = _split_digests(raw, shard_a, shard_b, behind[2:], now)
+    d = dig.nodes["gpu0001"]
+    assert (d.verdict, d.behind_switch) == (r.verdict, r.behind_switch)
+    assert recommended_action(d, dig) == recommended_action(r, raw)
+    assert dig.nodes["gpu0002"].verdict is raw.nodes["gpu0002"].verdict is Verdict.DEGRADED
+
+
 def test_a_digest_keeps_the_suspect_switch_of_a_node_with_more_findings_than_it_holds():
     # A whole leaf group down: 8 ports x (N1 + N2) = 16 findings, plus a GPU's XID of the
     # node's own. F1 came last and was cut (a digest holds 16): the console on digests kept
