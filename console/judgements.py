@@ -9,6 +9,7 @@ on different rails of one leaf group are unrelated cable or HCA faults.
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -337,11 +338,13 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
     return out
 
 
-def correlate(state: FleetState, now: float) -> None:
-    """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
-    ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
+def _place_behind_switches(state: FleetState, pool: list[NodeState],
+                           skip: Callable[[NodeState], bool] | None = None) -> None:
+    """Set each node's ``behind_*`` from the suspect switches of ``pool``, and clear them of
+    the nodes in ``pool`` behind none now, leaving alone those ``skip`` says another keeps
+    (a console on digests: a node whose collector named its switch). One rule for both
+    consoles: raw telemetry (``correlate``) and digests (``correlate_digests``)."""
     behind: dict[str, tuple[set[str], set[str], set[str], set[str]]] = {}
-    pool = state.maybe_bad()
     for sw in suspect_switches(state, pool=pool):
         for port in sw.ports:
             node, dev, num = port.rsplit(":", 2)
@@ -355,6 +358,8 @@ def correlate(state: FleetState, now: float) -> None:
                 failing.add(sw.switch)
     for node, (switches, ports, failing, link_only) in behind.items():
         st = state.nodes[node]
+        if skip is not None and skip(st):
+            continue
         # Every rail of a leaf group failing reads "leaf02-r[0-7]". Named by the switches that
         # fail now when some do: "behind suspect switch leaf02-r[1,6]" named one that had
         # recovered, which the incidents called recovered (an SRE drill).
@@ -365,14 +370,24 @@ def correlate(state: FleetState, now: float) -> None:
             (st.behind_switch, st.behind_ports, st.behind_recovered,
              st.behind_link_only) = where
             state.mark(node)
-    running: dict[str, list[str]] | None = None
-    # Nodes behind a switch are degraded at least, silent ones stale or offline: all not ok,
-    # or changed since the last judgement.
+    # Nodes behind a switch are degraded at least: all in the pool (not ok, or changed since
+    # the last judgement).
     for st in pool:
-        if st.behind_switch and st.node_id not in behind:
+        if (st.behind_switch and st.node_id not in behind
+                and (skip is None or not skip(st))):
             st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
             st.behind_link_only = frozenset()
             state.mark(st.node_id)
+
+
+def correlate(state: FleetState, now: float) -> None:
+    """Fleet-wide context for each node's verdict (``FleetState.correlate``): which nodes' bad
+    ports are a suspect switch's, and which silent nodes still run a job that keeps stepping."""
+    pool = state.maybe_bad()
+    _place_behind_switches(state, pool)
+    running: dict[str, list[str]] | None = None
+    # Silent nodes are stale or offline: all in the pool.
+    for st in pool:
         if st.online is False or st.stale:
             if running is None:
                 running = _running_jobs_by_node(state)
@@ -385,6 +400,10 @@ def correlate(state: FleetState, now: float) -> None:
             state.mark(st.node_id)
 
 
+def _named_by_collector(st: NodeState) -> bool:
+    return st.behind_by_collector
+
+
 def correlate_digests(state: FleetState, now: float) -> None:
     """``correlate`` for a console on digests, for what the collectors could not see: each
     judges the switches of its own shard, so one that owns fewer than ``CORRELATION_MIN``
@@ -392,35 +411,7 @@ def correlate_digests(state: FleetState, now: float) -> None:
     switch this console suspects from all the digests (4 collectors, 32 nodes: 2 of the 16
     nodes behind leaf02-r5; with more collectors than a leaf has nodes / 3, most of them). A
     node whose collector named its switch (F1, ``behind_by_collector``) keeps that word."""
-    behind: dict[str, tuple[set[str], set[str], set[str], set[str]]] = {}
-    pool = state.maybe_bad()
-    for sw in suspect_switches(state, pool=pool):
-        for port in sw.ports:
-            node, dev, num = port.rsplit(":", 2)
-            switches, ports, failing, link_only = behind.setdefault(
-                node, (set(), set(), set(), set()))
-            switches.add(sw.switch)
-            ports.add(f"{dev}:{num}")
-            if sw.link_only:
-                link_only.add(f"{dev}:{num}")
-            if not sw.recovered:
-                failing.add(sw.switch)
-    for node, (switches, ports, failing, link_only) in behind.items():
-        st = state.nodes[node]
-        if st.behind_by_collector:
-            continue
-        where = (compress(failing or switches), frozenset(ports), not failing,
-                 frozenset(link_only))
-        if (st.behind_switch, st.behind_ports, st.behind_recovered,
-                st.behind_link_only) != where:
-            (st.behind_switch, st.behind_ports, st.behind_recovered,
-             st.behind_link_only) = where
-            state.mark(node)
-    for st in pool:
-        if st.behind_switch and not st.behind_by_collector and st.node_id not in behind:
-            st.behind_switch, st.behind_ports, st.behind_recovered = "", frozenset(), False
-            st.behind_link_only = frozenset()
-            state.mark(st.node_id)
+    _place_behind_switches(state, state.maybe_bad(), skip=_named_by_collector)
 
 
 NO_REASON = frozenset({"none", "(null)", "(none)"})
