@@ -1,7 +1,6 @@
 """``fleetdeck status``: connect, collect retained + live state for a while, print, exit."""
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -57,7 +56,8 @@ def slow_to_hear(state: FleetState, since_connect: float) -> list[str]:
 
 async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                   digests: bool = False, after: asyncio.Event | None = None,
-                  connected: asyncio.Event | None = None) -> tuple[ConsoleSession, float]:
+                  connected: asyncio.Event | None = None,
+                  unanswered: list[str] | None = None) -> tuple[ConsoleSession, float]:
     """Watch the cluster through a console session (ticking like the console, so rules that
     need two samples fire here too) and return it with the seconds watched: ``wait_s``, or
     with None ``DEFAULT_WAIT_S`` and longer, up to ``LONGEST_WAIT_S``, while a node's first
@@ -69,13 +69,22 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     SUBACK (or gave up). This process's connections go one at a time that way: on the demo's
     amqtt broker a CONNECT that overlaps another client's SUBSCRIBE leaves one of them never
     acknowledged (its connect race), and `status` beside its own uptime probe said "no answer
-    (CONNACK) within 5 s" for one run in two (a newcomer's run)."""
-    started = time.monotonic()
+    (CONNACK) within 5 s" for one run in two (a newcomer's run).
+
+    ``unanswered``: shared by the watches of one run; a watch the broker left unanswered for
+    its whole CONNECT_TIMEOUT_S says why there, and a watch whose turn comes after that gives
+    up without connecting: behind a broker that never answers, three clusters in turn took
+    5 s each (17 s), and a shared 5 s left the third of a slow TLS broker's (2 s a connect)
+    1 s of its own."""
     if after is not None:
-        # At most as long as a CONNACK may take, counted in it: behind a broker that never
-        # answers, every cluster gives up at the same time, not one after another.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(after.wait(), CONNECT_TIMEOUT_S)
+        # The one before always ends its turn: with its SUBACK, its error, or its own
+        # CONNECT_TIMEOUT_S. Waiting less would connect over its SUBSCRIBE (the race above).
+        await after.wait()
+        if unanswered:
+            raise UserError(f"cannot get a status from {url}: not tried: {unanswered[0]}.")
+    # Each watch's connect has its own CONNECT_TIMEOUT_S, counted from its own start (not
+    # from the first cluster's): the time spent waiting for its turn is not its own.
+    started = time.monotonic()
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
                              digests=digests,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
@@ -112,6 +121,11 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
         if feed.first_error:
             # Already a sentence that names the broker: prefixing it would say the URL twice.
             raise UserError(feed.first_error)
+        if unanswered is not None:
+            unanswered.append(
+                f"the broker did not confirm the subscription of cluster '{cluster}' (no "
+                f"SUBACK) within {gave_up} s" if feed.conn.connacks else
+                f"no answer (CONNACK) to the connect of cluster '{cluster}' within {gave_up} s")
         if feed.conn.connacks:
             # The broker accepted the connection and left the SUBSCRIBE unanswered (amqtt's
             # connect race): "no answer (CONNACK)" sent the operator to a broker that was up.
@@ -452,11 +466,15 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
 
     async def all_of(turns: list[asyncio.Event]) -> list[tuple[ConsoleSession, float] | UserError]:
         # Watched at the same time, connected one after another (amqtt's connect race,
-        # ``collect``): each waits for the one before to have its SUBACK.
+        # ``collect``): each waits for the one before to have its SUBACK, and none connects
+        # once one got no answer in its time (``unanswered``).
+        unanswered: list[str] = []
+
         async def one(i: int, name: str) -> tuple[ConsoleSession, float] | UserError:
             try:
                 return await collect(url, name, wait_s, digests=digests,
-                                     after=turns[i - 1] if i else None, connected=turns[i])
+                                     after=turns[i - 1] if i else None, connected=turns[i],
+                                     unanswered=unanswered)
             except UserError as err:
                 return err
             finally:
