@@ -7,12 +7,13 @@ import os
 import re
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import aiomqtt
 import paho.mqtt.client as paho
 from aiomqtt.types import PahoSocket
+from paho.mqtt.enums import LogLevel
 
 from fleetdeck.errors import UserError
 from fleetdeck.hostport import host_port
@@ -171,11 +172,21 @@ class _Client(aiomqtt.Client):
         self._socket_error: str | None = None
         """paho's last "failed to receive on socket: …" (an SSL alert, a reset), for the
         connect's error."""
+        # paho's lines reach the "mqtt" logger through ``_on_paho_log`` alone, which knows
+        # whether this client has its CONNACK: a filter on that logger is every client's.
+        self._client.disable_logger()
         self._client.on_log = self._on_paho_log
 
     def _on_paho_log(self, client: paho.Client, userdata: Any, level: int, buf: str) -> None:
-        if level == paho.MQTT_LOG_ERR and "on socket:" in buf:
+        if level == paho.MQTT_LOG_ERR and "on socket:" in buf and not self._connected.done():
+            # Before the CONNACK the reason goes into the connect's error (``_on_disconnect``),
+            # which the caller says in one sentence: logged here too, the journal said it
+            # twice, once without what to fix. After it, a reset or an SSL alert mid-session
+            # is the one line that says why the connection was lost: it is logged.
             self._socket_error = buf.partition("on socket:")[2].strip()
+            return
+        # paho passes its LogLevel (an IntEnum) where its callback type says int.
+        self._logger.log(paho.LOGGING_LEVEL.get(cast(LogLevel, level), logging.DEBUG), "%s", buf)
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason_code: Any,
                        properties: Any = None) -> None:
@@ -239,16 +250,6 @@ def make_client(
         max_queued_incoming_messages=max_queued_incoming,
         **kwargs,
     )
-
-
-def _drop_paho_socket_errors(record: logging.LogRecord) -> bool:
-    """paho logs "failed to receive on socket: …" at ERROR on the "mqtt" logger; the reason is
-    in the caller's own one-line warning (``_Client`` hands it to the connect's error), so the
-    journal said it twice, once without saying what to fix."""
-    return "on socket:" not in record.getMessage()
-
-
-logging.getLogger("mqtt").addFilter(_drop_paho_socket_errors)
 
 
 _ERRNO = re.compile(r"\[Errno (-?\d+)\]")
