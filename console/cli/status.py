@@ -23,6 +23,7 @@ from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
+from fleetdeck.protocol.wire2 import KEYFRAME_EVERY_S
 from fleetdeck.runtime import tune_gc
 from fleetdeck.transport import TransportError
 
@@ -52,6 +53,43 @@ def slow_to_hear(state: FleetState, since_connect: float) -> list[str]:
     return [n for n, st in state.nodes.items()
             if st.verdict_shown == WAITING
             and since_connect < FIRST_SAMPLE_INTERVALS * st.interval_s + FIRST_SAMPLE_GRACE_S]
+
+
+KEYFRAME_GRACE_S = 2.0
+"""Past the agents' keyframe period, for the keyframe's way and a tick."""
+
+
+def keyframe_due(state: FleetState, since_connect: float) -> list[str]:
+    """Nodes heard talking (v2 deltas) but not read yet, while their agent's periodic keyframe
+    may still come: a broker user whose keyframe asks the ACL drops (the shipped ``viewer``)
+    reads every node from its next periodic keyframe alone. Its 3.5 s watch read them stale,
+    and a monitoring cron's ``status --fail-on degraded`` paged for a healthy fleet."""
+    return [n for n, st in state.nodes.items()
+            if st.talking and since_connect < KEYFRAME_EVERY_S + KEYFRAME_GRACE_S]
+
+
+TALKING_WAS = frozenset({"stale", "degraded"})
+"""What a talking node's lack of telemetry makes it read (its H1); a worse verdict (failed,
+offline) was said by the node itself and stands."""
+
+
+def talking_reads_waiting(out: dict[str, Any], state: FleetState,
+                          row: ClusterRow | None = None) -> list[str]:
+    """Nodes still talking at the end of the watch read ``waiting`` in ``out`` (and ``row``),
+    not stale: their deltas are heard, their health is unknown until a keyframe (exit 3 for
+    ``--fail-on``, as for nodes not heard; ``unheard`` says which). Their H1 says why."""
+    moved: list[str] = []
+    counts = [out["totals"]["by_verdict"]] + ([row.by_verdict] if row is not None else [])
+    for n in out.get("nodes", []):
+        st = state.nodes.get(n["id"])
+        if st is None or not st.talking or n["verdict"] not in TALKING_WAS:
+            continue
+        for by_verdict in counts:
+            by_verdict[n["verdict"]] -= 1
+            by_verdict[WAITING] = by_verdict.get(WAITING, 0) + 1
+        n["verdict"] = WAITING
+        moved.append(n["id"])
+    return moved
 
 
 async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
@@ -109,6 +147,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
         if not auto or now - started < least:
             return False
         return not (slow_to_hear(session.state, now - connected_at)
+                    or keyframe_due(session.state, now - connected_at)
                     or undecided_silent(session.state, now - connected_at))
 
     await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough,
@@ -272,15 +311,26 @@ EXIT_UNSEEN = 3
 during the watch, or, with ``--fail-on``, nodes that sent no telemetry during it."""
 
 
-def unheard(summaries: list[dict[str, Any]], wait_s: float) -> list[str]:
+def unheard(summaries: list[dict[str, Any]], wait_s: float,
+            talking: Sequence[str] = ()) -> list[str]:
     """The nodes still ``waiting`` after the watch, said on stderr (for a script too): a
     `status --wait 1 --fail-on failed` read 63 of 64 nodes waiting, exit 0, and missed the
-    four failed among them (a newcomer's run)."""
+    four failed among them (a newcomer's run). ``talking``: those of them whose deltas were
+    heard (``talking_reads_waiting``), said apart: they did send telemetry."""
     waiting = [n["id"] for out in summaries for n in out.get("nodes", [])
                if n["verdict"] == WAITING]
-    if waiting:
-        nodes = f"{len(waiting)} node{'' if len(waiting) == 1 else 's'}"
-        print(f"fleetdeck status: {nodes} ({compress(waiting)}) sent no telemetry in the "
+    heard = [n for n in waiting if n in set(talking)]
+    if heard:
+        nodes = f"{len(heard)} node{'' if len(heard) == 1 else 's'}"
+        print(f"fleetdeck status: {nodes} ({compress(heard)}) sent telemetry deltas but no "
+              f"keyframe in the {wait_s:g} s watch: their health is unknown (a broker user "
+              "that may not publish node/+/cmd, such as 'viewer', reads a node from its "
+              f"agent's periodic keyframe, every {KEYFRAME_EVERY_S:.0f} s: leave out --wait, "
+              f"or raise it to {KEYFRAME_EVERY_S + KEYFRAME_GRACE_S:.0f}).", file=sys.stderr)
+    silent = [n for n in waiting if n not in set(talking)]
+    if silent:
+        nodes = f"{len(silent)} node{'' if len(silent) == 1 else 's'}"
+        print(f"fleetdeck status: {nodes} ({compress(silent)}) sent no telemetry in the "
               f"{wait_s:g} s watch: their health is unknown (raise --wait; after a broker "
               f"restart the agents take up to {AGENT_RECONNECT_S:.0f} s to be back).",
               file=sys.stderr)
@@ -337,6 +387,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
 
     (session, watched), uptime = asyncio.run(run())
     out = _summary(session, url, watched)
+    talking = talking_reads_waiting(out, session.state)
     out["broker_uptime_s"] = uptime
     if as_json:
         print(json.dumps(out, indent=2))
@@ -364,7 +415,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
               f"(at {utc_hms(session.state.outage_start())} UTC): the verdicts "
               "are as of then.", file=sys.stderr)
         return exit_when_cut_off(out, fail_on)
-    return unhealthy([out], fail_on, unheard([out], watched))
+    return unhealthy([out], fail_on, unheard([out], watched, talking))
 
 
 def exit_when_cut_off(out: dict[str, Any], fail_on: str | None) -> int:
@@ -491,6 +542,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
     errors: list[str] = []
     unwatched: list[tuple[str, str]] = []
     longest = 0.0
+    talking: list[str] = []
     for name, result in zip(clusters, results, strict=True):
         if isinstance(result, UserError):
             summaries.append({"cluster": name, "error": str(result)})
@@ -499,9 +551,12 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
             continue
         got, watched = result
         longest = max(longest, watched)
-        summaries.append(_summary(got, url, watched))
-        rows.append(cluster_row(got.state, connection=got.feed.conn.state
-                                if got.feed is not None else ""))
+        out = _summary(got, url, watched)
+        row = cluster_row(got.state, connection=got.feed.conn.state
+                          if got.feed is not None else "")
+        talking += talking_reads_waiting(out, got.state, row)
+        summaries.append(out)
+        rows.append(row)
     if len(errors) == len(clusters):
         raise UserError(errors[0] if len(errors) == 1 else
                         f"no cluster could be watched: {'; '.join(errors)}")
@@ -521,7 +576,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
                 render_summary(out, console)
     for err in errors:
         print(f"fleetdeck status: {err}", file=sys.stderr)
-    return 2 if errors else unhealthy(summaries, fail_on, unheard(summaries, longest))
+    return 2 if errors else unhealthy(summaries, fail_on, unheard(summaries, longest, talking))
 
 
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,

@@ -46,22 +46,38 @@ def fleet(tmp_path_factory) -> Iterator[tuple[dict[str, str], list[str], Path]]:
 
 
 def test_a_viewer_status_says_deltas_are_heard_not_that_the_rack_fell_silent(fleet):
+    """With a --wait shorter than the keyframe period, a node still talking reads waiting
+    (health unknown, exit 3 for --fail-on), not stale (exit 1: a page for a healthy fleet)."""
     creds, viewer, _tmp = fleet
-    res = run_cli("status", "--json", "--wait", "2", *viewer)
-    assert res.returncode in (0, 1), res.stderr
+    res = run_cli("status", "--json", "--wait", "2", "--fail-on", "degraded", *viewer)
     out = json.loads(res.stdout)
     nodes = {n["id"]: n for n in out["nodes"]}
     assert set(nodes) == set(NODES), res.stdout
     # Keyframes come every 30 s: within this watch a viewer holds none of them.
-    assert any(n["verdict"] == "stale" for n in nodes.values()), res.stdout
+    assert any(n["verdict"] == "waiting" for n in nodes.values()), res.stdout
+    assert {n["verdict"] for n in nodes.values()} <= {"waiting", "ok"}, res.stdout
+    assert res.returncode == 3, res.stderr
+    assert "sent telemetry deltas but no keyframe in the 2 s watch" in res.stderr, res.stderr
     for node in nodes.values():
-        if node["verdict"] != "stale":
+        if node["verdict"] != "waiting":
             continue  # a periodic keyframe came by in the watch: fine
         [h1] = [f for f in node["findings"] if f.startswith("H1")]
         assert "telemetry deltas heard" in h1 and "no telemetry heard" not in h1, h1
         assert "node/+/cmd" in node["action"], node["action"]
     assert not any("fell silent" in inc["title"] for inc in out["incidents"]), out["incidents"]
     assert creds["viewer"] not in res.stdout + res.stderr
+
+
+def test_a_viewer_status_without_wait_watches_until_the_periodic_keyframes(fleet):
+    """A monitoring cron's ``status --fail-on degraded`` as a viewer exited 1 for a healthy
+    fleet: its 3.5 s watch read every talking node stale. It now watches on while nodes talk,
+    up to the agents' keyframe period (30 s) and a grace."""
+    _creds, viewer, _tmp = fleet
+    res = run_cli("status", "--json", "--fail-on", "degraded", *viewer)
+    out = json.loads(res.stdout)
+    assert res.returncode == 0, (res.stderr, [(n["id"], n["verdict"]) for n in out["nodes"]])
+    assert {n["id"]: n["verdict"] for n in out["nodes"]} == dict.fromkeys(NODES, "ok")
+    assert out["collected_s"] <= 33, out["collected_s"]
 
 
 def test_a_viewer_drain_that_the_broker_drops_names_the_acl_right(fleet):
