@@ -65,7 +65,7 @@ def keyframe_due(state: FleetState, since_connect: float) -> list[str]:
     reads every node from its next periodic keyframe alone. Its 3.5 s watch read them stale,
     and a monitoring cron's ``status --fail-on degraded`` paged for a healthy fleet."""
     return [n for n, st in state.nodes.items()
-            if st.talking and since_connect < KEYFRAME_EVERY_S + KEYFRAME_GRACE_S]
+            if st.talks and since_connect < KEYFRAME_EVERY_S + KEYFRAME_GRACE_S]
 
 
 TALKING_WAS = frozenset({"stale", "degraded"})
@@ -82,7 +82,7 @@ def talking_reads_waiting(out: dict[str, Any], state: FleetState,
     counts = [out["totals"]["by_verdict"]] + ([row.by_verdict] if row is not None else [])
     for n in out.get("nodes", []):
         st = state.nodes.get(n["id"])
-        if st is None or not st.talking or n["verdict"] not in TALKING_WAS:
+        if st is None or not st.talks or n["verdict"] not in TALKING_WAS:
             continue
         for by_verdict in counts:
             by_verdict[n["verdict"]] -= 1
