@@ -8,7 +8,7 @@ state takes the batch on its own tick (``take_batch``), never one update per mes
 """
 
 import logging
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -56,7 +56,22 @@ OPERATOR_OPS = frozenset({CommandOp.DRAIN, CommandOp.RESUME, CommandOp.RESTART_J
 """The commands a replay's timeline shows: the read-only ones (keyframe, rebirth, resend) are
 consoles asking on their own, dozens of them, nobody's decision."""
 RECORDED_CMDS_MAX = 10_000
-"""Recorded commands a replay remembers to name their acks by (the oldest go first)."""
+"""Recorded commands a replay remembers to name their acks by: past it the oldest go first, but
+only once they have expired (``RecordedCmd.until``): an unexpired one may still be re-sent, and
+forgotten it was told again as a new request, its re-sends read 0 (a review)."""
+RECORDED_CMDS_HARD_MAX = 10 * RECORDED_CMDS_MAX
+"""Recorded commands kept at most, expired or not: only a drain of more nodes than this at once
+or a forged recording gets here (memory bound: tens of MB at most)."""
+RECORDED_EXPIRY_SLACK_S = 10.0
+"""Recorded seconds a command is kept past its own lifetime: the re-send a console made just
+before it expired may reach the recorder a little later (the broker's queue, a slow link)."""
+
+
+def request_of(cmd_id: str) -> str:
+    """The request a command id belongs to: a console numbers the commands of one request
+    ``REQUEST.0``, ``REQUEST.1``, … (one per node of a drain); any other id stands alone."""
+    head, dot, tail = cmd_id.rpartition(".")
+    return head if dot and tail.isdigit() else cmd_id
 
 
 @dataclass(slots=True)
@@ -65,10 +80,12 @@ class RecordedCmd:
 
     op: CommandOp
     target: str
-    resent: int = 0
-    """Times the recording holds it again: a console re-sends an unanswered command every 3 s
-    under the same cmd_id (``RETRY_EVERY_S``, ``due_for_retry``), which is one request, not
-    the operator asking again."""
+    until: float
+    """Recorded time past which no console re-sends it: its first receive time plus its own
+    lifetime (``expires_at - issued_at``, both by the issuing console's clock, so the
+    recorder's clock skew does not matter) plus ``RECORDED_EXPIRY_SLACK_S``. A console re-sends
+    an unanswered command every 3 s under the same cmd_id (``RETRY_EVERY_S``) only until it
+    expires (``due_for_retry``), and agents refuse it after."""
     answered: set[str] = field(default_factory=set)
     """The ack results already told (an agent answers each re-send of a duplicate from
     memory: the same "accepted" again)."""
@@ -248,10 +265,17 @@ class Ingest:
         self.out_of_shard = 0
         """Node messages ignored because another collector owns the node."""
         self._topics: dict[str, Topic] = {}
-        self.recorded_cmds: dict[str, RecordedCmd] = {}
-        """A replay's recorded operator commands by cmd_id, to name the acks that answer them
-        and to tell each request and each answer once (in the ingest, so a replay's snapshot
-        holds it too and a seek back puts it as it was then)."""
+        self.recorded_cmds: OrderedDict[str, RecordedCmd] = OrderedDict()
+        """A replay's recorded operator commands by cmd_id, in the order first sent, to name the
+        acks that answer them and to tell each request and each answer once (in the ingest, so
+        a replay's snapshot holds it too and a seek back puts it as it was then). An
+        OrderedDict: the oldest go in O(1) (a dict's first key is found past every deleted
+        slot)."""
+        self.recorded_resent: OrderedDict[str, int] = OrderedDict()
+        """Request (``request_of``) -> how many times the recording holds its commands
+        again after their first send, for ``--summary-json``: looked up per request line in
+        O(1) (summing over ``recorded_cmds`` for each line was quadratic on a long recording),
+        and kept when a command of it goes. Bounded as ``recorded_cmds``, oldest first."""
 
     hears_commands = False
     """Take operators' commands (``COMMAND_KINDS``) into ``Batch.commands``: a replay does
@@ -333,14 +357,28 @@ class Ingest:
             return
         cmds = self.recorded_cmds
         known = cmds.get(msg.cmd_id)
+        request = request_of(msg.cmd_id)
+        resent = self.recorded_resent
         if known is not None:
             # A re-send of the same command (the live console's retry of an unanswered one):
             # told as a new request, one drain of a silent node read as five (a review).
-            known.resent += 1
+            resent[request] = resent.get(request, 0) + 1
             return
-        if len(cmds) >= RECORDED_CMDS_MAX:
-            del cmds[next(iter(cmds))]
-        cmds[msg.cmd_id] = RecordedCmd(msg.op, msg.target)
+        # The oldest go only once expired: none of its re-sends can come after, so forgetting
+        # it never tells one as a new request. Oldest first is enough (no scan for any expired
+        # one): consoles give their commands mostly the same lifetime (``ACK_TIMEOUT_S``), so
+        # the first sent expire first; an unexpired head keeps a few more for a few seconds.
+        while cmds and (len(cmds) >= RECORDED_CMDS_HARD_MAX or (
+                len(cmds) >= RECORDED_CMDS_MAX and next(iter(cmds.values())).until <= rx_ts)):
+            cmds.popitem(last=False)
+        life_s = max(0.0, (msg.expires_at - msg.issued_at) / 1000)
+        cmds[msg.cmd_id] = RecordedCmd(msg.op, msg.target,
+                                       rx_ts + life_s + RECORDED_EXPIRY_SLACK_S)
+        if request not in resent:
+            # A request has at least one command: it goes no sooner than its commands do.
+            while len(resent) >= RECORDED_CMDS_HARD_MAX:
+                resent.popitem(last=False)
+            resent[request] = 0
         self._batch.commands.append((rx_ts, msg))
 
     def recorded_answer(self, ack: Ack) -> RecordedCmd | None:

@@ -45,7 +45,7 @@ from fleetdeck.console.commands import (
 )
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
-from fleetdeck.console.ingest import Batch, Ingest
+from fleetdeck.console.ingest import Batch, Ingest, request_of
 from fleetdeck.console.interruptions import (
     IN_PLACE,
     INTERRUPTION,
@@ -1389,8 +1389,7 @@ class ConsoleSession:
     def recorded_resends(self, request: str) -> int:
         """How many times the recording holds the commands of ``request`` again after their
         first send (the live console's retries of unanswered ones: told once, counted here)."""
-        return sum(rc.resent for cmd_id, rc in self.ingest.recorded_cmds.items()
-                   if request_of(cmd_id) == request)
+        return self.ingest.recorded_resent.get(request, 0)  # (O(1) per request line)
 
     def _recorded_target(self, verb: str, targets: list[str]) -> tuple[str, tuple[str, ...]]:
         """How a recorded command's targets read, and the nodes its line concerns."""
@@ -1752,13 +1751,6 @@ class ConsoleSession:
         log.error("%s stopped: %s", what, detail)
         self._problem(what, f"{what} stopped: {detail}", self.clock())
         self.note(f"{what} stopped: {detail}", severity="error", kind="console")
-
-
-def request_of(cmd_id: str) -> str:
-    """The request a command id belongs to: a console numbers the commands of one request
-    ``REQUEST.0``, ``REQUEST.1``, … (one per node of a drain); any other id stands alone."""
-    head, dot, tail = cmd_id.rpartition(".")
-    return head if dot and tail.isdigit() else cmd_id
 
 
 def _nodes_of(req: Request) -> tuple[str, ...]:

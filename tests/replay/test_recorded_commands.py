@@ -7,6 +7,9 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
+from fleetdeck.console import ingest as ingest_mod
 from fleetdeck.console.replay import Player, replay_headless
 from fleetdeck.console.session import ConsoleSession, request_of
 
@@ -142,3 +145,61 @@ def test_the_headless_summary_counts_the_re_sends_of_an_unanswered_request(
     assert [(c["text"], c.get("resent")) for c in out["commands"]] == [(REQUESTED, 3)]
     out = replay_headless(FIXTURE)
     assert [c.get("resent") for c in out["commands"]] == [0, None, None]
+
+
+def _many(tmp_path: Path) -> Path:
+    """The fixture's drain (request R0, unanswered: its acks left out) and three more drains
+    half a second later (R1-R3, one node each), then R0's command re-sent 3, 6 and 9 s after it
+    and R1's once, all within their 10 s lifetime; 35 s in, when every one has expired, two more
+    drains (R4, R5)."""
+    lines = [d for d in _lines(FIXTURE) if not d.get("topic", "").endswith("/ack")]
+    cmd = next(d for d in lines if d.get("topic", "").endswith("/cmd"))
+    body, t0 = json.loads(cmd["p"]), cmd["t"]
+
+    def drain(k: int, at: float) -> dict:
+        node = f"gpu{k + 2:04d}"
+        p = dict(body, cmd_id=f"c60113{k}-21112-{k}.0", target=node, issued_by="bob")
+        return dict(cmd, t=at, topic=cmd["topic"].replace("gpu0002", node), p=json.dumps(p))
+
+    extra = [drain(k, t0 + 0.5) for k in (1, 2, 3)]
+    extra += [dict(cmd, t=t0 + s) for s in (3.0, 6.0, 9.0)] + [drain(1, t0 + 3.5)]
+    extra += [drain(k, t0 + 35) for k in (4, 5)]
+    rest = sorted(lines[1:] + extra, key=lambda d: d["t"])
+    out = tmp_path / "many.jsonl"
+    out.write_text("".join(json.dumps(d) + "\n" for d in lines[:1] + rest))
+    return out
+
+
+def test_past_the_bound_a_re_sent_command_is_still_one_request_and_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More recorded commands than RECORDED_CMDS_MAX (patched down to 2): the oldest used to go
+    while its console still re-sent it, and its next re-send was told as a second "alice
+    requested drain gpu0002" with its re-sends read 0 (a review). An unexpired command stays
+    (a seek back too); expired ones go, so the bound holds once they have."""
+    monkeypatch.setattr(ingest_mod, "RECORDED_CMDS_MAX", 2)
+    path = _many(tmp_path)
+    bob = "bob requested drain {} (finish); reason: fan noise on gpu5, ticket OPS-42"
+    said = [REQUESTED] + [bob.format(f"gpu{k + 2:04d}") for k in (1, 2, 3, 4, 5)]
+    p = Player(path, snapshot_every=4)
+    p.seek(p.end)
+    assert [text for _sev, text in command_lines(p.session)] == said
+    assert len(p.session.ingest.recorded_cmds) <= 2
+    p.seek(p.start + 8)
+    assert [text for _sev, text in command_lines(p.session)] == said[:4]
+    p.seek(p.end)
+    assert [text for _sev, text in command_lines(p.session)] == said
+    out = replay_headless(path)
+    assert [(c["text"], c["resent"]) for c in out["commands"]] == list(
+        zip(said, [3, 1, 0, 0, 0, 0], strict=True))
+
+
+def test_the_hard_bound_holds_even_for_unexpired_commands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a drain of more nodes than RECORDED_CMDS_HARD_MAX at once (or a forged recording)
+    gets here: memory stays bounded (the oldest goes though unexpired; its next re-send is then
+    told as a request again, the price of the bound)."""
+    monkeypatch.setattr(ingest_mod, "RECORDED_CMDS_MAX", 2)
+    monkeypatch.setattr(ingest_mod, "RECORDED_CMDS_HARD_MAX", 3)
+    p = Player(_many(tmp_path))
+    p.seek(p.start + 8)
+    assert len(p.session.ingest.recorded_cmds) == 3
