@@ -327,6 +327,20 @@ class FleetGrid(Widget, can_focus=True):
                                           (topo.rack if topo else "") or "(no rack)")
         return hit[1] if kind == "leaf" else hit[2]
 
+    def place(self, index: int) -> str:
+        """Where node ``index`` stands, "leaf40 rack157", for the line under the grid: on a
+        1,024-node fleet `}` and `)` moved the cursor from leaf to leaf and rack to rack, and
+        nothing on the screen said which one it had reached (a 21-node row starts mid-leaf).
+        A name that does not say its kind gets it ("rack r04"); a node without a topology in
+        its birth, nothing."""
+        parts = []
+        for kind in ("leaf", "rack"):
+            name = self.where(index, kind)
+            if name == f"(no {kind})":
+                continue
+            parts.append(name if name.startswith(kind) else f"{kind} {name}")
+        return " ".join(parts)
+
     def action_group(self, kind: str, step: int) -> None:
         """Page by leaf or rack in grid order: forward, the first node of the next group;
         back, the first node of this group (of the previous one when already there)."""

@@ -137,6 +137,9 @@ async def test_page_by_leaf_and_rack():
             return grid.current_node
 
         assert await press("right_curly_bracket") == "gpu0033"  # leaf01's first node
+        # The line under the grid says where the jump landed: the rows do not follow leaves.
+        status = world.app.screen.query_one("#grid-status")
+        assert "gpu0033 gpu0 leaf01 rack r04 " in status.render().plain
         assert await press("right_curly_bracket") == "gpu0065"
         for _ in range(10):  # into leaf02, past its first node
             await press("l")
@@ -144,6 +147,7 @@ async def test_page_by_leaf_and_rack():
         assert await press("left_curly_bracket") == "gpu0065"  # the start of this leaf
         assert await press("left_curly_bracket") == "gpu0033"  # then the previous one
         assert await press("right_parenthesis") == "gpu0041"  # next rack
+        assert "gpu0041 gpu2 leaf01 rack r05 " in status.render().plain
         assert await press("left_parenthesis") == "gpu0033"
         for _ in range(7):
             await press("right_curly_bracket")

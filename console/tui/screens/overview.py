@@ -302,6 +302,9 @@ class OverviewScreen(FleetView):
             return
         st = self.fleet.state.nodes.get(node)
         text = f"[b]{esc(node)}[/] gpu{grid.cursor_gpu}"
+        place = grid.place(grid.cursor_node)
+        if place:  # which leaf and rack `}`/`)` reached: the rows do not follow them
+            text += f" [$text-muted]{esc(place)}[/]"
         if st is not None:
             t = st.telemetry
             g = next((x for x in t.gpus if x.index == grid.cursor_gpu), None) if t else None
