@@ -89,16 +89,30 @@ def _port_with_past(st: NodeState, p: fast.IbPortSample) -> fast.DigestPort:
 
 
 def _kept_findings(findings: list[Finding]) -> list[Finding]:
-    """The findings a digest holds (``MAX_DIGEST_FINDINGS``), F1 always among them. A node with
-    a fault of its own behind a dead leaf group has F1 last (8 rails x N1 + N2 = 16 findings,
-    then its XID, then F1): cut there, the console on digests kept the " (switch)" findings
-    as the node's own and never heard of the switch its collector named."""
+    """The findings a digest holds (``MAX_DIGEST_FINDINGS``), F1 always among them. Over the
+    limit, the " (switch)" findings go first: F1 names their ports and a console on digests
+    makes them its switch's again (``_apply_findings``), while the liveness findings, the
+    node's own and F1 have nothing else to carry them. A node with a fault of its own behind a
+    dead leaf group has 8 rails x N1 + N2 = 16 switch findings; cut in order, its own port
+    fault on a high rail (N3 sorts after N1/N2) was dropped, and the console on digests said
+    "check the switch, do not drain" of a node whose cable needed cleaning."""
     if len(findings) <= MAX_DIGEST_FINDINGS:
         return findings
-    head = findings[:MAX_DIGEST_FINDINGS]
-    f1 = next((f for f in findings[MAX_DIGEST_FINDINGS:] if f.rule == "F1"), None)
-    # F1 comes first (nothing of its own on the node) or last: in order either way.
-    return head if f1 is None else [*head[:-1], f1]
+    switch = sum(f.text.endswith(SWITCH_MARK) for f in findings)
+    drop = min(switch, len(findings) - MAX_DIGEST_FINDINGS)
+    kept: list[Finding] = []
+    for f in reversed(findings):
+        if drop and f.text.endswith(SWITCH_MARK):
+            drop -= 1  # the last ones, as a cut in order did before
+            continue
+        kept.append(f)
+    kept.reverse()
+    if len(kept) <= MAX_DIGEST_FINDINGS:
+        return kept
+    # Still too many (the node's own findings alone fill it): keep F1, wherever it sorted.
+    f1 = next((f for f in kept if f.rule == "F1"), None)
+    head = [f for f in kept if f is not f1][:MAX_DIGEST_FINDINGS - (f1 is not None)]
+    return head if f1 is None else [*head, f1]
 
 
 def make_digest(st: NodeState, by: str, now: float,

@@ -604,3 +604,49 @@ def test_a_digest_keeps_the_suspect_switch_of_a_node_with_more_findings_than_it_
     d = dig.nodes["gpu0001"]
     assert d.behind_switch == r.behind_switch and not d.behind_by_collector
     assert not any(f.text.endswith(" (switch) (switch)") for f in d.all_findings), d.findings
+
+
+def test_a_digest_keeps_a_node_s_own_port_fault_behind_a_dead_leaf_group():
+    # All 8 rails of leaf00 down (N1 + N2 on each: 16 findings the switch's) and gpu0001's
+    # last rail with symbol errors of its own (N3). Cut in order, the digest dropped that N3
+    # (it sorts after the switch's N1/N2) and kept F1: the console on digests said "check
+    # the switch, do not drain" where the raw console said to clean mlx5_ib7:1's cable.
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS
+    from tests.console.test_incidents import run
+
+    def leaf_down(tel):
+        ports = [replace(p, state="DOWN", phys_state="Polling",
+                         errors_1h={**p.errors_1h, "link_downed": 1}) for p in tel.ib_ports]
+        return replace(tel, ib_ports=ports)
+
+    def and_symbols(tel):  # its own: 5,000 symbol errors in the hour on the last rail
+        tel = leaf_down(tel)
+        ports = [replace(p, errors_1h={**p.errors_1h, "symbol_error": 5000})
+                 if p.dev == "mlx5_ib7" else p for p in tel.ib_ports]
+        return replace(tel, ib_ports=ports)
+
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    faults = {n: leaf_down for n in behind[1:]}
+    faults["gpu0001"] = and_symbols
+    session = run(8, faults)
+    raw = session.state
+    now = session.clock()
+    r = raw.nodes["gpu0001"]
+    assert len(r.all_findings) > MAX_DIGEST_FINDINGS, r.all_findings
+    assert any(f.rule == "N3" and f.component == "mlx5_ib7:1" and not f.text.endswith(
+        " (switch)") for f in r.all_findings), r.all_findings
+    digest = make_digest(r, "shard-1", now)
+    assert len(digest.findings) == MAX_DIGEST_FINDINGS
+    assert any(f.rule == "N3" for f in digest.findings), digest.findings
+    dig = _split_digests(raw, raw, raw, [], now)
+    d = dig.nodes["gpu0001"]
+    assert (d.verdict, d.behind_switch, d.behind_ports, d.behind_link_only) == (
+        r.verdict, r.behind_switch, r.behind_ports, r.behind_link_only)
+    f1 = [str(f) for f in d.all_findings if f.rule == "F1"]
+    assert f1 == [str(f) for f in r.all_findings if f.rule == "F1"], f1
+    assert "do not drain" not in f1[0]
+    assert "mlx5_ib7:1" in recommended_action(r, raw)
+    assert recommended_action(d, dig) == recommended_action(r, raw)
