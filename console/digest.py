@@ -74,15 +74,26 @@ def _up(state: str | None, phys: str | None) -> bool:
     return state == "ACTIVE" and phys in (None, "LinkUp")
 
 
-def _port_with_past(st: NodeState, p: fast.IbPortSample) -> fast.DigestPort:
+def _on_digest_clock(ts_ms: int | None, shift_ms: int) -> int | None:
+    return None if ts_ms is None else max(0, ts_ms + shift_ms)
+
+
+def _port_with_past(st: NodeState, p: fast.IbPortSample, shift_ms: int) -> fast.DigestPort:
     """A port with a finding, with its past (``PortPast``) and the link drops ``port_status``
-    reads, each left out at its default (docs/protocol.md, "Digests")."""
+    reads, each left out at its default (docs/protocol.md, "Digests"). The past is dated by
+    the agent's samples; ``shift_ms`` (the digest's ``ts`` less its latest sample's) puts it
+    on the digest's clock, which a console on digests reads it against: 90 s between the
+    agent's clock and the collector's read a flapping link "held steady" (or a quiet port
+    still erroring) on digests, not on raw telemetry."""
     h = st.history.ports.get(port_key(p))
     past = PortPast() if h is None else PortPast.of(h)
     return fast.DigestPort(
         dev=p.dev, port=p.port, up=_up(p.state, p.phys_state),
         downs_1h=p.errors_1h.get("link_downed", 0), downed=p.d.get("link_downed", 0) > 0,
-        fatal_ms=past.fatal_ms, symbol_ms=past.symbol_ms, first_ms=past.first_ms,
+        fatal_ms=_on_digest_clock(past.fatal_ms, shift_ms),
+        symbol_ms=_on_digest_clock(past.symbol_ms, shift_ms),
+        # 0 says "none yet": a first sample shifted to or below 0 is still one.
+        first_ms=max(1, past.first_ms + shift_ms) if past.first_ms else 0,
         # "saturated" is said over "storm": either makes N3 never quiet, and only a saturated
         # counter hides a new error since a repair (``PortPast.of_digest``).
         symbols_blind="saturated" if past.saturated else "storm" if past.storm else None)
@@ -128,7 +139,8 @@ def make_digest(st: NodeState, by: str, now: float,
         # Only those: a healthy node's digest stays as small as before.
         n_ports = {f.component for f in st.findings if f.rule.startswith("N")}
         if n_ports:
-            ports = [_port_with_past(st, p) if f"{p.dev}:{p.port}" in n_ports
+            shift_ms = int(now * 1000) - t.ts  # the agent's sample clock to the digest's
+            ports = [_port_with_past(st, p, shift_ms) if f"{p.dev}:{p.port}" in n_ports
                      else fast.DigestPort(dev=p.dev, port=p.port, up=_up(p.state, p.phys_state))
                      for p in wire2.full(t).ib_ports]
         if type(t) is wire2.Pending and not t.built:

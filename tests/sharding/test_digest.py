@@ -1,5 +1,7 @@
 """Digests: made from a judged node, validated on receipt, shown as the collector judged them."""
 
+import pytest
+
 from fleetdeck.console.digest import DIGEST_STALE_S, DigestSender, make_digest
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Ingest
@@ -369,13 +371,15 @@ def test_a_switch_whose_nodes_the_collectors_split_is_suspected_on_digests():
 class _Twins:
     """One real agent on a simulated node, heard by a console on raw telemetry and by a
     console on the digests a collector (that raw console) makes of it, both with job 4103 on
-    the node."""
+    the node. ``skew_s``: how far the collector's (and the digest console's) clock is ahead of
+    the agent's."""
 
-    def __init__(self) -> None:
+    def __init__(self, skew_s: float = 0.0) -> None:
         from fleetdeck.console.judgements import correlate_digests
         from fleetdeck.protocol.messages import JobState, JobStatus
 
         self.node = FakeNode(cluster="demo")
+        self.skew_s = skew_s
         self.raw_in = Ingest("demo")
         self.raw = FleetState("demo", self.raw_in.malformed)
         self.dig_in = Ingest("demo")
@@ -396,11 +400,11 @@ class _Twins:
             self.raw.apply(self.raw_in.take_batch(), self.node.now)
             self.raw.judge_fleet(self.node.now)
         st = self.raw.nodes["gpu0001"]
+        now = self.node.now + self.skew_s  # the collector's clock, and the console's
         self.dig_in.handle(topic_for("demo", Kind.DIGEST, "gpu0001"),
-                           codec.encode(make_digest(st, "shard-1", self.node.now)),
-                           self.node.now)
-        self.dig.apply(self.dig_in.take_batch(), self.node.now)
-        self.dig.judge_fleet(self.node.now)
+                           codec.encode(make_digest(st, "shard-1", now)), now)
+        self.dig.apply(self.dig_in.take_batch(), now)
+        self.dig.judge_fleet(now)
 
     def held_up(self) -> tuple[str, str]:
         """(raw, digest) consoles' "held up by" of job 4103."""
@@ -417,7 +421,14 @@ class _Twins:
                      for c in (self.raw, self.dig))  # type: ignore[return-value]
 
 
-def test_a_digest_console_says_a_flapping_link_holds_its_job_up_as_the_raw_console_does():
+_SKEWS = [0.0, 90.0, -90.0]
+"""The collector's clock against the agent's: a digest's port past is dated by the agent's
+samples and read against the digest's time."""
+
+
+@pytest.mark.parametrize("skew_s", _SKEWS)
+def test_a_digest_console_says_a_flapping_link_holds_its_job_up_as_the_raw_console_does(
+        skew_s: float):
     # A drill: while gpu0008's link flapped, the raw console said job 4103 was "held up by
     # gpu0008 failed: N2 …" and the console on digests said nothing (it had no history of
     # when the link last went down: up between drops read "links up again"), so its restart
@@ -425,7 +436,7 @@ def test_a_digest_console_says_a_flapping_link_holds_its_job_up_as_the_raw_conso
     # "flapping" (digests carried only up or down).
     from fleetdeck.console.judgements import PORT_FLAPPING, restart_reason_hint
 
-    twins = _Twins()
+    twins = _Twins(skew_s)
     twins.step(3)
     assert twins.held_up() == ("", "")
     twins.node.sim.flap(3, count=6, down_s=1.0, every_s=5.0, t=twins.node.sim._t_own + 0.5)
@@ -449,11 +460,13 @@ def test_a_digest_console_says_a_flapping_link_holds_its_job_up_as_the_raw_conso
     assert twins.dig.nodes["gpu0001"].verdict is Verdict.FAILED  # N2's hour still holds
 
 
-def test_a_digest_console_frees_a_job_once_symbol_errors_stop_as_the_raw_console_does():
+@pytest.mark.parametrize("skew_s", _SKEWS)
+def test_a_digest_console_frees_a_job_once_symbol_errors_stop_as_the_raw_console_does(
+        skew_s: float):
     # The same gap the other way round: a node whose symbol errors (N3) had stopped read as
     # holding its job up on digests (no history: never quiet) while the raw console said
     # it did its part.
-    twins = _Twins()
+    twins = _Twins(skew_s)
     twins.step(3)
     twins.node.sim.symbol_storm(3, rate=50.0, bandwidth=1.0)
     twins.step(20)
