@@ -133,6 +133,7 @@ def make_digest(st: NodeState, by: str, now: float,
     gpus: list[fast.GpuSample] = []
     ports: list[fast.DigestPort] = []
     job = ranks = None
+    shift_ms = 0  # sent only with a port's past: a healthy node's digest stays as before
     if t is not None:
         # Ports with an N finding carry what the raw console reads of their past
         # (``judgements.port_past``): whether a link flaps, whether a job is held up by it.
@@ -169,7 +170,7 @@ def make_digest(st: NodeState, by: str, now: float,
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
-        seq_gaps=st.seq_gaps, every_s=every_s)
+        seq_gaps=st.seq_gaps, every_s=every_s, shift_ms=shift_ms)
 
 
 def digest_key(st: NodeState) -> tuple[object, ...]:

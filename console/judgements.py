@@ -911,8 +911,7 @@ def held_only_since(st: NodeState, rules: frozenset[str] = QUIET_HELD_RULES) -> 
     up = ports_up(t)
     if any(f.component not in up for f in drains):
         return None
-    repairs = [e.ts / 1000 for e in st.events if e.kind == "repair"
-               and e.ts / 1000 >= st.changed_at]
+    repairs = _repairs_since_failed(st)
     repaired = max(repairs) if repairs else None
     for f in drains:
         h = port_past(st, up[f.component])
@@ -945,8 +944,18 @@ def resume_ends_failure(st: NodeState) -> bool:
     if not drains or t is None or any(f.rule not in QUIET_HELD_RULES for f in drains):
         return False
     up = ports_up(t)
-    return (all(f.component in up for f in drains)
-            and any(e.kind == "repair" and e.ts / 1000 >= st.changed_at for e in st.events))
+    return all(f.component in up for f in drains) and bool(_repairs_since_failed(st))
+
+
+def _repairs_since_failed(st: NodeState) -> list[float]:
+    """When the node's agent said it was repaired since the node went failed, on the clock
+    its port past (``port_past``) and its sample are read on: the agent's on raw telemetry,
+    the digest's on digests (``Digest.shift_ms``). Read unshifted on digests, 90 s between the
+    agent's clock and the collector's said a repaired port had symbol errors since its repair
+    (or none) where the raw console said the opposite."""
+    shift_s = st.digest.shift_ms / 1000 if st.digest is not None else 0.0
+    return [e.ts / 1000 + shift_s for e in st.events if e.kind == "repair"
+            and e.ts / 1000 + shift_s >= st.changed_at]
 
 
 _HINT_CUT = re.compile(r" \(|[;:]")

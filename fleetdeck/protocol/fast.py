@@ -408,3 +408,4 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     last_seen_s: NonNeg | None = None
     seq_gaps: U64 = 0
     every_s: Interval = 5.0
+    shift_ms: Annotated[int, msgspec.Meta(ge=-2**53, le=2**53)] = 0

@@ -573,6 +573,10 @@ class Digest(_Versioned):
     every_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     """How often its collector refreshes this digest (``collect --digest-every``): consoles
     read it as stale after three periods without one."""
+    shift_ms: Annotated[int, Field(ge=-2**53, le=2**53)] = 0
+    """The digest's ``ts`` less the node's latest sample's (the collector's clock against its
+    agent's): what its ports' past was shifted by onto the digest's clock, and what a console
+    on digests shifts the node's events by to read them against that past."""
 
 
 MESSAGE_MODELS: dict[str, type[BaseModel]] = {

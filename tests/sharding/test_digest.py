@@ -480,6 +480,33 @@ def test_a_digest_console_frees_a_job_once_symbol_errors_stop_as_the_raw_console
     assert twins.dig.nodes["gpu0001"].verdict is Verdict.FAILED  # N3's hour still holds
 
 
+@pytest.mark.parametrize("skew_s", _SKEWS)
+def test_a_digest_console_frees_a_job_once_its_port_is_repaired_as_the_raw_console_does(
+        skew_s: float):
+    # The agent's repair event is dated by its clock and the digest's port past by the
+    # collector's: read as they came, 90 s of skew either way held the job up on digests
+    # (a symbol error "after" the repair, or a repair "after" the digest) while the raw
+    # console said the node did its part.
+    from fleetdeck.agents.source import EventDraft
+
+    twins = _Twins(skew_s)
+    twins.step(3)
+    twins.node.sim.symbol_storm(3, rate=50.0, bandwidth=1.0)
+    twins.step(20)
+    raw, dig = twins.held_up()
+    assert raw.startswith("gpu0001 failed: N3 mlx5_ib3:1") and dig == raw, (raw, dig)
+    twins.node.sim.symbol_storm(3, rate=0.0, bandwidth=1.0)
+    twins.step(5)
+    repair = codec.encode(twins.node.agent._event(EventDraft("repair", "node repaired")))
+    twins.raw_in.handle(twins.node.topic(Kind.EVENT), repair, twins.node.now)
+    twins.dig_in.handle(twins.node.topic(Kind.EVENT), repair, twins.node.now + skew_s)
+    for _ in range(5):
+        twins.step()
+        assert twins.held_up()[1] == twins.held_up()[0], twins.node.now
+    assert twins.held_up() == ("", "")
+    assert twins.dig.nodes["gpu0001"].digest.shift_ms != 0 or skew_s == 0
+
+
 def test_a_digest_carries_a_port_past_only_for_ports_with_a_finding():
     # Collectors publish digests for thousands of nodes: a healthy node's is as before, and
     # an older collector's (no past at all) reads as it did: no flap seen, never quiet.
