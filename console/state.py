@@ -148,6 +148,27 @@ NOT_DRAINED = DrainInfo()
 """The drain of a node that is not drained (immutable, shared)."""
 
 
+
+_TALKS = "telemetry delta{s} heard, the last {ago:.0f} s ago, but not yet its keyframe"
+_TALKS_RE = re.compile(r"^\d+ " + re.escape(_TALKS).replace(re.escape("{s}"), "s?").replace(
+    re.escape("{ago:.0f}"), r"\d+"))
+
+
+def awaiting_keyframe(count: int, ago_s: float) -> str:
+    """H1's text of a node that talks: its deltas heard, their keyframe awaited
+    (``NodeState.talking``). ``says_it_talks`` reads it back: one place for both, so the
+    wording and the check cannot drift apart."""
+    return (f"{count} " + _TALKS.format(s="s" if count != 1 else "", ago=max(0.0, ago_s))
+            + ": asked for one (an ask the broker drops, as for a broker user that may not "
+            "publish node/+/cmd, such as 'viewer', waits for the agent's periodic keyframe, "
+            "30 s by default)")
+
+
+def says_it_talks(h1_text: str) -> bool:
+    """Whether an H1 text (a collector's, on a console on digests) is ``awaiting_keyframe``'s:
+    the node talks, and a command unanswered is not its agent hung."""
+    return _TALKS_RE.match(h1_text) is not None
+
 @dataclass
 class NodeState:
     node_id: str
@@ -453,9 +474,13 @@ class NodeState:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict.
         ``blind``: when the console itself heard nothing (``FleetState.blind``)."""
         if self.digest is not None:
-            self.talks = False  # the collector's H1 says whether it talks
             verdict = judge_digest(self, now if blind is None else
                                    self.digest_rx + unseen_s(self.digest_rx, now, blind))
+            # The collector's H1 says whether it talks (its deltas heard, their keyframe
+            # awaited); a digest gone stale (D1) says nothing any more. Always False, a
+            # command timed out to such a node read "its agent is hung or cut off".
+            self.talks = not any(f.rule == "D1" for f in self.liveness) and any(
+                f.rule == "H1" and says_it_talks(f.text) for f in self.findings)
             if verdict is not self.changed_to:
                 self.changed_at, self.changed_to = now, verdict
             self.judged, self.verdict = True, verdict
@@ -495,11 +520,7 @@ class NodeState:
                         f"{max(0.0, now - rx):.0f} s ago ({why[:200]})")
             elif talks:
                 rx, count = self.awaiting or (0.0, 0)
-                text = (f"{count} telemetry delta{'s' if count != 1 else ''} heard, the last "
-                        f"{max(0.0, now - rx):.0f} s ago, but not yet its keyframe: asked for "
-                        "one (an ask the broker drops, as for a broker user that may not "
-                        "publish node/+/cmd, such as 'viewer', waits for the agent's periodic "
-                        "keyframe, 30 s by default)")
+                text = awaiting_keyframe(count, now - rx)
             liveness.append(Finding("H1", Severity.WARN, "", text + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
             # Two machines publish as one node: every figure shown is a mix of both.

@@ -138,3 +138,40 @@ def test_a_drain_to_a_live_node_on_a_digest_console_still_names_the_acl():
     state = _on_digests(_digest(), 1000.5)
     assert why_unanswered(state, "gpu1234") == ""
     assert ACL in _drain_times_out(state, 1000.5)
+
+
+def test_a_drain_to_a_talking_node_on_a_digest_console_names_the_acl_not_a_hung_agent():
+    # The collector heard the node's deltas, its keyframe asks dropped (a viewer-like ACL):
+    # its H1 says it talks. The console on digests set ``talks`` False for every digest node
+    # and a drain's time-out said "its agent is hung or cut off" of a node that talked.
+    from fleetdeck.console.digest import make_digest
+    from fleetdeck.protocol import codec
+
+    clock = Clock()
+    fleet = SynthFleet(8, clock)
+    for agent in fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe the collector never saw
+    ingest = Ingest(CLUSTER)
+    collector = FleetState(CLUSTER, ingest.malformed)
+    fleet.birth(ingest)
+    for _ in range(10):
+        _tick(fleet, ingest, collector, fleet.names)
+    st = collector.nodes["gpu0003"]
+    assert st.verdict is Verdict.STALE and st.talks, st.all_findings
+    dig_in = Ingest(CLUSTER)
+    dig = FleetState(CLUSTER, dig_in.malformed)
+    dig_in.handle(topic_for(CLUSTER, Kind.DIGEST, "gpu0003"),
+                  codec.encode(make_digest(st, "shard-1", clock())), clock())
+    dig.apply(dig_in.take_batch(), clock())
+    dig.judge_fleet(clock())
+    d = dig.nodes["gpu0003"]
+    assert d.verdict is Verdict.STALE and d.talks, d.all_findings
+    assert why_unanswered(dig, "gpu0003") == ""
+    tracker = CommandTracker(CLUSTER, "sre1", ack_timeout_s=15)
+    req = tracker.drain(["gpu0003"], "drill", clock())
+    tracker.observe(dig, [], clock() + 16)
+    detail = req.targets[0].detail
+    assert ACL in detail and "hung" not in detail, detail
+    # Its collector gone quiet (D1): nothing says it talks any more.
+    dig.judge_fleet(clock() + 3600)
+    assert not d.talks and "hung" not in never_reached(dig, "gpu0003")
