@@ -274,11 +274,14 @@ def _port_sample(p: fast.DigestPort) -> fast.IbPortSample:
     return got
 
 
-_PORT_LISTS: dict[tuple[fast.DigestPort, ...], list[fast.IbPortSample]] = {}
+_PORT_LISTS: dict[tuple[tuple[str, int, bool, int, bool], ...], list[fast.IbPortSample]] = {}
 
 
 def _sample_of(d: fast.Digest) -> fast.Telemetry:
-    key = tuple(d.ports)
+    # Keyed on what the sample reads of a port (``_port_sample``) only: keyed on the whole
+    # port, its past (``fatal_ms`` …, per node, shifted anew by every digest) made each bad
+    # node's digest a new entry, and the list no longer shared between nodes.
+    key = tuple((p.dev, p.port, p.up, p.downs_1h, p.downed) for p in d.ports)
     ports = _PORT_LISTS.get(key)
     if ports is None:
         if len(_PORT_LISTS) > 4096:

@@ -690,3 +690,24 @@ def test_a_digest_keeps_a_node_s_own_port_fault_behind_a_dead_leaf_group():
     assert "do not drain" not in f1[0]
     assert "mlx5_ib7:1" in recommended_action(r, raw)
     assert recommended_action(d, dig) == recommended_action(r, raw)
+
+
+def test_nodes_with_the_same_ports_share_one_port_list_whatever_their_past():
+    # The synthesized sample's port list is shared between nodes that read the same; keyed
+    # on the whole port, each bad node's past (its own fatal_ms, new in every digest) made
+    # it one list a digest, the cache filling and clearing instead of sharing.
+    from fleetdeck.console.digest import _PORT_LISTS, _sample_of
+    from fleetdeck.protocol import fast
+
+    def digest(node: str, fatal_ms: int) -> fast.Digest:
+        return codec.decode_digest(_digest_json(node=node, verdict="failed", ports=[
+            {"dev": "mlx5_ib0", "up": True, "downs_1h": 2, "fatal_ms": fatal_ms,
+             "first_ms": 5}, {"dev": "mlx5_ib1", "up": False}]))
+
+    _PORT_LISTS.clear()
+    a = _sample_of(digest("gpu0001", 1_000))
+    b = _sample_of(digest("gpu0002", 2_000))
+    c = _sample_of(digest("gpu0001", 3_000))
+    assert a.ib_ports is b.ib_ports is c.ib_ports and len(_PORT_LISTS) == 1
+    assert [(p.state, p.errors_1h) for p in a.ib_ports] == [
+        ("ACTIVE", {"link_downed": 2}), ("DOWN", {})]
