@@ -161,6 +161,20 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
         b"[]",
         b"{",
     ]
+    # A port's past (only ports with an N finding carry it) and the clock shift that goes
+    # with it: bounds, null, bools, floats and strings, refused or accepted as the model does.
+    past = {"dev": "mlx5_ib3", "up": True}
+    for field, values in {
+        "fatal_ms": [0, 2**53, 2**53 + 1, 2**64 - 1, 2**64, -1, None, True, 1.0, 1.5, "1", ""],
+        "symbol_ms": [1, 2**53 + 1, 2**64, -1, None, False, 2.5, "x"],
+        "first_ms": [0, 2**53, 2**53 + 1, 2**64, -1, None, True, 3.0, "0"],
+        "downs_1h": [0, 2**32 - 1, 2**32, 2**64, -1, None, True, 1.5, "2"],
+        "downed": [True, False, None, 0, 1, 1.0, "true"],
+        "symbols_blind": ["storm", "saturated", None, "blind", "", True, 1],
+    }.items():
+        cases += [_digest_json(ports=[{**past, field: v}]) for v in values]
+    cases += [_digest_json(shift_ms=v) for v in (0, -90_000, 2**53, -2**53, 2**53 + 1,
+                                                 -2**53 - 1, 2**64, None, True, 1.5, "5")]
     for payload in cases:
         try:
             ref = codec.decode(Digest, payload)
@@ -171,10 +185,11 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
             continue
         fast_d = codec.decode_digest(payload)
         assert (fast_d.node, fast_d.by, fast_d.verdict, fast_d.drain.state, fast_d.drain.reason,
-                [(g.index, g.util_pct) for g in fast_d.gpus],
-                [(p.dev, p.up) for p in fast_d.ports]) == (
+                [(g.index, g.util_pct) for g in fast_d.gpus], fast_d.shift_ms) == (
             ref.node, ref.by, ref.verdict, ref.drain.state.value, ref.drain.reason,
-            [(g.index, g.util_pct) for g in ref.gpus], [(p.dev, p.up) for p in ref.ports]), payload
+            [(g.index, g.util_pct) for g in ref.gpus], ref.shift_ms), payload
+        assert [{f: getattr(p, f) for f in p.__struct_fields__} for p in fast_d.ports] == [
+            p.model_dump() for p in ref.ports], payload
 
 
 def _on_digests(session, by: str = "shard-1") -> FleetState:
