@@ -2,12 +2,12 @@
 broker, or a mistyped cluster, ends with one sentence and exit 2, never an empty healthy fleet;
 ``collect`` on a store it cannot use says so."""
 
-import contextlib
 import socket
 import threading
 import time
 
 from tests.conftest import eventually, run_cli, spawn, stop_process
+from tests.relay import Relay
 
 
 def test_status_against_a_broker_that_never_answers_is_exit_2():
@@ -315,59 +315,6 @@ def test_a_node_whose_clock_is_an_hour_ahead_is_named_with_why(capsys):
     assert unhealthy([out], "failed", waiting) == EXIT_UNSEEN
 
 
-class SlowConnacks:
-    """A TCP relay in front of a real broker that holds each connection's first answer (its
-    CONNACK) ``delay_s``: a TLS site broker far away, where a connect takes ~2 s."""
-
-    def __init__(self, upstream: tuple[str, int], delay_s: float) -> None:
-        self.upstream, self.delay_s = upstream, delay_s
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen()
-        self.server.settimeout(0.2)
-        self.port: int = self.server.getsockname()[1]
-        self.stop = threading.Event()
-        self.socks: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, delay_first: bool) -> None:
-        first = delay_first
-        try:
-            while not self.stop.is_set():
-                data = src.recv(65536)
-                if not data:
-                    break
-                if first:
-                    time.sleep(self.delay_s)
-                    first = False
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                client = self.server.accept()[0]
-            except OSError:
-                continue
-            broker = socket.create_connection(self.upstream)
-            self.socks += [client, broker]
-            for src, dst, slow in ((client, broker, False), (broker, client, True)):
-                threading.Thread(target=self._pipe, args=(src, dst, slow), daemon=True).start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join()
-        for s in self.socks:
-            s.close()
-        self.server.close()
-
-
 async def test_status_of_several_clusters_over_a_slow_broker_gives_each_its_own_connect(
         mosquitto, tmp_path):
     """Connected one after another, the third of three clusters used to get what the first
@@ -378,7 +325,7 @@ async def test_status_of_several_clusters_over_a_slow_broker_gives_each_its_own_
     url = str(mosquitto.url)
     sims = [spawn("sim", "--broker", url, "--cluster", name, "--nodes", "1",
                   log=tmp_path / f"sim-{name}.log") for name in "abc"]
-    relay = SlowConnacks((mosquitto.url.host, mosquitto.url.port), 2.0)
+    relay = Relay((mosquitto.url.host, mosquitto.url.port), answer_delay_s=2.0)
     try:
         for name in "abc":
             await eventually(lambda name=name: run_cli(
