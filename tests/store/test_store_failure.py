@@ -16,8 +16,9 @@ from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
 
-async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch):
-    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))  # retry at once in a test
+async def at_its_page_limit(tmp_path) -> tuple[FakeNode, ConsoleSession, Store]:
+    """A console with one node whose store is full from now on: SQLite's own "database or
+    disk is full", at the page limit the file has now (``PRAGMA max_page_count``)."""
     node = FakeNode(cluster="full")
     session = ConsoleSession("full", clock=lambda: node.now)
     await session.open_store(tmp_path / "store.db")
@@ -25,10 +26,16 @@ async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch
     node.feed(session.ingest, node.birth(), Kind.BIRTH)
     session.tick()
     await session.flush()
-    # SQLite's own "database or disk is full", at the page limit the file has now.
     async with session.store.db.execute("PRAGMA page_count") as cur:
-        (pages,) = await cur.fetchone()
-    await session.store.db.execute(f"PRAGMA max_page_count = {pages}")
+        row = await cur.fetchone()
+    assert row is not None
+    await session.store.db.execute(f"PRAGMA max_page_count = {row[0]}")
+    return node, session, session.store
+
+
+async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))  # retry at once in a test
+    node, session, store = await at_its_page_limit(tmp_path)
     for i in range(400):
         ev = node.agent._event(EventDraft("xid", f"event {i} " + "x" * 200))
         node.feed(session.ingest, ev, Kind.EVENT)
@@ -40,7 +47,7 @@ async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch
     assert "store" in session.problems and "full" in session.problems["store"].detail
     assert session.store_backlog > 0
     # Space comes back: the next flush writes everything that was held.
-    await session.store.db.execute("PRAGMA max_page_count = 1073741823")
+    await store.db.execute("PRAGMA max_page_count = 1073741823")
     node.now += 0.5
     session.tick()
     await session.flush()
@@ -64,16 +71,7 @@ async def test_an_outage_that_ends_at_close_is_kept_with_its_end(tmp_path, monke
     catches up and says "writable again", and that line is kept too (it was made after the
     last tick's rows, and lost)."""
     monkeypatch.setattr(session_mod, "STORE_RETRY_S", (60.0, 60.0))  # no retry before close
-    node = FakeNode(cluster="full")
-    session = ConsoleSession("full", clock=lambda: node.now)
-    await session.open_store(tmp_path / "store.db")
-    assert session.store is not None
-    node.feed(session.ingest, node.birth(), Kind.BIRTH)
-    session.tick()
-    await session.flush()
-    async with session.store.db.execute("PRAGMA page_count") as cur:
-        (pages,) = await cur.fetchone()
-    await session.store.db.execute(f"PRAGMA max_page_count = {pages}")
+    node, session, store = await at_its_page_limit(tmp_path)
     for i in range(100):
         node.feed(session.ingest, node.agent._event(EventDraft("xid", f"e{i} " + "x" * 200)),
                   Kind.EVENT)
@@ -81,7 +79,7 @@ async def test_an_outage_that_ends_at_close_is_kept_with_its_end(tmp_path, monke
     session.tick()
     await session.flush()
     assert "store" in session.problems
-    await session.store.db.execute("PRAGMA max_page_count = 1073741823")
+    await store.db.execute("PRAGMA max_page_count = 1073741823")
     await session.close()
     store = await Store.open(tmp_path / "store.db")
     rows = await store.events(0)
