@@ -223,7 +223,7 @@ async def test_a_silent_nodes_figures_are_marked_last_known(world):
         st = world.app.state.nodes["gpu0001"]
         assert st.stale or st.online is False
         status = next(ln for ln in text_of(world.app).splitlines() if "enter: detail" in ln)
-        assert "gpu0001 gpu0  last known 60s ago: util" in status, status
+        assert "gpu0001 gpu0 leaf00 rack r00  last known 60s ago: util" in status, status
         await pilot.press("2")
         world.fleet.telemetry(world.ingest, names=others)
         world.tick()
