@@ -71,15 +71,16 @@ def slurm_state(st: NodeState) -> str:
     ``*`` suffix for not responding (stale telemetry)."""
     # An operator's drain shows on a node that is also down, as sinfo's "drain*": "down*"
     # hid that a powered-off node had been drained (a review).
+    # One that talks unread responds (its deltas come): no "*" (``NodeState.unread_talking``).
+    silent = (st.stale and not st.unread_talking) or st.online is False
     if st.drain.state is DrainState.DRAINING:
-        return "drng*" if st.online is False or st.stale else "drng"
+        return "drng*" if silent else "drng"
     if st.drain.state is DrainState.DRAINED:
-        return "drain*" if st.online is False or st.stale else "drain"
+        return "drain*" if silent else "drain"
     if st.online is False and not st.job_stepping:
         return "down*"
     # A silent agent whose job steps on: allocated and not responding, "alloc*" (sinfo), not a
     # down node (a 3 a.m. drive).
-    silent = st.stale or st.online is False
     t = st.sample  # its header: no rows built for this
     if t is not None and t.job is not None:
         gpus = st.gpus_expected or wire2.rows_of(t)[0]
@@ -485,7 +486,9 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
     if st.online is False:
         return (Cell.OFFLINE,) * n
     if st.stale:
-        return (Cell.STALE,) * n
+        # One that talks unread is waiting (``NodeState.unread_talking``), drawn as a node
+        # not heard yet: its last sample, if any, is not what it is now.
+        return (Cell.EMPTY if st.unread_talking else Cell.STALE,) * n
     t = st.sample
     if t is None:
         return (Cell.EMPTY,) * n
@@ -601,8 +604,9 @@ def top_problems(state: FleetState, limit: int = 10,
     # A node whose only trouble is its suspect switch's is under the switch's row, not a row of
     # its own: fifteen "behind switch …, which recovered: nothing to do on the node" rows hid
     # a throttled straggler, and "17 nodes need attention" counted them (a 3 a.m. drive).
+    # Nor is one that talks unread (``NodeState.unread_talking``): its health is unknown.
     bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
-           and st.verdict is not Verdict.OK
+           and st.verdict is not Verdict.OK and not st.unread_talking
            and not (st.behind_switch and not st.liveness and not own_findings(st))]
     # Racks that fell silent together are one row each, or one for the fleet, as the
     # incidents view has them: a killed simulator listed 48 rows of "agent offline (Last

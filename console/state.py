@@ -447,11 +447,25 @@ class NodeState:
                 and self.online is not False and not self.stale)
 
     @property
+    def unread_talking(self) -> bool:
+        """It talks (its deltas heard, their keyframe awaited) and reads bad only for that lack
+        of telemetry: stale on its own telemetry, or degraded by its collector's H1 (a
+        digest's "talking" H1 is a warning). Its health is unknown, not bad. ``status`` alone
+        read such nodes ``waiting`` (a viewer's watch paged a healthy fleet stale), while the
+        views, the incidents and the JSON's top problems called them stale: one judgement
+        now, here."""
+        return self.talks and (self.verdict is Verdict.STALE or (
+            self.digest is not None and self.verdict is Verdict.DEGRADED))
+
+    @property
     def verdict_shown(self) -> str:
         """The verdict as views and ``status`` show it: ``waiting`` before the first telemetry
-        (a node that judges ok only for want of data) and before the first of a session that
-        follows a silence (its verdict is the last session's), else the verdict."""
+        (a node that judges ok only for want of data), before the first of a session that
+        follows a silence (its verdict is the last session's) and while it talks unread
+        (``unread_talking``), else the verdict."""
         if self.waiting and (self.verdict is Verdict.OK or self.rejoined_at is not None):
+            return WAITING
+        if self.unread_talking:
             return WAITING
         return self.verdict.value
 
@@ -1492,6 +1506,11 @@ class FleetState:
             # ok (or stale, for the console's own silence) would be false history (found in
             # an audit of collector starts). Back from a silence in a new session: its first
             # sample says what it is now (``rejoined_at``).
+            return True
+        if st.unread_talking:
+            # Its health is unknown, not stale (it reads ``waiting``): a viewer console wrote
+            # "ok -> stale" then "stale -> ok" for each node whose keyframe it waited for. Once
+            # its deltas stop too, it is silent, and the row is written then.
             return True
         if st.settle_until is not None and _settling(st, new, now):
             return True  # restored as bad, its rules' windows still filling: RESTORE_SETTLE_S

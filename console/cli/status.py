@@ -68,28 +68,10 @@ def keyframe_due(state: FleetState, since_connect: float) -> list[str]:
             if st.talks and since_connect < KEYFRAME_EVERY_S + KEYFRAME_GRACE_S]
 
 
-TALKING_WAS = frozenset({"stale", "degraded"})
-"""What a talking node's lack of telemetry makes it read (its H1); a worse verdict (failed,
-offline) was said by the node itself and stands."""
-
-
-def talking_reads_waiting(out: dict[str, Any], state: FleetState,
-                          row: ClusterRow | None = None) -> list[str]:
-    """Nodes still talking at the end of the watch read ``waiting`` in ``out`` (and ``row``),
-    not stale: their deltas are heard, their health is unknown until a keyframe (exit 3 for
-    ``--fail-on``, as for nodes not heard; ``unheard`` says which). Their H1 says why."""
-    moved: list[str] = []
-    counts = [out["totals"]["by_verdict"]] + ([row.by_verdict] if row is not None else [])
-    for n in out.get("nodes", []):
-        st = state.nodes.get(n["id"])
-        if st is None or not st.talks or n["verdict"] not in TALKING_WAS:
-            continue
-        for by_verdict in counts:
-            by_verdict[n["verdict"]] -= 1
-            by_verdict[WAITING] = by_verdict.get(WAITING, 0) + 1
-        n["verdict"] = WAITING
-        moved.append(n["id"])
-    return moved
+def talking_unread(state: FleetState) -> list[str]:
+    """Nodes that read ``waiting`` because they talk unread (``NodeState.unread_talking``):
+    ``unheard`` says them apart from those never heard."""
+    return [n for n, st in state.nodes.items() if st.unread_talking]
 
 
 async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
@@ -316,7 +298,7 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float,
     """The nodes still ``waiting`` after the watch, said on stderr (for a script too): a
     `status --wait 1 --fail-on failed` read 63 of 64 nodes waiting, exit 0, and missed the
     four failed among them (a newcomer's run). ``talking``: those of them whose deltas were
-    heard (``talking_reads_waiting``), said apart: they did send telemetry."""
+    heard (``talking_unread``), said apart: they did send telemetry."""
     waiting = [n["id"] for out in summaries for n in out.get("nodes", [])
                if n["verdict"] == WAITING]
     heard = [n for n in waiting if n in set(talking)]
@@ -387,7 +369,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
 
     (session, watched), uptime = asyncio.run(run())
     out = _summary(session, url, watched)
-    talking = talking_reads_waiting(out, session.state)
+    talking = talking_unread(session.state)
     out["broker_uptime_s"] = uptime
     if as_json:
         print(json.dumps(out, indent=2))
@@ -554,7 +536,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
         out = _summary(got, url, watched)
         row = cluster_row(got.state, connection=got.feed.conn.state
                           if got.feed is not None else "")
-        talking += talking_reads_waiting(out, got.state, row)
+        talking += talking_unread(got.state)
         summaries.append(out)
         rows.append(row)
     if len(errors) == len(clusters):

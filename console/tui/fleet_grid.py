@@ -296,7 +296,8 @@ class FleetGrid(Widget, can_focus=True):
         """Nodes that are not OK, worst first: what ``w``/``W`` step through."""
         nodes = self._state().nodes
         bad = [st for node_id in self.node_ids
-               if (st := nodes.get(node_id)) is not None and st.verdict is not Verdict.OK]
+               if (st := nodes.get(node_id)) is not None and st.verdict is not Verdict.OK
+               and not st.unread_talking]
         bad.sort(key=badness)
         return [st.node_id for st in bad]
 

@@ -5,7 +5,7 @@ from textual.app import App
 
 VERDICT_VARIABLE = {
     "ok": "success", "degraded": "warning", "failed": "error", "stale": "text-muted",
-    "offline": "error",
+    "offline": "error", "waiting": "text-muted",
 }
 STATE_VARIABLE = {"idle": "text", "alloc": "success", "mix": "success", "drng": "warning",
                   "drain": "secondary", "down": "error", "stale": "text-muted"}

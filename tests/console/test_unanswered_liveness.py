@@ -175,3 +175,39 @@ def test_a_drain_to_a_talking_node_on_a_digest_console_names_the_acl_not_a_hung_
     # Its collector gone quiet (D1): nothing says it talks any more.
     dig.judge_fleet(clock() + 3600)
     assert not d.talks and "hung" not in never_reached(dig, "gpu0003")
+
+
+def test_a_talking_node_reads_waiting_everywhere_and_writes_no_false_history():
+    """A node read bad only for want of its keyframe is ``waiting`` in the views, the totals,
+    the top problems and the JSON alike, as ``status`` said it alone; and no "ok -> stale ->
+    ok" is written for it. Once its deltas stop, it is stale, and the row is written then."""
+    from fleetdeck.console.rows import top_problems
+    from fleetdeck.console.summary import fleet_summary, judged_not_ok
+
+    clock = Clock()
+    fleet = SynthFleet(16, clock)
+    for agent in fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe this console never saw
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+    fleet.birth(ingest)
+    for _ in range(10):
+        _tick(fleet, ingest, state, fleet.names)
+    st = state.nodes["gpu0003"]
+    assert st.verdict is Verdict.STALE and st.unread_talking
+    assert st.verdict_shown == "waiting"
+    out = fleet_summary(state, clock())
+    assert out["totals"]["by_verdict"]["stale"] == 0, out["totals"]
+    assert out["totals"]["by_verdict"]["waiting"] == 16, out["totals"]
+    assert {n["verdict"] for n in out["nodes"]} == {"waiting"}
+    assert not judged_not_ok(state), "a talking node is not a problem to list"
+    assert top_problems(state) == ([], 0)
+    assert not [t for t in state.transitions if t.new is Verdict.STALE], state.transitions
+    # r01 loses power: silent now, stale, and its rows are written.
+    for _ in range(8):
+        _tick(fleet, ingest, state, fleet.names[:8])
+    dead = state.nodes["gpu0012"]
+    assert dead.verdict_shown == "stale" and not dead.unread_talking
+    stale_rows = {t.node for t in state.transitions if t.new is Verdict.STALE}
+    assert stale_rows == set(fleet.names[8:]), stale_rows
+    assert state.nodes["gpu0003"].verdict_shown == "waiting"

@@ -120,7 +120,7 @@ class NodeDetailScreen(FleetView):
         t = Text()
         t.append(st.node_id, "bold")
         t.append(f"  {slurm_state(st)}  ")
-        t.append(st.verdict.value, verdict_style(self.app, st.verdict.value))
+        t.append(st.verdict_shown, verdict_style(self.app, st.verdict_shown))
         # "never" of a node the store knew from before this console started read as a node
         # that never reported (a 3 a.m. drive): it is only this console that has not heard it.
         age = ("none since this console started (h: its history)" if st.last_rx is None

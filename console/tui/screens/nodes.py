@@ -128,7 +128,7 @@ class NodesScreen(FleetView):
             return "muted"
         if st.drain.state.value != "none" and st.verdict is Verdict.OK:
             return "drain"
-        if st.verdict is Verdict.OK and waiting(st):
+        if (st.verdict is Verdict.OK and waiting(st)) or st.unread_talking:
             return "muted"
         return st.verdict.value
 

@@ -235,8 +235,15 @@ class OverviewScreen(FleetView):
                         f"no telemetry yet from "
                         f"{plural(counts.verdicts[WAITING], 'node')}[/]")
             else:
-                text = (f"[b]Top problems[/] none so far: no telemetry yet from "
-                        f"{plural(counts.verdicts[WAITING], 'node')}")
+                # Nodes heard talking are not "no telemetry yet": their deltas come, their
+                # keyframe does not (a viewer console's asks are dropped).
+                talking = sum(1 for st in state.nodes.values() if st.unread_talking)
+                unheard = counts.verdicts[WAITING] - talking
+                said = ([f"no telemetry yet from {plural(unheard, 'node')}"] if unheard
+                        else []) + ([f"{plural(talking, 'node')} heard, "
+                                     f"{'its' if talking == 1 else 'their'} keyframe awaited "
+                                     "(30 s at most)"] if talking else [])
+                text = f"[b]Top problems[/] none so far: {'; '.join(said)}"
         else:
             text = "[b]Top problems[/] [$success]none: every node reports healthy[/]"
         self.query_one("#problems", Readout).show(text)
@@ -320,8 +327,8 @@ class OverviewScreen(FleetView):
             elif g is not None:
                 text += "  [$error]not present[/]"
             mine = gpu_findings(st, grid.cursor_gpu)
-            colour = verdict_markup(st.verdict.value)
-            text += f"  node [{colour}]{st.verdict.value}[/]"
+            colour = verdict_markup(st.verdict_shown)
+            text += f"  node [{colour}]{st.verdict_shown}[/]"
             if mine:
                 text += "  " + esc("; ".join(str(f) for f in mine[:2]))
         text += "   [$text-muted]enter: detail · arrows/hjkl move[/]"

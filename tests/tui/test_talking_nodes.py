@@ -1,0 +1,58 @@
+"""Nodes that talk unread (their deltas heard, the keyframe they need not come: a ``viewer``
+console, whose keyframe asks the ACL drops) read ``waiting`` in the console as in ``status``:
+the views said "stale", the top problems listed every node, and ``w`` jumped to them, while
+``status`` said "waiting" of the same nodes (``NodeState.unread_talking``)."""
+
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.tui.conftest import SIZE, World
+from tests.tui.fleet import CLUSTER
+from tests.tui.test_views import text_of
+
+
+def _talk(world: World, names: list[str], seconds: int) -> None:
+    """Each second, a delta of each node in ``names``, and a console tick."""
+    for _ in range(seconds):
+        world.clock.advance(1)
+        for name in names:
+            world.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, name),
+                                world.fleet.agents[name].telemetry_payload(), world.clock())
+        world.app.tick()
+
+
+async def test_talking_nodes_read_waiting_in_views_detail_and_worst_jumps():
+    world = World(n=16)
+    for agent in world.fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe this console never saw; the next in 30 s
+    world.fleet.birth(world.ingest)
+    names = world.fleet.names
+    async with world.app.run_test(size=SIZE) as pilot:
+        _talk(world, names, 10)
+        await pilot.pause()
+        state = world.app.session.state
+        assert all(st.unread_talking for st in state.nodes.values())
+        text = text_of(world.app)
+        counts = next(line for line in text.splitlines() if "Health" in line)
+        assert "Health waiting 16" in counts and "not responding" not in counts, counts
+        problems = next(line for line in text.splitlines() if "Top problems" in line)
+        assert "none so far: 16 nodes heard, their keyframe awaited" in problems, problems
+        from fleetdeck.console.tui.fleet_grid import FleetGrid
+
+        assert world.app.screen.query_one(FleetGrid).worst() == []  # nothing for w/W
+        await pilot.press("2")
+        await pilot.pause()
+        rows = [line for line in text_of(world.app).splitlines() if "gpu00" in line]
+        assert rows and all("waiting" in line and "stale" not in line for line in rows), rows
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = text_of(world.app)
+        head = next(line for line in detail.splitlines() if line.startswith(" gpu0001"))
+        assert "waiting" in head and "stale" not in head, head
+        await pilot.press("escape")
+        # The rack r01 loses power: its nodes are silent, stale, and listed.
+        _talk(world, names[:8], 8)
+        await pilot.press("1")
+        await pilot.pause()
+        assert state.nodes["gpu0012"].verdict_shown == "stale"
+        assert state.nodes["gpu0003"].verdict_shown == "waiting"
+        text = text_of(world.app)
+        assert "r01" in text.split("Top problems")[1], text
