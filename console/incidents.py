@@ -10,8 +10,12 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
 2. **rack** — nodes of one rack that fell silent (offline or stale, agent not merely dead while
    its job keeps stepping) within ``RACK_WINDOW_S`` of each other: power or the rack's network,
    not each node;
-3. **node** — every other node that is not ``ok``, titled by its worst finding;
-4. **job** — a running job that stopped stepping (hung) with none of its nodes in an error
+3. **job** — two or more nodes that failed within ``JOB_WINDOW_S`` of each other while in one
+   job (``struck_job``): XID 79 on three nodes of job 4104 is one incident naming the job and
+   its three nodes (each node still drained on its own from the list it opens), not three
+   "no job on it" lines once the scheduler has requeued the job elsewhere;
+4. **node** — every other node that is not ``ok``, titled by its worst finding;
+5. **job** — a running job that stopped stepping (hung) with none of its nodes in an error
    incident, else a job's straggler whose node has no incident of its own.
 
 While the console itself is cut off from the broker, one **console** incident comes first: no
@@ -52,6 +56,9 @@ FLEET_RACKS = 3
 """Racks falling silent together (within ``RACK_WINDOW_S``) that make one fleet-wide incident."""
 RACK_WINDOW_S = 30.0
 """Nodes of one rack falling silent within this long of each other fell together."""
+JOB_WINDOW_S = 60.0
+"""Nodes of one job that failed within this long of each other failed together: one incident
+naming the job (its blast radius), not one per node."""
 TIMELINE_LEAD_S = 60.0
 """The timeline starts this long before the incident's first change (what led up to it)."""
 TIMELINE_MAX = 30
@@ -85,6 +92,9 @@ class Incident:
     findings: int = 0
     """Findings folded into this one line."""
     timeline: list[EventLine] = field(default_factory=list)
+    job_left: bool = False
+    """Nodes that failed together in a job (``job_faults``) that no longer holds any of them
+    (requeued elsewhere, or ended): the work they cost is lost already, none on them now."""
 
     @property
     def losing_work(self) -> bool:
@@ -92,14 +102,14 @@ class Incident:
         console's lost connection and a silent collector are errors too, but only hide the
         nodes; a failed idle node loses capacity, not work ("5 losing work now" of 6
         incidents, two with a job: an operator's walkthrough)."""
-        return (self.severity == "error" and bool(self.jobs)
+        return (self.severity == "error" and bool(self.jobs) and not self.job_left
                 and self.kind not in ("console", "collector", "scheduler"))
 
     def as_json(self) -> dict[str, object]:
         return {
             "key": self.key, "kind": self.kind, "severity": self.severity, "title": self.title,
             "since": round(self.since, 3), "nodes": self.nodes, "jobs": self.jobs,
-            "findings": self.findings, "action": self.action,
+            "findings": self.findings, "action": self.action, "job_left": self.job_left,
             "timeline": [{"ts": round(e.ts, 3), "source": e.source, "kind": e.kind,
                           "severity": e.severity, "text": e.text} for e in self.timeline],
         }
@@ -145,6 +155,9 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
         out.append(_collector_incident(state, by, group, jobs_on))
         taken.update(st.node_id for st in group)
     for inc in silences(state, jobs_on):
+        out.append(inc)
+        taken.update(inc.nodes)
+    for inc in job_faults(state, jobs_on, taken):
         out.append(inc)
         taken.update(inc.nodes)
     for st in bad:
@@ -257,6 +270,88 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
     state.memo[slot] = (key, found)
     return [replace(inc, nodes=list(inc.nodes), jobs=list(inc.jobs), timeline=[])
             for inc in found]
+
+
+def struck_job(st: NodeState, state: FleetState) -> str | None:
+    """The job a failed node was in when it failed: the one it is in now, else the one its
+    telemetry stopped naming within ``JOB_WINDOW_S`` of its verdict's change (the scheduler
+    takes a job off a node whose rank died, and requeues it elsewhere, a sample or two after
+    the fault). None for a node a console met already idle: nothing it heard names the job."""
+    jid = own_job(st, state)
+    if jid is not None:
+        return jid
+    left = st.left_job
+    if left is not None and abs(left[1] - st.changed_at) <= JOB_WINDOW_S:
+        return left[0]
+    return None
+
+
+def job_faults(state: FleetState, jobs_on: dict[str, list[str]] | None = None,
+               taken: set[str] | frozenset[str] = frozenset()) -> list[Incident]:
+    """Failed nodes of one job whose verdicts changed within ``JOB_WINDOW_S`` of each other:
+    one incident per such group of two or more, naming the job, the nodes and what each has
+    (the blast radius at once), in job order. Not a node in ``taken`` (a switch's, a rack's),
+    nor one whose job steps on (its agent died, not the node). The overview's top problems
+    show these as the incidents view does."""
+    nodes = state.nodes
+    by_job: dict[str, list[NodeState]] = {}
+    for n in sorted(state.not_ok):
+        st = nodes.get(n)
+        if st is None or n in taken or st.verdict is not Verdict.FAILED or st.job_stepping:
+            continue
+        jid = struck_job(st, state)
+        if jid is not None:
+            by_job.setdefault(jid, []).append(st)
+    out: list[Incident] = []
+    for jid, members in sorted(by_job.items()):
+        if len(members) < 2:
+            continue
+        members.sort(key=_since)
+        run = [members[0]]
+        for st in members[1:]:
+            if _since(st) - _since(run[0]) <= JOB_WINDOW_S:
+                run.append(st)
+        if len(run) >= 2:
+            out.append(_job_fault_incident(state, jid, run, jobs_on or {}))
+    return out
+
+
+def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
+                        jobs_on: dict[str, list[str]]) -> Incident:
+    names = sorted(st.node_id for st in members)
+    first, last = _since(members[0]), _since(members[-1])
+    found = [shown_findings(st) for st in members]
+    heads = [f[0] for f in found if f]
+    rules = {tuple(sorted({x.rule for x in f})) for f in found}
+    if heads and len(rules) == 1 and len(heads) == len(members):
+        # The same fault on each: said once, in the first node's words.
+        more = len(found[0]) - 1
+        what = f"the same on each, {heads[0]}" + (f" (+{more} more)" if more else "")
+    else:
+        what = "; ".join(f"{st.node_id}: {f[0]}"
+                         for st, f in zip(members, found, strict=True) if f)
+    job = state.jobs.get(jid)
+    holds = job is not None and job.state.value in HOLDING_NODES and any(
+        n in state.job_nodes(job) for n in names)
+    if job is None:
+        now = ""
+    elif holds:
+        now = f"; job {jid} still on them ({job.state.value})"
+    elif job.state.value == "R":
+        again = f", requeues {job.requeues}" if job.requeues else ""
+        now = f"; job {jid} runs again on other nodes ({compress(job.nodes)}{again})"
+    else:
+        now = f"; job {jid} is {job.state.value} now"
+    others = [j for j in _jobs(names, jobs_on) if j != jid]
+    span = last - first
+    when = f"within {span:.0f} s" if span >= 1 else "at once"
+    title = (f"job {jid}: {len(names)} of its nodes failed {when} ({compress(names)}): "
+             f"{what}{now}{_on_jobs(others)}")
+    actions = {recommended_action(st, state) for st in members}
+    action = (f"on each of {compress(names)}: {actions.pop()}" if len(actions) == 1 else
+              f"each of {compress(names)} as its own finding says (its line in the nodes view)")
+    return Incident(f"job:{jid}:failed", "job", "error", title, first, names, action,
+                    [jid, *others], sum(len(f) for f in found), job_left=not holds)
 
 
 def acted_on(state: FleetState, inc: Incident) -> bool:

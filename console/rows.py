@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
-from fleetdeck.console.incidents import Incident, acted_on, silences
+from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
 from fleetdeck.console.judgements import (
     HOLDING_NODES,
     NO_LINK,
@@ -625,6 +625,15 @@ def top_problems(state: FleetState, limit: int = 10,
         else:
             switches.append(Problem(inc.key.removeprefix("rack:"), loudest, "silent",
                                     inc.title))
+        grouped.update(inc.nodes)
+    # Nodes that failed together in one job are one row, as they are one incident: three
+    # rows of "XID 79" with no job named hid that they were one job's (an SRE drill).
+    for inc in job_faults(state, taken=grouped):
+        if acted_on(state, inc):
+            continue
+        jid = inc.jobs[0]
+        switches.append(Problem(f"job {jid}", Verdict.FAILED, "nodes",
+                                inc.title.removeprefix(f"job {jid}: ")))
         grouped.update(inc.nodes)
     switches = fleet + switches
     total = len(bad)

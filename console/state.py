@@ -263,6 +263,11 @@ class NodeState:
     job_stepping: str = ""
     """A job that keeps stepping on this node although its agent is silent: the agent died,
     not the node."""
+    left_job: tuple[str, float] | None = None
+    """(job id, receive time) of the sample that first named no job after its telemetry
+    named that one: the job a node failed under is gone from its next samples once the
+    scheduler requeues it elsewhere, and three nodes an XID 79 took out of one job read as
+    three idle nodes with "no job on it" (an SRE drill; ``incidents.struck_job``)."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     changed_to: Verdict | None = None
@@ -1611,6 +1616,8 @@ class FleetState:
                     st.event_ahead.discard(st.event_seq)
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
+        if prev_tel is not None and tel.job is None and prev_tel.job is not None:
+            st.left_job = (prev_tel.job.id, rx)
         st.rejoined_at = None
         if st.online is None:
             st.online = True

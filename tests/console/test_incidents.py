@@ -282,3 +282,66 @@ def test_worst_first_puts_lost_work_first_and_drained_nodes_last():
     session.state.nodes["gpu0006"].drain = DrainInfo(state=DrainState.DRAINED)
     keys = [i.key for i in incidents(session.state)]
     assert keys == ["node:gpu0001", "node:gpu0007", "node:gpu0006"], keys
+
+
+def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0):
+    """A job on ``job_nodes``; the GPU falls off the bus on each of ``struck``, ``spread_s``
+    apart; the scheduler then runs the job on ``moved_to`` (its requeue) and the struck
+    nodes' telemetry names no job (the simulator's XID 79)."""
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(ingest)
+    publish_job(ingest, job_status("4104", job_nodes, clock), clock)
+    on = {n: "4104" for n in job_nodes}
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, job=on)
+        session.tick()
+    faults: dict = {}
+    for n in struck:
+        faults[n] = gpu_lost(0)
+        clock.advance(spread_s)
+        fleet.telemetry(ingest, job=on, faults=faults)
+        session.tick()
+    publish_job(ingest, job_status("4104", moved_to, clock, requeues=1, started_offset_s=0),
+                clock)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, job={n: "4104" for n in moved_to}, faults=faults)
+        session.tick()
+    return session
+
+
+def test_nodes_of_one_job_failing_together_are_one_incident_naming_the_job():
+    """XID 79 on three nodes of job 4104 read as three incidents of idle nodes, "no job on
+    it", once the scheduler had requeued the job elsewhere (an SRE drill): the job's blast
+    radius is one incident naming the job and its nodes."""
+    job_nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    session = _lost_in_job(None, struck, job_nodes, ["gpu0003", "gpu0009", "gpu0010",
+                                                      "gpu0011"])
+    found = incidents(session.state, session.log.lines())
+    (inc,) = found
+    assert inc.key == "job:4104:failed" and inc.kind == "job" and inc.severity == "error"
+    assert inc.nodes == struck and inc.jobs == ["4104"]
+    assert inc.title.startswith("job 4104: 3 of its nodes failed within 2 s (gpu[0001-0002,0004])")
+    assert "): the same on each, G1 gpu0: 7/8 GPUs visible; job 4104 runs again on other nodes" \
+        " (gpu[0003,0009-0011], requeues 1)" in inc.title, inc.title
+    # Requeued elsewhere: the work is lost already, none on these nodes now.
+    assert inc.job_left and not inc.losing_work
+    assert inc.action.startswith("on each of gpu[0001-0002,0004]: drain")
+    # Each node's own line says the job too, in status --json and the nodes' timeline.
+    out = fleet_summary(session.state, session.clock(), log=session.log.lines())
+    (j,) = out["incidents"]
+    assert j["key"] == "job:4104:failed" and j["job_left"] is True
+    assert {e["source"] for e in j["timeline"]} >= set(struck)
+
+
+def test_failed_nodes_of_one_job_far_apart_or_of_other_jobs_stay_node_incidents():
+    # Minutes apart, the second is its own fault, not the same blow to the job.
+    session = _lost_in_job(None, ["gpu0001", "gpu0002"], ["gpu0001", "gpu0002", "gpu0003"],
+                           ["gpu0003", "gpu0009", "gpu0010"], spread_s=90.0)
+    keys = sorted(i.key for i in incidents(session.state))
+    assert keys == ["node:gpu0001", "node:gpu0002"], keys

@@ -220,3 +220,50 @@ async def test_the_interruption_line_follows_a_picture_put_back(world):
         world.tick(0.5)
         await pilot.pause()
         assert (await report()).startswith("no job interruptions")
+
+
+async def test_nodes_of_one_job_failing_together_are_one_row_here_and_in_top_problems():
+    """XID 79 on three nodes of one job, which the scheduler then ran elsewhere: one line
+    naming the job in the incidents view and in the overview's top problems, and enter opens
+    its three nodes (each drained from there), not three "no job on it" rows (an SRE drill)."""
+    from tests.console.test_incidents import gpu_lost
+    from tests.tui.conftest import World
+
+    world = World()
+    fleet, ingest, clock = world.fleet, world.ingest, world.clock
+    fleet.birth(ingest)
+    job_nodes = fleet.names[:4]
+    publish_job(ingest, job_status("4104", job_nodes, clock), clock)
+    on = {n: "4104" for n in job_nodes}
+    fleet.telemetry(ingest, job=on)
+    world.tick()
+    struck = [job_nodes[0], job_nodes[1], job_nodes[3]]
+    faults = {n: gpu_lost(0) for n in struck}
+    world.clock.advance(1.0)
+    fleet.telemetry(ingest, job=on, faults=faults)
+    world.tick()
+    moved = [job_nodes[2], *fleet.names[8:11]]
+    publish_job(ingest, job_status("4104", moved, clock, requeues=1, started_offset_s=0), clock)
+    world.clock.advance(1.0)
+    fleet.telemetry(ingest, job={n: "4104" for n in moved}, faults=faults)
+    world.tick()
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "job 4104   nodes  3 of its nodes failed at once (gpu[0001-0002,0004])" in text
+        assert "gpu0001    idle" not in text  # its nodes are that row, not rows of their own
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        assert [r.key for r in screen.rows] == ["job:4104:failed"]
+        assert "job 4104: 3 of its nodes failed at once" in text_of(world.app)
+        await pilot.press("enter")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        nodes = world.app.screen
+        assert isinstance(nodes, NodesScreen)
+        assert sorted(nodes.shown) == struck
