@@ -162,6 +162,10 @@ class Interruption:
     in_place: str = ""
     """Restarted in place (``restarted_in_place``): how, for the timeline's "runs again" line
     (the job already runs; its start may be the old run's). Not stored."""
+    unwatched: bool = False
+    """Found by a console or collector started after it, from the store's run (``recall``):
+    ``ts`` is the scheduler's word for it (the new run's start), no run's end was seen. Not
+    stored."""
 
     def as_json(self) -> dict[str, object]:
         return {"job_id": self.job_id, "ts": self.ts, "cause": self.cause,
@@ -459,7 +463,7 @@ class InterruptionTracker:
                                    and switches & _switches(st.behind_switch)]
                 what += f"; switch {compress(sorted(switches))}"
         it = Interruption(job.job_id, p.at, cause, tuple(blamed), gpus, lost,
-                          f"{was} -> {job.state.value} ({what})", in_place)
+                          f"{was} -> {job.state.value} ({what})", in_place, p.unwatched)
         self.found.append(it)
         self.total.append(it)
         self.booked += 1
@@ -490,6 +494,8 @@ def read_detail(detail: str) -> str:
 
 QUEUED_AGAIN = "queued again without a requeue"
 """How an interruption's detail says the job went back to PD and ran anew, no requeue counted."""
+UNWATCHED = "while no console or collector ran"
+"""How the timeline says an interruption was found after a gap (``Interruption.unwatched``)."""
 IN_PLACE = "restarted without a requeue"
 """How an interruption's detail says the job was restarted in place (``restarted_in_place``)."""
 

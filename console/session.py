@@ -49,6 +49,7 @@ from fleetdeck.console.ingest import Batch, Ingest, request_of
 from fleetdeck.console.interruptions import (
     IN_PLACE,
     INTERRUPTION,
+    UNWATCHED,
     Interruption,
     InterruptionTracker,
     interruption_text,
@@ -343,6 +344,9 @@ class ConsoleSession:
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
         self._rerun_unheard: dict[str, float] = {}
+        self._rerun_unwatched: set[str] = set()
+        """Jobs of ``_rerun`` whose interruption was found after a gap (``unwatched``): no
+        one saw their run end."""
         """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
         are waited for: the first ticks come before the broker's retained job statuses."""
         self._sched_gone: float | None = None
@@ -440,7 +444,7 @@ class ConsoleSession:
         self.recent = RecentHistory()
         self.interruptions = InterruptionTracker()
         self._hung = {}
-        self._rerun, self._rerun_unheard = {}, {}
+        self._rerun, self._rerun_unheard, self._rerun_unwatched = {}, {}, set()
         self._sched_gone = None
         self._malformed_seen, self._malformed_said = 0, {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
@@ -840,8 +844,12 @@ class ConsoleSession:
         self._note_withdrawn()
         found, job_seconds = self.interruptions.take(now)
         for it in found:
-            self.note(interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours),
-                      severity="warn", nodes=it.nodes, kind=INTERRUPTION)
+            # Dated when it happened, as the store and `fleetdeck events` have it: one found by
+            # a console started after it read as if it had happened at that start (an SRE
+            # drill), and one found a few seconds after the job failed is the job's failure.
+            text = interruption_text(it.job_id, it.cause, it.nodes, it.lost_gpu_hours)
+            self.note(text + (f" ({UNWATCHED})" if it.unwatched else ""), severity="warn",
+                      nodes=it.nodes, kind=INTERRUPTION, ts=it.ts)
             job = self.state.jobs.get(it.job_id)
             if it.in_place and job is not None and job.state.value == "R":
                 # It already runs, and its start may be the old run's: said now, not waited.
@@ -850,6 +858,8 @@ class ConsoleSession:
                           nodes=tuple(job.nodes[:64]), keep=True)
             else:
                 self._rerun[it.job_id] = it.ts
+                if it.unwatched:
+                    self._rerun_unwatched.add(it.job_id)
         if self._rerun:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds)
@@ -1235,6 +1245,8 @@ class ConsoleSession:
             if job.state.value != "R" or (started is not None and started < since - 1):
                 continue  # waiting (NF, RQ, PD), or still the run that ended
             del self._rerun[job_id]
+            unwatched = job_id in self._rerun_unwatched
+            self._rerun_unwatched.discard(job_id)
             where = f" on {compress(job.nodes)}" if job.nodes else ""
             # From the scheduler's start where it says one: the interruption is booked up to
             # 10 s after the run ended, and the console saw the start up to a tick late.
@@ -1248,15 +1260,19 @@ class ConsoleSession:
             ckpt = job.last_checkpoint_step
             start = (f"from step {job.step}" if job.step <= ckpt
                      else f"from its checkpoint at step {ckpt} (at step {job.step} now)")
+            # Found after a gap, its interruption is dated at this run's start: "0s after its
+            # run ended" was a time no one saw (an SRE drill).
+            after = "" if unwatched else f", {fmt_duration(took)} after its run ended"
             self.note(f"job {job_id} runs again (requeues {job.requeues}) {start}"
-                      f"{where}, {fmt_duration(took)} after its run ended{before}", kind="job",
+                      f"{where}{after}{before}", kind="job",
                       nodes=tuple(job.nodes[:64]), keep=True)
 
     def note(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),
-             kind: str = "console", keep: bool = False) -> None:
+             kind: str = "console", keep: bool = False, ts: float | None = None) -> None:
         """A line of the console's own in the timeline; ``keep``: in the store too, where
-        ``fleetdeck events`` and a console started later read it (``CONSOLE_SOURCE``)."""
-        now = self.clock()
+        ``fleetdeck events`` and a console started later read it (``CONSOLE_SOURCE``).
+        ``ts``: when what it says happened, if not now."""
+        now = self.clock() if ts is None else ts
         self.log.add(EventLine(now, "console", kind, severity, text, nodes))
         if keep and self.store is not None:
             self._keep_line(now, kind, severity, text, nodes)

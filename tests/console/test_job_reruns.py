@@ -272,3 +272,34 @@ def test_runs_again_names_the_checkpoint_it_restarted_from():
     (line,) = job_lines(session)
     assert line.startswith("job 41 runs again (requeues 1) from its checkpoint at step 400 "
                            "(at step 428 now) on gpu[0003-0004]"), line
+
+
+async def test_an_interruption_while_no_console_ran_is_dated_when_it_happened(tmp_path):
+    """A console that stopped while job 41 ran, and another started 60 s after the job was
+    requeued and ran again: the interruption's line was dated at the second console's start,
+    and the job "ran again 0s after its run ended" (an SRE drill). Both are dated by the
+    scheduler's word: the line at the new run's start, and no time since a run's end that
+    no one saw."""
+    first = session_with_job()
+    await first.open_store(tmp_path / "store.db")
+    seconds(first, 10)
+    await first.flush()
+    await first.close()
+    clock = first.clock
+    clock.advance(30.0)  # type: ignore[attr-defined]
+    requeued_at = clock()
+    clock.advance(60.0)  # type: ignore[attr-defined]
+    later = await started_on(first, tmp_path)
+    try:
+        seconds(later, 1, requeues=1, nodes=["gpu0005", "gpu0006"], step=400, started=61)
+        for _ in range(11):  # no cause on its nodes: software, once 10 s have shown none
+            clock.advance(1.0)  # type: ignore[attr-defined]
+            later.tick()
+        (it,) = [ln for ln in later.log.lines() if ln.kind == "interruption"]
+        assert abs(it.ts - requeued_at) < 2, (it.ts - requeued_at, it.text)
+        assert it.text.endswith(" (while no console or collector ran)"), it.text
+        (line,) = job_lines(later)
+        assert "after its run ended" not in line, line
+        assert line.endswith(" UTC, before this console started)"), line
+    finally:
+        await later.close()
