@@ -216,11 +216,13 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
             [], "check the scheduler (its service and its log); job states are as of its "
             "going, the nodes are not known to be affected", list(gone.jobs)))
     _attach_timelines(out, log)
-    # Worst first means what loses work now first, then the rest by severity and width, and
-    # last what an operator has acted on (every node drained or draining): a hung job came
-    # under an idle drained node (a 3 a.m. drive).
-    out.sort(key=lambda i: (_SEVERITY_RANK.get(i.severity, 2), not i.losing_work,
-                            acted_on(state, i), -len(i.nodes), i.since, i.key))
+    # Worst first means what no one has acted on first (every node drained or draining is in
+    # hand), then what loses work now, then the rest by severity and width: a hung job came
+    # under an idle drained node (a 3 a.m. drive), and a drained failed node above a degraded
+    # one no one had touched, where the overview's top problems (``rows.top_problems``) put
+    # the untouched one first (a drill: one rule for both).
+    out.sort(key=lambda i: (acted_on(state, i), _SEVERITY_RANK.get(i.severity, 2),
+                            not i.losing_work, -len(i.nodes), i.since, i.key))
     blind = state.blind
     if blind is not None and blind[1] is None:
         # First: while the console hears nothing, nothing else it says is current.

@@ -345,3 +345,19 @@ def test_failed_nodes_of_one_job_far_apart_or_of_other_jobs_stay_node_incidents(
                            ["gpu0003", "gpu0009", "gpu0010"], spread_s=90.0)
     keys = sorted(i.key for i in incidents(session.state))
     assert keys == ["node:gpu0001", "node:gpu0002"], keys
+
+
+def test_the_incidents_and_the_top_problems_put_what_no_one_acted_on_first_alike():
+    """A drained failed node came above a degraded node no one had touched in the incidents
+    (6, status), below it in the overview's top problems: two "worst first" orders of the
+    same nodes (a drill). One rule: what is in hand goes last, in both."""
+    from fleetdeck.console.rows import top_problems
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    session = run(8, {"gpu0006": port_down("mlx5_ib3"), "gpu0003": throttled(3)})
+    session.state.nodes["gpu0006"].drain = DrainInfo(state=DrainState.DRAINED)
+    found = incidents(session.state)
+    assert [(i.key, i.severity) for i in found] == [("node:gpu0003", "warn"),
+                                                    ("node:gpu0006", "error")]
+    problems, _total = top_problems(session.state)
+    assert [p.node for p in problems] == [i.nodes[0] for i in found]
