@@ -152,6 +152,11 @@ class FleetdeckApp(App[int]):
         Binding("question_mark", "help", "Help"),
         Binding("escape", "go_back", "Back", show=False),
         Binding("q", "quit", "Quit"),
+        # Textual 8 binds ctrl+c to a toast "Press ctrl+q to quit" (and to copy in a text
+        # box): an operator's reflex is ctrl+c to leave, from anywhere (an SRE drill). Priority:
+        # it quits from a dialog or the command line too, as q would (asking first while
+        # commands are open: nothing unsent is lost, a dialog had sent nothing yet).
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True),
         Binding("R", "toggle_recording", "Record", show=False),
         # A read-only console's views disable their command keys (check_action): the key then
         # comes here, and is answered rather than ignored.
@@ -919,7 +924,17 @@ class FleetdeckApp(App[int]):
                 for req in session.tracker.active]
 
     async def action_quit(self) -> None:
-        # Textual's own quit (the palette's "Quit the application") asks too.
+        # Textual's own quit (ctrl+q, the palette's "Quit the application") asks too.
+        self.action_interrupt()
+
+    def action_interrupt(self) -> None:
+        """ctrl+c (and ctrl+q): quit as q does; pressed again while the quit question is
+        shown, quit anyway (a shell's second ctrl+c), not a second question over the first."""
+        from fleetdeck.console.tui.modals import QuitScreen
+
+        if isinstance(self.screen, QuitScreen):
+            self.screen.action_answer(True)
+            return
         self.action_quit_console()
 
     def action_quit_console(self) -> None:

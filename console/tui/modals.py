@@ -442,7 +442,8 @@ class ConfirmScreen(CommandScreen[bool]):
 
 
 class QuitScreen(Modal[bool]):
-    """Quit while commands are still open (k9s asks too): y quits, n or esc stays."""
+    """Quit while commands are still open (k9s asks too): y (or ctrl+c again, the app's
+    binding) quits, n or esc stays."""
 
     BINDINGS = [Binding("y", "answer(True)", "Quit"),
                 Binding("n,escape", "answer(False)", "Stay")]
@@ -467,7 +468,7 @@ class QuitScreen(Modal[bool]):
                          id="dialog-title")
             yield Static("\n".join(body), id="radius")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Quit (y)", variant="warning", id="ok", compact=True)
+                yield Button("Quit (y, ctrl+c)", variant="warning", id="ok", compact=True)
                 yield Button("Stay (n)", id="cancel", compact=True)
 
     def on_mount(self) -> None:
@@ -487,7 +488,7 @@ class QuitScreen(Modal[bool]):
 
 
 HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events · 6 incidents
-        esc back (each view once) · q quit (asks if commands are open; :q! does not)
+        esc back (each view once) · q or ctrl+c quit (asks if commands are open; :q! does not)
         : command line: :nodes :jobs :fabric :events :incidents :node NAME :ctx NAME{rw_cmds}
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches
