@@ -73,6 +73,10 @@ class LiveFeed:
                              subscriptions(ingest.cluster) if filters is None else filters,
                              self._received, keepalive=keepalive, clock=clock, will=will)
         self.max_pending = max_pending
+        self.probe_topic: str | None = None
+        """Where this console's test publish comes back (console/publish_probe.py): handed to
+        ``on_probe``, never to ingest or a recording."""
+        self.on_probe: Callable[[bytes], None] | None = None
         self._shed_at = max_pending
         self._shed_logged = float("-inf")
         self._pending: deque[Pending] = deque()
@@ -122,6 +126,9 @@ class LiveFeed:
 
     def _received(self, topic: str, payload: bytes, qos: int, retain: bool) -> None:
         # In the transport's read loop: store and return, nothing else (module docstring).
+        if topic == self.probe_topic and self.on_probe is not None:
+            self.on_probe(payload)  # marks it heard: read as it arrives, not after a backlog
+            return
         pending = self._pending
         if not pending:
             self._wake.set()

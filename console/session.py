@@ -64,6 +64,7 @@ from fleetdeck.console.judgements import (
     utc_hms,
 )
 from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.publish_probe import PROBE_NODE, PublishProbe, probe_topic
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
@@ -419,6 +420,8 @@ class ConsoleSession:
         self._carry_basis: dict[str, wire2.Basis] = {}
         """The v2 basis of each carried sample that has one (``Batch.basis``)."""
         self.summaries: Summaries | None = None
+        self.probe: PublishProbe | None = None
+        """Whether the broker delivers this session's commands (``probe_commands``)."""
         """Fleet-wide tables kept up to date a little every tick for the views that show them
         (the TUI sets it; headless front ends need none)."""
         self._node_cost_s = 100e-6
@@ -566,6 +569,36 @@ class ConsoleSession:
         counted, when not connected: what is sent this way is re-sent periodically)."""
         self._messages.append((kind, subject, payload, qos, retain))
         self._wake.set()
+
+    def probe_commands(self) -> None:
+        """Test, once per connection, whether the broker delivers this session's commands
+        (console/publish_probe.py): a read-write console's; a read-only one, a status and a
+        collector send none, and publish nothing for it."""
+        feed = self.feed
+        if feed is None or self.probe is not None:
+            return
+        self.probe = PublishProbe(user=feed.url.username or "")
+        feed.probe_topic = probe_topic(self.cluster)
+        feed.on_probe = self.probe.heard
+        feed.link.subscribe([feed.probe_topic])
+
+    def _run_probe(self, now: float) -> None:
+        probe, feed = self.probe, self.feed
+        if probe is None or feed is None:
+            return
+        if feed.link.connected:
+            payload = probe.due(now, feed.conn.connects, self.operator)
+            if payload is not None:
+                self.publish_message(Kind.CMD, PROBE_NODE, payload, qos=1)
+        heard_s = feed.broker_heard_s()
+        spoke = (heard_s is not None and probe.sent_at is not None
+                 and heard_s < now - probe.sent_at)
+        change = probe.judge(now, feed.link.connected, spoke)
+        if change == "dropped":
+            self.note(probe.why(), severity="warn", kind="command")
+        elif change == "delivered":
+            self.note("the broker delivers this console's commands again (its test publish "
+                      "on node/+/cmd came back)", kind="command")
 
     def watch_node(self, node_id: str) -> None:
         """On digests: receive this node's raw birth, status and telemetry too (its detail is
@@ -875,6 +908,7 @@ class ConsoleSession:
             # altogether, its dead GPU with it, and the exit was 0 (an SRE drill).
             self._plan_rebirths(now)
         self._plan_keyframes(now)
+        self._run_probe(now)
         self._note_shedding(now)
         self.counters.ticks += 1
         if self._outgoing or self._store_q.rows or self._messages:
@@ -1298,8 +1332,10 @@ class ConsoleSession:
         confirmed with the broker down said so only after the dialog had closed (an SRE
         drill), so the confirmation dialogs say it first."""
         feed = self.feed
-        if feed is None or feed.conn.state == "connected":
+        if feed is None:
             return ""
+        if feed.conn.state == "connected":
+            return self.probe.why() if self.probe is not None else ""
         timeout = self.tracker.ack_timeout_s
         return (f"not connected to the broker now ({feed.conn.why}): "
                 f"this is sent only if the connection is back within {timeout:.0f} s, else it "

@@ -231,6 +231,10 @@ class FleetdeckApp(App[int]):
                 self.sessions[name] = new_session(name)
         for each in self.sessions.values():
             each.tick_s = tick_s
+            if not read_only:
+                # Whether the broker delivers this console's commands: [RW] said so of a
+                # console logged in as a read-only broker user (an SRE drill).
+                each.probe_commands()
             if each.feed is not None:
                 each.feed.link.max_backoff_s = INTERACTIVE_BACKOFF_S
             if each.summaries is None:
@@ -270,6 +274,8 @@ class FleetdeckApp(App[int]):
         """Clusters with retained births on the broker, when this one had none for
         ``CLUSTERS_PROBE_AFTER_S`` (``_probe_clusters``): a mistyped --cluster."""
         self._empty_since: float | None = None
+        self._said_dropped: dict[str, bool] = {}
+        """Per context: whether the toast said the broker drops its commands."""
         self.history: list[str] = []
         self._stop = asyncio.Event()
         self.shown_revision: FleetRevision = (-1, -1, -1)
@@ -534,6 +540,7 @@ class FleetdeckApp(App[int]):
                     if tr.finished}.values():
             self._notify_finished(req)
         self._probe_clusters(report.now)
+        self._say_commands_dropped()
         for name, other in self.sessions.items():
             # The contexts not shown tick too (their commands finish, their counts stay live
             # for the clusters view), each within its own apply budget.
@@ -563,6 +570,16 @@ class FleetdeckApp(App[int]):
         self.render_ms = (t2 - t1) * 1000
         self.tick_ms = (t2 - t0) * 1000
         return report
+
+    def _say_commands_dropped(self) -> None:
+        """A toast when the broker is found to drop this console's commands (the header keeps
+        saying it; the timeline has the sentence too)."""
+        probe = self.session.probe
+        dropped = probe is not None and probe.dropped
+        if dropped != self._said_dropped.get(self.active, False):
+            self._said_dropped[self.active] = dropped
+            if probe is not None and dropped:
+                self.notify(esc(probe.why()), severity="error", timeout=12)
 
     def _probe_clusters(self, now: float) -> None:
         """Once connected and hearing nothing of this cluster for ``CLUSTERS_PROBE_AFTER_S``,
@@ -753,6 +770,10 @@ class FleetdeckApp(App[int]):
     def header_text(self, now: float) -> str:
         session = self.session
         mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
+        if session.probe is not None and session.probe.dropped:
+            # Read-only in effect: the broker drops what it sends (the timeline and every
+            # command's dialog say why); not read-only by choice, so in the alarm's colour.
+            mode = "[$error]\\[R] broker drops commands[/]"
         updated = self.updated_text(now)
         bad = self.state.malformed.total
         # Bad input is an alarm, said before the routine figures (cut first at 80 columns).

@@ -1,0 +1,104 @@
+"""Does the broker deliver this console's commands? A test publish that comes back, or not.
+
+Mosquitto drops a publish its ACL forbids without a word, and MQTT 3.1.1 cannot say so
+(docs/security.md): a console logged in as the shipped ACL's ``viewer`` showed ``[RW]`` and
+opened drain dialogs whose commands could only time out (an SRE drill). What the console can
+know is what the broker does with a publish of its own: once per connection it publishes one
+inert command (op ``keyframe``, to a node id no agent has) on the command topic it is subscribed
+to itself. A broker that takes its commands delivers it back within moments; one that drops
+them (or lets it publish but not read command topics) does not. Nothing acts on the probe: no
+agent reads that topic, and a replay leaves read-only ops out of its timeline.
+"""
+
+import time
+from dataclasses import dataclass
+
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
+from fleetdeck.protocol.topics import Kind, topic_for
+
+PROBE_NODE = "fleetdeck-publish-probe"
+"""The node id the probe is addressed to: no agent's (agents are named after their hosts)."""
+PROBE_WAIT_S = 10.0
+"""How long a test publish may take to come back before the broker is judged to drop it. A
+loopback broker answers in milliseconds; the echo is read by the transport as it arrives,
+ahead of any ingest backlog, so only a broker or link in trouble takes seconds."""
+PROBE_AGAIN_S = 60.0
+"""While publishes are dropped, a new test this often: a fixed ACL shows within a minute."""
+
+
+def probe_topic(cluster: str) -> str:
+    return topic_for(cluster, Kind.CMD, PROBE_NODE)
+
+
+@dataclass
+class PublishProbe:
+    """The probe's state, driven by the session's tick (``due``, ``judge``) and by the feed,
+    which hands back what arrives on ``probe_topic`` (``heard``)."""
+
+    user: str = ""
+    """The broker user name (from the URL), as the sentences name it; '' when none."""
+    payload: bytes = b""
+    """The test publish in flight (or last answered)."""
+    sent_at: float | None = None
+    sent_on: int = -1
+    """The connection (``Connection.connects``) the test was sent on: a new one tests again."""
+    answered: bool = False
+    dropped_since: float | None = None
+    """Set while the broker is judged to drop this console's publishes: when that was judged."""
+    heard_at: float | None = None
+    """When a test publish last came back (monotonic: the transport's read loop sets it)."""
+
+    def due(self, now: float, connects: int, operator: str) -> bytes | None:
+        """The test publish to send now, if one is due on this connection."""
+        if connects <= 0:
+            return None
+        again = (self.dropped_since is not None and self.sent_at is not None
+                 and now - self.sent_at >= PROBE_AGAIN_S)
+        if self.sent_on == connects and not again:
+            return None
+        stamp = int(now * 1000)
+        self.payload = codec.encode(Command(
+            cmd_id=f"probe-{connects}-{stamp}", op=CommandOp.KEYFRAME, target=PROBE_NODE,
+            args=CommandArgs(reason="console: does the broker deliver my commands?"),
+            issued_by=operator, issued_at=stamp, expires_at=stamp + int(PROBE_WAIT_S * 1000)))
+        self.sent_at, self.sent_on, self.answered = now, connects, False
+        return self.payload
+
+    def heard(self, payload: bytes) -> None:
+        """A message on the probe topic: ours (another console's probe proves nothing of
+        ours). Called in the transport's read loop: it only marks."""
+        if payload == self.payload and self.payload:
+            self.answered = True
+            self.heard_at = time.monotonic()
+
+    def judge(self, now: float, connected: bool, spoke_since: bool = True) -> str | None:
+        """'dropped' or 'delivered' when the judgement changed at this tick, else None.
+        ``spoke_since``: the broker sent something after the test publish (telemetry, a
+        keepalive answer): a hung broker keeps the link up for a while and echoes nothing,
+        which says nothing of its ACL."""
+        if self.answered:
+            if self.dropped_since is not None:
+                self.dropped_since = None
+                return "delivered"
+            return None
+        if (connected and spoke_since and self.dropped_since is None
+                and self.sent_at is not None and now - self.sent_at >= PROBE_WAIT_S):
+            self.dropped_since = now
+            return "dropped"
+        return None
+
+    @property
+    def dropped(self) -> bool:
+        return self.dropped_since is not None
+
+    def why(self) -> str:
+        """Why this console's commands would not reach the nodes (plain text), '' while they
+        would or it is not known yet."""
+        if self.dropped_since is None:
+            return ""
+        who = f"broker user '{self.user}'" if self.user else "this (anonymous) broker user"
+        return (f"the broker does not deliver this console's commands (its test publish on "
+                f"node/+/cmd did not come back in {PROBE_WAIT_S:.0f} s): {who} most likely may "
+                "not publish node/+/cmd (docs/security.md); a command sent now times out "
+                "unheard")
