@@ -420,10 +420,10 @@ class ConsoleSession:
         self._carry_basis: dict[str, wire2.Basis] = {}
         """The v2 basis of each carried sample that has one (``Batch.basis``)."""
         self.summaries: Summaries | None = None
-        self.probe: PublishProbe | None = None
-        """Whether the broker delivers this session's commands (``probe_commands``)."""
         """Fleet-wide tables kept up to date a little every tick for the views that show them
         (the TUI sets it; headless front ends need none)."""
+        self.probe: PublishProbe | None = None
+        """Whether the broker delivers this session's commands (``probe_commands``)."""
         self._node_cost_s = 100e-6
         """Measured apply cost per node: how many nodes fit the budget. It follows a dearer
         slice at once and a cheaper one slowly: a slice sized on the cost of quiet samples
