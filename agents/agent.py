@@ -21,8 +21,9 @@ import aiomqtt
 
 from fleetdeck import __version__
 from fleetdeck.agents.guard import CommandGuard
+from fleetdeck.agents.offloop import Overdue, Watched, start_daemon
 from fleetdeck.agents.outbox import Outbox
-from fleetdeck.agents.source import EventDraft, Source
+from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.agents.windows import ErrorWindows
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
@@ -86,6 +87,7 @@ class NodeAgent:
         state: StateStore | None = None,
         wire: int = wire2.WIRE_MAJOR,
         keyframe_every_s: float = wire2.KEYFRAME_EVERY_S,
+        read_deadline_s: float | None = None,
     ) -> None:
         self.cluster = cluster
         self.node_id = node_id
@@ -119,6 +121,18 @@ class NodeAgent:
         self.windows = ErrorWindows()
         """The hour of IB errors and minute of PCIe replays this agent saw (agents/windows.py)."""
         self.command_key = command_key
+        self.off_loop = bool(getattr(source, "blocking", False))
+        """A source whose reads block (a real node's nvidia-smi, NVML, sysfs) is read on
+        threads, so a hung reader never holds the commands and the MQTT pings up
+        (agents/offloop.py); a simulated one on the loop, as before: a simulator runs
+        thousands of agents and a thread hop per sample would cost it (docs/performance.md)."""
+        self._reads = Watched(
+            f"{source.name} read",
+            2 * interval_s + 1 if read_deadline_s is None else read_deadline_s,
+        ) if self.off_loop else None
+        """A blocking source's reads, one in flight, each waited for at most this long: a
+        real source bounds its GPU reader by the interval itself, so this is the backstop for
+        a read that hangs elsewhere (sysfs, /proc)."""
         self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
         # The drain and the executed command ids come back from the state the last agent of
         # this node saved, so a restart neither returns a drained node to service nor lets a
@@ -165,8 +179,9 @@ class NodeAgent:
 
     # --- messages ---------------------------------------------------------------------------
 
-    def birth(self) -> Birth:
-        inv = self.source.inventory()
+    def birth(self, inv: Inventory | None = None) -> Birth:
+        """``inv``: the source's inventory, taken already (off the loop); else taken now."""
+        inv = self.source.inventory() if inv is None else inv
         self._boot_id = inv.boot_id
         return Birth(
             cluster=self.cluster,
@@ -197,7 +212,38 @@ class NodeAgent:
     def telemetry(self) -> Telemetry:
         t0 = time.perf_counter()
         reading = self.source.read(self.clock())
-        collect_ms = (time.perf_counter() - t0) * 1000
+        return self._sample(reading, (time.perf_counter() - t0) * 1000)
+
+    async def _read_off_loop(self) -> tuple[Reading, float]:
+        """The source's reading, read on a thread within ``_reads``' deadline; past it, a
+        reading that measured nothing and says which read hung and for how long."""
+        now = self.clock()
+        t0 = time.perf_counter()
+        source, reads = self.source, self._reads
+        assert reads is not None  # only a blocking source is read off the loop
+        try:
+            reading = await asyncio.wrap_future(start_daemon(
+                lambda: reads.call(lambda: source.read(now)), f"{self.node_id} read"))
+        except Overdue as hung:
+            reading = Reading(gpus=[], ib_ports=[], errors=[
+                f"{hung}: nothing measured (a reader hung; the GPU one: a driver wedged?)"])
+        return reading, (time.perf_counter() - t0) * 1000
+
+    async def _inventory(self) -> Inventory:
+        if not self.off_loop:
+            return self.source.inventory()
+        # Bounded by the source itself (a real source's GPU reader has its deadline).
+        return await asyncio.wrap_future(start_daemon(self.source.inventory,
+                                                      f"{self.node_id} inventory"))
+
+    async def _payload(self) -> bytes:
+        """The next sample on the wire; a blocking source's read off the loop."""
+        if not self.off_loop:
+            return self.telemetry_payload()
+        reading, collect_ms = await self._read_off_loop()
+        return self.encoder.encode(self._sample(reading, collect_ms), self.clock())
+
+    def _sample(self, reading: Reading, collect_ms: float) -> Telemetry:
         self.seq += 1
         ts = now_ms(self.clock)
         if self._windows_saved is not None:
@@ -426,8 +472,8 @@ class NodeAgent:
         await self._publish_birth(client)
 
     async def _publish_birth(self, client: aiomqtt.Client) -> None:
-        await client.publish(self._topic[Kind.BIRTH], codec.encode(self.birth()), qos=1,
-                             retain=True)
+        birth = self.birth(await self._inventory() if self.off_loop else None)
+        await client.publish(self._topic[Kind.BIRTH], codec.encode(birth), qos=1, retain=True)
         await self._publish_status(client)
 
     async def _publish_status(self, client: aiomqtt.Client) -> None:
@@ -447,7 +493,7 @@ class NodeAgent:
             elif delay < -self.interval_s:
                 # Fell behind by more than a period (CPU starved): skip, the gap shows in seq.
                 continue
-            await client.publish(self._topic[Kind.TELEMETRY], self.telemetry_payload(), qos=0)
+            await client.publish(self._topic[Kind.TELEMETRY], await self._payload(), qos=0)
             self.last_progress = time.monotonic()
             async with self.busy:
                 await self._flush_events(client)

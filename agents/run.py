@@ -24,7 +24,16 @@ from fleetdeck.protocol.signing import load_key
 log = logging.getLogger("fleetdeck.agent")
 
 
-def make_source(cfg: AgentSettings) -> Source:
+GPU_DEADLINE_SHARE = 0.75
+"""Of the interval, how long a sample waits for a real GPU reader: the rest is the other
+readers' and the publish's, so a hung reader leaves the samples on time (at the whole
+interval, each came late and the falling-behind sample skip dropped one in three)."""
+
+
+def make_source(cfg: AgentSettings, *, deadline: bool = True) -> Source:
+    """``deadline``: a real GPU reader is waited for at most ``GPU_DEADLINE_SHARE`` of the
+    interval at each sample (a long-running agent); without it, as long as it takes
+    (``--once``)."""
     topology = Topology(rack=cfg.rack, leaf=cfg.leaf, spine_group=cfg.spine_group)
     if cfg.source == "sim":
         from fleetdeck.agents.sim.node import SimNode
@@ -35,7 +44,9 @@ def make_source(cfg: AgentSettings) -> Source:
     try:
         return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log,
                                 gpus_expected=cfg.expect_gpus,
-                                ib_ports_expected=cfg.expect_ib_ports, topology=topology)
+                                ib_ports_expected=cfg.expect_ib_ports, topology=topology,
+                                gpu_deadline_s=GPU_DEADLINE_SHARE * cfg.interval_s
+                                if deadline else None)
     except ValueError as err:
         raise UserError(f"--source {cfg.source}: {err} (or use 'sim').") from None
 
@@ -48,7 +59,7 @@ def close_source(source: Source) -> None:
 
 def sample_once(cfg: AgentSettings) -> dict[str, Any]:
     """Birth and one telemetry sample as they would go on the wire."""
-    source = make_source(cfg)
+    source = make_source(cfg, deadline=False)
     try:
         agent = NodeAgent(cluster=cfg.cluster, node_id=cfg.node_id, source=source,
                           url=BrokerURL("127.0.0.1", 1), interval_s=cfg.interval_s)

@@ -6,6 +6,7 @@ absent, the reason goes into ``Reading.errors`` (and the log, once per change).
 """
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from fleetdeck.agents.offloop import Overdue, Watched
 from fleetdeck.agents.real.common import (
     ChangeLogger,
     GpuInventoryResult,
@@ -134,11 +136,24 @@ class HostReader:
             return ""
 
 
+GPU_HUNG = ("no answer for {s:.0f} s (GPU driver hung, or a GPU off the bus?); "
+            "its GPUs are unread")
+"""What a sample says while its GPU reader overruns (``RealSource(gpu_deadline_s=…)``): the
+console quotes it in G1, "0/8 GPUs visible; the agent's GPU reader says: nvsmi: no answer for
+42 s …" (console/health.py, ``reader_error``)."""
+
+
 class RealSource:
     """Source over real readers. ``busy()`` is always False and drains are not acted on: real
-    scheduler (Slurm) integration is out of scope, so a drain completes at once."""
+    scheduler (Slurm) integration is out of scope, so a drain completes at once.
+
+    ``read`` and ``inventory`` block (nvidia-smi, NVML, sysfs): the agent calls them off its
+    event loop (``blocking``). With ``gpu_deadline_s`` the GPU reader runs on a thread of its
+    own and is waited for at most that long (agents/offloop.py): while it hangs the samples
+    still carry the InfiniBand ports and the host, and say how long the GPU reader has hung."""
 
     mode = "real"
+    blocking = True
 
     def __init__(
         self,
@@ -153,6 +168,7 @@ class RealSource:
         pair_gpus: bool = True,
         gpus_expected: int = 0,
         ib_ports_expected: int = 0,
+        gpu_deadline_s: float | None = None,
     ) -> None:
         self.gpus_expected = gpus_expected
         self.ib_ports_expected = ib_ports_expected
@@ -173,14 +189,35 @@ class RealSource:
         self._reindex: dict[int, int] = {}
         """The GPU reader's index -> the agent's, where they differ (``_renumbered``)."""
         self._changes = ChangeLogger(log)
+        self._gpu_calls = (Watched(gpu.name, gpu_deadline_s)
+                           if gpu is not None and gpu_deadline_s is not None else None)
+        self._lock = threading.Lock()
+        """``read`` and ``inventory`` one at a time: the agent runs them on threads, and a
+        rebirth's inventory may come while a sample is read."""
 
     # --- Source protocol ------------------------------------------------------------------
 
     def inventory(self) -> Inventory:
+        with self._lock:
+            return self._take_inventory()
+
+    def _gpu_call(self, fn: Callable[[], T]) -> T:
+        return fn() if self._gpu_calls is None else self._gpu_calls.call(fn)
+
+    def _take_inventory(self) -> Inventory:
         errors: list[str] = []
         gpu_inv = GpuInventoryResult(gpus=[])
         if self.gpu is not None:
-            gpu_inv = _guard(errors, f"{self.gpu.name} inventory", self.gpu.inventory, gpu_inv)
+            gpu = self.gpu
+            try:
+                gpu_inv = _guard(errors, f"{gpu.name} inventory",
+                                 lambda: self._gpu_call(gpu.inventory), gpu_inv)
+            except Overdue as hung:
+                # The GPUs the last inventory found stay, under their indices: a birth taken
+                # while the reader hangs (a reconnect) names them, and the samples say why
+                # they are unread.
+                errors.append(f"{gpu.name}: {GPU_HUNG.format(s=hung.waited_s)}")
+                gpu_inv = replace(self._gpu_inv, errors=[])
             errors.extend(gpu_inv.errors)
             gpu_inv = self._keep_lost(gpu_inv)
         self._gpu_inv = gpu_inv
@@ -225,9 +262,14 @@ class RealSource:
         return inv
 
     def read(self, now: float) -> Reading:
+        with self._lock:
+            return self._read(now)
+
+    def _read(self, now: float) -> Reading:
         if self._inventory is None:
-            self.inventory()
+            self._take_inventory()
         errors: list[str] = []
+        hung = ""  # the GPU reader's overrun as the sample says it: first, for the console's G1
         if self.follower is not None and self.monitor is not None:
             follower, monitor = self.follower, self.monitor
             _guard(errors, "kernel log",
@@ -236,8 +278,18 @@ class RealSource:
                 errors.append(f"kernel log: {follower.error}")
         gpus: list[GpuSample] = []
         if self.gpu is not None:
+            gpu = self.gpu
             no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
-            gpus, gpu_errors = _guard(errors, f"{self.gpu.name} read", self.gpu.read, no_gpus)
+            try:
+                gpus, gpu_errors = _guard(errors, f"{gpu.name} read",
+                                          lambda: self._gpu_call(gpu.read), no_gpus)
+            except Overdue as late:
+                # Not the last figures again as if fresh, and not silence: each GPU unread
+                # (present false) and the reader named with how long it has hung.
+                hung = f"{gpu.name}: {GPU_HUNG.format(s=late.waited_s)}"
+                gpus = [GpuSample(index=g.index, present=False) for g in self._gpu_inv.gpus
+                        if g.index not in self._gpus_lost]
+                gpu_errors = []
             errors.extend(gpu_errors)
             if self._reindex:
                 gpus = [msgspec.structs.replace(g, index=self._reindex.get(g.index, g.index))
@@ -257,8 +309,10 @@ class RealSource:
             errors.extend(ib_errors)
             ports = [self._with_flaps(p, now) for p in ports]
         host = _guard(errors, "host read", lambda: self.host.read(errors), HostSample())
-        capped = cap_errors(errors)
-        self._changes.update(capped)
+        capped = cap_errors([hung, *errors] if hung else errors)
+        # Logged once as it starts, not again at each sample as its seconds grow.
+        self._changes.update([f"{self.gpu.name}: no answer past its deadline (hung?)"
+                              if e == hung and self.gpu is not None else e for e in capped])
         return Reading(gpus=gpus, ib_ports=ports, host=host, errors=capped)
 
     def take_events(self) -> list[EventDraft]:
@@ -365,9 +419,12 @@ class RealSource:
 
 
 def _guard(errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:
-    """Run ``fn``; a reader bug becomes an error line, never an exception out of read()."""
+    """Run ``fn``; a reader bug becomes an error line, never an exception out of read(). A
+    reader past its deadline (``Overdue``) is the caller's to say."""
     try:
         return fn()
+    except Overdue:
+        raise
     except Exception as exc:
         log.debug("%s failed", what, exc_info=True)
         errors.append(f"{what}: {type(exc).__name__}: {exc}")
@@ -388,12 +445,15 @@ def make_real_source(
     nvml_lib: Any = None,
     gpus_expected: int = 0,
     ib_ports_expected: int = 0,
+    gpu_deadline_s: float | None = None,
 ) -> RealSource:
     """Build the RealSource named by ``kind`` (``sysfs``, ``nvml``, ``nvsmi``, ``sysfs+nvml`` …).
 
     ``sysfs_root``: the sysfs mount (``/sys``) or directly a ``class/infiniband`` directory.
     ``kernel_log``: ``"journal"`` (follow the systemd journal), a log file path, or None (no Xid /
-    flap events). Raises ValueError for a bad ``kind``; never for missing hardware.
+    flap events). ``gpu_deadline_s``: how long a sample waits for the GPU reader (the agent's
+    interval; None: as long as it takes, as ``--once`` does). Raises ValueError for a bad
+    ``kind``; never for missing hardware.
     """
     parts = parse_kind(kind)
     ib = (IbReader(ib_class_dir(sysfs_root), expected_rate_gbps=expected_rate_gbps)
@@ -407,7 +467,7 @@ def make_real_source(
     return RealSource(
         "+".join(parts), ib=ib, gpu=gpu, kernel_log=follower, host=HostReader(proc_root),
         sku=sku, topology=topology, gpus_expected=gpus_expected,
-        ib_ports_expected=ib_ports_expected,
+        ib_ports_expected=ib_ports_expected, gpu_deadline_s=gpu_deadline_s,
     )
 
 
