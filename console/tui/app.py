@@ -22,11 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events
 from textual.actions import SkipAction
 from textual.app import App
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -83,6 +84,9 @@ from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.runtime import force_exit, tune_gc
 from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
+if TYPE_CHECKING:
+    from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+
 ALIASES = {
     "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
     "nodes": "nodes", "node": "nodes", "no": "nodes", "n": "nodes",
@@ -107,6 +111,8 @@ SWITCH_MASK_S = 0.05
 (``App.delay_update``). A view composed before has nothing to hide: its switch is painted
 at once. Only a first visit, which composes the view, keeps the mask. At 16,384 nodes the mask
 was most of a switch (p50 ~55 ms idle against a ~10 ms CPU cost; bench/console_scale.py)."""
+DETAIL_SCREEN = "node-detail"
+"""The name the kept node detail is installed under (``FleetdeckApp._node_detail``)."""
 KEY_FIRST_S = 0.1
 """A key gets the loop before the rest of a backlog: the next slice waits until the key's effect
 has been painted, at most this long after the key (issue 12: a view switch within 100 ms while
@@ -277,6 +283,9 @@ class FleetdeckApp(App[int]):
         self._said_dropped: dict[str, bool] = {}
         """Per context: whether the toast said the broker drops its commands."""
         self.history: list[str] = []
+        self._detail: NodeDetailScreen | None = None
+        """The node detail kept for reuse (``open_node``), installed so that closing it does
+        not remove it."""
         self._stop = asyncio.Event()
         self.shown_revision: FleetRevision = (-1, -1, -1)
         """The fleet revision of the last view refresh: views compare it with what they last
@@ -903,6 +912,7 @@ class FleetdeckApp(App[int]):
         for name in VIEWS:
             await self.remove_mode(name)
             self.add_mode(name, self.MODES[name])
+        await self._drop_detail()
         self.shown_revision = (-1, -1, -1)
         self._painted_revision = None
         self.history = [v for v in self.history if v not in VIEWS]
@@ -1056,13 +1066,52 @@ class FleetdeckApp(App[int]):
         self.call_after_refresh(apply)
 
     def open_node(self, node_id: str, gpu: int | None = None) -> None:
-        from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
-
         if node_id not in self.state.nodes:
             self.notify(f"no node named {esc(node_id)}", severity="warning")
             return
-        self.push_screen(NodeDetailScreen(node_id, gpu))
+        self.push_screen(self._node_detail(node_id, gpu))
         self.call_after_refresh(self.refresh_view)
+
+    def _node_detail(self, node_id: str, gpu: int | None) -> "NodeDetailScreen":
+        """The detail kept for reuse, made the detail of ``node_id``, when no stack holds it;
+        else a new one. A new screen per open left ~5,000 objects of cyclic garbage (its
+        widgets, styles and charts) that only the periodic full sweep frees, ~0.28 s at 16,384
+        nodes (docs/performance.md, "The node detail's garbage"). Still held: a detail left
+        open on another view's stack, or the one under a ``:node`` typed in a detail."""
+        from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+
+        kept = self._detail
+        if kept is not None and kept.is_mounted and not self._stacked(kept):
+            kept.show_node(node_id, gpu, self.clock())
+            return kept
+        screen = NodeDetailScreen(node_id, gpu)
+        if kept is None:
+            self.install_screen(screen, DETAIL_SCREEN)
+            self._detail = screen
+        return screen
+
+    def pop_screen(self) -> AwaitComplete:
+        if isinstance(self.screen, FleetView):
+            # A node detail closed: the kept one is shown again on a later open, restyled then
+            # only if what its styles rest on changed (FleetView.leaving); each restyle of its
+            # footer's keys left ~700 objects of cyclic garbage (Textual's virtual nodes of
+            # component classes).
+            self.screen.leaving()
+        return super().pop_screen()
+
+    def _stacked(self, screen: FleetView) -> bool:
+        # ``_screen_stacks`` (every mode's stack) is Textual's own: pyproject.toml pins 8.2.8.
+        return any(screen in stack for stack in self._screen_stacks.values())
+
+    async def _drop_detail(self) -> None:
+        """Forget the kept detail (a new context: nothing of one cluster is shown under
+        another's name, and its node is no longer watched)."""
+        kept, self._detail = self._detail, None
+        if kept is None:
+            return
+        self.uninstall_screen(kept)
+        if not self._stacked(kept) and kept.is_attached:
+            await kept.remove()
 
     # --- commands -----------------------------------------------------------------------------
 

@@ -217,6 +217,24 @@ class HistoryView(Vertical, can_focus=True):
             for chart in CHARTS:
                 yield ChartBox(chart)
 
+    def show_node(self, node_id: str) -> None:
+        """The charts of ``node_id`` from now on, as a new view's would be: its span and cursor
+        from the start, nothing of the node shown before (the node detail is reused:
+        ``NodeDetailScreen.show_node``). A read of the old node still running is dropped."""
+        self.workers.cancel_group(self, "history")
+        if self._plot_timer is not None:
+            self._plot_timer.stop()
+            self._plot_timer = None
+        self.node_id, self.span, self.cursor = node_id, SPANS[0], Cursor()
+        self.hist, self.error, self.plotted = None, None, None
+        for plot in self.query(PlotextPlot):
+            # A plot drawn later than its values (``_plot`` waits for a layout) would show the
+            # old node's lines for a frame.
+            plot.plt.clear_figure()
+            plot.refresh()
+        self.query_one(VerticalScroll).scroll_home(animate=False, immediate=True)
+        self._show()
+
     def on_mount(self) -> None:
         self.set_interval(RELOAD_S, self._tick_reload)
         self._show()
@@ -266,7 +284,7 @@ class HistoryView(Vertical, can_focus=True):
                 self.error = f"Cannot read the history store: {err}."
             else:
                 self.error = None
-                if span is self.span:
+                if span is self.span and node == self.node_id:
                     self.hist = hist
             self.loads += 1
             self._show()

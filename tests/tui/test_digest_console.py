@@ -61,6 +61,19 @@ async def test_digest_console_views_detail_and_drain(mosquitto):
             await pilot.press("escape")
             await pilot.pause()
             assert watched not in link.filters and not st.raw
+            # Another node's detail (the same screen, reused) watches that node only, and
+            # goes on watching it under a dialog; closed, it watches none.
+            other = node_filter(CLUSTER, "gpu0001")
+            app.open_node("gpu0001")
+            await pilot.pause()
+            assert other in link.filters and watched not in link.filters
+            await pilot.press("r")
+            await pilot.pause()
+            assert isinstance(app.screen, DrainScreen) and other in link.filters
+            await pilot.press("escape", "escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, NodeDetailScreen)
+            assert other not in link.filters and watched not in link.filters
 
             app.request_drain(["gpu0003"])
             await pilot.pause()

@@ -21,6 +21,7 @@ from fleetdeck.console.rows import (
     port_error_text,
     slurm_state,
 )
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.fit_table import FitColumn, FitTable
 from fleetdeck.console.tui.history_view import HistoryView
@@ -59,14 +60,52 @@ class NodeDetailScreen(FleetView):
         super().__init__()
         self.node_id = node_id
         self.gpu = gpu
+        self._watching: tuple[ConsoleSession, str] | None = None
+        """The session asked for this node's raw samples, and the node (``watch_node``)."""
+
+    def show_node(self, node_id: str, gpu: int | None, now: float) -> None:
+        """Make this (mounted, closed) detail the detail of ``node_id``, as a new one would be,
+        before it is pushed again: the app keeps one and reuses it (``FleetdeckApp.open_node``),
+        as each new one left ~5,000 objects of cyclic garbage for the periodic sweep
+        (docs/performance.md, "The node detail's garbage"). Every widget is redrawn here, so
+        the first frame it is shown in is already the new node's."""
+        self.node_id, self.gpu = node_id, gpu
+        self._watch()
+        switch = self.query_one(ContentSwitcher)
+        switch.current = "detail"
+        self.query_one(HistoryView).show_node(node_id)
+        for part in ("#node-summary", "#gpus", "#ports", "#timeline"):
+            self.query_one(part, Static).update("")
+        self.query_one("#detail", VerticalScroll).scroll_home(animate=False, immediate=True)
+        self.refresh_view(now)
+
+    def _watch(self) -> None:
+        # On digests the fleet-wide picture has no raw samples: this node's come while open.
+        session = self.fleet.session
+        if self._watching == (session, self.node_id):
+            return
+        self._unwatch()
+        self._watching = (session, self.node_id)
+        session.watch_node(self.node_id)
+
+    def _unwatch(self) -> None:
+        if self._watching is not None:
+            session, node = self._watching
+            self._watching = None
+            session.unwatch_node(node)
 
     def on_mount(self) -> None:
-        # On digests the fleet-wide picture has no raw samples: this node's come while open.
-        self._watched = self.fleet.session
-        self._watched.watch_node(self.node_id)
+        self._watch()
 
     def on_unmount(self) -> None:
-        self._watched.unwatch_node(self.node_id)
+        self._unwatch()
+
+    def on_screen_suspend(self) -> None:
+        # Closed (popped), not only covered by a dialog or left on another view's stack: the
+        # reused detail stays mounted, so what a new one stopped on unmount stops here.
+        # ``_screen_stacks`` is Textual's own (pyproject.toml pins textual 8.2.8).
+        if not any(self in stack for stack in self.app._screen_stacks.values()):
+            self._unwatch()
 
     def compose_body(self) -> ComposeResult:
         with ContentSwitcher(initial="detail", id="detail-switch"):
