@@ -8,7 +8,8 @@ collection under ``gc.DEBUG_SAVEALL`` keeps what it would have freed in ``gc.gar
 The real app, headless (``run_test``), on a synthetic fleet through the real Ingest: the
 overview's grid cursor moves one node on, enter opens its detail, a tick redraws it, esc closes
 it; ``--opens`` times. The same moves and ticks without the enter/esc are counted apart, so
-what is the detail's own is the difference.
+what is the detail's own is the difference. Also printed: the median time from enter to the
+detail shown (Pilot's press and pause, ticks excluded).
 
     .venv/bin/python bench/detail_garbage.py [--nodes 48] [--opens 20] [--history]
 """
@@ -16,7 +17,9 @@ what is the detail's own is the difference.
 import argparse
 import asyncio
 import gc
+import statistics
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -29,9 +32,11 @@ class _Probe:
     me: object = None
 
 
-async def census(nodes: int, opens: int, history: bool) -> tuple[Counter[str], Counter[str]]:
+async def census(nodes: int, opens: int, history: bool,
+                 open_ms: list[float]) -> tuple[Counter[str], Counter[str]]:
     """(garbage with a detail opened and closed each round, garbage of the same rounds
-    without it), by type name."""
+    without it), by type name; each counted open's enter→shown time appended to
+    ``open_ms``."""
     from fleetdeck.console.audit import MemoryAudit
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.tui import render_cycles
@@ -52,8 +57,10 @@ async def census(nodes: int, opens: int, history: bool) -> tuple[Counter[str], C
         for _ in range(n):
             await pilot.press("right")  # type: ignore[attr-defined]
             if detail:
+                t0 = time.perf_counter()
                 await pilot.press("enter")  # type: ignore[attr-defined]
                 await pilot.pause()  # type: ignore[attr-defined]
+                open_ms.append((time.perf_counter() - t0) * 1000)
                 require(isinstance(app.screen, NodeDetailScreen), "enter opened no detail")
                 if history:
                     await pilot.press("h")  # type: ignore[attr-defined]
@@ -89,6 +96,7 @@ async def census(nodes: int, opens: int, history: bool) -> tuple[Counter[str], C
         app.tick()
         await pilot.pause()
         await rounds(pilot, 3, True)  # first opens: CSS, caches, lazy imports
+        open_ms.clear()
         with_detail = await counted(pilot, True)
         without = await counted(pilot, False)
     return with_detail, without
@@ -101,7 +109,8 @@ def main() -> int:
     ap.add_argument("--history", action="store_true", help="press h in each detail too")
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
-    with_detail, without = asyncio.run(census(args.nodes, args.opens, args.history))
+    open_ms: list[float] = []
+    with_detail, without = asyncio.run(census(args.nodes, args.opens, args.history, open_ms))
     own = with_detail.copy()
     own.subtract(without)
     total_with, total_without = with_detail.total(), without.total()
@@ -111,6 +120,7 @@ def main() -> int:
     own_total = total_with - total_without
     print(f"cyclic garbage per round: {total_with / n:,.0f} objects with the detail, "
           f"{total_without / n:,.0f} without; the detail's own {own_total / n:,.0f}")
+    print(f"enter→detail shown (Pilot press and pause): median {statistics.median(open_ms):.1f} ms")
     print(f"{'type':<40} {'per open':>10}")
     for name, count in sorted(own.items(), key=lambda kv: -kv[1])[:args.top]:
         if count > 0:
