@@ -14,6 +14,7 @@ from fleetdeck.console.commands import Phase
 from fleetdeck.console.contexts import ContextError, parse_clusters
 from fleetdeck.console.tui.app import FleetdeckApp
 from fleetdeck.console.tui.screens.clusters import ClustersScreen
+from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.protocol.messages import DrainState
 from tests.conftest import eventually, run_cli, spawn, stop_process
@@ -109,6 +110,11 @@ async def test_console_contexts_switch_views_and_commands(two_clusters, tmp_path
                          and len(app.sessions["west"].state.nodes) == 6, 30,
                          message="both clusters' nodes")
         assert "east" in app.header_text(app.clock())
+        # A node detail of east left open on the overview (the app keeps it for reuse).
+        app.open_node("ea0001")
+        await pilot.pause()
+        east_detail = app.screen
+        assert isinstance(east_detail, NodeDetailScreen)
         await pilot.press("0")
         await eventually(lambda: isinstance(app.screen, ClustersScreen), 10)
         screen = app.screen
@@ -127,6 +133,15 @@ async def test_console_contexts_switch_views_and_commands(two_clusters, tmp_path
                          == {f"we{i:04d}" for i in range(1, 7)}, 10,
                          message="the nodes view shows west")
         assert "west" in app.header_text(app.clock())
+        # Nothing of east's detail is kept under west's name: west's node in a new one.
+        assert not east_detail.is_attached
+        app.open_node("we0002")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeDetailScreen) and app.screen is not east_detail
+        assert app.screen.node_id == "we0002" and app.screen.is_attached
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen)
 
         # A drain from this context goes to west's node (and west's agent obeys).
         req = app.session.drain(["we0005"], "ctx test")
