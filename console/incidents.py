@@ -121,8 +121,9 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     # regroups on every fleet change, and at 16,384 nodes a few passes over every node would
     # be most of a tick. Sorted, so the grouping does not depend on arrival order.
     nodes = state.nodes
+    # A node that talks unread is waiting, not an incident (``NodeState.unread_talking``).
     bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
-           and st.verdict is not Verdict.OK]
+           and st.verdict is not Verdict.OK and not st.unread_talking]
     jobs_on = _jobs_by_node(state, bad)
     taken: set[str] = set()
     out: list[Incident] = []
@@ -309,17 +310,24 @@ def job_faults(state: FleetState, jobs_on: dict[str, list[str]] | None = None,
         if len(members) < 2:
             continue
         members.sort(key=_since)
-        run = [members[0]]
+        # Every window of two or more: one node that failed early must not keep two that
+        # failed together later from being one incident (a review).
+        runs = [[members[0]]]
         for st in members[1:]:
-            if _since(st) - _since(run[0]) <= JOB_WINDOW_S:
-                run.append(st)
-        if len(run) >= 2:
-            out.append(_job_fault_incident(state, jid, run, jobs_on or {}))
+            if _since(st) - _since(runs[-1][0]) <= JOB_WINDOW_S:
+                runs[-1].append(st)
+            else:
+                runs.append([st])
+        together = [run for run in runs if len(run) >= 2]
+        for i, run in enumerate(together):
+            # The first keeps the plain key (a later group must not move the cursor off it).
+            key = f"job:{jid}:failed" + (f":{min(st.node_id for st in run)}" if i else "")
+            out.append(_job_fault_incident(state, jid, run, jobs_on or {}, key))
     return out
 
 
 def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
-                        jobs_on: dict[str, list[str]]) -> Incident:
+                        jobs_on: dict[str, list[str]], key: str) -> Incident:
     names = sorted(st.node_id for st in members)
     first, last = _since(members[0]), _since(members[-1])
     found = [shown_findings(st) for st in members]
@@ -352,7 +360,7 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     actions = {recommended_action(st, state) for st in members}
     action = (f"on each of {compress(names)}: {actions.pop()}" if len(actions) == 1 else
               f"each of {compress(names)} as its own finding says (its line in the nodes view)")
-    return Incident(f"job:{jid}:failed", "job", "error", title, first, names, action,
+    return Incident(key, "job", "error", title, first, names, action,
                     [jid, *others], sum(len(f) for f in found), job_left=not holds)
 
 

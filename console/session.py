@@ -345,11 +345,11 @@ class ConsoleSession:
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
         self._rerun_unheard: dict[str, float] = {}
+        """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
+        are waited for: the first ticks come before the broker's retained job statuses."""
         self._rerun_unwatched: set[str] = set()
         """Jobs of ``_rerun`` whose interruption was found after a gap (``unwatched``): no
         one saw their run end."""
-        """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
-        are waited for: the first ticks come before the broker's retained job statuses."""
         self._sched_gone: float | None = None
         """When the scheduler was heard going, while it is gone (``_note_scheduler``)."""
         self._malformed_seen = 0

@@ -460,7 +460,10 @@ class NodeState:
         views, the incidents and the JSON's top problems called them stale: one judgement
         now, here."""
         return self.talks and (self.verdict is Verdict.STALE or (
-            self.digest is not None and self.verdict is Verdict.DEGRADED))
+            self.digest is not None and self.verdict is Verdict.DEGRADED
+            # Degraded by the H1 alone: a warning of its own (an event's) is its own.
+            and not any(f.rule != "H1" and f.severity is not Severity.INFO
+                        for f in self.findings)))
 
     @property
     def verdict_shown(self) -> str:

@@ -284,10 +284,10 @@ def test_worst_first_puts_lost_work_first_and_drained_nodes_last():
     assert keys == ["node:gpu0001", "node:gpu0007", "node:gpu0006"], keys
 
 
-def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0):
+def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0, gaps=None):
     """A job on ``job_nodes``; the GPU falls off the bus on each of ``struck``, ``spread_s``
-    apart; the scheduler then runs the job on ``moved_to`` (its requeue) and the struck
-    nodes' telemetry names no job (the simulator's XID 79)."""
+    apart (or ``gaps[i]`` before the i-th); the scheduler then runs the job on ``moved_to``
+    (its requeue) and the struck nodes' telemetry names no job (the simulator's XID 79)."""
     clock = Clock()
     ingest = Ingest(CLUSTER)
     session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
@@ -300,9 +300,9 @@ def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0)
         fleet.telemetry(ingest, job=on)
         session.tick()
     faults: dict = {}
-    for n in struck:
+    for i, n in enumerate(struck):
         faults[n] = gpu_lost(0)
-        clock.advance(spread_s)
+        clock.advance(spread_s if gaps is None else gaps[i])
         fleet.telemetry(ingest, job=on, faults=faults)
         session.tick()
     publish_job(ingest, job_status("4104", moved_to, clock, requeues=1, started_offset_s=0),
@@ -345,6 +345,17 @@ def test_failed_nodes_of_one_job_far_apart_or_of_other_jobs_stay_node_incidents(
                            ["gpu0003", "gpu0009", "gpu0010"], spread_s=90.0)
     keys = sorted(i.key for i in incidents(session.state))
     assert keys == ["node:gpu0001", "node:gpu0002"], keys
+
+
+def test_two_nodes_of_a_job_failing_together_after_an_earlier_one_are_one_incident():
+    """One node of the job failed early; two more failed together 90 s later: the grouping
+    took only the window of the first node, and the two read as node incidents (a review)."""
+    session = _lost_in_job(None, ["gpu0001", "gpu0002", "gpu0004"],
+                           ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"], gaps=[1.0, 90.0, 1.0])
+    found = {i.key: i for i in incidents(session.state)}
+    assert sorted(found) == ["job:4104:failed", "node:gpu0001"], sorted(found)
+    assert found["job:4104:failed"].nodes == ["gpu0002", "gpu0004"]
 
 
 def test_the_incidents_and_the_top_problems_put_what_no_one_acted_on_first_alike():

@@ -200,6 +200,7 @@ def test_a_talking_node_reads_waiting_everywhere_and_writes_no_false_history():
     assert out["totals"]["by_verdict"]["stale"] == 0, out["totals"]
     assert out["totals"]["by_verdict"]["waiting"] == 16, out["totals"]
     assert {n["verdict"] for n in out["nodes"]} == {"waiting"}
+    assert out["incidents"] == [], out["incidents"]
     assert not judged_not_ok(state), "a talking node is not a problem to list"
     assert top_problems(state) == ([], 0)
     assert not [t for t in state.transitions if t.new is Verdict.STALE], state.transitions
