@@ -285,6 +285,29 @@ class Ingest:
         batch, self._batch = self._batch, Batch()
         return batch
 
+    def parsed(self, topic: str) -> Topic | None:
+        """``topic`` parsed (None: not a protocol topic), from the cache ``handle`` reads: a
+        replay's feed asks first, and the topic is not parsed twice (~3 µs each)."""
+        parsed = self._topics.get(topic)
+        if parsed is None:
+            try:
+                parsed = parse_topic(topic)
+            except TopicError:
+                return None
+            if len(self._topics) < TOPIC_CACHE_MAX:
+                self._topics[topic] = parsed
+        return parsed
+
+    def handle_telemetry(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
+        """``handle`` for ``topic``, already known (``parsed``) to be telemetry of ``subject``
+        in this cluster: a replay's feed hands every sample so, past the topic's checks."""
+        self.received += 1
+        scope = self.scope
+        if scope is not None and not scope.owns(subject):
+            self.out_of_shard += 1
+            return
+        self._telemetry(subject, topic, payload, rx_ts)
+
     def handle(self, topic: str, payload: bytes, rx_ts: float) -> None:
         self.received += 1
         parsed = self._topics.get(topic)
