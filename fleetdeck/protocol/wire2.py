@@ -340,36 +340,6 @@ def _share(col: Sequence[Any], one_type: bool = False) -> Sequence[Any]:
     return hit
 
 
-_SHARED_COLUMNS: dict[tuple[int, Sequence[Any]], Sequence[Any]] = {}
-"""(column, its values) -> what ``_share`` made of them, for constant columns whose equal
-values are of one type and sign (``_share_columns``)."""
-
-
-def _share_columns(present: _Present) -> _Present:
-    """``_share`` over a keyframe's columns. A column of one type (``Column.one_type``) that
-    ``_share`` shared before is looked up by its values (one hash, ~0.2 µs; ``_share`` took
-    ~1 µs, ~48 of a keyframe's ~63 columns are constant, docs/performance.md). Equal values of
-    one such column are of one type; only a float zero keeps its sign apart from an equal
-    one, so a column of float zeros goes through ``_share`` every time."""
-    out: _Present = []
-    shared = _SHARED_COLUMNS
-    for c, v in present:
-        if not c.one_type or not v:
-            out.append((c, _share(v, c.one_type)))
-            continue
-        v0 = v[0]
-        key = (id(c), v)  # the specs' Columns live as long as the module
-        hit = shared.get(key)
-        if hit is None:
-            hit = _share(v, True)
-            if hit is not v and not (type(v0) is float and v0 == 0.0):
-                if len(shared) >= _SHARED_MAX:
-                    shared.clear()  # values come from the network: never grow without bound
-                shared[key] = hit
-        out.append((c, hit))
-    return out
-
-
 def _merge(cls: type[Any], base: _Table,
            present: _Present) -> tuple[list[Any], _Table]:
     """Rows from ``base`` with the ``present`` columns in place of its own, and their table
@@ -626,8 +596,8 @@ class Reassembler:
             gpus_p, n_gpus = _checked(msg.g, GPU_COLUMNS)
             ports_p, n_ports = _checked(msg.p, PORT_COLUMNS)
             # The keyframe is held until the next one (30 s): its constant columns are shared.
-            gpus_p = _share_columns(gpus_p)
-            ports_p = _share_columns(ports_p)
+            gpus_p = [(c, _share(v, c.one_type)) for c, v in gpus_p]
+            ports_p = [(c, _share(v, c.one_type)) for c, v in ports_p]
             gpus, gtab = _merge(fast.GpuSample, _empty(fast.GpuSample, n_gpus), gpus_p)
             ports, ptab = _merge(fast.IbPortSample, _empty(fast.IbPortSample, n_ports), ports_p)
             tel = fast.Telemetry(

@@ -357,29 +357,3 @@ def test_columns_of_one_type_share_without_the_type_check() -> None:
     assert isinstance(shared, tuple) and [type(x) for x in shared] == [int, int]
     mixed = [1, 1.0]
     assert wire2._share(mixed, one_type=False) is mixed  # types differ: kept as it came
-
-
-def test_keyframe_columns_shared_by_their_values_keep_types_and_signs() -> None:
-    """``_share_columns`` (a held keyframe's columns, looked up by their values once shared)
-    gives what ``_share`` gives each column: one tuple for equal constant columns, a float
-    zero's sign kept whichever sign came first, a column that is not constant as it came."""
-    by_wire = {c.wire: c for c in wire2.GPU_COLUMNS}
-    temp, index, xids = by_wire["temp_c"], by_wire["index"], by_wire["xids"]
-    assert temp.one_type and index.one_type and not xids.one_type
-    for first, second in (((0.0,) * 4, (-0.0,) * 4), ((-0.0,) * 4, (0.0,) * 4)):
-        a = wire2._share_columns([(temp, first)])[0][1]
-        b = wire2._share_columns([(temp, second)])[0][1]
-        assert [str(x) for x in a] == [str(x) for x in first]
-        assert [str(x) for x in b] == [str(x) for x in second]
-    cols = [(temp, (41.5,) * 4), (index, (0, 1, 2, 3)), (xids, ([], [], [], [])),
-            (by_wire["util_pct"], (None,) * 4)]
-    once, again = wire2._share_columns(cols), wire2._share_columns([(c, tuple(v))
-                                                                   for c, v in cols])
-    for (c, v), (c1, got), (c2, got2) in zip(cols, once, again, strict=True):
-        assert c is c1 is c2 and got == v == got2
-        assert [type(x) for x in got2] == [type(x) for x in v]
-        assert got is wire2._share(v, c.one_type) or got is v
-    assert once[0][1] is again[0][1] and once[3][1] is again[3][1]  # shared: one tuple
-    assert once[1][1] is cols[1][1]  # not constant: as it came
-    key = (id(temp), (41.5,) * 4)
-    assert wire2._SHARED_COLUMNS[key] is once[0][1]  # found by its values the second time
