@@ -993,7 +993,9 @@ class FleetdeckApp(App[int]):
     def action_help(self) -> None:
         from fleetdeck.console.tui.modals import HelpScreen
 
-        self.push_screen(HelpScreen(self.read_only, self.HELP_EXTRA))
+        probe = self.session.probe
+        self.push_screen(HelpScreen(self.read_only, self.HELP_EXTRA,
+                                    probe.why() if probe is not None else ""))
 
     def action_command_line(self) -> None:
         from fleetdeck.console.tui.modals import CommandLine

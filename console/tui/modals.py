@@ -539,11 +539,14 @@ def help_sections(text: str) -> list[tuple[str, str]]:
 class HelpScreen(Modal[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, read_only: bool, extra: str = "") -> None:
+    def __init__(self, read_only: bool, extra: str = "", dropped: str = "") -> None:
         super().__init__()
         self.read_only = read_only
         self.extra = extra
         """Keys of this front end's own, shown first (the replay console's)."""
+        self.dropped = dropped
+        """Why the broker drops this console's commands (``PublishProbe.why``), '' if not:
+        the help said "[RW] commands enabled" under a header saying they are dropped."""
 
     def compose(self) -> ComposeResult:
         rw = not self.read_only
@@ -554,6 +557,7 @@ class HelpScreen(Modal[None]):
             rw_jobs=" · r restart (requeue from the last checkpoint)" if rw else "",
             rw_node="r drain · u resume this node\n        " if rw else "",
             mode="[$warning]\\[R] read-only: no command keys[/]" if self.read_only
+            else f"[$error]\\[R] broker drops commands[/]: {esc(self.dropped)}" if self.dropped
             else "[$success]\\[RW][/] commands enabled, each audited",
         )
         with Vertical(id="help", classes="dialog"):

@@ -20,6 +20,7 @@ from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.tui.conftest import SIZE, open_view, pilot_until
 from tests.tui.test_command_flows import sent
+from tests.tui.test_views import text_of
 
 SHELL_TEXT = ":drain gpu0002 reason\nr\ny\nd\nu\n\ny\n"
 """A paste an operator did not mean for the console: a command line, then command keys and
@@ -156,3 +157,20 @@ async def test_a_paste_fills_the_command_line_but_does_not_run_it(world):
         assert line.query_one("#cmdline", Input).value == "drain gpu0002"
         await world.app.session.flush()
         assert sent(world) == [] and world.audit.records == []
+
+
+async def test_help_says_the_broker_drops_commands_when_the_probe_found_it(world):
+    """The header read "[R] broker drops commands" while the help's Mode line still said
+    "[RW] commands enabled, each audited" (an SRE drill's leftover)."""
+    from fleetdeck.console.publish_probe import PublishProbe
+
+    async with world.app.run_test(size=(160, 60)) as pilot:
+        world.tick()
+        probe = PublishProbe(user="viewer")
+        probe.dropped_since = world.clock()
+        world.app.session.probe = probe
+        await pilot.press("question_mark")
+        await pilot.pause()
+        mode = next(line for line in text_of(world.app).splitlines() if "Mode:" in line)
+        assert "[R] broker drops commands: the broker does not deliver" in mode, mode
+        assert "[RW]" not in mode, mode
