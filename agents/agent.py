@@ -133,6 +133,14 @@ class NodeAgent:
         """A blocking source's reads, one in flight, each waited for at most this long: a
         real source bounds its GPU reader by the interval itself, so this is the backstop for
         a read that hangs elsewhere (sysfs, /proc)."""
+        self._inventories = Watched(
+            f"{source.name} inventory", self._reads.deadline_s) if self._reads else None
+        """A blocking source's inventories (each birth's), bounded as the reads are: a read
+        that hangs keeps the source's lock (agents/real/source.py), and a rebirth waiting on
+        it with no deadline held the commands after it, the drain of that node included (a
+        review; docs/reliability.md, "A hung GPU reader")."""
+        self._inventory_had: Inventory | None = None
+        """The last inventory taken in time: a birth whose inventory overran says it again."""
         self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
         # The drain and the executed command ids come back from the state the last agent of
         # this node saved, so a restart neither returns a drained node to service nor lets a
@@ -226,15 +234,46 @@ class NodeAgent:
                 lambda: reads.call(lambda: source.read(now)), f"{self.node_id} read"))
         except Overdue as hung:
             reading = Reading(gpus=[], ib_ports=[], errors=[
-                f"{hung}: nothing measured (a reader hung; the GPU one: a driver wedged?)"])
+                f"{hung}{self._hung_reader()}: nothing measured (a reader hung; the GPU one: "
+                "a driver wedged?)"])
         return reading, (time.perf_counter() - t0) * 1000
 
     async def _inventory(self) -> Inventory:
         if not self.off_loop:
             return self.source.inventory()
-        # Bounded by the source itself (a real source's GPU reader has its deadline).
-        return await asyncio.wrap_future(start_daemon(self.source.inventory,
-                                                      f"{self.node_id} inventory"))
+        source, calls, reads = self.source, self._inventories, self._reads
+        assert calls is not None and reads is not None
+        for late in (calls, reads):
+            since = late.hung_since
+            if since is not None:
+                # A read or inventory still hung past its deadline holds the source's lock:
+                # not another whole deadline of waiting for it (a REBIRTH then a ctl/rebirth
+                # kept a drain behind them unanswered 6 s, one deadline each).
+                return self._inventory_again(Overdue(late.what, since, late.clock()))
+        try:
+            inv = await asyncio.wrap_future(start_daemon(
+                lambda: calls.call(source.inventory), f"{self.node_id} inventory"))
+        except Overdue as hung:
+            return self._inventory_again(hung)
+        self._inventory_had = inv
+        return inv
+
+    def _inventory_again(self, hung: Overdue) -> Inventory:
+        """The last inventory in time (none yet: an empty one), its errors led by why: the
+        birth goes out, and the commands behind it are answered, while a reader hangs."""
+        had = self._inventory_had or Inventory(sku="", gpus=[], ib_ports=[],
+                                               boot_id=self._boot_id or "")
+        said = f"{hung}{self._hung_reader()}: this birth repeats the last inventory"
+        # The birth takes 32 errors at most (agents/real/common.py, ``cap_errors``): the why
+        # first, the last of the earlier ones left out.
+        return dataclasses.replace(had, errors=[said, *had.errors][:32])
+
+    def _hung_reader(self) -> str:
+        """'; hung: sysfs read (12 s)': the reader call a blocking source has in flight, where
+        it says (``RealSource.stuck``); else ''."""
+        stuck: Callable[[], str] | None = getattr(self.source, "stuck", None)
+        what = stuck() if stuck is not None else ""
+        return f"; hung: {what}" if what else ""
 
     async def _payload(self) -> bytes:
         """The next sample on the wire; a blocking source's read off the loop."""

@@ -7,6 +7,7 @@ absent, the reason goes into ``Reading.errors`` (and the log, once per change).
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -194,6 +195,18 @@ class RealSource:
         self._lock = threading.Lock()
         """``read`` and ``inventory`` one at a time: the agent runs them on threads, and a
         rebirth's inventory may come while a sample is read."""
+        self._step: tuple[str, float] | None = None
+        """The reader call in flight under ``_lock`` and since when (monotonic): ``stuck``."""
+
+    def stuck(self) -> str:
+        """The reader call in flight and for how long, e.g. ``sysfs read (12 s)``; '' when
+        none. A call that hangs keeps ``_lock``, so a rebirth's inventory waits behind it: the
+        agent gives up at its deadline and says in the birth which reader holds it up
+        (agents/agent.py, ``_inventory``)."""
+        step = self._step
+        if step is None:
+            return ""
+        return f"{step[0]} ({time.monotonic() - step[1]:.0f} s)"
 
     # --- Source protocol ------------------------------------------------------------------
 
@@ -210,7 +223,7 @@ class RealSource:
         if self.gpu is not None:
             gpu = self.gpu
             try:
-                gpu_inv = _guard(errors, f"{gpu.name} inventory",
+                gpu_inv = self._guard(errors, f"{gpu.name} inventory",
                                  lambda: self._gpu_call(gpu.inventory), gpu_inv)
             except Overdue as hung:
                 # The GPUs the last inventory found stay, under their indices: a birth taken
@@ -234,7 +247,7 @@ class RealSource:
                 return ports, inv_errors
 
             no_ports: tuple[list[IbPortInventory], list[str]] = ([], [])
-            ib_ports, ib_errors = _guard(errors, "sysfs inventory", ib_inventory, no_ports)
+            ib_ports, ib_errors = self._guard(errors, "sysfs inventory", ib_inventory, no_ports)
             errors.extend(ib_errors)
         if self.monitor is not None:
             self.monitor.set_maps(
@@ -248,7 +261,7 @@ class RealSource:
             topology=self.topology,
             driver_version=gpu_inv.driver_version,
             cuda_version=gpu_inv.cuda_version,
-            boot_id=self.host.boot_id(),
+            boot_id=self._guard(errors, "host boot_id", self.host.boot_id, ""),
             errors=cap_errors(errors),
             # Unless told (--expect-gpus), as many as the driver counts: a GPU lost before the
             # agent started was left out of the birth, and the node read "7/7" ok (a
@@ -272,7 +285,7 @@ class RealSource:
         hung = ""  # the GPU reader's overrun as the sample says it: first, for the console's G1
         if self.follower is not None and self.monitor is not None:
             follower, monitor = self.follower, self.monitor
-            _guard(errors, "kernel log",
+            self._guard(errors, "kernel log",
                    lambda: monitor.feed(follower.poll(), now, history=follower.history), 0)
             if follower.error:
                 errors.append(f"kernel log: {follower.error}")
@@ -281,7 +294,7 @@ class RealSource:
             gpu = self.gpu
             no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
             try:
-                gpus, gpu_errors = _guard(errors, f"{gpu.name} read",
+                gpus, gpu_errors = self._guard(errors, f"{gpu.name} read",
                                           lambda: self._gpu_call(gpu.read), no_gpus)
             except Overdue as late:
                 # Not the last figures again as if fresh, and not silence: each GPU unread
@@ -305,10 +318,10 @@ class RealSource:
         if self.ib is not None:
             ib = self.ib
             no_samples: tuple[list[IbPortSample], list[str]] = ([], [])
-            ports, ib_errors = _guard(errors, "sysfs read", lambda: ib.read(now), no_samples)
+            ports, ib_errors = self._guard(errors, "sysfs read", lambda: ib.read(now), no_samples)
             errors.extend(ib_errors)
             ports = [self._with_flaps(p, now) for p in ports]
-        host = _guard(errors, "host read", lambda: self.host.read(errors), HostSample())
+        host = self._guard(errors, "host read", lambda: self.host.read(errors), HostSample())
         capped = cap_errors([hung, *errors] if hung else errors)
         # Logged once as it starts, not again at each sample as its seconds grow.
         self._changes.update([f"{self.gpu.name}: no answer past its deadline (hung?)"
@@ -336,6 +349,23 @@ class RealSource:
             self.follower.close()
 
     # --- internals ------------------------------------------------------------------------
+
+    def _guard(self, errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:
+        """Run ``fn``; a reader bug becomes an error line, never an exception out of read(). A
+        reader past its deadline (``Overdue``) is the caller's to say. While it runs it is the
+        step ``stuck`` names."""
+        self._step = (what, time.monotonic())
+        try:
+            return fn()
+        except Overdue:
+            raise
+        except Exception as exc:
+            log.debug("%s failed", what, exc_info=True)
+            errors.append(f"{what}: {type(exc).__name__}: {exc}")
+            return default
+        finally:
+            self._step = None
+
 
     def _keep_lost(self, inv: GpuInventoryResult) -> GpuInventoryResult:
         """``inv`` with the GPUs an earlier inventory found and this one did not.
@@ -416,19 +446,6 @@ class RealSource:
         # losses where both exist: the larger, never the sum.
         return msgspec.structs.replace(p, carrier_losses_24h=max(losses,
                                                                  p.carrier_losses_24h or 0))
-
-
-def _guard(errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:
-    """Run ``fn``; a reader bug becomes an error line, never an exception out of read(). A
-    reader past its deadline (``Overdue``) is the caller's to say."""
-    try:
-        return fn()
-    except Overdue:
-        raise
-    except Exception as exc:
-        log.debug("%s failed", what, exc_info=True)
-        errors.append(f"{what}: {type(exc).__name__}: {exc}")
-        return default
 
 
 def make_real_source(
