@@ -305,7 +305,7 @@ class NodeAgent:
                 pid=os.getpid(),
                 started_ts=self.started_ms,
                 collect_ms=round(collect_ms, 3),
-                errors=reading.errors,
+                errors=tuple(reading.errors),
                 event_seq=self.event_seq,
             ),
             job=reading.job,

@@ -224,8 +224,8 @@ class DigestSender:
 # --- the console side ---------------------------------------------------------------------------
 
 
-_GPUS: dict[int, list[GpuInventory]] = {}
-_PORTS: dict[tuple[tuple[str, int], ...], list[IbPortInventory]] = {}
+_GPUS: dict[int, tuple[GpuInventory, ...]] = {}
+_PORTS: dict[tuple[tuple[str, int], ...], tuple[IbPortInventory, ...]] = {}
 _TOPOLOGY: dict[tuple[str, str], Topology] = {}
 """Frozen inventory shared between the nodes that have the same (a fleet has a handful of
 shapes): one set of rows for all of them, not 16 Structs a node."""
@@ -235,13 +235,14 @@ def _birth_of(d: fast.Digest, cluster: str) -> Birth:
     """A birth holding only what the views read from one (inventory counts, leaf and rack)."""
     gpus = _GPUS.get(d.gpus_expected)
     if gpus is None:
-        gpus = _GPUS[d.gpus_expected] = [GpuInventory(index=i) for i in range(d.gpus_expected)]
+        gpus = _GPUS[d.gpus_expected] = tuple(GpuInventory(index=i)
+                                              for i in range(d.gpus_expected))
     key = tuple((p.dev, p.port) for p in d.ports)
     ports = _PORTS.get(key)
     if ports is None:
         if len(_PORTS) > 1024:
             _PORTS.clear()  # port names come from the network: never grow without bound
-        ports = _PORTS[key] = [IbPortInventory(dev=dev, port=port) for dev, port in key]
+        ports = _PORTS[key] = tuple(IbPortInventory(dev=dev, port=port) for dev, port in key)
     topo = _TOPOLOGY.get((d.leaf, d.rack))
     if topo is None:
         if len(_TOPOLOGY) > 65536:

@@ -178,7 +178,10 @@ class AgentInfo(_Struct, frozen=True):
     pid: U32 | None = None
     started_ts: TsMs | None = None
     collect_ms: NonNeg | None = None
-    errors: Annotated[list[Text], msgspec.Meta(max_length=32)] = []
+    errors: Annotated[tuple[Text, ...], msgspec.Meta(max_length=32)] = ()
+    """A tuple, not a list: ``()`` is a shared constant and a tuple of strings leaves the GC's
+    view, where each sample's empty list was one more object a sweep walked, per node
+    (docs/performance.md, "Fewer objects for the GC to walk")."""
     event_seq: U64 | None = None
 
 
@@ -277,7 +280,7 @@ def to_dict(obj: msgspec.Struct) -> dict[str, object]:
 def _plain(value: object) -> object:
     if isinstance(value, msgspec.Struct):
         return to_dict(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
@@ -333,9 +336,11 @@ class Birth(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     driver_version: ShortText | None = None
     cuda_version: ShortText | None = None
     topology: Topology = _TOPOLOGY0
-    gpus: Annotated[list[GpuInventory], msgspec.Meta(max_length=64)] = []
-    ib_ports: Annotated[list[IbPortInventory], msgspec.Meta(max_length=64)] = []
-    errors: Annotated[list[Text], msgspec.Meta(max_length=32)] = []
+    # Tuples, not lists: a tuple of gc=False Structs or strings leaves the GC's view, three
+    # lists a node were walked by every sweep (docs/performance.md, "Fewer objects ...").
+    gpus: Annotated[tuple[GpuInventory, ...], msgspec.Meta(max_length=64)] = ()
+    ib_ports: Annotated[tuple[IbPortInventory, ...], msgspec.Meta(max_length=64)] = ()
+    errors: Annotated[tuple[Text, ...], msgspec.Meta(max_length=32)] = ()
     gpus_expected: Links = 0
     ib_ports_expected: Links = 0
 
