@@ -169,8 +169,13 @@ def says_it_talks(h1_text: str) -> bool:
     the node talks, and a command unanswered is not its agent hung."""
     return _TALKS_RE.match(h1_text) is not None
 
-@dataclass
+NO_SEQS: frozenset[int] = frozenset()
+"""``NodeState.event_ahead`` with no gap open: one object for every node."""
+
+
+@dataclass(slots=True)
 class NodeState:
+    # Slots: a per-node ``__dict__`` was one more object each GC sweep walked (issue 12).
     node_id: str
     birth: Birth | None = None
     bd_seq: int = -1
@@ -205,12 +210,17 @@ class NodeState:
     """H1/H2: judged from the clock at tick time."""
     verdict: Verdict = Verdict.STALE
     history: NodeHistory = field(default_factory=NodeHistory)
-    events: deque[Event] = field(default_factory=lambda: deque(maxlen=NODE_EVENT_MEMORY))
+    events: deque[Event] | tuple[()] = ()
+    """Its latest events (``NODE_EVENT_MEMORY``), oldest first: ``()`` until its first one
+    (``node_event_log``), as most nodes never have one and an empty deque a node was one more
+    object each GC sweep walked (docs/performance.md, "Fewer objects for the GC to walk")."""
     event_prefix: str = ""
     """``<node>.<agent start ms>.``: the agent process whose event seqs we track."""
     event_seq: int = 0
     """Highest event seq received with every earlier one received too (this process)."""
-    event_ahead: set[int] = field(default_factory=set)
+    event_ahead: set[int] | frozenset[int] = NO_SEQS
+    """Event seqs received past ``event_seq``: the shared ``NO_SEQS`` while none is (the usual
+    case), a set of its own only while a gap is open (``FleetState._count_event``)."""
     gap_since: float | None = None
     resend_asked: float = 0.0
     resend_asks: int = 0
@@ -719,6 +729,14 @@ def _note_process(st: "NodeState", process: int, rx: float) -> None:
     if len(seen) > 4:
         for old in sorted(seen, key=seen.__getitem__)[:-4]:
             del seen[old]
+
+
+def node_event_log(st: NodeState) -> deque[Event]:
+    """``st.events`` as a deque that can take an event: made at a node's first event."""
+    log = st.events
+    if type(log) is tuple:
+        log = st.events = deque(maxlen=NODE_EVENT_MEMORY)
+    return log  # type: ignore[return-value]
 
 
 def _insert_by_time(log: deque[Event], ev: Event) -> bool:
@@ -1257,7 +1275,7 @@ class FleetState:
             if _insert_by_time(self.events, ev) and len(self.late_events) < EVENT_MEMORY:
                 self.late_events.append(ev)
             if st is not None:
-                _insert_by_time(st.events, ev)
+                _insert_by_time(node_event_log(st), ev)
             else:
                 self.orphan_events += 1
         if st is not None and st.agent_started is None:
@@ -1265,12 +1283,17 @@ class FleetState:
             # newest agent process the events name, so the count survives the bounded timeline.
             prefix = ev.event_id[: len(ev.event_id) - len(str(ev.seq))]
             if ev.event_id.endswith(f".{ev.seq}") and prefix != st.event_prefix:
-                st.event_prefix, st.event_seq, st.event_ahead = prefix, 0, set()
+                st.event_prefix, st.event_seq, st.event_ahead = prefix, 0, NO_SEQS
         if st is not None and st.event_prefix and ev.event_id.startswith(st.event_prefix):
-            st.event_ahead.add(ev.seq)
-            while st.event_seq + 1 in st.event_ahead:
-                st.event_seq += 1
-                st.event_ahead.discard(st.event_seq)
+            if ev.seq == st.event_seq + 1 and not st.event_ahead:
+                st.event_seq += 1  # in order, no gap open: the usual case, no set made
+            else:
+                ahead = set(st.event_ahead)
+                ahead.add(ev.seq)
+                while st.event_seq + 1 in ahead:
+                    st.event_seq += 1
+                    ahead.discard(st.event_seq)
+                st.event_ahead = ahead or NO_SEQS
         return fresh
 
     def missing_events(self, now: float, patience_intervals: float = 3.0,
@@ -1304,7 +1327,7 @@ class FleetState:
                 st.events_lost += lost
                 self._lost.append((st.node_id, lost))
                 st.event_seq = st.resend_progress = emitted
-                st.event_ahead = {s for s in st.event_ahead if s > emitted}
+                st.event_ahead = {s for s in st.event_ahead if s > emitted} or NO_SEQS
                 st.gap_since, st.resend_asks = None, 0
                 continue
             st.resend_asked = now
@@ -1446,13 +1469,19 @@ class FleetState:
             if st.digest is not None:
                 # The collector judged it: only a new digest, digests that stopped, or a raw
                 # status while its detail is open change what this console shows.
-                key = (st.digest_rx, st.online, st.drain.state, st.behind_switch,
+                key = (st.digest_rx, st.online, st.drain.state.value, st.behind_switch,
                        st.behind_recovered)
                 heard, window = st.digest_rx, STALE_PERIODS * st.digest.every_s
             else:
-                key = (st.findings, st.online, st.stopped, st.drain, st.birth is None,
+                # None for an empty findings list, the shared undrained drain and empty port
+                # sets: a key of strings, numbers and None leaves the GC's view at its first
+                # collection, one holding a list, a pydantic model or a frozenset never does
+                # (docs/performance.md, "Fewer objects for the GC to walk").
+                drain = st.drain
+                key = (st.findings or None, st.online, st.stopped,
+                       None if drain is NOT_DRAINED else drain, st.birth is None,
                        None if t is None else t.job is None, st.behind_switch,
-                       st.behind_ports, st.behind_link_only, st.job_stepping,
+                       st.behind_ports or None, st.behind_link_only or None, st.job_stepping,
                        st.rejoined_at is None)
                 # ``heard_at`` inline: a property call per node per pass cost 1.1 ms at 16,384
                 # nodes (a review of this change).
@@ -1476,7 +1505,10 @@ class FleetState:
                 _settle_clock(st, now)
             self._arm(st, heard, window)
             t = st.sample
-            shape = (new, st.stale, st.online, st.drain.state, tuple(st.all_findings),
+            # Enum values, not members (an enum member is an object the GC tracks, and so is
+            # the tuple that holds it): the same comparison, a tuple the GC forgets.
+            shape = (new.value, st.stale, st.online, st.drain.state.value,
+                     tuple(st.all_findings),
                      t is not None and t.job is not None, t is None, st.birth is None,
                      st.rejoined_at is None)
             if shape != st.shape:
@@ -1612,11 +1644,12 @@ class FleetState:
             if prefix != st.event_prefix:
                 # A new agent process: its events count from 1. Events of it that arrived
                 # before this telemetry are already in the timeline; count them now.
-                st.event_prefix, st.event_seq, st.event_ahead = prefix, 0, set()
-                st.event_ahead.update(e.seq for e in st.events if e.event_id.startswith(prefix))
-                while st.event_seq + 1 in st.event_ahead:
+                ahead = {e.seq for e in st.events if e.event_id.startswith(prefix)}
+                st.event_prefix, st.event_seq = prefix, 0
+                while st.event_seq + 1 in ahead:
                     st.event_seq += 1
-                    st.event_ahead.discard(st.event_seq)
+                    ahead.discard(st.event_seq)
+                st.event_ahead = ahead or NO_SEQS
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
         if prev_tel is not None and tel.job is None and prev_tel.job is not None:

@@ -57,7 +57,7 @@ def test_a_large_batch_is_applied_in_slices_newest_sample_once_per_node() -> Non
             break
     assert ticks == NODES // 50
     # The slice that emptied the backlog judged every node at its latest data.
-    assert all(st.judge_key and st.judge_key[0] is st.findings
+    assert all(st.judge_key and st.judge_key[0] is (st.findings or None)
                for st in session.state.nodes.values())
     assert applied == {n.node_id: 1 for n in nodes}  # exactly once each, after the second round
     for n, seq in zip(nodes, newest, strict=True):
