@@ -334,6 +334,21 @@ def _delta(new: int | None, old: int | None) -> int:
     return new - old
 
 
+_DEVS: dict[tuple[str, ...], frozenset[str]] = {}
+"""A birth's IB devices -> one frozenset for every node that has them (a fleet has a handful of
+shapes): a frozenset a node was one more object each GC sweep walked (issue 12)."""
+
+
+def _devs_of(birth: Birth) -> frozenset[str]:
+    key = tuple(p.dev for p in birth.ib_ports)
+    devs = _DEVS.get(key)
+    if devs is None:
+        if len(_DEVS) > 1024:
+            _DEVS.clear()  # device names come from the network: never grow without bound
+        devs = _DEVS[key] = frozenset(key)
+    return devs
+
+
 class NodeHistory:
     """What the rules need beyond the latest sample: deltas and windows per port and GPU.
 
@@ -341,7 +356,8 @@ class NodeHistory:
     sample — costs one tuple comparison per port and GPU.
     """
 
-    __slots__ = ("_inventory", "gpus", "ports", "prev_bd_seq", "prev_ts", "settled")
+    __slots__ = ("_inv_birth", "_inv_devs", "gpus", "ports", "prev_bd_seq", "prev_ts",
+                 "settled")
 
     def __init__(self) -> None:
         # Only the two numbers of the previous sample the deltas need, not the sample: holding
@@ -350,7 +366,10 @@ class NodeHistory:
         self.prev_ts = 0
         self.ports: dict[str, PortHistory] = {}
         self.gpus: dict[int, GpuHistory] = {}
-        self._inventory: tuple[Birth | None, frozenset[str]] = (None, frozenset())
+        # Two slots, not a (birth, devices) tuple: a tuple holding a frozenset stays in the
+        # GC's view, and the set is shared by every node of the same ports (``_DEVS``).
+        self._inv_birth: Birth | None = None
+        self._inv_devs: frozenset[str] = frozenset()
         self.settled = False
         """Every rate zero, no window holds anything, no thermal growth: what an ``update``
         with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
@@ -421,9 +440,9 @@ class NodeHistory:
 
     def inventory_devs(self, birth: Birth) -> frozenset[str]:
         """The birth's IB devices, computed once per birth."""
-        if self._inventory[0] is not birth:
-            self._inventory = (birth, frozenset(p.dev for p in birth.ib_ports))
-        return self._inventory[1]
+        if self._inv_birth is not birth:
+            self._inv_birth, self._inv_devs = birth, _devs_of(birth)
+        return self._inv_devs
 
     def update(self, t: Telemetry) -> None:
         prev_bd = self.prev_bd_seq
