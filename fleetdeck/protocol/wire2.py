@@ -407,24 +407,28 @@ _BUILT: tuple[Any, ...] = ()
 """A built Pending's column tuples: dropped, the rows hold the values."""
 
 
-class Pending:
+class Pending(msgspec.Struct, gc=False):
     """A quiet delta's sample with its rows not built yet (``Reassembler(lazy=True)``).
 
     The header (``node``, ``seq``, ``ts``, ``agent``, …) is there at once, a column of the rows
     costs a lookup (:meth:`gpu_column`), and :meth:`full` builds the :class:`fast.Telemetry` once,
     when something reads the rows. A console whose rules skip quiet samples need not build 16
-    rows a sample, nor free them a second later (issue 12; docs/protocol.md "Telemetry v2")."""
+    rows a sample, nor free them a second later (issue 12; docs/protocol.md "Telemetry v2").
 
-    __slots__ = ("_gtab", "_gvals", "_ptab", "_pvals", "_tel", "head")
+    A Struct with ``gc=False``: it holds Structs that are themselves ``gc=False`` and tuples of
+    cells, so it can be in no reference cycle, and each node's latest sample (and the tuple a
+    console caches its figures in, ``NodeState.metered``) was one more object each GC sweep
+    walked (docs/performance.md, "Fewer objects for the GC to walk")."""
 
-    def __init__(self, head: fast.Telemetry, gtab: _Table, gvals: _Values, ptab: _Table,
-                 pvals: _Values) -> None:
-        self.head = head
-        """The sample without its rows (``gpus``/``ib_ports`` empty)."""
-        # The keyframe's tables and the delta's columns (``_delta_values``), in slots of
-        # their own: a tuple of each pair was two more objects per sample for the GC to walk.
-        self._gtab, self._gvals, self._ptab, self._pvals = gtab, gvals, ptab, pvals
-        self._tel: fast.Telemetry | None = None
+    head: fast.Telemetry
+    """The sample without its rows (``gpus``/``ib_ports`` empty)."""
+    # The keyframe's tables and the delta's columns (``_delta_values``), in fields of their
+    # own: a tuple of each pair was two more objects per sample for the GC to walk.
+    _gtab: _Table
+    _gvals: _Values
+    _ptab: _Table
+    _pvals: _Values
+    _tel: fast.Telemetry | None = None
 
     @property
     def node(self) -> str:
