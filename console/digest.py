@@ -16,7 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleetdeck.console.health import Finding, PortPast, Severity, Verdict, combine, port_key
+from fleetdeck.console.health import (
+    NO_FINDINGS,
+    Finding,
+    PortPast,
+    Severity,
+    Verdict,
+    combine,
+    port_key,
+)
 from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, GpuInventory, IbPortInventory, Topology
 from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS, DrainInfo, DrainState
@@ -354,7 +362,7 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
         else:
             out.append(f)
             own.add(f.component)
-    st.findings = out
+    st.findings = out or NO_FINDINGS
     named = _NAMED_PORTS.search(f1.text) if f1 is not None and m is not None else None
     if named is not None:
         # A port whose findings the digest had no room for is still behind the switch.
@@ -388,7 +396,7 @@ def judge_digest(st: NodeState, now: float) -> Verdict:
                                f"no digest for {age:.0f} s (last from collector {d.by})")]
         return Verdict.STALE
     st.stale = d.stale
-    st.liveness = []
+    st.liveness = NO_FINDINGS
     verdict = Verdict(d.verdict)
     if (st.behind_switch and not st.behind_by_collector
             and verdict in (Verdict.FAILED, Verdict.DEGRADED)):

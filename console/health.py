@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import reduce
 from operator import or_
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import msgspec
 
@@ -57,6 +57,28 @@ class Finding:
     def __str__(self) -> str:
         where = f"{self.component}: " if self.component else ""
         return f"{self.rule} {where}{self.text}"
+
+
+class _NoFindings(list[Finding]):
+    """An empty findings list that refuses to change: the one ``NO_FINDINGS``."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_args: object, **_kw: object) -> NoReturn:
+        raise TypeError("NO_FINDINGS is shared by every node: assign a new list instead")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> str:
+        return "NO_FINDINGS"  # unpickled (a replay's snapshot) as the one shared object
+
+
+NO_FINDINGS: list[Finding] = _NoFindings()
+"""A node's findings or liveness when it has none (nearly every node, nearly always): one list
+for the whole fleet. A per-node empty list was two more objects each GC sweep walked at
+16,384 nodes (docs/performance.md, "Fewer objects for the GC to walk"). It is a list (``==
+[]``, ``+``), and mutating it raises: the findings are replaced, never changed in place."""
 
 
 # XID classes of rules G2/G3 (fleetdeck/protocol/xids.py, docs/domain.md §4).

@@ -28,6 +28,7 @@ from fleetdeck.console.digest import (
 )
 from fleetdeck.console.health import (
     LINK_RULES,
+    NO_FINDINGS,
     VERDICT_ORDER,
     Finding,
     NodeHistory,
@@ -204,9 +205,9 @@ class NodeState:
     stale: bool = False
     stopped: bool = False
     """Offline by its agent's own goodbye (a clean stop), not its Last Will."""
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=lambda: NO_FINDINGS)
     """From the latest telemetry (health rules)."""
-    liveness: list[Finding] = field(default_factory=list)
+    liveness: list[Finding] = field(default_factory=lambda: NO_FINDINGS)
     """H1/H2: judged from the clock at tick time."""
     verdict: Verdict = Verdict.STALE
     history: NodeHistory = field(default_factory=NodeHistory)
@@ -571,7 +572,7 @@ class NodeState:
             self.changed_at, self.changed_to = now, verdict
         self.judged = True
         self.verdict = verdict
-        self.liveness = liveness
+        self.liveness = liveness or NO_FINDINGS  # the shared empty list: one per node less
         return verdict
 
     def switch_owns(self, f: Finding) -> bool:
@@ -1682,7 +1683,7 @@ class FleetState:
         elif precheck and not st.findings and still_healthy(st.birth, full, st.history):
             pass  # healthy before and still: the (empty) findings stand (issue 12)
         else:
-            st.findings = evaluate(st.birth, full, st.history)
+            st.findings = evaluate(st.birth, full, st.history) or NO_FINDINGS
         return Taken.YES
 
     def _note_shape(self, node_id: str) -> None:

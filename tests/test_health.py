@@ -1,7 +1,11 @@
+import pickle
+
 import pytest
 from msgspec.structs import replace
 
 from fleetdeck.console.health import (
+    NO_FINDINGS,
+    Finding,
     NodeHistory,
     Severity,
     Verdict,
@@ -476,3 +480,17 @@ def test_no_gpu_visible_says_what_the_reader_says_now_not_at_birth():
     hist.update(t)
     (g1,) = [f for f in evaluate(birth, t, hist) if f.rule == "G1"]
     assert g1.text.endswith(f"the agent's GPU reader says: {now}"), g1.text
+
+
+def test_the_shared_empty_findings_list_refuses_change_and_unpickles_as_itself():
+    """Nodes without findings share ``NO_FINDINGS`` (one object for the GC, not two a node):
+    changed in place it would give every node the finding, so it raises; a replay's snapshot
+    puts it back as the same object."""
+    f = Finding("G1", Severity.WARN, "gpu0", "x")
+    for change in (lambda: NO_FINDINGS.append(f), lambda: NO_FINDINGS.extend([f]),
+                   lambda: NO_FINDINGS.insert(0, f), lambda: NO_FINDINGS.__iadd__([f]),
+                   lambda: NO_FINDINGS.__setitem__(slice(0, 0), [f])):
+        with pytest.raises(TypeError):
+            change()
+    assert NO_FINDINGS == [] and [*NO_FINDINGS, f] == [f]
+    assert pickle.loads(pickle.dumps(NO_FINDINGS)) is NO_FINDINGS
