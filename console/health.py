@@ -371,30 +371,31 @@ def _devs_of(birth: Birth) -> frozenset[str]:
     return devs
 
 
-class NodeHistory:
+class NodeHistory(msgspec.Struct, gc=False, eq=False):
     """What the rules need beyond the latest sample: deltas and windows per port and GPU.
 
     Runs for every node on every tick, so the common case — counters unchanged since the last
     sample — costs one tuple comparison per port and GPU.
+
+    A Struct with ``gc=False`` (``eq=False``: compared by identity, as before): it holds
+    numbers, a birth, a shared frozenset and dicts of ``gc=False`` histories, so it can be in
+    no reference cycle, and a history a node was one more object each GC sweep walked
+    (docs/performance.md, "Fewer objects for the GC to walk").
     """
 
-    __slots__ = ("_inv_birth", "_inv_devs", "gpus", "ports", "prev_bd_seq", "prev_ts",
-                 "settled")
-
-    def __init__(self) -> None:
-        # Only the two numbers of the previous sample the deltas need, not the sample: holding
-        # it kept two samples per node alive and made each update free one (issue 12).
-        self.prev_bd_seq: int | None = None
-        self.prev_ts = 0
-        self.ports: dict[str, PortHistory] = {}
-        self.gpus: dict[int, GpuHistory] = {}
-        # Two slots, not a (birth, devices) tuple: a tuple holding a frozenset stays in the
-        # GC's view, and the set is shared by every node of the same ports (``_DEVS``).
-        self._inv_birth: Birth | None = None
-        self._inv_devs: frozenset[str] = frozenset()
-        self.settled = False
-        """Every rate zero, no window holds anything, no thermal growth: what an ``update``
-        with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
+    # Only the two numbers of the previous sample the deltas need, not the sample: holding
+    # it kept two samples per node alive and made each update free one (issue 12).
+    prev_bd_seq: int | None = None
+    prev_ts: int = 0
+    ports: dict[str, PortHistory] = {}
+    gpus: dict[int, GpuHistory] = {}
+    # Two fields, not a (birth, devices) tuple: a tuple holding a frozenset stays in the
+    # GC's view, and the set is shared by every node of the same ports (``_DEVS``).
+    _inv_birth: Birth | None = None
+    _inv_devs: frozenset[str] = frozenset()
+    settled: bool = False
+    """Every rate zero, no window holds anything, no thermal growth: what an ``update``
+    with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
 
     def recall_port_minute(self, dev: str, minute: int, symbol_errors: int, link_downed: int,
                            watched_from_ms: int) -> None:
