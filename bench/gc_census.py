@@ -1,0 +1,116 @@
+"""Which objects the GC tracks per node of a console's fleet state, and by which path.
+
+A GC sweep (``fleetdeck/runtime.py`` ``sweep``) costs one pass over every tracked object
+(bench/gc_sweep.py): this finds what they are. The fleet is applied as in
+``tests/test_runtime.py``'s census (bench/_payloads.py, ``Ingest.handle``,
+``ConsoleSession.tick``, three rounds of v2 telemetry); the objects the GC tracks after that,
+less those it tracked before, are counted per node by type, and by the first path from the
+session (``S``) or the ingest (``I``) that reaches each (node names as ``[*]``).
+
+    .venv/bin/python bench/gc_census.py --nodes 2048
+"""
+
+import argparse
+import collections
+import gc
+import sys
+import types
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import main_guard
+
+EPOCH_MS = 1_767_225_600_000
+_LEAVES = (type, types.ModuleType, types.FunctionType, str, int, float)
+
+
+def _children(o: object) -> Iterator[tuple[str, object]]:
+    """(label, referent) of ``o``: dict keys, items, fields and slots by name."""
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield "<key>", k
+            named = isinstance(k, str) and len(k) < 25 and not any(c.isdigit() for c in k)
+            yield (f"[{k}]" if named else "[*]"), v
+        return
+    if isinstance(o, (list, tuple, set, frozenset, deque)):
+        for c in o:
+            yield "[*]", c
+        return
+    names = list(getattr(type(o), "__struct_fields__", ()))
+    for cls in type(o).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    d = getattr(o, "__dict__", None)
+    if isinstance(d, dict):
+        names += list(d)
+    got = set()
+    for a in names:
+        try:
+            v = getattr(o, a)
+        except AttributeError:
+            continue
+        got.add(id(v))
+        yield "." + a, v
+    for c in gc.get_referents(o):
+        if id(c) not in got:
+            yield (".__dict__" if c is d else "?"), c
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=2048)
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+
+    from bench._payloads import EvolvingFleet
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+
+    n = args.nodes
+    fleet = EvolvingFleet(n, "t", EPOCH_MS - 60_000, personas=16)
+    payloads = [[fleet.telemetry(i, k, EPOCH_MS + k * 1000) for i in range(n)] for k in range(3)]
+    ingest = Ingest("t")
+    session = ConsoleSession("t", ingest=ingest, follow_up=False, clock=lambda: 0.0)
+    gc.collect()
+    before = {id(o) for o in gc.get_objects()}
+    for i in range(n):
+        ingest.handle(*fleet.birth(i), EPOCH_MS / 1000 - 2)
+        ingest.handle(*fleet.status(i, EPOCH_MS - 2000), EPOCH_MS / 1000 - 2)
+    for k, round_ in enumerate(payloads):
+        for i, p in enumerate(round_):
+            ingest.handle(fleet.topics[i], p, EPOCH_MS / 1000 + k + 0.05)
+        while session.tick(EPOCH_MS / 1000 + k + 0.2).messages:
+            pass
+    del round_, p, payloads
+    gc.collect()
+    gc.collect()  # a tuple is untracked once what it holds is
+    objs = [o for o in gc.get_objects() if id(o) not in before]
+    new = {id(o) for o in objs}
+    paths: dict[int, str] = {}
+    seen = {id(session), id(ingest)}
+    todo: deque[tuple[object, str]] = deque([(session, "S"), (ingest, "I")])
+    while todo:
+        o, path = todo.popleft()
+        for label, c in _children(o):
+            if id(c) in seen or isinstance(c, _LEAVES):
+                continue
+            seen.add(id(c))
+            if id(c) in new:
+                paths[id(c)] = path + label
+            todo.append((c, path + label))
+    print(f"{n:,} nodes: {len(objs) / n:.2f} tracked objects a node")
+    for t, c in collections.Counter(type(o).__qualname__ for o in objs).most_common(args.top):
+        print(f"{c / n:8.3f}  {t}")
+    print("by path (first reached):")
+    by_path = collections.Counter((paths.get(id(o), "(not reached)"), type(o).__qualname__)
+                                  for o in objs)
+    for (path, t), c in by_path.most_common(args.top):
+        print(f"{c / n:8.3f}  {t:<14} {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)
