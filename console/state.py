@@ -1289,12 +1289,18 @@ class FleetState:
             if ev.seq == st.event_seq + 1 and not st.event_ahead:
                 st.event_seq += 1  # in order, no gap open: the usual case, no set made
             else:
-                ahead = set(st.event_ahead)
+                # A set of its own made once per gap, then changed in place: a copy per event
+                # cost 0.38 s for 10,000 events an agent's outbox flushed behind one lost seq
+                # (a review).
+                ahead = st.event_ahead
+                if not isinstance(ahead, set):  # the shared NO_SEQS
+                    ahead = st.event_ahead = set(ahead)
                 ahead.add(ev.seq)
                 while st.event_seq + 1 in ahead:
                     st.event_seq += 1
                     ahead.discard(st.event_seq)
-                st.event_ahead = ahead or NO_SEQS
+                if not ahead:
+                    st.event_ahead = NO_SEQS
         return fresh
 
     def missing_events(self, now: float, patience_intervals: float = 3.0,
