@@ -141,6 +141,10 @@ class NodeAgent:
         review; docs/reliability.md, "A hung GPU reader")."""
         self._inventory_had: Inventory | None = None
         """The last inventory taken in time: a birth whose inventory overran says it again."""
+        self._birth_owed = False
+        """A birth went out without any inventory (the first one overran): it is published
+        again once an inventory answers (``_telemetry_loop``), or the console judged the node
+        for ever against a birth with no GPUs, no ports, no SKU (a review)."""
         self._topic = {k: topic_for(cluster, k, node_id) for k in NODE_KINDS}
         # The drain and the executed command ids come back from the state the last agent of
         # this node saved, so a restart neither returns a drained node to service nor lets a
@@ -190,7 +194,10 @@ class NodeAgent:
     def birth(self, inv: Inventory | None = None) -> Birth:
         """``inv``: the source's inventory, taken already (off the loop); else taken now."""
         inv = self.source.inventory() if inv is None else inv
-        self._boot_id = inv.boot_id
+        if inv.boot_id or not self.off_loop:
+            # Not a stand-in's "" (``_inventory_again``): the error windows saved under it
+            # would read as another boot's at the next start.
+            self._boot_id = inv.boot_id
         return Birth(
             cluster=self.cluster,
             node=self.node_id,
@@ -256,17 +263,34 @@ class NodeAgent:
         except Overdue as hung:
             return self._inventory_again(hung)
         self._inventory_had = inv
+        self._birth_owed = False
         return inv
 
     def _inventory_again(self, hung: Overdue) -> Inventory:
-        """The last inventory in time (none yet: an empty one), its errors led by why: the
-        birth goes out, and the commands behind it are answered, while a reader hangs."""
-        had = self._inventory_had or Inventory(sku="", gpus=[], ib_ports=[],
-                                               boot_id=self._boot_id or "")
-        said = f"{hung}{self._hung_reader()}: this birth repeats the last inventory"
+        """The last inventory in time, its errors led by why: the birth goes out, and the
+        commands behind it are answered, while a reader hangs. None in time yet: what the
+        source knows without its hardware (its SKU, what it was told to expect), and the
+        birth is owed (``_birth_owed``)."""
+        had = self._inventory_had
+        if had is None:
+            source = self.source
+            self._birth_owed = True
+            had = Inventory(sku=getattr(source, "sku", ""), gpus=[], ib_ports=[],
+                            boot_id=self._boot_id or "",
+                            gpus_expected=getattr(source, "gpus_expected", 0),
+                            ib_ports_expected=getattr(source, "ib_ports_expected", 0))
+            said = (f"{hung}{self._hung_reader()}: no inventory yet; the birth is sent again "
+                    "once one answers")
+        else:
+            said = f"{hung}{self._hung_reader()}: this birth repeats the last inventory"
         # The birth takes 32 errors at most (agents/real/common.py, ``cap_errors``): the why
         # first, the last of the earlier ones left out.
         return dataclasses.replace(had, errors=[said, *had.errors][:32])
+
+    def _hung(self) -> bool:
+        """A blocking source's read or inventory is in flight past its deadline."""
+        return any(w is not None and w.hung_since is not None
+                   for w in (self._reads, self._inventories))
 
     def _hung_reader(self) -> str:
         """'; hung: sysfs read (12 s)': the reader call a blocking source has in flight, where
@@ -285,7 +309,9 @@ class NodeAgent:
     def _sample(self, reading: Reading, collect_ms: float) -> Telemetry:
         self.seq += 1
         ts = now_ms(self.clock)
-        if self._windows_saved is not None:
+        if self._windows_saved is not None and (self._boot_id is not None or not self.off_loop):
+            # A blocking source's boot is known from its first birth's inventory only: never
+            # read here, on the loop, from a reader that may hang (``boot_id``).
             saved, self._windows_saved = self._windows_saved, None
             why = self.windows.restore(saved, ts, self.boot_id())
             if why:
@@ -331,6 +357,10 @@ class NodeAgent:
         (a symbol-error storm moves them every sample): what changed after a save is counted
         again from the counters by the next agent (agents/windows.py)."""
         if self.windows.revision == self._windows_kept:
+            return
+        if self._windows_saved is not None or (self.off_loop and self._boot_id is None):
+            # Not restored yet (its boot unknown, ``_sample``): a save would erase them; and
+            # a blocking source's boot is not read here, on the loop (``boot_id``).
             return
         now = time.monotonic() if now is None else now
         if not at_once and now - self._windows_kept_at < WINDOWS_SAVE_EVERY_S:
@@ -535,6 +565,8 @@ class NodeAgent:
             await client.publish(self._topic[Kind.TELEMETRY], await self._payload(), qos=0)
             self.last_progress = time.monotonic()
             async with self.busy:
+                if self._birth_owed and not self._hung():
+                    await self._publish_birth(client)  # the birth without an inventory, again
                 await self._flush_events(client)
                 await self._check_drained(client)
             self._rearm_if_stale()
