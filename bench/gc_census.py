@@ -18,10 +18,15 @@ import types
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import main_guard
+
+if TYPE_CHECKING:
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
 
 EPOCH_MS = 1_767_225_600_000
 _LEAVES = (type, types.ModuleType, types.FunctionType, str, int, float)
@@ -59,17 +64,14 @@ def _children(o: object) -> Iterator[tuple[str, object]]:
             yield (".__dict__" if c is d else "?"), c
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=2048)
-    ap.add_argument("--top", type=int, default=25)
-    args = ap.parse_args()
-
+def fleet_state(n: int) -> tuple["ConsoleSession", "Ingest", list[object]]:
+    """A session and its ingest after the births and three rounds of v2 telemetry of ``n``
+    nodes, and the objects the GC tracks that it did not before (``tests/test_runtime.py``'s
+    census holds their count a node)."""
     from bench._payloads import EvolvingFleet
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.session import ConsoleSession
 
-    n = args.nodes
     fleet = EvolvingFleet(n, "t", EPOCH_MS - 60_000, personas=16)
     payloads = [[fleet.telemetry(i, k, EPOCH_MS + k * 1000) for i in range(n)] for k in range(3)]
     ingest = Ingest("t")
@@ -87,7 +89,16 @@ def main() -> int:
     del round_, p, payloads
     gc.collect()
     gc.collect()  # a tuple is untracked once what it holds is
-    objs = [o for o in gc.get_objects() if id(o) not in before]
+    return session, ingest, [o for o in gc.get_objects() if id(o) not in before]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=2048)
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    n = args.nodes
+    session, ingest, objs = fleet_state(n)
     new = {id(o) for o in objs}
     paths: dict[int, str] = {}
     seen = {id(session), id(ingest)}

@@ -100,29 +100,11 @@ def test_a_cycle_frozen_while_alive_is_freed_by_the_next_sweep():
 
 
 STATE_SCRIPT = textwrap.dedent("""
-    import gc, json, sys
-    from bench._payloads import EvolvingFleet
-    from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.session import ConsoleSession
-    n, EPOCH_MS = int(sys.argv[1]), 1_767_225_600_000
-    fleet = EvolvingFleet(n, "t", EPOCH_MS - 60_000, personas=16)
-    payloads = [[fleet.telemetry(i, k, EPOCH_MS + k * 1000) for i in range(n)] for k in range(3)]
-    ingest = Ingest("t")
-    session = ConsoleSession("t", ingest=ingest, follow_up=False, clock=lambda: 0.0)
-    gc.collect()
-    before = len(gc.get_objects())
-    for i in range(n):
-        ingest.handle(*fleet.birth(i), EPOCH_MS / 1000 - 2)
-        ingest.handle(*fleet.status(i, EPOCH_MS - 2000), EPOCH_MS / 1000 - 2)
-    for k, round_ in enumerate(payloads):
-        for i, p in enumerate(round_):
-            ingest.handle(fleet.topics[i], p, EPOCH_MS / 1000 + k + 0.05)
-        while session.tick(EPOCH_MS / 1000 + k + 0.2).messages:
-            pass
-    del round_, p, payloads
-    gc.collect(); gc.collect()  # a tuple is untracked once what it holds is
-    print(json.dumps(dict(per_node=(len(gc.get_objects()) - before) / n,
-                          nodes=len(session.state.nodes))))
+    import json, sys
+    from bench.gc_census import fleet_state
+    n = int(sys.argv[1])
+    session, _ingest, new = fleet_state(n)
+    print(json.dumps(dict(per_node=len(new) / n, nodes=len(session.state.nodes))))
 """)
 
 
