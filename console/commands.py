@@ -66,6 +66,8 @@ class Phase(StrEnum):
     TIMED_OUT = "timed_out"
     ABANDONED = "abandoned"
     """The issuer stopped following it (interrupted, closed): the outcome is unknown."""
+    SUPERSEDED = "superseded"
+    """A drain undone before it took effect: the node was resumed while it drained."""
 
     @property
     def terminal(self) -> bool:
@@ -73,8 +75,8 @@ class Phase(StrEnum):
 
 
 TERMINAL = frozenset({Phase.DONE, Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT,
-                      Phase.ABANDONED})
-BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED)
+                      Phase.ABANDONED, Phase.SUPERSEDED})
+BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED, Phase.SUPERSEDED)
 
 
 # --- blast radius -------------------------------------------------------------------------------
@@ -1008,6 +1010,14 @@ class CommandTracker:
                 # requeued the job (an SRE drill).
                 other = f" (its status names another drain: {d.reason})" if d.cmd_id else ""
                 return self._move(req, t, Phase.DONE, f"DRAINED{other}", now)
+            if (d.state is DrainState.NONE and t.detail == "DRAINING"
+                    and st.online is True):
+                # Seen draining for this command, now in service: a resume undid it before it
+                # drained. Left open, it kept "cmds 1 open" in the console's header and a CLI
+                # drain waiting, until a later, unrelated drain of the node closed it as done
+                # (a newcomer run). A Last Will may carry no drain: online only.
+                return self._move(req, t, Phase.SUPERSEDED,
+                                  "resumed before it drained: the node is in service", now)
             ours = mine or (not d.cmd_id and t.phase is Phase.ACKNOWLEDGED)
             if not ours:
                 return None

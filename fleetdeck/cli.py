@@ -205,7 +205,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     # Scripts (a Slurm prolog) branch on these: said in each command's own --help too.
     epilog = ("exit status: 0 done; 2 refused before anything was sent (a bad argument, an "
               "unknown node or job, no broker: one sentence on stderr, a 'refused' record in "
-              "the audit log); 3 rejected or failed by a node or the scheduler; 4 timed out "
+              "the audit log); 3 rejected or failed by a node or the scheduler, or a drain "
+              "superseded (the node resumed before it drained); 4 timed out "
               "(no outcome within --timeout; what was sent stays in effect). Unknown targets "
               "are waited for while births still arrive (a broker that just restarted), at "
               "most 30 s or --timeout.")

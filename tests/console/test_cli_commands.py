@@ -326,3 +326,37 @@ def test_a_drain_whose_node_dies_while_draining_says_so_not_still_draining(sim, 
     assert drain.returncode == 4, out + err
     assert "it was draining when its agent went silent: the node is offline" in out, out
     assert "still draining (its jobs" not in out
+
+
+def test_a_drain_resumed_while_it_drains_ends_superseded_not_open(sim, tmp_path):
+    """A drain (finish) of a busy node, then a resume of it before it drained: the drain stayed
+    open ("cmds 1 open" in the console's header, a CLI drain waiting out its --timeout) until a
+    later drain of the node closed it as done (a newcomer run)."""
+    status = run_cli("status", "--json", "--broker", str(sim.url), "--cluster", "cli")
+    busy = next(n["id"] for n in json.loads(status.stdout)["nodes"] if n["job"])
+    audit = tmp_path / "audit.jsonl"
+    drain = subprocess.Popen(
+        fleetdeck_cmd("drain", busy, "--reason", "changed my mind", "--timeout", "25",
+                      "--broker", str(sim.url), "--cluster", "cli", "--operator", "carol",
+                      "--audit-log", str(audit)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+                audit.exists() and '"requested"' in audit.read_text()):
+            time.sleep(0.1)
+        time.sleep(1.5)  # its DRAINING status first
+        res = cli(sim, tmp_path / "resume-audit.jsonl", "resume", busy, "--timeout", "20")
+        assert res.returncode == 0, res.stdout + res.stderr
+        started = time.monotonic()
+        out, err = drain.communicate(timeout=40)
+        waited = time.monotonic() - started
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+    assert "status now DRAINING" in out, out + err
+    assert f"{busy}: superseded: resumed before it drained: the node is in service" in out, out
+    assert drain.returncode == 3, out + err
+    assert waited < 10, f"the drain waited {waited:.0f} s after the resume"
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["outcome"] for r in records] == ["requested", "superseded"], records
