@@ -105,7 +105,8 @@ class JobImpact:
         since = "?" if self.since_checkpoint_s is None else fmt_duration(self.since_checkpoint_s)
         who = f" {self.user}" if self.user else ""
         head = (f"job {self.job_id}{who} ({self.name or '-'}, {self.state}): "
-                f"{self.nodes_total} nodes, {self.gpus} GPUs, ")
+                f"{self.nodes_total} node{'s' if self.nodes_total != 1 else ''}, "
+                f"{self.gpus} GPUs, ")
         if not self.checkpointed:
             # Never say "checkpoint … ago" of a job that has none (found in a UX audit).
             return (f"{head}no checkpoint yet: a requeue restarts it from step 0, "

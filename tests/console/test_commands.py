@@ -715,3 +715,17 @@ def test_a_restart_names_a_throttled_node_that_is_not_the_straggler(world):
     assert note.startswith("gpu0003 (degraded: G12 gpu4: clock throttled"), note
     assert note.endswith("is not drained: a restart may put the job on it again, as slow; "
                          "drain gpu0003 first"), note
+
+
+def test_a_one_node_job_is_one_node_not_1_nodes():
+    """The restart dialog of a one-node job read "rl-ppo, R): 1 nodes, 8 GPUs" (a newcomer
+    run)."""
+    from fleetdeck.console.commands import JobImpact
+
+    def impact(nodes: int) -> str:
+        return JobImpact("4106", "rl-ppo", "fay", "R", nodes_total=nodes, nodes_targeted=1,
+                         gpus=8 * nodes, since_checkpoint_s=60.0, gpu_hours_at_risk=0.1,
+                         hostlist="gpu0059").line()
+
+    assert "(rl-ppo, R): 1 node, 8 GPUs, checkpoint 1m" in impact(1), impact(1)
+    assert "(rl-ppo, R): 2 nodes, 16 GPUs," in impact(2), impact(2)
