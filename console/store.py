@@ -691,6 +691,16 @@ class Store:
                     return True
         return False
 
+    async def has_heard_of(self, node: str) -> bool:
+        """Whether the store holds a verdict transition or an event of ``node`` (an index seek
+        each): a node its collector hears, whose first minute is not written yet."""
+        for table in ("transitions", "events"):
+            async with self.db.execute(f"SELECT 1 FROM {table} WHERE node = ? LIMIT 1",
+                                       (node,)) as cur:
+                if await cur.fetchone() is not None:
+                    return True
+        return False
+
     async def gpu_history(self, node: str, since: float) -> list[dict[str, Any]]:
         return await self._minutes("gpu_minutes", "gpu", GPU_MINUTE_COLUMNS, node, since)
 

@@ -365,18 +365,25 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
     since_ts = parse_since(since, now)
     _check(db)
 
-    async def main() -> tuple[list[dict[str, Any]], bool]:
+    async def main() -> tuple[list[dict[str, Any]], bool, bool]:
         store = await _open(db, cluster)
         try:
             if metric == "ib":
                 rows = await store.port_history(node, since_ts)
             else:
                 rows = await store.gpu_history(node, since_ts)
-            return rows, bool(rows) or await store.has_minutes_of(node)
+            known = bool(rows) or await store.has_minutes_of(node)
+            return rows, known, known or await store.has_heard_of(node)
         finally:
             await store.close()
 
-    rows, known = asyncio.run(main())
+    rows, known, heard = asyncio.run(main())
+    if not known and heard:
+        # The README's step by step runs `history` a minute after `collect`: "mistyped" of a
+        # node the store has events of sent a newcomer looking for a typo (a newcomer run).
+        raise UserError(f"the store {db} holds no minute of {node} yet, though it has heard "
+                        "of it: a minute is written once it is over (a collector or console "
+                        "started a minute ago has none yet); try again in a minute.")
     if not known:
         # "no history since …" and exit 0 read as a quiet node; a typo deserves to be told.
         raise UserError(f"the store {db} holds no minute of a node named '{node}': mistyped, "

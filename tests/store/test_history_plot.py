@@ -120,6 +120,31 @@ async def test_history_of_a_node_the_store_never_saw_is_one_sentence(tmp_path):
     assert quiet.returncode == 0 and "no history for gpu0001 since" in quiet.stdout
 
 
+async def test_history_of_a_node_heard_but_no_minute_over_yet_says_so_not_mistyped(tmp_path):
+    """The README's step by step: `collect &`, then `history gpu0012` a minute later read
+    "holds no minute of a node named 'gpu0012': mistyped" while the store held its events and
+    its verdict (a newcomer run): a minute is written only once it is over."""
+    from fleetdeck.console.store import TickRows
+
+    db = tmp_path / "young.db"
+    store = await Store.open(db)
+    try:
+        # What a collector's first tick writes: each node's first verdict, no minute yet.
+        await store.write_rows(TickRows(transitions=[(time.time(), "gpu0012", None, "ok", "")]))
+    finally:
+        await store.close()
+    for extra in ((), ("--metric", "ib"), ("--json",), ("--plot",)):
+        res = run_cli("history", "gpu0012", "--db", str(db), *extra)
+        assert res.returncode == 2, res.stdout + res.stderr
+        said = res.stderr.strip()
+        assert said == (f"fleetdeck history: the store {db} holds no minute of gpu0012 yet, "
+                        "though it has heard of it: a minute is written once it is over (a "
+                        "collector or console started a minute ago has none yet); try again "
+                        "in a minute."), said
+    typo = run_cli("history", "gpu0021", "--db", str(db))
+    assert typo.returncode == 2 and "mistyped" in typo.stderr, typo.stderr
+
+
 async def test_missing_minutes_show_as_a_gap_not_as_a_continuous_table(tmp_path):
     """A collector killed mid-run left 16:51 followed by 16:53 in a table that read as
     continuous (an SRE drill): the missing minutes are one "no data" row."""
