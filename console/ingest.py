@@ -89,6 +89,8 @@ class RecordedCmd:
     answered: set[str] = field(default_factory=set)
     """The ack results already told (an agent answers each re-send of a duplicate from
     memory: the same "accepted" again)."""
+    recorded: bool = True
+    """False: only its acks are in the recording (``Ingest.recorded_answer``)."""
 
 KEYFRAME_ASK_EVERY_S = 5.0
 """A node is asked for a v2 keyframe at most this often (its deltas are useless until then)."""
@@ -265,6 +267,9 @@ class Ingest:
         self.out_of_shard = 0
         """Node messages ignored because another collector owns the node."""
         self._topics: dict[str, Topic] = {}
+        self.unrecorded_told: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """A replay's answers told of commands the recording does not hold, by (cmd_id,
+        result), at most ``RECORDED_CMDS_MAX`` (the oldest go first)."""
         self.recorded_cmds: OrderedDict[str, RecordedCmd] = OrderedDict()
         """A replay's recorded operator commands by cmd_id, in the order first sent, to name the
         acks that answer them and to tell each request and each answer once (in the ingest, so
@@ -408,10 +413,31 @@ class Ingest:
         """The recorded command ``ack`` answers, the first time it answers it so (by cmd_id
         and result); None for an ack of no recorded operator command, or one already told."""
         known = self.recorded_cmds.get(ack.cmd_id)
-        if known is None or ack.result.value in known.answered:
+        if known is None:
+            return self._unrecorded_answer(ack)
+        if ack.result.value in known.answered:
             return None
         known.answered.add(ack.result.value)
         return known
+
+    def _unrecorded_answer(self, ack: Ack) -> RecordedCmd | None:
+        """An operator command's answer whose command the recording does not hold: a console's
+        ``R`` records the commands it sends, not those of the CLI in a second terminal, and a
+        recording may start between a command and its answer. Dropped, a CLI's restart of a
+        job was nowhere in the replay's timeline while its acks were in the file (a newcomer
+        run). Told once per command and result, as a recorded one's."""
+        if not self.hears_commands or ack.op not in OPERATOR_OPS:
+            return None
+        key = (ack.cmd_id, ack.result.value)
+        told = self.unrecorded_told
+        if key in told:
+            return None
+        while len(told) >= RECORDED_CMDS_MAX:
+            told.popitem(last=False)
+        told[key] = None
+        # A node answers for itself; the scheduler's ack names no job but in its words.
+        target = "" if ack.op is CommandOp.RESTART_JOB else ack.by
+        return RecordedCmd(ack.op, target, 0.0, recorded=False)
 
     def _telemetry(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
         """v1 or v2 (docs/protocol.md): either way a full fast Telemetry goes in the batch."""

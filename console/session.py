@@ -112,6 +112,8 @@ STORE_RETRY_S = (1.0, 30.0)
 STORE_CATCH_UP_CHECKPOINT = 64
 """Held ticks written between WAL checkpoints while a store that failed catches up
 (``Store.checkpoint``): the catch-up must not fill the space that was just freed with WAL."""
+UNRECORDED_COMMAND = "— its command is not recorded (another terminal's, or sent before)"
+"""What a replay's answer line adds when the recording holds the ack but not the command."""
 REBIRTH_EVERY_S = 30.0
 """Ask one node to re-publish its birth and status at most this often."""
 RESENDS_PER_TICK = 64
@@ -860,7 +862,7 @@ class ConsoleSession:
         moved = self.tracker.observe(self.state, acks, now)
         for tr in moved:
             self._on_transition(tr)
-        if batch.commands or (batch.acks and self.ingest.recorded_cmds):
+        if batch.commands or (batch.acks and self.ingest.hears_commands):
             self._log_recorded_commands(batch)
         verdicts = self.state.take_transitions()
         scope = self.ingest.scope
@@ -1418,26 +1420,30 @@ class ConsoleSession:
             reason = f"; reason: {cmd.args.reason}" if cmd.args.reason else ""
             key = (request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
             asked.setdefault(key, (rx, []))[1].append(cmd.target)
-        answered: dict[tuple[str, str, str, str], tuple[float, list[str]]] = {}
+        answered: dict[tuple[str, str, str, str, bool], tuple[float, list[str]]] = {}
         for rx, ack in batch.acks:
             # Each answer once per command and result: an agent answers every re-send of an
             # unanswered command from memory, the same "accepted" again (the ingest keeps what
             # was told, so a seek back tells it as it was then).
             known = self.ingest.recorded_answer(ack)
             if known is None:
-                continue  # no operator's command in this recording, or already told
+                continue  # no operator's command, or already told
             verb = "restart" if known.op is CommandOp.RESTART_JOB else known.op.value
-            answered.setdefault((request_of(ack.cmd_id), verb, ack.result.value, ack.reason),
-                                (rx, []))[1].append(known.target)
+            answered.setdefault((request_of(ack.cmd_id), verb, ack.result.value, ack.reason,
+                                 known.recorded), (rx, []))[1].append(known.target)
         out: list[tuple[float, str, str, tuple[str, ...], str]] = []
         for (req, who, verb, mode, reason), (rx, targets) in asked.items():
             what, nodes = self._recorded_target(verb, targets)
             out.append((rx, "info", f"{who} requested {verb} {what}{mode}{reason}", nodes, req))
-        for (_req, verb, result, said), (rx, targets) in answered.items():
-            what, nodes = self._recorded_target(verb, targets)
+        for (_req, verb, result, said, recorded), (rx, targets) in answered.items():
+            if recorded or verb != "restart":
+                what, nodes = self._recorded_target(verb, targets)
+            else:
+                what, nodes = "of a job", ()  # the scheduler's reason names it
             severity = {"done": "done", "rejected": "error", "failed": "error"}.get(result, "info")
-            out.append((rx, severity, f"{verb} {what}: {result}" + (f" ({said})" if said else ""),
-                        nodes, ""))
+            unsent = "" if recorded else f" {UNRECORDED_COMMAND}"
+            out.append((rx, severity, f"{verb} {what}: {result}" + (f" ({said})" if said else "")
+                        + unsent, nodes, ""))
         # A request before its answers when they came in the same instant.
         for rx, severity, text, nodes, req in sorted(out, key=lambda line: line[0]):
             self.log.add(EventLine(rx, "console", "command", severity, text, nodes, req))

@@ -203,3 +203,47 @@ def test_the_hard_bound_holds_even_for_unexpired_commands(
     p = Player(_many(tmp_path))
     p.seek(p.start + 8)
     assert len(p.session.ingest.recorded_cmds) == 3
+
+
+def test_answers_of_a_command_the_recording_lacks_are_told_once_with_why(tmp_path: Path) -> None:
+    """A console's R records the commands it sends, not a CLI's in a second terminal: the
+    README's demo run restarted job 4102 from the CLI during an R recording, and the replay's
+    timeline had nothing of it while the scheduler's acks were in the file (a newcomer run)."""
+    from fleetdeck.console.session import UNRECORDED_COMMAND
+
+    lines = _lines(FIXTURE)
+    cmd = next(d for d in lines if d.get("topic", "").endswith("/cmd"))
+    accepted = next(d for d in lines
+                    if d.get("topic", "").endswith("/ack") and '"accepted"' in d["p"])
+    sched_ack = cmd["topic"].split("/node/")[0] + "/sched/ack"
+    restart = {"v": 1, "cmd_id": "c1-2-3.0", "by": "sched", "op": "restart_job",
+               "ts": json.loads(cmd["p"])["issued_at"] + 5}
+    extra = [
+        # The node answers the same command again (a re-send it remembers): told once.
+        dict(accepted, t=accepted["t"] + 0.2),
+        dict(accepted, t=accepted["t"] + 0.3, topic=sched_ack,
+             p=json.dumps(dict(restart, result="accepted",
+                               reason="requeue job 4101 from step 100"))),
+        dict(accepted, t=accepted["t"] + 1.0, topic=sched_ack,
+             p=json.dumps(dict(restart, result="done",
+                               reason="job 4101 running again from step 100 on 2 nodes"))),
+    ]
+    kept = [d for d in lines if d is not cmd]
+    rest = sorted(kept[1:] + extra, key=lambda d: d["t"])
+    out = tmp_path / "no-commands.jsonl"
+    out.write_text("".join(json.dumps(d) + "\n" for d in kept[:1] + rest))
+    want = [
+        ("info", f"drain gpu0002: accepted (drain (finish)) {UNRECORDED_COMMAND}"),
+        ("info", f"restart of a job: accepted (requeue job 4101 from step 100) "
+                 f"{UNRECORDED_COMMAND}"),
+        ("done", f"restart of a job: done (job 4101 running again from step 100 on 2 nodes) "
+                 f"{UNRECORDED_COMMAND}"),
+        ("done", f"drain gpu0002: done (DRAINED) {UNRECORDED_COMMAND}")]
+    p = Player(out, snapshot_every=4)
+    p.seek(p.end)
+    assert command_lines(p.session) == want
+    p.seek(p.start + 3)
+    assert command_lines(p.session) == []
+    p.seek(p.end)
+    assert command_lines(p.session) == want
+    assert p.session.state.malformed.total == 0
