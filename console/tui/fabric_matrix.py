@@ -92,6 +92,8 @@ class FabricMatrix(Widget, can_focus=True):
         self.top = 0
         self._worst_at: tuple[int, int, int] | None = None
         """Where the last ``w``/``W`` put the cursor: only from there does ``w`` go on."""
+        self._worst_first: tuple[int, int, int] | None = None
+        """The worst problem when ``w``/``W`` last moved: a new one since starts over."""
         self._codes: dict[int, tuple[int, ...]] = {}
         """``id(column)`` -> its codes, for the columns of the current plan (which keeps them
         alive). Not the Column: its hash is that of every node name in it, recomputed on each
@@ -330,9 +332,14 @@ class FabricMatrix(Widget, can_focus=True):
         here = (self.band, self.cell, self.rail_index)
         # "Again" is a w after a w, as on the overview's grid: from a bad port the cursor was
         # moved to, w went on past the suspected switch instead of to it (a 3 a.m. drive).
-        again = here in order and here == self._worst_at
+        # A worse problem since the last w (a rail switch died while the operator was
+        # elsewhere) starts over from it: the demo's leaf04-r5 was skipped for the next
+        # port after the one w had reached minutes before (a newcomer run).
+        again = (here in order and here == self._worst_at
+                 and order[0] == self._worst_first)
         at = order.index(here) if again else (-1 if step > 0 else 0)
         self.band, self.cell, self.rail_index = self._worst_at = order[(at + step) % len(order)]
+        self._worst_first = order[0]
         self._moved()
 
     def selected_port(self) -> tuple[str, str] | None:

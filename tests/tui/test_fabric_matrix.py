@@ -366,3 +366,36 @@ async def test_w_from_a_bad_port_the_cursor_was_moved_to_goes_to_the_worst(world
         await pilot.press("w")
         await pilot.pause()
         assert matrix.selected_port() == second
+
+
+async def test_w_after_a_switch_died_goes_to_it_not_on_from_where_it_was():
+    """The demo: w had reached gpu0035's flapping port; minutes later leaf04-r5 died, and the
+    next w, back in the fabric view, went to gpu0046's erroring port past the suspected switch
+    the README says w finds first (a newcomer run)."""
+    world = World()
+    fleet = world.fleet
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest, faults={"gpu0002": port_down("mlx5_ib6"),
+                                          "gpu0003": slow_link("mlx5_ib5")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0002", "mlx5_ib6:1")
+        await pilot.press("1")  # elsewhere, while rail 2's switch of leaf00 dies
+        await pilot.pause()
+        fleet.telemetry(world.ingest, faults={
+            "gpu0002": port_down("mlx5_ib6"), "gpu0003": slow_link("mlx5_ib5"),
+            "gpu0009": port_down(), "gpu0013": port_down(), "gpu0017": port_down()})
+        world.tick()
+        await pilot.pause()
+        await pilot.press("4")
+        await pilot.pause()
+        assert set(matrix.map.suspects) == {"leaf00-r2"}
+        await pilot.press("w")
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0009", "mlx5_ib2:1")
+        await pilot.press("w")  # and on from there, as before
+        await pilot.pause()
+        assert matrix.selected_port() == ("gpu0002", "mlx5_ib6:1")

@@ -309,3 +309,30 @@ def test_the_grid_cells_and_their_status_line_map_a_port_to_the_same_gpu():
         named = {f.component for f in gpu_findings(st, gpu) if f.rule.startswith("N")}
         assert named == ({"mlx5_ib3:1"} if gpu == 3 else {"hfi1_5:1"} if gpu == 5 else set()), (
             gpu, named)
+
+
+async def test_grid_w_after_a_worse_node_appeared_goes_to_it():
+    """The overview's w, as the fabric view's: a node failed since the last w is the next
+    stop, not the one after where w had left the cursor."""
+    from tests.tui.fleet import throttled
+
+    world = World()
+    fleet = world.fleet
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest, faults={"gpu0003": throttled(3), "gpu0005": throttled(1)})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        await pilot.press("w")
+        await pilot.pause()
+        first = grid.current_node
+        assert first in ("gpu0003", "gpu0005")
+        fleet.telemetry(world.ingest, faults={"gpu0003": throttled(3), "gpu0005": throttled(1),
+                                              "gpu0007": port_down()})
+        world.tick()
+        await pilot.pause()
+        assert grid.worst()[0] == "gpu0007", grid.worst()
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == "gpu0007"
