@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from textual import events
 from textual.actions import SkipAction
@@ -1233,8 +1233,11 @@ class FleetdeckApp(App[int]):
             # time-out of a hung node reading "…its agent is hung or cut )" (a drill). A single
             # node's sentence fits whole; the audit log keeps all of it.
             text += f" ({esc(clip_words(details, TOAST_DETAIL_CHARS))})"
-        self.notify(text, severity="information" if outcome is Phase.DONE else "error",
-                    timeout=6)
+        # A drain its operator's own resume undid is no error: said, in the warning colour.
+        severity: Literal["information", "warning", "error"] = (
+            "information" if outcome is Phase.DONE
+            else "warning" if outcome is Phase.SUPERSEDED else "error")
+        self.notify(text, severity=severity, timeout=6)
 
 
 TOAST_DETAIL_CHARS = 240

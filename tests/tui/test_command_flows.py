@@ -401,3 +401,35 @@ async def test_a_console_ended_by_a_signal_gives_its_open_commands_an_outcome(wo
         world.app.exit(None, 143)
     last = world.audit.records[-1]
     assert last.outcome == "abandoned" and "(SIGTERM)" in last.detail, last
+
+
+async def test_a_drain_resumed_while_draining_closes_superseded_with_a_warning(world):
+    """The demo's drain of gpu0012 (finish), then its resume: "cmds 1 open" stayed in the
+    header for minutes, until a later drain of the node closed the first as done (a newcomer
+    run). Superseded, in the warning colour: the operator undid it, nothing failed."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        nodes = await open_nodes(world, pilot)
+        nodes.table.move_to_key("gpu0002")
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press(*"planned swap", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        [cmd] = sent(world)
+        req = world.app.tracker.requests[cmd.cmd_id.rsplit(".", 1)[0]]
+        world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0002", AckResult.ACCEPTED, "drain (finish)")
+        world.fleet.status(world.ingest, "gpu0002", DrainState.DRAINING, "planned swap", "alice",
+                           cmd.cmd_id)
+        world.tick()
+        await pilot.pause()
+        assert "cmds 1 open" in text_of(world.app)
+        # Resumed (from this console or another): the agent's status has no drain again.
+        world.fleet.status(world.ingest, "gpu0002", DrainState.NONE)
+        world.tick()
+        await pilot.pause()
+        assert req.phase is Phase.SUPERSEDED, (req.phase, req.targets[0].detail)
+        assert world.audit.records[-1].outcome == "superseded"
+        assert "cmds 1 open" not in text_of(world.app)
+        [toast] = [n for n in world.app._notifications if "superseded" in str(n.message)]
+        assert toast.severity == "warning", toast
+        assert "resumed before it drained" in str(toast.message)
