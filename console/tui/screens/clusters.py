@@ -80,10 +80,12 @@ class ClustersScreen(FleetView):
     def info(self) -> str:
         clusters = len(self.fleet.sessions)
         attention = sum(r.attention for r in self.rows if r.cluster in self.fleet.sessions)
-        text = f"{plural(clusters, 'cluster')}  context [b]{self.fleet.active}[/]"
+        text = plural(clusters, "cluster")
         if attention:
-            text += f"  [$warning]{plural(attention, 'node')} not ok[/]"
-        return text + "  [$text-muted]enter: use context[/]"
+            # The count is every cluster's: after "context demo" it read as demo's 32 nodes
+            # not ok, while demo's row said all 32 ok (a newcomer run).
+            text += f", [$warning]{plural(attention, 'node')} not ok in all[/]"
+        return text + f"  context [b]{self.fleet.active}[/]  [$text-muted]enter: use context[/]"
 
     def action_use(self) -> None:
         row = self.table.current_row
