@@ -124,11 +124,11 @@ async def test_console_contexts_switch_views_and_commands(two_clusters, tmp_path
                          and screen.rows[0].by_verdict["failed"] == 1, 20,
                          message="west first, with its failed node")
         assert screen.rows[-1].nodes == 10  # the sum of both
-        # The not-ok count is both clusters', said before the context (east: all ok), not
-        # after it, where it read as east's (a newcomer run).
+        # The not-ok count is both clusters', said before the context, not after it, where
+        # it read as the context's own (a newcomer run).
         info = Content.from_markup(screen.info()).plain
         attention = sum(r.attention for r in screen.rows[:2])
-        assert attention >= 1 and screen.rows[1].attention == 0, screen.rows
+        assert attention >= 1, screen.rows
         assert info.startswith(f"2 clusters, {attention} node{'s' * (attention != 1)} not ok "
                                "in all  context east  "), info
 
