@@ -755,6 +755,9 @@ class TargetProgress:
     """When the command was last published (retries re-send the same cmd_id)."""
     send_error: str = ""
     """Why the last attempt to publish failed ('' once one went out)."""
+    draining_session: tuple[int, int | None] | None = None
+    """A drain: the node's agent session (its status's bdSeq) and process (its samples'
+    ``agent.started_ts``) when it was seen DRAINING."""
 
 
 @dataclass
@@ -1017,6 +1020,16 @@ class CommandTracker:
                 # drained. Left open, it kept "cmds 1 open" in the console's header and a CLI
                 # drain waiting, until a later, unrelated drain of the node closed it as done
                 # (a newcomer run). A Last Will may carry no drain: online only.
+                if t.draining_session is not None and t.draining_session[0] != st.status_bd_seq:
+                    # A new session: the same process re-arming its will after the resume
+                    # (agents/agent.py), or a new one that lost its state, which nobody
+                    # resumed (FleetState.drains_lost): its first sample tells which.
+                    sample = st.sample
+                    if sample is None or sample.bdSeq < st.status_bd_seq:
+                        return None
+                    if st.agent_started != t.draining_session[1]:
+                        return self._move(req, t, Phase.FAILED, "the agent restarted without "
+                                          "its drain: the node is in service again", now)
                 return self._move(req, t, Phase.SUPERSEDED,
                                   "resumed before it drained: the node is in service", now)
             ours = mine or (not d.cmd_id and t.phase is Phase.ACKNOWLEDGED)
@@ -1025,6 +1038,7 @@ class CommandTracker:
             if d.state is DrainState.DRAINED:
                 return self._move(req, t, Phase.DONE, "DRAINED", now)
             if d.state is DrainState.DRAINING and t.detail != "DRAINING":
+                t.draining_session = (st.status_bd_seq, st.agent_started)
                 return self._move(req, t, Phase.ACKNOWLEDGED, "DRAINING", now)
             return None
         if req.op is CommandOp.RESUME:

@@ -729,3 +729,39 @@ def test_a_one_node_job_is_one_node_not_1_nodes():
 
     assert "(rl-ppo, R): 1 node, 8 GPUs, checkpoint 1m" in impact(1), impact(1)
     assert "(rl-ppo, R): 2 nodes, 16 GPUs," in impact(2), impact(2)
+
+
+def test_a_drain_lost_with_its_agents_state_fails_it_is_not_called_resumed(world):
+    """A drain seen DRAINING, then no drain: the same agent session, or a new one of the same
+    process (an agent re-arms its will after a resume, agents/agent.py), is a resume:
+    superseded. A new process that kept no state (FleetState.drains_lost) was resumed by
+    nobody: the drain failed. A new session waits for its first sample to say which."""
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    nodes = {"gpu0001": "lost", "gpu0002": "resumed", "gpu0003": "re-armed"}
+    reqs = {node: tr.drain([node], "swap", clock()) for node in nodes}
+    fleet.telemetry(ingest, names=list(nodes))
+    for node, req in reqs.items():
+        cmd = req.targets[0].cmd
+        fleet.ack(ingest, cmd.cmd_id, node, AckResult.ACCEPTED, "drain (finish)")
+        fleet.status(ingest, node, DrainState.DRAINING, "swap", "alice", cmd.cmd_id)
+    step(ingest, state, tr, clock)
+    assert {r.targets[0].detail for r in reqs.values()} == {"DRAINING"}
+    clock.advance(1.0)
+    fleet.agents["gpu0001"].bd_seq += 1
+    fleet.agents["gpu0001"].started_ms += 1000  # a new process, its state file gone
+    fleet.agents["gpu0003"].bd_seq += 1  # the same process, a new session
+    for node in nodes:
+        fleet.status(ingest, node, DrainState.NONE)
+    step(ingest, state, tr, clock)
+    assert reqs["gpu0002"].phase is Phase.SUPERSEDED
+    assert reqs["gpu0002"].targets[0].detail == "resumed before it drained: the node is in service"
+    # A new session: open until its first sample says whose it is.
+    assert reqs["gpu0001"].phase is Phase.ACKNOWLEDGED
+    assert reqs["gpu0003"].phase is Phase.ACKNOWLEDGED
+    clock.advance(1.0)
+    fleet.telemetry(ingest, names=["gpu0001", "gpu0003"])
+    step(ingest, state, tr, clock)
+    assert (reqs["gpu0001"].phase, reqs["gpu0001"].targets[0].detail) == (
+        Phase.FAILED, "the agent restarted without its drain: the node is in service again")
+    assert reqs["gpu0003"].phase is Phase.SUPERSEDED
