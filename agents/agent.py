@@ -194,9 +194,11 @@ class NodeAgent:
     def birth(self, inv: Inventory | None = None) -> Birth:
         """``inv``: the source's inventory, taken already (off the loop); else taken now."""
         inv = self.source.inventory() if inv is None else inv
-        if inv.boot_id or not self.off_loop:
-            # Not a stand-in's "" (``_inventory_again``): the error windows saved under it
-            # would read as another boot's at the next start.
+        if not (self.off_loop and self._inventory_had is None):
+            # Not a stand-in's "" (``_inventory_again``: no inventory answered yet): the error
+            # windows saved under it would read as another boot's at the next start. A real
+            # inventory's "" (no /proc boot_id) is its boot: windows saved and restored under
+            # it, as ever (a review).
             self._boot_id = inv.boot_id
         return Birth(
             cluster=self.cluster,

@@ -42,3 +42,37 @@ def test_a_call_that_raises_in_time_raises_as_is():
 
     with pytest.raises(RuntimeError, match="driver wedged"):
         Watched("nvml", 1.0).call(broken)
+
+
+async def test_an_inventory_that_answers_without_a_boot_id_is_the_boot_the_windows_keep():
+    """A real inventory that could not read /proc's boot_id answers "": that is its boot, and
+    the error windows are restored and saved under it. Only a stand-in birth's "" (no
+    inventory answered in time) is not taken: the agent never restored nor saved its windows
+    on such a node (a review)."""
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.source import Inventory, Reading
+
+    class Source:
+        name, mode, blocking, sku = "sysfs", "real", True, "x"
+
+        def inventory(self) -> Inventory:
+            return Inventory(sku="x", gpus=[], ib_ports=[], boot_id="")
+
+        def read(self, now: float) -> Reading:
+            return Reading(gpus=[], ib_ports=[])
+
+        def take_events(self) -> list:
+            return []
+
+        def busy(self) -> bool:
+            return False
+
+        def on_drain(self, *args) -> None:
+            return None
+
+    agent = NodeAgent(cluster="c", node_id="n1", source=Source(), url=None, interval_s=1.0)
+    agent.birth(await agent._inventory())
+    assert agent._boot_id == ""
+    agent._windows_saved = {"by": "an earlier agent"}
+    agent._sample(Reading(gpus=[], ib_ports=[]), 1.0)
+    assert agent._windows_saved is None, "the saved windows were never restored"
