@@ -1027,7 +1027,10 @@ class CommandTracker:
                     sample = st.sample
                     if sample is None or sample.bdSeq < st.status_bd_seq:
                         return None
-                    if st.agent_started != t.draining_session[1]:
+                    # Its process unknown when seen draining (no sample of it yet): a resume is
+                    # the likelier, and "failed" of an operator's resume would be false.
+                    started = t.draining_session[1]
+                    if started is not None and st.agent_started != started:
                         return self._move(req, t, Phase.FAILED, "the agent restarted without "
                                           "its drain: the node is in service again", now)
                 return self._move(req, t, Phase.SUPERSEDED,
@@ -1040,6 +1043,14 @@ class CommandTracker:
             if d.state is DrainState.DRAINING and t.detail != "DRAINING":
                 t.draining_session = (st.status_bd_seq, st.agent_started)
                 return self._move(req, t, Phase.ACKNOWLEDGED, "DRAINING", now)
+            seen = t.draining_session
+            if (d.state is DrainState.DRAINING and seen is not None and seen[1] is None
+                    and st.agent_started is not None and st.sample is not None
+                    and st.sample.bdSeq >= seen[0] == st.status_bd_seq):
+                # Seen draining before any sample (a console just started, a CLI whose wait
+                # for samples ran out): the first sample of that session names its process,
+                # or a resume after it read as an agent that lost its drain (a review).
+                t.draining_session = (seen[0], st.agent_started)
             return None
         if req.op is CommandOp.RESUME:
             st = state.nodes.get(t.target)

@@ -765,3 +765,30 @@ def test_a_drain_lost_with_its_agents_state_fails_it_is_not_called_resumed(world
     assert (reqs["gpu0001"].phase, reqs["gpu0001"].targets[0].detail) == (
         Phase.FAILED, "the agent restarted without its drain: the node is in service again")
     assert reqs["gpu0003"].phase is Phase.SUPERSEDED
+
+
+def test_a_drain_seen_draining_before_any_sample_and_then_resumed_is_superseded(world):
+    """Seen DRAINING before the console had a sample of the node, the drain kept no process
+    to compare with; the resume's re-armed will (a new bdSeq, the same process) read as an
+    agent that restarted without its drain: "failed" in the audit log (a review)."""
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0003"], "swap", clock())
+    fleet.status(ingest, "gpu0003", DrainState.NONE)
+    step(ingest, state, tr, clock)
+    cmd = req.targets[0].cmd
+    st = state.nodes["gpu0003"]
+    st.agent_started = None  # no sample of it heard yet
+    st.sample = None
+    fleet.ack(ingest, cmd.cmd_id, "gpu0003", AckResult.ACCEPTED, "drain (finish)")
+    fleet.status(ingest, "gpu0003", DrainState.DRAINING, "swap", "alice", cmd.cmd_id)
+    step(ingest, state, tr, clock)
+    assert req.targets[0].draining_session is not None
+    clock.advance(1.0)
+    fleet.agents["gpu0003"].bd_seq += 1  # the same process re-arms its will after the resume
+    fleet.status(ingest, "gpu0003", DrainState.NONE)
+    step(ingest, state, tr, clock)
+    clock.advance(1.0)
+    fleet.telemetry(ingest, names=["gpu0003"])
+    step(ingest, state, tr, clock)
+    assert req.phase is Phase.SUPERSEDED, (req.phase, req.targets[0].detail)
