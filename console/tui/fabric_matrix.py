@@ -92,8 +92,9 @@ class FabricMatrix(Widget, can_focus=True):
         self.top = 0
         self._worst_at: tuple[int, int, int] | None = None
         """Where the last ``w``/``W`` put the cursor: only from there does ``w`` go on."""
-        self._worst_first: tuple[int, int, int] | None = None
-        """The worst problem when ``w``/``W`` last moved: a new one since starts over."""
+        self._worst_passed: frozenset[tuple[int, int, int]] = frozenset()
+        """The cells ``w``/``W`` had passed, the cursor's included: one ranked above the cursor
+        now that is not among them is a worse problem since, and ``w`` starts over from it."""
         self._codes: dict[int, tuple[int, ...]] = {}
         """``id(column)`` -> its codes, for the columns of the current plan (which keeps them
         alive). Not the Column: its hash is that of every node name in it, recomputed on each
@@ -336,10 +337,11 @@ class FabricMatrix(Widget, can_focus=True):
         # elsewhere) starts over from it: the demo's leaf04-r5 was skipped for the next
         # port after the one w had reached minutes before (a newcomer run).
         again = (here in order and here == self._worst_at
-                 and order[0] == self._worst_first)
+                 and self._worst_passed.issuperset(order[:order.index(here)]))
         at = order.index(here) if again else (-1 if step > 0 else 0)
-        self.band, self.cell, self.rail_index = self._worst_at = order[(at + step) % len(order)]
-        self._worst_first = order[0]
+        i = (at + step) % len(order)
+        self.band, self.cell, self.rail_index = self._worst_at = order[i]
+        self._worst_passed = (self._worst_passed if again else frozenset()).union(order[:i + 1])
         self._moved()
 
     def selected_port(self) -> tuple[str, str] | None:

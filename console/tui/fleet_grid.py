@@ -121,8 +121,9 @@ class FleetGrid(Widget, can_focus=True):
         """node -> (its birth, leaf, rack): read again only when a new birth arrives."""
         self._worst_at: str | None = None
         """Where the last ``w``/``W`` put the cursor: only from there does ``w`` go on."""
-        self._worst_first: str | None = None
-        """The worst node when ``w``/``W`` last moved: a new one since starts over."""
+        self._worst_passed: frozenset[str] = frozenset()
+        """The nodes ``w``/``W`` had passed, the cursor's included: one ranked above the cursor
+        now that is not among them is a worse one since, and ``w`` starts over from it."""
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -312,13 +313,17 @@ class FleetGrid(Widget, can_focus=True):
         current = self.current_node
         # "Again" is a w after a w: from a sick node the cursor was moved to (or starts on),
         # w went to the node after it in the order, not to the worst (a 3 a.m. drive).
-        # A worse node since the last w starts over from it, as the fabric view's w does.
+        # A worse node since the last w starts over from it, as the fabric view's w does; one
+        # passed that got better, or two that swapped places, do not (a review: w went back
+        # to nodes already seen each time the head of the order changed).
         again = (current is not None and current == self._worst_at and current in order
-                 and order[0] == self._worst_first)
+                 and self._worst_passed.issuperset(order[:order.index(current)]))
         at = order.index(current) if current is not None and again else (-1 if step > 0 else 0)
-        target = order[(at + step) % len(order)]
+        i = (at + step) % len(order)
+        target = order[i]
         self.move_to(self.node_ids.index(target))
-        self._worst_at, self._worst_first = target, order[0]
+        self._worst_at = target
+        self._worst_passed = (self._worst_passed if again else frozenset()).union(order[:i + 1])
 
     def where(self, index: int, kind: str) -> str:
         """The leaf (``kind`` "leaf") or rack of node ``index``, from its birth."""

@@ -336,3 +336,34 @@ async def test_grid_w_after_a_worse_node_appeared_goes_to_it():
         await pilot.press("w")
         await pilot.pause()
         assert grid.current_node == "gpu0007"
+
+
+async def test_grid_w_goes_on_when_a_node_it_passed_got_better():
+    """A node w had passed that recovers is no reason to start over: w went back to the
+    second worst, seen already, each time the head of the order changed (a review)."""
+    from tests.tui.fleet import throttled
+
+    world = World()
+    fleet = world.fleet
+    fleet.birth(world.ingest)
+    faults = {"gpu0003": port_down(), "gpu0005": throttled(1), "gpu0007": throttled(2),
+              "gpu0009": throttled(3)}
+    fleet.telemetry(world.ingest, faults=faults)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        order = grid.worst()
+        assert order[0] == "gpu0003", order
+        for _ in range(3):
+            await pilot.press("w")
+            await pilot.pause()
+        assert grid.current_node == order[2]
+        faults.pop("gpu0003")  # the worst, passed already, recovers
+        fleet.telemetry(world.ingest, faults=faults)
+        world.tick()
+        await pilot.pause()
+        assert "gpu0003" not in grid.worst()
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == order[3], (grid.current_node, order)
