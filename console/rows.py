@@ -1086,10 +1086,13 @@ class FleetCounts:
     """Up on nodes heard from, with error findings (N2-N5) or flapping; not the down ones."""
     ports_unknown: int = 0
     """On silent nodes, or nodes with no telemetry yet: their last sample is no word on now."""
+    talking_unread: int = 0
+    """``Totals.talking_unread``, kept as these counts are (a ``totals`` pass per refresh
+    cost ~40 ms at 4,096 nodes)."""
     jobs: dict[str, int] = field(default_factory=dict)
 
 
-_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int, int]
+_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int, int, bool]
 
 
 def _contribution(st: NodeState) -> _Contribution:
@@ -1100,7 +1103,8 @@ def _contribution(st: NodeState) -> _Contribution:
     use = st.gpu_use()
     ports = st.port_use()
     return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
-            st.ib_ports, ports.down, erroring_ports(st), use.waiting, ports.unknown)
+            st.ib_ports, ports.down, erroring_ports(st), use.waiting, ports.unknown,
+            st.unread_talking)
 
 
 @dataclass
@@ -1110,7 +1114,7 @@ class CountsCache:
     nodes a full pass is ~0.4 s of Python)."""
 
     contrib: dict[str, _Contribution] = field(default_factory=dict)
-    sums: list[int] = field(default_factory=lambda: [0] * 10)
+    sums: list[int] = field(default_factory=lambda: [0] * 11)
     states: dict[str, int] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
     seen: int = -1
@@ -1143,7 +1147,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None,
     nodes = state.nodes
     if cache.state_id != state.serial or cache.seen < base:
         cache.contrib.clear()
-        cache.sums, cache.states, cache.verdicts, cache.pending = [0] * 10, {}, {}, {}
+        cache.sums, cache.states, cache.verdicts, cache.pending = [0] * 11, {}, {}, {}
         cache.state_id = state.serial
         for node_id, node in nodes.items():
             contrib = cache.contrib[node_id] = _contribution(node)
@@ -1159,7 +1163,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None,
                 cache.add(contrib, 1)
     cache.seen = base + len(log)
     (c.gpus, c.gpus_in_use, c.gpus_free, c.gpus_failed, c.gpus_out, c.ports, c.ports_down,
-     c.ports_erroring, c.gpus_waiting, c.ports_unknown) = cache.sums
+     c.ports_erroring, c.gpus_waiting, c.ports_unknown, c.talking_unread) = cache.sums
     states = {k: v for k, v in cache.states.items() if v}
     verdicts = {k: v for k, v in cache.verdicts.items() if v}
     c.states = states

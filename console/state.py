@@ -787,6 +787,9 @@ class Totals:
     ib_ports_down: int = 0
     ib_ports_unknown: int = 0
     """On silent nodes, or nodes with no telemetry yet (``PortUse.unknown``)."""
+    talking_unread: int = 0
+    """Of those ``waiting``, the nodes heard talking whose keyframe is awaited
+    (``NodeState.unread_talking``): they did send telemetry, unlike the rest."""
 
 
 _SERIALS = itertools.count()
@@ -1722,7 +1725,7 @@ class FleetState:
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)
         gpus = gpus_present = ports = ports_up = ports_down = ports_unknown = 0
-        drained = draining = 0
+        drained = draining = talking = 0
         by_verdict[WAITING] = 0
         use = [0, 0, 0, 0, 0]
         for st in self.nodes.values():
@@ -1742,13 +1745,19 @@ class FleetState:
             ports_unknown += p.unknown
             drained += st.drain.state is DrainState.DRAINED
             draining += st.drain.state is DrainState.DRAINING
+            talking += st.unread_talking
         return Totals(
             nodes=len(self.nodes), gpus=gpus, gpus_present=gpus_present,
             gpus_use=GpuUse(*use), ib_ports=ports,
             ib_ports_up=ports_up, by_verdict=by_verdict, drained=drained, draining=draining,
             malformed=self.malformed.total, ib_ports_down=ports_down,
-            ib_ports_unknown=ports_unknown,
+            ib_ports_unknown=ports_unknown, talking_unread=talking,
         )
+
+    def talking_unread(self) -> list[str]:
+        """The nodes ``Totals.talking_unread`` counts, by id: ``status`` names them on stderr
+        apart from those never heard."""
+        return sorted(n for n, st in self.nodes.items() if st.unread_talking)
 
     def worst_first(self) -> list[NodeState]:
         return sorted(self.nodes.values(),

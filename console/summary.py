@@ -131,6 +131,8 @@ def fleet_summary(state: FleetState, now: float, *,
             "by_verdict": t.by_verdict,
             "drained": t.drained,
             "draining": t.draining,
+            # Of the waiting: heard talking, their keyframe awaited (a viewer's watch).
+            "talking_unread": t.talking_unread,
             "malformed": t.malformed,
         },
         "connection_lost": None if state.blind is None else {

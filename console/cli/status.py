@@ -68,12 +68,6 @@ def keyframe_due(state: FleetState, since_connect: float) -> list[str]:
             if st.talks and since_connect < KEYFRAME_EVERY_S + KEYFRAME_GRACE_S]
 
 
-def talking_unread(state: FleetState) -> list[str]:
-    """Nodes that read ``waiting`` because they talk unread (``NodeState.unread_talking``):
-    ``unheard`` says them apart from those never heard."""
-    return [n for n, st in state.nodes.items() if st.unread_talking]
-
-
 async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                   digests: bool = False, after: asyncio.Event | None = None,
                   connected: asyncio.Event | None = None,
@@ -298,7 +292,7 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float,
     """The nodes still ``waiting`` after the watch, said on stderr (for a script too): a
     `status --wait 1 --fail-on failed` read 63 of 64 nodes waiting, exit 0, and missed the
     four failed among them (a newcomer's run). ``talking``: those of them whose deltas were
-    heard (``talking_unread``), said apart: they did send telemetry."""
+    heard (``FleetState.talking_unread``), said apart: they did send telemetry."""
     waiting = [n["id"] for out in summaries for n in out.get("nodes", [])
                if n["verdict"] == WAITING]
     heard = [n for n in waiting if n in set(talking)]
@@ -369,7 +363,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
 
     (session, watched), uptime = asyncio.run(run())
     out = _summary(session, url, watched)
-    talking = talking_unread(session.state)
+    talking = session.state.talking_unread()
     out["broker_uptime_s"] = uptime
     if as_json:
         print(json.dumps(out, indent=2))
@@ -536,7 +530,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
         out = _summary(got, url, watched)
         row = cluster_row(got.state, connection=got.feed.conn.state
                           if got.feed is not None else "")
-        talking += talking_unread(got.state)
+        talking += got.state.talking_unread()
         summaries.append(out)
         rows.append(row)
     if len(errors) == len(clusters):

@@ -56,3 +56,35 @@ async def test_talking_nodes_read_waiting_in_views_detail_and_worst_jumps():
         assert state.nodes["gpu0003"].verdict_shown == "waiting"
         text = text_of(world.app)
         assert "r01" in text.split("Top problems")[1], text
+
+
+async def test_the_overview_and_status_count_the_talking_nodes_alike():
+    """Of the waiting nodes, those heard talking are one count of the fleet's
+    (``Totals.talking_unread``): the overview's "heard, their keyframe awaited", and the same
+    number in ``status --json``'s totals, where a script could not tell them from nodes never
+    heard. It follows the fleet as nodes go quiet."""
+    from fleetdeck.console.rows import fleet_counts
+    from fleetdeck.console.summary import fleet_summary
+
+    world = World(n=16)
+    for agent in world.fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe this console never saw; the next in 30 s
+    names = world.fleet.names
+    world.fleet.birth(world.ingest, names=names[:10])
+    async with world.app.run_test(size=SIZE) as pilot:
+        _talk(world, names[:10], 10)
+        world.fleet.birth(world.ingest, names=names[10:])  # born just now, not heard yet
+        _talk(world, names[:10], 1)
+        await pilot.pause()
+        state = world.app.session.state
+        problems = next(line for line in text_of(world.app).splitlines()
+                        if "Top problems" in line)
+        assert ("none so far: no telemetry yet from 6 nodes; 10 nodes heard, their keyframe "
+                "awaited") in problems, problems
+        totals = fleet_summary(state, world.clock())["totals"]
+        assert totals["by_verdict"]["waiting"] == 16 and totals["talking_unread"] == 10
+        assert state.talking_unread() == names[:10]
+        _talk(world, names[:3], 8)  # 7 of the 10 stop talking: silent, stale
+        await pilot.pause()
+        assert state.totals().talking_unread == 3
+        assert fleet_counts(state, world.app.session.summaries.counts).talking_unread == 3

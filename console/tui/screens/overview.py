@@ -237,7 +237,7 @@ class OverviewScreen(FleetView):
             else:
                 # Nodes heard talking are not "no telemetry yet": their deltas come, their
                 # keyframe does not (a viewer console's asks are dropped).
-                talking = sum(1 for st in state.nodes.values() if st.unread_talking)
+                talking = counts.talking_unread
                 unheard = counts.verdicts[WAITING] - talking
                 said = ([f"no telemetry yet from {plural(unheard, 'node')}"] if unheard
                         else []) + ([f"{plural(talking, 'node')} heard, "
