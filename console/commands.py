@@ -137,7 +137,10 @@ class BlastRadius:
     free_gpus_after: int
     notes: list[str] = field(default_factory=list)
     drained: int = 0
-    """Of the targets, how many are drained or draining (what a resume could give back)."""
+    """Of the targets, how many are drained or draining."""
+    draining: int = 0
+    """Of those, how many are DRAINING: their jobs still hold their GPUs, so a resume only
+    cancels the drain and gives nothing back (docs/domain.md: DRAINING while the jobs run)."""
 
     @property
     def hostlist(self) -> str:
@@ -154,14 +157,7 @@ class BlastRadius:
             return (f"{nodes}, {self.gpus} GPUs requeued, {self.gpu_hours_at_risk:.1f} GPU-h "
                     "since last checkpoint lost")
         if self.op is CommandOp.RESUME:
-            # gpus: of the drained or draining targets only (blast_radius).
-            if not self.gpus:
-                if self.drained:
-                    they = "it fails" if len(self.targets) == 1 else "they fail"
-                    return (f"{nodes}, nothing given back to the scheduler while {they} "
-                            "its health checks")
-                return f"{nodes}, none drained: nothing given back to the scheduler"
-            return f"{nodes}, {self.gpus} GPUs given back to the scheduler"
+            return self._resume_summary(nodes)
         parts = [nodes, f"{self.gpus} GPUs"]
         if self.op is CommandOp.DRAIN and self.drained:
             one = self.drained == 1
@@ -179,6 +175,30 @@ class BlastRadius:
             parts.append("no running jobs")
         parts.append(f"{self.free_gpus_after} free GPUs left")
         return ", ".join(parts)
+
+
+    def _resume_summary(self, nodes: str) -> str:
+        """What a resume gives back: the GPUs of the DRAINED targets that pass their health
+        checks (``gpus``, blast_radius). A DRAINING target's job still holds its GPUs: "8 GPUs
+        given back" of a node still running its job promised capacity the resume does not
+        free; it cancels the drain, and the job runs on."""
+        if not self.drained:
+            return f"{nodes}, none drained: nothing given back to the scheduler"
+        drained = self.drained - self.draining
+        said = []
+        if self.gpus:
+            said.append(f"{self.gpus} GPUs given back to the scheduler")
+        elif drained:
+            they = "it fails" if drained == 1 else "they fail"
+            said.append(f"nothing given back to the scheduler while {they} its health checks")
+        if self.draining:
+            one = self.draining == 1
+            which = "draining" if self.draining == len(self.targets) else (
+                f"{self.draining} draining")
+            said.append(f"{which}: {'its drain is' if one else 'their drains are'} cancelled "
+                        f"and {'its job keeps' if one else 'their jobs keep'} running on "
+                        f"{'it' if one else 'them'} (nothing given back)")
+        return f"{nodes}, {'; '.join(said)}"
 
 
 def fmt_duration(seconds: float) -> str:
@@ -375,11 +395,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             if (op is not CommandOp.DRAIN or st is None
                     or st.drain.state is DrainState.NONE):
                 gpus += n_gpus
-        elif (st is not None and st.drain.state is not DrainState.NONE
+        elif (st is not None and st.drain.state is DrainState.DRAINED
               and not _still_failing(st)):
             # A resume gives back only what was drained, and the scheduler's node health
             # check keeps work off a node that still fails it ("8 GPUs given back" for an
-            # XID 79 node with 7 visible: a 3 a.m. drive).
+            # XID 79 node with 7 visible: a 3 a.m. drive). A draining node's job holds its
+            # GPUs: the resume cancels the drain and the job runs on.
             gpus += n_gpus
         jobs = by_node.get(node, [])
         for j in jobs:
@@ -405,7 +426,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             # slowed the next job by 23 % within 40 s (a jobs audit).
             if st.drain.state is not DrainState.NONE and st.drain.reason:
                 by = f" by {st.drain.requested_by}" if st.drain.requested_by else ""
-                line += f": drained for \"{st.drain.reason}\"{by}"
+                line += f": {st.drain.state.value} for \"{st.drain.reason}\"{by}"
             worst = shown_findings(st)
             if st.verdict.value not in ("ok", "waiting") and worst:
                 line += f"; now {st.verdict.value}: {worst[0]}"
@@ -497,6 +518,8 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         gpu_hours_at_risk=at_risk, free_gpus_after=_free_gpus(state, by_node, target_set),
         notes=notes, drained=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
                                  and st.drain.state is not DrainState.NONE),
+        draining=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
+                     and st.drain.state is DrainState.DRAINING),
     )
 
 

@@ -224,6 +224,35 @@ def test_blast_radius(world):
         restart.jobs[0].line()
 
 
+def test_a_resume_of_a_draining_node_cancels_its_drain_and_gives_nothing_back(world):
+    """A DRAINING node's job still holds its GPUs: its resume read "8 GPUs given back to the
+    scheduler" and "drained for …", where the resume only cancels the drain and the job runs
+    on. A DRAINED node's GPUs are given back, in the same radius."""
+    clock, ingest, fleet, state = world
+    publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock), clock)
+    fleet.telemetry(ingest, job={"gpu0001": "41", "gpu0002": "41"})
+    fleet.status(ingest, "gpu0001", DrainState.DRAINING, "fan noise", "alice")
+    fleet.status(ingest, "gpu0002", DrainState.DRAINING, "fan noise", "alice")
+    fleet.status(ingest, "gpu0003", DrainState.DRAINED, "disk", "bob")
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    one = blast_radius(state, CommandOp.RESUME, ["gpu0001"], clock())
+    assert one.gpus == 0
+    assert one.summary() == ("1 node, draining: its drain is cancelled and its job keeps "
+                             "running on it (nothing given back)")
+    assert one.target_lines == ['gpu0001 (job 41, 8 GPUs, draining): draining for "fan noise" '
+                                'by alice']
+    two = blast_radius(state, CommandOp.RESUME, ["gpu0001", "gpu0002"], clock())
+    assert two.summary() == ("2 nodes, draining: their drains are cancelled and their jobs "
+                             "keep running on them (nothing given back)")
+    mixed = blast_radius(state, CommandOp.RESUME, ["gpu0001", "gpu0003"], clock())
+    assert mixed.gpus == 8
+    assert mixed.summary() == ("2 nodes, 8 GPUs given back to the scheduler; 1 draining: its "
+                               "drain is cancelled and its job keeps running on it (nothing "
+                               "given back)")
+    assert 'gpu0003 (idle, 8 GPUs, drained): drained for "disk" by bob' in mixed.target_lines
+
+
 def test_a_drain_of_a_drained_node_says_it_replaces_the_reason_or_changes_nothing(world):
     """"note: already drained: gpu0003", then the drain went out and said "1 done": the
     operator could not tell that Slurm replaces the reason, nor that the same one changes
