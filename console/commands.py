@@ -74,6 +74,10 @@ class Phase(StrEnum):
         return self in TERMINAL
 
 
+DRAINING = "DRAINING"
+"""A drain target's detail once its node's status says DRAINING: acknowledged, its jobs still
+running there (docs/domain.md)."""
+
 TERMINAL = frozenset({Phase.DONE, Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT,
                       Phase.ABANDONED, Phase.SUPERSEDED})
 BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED, Phase.SUPERSEDED)
@@ -826,6 +830,25 @@ class Request:
             out[t.phase] = out.get(t.phase, 0) + 1
         return out
 
+    def standing(self) -> str:
+        """Where an open request stands, in a few words: its phase, except that a drain's
+        targets seen DRAINING are said to drain, their jobs still on them (the state a
+        drain that lets its jobs finish stays in for hours). The quit question listed such a
+        drain as "acknowledged", as if its node had not begun draining, where the events
+        said "DRAINING" and the CLI "still draining (its jobs run to completion)"."""
+        draining = sum(1 for t in self.targets
+                       if t.phase is Phase.ACKNOWLEDGED and t.detail == DRAINING)
+        if not draining:
+            return self.phase.value
+        one = draining == 1
+        jobs = "its jobs run" if one else "their jobs run"
+        said = [f"draining{'' if len(self.targets) == 1 else f' {draining}'} ({jobs} to "
+                "completion first)"]
+        counts = self.counts()
+        counts[Phase.ACKNOWLEDGED] -= draining
+        said += [f"{p.value} {n}" for p, n in counts.items() if n]
+        return ", ".join(said)
+
     def describe(self) -> str:
         """One line: ``drain gpu[0001-0004] (finish): done 3, acknowledged 1 (DRAINING)``."""
         # "restart job 4102", not "restart job job 4102": target_text already names the job.
@@ -890,7 +913,7 @@ class CommandTracker:
                 waiting = now - t.sent_at
                 unacked = t.phase is Phase.REQUESTED and waiting >= every_s
                 no_effect = (t.phase is Phase.ACKNOWLEDGED and req.op is not CommandOp.RESTART_JOB
-                             and t.detail != "DRAINING" and waiting >= EFFECT_RETRY_S)
+                             and t.detail != DRAINING and waiting >= EFFECT_RETRY_S)
                 if unacked or no_effect:
                     out.append((kind, subject, cmd, t))
         return out
@@ -1037,7 +1060,7 @@ class CommandTracker:
                 # requeued the job (an SRE drill).
                 other = f" (its status names another drain: {d.reason})" if d.cmd_id else ""
                 return self._move(req, t, Phase.DONE, f"DRAINED{other}", now)
-            if (d.state is DrainState.NONE and t.detail == "DRAINING"
+            if (d.state is DrainState.NONE and t.detail == DRAINING
                     and st.online is True):
                 # Seen draining for this command, now in service: a resume undid it before it
                 # drained. Left open, it kept "cmds 1 open" in the console's header and a CLI
@@ -1063,9 +1086,9 @@ class CommandTracker:
                 return None
             if d.state is DrainState.DRAINED:
                 return self._move(req, t, Phase.DONE, "DRAINED", now)
-            if d.state is DrainState.DRAINING and t.detail != "DRAINING":
+            if d.state is DrainState.DRAINING and t.detail != DRAINING:
                 t.draining_session = (st.status_bd_seq, st.agent_started)
-                return self._move(req, t, Phase.ACKNOWLEDGED, "DRAINING", now)
+                return self._move(req, t, Phase.ACKNOWLEDGED, DRAINING, now)
             seen = t.draining_session
             if (d.state is DrainState.DRAINING and seen is not None and seen[1] is None
                     and st.agent_started is not None and st.sample is not None

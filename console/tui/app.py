@@ -978,7 +978,7 @@ class FleetdeckApp(App[int]):
             self.exit(0)
             return
         many = len(self.sessions) > 1
-        lines = [(f"[{name}] " if many else "") + f"{request_words(req)}: {req.phase.value}"
+        lines = [(f"[{name}] " if many else "") + f"{request_words(req)}: {req.standing()}"
                  for name, req in open_now]
 
         def done(quit_: bool | None) -> None:

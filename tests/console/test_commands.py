@@ -175,6 +175,28 @@ def test_a_restart_of_a_job_the_console_does_not_know_is_refused_with_one_senten
         f"{name} is a job name, not a job id: restart-job takes the id (41)")
 
 
+def test_an_open_drain_says_which_of_its_nodes_are_draining(world):
+    """Where an open drain stands (the quit question's line): its nodes seen DRAINING are
+    draining, their jobs still on them, not "acknowledged" like a node that has not begun."""
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0001", "gpu0002", "gpu0003"], "fan", clock())
+    assert req.standing() == "requested"
+    ids = {t.target: t.cmd.cmd_id for t in req.targets}
+    for node in ("gpu0001", "gpu0002"):
+        fleet.ack(ingest, ids[node], node, AckResult.ACCEPTED, "drain (finish)")
+    step(ingest, state, tr, clock)
+    assert req.standing() == "acknowledged"
+    fleet.status(ingest, "gpu0001", DrainState.DRAINING, "fan", "alice", ids["gpu0001"])
+    step(ingest, state, tr, clock)
+    assert req.standing() == ("draining 1 (its jobs run to completion first), acknowledged 1, "
+                              "requested 1")
+    fleet.status(ingest, "gpu0002", DrainState.DRAINED, "fan", "alice", ids["gpu0002"])
+    step(ingest, state, tr, clock)
+    assert req.standing() == ("draining 1 (its jobs run to completion first), done 1, "
+                              "requested 1")
+
+
 def test_blast_radius(world):
     clock, ingest, fleet, state = world
     nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]

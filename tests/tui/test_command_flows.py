@@ -347,6 +347,39 @@ async def test_quit_asks_while_a_command_is_open(world):
     assert world.app.return_code == 0
 
 
+async def test_quit_says_a_drain_whose_node_is_draining_is_draining(world):
+    """The quit question listed a drain whose node was DRAINING (its job running to completion
+    first) as "acknowledged", as if the node had not begun to drain; the events said
+    DRAINING."""
+    from fleetdeck.console.tui.modals import QuitScreen
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        nodes = await open_nodes(world, pilot)
+        nodes.table.move_to_key("gpu0002")
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press(*"fan", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        [cmd] = sent(world)
+        world.fleet.ack(world.ingest, cmd.cmd_id, "gpu0002", AckResult.ACCEPTED, "drain (finish)")
+        world.tick()
+        await pilot.press("q")
+        await pilot.pause()
+        assert "drain gpu0002: acknowledged" in text_of(world.app)  # not draining yet
+        await pilot.press("n")
+        world.fleet.status(world.ingest, "gpu0002", DrainState.DRAINING, "fan", "alice",
+                           cmd.cmd_id)
+        world.tick()
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(world.app.screen, QuitScreen)
+        text = text_of(world.app)
+        assert "drain gpu0002: draining (its jobs run to completion first)" in text, text
+        assert "acknowledged" not in text
+
+
 async def test_quit_without_open_commands_asks_nothing(world):
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
