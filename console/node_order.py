@@ -22,9 +22,9 @@ from operator import is_
 from typing import Any
 
 from fleetdeck.console.commands import jobs_by_node
-from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.rows import (
     METRIC_COLUMNS,
+    health_rank,
     ib_text,
     metric_sort_value,
     metrics,
@@ -57,12 +57,9 @@ text, then those without in id order. Kept as the text alone and sorted in two p
 per node and tuple comparisons cost several times a string's)."""
 _SHAPE_ONLY = frozenset({"verdict"})
 """Columns that change only with the node's shape (``FleetState.judge`` bumps ``shape_rev`` with
-every new verdict): a healthy fleet's samples leave their order as it was, without a pass over
-the nodes. REASONS is not one: a sample's findings show before the judgement pass."""
-
-
-def _minus_verdict(st: NodeState) -> int:
-    return -VERDICT_ORDER[st.verdict]
+every new verdict and drain state, which HEALTH sorts by): a healthy fleet's samples leave their
+order as it was, without a pass over the nodes. REASONS is not one: a sample's findings show
+before the judgement pass."""
 
 
 def _gpus(st: NodeState) -> str:
@@ -78,7 +75,7 @@ def _gaps(st: NodeState) -> str:
 
 
 _VALUE: dict[str, Callable[[NodeState], Any]] = {
-    "verdict": _minus_verdict,
+    "verdict": health_rank,
     "state": slurm_state,
     "gpus": _gpus,
     "ib": ib_text,

@@ -127,6 +127,7 @@ class NodeRow:
     power_v: float = UNKNOWN
     age_v: float = math.inf
     verdict_v: int = 0
+    """``health_rank``: lowest first."""
 
 
 NODE_COLUMNS: list[tuple[str, str, int]] = [
@@ -147,7 +148,7 @@ NODE_COLUMNS: list[tuple[str, str, int]] = [
 SORT_KEYS: dict[str, Callable[[NodeRow], object]] = {
     "node": lambda r: r.node,
     "state": lambda r: (r.state, r.node),
-    "verdict": lambda r: (-r.verdict_v, r.node),
+    "verdict": lambda r: (r.verdict_v, r.node),
     "gpus": lambda r: (r.gpus, r.node),
     "util": lambda r: (metric_sort_value("util", r.util_v), r.node),
     "temp": lambda r: (metric_sort_value("temp", r.temp_v), r.node),
@@ -262,7 +263,7 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         age=age,
         reasons=reasons_text(st),
         util_v=util_v, temp_v=temp_v, power_v=power_v, age_v=age_v,
-        verdict_v=VERDICT_ORDER[st.verdict],
+        verdict_v=health_rank(st),
     )
 
 
@@ -300,6 +301,15 @@ def metric_sort_value(key: str, value: float) -> float:
     return -(value // step) * step
 
 
+def health_rank(st: NodeState) -> int:
+    """HEALTH's sort value, lowest first: the worst verdict first and, of one verdict, the
+    nodes no one has acted on before those drained or draining (in hand), as the incidents and
+    the top problems put what no one has acted on first (``incidents.acted_on``). Sorted by
+    the verdict alone, a failed node drained an hour ago came above a failed one no one had
+    touched whenever its name came first."""
+    return -2 * VERDICT_ORDER[st.verdict] - (st.drain.state is DrainState.NONE)
+
+
 def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> Any:
     """``node_sort_key`` without the node id that breaks ties: a stable sort of nodes already
     in id order by this gives the same order at a fraction of the cost (no tuple per node, no
@@ -307,7 +317,7 @@ def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> A
     if key in METRIC_COLUMNS:
         return metric_sort_value(key, metrics(st)[METRIC_COLUMNS.index(key)])
     if key == "verdict":
-        return -VERDICT_ORDER[st.verdict]
+        return health_rank(st)
     if key == "state":
         return slurm_state(st)
     if key == "gpus":

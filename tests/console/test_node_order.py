@@ -307,3 +307,35 @@ def test_a_live_metric_sorts_in_steps_so_busy_nodes_keep_their_places() -> None:
                                                                  "gpu0003"]
     assert order({"gpu0001": 50.0, "gpu0002": 80.0}) == ["gpu0002", "gpu0001"]
     assert metric_sort_value("temp", UNKNOWN) > metric_sort_value("temp", 20.0)  # unknown last
+
+
+def test_health_puts_the_nodes_no_one_acted_on_first_of_each_verdict() -> None:
+    """Of one verdict, HEALTH lists the nodes no one has acted on before the drained or
+    draining ones, as the incidents and the top problems do: sorted by the verdict alone, a
+    failed node drained an hour ago came above one no one had touched when its name came
+    first. A resume (a drain state alone changes) moves the node back among the others."""
+    from fleetdeck.console.ingest import Ingest
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    fleet = SynthFleet(8, clock)
+    session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=clock)
+    fleet.birth(ingest)
+    fleet.status(ingest, "gpu0002", DrainState.DRAINED, "ib", "alice")
+    fleet.status(ingest, "gpu0003", DrainState.DRAINING, "ib", "alice")
+    fleet.status(ingest, "gpu0006", DrainState.DRAINED, "disk", "bob")
+    bad = {n: port_down() for n in ("gpu0002", "gpu0003", "gpu0004")}
+    clock.advance(1)
+    fleet.telemetry(ingest, faults=bad)
+    session.tick()
+    state = session.state
+    order = NodeOrder()
+    assert order.ids(state, "verdict") == ["gpu0004", "gpu0002", "gpu0003",  # failed
+                                           "gpu0001", "gpu0005", "gpu0007", "gpu0008",
+                                           "gpu0006"]  # ok, the drained one last
+    assert order.ids(state, "verdict") == want(state, "verdict", {})
+    fleet.status(ingest, "gpu0003", DrainState.NONE)  # resumed, still failed
+    clock.advance(1)
+    fleet.telemetry(ingest, faults=bad)
+    session.tick()
+    assert order.ids(state, "verdict")[:3] == ["gpu0003", "gpu0004", "gpu0002"]
