@@ -100,11 +100,12 @@ class ClusterRow:
         }
 
 
-def cluster_row(state: FleetState, *, connection: str = "") -> ClusterRow:
+def cluster_row(state: FleetState, *, connection: str = "", dated: bool = True) -> ClusterRow:
     """The row of one cluster. One pass over its nodes plus the incident grouping: a view
-    calls it when the cluster's state changed, not per frame (docs/architecture.md)."""
+    calls it when the cluster's state changed, not per frame (docs/architecture.md).
+    ``dated``: ``incidents``' (False for ``status``: its top incident by key among equals)."""
     t = state.totals()
-    found = incidents(state)
+    found = incidents(state, dated=dated)
     return ClusterRow(
         cluster=state.cluster, nodes=t.nodes, by_verdict=dict(t.by_verdict), gpus=t.gpus,
         gpus_present=t.gpus_present, ib_ports=t.ib_ports, ib_ports_up=t.ib_ports_up,

@@ -115,8 +115,12 @@ class Incident:
         }
 
 
-def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident]:
-    """Every current incident, most severe and widest first."""
+def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
+              dated: bool = True) -> list[Incident]:
+    """Every current incident, most severe and widest first, then the oldest, then by key.
+    ``dated=False``: not by age, for a watch of a few seconds (``status``), whose ``since``
+    are only the moments its first telemetry of each node arrived: two runs on one fleet
+    listed the same incidents in two orders."""
     # Only nodes that are not ok take part (the state keeps their set): the incidents view
     # regroups on every fleet change, and at 16,384 nodes a few passes over every node would
     # be most of a tick. Sorted, so the grouping does not depend on arrival order.
@@ -223,7 +227,8 @@ def incidents(state: FleetState, log: Iterable[EventLine] = ()) -> list[Incident
     # one no one had touched, where the overview's top problems (``rows.top_problems``) put
     # the untouched one first (a drill: one rule for both).
     out.sort(key=lambda i: (acted_on(state, i), _SEVERITY_RANK.get(i.severity, 2),
-                            not i.losing_work, -len(i.nodes), i.since, i.key))
+                            not i.losing_work, -len(i.nodes), i.since if dated else 0.0,
+                            i.key))
     blind = state.blind
     if blind is not None and blind[1] is None:
         # First: while the console hears nothing, nothing else it says is current.

@@ -104,9 +104,10 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
 
 def fleet_summary(state: FleetState, now: float, *,
                   interruptions: list[Interruption] | None = None,
-                  log: Iterable[EventLine] = (),
+                  log: Iterable[EventLine] = (), dated: bool = True,
                   **extra: Any) -> dict[str, Any]:
-    """``log``: the session's timeline, for each incident's own (``session.timeline()``)."""
+    """``log``: the session's timeline, for each incident's own (``session.timeline()``).
+    ``dated``: ``incidents``' (False for a watch of a few seconds: ``status``)."""
     t = state.totals()
     unborn = state.unborn_why()
     return {
@@ -149,7 +150,7 @@ def fleet_summary(state: FleetState, now: float, *,
         "unborn_why": {node: why for node, why in sorted(unborn.items()) if why},
         "jobs": [job_summary(job, state, now) for job in state.jobs.values()],
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
-        "incidents": [inc.as_json() for inc in incidents(state, log)],
+        "incidents": [inc.as_json() for inc in incidents(state, log, dated=dated)],
         "interruptions": [it.as_json() for it in interruptions or []],
         "scheduler": _scheduler_json(state),
         "collectors": [

@@ -482,8 +482,11 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T], *,
 
 
 def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str, Any]:
+    # Equal incidents by key, not by ``since``: a watch's ``since`` is when its first sample
+    # of each node arrived, and two runs on one fleet listed them in two orders.
     return fleet_summary(session.state, time.time(), broker=str(url), collected_s=wait_s,
-                         interruptions=session.interruptions.total, log=session.log.lines())
+                         interruptions=session.interruptions.total, log=session.log.lines(),
+                         dated=False)
 
 
 def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, as_json: bool,
@@ -529,7 +532,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
         longest = max(longest, watched)
         out = _summary(got, url, watched)
         row = cluster_row(got.state, connection=got.feed.conn.state
-                          if got.feed is not None else "")
+                          if got.feed is not None else "", dated=False)
         talking += got.state.talking_unread()
         summaries.append(out)
         rows.append(row)
