@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger("fleetdeck.agent")
 T = TypeVar("T")
@@ -40,12 +41,43 @@ def start_daemon(fn: Callable[[], T], name: str) -> "Future[T]":
 
 
 class Overdue(Exception):
-    """A call that has not answered within its deadline (it may still be running)."""
+    """A call that has not answered within its deadline (it may still be running); with
+    ``Watched(hung_after_s=…)``, one that has not answered for that long: hung."""
 
     def __init__(self, what: str, since: float, now: float) -> None:
         self.what = what
         self.waited_s = max(0.0, now - since)
         super().__init__(f"{what}: no answer for {self.waited_s:.0f} s")
+
+
+class Pending(Exception):
+    """A call past the wait of the one who asked, not yet hung (``Watched(hung_after_s=…)``):
+    a slow reader, still answering. The asker says what it had instead."""
+
+    def __init__(self, what: str, since: float, now: float) -> None:
+        self.what = what
+        self.waited_s = max(0.0, now - since)
+        super().__init__(f"{what}: no answer for {self.waited_s:.1f} s yet")
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    value: T
+    started: float
+    """When the call that read it started (the clock's time): what it read is at most
+    ``clock() - started`` old."""
+    late: bool = False
+    """Answered after its asker had stopped waiting, and taken up by the next ask."""
+
+
+@dataclass
+class _Call:
+    fut: "Future[Any]"
+    started: float
+    key: str
+    finished: float | None = None
+    overdue: bool = False
+    """An asker raised ``Overdue`` for it."""
 
 
 class Watched:
@@ -56,44 +88,91 @@ class Watched:
     (within its own deadline) and starts nothing meanwhile, so a hung driver never collects a
     pile of hung threads. What such a call returns, once it does, is dropped: it read the
     hardware before or during the hang and would be published as if fresh (docs/real-nodes.md,
-    "What happens when hardware is missing"); the call after it reads again."""
+    "What happens when hardware is missing"); the call after it reads again.
+
+    With ``hung_after_s`` (the GPU reader: docs/reliability.md, "A slow GPU reader is not a
+    hung one") a call is hung only once in flight that long, whatever the asker's wait: until
+    then a call past the wait raises ``Pending``, and what it returns in time is the next
+    ask's answer (``Answer.late``), not dropped. nvidia-smi on a loaded eight-GPU node takes
+    0.3-1.5 s; at ``--interval 1`` a sample waits 0.75 s, and every read "hung"."""
 
     def __init__(self, what: str, deadline_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 hung_after_s: float | None = None) -> None:
         self.what = what
         self.deadline_s = deadline_s
         self.clock = clock
-        self._late: tuple[Future[Any], float] | None = None
-        """The call in flight past its deadline, and since when (the clock's time)."""
+        self.patient = hung_after_s is not None
+        self.hung_after_s = deadline_s if hung_after_s is None else max(deadline_s,
+                                                                        hung_after_s)
+        self._flight: _Call | None = None
+        """The call in flight past its asker's wait (None: none is)."""
         self.dropped = 0
         """Late answers dropped."""
 
     @property
     def hung_since(self) -> float | None:
-        """When the call still in flight past its deadline started (None: none is)."""
-        if self._late is None or self._late[0].done():
+        """When the call still in flight past its deadline started (None: none is); with
+        ``hung_after_s``, past that."""
+        call = self._flight
+        if call is None or call.fut.done():
             return None
-        return self._late[1]
+        if call.overdue or self.clock() - call.started >= self.hung_after_s:
+            return call.started
+        return None
 
     def call(self, fn: Callable[[], T]) -> T:
         """``fn()``, or ``Overdue`` when it (or the late call before it) did not answer in
         time; ``fn``'s own exception is raised as is."""
-        end = self.clock() + self.deadline_s
-        if self._late is not None:
-            fut, since = self._late
-            if not _settled(fut, end - self.clock()):
-                raise Overdue(self.what, since, self.clock())
-            self._late = None
-            self.dropped += 1
-            log.info("%s answered after %.1f s, past its %g s deadline: what it read is "
-                     "dropped, and it is asked again", self.what, self.clock() - since,
-                     self.deadline_s)
+        return self.ask(fn).value
+
+    def ask(self, fn: Callable[[], T], key: str = "", wait_s: float | None = None) -> Answer[T]:
+        """``fn()``'s answer, waited for at most ``wait_s`` (default ``deadline_s``).
+
+        Patient (``hung_after_s``): the answer of the call before, of the same ``key``, that
+        came after its asker stopped waiting (``late``) where this one does not answer in
+        time; ``Pending`` when neither did and the call in flight is not hung yet; a call
+        in flight is waited for at most until it counts as hung (or ``deadline_s`` once it
+        does). ``Overdue`` when hung."""
+        wait = self.deadline_s if wait_s is None else wait_s
+        end = self.clock() + wait
+        ready: _Call | None = None
+        flight = self._flight
+        if flight is not None:
+            # Patient: waited for until it counts as hung, or for a deadline once it does.
+            until = min(end, max(flight.started + self.hung_after_s,
+                                 self.clock() + self.deadline_s)) if self.patient else end
+            if not _settled(flight.fut, until - self.clock()):
+                raise self._not_yet(flight)
+            self._flight = None
+            took = (flight.finished or self.clock()) - flight.started
+            if self.patient and took < self.hung_after_s:
+                if flight.key == key:
+                    ready = flight
+                else:
+                    # Another kind of call's (an inventory's, asked by a read): read again.
+                    self.dropped += 1
+            else:
+                self.dropped += 1
+                log.info("%s answered after %.1f s, past its %g s deadline: what it read is "
+                         "dropped, and it is asked again", self.what, took,
+                         self.hung_after_s if self.patient else self.deadline_s)
         started = self.clock()
-        fut2: Future[T] = start_daemon(fn, f"fleetdeck {self.what}")
-        if not _settled(fut2, end - self.clock()):
-            self._late = (fut2, started)
-            raise Overdue(self.what, started, self.clock())
-        return fut2.result()
+        call = _Call(start_daemon(fn, f"fleetdeck {self.what}"), started, key)
+        call.fut.add_done_callback(lambda _: setattr(call, "finished", self.clock()))
+        if _settled(call.fut, end - self.clock()):
+            return Answer(call.fut.result(), call.started)
+        self._flight = call
+        if ready is not None:
+            return Answer(ready.fut.result(), ready.started, late=True)
+        raise self._not_yet(call)
+
+    def _not_yet(self, call: _Call) -> Exception:
+        now = self.clock()
+        if not self.patient or now - call.started >= self.hung_after_s:
+            call.overdue = True
+            return Overdue(self.what, call.started, now)
+        return Pending(self.what, call.started, now)
 
 
 def _settled(fut: "Future[Any]", timeout: float) -> bool:

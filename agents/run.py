@@ -27,7 +27,9 @@ log = logging.getLogger("fleetdeck.agent")
 GPU_DEADLINE_SHARE = 0.75
 """Of the interval, how long a sample waits for a real GPU reader: the rest is the other
 readers' and the publish's, so a hung reader leaves the samples on time (at the whole
-interval, each came late and the falling-behind sample skip dropped one in three)."""
+interval, each came late and the falling-behind sample skip dropped one in three). Not how
+long before it counts as hung: that is ``GPU_HUNG_S`` (agents/real/source.py), whatever the
+interval."""
 
 
 def make_source(cfg: AgentSettings, *, deadline: bool = True) -> Source:

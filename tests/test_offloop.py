@@ -2,10 +2,11 @@
 what it returns late is dropped."""
 
 import threading
+import time
 
 import pytest
 
-from fleetdeck.agents.offloop import Overdue, Watched
+from fleetdeck.agents.offloop import Overdue, Pending, Watched
 
 
 def test_a_hung_call_is_overdue_stays_alone_and_its_late_answer_is_dropped():
@@ -76,3 +77,50 @@ async def test_an_inventory_that_answers_without_a_boot_id_is_the_boot_the_windo
     agent._windows_saved = {"by": "an earlier agent"}
     agent._sample(Reading(gpus=[], ib_ports=[]), 1.0)
     assert agent._windows_saved is None, "the saved windows were never restored"
+
+
+def test_a_slow_call_is_pending_not_hung_and_its_answer_is_the_next_asks():
+    """The GPU reader's calls (``hung_after_s``): a call past the asker's wait is slow, not
+    hung, until it has gone unanswered ``hung_after_s``; what it returns then is the next
+    ask's answer, said to be late, while that ask's own call runs on (docs/reliability.md, "A
+    slow GPU reader is not a hung one")."""
+    w = Watched("nvsmi", 0.05, hung_after_s=5.0)
+    calls: list[int] = []
+
+    def slow() -> int:
+        n = len(calls)
+        calls.append(n)
+        time.sleep(0.3)
+        return n
+
+    with pytest.raises(Pending, match=r"nvsmi: no answer for 0\.\d s yet"):
+        w.ask(slow, "read")
+    assert w.hung_since is None
+    time.sleep(0.5)
+    got = w.ask(slow, "read")
+    assert (got.value, got.late) == (0, True) and calls == [0, 1]
+    time.sleep(0.5)
+    assert w.ask(slow, "read").value == 1 and w.dropped == 0
+    # Of another kind (an inventory asked while a read ran): dropped, asked afresh.
+    time.sleep(0.5)
+    with pytest.raises(Pending):
+        w.ask(slow, "inventory")
+    assert w.dropped == 1 and calls == [0, 1, 2, 3]
+
+
+def test_a_patient_call_in_flight_past_hung_after_is_overdue_at_once():
+    w = Watched("nvml", 0.05, hung_after_s=0.2)
+    release = threading.Event()
+    with pytest.raises(Pending):
+        w.ask(lambda: release.wait(10))
+    t0 = time.monotonic()
+    with pytest.raises(Overdue, match="nvml: no answer for 0 s"):
+        w.ask(lambda: "fresh", wait_s=5.0)  # waited for until it counts as hung, not 5 s
+    assert time.monotonic() - t0 < 0.3 and w.hung_since is not None
+    t0 = time.monotonic()
+    with pytest.raises(Overdue):
+        w.ask(lambda: "fresh", wait_s=5.0)  # hung already: waited for a deadline only
+    assert time.monotonic() - t0 < 0.1
+    release.set()
+    # Answered past hung_after_s: read before or during the hang, dropped.
+    assert w.ask(lambda: "fresh").value == "fresh" and w.dropped == 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from fleetdeck.agents.offloop import Overdue, Watched
+from fleetdeck.agents.offloop import Answer, Overdue, Pending, Watched
 from fleetdeck.agents.real.common import (
     ChangeLogger,
     GpuInventoryResult,
@@ -137,11 +137,25 @@ class HostReader:
             return ""
 
 
+GPU_HUNG_S = 5.0
+"""How long a GPU reader's call may go unanswered before its GPUs are declared unread (hung),
+whatever the interval (docs/reliability.md, "A slow GPU reader is not a hung one").
+nvidia-smi on a loaded eight-GPU node commonly answers in 0.3-1.5 s (docs/real-nodes.md): this
+is three times the slowest of those, so a slow reader is never called hung, and half
+nvidia-smi's own 10 s timeout, so the console hears "hung" before the reader gives up and kills
+it. A sample waits for the reader only ``gpu_deadline_s`` (0.75 of the interval); past that it
+publishes the last figures that came in time, marked with their age. A hung reader is said
+at the first sample once its call is this old: within this plus one interval of the hang."""
+
 GPU_HUNG = ("no answer for {s:.0f} s (GPU driver hung, or a GPU off the bus?); "
             "its GPUs are unread")
 """What a sample says while its GPU reader overruns (``RealSource(gpu_deadline_s=…)``): the
 console quotes it in G1, "0/8 GPUs visible; the agent's GPU reader says: nvsmi: no answer for
 42 s …" (console/health.py, ``reader_error``)."""
+
+GPU_SLOW = "{what}; its GPUs count as unread only after {hung:g} s without an answer"
+"""What a sample says when its GPU figures are not of this sample's read: the reader is slower
+than a sample waits (``RealSource(gpu_deadline_s=…)``), not hung (``GPU_HUNG_S``)."""
 
 
 class RealSource:
@@ -170,6 +184,7 @@ class RealSource:
         gpus_expected: int = 0,
         ib_ports_expected: int = 0,
         gpu_deadline_s: float | None = None,
+        gpu_hung_s: float = GPU_HUNG_S,
     ) -> None:
         self.gpus_expected = gpus_expected
         self.ib_ports_expected = ib_ports_expected
@@ -190,8 +205,15 @@ class RealSource:
         self._reindex: dict[int, int] = {}
         """The GPU reader's index -> the agent's, where they differ (``_renumbered``)."""
         self._changes = ChangeLogger(log)
-        self._gpu_calls = (Watched(gpu.name, gpu_deadline_s)
+        self._gpu_calls = (Watched(gpu.name, gpu_deadline_s, hung_after_s=gpu_hung_s)
                            if gpu is not None and gpu_deadline_s is not None else None)
+        self._gpu_last: Answer[tuple[list[GpuSample], list[str]]] | None = None
+        """The GPU reader's last read that answered in time: a sample whose own read is
+        slow (not hung) publishes it, with its age (``GPU_SLOW``)."""
+        self._gpu_inv_answered = False
+        """A GPU inventory answered (in time): until then an inventory waits for one up to
+        ``gpu_hung_s``, not a sample's wait. A first birth without its GPUs left the kernel
+        log's Xids unmapped, and at ``--interval 1`` nvidia-smi never answered in 0.75 s."""
         self._lock = threading.Lock()
         """``read`` and ``inventory`` one at a time: the agent runs them on threads, and a
         rebirth's inventory may come while a sample is read."""
@@ -214,17 +236,31 @@ class RealSource:
         with self._lock:
             return self._take_inventory()
 
-    def _gpu_call(self, fn: Callable[[], T]) -> T:
-        return fn() if self._gpu_calls is None else self._gpu_calls.call(fn)
+    def _gpu_call(self, fn: Callable[[], T], key: str, wait_s: float | None = None) -> T:
+        return fn() if self._gpu_calls is None else self._gpu_calls.ask(fn, key, wait_s).value
+
+    def _gpu_slow(self, what: str) -> str:
+        calls = self._gpu_calls
+        assert calls is not None  # only a watched reader is slow
+        return GPU_SLOW.format(what=what, hung=calls.hung_after_s)
 
     def _take_inventory(self) -> Inventory:
         errors: list[str] = []
         gpu_inv = GpuInventoryResult(gpus=[])
         if self.gpu is not None:
             gpu = self.gpu
+            calls = self._gpu_calls
+            first = (calls.hung_after_s
+                     if calls is not None and not self._gpu_inv_answered else None)
             try:
                 gpu_inv = self._guard(errors, f"{gpu.name} inventory",
-                                 lambda: self._gpu_call(gpu.inventory), gpu_inv)
+                                 lambda: self._gpu_call(gpu.inventory, "inventory", first),
+                                 gpu_inv)
+                self._gpu_inv_answered = True
+            except Pending as slow:
+                # Slow, not hung: the GPUs the last inventory found, as a hung one's are kept.
+                errors.append(self._gpu_slow(f"{slow}; the GPUs of the last inventory"))
+                gpu_inv = replace(self._gpu_inv, errors=[])
             except Overdue as hung:
                 # The GPUs the last inventory found stay, under their indices: a birth taken
                 # while the reader hangs (a reconnect) names them, and the samples say why
@@ -283,6 +319,7 @@ class RealSource:
             self._take_inventory()
         errors: list[str] = []
         hung = ""  # the GPU reader's overrun as the sample says it: first, for the console's G1
+        slow = ""  # why the GPU figures are not this sample's read, and how old they are
         if self.follower is not None and self.monitor is not None:
             follower, monitor = self.follower, self.monitor
             self._guard(errors, "kernel log",
@@ -293,9 +330,36 @@ class RealSource:
         if self.gpu is not None:
             gpu = self.gpu
             no_gpus: tuple[list[GpuSample], list[str]] = ([], [])
+            calls = self._gpu_calls
             try:
-                gpus, gpu_errors = self._guard(errors, f"{gpu.name} read",
-                                          lambda: self._gpu_call(gpu.read), no_gpus)
+                if calls is None:
+                    gpus, gpu_errors = self._guard(errors, f"{gpu.name} read", gpu.read,
+                                                   no_gpus)
+                else:
+                    got = self._guard(errors, f"{gpu.name} read",
+                                      lambda: calls.ask(gpu.read, "read"), None)
+                    gpus, gpu_errors = got.value if got is not None else no_gpus
+                    if got is not None:
+                        self._gpu_last = got
+                        if got.late:
+                            slow = self._gpu_slow(
+                                f"{gpu.name}: answers slower than a sample waits "
+                                f"({calls.deadline_s:g} s): these GPU figures are "
+                                f"{calls.clock() - got.started:.0f} s old")
+            except Pending as pending:
+                # Slow, not hung: the figures of the last read that answered, said to be that
+                # old; "0/8 GPUs visible" here would have an operator drain a healthy node.
+                assert calls is not None  # only a watched reader is slow
+                last = self._gpu_last
+                if last is not None:
+                    gpus, gpu_errors = last.value
+                    age = f"these GPU figures are {calls.clock() - last.started:.0f} s old"
+                else:
+                    # No read has answered yet, only the inventory: its GPUs, not yet read.
+                    gpus = [GpuSample(index=g.index) for g in self._gpu_inv.gpus
+                            if g.index not in self._gpus_lost]
+                    gpu_errors, age = [], "no GPU figures yet"
+                slow = self._gpu_slow(f"{pending} (a slow reader): {age}")
             except Overdue as late:
                 # Not the last figures again as if fresh, and not silence: each GPU unread
                 # (present false) and the reader named with how long it has hung.
@@ -303,6 +367,7 @@ class RealSource:
                 gpus = [GpuSample(index=g.index, present=False) for g in self._gpu_inv.gpus
                         if g.index not in self._gpus_lost]
                 gpu_errors = []
+                self._gpu_last = None  # read before the hang: never published after it
             errors.extend(gpu_errors)
             if self._reindex:
                 gpus = [msgspec.structs.replace(g, index=self._reindex.get(g.index, g.index))
@@ -322,10 +387,14 @@ class RealSource:
             errors.extend(ib_errors)
             ports = [self._with_flaps(p, now) for p in ports]
         host = self._guard(errors, "host read", lambda: self.host.read(errors), HostSample())
-        capped = cap_errors([hung, *errors] if hung else errors)
+        said = hung or slow
+        capped = cap_errors([said, *errors] if said else errors)
         # Logged once as it starts, not again at each sample as its seconds grow.
-        self._changes.update([f"{self.gpu.name}: no answer past its deadline (hung?)"
-                              if e == hung and self.gpu is not None else e for e in capped])
+        name = self.gpu.name if self.gpu is not None else ""
+        once = {hung: f"{name}: no answer past its deadline (hung?)",
+                slow: f"{name}: slower than a sample waits: its GPU figures are an earlier "
+                      "read's (not hung)"}
+        self._changes.update([once[e] if e and e == said else e for e in capped])
         return Reading(gpus=gpus, ib_ports=ports, host=host, errors=capped)
 
     def take_events(self) -> list[EventDraft]:
@@ -352,12 +421,12 @@ class RealSource:
 
     def _guard(self, errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:
         """Run ``fn``; a reader bug becomes an error line, never an exception out of read(). A
-        reader past its deadline (``Overdue``) is the caller's to say. While it runs it is the
-        step ``stuck`` names."""
+        reader past its deadline (``Overdue``), or slow (``Pending``), is the caller's to say.
+        While it runs it is the step ``stuck`` names."""
         self._step = (what, time.monotonic())
         try:
             return fn()
-        except Overdue:
+        except (Overdue, Pending):
             raise
         except Exception as exc:
             log.debug("%s failed", what, exc_info=True)
@@ -463,14 +532,16 @@ def make_real_source(
     gpus_expected: int = 0,
     ib_ports_expected: int = 0,
     gpu_deadline_s: float | None = None,
+    gpu_hung_s: float = GPU_HUNG_S,
 ) -> RealSource:
     """Build the RealSource named by ``kind`` (``sysfs``, ``nvml``, ``nvsmi``, ``sysfs+nvml`` …).
 
     ``sysfs_root``: the sysfs mount (``/sys``) or directly a ``class/infiniband`` directory.
     ``kernel_log``: ``"journal"`` (follow the systemd journal), a log file path, or None (no Xid /
     flap events). ``gpu_deadline_s``: how long a sample waits for the GPU reader (the agent's
-    interval; None: as long as it takes, as ``--once`` does). Raises ValueError for a bad
-    ``kind``; never for missing hardware.
+    interval; None: as long as it takes, as ``--once`` does); ``gpu_hung_s``: how long a GPU
+    reader's call goes unanswered before its GPUs are unread (``GPU_HUNG_S``). Raises
+    ValueError for a bad ``kind``; never for missing hardware.
     """
     parts = parse_kind(kind)
     ib = (IbReader(ib_class_dir(sysfs_root), expected_rate_gbps=expected_rate_gbps)
@@ -485,6 +556,7 @@ def make_real_source(
         "+".join(parts), ib=ib, gpu=gpu, kernel_log=follower, host=HostReader(proc_root),
         sku=sku, topology=topology, gpus_expected=gpus_expected,
         ib_ports_expected=ib_ports_expected, gpu_deadline_s=gpu_deadline_s,
+        gpu_hung_s=gpu_hung_s,
     )
 
 
