@@ -6,10 +6,15 @@ Unavailable values come back as ``[N/A]``, ``N/A``, ``[Not Supported]`` or
 ``[Requested functionality has been deprecated]``: those are absent, never zero.
 """
 
+import contextlib
 import csv
 import io
+import logging
+import os
 import re
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +23,8 @@ from typing import Any
 from fleetdeck.agents.real.common import GpuInventoryResult, build_model, normalize_pci
 from fleetdeck.protocol.fast import Ecc, GpuSample, RowRemap
 from fleetdeck.protocol.messages import GpuInventory
+
+log = logging.getLogger("fleetdeck.agent.real")
 
 Row = dict[str, str | None]
 Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
@@ -81,6 +88,11 @@ class NvsmiError(Exception):
 class NvsmiHung(NvsmiError):
     """nvidia-smi did not answer within its timeout."""
 
+
+REAP_WAIT_S = 2.0
+"""After killing an nvidia-smi past its timeout, how long to wait for it to be gone: one stuck
+in the driver (state D) dies only once the driver lets it go, and until then no other starts
+(``NvsmiReader``)."""
 
 HUNG_RETRY_S = 60.0
 """After an nvidia-smi that did not answer, it is asked again this much later, not at every
@@ -339,9 +351,27 @@ def run_nvidia_smi(
         raise NvsmiError(f"{binary}: {exc.strerror or exc}") from None
 
 
+def kill_group(proc: "subprocess.Popen[str]") -> None:
+    """SIGKILL ``proc``'s process group (it leads one: ``start_new_session``)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+class NvsmiStillRunning(NvsmiHung):
+    """The nvidia-smi killed past its timeout has not gone yet: no other is started."""
+
+
 class NvsmiReader:
     """GpuReader over nvidia-smi. Rows are matched to the inventory by UUID/PCI bus id, because
-    nvidia-smi renumbers the GPUs that remain when one falls off the bus."""
+    nvidia-smi renumbers the GPUs that remain when one falls off the bus.
+
+    At most one nvidia-smi of this reader runs at a time, and one past its timeout is killed
+    with everything it started (its process group) and reaped: ``subprocess.run`` killed only
+    the process it started, so a wrapper's nvidia-smi (a site script, a container shim) was
+    left running at each timeout, one more a minute on a wedged driver; and one still running
+    when the agent stopped outlived it (docs/reliability.md, "A slow GPU reader is not a hung
+    one"). One that survives its kill (stuck in the driver) holds the next back until it is
+    gone."""
 
     name = "nvsmi"
 
@@ -357,6 +387,11 @@ class NvsmiReader:
         self.clock = clock
         self._hung: tuple[float, str] | None = None
         """(monotonic time to ask again, what to say until then) after a query timed out."""
+        self._child: subprocess.Popen[str] | None = None
+        """The nvidia-smi running, or killed and not yet gone."""
+        self._killed_at = 0.0
+        self._closed = False
+        self._spawn = threading.Lock()
         self._by_key: dict[str, int] = {}
         self._expected: dict[int, str] = {}
 
@@ -370,7 +405,8 @@ class NvsmiReader:
             try:
                 proc = run_nvidia_smi(
                     [f"--query-gpu={','.join(self.fields)}", "--format=csv"],
-                    binary=self.binary, timeout_s=self.timeout_s, runner=self.runner,
+                    binary=self.binary, timeout_s=self.timeout_s,
+                    runner=self.runner or self._run,
                 )
             except NvsmiHung as exc:
                 hung = f"{exc}; asked again every {HUNG_RETRY_S:g} s"
@@ -435,7 +471,7 @@ class NvsmiReader:
         if rows:
             try:
                 proc = run_nvidia_smi([], binary=self.binary, timeout_s=self.timeout_s,
-                                      runner=self.runner)
+                                      runner=self.runner or self._run)
                 cuda = parse_cuda_version(proc.stdout or "")
             except NvsmiError as exc:
                 errors.append(str(exc))
@@ -457,7 +493,45 @@ class NvsmiReader:
         return [samples[i] for i in sorted(samples)], errors
 
     def close(self) -> None:
-        return None
+        """Kill the nvidia-smi still running, if any: it would outlive the agent. None starts
+        after: a sample read while the agent stops started one more, left behind."""
+        with self._spawn:
+            self._closed = True
+            child = self._child
+        if child is not None and child.poll() is None:
+            kill_group(child)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(REAP_WAIT_S)
+
+    def _run(self, argv: Sequence[str], timeout_s: float) -> "subprocess.CompletedProcess[str]":
+        """nvidia-smi as ``subprocess.run`` would, in a process group of its own, killed whole
+        past ``timeout_s``; never while the last one is still there."""
+        with self._spawn:
+            if self._closed:
+                raise NvsmiError(f"{self.binary}: not run, the agent is stopping")
+            last = self._child
+            if last is not None and last.poll() is None:
+                raise NvsmiStillRunning(
+                    f"{self.binary}: the one killed {self.clock() - self._killed_at:.0f} s ago "
+                    f"(pid {last.pid}) has not gone (stuck in the driver?); no other is started")
+            proc = self._child = subprocess.Popen(
+                list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._killed_at = self.clock()
+            kill_group(proc)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=REAP_WAIT_S)  # reaps it, and closes its pipes
+            if proc.poll() is None:
+                log.warning("%s (pid %d) killed past its %g s timeout has not gone (stuck in "
+                            "the driver?)", self.binary, proc.pid, timeout_s)
+            raise
+        except BaseException:
+            kill_group(proc)
+            raise
+        return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
     def _stable(self, gpus: list[GpuInventory]) -> list[GpuInventory]:
         """``gpus`` under the indices an earlier inventory gave them (by UUID or bus id).

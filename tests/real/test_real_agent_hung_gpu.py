@@ -148,3 +148,38 @@ async def test_a_slow_nvidia_smi_is_not_reported_hung(
     log = (tmp_path / "agent.log").read_text()
     assert "Traceback" not in log and "hung?" not in log, log
 
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+async def test_an_agent_stopped_while_nvidia_smi_hangs_leaves_none_behind(
+        mosquitto, tmp_path, node_exporter_sys, monkeypatch):
+    """One nvidia-smi at a time while it hangs, and none left once the agent stopped: it
+    outlived the agent, for as long as it hung."""
+    bindir, hang = fake_nvidia_smi(tmp_path)
+    hang.touch()  # hung from the start
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", "life", "--node-id",
+                 "gpu0001", "--source", "sysfs+nvsmi", "--sysfs-root", str(node_exporter_sys),
+                 "--interval", str(INTERVAL), "--keepalive", "2", log=tmp_path / "agent.log")
+    try:
+        most = 0
+        end = time.monotonic() + GPU_HUNG_S + 2  # past the first inventory's wait, hung
+        while time.monotonic() < end:
+            most = max(most, sum(running(p) for p in smi_pids(tmp_path)))
+            await asyncio.sleep(0.05)
+        assert smi_pids(tmp_path) and most == 1, (most, smi_pids(tmp_path))
+    finally:
+        t0 = time.monotonic()
+        rc = stop_process(proc)
+        took = time.monotonic() - t0
+        left = [p for p in smi_pids(tmp_path) if running(p)]
+        for p in left:
+            os.kill(p, 9)
+    assert rc == 0 and took < 10, (rc, took)
+    assert not left, f"nvidia-smi {left} outlived the agent"
+

@@ -1,0 +1,100 @@
+"""The nvidia-smi processes a reader starts: one at a time, and none left behind.
+
+``subprocess.run`` killed only the process it started when its timeout ran out, so a wrapper's
+nvidia-smi (a site script, a container shim) was left running at each timeout, one more a
+minute on a wedged driver; one still running when the agent stopped outlived the agent
+(docs/reliability.md, "A slow GPU reader is not a hung one")."""
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from fleetdeck.agents.real import nvsmi
+from fleetdeck.agents.real.nvsmi import NvsmiReader
+
+
+def state(pid: int) -> str:
+    """The process's state letter (``S``, ``R``, ``D``, ``Z`` for a zombie), '' once reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def running(pid: int) -> bool:
+    return state(pid) not in ("", "Z")
+
+
+def wrapper(tmp_path: Path, work: str) -> tuple[Path, Path]:
+    """An ``nvidia-smi`` that is a shell script doing ``work`` in a child of its own, as a
+    site's wrapper would; it records its pid and its child's."""
+    pids, smi = tmp_path / "pids", tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho $$ >> {pids}\n{work} &\necho $! >> {pids}\nwait\n")
+    smi.chmod(0o755)
+    return smi, pids
+
+
+def recorded(pids: Path) -> list[int]:
+    return [int(p) for p in pids.read_text().split()] if pids.exists() else []
+
+
+def test_an_nvidia_smi_past_its_timeout_is_killed_with_what_it_started_and_reaped(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(nvsmi, "HUNG_RETRY_S", 0.0)  # asked again at once: three tries
+    smi, pids = wrapper(tmp_path, "sleep 30")
+    reader = NvsmiReader(binary=str(smi), timeout_s=0.5)
+    for tries in range(1, 4):
+        samples, errors = reader.read()
+        assert samples == [] and f"{smi}: no answer within 0.5 s" in errors[0], errors
+        started = recorded(pids)
+        assert len(started) == 2 * tries, started
+        left = [p for p in started if running(p)]
+        assert not left, f"still running after try {tries}: {left} of {started}"
+        # The process it started is reaped, not left a zombie.
+        assert all(state(p) == "" for p in started[::2]), [state(p) for p in started]
+
+
+def test_no_second_nvidia_smi_starts_while_the_killed_one_has_not_gone(tmp_path, monkeypatch):
+    """One stuck in the driver (state D) outlives SIGKILL until the driver lets it go: the
+    kill does nothing here, as there."""
+    monkeypatch.setattr(nvsmi, "HUNG_RETRY_S", 0.0)
+    monkeypatch.setattr(nvsmi, "REAP_WAIT_S", 0.1)
+    monkeypatch.setattr(nvsmi, "kill_group", lambda proc: None)
+    smi, pids = wrapper(tmp_path, "sleep 30")
+    reader = NvsmiReader(binary=str(smi), timeout_s=0.3)
+    try:
+        reader.read()
+        first = recorded(pids)
+        assert len(first) == 2 and all(running(p) for p in first)
+        for _ in range(3):
+            samples, errors = reader.read()
+            assert samples == [] and "has not gone (stuck in the driver?)" in errors[0], errors
+        assert recorded(pids) == first, "another nvidia-smi started beside the stuck one"
+    finally:
+        for p in recorded(pids):
+            if running(p):
+                os.kill(p, 9)
+
+
+def test_closing_the_reader_kills_the_nvidia_smi_still_running_and_starts_no_other(tmp_path):
+    """At the agent's stop (``RealSource.close``): it would outlive the agent."""
+    smi, pids = wrapper(tmp_path, "sleep 30")
+    reader = NvsmiReader(binary=str(smi), timeout_s=30)
+    threading.Thread(target=reader.read, daemon=True).start()
+    deadline = time.monotonic() + 5
+    while len(recorded(pids)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    started = recorded(pids)
+    assert started and all(running(p) for p in started)
+    t0 = time.monotonic()
+    reader.close()
+    assert time.monotonic() - t0 < 1
+    deadline = time.monotonic() + 2
+    while any(running(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [p for p in started if running(p)], "left running after the reader closed"
+    # A sample read while the agent stops starts none: it would be left behind.
+    samples, errors = reader.read()
+    assert samples == [] and "not run, the agent is stopping" in errors[0], errors
+    assert recorded(pids) == started
