@@ -53,10 +53,11 @@ def make_source(cfg: AgentSettings, *, deadline: bool = True) -> Source:
         raise UserError(f"--source {cfg.source}: {err} (or use 'sim').") from None
 
 
-def close_source(source: Source) -> None:
+def close_source(source: Source) -> bool:
+    """Close ``source``'s readers; False when one did not close in time (a wedged GPU driver
+    blocks ``nvmlShutdown``: ``RealSource.close``)."""
     close = getattr(source, "close", None)
-    if callable(close):
-        close()
+    return close() is not False if callable(close) else True
 
 
 def sample_once(cfg: AgentSettings) -> dict[str, Any]:
@@ -118,8 +119,10 @@ def broker_url(cfg: AgentSettings) -> BrokerURL:
     return url
 
 
-async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = None) -> None:
-    """``agent_kwargs``: extra NodeAgent keywords from the command line (``--wire``)."""
+async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = None) -> bool:
+    """``agent_kwargs``: extra NodeAgent keywords from the command line (``--wire``). False
+    when a reader did not close in time: the caller exits without the usual clean-up, which
+    may wait on the same wedged driver (``fleetdeck.runtime.force_exit``)."""
     url = broker_url(cfg)
     node_id = cfg.node_id
     source = make_source(cfg)
@@ -162,4 +165,5 @@ async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = No
     finally:
         stop.set()
         await asyncio.gather(*helpers, return_exceptions=True)
-        close_source(source)
+        closed = close_source(source)  # bounded (``RealSource.close``); nothing else runs now
+    return closed

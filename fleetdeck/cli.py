@@ -751,7 +751,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if args.once:
         print(json.dumps(sample_once(settings), indent=2))
         return 0
-    asyncio.run(run_agent(settings))
+    if not asyncio.run(run_agent(settings)):
+        # A reader did not close (nvmlShutdown on a wedged driver): the interpreter's exit, and
+        # the NVIDIA library's own exit code, may wait on the same driver, past systemd's stop
+        # timeout (agents/real/source.py, ``CLOSE_WAIT_S``).
+        import logging
+
+        from fleetdeck.runtime import force_exit
+
+        logging.shutdown()
+        force_exit(0)
     return 0
 
 

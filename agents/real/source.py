@@ -5,6 +5,7 @@
 absent, the reason goes into ``Reading.errors`` (and the log, once per change).
 """
 
+import concurrent.futures
 import logging
 import threading
 import time
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from fleetdeck.agents.offloop import Answer, Overdue, Pending, Watched
+from fleetdeck.agents.offloop import Answer, Overdue, Pending, Watched, start_daemon
 from fleetdeck.agents.real.common import (
     ChangeLogger,
     GpuInventoryResult,
@@ -146,6 +147,11 @@ nvidia-smi's own 10 s timeout, so the console hears "hung" before the reader giv
 it. A sample waits for the reader only ``gpu_deadline_s`` (0.75 of the interval); past that it
 publishes the last figures that came in time, marked with their age. A hung reader is said
 at the first sample once its call is this old: within this plus one interval of the hang."""
+
+CLOSE_WAIT_S = 5.0
+"""How long ``close`` waits for the readers' own: ``nvmlShutdown`` on a wedged driver blocks
+in the kernel for ever (as every NVML call then does), and systemd kills an agent that has
+not exited 20 s after its stop (agents/systemd/fleetdeck-agent.service, ``TimeoutStopSec``)."""
 
 GPU_HUNG = ("no answer for {s:.0f} s (GPU driver hung, or a GPU off the bus?); "
             "its GPUs are unread")
@@ -411,11 +417,22 @@ class RealSource:
     def on_drain(self, state: DrainState, mode: DrainMode) -> None:
         return None
 
-    def close(self) -> None:
-        if self.gpu is not None:
-            self.gpu.close()
-        if self.follower is not None:
-            self.follower.close()
+    def close(self) -> bool:
+        """Close the readers, each on a daemon thread, waiting for them at most
+        ``CLOSE_WAIT_S`` in all; False when one did not return: it is left (the agent exits
+        all the same, and the kernel frees what it held). A wedged driver blocks
+        ``nvmlShutdown`` for ever, and the agent did not exit until systemd killed it."""
+        closing = [start_daemon(r.close, f"fleetdeck close {name}")
+                   for name, r in (("gpu", self.gpu), ("kernel log", self.follower))
+                   if r is not None]
+        done, stuck = concurrent.futures.wait(closing, timeout=CLOSE_WAIT_S)
+        for fut in done:
+            if fut.exception() is not None:
+                log.warning("closing a reader: %s", fut.exception())
+        if stuck:
+            log.warning("a reader did not close within %g s (a wedged GPU driver?): exiting "
+                        "without it", CLOSE_WAIT_S)
+        return not stuck
 
     # --- internals ------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ slow GPU reader is not a hung one")."""
 import asyncio
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -183,3 +184,45 @@ async def test_an_agent_stopped_while_nvidia_smi_hangs_leaves_none_behind(
     assert rc == 0 and took < 10, (rc, took)
     assert not left, f"nvidia-smi {left} outlived the agent"
 
+
+STOP_TIMEOUT_S = 20.0
+"""agents/systemd/fleetdeck-agent.service, ``TimeoutStopSec``."""
+
+
+async def test_an_agent_whose_nvml_shutdown_hangs_still_exits(
+        mosquitto, tmp_path, node_exporter_sys, monkeypatch):
+    """``nvmlShutdown`` on a wedged driver blocks in the kernel for ever, as every NVML call
+    then does: the stopped agent never exited, and systemd killed it 20 s later
+    (``TimeoutStopSec``), its unit failed."""
+    lib, called = tmp_path / "lib", tmp_path / "shutdown-called"
+    lib.mkdir()
+    (lib / "pynvml.py").write_text(
+        "import time\n"
+        "from tests.real.test_real_nvml import fake_nvml\n"
+        "globals().update(vars(fake_nvml(8)))\n"
+        "def nvmlShutdown():\n"
+        f"    open({str(called)!r}, 'w').close()\n"
+        "    time.sleep(3600)  # a wedged driver\n")
+    monkeypatch.setenv("PYTHONPATH", f"{lib}:{os.environ.get('PYTHONPATH', '')}")
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", "life", "--node-id",
+                 "gpu0001", "--source", "sysfs+nvml", "--sysfs-root", str(node_exporter_sys),
+                 "--interval", str(INTERVAL), "--keepalive", "2", log=tmp_path / "agent.log")
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(lambda s: node(s) is not None and node(s).gpus_present == 8,
+                          message="eight GPUs read through NVML")
+    finally:
+        t0 = time.monotonic()
+        proc.terminate()
+        try:
+            rc = proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.monotonic() - t0
+        stop_process(proc)
+    log = (tmp_path / "agent.log").read_text()
+    assert called.exists(), log
+    assert rc == 0 and took < STOP_TIMEOUT_S / 2, (
+        f"the agent stopped after {took:.1f} s (rc {rc}); systemd kills it at "
+        f"{STOP_TIMEOUT_S:g} s", log)
+    assert "did not close within" in log, log
