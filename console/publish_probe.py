@@ -41,6 +41,8 @@ class PublishProbe:
     payload: bytes = b""
     """The test publish in flight (or last answered)."""
     sent_at: float | None = None
+    """When the test publish went out (its PUBACK came; the session's clock): the wait runs
+    from here. None while it is queued or being published."""
     sent_on: int = -1
     """The connection (``Connection.connects``) the test was sent on: a new one tests again."""
     answered: bool = False
@@ -62,8 +64,23 @@ class PublishProbe:
             cmd_id=f"probe-{connects}-{stamp}", op=CommandOp.KEYFRAME, target=PROBE_NODE,
             args=CommandArgs(reason="console: does the broker deliver my commands?"),
             issued_by=operator, issued_at=stamp, expires_at=stamp + int(PROBE_WAIT_S * 1000)))
-        self.sent_at, self.sent_on, self.answered = now, connects, False
+        # The wait starts when the publish went out (``sent``), not now: the pump publishes it
+        # later, seconds later behind a slow store write or a loaded broker's PUBACKs, and a
+        # clock started here judged a sound broker to drop commands.
+        self.sent_at, self.sent_on, self.answered = None, connects, False
         return self.payload
+
+    def sent(self, payload: bytes, at: float) -> None:
+        """The test publish ``payload`` went out at ``at`` (the session's clock): the broker
+        acknowledged it (PUBACK, QoS 1), so from now on it is the broker's to deliver."""
+        if payload == self.payload and self.sent_at is None:
+            self.sent_at = at
+
+    def unsent(self, payload: bytes) -> None:
+        """The test publish ``payload`` did not go out (not connected, no PUBACK in time): it
+        proves nothing, and the next tick on a live connection sends a new one."""
+        if payload == self.payload and self.sent_at is None and not self.answered:
+            self.sent_on = -1
 
     def heard(self, payload: bytes) -> None:
         """A message on the probe topic: ours (another console's probe proves nothing of

@@ -426,6 +426,8 @@ class ConsoleSession:
         (the TUI sets it; headless front ends need none)."""
         self.probe: PublishProbe | None = None
         """Whether the broker delivers this session's commands (``probe_commands``)."""
+        self._probe_out: bytes | None = None
+        """The probe's test publish, due and not yet handed to the broker (the pump does)."""
         self._node_cost_s = 100e-6
         """Measured apply cost per node: how many nodes fit the budget. It follows a dearer
         slice at once and a cheaper one slowly: a slice sized on the cost of quiet samples
@@ -591,7 +593,8 @@ class ConsoleSession:
         if feed.link.connected:
             payload = probe.due(now, feed.conn.connects, self.operator)
             if payload is not None:
-                self.publish_message(Kind.CMD, PROBE_NODE, payload, qos=1)
+                self._probe_out = payload  # a newer test replaces one not yet published
+                self._wake.set()
         heard_s = feed.broker_heard_s()
         spoke = (heard_s is not None and probe.sent_at is not None
                  and heard_s < now - probe.sent_at)
@@ -1570,6 +1573,7 @@ class ConsoleSession:
             await self.flush()
 
     async def _publish_pending(self) -> None:
+        await self._publish_probe()
         messages = self._messages
         while messages:
             kind, subject, payload, qos, retain = messages.popleft()
@@ -1621,6 +1625,22 @@ class ConsoleSession:
             if out.request is not None and out.progress_index >= 0:
                 progress = out.request.targets[out.progress_index]
                 progress.sent_at, progress.send_error = self.clock(), ""
+
+    async def _publish_probe(self) -> None:
+        """Publish the probe's test publish, and tell the probe when it went out (its PUBACK):
+        its wait starts then, not when the tick queued it (console/publish_probe.py)."""
+        payload, probe, feed = self._probe_out, self.probe, self.feed
+        if payload is None or probe is None or feed is None:
+            return
+        self._probe_out = None
+        try:
+            await feed.publish(Kind.CMD, PROBE_NODE, payload, qos=1)
+        except (OSError, ConnectionError):
+            self.counters.publish_errors += 1
+            probe.unsent(payload)
+            return
+        self.counters.messages_sent += 1
+        probe.sent(payload, self.clock())
 
     async def _publish_asks(self) -> None:
         """Publish the leading run of outgoing commands no request waits on (keyframe, event

@@ -5,6 +5,8 @@ own (console/publish_probe.py): the header reads ``[R] broker drops commands``, 
 and a toast say why, and every command's dialog says it first. A ``console`` user's test comes
 back, and its header stays ``[RW]``."""
 
+import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +18,7 @@ from fleetdeck.console.audit import MemoryAudit
 from fleetdeck.console.publish_probe import PROBE_NODE, PublishProbe
 from fleetdeck.console.tui.app import FleetdeckApp
 from fleetdeck.console.tui.modals import DrainScreen
+from fleetdeck.transport import TransportError
 from tests.conftest import spawn, stop_process
 from tests.security.deploy import needs_tools, secured_broker
 from tests.tui.conftest import pilot_until
@@ -110,6 +113,8 @@ def test_the_probe_judges_once_per_connection_and_again_after_a_fix():
     first = probe.due(0.0, 1, "alice")
     assert first is not None and PROBE_NODE.encode() in first
     assert probe.due(1.0, 1, "alice") is None  # one test per connection
+    assert probe.judge(20.0, True) is None  # queued, not out yet: no clock runs
+    probe.sent(first, 0.0)
     assert probe.judge(publish_probe.PROBE_WAIT_S - 0.1, True) is None
     assert probe.judge(publish_probe.PROBE_WAIT_S, False) is None  # not while cut off
     # Nor while the broker said nothing since the test (hung: the link is up a while yet).
@@ -122,8 +127,62 @@ def test_the_probe_judges_once_per_connection_and_again_after_a_fix():
     assert probe.due(20.0, 1, "alice") is None
     again = probe.due(publish_probe.PROBE_AGAIN_S, 1, "alice")
     assert again is not None and again != first
+    probe.sent(again, publish_probe.PROBE_AGAIN_S)
     probe.heard(again)
     assert probe.judge(publish_probe.PROBE_AGAIN_S + 0.5, True) == "delivered"
     assert not probe.dropped and probe.why() == ""
     # A new connection is tested anew.
     assert probe.due(100.0, 2, "alice") is not None
+
+
+def delayed_probe(session, monkeypatch, *, fail_first: bool = False, delay_s: float = 0.0):
+    """The session's test publishes go out ``delay_s`` late (a pump behind a slow store write,
+    a loaded broker's PUBACKs), or the first not at all (no PUBACK in time)."""
+    feed = session.feed
+    publish = feed.publish
+    calls: list[float] = []
+
+    async def slow(kind, subject, payload, qos=1, retain=False):
+        if subject == PROBE_NODE:
+            calls.append(time.monotonic())
+            if fail_first and len(calls) == 1:
+                raise TransportError("no PUBACK from the broker within 10 s")
+            await asyncio.sleep(delay_s)
+        await publish(kind, subject, payload, qos=qos, retain=retain)
+
+    monkeypatch.setattr(feed, "publish", slow)
+    return calls
+
+
+@pytest.mark.parametrize("late", ["published late", "first publish failed"])
+@needs_tools
+async def test_a_test_publish_that_went_out_late_is_not_judged_dropped(secured, monkeypatch,
+                                                                       late):
+    """The probe's wait ran from when the tick queued its test publish: one that went out
+    later than the wait (the pump busy, a loaded broker), or not at all (no PUBACK in time:
+    never sent again on that connection), read "[R] broker drops commands" for a console user
+    whose commands the broker delivers. The wait now runs from the publish's PUBACK."""
+    monkeypatch.setattr(publish_probe, "PROBE_WAIT_S", WAIT_S)
+    broker, creds, _tls, _work = secured
+    app = console_as(broker, creds, "console")
+    async with app.run_test(size=(160, 48)) as pilot:
+        session = app.session
+        assert session.probe is not None
+        calls = delayed_probe(session, monkeypatch, fail_first=late != "published late",
+                              delay_s=WAIT_S * 2.5 if late == "published late" else 0.0)
+        dropped: list[bool] = []
+
+        def answered() -> bool:
+            dropped.append(session.probe is not None and session.probe.dropped)
+            return session.probe is not None and session.probe.answered
+
+        await pilot_until(pilot, answered, "the console user's test publish to come back",
+                          timeout=WAIT_S * 10)
+        assert calls, "the test publish went through the feed"
+        await pilot.pause(WAIT_S * 1.5)
+        app.tick()
+        await pilot.pause()
+        assert not any(dropped) and not session.probe.dropped
+        assert not any("does not deliver" in line.text for line in session.log.lines())
+        header = text_of(app).splitlines()[0]
+        assert "[RW]" in header and "drops" not in header, header
