@@ -82,6 +82,12 @@ class PublishProbe:
         if payload == self.payload and self.sent_at is None and not self.answered:
             self.sent_on = -1
 
+    @property
+    def pending(self) -> bool:
+        """No test publish has come back yet, nor has the broker been judged to drop them:
+        whether it delivers this console's commands is not known (the header's ``[RW?]``)."""
+        return self.heard_at is None and self.dropped_since is None
+
     def heard(self, payload: bytes) -> None:
         """A message on the probe topic: ours (another console's probe proves nothing of
         ours). Called in the transport's read loop: it only marks."""

@@ -779,10 +779,16 @@ class FleetdeckApp(App[int]):
     def header_text(self, now: float) -> str:
         session = self.session
         mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
+        gap = "  "
         if session.probe is not None and session.probe.dropped:
             # Read-only in effect: the broker drops what it sends (the timeline and every
             # command's dialog say why); not read-only by choice, so in the alarm's colour.
             mode = "[$error]\\[R] broker drops commands[/]"
+        elif session.probe is not None and session.probe.pending:
+            # Not known yet whether the broker delivers its commands: "[RW]" claimed it for the
+            # 10 s a viewer's test publish is waited for (docs/security.md). One space less, so
+            # what follows stays where it will be once the test answers.
+            mode, gap = "[$text-muted]\\[RW?][/]", " "
         updated = self.updated_text(now)
         bad = self.state.malformed.total
         # Bad input is an alarm, said before the routine figures (cut first at 80 columns).
@@ -819,8 +825,8 @@ class FleetdeckApp(App[int]):
                        else "  [$error]on digests, no collector live[/]")
         # What needs attention before the routine figures: at 80 columns the end is cut off,
         # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}  {self.link_text(now)}{digests}"
-                f"{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}{updated}{routine}  "
+        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}{gap}{self.link_text(now)}"
+                f"{digests}{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}{updated}{routine}  "
                 f"op {esc(self.operator)}")
 
     def updated_text(self, now: float) -> str:
@@ -995,7 +1001,8 @@ class FleetdeckApp(App[int]):
 
         probe = self.session.probe
         self.push_screen(HelpScreen(self.read_only, self.HELP_EXTRA,
-                                    probe.why() if probe is not None else ""))
+                                    probe.why() if probe is not None else "",
+                                    pending=probe is not None and probe.pending))
 
     def action_command_line(self) -> None:
         from fleetdeck.console.tui.modals import CommandLine

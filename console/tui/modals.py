@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
+from fleetdeck.console import publish_probe
 from fleetdeck.console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.hostlist import compress
@@ -539,7 +540,8 @@ def help_sections(text: str) -> list[tuple[str, str]]:
 class HelpScreen(Modal[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, read_only: bool, extra: str = "", dropped: str = "") -> None:
+    def __init__(self, read_only: bool, extra: str = "", dropped: str = "", *,
+                 pending: bool = False) -> None:
         super().__init__()
         self.read_only = read_only
         self.extra = extra
@@ -547,6 +549,9 @@ class HelpScreen(Modal[None]):
         self.dropped = dropped
         """Why the broker drops this console's commands (``PublishProbe.why``), '' if not:
         the help said "[RW] commands enabled" under a header saying they are dropped."""
+        self.pending = pending
+        """Whether the broker delivers them is not known yet (``PublishProbe.pending``): the
+        header's ``[RW?]``."""
 
     def compose(self) -> ComposeResult:
         rw = not self.read_only
@@ -558,6 +563,9 @@ class HelpScreen(Modal[None]):
             rw_node="r drain · u resume this node\n        " if rw else "",
             mode="[$warning]\\[R] read-only: no command keys[/]" if self.read_only
             else f"[$error]\\[R] broker drops commands[/]: {esc(self.dropped)}" if self.dropped
+            else "[$text-muted]\\[RW?][/] commands enabled, each audited; checking that the "
+            "broker delivers them: \\[RW] once its test publish comes back, \\[R] broker drops "
+            f"commands if not within {publish_probe.PROBE_WAIT_S:.0f} s" if self.pending
             else "[$success]\\[RW][/] commands enabled, each audited",
         )
         with Vertical(id="help", classes="dialog"):

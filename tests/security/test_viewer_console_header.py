@@ -135,6 +135,25 @@ def test_the_probe_judges_once_per_connection_and_again_after_a_fix():
     assert probe.due(100.0, 2, "alice") is not None
 
 
+@needs_tools
+async def test_a_viewer_consoles_header_claims_no_rw_while_its_test_is_out(secured, monkeypatch):
+    """Its header read "[RW]" for the probe's whole wait: a right the broker had not shown it
+    to have, and 10 s is long enough to open a drain dialog. It reads "[RW?]" until then."""
+    monkeypatch.setattr(publish_probe, "PROBE_WAIT_S", 60.0)
+    broker, creds, _tls, _work = secured
+    app = console_as(broker, creds, "viewer")
+    async with app.run_test(size=(160, 48)) as pilot:
+        session = app.session
+        assert session.probe is not None
+        await pilot_until(pilot, lambda: session.probe is not None
+                          and session.probe.sent_at is not None, "the test publish to go out")
+        await pilot_until(pilot, lambda: "gpu0001" in session.state.nodes, "the agent")
+        app.tick()
+        await pilot.pause()
+        header = text_of(app).splitlines()[0]
+        assert "[RW?]" in header and "[RW]" not in header and "drops" not in header, header
+
+
 def delayed_probe(session, monkeypatch, *, fail_first: bool = False, delay_s: float = 0.0):
     """The session's test publishes go out ``delay_s`` late (a pump behind a slow store write,
     a loaded broker's PUBACKs), or the first not at all (no PUBACK in time)."""

@@ -174,3 +174,31 @@ async def test_help_says_the_broker_drops_commands_when_the_probe_found_it(world
         mode = next(line for line in text_of(world.app).splitlines() if "Mode:" in line)
         assert "[R] broker drops commands: the broker does not deliver" in mode, mode
         assert "[RW]" not in mode, mode
+
+
+async def test_header_and_help_say_rw_is_unconfirmed_until_the_probe_answers(world):
+    """For the 10 s a viewer's test publish is waited for, its header read "[RW]", a right the
+    broker had not shown it to have. Until the probe answers it reads "[RW?]", and the help's
+    Mode line says what is being checked; what follows the mode keeps its column, so nothing
+    jumps when the answer comes."""
+    from fleetdeck.console.publish_probe import PublishProbe
+
+    async with world.app.run_test(size=(160, 60)) as pilot:
+        world.tick()
+        probe = PublishProbe(user="viewer")
+        world.app.session.probe = probe
+        world.tick()
+        await pilot.pause()
+        pending = text_of(world.app).splitlines()[0]
+        assert "[RW?]" in pending and "[RW]" not in pending, pending
+        await pilot.press("question_mark")
+        await pilot.pause()
+        mode = next(line for line in text_of(world.app).splitlines() if "Mode:" in line)
+        assert "[RW?] commands enabled, each audited; checking that the broker" in mode, mode
+        await pilot.press("escape")
+        probe.heard_at = 1.0  # its test publish came back
+        world.tick()
+        await pilot.pause()
+        answered = text_of(world.app).splitlines()[0]
+        assert "[RW]" in answered and "[RW?]" not in answered, answered
+        assert answered.index("op alice") == pending.index("op alice"), (pending, answered)
