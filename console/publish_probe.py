@@ -88,6 +88,15 @@ class PublishProbe:
         whether it delivers this console's commands is not known (the header's ``[RW?]``)."""
         return self.heard_at is None and self.dropped_since is None
 
+    def undecided(self, now: float) -> bool:
+        """The test publish may still be judged: not come back, not judged dropped, and not
+        out yet or out for less than ``PROBE_WAIT_S`` (and a second's grace for the tick). A
+        command nothing answered waits for this before its outcome is said (the CLI, which
+        bounds the wait itself: a publish that never goes out is never judged)."""
+        if self.answered or self.dropped_since is not None:
+            return False
+        return self.sent_at is None or now - self.sent_at < PROBE_WAIT_S + 1.0
+
     def heard(self, payload: bytes) -> None:
         """A message on the probe topic: ours (another console's probe proves nothing of
         ours). Called in the transport's read loop: it only marks."""
@@ -120,8 +129,22 @@ class PublishProbe:
         would or it is not known yet."""
         if self.dropped_since is None:
             return ""
-        who = f"broker user '{self.user}'" if self.user else "this (anonymous) broker user"
         return (f"the broker does not deliver this console's commands (its test publish on "
-                f"node/+/cmd did not come back in {PROBE_WAIT_S:.0f} s): {who} most likely may "
-                "not publish node/+/cmd (docs/security.md); a command sent now times out "
+                f"node/+/cmd did not come back in {PROBE_WAIT_S:.0f} s): {self._who} most likely "
+                "may not publish node/+/cmd (docs/security.md); a command sent now times out "
                 "unheard")
+
+    def dropped_command(self) -> str:
+        """Why a command nothing answered never reached its targets, while the broker is judged
+        to drop this user's publishes (plain text), '' while it is not. Said of a command, not
+        a guess any more: it and the test publish both went unanswered."""
+        if self.dropped_since is None:
+            return ""
+        return (f"the broker dropped it: {self._who} may not publish node/+/cmd (a test "
+                f"publish there did not come back within {PROBE_WAIT_S:.0f} s either); nothing "
+                "reached the nodes: give this user that right (the console role in "
+                "deploy/mosquitto/acl, docs/security.md)")
+
+    @property
+    def _who(self) -> str:
+        return f"broker user '{self.user}'" if self.user else "this (anonymous) broker user"

@@ -3,7 +3,8 @@
 Each connects like the console, collects the retained state for a moment, publishes one protocol
 ``Command`` per target, then follows acks and the fleet state with the same ``CommandTracker``
 as the TUI until every target is done or the deadline passes. It prints one line per transition
-and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed) or 4 (timed out).
+and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed), 4 (timed out) or
+5 (the broker dropped it: this broker user may not publish commands).
 """
 
 import asyncio
@@ -19,6 +20,7 @@ from typing import TextIO, TypeVar
 import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
+from fleetdeck.console import publish_probe
 from fleetdeck.console.audit import AuditLog, AuditSink
 from fleetdeck.console.commands import (
     BlastRadius,
@@ -43,6 +45,11 @@ from fleetdeck.transport import TransportError
 EXIT_DONE = 0
 EXIT_REJECTED = 3
 EXIT_TIMED_OUT = 4
+EXIT_DROPPED = 5
+"""Nothing answered the command and the broker is judged to drop this user's publishes
+(console/publish_probe.py): an ACL to fix, not a node to look at. A viewer's drain read
+"timed_out ... most likely never reached it" after the whole --timeout, exit 4 as for an
+offline node (a drill)."""
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
@@ -71,6 +78,10 @@ class UnknownTargets(UserError):
 
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
+DROPPED_ACK_GRACE_S = 2.0
+"""How long a command is out at least before the probe's verdict ends it: an agent answers in
+milliseconds, and a user that may publish commands but not read them back (a custom ACL) fails
+the probe while its commands work (docs/security.md): their acks count, not the probe."""
 
 
 async def _cancelled(task: "asyncio.Task[None]") -> None:
@@ -197,11 +208,23 @@ class CommandRun:
         self._started = time.monotonic()
         req: Request | None = None
         deadline = 0.0
+        sent_at = 0.0
+        answered = False
+        """Anything answered the command (an ack, a rejection, its effect seen): it reached
+        something, whatever the broker's test publish says."""
+        verdict_by: float | None = None
+        """Nothing answered by the deadline: until when the probe's verdict is waited for."""
+        dropped = ""
+        dropped_said = False
+        # Whether the broker delivers this user's commands: a viewer's drain otherwise waited
+        # out --timeout for an ack that could never come (console/publish_probe.py).
+        session.probe_commands()
 
         def on_tick(report: TickReport) -> bool:
-            nonlocal req, deadline
+            nonlocal req, deadline, sent_at, answered, verdict_by, dropped, dropped_said
             for tr in report.commands:
                 self.say(f"  {tr.target}: {tr.text}")
+                answered = answered or tr.new not in (Phase.TIMED_OUT, Phase.ABANDONED)
             self._watch_link(sent=req is not None)
             if req is None:
                 found = self._when_settled(make)
@@ -210,7 +233,30 @@ class CommandRun:
                 req = found
                 self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
                 deadline = self.clock() + self.timeout_s
+                sent_at = time.monotonic()
                 return False
+            probe = session.probe
+            if (probe is not None and probe.dropped and not answered
+                    and time.monotonic() - sent_at >= DROPPED_ACK_GRACE_S):
+                dropped = probe.dropped_command()
+                moved = session.abandon(dropped, Phase.FAILED)
+                for tr in moved:
+                    self.say(f"  {tr.target}: {tr.text}")
+                dropped_said = bool(moved)  # else its targets timed out already: said below
+                return True
+            over = req.finished_at is not None or self.clock() > deadline
+            if over and not answered and probe is not None and probe.undecided(self.clock()):
+                # Nothing answered by the deadline and the broker's test publish is still out:
+                # its verdict tells an ACL that drops commands from nodes that did not answer.
+                # At most the probe's own wait: a broker that never judges is not waited on.
+                if verdict_by is None:
+                    out_s = 0.0 if probe.sent_at is None else self.clock() - probe.sent_at
+                    left = max(0.0, publish_probe.PROBE_WAIT_S - out_s) + 1.0
+                    verdict_by = time.monotonic() + left
+                    self.say("no answer: checking whether the broker delivers this user's "
+                             f"commands (up to {left:.0f} s more)")
+                if time.monotonic() < verdict_by:
+                    return False
             if req.finished_at is not None:
                 return True
             if not wait_done and all(t.phase is not Phase.REQUESTED for t in req.targets):
@@ -274,6 +320,15 @@ class CommandRun:
             await session.close()
         assert req is not None
         code = self._report(req)
+        probe = session.probe
+        if not dropped and not answered and probe is not None and probe.dropped:
+            dropped = probe.dropped_command()
+        if dropped:
+            if not dropped_said:
+                # Timed out before the probe's verdict came (a --timeout under its wait): the
+                # outcome stands as audited; what it means is said now.
+                self.say(f"{describe_op(req)}: {dropped}")
+            code = EXIT_DROPPED
         if self.audit.errors:
             # The command went out: its exit status stays, but the gap in the trail is said.
             print(f"fleetdeck {req.op.value.replace('_', '-')}: warning: {self.audit.last_error}; "

@@ -80,17 +80,46 @@ def test_a_viewer_status_without_wait_watches_until_the_periodic_keyframes(fleet
     assert out["collected_s"] <= 33, out["collected_s"]
 
 
+DROPPED = ("the broker dropped it: broker user 'viewer' may not publish node/+/cmd (a test "
+           "publish there did not come back within 10 s either)")
+
+
 def test_a_viewer_drain_that_the_broker_drops_names_the_acl_right(fleet):
+    """A --timeout shorter than the broker test's wait: the time-out says what it guesses,
+    then the test's verdict says it plainly, exit 5 (it read exit 4, as a node that did not
+    answer)."""
     creds, viewer, tmp = fleet
     audit = tmp / "audit.jsonl"
     res = run_cli("drain", "gpu0002", "--reason", "drill", "--timeout", "4", "--operator",
                   "sre1", "--audit-log", str(audit), *viewer)
-    assert res.returncode == 4, res.stdout + res.stderr
+    assert res.returncode == 5, res.stdout + res.stderr
     words = "the command most likely never reached it: may this broker user publish node/+/cmd?"
     assert words in res.stdout, res.stdout
     assert "hung or cut off" not in res.stdout, res.stdout
+    assert res.stdout.strip().splitlines()[-1].startswith(f"drain gpu0002: {DROPPED}"), res.stdout
     last = json.loads(audit.read_text().splitlines()[-1])
     assert last["outcome"] == "timed_out" and words in last["detail"], last
+    assert creds["viewer"] not in res.stdout + res.stderr + audit.read_text()
+
+
+@pytest.mark.parametrize("command", [["drain", "gpu0003", "--reason", "drill"],
+                                     ["resume", "gpu0003"]])
+def test_a_viewer_command_is_said_dropped_by_the_broker_not_timed_out(fleet, command):
+    """With the default --timeout (60 s) a viewer's drain waited it all out for an ack that
+    could never come, then read "timed_out ... most likely never reached it", exit 4 as for a
+    node that did not answer. The broker test's verdict ends it in about 10 s: the broker
+    dropped it, which right the user lacks, exit 5, ``failed`` with that sentence audited."""
+    creds, viewer, tmp = fleet
+    audit = tmp / f"audit-{command[0]}.jsonl"
+    t0 = time.monotonic()
+    res = run_cli(*command, "--operator", "sre1", "--audit-log", str(audit), *viewer)
+    took = time.monotonic() - t0
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert f"gpu0003: failed: {DROPPED}" in res.stdout, res.stdout
+    assert "timed_out" not in res.stdout and "most likely" not in res.stdout, res.stdout
+    assert took < 30, took
+    last = json.loads(audit.read_text().splitlines()[-1])
+    assert last["outcome"] == "failed" and DROPPED in last["detail"], last
     assert creds["viewer"] not in res.stdout + res.stderr + audit.read_text()
 
 
