@@ -13,9 +13,11 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
+
+import msgspec
 
 from fleetdeck.console.digest import (
     BEHIND_RECOVERED,
@@ -174,9 +176,13 @@ NO_SEQS: frozenset[int] = frozenset()
 """``NodeState.event_ahead`` with no gap open: one object for every node."""
 
 
-@dataclass(slots=True)
-class NodeState:
-    # Slots: a per-node ``__dict__`` was one more object each GC sweep walked (issue 12).
+class NodeState(msgspec.Struct, gc=False):
+    # A ``gc=False`` Struct: no collection visits it. Its 63 fields were ~1 million of the 2.7
+    # million references a full sweep followed at 16,384 nodes, a cache miss each
+    # (docs/performance.md, "Out of the collector's view"). Nothing it holds refers back to
+    # it (a node's state is reached from ``FleetState.nodes`` only), so it can be in no
+    # reference cycle the collector would have to break; what it holds that the GC tracks
+    # (a gap's set, an events deque, findings lists) is still tracked on its own.
     node_id: str
     birth: Birth | None = None
     bd_seq: int = -1
@@ -205,12 +211,12 @@ class NodeState:
     stale: bool = False
     stopped: bool = False
     """Offline by its agent's own goodbye (a clean stop), not its Last Will."""
-    findings: list[Finding] = field(default_factory=lambda: NO_FINDINGS)
+    findings: list[Finding] = msgspec.field(default_factory=lambda: NO_FINDINGS)
     """From the latest telemetry (health rules)."""
-    liveness: list[Finding] = field(default_factory=lambda: NO_FINDINGS)
+    liveness: list[Finding] = msgspec.field(default_factory=lambda: NO_FINDINGS)
     """H1/H2: judged from the clock at tick time."""
     verdict: Verdict = Verdict.STALE
-    history: NodeHistory = field(default_factory=NodeHistory)
+    history: NodeHistory = msgspec.field(default_factory=NodeHistory)
     events: deque[Event] | tuple[()] = ()
     """Its latest events (``NODE_EVENT_MEMORY``), oldest first: ``()`` until its first one
     (``node_event_log``), as most nodes never have one and an empty deque a node was one more
@@ -229,7 +235,7 @@ class NodeState:
     resend_progress: int = 0
     events_lost: int = 0
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
-    processes: dict[int, float] = field(default_factory=dict)
+    processes: dict[int, float] = msgspec.field(default_factory=dict)
     """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
     drain_lost: DrainInfo | None = None
     """The drain of the session before, where a new session's status says not drained: told
