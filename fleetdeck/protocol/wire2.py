@@ -265,11 +265,36 @@ class _Table(msgspec.Struct, gc=False):
     the row Struct (nested ones as columns of Structs), ``nested`` per field of those.
 
     Held per node until its next keyframe, so it is no object the GC tracks: a ``gc=False``
-    Struct of tuples (docs/performance.md, "Frozen garbage")."""
+    Struct of tuples (docs/performance.md, "Frozen garbage"). ``top`` is a ``gc=False`` Struct
+    too (:data:`_TOP`; read a column with :func:`_top`), not a tuple: a collection looks at a
+    tuple before the tuples only it holds, so a keyframe's ``top`` stayed tracked after the
+    collection that untracked its columns, frozen so until the next sweep; with a column of
+    lists or dicts in it (``xids``, a port's ``d``), for ever. Two a node, ~30 references
+    each, were 1.06 of the 1.41 million references a full sweep followed at 16,384 nodes
+    (docs/performance.md, "Out of the collector's view")."""
 
     n: int
-    top: tuple[Sequence[Any], ...]
+    top: msgspec.Struct
     nested: dict[int, tuple[Sequence[Any], ...]]
+
+
+def _top_struct(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    # Named as the module attribute it is bound to below: a replay's seek snapshot pickles
+    # the held tables (docs/performance.md, "Out of the collector's view").
+    return msgspec.defstruct(f"_{cls.__name__}Top", [(f, Any) for f in cls.__struct_fields__],
+                             gc=False, module=__name__)
+
+
+_GpuSampleTop = _top_struct(fast.GpuSample)
+_IbPortSampleTop = _top_struct(fast.IbPortSample)
+_TOP: dict[type[Any], type[msgspec.Struct]] = {
+    fast.GpuSample: _GpuSampleTop, fast.IbPortSample: _IbPortSampleTop}
+"""Per row Struct, the ``gc=False`` Struct a table holds its top columns in (field for field)."""
+
+
+def _top(base: _Table, i: int) -> Sequence[Any]:
+    """Column ``i`` of ``base.top``."""
+    return getattr(base.top, base.top.__struct_fields__[i])  # type: ignore[no-any-return]
 
 
 _NESTED_AT: dict[type[Any], dict[int, type[msgspec.Struct]]] = {
@@ -299,7 +324,7 @@ def _defaults(cls: type[msgspec.Struct], n: int) -> _Table:
         top.append((default,) * n)
         if f.name in _NESTED:
             nested[i] = tuple((sf.default,) * n for sf in msgspec.structs.fields(_NESTED[f.name]))
-    return _Table(n, tuple(top), nested)
+    return _Table(n, _TOP[cls](*top), nested)
 
 
 _SHAREABLE = frozenset({int, float, str, bool, type(None), fast.Ecc, fast.RowRemap, fast.NvLink})
@@ -348,7 +373,7 @@ def _merge(cls: type[Any], base: _Table,
     nested = base.nested
     if changed is not None:
         nested = {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}}
-    return list(map(cls, *top)), _Table(base.n, tuple(top), nested)
+    return list(map(cls, *top)), _Table(base.n, _TOP[cls](*top), nested)
 
 
 def _rows(cls: type[Any], base: _Table, present: _Present) -> list[Any]:
@@ -366,7 +391,7 @@ def _columns(cls: type[Any], base: _Table, present: _Present
     builds no argument tuple in Python (~25 % less than a comprehension over ``zip``). The
     columns all hold ``base.n`` values (checked by :func:`decode`). No validation: the columns
     were decoded strictly and the rows are made from nothing else."""
-    top = list(base.top)
+    top: list[Any] = list(astuple(base.top))
     changed: dict[int, list[Sequence[Any]]] | None = None
     for c, v in present:
         if c.sub is None:
@@ -403,9 +428,6 @@ _GPU_AT = {c.wire: i for i, c in enumerate(GPU_COLUMNS)}
 _PORT_AT = {c.wire: i for i, c in enumerate(PORT_COLUMNS)}
 
 
-_BUILT: tuple[Any, ...] = ()
-"""A built Pending's column tuples: dropped, the rows hold the values."""
-
 
 class Pending(msgspec.Struct, gc=False):
     """A quiet delta's sample with its rows not built yet (``Reassembler(lazy=True)``).
@@ -422,12 +444,16 @@ class Pending(msgspec.Struct, gc=False):
 
     head: fast.Telemetry
     """The sample without its rows (``gpus``/``ib_ports`` empty)."""
-    # The keyframe's tables and the delta's columns (``_delta_values``), in fields of their
-    # own: a tuple of each pair was two more objects per sample for the GC to walk.
+    # The keyframe's tables and the delta's columns as decoded (``GpuColumns``/``PortColumns``,
+    # UNSET where it carries none), in fields of their own: a tuple of each pair was two more
+    # objects per sample for the GC to walk. The decoded Structs, not a tuple of their
+    # columns: a collection looks at a tuple before the tuples only it holds, so such a tuple
+    # stayed tracked, frozen so until the next sweep (docs/performance.md, "Out of the
+    # collector's view").
     _gtab: _Table
-    _gvals: _Values
+    _gcols: msgspec.Struct | UnsetType
     _ptab: _Table
-    _pvals: _Values
+    _pcols: msgspec.Struct | UnsetType
     _tel: fast.Telemetry | None = None
 
     @property
@@ -492,10 +518,10 @@ class Pending(msgspec.Struct, gc=False):
         if tel is None:
             tel = self._tel = replace(
                 self.head,
-                gpus=_rows(fast.GpuSample, self._gtab, _present_of(self._gvals, GPU_COLUMNS)),
+                gpus=_rows(fast.GpuSample, self._gtab, _present(self._gcols, GPU_COLUMNS)),
                 ib_ports=_rows(fast.IbPortSample, self._ptab,
-                               _present_of(self._pvals, PORT_COLUMNS)))
-            self._gvals = self._pvals = _BUILT  # the rows hold the values now
+                               _present(self._pcols, PORT_COLUMNS)))
+            self._gcols = self._pcols = UNSET  # the rows hold the values now
         return tel
 
     def gpu_column(self, wire: str) -> Sequence[Any]:
@@ -503,21 +529,21 @@ class Pending(msgspec.Struct, gc=False):
         i = _GPU_AT[wire]
         if self._tel is not None:
             return [_value(g, GPU_COLUMNS[i]) for g in self._tel.gpus]
-        return _column(self._gtab, self._gvals, GPU_COLUMNS[i], i)
+        return _column(self._gtab, self._gcols, GPU_COLUMNS[i], i)
 
     def gpu_columns(self, *wires: str) -> list[Sequence[Any]]:
         """Several GPU columns at once, as :meth:`gpu_column` gives each (the console's
         history reads five of every quiet sample: one call, not five)."""
         if self._tel is not None:
             return [self.gpu_column(w) for w in wires]
-        base, values = self._gtab, self._gvals
+        base, cols = self._gtab, self._gcols
         out: list[Sequence[Any]] = []
         for w in wires:
             i = _GPU_AT[w]
-            v = values[i]
+            v = UNSET if cols is UNSET else getattr(cols, cols.__struct_fields__[i])
             if v is UNSET:
                 c = GPU_COLUMNS[i]
-                v = base.top[c.top] if c.sub is None else base.nested[c.top][c.sub]
+                v = _top(base, c.top) if c.sub is None else base.nested[c.top][c.sub]
             out.append(v)
         return out
 
@@ -526,7 +552,7 @@ class Pending(msgspec.Struct, gc=False):
         i = _PORT_AT[wire]
         if self._tel is not None:
             return [_value(p, PORT_COLUMNS[i]) for p in self._tel.ib_ports]
-        return _column(self._ptab, self._pvals, PORT_COLUMNS[i], i)
+        return _column(self._ptab, self._pcols, PORT_COLUMNS[i], i)
 
 
 Sample = fast.Telemetry | Pending
@@ -551,13 +577,14 @@ def _value(row: msgspec.Struct, col: Column) -> Any:
     return getattr(value, col.field) if col.group else value
 
 
-def _column(base: _Table, values: _Values, col: Column, i: int) -> Sequence[Any]:
-    """Column ``col`` (``i``-th of its spec) of a delta's sample: the delta's, or its
-    keyframe's."""
-    v = values[i]
+def _column(base: _Table, cols: msgspec.Struct | UnsetType, col: Column,
+            i: int) -> Sequence[Any]:
+    """Column ``col`` (``i``-th of its spec) of a delta's sample: the delta's (``cols``, as
+    decoded), or its keyframe's."""
+    v = UNSET if cols is UNSET else getattr(cols, cols.__struct_fields__[i])
     if v is not UNSET:
         return v  # type: ignore[no-any-return]
-    return base.top[col.top] if col.sub is None else base.nested[col.top][col.sub]
+    return _top(base, col.top) if col.sub is None else base.nested[col.top][col.sub]
 
 
 class Reassembler:
@@ -639,7 +666,7 @@ class Reassembler:
         if quiet and self.lazy and not fast.may_hold_big_int(payload):
             # Nothing to check a u64 against without the rows is the common case: a payload
             # with no 20-digit run holds no integer above 2**64-1 (check_u64).
-            out = Pending(head, h.gpus, gvals, h.ports, pvals)
+            out = Pending(head, h.gpus, msg.g, h.ports, msg.p)
         else:
             out = replace(head,
                           gpus=_rows(fast.GpuSample, h.gpus, _present_of(gvals, GPU_COLUMNS)),
