@@ -873,6 +873,9 @@ class ConsoleSession:
             # A sharded collector's rows are about its own nodes only: one it no longer owns
             # (or knew only from its store) is another collector's to judge and record.
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
+        left = self.state.take_jobs_left()
+        if scope is not None and left:
+            left = [row for row in left if scope.owns(row[0])]
         self._log_verdicts(verdicts)
         self._log_malformed()
         self._log_drains_lost()
@@ -900,7 +903,7 @@ class ConsoleSession:
                     self._rerun_unwatched.add(it.job_id)
         if self._rerun:
             self._note_reruns(now)
-        self._queue_store(batch, verdicts, now, found, job_seconds)
+        self._queue_store(batch, verdicts, now, found, job_seconds, left)
         self._check_audit(now)
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
@@ -1685,7 +1688,8 @@ class ConsoleSession:
     # --- the store -----------------------------------------------------------------------------
 
     def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float,
-                     found: list[Interruption], seconds: list[tuple[int, float]]) -> None:
+                     found: list[Interruption], seconds: list[tuple[int, float]],
+                     left: list[tuple[str, str, float]]) -> None:
         if self.store is None:
             return
         q = self._store_q
@@ -1703,6 +1707,7 @@ class ConsoleSession:
         rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
                                it.lost_gpu_hours, it.detail) for it in found]
         rows.job_seconds = seconds
+        rows.left_jobs = left
         rows.job_runs = [(job_id, st.value, requeues, ",".join(nodes),
                           codec.encode(run).decode(), now)
                          for job_id, st, requeues, nodes, run

@@ -284,7 +284,8 @@ class NodeState(msgspec.Struct, gc=False):
     """(job id, receive time) of the sample that first named no job after its telemetry
     named that one: the job a node failed under is gone from its next samples once the
     scheduler requeues it elsewhere, and three nodes an XID 79 took out of one job read as
-    three idle nodes with "no job on it" (an SRE drill; ``incidents.struck_job``)."""
+    three idle nodes with "no job on it" (an SRE drill; ``incidents.struck_job``). The store
+    keeps it (``FleetState.jobs_left``): after a restart the nodes' samples name no job."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     changed_to: Verdict | None = None
@@ -870,6 +871,11 @@ class FleetState:
         the state cannot import them, they read the state)."""
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
+        self.jobs_left: list[tuple[str, str, float]] = []
+        """(node, job id, receive time) of each ``NodeState.left_job`` since the last
+        ``take_jobs_left``, bounded like the event log: the store keeps each node's latest
+        (``Store.restore`` puts it back), or a restarted console read the nodes one XID 79
+        took out of a requeued job as idle nodes, "no job on it" (an SRE drill)."""
         self._event_ids: dict[str, None] = {}
         self.collectors: dict[str, CollectorStatus] = {}
         """Sharded collectors by id, their latest birth or will (a console on digests shows
@@ -994,6 +1000,14 @@ class FleetState:
         if st.first_seen is None and self.heard_since is not None:
             st.first_seen = self.heard_since
         return st
+
+    def recall_left_job(self, node_id: str, job_id: str, left_at: float) -> None:
+        """The job a node known from the store last left (``NodeState.left_job``), unless this
+        console saw it leave one itself: what ``incidents.struck_job`` reads of a failed node
+        whose job the scheduler requeued elsewhere before a restart."""
+        st = self.nodes.get(node_id)
+        if st is not None and st.left_job is None:
+            st.left_job = (job_id, left_at)
 
     def recall_port_errors(self, node_id: str, dev: str, minute: int, symbol_errors: int,
                            link_downed: int, watched_from_ms: int) -> None:
@@ -1579,6 +1593,10 @@ class FleetState:
         out, self.transitions = self.transitions, []
         return out
 
+    def take_jobs_left(self) -> list[tuple[str, str, float]]:
+        out, self.jobs_left = self.jobs_left, []
+        return out
+
     @staticmethod
     def _apply_birth(st: NodeState, birth: Birth, rx: float, now: float) -> bool:
         # A birth opens a session. It wins over a larger bdSeq that only a status or telemetry
@@ -1670,6 +1688,10 @@ class FleetState:
         st.last_rx = rx
         if prev_tel is not None and tel.job is None and prev_tel.job is not None:
             st.left_job = (prev_tel.job.id, rx)
+            left = self.jobs_left
+            left.append((st.node_id, prev_tel.job.id, rx))
+            if len(left) > EVENT_MEMORY:
+                del left[: len(left) - EVENT_MEMORY]
         st.rejoined_at = None
         if st.online is None:
             st.online = True

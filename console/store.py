@@ -31,8 +31,9 @@ from fleetdeck.paths import state_base
 from fleetdeck.protocol import codec, wire2
 from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
 
-SCHEMA_VERSION = 2
-"""2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``)."""
+SCHEMA_VERSION = 3
+"""2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``);
+3: ``left_jobs`` (a new table: an older store gains it when opened)."""
 DEFAULT_RETENTION_DAYS = 7.0
 
 SCHEMA = """
@@ -73,6 +74,8 @@ CREATE TABLE IF NOT EXISTS port_minutes (
     PRIMARY KEY (node, dev, minute)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS port_minutes_errors ON port_minutes (minute)
     WHERE symbol_errors > 0 OR link_downed > 0;
+CREATE TABLE IF NOT EXISTS left_jobs (
+    node TEXT PRIMARY KEY, job_id TEXT NOT NULL, ts REAL NOT NULL);
 """
 
 STORE_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
@@ -358,6 +361,9 @@ class TickRows:
     job_seconds: list[tuple[int, float]] = field(default_factory=list)
     job_runs: list[tuple[Any, ...]] = field(default_factory=list)
     """Each changed job's run (``InterruptionTracker.take_runs``), the latest last."""
+    left_jobs: list[tuple[str, str, float]] = field(default_factory=list)
+    """(node, job id, time) of each job a node's telemetry stopped naming
+    (``FleetState.jobs_left``)."""
     partial: bool = False
     """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
     watched: float | None = None
@@ -370,7 +376,8 @@ class TickRows:
                         older.audit + self.audit, self.gpu, self.ports,
                         older.interruptions + self.interruptions,
                         older.job_seconds + self.job_seconds,
-                        older.job_runs + self.job_runs, watched=self.watched)
+                        older.job_runs + self.job_runs, older.left_jobs + self.left_jobs,
+                        watched=self.watched)
 
 
 class Store:
@@ -538,6 +545,11 @@ class Store:
             if rows.job_runs:
                 await db.executemany("INSERT OR REPLACE INTO job_runs VALUES (?,?,?,?,?,?)",
                                      rows.job_runs)
+            if rows.left_jobs:
+                # Each node's latest only (two collectors on one store: the later leaving).
+                await db.executemany(
+                    "INSERT INTO left_jobs VALUES (?1, ?2, ?3) ON CONFLICT (node) DO UPDATE "
+                    "SET job_id = ?2, ts = ?3 WHERE ?3 >= left_jobs.ts", rows.left_jobs)
             if rows.gpu:
                 await db.executemany(_GPU_UPSERT[rows.partial], rows.gpu)
             if rows.ports:
@@ -582,6 +594,7 @@ class Store:
                          ("DELETE FROM interruptions WHERE ts < ?", cutoff),
                          ("DELETE FROM job_minutes WHERE minute < ?", minute),
                          ("DELETE FROM job_runs WHERE ts < ?", cutoff),
+                         ("DELETE FROM left_jobs WHERE ts < ?", cutoff),
                          ("DELETE FROM events WHERE ts < ?", cutoff),
                          ("DELETE FROM gpu_minutes WHERE minute < ?", minute),
                          ("DELETE FROM port_minutes WHERE minute < ?", minute)):
@@ -763,6 +776,12 @@ class Store:
                 except ValueError:
                     continue
                 state.recall(node, verdict, ts)
+        # The job each node last left: a failed node's job, requeued elsewhere before the
+        # restart, is named by no sample now (``incidents.struck_job``).
+        async with self.db.execute("SELECT node, job_id, ts FROM left_jobs") as cur:
+            for node, job_id, ts in await cur.fetchall():
+                if isinstance(node, str) and isinstance(job_id, str) and job_id:
+                    state.recall_left_job(node, job_id, float(ts))
         await self._recall_port_errors(state, time.time() if now is None else now)
         if state.heard_since is not None:
             state.start_hearing(state.heard_since)  # nodes of restored events, too

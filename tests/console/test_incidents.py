@@ -284,13 +284,16 @@ def test_worst_first_puts_lost_work_first_and_drained_nodes_last():
     assert keys == ["node:gpu0001", "node:gpu0007", "node:gpu0006"], keys
 
 
-def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0, gaps=None):
+def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0, gaps=None,
+                 session=None):
     """A job on ``job_nodes``; the GPU falls off the bus on each of ``struck``, ``spread_s``
     apart (or ``gaps[i]`` before the i-th); the scheduler then runs the job on ``moved_to``
-    (its requeue) and the struck nodes' telemetry names no job (the simulator's XID 79)."""
-    clock = Clock()
-    ingest = Ingest(CLUSTER)
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    (its requeue) and the struck nodes' telemetry names no job (the simulator's XID 79).
+    ``session``: one of the caller's (its ingest and clock), e.g. with a store open."""
+    if session is None:
+        session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER),
+                                 follow_up=False)
+    clock, ingest = session.clock, session.ingest
     fleet = SynthFleet(16, clock, leaves=1)
     fleet.birth(ingest)
     publish_job(ingest, job_status("4104", job_nodes, clock), clock)
@@ -337,6 +340,45 @@ def test_nodes_of_one_job_failing_together_are_one_incident_naming_the_job():
     (j,) = out["incidents"]
     assert j["key"] == "job:4104:failed" and j["job_left"] is True
     assert {e["source"] for e in j["timeline"]} >= set(struck)
+
+
+async def test_a_console_restarted_after_a_jobs_nodes_failed_still_names_the_job(tmp_path):
+    """The three nodes XID 79 took out of job 4104, requeued elsewhere, read as three idle
+    nodes ("drain (no job on it)") once the console restarted: the job they left was known
+    only in its memory, and their samples name none now (a drill). The store keeps it."""
+    db = tmp_path / "history.db"
+    job_nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    moved = ["gpu0003", "gpu0009", "gpu0010", "gpu0011"]
+    clock = Clock()
+    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _lost_in_job(None, struck, job_nodes, moved, session=first)
+    before = incidents(first.state, first.log.lines())
+    assert [i.key for i in before] == ["job:4104:failed"]
+    await first.close()
+
+    clock.advance(30.0)
+    again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await again.open_store(db)
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(again.ingest)
+    publish_job(again.ingest, job_status("4104", moved, clock, requeues=1,
+                                         started_offset_s=30), clock)
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(again.ingest, job={n: "4104" for n in moved},
+                        faults={n: gpu_lost(0) for n in struck})
+        again.tick()
+    found = incidents(again.state, again.log.lines())
+    assert [i.key for i in found] == ["job:4104:failed"], [(i.key, i.title) for i in found]
+    (inc,) = found
+    assert inc.nodes == struck and inc.jobs == ["4104"] and inc.job_left
+    assert inc.title == before[0].title
+    assert inc.since == before[0].since  # dated at the failure, as before the restart
+    out = fleet_summary(again.state, clock(), log=again.log.lines())
+    assert [(j["key"], j["nodes"]) for j in out["incidents"]] == [("job:4104:failed", struck)]
+    await again.close()
 
 
 def test_failed_nodes_of_one_job_far_apart_or_of_other_jobs_stay_node_incidents():

@@ -147,6 +147,32 @@ async def test_retention_purges_old_rows(tmp_path):
         await store.close()
 
 
+async def test_the_job_a_node_left_is_kept_latest_first_and_purged_with_the_rest(tmp_path):
+    """``left_jobs``: each node's latest (two collectors on one store write the same leaving
+    a tick apart, or an older one late), put back into a restarted console's state, and gone
+    with the retention like the verdict rows it is read beside."""
+    from fleetdeck.console.store import TickRows
+
+    path = tmp_path / "s.db"
+    store = await Store.open(path, retention_days=1)
+    node, _ = await fill(store, seconds=3)
+    now = node.now
+    await store.write_rows(TickRows(left_jobs=[("gpu0001", "4104", now - 5)]))
+    await store.write_rows(TickRows(left_jobs=[("gpu0001", "4099", now - 600)]))
+    await store.close()
+    fresh = FleetState("test")
+    store = await Store.open(path, retention_days=1)
+    await store.restore(fresh, now=now)
+    assert fresh.nodes["gpu0001"].left_job == ("4104", now - 5)
+    await store.purge(now + 2 * 86400)
+    fresh = FleetState("test")
+    await store.restore(fresh, now=now)
+    assert "gpu0001" not in fresh.nodes
+    async with store.db.execute("SELECT COUNT(*) FROM left_jobs") as cur:
+        assert (await cur.fetchone())[0] == 0
+    await store.close()
+
+
 WRITER = """
 import asyncio, sys, time
 sys.path.insert(0, sys.argv[2])

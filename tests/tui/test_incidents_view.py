@@ -267,3 +267,43 @@ async def test_nodes_of_one_job_failing_together_are_one_row_here_and_in_top_pro
         nodes = world.app.screen
         assert isinstance(nodes, NodesScreen)
         assert sorted(nodes.shown) == struck
+
+
+async def test_a_restarted_console_shows_the_jobs_failed_nodes_as_one_row(tmp_path):
+    """The same three nodes, the console restarted on its store after the requeue: view 6
+    read three "no job on it" node incidents, where the console before had one naming the
+    job (a drill)."""
+    from fleetdeck.console.ingest import Ingest
+    from tests.console.test_incidents import _lost_in_job, gpu_lost
+    from tests.tui.conftest import World
+
+    db = tmp_path / "history.db"
+    world = World(n=16)
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    moved = ["gpu0003", "gpu0009", "gpu0010", "gpu0011"]
+    before = ConsoleSession(CLUSTER, clock=world.clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await before.open_store(db)
+    _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"], moved,
+                 session=before)
+    await before.close()
+
+    world.clock.advance(30.0)
+    await world.app.session.open_store(db)
+    fleet, ingest, clock = world.fleet, world.ingest, world.clock
+    fleet.birth(ingest)
+    publish_job(ingest, job_status("4104", moved, clock, requeues=1, started_offset_s=30),
+                clock)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, job={n: "4104" for n in moved},
+                        faults={n: gpu_lost(0) for n in struck})
+        world.app.tick()
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        assert [r.key for r in screen.rows] == ["job:4104:failed"]
+        assert "job 4104: 3 of its nodes failed within 2 s" in text_of(world.app)
+    await world.app.session.close()
