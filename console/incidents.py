@@ -48,7 +48,7 @@ from fleetdeck.console.judgements import (
     straggler,
     suspect_switches,
 )
-from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.console.state import JOB_WINDOW_S, FleetState, NodeState
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import DrainState
 
@@ -56,9 +56,6 @@ FLEET_RACKS = 3
 """Racks falling silent together (within ``RACK_WINDOW_S``) that make one fleet-wide incident."""
 RACK_WINDOW_S = 30.0
 """Nodes of one rack falling silent within this long of each other fell together."""
-JOB_WINDOW_S = 60.0
-"""Nodes of one job that failed within this long of each other failed together: one incident
-naming the job (its blast radius), not one per node."""
 TIMELINE_LEAD_S = 60.0
 """The timeline starts this long before the incident's first change (what led up to it)."""
 TIMELINE_MAX = 30
@@ -288,10 +285,7 @@ def struck_job(st: NodeState, state: FleetState) -> str | None:
     jid = own_job(st, state)
     if jid is not None:
         return jid
-    left = st.left_job
-    if left is not None and abs(left[1] - st.changed_at) <= JOB_WINDOW_S:
-        return left[0]
-    return None
+    return st.left_when_changed()
 
 
 def job_faults(state: FleetState, jobs_on: dict[str, list[str]] | None = None,

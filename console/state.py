@@ -89,6 +89,10 @@ each node says so in its own next sample, up to an interval apart, and until thr
 ``failed -> degraded (F1)`` half a second later (fault audit; fixtures/leaf_switch.jsonl.gz).
 The views show the verdict as it is meanwhile."""
 
+JOB_WINDOW_S = 60.0
+"""Nodes of one job that failed within this long of each other failed together: one incident
+naming the job (its blast radius), not one per node (console/incidents.py); and a job a node's
+telemetry stopped naming this close to its verdict's change is the job it failed in."""
 WILL_BURST_S = 2.0
 """A Mosquitto that shuts down (SIGTERM, ``systemctl restart``) sends the Last Will of every
 client it disconnects, and this console gets those of the clients dropped before it: a burst of
@@ -509,6 +513,19 @@ class NodeState(msgspec.Struct, gc=False):
     def job_id(self) -> str | None:
         t = self.sample
         return t.job.id if t is not None and t.job is not None else None
+
+    def left_when_changed(self) -> str | None:
+        """The job its telemetry stopped naming within ``JOB_WINDOW_S`` of its verdict's
+        change (``left_job``): the job it failed in, which the scheduler requeued elsewhere
+        (``incidents.struck_job``). On digests, the collector's word (``Digest.struck_job``):
+        this console's clock of the change is when it first saw the digest."""
+        d = self.digest
+        if d is not None:
+            return d.struck_job
+        left = self.left_job
+        if left is not None and abs(left[1] - self.changed_at) <= JOB_WINDOW_S:
+            return left[0]
+        return None
 
     def judge(self, now: float, blind: Blind | None = None) -> Verdict:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict.

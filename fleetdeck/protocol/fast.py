@@ -400,6 +400,7 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     drain: DigestDrain = _DRAIN0
     job: Id | None = None
     ranks_on_node: Links | None = None
+    struck_job: Id | None = None
     gpus_expected: Links = 0
     gpus: Annotated[list[GpuSample], msgspec.Meta(max_length=64)] = []
     """``messages.DigestGpu`` holds five of a sample's fields; decoding them as a GpuSample

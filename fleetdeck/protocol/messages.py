@@ -561,6 +561,11 @@ class Digest(_Versioned):
     drain: DrainInfo = DrainInfo()
     job: Id | None = None
     ranks_on_node: Annotated[int, Field(ge=0, le=64)] | None = None
+    struck_job: Id | None = None
+    """A failed node's job that its telemetry stopped naming within a minute of the failure
+    (the scheduler requeued it elsewhere): the job it failed in, by which consoles group the
+    nodes that failed together (docs/protocol.md, "Digest"). Absent otherwise, and from an
+    older collector's digest."""
     gpus_expected: Annotated[int, Field(ge=0, le=64)] = 0
     gpus: Annotated[list[DigestGpu], Field(max_length=64)] = []
     ports: Annotated[list[DigestPort], Field(max_length=64)] = []

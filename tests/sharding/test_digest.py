@@ -726,3 +726,31 @@ def test_nodes_with_the_same_ports_share_one_port_list_whatever_their_past():
     assert a.ib_ports is b.ib_ports is c.ib_ports and len(_PORT_LISTS) == 1
     assert [(p.state, p.errors_1h) for p in a.ib_ports] == [
         ("ACTIVE", {"link_downed": 2}), ("DOWN", {})]
+
+
+def test_a_digest_console_groups_a_jobs_failed_nodes_as_the_raw_console_does():
+    """The three nodes XID 79 took out of job 4104, requeued elsewhere: their samples name no
+    job, and a console on digests read three "no job on it" node incidents where the raw
+    console read one naming the job. Their digests say the job they failed in."""
+    from fleetdeck.console.incidents import incidents
+    from tests.console.test_incidents import _lost_in_job
+
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    raw = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                       ["gpu0003", "gpu0009", "gpu0010", "gpu0011"])
+    now = raw.clock()
+    ingest = Ingest(raw.state.cluster)
+    dig = FleetState(raw.state.cluster, ingest.malformed)
+    for name, st in raw.state.nodes.items():
+        d = make_digest(st, "shard-1", now)
+        assert d.struck_job == ("4104" if name in struck else None)
+        ingest.handle(topic_for(raw.state.cluster, Kind.DIGEST, name), codec.encode(d), now)
+    for job in raw.state.jobs.values():
+        ingest.handle(topic_for(raw.state.cluster, Kind.JOB, job.job_id), codec.encode(job), now)
+    dig.apply(ingest.take_batch(), now)
+    dig.judge_fleet(now)
+    want = [(i.key, i.nodes, i.jobs) for i in incidents(raw.state)]
+    assert want == [("job:4104:failed", struck, ["4104"])]
+    assert [(i.key, i.nodes, i.jobs) for i in incidents(dig)] == want
+    assert b"struck_job" not in codec.encode(make_digest(raw.state.nodes["gpu0005"],
+                                                         "shard-1", now))

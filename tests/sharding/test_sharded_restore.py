@@ -44,3 +44,66 @@ def test_a_restarted_sharded_collector_holds_a_flap_of_the_last_hour(mosquitto, 
     finally:
         stop_process(collect)
         stop_process(sim)
+
+
+def incidents_on_digests(env) -> list[dict]:
+    out = run_cli("status", *env, "--digests", "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["incidents"]
+
+
+def test_a_restarted_collector_still_names_the_job_its_failed_nodes_were_in(mosquitto,
+                                                                             tmp_path):
+    """XID 79 on three nodes of one job, which the scheduler requeued elsewhere: one incident
+    naming the job, `job:<id>:failed`, on digests too (``Digest.struck_job``). Restarted, the
+    collector read them as three nodes with "no job on it": the job they left was only in its
+    memory (a drill). Nor does the restart write a verdict row for them: each was failed
+    before it and is after."""
+    url, cluster, db = str(mosquitto.url), "shj", tmp_path / "s.db"
+    env = ("--broker", url, "--cluster", cluster)
+    sim = spawn("sim", *env, "--nodes", "8", log=tmp_path / "sim.log")
+    collect = spawn("collect", *env, "--db", str(db), "--shard", "1/1",
+                    log=tmp_path / "c1.log")
+    try:
+        time.sleep(3)
+        assert run_cli("inject", *env, "submit", "name=bert", "nodes=4",
+                       "steps=100000").returncode == 0
+        deadline = time.monotonic() + 30
+        while True:
+            out = run_cli("status", *env, "--json")
+            jobs = [j for j in json.loads(out.stdout)["jobs"]
+                    if j["name"] == "bert" and j["state"] == "R"] if out.stdout else []
+            if jobs:
+                break
+            assert time.monotonic() < deadline, out.stderr
+            time.sleep(1)
+        job_id, struck = jobs[0]["job_id"], sorted(jobs[0]["nodes"])[:3]
+        for node in struck:
+            assert run_cli("inject", *env, "xid79", f"node={node}").returncode == 0
+        key = f"job:{job_id}:failed"
+        deadline = time.monotonic() + 30
+        while True:
+            found = incidents_on_digests(env)
+            if any(i["key"] == key for i in found):
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(1)
+        assert next(i for i in found if i["key"] == key)["nodes"] == struck, found
+        rows = {n: verdict_rows(db, n) for n in struck}
+        assert all(any("ok -> failed" in r for r in rows[n]) for n in struck), rows
+
+        assert stop_process(collect) == 0
+        log = tmp_path / "c2.log"
+        collect = spawn("collect", *env, "--db", str(db), "--shard", "1/1", log=log)
+        deadline = time.monotonic() + 30
+        while "caught up" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+        time.sleep(3)  # its first digests of the nodes replace the retained ones
+        found = incidents_on_digests(env)
+        assert [i["nodes"] for i in found if set(i["nodes"]) & set(struck)] == [struck], found
+        assert next(i for i in found if i["nodes"] == struck)["key"] == key, found
+        assert {n: verdict_rows(db, n) for n in struck} == rows
+    finally:
+        stop_process(collect)
+        stop_process(sim)
