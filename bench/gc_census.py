@@ -8,6 +8,7 @@ less those it tracked before, are counted per node by type, and by the first pat
 session (``S``) or the ingest (``I``) that reaches each (node names as ``[*]``).
 
     .venv/bin/python bench/gc_census.py --nodes 2048
+    .venv/bin/python bench/gc_census.py --nodes 16384 --live   # what a live sweep meets
 """
 
 import argparse
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import main_guard
+from bench._common import main_guard, require
 
 if TYPE_CHECKING:
     from fleetdeck.console.ingest import Ingest
@@ -92,12 +93,72 @@ def fleet_state(n: int) -> tuple["ConsoleSession", "Ingest", list[object]]:
     return session, ingest, [o for o in gc.get_objects() if id(o) not in before]
 
 
+def live_census(n: int, top: int) -> int:
+    """The tracked objects and their references a sweep follows in a live console: births, 3
+    rounds, a sweep, then a keyframe cycle of rounds each applied by a tick (which freezes
+    what it kept, as live), then everything unfrozen and counted (docs/performance.md, "Out of
+    the collector's view")."""
+    from bench._payloads import V2_CYCLE, EvolvingFleet
+    from fleetdeck import runtime
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.session import ConsoleSession
+
+    fleet = EvolvingFleet(n, "t", EPOCH_MS - 60_000, personas=512, wire=2)
+    ingest = Ingest("t")
+    session = ConsoleSession("t", ingest=ingest, follow_up=False, clock=lambda: 0.0)
+    runtime.tune_gc()
+    t0 = EPOCH_MS / 1000
+    for i in range(n):
+        ingest.handle(*fleet.birth(i), t0 - 2)
+        ingest.handle(*fleet.status(i, EPOCH_MS - 2000), t0 - 2)
+    session.tick(t0 - 1)
+    applied = 0
+
+    def rounds(first: int, last: int) -> None:
+        nonlocal applied
+        for k in range(first, last):
+            ts_ms = EPOCH_MS + k * 1000
+            for i in range(n):
+                ingest.handle(fleet.topics[i], fleet.telemetry(i, k, ts_ms), ts_ms / 1000 + 0.05)
+            while True:
+                applied += session.tick(ts_ms / 1000 + 0.2).messages
+                if not session.backlog and not ingest._batch.messages:
+                    break
+
+    rounds(0, 3)
+    runtime.sweep()
+    rounds(3, 3 + V2_CYCLE)
+    require(applied == n * (3 + V2_CYCLE), f"{applied} samples applied of {n * (3 + V2_CYCLE)}")
+    gc.unfreeze()
+    objs = gc.get_objects()
+    count: collections.Counter[str] = collections.Counter()
+    refs: collections.Counter[str] = collections.Counter()
+    for o in objs:
+        t = type(o).__qualname__
+        if type(o) is tuple and o:
+            t += f"[{type(o[0]).__qualname__}]"
+        count[t] += 1
+        refs[t] += len(gc.get_referents(o))
+    print(f"{n:,} nodes, live: {len(objs):,} tracked objects, "
+          f"{sum(refs.values()):,} references a sweep follows")
+    print(f"{'a node':>8} {'refs a node':>12}  type")
+    for t, c in count.most_common(top):
+        print(f"{c / n:8.2f} {refs[t] / n:12.1f}  {t}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=2048)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--live", action="store_true",
+                    help="what a live console's sweep meets instead: the frozen generation "
+                         "after a sweep and one keyframe cycle of ticks (tune_gc), by type, "
+                         "with the references a sweep follows")
     args = ap.parse_args()
     n = args.nodes
+    if args.live:
+        return live_census(n, args.top)
     session, ingest, objs = fleet_state(n)
     new = {id(o) for o in objs}
     paths: dict[int, str] = {}
