@@ -35,12 +35,24 @@ class SweepStats:
     longest_s: float = 0.0
     due: float = 0.0
     """``time.monotonic()`` of the next sweep."""
+    look_until: float = 0.0
+    """While a due sweep waits for ``LOOK_S`` of ticks to look at what they made (0: none)."""
+    looks: int = 0
+    """Ticks that collected gen 0 before their freeze (``LOOK_S``)."""
     frozen_after: int = 0
     """``gc.get_freeze_count()`` after the last sweep (or when sweeps were armed)."""
     skipped: int = 0
 
 
 SWEEPS = SweepStats()
+
+LOOK_S = 1.5
+"""A due sweep runs after this long, during which each tick collects gen 0 before it freezes:
+a tuple leaves the GC's view only once a collection looked at it, and a tick freezes what it
+made unlooked-at, so a sweep found every node's latest sample's columns still tracked (~1.7
+million references at 16,384 nodes; docs/performance.md, "Out of the collector's view").
+Looking at every tick cost +1-1.4 µs a message; looking only in the last 1.5 s before a
+sweep (three 0.5 s ticks, every node's latest sample at 1 Hz) costs that for 1.5 s a minute."""
 
 GEN0_THRESHOLD = 10_000
 """Net new tracked objects between gen-0 collections. A gen-0 collection walks every young
@@ -112,10 +124,16 @@ def freeze_tick() -> None:
     if now >= st.due:
         if not st.due:
             st.due, st.frozen_after = now + SWEEP_EVERY_S, gc.get_freeze_count()
-        elif gc.get_freeze_count() - st.frozen_after >= SWEEP_GROWTH:
+        elif gc.get_freeze_count() - st.frozen_after < SWEEP_GROWTH:
+            st.due, st.skipped, st.look_until = now + SWEEP_EVERY_S, st.skipped + 1, 0.0
+        elif not st.look_until:
+            st.look_until = now + LOOK_S
+        elif now >= st.look_until:
+            st.look_until = 0.0
             sweep(now)
-        else:
-            st.due, st.skipped = now + SWEEP_EVERY_S, st.skipped + 1
+    if st.look_until:
+        st.looks += 1
+        gc.collect(0)  # ``_freeze_survivors`` freezes what it leaves
     gc.freeze()
 
 
@@ -138,6 +156,7 @@ def sweep(now: float | None = None) -> int:
     st.freed += freed
     st.last_s = took
     st.longest_s = max(st.longest_s, took)
+    st.look_until = 0.0
     st.due = (time.monotonic() if now is None else now) + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
     st.frozen_after = gc.get_freeze_count()  # a walk of the frozen list: once
     log.debug("gc sweep: %d objects freed in %.1f ms (%d frozen)", freed, took * 1000,

@@ -86,7 +86,10 @@ def test_a_cycle_frozen_while_alive_is_freed_by_the_next_sweep():
         gc.collect()
         kept = alive() is not None  # frozen: a full collection does not see it
         runtime.SWEEPS.due = time.monotonic() - 1
-        runtime.freeze_tick()    # due and grown: unfreeze, collect, freeze
+        runtime.LOOK_S = 0.1
+        runtime.freeze_tick()    # due and grown: ticks look for LOOK_S
+        time.sleep(0.15)
+        runtime.freeze_tick()    # then unfreeze, collect, freeze
         print(json.dumps(dict(kept=kept, freed=alive() is None, sweeps=runtime.SWEEPS.sweeps,
                               skipped=skipped, next_in=runtime.SWEEPS.due - time.monotonic())))
     """)
@@ -97,6 +100,44 @@ def test_a_cycle_frozen_while_alive_is_freed_by_the_next_sweep():
     assert out["skipped"] == 1  # a state that does not grow costs no full pass
     assert out["kept"] and out["freed"] and out["sweeps"] == 1
     assert out["next_in"] > 50  # SWEEP_EVERY_S, not at every tick
+
+
+LOOK_SCRIPT = textwrap.dedent("""
+    import gc, json, time
+    from fleetdeck import runtime
+    runtime.tune_gc()
+    runtime.LOOK_S = 0.3
+    st = runtime.SWEEPS
+    runtime.freeze_tick()  # arms the sweeps
+    def made():
+        return tuple(tuple(range(i, i + 8)) for i in range(64))  # a sample's columns
+    quiet = made()
+    runtime.freeze_tick()  # not due: frozen unlooked-at
+    st.due, st.frozen_after = time.monotonic() - 1, -runtime.SWEEP_GROWTH  # due and grown
+    looked = made()
+    runtime.freeze_tick()  # due: this tick looks, the sweep waits
+    swept_at_once = st.sweeps
+    counts = dict(quiet=sum(map(gc.is_tracked, quiet)), looked=sum(map(gc.is_tracked, looked)))
+    time.sleep(0.35)
+    runtime.freeze_tick()  # LOOK_S later: the sweep
+    print(json.dumps(dict(counts, swept_at_once=swept_at_once, sweeps=st.sweeps,
+                          looks=st.looks, looking=st.look_until)))
+""")
+
+
+def test_a_due_sweep_waits_for_ticks_that_look_at_what_they_made():
+    """A tick freezes what it made before any collection looked at it, so every node's latest
+    sample's columns were still tracked when the sweep came: ~1.7 million references at 16,384
+    nodes. A due sweep now waits ``LOOK_S`` (a sample interval) of ticks that collect gen 0
+    before they freeze (docs/performance.md, "Out of the collector's view")."""
+    res = subprocess.run([sys.executable, "-c", LOOK_SCRIPT], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["quiet"] == 64  # an ordinary tick: no collection, nothing untracked
+    assert out["looked"] == 0, out
+    assert out["swept_at_once"] == 0 and out["sweeps"] == 1, out
+    assert out["looks"] == 1 and out["looking"] == 0, out  # the sweeping tick needs no look
 
 
 STATE_SCRIPT = textwrap.dedent("""
