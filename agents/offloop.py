@@ -78,6 +78,8 @@ class _Call:
     finished: float | None = None
     overdue: bool = False
     """An asker raised ``Overdue`` for it."""
+    forgotten: bool = False
+    """``Watched.forget``: what it answers is no ask's."""
 
 
 class Watched:
@@ -147,10 +149,11 @@ class Watched:
             self._flight = None
             took = (flight.finished or self.clock()) - flight.started
             if self.patient and took < self.hung_after_s:
-                if flight.key == key:
+                if flight.key == key and not flight.forgotten:
                     ready = flight
                 else:
-                    # Another kind of call's (an inventory's, asked by a read): read again.
+                    # Another kind of call's (an inventory's, asked by a read), or one read
+                    # before a new inventory (``forget``): read again.
                     self.dropped += 1
             else:
                 self.dropped += 1
@@ -166,6 +169,12 @@ class Watched:
         if ready is not None:
             return Answer(ready.fut.result(), ready.started, late=True)
         raise self._not_yet(call)
+
+    def forget(self) -> None:
+        """What the call in flight now answers is dropped, not a later ask's: the GPU reader's
+        new inventory (a reconnect's) follows what it read (agents/real/source.py)."""
+        if self._flight is not None:
+            self._flight.forgotten = True
 
     def _not_yet(self, call: _Call) -> Exception:
         now = self.clock()

@@ -145,7 +145,8 @@ nvidia-smi on a loaded eight-GPU node commonly answers in 0.3-1.5 s (docs/real-n
 is three times the slowest of those, so a slow reader is never called hung, and half
 nvidia-smi's own 10 s timeout, so the console hears "hung" before the reader gives up and kills
 it. A sample waits for the reader only ``gpu_deadline_s`` (0.75 of the interval); past that it
-publishes the last figures that came in time, marked with their age. A hung reader is said
+publishes the last figures that came in time, marked with their age, while younger than this
+(older, its GPUs are unread). A hung reader is said
 at the first sample once its call is this old: within this plus one interval of the hang."""
 
 CLOSE_WAIT_S = 5.0
@@ -215,7 +216,12 @@ class RealSource:
                            if gpu is not None and gpu_deadline_s is not None else None)
         self._gpu_last: Answer[tuple[list[GpuSample], list[str]]] | None = None
         """The GPU reader's last read that answered in time: a sample whose own read is
-        slow (not hung) publishes it, with its age (``GPU_SLOW``)."""
+        slow (not hung) publishes it, with its age (``GPU_SLOW``), while it is younger than
+        ``gpu_hung_s`` and no inventory has been taken since (``_fresh``)."""
+        self._gpu_unread_since: float | None = None
+        """Since when (the GPU calls' clock) the GPUs have been unread: the reader hung
+        (``Overdue``) or its last figures grew too old. Until a read answers again a slow
+        sample says them unread, not present without figures as before any read."""
         self._gpu_inv_answered = False
         """A GPU inventory answered (in time): until then an inventory waits for one up to
         ``gpu_hung_s``, not a sample's wait. A first birth without its GPUs left the kernel
@@ -253,6 +259,12 @@ class RealSource:
     def _take_inventory(self) -> Inventory:
         errors: list[str] = []
         gpu_inv = GpuInventoryResult(gpus=[])
+        # A read from before this inventory is not published after it: taken at a reconnect,
+        # it follows an outage, and a GPU lost meanwhile read present with its old figures
+        # (docs/reliability.md, "A slow GPU reader is not a hung one").
+        self._gpu_last = None
+        if self._gpu_calls is not None:
+            self._gpu_calls.forget()  # nor what a read in flight now returns
         if self.gpu is not None:
             gpu = self.gpu
             calls = self._gpu_calls
@@ -344,36 +356,56 @@ class RealSource:
                 else:
                     got = self._guard(errors, f"{gpu.name} read",
                                       lambda: calls.ask(gpu.read, "read"), None)
-                    gpus, gpu_errors = got.value if got is not None else no_gpus
-                    if got is not None:
-                        self._gpu_last = got
+                    if got is None:
+                        gpus, gpu_errors = no_gpus
+                    elif self._fresh(got):
+                        gpus, gpu_errors = got.value
+                        self._gpu_last, self._gpu_unread_since = got, None
                         if got.late:
                             slow = self._gpu_slow(
                                 f"{gpu.name}: answers slower than a sample waits "
                                 f"({calls.deadline_s:g} s): these GPU figures are "
                                 f"{calls.clock() - got.started:.0f} s old")
+                    else:
+                        # A late answer held while no sample was read (an outage): as old as
+                        # that, not current.
+                        self._unread(got.started)
+                        hung = self._unread_line(calls.clock())
+                        gpus, gpu_errors = self._unread_gpus(), []
             except Pending as pending:
                 # Slow, not hung: the figures of the last read that answered, said to be that
                 # old; "0/8 GPUs visible" here would have an operator drain a healthy node.
+                # Only while younger than a hung reader takes to be said (docs/reliability.md,
+                # "A slow GPU reader is not a hung one").
                 assert calls is not None  # only a watched reader is slow
                 last = self._gpu_last
+                if last is not None and not self._fresh(last):
+                    self._unread(last.started)
+                    last = None
+                gpu_errors = []
                 if last is not None:
                     gpus, gpu_errors = last.value
                     age = f"these GPU figures are {calls.clock() - last.started:.0f} s old"
-                else:
-                    # No read has answered yet, only the inventory: its GPUs, not yet read.
+                    slow = self._gpu_slow(f"{pending} (a slow reader): {age}")
+                elif self._gpu_unread_since is None:
+                    # No read has answered yet (since the start, or since this inventory) and
+                    # none hung: the inventory's GPUs, not yet read.
                     gpus = [GpuSample(index=g.index) for g in self._gpu_inv.gpus
                             if g.index not in self._gpus_lost]
-                    gpu_errors, age = [], "no GPU figures yet"
-                slow = self._gpu_slow(f"{pending} (a slow reader): {age}")
+                    slow = self._gpu_slow(f"{pending} (a slow reader): no GPU figures yet")
+                else:
+                    # Unread, as while the reader hung, until a read answers again: said
+                    # present here, a hung reader's GPUs cleared G1 for a sample and its
+                    # incident closed and opened again.
+                    hung = self._unread_line(calls.clock())
+                    gpus = self._unread_gpus()
             except Overdue as late:
                 # Not the last figures again as if fresh, and not silence: each GPU unread
                 # (present false) and the reader named with how long it has hung.
+                assert calls is not None  # only a watched reader is overdue
                 hung = f"{gpu.name}: {GPU_HUNG.format(s=late.waited_s)}"
-                gpus = [GpuSample(index=g.index, present=False) for g in self._gpu_inv.gpus
-                        if g.index not in self._gpus_lost]
-                gpu_errors = []
-                self._gpu_last = None  # read before the hang: never published after it
+                gpus, gpu_errors = self._unread_gpus(), []
+                self._unread(calls.clock() - late.waited_s)  # nothing read before it is shown
             errors.extend(gpu_errors)
             if self._reindex:
                 gpus = [msgspec.structs.replace(g, index=self._reindex.get(g.index, g.index))
@@ -435,6 +467,29 @@ class RealSource:
         return not stuck
 
     # --- internals ------------------------------------------------------------------------
+
+    def _fresh(self, answer: Answer[Any]) -> bool:
+        """``answer``'s figures may still be published as current: younger than a hung
+        reader takes to be said (``gpu_hung_s``), so never more than that old."""
+        calls = self._gpu_calls
+        assert calls is not None  # only a watched reader answers late
+        return calls.clock() - answer.started < calls.hung_after_s
+
+    def _unread(self, since: float) -> None:
+        """The GPUs are unread since ``since`` (if not already): no figures of before it
+        are published again, and a slow sample says them unread until a read answers."""
+        self._gpu_last = None
+        if self._gpu_unread_since is None or since < self._gpu_unread_since:
+            self._gpu_unread_since = since
+
+    def _unread_line(self, now: float) -> str:
+        """What a sample says first while the GPUs are unread (``_gpu_unread_since``)."""
+        assert self.gpu is not None and self._gpu_unread_since is not None
+        return f"{self.gpu.name}: {GPU_HUNG.format(s=now - self._gpu_unread_since)}"
+
+    def _unread_gpus(self) -> list[GpuSample]:
+        return [GpuSample(index=g.index, present=False) for g in self._gpu_inv.gpus
+                if g.index not in self._gpus_lost]
 
     def _guard(self, errors: list[str], what: str, fn: Callable[[], T], default: T) -> T:
         """Run ``fn``; a reader bug becomes an error line, never an exception out of read(). A

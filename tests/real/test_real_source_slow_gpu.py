@@ -1,0 +1,170 @@
+"""RealSource over a slow GPU reader: the last figures stand in for a slow read only while they
+are current, and a hung reader's GPUs stay unread until a read answers (docs/reliability.md, "A
+slow GPU reader is not a hung one").
+
+The reader here answers each call when the test opens that call's gate, so which call is slow,
+and by how much, is the test's to say rather than the host's load."""
+
+import threading
+import time
+
+from fleetdeck.agents.real.common import GpuInventoryResult
+from fleetdeck.agents.real.source import HostReader, RealSource
+from fleetdeck.protocol.fast import GpuSample
+from fleetdeck.protocol.messages import GpuInventory
+
+from .test_real_source import fake_proc
+
+WAIT_S = 0.05
+"""How long a sample waits for the GPU reader (0.75 of the interval in the agent)."""
+
+
+class GatedGpus:
+    """Two GPUs; each ``read`` reads them as they are when it starts (``temp_c``, ``lost``),
+    and answers once its own gate is open (``gate``)."""
+
+    name = "nvsmi"
+
+    def __init__(self) -> None:
+        self.temp_c = 50.0
+        self.lost: set[int] = set()
+        self.gates: list[threading.Event] = []
+        self.calls = 0
+
+    def gate(self, n: int) -> threading.Event:
+        """The gate of the ``n``-th read (from 0)."""
+        while len(self.gates) <= n:
+            self.gates.append(threading.Event())
+        return self.gates[n]
+
+    def inventory(self) -> GpuInventoryResult:
+        return GpuInventoryResult(gpus=[
+            GpuInventory(index=i, pci_bus_id=f"00000000:{i + 1:02X}:00.0", name="H100")
+            for i in range(2) if i not in self.lost])
+
+    def read(self) -> tuple[list[GpuSample], list[str]]:
+        n, self.calls = self.calls, self.calls + 1
+        read = [GpuSample(index=i, temp_c=self.temp_c) for i in range(2) if i not in self.lost]
+        self.gate(n).wait(30)
+        return read, []
+
+    def close(self) -> None:
+        for g in self.gates:
+            g.set()
+
+
+def source(gpus: GatedGpus, tmp_path, hung_s: float) -> RealSource:
+    return RealSource("nvsmi", gpu=gpus, host=HostReader(fake_proc(tmp_path / "proc")),
+                      gpu_deadline_s=WAIT_S, gpu_hung_s=hung_s)
+
+
+def seen(src: RealSource) -> tuple[list[tuple[int, bool, float | None]], str]:
+    """Each GPU of a sample as (index, present, temperature), and the sample's first error."""
+    r = src.read(time.time())
+    return [(g.index, g.present, g.temp_c) for g in r.gpus], (r.errors or [""])[0]
+
+
+def answered(gpus: GatedGpus, n: int) -> None:
+    """Opens the ``n``-th read's gate and waits a moment for its answer to come in."""
+    gpus.gate(n).set()
+    time.sleep(0.1)
+
+
+def test_figures_read_before_a_new_inventory_are_not_published_after_it(tmp_path):
+    """A reconnect's birth takes the inventory again: it found gpu1 lost during the outage, and
+    the first sample after it still said gpu1 present at its old 50 C, from before the
+    outage."""
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=5.0)
+    src.inventory()
+    answered(gpus, 0)
+    assert seen(src)[0] == [(0, True, 50.0), (1, True, 50.0)]
+    src.read(time.time())  # read 1 in flight, slow
+    answered(gpus, 1)
+    # The outage: gpu1 falls off the bus, the other GPU heats up. Then the new birth.
+    gpus.lost, gpus.temp_c = {1}, 95.0
+    inv = src.inventory()
+    assert [(g.index, g.pci_bus_id) for g in inv.gpus if g.index == 1], inv.gpus  # kept lost
+    got, said = seen(src)  # read 2 slow: no figures of this inventory's yet
+    assert got == [(0, True, None), (1, False, None)], got
+    assert "no GPU figures yet" in said, said
+    answered(gpus, 2)
+    got, said = seen(src)
+    assert got == [(0, True, 95.0), (1, False, None)], got
+
+
+def test_a_read_in_flight_when_a_new_inventory_is_taken_is_not_published_after_it(tmp_path):
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=5.0)
+    src.inventory()
+    answered(gpus, 0)
+    src.read(time.time())  # read 0, in time
+    src.read(time.time())  # read 1 in flight, what it read from before the birth
+    gpus.lost = {1}
+    src.inventory()  # slow behind read 1: the last inventory's GPUs, gpu1 among them
+    answered(gpus, 1)
+    got, said = seen(src)  # read 1 answered late, but from before the birth: read 2 slow
+    assert got == [(0, True, None), (1, True, None)], (got, said)
+    assert "no GPU figures yet" in said, said
+
+
+HUNG_S = 1.0
+
+
+def test_figures_older_than_a_hung_reader_takes_to_be_said_are_unread(tmp_path):
+    """Read 0 took 0.5 s and read 1 runs on: at 1.3 s a slow sample published read 0's figures,
+    1.3 s old, as current; said to be "up to 5 s old", with no limit."""
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=HUNG_S)
+    src.inventory()
+    t0 = time.monotonic()
+    got, said = seen(src)  # read 0 in flight
+    assert got == [(0, True, None), (1, True, None)] and "no GPU figures yet" in said, said
+    time.sleep(0.5)
+    answered(gpus, 0)
+    got, said = seen(src)  # read 0's answer, late; read 1 in flight
+    assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
+    time.sleep(HUNG_S + 0.3 - (time.monotonic() - t0))
+    got, said = seen(src)  # read 1 slow, 0.7 s in flight, read 0's figures 1.3 s old
+    assert got == [(0, False, None), (1, False, None)], (got, said)
+    assert said.startswith("nvsmi: no answer for 1 s (GPU driver hung"), said
+    gpus.gate(2).set()
+    answered(gpus, 1)
+    got, said = seen(src)  # read 2 answers in time
+    assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
+
+
+def test_a_late_answer_held_past_the_hung_limit_is_unread(tmp_path):
+    """No sample read for a while (an outage without a new inventory): the slow read's answer,
+    waiting for the next sample, was published by it as current."""
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=HUNG_S)
+    src.inventory()
+    src.read(time.time())  # read 0 slow
+    answered(gpus, 0)
+    time.sleep(HUNG_S + 0.2)
+    got, said = seen(src)  # read 0's answer, now 1.3 s old; read 1 slow
+    assert got == [(0, False, None), (1, False, None)], (got, said)
+    assert said.startswith("nvsmi: no answer for 1 s (GPU driver hung"), said
+
+
+def test_a_hung_readers_gpus_stay_unread_until_a_read_answers(tmp_path):
+    """After the hung call answered (dropped), the next one was only slow: the sample said the
+    GPUs present (without figures), G1 cleared for that sample, and the incident closed and
+    opened again."""
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=HUNG_S)
+    src.inventory()
+    src.read(time.time())  # read 0 hangs
+    time.sleep(HUNG_S + 0.1)
+    got, said = seen(src)
+    assert got == [(0, False, None), (1, False, None)], (got, said)
+    assert said.startswith("nvsmi: no answer for 1 s (GPU driver hung"), said
+    answered(gpus, 0)  # at last; what it read is dropped
+    got, said = seen(src)  # read 1, slow
+    assert got == [(0, False, None), (1, False, None)], (got, said)
+    assert said.startswith("nvsmi: no answer for 1 s (GPU driver hung"), said
+    gpus.gate(2).set()
+    answered(gpus, 1)
+    got, said = seen(src)  # read 2 answers in time
+    assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
