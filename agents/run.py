@@ -119,10 +119,20 @@ def broker_url(cfg: AgentSettings) -> BrokerURL:
     return url
 
 
+class ReaderLeftOpen(Exception):
+    """``run_agent`` ended by ``error`` and a reader did not close in time: the caller says
+    ``error`` as it would have, then exits without the usual clean-up all the same."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = None) -> bool:
     """``agent_kwargs``: extra NodeAgent keywords from the command line (``--wire``). False
     when a reader did not close in time: the caller exits without the usual clean-up, which
-    may wait on the same wedged driver (``fleetdeck.runtime.force_exit``)."""
+    may wait on the same wedged driver (``fleetdeck.runtime.force_exit``); ``ReaderLeftOpen``
+    when the agent ended by an exception, too."""
     url = broker_url(cfg)
     node_id = cfg.node_id
     source = make_source(cfg)
@@ -160,10 +170,18 @@ async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = No
     helpers = [asyncio.create_task(announce()),
                asyncio.create_task(notifier.watchdog(lambda: agent.last_progress, stop,
                                                      cfg.interval_s))]
+    error: BaseException | None = None
     try:
         await agent.run(stop)
-    finally:
-        stop.set()
-        await asyncio.gather(*helpers, return_exceptions=True)
-        closed = close_source(source)  # bounded (``RealSource.close``); nothing else runs now
+    except BaseException as exc:  # raised below, once the readers are closed
+        error = exc
+    stop.set()
+    await asyncio.gather(*helpers, return_exceptions=True)
+    closed = close_source(source)  # bounded (``RealSource.close``); nothing else runs now
+    if error is not None:
+        if not closed:
+            # Its False went with the exception, and the exit it raises to waited on the
+            # wedged driver after all (a review).
+            raise ReaderLeftOpen(error) from error
+        raise error
     return closed

@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
@@ -735,7 +736,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from fleetdeck.agents.config import load_settings
-    from fleetdeck.agents.run import run_agent, sample_once
+    from fleetdeck.agents.run import ReaderLeftOpen, run_agent, sample_once
 
     settings = load_settings(args.config, {
         "broker": args.broker, "cluster": args.cluster, "node_id": args.node_id,
@@ -756,7 +757,21 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if args.once:
         print(json.dumps(sample_once(settings), indent=2))
         return 0
-    if not asyncio.run(run_agent(settings)):
+    code = 0
+    try:
+        closed = asyncio.run(run_agent(settings))
+    except ReaderLeftOpen as left:
+        # Said as _main would have, a broker error's sentence or a bug's traceback.
+        closed, err = False, left.error
+        if isinstance(err, UserError):
+            print(f"fleetdeck {args.command}: {err}", file=sys.stderr)
+            code = err.exit_code
+        elif isinstance(err, (KeyboardInterrupt, asyncio.CancelledError)):
+            code = 130
+        else:
+            traceback.print_exception(err)
+            code = 1
+    if not closed:
         # A reader did not close (nvmlShutdown on a wedged driver): the interpreter's exit, and
         # the NVIDIA library's own exit code, may wait on the same driver, past systemd's stop
         # timeout (agents/real/source.py, ``CLOSE_WAIT_S``).
@@ -765,7 +780,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         from fleetdeck.runtime import force_exit
 
         logging.shutdown()
-        force_exit(0)
+        sys.stderr.flush()
+        force_exit(code)
     return 0
 
 

@@ -116,3 +116,52 @@ def test_the_documented_check_config_shows_what_the_unit_runs(tmp_path):
     assert (shown["expect_gpus"], shown["expect_ib_ports"], shown["leaf"]) == (8, 8, "leaf03")
     assert shown["cluster"] == "ndv5-east" and shown["ca"] == str(ca)
     assert shown["broker"] == "mqtts://gpu0001@mqtt.example.internal:8883"
+
+
+def test_an_agent_ended_by_an_error_with_a_wedged_reader_still_exits_at_once(
+        monkeypatch, capsys):
+    """``nvmlShutdown`` blocks on a wedged driver: the stop exits without the usual clean-up
+    (``force_exit``), which may wait on the same driver. The agent ended by an exception (a
+    broker's) instead of a stop: its reader's close went unheard, and the exit waited after
+    all (a review)."""
+    import threading
+
+    from fleetdeck import runtime
+    from fleetdeck.agents import run
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.real import source as real_source
+    from fleetdeck.agents.real.source import RealSource
+    from fleetdeck.cli import main
+    from fleetdeck.errors import UserError
+
+    from .test_real_source import FakeGpus
+
+    wedged = threading.Event()
+
+    class WedgedGpus(FakeGpus):
+        def close(self) -> None:
+            wedged.wait(30)  # nvmlShutdown on a wedged driver
+
+    async def broker_error(self, stop) -> None:
+        raise UserError("the broker at 127.0.0.1:1 refused this agent: not authorized.")
+
+    def exited(code: int):
+        raise SystemExit(f"force_exit({code})")
+
+    monkeypatch.setattr(real_source, "CLOSE_WAIT_S", 0.2)
+    monkeypatch.setattr(run, "make_source",
+                        lambda cfg: RealSource("nvml", gpu=WedgedGpus(["0000:01:00.0"])))
+    monkeypatch.setattr(NodeAgent, "run", broker_error)
+    monkeypatch.setattr(runtime, "force_exit", exited)
+    try:
+        try:
+            main(["agent", "--broker", "mqtt://127.0.0.1:1", "--node-id", "gpu0001",
+                  "--source", "nvml", "--interval", "1"])
+        except SystemExit as exit_:
+            how = str(exit_)
+        else:
+            how = "returned"
+    finally:
+        wedged.set()
+    assert how == f"force_exit({UserError('').exit_code})", how
+    assert "fleetdeck agent: the broker at 127.0.0.1:1 refused" in capsys.readouterr().err
