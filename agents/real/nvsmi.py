@@ -352,9 +352,20 @@ def run_nvidia_smi(
 
 
 def kill_group(proc: "subprocess.Popen[str]") -> None:
-    """SIGKILL ``proc``'s process group (it leads one: ``start_new_session``)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """SIGKILL ``proc``'s process group (it leads one: ``start_new_session``), unless ``proc``
+    has been reaped: its pid, the group's id, may then be another process's (``communicate``
+    raised after reaping it, or ``close`` came between the reader's reap and the kill).
+
+    Checked and killed under ``Popen``'s own lock on waitpid, which each of its reaps takes
+    (``poll``, ``wait``, ``communicate``; never held long here, as each has a timeout), so no
+    thread reaps it in between. One exited and not yet reaped still holds its pid: its group
+    (a wrapper's children) is killed."""
+    lock = getattr(proc, "_waitpid_lock", None) or contextlib.nullcontext()
+    with lock:
+        if proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 class NvsmiStillRunning(NvsmiHung):

@@ -98,3 +98,22 @@ def test_closing_the_reader_kills_the_nvidia_smi_still_running_and_starts_no_oth
     samples, errors = reader.read()
     assert samples == [] and "not run, the agent is stopping" in errors[0], errors
     assert recorded(pids) == started
+
+
+def test_an_nvidia_smi_already_reaped_is_not_killed_by_its_pid_again():
+    """Once reaped, its pid (its group's id) may be another process's: a kill then (after
+    ``communicate`` raised having reaped it, or ``close`` between the reader's reap and the
+    kill) killed whatever group had it now."""
+    import subprocess
+
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        gone.pid = other.pid  # the pid, handed on to another process group
+        nvsmi.kill_group(gone)  # type: ignore[arg-type]
+        time.sleep(0.2)
+        assert other.poll() is None, "another process group was killed"
+    finally:
+        other.kill()
+        other.wait()
