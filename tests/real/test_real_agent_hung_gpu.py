@@ -157,13 +157,44 @@ def running(pid: int) -> bool:
         return False
 
 
+STUCK_IN_THE_DRIVER = """\
+from fleetdeck.agents.real import nvsmi, source
+
+# Asked again within the test's window: at its 10 s timeout and 60 s retry, a single nvidia-smi
+# ran all along, and "one at a time" held whatever the reader did.
+nvsmi.HUNG_RETRY_S, nvsmi.REAP_WAIT_S = 0.5, 0.2
+source.make_real_source.__kwdefaults__["nvsmi_timeout_s"] = 1.0
+
+# Each one killed past its timeout stays, stuck in the driver (state D outlives SIGKILL), until
+# the driver lets go as the agent stops.
+_kill, _close, _stopping = nvsmi.kill_group, nvsmi.NvsmiReader.close, []
+
+
+def _stuck_kill(proc):
+    if _stopping:
+        _kill(proc)
+
+
+def _close_and_let_go(self):
+    _stopping.append(True)
+    _close(self)
+
+
+nvsmi.kill_group, nvsmi.NvsmiReader.close = _stuck_kill, _close_and_let_go
+"""
+
+
 async def test_an_agent_stopped_while_nvidia_smi_hangs_leaves_none_behind(
         mosquitto, tmp_path, node_exporter_sys, monkeypatch):
-    """One nvidia-smi at a time while it hangs, and none left once the agent stopped: it
-    outlived the agent, for as long as it hung."""
+    """One nvidia-smi at a time while it hangs, though each is asked again past its timeout,
+    and none left once the agent stopped: it outlived the agent, for as long as it hung."""
     bindir, hang = fake_nvidia_smi(tmp_path)
     hang.touch()  # hung from the start
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STUCK_IN_THE_DRIVER)
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{os.environ.get('PYTHONPATH', '')}")
     proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", "life", "--node-id",
                  "gpu0001", "--source", "sysfs+nvsmi", "--sysfs-root", str(node_exporter_sys),
                  "--interval", str(INTERVAL), "--keepalive", "2", log=tmp_path / "agent.log")
@@ -174,6 +205,8 @@ async def test_an_agent_stopped_while_nvidia_smi_hangs_leaves_none_behind(
             most = max(most, sum(running(p) for p in smi_pids(tmp_path)))
             await asyncio.sleep(0.05)
         assert smi_pids(tmp_path) and most == 1, (most, smi_pids(tmp_path))
+        log = (tmp_path / "agent.log").read_text()
+        assert "no other is started" in log, log  # asked again within the window, and refused
     finally:
         t0 = time.monotonic()
         rc = stop_process(proc)
