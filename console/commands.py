@@ -12,7 +12,7 @@ every tick, exactly like the rest of the console.
 import dataclasses
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -924,6 +924,11 @@ class CommandTracker:
         self.issued_by = issued_by
         self.ack_timeout_s = ack_timeout_s
         self.effect_timeout_s = effect_timeout_s
+        self.unanswered: Callable[[Request], str | None] | None = None
+        """At an unanswered target's ack deadline, what its front end knows of why (the CLI's
+        publish probe, console/cli/commands.py): None to hold the target open a moment yet
+        (that verdict is still out), '' to time it out with what the node's state says, else
+        the sentence to time it out with."""
         self.requests: dict[str, Request] = {}
         self._by_cmd: dict[str, TargetProgress] = {}
         self._req_of: dict[str, Request] = {}
@@ -1137,11 +1142,14 @@ class CommandTracker:
                      now: float) -> Transition | None:
         age = now - req.issued_at
         if t.phase is Phase.REQUESTED and age > req.ack_timeout_s:
+            known = "" if self.unanswered is None else self.unanswered(req)
+            if known is None:
+                return None
             why = f"no acknowledgement within {req.ack_timeout_s:g} s"
             if t.send_error:
                 why += f"; never published: {t.send_error}"
-            dead = "" if req.op is CommandOp.RESTART_JOB else (
-                why_unanswered(state, t.target) or never_reached(state, t.target))
+            dead = known or ("" if req.op is CommandOp.RESTART_JOB else (
+                why_unanswered(state, t.target) or never_reached(state, t.target)))
             if dead:
                 why += f" — {dead}"
             return self._move(req, t, Phase.TIMED_OUT, why, now)

@@ -134,16 +134,29 @@ class PublishProbe:
                 "may not publish node/+/cmd (docs/security.md); a command sent now times out "
                 "unheard")
 
-    def dropped_command(self) -> str:
-        """Why a command nothing answered never reached its targets, while the broker is judged
-        to drop this user's publishes (plain text), '' while it is not. Said of a command, not
-        a guess any more: it and the test publish both went unanswered."""
+    def hint(self) -> str:
+        """What the probe found, for a command still waiting for its answers (plain text), ''
+        while the broker is not judged to drop this user's publishes. A finding, not the
+        command's outcome: a user that may publish commands but not read them back fails the
+        test while its commands work, and a loaded broker can echo late."""
         if self.dropped_since is None:
             return ""
-        return (f"the broker dropped it: {self._who} may not publish node/+/cmd (a test "
-                f"publish there did not come back within {PROBE_WAIT_S:.0f} s either); nothing "
-                "reached the nodes: give this user that right (the console role in "
-                "deploy/mosquitto/acl, docs/security.md)")
+        return (f"the broker did not deliver a test publish of this user's on node/+/cmd back "
+                f"within {PROBE_WAIT_S:.0f} s: {self._who} most likely may not publish "
+                "node/+/cmd (docs/security.md)")
+
+    def dropped_command(self) -> str:
+        """Why a command nothing answered by its deadline most likely never reached its
+        targets, while the broker is judged to drop this user's publishes (plain text), ''
+        while it is not. A likelihood, not a fact: the test publish may have been lost to a
+        user that cannot read command topics back, or come back late, and the command expired
+        at its deadline unanswered either way."""
+        if self.dropped_since is None:
+            return ""
+        return (f"the broker most likely dropped it: a test publish of this user's on node/+/cmd "
+                f"did not come back within {PROBE_WAIT_S:.0f} s either, as when {self._who} "
+                "may not publish there (or not read it back); the console role in "
+                "deploy/mosquitto/acl may (docs/security.md)")
 
     @property
     def _who(self) -> str:

@@ -202,19 +202,25 @@ def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
 
 def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     """drain / resume / restart-job: the console's commands for scripts (console/cli_commands)."""
-    exits = ("exit 0 done, 2 refused, 3 rejected or failed, 4 timed out, 5 dropped by the "
-             "broker")
+    from fleetdeck.console.publish_probe import PROBE_WAIT_S
+
+    exits = ("exit 0 done, 2 refused, 3 rejected or failed, 4 timed out, 5 timed out and most "
+             "likely dropped by the broker")
     # Scripts (a Slurm prolog) branch on these: said in each command's own --help too.
     epilog = ("exit status: 0 done; 2 refused before anything was sent (a bad argument, an "
               "unknown node or job, no broker: one sentence on stderr, a 'refused' record in "
               "the audit log); 3 rejected or failed by a node or the scheduler, or a drain "
               "superseded (the node resumed before it drained); 4 timed out "
-              "(no outcome within --timeout; what was sent stays in effect); 5 dropped by the "
-              "broker: nothing answered it and the broker does not deliver this broker user's "
-              "commands (its test publish on node/+/cmd did not come back within 10 s: it may "
-              "not publish node/+/cmd, as the shipped ACL's viewer; nothing reached the nodes). "
-              "A command nothing answered by --timeout waits for that test's verdict, up to "
-              "10 s after it was sent. Unknown targets are waited for while births still "
+              "(no outcome within --timeout; what was sent stays in effect); 5 timed out with "
+              "nothing answered, and the broker most likely dropped it: a test publish of this "
+              f"broker user's on node/+/cmd did not come back within {PROBE_WAIT_S:g} s either "
+              "(it may not publish node/+/cmd, as the shipped ACL's viewer; 'timed_out' in the "
+              "audit log, with that sentence). That test's finding is said when it comes, and "
+              "the command still waits for its answers until --timeout (it holds until then "
+              "and may still land: a late echo on a loaded broker, a user that may not read "
+              "commands back); one nothing answered by then waits for the test's verdict, at "
+              f"most {PROBE_WAIT_S + 1:g} s more. Unknown targets are waited for while births "
+              "still "
               "arrive (a broker that just restarted), at most 30 s or --timeout.")
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -319,3 +319,24 @@ def test_since_may_not_reach_before_the_epoch():
 
     with pytest.raises(UserError, match="before 1970-01-01"):
         parse_since("1h", 1000.0)
+
+
+def test_the_command_help_says_how_long_the_broker_test_is_waited_for(monkeypatch):
+    """drain/resume/restart-job --help said exit 5 meant "nothing reached the nodes" and that a
+    command waits for the broker test's verdict "up to 10 s after it was sent" (a literal):
+    the CLI waits up to the test's wait and a second past --timeout, and exit 5 is a
+    likelihood said at the deadline (console/cli/commands.py)."""
+    import argparse
+
+    from fleetdeck import cli
+    from fleetdeck.console import publish_probe
+
+    monkeypatch.setattr(publish_probe, "PROBE_WAIT_S", 7.0)
+    sub = next(a for a in cli.build_parser()._actions
+               if isinstance(a, argparse._SubParsersAction))
+    for command in ("drain", "resume", "restart-job"):
+        text = " ".join(sub.choices[command].format_help().split())
+        assert "5 timed out with nothing answered, and the broker most likely dropped it" in text
+        assert "did not come back within 7 s either" in text, text
+        assert "waits for the test's verdict, at most 8 s more" in text, text
+        assert "nothing reached the nodes" not in text

@@ -4,7 +4,8 @@ Each connects like the console, collects the retained state for a moment, publis
 ``Command`` per target, then follows acks and the fleet state with the same ``CommandTracker``
 as the TUI until every target is done or the deadline passes. It prints one line per transition
 and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed), 4 (timed out) or
-5 (the broker dropped it: this broker user may not publish commands).
+5 (timed out with nothing answered, and the broker most likely dropped it: a test publish of
+this broker user's did not come back either).
 """
 
 import asyncio
@@ -46,10 +47,11 @@ EXIT_DONE = 0
 EXIT_REJECTED = 3
 EXIT_TIMED_OUT = 4
 EXIT_DROPPED = 5
-"""Nothing answered the command and the broker is judged to drop this user's publishes
-(console/publish_probe.py): an ACL to fix, not a node to look at. A viewer's drain read
-"timed_out ... most likely never reached it" after the whole --timeout, exit 4 as for an
-offline node (a drill)."""
+"""Nothing answered the command by its deadline and the broker is judged to drop this user's
+publishes (console/publish_probe.py): most likely an ACL to fix, not a node to look at. A
+viewer's drain read "timed_out ... most likely never reached it", exit 4 as for an offline node
+(a drill). Said at the deadline, not at the probe's verdict: until then the command may still
+land (a late echo on a loaded broker, a user that may not read commands back)."""
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
@@ -78,10 +80,6 @@ class UnknownTargets(UserError):
 
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
-DROPPED_ACK_GRACE_S = 2.0
-"""How long a command is out at least before the probe's verdict ends it: an agent answers in
-milliseconds, and a user that may publish commands but not read them back (a custom ACL) fails
-the probe while its commands work (docs/security.md): their acks count, not the probe."""
 
 
 async def _cancelled(task: "asyncio.Task[None]") -> None:
@@ -164,6 +162,12 @@ class CommandRun:
         known."""
         self._uptime: float | None = None
         """The broker's uptime as the probe read it (None: not known)."""
+        self._answered = False
+        """Anything answered the command (an ack, a rejection, its effect seen): it reached
+        something, whatever the broker's test publish says."""
+        self._dropped = ""
+        """Nothing answered by the deadline and the broker is judged to drop this user's
+        publishes: the sentence its unanswered targets timed out with (exit 5)."""
         self._probe: asyncio.Task[None] | None = None
         """Started only once nothing of the cluster was heard: every command reading every
         cluster's births on a shared broker cost a Slurm prolog's worth of traffic (a
@@ -195,6 +199,37 @@ class CommandRun:
         except Exception:  # a hint only: a failed probe leaves the wait as it was
             self._others = []
 
+    def _unanswered(self, req: Request) -> str | None:
+        """Why ``req``'s unanswered targets went unanswered, as its deadline comes (the
+        tracker's ``unanswered``): the broker's test publish did not come back either (the
+        probe's sentence), '' when that is not known, None while the probe's verdict is still
+        out (waited for, a moment: a --timeout shorter than the probe's wait). Never before
+        the deadline: a probe's echo can be late on a loaded broker, or never come to a user
+        that may publish commands but not read them back (docs/security.md), while the
+        command, valid until then and re-sent, reaches its node. Any answer from any target
+        cancels the verdict: the command reached something."""
+        probe = self.session.probe
+        answered = self._answered or any(
+            t.phase not in (Phase.REQUESTED, Phase.TIMED_OUT, Phase.ABANDONED)
+            for t in req.targets)
+        if probe is None or answered:
+            self._dropped = ""
+            return ""
+        if probe.undecided(self.clock()) and self.clock() < self._verdict_by(req):
+            return None
+        self._dropped = probe.dropped_command()
+        return self._dropped
+
+    def _verdict_by(self, req: Request) -> float:
+        """Until when (the session's clock) a command unanswered by its deadline waits for the
+        probe's verdict: its test publish's wait from the PUBACK and a second's grace, and at
+        most as long past the deadline (a test publish not out yet may never go out)."""
+        by = req.issued_at + req.ack_timeout_s + publish_probe.PROBE_WAIT_S + 1.0
+        probe = self.session.probe
+        if probe is not None and probe.sent_at is not None:
+            by = min(by, probe.sent_at + publish_probe.PROBE_WAIT_S + 1.0)
+        return by
+
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
@@ -208,23 +243,20 @@ class CommandRun:
         self._started = time.monotonic()
         req: Request | None = None
         deadline = 0.0
-        sent_at = 0.0
-        answered = False
-        """Anything answered the command (an ack, a rejection, its effect seen): it reached
-        something, whatever the broker's test publish says."""
-        verdict_by: float | None = None
-        """Nothing answered by the deadline: until when the probe's verdict is waited for."""
-        dropped = ""
-        dropped_said = False
+        checking_said = hint_said = False
         # Whether the broker delivers this user's commands: a viewer's drain otherwise waited
-        # out --timeout for an ack that could never come (console/publish_probe.py).
+        # out --timeout for an ack that could never come (console/publish_probe.py). Its
+        # verdict is told at once, and decides the outcome only at the command's deadline
+        # (``_unanswered``): until then the command is valid, re-sent, and may still land.
         session.probe_commands()
+        session.tracker.unanswered = self._unanswered
 
         def on_tick(report: TickReport) -> bool:
-            nonlocal req, deadline, sent_at, answered, verdict_by, dropped, dropped_said
+            nonlocal req, deadline, checking_said, hint_said
             for tr in report.commands:
                 self.say(f"  {tr.target}: {tr.text}")
-                answered = answered or tr.new not in (Phase.TIMED_OUT, Phase.ABANDONED)
+                self._answered = (self._answered
+                                  or tr.new not in (Phase.TIMED_OUT, Phase.ABANDONED))
             self._watch_link(sent=req is not None)
             if req is None:
                 found = self._when_settled(make)
@@ -233,35 +265,31 @@ class CommandRun:
                 req = found
                 self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
                 deadline = self.clock() + self.timeout_s
-                sent_at = time.monotonic()
                 return False
             probe = session.probe
-            if (probe is not None and probe.dropped and not answered
-                    and time.monotonic() - sent_at >= DROPPED_ACK_GRACE_S):
-                dropped = probe.dropped_command()
-                moved = session.abandon(dropped, Phase.FAILED)
-                for tr in moved:
-                    self.say(f"  {tr.target}: {tr.text}")
-                dropped_said = bool(moved)  # else its targets timed out already: said below
-                return True
+            hint = "" if probe is None or self._answered else probe.hint()
+            if hint and not hint_said and self.clock() < deadline:
+                hint_said = True
+                self.say(f"no answer yet, and {hint}; waiting for an answer all the same until "
+                         f"the --timeout ({deadline - self.clock():.0f} s more): the command "
+                         "holds until then and may still reach its nodes")
             over = req.finished_at is not None or self.clock() > deadline
-            if over and not answered and probe is not None and probe.undecided(self.clock()):
-                # Nothing answered by the deadline and the broker's test publish is still out:
-                # its verdict tells an ACL that drops commands from nodes that did not answer.
-                # At most the probe's own wait: a broker that never judges is not waited on.
-                if verdict_by is None:
-                    out_s = 0.0 if probe.sent_at is None else self.clock() - probe.sent_at
-                    left = max(0.0, publish_probe.PROBE_WAIT_S - out_s) + 1.0
-                    verdict_by = time.monotonic() + left
+            if over and self._unanswered(req) is None:
+                if not checking_said and probe is not None:
+                    checking_said = True
+                    left = self._verdict_by(req) - self.clock()
                     self.say("no answer: checking whether the broker delivers this user's "
-                             f"commands (up to {left:.0f} s more)")
-                if time.monotonic() < verdict_by:
-                    return False
+                             f"commands (up to {max(0.0, left):.0f} s more)")
+                return False
             if req.finished_at is not None:
                 return True
             if not wait_done and all(t.phase is not Phase.REQUESTED for t in req.targets):
                 return True
             if self.clock() > deadline:
+                if any(t.phase is Phase.REQUESTED for t in req.targets):
+                    # Past their ack deadline, no longer held: the tracker times them out at
+                    # its next tick, with what is known of why (``_unanswered``).
+                    return False
                 for tr in session.abandon(f"no result within {self.timeout_s:g} s"):
                     self.say(f"  {tr.target}: {tr.text}")
                 return True
@@ -320,14 +348,10 @@ class CommandRun:
             await session.close()
         assert req is not None
         code = self._report(req)
-        probe = session.probe
-        if not dropped and not answered and probe is not None and probe.dropped:
-            dropped = probe.dropped_command()
-        if dropped:
-            if not dropped_said:
-                # Timed out before the probe's verdict came (a --timeout under its wait): the
-                # outcome stands as audited; what it means is said now.
-                self.say(f"{describe_op(req)}: {dropped}")
+        if self._dropped and code == EXIT_TIMED_OUT:
+            # Nothing answered by the deadline, and the broker's test publish did not come
+            # back either: said last, for the script reading the output.
+            self.say(f"{describe_op(req)}: {self._dropped}")
             code = EXIT_DROPPED
         if self.audit.errors:
             # The command went out: its exit status stays, but the gap in the trail is said.
