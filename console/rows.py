@@ -310,6 +310,13 @@ def health_rank(st: NodeState) -> int:
     return -2 * VERDICT_ORDER[st.verdict] - (st.drain.state is DrainState.NONE)
 
 
+def health_order(nodes: Iterable[NodeState]) -> list[NodeState]:
+    """``nodes`` in HEALTH's order (``health_rank``, then id): the node list's sorted by HEALTH,
+    and ``status``'s node table and ``--json`` nodes, which sorted by the verdict alone (a
+    drained failed node above an untouched one whenever its name came first)."""
+    return sorted(nodes, key=lambda st: (health_rank(st), st.node_id))
+
+
 def node_sort_value(st: NodeState, key: str, jobs: list[str] | None = None) -> Any:
     """``node_sort_key`` without the node id that breaks ties: a stable sort of nodes already
     in id order by this gives the same order at a fraction of the cost (no tuple per node, no

@@ -24,7 +24,7 @@ from fleetdeck.console.judgements import (
     suspect_switches,
 )
 from fleetdeck.console.recording import JudgedNode
-from fleetdeck.console.rows import slurm_state
+from fleetdeck.console.rows import health_order, slurm_state
 from fleetdeck.console.state import WAITING, FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
@@ -142,8 +142,8 @@ def fleet_summary(state: FleetState, now: float, *,
             "stale_judged_from": None if state.blind[1] is None else round(state.blind[1], 3),
             "why": state.blind_why,
         },
-        "nodes": [node_summary(st, now, state) for st in sorted(state.nodes.values(),
-                                                          key=lambda s: s.node_id)],
+        # Worst first, as the console's HEALTH sort and status's table (``health_order``).
+        "nodes": [node_summary(st, now, state) for st in health_order(state.nodes.values())],
         # Heard from without a readable birth (garbage or a newer major version retained on
         # its birth topic): not judged, so not in "nodes", but not to be read as absent.
         "unborn": sorted(unborn),

@@ -255,6 +255,42 @@ def test_the_status_table_shows_a_port_down_before_warnings_it_would_cut():
     assert row.rstrip().endswith("(+1 more)"), row
 
 
+def test_status_lists_nodes_in_the_consoles_health_order_in_text_and_json():
+    """Of one verdict, the console's HEALTH sort puts the nodes no one acted on before the
+    drained or draining ones (``rows.health_order``); ``status`` sorted by the verdict alone in
+    its table (a failed node drained an hour ago above one no one had touched, its name first)
+    and by id in --json. Both now list the nodes as the console does."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.node_order import NodeOrder
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.messages import DrainState
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, port_down
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    fleet = SynthFleet(6, clock)
+    session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=clock)
+    fleet.birth(ingest)
+    fleet.status(ingest, "gpu0001", DrainState.DRAINED, "ib", "alice")
+    fleet.status(ingest, "gpu0002", DrainState.DRAINING, "ib", "alice")
+    fleet.status(ingest, "gpu0004", DrainState.DRAINED, "disk", "bob")
+    clock.advance(1)
+    fleet.telemetry(ingest, faults={n: port_down() for n in ("gpu0001", "gpu0002", "gpu0003")})
+    session.tick()
+    want = ["gpu0003", "gpu0001", "gpu0002",  # failed: the untouched one first
+            "gpu0005", "gpu0006", "gpu0004"]  # ok: the drained one last
+    assert NodeOrder().ids(session.state, "verdict") == want  # the console's HEALTH
+    summary = fleet_summary(session.state, clock())
+    assert [n["id"] for n in summary["nodes"]] == want
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400))
+    rows = [ln.split()[0] for ln in out.getvalue().splitlines() if ln.startswith("gpu")]
+    assert rows == want, out.getvalue()
+
+
 def test_report_names_every_node_of_an_interruption(tmp_path):
     """The wide table listed the first four nodes of a switch outage's six and said nothing of
     the other two, where ``events`` said "(+2)" and the narrow table the whole host list (a 3

@@ -172,7 +172,6 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     return session, watched
 
 
-VERDICT_RANK = {"offline": 0, "failed": 1, "stale": 2, "degraded": 3, "waiting": 4, "ok": 5}
 INCIDENTS_SHOWN = 10
 
 
@@ -248,8 +247,8 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     table = Table(box=None, pad_edge=False)
     for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "JOB", "REASONS"):
         table.add_column(col)
-    nodes = sorted(summary["nodes"], key=lambda n: (VERDICT_RANK[n["verdict"]], n["id"]))
-    for n in nodes:
+    # In the summary's order: the console's HEALTH order (``rows.health_order``), as --json.
+    for n in summary["nodes"]:
         table.add_row(
             n["id"],
             f"[{VERDICT_STYLE[n['verdict']]}]{n['verdict']}[/]",
