@@ -71,6 +71,9 @@ class ClusterRow:
     gpus_out: int = 0
     ib_ports_unknown: int = 0
     """On silent nodes or nodes with no telemetry yet."""
+    talking_unread: int = 0
+    """Of the waiting nodes, those heard talking, their keyframe awaited (``Totals``): each
+    cluster's ``status --json`` totals have it, and so does their sum."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -96,7 +99,7 @@ class ClusterRow:
             "jobs_running": self.jobs_running, "jobs": self.jobs_total,
             "incidents": self.incidents, "top_incident": self.top_incident or None,
             "connection": self.connection or None, "behind_s": round(self.behind_s, 3),
-            "malformed": self.malformed,
+            "malformed": self.malformed, "talking_unread": self.talking_unread,
         }
 
 
@@ -119,7 +122,7 @@ def cluster_row(state: FleetState, *, connection: str = "", dated: bool = True) 
         connection=connection,
         behind_s=state.behind_s, malformed=t.malformed, gpus_usable=t.gpus_use.usable,
         gpus_failed=t.gpus_use.failed, gpus_out=t.gpus_use.out,
-        ib_ports_unknown=t.ib_ports_unknown,
+        ib_ports_unknown=t.ib_ports_unknown, talking_unread=t.talking_unread,
     )
 
 
@@ -145,6 +148,7 @@ def combined(rows: Sequence[ClusterRow]) -> ClusterRow:
         gpus_usable=sum(r.gpus_usable for r in rows),
         gpus_failed=sum(r.gpus_failed for r in rows), gpus_out=sum(r.gpus_out for r in rows),
         ib_ports_unknown=sum(r.ib_ports_unknown for r in rows),
+        talking_unread=sum(r.talking_unread for r in rows),
     )
 
 

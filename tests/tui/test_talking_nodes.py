@@ -88,3 +88,26 @@ async def test_the_overview_and_status_count_the_talking_nodes_alike():
         await pilot.pause()
         assert state.totals().talking_unread == 3
         assert fleet_counts(state, world.app.session.summaries.counts).talking_unread == 3
+
+
+async def test_status_json_combined_row_counts_the_talking_nodes_as_each_cluster_does():
+    """Several clusters' ``status --json`` had ``talking_unread`` in each cluster's totals but
+    not in ``combined``, their sum (``ClusterRow.as_json``): a script reading the site at a
+    glance could not tell nodes heard talking from nodes never heard."""
+    from fleetdeck.console.contexts import cluster_row, combined
+    from fleetdeck.console.summary import fleet_summary
+
+    world = World(n=8)
+    for agent in world.fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe this console never saw; the next in 30 s
+    world.fleet.birth(world.ingest)
+    names = world.fleet.names
+    async with world.app.run_test(size=SIZE) as pilot:
+        _talk(world, names[:5], 10)
+        await pilot.pause()
+        state = world.app.session.state
+        assert fleet_summary(state, world.clock())["totals"]["talking_unread"] == 5
+        row = cluster_row(state, dated=False)
+        assert row.as_json()["talking_unread"] == 5
+        both = combined([row, row]).as_json()
+        assert both["talking_unread"] == 10 and both["nodes"] == 16, both
