@@ -787,6 +787,16 @@ class TargetProgress:
     ``agent.started_ts``) when it was seen DRAINING."""
 
 
+def draining_jobs(mode: DrainMode, *, one: bool = True) -> str:
+    """What a DRAINING node's jobs do meanwhile, by the drain's mode, in the drain dialog's
+    words: ``finish`` lets them run to completion, ``now`` requeues them from their last
+    checkpoint. The quit question said "its jobs run to completion first" of a drain --now."""
+    its = "its" if one else "their"
+    if mode is DrainMode.NOW:
+        return f"{its} jobs requeued from their last checkpoint"
+    return f"{its} jobs run to completion first"
+
+
 @dataclass
 class Request:
     request_id: str
@@ -840,10 +850,8 @@ class Request:
                        if t.phase is Phase.ACKNOWLEDGED and t.detail == DRAINING)
         if not draining:
             return self.phase.value
-        one = draining == 1
-        jobs = "its jobs run" if one else "their jobs run"
-        said = [f"draining{'' if len(self.targets) == 1 else f' {draining}'} ({jobs} to "
-                "completion first)"]
+        said = [f"draining{'' if len(self.targets) == 1 else f' {draining}'} "
+                f"({draining_jobs(self.mode, one=draining == 1)})"]
         counts = self.counts()
         counts[Phase.ACKNOWLEDGED] -= draining
         said += [f"{p.value} {n}" for p, n in counts.items() if n]

@@ -29,6 +29,7 @@ from fleetdeck.console.commands import (
     Request,
     blast_radius,
     drained_for,
+    draining_jobs,
     job_blast_radius,
     job_refusal,
     refusal,
@@ -379,7 +380,7 @@ class CommandRun:
                 # Its agent died after it said DRAINING: "still draining" was a guess past the
                 # Last Will that came 23 s before the time-out (an SRE drill).
                 still = (f" — it was draining when its agent went silent: {dead}" if dead
-                         else " — the node is still draining (its jobs run to completion)")
+                         else f" — the node is still draining ({draining_jobs(req.mode)})")
             elif dead and t.phase is Phase.TIMED_OUT and " — the node " not in t.detail:
                 # Said already when the tracker's own deadline came first.
                 still = f" — {dead}"

@@ -197,6 +197,27 @@ def test_an_open_drain_says_which_of_its_nodes_are_draining(world):
                               "requested 1")
 
 
+def test_an_open_drain_now_says_its_draining_nodes_jobs_are_requeued(world):
+    """A drain --now requeues its nodes' jobs from their last checkpoint: the quit question said
+    of its DRAINING node "its jobs run to completion first", a drain that lets them finish."""
+    clock, ingest, fleet, state = world
+    tr = CommandTracker(CLUSTER, "alice")
+    req = tr.drain(["gpu0001", "gpu0002"], "xid 79", clock(), DrainMode.NOW)
+    ids = {t.target: t.cmd.cmd_id for t in req.targets}
+    for node in ("gpu0001", "gpu0002"):
+        fleet.ack(ingest, ids[node], node, AckResult.ACCEPTED, "drain (now)")
+        fleet.status(ingest, node, DrainState.DRAINING, "xid 79", "alice", ids[node])
+    step(ingest, state, tr, clock)
+    assert req.standing() == "draining 2 (their jobs requeued from their last checkpoint)"
+    finish = tr.drain(["gpu0003"], "fan", clock())
+    fleet.ack(ingest, finish.targets[0].cmd.cmd_id, "gpu0003", AckResult.ACCEPTED,
+              "drain (finish)")
+    fleet.status(ingest, "gpu0003", DrainState.DRAINING, "fan", "alice",
+                 finish.targets[0].cmd.cmd_id)
+    step(ingest, state, tr, clock)
+    assert finish.standing() == "draining (its jobs run to completion first)"
+
+
 def test_blast_radius(world):
     clock, ingest, fleet, state = world
     nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
