@@ -124,13 +124,16 @@ def freeze_tick() -> None:
     if now >= st.due:
         if not st.due:
             st.due, st.frozen_after = now + SWEEP_EVERY_S, gc.get_freeze_count()
+        elif st.look_until:
+            # Growth is judged once, when the look starts: the look itself lowers the frozen
+            # count (what it untracks is not frozen, what it replaces is freed), and judged
+            # again it skipped every due sweep of a fleet without much new garbage (a review).
+            if now >= st.look_until:
+                sweep(now)
         elif gc.get_freeze_count() - st.frozen_after < SWEEP_GROWTH:
-            st.due, st.skipped, st.look_until = now + SWEEP_EVERY_S, st.skipped + 1, 0.0
-        elif not st.look_until:
+            st.due, st.skipped = now + SWEEP_EVERY_S, st.skipped + 1
+        else:
             st.look_until = now + LOOK_S
-        elif now >= st.look_until:
-            st.look_until = 0.0
-            sweep(now)
     if st.look_until:
         st.looks += 1
         gc.collect(0)  # ``_freeze_survivors`` freezes what it leaves

@@ -118,9 +118,13 @@ LOOK_SCRIPT = textwrap.dedent("""
     runtime.freeze_tick()  # due: this tick looks, the sweep waits
     swept_at_once = st.sweeps
     counts = dict(quiet=sum(map(gc.is_tracked, quiet)), looked=sum(map(gc.is_tracked, looked)))
+    st.frozen_after = gc.get_freeze_count()  # the look lowered the count: no growth now
+    runtime.freeze_tick()  # still looking: neither swept nor skipped
+    swept_looking, skipped_looking = st.sweeps, st.skipped
     time.sleep(0.35)
     runtime.freeze_tick()  # LOOK_S later: the sweep
-    print(json.dumps(dict(counts, swept_at_once=swept_at_once, sweeps=st.sweeps,
+    print(json.dumps(dict(counts, swept_at_once=swept_at_once, swept_looking=swept_looking,
+                          skipped_looking=skipped_looking, sweeps=st.sweeps,
                           looks=st.looks, looking=st.look_until)))
 """)
 
@@ -137,7 +141,10 @@ def test_a_due_sweep_waits_for_ticks_that_look_at_what_they_made():
     assert out["quiet"] == 64  # an ordinary tick: no collection, nothing untracked
     assert out["looked"] == 0, out
     assert out["swept_at_once"] == 0 and out["sweeps"] == 1, out
-    assert out["looks"] == 1 and out["looking"] == 0, out  # the sweeping tick needs no look
+    # Growth is judged when the look starts: a look that untracks more than the ticks froze
+    # must not turn the sweep into a skip (it did, every minute, on a quiet fleet).
+    assert out["swept_looking"] == 0 and out["skipped_looking"] == 0, out
+    assert out["looks"] == 2 and out["looking"] == 0, out  # the sweeping tick needs no look
 
 
 STATE_SCRIPT = textwrap.dedent("""
