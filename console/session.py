@@ -875,7 +875,7 @@ class ConsoleSession:
             verdicts = [tr for tr in verdicts if scope.owns(tr.node)]
         left = self.state.take_jobs_left()
         if scope is not None and left:
-            left = [row for row in left if scope.owns(row[0])]
+            left = {node: row for node, row in left.items() if scope.owns(node)}
         self._log_verdicts(verdicts)
         self._log_malformed()
         self._log_drains_lost()
@@ -1689,7 +1689,7 @@ class ConsoleSession:
 
     def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float,
                      found: list[Interruption], seconds: list[tuple[int, float]],
-                     left: list[tuple[str, str, float]]) -> None:
+                     left: dict[str, tuple[str, float]]) -> None:
         if self.store is None:
             return
         q = self._store_q

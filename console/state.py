@@ -888,11 +888,14 @@ class FleetState:
         the state cannot import them, they read the state)."""
         self.transitions: list[Transition] = []
         """Verdict changes since the last ``take_transitions``; bounded like the event log."""
-        self.jobs_left: list[tuple[str, str, float]] = []
-        """(node, job id, receive time) of each ``NodeState.left_job`` since the last
-        ``take_jobs_left``, bounded like the event log: the store keeps each node's latest
-        (``Store.restore`` puts it back), or a restarted console read the nodes one XID 79
-        took out of a requeued job as idle nodes, "no job on it" (an SRE drill)."""
+        self.jobs_left: dict[str, tuple[str, float]] = {}
+        """Node -> (job id, receive time) of its latest ``NodeState.left_job`` since the last
+        ``take_jobs_left``: the store keeps each node's latest (``Store.restore`` puts it
+        back), or a restarted console read the nodes one XID 79 took out of a requeued job as
+        idle nodes, "no job on it" (an SRE drill). One entry a node, so bounded by the fleet
+        and never trimmed: a collector applies a whole round in one tick, and a 5,000-node
+        job requeued (or several ending together) overflowed a list cut like the event log,
+        losing the oldest nodes' rows (a review)."""
         self._event_ids: dict[str, None] = {}
         self.collectors: dict[str, CollectorStatus] = {}
         """Sharded collectors by id, their latest birth or will (a console on digests shows
@@ -1610,8 +1613,8 @@ class FleetState:
         out, self.transitions = self.transitions, []
         return out
 
-    def take_jobs_left(self) -> list[tuple[str, str, float]]:
-        out, self.jobs_left = self.jobs_left, []
+    def take_jobs_left(self) -> dict[str, tuple[str, float]]:
+        out, self.jobs_left = self.jobs_left, {}
         return out
 
     @staticmethod
@@ -1704,11 +1707,7 @@ class FleetState:
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
         if prev_tel is not None and tel.job is None and prev_tel.job is not None:
-            st.left_job = (prev_tel.job.id, rx)
-            left = self.jobs_left
-            left.append((st.node_id, prev_tel.job.id, rx))
-            if len(left) > EVENT_MEMORY:
-                del left[: len(left) - EVENT_MEMORY]
+            st.left_job = self.jobs_left[st.node_id] = (prev_tel.job.id, rx)
         st.rejoined_at = None
         if st.online is None:
             st.online = True
@@ -1766,6 +1765,7 @@ class FleetState:
             self._judge_rest = [st for st in self._judge_rest if st.node_id != node_id]
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)
+        self.jobs_left.pop(node_id, None)
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)

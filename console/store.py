@@ -361,9 +361,10 @@ class TickRows:
     job_seconds: list[tuple[int, float]] = field(default_factory=list)
     job_runs: list[tuple[Any, ...]] = field(default_factory=list)
     """Each changed job's run (``InterruptionTracker.take_runs``), the latest last."""
-    left_jobs: list[tuple[str, str, float]] = field(default_factory=list)
-    """(node, job id, time) of each job a node's telemetry stopped naming
-    (``FleetState.jobs_left``)."""
+    left_jobs: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Node -> (job id, time) of the latest job its telemetry stopped naming
+    (``FleetState.jobs_left``): one a node, so rows held while the store fails stay bounded
+    by the fleet."""
     partial: bool = False
     """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
     watched: float | None = None
@@ -376,7 +377,7 @@ class TickRows:
                         older.audit + self.audit, self.gpu, self.ports,
                         older.interruptions + self.interruptions,
                         older.job_seconds + self.job_seconds,
-                        older.job_runs + self.job_runs, older.left_jobs + self.left_jobs,
+                        older.job_runs + self.job_runs, older.left_jobs | self.left_jobs,
                         watched=self.watched)
 
 
@@ -549,7 +550,8 @@ class Store:
                 # Each node's latest only (two collectors on one store: the later leaving).
                 await db.executemany(
                     "INSERT INTO left_jobs VALUES (?1, ?2, ?3) ON CONFLICT (node) DO UPDATE "
-                    "SET job_id = ?2, ts = ?3 WHERE ?3 >= left_jobs.ts", rows.left_jobs)
+                    "SET job_id = ?2, ts = ?3 WHERE ?3 >= left_jobs.ts",
+                    [(node, job_id, ts) for node, (job_id, ts) in rows.left_jobs.items()])
             if rows.gpu:
                 await db.executemany(_GPU_UPSERT[rows.partial], rows.gpu)
             if rows.ports:

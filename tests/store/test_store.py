@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import msgspec
 import pytest
 
 from fleetdeck.agents.source import EventDraft
@@ -16,9 +17,12 @@ from fleetdeck.agents.windows import ErrorWindows
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.state import FleetState
-from fleetdeck.console.store import Store
-from fleetdeck.protocol.topics import Kind
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.state import EVENT_MEMORY, FleetState
+from fleetdeck.console.store import Store, TickRows
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.fast import JobOnNode
+from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import REPO, eventually, run_cli, spawn, stop_process
 from tests.helpers import FakeNode
 
@@ -151,14 +155,12 @@ async def test_the_job_a_node_left_is_kept_latest_first_and_purged_with_the_rest
     """``left_jobs``: each node's latest (two collectors on one store write the same leaving
     a tick apart, or an older one late), put back into a restarted console's state, and gone
     with the retention like the verdict rows it is read beside."""
-    from fleetdeck.console.store import TickRows
-
     path = tmp_path / "s.db"
     store = await Store.open(path, retention_days=1)
     node, _ = await fill(store, seconds=3)
     now = node.now
-    await store.write_rows(TickRows(left_jobs=[("gpu0001", "4104", now - 5)]))
-    await store.write_rows(TickRows(left_jobs=[("gpu0001", "4099", now - 600)]))
+    await store.write_rows(TickRows(left_jobs={"gpu0001": ("4104", now - 5)}))
+    await store.write_rows(TickRows(left_jobs={"gpu0001": ("4099", now - 600)}))
     await store.close()
     fresh = FleetState("test")
     store = await Store.open(path, retention_days=1)
@@ -171,6 +173,55 @@ async def test_the_job_a_node_left_is_kept_latest_first_and_purged_with_the_rest
     async with store.db.execute("SELECT COUNT(*) FROM left_jobs") as cur:
         assert (await cur.fetchone())[0] == 0
     await store.close()
+
+
+async def test_every_node_that_left_a_job_in_one_tick_is_kept(tmp_path):
+    """A collector applies a whole round in one tick: every node of a job of over 5,000
+    requeued elsewhere (or of several jobs ending together) leaves its job at once. The rows
+    were cut to the event log's size, the oldest first, and a restarted console read a struck
+    node among the cut as its own "no job on it" incident, its digest without the job it
+    failed in (a review). One row a node, none cut."""
+    node = FakeNode(t0=1_800_000_000.0)
+    session = ConsoleSession(node.cluster, clock=lambda: node.now)
+    await session.open_store(tmp_path / "s.db", collector=True)
+    names = [f"gpu{i:04d}" for i in range(1, EVENT_MEMORY + 2)]
+
+    def from_each(kind: Kind, msg) -> None:
+        # The same message from each node: its node id is as long as theirs.
+        payload = codec.encode(msg)
+        for name in names:
+            session.ingest.handle(topic_for(node.cluster, kind, name),
+                                  payload.replace(b'"gpu0001"', f'"{name}"'.encode()), node.now)
+
+    from_each(Kind.BIRTH, node.birth())
+    from_each(Kind.STATUS, node.status())
+    tel = node.telemetry()
+    from_each(Kind.TELEMETRY, msgspec.structs.replace(tel, job=JobOnNode(id="4104")))
+    session.tick()
+    tel = node.telemetry()
+    left_at = node.now
+    from_each(Kind.TELEMETRY, tel)  # the job requeued elsewhere: its nodes name none
+    session.tick()
+    assert tel.job is None
+    await session.close()
+    fresh = FleetState(node.cluster)
+    for name in names:  # known (their verdict rows; the struck ones' "ok -> failed")
+        fresh.node(name)
+    store = await Store.open(tmp_path / "s.db")
+    await store.restore(fresh, now=node.now)
+    await store.close()
+    left = [name for name, st in fresh.nodes.items() if st.left_job == ("4104", left_at)]
+    assert len(left) == len(names)
+
+
+def test_the_jobs_left_held_while_the_store_fails_are_one_a_node_the_latest():
+    """Ticks held while the store cannot be written are merged past ``STORE_QUEUE_TICKS``:
+    the jobs nodes left were concatenated without end, a row per node each time it left one.
+    Each node's latest is what the store keeps; held, it is all that is kept."""
+    held = TickRows(left_jobs={"gpu0001": ("4104", 10.0), "gpu0002": ("4104", 10.0)})
+    for t in range(11, 1000):
+        held = TickRows(left_jobs={"gpu0001": (f"{t}", float(t))}).merged_after(held)
+    assert held.left_jobs == {"gpu0001": ("999", 999.0), "gpu0002": ("4104", 10.0)}
 
 
 WRITER = """
