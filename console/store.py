@@ -10,6 +10,8 @@ never corrupts the database (tests/store/test_store.py kills a writer mid-write)
 import contextlib
 import fcntl
 import json
+import logging
+import math
 import os
 import re
 import sqlite3
@@ -29,7 +31,10 @@ from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.paths import state_base
 from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
+
+log = logging.getLogger("fleetdeck.store")
 
 SCHEMA_VERSION = 3
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``);
@@ -393,6 +398,9 @@ class Store:
         self.write_ms = 0.0
         self.cluster: str | None = None
         """The cluster the store holds (``meta``), None for one no writer has named yet."""
+        self.restore_skipped: dict[str, int] = {}
+        """Rows the last ``restore`` skipped as unreadable, by table (a store written by an
+        older version, damaged or edited by hand): logged once, never put into the state."""
 
     @classmethod
     async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS,
@@ -757,6 +765,8 @@ class Store:
         rows = await self._select(EVENT_COLUMNS, "FROM events WHERE node != ? ORDER BY ts DESC "
                                   "LIMIT ?", [CONSOLE_SOURCE, recent_events])
         restored = 0
+        skipped: dict[str, int] = {}
+        self.restore_skipped = skipped
         for r in reversed(rows):
             try:
                 # Rows are ours, but validate anyway: a store written by an older version or
@@ -765,6 +775,7 @@ class Store:
                     {**r, "seq": _seq_of(r["event_id"]), "ts": int(r["ts"] * 1000),
                      "data": json.loads(r["data"])}, strict=False)
             except ValueError:
+                skipped["events"] = skipped.get("events", 0) + 1
                 continue
             state.remember_event(ev, create=True)
             restored += 1
@@ -776,14 +787,25 @@ class Store:
                 try:
                     verdict = Verdict(new)
                 except ValueError:
+                    skipped["transitions"] = skipped.get("transitions", 0) + 1
                     continue
                 state.recall(node, verdict, ts)
         # The job each node last left: a failed node's job, requeued elsewhere before the
-        # restart, is named by no sample now (``incidents.struck_job``).
+        # restart, is named by no sample now (``incidents.struck_job``). A collector sends it
+        # on as ``Digest.struck_job``, which consoles decode strictly as a protocol ``Id``: one
+        # that is not had that node's every digest refused, and a time that is not a number
+        # stopped the console from starting (a review).
         async with self.db.execute("SELECT node, job_id, ts FROM left_jobs") as cur:
             for node, job_id, ts in await cur.fetchall():
-                if isinstance(node, str) and isinstance(job_id, str) and job_id:
-                    state.recall_left_job(node, job_id, float(ts))
+                left_at = _finite(ts)
+                if (isinstance(node, str) and isinstance(job_id, str) and is_valid_id(node)
+                        and is_valid_id(job_id) and left_at is not None):
+                    state.recall_left_job(node, job_id, left_at)
+                else:
+                    skipped["left_jobs"] = skipped.get("left_jobs", 0) + 1
+        if skipped:
+            log.warning("history store %s: unreadable rows skipped on restore: %s", self.path,
+                        ", ".join(f"{n} of {table}" for table, n in skipped.items()))
         await self._recall_port_errors(state, time.time() if now is None else now)
         if state.heard_since is not None:
             state.start_hearing(state.heard_since)  # nodes of restored events, too
@@ -855,6 +877,17 @@ def _filters(since: float, **in_lists: Iterable[str] | None) -> tuple[str, list[
             where += f" AND {column} IN ({','.join('?' * len(chosen))})"
             args += chosen
     return where, args
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float, None when it is not one (a damaged store's cell)."""
+    if not isinstance(value, (int, float, str)):
+        return None
+    try:
+        out = float(value)
+    except ValueError:
+        return None
+    return out if math.isfinite(out) else None
 
 
 def _seq_of(event_id: str) -> int:

@@ -175,6 +175,38 @@ async def test_the_job_a_node_left_is_kept_latest_first_and_purged_with_the_rest
     await store.close()
 
 
+async def test_a_damaged_left_jobs_row_is_skipped_and_said_once(tmp_path, caplog):
+    """A time that is not a number stopped the console from starting (``open_store`` raised);
+    a job id the protocol's ``Id`` refuses went out in that node's every digest as its
+    ``struck_job``, and consoles refuse such a digest whole. Each is skipped, and the restore
+    says once how many."""
+    path = tmp_path / "s.db"
+    store = await Store.open(path, retention_days=1)
+    names = ["gpu0001", "gpu0002", "gpu0003", "gpu0004", "gpu0005"]
+    for name in names:
+        node, _ = await fill(store, seconds=3, node_id=name)
+    now = node.now
+    await store.db.executemany("INSERT INTO left_jobs VALUES (?, ?, ?)", [
+        ("gpu0001", "4104", now - 5),
+        ("gpu0002", "4104", "yesterday"),
+        ("gpu0003", "4104/step 2", now - 5),
+        ("gpu0004", "x" * 65, now - 5),
+        ("gpu0005", "4104", "inf")])
+    await store.db.commit()
+    await store.close()
+    fresh = FleetState("test")
+    store = await Store.open(path, retention_days=1)
+    with caplog.at_level("WARNING", logger="fleetdeck.store"):
+        await store.restore(fresh, now=now)
+    await store.close()
+    assert {n: fresh.nodes[n].left_job for n in names} == {
+        "gpu0001": ("4104", now - 5), "gpu0002": None, "gpu0003": None, "gpu0004": None,
+        "gpu0005": None}
+    assert store.restore_skipped == {"left_jobs": 4}
+    said = [r.getMessage() for r in caplog.records if r.name == "fleetdeck.store"]
+    assert len(said) == 1 and "4 of left_jobs" in said[0], said
+
+
 async def test_every_node_that_left_a_job_in_one_tick_is_kept(tmp_path):
     """A collector applies a whole round in one tick: every node of a job of over 5,000
     requeued elsewhere (or of several jobs ending together) leaves its job at once. The rows
