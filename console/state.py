@@ -1585,8 +1585,12 @@ class FleetState:
                 self.transitions.append(Transition(st.node_id, at, st.reported, new,
                                                    tuple(st.reasons)))
                 st.reported = new
-        if len(self.transitions) > EVENT_MEMORY:
-            del self.transitions[: len(self.transitions) - EVENT_MEMORY]
+        # Bounded for a caller that never takes them, never below one row a node: a
+        # collector's first tick at 16,384 nodes writes a row for each, and a cut at the event
+        # log's 5,000 lost the oldest, so those nodes were not known after a restart (a review).
+        keep = EVENT_MEMORY + len(self.nodes)
+        if len(self.transitions) > keep:
+            del self.transitions[: len(self.transitions) - keep]
 
     def _report_held(self, st: NodeState, new: Verdict, now: float) -> bool:
         """Whether ``st``'s change to ``new`` is not (yet) a ``Transition``: what the store,

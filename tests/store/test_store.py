@@ -246,6 +246,29 @@ async def test_every_node_that_left_a_job_in_one_tick_is_kept(tmp_path):
     assert len(left) == len(names)
 
 
+async def test_every_node_whose_verdict_changed_in_one_tick_is_written(tmp_path):
+    """A collector's first tick at 16,384 nodes (or a fleet-wide change) makes a verdict row a
+    node: they were cut to the event log's 5,000, the oldest first, and the nodes whose only
+    row was cut were not known to a restarted console (a review)."""
+    node = FakeNode(t0=1_800_000_000.0)
+    session = ConsoleSession(node.cluster, clock=lambda: node.now)
+    await session.open_store(tmp_path / "s.db", collector=True)
+    names = [f"gpu{i:04d}" for i in range(1, EVENT_MEMORY + 2)]
+    for kind, msg in ((Kind.BIRTH, node.birth()), (Kind.STATUS, node.status()),
+                      (Kind.TELEMETRY, node.telemetry())):
+        payload = codec.encode(msg)
+        for name in names:
+            session.ingest.handle(topic_for(node.cluster, kind, name),
+                                  payload.replace(b'"gpu0001"', f'"{name}"'.encode()), node.now)
+    session.tick()
+    await session.close()
+    fresh = FleetState(node.cluster)
+    store = await Store.open(tmp_path / "s.db")
+    await store.restore(fresh, now=node.now)
+    await store.close()
+    assert len(fresh.nodes) == len(names)
+
+
 def test_the_jobs_left_held_while_the_store_fails_are_one_a_node_the_latest():
     """Ticks held while the store cannot be written are merged past ``STORE_QUEUE_TICKS``:
     the jobs nodes left were concatenated without end, a row per node each time it left one.
