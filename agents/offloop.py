@@ -66,6 +66,10 @@ class Answer(Generic[T]):
     started: float
     """When the call that read it started (the clock's time): what it read is at most
     ``clock() - started`` old."""
+    finished: float = 0.0
+    """When that call answered (the clock's time): what it read is at least ``clock() -
+    finished`` old. A late answer held while no one asked (an outage) is as old as that, not
+    as its start (docs/reliability.md, "A slow GPU reader is not a hung one")."""
     late: bool = False
     """Answered after its asker had stopped waiting, and taken up by the next ask."""
 
@@ -111,6 +115,11 @@ class Watched:
         """The call in flight past its asker's wait (None: none is)."""
         self.dropped = 0
         """Late answers dropped."""
+        self.hung_from: float | None = None
+        """When the calls started to hang (the clock's time): the start of the first call that
+        counted as hung since ``ask`` last had an answer, or None. Hung: an asker was told
+        ``Overdue``, or it answered only after ``hung_after_s`` with no ask meanwhile (an
+        outage). A slow call (``Pending``) is not: its reader still answers."""
 
     @property
     def hung_since(self) -> float | None:
@@ -157,6 +166,7 @@ class Watched:
                     self.dropped += 1
             else:
                 self.dropped += 1
+                self._hung(flight)
                 log.info("%s answered after %.1f s, past its %g s deadline: what it read is "
                          "dropped, and it is asked again", self.what, took,
                          self.hung_after_s if self.patient else self.deadline_s)
@@ -164,10 +174,13 @@ class Watched:
         call = _Call(start_daemon(fn, f"fleetdeck {self.what}"), started, key)
         call.fut.add_done_callback(lambda _: setattr(call, "finished", self.clock()))
         if _settled(call.fut, end - self.clock()):
-            return Answer(call.fut.result(), call.started)
+            self.hung_from = None  # it answered, if only with the reader's own error
+            return Answer(call.fut.result(), call.started, call.finished or self.clock())
         self._flight = call
         if ready is not None:
-            return Answer(ready.fut.result(), ready.started, late=True)
+            self.hung_from = None
+            return Answer(ready.fut.result(), ready.started,
+                          ready.finished or self.clock(), late=True)
         raise self._not_yet(call)
 
     def forget(self) -> None:
@@ -180,8 +193,13 @@ class Watched:
         now = self.clock()
         if not self.patient or now - call.started >= self.hung_after_s:
             call.overdue = True
+            self._hung(call)
             return Overdue(self.what, call.started, now)
         return Pending(self.what, call.started, now)
+
+    def _hung(self, call: _Call) -> None:
+        if self.hung_from is None or call.started < self.hung_from:
+            self.hung_from = call.started
 
 
 def _settled(fut: "Future[Any]", timeout: float) -> bool:

@@ -145,9 +145,10 @@ nvidia-smi on a loaded eight-GPU node commonly answers in 0.3-1.5 s (docs/real-n
 is three times the slowest of those, so a slow reader is never called hung, and half
 nvidia-smi's own 10 s timeout, so the console hears "hung" before the reader gives up and kills
 it. A sample waits for the reader only ``gpu_deadline_s`` (0.75 of the interval); past that it
-publishes the last figures that came in time, marked with their age, while younger than this
-(older, its GPUs are unread). A hung reader is said
-at the first sample once its call is this old: within this plus one interval of the hang."""
+publishes the last figures that came in time, marked with their age, while their read answered
+less than this ago (older, its GPUs are present without figures: a slow reader's GPUs are never
+unread). A hung reader is said at the first sample once its call is this old: within this plus
+one interval of the hang."""
 
 CLOSE_WAIT_S = 5.0
 """How long ``close`` waits for the readers' own: ``nvmlShutdown`` on a wedged driver blocks
@@ -216,12 +217,8 @@ class RealSource:
                            if gpu is not None and gpu_deadline_s is not None else None)
         self._gpu_last: Answer[tuple[list[GpuSample], list[str]]] | None = None
         """The GPU reader's last read that answered in time: a sample whose own read is
-        slow (not hung) publishes it, with its age (``GPU_SLOW``), while it is younger than
-        ``gpu_hung_s`` and no inventory has been taken since (``_fresh``)."""
-        self._gpu_unread_since: float | None = None
-        """Since when (the GPU calls' clock) the GPUs have been unread: the reader hung
-        (``Overdue``) or its last figures grew too old. Until a read answers again a slow
-        sample says them unread, not present without figures as before any read."""
+        slow (not hung) publishes it, with its age (``GPU_SLOW``), while it answered less than
+        ``gpu_hung_s`` ago and neither an inventory nor a hang came since (``_fresh``)."""
         self._gpu_inv_answered = False
         """A GPU inventory answered (in time): until then an inventory waits for one up to
         ``gpu_hung_s``, not a sample's wait. A first birth without its GPUs left the kernel
@@ -358,54 +355,51 @@ class RealSource:
                                       lambda: calls.ask(gpu.read, "read"), None)
                     if got is None:
                         gpus, gpu_errors = no_gpus
-                    elif self._fresh(got):
-                        gpus, gpu_errors = got.value
-                        self._gpu_last, self._gpu_unread_since = got, None
-                        if got.late:
-                            slow = self._gpu_slow(
-                                f"{gpu.name}: answers slower than a sample waits "
-                                f"({calls.deadline_s:g} s): these GPU figures are "
-                                f"{calls.clock() - got.started:.0f} s old")
                     else:
-                        # A late answer held while no sample was read (an outage): as old as
-                        # that, not current.
-                        self._unread(got.started)
-                        hung = self._unread_line(calls.clock())
-                        gpus, gpu_errors = self._unread_gpus(), []
+                        self._gpu_last = got
+                        slower = (f"{gpu.name}: answers slower than a sample waits "
+                                  f"({calls.deadline_s:g} s)")
+                        if self._fresh(got):
+                            gpus, gpu_errors = got.value
+                            if got.late:
+                                slow = self._gpu_slow(f"{slower}: {self._age(got)}")
+                        else:
+                            # A late answer held while no sample was read (an outage): its
+                            # figures are as old as that, not current; but it answered, so
+                            # its GPUs are not unread (that is a hung reader's).
+                            gpus, gpu_errors = self._unfigured_gpus(), []
+                            slow = self._gpu_slow(f"{slower}: {self._too_old(got)}")
             except Pending as pending:
                 # Slow, not hung: the figures of the last read that answered, said to be that
                 # old; "0/8 GPUs visible" here would have an operator drain a healthy node.
-                # Only while younger than a hung reader takes to be said (docs/reliability.md,
-                # "A slow GPU reader is not a hung one").
+                # Only while its read answered less than a hung reader takes to be said ago;
+                # older, the GPUs without figures, never unread: only a hung reader's are
+                # (docs/reliability.md, "A slow GPU reader is not a hung one").
                 assert calls is not None  # only a watched reader is slow
-                last = self._gpu_last
-                if last is not None and not self._fresh(last):
-                    self._unread(last.started)
-                    last = None
-                gpu_errors = []
-                if last is not None:
-                    gpus, gpu_errors = last.value
-                    age = f"these GPU figures are {calls.clock() - last.started:.0f} s old"
-                    slow = self._gpu_slow(f"{pending} (a slow reader): {age}")
-                elif self._gpu_unread_since is None:
-                    # No read has answered yet (since the start, or since this inventory) and
-                    # none hung: the inventory's GPUs, not yet read.
-                    gpus = [GpuSample(index=g.index) for g in self._gpu_inv.gpus
-                            if g.index not in self._gpus_lost]
-                    slow = self._gpu_slow(f"{pending} (a slow reader): no GPU figures yet")
-                else:
+                last, gpu_errors = self._gpu_last, []
+                if calls.hung_from is not None:
                     # Unread, as while the reader hung, until a read answers again: said
                     # present here, a hung reader's GPUs cleared G1 for a sample and its
                     # incident closed and opened again.
-                    hung = self._unread_line(calls.clock())
+                    self._gpu_last = None  # nothing read before the hang is shown again
+                    hung = self._unread_line(calls.clock() - calls.hung_from)
                     gpus = self._unread_gpus()
+                elif last is not None and self._fresh(last):
+                    gpus, gpu_errors = last.value
+                    slow = self._gpu_slow(f"{pending} (a slow reader): {self._age(last)}")
+                else:
+                    # No read has answered yet (since the start, or since this inventory),
+                    # or its figures are too old: the inventory's GPUs, without figures.
+                    gpus = self._unfigured_gpus()
+                    why = "no GPU figures yet" if last is None else self._too_old(last)
+                    slow = self._gpu_slow(f"{pending} (a slow reader): {why}")
             except Overdue as late:
                 # Not the last figures again as if fresh, and not silence: each GPU unread
                 # (present false) and the reader named with how long it has hung.
                 assert calls is not None  # only a watched reader is overdue
-                hung = f"{gpu.name}: {GPU_HUNG.format(s=late.waited_s)}"
+                hung = self._unread_line(late.waited_s)
                 gpus, gpu_errors = self._unread_gpus(), []
-                self._unread(calls.clock() - late.waited_s)  # nothing read before it is shown
+                self._gpu_last = None  # nothing read before the hang is shown again
             errors.extend(gpu_errors)
             if self._reindex:
                 gpus = [msgspec.structs.replace(g, index=self._reindex.get(g.index, g.index))
@@ -469,23 +463,36 @@ class RealSource:
     # --- internals ------------------------------------------------------------------------
 
     def _fresh(self, answer: Answer[Any]) -> bool:
-        """``answer``'s figures may still be published as current: younger than a hung
-        reader takes to be said (``gpu_hung_s``), so never more than that old."""
+        """``answer``'s figures may still be published: its read answered less than a hung
+        reader takes to be said (``gpu_hung_s``) ago. Measured from when it answered, not
+        from when it started: a reader that answers in 3 s at ``--interval 4`` has its
+        figures taken up by the next sample 7 s after its call started."""
         calls = self._gpu_calls
         assert calls is not None  # only a watched reader answers late
-        return calls.clock() - answer.started < calls.hung_after_s
+        return calls.clock() - answer.finished < calls.hung_after_s
 
-    def _unread(self, since: float) -> None:
-        """The GPUs are unread since ``since`` (if not already): no figures of before it
-        are published again, and a slow sample says them unread until a read answers."""
-        self._gpu_last = None
-        if self._gpu_unread_since is None or since < self._gpu_unread_since:
-            self._gpu_unread_since = since
+    def _age(self, answer: Answer[Any]) -> str:
+        """How old ``answer``'s figures are at most: read at the latest since its call
+        started."""
+        calls = self._gpu_calls
+        assert calls is not None  # only a watched reader answers late
+        return f"these GPU figures are {calls.clock() - answer.started:.0f} s old"
 
-    def _unread_line(self, now: float) -> str:
-        """What a sample says first while the GPUs are unread (``_gpu_unread_since``)."""
-        assert self.gpu is not None and self._gpu_unread_since is not None
-        return f"{self.gpu.name}: {GPU_HUNG.format(s=now - self._gpu_unread_since)}"
+    def _too_old(self, answer: Answer[Any]) -> str:
+        calls = self._gpu_calls
+        assert calls is not None  # only a watched reader answers late
+        return (f"its last GPU figures were read {calls.clock() - answer.finished:.1f} s ago, "
+                f"over {calls.hung_after_s:g} s: not shown")
+
+    def _unread_line(self, waited_s: float) -> str:
+        """What a sample says first while the GPUs are unread: the reader hung."""
+        assert self.gpu is not None
+        return f"{self.gpu.name}: {GPU_HUNG.format(s=waited_s)}"
+
+    def _unfigured_gpus(self) -> list[GpuSample]:
+        """The inventory's GPUs, present (the reader answers), without figures."""
+        return [GpuSample(index=g.index) for g in self._gpu_inv.gpus
+                if g.index not in self._gpus_lost]
 
     def _unread_gpus(self) -> list[GpuSample]:
         return [GpuSample(index=g.index, present=False) for g in self._gpu_inv.gpus

@@ -1,12 +1,16 @@
 """RealSource over a slow GPU reader: the last figures stand in for a slow read only while they
-are current, and a hung reader's GPUs stay unread until a read answers (docs/reliability.md, "A
-slow GPU reader is not a hung one").
+are current, a slow reader's GPUs are never unread, and a hung reader's stay unread until a read
+answers (docs/reliability.md, "A slow GPU reader is not a hung one").
 
 The reader here answers each call when the test opens that call's gate, so which call is slow,
 and by how much, is the test's to say rather than the host's load."""
 
+import random
+import re
 import threading
 import time
+
+import pytest
 
 from fleetdeck.agents.real.common import GpuInventoryResult
 from fleetdeck.agents.real.source import HostReader, RealSource
@@ -111,21 +115,65 @@ def test_a_read_in_flight_when_a_new_inventory_is_taken_is_not_published_after_i
 HUNG_S = 1.0
 
 
-def test_figures_older_than_a_hung_reader_takes_to_be_said_are_unread(tmp_path):
-    """Read 0 took 0.5 s and read 1 runs on: at 1.3 s a slow sample published read 0's figures,
-    1.3 s old, as current; said to be "up to 5 s old", with no limit."""
+def test_a_slow_readers_figures_too_old_to_show_leave_its_gpus_present_not_unread(tmp_path):
+    """Read 0 answered, read 1 runs on, slower than a sample waits but not hung: once read 0's
+    figures were too old to show, the sample said the GPUs unread, "no answer for 1 s (GPU
+    driver hung …)", G1 at DRAIN severity on a healthy node. Their age was counted from when
+    read 0 started, so a reader taking 0.6 of the hung limit had some samples "hung" at
+    ``--interval 1`` and nearly all at ``--interval 4``."""
+    hung_s = 2.0
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=hung_s)
+    src.inventory()
+    got, said = seen(src)  # read 0 in flight
+    assert got == [(0, True, None), (1, True, None)] and "no GPU figures yet" in said, said
+    time.sleep(0.5)  # read 0 0.5 s in flight: its figures older than that once it answers
+    gpus.gate(0).set()
+    read_at = time.monotonic()
+    time.sleep(1.0)
+    got, said = seen(src)  # read 0's answer, late; read 1 in flight
+    assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
+    time.sleep(read_at + hung_s + 0.4 - time.monotonic())
+    got, said = seen(src)  # read 1 1.4 s in flight: slow; read 0 answered 2.4 s ago
+    assert got == [(0, True, None), (1, True, None)], (got, said)
+    assert re.match(r"nvsmi: no answer for 1\.[45] s yet \(a slow reader\): its last GPU "
+                    r"figures were read 2\.[45] s ago, over 2 s: not shown", said), said
+    gpus.gate(2).set()
+    answered(gpus, 1)
+    got, said = seen(src)  # read 2 answers in time
+    assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
+
+
+def test_a_late_answer_held_past_the_age_limit_is_not_shown_nor_unread(tmp_path):
+    """No sample read for a while (an outage without a new inventory): the slow read's answer,
+    waiting for the next sample, was published by it as current; then, said unread, G1 for a
+    reader that had answered in 0.1 s."""
     gpus = GatedGpus()
     src = source(gpus, tmp_path, hung_s=HUNG_S)
     src.inventory()
-    t0 = time.monotonic()
-    got, said = seen(src)  # read 0 in flight
-    assert got == [(0, True, None), (1, True, None)] and "no GPU figures yet" in said, said
-    time.sleep(0.5)
+    src.read(time.time())  # read 0 slow
     answered(gpus, 0)
-    got, said = seen(src)  # read 0's answer, late; read 1 in flight
-    assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
-    time.sleep(HUNG_S + 0.3 - (time.monotonic() - t0))
-    got, said = seen(src)  # read 1 slow, 0.7 s in flight, read 0's figures 1.3 s old
+    time.sleep(HUNG_S + 0.2)
+    got, said = seen(src)  # read 0's answer, now 1.3 s old; read 1 slow
+    assert got == [(0, True, None), (1, True, None)], (got, said)
+    assert re.match(r"nvsmi: answers slower than a sample waits \(0\.05 s\): its last GPU "
+                    r"figures were read 1\.[345] s ago, over 1 s: not shown", said), said
+    got, said = seen(src)  # read 1 still slow: the same, not its figures again
+    assert got == [(0, True, None), (1, True, None)], (got, said)
+    assert "(a slow reader): its last GPU figures were read 1." in said, said
+
+
+def test_a_call_that_hung_while_no_sample_asked_leaves_the_gpus_unread(tmp_path):
+    """Read 0 answered only after the hung limit, with no sample in between (an outage): what
+    it read is dropped, and the slow read after it said the GPUs present, as if the reader
+    had not hung."""
+    gpus = GatedGpus()
+    src = source(gpus, tmp_path, hung_s=HUNG_S)
+    src.inventory()
+    src.read(time.time())  # read 0 slow
+    time.sleep(HUNG_S + 0.1)
+    answered(gpus, 0)  # hung, then answered: no sample saw it overdue
+    got, said = seen(src)  # read 1, slow
     assert got == [(0, False, None), (1, False, None)], (got, said)
     assert said.startswith("nvsmi: no answer for 1 s (GPU driver hung"), said
     gpus.gate(2).set()
@@ -134,18 +182,41 @@ def test_figures_older_than_a_hung_reader_takes_to_be_said_are_unread(tmp_path):
     assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
 
 
-def test_a_late_answer_held_past_the_hung_limit_is_unread(tmp_path):
-    """No sample read for a while (an outage without a new inventory): the slow read's answer,
-    waiting for the next sample, was published by it as current."""
-    gpus = GatedGpus()
-    src = source(gpus, tmp_path, hung_s=HUNG_S)
+class SlowGpus(GatedGpus):
+    """Answers each read in 0.6-0.9 of ``hung_s``: slow, never hung."""
+
+    def __init__(self, hung_s: float) -> None:
+        super().__init__()
+        self.hung_s = hung_s
+        self.rng = random.Random(7)
+
+    def read(self) -> tuple[list[GpuSample], list[str]]:
+        time.sleep(self.hung_s * self.rng.uniform(0.6, 0.9))
+        return [GpuSample(index=i, temp_c=self.temp_c) for i in range(2)], []
+
+
+@pytest.mark.parametrize("interval_s", [0.8, 0.2])
+def test_a_reader_slower_than_a_sample_waits_but_never_hung_never_has_its_gpus_unread(
+        tmp_path, interval_s):
+    """nvidia-smi taking 3.1 s at ``--interval 4`` (here, all at a fifth of the time): 11 of 12
+    samples said the GPUs unread, "no answer for 7 s (GPU driver hung …)"; at ``--interval 1``
+    and 2.8-3.5 s, a third to a half of them. A sample waits 0.75 of the interval."""
+    hung_s = 1.0
+    gpus = SlowGpus(hung_s)
+    src = RealSource("nvsmi", gpu=gpus, host=HostReader(fake_proc(tmp_path / "proc")),
+                     gpu_deadline_s=0.75 * interval_s, gpu_hung_s=hung_s)
     src.inventory()
-    src.read(time.time())  # read 0 slow
-    answered(gpus, 0)
-    time.sleep(HUNG_S + 0.2)
-    got, said = seen(src)  # read 0's answer, now 1.3 s old; read 1 slow
-    assert got == [(0, False, None), (1, False, None)], (got, said)
-    assert said.startswith("nvsmi: no answer for 1 s (GPU driver hung"), said
+    t0, samples = time.monotonic(), []
+    for k in range(int(10 / interval_s) if interval_s < 0.5 else 12):
+        time.sleep(max(0.0, t0 + k * interval_s - time.monotonic()))
+        samples.append(seen(src))
+    unread = [(got, said) for got, said in samples if any(not present for _, present, _ in got)]
+    assert not unread, unread
+    assert not [said for _, said in samples if "hung" in said.split(";")[0]], samples
+    # And the GPUs have figures at all but the first samples, before any read answered.
+    figured = [got[0][2] is not None for got, _ in samples]
+    first = figured.index(True)
+    assert first <= 5 and all(figured[first:]), figured
 
 
 def test_a_hung_readers_gpus_stay_unread_until_a_read_answers(tmp_path):
