@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fleetdeck.agents.real.common import GpuInventoryResult, build_model, normalize_pci
@@ -351,18 +352,57 @@ def run_nvidia_smi(
         raise NvsmiError(f"{binary}: {exc.strerror or exc}") from None
 
 
+def group_left(proc: "subprocess.Popen[str]") -> bool:
+    """Whether anything of ``proc``'s process group (it leads one: ``start_new_session``) is
+    still there once ``proc`` itself is reaped: a wrapper's nvidia-smi outlives the wrapper.
+
+    Linux frees a process group's id, its leader's pid, only with the group's last member, so
+    while one is left the id is still this group's. A process that has the pid now is another's
+    (the group emptied and the pid went to a new process): False."""
+    try:
+        os.kill(proc.pid, 0)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return False
+    else:
+        return False
+    try:
+        procs = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        procs = []
+    for pid in procs:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # Not a member already dead, waiting for init to reap it: a kill has nothing to do.
+        if len(stat) > 2 and stat[2] == str(proc.pid) and stat[0] not in ("Z", "X"):
+            return True
+    if procs:
+        return False
+    try:  # no /proc: zombies count as left
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def kill_group(proc: "subprocess.Popen[str]") -> None:
-    """SIGKILL ``proc``'s process group (it leads one: ``start_new_session``), unless ``proc``
-    has been reaped: its pid, the group's id, may then be another process's (``communicate``
-    raised after reaping it, or ``close`` came between the reader's reap and the kill).
+    """SIGKILL ``proc``'s process group (it leads one: ``start_new_session``), while it is
+    ``proc``'s: ``proc`` not reaped yet (exited, it still holds its pid), or reaped with
+    members of its group left (``group_left``: a wrapper's nvidia-smi, as after
+    ``communicate`` raised having reaped the wrapper). Not once the group is gone: its id may
+    then be another process's.
 
     Checked and killed under ``Popen``'s own lock on waitpid, which each of its reaps takes
     (``poll``, ``wait``, ``communicate``; never held long here, as each has a timeout), so no
-    thread reaps it in between. One exited and not yet reaped still holds its pid: its group
-    (a wrapper's children) is killed."""
+    thread reaps it in between."""
     lock = getattr(proc, "_waitpid_lock", None) or contextlib.nullcontext()
     with lock:
-        if proc.returncode is not None:
+        if proc.returncode is not None and not group_left(proc):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -399,7 +439,8 @@ class NvsmiReader:
         self._hung: tuple[float, str] | None = None
         """(monotonic time to ask again, what to say until then) after a query timed out."""
         self._child: subprocess.Popen[str] | None = None
-        """The nvidia-smi running, or killed and not yet gone."""
+        """The nvidia-smi running, or killed and not yet gone (it, or a process of its group:
+        a wrapper's nvidia-smi); None once one has answered."""
         self._killed_at = 0.0
         self._closed = False
         self._spawn = threading.Lock()
@@ -509,7 +550,9 @@ class NvsmiReader:
         with self._spawn:
             self._closed = True
             child = self._child
-        if child is not None and child.poll() is None:
+        if child is not None:
+            # Killed before any reap here: a wrapper that has exited while its nvidia-smi
+            # runs on was reaped by a poll first, and the kill then skipped its group.
             kill_group(child)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(REAP_WAIT_S)
@@ -521,7 +564,9 @@ class NvsmiReader:
             if self._closed:
                 raise NvsmiError(f"{self.binary}: not run, the agent is stopping")
             last = self._child
-            if last is not None and last.poll() is None:
+            if last is not None and (last.poll() is None or group_left(last)):
+                # A wrapper killed, its nvidia-smi stuck in the driver: the wrapper is reaped,
+                # and one more started beside its nvidia-smi.
                 raise NvsmiStillRunning(
                     f"{self.binary}: the one killed {self.clock() - self._killed_at:.0f} s ago "
                     f"(pid {last.pid}) has not gone (stuck in the driver?); no other is started")
@@ -542,6 +587,9 @@ class NvsmiReader:
         except BaseException:
             kill_group(proc)
             raise
+        with self._spawn:
+            if self._child is proc:
+                self._child = None  # answered: what its group left (a wrapper's) is not ours
         return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
     def _stable(self, gpus: list[GpuInventory]) -> list[GpuInventory]:

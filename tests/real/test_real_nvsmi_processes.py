@@ -26,11 +26,13 @@ def running(pid: int) -> bool:
     return state(pid) not in ("", "Z")
 
 
-def wrapper(tmp_path: Path, work: str) -> tuple[Path, Path]:
+def wrapper(tmp_path: Path, work: str, wait: bool = True) -> tuple[Path, Path]:
     """An ``nvidia-smi`` that is a shell script doing ``work`` in a child of its own, as a
-    site's wrapper would; it records its pid and its child's."""
+    site's wrapper would; it records its pid and its child's. Without ``wait`` it exits at
+    once, its child running on (with its output)."""
     pids, smi = tmp_path / "pids", tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\necho $$ >> {pids}\n{work} &\necho $! >> {pids}\nwait\n")
+    end = "wait\n" if wait else "exit 0\n"
+    smi.write_text(f"#!/bin/sh\necho $$ >> {pids}\n{work} &\necho $! >> {pids}\n{end}")
     smi.chmod(0o755)
     return smi, pids
 
@@ -117,3 +119,96 @@ def test_an_nvidia_smi_already_reaped_is_not_killed_by_its_pid_again():
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_wrapper_reaped_before_its_kill_still_has_its_nvidia_smi_killed(tmp_path):
+    """The wrapper gone and reaped, its nvidia-smi running on (``communicate`` raised having
+    reaped the wrapper): the kill skipped the group, and the nvidia-smi was left behind. Its
+    group's id is still the group's while one of it is left (Linux frees it with the last)."""
+    import subprocess
+
+    smi, pids = wrapper(tmp_path, "sleep 30", wait=False)
+    proc = subprocess.Popen([str(smi)], stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.wait(5)
+        leader, child = recorded(pids)
+        assert state(leader) == "" and running(child)
+        nvsmi.kill_group(proc)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 2
+        while running(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not running(child), "the wrapper's nvidia-smi left running"
+    finally:
+        for p in recorded(pids):
+            if running(p):
+                os.kill(p, 9)
+
+
+def test_closing_the_reader_kills_a_wrapper_that_has_exited_with_its_nvidia_smi_running(
+        tmp_path):
+    """close() polled first, reaping the exited wrapper, then skipped the kill as reaped; the
+    read's own kill at its timeout skipped it too: the nvidia-smi outlived the agent."""
+    smi, pids = wrapper(tmp_path, "sleep 30", wait=False)
+    reader = NvsmiReader(binary=str(smi), timeout_s=2)
+    reading = threading.Thread(target=reader.read, daemon=True)
+    reading.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not (len(recorded(pids)) == 2 and not running(recorded(pids)[0])
+                   and time.monotonic() < deadline):
+            time.sleep(0.02)
+        leader, child = recorded(pids)
+        assert not running(leader) and running(child)  # the wrapper exited, not reaped yet
+        reader.close()
+        reading.join(5)
+        deadline = time.monotonic() + 2
+        while running(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not running(child), "the wrapper's nvidia-smi left running after the close"
+    finally:
+        for p in recorded(pids):
+            if running(p):
+                os.kill(p, 9)
+
+
+def test_no_second_nvidia_smi_starts_while_a_killed_wrappers_own_has_not_gone(
+        tmp_path, monkeypatch):
+    """The wrapper killed past its timeout and reaped, its nvidia-smi stuck in the driver (it
+    outlives SIGKILL: here the kill reaches only the wrapper): the guard looked at the wrapper
+    alone, and started another beside it at each try."""
+    monkeypatch.setattr(nvsmi, "HUNG_RETRY_S", 0.0)
+    monkeypatch.setattr(nvsmi, "REAP_WAIT_S", 0.1)
+    monkeypatch.setattr(nvsmi, "kill_group", lambda proc: proc.kill())
+    smi, pids = wrapper(tmp_path, "sleep 30")
+    reader = NvsmiReader(binary=str(smi), timeout_s=0.3)
+    try:
+        reader.read()
+        leader, child = first = recorded(pids)
+        assert state(leader) == "" and running(child), [state(p) for p in first]
+        for _ in range(3):
+            samples, errors = reader.read()
+            assert samples == [] and "has not gone (stuck in the driver?)" in errors[0], errors
+        assert recorded(pids) == first, "another nvidia-smi started beside the stuck one"
+    finally:
+        for p in recorded(pids):
+            if running(p):
+                os.kill(p, 9)
+
+
+def test_what_a_wrapper_that_answered_left_running_is_not_the_readers(tmp_path):
+    """A wrapper that answers and leaves a helper of its own running (its output elsewhere):
+    not an nvidia-smi killed and not gone, so the next read starts, and the close leaves it."""
+    smi, pids = wrapper(tmp_path, "sleep 30 >/dev/null 2>&1", wait=False)
+    reader = NvsmiReader(binary=str(smi), timeout_s=5)
+    try:
+        for _ in range(2):
+            _, errors = reader.read()
+            assert not any("has not gone" in e for e in errors), errors
+        helpers = recorded(pids)[1::2]
+        assert len(helpers) == 2 and all(running(p) for p in helpers)
+        reader.close()
+        assert all(running(p) for p in helpers)
+    finally:
+        for p in recorded(pids):
+            if running(p):
+                os.kill(p, 9)
