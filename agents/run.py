@@ -121,7 +121,8 @@ def broker_url(cfg: AgentSettings) -> BrokerURL:
 
 class ReaderLeftOpen(Exception):
     """``run_agent`` ended by ``error`` and a reader did not close in time: the caller says
-    ``error`` as it would have, then exits without the usual clean-up all the same."""
+    ``error`` as it would have (a ``SystemExit`` as its code, not a traceback), then exits
+    without the usual clean-up all the same."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))

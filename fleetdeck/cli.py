@@ -772,7 +772,17 @@ def cmd_agent(args: argparse.Namespace) -> int:
         if isinstance(err, UserError):
             print(f"fleetdeck {args.command}: {err}", file=sys.stderr)
             code = err.exit_code
+        elif isinstance(err, SystemExit):
+            # As the interpreter ends on one: its code, or its message on stderr and 1 (was: a
+            # traceback and 1, whatever its code).
+            if err.code is None or isinstance(err.code, int):
+                code = err.code or 0
+            else:
+                print(err.code, file=sys.stderr)
+                code = 1
         elif isinstance(err, (KeyboardInterrupt, asyncio.CancelledError)):
+            # A backstop: the agent's loop takes SIGINT itself (agents/run.py, ``on_signal``),
+            # so Ctrl-C is a stop, not this.
             code = 130
         else:
             traceback.print_exception(err)

@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -118,12 +120,10 @@ def test_the_documented_check_config_shows_what_the_unit_runs(tmp_path):
     assert shown["broker"] == "mqtts://gpu0001@mqtt.example.internal:8883"
 
 
-def test_an_agent_ended_by_an_error_with_a_wedged_reader_still_exits_at_once(
-        monkeypatch, capsys):
-    """``nvmlShutdown`` blocks on a wedged driver: the stop exits without the usual clean-up
-    (``force_exit``), which may wait on the same driver. The agent ended by an exception (a
-    broker's) instead of a stop: its reader's close went unheard, and the exit waited after
-    all (a review)."""
+def ended_with_a_wedged_reader(monkeypatch, error: BaseException) -> str:
+    """``fleetdeck agent`` whose agent ends by raising ``error`` while its GPU reader's close
+    blocks (``nvmlShutdown`` on a wedged driver): how it exits, ``force_exit(CODE)`` (the exit
+    without the usual clean-up, which may wait on the same driver) or how else."""
     import threading
 
     from fleetdeck import runtime
@@ -132,7 +132,6 @@ def test_an_agent_ended_by_an_error_with_a_wedged_reader_still_exits_at_once(
     from fleetdeck.agents.real import source as real_source
     from fleetdeck.agents.real.source import RealSource
     from fleetdeck.cli import main
-    from fleetdeck.errors import UserError
 
     from .test_real_source import FakeGpus
 
@@ -142,8 +141,8 @@ def test_an_agent_ended_by_an_error_with_a_wedged_reader_still_exits_at_once(
         def close(self) -> None:
             wedged.wait(30)  # nvmlShutdown on a wedged driver
 
-    async def broker_error(self, stop) -> None:
-        raise UserError("the broker at 127.0.0.1:1 refused this agent: not authorized.")
+    async def ends(self, stop) -> None:
+        raise error
 
     def exited(code: int):
         raise SystemExit(f"force_exit({code})")
@@ -151,17 +150,40 @@ def test_an_agent_ended_by_an_error_with_a_wedged_reader_still_exits_at_once(
     monkeypatch.setattr(real_source, "CLOSE_WAIT_S", 0.2)
     monkeypatch.setattr(run, "make_source",
                         lambda cfg: RealSource("nvml", gpu=WedgedGpus(["0000:01:00.0"])))
-    monkeypatch.setattr(NodeAgent, "run", broker_error)
+    monkeypatch.setattr(NodeAgent, "run", ends)
     monkeypatch.setattr(runtime, "force_exit", exited)
     try:
-        try:
-            main(["agent", "--broker", "mqtt://127.0.0.1:1", "--node-id", "gpu0001",
-                  "--source", "nvml", "--interval", "1"])
-        except SystemExit as exit_:
-            how = str(exit_)
-        else:
-            how = "returned"
+        main(["agent", "--broker", "mqtt://127.0.0.1:1", "--node-id", "gpu0001",
+              "--source", "nvml", "--interval", "1"])
+    except SystemExit as exit_:
+        return str(exit_)
+    else:
+        return "returned"
     finally:
         wedged.set()
+
+
+def test_an_agent_ended_by_an_error_with_a_wedged_reader_still_exits_at_once(
+        monkeypatch, capsys):
+    """The agent ended by an exception (a broker's) instead of a stop: its reader's close went
+    unheard, and the exit waited on the driver after all (a review)."""
+    from fleetdeck.errors import UserError
+
+    how = ended_with_a_wedged_reader(monkeypatch, UserError(
+        "the broker at 127.0.0.1:1 refused this agent: not authorized."))
     assert how == f"force_exit({UserError('').exit_code})", how
     assert "fleetdeck agent: the broker at 127.0.0.1:1 refused" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("code", "said", "exit_code"),
+                         [(3, "", 3), (None, "", 0), ("no GPUs to watch", "no GPUs to watch", 1)])
+def test_an_agent_ended_by_sys_exit_with_a_wedged_reader_exits_with_its_code(
+        monkeypatch, capsys, code, said, exit_code):
+    """``sys.exit`` in the agent: a traceback of SystemExit and exit 1, whatever its code."""
+    how = ended_with_a_wedged_reader(monkeypatch, SystemExit(code))
+    assert how == f"force_exit({exit_code})", how
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "SystemExit" not in err, err
+    # What it says past the log's warnings (no --state-dir; the reader left open).
+    assert [ln for ln in err.splitlines() if not ln.startswith("WARNING ")] == (
+        [said] if said else []), err
