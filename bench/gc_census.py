@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import main_guard, require
+from bench._common import main_guard
 
 if TYPE_CHECKING:
     from fleetdeck.console.ingest import Ingest
@@ -98,37 +98,15 @@ def live_census(n: int, top: int) -> int:
     rounds, a sweep, then a keyframe cycle of rounds each applied by a tick (which freezes
     what it kept, as live), then everything unfrozen and counted (docs/performance.md, "Out of
     the collector's view")."""
-    from bench._payloads import V2_CYCLE, EvolvingFleet
+    from bench._live_fleet import LiveFleet
+    from bench._payloads import V2_CYCLE
     from fleetdeck import runtime
-    from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.session import ConsoleSession
 
-    fleet = EvolvingFleet(n, "t", EPOCH_MS - 60_000, personas=512, wire=2)
-    ingest = Ingest("t")
-    session = ConsoleSession("t", ingest=ingest, follow_up=False, clock=lambda: 0.0)
-    runtime.tune_gc()
-    t0 = EPOCH_MS / 1000
-    for i in range(n):
-        ingest.handle(*fleet.birth(i), t0 - 2)
-        ingest.handle(*fleet.status(i, EPOCH_MS - 2000), t0 - 2)
-    session.tick(t0 - 1)
-    applied = 0
-
-    def rounds(first: int, last: int) -> None:
-        nonlocal applied
-        for k in range(first, last):
-            ts_ms = EPOCH_MS + k * 1000
-            for i in range(n):
-                ingest.handle(fleet.topics[i], fleet.telemetry(i, k, ts_ms), ts_ms / 1000 + 0.05)
-            while True:
-                applied += session.tick(ts_ms / 1000 + 0.2).messages
-                if not session.backlog and not ingest._batch.messages:
-                    break
-
-    rounds(0, 3)
+    live = LiveFleet(n, "t")
+    live.apply(3)
     runtime.sweep()
-    rounds(3, 3 + V2_CYCLE)
-    require(applied == n * (3 + V2_CYCLE), f"{applied} samples applied of {n * (3 + V2_CYCLE)}")
+    live.apply(V2_CYCLE)
+    live.check()
     gc.unfreeze()
     objs = gc.get_objects()
     count: collections.Counter[str] = collections.Counter()

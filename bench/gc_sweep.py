@@ -24,9 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import main_guard, require
 
-CLUSTER = "bench"
-EPOCH_MS = 1_767_225_600_000
-BD_SEQ = EPOCH_MS - 60_000
 CYCLES = 10_000
 """Cycles made between sweeps (Textual's layouts make ~1 a second, each holding ~1,800 objects)."""
 
@@ -41,38 +38,14 @@ def main() -> int:
     ap.add_argument("--sweeps", type=int, default=3)
     args = ap.parse_args()
 
-    from bench._payloads import V2_CYCLE, EvolvingFleet
+    from bench._live_fleet import LiveFleet
+    from bench._payloads import V2_CYCLE
     from fleetdeck import runtime
-    from fleetdeck.console.ingest import Ingest
-    from fleetdeck.console.session import ConsoleSession
 
     n = args.nodes
     between = V2_CYCLE if args.between is None else args.between
-    fleet = EvolvingFleet(n, CLUSTER, BD_SEQ, personas=512, wire=2)
-    ingest = Ingest(CLUSTER)
-    session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=lambda: 0.0)
-    runtime.tune_gc()
-    t0 = EPOCH_MS / 1000
-    for i in range(n):
-        ingest.handle(*fleet.birth(i), t0 - 2)
-        ingest.handle(*fleet.status(i, EPOCH_MS - 2000), t0 - 2)
-    session.tick(t0 - 1)
-    applied = 0
-    rounds = 0
-
-    def apply(count: int) -> None:
-        """``count`` rounds of every node's telemetry, each applied by ticks as live (each
-        tick freezes what it kept: ``runtime.freeze_tick``)."""
-        nonlocal applied, rounds
-        for k in range(rounds, rounds + count):
-            ts_ms = EPOCH_MS + k * 1000
-            for i in range(n):
-                ingest.handle(fleet.topics[i], fleet.telemetry(i, k, ts_ms), ts_ms / 1000 + 0.05)
-            while True:
-                applied += session.tick(ts_ms / 1000 + 0.2).messages
-                if not session.backlog and not ingest._batch.messages:
-                    break
-        rounds += count
+    live = LiveFleet(n)
+    apply = live.apply
 
     def make_garbage() -> None:
         junk: list[object] = []
@@ -119,7 +92,7 @@ def main() -> int:
         apply(between)
         unlooked.append(timed_sweep()[0])
     idle, _ = timed_sweep()
-    require(applied == n * rounds, f"{applied} samples applied of {n * rounds}")
+    live.check()
     require(min(freed) >= CYCLES, f"a sweep freed {min(freed)} objects, {CYCLES} cycles made")
     gc.unfreeze()
     tracked = len(gc.get_objects())
