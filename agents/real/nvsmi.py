@@ -371,13 +371,16 @@ def group_left(proc: "subprocess.Popen[str]") -> bool:
         procs = [d for d in os.listdir("/proc") if d.isdigit()]
     except OSError:
         procs = []
+    pgid = str(proc.pid).encode()
     for pid in procs:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            # Bytes: a process name is cut at 15 bytes, maybe inside a UTF-8 character, and a
+            # decode error here stopped every later GPU read (a review).
+            stat = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue  # gone meanwhile
         # Not a member already dead, waiting for init to reap it: a kill has nothing to do.
-        if len(stat) > 2 and stat[2] == str(proc.pid) and stat[0] not in ("Z", "X"):
+        if len(stat) > 2 and stat[2] == pgid and stat[0] not in (b"Z", b"X"):
             return True
     if procs:
         return False

@@ -212,3 +212,23 @@ def test_what_a_wrapper_that_answered_left_running_is_not_the_readers(tmp_path):
         for p in recorded(pids):
             if running(p):
                 os.kill(p, 9)
+
+
+def test_a_process_name_cut_inside_a_character_does_not_stop_the_check(tmp_path):
+    """The kernel cuts a process name at 15 bytes, maybe inside a UTF-8 character: the group
+    check read /proc as text, raised on such a name, and every later GPU read of the agent
+    failed with it (a review)."""
+    import subprocess
+
+    name = tmp_path / "a日日日日日"  # 16 bytes: cut to 15, inside the last character
+    name.symlink_to("/bin/sleep")
+    odd = subprocess.Popen([str(name), "30"])
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    try:
+        time.sleep(0.1)
+        assert b"\xe6\x97" in Path(f"/proc/{odd.pid}/stat").read_bytes()  # the cut name
+        assert nvsmi.group_left(gone) is False  # type: ignore[arg-type]
+    finally:
+        odd.kill()
+        odd.wait()
