@@ -367,7 +367,7 @@ class RealSource:
                             # A late answer held while no sample was read (an outage): its
                             # figures are as old as that, not current; but it answered, so
                             # its GPUs are not unread (that is a hung reader's).
-                            gpus, gpu_errors = self._unfigured_gpus(), []
+                            gpus, gpu_errors = self._unfigured_gpus(got), []
                             slow = self._gpu_slow(f"{slower}: {self._too_old(got)}")
             except Pending as pending:
                 # Slow, not hung: the figures of the last read that answered, said to be that
@@ -390,7 +390,7 @@ class RealSource:
                 else:
                     # No read has answered yet (since the start, or since this inventory),
                     # or its figures are too old: the inventory's GPUs, without figures.
-                    gpus = self._unfigured_gpus()
+                    gpus = self._unfigured_gpus(last)
                     why = "no GPU figures yet" if last is None else self._too_old(last)
                     slow = self._gpu_slow(f"{pending} (a slow reader): {why}")
             except Overdue as late:
@@ -489,10 +489,15 @@ class RealSource:
         assert self.gpu is not None
         return f"{self.gpu.name}: {GPU_HUNG.format(s=waited_s)}"
 
-    def _unfigured_gpus(self) -> list[GpuSample]:
-        """The inventory's GPUs, present (the reader answers), without figures."""
-        return [GpuSample(index=g.index) for g in self._gpu_inv.gpus
-                if g.index not in self._gpus_lost]
+    def _unfigured_gpus(self, last: Answer[tuple[list[GpuSample], list[str]]] | None
+                        ) -> list[GpuSample]:
+        """The inventory's GPUs without figures, present as the last answer had them (the
+        reader answers: not unread), or present before any answer. Said present from the
+        inventory alone, a GPU that fell off the bus (XID 79) read present again at the first
+        slow read after it, and its incident closed and opened again (a review)."""
+        seen = {} if last is None else {g.index: g.present for g in last.value[0]}
+        return [GpuSample(index=g.index, present=seen.get(g.index, last is None))
+                for g in self._gpu_inv.gpus if g.index not in self._gpus_lost]
 
     def _unread_gpus(self) -> list[GpuSample]:
         return [GpuSample(index=g.index, present=False) for g in self._gpu_inv.gpus

@@ -239,3 +239,34 @@ def test_a_hung_readers_gpus_stay_unread_until_a_read_answers(tmp_path):
     answered(gpus, 1)
     got, said = seen(src)  # read 2 answers in time
     assert got == [(0, True, 50.0), (1, True, 50.0)], (got, said)
+
+
+class Xid79Gpus(GatedGpus):
+    """A reader that, as nvidia-smi does for a GPU off the bus (XID 79), answers it absent."""
+
+    def read(self) -> tuple[list[GpuSample], list[str]]:
+        n, self.calls = self.calls, self.calls + 1
+        read = [GpuSample(index=i, temp_c=self.temp_c) if i not in self.lost
+                else GpuSample(index=i, present=False) for i in range(2)]
+        self.gate(n).wait(30)
+        return read, []
+
+
+def test_a_gpu_off_the_bus_stays_absent_while_the_reader_is_slow(tmp_path):
+    """Figures too old to show were replaced by the inventory's GPUs, each present: a GPU the
+    last answer had absent (XID 79) read present again at the first slow read after it, its
+    incident closed and opened again (a review)."""
+    gpus = Xid79Gpus()
+    src = source(gpus, tmp_path, hung_s=0.5)
+    try:
+        gpus.gate(0).set()
+        seen(src)  # inventory and the first read
+        gpus.lost.add(1)
+        answered(gpus, 1)
+        assert seen(src)[0][1][:2] == (1, False)  # read absent, at once
+        time.sleep(0.6)  # the last answer is past the age limit; this read is slow
+        got, _ = seen(src)
+        assert [(i, present) for i, present, _t in got] == [(0, True), (1, False)], got
+        assert all(t is None for _i, _p, t in got)  # no figures shown: too old
+    finally:
+        gpus.close()
