@@ -1156,8 +1156,12 @@ class CommandTracker:
             why = f"no acknowledgement within {req.ack_timeout_s:g} s"
             if t.send_error:
                 why += f"; never published: {t.send_error}"
-            dead = known or ("" if req.op is CommandOp.RESTART_JOB else (
-                why_unanswered(state, t.target) or never_reached(state, t.target)))
+            # A node known offline or silent is why first: the broker's test publish not
+            # back (``known``) would blame the ACL for a node that is down, and a user that
+            # may publish commands but not read them back always has that verdict (a review).
+            node = "" if req.op is CommandOp.RESTART_JOB else why_unanswered(state, t.target)
+            dead = node or known or ("" if req.op is CommandOp.RESTART_JOB
+                                     else never_reached(state, t.target))
             if dead:
                 why += f" — {dead}"
             return self._move(req, t, Phase.TIMED_OUT, why, now)

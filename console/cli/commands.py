@@ -166,9 +166,10 @@ class CommandRun:
         self._answered = False
         """Anything answered the command (an ack, a rejection, its effect seen): it reached
         something, whatever the broker's test publish says."""
-        self._dropped = ""
-        """Nothing answered by the deadline and the broker is judged to drop this user's
-        publishes: the sentence its unanswered targets timed out with (exit 5)."""
+        self._dropped: set[str] = set()
+        """The sentences "the broker most likely dropped it" given to the tracker for its
+        unanswered targets at their deadline: exit 5 when every target that timed out went
+        with one (what the audit says, not the probe's latest verdict: a review)."""
         self._probe: asyncio.Task[None] | None = None
         """Started only once nothing of the cluster was heard: every command reading every
         cluster's births on a shared broker cost a Slurm prolog's worth of traffic (a
@@ -214,12 +215,13 @@ class CommandRun:
             t.phase not in (Phase.REQUESTED, Phase.TIMED_OUT, Phase.ABANDONED)
             for t in req.targets)
         if probe is None or answered:
-            self._dropped = ""
             return ""
         if probe.undecided(self.clock()) and self.clock() < self._verdict_by(req):
             return None
-        self._dropped = probe.dropped_command()
-        return self._dropped
+        dropped = probe.dropped_command()
+        if dropped:
+            self._dropped.add(dropped)
+        return dropped
 
     def _verdict_by(self, req: Request) -> float:
         """Until when (the session's clock) a command unanswered by its deadline waits for the
@@ -349,10 +351,14 @@ class CommandRun:
             await session.close()
         assert req is not None
         code = self._report(req)
-        if self._dropped and code == EXIT_TIMED_OUT:
+        timed_out = [t for t in req.targets if t.phase is Phase.TIMED_OUT]
+        dropped = next((d for d in self._dropped
+                        if timed_out and all(d in t.detail for t in timed_out)), "")
+        if dropped and code == EXIT_TIMED_OUT:
             # Nothing answered by the deadline, and the broker's test publish did not come
-            # back either: said last, for the script reading the output.
-            self.say(f"{describe_op(req)}: {self._dropped}")
+            # back either: said last, for the script reading the output. Not where a target
+            # is known offline or silent: that node's time-out says so (exit 4).
+            self.say(f"{describe_op(req)}: {dropped}")
             code = EXIT_DROPPED
         if self.audit.errors:
             # The command went out: its exit status stays, but the gap in the trail is said.

@@ -91,3 +91,31 @@ def test_a_drain_the_probe_judges_dropped_still_waits_for_its_node_until_the_tim
     last = json.loads(audit.read_text().splitlines()[-1])
     assert last["outcome"] == "done", last
     assert creds["sre"] not in out + err + audit.read_text()
+
+
+def test_a_drain_to_a_node_offline_to_the_end_blames_the_node_not_the_acl(broker, tmp_path):
+    """The same user, the node offline until the --timeout: the probe's verdict (always
+    "dropped" for a user that may not read commands back) came first and the time-out blamed
+    the ACL, exit 5, for a node that is down (a review). The node's own state says why: exit
+    4, as for any user."""
+    creds, ca, where = broker
+    other = _agent(creds, ca, where, "gpu0002", tmp_path)
+    target = _agent(creds, ca, where, "gpu0001", tmp_path)
+    try:
+        time.sleep(3)
+        stop_process(target)  # offline (its Last Will), and it stays so
+        audit = tmp_path / "audit.jsonl"
+        res = subprocess.run(
+            fleetdeck_cmd("drain", "gpu0001", "--reason", "drill", "--timeout", "14",
+                          "--operator", "sre1", "--audit-log", str(audit), "--cluster", "p",
+                          "--ca", ca, "--broker", f"mqtts://sre:{creds['sre']}@{where}"),
+            capture_output=True, text=True, cwd=REPO, timeout=90, check=False)
+    finally:
+        stop_process(target)
+        stop_process(other)
+    out = res.stdout
+    assert res.returncode == 4, out + res.stderr
+    assert "offline" in out, out
+    last = json.loads(audit.read_text().splitlines()[-1])
+    assert last["outcome"] == "timed_out" and "offline" in json.dumps(last), last
+    assert "most likely dropped it" not in json.dumps(last), last
