@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import main_guard
 
 if TYPE_CHECKING:
+    from bench._live_fleet import LiveFleet
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.session import ConsoleSession
 
@@ -93,11 +94,10 @@ def fleet_state(n: int) -> tuple["ConsoleSession", "Ingest", list[object]]:
     return session, ingest, [o for o in gc.get_objects() if id(o) not in before]
 
 
-def live_census(n: int, top: int) -> int:
-    """The tracked objects and their references a sweep follows in a live console: births, 3
-    rounds, a sweep, then a keyframe cycle of rounds each applied by a tick (which freezes
-    what it kept, as live), then everything unfrozen and counted (docs/performance.md, "Out of
-    the collector's view")."""
+def live_objects(n: int) -> tuple["LiveFleet", list[object]]:
+    """A live console of ``n`` nodes and every object its next sweep meets: births, 3 rounds, a
+    sweep, then a keyframe cycle of rounds each applied by a tick (which freezes what it kept,
+    as live), then everything unfrozen."""
     from bench._live_fleet import LiveFleet
     from bench._payloads import V2_CYCLE
     from fleetdeck import runtime
@@ -108,7 +108,15 @@ def live_census(n: int, top: int) -> int:
     live.apply(V2_CYCLE)
     live.check()
     gc.unfreeze()
-    objs = gc.get_objects()
+    return live, gc.get_objects()
+
+
+def live_census(n: int, top: int) -> int:
+    """The tracked objects and their references a sweep follows in a live console: births, 3
+    rounds, a sweep, then a keyframe cycle of rounds each applied by a tick (which freezes
+    what it kept, as live), then everything unfrozen and counted (docs/performance.md, "Out of
+    the collector's view")."""
+    live, objs = live_objects(n)
     count: collections.Counter[str] = collections.Counter()
     refs: collections.Counter[str] = collections.Counter()
     for o in objs:
@@ -122,6 +130,7 @@ def live_census(n: int, top: int) -> int:
     print(f"{'a node':>8} {'refs a node':>12}  type")
     for t, c in count.most_common(top):
         print(f"{c / n:8.2f} {refs[t] / n:12.1f}  {t}")
+    _print_paths(by_path(live.session, live.ingest, objs), n, top)
     return 0
 
 
@@ -138,6 +147,17 @@ def main() -> int:
     if args.live:
         return live_census(n, args.top)
     session, ingest, objs = fleet_state(n)
+    print(f"{n:,} nodes: {len(objs) / n:.2f} tracked objects a node")
+    for t, c in collections.Counter(type(o).__qualname__ for o in objs).most_common(args.top):
+        print(f"{c / n:8.3f}  {t}")
+    _print_paths(by_path(session, ingest, objs), n, args.top)
+    return 0
+
+
+def by_path(session: "ConsoleSession", ingest: "Ingest",
+            objs: list[object]) -> collections.Counter[tuple[str, str]]:
+    """``objs`` counted by (the first path from the session (``S``) or the ingest (``I``)
+    that reaches each, type)."""
     new = {id(o) for o in objs}
     paths: dict[int, str] = {}
     seen = {id(session), id(ingest)}
@@ -151,15 +171,14 @@ def main() -> int:
             if id(c) in new:
                 paths[id(c)] = path + label
             todo.append((c, path + label))
-    print(f"{n:,} nodes: {len(objs) / n:.2f} tracked objects a node")
-    for t, c in collections.Counter(type(o).__qualname__ for o in objs).most_common(args.top):
-        print(f"{c / n:8.3f}  {t}")
+    return collections.Counter((paths.get(id(o), "(not reached)"), type(o).__qualname__)
+                               for o in objs)
+
+
+def _print_paths(counts: collections.Counter[tuple[str, str]], n: int, top: int) -> None:
     print("by path (first reached):")
-    by_path = collections.Counter((paths.get(id(o), "(not reached)"), type(o).__qualname__)
-                                  for o in objs)
-    for (path, t), c in by_path.most_common(args.top):
+    for (path, t), c in counts.most_common(top):
         print(f"{c / n:8.3f}  {t:<14} {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -484,7 +484,13 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             cur = (p.link_downed, p.excessive_buffer_overrun_errors,
                    p.local_link_integrity_errors, p.rnr_nak_retry_err, p.symbol_error,
                    p.link_error_recovery, p.rcv_errors)
-            old, h.counters = h.counters, cur
+            old = h.counters
+            if cur != old:
+                # An equal tuple keeps the one held: the GC untracks a tuple of numbers at the
+                # first collection that looks at it, and one made every second per port was
+                # frozen before any did, ~half the references a sweep followed at 16,384
+                # nodes (docs/performance.md, "Counters kept while they stand still").
+                h.counters = cur
             if old is None:
                 h.first_sample_ms = now
             if cur != old:
@@ -538,7 +544,9 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             nv = g.nvlink
             gcur = (nv.replay, nv.recovery, nv.crc_flit, nv.crc_data, g.pcie_replay_total,
                     g.thermal_violation_ns)
-            gold, gh.counters = gh.counters, gcur
+            gold = gh.counters
+            if gcur != gold:
+                gh.counters = gcur  # as a port's (above)
             if fresh or gold is None or gcur == gold:
                 gh.crc_rate = 0.0
                 gh.thermal_grew = False
