@@ -22,7 +22,7 @@ from fleetdeck import __version__
 from fleetdeck.console.audit import os_user
 from fleetdeck.environment import unknown_variables
 from fleetdeck.errors import UserError
-from fleetdeck.paths import given_file, recording_out
+from fleetdeck.paths import given_file, recording_out, running_demo
 from fleetdeck.protocol.ids import InvalidId, validate_id
 
 if TYPE_CHECKING:
@@ -229,7 +229,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
         p.add_argument("--operator", default=os_user(), type=_operator,
                        help="who asks (audit log; default your login name)")
         p.add_argument("--audit-log", metavar="FILE", default=None,
-                       help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl)")
+                       help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl; a "
+                       "running demo's own against its broker)")
         p.add_argument("--timeout", type=_positive(float, "--timeout"), default=60.0,
                        metavar="SECONDS", help="give up waiting after this long (default 60)")
 
@@ -309,6 +310,25 @@ def _url(args: argparse.Namespace) -> "BrokerURL":
     from fleetdeck.brokerurl import broker_from_env
 
     return broker_from_env(args.broker, args.ca, args.cert, args.key)
+
+
+def _audit_log(args: argparse.Namespace, url: "BrokerURL", command: str) -> str | None:
+    """``--audit-log``, else the audit log of a demo running with this broker: the demo's
+    drills stay out of the operator's real audit trail (README, "Two commands"); None: the
+    real one. Said on stderr, as the operator did not choose it."""
+    if args.audit_log:
+        return str(args.audit_log)
+    demo = running_demo(url.host, url.port)
+    if demo is None:
+        return None
+    from fleetdeck.demo import AUDIT_FILE
+
+    path = demo / AUDIT_FILE
+    if not getattr(args, "dry_run", False):
+        print(f"fleetdeck {command}: {url.address} is a running demo's broker: audited in the "
+              f"demo's log {path}, not your real one (--audit-log FILE to choose)",
+              file=sys.stderr)
+    return str(path)
 
 
 def _command_key(args: argparse.Namespace) -> bytes | None:
@@ -479,7 +499,8 @@ def build_parser() -> Parser:
                    help="who is at the keyboard (audit log; default your login name)")
     p.add_argument("--audit-log", metavar="FILE", default=None,
                    help="append-only JSON-lines audit log (default "
-                   "$XDG_STATE_HOME/fleetdeck/audit.jsonl)")
+                   "$XDG_STATE_HOME/fleetdeck/audit.jsonl; a running demo's own against its "
+                   "broker)")
     _add_db(p)
     p.add_argument("--no-store", action="store_true",
                    help="keep no history in the SQLite store")
@@ -941,7 +962,9 @@ def cmd_console(args: argparse.Namespace) -> int:
     db = given_file(args.db, "--db") if args.db and not args.no_store else None
     stores = {name: None if args.no_store else (db or default_db_path(name))
               for name in clusters}
-    audit_log = given_file(args.audit_log, "--audit-log") if args.audit_log else None
+    url = _url(args)
+    given = args.audit_log if args.read_only else _audit_log(args, url, "console")
+    audit_log = given_file(given, "--audit-log") if given else None
     if not args.read_only:
         from fleetdeck.console.audit import AuditLog
 
@@ -952,7 +975,7 @@ def cmd_console(args: argparse.Namespace) -> int:
             raise UserError(f"{problem}: the console would send commands unrecorded (give a "
                             "writable --audit-log, or --read-only to only watch)")
     return run_console(
-        _url(args), clusters, tick_s=args.tick, read_only=args.read_only,
+        url, clusters, tick_s=args.tick, read_only=args.read_only,
         operator=args.operator, audit_path=audit_log, command_key=_command_key(args),
         stores=stores, digests=args.digests,
     )
@@ -969,8 +992,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_drain(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_drain
 
-    return run_drain(_url(args), args.cluster, _hostlist(args.hostlist), args.reason,
-                     now=args.now, operator=args.operator, audit_path=args.audit_log,
+    url = _url(args)
+    return run_drain(url, args.cluster, _hostlist(args.hostlist), args.reason,
+                     now=args.now, operator=args.operator,
+                     audit_path=_audit_log(args, url, "drain"),
                      timeout_s=args.timeout, wait=not args.no_wait,
                      command_key=_command_key(args), dry_run=args.dry_run)
 
@@ -978,8 +1003,10 @@ def cmd_drain(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_resume
 
-    return run_resume(_url(args), args.cluster, _hostlist(args.hostlist),
-                      reason=args.reason, operator=args.operator, audit_path=args.audit_log,
+    url = _url(args)
+    return run_resume(url, args.cluster, _hostlist(args.hostlist),
+                      reason=args.reason, operator=args.operator,
+                      audit_path=_audit_log(args, url, "resume"),
                       timeout_s=args.timeout, command_key=_command_key(args),
                       dry_run=args.dry_run)
 
@@ -987,9 +1014,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_restart_job(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_restart_job
 
-    return run_restart_job(_url(args), args.cluster, args.job,
+    url = _url(args)
+    return run_restart_job(url, args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
-                           audit_path=args.audit_log, timeout_s=args.timeout,
+                           audit_path=_audit_log(args, url, "restart-job"), timeout_s=args.timeout,
                            command_key=_command_key(args), dry_run=args.dry_run)
 
 

@@ -1,8 +1,10 @@
 """``fleetdeck demo``: a private broker, a simulated fleet and the console, cleaned up on exit.
 
-What the demo writes (its audit log, the history store, recordings made with ``R``) goes into a
-directory of its own, ``$XDG_STATE_HOME/fleetdeck/demo-<time>/``, never into the operator's real
-audit log or the current directory; its path is printed on exit.
+What the demo writes (its audit log, the history store, the console's log, recordings made with
+``R``) goes into a directory of its own, ``$XDG_STATE_HOME/fleetdeck/demo-<time>/``, never into
+the operator's real audit log or the current directory; its path is printed on exit. While it
+runs, a mark there names its broker, so commands typed in a second terminal against that broker
+write the demo's audit log too (``fleetdeck.paths.running_demo``).
 """
 
 import argparse
@@ -18,11 +20,12 @@ from pathlib import Path
 from fleetdeck.agents.sim.footprint import refuse_unless_it_fits
 from fleetdeck.broker import AMQTT, ManagedBroker
 from fleetdeck.errors import UserError
-from fleetdeck.paths import state_base
+from fleetdeck.paths import DEMO_BROKER_FILE, mark_demo_broker, state_base
 from fleetdeck.runtime import on_forced_exit
 
 AUDIT_FILE = "audit.jsonl"
 STORE_FILE = "demo.db"
+LOG_FILE = "console.log"
 
 
 def demo_dir(now: float | None = None) -> Path:
@@ -150,6 +153,10 @@ def run_demo(args: argparse.Namespace) -> int:
             state = demo_dir()
             real_audit = default_audit_path()
             real_audit_start = audit_size(real_audit)
+            # A drain typed in a second terminal against this broker finds the mark and is
+            # audited here, not in the operator's real log (README, "Two commands").
+            with contextlib.suppress(OSError):
+                mark_demo_broker(state, broker.url.host, broker.url.port)
             try:
                 # The private broker's port is picked free at start: the header shows it, so
                 # a second terminal can point the CLI at this fleet.
@@ -158,8 +165,10 @@ def run_demo(args: argparse.Namespace) -> int:
                                    audit_path=state / AUDIT_FILE, store_path=state / STORE_FILE,
                                    # The CLI's --operator default: a drain from a second
                                    # terminal is audited under the same name.
-                                   record_dir=state, operator=os_user())
+                                   record_dir=state, operator=os_user(),
+                                   log_path=state / LOG_FILE)
             finally:
+                (state / DEMO_BROKER_FILE).unlink(missing_ok=True)
                 print(where_it_went(state, (real_audit, commands_since(
                     real_audit, real_audit_start, args.cluster))))
         finally:

@@ -53,3 +53,57 @@ def open_to_others(path: Path) -> str | None:
     except OSError:
         return None
     return f"{mode:04o}" if mode & 0o004 else None
+
+
+DEMO_BROKER_FILE = "broker.json"
+"""In a running demo's folder: its private broker's address and the demo's pid, so a command
+typed in a second terminal against that broker is audited in the demo's log, not the
+operator's real one (README, "Two commands")."""
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def mark_demo_broker(folder: Path, host: str, port: int) -> Path:
+    """Say, in the demo's ``folder``, that this process runs a demo whose broker is at
+    ``host:port``; the demo removes the file on exit (a dead pid is ignored as well)."""
+    import json
+
+    mark = folder / DEMO_BROKER_FILE
+    mark.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}) + "\n")
+    return mark
+
+
+def running_demo(host: str, port: int) -> Path | None:
+    """The folder of a demo still running whose private broker is ``host:port`` (a loopback
+    name for it), or None. A second terminal's ``drain`` against the demo wrote the operator's
+    real audit log, mixing drills with their production trail (a newcomer's run)."""
+    import json
+
+    if host not in _LOOPBACK:
+        return None  # the demo's broker listens on loopback only
+    try:
+        marks = sorted(state_base().glob(f"demo-*/{DEMO_BROKER_FILE}"), reverse=True)
+    except OSError:
+        return None
+    for mark in marks:
+        try:
+            said = json.loads(mark.read_text())
+            pid, its_port = int(said["pid"]), int(said["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if its_port != port or str(said.get("host")) not in _LOOPBACK or not _alive(pid):
+            continue
+        return mark.parent
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True

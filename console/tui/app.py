@@ -1301,9 +1301,11 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
                 read_only: bool = False, operator: str = "operator", broker_label: str = "",
                 audit_path: Path | str | None = None, command_key: bytes | None = None,
                 store_path: Path | None = None, record_dir: Path | None = None,
-                stores: dict[str, Path | None] | None = None, digests: bool = False) -> int:
+                stores: dict[str, Path | None] | None = None, digests: bool = False,
+                log_path: Path | None = None) -> int:
     """``cluster``: one name, or several (contexts; the first is shown first); ``digests``:
-    every context fed from the sharded collectors' digests."""
+    every context fed from the sharded collectors' digests; ``log_path``: the log records'
+    file (the demo keeps its own, with its other files), else ``console_log_path()``."""
     tune_gc()
     render_cycles.install()
     clusters = [cluster] if isinstance(cluster, str) else list(cluster)
@@ -1311,7 +1313,7 @@ def run_console(url: BrokerURL, cluster: str | Sequence[str], *, tick_s: float =
                        read_only=read_only, operator=operator, audit_path=audit_path,
                        command_key=command_key, store_path=store_path, record_dir=record_dir,
                        contexts=clusters[1:], stores=stores, digests=digests,
-                       log_path=console_log_path())
+                       log_path=log_path or console_log_path())
     app.run()
     say_where_logs_went(app)
     return app.return_code or 0

@@ -3,6 +3,7 @@ exit: a demo drain never lands in the operator's real audit log, a recording nev
 directory the demo was started from (the repository root, with ``make demo``)."""
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -324,3 +325,95 @@ def test_the_demo_console_records_the_operator_as_the_cli_does(monkeypatch, tmp_
     assert demo.run_demo(args) == 0
     cli = build_parser().parse_args(["drain", "gpu0001", "--reason", "x"])
     assert seen["operator"] == os_user() == cli.operator
+
+
+def _drain(state: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    env.pop("FLEETDECK_BROKER", None)
+    # A bad hostlist: refused before anything is sent, and audited as refused (README).
+    return subprocess.run([sys.executable, "-m", "fleetdeck.cli", "drain", "gpu[0001",
+                           "--reason", "drill", "--broker", f"mqtt://127.0.0.1:{port}",
+                           *extra], capture_output=True, text=True, env=env, timeout=60,
+                          check=False)
+
+
+def test_a_second_terminals_drain_against_the_demo_is_audited_in_the_demos_log(tmp_path):
+    """``fleetdeck drain`` typed in a second terminal against the demo's broker wrote the
+    operator's real audit log: a drill's records in the production trail (a newcomer's run).
+    It finds the running demo by its broker and writes the demo's log instead, saying so."""
+    from fleetdeck.paths import mark_demo_broker
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    real = state / "fleetdeck" / AUDIT_FILE
+    mark_demo_broker(run, "127.0.0.1", 21999)  # this test's pid: the demo is running
+    res = _drain(state, 21999)
+    assert res.returncode == 2, res.stderr
+    assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
+    assert "gpu[0001" in (run / AUDIT_FILE).read_text()
+    assert '"refused"' in (run / AUDIT_FILE).read_text()
+    assert not real.exists()  # the real audit log: untouched
+    # Another broker is not the demo's: the real log, as before.
+    res = _drain(state, 21998)
+    assert res.returncode == 2 and "demo's log" not in res.stderr
+    assert "gpu[0001" in real.read_text()
+    # --audit-log still chooses.
+    mine = tmp_path / "mine.jsonl"
+    res = _drain(state, 21999, "--audit-log", str(mine))
+    assert res.returncode == 2 and "demo's log" not in res.stderr and mine.exists()
+    # A demo that died without removing its mark (SIGKILL) is not running.
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    (run / "broker.json").write_text(
+        f'{{"host": "127.0.0.1", "port": 21999, "pid": {dead.pid}}}\n')
+    before = (run / AUDIT_FILE).read_text()
+    res = _drain(state, 21999)
+    assert res.returncode == 2 and "demo's log" not in res.stderr
+    assert (run / AUDIT_FILE).read_text() == before
+
+
+def test_the_demo_marks_its_broker_while_it_runs_and_keeps_its_log(monkeypatch, tmp_path):
+    """The mark a second terminal's commands find is there while the console runs and gone
+    after; the console's log lines go to the demo's folder, not the real state folder."""
+    import contextlib
+    import subprocess
+
+    import fleetdeck.console.tui.app as app
+    import fleetdeck.demo as demo
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.cli import build_parser
+    from fleetdeck.paths import running_demo
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+
+    class Broker(contextlib.nullcontext):
+        kind, label, workdir = "mosquitto", "mosquitto", tmp_path
+        url = BrokerURL("127.0.0.1", 21997)
+
+        def kill(self) -> None: ...
+        def close(self) -> None: ...
+
+    class Sim:
+        def __init__(self, *_a, **_k) -> None: ...
+        def kill(self) -> None: ...
+        def terminate(self) -> None: ...
+        def wait(self, timeout=None) -> int:
+            return 0
+
+    seen = {}
+
+    def console(*_a, **k) -> int:
+        seen.update(k, running=running_demo("localhost", 21997))
+        return 0
+
+    monkeypatch.setattr(demo, "ManagedBroker", lambda kind, port=0: Broker())
+    monkeypatch.setattr(demo, "refuse_unless_it_fits", lambda *a, **k: None)
+    monkeypatch.setattr(subprocess, "Popen", Sim)
+    monkeypatch.setattr(app, "run_console", console)
+    assert demo.run_demo(build_parser().parse_args(["demo"])) == 0
+    run = seen["running"]
+    assert run is not None and run.parent == tmp_path / "fleetdeck"
+    assert seen["audit_path"] == run / AUDIT_FILE
+    assert seen["log_path"] == run / "console.log"
+    assert running_demo("127.0.0.1", 21997) is None  # ended: no longer found
