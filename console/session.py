@@ -1422,7 +1422,9 @@ class ConsoleSession:
         asked: dict[tuple[str, str, str, str, str], tuple[float, list[str]]] = {}
         for rx, cmd in batch.commands:
             verb = "restart" if cmd.op is CommandOp.RESTART_JOB else cmd.op.value
-            mode = f" ({cmd.args.mode.value})" if cmd.op is not CommandOp.RESUME else ""
+            # Only a drain has a mode the operator chose (finish or now): a restart always
+            # requeues, and its timeline line read "requested restart job 4106 (now)".
+            mode = f" ({cmd.args.mode.value})" if cmd.op is CommandOp.DRAIN else ""
             reason = f"; reason: {cmd.args.reason}" if cmd.args.reason else ""
             key = (request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
             asked.setdefault(key, (rx, []))[1].append(cmd.target)

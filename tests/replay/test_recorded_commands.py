@@ -247,3 +247,23 @@ def test_answers_of_a_command_the_recording_lacks_are_told_once_with_why(tmp_pat
     p.seek(p.end)
     assert command_lines(p.session) == want
     assert p.session.state.malformed.total == 0
+
+
+def test_a_recorded_restart_reads_as_the_live_console_said_it(tmp_path: Path) -> None:
+    """A restart has no drain mode: the replay's timeline read "root requested restart job
+    4106 (now)" where the live console had said "root requested restart job 4106" (a
+    newcomer's run)."""
+    lines = _lines(FIXTURE)
+    i, cmd = next((i, d) for i, d in enumerate(lines) if d.get("topic", "").endswith("/cmd"))
+    body = json.loads(cmd["p"])
+    restart = dict(body, cmd_id=body["cmd_id"][:-2] + "9.0", op="restart_job", target="4101",
+                   args={"reason": "retry", "mode": "now", "job": "4101"})
+    topic = cmd["topic"].rsplit("/node/", 1)[0] + "/sched/cmd"
+    lines.insert(i + 1, dict(cmd, topic=topic, p=json.dumps(restart)))
+    out = tmp_path / "restart.jsonl"
+    out.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    p = Player(out)
+    p.seek(p.end)
+    said = [text for _sev, text in command_lines(p.session)]
+    assert "alice requested restart job 4101; reason: retry" in said, said
+    assert REQUESTED in said  # a drain still says its mode
