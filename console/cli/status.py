@@ -554,7 +554,10 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
                 render_summary(out, console)
     for err in errors:
         print(f"fleetdeck status: {err}", file=sys.stderr)
-    return 2 if errors else unhealthy(summaries, fail_on, unheard(summaries, longest, talking))
+    # The clusters that were watched still name their nodes not heard: a cluster gone dark
+    # beside them left those unsaid (README: "is named on stderr").
+    waiting = unheard(summaries, longest, talking)
+    return 2 if errors else unhealthy(summaries, fail_on, waiting)
 
 
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
@@ -563,8 +566,10 @@ def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
     could not be watched (``unwatched``: name, why) comes first, with its counts unknown: left
     out of the table, a whole cluster gone dark read as a fleet of fleets without it."""
     table = Table(box=None, pad_edge=False)
-    for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "GPUS USABLE", "IB UP",
-                "JOBS R", "INC"):
+    # WAIT: nodes whose health is unknown yet; without it, a cluster watched too briefly
+    # read "64 nodes, ok 0, fail 0, 0/512 usable" with nothing to say why (a newcomer's run).
+    for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "WAIT", "GPUS USABLE",
+                "IB UP", "JOBS R", "INC"):
         table.add_column(col, no_wrap=True)
     # The root-cause line is the one cell worth cutting: each cluster stays one line.
     table.add_column("TOP INCIDENT", no_wrap=True, overflow="ellipsis")
@@ -574,12 +579,12 @@ def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
         table.add_row(
             name, str(r.nodes), str(v.get("ok", 0)),
             *(f"[{VERDICT_STYLE[k]}]{v.get(k, 0)}[/]" if v.get(k, 0) else "0"
-              for k in ("degraded", "failed", "stale", "offline")),
+              for k in ("degraded", "failed", "stale", "offline", "waiting")),
             f"{r.gpus_usable}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
             f"{r.jobs_running}/{r.jobs_total}", str(r.incidents), escape(r.top_incident))
 
     for name, why in unwatched:
-        table.add_row(f"[red]{escape(name)}[/]", *(["?"] * 10),
+        table.add_row(f"[red]{escape(name)}[/]", *(["?"] * 11),
                       f"[red]{escape(why)}[/]")
     for r in worst_first(rows):
         add(r, r.cluster)

@@ -178,3 +178,22 @@ def test_a_cluster_nobody_publishes_to_says_so():
     busy = dataclasses.replace(busy, nodes=8, by_verdict={"failed": 1, "ok": 7})
     assert row.unheard and not busy.unheard
     assert [r.cluster for r in worst_first([busy, row])] == ["nowhere", "demo"]
+
+
+def test_a_cluster_watched_too_briefly_says_its_waiting_nodes(two_clusters):
+    """``status --cluster demo,prod --wait 1`` against the demo read "demo 64 nodes, ok 0,
+    fail 0, 0/512 usable", with no column for the 64 nodes not judged yet, and prod's error
+    kept them from being named on stderr (a newcomer's run; README: "is named on stderr")."""
+    res = piped("status", "--broker", two_clusters, "--cluster", "east,north", "--wait", "0.1")
+    assert res.returncode == 2, res.stderr
+    lines = res.stdout.splitlines()
+    head = lines[0].split()
+    assert "WAIT" in head, lines[0]
+    east = next(ln.split() for ln in lines[1:4] if ln.split()[0] == "east")
+    counts = dict(zip(head[1:head.index("WAIT") + 1], map(int, east[1:head.index("WAIT") + 1]),
+                      strict=True))
+    # Every node is in one column: the counts add up to NODES.
+    assert sum(v for k, v in counts.items() if k != "NODES") == counts["NODES"] == 4, counts
+    assert counts["WAIT"] > 0, lines  # nothing judged in a tenth of a second
+    assert "no node of cluster 'north'" in res.stderr
+    assert "their health is unknown" in res.stderr and "ea[0001-0004]" in res.stderr, res.stderr
