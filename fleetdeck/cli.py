@@ -963,6 +963,15 @@ def cmd_console(args: argparse.Namespace) -> int:
     stores = {name: None if args.no_store else (db or default_db_path(name))
               for name in clusters}
     url = _url(args)
+    demo = None if args.db or args.no_store else running_demo(url.host, url.port)
+    if demo is not None:
+        # A second console on the demo's fleet filled the default store (<cluster>.db, the
+        # operator's real one when their cluster is the default 'demo') with simulated
+        # history; the demo's own store is its console's to write (one writer a store).
+        stores = {name: demo / f"console-{os.getpid()}-{name}.db" for name in clusters}
+        print(f"fleetdeck console: {url.address} is a running demo's broker: this console's "
+              f"history store is {stores[clusters[0]]}, in the demo's folder (--db FILE to "
+              "choose)", file=sys.stderr)
     given = args.audit_log if args.read_only else _audit_log(args, url, "console")
     audit_log = given_file(given, "--audit-log") if given else None
     if not args.read_only:

@@ -417,3 +417,30 @@ def test_the_demo_marks_its_broker_while_it_runs_and_keeps_its_log(monkeypatch, 
     assert seen["audit_path"] == run / AUDIT_FILE
     assert seen["log_path"] == run / "console.log"
     assert running_demo("127.0.0.1", 21997) is None  # ended: no longer found
+
+
+def test_a_second_console_against_the_demo_keeps_out_of_the_real_state(monkeypatch, tmp_path):
+    """A second ``fleetdeck console`` against the demo's broker wrote the default store,
+    ``$XDG_STATE_HOME/fleetdeck/demo.db`` (the operator's real one when their cluster is the
+    default 'demo'), and the real audit log; both go to the demo's folder now."""
+    import fleetdeck.console.tui.app as app
+    from fleetdeck.cli import build_parser, cmd_console
+    from fleetdeck.paths import mark_demo_broker
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.delenv("FLEETDECK_BROKER", raising=False)
+    run = tmp_path / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark_demo_broker(run, "127.0.0.1", 21996)
+    seen: dict = {}
+    monkeypatch.setattr(app, "run_console", lambda *a, **k: seen.update(k) or 0)
+    args = build_parser().parse_args(["console", "--broker", "mqtt://127.0.0.1:21996"])
+    assert cmd_console(args) == 0
+    assert seen["audit_path"] == run / AUDIT_FILE
+    store = seen["stores"]["demo"]
+    assert store.parent == run and store.name != STORE_FILE  # not the demo console's
+    # Another broker: the defaults, as before.
+    args = build_parser().parse_args(["console", "--broker", "mqtt://127.0.0.1:21995"])
+    assert cmd_console(args) == 0
+    assert seen["audit_path"] is None
+    assert seen["stores"]["demo"] == tmp_path / "fleetdeck" / "demo.db"
