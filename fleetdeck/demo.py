@@ -93,7 +93,8 @@ def commands_since(path: Path, offset: int, cluster: str) -> int:
     return len(ids)
 
 
-def where_it_went(path: Path, elsewhere: tuple[Path, int] | None = None) -> str:
+def where_it_went(path: Path, elsewhere: tuple[Path, int] | None = None,
+                  cluster: str = "demo") -> str:
     """The lines printed when the demo ends: where its audit log, store and recordings are.
     ``elsewhere``: the real audit log and how many commands for the demo's cluster other
     terminals wrote there during the run; the demo's own log said "no commands were sent"
@@ -106,9 +107,12 @@ def where_it_went(path: Path, elsewhere: tuple[Path, int] | None = None) -> str:
              + ("" if audit.exists() else " (no commands were sent from this console)")]
     if elsewhere is not None and elsewhere[1]:
         real, count = elsewhere
-        lines.append(f"  elsewhere   {count} command{'s' if count != 1 else ''} from other "
-                     f"terminals went to your real audit log {real} (give them "
-                     f"--audit-log {audit} to keep them here)")
+        # Commands against this demo's broker come here by its mark (``running_demo``): what
+        # is left for its cluster in the real log was sent to another address of it, or to a
+        # real fleet of the same name (the default 'demo'): not called this demo's for sure.
+        lines.append(f"  elsewhere   {count} command{'s' if count != 1 else ''} for cluster "
+                     f"'{cluster}' went to your real audit log {real} while the demo ran (if "
+                     f"they were for this demo, --audit-log {audit} keeps them here)")
     lines += [f"  store       {path / STORE_FILE}  ({cmd} events --db {path / STORE_FILE})"]
     if recordings:
         lines.extend(f"  recording   {r}  ({cmd} replay {r})" for r in recordings)
@@ -170,7 +174,7 @@ def run_demo(args: argparse.Namespace) -> int:
             finally:
                 (state / DEMO_BROKER_FILE).unlink(missing_ok=True)
                 print(where_it_went(state, (real_audit, commands_since(
-                    real_audit, real_audit_start, args.cluster))))
+                    real_audit, real_audit_start, args.cluster)), args.cluster))
         finally:
             forget()
             sim.terminate()

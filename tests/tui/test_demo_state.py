@@ -75,7 +75,7 @@ def test_commands_from_a_second_terminal_are_said_on_exit(tmp_path):
     demo.mkdir()
     text = where_it_went(demo, (real, 2))
     assert "no commands were sent from this console" in text
-    assert f"2 commands from other terminals went to your real audit log {real}" in text
+    assert f"2 commands for cluster 'demo' went to your real audit log {real}" in text
     assert f"--audit-log {demo / AUDIT_FILE}" in text
     assert "elsewhere" not in where_it_went(demo, (real, 0))
 
