@@ -447,7 +447,10 @@ class Cell:
     OUT = 12
     """The GPU is sound and idle on a node failed for something else (another GPU fell off the
     bus, an IB port): it cannot take work, so it is not drawn as free (``GpuUse.out``)."""
-    HEAT0 = 13
+    NO_GPU = 13
+    """A node that has no GPUs and expects none (a storage or CPU node, ``agent --source
+    sysfs``: ``gpu_less``): its cells are the grid's column, not GPUs."""
+    HEAT0 = 14
     """HEAT0 … HEAT0 + HEAT_LEVELS - 1: metric buckets, low to high."""
 
 
@@ -473,6 +476,15 @@ def port_gpus(st: NodeState, component: str, n: int) -> list[int]:
     no line (a review)."""
     rail = port_rail(st, component.split(":", maxsplit=1)[0])
     return [rail] if rail is not None and 0 <= rail < n else list(range(n))
+
+
+def gpu_less(st: NodeState) -> bool:
+    """A node that expects no GPUs and sends none (``health.gpus_expected`` is 0 for an agent
+    with no GPU reader, docs/real-nodes.md): there is no GPU to be missing. Its eight cells
+    were drawn as eight missing GPUs, red, on a node that read ok (a fault drill)."""
+    if st.gpus_expected or (st.birth is None and st.digest is None):
+        return False
+    return st.sample is None or wire2.rows_of(st.sample)[0] == 0
 
 
 def _cells_of(st: NodeState) -> int:
@@ -509,6 +521,8 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
     t = st.sample
     if t is None:
         return (Cell.EMPTY,) * n
+    if gpu_less(st):
+        return _gpu_less_cells(st, n) if metric == "health" else (Cell.NO_GPU,) * n
     cells = [Cell.MISSING] * n
     attr = _METRIC_COLUMN.get(metric, "present")
     # index -> (present, the metric's value): from the columns of a quiet sample whose rows
@@ -559,6 +573,25 @@ def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
             idx = port_gpus(st, f.component, n)
         for i in idx:
             if 0 <= i < n and _CELL_RANK[code] < _CELL_RANK.get(cells[i], 9):
+                cells[i] = code
+    return tuple(cells)
+
+
+def _gpu_less_cells(st: NodeState, n: int) -> tuple[int, ...]:
+    """A GPU-less node's column: its drain, and its ports' faults on their rails (as on a GPU
+    node, ``port_gpus``); nothing of GPUs."""
+    base = (Cell.DRAINED if st.drain.state is DrainState.DRAINED
+            else Cell.DRAINING if st.drain.state is DrainState.DRAINING else Cell.NO_GPU)
+    cells = [base] * n
+    for f in st.effective_findings:
+        if f.rule == "F1":
+            continue
+        drain = f.severity is Severity.DRAIN
+        port = f.rule.startswith("N")
+        code = ((Cell.RAIL_FAILED if drain else Cell.RAIL_DEGRADED) if port
+                else Cell.FAILED if drain else Cell.DEGRADED)
+        for i in port_gpus(st, f.component, n) if port else range(n):
+            if _CELL_RANK[code] < _CELL_RANK.get(cells[i], 9):
                 cells[i] = code
     return tuple(cells)
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 GLYPHS = {
     Cell.OK: "■", Cell.IDLE: "□", Cell.DEGRADED: "▲", Cell.FAILED: "✖", Cell.DRAINING: "◐",
     Cell.DRAINED: "○", Cell.STALE: "·", Cell.OFFLINE: "⊘", Cell.MISSING: "x", Cell.EMPTY: "?",
-    Cell.RAIL_FAILED: "↯", Cell.RAIL_DEGRADED: "≈", Cell.OUT: "⊟",
+    Cell.RAIL_FAILED: "↯", Cell.RAIL_DEGRADED: "≈", Cell.OUT: "⊟", Cell.NO_GPU: "-",
 }
 """One glyph per cell state: distinct shapes, so no state depends on colour alone."""
 HEAT_GLYPHS = "▁▂▃▄▅▆▇█"
@@ -48,6 +48,7 @@ HEALTH_NAMES = {
     Cell.STALE: "stale", Cell.OFFLINE: "offline", Cell.DRAINED: "drained",
     Cell.DRAINING: "draining", Cell.MISSING: "missing", Cell.EMPTY: "empty",
     Cell.RAIL_FAILED: "rail-failed", Cell.RAIL_DEGRADED: "rail-degraded", Cell.OUT: "out",
+    Cell.NO_GPU: "no-gpu",
 }
 METRICS = ("health", "util", "temp", "power")
 LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.OUT, "out"),
@@ -55,7 +56,7 @@ LEGEND = ((Cell.OK, "busy"), (Cell.IDLE, "idle"), (Cell.OUT, "out"),
           (Cell.RAIL_DEGRADED, "IB warn"),
           (Cell.DRAINING, "draining"), (Cell.DRAINED, "drained"),
           (Cell.STALE, "stale"), (Cell.OFFLINE, "offline"), (Cell.MISSING, "missing"),
-          (Cell.EMPTY, "waiting"))
+          (Cell.EMPTY, "waiting"), (Cell.NO_GPU, "no GPU"))
 
 
 CELL_BADNESS = {Cell.FAILED: 0, Cell.MISSING: 1, Cell.RAIL_FAILED: 2, Cell.DEGRADED: 3,

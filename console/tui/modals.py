@@ -498,7 +498,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         m colour by health/util/temp/power · w worst node (again: next worst, W back)
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ⊟ out (idle on a failed node) ▲ degraded ✖ failed ◐ draining
-        ○ drained · stale ⊘ offline
+        ○ drained · stale ⊘ offline - no GPU (a node without GPUs: storage, CPU)
         x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB warn (port erroring, or
         failing with its suspect switch): the GPU is sound, the InfiniBand port of its rail
         is not

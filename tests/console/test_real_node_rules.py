@@ -138,3 +138,51 @@ def test_an_hca_missing_at_birth_is_not_told_to_check_a_cable():
     assert [(f.rule, f.component) for f in st.findings] == [("N1", "ib")]
     action = recommended_action(st, state)
     assert "find why an HCA is missing" in action and "cable" not in action, action
+
+
+def _one_node(birth_update: dict, **telemetry: object):
+    """A fleet of one node with this birth and sample, judged once."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id),
+                  codec.encode(node.birth().model_copy(update=birth_update)), node.now)
+    ingest.handle(topic_for(node.cluster, Kind.TELEMETRY, node.node_id),
+                  codec.encode(msgspec.structs.replace(node.telemetry(), **telemetry)),
+                  node.now)
+    state = FleetState(node.cluster, ingest.malformed)
+    state.apply(ingest.take_batch(), node.now)
+    (st,) = state.nodes.values()
+    return node, st
+
+
+def test_a_gpu_less_node_is_not_drawn_as_eight_missing_gpus():
+    """A storage node's agent (``--source sysfs``: no GPU reader, none expected) read ok, and
+    the overview's grid drew it as eight red missing GPUs (a fault drill): its cells say it has
+    no GPU, its ports' faults still show on their rails, and a GPU node whose reader found none
+    still shows its eight GPUs missing."""
+    from fleetdeck.console.rows import Cell, gpu_cells, gpu_less
+    from fleetdeck.protocol.fast import IbPortSample
+
+    ib_only = {"source": "sysfs", "gpus": [], "gpus_expected": 0}
+    node, st = _one_node(ib_only, gpus=[])
+    assert st.verdict.value == "ok" and gpu_less(st)
+    assert gpu_cells(st) == (Cell.NO_GPU,) * 8
+    assert gpu_cells(st, "temp") == (Cell.NO_GPU,) * 8
+
+    ports = list(node.telemetry().ib_ports)
+    ports[3] = msgspec.structs.replace(ports[3], state="DOWN", phys_state="Polling")
+    _node, down = _one_node(ib_only, gpus=[], ib_ports=ports)
+    assert down.verdict.value == "failed"
+    cells = gpu_cells(down)
+    assert cells[3] == Cell.RAIL_FAILED and Cell.MISSING not in cells
+    assert isinstance(ports[3], IbPortSample)
+
+    _node, no_reader = _one_node({"source": "sysfs+nvml", "gpus": [], "gpus_expected": 8},
+                                 gpus=[])
+    assert not gpu_less(no_reader)
+    assert gpu_cells(no_reader) == (Cell.MISSING,) * 8

@@ -15,11 +15,12 @@ from tests.tui.test_views import text_of
 
 STATES = [Cell.OK, Cell.IDLE, Cell.DEGRADED, Cell.FAILED, Cell.DRAINING, Cell.DRAINED,
           Cell.STALE, Cell.OFFLINE, Cell.MISSING, Cell.EMPTY, Cell.RAIL_FAILED,
-          Cell.RAIL_DEGRADED, Cell.OUT]
+          Cell.RAIL_DEGRADED, Cell.OUT, Cell.NO_GPU]
 NAMES = {Cell.OK: "busy", Cell.IDLE: "idle", Cell.DEGRADED: "degraded", Cell.FAILED: "failed",
          Cell.DRAINING: "draining", Cell.DRAINED: "drained", Cell.STALE: "stale",
          Cell.OFFLINE: "offline", Cell.MISSING: "missing", Cell.EMPTY: "waiting",
-         Cell.RAIL_FAILED: "IB fault", Cell.RAIL_DEGRADED: "IB warn", Cell.OUT: "out"}
+         Cell.RAIL_FAILED: "IB fault", Cell.RAIL_DEGRADED: "IB warn", Cell.OUT: "out",
+         Cell.NO_GPU: "no GPU"}
 SYSTEMS = {"truecolor": ColorSystem.TRUECOLOR, "256": ColorSystem.EIGHT_BIT,
            "16": ColorSystem.STANDARD}
 # The pairs a new user could not tell apart at 256 colours, and degraded/failed (one red at 16).

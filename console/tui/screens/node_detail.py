@@ -16,6 +16,7 @@ from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
     drain_reason,
+    gpu_less,
     ib_rate_text,
     ib_throughput_text,
     port_error_text,
@@ -216,6 +217,12 @@ class NodeDetailScreen(FleetView):
         tel = st.telemetry
         if tel is None:
             return Text("no telemetry yet", "dim")
+        if not tel.gpus:
+            # An empty table under a GPU header said neither that the node has none nor
+            # that it should have some (a fault drill).
+            if gpu_less(st):
+                return Text("no GPUs: a node without GPUs (its agent reads none)", "dim")
+            return Text(f"no GPUs reported, {st.gpus_expected} expected", "bold red")
         recent = self.fleet.recent
         gpus = sorted(tel.gpus, key=lambda g: g.index)
         cols: dict[str, list[Text]] = {name: [] for name, _drop in GPU_COLUMNS}

@@ -32,6 +32,7 @@ from fleetdeck.console.rows import (
     JobRow,
     fleet_counts,
     gpu_findings,
+    gpu_less,
     job_row,
     jobs_to_act_on_first,
     progress_bar,
@@ -308,7 +309,8 @@ class OverviewScreen(FleetView):
             self.query_one("#grid-status", Readout).show("[$text-muted]no nodes yet[/]")
             return
         st = self.fleet.state.nodes.get(node)
-        text = f"[b]{esc(node)}[/] gpu{grid.cursor_gpu}"
+        no_gpus = st is not None and gpu_less(st)
+        text = f"[b]{esc(node)}[/] " + ("no GPUs" if no_gpus else f"gpu{grid.cursor_gpu}")
         place = grid.place(grid.cursor_node)
         if place:  # which leaf and rack `}`/`)` reached: the rows do not follow them
             text += f" [$text-muted]{esc(place)}[/]"
@@ -326,7 +328,7 @@ class OverviewScreen(FleetView):
                 text += "  " + figures
             elif g is not None:
                 text += "  [$error]not present[/]"
-            mine = gpu_findings(st, grid.cursor_gpu)
+            mine = st.all_findings if no_gpus else gpu_findings(st, grid.cursor_gpu)
             colour = verdict_markup(st.verdict_shown)
             text += f"  node [{colour}]{st.verdict_shown}[/]"
             if mine:
