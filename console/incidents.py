@@ -353,7 +353,12 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
         now = f"; job {jid} is {job.state.value} now"
     others = [j for j in _jobs(names, jobs_on) if j != jid]
     span = last - first
-    when = f"within {span:.0f} s" if span >= 1 else "at once"
+    unseen = sum(1 for st in members if not st.change_seen)
+    # A node first heard already failed has no time of failing, only of being heard: a
+    # one-shot status read three nodes failed minutes apart as "at once" (a fault drill).
+    when = ("before this console heard them" if unseen == len(members)
+            else f"(of them {unseen} before this console heard them)" if unseen
+            else f"within {span:.0f} s" if span >= 1 else "at once")
     title = (f"job {jid}: {len(names)} of its nodes failed {when} ({compress(names)}): "
              f"{what}{now}{_on_jobs(others)}")
     actions = {recommended_action(st, state) for st in members}

@@ -292,6 +292,11 @@ class NodeState(msgspec.Struct, gc=False):
     keeps it (``FleetState.jobs_left``): after a restart the nodes' samples name no job."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
+    change_seen: bool = False
+    """``changed_at`` dates a change this console saw (or its store recorded), not the first
+    judgement of a node already in that verdict when first heard: a one-shot ``status`` found
+    three failed nodes of a job, failed minutes apart, and called them "failed at once" (a
+    fault drill; ``incidents.job_faults``)."""
     changed_to: Verdict | None = None
     """The verdict ``changed_at`` dates. A node's verdict while it is ``waiting`` (ok for want
     of data) is no change: a node recalled failed and heard failed again keeps the store's
@@ -539,6 +544,7 @@ class NodeState(msgspec.Struct, gc=False):
             self.talks = not any(f.rule == "D1" for f in self.liveness) and any(
                 f.rule == "H1" and says_it_talks(f.text) for f in self.findings)
             if verdict is not self.changed_to:
+                self.change_seen = self.changed_to is not None
                 self.changed_at, self.changed_to = now, verdict
             self.judged, self.verdict = True, verdict
             return verdict
@@ -593,6 +599,7 @@ class NodeState(msgspec.Struct, gc=False):
         # A restored node found as the store left it keeps the time of its last change.
         if verdict is not self.changed_to and not (
                 self.waiting and (verdict is Verdict.OK or self.rejoined_at is not None)):
+            self.change_seen = self.changed_to is not None
             self.changed_at, self.changed_to = now, verdict
         self.judged = True
         self.verdict = verdict
@@ -1005,6 +1012,7 @@ class FleetState:
             if self._recalled:
                 st.reported, st.changed_at = self._recalled.pop(node_id, (None, 0.0))
                 st.changed_to = st.reported
+                st.change_seen = st.reported is not None
         return st
 
     def recall(self, node_id: str, verdict: Verdict, changed_at: float) -> NodeState:
@@ -1015,6 +1023,7 @@ class FleetState:
         st = self.node(node_id)
         if st.last_rx is None and not st.judged:
             st.reported, st.changed_at, st.changed_to = verdict, changed_at, verdict
+            st.change_seen = True
             if verdict in _RULE_MADE:
                 st.settle_until = math.inf
         if st.first_seen is None and self.heard_since is not None:

@@ -414,3 +414,29 @@ def test_the_incidents_and_the_top_problems_put_what_no_one_acted_on_first_alike
                                                     ("node:gpu0006", "error")]
     problems, _total = top_problems(session.state)
     assert [p.node for p in problems] == [i.nodes[0] for i in found]
+
+
+def test_nodes_found_failed_when_first_heard_are_not_said_to_fail_at_once():
+    """A one-shot ``status`` hears a job whose nodes failed minutes apart before it started:
+    each node's verdict dates from the watch's first second, and the incident said "3 of its
+    nodes failed at once" (a fault drill: a symbol storm at 09:39, a flap and an NVLink error
+    at 09:42). The console cannot know when they failed; it says so."""
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    clock, ingest = session.clock, session.ingest
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(ingest)
+    job_nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    publish_job(ingest, job_status("4104", job_nodes, clock), clock)
+    on = {n: "4104" for n in job_nodes}
+    faults = {n: gpu_lost(0) for n in struck}
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, job=on, faults=faults)
+        session.tick()
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.key == "job:4104:failed" and inc.nodes == struck
+    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
+                                "them (gpu[0001-0002,0004])"), inc.title
+    out = fleet_summary(session.state, session.clock(), log=session.log.lines())
+    assert "at once" not in out["incidents"][0]["title"]
