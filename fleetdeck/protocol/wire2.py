@@ -372,8 +372,49 @@ def _merge(cls: type[Any], base: _Table,
     top, changed = _columns(cls, base, present)
     nested = base.nested
     if changed is not None:
-        nested = {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}}
+        nested = _intern_nested(
+            {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}})
+    for i in _INTERNED_AT[cls]:
+        top[i] = _intern(top[i])
     return list(map(cls, *top)), _Table(base.n, _TOP[cls](*top), nested)
+
+
+_INTERNED: dict[Any, Any] = {}
+"""Held values equal on many nodes though not constant within a column: a GPU ``index``
+column ``(0, …, 7)``, a port ``dev`` column, a keyframe's nested columns (ECC, row remap,
+NVLink; nearly always the same). One object for every node that holds an equal one: each was
+a container made with its keyframe and frozen before any collection looked at it, ~8 of the
+references a live sweep followed a node (docs/performance.md, "Counters kept while they stand
+still"). Equal is enough here: decoding is strict, so an equal column at the same place holds
+values of the same types (no ``1`` for ``True`` or ``1.0``)."""
+
+_INTERNED_AT: dict[type[Any], tuple[int, ...]] = {
+    cls: tuple(i for i, f in enumerate(msgspec.structs.fields(cls)) if f.name in ("index", "dev"))
+    for cls in (fast.GpuSample, fast.IbPortSample)
+}
+"""Per row Struct, its top columns interned (:data:`_INTERNED`)."""
+
+
+def _intern(value: Any) -> Any:
+    hit = _INTERNED.get(value)
+    if hit is None:
+        if len(_INTERNED) >= _SHARED_MAX:
+            _INTERNED.clear()  # values come from the network: never grow without bound
+        hit = _INTERNED[value] = value
+    return hit
+
+
+def _intern_nested(nested: dict[int, tuple[Sequence[Any], ...]]
+                   ) -> dict[int, tuple[Sequence[Any], ...]]:
+    """``nested``, or an equal dict already held (never changed in place: :func:`_columns`
+    copies)."""
+    key = ("nested", *nested.items())
+    hit = _INTERNED.get(key)
+    if hit is None:
+        if len(_INTERNED) >= _SHARED_MAX:
+            _INTERNED.clear()
+        hit = _INTERNED[key] = nested
+    return hit
 
 
 def _rows(cls: type[Any], base: _Table, present: _Present) -> list[Any]:

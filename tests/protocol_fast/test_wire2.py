@@ -319,7 +319,25 @@ def test_held_keyframes_share_their_constant_columns() -> None:
     shared = [i for i, (x, y) in enumerate(zip(at, bt, strict=True)) if x is y]
     assert len(shared) >= len(at) // 2, shared
     ag, bg = wire2._top(a.gpus, 0), wire2._top(b.gpus, 0)
-    assert ag is not bg or len(set(ag)) == 1  # index 0..7
+    assert ag is bg and ag == tuple(range(8))  # index 0..7: equal on every node, interned
+    assert a.gpus.nested is b.gpus.nested  # ECC, row remap, NVLink: equal, one dict
+
+
+def test_a_node_whose_nested_columns_differ_holds_its_own() -> None:
+    """Interning by value gives a node its own held ECC columns when they differ from the
+    others'."""
+    r = wire2.Reassembler()
+    (_tel, payload), = stream(1, node=FakeNode("gpu0001"))
+    r.apply(wire2.decode(payload), payload)
+    body = json.loads(stream(1, node=FakeNode("gpu0002"))[0][1])
+    body["g"]["ecc.sbe_vol"] = [5, 0, 0, 0, 0, 0, 0, 0]
+    raw = json.dumps(body).encode()
+    got = wire2.full(r.apply(wire2.decode(raw), raw))
+    assert got.gpus[0].ecc.sbe_vol == 5 and got.gpus[1].ecc.sbe_vol == 0
+    a, b = r._held["gpu0001"], r._held["gpu0002"]
+    assert a.gpus.nested is not b.gpus.nested
+    (again, payload), = stream(1, node=FakeNode("gpu0001"))
+    assert wire2.full(r.apply(wire2.decode(payload), payload)) == again
 
 
 def test_sharing_keeps_types_and_signs_apart() -> None:
