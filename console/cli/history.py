@@ -129,9 +129,10 @@ def tell_yesterday(command: str, text: str, since: float, now: float) -> None:
               f"today's {text.strip()} has not come yet.", file=sys.stderr)
 
 
-DEMO_STORES = "demo-*/demo.db"
-"""Where ``fleetdeck demo`` keeps each run's store under the state directory (fleetdeck/demo.py,
-which this side may not import; tests check the two agree)."""
+DEMO_STORES = ("demo-*/demo.db", "demo-*/console-*.db")
+"""Where ``fleetdeck demo`` keeps each run's store under the state directory, and a second
+console against a running demo its own (fleetdeck/demo.py and cli.py, which this side may not
+import; tests check they agree)."""
 
 
 def written_at(db: Path) -> float:
@@ -150,7 +151,7 @@ def written_at(db: Path) -> float:
 def demo_stores() -> list[Path]:
     """The demo runs' stores, newest first."""
     found = []
-    for path in state_base().glob(DEMO_STORES):
+    for path in (p for pattern in DEMO_STORES for p in state_base().glob(pattern)):
         with contextlib.suppress(OSError):
             found.append((written_at(path), path))
     return [path for _, path in sorted(found, reverse=True)]
@@ -176,7 +177,7 @@ def _check(db: Path) -> float:
     if demos:
         # The demo keeps its store in a run directory of its own, so after 'make demo' the
         # default path is empty: point at what the user most likely wants.
-        others = f" ({len(demos) - 1} older demo run(s) beside it)" if len(demos) > 1 else ""
+        others = f" ({len(demos) - 1} older demo store(s) beside it)" if len(demos) > 1 else ""
         why += f"; the newest demo run's store is {demos[0]}{others}: pass --db {demos[0]}"
     raise UserError(f"{why}.")
 

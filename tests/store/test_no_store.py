@@ -19,7 +19,7 @@ def test_no_store_names_the_newest_demo_store(args, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no store at" in err
-    assert f"the newest demo run's store is {newer} (1 older demo run(s) beside it): pass " \
+    assert f"the newest demo run's store is {newer} (1 older demo store(s) beside it): pass " \
            f"--db {newer}." in err
 
 
@@ -101,3 +101,17 @@ def test_a_reader_never_turns_a_file_into_a_store(args, content, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path} is not a history store" in err
     assert path.read_bytes() == content
+
+
+def test_no_store_names_a_second_consoles_store_in_a_demo_run(capsys):
+    """A second console against a running demo keeps its store in the demo's folder
+    (``console-<pid>-<cluster>.db``, fleetdeck/cli.py): 'events' named only the demo's own."""
+    run = demo_dir(now=1_800_000_000)
+    (run / STORE_FILE).write_bytes(b"")
+    second = run / "console-4242-demo.db"
+    second.write_bytes(b"")
+    os.utime(run / STORE_FILE, (1_800_000_000, 1_800_000_000))
+    os.utime(second, (1_800_000_100, 1_800_000_100))
+    assert main(["events"]) == 2
+    err = capsys.readouterr().err
+    assert f"the newest demo run's store is {second} (1 older demo store(s) beside it)" in err
