@@ -312,22 +312,25 @@ def _url(args: argparse.Namespace) -> "BrokerURL":
     return broker_from_env(args.broker, args.ca, args.cert, args.key)
 
 
-def _audit_log(args: argparse.Namespace, url: "BrokerURL", command: str) -> str | None:
-    """``--audit-log``, else the audit log of a demo running with this broker: the demo's
-    drills stay out of the operator's real audit trail (README, "Two commands"); None: the
-    real one. Said on stderr, as the operator did not choose it."""
+def _audit_log(args: argparse.Namespace, url: "BrokerURL", command: str,
+               clusters: list[str]) -> str | None:
+    """``--audit-log``, else the audit log of a demo running with this broker and cluster: the
+    demo's drills stay out of the operator's real audit trail (README, "Two commands"); None:
+    the real one. Said on stderr, as the operator did not choose it. A dry run sends nothing
+    and is not moved: checking the demo's log made it, and the demo's exit then no longer said
+    that no commands were sent."""
     if args.audit_log:
         return str(args.audit_log)
-    demo = running_demo(url.host, url.port)
+    if getattr(args, "dry_run", False):
+        return None
+    demo = running_demo(url, clusters)
     if demo is None:
         return None
     from fleetdeck.demo import AUDIT_FILE
 
     path = demo / AUDIT_FILE
-    if not getattr(args, "dry_run", False):
-        print(f"fleetdeck {command}: {url.address} is a running demo's broker: audited in the "
-              f"demo's log {path}, not your real one (--audit-log FILE to choose)",
-              file=sys.stderr)
+    print(f"fleetdeck {command}: {url.address} is a running demo's broker: audited in the "
+          f"demo's log {path}, not your real one (--audit-log FILE to choose)", file=sys.stderr)
     return str(path)
 
 
@@ -963,16 +966,17 @@ def cmd_console(args: argparse.Namespace) -> int:
     stores = {name: None if args.no_store else (db or default_db_path(name))
               for name in clusters}
     url = _url(args)
-    demo = None if args.db or args.no_store else running_demo(url.host, url.port)
+    demo = None if args.db or args.no_store else running_demo(url, clusters)
     if demo is not None:
         # A second console on the demo's fleet filled the default store (<cluster>.db, the
         # operator's real one when their cluster is the default 'demo') with simulated
         # history; the demo's own store is its console's to write (one writer a store).
+        # Named as the demo's exit summary and 'events' look for them (demo.CONSOLE_STORES).
         stores = {name: demo / f"console-{os.getpid()}-{name}.db" for name in clusters}
         print(f"fleetdeck console: {url.address} is a running demo's broker: this console's "
               f"history store is {stores[clusters[0]]}, in the demo's folder (--db FILE to "
               "choose)", file=sys.stderr)
-    given = args.audit_log if args.read_only else _audit_log(args, url, "console")
+    given = args.audit_log if args.read_only else _audit_log(args, url, "console", clusters)
     audit_log = given_file(given, "--audit-log") if given else None
     if not args.read_only:
         from fleetdeck.console.audit import AuditLog
@@ -1004,7 +1008,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     url = _url(args)
     return run_drain(url, args.cluster, _hostlist(args.hostlist), args.reason,
                      now=args.now, operator=args.operator,
-                     audit_path=_audit_log(args, url, "drain"),
+                     audit_path=_audit_log(args, url, "drain", [args.cluster]),
                      timeout_s=args.timeout, wait=not args.no_wait,
                      command_key=_command_key(args), dry_run=args.dry_run)
 
@@ -1015,7 +1019,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     url = _url(args)
     return run_resume(url, args.cluster, _hostlist(args.hostlist),
                       reason=args.reason, operator=args.operator,
-                      audit_path=_audit_log(args, url, "resume"),
+                      audit_path=_audit_log(args, url, "resume", [args.cluster]),
                       timeout_s=args.timeout, command_key=_command_key(args),
                       dry_run=args.dry_run)
 
@@ -1026,7 +1030,8 @@ def cmd_restart_job(args: argparse.Namespace) -> int:
     url = _url(args)
     return run_restart_job(url, args.cluster, args.job,
                            reason=args.reason, operator=args.operator,
-                           audit_path=_audit_log(args, url, "restart-job"), timeout_s=args.timeout,
+                           audit_path=_audit_log(args, url, "restart-job", [args.cluster]),
+                           timeout_s=args.timeout,
                            command_key=_command_key(args), dry_run=args.dry_run)
 
 

@@ -3,8 +3,9 @@
 What the demo writes (its audit log, the history store, the console's log, recordings made with
 ``R``) goes into a directory of its own, ``$XDG_STATE_HOME/fleetdeck/demo-<time>/``, never into
 the operator's real audit log or the current directory; its path is printed on exit. While it
-runs, a mark there names its broker, so commands typed in a second terminal against that broker
-write the demo's audit log too (``fleetdeck.paths.running_demo``).
+runs, a mark there (locked while it lives) names its broker and cluster, so commands typed in a
+second terminal against that broker for that cluster write the demo's audit log too, and a second
+console keeps its store here (``fleetdeck.paths.running_demo``).
 """
 
 import argparse
@@ -20,12 +21,15 @@ from pathlib import Path
 from fleetdeck.agents.sim.footprint import refuse_unless_it_fits
 from fleetdeck.broker import AMQTT, ManagedBroker
 from fleetdeck.errors import UserError
-from fleetdeck.paths import DEMO_BROKER_FILE, mark_demo_broker, state_base
+from fleetdeck.paths import mark_demo_broker, state_base
 from fleetdeck.runtime import on_forced_exit
 
 AUDIT_FILE = "audit.jsonl"
 STORE_FILE = "demo.db"
 LOG_FILE = "console.log"
+CONSOLE_STORES = "console-*.db"
+"""A second console's store in the demo's folder: ``console-<pid>-<cluster>.db``
+(fleetdeck/cli.py, cmd_console)."""
 
 
 def demo_dir(now: float | None = None) -> Path:
@@ -102,9 +106,11 @@ def where_it_went(path: Path, elsewhere: tuple[Path, int] | None = None,
     audit = path / AUDIT_FILE
     recordings = sorted(path.glob("*.jsonl.gz"))
     cmd = fleetdeck_command()
+    # Empty, not only missing: a second console checks it can write the log before it opens
+    # (cli.py), which makes the file with no command in it.
     lines = [f"fleetdeck demo: this run's files are in {path}",
              f"  audit log   {audit}"
-             + ("" if audit.exists() else " (no commands were sent from this console)")]
+             + ("" if audit_size(audit) else " (no commands were sent from this console)")]
     if elsewhere is not None and elsewhere[1]:
         real, count = elsewhere
         # Commands against this demo's broker come here by its mark (``running_demo``): what
@@ -114,6 +120,10 @@ def where_it_went(path: Path, elsewhere: tuple[Path, int] | None = None,
                      f"'{cluster}' went to your real audit log {real} while the demo ran (if "
                      f"they were for this demo, --audit-log {audit} keeps them here)")
     lines += [f"  store       {path / STORE_FILE}  ({cmd} events --db {path / STORE_FILE})"]
+    # A second console against this demo kept its own store here (cli.py, cmd_console): named,
+    # or its history was in the folder with nothing to say so.
+    lines.extend(f"  store       {db}  (a second console's; {cmd} events --db {db})"
+                 for db in sorted(path.glob(CONSOLE_STORES)))
     if recordings:
         lines.extend(f"  recording   {r}  ({cmd} replay {r})" for r in recordings)
     else:
@@ -159,8 +169,9 @@ def run_demo(args: argparse.Namespace) -> int:
             real_audit_start = audit_size(real_audit)
             # A drain typed in a second terminal against this broker finds the mark and is
             # audited here, not in the operator's real log (README, "Two commands").
+            mark = None
             with contextlib.suppress(OSError):
-                mark_demo_broker(state, broker.url.host, broker.url.port)
+                mark = mark_demo_broker(state, broker.url.host, broker.url.port, args.cluster)
             try:
                 # The private broker's port is picked free at start: the header shows it, so
                 # a second terminal can point the CLI at this fleet.
@@ -172,7 +183,8 @@ def run_demo(args: argparse.Namespace) -> int:
                                    record_dir=state, operator=os_user(),
                                    log_path=state / LOG_FILE)
             finally:
-                (state / DEMO_BROKER_FILE).unlink(missing_ok=True)
+                if mark is not None:
+                    mark.close()
                 print(where_it_went(state, (real_audit, commands_since(
                     real_audit, real_audit_start, args.cluster)), args.cluster))
         finally:

@@ -3,7 +3,29 @@
 demo's per-run directories. One definition, so every front end agrees."""
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
+
+
+class _BrokerURL(Protocol):
+    """What ``running_demo`` reads of a ``fleetdeck.brokerurl.BrokerURL`` (not imported:
+    the protocol layer imports this module, and that one brings the MQTT clients)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def tls(self) -> bool: ...
+    @property
+    def username(self) -> str | None: ...
+    @property
+    def ca_file(self) -> str | None: ...
+    @property
+    def cert_file(self) -> str | None: ...
+    @property
+    def key_file(self) -> str | None: ...
 
 
 def state_base() -> Path:
@@ -56,31 +78,105 @@ def open_to_others(path: Path) -> str | None:
 
 
 DEMO_BROKER_FILE = "broker.json"
-"""In a running demo's folder: its private broker's address and the demo's pid, so a command
-typed in a second terminal against that broker is audited in the demo's log, not the
-operator's real one (README, "Two commands")."""
+"""In a running demo's folder: its private broker's address, its cluster and the demo's pid,
+so a command typed in a second terminal against that broker is audited in the demo's log, not
+the operator's real one (README, "Two commands"). The demo holds an exclusive ``flock`` on it
+for its whole life: a mark left by a demo killed with SIGKILL (or an OOM kill, a reboot) is
+unlocked by the kernel, so a later real broker on that port, with the pid reused, is never
+taken for the demo."""
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+class DemoMark:
+    """The demo's mark, locked while this object is open; ``close`` removes it."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        # Removed before the lock goes: a reader never sees it unlocked while the demo lives.
+        self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = -1
 
 
-def mark_demo_broker(folder: Path, host: str, port: int) -> Path:
-    """Say, in the demo's ``folder``, that this process runs a demo whose broker is at
-    ``host:port``; the demo removes the file on exit (a dead pid is ignored as well)."""
+def mark_demo_broker(folder: Path, host: str, port: int, cluster: str) -> DemoMark:
+    """Say, in the demo's ``folder``, that this process runs a demo of ``cluster`` whose
+    broker is at ``host:port``, and hold the mark locked until ``close``. Written to a
+    temporary file, locked, then renamed into place: a reader never finds it half written,
+    nor in place and unlocked."""
+    import fcntl
     import json
 
     mark = folder / DEMO_BROKER_FILE
-    mark.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}) + "\n")
-    return mark
+    tmp = folder / f".{DEMO_BROKER_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        said = {"host": host, "port": port, "cluster": cluster, "pid": os.getpid()}
+        os.write(fd, (json.dumps(said) + "\n").encode())
+        os.fsync(fd)
+        os.replace(tmp, mark)  # the lock is the open file's: it moves with it
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return DemoMark(mark, fd)
 
 
-def running_demo(host: str, port: int) -> Path | None:
-    """The folder of a demo still running whose private broker is ``host:port`` (a loopback
-    name for it), or None. A second terminal's ``drain`` against the demo wrote the operator's
-    real audit log, mixing drills with their production trail (a newcomer's run)."""
+def _locked(mark: Path) -> bool:
+    """Whether a live process holds ``mark`` locked: the demo that wrote it. A pid can be
+    reused (pid 1 in a container, another user's process) and alive says nothing of the demo;
+    a lock dies with the process that held it."""
+    import fcntl
+
+    try:
+        fd = os.open(mark, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False  # a file system without locks: cannot tell, so not the demo
+    finally:
+        os.close(fd)  # drops a lock taken on a stale mark
+    return False
+
+
+def _same_host(asked: str, demos: str) -> bool:
+    """``asked`` reaches the address the demo's broker listens on (``demos``, 127.0.0.1):
+    the exact address, or ``localhost`` when every address it resolves to is that one. ``::1``
+    is another socket: an ssh tunnel or a broker of the operator's own may sit on it, on the
+    demo's port, and a client given ``localhost`` that resolves to ``::1`` first reaches it."""
+    if asked == demos:
+        return True
+    if asked.lower() != "localhost":
+        return False
+    import socket
+
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(asked, None, type=socket.SOCK_STREAM)}
+    except OSError:
+        return False
+    return found == {demos}
+
+
+def running_demo(url: _BrokerURL, clusters: Sequence[str]) -> Path | None:
+    """The folder of a demo still running whose private broker is ``url`` and whose cluster
+    is every one of ``clusters``, or None. A second terminal's ``drain`` against the demo wrote
+    the operator's real audit log, mixing drills with their production trail (a newcomer's
+    run); a real broker must never be taken for the demo's, so what the demo's cannot be
+    (TLS, a user name, client certificates) is never matched."""
     import json
 
-    if host not in _LOOPBACK:
-        return None  # the demo's broker listens on loopback only
+    if url.tls or url.username or url.ca_file or url.cert_file or url.key_file:
+        return None  # the demo's broker is plain anonymous MQTT (fleetdeck/broker.py)
+    if not clusters:
+        return None
     try:
         marks = sorted(state_base().glob(f"demo-*/{DEMO_BROKER_FILE}"), reverse=True)
     except OSError:
@@ -89,21 +185,12 @@ def running_demo(host: str, port: int) -> Path | None:
         try:
             said = json.loads(mark.read_text())
             pid, its_port = int(said["pid"]), int(said["port"])
+            its_host, its_cluster = str(said["host"]), str(said["cluster"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if its_port != port or str(said.get("host")) not in _LOOPBACK or not _alive(pid):
+        if pid <= 1 or its_port != url.port or any(c != its_cluster for c in clusters):
+            continue
+        if not _same_host(url.host, its_host) or not _locked(mark):
             continue
         return mark.parent
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True

@@ -78,6 +78,9 @@ def test_commands_from_a_second_terminal_are_said_on_exit(tmp_path):
     assert f"2 commands for cluster 'demo' went to your real audit log {real}" in text
     assert f"--audit-log {demo / AUDIT_FILE}" in text
     assert "elsewhere" not in where_it_went(demo, (real, 0))
+    # A second console made the demo's log empty (it checks it can write it) and sent nothing.
+    (demo / AUDIT_FILE).write_text("")
+    assert "no commands were sent from this console" in where_it_went(demo)
 
 
 @pytest.mark.tmux
@@ -327,14 +330,17 @@ def test_the_demo_console_records_the_operator_as_the_cli_does(monkeypatch, tmp_
     assert seen["operator"] == os_user() == cli.operator
 
 
-def _drain(state: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
+def _drain(state: Path, port: int, *extra: str, host: str = "127.0.0.1",
+           scheme: str = "mqtt", command: str = "drain") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_STATE_HOME": str(state)}
     env.pop("FLEETDECK_BROKER", None)
+    env.pop("FLEETDECK_CLUSTER", None)
     # A bad hostlist: refused before anything is sent, and audited as refused (README).
-    return subprocess.run([sys.executable, "-m", "fleetdeck.cli", "drain", "gpu[0001",
-                           "--reason", "drill", "--broker", f"mqtt://127.0.0.1:{port}",
-                           *extra], capture_output=True, text=True, env=env, timeout=60,
-                          check=False)
+    what = ["gpu[0001"] if command != "restart-job" else ["4102"]
+    return subprocess.run([sys.executable, "-m", "fleetdeck.cli", command, *what,
+                           "--reason", "drill", "--broker", f"{scheme}://{host}:{port}",
+                           "--timeout", "1", *extra], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
 
 
 def test_a_second_terminals_drain_against_the_demo_is_audited_in_the_demos_log(tmp_path):
@@ -347,7 +353,7 @@ def test_a_second_terminals_drain_against_the_demo_is_audited_in_the_demos_log(t
     run = state / "fleetdeck" / "demo-20261206T093801"
     run.mkdir(parents=True)
     real = state / "fleetdeck" / AUDIT_FILE
-    mark_demo_broker(run, "127.0.0.1", 21999)  # this test's pid: the demo is running
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")  # held: the demo is running
     res = _drain(state, 21999)
     assert res.returncode == 2, res.stderr
     assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
@@ -362,15 +368,121 @@ def test_a_second_terminals_drain_against_the_demo_is_audited_in_the_demos_log(t
     mine = tmp_path / "mine.jsonl"
     res = _drain(state, 21999, "--audit-log", str(mine))
     assert res.returncode == 2 and "demo's log" not in res.stderr and mine.exists()
-    # A demo that died without removing its mark (SIGKILL) is not running.
-    dead = subprocess.Popen([sys.executable, "-c", ""])
-    dead.wait()
-    (run / "broker.json").write_text(
-        f'{{"host": "127.0.0.1", "port": 21999, "pid": {dead.pid}}}\n')
-    before = (run / AUDIT_FILE).read_text()
-    res = _drain(state, 21999)
-    assert res.returncode == 2 and "demo's log" not in res.stderr
-    assert (run / AUDIT_FILE).read_text() == before
+    mark.close()
+    assert not (run / "broker.json").exists()
+
+
+def _real_log_only(state: Path, run: Path, *args: str, **kw: str) -> None:
+    """The command is audited in the operator's real log, and the demo's is left as it was."""
+    real = state / "fleetdeck" / AUDIT_FILE
+    demos = run / AUDIT_FILE
+    before = (real.read_text() if real.exists() else "", demos.read_text()
+              if demos.exists() else None)
+    res = _drain(state, 21999, *args, **kw)
+    assert res.returncode == 2, res.stderr
+    assert "demo's log" not in res.stderr
+    assert (demos.read_text() if demos.exists() else None) == before[1]
+    assert len(real.read_text()) > len(before[0])
+
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from fleetdeck.paths import mark_demo_broker
+mark = mark_demo_broker(Path(sys.argv[1]), "127.0.0.1", 21999, "demo")
+print("marked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_real_broker_on_a_dead_demos_port_is_not_taken_for_the_demo(tmp_path):
+    """A demo killed by SIGKILL (an OOM kill, a reboot) leaves its mark; its pid reused (pid 1
+    in a container), or a pid not ours to signal, read as alive, and a real operator's drain
+    against a real broker later on that loopback port (an ssh tunnel, a local Mosquitto) was
+    audited into the old demo's folder. The demo holds its mark locked: the kernel lets go of
+    the lock with the process, so the mark of a dead demo is never matched, whatever its pid."""
+    import json
+    import signal
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    demo = subprocess.Popen([sys.executable, "-c", _HOLD, str(run)], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert demo.stdout is not None and demo.stdout.readline() == "marked\n"
+        said = json.loads((run / "broker.json").read_text())
+        assert said == {"host": "127.0.0.1", "port": 21999, "cluster": "demo", "pid": demo.pid}
+        # Alive and holding its mark: found.
+        res = _drain(state, 21999)
+        assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
+        os.kill(demo.pid, signal.SIGKILL)  # its 'finally' never runs: the mark stays
+        demo.wait()
+    finally:
+        demo.kill()
+        demo.wait()
+    assert (run / "broker.json").exists()
+    _real_log_only(state, run)
+    # The same mark naming a pid that is alive but is not the demo (this test; pid 1): the
+    # real log all the same.
+    for pid in (os.getpid(), 1, 0, -1):
+        (run / "broker.json").write_text(json.dumps({**said, "pid": pid}) + "\n")
+        _real_log_only(state, run)
+
+
+def test_only_what_the_demos_broker_can_be_is_taken_for_it(tmp_path):
+    """The demo's broker is plain MQTT on 127.0.0.1 for one cluster: a TLS URL, a user name,
+    another cluster, ``::1`` (another socket: a tunnel may sit on it) are someone else's and
+    write the real log; a dry run sends nothing and leaves the demo's log unmade."""
+    from fleetdeck.paths import mark_demo_broker
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")
+    try:
+        _real_log_only(state, run, scheme="mqtts")
+        _real_log_only(state, run, host="ops@127.0.0.1")
+        _real_log_only(state, run, "--cluster", "prod")
+        _real_log_only(state, run, host="[::1]")
+        # A dry run: nothing to audit, no notice, and the demo's log is not made.
+        res = _drain(state, 21999, "--dry-run", command="restart-job")
+        assert "demo's log" not in res.stderr
+        assert not (run / AUDIT_FILE).exists()
+        # The demo's own broker, its own cluster: its log (the checks above stood on this).
+        res = _drain(state, 21999, "--cluster", "demo")
+        assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
+    finally:
+        mark.close()
+
+
+def test_localhost_is_the_demos_broker_only_where_it_is_its_address(monkeypatch, tmp_path):
+    """``localhost`` names the demo's broker only if every address it resolves to is the
+    one the demo's broker listens on: resolved to ``::1`` first, a client reached whatever
+    listened there."""
+    import socket
+
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.paths import mark_demo_broker, running_demo
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    run = tmp_path / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")
+    try:
+        def resolves(*addresses: str):
+            return lambda *_a, **_k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 0))
+                                      for a in addresses]
+
+        monkeypatch.setattr(socket, "getaddrinfo", resolves("127.0.0.1"))
+        assert running_demo(BrokerURL("localhost", 21999), ["demo"]) == run
+        monkeypatch.setattr(socket, "getaddrinfo", resolves("::1", "127.0.0.1"))
+        assert running_demo(BrokerURL("localhost", 21999), ["demo"]) is None
+        assert running_demo(BrokerURL("::1", 21999), ["demo"]) is None
+        assert running_demo(BrokerURL("127.0.0.1", 21999), ["demo"]) == run
+    finally:
+        mark.close()
 
 
 def test_the_demo_marks_its_broker_while_it_runs_and_keeps_its_log(monkeypatch, tmp_path):
@@ -404,7 +516,7 @@ def test_the_demo_marks_its_broker_while_it_runs_and_keeps_its_log(monkeypatch, 
     seen = {}
 
     def console(*_a, **k) -> int:
-        seen.update(k, running=running_demo("localhost", 21997))
+        seen.update(k, running=running_demo(BrokerURL("127.0.0.1", 21997), ["demo"]))
         return 0
 
     monkeypatch.setattr(demo, "ManagedBroker", lambda kind, port=0: Broker())
@@ -416,7 +528,8 @@ def test_the_demo_marks_its_broker_while_it_runs_and_keeps_its_log(monkeypatch, 
     assert run is not None and run.parent == tmp_path / "fleetdeck"
     assert seen["audit_path"] == run / AUDIT_FILE
     assert seen["log_path"] == run / "console.log"
-    assert running_demo("127.0.0.1", 21997) is None  # ended: no longer found
+    assert running_demo(BrokerURL("127.0.0.1", 21997), ["demo"]) is None  # ended: gone
+    assert not list(run.glob("*broker.json*"))
 
 
 def test_a_second_console_against_the_demo_keeps_out_of_the_real_state(monkeypatch, tmp_path):
@@ -431,7 +544,7 @@ def test_a_second_console_against_the_demo_keeps_out_of_the_real_state(monkeypat
     monkeypatch.delenv("FLEETDECK_BROKER", raising=False)
     run = tmp_path / "fleetdeck" / "demo-20261206T093801"
     run.mkdir(parents=True)
-    mark_demo_broker(run, "127.0.0.1", 21996)
+    mark = mark_demo_broker(run, "127.0.0.1", 21996, "demo")
     seen: dict = {}
     monkeypatch.setattr(app, "run_console", lambda *a, **k: seen.update(k) or 0)
     args = build_parser().parse_args(["console", "--broker", "mqtt://127.0.0.1:21996"])
@@ -444,3 +557,16 @@ def test_a_second_console_against_the_demo_keeps_out_of_the_real_state(monkeypat
     assert cmd_console(args) == 0
     assert seen["audit_path"] is None
     assert seen["stores"]["demo"] == tmp_path / "fleetdeck" / "demo.db"
+    # Another cluster on that broker is not the demo's: the defaults too.
+    args = build_parser().parse_args(["console", "--broker", "mqtt://127.0.0.1:21996",
+                                      "--cluster", "prod"])
+    assert cmd_console(args) == 0
+    assert seen["audit_path"] is None
+    assert seen["stores"]["prod"] == tmp_path / "fleetdeck" / "prod.db"
+    mark.close()
+    # The second console's store is named when the demo ends, and found by 'events'.
+    from fleetdeck.console.cli.history import demo_stores
+
+    store.write_bytes(b"")
+    assert f"store       {store}  (a second console's; " in where_it_went(run)
+    assert demo_stores() == [store]
