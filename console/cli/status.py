@@ -12,6 +12,7 @@ import aiomqtt
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.cli.history import table_console
@@ -560,33 +561,55 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
     return 2 if errors else unhealthy(summaries, fail_on, waiting)
 
 
+TOP_INCIDENT_MIN = 20
+"""Fewer columns than this left for TOP INCIDENT beside the counts: it goes under the table."""
+
+
 def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
                     unwatched: Sequence[tuple[str, str]] = ()) -> None:
     """The fleet of fleets: one line per cluster, worst first, then the sum. A cluster that
     could not be watched (``unwatched``: name, why) comes first, with its counts unknown: left
     out of the table, a whole cluster gone dark read as a fleet of fleets without it."""
-    table = Table(box=None, pad_edge=False)
     # WAIT: nodes whose health is unknown yet; without it, a cluster watched too briefly
     # read "64 nodes, ok 0, fail 0, 0/512 usable" with nothing to say why (a newcomer's run).
-    for col in ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "WAIT", "GPUS USABLE",
-                "IB UP", "JOBS R", "INC"):
-        table.add_column(col, no_wrap=True)
-    # The root-cause line is the one cell worth cutting: each cluster stays one line.
-    table.add_column("TOP INCIDENT", no_wrap=True, overflow="ellipsis")
+    heads = ("CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL", "WAIT", "GPUS USABLE",
+             "IB UP", "JOBS R", "INC")
 
-    def add(r: ClusterRow, name: str) -> None:
+    def cells(r: ClusterRow, name: str) -> list[str]:
         v = r.by_verdict
-        table.add_row(
-            name, str(r.nodes), str(v.get("ok", 0)),
-            *(f"[{VERDICT_STYLE[k]}]{v.get(k, 0)}[/]" if v.get(k, 0) else "0"
-              for k in ("degraded", "failed", "stale", "offline", "waiting")),
-            f"{r.gpus_usable}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
-            f"{r.jobs_running}/{r.jobs_total}", str(r.incidents), escape(r.top_incident))
+        return [name, str(r.nodes), str(v.get("ok", 0)),
+                *(f"[{VERDICT_STYLE[k]}]{v.get(k, 0)}[/]" if v.get(k, 0) else "0"
+                  for k in ("degraded", "failed", "stale", "offline", "waiting")),
+                f"{r.gpus_usable}/{r.gpus}", f"{r.ib_ports_up}/{r.ib_ports}",
+                f"{r.jobs_running}/{r.jobs_total}", str(r.incidents)]
 
-    for name, why in unwatched:
-        table.add_row(f"[red]{escape(name)}[/]", *(["?"] * 11),
-                      f"[red]{escape(why)}[/]")
-    for r in worst_first(rows):
-        add(r, r.cluster)
-    add(total, "[b]all[/]")
+    lines = [([f"[red]{escape(name)}[/]", *(["?"] * 11)], f"[red]{escape(why)}[/]")
+             for name, why in unwatched]
+    lines += [(cells(r, escape(r.cluster)), escape(r.top_incident)) for r in worst_first(rows)]
+    lines.append((cells(total, "[b]all[/]"), escape(total.top_incident)))
+    # The counts are never cut: rich shrank every column alike, so at 80 columns they read
+    # "8…" and "81…" while the long root-cause line kept its room. Each count column is as
+    # wide as its widest cell; TOP INCIDENT, the one cell worth cutting, takes what is left,
+    # or goes under the table when too little is (each cluster stays one line either way).
+    widths = [max(Text.from_markup(line[0][i]).cell_len for line in [([*heads], ""), *lines])
+              for i in range(len(heads))]
+    # rich, over width, takes from every column alike whatever their min_width: the counts'
+    # room is kept by giving TOP INCIDENT a width that fits what they leave.
+    gap = 2 if sum(widths) + 2 * len(heads) + TOP_INCIDENT_MIN <= console.width else 1
+    left = console.width - sum(widths) - gap * len(heads)
+    beside = left >= TOP_INCIDENT_MIN
+    table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0))
+    for head, width in zip(heads, widths, strict=True):
+        table.add_column(head, no_wrap=True, min_width=width)
+    if beside:
+        widest = max(Text.from_markup(top).cell_len for _, top in lines)
+        table.add_column("TOP INCIDENT", no_wrap=True, overflow="ellipsis",
+                         width=max(len("TOP INCIDENT"), min(left, widest)))
+    for counts, top in lines:
+        table.add_row(*counts, *([top] if beside else []))
     console.print(table)
+    if not beside and any(top for _, top in lines):
+        console.print("TOP INCIDENT")
+        for counts, top in lines:
+            if top:
+                console.print(f"  {counts[0]}: {top}", no_wrap=True, overflow="ellipsis")

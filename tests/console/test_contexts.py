@@ -197,3 +197,38 @@ def test_a_cluster_watched_too_briefly_says_its_waiting_nodes(two_clusters):
     assert counts["WAIT"] > 0, lines  # nothing judged in a tenth of a second
     assert "no node of cluster 'north'" in res.stderr
     assert "their health is unknown" in res.stderr and "ea[0001-0004]" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_several_clusters_table_cuts_the_top_incident_never_a_count(width):
+    """On a terminal, rich took from every column alike: at 80 columns the counts read "8…"
+    and "81…" (whole columns went) while the long root-cause line kept its room, against the
+    table's own rule that TOP INCIDENT is the one cell worth cutting."""
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_clusters
+    from fleetdeck.console.contexts import ClusterRow, combined
+
+    def row(name: str, n: int, top: str) -> ClusterRow:
+        return ClusterRow(name, n, {"ok": n - 20, "degraded": 12, "failed": 7, "waiting": 1},
+                          8 * n, 8 * n, 8 * n, 8 * n - 90, 0, 0, 13, 14, 3, top,
+                          gpus_usable=8 * n - 20)
+
+    top = ("16 ports on 16 nodes fail together: suspect leaf switch leaf04-r5, not the nodes "
+           "(gpu[0049-0064])")
+    rows = [row("prod-east", 1024, top), row("demo", 64, "")]
+    out = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    render_clusters(rows, combined(rows), out, [("lab", "connection refused")])
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0].split()[:12] == ["CLUSTER", "NODES", "OK", "DEGR", "FAIL", "STALE", "OFFL",
+                                     "WAIT", "GPUS", "USABLE", "IB", "UP"]
+    assert all(len(line) <= width for line in lines)
+    counts = {line.split()[0]: line.split()[1:12] for line in lines[1:5]}
+    assert counts["prod-east"] == ["1024", "1004", "12", "7", "0", "0", "1", "8172/8192",
+                                   "8102/8192", "13/14", "3"]
+    assert counts["all"][:2] == ["1088", "1048"] and counts["lab"] == ["?"] * 11
+    assert not any("…" in cell for cells in counts.values() for cell in cells)
+    # The root cause is said, cut to the room left, beside the counts or under them.
+    assert any("16 ports on 16 nodes fail" in line and "…" in line for line in lines)
