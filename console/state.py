@@ -399,7 +399,13 @@ class NodeState(msgspec.Struct, gc=False):
         expected = self.gpus_expected or (wire2.rows_of(t)[0] if t is not None else 0)
         if self.waiting:
             return GpuUse(waiting=expected)
+        stepping = bool(self.job_stepping) and self.drain.state is DrainState.NONE
         if t is None:
+            # Its agent died before this console started, and its job steps on: its ranks
+            # run on its GPUs, as a console that had its last sample counts them (one started
+            # late counted them out: two consoles on one fleet, 8 GPUs apart; an SRE drill).
+            if stepping:
+                return GpuUse(in_use=expected)
             # Silent with no sample ever heard: out of service, but nothing says its GPUs
             # failed (a replay that starts after a node died counted them failed where the
             # live console, which had its last sample, counted them out).
@@ -408,7 +414,7 @@ class NodeState(msgspec.Struct, gc=False):
         # A fault of the GPU's own stays one while its node is silent (last known).
         failed = min(expected, max(missing, len(self.faulty_gpus))) if self.findings else missing
         usable = max(0, self.gpus_present - (failed - missing))  # present and not faulty
-        if self.job_stepping and self.drain.state is DrainState.NONE:
+        if stepping:
             # Its agent died, not the node: its job's ranks run on its GPUs (they read "out",
             # and the node "down 1", beside "the agent died, not the node"; a 3 a.m. drive).
             return GpuUse(failed=failed, in_use=usable)

@@ -98,6 +98,32 @@ def test_dead_node_is_not_taken_for_a_dead_agent_by_a_console_that_starts_late(
     assert agent["action"].startswith("restart the agent"), agent["action"]
 
 
+def test_a_console_that_starts_after_an_agent_died_counts_its_stepping_gpus_in_use(
+        mosquitto, tmp_path: Path) -> None:
+    """An agent that died before the console started, its job stepping on: the ranks run on
+    its GPUs, as a console that watched the death counts them. A late one (this one-shot
+    `status`, never a sample of that node) counted them out: two consoles on one fleet, 8
+    GPUs apart, beside "the agent died, not the node" (an SRE drill, 256 nodes)."""
+    url, cluster = str(mosquitto.url), "lateagent"
+    scenario = tmp_path / "two-jobs.toml"
+    scenario.write_text(SCENARIO)
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--scenario", str(scenario),
+                "--seed", "5", log=tmp_path / "sim.log")
+    try:
+        out = until(url, cluster, lambda o: sum(j["state"] == "R" for j in o["jobs"]) == 2)
+        small = next(j for j in out["jobs"] if j["name"] == "small")
+        dead_agent = small["nodes"][0]
+        inject(url, cluster, "agent_death", f"node={dead_agent}")
+        out = until(url, cluster, lambda o: nodes_of(o)[dead_agent]["job_still_stepping"])
+    finally:
+        assert stop_process(sim) == 0
+    agent = nodes_of(out)[dead_agent]
+    assert agent["verdict"] == "offline" and agent["gpus"] == 0, agent  # no sample ever heard
+    t = out["totals"]
+    # Three nodes run the two jobs (8 GPUs each), the fourth is idle.
+    assert (t["gpus_in_use"], t["gpus_free"], t["gpus_out"]) == (24, 8, 0), t
+
+
 def test_rate_findings_name_their_threshold(mosquitto, tmp_path: Path) -> None:
     """A symbol storm and a PCIe replay storm: each finding names the port or GPU and the
     threshold it crossed (docs/architecture.md, "Health rules"), so the on-call need not look
