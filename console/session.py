@@ -140,6 +140,15 @@ runs on the slice that empties it, or at least this often: each is O(fleet), a s
 KEYFRAME_ASKS_PER_TICK = 512
 """v2 keyframe requests per tick at most: a console started late asks every node once; the
 rest wait a tick (or their periodic keyframe)."""
+STATUS_ASK_AFTER_S = 1.0
+"""A node born this long with no status heard is asked for its retained status again: an agent
+publishes both together, so the broker dropped it (``ConsoleSession._ask_statuses``)."""
+STATUS_ASK_WINDOW_S = 30.0
+"""Born nodes are looked over for a missing status this long after each connect, when the
+broker sends every retained message at once; not a pass over the fleet every tick for ever."""
+STATUS_ASK_FOR_S = 10.0
+"""A node's own status filter stays subscribed this long at most, unanswered."""
+STATUS_ASKS_PER_TICK = 1024
 
 
 PIECE_MIN_ITEMS = 64
@@ -408,6 +417,12 @@ class ConsoleSession:
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
         self._rebirth_asked: dict[str, float] = {}
+        self._asks_statuses = self.feed is not None and filters is None and not digests
+        """It subscribes to every node's status (``subscriptions``): a status the broker
+        dropped is asked for again on the node's own topic (``_ask_statuses``)."""
+        self._status_asked: dict[str, float] = {}
+        """Node -> when its own status filter was subscribed (this connection)."""
+        self._status_connect = -1.0
         self._dropped_seen = 0
         self._lost_seen = 0
         self._got_seen = 0
@@ -915,6 +930,8 @@ class ConsoleSession:
             # keyframe is): a node whose retained birth was garbage was left out of `status`
             # altogether, its dead GPU with it, and the exit was 0 (an SRE drill).
             self._plan_rebirths(now)
+        if full and self._asks_statuses:
+            self._ask_statuses(now)
         self._plan_keyframes(now)
         self._run_probe(now)
         self._note_shedding(now)
@@ -1516,6 +1533,46 @@ class ConsoleSession:
             self.counters.events_lost += lost
             self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
                       severity="warn", nodes=(node,), kind="events_lost")
+
+    def _ask_statuses(self, now: float) -> None:
+        """Subscribe, for a while, to the status topic of each node born with no status heard.
+        On connect the broker sends every retained message at once and queues at most
+        ``max_queued_messages`` for this client (Mosquitto's default 1000): of 1,024 nodes it
+        sent the births and dropped the statuses after them, so the agents that had died
+        (their Last Will) read "stale: no telemetry heard from it yet", not offline (an SRE
+        drill; docs/domain.md, Mosquitto). A subscription to one node's topic brings its
+        retained status alone."""
+        feed = self.feed
+        assert feed is not None
+        link = feed.link
+        asked = self._status_asked
+        nodes = self.state.nodes
+        if asked:
+            done = [n for n, at in asked.items()
+                    if (st := nodes.get(n)) is None or st.status_bd_seq >= 0
+                    or now - at >= STATUS_ASK_FOR_S]
+            if done:
+                link.unsubscribe([topic_for(self.cluster, Kind.STATUS, n) for n in done])
+                for n in done:
+                    asked[n] = float("inf")  # once a connection: a node may have no status
+        conn = link.conn
+        if conn.state != "connected" or link.client is None:
+            return
+        if conn.since != self._status_connect:
+            self._status_connect = conn.since  # a new connection: its own burst
+            for n in [n for n, at in asked.items() if at == float("inf")]:
+                del asked[n]
+        if now - conn.since > STATUS_ASK_WINDOW_S:
+            return
+        ask = list(islice((n for n, st in nodes.items()
+                           if st.birth is not None and st.status_bd_seq < 0
+                           and st.first_seen is not None
+                           and now - st.first_seen >= STATUS_ASK_AFTER_S
+                           and n not in asked), STATUS_ASKS_PER_TICK))
+        if ask:
+            link.subscribe([topic_for(self.cluster, Kind.STATUS, n) for n in ask])
+            for n in ask:
+                asked[n] = now
 
     def _plan_keyframes(self, now: float) -> None:
         # v2 deltas need their keyframe (docs/protocol.md). Read-only and throttled per node by
