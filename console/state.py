@@ -1032,6 +1032,13 @@ class FleetState:
             st.change_seen = True
             if verdict in _RULE_MADE:
                 st.settle_until = math.inf
+            if verdict is Verdict.OFFLINE and st.online is None:
+                # Offline as last written, until its status or telemetry says otherwise: a
+                # broker that lost its retained will (SIGKILLed before its autosave) left a
+                # restarted collector nothing of the node, and it wrote "offline -> stale (H1)
+                # no telemetry heard from it yet", a change at its own start that never
+                # happened (a failure drill).
+                st.online = False
         if st.first_seen is None and self.heard_since is not None:
             st.first_seen = self.heard_since
         return st
