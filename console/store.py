@@ -340,8 +340,31 @@ def _unusable(path: Path, err: sqlite3.Error) -> str:
     if code == sqlite3.SQLITE_CORRUPT:
         return (f"the history store {path} is damaged ({err}): move it aside and start with "
                 "a new --db ('sqlite3 FILE .recover' saves what can still be read).")
+    read_only = _read_only(path)
+    if read_only:
+        # SQLite's "unable to open database file" and a question beside a collector's plain
+        # "Read-only file system" for the same folder (a failure drill on a read-only mount).
+        return (f"cannot use the history store {path}: {read_only}, and SQLite writes beside "
+                "the store (its -wal and -shm files) even to read it; give --db a file in a "
+                "writable folder.")
     return (f"cannot use the history store {path}: {err} (is the folder writable, and the "
             "file a fleetdeck store?).")
+
+
+def _read_only(path: Path) -> str:
+    """Why ``path``'s store cannot be written, where the file system says: its folder is on a
+    read-only mount, or this user may not write it or the file; '' where it may."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "its folder is on a read-only file system"
+    except OSError:
+        return ""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "its folder is not writable by this user"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only to this user"
+    return ""
 
 
 def _audit_row(a: AuditRecord) -> tuple[Any, ...]:

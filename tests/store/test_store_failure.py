@@ -4,6 +4,8 @@ writing for good after the first error)."""
 
 import asyncio
 import contextlib
+import os
+import subprocess
 import threading
 
 import pytest
@@ -13,6 +15,7 @@ from fleetdeck.console import session as session_mod
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import CONSOLE_SOURCE, Store, StoreError
 from fleetdeck.protocol.topics import Kind
+from tests.conftest import run_cli
 from tests.helpers import FakeNode
 
 
@@ -252,3 +255,42 @@ async def test_a_catch_up_cut_short_is_one_outage_and_the_wal_is_given_back(
     rows = await store.events(0)
     assert len([r for r in rows if r["node"] != CONSOLE_SOURCE]) == 40
     await session.close()
+
+
+def test_a_store_on_a_read_only_mount_is_said_to_be_read_only(tmp_path):
+    """`events` (and the console's history) on a store whose folder is mounted read-only said
+    SQLite's "unable to open database file (is the folder writable, and the file a fleetdeck
+    store?)", where `collect` on the same folder said "Read-only file system" (a failure
+    drill). A real read-only mount where this user may make one (root), else a folder and file
+    this user may not write."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "store.db"
+    mounted = False
+    if os.geteuid() == 0:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)],
+                          capture_output=True, check=False).returncode != 0:
+            pytest.skip("root here may not mount a tmpfs")
+        mounted = True
+    try:
+        asyncio.run(_made(path))
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        else:
+            path.chmod(0o444)
+            folder.chmod(0o555)
+        res = run_cli("events", "--db", str(path), "--cluster", "c", "--since", "1h")
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=False)
+        else:
+            folder.chmod(0o755)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    said = res.stderr.strip()
+    assert "read-only file system" in said or "not writable by this user" in said, said
+    assert "unable to open database file" not in said and said.count("\n") == 0, said
+
+
+async def _made(path) -> None:
+    store = await Store.open(path, cluster="c", claim=True)
+    await store.close()
