@@ -18,6 +18,14 @@ import msgspec
 from fleetdeck.protocol import ib_counters, wire2, xids
 from fleetdeck.protocol.fast import Birth, DigestPort, GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import XIDS_WINDOW_S
+from fleetdeck.protocol.thermal import (
+    TEMP_CLEAR_C,
+    TEMP_WARN_C,
+    THROTTLE_BITS,
+    THROTTLE_HOLD_MS,
+    THROTTLE_HOLD_S,
+    throttle_hold,
+)
 
 
 class Verdict(StrEnum):
@@ -91,38 +99,14 @@ XID_WINDOW_MS = XIDS_WINDOW_S * 1000
 
 EXPECTED_GPUS = 8
 NVLINKS = 18
-TEMP_WARN_C = 87.0  # max operating
+# TEMP_WARN_C, TEMP_CLEAR_C and the throttle's hold: fleetdeck/protocol/thermal.py (the agent
+# applies them too, for what a console that started since missed).
 TEMP_SLOWDOWN_C = 89.0
 TEMP_SHUTDOWN_C = 92.0  # the GPU powers off (H100 nvidia-smi -q; docs/domain.md)
-TEMP_CLEAR_C = 84.0
-"""G13 hysteresis: a GPU that reached TEMP_WARN_C stays flagged until it reads below this. The
-firmware's own thermal slowdown holds a hot GPU a degree or two under its limit and readings
-jitter by a degree, so a clear at 87 strobed; a healthy GPU under load runs 55-80 °C
-(docs/architecture.md, "Thermal findings hold")."""
 ROW_REMAP_UNC_LIMIT = 512
 SRAM_CORR_LIMIT = 10_000
 PCIE_REPLAY_PER_MIN = 31  # Gen5 x16
 NVLINK_CRC_DRAIN_PER_S = 100.0
-THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
-THERMAL_BITS = 0x20 | 0x40
-"""The throttles that are the GPU's own cooling (SW and HW thermal slowdown): only they hold
-G12 past its minute on an idle GPU. HW slowdown and power brake come with a facility's power
-cap, on every node at once, and clear as before (a review)."""
-THROTTLE_HOLD_S = 60.0
-"""G12 hysteresis: a GPU stays flagged this long after its last throttled sample, the window of
-DCGM's thermal watch ("violation time grew in the last minute"); the throttle bits of a GPU at
-its limit come and go from one sample to the next (docs/architecture.md, "Thermal findings
-hold")."""
-THROTTLE_HOLD_MS = int(THROTTLE_HOLD_S * 1000)
-THROTTLE_IDLE_HOLD_S = 3600.0
-"""A GPU that throttled and then went idle (its job ended or was requeued) cannot show that it
-is fixed: an idle GPU does not throttle. G12 holds until it has worked THROTTLE_HOLD_S without
-throttling, or for this long idle: it was forgotten a minute after its job's requeue, and the
-node went back to the pool to slow the next job (a 3 a.m. drive)."""
-THROTTLE_IDLE_HOLD_MS = int(THROTTLE_IDLE_HOLD_S * 1000)
-BUSY_UTIL_PCT = 50
-"""A GPU this busy (utilisation %) is under load: it would throttle again if its cooling were
-still bad."""
 THROTTLE_UNPROVEN = "clears after a minute of work without throttling"
 """Said by a G12 held for an idle GPU (``judgements.recommended_action`` reads it)."""
 IB_RATE_GBPS = 400.0
@@ -566,25 +550,12 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
 
 
 def _prove(gh: GpuHistory, util: float | None, now: int) -> None:
-    """A throttled GPU's hold after its last throttle: a minute of work without throttling
-    clears it, as an hour since the throttle does (THROTTLE_IDLE_HOLD_S). A throttle not
-    of its cooling (THERMAL_BITS; a grown violation counter is thermal) clears after its
-    minute, busy or not."""
+    """A throttled GPU's hold after its last throttle (``thermal.throttle_hold``, the rule the
+    agent applies for ``throttled_last_ts`` too)."""
     last = gh.throttled_ms
     assert last is not None
-    thermal = not gh.throttled_reasons or gh.throttled_reasons & THERMAL_BITS
-    if not thermal and now - last > THROTTLE_HOLD_MS:
-        gh.throttled_ms = gh.proven_ms = None
-        return
-    if util is None or util >= BUSY_UTIL_PCT:  # no utilisation read: as busy (the old rule)
-        if gh.proven_ms is None:
-            gh.proven_ms = now
-        if now - gh.proven_ms >= THROTTLE_HOLD_MS and now - last > THROTTLE_HOLD_MS:
-            gh.throttled_ms = gh.proven_ms = None
-        return
-    gh.proven_ms = None
-    if now - last > THROTTLE_IDLE_HOLD_MS:
-        gh.throttled_ms = None
+    gh.throttled_ms, gh.proven_ms = throttle_hold(last, gh.throttled_reasons, gh.proven_ms,
+                                                  util, now)
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -719,6 +690,13 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if (g.pcie_replay_1m or 0) > PCIE_REPLAY_PER_MIN:
             return False
         h = hg.get(g.index)
+        throttled, hot = g.throttled_last_ts, g.hot_last_ts
+        if throttled is not None or hot is not None:
+            # The agent's holds, of what this console did not watch (``_gpu_findings``).
+            watched = h.watched_ms if h is not None else now
+            if ((throttled is not None and throttled < watched)
+                    or (temp is not None and hot is not None and hot < watched)):
+                return False
         if h is not None and (h.crc_rate >= 1 or h.thermal_grew
                               or h.pcie_minute.total > PCIE_REPLAY_PER_MIN
                               or (h.nvlink_err_last_ms is not None
@@ -908,13 +886,25 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
     # G12 and G13 fire on the first sample over the line, and hold (THROTTLE_HOLD_S, the band
     # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.
     reasons = g.clock_event_reasons or 0
+    # The agent's holds (``throttled_last_ts``, ``hot_last_ts``) stand for a throttle or a hot
+    # reading before this console watched the GPU: a one-shot ``status`` (3.5 s) said "ok ... do
+    # not drain" of a GPU the TUI held for its failed cooling (a fault drill). What the console
+    # watched it judges itself, as before.
+    watched = h.watched_ms if h is not None else now_ms
+    agent_last = g.throttled_last_ts
+    if agent_last is not None and agent_last >= watched:
+        agent_last = None
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({_throttle_why(reasons)})"))
-    elif h is not None and h.throttled_ms is not None:
+    elif (h is not None and h.throttled_ms is not None) or agent_last is not None:
         # A fixed text while held: a countdown would change the finding (and the node's
         # digest, the store's row) every second for nothing an operator acts on.
-        why = _throttle_why(h.throttled_reasons)
-        if now_ms - h.throttled_ms <= THROTTLE_HOLD_MS:
+        if h is not None and h.throttled_ms is not None:
+            last, why = h.throttled_ms, _throttle_why(h.throttled_reasons)
+        else:
+            assert agent_last is not None
+            last, why = agent_last, _throttle_why(g.throttled_last_reasons or 0)
+        if now_ms - last <= THROTTLE_HOLD_MS:
             text = f"clock throttled ({why}) within the last {_HOLD_TEXT}"
         else:
             text = f"clock throttled ({why}) earlier; {THROTTLE_UNPROVEN}"
@@ -928,7 +918,8 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
         # Floored too: 88.6 °C read "89 °C above max operating" and 89.0 "89 °C above
         # slowdown", one temperature in two words (a 3 a.m. drive).
         out.append(Finding("G13", Severity.WARN, c, f"{int(temp)} °C {what}"))
-    elif temp is not None and h is not None and h.hot_ms is not None:
+    elif temp is not None and ((h is not None and h.hot_ms is not None) or (
+            g.hot_last_ts is not None and g.hot_last_ts < watched)):
         # Floored: 86.6 °C must not read "87 °C" beside "above max operating ... ago".
         out.append(Finding("G13", Severity.WARN, c,
                            f"{int(temp)} °C, was above max operating "

@@ -992,7 +992,8 @@ GPU_FIELDS = (
     "mem_temp_c", "power_w", "power_limit_w", "energy_j", "sm_clock_mhz", "mem_clock_mhz",
     "sm_clock_max_mhz", "clock_event_reasons", "thermal_violation_ns", "power_violation_ns",
     "pstate", "pcie_gen", "pcie_width", "pcie_replay_total", "ecc", "row_remap", "nvlink",
-    "xid_last", "xid_last_ts", "xids", "pcie_replay_1m",
+    "xid_last", "xid_last_ts", "xids", "pcie_replay_1m", "throttled_last_ts",
+    "throttled_last_reasons", "hot_last_ts",
 )
 PORT_FIELDS = (
     "dev", "port", "state", "state_id", "phys_state", "phys_state_id", "rate_gbps", "width",

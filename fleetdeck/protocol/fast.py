@@ -135,6 +135,9 @@ class GpuSample(_Struct, frozen=True):
     xid_last_ts: TsMs | None = None
     xids: Annotated[list[XidSeen], msgspec.Meta(max_length=XIDS_MAX)] = []
     pcie_replay_1m: U32 | None = None
+    throttled_last_ts: TsMs | None = None
+    throttled_last_reasons: U64 | None = None
+    hot_last_ts: TsMs | None = None
 
 
 class IbPortSample(_Struct, frozen=True):

@@ -226,6 +226,18 @@ class GpuSample(_Msg):
     pcie_replay_1m: U32 | None = None
     """PCIe replays the agent counted over the last minute (rule G11's window), so a console
     that has watched for seconds judges the whole minute. Absent from older agents."""
+    throttled_last_ts: TsMs | None = None
+    """Sample time of this GPU's last throttled sample (a throttle bit of rule G12, or
+    ``thermal_violation_ns`` grew) while the agent holds G12 for it (fleetdeck/protocol/
+    thermal.py: until it has worked a minute without throttling, or an hour idle; a power
+    throttle a minute), else absent: a console that has watched for seconds (a one-shot
+    ``status``) holds G12 as one watching all along does. Absent from older agents."""
+    throttled_last_reasons: U64 | None = None
+    """``clock_event_reasons`` of that sample (what the held G12 names), with
+    ``throttled_last_ts``."""
+    hot_last_ts: TsMs | None = None
+    """Sample time of this GPU's last reading at or above 87 °C while rule G13 holds (until a
+    reading below 84 °C), else absent. Absent from older agents."""
 
 
 class IbPortSample(_Msg):

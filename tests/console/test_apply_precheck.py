@@ -152,6 +152,10 @@ GPU_EDITS: list[tuple[tuple[str, ...], st.SearchStrategy[Any]]] = [
     (("thermal_violation_ns",), st.integers(0, 3)),
     (("xid_last",), st.one_of(st.none(), st.sampled_from([13, 45, 48, 79, 94, 119]))),
     (("pcie_replay_1m",), st.one_of(st.none(), st.integers(30, 33))),
+    # Before or after the sample's time (so the console's watch), in the minute or past it.
+    (("throttled_last_ts",), st.one_of(st.none(), st.integers(0, 2**41))),
+    (("throttled_last_reasons",), st.one_of(st.none(), st.sampled_from([0, 0x1, 0x20, 0x80]))),
+    (("hot_last_ts",), st.one_of(st.none(), st.integers(0, 2**41))),
 ]
 PORT_EDITS: list[tuple[tuple[str, ...], st.SearchStrategy[Any]]] = [
     (("state",), st.sampled_from(["ACTIVE", "DOWN", "INIT"])),

@@ -167,8 +167,9 @@ def test_a_gpu_that_throttled_and_went_idle_stays_flagged_until_it_works_or_an_h
     node went back to the pool to slow the next job (a 3 a.m. drive): idle, it cannot show
     that its cooling is fixed. G12 holds until a minute of work without throttling, or an
     hour idle, and the idle node's advice is to drain it and check the cooling."""
-    from fleetdeck.console.health import THROTTLE_IDLE_HOLD_S, THROTTLE_UNPROVEN
+    from fleetdeck.console.health import THROTTLE_UNPROVEN
     from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.thermal import THROTTLE_IDLE_HOLD_S
 
     seen: dict[int, Any] = {}
     for k, st in _feed_both(_busy_then_idle(None), WORKED + int(THROTTLE_IDLE_HOLD_S) + 5):

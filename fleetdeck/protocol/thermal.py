@@ -1,0 +1,62 @@
+"""Thermal holds (rules G12 and G13): the thresholds, and how a throttle's hold ends, in one
+place for the console's rules (console/health.py) and the agent's own watch of them
+(agents/windows.py, ``ThermalHolds``; docs/protocol.md, "Agent windows").
+
+The console holds G12 and G13 from what it watched; a console that watched for seconds (a
+one-shot ``fleetdeck status``, a restarted collector) saw none of a throttle that ended before
+it started, and said "ok ... do not drain" of a GPU the TUI held degraded for its failed cooling
+(a fault drill). The agent runs all along, so it applies the same rule and sends each GPU's last
+throttle (``throttled_last_ts``) and last hot reading (``hot_last_ts``) while they hold.
+"""
+
+from __future__ import annotations
+
+TEMP_WARN_C = 87.0  # max operating
+TEMP_CLEAR_C = 84.0
+"""G13 hysteresis: a GPU that reached TEMP_WARN_C stays flagged until it reads below this. The
+firmware's own thermal slowdown holds a hot GPU a degree or two under its limit and readings
+jitter by a degree, so a clear at 87 strobed; a healthy GPU under load runs 55-80 °C
+(docs/architecture.md, "Thermal findings hold")."""
+THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
+THERMAL_BITS = 0x20 | 0x40
+"""The throttles that are the GPU's own cooling (SW and HW thermal slowdown): only they hold
+G12 past its minute on an idle GPU. HW slowdown and power brake come with a facility's power
+cap, on every node at once, and clear as before (a review)."""
+THROTTLE_HOLD_S = 60.0
+"""G12 hysteresis: a GPU stays flagged this long after its last throttled sample, the window of
+DCGM's thermal watch ("violation time grew in the last minute"); the throttle bits of a GPU at
+its limit come and go from one sample to the next (docs/architecture.md, "Thermal findings
+hold")."""
+THROTTLE_HOLD_MS = int(THROTTLE_HOLD_S * 1000)
+THROTTLE_IDLE_HOLD_S = 3600.0
+"""A GPU that throttled and then went idle (its job ended or was requeued) cannot show that it
+is fixed: an idle GPU does not throttle. G12 holds until it has worked THROTTLE_HOLD_S without
+throttling, or for this long idle: it was forgotten a minute after its job's requeue, and the
+node went back to the pool to slow the next job (a 3 a.m. drive)."""
+THROTTLE_IDLE_HOLD_MS = int(THROTTLE_IDLE_HOLD_S * 1000)
+BUSY_UTIL_PCT = 50
+"""A GPU this busy (utilisation %) is under load: it would throttle again if its cooling were
+still bad."""
+
+
+def throttle_hold(last_ms: int, reasons: int, proven_ms: int | None, util: float | None,
+                  now_ms: int) -> tuple[int | None, int | None]:
+    """A throttled GPU's hold at an unthrottled sample: ``(last_ms, proven_ms)`` after it, last
+    None once the hold ended. ``reasons``: the clock-event reasons of the last throttle;
+    ``proven_ms``: the first sample of the current run of busy, unthrottled samples.
+
+    A minute of work without throttling clears it, as an hour since the throttle does
+    (THROTTLE_IDLE_HOLD_S). A throttle not of its cooling (THERMAL_BITS; a grown violation
+    counter is thermal) clears after its minute, busy or not."""
+    thermal = not reasons or reasons & THERMAL_BITS
+    if not thermal and now_ms - last_ms > THROTTLE_HOLD_MS:
+        return None, None
+    if util is None or util >= BUSY_UTIL_PCT:  # no utilisation read: as busy (the old rule)
+        if proven_ms is None:
+            proven_ms = now_ms
+        if now_ms - proven_ms >= THROTTLE_HOLD_MS and now_ms - last_ms > THROTTLE_HOLD_MS:
+            return None, None
+        return last_ms, proven_ms
+    if now_ms - last_ms > THROTTLE_IDLE_HOLD_MS:
+        return None, None
+    return last_ms, None
