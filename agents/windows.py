@@ -1,5 +1,7 @@
 """The agent's own look back: error-counter increments over the windows the console's rules
-read (``errors_1h`` per port, ``pcie_replay_1m`` per GPU; docs/protocol.md, "Agent windows").
+read (``errors_1h`` per port, ``pcie_replay_1m`` per GPU; docs/protocol.md, "Agent windows"),
+and the thermal holds of rules G12 and G13 (``throttled_last_ts``, ``hot_last_ts``;
+``ThermalHolds``).
 
 A console judges N2 ("a fatal IB counter increased in the last hour"), N3 (symbol errors per
 hour) and G11 (PCIe replays per minute) from the increments it saw itself, so a console that has
@@ -32,6 +34,13 @@ from fleetdeck.protocol.ib_counters import (
     ERRORS_WINDOW_S,
     HOUR_COUNTED,
     PCIE_WINDOW_S,
+)
+from fleetdeck.protocol.thermal import (
+    TEMP_CLEAR_C,
+    TEMP_WARN_C,
+    THROTTLE_BITS,
+    THROTTLE_IDLE_HOLD_MS,
+    throttle_hold,
 )
 
 BASELINES_KEPT_S = 600.0
@@ -280,25 +289,144 @@ def _put_pcie_replay_1m(row: Row, counts: dict[str, int]) -> Row:
     return _with(row, pcie_replay_1m=counts["pcie_replay"])
 
 
+_VIOLATION = attrgetter("thermal_violation_ns")
+_INDEX = attrgetter("index")
+
+
+class ThermalHolds:
+    """Each GPU's thermal holds as the console's rules G12 and G13 hold them
+    (fleetdeck/protocol/thermal.py): the last throttled sample (a throttle bit, or
+    ``thermal_violation_ns`` grew) and its reasons until the GPU has worked a minute without
+    throttling (or an hour idle; a power throttle a minute), the last reading at or above
+    TEMP_WARN_C until one below TEMP_CLEAR_C. Sent as ``throttled_last_ts`` /
+    ``throttled_last_reasons`` / ``hot_last_ts`` while they hold: after a thermal fault that
+    ended, a one-shot ``status`` (a 3.5 s watch) said "ok ... do not drain" of a GPU whose
+    failed cooling the TUI held degraded (a fault drill).
+
+    Nearly every sample of a fleet has nothing held, nothing hot or throttled and no violation
+    counter moved: that is one tuple made and compared and a look at two fields per GPU, and
+    the rows go out as they came (the simulator runs thousands of agents on its CPU,
+    docs/performance.md)."""
+
+    __slots__ = ("_holds", "_indices", "_violation", "revision")
+
+    def __init__(self) -> None:
+        self._holds: dict[int, list[int | None]] = {}
+        """index -> [last throttled ms, its reasons, proven ms, last hot ms] while one holds."""
+        self._violation: tuple[int | None, ...] | None = None
+        """The previous sample's ``thermal_violation_ns`` per row: the baseline of a growth."""
+        self._indices: tuple[int, ...] = ()
+        """Which GPU each of ``_violation`` is (an agent's rows keep their order)."""
+        self.revision = 0
+
+    def apply(self, rows: list[Row], now_ms: int) -> list[Row]:
+        """``rows`` with the holds set on the GPUs that have one (the same list when none)."""
+        violation = tuple(map(_VIOLATION, rows))
+        if not self._holds and violation == self._violation:
+            for g in rows:
+                reasons, temp = g.clock_event_reasons, g.temp_c  # type: ignore[attr-defined]
+                if (reasons and reasons & THROTTLE_BITS) or (
+                        temp is not None and temp >= TEMP_WARN_C):
+                    break
+            else:
+                return rows
+        self._track(rows, violation, now_ms)
+        holds = self._holds
+        if not holds:
+            return rows
+        out = list(rows)
+        for i, g in enumerate(rows):
+            st = holds.get(g.index)  # type: ignore[attr-defined]
+            if st is not None:
+                last = st[0]
+                out[i] = _with(g, throttled_last_ts=last,
+                               throttled_last_reasons=None if last is None else st[1],
+                               hot_last_ts=st[3])
+        return out
+
+    def _track(self, rows: list[Any], violation: tuple[int | None, ...], now_ms: int) -> None:
+        before = (dict(zip(self._indices, self._violation, strict=True))
+                  if self._violation is not None else {})
+        self._violation, self._indices = violation, tuple(map(_INDEX, rows))
+        holds = self._holds
+        for g in rows:
+            index = g.index
+            st = holds.get(index)
+            reasons = g.clock_event_reasons or 0
+            old, cur = before.get(index), g.thermal_violation_ns
+            if reasons & THROTTLE_BITS or (old is not None and cur is not None and cur > old):
+                # As the console's ``NodeHistory.update``: the reasons of the sample, whatever
+                # they are (a grown counter without a throttle bit reads as thermal).
+                if st is None:
+                    st = holds[index] = [None, 0, None, None]
+                st[0], st[1], st[2] = now_ms, reasons, None
+                self.revision += 1
+            elif st is not None and st[0] is not None:
+                last, proven = throttle_hold(st[0], st[1] or 0, st[2], g.util_pct, now_ms)
+                if last is None:
+                    self.revision += 1
+                st[0], st[2] = last, proven
+            temp = g.temp_c
+            if temp is not None and temp >= TEMP_WARN_C:
+                if st is None:
+                    st = holds[index] = [None, 0, None, None]
+                st[3] = now_ms
+                self.revision += 1
+            elif st is not None and st[3] is not None and (temp is None or temp < TEMP_CLEAR_C):
+                st[3] = None
+                self.revision += 1
+            if st is not None and st[0] is None and st[3] is None:
+                del holds[index]
+
+    def snapshot(self) -> list[list[int | None]]:
+        """``[[index, last throttled ms, reasons, last hot ms], ...]`` (``restore``)."""
+        return [[index, st[0], st[1], st[3]] for index, st in self._holds.items()]
+
+    def restore(self, snap: object, now_ms: int) -> None:
+        """Take back what ``snapshot`` gave: a GPU that throttled before an agent restart is
+        held as before (the run of work that proves it restarts). A throttle older than the
+        idle hold is over. Raises ValueError on another shape, having taken nothing."""
+        self.restore_nothing()
+        holds: dict[int, list[int | None]] = {}
+        if not isinstance(snap, list):
+            raise ValueError("thermal holds of another shape")
+        for item in snap:
+            if (not isinstance(item, list) or len(item) != 4
+                    or not all(_counter(v) for v in item) or item[0] is None):
+                raise ValueError(f"a thermal hold of another shape: {item!r}")
+            index, last, reasons, hot = item
+            if last is not None and now_ms - last > THROTTLE_IDLE_HOLD_MS:
+                last = None
+            if last is not None or hot is not None:
+                holds[index] = [last, reasons or 0, None, hot]
+        self._holds = holds
+
+    def restore_nothing(self) -> None:
+        self._holds = {}
+        self._violation, self._indices = None, ()
+
+
 class ErrorWindows:
     """One agent's windows: fed every sample it sends (``ports``, ``gpus``); the port windows
     are emptied when the node is returned to service (``forget_ports``), as the console
     forgets its own port windows then."""
 
-    __slots__ = ("_gpus", "_ports")
+    __slots__ = ("_gpus", "_ports", "_thermal")
 
     def __init__(self) -> None:
         self._ports = _Tracker(2, _PORT_KEY, HOUR_COUNTED, ERRORS_WINDOW_S,
                                saturates=("symbol_error", ALL_ONES["symbol_error"]))
         self._gpus = _Tracker(1, _GPU_KEY, ("pcie_replay",), PCIE_WINDOW_S)
+        self._thermal = ThermalHolds()
 
     def ports(self, ports: list[Row], now_ms: int) -> list[Row]:
         """``ports`` with ``errors_1h`` set on those whose window holds increments."""
         return self._ports.apply(ports, now_ms, _put_errors_1h)
 
     def gpus(self, gpus: list[Row], now_ms: int) -> list[Row]:
-        """``gpus`` with ``pcie_replay_1m`` set on those that replayed in the last minute."""
-        return self._gpus.apply(gpus, now_ms, _put_pcie_replay_1m)
+        """``gpus`` with ``pcie_replay_1m`` set on those that replayed in the last minute, and
+        the thermal holds on those that have one (``ThermalHolds``)."""
+        return self._thermal.apply(self._gpus.apply(gpus, now_ms, _put_pcie_replay_1m), now_ms)
 
     def forget_ports(self) -> None:
         """The node was returned to service after its repair: its ports' hour is forgotten
@@ -308,13 +436,14 @@ class ErrorWindows:
     @property
     def revision(self) -> int:
         """Moves when anything a save keeps changed (``snapshot``)."""
-        return self._ports.revision + self._gpus.revision
+        return self._ports.revision + self._gpus.revision + self._thermal.revision
 
     def snapshot(self, now_ms: int, boot_id: str) -> dict[str, Any]:
         """What ``restore`` takes back in the next agent of this node, stamped with when and
         in which boot it was saved (the baselines are that boot's counters)."""
         return {"v": 1, "saved_ms": now_ms, "boot_id": boot_id,
-                "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot()}
+                "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot(),
+                "thermal": self._thermal.snapshot()}
 
     def restore(self, snap: object, now_ms: int, boot_id: str) -> str:
         """Windows an earlier agent of this node saved; '' when taken back whole, else what
@@ -333,8 +462,11 @@ class ErrorWindows:
                      and snap.get("boot_id") == boot_id)
             self._ports.restore(snap.get("ports", {}), baselines=fresh)
             self._gpus.restore(snap.get("gpus", {}), baselines=fresh)
+            # An earlier agent's file without them: nothing held, as before.
+            self._thermal.restore(snap.get("thermal", []), now_ms)
         except (TypeError, ValueError, AttributeError) as err:
             self._ports.restore_nothing()
             self._gpus.restore_nothing()
+            self._thermal.restore_nothing()
             return f"left out: {err}"
         return "" if fresh else "baselines left out (another boot, or saved too long ago)"

@@ -427,3 +427,61 @@ def test_a_one_shot_status_after_the_flaps_reads_the_agents_hour_until_a_resume(
               and nodes_of(o)["gpu0002"]["verdict"] == "ok", timeout=30.0)
     finally:
         assert stop_process(sim) == 0
+
+
+HOT_JOB = """
+[fleet]
+nodes = 1
+hang_timeout = "10m"
+
+[[job]]
+name = "hot"
+nodes = 1
+steps = 30
+step_time = "1s"
+
+[[fault]]
+at = "0s"
+fault = "thermal"
+node = "gpu0001"
+gpu = 3
+temp = 100
+duration = "35s"
+"""
+
+
+def test_a_one_shot_status_after_a_thermal_fault_holds_the_idle_gpu_as_the_console_does(
+        mosquitto, tmp_path: Path) -> None:
+    """A GPU throttled for its failed cooling until its job ended; the fault ended too. Idle, it
+    cannot show that its cooling is fixed, and a console that watched holds G12 for up to an
+    hour with the advice to drain it and check the cooling. A one-shot `status` (a 3.5 s watch)
+    saw no throttle and said "ok ... do not drain" (a fault drill). The agent holds G12 itself
+    (``throttled_last_ts``): status, its --json and the TUI agree."""
+    from fleetdeck.console.health import THROTTLE_HOLD_S, THROTTLE_UNPROVEN
+
+    url, cluster = str(mosquitto.url), "thermalhold"
+    scenario = tmp_path / "hot-job.toml"
+    scenario.write_text(HOT_JOB)
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--scenario", str(scenario),
+                log=tmp_path / "sim.log")
+    try:
+        until(url, cluster, lambda o: any(f.startswith("G12 gpu3: clock throttled")
+                                          for f in nodes_of(o)["gpu0001"]["findings"]),
+              timeout=60.0)
+        idle = until(url, cluster, lambda o: not nodes_of(o)["gpu0001"]["job"], timeout=60.0)
+        # Past G12's minute since the last throttle (the job's end at the latest): only what
+        # proves the cooling (a minute of work) or an hour idle could clear it now.
+        assert nodes_of(idle)["gpu0001"]["verdict"] == "degraded", nodes_of(idle)
+        time.sleep(THROTTLE_HOLD_S + 2)
+        out = status_json(url, cluster)
+        node = nodes_of(out)["gpu0001"]
+        assert node["verdict"] == "degraded", node
+        [g12] = node["findings"]
+        assert g12.startswith("G12 gpu3: clock throttled (sw thermal"), g12
+        assert g12.endswith(f"earlier; {THROTTLE_UNPROVEN}"), g12
+        assert node["action"].startswith("drain it and check gpu3's cooling before it takes "
+                                         "work"), node
+        plain = run_cli("status", "--broker", url, "--cluster", cluster)
+        assert "do not drain" not in plain.stdout, plain.stdout
+    finally:
+        assert stop_process(sim) == 0

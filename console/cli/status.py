@@ -370,11 +370,12 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
     else:
         render_summary(out, table_console())
         if not digests and sys.stderr.isatty():
-            # The agents count N2/N3/G11's windows (docs/protocol.md, "Agent windows"), but
-            # the rates and holds are the watch's alone. For a person at a
+            # The agents count N2/N3/G11's windows and hold G12/G13 (docs/protocol.md, "Agent
+            # windows"), but the other rates and holds are the watch's alone. For a person at a
             # terminal: stdout stays the table, and a script's stderr quiet.
             print(f"fleetdeck status: judged on {watched:g} s of telemetry and the agents' own "
-                  "windows (N2, N3, G11): rates and holds (N4, G9, G10, G12, G13) count only "
+                  "windows (N2, N3, G11) and holds (G12, G13): rates and holds (N4, G9, G10) "
+                  "count only "
                   "what this watch saw; status --digests has the collectors' judgement, "
                   "events their history.", file=sys.stderr)
     collectors = session.state.collectors.values()

@@ -1,0 +1,169 @@
+"""The agent's thermal holds (agents/windows.py, ``ThermalHolds``): each GPU's last throttle
+(``throttled_last_ts``, ``throttled_last_reasons``) and last hot reading (``hot_last_ts``) while
+rules G12 and G13 hold them, so a console that has watched for seconds (a one-shot ``status``)
+holds them as a console that watched all along does (docs/protocol.md, "Agent windows").
+
+Found in a fault drill: after a thermal fault ended, the TUI held the idle GPU degraded with the
+advice to drain it and check its cooling, and ``status`` (a 3.5 s watch) said "ok ... do not
+drain"."""
+
+from typing import Any
+
+from msgspec.structs import replace
+
+from fleetdeck.agents.windows import ErrorWindows
+from fleetdeck.console.health import (
+    THROTTLE_UNPROVEN,
+    NodeHistory,
+    Verdict,
+    combine,
+    evaluate,
+    still_healthy,
+)
+from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol.fast import GpuSample, Telemetry
+from fleetdeck.protocol.thermal import THROTTLE_HOLD_MS, THROTTLE_IDLE_HOLD_MS
+from tests.helpers import FakeNode
+
+T0 = 10_000_000
+SW_THERMAL, POWER_BRAKE, IDLE = 0x20, 0x80, 0x1
+
+
+def _gpus(**gpu3: Any) -> list[GpuSample]:
+    """Eight cool, busy GPUs; gpu3 with ``gpu3``'s values."""
+    base = {"util_pct": 97.0, "temp_c": 60.0, "clock_event_reasons": 0,
+            "thermal_violation_ns": 1_000}
+    return [GpuSample(index=i, **(base | gpu3 if i == 3 else base)) for i in range(8)]
+
+
+def _holds(out: list[GpuSample]) -> dict[int, tuple[int | None, int | None, int | None]]:
+    return {g.index: (g.throttled_last_ts, g.throttled_last_reasons, g.hot_last_ts)
+            for g in out if (g.throttled_last_ts, g.hot_last_ts) != (None, None)}
+
+
+def test_nothing_held_is_the_list_itself_nothing_copied() -> None:
+    """Nearly every sample of a fleet: the simulator runs thousands of agents."""
+    ew = ErrorWindows()
+    gpus = _gpus()
+    assert ew.gpus(gpus, T0) is gpus
+    assert ew.gpus(gpus, T0 + 1000) is gpus
+    assert all(g.throttled_last_ts is None and g.hot_last_ts is None for g in gpus)
+
+
+def test_an_idle_gpu_that_throttled_for_heat_is_held_until_it_works_a_minute_or_an_hour() -> None:
+    ew = ErrorWindows()
+    ew.gpus(_gpus(), T0)
+    out = ew.gpus(_gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=5_000), T0 + 1000)
+    assert _holds(out) == {3: (T0 + 1000, SW_THERMAL, None)}
+    # Its job ends: idle, it cannot show that its cooling is fixed.
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=5_000)
+    for now in (T0 + 2000, T0 + 1000 + THROTTLE_HOLD_MS + 1, T0 + 1000 + THROTTLE_IDLE_HOLD_MS):
+        assert _holds(ew.gpus(idle, now)) == {3: (T0 + 1000, SW_THERMAL, None)}, now
+    assert _holds(ew.gpus(idle, T0 + 1001 + THROTTLE_IDLE_HOLD_MS)) == {}
+    # A new throttle, then a minute of work without one clears it, as the console's rule.
+    t1 = T0 + 2 * THROTTLE_IDLE_HOLD_MS
+    ew.gpus(_gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=9_000), t1)
+    cool = _gpus(thermal_violation_ns=9_000)
+    for s in range(1, 61):
+        assert _holds(ew.gpus(cool, t1 + s * 1000)) == {3: (t1, SW_THERMAL, None)}, s
+    assert _holds(ew.gpus(cool, t1 + 61_000)) == {}
+
+
+def test_a_grown_violation_counter_holds_and_a_power_brake_clears_after_its_minute() -> None:
+    ew = ErrorWindows()
+    ew.gpus(_gpus(util_pct=0.0), T0)
+    # No throttle bit, but the thermal violation time grew: thermal, as the console reads it.
+    grown = _gpus(util_pct=0.0, thermal_violation_ns=2_000)
+    assert _holds(ew.gpus(grown, T0 + 1000)) == {3: (T0 + 1000, 0, None)}
+    assert _holds(ew.gpus(grown, T0 + 1000 + 10 * THROTTLE_HOLD_MS)) == {3: (T0 + 1000, 0, None)}
+    # A power brake is the facility's, not the GPU's cooling: its minute, busy or not.
+    other = ErrorWindows()
+    other.gpus(_gpus(util_pct=0.0), T0)
+    other.gpus(_gpus(util_pct=0.0, clock_event_reasons=POWER_BRAKE), T0 + 1000)
+    assert _holds(other.gpus(_gpus(util_pct=0.0), T0 + 1000 + THROTTLE_HOLD_MS)) == {
+        3: (T0 + 1000, POWER_BRAKE, None)}
+    assert _holds(other.gpus(_gpus(util_pct=0.0), T0 + 1001 + THROTTLE_HOLD_MS)) == {}
+
+
+def test_a_hot_reading_is_held_until_one_below_the_clear_threshold() -> None:
+    ew = ErrorWindows()
+    ew.gpus(_gpus(), T0)
+    assert _holds(ew.gpus(_gpus(temp_c=87.4), T0 + 1000)) == {3: (None, None, T0 + 1000)}
+    assert _holds(ew.gpus(_gpus(temp_c=84.0), T0 + 2000)) == {3: (None, None, T0 + 1000)}
+    assert _holds(ew.gpus(_gpus(temp_c=83.9), T0 + 3000)) == {}
+
+
+def test_the_holds_survive_an_agent_restart(tmp_path) -> None:
+    """An agent restart (an upgrade, an OOM kill) in the hour of an idle hold forgot it, and
+    its next one-shot status read the GPU ok. The run of work that proves the cooling starts
+    again; a file of an older agent (no holds in it) holds nothing, as before."""
+    from fleetdeck.agents.state import StateStore
+
+    path = tmp_path / "state-gpu0001.json"
+    ew = ErrorWindows()
+    ew.gpus(_gpus(), T0)
+    ew.gpus(_gpus(clock_event_reasons=SW_THERMAL, temp_c=90.0, thermal_violation_ns=4_000),
+            T0 + 1000)
+    snap = ew.snapshot(T0 + 1000, "boot-a")
+    assert StateStore(path, "gpu0001").save_windows(snap)
+    again = ErrorWindows()
+    # Another boot: the baselines are left out, the holds are kept (the cooling is as bad).
+    assert again.restore(StateStore(path, "gpu0001").load_windows(), T0 + 600_000,
+                         "boot-b").startswith("baselines left out")
+    idle = _gpus(util_pct=0.0, temp_c=85.0, thermal_violation_ns=0)
+    assert _holds(again.gpus(idle, T0 + 600_000)) == {3: (T0 + 1000, SW_THERMAL, T0 + 1000)}
+    old = {k: v for k, v in snap.items() if k != "thermal"}
+    older = ErrorWindows()
+    assert older.restore(old, T0 + 2000, "boot-a") == ""
+    assert _holds(older.gpus(idle, T0 + 2000)) == {}
+    # Past the idle hold when the next agent starts: over.
+    late = ErrorWindows()
+    late.restore(snap, T0 + 1001 + THROTTLE_IDLE_HOLD_MS, "boot-a")
+    assert _holds(late.gpus(_gpus(util_pct=0.0), T0 + 1001 + THROTTLE_IDLE_HOLD_MS)) == {}
+    for bad in ([[3, "x", 32, None]], [[3, T0, 32]], {"3": T0}, [[None, T0, 32, None]]):
+        damaged = ErrorWindows()
+        assert damaged.restore(snap | {"thermal": bad}, T0 + 2000, "boot-a").startswith(
+            "left out"), bad
+        assert _holds(damaged.gpus(idle, T0 + 2000)) == {}
+
+
+def _judged(t: Telemetry, watched_from: Telemetry | None = None) -> list[str]:
+    hist = NodeHistory()
+    if watched_from is not None:
+        hist.update(watched_from)
+    hist.update(t)
+    return [f"{f.rule} {f.component}: {f.text}" for f in evaluate(None, t, hist)]
+
+
+def test_a_console_that_did_not_watch_the_throttle_holds_it_from_the_agent() -> None:
+    """A one-shot status's first sample, as a console that watched all along judges it; a
+    console that watched the throttle keeps its own judgement (an older agent: no fields)."""
+    node = FakeNode()
+    t = node.telemetry()
+    ew = ErrorWindows()
+    hot = _gpus(clock_event_reasons=SW_THERMAL, temp_c=89.5, thermal_violation_ns=9_000)
+    ew.gpus(_gpus(), t.ts - 120_000)
+    ew.gpus(hot, t.ts - 90_000)
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, temp_c=85.0, thermal_violation_ns=9_000)
+    sample = replace(t, gpus=ew.gpus(idle, t.ts), job=None)
+    # Both on the wire, v1 and v2 (a column like any field).
+    assert codec.decode_telemetry(codec.encode(sample)) == sample
+    payload = wire2.TelemetryEncoder().encode(sample, node.now)
+    assert wire2.Reassembler().apply(wire2.decode(payload), payload) == sample
+    findings = _judged(sample)
+    assert findings == [
+        f"G12 gpu3: clock throttled (sw thermal) earlier; {THROTTLE_UNPROVEN}",
+        "G13 gpu3: 85 °C, was above max operating (clears below 84 °C)"]
+    hist = NodeHistory()
+    hist.update(sample)
+    assert combine(evaluate(None, sample, hist)) is Verdict.DEGRADED
+    assert not still_healthy(None, sample, hist)
+    # Within the minute: said so.
+    recent = replace(sample, ts=t.ts - 60_000)
+    assert _judged(recent)[0] == "G12 gpu3: clock throttled (sw thermal) within the last minute"
+    # A console that watched since before the throttle judges what it saw (here it missed the
+    # throttled samples): the agent's fields do not count for it.
+    watched = replace(t, ts=t.ts - 100_000, gpus=_gpus(thermal_violation_ns=9_000))
+    assert _judged(sample, watched_from=watched) == []
+    # An older agent: no fields, today's judgement.
+    assert _judged(replace(sample, gpus=idle)) == []
