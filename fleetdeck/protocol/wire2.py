@@ -407,7 +407,13 @@ def _intern(value: Any) -> Any:
 def _intern_nested(nested: dict[int, tuple[Sequence[Any], ...]]
                    ) -> dict[int, tuple[Sequence[Any], ...]]:
     """``nested``, or an equal dict already held (never changed in place: :func:`_columns`
-    copies)."""
+    copies). Only when every column in it holds one value on every row, as nearly always: a
+    node whose ECC or NVLink counters grow made a new entry at every keyframe, kept after its
+    table was replaced until the cache filled (~75 MB at 65,536 entries, a review)."""
+    for cols in nested.values():
+        for col in cols:
+            if col and col.count(col[0]) != len(col):
+                return nested
     key = ("nested", *nested.items())
     hit = _INTERNED.get(key)
     if hit is None:
