@@ -1033,7 +1033,8 @@ class FleetState:
             if verdict in _RULE_MADE:
                 st.settle_until = math.inf
             if verdict is Verdict.OFFLINE and st.online is None:
-                # Offline as last written, until its status or telemetry says otherwise: a
+                # Offline as last written, until its status or telemetry says otherwise
+                # (``_apply_telemetry``: no status of this run, ``status_bd_seq`` -1): a
                 # broker that lost its retained will (SIGKILLed before its autosave) left a
                 # restarted collector nothing of the node, and it wrote "offline -> stale (H1)
                 # no telemetry heard from it yet", a change at its own start that never
@@ -1735,7 +1736,11 @@ class FleetState:
         if prev_tel is not None and tel.job is None and prev_tel.job is not None:
             st.left_job = self.jobs_left[st.node_id] = (prev_tel.job.id, rx)
         st.rejoined_at = None
-        if st.online is None:
+        if st.online is None or (st.online is False and st.status_bd_seq < 0):
+            # Offline that no status of this run said is the store's (``recall``): a node that
+            # samples is alive, though its status never came (a broker that dropped it in the
+            # connect burst, a node born by rebirth): it read "agent offline (Last Will)", its
+            # GPUs counted out, until its agent reconnected (a review).
             st.online = True
         prev, st.basis = st.basis, basis
         precheck = self.precheck
