@@ -141,13 +141,16 @@ KEYFRAME_ASKS_PER_TICK = 512
 """v2 keyframe requests per tick at most: a console started late asks every node once; the
 rest wait a tick (or their periodic keyframe)."""
 STATUS_ASK_AFTER_S = 1.0
-"""A node born this long with no status heard is asked for its retained status again: an agent
-publishes both together, so the broker dropped it (``ConsoleSession._ask_statuses``)."""
+"""A node born this long with no status heard is asked for its retained status again, once the
+connect burst is applied (``ConsoleSession._ask_statuses``): an agent publishes both together,
+so the broker dropped it."""
 STATUS_ASK_WINDOW_S = 30.0
 """Born nodes are looked over for a missing status this long after each connect, when the
 broker sends every retained message at once; not a pass over the fleet every tick for ever."""
-STATUS_ASK_FOR_S = 10.0
-"""A node's own status filter stays subscribed this long at most, unanswered."""
+STATUS_ASK_BACKOFF_S = (10.0, 20.0, 40.0)
+"""An ask unanswered this long is made again (its answer may be dropped in a burst too), and
+after the last, no more this connection (a node may have no status retained). A node's own
+status filter stays subscribed until it is answered, asked again or given up."""
 STATUS_ASKS_PER_TICK = 1024
 
 
@@ -420,8 +423,9 @@ class ConsoleSession:
         self._asks_statuses = self.feed is not None and filters is None and not digests
         """It subscribes to every node's status (``subscriptions``): a status the broker
         dropped is asked for again on the node's own topic (``_ask_statuses``)."""
-        self._status_asked: dict[str, float] = {}
-        """Node -> when its own status filter was subscribed (this connection)."""
+        self._status_asked: dict[str, tuple[float, int]] = {}
+        """Node -> when it was last asked for its status, and how many times (this
+        connection); more than ``STATUS_ASK_BACKOFF_S`` holds: given up, unsubscribed."""
         self._status_connect = -1.0
         self._dropped_seen = 0
         self._lost_seen = 0
@@ -931,7 +935,8 @@ class ConsoleSession:
             # altogether, its dead GPU with it, and the exit was 0 (an SRE drill).
             self._plan_rebirths(now)
         if full and self._asks_statuses:
-            self._ask_statuses(now)
+            self._ask_statuses(now, settled=not (self._carry or batch.births or batch.statuses
+                                                 or (self.feed is not None and self.feed.queued)))
         self._plan_keyframes(now)
         self._run_probe(now)
         self._note_shedding(now)
@@ -1534,35 +1539,59 @@ class ConsoleSession:
             self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
                       severity="warn", nodes=(node,), kind="events_lost")
 
-    def _ask_statuses(self, now: float) -> None:
+    def _ask_statuses(self, now: float, settled: bool) -> None:
         """Subscribe, for a while, to the status topic of each node born with no status heard.
         On connect the broker sends every retained message at once and queues at most
         ``max_queued_messages`` for this client (Mosquitto's default 1000): of 1,024 nodes it
         sent the births and dropped the statuses after them, so the agents that had died
         (their Last Will) read "stale: no telemetry heard from it yet", not offline (an SRE
         drill; docs/domain.md, Mosquitto). A subscription to one node's topic brings its
-        retained status alone."""
+        retained status alone. New asks wait for a ``settled`` tick (no birth or status in it,
+        nothing received and not applied): asked in the burst, the answers queue behind it
+        and are dropped with the rest. An ask unanswered is made again, and one answered
+        forgotten (``STATUS_ASK_BACKOFF_S``)."""
         feed = self.feed
         assert feed is not None
         link = feed.link
         asked = self._status_asked
         nodes = self.state.nodes
+        cluster = self.cluster
+        tries = len(STATUS_ASK_BACKOFF_S)
+        connected = link.conn.state == "connected" and link.client is not None
         if asked:
-            done = [n for n, at in asked.items()
-                    if (st := nodes.get(n)) is None or st.status_bd_seq >= 0
-                    or now - at >= STATUS_ASK_FOR_S]
-            if done:
-                link.unsubscribe([topic_for(self.cluster, Kind.STATUS, n) for n in done])
-                for n in done:
-                    asked[n] = float("inf")  # once a connection: a node may have no status
-        conn = link.conn
-        if conn.state != "connected" or link.client is None:
+            heard: list[str] = []
+            due: list[str] = []
+            for n, (at, made) in asked.items():
+                if (st := nodes.get(n)) is None or st.status_bd_seq >= 0:
+                    heard.append(n)
+                elif made <= tries and now - at >= STATUS_ASK_BACKOFF_S[made - 1]:
+                    due.append(n)
+            # Answered: forgotten, not kept to be looked over (and unsubscribed) again on every
+            # full tick.
+            gone = [topic_for(cluster, Kind.STATUS, n) for n in heard if asked.pop(n)[1] <= tries]
+            if gone:
+                link.unsubscribe(gone)
+            if due:
+                topics = [topic_for(cluster, Kind.STATUS, n) for n in due]
+                # Subscribed already, the link sends nothing: off and on again, the broker
+                # sends the retained status again.
+                link.unsubscribe(topics)
+                again = [(n, t) for n, t in zip(due, topics, strict=True)
+                         if asked[n][1] < tries and connected]
+                if again:
+                    link.subscribe([t for _n, t in again])
+                for n in due:
+                    at, made = asked[n]
+                    asked[n] = (now, made + 1) if made < tries and connected else (
+                        at, tries + 1)
+        if not connected:
             return
+        conn = link.conn
         if conn.since != self._status_connect:
             self._status_connect = conn.since  # a new connection: its own burst
-            for n in [n for n, at in asked.items() if at == float("inf")]:
+            for n in [n for n, (_at, made) in asked.items() if made > tries]:
                 del asked[n]
-        if now - conn.since > STATUS_ASK_WINDOW_S:
+        if not settled or now - conn.since > STATUS_ASK_WINDOW_S:
             return
         ask = list(islice((n for n, st in nodes.items()
                            if st.birth is not None and st.status_bd_seq < 0
@@ -1570,9 +1599,9 @@ class ConsoleSession:
                            and now - st.first_seen >= STATUS_ASK_AFTER_S
                            and n not in asked), STATUS_ASKS_PER_TICK))
         if ask:
-            link.subscribe([topic_for(self.cluster, Kind.STATUS, n) for n in ask])
+            link.subscribe([topic_for(cluster, Kind.STATUS, n) for n in ask])
             for n in ask:
-                asked[n] = now
+                asked[n] = (now, 1)
 
     def _plan_keyframes(self, now: float) -> None:
         # v2 deltas need their keyframe (docs/protocol.md). Read-only and throttled per node by

@@ -6,6 +6,7 @@ drill: 4 dead agents of 1,024, `status` read 4 stale; Mosquitto logged "Outgoing
 being dropped"). A node born with no status heard is asked for its retained status again, on
 its own topic (docs/reliability.md)."""
 
+import asyncio
 import json
 import uuid
 
@@ -13,9 +14,12 @@ import aiomqtt
 import pytest
 
 from fleetdeck.broker import ManagedBroker, mosquitto_conf
+from fleetdeck.brokerurl import parse_broker_url
+from fleetdeck.console.health import Verdict
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind, topic_for
-from tests.conftest import require_binaries, run_cli
+from tests.conftest import eventually, require_binaries, run_cli, unsubscribed
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet
 
 NODES = 8
@@ -35,18 +39,23 @@ def small_queue_mosquitto(tmp_path):
         yield broker
 
 
+async def _retain_dead_agents(broker: ManagedBroker, fleet: SynthFleet) -> None:
+    """What the broker keeps of agents that died: each one's birth and its Last Will."""
+    url = broker.url
+    async with aiomqtt.Client(url.host, url.port, identifier=f"pub-{uuid.uuid4().hex[:6]}") as c:
+        for name in fleet.names:
+            a = fleet.agents[name]
+            for kind, msg in ((Kind.BIRTH, a.birth()), (Kind.STATUS, a.status(online=False))):
+                await c.publish(topic_for(CLUSTER, kind, name), codec.encode(msg), qos=1,
+                                retain=True)
+
+
 async def test_dead_agents_read_offline_when_the_broker_dropped_their_retained_wills(
         small_queue_mosquitto):
     broker = small_queue_mosquitto
     fleet = SynthFleet(NODES, Clock(), leaves=1)
     url = broker.url
-    async with aiomqtt.Client(url.host, url.port, identifier=f"pub-{uuid.uuid4().hex[:6]}") as c:
-        for name in fleet.names:
-            a = fleet.agents[name]
-            # What the broker keeps of an agent that died: its birth and its Last Will.
-            for kind, msg in ((Kind.BIRTH, a.birth()), (Kind.STATUS, a.status(online=False))):
-                await c.publish(topic_for(CLUSTER, kind, name), codec.encode(msg), qos=1,
-                                retain=True)
+    await _retain_dead_agents(broker, fleet)
     out = run_cli("status", "--broker", str(url), "--cluster", CLUSTER, "--json")
     summary = json.loads(out.stdout)
     assert "Outgoing messages are being dropped" in broker.log_path.read_text(), (
@@ -54,3 +63,84 @@ async def test_dead_agents_read_offline_when_the_broker_dropped_their_retained_w
     verdicts = {n["id"]: n["verdict"] for n in summary["nodes"]}
     assert verdicts == dict.fromkeys(fleet.names, "offline"), verdicts
     assert summary["totals"]["by_verdict"]["offline"] == NODES
+
+
+@pytest.mark.timeout(90)
+async def test_a_status_whose_answer_was_dropped_too_is_asked_for_again(telling_mosquitto):
+    """The answer to an ask can be dropped as the burst's statuses were: asked once a
+    connection, the dead agent read stale until the console reconnected (a review). It is
+    asked again (10 s on), and once answered its topic is let go."""
+    broker = telling_mosquitto
+    fleet = SynthFleet(2, Clock(), leaves=1)
+    await _retain_dead_agents(broker, fleet)
+    client_id = f"asks-{uuid.uuid4().hex[:6]}"
+    session = ConsoleSession(CLUSTER, url=broker.url, operator="test", client_id=client_id,
+                             follow_up=False)
+    first, other = fleet.names
+    lost = topic_for(CLUSTER, Kind.STATUS, first)
+    handle = session.ingest.handle
+    dropped: list[float] = []
+
+    def lossy(topic: str, payload: bytes, rx_ts: float) -> None:
+        if topic == lost and len(dropped) < 2:
+            dropped.append(rx_ts)  # the burst's copy, then the first answer: never arrived
+            return
+        handle(topic, payload, rx_ts)
+
+    session.ingest.handle = lossy  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
+    try:
+        await eventually(lambda: len(dropped) == 2, 20, message="asked once")
+        await eventually(lambda: (st := session.state.nodes.get(first)) is not None
+                         and st.verdict is Verdict.OFFLINE, 30, message="asked again")
+        assert session.state.nodes[other].verdict is Verdict.OFFLINE
+        await eventually(lambda: unsubscribed(broker, client_id, lost), 10,
+                         message="its topic let go")
+    finally:
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+class _Wire:
+    """The broker connection's client, as far as a test needs: what was subscribed."""
+
+    def __init__(self) -> None:
+        self.subscribed: list[tuple[float, str]] = []
+        self.now = 0.0
+
+    def subscribe(self, subs) -> None:
+        self.subscribed += [(self.now, s.topic) for s in subs]
+
+    def unsubscribe(self, topics) -> None:
+        pass
+
+
+def test_no_status_is_asked_for_while_the_connect_burst_still_arrives():
+    """Asked while the broker still sends the connect burst, the answers queue behind it and
+    are dropped with the rest: 16,384 nodes' births take seconds to arrive (a review). The
+    asks wait until a tick applies no birth or status and nothing is left unapplied."""
+    clock = Clock()
+    fleet = SynthFleet(8, clock, leaves=1)
+    session = ConsoleSession(CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"), clock=clock,
+                             follow_up=False)
+    link = session.feed.link  # type: ignore[union-attr]
+    wire = _Wire()
+    link.client = wire
+    link.conn.state, link.conn.since, link.conn.connects = "connected", clock(), 1
+    status_topics = {topic_for(CLUSTER, Kind.STATUS, n) for n in fleet.names}
+    # A birth every tick for 4 s: the burst, no status among it (dropped by the broker).
+    for name in fleet.names:
+        clock.advance(0.5)
+        wire.now = clock()
+        session.tick()
+        session.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, name),
+                              codec.encode(fleet.agents[name].birth()), clock())
+    asked_in_burst = [t for at, t in wire.subscribed if t in status_topics]
+    for _ in range(4):
+        clock.advance(0.5)
+        wire.now = clock()
+        session.tick()
+    asked = [t for at, t in wire.subscribed if t in status_topics]
+    assert asked_in_burst == [], asked_in_burst
+    assert sorted(asked) == sorted(status_topics), asked
