@@ -148,8 +148,9 @@ STATUS_ASK_WINDOW_S = 30.0
 """Born nodes are looked over for a missing status this long after each connect, when the
 broker sends every retained message at once; not a pass over the fleet every tick for ever."""
 STATUS_ASK_BACKOFF_S = (10.0, 20.0, 40.0)
-"""An ask unanswered this long is made again (its answer may be dropped in a burst too), and
-after the last, no more this connection (a node may have no status retained). A node's own
+"""Ask k unanswered this long (the k-th) is made again (its answer may be dropped in a burst
+too); after the last, no more this connection (a node may have no status retained): asks at 0,
+10 and 30 s, given up at 70 s. A node's own
 status filter stays subscribed until it is answered, asked again or given up."""
 STATUS_ASKS_PER_TICK = 1024
 
