@@ -594,21 +594,44 @@ def render_clusters(rows: list[ClusterRow], total: ClusterRow, console: Console,
     # or goes under the table when too little is (each cluster stays one line either way).
     widths = [max(Text.from_markup(line[0][i]).cell_len for line in [([*heads], ""), *lines])
               for i in range(len(heads))]
-    # rich, over width, takes from every column alike whatever their min_width: the counts'
-    # room is kept by giving TOP INCIDENT a width that fits what they leave.
-    gap = 2 if sum(widths) + 2 * len(heads) + TOP_INCIDENT_MIN <= console.width else 1
-    left = console.width - sum(widths) - gap * len(heads)
+
+    def across(cols: list[int], gap: int) -> int:
+        return sum(widths[i] for i in cols) + gap * (len(cols) - 1)
+
+    every = list(range(len(heads)))
+    if across(every, 1) <= console.width:
+        groups, gap = [every], 2 if across(every, 2) + 2 + TOP_INCIDENT_MIN <= console.width else 1
+    else:
+        # Too many digits for one line (16,384 nodes at 80 columns: 84 columns of counts): two
+        # tables, health then capacity, each led by CLUSTER, so every count reads whole. Cut at
+        # the right edge, "13/14" read "13/1" and INC went with nothing to say so (a review).
+        groups, gap = [], 2
+        for part in (every[1:8], every[8:]):
+            group = [0]
+            for i in part:
+                if len(group) > 1 and across([*group, i], gap) > console.width:
+                    groups.append(group)
+                    group = [0]
+                group.append(i)
+            groups.append(group)
+    left = console.width - across(groups[-1], gap) - gap
     beside = left >= TOP_INCIDENT_MIN
-    table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0))
-    for head, width in zip(heads, widths, strict=True):
-        table.add_column(head, no_wrap=True, min_width=width)
-    if beside:
-        widest = max(Text.from_markup(top).cell_len for _, top in lines)
-        table.add_column("TOP INCIDENT", no_wrap=True, overflow="ellipsis",
-                         width=max(len("TOP INCIDENT"), min(left, widest)))
-    for counts, top in lines:
-        table.add_row(*counts, *([top] if beside else []))
-    console.print(table)
+    for n, group in enumerate(groups):
+        table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0))
+        for i in group:
+            table.add_column(heads[i], no_wrap=True, min_width=widths[i])
+        last = n == len(groups) - 1
+        if last and beside:
+            widest = max(Text.from_markup(top).cell_len for _, top in lines)
+            table.add_column("TOP INCIDENT", no_wrap=True, overflow="ellipsis",
+                             width=max(len("TOP INCIDENT"), min(left, widest)))
+        for counts, top in lines:
+            table.add_row(*(counts[i] for i in group), *([top] if last and beside else []))
+        if n:
+            console.print()
+        # Not cropped: on a terminal too narrow for even CLUSTER and one count, the line runs
+        # long (the terminal wraps it) rather than losing digits at the edge unmarked.
+        console.print(table, crop=False)
     if not beside and any(top for _, top in lines):
         console.print("TOP INCIDENT")
         for counts, top in lines:

@@ -232,3 +232,67 @@ def test_several_clusters_table_cuts_the_top_incident_never_a_count(width):
     assert not any("…" in cell for cells in counts.values() for cell in cells)
     # The root cause is said, cut to the room left, beside the counts or under them.
     assert any("16 ports on 16 nodes fail" in line and "…" in line for line in lines)
+
+
+def _read_tables(lines: list[str]) -> dict[str, dict[str, str]]:
+    """Each cluster's cells by heading, over every table a header line starts (cut by the
+    header's own column starts: headings hold spaces, 'GPUS USABLE')."""
+    import re
+
+    cells: dict[str, dict[str, str]] = {}
+    starts: list[tuple[str, int]] = []
+    for line in lines:
+        if not line.strip() or line == "TOP INCIDENT" or line.startswith("  "):
+            starts = [] if line == "TOP INCIDENT" or line.startswith("  ") else starts
+            continue
+        if line.startswith("CLUSTER"):
+            starts = [(m.group(), m.start()) for m in re.finditer(r"\S+(?: \S+)*", line)]
+            continue
+        if starts:
+            ends = [s for _, s in starts[1:]] + [len(line)]
+            said = {h: line[s:e].strip() for (h, s), e in zip(starts, ends, strict=True)}
+            cells.setdefault(said.pop("CLUSTER"), {}).update(said)
+    return cells
+
+
+def test_several_clusters_with_16k_nodes_read_every_count_whole_at_80_columns():
+    """At 80 columns a 16,384-node cluster's counts (131052/131072 GPUs) need 84 columns: each
+    count column kept its width and the line was cut at the right edge with nothing to say so,
+    JOBS R read "13/1" and INC was gone. The counts are split over two tables, health then
+    capacity, each led by CLUSTER, and every one reads whole."""
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_clusters
+    from fleetdeck.console.contexts import ClusterRow, combined
+
+    def row(name: str, n: int, top: str) -> ClusterRow:
+        return ClusterRow(name, n, {"ok": n - 20, "degraded": 12, "failed": 7, "waiting": 1},
+                          8 * n, 8 * n, 8 * n, 8 * n - 90, 0, 0, 13, 14, 3, top,
+                          gpus_usable=8 * n - 20)
+
+    top = ("16 ports on 16 nodes fail together: suspect leaf switch leaf04-r5, not the nodes "
+           "(gpu[0049-0064])")
+    rows = [row("prod-east", 16384, top), row("prod-west", 4096, "")]
+    for width in (80, 60, 40):
+        out = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+        render_clusters(rows, combined(rows), out, [("lab", "connection refused")])
+        lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+        assert all(len(line) <= width for line in lines), (width, lines)
+        cells = _read_tables(lines)
+        assert cells["prod-east"] | {"TOP INCIDENT": ""} == {
+            "NODES": "16384", "OK": "16364", "DEGR": "12", "FAIL": "7", "STALE": "0",
+            "OFFL": "0", "WAIT": "1", "GPUS USABLE": "131052/131072",
+            "IB UP": "130982/131072", "JOBS R": "13/14", "INC": "3", "TOP INCIDENT": ""}, lines
+        assert cells["all"]["JOBS R"] == "26/28" and cells["all"]["INC"] == "6", lines
+        assert cells["all"]["GPUS USABLE"] == "163800/163840", lines
+        assert set(cells["lab"].values()) - {"connection refused"} == {"?"}, lines
+        # The root cause is still said, cut to the room left, beside the counts or under them.
+        assert any("16 ports on" in line and "…" in line for line in lines), lines
+    # Where the counts fit, one line per cluster, as before.
+    out = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    render_clusters(rows, combined(rows), out)
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert sum(line.startswith("CLUSTER") for line in lines) == 1, lines
+    assert _read_tables(lines)["prod-east"]["JOBS R"] == "13/14", lines
