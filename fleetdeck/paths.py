@@ -83,7 +83,21 @@ so a command typed in a second terminal against that broker is audited in the de
 the operator's real one (README, "Two commands"). The demo holds an exclusive ``flock`` on it
 for its whole life: a mark left by a demo killed with SIGKILL (or an OOM kill, a reboot) is
 unlocked by the kernel, so a later real broker on that port, with the pid reused, is never
-taken for the demo."""
+taken for the demo. It names the host and network namespace too: ``flock`` reaches across NFS
+clients and namespaces, and 127.0.0.1 in another container (sharing ``$HOME``) or on another
+login node is another socket, not the demo's broker."""
+
+
+def _where() -> dict[str, object]:
+    """This process's host name and network namespace (the inode of ``/proc/self/ns/net``;
+    None where that cannot be read, as off Linux): what 127.0.0.1 means here."""
+    import socket
+
+    try:
+        netns: int | None = os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        netns = None
+    return {"hostname": socket.gethostname(), "netns": netns}
 
 
 class DemoMark:
@@ -115,7 +129,8 @@ def mark_demo_broker(folder: Path, host: str, port: int, cluster: str) -> DemoMa
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        said = {"host": host, "port": port, "cluster": cluster, "pid": os.getpid()}
+        # The pid is for a reader's eyes only: the lock, not the pid, says the demo lives.
+        said = {"host": host, "port": port, "cluster": cluster, "pid": os.getpid(), **_where()}
         os.write(fd, (json.dumps(said) + "\n").encode())
         os.fsync(fd)
         os.replace(tmp, mark)  # the lock is the open file's: it moves with it
@@ -177,6 +192,7 @@ def running_demo(url: _BrokerURL, clusters: Sequence[str]) -> Path | None:
         return None  # the demo's broker is plain anonymous MQTT (fleetdeck/broker.py)
     if not clusters:
         return None
+    here = _where()
     try:
         marks = sorted(state_base().glob(f"demo-*/{DEMO_BROKER_FILE}"), reverse=True)
     except OSError:
@@ -184,11 +200,18 @@ def running_demo(url: _BrokerURL, clusters: Sequence[str]) -> Path | None:
     for mark in marks:
         try:
             said = json.loads(mark.read_text())
-            pid, its_port = int(said["pid"]), int(said["port"])
+            its_port = int(said["port"])
             its_host, its_cluster = str(said["host"]), str(said["cluster"])
+            there = {k: said[k] for k in here}
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if pid <= 1 or its_port != url.port or any(c != its_cluster for c in clusters):
+        # No test of the pid: a demo that is a container's entrypoint runs as pid 1, and a
+        # reused pid is no concern, the lock dies with the demo.
+        if its_port != url.port or any(c != its_cluster for c in clusters):
+            continue
+        # Another host (over NFS) or another network namespace (a container sharing $HOME)
+        # reached a broker of its own at that address: its real drain went to the demo's log.
+        if there != here:
             continue
         if not _same_host(url.host, its_host) or not _locked(mark):
             continue

@@ -20,7 +20,7 @@ from fleetdeck.demo import (
     demo_dir,
     where_it_went,
 )
-from fleetdeck.paths import state_base
+from fleetdeck.paths import mark_demo_broker, state_base
 from tests.conftest import REPO, spawn, stop_process
 from tests.tui.test_tmux_e2e import tmux, wait_for
 
@@ -331,13 +331,14 @@ def test_the_demo_console_records_the_operator_as_the_cli_does(monkeypatch, tmp_
 
 
 def _drain(state: Path, port: int, *extra: str, host: str = "127.0.0.1",
-           scheme: str = "mqtt", command: str = "drain") -> subprocess.CompletedProcess[str]:
+           scheme: str = "mqtt", command: str = "drain",
+           wrap: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_STATE_HOME": str(state)}
     env.pop("FLEETDECK_BROKER", None)
     env.pop("FLEETDECK_CLUSTER", None)
     # A bad hostlist: refused before anything is sent, and audited as refused (README).
     what = ["gpu[0001"] if command != "restart-job" else ["4102"]
-    return subprocess.run([sys.executable, "-m", "fleetdeck.cli", command, *what,
+    return subprocess.run([*wrap, sys.executable, "-m", "fleetdeck.cli", command, *what,
                            "--reason", "drill", "--broker", f"{scheme}://{host}:{port}",
                            "--timeout", "1", *extra], capture_output=True, text=True, env=env,
                           timeout=60, check=False)
@@ -372,7 +373,7 @@ def test_a_second_terminals_drain_against_the_demo_is_audited_in_the_demos_log(t
     assert not (run / "broker.json").exists()
 
 
-def _real_log_only(state: Path, run: Path, *args: str, **kw: str) -> None:
+def _real_log_only(state: Path, run: Path, *args: str, **kw) -> None:
     """The command is audited in the operator's real log, and the demo's is left as it was."""
     real = state / "fleetdeck" / AUDIT_FILE
     demos = run / AUDIT_FILE
@@ -403,6 +404,7 @@ def test_a_real_broker_on_a_dead_demos_port_is_not_taken_for_the_demo(tmp_path):
     the lock with the process, so the mark of a dead demo is never matched, whatever its pid."""
     import json
     import signal
+    import socket
 
     state = tmp_path / "state"
     run = state / "fleetdeck" / "demo-20261206T093801"
@@ -413,7 +415,9 @@ def test_a_real_broker_on_a_dead_demos_port_is_not_taken_for_the_demo(tmp_path):
     try:
         assert demo.stdout is not None and demo.stdout.readline() == "marked\n"
         said = json.loads((run / "broker.json").read_text())
-        assert said == {"host": "127.0.0.1", "port": 21999, "cluster": "demo", "pid": demo.pid}
+        assert said == {"host": "127.0.0.1", "port": 21999, "cluster": "demo", "pid": demo.pid,
+                        "hostname": socket.gethostname(),
+                        "netns": os.stat("/proc/self/ns/net").st_ino}
         # Alive and holding its mark: found.
         res = _drain(state, 21999)
         assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
@@ -429,6 +433,75 @@ def test_a_real_broker_on_a_dead_demos_port_is_not_taken_for_the_demo(tmp_path):
     for pid in (os.getpid(), 1, 0, -1):
         (run / "broker.json").write_text(json.dumps({**said, "pid": pid}) + "\n")
         _real_log_only(state, run)
+
+
+def _unshare(*flags: str) -> tuple[str, ...]:
+    """``unshare`` with ``flags`` as an unprivileged user namespace allows, or skip."""
+    import shutil
+
+    wrap = ("unshare", "-r", *flags)
+    if shutil.which("unshare") is None or subprocess.run(
+            [*wrap, "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip(f"no {' '.join(wrap)} here")
+    return wrap
+
+
+def test_a_drain_from_another_host_or_network_namespace_is_not_the_demos(tmp_path):
+    """``flock`` reaches across network namespaces and NFS clients: a drain typed in a
+    container sharing $HOME (another network namespace), or on another login node over NFS,
+    against a real broker of its own at 127.0.0.1 on the demo's port, found the live demo's
+    mark and its real drain was audited into the demo's log. The mark names the demo's host
+    and network namespace, and both must be this process's."""
+    import json
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")  # held: the demo is running
+    try:
+        said = json.loads((run / "broker.json").read_text())
+        # Another network namespace, as a container's: its 127.0.0.1 is another socket.
+        _real_log_only(state, run, wrap=_unshare("-n"))
+        # Rewritten in place, the lock kept: another login node over NFS, another netns.
+        for other in ({"hostname": said["hostname"] + "-login02"},
+                      {"netns": said["netns"] + 1}, {"netns": None}):
+            (run / "broker.json").write_text(json.dumps({**said, **other}) + "\n")
+            _real_log_only(state, run)
+        # Its own host and namespace: the demo's (the checks above stood on this).
+        (run / "broker.json").write_text(json.dumps(said) + "\n")
+        res = _drain(state, 21999)
+        assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
+    finally:
+        mark.close()
+
+
+def test_a_demo_running_as_pid_1_is_found(tmp_path):
+    """A demo that is a container's entrypoint runs as pid 1: its mark said pid 1 and was
+    passed over, so its drills went to the operator's real log. The lock, not the pid, says
+    the demo lives."""
+    import json
+    import signal
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # A pid namespace of its own, as a container's: the demo is pid 1 there.
+    demo = subprocess.Popen([*_unshare("-pf", "--kill-child"), sys.executable, "-c", _HOLD,
+                             str(run)], stdout=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        assert demo.stdout is not None and demo.stdout.readline() == "marked\n"
+        assert json.loads((run / "broker.json").read_text())["pid"] == 1
+        res = _drain(state, 21999)
+        assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr, res.stderr
+        assert "gpu[0001" in (run / AUDIT_FILE).read_text()
+    finally:
+        # Its group: unshare's child (pid 1 inside) as well, which holds the lock.
+        os.killpg(demo.pid, signal.SIGKILL)
+        demo.wait()
+    # Once it is gone, its mark is unlocked: the real log.
+    _real_log_only(state, run)
 
 
 def test_only_what_the_demos_broker_can_be_is_taken_for_it(tmp_path):
