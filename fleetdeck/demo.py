@@ -172,6 +172,8 @@ def run_demo(args: argparse.Namespace) -> int:
             mark = None
             with contextlib.suppress(OSError):
                 mark = mark_demo_broker(state, broker.url.host, broker.url.port, args.cluster)
+            # Ended by force_exit no 'finally' runs: the mark, unlocked, was left in the folder.
+            forget_mark = on_forced_exit(mark.close) if mark is not None else lambda: None
             try:
                 # The private broker's port is picked free at start: the header shows it, so
                 # a second terminal can point the CLI at this fleet.
@@ -183,6 +185,7 @@ def run_demo(args: argparse.Namespace) -> int:
                                    record_dir=state, operator=os_user(),
                                    log_path=state / LOG_FILE)
             finally:
+                forget_mark()
                 if mark is not None:
                     mark.close()
                 print(where_it_went(state, (real_audit, commands_since(

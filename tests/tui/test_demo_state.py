@@ -605,6 +605,61 @@ def test_the_demo_marks_its_broker_while_it_runs_and_keeps_its_log(monkeypatch, 
     assert not list(run.glob("*broker.json*"))
 
 
+def test_a_demo_ended_by_force_exit_takes_its_mark_away(monkeypatch, tmp_path):
+    """A console that cannot stop (an event loop blocked on a terminal gone away) is ended by
+    ``force_exit``, ``os._exit``: no ``finally`` runs, and the demo's mark stayed in its
+    folder (unlocked, so harmless, but a stale file beside its logs). Its last words remove
+    it."""
+    import contextlib
+    import subprocess
+
+    import fleetdeck.console.tui.app as app
+    import fleetdeck.demo as demo
+    import fleetdeck.runtime as runtime
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.cli import build_parser
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+
+    class Broker(contextlib.nullcontext):
+        kind, label, workdir = "mosquitto", "mosquitto", tmp_path
+        url = BrokerURL("127.0.0.1", 21994)
+
+        def kill(self) -> None: ...
+        def close(self) -> None: ...
+
+    class Sim:
+        def __init__(self, *_a, **_k) -> None: ...
+        def kill(self) -> None: ...
+        def terminate(self) -> None: ...
+        def wait(self, timeout=None) -> int:
+            return 0
+
+    class Ended(BaseException):
+        pass
+
+    marks: dict[str, list[Path]] = {}
+
+    def exit_now(code: int) -> None:
+        # What os._exit leaves behind: the files as the process ends.
+        marks["at exit"] = list((tmp_path / "fleetdeck").glob("demo-*/*broker.json*"))
+        raise Ended(code)
+
+    def console(*_a, **_k) -> int:
+        marks["running"] = list((tmp_path / "fleetdeck").glob("demo-*/*broker.json*"))
+        runtime.force_exit(129)
+
+    monkeypatch.setattr(demo, "ManagedBroker", lambda kind, port=0: Broker())
+    monkeypatch.setattr(demo, "refuse_unless_it_fits", lambda *a, **k: None)
+    monkeypatch.setattr(subprocess, "Popen", Sim)
+    monkeypatch.setattr(app, "run_console", console)
+    monkeypatch.setattr(runtime.os, "_exit", exit_now)
+    with pytest.raises(Ended):
+        demo.run_demo(build_parser().parse_args(["demo"]))
+    assert [p.name for p in marks["running"]] == ["broker.json"]
+    assert marks["at exit"] == []
+
+
 def test_a_second_console_against_the_demo_keeps_out_of_the_real_state(monkeypatch, tmp_path):
     """A second ``fleetdeck console`` against the demo's broker wrote the default store,
     ``$XDG_STATE_HOME/fleetdeck/demo.db`` (the operator's real one when their cluster is the
