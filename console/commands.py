@@ -15,8 +15,9 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.audit import UNKNOWN, AuditRecord
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.judgements import (
     held_only_since,
@@ -30,7 +31,7 @@ from fleetdeck.console.judgements import (
     straggler,
 )
 from fleetdeck.console.state import FleetState, NodeState
-from fleetdeck.hostlist import compress
+from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     NOT_DRAINED,
@@ -1224,3 +1225,90 @@ def audit_fields(req: Request) -> dict[str, str]:
     out["cmd_ids"] = ",".join(t.cmd.cmd_id for t in req.targets)[:2000]
     return out
 
+
+
+UNOWNED_AFTER_S = ACK_TIMEOUT_S + EFFECT_TIMEOUT_S
+"""An open audit record with no ``writer`` (written before records named theirs) is taken for
+orphaned once older than this: the longest a console follows a command with a deadline."""
+
+
+def orphan_heard(record: dict[str, Any], state: FleetState) -> bool:
+    """Whether the state has heard enough to settle ``record`` (every target node's status):
+    a console just started knows no node until the broker's retained statuses arrive."""
+    if record.get("what") == CommandOp.RESTART_JOB.value:
+        return bool(state.jobs)
+    nodes = _record_nodes(record)
+    return bool(nodes) and all(
+        (st := state.nodes.get(n)) is not None and st.online is not None for n in nodes)
+
+
+def _record_nodes(record: dict[str, Any]) -> list[str]:
+    try:
+        return expand(str(record.get("targets", "")))
+    except HostlistError:
+        return []
+
+
+def _writer_words(record: dict[str, Any]) -> str:
+    writer = record.get("writer")
+    if not isinstance(writer, dict):
+        return "the process that sent it"
+    prog = str(writer.get("program", "fleetdeck"))
+    prog = {"fleetdeck console": "console", "fleetdeck": "fleetdeck process"}.get(prog, prog)
+    return f"the {prog} that sent it (pid {writer.get('pid')} on {writer.get('host')})"
+
+
+def settlement(record: dict[str, Any], state: FleetState, now: float) -> AuditRecord:
+    """The outcome of a request whose writer stopped before it wrote one (killed, power
+    lost), from what ``state`` shows now: a drain whose node's status names it DRAINING or
+    DRAINED took effect (``done``), so did a resume whose node is in service again; anything
+    else cannot be told (``unknown``: a node in service after a drain was never drained, or was
+    resumed since; a job restart leaves no mark of its own). docs/reliability.md, "A console
+    killed with a command open"."""
+    what = str(record.get("what", ""))
+    given = record.get("args")
+    args: dict[str, Any] = given if isinstance(given, dict) else {}
+    mine = set(str(args.get("cmd_ids", "")).split(","))
+    seen: list[str] = []
+    took = what in (CommandOp.DRAIN.value, CommandOp.RESUME.value)
+    nodes = _record_nodes(record) if took else []
+    took = took and bool(nodes)
+    for node in nodes:
+        st = state.nodes.get(node)
+        if st is None or st.online is None:
+            seen.append(f"{node} not heard")
+            took = False
+            continue
+        d = st.drain
+        if what == CommandOp.DRAIN.value:
+            if d.state is not DrainState.NONE and d.cmd_id in mine:
+                seen.append(f"{node} {d.state.name}")
+                continue
+            took = False
+            if d.state is not DrainState.NONE:
+                seen.append(f"{node} {d.state.name} by another drain ({d.reason})")
+            else:
+                seen.append(f"{node} in service" if st.online else f"{node} offline")
+        elif d.state is DrainState.NONE and st.online:
+            seen.append(f"{node} in service")
+        else:
+            took = False
+            seen.append(f"{node} {d.state.name if st.online else 'offline'}")
+    if what == CommandOp.RESTART_JOB.value:
+        job = state.jobs.get(str(record.get("targets", "")).removeprefix("job "))
+        if job is not None:
+            seen.append(f"the job is {job.state.value} (requeues {job.requeues})")
+    now_seen = "; ".join(seen)
+    who = _writer_words(record)
+    if took:
+        outcome, detail = Phase.DONE.value, f"seen after {who} stopped: {now_seen}"
+    else:
+        outcome = UNKNOWN
+        detail = f"{who} stopped before any answer was recorded"
+        if now_seen:
+            detail += f"; seen now: {now_seen}"
+    return AuditRecord(ts=now, who=str(record.get("who", "")), what=what,
+                       targets=str(record.get("targets", "")), why=str(record.get("why", "")),
+                       outcome=outcome, request_id=str(record.get("request_id", "")),
+                       cluster=str(record.get("cluster", "")), detail=detail[:2000],
+                       args={k: str(v) for k, v in args.items()})

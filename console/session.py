@@ -32,8 +32,17 @@ from typing import Any
 import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL
-from fleetdeck.console.audit import AuditRecord, AuditSink, MemoryAudit, TeeAudit
+from fleetdeck.console.audit import (
+    UNKNOWN,
+    AuditRecord,
+    AuditSink,
+    MemoryAudit,
+    TeeAudit,
+    log_of,
+    orphans,
+)
 from fleetdeck.console.commands import (
+    UNOWNED_AFTER_S,
     CommandTracker,
     Phase,
     Request,
@@ -41,7 +50,9 @@ from fleetdeck.console.commands import (
     audit_fields,
     clip_words,
     fmt_duration,
+    orphan_heard,
     refusal,
+    settlement,
 )
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
@@ -306,6 +317,9 @@ MALFORMED_SAY_EVERY_S = 600.0
 """A topic's rejected messages are said in the timeline at most this often (all counted)."""
 MALFORMED_LINES_PER_TICK = 5
 MALFORMED_TOPICS_KEPT = 10_000
+SETTLE_WAIT_S = 15.0
+"""How long a console, connected, waits to hear the nodes of a request a stopped console left
+open before it settles it with what it knows (``adopt_orphans``)."""
 RECALLED_LINES = 2000
 """Verdict changes (and interruptions) a restarted console puts back in its timeline, the
 newest: as many as the events ``Store.restore`` puts back."""
@@ -420,6 +434,10 @@ class ConsoleSession:
         self._last_event: Event | None = None
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
+        self._orphans: list[dict[str, Any]] = []
+        """Open audit records of this cluster whose writer stopped (``adopt_orphans``)."""
+        self._orphans_since: float | None = None
+        """When this session, connected, began waiting to hear their nodes."""
         self._rebirth_asked: dict[str, float] = {}
         self._asks_statuses = self.feed is not None and filters is None and not digests
         """It subscribes to every node's status (``subscriptions``): a status the broker
@@ -925,6 +943,8 @@ class ConsoleSession:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds, left)
         self._check_audit(now)
+        if self._orphans:
+            self._settle_orphans(now)
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
             self._rec_flushed = time.monotonic()
@@ -1505,6 +1525,50 @@ class ConsoleSession:
             why=req.reason, outcome=outcome, request_id=req.request_id, cluster=self.cluster,
             detail=detail, args=audit_fields(req),
         ))
+
+    def adopt_orphans(self) -> int:
+        """Find this cluster's requests that a console (or one-shot command) no longer running
+        left open in the audit log (killed, power lost): the next ticks settle each from what
+        the broker's retained state says (``commands.settlement``), once its nodes are heard or
+        after ``SETTLE_WAIT_S`` connected. Only front ends that send commands call it (a
+        replay or a read-only console writes no audit). How many were found."""
+        log = log_of(self.audit)
+        if log is None:
+            return 0
+        self._orphans = orphans(log.read(), self.cluster, self.clock(), UNOWNED_AFTER_S)
+        return len(self._orphans)
+
+    def _settle_orphans(self, now: float) -> None:
+        feed = self.feed
+        if feed is not None and feed.conn.state != "connected":
+            return  # what the broker keeps is unknown yet: wait, not "unknown"
+        if self._orphans_since is None:
+            self._orphans_since = now
+        waited = now - self._orphans_since >= SETTLE_WAIT_S
+        ready = {r["request_id"] for r in self._orphans if waited or orphan_heard(r, self.state)}
+        log = log_of(self.audit)
+        if not ready or log is None:
+            return
+
+        def decide(records: list[dict[str, Any]]) -> list[AuditRecord]:
+            # Read again under the log's lock: another console settled it meanwhile, or its
+            # writer's outcome came in — one outcome per request (docs/reliability.md).
+            return [settlement(r, self.state, now)
+                    for r in orphans(records, self.cluster, now, UNOWNED_AFTER_S)
+                    if r["request_id"] in ready]
+
+        written = log.settle(decide, self.audit.write)
+        self._orphans = [r for r in self._orphans if r["request_id"] not in ready]
+        for rec in written:
+            verb = "restart" if rec.what == CommandOp.RESTART_JOB.value else rec.what
+            try:
+                nodes = () if verb == "restart" else tuple(expand(rec.targets)[:64])
+            except HostlistError:
+                nodes = ()
+            # As the console's own command lines read (``_on_transition``).
+            self.note(f"{verb} {rec.targets} [{rec.request_id}]: {rec.outcome} ({rec.detail})",
+                      severity="warn" if rec.outcome == UNKNOWN else "done",
+                      nodes=nodes, kind="command")
 
     def _check_audit(self, now: float) -> None:
         errors = self.audit.errors

@@ -253,6 +253,9 @@ class CommandRun:
         # (``_unanswered``): until then the command is valid, re-sent, and may still land.
         session.probe_commands()
         session.tracker.unanswered = self._unanswered
+        # Requests a killed console or command left open in the audit log get their outcome
+        # from what this run hears (docs/reliability.md, "A console killed with a command open").
+        session.adopt_orphans()
 
         def on_tick(report: TickReport) -> bool:
             nonlocal req, deadline, checking_said, hint_said

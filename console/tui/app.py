@@ -241,6 +241,9 @@ class FleetdeckApp(App[int]):
                 # Whether the broker delivers this console's commands: [RW] said so of a
                 # console logged in as a read-only broker user (an SRE drill).
                 each.probe_commands()
+                # What a console killed with a command open left in the audit log is settled
+                # from what this one hears (docs/reliability.md).
+                each.adopt_orphans()
             if each.feed is not None:
                 each.feed.link.max_backoff_s = INTERACTIVE_BACKOFF_S
             if each.summaries is None:

@@ -86,3 +86,77 @@ def test_console_kill_9_and_restart(mosquitto, tmp_path):
     con.close()
     assert rows and all(n == 1 for _r, _o, n in rows)
     assert {o for _r, o, _n in rows} >= {"requested", "done"}
+
+
+LONG_JOB = """
+[fleet]
+nodes = 6
+
+[[job]]
+name = "llama-pretrain"
+nodes = 6
+steps = 1000000
+step_time = "1s"
+"""
+
+
+def audit_of(path, rid: str | None = None) -> list[dict]:
+    import json
+
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if rid is None or r["request_id"] == rid]
+
+
+def test_a_drain_left_open_by_a_killed_console_is_settled_by_the_next(mosquitto, tmp_path):
+    """kill -9 while a drain (finish) is DRAINING: its record stayed "requested" for ever, the
+    ack and "status now DRAINING" the operator saw nowhere in the audit, and a restarted console
+    never settled it. Now the restarted console appends one outcome, from the node's status."""
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(LONG_JOB)
+    sim = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "crash", "--scenario",
+                str(scenario), "--interval", "0.5", log=tmp_path / "sim.log")
+    db, audit = tmp_path / "console.db", tmp_path / "audit.jsonl"
+    session = f"fd-orphan-{int(time.time() * 1000) % 10**8}"
+    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48",
+         "sleep 1; " + console_cmd(mosquitto.url, db, audit))
+    tmux("set-option", "-t", session, "window-size", "manual")
+    tmux("resize-window", "-t", session, "-x", "160", "-y", "48")
+    tmux("set-option", "-t", session, "remain-on-exit", "on")
+    try:
+        wait_for(session, "Nodes 6")
+        tmux("send-keys", "-t", session, ":")
+        tmux("send-keys", "-t", session, "-l", "drain gpu0003")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_for(session, "Drain 1 node: gpu0003")
+        tmux("send-keys", "-t", session, "-l", "bad DIMM OPS-7")
+        tmux("send-keys", "-t", session, "Enter")
+        # Its job runs on: the drain stays open, DRAINING (cut at the pane's edge).
+        wait_for(session, "status now DRA")
+        pid = int(tmux("display", "-p", "-t", session, "#{pane_pid}").strip())
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        [left] = audit_of(audit)
+        assert left["outcome"] == "requested" and left["writer"]["pid"] == pid
+        rid = left["request_id"]
+        tmux("respawn-pane", "-k", "-t", session, console_cmd(mosquitto.url, db, audit))
+        wait_for(session, "Nodes 6")
+        shown = time.monotonic()
+        while len(audit_of(audit, rid)) < 2:
+            assert time.monotonic() < shown + 30, audit_of(audit)
+            time.sleep(0.1)
+        print(f"settled {time.monotonic() - shown:.2f} s after the restarted console showed "
+              "its nodes")
+        tmux("send-keys", "-t", session, "5")
+        wait_for(session, "done  drain gpu0003 [")  # its line in the restarted timeline
+        time.sleep(1.0)  # a second settlement, were there one, would be written by now
+    finally:
+        tmux("kill-session", "-t", session)
+        stop_process(sim)
+    recs = audit_of(audit, rid)
+    assert [r["outcome"] for r in recs] == ["requested", "done"]
+    assert recs[1]["who"] == "erin" and recs[1]["writer"]["pid"] != pid
+    assert f"(pid {pid} on " in recs[1]["detail"] and "gpu0003 DRAINING" in recs[1]["detail"]
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT outcome FROM audit WHERE request_id = ?", (rid,)).fetchall()
+    con.close()
+    assert ("done",) in rows  # the restarted console's store has the outcome too
