@@ -167,3 +167,38 @@ def test_a_console_that_did_not_watch_the_throttle_holds_it_from_the_agent() -> 
     assert _judged(sample, watched_from=watched) == []
     # An older agent: no fields, today's judgement.
     assert _judged(replace(sample, gpus=idle)) == []
+
+
+def _tui_and_agent(steps: list[tuple[int, list[GpuSample]]], t: Telemetry,
+                   ew: ErrorWindows | None = None, hist: NodeHistory | None = None
+                   ) -> list[tuple[int, list[str], int | None]]:
+    """Each step as a console that watched all along judges it (its G12/G13 findings) beside
+    the agent's hold of gpu3 (``throttled_last_ts``)."""
+    ew = ew or ErrorWindows()
+    hist = hist or NodeHistory()
+    out = []
+    for dt, gpus in steps:
+        s = replace(t, ts=t.ts + dt, gpus=ew.gpus(gpus, t.ts + dt), job=None)
+        hist.update(s)
+        out.append((dt, [f.rule for f in evaluate(None, s, hist)], s.gpus[3].throttled_last_ts))
+    return out
+
+
+def test_a_job_that_ends_mid_throttle_leaves_an_idle_gpu_held_for_its_cooling() -> None:
+    """NVML's reason bits are of the sample's moment: the last throttled sample of a job that
+    ended mid-throttle has the idle bit (or the power cap under load) and the violation time
+    grown, no throttle bit. Read as a power throttle, the idle GPU was forgotten a minute later,
+    on the agent and on the console: the 3 a.m. case the hold exists for (a review)."""
+    t = FakeNode().telemetry()
+    for mid in (IDLE, 0x4):
+        idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=9_000)
+        steps = [(0, _gpus()),
+                 (1000, _gpus(clock_event_reasons=SW_THERMAL, temp_c=88.0,
+                              thermal_violation_ns=5_000)),
+                 (2000, _gpus(util_pct=0.0, clock_event_reasons=mid,
+                              thermal_violation_ns=9_000))]
+        steps += [(2000 + s * 1000, idle) for s in (30, 61, 62, 600)]
+        seen = _tui_and_agent(steps, t)
+        for dt, rules, agent in seen[1:]:
+            assert rules == ["G12"] or rules == ["G12", "G13"], (mid, dt)
+            assert agent == t.ts + 2000 or dt == 1000, (mid, dt)

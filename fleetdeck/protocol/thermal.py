@@ -47,8 +47,13 @@ def throttle_hold(last_ms: int, reasons: int, proven_ms: int | None, util: float
 
     A minute of work without throttling clears it, as an hour since the throttle does
     (THROTTLE_IDLE_HOLD_S). A throttle not of its cooling (THERMAL_BITS; a grown violation
-    counter is thermal) clears after its minute, busy or not."""
-    thermal = not reasons or reasons & THERMAL_BITS
+    counter is thermal) clears after its minute, busy or not.
+
+    A sample's reason bits are of its moment only (NVML): a job that ends mid-throttle leaves
+    a last throttled sample with the idle bit (0x1), or the power cap (0x4) under load, and the
+    violation counter grown; with no throttle bit it is the counter's, thermal. Read as a power
+    throttle it cleared a minute later on the idle GPU (a review)."""
+    thermal = not reasons & THROTTLE_BITS or reasons & THERMAL_BITS
     if not thermal and now_ms - last_ms > THROTTLE_HOLD_MS:
         return None, None
     if util is None or util >= BUSY_UTIL_PCT:  # no utilisation read: as busy (the old rule)
