@@ -519,6 +519,11 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                     gh.hot_ms = None
                 else:
                     settled = False
+            if fresh:
+                # A new agent session restarts the run of work that proves a throttled GPU,
+                # as the agent's restored holds do (``ThermalHolds.restore``): status (the
+                # agent's hold) and the TUI (this one) disagreed up to a minute (a review).
+                gh.proven_ms = None
             reasons = g.clock_event_reasons
             if reasons and reasons & THROTTLE_BITS:
                 gh.throttled_ms, gh.throttled_reasons, gh.proven_ms = now, reasons, None
@@ -694,7 +699,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if throttled is not None or hot is not None:
             # The agent's holds, of what this console did not watch (``_gpu_findings``).
             watched = h.watched_ms if h is not None else now
-            if ((throttled is not None and throttled < watched)
+            if ((throttled is not None and throttled <= watched)
                     or (temp is not None and hot is not None and hot < watched)):
                 return False
         if h is not None and (h.crc_rate >= 1 or h.thermal_grew
@@ -889,10 +894,12 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
     # The agent's holds (``throttled_last_ts``, ``hot_last_ts``) stand for a throttle or a hot
     # reading before this console watched the GPU: a one-shot ``status`` (3.5 s) said "ok ... do
     # not drain" of a GPU the TUI held for its failed cooling (a fault drill). What the console
-    # watched it judges itself, as before.
+    # watched it judges itself, as before; its first sample of the GPU is the agent's too: a
+    # throttle the agent saw there by the violation counter's growth needs the sample before,
+    # which this console has not (a review).
     watched = h.watched_ms if h is not None else now_ms
     agent_last = g.throttled_last_ts
-    if agent_last is not None and agent_last >= watched:
+    if agent_last is not None and agent_last > watched:
         agent_last = None
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({_throttle_why(reasons)})"))

@@ -202,3 +202,45 @@ def test_a_job_that_ends_mid_throttle_leaves_an_idle_gpu_held_for_its_cooling() 
         for dt, rules, agent in seen[1:]:
             assert rules == ["G12"] or rules == ["G12", "G13"], (mid, dt)
             assert agent == t.ts + 2000 or dt == 1000, (mid, dt)
+
+
+def test_a_throttle_the_agent_saw_at_the_consoles_first_sample_is_held() -> None:
+    """The agent saw the violation time grow between its sample before and the one-shot
+    status's first: the console, with no sample before, cannot; status said ok while a TUI
+    held the GPU degraded (a review)."""
+    node = FakeNode()
+    t = node.telemetry()
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=9_000)
+    ew = ErrorWindows()
+    ew.gpus(_gpus(util_pct=0.0, clock_event_reasons=IDLE), t.ts - 1000)
+    first = replace(t, gpus=ew.gpus(idle, t.ts), job=None)
+    assert first.gpus[3].throttled_last_ts == t.ts
+    status = NodeHistory()
+    for k in range(4):
+        s = first if k == 0 else replace(first, ts=t.ts + 1000 * k,
+                                         gpus=ew.gpus(idle, t.ts + 1000 * k))
+        status.update(s)
+        assert [f"{f.rule} {f.text}" for f in evaluate(None, s, status)] == [
+            "G12 clock throttled (thermal violation time grew) within the last minute"], k
+        assert not still_healthy(None, s, status), k
+
+
+def test_an_agent_restart_restarts_the_proving_minute_on_the_console_too() -> None:
+    """The restored hold restarts the minute of work that proves the cooling; the console kept
+    its own run, so the TUI read the GPU ok up to a minute before status did (a review)."""
+    node = FakeNode()
+    t = node.telemetry()
+    ew, hist = ErrorWindows(), NodeHistory()
+    busy = _gpus(thermal_violation_ns=5_000)
+    before = _tui_and_agent(
+        [(0, _gpus()), (1000, _gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=5_000))]
+        + [(s * 1000, busy) for s in range(2, 31)], t, ew, hist)
+    assert before[-1][1:] == (["G12"], t.ts + 1000)
+    # The agent restarts: a new session (bdSeq), its first sample seq 1, the holds restored.
+    again = ErrorWindows()
+    assert again.restore(ew.snapshot(t.ts + 30_000, "boot-a"), t.ts + 31_000, "boot-a") == ""
+    restarted = replace(t, bdSeq=t.bdSeq + 1, seq=1)
+    after = _tui_and_agent([(s * 1000, busy) for s in range(31, 95)], restarted, again, hist)
+    for dt, rules, agent in after:
+        assert (rules == ["G12"]) == (agent is not None), dt
+    assert next(dt for dt, rules, _ in after if not rules) == 91_000
