@@ -349,6 +349,14 @@ class ThermalHolds:
                   if self._violation is not None else {})
         self._violation, self._indices = violation, tuple(map(_INDEX, rows))
         holds = self._holds
+        gone = holds.keys() - self._indices if holds else ()
+        if gone:
+            # A GPU gone from the rows (fell off the bus, a node rebuilt with fewer) had its
+            # hold written for ever, kept the fast path off and went to whatever GPU next took
+            # its index (a review): a GPU that comes back is judged from what it reads then.
+            for index in gone:
+                del holds[index]
+            self.revision += 1
         for g in rows:
             index = g.index
             st = holds.get(index)
@@ -384,8 +392,10 @@ class ThermalHolds:
 
     def restore(self, snap: object, now_ms: int) -> None:
         """Take back what ``snapshot`` gave: a GPU that throttled before an agent restart is
-        held as before (the run of work that proves it restarts). A throttle older than the
-        idle hold is over. Raises ValueError on another shape, having taken nothing."""
+        held as before (the run of work that proves it restarts). A throttle or a hot reading
+        older than the idle hold is over; one ahead of ``now_ms`` (this clock ran ahead when it
+        saved) counts from now, or it never aged. Raises ValueError on another shape, having
+        taken nothing."""
         self.restore_nothing()
         holds: dict[int, list[int | None]] = {}
         if not isinstance(snap, list):
@@ -395,8 +405,10 @@ class ThermalHolds:
                     or not all(_counter(v) for v in item) or item[0] is None):
                 raise ValueError(f"a thermal hold of another shape: {item!r}")
             index, last, reasons, hot = item
-            if last is not None and now_ms - last > THROTTLE_IDLE_HOLD_MS:
-                last = None
+            if last is not None:
+                last = None if now_ms - last > THROTTLE_IDLE_HOLD_MS else min(last, now_ms)
+            if hot is not None:
+                hot = None if now_ms - hot > THROTTLE_IDLE_HOLD_MS else min(hot, now_ms)
             if last is not None or hot is not None:
                 holds[index] = [last, reasons or 0, None, hot]
         self._holds = holds

@@ -225,6 +225,53 @@ def test_a_throttle_the_agent_saw_at_the_consoles_first_sample_is_held() -> None
         assert not still_healthy(None, s, status), k
 
 
+def _saved(saved_ms: int, thermal: list[list[int | None]]) -> dict[str, Any]:
+    """A saved file of an agent that held ``thermal`` (``ThermalHolds.snapshot``)."""
+    return ErrorWindows().snapshot(saved_ms, "boot-a") | {"thermal": thermal}
+
+
+def test_a_gpu_gone_from_the_rows_takes_its_hold_with_it() -> None:
+    """A hold on an index no longer read was written for ever, kept the fast path off and went
+    to the next GPU at that index (a review). Restored, a hot reading over an hour old is over
+    as a throttle is."""
+    ew = ErrorWindows()
+    ew.gpus(_gpus(), T0)
+    ew.gpus(_gpus(clock_event_reasons=SW_THERMAL, temp_c=90.0, thermal_violation_ns=5_000),
+            T0 + 1000)
+    without3 = [g for g in _gpus(thermal_violation_ns=5_000) if g.index != 3]
+    assert _holds(ew.gpus(without3, T0 + 2000)) == {}
+    assert ew.snapshot(T0 + 2000, "boot-a")["thermal"] == []
+    assert ew.gpus(without3, T0 + 3000) is without3  # the fast path, nothing copied
+    back = _gpus(temp_c=85.0, thermal_violation_ns=5_000)  # a replacement, in the band
+    assert _holds(ew.gpus(back, T0 + 4000)) == {}
+    # Saved by an agent that had it, restored past the idle hold: over.
+    late = ErrorWindows()
+    assert not late.restore(_saved(T0, [[3, None, 0, T0]]), T0 + 1 + THROTTLE_IDLE_HOLD_MS,
+                            "boot-a").startswith("left out")
+    assert _holds(late.gpus(back, T0 + 1 + THROTTLE_IDLE_HOLD_MS)) == {}
+
+
+def test_holds_saved_by_a_clock_ahead_count_from_now() -> None:
+    """An agent whose clock ran a day ahead saved its holds; after the clock was put right
+    they never aged: held idle for a day and an hour (a review)."""
+    ahead = T0 + 86_400_000
+    ew = ErrorWindows()
+    assert not ew.restore(_saved(ahead, [[3, ahead, SW_THERMAL, ahead]]), T0,
+                          "boot-a").startswith("left out")
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, temp_c=85.0)
+    assert _holds(ew.gpus(idle, T0)) == {3: (T0, SW_THERMAL, T0)}
+    assert _holds(ew.gpus(idle, T0 + THROTTLE_IDLE_HOLD_MS)) == {3: (T0, SW_THERMAL, T0)}
+    assert _holds(ew.gpus(idle, T0 + 1 + THROTTLE_IDLE_HOLD_MS)) == {3: (None, None, T0)}
+    # The clock put right while it ran: the same, on the agent and on the console.
+    t = FakeNode().telemetry()
+    ew, hist = ErrorWindows(), NodeHistory()
+    day = 86_400_000
+    steps = [(day, _gpus()), (day + 1000, _gpus(clock_event_reasons=SW_THERMAL))]
+    steps += [(s, idle) for s in (0, THROTTLE_IDLE_HOLD_MS, THROTTLE_IDLE_HOLD_MS + 1)]
+    assert [(rules, agent) for _, rules, agent in _tui_and_agent(steps, t, ew, hist)][2:] == [
+        (["G12"], t.ts), (["G12"], t.ts), ([], None)]
+
+
 def test_an_agent_restart_restarts_the_proving_minute_on_the_console_too() -> None:
     """The restored hold restarts the minute of work that proves the cooling; the console kept
     its own run, so the TUI read the GPU ok up to a minute before status did (a review)."""

@@ -52,7 +52,10 @@ def throttle_hold(last_ms: int, reasons: int, proven_ms: int | None, util: float
     A sample's reason bits are of its moment only (NVML): a job that ends mid-throttle leaves
     a last throttled sample with the idle bit (0x1), or the power cap (0x4) under load, and the
     violation counter grown; with no throttle bit it is the counter's, thermal. Read as a power
-    throttle it cleared a minute later on the idle GPU (a review)."""
+    throttle it cleared a minute later on the idle GPU (a review). A ``last_ms`` ahead of
+    ``now_ms`` (the clock stepped back, or an agent whose clock ran ahead saved it) counts
+    from now: it never aged (as ``BD_SEQ_AHEAD_MS`` for a saved bdSeq, agents/agent.py)."""
+    last_ms = min(last_ms, now_ms)
     thermal = not reasons & THROTTLE_BITS or reasons & THERMAL_BITS
     if not thermal and now_ms - last_ms > THROTTLE_HOLD_MS:
         return None, None
