@@ -92,6 +92,10 @@ class Incident:
     job_left: bool = False
     """Nodes that failed together in a job (``job_faults``) that no longer holds any of them
     (requeued elsewhere, or ended): the work they cost is lost already, none on them now."""
+    unseen: int = 0
+    """Of a job's failed nodes (``job_faults``), those already failed when this console first
+    heard them (``NodeState.change_seen``): their ``since`` is when they were heard, not when
+    they failed."""
 
     @property
     def losing_work(self) -> bool:
@@ -107,6 +111,7 @@ class Incident:
             "key": self.key, "kind": self.kind, "severity": self.severity, "title": self.title,
             "since": round(self.since, 3), "nodes": self.nodes, "jobs": self.jobs,
             "findings": self.findings, "action": self.action, "job_left": self.job_left,
+            "unseen": self.unseen,
             "timeline": [{"ts": round(e.ts, 3), "source": e.source, "kind": e.kind,
                           "severity": e.severity, "text": e.text} for e in self.timeline],
         }
@@ -328,7 +333,7 @@ def job_faults(state: FleetState, jobs_on: dict[str, list[str]] | None = None,
 def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
                         jobs_on: dict[str, list[str]], key: str) -> Incident:
     names = sorted(st.node_id for st in members)
-    first, last = _since(members[0]), _since(members[-1])
+    first = _since(members[0])
     found = [shown_findings(st) for st in members]
     heads = [f[0] for f in found if f]
     rules = {tuple(sorted({x.rule for x in f})) for f in found}
@@ -352,20 +357,34 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     else:
         now = f"; job {jid} is {job.state.value} now"
     others = [j for j in _jobs(names, jobs_on) if j != jid]
-    span = last - first
-    unseen = sum(1 for st in members if not st.change_seen)
     # A node first heard already failed has no time of failing, only of being heard: a
     # one-shot status read three nodes failed minutes apart as "at once" (a fault drill).
-    when = ("before this console heard them" if unseen == len(members)
-            else f"(of them {unseen} before this console heard them)" if unseen
-            else f"within {span:.0f} s" if span >= 1 else "at once")
-    title = (f"job {jid}: {len(names)} of its nodes failed {when} ({compress(names)}): "
-             f"{what}{now}{_on_jobs(others)}")
+    seen = [_since(st) for st in members if st.change_seen]
+    unseen = len(members) - len(seen)
+    before = f"before this console heard {'it' if unseen == 1 else 'them'}"
+    if not unseen:
+        when = _together(seen)
+    elif not seen:
+        when = before
+    else:
+        # Each part plainly: "failed (of them 2 before this console heard them)" read as two
+        # of the three failing twice (a review).
+        together = _together(seen) if len(seen) > 1 else "while this console watched"
+        when = f": {len(seen)} {together}, {unseen} {before}"
+    title = (f"job {jid}: {len(names)} of its nodes failed{'' if when[0] == ':' else ' '}"
+             f"{when} ({compress(names)}): {what}{now}{_on_jobs(others)}")
     actions = {recommended_action(st, state) for st in members}
     action = (f"on each of {compress(names)}: {actions.pop()}" if len(actions) == 1 else
               f"each of {compress(names)} as its own finding says (its line in the nodes view)")
     return Incident(key, "job", "error", title, first, names, action,
-                    [jid, *others], sum(len(f) for f in found), job_left=not holds)
+                    [jid, *others], sum(len(f) for f in found), job_left=not holds,
+                    unseen=unseen)
+
+
+def _together(times: list[float]) -> str:
+    """How close together changes this console saw were (``job_faults``' window)."""
+    span = max(times) - min(times)
+    return f"within {span:.0f} s" if span >= 1 else "at once"
 
 
 def acted_on(state: FleetState, inc: Incident) -> bool:

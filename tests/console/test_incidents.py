@@ -440,3 +440,36 @@ def test_nodes_found_failed_when_first_heard_are_not_said_to_fail_at_once():
                                 "them (gpu[0001-0002,0004])"), inc.title
     out = fleet_summary(session.state, session.clock(), log=session.log.lines())
     assert "at once" not in out["incidents"][0]["title"]
+    assert out["incidents"][0]["unseen"] == 3
+
+
+JOB_NODES = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+STRUCK = ["gpu0001", "gpu0002", "gpu0004"]
+
+
+def _heard(session, fleet, faults, ticks: int = 3, names=None) -> None:
+    """``ticks`` seconds of job 4104's fleet, each node with its fault of ``faults``."""
+    on = {n: "4104" for n in JOB_NODES}
+    for _ in range(ticks):
+        session.clock.advance(1.0)
+        fleet.telemetry(session.ingest, names=names, job=on, faults=faults)
+        session.tick()
+
+
+def test_a_job_s_nodes_failed_some_seen_some_not_says_which_plainly():
+    """Two nodes of job 4104 first heard failed, a third seen failing 20 s later: the title
+    read "3 of its nodes failed (of them 2 before this console heard them)" (a review)."""
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(16, session.clock, leaves=1)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("4104", JOB_NODES, session.clock), session.clock)
+    faults = {"gpu0001": gpu_lost(0), "gpu0002": gpu_lost(0)}
+    _heard(session, fleet, faults, ticks=20)
+    faults["gpu0004"] = gpu_lost(0)
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title.startswith(
+        "job 4104: 3 of its nodes failed: 1 while this console watched, 2 before this console "
+        "heard them (gpu[0001-0002,0004]): the same on each"), inc.title
+    (j,) = fleet_summary(session.state, session.clock(), log=session.log.lines())["incidents"]
+    assert j["unseen"] == 2 and j["title"] == inc.title
