@@ -293,10 +293,17 @@ class NodeState(msgspec.Struct, gc=False):
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
     change_seen: bool = False
-    """``changed_at`` dates a change this console saw (or its store recorded), not the first
-    judgement of a node already in that verdict when first heard: a one-shot ``status`` found
-    three failed nodes of a job, failed minutes apart, and called them "failed at once" (a
-    fault drill; ``incidents.job_faults``)."""
+    """``changed_at`` dates a change this console saw (or its store recorded seen), not the
+    first judgement of a node already in that verdict when first heard: a one-shot ``status``
+    found three failed nodes of a job, failed minutes apart, and called them "failed at once"
+    (a fault drill; ``incidents.job_faults``). Seen only from a verdict ``verdict_heard``: a
+    node restored ok that failed while no console ran, or one back failed from a silence or an
+    agent restart, failed at some time unknown, not when this console first heard it so (a
+    review)."""
+    verdict_heard: bool = False
+    """The last judgement rests on a sample heard in the agent session the node is in now: not
+    recalled from the store, not offline, stale or waiting, not a collector's digest gone
+    silent. A change from such a verdict is one this console saw happen (``change_seen``)."""
     changed_to: Verdict | None = None
     """The verdict ``changed_at`` dates. A node's verdict while it is ``waiting`` (ok for want
     of data) is no change: a node recalled failed and heard failed again keeps the store's
@@ -550,8 +557,11 @@ class NodeState(msgspec.Struct, gc=False):
             self.talks = not any(f.rule == "D1" for f in self.liveness) and any(
                 f.rule == "H1" and says_it_talks(f.text) for f in self.findings)
             if verdict is not self.changed_to:
-                self.change_seen = self.changed_to is not None
+                self.change_seen = self.verdict_heard
                 self.changed_at, self.changed_to = now, verdict
+            # A collector's own stale or offline (or its digests gone, D1) is no sample heard:
+            # a collector outage, then failed, read as failed when the digests came back.
+            self.verdict_heard = verdict not in (Verdict.STALE, Verdict.OFFLINE)
             self.judged, self.verdict = True, verdict
             return verdict
         heard = self.heard_at
@@ -605,8 +615,12 @@ class NodeState(msgspec.Struct, gc=False):
         # A restored node found as the store left it keeps the time of its last change.
         if verdict is not self.changed_to and not (
                 self.waiting and (verdict is Verdict.OK or self.rejoined_at is not None)):
-            self.change_seen = self.changed_to is not None
+            self.change_seen = self.verdict_heard
             self.changed_at, self.changed_to = now, verdict
+        # Liveness verdicts (offline, stale) and a verdict for want of data (``waiting``) rest
+        # on no sample of this session: what follows them is not a change seen.
+        self.verdict_heard = (self.online is not False and not self.stale
+                              and self.sample is not None and self.rejoined_at is None)
         self.judged = True
         self.verdict = verdict
         self.liveness = liveness or NO_FINDINGS  # the shared empty list: one per node less
@@ -1733,6 +1747,13 @@ class FleetState:
                 st.event_ahead = ahead or NO_SEQS
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
+        if prev_tel is None or prev_tel.bdSeq != tel.bdSeq:
+            # The session's first sample heard: the verdict before it is not of this session
+            # (an agent restarted, or a console that just started), so a change it brings is
+            # not one seen (``NodeState.change_seen``); judged again even where its findings
+            # read as before, so the next verdict is this session's.
+            st.verdict_heard = False
+            st.judge_key = ()
         if prev_tel is not None and tel.job is None and prev_tel.job is not None:
             st.left_job = self.jobs_left[st.node_id] = (prev_tel.job.id, rx)
         st.rejoined_at = None

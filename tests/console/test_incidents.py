@@ -456,6 +456,75 @@ def _heard(session, fleet, faults, ticks: int = 3, names=None) -> None:
         session.tick()
 
 
+async def _watch(db, clock, faults):
+    """A console with its store on ``db`` hears job 4104's fleet (``faults``) for 3 s and
+    stops; returns its incidents and their JSON."""
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await session.open_store(db)
+    try:
+        fleet = SynthFleet(16, clock, leaves=1)
+        fleet.birth(session.ingest)
+        publish_job(session.ingest, job_status("4104", JOB_NODES, clock), clock)
+        _heard(session, fleet, faults)
+        found = incidents(session.state, session.log.lines())
+        return found, fleet_summary(session.state, clock(), log=session.log.lines())["incidents"]
+    finally:
+        await session.close()
+
+
+async def _restarted(db, clock, first_faults, then_faults):
+    """A console on ``db`` hears job 4104's fleet (``first_faults``); five minutes later (no
+    console ran) another on the same store hears it again (``then_faults``). Returns the
+    second one's job incident and its JSON."""
+    await _watch(db, clock, first_faults)
+    clock.advance(300.0)
+    (inc,), (j,) = await _watch(db, clock, then_faults)
+    return inc, j
+
+
+async def test_nodes_restored_ok_and_first_heard_failed_did_not_fail_at_once(tmp_path):
+    """Three nodes of job 4104 the store had ok failed while no console ran; the console
+    started on that store heard them failed and said "3 of its nodes failed at once", dated
+    to its own first second (a review): a verdict recalled from the store was taken for one
+    it had seen, so ok -> failed read as a change it watched."""
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    clock = Clock()
+    inc, j = await _restarted(tmp_path / "history.db", clock, {}, faults)
+    assert inc.key == "job:4104:failed" and inc.nodes == STRUCK
+    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
+                                "them (gpu[0001-0002,0004])"), inc.title
+    assert j["unseen"] == 3 and "at once" not in j["title"]
+
+
+def test_nodes_back_failed_from_an_agent_restart_did_not_fail_at_once():
+    """A rollout restarted the agents of three failed nodes (a clean goodbye, a new birth):
+    offline -> failed read as a change seen, and "3 of its nodes failed at once" dated them
+    to the second they rejoined (a review). Offline says nothing of when they failed."""
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    clock, ingest = session.clock, session.ingest
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(ingest)
+    publish_job(ingest, job_status("4104", JOB_NODES, clock), clock)
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    _heard(session, fleet, faults)
+    for n in STRUCK:
+        a = fleet.agents[n]
+        ingest.handle(topic_for(CLUSTER, Kind.STATUS, n),
+                      codec.encode(a.status(online=False, stopped=True)), clock())
+    _heard(session, fleet, faults, ticks=2, names=[n for n in fleet.names if n not in STRUCK])
+    assert {session.state.nodes[n].verdict.value for n in STRUCK} == {"offline"}
+    for n in STRUCK:
+        a = fleet.agents[n]
+        a.bd_seq += 1
+        a.seq = 0
+    fleet.birth(ingest, STRUCK)
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
+                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.as_json()["unseen"] == 3
+
+
 def test_a_job_s_nodes_failed_some_seen_some_not_says_which_plainly():
     """Two nodes of job 4104 first heard failed, a third seen failing 20 s later: the title
     read "3 of its nodes failed (of them 2 before this console heard them)" (a review)."""
@@ -473,3 +542,37 @@ def test_a_job_s_nodes_failed_some_seen_some_not_says_which_plainly():
         "heard them (gpu[0001-0002,0004]): the same on each"), inc.title
     (j,) = fleet_summary(session.state, session.clock(), log=session.log.lines())["incidents"]
     assert j["unseen"] == 2 and j["title"] == inc.title
+
+
+def test_nodes_first_heard_failed_in_a_new_agent_session_did_not_fail_at_once():
+    """The agents of three nodes heard ok restarted at once (a new birth, no goodbye: a
+    reboot), and their new sessions' first samples said failed: the verdict before came from
+    the last session, so when they failed is not known, only that it was before this console
+    heard the new one (a review). Later in the session a change is seen again."""
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(16, session.clock, leaves=1)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("4104", JOB_NODES, session.clock), session.clock)
+    _heard(session, fleet, {})
+    for n in STRUCK:
+        a = fleet.agents[n]
+        a.bd_seq += 1
+        a.seq = 0
+    fleet.birth(session.ingest, STRUCK)
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
+                                "them (gpu[0001-0002,0004])"), inc.title
+    # Repaired, restarted again, heard ok in the new session, then failed together: seen,
+    # though the new session's first samples read as the last session's did.
+    _heard(session, fleet, {}, ticks=70)
+    for n in STRUCK:
+        a = fleet.agents[n]
+        a.bd_seq += 1
+        a.seq = 0
+    fleet.birth(session.ingest, STRUCK)
+    _heard(session, fleet, {})
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title

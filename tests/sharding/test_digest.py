@@ -754,3 +754,55 @@ def test_a_digest_console_groups_a_jobs_failed_nodes_as_the_raw_console_does():
     assert [(i.key, i.nodes, i.jobs) for i in incidents(dig)] == want
     assert b"struck_job" not in codec.encode(make_digest(raw.state.nodes["gpu0005"],
                                                          "shard-1", now))
+
+
+def test_nodes_failed_in_a_collector_outage_did_not_fail_at_once_on_digests():
+    """A console on digests: the collector went away, its nodes read stale (D1), and three
+    nodes of job 4104 failed meanwhile; back, its digests said failed, and stale -> failed
+    read as a change seen: "3 of its nodes failed at once", dated when the digests came back
+    (a review). A console that heard the collector throughout saw them fail."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.ingest import Ingest as RawIngest
+    from fleetdeck.console.session import ConsoleSession
+    from tests.console.test_incidents import JOB_NODES, STRUCK, _heard, gpu_lost
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
+
+    raw = ConsoleSession(CLUSTER, clock=Clock(), ingest=RawIngest(CLUSTER), follow_up=False)
+    clock = raw.clock
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(raw.ingest)
+    publish_job(raw.ingest, job_status("4104", JOB_NODES, clock), clock)
+    _heard(raw, fleet, {})
+    consoles = {"watched": Ingest(CLUSTER), "outage": Ingest(CLUSTER)}
+    states = {k: FleetState(CLUSTER, ing.malformed) for k, ing in consoles.items()}
+
+    def send(which: str) -> None:
+        now = clock()
+        ingest, state = consoles[which], states[which]
+        for name, st in raw.state.nodes.items():
+            ingest.handle(topic_for(CLUSTER, Kind.DIGEST, name),
+                          codec.encode(make_digest(st, "shard-1", now)), now)
+        for job in raw.state.jobs.values():
+            ingest.handle(topic_for(CLUSTER, Kind.JOB, job.job_id), codec.encode(job), now)
+        state.apply(ingest.take_batch(), now)
+        state.judge_fleet(now)
+
+    send("watched")
+    send("outage")
+    faults: dict = {}
+    for _ in range(int(DIGEST_STALE_S) + 5):
+        if clock() - raw.state.nodes["gpu0001"].changed_at > 10:
+            faults = {n: gpu_lost(0) for n in STRUCK}
+        _heard(raw, fleet, faults, ticks=1)
+        send("watched")
+        states["outage"].judge_fleet(clock())
+    assert {states["outage"].nodes[n].verdict for n in STRUCK} == {Verdict.STALE}
+    send("outage")
+    titles = {}
+    for which, state in states.items():
+        (inc,) = incidents(state)
+        assert inc.key == "job:4104:failed" and inc.nodes == STRUCK
+        titles[which] = (inc.title.split(" (gpu")[0], inc.as_json()["unseen"])
+    assert titles == {"watched": ("job 4104: 3 of its nodes failed at once", 0),
+                      "outage": ("job 4104: 3 of its nodes failed before this console heard "
+                                 "them", 3)}
