@@ -819,6 +819,10 @@ class Transition:
     """None for the node's first verdict (neither this console nor its store had one)."""
     new: Verdict
     reasons: tuple[str, ...]
+    seen: bool = False
+    """This console saw the change happen (``NodeState.change_seen``): not a first verdict,
+    nor one first heard after a silence, an agent restart or a console start, whose time is
+    when it was heard. The store keeps it, so a restarted console dates it as this one did."""
 
 
 @dataclass
@@ -998,8 +1002,9 @@ class FleetState:
         self.restart_gap: Blind | None = None
         """A broker restart younger than the agents' reconnect grace (``broker_restarted``):
         silence in it is the agents' reconnecting, not the nodes'."""
-        self._recalled: dict[str, tuple[Verdict, float]] = {}
-        """Forgotten nodes' last recorded verdict and its time (``forget``, ``node``)."""
+        self._recalled: dict[str, tuple[Verdict, float, bool]] = {}
+        """Forgotten nodes' last recorded verdict, its time and whether its change was seen
+        (``forget``, ``node``)."""
         self.heard_since: float | None = None
         """When the console could first hear the broker (``start_hearing``)."""
         self.shutdown_wills = 0
@@ -1030,20 +1035,22 @@ class FleetState:
             st = self.nodes[node_id] = NodeState(node_id, made=self._made)
             self._dirty.add(node_id)
             if self._recalled:
-                st.reported, st.changed_at = self._recalled.pop(node_id, (None, 0.0))
+                st.reported, st.changed_at, st.change_seen = self._recalled.pop(
+                    node_id, (None, 0.0, False))
                 st.changed_to = st.reported
-                st.change_seen = st.reported is not None
         return st
 
-    def recall(self, node_id: str, verdict: Verdict, changed_at: float) -> NodeState:
+    def recall(self, node_id: str, verdict: Verdict, changed_at: float,
+               seen: bool = False) -> NodeState:
         """A node known from the store (a restarting console): its last verdict there, so
         that the next row written for it is a change from that one, and not heard yet (so
         ``waiting`` until it is, or until the console has heard the broker long enough to
-        call it stale: ``start_hearing``)."""
+        call it stale: ``start_hearing``). ``seen``: the row says a console saw the change
+        (``Transition.seen``), so ``changed_at`` is when it happened."""
         st = self.node(node_id)
         if st.last_rx is None and not st.judged:
             st.reported, st.changed_at, st.changed_to = verdict, changed_at, verdict
-            st.change_seen = True
+            st.change_seen = seen
             if verdict in _RULE_MADE:
                 st.settle_until = math.inf
             if verdict is Verdict.OFFLINE and st.online is None:
@@ -1620,7 +1627,7 @@ class FleetState:
                 at = now if st.held_since is None else st.held_since
                 st.held_since = None
                 self.transitions.append(Transition(st.node_id, at, st.reported, new,
-                                                   tuple(st.reasons)))
+                                                   tuple(st.reasons), st.change_seen))
                 st.reported = new
         # Bounded for a caller that never takes them, never below one row a node: a
         # collector's first tick at 16,384 nodes writes a row for each, and a cut at the event
@@ -1808,7 +1815,7 @@ class FleetState:
             if st.reported is not None and len(self._recalled) < RECALLED_MAX:
                 # Taken back later (or owned once its birth says so, after a restore), its next
                 # row is a change from the last one this console recorded, not a "new" one.
-                self._recalled[node_id] = (st.reported, st.changed_at)
+                self._recalled[node_id] = (st.reported, st.changed_at, st.change_seen)
         self._digest_order.pop(node_id, None)
         self._dirty.discard(node_id)
         self._watch.discard(node_id)

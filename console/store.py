@@ -36,16 +36,17 @@ from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
 
 log = logging.getLogger("fleetdeck.store")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``);
-3: ``left_jobs`` (a new table: an older store gains it when opened)."""
+3: ``left_jobs`` (a new table: an older store gains it when opened); 4: ``transitions`` gained
+``seen`` (``Store._add_seen_column``)."""
 DEFAULT_RETENTION_DAYS = 7.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS transitions (
     id INTEGER PRIMARY KEY, ts REAL NOT NULL, node TEXT NOT NULL, old TEXT, new TEXT NOT NULL,
-    reasons TEXT NOT NULL);
+    reasons TEXT NOT NULL, seen INTEGER);
 CREATE INDEX IF NOT EXISTS transitions_node_ts ON transitions (node, ts);
 CREATE INDEX IF NOT EXISTS transitions_ts ON transitions (ts);
 CREATE TABLE IF NOT EXISTS events (
@@ -463,6 +464,7 @@ class Store:
             await db.execute("PRAGMA synchronous=NORMAL")
             await db.executescript(SCHEMA)
             await cls._add_partial_columns(db)
+            await cls._add_seen_column(db)
             # Written only when it moves: a reader's open that wrote it made a stale store
             # the newest written (``events`` then named no newer demo store: a review). And
             # looked at before writing: an INSERT takes the write lock even when it changes
@@ -505,6 +507,15 @@ class Store:
                 await db.execute(f"ALTER TABLE {table} "
                                  "ADD COLUMN partial INTEGER NOT NULL DEFAULT 0")
 
+    @staticmethod
+    async def _add_seen_column(db: aiosqlite.Connection) -> None:
+        """A store made before schema 4 gets ``transitions.seen``, NULL in its rows: ``restore``
+        reads those as seen where they have an ``old`` (what that schema could tell)."""
+        async with db.execute("PRAGMA table_info(transitions)") as cur:
+            names = {row[1] for row in await cur.fetchall()}
+        if "seen" not in names:
+            await db.execute("ALTER TABLE transitions ADD COLUMN seen INTEGER")
+
     async def close(self) -> None:
         await self.db.close()
 
@@ -535,7 +546,7 @@ class Store:
         audit, self._audit = self._audit, []
         return TickRows(
             transitions=[(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
-                          ",".join(tr.reasons)) for tr in transitions],
+                          ",".join(tr.reasons), int(tr.seen)) for tr in transitions],
             events=[*(_event_row(ev) for _rx, ev in batch.events), *map(_event_row, notes)],
             audit=[_audit_row(a) for a in audit],
             gpu=gpu_rows, ports=port_rows)
@@ -555,9 +566,9 @@ class Store:
             if rows.transitions:
                 # Two collectors on one store see the same change a tick apart: keep one.
                 await db.executemany(
-                    "INSERT INTO transitions (ts, node, old, new, reasons) "
-                    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM transitions "
-                    "WHERE node = ?2 AND new = ?4 AND old IS ?3 AND ABS(ts - ?1) < ?6)",
+                    "INSERT INTO transitions (ts, node, old, new, reasons, seen) "
+                    "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM transitions "
+                    "WHERE node = ?2 AND new = ?4 AND old IS ?3 AND ABS(ts - ?1) < ?7)",
                     [(*tr, TRANSITION_DEDUP_S) for tr in rows.transitions])
             if rows.events:
                 await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)",
@@ -802,17 +813,21 @@ class Store:
                 continue
             state.remember_event(ev, create=True)
             restored += 1
-        # SQLite takes the bare column ``new`` from the row that holds the MAX: each node's
-        # latest verdict.
+        # SQLite takes the bare columns ``new``, ``old`` and ``seen`` from the row that holds
+        # the MAX: each node's latest verdict, and whether a console saw it happen. A node's
+        # first row (no ``old``) or one a console first heard so (``seen`` 0) dates when it
+        # was heard, not when it failed: recalled seen, a job's three nodes a console first
+        # heard failed read "failed at once" after its restart (a review).
         async with self.db.execute(
-            "SELECT node, new, MAX(ts) FROM transitions GROUP BY node") as cur:
-            for node, new, ts in await cur.fetchall():
+            "SELECT node, new, MAX(ts), old, seen FROM transitions GROUP BY node") as cur:
+            for node, new, ts, old, seen in await cur.fetchall():
                 try:
                     verdict = Verdict(new)
                 except ValueError:
                     skipped["transitions"] = skipped.get("transitions", 0) + 1
                     continue
-                state.recall(node, verdict, ts)
+                state.recall(node, verdict, ts,
+                             seen=old is not None if seen is None else bool(seen))
         # The job each node last left: a failed node's job, requeued elsewhere before the
         # restart, is named by no sample now (``incidents.struck_job``). A collector sends it
         # on as ``Digest.struck_job``, which consoles decode strictly as a protocol ``Id``: one

@@ -1,6 +1,8 @@
 """Findings grouped into incidents, one root-cause line each (console/incidents.py), as
 ``status --json`` carries them: a switch failure is one incident, not a row per node."""
 
+import sqlite3
+
 import msgspec
 
 from fleetdeck.console.incidents import incidents
@@ -494,6 +496,61 @@ async def test_nodes_restored_ok_and_first_heard_failed_did_not_fail_at_once(tmp
     assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
                                 "them (gpu[0001-0002,0004])"), inc.title
     assert j["unseen"] == 3 and "at once" not in j["title"]
+    # Restarted again: the store's "ok -> failed" rows were not changes a console saw.
+    clock.advance(60.0)
+    (again,), (j,) = await _watch(tmp_path / "history.db", clock, faults)
+    assert again.title == inc.title and again.since == inc.since and j["unseen"] == 3
+
+
+async def test_nodes_first_heard_failed_stay_so_after_a_restart_on_the_same_store(tmp_path):
+    """A console first heard three nodes of job 4104 already failed, and said so; restarted on
+    the same store, it said "3 of its nodes failed at once" (a review): the store's row of a
+    first verdict (no ``old``) was recalled as a change seen. A node the console saw fail
+    keeps its time across the restart (the restart test above: "within 2 s", its ``since``)."""
+    db = tmp_path / "history.db"
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    inc, j = await _restarted(db, Clock(), faults, faults)
+    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
+                                "them (gpu[0001-0002,0004])"), inc.title
+    assert j["unseen"] == 3
+    # The rows say which changes a console saw: first verdicts and first heard, none seen.
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT node, old, new, seen FROM transitions "
+                           "WHERE node IN ('gpu0001', 'gpu0003') ORDER BY node, id").fetchall()
+    assert rows == [("gpu0001", None, "failed", 0), ("gpu0003", None, "ok", 0)]
+
+
+async def test_a_store_of_schema_3_gains_the_seen_column_and_reads_its_rows_as_before(tmp_path):
+    """A store written before ``transitions.seen`` (schema 3): opened, it gains the column;
+    its rows with an ``old`` were changes a console saw, those without were first verdicts."""
+    from fleetdeck.console.health import Verdict
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.console.store import Store
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        con.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+        con.execute("CREATE TABLE transitions (id INTEGER PRIMARY KEY, ts REAL NOT NULL, "
+                    "node TEXT NOT NULL, old TEXT, new TEXT NOT NULL, reasons TEXT NOT NULL)")
+        con.executemany("INSERT INTO transitions (ts, node, old, new, reasons) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        [(100.0, "gpu0001", None, "failed", "G1"),
+                         (100.0, "gpu0002", None, "ok", ""),
+                         (160.0, "gpu0002", "ok", "failed", "G1")])
+    store = await Store.open(db)
+    try:
+        state = FleetState(CLUSTER)
+        await store.restore(state, now=200.0)
+    finally:
+        await store.close()
+    one, two = state.nodes["gpu0001"], state.nodes["gpu0002"]
+    assert (one.reported, one.changed_at, one.change_seen) == (Verdict.FAILED, 100.0, False)
+    assert (two.reported, two.changed_at, two.change_seen) == (Verdict.FAILED, 160.0, True)
+    with sqlite3.connect(db) as con:
+        assert "seen" in {r[1] for r in con.execute("PRAGMA table_info(transitions)")}
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                           ).fetchone() == ("4",)
 
 
 def test_nodes_back_failed_from_an_agent_restart_did_not_fail_at_once():
@@ -576,3 +633,23 @@ def test_nodes_first_heard_failed_in_a_new_agent_session_did_not_fail_at_once():
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
     assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
+
+
+def test_nodes_handed_off_and_taken_back_keep_whether_their_failure_was_seen():
+    """A sharded collector handed three nodes it had first heard failed to another and took
+    them back (``forget``, then their births): recalled, their first verdict read as a change
+    seen, and "3 of its nodes failed at once" (a review). They keep what the collector knew."""
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(16, session.clock, leaves=1)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("4104", JOB_NODES, session.clock), session.clock)
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    _heard(session, fleet, faults)
+    before = incidents(session.state, session.log.lines())[0].title
+    assert "failed before this console heard them" in before, before
+    session.forget_nodes(STRUCK)
+    _heard(session, fleet, faults, ticks=2, names=[n for n in fleet.names if n not in STRUCK])
+    fleet.birth(session.ingest, STRUCK)
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title == before, inc.title

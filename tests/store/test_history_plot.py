@@ -130,7 +130,7 @@ async def test_history_of_a_node_heard_but_no_minute_over_yet_says_so_not_mistyp
     store = await Store.open(db)
     try:
         # What a collector's first tick writes: each node's first verdict, no minute yet.
-        await store.write_rows(TickRows(transitions=[(time.time(), "gpu0012", None, "ok", "")]))
+        await store.write_rows(TickRows(transitions=[(time.time(), "gpu0012", None, "ok", "", 0)]))
     finally:
         await store.close()
     for extra in ((), ("--metric", "ib"), ("--json",), ("--plot",)):
