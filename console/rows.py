@@ -509,6 +509,15 @@ def gpu_findings(st: NodeState, gpu: int) -> list[Finding]:
     return sorted(mine, key=lambda f: (st.switch_owns(f) or f.rule == "F1", finding_rank(f)))
 
 
+def node_findings(st: NodeState) -> list[Finding]:
+    """What the grid's status line says of a node without GPUs (``gpu_less``): all its
+    findings, in ``gpu_findings``' order. In rule order, a storage node failed for a port
+    read a warning of another port first, and the drain finding that failed it was cut off
+    (a review)."""
+    return sorted(st.all_findings,
+                  key=lambda f: (st.switch_owns(f) or f.rule == "F1", finding_rank(f)))
+
+
 def gpu_cells(st: NodeState, metric: str = "health") -> tuple[int, ...]:
     """One code per GPU of a node (8 on an ND H100 v5), in index order."""
     n = _cells_of(st)

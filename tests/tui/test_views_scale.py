@@ -367,3 +367,46 @@ async def test_grid_w_goes_on_when_a_node_it_passed_got_better():
         await pilot.press("w")
         await pilot.pause()
         assert grid.current_node == order[3], (grid.current_node, order)
+
+
+async def test_the_grid_status_line_of_a_gpu_less_node_names_what_failed_it_first():
+    """A storage node (``--source sysfs``: no GPUs, none expected) failed for a port that is
+    down; its status line took its findings in rule order, two warnings of other ports first,
+    and the finding that failed it was cut off the line (a review). Worst first, as a GPU
+    cell's line (``rows.gpu_findings``)."""
+    import msgspec
+
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.helpers import FakeNode
+    from tests.tui.fleet import CLUSTER
+
+    world = World(4)
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    node = FakeNode("stor0001", cluster=CLUSTER, t0=world.clock())
+    birth = node.birth().model_copy(update={"source": "sysfs", "gpus": [], "gpus_expected": 0})
+    tel = node.telemetry(advance=0.0)
+    ports = list(tel.ib_ports)
+    # Two ports whose receive-error counters saturated (N6, a warning each) sort before the
+    # port that is down (N1, what fails the node) in rule order.
+    for i in (0, 1):
+        ports[i] = msgspec.structs.replace(ports[i], rcv_errors=0xFFFF)
+    ports[3] = msgspec.structs.replace(ports[3], state="DOWN", phys_state="Polling")
+    tel = msgspec.structs.replace(tel, gpus=[], ib_ports=ports)
+    world.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, node.node_id), codec.encode(birth),
+                        world.clock())
+    world.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, node.node_id), codec.encode(tel),
+                        world.clock())
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        st = world.app.state.nodes["stor0001"]
+        assert st.verdict is Verdict.FAILED
+        assert [f.rule for f in st.all_findings][:2] == ["N6", "N6"], st.all_findings
+        grid = world.app.screen.query_one(FleetGrid)
+        grid.move_to(grid.node_ids.index("stor0001"), 0)
+        await pilot.pause()
+        line = world.app.screen.query_one("#grid-status").render().plain
+        assert "stor0001 no GPUs" in line, line
+        assert "node failed  N1 mlx5_ib3:1: DOWN/Polling; N6 mlx5_ib0:1" in line, line

@@ -35,6 +35,7 @@ from fleetdeck.console.rows import (
     gpu_less,
     job_row,
     jobs_to_act_on_first,
+    node_findings,
     progress_bar,
     sorted_jobs,
     top_problems,
@@ -328,7 +329,7 @@ class OverviewScreen(FleetView):
                 text += "  " + figures
             elif g is not None:
                 text += "  [$error]not present[/]"
-            mine = st.all_findings if no_gpus else gpu_findings(st, grid.cursor_gpu)
+            mine = node_findings(st) if no_gpus else gpu_findings(st, grid.cursor_gpu)
             colour = verdict_markup(st.verdict_shown)
             text += f"  node [{colour}]{st.verdict_shown}[/]"
             if mine:
