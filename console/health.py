@@ -7,6 +7,7 @@ makes it ``degraded``.
 """
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import reduce
@@ -40,6 +41,21 @@ VERDICT_SEVERITY = {Verdict.FAILED: "error", Verdict.OFFLINE: "error",
                     Verdict.STALE: "warn", Verdict.DEGRADED: "warn"}
 """How a change to a verdict shows in the timeline and ``fleetdeck events`` (back to ok:
 info)."""
+
+UNSEEN_CHANGE = "first heard so: it changed while this console did not hear the node"
+"""Said of a change to failed or degraded the console did not see happen (``Transition.seen``
+False: after a silence, an agent restart or the console's own start). Its time is when the
+console heard it, not when the node failed (docs/architecture.md)."""
+
+
+def verdict_text(old: str | None, new: Verdict, reasons: Sequence[str], seen: bool = True) -> str:
+    """A verdict change as the timeline and ``fleetdeck events`` say it: "ok -> failed (G1, G2)"
+    (a node's first verdict: "new -> …")."""
+    why = f" ({', '.join(reasons)})" if reasons else ""
+    text = f"{old or 'new'} -> {new.value}{why}"
+    if not seen and old and new in (Verdict.FAILED, Verdict.DEGRADED):
+        text += f"; {UNSEEN_CHANGE}"
+    return text
 
 
 class Severity(StrEnum):

@@ -55,7 +55,7 @@ from fleetdeck.console.commands import (
     settlement,
 )
 from fleetdeck.console.eventlog import EventLine, EventLog, event_line
-from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
+from fleetdeck.console.health import VERDICT_SEVERITY, Verdict, verdict_text
 from fleetdeck.console.ingest import Batch, Ingest, request_of
 from fleetdeck.console.interruptions import (
     IN_PLACE,
@@ -278,12 +278,11 @@ class SessionProblem:
 
 
 def verdict_line(ts: float, node: str, old: str, new: Verdict,
-                 reasons: Sequence[str]) -> EventLine:
+                 reasons: Sequence[str], seen: bool = True) -> EventLine:
     """A verdict change as the timeline says it ("ok -> failed (G1, G2)"), live or recalled
-    from the store."""
-    why = f" ({', '.join(reasons)})" if reasons else ""
+    from the store; one the console did not see happen says so (``verdict_text``)."""
     return EventLine(ts, node, "verdict", VERDICT_SEVERITY.get(new, "info"),
-                     f"{old} -> {new.value}{why}", (node,))
+                     verdict_text(old, new, reasons, seen), (node,))
 
 
 @dataclass
@@ -746,7 +745,8 @@ class ConsoleSession:
                 new = Verdict(tr["new"])
             except ValueError:
                 continue
-            out.append(verdict_line(float(tr["ts"]), tr["node"], tr["old"], new, tr["reasons"]))
+            out.append(verdict_line(float(tr["ts"]), tr["node"], tr["old"], new, tr["reasons"],
+                                    tr["seen"]))
         for ev in await store.events(oldest, [CONSOLE_SOURCE], limit=RECALLED_LINES):
             data = ev["data"]
             hosts = data.get("nodes") if isinstance(data, dict) else None
@@ -1035,7 +1035,8 @@ class ConsoleSession:
         for tr in verdicts:
             if tr.old is None:
                 continue
-            self.log.add(verdict_line(tr.ts, tr.node, tr.old.value, tr.new, tr.reasons))
+            self.log.add(verdict_line(tr.ts, tr.node, tr.old.value, tr.new, tr.reasons,
+                                      tr.seen))
 
     def _watch_sight(self, now: float) -> None:
         """Tell the fleet state when the console loses and regains the broker: while it is

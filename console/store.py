@@ -677,12 +677,14 @@ class Store:
         where, args = _filters(since, node=nodes)
         if not first_ok:
             where += FIRST_OK_LEFT_OUT
-        rows = await self._select(("ts", "node", "old", "new", "reasons"),
+        rows = await self._select(("ts", "node", "old", "new", "reasons", "seen"),
                                   f"FROM transitions {where} ORDER BY ts DESC LIMIT ?",
                                   [*args, limit])
         rows.reverse()
         for row in rows:
             row["reasons"] = [x for x in row["reasons"].split(",") if x]
+            # Rows before schema 4 (NULL): seen where they have an ``old``, as ``restore``.
+            row["seen"] = row["old"] is not None if row["seen"] is None else bool(row["seen"])
         return rows
 
     async def count(self, table: str, since: float, nodes: Iterable[str] | None = None,

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdeck.console.audit import default_audit_path, iso
-from fleetdeck.console.health import VERDICT_SEVERITY, Verdict
+from fleetdeck.console.health import VERDICT_SEVERITY, Verdict, verdict_text
 from fleetdeck.console.interruptions import INTERRUPTION, interruption_text
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
@@ -278,8 +278,8 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
              "component": e["component"], "message": e["message"]} for e in events]
     rows += [{"ts": t["ts"], "node": t["node"], "kind": VERDICT,
               "severity": VERDICT_SEVERITY.get(Verdict(t["new"]), "info"),
-              "component": "", "message": f"{t['old'] or 'new'} -> {t['new']}"
-              + (f" ({', '.join(t['reasons'])})" if t["reasons"] else "")} for t in transitions]
+              "component": "", "message": verdict_text(t["old"], Verdict(t["new"]), t["reasons"],
+                                                       t["seen"])} for t in transitions]
     rows += [{"ts": it["ts"], "node": compress(it["nodes"]) if it["nodes"] else "",
               "kind": INTERRUPTION, "severity": "warn", "component": f"job {it['job_id']}",
               "message": interruption_text(it["job_id"], it["cause"], it["nodes"],

@@ -653,3 +653,41 @@ def test_nodes_handed_off_and_taken_back_keep_whether_their_failure_was_seen():
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
     assert inc.title == before, inc.title
+
+
+async def test_a_change_this_console_did_not_see_says_so_where_the_operator_reads_it(tmp_path):
+    """The events view and ``fleetdeck events`` read "ok -> failed (G1, G2)" of a node that
+    failed while no console ran, dated when a restarted console first heard it, as though it
+    failed then (a failure drill). The store keeps whether the change was seen (``seen``) and
+    the line says so."""
+    from fleetdeck.console.health import UNSEEN_CHANGE
+    from fleetdeck.console.store import Store
+
+    db = tmp_path / "history.db"
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    clock = Clock()
+    await _watch(db, clock, {})
+    clock.advance(300.0)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await session.open_store(db)
+    try:
+        fleet = SynthFleet(16, clock, leaves=1)
+        fleet.birth(session.ingest)
+        publish_job(session.ingest, job_status("4104", JOB_NODES, clock), clock)
+        _heard(session, fleet, faults)
+        lines = [ln for ln in session.log.lines() if ln.kind == "verdict"]
+        assert {ln.nodes[0] for ln in lines if UNSEEN_CHANGE in ln.text} == set(STRUCK)
+        # A change it saw happen reads as before.
+        _heard(session, fleet, {**faults, "gpu0003": gpu_lost(0)})
+        (seen,) = [ln for ln in session.log.lines()
+                   if ln.kind == "verdict" and ln.nodes == ("gpu0003",)]
+        assert seen.text.startswith("ok -> failed") and UNSEEN_CHANGE not in seen.text
+    finally:
+        await session.close()
+    store = await Store.open(db)
+    try:
+        rows = [r for r in await store.transitions(0.0) if r["old"] == "ok"]
+    finally:
+        await store.close()
+    assert {r["node"]: r["seen"] for r in rows} == {**dict.fromkeys(STRUCK, False),
+                                                   "gpu0003": True}
