@@ -83,21 +83,56 @@ so a command typed in a second terminal against that broker is audited in the de
 the operator's real one (README, "Two commands"). The demo holds an exclusive ``flock`` on it
 for its whole life: a mark left by a demo killed with SIGKILL (or an OOM kill, a reboot) is
 unlocked by the kernel, so a later real broker on that port, with the pid reused, is never
-taken for the demo. It names the host and network namespace too: ``flock`` reaches across NFS
-clients and namespaces, and 127.0.0.1 in another container (sharing ``$HOME``) or on another
-login node is another socket, not the demo's broker."""
+taken for the demo. It names the host's boot and the network namespace too (``_where``):
+``flock`` reaches across NFS clients and namespaces, and 127.0.0.1 in another container
+(sharing ``$HOME``) or on another login node is another socket, not the demo's broker."""
+
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_NETNS = "/proc/self/ns/net"
 
 
 def _where() -> dict[str, object]:
-    """This process's host name and network namespace (the inode of ``/proc/self/ns/net``;
-    None where that cannot be read, as off Linux): what 127.0.0.1 means here."""
+    """What 127.0.0.1 means here: the host's boot id (one per boot of one host, so another
+    login node sharing the folder over NFS has another, and it outlives a change of host
+    name), the network namespace (the inode of ``/proc/self/ns/net``: a container's own) and
+    the host name, the stand-in for the boot id where that cannot be read (off Linux). None
+    for what cannot be read."""
     import socket
 
     try:
-        netns: int | None = os.stat("/proc/self/ns/net").st_ino
+        boot: str | None = Path(_BOOT_ID).read_text().strip() or None
+    except OSError:
+        boot = None
+    try:
+        netns: int | None = os.stat(_NETNS).st_ino
     except OSError:
         netns = None
-    return {"hostname": socket.gethostname(), "netns": netns}
+    return {"boot_id": boot, "netns": netns, "hostname": socket.gethostname() or None}
+
+
+def _known(said: dict[str, object], key: str) -> object:
+    """``said[key]`` as ``_where`` writes it, or None: not known (a mark from before the
+    field, one side unable to read it, or a value of the wrong kind)."""
+    value = said.get(key)
+    if key == "netns":
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _elsewhere(here: dict[str, object], there: dict[str, object]) -> bool:
+    """Whether a mark written ``there`` is known to be on another host or in another network
+    namespace than ``here``. Only what both sides know is compared; the host name only where
+    the boot ids cannot be, as it changes under a running demo (DHCP, NetworkManager, a laptop
+    moved to another network). What cannot be compared is no proof of elsewhere: the mark's
+    lock still says the demo lives."""
+    def differ(key: str) -> bool | None:
+        mine, its = _known(here, key), _known(there, key)
+        return None if mine is None or its is None else mine != its
+
+    host = differ("boot_id")
+    if host is None:
+        host = differ("hostname")
+    return bool(host) or bool(differ("netns"))
 
 
 class DemoMark:
@@ -202,7 +237,6 @@ def running_demo(url: _BrokerURL, clusters: Sequence[str]) -> Path | None:
             said = json.loads(mark.read_text())
             its_port = int(said["port"])
             its_host, its_cluster = str(said["host"]), str(said["cluster"])
-            there = {k: said[k] for k in here}
         except (OSError, ValueError, KeyError, TypeError):
             continue
         # No test of the pid: a demo that is a container's entrypoint runs as pid 1, and a
@@ -211,7 +245,7 @@ def running_demo(url: _BrokerURL, clusters: Sequence[str]) -> Path | None:
             continue
         # Another host (over NFS) or another network namespace (a container sharing $HOME)
         # reached a broker of its own at that address: its real drain went to the demo's log.
-        if there != here:
+        if _elsewhere(here, said):
             continue
         if not _same_host(url.host, its_host) or not _locked(mark):
             continue

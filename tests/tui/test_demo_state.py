@@ -416,8 +416,9 @@ def test_a_real_broker_on_a_dead_demos_port_is_not_taken_for_the_demo(tmp_path):
         assert demo.stdout is not None and demo.stdout.readline() == "marked\n"
         said = json.loads((run / "broker.json").read_text())
         assert said == {"host": "127.0.0.1", "port": 21999, "cluster": "demo", "pid": demo.pid,
-                        "hostname": socket.gethostname(),
-                        "netns": os.stat("/proc/self/ns/net").st_ino}
+                        "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+                        "netns": os.stat("/proc/self/ns/net").st_ino,
+                        "hostname": socket.gethostname()}
         # Alive and holding its mark: found.
         res = _drain(state, 21999)
         assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
@@ -450,8 +451,8 @@ def test_a_drain_from_another_host_or_network_namespace_is_not_the_demos(tmp_pat
     """``flock`` reaches across network namespaces and NFS clients: a drain typed in a
     container sharing $HOME (another network namespace), or on another login node over NFS,
     against a real broker of its own at 127.0.0.1 on the demo's port, found the live demo's
-    mark and its real drain was audited into the demo's log. The mark names the demo's host
-    and network namespace, and both must be this process's."""
+    mark and its real drain was audited into the demo's log. The mark names the demo's host's
+    boot and its network namespace, and both must be this process's."""
     import json
 
     state = tmp_path / "state"
@@ -462,15 +463,115 @@ def test_a_drain_from_another_host_or_network_namespace_is_not_the_demos(tmp_pat
         said = json.loads((run / "broker.json").read_text())
         # Another network namespace, as a container's: its 127.0.0.1 is another socket.
         _real_log_only(state, run, wrap=_unshare("-n"))
-        # Rewritten in place, the lock kept: another login node over NFS, another netns.
-        for other in ({"hostname": said["hostname"] + "-login02"},
-                      {"netns": said["netns"] + 1}, {"netns": None}):
+        # Rewritten in place, the lock kept: another login node over NFS (another boot, its
+        # host name the same or not), another netns.
+        for other in ({"boot_id": "5c1f0d2e-another-boot"},
+                      {"boot_id": "5c1f0d2e-another-boot", "hostname": "login02"},
+                      {"netns": said["netns"] + 1}):
             (run / "broker.json").write_text(json.dumps({**said, **other}) + "\n")
             _real_log_only(state, run)
         # Its own host and namespace: the demo's (the checks above stood on this).
         (run / "broker.json").write_text(json.dumps(said) + "\n")
         res = _drain(state, 21999)
         assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr
+    finally:
+        mark.close()
+
+
+def _demos(state: Path, run: Path) -> None:
+    """The command is audited in the demo's log, saying so."""
+    res = _drain(state, 21999)
+    assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr, res.stderr
+    assert "gpu[0001" in (run / AUDIT_FILE).read_text()
+    assert not (state / "fleetdeck" / AUDIT_FILE).exists()  # the real log: untouched
+
+
+def test_a_demo_whose_host_was_renamed_is_still_found(monkeypatch, tmp_path):
+    """A laptop's host name changes under a running demo (DHCP, NetworkManager, another
+    network): matched by host name, a drain in a second terminal went to the operator's real
+    audit log and a second console opened the real ``<cluster>.db``. The boot id names the
+    host, and a host name is compared only where no boot id can be; a side that cannot read
+    its network namespace is no other namespace."""
+    import json
+    import socket
+
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.paths import running_demo
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")  # held: the demo is running
+    try:
+        said = json.loads((run / "broker.json").read_text())
+        # Renamed since the demo wrote its mark, as the second terminal's command sees it.
+        (run / "broker.json").write_text(
+            json.dumps({**said, "hostname": said["hostname"] + "-wifi"}) + "\n")
+        _demos(state, run)
+        (run / "broker.json").write_text(json.dumps(said) + "\n")
+        monkeypatch.setenv("XDG_STATE_HOME", str(state))
+        url = BrokerURL("127.0.0.1", 21999)
+        monkeypatch.setattr(socket, "gethostname", lambda: "laptop.home.example")
+        assert running_demo(url, ["demo"]) == run
+        # The demo could not read its network namespace, or this process cannot: not known.
+        (run / "broker.json").write_text(json.dumps({**said, "netns": None}) + "\n")
+        assert running_demo(url, ["demo"]) == run
+        (run / "broker.json").write_text(json.dumps(said) + "\n")
+        monkeypatch.setattr("fleetdeck.paths._NETNS", str(tmp_path / "no-such-ns"))
+        assert running_demo(url, ["demo"]) == run
+    finally:
+        mark.close()
+
+
+def test_the_host_name_decides_only_where_no_boot_id_can_be_read(monkeypatch, tmp_path):
+    """Off Linux (no /proc) neither side has a boot id: the host name is what tells another
+    login node sharing the folder over NFS from this one."""
+    import json
+
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.paths import running_demo
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setattr("fleetdeck.paths._BOOT_ID", str(tmp_path / "no-boot-id"))
+    run = tmp_path / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")
+    try:
+        said = json.loads((run / "broker.json").read_text())
+        assert said["boot_id"] is None
+        url = BrokerURL("127.0.0.1", 21999)
+        assert running_demo(url, ["demo"]) == run
+        (run / "broker.json").write_text(json.dumps({**said, "hostname": "login02"}) + "\n")
+        assert running_demo(url, ["demo"]) is None
+    finally:
+        mark.close()
+
+
+def test_a_demo_marked_before_its_host_was_named_is_still_found(tmp_path):
+    """A demo started before the upgrade, still running, holds a mark without ``boot_id``,
+    ``netns`` or ``hostname``: read with ``said[key]`` it raised KeyError and was passed over,
+    so its drills went to the operator's real log. What the mark does not say is not known;
+    its lock still says the demo lives. A mark that names a host name but no boot id (the
+    release between) is compared by host name."""
+    import json
+    import socket
+
+    state = tmp_path / "state"
+    run = state / "fleetdeck" / "demo-20261206T093801"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 21999, "demo")  # held: the demo is running
+    try:
+        said = json.loads((run / "broker.json").read_text())
+        old = {k: said[k] for k in ("host", "port", "cluster", "pid")}
+        (run / "broker.json").write_text(json.dumps(old) + "\n")
+        _demos(state, run)
+        between = {**old, "hostname": "login02", "netns": said["netns"]}
+        (run / "broker.json").write_text(json.dumps(between) + "\n")
+        _real_log_only(state, run)
+        between["hostname"] = socket.gethostname()
+        (run / "broker.json").write_text(json.dumps(between) + "\n")
+        res = _drain(state, 21999)
+        assert f"audited in the demo's log {run / AUDIT_FILE}" in res.stderr, res.stderr
     finally:
         mark.close()
 
