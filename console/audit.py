@@ -12,14 +12,17 @@ it can tell (``settle_orphans``, docs/reliability.md, "A console killed with a c
 The interface is two methods (``write`` and ``read``) so a SQLite store can replace the file.
 """
 
+import errno
 import fcntl
 import getpass
 import json
+import logging
 import os
 import socket
 import sys
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +31,15 @@ from typing import Any, Protocol
 from fleetdeck.paths import state_base
 
 AUDIT_FILE = "audit.jsonl"
+TAIL_BYTES = 4 << 20
+"""How much of the log's end ``AuditLog.tail`` reads: a request left open is among the last
+records (a console settles what it finds when it starts); a 50 MB log read whole took 1.2 s
+and 344 MB to find them (a review). docs/reliability.md."""
+SETTLE_MAX_AGE_S = 7 * 86400.0
+"""An open request older than this is history, not settled: the nodes' status now says nothing
+of what it did then."""
+SETTLE_LOCK_TRIES = 5
+log = logging.getLogger(__name__)
 
 
 def default_audit_path() -> Path:
@@ -46,9 +58,6 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-OPEN_OUTCOMES = frozenset({"requested", "acknowledged"})
-"""Outcomes that leave a request open: its writer still follows it, or stopped before an outcome
-(``acknowledged``/``requested`` is also what ``--no-wait`` leaves)."""
 UNKNOWN = "unknown"
 """The outcome of an orphaned request whose effect cannot be told from what is heard now."""
 _PROGRAMS = frozenset({"console", "drain", "resume", "restart-job", "serve", "demo", "collect"})
@@ -73,24 +82,41 @@ def _process_started(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``), '' where /proc cannot say: a
+    container with the host's network (``--net=host``) or a pod's containers share its
+    hostname, not its process table."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def this_process() -> dict[str, Any]:
-    """Who writes this process's records: program, host, pid, boot id and start time."""
+    """Who writes this process's records: program, host, pid namespace, pid, boot id and start
+    time."""
     global _me
     pid = os.getpid()
     if _me is None or _me[0] != pid:  # a fork is another writer
         arg = sys.argv[1] if len(sys.argv) > 1 else ""
         _me = (pid, {"program": f"fleetdeck {arg}" if arg in _PROGRAMS else "fleetdeck",
-                     "host": socket.gethostname(), "pid": pid, "boot": _boot_id(),
-                     "started": _process_started(pid)})
+                     "host": socket.gethostname(), "pidns": _pid_namespace(), "pid": pid,
+                     "boot": _boot_id(), "started": _process_started(pid)})
     return dict(_me[1])
 
 
 def writer_running(writer: object) -> bool | None:
-    """Whether the process that wrote a record runs now: None where this host cannot tell (a
-    record without ``writer``, from before it existed, or written on another host)."""
+    """Whether the process that wrote a record runs now: None where this process cannot tell
+    (a record without ``writer``, from before it existed, or written on another host or in
+    another pid namespace: a container sharing the hostname, whose pids this one cannot see).
+    """
     if not isinstance(writer, Mapping) or not isinstance(writer.get("pid"), int):
         return None
     if writer.get("host") != socket.gethostname():
+        return None
+    # A record from before writers named their namespace says nothing of it: as before.
+    ns = _pid_namespace()
+    if "pidns" in writer and (not ns or writer["pidns"] != ns):
         return None
     boot = _boot_id()
     if writer.get("boot") and boot and writer["boot"] != boot:
@@ -155,6 +181,8 @@ class AuditLog:
         self._lock = threading.Lock()
         self.errors = 0
         self.last_error = ""
+        self.settle_error = ""
+        """Why commands left open could not be settled (``settle``), '' if they could."""
 
     def write(self, record: AuditRecord) -> None:
         self._append(record.to_json() + "\n")
@@ -182,37 +210,80 @@ class AuditLog:
                                    f"{err.strerror or err}")
 
     def settle(self, decide: Callable[[list[dict[str, Any]]], list[AuditRecord]],
-               write: Callable[[AuditRecord], None] | None = None) -> list[AuditRecord]:
-        """Under an exclusive lock on the log (``flock``): read it, hand every record to
-        ``decide``, and write the records it returns (through ``write``, this log by default).
-        Two consoles settling at once take turns, and the second reads the first's records:
-        one outcome per orphaned request (docs/reliability.md)."""
+               write: Callable[[AuditRecord], None] | None = None) -> list[AuditRecord] | None:
+        """Under an exclusive lock on the log (``flock``): read its end (``tail``), hand those
+        records to ``decide``, and write the records it returns (through ``write``, this log
+        by default). Two consoles settling at once take turns, and the second reads the
+        first's records: one outcome per orphaned request (docs/reliability.md). Blocking
+        file I/O: a console calls it off its event loop. None while another holds the lock
+        (try again later); [] where the log cannot be locked or read, said once in
+        ``settle_error``: settling is skipped, never raised (an exclusive ``flock`` on NFS
+        wants the file open for writing, EBADF otherwise: a tick or ``fleetdeck drain`` died
+        of it, its own request left open; a review)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
             return []  # no log yet: nothing was left open in it
+        except OSError as err:
+            return self._settle_failed(err)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            out = decide(self.read())
+            for attempt in range(SETTLE_LOCK_TRIES):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == SETTLE_LOCK_TRIES - 1:
+                        return None  # another console settles now: its records are read next
+                    time.sleep(0.02 * (attempt + 1))
+            out = decide(self.tail())
             for record in out:
                 (write or self.write)(record)
             return out
+        except OSError as err:
+            return self._settle_failed(err)
         finally:
             os.close(fd)  # lets the lock go
+
+    def _settle_failed(self, err: OSError) -> list[AuditRecord]:
+        why = err.strerror or errno.errorcode.get(err.errno or 0, "") or str(err)
+        self.settle_error = (f"cannot lock audit log {self.path} to settle commands left open "
+                             f"({why}); left as they are")
+        log.warning("%s", self.settle_error)
+        return []
+
+    def tail(self, max_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
+        """The records in the last ``max_bytes`` of the log (whole lines), oldest first."""
+        try:
+            with self.path.open("rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                start = max(0, size - max_bytes)
+                fh.seek(start)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        if start:
+            data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+        return _parse(data.decode("utf-8", "replace").splitlines())
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
-        out: list[dict[str, Any]] = []
         with self.path.open(encoding="utf-8") as fh:
-            for raw in fh:
-                line = raw.strip()
-                if line:
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        continue
-        return out
+            return _parse(fh)
+
+
+def _parse(lines: Iterable[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for raw in lines:
+        line = raw.strip()
+        if line:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out
 
 
 class TeeAudit:
@@ -257,29 +328,44 @@ def log_of(sink: object) -> AuditLog | None:
     return None
 
 
+NO_WAIT = "(--no-wait)"
+"""In the detail of the record a front end that stopped following its command (``--no-wait``)
+writes: the operator chose not to wait, nothing is left for a later console to settle."""
+
+
 def orphans(records: list[dict[str, Any]], cluster: str, now: float,
-            unowned_after_s: float) -> list[dict[str, Any]]:
-    """The open requests of ``cluster`` whose writer no longer runs: each one's last record
-    (``requested``, or ``acknowledged`` left by ``--no-wait``). A record without ``writer``
-    (written before it existed) counts as orphaned once older than ``unowned_after_s``, the
-    longest a console follows a command with a deadline; one written on another host is left
-    to a console there (this one cannot tell whether its writer runs)."""
+            unowned_after_s: float, max_age_s: float = SETTLE_MAX_AGE_S) -> list[dict[str, Any]]:
+    """The open requests of ``cluster`` whose writer no longer runs: each one's ``requested``
+    record. A record without ``writer`` (written before it existed) counts as orphaned once
+    older than ``unowned_after_s``, the longest a console follows a command with a deadline;
+    one written on another host or in another pid namespace is left to a console there (this
+    one cannot tell whether its writer runs). Not orphaned: a request whose agent answered
+    (``acknowledged``) or that its front end stopped following on purpose (``--no-wait``): 4,094
+    such records of a 50 MB log were settled ``unknown``, and a fresh ``drain --no-wait``
+    before it landed (a review); nor one older than ``max_age_s``: history."""
     last: dict[str, dict[str, Any]] = {}
     closed: set[str] = set()
     for rec in records:
         rid = rec.get("request_id")
         if rec.get("cluster") != cluster or not isinstance(rid, str):
             continue
-        if rec.get("outcome") in OPEN_OUTCOMES:
+        if rec.get("outcome") == "requested" and NO_WAIT not in str(rec.get("detail", "")):
             last[rid] = rec
         else:
-            closed.add(rid)  # an outcome, its writer's or a settlement: closed for good
+            # An outcome (its writer's or a settlement), an answer, or --no-wait: closed.
+            closed.add(rid)
     out = []
     for rid, rec in last.items():
         if rid in closed:
             continue
+        try:
+            age = now - float(rec.get("ts", now))
+        except (TypeError, ValueError):
+            continue
+        if age > max_age_s:
+            continue
         running = writer_running(rec.get("writer"))
         if running is False or (running is None and "writer" not in rec
-                                and now - float(rec.get("ts", now)) > unowned_after_s):
+                                and age > unowned_after_s):
             out.append(rec)
     return out

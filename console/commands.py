@@ -1223,6 +1223,9 @@ def refusal(op: CommandOp, targets: Iterable[str] | str, why: str, *, who: str, 
 def audit_fields(req: Request) -> dict[str, str]:
     out = {"mode": req.mode.value} if req.op is CommandOp.DRAIN else {}
     out["cmd_ids"] = ",".join(t.cmd.cmd_id for t in req.targets)[:2000]
+    # How long it may take to land and show: a console settling it after its writer stopped
+    # says ``unknown`` only past it (``orphan_deadline``).
+    out["deadline_s"] = f"{req.ack_timeout_s + (req.effect_timeout_s or 0.0):g}"
     return out
 
 
@@ -1230,6 +1233,21 @@ def audit_fields(req: Request) -> dict[str, str]:
 UNOWNED_AFTER_S = ACK_TIMEOUT_S + EFFECT_TIMEOUT_S
 """An open audit record with no ``writer`` (written before records named theirs) is taken for
 orphaned once older than this: the longest a console follows a command with a deadline."""
+
+
+def orphan_deadline(record: dict[str, Any]) -> float:
+    """When (unix seconds) the command of an orphaned ``record`` can no longer land: its own
+    deadline (``audit_fields``), ``UNOWNED_AFTER_S`` after it for a record without one. Until
+    then what is heard may be the moment before it lands: not ``unknown`` yet."""
+    given = record.get("args")
+    try:
+        span = float(given["deadline_s"]) if isinstance(given, dict) else UNOWNED_AFTER_S
+    except (KeyError, TypeError, ValueError):
+        span = UNOWNED_AFTER_S
+    try:
+        return float(record.get("ts", 0.0)) + span
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def orphan_heard(record: dict[str, Any], state: FleetState) -> bool:
@@ -1268,7 +1286,9 @@ def settlement(record: dict[str, Any], state: FleetState, now: float) -> AuditRe
     what = str(record.get("what", ""))
     given = record.get("args")
     args: dict[str, Any] = given if isinstance(given, dict) else {}
-    mine = set(str(args.get("cmd_ids", "")).split(","))
+    # Its commands' ids are the request id and the target's index: ``cmd_ids`` is cut at 2,000
+    # characters, and a drain of 128 nodes matched on it read "by another drain" (a review).
+    mine = f"{record.get('request_id', '')}."
     seen: list[str] = []
     took = what in (CommandOp.DRAIN.value, CommandOp.RESUME.value)
     nodes = _record_nodes(record) if took else []
@@ -1281,7 +1301,7 @@ def settlement(record: dict[str, Any], state: FleetState, now: float) -> AuditRe
             continue
         d = st.drain
         if what == CommandOp.DRAIN.value:
-            if d.state is not DrainState.NONE and d.cmd_id in mine:
+            if d.state is not DrainState.NONE and mine != "." and d.cmd_id.startswith(mine):
                 seen.append(f"{node} {d.state.name}")
                 continue
             took = False

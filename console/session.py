@@ -22,7 +22,7 @@ import pickle
 import socket
 import sqlite3
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -50,6 +50,7 @@ from fleetdeck.console.commands import (
     audit_fields,
     clip_words,
     fmt_duration,
+    orphan_deadline,
     orphan_heard,
     refusal,
     settlement,
@@ -437,6 +438,9 @@ class ConsoleSession:
         """Open audit records of this cluster whose writer stopped (``adopt_orphans``)."""
         self._orphans_since: float | None = None
         """When this session, connected, began waiting to hear their nodes."""
+        self._settling: list[AuditRecord] = []
+        """Their outcomes, decided, for the I/O pump to write (``_write_settlements``)."""
+        self._settle_error_said = False
         self._rebirth_asked: dict[str, float] = {}
         self._asks_statuses = self.feed is not None and filters is None and not digests
         """It subscribes to every node's status (``subscriptions``): a status the broker
@@ -1532,44 +1536,77 @@ class ConsoleSession:
         left open in the audit log (killed, power lost): the next ticks settle each from what
         the broker's retained state says (``commands.settlement``), once its nodes are heard or
         after ``SETTLE_WAIT_S`` connected. Only front ends that send commands call it (a
-        replay or a read-only console writes no audit). How many were found."""
+        replay or a read-only console writes no audit). Reads the log's end only
+        (``AuditLog.tail``). How many were found."""
         log = log_of(self.audit)
         if log is None:
             return 0
-        self._orphans = orphans(log.read(), self.cluster, self.clock(), UNOWNED_AFTER_S)
+        try:
+            records = log.tail()
+        except OSError as err:
+            log.settle_error = f"cannot read audit log {log.path}: {err.strerror or err}"
+            return 0
+        self._orphans = orphans(records, self.cluster, self.clock(), UNOWNED_AFTER_S)
         return len(self._orphans)
 
     def _settle_orphans(self, now: float) -> None:
+        """Decide, from the state now, the outcome of each orphan whose nodes are heard (or
+        waited for): written by the I/O pump off the event loop (``_write_settlements``)."""
+        if self._settling:
+            return  # the last ones are not written yet
         feed = self.feed
         if feed is not None and feed.conn.state != "connected":
             return  # what the broker keeps is unknown yet: wait, not "unknown"
         if self._orphans_since is None:
             self._orphans_since = now
         waited = now - self._orphans_since >= SETTLE_WAIT_S
-        ready = {r["request_id"] for r in self._orphans if waited or orphan_heard(r, self.state)}
+        decided: list[AuditRecord] = []
+        left: list[dict[str, Any]] = []
+        for r in self._orphans:
+            if waited or orphan_heard(r, self.state):
+                rec = settlement(r, self.state, now)
+                # Not seen to take effect while it may still land: asked again next tick.
+                if rec.outcome != UNKNOWN or now >= orphan_deadline(r):
+                    decided.append(rec)
+                    continue
+            left.append(r)
+        self._orphans = left
+        if decided:
+            self._settling = decided
+            self._wake.set()
+
+    async def _write_settlements(self) -> None:
+        """Append the outcomes ``_settle_orphans`` decided to the audit log under its lock, in
+        a thread: reading a big log and waiting for another console's lock held the event loop
+        for seconds (a review). The timeline says them in one line."""
+        due = self._settling
         log = log_of(self.audit)
-        if not ready or log is None:
+        if not due or log is None:
+            self._settling = []
             return
+        cluster, now = self.cluster, max(r.ts for r in due)
 
         def decide(records: list[dict[str, Any]]) -> list[AuditRecord]:
             # Read again under the log's lock: another console settled it meanwhile, or its
             # writer's outcome came in — one outcome per request (docs/reliability.md).
-            return [settlement(r, self.state, now)
-                    for r in orphans(records, self.cluster, now, UNOWNED_AFTER_S)
-                    if r["request_id"] in ready]
+            still = {r["request_id"] for r in orphans(records, cluster, now, UNOWNED_AFTER_S)}
+            return [r for r in due if r.request_id in still]
 
-        written = log.settle(decide, self.audit.write)
-        self._orphans = [r for r in self._orphans if r["request_id"] not in ready]
+        written = await asyncio.to_thread(log.settle, decide, log.write)
+        if written is None:
+            return  # another console holds the lock: tried again at the next flush
+        self._settling = []
+        if log.settle_error and not self._settle_error_said:
+            self._settle_error_said = True
+            self.note(log.settle_error, severity="warn", kind="audit")
+        if not written:
+            return
         for rec in written:
-            verb = "restart" if rec.what == CommandOp.RESTART_JOB.value else rec.what
-            try:
-                nodes = () if verb == "restart" else tuple(expand(rec.targets)[:64])
-            except HostlistError:
-                nodes = ()
-            # As the console's own command lines read (``_on_transition``).
-            self.note(f"{verb} {rec.targets} [{rec.request_id}]: {rec.outcome} ({rec.detail})",
-                      severity="warn" if rec.outcome == UNKNOWN else "done",
-                      nodes=nodes, kind="command")
+            for sink in _other_sinks(self.audit, log):
+                sink.write(rec)
+        self.note(_settled_text(written), severity="warn" if any(
+            r.outcome == UNKNOWN for r in written) else "done",
+            nodes=_settled_nodes(written), kind="command")
 
     def _check_audit(self, now: float) -> None:
         errors = self.audit.errors
@@ -1714,6 +1751,8 @@ class ConsoleSession:
         """Do the pending I/O now (publish what is queued, write the store)."""
         async with self._io_lock:  # the pump and a front end's final flush never interleave
             await self._publish_pending()
+            if self._settling:
+                await self._write_settlements()
             await self._flush_store()
 
     async def _pump(self, stop: asyncio.Event) -> None:
@@ -2043,3 +2082,44 @@ def finish_details(req: Request) -> str:
     split = ([f"{phase.value} {compress(targets)}" for phase, targets in by_phase.items()]
              if len(by_phase) > 1 else [])
     return clip_words("; ".join(split + why), 500)
+
+
+def _other_sinks(sink: AuditSink, log: object) -> list[AuditSink]:
+    """The audit sinks besides the JSON-lines ``log`` (the store's, through a ``TeeAudit``)."""
+    if sink is log:
+        return []
+    if isinstance(sink, TeeAudit):
+        return [s for each in sink.sinks for s in _other_sinks(each, log)]
+    return [sink]
+
+
+def _settled_line(rec: AuditRecord) -> str:
+    verb = "restart" if rec.what == CommandOp.RESTART_JOB.value else rec.what
+    return f"{verb} {rec.targets} [{rec.request_id}]: {rec.outcome}"
+
+
+def _settled_text(written: list[AuditRecord]) -> str:
+    """One timeline line for the commands settled at once: one per record flooded it with
+    4,094 warnings on a 50 MB log (a review). One alone reads as the console's own command
+    lines do (``_on_transition``)."""
+    if len(written) == 1:
+        rec = written[0]
+        return f"{_settled_line(rec)} ({rec.detail})"
+    counts = Counter(r.outcome for r in written)
+    shown = "; ".join(_settled_line(r) for r in written[:5])
+    more = f"; and {len(written) - 5} more" if len(written) > 5 else ""
+    return (f"settled {len(written)} commands left open by consoles that stopped "
+            f"({', '.join(f'{n} {o}' for o, n in counts.most_common())}; each in the audit "
+            f"log): {shown}{more}")
+
+
+def _settled_nodes(written: list[AuditRecord]) -> tuple[str, ...]:
+    nodes: list[str] = []
+    for rec in written:
+        if rec.what == CommandOp.RESTART_JOB.value:
+            continue
+        try:
+            nodes += expand(rec.targets)[:64]
+        except HostlistError:
+            continue
+    return tuple(dict.fromkeys(nodes))[:64]
