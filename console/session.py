@@ -156,9 +156,12 @@ STATUS_ASK_AFTER_S = 1.0
 """A node born this long with no status heard is asked for its retained status again, once the
 connect burst is applied (``ConsoleSession._ask_statuses``): an agent publishes both together,
 so the broker dropped it."""
+STATUS_ASK_QUIET_S = 2.0
+"""The connect burst is over once no birth or status was applied for this long."""
 STATUS_ASK_WINDOW_S = 30.0
-"""Born nodes are looked over for a missing status this long after each connect, when the
-broker sends every retained message at once; not a pass over the fleet every tick for ever."""
+"""Born nodes are looked over for a missing status this long after each connect's burst is
+over (the broker sends every retained message at once); not a pass over the fleet every tick
+for ever."""
 STATUS_ASK_BACKOFF_S = (10.0, 20.0, 40.0)
 """Ask k unanswered this long (the k-th) is made again (its answer may be dropped in a burst
 too); after the last, no more this connection (a node may have no status retained): asks at 0,
@@ -449,6 +452,11 @@ class ConsoleSession:
         """Node -> when it was last asked for its status, and how many times (this
         connection); more than ``STATUS_ASK_BACKOFF_S`` holds: given up, unsubscribed."""
         self._status_connect = -1.0
+        self._status_burst_at = -1.0
+        """When a tick last applied a birth or a status: the connect burst is over once none
+        came for ``STATUS_ASK_QUIET_S``."""
+        self._status_quiet_from: float | None = None
+        """When this connection's burst was first over: the asks' window starts then."""
         self._dropped_seen = 0
         self._lost_seen = 0
         self._got_seen = 0
@@ -959,9 +967,10 @@ class ConsoleSession:
             # keyframe is): a node whose retained birth was garbage was left out of `status`
             # altogether, its dead GPU with it, and the exit was 0 (an SRE drill).
             self._plan_rebirths(now)
+        if batch.births or batch.statuses:
+            self._status_burst_at = now
         if full and self._asks_statuses:
-            self._ask_statuses(now, settled=not (self._carry or batch.births or batch.statuses
-                                                 or (self.feed is not None and self.feed.queued)))
+            self._ask_statuses(now)
         self._plan_keyframes(now)
         self._run_probe(now)
         self._note_shedding(now)
@@ -1642,17 +1651,19 @@ class ConsoleSession:
             self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
                       severity="warn", nodes=(node,), kind="events_lost")
 
-    def _ask_statuses(self, now: float, settled: bool) -> None:
+    def _ask_statuses(self, now: float) -> None:
         """Subscribe, for a while, to the status topic of each node born with no status heard.
         On connect the broker sends every retained message at once and queues at most
         ``max_queued_messages`` for this client (Mosquitto's default 1000): of 1,024 nodes it
         sent the births and dropped the statuses after them, so the agents that had died
         (their Last Will) read "stale: no telemetry heard from it yet", not offline (an SRE
         drill; docs/domain.md, Mosquitto). A subscription to one node's topic brings its
-        retained status alone. New asks wait for a ``settled`` tick (no birth or status in it,
-        nothing received and not applied): asked in the burst, the answers queue behind it
-        and are dropped with the rest. An ask unanswered is made again, and one answered
-        forgotten (``STATUS_ASK_BACKOFF_S``)."""
+        retained status alone. New asks wait for the burst to be over (no birth or status
+        applied for ``STATUS_ASK_QUIET_S``): asked in the burst, the answers queue behind it
+        and are dropped with the rest. Telemetry is no part of it: at 16,384 nodes at 1 Hz
+        some always waits to be applied, and asks that waited for none were never made (a
+        review). The window (``STATUS_ASK_WINDOW_S``) starts when the burst is over. An ask
+        unanswered is made again, and one answered forgotten (``STATUS_ASK_BACKOFF_S``)."""
         feed = self.feed
         assert feed is not None
         link = feed.link
@@ -1692,9 +1703,15 @@ class ConsoleSession:
         conn = link.conn
         if conn.since != self._status_connect:
             self._status_connect = conn.since  # a new connection: its own burst
+            self._status_quiet_from = None
             for n in [n for n, (_at, made) in asked.items() if made > tries]:
                 del asked[n]
-        if not settled or now - conn.since > STATUS_ASK_WINDOW_S:
+        quiet_for = now - max(self._status_burst_at, conn.since)
+        if self._status_quiet_from is None:
+            if quiet_for < STATUS_ASK_QUIET_S:
+                return
+            self._status_quiet_from = now
+        if quiet_for < STATUS_ASK_QUIET_S or now - self._status_quiet_from > STATUS_ASK_WINDOW_S:
             return
         ask = list(islice((n for n, st in nodes.items()
                            if st.birth is not None and st.status_bd_seq < 0
