@@ -806,6 +806,10 @@ class ConsoleSession:
 
     async def close(self) -> None:
         self.stop_recording()
+        if self._settling:
+            # Decided by the last tick, not written yet: a one-shot command ends right after.
+            async with self._io_lock:
+                await self._write_settlements()
         if self.store is not None:
             # The minute in progress too: a stop (systemd, ^C) must not leave a hole in the
             # history; the next run folds its part of that minute into this one.

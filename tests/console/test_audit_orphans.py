@@ -341,3 +341,16 @@ def test_settling_does_not_wait_for_another_console_s_lock(tmp_path):
     clock.advance(1)
     tick(session)
     assert [r["outcome"] for r in outcomes(path, rid)] == ["requested", "done"]
+
+
+def test_a_settlement_decided_by_the_last_tick_is_written_at_close(tmp_path):
+    """A one-shot command may end on the tick that decided it: written by its close."""
+    path = tmp_path / "audit.jsonl"
+    rid = sent_by_a_process_now_gone(path, "gpu0001")
+    _clock, fleet, ingest, session = restarted(path)
+    session.adopt_orphans()
+    fleet.birth(ingest)
+    fleet.status(ingest, "gpu0001", DrainState.DRAINING, cmd_id=f"{rid}.0")
+    session.tick()
+    asyncio.run(session.close())
+    assert [r["outcome"] for r in outcomes(path, rid)] == ["requested", "done"]
