@@ -387,6 +387,7 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
     # it kept two samples per node alive and made each update free one (issue 12).
     prev_bd_seq: int | None = None
     prev_ts: int = 0
+    prev_seq: int = 0
     ports: dict[str, PortHistory] = {}
     gpus: dict[int, GpuHistory] = {}
     # Two fields, not a (birth, devices) tuple: a tuple holding a frozenset stays in the
@@ -459,7 +460,7 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
         if not self.settled:
             self.update(wire2.full(t))
             return
-        self.prev_bd_seq, self.prev_ts = t.bdSeq, t.ts
+        self.prev_bd_seq, self.prev_ts, self.prev_seq = t.bdSeq, t.ts, t.seq
 
     def inventory_devs(self, birth: Birth) -> frozenset[str]:
         """The birth's IB devices, computed once per birth."""
@@ -471,8 +472,13 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
         prev_bd = self.prev_bd_seq
         # A new agent session restarts counters' baselines (its first sample has seq 1).
         fresh = prev_bd is None or (prev_bd != t.bdSeq and t.seq <= 1)
+        # A new agent process: a new session whose seq went back (each agent counts from 1;
+        # a reconnect of the same agent goes on counting, and keeps its proving run). Not only
+        # at seq 1: telemetry is QoS 0, and a lost first sample left the proving minute
+        # running here while the restarted agent's began again (a review).
+        restarted = prev_bd != t.bdSeq and t.seq <= self.prev_seq
         dt_s = max(0.001, (t.ts - self.prev_ts) / 1000) if prev_bd is not None else t.interval_s
-        self.prev_bd_seq, self.prev_ts = t.bdSeq, t.ts
+        self.prev_bd_seq, self.prev_ts, self.prev_seq = t.bdSeq, t.ts, t.seq
         now = t.ts
         settled = True
         for p in t.ib_ports:
@@ -535,10 +541,10 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                     gh.hot_ms = None
                 else:
                     settled = False
-            if fresh:
-                # A new agent session restarts the run of work that proves a throttled GPU,
-                # as the agent's restored holds do (``ThermalHolds.restore``): status (the
-                # agent's hold) and the TUI (this one) disagreed up to a minute (a review).
+            if restarted:
+                # A restarted agent restarts the run of work that proves a throttled GPU, as
+                # its restored holds do (``ThermalHolds.restore``): status (the agent's hold)
+                # and the TUI (this one) disagreed up to a minute (a review).
                 gh.proven_ms = None
             reasons = g.clock_event_reasons
             if reasons and reasons & THROTTLE_BITS:

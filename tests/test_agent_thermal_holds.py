@@ -177,8 +177,8 @@ def _tui_and_agent(steps: list[tuple[int, list[GpuSample]]], t: Telemetry,
     ew = ew or ErrorWindows()
     hist = hist or NodeHistory()
     out = []
-    for dt, gpus in steps:
-        s = replace(t, ts=t.ts + dt, gpus=ew.gpus(gpus, t.ts + dt), job=None)
+    for k, (dt, gpus) in enumerate(steps):
+        s = replace(t, ts=t.ts + dt, seq=t.seq + k, gpus=ew.gpus(gpus, t.ts + dt), job=None)
         hist.update(s)
         out.append((dt, [f.rule for f in evaluate(None, s, hist)], s.gpus[3].throttled_last_ts))
     return out
@@ -291,3 +291,34 @@ def test_an_agent_restart_restarts_the_proving_minute_on_the_console_too() -> No
     for dt, rules, agent in after:
         assert (rules == ["G12"]) == (agent is not None), dt
     assert next(dt for dt, rules, _ in after if not rules) == 91_000
+
+
+def test_a_restart_whose_first_sample_was_lost_restarts_the_proving_minute_a_reconnect_not(
+        ) -> None:
+    """Telemetry is QoS 0: the console restarted the proving minute only if it got the new
+    agent's seq-1 sample, and the TUI read the GPU ok up to a minute before status did (a
+    review). A reconnect of the same agent (a new session, its seq going on) keeps its proving
+    run, on the agent and on the console."""
+    t = FakeNode().telemetry()
+    busy = _gpus(thermal_violation_ns=5_000)
+    for restart in (True, False):
+        ew, hist = ErrorWindows(), NodeHistory()
+        before = _tui_and_agent(
+            [(0, _gpus()), (1000, _gpus(clock_event_reasons=SW_THERMAL,
+                                        thermal_violation_ns=5_000))]
+            + [(s * 1000, busy) for s in range(2, 31)], t, ew, hist)
+        assert before[-1][1:] == (["G12"], t.ts + 1000)
+        if restart:
+            again = ErrorWindows()
+            assert again.restore(ew.snapshot(t.ts + 30_000, "boot-a"), t.ts + 31_000,
+                                 "boot-a") == ""
+            again.gpus(busy, t.ts + 31_000)  # its seq-1 sample, lost on the way
+            session = replace(t, bdSeq=t.bdSeq + 1, seq=2)
+        else:
+            again, session = ew, replace(t, bdSeq=t.bdSeq + 1, seq=t.seq + 31)
+        after = _tui_and_agent([(s * 1000, busy) for s in range(32, 95)], session, again, hist)
+        tui = next(dt for dt, rules, _ in after if not rules)
+        agent = next(dt for dt, _, agent in after if agent is None)
+        # The agent's run began at the lost sample, the console's at the next: a sample apart
+        # (a minute apart before).
+        assert (agent, tui) == ((91_000, 92_000) if restart else (62_000, 62_000)), restart
