@@ -38,8 +38,10 @@ from fleetdeck.protocol.ib_counters import (
 from fleetdeck.protocol.thermal import (
     TEMP_CLEAR_C,
     TEMP_WARN_C,
+    THERMAL_BITS,
     THROTTLE_BITS,
     THROTTLE_IDLE_HOLD_MS,
+    thermal_sample,
     throttle_hold,
 )
 
@@ -312,7 +314,8 @@ class ThermalHolds:
 
     def __init__(self) -> None:
         self._holds: dict[int, list[int | None]] = {}
-        """index -> [last throttled ms, its reasons, proven ms, last hot ms] while one holds."""
+        """index -> [last throttled ms, its reasons, proven ms, last hot ms, thermal (0 or 1:
+        sticky while the throttle holds, ``thermal_sample``)] while one holds."""
         self._violation: tuple[int | None, ...] | None = None
         """The previous sample's ``thermal_violation_ns`` per row: the baseline of a growth."""
         self._indices: tuple[int, ...] = ()
@@ -321,6 +324,12 @@ class ThermalHolds:
 
     def apply(self, rows: list[Row], now_ms: int) -> list[Row]:
         """``rows`` with the holds set on the GPUs that have one (the same list when none)."""
+        if not rows:
+            # No GPU read this sample (the read raised, NVML not open: agents/real/source.py):
+            # it says nothing of any GPU. Taken as "all gone" it ended every hold while the
+            # console kept its own: the TUI held G12 and status said ok (a review). A GPU off
+            # the bus keeps its row (``present`` False).
+            return rows
         violation = tuple(map(_VIOLATION, rows))
         if not self._holds and violation == self._violation:
             for g in rows:
@@ -350,34 +359,49 @@ class ThermalHolds:
         self._violation, self._indices = violation, tuple(map(_INDEX, rows))
         holds = self._holds
         gone = holds.keys() - self._indices if holds else ()
-        if gone:
-            # A GPU gone from the rows (fell off the bus, a node rebuilt with fewer) had its
-            # hold written for ever, kept the fast path off and went to whatever GPU next took
-            # its index (a review): a GPU that comes back is judged from what it reads then.
-            for index in gone:
+        for index in gone:
+            # A GPU gone from the rows (a node rebuilt with fewer, a source that drops it) is
+            # not read: its holds age as an idle GPU's, over after the idle hour, as the
+            # console's for a GPU it no longer sees (thermal.throttle_hold). Deleted at once,
+            # the TUI held what a new status read ok (a review); kept for ever, it kept the
+            # fast path off.
+            unread = holds[index]
+            if unread[0] is not None:
+                unread[0], unread[2] = throttle_hold(unread[0], bool(unread[4]), unread[2], None,
+                                                     now_ms, False)
+                if unread[0] is None:
+                    unread[4] = 0
+            if unread[3] is not None and now_ms - unread[3] > THROTTLE_IDLE_HOLD_MS:
+                unread[3] = None
+            if unread[0] is None and unread[3] is None:
                 del holds[index]
-            self.revision += 1
+                self.revision += 1
         for g in rows:
             index = g.index
             st = holds.get(index)
             reasons = g.clock_event_reasons or 0
             old, cur = before.get(index), g.thermal_violation_ns
-            if reasons & THROTTLE_BITS or (old is not None and cur is not None and cur > old):
+            grew = old is not None and cur is not None and cur > old
+            if reasons & THROTTLE_BITS or grew:
                 # As the console's ``NodeHistory.update``: the reasons of the sample, whatever
                 # they are (a grown counter without a throttle bit reads as thermal).
                 if st is None:
-                    st = holds[index] = [None, 0, None, None]
+                    st = holds[index] = [None, 0, None, None, 0]
+                held = st[0] is not None and st[4]
                 st[0], st[1], st[2] = now_ms, reasons, None
+                st[4] = int(bool(held) or thermal_sample(reasons, grew))
                 self.revision += 1
             elif st is not None and st[0] is not None:
-                last, proven = throttle_hold(st[0], st[1] or 0, st[2], g.util_pct, now_ms)
+                last, proven = throttle_hold(st[0], bool(st[4]), st[2], g.util_pct, now_ms,
+                                             g.present)
                 if last is None:
+                    st[4] = 0
                     self.revision += 1
                 st[0], st[2] = last, proven
             temp = g.temp_c
             if temp is not None and temp >= TEMP_WARN_C:
                 if st is None:
-                    st = holds[index] = [None, 0, None, None]
+                    st = holds[index] = [None, 0, None, None, 0]
                 st[3] = now_ms
                 self.revision += 1
             elif st is not None and st[3] is not None and (temp is None or temp < TEMP_CLEAR_C):
@@ -387,30 +411,37 @@ class ThermalHolds:
                 del holds[index]
 
     def snapshot(self) -> list[list[int | None]]:
-        """``[[index, last throttled ms, reasons, last hot ms], ...]`` (``restore``)."""
-        return [[index, st[0], st[1], st[3]] for index, st in self._holds.items()]
+        """``[[index, last throttled ms, reasons, last hot ms, thermal], ...]`` (``restore``)."""
+        return [[index, st[0], st[1], st[3], st[4]] for index, st in self._holds.items()]
 
     def restore(self, snap: object, now_ms: int) -> None:
         """Take back what ``snapshot`` gave: a GPU that throttled before an agent restart is
-        held as before (the run of work that proves it restarts). A throttle or a hot reading
-        older than the idle hold is over; one ahead of ``now_ms`` (this clock ran ahead when it
-        saved) counts from now, or it never aged. Raises ValueError on another shape, having
-        taken nothing."""
+        held as before (the run of work that proves it restarts). A throttle older than the
+        idle hold is over; a hot reading holds until a reading below TEMP_CLEAR_C, however old,
+        as a running agent holds it (a restart dropped one over an hour old: the TUI kept G13,
+        status said ok; a review). One ahead of ``now_ms`` (this clock ran ahead when it saved)
+        counts from now, or it never aged. A hold of an earlier agent (no thermal flag) is
+        thermal as that agent read it. Raises ValueError on another shape, having taken
+        nothing."""
         self.restore_nothing()
         holds: dict[int, list[int | None]] = {}
         if not isinstance(snap, list):
             raise ValueError("thermal holds of another shape")
         for item in snap:
-            if (not isinstance(item, list) or len(item) != 4
-                    or not all(_counter(v) for v in item) or item[0] is None):
+            if (not isinstance(item, list) or len(item) not in (4, 5)
+                    or not all(_counter(v) for v in item) or item[0] is None
+                    or (len(item) == 5 and item[4] not in (0, 1))):
                 raise ValueError(f"a thermal hold of another shape: {item!r}")
-            index, last, reasons, hot = item
+            index, last, reasons, hot = item[:4]
+            reasons = reasons or 0
+            thermal = (item[4] if len(item) == 5
+                       else int(not reasons & THROTTLE_BITS or bool(reasons & THERMAL_BITS)))
             if last is not None:
                 last = None if now_ms - last > THROTTLE_IDLE_HOLD_MS else min(last, now_ms)
             if hot is not None:
-                hot = None if now_ms - hot > THROTTLE_IDLE_HOLD_MS else min(hot, now_ms)
+                hot = min(hot, now_ms)
             if last is not None or hot is not None:
-                holds[index] = [last, reasons or 0, None, hot]
+                holds[index] = [last, reasons, None, hot, thermal if last is not None else 0]
         self._holds = holds
 
     def restore_nothing(self) -> None:

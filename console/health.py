@@ -25,6 +25,7 @@ from fleetdeck.protocol.thermal import (
     THROTTLE_BITS,
     THROTTLE_HOLD_MS,
     THROTTLE_HOLD_S,
+    thermal_sample,
     throttle_hold,
 )
 
@@ -325,6 +326,10 @@ class GpuHistory(msgspec.Struct, gc=False):
     """Sample time of the last sample that throttled (G12 holds for THROTTLE_HOLD_S after)."""
     throttled_reasons: int = 0
     """Its clock-event reasons (what the held G12 names)."""
+    throttled_thermal: bool = False
+    """A sample of the held throttle was the GPU's cooling's (``thermal.thermal_sample``):
+    sticky, lowered when the hold ends; only the last sample's bits cleared a thermal throttle
+    followed by a power-brake sample in a minute on an idle GPU (a review)."""
     proven_ms: int | None = None
     """Since a throttle: sample time of the first of the current run of busy, unthrottled
     samples (``BUSY_UTIL_PCT``); None while idle or throttling. G12 clears once this run is
@@ -548,9 +553,11 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                 gh.proven_ms = None
             reasons = g.clock_event_reasons
             if reasons and reasons & THROTTLE_BITS:
+                gh.throttled_thermal = ((gh.throttled_ms is not None and gh.throttled_thermal)
+                                        or thermal_sample(reasons, False))
                 gh.throttled_ms, gh.throttled_reasons, gh.proven_ms = now, reasons, None
             elif gh.throttled_ms is not None:
-                _prove(gh, g.util_pct, now)
+                _prove(gh, g.util_pct, g.present, now)
                 settled = False  # the hold ends with time and load, not a counter
             nv = g.nvlink
             gcur = (nv.replay, nv.recovery, nv.crc_flit, nv.crc_data, g.pcie_replay_total,
@@ -571,18 +578,22 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             gh.crc_rate = (_delta(gcur[2], gold[2]) + _delta(gcur[3], gold[3])) / dt_s
             gh.pcie_minute.add(now, _delta(gcur[4], gold[4]))
             grew = gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
-            if grew and gh.throttled_ms != now:
-                gh.throttled_ms, gh.throttled_reasons, gh.proven_ms = now, reasons or 0, None
+            if grew:
+                gh.throttled_thermal = True
+                if gh.throttled_ms != now:
+                    gh.throttled_ms, gh.throttled_reasons, gh.proven_ms = now, reasons or 0, None
         self.settled = settled
 
 
-def _prove(gh: GpuHistory, util: float | None, now: int) -> None:
+def _prove(gh: GpuHistory, util: float | None, present: bool, now: int) -> None:
     """A throttled GPU's hold after its last throttle (``thermal.throttle_hold``, the rule the
     agent applies for ``throttled_last_ts`` too)."""
     last = gh.throttled_ms
     assert last is not None
-    gh.throttled_ms, gh.proven_ms = throttle_hold(last, gh.throttled_reasons, gh.proven_ms,
-                                                  util, now)
+    gh.throttled_ms, gh.proven_ms = throttle_hold(last, gh.throttled_thermal, gh.proven_ms,
+                                                  util, now, present)
+    if gh.throttled_ms is None:
+        gh.throttled_thermal = False
 
 
 # --- rules ------------------------------------------------------------------------------------

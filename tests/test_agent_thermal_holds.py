@@ -230,25 +230,151 @@ def _saved(saved_ms: int, thermal: list[list[int | None]]) -> dict[str, Any]:
     return ErrorWindows().snapshot(saved_ms, "boot-a") | {"thermal": thermal}
 
 
-def test_a_gpu_gone_from_the_rows_takes_its_hold_with_it() -> None:
-    """A hold on an index no longer read was written for ever, kept the fast path off and went
-    to the next GPU at that index (a review). Restored, a hot reading over an hour old is over
-    as a throttle is."""
-    ew = ErrorWindows()
-    ew.gpus(_gpus(), T0)
-    ew.gpus(_gpus(clock_event_reasons=SW_THERMAL, temp_c=90.0, thermal_violation_ns=5_000),
-            T0 + 1000)
-    without3 = [g for g in _gpus(thermal_violation_ns=5_000) if g.index != 3]
-    assert _holds(ew.gpus(without3, T0 + 2000)) == {}
-    assert ew.snapshot(T0 + 2000, "boot-a")["thermal"] == []
-    assert ew.gpus(without3, T0 + 3000) is without3  # the fast path, nothing copied
-    back = _gpus(temp_c=85.0, thermal_violation_ns=5_000)  # a replacement, in the band
-    assert _holds(ew.gpus(back, T0 + 4000)) == {}
-    # Saved by an agent that had it, restored past the idle hold: over.
-    late = ErrorWindows()
-    assert not late.restore(_saved(T0, [[3, None, 0, T0]]), T0 + 1 + THROTTLE_IDLE_HOLD_MS,
-                            "boot-a").startswith("left out")
-    assert _holds(late.gpus(back, T0 + 1 + THROTTLE_IDLE_HOLD_MS)) == {}
+def _status(s: Telemetry) -> list[str]:
+    """A one-shot ``status`` at ``s``: a console whose first sample of the node it is."""
+    hist = NodeHistory()
+    hist.update(s)
+    return [f.rule for f in evaluate(None, s, hist)]
+
+
+def _tui_and_status(steps: list[tuple[int, list[GpuSample]]], t: Telemetry,
+                    ew: ErrorWindows | None = None, hist: NodeHistory | None = None
+                    ) -> list[tuple[int, list[str], list[str]]]:
+    """Each step as a console that watched all along (the TUI) and a one-shot status at that
+    sample judge it: their G12/G13 findings, which must agree."""
+    ew = ew or ErrorWindows()
+    hist = hist or NodeHistory()
+    out = []
+    for k, (dt, gpus) in enumerate(steps):
+        s = replace(t, ts=t.ts + dt, seq=t.seq + k, gpus=ew.gpus(gpus, t.ts + dt), job=None)
+        hist.update(s)
+        out.append((dt, [f.rule for f in evaluate(None, s, hist)], _status(s)))
+    return out
+
+
+def test_a_sample_with_no_gpu_rows_leaves_the_holds_and_baselines_as_they_were() -> None:
+    """A GPU read that raised (or NVML not open) sends no rows: taken as every GPU gone, it
+    ended each hold while the console kept its own, so the TUI held G12 and a new status said
+    "ok ... do not drain" of the idle GPU (a review)."""
+    t = FakeNode().telemetry()
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, temp_c=85.0, thermal_violation_ns=5_000)
+    steps = [(0, _gpus()),
+             (1000, _gpus(clock_event_reasons=SW_THERMAL, temp_c=88.0,
+                          thermal_violation_ns=5_000)),
+             (2000, idle), (3000, []), (4000, idle), (120_000, idle)]
+    seen = _tui_and_status(steps, t)
+    assert [(dt, tui) for dt, tui, _ in seen] == [
+        (0, []), (1000, ["G12", "G13"]), (2000, ["G12", "G13"]), (3000, ["G1"]),
+        (4000, ["G12", "G13"]), (120_000, ["G12", "G13"])]
+    for dt, tui, status in seen:
+        assert status == tui, dt
+    # The violation counter's baseline too: what it grew by across the empty sample is a
+    # throttle, on the agent as on the console.
+    ew, hist = ErrorWindows(), NodeHistory()
+    cool = _gpus(util_pct=0.0, clock_event_reasons=IDLE)
+    grown = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=3_000)
+    seen = _tui_and_status([(0, cool), (1000, []), (2000, grown)], t, ew, hist)
+    assert seen[-1][1:] == (["G12"], ["G12"])
+
+
+def test_a_gpu_gone_from_the_rows_is_held_as_an_idle_one_for_the_hour() -> None:
+    """A GPU no longer in the rows (a node rebuilt with fewer, a source that drops it) is not
+    read: its holds age as an idle GPU's, over after the idle hour, as the console's (it keeps
+    the GPU's history). Deleted at once, a GPU back in the rows read ok on status while the TUI
+    held it (a review); kept for ever, the fast path stayed off."""
+    t = FakeNode().telemetry()
+    ew, hist = ErrorWindows(), NodeHistory()
+    without3 = [g for g in _gpus(util_pct=0.0, thermal_violation_ns=5_000) if g.index != 3]
+    back = _gpus(util_pct=0.0, temp_c=85.0, thermal_violation_ns=5_000)
+    steps = [(0, _gpus()),
+             (1000, _gpus(clock_event_reasons=SW_THERMAL, temp_c=90.0, thermal_violation_ns=5_000)),
+             (2000, without3), (600_000, without3), (600_001, back), (600_002, without3),
+             (1000 + THROTTLE_IDLE_HOLD_MS, without3)]
+    seen = _tui_and_status(steps, t, ew, hist)
+    assert seen[4][1:] == (["G12", "G13"], ["G12", "G13"])
+    assert ew.snapshot(t.ts + 1000 + THROTTLE_IDLE_HOLD_MS, "boot-a")["thermal"] == [
+        [3, t.ts + 1000, SW_THERMAL, t.ts + 1000, 1]]
+    # Over once the hour has passed: the holds gone, the fast path back (nothing copied).
+    late = t.ts + 1001 + THROTTLE_IDLE_HOLD_MS
+    assert _holds(ew.gpus(without3, late)) == {}
+    assert ew.snapshot(late, "boot-a")["thermal"] == []
+    assert ew.gpus(without3, late + 1000) is without3
+    # Back after the hour, busy: over on the agent and on the console (which kept its history
+    # and would otherwise have held it for a minute of work).
+    busy = _gpus(temp_c=83.0, thermal_violation_ns=5_000)
+    seen = _tui_and_status([(1002 + THROTTLE_IDLE_HOLD_MS, busy)], t, ew, hist)
+    assert seen[0][1:] == ([], [])
+
+
+def test_a_gpu_off_the_bus_is_idle_not_proven_by_its_missing_utilisation() -> None:
+    """A GPU off the bus keeps its row (``present`` False, no utilisation): read as busy, its
+    thermal hold was "proven" and cleared a minute later, on the agent and the console, though
+    an XID 79 is often heat (a review). It is idle: the hour holds."""
+    t = FakeNode().telemetry()
+    gone = [GpuSample(index=3, present=False) if g.index == 3 else g
+            for g in _gpus(thermal_violation_ns=5_000)]
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=0)
+    steps = [(0, _gpus()),
+             (1000, _gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=5_000))]
+    steps += [(s * 1000, gone) for s in range(2, 125)]
+    steps += [(125_000, idle), (126_000, idle)]
+    seen = _tui_and_status(steps, t)
+    assert [seen[-2][1:], seen[-1][1:]] == [(["G12"], ["G12"]), (["G12"], ["G12"])]
+
+
+def test_a_restored_hot_reading_holds_until_one_below_the_clear_threshold() -> None:
+    """G13 holds until a reading below TEMP_CLEAR_C however long ago the hot one was, as a
+    running agent holds it; a restart dropped one over an hour old, and status said ok of the
+    GPU in the band the TUI held (a review)."""
+    t = FakeNode().telemetry()
+    ew, hist = ErrorWindows(), NodeHistory()
+    warm = _gpus(util_pct=0.0, temp_c=85.0)
+    later = 2 * THROTTLE_IDLE_HOLD_MS
+    steps = [(0, _gpus()), (1000, _gpus(temp_c=88.0)), (2000, warm), (later, warm)]
+    assert _tui_and_status(steps, t, ew, hist)[-1][1:] == (["G13"], ["G13"])
+    again = ErrorWindows()
+    assert again.restore(ew.snapshot(t.ts + later, "boot-a"), t.ts + later + 1000,
+                         "boot-a") == ""
+    restarted = replace(t, bdSeq=t.bdSeq + 1)
+    seen = _tui_and_status([(later + 1000, warm), (later + 2000, _gpus(temp_c=83.9))],
+                           restarted, again, hist)
+    assert [x[1:] for x in seen] == [(["G13"], ["G13"]), ([], [])]
+
+
+def test_a_thermal_throttle_stays_thermal_whatever_its_last_sample_shows() -> None:
+    """Only the last throttled sample's bits decided: a thermal throttle (0x20) then a power
+    brake sample (0x80), or the violation time grown beside HW slowdown (0x8, raised for heat
+    too) or a power brake, cleared in a minute on the idle GPU, agent and console alike (a
+    review). Thermal once, thermal until the hold ends, across an agent restart too."""
+    t = FakeNode().telemetry()
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=9_000)
+    cases = {
+        "thermal then power brake": [
+            _gpus(util_pct=0.0, clock_event_reasons=SW_THERMAL, thermal_violation_ns=9_000),
+            _gpus(util_pct=0.0, clock_event_reasons=POWER_BRAKE, thermal_violation_ns=9_000)],
+        "grown with hw slowdown": [_gpus(util_pct=0.0, clock_event_reasons=0x8,
+                                         thermal_violation_ns=9_000)],
+        "grown with power brake": [_gpus(util_pct=0.0, clock_event_reasons=POWER_BRAKE,
+                                         thermal_violation_ns=9_000)]}
+    for name, throttled in cases.items():
+        ew, hist = ErrorWindows(), NodeHistory()
+        steps = [(0, _gpus(util_pct=0.0))] + [(1000 * (k + 1), g) for k, g in enumerate(throttled)]
+        last = 1000 * len(throttled)
+        steps += [(last + s * 1000, idle) for s in (1, 30, 62, 600)]
+        for dt, tui, status in _tui_and_status(steps, t, ew, hist)[1:]:
+            assert (tui, status) == (["G12"], ["G12"]), (name, dt)
+        # An agent restart keeps it thermal (the console's history does).
+        again = ErrorWindows()
+        at = last + 600_000
+        assert again.restore(ew.snapshot(t.ts + at, "boot-a"), t.ts + at, "boot-a") == ""
+        restarted = replace(t, bdSeq=t.bdSeq + 1)
+        for dt, tui, status in _tui_and_status([(at + s * 1000, idle) for s in (1, 62, 120)],
+                                               restarted, again, hist):
+            assert (tui, status) == (["G12"], ["G12"]), (name, dt)
+    # A power brake alone (no thermal bit, the counter still) clears after its minute.
+    steps = [(0, _gpus(util_pct=0.0)), (1000, _gpus(util_pct=0.0, clock_event_reasons=POWER_BRAKE))]
+    steps += [(1000 + s * 1000, _gpus(util_pct=0.0)) for s in (60, 61)]
+    assert [x[1:] for x in _tui_and_status(steps, t)][2:] == [(["G12"], ["G12"]), ([], [])]
 
 
 def test_holds_saved_by_a_clock_ahead_count_from_now() -> None:

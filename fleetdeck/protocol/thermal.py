@@ -19,9 +19,10 @@ jitter by a degree, so a clear at 87 strobed; a healthy GPU under load runs 55-8
 (docs/architecture.md, "Thermal findings hold")."""
 THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
 THERMAL_BITS = 0x20 | 0x40
-"""The throttles that are the GPU's own cooling (SW and HW thermal slowdown): only they hold
-G12 past its minute on an idle GPU. HW slowdown and power brake come with a facility's power
-cap, on every node at once, and clear as before (a review)."""
+"""The throttles that are the GPU's own cooling (SW and HW thermal slowdown): they, or a grown
+thermal violation counter, hold G12 past its minute on an idle GPU (``thermal_sample``). HW
+slowdown and power brake alone come with a facility's power cap, on every node at once, and
+clear as before (a review)."""
 THROTTLE_HOLD_S = 60.0
 """G12 hysteresis: a GPU stays flagged this long after its last throttled sample, the window of
 DCGM's thermal watch ("violation time grew in the last minute"); the throttle bits of a GPU at
@@ -39,32 +40,43 @@ BUSY_UTIL_PCT = 50
 still bad."""
 
 
-def throttle_hold(last_ms: int, reasons: int, proven_ms: int | None, util: float | None,
-                  now_ms: int) -> tuple[int | None, int | None]:
+def thermal_sample(reasons: int, grew: bool) -> bool:
+    """Whether a throttled sample was of the GPU's cooling: a thermal bit (THERMAL_BITS), or its
+    thermal violation time grew, whatever bits it has. The hold's flag is sticky: set by any
+    such sample and lowered only when the hold ends. A sample's reason bits are of its moment
+    (NVML): a job that ends mid-throttle leaves an idle (0x1) or power-cap (0x4) last sample,
+    and a thermal throttle followed by a power-brake sample, or the counter grown beside HW
+    slowdown (0x8, raised for heat too) or power brake (0x80), read as a power throttle and
+    cleared a minute later on the idle GPU (reviews)."""
+    return grew or bool(reasons & THERMAL_BITS)
+
+
+def throttle_hold(last_ms: int, thermal: bool, proven_ms: int | None, util: float | None,
+                  now_ms: int, present: bool = True) -> tuple[int | None, int | None]:
     """A throttled GPU's hold at an unthrottled sample: ``(last_ms, proven_ms)`` after it, last
-    None once the hold ended. ``reasons``: the clock-event reasons of the last throttle;
+    None once the hold ended. ``thermal``: the hold's sticky flag (``thermal_sample``);
     ``proven_ms``: the first sample of the current run of busy, unthrottled samples.
 
     A minute of work without throttling clears it, as an hour since the throttle does
-    (THROTTLE_IDLE_HOLD_S). A throttle not of its cooling (THERMAL_BITS; a grown violation
-    counter is thermal) clears after its minute, busy or not.
+    (THROTTLE_IDLE_HOLD_S) whatever the GPU did meanwhile: busy all that hour it would have
+    cleared a minute in, so a GPU read again after an hour unread (gone from the rows, an
+    index this console did not see) is not held a minute more. A throttle not of its cooling
+    clears after its minute, busy or not. A GPU off the bus (``present`` False, XID 79 is
+    often heat) is idle: it cannot show that its cooling is fixed (a review: read as busy
+    for its missing utilisation, its hold was proven and cleared in a minute).
 
-    A sample's reason bits are of its moment only (NVML): a job that ends mid-throttle leaves
-    a last throttled sample with the idle bit (0x1), or the power cap (0x4) under load, and the
-    violation counter grown; with no throttle bit it is the counter's, thermal. Read as a power
-    throttle it cleared a minute later on the idle GPU (a review). A ``last_ms`` ahead of
-    ``now_ms`` (the clock stepped back, or an agent whose clock ran ahead saved it) counts
-    from now: it never aged (as ``BD_SEQ_AHEAD_MS`` for a saved bdSeq, agents/agent.py)."""
+    A ``last_ms`` ahead of ``now_ms`` (the clock stepped back, or an agent whose clock ran
+    ahead saved it) counts from now: it never aged (as ``BD_SEQ_AHEAD_MS`` for a saved bdSeq,
+    agents/agent.py)."""
     last_ms = min(last_ms, now_ms)
-    thermal = not reasons & THROTTLE_BITS or reasons & THERMAL_BITS
+    if now_ms - last_ms > THROTTLE_IDLE_HOLD_MS:
+        return None, None
     if not thermal and now_ms - last_ms > THROTTLE_HOLD_MS:
         return None, None
-    if util is None or util >= BUSY_UTIL_PCT:  # no utilisation read: as busy (the old rule)
+    if present and (util is None or util >= BUSY_UTIL_PCT):  # no utilisation read: as busy
         if proven_ms is None:
             proven_ms = now_ms
         if now_ms - proven_ms >= THROTTLE_HOLD_MS and now_ms - last_ms > THROTTLE_HOLD_MS:
             return None, None
         return last_ms, proven_ms
-    if now_ms - last_ms > THROTTLE_IDLE_HOLD_MS:
-        return None, None
     return last_ms, None
