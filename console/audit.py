@@ -114,13 +114,15 @@ def writer_running(writer: object) -> bool | None:
         return None
     if writer.get("host") != socket.gethostname():
         return None
+    # The boot first: a host rebooted since ran nothing of then, whichever namespace the
+    # writer had (a container's is another after any restart, so asked first it hid this).
+    boot = _boot_id()
+    if writer.get("boot") and boot and writer["boot"] != boot:
+        return False  # the host rebooted since (a power loss): nothing of then runs
     # A record from before writers named their namespace says nothing of it: as before.
     ns = _pid_namespace()
     if "pidns" in writer and (not ns or writer["pidns"] != ns):
         return None
-    boot = _boot_id()
-    if writer.get("boot") and boot and writer["boot"] != boot:
-        return False  # the host rebooted since (a power loss): nothing of then runs
     pid = writer["pid"]
     try:
         os.kill(pid, 0)
@@ -338,11 +340,11 @@ def orphans(records: list[dict[str, Any]], cluster: str, now: float,
     """The open requests of ``cluster`` whose writer no longer runs: each one's ``requested``
     record. A record without ``writer`` (written before it existed) counts as orphaned once
     older than ``unowned_after_s``, the longest a console follows a command with a deadline;
-    one written on another host or in another pid namespace is left to a console there (this
-    one cannot tell whether its writer runs). Not orphaned: a request whose agent answered
-    (``acknowledged``) or that its front end stopped following on purpose (``--no-wait``): 4,094
-    such records of a 50 MB log were settled ``unknown``, and a fresh ``drain --no-wait``
-    before it landed (a review); nor one older than ``max_age_s``: history."""
+    one written on another host, or in another pid namespace on this boot, is left to a console
+    there (this one cannot tell whether its writer runs). Not orphaned: a request whose agent
+    answered (``acknowledged``) or that its front end stopped following on purpose
+    (``--no-wait``): 4,094 such records of a 50 MB log were settled ``unknown``, and a fresh
+    ``drain --no-wait`` before it landed (a review); nor one older than ``max_age_s``: history."""
     last: dict[str, dict[str, Any]] = {}
     closed: set[str] = set()
     for rec in records:

@@ -190,6 +190,22 @@ def test_a_writer_in_another_pid_namespace_is_left_to_a_console_there(tmp_path):
     assert session.adopt_orphans() == 0
 
 
+def test_a_writer_in_a_container_since_restarted_or_rebooted_is_not_running(tmp_path):
+    """A container restarted (or its host rebooted) has another pid namespace: asked before
+    the boot, it left a command killed there `requested` for 7 days (a review)."""
+    me = this_process()
+    if not me["boot"]:
+        return  # no /proc here: the boot cannot be told
+    gone = {**me, "pidns": "pid:[4026533001]", "boot": "00000000-dead-beef-0000-000000000000"}
+    assert writer_running(gone) is False
+    now = time.time()
+    rec = {"cluster": CLUSTER, "request_id": "r1", "outcome": "requested", "ts": now - 3600,
+           "what": "drain", "targets": "gpu0001", "writer": gone, "args": {"deadline_s": "10"}}
+    assert [r["request_id"] for r in orphans([rec], CLUSTER, now, UNOWNED_AFTER_S)] == ["r1"]
+    # The same boot, another namespace: its pids are not this one's to look up.
+    assert writer_running({**me, "pidns": "pid:[4026533001]"}) is None
+
+
 _flock = fcntl.flock
 
 
