@@ -1558,6 +1558,11 @@ class ConsoleSession:
             records = log.tail()
         except OSError as err:
             log.settle_error = f"cannot read audit log {log.path}: {err.strerror or err}"
+            # Said here: with no orphans found nothing is ever settled, and the error said at
+            # a settlement never was (a review).
+            self._settle_error_said = True
+            self.note(f"{log.settle_error}: commands left open by consoles that stopped are "
+                      "not settled", severity="warn", kind="audit")
             return 0
         self._orphans = orphans(records, self.cluster, self.clock(), UNOWNED_AFTER_S)
         return len(self._orphans)

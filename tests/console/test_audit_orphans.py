@@ -250,6 +250,25 @@ def test_a_log_that_cannot_be_locked_is_left_as_it_is_said_once(tmp_path, monkey
     assert len(said) == 1 and "left as they are" in said[0], said
 
 
+def test_a_log_that_cannot_be_read_is_said_in_the_timeline(tmp_path, monkeypatch):
+    """With no orphans found nothing is settled: the error set for a settlement to say was
+    never shown (a review)."""
+    path = tmp_path / "audit.jsonl"
+    sent_by_a_process_now_gone(path, "gpu0001")
+
+    def no_read(self, *args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(AuditLog, "tail", no_read)
+    clock, _fleet, _ingest, session = restarted(path)
+    assert session.adopt_orphans() == 0  # never raised
+    for _ in range(3):
+        tick(session)
+        clock.advance(1)
+    said = [line.text for _n, line in session.log if "cannot read audit log" in line.text]
+    assert len(said) == 1 and os.strerror(errno.EIO) in said[0], said
+
+
 def test_a_drain_of_128_nodes_is_matched_by_its_request_not_its_cut_cmd_ids(tmp_path):
     """``cmd_ids`` is cut at 2,000 characters: the nodes past ~90 read 'DRAINING by another
     drain' and a drain that took effect everywhere was settled unknown (a review)."""
