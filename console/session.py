@@ -34,6 +34,7 @@ import aiomqtt
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.audit import (
     UNKNOWN,
+    AuditLog,
     AuditRecord,
     AuditSink,
     MemoryAudit,
@@ -1610,7 +1611,28 @@ class ConsoleSession:
             still = {r["request_id"] for r in orphans(records, cluster, now, UNOWNED_AFTER_S)}
             return [r for r in due if r.request_id in still]
 
-        written = await asyncio.to_thread(log.settle, decide, log.write)
+        # The thread writes the file whatever becomes of this coroutine: cancelled at stop
+        # while it ran, the store's copy and the timeline's line were lost, and the next flush
+        # found the request settled already (a review). Wait it out, then stop.
+        # A future, not a task: the loop's shutdown cancels tasks only.
+        job = asyncio.get_running_loop().run_in_executor(None, log.settle, decide, log.write)
+        cancelled = False
+        while True:
+            try:
+                written = await asyncio.shield(job)
+                break
+            except asyncio.CancelledError:
+                if job.cancelled():
+                    raise
+                cancelled = True
+        try:
+            self._said_settlements(log, written)
+        finally:
+            if cancelled:
+                raise asyncio.CancelledError
+
+    def _said_settlements(self, log: AuditLog, written: list[AuditRecord] | None) -> None:
+        """What ``_write_settlements`` wrote, to the other audit sinks and the timeline."""
         if written is None:
             return  # another console holds the lock: tried again at the next flush
         self._settling = []

@@ -14,7 +14,15 @@ import threading
 import time
 
 import fleetdeck.console.audit as audit_mod
-from fleetdeck.console.audit import AuditLog, AuditRecord, orphans, this_process, writer_running
+from fleetdeck.console.audit import (
+    AuditLog,
+    AuditRecord,
+    MemoryAudit,
+    TeeAudit,
+    orphans,
+    this_process,
+    writer_running,
+)
 from fleetdeck.console.commands import UNOWNED_AFTER_S
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import SETTLE_WAIT_S, ConsoleSession
@@ -267,6 +275,49 @@ def test_a_log_that_cannot_be_read_is_said_in_the_timeline(tmp_path, monkeypatch
         clock.advance(1)
     said = [line.text for _n, line in session.log if "cannot read audit log" in line.text]
     assert len(said) == 1 and os.strerror(errno.EIO) in said[0], said
+
+
+def test_a_settlement_whose_pump_is_cancelled_at_stop_reaches_the_store_and_timeline(
+        tmp_path, monkeypatch):
+    """The I/O pump cancelled at stop while the settling thread ran: the file got the outcome,
+    the store's copy and the timeline's line were lost, and the close's flush found it settled
+    already (a review)."""
+    path = tmp_path / "audit.jsonl"
+    rid = sent_by_a_process_now_gone(path, "gpu0001")
+    clock = Clock(time.time())
+    fleet = SynthFleet(4, clock)
+    ingest = Ingest(CLUSTER)
+    store = MemoryAudit()  # the store's sink, beside the file
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False,
+                             audit=TeeAudit(AuditLog(path), store), operator="frank")
+    session.adopt_orphans()
+    fleet.birth(ingest)
+    fleet.status(ingest, "gpu0001", DrainState.DRAINING, cmd_id=f"{rid}.0")
+    session.tick()
+    entered, release = threading.Event(), threading.Event()
+    settle = AuditLog.settle
+
+    def slow(self, *args):
+        entered.set()
+        release.wait(10)
+        return settle(self, *args)
+
+    monkeypatch.setattr(AuditLog, "settle", slow)
+
+    async def stop_while_settling() -> None:
+        pump = asyncio.create_task(session.flush())
+        await asyncio.to_thread(entered.wait, 10)
+        pump.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(pump, return_exceptions=True)
+        await session.flush()  # the close's own
+
+    asyncio.run(stop_while_settling())
+    assert [r["outcome"] for r in outcomes(path, rid)] == ["requested", "done"]
+    assert [(r.request_id, r.outcome) for r in store.records] == [(rid, "done")]
+    said = [line.text for _n, line in session.log if "gpu0001" in line.text]
+    assert len(said) == 1, said
 
 
 def test_a_drain_of_128_nodes_is_matched_by_its_request_not_its_cut_cmd_ids(tmp_path):
