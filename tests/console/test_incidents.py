@@ -1,6 +1,7 @@
 """Findings grouped into incidents, one root-cause line each (console/incidents.py), as
 ``status --json`` carries them: a switch failure is one incident, not a row per node."""
 
+import contextlib
 import sqlite3
 
 import msgspec
@@ -458,9 +459,10 @@ def _heard(session, fleet, faults, ticks: int = 3, names=None) -> None:
         session.tick()
 
 
-async def _watch(db, clock, faults):
-    """A console with its store on ``db`` hears job 4104's fleet (``faults``) for 3 s and
-    stops; returns its incidents and their JSON."""
+@contextlib.asynccontextmanager
+async def _console(db, clock, faults):
+    """A console with its store on ``db`` that has heard job 4104's fleet (``faults``) for 3 s;
+    stopped on leaving."""
     session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
     await session.open_store(db)
     try:
@@ -468,10 +470,17 @@ async def _watch(db, clock, faults):
         fleet.birth(session.ingest)
         publish_job(session.ingest, job_status("4104", JOB_NODES, clock), clock)
         _heard(session, fleet, faults)
-        found = incidents(session.state, session.log.lines())
-        return found, fleet_summary(session.state, clock(), log=session.log.lines())["incidents"]
+        yield session, fleet
     finally:
         await session.close()
+
+
+async def _watch(db, clock, faults):
+    """A console with its store on ``db`` hears job 4104's fleet (``faults``) for 3 s and
+    stops; returns its incidents and their JSON."""
+    async with _console(db, clock, faults) as (session, _fleet):
+        found = incidents(session.state, session.log.lines())
+        return found, fleet_summary(session.state, clock(), log=session.log.lines())["incidents"]
 
 
 async def _restarted(db, clock, first_faults, then_faults):
@@ -668,13 +677,7 @@ async def test_a_change_this_console_did_not_see_says_so_where_the_operator_read
     clock = Clock()
     await _watch(db, clock, {})
     clock.advance(300.0)
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await session.open_store(db)
-    try:
-        fleet = SynthFleet(16, clock, leaves=1)
-        fleet.birth(session.ingest)
-        publish_job(session.ingest, job_status("4104", JOB_NODES, clock), clock)
-        _heard(session, fleet, faults)
+    async with _console(db, clock, faults) as (session, fleet):
         lines = [ln for ln in session.log.lines() if ln.kind == "verdict"]
         assert {ln.nodes[0] for ln in lines if UNSEEN_CHANGE in ln.text} == set(STRUCK)
         # A change it saw happen reads as before.
@@ -682,8 +685,6 @@ async def test_a_change_this_console_did_not_see_says_so_where_the_operator_read
         (seen,) = [ln for ln in session.log.lines()
                    if ln.kind == "verdict" and ln.nodes == ("gpu0003",)]
         assert seen.text.startswith("ok -> failed") and UNSEEN_CHANGE not in seen.text
-    finally:
-        await session.close()
     store = await Store.open(db)
     try:
         rows = [r for r in await store.transitions(0.0) if r["old"] == "ok"]
