@@ -39,7 +39,7 @@ log = logging.getLogger("fleetdeck.store")
 SCHEMA_VERSION = 4
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``);
 3: ``left_jobs`` (a new table: an older store gains it when opened); 4: ``transitions`` gained
-``seen`` (``Store._add_seen_column``)."""
+``seen`` (``Store._migrate``)."""
 DEFAULT_RETENTION_DAYS = 7.0
 
 SCHEMA = """
@@ -425,6 +425,9 @@ class Store:
         self.restore_skipped: dict[str, int] = {}
         """Rows the last ``restore`` skipped as unreadable, by table (a store written by an
         older version, damaged or edited by hand): logged once, never put into the state."""
+        self._seen = "seen"
+        """How ``transitions.seen`` is read: NULL in an older store opened read-only
+        (``_migrate``)."""
 
     @classmethod
     async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS,
@@ -463,8 +466,9 @@ class Store:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=NORMAL")
             await db.executescript(SCHEMA)
-            await cls._add_partial_columns(db)
-            await cls._add_seen_column(db)
+            # False: an older store this user may not write (another user's collector's, a
+            # 0444 file), read as it is rather than refused for want of a migration.
+            current = await cls._migrate(db)
             # Written only when it moves: a reader's open that wrote it made a stale store
             # the newest written (``events`` then named no newer demo store: a review). And
             # looked at before writing: an INSERT takes the write lock even when it changes
@@ -473,7 +477,7 @@ class Store:
             # drill; its writes are held and retried instead, docs/architecture.md).
             async with db.execute("SELECT value FROM meta WHERE key = 'schema_version'") as cur:
                 row = await cur.fetchone()
-            if row is None or str(row[0]) != str(SCHEMA_VERSION):
+            if current and (row is None or str(row[0]) != str(SCHEMA_VERSION)):
                 await db.execute("INSERT INTO meta VALUES ('schema_version', ?1) "
                                  "ON CONFLICT (key) DO UPDATE SET value = ?1",
                                  (str(SCHEMA_VERSION),))
@@ -494,27 +498,52 @@ class Store:
             raise StoreError(_unusable(path, err)) from None
         store = cls(db, path, retention_days)
         store.cluster = held
+        if not current:
+            async with db.execute("PRAGMA table_info(transitions)") as cur:
+                if not any(r[1] == "seen" for r in await cur.fetchall()):
+                    store._seen = "NULL AS seen"
         return store
 
-    @staticmethod
-    async def _add_partial_columns(db: aiosqlite.Connection) -> None:
-        """A store made before minutes could be partial (schema 1) gets the column; its rows
-        were all whole minutes."""
-        for table in ("gpu_minutes", "port_minutes"):
-            async with db.execute(f"PRAGMA table_info({table})") as cur:
-                names = {row[1] for row in await cur.fetchall()}
-            if "partial" not in names:
-                await db.execute(f"ALTER TABLE {table} "
-                                 "ADD COLUMN partial INTEGER NOT NULL DEFAULT 0")
+    _COLUMNS_ADDED = (
+        ("gpu_minutes", "partial", "INTEGER NOT NULL DEFAULT 0"),
+        ("port_minutes", "partial", "INTEGER NOT NULL DEFAULT 0"),
+        ("transitions", "seen", "INTEGER"))
+    """Columns a store of an older schema lacks: ``partial`` (schema 2; its rows were all
+    whole minutes) and ``transitions.seen`` (schema 4; NULL in older rows, which ``restore``
+    reads as seen where they have an ``old``, what that schema could tell)."""
 
-    @staticmethod
-    async def _add_seen_column(db: aiosqlite.Connection) -> None:
-        """A store made before schema 4 gets ``transitions.seen``, NULL in its rows: ``restore``
-        reads those as seen where they have an ``old`` (what that schema could tell)."""
-        async with db.execute("PRAGMA table_info(transitions)") as cur:
-            names = {row[1] for row in await cur.fetchall()}
-        if "seen" not in names:
-            await db.execute("ALTER TABLE transitions ADD COLUMN seen INTEGER")
+    @classmethod
+    async def _missing_columns(cls, db: aiosqlite.Connection) -> list[tuple[str, str, str]]:
+        missing = []
+        for table, column, decl in cls._COLUMNS_ADDED:
+            async with db.execute(f"PRAGMA table_info({table})") as cur:
+                if not any(row[1] == column for row in await cur.fetchall()):
+                    missing.append((table, column, decl))
+        return missing
+
+    @classmethod
+    async def _migrate(cls, db: aiosqlite.Connection) -> bool:
+        """Give an older store the columns it lacks; False where this user may not write it
+        (left as it is: ``restore`` and ``transitions`` read a missing ``seen`` as NULL).
+
+        Looked at again and altered under the write lock: a console and a collector started
+        at once on a store an upgrade left at schema 3 both found ``seen`` missing, and one's
+        ALTER failed "duplicate column name" (no history for the console's run, the collector
+        gone; a review)."""
+        if not await cls._missing_columns(db):
+            return True
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            for table, column, decl in await cls._missing_columns(db):
+                await db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            await db.commit()
+        except BaseException as err:
+            await db.rollback()
+            if (isinstance(err, sqlite3.OperationalError) and
+                    (err.sqlite_errorcode or 0) & 0xFF == sqlite3.SQLITE_READONLY):
+                return False
+            raise
+        return True
 
     async def close(self) -> None:
         await self.db.close()
@@ -650,10 +679,12 @@ class Store:
 
     async def _select(self, columns: tuple[str, ...], rest: str, args: list[Any]
                       ) -> list[dict[str, Any]]:
-        """Rows of ``SELECT columns <rest>`` as dicts keyed by column name."""
+        """Rows of ``SELECT columns <rest>`` as dicts keyed by column name (an ``X AS name``
+        column by its name)."""
         async with self.db.execute(f"SELECT {', '.join(columns)} {rest}", args) as cur:
             rows = await cur.fetchall()
-        return [dict(zip(columns, r, strict=True)) for r in rows]
+        keys = [c.rpartition(" AS ")[2] for c in columns]
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     async def events(
         self, since: float, nodes: Iterable[str] | None = None,
@@ -677,7 +708,7 @@ class Store:
         where, args = _filters(since, node=nodes)
         if not first_ok:
             where += FIRST_OK_LEFT_OUT
-        rows = await self._select(("ts", "node", "old", "new", "reasons", "seen"),
+        rows = await self._select(("ts", "node", "old", "new", "reasons", self._seen),
                                   f"FROM transitions {where} ORDER BY ts DESC LIMIT ?",
                                   [*args, limit])
         rows.reverse()
@@ -821,7 +852,8 @@ class Store:
         # was heard, not when it failed: recalled seen, a job's three nodes a console first
         # heard failed read "failed at once" after its restart (a review).
         async with self.db.execute(
-            "SELECT node, new, MAX(ts), old, seen FROM transitions GROUP BY node") as cur:
+            f"SELECT node, new, MAX(ts), old, {self._seen} FROM transitions GROUP BY node"
+        ) as cur:
             for node, new, ts, old, seen in await cur.fetchall():
                 try:
                     verdict = Verdict(new)
