@@ -560,8 +560,10 @@ class NodeState(msgspec.Struct, gc=False):
                 self.change_seen = self.verdict_heard
                 self.changed_at, self.changed_to = now, verdict
             # A collector's own stale or offline (or its digests gone, D1) is no sample heard:
-            # a collector outage, then failed, read as failed when the digests came back.
-            self.verdict_heard = verdict not in (Verdict.STALE, Verdict.OFFLINE)
+            # a collector outage, then failed, read as failed when the digests came back. Nor
+            # is a digest from before this console's own outage (``FleetState.lose_sight``).
+            self.verdict_heard = verdict not in (Verdict.STALE, Verdict.OFFLINE) and (
+                blind is None or self.digest_rx >= blind[0])
             self.judged, self.verdict = True, verdict
             return verdict
         heard = self.heard_at
@@ -618,9 +620,14 @@ class NodeState(msgspec.Struct, gc=False):
             self.change_seen = self.verdict_heard
             self.changed_at, self.changed_to = now, verdict
         # Liveness verdicts (offline, stale) and a verdict for want of data (``waiting``) rest
-        # on no sample of this session: what follows them is not a change seen.
+        # on no sample of this session: what follows them is not a change seen. Nor does one
+        # from before this console's own outage (``FleetState.lose_sight``): nodes that failed
+        # while it was cut off read "failed at once", dated when it heard the broker again.
+        last_rx = self.last_rx
         self.verdict_heard = (self.online is not False and not self.stale
-                              and self.sample is not None and self.rejoined_at is None)
+                              and self.sample is not None and self.rejoined_at is None
+                              and (blind is None or (last_rx is not None
+                                                     and last_rx >= blind[0])))
         self.judged = True
         self.verdict = verdict
         self.liveness = liveness or NO_FINDINGS  # the shared empty list: one per node less
@@ -1115,6 +1122,10 @@ class FleetState:
             if st.online is False and st.status_ts >= at - WILL_BURST_S:
                 st.online = True  # its will was the broker's shutdown (WILL_BURST_S)
                 self.shutdown_wills += 1
+            # What a node does while this console hears nothing is not seen: a change its
+            # next sample brings happened at some time in the outage (``NodeState.judge``
+            # keeps it so until a sample heard after ``at``).
+            st.verdict_heard = False
         self._full_at = float("-inf")  # every node's staleness moves: judge them all
 
     def broker_restarted(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:
