@@ -304,6 +304,9 @@ class NodeState(msgspec.Struct, gc=False):
     """The last judgement rests on a sample heard in the agent session the node is in now: not
     recalled from the store, not offline, stale or waiting, not a collector's digest gone
     silent. A change from such a verdict is one this console saw happen (``change_seen``)."""
+    before_spell: tuple[float, Verdict, bool] | None = None
+    """``changed_at``, ``changed_to`` and ``change_seen`` of the verdict the node had when it
+    went offline or stale: back to that verdict, it is no change (``_verdict_changed``)."""
     changed_to: Verdict | None = None
     """The verdict ``changed_at`` dates. A node's verdict while it is ``waiting`` (ok for want
     of data) is no change: a node recalled failed and heard failed again keeps the store's
@@ -557,8 +560,7 @@ class NodeState(msgspec.Struct, gc=False):
             self.talks = not any(f.rule == "D1" for f in self.liveness) and any(
                 f.rule == "H1" and says_it_talks(f.text) for f in self.findings)
             if verdict is not self.changed_to:
-                self.change_seen = self.verdict_heard
-                self.changed_at, self.changed_to = now, verdict
+                self._verdict_changed(verdict, now)
             # A collector's own stale or offline (or its digests gone, D1) is no sample heard:
             # a collector outage, then failed, read as failed when the digests came back. Nor
             # is a digest from before this console's own outage (``FleetState.lose_sight``).
@@ -617,8 +619,7 @@ class NodeState(msgspec.Struct, gc=False):
         # A restored node found as the store left it keeps the time of its last change.
         if verdict is not self.changed_to and not (
                 self.waiting and (verdict is Verdict.OK or self.rejoined_at is not None)):
-            self.change_seen = self.verdict_heard
-            self.changed_at, self.changed_to = now, verdict
+            self._verdict_changed(verdict, now)
         # Liveness verdicts (offline, stale) and a verdict for want of data (``waiting``) rest
         # on no sample of this session: what follows them is not a change seen. Nor does one
         # from before this console's own outage (``FleetState.lose_sight``): nodes that failed
@@ -632,6 +633,25 @@ class NodeState(msgspec.Struct, gc=False):
         self.verdict = verdict
         self.liveness = liveness or NO_FINDINGS  # the shared empty list: one per node less
         return verdict
+
+    def _verdict_changed(self, verdict: Verdict, now: float) -> None:
+        """``changed_to`` becomes ``verdict``, a change at ``now`` unless it is the verdict the
+        node had before an offline or stale spell: a job's nodes this console watched fail read
+        "failed before this console heard them", dated at the rejoin, after a clean restart
+        of their agents (goodbye, offline 2 s, still failed) or a 20 s silence, where an agent
+        restart without a goodbye kept "failed at once" (a review). A spell says nothing of
+        the node's own health: back as it was, its change is the one before it."""
+        before = self.changed_to
+        if verdict in _SPELL:
+            if before is not None and before not in _SPELL:
+                self.before_spell = (self.changed_at, before, self.change_seen)
+        else:
+            spell, self.before_spell = self.before_spell, None
+            if spell is not None and spell[1] is verdict:
+                self.changed_at, self.changed_to, self.change_seen = spell
+                return
+        self.change_seen = self.verdict_heard
+        self.changed_at, self.changed_to = now, verdict
 
     def switch_owns(self, f: Finding) -> bool:
         """Whether a finding of this node is its suspect switch's, not its own."""
@@ -730,6 +750,8 @@ def _settle_clock(st: NodeState, now: float) -> bool:
 
 
 _RULE_MADE = (Verdict.FAILED, Verdict.DEGRADED)
+_SPELL = (Verdict.OFFLINE, Verdict.STALE)
+"""Verdicts of a node's liveness alone, not of its health (``NodeState._verdict_changed``)."""
 _PORT_DOWN_RULES = frozenset({"N1", "N2"})
 
 
@@ -1048,16 +1070,19 @@ class FleetState:
         return st
 
     def recall(self, node_id: str, verdict: Verdict, changed_at: float,
-               seen: bool = False) -> NodeState:
+               seen: bool = False, before_spell: tuple[float, Verdict, bool] | None = None
+               ) -> NodeState:
         """A node known from the store (a restarting console): its last verdict there, so
         that the next row written for it is a change from that one, and not heard yet (so
         ``waiting`` until it is, or until the console has heard the broker long enough to
         call it stale: ``start_hearing``). ``seen``: the row says a console saw the change
-        (``Transition.seen``), so ``changed_at`` is when it happened."""
+        (``Transition.seen``), so ``changed_at`` is when it happened. ``before_spell``: of a
+        node recalled offline or stale, its verdict before (``NodeState.before_spell``)."""
         st = self.node(node_id)
         if st.last_rx is None and not st.judged:
             st.reported, st.changed_at, st.changed_to = verdict, changed_at, verdict
             st.change_seen = seen
+            st.before_spell = before_spell if verdict in _SPELL else None
             if verdict in _RULE_MADE:
                 st.settle_until = math.inf
             if verdict is Verdict.OFFLINE and st.online is None:

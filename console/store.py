@@ -41,6 +41,8 @@ SCHEMA_VERSION = 4
 3: ``left_jobs`` (a new table: an older store gains it when opened); 4: ``transitions`` gained
 ``seen`` (``Store._migrate``)."""
 DEFAULT_RETENTION_DAYS = 7.0
+SPELL = (Verdict.OFFLINE.value, Verdict.STALE.value)
+"""Verdicts of a node's liveness alone (``NodeState._verdict_changed``, ``restore``)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -854,14 +856,25 @@ class Store:
         async with self.db.execute(
             f"SELECT node, new, MAX(ts), old, {self._seen} FROM transitions GROUP BY node"
         ) as cur:
-            for node, new, ts, old, seen in await cur.fetchall():
-                try:
-                    verdict = Verdict(new)
-                except ValueError:
-                    skipped["transitions"] = skipped.get("transitions", 0) + 1
+            latest = await cur.fetchall()
+        spells = await self._before_spells(
+            [node for node, new, _ts, old, _seen in latest if new in SPELL or old in SPELL])
+        for node, new, ts, old, seen in latest:
+            try:
+                verdict = Verdict(new)
+            except ValueError:
+                skipped["transitions"] = skipped.get("transitions", 0) + 1
+                continue
+            spell = spells.get(node)
+            if spell is not None and new not in SPELL:
+                # Back from a spell offline or stale to the verdict before it: no change, as
+                # the console that wrote it said (``NodeState._verdict_changed``).
+                if spell[1] is verdict:
+                    state.recall(node, verdict, spell[0], seen=spell[2])
                     continue
-                state.recall(node, verdict, ts,
-                             seen=old is not None if seen is None else bool(seen))
+                spell = None
+            state.recall(node, verdict, ts, seen=old is not None if seen is None else bool(seen),
+                         before_spell=spell)
         # The job each node last left: a failed node's job, requeued elsewhere before the
         # restart, is named by no sample now (``incidents.struck_job``). A collector sends it
         # on as ``Digest.struck_job``, which consoles decode strictly as a protocol ``Id``: one
@@ -883,6 +896,39 @@ class Store:
             state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
 
+
+    async def _before_spells(self, nodes: list[str]
+                             ) -> dict[str, tuple[float, Verdict, bool]]:
+        """Of ``nodes``, the last change to a verdict of their health (not offline or stale),
+        looking through returns to it from a spell (``NodeState.before_spell``): its time, the
+        verdict and whether it was seen. A node watched failing, its agent then restarted
+        cleanly (failed, offline, failed), read as failed since the rejoin after a restart of
+        the console, where the live one dated it to the failure (a review)."""
+        if not nodes:
+            return {}
+        found: dict[str, tuple[float, Verdict, bool]] = {}
+        follow: dict[str, bool] = {}
+        """Per node: whether the row taken is a return from a spell, so the next older one to
+        the same verdict stands for it."""
+        async with self.db.execute(
+                f"SELECT node, ts, old, new, {self._seen} FROM transitions WHERE node IN "
+                "(SELECT value FROM json_each(?)) AND new NOT IN (?, ?) ORDER BY node, ts DESC",
+                (json.dumps(nodes), *SPELL)) as cur:
+            async for node, ts, old, new, seen in cur:  # newest first
+                if not follow.get(node, True):
+                    continue
+                taken = found.get(node)
+                if taken is not None and taken[1].value != new:
+                    follow[node] = False
+                    continue
+                try:
+                    verdict = Verdict(new)
+                except ValueError:
+                    follow[node] = False
+                    continue
+                found[node] = (ts, verdict, old is not None if seen is None else bool(seen))
+                follow[node] = old in SPELL
+        return found
 
     async def _recall_port_errors(self, state: FleetState, now: float) -> None:
         """The last hour's port errors back into the rules' windows (N2, N3): a restarted

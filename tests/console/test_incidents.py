@@ -719,3 +719,104 @@ def test_nodes_that_failed_while_this_console_was_cut_off_did_not_fail_at_once()
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
     assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
+
+
+def _seen_failing(clock=None, session=None):
+    """A console that watched three nodes of job 4104 fail together; returns it, its fleet,
+    the faults and the incident it then showed."""
+    if session is None:
+        session = ConsoleSession(CLUSTER, clock=clock or Clock(), ingest=Ingest(CLUSTER),
+                                 follow_up=False)
+    fleet = SynthFleet(16, session.clock, leaves=1)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("4104", JOB_NODES, session.clock), session.clock)
+    _heard(session, fleet, {})
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
+    _heard(session, fleet, faults, ticks=20)
+    return session, fleet, faults, inc
+
+
+def _goodbye(session, fleet, faults) -> None:
+    """The agents of the struck nodes stop cleanly (a goodbye) and are offline for 2 s."""
+    for n in STRUCK:
+        a = fleet.agents[n]
+        session.ingest.handle(topic_for(CLUSTER, Kind.STATUS, n),
+                              codec.encode(a.status(online=False, stopped=True)),
+                              session.clock())
+    _heard(session, fleet, faults, ticks=2, names=[n for n in fleet.names if n not in STRUCK])
+    assert {session.state.nodes[n].verdict.value for n in STRUCK} == {"offline"}
+
+
+def _back(session, fleet, faults) -> None:
+    """The struck nodes' agents start again (a new birth) and are heard for 3 s."""
+    for n in STRUCK:
+        a = fleet.agents[n]
+        a.bd_seq += 1
+        a.seq = 0
+    fleet.birth(session.ingest, STRUCK)
+    _heard(session, fleet, faults)
+
+
+def test_nodes_watched_failing_stay_seen_after_a_clean_agent_restart():
+    """A console watched three nodes of job 4104 fail at once; a rollout restarted their
+    agents cleanly (goodbye, offline 2 s, a new birth, still failed): "3 of its nodes failed
+    before this console heard them", dated to the rejoin (a review), where an agent restart
+    without a goodbye kept "failed at once". Offline says nothing of their health: back as
+    they were, their failure is the one this console watched."""
+    session, fleet, faults, seen = _seen_failing()
+    _goodbye(session, fleet, faults)
+    _back(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title == seen.title and inc.since == seen.since
+    assert inc.as_json()["unseen"] == 0
+
+
+def test_nodes_watched_failing_stay_seen_after_a_silence():
+    """The same after 20 s of silence (stale, then heard again in the same session): "failed
+    before this console heard them", dated to when they were heard again (a review)."""
+    session, fleet, faults, seen = _seen_failing()
+    _heard(session, fleet, faults, ticks=20, names=[n for n in fleet.names if n not in STRUCK])
+    assert {session.state.nodes[n].verdict.value for n in STRUCK} == {"stale"}
+    _heard(session, fleet, faults)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title == seen.title and inc.since == seen.since
+    # Back from a silence to another verdict than before it, the change is not seen.
+    _heard(session, fleet, faults, ticks=20, names=[n for n in fleet.names if n not in STRUCK])
+    _heard(session, fleet, {}, ticks=3)
+    assert {session.state.nodes[n].change_seen for n in STRUCK} == {False}
+
+
+async def test_a_restarted_console_dates_nodes_back_from_a_clean_agent_restart_as_it_was(
+        tmp_path):
+    """What the store keeps of the same: a console restarted on it after the agents' clean
+    restart, or during it (the nodes offline), says what the live one said, "failed at once"
+    at the time they failed, not since they rejoined (a review)."""
+    clock = Clock()
+    for restart_while_offline in (False, True):
+        db = tmp_path / f"store{int(restart_while_offline)}.db"
+        session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+        await session.open_store(db)
+        session, fleet, faults, seen = _seen_failing(session=session)
+        _goodbye(session, fleet, faults)
+        if not restart_while_offline:
+            _back(session, fleet, faults)
+        await session.close()
+        clock.advance(60.0)
+        again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+        await again.open_store(db)
+        try:
+            fleet.birth(again.ingest)
+            publish_job(again.ingest, job_status("4104", JOB_NODES, clock), clock)
+            if restart_while_offline:
+                _heard(again, fleet, faults, names=[n for n in fleet.names if n not in STRUCK])
+                _back(again, fleet, faults)
+            else:
+                _heard(again, fleet, faults)
+            (inc,) = incidents(again.state, again.log.lines())
+            assert inc.title == seen.title, (restart_while_offline, inc.title)
+            assert inc.since == seen.since, restart_while_offline
+        finally:
+            await again.close()
