@@ -76,6 +76,8 @@ def _drain(d: DrainInfo) -> fast.DigestDrain:
 
 _DIGEST_GPU = ("index", "present", "util_pct", "temp_c", "power_w")
 _DIGEST_PORT = ("dev", "port", "state", "phys_state")
+_UNSEEN_SAID = (Verdict.FAILED, Verdict.DEGRADED)
+"""Verdicts whose change a digest says the collector did not see (``Digest.seen``)."""
 
 
 def _up(state: str | None, phys: str | None) -> bool:
@@ -176,6 +178,8 @@ def make_digest(st: NodeState, by: str, now: float,
         online=st.online, stopped=st.stopped and st.online is False, stale=st.stale,
         drain=_drain(st.drain), job=job, ranks_on_node=ranks,
         struck_job=st.left_when_changed() if st.verdict is Verdict.FAILED else None,
+        # Only where an incident reads it: every healthy node's first verdict is unseen too.
+        seen=st.change_seen or st.verdict not in _UNSEEN_SAID,
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),

@@ -561,6 +561,10 @@ class NodeState(msgspec.Struct, gc=False):
                 f.rule == "H1" and says_it_talks(f.text) for f in self.findings)
             if verdict is not self.changed_to:
                 self._verdict_changed(verdict, now)
+                # Nor is one its collector did not see (an agent restarted between two of its
+                # digests, the node failed in it): "failed at once" here, not there (a review).
+                if not self.digest.seen:
+                    self.change_seen = False
             # A collector's own stale or offline (or its digests gone, D1) is no sample heard:
             # a collector outage, then failed, read as failed when the digests came back. Nor
             # is a digest from before this console's own outage (``FleetState.lose_sight``).

@@ -404,6 +404,7 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     job: Id | None = None
     ranks_on_node: Links | None = None
     struck_job: Id | None = None
+    seen: bool = True
     gpus_expected: Links = 0
     gpus: Annotated[list[GpuSample], msgspec.Meta(max_length=64)] = []
     """``messages.DigestGpu`` holds five of a sample's fields; decoding them as a GpuSample

@@ -578,6 +578,11 @@ class Digest(_Versioned):
     (the scheduler requeued it elsewhere): the job it failed in, by which consoles group the
     nodes that failed together (docs/protocol.md, "Digest"). Absent otherwise, and from an
     older collector's digest."""
+    seen: bool = True
+    """False where the collector did not see a failed or degraded node's verdict change
+    happen (it first heard it so: an agent restart, a silence, its own start), so a console
+    on digests does not date it as a failure it watched (docs/protocol.md, "Digest"). Absent
+    (true) otherwise, and from an older collector's digest."""
     gpus_expected: Annotated[int, Field(ge=0, le=64)] = 0
     gpus: Annotated[list[DigestGpu], Field(max_length=64)] = []
     ports: Annotated[list[DigestPort], Field(max_length=64)] = []

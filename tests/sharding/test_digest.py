@@ -806,3 +806,60 @@ def test_nodes_failed_in_a_collector_outage_did_not_fail_at_once_on_digests():
     assert titles == {"watched": ("job 4104: 3 of its nodes failed at once", 0),
                       "outage": ("job 4104: 3 of its nodes failed before this console heard "
                                  "them", 3)}
+
+
+def test_nodes_first_heard_failed_by_their_collector_did_not_fail_at_once_on_digests():
+    """Three nodes of job 4104 rebooted between two digests (a new agent session, no goodbye)
+    and came back failed: the collector knew it first heard them so ("failed before this
+    console heard them"), but its digests said only ok, then failed, and the console on them
+    read "3 of its nodes failed at once" (a review). The digest says so (``seen``, sent only
+    then); one of nodes the collector watched fail says nothing more."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.ingest import Ingest as RawIngest
+    from fleetdeck.console.session import ConsoleSession
+    from tests.console.test_incidents import JOB_NODES, STRUCK, _heard, gpu_lost
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
+
+    raw = ConsoleSession(CLUSTER, clock=Clock(), ingest=RawIngest(CLUSTER), follow_up=False)
+    clock = raw.clock
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(raw.ingest)
+    publish_job(raw.ingest, job_status("4104", JOB_NODES, clock), clock)
+    _heard(raw, fleet, {})
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+
+    def send() -> None:
+        now = clock()
+        for name, st in raw.state.nodes.items():
+            ingest.handle(topic_for(CLUSTER, Kind.DIGEST, name),
+                          codec.encode(make_digest(st, "shard-1", now)), now)
+        for job in raw.state.jobs.values():
+            ingest.handle(topic_for(CLUSTER, Kind.JOB, job.job_id), codec.encode(job), now)
+        state.apply(ingest.take_batch(), now)
+        state.judge_fleet(now)
+
+    send()
+    for n in STRUCK:
+        a = fleet.agents[n]
+        a.bd_seq += 1
+        a.seq = 0
+    fleet.birth(raw.ingest, STRUCK)
+    faults = {n: gpu_lost(0) for n in STRUCK}
+    _heard(raw, fleet, faults)
+    send()
+    titles = []
+    for incs in (incidents(raw.state), incidents(state)):
+        (inc,) = incs
+        titles.append((inc.title.split(" (gpu")[0], inc.as_json()["unseen"]))
+    assert titles == [("job 4104: 3 of its nodes failed before this console heard them", 3)] * 2
+    # Repaired, then watched failing by the collector: seen on digests as ever, and said by
+    # no field of the digest.
+    _heard(raw, fleet, {}, ticks=70)
+    send()
+    _heard(raw, fleet, faults)
+    send()
+    (inc,) = incidents(state)
+    assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
+    assert b'"seen"' not in codec.encode(make_digest(raw.state.nodes[STRUCK[0]], "shard-1",
+                                                     clock()))
