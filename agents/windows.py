@@ -411,22 +411,40 @@ class ThermalHolds:
                 del holds[index]
 
     def snapshot(self) -> list[list[int | None]]:
-        """``[[index, last throttled ms, reasons, last hot ms, thermal], ...]`` (``restore``)."""
-        return [[index, st[0], st[1], st[3], st[4]] for index, st in self._holds.items()]
+        """``[[index, last throttled ms, reasons, last hot ms], ...]`` (``restore``). Four, as
+        the agent before the thermal flag reads them: a fifth made it refuse the whole file, and
+        an agent rolled back to it started with every window empty, the hour of IB errors and
+        the PCIe minute too (a review). The flags go beside them (``flags``)."""
+        return [[index, st[0], st[1], st[3]] for index, st in self._holds.items()]
 
-    def restore(self, snap: object, now_ms: int) -> None:
+    def flags(self) -> list[list[int]]:
+        """``[[index, thermal], ...]`` of the holds (``snapshot``): saved under a key of its
+        own, which an earlier agent does not read."""
+        return [[index, int(bool(st[4]))] for index, st in self._holds.items()]
+
+    def restore(self, snap: object, now_ms: int, flags: object = None) -> None:
         """Take back what ``snapshot`` gave: a GPU that throttled before an agent restart is
         held as before (the run of work that proves it restarts). A throttle older than the
         idle hold is over; a hot reading holds until a reading below TEMP_CLEAR_C, however old,
         as a running agent holds it (a restart dropped one over an hour old: the TUI kept G13,
         status said ok; a review). One ahead of ``now_ms`` (this clock ran ahead when it saved)
         counts from now, or it never aged. A hold of an earlier agent (no thermal flag) is
-        thermal as that agent read it. Raises ValueError on another shape, having taken
-        nothing."""
+        thermal as that agent read it. The flags (``flags``) are ``[[index, thermal], ...]``;
+        a hold saved with its flag as a fifth element (an agent of a few commits) is read too.
+        Raises ValueError on another shape, having taken nothing."""
         self.restore_nothing()
         holds: dict[int, list[int | None]] = {}
         if not isinstance(snap, list):
             raise ValueError("thermal holds of another shape")
+        saved_flags: dict[int, int] = {}
+        if flags is not None:
+            if not isinstance(flags, list):
+                raise ValueError("thermal flags of another shape")
+            for pair in flags:
+                if (not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int
+                        or pair[0] < 0 or type(pair[1]) is not int or pair[1] not in (0, 1)):
+                    raise ValueError(f"a thermal flag of another shape: {pair!r}")
+                saved_flags[pair[0]] = pair[1]
         for item in snap:
             if (not isinstance(item, list) or len(item) not in (4, 5)
                     or not all(_counter(v) for v in item) or item[0] is None
@@ -434,7 +452,8 @@ class ThermalHolds:
                 raise ValueError(f"a thermal hold of another shape: {item!r}")
             index, last, reasons, hot = item[:4]
             reasons = reasons or 0
-            thermal = (item[4] if len(item) == 5
+            flag = saved_flags.get(index, item[4] if len(item) == 5 else None)
+            thermal = (flag if flag is not None
                        else int(not reasons & THROTTLE_BITS or bool(reasons & THERMAL_BITS)))
             if last is not None:
                 last = None if now_ms - last > THROTTLE_IDLE_HOLD_MS else min(last, now_ms)
@@ -486,7 +505,7 @@ class ErrorWindows:
         in which boot it was saved (the baselines are that boot's counters)."""
         return {"v": 1, "saved_ms": now_ms, "boot_id": boot_id,
                 "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot(),
-                "thermal": self._thermal.snapshot()}
+                "thermal": self._thermal.snapshot(), "thermal_flags": self._thermal.flags()}
 
     def restore(self, snap: object, now_ms: int, boot_id: str) -> str:
         """Windows an earlier agent of this node saved; '' when taken back whole, else what
@@ -506,7 +525,7 @@ class ErrorWindows:
             self._ports.restore(snap.get("ports", {}), baselines=fresh)
             self._gpus.restore(snap.get("gpus", {}), baselines=fresh)
             # An earlier agent's file without them: nothing held, as before.
-            self._thermal.restore(snap.get("thermal", []), now_ms)
+            self._thermal.restore(snap.get("thermal", []), now_ms, snap.get("thermal_flags"))
         except (TypeError, ValueError, AttributeError) as err:
             self._ports.restore_nothing()
             self._gpus.restore_nothing()

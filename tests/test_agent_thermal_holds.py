@@ -127,6 +127,44 @@ def test_the_holds_survive_an_agent_restart(tmp_path) -> None:
         assert _holds(damaged.gpus(idle, T0 + 2000)) == {}
 
 
+def _older_agent_takes(snap: dict[str, Any]) -> bool:
+    """Whether the agent before the thermal flag takes ``snap`` back (its shape check, as it
+    was: any other item and the whole file, every window, was left out)."""
+    if snap.get("v") != 1:
+        return False
+    return all(isinstance(item, list) and len(item) == 4 and item[0] is not None
+               and all(v is None or (type(v) is int and v >= 0) for v in item)
+               for item in snap.get("thermal", []))
+
+
+def test_a_rolled_back_agent_takes_back_the_saved_windows() -> None:
+    """The holds were saved with their thermal flag as a fifth element, which the agent before
+    it refused: rolled back, it started with every window empty (the hour of IB errors, the
+    PCIe minute, the holds; a review). Saved as it reads them, the flag under its own key; this
+    agent reads both, and the five of the few agents that wrote them."""
+    ew = ErrorWindows()
+    ew.gpus(_gpus(), T0)
+    # A job that ended mid-throttle: idle bits, the violation time grown; thermal by the flag.
+    ew.gpus(_gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=4_000),
+            T0 + 1000)
+    snap = ew.snapshot(T0 + 1000, "boot-a")
+    assert snap["thermal"] and _older_agent_takes(snap)
+    again = ErrorWindows()
+    assert again.restore(snap, T0 + 2000, "boot-a") == ""
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=4_000)
+    # Held past the power-cap minute: the flag came back (without it, idle bits read as power).
+    assert _holds(again.gpus(idle, T0 + 120_000)) == {3: (T0 + 1000, IDLE, None)}
+    five = {k: v for k, v in snap.items() if k != "thermal_flags"} | {
+        "thermal": [[3, T0 + 1000, IDLE, None, 1]]}
+    fives = ErrorWindows()
+    assert fives.restore(five, T0 + 2000, "boot-a") == ""
+    assert _holds(fives.gpus(idle, T0 + 120_000)) == {3: (T0 + 1000, IDLE, None)}
+    for bad in ({"3": 1}, [[3, 2]], [[3]], [["3", 1]]):
+        damaged = ErrorWindows()
+        assert damaged.restore(snap | {"thermal_flags": bad}, T0 + 2000, "boot-a").startswith(
+            "left out"), bad
+
+
 def _judged(t: Telemetry, watched_from: Telemetry | None = None) -> list[str]:
     hist = NodeHistory()
     if watched_from is not None:
@@ -292,8 +330,9 @@ def test_a_gpu_gone_from_the_rows_is_held_as_an_idle_one_for_the_hour() -> None:
              (1000 + THROTTLE_IDLE_HOLD_MS, without3)]
     seen = _tui_and_status(steps, t, ew, hist)
     assert seen[4][1:] == (["G12", "G13"], ["G12", "G13"])
-    assert ew.snapshot(t.ts + 1000 + THROTTLE_IDLE_HOLD_MS, "boot-a")["thermal"] == [
-        [3, t.ts + 1000, SW_THERMAL, t.ts + 1000, 1]]
+    saved = ew.snapshot(t.ts + 1000 + THROTTLE_IDLE_HOLD_MS, "boot-a")
+    assert (saved["thermal"], saved["thermal_flags"]) == ([[3, t.ts + 1000, SW_THERMAL,
+                                                           t.ts + 1000]], [[3, 1]])
     # Over once the hour has passed: the holds gone, the fast path back (nothing copied).
     late = t.ts + 1001 + THROTTLE_IDLE_HOLD_MS
     assert _holds(ew.gpus(without3, late)) == {}
