@@ -727,14 +727,11 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
             return False
         if (g.pcie_replay_1m or 0) > PCIE_REPLAY_PER_MIN:
             return False
+        # The agent's holds count beside this console's own, whatever it watched
+        # (``_gpu_findings``).
+        if g.throttled_last_ts is not None or (temp is not None and g.hot_last_ts is not None):
+            return False
         h = hg.get(g.index)
-        throttled, hot = g.throttled_last_ts, g.hot_last_ts
-        if throttled is not None or hot is not None:
-            # The agent's holds, of what this console did not watch (``_gpu_findings``).
-            watched = h.watched_ms if h is not None else now
-            if ((throttled is not None and throttled <= watched)
-                    or (temp is not None and hot is not None and hot < watched)):
-                return False
         if h is not None and (h.crc_rate >= 1 or h.thermal_grew
                               or h.pcie_minute.total > PCIE_REPLAY_PER_MIN
                               or (h.nvlink_err_last_ms is not None
@@ -924,22 +921,22 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
     # G12 and G13 fire on the first sample over the line, and hold (THROTTLE_HOLD_S, the band
     # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.
     reasons = g.clock_event_reasons or 0
-    # The agent's holds (``throttled_last_ts``, ``hot_last_ts``) stand for a throttle or a hot
-    # reading before this console watched the GPU: a one-shot ``status`` (3.5 s) said "ok ... do
-    # not drain" of a GPU the TUI held for its failed cooling (a fault drill). What the console
-    # watched it judges itself, as before; its first sample of the GPU is the agent's too: a
-    # throttle the agent saw there by the violation counter's growth needs the sample before,
-    # which this console has not (a review).
-    watched = h.watched_ms if h is not None else now_ms
+    # The agent's holds (``throttled_last_ts``, ``hot_last_ts``) count beside this console's own
+    # (a GPU is held if either holds it): a one-shot ``status`` (3.5 s) said "ok ... do not
+    # drain" of a GPU the TUI held for its failed cooling (a fault drill). They count for what
+    # the console watched too: its telemetry is QoS 0 and its carry keeps the newest sample of a
+    # node, so it can miss the throttled one (and NVML may not give the violation counter), and
+    # the TUI read ok for up to the idle hour the GPU ``status`` held (a review). The agent
+    # sends them only while its own hold lasts, by the same rule (fleetdeck/protocol/thermal.py).
     agent_last = g.throttled_last_ts
-    if agent_last is not None and agent_last > watched:
-        agent_last = None
     if reasons & THROTTLE_BITS or (h is not None and h.thermal_grew):
         out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({_throttle_why(reasons)})"))
     elif (h is not None and h.throttled_ms is not None) or agent_last is not None:
         # A fixed text while held: a countdown would change the finding (and the node's
-        # digest, the store's row) every second for nothing an operator acts on.
-        if h is not None and h.throttled_ms is not None:
+        # digest, the store's row) every second for nothing an operator acts on. Of the two,
+        # the later throttle (the other one's reasons are of an older sample).
+        if h is not None and h.throttled_ms is not None and (
+                agent_last is None or h.throttled_ms >= agent_last):
             last, why = h.throttled_ms, _throttle_why(h.throttled_reasons)
         else:
             assert agent_last is not None
@@ -958,8 +955,8 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
         # Floored too: 88.6 °C read "89 °C above max operating" and 89.0 "89 °C above
         # slowdown", one temperature in two words (a 3 a.m. drive).
         out.append(Finding("G13", Severity.WARN, c, f"{int(temp)} °C {what}"))
-    elif temp is not None and ((h is not None and h.hot_ms is not None) or (
-            g.hot_last_ts is not None and g.hot_last_ts < watched)):
+    elif temp is not None and ((h is not None and h.hot_ms is not None)
+                               or g.hot_last_ts is not None):
         # Floored: 86.6 °C must not read "87 °C" beside "above max operating ... ago".
         out.append(Finding("G13", Severity.WARN, c,
                            f"{int(temp)} °C, was above max operating "

@@ -174,8 +174,8 @@ def _judged(t: Telemetry, watched_from: Telemetry | None = None) -> list[str]:
 
 
 def test_a_console_that_did_not_watch_the_throttle_holds_it_from_the_agent() -> None:
-    """A one-shot status's first sample, as a console that watched all along judges it; a
-    console that watched the throttle keeps its own judgement (an older agent: no fields)."""
+    """A one-shot status's first sample, as a console that watched all along judges it, and a
+    console that watched but missed the throttle (an older agent: no fields, its own judgement)."""
     node = FakeNode()
     t = node.telemetry()
     ew = ErrorWindows()
@@ -199,10 +199,10 @@ def test_a_console_that_did_not_watch_the_throttle_holds_it_from_the_agent() -> 
     # Within the minute: said so.
     recent = replace(sample, ts=t.ts - 60_000)
     assert _judged(recent)[0] == "G12 gpu3: clock throttled (sw thermal) within the last minute"
-    # A console that watched since before the throttle judges what it saw (here it missed the
-    # throttled samples): the agent's fields do not count for it.
+    # A console that watched since before the throttle and missed the throttled samples (QoS 0,
+    # its carry keeps a node's newest): the agent's holds count for it too.
     watched = replace(t, ts=t.ts - 100_000, gpus=_gpus(thermal_violation_ns=9_000))
-    assert _judged(sample, watched_from=watched) == []
+    assert _judged(sample, watched_from=watched) == findings
     # An older agent: no fields, today's judgement.
     assert _judged(replace(sample, gpus=idle)) == []
 
@@ -288,6 +288,30 @@ def _tui_and_status(steps: list[tuple[int, list[GpuSample]]], t: Telemetry,
         hist.update(s)
         out.append((dt, [f.rule for f in evaluate(None, s, hist)], _status(s)))
     return out
+
+
+def test_a_console_that_missed_the_throttled_sample_holds_it_from_the_agent() -> None:
+    """A console watching the node before the throttle that missed its one throttled sample
+    (QoS 0 telemetry, the carry keeps each node's newest; no violation counter from NVML) had
+    no hold of its own: the TUI read the idle GPU ok for the hour ``status`` held it (a review).
+    The agent's hold counts for it as for a new console, in the findings and the fast path."""
+    t = FakeNode().telemetry()
+    ew, hist = ErrorWindows(), NodeHistory()
+    busy = _gpus(thermal_violation_ns=None, temp_c=70.0)
+    hot = _gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=None, temp_c=88.0)
+    warm = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=None, temp_c=85.0)
+    steps = [(0, busy), (1000, hot)] + [(1000 + s * 1000, warm) for s in (1, 60, 600, 1800)]
+    seen = []
+    for k, (dt, gpus) in enumerate(steps):
+        s = replace(t, ts=t.ts + dt, seq=t.seq + k, gpus=ew.gpus(gpus, t.ts + dt), job=None)
+        if dt == 1000:
+            continue  # never reached this console
+        hist.update(s)
+        tui = [f.rule for f in evaluate(None, s, hist)]
+        assert tui == _status(s), dt
+        assert still_healthy(None, s, hist) is (not tui), dt
+        seen.append(tui)
+    assert seen == [[]] + [["G12", "G13"]] * 4
 
 
 def test_a_sample_with_no_gpu_rows_leaves_the_holds_and_baselines_as_they_were() -> None:
