@@ -82,6 +82,11 @@ def _process_started(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
+INIT_PIDNS = "pid:[4026531836]"
+"""The host's own pid namespace, outside any container (the kernel's PROC_PID_INIT_INO, the
+same on every host and every boot)."""
+
+
 def _pid_namespace() -> str:
     """This process's pid namespace (``pid:[4026531836]``), '' where /proc cannot say: a
     container with the host's network (``--net=host``) or a pod's containers share its
@@ -108,21 +113,31 @@ def this_process() -> dict[str, Any]:
 def writer_running(writer: object) -> bool | None:
     """Whether the process that wrote a record runs now: None where this process cannot tell
     (a record without ``writer``, from before it existed, or written on another host or in
-    another pid namespace: a container sharing the hostname, whose pids this one cannot see).
+    another pid namespace: a container sharing the hostname, whose pids this one cannot see;
+    a container's of another boot, which may be another host's of the same name).
     """
     if not isinstance(writer, Mapping) or not isinstance(writer.get("pid"), int):
         return None
     if writer.get("host") != socket.gethostname():
         return None
-    # The boot first: a host rebooted since ran nothing of then, whichever namespace the
-    # writer had (a container's is another after any restart, so asked first it hid this).
+    # Another boot id is a reboot of this host only for a writer outside any container (the
+    # host's own pid namespace, or a record from before writers named theirs, as before): a
+    # container with this hostname on another host (a pod's name, one audit log on NFS) has
+    # another boot id too, and its live drain was settled as an orphan, two outcomes (a
+    # review). The cost: a container's command killed by a reboot of this host stays
+    # `requested` for 7 days again (its namespace is another after the reboot, nothing here
+    # tells this host from the other); never settling a live command is the better side
+    # (docs/reliability.md).
     boot = _boot_id()
-    if writer.get("boot") and boot and writer["boot"] != boot:
+    if (writer.get("boot") and boot and writer["boot"] != boot
+            and writer.get("pidns", INIT_PIDNS) == INIT_PIDNS):
         return False  # the host rebooted since (a power loss): nothing of then runs
     # A record from before writers named their namespace says nothing of it: as before.
     ns = _pid_namespace()
     if "pidns" in writer and (not ns or writer["pidns"] != ns):
         return None
+    if writer.get("boot") and boot and writer["boot"] != boot:
+        return None  # this namespace's number, of another boot: another host's, or reused
     pid = writer["pid"]
     try:
         os.kill(pid, 0)

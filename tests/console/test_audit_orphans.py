@@ -198,20 +198,48 @@ def test_a_writer_in_another_pid_namespace_is_left_to_a_console_there(tmp_path):
     assert session.adopt_orphans() == 0
 
 
-def test_a_writer_in_a_container_since_restarted_or_rebooted_is_not_running(tmp_path):
-    """A container restarted (or its host rebooted) has another pid namespace: asked before
-    the boot, it left a command killed there `requested` for 7 days (a review)."""
+def test_a_writer_on_a_host_since_rebooted_is_not_running(monkeypatch):
+    """A writer in the host's own pid namespace (or a record naming none) on another boot: the
+    host rebooted, nothing of then runs, and its command is settled (a review)."""
     me = this_process()
     if not me["boot"]:
         return  # no /proc here: the boot cannot be told
-    gone = {**me, "pidns": "pid:[4026533001]", "boot": "00000000-dead-beef-0000-000000000000"}
-    assert writer_running(gone) is False
-    now = time.time()
-    rec = {"cluster": CLUSTER, "request_id": "r1", "outcome": "requested", "ts": now - 3600,
-           "what": "drain", "targets": "gpu0001", "writer": gone, "args": {"deadline_s": "10"}}
-    assert [r["request_id"] for r in orphans([rec], CLUSTER, now, UNOWNED_AFTER_S)] == ["r1"]
+    other_boot = "00000000-dead-beef-0000-000000000000"
+    for ours in (audit_mod.INIT_PIDNS, "pid:[4026532100]"):  # this console on the host, or not
+        monkeypatch.setattr(audit_mod, "_pid_namespace", lambda ours=ours: ours)
+        gone = {**me, "pidns": audit_mod.INIT_PIDNS, "boot": other_boot}
+        assert writer_running(gone) is False
+        named_none = {k: v for k, v in gone.items() if k != "pidns"}
+        assert writer_running(named_none) is False
+        now = time.time()
+        rec = {"cluster": CLUSTER, "request_id": "r1", "outcome": "requested",
+               "ts": now - 3600, "what": "drain", "targets": "gpu0001", "writer": gone,
+               "args": {"deadline_s": "10"}}
+        assert [r["request_id"] for r in orphans([rec], CLUSTER, now, UNOWNED_AFTER_S)] == [
+            "r1"]
+
+
+def test_a_container_of_the_same_hostname_on_another_host_is_left_alone(monkeypatch):
+    """Two containers of one hostname on two hosts (a pod's name), one audit log on NFS: each
+    has another boot id, and each settled the other's live drain as an orphan, two outcomes (a
+    review). A container's writer of another boot cannot be told from here: left alone, at the
+    cost of a command killed by a reboot of its own host staying `requested`."""
+    me = this_process()
+    if not me["boot"]:
+        return
+    theirs = "pid:[4026532100]"
+    elsewhere = {**me, "pidns": theirs, "boot": "00000000-dead-beef-0000-000000000000"}
+    for ours in (theirs, "pid:[4026532200]", audit_mod.INIT_PIDNS):
+        monkeypatch.setattr(audit_mod, "_pid_namespace", lambda ours=ours: ours)
+        assert writer_running(elsewhere) is None, ours
+        now = time.time()
+        rec = {"cluster": CLUSTER, "request_id": "r1", "outcome": "requested",
+               "ts": now - 3600, "what": "drain", "targets": "gpu0001", "writer": elsewhere,
+               "args": {"deadline_s": "10"}}
+        assert orphans([rec], CLUSTER, now, UNOWNED_AFTER_S) == [], ours
     # The same boot, another namespace: its pids are not this one's to look up.
-    assert writer_running({**me, "pidns": "pid:[4026533001]"}) is None
+    monkeypatch.setattr(audit_mod, "_pid_namespace", lambda: "pid:[4026532200]")
+    assert writer_running({**me, "pidns": theirs}) is None
 
 
 _flock = fcntl.flock
