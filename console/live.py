@@ -104,6 +104,10 @@ class LiveFeed:
     def first_error(self) -> str | None:
         return self.link.first_error
 
+    @property
+    def failed_connects(self) -> int:
+        return self.link.failures
+
     def broker_heard_s(self) -> float | None:
         """Seconds since the broker last sent anything, its keepalive answers included."""
         return self.link.broker_heard_s()

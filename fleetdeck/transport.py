@@ -181,6 +181,9 @@ class MqttLink:
         ``$SYS``) is an empty answer, not a warning on every ``status``."""
         self.conn = Connection(since=clock())
         self.first_error: str | None = None
+        self.failures = 0
+        """Connection attempts that failed (a one-shot caller may give a transient one a
+        second try: ``console/cli/status.py``)."""
         """The first failure's sentence (one-shot commands report it and give up)."""
         self.client: Any = None
         """The current gmqtt client while connected and subscribed, else None."""
@@ -257,6 +260,7 @@ class MqttLink:
                     attempt = 0  # it was up: the back-off starts over
                 why = describe_mqtt_error(self.url, err)
                 self.first_error = self.first_error or why
+                self.failures += 1
                 self._set("disconnected", why)
                 if not retry:
                     raise

@@ -16,9 +16,12 @@ class Relay:
     sends)."""
 
     def __init__(self, upstream: tuple[str, int], *, answer_delay_s: float = 0.0,
-                 reset_before_connack: bool = False) -> None:
+                 reset_before_connack: bool = False, reset_first: int = 0) -> None:
         self.upstream = upstream
         self.answer_delay_s, self.reset_before_connack = answer_delay_s, reset_before_connack
+        self.reset_first = reset_first
+        """Connections reset before their CONNACK before the relay forwards any (a broker
+        that drops a connect now and then, as the embedded amqtt does when connects overlap)."""
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
         self.server.listen()
@@ -59,7 +62,8 @@ class Relay:
             except OSError:
                 continue
             self.clients.append(client)
-            if self.reset_before_connack:
+            if self.reset_before_connack or self.reset_first > 0:
+                self.reset_first -= 1
                 client.recv(65536)  # the CONNECT, never forwarded
                 self.reset()
                 continue
