@@ -183,7 +183,9 @@ class _Client(aiomqtt.Client):
             # which the caller says in one sentence: logged here too, the journal said it
             # twice, once without what to fix. After it, a reset or an SSL alert mid-session
             # is the one line that says why the connection was lost: it is logged.
-            self._socket_error = buf.partition("on socket:")[2].strip()
+            reason = buf.partition("on socket:")[2].strip()
+            self._socket_error = reason if "alert" in reason else (
+                _unread_alert(client.socket()) or reason)
             return
         # paho passes its LogLevel (an IntEnum) where its callback type says int.
         self._logger.log(paho.LOGGING_LEVEL.get(cast(LogLevel, level), logging.DEBUG), "%s", buf)
@@ -220,6 +222,27 @@ class _Client(aiomqtt.Client):
 
         # paho may ask from the executor thread that runs its connect().
         self._loop.call_soon_threadsafe(register)
+
+
+def _unread_alert(sock: Any) -> str | None:
+    """The TLS alert a broker sent before it hung up, when it still waits unread.
+
+    paho says "failed to receive on socket" for a failed write too. A broker that refuses our
+    client certificate sends its alert and resets the connection; an agent whose loop, on a
+    loaded host, writes its CONNECT after both came but before it read them fails that write
+    with "EOF occurred in violation of protocol", and the operator read "if port … is plain
+    MQTT use mqtt://" in place of "it has expired". TCP hands over the alert ahead of the
+    reset, so it can still be read here, while paho's socket is open."""
+    if not isinstance(sock, ssl.SSLSocket):
+        return None
+    try:
+        sock.recv(1)
+    except ssl.SSLError as err:
+        # Nothing more to read, or a clean end: none of these says why.
+        return str(err) if "alert" in str(err).lower() else None
+    except OSError:
+        return None
+    return None
 
 
 def make_client(

@@ -7,13 +7,19 @@ Both clients are checked: gmqtt (``fleetdeck status``, the console) and aiomqtt 
 ``make_client``), whose connect used to wait out its whole timeout and then say "did not
 answer in time" for a broker that had refused the client certificate at once."""
 
+import contextlib
 import os
+import select
+import socket
+import struct
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import aiomqtt
+import paho.mqtt.client as paho
 import pytest
 
 from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port
@@ -141,6 +147,67 @@ async def test_the_agents_client_says_why_the_broker_refused_its_certificate_at_
     assert time.monotonic() - started < 5, "waited out the connect timeout"
     text = describe_mqtt_error(url, err.value)
     assert words in text and "did not answer in time" not in text, text
+
+
+class _SlowBroker:
+    """A relay to ``port`` whose broker's bytes reach the client 0.2 s late (a loaded broker
+    host), and that resets the client once the broker hangs up, as Mosquitto's own close does
+    when it refuses a client certificate (the client's last handshake bytes are unread)."""
+
+    def __init__(self, port: int) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._serve, args=(port,), daemon=True).start()
+
+    def _serve(self, port: int) -> None:
+        client = self.server.accept()[0]
+        self.server.close()
+        broker = socket.create_connection(("127.0.0.1", port))
+        threading.Thread(target=self._forward, args=(client, broker), daemon=True).start()
+        with contextlib.suppress(OSError):
+            while data := broker.recv(65536):
+                time.sleep(0.2)
+                client.sendall(data)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.shutdown(socket.SHUT_RD)  # else _forward's recv holds it open past close()
+        client.close()
+        broker.close()
+
+    @staticmethod
+    def _forward(client: socket.socket, broker: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                broker.sendall(data)
+
+
+async def test_the_agents_client_says_why_when_it_writes_after_the_broker_refused_it(
+        odd_certs, monkeypatch):
+    """On a loaded host the agent's loop may write its CONNECT only after the broker's alert
+    and reset arrived: the write fails with an EOF, and the operator was told "if port … is
+    plain MQTT use mqtt://" for an expired client certificate."""
+    send = paho.Client._sock_send
+
+    def late_send(client: paho.Client, buf: bytes | bytearray) -> int:
+        # The loop's poll said "writable" before the broker's verdict; the write runs after it
+        # and the reset came, as when a loaded host's scheduler runs the loop late.
+        sock = client.socket()
+        assert sock is not None
+        select.select([sock], [], [], 5)  # the broker's verdict has come,
+        time.sleep(0.2)  # and its reset
+        return send(client, buf)
+
+    monkeypatch.setattr(paho.Client, "_sock_send", late_send)
+    pki = odd_certs["pki"]
+    assert isinstance(pki, Path)
+    relay = _SlowBroker(int(odd_certs["mtls"]))
+    url = with_tls(parse_broker_url(f"mqtts://127.0.0.1:{relay.port}"), str(pki / "ca.crt"),
+                   str(pki / "client-expired.crt"), str(pki / "client-expired.key"))
+    with pytest.raises(aiomqtt.MqttError) as err:
+        async with make_client(url, "gpu0001-late", timeout=10):
+            pass
+    text = describe_mqtt_error(url, err.value)
+    assert "the broker refused the client certificate (--cert " in text, text
+    assert "it has expired, renew it" in text, text
 
 
 async def test_the_agents_client_on_a_tls_port_with_mqtt_fails_at_once_and_says_mqtts(secured):
