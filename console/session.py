@@ -851,12 +851,14 @@ class ConsoleSession:
 
     async def watch(self, stop: asyncio.Event, tick_s: float = 0.5,
                     on_tick: Callable[[TickReport], bool | None] | None = None,
-                    duration_s: float | None = None) -> TickReport:
+                    duration_s: float | Callable[[], float] | None = None) -> TickReport:
         """The headless driver: run, tick every ``tick_s`` until ``stop``, ``duration_s`` or
-        ``on_tick`` returning True; a last tick takes what arrived before the end."""
+        ``on_tick`` returning True; a last tick takes what arrived before the end.
+        ``duration_s`` may be a callable, read after each tick: a watch whose length depends
+        on how the connect went (``status``'s retry of a dropped connect)."""
         self.tick_s = tick_s
         runner = asyncio.create_task(self.run(stop), name="session-run")
-        deadline = None if duration_s is None else time.monotonic() + duration_s
+        started = time.monotonic()
         try:
             while not stop.is_set():
                 if runner.done():
@@ -867,8 +869,9 @@ class ConsoleSession:
                     break
                 # A backlog left by the apply budget: yield to the loop, then apply more.
                 wait = 0.0 if report.backlog else tick_s
-                if deadline is not None:
-                    left = deadline - time.monotonic()
+                if duration_s is not None:
+                    length = duration_s() if callable(duration_s) else duration_s
+                    left = started + length - time.monotonic()
                     if left <= 0:
                         break
                     wait = min(wait, left)

@@ -181,10 +181,10 @@ class MqttLink:
         ``$SYS``) is an empty answer, not a warning on every ``status``."""
         self.conn = Connection(since=clock())
         self.first_error: str | None = None
+        """The first failure's sentence (one-shot commands report it and give up)."""
         self.failures = 0
         """Connection attempts that failed (a one-shot caller may give a transient one a
         second try: ``console/cli/status.py``)."""
-        """The first failure's sentence (one-shot commands report it and give up)."""
         self.client: Any = None
         """The current gmqtt client while connected and subscribed, else None."""
         self._inflight: _Inflight | None = None

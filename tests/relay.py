@@ -29,6 +29,8 @@ class Relay:
         self.port: int = self.server.getsockname()[1]
         self.stop = threading.Event()
         self.clients: list[socket.socket] = []
+        self.accepted: list[float] = []
+        """When each client connection came (``time.monotonic()``)."""
         self.resetting: set[socket.socket] = set()
         self.socks: list[socket.socket] = []
         self.thread = threading.Thread(target=self._accept, daemon=True)
@@ -62,6 +64,7 @@ class Relay:
             except OSError:
                 continue
             self.clients.append(client)
+            self.accepted.append(time.monotonic())
             if self.reset_before_connack or self.reset_first > 0:
                 self.reset_first -= 1
                 client.recv(65536)  # the CONNECT, never forwarded
