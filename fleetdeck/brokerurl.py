@@ -355,11 +355,13 @@ def _closed_sentence(where: str, text: str, low: str) -> str:
 
 
 def _scheme_hint(url: BrokerURL) -> str:
-    """What a broker that drops the connection before its CONNACK most often means."""
+    """What a broker that drops the connection before its CONNACK most often means: a clause,
+    which the caller ends, inside parentheses or after a semicolon. A question here ended
+    "not expired?." after a TLS EOF."""
     if url.tls and url.cert_file:
         return (f"if port {url.port} is plain MQTT use mqtt://, or the broker's TLS port; else "
-                f"the broker refused --cert {url.cert_file}: is it signed by the CA the broker "
-                "trusts, and not expired?")
+                f"the broker refused --cert {url.cert_file}: check that it is signed by the CA "
+                "the broker trusts and has not expired")
     if url.tls:
         return (f"if port {url.port} is plain MQTT use mqtt://, or the broker's TLS port; if "
                 "the broker requires client certificates, give --cert and --key")

@@ -117,3 +117,29 @@ def test_a_chosen_broker_is_not_called_the_default(monkeypatch, how):
     url = broker_from_env("mqtt://127.0.0.1:1883" if how == "flag" else None)
     text = describe_mqtt_error(url, ConnectionRefusedError(111, "Connect call failed"))
     assert "default" not in text
+
+
+def test_a_refused_client_certificate_reads_as_one_sentence(tmp_path):
+    """A TLS EOF with --cert ended "is it signed by the CA the broker trusts, and not
+    expired?." (the hint's question, then the sentence's full stop)."""
+    import errno
+    import ssl
+
+    from fleetdeck.brokerurl import with_tls
+    from fleetdeck.transport import TransportError
+
+    for name in ("ca.crt", "c.crt", "c.key"):
+        (tmp_path / name).write_text("")
+    url = with_tls(parse_broker_url("mqtts://127.0.0.1:8883"), str(tmp_path / "ca.crt"),
+                   str(tmp_path / "c.crt"), str(tmp_path / "c.key"))
+    hint = ("if port 8883 is plain MQTT use mqtt://, or the broker's TLS port; else the broker "
+            f"refused --cert {tmp_path / 'c.crt'}: check that it is signed by the CA the broker "
+            "trusts and has not expired")
+    eof = ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2426)")
+    assert describe_mqtt_error(url, eof) == (
+        "TLS with the MQTT broker at mqtts://127.0.0.1:8883 failed (EOF occurred in violation "
+        f"of protocol (_ssl.c:2426)); {hint}.")
+    for err in (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"),
+                TransportError("the broker closed the connection before accepting it")):
+        text = describe_mqtt_error(url, err)
+        assert text.endswith(f" ({hint})."), text
