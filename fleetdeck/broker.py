@@ -96,7 +96,9 @@ def mosquitto_conf(
         # Larger than any valid fleetdeck payload (64 KiB limit in the codec) so that oversize
         # messages reach the console and are counted there, rather than silently disconnecting.
         "max_packet_size 1048576",
-        "max_queued_messages 10000",
+        # The connect burst of a 16,384-node fleet (2 retained per node) for a 3.1.1 client
+        # (docs/reliability.md, "The retained burst").
+        "max_queued_messages 50000",
         "max_keepalive 120",
         "log_dest stderr",
         "log_type error",
