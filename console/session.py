@@ -1187,6 +1187,14 @@ class ConsoleSession:
                                                   if st.birth is not None)),
                   severity="warn", kind="burst_cut", keep=True)
 
+    def burst_cut_now(self) -> bool:
+        """The current connection's retained burst may be cut (``_note_burst_cut``): nodes may
+        exist that no view counts, and the fleet on screen reads smaller and healthier than it
+        is. The timeline says it once a connection, where it scrolls away; this lasts until a
+        connection whose burst came whole (docs/reliability.md, "The retained burst")."""
+        feed = self.feed
+        return feed is not None and feed.link.burst_may_be_cut
+
     def shedding(self, now: float) -> bool:
         """The feed dropped telemetry within the last ``SHED_WINDOW_S``: the console cannot keep
         up with the stream, whatever the lag of what it did apply says (its buffer is bounded,
