@@ -21,7 +21,7 @@ from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import ROOT, Kind, subscriptions, topic_for
-from fleetdeck.transport import RECEIVE_MAXIMUM, Connection, MqttLink, TransportError, Will
+from fleetdeck.transport import Connection, MqttLink, TransportError, Will
 
 __all__ = ["MAX_PENDING", "MAX_QUEUED_INCOMING", "Connection", "LiveFeed", "TransportError",
            "clusters_seen"]
@@ -71,8 +71,7 @@ class LiveFeed:
         (console recording)."""
         self.link = MqttLink(url, client_id,
                              subscriptions(ingest.cluster) if filters is None else filters,
-                             self._received, keepalive=keepalive, clock=clock, will=will,
-                             receive_maximum=RECEIVE_MAXIMUM)
+                             self._received, keepalive=keepalive, clock=clock, will=will)
         self.max_pending = max_pending
         self.probe_topic: str | None = None
         """Where this console's test publish comes back (console/publish_probe.py): handed to

@@ -153,13 +153,6 @@ runs on the slice that empties it, or at least this often: each is O(fleet), a s
 KEYFRAME_ASKS_PER_TICK = 512
 """v2 keyframe requests per tick at most: a console started late asks every node once; the
 rest wait a tick (or their periodic keyframe)."""
-BURST_CUT_TEXT = (
-    "the broker may have dropped part of the fleet's retained births and statuses on connect "
-    "(more than the console's MQTT Receive Maximum arrived; past it Mosquitto queues "
-    "max_queued_messages more and drops the rest): {shown} nodes known, more may exist "
-    "unseen; raise max_queued_messages on the broker (docs/reliability.md, \"The retained "
-    "burst\")")
-"""What an operator reads when the connect burst may be cut (``_note_burst_cut``)."""
 STATUS_ASK_AFTER_S = 1.0
 """A node born this long with no status heard is asked for its retained status again, once the
 connect burst is applied (``ConsoleSession._ask_statuses``): an agent publishes both together,
@@ -465,10 +458,6 @@ class ConsoleSession:
         came for ``STATUS_ASK_QUIET_S``."""
         self._status_quiet_from: float | None = None
         """When this connection's burst was first over: the asks' window starts then."""
-        self.burst_cut = False
-        """The broker may have dropped part of a connect's retained burst (``_note_burst_cut``):
-        nodes may exist that no count shows."""
-        self._burst_cut_said = -1
         self._dropped_seen = 0
         self._lost_seen = 0
         self._got_seen = 0
@@ -993,7 +982,6 @@ class ConsoleSession:
         self._plan_keyframes(now)
         self._run_probe(now)
         self._note_shedding(now)
-        self._note_burst_cut()
         self.counters.ticks += 1
         if self._outgoing or self._store_q.rows or self._messages:
             self._wake.set()
@@ -1171,29 +1159,6 @@ class ConsoleSession:
             return  # the gaps of a broker outage are the outage's, not this console's pace
         if lost >= LOST_SHOWN[0] and lost >= LOST_SHOWN[1] * max(got, 1):
             self.shed_at = now
-
-    def _note_burst_cut(self) -> None:
-        """Said once a connection: the broker may have dropped part of its retained burst, so
-        nodes whose births it dropped are missing from every count (``burst_cut``)."""
-        feed = self.feed
-        if feed is None or not feed.link.burst_may_be_cut:
-            return
-        connects = feed.conn.connects
-        if self._burst_cut_said == connects:
-            return
-        self._burst_cut_said = connects
-        self.burst_cut = True
-        self.note(BURST_CUT_TEXT.format(shown=sum(1 for st in self.state.nodes.values()
-                                                  if st.birth is not None)),
-                  severity="warn", kind="burst_cut", keep=True)
-
-    def burst_cut_now(self) -> bool:
-        """The current connection's retained burst may be cut (``_note_burst_cut``): nodes may
-        exist that no view counts, and the fleet on screen reads smaller and healthier than it
-        is. The timeline says it once a connection, where it scrolls away; this lasts until a
-        connection whose burst came whole (docs/reliability.md, "The retained burst")."""
-        feed = self.feed
-        return feed is not None and feed.link.burst_may_be_cut
 
     def shedding(self, now: float) -> bool:
         """The feed dropped telemetry within the last ``SHED_WINDOW_S``: the console cannot keep

@@ -1,11 +1,9 @@
 """The embedded amqtt broker: the zero-install fallback for the demo, loopback only.
 
 amqtt 0.12 has known defects (see docs/architecture.md, "Brokers"): it leaks retained messages to
-clients that did not subscribe, a burst of concurrent connects can hang clients, it never
-enforces keepalive, and it leaves an MQTT v5 CONNECT unanswered. fleetdeck copes with the first
-three (topic filtering in ingest, serialised agent connects, staleness by telemetry age) and
-mends the last here (``refuse_other_protocol_levels``), but this broker is for demos, never
-production.
+clients that did not subscribe, a burst of concurrent connects can hang clients, and it never
+enforces keepalive. fleetdeck copes with all three (topic filtering in ingest, serialised agent
+connects, staleness by telemetry age), but this broker is for demos, never production.
 """
 
 import asyncio
@@ -42,52 +40,6 @@ def amqtt_config(bind: str, port: int) -> dict[str, Any]:
     }
 
 
-_LEVEL_3_1_1 = 4
-"""The protocol level of MQTT 3.1.1, the only one amqtt speaks."""
-
-
-def refuse_other_protocol_levels() -> None:
-    """Make amqtt answer a CONNECT of another protocol level with CONNACK 0x01 (unacceptable
-    protocol version) and close, as MQTT 3.1.1 requires ([MQTT-3.1.2-2]). amqtt means to (its
-    ``init_from_connect``), but first parses the payload as 3.1.1's: a v5 CONNECT's properties
-    come first, their length and first id read as the client id's length (0x0321 for a Receive
-    Maximum), and it waits for bytes that never come. The console's live link connects with v5
-    (``fleetdeck.transport.RECEIVE_MAXIMUM``) and falls back to 3.1.1 on that refusal at once;
-    unanswered, ``status --wait 1`` on the demo gave up "no answer (CONNACK) within 1 s".
-    Idempotent: every broker of this process gets it (docs/reliability.md, "The retained
-    burst")."""
-    from amqtt.codecs_amqtt import read_or_raise
-    from amqtt.mqtt.connect import ConnectPayload, ConnectVariableHeader
-
-    parse = ConnectPayload.from_stream
-    if getattr(parse, "fleetdeck_mended", False):
-        return
-
-    async def payload_or_refusal(reader: Any, fixed: Any, variable: Any) -> ConnectPayload:
-        if fixed is None or variable is None or variable.proto_level == _LEVEL_3_1_1:
-            return await parse(reader, fixed, variable)
-        # Read, not parsed: a socket closed with bytes unread sends a reset, which may beat
-        # the CONNACK to the client.
-        rest = fixed.remaining_length - len(variable.to_bytes())
-        if rest > 0:
-            await read_or_raise(reader, rest)
-        # No will, user or reserved flag: nothing for amqtt to refuse before the level.
-        variable.flags = ConnectVariableHeader.CLEAN_SESSION_FLAG
-        return ConnectPayload(client_id="unsupported-protocol-level")
-
-    payload_or_refusal.fleetdeck_mended = True  # type: ignore[attr-defined]
-    ConnectPayload.from_stream = staticmethod(payload_or_refusal)
-
-
-def new_broker(config: dict[str, Any]) -> Any:
-    """An amqtt broker (not started) with fleetdeck's mends (``refuse_other_protocol_levels``):
-    the demo's, and the tests' in-process ones."""
-    from amqtt.broker import Broker
-
-    refuse_other_protocol_levels()
-    return Broker(config)
-
-
 def _bind_failure(err: BaseException) -> OSError | None:
     """The OSError under amqtt's BrokerError ('Broker instance can't be started: …'), if any."""
     seen: BaseException | None = err
@@ -101,9 +53,10 @@ def _bind_failure(err: BaseException) -> OSError | None:
 async def serve(bind: str, port: int, ready: asyncio.Event | None = None,
                 announce: bool = False) -> int:
     """Serve until SIGINT or SIGTERM; the signal's number."""
+    from amqtt.broker import Broker
     from amqtt.errors import BrokerError
 
-    broker = new_broker(amqtt_config(bind, port))
+    broker = Broker(amqtt_config(bind, port))
     try:
         await broker.start()
     except (BrokerError, OSError) as err:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gmqtt
-from gmqtt.mqtt.constants import MQTTv50, MQTTv311
+from gmqtt.mqtt.constants import MQTTv311
 from gmqtt.mqtt.handler import MQTTConnectError
 from gmqtt.storage import PersistentStorage
 
@@ -79,19 +79,6 @@ no herd to spread, and at 10 s its header said "disconnected" 8 s after the brok
 (an SRE drill). Agents and collectors keep ``MAX_BACKOFF_S``."""
 SUBSCRIBE_CHUNK = 256
 """Filters per SUBSCRIBE packet (a sharded collector has one per node it owns)."""
-RECEIVE_MAXIMUM = 65535
-"""The MQTT v5 Receive Maximum a link that learns the fleet from the retained burst asks for
-(the protocol's largest). Mosquitto sends a new subscription's retained messages all at once,
-puts ``max_inflight_messages`` (20) of the QoS 1 ones in flight, queues ``max_queued_messages``
-more and drops the rest for good; for a v5 client the client's Receive Maximum takes the place
-of ``max_inflight_messages`` (docs/reliability.md, "The retained burst")."""
-_UNSUPPORTED_PROTOCOL = (0x01, 0x84)
-"""CONNACK codes of a broker that does not speak MQTT v5 (3.1.1's and v5's). A broker that
-leaves a v5 CONNECT unanswered instead breaks MQTT 3.1.1 ([MQTT-3.1.2-2]) and gets no 3.1.1
-try: a timer would cost every connect to it seconds (``status --wait 1`` on the demo gave up
-before a 1.25 s one) and put a slow Mosquitto's console on 3.1.1, its burst cut unsaid
-(docs/reliability.md, "The retained burst"). amqtt 0.12 is one; the demo's embedded one is
-mended (``fleetdeck.embedded_broker.refuse_other_protocol_levels``)."""
 
 
 class TransportError(ConnectionError):
@@ -152,23 +139,11 @@ class _Inflight(PersistentStorage):  # type: ignore[misc]  # gmqtt ships no type
                 fut.set_exception(err)
 
 
-class _NoV5(Exception):
-    """The broker refused MQTT v5 (amqtt): the link connects again with 3.1.1 at once."""
-
-
 class _Client(gmqtt.Client):  # type: ignore[misc]  # gmqtt ships no type information
-    v5_refused: Callable[[], None] | None = None
-    """Called when a broker refused this v5 CONNECT as an unknown protocol (amqtt's code 1):
-    gmqtt then switches to 3.1.1 and asks for a reconnect, which happens nowhere here, and
-    its connect() would wait for a CONNACK until the timeout."""
-
     async def reconnect(self, delay: bool = False) -> None:
         # gmqtt calls this after any loss or refusal; MqttLink owns reconnecting (a fresh
         # client per attempt, jittered back-off), so the library's own retry does nothing.
-        refused = self.v5_refused
-        if refused is not None and self._connection_state.protocol_version == MQTTv311:
-            self.v5_refused = None
-            refused()
+        return None
 
 
 class MqttLink:
@@ -189,7 +164,6 @@ class MqttLink:
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         will: Will | None = None,
         probe: bool = False,
-        receive_maximum: int | None = None,
     ) -> None:
         self.url = url
         self.will = will
@@ -205,12 +179,6 @@ class MqttLink:
         self.probe = probe
         """A look at what the broker holds (``console.live``): a refused subscription (an ACL on
         ``$SYS``) is an empty answer, not a warning on every ``status``."""
-        self.receive_maximum = receive_maximum
-        """When set, connect with MQTT v5 and this Receive Maximum (``RECEIVE_MAXIMUM``), and with
-        3.1.1 once the broker refused v5; None: 3.1.1."""
-        self.v5 = receive_maximum is not None and clean_session
-        """Whether the next connect speaks MQTT v5 (a persistent session stays on 3.1.1: v5
-        would end it at disconnect unless given a Session Expiry Interval)."""
         self.conn = Connection(since=clock())
         self.first_error: str | None = None
         """The first failure's sentence (one-shot commands report it and give up)."""
@@ -219,26 +187,12 @@ class MqttLink:
         second try: ``console/cli/status.py``)."""
         self.client: Any = None
         """The current gmqtt client while connected and subscribed, else None."""
-        self.retained_in = 0
-        """Retained QoS 1 messages the current connection received."""
-        self.connected_v5 = False
-        """Whether the current (or last) connection speaks MQTT v5."""
         self._inflight: _Inflight | None = None
         self._filter_set = set(self.filters)
 
     @property
     def connected(self) -> bool:
         return self.client is not None
-
-    @property
-    def burst_may_be_cut(self) -> bool:
-        """Whether the broker may have dropped part of this connection's retained burst: a
-        v5 connection received as many retained QoS 1 messages as its Receive Maximum lets be
-        in flight, so the broker may have queued more behind them past its
-        ``max_queued_messages`` and dropped the rest (``RECEIVE_MAXIMUM``). Fewer, and it
-        kept every one. False on 3.1.1, where the client cannot tell."""
-        rm = self.receive_maximum
-        return self.connected_v5 and rm is not None and self.retained_in >= rm
 
     def broker_heard_s(self) -> float | None:
         """Seconds since the broker last sent anything on this link, its keepalive answers
@@ -301,9 +255,6 @@ class MqttLink:
             connects = self.conn.connects
             try:
                 await self._session(ctx, stop)
-            except _NoV5:
-                self.v5 = False  # at once, and no failure: the broker speaks 3.1.1 only
-                continue
             except TransportError as err:
                 if self.conn.connects != connects:
                     attempt = 0  # it was up: the back-off starts over
@@ -332,23 +283,11 @@ class MqttLink:
         if self.will is not None:
             topic, payload, qos, retain = self.will
             will = gmqtt.Message(topic, payload, qos=qos, retain=retain)
-        v5 = self.v5
         client = _Client(self.client_id, clean_session=self.clean_session,
-                         persistent_storage=inflight, will_message=will,
-                         **({"receive_maximum": self.receive_maximum} if v5 else {}))
+                         persistent_storage=inflight, will_message=will)
         if self.url.username is not None:
             client.set_auth_credentials(self.url.username, self.url.password)
-        refused_v5: list[bool] = []
-
-        def v5_refused() -> None:
-            refused_v5.append(True)
-            lost.set()
-
-        if v5:
-            client.v5_refused = v5_refused
         sink = self.sink
-        self.retained_in = 0
-        self.connected_v5 = v5
         accepted = False
         filters_sent: list[str] = []
         """What this connection's CONNECT subscribed to (``subscribe`` calls before its SUBACK
@@ -358,10 +297,7 @@ class MqttLink:
                        properties: dict[str, Any]) -> None:
             if not isinstance(topic, str):  # not UTF-8: ingest rejects and counts it
                 topic = bytes(topic).decode("utf-8", "replace")
-            retain = bool(properties["retain"])
-            if retain and qos:
-                self.retained_in += 1
-            sink(topic, payload, qos, retain)
+            sink(topic, payload, qos, bool(properties["retain"]))
 
         def on_connect(c: Any, _flags: int, _rc: int, _props: dict[str, Any]) -> None:
             # Every connection, first or not: gmqtt never subscribes again by itself. In order
@@ -387,16 +323,12 @@ class MqttLink:
         try:
             try:
                 async with asyncio.timeout(self.connect_timeout_s):
-                    await _unless_lost(client.connect(
-                        self.url.host, self.url.port, ssl=ctx or False,
-                        keepalive=self.keepalive, version=MQTTv50 if v5 else MQTTv311), lost)
+                    await _unless_lost(client.connect(self.url.host, self.url.port,
+                                                      ssl=ctx or False, keepalive=self.keepalive,
+                                                      version=MQTTv311), lost)
                     accepted = True
                     self.conn.connacks += 1
                     granted = await _unless_lost(subscribed, lost)
-            except TransportError:
-                if refused_v5:
-                    raise _NoV5 from None
-                raise
             except TimeoutError:
                 # Which step went unanswered: "no CONNACK" sent operators to check a broker
                 # that had accepted the connection and only left the SUBSCRIBE unanswered
@@ -407,8 +339,6 @@ class MqttLink:
                         f"{self.connect_timeout_s:g} s") from None
                 raise TransportError("timed out waiting for CONNACK") from None
             except MQTTConnectError as err:
-                if v5 and getattr(err, "_code", None) in _UNSUPPORTED_PROTOCOL:
-                    raise _NoV5 from None
                 raise TransportError(str(err)) from None
             except ConnectionRefusedError:
                 raise TransportError("connection refused") from None

@@ -821,9 +821,6 @@ class FleetdeckApp(App[int]):
             lagging = f"  [$error]BEHIND {behind:.1f}s{', ' + what if what else ''}[/]"
         elif behind > BEHIND_WARN_S:
             lagging = f"  [$error]BEHIND {behind:.1f}s[/]"
-        # The fleet on screen may be short of nodes whose births the broker dropped: an alarm
-        # for as long as it lasts, not only a timeline line that scrolls away.
-        cut = "  [$error]NODES MAY BE MISSING (see events)[/]" if session.burst_cut_now() else ""
         digests = ""
         if session.digests:
             live = sum(1 for c in self.state.collectors.values() if c.online)
@@ -832,7 +829,7 @@ class FleetdeckApp(App[int]):
         # What needs attention before the routine figures: at 80 columns the end is cut off,
         # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
         return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}{gap}{self.link_text(now)}"
-                f"{digests}{lagging}{cut}{audit}{store}{dead}{rec}{cmds}{alarm}{updated}{routine}  "
+                f"{digests}{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}{updated}{routine}  "
                 f"op {esc(self.operator)}")
 
     def updated_text(self, now: float) -> str:

@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from amqtt.broker import Broker
 from amqtt.contexts import Action
 from amqtt.plugins.base import BaseTopicPlugin
 
 from fleetdeck.broker import free_port
 from fleetdeck.brokerurl import BrokerURL
-from fleetdeck.embedded_broker import amqtt_config, new_broker
+from fleetdeck.embedded_broker import amqtt_config
 from fleetdeck.errors import UserError
 from fleetdeck.transport import MqttLink, TransportError
 
@@ -36,7 +37,7 @@ async def silent_suback() -> AsyncIterator[BrokerURL]:
     port = free_port()
     config = amqtt_config("127.0.0.1", port)
     config["plugins"][f"{__name__}.UnansweredSubscribe"] = {}
-    broker = new_broker(config)  # the demo's broker, its mends included
+    broker = Broker(config)
     await broker.start()
     try:
         yield BrokerURL("127.0.0.1", port)
