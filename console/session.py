@@ -82,7 +82,7 @@ from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
-from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState
+from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState, NodeState
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import (
     CONSOLE_SOURCE,
@@ -169,6 +169,17 @@ too); after the last, no more this connection (a node may have no status retaine
 10 and 30 s, given up at 70 s. A node's own
 status filter stays subscribed until it is answered, asked again or given up."""
 STATUS_ASKS_PER_TICK = 1024
+BURST_CUT_MIN_NODES = 8
+"""Nodes born with no status heard, once a connect's burst is over, from which the broker most
+likely cut the burst (``ConsoleSession._note_burst_cut``): an agent retains its status beside
+its birth (its Last Will when it dies), and 2 s after the last of the burst every status sent
+with a birth has come; a few spare for a status cleared by hand (docs/reliability.md, "The
+retained burst")."""
+BURST_CUT_TEXT = (
+    "the broker dropped part of its retained messages at connect ({missing} of {born} nodes "
+    "came without their status): nodes whose birth it dropped are not listed; raise "
+    "max_queued_messages (docs/reliability.md)")
+"""What an operator reads when the connect burst was most likely cut (``_note_burst_cut``)."""
 
 
 PIECE_MIN_ITEMS = 64
@@ -458,6 +469,9 @@ class ConsoleSession:
         came for ``STATUS_ASK_QUIET_S``."""
         self._status_quiet_from: float | None = None
         """When this connection's burst was first over: the asks' window starts then."""
+        self.burst_cut: tuple[int, int] | None = None
+        """(nodes born with no status, nodes born) when a connect's burst was most likely cut
+        (``_note_burst_cut``): nodes may exist that no count shows."""
         self._dropped_seen = 0
         self._lost_seen = 0
         self._got_seen = 0
@@ -1739,6 +1753,7 @@ class ConsoleSession:
         if conn.since != self._status_connect:
             self._status_connect = conn.since  # a new connection: its own burst
             self._status_quiet_from = None
+            self.burst_cut = None  # judged again on this connection's burst
             for n in [n for n, (_at, made) in asked.items() if made > tries]:
                 del asked[n]
         quiet_for = now - max(self._status_burst_at, conn.since)
@@ -1746,11 +1761,11 @@ class ConsoleSession:
             if quiet_for < STATUS_ASK_QUIET_S:
                 return
             self._status_quiet_from = now
+            self._note_burst_cut()
         if quiet_for < STATUS_ASK_QUIET_S or now - self._status_quiet_from > STATUS_ASK_WINDOW_S:
             return
-        ask = list(islice((n for n, st in nodes.items()
-                           if st.birth is not None and st.status_bd_seq < 0
-                           and st.first_seen is not None
+        ask = list(islice((n for n, st in self._born_without_status()
+                           if st.first_seen is not None
                            and now - st.first_seen >= STATUS_ASK_AFTER_S
                            and n not in asked), STATUS_ASKS_PER_TICK))
         if ask:
@@ -1772,6 +1787,27 @@ class ConsoleSession:
                 cmd_id=f"keyframe-{node}-{stamp}", op=CommandOp.KEYFRAME, target=node,
                 args=CommandArgs(reason=wanted.pop(node)), issued_by=self.operator,
                 issued_at=stamp, expires_at=stamp + 30_000)))
+
+    def _born_without_status(self) -> Iterator[tuple[str, NodeState]]:
+        """The nodes born with no status heard: the broker dropped it (an agent publishes both
+        together, and its Last Will is a status), so each is asked for it (``_ask_statuses``)
+        and, many at once as a burst ends, the burst was cut (``_note_burst_cut``)."""
+        return ((n, st) for n, st in self.state.nodes.items()
+                if st.birth is not None and st.status_bd_seq < 0)
+
+    def _note_burst_cut(self) -> None:
+        """Once a connection, as its burst is over: many nodes born with no status means the
+        broker cut the burst (Mosquitto keeps max_inflight_messages + max_queued_messages of it
+        for a 3.1.1 client and sends the births first), so nodes whose births it dropped are in
+        no count and the fleet reads smaller and healthier than it is (2,048 dead agents listed
+        as 1,020, exit 0: a review). Said once, kept in the store; ``status`` exits 3."""
+        missing = sum(1 for _ in self._born_without_status())
+        if missing < BURST_CUT_MIN_NODES:
+            return
+        born = sum(1 for st in self.state.nodes.values() if st.birth is not None)
+        self.burst_cut = (missing, born)
+        self.note(BURST_CUT_TEXT.format(missing=missing, born=born), severity="warn",
+                  kind="burst_cut", keep=True)
 
     def _in_burst(self, batch: Batch, now: float) -> bool:
         """Whether ``batch`` holds a birth or status the console did not ask for: the answers

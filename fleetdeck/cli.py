@@ -530,7 +530,12 @@ def build_parser() -> Parser:
     p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
                    help="seconds between screen updates in each tab (default 0.5)")
 
-    p = sub.add_parser("status", help="one-shot fleet status (table or --json)")
+    p = sub.add_parser("status", help="one-shot fleet status (table or --json)", epilog=(
+        "exit 0 seen, 1 with --fail-on a bad node, 2 no broker or no node, 3 the fleet not "
+        "seen whole: the broker connection lost during the watch, nodes not heard (with "
+        "--fail-on), or the broker dropped part "
+        "of its retained messages at connect (nodes missing from every count; "
+        "retained_burst_cut in --json; docs/reliability.md)"))
     _add_broker(p, several=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--wait", type=_positive(float, "--wait"), default=None, metavar="SECONDS",

@@ -19,7 +19,7 @@ from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
 from fleetdeck.console.judgements import SickNode, held_up_text, undecided_silent, utc_hms
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
-from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.console.session import BURST_CUT_TEXT, ConsoleSession, TickReport
 from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
@@ -305,7 +305,24 @@ EXIT_UNHEALTHY = 1
 
 EXIT_UNSEEN = 3
 """What ``status`` exits with when it could not see the fleet: the broker connection lost
-during the watch, or, with ``--fail-on``, nodes that sent no telemetry during it."""
+during the watch, the broker most likely cut its retained burst (nodes missing from every
+count), or, with ``--fail-on``, nodes that sent no telemetry during it."""
+
+
+def said_burst_cut(session: ConsoleSession, out: dict[str, Any]) -> bool:
+    """Whether the broker most likely cut the session's retained burst
+    (``ConsoleSession._note_burst_cut``); if so, one sentence on stderr and
+    ``retained_burst_cut`` in the summary (null otherwise): nodes whose births it dropped are
+    in no count, so the listing must not read as the fleet (2,048 dead agents listed as 1,020
+    nodes, exit 0: a review)."""
+    cut = session.burst_cut
+    out["retained_burst_cut"] = None if cut is None else {
+        "nodes_without_status": cut[0], "nodes": cut[1]}
+    if cut is None:
+        return False
+    print(f"fleetdeck status: {out.get('cluster', session.cluster)}: "
+          f"{BURST_CUT_TEXT.format(missing=cut[0], born=cut[1])}.", file=sys.stderr)
+    return True
 
 
 def unheard(summaries: list[dict[str, Any]], wait_s: float,
@@ -386,6 +403,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
     out = _summary(session, url, watched)
     talking = session.state.talking_unread()
     out["broker_uptime_s"] = uptime
+    cut = said_burst_cut(session, out)
     if as_json:
         print(json.dumps(out, indent=2))
     else:
@@ -412,6 +430,10 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
               f"(at {utc_hms(session.state.outage_start())} UTC): the verdicts "
               "are as of then.", file=sys.stderr)
+        return exit_when_cut_off(out, fail_on)
+    if cut:
+        # An incomplete listing is a fleet not seen: 3, as for a lost broker; 1 where a node
+        # it did see is bad (``--fail-on``).
         return exit_when_cut_off(out, fail_on)
     return unhealthy([out], fail_on, unheard([out], watched, talking))
 
@@ -544,6 +566,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
     unwatched: list[tuple[str, str]] = []
     longest = 0.0
     talking: list[str] = []
+    cut = False
     for name, result in zip(clusters, results, strict=True):
         if isinstance(result, UserError):
             summaries.append({"cluster": name, "error": str(result)})
@@ -553,6 +576,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
         got, watched = result
         longest = max(longest, watched)
         out = _summary(got, url, watched)
+        cut = said_burst_cut(got, out) or cut
         row = cluster_row(got.state, connection=got.feed.conn.state
                           if got.feed is not None else "", dated=False)
         talking += got.state.talking_unread()
@@ -580,7 +604,10 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
     # The clusters that were watched still name their nodes not heard: a cluster gone dark
     # beside them left those unsaid (README: "is named on stderr").
     waiting = unheard(summaries, longest, talking)
-    return 2 if errors else unhealthy(summaries, fail_on, waiting)
+    if errors:
+        return 2
+    worst = unhealthy(summaries, fail_on, waiting)
+    return EXIT_UNSEEN if cut and worst == 0 else worst
 
 
 TOP_INCIDENT_MIN = 20

@@ -8,6 +8,7 @@ its own topic (docs/reliability.md)."""
 
 import asyncio
 import json
+import re
 import uuid
 from unittest.mock import patch
 
@@ -27,6 +28,17 @@ from tests.tui.fleet import CLUSTER, Clock, SynthFleet
 NODES = 8
 
 
+def small_queue_conf(port: int, host: str) -> str:
+    """The shipped test config with a queue of 6 and 4 in flight: a burst is cut at 10
+    messages. Its own ``max_queued_messages`` line replaced, whatever it ships (a fixed
+    string left the broker's whole queue in place once the shipped value changed)."""
+    conf, n = re.subn(r"^max_queued_messages \d+$",
+                      "max_queued_messages 6\nmax_inflight_messages 4\nlog_type notice",
+                      mosquitto_conf(port, host), flags=re.MULTILINE)
+    assert n == 1, conf
+    return conf
+
+
 @pytest.fixture
 def small_queue_mosquitto(tmp_path):
     """Mosquitto whose queue for a subscriber holds the births of NODES nodes and not their
@@ -34,9 +46,7 @@ def small_queue_mosquitto(tmp_path):
     require_binaries("mosquitto")
     broker = ManagedBroker("mosquitto", workdir=tmp_path / "mosquitto")
     broker.workdir.mkdir()  # type: ignore[union-attr]
-    broker.config = mosquitto_conf(broker.port, broker.host).replace(
-        "max_queued_messages 10000",
-        "max_queued_messages 6\nmax_inflight_messages 4\nlog_type notice")
+    broker.config = small_queue_conf(broker.port, broker.host)
     with broker:
         yield broker
 
@@ -65,6 +75,46 @@ async def test_dead_agents_read_offline_when_the_broker_dropped_their_retained_w
     verdicts = {n["id"]: n["verdict"] for n in summary["nodes"]}
     assert verdicts == dict.fromkeys(fleet.names, "offline"), verdicts
     assert summary["totals"]["by_verdict"]["offline"] == NODES
+    # All 8 births came and the asks brought the statuses: no node missing, nothing said.
+    assert out.returncode == 0, out.stderr
+    assert summary["retained_burst_cut"] is None
+    assert "dropped part of its retained messages" not in out.stderr, out.stderr
+
+
+CUT_NODES = 24
+"""Dead agents whose 48 retained messages a burst cut at 10 cannot hold: 10 births come."""
+
+
+async def test_status_says_the_broker_cut_the_retained_burst(small_queue_mosquitto):
+    """Past max_inflight_messages + max_queued_messages Mosquitto drops the rest of a 3.1.1
+    client's burst for good, births first: 2,048 dead agents read as 1,020 nodes, exit 0, no
+    word (a review). The nodes born with no status say the burst was cut: one sentence on
+    stderr, ``retained_burst_cut`` in --json, exit 3 (docs/reliability.md)."""
+    broker = small_queue_mosquitto
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    await _retain_dead_agents(broker, fleet)
+    out = run_cli("status", "--broker", str(broker.url), "--cluster", CLUSTER, "--json")
+    assert "Outgoing messages are being dropped" in broker.log_path.read_text()
+    summary = json.loads(out.stdout)
+    shown = summary["totals"]["nodes"]
+    assert shown < CUT_NODES, shown  # the cut: births the broker dropped are not known at all
+    assert out.returncode == 3, (out.returncode, out.stderr)
+    assert summary["retained_burst_cut"] == {"nodes_without_status": shown, "nodes": shown}
+    assert (f"the broker dropped part of its retained messages at connect ({shown} of {shown} "
+            "nodes came without their status): nodes whose birth it dropped are not listed; "
+            "raise max_queued_messages") in out.stderr, out.stderr
+
+
+async def test_a_whole_burst_says_nothing_of_a_cut(mosquitto):
+    """The same dead agents on the shipped queue: the burst comes whole, exit 0, no word."""
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    await _retain_dead_agents(mosquitto, fleet)
+    out = run_cli("status", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--json")
+    summary = json.loads(out.stdout)
+    assert summary["totals"]["nodes"] == CUT_NODES
+    assert summary["retained_burst_cut"] is None
+    assert "dropped part of its retained messages" not in out.stderr, out.stderr
+    assert out.returncode == 0, (out.returncode, out.stderr)
 
 
 @pytest.mark.timeout(90)
@@ -208,3 +258,26 @@ def test_the_answers_to_the_asks_do_not_hold_the_next_asks():
             done = len(wire.subscribed)
     heard = [n for n, st in session.state.nodes.items() if st.status_bd_seq >= 0]
     assert len(heard) == len(fleet.names), len(heard)
+
+
+def test_the_console_logs_a_cut_burst_once_as_a_warning():
+    """The TUI's events view reads the session's log: the cut is one warning line a
+    connection, kept in the store, not one a tick (docs/reliability.md)."""
+    clock = Clock()
+    fleet = SynthFleet(CUT_NODES, clock, leaves=1)
+    session = ConsoleSession(CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"), clock=clock,
+                             follow_up=False)
+    link = session.feed.link  # type: ignore[union-attr]
+    link.client = _Wire()
+    link.conn.state, link.conn.since, link.conn.connects = "connected", clock(), 1
+    for name in fleet.names[:10]:  # the births a cut burst kept; no status among them
+        session.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, name),
+                              codec.encode(fleet.agents[name].birth()), clock())
+    for _ in range(20):
+        clock.advance(0.5)
+        session.tick()
+    said = [ln for ln in session.log.lines() if ln.kind == "burst_cut"]
+    assert len(said) == 1, said
+    assert said[0].severity == "warn"
+    assert said[0].text.startswith("the broker dropped part of its retained messages at "
+                                   "connect (10 of 10 nodes came without their status)")
