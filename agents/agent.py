@@ -338,8 +338,8 @@ class NodeAgent:
             ),
             job=reading.job,
             host=reading.host,
-            gpus=self.windows.gpus(reading.gpus, ts),
-            ib_ports=self.windows.ports(reading.ib_ports, ts),
+            gpus=tuple(self.windows.gpus(reading.gpus, ts)),
+            ib_ports=tuple(self.windows.ports(reading.ib_ports, ts)),
         )
         self.keep_windows()
         return sample

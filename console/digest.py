@@ -140,7 +140,7 @@ def make_digest(st: NodeState, by: str, now: float,
                 every_s: float = DIGEST_EVERY_S) -> fast.Digest:
     """The digest of a judged node (``by``: the collector's id); ``codec.encode`` sends it."""
     t = st.sample
-    gpus: list[fast.GpuSample] = []
+    gpus: tuple[fast.GpuSample, ...] = ()
     ports: list[fast.DigestPort] = []
     job = ranks = None
     shift_ms = 0  # sent only with a port's past: a healthy node's digest stays as before
@@ -164,8 +164,8 @@ def make_digest(st: NodeState, by: str, now: float,
             full = wire2.full(t)
             g_cols = ((g.index, g.present, g.util_pct, g.temp_c, g.power_w) for g in full.gpus)
             p_cols = ((p.dev, p.port, p.state, p.phys_state) for p in full.ib_ports)
-        gpus = [fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
-                               power_w=power) for i, present, util, temp, power in g_cols]
+        gpus = tuple(fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
+                                    power_w=power) for i, present, util, temp, power in g_cols)
         if not n_ports:
             ports = [fast.DigestPort(dev=dev, port=port, up=_up(state, phys))
                      for dev, port, state, phys in p_cols]
@@ -288,7 +288,7 @@ def _port_sample(p: fast.DigestPort) -> fast.IbPortSample:
     return got
 
 
-_PORT_LISTS: dict[tuple[tuple[str, int, bool, int, bool], ...], list[fast.IbPortSample]] = {}
+_PORT_LISTS: dict[tuple[tuple[str, int, bool, int, bool], ...], tuple[fast.IbPortSample, ...]] = {}
 
 
 def _sample_of(d: fast.Digest) -> fast.Telemetry:
@@ -300,7 +300,7 @@ def _sample_of(d: fast.Digest) -> fast.Telemetry:
     if ports is None:
         if len(_PORT_LISTS) > 4096:
             _PORT_LISTS.clear()
-        ports = _PORT_LISTS[key] = [_port_sample(p) for p in d.ports]
+        ports = _PORT_LISTS[key] = tuple(_port_sample(p) for p in d.ports)
     job = None if d.job is None else fast.JobOnNode(
         id=d.job, ranks_on_node=d.ranks_on_node if d.ranks_on_node is not None else 8)
     return fast.Telemetry(node=d.node, seq=0, bdSeq=0, ts=d.ts, interval_s=d.interval_s,

@@ -174,11 +174,10 @@ def metrics(st: NodeState) -> tuple[float, float, float]:
     while its columns are in the CPU's cache (``ConsoleSession._record_history``); a read
     of 16,384 nodes' samples later, scattered over memory, cost ~80 ms."""
     s = st.sample
-    held = st.metered
-    if held[0] is s and s is not None:
-        return held[1]
+    if st.metered_for is s and s is not None:
+        return st.metered
     out = _metrics_of(s) if s is not None else (UNKNOWN, UNKNOWN, UNKNOWN)
-    st.metered = (s, out)
+    st.metered_for, st.metered = s, out
     return out
 
 
@@ -189,7 +188,7 @@ def meter_columns(st: NodeState, present: Sequence[bool], utils: Sequence[float 
     (``ConsoleSession._record_history`` shares them with the sparkline ring), kept as
     ``metrics`` keeps them."""
     out = metrics_of_columns(present, utils, temps, powers)
-    st.metered = (st.sample, out)
+    st.metered_for, st.metered = st.sample, out
     return out
 
 

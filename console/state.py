@@ -332,8 +332,13 @@ class NodeState(msgspec.Struct, gc=False):
     reads (``Ingest.Batch.basis``): None for v1, or after a birth."""
     counted: tuple[object, int, int] = (None, 0, 0)
     """(sample, GPUs present, IB ports up): the counts of ``telemetry`` (``_counts``)."""
-    metered: tuple[object, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
-    """(sample, its UTIL/TEMP/POWER figures): ``rows.metrics``, read once per sample."""
+    metered_for: object = None
+    """The sample ``metered`` was read from."""
+    metered: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The UTIL/TEMP/POWER figures of ``metered_for``: ``rows.metrics``, read once per sample.
+    Two fields, not a (sample, figures) pair: a pair made after its figures stays tracked
+    after the collection that untracks them, and 16,384 of them were frozen so, walked by
+    every sweep (docs/performance.md, "What the look leaves")."""
     deadline_at: float | None = None
     """When this node goes stale unless heard from (its entry in FleetState's deadline heap)."""
     digest: fast.Digest | None = None

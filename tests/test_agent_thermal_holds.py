@@ -183,7 +183,7 @@ def test_a_console_that_did_not_watch_the_throttle_holds_it_from_the_agent() -> 
     ew.gpus(_gpus(), t.ts - 120_000)
     ew.gpus(hot, t.ts - 90_000)
     idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, temp_c=85.0, thermal_violation_ns=9_000)
-    sample = replace(t, gpus=ew.gpus(idle, t.ts), job=None)
+    sample = replace(t, gpus=tuple(ew.gpus(idle, t.ts)), job=None)
     # Both on the wire, v1 and v2 (a column like any field).
     assert codec.decode_telemetry(codec.encode(sample)) == sample
     payload = wire2.TelemetryEncoder().encode(sample, node.now)

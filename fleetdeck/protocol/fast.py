@@ -217,8 +217,11 @@ class Telemetry(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     agent: AgentInfo = _AGENT0
     job: JobOnNode | None = None
     host: HostSample = _HOST0
-    gpus: Annotated[list[GpuSample], msgspec.Meta(max_length=64)] = []
-    ib_ports: Annotated[list[IbPortSample], msgspec.Meta(max_length=64)] = []
+    # Tuples, not lists: a tuple of untracked Structs leaves the GC's view once a collection
+    # looks at it, a list never does; two lists a node were a third of the references a full
+    # collection followed at 16,384 nodes (docs/performance.md, "Rows as tuples").
+    gpus: Annotated[tuple[GpuSample, ...], msgspec.Meta(max_length=64)] = ()
+    ib_ports: Annotated[tuple[IbPortSample, ...], msgspec.Meta(max_length=64)] = ()
 
 
 def u64_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
@@ -406,7 +409,7 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     struck_job: Id | None = None
     seen: bool = True
     gpus_expected: Links = 0
-    gpus: Annotated[list[GpuSample], msgspec.Meta(max_length=64)] = []
+    gpus: Annotated[tuple[GpuSample, ...], msgspec.Meta(max_length=64)] = ()
     """``messages.DigestGpu`` holds five of a sample's fields; decoding them as a GpuSample
     gives the console on digests its samples without building one per GPU. A payload with
     more fields than DigestGpu that GpuSample refuses goes to the reference model, which

@@ -366,7 +366,7 @@ def _share(col: Sequence[Any], one_type: bool = False) -> Sequence[Any]:
 
 
 def _merge(cls: type[Any], base: _Table,
-           present: _Present) -> tuple[list[Any], _Table]:
+           present: _Present) -> tuple[tuple[Any, ...], _Table]:
     """Rows from ``base`` with the ``present`` columns in place of its own, and their table
     (a keyframe's, held: its columns as tuples; a delta needs only :func:`_rows`)."""
     top, changed = _columns(cls, base, present)
@@ -376,7 +376,7 @@ def _merge(cls: type[Any], base: _Table,
             {**base.nested, **{ti: tuple(cols) for ti, cols in changed.items()}})
     for i in _INTERNED_AT[cls]:
         top[i] = _intern(top[i])
-    return list(map(cls, *top)), _Table(base.n, _TOP[cls](*top), nested)
+    return tuple(map(cls, *top)), _Table(base.n, _TOP[cls](*top), nested)
 
 
 _INTERNED: dict[Any, Any] = {}
@@ -423,9 +423,9 @@ def _intern_nested(nested: dict[int, tuple[Sequence[Any], ...]]
     return hit
 
 
-def _rows(cls: type[Any], base: _Table, present: _Present) -> list[Any]:
+def _rows(cls: type[Any], base: _Table, present: _Present) -> tuple[Any, ...]:
     """:func:`_merge`'s rows without the table: a delta's table is never held."""
-    return list(map(cls, *_columns(cls, base, present)[0]))
+    return tuple(map(cls, *_columns(cls, base, present)[0]))
 
 
 def _columns(cls: type[Any], base: _Table, present: _Present
@@ -536,11 +536,11 @@ class Pending(msgspec.Struct, gc=False):
         return self.head.host
 
     @property
-    def gpus(self) -> list[fast.GpuSample]:
+    def gpus(self) -> tuple[fast.GpuSample, ...]:
         return self.full().gpus
 
     @property
-    def ib_ports(self) -> list[fast.IbPortSample]:
+    def ib_ports(self) -> tuple[fast.IbPortSample, ...]:
         return self.full().ib_ports
 
     @property

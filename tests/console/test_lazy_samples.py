@@ -163,7 +163,7 @@ def test_the_session_reads_each_samples_metrics_as_it_applies_it() -> None:
         session.tick(node.now)
         st = session.state.nodes[node.node_id]
         quiet += type(st.sample) is wire2.Pending and not st.sample.built
-        held, figures = st.metered
+        held, figures = st.metered_for, st.metered
         assert held is st.sample and figures == _metrics_of(wire2.full(st.sample))
         assert metrics(st) is figures  # read from the cache
         seen.append(figures)

@@ -219,7 +219,7 @@ def test_nested_columns_that_move_come_back_exactly() -> None:
             g = gpus[3]
             gpus[3] = replace(g, ecc=replace(g.ecc, dbe_vol=k), row_remap=replace(
                 g.row_remap, pending=k >= 4), xids=[fast.XidSeen(48, tel.ts - 10)])
-        tel = replace(tel, gpus=gpus)
+        tel = replace(tel, gpus=tuple(gpus))
         payload = enc.encode(tel, node.now)
         if k >= 2:
             assert b'"ecc.dbe_vol"' in payload
