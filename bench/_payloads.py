@@ -187,15 +187,18 @@ class EvolvingFleet:
             agent = NodeAgent(cluster=cluster, node_id=node.node_id, source=node, url=url)
             agent.bd_seq = bd_seq
             self.personas.append(_persona(agent, cluster))
-        self.names = [node_name(i) for i in range(n)]
-        self.topics = [topic_for(cluster, Kind.TELEMETRY, x) for x in self.names]
-        self._name_b = [x.encode() for x in self.names]
-        self._persona_of = [self.personas[i % p] for i in range(n)]
+        # Tuples of strings and bytes, and personas looked up by index: the GC benchmarks
+        # (bench/gc_sweep.py) measure the console's state, and a list a node here was ~5
+        # references a node that a sweep followed and no console holds.
+        self.names = tuple(node_name(i) for i in range(n))
+        self.topics = tuple(topic_for(cluster, Kind.TELEMETRY, x) for x in self.names)
+        self._name_b = tuple(x.encode() for x in self.names)
         self.wire = wire
-        self._v2_of: list[list[bytes]] = []
+        self._v2_cycles: list[list[bytes]] = []
         if wire == 2:
-            cycles = _v2_cycles(world, cluster, bd_seq)
-            self._v2_of = [cycles[i % p] for i in range(n)]
+            self._v2_cycles = _v2_cycles(world, cluster, bd_seq)
+        self.sick: dict[int, tuple[_Persona, list[bytes]]] = {}
+        """Nodes given another persona (v1) and cycle of v2 payloads (bench/apply_cost.py)."""
 
     def birth(self, i: int) -> tuple[str, bytes]:
         per = self.personas[i % len(self.personas)]
@@ -209,9 +212,11 @@ class EvolvingFleet:
 
     def telemetry(self, i: int, k: int, ts_ms: int) -> bytes:
         """Node ``i``'s ``k``-th sample (k = 0, 1, …), stamped ``ts_ms``."""
-        if self._v2_of:
+        sick = self.sick.get(i) if self.sick else None
+        if self._v2_cycles:
             c = k % V2_CYCLE
-            return self._v2_of[i][c] % (self._name_b[i], k + 1, self.bd_seq, ts_ms, k - c + 1)
-        per = self._persona_of[i]
+            cycle = sick[1] if sick else self._v2_cycles[i % len(self._v2_cycles)]
+            return cycle[c] % (self._name_b[i], k + 1, self.bd_seq, ts_ms, k - c + 1)
+        per = sick[0] if sick else self.personas[i % len(self.personas)]
         return per.templates[k & 1] % (self._name_b[i], k + 1, self.bd_seq, ts_ms,
                                        *[base + k * step for base, step in per.counters])

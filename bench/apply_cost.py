@@ -117,9 +117,7 @@ def scenario(n: int, rounds: int, warmup: int, faulty: float, personas: int,
         sick, sick_v2 = faulty_personas(min(bad, 64))
         step = n // bad
         for j in range(bad):
-            fleet._persona_of[j * step] = sick[j % len(sick)]
-            if fleet._v2_of:
-                fleet._v2_of[j * step] = sick_v2[j % len(sick_v2)]
+            fleet.sick[j * step] = (sick[j % len(sick)], sick_v2[j % len(sick_v2)])
     ingest = Ingest(CLUSTER)
     session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=lambda: 0.0)
     if sliced:
