@@ -310,12 +310,16 @@ class ThermalHolds:
     the rows go out as they came (the simulator runs thousands of agents on its CPU,
     docs/performance.md)."""
 
-    __slots__ = ("_holds", "_indices", "_violation", "revision")
+    __slots__ = ("_holds", "_indices", "_uuids", "_violation", "revision")
 
     def __init__(self) -> None:
         self._holds: dict[int, list[int | None]] = {}
         """index -> [last throttled ms, its reasons, proven ms, last hot ms, thermal (0 or 1:
         sticky while the throttle holds, ``thermal_sample``)] while one holds."""
+        self._uuids: dict[int, str] = {}
+        """index -> the uuid of the GPU there, from the birth's inventory (``inventory``) or
+        the saved file: the GPU the holds at that index are of. Samples name a GPU by index
+        only."""
         self._violation: tuple[int | None, ...] | None = None
         """The previous sample's ``thermal_violation_ns`` per row: the baseline of a growth."""
         self._indices: tuple[int, ...] = ()
@@ -410,6 +414,27 @@ class ThermalHolds:
             if st is not None and st[0] is None and st[3] is None:
                 del holds[index]
 
+    def inventory(self, uuids: dict[int, str]) -> None:
+        """The GPUs of a birth's inventory, ``{index: uuid}``. A hold at an index whose GPU
+        has another uuid than the one it was recorded for is dropped: a technician replaced
+        the GPU, and the new one inherited the old one's hold, the node just repaired held
+        degraded for up to an hour with the advice to drain it (docs/protocol.md, "Agent
+        windows"). An unknown uuid ('': a source without one, a file of an earlier agent)
+        keeps the hold, as before."""
+        replaced = False
+        for index, uuid in uuids.items():
+            if not uuid:
+                continue
+            had = self._uuids.get(index)
+            self._uuids[index] = uuid
+            if had and had != uuid:
+                replaced = True
+                if self._holds.pop(index, None) is not None:
+                    self.revision += 1
+        if replaced:
+            # The new GPU's violation counter is not the old one's: no growth from it.
+            self._violation, self._indices = None, ()
+
     def snapshot(self) -> list[list[int | None]]:
         """``[[index, last throttled ms, reasons, last hot ms], ...]`` (``restore``). Four, as
         the agent before the thermal flag reads them: a fifth made it refuse the whole file, and
@@ -422,7 +447,13 @@ class ThermalHolds:
         own, which an earlier agent does not read."""
         return [[index, int(bool(st[4]))] for index, st in self._holds.items()]
 
-    def restore(self, snap: object, now_ms: int, flags: object = None) -> None:
+    def uuids(self) -> list[list[int | str]]:
+        """``[[index, uuid], ...]`` of the held GPUs whose uuid is known (``inventory``):
+        saved under a key of its own, as ``flags``, which an earlier agent does not read."""
+        return [[index, uuid] for index in self._holds if (uuid := self._uuids.get(index))]
+
+    def restore(self, snap: object, now_ms: int, flags: object = None,
+                uuids: object = None) -> None:
         """Take back what ``snapshot`` gave: a GPU that throttled before an agent restart is
         held as before (the run of work that proves it restarts). A throttle older than the
         idle hold is over; a hot reading holds until a reading below TEMP_CLEAR_C, however old,
@@ -431,11 +462,23 @@ class ThermalHolds:
         counts from now, or it never aged. A hold of an earlier agent (no thermal flag) is
         thermal as that agent read it. The flags (``flags``) are ``[[index, thermal], ...]``;
         a hold saved with its flag as a fifth element (an agent of a few commits) is read too.
+        The uuids (``uuids``) are ``[[index, uuid], ...]``: a hold of another GPU than the
+        inventory's at its index (replaced while no agent ran) is left out (``inventory``).
         Raises ValueError on another shape, having taken nothing."""
         self.restore_nothing()
         holds: dict[int, list[int | None]] = {}
         if not isinstance(snap, list):
             raise ValueError("thermal holds of another shape")
+        saved_uuids: dict[int, str] = {}
+        if uuids is not None:
+            if not isinstance(uuids, list):
+                raise ValueError("thermal uuids of another shape")
+            for pair in uuids:
+                if (not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int
+                        or pair[0] < 0 or not isinstance(pair[1], str)):
+                    raise ValueError(f"a thermal uuid of another shape: {pair!r}")
+                if pair[1]:
+                    saved_uuids[pair[0]] = pair[1]
         saved_flags: dict[int, int] = {}
         if flags is not None:
             if not isinstance(flags, list):
@@ -459,11 +502,17 @@ class ThermalHolds:
                 last = None if now_ms - last > THROTTLE_IDLE_HOLD_MS else min(last, now_ms)
             if hot is not None:
                 hot = min(hot, now_ms)
+            was, now_there = saved_uuids.get(index), self._uuids.get(index)
+            if was and now_there and was != now_there:
+                continue  # replaced while no agent ran
             if last is not None or hot is not None:
                 holds[index] = [last, reasons, None, hot, thermal if last is not None else 0]
         self._holds = holds
+        # Restored before any birth (none taken yet): the next inventory compares with these.
+        self._uuids = saved_uuids | self._uuids
 
     def restore_nothing(self) -> None:
+        """No holds; the inventory's uuids stay (they are the GPUs', not a hold)."""
         self._holds = {}
         self._violation, self._indices = None, ()
 
@@ -490,6 +539,11 @@ class ErrorWindows:
         the thermal holds on those that have one (``ThermalHolds``)."""
         return self._thermal.apply(self._gpus.apply(gpus, now_ms, _put_pcie_replay_1m), now_ms)
 
+    def inventory(self, uuids: dict[int, str]) -> None:
+        """A birth's GPUs, ``{index: uuid}``: a replaced GPU's thermal holds are dropped
+        (``ThermalHolds.inventory``)."""
+        self._thermal.inventory(uuids)
+
     def forget_ports(self) -> None:
         """The node was returned to service after its repair: its ports' hour is forgotten
         (the PCIe minute is not, as the console keeps its own)."""
@@ -505,7 +559,8 @@ class ErrorWindows:
         in which boot it was saved (the baselines are that boot's counters)."""
         return {"v": 1, "saved_ms": now_ms, "boot_id": boot_id,
                 "ports": self._ports.snapshot(), "gpus": self._gpus.snapshot(),
-                "thermal": self._thermal.snapshot(), "thermal_flags": self._thermal.flags()}
+                "thermal": self._thermal.snapshot(), "thermal_flags": self._thermal.flags(),
+                "thermal_uuids": self._thermal.uuids()}
 
     def restore(self, snap: object, now_ms: int, boot_id: str) -> str:
         """Windows an earlier agent of this node saved; '' when taken back whole, else what
@@ -525,7 +580,8 @@ class ErrorWindows:
             self._ports.restore(snap.get("ports", {}), baselines=fresh)
             self._gpus.restore(snap.get("gpus", {}), baselines=fresh)
             # An earlier agent's file without them: nothing held, as before.
-            self._thermal.restore(snap.get("thermal", []), now_ms, snap.get("thermal_flags"))
+            self._thermal.restore(snap.get("thermal", []), now_ms, snap.get("thermal_flags"),
+                                  snap.get("thermal_uuids"))
         except (TypeError, ValueError, AttributeError) as err:
             self._ports.restore_nothing()
             self._gpus.restore_nothing()

@@ -511,3 +511,87 @@ def test_a_restart_whose_first_sample_was_lost_restarts_the_proving_minute_a_rec
         # The agent's run began at the lost sample, the console's at the next: a sample apart
         # (a minute apart before).
         assert (agent, tui) == ((91_000, 92_000) if restart else (62_000, 62_000)), restart
+
+
+def _agent_of(sim: Any, path: Any, now: list[float]) -> Any:
+    """A new agent process of ``sim``'s node, its state in ``path`` (a restart)."""
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.state import StateStore
+    from fleetdeck.brokerurl import BrokerURL
+
+    agent = NodeAgent(cluster="test", node_id=sim.node_id, source=sim,
+                      url=BrokerURL("127.0.0.1", 1), clock=lambda: now[0],
+                      state=StateStore(path, sim.node_id))
+    agent.bd_seq = agent._next_bd_seq()
+    return agent
+
+
+def _gpu3_hold(agent: Any, now: list[float]) -> int | None:
+    """The agent's birth, then its next sample's ``throttled_last_ts`` of gpu3."""
+    agent.birth()
+    now[0] += 1.0
+    return next(g.throttled_last_ts for g in agent.telemetry().gpus if g.index == 3)
+
+
+def test_a_gpu_replaced_at_its_index_does_not_inherit_the_hold(tmp_path) -> None:
+    """A technician replaced gpu3, whose thermal violation time had grown (G12, held up to an
+    hour idle), and the node rebooted: samples name a GPU by index only, so the new, healthy
+    GPU was held degraded with the advice to drain the node just repaired. The hold is of the
+    GPU whose uuid the birth's inventory gave; the same GPU keeps it across a restart, and the
+    file stays one the agent before the uuids takes back whole."""
+    from fleetdeck.agents.sim.node import SimNode
+
+    for replaced in (True, False):
+        now = [1_000_000.0]
+        sim = SimNode("gpu0001", seed=1)
+        path = tmp_path / f"state-{replaced}.json"
+        first = _agent_of(sim, path, now)
+        assert _gpu3_hold(first, now) is None
+        sim.gpus[3].thermal_violation_ns += 5 * 10**9
+        now[0] += 1.0
+        held = next(g.throttled_last_ts for g in first.telemetry().gpus if g.index == 3)
+        assert held == int(now[0] * 1000)
+        first.keep_windows(at_once=True)
+        saved = first.state.load_windows()
+        assert _older_agent_takes(saved) and saved["thermal_uuids"] == [[3, sim.gpus[3].uuid]]
+        if replaced:
+            sim.gpus[3].uuid, sim.gpus[3].thermal_violation_ns = "GPU-replaced", 0
+        now[0] += 600.0
+        assert _gpu3_hold(_agent_of(sim, path, now), now) == (None if replaced else held)
+
+
+def test_a_hold_of_an_unknown_gpu_is_kept_and_a_rebirth_compares_too() -> None:
+    """A file of an agent before the uuids (or a source without them): which GPU the hold is
+    of is not known, so it is kept, as before. A hold restored before any birth is compared
+    with the first birth's GPUs; a birth of a running agent with another GPU drops it too."""
+    gpu3 = {i: f"GPU-{i}" for i in range(8)}
+    hot = _gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=5_000)
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=5_000)
+    ew = ErrorWindows()
+    ew.inventory(gpu3)
+    ew.gpus(_gpus(), T0)
+    ew.gpus(hot, T0 + 1000)
+    snap = ew.snapshot(T0 + 1000, "boot-a")
+    swapped = gpu3 | {3: "GPU-new"}
+    held = {3: (T0 + 1000, SW_THERMAL, None)}
+    cases = {"no uuids saved": ({k: v for k, v in snap.items() if k != "thermal_uuids"},
+                                swapped, held),
+             "no uuid in the inventory": (snap, gpu3 | {3: ""}, held),
+             "the same GPU": (snap, gpu3, held),
+             "another GPU": (snap, swapped, {})}
+    for name, (saved, inventory, expected) in cases.items():
+        for birth_first in (True, False):
+            again = ErrorWindows()
+            if birth_first:
+                again.inventory(inventory)
+            assert again.restore(saved, T0 + 2000, "boot-a") == "", name
+            if not birth_first:
+                again.inventory(inventory)
+            assert _holds(again.gpus(idle, T0 + 2000)) == expected, (name, birth_first)
+    # A running agent's rebirth showing another GPU at gpu3.
+    ew.inventory(swapped)
+    assert _holds(ew.gpus(idle, T0 + 3000)) == {}
+    for bad in ({"3": "GPU-3"}, [[3, 3]], [[3]], [["3", "GPU-3"]]):
+        damaged = ErrorWindows()
+        assert damaged.restore(snap | {"thermal_uuids": bad}, T0 + 2000, "boot-a").startswith(
+            "left out"), bad
