@@ -459,6 +459,21 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             self.settled = False
         return forgot
 
+    def forget_replaced_gpus(self, old: Birth, new: Birth) -> None:
+        """Forget the history of each GPU the new birth shows with another uuid at its index
+        than the old birth did: a technician replaced it, and samples name a GPU by index
+        only, so the new GPU inherited the old one's thermal holds (G12, G13), held degraded
+        for up to an hour after the repair, and its windows and counters' baselines. An
+        unknown uuid ('') on either side keeps it, as before (the agent's rule,
+        agents/windows.py ``ThermalHolds.inventory``)."""
+        if not self.gpus:
+            return
+        was = {g.index: g.uuid for g in old.gpus}
+        for g in new.gpus:
+            had = was.get(g.index)
+            if g.uuid and had and had != g.uuid and self.gpus.pop(g.index, None) is not None:
+                self.settled = False
+
     def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2
         delta that moved only benign columns, docs/protocol.md): only the clock moves."""

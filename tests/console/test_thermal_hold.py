@@ -208,3 +208,52 @@ def test_a_power_brake_on_an_idle_gpu_clears_after_its_minute():
         if k >= WORKED and cleared is None and not st.findings:
             cleared = k
     assert cleared == WORKED - 1 + int(THROTTLE_HOLD_S) + 1
+
+
+def test_a_gpu_replaced_at_its_index_does_not_inherit_the_consoles_hold():
+    """gpu2 throttled for heat and went idle (G12, held up to an hour), then a technician
+    replaced it and the node rebooted: samples name a GPU by index only, so the console held
+    the new GPU degraded and told the operator to drain the node just repaired. A birth with
+    another uuid at gpu2 forgets the old GPU's history; the same GPU's rebirth keeps it."""
+    from fleetdeck.console.health import THROTTLE_UNPROVEN
+
+    for replaced in (True, False):
+        node = FakeNode()
+        enc = wire2.TelemetryEncoder(keyframe_every_s=30)
+        quick, full = FleetState("test"), FleetState("test")
+        full.precheck = False
+        ingests = [Ingest("test", lazy=True), Ingest("test", lazy=False)]
+
+        def feed(msg, kind, node=node, ingests=ingests, quick=quick, full=full):
+            for ing, state in zip(ingests, (quick, full), strict=True):
+                ing.handle(node.topic(kind), msg if isinstance(msg, bytes) else
+                           codec.encode(msg), node.now)
+                state.apply(ing.take_batch(), node.now)
+            a, b = quick.nodes[node.node_id], full.nodes[node.node_id]
+            assert (a.verdict, a.findings) == (b.verdict, b.findings)
+            return [str(f) for f in a.findings]
+
+        feed(node.birth(), Kind.BIRTH)
+        gpu_at = _busy_then_idle(None)
+        for k in range(WORKED + 120):
+            tel = codec.decode_telemetry(codec.encode(node.telemetry()))
+            gpus = list(tel.gpus)
+            gpus[2] = msgspec.structs.replace(gpus[2], **gpu_at(k))
+            findings = feed(enc.encode(msgspec.structs.replace(tel, gpus=gpus), node.now),
+                            Kind.TELEMETRY)
+        held = [f"G12 gpu2: clock throttled (sw thermal) earlier; {THROTTLE_UNPROVEN}"]
+        assert findings == held
+        # The reboot: a new agent session, its birth with gpu2's uuid (another if replaced).
+        node.now += 300
+        if replaced:
+            node.sim.gpus[2].uuid = "GPU-00000000-0000-0000-0000-000000000002"
+        node.agent.bd_seq = node.agent._next_bd_seq()
+        feed(node.birth(), Kind.BIRTH)
+        tel = codec.decode_telemetry(codec.encode(node.telemetry()))
+        gpus = list(tel.gpus)
+        gpus[2] = msgspec.structs.replace(gpus[2], **gpu_at(WORKED + 121))
+        findings = feed(enc.encode(msgspec.structs.replace(tel, gpus=gpus), node.now),
+                        Kind.TELEMETRY)
+        assert findings == ([] if replaced else held), replaced
+        assert quick.nodes[node.node_id].verdict is (Verdict.OK if replaced
+                                                     else Verdict.DEGRADED)
