@@ -415,24 +415,38 @@ class ThermalHolds:
                 del holds[index]
 
     def inventory(self, uuids: dict[int, str]) -> None:
-        """The GPUs of a birth's inventory, ``{index: uuid}``. A hold at an index whose GPU
-        has another uuid than the one it was recorded for is dropped: a technician replaced
-        the GPU, and the new one inherited the old one's hold, the node just repaired held
-        degraded for up to an hour with the advice to drain it (docs/protocol.md, "Agent
-        windows"). An unknown uuid ('': a source without one, a file of an earlier agent)
-        keeps the hold, as before."""
-        replaced = False
-        for index, uuid in uuids.items():
-            if not uuid:
-                continue
-            had = self._uuids.get(index)
-            self._uuids[index] = uuid
-            if had and had != uuid:
-                replaced = True
-                if self._holds.pop(index, None) is not None:
-                    self.revision += 1
-        if replaced:
-            # The new GPU's violation counter is not the old one's: no growth from it.
+        """The GPUs of a birth's inventory, ``{index: uuid}``. Samples name a GPU by index
+        only, so the holds follow the uuid they were recorded for: a GPU the inventory shows
+        at another index (NVML renumbered the rest after one dropped off PCIe, docs/real-nodes.md;
+        two GPUs swapped between slots) takes its holds there, and a GPU absent from it with
+        another at its index was replaced: its holds are dropped, else the new one inherited
+        them, the node just repaired held degraded for up to an hour with the advice to drain
+        it (docs/protocol.md, "Agent windows"). An unknown uuid ('': a source without one, a
+        file of an earlier agent, a stand-in birth without GPUs) keeps the hold where it is,
+        as before; the last uuid known at an index is kept for the next birth."""
+        where = {uuid: index for index, uuid in uuids.items() if uuid}
+        if not where:
+            return
+        known, holds = self._uuids, self._holds
+        moved: dict[int, list[int | None]] = {}
+        stay: dict[int, list[int | None]] = {}
+        changed = False
+        for index, st in holds.items():
+            had = known.get(index)
+            if had and had in where:
+                moved[where[had]] = st
+                changed |= where[had] != index
+            elif had and uuids.get(index) and uuids[index] != had:
+                changed = True  # replaced: the old GPU is gone, another is at its index
+            else:
+                stay[index] = st
+        # A GPU known to have moved to an index wins over a hold of an unknown one there.
+        self._uuids = {i: u for i, u in known.items() if u not in where} | {
+            i: u for i, u in uuids.items() if u}
+        if changed:
+            self._holds = stay | moved
+            self.revision += 1
+            # The violation counters are the GPUs', not the indices': no growth from them.
             self._violation, self._indices = None, ()
 
     def snapshot(self) -> list[list[int | None]]:
@@ -462,23 +476,27 @@ class ThermalHolds:
         counts from now, or it never aged. A hold of an earlier agent (no thermal flag) is
         thermal as that agent read it. The flags (``flags``) are ``[[index, thermal], ...]``;
         a hold saved with its flag as a fifth element (an agent of a few commits) is read too.
-        The uuids (``uuids``) are ``[[index, uuid], ...]``: a hold of another GPU than the
-        inventory's at its index (replaced while no agent ran) is left out (``inventory``).
-        Raises ValueError on another shape, having taken nothing."""
+        The uuids (``uuids``) are ``[[index, uuid], ...]``: a hold follows its GPU to the
+        index the inventory shows it at, and one of a GPU absent from it with another at its
+        index (replaced while no agent ran) is left out (``inventory``); a uuid of another
+        shape is an unknown one. Raises ValueError on holds or flags of another shape, having
+        taken nothing."""
         self.restore_nothing()
         holds: dict[int, list[int | None]] = {}
         if not isinstance(snap, list):
             raise ValueError("thermal holds of another shape")
         saved_uuids: dict[int, str] = {}
-        if uuids is not None:
-            if not isinstance(uuids, list):
-                raise ValueError("thermal uuids of another shape")
+        if isinstance(uuids, list):
+            # A pair of another shape is left out (that GPU's uuid unknown, its hold kept),
+            # never the file: refusing it threw away every window saved with it (a review).
+            # A uuid named at two indices is neither's.
+            seen: dict[str, int] = {}
             for pair in uuids:
-                if (not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int
-                        or pair[0] < 0 or not isinstance(pair[1], str)):
-                    raise ValueError(f"a thermal uuid of another shape: {pair!r}")
-                if pair[1]:
+                if (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
+                        and pair[0] >= 0 and isinstance(pair[1], str) and pair[1]):
+                    seen[pair[1]] = seen.get(pair[1], 0) + 1
                     saved_uuids[pair[0]] = pair[1]
+            saved_uuids = {i: u for i, u in saved_uuids.items() if seen[u] == 1}
         saved_flags: dict[int, int] = {}
         if flags is not None:
             if not isinstance(flags, list):
@@ -502,14 +520,13 @@ class ThermalHolds:
                 last = None if now_ms - last > THROTTLE_IDLE_HOLD_MS else min(last, now_ms)
             if hot is not None:
                 hot = min(hot, now_ms)
-            was, now_there = saved_uuids.get(index), self._uuids.get(index)
-            if was and now_there and was != now_there:
-                continue  # replaced while no agent ran
             if last is not None or hot is not None:
                 holds[index] = [last, reasons, None, hot, thermal if last is not None else 0]
-        self._holds = holds
-        # Restored before any birth (none taken yet): the next inventory compares with these.
-        self._uuids = saved_uuids | self._uuids
+        # Restored before any birth (none taken yet): the next inventory compares with the
+        # saved uuids. After one: compared now (replaced or moved while no agent ran).
+        born, self._holds, self._uuids = self._uuids, holds, saved_uuids
+        self.inventory(born)
+        self._violation, self._indices = None, ()
 
     def restore_nothing(self) -> None:
         """No holds; the inventory's uuids stay (they are the GPUs', not a hold)."""

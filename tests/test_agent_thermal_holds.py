@@ -591,7 +591,60 @@ def test_a_hold_of_an_unknown_gpu_is_kept_and_a_rebirth_compares_too() -> None:
     # A running agent's rebirth showing another GPU at gpu3.
     ew.inventory(swapped)
     assert _holds(ew.gpus(idle, T0 + 3000)) == {}
-    for bad in ({"3": "GPU-3"}, [[3, 3]], [[3]], [["3", "GPU-3"]]):
+
+
+def test_a_damaged_thermal_uuid_leaves_that_uuid_unknown_not_the_file_out() -> None:
+    """One pair of another shape under ``thermal_uuids`` made the agent leave out the whole
+    windows file (the IB error hour N2/N3, the PCIe minute, every hold): a damaged uuid is
+    an unknown one, and an unknown one keeps its hold, as before the uuids."""
+    ew = ErrorWindows()
+    ew.inventory({i: f"GPU-{i}" for i in range(8)})
+    ew.gpus(_gpus(), T0)
+    ew.gpus(_gpus(clock_event_reasons=SW_THERMAL, thermal_violation_ns=5_000), T0 + 1000)
+    snap = ew.snapshot(T0 + 1000, "boot-a")
+    idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=5_000)
+    for bad in ({"3": "GPU-3"}, "GPU-3", [[3, 3]], [[3]], [["3", "GPU-3"]], [[3, "GPU-3", "x"]],
+                [[3, None]], [[-3, "GPU-3"]], [None], [[3, "GPU-3"], [4, "GPU-3"]]):
         damaged = ErrorWindows()
-        assert damaged.restore(snap | {"thermal_uuids": bad}, T0 + 2000, "boot-a").startswith(
-            "left out"), bad
+        assert damaged.restore(snap | {"thermal_uuids": bad}, T0 + 2000, "boot-a") == "", bad
+        damaged.inventory({i: f"GPU-{i}" for i in range(8)} | {3: "GPU-new"})
+        assert _holds(damaged.gpus(idle, T0 + 2000)) == {3: (T0 + 1000, SW_THERMAL, None)}, bad
+
+
+def _rows(**at: dict[str, Any]) -> list[GpuSample]:
+    """Eight cool, idle GPUs; ``at["gpu5"]``'s values on gpu5 and so on."""
+    base = {"util_pct": 0.0, "temp_c": 60.0, "clock_event_reasons": IDLE,
+            "thermal_violation_ns": 1_000}
+    return [GpuSample(index=i, **(base | at.get(f"gpu{i}", {}))) for i in range(8)]
+
+
+def test_a_renumbered_or_swapped_gpu_takes_its_hold_along() -> None:
+    """gpu3 dropped off PCIe and the node rebooted: NVML numbers the other seven 0-6, GPUs 4-7
+    at 3-6 (docs/real-nodes.md). Matched by index, gpu5's hold (now gpu4's GPU) was dropped
+    as a replacement and gpu3's went to the GPU now at 3; two GPUs swapped between slots lost
+    both. A hold follows its uuid; one whose GPU is absent from the inventory is dropped."""
+    gpus = {i: f"GPU-{i}" for i in range(8)}
+    renumbered = {i: gpus[i if i < 3 else i + 1] for i in range(7)}
+    swapped = gpus | {2: "GPU-5", 5: "GPU-2"}
+    hot = {"clock_event_reasons": SW_THERMAL, "thermal_violation_ns": 5_000}
+    cases = {"renumbered": (renumbered, {4: T0 + 1000}), "swapped": (swapped, {5: T0 + 1000})}
+    for name, (inventory, expected) in cases.items():
+        for how in ("rebirth", "restore then birth", "birth then restore"):
+            ew = ErrorWindows()
+            ew.inventory(gpus)
+            ew.gpus(_rows(), T0)
+            ew.gpus(_rows(gpu3=hot, gpu5=hot) if name == "renumbered" else _rows(gpu2=hot),
+                    T0 + 1000)
+            if how != "rebirth":
+                snap = ew.snapshot(T0 + 1000, "boot-a")
+                ew = ErrorWindows()
+                if how == "birth then restore":
+                    ew.inventory(inventory)
+                assert ew.restore(snap, T0 + 2000, "boot-a") == ""
+            # A stand-in birth without GPUs (the first inventory hung) says nothing of them.
+            ew.inventory({})
+            if how != "birth then restore":
+                ew.inventory(inventory)
+            rows = [r for r in _rows() if r.index in inventory]
+            got = {i: h[0] for i, h in _holds(ew.gpus(rows, T0 + 2000)).items()}
+            assert got == expected, (name, how)
