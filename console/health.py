@@ -399,6 +399,8 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
     # GC's view, and the set is shared by every node of the same ports (``_DEVS``).
     _inv_birth: Birth | None = None
     _inv_devs: frozenset[str] = frozenset()
+    _uuids: dict[int, str] | None = None
+    """index -> the last uuid a birth gave at it ('' never): whose history ``gpus`` holds."""
     settled: bool = False
     """Every rate zero, no window holds anything, no thermal growth: what an ``update``
     with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
@@ -459,20 +461,47 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             self.settled = False
         return forgot
 
-    def forget_replaced_gpus(self, old: Birth, new: Birth) -> None:
-        """Forget the history of each GPU the new birth shows with another uuid at its index
-        than the old birth did: a technician replaced it, and samples name a GPU by index
-        only, so the new GPU inherited the old one's thermal holds (G12, G13), held degraded
-        for up to an hour after the repair, and its windows and counters' baselines. An
-        unknown uuid ('') on either side keeps it, as before (the agent's rule,
-        agents/windows.py ``ThermalHolds.inventory``)."""
-        if not self.gpus:
+    def inventory(self, birth: Birth) -> None:
+        """A birth's GPUs: samples name a GPU by index only, so each GPU's history follows
+        its uuid. One the birth shows at another index (NVML renumbered the rest after one
+        dropped off PCIe, docs/real-nodes.md; two GPUs swapped between slots) takes its history
+        there; one absent from the birth with another at its index was replaced, and its
+        history (thermal holds G12/G13, windows, counters' baselines) is forgotten: the new
+        GPU was held degraded up to an hour after the repair, with the advice to drain the
+        node. Compared with the last uuid known at each index, not the last birth's: a
+        rebooted node's first birth often has no GPUs (its inventory hung, the agent's
+        stand-in), and the replacement went unseen. An unknown uuid ('') keeps the history
+        where it is, as before (the agent's rule, agents/windows.py ``ThermalHolds.inventory``)."""
+        uuids = {g.index: g.uuid for g in birth.gpus if g.uuid}
+        if not uuids:
             return
-        was = {g.index: g.uuid for g in old.gpus}
-        for g in new.gpus:
-            had = was.get(g.index)
-            if g.uuid and had and had != g.uuid and self.gpus.pop(g.index, None) is not None:
+        known = self._uuids
+        if known is None:
+            self._uuids = uuids
+            return
+        if known == uuids:
+            return
+        where = {u: i for i, u in uuids.items()}
+        gpus = self.gpus
+        if gpus:
+            moved: dict[int, GpuHistory] = {}
+            stay: dict[int, GpuHistory] = {}
+            changed = False
+            for index, h in gpus.items():
+                had = known.get(index)
+                if had and had in where:
+                    moved[where[had]] = h
+                    changed |= where[had] != index
+                elif had and uuids.get(index, had) != had:
+                    changed = True  # replaced: the old GPU is gone, another is at its index
+                else:
+                    stay[index] = h
+            if changed:
+                # A GPU known to have moved to an index wins over an unknown one's history.
+                gpus.clear()
+                gpus.update(stay | moved)
                 self.settled = False
+        self._uuids = {i: u for i, u in known.items() if u not in where} | uuids
 
     def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2

@@ -1717,8 +1717,7 @@ class FleetState:
         last_birth = st.birth.bdSeq if st.birth is not None else -1
         if birth.bdSeq < st.bd_seq and birth.bdSeq <= last_birth:
             return False
-        if st.birth is not None:
-            st.history.forget_replaced_gpus(st.birth, birth)
+        st.history.inventory(birth)
         st.birth = birth
         st.bd_seq = birth.bdSeq
         st.basis = None  # the rules read the birth (GPUs and ports expected): run them again

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from fleetdeck.console.health import THROTTLE_HOLD_S, Verdict
+from fleetdeck.console.health import THROTTLE_HOLD_S, THROTTLE_UNPROVEN, Verdict
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.state import FleetState, Transition
@@ -257,3 +257,84 @@ def test_a_gpu_replaced_at_its_index_does_not_inherit_the_consoles_hold():
         assert findings == ([] if replaced else held), replaced
         assert quick.nodes[node.node_id].verdict is (Verdict.OK if replaced
                                                      else Verdict.DEGRADED)
+
+
+def _held_then_reborn(births, at: int, renumber: bool = False) -> list[str]:
+    """gpu2 throttled for heat and went idle (G12 held), the node rebooted and sent
+    ``births(node)`` (one session); then a sample with that idle GPU's values at index ``at``
+    (GPUs after gpu1 one index down if ``renumber``). The G12 findings of it, the console
+    with its fast paths and the one running every rule agreeing."""
+    node = FakeNode()
+    quick, full = FleetState("test"), FleetState("test")
+    full.precheck = False
+    ingests = [Ingest("test", lazy=True), Ingest("test", lazy=False)]
+
+    def feed(msg, kind):
+        for ing, state in zip(ingests, (quick, full), strict=True):
+            ing.handle(node.topic(kind), msg if isinstance(msg, bytes) else codec.encode(msg),
+                       node.now)
+            state.apply(ing.take_batch(), node.now)
+        a, b = quick.nodes[node.node_id], full.nodes[node.node_id]
+        assert (a.verdict, a.findings) == (b.verdict, b.findings)
+        return [str(f) for f in a.findings if f.rule in ("G12", "G13")]
+
+    def sample(enc, k, index):
+        tel = codec.decode_telemetry(codec.encode(node.telemetry()))
+        gpus = list(tel.gpus)
+        if renumber:
+            gpus = [msgspec.structs.replace(g, index=i) for i, g in
+                    enumerate(g for g in gpus if g.index != 1)]
+        gpus[index] = msgspec.structs.replace(gpus[index], **gpu_at(k))
+        return feed(enc.encode(msgspec.structs.replace(tel, gpus=gpus), node.now),
+                    Kind.TELEMETRY)
+
+    feed(node.birth(), Kind.BIRTH)
+    gpu_at = _busy_then_idle(None)
+    enc = wire2.TelemetryEncoder(keyframe_every_s=30)
+    for k in range(WORKED + 120):
+        findings = sample(enc, k, 2)
+    assert findings == [f"G12 gpu2: clock throttled (sw thermal) earlier; {THROTTLE_UNPROVEN}"]
+    node.now += 300
+    node.agent.bd_seq = node.agent._next_bd_seq()
+    for birth in births(node):
+        feed(birth, Kind.BIRTH)
+    return sample(wire2.TelemetryEncoder(keyframe_every_s=30), WORKED + 121, at)
+
+
+def test_a_replaced_gpu_is_seen_past_a_birth_without_gpus():
+    """A rebooted node's first birth often has no GPUs (the agent's first inventory hung: a
+    stand-in). The real birth was compared with it, nothing forgotten, and the new GPU at
+    gpu2 held degraded (G12) with the advice to drain the node just repaired."""
+    def replaced(node, stand_in):
+        first = node.birth()
+        node.sim.gpus[2].uuid = "GPU-00000000-0000-0000-0000-000000000002"
+        again = node.birth()
+        if stand_in == "no GPUs":
+            return [first.model_copy(update={"gpus": []}), again]
+        gpus = list(again.gpus)
+        gpus[2] = gpus[2].model_copy(update={"uuid": ""})
+        return [again.model_copy(update={"gpus": gpus}), again]
+
+    for stand_in in ("no GPUs", "gpu2 without a uuid"):
+        assert _held_then_reborn(lambda node, s=stand_in: replaced(node, s), 2) == [], stand_in
+
+
+def test_a_renumbered_or_swapped_gpu_keeps_its_history():
+    """gpu1 dropped off PCIe and the node rebooted: NVML numbers the rest 0-6 (GPUs 2-7 at
+    1-6, docs/real-nodes.md). Compared by index, each GPU after gpu1 read as replaced and its
+    history, the held G12 of the old gpu2 too, was forgotten; two GPUs swapped between slots
+    lost both. A GPU's history follows its uuid."""
+    def swapped(node):
+        a, b = node.sim.gpus[2], node.sim.gpus[5]
+        a.uuid, b.uuid = b.uuid, a.uuid
+        return [node.birth()]
+
+    def renumbered(node):
+        birth = node.birth()
+        gpus = [g.model_copy(update={"index": i})
+                for i, g in enumerate(g for g in birth.gpus if g.index != 1)]
+        return [birth.model_copy(update={"gpus": gpus})]
+
+    held = "G12 gpu{}: clock throttled (sw thermal) earlier; " + THROTTLE_UNPROVEN
+    assert _held_then_reborn(swapped, 5) == [held.format(5)]
+    assert _held_then_reborn(renumbered, 1, renumber=True) == [held.format(1)]
