@@ -139,17 +139,24 @@ class MalformedLog:
     """The same for births: a node whose every birth is refused (a clock an hour ahead makes
     its ``bdSeq`` one) was in neither ``nodes`` nor ``unborn`` of `status` (an SRE drill)."""
 
+    refused_statuses: dict[str, tuple[float, int, str]] = field(default_factory=dict)
+    """The same for statuses, malformed (a newer agent's drain state) or of a session older
+    than the node's birth (``FleetState.apply``, not counted as malformed): a node whose status
+    came and was refused is no status the broker dropped, and 12 of them read as a cut
+    retained burst, exit 3 (a review; ``ConsoleSession._born_without_status``)."""
+
+    REFUSED_NODES_MAX = 131_072
+    """Nodes each ``refused_*`` table holds at most: topics are attacker-controlled."""
+
     def add(self, item: Malformed) -> None:
         self.total += 1
         self.by_reason[item.reason] += 1
         parts = item.topic.split("/")
-        if len(parts) == 6 and parts[3] == "node" and parts[5] in ("telemetry", "birth"):
-            node = parts[4]
-            refused = self.refused_samples if parts[5] == "telemetry" else self.refused_births
-            was = refused.get(node)
-            if was is not None or len(refused) < 131_072:
-                refused[node] = (item.rx_ts, (was[1] if was else 0) + 1,
-                                 f"{item.reason}: {item.detail}")
+        if len(parts) == 6 and parts[3] == "node" and parts[5] in ("telemetry", "birth",
+                                                                    "status"):
+            refused = (self.refused_samples if parts[5] == "telemetry" else
+                       self.refused_births if parts[5] == "birth" else self.refused_statuses)
+            self.refuse(refused, parts[4], item.rx_ts, f"{item.reason}: {item.detail}")
         # Bound the per-topic table: hostile publishers can invent endless topics.
         if item.topic in self.by_topic or len(self.by_topic) < 10_000:
             self.by_topic[item.topic] += 1
@@ -164,6 +171,14 @@ class MalformedLog:
             log.warning("rejected message on %s: %s: %s", item.topic, item.reason, item.detail)
         else:
             self.unlogged += 1
+
+    def refuse(self, refused: dict[str, tuple[float, int, str]], node: str, rx_ts: float,
+               why: str) -> None:
+        """Note in ``refused`` (one of the ``refused_*`` tables) that ``node``'s message was
+        refused at ``rx_ts`` for ``why``."""
+        was = refused.get(node)
+        if was is not None or len(refused) < self.REFUSED_NODES_MAX:
+            refused[node] = (rx_ts, (was[1] if was else 0) + 1, why)
 
 
 @dataclass

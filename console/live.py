@@ -93,6 +93,13 @@ class LiveFeed:
         """Messages handed to ingest, in total."""
         self.last_handed: float | None = None
         """Clock time of the last hand-off to ingest."""
+        self.status_retained_on = -1
+        """The connection (its ``Connection.connacks``) on which a retained status (of a node,
+        a job or the scheduler) last came, whatever it held: their filters are subscribed after
+        the births', so a broker that cut this connection's burst there had sent every birth
+        first (``ConsoleSession._note_burst_cut``; docs/reliability.md, "The retained burst").
+        The retain flag tells a retained status from a live one (a 3.1.1 subscriber gets it
+        set only on what its subscribe brought)."""
 
     # --- state callers read ----------------------------------------------------------------
 
@@ -136,6 +143,9 @@ class LiveFeed:
         pending = self._pending
         if not pending:
             self._wake.set()
+        if retain and topic.endswith("/status"):
+            # Here, not once handed: the connection it came on is the one now.
+            self.status_retained_on = self.link.conn.connacks
         pending.append((topic, payload, self.clock(), qos, retain))
         self.received += 1
         n = len(pending)

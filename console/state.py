@@ -1241,6 +1241,12 @@ class FleetState:
                     # process reconnecting carries its drain, so not drained there is a resume
                     # whose own status went unseen (a review).
                     born.drain_lost = drain
+            elif session < 0:
+                # Refused, and the node has no status: none the broker dropped
+                # (``MalformedLog.refused_statuses``).
+                self.malformed.refuse(self.malformed.refused_statuses, node_id, rx,
+                                      f"of an older session (bdSeq {status.bdSeq}, the "
+                                      f"node's {born.bd_seq})")
         basis = batch.basis
         settled: list[str] = []
         for node_id, (rx, tel) in batch.telemetry.items():
