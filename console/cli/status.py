@@ -145,6 +145,11 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                 until = LONGEST_WAIT_S if auto else now - started + least
         if not auto or now - counted_from < least:
             return False
+        if not session.burst_judged:
+            # A cut retained burst is judged 2 s after its end: on a slow or TLS broker that
+            # fell past 3.5 s, and a cut listing read exit 0 (a review). An explicit --wait
+            # keeps its length, and says the cut unknown (``said_burst_cut``).
+            return False
         return not (slow_to_hear(session.state, now - connected_at)
                     or keyframe_due(session.state, now - connected_at)
                     or undecided_silent(session.state, now - connected_at))
@@ -309,15 +314,21 @@ during the watch, the broker most likely cut its retained burst (nodes missing f
 count), or, with ``--fail-on``, nodes that sent no telemetry during it."""
 
 
+BURST_UNKNOWN = "unknown"
+"""``retained_burst_cut`` of a watch that did not judge its burst: ``--digests``, or a
+``--wait`` that ended before the burst was over (docs/protocol.md); null read "not cut"."""
+
+
 def said_burst_cut(session: ConsoleSession, out: dict[str, Any]) -> bool:
-    """Whether the broker most likely cut the session's retained burst
+    """Whether the broker most likely cut the session's retained burst in the births
     (``ConsoleSession._note_burst_cut``); if so, one sentence on stderr and
-    ``retained_burst_cut`` in the summary (null otherwise): nodes whose births it dropped are
-    in no count, so the listing must not read as the fleet (2,048 dead agents listed as 1,020
-    nodes, exit 0: a review)."""
+    ``retained_burst_cut`` in the summary (null when judged whole, ``BURST_UNKNOWN`` when not
+    judged): nodes whose births it dropped are in no count, so the listing must not read as
+    the fleet (2,048 dead agents listed as 1,020 nodes, exit 0: a review)."""
     cut = session.burst_cut
-    out["retained_burst_cut"] = None if cut is None else {
-        "nodes_without_status": cut[0], "nodes": cut[1]}
+    out["retained_burst_cut"] = (
+        BURST_UNKNOWN if not session.burst_judged else None if cut is None else {
+            "nodes_without_status": cut[0], "nodes": cut[1]})
     if cut is None:
         return False
     print(f"fleetdeck status: {out.get('cluster', session.cluster)}: "
@@ -430,12 +441,14 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
               f"(at {utc_hms(session.state.outage_start())} UTC): the verdicts "
               "are as of then.", file=sys.stderr)
-        return exit_when_cut_off(out, fail_on)
-    if cut:
+    # Said in every case: a cut burst left the nodes it did list waiting or unborn unnamed on
+    # stderr (a review).
+    waiting = unheard([out], watched, talking)
+    if blind is not None or cut:
         # An incomplete listing is a fleet not seen: 3, as for a lost broker; 1 where a node
         # it did see is bad (``--fail-on``).
         return exit_when_cut_off(out, fail_on)
-    return unhealthy([out], fail_on, unheard([out], watched, talking))
+    return unhealthy([out], fail_on, waiting)
 
 
 def exit_when_cut_off(out: dict[str, Any], fail_on: str | None) -> int:
