@@ -15,6 +15,7 @@ from unittest.mock import patch
 import aiomqtt
 import pytest
 
+import fleetdeck.console.cli.status as status_mod
 import fleetdeck.console.session as session_mod
 from fleetdeck.broker import ManagedBroker, mosquitto_conf
 from fleetdeck.brokerurl import parse_broker_url
@@ -51,13 +52,15 @@ def small_queue_mosquitto(tmp_path):
         yield broker
 
 
-async def _retain_dead_agents(broker: ManagedBroker, fleet: SynthFleet) -> None:
-    """What the broker keeps of agents that died: each one's birth and its Last Will."""
+async def _retain_dead_agents(broker: ManagedBroker, fleet: SynthFleet,
+                              online: bool = False) -> None:
+    """What the broker keeps of agents that died: each one's birth and its Last Will (with
+    ``online``: the status of an agent that says it is up, and sends nothing)."""
     url = broker.url
     async with aiomqtt.Client(url.host, url.port, identifier=f"pub-{uuid.uuid4().hex[:6]}") as c:
         for name in fleet.names:
             a = fleet.agents[name]
-            for kind, msg in ((Kind.BIRTH, a.birth()), (Kind.STATUS, a.status(online=False))):
+            for kind, msg in ((Kind.BIRTH, a.birth()), (Kind.STATUS, a.status(online=online))):
                 await c.publish(topic_for(CLUSTER, kind, name), codec.encode(msg), qos=1,
                                 retain=True)
 
@@ -281,3 +284,157 @@ def test_the_console_logs_a_cut_burst_once_as_a_warning():
     assert said[0].severity == "warn"
     assert said[0].text.startswith("the broker dropped part of its retained messages at "
                                    "connect (10 of 10 nodes came without their status)")
+
+
+async def test_a_burst_cut_in_the_statuses_lists_every_node_and_says_no_cut(
+        small_queue_mosquitto):
+    """9 dead agents on a broker that keeps 10 of a burst: the 9 births and one status come.
+    A status came, so every birth came before it (their filter is subscribed first): the cut
+    took statuses only, the asks recover them and the listing is whole. It said "nodes whose
+    birth it dropped are not listed", exit 3, as for every fleet of 510-1,010 nodes on
+    Mosquitto's default queue (a review)."""
+    broker = small_queue_mosquitto
+    fleet = SynthFleet(9, Clock(), leaves=1)
+    await _retain_dead_agents(broker, fleet)
+    out = run_cli("status", "--broker", str(broker.url), "--cluster", CLUSTER, "--json")
+    assert "Outgoing messages are being dropped" in broker.log_path.read_text()
+    summary = json.loads(out.stdout)
+    verdicts = {n["id"]: n["verdict"] for n in summary["nodes"]}
+    assert verdicts == dict.fromkeys(fleet.names, "offline"), verdicts
+    assert summary["retained_burst_cut"] is None
+    assert "dropped part of its retained messages" not in out.stderr, out.stderr
+    assert out.returncode == 0, (out.returncode, out.stderr)
+
+
+async def test_a_newer_agents_statuses_the_console_refuses_are_no_cut_burst(mosquitto):
+    """12 nodes whose retained status holds a drain state this console does not know (a newer
+    agent's): refused as malformed, they read as born without a status and were blamed on the
+    broker, "12 of 12 nodes", exit 3, while `malformed` had the cause (a review)."""
+    fleet = SynthFleet(12, Clock(), leaves=1)
+    url = mosquitto.url
+    async with aiomqtt.Client(url.host, url.port, identifier=f"pub-{uuid.uuid4().hex[:6]}") as c:
+        for name in fleet.names:
+            await c.publish(topic_for(CLUSTER, Kind.BIRTH, name),
+                            codec.encode(fleet.agents[name].birth()), qos=1, retain=True)
+            await c.publish(topic_for(CLUSTER, Kind.STATUS, name), _refused_status(
+                fleet, name, "newer drain state"), qos=1, retain=True)
+    out = run_cli("status", "--broker", str(url), "--cluster", CLUSTER, "--json")
+    summary = json.loads(out.stdout)
+    assert summary["totals"]["nodes"] == 12
+    assert summary["retained_burst_cut"] is None
+    assert "dropped part of its retained messages" not in out.stderr, out.stderr
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    # Each refused once: asked for again, the broker sent the same garbage back.
+    assert summary["totals"]["malformed"] == 12
+
+
+def _refused_status(fleet: SynthFleet, name: str, why: str) -> bytes:
+    """A retained status of ``name`` this console refuses: a drain state of a newer agent, or
+    a session older than its birth's."""
+    status = json.loads(codec.encode(fleet.agents[name].status(online=False)))
+    if why == "newer drain state":
+        status["drain"] = {"state": "quarantined", "reason": "x"}
+    else:
+        status["bdSeq"] -= 1
+    return json.dumps(status).encode()
+
+
+def _burst(messages: list[tuple[str, bytes]]) -> tuple[ConsoleSession, _Wire]:
+    """A console session connected once, to which the broker sent ``messages`` (topic,
+    payload) retained at connect, ticked until well past the burst's end."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"), clock=clock,
+                             follow_up=False)
+    feed = session.feed
+    assert feed is not None
+    wire = _Wire()
+    feed.link.client = wire
+    conn = feed.link.conn
+    conn.state, conn.since, conn.connects, conn.connacks = "connected", clock(), 1, 1
+    for topic, payload in messages:
+        feed._received(topic, payload, 1, True)
+    feed.hand()
+    for _ in range(20):
+        clock.advance(0.5)
+        wire.now = clock()
+        session.tick()
+    return session, wire
+
+
+@pytest.mark.parametrize("why", ["newer drain state", "older session"])
+def test_statuses_the_console_refused_are_not_blamed_on_the_broker(why):
+    """A node whose status came and was refused (malformed, or of a session older than its
+    birth) has no status the broker dropped: it is neither counted as one nor asked for again
+    (the broker would send the same)."""
+    fleet = SynthFleet(12, Clock(), leaves=1)
+    messages = [(topic_for(CLUSTER, Kind.BIRTH, n), codec.encode(fleet.agents[n].birth()))
+                for n in fleet.names]
+    messages += [(topic_for(CLUSTER, Kind.STATUS, n), _refused_status(fleet, n, why))
+                 for n in fleet.names]
+    session, wire = _burst(messages)
+    said = [ln.text for ln in session.log.lines() if ln.kind in ("burst_cut", "statuses_cut")]
+    assert said == []
+    assert session.burst_judged and session.burst_cut is None
+    assert [t for _at, t in wire.subscribed if t.endswith("/status")] == []
+    assert set(session.state.malformed.refused_statuses) == set(fleet.names)
+
+
+def test_a_cut_in_the_statuses_is_logged_as_info_and_asked_for():
+    """The broker sent every birth and one status: the cut took statuses only. One info line,
+    not kept; ``burst_cut`` stays None (``status`` exits 0) and each node is asked."""
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    messages = [(topic_for(CLUSTER, Kind.BIRTH, n), codec.encode(fleet.agents[n].birth()))
+                for n in fleet.names]
+    first = fleet.names[0]
+    messages.append((topic_for(CLUSTER, Kind.STATUS, first),
+                     codec.encode(fleet.agents[first].status(online=False))))
+    session, wire = _burst(messages)
+    said = [ln for ln in session.log.lines() if ln.kind in ("burst_cut", "statuses_cut")]
+    assert [(ln.kind, ln.severity) for ln in said] == [("statuses_cut", "info")]
+    assert said[0].text.startswith(f"the broker dropped the retained statuses of "
+                                   f"{CUT_NODES - 1} of {CUT_NODES} nodes at connect")
+    assert session.burst_cut is None
+    asked = {t for _at, t in wire.subscribed if t.endswith("/status")}
+    assert asked == {topic_for(CLUSTER, Kind.STATUS, n) for n in fleet.names[1:]}
+
+
+async def test_a_cut_burst_still_names_the_nodes_not_heard(small_queue_mosquitto):
+    """The cut's exit 3 came before the nodes still waiting were named on stderr: the 10
+    nodes listed, alive by their status and silent, went unsaid (a review)."""
+    broker = small_queue_mosquitto
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    await _retain_dead_agents(broker, fleet, online=True)
+    out = run_cli("status", "--broker", str(broker.url), "--cluster", CLUSTER, "--json",
+                  "--wait", "3")
+    assert out.returncode == 3, (out.returncode, out.stderr)
+    assert "dropped part of its retained messages" in out.stderr, out.stderr
+    assert "sent no telemetry in the 3 s watch" in out.stderr, out.stderr
+
+
+def test_the_automatic_wait_lasts_until_the_burst_is_judged(small_queue_mosquitto, monkeypatch,
+                                                            capsys):
+    """The burst is judged 2 s after its end: past the default 3.5 s (and the nodes' first
+    sample, 3 s) where connecting and the burst take over 1.5 s, a slow or TLS broker's or a
+    large fleet's, and a cut listing read exit 0 (a review). Here the burst is judged 4 s
+    after its end."""
+    broker = small_queue_mosquitto
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    asyncio.run(_retain_dead_agents(broker, fleet))
+    monkeypatch.setattr(session_mod, "STATUS_ASK_QUIET_S", 4.0)
+    code = status_mod.run_status(broker.url, CLUSTER, None, True)
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["retained_burst_cut"] is not None
+    assert summary["retained_burst_cut"] != status_mod.BURST_UNKNOWN
+    assert code == 3
+
+
+async def test_a_watch_that_ends_before_the_burst_is_judged_says_unknown(mosquitto):
+    """A --wait shorter than the burst plus 2 s never judged the burst: null read "not
+    cut". It says "unknown" (docs/protocol.md)."""
+    fleet = SynthFleet(2, Clock(), leaves=1)
+    await _retain_dead_agents(mosquitto, fleet)
+    out = run_cli("status", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--json",
+                  "--wait", "1")
+    summary = json.loads(out.stdout)
+    assert summary["totals"]["nodes"] == 2
+    assert summary["retained_burst_cut"] == "unknown"
