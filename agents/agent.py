@@ -201,7 +201,7 @@ class NodeAgent:
             # it, as ever (a review).
             self._boot_id = inv.boot_id
             # A GPU replaced at its index (a new uuid) does not inherit the old one's holds.
-            self.windows.inventory({g.index: g.uuid for g in inv.gpus})
+            self.windows.inventory([(g.index, g.uuid) for g in inv.gpus])
         return Birth(
             cluster=self.cluster,
             node=self.node_id,

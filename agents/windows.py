@@ -22,7 +22,7 @@ lost or counted twice.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -41,6 +41,7 @@ from fleetdeck.protocol.thermal import (
     THERMAL_BITS,
     THROTTLE_BITS,
     THROTTLE_IDLE_HOLD_MS,
+    gpu_uuids,
     thermal_sample,
     throttle_hold,
 )
@@ -414,20 +415,25 @@ class ThermalHolds:
             if st is not None and st[0] is None and st[3] is None:
                 del holds[index]
 
-    def inventory(self, uuids: dict[int, str]) -> None:
-        """The GPUs of a birth's inventory, ``{index: uuid}``. Samples name a GPU by index
-        only, so the holds follow the uuid they were recorded for: a GPU the inventory shows
-        at another index (NVML renumbered the rest after one dropped off PCIe, docs/real-nodes.md;
-        two GPUs swapped between slots) takes its holds there, and a GPU absent from it with
-        another at its index was replaced: its holds are dropped, else the new one inherited
-        them, the node just repaired held degraded for up to an hour with the advice to drain
-        it (docs/protocol.md, "Agent windows"). An unknown uuid ('': a source without one, a
-        file of an earlier agent, a stand-in birth without GPUs) keeps the hold where it is,
-        as before; the last uuid known at an index is kept for the next birth."""
+    def inventory(self, gpus: dict[int, str] | Iterable[tuple[int, str]]) -> None:
+        """The GPUs of a birth's inventory, ``{index: uuid}`` or its ``(index, uuid)`` pairs.
+        Samples name a GPU by index only, so the holds follow the uuid they were recorded for:
+        a GPU the inventory shows at another index (NVML renumbered the rest after one dropped
+        off PCIe, docs/real-nodes.md; two GPUs swapped between slots) takes its holds there,
+        and a GPU absent from it with another at its index was replaced: its holds are dropped,
+        else the new one inherited them, the node just repaired held degraded for up to an hour
+        with the advice to drain it (docs/protocol.md, "Agent windows"). An unknown uuid ('': a
+        source without one, a file of an earlier agent, a stand-in birth without GPUs; a uuid
+        listed at two indices, an index listed with two, ``gpu_uuids``) keeps the hold where it
+        is, as before, unless a GPU known at another index moved to that index: the hold was
+        not its own, and it inherited it only when it had none of its own (a review). The last
+        uuid known at an index is kept for the next birth."""
+        uuids = gpu_uuids(gpus.items() if isinstance(gpus, dict) else gpus)
         where = {uuid: index for index, uuid in uuids.items() if uuid}
         if not where:
             return
         known, holds = self._uuids, self._holds
+        came = {where[u] for i, u in known.items() if where.get(u, i) != i}
         moved: dict[int, list[int | None]] = {}
         stay: dict[int, list[int | None]] = {}
         changed = False
@@ -438,9 +444,10 @@ class ThermalHolds:
                 changed |= where[had] != index
             elif had and uuids.get(index) and uuids[index] != had:
                 changed = True  # replaced: the old GPU is gone, another is at its index
+            elif not had and index in came:
+                changed = True  # an unknown GPU's hold, and a known one moved to its index
             else:
                 stay[index] = st
-        # A GPU known to have moved to an index wins over a hold of an unknown one there.
         self._uuids = {i: u for i, u in known.items() if u not in where} | {
             i: u for i, u in uuids.items() if u}
         if changed:
@@ -489,14 +496,12 @@ class ThermalHolds:
         if isinstance(uuids, list):
             # A pair of another shape is left out (that GPU's uuid unknown, its hold kept),
             # never the file: refusing it threw away every window saved with it (a review).
-            # A uuid named at two indices is neither's.
-            seen: dict[str, int] = {}
-            for pair in uuids:
-                if (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
-                        and pair[0] >= 0 and isinstance(pair[1], str) and pair[1]):
-                    seen[pair[1]] = seen.get(pair[1], 0) + 1
-                    saved_uuids[pair[0]] = pair[1]
-            saved_uuids = {i: u for i, u in saved_uuids.items() if seen[u] == 1}
+            # A uuid named at two indices is neither's, and an index named with two uuids has
+            # none (``gpu_uuids``): the last pair won, its hold went with whichever came last.
+            pairs = [(pair[0], pair[1]) for pair in uuids
+                     if isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
+                     and pair[0] >= 0 and isinstance(pair[1], str) and pair[1]]
+            saved_uuids = {i: u for i, u in gpu_uuids(pairs).items() if u}
         saved_flags: dict[int, int] = {}
         if flags is not None:
             if not isinstance(flags, list):
@@ -556,10 +561,10 @@ class ErrorWindows:
         the thermal holds on those that have one (``ThermalHolds``)."""
         return self._thermal.apply(self._gpus.apply(gpus, now_ms, _put_pcie_replay_1m), now_ms)
 
-    def inventory(self, uuids: dict[int, str]) -> None:
-        """A birth's GPUs, ``{index: uuid}``: a replaced GPU's thermal holds are dropped
-        (``ThermalHolds.inventory``)."""
-        self._thermal.inventory(uuids)
+    def inventory(self, gpus: dict[int, str] | Iterable[tuple[int, str]]) -> None:
+        """A birth's GPUs, ``{index: uuid}`` or ``(index, uuid)`` pairs: a replaced GPU's
+        thermal holds are dropped (``ThermalHolds.inventory``)."""
+        self._thermal.inventory(gpus)
 
     def forget_ports(self) -> None:
         """The node was returned to service after its repair: its ports' hour is forgotten

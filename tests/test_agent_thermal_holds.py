@@ -604,7 +604,8 @@ def test_a_damaged_thermal_uuid_leaves_that_uuid_unknown_not_the_file_out() -> N
     snap = ew.snapshot(T0 + 1000, "boot-a")
     idle = _gpus(util_pct=0.0, clock_event_reasons=IDLE, thermal_violation_ns=5_000)
     for bad in ({"3": "GPU-3"}, "GPU-3", [[3, 3]], [[3]], [["3", "GPU-3"]], [[3, "GPU-3", "x"]],
-                [[3, None]], [[-3, "GPU-3"]], [None], [[3, "GPU-3"], [4, "GPU-3"]]):
+                [[3, None]], [[-3, "GPU-3"]], [None], [[3, "GPU-3"], [4, "GPU-3"]],
+                [[3, "GPU-new"], [3, "GPU-3"]], [[3, "GPU-3"], [3, "GPU-new"]]):
         damaged = ErrorWindows()
         assert damaged.restore(snap | {"thermal_uuids": bad}, T0 + 2000, "boot-a") == "", bad
         damaged.inventory({i: f"GPU-{i}" for i in range(8)} | {3: "GPU-new"})
@@ -648,3 +649,58 @@ def test_a_renumbered_or_swapped_gpu_takes_its_hold_along() -> None:
             rows = [r for r in _rows() if r.index in inventory]
             got = {i: h[0] for i, h in _holds(ew.gpus(rows, T0 + 2000)).items()}
             assert got == expected, (name, how)
+
+
+def _held_at(ew: ErrorWindows, now: int) -> dict[int, int | None]:
+    """The throttle each index holds at an idle sample of eight GPUs."""
+    return {i: h[0] for i, h in _holds(ew.gpus(_rows(), now)).items()}
+
+
+def test_a_uuid_or_an_index_listed_twice_in_a_birth_moves_no_hold() -> None:
+    """A birth is network input: a buggy source or a forged one listed gpu0's uuid at gpu0 and
+    gpu1 (or gpu0 with two uuids). The last pair won: gpu0's hold moved to gpu1 and gpu1's was
+    dropped, and births that repeated it moved the hold back and forth. Such a uuid is
+    unknown: the holds stay where they are, birth after birth, restart or not."""
+    gpus = {i: f"GPU-{i}" for i in range(8)}
+    rest = [(i, u) for i, u in gpus.items() if i > 1]
+    hot = {"clock_event_reasons": SW_THERMAL, "thermal_violation_ns": 5_000}
+    births = {"a uuid at two indices": [(0, "GPU-0"), (1, "GPU-0"), *rest],
+              "an index with two uuids": [(0, "GPU-0"), (0, "GPU-new"), (1, "GPU-1"), *rest],
+              "both": [(0, "GPU-1"), (0, "GPU-0"), (1, "GPU-0"), *rest]}
+    for name, birth in births.items():
+        for restart in (False, True):
+            ew = ErrorWindows()
+            ew.inventory(gpus)
+            ew.gpus(_rows(), T0)
+            ew.gpus(_rows(gpu0=hot), T0 + 1000)
+            ew.gpus(_rows(gpu1=hot | {"thermal_violation_ns": 9_000}), T0 + 1500)
+            if restart:
+                snap = ew.snapshot(T0 + 1500, "boot-a")
+                ew = ErrorWindows()
+                assert ew.restore(snap, T0 + 1600, "boot-a") == ""
+            for k in range(3):
+                ew.inventory(birth)
+                assert _held_at(ew, T0 + 2000 + k) == {0: T0 + 1000, 1: T0 + 1500}, (name, k)
+
+
+def test_a_known_gpu_moved_to_the_index_of_an_unknown_ones_hold_does_not_inherit_it() -> None:
+    """gpu1's uuid was unknown when it throttled (a source without one); then the birth shows
+    gpu0's GPU at gpu1. That GPU inherited the unknown GPU's hold when it had none of its own,
+    and lost it when it had one (the very bug the uuids fix). The hold is dropped either way;
+    one whose index holds no known GPU that moved there stays."""
+    hot = {"clock_event_reasons": SW_THERMAL, "thermal_violation_ns": 5_000}
+    gpus = {i: f"GPU-{i}" for i in range(8)} | {1: ""}
+    moved_in = gpus | {0: "GPU-new", 1: "GPU-0"}
+    cases = {"moved in, no hold of its own": (moved_in, False, {}),
+             "moved in with its own": (moved_in, True, {1: T0 + 500}),
+             "still unknown": (gpus | {0: "GPU-new"}, False, {1: T0 + 1000}),
+             "a new GPU": (gpus | {1: "GPU-new"}, False, {1: T0 + 1000})}
+    for name, (birth, own, expected) in cases.items():
+        ew = ErrorWindows()
+        ew.inventory(gpus)
+        ew.gpus(_rows(), T0)
+        if own:
+            ew.gpus(_rows(gpu0=hot), T0 + 500)
+        ew.gpus(_rows(gpu1=hot | {"thermal_violation_ns": 9_000}), T0 + 1000)
+        ew.inventory(birth)
+        assert _held_at(ew, T0 + 2000) == expected, name

@@ -11,6 +11,8 @@ throttle (``throttled_last_ts``) and last hot reading (``hot_last_ts``) while th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 TEMP_WARN_C = 87.0  # max operating
 TEMP_CLEAR_C = 84.0
 """G13 hysteresis: a GPU that reached TEMP_WARN_C stays flagged until it reads below this. The
@@ -80,3 +82,23 @@ def throttle_hold(last_ms: int, thermal: bool, proven_ms: int | None, util: floa
             return None, None
         return last_ms, proven_ms
     return last_ms, None
+
+
+def gpu_uuids(pairs: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """``{index: uuid}`` of an inventory's ``(index, uuid)`` pairs, the uuid '' (unknown) where
+    it names no one GPU: a uuid listed at two indices, or an index listed with two uuids. A
+    birth is network input (a buggy source, a forged one): taken as it came, the last pair won,
+    a hold moved to the wrong GPU and another's was dropped, and births that repeated it moved
+    the hold back and forth (a review). Unknown, the holds stay where they are (the agent's
+    ``ThermalHolds.inventory``, the console's ``NodeHistory.inventory``)."""
+    at: dict[int, set[str]] = {}
+    of: dict[str, set[int]] = {}
+    for index, uuid in pairs:
+        at.setdefault(index, set()).add(uuid)
+        if uuid:
+            of.setdefault(uuid, set()).add(index)
+    out: dict[int, str] = {}
+    for index, named in at.items():
+        uuid = named.pop() if len(named) == 1 else ""
+        out[index] = uuid if uuid and len(of[uuid]) == 1 else ""
+    return out
