@@ -25,6 +25,7 @@ from fleetdeck.protocol.thermal import (
     THROTTLE_BITS,
     THROTTLE_HOLD_MS,
     THROTTLE_HOLD_S,
+    gpu_uuids,
     thermal_sample,
     throttle_hold,
 )
@@ -471,8 +472,11 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
         node. Compared with the last uuid known at each index, not the last birth's: a
         rebooted node's first birth often has no GPUs (its inventory hung, the agent's
         stand-in), and the replacement went unseen. An unknown uuid ('') keeps the history
-        where it is, as before (the agent's rule, agents/windows.py ``ThermalHolds.inventory``)."""
-        uuids = {g.index: g.uuid for g in birth.gpus if g.uuid}
+        where it is, as before (the agent's rule, agents/windows.py ``ThermalHolds.inventory``),
+        unless a GPU known at another index moved to that index: the history was not its own
+        (it inherited it only when it had none of its own, a review). A uuid the birth lists
+        at two indices, or an index listed with two uuids, is unknown (``gpu_uuids``)."""
+        uuids = {i: u for i, u in gpu_uuids((g.index, g.uuid) for g in birth.gpus).items() if u}
         if not uuids:
             return
         known = self._uuids
@@ -484,6 +488,7 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
         where = {u: i for i, u in uuids.items()}
         gpus = self.gpus
         if gpus:
+            came = {where[u] for i, u in known.items() if where.get(u, i) != i}
             moved: dict[int, GpuHistory] = {}
             stay: dict[int, GpuHistory] = {}
             changed = False
@@ -494,10 +499,11 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                     changed |= where[had] != index
                 elif had and uuids.get(index, had) != had:
                     changed = True  # replaced: the old GPU is gone, another is at its index
+                elif not had and index in came:
+                    changed = True  # an unknown GPU's history, a known one moved to its index
                 else:
                     stay[index] = h
             if changed:
-                # A GPU known to have moved to an index wins over an unknown one's history.
                 gpus.clear()
                 gpus.update(stay | moved)
                 self.settled = False

@@ -259,11 +259,13 @@ def test_a_gpu_replaced_at_its_index_does_not_inherit_the_consoles_hold():
                                                      else Verdict.DEGRADED)
 
 
-def _held_then_reborn(births, at: int, renumber: bool = False) -> list[str]:
+def _held_then_reborn(births, at: int, renumber: bool = False, first=None,
+                      unread: int | None = None) -> list[str]:
     """gpu2 throttled for heat and went idle (G12 held), the node rebooted and sent
     ``births(node)`` (one session); then a sample with that idle GPU's values at index ``at``
     (GPUs after gpu1 one index down if ``renumber``). The G12 findings of it, the console
-    with its fast paths and the one running every rule agreeing."""
+    with its fast paths and the one running every rule agreeing. ``first(node)``: the first
+    birth (the node's own if None); ``unread``: a GPU no sample carries."""
     node = FakeNode()
     quick, full = FleetState("test"), FleetState("test")
     full.precheck = False
@@ -285,10 +287,11 @@ def _held_then_reborn(births, at: int, renumber: bool = False) -> list[str]:
             gpus = [msgspec.structs.replace(g, index=i) for i, g in
                     enumerate(g for g in gpus if g.index != 1)]
         gpus[index] = msgspec.structs.replace(gpus[index], **gpu_at(k))
+        gpus = [g for g in gpus if g.index != unread]
         return feed(enc.encode(msgspec.structs.replace(tel, gpus=gpus), node.now),
                     Kind.TELEMETRY)
 
-    feed(node.birth(), Kind.BIRTH)
+    feed(node.birth() if first is None else first(node), Kind.BIRTH)
     gpu_at = _busy_then_idle(None)
     enc = wire2.TelemetryEncoder(keyframe_every_s=30)
     for k in range(WORKED + 120):
@@ -338,3 +341,48 @@ def test_a_renumbered_or_swapped_gpu_keeps_its_history():
     held = "G12 gpu{}: clock throttled (sw thermal) earlier; " + THROTTLE_UNPROVEN
     assert _held_then_reborn(swapped, 5) == [held.format(5)]
     assert _held_then_reborn(renumbered, 1, renumber=True) == [held.format(1)]
+
+
+def _with_uuids(birth, **at: str):
+    """``birth`` with the uuid ``at["gpu5"]`` at gpu5 and so on."""
+    return birth.model_copy(update={"gpus": [
+        g.model_copy(update={"uuid": at.get(f"gpu{g.index}", g.uuid)}) for g in birth.gpus]})
+
+
+def test_a_uuid_or_an_index_listed_twice_in_a_birth_keeps_the_history_where_it_is():
+    """A birth is network input: a buggy source or a forged one listed gpu2's uuid at gpu2 and
+    gpu3, or gpu2 twice with two uuids. The last one won: gpu2's history (its held G12) moved
+    to gpu3 or was forgotten as a replacement, and births that repeated it moved it back and
+    forth. Such a uuid is unknown: the history stays where it is."""
+    def twice_the_uuid(node):
+        birth = node.birth()
+        return [_with_uuids(birth, gpu3=birth.gpus[2].uuid)] * 2
+
+    def twice_the_index(node):
+        birth = node.birth()
+        other = birth.gpus[2].model_copy(update={"uuid": "GPU-other"})
+        return [birth.model_copy(update={"gpus": [*birth.gpus[:3], other, *birth.gpus[3:]]})] * 2
+
+    held = [f"G12 gpu2: clock throttled (sw thermal) earlier; {THROTTLE_UNPROVEN}"]
+    for births in (twice_the_uuid, twice_the_index):
+        assert _held_then_reborn(births, 2) == held, births.__name__
+
+
+def test_a_known_gpu_moved_to_the_index_of_an_unknown_ones_history_does_not_inherit_it():
+    """gpu2's uuid was unknown when it throttled (a birth without it), and gpu5 had no
+    history (no sample carried it); then a birth shows gpu5's GPU at gpu2. It inherited the
+    unknown GPU's history (G12 held, with the advice to drain) only because it had none of its
+    own. That history is forgotten; one whose index holds no known GPU moved there stays."""
+    def unknown(node):
+        return _with_uuids(node.birth(), gpu2="")
+
+    def moved_in(node):
+        birth = node.birth()
+        return [_with_uuids(birth, gpu2=birth.gpus[5].uuid, gpu5="GPU-new")]
+
+    def new_gpu(node):
+        return [_with_uuids(node.birth(), gpu2="GPU-new")]
+
+    held = [f"G12 gpu2: clock throttled (sw thermal) earlier; {THROTTLE_UNPROVEN}"]
+    assert _held_then_reborn(moved_in, 2, first=unknown, unread=5) == []
+    assert _held_then_reborn(new_gpu, 2, first=unknown, unread=5) == held
