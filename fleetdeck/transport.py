@@ -300,6 +300,11 @@ class MqttLink:
             sink(topic, payload, qos, bool(properties["retain"]))
 
         def on_connect(c: Any, _flags: int, _rc: int, _props: dict[str, Any]) -> None:
+            # Counted here, at the CONNACK, not when ``connect`` returns: the retained burst
+            # the subscribe below brings can be read before the awaiting coroutine resumes,
+            # and a status counted on the connection before read as none on this one (a
+            # flaky cut-burst test: ``LiveFeed.status_retained_on``).
+            self.conn.connacks += 1
             # Every connection, first or not: gmqtt never subscribes again by itself. In order
             # and in chunks: the first SUBACK (the first chunk, what every caller needs first)
             # marks the connection usable.
@@ -327,7 +332,6 @@ class MqttLink:
                                                       ssl=ctx or False, keepalive=self.keepalive,
                                                       version=MQTTv311), lost)
                     accepted = True
-                    self.conn.connacks += 1
                     granted = await _unless_lost(subscribed, lost)
             except TimeoutError:
                 # Which step went unanswered: "no CONNACK" sent operators to check a broker
