@@ -93,6 +93,7 @@ class LiveFeed:
         """Messages handed to ingest, in total."""
         self.last_handed: float | None = None
         """Clock time of the last hand-off to ingest."""
+        self._own_prefix = f"{ROOT}/{ingest.cluster}/"
         self.status_retained_on = -1
         """The connection (its ``Connection.connacks``) on which a retained status (of a node,
         a job or the scheduler) last came, whatever it held: their filters are subscribed after
@@ -143,7 +144,9 @@ class LiveFeed:
         pending = self._pending
         if not pending:
             self._wake.set()
-        if retain and topic.endswith("/status"):
+        if retain and topic.endswith("/status") and topic.startswith(self._own_prefix):
+            # Only this cluster's: amqtt sends retained messages no filter asked for (another
+            # cluster's statuses), which would hide a cut in the births (a review).
             # Here, not once handed: the connection it came on is the one now.
             self.status_retained_on = self.link.conn.connacks
         pending.append((topic, payload, self.clock(), qos, retain))

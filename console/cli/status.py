@@ -145,11 +145,6 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                 until = LONGEST_WAIT_S if auto else now - started + least
         if not auto or now - counted_from < least:
             return False
-        if not session.burst_judged:
-            # A cut retained burst is judged 2 s after its end: on a slow or TLS broker that
-            # fell past 3.5 s, and a cut listing read exit 0 (a review). An explicit --wait
-            # keeps its length, and says the cut unknown (``said_burst_cut``).
-            return False
         return not (slow_to_hear(session.state, now - connected_at)
                     or keyframe_due(session.state, now - connected_at)
                     or undecided_silent(session.state, now - connected_at))
@@ -314,21 +309,21 @@ during the watch, the broker most likely cut its retained burst (nodes missing f
 count), or, with ``--fail-on``, nodes that sent no telemetry during it."""
 
 
-BURST_UNKNOWN = "unknown"
-"""``retained_burst_cut`` of a watch that did not judge its burst: ``--digests``, or a
-``--wait`` that ended before the burst was over (docs/protocol.md); null read "not cut"."""
-
-
 def said_burst_cut(session: ConsoleSession, out: dict[str, Any]) -> bool:
     """Whether the broker most likely cut the session's retained burst in the births
     (``ConsoleSession._note_burst_cut``); if so, one sentence on stderr and
-    ``retained_burst_cut`` in the summary (null when judged whole, ``BURST_UNKNOWN`` when not
-    judged): nodes whose births it dropped are in no count, so the listing must not read as
-    the fleet (2,048 dead agents listed as 1,020 nodes, exit 0: a review)."""
+    ``retained_burst_cut`` in the summary (null otherwise; ``retained_burst_judged`` says
+    whether the watch judged its burst at all): nodes whose births it dropped are in no
+    count, so the listing must not read as the fleet (2,048 dead agents listed as 1,020
+    nodes, exit 0: a review). Not judged is a boolean beside it, not a string in its place:
+    ``"unknown"`` there read as a cut to ``if summary["retained_burst_cut"]`` and broke
+    ``jq .retained_burst_cut.nodes`` (a review); and the watch is not held open for the
+    judgement: a node reconnecting now and then kept the burst from ever going quiet, and
+    every default status took 60 s (a review)."""
     cut = session.burst_cut
-    out["retained_burst_cut"] = (
-        BURST_UNKNOWN if not session.burst_judged else None if cut is None else {
-            "nodes_without_status": cut[0], "nodes": cut[1]})
+    out["retained_burst_cut"] = None if cut is None else {
+        "nodes_without_status": cut[0], "nodes": cut[1]}
+    out["retained_burst_judged"] = session.burst_judged
     if cut is None:
         return False
     print(f"fleetdeck status: {out.get('cluster', session.cluster)}: "
