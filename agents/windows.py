@@ -41,6 +41,7 @@ from fleetdeck.protocol.thermal import (
     THERMAL_BITS,
     THROTTLE_BITS,
     THROTTLE_IDLE_HOLD_MS,
+    follow_uuids,
     gpu_uuids,
     thermal_sample,
     throttle_hold,
@@ -428,30 +429,15 @@ class ThermalHolds:
         is, as before, unless a GPU known at another index moved to that index: the hold was
         not its own, and it inherited it only when it had none of its own (a review). The last
         uuid known at an index is kept for the next birth."""
-        uuids = gpu_uuids(gpus.items() if isinstance(gpus, dict) else gpus)
-        where = {uuid: index for index, uuid in uuids.items() if uuid}
-        if not where:
+        uuids = {i: u for i, u in gpu_uuids(gpus.items() if isinstance(gpus, dict)
+                                            else gpus).items() if u}
+        if not uuids:
             return
-        known, holds = self._uuids, self._holds
-        came = {where[u] for i, u in known.items() if where.get(u, i) != i}
-        moved: dict[int, list[int | None]] = {}
-        stay: dict[int, list[int | None]] = {}
-        changed = False
-        for index, st in holds.items():
-            had = known.get(index)
-            if had and had in where:
-                moved[where[had]] = st
-                changed |= where[had] != index
-            elif had and uuids.get(index) and uuids[index] != had:
-                changed = True  # replaced: the old GPU is gone, another is at its index
-            elif not had and index in came:
-                changed = True  # an unknown GPU's hold, and a known one moved to its index
-            else:
-                stay[index] = st
-        self._uuids = {i: u for i, u in known.items() if u not in where} | {
-            i: u for i, u in uuids.items() if u}
-        if changed:
-            self._holds = stay | moved
+        known = self._uuids
+        holds = follow_uuids(known, uuids, self._holds)
+        self._uuids = {i: u for i, u in known.items() if u not in uuids.values()} | uuids
+        if holds is not None:
+            self._holds = holds
             self.revision += 1
             # The violation counters are the GPUs', not the indices': no growth from them.
             self._violation, self._indices = None, ()

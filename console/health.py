@@ -25,6 +25,7 @@ from fleetdeck.protocol.thermal import (
     THROTTLE_BITS,
     THROTTLE_HOLD_MS,
     THROTTLE_HOLD_S,
+    follow_uuids,
     gpu_uuids,
     thermal_sample,
     throttle_hold,
@@ -485,29 +486,14 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             return
         if known == uuids:
             return
-        where = {u: i for i, u in uuids.items()}
         gpus = self.gpus
         if gpus:
-            came = {where[u] for i, u in known.items() if where.get(u, i) != i}
-            moved: dict[int, GpuHistory] = {}
-            stay: dict[int, GpuHistory] = {}
-            changed = False
-            for index, h in gpus.items():
-                had = known.get(index)
-                if had and had in where:
-                    moved[where[had]] = h
-                    changed |= where[had] != index
-                elif had and uuids.get(index, had) != had:
-                    changed = True  # replaced: the old GPU is gone, another is at its index
-                elif not had and index in came:
-                    changed = True  # an unknown GPU's history, a known one moved to its index
-                else:
-                    stay[index] = h
-            if changed:
+            followed = follow_uuids(known, uuids, gpus)
+            if followed is not None:
                 gpus.clear()
-                gpus.update(stay | moved)
+                gpus.update(followed)
                 self.settled = False
-        self._uuids = {i: u for i, u in known.items() if u not in where} | uuids
+        self._uuids = {i: u for i, u in known.items() if u not in uuids.values()} | uuids
 
     def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2

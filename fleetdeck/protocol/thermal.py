@@ -12,6 +12,7 @@ throttle (``throttled_last_ts``) and last hot reading (``hot_last_ts``) while th
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 TEMP_WARN_C = 87.0  # max operating
 TEMP_CLEAR_C = 84.0
@@ -102,3 +103,39 @@ def gpu_uuids(pairs: Iterable[tuple[int, str]]) -> dict[int, str]:
         uuid = named.pop() if len(named) == 1 else ""
         out[index] = uuid if uuid and len(of[uuid]) == 1 else ""
     return out
+
+
+_T = TypeVar("_T")
+
+
+def follow_uuids(known: dict[int, str], uuids: dict[int, str],
+                 items: dict[int, _T]) -> dict[int, _T] | None:
+    """``items`` (a GPU's thermal hold, on the agent; its history, on the console) keyed by
+    index again after a birth whose known uuids are ``uuids`` ({index: uuid}, none '': see
+    ``gpu_uuids``), given ``known``, the last uuid known at each index; None where nothing
+    moves. One rule for both sides (agents/windows.py ``ThermalHolds.inventory``,
+    console/health.py ``NodeHistory.inventory``; docs/protocol.md, "Agent windows"):
+
+    - an item whose uuid the birth shows at another index moves there (NVML renumbered the
+      rest after a GPU dropped off PCIe; two GPUs swapped between slots);
+    - one whose uuid is absent, with another known uuid at its index, was replaced: dropped;
+    - one of an unknown uuid stays, unless a GPU known at another index moved to its index
+      (it was not that GPU's, which inherited it only when it had none of its own, a review).
+    """
+    where = {uuid: index for index, uuid in uuids.items()}
+    came = {where[u] for i, u in known.items() if where.get(u, i) != i}
+    moved: dict[int, _T] = {}
+    stay: dict[int, _T] = {}
+    changed = False
+    for index, item in items.items():
+        had = known.get(index)
+        if had and had in where:
+            moved[where[had]] = item
+            changed |= where[had] != index
+        elif had and uuids.get(index, had) != had:
+            changed = True  # replaced: the old GPU is gone, another is at its index
+        elif not had and index in came:
+            changed = True  # an unknown GPU's item, and a known one moved to its index
+        else:
+            stay[index] = item
+    return stay | moved if changed else None
