@@ -1811,7 +1811,7 @@ class ConsoleSession:
         """Whether ``burst_cut`` says something of this connection's retained burst: it is
         judged once the burst is over (``STATUS_ASK_QUIET_S`` after its last birth or status),
         which a short watch may not reach, and never by a session that asks for no status
-        (filters, digests): ``status`` says unknown then."""
+        (filters, digests): ``status`` says so then (``retained_burst_judged`` false)."""
         return self._asks_statuses and self._status_quiet_from is not None
 
     def _note_burst_cut(self) -> None:
