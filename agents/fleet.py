@@ -392,9 +392,10 @@ class Fleet:
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         if self.opts.tune_gc:
-            # No freezing after every collection (the console's way): cycles made later, by
-            # reconnects and killed agents, must stay collectable in a long simulation.
-            tune_gc(freeze_survivors=False)
+            # CPython's own full collections (the console has none but its tick's sweep): the
+            # simulator has no tick to sweep from, and cycles made later, by reconnects and
+            # killed agents, must stay collectable in a long simulation.
+            tune_gc(console=False)
         for name, agent in self.agents.items():
             self._tasks[name] = asyncio.create_task(agent.run(stop), name=f"agent-{name}")
         sched = asyncio.create_task(self._sched_loop(stop), name="sched")

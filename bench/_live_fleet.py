@@ -1,7 +1,7 @@
 """A console's fleet state applied as a live console applies it, for the GC benchmarks
 (bench/gc_sweep.py, bench/gc_census.py ``--live``): births and statuses, then rounds of v2
-telemetry (bench/_payloads.py) through ``Ingest.handle``, each applied by ticks that freeze
-what they kept (``runtime.tune_gc``, ``runtime.freeze_tick``)."""
+telemetry (bench/_payloads.py) through ``Ingest.handle``, each applied by ticks, with the
+console's GC tuning (``runtime.tune_gc``, ``runtime.sweep_tick``)."""
 
 from bench._common import require
 

@@ -96,8 +96,9 @@ def fleet_state(n: int) -> tuple["ConsoleSession", "Ingest", list[object]]:
 
 def live_objects(n: int) -> tuple["LiveFleet", list[object]]:
     """A live console of ``n`` nodes and every object its next sweep meets: births, 3 rounds, a
-    sweep, then a keyframe cycle of rounds each applied by a tick (which freezes what it kept,
-    as live), then everything unfrozen."""
+    sweep, then a keyframe cycle of rounds each applied by a tick, as live; then what the GC
+    tracks outside the start-up objects ``tune_gc`` froze for good (a sweep does not walk
+    those)."""
     from bench._live_fleet import LiveFleet
     from bench._payloads import V2_CYCLE
     from fleetdeck import runtime
@@ -107,15 +108,14 @@ def live_objects(n: int) -> tuple["LiveFleet", list[object]]:
     runtime.sweep()
     live.apply(V2_CYCLE)
     live.check()
-    gc.unfreeze()
     return live, gc.get_objects()
 
 
 def live_census(n: int, top: int) -> int:
     """The tracked objects and their references a sweep follows in a live console: births, 3
-    rounds, a sweep, then a keyframe cycle of rounds each applied by a tick (which freezes
-    what it kept, as live), then everything unfrozen and counted (docs/performance.md, "Out of
-    the collector's view")."""
+    rounds, a sweep, then a keyframe cycle of rounds each applied by a tick, as live, then what
+    the GC tracks outside the frozen start-up objects, counted (docs/performance.md, "The sweep
+    walks the state alone")."""
     live, objs = live_objects(n)
     count: collections.Counter[str] = collections.Counter()
     refs: collections.Counter[str] = collections.Counter()

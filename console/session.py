@@ -106,7 +106,7 @@ from fleetdeck.protocol.messages import (
 )
 from fleetdeck.protocol.messages import Severity as EventSeverity
 from fleetdeck.protocol.topics import ROOT, Kind, digest_subscriptions, node_filter, topic_for
-from fleetdeck.runtime import freeze_tick
+from fleetdeck.runtime import sweep_tick
 from fleetdeck.transport import TransportError, Will
 
 log = logging.getLogger("fleetdeck.session")
@@ -1011,7 +1011,7 @@ class ConsoleSession:
                             (time.perf_counter() - t0) * 1000,
                             len(self._carry) + self.state.judge_left
                             + (self.summaries.pending if self.summaries is not None else 0))
-        freeze_tick()
+        sweep_tick()
         return report
 
     def _log_drains_lost(self) -> None:

@@ -1,9 +1,9 @@
 """Keep Textual's rendering from making reference cycles, so its garbage is freed at once.
 
-The console freezes what each tick keeps (``fleetdeck.runtime.freeze_tick``): its fleet state is
-acyclic and freed by reference counting. Cyclic garbage alive at a freeze is freed only by the
-periodic sweep, a full collection that walks every tracked object (~0.28 s at 16,384 nodes) and
-runs when frozen objects grew. A live TUI made 120,000-140,000 such objects every 30 s, nearly
+The console collects its young objects often and its whole state only at the periodic sweep
+(``fleetdeck.runtime.sweep``): its fleet state is acyclic and freed by reference counting.
+Cyclic garbage that outlived two young collections waits for that sweep, one pass over the
+state. A live TUI made 120,000-140,000 such objects every 30 s, nearly
 all from two places in Textual 8.2.8 (``gc.DEBUG_SAVEALL`` census; docs/performance.md,
 "Textual's render garbage"):
 
