@@ -6,7 +6,8 @@ display text (bulk drains name a hostlist, not each node).
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from fleetdeck.protocol.messages import Event
 
@@ -14,8 +15,12 @@ EVENT_LOG = 5000
 """Entries kept; the store keeps the rest."""
 
 
-@dataclass(frozen=True, slots=True)
-class EventLine:
+class EventLine(msgspec.Struct, frozen=True, gc=False):
+    """One line of the timeline. A ``gc=False`` Struct: it holds numbers, strings and a tuple
+    of strings, so it can be in no reference cycle, and the 5,000 kept lines are nothing the
+    console's periodic GC sweep walks (docs/performance.md, "The sweep walks the state
+    alone")."""
+
     ts: float
     source: str
     """The node id, ``sched``, or ``console`` for the console's own commands."""

@@ -39,3 +39,20 @@ def test_a_node_going_offline_and_back_is_in_the_timeline() -> None:
     back = [line for line in session.log.lines()
             if line.kind == "verdict" and line.source == "gpu0001"][-1]
     assert back.text == "offline -> ok" and back.severity == "info"
+
+
+def test_the_kept_timeline_is_nothing_the_gcs_sweep_walks() -> None:
+    """5,000 lines are kept: as GC-tracked objects they were 40,000 references the console's
+    periodic sweep followed every minute (docs/performance.md, "The sweep walks the state
+    alone"). A line and its (seq, line) entry leave the GC's view once a collection looked."""
+    import gc
+
+    from fleetdeck.console.eventlog import EventLine, EventLog
+
+    log = EventLog()
+    for i in range(100):
+        log.add(EventLine(float(i), f"gpu{i:04d}", "xid", "error", "gpu3: XID 79",
+                          (f"gpu{i:04d}",)))
+    gc.collect()
+    assert not any(gc.is_tracked(line) for _seq, line in log)
+    assert not any(gc.is_tracked(entry) for entry in log)
