@@ -1217,9 +1217,17 @@ class FleetState:
                     st.digest = None
                     self._digest_order.pop(node_id, None)
             self.unborn.pop(node_id, None)
+            last_birth = st.birth.bdSeq if st.birth is not None else -1
             if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
                 self._note_shape(node_id)  # what views summarise from the birth may move
+                refused = self.malformed.refused_statuses.get(node_id)
+                if birth.bdSeq > last_birth and refused is not None and refused[0] < rx:
+                    # A status refused before it was of the session before: this one's may be
+                    # dropped by the broker, and must be asked for
+                    # (``ConsoleSession._ask_statuses``). One refused at ingest beside this
+                    # birth (a newer agent's, malformed) is of this session.
+                    del self.malformed.refused_statuses[node_id]
         blind = self.blind
         for node_id, (rx, status) in batch.statuses.items():
             if (not status.online and blind is not None and rx >= blind[0] - WILL_BURST_S
@@ -1234,6 +1242,7 @@ class FleetState:
             drain, session = born.drain, born.status_bd_seq
             if self._apply_status(born, status, rx):
                 changed.add(node_id)
+                self.malformed.refused_statuses.pop(node_id, None)
                 if (drain.state is not DrainState.NONE and status.online
                         and status.bdSeq > session >= 0
                         and born.drain.state is DrainState.NONE):
@@ -1877,6 +1886,7 @@ class FleetState:
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)
         self.jobs_left.pop(node_id, None)
+        self.malformed.refused_statuses.pop(node_id, None)
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)

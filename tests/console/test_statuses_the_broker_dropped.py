@@ -394,6 +394,38 @@ def test_statuses_the_console_refused_are_not_blamed_on_the_broker(why):
     assert set(session.state.malformed.refused_statuses) == set(fleet.names)
 
 
+def test_a_refused_status_of_an_older_session_does_not_outlive_the_next_birth():
+    """A status refused as of an older session (a dead agent's Last Will) kept its node out of
+    the status asks for good: after the agent came back with a new session whose status the
+    broker dropped, the node was never asked and read "no status" while the agent was up.
+    A new session's birth forgets the refusal; an accepted status does too."""
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    messages = [(topic_for(CLUSTER, Kind.BIRTH, n), codec.encode(fleet.agents[n].birth()))
+                for n in fleet.names]
+    messages += [(topic_for(CLUSTER, Kind.STATUS, n), _refused_status(fleet, n, "older session"))
+                 for n in fleet.names]
+    session, wire = _burst(messages)
+    assert set(session.state.malformed.refused_statuses) == set(fleet.names)
+    back, answered = fleet.names[0], fleet.names[1]
+    fleet.agents[back].bd_seq += 1  # restarted: a new session, its status dropped
+    feed = session.feed
+    assert feed is not None
+    feed._received(topic_for(CLUSTER, Kind.BIRTH, back),
+                   codec.encode(fleet.agents[back].birth()), 1, False)
+    feed._received(topic_for(CLUSTER, Kind.STATUS, answered),
+                   codec.encode(fleet.agents[answered].status()), 1, False)
+    feed.hand()
+    clock = session.clock
+    for _ in range(20):
+        clock.advance(0.5)  # type: ignore[attr-defined]
+        wire.now = clock()
+        session.tick()
+    refused = session.state.malformed.refused_statuses
+    assert back not in refused and answered not in refused
+    asked = {t for _at, t in wire.subscribed if t.endswith("/status")}
+    assert asked == {topic_for(CLUSTER, Kind.STATUS, back)}
+
+
 def test_a_cut_in_the_statuses_is_logged_as_info_and_asked_for():
     """The broker sent every birth and one status: the cut took statuses only. One info line,
     not kept; ``burst_cut`` stays None (``status`` exits 0) and each node is asked."""
