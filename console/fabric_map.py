@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, is_
 
+import msgspec
+
 from fleetdeck.console.health import Severity
 from fleetdeck.console.judgements import (
     NO_LINK,
@@ -61,8 +63,16 @@ BAD = Port.ERRORS
 _DRAIN_RATE_RULES = frozenset({"N1", "N2", "N3"})
 
 
-@dataclass(frozen=True, slots=True)
-class BadPort:
+# What the layout caches hold per node (the births, a node's place, each leaf group's members)
+# is out of the GC's view: msgspec Structs with ``gc=False`` (numbers, strings and tuples of
+# those: in no reference cycle) and tuples of them, which the collector untracks, as it then
+# untracks a dict of them in a full collection. As lists and tracked dataclasses they were
+# ~82,000 references the periodic full collection followed at 16,384 nodes (two lists of the
+# births, the members, the healthy map: bench/tui_sweep.py; docs/performance.md, "Frozen
+# garbage: the GC sweep").
+
+
+class BadPort(msgspec.Struct, frozen=True, gc=False):
     rail: int
     code: int
     port: str
@@ -71,8 +81,7 @@ class BadPort:
     """Its findings, ``; ``-joined."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeFabric:
+class NodeFabric(msgspec.Struct, frozen=True, gc=False):
     """One node's place in the fabric and the state of its ports."""
 
     leaf: str
@@ -134,7 +143,7 @@ class FabricMap:
 
     leaves: list[str]
     """Leaf groups, sorted."""
-    members: dict[str, list[str]]
+    members: dict[str, tuple[str, ...]]
     """Leaf group -> its nodes, sorted."""
     rails: list[int]
     """Every rail any node has, sorted."""
@@ -172,9 +181,9 @@ class FabricMapCache:
     """The fleet's layout as of the births it was made from, and the summaries of the nodes
     that needed one of their own (kept while their signature holds)."""
 
-    births: list[object] = field(default_factory=list)
+    births: tuple[object, ...] = ()
     leaves: list[str] = field(default_factory=list)
-    members: dict[str, list[str]] = field(default_factory=dict)
+    members: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rails: list[int] = field(default_factory=list)
     healthy: dict[str, NodeFabric] = field(default_factory=dict)
     special: dict[str, tuple[tuple[object, ...], NodeFabric]] = field(default_factory=dict)
@@ -189,10 +198,10 @@ def fabric_map(state: FleetState, cache: FabricMapCache | None = None) -> Fabric
     one move with every sample)."""
     cache = cache if cache is not None else FabricMapCache()
     nodes = state.nodes
-    births = list(map(_BIRTH, nodes.values()))
+    births = tuple(map(_BIRTH, nodes.values()))
     if len(births) != len(cache.births) or not all(map(is_, births, cache.births)):
         cache.births = births
-        members: dict[str, list[str]] = {}
+        groups: dict[str, list[str]] = {}
         healthy: dict[str, NodeFabric] = {}
         rail_sets: set[tuple[int, ...]] = set()
         shared: dict[tuple[str, tuple[int, ...]], NodeFabric] = {}
@@ -203,9 +212,8 @@ def fabric_map(state: FleetState, cache: FabricMapCache | None = None) -> Fabric
                 nf = shared[(leaf, rails)] = NodeFabric(leaf, rails, Port.OK)
             healthy[node_id] = nf
             rail_sets.add(rails)
-            members.setdefault(leaf, []).append(node_id)
-        for group in members.values():
-            group.sort()
+            groups.setdefault(leaf, []).append(node_id)
+        members = {leaf: tuple(sorted(group)) for leaf, group in groups.items()}
         cache.leaves, cache.members, cache.healthy = sorted(members), members, healthy
         cache.rails = sorted({r for rs in rail_sets for r in rs})
         cache.special = {}
@@ -293,7 +301,7 @@ class SwitchHealthCache:
     """The fleet's shape (ports per switch) as of the births it was counted from: counted
     again only when a node is added or sends a new birth."""
 
-    births: list[object] = field(default_factory=list)
+    births: tuple[object, ...] = ()
     shapes: dict[str, dict[tuple[int, ...], int]] = field(default_factory=dict)
     leaf: dict[str, str] = field(default_factory=dict)
     leaves: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
@@ -309,7 +317,7 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
         suspects = suspect_switches(state)
     cache = cache if cache is not None else SwitchHealthCache()
     nodes = state.nodes
-    births = list(map(_BIRTH, nodes.values()))
+    births = tuple(map(_BIRTH, nodes.values()))
     if len(births) != len(cache.births) or not all(map(is_, births, cache.births)):
         cache.births = births
         cache.shapes = {}

@@ -104,7 +104,7 @@ class FabricMatrix(Widget, can_focus=True):
         self._places: list[list[tuple[int, int, int]]] = []
         """Per band, per cell: (block, column, x)."""
         self._planned: tuple[object, ...] = ()
-        self._planned_members: dict[str, list[str]] | None = None
+        self._planned_members: dict[str, tuple[str, ...]] | None = None
         self._palette: dict[int, Style] = {}
         self._line_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(1024)
 
