@@ -12,6 +12,8 @@ from functools import cached_property
 from itertools import islice
 from typing import Any
 
+import msgspec
+
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
 from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
@@ -866,8 +868,10 @@ def ib_rate_text(rate_gbps: float | None) -> str:
     return "-" if rate_gbps is None else f"{rate_gbps:g}"
 
 
-@dataclass(frozen=True, slots=True)
-class PortRow:
+class PortRow(msgspec.Struct, frozen=True, gc=False):
+    """A port that is not ok, as the fabric view's port table shows it. Strings only, so in
+    no reference cycle: not tracked by the GC, as ``_FabricNode`` that holds it."""
+
     leaf: str
     node: str
     port: str
@@ -956,9 +960,14 @@ def _due(pending: dict[str, None], log: list[str], start: int, limit: int | None
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class _FabricNode:
-    """One node's part of the fabric tables."""
+class _FabricNode(msgspec.Struct, frozen=True, gc=False):
+    """One node's part of the fabric tables.
+
+    Not tracked by the GC: ``FabricCache.parts`` holds one per node (16,384 objects and
+    147,456 references the periodic full collection walked, bench/tui_sweep.py), and with
+    them untracked the dict itself leaves the collector's view (docs/performance.md, "Frozen
+    garbage: the GC sweep"). It holds strings, numbers and ``PortRow``s (strings), so it can
+    be in no reference cycle."""
 
     leaf: str
     ports: int
