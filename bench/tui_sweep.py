@@ -70,7 +70,7 @@ def census(top: int) -> None:
 
 async def measure(n: int, rounds: int, sweeps: int, top: int) -> dict[str, Any]:
     from bench._payloads import EvolvingFleet
-    from bench.console_scale import feed_ingest, scale_app
+    from bench.console_scale import feed_ingest, scale_app, telemetry_round
     from fleetdeck import runtime
     from fleetdeck.console.audit import MemoryAudit
 
@@ -85,17 +85,7 @@ async def measure(n: int, rounds: int, sweeps: int, top: int) -> dict[str, Any]:
 
     async def round_() -> None:
         nonlocal k, applied
-        for half in (0, 1):
-            ts_ms = int(time.time() * 1000)
-            rx = time.time()
-            for i in range(half * n // 2, n if half else n // 2):
-                ingest.handle(fleet.topics[i], fleet.telemetry(i, k, ts_ms), rx)
-            shown = len(painted)
-            applied += app.tick().messages
-            t0 = time.perf_counter()
-            while len(painted) == shown and time.perf_counter() - t0 < 10:  # noqa: ASYNC110
-                await asyncio.sleep(0.001)
-            require(len(painted) > shown, "a tick's new state never reached the screen")
+        applied += await telemetry_round(app, ingest, fleet, k, painted)
         k += 1
 
     out: dict[str, Any] = {}
