@@ -14,6 +14,13 @@ A column's values are built by one list comprehension for the whole fleet, not b
 per-node call that dispatches on the column (``rows.node_sort_value``), and sorted as
 indices: a stable sort of the id-ordered nodes by a flat value is ``node_sort_key``'s
 (value, id) order without a tuple per node. Pure: no textual, testable on its own.
+
+Everything kept per node is a tuple (ids, nodes, signatures, values, orders), never a list:
+their items are strings, numbers, tuples of those or ``NodeState`` (gc=False), so the GC stops
+tracking a tuple once a collection has looked at it, while a list stays tracked for good and
+the periodic full sweep (``fleetdeck/runtime.py`` ``sweep``) followed each of its items, a
+cache miss each: at 16,384 nodes the lists kept here were ~5 of 16,384 items walked every
+sweep (issue 12's 50 ms stall). Values read in place are read into a copy, then frozen.
 """
 
 import math
@@ -91,16 +98,16 @@ class _Column:
                  "shapes", "source", "values")
 
     def __init__(self) -> None:
-        self.values: list[Any] = []
-        self.revs: list[int] | None = None
+        self.values: tuple[Any, ...] = ()
+        self.revs: tuple[int, ...] | None = None
         """Each node's ``revision`` when its value was computed (None: not read)."""
-        self.shapes: list[int] = []
+        self.shapes: tuple[int, ...] = ()
         self.revisions = -1
         self.shape_revisions = -1
         """``FleetState.revisions``/``shape_revisions`` when last brought up to date."""
-        self.order: list[str] | None = None
-        self.source: list[Any] | None = None
-        """For UTIL/TEMP/POWER: the shared metrics list the values were taken from."""
+        self.order: tuple[str, ...] | None = None
+        self.source: tuple[Any, ...] | None = None
+        """For UTIL/TEMP/POWER: the shared metrics tuple the values were taken from."""
         self.read_at = float("-inf")
         """The clock when the values were last read for moved revisions (``LIVE_HOLD_S``)."""
         self.partial = False
@@ -112,13 +119,13 @@ class NodeOrder:
 
     def __init__(self) -> None:
         self._members: tuple[int, int, int] = (-1, -1, -1)
-        self._ids: list[str] = []
-        self._nodes: list[NodeState] = []
-        self._revs: tuple[int, list[int]] = (-1, [])
-        self._shapes: tuple[int, list[int]] = (-1, [])
+        self._ids: tuple[str, ...] = ()
+        self._nodes: tuple[NodeState, ...] = ()
+        self._revs: tuple[int, tuple[int, ...]] = (-1, ())
+        self._shapes: tuple[int, tuple[int, ...]] = (-1, ())
         self._columns: dict[str, _Column] = {}
         self._jobs: Jobs | None = None
-        self._job_order: list[str] | None = None
+        self._job_order: tuple[str, ...] | None = None
         self._now: float | None = None
         self._last_key = ""
         self._same_key = False
@@ -127,12 +134,12 @@ class NodeOrder:
         again later even if nothing else changes."""
 
     def ids(self, state: FleetState, key: str, jobs: Jobs | None = None,
-            now: float | None = None) -> list[str]:
+            now: float | None = None) -> tuple[str, ...]:
         """Node ids in ``node_sort_key(st, key, jobs.get(id, []))`` order (``jobs``: for the
         JOBS column, ``jobs_by_node(state)`` when not given). With ``now`` (a clock in
         seconds) and a fleet of HOLD_MIN_NODES or more, an order that only new samples would
         change is kept up to ``LIVE_HOLD_S``.
-        The list is shared with later calls: read it, never change it."""
+        The tuple is shared with later calls."""
         self._now = now if len(state.nodes) >= HOLD_MIN_NODES else None
         self._same_key = key == self._last_key  # a refresh, not the operator's re-sort
         self._last_key = key
@@ -161,21 +168,22 @@ class NodeOrder:
         if len(nodes) == len(self._nodes) and all(map(is_, map(nodes.get, self._ids),
                                                       self._nodes)):
             return
-        self._ids = sorted(nodes)
-        self._nodes = [nodes[n] for n in self._ids]
-        self._revs = self._shapes = (-1, [])
+        self._ids = tuple(sorted(nodes))
+        self._nodes = tuple([nodes[n] for n in self._ids])
+        self._revs = self._shapes = (-1, ())
         self._columns.clear()
         self._job_order = None
 
-    def _signatures(self, state: FleetState, revs: bool) -> tuple[list[int] | None, list[int]]:
+    def _signatures(self, state: FleetState,
+                    revs: bool) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """Every node's ``revision`` (when ``revs``) and ``shape_rev``, in id order, read once
         per change of the fleet's counters whichever columns ask."""
         if self._shapes[0] != state.shape_revisions:
-            self._shapes = (state.shape_revisions, [st.shape_rev for st in self._nodes])
+            self._shapes = (state.shape_revisions, tuple([st.shape_rev for st in self._nodes]))
         if not revs:
             return None, self._shapes[1]
         if self._revs[0] != state.revisions:
-            self._revs = (state.revisions, [st.revision for st in self._nodes])
+            self._revs = (state.revisions, tuple([st.revision for st in self._nodes]))
         return self._revs[1], self._shapes[1]
 
     def _column(self, state: FleetState, key: str) -> _Column:
@@ -185,9 +193,9 @@ class NodeOrder:
         if key in METRIC_COLUMNS:
             # One pass gives all three (``metrics``): util, temp and power share it.
             m = self._refresh(state, self._columns.setdefault("metrics", _Column()), metrics)
-            if col.source is not m.values:  # a new list whenever a value changed
+            if col.source is not m.values:  # a new tuple whenever a value changed
                 i = METRIC_COLUMNS.index(key)
-                col.values = [metric_sort_value(key, v[i]) for v in m.values]
+                col.values = tuple([metric_sort_value(key, v[i]) for v in m.values])
                 col.source, col.order = m.values, None
             return col
         value = _VALUE.get(key)
@@ -226,28 +234,31 @@ class NodeOrder:
                 shaped = [i for i in stale if now_shapes[i] != old_shapes[i]]
                 if shaped:
                     stale = shaped + [i for i in stale if now_shapes[i] == old_shapes[i]]
-                values = col.values = list(col.values)
-                revs_read = col.revs = list(col.revs)
-                shapes_read = col.shapes = list(old_shapes)
+                values = list(col.values)
+                revs_read = list(col.revs)
+                shapes_read = list(old_shapes)
                 for i in stale[:READ_CHUNK]:
                     values[i] = value(nodes[i])
                     revs_read[i] = now_revs[i]
                     shapes_read[i] = now_shapes[i]
+                col.values, col.revs = tuple(values), tuple(revs_read)
+                col.shapes = tuple(shapes_read)
                 col.revisions = col.shape_revisions = -1
                 col.partial, col.order = True, None
                 self.held = True
                 return col
         col.partial = False
         if stale is None or 2 * len(stale) > len(nodes):
-            col.values = list(map(value, nodes))
+            col.values = tuple(map(value, nodes))
         else:
-            values = col.values = list(col.values)  # a new list: the old one may be in use
+            values = list(col.values)
             for i in stale:
                 values[i] = value(nodes[i])
+            col.values = tuple(values)
         col.revs, col.shapes, col.order = now_revs, now_shapes, None
         return col
 
-    def _jobs_order(self, jobs: Jobs) -> list[str]:
+    def _jobs_order(self, jobs: Jobs) -> tuple[str, ...]:
         # A node's JOBS text comes from the job map alone (the caller's, rebuilt when a node or
         # a job changed): kept while it is the same map.
         if self._job_order is None or jobs is not self._jobs:
@@ -257,20 +268,21 @@ class NodeOrder:
                                          True)
         return self._job_order
 
-    def _sort(self, values: Sequence[Any], empty_last: bool) -> list[str]:
+    def _sort(self, values: Sequence[Any], empty_last: bool) -> tuple[str, ...]:
         ids = self._ids
         if empty_last:
             # (text == "", text): the nodes with text by text, then the rest (equal values)
             # in id order.
             with_text = [i for i, v in enumerate(values) if v]
             with_text.sort(key=values.__getitem__)
-            return [ids[i] for i in with_text] + [ids[i] for i, v in enumerate(values) if not v]
+            return tuple([ids[i] for i in with_text]
+                         + [ids[i] for i, v in enumerate(values) if not v])
         order = sorted(range(len(ids)), key=values.__getitem__)
-        return [ids[i] for i in order]
+        return tuple([ids[i] for i in order])
 
 
-def _moved(shapes: list[int], old_shapes: list[int], revs: list[int] | None,
-           old_revs: list[int] | None) -> list[int]:
+def _moved(shapes: tuple[int, ...], old_shapes: tuple[int, ...], revs: tuple[int, ...] | None,
+           old_revs: tuple[int, ...] | None) -> list[int]:
     """Positions whose shape (or, given, revision) differs."""
     if revs is None or old_revs is None:
         if shapes == old_shapes:

@@ -282,7 +282,7 @@ def test_status_lists_nodes_in_the_consoles_health_order_in_text_and_json():
     session.tick()
     want = ["gpu0003", "gpu0001", "gpu0002",  # failed: the untouched one first
             "gpu0005", "gpu0006", "gpu0004"]  # ok: the drained one last
-    assert NodeOrder().ids(session.state, "verdict") == want  # the console's HEALTH
+    assert list(NodeOrder().ids(session.state, "verdict")) == want  # the console's HEALTH
     summary = fleet_summary(session.state, clock())
     assert [n["id"] for n in summary["nodes"]] == want
     out = io.StringIO()

@@ -90,9 +90,9 @@ class Fleet:
         return self.session.state
 
 
-def want(state: FleetState, key: str, jobs: dict[str, list[str]]) -> list[str]:
-    return sorted(state.nodes,
-                  key=lambda n: node_sort_key(state.nodes[n], key, jobs.get(n, [])))
+def want(state: FleetState, key: str, jobs: dict[str, list[str]]) -> tuple[str, ...]:
+    return tuple(sorted(state.nodes,
+                        key=lambda n: node_sort_key(state.nodes[n], key, jobs.get(n, []))))
 
 
 def check(order: NodeOrder, state: FleetState) -> None:
@@ -190,7 +190,7 @@ def test_sort_keys_of_rows_agree_on_the_same_fleet(fleet: Fleet) -> None:
             continue  # rows hold the age at one instant; the node sorts by last heard
         by_row = sorted(state.nodes, key=lambda n, k=key: SORT_KEYS[k](
             node_row(state.nodes[n], fleet.clock(), jobs.get(n, []))))
-        assert order.ids(state, key, jobs) == by_row, key
+        assert list(order.ids(state, key, jobs)) == by_row, key
 
 
 def test_jobs_on_gives_jobs_by_node_from_the_schedulers_map(fleet: Fleet) -> None:
@@ -239,7 +239,7 @@ def test_with_a_clock_an_order_only_samples_moved_waits_live_hold_s(fleet: Fleet
     monkeypatch.setattr(node_order, "HOLD_MIN_NODES", 1)  # as for a large fleet
     order = NodeOrder()
     t = 100.0
-    first = list(order.ids(state, "util", jobs, now=t))
+    first = order.ids(state, "util", jobs, now=t)
     assert first == want(state, "util", jobs) and not order.held
     fleet.samples(names[: N - 4], shift=1)  # utilisations move; no shape does
     fleet.tick()
@@ -330,12 +330,12 @@ def test_health_puts_the_nodes_no_one_acted_on_first_of_each_verdict() -> None:
     session.tick()
     state = session.state
     order = NodeOrder()
-    assert order.ids(state, "verdict") == ["gpu0004", "gpu0002", "gpu0003",  # failed
+    assert order.ids(state, "verdict") == ("gpu0004", "gpu0002", "gpu0003",  # failed
                                            "gpu0001", "gpu0005", "gpu0007", "gpu0008",
-                                           "gpu0006"]  # ok, the drained one last
+                                           "gpu0006")  # ok, the drained one last
     assert order.ids(state, "verdict") == want(state, "verdict", {})
     fleet.status(ingest, "gpu0003", DrainState.NONE)  # resumed, still failed
     clock.advance(1)
     fleet.telemetry(ingest, faults=bad)
     session.tick()
-    assert order.ids(state, "verdict")[:3] == ["gpu0003", "gpu0004", "gpu0002"]
+    assert order.ids(state, "verdict")[:3] == ("gpu0003", "gpu0004", "gpu0002")

@@ -18,7 +18,7 @@ async def test_slash_on_the_overview_filters_nodes(world):
         await pilot.pause()
         screen = world.app.screen
         assert isinstance(screen, NodesScreen)
-        assert screen.shown == ["gpu0003"]
+        assert list(screen.shown) == ["gpu0003"]
         assert "filter gpu0003" in text_of(world.app)
         await pilot.press("escape")  # clears the filter
         await pilot.press("escape")  # back to the overview
@@ -37,7 +37,7 @@ async def test_slash_on_the_overview_passes_an_open_node_detail(world):
         world.tick()
         await pilot.pause()
         assert isinstance(world.app.screen, NodesScreen)
-        assert world.app.screen.shown == ["gpu0009"]
+        assert list(world.app.screen.shown) == ["gpu0009"]
 
 
 async def test_help_lists_record_and_the_overview_filter(world):

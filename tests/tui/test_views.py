@@ -130,12 +130,12 @@ async def test_nodes_view_sort_filter_marks(world):
         # worst first; the three nodes whose mlx5_ib2 is down all hang off rail switch
         # leaf00-r2, so the switch is suspected and they read degraded ("do not drain")
         # like the throttled gpu0003, which sorts first by name
-        assert screen.shown[:4] == ["gpu0003", "gpu0009", "gpu0013", "gpu0017"]
+        assert list(screen.shown[:4]) == ["gpu0003", "gpu0009", "gpu0013", "gpu0017"]
         text = text_of(world.app)
         assert "alloc" in text and "idle" in text and "behind suspect switch leaf00-r2" in text
         await pilot.press("slash", *"gpu[0001-0004]", "enter")
         world.tick()
-        assert screen.shown == ["gpu0003", "gpu0001", "gpu0002", "gpu0004"]  # worst first
+        assert list(screen.shown) == ["gpu0003", "gpu0001", "gpu0002", "gpu0004"]  # worst first
         await pilot.pause()
         assert "filter gpu[0001-0004] (hostlist gpu[0001-0004])" in text_of(world.app)
         await pilot.press("escape")
@@ -146,12 +146,12 @@ async def test_nodes_view_sort_filter_marks(world):
         await pilot.press("slash", *"gpu00[34]", "enter")
         world.tick()
         await pilot.pause()
-        assert screen.shown == []
+        assert list(screen.shown) == []
         assert "filter gpu00[34] (hostlist gpu0034)" in text_of(world.app)
         await pilot.press("escape")
         await pilot.press("slash", *"G12", "enter")
         world.tick()
-        assert screen.shown == ["gpu0003"]
+        assert list(screen.shown) == ["gpu0003"]
         await pilot.pause()
         assert "filter G12 (regex)" in text_of(world.app)
         await pilot.press("escape")
@@ -382,7 +382,7 @@ async def test_nodes_asked_for_by_name_show_although_unhealthy_only_was_on(world
         await pilot.pause()
         world.tick()
         await pilot.pause()
-        assert screen.shown == ["gpu0009", "gpu0001"]  # worst first
+        assert list(screen.shown) == ["gpu0009", "gpu0001"]  # worst first
 
 
 async def test_events_view_is_newest_first_by_time_not_by_arrival(world):

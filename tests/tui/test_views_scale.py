@@ -63,7 +63,7 @@ async def test_sort_by_util_follows_new_samples():
         while screen.sort_key != "util":  # o steps through the columns
             await pilot.press("o")
             await pilot.pause()
-        assert screen.shown == expected_by_util(util)
+        assert list(screen.shown) == expected_by_util(util)
         # New samples for a few hundred nodes: some go to the top, some to the bottom.
         moved = fleet.names[100:400]
         for i, name in enumerate(moved):
@@ -81,8 +81,8 @@ async def test_sort_by_util_follows_new_samples():
         world.tick(LIVE_HOLD_S)
         await pilot.pause()
         want = expected_by_util(util)
-        assert screen.shown == want
-        assert screen.table.rows == want
+        assert list(screen.shown) == want
+        assert list(screen.table.rows) == want
         # The cursor stays on its node wherever it moved; at the top the leader shows.
         await pilot.press("home")
         await pilot.pause()
@@ -91,7 +91,7 @@ async def test_sort_by_util_follows_new_samples():
         # Reversed, the least busy node leads.
         await pilot.press("O")
         await pilot.pause()
-        assert screen.shown == want[::-1]
+        assert list(screen.shown) == want[::-1]
 
 
 async def test_worst_jumps_to_the_failed_node_then_the_next_worst(world):
@@ -184,7 +184,7 @@ async def test_every_sort_column_orders_as_its_rows_do(world):
         await pilot.pause()
         want = sorted(state.nodes, key=lambda n: SORT_KEYS["reasons"](
             node_row(state.nodes[n], now, jobs.get(n, []))))
-        assert screen.shown == want
+        assert list(screen.shown) == want
         assert "gpu0020" in want[:5]  # the nodes with reasons first
 
 
