@@ -11,6 +11,7 @@ busy from idle and failed from offline. Metric buckets are bar heights (▁ … 
 reason. The cursor shows the glyph under it, reversed.
 """
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
@@ -109,7 +110,7 @@ class FleetGrid(Widget, can_focus=True):
     def __init__(self, state: "Callable[[], FleetState]", *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._state = state
-        self.node_ids: list[str] = []
+        self.node_ids: Sequence[str] = ()
         self.metric = "health"
         self.cursor_node = 0
         self.cursor_gpu = 0
@@ -128,7 +129,7 @@ class FleetGrid(Widget, can_focus=True):
 
     # --- data ---------------------------------------------------------------------------------
 
-    def set_nodes(self, node_ids: list[str]) -> None:
+    def set_nodes(self, node_ids: Sequence[str]) -> None:
         current = self.current_node
         if node_ids is not self.node_ids and node_ids != self.node_ids:
             self.node_ids = node_ids

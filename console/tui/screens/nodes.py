@@ -76,7 +76,8 @@ class NodesScreen(FleetView):
         self._drilled: str | None = None
         """The filter text a drill-down set (a job's nodes, an incident's), until the view is
         left for another: Esc goes back while the filter is still that text."""
-        self.shown: list[str] = []
+        self.shown: tuple[str, ...] = ()
+        """A tuple, not a list: the GC stops tracking it (see console/node_order.py)."""
         self._n_nodes = -1
         self._jobs_from: tuple[object, ...] = ()
         self._shown_from: tuple[object, ...] = ()
@@ -164,7 +165,7 @@ class NodesScreen(FleetView):
                             else "no nodes yet: waiting for births and telemetry")
         table.set_rows(self.shown)
 
-    def _order(self) -> list[str]:
+    def _order(self) -> tuple[str, ...]:
         """The nodes shown, filtered and sorted (``NodeOrder`` keeps each column's order until
         a node changes: a re-sort at 16,384 nodes costs what changed, not the fleet)."""
         state = self.fleet.state
@@ -174,13 +175,13 @@ class NodesScreen(FleetView):
         nodes = state.nodes
         if self.unhealthy_only:
             ok = Verdict.OK
-            ids = [n for n in ids if nodes[n].verdict is not ok]
+            ids = tuple([n for n in ids if nodes[n].verdict is not ok])
         f = self.filter
         if f.hosts is not None:
             hosts, invert = f.hosts, f.invert
-            ids = [n for n in ids if (n in hosts) != invert]
+            ids = tuple([n for n in ids if (n in hosts) != invert])
         elif f.active:
-            ids = [n for n in ids if f.match_row(self.row(nodes[n]))]
+            ids = tuple([n for n in ids if f.match_row(self.row(nodes[n]))])
         # Reversed is the ascending order backwards, ties included (node_sort_key's order,
         # reversed): no sort of its own.
         return ids[::-1] if self.sort_reverse else ids

@@ -136,7 +136,8 @@ class OverviewScreen(FleetView):
         super().__init__()
         self._shown: tuple[object, ...] = ()
         """What the counts and problems were last computed from (fleet revision, jobs, lines)."""
-        self._ids: list[str] = []
+        self._ids: tuple[str, ...] = ()
+        """The grid's nodes: a tuple, which the GC stops tracking (console/node_order.py)."""
         self._n_nodes = -1
         self.jobs: list[JobRow] = []
         self.switches = SwitchSummary(0)
@@ -188,7 +189,7 @@ class OverviewScreen(FleetView):
             self._update_summary(limit)
         if len(state.nodes) != self._n_nodes:
             self._n_nodes = len(state.nodes)
-            self._ids = sorted(state.nodes)
+            self._ids = tuple(sorted(state.nodes))
         self.grid.set_nodes(self._ids)
         self._update_status()
         self._update_legend()
