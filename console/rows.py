@@ -109,8 +109,12 @@ UNKNOWN = -math.inf
 """A metric no GPU reported: sorts after every reading (temperatures can be negative)."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRow:
+class NodeRow(msgspec.Struct, frozen=True, gc=False):
+    """One node's line of the node list. A ``gc=False`` Struct (strings and numbers: in no
+    cycle): a text filter builds one for every node and the list keeps them, 16,384 objects
+    the console's periodic GC sweep walked (docs/performance.md, "The sweep walks the state
+    alone")."""
+
     node: str
     verdict: str
     state: str

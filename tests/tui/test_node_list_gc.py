@@ -48,3 +48,25 @@ async def test_the_shown_nodes_and_the_grids_leave_the_gcs_view():
                         ("util", True, True, len(fleet.names[::7]), False),
                         ("temp", False, False, N, False)]
         assert not gc.is_tracked(grid.node_ids)
+
+
+async def test_the_rows_a_text_filter_built_leave_the_gcs_view():
+    """A text filter (not a hostlist) reads every node's row, and the list keeps each one
+    built: 16,384 tracked rows at full size, walked by every sweep."""
+    world = World(N)
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.press("2")
+        await pilot.pause()
+        nodes = world.app.screen
+        assert isinstance(nodes, NodesScreen)
+        await pilot.press("slash", *"ok", "enter")
+        world.tick()
+        await pilot.pause()
+        assert nodes.filter.text == "ok" and len(nodes.shown) == N
+        kept = [row for _sig, row in nodes._rows.values()]
+        assert len(kept) == N
+        gc.collect()
+        assert sum(map(gc.is_tracked, kept)) == 0
