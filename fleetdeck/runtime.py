@@ -20,6 +20,15 @@ free the cycles that die young; one that lived past two of them (Textual's layou
 on screen) is freed only so."""
 SWEEP_SHARE = 0.005
 """At most this share of wall time in sweeps: a sweep that took T waits at least T / share."""
+SETTLED_AFTER_SWEEPS = 1
+"""After this many sweeps, what survived the last of them is frozen, once, for good: the
+views composed, their widgets and caches, the state's long-lived containers (a minute after
+the first tick). A sweep then walks what changed since, not the screen's ~200,000 references
+of Textual objects at every size: 22 -> 3.6 ms of CPU at 2,048 nodes, 50 -> 17 at 16,384
+(bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone"). The price, once:
+what was alive then and later becomes cyclic garbage (a widget removed since) is never freed;
+it is bounded by what was alive then, and frozen only this once, unlike the frozen ticks of
+before, which grew 12-20 MB a minute."""
 
 GEN0_THRESHOLD = 10_000
 """Net new tracked objects between young collections. A gen-0 collection walks every young
@@ -71,7 +80,8 @@ def tune_gc(console: bool = True) -> None:
     whole state on its own (``NO_AUTOMATIC_FULL``): the state is acyclic, a replaced sample is
     freed by reference counting, and what cycles outlive the young collections are freed by the
     tick's periodic ``sweep``, a ``gc.collect(2)`` that walks the state alone, not the frozen
-    start-up objects (docs/performance.md, "The sweep walks the state alone").
+    start-up objects; what the first sweep leaves (the screen settled) is frozen too, once
+    (``SETTLED_AFTER_SWEEPS``; docs/performance.md, "The sweep walks the state alone").
 
     The simulator (``console=False``, :func:`fleetdeck.agents.fleet`): fewer collections,
     CPython's own full collections, since it has no tick to sweep from and cycles made later
@@ -100,8 +110,8 @@ def sweep_tick() -> None:
 
 
 def sweep(now: float | None = None) -> int:
-    """Collect gen 2 (the whole state, not the frozen start-up objects); return the objects
-    freed.
+    """Collect gen 2 (the whole state, not the frozen start-up objects, nor what the first
+    sweeps left, ``SETTLED_AFTER_SWEEPS``); return the objects freed.
 
     Textual builds a reference cycle at every layout (``Compositor._arrange_root``'s recursive
     ``add_widget`` closure holds the map of every widget it placed; console/tui/render_cycles.py
@@ -111,8 +121,10 @@ def sweep(now: float | None = None) -> int:
     ``SWEEP_EVERY_S``, or less often where it is slow (``SWEEP_SHARE``)."""
     t0 = time.perf_counter()
     freed = gc.collect(2)
-    took = time.perf_counter() - t0
     st = SWEEPS
+    if _sweeps and st.sweeps + 1 == SETTLED_AFTER_SWEEPS:
+        gc.freeze()
+    took = time.perf_counter() - t0
     st.sweeps += 1
     st.freed += freed
     st.last_s = took
