@@ -1250,9 +1250,12 @@ class FleetState:
                     # process reconnecting carries its drain, so not drained there is a resume
                     # whose own status went unseen (a review).
                     born.drain_lost = drain
-            elif session < 0:
+            elif session < 0 and not (node_id in batch.births
+                                      and batch.births[node_id][0] > rx):
                 # Refused, and the node has no status: none the broker dropped
-                # (``MalformedLog.refused_statuses``).
+                # (``MalformedLog.refused_statuses``). Not one heard before a birth of this
+                # batch: of the session before it, which this one's asks must not skip (a
+                # review: births are applied first, so the birth could not forget it).
                 self.malformed.refuse(self.malformed.refused_statuses, node_id, rx,
                                       f"of an older session (bdSeq {status.bdSeq}, the "
                                       f"node's {born.bd_seq})")

@@ -426,6 +426,42 @@ def test_a_refused_status_of_an_older_session_does_not_outlive_the_next_birth():
     assert asked == {topic_for(CLUSTER, Kind.STATUS, back)}
 
 
+def test_a_last_will_heard_before_a_new_birth_in_one_tick_is_no_refusal_of_it():
+    """The old session's Last Will, then the new session's birth, in one tick: births are
+    applied first, so the Will was refused after the birth and kept its node out of the
+    status asks though the new session's status never came (a review)."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"), clock=clock,
+                             follow_up=False)
+    feed = session.feed
+    assert feed is not None
+    wire = _Wire()
+    feed.link.client = wire
+    conn = feed.link.conn
+    conn.state, conn.since, conn.connects, conn.connacks = "connected", clock(), 1, 1
+    fleet = SynthFleet(4, Clock(), leaves=1)
+    name = fleet.names[0]
+    agent = fleet.agents[name]
+    # Its birth, its retained status cut by the broker: no status heard.
+    feed._received(topic_for(CLUSTER, Kind.BIRTH, name), codec.encode(agent.birth()), 1, True)
+    feed.hand()
+    session.tick()
+    clock.advance(1)
+    feed._received(topic_for(CLUSTER, Kind.STATUS, name),
+                   codec.encode(agent.status(online=False)), 1, False)  # its Last Will
+    clock.advance(0.1)
+    agent.bd_seq += 1  # back: a new session, its status dropped
+    feed._received(topic_for(CLUSTER, Kind.BIRTH, name), codec.encode(agent.birth()), 1, False)
+    feed.hand()
+    for _ in range(40):
+        clock.advance(0.5)
+        wire.now = clock()
+        session.tick()
+    assert name not in session.state.malformed.refused_statuses
+    asked = {t for _at, t in wire.subscribed if t.endswith("/status")}
+    assert asked == {topic_for(CLUSTER, Kind.STATUS, name)}
+
+
 def test_a_cut_in_the_statuses_is_logged_as_info_and_asked_for():
     """The broker sent every birth and one status: the cut took statuses only. One info line,
     not kept; ``burst_cut`` stays None (``status`` exits 0) and each node is asked."""
