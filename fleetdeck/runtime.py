@@ -21,14 +21,16 @@ on screen) is freed only so."""
 SWEEP_SHARE = 0.005
 """At most this share of wall time in sweeps: a sweep that took T waits at least T / share."""
 SETTLED_AFTER_SWEEPS = 1
-"""After this many sweeps, what survived the last of them is frozen, once, for good: the
-views composed, their widgets and caches, the state's long-lived containers (a minute after
-the first tick). A sweep then walks what changed since, not the screen's ~200,000 references
-of Textual objects at every size: 22 -> 3.6 ms of CPU at 2,048 nodes, 50 -> 17 at 16,384
-(bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone"). The price, once:
-what was alive then and later becomes cyclic garbage (a widget removed since) is never freed;
-it is bounded by what was alive then, and frozen only this once, unlike the frozen ticks of
-before, which grew 12-20 MB a minute."""
+"""After this many sweeps, what survived the last of them is frozen for good: the views
+composed, their widgets and caches, the state's long-lived containers (a minute after the
+first tick). A sweep then walks what changed since, not the screen's ~200,000 references of
+Textual objects at every size: 22 -> 3.6 ms of CPU at 2,048 nodes, 50 -> 17 at 16,384
+(bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone"). A view composed
+later asks the next sweep to settle again (``settle_later``); views removed (another context,
+the kept node detail dropped) ask it to unfreeze everything first (``unsettle_later``): a
+frozen object that becomes cyclic garbage is never freed, nor anything it refers to, however
+new (a review: a context switch kept every view and its per-node caches). Unlike the frozen
+ticks of before (12-20 MB a minute), what is frozen is what the screen holds, settled."""
 
 GEN0_THRESHOLD = 10_000
 """Net new tracked objects between young collections. A gen-0 collection walks every young
@@ -63,6 +65,10 @@ class SweepStats:
     longest_s: float = 0.0
     due: float = 0.0
     """``time.monotonic()`` of the next sweep (0: not armed yet)."""
+    settle: bool = False
+    """The next sweep freezes what it leaves (``settle_later``)."""
+    unsettle: bool = False
+    """The next sweep unfreezes everything first (``unsettle_later``)."""
 
 
 SWEEPS = SweepStats()
@@ -120,10 +126,14 @@ def sweep(now: float | None = None) -> int:
     (an operator's walkthrough; docs/performance.md, "Frozen garbage"). It runs every
     ``SWEEP_EVERY_S``, or less often where it is slow (``SWEEP_SHARE``)."""
     t0 = time.perf_counter()
-    freed = gc.collect(2)
     st = SWEEPS
-    if _sweeps and st.sweeps + 1 == SETTLED_AFTER_SWEEPS:
+    unsettle = _sweeps and st.unsettle
+    if unsettle:
+        gc.unfreeze()  # one walk of everything, start-up objects included
+    freed = gc.collect(2)
+    if _sweeps and (unsettle or st.settle or st.sweeps + 1 == SETTLED_AFTER_SWEEPS):
         gc.freeze()
+    st.settle = st.unsettle = False
     took = time.perf_counter() - t0
     st.sweeps += 1
     st.freed += freed
@@ -132,6 +142,21 @@ def sweep(now: float | None = None) -> int:
     st.due = (time.monotonic() if now is None else now) + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
     log.debug("gc sweep: %d objects freed in %.1f ms", freed, took * 1000)
     return freed
+
+
+def settle_later() -> None:
+    """A view (or the kept node detail) was composed: what it holds is the screen's for as
+    long as the process runs or the view stays, so the next sweep freezes what it leaves
+    (``SETTLED_AFTER_SWEEPS``). Before the first sweep, that one settles anyway."""
+    SWEEPS.settle = True
+
+
+def unsettle_later() -> None:
+    """Views were removed (another context, the kept node detail dropped): what the settles
+    froze with them is cyclic garbage now, so the next sweep unfreezes everything, collects,
+    and freezes what is left (one walk of everything: ~0.1 s at 16,384 nodes, at an operator's
+    context switch)."""
+    SWEEPS.unsettle = True
 
 
 _LAST_WORDS: list[Callable[[], object]] = []

@@ -81,7 +81,7 @@ from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
 from fleetdeck.protocol.messages import CommandOp, DrainMode
-from fleetdeck.runtime import force_exit, tune_gc
+from fleetdeck.runtime import force_exit, settle_later, tune_gc, unsettle_later
 from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
 if TYPE_CHECKING:
@@ -874,12 +874,15 @@ class FleetdeckApp(App[int]):
         self._views_composed.add(self.current_mode)
         if isinstance(self.screen, FleetView):
             self.screen.leaving()
-        self._mask_s = 0.0 if view in self._views_composed else SWITCH_MASK_S
+        first = view not in self._views_composed
+        self._mask_s = SWITCH_MASK_S if first else 0.0
         try:
             done = self.switch_mode(view)
         finally:
             self._mask_s = SWITCH_MASK_S
         self._views_composed.add(view)
+        if first:
+            settle_later()  # its widgets and caches stay: out of the sweeps' walk (runtime.py)
         return done
 
     def delay_update(self, delay: float = SWITCH_MASK_S) -> None:
@@ -922,6 +925,7 @@ class FleetdeckApp(App[int]):
             await self.remove_mode(name)
             self.add_mode(name, self.MODES[name])
         await self._drop_detail()
+        unsettle_later()  # the old views, frozen by a settle, are garbage now (runtime.py)
         self.shown_revision = (-1, -1, -1)
         self._painted_revision = None
         self.history = [v for v in self.history if v not in VIEWS]
@@ -1100,6 +1104,7 @@ class FleetdeckApp(App[int]):
         if kept is None:
             self.install_screen(screen, DETAIL_SCREEN)
             self._detail = screen
+            settle_later()  # kept for reuse: out of the sweeps' walk (runtime.py)
         return screen
 
     def pop_screen(self) -> AwaitComplete:
@@ -1121,6 +1126,7 @@ class FleetdeckApp(App[int]):
         kept, self._detail = self._detail, None
         if kept is None:
             return
+        unsettle_later()  # frozen by a settle, it is garbage once removed (runtime.py)
         self.uninstall_screen(kept)
         if not self._stacked(kept) and kept.is_attached:
             await kept.remove()
