@@ -258,7 +258,12 @@ async def gc_sweeps(app: Any, ingest: Any, fleet: Any, k0: int,
     ran on the host."""
     from fleetdeck import runtime
 
+    st = runtime.SWEEPS
+    before = st.sweeps  # a long run's feed may have run the first (settling) sweep already
+    c0 = time.thread_time()
+    runtime.settle_later()  # every view was visited: the screen is settled now
     runtime.sweep()
+    settling = 1000 * (time.thread_time() - c0)
     k, applied = k0, 0
     cpu: list[float] = []
     wall: list[float] = []
@@ -272,7 +277,8 @@ async def gc_sweeps(app: Any, ingest: Any, fleet: Any, k0: int,
         wall.append(1000 * (time.perf_counter() - w0))
     require(applied == (k - k0) * fleet.n,
             f"ticks applied {applied} of {(k - k0) * fleet.n} samples between the sweeps")
-    return {"cpu_ms": cpu, "wall_ms": wall, "rounds": k - k0}
+    return {"cpu_ms": cpu, "wall_ms": wall, "rounds": k - k0, "settling_ms": settling,
+            "swept_before": before}
 
 
 async def measure(n: int, rounds: int, personas: int, switches: int, sorts: int,
@@ -623,15 +629,22 @@ def main() -> int:
             "no event-loop stall > 50 ms while a feed applies 16,384 samples/s",
             f"longest {max(st):,.0f} (p99 {pct(st, 0.99):,.0f}; validation not included)", "ms",
             judge(max(st) <= 50, n, TARGET_NODES), n, max(st), src))
-    sw_cpu, sw_wall = r["sweeps"]["cpu_ms"], r["sweeps"]["wall_ms"]
+    sw = r["sweeps"]
+    sw_cpu, sw_wall = sw["cpu_ms"], sw["wall_ms"]
+    settled = (f"the sweep that settled the screen {sw['settling_ms']:,.1f} ms of CPU, once "
+               f"a minute in and after a context switch ({sw['swept_before']} sweep(s) ran "
+               "before it)")
     print(f"GC sweep (runtime.sweep, once a minute from the tick), every view built, each after "
           f"{ROUNDS_A_SWEEP} rounds of telemetry: CPU ms {', '.join(f'{c:.1f}' for c in sw_cpu)}"
-          f"; wall ms {', '.join(f'{w:.1f}' for w in sw_wall)}")
+          f"; wall ms {', '.join(f'{w:.1f}' for w in sw_wall)}; {settled}")
     rows.append(Row(
         "no event-loop stall > 50 ms: the periodic GC sweep at 16,384 nodes (TUI, every view)",
-        f"longest {max(sw_cpu):,.1f} ms of CPU (median {pct(sw_cpu, 0.5):,.1f}; "
-        f"{len(sw_cpu)} sweeps; wall longest {max(sw_wall):,.1f})", "ms",
-        judge(max(sw_cpu) <= 50, n, TARGET_NODES), n, max(sw_cpu), src))
+        f"longest {max(sw_cpu):,.1f} ms of CPU once settled (median {pct(sw_cpu, 0.5):,.1f}; "
+        f"{len(sw_cpu)} sweeps; wall longest {max(sw_wall):,.1f}); {settled}", "ms",
+        # The settling sweep is a stall the operator meets too (once, and after a context
+        # switch): judged with the rest, not left out.
+        judge(max(sw_cpu) <= 50 and sw["settling_ms"] <= 50, n, TARGET_NODES), n,
+        max(*sw_cpu, sw["settling_ms"]), src))
     write_rows(args.rows, rows)
     return 0
 

@@ -75,12 +75,12 @@ async def measure(n: int, rounds: int, sweeps: int, top: int) -> dict[str, Any]:
     from fleetdeck.console.audit import MemoryAudit
 
     fleet = EvolvingFleet(n, CLUSTER, bd_seq=int(time.time() * 1000), personas=512, wire=2)
+    runtime.tune_gc()  # as run_console does, before the app is built
     ingest = feed_ingest(CLUSTER)
     app = scale_app(cluster=CLUSTER, connect=False, auto_tick=False, ingest=ingest,
                     audit=MemoryAudit(), operator="bench")
     painted: list[Any] = []
     app.painted_hooks.append(painted.append)
-    runtime.tune_gc()  # as run_console does, before the app is built
     k = applied = 0
 
     async def round_() -> None:
