@@ -20,17 +20,21 @@ free the cycles that die young; one that lived past two of them (Textual's layou
 on screen) is freed only so."""
 SWEEP_SHARE = 0.005
 """At most this share of wall time in sweeps: a sweep that took T waits at least T / share."""
-SETTLED_AFTER_SWEEPS = 1
-"""After this many sweeps, what survived the last of them is frozen for good: the views
-composed, their widgets and caches, the state's long-lived containers (a minute after the
-first tick). A sweep then walks what changed since, not the screen's ~200,000 references of
-Textual objects at every size: 22 -> 3.6 ms of CPU at 2,048 nodes, 50 -> 17 at 16,384
-(bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone"). A view composed
-later asks the next sweep to settle again (``settle_later``); views removed (another context,
-the kept node detail dropped) ask it to unfreeze everything first (``unsettle_later``): a
-frozen object that becomes cyclic garbage is never freed, nor anything it refers to, however
-new (a review: a context switch kept every view and its per-node caches). Unlike the frozen
-ticks of before (12-20 MB a minute), what is frozen is what the screen holds, settled."""
+SETTLING_S = (2.0, 4.0, 8.0, 16.0, 32.0)
+"""Seconds after the first tick of the sweeps that settle the screen: each collects gen 2 and
+then freezes what it leaves for good (the views composed, their widgets and caches, the
+state's long-lived containers), so the periodic sweeps after them walk what changed since,
+not the screen's ~200,000 references of Textual objects at every size: 50 -> 17 ms of CPU at
+16,384 nodes (bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone").
+Several, close together while the console fills: one settle a minute in walked everything
+since start-up, 120-180 ms at 16,384 nodes; one after every round of telemetry was 33 ms for
+the first and 10-17 after. A view composed later asks the next sweep to settle again
+(``settle_later``); views removed (another context, the kept node detail dropped) ask it to
+unfreeze everything first (``unsettle_later``): a frozen object that becomes cyclic garbage
+is never freed, nor anything it refers to, however new (a review: a context switch kept
+every view and its per-node caches). The price: an object alive at a settle that dies later
+in a cycle (a toast shown then) waits for the next unsettle; unlike the frozen ticks of
+before (12-20 MB a minute), what is frozen is what the screen holds."""
 
 GEN0_THRESHOLD = 10_000
 """Net new tracked objects between young collections. A gen-0 collection walks every young
@@ -65,6 +69,8 @@ class SweepStats:
     longest_s: float = 0.0
     due: float = 0.0
     """``time.monotonic()`` of the next sweep (0: not armed yet)."""
+    armed_at: float = 0.0
+    """``time.monotonic()`` of the first tick (``SETTLING_S`` counts from it)."""
     settle: bool = False
     """The next sweep freezes what it leaves (``settle_later``)."""
     unsettle: bool = False
@@ -86,8 +92,8 @@ def tune_gc(console: bool = True) -> None:
     whole state on its own (``NO_AUTOMATIC_FULL``): the state is acyclic, a replaced sample is
     freed by reference counting, and what cycles outlive the young collections are freed by the
     tick's periodic ``sweep``, a ``gc.collect(2)`` that walks the state alone, not the frozen
-    start-up objects; what the first sweep leaves (the screen settled) is frozen too, once
-    (``SETTLED_AFTER_SWEEPS``; docs/performance.md, "The sweep walks the state alone").
+    start-up objects; what the first sweeps leave (the screen settled) is frozen too
+    (``SETTLING_S``; docs/performance.md, "The sweep walks the state alone").
 
     The simulator (``console=False``, :func:`fleetdeck.agents.fleet`): fewer collections,
     CPython's own full collections, since it has no tick to sweep from and cycles made later
@@ -110,14 +116,14 @@ def sweep_tick() -> None:
     now = time.monotonic()
     st = SWEEPS
     if not st.due:
-        st.due = now + SWEEP_EVERY_S
+        st.armed_at, st.due = now, now + SETTLING_S[0]
     elif now >= st.due:
         sweep(now)
 
 
 def sweep(now: float | None = None) -> int:
     """Collect gen 2 (the whole state, not the frozen start-up objects, nor what the first
-    sweeps left, ``SETTLED_AFTER_SWEEPS``); return the objects freed.
+    sweeps left, ``SETTLING_S``); return the objects freed.
 
     Textual builds a reference cycle at every layout (``Compositor._arrange_root``'s recursive
     ``add_widget`` closure holds the map of every widget it placed; console/tui/render_cycles.py
@@ -131,7 +137,8 @@ def sweep(now: float | None = None) -> int:
     if unsettle:
         gc.unfreeze()  # one walk of everything, start-up objects included
     freed = gc.collect(2)
-    if _sweeps and (unsettle or st.settle or st.sweeps + 1 == SETTLED_AFTER_SWEEPS):
+    settling = _sweeps and st.sweeps < len(SETTLING_S)
+    if _sweeps and (unsettle or st.settle or settling):
         gc.freeze()
     st.settle = st.unsettle = False
     took = time.perf_counter() - t0
@@ -139,7 +146,11 @@ def sweep(now: float | None = None) -> int:
     st.freed += freed
     st.last_s = took
     st.longest_s = max(st.longest_s, took)
-    st.due = (time.monotonic() if now is None else now) + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
+    now = time.monotonic() if now is None else now
+    if settling and st.sweeps < len(SETTLING_S) and st.armed_at:
+        st.due = st.armed_at + SETTLING_S[st.sweeps]
+    else:
+        st.due = now + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
     log.debug("gc sweep: %d objects freed in %.1f ms", freed, took * 1000)
     return freed
 
@@ -147,7 +158,7 @@ def sweep(now: float | None = None) -> int:
 def settle_later() -> None:
     """A view (or the kept node detail) was composed: what it holds is the screen's for as
     long as the process runs or the view stays, so the next sweep freezes what it leaves
-    (``SETTLED_AFTER_SWEEPS``). Before the first sweep, that one settles anyway."""
+    (``SETTLING_S``). While the first sweeps settle anyway, it changes nothing."""
     SWEEPS.settle = True
 
 

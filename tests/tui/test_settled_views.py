@@ -1,5 +1,5 @@
 """The console's GC sweeps walk what changed since the screen settled (fleetdeck/runtime.py,
-``SETTLED_AFTER_SWEEPS``): a view composed later asks the next sweep to freeze it too, and
+``SETTLING_S``): a view composed later asks the next sweep to freeze it too, and
 views removed ask it to unfreeze everything first, so nothing frozen is kept as garbage (a
 review: a context switch after the first minute kept every view and its per-node caches)."""
 
