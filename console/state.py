@@ -1250,12 +1250,14 @@ class FleetState:
                     # process reconnecting carries its drain, so not drained there is a resume
                     # whose own status went unseen (a review).
                     born.drain_lost = drain
-            elif session < 0 and not (node_id in batch.births
-                                      and batch.births[node_id][0] > rx):
+            elif session < 0 and not ((b := batch.births.get(node_id)) is not None
+                                      and b[0] > rx and b[1].bdSeq > status.bdSeq
+                                      and born.birth is b[1]):
                 # Refused, and the node has no status: none the broker dropped
-                # (``MalformedLog.refused_statuses``). Not one heard before a birth of this
-                # batch: of the session before it, which this one's asks must not skip (a
-                # review: births are applied first, so the birth could not forget it).
+                # (``MalformedLog.refused_statuses``). Not one heard before a newer session's
+                # birth of this batch, applied: of the session before it, which this one's
+                # asks must not skip (a review: births are applied first, so the birth could
+                # not forget it).
                 self.malformed.refuse(self.malformed.refused_statuses, node_id, rx,
                                       f"of an older session (bdSeq {status.bdSeq}, the "
                                       f"node's {born.bd_seq})")
