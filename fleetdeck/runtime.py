@@ -28,13 +28,16 @@ not the screen's ~200,000 references of Textual objects at every size: 50 -> 17 
 16,384 nodes (bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone").
 Several, close together while the console fills: one settle a minute in walked everything
 since start-up, 120-180 ms at 16,384 nodes; one after every round of telemetry was 33 ms for
-the first and 10-17 after. A view composed later asks the next sweep to settle again
-(``settle_later``); views removed (another context, the kept node detail dropped) ask it to
-unfreeze everything first (``unsettle_later``): a frozen object that becomes cyclic garbage
-is never freed, nor anything it refers to, however new (a review: a context switch kept
-every view and its per-node caches). The price: an object alive at a settle that dies later
-in a cycle (a toast shown then) waits for the next unsettle; unlike the frozen ticks of
-before (12-20 MB a minute), what is frozen is what the screen holds."""
+the first and 10-17 after. Only these five: each freezes what happens to be alive then too,
+and what of it later dies in a cycle (a dialog open then, a cleared line cache's ring, the
+broker client of that connection) is kept until views are removed (another context, the kept
+node detail dropped), which asks the next sweep to unfreeze everything first
+(``unsettle_later``): a frozen object that becomes cyclic garbage is never freed, nor
+anything it refers to, however new (a review: a context switch kept every view and its
+per-node caches). Views composed after the last settle are walked by every sweep (a review
+found settling them too froze more of such passing garbage). Unlike the frozen ticks of
+before (12-20 MB a minute), what is frozen is what the screen held in its first half
+minute."""
 
 GEN0_THRESHOLD = 10_000
 """Net new tracked objects between young collections. A gen-0 collection walks every young
@@ -71,8 +74,6 @@ class SweepStats:
     """``time.monotonic()`` of the next sweep (0: not armed yet)."""
     armed_at: float = 0.0
     """``time.monotonic()`` of the first tick (``SETTLING_S`` counts from it)."""
-    settle: bool = False
-    """The next sweep freezes what it leaves (``settle_later``)."""
     unsettle: bool = False
     """The next sweep unfreezes everything first (``unsettle_later``)."""
 
@@ -138,9 +139,9 @@ def sweep(now: float | None = None) -> int:
         gc.unfreeze()  # one walk of everything, start-up objects included
     freed = gc.collect(2)
     settling = _sweeps and st.sweeps < len(SETTLING_S)
-    if _sweeps and (unsettle or st.settle or settling):
+    if _sweeps and (unsettle or settling):
         gc.freeze()
-    st.settle = st.unsettle = False
+    st.unsettle = False
     took = time.perf_counter() - t0
     st.sweeps += 1
     st.freed += freed
@@ -148,18 +149,12 @@ def sweep(now: float | None = None) -> int:
     st.longest_s = max(st.longest_s, took)
     now = time.monotonic() if now is None else now
     if settling and st.sweeps < len(SETTLING_S) and st.armed_at:
-        st.due = st.armed_at + SETTLING_S[st.sweeps]
+        # Late ticks must not run the overdue settles back to back (a review).
+        st.due = max(st.armed_at + SETTLING_S[st.sweeps], now + took / SWEEP_SHARE)
     else:
         st.due = now + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
     log.debug("gc sweep: %d objects freed in %.1f ms", freed, took * 1000)
     return freed
-
-
-def settle_later() -> None:
-    """A view (or the kept node detail) was composed: what it holds is the screen's for as
-    long as the process runs or the view stays, so the next sweep freezes what it leaves
-    (``SETTLING_S``). While the first sweeps settle anyway, it changes nothing."""
-    SWEEPS.settle = True
 
 
 def unsettle_later() -> None:

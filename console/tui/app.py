@@ -81,7 +81,7 @@ from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
 from fleetdeck.protocol.messages import CommandOp, DrainMode
-from fleetdeck.runtime import force_exit, settle_later, tune_gc, unsettle_later
+from fleetdeck.runtime import force_exit, tune_gc, unsettle_later
 from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
 if TYPE_CHECKING:
@@ -874,15 +874,12 @@ class FleetdeckApp(App[int]):
         self._views_composed.add(self.current_mode)
         if isinstance(self.screen, FleetView):
             self.screen.leaving()
-        first = view not in self._views_composed
-        self._mask_s = SWITCH_MASK_S if first else 0.0
+        self._mask_s = 0.0 if view in self._views_composed else SWITCH_MASK_S
         try:
             done = self.switch_mode(view)
         finally:
             self._mask_s = SWITCH_MASK_S
         self._views_composed.add(view)
-        if first:
-            settle_later()  # its widgets and caches stay: out of the sweeps' walk (runtime.py)
         return done
 
     def delay_update(self, delay: float = SWITCH_MASK_S) -> None:
@@ -1104,7 +1101,6 @@ class FleetdeckApp(App[int]):
         if kept is None:
             self.install_screen(screen, DETAIL_SCREEN)
             self._detail = screen
-            settle_later()  # kept for reuse: out of the sweeps' walk (runtime.py)
         return screen
 
     def pop_screen(self) -> AwaitComplete:
@@ -1126,10 +1122,10 @@ class FleetdeckApp(App[int]):
         kept, self._detail = self._detail, None
         if kept is None:
             return
-        unsettle_later()  # frozen by a settle, it is garbage once removed (runtime.py)
         self.uninstall_screen(kept)
         if not self._stacked(kept) and kept.is_attached:
             await kept.remove()
+        unsettle_later()  # frozen by a settle, it is garbage now (runtime.py)
 
     # --- commands -----------------------------------------------------------------------------
 

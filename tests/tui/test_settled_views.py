@@ -1,7 +1,8 @@
 """The console's GC sweeps walk what changed since the screen settled (fleetdeck/runtime.py,
-``SETTLING_S``): a view composed later asks the next sweep to freeze it too, and
-views removed ask it to unfreeze everything first, so nothing frozen is kept as garbage (a
-review: a context switch after the first minute kept every view and its per-node caches)."""
+``SETTLING_S``): views removed (another context, the kept node detail dropped) were frozen
+with it, so they ask the next sweep to unfreeze everything first and nothing frozen is kept
+as garbage (a review: a context switch after the first minute kept every view and its
+per-node caches)."""
 
 from collections.abc import Iterator
 
@@ -14,13 +15,13 @@ from tests.tui.conftest import SIZE, pilot_until
 @pytest.fixture
 def sweeps() -> Iterator[runtime.SweepStats]:
     st = runtime.SWEEPS
-    saved = (st.settle, st.unsettle)
-    st.settle = st.unsettle = False
+    saved = st.unsettle
+    st.unsettle = False
     yield st
-    st.settle, st.unsettle = saved
+    st.unsettle = saved
 
 
-async def test_first_visits_and_the_kept_detail_settle_and_a_context_switch_unsettles(
+async def test_a_context_switch_and_a_dropped_detail_unsettle(
         sweeps: runtime.SweepStats) -> None:
     from fleetdeck.console.audit import MemoryAudit
     from fleetdeck.console.tui.app import FleetdeckApp
@@ -29,19 +30,13 @@ async def test_first_visits_and_the_kept_detail_settle_and_a_context_switch_unse
                        audit=MemoryAudit(), operator="t")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        sweeps.settle = False
-        app.action_view("nodes")  # composed now
+        app.action_view("nodes")
         await pilot.pause()
-        assert sweeps.settle and not sweeps.unsettle
-        sweeps.settle = False
-        app.action_view("overview")
-        await pilot.pause()
-        app.action_view("nodes")  # visited before: nothing new to settle
-        await pilot.pause()
-        assert not sweeps.settle
         app._node_detail("gpu0001", None)  # the detail kept for reuse
-        assert sweeps.settle
-        sweeps.settle = False
+        assert not sweeps.unsettle  # views composed and kept: nothing to free
+        await app._drop_detail()
+        assert sweeps.unsettle
+        sweeps.unsettle = False
         app.use_context("west")
         await pilot_until(pilot, lambda: app.active == "west" and app.current_mode == "nodes",
                           "the switch to west's nodes view")
