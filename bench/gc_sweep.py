@@ -89,6 +89,7 @@ def main() -> int:
 
     apply(args.rounds)
     first, _ = timed_sweep()
+    runtime.SWEEPS.sweeps = len(runtime.SETTLING_S)  # settled: the sweeps below are periodic
     runtime.sweep_tick()  # arms the tick's sweeps
     runtime.SWEEPS.due = math.inf  # none but those below
     took, freed, at_once, walked = [], [], [], []
