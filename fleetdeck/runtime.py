@@ -149,8 +149,10 @@ def sweep(now: float | None = None) -> int:
     st.longest_s = max(st.longest_s, took)
     now = time.monotonic() if now is None else now
     if settling and st.sweeps < len(SETTLING_S) and st.armed_at:
-        # Late ticks must not run the overdue settles back to back (a review).
-        st.due = max(st.armed_at + SETTLING_S[st.sweeps], now + took / SWEEP_SHARE)
+        # On schedule, no back-off: overdue settles run on the next ticks, each walking what
+        # the one before left (little); backed off by SWEEP_SHARE, a slow first settle at
+        # 16,384 nodes pushed the next past the views' composition and it walked 106 ms.
+        st.due = st.armed_at + SETTLING_S[st.sweeps]
     else:
         st.due = now + max(SWEEP_EVERY_S, took / SWEEP_SHARE)
     log.debug("gc sweep: %d objects freed in %.1f ms", freed, took * 1000)
