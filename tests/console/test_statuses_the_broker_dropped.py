@@ -354,9 +354,9 @@ def _refused_status(fleet: SynthFleet, name: str, why: str) -> bytes:
     return json.dumps(status).encode()
 
 
-def _burst(messages: list[tuple[str, bytes]]) -> tuple[ConsoleSession, _Wire]:
-    """A console session connected once, to which the broker sent ``messages`` (topic,
-    payload) retained at connect, ticked until well past the burst's end."""
+def _connected() -> tuple[ConsoleSession, _Wire, Clock]:
+    """A console session connected once, its link's client a ``_Wire`` that notes what it is
+    asked to send."""
     clock = Clock()
     session = ConsoleSession(CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"), clock=clock,
                              follow_up=False)
@@ -366,6 +366,15 @@ def _burst(messages: list[tuple[str, bytes]]) -> tuple[ConsoleSession, _Wire]:
     feed.link.client = wire
     conn = feed.link.conn
     conn.state, conn.since, conn.connects, conn.connacks = "connected", clock(), 1, 1
+    return session, wire, clock
+
+
+def _burst(messages: list[tuple[str, bytes]]) -> tuple[ConsoleSession, _Wire]:
+    """A console session connected once, to which the broker sent ``messages`` (topic,
+    payload) retained at connect, ticked until well past the burst's end."""
+    session, wire, clock = _connected()
+    feed = session.feed
+    assert feed is not None
     for topic, payload in messages:
         feed._received(topic, payload, 1, True)
     feed.hand()
@@ -430,15 +439,9 @@ def test_a_last_will_heard_before_a_new_birth_in_one_tick_is_no_refusal_of_it():
     """The old session's Last Will, then the new session's birth, in one tick: births are
     applied first, so the Will was refused after the birth and kept its node out of the
     status asks though the new session's status never came (a review)."""
-    clock = Clock()
-    session = ConsoleSession(CLUSTER, url=parse_broker_url("mqtt://127.0.0.1:1"), clock=clock,
-                             follow_up=False)
+    session, wire, clock = _connected()
     feed = session.feed
     assert feed is not None
-    wire = _Wire()
-    feed.link.client = wire
-    conn = feed.link.conn
-    conn.state, conn.since, conn.connects, conn.connacks = "connected", clock(), 1, 1
     fleet = SynthFleet(4, Clock(), leaves=1)
     name = fleet.names[0]
     agent = fleet.agents[name]
