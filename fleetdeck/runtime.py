@@ -27,8 +27,8 @@ state's long-lived containers), so the periodic sweeps after them walk what chan
 not the screen's ~200,000 references of Textual objects at every size: 50 -> 17 ms of CPU at
 16,384 nodes (bench/tui_sweep.py, docs/performance.md "The sweep walks the state alone").
 Several, close together while the console fills: one settle a minute in walked everything
-since start-up, 120-180 ms at 16,384 nodes; one after every round of telemetry was 33 ms for
-the first and 10-17 after. Only these five: each freezes what happens to be alive then too,
+since start-up, 120 ms of CPU at 16,384 nodes; one after every round of telemetry was 33 ms
+for the first and 10-17 after. Only these five: each freezes what happens to be alive then too,
 and what of it later dies in a cycle (a dialog open then, a cleared line cache's ring, the
 broker client of that connection) is kept until views are removed (another context, the kept
 node detail dropped), which asks the next sweep to unfreeze everything first
