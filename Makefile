@@ -10,6 +10,10 @@ NODES ?= 64
 # /usr/sbin, which the demo finds off PATH too). BROKER_PORT=0: a free loopback port.
 BROKER_KIND ?= auto
 BROKER_PORT ?= 0
+# setuptools' editable build warns, in a boxed "!!" block, that folders named like the package
+# may shadow it (console/ and agents/ are linked into fleetdeck/, so its strict layout check
+# fails): information only, which a newcomer read as a failed install.
+PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install -q
 
 .PHONY: demo test lint check bench clean
 
@@ -19,11 +23,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(PIP_INSTALL) -e .
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(PIP_INSTALL) -e '.[test]'
 	@touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
