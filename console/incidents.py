@@ -337,8 +337,11 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     found = [shown_findings(st) for st in members]
     heads = [f[0] for f in found if f]
     rules = {tuple(sorted({x.rule for x in f})) for f in found}
-    if heads and len(rules) == 1 and len(heads) == len(members):
-        # The same fault on each: said once, in the first node's words.
+    if heads and len(rules) == 1 and len(heads) == len(members) and len(
+            {str(h) for h in heads}) == 1:
+        # The same fault on each: said once, in the first node's words. Only when they are
+        # each node's words: the same rules on other GPUs or ports ("N1 mlx5_ib1:1" said of
+        # a node whose mlx5_ib3 is down) read as one rail's switch (a fault audit).
         more = len(found[0]) - 1
         what = f"the same on each, {heads[0]}" + (f" (+{more} more)" if more else "")
     else:

@@ -288,11 +288,12 @@ def test_worst_first_puts_lost_work_first_and_drained_nodes_last():
 
 
 def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0, gaps=None,
-                 session=None):
+                 session=None, gpus=None):
     """A job on ``job_nodes``; the GPU falls off the bus on each of ``struck``, ``spread_s``
     apart (or ``gaps[i]`` before the i-th); the scheduler then runs the job on ``moved_to``
     (its requeue) and the struck nodes' telemetry names no job (the simulator's XID 79).
-    ``session``: one of the caller's (its ingest and clock), e.g. with a store open."""
+    ``session``: one of the caller's (its ingest and clock), e.g. with a store open.
+    ``gpus``: the GPU lost on each struck node (default gpu0 on every one)."""
     if session is None:
         session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER),
                                  follow_up=False)
@@ -307,7 +308,7 @@ def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0,
         session.tick()
     faults: dict = {}
     for i, n in enumerate(struck):
-        faults[n] = gpu_lost(0)
+        faults[n] = gpu_lost(0 if gpus is None else gpus[i])
         clock.advance(spread_s if gaps is None else gaps[i])
         fleet.telemetry(ingest, job=on, faults=faults)
         session.tick()
@@ -589,6 +590,22 @@ def test_nodes_back_failed_from_an_agent_restart_did_not_fail_at_once():
     assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
                                 "them (gpu[0001-0002,0004])"), inc.title
     assert inc.as_json()["unseen"] == 3
+
+
+def test_nodes_of_one_job_failing_on_different_gpus_are_not_the_same_on_each():
+    """gpu0013's mlx5_ib3 and gpu0015's mlx5_ib1 went down under job 4104, and the job's
+    incident read "the same on each, N1 mlx5_ib1:1: DOWN/Polling" (a fault audit): the same
+    rail on every node says "suspect that rail's switch", so the first node's words may stand
+    for all only when they are each node's words."""
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"], gpus=[0, 3, 5])
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.key == "job:4104:failed"
+    assert "the same on each" not in inc.title, inc.title
+    assert ("(gpu[0001-0002,0004]): gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu3: "
+            "7/8 GPUs visible; gpu0004: G1 gpu5: 7/8 GPUs visible; job 4104") in inc.title, \
+        inc.title
 
 
 def test_a_job_s_nodes_failed_some_seen_some_not_says_which_plainly():
