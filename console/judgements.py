@@ -1432,8 +1432,10 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
     # "watch; drain when idle"; the GPU resets' advice still said it: a live check).
     idle = st.sample is not None and st.sample.job is None
     drain_idle = "drain it (no job on it)" if idle else "drain when idle"
-    if "G6" in rules:
-        return f"{drain_idle}, reset the GPU, resume"
+    # Which GPU to reset, by name: "reset the GPU" of a node with eight left the on-call to
+    # find it, and a pending remap (G6, the XID 63 after a 94) hid the 94's advice that the
+    # application was killed (a fault audit: `inject xid code=94 then=63`).
+    remap = _components(st, "G6")
     if v == "degraded" and "G3" in rules:
         codes = {int(c) for f in st.all_findings if f.rule == "G3"
                  for c in _XID_RE.findall(f.text)}
@@ -1441,15 +1443,25 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # The driver states what the GPU needs (docs/domain.md §4): it said "watch".
             asks = next(f for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
             what = asks.text.split("XID 154 (", 1)[-1].split(")", 1)[0]
+            resets = ", ".join(dict.fromkeys([asks.component, *remap]))
             return (f"XID 154 on {asks.component} ({what}, says the driver): {drain_idle}, "
-                    f"reset {asks.component}, resume")
+                    f"reset {resets}, resume")
         if 94 in codes:
             # NVIDIA: RESTART_APP; reset when convenient (docs/domain.md §4).
             # The application is killed, not requeued: "its job restarts" of a job left
             # failed (F) for restart-job (a fault audit).
-            return ("XID 94 (contained ECC error): the application on the GPU was killed "
-                    "(restart its job from its checkpoint if it failed); reset the GPU when "
+            hit = [f.component for f in st.all_findings
+                   if f.rule == "G3" and "94" in _XID_RE.findall(f.text)]
+            gpus = ", ".join(dict.fromkeys(hit))
+            resets = ", ".join(dict.fromkeys([*hit, *remap]))
+            return (f"XID 94 (contained ECC error): the application on {gpus} was killed "
+                    f"(restart its job from its checkpoint if it failed); reset {resets} when "
                     f"convenient ({drain_idle}, reset, resume)")
+    if remap:
+        return f"{drain_idle}, reset {', '.join(remap)} (a row remap is pending), resume"
+    if v == "degraded" and "G3" in rules:
+        codes = {int(c) for f in st.all_findings if f.rule == "G3"
+                 for c in _XID_RE.findall(f.text)}
         if codes == {92}:
             return "watch the single-bit ECC rate; contact support if it keeps rising"
     if v == "degraded" and rules == {"N6"}:
@@ -1479,6 +1491,12 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         return (f"healthy and {taken_out(st)}: resume it once its repair or maintenance is "
                 "done (its GPUs are out of service)")
     return "none"
+
+
+def _components(st: NodeState, rule: str) -> list[str]:
+    """The components ``rule`` names on the node, once each, in their findings' order."""
+    return list(dict.fromkeys(f.component for f in st.all_findings
+                              if f.rule == rule and f.component))
 
 
 def taken_out(st: NodeState) -> str:

@@ -568,9 +568,37 @@ def test_a_contained_ecc_error_says_restart_the_job_and_reset_when_convenient():
     # The application is killed, not requeued: its job is restarted by an operator if it
     # failed ("its job restarts" of a job left F: a fault audit).
     assert recommended_action(nodes["gpu0006"]).startswith(
-        "XID 94 (contained ECC error): the application on the GPU was killed (restart its "
-        "job from its checkpoint if it failed); reset the GPU when convenient")
+        "XID 94 (contained ECC error): the application on gpu4 was killed (restart its "
+        "job from its checkpoint if it failed); reset gpu4 when convenient")
     assert recommended_action(nodes["gpu0007"]).startswith("watch the single-bit ECC rate")
+
+
+def test_a_pending_row_remap_names_the_gpu_to_reset_and_keeps_the_xid_94_advice():
+    """`inject xid code=94 then=63` (the docs' typical contained error and its remap) read
+    "drain when idle, reset the GPU, resume": which of eight GPUs, and not a word that the
+    application on it was killed (a fault audit)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.fast import RowRemap
+
+    def remap_pending(gpu, then):
+        def apply(tel):
+            tel = then(tel)
+            return replace(tel, gpus=[replace(g, row_remap=RowRemap(pending=True))
+                                      if g.index == gpu else g for g in tel.gpus])
+        return apply
+
+    session = session_with({"gpu0006": remap_pending(1, xid(1, 94, 63)),
+                            "gpu0007": remap_pending(5, xid(5, 63))})
+    nodes = session.state.nodes
+    assert nodes["gpu0006"].verdict.value == nodes["gpu0007"].verdict.value == "degraded"
+    assert recommended_action(nodes["gpu0006"]) == (
+        "XID 94 (contained ECC error): the application on gpu1 was killed (restart its job "
+        "from its checkpoint if it failed); reset gpu1 when convenient (drain it (no job on "
+        "it), reset, resume)")
+    assert recommended_action(nodes["gpu0007"]) == (
+        "drain it (no job on it), reset gpu5 (a row remap is pending), resume")
 
 
 def test_a_node_is_not_in_a_job_the_scheduler_has_moved_elsewhere():
