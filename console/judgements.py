@@ -565,6 +565,14 @@ def _standing_still(job: JobStatus, state: FleetState, now: float,
         since = max(since, blind[1])
     window = hang_window_s(job, state.job_step_delta.get(job.job_id), floor)
     if now - since <= window:
+        if since > last and blind is not None and blind[1] is not None \
+                and state.sched_heard_at >= blind[1] \
+                and _stopped_before_watch(job, state, floor) is not None:
+            # The outage hid nothing: the scheduler, heard since, stamps this job's step
+            # before it and its other word after. A 6 s broker restart put the console's
+            # hang 2.5 min behind a one-shot `status` of the same moment, which reads the
+            # scheduler's clock (a fault audit).
+            return now - last
         return None
     if state.sched_heard_at < since + window:
         # Nothing heard from the scheduler since the window ran out: it may be the one that

@@ -242,10 +242,36 @@ def test_silence_while_the_console_was_cut_off_is_not_the_jobs():
     state.regain_sight(clock())
     clock.advance(5)
     assert hung(session) is None  # the agents' grace
+    session = run(60, stepping_for=-1, other=False, session=session)
+    # The scheduler not heard since: the window counts from the end of the blindness.
+    assert hung(session) is None
+    session = run(LONG, stepping_for=-1, other=False, session=session)
+    assert hung(session) is None  # nor after it: a quiet scheduler is not every job hung
+    session = run(5, stepping_for=-1, session=session)
+    assert hung(session) is not None  # heard again, the scheduler dates 41's last step
+
+
+def test_a_job_hung_across_the_consoles_outage_is_hung_by_the_schedulers_clock():
+    """Job 41 stopped stepping 2.5 min before a 6 s broker restart: a one-shot `status`
+    called it hung 5 min after its last step, the console 2.5 min later (its window began
+    again after the outage), so the two disagreed for minutes (a fault audit). The scheduler,
+    heard after the outage, stamps 41's step before it: nothing was missed."""
+    session = run(int(JOB_HUNG_S) // 2, stepping_for=10)
+    state, clock = session.state, session.clock
+    state.lose_sight(clock(), "broker connection lost")
+    clock.advance(6)
+    state.regain_sight(clock())
+    session = run(int(JOB_HUNG_S) // 2 + 40, stepping_for=-1, session=session)
+    quiet = hung(session)
+    assert quiet is not None and quiet > JOB_HUNG_S, quiet
+    assert quiet < JOB_HUNG_S + 60  # dated from its last step, not the outage
+    # A job that stepped until the outage is not hung just after it, scheduler heard or not.
+    session = run(20, stepping_for=20)
+    session.state.lose_sight(session.clock(), "broker connection lost")
+    session.clock.advance(6)
+    session.state.regain_sight(session.clock())
     session = run(60, stepping_for=-1, session=session)
-    assert hung(session) is None  # the window counts from the end of the blindness
-    session = run(LONG, stepping_for=-1, session=session)
-    assert hung(session) is not None
+    assert hung(session) is None
 
 
 SCENARIO = """\
