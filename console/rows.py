@@ -37,6 +37,7 @@ from fleetdeck.console.judgements import (
     own_findings,
     port_rail,
     scheduler_down,
+    scheduler_gone,
     sick_nodes,
     step_quiet,
     step_quiet_text,
@@ -629,7 +630,8 @@ class Problem:
 
 def top_problems(state: FleetState, limit: int = 10,
                  suspects: list[SuspectSwitch] | None = None) -> tuple[list[Problem], int]:
-    """Suspected switches first (their nodes are symptoms), hung jobs, then the worst nodes
+    """A fleet's silence and a gone scheduler first, suspected switches (their nodes are
+    symptoms), hung jobs, then the worst nodes
     with their reasons; returns (problems, how many nodes in total). ``suspects``: when the
     caller has ``suspect_switches(state)`` already."""
     if suspects is None:
@@ -699,6 +701,13 @@ def top_problems(state: FleetState, limit: int = 10,
         switches.append(Problem(f"job {jid}", Verdict.FAILED, "nodes",
                                 inc.title.removeprefix(f"job {jid}: ")))
         grouped.update(inc.nodes)
+    # The scheduler gone is an incident of its own, first after the fleet's silence: with every
+    # node healthy the overview said "none: every node reports healthy" while its jobs read
+    # running for ever and `status` put "scheduler … offline" at the top (a fault audit).
+    gone = scheduler_gone(state)
+    if gone is not None:
+        fleet.append(Problem("scheduler", Verdict.FAILED if gone.jobs else Verdict.DEGRADED,
+                             "sched", gone.text))
     switches = fleet + switches
     total = len(bad)
     bad = [st for st in bad if st.node_id not in grouped] if grouped else bad

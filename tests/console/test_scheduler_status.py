@@ -80,6 +80,41 @@ def test_its_will_makes_the_running_jobs_as_of_its_death():
     assert any("is offline: nothing answers a restart" in n for n in radius.notes)
 
 
+def test_the_overview_s_top_problems_say_the_scheduler_is_gone_over_a_healthy_fleet():
+    """The simulator's scheduler died with every node healthy: `status` led with "scheduler
+    … offline", the console's overview said "none: every node reports healthy" (a fault
+    audit). Its top problems say it first, as the incidents do."""
+    from fleetdeck.console.rows import top_problems
+    from fleetdeck.console.tui.screens.overview import top_problems_heading
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(4, clock)
+    fleet.birth(ingest)
+    ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+    publish_job(ingest, job_status("41", fleet.names[:2], clock), clock)
+    for t in range(40):
+        clock.advance(1.0)
+        fleet.telemetry(ingest)
+        if t == 30:
+            ingest.handle(TOPIC, sched(False, clock(), clock), clock())
+        session.tick()
+        if t == 29:
+            assert top_problems(session.state) == ([], 0)
+    problems, nodes = top_problems(session.state)
+    assert nodes == 0
+    (p,) = problems
+    assert (p.node, p.verdict.value, p.state) == ("scheduler", "failed", "sched")
+    assert p.text.startswith("scheduler slurm-bridge offline (heard "), p.text
+    assert "job(s) read running" in p.text and "(41)" in p.text
+    assert top_problems_heading(nodes, 0, 0, sched=True) == (
+        "scheduler offline, every node healthy")
+    assert top_problems_heading(2, 1, 0, sched=True) == (
+        "scheduler offline, 2 nodes need attention, 1 switch")
+    assert top_problems_heading(2, 1, 0) == "2 nodes need attention, 1 switch"
+
+
 def test_a_late_will_of_an_older_process_loses_to_a_newer_birth():
     clock, ingest, session = world()
     ingest.handle(TOPIC, sched(True, clock() + 5, clock), clock())

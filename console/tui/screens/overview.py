@@ -109,17 +109,19 @@ CLOCK_REFRESH_S = 5.0
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
 
 
-def top_problems_heading(nodes: int, switches: int, hung: int) -> str:
+def top_problems_heading(nodes: int, switches: int, hung: int, sched: bool = False) -> str:
     """What the top problems hold: "2 nodes need attention, 1 switch" (the nodes behind a
     switch with nothing of their own are its, not counted; ``top_problems``)."""
     parts = []
-    if nodes or not (switches or hung):
+    if sched:
+        parts.append("scheduler offline")
+    if nodes or not (switches or hung or sched):
         parts.append(f"{plural(nodes, 'node')} {'needs' if nodes == 1 else 'need'} attention")
     if switches:
         parts.append(plural(switches, "switch", "switches"))
     if hung:
         parts.append(f"{plural(hung, 'job')} hung")
-    if not nodes and hung and not switches:
+    if not nodes and (hung or sched) and not switches:
         parts.append("every node healthy")
     return ", ".join(parts)
 
@@ -220,7 +222,8 @@ class OverviewScreen(FleetView):
         elif problems:
             hung = sum(1 for p in problems if p.state == "hung")
             switches = sum(1 for p in problems if p.state in ("switch", "leaf"))
-            what = top_problems_heading(total, switches, hung)
+            sched = any(p.state == "sched" for p in problems)
+            what = top_problems_heading(total, switches, hung, sched)
             lines = [f"[b]Top problems[/] ({what}, worst first; [$text-muted]2: node list[/])"]
             for p in problems:
                 colour = verdict_markup(p.verdict.value)
