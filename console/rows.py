@@ -1295,8 +1295,13 @@ class IncidentRow:
     """``Incident.losing_work``."""
 
 
+def incident_age(inc: Incident, now: float) -> str:
+    """The AGE column: how long ago the incident began, as of ``now``."""
+    return _short_age(max(0.0, now - inc.since))
+
+
 def incident_row(inc: Incident, now: float) -> IncidentRow:
-    return IncidentRow(inc.key, inc.severity, inc.kind, _short_age(max(0.0, now - inc.since)),
+    return IncidentRow(inc.key, inc.severity, inc.kind, incident_age(inc, now),
                        compress(inc.nodes) if inc.nodes else "-", len(inc.nodes),
                        ",".join(inc.jobs) or "-", inc.title, inc.action, inc.losing_work)
 

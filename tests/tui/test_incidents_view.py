@@ -307,3 +307,34 @@ async def test_a_restarted_console_shows_the_jobs_failed_nodes_as_one_row(tmp_pa
         assert [r.key for r in screen.rows] == ["job:4104:failed"]
         assert "job 4104: 3 of its nodes failed within 2 s" in text_of(world.app)
     await world.app.session.close()
+
+
+async def test_an_incidents_age_moves_on_while_nothing_changes(world):
+    """AGE grows with the clock even when no node and no event changes: a killed simulator's
+    fleet, offline by its agents' wills, read "25s" in every row for minutes (a newcomer's
+    run)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    world.tick()
+    for name, agent in world.fleet.agents.items():
+        world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, name),
+                            codec.encode(agent.status(online=False)), world.clock())
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        for _ in range(8):
+            world.tick(1.0)
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, IncidentsScreen)
+        revision, seq = world.app.shown_revision, world.app.event_seq
+        before = {r.key: r.age for r in screen.rows}
+        for _ in range(6):
+            world.tick(1.0)
+        await pilot.pause()
+        assert (world.app.shown_revision, world.app.event_seq) == (revision, seq)
+        after = {r.key: r.age for r in screen.rows}
+        assert after.keys() == before.keys() and after, after
+        for key, age in before.items():
+            assert after[key] == f"{int(age.removesuffix('s')) + 6}s", (key, before, after)
+        assert f" {after[next(iter(after))]} " in text_of(world.app)

@@ -1,6 +1,8 @@
 """Incidents: one root-cause line per incident (console/incidents.py), the selected one's
 timeline, and job interruptions by cause with the effective training time ratio."""
 
+from dataclasses import replace
+
 from rich.cells import cell_len
 from textual import on, work
 from textual.app import ComposeResult
@@ -13,6 +15,7 @@ from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.rows import (
     FleetRevision,
     IncidentRow,
+    incident_age,
     incident_row,
     interruption_text,
 )
@@ -129,6 +132,12 @@ class IncidentsScreen(FleetView):
         # Grouping is a fleet-wide pass: only when a node or the event log changed.
         shown = (self.fleet.shown_revision, self.fleet.event_seq)
         if shown == self._shown:
+            # The ages move on without a change: a killed simulator's incidents read "25s"
+            # for as long as the fleet stayed silent (a newcomer's run).
+            ages = [incident_age(inc, now) for inc in self.found]
+            if ages != [r.age for r in self.rows]:
+                self.rows = [replace(r, age=age) for r, age in zip(self.rows, ages, strict=True)]
+                self.table.set_rows(self.rows)
             return
         self._shown = shown
         self.found = incidents(self.fleet.state, self.fleet.event_log.lines())
