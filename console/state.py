@@ -623,6 +623,11 @@ class NodeState(msgspec.Struct, gc=False):
                                     f"duplicate node id: {agents} agent processes "
                                     "take turns publishing as this node"))
             verdict = Verdict.FAILED
+            # This console found it, by hearing an older process come back: a change it saw,
+            # though the sample that shows it opens a session of its own (each process
+            # reconnects under the one client id). It read "first heard so" and "failed before
+            # this console heard them" of nodes heard ok for minutes (a newcomer's run).
+            self.verdict_heard = True
         else:
             verdict = combine(self.effective_findings)
         # A restored node found as the store left it keeps the time of its last change.

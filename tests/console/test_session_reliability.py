@@ -193,6 +193,44 @@ def test_two_agents_with_one_node_id_are_shown_as_a_duplicate():
     assert "2 agent processes take turns" in str(st.all_findings[0])
 
 
+def test_a_duplicate_node_id_is_a_change_this_console_saw():
+    """H3 is found by this console hearing two processes take turns: the change to failed is
+    one it saw, dated when it did. Each turn is a sample of another session, so it read
+    "ok -> failed (H3); first heard so: it changed while this console did not hear the
+    node", and the job's incident "4 of its nodes failed before this console heard them",
+    of nodes it had heard ok for minutes (a newcomer's run: a second sim with the same
+    node names)."""
+    from fleetdeck.console.health import UNSEEN_CHANGE
+
+    a = FakeNode(cluster=CLUSTER)
+    b = FakeNode(cluster=CLUSTER)
+    b.agent.started_ms += 12345
+    session = make_session(a, Sent())
+    a.feed(session.ingest, a.birth(), Kind.BIRTH)
+    a.feed(session.ingest, a.status(), Kind.STATUS)
+    for _ in range(6):  # heard ok, from one process
+        a.now += 0.5
+        a.feed(session.ingest, a.agent.telemetry(), Kind.TELEMETRY, rx=a.now)
+        session.tick()
+    st = session.state.nodes["gpu0001"]
+    assert st.verdict.value == "ok"
+    for _ in range(4):
+        for who in (b, a):
+            # One MQTT client id: each connect takes the other's session over, and each
+            # process comes back in a session of its own (a newer bdSeq).
+            a.now += 0.5
+            b.now = a.now
+            who.agent.bd_seq = max(a.agent.bd_seq, b.agent.bd_seq) + 1
+            who.feed(session.ingest, who.status(), Kind.STATUS, rx=a.now)
+            who.feed(session.ingest, who.agent.telemetry(), Kind.TELEMETRY, rx=a.now)
+            session.tick()
+    assert st.verdict.value == "failed" and "H3" in st.reasons
+    assert st.change_seen
+    lines = [ln.text for ln in session.log.lines() if ln.kind == "verdict"]
+    assert any("-> failed (H3)" in m for m in lines), lines
+    assert not any(UNSEEN_CHANGE in m for m in lines), lines
+
+
 def test_an_ack_on_another_nodes_topic_is_refused():
     node = FakeNode(cluster=CLUSTER)
     session = make_session(node, Sent())
