@@ -289,11 +289,19 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
         rows = rows[-limit:]
     if not rows and not nodes and not kinds:  # a filter that matched nothing is not that
         nothing_found("events", db, since_ts, written)
+    elif not rows:
+        chosen = " ".join(filter(None, (f"--node {compress(nodes)}" if nodes else "",
+                                        f"--kind {','.join(kinds)}" if kinds else "")))
+        print(f"fleetdeck events: nothing in {db} since {iso(since_ts)} matched {chosen}.",
+              file=sys.stderr)
     if matched > len(rows):
         print(f"fleetdeck events: showing the newest {len(rows)} of {matched} rows; narrow "
               "with --since, --node or --kind, or raise --limit.", file=sys.stderr)
     if as_json:
         print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        # The header alone under "nothing in ..." read as a table cut off (a newcomer's run).
         return 0
     console = table_console()
     if console.width < EVENTS_NARROW:

@@ -145,3 +145,22 @@ def test_a_narrow_terminal_gives_each_message_its_own_line(db, capsys, monkeypat
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["events", "--db", db, *SINCE]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("TIMESTAMP")
+
+
+def test_nothing_since_prints_no_table_header(db, capsys):
+    """``events --since`` a time after every row said "nothing in ... since ..." and then
+    printed the table's header, which read as a table cut off (a newcomer's run)."""
+    assert main(["events", "--db", db, "--since", "2999-01-01T00:00"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "nothing in" in err and err.count("\n") == 1
+
+
+def test_a_filter_that_matched_nothing_says_so_without_a_header(db, capsys):
+    assert main(["events", "--db", db, "--since", "2999-01-01T00:00", "--kind", "xid"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "matched --kind xid" in err and err.count("\n") == 1
+    assert main(["events", "--db", db, "--since", "2999-01-01T00:00", "--kind", "xid",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
