@@ -566,13 +566,14 @@ def _standing_still(job: JobStatus, state: FleetState, now: float,
     window = hang_window_s(job, state.job_step_delta.get(job.job_id), floor)
     if now - since <= window:
         if since > last and blind is not None and blind[1] is not None \
-                and state.sched_heard_at >= blind[1] \
-                and _stopped_before_watch(job, state, floor) is not None:
-            # The outage hid nothing: the scheduler, heard since, stamps this job's step
-            # before it and its other word after. A 6 s broker restart put the console's
-            # hang 2.5 min behind a one-shot `status` of the same moment, which reads the
-            # scheduler's clock (a fault audit).
-            return now - last
+                and state.sched_heard_at >= blind[1]:
+            # The outage hid nothing: the scheduler, heard since, stamps this job's last step
+            # older than its newest word by more than the window. A 6 s broker restart put the
+            # console's hang 2.5 min behind a one-shot `status` of the same moment, which reads
+            # the scheduler's clock (a fault audit); so is its age: ``last`` is when this
+            # console heard the retained status again, not when the step moved (a review: a
+            # step 8 min old read 'no step for 30 s').
+            return _stopped_before_watch(job, state, floor)
         return None
     if state.sched_heard_at < since + window:
         # Nothing heard from the scheduler since the window ran out: it may be the one that

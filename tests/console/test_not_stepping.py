@@ -482,3 +482,28 @@ def test_a_one_shot_status_says_a_quiet_step_by_the_schedulers_clock():
     assert quiet is not None and 89 <= quiet <= 91
     assert step_quiet(state.jobs["42"], state, clock()) is None
     assert not_stepping(state.jobs["41"], state, clock()) is None
+
+
+def test_a_step_made_while_the_console_was_cut_off_is_dated_by_the_schedulers_clock():
+    """Job 41 stepped on 2 min into a 10 min outage of this console, then stopped. Heard
+    again, its retained status is 8 min old by the scheduler's clock: hung for as long as a
+    one-shot `status` of the same moment says, not 'no step for 30 s' counted from when this
+    console heard the status again (a review)."""
+    session = run(20, stepping_for=20)
+    state, clock, ingest = session.state, session.clock, session.ingest
+    state.lose_sight(clock(), "broker connection lost")
+    clock.advance(120)
+    last_word = job_status("41", NODES, clock, step=500)  # published while this console was off
+    clock.advance(480)
+    state.regain_sight(clock())
+    publish_job(ingest, last_word, clock)  # the broker's retained copy, heard on reconnect
+    session = run(30, stepping_for=-1, session=session)
+    quiet = hung(session)
+    one_shot = run(1, stepping_for=-1)
+    publish_job(one_shot.ingest, last_word, one_shot.clock)
+    publish_job(one_shot.ingest, job_status("42", ["gpu0005"], clock, step=900), one_shot.clock)
+    one_shot.tick()
+    fresh = not_stepping(one_shot.state.jobs["41"], one_shot.state, one_shot.clock())
+    assert fresh is not None and quiet is not None
+    assert abs(quiet - fresh) < 2, (quiet, fresh)
+    assert quiet > 480
