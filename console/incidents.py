@@ -336,12 +336,13 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     first = _since(members[0])
     found = [shown_findings(st) for st in members]
     heads = [f[0] for f in found if f]
-    rules = {tuple(sorted({x.rule for x in f})) for f in found}
-    if heads and len(rules) == 1 and len(heads) == len(members) and len(
-            {str(h) for h in heads}) == 1:
-        # The same fault on each: said once, in the first node's words. Only when they are
-        # each node's words: the same rules on other GPUs or ports ("N1 mlx5_ib1:1" said of
-        # a node whose mlx5_ib3 is down) read as one rail's switch (a fault audit).
+    if heads and len(heads) == len(members) and len(
+            {tuple((x.rule, x.component) for x in f) for f in found}) == 1:
+        # The same fault on each: said once, in the first node's words. Only when every
+        # finding is on the same GPU or port of each: the same rules elsewhere ("N1
+        # mlx5_ib1:1" said of a node whose mlx5_ib3 is down, a fault audit), or the same
+        # first finding with others that differ behind "(+1 more)" (a review), read as one
+        # rail's switch. Their texts may differ in figures (error counts, temperatures).
         more = len(found[0]) - 1
         what = f"the same on each, {heads[0]}" + (f" (+{more} more)" if more else "")
     else:

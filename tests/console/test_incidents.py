@@ -288,12 +288,13 @@ def test_worst_first_puts_lost_work_first_and_drained_nodes_last():
 
 
 def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0, gaps=None,
-                 session=None, gpus=None):
+                 session=None, gpus=None, also=None):
     """A job on ``job_nodes``; the GPU falls off the bus on each of ``struck``, ``spread_s``
     apart (or ``gaps[i]`` before the i-th); the scheduler then runs the job on ``moved_to``
     (its requeue) and the struck nodes' telemetry names no job (the simulator's XID 79).
     ``session``: one of the caller's (its ingest and clock), e.g. with a store open.
-    ``gpus``: the GPU lost on each struck node (default gpu0 on every one)."""
+    ``gpus``: the GPU lost on each struck node (default gpu0 on every one); ``also``: a
+    further fault of a struck node (node -> the fault's function)."""
     if session is None:
         session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER),
                                  follow_up=False)
@@ -308,7 +309,10 @@ def _lost_in_job(session_clock_fleet, struck, job_nodes, moved_to, spread_s=1.0,
         session.tick()
     faults: dict = {}
     for i, n in enumerate(struck):
-        faults[n] = gpu_lost(0 if gpus is None else gpus[i])
+        lost = gpu_lost(0 if gpus is None else gpus[i])
+        extra = (also or {}).get(n)
+        faults[n] = lost if extra is None else (lambda tel, lost=lost, extra=extra:
+                                                extra(lost(tel)))
         clock.advance(spread_s if gaps is None else gaps[i])
         fleet.telemetry(ingest, job=on, faults=faults)
         session.tick()
@@ -606,6 +610,20 @@ def test_nodes_of_one_job_failing_on_different_gpus_are_not_the_same_on_each():
     assert ("(gpu[0001-0002,0004]): gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu3: "
             "7/8 GPUs visible; gpu0004: G1 gpu5: 7/8 GPUs visible; job 4104") in inc.title, \
         inc.title
+
+
+def test_nodes_of_one_job_alike_in_their_first_finding_only_are_not_the_same_on_each():
+    """gpu0001 lost gpu0 and its mlx5_ib1, gpu0002 gpu0 and its mlx5_ib3: the title read "the
+    same on each, G1 gpu0: 7/8 GPUs visible (+1 more)", the "+1 more" hiding two rails (a
+    review of the fix above)."""
+    struck = ["gpu0001", "gpu0002"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"],
+                           also={"gpu0001": port_down("mlx5_ib1"),
+                                 "gpu0002": port_down("mlx5_ib3")})
+    (inc,) = incidents(session.state, session.log.lines())
+    assert "the same on each" not in inc.title, inc.title
+    assert "gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu0" in inc.title, inc.title
 
 
 def test_a_job_s_nodes_failed_some_seen_some_not_says_which_plainly():
