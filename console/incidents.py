@@ -35,8 +35,10 @@ from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     HOLDING_NODES,
     RECOVERED,
+    FailedJob,
     LeafGroup,
     SuspectSwitch,
+    failed_job,
     leaf_groups,
     not_stepping,
     not_stepping_text,
@@ -174,6 +176,10 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
         taken.add(st.node_id)
     by_node = {n: inc for inc in out for n in inc.nodes}
     now = state.judged_at
+    for job in sorted(state.jobs.values(), key=lambda j: j.job_id):
+        failed = failed_job(job, state)
+        if failed is not None:
+            _failed_job_incident(failed, job.ts / 1000, by_node, out, state)
     for job in state.jobs.values():
         quiet = not_stepping(job, state, now)
         if quiet is not None:
@@ -242,6 +248,36 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
             "check the broker and the network from here to it; the nodes are not known "
             "to be down"))
     return out
+
+
+def _failed_job_incident(failed: FailedJob, at: float, by_node: dict[str, Incident],
+                         out: list[Incident], state: FleetState) -> None:
+    """A job that ended failed and waits for a restart: said on the incident of the node whose
+    rank died, as a job a node holds up is named on that node's (one line for the node and
+    the job, and the node's action before the restart: drain it, then restart the job), else
+    an incident of its own (an application's fault: its nodes read healthy)."""
+    jid = failed.job_id
+    home = next((by_node[n] for n in failed.nodes if n in by_node), None)
+    if home is not None:
+        # Nodes that failed together in the job said "job 4102 is F now": what is said now.
+        home.title = (home.title.replace(f"; job {jid} is {failed.state} now", "")
+                      + f"; {failed.text}")
+        home.action = f"{home.action}; then {failed.restart}"
+        # Work stopped until someone restarts it, whatever the node's own fault's severity
+        # (XID 94 kills the rank and leaves the node only degraded).
+        home.severity = "error"
+        if jid not in home.jobs:
+            home.jobs.append(jid)
+        return
+    healthy = [n for n in failed.nodes if (st := state.nodes.get(n)) is not None
+               and st.verdict is Verdict.OK]
+    said = (f"; {compress(healthy)} read{'s' if len(healthy) == 1 else ''} healthy: the "
+            "application's fault, most likely" if healthy and len(healthy) == len(failed.nodes)
+            else "")
+    out.append(Incident(f"job:{jid}", "job", "error", f"{failed.text}{said}",
+                        min(at, state.judged_at or at), list(failed.nodes),
+                        failed.action + ("; if it fails so again, the job's own log"
+                                         if said else ""), [jid]))
 
 
 def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> list[Incident]:
@@ -394,7 +430,11 @@ def _together(times: list[float]) -> str:
 def acted_on(state: FleetState, inc: Incident) -> bool:
     """Every node of the incident is drained or draining: an operator has it in hand."""
     nodes = [st for n in inc.nodes if (st := state.nodes.get(n)) is not None]
-    return bool(nodes) and all(st.drain.state is not DrainState.NONE for st in nodes)
+    if not nodes or any(st.drain.state is DrainState.NONE for st in nodes):
+        return False
+    # Its nodes drained, a failed job on them still waits for its restart.
+    return not any((job := state.jobs.get(j)) is not None and failed_job(job, state) is not None
+                   for j in inc.jobs)
 
 
 def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str]]:

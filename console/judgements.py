@@ -642,6 +642,82 @@ def not_stepping_text(job: JobStatus, quiet: float, now: float, then: str = "") 
     return f"no step for {quiet:.0f} s{then} (step {job.step} at {utc_hms(now - quiet)})"
 
 
+def shown_eta_s(job: JobStatus, state: FleetState, now: float) -> float | None:
+    """The job's time to its last step as every view and ``status --json`` say it: the
+    scheduler's ``eta_s``, but none while the step stands still (``step_quiet``, or hung:
+    ``not_stepping``): the figure is its last step's pace, and a job that does not step ends
+    at no known time (the jobs view read "ETA 11m09s" beside "no step for 316 s": a fault
+    audit)."""
+    if job.eta_s is None:
+        return None
+    if (_standing_still(job, state, now, JOB_QUIET_S) is not None
+            or not_stepping(job, state, now) is not None):
+        return None
+    return job.eta_s
+
+
+REQUEUE_GRACE_S = 10.0
+"""A job the scheduler reported NF (a node failed under it) is requeued a moment later when it
+asked to be (Slurm's RQ; the simulator's next tick). One whose status has stood at NF this long
+by the scheduler's clock is not: it waits for an operator, as a failed one does."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailedJob:
+    """A job the scheduler ended failed that nothing brings back by itself: an operator
+    restarts it from its checkpoint (``restart-job``). A rank killed by XID 48 left job 4102
+    F in no incident and on no line of `status` (a fault audit)."""
+    job_id: str
+    state: str
+    reason: str
+    nodes: tuple[str, ...]
+    """The fleet's nodes its reason names (the node whose rank died), sorted."""
+    restart: str
+    """``restart-job 4102 from its checkpoint at step 200``."""
+    drain: tuple[str, ...] = ()
+    """Of ``nodes``, those failed by a fault of their own and not drained yet: drained first,
+    so the restart does not land there again."""
+
+    @property
+    def text(self) -> str:
+        where = f" on {compress(list(self.nodes))}" if self.nodes else ""
+        what = "failed" if self.state == "F" else "ended by a node failure, not requeued"
+        why = f" ({self.reason})" if self.reason else ""
+        return f"job {self.job_id} {what}{where}{why}"
+
+    @property
+    def action(self) -> str:
+        first = f"drain {compress(list(self.drain))}, then " if self.drain else ""
+        return f"{first}{self.restart}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"state": self.state, "reason": self.reason, "nodes": list(self.nodes),
+                "text": self.text, "action": self.action}
+
+
+def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
+    """The job ended failed (F; NF not requeued within ``REQUEUE_GRACE_S``) and waits for an
+    operator's restart; None otherwise. It is so until the scheduler says otherwise: a restart
+    (``restart-job``: RQ, then PD and R) or a cancel ends it."""
+    code = job.state.value
+    if code == "NF":
+        # By the scheduler's clock: its newest word (another job's status, its presence) is
+        # this long after the NF, and no requeue came.
+        if (state.sched_newest_ts - job.ts) / 1000 < REQUEUE_GRACE_S:
+            return None
+    elif code != "F":
+        return None
+    reason = job_reason(job)
+    nodes = tuple(sorted(n for n in reason_words(reason) if n in state.nodes))
+    drain = tuple(n for n in nodes if (st := state.nodes[n]).verdict is Verdict.FAILED
+                  and st.drain.state is DrainState.NONE)
+    since = (f"from its checkpoint at step {job.last_checkpoint_step}"
+             if job.last_checkpoint_ts is not None or job.last_checkpoint_step
+             else "(no checkpoint yet: from step 0)")
+    return FailedJob(job.job_id, code, reason, nodes, f"restart-job {job.job_id} {since}",
+                     drain)
+
+
 def own_job(st: NodeState, state: FleetState) -> str | None:
     """The job the node's own telemetry names, unless the scheduler's status of that job says
     it does not hold this node now: a dead node's last sample kept it "in job 4102" after the

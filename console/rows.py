@@ -38,6 +38,7 @@ from fleetdeck.console.judgements import (
     port_rail,
     scheduler_down,
     scheduler_gone,
+    shown_eta_s,
     sick_nodes,
     step_quiet,
     step_quiet_text,
@@ -811,8 +812,9 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         job_id=job.job_id, name=job.name, user=job.user, state=job.state.value, progress=frac,
         step=f"{job.step}/{job.total_steps}" if job.total_steps else str(job.step),
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
-        # A hung job's ETA is its last word, frozen: it reads "-" as a stalled one's does.
-        eta="-" if job.eta_s is None or stalled else fmt_duration(job.eta_s),
+        # A hung job's ETA is its last word, frozen, and so is one whose step stands still:
+        # it reads "-" as a stalled one's does (``shown_eta_s``, as status --json says it).
+        eta="-" if (eta := shown_eta_s(job, state, now)) is None else fmt_duration(eta),
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),

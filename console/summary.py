@@ -12,12 +12,14 @@ from fleetdeck.console.incidents import incidents
 from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
     erroring_ports,
+    failed_job,
     finding_rank,
     never_fits,
     not_stepping,
     own_job,
     recommended_action,
     scheduler_gone,
+    shown_eta_s,
     sick_nodes,
     step_quiet,
     straggler,
@@ -78,18 +80,19 @@ def judged_not_ok(state: FleetState, most: int = JUDGED_MAX) -> list[JudgedNode]
 def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]:
     """The job's own status plus the console's judgements of it: ``straggler`` (null or the
     slowest rank with its slowdown and likely cause), ``sick_nodes`` (its nodes that stall
-    it now, worst first; empty when none) and ``not_stepping_s`` (seconds since a running
-    job's step last advanced, when it stopped stepping; null otherwise), ``step_quiet_s`` (the
-    same for a step that has stood still a minute or more, not hung yet: a checkpoint save
-    looks the same)."""
+    it now, worst first; empty when none), ``failed`` (null, or a job that ended failed and
+    waits for an operator's restart: ``judgements.failed_job``) and ``not_stepping_s``
+    (seconds since a running job's step last advanced, when it stopped stepping; null
+    otherwise), ``step_quiet_s`` (the same for a step that has stood still a minute or more,
+    not hung yet: a checkpoint save looks the same)."""
     found = straggler(job, state)
     quiet = not_stepping(job, state, now)
     still = step_quiet(job, state, now) if quiet is None else None
     own = job.model_dump(mode="json")
-    if quiet is not None:
-        # A hung job's status is its last step's: its ETA read 1845 s while the TUI showed
-        # "-" (a jobs audit); the protocol has none for a job that does not step.
-        own["eta_s"] = None
+    # A hung job's status is its last step's: its ETA read 1845 s while the TUI showed "-" (a
+    # jobs audit); nor one whose step stands still (``shown_eta_s``): the TUI's rule.
+    own["eta_s"] = shown_eta_s(job, state, now)
+    failed = failed_job(job, state)
     return {**own,
             # 0-1 as documented: a scheduler's total_steps may be an estimate that the job
             # outruns (step 500 of 10 read "progress 50").
@@ -99,7 +102,8 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
             "sick_nodes": [s.as_json() for s in sick_nodes(job, state)],
             "not_stepping_s": None if quiet is None else round(quiet, 1),
             "step_quiet_s": None if still is None else round(still, 1),
-            "never_fits": never_fits(job, state) or None}
+            "never_fits": never_fits(job, state) or None,
+            "failed": None if failed is None else failed.as_json()}
 
 
 def fleet_summary(state: FleetState, now: float, *,

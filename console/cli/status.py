@@ -211,16 +211,24 @@ def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
 
 
 def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
-    """The jobs a node stops (``sick_nodes``), that stopped stepping (``not_stepping_s``) or a
-    straggler slows, one line each: a hung job was left out (an SRE drill)."""
+    """The jobs a node stops (``sick_nodes``), that stopped stepping (``not_stepping_s``),
+    that failed and wait for a restart (``failed``) or a straggler slows, one line each: a
+    hung job was left out (an SRE drill), and so was a job an XID 48 failed (a fault audit)."""
     held = [j for j in jobs if j.get("sick_nodes") or j.get("straggler")
-            or j.get("not_stepping_s") is not None]
+            or j.get("not_stepping_s") is not None or j.get("failed")]
     if not held:
         return
-    held.sort(key=lambda j: (not (j.get("sick_nodes") or j.get("not_stepping_s") is not None),
-                             j["job_id"]))
+    held.sort(key=lambda j: (not (j.get("sick_nodes") or j.get("not_stepping_s") is not None
+                                  or j.get("failed")), j["job_id"]))
     console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
     for j in held[:INCIDENTS_SHOWN]:
+        failed = j.get("failed")
+        if failed:
+            # The job's own words ("failed on gpu0003 (…Xid 48)") and what brings it back.
+            what = failed["text"].removeprefix(f"job {j['job_id']} ")
+            console.print(f"  [red]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
+                          f"{escape(what)}; {escape(failed['action'])}")
+            continue
         sick = j.get("sick_nodes") or []
         slow = j.get("straggler")
         quiet = j.get("not_stepping_s")

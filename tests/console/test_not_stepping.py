@@ -507,3 +507,20 @@ def test_a_step_made_while_the_console_was_cut_off_is_dated_by_the_schedulers_cl
     assert fresh is not None and quiet is not None
     assert abs(quiet - fresh) < 2, (quiet, fresh)
     assert quiet > 480
+
+
+def test_a_step_standing_still_has_no_eta_in_the_jobs_row_nor_in_json():
+    """The jobs view read "ETA 11m09s" beside "no step for 316 s" (a fault audit): the ETA is
+    its last step's pace, and a job that does not step ends at no known time. Not only once it
+    is hung: the row and `status --json` say it alike (``shown_eta_s``)."""
+    session = run(20, stepping_for=20)
+    session = run(90, stepping_for=-1, session=session)
+    state, now = session.state, session.clock()
+    row = job_row(state.jobs["41"], state, now)
+    assert row.quiet and not row.stalled  # standing still, not hung yet
+    assert row.eta == "-"
+    by_id = {j["job_id"]: j for j in fleet_summary(state, now)["jobs"]}
+    assert by_id["41"]["step_quiet_s"] is not None and by_id["41"]["eta_s"] is None
+    # A job that steps keeps its ETA, in both.
+    assert job_row(state.jobs["42"], state, now).eta == "8m20s"
+    assert by_id["42"]["eta_s"] == 500.0
