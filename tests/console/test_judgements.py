@@ -1186,3 +1186,26 @@ def test_a_job_with_a_failed_node_of_its_own_is_not_held_up_by_the_switch_alone(
     row = job_row(js, state, session.clock())
     assert row.sick_switch == "leaf00-r2"
     assert row.sick == "suspect switch leaf00-r2: check it, do not drain (gpu0003 behind it)"
+
+
+def test_a_straggler_figure_of_a_silent_fleet_is_said_as_last_heard():
+    """A killed simulator's fleet-silent incident still ended "slows job 4103 by 25% (rank 2)"
+    (a fault audit): the figure is the job's last step before the silence, no news."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import utc_hms
+
+    def slowed(c):
+        return job_status("41", ["gpu0002", "gpu0003"], c, slowest_node="gpu0003")
+
+    session = session_with({"gpu0003": throttled(3)}, jobs=[slowed])
+    (home,) = [i for i in incidents(session.state) if "gpu0003" in i.nodes]
+    assert home.title.endswith("; slows job 41 by 50% (rank 11)")  # current while heard
+    clock = session.clock
+    for _ in range(30):  # every agent silent, the job's status as it last was
+        clock.advance(1.0)
+        session.tick()
+    (home,) = [i for i in incidents(session.state) if "gpu0003" in i.nodes]
+    assert home.kind in ("rack", "fleet", "node") and "fell silent" in home.title, home.title
+    assert "slows job" not in home.title
+    as_of = utc_hms(session.state.jobs["41"].ts / 1000)
+    assert home.title.endswith(f"; slowed job 41 by 50% (rank 11) when last heard ({as_of})")
