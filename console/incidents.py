@@ -15,8 +15,9 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
    its three nodes (each node still drained on its own from the list it opens), not three
    "no job on it" lines once the scheduler has requeued the job elsewhere;
 4. **node** — every other node that is not ``ok``, titled by its worst finding;
-5. **job** — a running job that stopped stepping (hung) with none of its nodes in an error
-   incident, else a job's straggler whose node has no incident of its own.
+5. **job** — a job that failed and waits for its restart, on the incident of the node whose
+   rank died where it has one; a running job that stopped stepping (hung) with none of its
+   nodes in an error incident, else a job's straggler whose node has no incident of its own.
 
 While the console itself is cut off from the broker, one **console** incident comes first: no
 node goes stale for the console's own silence (``FleetState.blind``), so no rack looks dark.
