@@ -246,8 +246,12 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     # hand), then what loses work now, then the rest by severity and width: a hung job came
     # under an idle drained node (a 3 a.m. drive), and a drained failed node above a degraded
     # one no one had touched, where the overview's top problems (``rows.top_problems``) put
-    # the untouched one first (a drill: one rule for both).
-    out.sort(key=lambda i: (acted_on(state, i), _SEVERITY_RANK.get(i.severity, 2),
+    # the untouched one first (a drill: one rule for both). The fleet's silence and the
+    # scheduler gone come before the rest: each makes every other verdict or job state as of
+    # then, and while the scheduler is gone no drain or restart is answered (the overview put
+    # it first, status last: a review).
+    out.sort(key=lambda i: (acted_on(state, i), i.kind not in _FLEET_WIDE,
+                            _SEVERITY_RANK.get(i.severity, 2),
                             not i.losing_work, -len(i.nodes), i.since if dated else 0.0,
                             i.key))
     blind = state.blind
@@ -261,6 +265,10 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
             "check the broker and the network from here to it; the nodes are not known "
             "to be down"))
     return out
+
+
+_FLEET_WIDE = frozenset({"fleet", "scheduler"})
+"""Incident kinds that come first (after the console's own loss of its broker)."""
 
 
 def _silent_under(st: NodeState | None) -> bool:

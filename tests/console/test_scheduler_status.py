@@ -11,7 +11,7 @@ from fleetdeck.console.summary import fleet_summary
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import JobState, SchedulerStatus
 from fleetdeck.protocol.topics import Kind, topic_for
-from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
 
 TOPIC = topic_for(CLUSTER, Kind.SCHED_STATUS)
 
@@ -242,3 +242,33 @@ async def test_the_consoles_own_lines_are_kept_for_events_and_a_later_console(tm
         assert "console" not in later.state.nodes
     finally:
         await later.close()
+
+
+def test_the_scheduler_gone_has_one_place_in_the_overview_and_in_status():
+    """The overview put "scheduler … offline" first and `status` after every node's incident
+    (an idle node with a port down came first): one order for both (a review). First after a
+    fleet's silence: while it is gone every job state is as of then and no drain or restart
+    is answered; so whether its jobs read running (error) or none do (warn)."""
+    from fleetdeck.console.rows import top_problems
+
+    for running in (True, False):
+        clock = Clock()
+        ingest = Ingest(CLUSTER)
+        session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+        fleet = SynthFleet(4, clock)
+        fleet.birth(ingest)
+        ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+        publish_job(ingest, job_status("41", fleet.names[:2], clock,
+                                       state=JobState.R if running else JobState.CD), clock)
+        idle = fleet.names[3]
+        for t in range(40):
+            clock.advance(1.0)
+            fleet.telemetry(ingest, faults={idle: port_down()})
+            if t == 30:
+                ingest.handle(TOPIC, sched(False, clock(), clock), clock())
+            session.tick()
+        problems, _ = top_problems(session.state)
+        shown = [p.node for p in problems]
+        said = [i["key"] for i in fleet_summary(session.state, clock())["incidents"]]
+        assert shown == ["scheduler", idle], shown
+        assert said == ["scheduler", f"node:{idle}"], said
