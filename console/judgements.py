@@ -1528,7 +1528,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # The driver states what the GPU needs (docs/domain.md §4): it said "watch".
             asks = next(f for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
             what = asks.text.split("XID 154 (", 1)[-1].split(")", 1)[0]
-            resets = ", ".join(dict.fromkeys([asks.component, *remap]))
+            resets = _and(list(dict.fromkeys([asks.component, *remap])))
             return (f"XID 154 on {asks.component} ({what}, says the driver): {drain_idle}, "
                     f"reset {resets}, resume")
         if 94 in codes:
@@ -1537,13 +1537,15 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # failed (F) for restart-job (a fault audit).
             hit = [f.component for f in st.all_findings
                    if f.rule == "G3" and "94" in _XID_RE.findall(f.text)]
-            gpus = ", ".join(dict.fromkeys(hit))
-            resets = ", ".join(dict.fromkeys([*hit, *remap]))
-            return (f"XID 94 (contained ECC error): the application on {gpus} was killed "
-                    f"(restart its job from its checkpoint if it failed); reset {resets} when "
-                    f"convenient ({drain_idle}, reset, resume)")
+            gpus = list(dict.fromkeys(hit))
+            resets = _and(list(dict.fromkeys([*hit, *remap])))
+            killed = (f"the application on {gpus[0]} was" if len(gpus) == 1
+                      else f"the applications on {_and(gpus)} were")
+            return (f"XID 94 (contained ECC error): {killed} killed (restart its job from "
+                    f"its checkpoint if it failed); reset {resets} when convenient "
+                    f"({drain_idle}, reset, resume)")
     if remap:
-        return f"{drain_idle}, reset {', '.join(remap)} (a row remap is pending), resume"
+        return f"{drain_idle}, reset {_and(remap)} (a row remap is pending), resume"
     if v == "degraded" and "G3" in rules:
         codes = {int(c) for f in st.all_findings if f.rule == "G3"
                  for c in _XID_RE.findall(f.text)}
@@ -1576,6 +1578,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         return (f"healthy and {taken_out(st)}: resume it once its repair or maintenance is "
                 "done (its GPUs are out of service)")
     return "none"
+
+
+def _and(names: list[str]) -> str:
+    """``gpu1``, ``gpu1 and gpu3``, ``gpu1, gpu3 and gpu5``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _components(st: NodeState, rule: str) -> list[str]:

@@ -599,6 +599,12 @@ def test_a_pending_row_remap_names_the_gpu_to_reset_and_keeps_the_xid_94_advice(
         "it), reset, resume)")
     assert recommended_action(nodes["gpu0007"]) == (
         "drain it (no job on it), reset gpu5 (a row remap is pending), resume")
+    # XID 94 on two GPUs and a remap pending on a third: each named, once (a review).
+    session = session_with({"gpu0008": remap_pending(5, lambda tel: xid(3, 94)(xid(1, 94)(tel)))})
+    assert recommended_action(session.state.nodes["gpu0008"]) == (
+        "XID 94 (contained ECC error): the applications on gpu1 and gpu3 were killed "
+        "(restart its job from its checkpoint if it failed); reset gpu1, gpu3 and gpu5 when "
+        "convenient (drain it (no job on it), reset, resume)")
 
 
 def test_a_node_is_not_in_a_job_the_scheduler_has_moved_elsewhere():
