@@ -1566,8 +1566,8 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             if unproven and len(unproven) == len(own):
                 # Idle, a throttled GPU cannot show it is fixed: "watch … if it persists"
                 # sent it back to the pool to slow the next job (a 3 a.m. drive).
-                gpus = ", ".join(unproven)
-                return (f"drain it and check {gpus}'s cooling before it takes work (it "
+                which = ", ".join(unproven)
+                return (f"drain it and check {which}'s cooling before it takes work (it "
                         "throttled; idle, it cannot show it is fixed)")
             # "when idle" of an idle node (an SRE drill): it can be drained now.
             return "watch; drain it if it persists (no job on it)"
