@@ -146,6 +146,12 @@ class BlastRadius:
     draining: int = 0
     """Of those, how many are DRAINING: their jobs still hold their GPUs, so a resume only
     cancels the drain and gives nothing back (docs/domain.md: DRAINING while the jobs run)."""
+    gpus_failed: int = 0
+    """A drain's targets not drained yet: their GPUs failed already (``GpuUse.failed``), which
+    the drain does not take from the scheduler (``gpus`` counts those in use or free)."""
+    gpus_out: int = 0
+    """And their sound GPUs already out of service: on a failed, offline or stale node
+    (``GpuUse.out``)."""
 
     @property
     def hostlist(self) -> str:
@@ -164,10 +170,25 @@ class BlastRadius:
         if self.op is CommandOp.RESUME:
             return self._resume_summary(nodes)
         parts = [nodes, f"{self.gpus} GPUs"]
+        said = []
         if self.op is CommandOp.DRAIN and self.drained:
             one = self.drained == 1
-            parts[1] += (f" ({self.drained} {'is' if one else 'are'} drained or draining "
-                         f"already: {'its' if one else 'their'} GPUs are out)")
+            said.append(f"{self.drained} {'is' if one else 'are'} drained or draining "
+                        f"already: {'its' if one else 'their'} GPUs are out")
+        if self.op is CommandOp.DRAIN and (self.gpus_failed or self.gpus_out):
+            # A failed node's GPUs count out already (status, the overview): "1 node, 8 GPUs"
+            # beside an unchanged "48 free GPUs left" for an idle failed node told the
+            # on-call the drain cost capacity it does not (a newcomer's run).
+            out = self.gpus_failed + self.gpus_out
+            how = [f"{self.gpus_failed} failed"] if self.gpus_failed else []
+            if self.gpus_out:
+                how.append(f"{self.gpus_out} on a node that cannot take work")
+            said.append(f"{out} {'more ' if self.gpus else ''}GPU{'s' if out != 1 else ''} "
+                        f"out already: {', '.join(how)}")
+            if not self.gpus:
+                parts[1] = "no GPU taken from service"
+        if said:
+            parts[1] += f" ({'; '.join(said)})"
         if self.jobs:
             parts.append(f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} on "
                          f"{self.nodes_affected} node{'s' if self.nodes_affected != 1 else ''}"
@@ -389,17 +410,23 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
     job_ids: dict[str, None] = {}
     lines: list[str] = []
     notes: list[str] = []
-    gpus = 0
+    gpus = gpus_failed = gpus_out = 0
     for node in nodes:
         st = state.nodes.get(node)
         n_gpus = _node_gpus(st)
-        if op is not CommandOp.RESUME:
+        if op is CommandOp.DRAIN and st is not None:
             # A drain takes out only what is in service: "2 nodes, 16 GPUs" for a sick node
             # and one drained an hour ago overstated what the scheduler loses (a 3 a.m.
             # drive). A drain that replaces a reason keeps its node's GPUs out; it adds none.
-            if (op is not CommandOp.DRAIN or st is None
-                    or st.drain.state is DrainState.NONE):
-                gpus += n_gpus
+            # Nor does it take GPUs that status counts out already (``gpu_use``): failed
+            # ones, or all of a failed, offline or stale node's.
+            if st.drain.state is DrainState.NONE:
+                use = st.gpu_use()
+                gpus += use.usable + use.waiting
+                gpus_failed += use.failed
+                gpus_out += use.out
+        elif op is not CommandOp.RESUME:
+            gpus += n_gpus
         elif (st is not None and st.drain.state is DrainState.DRAINED
               and not _still_failing(st)):
             # A resume gives back only what was drained, and the scheduler's node health
@@ -525,6 +552,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
                                  and st.drain.state is not DrainState.NONE),
         draining=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.DRAINING),
+        gpus_failed=gpus_failed, gpus_out=gpus_out,
     )
 
 

@@ -267,6 +267,39 @@ def test_blast_radius(world):
         restart.jobs[0].line()
 
 
+def test_a_drain_of_a_failed_idle_node_takes_no_gpu_its_status_counts_out(world):
+    """An idle node failed by XID 79 (7 of 8 GPUs visible): its radius said "1 node, 8 GPUs"
+    beside an unchanged "free GPUs left", where status counts its GPUs failed or out already
+    (a newcomer's run). The drain takes what is in use or free; the rest is said as out."""
+    from msgspec.structs import replace
+
+    from tests.tui.fleet import port_down
+
+    def off_the_bus(tel):
+        return replace(tel, gpus=[replace(g, present=False) if g.index == 0 else g
+                                  for g in tel.gpus])
+
+    clock, ingest, fleet, state = world
+    fleet.telemetry(ingest, faults={"gpu0010": off_the_bus, "gpu0011": port_down()})
+    state.apply(ingest.take_batch(), clock())
+    state.judge_fleet(clock())
+    assert state.nodes["gpu0010"].verdict.value == "failed"
+    assert state.nodes["gpu0011"].verdict.value == "failed"
+    free = blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock()).free_gpus_after
+    xid = blast_radius(state, CommandOp.DRAIN, ["gpu0010"], clock())
+    assert xid.gpus == 0 and xid.free_gpus_after == free + 8
+    assert xid.summary() == ("1 node, no GPU taken from service (8 GPUs out already: 1 failed, "
+                             "7 on a node that cannot take work), no running jobs, "
+                             f"{free + 8} free GPUs left")
+    both = blast_radius(state, CommandOp.DRAIN, ["gpu0001", "gpu0010", "gpu0011"], clock())
+    assert both.gpus == 8 and both.free_gpus_after == free
+    assert both.summary().startswith("3 nodes, 8 GPUs (16 more GPUs out already: 1 failed, "
+                                     "15 on a node that cannot take work), no running jobs")
+    # A sound idle node's GPUs are free: its drain takes all 8, said as before.
+    assert blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock()).summary().startswith(
+        "1 node, 8 GPUs, no running jobs")
+
+
 def test_a_resume_of_a_draining_node_cancels_its_drain_and_gives_nothing_back(world):
     """A DRAINING node's job still holds its GPUs: its resume read "8 GPUs given back to the
     scheduler" and "drained for …", where the resume only cancels the drain and the job runs
