@@ -26,7 +26,7 @@ from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.agents.windows import ErrorWindows
-from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.brokerurl import BrokerURL, TakeoverWatch, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
@@ -115,6 +115,11 @@ class NodeAgent:
         self.on_retry: Callable[[str, str, float], None] | None = None
         """Told (node, why, delay) of each failed connect instead of the log: a simulator's
         thousands of agents say it in one line (agents/fleet.py, ``RetryLog``)."""
+        self.takeover = TakeoverWatch()
+        """Its connections dropped within seconds of the broker accepting them, again and
+        again: another client with its client id (docs/reliability.md)."""
+        self.on_takeover: Callable[[str, str], None] | None = None
+        """Told (node, sentence) once per such episode instead of the log (``RetryLog``)."""
         self.outbox = outbox or Outbox()
         self.encoder = wire2.TelemetryEncoder(keyframe_every_s, wire)
         """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
@@ -449,7 +454,20 @@ class NodeAgent:
                 why = describe_mqtt_error(self.url, err).rstrip(".")
                 if self._failing_since is None:
                     self._failing_since = time.monotonic()
-                if self.on_retry is not None:
+                accepted = self.connacks > accepted_before
+                if self.takeover.lost(accepted):
+                    # Every line said "lost the connection … retrying", a second a node, and
+                    # never why: a second simulator for the same nodes (a newcomer's run).
+                    said = self.takeover.sentence(
+                        self.url, f"fd-{self.cluster}-{self.node_id}",
+                        "a second agent or simulator for the same node")
+                    if self.on_takeover is not None:
+                        self.on_takeover(self.node_id, said)
+                    else:
+                        log.warning("%s: %s", self.node_id, said)
+                if accepted and self.takeover.said:
+                    pass  # said once for the episode, not once a retry
+                elif self.on_retry is not None:
                     self.on_retry(self.node_id, why, delay)
                 else:
                     log.warning("%s: %s; retrying in %.1f s", self.node_id, why, delay)
@@ -465,7 +483,9 @@ class NodeAgent:
             async with self.connect_gate:
                 await stack.enter_async_context(client)
                 self.connacks += 1
-                if self._failing_since is not None and self.on_retry is None:
+                self.takeover.accepted()
+                if (self._failing_since is not None and self.on_retry is None
+                        and not self.takeover.said):
                     # Its journal said "cannot reach …; retrying" every few seconds, then
                     # nothing: it read as still down after the broker came back (an SRE drill
                     # restarting a TLS broker). A simulator says it for its fleet itself.
@@ -574,6 +594,9 @@ class NodeAgent:
                 await self._flush_events(client)
                 await self._check_drained(client)
             self._rearm_if_stale()
+            if self.on_takeover is None and self.takeover.ended():
+                log.warning("%s: connected to the MQTT broker at %s for %g s now: the "
+                            "takeovers stopped", self.node_id, self.url, self.takeover.short_s)
 
     async def _flush_events(self, client: aiomqtt.Client) -> None:
         for draft in self.source.take_events():

@@ -56,7 +56,7 @@ from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.agents.state import StateStore
-from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.brokerurl import BrokerURL, TakeoverWatch, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     Ack,
@@ -294,6 +294,8 @@ class RetryLog:
         self._said_at: float | None = None
         self.outage_since: float | None = None
         """The first failed connect since the fleet was last all connected (``back``)."""
+        self.takeover_said = False
+        """A takeover episode was said (``takeover``): not again until it ends."""
 
     def __call__(self, node_id: str, why: str, delay_s: float) -> None:
         self._failing[node_id] = why
@@ -309,6 +311,15 @@ class RetryLog:
         log.warning("%s: %s; retrying with back-off (one line every %.0f s while any "
                     "agent retries)", agents, why, RETRY_LOG_EVERY_S)
 
+    def takeover(self, node_id: str, said: str) -> None:
+        """An agent's connections keep being taken over (``NodeAgent.takeover``): one line for
+        the fleet's episode, by the first agent to tell, and its retries go unsaid."""
+        if self.takeover_said:
+            return
+        self.takeover_said = True
+        log.warning("%s (and any other agent of this simulator that keeps losing its "
+                    "connection): %s", node_id, said)
+
     def back(self) -> None:
         """Every agent is connected again: said once, or the log ended on "cannot reach"
         while the fleet worked (a 3 a.m. drive; ``collect`` says it too)."""
@@ -316,6 +327,7 @@ class RetryLog:
             log.warning("all %d agents connected to the broker at %s again (%.0f s after the "
                         "first failed)", self.total, self.url, self.clock() - self.outage_since)
         self.outage_since, self._said_at, self._failing = None, None, {}
+        self.takeover_said = False
 
 
 class Fleet:
@@ -342,6 +354,8 @@ class Fleet:
         self.lead = opts.shard == 0
         """Runs the scheduler's MQTT side (always, in a fleet of one process)."""
         self._sched_started = int(time.time() * 1000)
+        self.sched_takeover = TakeoverWatch()
+        """The scheduler's connections taken over by another client (a second simulator)."""
         self.world.narrate = self.lead
         self.spread = opts.shards > 1
         mine = [n for n in self.world.nodes
@@ -385,6 +399,7 @@ class Fleet:
             telemetry_clock=self.telemetry_clock, **self.opts.agent_kwargs,
         )
         agent.on_retry = self.retry_log
+        agent.on_takeover = self.retry_log.takeover
         return agent
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -493,6 +508,9 @@ class Fleet:
             if node.needs_shadow():
                 node.read(0.0)
                 node.take_events()
+        if self.sched_takeover.ended():
+            log.warning("scheduler: connected to the MQTT broker at %s for %g s now: the "
+                        "takeovers stopped", self.url, self.sched_takeover.short_s)
         if self.lead:
             if (self.sched_connected.is_set()
                     and time.monotonic() - self._sched_beat >= SCHED_HEARTBEAT_S):
@@ -506,8 +524,13 @@ class Fleet:
                                          codec.encode(st), True))
         self._take_acks()
         if self.retry_log.outage_since is not None and all(
-                a.connected.is_set() for name, a in self.agents.items()
+                a.connected.is_set() and not a.takeover.active
+                for name, a in self.agents.items()
                 if self.nodes[name].agent_alive):  # a killed agent is a fault, not the link
+            # Not while connections are still taken over: each comes back in a second, and
+            # "all connected again" mid-fight read as the end of it.
+            for a in self.agents.values():
+                a.takeover.ended()
             self.retry_log.back()
         # One step's ops of a node come down to what the last one leaves (a kill, a start, or
         # a kill then a start: a restart, whose start waits for the kill). Run one by one, a
@@ -688,7 +711,9 @@ class Fleet:
         attempt = 0
         pending: tuple[str, bytes, bool] | None = None
         presence = topic_for(self.opts.cluster, Kind.SCHED_STATUS)
+        takeover = self.sched_takeover
         while not stop.is_set():
+            accepted = False
             will = None
             if self.lead:
                 # Retained: a console started after this scheduler died learns that its jobs'
@@ -699,6 +724,8 @@ class Fleet:
             try:
                 async with self.gate:
                     await client.__aenter__()
+                accepted = True
+                takeover.accepted()
                 try:
                     for topic in topics:
                         await client.subscribe(topic, qos=1)
@@ -748,7 +775,12 @@ class Fleet:
                 delay = min(30.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
                 # "connection lost" of a broker it never reached read as an outage.
                 why = describe_mqtt_error(self.url, err).rstrip(".")
-                if attempt == 1 or attempt % 8 == 0:
+                if takeover.lost(accepted):
+                    log.warning("scheduler: %s", takeover.sentence(
+                        self.url, name, "a second simulator on this broker and cluster"))
+                elif accepted and takeover.said:
+                    pass  # said once for the episode: its retries are not news
+                elif attempt == 1 or attempt % 8 == 0:
                     log.warning("scheduler: %s; retrying in %.1f s", why, delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)

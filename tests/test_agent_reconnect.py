@@ -64,3 +64,33 @@ async def test_reconnects_stay_fast_after_many_broker_restarts(mosquitto, tmp_pa
         assert max(took) <= LIMIT_S, took
     finally:
         stop_process(proc)
+
+
+def test_two_agents_for_one_node_say_so_once_each_not_per_retry(mosquitto, tmp_path):
+    """Two agents with the same node id (a copy left running on a reinstalled host): each
+    connection takes the other's session over, and each journal said "lost the connection …
+    retrying" and "connected again" every second, never why (a newcomer's run, with two
+    simulators). Each says the likely cause once, then nothing while it goes on; the one left
+    says when the takeovers stopped (docs/reliability.md, "Two clients with one client id")."""
+    said = f"another client may be connected with the same client id fd-{CLUSTER}-{NODE}"
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    procs = [spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                   NODE, "--interval", "0.5", log=log) for log in logs]
+    try:
+        deadline = time.monotonic() + 40
+        while not all(said in log.read_text(errors="replace") for log in logs):
+            assert time.monotonic() < deadline, [log.read_text() for log in logs]
+            time.sleep(0.2)
+        before = [log.read_text(errors="replace") for log in logs]
+        time.sleep(5)  # five more takeovers or so each
+        after = [log.read_text(errors="replace") for log in logs]
+        assert after == before, after
+        assert all(text.count(said) == 1 for text in after), after
+        stop_process(procs[1])
+        deadline = time.monotonic() + 30
+        while "the takeovers stopped" not in logs[0].read_text(errors="replace"):
+            assert time.monotonic() < deadline, logs[0].read_text()
+            time.sleep(0.2)
+    finally:
+        for proc in procs:
+            stop_process(proc)
