@@ -975,8 +975,9 @@ class FleetState:
         """Sharded collectors by id, their latest birth or will (a console on digests shows
         how many are live; ``status --json`` lists them)."""
         self.scheduler: SchedulerStatus | None = None
-        """The scheduler's latest birth or will (``sched/status``); None: never heard (a
-        scheduler bridge that does not say, or none)."""
+        """The scheduler's latest birth, or the will or goodbye of the process it was of
+        (``sched/status``); None: never heard (a scheduler bridge that does not say, or
+        none)."""
         self.judged_at: float = 0.0
         """The clock of the last fleet-wide pass (``judge_fleet``): the time fleet-wide
         judgements read, so every view and ``status`` agree with the pass."""
@@ -1306,7 +1307,12 @@ class FleetState:
             if sched.online:
                 self.sched_newest_ts = max(self.sched_newest_ts, sched.ts)
             was = self.scheduler
-            if was is None or sched.started >= was.started:
+            # The newest word of a live process counts, whatever its start; a will or goodbye
+            # only from the process counted (docs/protocol.md, "Scheduler status"). By start
+            # alone, a duplicate simulator that died unheard outranked the real scheduler's
+            # births and its will: no incident when it died, where status, reading the
+            # retained will, said it was gone (a newcomer's run).
+            if was is None or sched.online or sched.started == was.started:
                 if was is None or was.online is not sched.online:
                     self.scheduler_since = rx
                 self.scheduler = sched

@@ -92,13 +92,14 @@ def test_the_overview_s_top_problems_say_the_scheduler_is_gone_over_a_healthy_fl
     session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
     fleet = SynthFleet(4, clock)
     fleet.birth(ingest)
-    ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+    started = clock()
+    ingest.handle(TOPIC, sched(True, started, clock), clock())
     publish_job(ingest, job_status("41", fleet.names[:2], clock), clock)
     for t in range(40):
         clock.advance(1.0)
         fleet.telemetry(ingest)
         if t == 30:
-            ingest.handle(TOPIC, sched(False, clock(), clock), clock())
+            ingest.handle(TOPIC, sched(False, started, clock), clock())
         session.tick()
         if t == 29:
             assert top_problems(session.state) == ([], 0)
@@ -124,14 +125,89 @@ def test_a_late_will_of_an_older_process_loses_to_a_newer_birth():
     assert fleet_summary(session.state, clock())["scheduler"]["online"] is True
 
 
+def test_a_dead_duplicate_scheduler_does_not_outrank_the_real_one():
+    """A second simulator on the same cluster (started later) fought the real one for its
+    client id and exited; the broker restarted; the real scheduler was SIGKILLed. `status`,
+    reading the retained will, said "scheduler sim offline"; the console, ranking by process
+    start, kept the dead duplicate's last birth ("the newer process always wins"): no incident
+    (a newcomer's run). The newest word of a live process counts; a will or goodbye only from
+    the process counted (docs/protocol.md, "Scheduler status")."""
+    clock, ingest, session = world()
+    real, duplicate = clock() - 600, clock() - 60
+    ingest.handle(TOPIC, sched(True, real, clock), clock())
+    session.tick()
+    for _ in range(3):  # each connect takes the other's session, and says its birth
+        clock.advance(1.0)
+        ingest.handle(TOPIC, sched(True, duplicate, clock), clock())
+        session.tick()
+        clock.advance(1.0)
+        ingest.handle(TOPIC, sched(True, real, clock), clock())
+        session.tick()
+    clock.advance(1.0)
+    ingest.handle(TOPIC, sched(True, duplicate, clock), clock())  # its last word
+    session.tick()
+    # The duplicate exits unheard (its session was taken over: no goodbye, no will); the
+    # broker restarts with nothing retained; the real one says its birth again.
+    clock.advance(20.0)
+    session.state.lose_sight(clock())
+    clock.advance(5.0)
+    session.state.regain_sight(clock())
+    ingest.handle(TOPIC, sched(True, real, clock), clock())
+    session.tick()
+    assert fleet_summary(session.state, clock())["scheduler"]["online"] is True
+    # A goodbye of the duplicate, were it heard late, is not the real one's.
+    clock.advance(30.0)
+    ingest.handle(TOPIC, sched(False, duplicate, clock), clock())
+    session.tick()
+    assert fleet_summary(session.state, clock())["scheduler"]["online"] is True
+    clock.advance(30.0)
+    ingest.handle(TOPIC, sched(False, real, clock), clock())  # SIGKILL: its will
+    clock.advance(5.0)
+    session.tick()
+    out = fleet_summary(session.state, clock())
+    assert out["scheduler"]["online"] is False and out["scheduler"]["jobs_running"] == ["41"]
+    (inc,) = [i for i in out["incidents"] if i["kind"] == "scheduler"]
+    # What `status` says, from the retained will alone: the same incident.
+    fclock, fresh_ingest, fresh = world()
+    fresh_ingest.handle(TOPIC, sched(False, real, fclock), fclock())
+    fclock.advance(5.0)
+    fresh.tick()
+    alone = fleet_summary(fresh.state, fclock())
+    (said,) = [i for i in alone["incidents"] if i["kind"] == "scheduler"]
+    assert (said["severity"], said["jobs"]) == (inc["severity"], inc["jobs"]) == ("error", ["41"])
+
+
+def test_a_goodbye_of_a_duplicate_scheduler_is_not_the_live_one_s():
+    """A duplicate started later says goodbye and exits: the console counted it, so it read
+    offline, and ranking by start it stayed so under the real scheduler's births (an incident
+    while the scheduler ran). A live process's word outranks one gone."""
+    clock, ingest, session = world()
+    real, duplicate = clock() - 600, clock() - 60
+    ingest.handle(TOPIC, sched(True, real, clock), clock())
+    ingest.handle(TOPIC, sched(True, duplicate, clock), clock())
+    session.tick()
+    clock.advance(1.0)
+    ingest.handle(TOPIC, sched(False, duplicate, clock), clock())  # its clean stop
+    session.tick()
+    assert fleet_summary(session.state, clock())["scheduler"]["online"] is False
+    clock.advance(1.0)
+    ingest.handle(TOPIC, sched(True, real, clock), clock())  # the real one's reconnect
+    clock.advance(10.0)
+    session.tick()
+    out = fleet_summary(session.state, clock())
+    assert out["scheduler"]["online"] is True
+    assert "scheduler" not in {i["kind"] for i in out["incidents"]}
+
+
 def test_a_will_sent_with_a_broker_s_shutdown_is_not_a_dead_scheduler():
     # A graceful broker restart sends every client's will: "scheduler offline" on every
     # running job until the scheduler reconnected (a review of this change).
     clock, ingest, session = world()
-    ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+    started = clock()
+    ingest.handle(TOPIC, sched(True, started, clock), clock())
     session.tick()
     clock.advance(10.0)
-    ingest.handle(TOPIC, sched(False, clock(), clock), clock())
+    ingest.handle(TOPIC, sched(False, started, clock), clock())
     session.state.lose_sight(clock() + 0.5)  # the console's own connection goes with it
     clock.advance(5.0)
     session.tick()
@@ -257,7 +333,8 @@ def test_the_scheduler_gone_has_one_place_in_the_overview_and_in_status():
         session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
         fleet = SynthFleet(4, clock)
         fleet.birth(ingest)
-        ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+        started = clock()
+        ingest.handle(TOPIC, sched(True, started, clock), clock())
         publish_job(ingest, job_status("41", fleet.names[:2], clock,
                                        state=JobState.R if running else JobState.CD), clock)
         idle = fleet.names[3]
@@ -265,7 +342,7 @@ def test_the_scheduler_gone_has_one_place_in_the_overview_and_in_status():
             clock.advance(1.0)
             fleet.telemetry(ingest, faults={idle: port_down()})
             if t == 30:
-                ingest.handle(TOPIC, sched(False, clock(), clock), clock())
+                ingest.handle(TOPIC, sched(False, started, clock), clock())
             session.tick()
         problems, _ = top_problems(session.state)
         shown = [p.node for p in problems]
