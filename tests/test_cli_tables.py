@@ -230,6 +230,40 @@ def test_the_status_table_says_how_many_reasons_it_leaves_out():
     assert row.rstrip().endswith("N6 mlx5_ib6:1: symbol_error saturated (+1 more)"), row
 
 
+def test_the_status_summary_line_wraps_between_groups_on_a_narrow_terminal(monkeypatch):
+    """At 80 columns the summary line broke inside a group: "GPUs 512" ended one line and
+    "(in use 432, …)" began the next (a newcomer's run). It wraps between groups, the next
+    lines indented; piped, it stays one line for grep."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.summary import fleet_summary
+
+    node, state = _one_healthy_node()
+    summary = fleet_summary(state, node.now)
+    summary.update(cluster="demo", broker="mqtt://127.0.0.1:25101")
+    summary["totals"].update(nodes=64, gpus=512, gpus_in_use=432, gpus_free=48, gpus_failed=1,
+                             gpus_out=31, ib_ports=512, ib_ports_up=505, ib_ports_down=7,
+                             ib_ports_erroring=18)
+    summary["totals"]["by_verdict"].update(ok=44, degraded=16, failed=4)
+    groups = ["GPUs 512 (in use 432, free 48, failed 1, out 31)",
+              "IB up 505/512 (down 7, erroring 18)", "drained 0 draining 0", "malformed 0"]
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=80))
+    head = out.getvalue().split("incidents")[0].split("NODE")[0].splitlines()
+    assert all(len(line) <= 80 for line in head), head
+    assert head[0].startswith("demo @ mqtt://127.0.0.1:25101: 64 nodes  ok 44"), head
+    assert all(line.startswith("  ") for line in head[1:]), head
+    for group in groups:
+        assert sum(group in line for line in head) == 1, (group, head)
+    monkeypatch.delenv("COLUMNS")
+    piped = io.StringIO()
+    render_summary(summary, Console(file=piped, width=80))
+    first = piped.getvalue().splitlines()[0]
+    assert all(group in first for group in groups), first
+
+
 def test_the_status_table_shows_a_port_down_before_warnings_it_would_cut():
     """The REASONS cell cut the findings at three in the order the rules wrote them: a port
     DOWN (drain) after three warnings was the one left out, as "(+1 more)" (a review). The

@@ -247,6 +247,27 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  … {len(held) - INCIDENTS_SHOWN} more (status --json has them all)")
 
 
+def packed(groups: Sequence[str], width: int, indent: str = "  ") -> list[str]:
+    """Rich markup ``groups`` two spaces apart, as many to a line as ``width`` takes, the next
+    lines indented: at 80 columns the summary line broke inside a group, "GPUs 512" on one
+    line and "(in use 432, …)" on the next (a newcomer's run). A group wider than a line is
+    left to the console's wrapping; a pipe's width takes them all on one line."""
+    lines: list[str] = []
+    line, used = "", 0
+    for group in groups:
+        n = Text.from_markup(group).cell_len
+        if line and used + 2 + n > width:
+            lines.append(line)
+            line, used = indent + group, len(indent) + n
+        elif line:
+            line, used = f"{line}  {group}", used + 2 + n
+        else:
+            line, used = group, n
+    if line:
+        lines.append(line)
+    return lines
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
     console = table_console(console)
@@ -262,16 +283,20 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     waiting = t.get("gpus_waiting", 0)
     # The overview header's words for the same counts: "GPUs usable 464/512" stood beside the
     # header's "in use 464" of another number (a newcomer's run).
-    console.print(
+    groups = [
         f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} "
-        f"node{'' if t['nodes'] == 1 else 's'}  {verdicts}  "
+        f"node{'' if t['nodes'] == 1 else 's'}",
+        *verdicts.split("  "),
         f"GPUs {t['gpus']} (in use {t['gpus_in_use']}, free {t['gpus_free']}, "
         f"failed {t['gpus_failed']}, out {t['gpus_out']}"
-        f"{f', waiting {waiting}' if waiting else ''})  "
+        f"{f', waiting {waiting}' if waiting else ''})",
         f"IB up {t['ib_ports_up']}/{t['ib_ports']} (down {t.get('ib_ports_down', 0)}, "
-        f"erroring {erroring}{ports_unknown})  "
-        f"drained {t['drained']} draining {t['draining']}  malformed {t['malformed']}"
-    )
+        f"erroring {erroring}{ports_unknown})",
+        f"drained {t['drained']} draining {t['draining']}",
+        f"malformed {t['malformed']}",
+    ]
+    for line in packed(groups, console.width):
+        console.print(line)
     render_incidents(summary.get("incidents", []), console)
     render_held_up_jobs(summary.get("jobs", []), console)
     table = Table(box=None, pad_edge=False)
