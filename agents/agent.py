@@ -26,7 +26,7 @@ from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.agents.windows import ErrorWindows
-from fleetdeck.brokerurl import BrokerURL, TakeoverWatch, describe_mqtt_error, make_client
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
@@ -45,6 +45,7 @@ from fleetdeck.protocol.messages import (
     Status,
 )
 from fleetdeck.protocol.topics import NODE_KINDS, Kind, topic_for
+from fleetdeck.takeover import TakeoverWatch
 
 log = logging.getLogger("fleetdeck.agent")
 

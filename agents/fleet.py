@@ -56,7 +56,7 @@ from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.agents.state import StateStore
-from fleetdeck.brokerurl import BrokerURL, TakeoverWatch, describe_mqtt_error, make_client
+from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     Ack,
@@ -68,6 +68,7 @@ from fleetdeck.protocol.messages import (
 )
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
 from fleetdeck.runtime import tune_gc
+from fleetdeck.takeover import TakeoverWatch
 
 log = logging.getLogger("fleetdeck.sim")
 
