@@ -26,8 +26,15 @@ from fleetdeck.console.health import (
     port_key,
     port_vanished,
 )
-from fleetdeck.console.state import AGENT_RECONNECT_S, WILL_BURST_S, FleetState, NodeState
+from fleetdeck.console.state import (
+    AGENT_RECONNECT_S,
+    JOB_WINDOW_S,
+    WILL_BURST_S,
+    FleetState,
+    NodeState,
+)
 from fleetdeck.hostlist import HostlistError, compress, expand
+from fleetdeck.protocol import xids
 from fleetdeck.protocol.fast import IbPortSample, Telemetry
 from fleetdeck.protocol.messages import DrainState, JobStatus
 
@@ -642,24 +649,44 @@ def not_stepping_text(job: JobStatus, quiet: float, now: float, then: str = "") 
     return f"no step for {quiet:.0f} s{then} (step {job.step} at {utc_hms(now - quiet)})"
 
 
-def shown_eta_s(job: JobStatus, state: FleetState, now: float) -> float | None:
+_UNKNOWN = object()
+"""``shown_eta_s``'s ``quiet`` and ``still`` not given: it works them out."""
+
+
+def shown_eta_s(job: JobStatus, state: FleetState, now: float, quiet: object = _UNKNOWN,
+                still: object = _UNKNOWN) -> float | None:
     """The job's time to its last step as every view and ``status --json`` say it: the
     scheduler's ``eta_s``, but none while the step stands still (``step_quiet``, or hung:
     ``not_stepping``): the figure is its last step's pace, and a job that does not step ends
     at no known time (the jobs view read "ETA 11m09s" beside "no step for 316 s": a fault
-    audit)."""
+    audit). Nor while nothing says whether it steps: a job paused by a reason (a link down),
+    a scheduler gone (its figures are its last word) or this console cut off from its broker
+    (a job paused on "gpu0002 mlx5_ib3 link down" read "ETA 8m20s" for 200 s: a review).
+    ``quiet`` and ``still``: ``not_stepping`` and ``step_quiet`` where the caller has them
+    (the jobs view and ``status --json`` do, for every job on every refresh)."""
     if job.eta_s is None:
         return None
-    if (_standing_still(job, state, now, JOB_QUIET_S) is not None
-            or not_stepping(job, state, now) is not None):
+    if job_reason(job) or scheduler_down(state) or state.sightless(now):
         return None
-    return job.eta_s
+    if quiet is _UNKNOWN:
+        quiet = not_stepping(job, state, now)
+    if quiet is not None:
+        return None
+    if still is _UNKNOWN:
+        still = _standing_still(job, state, now, JOB_QUIET_S)
+    return job.eta_s if still is None else None
 
 
 REQUEUE_GRACE_S = 10.0
 """A job the scheduler reported NF (a node failed under it) is requeued a moment later when it
 asked to be (Slurm's RQ; the simulator's next tick). One whose status has stood at NF this long
 by the scheduler's clock is not: it waits for an operator, as a failed one does."""
+
+FAILED_LAPSE_S = 1800.0
+"""A failed job no one restarted in this long, by the scheduler's clock, is no longer work
+being lost now: its owner has moved on or will restart it when they will. Slurm withdraws a
+finished job after MinJobAge (300 s); the simulator never does, and a user's own crash
+(NonZeroExitCode, naming no node) stayed an error "losing work now" for ever (a review)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -677,13 +704,24 @@ class FailedJob:
     drain: tuple[str, ...] = ()
     """Of ``nodes``, those failed by a fault of their own and not drained yet: drained first,
     so the restart does not land there again."""
+    at: float = 0.0
+    """When it failed, by the scheduler's clock (its status's ``ts``, unix s)."""
+    lapsed: str = ""
+    """Why it no longer loses work now, '' while it does: "not restarted in 30 min" by the
+    scheduler's clock (``FAILED_LAPSE_S``), or "gpu0002 runs job 43 now"."""
+
+    @property
+    def what(self) -> str:
+        """``job 41 failed on gpu0002 (<reason>)``: ``text`` without its lapse."""
+        where = f" on {compress(list(self.nodes))}" if self.nodes else ""
+        what = "failed" if self.state == "F" else "ended by a node failure"
+        again = "" if self.state == "F" else ", not requeued"
+        why = f" ({self.reason})" if self.reason else ""
+        return f"job {self.job_id} {what}{where}{again}{why}"
 
     @property
     def text(self) -> str:
-        where = f" on {compress(list(self.nodes))}" if self.nodes else ""
-        what = "failed" if self.state == "F" else "ended by a node failure, not requeued"
-        why = f" ({self.reason})" if self.reason else ""
-        return f"job {self.job_id} {what}{where}{why}"
+        return self.what + (f"; {self.lapsed}" if self.lapsed else "")
 
     @property
     def action(self) -> str:
@@ -692,20 +730,25 @@ class FailedJob:
 
     def as_json(self) -> dict[str, object]:
         return {"state": self.state, "reason": self.reason, "nodes": list(self.nodes),
-                "text": self.text, "action": self.action}
+                "text": self.text, "action": self.action, "lapsed": self.lapsed or None}
+
+
+FAILING_STATES = frozenset({"F", "NF"})
+"""Job states ``failed_job`` may say something of: every other one it passes at a glance."""
 
 
 def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
     """The job ended failed (F; NF not requeued within ``REQUEUE_GRACE_S``) and waits for an
     operator's restart; None otherwise. It is so until the scheduler says otherwise: a restart
-    (``restart-job``: RQ, then PD and R) or a cancel ends it."""
+    (``restart-job``: RQ, then PD and R) or a cancel ends it; after ``FAILED_LAPSE_S``, or once
+    one of its nodes runs another job, it is ``lapsed``: said, no longer work lost now."""
     code = job.state.value
-    if code == "NF":
-        # By the scheduler's clock: its newest word (another job's status, its presence) is
-        # this long after the NF, and no requeue came.
-        if (state.sched_newest_ts - job.ts) / 1000 < REQUEUE_GRACE_S:
-            return None
-    elif code != "F":
+    if code not in FAILING_STATES:
+        return None
+    age = (state.sched_newest_ts - job.ts) / 1000
+    # By the scheduler's clock: its newest word (another job's status, its presence) is this
+    # long after the NF, and no requeue came.
+    if code == "NF" and age < REQUEUE_GRACE_S:
         return None
     reason = job_reason(job)
     nodes = tuple(sorted(n for n in reason_words(reason) if n in state.nodes))
@@ -714,8 +757,76 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
     since = (f"from its checkpoint at step {job.last_checkpoint_step}"
              if job.last_checkpoint_ts is not None or job.last_checkpoint_step
              else "(no checkpoint yet: from step 0)")
+    lapsed = ""
+    if age >= FAILED_LAPSE_S:
+        lapsed = f"not restarted in {age / 60:.0f} min"
+    else:
+        # Its nodes given to other work: the scheduler has moved on, and so has its owner
+        # (Slurm keeps the nodes an F job ran on in its status; the reason names the one whose
+        # rank died).
+        for n in sorted({*job.nodes, *nodes}):
+            other = holding_job(state, n)
+            if other is not None and other != job.job_id:
+                lapsed = f"{n} runs job {other} now"
+                break
     return FailedJob(job.job_id, code, reason, nodes, f"restart-job {job.job_id} {since}",
-                     drain)
+                     drain, job.ts / 1000, lapsed)
+
+
+_REASON_XID = re.compile(r"\bXid (\d+)\b", re.IGNORECASE)
+
+
+def reason_xid(reason: str) -> int | None:
+    """The XID a crashed rank's reason names (``… (Xid 13)``), the last where it names more."""
+    found = _REASON_XID.findall(reason)
+    return int(found[-1]) if found else None
+
+
+def failed_under(failed: FailedJob, state: FleetState) -> list[str]:
+    """Of the nodes a failed job's reason names, those whose fault now began when the job
+    failed (up to ``JOB_WINDOW_S`` after it: the node's next sample often comes after the
+    scheduler's word), or at a time this console does not know (found so when first heard):
+    the fault that most likely failed it. A later fault of the node (a throttle two minutes
+    after its XID 48 was repaired) is not what failed the job (a review)."""
+    out = []
+    for n in failed.nodes:
+        st = state.nodes.get(n)
+        if st is None or st.verdict is Verdict.OK:
+            continue
+        began = st.changed_at or st.last_rx or st.first_seen or 0.0
+        if not st.change_seen or began <= failed.at + JOB_WINDOW_S:
+            out.append(n)
+    return out
+
+
+def application_fault(failed: FailedJob, state: FleetState) -> str:
+    """Why the application, not a node, most likely failed the job, or '' when nothing says
+    so ("Xid 13: the application's fault, most likely"): its reason names the
+    application's own XID (``xids.APPLICATION``: 13, 31, 43), or the job failed (F, not NF: a
+    node's failure by the scheduler's word) naming no XID, and each node it names read ok
+    from before the failure until now, with no drain or warning since. A node read ok now
+    proves nothing: gpu0002 failed by XID 48, drained and repaired read "healthy: the
+    application's fault" (a review)."""
+    code = reason_xid(failed.reason)
+    if code in xids.APPLICATION:
+        return f"Xid {code}: the application's fault, most likely"
+    # A hardware XID names the node's fault; NF is the scheduler's word that a node failed.
+    if not failed.nodes or code is not None or failed.state != "F":
+        return ""
+    for n in failed.nodes:
+        st = state.nodes.get(n)
+        if (st is None or st.verdict is not Verdict.OK or st.drain.state is not DrainState.NONE
+                # ok only since after the failure (or first heard then): what it read at the
+                # failure is not known here
+                or (st.changed_at or st.first_seen or failed.at) > failed.at):
+            return ""
+        if any(ev.ts / 1000 >= failed.at and (ev.kind == "drain"
+                                              or ev.severity.value != "info")
+               for ev in st.events):
+            return ""  # drained and resumed, or a warning that cleared, since the failure
+    many = len(failed.nodes) > 1
+    return (f"{compress(list(failed.nodes))} {'have' if many else 'has'} read healthy "
+            "throughout: the application's fault, most likely")
 
 
 def own_job(st: NodeState, state: FleetState) -> str | None:

@@ -18,13 +18,17 @@ from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
 from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
 from fleetdeck.console.judgements import (
+    FAILING_STATES,
     HOLDING_NODES,
     NO_LINK,
     PORT_FLAPPING,
+    FailedJob,
     LeafGroup,
     SuspectSwitch,
     bad_ports,
     erroring_ports,
+    failed_job,
+    failed_under,
     finding_rank,
     held_up_by_switch,
     held_up_text,
@@ -632,7 +636,7 @@ class Problem:
 def top_problems(state: FleetState, limit: int = 10,
                  suspects: list[SuspectSwitch] | None = None) -> tuple[list[Problem], int]:
     """A fleet's silence and a gone scheduler first, suspected switches (their nodes are
-    symptoms), hung jobs, then the worst nodes
+    symptoms), hung jobs and failed ones, then the worst nodes
     with their reasons; returns (problems, how many nodes in total). ``suspects``: when the
     caller has ``suspect_switches(state)`` already."""
     if suspects is None:
@@ -709,9 +713,36 @@ def top_problems(state: FleetState, limit: int = 10,
     if gone is not None:
         fleet.append(Problem("scheduler", Verdict.FAILED if gone.jobs else Verdict.DEGRADED,
                              "sched", gone.text))
+    # A failed job waiting for its restart loses work now, as a hung one does, in the order
+    # `status` has its incident ("Worst first"): on its node's row where that node's fault is
+    # what failed it (`status` says the two on one line), else a row of its own; one that
+    # lapsed (``FailedJob.lapsed``) last. The overview said nothing of a job an XID 48 failed
+    # while `status` put it first (a review).
+    lapsed: list[Problem] = []
+    folded: set[str] = set()
+    in_bad = {st.node_id: st for st in bad}
+    for job in sorted((j for j in state.jobs.values() if j.state.value in FAILING_STATES),
+                      key=lambda j: j.job_id):
+        failed = failed_job(job, state)
+        if failed is None:
+            continue
+        what = failed.text.removeprefix(f"job {job.job_id} ")
+        if failed.lapsed:
+            lapsed.append(Problem(f"job {job.job_id}", Verdict.DEGRADED, "failed", what))
+            continue
+        home = next((n for n in failed_under(failed, state)
+                     if n in in_bad and n not in grouped and n not in folded), None)
+        if home is None:
+            switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "failed", what))
+            continue
+        st = in_bad[home]
+        folded.add(home)
+        switches.append(Problem(home, st.verdict, slurm_state(st),
+                                f"{_findings_text(st)}; {failed.text}"))
     switches = fleet + switches
     total = len(bad)
-    bad = [st for st in bad if st.node_id not in grouped] if grouped else bad
+    if grouped or folded:
+        bad = [st for st in bad if st.node_id not in grouped and st.node_id not in folded]
     switches = switches[:limit]
     limit = max(0, limit - len(switches))
     # A node already draining or drained is in hand: after the ones no one has acted on (a
@@ -728,11 +759,15 @@ def top_problems(state: FleetState, limit: int = 10,
                           or st.drain.state is not DrainState.NONE):
             out += recovered
             recovered = []
-        found = st.all_findings
-        text = "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
-                                                        if len(found) > 3 else "")
-        out.append(Problem(st.node_id, st.verdict, slurm_state(st), text))
-    return (switches + out + recovered)[:len(switches) + limit], total
+        out.append(Problem(st.node_id, st.verdict, slurm_state(st), _findings_text(st)))
+    return (switches + out + recovered + lapsed)[:len(switches) + limit], total
+
+
+def _findings_text(st: NodeState) -> str:
+    """A node's row in the top problems: its first three findings, and how many more."""
+    found = st.all_findings
+    return "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
+                                                    if len(found) > 3 else "")
 
 
 # --- jobs ---------------------------------------------------------------------------------------
@@ -769,6 +804,11 @@ class JobRow:
     quiet: str = ""
     """A running job whose step has stood still a while, not hung yet (``judgements.step_quiet``):
     said, not alarmed."""
+    failed: str = ""
+    """A job that ended failed and waits for its restart (``judgements.failed_job``), as
+    `status` lists it: "failed on gpu0002 (…); drain gpu0002, then restart-job 41 …"."""
+    failed_lapsed: bool = False
+    """``failed`` is no longer work lost now (``FailedJob.lapsed``): said, sorted after."""
 
 
 def progress_bar(frac: float, width: int) -> str:
@@ -789,6 +829,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         held_up = f"{held_up}; straggler {slow.text}" if held_up else slow.text
     quiet = not_stepping(job, state, now)
     stalled = still = ""
+    standing = None  # ``step_quiet``: None for a job not running, or hung
     if quiet is None and job.state.value == "R":
         standing = step_quiet(job, state, now)
         if standing is not None:
@@ -798,6 +839,10 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         stalled = not_stepping_text(job, quiet, now)
         held_up = (f"{sick_line}; {stalled}" if sick else stalled) + (
             f"; straggler {slow.text}" if slow is not None and apart else "")
+    ended = failed_job(job, state) if job.state.value in FAILING_STATES else None
+    failed = "" if ended is None else failed_text(ended)
+    if failed:
+        held_up = failed  # it holds no node: nothing else holds it up
     if job.state.value in HOLDING_NODES and scheduler_down(state):
         # Its state is the dead scheduler's last word, not news (docs/protocol.md).
         stale = f"scheduler offline: as of {utc_hms(job.ts / 1000)}"
@@ -814,14 +859,23 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         step_time="-" if job.step_time_ms is None else f"{job.step_time_ms / 1000:.2f}s",
         # A hung job's ETA is its last word, frozen, and so is one whose step stands still:
         # it reads "-" as a stalled one's does (``shown_eta_s``, as status --json says it).
-        eta="-" if (eta := shown_eta_s(job, state, now)) is None else fmt_duration(eta),
+        eta=("-" if (eta := shown_eta_s(job, state, now, quiet, standing)) is None
+             else fmt_duration(eta)),
         nodes=compress(job.nodes) if job.nodes else "-",
         checkpoint=ckpt, straggler="" if slow is None else slow.short,
         reason=_pending_reason(job, state),
         sick=sick_line, sick_count=len(sick), straggler_apart=apart,
         sick_switch=held_up_by_switch(sick),
-        held_up=held_up, stalled=stalled, quiet=still,
+        held_up=held_up, stalled=stalled, quiet=still, failed=failed,
+        failed_lapsed=ended is not None and bool(ended.lapsed),
     )
+
+
+def failed_text(failed: FailedJob) -> str:
+    """A failed job's line without its id, then what brings it back: the jobs view's HELD UP,
+    the overview's jobs panel and `status`'s "jobs held up" say it alike."""
+    what = failed.text.removeprefix(f"job {failed.job_id} ")
+    return f"{what}; {failed.action}"
 
 
 def _pending_reason(job: JobStatus, state: FleetState) -> str:
@@ -848,8 +902,18 @@ def jobs_to_act_on_first(rows: Iterable[JobRow]) -> list[JobRow]:
     slows one), then by state and id: the overview's jobs panel and the jobs view in one
     order (the jobs view listed a straggler's job above one a failed node stopped, under an
     overview that had them the other way round: a newcomer's run)."""
-    return sorted(rows, key=lambda r: (not r.sick, not r.stalled, not r.straggler,
+    return sorted(rows, key=lambda r: (*job_urgency(bool(r.sick), bool(r.stalled),
+                                                    bool(r.failed and not r.failed_lapsed),
+                                                    bool(r.straggler)),
                                        JOB_STATE_ORDER.get(r.state, 9), r.job_id))
+
+
+def job_urgency(sick: bool, stalled: bool, failed: bool, straggler: bool) -> tuple[bool, ...]:
+    """Jobs to act on first, one order for the jobs view, the overview's jobs panel and
+    `status`'s "jobs held up": a node stops it, it stopped stepping, it failed and waits for
+    its restart (work lost now, as its incident is: docs/architecture.md, "Worst first"),
+    then a straggler slows it."""
+    return (not sick, not stalled, not failed, not straggler)
 
 
 # --- fabric -------------------------------------------------------------------------------------

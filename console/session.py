@@ -71,6 +71,7 @@ from fleetdeck.console.interruptions import (
 from fleetdeck.console.judgements import (
     correlate,
     correlate_digests,
+    job_reason,
     not_stepping,
     not_stepping_text,
     scheduler_gone,
@@ -1334,6 +1335,15 @@ class ConsoleSession:
         gone, self.state.jobs_withdrawn = self.state.jobs_withdrawn, []
         for job in gone:
             where = f" on {compress(job.nodes)}" if job.nodes else ""
+            if job.state.value in ("F", "NF"):
+                # A failed job's incident went with no word when a Slurm bridge withdrew it
+                # after MinJobAge (a review): what it was, and that nothing restarted it.
+                why = job_reason(job)
+                self.note(f"job {job.job_id} withdrawn by its scheduler while {job.state.value}"
+                          f"{f' ({why})' if why else ''} at step {job.step}{where}: not "
+                          "restarted, and its incident ends",
+                          severity="warn", kind="job", nodes=tuple(job.nodes[:64]), keep=True)
+                continue
             # "by its scheduler": an operator clears a dead scheduler's leftovers the same
             # way (docs/protocol.md), and a last status the clearing overtook is not seen.
             self.note(f"job {job.job_id} withdrawn (its retained status cleared) while it "

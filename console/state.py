@@ -943,8 +943,8 @@ class FleetState:
         """Views derived from the state, each kept with the key it was derived at (the
         revision counters it follows: ``incidents.silences``)."""
         self.jobs_withdrawn: list[JobStatus] = []
-        """Jobs withdrawn (an empty retained status) while they read running, for the
-        timeline (taken by the session)."""
+        """Jobs withdrawn (an empty retained status) while they read running or failed, for
+        the timeline (taken by the session)."""
         self.sched_newest_ts = 0
         """The newest ``ts`` of the scheduler's messages, by its own clock (ms): a job status
         much older than it, retained, says where a job stopped (``judgements.not_stepping``
@@ -1329,7 +1329,8 @@ class FleetState:
             self.jobs_revision += 1
         for job_id in batch.jobs_withdrawn:
             gone = self.jobs.pop(job_id, None)
-            if gone is not None and gone.state.value in ("R", "CG"):
+            # A failed one too: Slurm withdraws it after MinJobAge, restarted or not.
+            if gone is not None and gone.state.value in ("R", "CG", "F", "NF"):
                 self.jobs_withdrawn.append(gone)
                 del self.jobs_withdrawn[:-100]
             self.job_stepped_at.pop(job_id, None)

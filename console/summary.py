@@ -91,7 +91,7 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
     own = job.model_dump(mode="json")
     # A hung job's status is its last step's: its ETA read 1845 s while the TUI showed "-" (a
     # jobs audit); nor one whose step stands still (``shown_eta_s``): the TUI's rule.
-    own["eta_s"] = shown_eta_s(job, state, now)
+    own["eta_s"] = shown_eta_s(job, state, now, quiet, still)
     failed = failed_job(job, state)
     return {**own,
             # 0-1 as documented: a scheduler's total_steps may be an estimate that the job

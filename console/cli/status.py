@@ -19,6 +19,7 @@ from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
 from fleetdeck.console.judgements import SickNode, held_up_text, undecided_silent, utc_hms
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
+from fleetdeck.console.rows import job_urgency
 from fleetdeck.console.session import BURST_CUT_TEXT, ConsoleSession, TickReport
 from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
 from fleetdeck.console.summary import fleet_summary
@@ -218,15 +219,20 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
             or j.get("not_stepping_s") is not None or j.get("failed")]
     if not held:
         return
-    held.sort(key=lambda j: (not (j.get("sick_nodes") or j.get("not_stepping_s") is not None
-                                  or j.get("failed")), j["job_id"]))
+    # The jobs view's and the overview's order (``rows.job_urgency``): a failed job that lapsed
+    # (``lapsed``: no longer work lost now) with the stragglers.
+    held.sort(key=lambda j: (*job_urgency(
+        bool(j.get("sick_nodes")), j.get("not_stepping_s") is not None,
+        bool(j.get("failed") and not j["failed"].get("lapsed")), bool(j.get("straggler"))),
+        j["job_id"]))
     console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
     for j in held[:INCIDENTS_SHOWN]:
         failed = j.get("failed")
         if failed:
             # The job's own words ("failed on gpu0003 (…Xid 48)") and what brings it back.
             what = failed["text"].removeprefix(f"job {j['job_id']} ")
-            console.print(f"  [red]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
+            style = "yellow" if failed.get("lapsed") else "red"
+            console.print(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
                           f"{escape(what)}; {escape(failed['action'])}")
             continue
         sick = j.get("sick_nodes") or []

@@ -21,3 +21,9 @@ RECOVERY_DRAIN = frozenset({2, 4})
 """Actions that take the node out of service: a reboot, or a drain before a reset."""
 RECOVERY_WARN = frozenset({1, 3})
 """Actions on the GPU while the node stays up: a GPU reset, no peer-to-peer until reset."""
+
+APPLICATION = frozenset({13, 31, 43})
+"""The application's own faults (13 a graphics engine exception, 31 an MMU fault at the
+application's bad address, 43 its channel reset): a rank one of these named crashed in its own
+code or data, not on a bad GPU (docs/domain.md §4). Not 45: the driver's clean-up after any
+error, a killed process's included."""

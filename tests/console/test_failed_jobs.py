@@ -67,7 +67,8 @@ def test_a_failed_job_is_said_on_its_nodes_incident_with_the_drain_and_the_resta
     assert job["failed"] == {
         "state": "F", "reason": REASON_48, "nodes": ["gpu0002"],
         "text": f"job 41 failed on gpu0002 ({REASON_48})",
-        "action": "drain gpu0002, then restart-job 41 from its checkpoint at step 400"}
+        "action": "drain gpu0002, then restart-job 41 from its checkpoint at step 400",
+        "lapsed": None}
     assert next(i for i in out["incidents"] if i["key"] == "node:gpu0002")["jobs"] == ["41"]
     text = io.StringIO()
     render_held_up_jobs(out["jobs"], Console(file=text, width=300))
@@ -84,7 +85,7 @@ def test_a_failed_job_on_healthy_nodes_is_an_incident_of_its_own():
     assert state.nodes["gpu0002"].verdict.value == "ok"
     (inc,) = [i for i in incidents(state) if "41" in i.jobs]
     assert inc.key == "job:41" and inc.kind == "job" and inc.severity == "error"
-    assert inc.title == (f"job 41 failed on gpu0002 ({REASON_13}); gpu0002 reads healthy: the "
+    assert inc.title == (f"job 41 failed on gpu0002 ({REASON_13}); Xid 13: the "
                          "application's fault, most likely")
     assert inc.action.startswith("restart-job 41 from its checkpoint at step 400")
 
@@ -111,7 +112,7 @@ def test_a_node_fail_is_failed_only_once_no_requeue_came():
     assert not [i for i in incidents(soon.state) if "41" in i.jobs]
     late = session_with_failed(reason, state=JobState.NF, seconds=int(GRACE_S) + 3)
     (inc,) = [i for i in incidents(late.state) if "41" in i.jobs]
-    assert "job 41 ended by a node failure, not requeued on gpu0002" in inc.title
+    assert "job 41 ended by a node failure on gpu0002, not requeued (" in inc.title
     assert "restart-job 41" in inc.action
 
 
@@ -129,3 +130,178 @@ def test_a_drained_node_under_a_failed_job_is_not_in_hand_until_the_restart():
     (inc,) = [i for i in incidents(session.state) if i.key == "node:gpu0002"]
     assert not acted_on(session.state, inc)
     assert inc.action.endswith("then restart-job 41 from its checkpoint at step 400")
+
+
+def go_on(session, seconds: int, faults=None, step: int = 300) -> None:
+    """``seconds`` more of the fleet's telemetry (with ``faults``), job 42 stepping on."""
+    fleet, clock = session.fleet, session.clock
+    for t in range(seconds):
+        clock.advance(1.0)
+        publish_job(session.ingest, job_status("42", ["gpu0005"], clock, step=step + t), clock)
+        fleet.telemetry(session.ingest, faults=faults or {})
+        session.tick()
+
+
+def job_incident(session):
+    (inc,) = [i for i in incidents(session.state) if "41" in i.jobs]
+    return inc
+
+
+def test_a_node_s_failure_is_not_the_application_s_once_the_node_is_repaired():
+    """XID 48 failed job 41 on gpu0002; drained and repaired, gpu0002 reads ok: it read "gpu0002
+    reads healthy: the application's fault, most likely" (a review). Said without blame."""
+    from fleetdeck.protocol.messages import DrainState
+
+    session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48)})
+    session.fleet.status(session.ingest, "gpu0002", DrainState.DRAINED, reason="xid 48",
+                         by="root")
+    go_on(session, 3)
+    session.fleet.status(session.ingest, "gpu0002", DrainState.NONE)
+    go_on(session, 30)
+    assert session.state.nodes["gpu0002"].verdict.value == "ok"
+    inc = job_incident(session)
+    assert inc.key == "job:41" and inc.severity == "error"
+    assert inc.title == f"job 41 failed on gpu0002 ({REASON_48})"
+    assert inc.action == "restart-job 41 from its checkpoint at step 400"
+
+
+def test_a_job_failed_naming_no_xid_is_the_application_s_only_on_nodes_ok_throughout():
+    """No XID in the reason: the application's fault only where each node it names read ok
+    from before the failure until now, undrained (a drain and resume since, its agent's drain
+    events, says someone thought otherwise), and every one of them (one ok of two is not)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.messages import Event
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    reason = "rank 3 on gpu0002 exited with code 1"
+    session = session_with_failed(reason)
+    inc = job_incident(session)
+    assert inc.title == (f"job 41 failed on gpu0002 ({reason}); gpu0002 has read healthy "
+                         "throughout: the application's fault, most likely")
+    assert inc.action.endswith("; if it fails so again, the job's own log")
+    # Drained and resumed since: its agent said so.
+    clock = session.clock
+    for seq, what in ((1, "draining: suspect [root]"), (2, "resumed [root]")):
+        ev = Event(node="gpu0002", event_id=f"gpu0002.1.{seq}", seq=seq, ts=int(clock() * 1000),
+                   kind="drain", message=what)
+        session.ingest.handle(topic_for(CLUSTER, Kind.EVENT, "gpu0002"), codec.encode(ev),
+                              clock())
+        go_on(session, 1)
+    assert job_incident(session).title == f"job 41 failed on gpu0002 ({reason})"
+    # Two nodes named, one ok throughout, the other throttled since (after the failure, so
+    # not what failed it): no blame.
+    from tests.tui.fleet import throttled
+    both = "ranks on gpu[0002-0003] exited with code 1"
+    session = session_with_failed(both)
+    go_on(session, 70)
+    go_on(session, 3, faults={"gpu0003": throttled(1)})
+    assert session.state.nodes["gpu0003"].verdict.value != "ok"
+    assert job_incident(session).title == f"job 41 failed on gpu[0002-0003] ({both})"
+
+
+def test_a_later_fault_of_its_node_does_not_take_the_failed_job():
+    """gpu0002 repaired after the XID 48 that failed job 41, throttled two minutes later: the
+    throttle is not what failed the job. It read "gpu0002 degraded: … clock throttled …; job 41
+    failed on gpu0002 (…Xid 48)" (a review): the job keeps an incident of its own."""
+    from tests.tui.fleet import throttled
+
+    session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48)})
+    go_on(session, 120)
+    go_on(session, 5, faults={"gpu0002": throttled(1)})
+    found = incidents(session.state)
+    node = next(i for i in found if i.key == "node:gpu0002")
+    assert "41" not in node.jobs and "job 41" not in node.title and node.severity == "warn"
+    own = next(i for i in found if i.key == "job:41")
+    assert own.title == f"job 41 failed on gpu0002 ({REASON_48})" and own.severity == "error"
+
+
+def test_a_failed_job_lapses_after_a_while_or_once_its_node_runs_other_work():
+    """Nothing withdraws a failed job where the scheduler keeps it (the simulator; a user's own
+    crash names no node): it stayed an error "losing work now" for ever (a review). After
+    ``FAILED_LAPSE_S`` by the scheduler's clock, or once its node runs another job, it is a
+    warning, said last, still on the job in ``status --json``."""
+    from fleetdeck.console.judgements import FAILED_LAPSE_S
+    from fleetdeck.console.rows import top_problems
+
+    session = session_with_failed("NonZeroExitCode")
+    assert job_incident(session).losing_work
+    clock = session.clock
+    clock.advance(FAILED_LAPSE_S)
+    go_on(session, 1)
+    inc = job_incident(session)
+    assert inc.severity == "warn" and not inc.losing_work
+    assert inc.title == "job 41 failed (NonZeroExitCode); not restarted in 30 min"
+    (job,) = [j for j in fleet_summary(session.state, clock())["jobs"] if j["job_id"] == "41"]
+    assert job["failed"]["lapsed"] == "not restarted in 30 min"
+    (row,) = [p for p in top_problems(session.state)[0] if p.node == "job 41"]
+    assert row.state == "failed" and row.verdict.value == "degraded"
+    # Its node given another job.
+    session = session_with_failed(REASON_13)
+    publish_job(session.ingest, job_status("43", ["gpu0002"], session.clock, step=1),
+                session.clock)
+    go_on(session, 1)
+    inc = job_incident(session)
+    assert inc.severity == "warn" and inc.title.endswith("; gpu0002 runs job 43 now")
+
+
+def test_a_failed_job_withdrawn_by_its_scheduler_is_a_line_of_the_timeline():
+    """A Slurm bridge withdraws a finished job after MinJobAge (300 s): its incident vanished
+    with no word (a review)."""
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48)})
+    session.ingest.handle(topic_for(CLUSTER, Kind.JOB, "41"), b"", session.clock())
+    go_on(session, 1)
+    assert not [i for i in incidents(session.state) if "41" in i.jobs]
+    assert [ln.text for ln in session.log.lines() if ln.kind == "job"
+            and "withdrawn" in ln.text] == [
+        f"job 41 withdrawn by its scheduler while F ({REASON_48}) at step 102: not restarted, "
+        "and its incident ends"]
+
+
+def test_the_overview_and_the_jobs_view_say_a_failed_job_as_status_does():
+    """`status` put job 41's failure first ("Worst first": it loses work now, its node drained
+    or not); the overview's top problems said nothing of it, and the jobs view listed a
+    straggler's job above it (a review)."""
+    import dataclasses
+
+    from fleetdeck.console.rows import job_row, jobs_to_act_on_first, top_problems
+    from fleetdeck.protocol.messages import DrainState
+
+    # On its node's row, above an idle failed node no one has drained, as in `status`.
+    session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48), "gpu0007": xid(1, 79)})
+    session.fleet.status(session.ingest, "gpu0002", DrainState.DRAINED, reason="xid 48",
+                         by="root")
+    go_on(session, 1, faults={"gpu0002": xid(3, 48), "gpu0007": xid(1, 79)})
+    state, now = session.state, session.clock()
+    said = [i["key"] for i in fleet_summary(state, now)["incidents"]]
+    assert said == ["node:gpu0002", "node:gpu0007"]
+    problems = top_problems(state)[0]
+    assert [p.node for p in problems] == ["gpu0002", "gpu0007"]
+    assert problems[0].text == f"G2 gpu3: XID 48; job 41 failed on gpu0002 ({REASON_48})"
+    # Of its own: a row next to the hung jobs.
+    session = session_with_failed("NonZeroExitCode")
+    (row,) = top_problems(session.state)[0]
+    assert (row.node, row.state, row.text) == ("job 41", "failed", "failed (NonZeroExitCode)")
+    # The jobs view's HELD UP column, and its order: before a job a straggler only slows.
+    state, now = session.state, session.clock()
+    failed = job_row(state.jobs["41"], state, now)
+    assert failed.held_up == ("failed (NonZeroExitCode); restart-job 41 from its checkpoint at "
+                              "step 400")
+    slowed = dataclasses.replace(job_row(state.jobs["42"], state, now), job_id="40",
+                                 straggler="rank 3 on gpu0005 1.5x")
+    assert [r.job_id for r in jobs_to_act_on_first([slowed, failed])] == ["41", "40"]
+
+
+def test_status_lists_failed_jobs_before_a_straggler_s():
+    """Two jobs held up: the failed one first, as the jobs view has it, though its id is
+    later."""
+    session = session_with_failed("NonZeroExitCode")
+    jobs = fleet_summary(session.state, session.clock())["jobs"]
+    (failed,) = [j for j in jobs if j["job_id"] == "41"]
+    slowed = {"job_id": "40", "name": "bert", "straggler": {
+        "node": "gpu0005", "text": "rank 3 on gpu0005 50% slower"}}
+    text = io.StringIO()
+    render_held_up_jobs([slowed, failed], Console(file=text, width=300))
+    assert [ln.split(":")[0].strip() for ln in text.getvalue().splitlines()[1:]] == [
+        "41 llama-70b", "40 bert"]

@@ -524,3 +524,35 @@ def test_a_step_standing_still_has_no_eta_in_the_jobs_row_nor_in_json():
     # A job that steps keeps its ETA, in both.
     assert job_row(state.jobs["42"], state, now).eta == "8m20s"
     assert by_id["42"]["eta_s"] == 500.0
+
+
+def test_no_eta_while_nothing_says_whether_the_job_steps():
+    """A job paused by a reason (a link down), a scheduler gone, or this console cut off from
+    its broker: its ETA is its last word, frozen. A job paused on "gpu0002 mlx5_ib3 link down"
+    read "ETA 8m20s" for 200 s (a review)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.messages import SchedulerStatus
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    def eta(session) -> tuple[str, object]:
+        state, now = session.state, session.clock()
+        by_id = {j["job_id"]: j for j in fleet_summary(state, now)["jobs"]}
+        return job_row(state.jobs["41"], state, now).eta, by_id["41"]["eta_s"]
+
+    assert eta(run(5, stepping_for=5)) == ("8m20s", 500.0)
+    paused = run(5, stepping_for=5, session=run(5, stepping_for=5),
+                 reason="gpu0002 mlx5_ib3 link down")
+    assert eta(paused) == ("-", None)
+    # The scheduler gone (its will believed).
+    session = run(5, stepping_for=5)
+    clock = session.clock
+    session.ingest.handle(topic_for(CLUSTER, Kind.SCHED_STATUS), codec.encode(SchedulerStatus(
+        online=False, started=int(clock() * 1000) - 60_000, name="slurm-bridge",
+        ts=int(clock() * 1000))), clock())
+    clock.advance(5)
+    session.tick()
+    assert eta(session) == ("-", None)
+    # This console cut off from its broker.
+    session = run(5, stepping_for=5)
+    session.state.lose_sight(session.clock(), "broker connection lost")
+    assert eta(session) == ("-", None)

@@ -70,6 +70,7 @@ class JobsScreen(FleetView):
         by_switch = sum(1 for r in self.rows if r.sick_switch)
         sick = sum(1 for r in self.rows if r.sick) - by_switch
         stalled = sum(1 for r in self.rows if r.stalled and not r.sick)
+        failed = sum(1 for r in self.rows if r.failed and not r.failed_lapsed)
         text = f"{plural(len(self.rows), 'job')}  {running} running"
         if sick:
             text += f"  [$error]{sick} held up by a node[/]"
@@ -77,6 +78,8 @@ class JobsScreen(FleetView):
             text += f"  [$error]{by_switch} held up by a switch[/]"
         if stalled:
             text += f"  [$error]{stalled} not stepping[/]"
+        if failed:
+            text += f"  [$error]{failed} failed, not restarted[/]"
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"
@@ -119,7 +122,7 @@ def _cell_styles(r: JobRow) -> dict[str, str]:
 
 
 def _style(r: JobRow) -> str:
-    if r.sick or r.stalled:
+    if r.sick or r.stalled or (r.failed and not r.failed_lapsed):
         return "failed"
     if r.straggler and r.state == "R":
         return "degraded"

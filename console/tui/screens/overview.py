@@ -94,7 +94,7 @@ def _held_up_lines(j: JobRow) -> int:
     """Lines under a job in the jobs panel: its failed node, its stall, its straggler
     elsewhere, a step standing still (not hung yet)."""
     return ((1 if j.sick else 0) + (1 if j.stalled else 0) + (1 if j.straggler_apart else 0)
-            + (1 if j.quiet else 0))
+            + (1 if j.quiet else 0) + (1 if j.failed else 0))
 
 
 def _hosts(nodes: "tuple[str, ...]") -> str:
@@ -109,19 +109,22 @@ CLOCK_REFRESH_S = 5.0
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
 
 
-def top_problems_heading(nodes: int, switches: int, hung: int, sched: bool = False) -> str:
+def top_problems_heading(nodes: int, switches: int, hung: int, sched: bool = False,
+                         failed: int = 0) -> str:
     """What the top problems hold: "2 nodes need attention, 1 switch" (the nodes behind a
     switch with nothing of their own are its, not counted; ``top_problems``)."""
     parts = []
     if sched:
         parts.append("scheduler offline")
-    if nodes or not (switches or hung or sched):
+    if nodes or not (switches or hung or sched or failed):
         parts.append(f"{plural(nodes, 'node')} {'needs' if nodes == 1 else 'need'} attention")
     if switches:
         parts.append(plural(switches, "switch", "switches"))
     if hung:
         parts.append(f"{plural(hung, 'job')} hung")
-    if not nodes and (hung or sched) and not switches:
+    if failed:
+        parts.append(f"{plural(failed, 'job')} failed")
+    if not nodes and (hung or sched or failed) and not switches:
         parts.append("every node healthy")
     return ", ".join(parts)
 
@@ -223,7 +226,9 @@ class OverviewScreen(FleetView):
             hung = sum(1 for p in problems if p.state == "hung")
             switches = sum(1 for p in problems if p.state in ("switch", "leaf"))
             sched = any(p.state == "sched" for p in problems)
-            what = top_problems_heading(total, switches, hung, sched)
+            failed = sum(1 for p in problems
+                         if p.state == "failed" and p.verdict is Verdict.FAILED)
+            what = top_problems_heading(total, switches, hung, sched, failed)
             lines = [f"[b]Top problems[/] ({what}, worst first; [$text-muted]2: node list[/])"]
             for p in problems:
                 colour = verdict_markup(p.verdict.value)
@@ -429,6 +434,7 @@ class OverviewScreen(FleetView):
         by_switch = sum(1 for j in jobs if j.sick_switch)
         sick = sum(1 for j in jobs if j.sick) - by_switch
         stalled = sum(1 for j in jobs if j.stalled and not j.sick)
+        failed = sum(1 for j in jobs if j.failed and not j.failed_lapsed)
         title = f"Jobs: {running} running"
         if sick:
             title += f", [$error]{sick} held up by a node[/]"
@@ -436,6 +442,8 @@ class OverviewScreen(FleetView):
             title += f", [$error]{by_switch} held up by a switch[/]"
         if stalled:
             title += f", [$error]{stalled} not stepping[/]"
+        if failed:
+            title += f", [$error]{failed} failed, not restarted[/]"
         if slow:
             title += f", [$warning]{slow} with a straggler[/]"
         panel.border_title = title + "  [$text-muted]3: jobs[/]"
@@ -473,6 +481,9 @@ class OverviewScreen(FleetView):
                 lines.append(f"  [$error]↳ {esc(fit(j.sick, width - 4))}[/]")
             if j.stalled:
                 lines.append(f"  [$error]↳ {esc(fit(j.stalled, width - 4))}[/]")
+            if j.failed:
+                style = "$text-muted" if j.failed_lapsed else "$error"
+                lines.append(f"  [{style}]↳ {esc(fit(j.failed, width - 4))}[/]")
             if j.straggler_apart:
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
             if j.quiet:
