@@ -16,8 +16,10 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
    "no job on it" lines once the scheduler has requeued the job elsewhere;
 4. **node** — every other node that is not ``ok``, titled by its worst finding;
 5. **job** — a job that failed and waits for its restart, on the incident of the node whose
-   rank died where it has one; a running job that stopped stepping (hung) with none of its
-   nodes in an error incident, else a job's straggler whose node has no incident of its own.
+   rank died where that node's fault is what failed it (``judgements.failed_under``), else
+   its own (a warning once it lapsed: ``FailedJob.lapsed``); a running job that stopped
+   stepping (hung) with none of its nodes in an error incident, else a job's straggler whose
+   node has no incident of its own.
 
 While the console itself is cut off from the broker, one **console** incident comes first: no
 node goes stale for the console's own silence (``FleetState.blind``), so no rack looks dark.
