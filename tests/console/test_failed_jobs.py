@@ -305,3 +305,59 @@ def test_status_lists_failed_jobs_before_a_straggler_s():
     render_held_up_jobs([slowed, failed], Console(file=text, width=300))
     assert [ln.split(":")[0].strip() for ln in text.getvalue().splitlines()[1:]] == [
         "41 llama-70b", "40 bert"]
+
+
+def test_the_node_s_incident_is_an_error_while_the_job_it_failed_waits():
+    """XID 94 kills the rank it hits and leaves the node only degraded: the work it stopped is
+    lost until the restart, whatever the node's own severity."""
+    reason = "rank 3 on gpu0002 gpu3: CUDA error: uncorrectable ECC error encountered (Xid 94)"
+    session = session_with_failed(reason, {"gpu0002": xid(3, 94)})
+    assert session.state.nodes["gpu0002"].verdict.value == "degraded"
+    inc = job_incident(session)
+    assert inc.key == "node:gpu0002" and inc.severity == "error" and inc.losing_work
+
+
+def test_nodes_that_failed_together_say_what_the_job_is_now_once():
+    """Three nodes an XID 79 took out of job 41 said "job 41 is NF now"; once the NF is left
+    unrequeued, the failed job's words replace it, not follow it."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    session.fleet = fleet  # type: ignore[attr-defined]
+    three = ["gpu0001", "gpu0002", "gpu0003"]
+    for t in range(3):
+        clock.advance(1.0)
+        publish_job(session.ingest, job_status("41", three, clock, step=100 + t), clock)
+        fleet.telemetry(session.ingest, job={n: "41" for n in three})
+        session.tick()
+    faults = {n: xid(1, 79) for n in three}
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, job={n: "41" for n in three}, faults=faults)
+        session.tick()
+    reason = "rank 3 on gpu0002 gpu1: CUDA error: unspecified launch failure (Xid 79)"
+    publish_job(session.ingest, job_status("41", [], clock, step=102, state=JobState.NF)
+                .model_copy(update={"reason": reason, "eta_s": None}), clock)
+    go_on(session, 3, faults=faults)
+    assert job_incident(session).title.endswith("; job 41 is NF now")
+    go_on(session, GRACE_S + 2, faults=faults)
+    inc = job_incident(session)
+    assert inc.key == "job:41:failed" and "is NF now" not in inc.title
+    assert inc.title.endswith(f"; job 41 ended by a node failure on gpu0002, not requeued "
+                              f"({reason})")
+
+
+def test_a_node_already_drained_is_not_to_be_drained_again():
+    from fleetdeck.protocol.messages import DrainState
+
+    reason = "ranks on gpu[0002-0003] died"
+    faults = {"gpu0002": xid(3, 48), "gpu0003": xid(1, 79)}
+    session = session_with_failed(reason, faults)
+    session.fleet.status(session.ingest, "gpu0003", DrainState.DRAINED, reason="xid 79",
+                         by="root")
+    go_on(session, 1, faults=faults)
+    (job,) = [j for j in fleet_summary(session.state, session.clock())["jobs"]
+              if j["job_id"] == "41"]
+    assert job["failed"]["action"] == ("drain gpu0002, then restart-job 41 from its checkpoint "
+                                       "at step 400")
