@@ -1215,3 +1215,42 @@ def test_a_straggler_figure_of_a_silent_fleet_is_said_as_last_heard():
     assert "slows job" not in home.title
     as_of = utc_hms(session.state.jobs["41"].ts / 1000)
     assert home.title.endswith(f"; slowed job 41 by 50% (rank 11) when last heard ({as_of})")
+
+
+def test_a_straggler_of_its_own_under_a_gone_scheduler_is_said_as_last_heard():
+    """A straggler on a node with nothing of its own is a job incident of its own: with its
+    scheduler gone the figure is the job's last status, no news (a review of the fix above)."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import utc_hms
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.messages import SchedulerStatus
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(ingest)
+    topic = topic_for(CLUSTER, Kind.SCHED_STATUS)
+
+    def sched(online: bool) -> bytes:
+        return codec.encode(SchedulerStatus(online=online, started=1_000, name="slurm-bridge",
+                                            ts=int(clock() * 1000)))
+
+    def run(seconds: int) -> list:
+        for _ in range(seconds):
+            clock.advance(1.0)
+            fleet.telemetry(ingest)
+            session.tick()
+        return [i for i in incidents(session.state) if i.kind == "job"]
+
+    ingest.handle(topic, sched(True), clock())
+    publish_job(ingest, job_status("41", ["gpu0002", "gpu0003"], clock,
+                                   slowest_node="gpu0003"), clock)
+    (job,) = run(2)
+    assert job.title.startswith("job 41: straggler rank 11 gpu0003 +50%"), job.title
+    ingest.handle(topic, sched(False), clock())
+    (job,) = run(5)  # past the burst of wills a broker's own shutdown sends
+    as_of = utc_hms(session.state.jobs["41"].ts / 1000)
+    assert job.title.startswith(f"job 41: straggler when last heard ({as_of}) rank 11 "
+                                "gpu0003 +50%"), job.title
