@@ -23,7 +23,7 @@ from fleetdeck import __version__
 from fleetdeck.agents.guard import CommandGuard
 from fleetdeck.agents.offloop import Overdue, Watched, start_daemon
 from fleetdeck.agents.outbox import Outbox
-from fleetdeck.agents.source import EventDraft, Inventory, Reading, Source
+from fleetdeck.agents.source import ColumnReading, EventDraft, Inventory, Reading, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.agents.windows import ErrorWindows
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
@@ -123,6 +123,10 @@ class NodeAgent:
         """Told (node, sentence) once per such episode instead of the log (``RetryLog``)."""
         self.outbox = outbox or Outbox()
         self.encoder = wire2.TelemetryEncoder(keyframe_every_s, wire)
+        self.columns = True
+        """A source that reads columns (``read_columns``: the simulator) hands them to the v2
+        encoder without row Structs (docs/performance.md, "Simulator capacity"); False: read
+        rows, as every other source (the tests hold the two to the same bytes)."""
         """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
         self.windows = ErrorWindows()
         """The hour of IB errors and minute of PCIe replays this agent saw (agents/windows.py)."""
@@ -317,6 +321,24 @@ class NodeAgent:
         return self.encoder.encode(self._sample(reading, collect_ms), self.clock())
 
     def _sample(self, reading: Reading, collect_ms: float) -> Telemetry:
+        ts = self._next_sample()
+        sample = self._head(reading, collect_ms, ts,
+                            tuple(self.windows.gpus(reading.gpus, ts)),
+                            tuple(self.windows.ports(reading.ib_ports, ts)))
+        self.keep_windows()
+        return sample
+
+    def _columns_payload(self, reading: ColumnReading, collect_ms: float) -> bytes:
+        """:meth:`_sample` and its encoding, the GPUs and ports as columns throughout (the
+        same windows, the same bytes)."""
+        ts = self._next_sample()
+        head = self._head(reading, collect_ms, ts, (), ())
+        gpus, ports = self.windows.columns(reading.gpus, reading.ib_ports, ts)
+        self.keep_windows()
+        return self.encoder.encode_columns(head, gpus, ports, self.clock())
+
+    def _next_sample(self) -> int:
+        """The next sample's seq taken, its ts (ms): the saved windows restored first."""
         self.seq += 1
         ts = now_ms(self.clock)
         if self._windows_saved is not None and (self._boot_id is not None or not self.off_loop):
@@ -329,7 +351,11 @@ class NodeAgent:
                 log.log(logging.INFO if why.startswith("baselines") else logging.WARNING,
                         "%s: the error windows an earlier agent saved: %s", self.node_id, why)
             self._windows_kept = self.windows.revision
-        sample = Telemetry(
+        return ts
+
+    def _head(self, reading: Reading | ColumnReading, collect_ms: float, ts: int,
+              gpus: tuple[Any, ...], ib_ports: tuple[Any, ...]) -> Telemetry:
+        return Telemetry(
             node=self.node_id,
             seq=self.seq,
             bdSeq=self.bd_seq,
@@ -346,11 +372,9 @@ class NodeAgent:
             ),
             job=reading.job,
             host=reading.host,
-            gpus=tuple(self.windows.gpus(reading.gpus, ts)),
-            ib_ports=tuple(self.windows.ports(reading.ib_ports, ts)),
+            gpus=gpus,
+            ib_ports=ib_ports,
         )
-        self.keep_windows()
-        return sample
 
     def boot_id(self) -> str:
         """The boot the windows are saved under: the birth's, taken once. Not a new
@@ -381,6 +405,13 @@ class NodeAgent:
 
     def telemetry_payload(self) -> bytes:
         """The next sample as it goes on the wire: v1, or a v2 keyframe or delta."""
+        if self.columns and self.encoder.wire == 2:
+            # Looked up each time: a wrapper may replace the source (bench/sim_capacity.py).
+            read_columns = getattr(self.source, "read_columns", None)
+            if read_columns is not None and self.source.columns:  # type: ignore[attr-defined]
+                t0 = time.perf_counter()
+                reading = read_columns(self.clock())
+                return self._columns_payload(reading, (time.perf_counter() - t0) * 1000)
         return self.encoder.encode(self.telemetry(), self.clock())
 
     def _event(self, draft: EventDraft) -> Event:

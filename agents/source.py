@@ -4,7 +4,7 @@ A source knows the hardware (simulated or real); the agent knows MQTT. Sources n
 """
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from fleetdeck.protocol.fast import GpuSample, HostSample, IbPortSample, JobOnNode
 from fleetdeck.protocol.messages import (
@@ -37,6 +37,20 @@ class Inventory:
 class Reading:
     gpus: list[GpuSample]
     ib_ports: list[IbPortSample]
+    host: HostSample = field(default_factory=HostSample)
+    job: JobOnNode | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ColumnReading:
+    """A :class:`Reading` whose GPUs and IB ports come as columns, one tuple per field of
+    ``GpuSample``/``IbPortSample`` in field order (``wire2.Columns``): what a source that makes
+    its samples' values itself hands the agent's v2 encoder without row Structs (the
+    simulator's ``read_columns``)."""
+
+    gpus: list[tuple[Any, ...]]
+    ib_ports: list[tuple[Any, ...]]
     host: HostSample = field(default_factory=HostSample)
     job: JobOnNode | None = None
     errors: list[str] = field(default_factory=list)

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
 import msgspec
 from pydantic import BaseModel
 
+from fleetdeck.protocol import fast
 from fleetdeck.protocol.ib_counters import (
     ALL_ONES,
     ERRORS_WINDOW_S,
@@ -57,6 +58,12 @@ a value that would make the console reject the whole sample."""
 Row = TypeVar("Row")
 Ident = tuple[Any, ...]
 """A component's name in a row's key: (dev, port) or (index,)."""
+Columns = list[tuple[Any, ...]]
+"""Rows as columns, one per field of the row Struct in field order (``wire2.Columns``)."""
+
+_GPU_AT = {f.name: i for i, f in enumerate(msgspec.structs.fields(fast.GpuSample))}
+_PORT_AT = {f.name: i for i, f in enumerate(msgspec.structs.fields(fast.IbPortSample))}
+"""Where each field's column is in :data:`Columns` of GPUs and of ports."""
 
 
 class CountWindow:
@@ -102,15 +109,18 @@ class _Tracker:
     """One kind of component (IB ports, GPUs): each one's previous counters (the baseline of
     the next increment), the windows that hold something, and what the rows get meanwhile."""
 
-    __slots__ = ("_base", "_held", "_ident", "_key", "_last_key", "_names", "_out",
-                 "_saturates", "_span_s", "_until", "_windows", "revision")
+    __slots__ = ("_base", "_held", "_ident", "_key", "_key_columns", "_last_key", "_names",
+                 "_out", "_saturates", "_span_s", "_until", "_windows", "revision")
 
-    def __init__(self, ident: int, key: Callable[[Any], tuple[Any, ...]],
+    def __init__(self, ident: int, key: tuple[str, ...], at: dict[str, int],
                  names: tuple[str, ...], span_s: float,
                  saturates: tuple[str, int] | None = None) -> None:
         self._ident = ident
         """How many leading fields of a row's key name the component ((dev, port); (index,))."""
-        self._key = key
+        self._key = attrgetter(*key)
+        """A row's key: the fields ``key`` names (the component's, then its counters)."""
+        self._key_columns = itemgetter(*(at[name] for name in key))
+        """The same fields' columns out of :data:`Columns` (``at``: the field positions)."""
         self._names = names
         self._span_s = span_s
         self._base: dict[Ident, tuple[Any, ...]] = {}
@@ -135,7 +145,10 @@ class _Tracker:
                                                              dict[Ident, dict[str, int]]]:
         """The rows' keys and ``{component: counts}`` of the components with some. The common
         case — nothing moved, nothing due to expire — is one tuple comparison."""
-        key = tuple(map(self._key, rows))
+        return self._counts(tuple(map(self._key, rows)), now_ms)
+
+    def _counts(self, key: tuple[Any, ...],
+                now_ms: int) -> tuple[tuple[Any, ...], dict[Ident, dict[str, int]]]:
         if key != self._last_key:
             self._last_key = key
             self._track(key, now_ms)
@@ -157,6 +170,25 @@ class _Tracker:
             c = counts.get(k[:n])
             if c:
                 out[i] = put(rows[i], c)
+        return out
+
+    def apply_columns(self, cols: Columns, now_ms: int, at: int,
+                      put: Callable[[dict[str, int]], Any]) -> Columns:
+        """:meth:`apply` on :data:`Columns`: column ``at`` holds ``put(counts)`` on the rows
+        whose component's window holds counts (the same list when none does). The same keys
+        as the rows', so a sample of either kind follows one of the other."""
+        key = tuple(zip(*self._key_columns(cols), strict=True)) if cols else ()
+        key, counts = self._counts(key, now_ms)
+        if not counts:
+            return cols
+        col = list(cols[at])
+        n = self._ident
+        for i, k in enumerate(key):
+            c = counts.get(k[:n])
+            if c:
+                col[i] = put(c)
+        out = list(cols)
+        out[at] = tuple(col)
         return out
 
     def _track(self, key: tuple[Any, ...], now_ms: int) -> None:
@@ -272,8 +304,8 @@ def _counter(v: object) -> bool:
     return v is None or (type(v) is int and v >= 0)
 
 
-_PORT_KEY = attrgetter("dev", "port", *HOUR_COUNTED)
-_GPU_KEY = attrgetter("index", "pcie_replay_total")
+_PORT_KEY = ("dev", "port", *HOUR_COUNTED)
+_GPU_KEY = ("index", "pcie_replay_total")
 
 
 def _with(sample: Row, **values: Any) -> Row:
@@ -283,6 +315,14 @@ def _with(sample: Row, **values: Any) -> Row:
         return msgspec.structs.replace(sample, **values)
     assert isinstance(sample, BaseModel)
     return sample.model_copy(update=values)
+
+
+def _errors_1h(counts: dict[str, int]) -> dict[str, int]:
+    return counts
+
+
+def _pcie_replay_1m(counts: dict[str, int]) -> int:
+    return counts["pcie_replay"]
 
 
 def _put_errors_1h(row: Row, counts: dict[str, int]) -> Row:
@@ -295,6 +335,15 @@ def _put_pcie_replay_1m(row: Row, counts: dict[str, int]) -> Row:
 
 _VIOLATION = attrgetter("thermal_violation_ns")
 _INDEX = attrgetter("index")
+_REASONS = attrgetter("clock_event_reasons")
+_UTIL = attrgetter("util_pct")
+_PRESENT = attrgetter("present")
+_TEMP = attrgetter("temp_c")
+_THERMAL_READ = itemgetter(*(_GPU_AT[name] for name in (
+    "index", "clock_event_reasons", "thermal_violation_ns", "util_pct", "present", "temp_c")))
+"""The columns :meth:`ThermalHolds.apply_columns` reads, out of a GPU :data:`Columns`."""
+_HELD_AT = (_GPU_AT["throttled_last_ts"], _GPU_AT["throttled_last_reasons"],
+            _GPU_AT["hot_last_ts"])
 
 
 class ThermalHolds:
@@ -337,15 +386,12 @@ class ThermalHolds:
             # the bus keeps its row (``present`` False).
             return rows
         violation = tuple(map(_VIOLATION, rows))
-        if not self._holds and violation == self._violation:
-            for g in rows:
-                reasons, temp = g.clock_event_reasons, g.temp_c  # type: ignore[attr-defined]
-                if (reasons and reasons & THROTTLE_BITS) or (
-                        temp is not None and temp >= TEMP_WARN_C):
-                    break
-            else:
-                return rows
-        self._track(rows, violation, now_ms)
+        if (not self._holds and violation == self._violation
+                and self._quiet(map(_REASONS, rows), map(_TEMP, rows))):
+            return rows
+        self._track(tuple(map(_INDEX, rows)), tuple(map(_REASONS, rows)), violation,
+                    tuple(map(_UTIL, rows)), tuple(map(_PRESENT, rows)),
+                    tuple(map(_TEMP, rows)), now_ms)
         holds = self._holds
         if not holds:
             return rows
@@ -359,10 +405,46 @@ class ThermalHolds:
                                hot_last_ts=st[3])
         return out
 
-    def _track(self, rows: list[Any], violation: tuple[int | None, ...], now_ms: int) -> None:
+    def apply_columns(self, cols: Columns, now_ms: int) -> Columns:
+        """:meth:`apply` on :data:`Columns` of GPUs: the holds' columns set on the rows that
+        have one (the same list when none)."""
+        if not cols:
+            return cols  # no GPU read this sample (``apply``)
+        indices, reasons, violation, util, present, temp = _THERMAL_READ(cols)
+        if not self._holds and violation == self._violation and self._quiet(reasons, temp):
+            return cols
+        self._track(indices, reasons, violation, util, present, temp, now_ms)
+        holds = self._holds
+        if not holds:
+            return cols
+        out = list(cols)
+        last_ts, last_reasons, hot = (list(cols[i]) for i in _HELD_AT)
+        for i, index in enumerate(indices):
+            st = holds.get(index)
+            if st is not None:
+                last = st[0]
+                last_ts[i], last_reasons[i], hot[i] = (
+                    last, None if last is None else st[1], st[3])
+        for i, col in zip(_HELD_AT, (last_ts, last_reasons, hot), strict=True):
+            out[i] = tuple(col)
+        return out
+
+    @staticmethod
+    def _quiet(reasons: Iterable[int | None], temps: Iterable[float | None]) -> bool:
+        """No GPU throttles or reads hot: nothing to track when nothing is held either."""
+        for r, temp in zip(reasons, temps, strict=True):
+            if (r and r & THROTTLE_BITS) or (temp is not None and temp >= TEMP_WARN_C):
+                return False
+        return True
+
+    def _track(self, indices: tuple[int, ...], reasons_of: tuple[int | None, ...],
+               violation: tuple[int | None, ...], utils: tuple[float | None, ...],
+               presents: tuple[bool, ...], temps: tuple[float | None, ...],
+               now_ms: int) -> None:
+        """The holds after a sample whose GPUs (``indices``, in row order) read these fields."""
         before = (dict(zip(self._indices, self._violation, strict=True))
                   if self._violation is not None else {})
-        self._violation, self._indices = violation, tuple(map(_INDEX, rows))
+        self._violation, self._indices = violation, indices
         holds = self._holds
         gone = holds.keys() - self._indices if holds else ()
         for index in gone:
@@ -382,11 +464,11 @@ class ThermalHolds:
             if unread[0] is None and unread[3] is None:
                 del holds[index]
                 self.revision += 1
-        for g in rows:
-            index = g.index
+        for index, read_reasons, cur, util, present, temp in zip(
+                indices, reasons_of, violation, utils, presents, temps, strict=True):
             st = holds.get(index)
-            reasons = g.clock_event_reasons or 0
-            old, cur = before.get(index), g.thermal_violation_ns
+            reasons = read_reasons or 0
+            old = before.get(index)
             grew = old is not None and cur is not None and cur > old
             if reasons & THROTTLE_BITS or grew:
                 # As the console's ``NodeHistory.update``: the reasons of the sample, whatever
@@ -398,13 +480,12 @@ class ThermalHolds:
                 st[4] = int(bool(held) or thermal_sample(reasons, grew))
                 self.revision += 1
             elif st is not None and st[0] is not None:
-                last, proven = throttle_hold(st[0], bool(st[4]), st[2], g.util_pct, now_ms,
-                                             g.present)
+                last, proven = throttle_hold(st[0], bool(st[4]), st[2], util, now_ms,
+                                             present)
                 if last is None:
                     st[4] = 0
                     self.revision += 1
                 st[0], st[2] = last, proven
-            temp = g.temp_c
             if temp is not None and temp >= TEMP_WARN_C:
                 if st is None:
                     st = holds[index] = [None, 0, None, None, 0]
@@ -533,9 +614,9 @@ class ErrorWindows:
     __slots__ = ("_gpus", "_ports", "_thermal")
 
     def __init__(self) -> None:
-        self._ports = _Tracker(2, _PORT_KEY, HOUR_COUNTED, ERRORS_WINDOW_S,
+        self._ports = _Tracker(2, _PORT_KEY, _PORT_AT, HOUR_COUNTED, ERRORS_WINDOW_S,
                                saturates=("symbol_error", ALL_ONES["symbol_error"]))
-        self._gpus = _Tracker(1, _GPU_KEY, ("pcie_replay",), PCIE_WINDOW_S)
+        self._gpus = _Tracker(1, _GPU_KEY, _GPU_AT, ("pcie_replay",), PCIE_WINDOW_S)
         self._thermal = ThermalHolds()
 
     def ports(self, ports: list[Row], now_ms: int) -> list[Row]:
@@ -546,6 +627,15 @@ class ErrorWindows:
         """``gpus`` with ``pcie_replay_1m`` set on those that replayed in the last minute, and
         the thermal holds on those that have one (``ThermalHolds``)."""
         return self._thermal.apply(self._gpus.apply(gpus, now_ms, _put_pcie_replay_1m), now_ms)
+
+    def columns(self, gpus: Columns, ports: Columns,
+                now_ms: int) -> tuple[Columns, Columns]:
+        """:meth:`gpus` and :meth:`ports` on :data:`Columns` (a source that makes columns,
+        agents/sim/node.py): the same windows, fed either kind of sample."""
+        gpus = self._thermal.apply_columns(
+            self._gpus.apply_columns(gpus, now_ms, _GPU_AT["pcie_replay_1m"], _pcie_replay_1m),
+            now_ms)
+        return gpus, self._ports.apply_columns(ports, now_ms, _PORT_AT["errors_1h"], _errors_1h)
 
     def inventory(self, gpus: dict[int, str] | Iterable[tuple[int, str]]) -> None:
         """A birth's GPUs, ``{index: uuid}`` or ``(index, uuid)`` pairs: a replaced GPU's

@@ -79,6 +79,16 @@ class Timed:
         self.lateness: list[float] = []
 
     def read(self, now: float) -> Any:
+        self._note()
+        return self.inner.read(now)
+
+    def read_columns(self, now: float) -> Any:
+        # The simulated agent reads columns (NodeAgent.columns): timed as a read, or every
+        # sample of the window would go unseen (100 % late).
+        self._note()
+        return self.inner.read_columns(now)
+
+    def _note(self) -> None:
         t = time.monotonic()  # the clock of asyncio's loop.time(), which the agent schedules on
         if self.start is not None and self.window is not None:
             # The agent never reads before its slot and skips slots more than one interval late,
@@ -87,7 +97,6 @@ class Timed:
             due = self.start + slot * self.interval
             if self.window[0] <= due < self.window[1]:
                 self.lateness.append(t - due)
-        return self.inner.read(now)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

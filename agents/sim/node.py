@@ -26,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from msgspec.structs import astuple
 from pydantic import BaseModel
 
-from fleetdeck.agents.source import EventDraft, Inventory, Reading
-from fleetdeck.protocol import fast, ib_counters, xids
+from fleetdeck.agents.source import ColumnReading, EventDraft, Inventory, Reading
+from fleetdeck.protocol import fast, ib_counters, wire2, xids
 from fleetdeck.protocol.messages import (
     XIDS_MAX,
     XIDS_WINDOW_S,
@@ -373,6 +374,16 @@ class SimNode:
 
     name = "sim"
     mode = "sim"
+    columns = SAMPLE_STRUCTS
+    """Whether :meth:`read_columns` may be used: its nested columns (ECC, row remap, NVLink)
+    are the v2 encoder's msgspec Structs only where the samples are."""
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "read" in cls.__dict__ and "read_columns" not in cls.__dict__:
+            # A node that reads its own way (a test's that logs an event at each read) is read
+            # that way: its columns would pass its ``read`` by.
+            cls.columns = False
 
     def __init__(
         self,
@@ -452,6 +463,16 @@ class SimNode:
         )
 
     def read(self, now: float) -> Reading:
+        return self.sample(*self._when(now))
+
+    def read_columns(self, now: float) -> ColumnReading:
+        """:meth:`read` with the GPUs and ports as columns (``wire2.Columns``), for the agent's
+        v2 encoder: the same values and the same draws of the node's random numbers, without a
+        row Struct per GPU and port (docs/performance.md, "Simulator capacity")."""
+        return self.sample_columns(*self._when(now))
+
+    def _when(self, now: float) -> tuple[float, float, float, int]:
+        """(t, dt, t0, wall_ms) of the read at wall-clock ``now`` (``sample``'s arguments)."""
         if self.world is not None:
             t = self.world.t + self.offset_s
             dt = self.world.interval_s
@@ -464,7 +485,7 @@ class SimNode:
             wall_ms = int(now * 1000)
         t0 = t - dt if self._last_t is None else self._last_t
         self._last_t = t
-        return self.sample(t, dt, t0, wall_ms)
+        return t, dt, t0, wall_ms
 
     def take_events(self) -> list[EventDraft]:
         events = list(self._events)
@@ -762,6 +783,26 @@ class SimNode:
 
     def sample(self, t: float, dt: float, t0: float, wall_ms: int) -> Reading:
         """The node as the collectors see it at sim time ``t``, ``dt`` after the last sample."""
+        gpus, ports, host, job = self._values(t, dt, t0, wall_ms, True)
+        return Reading(gpus=gpus, ib_ports=ports, host=host, job=job)
+
+    def sample_columns(self, t: float, dt: float, t0: float, wall_ms: int) -> ColumnReading:
+        """:meth:`sample` as columns: the rows' values transposed in C, the fields the
+        builders leave at their defaults (the agent's windows) appended as shared columns."""
+        gpus, ports, host, job = self._values(t, dt, t0, wall_ms, False)
+        return ColumnReading(
+            gpus=(list(zip(*gpus, strict=True))
+                  + wire2.default_columns(fast.GpuSample, _GPU_GIVEN, len(gpus))) if gpus else [],
+            ib_ports=(list(zip(*ports, strict=True))
+                      + wire2.default_columns(fast.IbPortSample, _PORT_GIVEN, len(ports))
+                      ) if ports else [],
+            host=host, job=job)
+
+    def _values(self, t: float, dt: float, t0: float, wall_ms: int,
+                rows: bool) -> tuple[list[Any], list[Any], Any, Any]:
+        """(GPUs, ports, host, job) of :meth:`sample`: the GPUs and ports as row Structs
+        (``rows``), else as tuples of their leading fields' values (``_GPU_GIVEN``,
+        ``_PORT_GIVEN``; :meth:`sample_columns`)."""
         rnd = self.rng.random
         b = self.binding
         job = b.job if b is not None else None
@@ -776,7 +817,7 @@ class SimNode:
             comm_steps = (comm_amount(p1, comm_frac) - comm_amount(p0, comm_frac)) / comm_frac
         else:
             phase = comm_frac = comm_steps = 0.0
-        gpus: list[GpuSample] = []
+        gpus: list[Any] = []
         # The thermal step's decay is the same for every GPU of the sample.
         decay = 1.0 - math.exp(-dt / THERMAL_TAU_S)
         for g in self.gpus:
@@ -784,9 +825,9 @@ class SimNode:
             xids = (g.xids_wire if not g.xids and not g.xids_dirty
                     else self._xids_wire(g, t))
             if not g.present:
-                gpus.append(_gpu_sample(
-                    index=g.index, present=False, xid_last=g.xid_last, xid_last_ts=g.xid_last_ts,
-                    xids=xids))
+                gone = _gpu_sample(index=g.index, present=False, xid_last=g.xid_last,
+                                   xid_last_ts=g.xid_last_ts, xids=xids)
+                gpus.append(gone if rows else astuple(gone)[:_GPU_GIVEN])
                 continue
             if not running:
                 activity = 0
@@ -796,13 +837,15 @@ class SimNode:
                 activity = 1  # compute (forward/backward)
             else:
                 activity = 2  # gradient all-reduce (or waiting at the barrier for a straggler)
-            gpus.append(self._gpu(g, activity, dt, job.fb_mib[g.index] if job else 0, xids,
-                                  decay))
+            values = self._gpu(g, activity, dt, job.fb_mib[g.index] if job else 0, xids, decay)
+            gpus.append(_gpu_sample(*values) if rows else values)
         # The same for every port: worked out once, not in each port's call.
         job_bytes = job.bytes_per_step * comm_steps if job else 0.0
         port_comm = comm_frac if running and not stalled else 0.0
         port = self._port
-        ports = [port(p, t, t0, dt, job_bytes, port_comm, wall_ms) for p in self.ports]
+        ports = ([_port_sample(*port(p, t, t0, dt, job_bytes, port_comm, wall_ms))
+                  for p in self.ports] if rows
+                 else [port(p, t, t0, dt, job_bytes, port_comm, wall_ms) for p in self.ports])
         busy = running and not stalled
         host = _host(  # cpu_util_pct, mem_used_pct, uptime_s (field order, see _gpu)
             round(((16 if busy else 1.5) + 6 * rnd()) * 10) / 10,
@@ -815,10 +858,10 @@ class SimNode:
             on_node = _job(
                 id=job.job_id, ranks_on_node=N_GPUS,
                 step_time_ms=round(rank_ms, 1) if rank_ms is not None else None)
-        return Reading(gpus=gpus, ib_ports=ports, host=host, job=on_node)  # type: ignore[arg-type]
+        return gpus, ports, host, on_node
 
     def _gpu(self, g: GpuState, activity: int, dt: float, fb_mib: int,
-             xids: list[XidSeen], decay: float) -> Any:  # GpuSample of either kind
+             xids: list[XidSeen], decay: float) -> tuple[Any, ...]:
         rnd = self.rng.random
         if activity == 0:
             util, mem_util, nominal = 0.0, 0.0, 68.0 + 6 * rnd()
@@ -885,10 +928,11 @@ class SimNode:
                                 crc_flit=0, crc_data=0, replay=g.nvlink_replay,
                                 recovery=g.nvlink_recovery))
         _, ecc, remap, nvlink = g.blocks
-        # Positional, in GpuSample's field order (checked at import, _check_field_order): a
-        # 27-keyword call costs ~1.4 µs, a positional one ~0.16 µs, 8 times per node-second.
-        # round(x * 10) / 10 is round(x, 1) but for exact ties, at a fifth of the cost.
-        return _gpu_sample(
+        # GpuSample's leading fields in order (checked at import, _check_field_order), made
+        # into a row positionally (a 27-keyword call costs ~1.4 µs, a positional one ~0.16 µs)
+        # or columns (sample_columns). round(x * 10) / 10 is round(x, 1) but for exact ties,
+        # at a fifth of the cost.
+        return (
             g.index,  # index
             True,  # present
             round(util * 10) / 10,  # util_pct
@@ -920,7 +964,7 @@ class SimNode:
         )
 
     def _port(self, p: PortState, t: float, t0: float, dt: float, job_bytes: float,
-              comm_frac: float, wall_ms: int) -> Any:  # IbPortSample of either kind
+              comm_frac: float, wall_ms: int) -> tuple[Any, ...]:
         r = self.rng.random
         # Only moves made while this sample is built count in its ``d`` (as a diff of the
         # counters before and after would); recording them in bump() spares a copy and a
@@ -967,13 +1011,13 @@ class SimNode:
         elif phys == 5 and r() < SYMBOL_PER_S * dt:
             p.bump("symbol_error", 1)
         d = p.delta
-        # Positional, in IbPortSample's field order (as in _gpu); the error counters are
+        # IbPortSample's leading fields in order (as in _gpu); the error counters are
         # COUNTER_MAX's names in that order (_check_field_order), unpacked into names: a call
         # with ``*p.errors.values()`` in it took ~0.3 µs more per port.
         (e_sym, e_rec, e_down, e_rcv, e_phys, e_disc, e_integ, e_overrun, e_wait, e_rnr,
          e_ack) = p.errors.values()
         linked = phys == 5
-        return _port_sample(
+        return (
             p.dev,
             1,  # port
             STATE_NAMES[state],  # state
@@ -1036,3 +1080,9 @@ def _check_field_order() -> None:
 
 
 _check_field_order()
+
+_GPU_GIVEN = wire2.GPU_FIELDS.index("xids") + 1
+"""How many of GpuSample's leading fields :meth:`SimNode._gpu` gives (the rest are the agent's
+windows, at their defaults here)."""
+_PORT_GIVEN = wire2.PORT_FIELDS.index("d") + 1
+"""How many of IbPortSample's leading fields :meth:`SimNode._port` gives."""

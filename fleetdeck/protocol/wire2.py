@@ -785,8 +785,49 @@ _Nested = dict[str, tuple[tuple[Any, ...], list[tuple[Any, ...]]]]
 """Per nested field: its column of Structs and that column expanded (``ecc.dbe_vol``, …)."""
 
 
+Columns = list[tuple[Any, ...]]
+"""A sample's rows of one kind (GPUs, IB ports) as columns: one tuple per field of the row
+Struct, in its field order (:data:`GPU_FIELDS`, :data:`PORT_FIELDS`), a nested field as a
+column of its Structs; no rows is ``[]``. What :meth:`TelemetryEncoder.encode_columns` takes
+from a source that makes its columns itself (the simulator, agents/sim/node.py)."""
+
+GPU_FIELDS = _GPU_FIELDS
+PORT_FIELDS = _PORT_FIELDS
+"""The row Structs' field names in order: the columns of :data:`Columns`."""
+
+
+def columns_of(rows: Sequence[msgspec.Struct]) -> Columns:
+    """Rows as :data:`Columns`, transposed in C (``zip``)."""
+    return list(zip(*map(astuple, rows), strict=True)) if rows else []
+
+
+_PADS: dict[tuple[type[Any], int, int], Columns] = {}
+
+
+def default_columns(cls: type[msgspec.Struct], start: int, n: int) -> Columns:
+    """The :data:`Columns` of ``cls``'s fields from position ``start`` on, each at its default
+    on ``n`` rows: what a source that makes only the leading fields appends. Shared: never
+    change one in place."""
+    pad = _PADS.get((cls, start, n))
+    if pad is None:
+        pad = _PADS[cls, start, n] = list(astuple(_empty(cls, n).top)[start:])
+    return pad
+
+
+def rows_from(cls: type[msgspec.Struct], cols: Columns) -> tuple[Any, ...]:
+    """:data:`Columns` back as rows of ``cls`` (positionally, as :func:`_merge`)."""
+    return tuple(map(cls, *cols)) if cols else ()
+
+
 def _table(rows: Sequence[msgspec.Struct], nested_at: tuple[tuple[int, str], ...],
            known: _Nested | None = None) -> tuple[list[tuple[Any, ...]], _Nested]:
+    """Column tuples in :data:`GPU_COLUMNS`/:data:`PORT_COLUMNS` order of ``rows``
+    (:func:`_expand`)."""
+    return _expand(columns_of(rows), nested_at, known)
+
+
+def _expand(cols: Columns, nested_at: tuple[tuple[int, str], ...],
+            known: _Nested | None = None) -> tuple[list[tuple[Any, ...]], _Nested]:
     """Column tuples in :data:`GPU_COLUMNS`/:data:`PORT_COLUMNS` order (nested ones expanded:
     ``nested_at``, :data:`_GPU_NESTED`).
 
@@ -795,10 +836,7 @@ def _table(rows: Sequence[msgspec.Struct], nested_at: tuple[tuple[int, str], ...
     nested fields are looked at one by one: a Python loop over every field made them in
     ~12 µs a sample, this in ~9.6 (docs/performance.md, "Simulator capacity")."""
     nested: _Nested = {}
-    if not rows:
-        return [], nested
-    cols = list(zip(*map(astuple, rows), strict=True))
-    if not nested_at:
+    if not cols or not nested_at:
         return cols, nested
     out: list[tuple[Any, ...]] = []
     start = 0
@@ -855,15 +893,27 @@ class TelemetryEncoder:
     def encode(self, tel: fast.Telemetry, now: float) -> bytes:
         if self.wire == 1:
             return self._enc.encode(tel)
+        return self.encode_columns(tel, columns_of(tel.gpus), columns_of(tel.ib_ports), now)
+
+    def encode_columns(self, tel: fast.Telemetry, gpus: Columns, ports: Columns,
+                       now: float) -> bytes:
+        """:meth:`encode` of ``tel`` with its GPU and port rows given as :data:`Columns`
+        (``tel``'s own rows are not read): the same bytes, without a row Struct per GPU and
+        port that would be turned back into columns here (docs/performance.md, "Simulator
+        capacity")."""
+        if self.wire == 1:
+            return self._enc.encode(replace(tel, gpus=rows_from(fast.GpuSample, gpus),
+                                            ib_ports=rows_from(fast.IbPortSample, ports)))
         kf = self._kf
-        gpus, gnest = _table(tel.gpus, _GPU_NESTED, kf.gpus_nested if kf else None)
-        ports, pnest = _table(tel.ib_ports, _PORT_NESTED, kf.ports_nested if kf else None)
+        n_gpus, n_ports = _n(gpus), _n(ports)
+        gpus, gnest = _expand(gpus, _GPU_NESTED, kf.gpus_nested if kf else None)
+        ports, pnest = _expand(ports, _PORT_NESTED, kf.ports_nested if kf else None)
         if (kf is None or self._want or now - kf.at >= self.keyframe_every_s
-                or tel.bdSeq != kf.bd_seq or len(tel.gpus) != _n(kf.gpus)
-                or len(tel.ib_ports) != _n(kf.ports)):
+                or tel.bdSeq != kf.bd_seq or n_gpus != _n(kf.gpus)
+                or n_ports != _n(kf.ports)):
             self._kf = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, gnest, pnest, tel.interval_s,
                              tel.agent, tel.job, tel.host)
-            return self._keyframe(tel, gpus, ports)
+            return self._keyframe(tel, gpus, ports, n_gpus, n_ports)
         self.deltas += 1
         body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
                                 "ts": tel.ts, "kf": kf.seq}
@@ -884,10 +934,10 @@ class TelemetryEncoder:
         return self._enc.encode(body)
 
     def _keyframe(self, tel: fast.Telemetry, gpus: list[tuple[Any, ...]],
-                  ports: list[tuple[Any, ...]]) -> bytes:
+                  ports: list[tuple[Any, ...]], n_gpus: int, n_ports: int) -> bytes:
         self._want = False
         self.keyframes += 1
-        dg, dp = self._default_columns(len(tel.gpus), len(tel.ib_ports))
+        dg, dp = self._default_columns(n_gpus, n_ports)
         body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
                                 "ts": tel.ts, "kf": tel.seq, "interval_s": tel.interval_s,
                                 "agent": tel.agent, "host": tel.host}

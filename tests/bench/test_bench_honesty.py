@@ -113,6 +113,25 @@ def test_the_bench_agent_matches_the_simulators_telemetry_loop():
         sim_capacity._same_signature(old, SimAgent._telemetry_loop, "_telemetry_loop")
 
 
+def test_sim_capacity_times_the_column_reads_the_simulated_agents_make():
+    """The simulated agent reads its node's columns (NodeAgent.columns): the benchmark's timed
+    source must note those reads, or a window's every sample reads as never taken."""
+    from fleetdeck.agents.agent import NodeAgent
+    from fleetdeck.agents.sim.world import SimWorld, WorldOptions
+    from fleetdeck.brokerurl import BrokerURL
+
+    world = SimWorld(WorldOptions(nodes=1, seed=1))
+    node = world.nodes[0]
+    agent = NodeAgent(cluster="b", node_id=node.node_id, source=node, url=BrokerURL("h", 1))
+    timed = sim_capacity.Timed(node, 1.0)
+    agent.source = timed  # as the benchmark swaps it in, after the agent is made
+    timed.start = time.monotonic() - 0.25
+    timed.window = (timed.start - 10, timed.start + 10)
+    world.step()
+    assert wire2.decode(agent.telemetry_payload()).keyframe
+    assert len(timed.lateness) == 1 and 0.25 <= timed.lateness[0] < 5
+
+
 @pytest.mark.parametrize("wire", [1, 2])
 def test_published_samples_are_valid_and_their_counters_move(wire: int) -> None:
     fleet = EvolvingFleet(6, "bench", bd_seq=1_700_000_000_000, personas=3, wire=wire)

@@ -5,11 +5,12 @@ import json
 import uuid
 
 import aiomqtt
+from msgspec.structs import replace
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.console.session import ConsoleSession
-from fleetdeck.protocol import fast
+from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.messages import AckResult, CommandOp
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import eventually
@@ -18,11 +19,21 @@ CLUSTER = "wire2"
 
 
 class Recorded(NodeAgent):
-    """A NodeAgent that remembers every sample it built, by seq, to compare with the console."""
+    """A NodeAgent that remembers every sample it built, by seq, to compare with the console:
+    the v2 agent's as the columns its simulated node hands the encoder (``NodeAgent.columns``)."""
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.samples: dict[int, fast.Telemetry] = {}
+        encode_columns = self.encoder.encode_columns
+
+        def recorded(tel: fast.Telemetry, gpus: wire2.Columns, ports: wire2.Columns,
+                     now: float) -> bytes:
+            self.samples[tel.seq] = replace(tel, gpus=wire2.rows_from(fast.GpuSample, gpus),
+                                            ib_ports=wire2.rows_from(fast.IbPortSample, ports))
+            return encode_columns(tel, gpus, ports, now)
+
+        self.encoder.encode_columns = recorded  # type: ignore[method-assign]
 
     def telemetry(self) -> fast.Telemetry:
         tel = super().telemetry()
