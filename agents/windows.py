@@ -109,8 +109,9 @@ class _Tracker:
     """One kind of component (IB ports, GPUs): each one's previous counters (the baseline of
     the next increment), the windows that hold something, and what the rows get meanwhile."""
 
-    __slots__ = ("_base", "_held", "_ident", "_key", "_key_columns", "_last_key", "_names",
-                 "_out", "_saturates", "_span_s", "_until", "_windows", "revision")
+    __slots__ = ("_base", "_held", "_ident", "_key", "_key_columns", "_last_columns",
+                 "_last_key", "_names", "_out", "_saturates", "_span_s", "_until", "_windows",
+                 "revision")
 
     def __init__(self, ident: int, key: tuple[str, ...], at: dict[str, int],
                  names: tuple[str, ...], span_s: float,
@@ -126,6 +127,9 @@ class _Tracker:
         self._base: dict[Ident, tuple[Any, ...]] = {}
         self._windows: dict[Ident, CountWindow] = {}
         self._last_key: tuple[Any, ...] | None = None
+        self._last_columns: tuple[Any, ...] | None = None
+        """The key's columns of the last sample read as columns (``apply_columns``) while
+        ``_last_key`` is its key; None after a sample read as rows."""
         self._out: dict[Ident, dict[str, int]] = {}
         self._until = 0
         """When ``_out`` must be made again: the earliest expiry of any window."""
@@ -145,6 +149,7 @@ class _Tracker:
                                                              dict[Ident, dict[str, int]]]:
         """The rows' keys and ``{component: counts}`` of the components with some. The common
         case — nothing moved, nothing due to expire — is one tuple comparison."""
+        self._last_columns = None
         return self._counts(tuple(map(self._key, rows)), now_ms)
 
     def _counts(self, key: tuple[Any, ...],
@@ -177,10 +182,21 @@ class _Tracker:
         """:meth:`apply` on :data:`Columns`: column ``at`` holds ``put(counts)`` on the rows
         whose component's window holds counts (the same list when none does). The same keys
         as the rows', so a sample of either kind follows one of the other."""
-        key = tuple(zip(*self._key_columns(cols), strict=True)) if cols else ()
-        key, counts = self._counts(key, now_ms)
+        columns = self._key_columns(cols) if cols else ()
+        key: tuple[Any, ...] | None = None
+        if columns != self._last_columns:
+            key, counts = self._counts(tuple(zip(*columns, strict=True)), now_ms)
+            self._last_columns = columns
+        else:
+            # The same key as the last sample's (``_last_key``): as ``_counts`` then, without
+            # making the rows' keys (one tuple per row) to compare.
+            if now_ms >= self._until:
+                self._refresh(now_ms)
+            counts = self._out
         if not counts:
             return cols
+        if key is None:
+            key = tuple(zip(*columns, strict=True))
         col = list(cols[at])
         n = self._ident
         for i, k in enumerate(key):
@@ -293,7 +309,7 @@ class _Tracker:
     def restore_nothing(self) -> None:
         """No baselines, no windows: the next sample is a first one."""
         self._base, self._windows, self._held = {}, {}, {}
-        self._last_key = None
+        self._last_key = self._last_columns = None
         self._out = {}
         self._until = 0
 
