@@ -6,6 +6,7 @@ move the nested columns, keyframes and row counts that change."""
 from typing import Any
 
 import msgspec
+import pytest
 from msgspec.structs import astuple, replace
 
 from fleetdeck.agents.agent import NodeAgent
@@ -133,3 +134,32 @@ def test_nested_columns_a_delta_moves_and_a_row_count_change_match_the_reference
         if 2 <= k < 8:
             assert b'"ecc.dbe_vol"' in got and b'"nvlink.replay"' in got
     assert mine.keyframes == ref.keyframes == 2
+
+
+def test_rows_given_as_columns_encode_as_the_rows_in_both_wires() -> None:
+    """``encode_columns`` (the simulator's columns, NodeAgent.columns) gives ``encode``'s
+    bytes, v1 included (rows made back from the columns)."""
+    for wire in (1, 2):
+        world, agents = faulted_world()
+        rows = [wire2.TelemetryEncoder(10.0, wire) for _ in agents]
+        cols = [wire2.TelemetryEncoder(10.0, wire) for _ in agents]
+        for _ in range(25):
+            world.step()
+            for agent, by_rows, by_cols in zip(agents, rows, cols, strict=True):
+                agent.columns = False
+                tel = agent.telemetry()
+                head = replace(tel, gpus=(), ib_ports=())
+                assert by_cols.encode_columns(
+                    head, wire2.columns_of(tel.gpus), wire2.columns_of(tel.ib_ports),
+                    agent.clock()) == by_rows.encode(tel, agent.clock()), (wire, agent.node_id)
+
+
+def test_columns_of_another_width_are_refused() -> None:
+    world, agents = faulted_world()
+    world.step()
+    tel = agents[0].telemetry()
+    enc = wire2.TelemetryEncoder(3600)
+    gpus, ports = wire2.columns_of(tel.gpus), wire2.columns_of(tel.ib_ports)
+    enc.encode_columns(tel, gpus, ports, 0.0)  # the keyframe
+    with pytest.raises(ValueError, match="columns"):
+        enc.encode_columns(tel, gpus[:-1], ports, 1.0)  # a field's column left out
