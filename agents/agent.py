@@ -123,11 +123,11 @@ class NodeAgent:
         """Told (node, sentence) once per such episode instead of the log (``RetryLog``)."""
         self.outbox = outbox or Outbox()
         self.encoder = wire2.TelemetryEncoder(keyframe_every_s, wire)
+        """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
         self.columns = True
         """A source that reads columns (``read_columns``: the simulator) hands them to the v2
         encoder without row Structs (docs/performance.md, "Simulator capacity"); False: read
         rows, as every other source (the tests hold the two to the same bytes)."""
-        """Telemetry as v1 or v2 (keyframes and deltas); op ``keyframe`` asks it for one."""
         self.windows = ErrorWindows()
         """The hour of IB errors and minute of PCIe replays this agent saw (agents/windows.py)."""
         self.command_key = command_key
