@@ -832,9 +832,10 @@ def _expand(cols: Columns, nested_at: tuple[tuple[int, str], ...],
     ``nested_at``, :data:`_GPU_NESTED`).
 
     ``known``: the keyframe's nested columns; an equal one (ECC, row remap and NVLink rarely
-    move) is not expanded again. The rows are turned into columns in C (``zip``) and only the
-    nested fields are looked at one by one: a Python loop over every field made them in
-    ~12 µs a sample, this in ~9.6 (docs/performance.md, "Simulator capacity")."""
+    move) is not expanded again. The columns come transposed in C (``zip``: :func:`columns_of`,
+    or the simulator's own) and only the nested fields are looked at one by one: a Python loop
+    over every field made them in ~12 µs a sample, this in ~9.6 (docs/performance.md,
+    "Simulator capacity")."""
     nested: _Nested = {}
     if not cols or not nested_at:
         return cols, nested
