@@ -267,3 +267,14 @@ def test_the_seek_benchmark_fails_loudly_on_a_recording_of_nothing(tmp_path):
     assert out.stderr.strip().splitlines()[-1].startswith(
         f"{FAILED} the replay shows no node: "), out.stderr
     assert out.stdout == ""
+
+
+def test_sim_sample_cost_measures_samples_or_says_it_measured_none():
+    run = [sys.executable, str(REPO / "bench" / "sim_sample_cost.py"), "--nodes", "4"]
+    ok = subprocess.run([*run, "--ticks", "1"], capture_output=True, text=True, timeout=120,
+                        check=False)
+    assert ok.returncode == 0 and "CPU µs a sample best" in ok.stdout, ok.stderr
+    none = subprocess.run([*run, "--ticks", "0"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert none.returncode == 1 and FAILED in none.stdout + none.stderr
+    assert "CPU µs" not in none.stdout
