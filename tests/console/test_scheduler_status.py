@@ -80,13 +80,10 @@ def test_its_will_makes_the_running_jobs_as_of_its_death():
     assert any("is offline: nothing answers a restart" in n for n in radius.notes)
 
 
-def test_the_overview_s_top_problems_say_the_scheduler_is_gone_over_a_healthy_fleet():
-    """The simulator's scheduler died with every node healthy: `status` led with "scheduler
-    … offline", the console's overview said "none: every node reports healthy" (a fault
-    audit). Its top problems say it first, as the incidents do."""
-    from fleetdeck.console.rows import top_problems
-    from fleetdeck.console.tui.screens.overview import top_problems_heading
-
+def scheduler_dies(job_state: JobState, before=None, faults=None) -> ConsoleSession:
+    """Four nodes (``faults`` on them), job 41 on two in ``job_state``; the scheduler, online,
+    dies 30 s in, and is judged 10 s later. ``before``: a check of the session that holds just
+    before it dies."""
     clock = Clock()
     ingest = Ingest(CLUSTER)
     session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
@@ -94,15 +91,26 @@ def test_the_overview_s_top_problems_say_the_scheduler_is_gone_over_a_healthy_fl
     fleet.birth(ingest)
     started = clock()
     ingest.handle(TOPIC, sched(True, started, clock), clock())
-    publish_job(ingest, job_status("41", fleet.names[:2], clock), clock)
+    publish_job(ingest, job_status("41", fleet.names[:2], clock, state=job_state), clock)
     for t in range(40):
         clock.advance(1.0)
-        fleet.telemetry(ingest)
+        fleet.telemetry(ingest, faults=faults or {})
         if t == 30:
             ingest.handle(TOPIC, sched(False, started, clock), clock())
         session.tick()
-        if t == 29:
-            assert top_problems(session.state) == ([], 0)
+        if t == 29 and before is not None:
+            assert before(session)
+    return session
+
+
+def test_the_overview_s_top_problems_say_the_scheduler_is_gone_over_a_healthy_fleet():
+    """The simulator's scheduler died with every node healthy: `status` led with "scheduler
+    … offline", the console's overview said "none: every node reports healthy" (a fault
+    audit). Its top problems say it first, as the incidents do."""
+    from fleetdeck.console.rows import top_problems
+    from fleetdeck.console.tui.screens.overview import top_problems_heading
+
+    session = scheduler_dies(JobState.R, lambda s: top_problems(s.state) == ([], 0))
     problems, nodes = top_problems(session.state)
     assert nodes == 0
     (p,) = problems
@@ -328,24 +336,11 @@ def test_the_scheduler_gone_has_one_place_in_the_overview_and_in_status():
     from fleetdeck.console.rows import top_problems
 
     for running in (True, False):
-        clock = Clock()
-        ingest = Ingest(CLUSTER)
-        session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
-        fleet = SynthFleet(4, clock)
-        fleet.birth(ingest)
-        started = clock()
-        ingest.handle(TOPIC, sched(True, started, clock), clock())
-        publish_job(ingest, job_status("41", fleet.names[:2], clock,
-                                       state=JobState.R if running else JobState.CD), clock)
-        idle = fleet.names[3]
-        for t in range(40):
-            clock.advance(1.0)
-            fleet.telemetry(ingest, faults={idle: port_down()})
-            if t == 30:
-                ingest.handle(TOPIC, sched(False, started, clock), clock())
-            session.tick()
+        idle = "gpu0004"
+        session = scheduler_dies(JobState.R if running else JobState.CD,
+                                 faults={idle: port_down()})
         problems, _ = top_problems(session.state)
         shown = [p.node for p in problems]
-        said = [i["key"] for i in fleet_summary(session.state, clock())["incidents"]]
+        said = [i["key"] for i in fleet_summary(session.state, session.clock())["incidents"]]
         assert shown == ["scheduler", idle], shown
         assert said == ["scheduler", f"node:{idle}"], said

@@ -5,23 +5,12 @@ why (a newcomer's run); each says the likely cause once (docs/reliability.md, "T
 one client id"), and the one left says when the takeovers stopped."""
 
 import time
-from pathlib import Path
 
 from tests.conftest import spawn, stop_process
+from tests.sim.sim_logs import wait_for_lines as wait_for
 
 AGENTS_SAID = "another client may be connected with the same client id fd-dup-gpu000"
 SCHED_SAID = "another client may be connected with the same client id fd-dup-sched"
-
-
-def wait_for(log: Path, lines: list[str], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        if all(line in text for line in lines):
-            return text
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {lines}; the sim said:\n{text}")
 
 
 def test_a_second_simulator_for_the_same_nodes_is_named_once_not_per_retry(mosquitto, tmp_path):

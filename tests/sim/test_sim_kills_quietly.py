@@ -1,9 +1,9 @@
 """`fleetdeck sim` whose scenario kills nodes: no unobserved task, no traceback on stderr."""
 
 import time
-from pathlib import Path
 
 from tests.conftest import spawn, stop_process
+from tests.sim.sim_logs import wait_for_lines
 
 SCENARIO = """\
 name = "kills"
@@ -22,17 +22,6 @@ at = "1s"
 fault = "agent_death"
 node = "gpu0003"
 """
-
-
-def wait_for_lines(log: Path, lines: list[str], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        if all(line in text for line in lines):
-            return text
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {lines}; the sim said:\n{text}")
 
 
 def test_a_scenario_that_kills_nodes_leaves_no_unretrieved_task_exception(mosquitto, tmp_path):
