@@ -147,11 +147,11 @@ class BlastRadius:
     """Of those, how many are DRAINING: their jobs still hold their GPUs, so a resume only
     cancels the drain and gives nothing back (docs/domain.md: DRAINING while the jobs run)."""
     gpus_failed: int = 0
-    """A drain's targets not drained yet: their GPUs failed already (``GpuUse.failed``), which
-    the drain does not take from the scheduler (``gpus`` counts those in use or free)."""
+    """Of a drain's ``gpus``, those status counts failed already (``GpuUse.failed``): the
+    scheduler still gives them work until the drain, but "free GPUs left" has them out."""
     gpus_out: int = 0
-    """And their sound GPUs already out of service: on a failed, offline or stale node
-    (``GpuUse.out``)."""
+    """And those status counts out already: on a failed, offline or stale node
+    (``GpuUse.out``; a silent agent's GPUs may be sound, and idle in the scheduler)."""
 
     @property
     def hostlist(self) -> str:
@@ -176,17 +176,17 @@ class BlastRadius:
             said.append(f"{self.drained} {'is' if one else 'are'} drained or draining "
                         f"already: {'its' if one else 'their'} GPUs are out")
         if self.op is CommandOp.DRAIN and (self.gpus_failed or self.gpus_out):
-            # A failed node's GPUs count out already (status, the overview): "1 node, 8 GPUs"
-            # beside an unchanged "48 free GPUs left" for an idle failed node told the
-            # on-call the drain cost capacity it does not (a newcomer's run).
+            # "1 node, 8 GPUs" beside an unchanged "48 free GPUs left" for an idle failed node
+            # read as a slip (a newcomer's run); "no GPU taken from service" was false from
+            # the scheduler's side, where that node is idle until the drain. Both are true:
+            # the scheduler stops using all 8, status counts them out already.
             out = self.gpus_failed + self.gpus_out
             how = [f"{self.gpus_failed} failed"] if self.gpus_failed else []
             if self.gpus_out:
                 how.append(f"{self.gpus_out} on a node that cannot take work")
-            said.append(f"{out} {'more ' if self.gpus else ''}GPU{'s' if out != 1 else ''} "
-                        f"out already: {', '.join(how)}")
-            if not self.gpus:
-                parts[1] = "no GPU taken from service"
+            which = ("it" if self.gpus == 1 else "them") if out == self.gpus else (
+                f"{out} of them")
+            said.append(f"status counts {which} out already: {', '.join(how)}")
         if said:
             parts[1] += f" ({'; '.join(said)})"
         if self.jobs:
@@ -418,11 +418,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             # A drain takes out only what is in service: "2 nodes, 16 GPUs" for a sick node
             # and one drained an hour ago overstated what the scheduler loses (a 3 a.m.
             # drive). A drain that replaces a reason keeps its node's GPUs out; it adds none.
-            # Nor does it take GPUs that status counts out already (``gpu_use``): failed
-            # ones, or all of a failed, offline or stale node's.
+            # The scheduler stops using all of a node not drained yet, whatever the console
+            # makes of them (in use, free, not heard yet, failed or out: ``gpu_use``); those
+            # status counts out already are said as such, "free GPUs left" stays as status.
             if st.drain.state is DrainState.NONE:
                 use = st.gpu_use()
-                gpus += use.usable + use.waiting
+                gpus += n_gpus
                 gpus_failed += use.failed
                 gpus_out += use.out
         elif op is not CommandOp.RESUME:

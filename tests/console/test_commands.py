@@ -267,10 +267,11 @@ def test_blast_radius(world):
         restart.jobs[0].line()
 
 
-def test_a_drain_of_a_failed_idle_node_takes_no_gpu_its_status_counts_out(world):
+def test_a_drain_of_a_failed_idle_node_takes_its_gpus_status_counts_out(world):
     """An idle node failed by XID 79 (7 of 8 GPUs visible): its radius said "1 node, 8 GPUs"
     beside an unchanged "free GPUs left", where status counts its GPUs failed or out already
-    (a newcomer's run). The drain takes what is in use or free; the rest is said as out."""
+    (a newcomer's run); then "no GPU taken from service", false for the scheduler, where the
+    node is idle and the drain takes its 8 GPUs away (a review). Both are said."""
     from msgspec.structs import replace
 
     from tests.tui.fleet import port_down
@@ -287,14 +288,15 @@ def test_a_drain_of_a_failed_idle_node_takes_no_gpu_its_status_counts_out(world)
     assert state.nodes["gpu0011"].verdict.value == "failed"
     free = blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock()).free_gpus_after
     xid = blast_radius(state, CommandOp.DRAIN, ["gpu0010"], clock())
-    assert xid.gpus == 0 and xid.free_gpus_after == free + 8
-    assert xid.summary() == ("1 node, no GPU taken from service (8 GPUs out already: 1 failed, "
+    assert xid.gpus == 8 and xid.free_gpus_after == free + 8
+    assert xid.summary() == ("1 node, 8 GPUs (status counts them out already: 1 failed, "
                              "7 on a node that cannot take work), no running jobs, "
                              f"{free + 8} free GPUs left")
     both = blast_radius(state, CommandOp.DRAIN, ["gpu0001", "gpu0010", "gpu0011"], clock())
-    assert both.gpus == 8 and both.free_gpus_after == free
-    assert both.summary().startswith("3 nodes, 8 GPUs (16 more GPUs out already: 1 failed, "
-                                     "15 on a node that cannot take work), no running jobs")
+    assert both.gpus == 24 and both.free_gpus_after == free
+    assert both.summary().startswith("3 nodes, 24 GPUs (status counts 16 of them out already: "
+                                     "1 failed, 15 on a node that cannot take work), "
+                                     "no running jobs")
     # A sound idle node's GPUs are free: its drain takes all 8, said as before.
     assert blast_radius(state, CommandOp.DRAIN, ["gpu0001"], clock()).summary().startswith(
         "1 node, 8 GPUs, no running jobs")
