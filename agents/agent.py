@@ -487,12 +487,18 @@ class NodeAgent:
                 if self._failing_since is None:
                     self._failing_since = time.monotonic()
                 accepted = self.connacks > accepted_before
-                if self.takeover.lost(accepted):
+                client_id = f"fd-{self.cluster}-{self.node_id}"
+                said = None
+                if self.takeover.lost(accepted, timed_out="timed out" in str(err).lower()):
                     # Every line said "lost the connection … retrying", a second a node, and
                     # never why: a second simulator for the same nodes (a newcomer's run).
                     said = self.takeover.sentence(
-                        self.url, f"fd-{self.cluster}-{self.node_id}",
-                        "a second agent or simulator for the same node")
+                        self.url, client_id, "a second agent or simulator for the same node")
+                elif accepted and self.takeover.remind():
+                    # Said once, then silence: a broker that dropped the agent for good (an
+                    # oversize packet) read as quiet while nothing went out (a review).
+                    said = self.takeover.reminder(self.url, client_id)
+                if said is not None:
                     if self.on_takeover is not None:
                         self.on_takeover(self.node_id, said)
                     else:
@@ -628,7 +634,7 @@ class NodeAgent:
             self._rearm_if_stale()
             if self.on_takeover is None and self.takeover.ended():
                 log.warning("%s: connected to the MQTT broker at %s for %g s now: the "
-                            "takeovers stopped", self.node_id, self.url, self.takeover.short_s)
+                            "takeovers stopped", self.node_id, self.url, self.takeover.end_s)
 
     async def _flush_events(self, client: aiomqtt.Client) -> None:
         for draft in self.source.take_events():

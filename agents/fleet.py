@@ -68,7 +68,7 @@ from fleetdeck.protocol.messages import (
 )
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
 from fleetdeck.runtime import tune_gc
-from fleetdeck.takeover import TakeoverWatch
+from fleetdeck.takeover import TAKEOVER_REMIND_S, TakeoverWatch
 
 log = logging.getLogger("fleetdeck.sim")
 
@@ -297,6 +297,9 @@ class RetryLog:
         """The first failed connect since the fleet was last all connected (``back``)."""
         self.takeover_said = False
         """A takeover episode was said (``takeover``): not again until it ends."""
+        self._takeover_at = 0.0
+        """When ``takeover`` last said something: one line for the fleet's agents at most
+        every ``TAKEOVER_REMIND_S``, each agent's reminders (``TakeoverWatch.remind``) too."""
 
     def __call__(self, node_id: str, why: str, delay_s: float) -> None:
         self._failing[node_id] = why
@@ -314,10 +317,12 @@ class RetryLog:
 
     def takeover(self, node_id: str, said: str) -> None:
         """An agent's connections keep being taken over (``NodeAgent.takeover``): one line for
-        the fleet's episode, by the first agent to tell, and its retries go unsaid."""
-        if self.takeover_said:
+        the fleet's episode, by the first agent to tell, and its retries go unsaid; a reminder
+        while it lasts."""
+        now = self.clock()
+        if self.takeover_said and now - self._takeover_at < TAKEOVER_REMIND_S:
             return
-        self.takeover_said = True
+        self.takeover_said, self._takeover_at = True, now
         log.warning("%s (and any other agent of this simulator that keeps losing its "
                     "connection): %s", node_id, said)
 
@@ -511,7 +516,7 @@ class Fleet:
                 node.take_events()
         if self.sched_takeover.ended():
             log.warning("scheduler: connected to the MQTT broker at %s for %g s now: the "
-                        "takeovers stopped", self.url, self.sched_takeover.short_s)
+                        "takeovers stopped", self.url, self.sched_takeover.end_s)
         if self.lead:
             if (self.sched_connected.is_set()
                     and time.monotonic() - self._sched_beat >= SCHED_HEARTBEAT_S):
@@ -776,9 +781,11 @@ class Fleet:
                 delay = min(30.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
                 # "connection lost" of a broker it never reached read as an outage.
                 why = describe_mqtt_error(self.url, err).rstrip(".")
-                if takeover.lost(accepted):
+                if takeover.lost(accepted, timed_out="timed out" in str(err).lower()):
                     log.warning("scheduler: %s", takeover.sentence(
                         self.url, name, "a second simulator on this broker and cluster"))
+                elif accepted and takeover.remind():
+                    log.warning("scheduler: %s", takeover.reminder(self.url, name))
                 elif accepted and takeover.said:
                     pass  # said once for the episode: its retries are not news
                 elif attempt == 1 or attempt % 8 == 0:

@@ -87,7 +87,7 @@ def test_two_agents_for_one_node_say_so_once_each_not_per_retry(mosquitto, tmp_p
         assert after == before, after
         assert all(text.count(said) == 1 for text in after), after
         stop_process(procs[1])
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a connection must hold 30 s (TAKEOVER_END_S)
         while "the takeovers stopped" not in logs[0].read_text(errors="replace"):
             assert time.monotonic() < deadline, logs[0].read_text()
             time.sleep(0.2)

@@ -35,7 +35,7 @@ def test_a_second_simulator_for_the_same_nodes_is_named_once_not_per_retry(mosqu
         # The one left says the takeovers stopped, or its log ends on the fight.
         text = wait_for(logs[0], ["scheduler: connected to the MQTT broker",
                                   "the takeovers stopped",
-                                  "all 2 agents connected to the broker"], timeout=30)
+                                  "all 2 agents connected to the broker"], timeout=60)
         assert text.count("the takeovers stopped") == 1, text
     finally:
         if second is not None:
