@@ -345,3 +345,40 @@ def test_report_names_every_node_of_an_interruption(tmp_path):
     assert res.returncode == 0, res.stderr
     row = next(line for line in res.stdout.splitlines() if line.startswith("2027"))
     assert "gpu[0017-0018,0020-0021,0024-0025]" in row, res.stdout
+
+
+def test_a_status_summary_group_wider_than_the_terminal_wraps_inside_its_brackets(monkeypatch):
+    """At 60 columns the GPUs group of 16,384 GPUs ("…, waiting 8)") is wider than a line:
+    the console broke it at the margin, "waiting 8)" at the start of a line with no indent (a
+    review). It wraps at a ", " of its bracket, indented deeper. And the verdict counts stay
+    together: at 80 columns "ok 2000" ended the first line and "degraded 16" began the next."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.summary import fleet_summary
+
+    node, state = _one_healthy_node()
+    summary = fleet_summary(state, node.now)
+    summary.update(cluster="demo", broker="mqtts://broker-a.prod.example.com:8883")
+    summary["totals"].update(nodes=2048, gpus=16384, gpus_in_use=15000, gpus_free=1000,
+                             gpus_failed=12, gpus_out=372, gpus_waiting=8, ib_ports=16384,
+                             ib_ports_up=16000, ib_ports_down=7, ib_ports_erroring=18,
+                             ib_ports_unknown=359)
+    summary["totals"]["by_verdict"].update(ok=2000, degraded=16, failed=4, stale=28)
+
+    def head(width):
+        monkeypatch.setenv("COLUMNS", str(width))  # a terminal's, not a pipe's
+        out = io.StringIO()
+        render_summary(summary, Console(file=out, width=width))
+        return out.getvalue().split("NODE")[0].rstrip("\n").splitlines()
+
+    narrow = head(60)
+    assert narrow[:4] == ["demo @ mqtts://broker-a.prod.example.com:8883: 2048 nodes",
+                          "  ok 2000  degraded 16  failed 4  stale 28",
+                          "  GPUs 16384 (in use 15000, free 1000, failed 12, out 372,",
+                          "    waiting 8)"], narrow
+    assert all(len(line) <= 60 and line.startswith("  ") for line in narrow[1:]), narrow
+    wide = head(80)
+    assert wide[:2] == ["demo @ mqtts://broker-a.prod.example.com:8883: 2048 nodes",
+                        "  ok 2000  degraded 16  failed 4  stale 28"], wide
+    monkeypatch.delenv("COLUMNS")

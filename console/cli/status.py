@@ -253,34 +253,62 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  … {len(held) - INCIDENTS_SHOWN} more (status --json has them all)")
 
 
-def packed(groups: Sequence[str], width: int, indent: str = "  ") -> list[str]:
+def packed(groups: Sequence[str | Sequence[str]], width: int, indent: str = "  ") -> list[str]:
     """Rich markup ``groups`` two spaces apart, as many to a line as ``width`` takes, the next
     lines indented: at 80 columns the summary line broke inside a group, "GPUs 512" on one
-    line and "(in use 432, …)" on the next (a newcomer's run). A group wider than a line is
-    left to the console's wrapping; a pipe's width takes them all on one line."""
+    line and "(in use 432, …)" on the next (a newcomer's run). A group is a string, or its
+    pieces to keep two spaces apart (the verdict counts: "ok 2000" alone ended a line, its
+    "degraded 16" began the next). A group wider than a line is split between its pieces, or
+    a string's bracketed part at its ", ", the rest indented deeper: left to the console, a
+    60-column terminal broke "(…, out 372," from "waiting 8)" at the margin (a review). A
+    pipe's width takes them all on one line."""
     lines: list[str] = []
     line, used = "", 0
     for group in groups:
-        n = Text.from_markup(group).cell_len
-        if line and used + 2 + n > width:
+        pieces, sep = (_bracketed(group), " ") if isinstance(group, str) else (list(group), "  ")
+        text = sep.join(pieces)
+        n = _cells(text)
+        if line and used + 2 + n <= width:
+            line, used = f"{line}  {text}", used + 2 + n
+            continue
+        lead = indent if line or lines else ""
+        if line:
             lines.append(line)
-            line, used = indent + group, len(indent) + n
-        elif line:
-            line, used = f"{line}  {group}", used + 2 + n
-        else:
-            line, used = group, n
+        if len(lead) + n <= width or len(pieces) == 1:
+            line, used = lead + text, len(lead) + n  # one piece wider than a line: the console's
+            continue
+        line, used = lead + pieces[0], len(lead) + _cells(pieces[0])
+        for piece in pieces[1:]:
+            m = _cells(piece)
+            if used + len(sep) + m > width:
+                lines.append(line)
+                line, used = lead + indent + piece, len(lead + indent) + m
+            else:
+                line, used = line + sep + piece, used + len(sep) + m
     if line:
         lines.append(line)
     return lines
+
+
+def _cells(markup: str) -> int:
+    return Text.from_markup(markup).cell_len
+
+
+def _bracketed(group: str) -> list[str]:
+    """A plain group "GPUs 512 (in use 432, free 48)" as the pieces it may wrap between, one
+    space apart: "GPUs 512 (in use 432,", "free 48)"; one piece without such a part."""
+    head, bracket, inner = group.partition(" (")
+    if not bracket or not inner.endswith(")") or ", " not in inner:
+        return [group]
+    parts = inner[:-1].split(", ")
+    return ([f"{head} ({parts[0]},"] + [f"{p}," for p in parts[1:-1]] + [f"{parts[-1]})"])
 
 
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
     console = table_console(console)
     t = summary["totals"]
-    verdicts = "  ".join(
-        f"[{VERDICT_STYLE[v]}]{v} {n}[/]" for v, n in t["by_verdict"].items() if n
-    ) or "no nodes"
+    verdicts = [f"[{VERDICT_STYLE[v]}]{v} {n}[/]" for v, n in t["by_verdict"].items() if n]
     where = escape(str(summary.get("broker") or summary.get("source") or ""))
     # A silent node's ports are neither up nor down: say how many, or 0/512 reads as an outage.
     unknown = t.get("ib_ports_unknown", 0)
@@ -292,7 +320,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     groups = [
         f"[b]{escape(summary['cluster'])}[/] @ {where}: {t['nodes']} "
         f"node{'' if t['nodes'] == 1 else 's'}",
-        *verdicts.split("  "),
+        verdicts or "no nodes",
         f"GPUs {t['gpus']} (in use {t['gpus_in_use']}, free {t['gpus_free']}, "
         f"failed {t['gpus_failed']}, out {t['gpus_out']}"
         f"{f', waiting {waiting}' if waiting else ''})",
