@@ -51,7 +51,6 @@ from fleetdeck.agents.sim.clock import TelemetryClock
 from fleetdeck.agents.sim.mqtt import GmqttSession
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.scenario import Scenario
-from fleetdeck.agents.sim.scheduler import SCHED_HEARTBEAT_S
 from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
@@ -59,6 +58,7 @@ from fleetdeck.agents.state import StateStore
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
+    SCHED_HEARTBEAT_S,
     Ack,
     AckResult,
     Command,

@@ -212,10 +212,12 @@ class Batch:
     digests: dict[str, tuple[float, fast.Digest]] = field(default_factory=dict)
     """Collectors' digests per node (a console on digests applies them; latest wins)."""
     collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
-    scheduler: tuple[float, SchedulerStatus] | None = None
-    """The scheduler's latest birth or will (``sched/status``)."""
-    scheduler_cleared: bool = False
-    """Its retained presence was cleared (an empty payload) before ``scheduler``, if any."""
+    scheduler: list[tuple[float, SchedulerStatus | None]] = field(default_factory=list)
+    """The scheduler's births, wills and goodbyes (``sched/status``), None where its retained
+    presence was cleared (an empty payload), in order: ``FleetState.apply`` weighs each by the
+    one counted before it. Only the last kept, a batch of one process's birth and another's
+    late will read offline with an incident, the same two in two ticks online: the TUI and a
+    ``status`` ticking at other moments disagreed (a review)."""
     commands: list[tuple[float, Command]] = field(default_factory=list)
     """Operators' drain, resume and restart commands a recording holds (a replay only:
     ``Ingest.hears_commands``), in order."""
@@ -365,8 +367,7 @@ class Ingest:
         if parsed.kind is Kind.SCHED_STATUS and not payload:
             # A retained presence cleared (a scheduler retired for good): as never heard, not
             # malformed, or its will raised an incident for ever (docs/protocol.md).
-            self._batch.scheduler_cleared = True
-            self._batch.scheduler = None
+            self._batch.scheduler.append((rx_ts, None))
             return
         if parsed.kind is Kind.JOB and not payload:
             # A cleared retained status: the job is gone, not a malformed message (a job
@@ -590,7 +591,7 @@ class Ingest:
                 if self.scope is not None:
                     self.scope.observe(msg, rx_ts)
             case SchedulerStatus():
-                b.scheduler = (rx_ts, msg)
+                b.scheduler.append((rx_ts, msg))
             case JobStatus():
                 if msg.job_id != subject:
                     b.messages -= 1

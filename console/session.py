@@ -1238,7 +1238,7 @@ class ConsoleSession:
                     jobs=new.jobs, jobs_passed=new.jobs_passed, jobs_withdrawn=new.jobs_withdrawn,
                     superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
-                    scheduler=new.scheduler, scheduler_cleared=new.scheduler_cleared)
+                    scheduler=new.scheduler)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:

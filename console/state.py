@@ -47,6 +47,7 @@ from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, Telemetry
 from fleetdeck.protocol.messages import (
     RESUMED,
+    SCHED_HEARTBEAT_S,
     Ack,
     CollectorStatus,
     DrainInfo,
@@ -100,6 +101,15 @@ client it disconnects, and this console gets those of the clients dropped before
 console saw the loss (a tick late at most, 0.5 s, and a slow tick) are the broker's, not the
 nodes': they are undone (``lose_sight``), and an offline verdict a will made is not reported
 until it is this old with the connection still up. Measured: docs/reliability.md."""
+
+SCHED_REPLAY_S = 2 * SCHED_HEARTBEAT_S
+"""A birth whose ``ts`` is older than the scheduler's newest word (``sched_newest_ts``) by more
+than this is a replay, not a live process: a broker restored from an older save of its retained
+messages (mosquitto's autosave) replayed a replaced process's last birth after its successor's
+will, and counted, a dead scheduler read online for ever with no incident (a review). Twice the
+heartbeat: live births come that often, so room for two hosts' clocks in a bridge's fail-over
+and a slow delivery; a process that speaks twice, its ``ts`` moving, counts whatever its clock
+(docs/protocol.md, "Scheduler status")."""
 
 Blind = tuple[float, float | None]
 """(since, until) of the console's last time without a broker connection, ``until`` including
@@ -986,6 +996,9 @@ class FleetState:
         believed until it holds after the broker is back (a new birth clears it)."""
         self.scheduler_since: float = 0.0
         """Receive time of the scheduler's last change between online and offline."""
+        self._sched_replayed: tuple[int, int] | None = None
+        """(``started``, ``ts``) of the last birth not counted as a replay (``SCHED_REPLAY_S``):
+        the same process heard again, its ``ts`` later, is live."""
         self.revisions = 0
         """Node data changes since the state began (the sum of every ``revision`` bump)."""
         self.shape_revisions = 0
@@ -1143,6 +1156,36 @@ class FleetState:
         assert self.blind is not None, "not blind"
         return self.lost_at if self.lost_at is not None else self.blind[0]
 
+    def _hear_scheduler(self, rx: float, sched: SchedulerStatus) -> None:
+        """One birth, will or goodbye of the scheduler (``sched/status``) heard at ``rx``."""
+        was = self.scheduler
+        if (sched.online and was is not None
+                and not (was.online and sched.started == was.started)  # its heartbeat
+                and sched.ts < max(self.sched_newest_ts, was.ts) - SCHED_REPLAY_S * 1000):
+            # A broker's replay of an older save (SCHED_REPLAY_S), unless the same process
+            # spoke before, its clock moving since: a live one on a host whose clock lags.
+            replayed = self._sched_replayed
+            self._sched_replayed = (sched.started, sched.ts)
+            if replayed is None or replayed[0] != sched.started or replayed[1] >= sched.ts:
+                return
+        self._sched_replayed = None
+        self.sched_heard_at = max(self.sched_heard_at, rx)
+        if sched.online:
+            self.sched_newest_ts = max(self.sched_newest_ts, sched.ts)
+        # The newest word of a live process counts, whatever its start; a will or goodbye only
+        # from the process counted (docs/protocol.md, "Scheduler status"). By start alone, a
+        # duplicate simulator that died unheard outranked the real scheduler's births and its
+        # will: no incident when it died, where status, reading the retained will, said it
+        # was gone (a newcomer's run).
+        if was is None or sched.online or sched.started == was.started:
+            if was is None or was.online is not sched.online:
+                self.scheduler_since = rx
+            self.scheduler = sched
+            # A will that comes with the console's own loss of the broker: its shutdown's.
+            blind = self.blind
+            self.scheduler_will_doubted = (not sched.online and blind is not None
+                                           and rx >= blind[0] - WILL_BURST_S)
+
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
         from here until the agents have had time to reconnect after it is back, silence is
@@ -1299,27 +1342,11 @@ class FleetState:
             # id (the header said "2 collectors" with three running, as ShardScope.observe).
             if held is None or col.started >= held.started or (col.online and not held.online):
                 self.collectors[name] = col
-        if batch.scheduler_cleared:
-            self.scheduler, self.scheduler_will_doubted = None, False
-        if batch.scheduler is not None:
-            rx, sched = batch.scheduler
-            self.sched_heard_at = max(self.sched_heard_at, rx)
-            if sched.online:
-                self.sched_newest_ts = max(self.sched_newest_ts, sched.ts)
-            was = self.scheduler
-            # The newest word of a live process counts, whatever its start; a will or goodbye
-            # only from the process counted (docs/protocol.md, "Scheduler status"). By start
-            # alone, a duplicate simulator that died unheard outranked the real scheduler's
-            # births and its will: no incident when it died, where status, reading the
-            # retained will, said it was gone (a newcomer's run).
-            if was is None or sched.online or sched.started == was.started:
-                if was is None or was.online is not sched.online:
-                    self.scheduler_since = rx
-                self.scheduler = sched
-                # A will that comes with the console's own loss of the broker: its shutdown's.
-                blind = self.blind
-                self.scheduler_will_doubted = (not sched.online and blind is not None
-                                               and rx >= blind[0] - WILL_BURST_S)
+        for rx, sched in batch.scheduler:  # each in order: one tick or several read the same
+            if sched is None:  # its retained presence cleared
+                self.scheduler, self.scheduler_will_doubted = None, False
+            else:
+                self._hear_scheduler(rx, sched)
         for _rx, ev in batch.events:
             if (self.remember_event(ev) and ev.kind == "drain"
                     and ev.message.startswith(RESUMED)):

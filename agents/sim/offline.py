@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.sim.rates import Fault, RateTable, Schedule, describe, expected
-from fleetdeck.agents.sim.scheduler import SCHED_HEARTBEAT_S, SimJob
+from fleetdeck.agents.sim.scheduler import SimJob
 from fleetdeck.agents.sim.spec import Action
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import JobState, SchedulerStatus
+from fleetdeck.protocol.messages import SCHED_HEARTBEAT_S, JobState, SchedulerStatus
 from fleetdeck.protocol.topics import Kind, topic_for
 
 MAX_INTERVAL_S = 3600.0

@@ -53,10 +53,6 @@ SLOWEST_PUBLISHED = 8
 DEFAULT_HANG_TIMEOUT_S = 30.0
 """NCCL's watchdog defaults to minutes; 30 s keeps demos and tests short ([fleet] hang_timeout)."""
 RESTART_ACK_TIMEOUT_S = 30.0
-SCHED_HEARTBEAT_S = 30.0
-"""The scheduler republishes its presence (``sched/status`` online) this often, live and in
-the offline simulator's recordings: a console judges a job hung only while it hears the
-scheduler (docs/protocol.md, "Scheduler status")."""
 TERMINAL = frozenset({JobState.CD, JobState.F, JobState.NF, JobState.CA})
 
 

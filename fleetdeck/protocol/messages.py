@@ -474,6 +474,13 @@ class JobStatus(_Versioned):
     ts: TsMs
 
 
+SCHED_HEARTBEAT_S = 30.0
+"""The simulated scheduler republishes its presence (``sched/status`` online) this often, live
+and in the offline simulator's recordings: a console judges a job hung only while it hears the
+scheduler, and weighs a birth by how far its ``ts`` lags the scheduler's newest word
+(docs/protocol.md, "Scheduler status")."""
+
+
 class SchedulerStatus(_Versioned):
     """Retained, QoS 1, on ``sched/status``: ``online=true`` when the scheduler (or its bridge)
     connects, and its Last Will ``online=false``. Job statuses are retained: without this a
@@ -482,7 +489,8 @@ class SchedulerStatus(_Versioned):
 
     online: bool
     started: TsMs
-    """The scheduler process's start (ms): a will of an older process loses to a newer birth."""
+    """The scheduler process's start (ms): which process says it (its birth, will and goodbye
+    carry the same; docs/protocol.md, "Scheduler status")."""
     name: ShortText = ""
     """What runs it (``sim``, ``slurm-bridge``), for people."""
     jobs: U32 | None = None

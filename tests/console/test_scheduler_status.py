@@ -16,9 +16,10 @@ from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, p
 TOPIC = topic_for(CLUSTER, Kind.SCHED_STATUS)
 
 
-def sched(online: bool, started: float, clock: Clock) -> bytes:
+def sched(online: bool, started: float, clock: Clock, ts: float | None = None) -> bytes:
     return codec.encode(SchedulerStatus(online=online, started=int(started * 1000),
-                                        name="slurm-bridge", ts=int(clock() * 1000)))
+                                        name="slurm-bridge",
+                                        ts=int((clock() if ts is None else ts) * 1000)))
 
 
 def world() -> tuple[Clock, Ingest, ConsoleSession]:
@@ -144,7 +145,8 @@ def test_a_dead_duplicate_scheduler_does_not_outrank_the_real_one():
     real, duplicate = clock() - 600, clock() - 60
     ingest.handle(TOPIC, sched(True, real, clock), clock())
     session.tick()
-    for _ in range(3):  # each connect takes the other's session, and says its birth
+    for _ in range(3):  # each connect takes the other's session, and says its birth (the
+        # loser's will, which mosquitto sends on every takeover: test_a_fight_of_two_…)
         clock.advance(1.0)
         ingest.handle(TOPIC, sched(True, duplicate, clock), clock())
         session.tick()
@@ -154,8 +156,9 @@ def test_a_dead_duplicate_scheduler_does_not_outrank_the_real_one():
     clock.advance(1.0)
     ingest.handle(TOPIC, sched(True, duplicate, clock), clock())  # its last word
     session.tick()
-    # The duplicate exits unheard (its session was taken over: no goodbye, no will); the
-    # broker restarts with nothing retained; the real one says its birth again.
+    # The duplicate is killed as the broker restarts with nothing retained: its will goes
+    # with the broker, unheard (not with a takeover: mosquitto sends the loser's will on every
+    # one). The real one says its birth again.
     clock.advance(20.0)
     session.state.lose_sight(clock())
     clock.advance(5.0)
@@ -205,6 +208,125 @@ def test_a_goodbye_of_a_duplicate_scheduler_is_not_the_live_one_s():
     out = fleet_summary(session.state, clock())
     assert out["scheduler"]["online"] is True
     assert "scheduler" not in {i["kind"] for i in out["incidents"]}
+
+
+def scheduler_incidents(out: dict) -> list[dict]:
+    return [i for i in out["incidents"] if i["kind"] == "scheduler"]
+
+
+def test_an_old_birth_a_restored_broker_replays_does_not_bring_a_dead_scheduler_back():
+    """P1 ran, P2 replaced it and was SIGKILLed; the broker restarted from an older save of its
+    retained messages and replayed P1's last birth: the console, counting any live process's
+    birth, said online with no incident, for ever (a review). A birth older than the
+    scheduler's newest word by more than SCHED_REPLAY_S is a replay."""
+    clock, ingest, session = world()
+    p1 = clock() - 600
+    ingest.handle(TOPIC, sched(True, p1, clock), clock())
+    session.tick()
+    saved = sched(True, p1, clock)  # the retained birth in the broker's older save
+    clock.advance(1.0)
+    p2 = clock()
+    p2_will = sched(False, p2, clock)  # set at its connect, as a Last Will is
+    for _ in range(5):  # its birth, then its heartbeat
+        ingest.handle(TOPIC, sched(True, p2, clock), clock())
+        session.tick()
+        clock.advance(30.0)
+    ingest.handle(TOPIC, p2_will, clock())
+    clock.advance(5.0)
+    session.tick()
+    assert len(scheduler_incidents(fleet_summary(session.state, clock()))) == 1
+    for _restart in range(2):  # once, and again: the save still holds it
+        session.state.lose_sight(clock())
+        clock.advance(5.0)
+        session.state.regain_sight(clock())
+        ingest.handle(TOPIC, saved, clock())
+        clock.advance(10.0)
+        session.tick()
+        out = fleet_summary(session.state, clock())
+        assert out["scheduler"]["online"] is False and out["scheduler"]["jobs_running"] == ["41"]
+        (inc,) = scheduler_incidents(out)
+        assert inc["severity"] == "error"
+
+
+def test_a_new_scheduler_whose_clock_lags_counts_once_it_speaks_again():
+    """A bridge's fail-over to a host whose clock is 5 min behind: its first birth reads as a
+    replay (SCHED_REPLAY_S), its heartbeat, ``ts`` moving, as the live process it is."""
+    clock, ingest, session = world()
+    p2 = clock()
+    for _ in range(3):
+        ingest.handle(TOPIC, sched(True, p2, clock), clock())
+        session.tick()
+        clock.advance(30.0)
+    ingest.handle(TOPIC, sched(False, p2, clock), clock())
+    clock.advance(5.0)
+    session.tick()
+    lag = 300.0
+    p3 = clock() - lag
+    ingest.handle(TOPIC, sched(True, p3, clock, ts=clock() - lag), clock())
+    clock.advance(5.0)
+    session.tick()
+    assert fleet_summary(session.state, clock())["scheduler"]["online"] is False
+    clock.advance(25.0)
+    ingest.handle(TOPIC, sched(True, p3, clock, ts=clock() - lag), clock())
+    clock.advance(5.0)
+    session.tick()
+    out = fleet_summary(session.state, clock())
+    assert out["scheduler"]["online"] is True and not scheduler_incidents(out)
+
+
+def test_a_birth_and_an_old_process_s_will_in_one_tick_read_as_in_two():
+    """P2's birth and P1's late will in one ingest batch: only the last was kept, offline with
+    an incident; in two ticks, online. The TUI and `status` tick at other moments: they
+    disagreed (a review). Each is applied, in order."""
+    said = []
+    for one_tick in (True, False):
+        clock, ingest, session = world()
+        p1 = clock() - 600
+        ingest.handle(TOPIC, sched(True, p1, clock), clock())
+        session.tick()
+        clock.advance(1.0)
+        ingest.handle(TOPIC, sched(True, clock(), clock), clock())
+        if not one_tick:
+            session.tick()
+        clock.advance(0.2)
+        ingest.handle(TOPIC, sched(False, p1, clock), clock())  # keepalive expired: P1's will
+        clock.advance(5.0)
+        session.tick()
+        out = fleet_summary(session.state, clock())
+        said.append((out["scheduler"]["online"], len(scheduler_incidents(out))))
+    assert said == [(True, 0), (True, 0)]
+
+
+def test_a_fight_of_two_schedulers_leaves_the_console_on_the_one_that_stays():
+    """Two simulators with one client id take each other's session every second, and
+    mosquitto sends the loser's will each time, before or after the winner's birth. The later
+    one gives up: the console counts the one that stays, and its death is an incident."""
+    for will_first in (True, False):
+        clock, ingest, session = world()
+        stays, quits = clock() - 600, clock() - 60
+        ingest.handle(TOPIC, sched(True, stays, clock), clock())
+        session.tick()
+        for i in range(10):
+            winner, loser = (quits, stays) if i % 2 == 0 else (stays, quits)
+            clock.advance(1.0)
+            said = [sched(False, loser, clock), sched(True, winner, clock)]
+            for msg in said if will_first else reversed(said):
+                ingest.handle(TOPIC, msg, clock())
+            session.tick()
+        # `quits` lost the last round and exits; `stays` runs on, heard each heartbeat.
+        for _ in range(3):
+            clock.advance(30.0)
+            ingest.handle(TOPIC, sched(True, stays, clock), clock())
+            session.tick()
+        out = fleet_summary(session.state, clock())
+        assert out["scheduler"]["online"] is True, will_first
+        assert not scheduler_incidents(out)
+        clock.advance(10.0)
+        ingest.handle(TOPIC, sched(False, stays, clock), clock())
+        clock.advance(5.0)
+        session.tick()
+        (inc,) = scheduler_incidents(fleet_summary(session.state, clock()))
+        assert inc["severity"] == "error"
 
 
 def test_a_will_sent_with_a_broker_s_shutdown_is_not_a_dead_scheduler():
