@@ -702,6 +702,9 @@ class Fleet:
             # does not run are cleared (_clear_foreign_job), or consoles show them running.
             topics = [topic_for(cluster, Kind.SCHED_CMD), inject_topic(cluster),
                       topic_for(cluster, Kind.JOB, "+")]
+            # Its presence too: another's word there is answered with its birth
+            # (_on_presence), so the retained one is the live scheduler's.
+            topics.append(topic_for(cluster, Kind.SCHED_STATUS))
             if self.spread:
                 topics.append(ctl_up_topic(cluster))
         else:
@@ -804,11 +807,15 @@ class Fleet:
         inj_topic = inject_topic(self.opts.cluster)
         ctl = (ctl_topic(self.opts.cluster), ctl_up_topic(self.opts.cluster))
         job_prefix = topic_for(self.opts.cluster, Kind.JOB, "")[:-len("/status")]
+        presence = topic_for(self.opts.cluster, Kind.SCHED_STATUS)
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             topic = str(message.topic)
             if topic == cmd_topic and self.lead:
                 self._on_command(payload)
+            elif topic == presence and self.lead:
+                if not message.retain:  # one met on subscribing: its connect's birth follows
+                    self._on_presence(payload)
             elif self.lead and topic.startswith(job_prefix):
                 if message.retain and payload:
                     self._clear_foreign_job(topic, topic[len(job_prefix):].partition("/")[0])
@@ -816,6 +823,19 @@ class Fleet:
                 self._on_inject(payload)
             elif topic in ctl:
                 self._on_ctl(topic, payload)
+
+    def _on_presence(self, payload: bytes) -> None:
+        """A word on ``sched/status`` that is not this scheduler's birth (the will of a process
+        it replaced, come when that one's keepalive ran out; a retained one cleared): its
+        birth again on the next tick, or the retained message stays a dead process's while
+        this one runs, and a console that reads only it (``status``) disagrees with one that
+        heard everything (docs/protocol.md, "Scheduler status")."""
+        try:
+            said = codec.decode(SchedulerStatus, payload) if payload else None
+        except codec.DecodeError:
+            said = None
+        if said is None or not said.online or said.started != self._sched_started:
+            self._sched_beat = float("-inf")  # the heartbeat's path: at most once a tick
 
     def _clear_foreign_job(self, topic: str, job_id: str) -> None:
         """A retained status of a job this scheduler does not run (a simulator killed and

@@ -8,7 +8,7 @@ from fleetdeck.agents.fleet import Fleet, FleetOptions, inject
 from fleetdeck.agents.sim.scenario import parse_scenario
 from fleetdeck.brokerurl import make_client
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Ack, Command, CommandOp, JobStatus, Status
+from fleetdeck.protocol.messages import Ack, Command, CommandOp, JobStatus, SchedulerStatus, Status
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import eventually
 
@@ -185,6 +185,46 @@ async def test_job_statuses_sent_again_after_a_broker_restart_keep_their_time(mo
         await eventually(fleet.sched_connected.is_set, 30, message="scheduler back")
         after = await asyncio.wait_for(retained(), 20)
         assert after.step == before.step and after.ts == before.ts, (before.ts, after.ts)
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 20)
+
+
+async def test_another_process_s_late_will_is_answered_with_its_birth(mosquitto):
+    """A bridge failed over to another host (another client id): the old connection's will
+    came when its keepalive ran out, after the new birth, and stayed retained: `status`,
+    reading it, said "scheduler offline" while a console that heard both said online (a
+    review). The scheduler answers a word on ``sched/status`` not its birth with its birth."""
+    url = mosquitto.url
+    fleet = Fleet(url, FleetOptions(cluster="late", nodes=2, interval_s=0.25, keepalive=5,
+                                    seed=3, scenario=SCENARIO))
+    stop = asyncio.Event()
+    runner = asyncio.create_task(fleet.run(stop))
+    presence = topic_for("late", Kind.SCHED_STATUS)
+
+    async def retained() -> SchedulerStatus:
+        async with make_client(url, f"late-{time.monotonic_ns()}") as c:
+            await c.subscribe(presence, qos=1)
+            async for m in c.messages:
+                assert isinstance(m.payload, bytes)
+                return codec.decode(SchedulerStatus, m.payload)
+        raise AssertionError("no scheduler status")
+
+    try:
+        await fleet.wait_connected(20)
+        mine = await asyncio.wait_for(retained(), 10)
+        assert mine.online
+        now = int(time.time() * 1000)
+        old_will = SchedulerStatus(online=False, started=now - 600_000, name="sim", ts=now - 5)
+        async with make_client(url, "late-old-host") as old:
+            await old.publish(presence, codec.encode(old_will), qos=1, retain=True)
+        deadline = time.monotonic() + 10
+        while True:
+            said = await asyncio.wait_for(retained(), 10)
+            if said.online and said.started == mine.started:
+                break
+            assert time.monotonic() < deadline, f"the old process's will stays: {said}"
+            await asyncio.sleep(0.2)
     finally:
         stop.set()
         await asyncio.wait_for(runner, 20)
