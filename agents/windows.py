@@ -149,7 +149,7 @@ class _Tracker:
                                                              dict[Ident, dict[str, int]]]:
         """The rows' keys and ``{component: counts}`` of the components with some. The common
         case — nothing moved, nothing due to expire — is one tuple comparison."""
-        self._last_columns = None
+        self._last_columns = None  # rows moved the baseline: the columns cache is stale
         return self._counts(tuple(map(self._key, rows)), now_ms)
 
     def _counts(self, key: tuple[Any, ...],

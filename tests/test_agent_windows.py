@@ -207,3 +207,18 @@ def test_saved_windows_that_do_not_read_start_empty(tmp_path, caplog) -> None:
     assert ew.restore(snap, 1500, "b") == ""
     [p] = ew.ports([_port(link_downed=3)], 2000)
     assert p.errors_1h == {"link_downed": 2}
+
+
+def test_a_port_read_as_columns_then_rows_then_columns_counts_every_flap():
+    """The columns' key cache is dropped by a sample read as rows: kept, a flap counted from
+    rows was compared again with the columns before it, and the hour lost one (a review;
+    an agent keeps one path, a test or a shadow read may not)."""
+    w = ErrorWindows()
+    p0 = IbPortSample(dev="mlx5_0", link_downed=0)
+    p1 = replace(p0, link_downed=1)
+    t = 1_700_000_000_000
+    w.columns([], wire2.columns_of([p0]), t)  # the baseline, as columns
+    w.ports([p1], t + 1000)  # a flap, read as rows
+    w.columns([], wire2.columns_of([p0]), t + 2000)  # counters cleared, as columns
+    _, ports = w.columns([], wire2.columns_of([p1]), t + 3000)  # a second flap
+    assert ports[wire2.PORT_FIELDS.index("errors_1h")] == ({"link_downed": 2},)

@@ -380,9 +380,11 @@ class SimNode:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        if "read" in cls.__dict__ and "read_columns" not in cls.__dict__:
-            # A node that reads its own way (a test's that logs an event at each read) is read
-            # that way: its columns would pass its ``read`` by.
+        if "read_columns" not in cls.__dict__ and (cls.read is not SimNode.read
+                                                   or cls.sample is not SimNode.sample):
+            # A node that reads its own way (a test's that logs an event at each read, a mixin's
+            # ``read``, its own ``sample``) is read that way: its columns would pass it by (a
+            # review: only a ``read`` of the class itself was seen).
             cls.columns = False
 
     def __init__(

@@ -807,7 +807,9 @@ _PADS: dict[tuple[type[Any], int, int], Columns] = {}
 def default_columns(cls: type[msgspec.Struct], start: int, n: int) -> Columns:
     """The :data:`Columns` of ``cls``'s fields from position ``start`` on, each at its default
     on ``n`` rows: what a source that makes only the leading fields appends. Shared: never
-    change one in place."""
+    change one in place, nor what a column holds (a field whose default is a factory, a
+    port's ``errors_1h`` dict, has one dict on every row of every node here, where rows built
+    as Structs have one each)."""
     pad = _PADS.get((cls, start, n))
     if pad is None:
         pad = _PADS[cls, start, n] = list(astuple(_empty(cls, n).top)[start:])
@@ -912,9 +914,14 @@ class TelemetryEncoder:
         if (kf is None or self._want or now - kf.at >= self.keyframe_every_s
                 or tel.bdSeq != kf.bd_seq or n_gpus != _n(kf.gpus)
                 or n_ports != _n(kf.ports)):
-            self._kf = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, gnest, pnest, tel.interval_s,
-                             tel.agent, tel.job, tel.host)
-            return self._keyframe(tel, gpus, ports, n_gpus, n_ports)
+            sent = _Sent(tel.seq, tel.bdSeq, now, gpus, ports, gnest, pnest, tel.interval_s,
+                         tel.agent, tel.job, tel.host)
+            out = self._keyframe(tel, gpus, ports, n_gpus, n_ports)
+            # Held only once encoded: columns of another width raise in ``_keyframe``, and a
+            # keyframe held from them made every later sample raise until the next one (a
+            # review).
+            self._kf = sent
+            return out
         self.deltas += 1
         body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
                                 "ts": tel.ts, "kf": kf.seq}
@@ -936,8 +943,6 @@ class TelemetryEncoder:
 
     def _keyframe(self, tel: fast.Telemetry, gpus: list[tuple[Any, ...]],
                   ports: list[tuple[Any, ...]], n_gpus: int, n_ports: int) -> bytes:
-        self._want = False
-        self.keyframes += 1
         dg, dp = self._default_columns(n_gpus, n_ports)
         body: dict[str, Any] = {"v": 2, "node": tel.node, "seq": tel.seq, "bdSeq": tel.bdSeq,
                                 "ts": tel.ts, "kf": tel.seq, "interval_s": tel.interval_s,
@@ -951,7 +956,10 @@ class TelemetryEncoder:
         if ports:
             body["p"] = {c.wire: v for c, v, d in zip(PORT_COLUMNS, ports, dp, strict=True)
                          if c.required or v != d}
-        return self._enc.encode(body)
+        out = self._enc.encode(body)
+        self._want = False
+        self.keyframes += 1
+        return out
 
     def _default_columns(self, n_gpus: int,
                          n_ports: int) -> tuple[list[tuple[Any, ...]], ...]:

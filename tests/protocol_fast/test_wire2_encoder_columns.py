@@ -163,3 +163,20 @@ def test_columns_of_another_width_are_refused() -> None:
     enc.encode_columns(tel, gpus, ports, 0.0)  # the keyframe
     with pytest.raises(ValueError):
         enc.encode_columns(tel, gpus[:-1], ports, 1.0)  # a field's column left out
+
+
+def test_a_refused_keyframe_leaves_the_encoder_as_it_was() -> None:
+    """Columns of another width for a keyframe raised, but the keyframe was held: every later
+    sample, well formed, raised too until the next keyframe (a review)."""
+    world, agents = faulted_world()
+    world.step()
+    tel = agents[0].telemetry()
+    gpus, ports = wire2.columns_of(tel.gpus), wire2.columns_of(tel.ib_ports)
+    enc = wire2.TelemetryEncoder(3600)
+    with pytest.raises(ValueError):
+        enc.encode_columns(tel, gpus[:-1], ports, 0.0)
+    assert enc.keyframes == 0
+    fresh = wire2.TelemetryEncoder(3600)
+    assert enc.encode_columns(tel, gpus, ports, 1.0) == fresh.encode_columns(tel, gpus, ports,
+                                                                             1.0)
+    assert enc.keyframes == 1

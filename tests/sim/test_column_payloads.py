@@ -143,3 +143,25 @@ def test_a_node_that_reads_its_own_way_is_read_that_way() -> None:
                       url=BrokerURL("127.0.0.1", 1), clock=lambda: 1_700_000_000.0)
     assert wire2.decode(agent.telemetry_payload()).keyframe
     assert calls == [1_700_000_000.0]
+
+
+def test_a_node_whose_read_or_sample_comes_from_elsewhere_is_read_its_way() -> None:
+    """Only a ``read`` of the subclass itself sent it to the row path: one from a mixin, or
+    its own ``sample``, was passed by (a review)."""
+
+    class Logging:
+        def read(self, now: float) -> Reading:
+            return super().read(now)  # type: ignore[misc, no-any-return]
+
+    class Mixed(Logging, SimNode):
+        pass
+
+    class Sampling(SimNode):
+        def sample(self, t: float, dt: float, t0: float, wall_ms: int) -> Reading:
+            return super().sample(t, dt, t0, wall_ms)
+
+    class Columns(SimNode):
+        pass
+
+    assert Mixed.columns is False and Sampling.columns is False
+    assert Columns.columns is SimNode.columns
