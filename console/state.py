@@ -1159,11 +1159,15 @@ class FleetState:
     def _hear_scheduler(self, rx: float, sched: SchedulerStatus) -> None:
         """One birth, will or goodbye of the scheduler (``sched/status``) heard at ``rx``."""
         was = self.scheduler
-        if (sched.online and was is not None
+        if (sched.online and was is not None and self.sightless(rx)
                 and not (was.online and sched.started == was.started)  # its heartbeat
                 and sched.ts < max(self.sched_newest_ts, was.ts) - SCHED_REPLAY_S * 1000):
             # A broker's replay of an older save (SCHED_REPLAY_S), unless the same process
             # spoke before, its clock moving since: a live one on a host whose clock lags.
+            # Only as this console (re)subscribes, when retained messages come: a birth heard
+            # on a connection that was up is live, a bridge that never speaks again included
+            # (a review: one whose clock lagged read offline for ever where status read it
+            # online).
             replayed = self._sched_replayed
             self._sched_replayed = (sched.started, sched.ts)
             if replayed is None or replayed[0] != sched.started or replayed[1] >= sched.ts:

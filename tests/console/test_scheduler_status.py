@@ -249,8 +249,9 @@ def test_an_old_birth_a_restored_broker_replays_does_not_bring_a_dead_scheduler_
 
 
 def test_a_new_scheduler_whose_clock_lags_counts_once_it_speaks_again():
-    """A bridge's fail-over to a host whose clock is 5 min behind: its first birth reads as a
-    replay (SCHED_REPLAY_S), its heartbeat, ``ts`` moving, as the live process it is."""
+    """A bridge's fail-over to a host whose clock is 5 min behind, its birth heard as this
+    console reconnects: it reads as a replay (SCHED_REPLAY_S), its heartbeat, ``ts`` moving,
+    as the live process it is."""
     clock, ingest, session = world()
     p2 = clock()
     for _ in range(3):
@@ -262,6 +263,9 @@ def test_a_new_scheduler_whose_clock_lags_counts_once_it_speaks_again():
     session.tick()
     lag = 300.0
     p3 = clock() - lag
+    session.state.lose_sight(clock())
+    clock.advance(5.0)
+    session.state.regain_sight(clock())
     ingest.handle(TOPIC, sched(True, p3, clock, ts=clock() - lag), clock())
     clock.advance(5.0)
     session.tick()
@@ -466,3 +470,30 @@ def test_the_scheduler_gone_has_one_place_in_the_overview_and_in_status():
         said = [i["key"] for i in fleet_summary(session.state, session.clock())["incidents"]]
         assert shown == ["scheduler", idle], shown
         assert said == ["scheduler", f"node:{idle}"], said
+
+
+def test_a_lagging_scheduler_heard_live_counts_at_once_though_it_never_speaks_again():
+    """A bridge that publishes its birth once (no heartbeat), on a host whose clock is 2 min
+    behind, heard while this console's connection was up: no replay (retained messages come
+    only as a console subscribes), so online at once, as a one-shot status reading it
+    retained says (a review: offline for ever)."""
+    clock, ingest, session = world()
+    p2 = clock()
+    for _ in range(4):
+        ingest.handle(TOPIC, sched(True, p2, clock), clock())
+        session.tick()
+        clock.advance(30.0)
+    ingest.handle(TOPIC, sched(False, p2, clock), clock())
+    clock.advance(5.0)
+    session.tick()
+    lag = 120.0
+    birth = sched(True, clock() - lag - 10, clock, ts=clock() - lag)
+    ingest.handle(TOPIC, birth, clock())
+    clock.advance(5.0)
+    session.tick()
+    out = fleet_summary(session.state, clock())
+    assert out["scheduler"]["online"] is True and not scheduler_incidents(out)
+    _, fresh_ingest, fresh = world()
+    fresh_ingest.handle(TOPIC, birth, fresh.clock())
+    fresh.tick()
+    assert fleet_summary(fresh.state, fresh.clock())["scheduler"]["online"] is True
