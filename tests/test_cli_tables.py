@@ -382,3 +382,12 @@ def test_a_status_summary_group_wider_than_the_terminal_wraps_inside_its_bracket
     assert wide[:2] == ["demo @ mqtts://broker-a.prod.example.com:8883: 2048 nodes",
                         "  ok 2000  degraded 16  failed 4  stale 28"], wide
     monkeypatch.delenv("COLUMNS")
+
+
+def test_a_group_after_a_split_one_starts_a_line_of_its_own():
+    """After a group split at its bracket's ", " the next group followed its deeper-indented
+    tail and read as part of it: "    unknown 359)  drained 3" (a review)."""
+    from fleetdeck.console.cli.status import packed
+
+    lines = packed(["head", "IB up 9/9 (down 1, erroring 2, unknown 359)", "dr 3"], 34)
+    assert lines == ["head", "  IB up 9/9 (down 1, erroring 2,", "    unknown 359)", "  dr 3"]

@@ -109,7 +109,7 @@ def test_an_episode_that_lasts_is_said_again_every_few_minutes():
 
 def test_a_simulators_agents_are_said_once_then_reminded_for_the_fleet(caplog):
     """A simulator's thousands of agents each remind every 5 min: one line for the fleet."""
-    from agents.fleet import RetryLog
+    from fleetdeck.agents.fleet import RetryLog
 
     clock = Clock()
     url = parse_broker_url("mqtt://broker.example:1883")

@@ -285,6 +285,10 @@ def packed(groups: Sequence[str | Sequence[str]], width: int, indent: str = "  "
                 line, used = lead + indent + piece, len(lead + indent) + m
             else:
                 line, used = line + sep + piece, used + len(sep) + m
+        # The next group on a line of its own: after a split group's deeper-indented tail it
+        # read as part of it ("    unknown 359)  drained 3", a review).
+        lines.append(line)
+        line, used = "", 0
     if line:
         lines.append(line)
     return lines
