@@ -210,6 +210,22 @@ def test_a_goodbye_of_a_duplicate_scheduler_is_not_the_live_one_s():
     assert "scheduler" not in {i["kind"] for i in out["incidents"]}
 
 
+def scheduler_lived_then_died(clock: Clock, ingest: Ingest, session: ConsoleSession,
+                              beats: int) -> float:
+    """A scheduler process heard ``beats`` times 30 s apart (its birth, then its heartbeat),
+    then its will, judged 5 s later: returns its start time."""
+    started = clock()
+    will = sched(False, started, clock)  # set at its connect, as a Last Will is
+    for _ in range(beats):
+        ingest.handle(TOPIC, sched(True, started, clock), clock())
+        session.tick()
+        clock.advance(30.0)
+    ingest.handle(TOPIC, will, clock())
+    clock.advance(5.0)
+    session.tick()
+    return started
+
+
 def scheduler_incidents(out: dict) -> list[dict]:
     return [i for i in out["incidents"] if i["kind"] == "scheduler"]
 
@@ -225,15 +241,7 @@ def test_an_old_birth_a_restored_broker_replays_does_not_bring_a_dead_scheduler_
     session.tick()
     saved = sched(True, p1, clock)  # the retained birth in the broker's older save
     clock.advance(1.0)
-    p2 = clock()
-    p2_will = sched(False, p2, clock)  # set at its connect, as a Last Will is
-    for _ in range(5):  # its birth, then its heartbeat
-        ingest.handle(TOPIC, sched(True, p2, clock), clock())
-        session.tick()
-        clock.advance(30.0)
-    ingest.handle(TOPIC, p2_will, clock())
-    clock.advance(5.0)
-    session.tick()
+    scheduler_lived_then_died(clock, ingest, session, beats=5)
     assert len(scheduler_incidents(fleet_summary(session.state, clock()))) == 1
     for _restart in range(2):  # once, and again: the save still holds it
         session.state.lose_sight(clock())
@@ -253,14 +261,7 @@ def test_a_new_scheduler_whose_clock_lags_counts_once_it_speaks_again():
     console reconnects: it reads as a replay (SCHED_REPLAY_S), its heartbeat, ``ts`` moving,
     as the live process it is."""
     clock, ingest, session = world()
-    p2 = clock()
-    for _ in range(3):
-        ingest.handle(TOPIC, sched(True, p2, clock), clock())
-        session.tick()
-        clock.advance(30.0)
-    ingest.handle(TOPIC, sched(False, p2, clock), clock())
-    clock.advance(5.0)
-    session.tick()
+    scheduler_lived_then_died(clock, ingest, session, beats=3)
     lag = 300.0
     p3 = clock() - lag
     session.state.lose_sight(clock())
@@ -478,14 +479,7 @@ def test_a_lagging_scheduler_heard_live_counts_at_once_though_it_never_speaks_ag
     only as a console subscribes), so online at once, as a one-shot status reading it
     retained says (a review: offline for ever)."""
     clock, ingest, session = world()
-    p2 = clock()
-    for _ in range(4):
-        ingest.handle(TOPIC, sched(True, p2, clock), clock())
-        session.tick()
-        clock.advance(30.0)
-    ingest.handle(TOPIC, sched(False, p2, clock), clock())
-    clock.advance(5.0)
-    session.tick()
+    scheduler_lived_then_died(clock, ingest, session, beats=4)
     lag = 120.0
     birth = sched(True, clock() - lag - 10, clock, ts=clock() - lag)
     ingest.handle(TOPIC, birth, clock())
