@@ -205,6 +205,23 @@ def test_agents_stopped_cleanly_are_not_a_network_fault():
         "agent offline (Last Will)"]
 
 
+def test_a_fleet_silence_of_warn_comes_before_a_nodes_error_everywhere():
+    """Every agent stopped cleanly is only a warning, yet it comes first, above a lost GPU on a
+    node still heard: while the fleet is silent every other verdict is as of then. One order
+    in the incidents, `status --json` and the overview's top problems."""
+    from fleetdeck.console.rows import top_problems
+
+    silent = [f"gpu{i:04d}" for i in range(1, 25)]
+    session = run(32, {"gpu0030": gpu_lost(2)}, silent=silent, stopped=True)
+    found = incidents(session.state)
+    assert [(i.key, i.severity) for i in found] == [
+        ("fleet:silent", "warn"), ("node:gpu0030", "error")], found
+    said = fleet_summary(session.state, session.clock())["incidents"]
+    assert [i["key"] for i in said] == ["fleet:silent", "node:gpu0030"]
+    problems, _ = top_problems(session.state)
+    assert [p.node for p in problems] == ["fleet", "gpu0030"], problems
+
+
 def test_one_rack_falling_silent_is_one_top_problem_above_its_nodes():
     from fleetdeck.console.rows import top_problems
 

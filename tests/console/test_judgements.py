@@ -1217,6 +1217,39 @@ def test_a_straggler_figure_of_a_silent_fleet_is_said_as_last_heard():
     assert home.title.endswith(f"; slowed job 41 by 50% (rank 11) when last heard ({as_of})")
 
 
+def test_a_straggler_whose_agent_died_while_its_job_steps_on_is_said_as_current():
+    """Only the agent died: the job steps on, so the scheduler's figure for the straggler is
+    news, not "when last heard" (``_silent_under``: silent and its job does not step on)."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(ingest)
+    run = ["gpu0002", "gpu0003"]
+    faults = {"gpu0003": throttled(3)}
+
+    def tick(step: int, names=None) -> None:
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=names, faults=faults)
+        publish_job(ingest, job_status("41", run, clock, step=step, slowest_node="gpu0003"),
+                    clock)
+        session.tick()
+
+    for step in range(500, 503):
+        tick(step)
+    ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0003"),
+                  codec.encode(fleet.agents["gpu0003"].status(online=False)), clock())
+    alive = [n for n in fleet.names if n != "gpu0003"]
+    for step in range(503, 515):
+        tick(step, names=alive)
+    assert session.state.nodes["gpu0003"].job_stepping == "41"
+    (home,) = [i for i in incidents(session.state) if "gpu0003" in i.nodes]
+    assert home.title.endswith("; slows job 41 by 50% (rank 11)"), home.title
+
+
 def test_a_straggler_of_its_own_under_a_gone_scheduler_is_said_as_last_heard():
     """A straggler on a node with nothing of its own is a job incident of its own: with its
     scheduler gone the figure is the job's last status, no news (a review of the fix above)."""
