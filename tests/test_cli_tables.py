@@ -391,3 +391,13 @@ def test_a_group_after_a_split_one_starts_a_line_of_its_own():
 
     lines = packed(["head", "IB up 9/9 (down 1, erroring 2, unknown 359)", "dr 3"], 34)
     assert lines == ["head", "  IB up 9/9 (down 1, erroring 2,", "    unknown 359)", "  dr 3"]
+
+
+def test_a_header_wider_than_the_terminal_wraps_between_its_words_indented():
+    """The status header with a long broker URL at 60 columns: its tail began the next line at
+    the margin, read as a line of its own."""
+    from fleetdeck.console.cli.status import packed
+
+    url = "mqtts://broker-a.training-fleet-eastus2.prod.example.com:8883"
+    lines = packed([f"[b]demo[/] @ {url}: 2048 nodes", ["ok 2000", "failed 4"]], 60)
+    assert lines == ["[b]demo[/] @", f"  {url}:", "  2048 nodes", "  ok 2000  failed 4"], lines

@@ -300,10 +300,12 @@ def _cells(markup: str) -> int:
 
 def _bracketed(group: str) -> list[str]:
     """A plain group "GPUs 512 (in use 432, free 48)" as the pieces it may wrap between, one
-    space apart: "GPUs 512 (in use 432,", "free 48)"; one piece without such a part."""
+    space apart: "GPUs 512 (in use 432,", "free 48)"; without such a part, its words: the
+    header "demo @ mqtts://<a long broker URL>: 2048 nodes" wider than 60 columns was left to
+    the console, its tail at the margin with no indent (a newcomer's run)."""
     head, bracket, inner = group.partition(" (")
     if not bracket or not inner.endswith(")") or ", " not in inner:
-        return [group]
+        return group.split(" ")
     parts = inner[:-1].split(", ")
     return ([f"{head} ({parts[0]},"] + [f"{p}," for p in parts[1:-1]] + [f"{parts[-1]})"])
 
