@@ -41,6 +41,7 @@ import socket
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import aiomqtt
@@ -54,7 +55,7 @@ from fleetdeck.agents.sim.scenario import Scenario
 from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
-from fleetdeck.agents.state import StateStore
+from fleetdeck.agents.state import StateStore, state_file
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
@@ -145,6 +146,11 @@ class FleetOptions:
     and again once every agent is connected (fleetdeck/runtime.py). With thousands of agents'
     objects alive, the default thresholds ran full collections that held the loop for tens to
     hundreds of milliseconds: late samples (docs/performance.md, "Simulator capacity")."""
+    state_dir: Path | None = None
+    """``sim --state-dir``: each node's drain, executed command ids and error windows in a file
+    there, as a real agent's ``--state-dir`` keeps them, so a restarted simulator's nodes come
+    back drained as they were (a real cluster's drains outlive its daemons). Without it they
+    outlive an agent's restart inside this process only."""
     agent_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra NodeAgent keywords for every simulated agent (``sim --wire`` once NodeAgent takes
     ``wire``)."""
@@ -370,8 +376,12 @@ class Fleet:
                        if shard_of(n.index, opts.nodes, opts.shards) != opts.shard]
         """Nodes whose agents run in other processes of a spread fleet."""
         # One state per node that outlives its agents: what --state-dir is to a real agent, so
-        # a restarted simulated agent keeps its drain and its executed command ids.
-        self.states: dict[str, StateStore] = {n.node_id: StateStore() for n in mine}
+        # a restarted simulated agent keeps its drain and its executed command ids (and, with
+        # ``state_dir``, a restarted simulator too).
+        where = opts.state_dir
+        self.states: dict[str, StateStore] = {
+            n.node_id: StateStore() if where is None
+            else StateStore(state_file(where, n.node_id), n.node_id) for n in mine}
         self.telemetry_clock = TelemetryClock()
         """Every agent's telemetry slots on one timer (agents/sim/clock.py)."""
         self.retry_log = RetryLog(url, len(mine))

@@ -4,7 +4,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from fleetdeck.agents.config import AgentSettings
 from fleetdeck.agents.notify import Notifier
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import Source
-from fleetdeck.agents.state import StateStore
+from fleetdeck.agents.state import StateStore, state_file, usable_state_dir
 from fleetdeck.brokerurl import BrokerURL, parse_broker_url, tls_context, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
@@ -98,14 +97,8 @@ def make_state(state_dir: Path | None, node_id: str) -> StateStore:
     if not state_dir:
         log.warning("%s: %s", node_id, NO_STATE_DIR_WARNING)
         return StateStore()
-    path = Path(state_dir)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"--state-dir {path}: {err.strerror}.") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UserError(f"--state-dir {path}: not writable by this user.")
-    return StateStore(path / f"state-{node_id}.json", node_id)
+    return StateStore(state_file(usable_state_dir(Path(state_dir)), node_id), node_id)
+
 
 
 def broker_url(cfg: AgentSettings) -> BrokerURL:

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fleetdeck.errors import UserError
 from fleetdeck.protocol.messages import DrainInfo, DrainMode, DrainState
 
 log = logging.getLogger("fleetdeck.agent.state")
@@ -52,6 +53,22 @@ class _StateFile(BaseModel):
     drain_mode: DrainMode = DrainMode.FINISH
     executed: dict[str, int] = {}
     bd_seq: int = 0
+
+
+def usable_state_dir(path: Path) -> Path:
+    """``--state-dir``, made if missing; one sentence if it cannot be used."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--state-dir {path}: {err.strerror}.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"--state-dir {path}: not writable by this user.")
+    return path
+
+
+def state_file(state_dir: Path, node_id: str) -> Path:
+    """A node's state file: one name for a real agent and a simulated one."""
+    return state_dir / f"state-{node_id}.json"
 
 
 class StateStore:

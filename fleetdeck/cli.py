@@ -472,6 +472,10 @@ def build_parser() -> Parser:
     p.add_argument("--procs", type=int, default=1, metavar="N",
                    help="spread the fleet's agents over N processes (one MQTT session and Last "
                    "Will per node still; one simulated scheduler; default 1)")
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="keep each node's drain, executed command ids and error windows in "
+                   "DIR, as 'fleetdeck agent --state-dir' does, so a restarted simulator's "
+                   "drained nodes come back drained (default: memory only)")
     _add_wire(p)
     p.add_argument("--fault-rates", metavar="NAME|FILE", help="draw faults from a rate table "
                    "(failures per node-day by cause, docs/scenarios.md): 'rates-week' or a .toml")
@@ -838,6 +842,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from fleetdeck.agents.sim.scenario import load_scenario
     from fleetdeck.agents.sim.spec import SpecError
     from fleetdeck.agents.sim.topology import TopologySpec
+    from fleetdeck.agents.state import usable_state_dir
 
     scenario = table = None
     try:
@@ -873,6 +878,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
                  "at them are skipped") if big else ""
         print(f"fleetdeck sim: scenario {scenario.name or args.scenario} is written for "
               f"{sc_nodes} nodes, this fleet has {nodes}{never}", file=sys.stderr)
+    if args.out and args.state_dir:
+        raise UserError("--state-dir keeps a live simulator's drains across its restarts; "
+                        "'sim --out' runs no agents to keep them: drop one of the two.")
     if not 1 <= args.procs <= nodes:
         raise UserError(f"--procs must be a whole number from 1 to the fleet size ({nodes}), "
                         f"not {args.procs}.")
@@ -882,7 +890,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
         scenario=scenario, command_key=_command_key(args), agent_kwargs=_agent_wire(args),
-        tune_gc=True,
+        tune_gc=True, state_dir=usable_state_dir(Path(args.state_dir)) if args.state_dir
+        else None,
     )
     drawn = None
     if table is not None and scenario is not None:

@@ -1,0 +1,70 @@
+"""`fleetdeck sim --state-dir`: a simulator killed and started again brings its drained nodes
+back drained, as a real cluster's drains outlive its daemons (Slurm's StateSaveLocation, a real
+agent's --state-dir); without it they come back in service."""
+
+import json
+import os
+import signal
+import time
+
+from tests.conftest import run_cli, spawn, stop_process
+
+
+def drain_of(url: str, cluster: str, node: str) -> tuple[str, str, str] | None:
+    out = run_cli("status", "--broker", url, "--cluster", cluster, "--json")
+    assert out.returncode in (0, 1, 2), out.stderr
+    for n in json.loads(out.stdout)["nodes"]:
+        if n["id"] == node and n["online"]:
+            return n["drain"], n["drain_reason"], n["drain_by"]
+    return None
+
+
+def wait_for(url: str, cluster: str, node: str, want: str) -> tuple[str, str, str]:
+    deadline = time.monotonic() + 30
+    while (seen := drain_of(url, cluster, node)) is None or seen[0] != want:
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.5)
+    return seen
+
+
+def run_sim(url: str, cluster: str, log, *extra: str):
+    return spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "4", *extra, log=log)
+
+
+def test_a_restarted_simulator_keeps_its_drains_with_a_state_dir(mosquitto, tmp_path):
+    url, cluster, where = str(mosquitto.url), "sd", str(tmp_path / "state")
+    first = run_sim(url, cluster, tmp_path / "sim1.log", "--state-dir", where)
+    try:
+        wait_for(url, cluster, "gpu0002", "none")
+        res = run_cli("drain", "gpu0002", "--broker", url, "--cluster", cluster,
+                      "--reason", "reseat mlx5_ib3 cable", "--operator", "alice")
+        assert res.returncode == 0, res.stderr
+        wait_for(url, cluster, "gpu0002", "drained")
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+    assert sorted(os.listdir(where))[:1] == ["state-gpu0001.json"]
+    second = run_sim(url, cluster, tmp_path / "sim2.log", "--state-dir", where)
+    try:
+        # Its first status is drained: it never reads in service between the two.
+        assert wait_for(url, cluster, "gpu0002", "drained") == (
+            "drained", "reseat mlx5_ib3 cable", "alice")
+        assert drain_of(url, cluster, "gpu0001")[0] == "none"
+    finally:
+        assert stop_process(second) == 0
+    # Without one, the fleet's drains live in memory only: a new simulator forgets them.
+    third = run_sim(url, cluster, tmp_path / "sim3.log")
+    try:
+        wait_for(url, cluster, "gpu0002", "none")
+    finally:
+        assert stop_process(third) == 0
+
+
+def test_a_state_dir_that_cannot_be_made_is_one_sentence(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    res = run_cli("sim", "--broker", "mqtt://127.0.0.1:1", "--nodes", "2",
+                  "--state-dir", str(blocker / "sub"))
+    assert res.returncode != 0
+    assert res.stderr.strip().splitlines() == [
+        f"fleetdeck sim: --state-dir {blocker / 'sub'}: Not a directory."], res.stderr
