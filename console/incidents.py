@@ -287,26 +287,41 @@ def _silent_under(st: NodeState | None) -> bool:
 
 def _failed_job_incident(failed: FailedJob, by_node: dict[str, Incident],
                          out: list[Incident], state: FleetState) -> None:
-    """A job that ended failed and waits for a restart: said on the incident of the node whose
-    rank died, as a job a node holds up is named on that node's (one line for the node and
-    the job, and the node's action before the restart: drain it, then restart the job), when
-    that node's fault now is the one it failed by (``failed_under``: not a throttle that came
-    after its XID 48 was repaired); else an incident of its own, which blames the application
-    only where something says so (``application_fault``). A lapsed one (``FailedJob.lapsed``)
-    is a warning of its own: said, no longer work lost now."""
+    """A job that ended failed and waits for a restart: said on the incident of each node
+    whose rank died, as a job a node holds up is named on that node's (one line for the node
+    and the job, and the node's action before the restart: drain it, then restart the job),
+    when that node's fault now is the one it failed by (``failed_under``: not a throttle that
+    came after its XID 48 was repaired); else an incident of its own, which blames the
+    application only where something says so (``application_fault``). A lapsed one
+    (``FailedJob.lapsed``) is a warning of its own: said, no longer work lost now."""
     jid = failed.job_id
-    home = None if failed.lapsed else next(
-        (by_node[n] for n in failed_under(failed, state) if n in by_node), None)
-    if home is not None:
-        # Nodes that failed together in the job said "job 4102 is F now": what is said now.
-        home.title = (home.title.replace(f"; job {jid} is {failed.state} now", "")
-                      + f"; {failed.text}")
-        home.action = f"{home.action}; then {failed.restart}"
-        # Work stopped until someone restarts it, whatever the node's own fault's severity
-        # (XID 94 kills the rank and leaves the node only degraded).
-        home.severity = "error"
-        if jid not in home.jobs:
-            home.jobs.append(jid)
+    under = [] if failed.lapsed else failed_under(failed, state)
+    homes: dict[str, Incident] = {}
+    for n in under:
+        home = by_node.get(n)
+        if home is not None:
+            homes.setdefault(home.key, home)
+    if homes:
+        # Each failing node's incident says the job (XID 79 on two nodes of job 4102, each its
+        # own incident, named it on the first only: a review), with one restart for them all:
+        # the same words on each, waiting for every node still to drain.
+        homed = [n for n in under if any(n in h.nodes for h in homes.values())]
+        for home in homes.values():
+            waits = failed.drain if len(homes) > 1 or any(
+                n not in home.nodes for n in failed.drain) else ()
+            restart = failed.restart_once(waits)
+            if len(homes) > 1 and not set(homed) <= set(waits):
+                restart += f" (one restart for {compress(homed)})"
+            restart = f"then {restart}"
+            # Nodes that failed together in the job said "job 4102 is F now": what is said now.
+            home.title = (home.title.replace(f"; job {jid} is {failed.state} now", "")
+                          + f"; {failed.text}")
+            home.action = f"{home.action}; {restart}"
+            # Work stopped until someone restarts it, whatever the node's own fault's
+            # severity (XID 94 kills the rank and leaves the node only degraded).
+            home.severity = "error"
+            if jid not in home.jobs:
+                home.jobs.append(jid)
         return
     why = application_fault(failed, state)
     said = f"; {why}" if why else ""

@@ -726,7 +726,17 @@ class FailedJob:
     @property
     def action(self) -> str:
         first = f"drain {compress(list(self.drain))}, then " if self.drain else ""
-        return f"{first}{self.restart}"
+        return f"{first}{self.restart_once()}"
+
+    def restart_once(self, drained: tuple[str, ...] = ()) -> str:
+        """``restart`` with what it waits for: ``drained`` drained (nodes another incident
+        drains: "once gpu[0003,0007] are drained" on each, one restart, not one per node's
+        incident)."""
+        waits = []
+        if drained:
+            waits.append(f"{compress(list(drained))} {'is' if len(drained) == 1 else 'are'} "
+                         "drained")
+        return self.restart + (f" once {' and '.join(waits)}" if waits else "")
 
     def as_json(self) -> dict[str, object]:
         return {"state": self.state, "reason": self.reason, "nodes": list(self.nodes),

@@ -730,15 +730,18 @@ def top_problems(state: FleetState, limit: int = 10,
         if failed.lapsed:
             lapsed.append(Problem(f"job {job.job_id}", Verdict.DEGRADED, "failed", what))
             continue
-        home = next((n for n in failed_under(failed, state)
-                     if n in in_bad and n not in grouped and n not in folded), None)
-        if home is None:
+        # On each failing node's row, as each one's incident says it (the second node's row
+        # read only its XID: a review).
+        homes = [n for n in failed_under(failed, state)
+                 if n in in_bad and n not in grouped and n not in folded]
+        if not homes:
             switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "failed", what))
             continue
-        st = in_bad[home]
-        folded.add(home)
-        switches.append(Problem(home, st.verdict, slurm_state(st),
-                                f"{_findings_text(st)}; {failed.text}"))
+        for home in homes:
+            st = in_bad[home]
+            folded.add(home)
+            switches.append(Problem(home, st.verdict, slurm_state(st),
+                                    f"{_findings_text(st)}; {failed.text}"))
     switches = fleet + switches
     total = len(bad)
     if grouped or folded:

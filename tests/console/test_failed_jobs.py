@@ -361,3 +361,46 @@ def test_a_node_already_drained_is_not_to_be_drained_again():
               if j["job_id"] == "41"]
     assert job["failed"]["action"] == ("drain gpu0002, then restart-job 41 from its checkpoint "
                                        "at step 400")
+
+
+def test_a_job_failed_on_two_nodes_is_said_on_each_one_s_incident_with_one_restart():
+    """Job 41 failed on gpu0002 (XID 48) and gpu0003 (XID 79), each its own incident: it was
+    named on the first only, and the second's reader never learnt it held up job 41 (a
+    review). Each says the job, is an error, and both say the same one restart: after every
+    node to drain is drained, not "restart-job 41" once per node."""
+    from fleetdeck.console.rows import top_problems
+    from fleetdeck.protocol.messages import DrainState
+
+    reason = "ranks on gpu[0002-0003] died"
+    faults = {"gpu0002": xid(3, 48), "gpu0003": xid(1, 79)}
+    session = session_with_failed(reason, faults)
+    said = f"; job 41 failed on gpu[0002-0003] ({reason})"
+    restart = "; then restart-job 41 from its checkpoint at step 400"
+    found = {i.key: i for i in incidents(session.state)}
+    assert [k for k, i in found.items() if "41" in i.jobs] == ["node:gpu0002", "node:gpu0003"]
+    for key in ("node:gpu0002", "node:gpu0003"):
+        inc = found[key]
+        assert inc.severity == "error" and inc.title.endswith(said), inc
+        assert inc.action.endswith(f"{restart} once gpu[0002-0003] are drained"), inc.action
+    # status --json and the overview's rows say it alike.
+    out = fleet_summary(session.state, session.clock())
+    assert [i["key"] for i in out["incidents"] if "41" in i["jobs"]] == [
+        "node:gpu0002", "node:gpu0003"]
+    rows = {p.node: p.text for p in top_problems(session.state)[0]}
+    assert rows["gpu0002"].endswith(said) and rows["gpu0003"].endswith(said)
+    # One drained: the other's drain is what both wait for.
+    session.fleet.status(session.ingest, "gpu0002", DrainState.DRAINED, reason="xid 48",
+                         by="root")
+    go_on(session, 1, faults=faults)
+    for key in ("node:gpu0002", "node:gpu0003"):
+        inc = next(i for i in incidents(session.state) if i.key == key)
+        assert inc.action.endswith(
+            f"{restart} once gpu0003 is drained (one restart for gpu[0002-0003])"), inc.action
+    # Both drained: one restart, said as one on each.
+    session.fleet.status(session.ingest, "gpu0003", DrainState.DRAINED, reason="xid 79",
+                         by="root")
+    go_on(session, 1, faults=faults)
+    for key in ("node:gpu0002", "node:gpu0003"):
+        inc = next(i for i in incidents(session.state) if i.key == key)
+        assert inc.action.endswith(f"{restart} (one restart for gpu[0002-0003])"), inc.action
+
