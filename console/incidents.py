@@ -293,13 +293,19 @@ def _failed_job_incident(failed: FailedJob, by_node: dict[str, Incident],
     when that node's fault now is the one it failed by (``failed_under``: not a throttle that
     came after its XID 48 was repaired); else an incident of its own, which blames the
     application only where something says so (``application_fault``). A lapsed one
-    (``FailedJob.lapsed``) is a warning of its own: said, no longer work lost now."""
+    (``FailedJob.lapsed``) is a warning of its own: said, no longer work lost now.
+
+    Not on a fleet-wide silence: that incident says the nodes are not known to be down (the
+    network to the broker, or the agents' host), so the job's failure under it read as caused
+    by what this console cannot see, its restart chained after a network check ("check the
+    network path …; then restart-job 41", a review). Its own incident says the scheduler's
+    word and a restart that does not wait on the console's sight."""
     jid = failed.job_id
     under = [] if failed.lapsed else failed_under(failed, state)
     homes: dict[str, Incident] = {}
     for n in under:
         home = by_node.get(n)
-        if home is not None:
+        if home is not None and home.kind != "fleet":
             homes.setdefault(home.key, home)
     if homes:
         # Each failing node's incident says the job (XID 79 on two nodes of job 4102, each its
@@ -307,12 +313,20 @@ def _failed_job_incident(failed: FailedJob, by_node: dict[str, Incident],
         # the same words on each, waiting for every node still to drain.
         homed = [n for n in under if any(n in h.nodes for h in homes.values())]
         for home in homes.values():
+            mine = [n for n in under if n in home.nodes]
             waits = failed.drain if len(homes) > 1 or any(
                 n not in home.nodes for n in failed.drain) else ()
             restart = failed.restart_once(waits)
             if len(homes) > 1 and not set(homed) <= set(waits):
                 restart += f" (one restart for {compress(homed)})"
-            restart = f"then {restart}"
+            if all(_silent_under(state.nodes.get(n)) for n in mine):
+                # Silent (a rack's power, a dead node): the restart need not wait for it, and
+                # "check the rack's power …; then restart-job" read as if it did. The scheduler
+                # places the job only on nodes it reaches.
+                restart = (f"{restart}, without waiting for {compress(mine)} (silent: the "
+                           "scheduler places it only on nodes it reaches)")
+            else:
+                restart = f"then {restart}"
             # Nodes that failed together in the job said "job 4102 is F now": what is said now.
             home.title = (home.title.replace(f"; job {jid} is {failed.state} now", "")
                           + f"; {failed.text}")

@@ -709,6 +709,11 @@ class FailedJob:
     lapsed: str = ""
     """Why it no longer loses work now, '' while it does: "not restarted in 30 min" by the
     scheduler's clock (``FAILED_LAPSE_S``), or "gpu0002 runs job 43 now"."""
+    sched_gone: bool = False
+    """The scheduler's going is its latest word (``scheduler_down``): its F is as it left it,
+    and nothing answers a ``restart-job`` until it is back (docs/protocol.md, "Scheduler
+    status"). "then restart-job 41" read under "restart-job gets no answer until it is
+    back" (a review)."""
 
     @property
     def what(self) -> str:
@@ -729,10 +734,10 @@ class FailedJob:
         return f"{first}{self.restart_once()}"
 
     def restart_once(self, drained: tuple[str, ...] = ()) -> str:
-        """``restart`` with what it waits for: ``drained`` drained (nodes another incident
-        drains: "once gpu[0003,0007] are drained" on each, one restart, not one per node's
-        incident)."""
-        waits = []
+        """``restart`` with what it waits for: the scheduler back (``sched_gone``), and
+        ``drained`` drained (nodes another incident drains: "once gpu[0003,0007] are
+        drained" on each, one restart, not one per node's incident)."""
+        waits = ["the scheduler is back"] if self.sched_gone else []
         if drained:
             waits.append(f"{compress(list(drained))} {'is' if len(drained) == 1 else 'are'} "
                          "drained")
@@ -780,7 +785,7 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
                 lapsed = f"{n} runs job {other} now"
                 break
     return FailedJob(job.job_id, code, reason, nodes, f"restart-job {job.job_id} {since}",
-                     drain, job.ts / 1000, lapsed)
+                     drain, job.ts / 1000, lapsed, scheduler_down(state))
 
 
 _REASON_XID = re.compile(r"\bXid (\d+)\b", re.IGNORECASE)

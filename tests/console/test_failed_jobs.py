@@ -404,3 +404,105 @@ def test_a_job_failed_on_two_nodes_is_said_on_each_one_s_incident_with_one_resta
         inc = next(i for i in incidents(session.state) if i.key == key)
         assert inc.action.endswith(f"{restart} (one restart for gpu[0002-0003])"), inc.action
 
+
+def scheduler_gone_after(session, faults=None) -> None:
+    """The scheduler, heard online, leaves its will; judged once its going is believed."""
+    from tests.console.test_scheduler_status import TOPIC, sched
+
+    clock = session.clock
+    started = clock() - 100
+    session.ingest.handle(TOPIC, sched(True, started, clock), clock())
+    go_on(session, 1, faults=faults)
+    session.ingest.handle(TOPIC, sched(False, started, clock), clock())
+    for _ in range(4):
+        clock.advance(1.0)
+        session.fleet.telemetry(session.ingest, faults=faults or {})
+        session.tick()
+
+
+def test_a_failed_job_s_restart_waits_for_the_scheduler_once_it_is_gone():
+    """The scheduler's incident said "restart-job gets no answer until it is back" and job
+    41's said "then restart-job 41" (a review): every place says it waits for the scheduler."""
+    from fleetdeck.console.rows import job_row
+
+    session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48)})
+    scheduler_gone_after(session, {"gpu0002": xid(3, 48)})
+    state, now = session.state, session.clock()
+    found = {i.key: i for i in incidents(state)}
+    assert "restart-job gets no answer until it is back" in found["scheduler"].title
+    restart = "restart-job 41 from its checkpoint at step 400 once the scheduler is back"
+    assert found["node:gpu0002"].action.endswith(f"; then {restart}")
+    (job,) = [j for j in fleet_summary(state, now)["jobs"] if j["job_id"] == "41"]
+    assert job["failed"]["action"] == f"drain gpu0002, then {restart}"
+    assert job_row(state.jobs["41"], state, now).held_up.endswith(
+        f"; drain gpu0002, then {restart}")
+    # Of its own (the application's fault) too.
+    session = session_with_failed(REASON_13, {"gpu0002": xid(3, 13)})
+    scheduler_gone_after(session)
+    (inc,) = [i for i in incidents(session.state) if i.key == "job:41"]
+    assert inc.action.startswith(f"{restart}; if it fails so again")
+
+
+def silent_world(silent: list[str], reason: str, nodes: int = 32):
+    """Job 41 ran on NODES; ``silent`` leave their wills as it ends NF with ``reason``, not
+    requeued; the scheduler is heard throughout (job 42 steps on the last node)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(nodes, clock)  # racks of 8
+    fleet.birth(session.ingest)
+    for t in range(3):
+        clock.advance(1.0)
+        publish_job(session.ingest, job_status("41", NODES, clock, step=100 + t), clock)
+        fleet.telemetry(session.ingest, job={n: "41" for n in NODES})
+        session.tick()
+    for name in silent:
+        will = fleet.agents[name].status(online=False)
+        session.ingest.handle(topic_for(CLUSTER, Kind.STATUS, name), codec.encode(will),
+                              clock())
+    publish_job(session.ingest, job_status("41", [], clock, step=102, state=JobState.NF)
+                .model_copy(update={"reason": reason, "eta_s": None}), clock)
+    live = [n for n in fleet.names if n not in silent]
+    for t in range(GRACE_S + 3):
+        clock.advance(1.0)
+        publish_job(session.ingest, job_status("42", live[-1:], clock, step=200 + t), clock)
+        fleet.telemetry(session.ingest, names=live)
+        session.tick()
+    return session
+
+
+REASON_NR = "NCCL watchdog: collective stalled 30 s (gpu0002 not responding)"
+
+
+def test_a_failed_job_under_a_silent_rack_or_node_is_restarted_without_waiting_for_it():
+    """Joined to its rack's silence it read "check the rack's power …; drain the nodes if they
+    do not come back; then restart-job 41", as if the restart waited for the rack (a
+    review). The scheduler, heard, places the job only on nodes it reaches: the restart need
+    not wait for what this console cannot see."""
+    said = f"; job 41 ended by a node failure on gpu0002, not requeued ({REASON_NR})"
+    restart = ("; restart-job 41 from its checkpoint at step 400, without waiting for gpu0002 "
+               "(silent: the scheduler places it only on nodes it reaches)")
+    rack = silent_world([f"gpu{i:04d}" for i in range(1, 9)], REASON_NR)
+    (inc,) = [i for i in incidents(rack.state) if "41" in i.jobs]
+    assert inc.key == "rack:r00" and inc.title.endswith(said)
+    assert inc.action.endswith(f"drain the nodes if they do not come back{restart}")
+    node = silent_world(["gpu0002"], REASON_NR)
+    (inc,) = [i for i in incidents(node.state) if "41" in i.jobs]
+    assert inc.key == "node:gpu0002" and inc.title.endswith(said)
+    assert inc.action.endswith(f"its agent takes a drain only once it is back{restart}")
+
+
+def test_a_failed_job_under_a_fleet_wide_silence_is_an_incident_of_its_own():
+    """The fleet's silence is the network to the broker or the agents' host, its nodes not
+    known to be down: the job's failure on it read as its cause, and "check the network path
+    …; then restart-job 41" chained the restart after it (a review). The job keeps its own
+    incident, the scheduler's word and its restart."""
+    session = silent_world([f"gpu{i:04d}" for i in range(1, 25)], REASON_NR)
+    found = {i.key: i for i in incidents(session.state)}
+    assert "41" not in found["fleet:silent"].jobs and "job 41" not in found["fleet:silent"].title
+    own = found["job:41"]
+    assert own.severity == "error" and own.title == (
+        f"job 41 ended by a node failure on gpu0002, not requeued ({REASON_NR})")
+    assert own.action == "restart-job 41 from its checkpoint at step 400"
