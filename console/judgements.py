@@ -1257,7 +1257,8 @@ class SickNode:
 def held_up_text(sick: list[SickNode]) -> str:
     """What holds a job up, from ``sick_nodes``: ``gpu0035 failed: N2 mlx5_ib3:1: link_downed
     increased; +2 nodes``, or, when every one is only behind a suspect switch, ``suspect switch
-    leaf02-r5: check it, do not drain (gpu[0017-0018] behind it)``; '' when none. The switch
+    leaf02-r5: check it, do not drain (gpu[0017-0018] behind it)`` (``suspect switches A, B:
+    check them, … (gpu0017 behind A, gpu0042 behind B)`` for several); '' when none. The switch
     case named a sound node first ("gpu0017 degraded: F1 behind suspect …", cut there), under
     "held up by a node" (a 3 a.m. drive); the advice comes before the host list a panel cuts.
     A node with a fault of its own leads, the switch after it: a job with a node failed by XID
@@ -1266,14 +1267,23 @@ def held_up_text(sick: list[SickNode]) -> str:
     if not sick:
         return ""
     own = next((s for s in sick if not s.switch), None)
-    switched = next((s.switch for s in sick if s.switch), "")
-    behind = [s.node for s in sick if switched and s.switch == switched]
-    shown = len(behind) + (own is not None)
+    # Every suspect switch, each with its nodes: the first alone was named, a second one's
+    # nodes counted as "+2 nodes" as if they had faults of their own (a helper's audit).
+    behind: dict[str, list[str]] = {}
+    for s in sick:
+        if s.switch:
+            behind.setdefault(s.switch, []).append(s.node)
+    shown = sum(len(nodes) for nodes in behind.values()) + (own is not None)
     more = len(sick) - shown
     parts = [own.text] if own is not None else []
-    if switched:
-        parts.append(f"suspect switch {switched}: check it, do not drain ({compress(behind)} "
+    if len(behind) == 1:
+        ((switched, nodes),) = behind.items()
+        parts.append(f"suspect switch {switched}: check it, do not drain ({compress(nodes)} "
                      "behind it)")
+    elif behind:
+        hosts = ", ".join(f"{compress(nodes)} behind {sw}" for sw, nodes in behind.items())
+        parts.append(f"suspect switches {', '.join(behind)}: check them, do not drain "
+                     f"({hosts})")
     if more:
         parts.append(f"+{more} node{'s' if more > 1 else ''}")
     return "; ".join(parts)

@@ -1287,3 +1287,27 @@ def test_a_straggler_of_its_own_under_a_gone_scheduler_is_said_as_last_heard():
     as_of = utc_hms(session.state.jobs["41"].ts / 1000)
     assert job.title.startswith(f"job 41: straggler when last heard ({as_of}) rank 11 "
                                 "gpu0003 +50%"), job.title
+
+
+def test_a_job_behind_two_suspect_switches_names_both():
+    """Job nodes behind leaf00-r2 and leaf01-r2 read "suspect switch leaf00-r2: check it, do
+    not drain (gpu[0002-0003] behind it); +1 node": the second switch was never named, and its
+    node was counted as one more sick node (a helper's audit). Each switch is named with the
+    nodes behind it, the advice before the host lists; the count is of the nodes not said."""
+    from fleetdeck.console.judgements import SickNode, held_up_text
+
+    f1 = "F1 behind suspect switch"
+    a2, a3 = (SickNode(n, "degraded", f1, "leaf00-r2") for n in ("gpu0002", "gpu0003"))
+    b9 = SickNode("gpu0009", "degraded", f1, "leaf01-r2")
+    assert held_up_text([a2, b9, a3]) == (
+        "suspect switches leaf00-r2, leaf01-r2: check them, do not drain (gpu[0002-0003] "
+        "behind leaf00-r2, gpu0009 behind leaf01-r2)")
+    # A node with a fault of its own leads; one more is counted, not the switches' nodes.
+    own = SickNode("gpu0004", "failed", "G2 gpu3: XID 79")
+    other = SickNode("gpu0005", "failed", "G2 gpu1: XID 48")
+    assert held_up_text([own, a2, b9, other]) == (
+        "gpu0004 failed: G2 gpu3: XID 79; suspect switches leaf00-r2, leaf01-r2: check them, "
+        "do not drain (gpu0002 behind leaf00-r2, gpu0009 behind leaf01-r2); +1 node")
+    # One switch reads as before.
+    assert held_up_text([a2, a3]) == (
+        "suspect switch leaf00-r2: check it, do not drain (gpu[0002-0003] behind it)")
