@@ -1379,6 +1379,13 @@ The other drain-class XIDs (62, 95, 119, 120, 136, 140) are RESET_GPU."""
 _RECOVERY_STEPS = {True: "reboot the node (the driver's recovery action for {c}: XID 154)",
                    False: "reset {c} once drained (the driver's recovery action: XID 154)"}
 """A drain-class XID 154's step, by whether its action is a node reboot (else drain and reset)."""
+_XID_STEP_ORDER = (79, "reboot", 64, 48, 74, "reset")
+"""Which XID's step a GPU with several gets, strongest first: a node reboot (79, or 154 that
+asks for one), the reset and RMA watch of a failed row remap (64), then the resets (48, 74, a
+154 to drain and reset, any other drain-class XID). "XID 48, XID 79" said "reset gpu3 or
+reboot", the first known XID's step, where 79 needs the node rebooted (docs/domain.md §4)."""
+_REBOOT_COVERS = _XID_STEP_ORDER.index(48)
+"""From this rank on, a GPU's step is a reset, which a node reboot does anyway."""
 _RULE_STEPS = {
     "G1": "reboot the node (RMA {c} if it stays missing)",
     "G4": "reset {c} (uncorrectable ECC)",
@@ -1421,9 +1428,23 @@ row-remap failure's "RMA gpu2" was cut off behind "(+1 more)" (an SRE drill)."""
 _SEVERITY_RANK = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
 
 
-def _step_rank(f: Finding) -> tuple[int, int, str, str]:
+def _xid_step(f: Finding) -> tuple[int, str]:
+    """A G2 finding's step and its rank in ``_XID_STEP_ORDER``: the strongest its XIDs need."""
+    codes = [int(c) for c in _XID_RE.findall(f.text)]
+    reboot = "node reboot" in f.text
+    found = [(_XID_STEP_ORDER.index(c), _XID_STEPS[c]) for c in codes if c in _XID_STEPS]
+    if 154 in codes:
+        found.append((_XID_STEP_ORDER.index("reboot" if reboot else "reset"),
+                      _RECOVERY_STEPS[reboot]))
+    return min(found, default=(len(_XID_STEP_ORDER), "reset {c} (" + f.text + ")"))
+
+
+def _step_rank(f: Finding) -> tuple[int, int, int, str, str]:
     step = _GPU_STEP_ORDER.index(f.rule) if f.rule in _GPU_STEP_ORDER else len(_GPU_STEP_ORDER)
-    return (_SEVERITY_RANK.get(f.severity, 3), step, f.rule, f.component)
+    # Among a node's XIDs, the GPU that needs the reboot first: "reset gpu1 or reboot; reboot
+    # the node (gpu3 fell off the bus …)" had a reset done before the reboot that does it.
+    xid = _xid_step(f)[0] if f.rule == "G2" else 0
+    return (_SEVERITY_RANK.get(f.severity, 3), step, xid, f.rule, f.component)
 
 
 def repair_step(st: NodeState, *, warn: bool = False) -> str:
@@ -1457,16 +1478,11 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
                 continue
             stepped_gpus.add(f.component)
         if f.rule == "G2":
-            codes = [int(c) for c in _XID_RE.findall(f.text)]
-            reboot = "node reboot" in f.text
-            if reboot and 79 not in codes:
-                # A reboot covers whatever reset an earlier XID asked for (a review: "XID 64,
-                # XID 154 (node reboot required)" said "reset gpu5").
-                step = _RECOVERY_STEPS[True]
-            else:
-                steps_known = {**_XID_STEPS, 154: _RECOVERY_STEPS[reboot]}
-                step = next((steps_known[c] for c in codes if c in steps_known),
-                            "reset {c} (" + f.text + ")")
+            # A reboot covers whatever reset another XID asked for (a review: "XID 64, XID 154
+            # (node reboot required)" said "reset gpu5"), on this GPU or another of the node.
+            rank, step = _xid_step(f)
+            if rank >= _REBOOT_COVERS and any(s.startswith("reboot the node") for s in steps):
+                continue
         elif f.rule == "G1" and GPU_READER_SAYS in f.text:
             # The agent cannot read its GPUs at all: the driver, not eight GPUs to RMA.
             step = ("check the NVIDIA driver and the agent's GPU reader on the node "

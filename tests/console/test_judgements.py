@@ -1311,3 +1311,42 @@ def test_a_job_behind_two_suspect_switches_names_both():
     # One switch reads as before.
     assert held_up_text([a2, a3]) == (
         "suspect switch leaf00-r2: check it, do not drain (gpu[0002-0003] behind it)")
+
+
+def test_a_gpu_with_several_xids_is_told_the_strongest_repair_they_need():
+    """"XID 48, XID 79" on gpu3 said "reset gpu3 or reboot (double-bit ECC)": the first known
+    XID's step, where XID 79 (fell off the bus) needs the node rebooted (NVIDIA's Xid catalog,
+    docs/domain.md §4). A reboot over an RMA's reset, that over a reset or reboot."""
+    from fleetdeck.console.judgements import recommended_action, repair_step
+
+    reboot3 = "reboot the node (gpu3 fell off the bus; RMA it if it does again)"
+    st = session_with({"gpu0001": xid(3, 48, 79)}).state.nodes["gpu0001"]
+    assert [f.text for f in st.findings if f.rule == "G2"] == ["XID 48, XID 79"]
+    assert repair_step(st) == reboot3
+    assert recommended_action(st) == f"drain (no job on it), then {reboot3}"
+    st = session_with({"gpu0001": xid(3, 48, 64)}).state.nodes["gpu0001"]
+    assert repair_step(st) == "reset gpu3; RMA it if it recurs (row remap failed)"
+
+
+def test_a_node_whose_gpus_need_a_reset_and_a_reboot_is_told_the_reboot_first():
+    """gpu1's XID 48 and gpu3's XID 79 on one node said "reset gpu1 or reboot (double-bit
+    ECC); reboot the node (gpu3 fell off the bus …)": a reset the reboot does anyway, first.
+    The reboot leads and covers the other GPUs' resets; an RMA to watch for stays said."""
+    from fleetdeck.console.judgements import repair_step
+
+    def both(*faults):
+        def apply(tel):
+            for f in faults:
+                tel = f(tel)
+            return tel
+        return apply
+
+    reboot3 = "reboot the node (gpu3 fell off the bus; RMA it if it does again)"
+    st = session_with({"gpu0001": both(xid(1, 48), xid(3, 79))}).state.nodes["gpu0001"]
+    assert [(f.component, f.text) for f in st.findings if f.rule == "G2"] == [
+        ("gpu1", "XID 48"), ("gpu3", "XID 79")]
+    assert repair_step(st) == reboot3
+    st = session_with({"gpu0001": both(xid(1, 64), xid(3, 79))}).state.nodes["gpu0001"]
+    assert repair_step(st) == f"{reboot3}; reset gpu1; RMA it if it recurs (row remap failed)"
+    st = session_with({"gpu0001": both(xid(1, 48), xid(3, 95))}).state.nodes["gpu0001"]
+    assert repair_step(st) == "reset gpu1 or reboot (double-bit ECC); reset gpu3 (XID 95)"
