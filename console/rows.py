@@ -6,7 +6,7 @@ import heapq
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import islice
@@ -719,7 +719,10 @@ def top_problems(state: FleetState, limit: int = 10,
     # lapsed (``FailedJob.lapsed``) last. The overview said nothing of a job an XID 48 failed
     # while `status` put it first (a review).
     lapsed: list[Problem] = []
-    folded: set[str] = set()
+    # A node's row in ``switches`` once a failed job is on it: a node that failed two jobs
+    # said the first only, the second a row of its own, where its incident says both (a
+    # helper's audit).
+    folded: dict[str, int] = {}
     in_bad = {st.node_id: st for st in bad}
     for job in sorted((j for j in state.jobs.values() if j.state.value in FAILING_STATES),
                       key=lambda j: j.job_id):
@@ -732,14 +735,17 @@ def top_problems(state: FleetState, limit: int = 10,
             continue
         # On each failing node's row, as each one's incident says it (the second node's row
         # read only its XID: a review).
-        homes = [n for n in failed_under(failed, state)
-                 if n in in_bad and n not in grouped and n not in folded]
+        homes = [n for n in failed_under(failed, state) if n in in_bad and n not in grouped]
         if not homes:
             switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "failed", what))
             continue
         for home in homes:
+            at = folded.get(home)
+            if at is not None:
+                switches[at] = replace(switches[at], text=f"{switches[at].text}; {failed.text}")
+                continue
             st = in_bad[home]
-            folded.add(home)
+            folded[home] = len(switches)
             switches.append(Problem(home, st.verdict, slurm_state(st),
                                     f"{_findings_text(st)}; {failed.text}"))
     switches = fleet + switches

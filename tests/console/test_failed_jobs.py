@@ -506,3 +506,24 @@ def test_a_failed_job_under_a_fleet_wide_silence_is_an_incident_of_its_own():
     assert own.severity == "error" and own.title == (
         f"job 41 ended by a node failure on gpu0002, not requeued ({REASON_NR})")
     assert own.action == "restart-job 41 from its checkpoint at step 400"
+
+
+def test_a_node_that_failed_two_jobs_says_both_on_its_row_as_on_its_incident():
+    """gpu0002's XID 48 failed jobs 41 and 43: its incident said both, the overview's row the
+    first only, and job 43 got a row of its own as if nothing of the fleet's had failed it (a
+    helper's audit). One row, as one incident: the node's findings, then each job."""
+    from fleetdeck.console.rows import top_problems
+
+    reason43 = "rank 0 on gpu0002 gpu5: CUDA error: uncorrectable ECC error encountered (Xid 48)"
+    session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48)}, seconds=1)
+    clock = session.clock
+    publish_job(session.ingest, job_status("43", ["gpu0002"], clock, step=50, state=JobState.F)
+                .model_copy(update={"reason": reason43, "eta_s": None}), clock)
+    go_on(session, 2, faults={"gpu0002": xid(3, 48)})
+    said = (f"; job 41 failed on gpu0002 ({REASON_48}); job 43 failed on gpu0002 "
+            f"({reason43})")
+    (inc,) = [i for i in incidents(session.state) if {"41", "43"} & set(i.jobs)]
+    assert inc.key == "node:gpu0002" and inc.title.endswith(said), inc.title
+    problems = top_problems(session.state)[0]
+    assert [p.node for p in problems] == ["gpu0002"], problems
+    assert problems[0].text == f"G2 gpu3: XID 48{said}"
