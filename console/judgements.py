@@ -716,13 +716,17 @@ class FailedJob:
     back" (a review)."""
 
     @property
-    def what(self) -> str:
-        """``job 41 failed on gpu0002 (<reason>)``: ``text`` without its lapse."""
+    def head(self) -> str:
+        """``job 41 failed on gpu0002``: ``what`` without the scheduler's reason."""
         where = f" on {compress(list(self.nodes))}" if self.nodes else ""
         what = "failed" if self.state == "F" else "ended by a node failure"
         again = "" if self.state == "F" else ", not requeued"
-        why = f" ({self.reason})" if self.reason else ""
-        return f"job {self.job_id} {what}{where}{again}{why}"
+        return f"job {self.job_id} {what}{where}{again}"
+
+    @property
+    def what(self) -> str:
+        """``job 41 failed on gpu0002 (<reason>)``: ``text`` without its lapse."""
+        return self.head + (f" ({self.reason})" if self.reason else "")
 
     @property
     def text(self) -> str:

@@ -686,6 +686,9 @@ def top_problems(state: FleetState, limit: int = 10,
     # every node is drained (in hand: a rack powered off for maintenance) stays its nodes'
     # rows, which sort last.
     grouped: set[str] = set()
+    # A rack's or a job's row, by its nodes: where a job that failed on one of them is said,
+    # as its incident says it (``incidents._failed_job_incident``).
+    group_row: dict[str, int] = {}
     fleet: list[Problem] = []
     for inc in silences(state):
         if acted_on(state, inc):
@@ -694,6 +697,7 @@ def top_problems(state: FleetState, limit: int = 10,
         if inc.kind == "fleet":
             fleet.append(Problem("fleet", loudest, "silent", inc.title))
         else:
+            group_row.update(dict.fromkeys(inc.nodes, len(switches)))
             switches.append(Problem(inc.key.removeprefix("rack:"), loudest, "silent",
                                     inc.title))
         grouped.update(inc.nodes)
@@ -703,6 +707,7 @@ def top_problems(state: FleetState, limit: int = 10,
         if acted_on(state, inc):
             continue
         jid = inc.jobs[0]
+        group_row.update(dict.fromkeys(inc.nodes, len(switches)))
         switches.append(Problem(f"job {jid}", Verdict.FAILED, "nodes",
                                 inc.title.removeprefix(f"job {jid}: ")))
         grouped.update(inc.nodes)
@@ -723,6 +728,7 @@ def top_problems(state: FleetState, limit: int = 10,
     # said the first only, the second a row of its own, where its incident says both (a
     # helper's audit).
     folded: dict[str, int] = {}
+    rack_jobs: dict[int, list[str]] = {}
     in_bad = {st.node_id: st for st in bad}
     for job in sorted((j for j in state.jobs.values() if j.state.value in FAILING_STATES),
                       key=lambda j: j.job_id):
@@ -735,10 +741,23 @@ def top_problems(state: FleetState, limit: int = 10,
             continue
         # On each failing node's row, as each one's incident says it (the second node's row
         # read only its XID: a review).
-        homes = [n for n in failed_under(failed, state) if n in in_bad and n not in grouped]
-        if not homes:
+        under = failed_under(failed, state)
+        rows = {group_row[n] for n in under if n in group_row}
+        homes = [n for n in under if n in in_bad and n not in grouped]
+        if not homes and not rows:
             switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "failed", what))
             continue
+        for i in sorted(rows):
+            row = switches[i]
+            if row.state == "silent":
+                # Before the rack's title, which ran past an 80-column overview's edge (the
+                # row's columns say the rack and its silence already); its reason is the
+                # rack's silence, said on the incident.
+                rack_jobs.setdefault(i, []).append(failed.head)
+            else:
+                # The job's own row of nodes that failed together: what it is now, said.
+                switches[i] = replace(row, text=row.text.replace(
+                    f"; job {job.job_id} is {failed.state} now", "") + f"; {failed.text}")
         for home in homes:
             at = folded.get(home)
             if at is not None:
@@ -748,6 +767,8 @@ def top_problems(state: FleetState, limit: int = 10,
             folded[home] = len(switches)
             switches.append(Problem(home, st.verdict, slurm_state(st),
                                     f"{_findings_text(st)}; {failed.text}"))
+    for at, heads in rack_jobs.items():
+        switches[at] = replace(switches[at], text="; ".join([*heads, switches[at].text]))
     switches = fleet + switches
     total = len(bad)
     if grouped or folded:

@@ -527,3 +527,51 @@ def test_a_node_that_failed_two_jobs_says_both_on_its_row_as_on_its_incident():
     problems = top_problems(session.state)[0]
     assert [p.node for p in problems] == ["gpu0002"], problems
     assert problems[0].text == f"G2 gpu3: XID 48{said}"
+
+
+def test_a_silent_rack_s_row_names_the_job_that_failed_with_it():
+    """The incidents list put job 41 on its rack's silence; the overview's top problems gave
+    the rack a row that never named it and the job a row of its own (a helper's audit). One
+    row, as one incident; the job first, as the rack's title would leave it past an 80-column
+    overview's edge (the row's columns already say the rack and "silent")."""
+    from fleetdeck.console.rows import top_problems
+
+    session = silent_world([f"gpu{i:04d}" for i in range(1, 9)], REASON_NR)
+    (inc,) = [i for i in incidents(session.state) if "41" in i.jobs]
+    assert inc.key == "rack:r00"
+    (row,) = top_problems(session.state)[0]
+    assert (row.node, row.state) == ("r00", "silent")
+    assert row.text == ("job 41 ended by a node failure on gpu0002, not requeued; "
+                        f"{inc.title.split('; job 41 ')[0]}")
+    # What an 80-column overview shows of it (the TUI's row: verdict, node, state, text).
+    line = f" {row.verdict.value:<8} {row.node:<10} {row.state:<6} {row.text}"[:78]
+    assert "job 41" in line and "r00" in line
+
+
+def test_nodes_that_failed_together_say_the_failed_job_on_their_row_as_on_their_incident():
+    """Nodes an XID 79 took out of job 41 together are one incident, which says the job's
+    failure once it is left unrequeued; the overview's row still read "job 41 is NF now" and
+    the job had a second row of its own."""
+    from fleetdeck.console.rows import top_problems
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    session.fleet = fleet  # type: ignore[attr-defined]
+    three = ["gpu0001", "gpu0002", "gpu0003"]
+    for t in range(3):
+        clock.advance(1.0)
+        publish_job(session.ingest, job_status("41", three, clock, step=100 + t), clock)
+        fleet.telemetry(session.ingest, job={n: "41" for n in three})
+        session.tick()
+    faults = {n: xid(1, 79) for n in three}
+    reason = "rank 3 on gpu0002 gpu1: CUDA error: unspecified launch failure (Xid 79)"
+    publish_job(session.ingest, job_status("41", [], clock, step=102, state=JobState.NF)
+                .model_copy(update={"reason": reason, "eta_s": None}), clock)
+    go_on(session, GRACE_S + 3, faults=faults)
+    (inc,) = [i for i in incidents(session.state) if "41" in i.jobs]
+    (row,) = top_problems(session.state)[0]
+    assert (row.node, row.state) == ("job 41", "nodes")
+    assert row.text == inc.title.removeprefix("job 41: ")
+    assert "is NF now" not in row.text and row.text.endswith(f"not requeued ({reason})")
