@@ -99,6 +99,11 @@ class Discards(logging.Handler):
             self.count += 1
 
 
+LOOP = "loop: "
+"""The stall file's prefix of an event-loop callback's name (the rest are ``time_calls``'s,
+which run inside one)."""
+
+
 class LoopProbe:
     """Sleeps 10 ms in a loop; each oversleep is a stall of the event loop.
 
@@ -125,11 +130,15 @@ class LoopProbe:
         self._gcs: list[tuple[float, int, float]] = []
         self._gc_t0 = 0.0
         self._watching = False
-        self._calls: list[tuple[float, str, float]] = []
+        self._calls: list[tuple[float, str, float, float]] = []
+        """(perf_counter at the start, name, CPU s, wall s) of each timed call; an event-loop
+        callback's name is prefixed with ``LOOP``."""
+        self._t_start = 0.0
         self._untime: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._t_start = time.perf_counter()
         if self._stacks_to:
             import gc
 
@@ -168,7 +177,7 @@ class LoopProbe:
                     name = f"task {owner.get_coro().__qualname__}"  # type: ignore[union-attr]
                 else:
                     name = getattr(cb, "__qualname__", type(cb).__name__)
-                calls.append((p0, name, spent))
+                calls.append((p0, LOOP + name, spent, time.perf_counter() - p0))
 
         handle._run = timed  # type: ignore[method-assign,assignment]
         self._untime = lambda: setattr(handle, "_run", run)
@@ -189,7 +198,7 @@ class LoopProbe:
                 finally:
                     spent = time.thread_time() - c0
                     if spent >= 0.002:
-                        calls.append((p0, _n, spent))
+                        calls.append((p0, _n, spent, time.perf_counter() - p0))
 
             setattr(owner, name, timed)
 
@@ -239,7 +248,7 @@ class LoopProbe:
                 "gc": [(g, round(1000 * d, 1)) for t0, g, d in self._gcs if start <= t0 < end],
                 "stacks": [lines for ts, lines in self._stacks if start <= ts < end],
                 "callbacks_cpu_ms": [(name, round(1000 * spent, 1))
-                                     for ts, name, spent in self._calls if start <= ts <= end],
+                                     for ts, name, spent, _w in self._calls if start <= ts <= end],
             })
         runs: dict[int, list[float]] = {}
         for _t0, g, d in self._gcs:
@@ -248,14 +257,29 @@ class LoopProbe:
                            "ms_max": round(max(d), 1)} for g, d in sorted(runs.items())}
         slow = [{"key": key, "ms": round(1000 * took),
                  "callbacks_cpu_ms": [(name, round(1000 * spent, 1), round(1000 * (ts - t0)))
-                                      for ts, name, spent in self._calls
+                                      for ts, name, spent, _w in self._calls
                                       if t0 - 0.1 <= ts <= t0 + took]}
                 for key, t0, took in keys if took >= 0.08]
+        # Every timed call and GC run of the whole probe, in ms from its start: a stall is
+        # often several callbacks in one step of the loop, and which of them recur long is
+        # what the longest beats alone cannot say (bench/stall_report.py prints both).
+        t_first = self._t_start
+        calls = [(round(1000 * (ts - t_first), 1), name, round(1000 * spent, 1),
+                  round(1000 * wall, 1)) for ts, name, spent, wall in self._calls
+                 if ts >= t_first]
+        gc_runs = [(round(1000 * (t0 - t_first), 1), g, round(1000 * d, 1))
+                   for t0, g, d in self._gcs]
         Path(self._stacks_to).write_text(json.dumps({"gc": gcs, "stalls": out,
-                                                     "slow_keys": slow}, indent=1))
+                                                     "slow_keys": slow, "calls": calls,
+                                                     "gc_runs": gc_runs}, indent=1))
 
     def between(self, t0: float, t1: float) -> list[float]:
         return [d for t, d in self.samples if t0 <= t < t1]
+
+    def cpu_between(self, t0: float, t1: float) -> list[float]:
+        """The beats of ``between`` in the loop thread's CPU time."""
+        return [c for (t, _d), c in zip(self.samples, self.cpu_samples, strict=False)
+                if t0 <= t < t1]
 
 
 def _ms_stats(values: list[float], never: int = 0) -> dict[str, Any]:
@@ -495,6 +519,18 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
         t_go, seconds = (float(x) for x in await cmds.next("GO"))
         while time.time() < t_go:  # noqa: ASYNC110
             await asyncio.sleep(0.005)
+        if probe.stalls_file:  # what the long callbacks in the stall file were made of
+            from textual.screen import Screen
+
+            from fleetdeck.console.session import ConsoleSession
+            from fleetdeck.console.state import FleetState
+            from fleetdeck.console.tui.screens.base import FleetView
+
+            probe.time_calls(ConsoleSession, "tick")
+            probe.time_calls(FleetState, "apply", "judge_fleet")
+            probe.time_calls(type(app), "refresh_view", "switch_mode", "_display")
+            probe.time_calls(FleetView, "refresh_view")
+            probe.time_calls(Screen, "_compositor_refresh", "_refresh_layout")
         probe.start()
         app.measuring = True
         t_end = t_go + seconds
@@ -542,6 +578,7 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
             "paint_lag": _ms_stats(app.paint_lag, max(0, sent - len(app.paint_lag))),
             "stall_stream": _ms_stats(probe.between(t_go, t_end)),
             "stall_keys": _ms_stats(probe.between(t_keys, t_keys_end)),
+            "stall_stream_cpu": _ms_stats(probe.cpu_between(t_go, t_end)),
             "keys_nav": _ms_stats(nav), "keys_switch": _ms_stats(switches),
             "keys_timed_out": sum(1 for x in nav + switches if x >= KEY_TIMEOUT_S),
             "first_visit_ms": [round(1000 * x) for x in first_visit],

@@ -318,7 +318,13 @@ def report(args: argparse.Namespace, fleet: EvolvingFleet, pubr: dict[str, Any],
         print("keys (ms):", " ".join(f"{k}:{v}" for k, v in c["per_key"]))
     st, sk = c["stall_stream"], c["stall_keys"]
     print(f"event-loop stalls (10 ms probe oversleep): whole stream p99 {st['p99_ms']:,.0f} ms, "
-          f"max {st['max_ms']:,.0f} ms; during keys max {sk['max_ms']:,.0f} ms\n")
+          f"max {st['max_ms']:,.0f} ms; during keys max {sk['max_ms']:,.0f} ms")
+    sc = c.get("stall_stream_cpu")
+    if sc:
+        print("  the same beats in the loop thread's CPU time (what the console held the loop "
+              f"for, without waiting for a core): p99 {sc['p99_ms']:,.0f} ms, "
+              f"max {sc['max_ms']:,.0f} ms")
+    print()
 
     src = "bench/ingest.py"
     tn = TARGET_NODES

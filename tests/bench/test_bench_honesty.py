@@ -278,3 +278,56 @@ def test_sim_sample_cost_measures_samples_or_says_it_measured_none():
                           check=False)
     assert none.returncode == 1 and FAILED in none.stdout + none.stderr
     assert "CPU µs" not in none.stdout
+
+
+def test_the_stall_file_says_which_callback_held_the_loop_and_what_ran_inside_it(
+        tmp_path, monkeypatch):
+    """A stall is often several callbacks in one step of the loop, and a GC run inside one of
+    them: the stall file keeps every callback of >= 2 ms of CPU with the timed calls and GC
+    runs inside it, and bench/stall_report.py names the longest (docs/performance.md, "What
+    the loop's longest steps are made of")."""
+    import asyncio
+    import gc
+
+    from bench import stall_report
+    from bench._console import LOOP, LoopProbe
+
+    out = tmp_path / "stalls.json"
+    monkeypatch.setenv("FLEETDECK_BENCH_STALLS", str(out))
+
+    class Work:
+        def inner(self) -> None:
+            t_end = time.thread_time() + 0.05
+            while time.thread_time() < t_end:
+                pass
+            gc.collect(0)
+
+    def held() -> None:
+        Work().inner()
+
+    async def run() -> None:
+        probe = LoopProbe()
+        probe.time_calls(Work, "inner")
+        probe.start()
+        await asyncio.sleep(0.03)
+        asyncio.get_running_loop().call_soon(held)
+        await asyncio.sleep(0.1)
+        probe.stop()
+
+    asyncio.run(run())
+    data = json.loads(out.read_text())
+    names = {name for _t, name, _cpu, _wall in data["calls"]}
+    assert LOOP + "test_the_stall_file_says_which_callback_held_the_loop_and_what_ran_" \
+        "inside_it.<locals>.held" in names, names
+    assert "Work.inner" in names, names
+    assert any(g == 0 for _t, g, _ms in data["gc_runs"]), data["gc_runs"]
+    monkeypatch.setattr(sys, "argv", ["stall_report", str(out)])
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert stall_report.main() == 0
+    text = said.getvalue()
+    longest = text.split("longest event-loop callbacks")[1].splitlines()[1]
+    assert ".held:" in longest and "Work.inner" in longest and "gc0" in longest, text
