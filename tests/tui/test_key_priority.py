@@ -102,6 +102,28 @@ async def test_the_tick_timer_waits_for_a_key_in_flight(monkeypatch: Any) -> Non
         assert app.ticks == ticks + 2
 
 
+async def test_the_tick_timer_leaves_a_backlog_to_its_slices() -> None:
+    """While a backlog's next slice is on its way, the tick timer's tick does not tick too:
+    both calls land in the app's queue, which Textual runs without yielding, so a slice and
+    the timer's tick made one event-loop step of two ticks under a feed. Nothing is skipped:
+    the slices apply it all."""
+    async with running(64) as (world, app, pilot):
+        session = app.session
+        session.apply_max_nodes = 8
+        world.fleet.telemetry(world.ingest)
+        app._cancel_slice()
+        app._slice_later(30.0)  # a slice scheduled, not yet run
+        ticks = app.ticks
+        app.timer_tick()
+        assert app.ticks == ticks, "the timer ticked beside a scheduled slice"
+        app._cancel_slice()
+        app.timer_tick()  # none scheduled: at once, and its slices take the rest
+        assert app.ticks == ticks + 1 and session.backlog
+        await pilot_until(pilot, lambda: not session.backlog, "the backlog applied",
+                          interval=0.005)
+        assert all(st.telemetry is not None for st in app.state.nodes.values())
+
+
 async def test_a_view_composed_before_is_switched_to_without_textuals_mask() -> None:
     """Textual's switch_mode holds every update for 50 ms to hide the change of screen; at
     16,384 nodes that was most of a view switch (p50 ~55 ms against ~10 ms of work). Only the
