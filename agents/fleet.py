@@ -55,7 +55,7 @@ from fleetdeck.agents.sim.scenario import Scenario
 from fleetdeck.agents.sim.spec import SpecError, parse_action
 from fleetdeck.agents.sim.topology import TopologySpec
 from fleetdeck.agents.sim.world import SimWorld, WorldOptions
-from fleetdeck.agents.state import StateStore, state_file
+from fleetdeck.agents.state import StateStore, kept_drain, state_file
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
@@ -391,6 +391,15 @@ class Fleet:
         self._input_seq = 0
         self.bad_inputs = 0
         """Control inputs refused as malformed (each logged with its topic)."""
+        if self.spread and where is not None:
+            # A drain restored from the state dir reaches this copy of the world from its own
+            # agent only (``NodeAgent`` tells its source at construction, before ``relay``):
+            # every other process's agents' drains are read here, so each copy starts with
+            # the same nodes out of service (the lead's placed work on another process's
+            # drained node, and the copies diverged).
+            for n in self.others:
+                if (kept := kept_drain(state_file(where, n.node_id))) is not DrainState.NONE:
+                    self.world.apply_drain(n.node_id, kept, DrainMode.FINISH)
         if self.spread:
             self.world.relay = self._relay_drain
         self._tasks: dict[str, asyncio.Task[None]] = {}

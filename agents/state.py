@@ -71,6 +71,19 @@ def state_file(state_dir: Path, node_id: str) -> Path:
     return state_dir / f"state-{node_id}.json"
 
 
+def kept_drain(path: Path) -> DrainState:
+    """The drain a node's agent will restore from its state file, read without touching the
+    file (``StateStore.load`` moves a damaged one aside): a damaged one is drained, as
+    ``load`` makes it. For the processes of a spread simulator that do not run the node's
+    agent (agents/fleet.py)."""
+    try:
+        return _StateFile.model_validate_json(path.read_bytes()).drain.state
+    except FileNotFoundError:
+        return DrainState.NONE
+    except (OSError, ValidationError):
+        return DrainState.DRAINED
+
+
 class StateStore:
     def __init__(self, path: Path | None = None, node_id: str = "") -> None:
         self.path = path

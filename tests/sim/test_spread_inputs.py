@@ -106,3 +106,31 @@ def test_an_input_that_fails_when_applied_is_logged_not_raised(caplog):
     other._on_ctl(ctl_topic("sp"), stamped)
     other.tick()
     assert "not applied" in caplog.text
+
+
+def test_a_drain_kept_in_the_state_dir_is_in_every_copy_of_the_world(tmp_path):
+    """``sim --procs 2 --state-dir``: a node drained before the restart is out of service in
+    every process's copy of the scheduler from the first tick, not only in the copy of the
+    process that runs its agent (the lead's copy placed work on it: the copies diverged)."""
+    from fleetdeck.agents.state import AgentState, StateStore, state_file
+    from fleetdeck.protocol.messages import DrainInfo
+
+    for node in ("gpu0002", "gpu0005"):
+        StateStore(state_file(tmp_path, node), node).save(AgentState(DrainInfo(
+            state=DrainState.DRAINED, reason="reseat cable", requested_by="alice")))
+    # A damaged file: its own process keeps the node out of service (agents/state.py), so
+    # every copy does.
+    state_file(tmp_path, "gpu0006").write_text("{torn")
+    opts = dict(cluster="sp", nodes=6, seed=4, epoch_ms=1_700_000_000_000, jobs=6,
+                state_dir=tmp_path)
+    lead = Fleet(URL, FleetOptions(**opts, shard=0, shards=2))
+    other = Fleet(URL, FleetOptions(**opts, shard=1, shards=2))
+    for fleet in (lead, other):
+        drained = sorted(n.node_id for n in fleet.world.nodes
+                         if n.drain_state is not DrainState.NONE)
+        assert drained == ["gpu0002", "gpu0005", "gpu0006"], fleet.opts.shard
+        for _ in range(3):
+            fleet.tick()
+    assert lead.world.log == other.world.log
+    placed = {n.node_id for n in lead.world.nodes if n.binding is not None}
+    assert placed and not placed & {"gpu0002", "gpu0005", "gpu0006"}
