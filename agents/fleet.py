@@ -381,7 +381,8 @@ class Fleet:
         where = opts.state_dir
         self.states: dict[str, StateStore] = {
             n.node_id: StateStore() if where is None
-            else StateStore(state_file(where, n.node_id), n.node_id) for n in mine}
+            else StateStore(state_file(where, n.node_id), n.node_id, durable=False)
+            for n in mine}
         self.telemetry_clock = TelemetryClock()
         """Every agent's telemetry slots on one timer (agents/sim/clock.py)."""
         self.retry_log = RetryLog(url, len(mine))

@@ -474,8 +474,8 @@ def build_parser() -> Parser:
                    "Will per node still; one simulated scheduler; default 1)")
     p.add_argument("--state-dir", metavar="DIR",
                    help="keep each node's drain, executed command ids and error windows in "
-                   "DIR, as 'fleetdeck agent --state-dir' does, so a restarted simulator's "
-                   "drained nodes come back drained (default: memory only)")
+                   "DIR/CLUSTER, as 'fleetdeck agent --state-dir' does, so a restarted "
+                   "simulator's drained nodes come back drained (default: memory only)")
     _add_wire(p)
     p.add_argument("--fault-rates", metavar="NAME|FILE", help="draw faults from a rate table "
                    "(failures per node-day by cause, docs/scenarios.md): 'rates-week' or a .toml")
@@ -890,8 +890,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
         interval_s=args.interval, keepalive=args.keepalive, seed=args.seed,
         connect_concurrency=args.connect_concurrency, jobs=jobs, topology=topo,
         scenario=scenario, command_key=_command_key(args), agent_kwargs=_agent_wire(args),
-        tune_gc=True, state_dir=usable_state_dir(Path(args.state_dir)) if args.state_dir
-        else None,
+        # A directory per cluster: the files name only the node, and one DIR used for two
+        # clusters brought the first's drains back on the second (a review).
+        tune_gc=True, state_dir=usable_state_dir(Path(args.state_dir) / args.cluster)
+        if args.state_dir else None,
     )
     drawn = None
     if table is not None and scenario is not None:

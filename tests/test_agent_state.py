@@ -310,3 +310,22 @@ async def test_commands_sent_together_are_all_handled_before_the_will_is_rearmed
             proc.wait(10)
         await tap.until(lambda: not tap.statuses(NODE)[-1].online, 20, message="its will")
     assert tap.statuses(NODE)[-1].drain.reason == "three"
+
+
+def test_a_simulators_state_is_renamed_into_place_without_fsync(tmp_path, monkeypatch):
+    """Every agent saves at each session start: 4,096 simulated ones fsyncing held the
+    simulator's loop ~5 s at start-up and after each broker restart. A real agent's save is
+    durable (a power cut keeps the drain); a simulator's only atomic."""
+    import os
+
+    from fleetdeck.agents.state import AgentState, StateStore
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    drained = AgentState(DrainInfo(state=DrainState.DRAINED, reason="rma", requested_by="a"))
+    StateStore(tmp_path / "sim.json", "gpu0001", durable=False).save(drained)
+    assert synced == []
+    assert StateStore(tmp_path / "sim.json").load(0).drain.state is DrainState.DRAINED
+    StateStore(tmp_path / "real.json", "gpu0001").save(drained)
+    assert len(synced) == 2  # the file, then its directory entry

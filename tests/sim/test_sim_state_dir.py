@@ -43,7 +43,7 @@ def test_a_restarted_simulator_keeps_its_drains_with_a_state_dir(mosquitto, tmp_
     finally:
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-    assert sorted(os.listdir(where))[:1] == ["state-gpu0001.json"]
+    assert sorted(os.listdir(os.path.join(where, cluster)))[:1] == ["state-gpu0001.json"]
     second = run_sim(url, cluster, tmp_path / "sim2.log", "--state-dir", where)
     try:
         # Its first status is drained: it never reads in service between the two.
@@ -52,6 +52,12 @@ def test_a_restarted_simulator_keeps_its_drains_with_a_state_dir(mosquitto, tmp_
         assert drain_of(url, cluster, "gpu0001")[0] == "none"
     finally:
         assert stop_process(second) == 0
+    # Another cluster's simulator in the same DIR does not take this one's drains.
+    other = run_sim(url, "sd2", tmp_path / "sim-other.log", "--state-dir", where)
+    try:
+        wait_for(url, "sd2", "gpu0002", "none")
+    finally:
+        assert stop_process(other) == 0
     # Without one, the fleet's drains live in memory only: a new simulator forgets them.
     third = run_sim(url, cluster, tmp_path / "sim3.log")
     try:
@@ -67,4 +73,4 @@ def test_a_state_dir_that_cannot_be_made_is_one_sentence(tmp_path):
                   "--state-dir", str(blocker / "sub"))
     assert res.returncode != 0
     assert res.stderr.strip().splitlines() == [
-        f"fleetdeck sim: --state-dir {blocker / 'sub'}: Not a directory."], res.stderr
+        f"fleetdeck sim: --state-dir {blocker / 'sub' / 'demo'}: Not a directory."], res.stderr
