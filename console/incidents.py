@@ -327,9 +327,7 @@ def _failed_job_incident(failed: FailedJob, by_node: dict[str, Incident],
                            "scheduler places it only on nodes it reaches)")
             else:
                 restart = f"then {restart}"
-            # Nodes that failed together in the job said "job 4102 is F now": what is said now.
-            home.title = (home.title.replace(f"; job {jid} is {failed.state} now", "")
-                          + f"; {failed.text}")
+            home.title = failed.said_on(home.title)
             home.action = f"{home.action}; {restart}"
             # Work stopped until someone restarts it, whatever the node's own fault's
             # severity (XID 94 kills the rank and leaves the node only degraded).

@@ -737,6 +737,12 @@ class FailedJob:
         first = f"drain {compress(list(self.drain))}, then " if self.drain else ""
         return f"{first}{self.restart_once()}"
 
+    def said_on(self, title: str) -> str:
+        """``title`` of an incident or a top problem that holds this job, with what it is now:
+        nodes that failed together in the job said "job 4102 is F now" (one wording for the
+        incidents and the overview's rows)."""
+        return title.replace(f"; job {self.job_id} is {self.state} now", "") + f"; {self.text}"
+
     def restart_once(self, drained: tuple[str, ...] = ()) -> str:
         """``restart`` with what it waits for: the scheduler back (``sched_gone``), and
         ``drained`` drained (nodes another incident drains: "once gpu[0003,0007] are

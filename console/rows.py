@@ -756,8 +756,7 @@ def top_problems(state: FleetState, limit: int = 10,
                 rack_jobs.setdefault(i, []).append(failed.head)
             else:
                 # The job's own row of nodes that failed together: what it is now, said.
-                switches[i] = replace(row, text=row.text.replace(
-                    f"; job {job.job_id} is {failed.state} now", "") + f"; {failed.text}")
+                switches[i] = replace(row, text=failed.said_on(row.text))
         for home in homes:
             at = folded.get(home)
             if at is not None:
