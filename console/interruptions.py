@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fleetdeck.console.commands import since_checkpoint_s
+from fleetdeck.console.commands import work_at_risk_s
 from fleetdeck.console.health import Finding
 from fleetdeck.console.judgements import (
     NO_REASON,
@@ -427,7 +427,7 @@ class InterruptionTracker:
             return False
         cause = next((c for c in CAUSES if c in by_cause), "software")
         gpus = len(p.nodes) * p.run.gpus_per_node
-        since = since_checkpoint_s(p.run, p.at)
+        since = work_at_risk_s(p.run, p.at)
         if since is not None and p.unwatched and p.run.checkpoint_every and p.run.step_time_ms:
             # Its checkpoints went on while no collector ran: it lost at most one interval's
             # work, not everything since the checkpoint the store last saw (a job kept at step

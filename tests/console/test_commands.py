@@ -899,3 +899,21 @@ def test_a_drain_seen_draining_before_any_sample_and_then_resumed_is_superseded(
     fleet.telemetry(ingest, names=["gpu0003"])
     step(ingest, state, tr, clock)
     assert req.phase is Phase.SUPERSEDED, (req.phase, req.targets[0].detail)
+
+
+def test_a_job_resumed_from_its_checkpoint_risks_only_the_work_since_it_resumed(world):
+    """A drain dialog seconds after a restart booked 0.3 GPU-h for 4 steps of 32 GPUs: it
+    counted from the checkpoint's time, not from the run that resumed from it (a newcomer's
+    run)."""
+    clock, ingest, _fleet, state = world
+    nodes = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    # Checkpoint 30 min ago (job_status), requeued from it and running again for 60 s.
+    publish_job(ingest, job_status("41", nodes, clock, started_offset_s=60, requeues=1), clock)
+    state.apply(ingest.take_batch(), clock())
+    restart = job_blast_radius(state, "41", clock())
+    assert restart.gpu_hours_at_risk == pytest.approx(32 * 60 / 3600)
+    (job,) = restart.jobs
+    assert "checkpoint 30m00s ago, resumed from it 1m00s ago: 0.5 GPU-h of work since" \
+        in job.line(), job.line()
+    now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
+    assert now.gpu_hours_at_risk == pytest.approx(32 * 60 / 3600)

@@ -303,3 +303,16 @@ async def test_an_interruption_while_no_console_ran_is_dated_when_it_happened(tm
         assert line.endswith(" UTC, before this console started)"), line
     finally:
         await later.close()
+
+
+def test_a_second_interruption_books_only_the_work_since_the_run_resumed():
+    """A job requeued from a checkpoint 30 min old and interrupted again a minute later lost
+    a minute of work, not the 30 min the first interruption booked already (a newcomer's
+    run)."""
+    session = session_with_job()
+    # Each status says the run started 60 s before it and the checkpoint is 30 min old.
+    seconds(session, 10, started=60)
+    seconds(session, 15, state=JobState.NF, started=60)
+    (it,) = session.interruptions.total
+    gpus = 2 * 8
+    assert it.lost_gpu_hours == pytest.approx(gpus * 60 / 3600, abs=gpus * 5 / 3600), it
