@@ -323,7 +323,10 @@ def seek_note(arg: str, target: float, start: float, end: float) -> str:
     """'' when ``target`` lies within the recording, else the one line that says where a
     seek to it lands instead: ``:seek 999`` and ``:seek -999`` moved to an end silently (an
     SRE's run)."""
-    if start <= target <= end:
+    # Half a second either side: the ends are said to the nearest second, as the replay's
+    # header says where it stands, and a seek to the time the header shows at the end said
+    # it lay after the recording (a newcomer's run).
+    if start - 0.5 <= target <= end + 0.5:
         return ""
     span = f"{_when(start, start, end)} to {_when(end, start, end)}"
     if target < start:
@@ -332,11 +335,13 @@ def seek_note(arg: str, target: float, start: float, end: float) -> str:
 
 
 def _when(t: float, start: float, end: float) -> str:
-    """A UTC clock time, with its date when the recording runs over more than one day."""
-    one_day = (datetime.fromtimestamp(start, UTC).date()
-               == datetime.fromtimestamp(end, UTC).date())
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S" if one_day
-                                                   else "%Y-%m-%d %H:%M:%S")
+    """A UTC clock time, with its date when the recording runs over more than one day: to the
+    nearest second, as the replay's header says where it stands (cut to the second, the end
+    read 23:02:39 under a header at 23:02:40: a newcomer's run)."""
+    one_day = (datetime.fromtimestamp(round(start), UTC).date()
+               == datetime.fromtimestamp(round(end), UTC).date())
+    return datetime.fromtimestamp(round(t), UTC).strftime("%H:%M:%S" if one_day
+                                                          else "%Y-%m-%d %H:%M:%S")
 
 
 # --- replay ---------------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def run_replay(args: Any) -> int:
         if until is not None and rep["end"] < rep["start"] + until:
             # It ran to the end: a --until past it read as "the recording is that long".
             print(f"fleetdeck replay: --until {args.until} is past the recording's end; "
-                  f"replayed all of it, to {utc_hms(rep['end'])} UTC "
+                  f"replayed all of it, to {utc_hms(round(rep['end']))} UTC "
                   f"({rep['end'] - rep['start']:.1f} s in).", file=sys.stderr)
         status = tell_damage(ReadReport(skipped=rep["skipped_lines"], problems=rep["problems"],
                                         truncated=rep["truncated"],
@@ -172,9 +172,11 @@ def until_s(path: Path, arg: str) -> float:
         target = seek_target(arg, start, start, end)
     except ValueError as err:
         raise UserError(f"--until: {err}.") from None
-    if target < start:
+    if target < start - 0.5:
+        # To the nearest second, as the replay's header and seek notes say its ends.
         raise UserError(f"--until {arg} is before the recording, which starts at "
-                        f"{utc_hms(start)} UTC.")
+                        f"{utc_hms(round(start))} UTC.")
+    target = max(target, start)
     return target - start
 
 

@@ -189,7 +189,9 @@ class ReplayApp(FleetdeckApp):
         if self._end_told:
             return
         self._end_told = True
-        self.notify(esc(f"end of the recording ({utc_hms(p.end)} UTC, "
+        # The header's clock (rounded): "done" at 23:02:40 over "end of the recording
+        # (23:02:39 UTC…)" read as two ends (a newcomer's run).
+        self.notify(esc(f"end of the recording ({position_clock(p.end)} UTC, "
                         f"{fmt_duration(round(p.end - p.start))} in): p plays it again from the "
                         "start; [ or :seek -30 looks back"), timeout=10)
 
@@ -207,7 +209,7 @@ class ReplayApp(FleetdeckApp):
         at = length if now >= p.end else position_span(now - p.start)
         where = f"{position_clock(now)} UTC +{at}/{length} x{p.speed:g}"
         if p.target is not None:
-            state = (f"[$accent b]seeking to {utc_hms(p.target)} … "
+            state = (f"[$accent b]seeking to {position_clock(p.target)} … "
                      f"{100 * p.progress:.0f} %[/]")
         else:
             state = "[$warning b]PAUSED[/]" if p.paused else ("done" if p.done else "playing")

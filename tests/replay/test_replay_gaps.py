@@ -189,12 +189,14 @@ def test_until_takes_what_seek_takes_and_says_when_it_is_past_the_end():
         return res.returncode, res.stderr.strip(), rep and round(rep["end"] - rep["start"], 3)
 
     assert until("1e9") == (0, "fleetdeck replay: --until 1e9 is past the recording's end; "
-                            "replayed all of it, to 04:02:55 UTC (35.0 s in).", 34.983)
+                            "replayed all of it, to 04:02:56 UTC (35.0 s in).", 34.983)
     assert until("04:02:30") == (0, "", 9.013)
     assert until("2026-11-30T04:02:40") == (0, "", 19.013)
     assert until("10") == (0, "", 10.0)
     assert until("04:00") == (2, "fleetdeck replay: --until 04:00 is before the recording, "
-                              "which starts at 04:02:20 UTC.", None)
+                              "which starts at 04:02:21 UTC.", None)
+    # The start as the replay's header says it, to the nearest second: 04:02:21 is in it.
+    assert until("04:02:21") == (0, "", 0.013)
     assert until("end") == (0, "", 34.983)
     assert until("start") == (0, "", 0.0)
     code, said, _ = until("soon")

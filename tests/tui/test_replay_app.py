@@ -325,14 +325,16 @@ async def test_a_seek_outside_the_recording_says_where_it_landed(monkeypatch):
         await settle(pilot, app)
         assert p.position == p.end
         said = [n.message for n in app._notifications]
-        assert said[:2] == ["seek: 04:00 is before the recording (04:02:20 to 04:02:55): at "
+        # Its ends as the header says them, to the nearest second (cut to the second, the
+        # end read 04:02:55 under a header at 04:02:56: a newcomer's run).
+        assert said[:2] == ["seek: 04:00 is before the recording (04:02:21 to 04:02:56): at "
                             "its start",
-                            "seek: 999 is after the recording (04:02:20 to 04:02:55): at its "
+                            "seek: 999 is after the recording (04:02:21 to 04:02:56): at its "
                             "end"]
         assert said[2:] == [END_NOTICE], said
 
 
-END_NOTICE = ("end of the recording (04:02:55 UTC, 35s in): p plays it again from the start; "
+END_NOTICE = ("end of the recording (04:02:56 UTC, 35s in): p plays it again from the start; "
               "\\[ or :seek -30 looks back")
 
 
@@ -375,6 +377,10 @@ async def test_the_end_of_the_recording_is_said_and_p_plays_it_again(monkeypatch
         assert p.position == p.end and p.done
         top = text_of(app).splitlines()[0]
         assert "+35s/35s x1 done" in top and "upd" not in top, top
+        assert [n.message for n in app._notifications] == [END_NOTICE]
+        assert "replay 04:02:56 UTC" in top, top  # the notice's end, as the header says it
+        app.run_command_line(":seek 04:02:56")  # the time the header shows: no "after" note
+        await settle(pilot, app)
         assert [n.message for n in app._notifications] == [END_NOTICE]
         app.run_command_line(":seek start")
         await settle(pilot, app)
