@@ -215,6 +215,13 @@ def parse_action(entry: dict[str, object], *, default_at: float | None = None) -
     """Validate one ``{"at": …, "fault": kind, …}`` mapping into an :class:`Action`."""
     data = dict(entry)
     kind = data.pop("fault", None) or data.pop("action", None)
+    if kind is None:
+        # The docs' table heads the column "kind": a [[fault]] with kind = "xid79" read
+        # "unknown fault None" (a newcomer's run). Name the key that holds a kind.
+        misplaced = next((k for k, v in data.items() if isinstance(v, str) and v in KINDS), None)
+        hint = (f"; {misplaced} = \"{data[misplaced]}\" is no setting: write "
+                f"fault = \"{data[misplaced]}\"") if misplaced is not None else ""
+        raise SpecError(f"'fault' is required: the kind, e.g. fault = \"ib_flap\"{hint}")
     if not isinstance(kind, str) or kind not in KINDS:
         known = ", ".join(sorted(KINDS))
         raise SpecError(f"unknown fault {kind!r} (choose from: {known})")

@@ -31,6 +31,11 @@ def test_actions_validate_kinds_params_and_ranges():
         ({"at": 1, "fault": "ib_flap", "node": "n", "port": 9}, "port must be in"),
         ({"at": 1, "fault": "xid79", "node": "n", "colour": "red"}, "unknown parameter"),
         ({"fault": "xid79", "node": "n"}, "'at' is required"),
+        # It read "unknown fault None" (a newcomer wrote the docs' column head, kind).
+        ({"at": 1, "kind": "xid79", "node": "n"},
+         "'fault' is required: the kind, e.g. fault = \"ib_flap\"; kind = \"xid79\" is no "
+         "setting: write fault = \"xid79\""),
+        ({"at": 1, "node": "n"}, "'fault' is required: the kind, e.g. fault = \"ib_flap\"$"),
         ({"at": 1, "fault": "link_down", "node": "n", "phys": "Sleep"}, "Polling"),
     ]:
         with pytest.raises(SpecError, match=msg):
