@@ -37,3 +37,17 @@ async def test_fabric_panel_says_how_many_ports_it_has_not_heard_from():
         fabric = panel_text(screen, "fabric-panel")
         assert "every port up" not in fabric, fabric
         assert "no data from 32 of 192 ports (their nodes are silent)" in fabric, fabric
+
+
+async def test_the_fabric_views_count_of_bad_ports_says_one_port_in_the_singular():
+    """"1 bad ports in total" under one flapping port (a newcomer's run)."""
+    from tests.tui.fleet import port_down
+    from tests.tui.test_fabric_matrix import open_fabric
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest, faults={"gpu0006": port_down("mlx5_ib5")})
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await open_fabric(world, pilot)
+        hints = screen.query_one("#fabric-hints").render().plain
+        assert hints.endswith("1 bad port in total"), hints

@@ -109,7 +109,7 @@ class FabricScreen(FleetView):
         else:
             bad = sum(r.down + r.flapping + r.erroring for r in self.leaves)
             text = ("[$success]no correlated port failures under any leaf switch[/]"
-                    f"  [$text-muted]{bad} bad ports in total[/]")
+                    f"  [$text-muted]{plural(bad, 'bad port')} in total[/]")
         self.query_one("#fabric-hints", Readout).show(text)
         self.leaf_table.empty_text = "no nodes yet"
         self.leaf_table.set_rows(self.leaves)
