@@ -502,7 +502,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB warn (port erroring, or
         failing with its suspect switch): the GPU is sound, the InfiniBand port of its rail
         is not
-        under the grid, room permitting: jobs (stragglers first), fabric by switch, last events
+        under the grid, room permitting: jobs (held up by a node, a hang or a failure first,
+        then slowed by a straggler), fabric by switch, last events
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
         space mark, move down · ctrl+backslash clear marks · o next sort col · O reverse{rw_nodes}
         grey italic figures: last known (node offline or stale; AGE says how old)
