@@ -39,6 +39,7 @@ from fleetdeck.console.judgements import (
     not_stepping,
     not_stepping_text,
     own_findings,
+    own_job,
     port_rail,
     scheduler_down,
     scheduler_gone,
@@ -777,9 +778,20 @@ def top_problems(state: FleetState, limit: int = 10,
     # A node already draining or drained is in hand: after the ones no one has acted on (a
     # drained node kept its place among "4 nodes need attention" above new ones: a
     # newcomer's run).
-    worst = heapq.nsmallest(limit, bad, key=lambda s: (s.drain.state is not DrainState.NONE,
-                                                        -VERDICT_ORDER[s.verdict],
-                                                        -len(s.all_findings), s.node_id))
+    # Then errors before warnings and, among them, a node that stops a running job first, as
+    # the incidents view orders their incidents (``incidents``: "what loses work now", one
+    # rule for both, docs/architecture.md "Worst first"): a failed idle node with more
+    # findings came above one that held up a job (a newcomer's run).
+    holding = {n for job in state.jobs.values() if job.state.value in HOLDING_NODES
+               for n in job.nodes}
+
+    def rank(s: NodeState) -> tuple[bool, bool, bool, int, int, str]:
+        error = s.verdict in (Verdict.FAILED, Verdict.OFFLINE) and not s.job_stepping
+        losing = error and (s.node_id in holding or own_job(s, state) is not None)
+        return (s.drain.state is not DrainState.NONE, not error, not losing,
+                -VERDICT_ORDER[s.verdict], -len(s.all_findings), s.node_id)
+
+    worst = heapq.nsmallest(limit, bad, key=rank)
     out = []
     for st in worst:
         # After the failed (and offline) nodes no one has acted on: OFFLINE sorts above

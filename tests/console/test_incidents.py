@@ -872,3 +872,22 @@ async def test_a_restarted_console_dates_nodes_back_from_a_clean_agent_restart_a
             assert inc.since == seen.since, restart_while_offline
         finally:
             await again.close()
+
+
+def test_a_failed_node_under_a_running_job_leads_the_top_problems_as_its_incident_does():
+    """A failed idle node with more findings came above a failed node that stops a running
+    job, while the incidents view put the job's node first ("what loses work now", one rule
+    for both: docs/architecture.md "Worst first"; a newcomer's run)."""
+    from fleetdeck.console.rows import top_problems
+
+    def two_down(t):
+        return port_down("mlx5_ib5")(port_down("mlx5_ib2")(t))
+
+    session = run(8, {"gpu0001": two_down, "gpu0006": port_down("mlx5_ib3")},
+                  jobs=[lambda c: job_status("41", ["gpu0006", "gpu0007"], c)])
+    assert len(session.state.nodes["gpu0001"].all_findings) > len(
+        session.state.nodes["gpu0006"].all_findings)
+    order = [i.nodes[0] for i in incidents(session.state)]
+    assert order == ["gpu0006", "gpu0001"], order
+    problems, _ = top_problems(session.state)
+    assert [p.node for p in problems] == order, problems
