@@ -401,3 +401,30 @@ def test_a_header_wider_than_the_terminal_wraps_between_its_words_indented():
     url = "mqtts://broker-a.training-fleet-eastus2.prod.example.com:8883"
     lines = packed([f"[b]demo[/] @ {url}: 2048 nodes", ["ok 2000", "failed 4"]], 60)
     assert lines == ["[b]demo[/] @", f"  {url}:", "  2048 nodes", "  ok 2000  failed 4"], lines
+
+
+def test_an_incident_wrapped_on_a_narrow_terminal_goes_on_under_its_own_text(monkeypatch):
+    """At 80 columns an incident's title and its action wrapped to the left edge: "view)" and
+    "(gpu[0035,0040]): …" began lines of their own among the severities (a newcomer's run).
+    Piped, each is still one line."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_incidents
+
+    found = [{"severity": "error", "title": "job 4102: 2 of its nodes failed before this "
+              "console heard them (gpu[0035,0040]): gpu0035: N2 mlx5_ib3:1: link_downed "
+              "increased; gpu0040: G2 gpu1: XID 74",
+              "action": "each of gpu[0035,0040] as its own finding says (its line in the nodes "
+              "view)"}]
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    render_incidents(found, Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("  error job 4102: "), lines
+    assert len(lines) > 4 and all(ln.startswith(" " * 8) for ln in lines[2:]), lines
+    assert all(len(ln) <= 80 for ln in lines), lines
+    monkeypatch.delenv("COLUMNS")
+    piped = io.StringIO()
+    render_incidents(found, table_console(Console(file=piped, width=80)))
+    assert piped.getvalue().splitlines()[1:] == [
+        f"  error {found[0]['title']}", f"        → {found[0]['action']}"]

@@ -203,10 +203,17 @@ def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
     if not found:
         return
     console.print(f"[b]incidents[/] ({len(found)}):")
+    # A grid, so a line the terminal's width wraps goes on under its own text, not at the
+    # left edge: at 80 columns "view)" and "(gpu[0035,0040]): …" began lines of their own
+    # between the severities (a newcomer's run). Piped, each row is still one line.
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
     for inc in found[:INCIDENTS_SHOWN]:
         style = "red" if inc["severity"] == "error" else "yellow"
-        console.print(f"  [{style}]{inc['severity']:5}[/] {escape(inc['title'])}")
-        console.print(f"        [dim]→ {escape(inc['action'])}[/]")
+        grid.add_row(f"  [{style}]{inc['severity']:5}[/]", escape(inc["title"]))
+        grid.add_row("", f"[dim]→ {escape(inc['action'])}[/]")
+    console.print(grid)
     if len(found) > INCIDENTS_SHOWN:
         console.print(f"  … {len(found) - INCIDENTS_SHOWN} more (status --json has them all)")
 
