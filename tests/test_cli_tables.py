@@ -428,3 +428,21 @@ def test_an_incident_wrapped_on_a_narrow_terminal_goes_on_under_its_own_text(mon
     render_incidents(found, table_console(Console(file=piped, width=80)))
     assert piped.getvalue().splitlines()[1:] == [
         f"  error {found[0]['title']}", f"        → {found[0]['action']}"]
+
+
+def test_a_held_up_job_wrapped_on_a_narrow_terminal_goes_on_under_its_own_text(monkeypatch):
+    """ "clock throttled (sw thermal, hw thermal))" began a line at the left edge under
+    "jobs held up" at 80 columns (a newcomer's run)."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_held_up_jobs
+
+    jobs = [{"job_id": "4104", "name": "dlrm-v3", "straggler": {
+        "node": "gpu0020", "text": "rank 21 gpu0020 +23%: throttled GPU (gpu5 clock throttled "
+                                   "(sw thermal, hw thermal))"}}]
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    render_held_up_jobs(jobs, Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("  4104 dlrm-v3: straggler rank 21"), lines
+    assert len(lines) == 3 and lines[2].startswith(" " * len("  4104 dlrm-v3: ")), lines

@@ -233,14 +233,18 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         bool(j.get("failed") and not j["failed"].get("lapsed")), bool(j.get("straggler"))),
         j["job_id"]))
     console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
+    # A grid, as the incidents: a wrapped line goes on under its text, not at the left edge.
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
     for j in held[:INCIDENTS_SHOWN]:
         failed = j.get("failed")
         if failed:
             # The job's own words ("failed on gpu0003 (…Xid 48)") and what brings it back.
             what = failed["text"].removeprefix(f"job {j['job_id']} ")
             style = "yellow" if failed.get("lapsed") else "red"
-            console.print(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
-                          f"{escape(what)}; {escape(failed['action'])}")
+            grid.add_row(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}:",
+                         f"{escape(what)}; {escape(failed['action'])}")
             continue
         sick = j.get("sick_nodes") or []
         slow = j.get("straggler")
@@ -254,8 +258,9 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         if slow is not None and all(s["node"] != slow["node"] for s in sick):
             parts.append(f"straggler {slow['text']}")
         style = "red" if sick or quiet is not None else "yellow"
-        console.print(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}: "
-                      f"{escape('; '.join(parts))}")
+        grid.add_row(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}:",
+                     escape("; ".join(parts)))
+    console.print(grid)
     if len(held) > INCIDENTS_SHOWN:
         console.print(f"  … {len(held) - INCIDENTS_SHOWN} more (status --json has them all)")
 
