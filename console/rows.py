@@ -777,21 +777,8 @@ def top_problems(state: FleetState, limit: int = 10,
     limit = max(0, limit - len(switches))
     # A node already draining or drained is in hand: after the ones no one has acted on (a
     # drained node kept its place among "4 nodes need attention" above new ones: a
-    # newcomer's run).
-    # Then errors before warnings and, among them, a node that stops a running job first, as
-    # the incidents view orders their incidents (``incidents``: "what loses work now", one
-    # rule for both, docs/architecture.md "Worst first"): a failed idle node with more
-    # findings came above one that held up a job (a newcomer's run).
-    holding = {n for job in state.jobs.values() if job.state.value in HOLDING_NODES
-               for n in job.nodes}
-
-    def rank(s: NodeState) -> tuple[bool, bool, bool, int, int, str]:
-        error = s.verdict in (Verdict.FAILED, Verdict.OFFLINE) and not s.job_stepping
-        losing = error and (s.node_id in holding or own_job(s, state) is not None)
-        return (s.drain.state is not DrainState.NONE, not error, not losing,
-                -VERDICT_ORDER[s.verdict], -len(s.all_findings), s.node_id)
-
-    worst = heapq.nsmallest(limit, bad, key=rank)
+    # newcomer's run); what stops a running job first (``worst_first``).
+    worst = heapq.nsmallest(limit, bad, key=worst_first(state))
     out = []
     for st in worst:
         # After the failed (and offline) nodes no one has acted on: OFFLINE sorts above
@@ -802,6 +789,27 @@ def top_problems(state: FleetState, limit: int = 10,
             recovered = []
         out.append(Problem(st.node_id, st.verdict, slurm_state(st), _findings_text(st)))
     return (switches + out + recovered + lapsed)[:len(switches) + limit], total
+
+
+def worst_first(state: FleetState) -> Callable[[NodeState], tuple[bool, bool, bool, int, int,
+                                                                   str]]:
+    """Sort key of the nodes' worst-first order, the overview's top problems and its grid's
+    ``w`` alike: a node already draining or drained (in hand) after the rest; then errors
+    (failed, offline) before warnings and, among them, a node that stops a running job first,
+    as the incidents view orders their incidents ("what loses work now", one rule for all:
+    docs/architecture.md "Worst first"); then the verdict, how many findings, the name. A
+    failed idle node with more findings came above one that held up a job, and ``w`` went
+    first to an offline node whose job still stepped (a newcomer's run)."""
+    holding = {n for job in state.jobs.values() if job.state.value in HOLDING_NODES
+               for n in job.nodes}
+
+    def rank(s: NodeState) -> tuple[bool, bool, bool, int, int, str]:
+        error = s.verdict in (Verdict.FAILED, Verdict.OFFLINE) and not s.job_stepping
+        losing = error and (s.node_id in holding or own_job(s, state) is not None)
+        return (s.drain.state is not DrainState.NONE, not error, not losing,
+                -VERDICT_ORDER[s.verdict], -len(s.all_findings), s.node_id)
+
+    return rank
 
 
 def _findings_text(st: NodeState) -> str:

@@ -24,8 +24,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from fleetdeck.console.health import VERDICT_ORDER, Verdict
-from fleetdeck.console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells
+from fleetdeck.console.health import Verdict
+from fleetdeck.console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells, worst_first
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,12 +64,6 @@ CELL_BADNESS = {Cell.FAILED: 0, Cell.MISSING: 1, Cell.RAIL_FAILED: 2, Cell.DEGRA
                 Cell.RAIL_DEGRADED: 4, Cell.OFFLINE: 5, Cell.STALE: 6, Cell.DRAINING: 7,
                 Cell.DRAINED: 8}
 """Which GPU of a node the cursor lands on when jumping to it: the worst cell first."""
-
-
-def badness(st: "NodeState") -> tuple[int, int, str]:
-    """Sort key of the worst-first order (the overview's top problems use the same): verdict,
-    then how many findings, then the name."""
-    return (-VERDICT_ORDER[st.verdict], -len(st.all_findings), st.node_id)
 
 
 class FleetGrid(Widget, can_focus=True):
@@ -303,7 +297,7 @@ class FleetGrid(Widget, can_focus=True):
         bad = [st for node_id in self.node_ids
                if (st := nodes.get(node_id)) is not None and st.verdict is not Verdict.OK
                and not st.unread_talking]
-        bad.sort(key=badness)
+        bad.sort(key=worst_first(self._state()))
         return [st.node_id for st in bad]
 
     def action_worst(self, step: int) -> None:

@@ -410,3 +410,31 @@ async def test_the_grid_status_line_of_a_gpu_less_node_names_what_failed_it_firs
         line = world.app.screen.query_one("#grid-status").render().plain
         assert "stor0001 no GPUs" in line, line
         assert "node failed  N1 mlx5_ib3:1: DOWN/Polling; N6 mlx5_ib0:1" in line, line
+
+
+async def test_worst_goes_first_to_a_failed_node_that_stops_a_job_as_the_top_problems_do():
+    """``w`` went to a failed idle node with more findings before a failed node that held up
+    a running job, which the incidents view put first: the grid and the top problems share
+    one worst-first order (``rows.worst_first``; a newcomer's run)."""
+    from fleetdeck.console.rows import top_problems
+    from tests.tui.fleet import job_status, publish_job
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    publish_job(world.ingest, job_status("41", ["gpu0006", "gpu0007"], world.clock),
+                world.clock)
+
+    def two_down(t):
+        return port_down("mlx5_ib5")(port_down("mlx5_ib2")(t))
+
+    world.fleet.telemetry(world.ingest, job={"gpu0006": "41", "gpu0007": "41"},
+                          faults={"gpu0001": two_down, "gpu0006": port_down("mlx5_ib3")})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        problems, _ = top_problems(world.app.state)
+        assert grid.worst() == [p.node for p in problems] == ["gpu0006", "gpu0001"]
+        await pilot.press("w")
+        await pilot.pause()
+        assert grid.current_node == "gpu0006"
