@@ -180,7 +180,8 @@ def until_s(path: Path, arg: str) -> float:
     return target - start
 
 
-INTENT_NAMES = {"cmd": "node command", "sched_cmd": "scheduler command",
+INTENT_NAMES = {"cmd": "node command", "console_cmd": "console's keyframe or re-send request",
+                "sched_cmd": "scheduler command",
                 "rebirth": "rebirth request", "sim": "simulator fault message",
                 "other": "message on another topic"}
 
@@ -192,7 +193,7 @@ def tell_republished(done: Republished, url: BrokerURL) -> None:
     if done.intents_left_out:
         left = ", ".join(f"{n} {INTENT_NAMES.get(k, k)}{'s' if n != 1 else ''}"
                          for k, n in sorted(done.intents_left_out.items()))
-        print(f"left out what operators asked of the recorded fleet ({left}): published again, "
+        print(f"left out what was asked of the recorded fleet ({left}): published again, "
               f"it would act on whatever listens to cluster '{done.cluster}' now",
               file=sys.stderr)
     if done.retained:

@@ -89,7 +89,7 @@ async def test_commands_in_a_recording_are_not_published_again(mosquitto, tmp_pa
     # live simulator would have injected the fault again (a drill).
     assert not [t for t in topics if t.endswith("/cmd") or t.endswith("/rebirth")
                 or "/sim/" in t]
-    assert ("left out what operators asked of the recorded fleet (1 node command, "
+    assert ("left out what was asked of the recorded fleet (1 node command, "
             "1 rebirth request, 1 scheduler command, 1 simulator fault message)") in res.stderr
     # Two births, two statuses (sent twice), job 4102; the deleted job 4101 is not kept.
     assert "the broker keeps 5 retained messages of cluster 'rec'" in res.stderr
@@ -156,3 +156,21 @@ def test_renamed_moves_topic_and_birth_but_not_other_payloads():
     assert renamed(f"{ROOT}/a/job/4/status", b'{"cluster":"a"}', "a", "b") == (
         f"{ROOT}/b/job/4/status", b'{"cluster":"a"}')
     assert renamed("elsewhere/x", b"", "a", "b") == ("elsewhere/x", b"")
+
+
+def test_a_consoles_own_keyframe_requests_are_not_counted_as_node_commands(capsys):
+    """A 40 s recording of the demo read "left out what operators asked of the recorded fleet
+    (128 node commands, …)": 127 were the consoles' own keyframe requests, one a resume (a
+    newcomer's run)."""
+    from fleetdeck.brokerurl import parse_broker_url
+    from fleetdeck.console.cli.replay import tell_republished
+    from fleetdeck.console.republish import Republished, asked
+
+    cmd = f"{ROOT}/demo/node/gpu0045/cmd"
+    assert asked(cmd, b'{"v":1,"cmd_id":"keyframe-gpu0045-1","op":"keyframe"}') == "console_cmd"
+    assert asked(cmd, b'{"v":1,"op":"resend_events"}') == "console_cmd"
+    assert asked(cmd, b'{"v":1,"cmd_id":"c1","op":"resume"}') == "cmd"
+    done = Republished("replayed", sent=10, intents_left_out={"cmd": 1, "console_cmd": 127})
+    tell_republished(done, parse_broker_url("mqtt://127.0.0.1:1883"))
+    assert ("left out what was asked of the recorded fleet (1 node command, 127 console's "
+            "keyframe or re-send requests)") in capsys.readouterr().err
