@@ -120,6 +120,10 @@ class LiveFeed:
         """Seconds since the broker last sent anything, its keepalive answers included."""
         return self.link.broker_heard_s()
 
+    def ping(self) -> None:
+        """Ask the broker for a sign of life now (``MqttLink.ping``)."""
+        self.link.ping()
+
     @property
     def client(self) -> Any:
         """The transport's client while connected and subscribed, else None."""

@@ -323,6 +323,9 @@ RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
 MUTE_AFTER_KEEPALIVES = 1.5
+QUIET_PING_S = 1.0
+"""A broker that has sent nothing for this long is pinged (at most this often): its answer
+proves it alive, so a silent node reads stale at most about this much later than it would."""
 """Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
 it is hung, and the console blind (``_watch_sight``)."""
 KEPT_TEXT_MAX = 2048
@@ -396,6 +399,7 @@ class ConsoleSession:
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
         self._rerun_unheard: dict[str, float] = {}
+        self._pinged_at = float("-inf")
         """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
         are waited for: the first ticks come before the broker's retained job statuses."""
         self._rerun_unwatched: set[str] = set()
@@ -1114,6 +1118,13 @@ class ConsoleSession:
         # a keepalive more is a ping unanswered (gmqtt drops the link at twice it).
         heard = feed.broker_heard_s() if feed.conn.state == "connected" else None
         mute = heard is not None and heard > MUTE_AFTER_KEEPALIVES * feed.keepalive
+        # Until then, a quiet broker is asked for a sign of life at once, and a node's silence
+        # counts only up to its last word (``FleetState.broker_word_at``): one SIGSTOPped
+        # 20 s had every node written stale 2 s in, and back when the mute above fired.
+        state.broker_word_at = None if heard is None else now - heard
+        if heard is not None and heard >= QUIET_PING_S and now - self._pinged_at >= QUIET_PING_S:
+            self._pinged_at = now
+            feed.ping()
         if feed.conn.state == "connected" and not mute:
             if state.blind is not None and state.blind[1] is None:
                 # This outage's length: the second of two outages read "back after 32 s"

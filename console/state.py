@@ -563,9 +563,12 @@ class NodeState(msgspec.Struct, gc=False):
             return left[0]
         return None
 
-    def judge(self, now: float, blind: Blind | None = None) -> Verdict:
+    def judge(self, now: float, blind: Blind | None = None,
+              heard_until: float | None = None) -> Verdict:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict.
-        ``blind``: when the console itself heard nothing (``FleetState.blind``)."""
+        ``blind``: when the console itself heard nothing (``FleetState.blind``);
+        ``heard_until``: the broker's last word, when it has been quiet
+        (``FleetState.broker_word_at``): the node's silence counts only up to it."""
         if self.digest is not None:
             verdict = judge_digest(self, now if blind is None else
                                    self.digest_rx + unseen_s(self.digest_rx, now, blind))
@@ -591,7 +594,8 @@ class NodeState(msgspec.Struct, gc=False):
         # Never heard: known only from history (the store) and the console cannot hear the
         # broker yet. Its silence is the console's, not the node's: waiting, not stale
         # (FleetState.start_hearing starts its clock).
-        self.stale = heard is not None and unseen_s(heard, now, blind) > (
+        self.stale = heard is not None and unseen_s(
+            heard, now if heard_until is None else min(now, heard_until), blind) > (
             STALE_INTERVALS * self.interval_s)
         self.talks = talks = self.talking(now, blind)
         liveness: list[Finding] = []
@@ -1048,6 +1052,12 @@ class FleetState:
         """The console's last time cut off from the broker (``lose_sight``/``regain_sight``):
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
+        self.broker_word_at: float | None = None
+        """When the live broker last sent this console anything (a ping's answer included),
+        while connected (``ConsoleSession._watch_sight``); None without a live feed. A node's
+        silence counts only up to it: a broker SIGSTOPped for 20 s left the link up until
+        its keepalive ran out (15 s), and every node was written stale 2 s in and back at
+        15 s (a drill: 64 verdict rows of 32 nodes, a failed node's among them)."""
         """Why it heard nothing then: its broker connection was lost, or it did not run."""
         self.lost_at: float | None = None
         """When the console last lost sight (``lose_sight``): the start of the current outage,
@@ -1577,6 +1587,8 @@ class FleetState:
         heap = self._deadlines
         pops = 0
         blind, gap = self.blind, self.restart_gap
+        word = self.broker_word_at
+        upto = now if word is None else min(now, word)
         while heap and heap[0][0] < now:
             pops += 1
             if until is not None and not pops % JUDGE_CHUNK and time.perf_counter() >= until:
@@ -1593,7 +1605,7 @@ class FleetState:
             heard = st.heard_at
             if heard is not None and st.digest is None:
                 left = STALE_INTERVALS * st.interval_s - unseen_s(
-                    heard, now, blind if gap is None else self.unheard(st))
+                    heard, upto, blind if gap is None else self.unheard(st))
                 if left >= 0:  # heard from since: re-arm in place, nothing to judge
                     due = st.deadline_at = now + max(left, 0.001)
                     heapq.heapreplace(heap, (due, n))
@@ -1702,7 +1714,7 @@ class FleetState:
             st.judge_key = key
             st.refused = self.malformed.refused_samples.get(st.node_id)
             st.awaiting = self.malformed.awaiting_keyframe.get(st.node_id)
-            new = st.judge(now, blind)
+            new = st.judge(now, blind, self.broker_word_at)
             if st.settle_until is not None:
                 _settle_clock(st, now)
             self._arm(st, heard, window)

@@ -204,6 +204,14 @@ class MqttLink:
         last = getattr(conn, "_last_data_in", None)
         return None if not isinstance(last, float) else max(0.0, time.monotonic() - last)
 
+    def ping(self) -> None:
+        """Ask the broker for a sign of life now (PINGREQ), where gmqtt would wait for 0.8 of
+        the keepalive: its answer moves ``broker_heard_s``. Nothing when not connected."""
+        conn = getattr(self.client, "_connection", None)
+        send = getattr(conn, "_send_ping_request", None)
+        if send is not None:
+            send()
+
     def subscribe(self, filters: Sequence[str]) -> None:
         """Add filters: sent now when connected (the broker then delivers their retained
         messages), and on every later connect. No wait for the SUBACK: a sharded collector

@@ -75,6 +75,22 @@ async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
             time.time()))[1], timeout=20, message="heard again")
 
 
+async def test_no_node_is_judged_stale_for_a_hung_brokers_silence(mosquitto):
+    """A broker SIGSTOPped 20 s in a drill: the console's link stayed up until the keepalive
+    ran out (15 s) and every node was written stale 2 s in, and back at 15 s (64 verdict rows
+    in the store for 32 nodes). A node's silence now counts only up to the broker's last word,
+    and a quiet broker is pinged at once so a hung agent still reads stale."""
+    async with console_of_two_agents(mosquitto) as (app, hang):
+        hang(True)
+        seen: set[str] = set()
+        for _ in range(12):  # 6 s: 12 missed samples, short of the keepalive's mute (15 s)
+            await asyncio.sleep(0.5)  # ticked as a live console is (a longer gap is a stall)
+            app.tick()
+            seen |= {st.verdict.value for st in app.state.nodes.values()}
+        hang(False)
+        assert seen == {"ok"}, seen
+
+
 async def test_a_mistyped_cluster_is_told_which_clusters_the_broker_holds(mosquitto, monkeypatch):
     """A console started with --cluster fdx on a broker holding cluster fd's births said only
     "no node of cluster fdx heard from yet", for ever; `status` names the clusters seen there
