@@ -213,6 +213,10 @@ class NodeState(msgspec.Struct, gc=False):
     last_rx: float | None = None
     first_seen: float | None = None
     """When this console first heard of the node: staleness counts from here until telemetry."""
+    session_rx: float | None = None
+    """When this console heard the node's current agent session's first sample (a console
+    start, an agent restart): its peers behind a switch may not be heard yet then
+    (``_ports_just_down``)."""
     rejoined_at: float | None = None
     """When this node, silent (offline or stale), came back in a new session (a status online
     of a later bdSeq than its last sample's), until that session's first sample: its staleness
@@ -785,11 +789,15 @@ _PORT_DOWN_RULES = frozenset({"N1", "N2"})
 
 def _ports_just_down(st: NodeState, new: Verdict, now: float, within_s: float) -> bool:
     """Whether ``st`` turned failed less than ``within_s`` ago only because ports went down
-    (N1, and N2 for their link_downed): what PORT_DOWN_SETTLE_S holds."""
+    (N1, and N2 for their link_downed): what PORT_DOWN_SETTLE_S holds. N2 alone too at the
+    node's first sample of its session here: a console started after a switch flapped heard
+    one of its nodes first and wrote it failed (N2, the agent's hour), then degraded (F1)
+    once the peers came (a drill)."""
     if new is not Verdict.FAILED or now - st.changed_at >= within_s:
         return False
     drains = [f.rule for f in st.findings if f.severity is Severity.DRAIN]
-    return "N1" in drains and _PORT_DOWN_RULES.issuperset(drains)
+    first = st.session_rx is not None and st.changed_at - st.session_rx < within_s
+    return ("N1" in drains or first) and _PORT_DOWN_RULES.issuperset(drains) and bool(drains)
 
 
 DUPLICATE_WINDOW_S = 120.0
@@ -1876,6 +1884,7 @@ class FleetState:
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
         if prev_tel is None or prev_tel.bdSeq != tel.bdSeq:
+            st.session_rx = rx
             # The session's first sample heard: the verdict before it is not of this session
             # (an agent restarted, or a console that just started), so a change it brings is
             # not one seen (``NodeState.change_seen``); judged again even where its findings

@@ -1,7 +1,9 @@
 from fleetdeck.console.health import Verdict
 from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.judgements import correlate
 from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Topology
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
@@ -254,3 +256,37 @@ def test_a_will_armed_before_the_drain_does_not_undo_it():
     assert (summary["verdict"], summary["drain"], summary["drain_reason"], summary["state"]) == (
         "offline", "drained", "RMA ticket 123", "drain*")
     assert summary["action"].startswith("drained, now offline: check the node")
+
+
+def test_a_console_that_hears_a_switch_victim_before_its_peers_writes_no_failed_row():
+    """A leaf switch flapped under four nodes; a console (or a collector on its store) started
+    later heard one of them first: N2 alone (its agent's hour of link_downed) read failed, and
+    was written so, then degraded (F1) once the peers came: a page for a switch's victim (a
+    drill: 'degraded -> failed (N2)', held a minute by the restore's hold). A failure made only
+    of port faults waits PORT_DOWN_SETTLE_S from the node's first sample here, too."""
+    nodes = [FakeNode(f"gpu000{i}", t0=1_800_000_000.0) for i in range(1, 5)]
+    for node in nodes:
+        node.sim.topology = Topology(rack="rack001", leaf="leaf01", spine_group="spine01")
+        for _ in range(3):
+            node.telemetry()
+        node.sim.ports[0].bump("link_downed", 1)  # the switch's flap, before the console ran
+        for _ in range(60):
+            node.telemetry()
+    ingest = Ingest(nodes[0].cluster)
+    state = FleetState(nodes[0].cluster, ingest.malformed)
+    state.correlate = correlate  # as every console core sets it (ConsoleSession)
+    for node in nodes:
+        node.feed(ingest, node.birth(), Kind.BIRTH)
+        node.feed(ingest, node.status(), Kind.STATUS)
+    rows = []
+    for s in range(8):
+        for i, node in enumerate(nodes):
+            if i == 0 or s >= 2:  # gpu0001's samples come a couple of seconds before the rest
+                node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        now = nodes[0].now
+        state.apply(ingest.take_batch(), now)
+        for k in range(1, 4):
+            state.judge_fleet(now + 0.3 * k)
+            rows += [(t.node, t.old, t.new) for t in state.take_transitions()]
+    assert state.nodes["gpu0001"].verdict is Verdict.DEGRADED  # F1: the switch's, not its own
+    assert not [r for r in rows if r[2] is Verdict.FAILED], rows
