@@ -322,6 +322,14 @@ class InterruptionTracker:
                 return
             if seen.latest is job:
                 return
+            if _another_job(seen.latest, job):
+                # Another job under the id: a scheduler that lost its state (a simulator
+                # restarted) counts from its first id again. A drill's new 4104, one node at
+                # step 0, was booked as the old 4104's interruption 5 min after that one was
+                # withdrawn, its 32 GPUs' work lost "0s after its run ended".
+                self.jobs[job_id] = _Seen(job.state, job.requeues, list(job.nodes), job, job)
+                self.changed_runs.add(job_id)
+                return
             was = (seen.state, seen.requeues, seen.nodes)
             # Back in the queue with no requeue counted, then running from an earlier step or
             # a new start: submitted anew under its id. Booked once it runs again, dated when
@@ -498,6 +506,14 @@ UNWATCHED = "while no console or collector ran"
 """How the timeline says an interruption was found after a gap (``Interruption.unwatched``)."""
 IN_PLACE = "restarted without a requeue"
 """How an interruption's detail says the job was restarted in place (``restarted_in_place``)."""
+
+
+def _another_job(before: JobStatus, job: JobStatus) -> bool:
+    """Whether ``job`` is not the job ``before`` was, though under its id: another name or
+    user (a job's own restart, requeue or resubmission keeps both). Unsaid (empty) on either
+    side, the same job."""
+    return ((bool(before.name) and bool(job.name) and before.name != job.name)
+            or (bool(before.user) and bool(job.user) and before.user != job.user))
 
 
 def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:

@@ -316,3 +316,21 @@ def test_a_second_interruption_books_only_the_work_since_the_run_resumed():
     (it,) = session.interruptions.total
     gpus = 2 * 8
     assert it.lost_gpu_hours == pytest.approx(gpus * 60 / 3600, abs=gpus * 5 / 3600), it
+
+
+def test_another_job_under_the_id_is_no_interruption_of_the_one_before():
+    """A simulator restarted with other jobs counted from 4101 again: its new 4104 (another
+    name, one node, step 0) was booked as an interruption of the old 4104 withdrawn 5 min
+    before ("runs again ... 0s after its run ended", 2.9 GPU-h lost; a drill)."""
+    session = session_with_job()
+    for step in range(500, 510):
+        seconds(session, 1, step=step)
+    clock = session.clock
+    for step in range(0, 12):
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
+        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
+                    clock)
+        session.tick()
+    assert session.interruptions.total == []
+    assert job_lines(session) == []
