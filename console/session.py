@@ -324,6 +324,9 @@ RUN_ENDED = frozenset({"CD", "F", "CA"})
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
 MUTE_AFTER_KEEPALIVES = 1.5
 QUIET_PING_S = 1.0
+QUIET_END_S = 3.0
+"""A timed watch ending with nothing from the broker for this long (its ping at
+``QUIET_PING_S`` unanswered for 2 s) ends cut off from it (``_quiet_at_end``)."""
 """A broker that has sent nothing for this long is pinged (at most this often): its answer
 proves it alive, so a silent node reads stale at most about this much later than it would."""
 """Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
@@ -903,6 +906,8 @@ class ConsoleSession:
                     wait = min(wait, left)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
+            if duration_s is not None:
+                self._quiet_at_end(self.clock())
             report = self.tick()
             while report.backlog:  # the last tick takes everything that arrived
                 report = self.tick()
@@ -1146,6 +1151,22 @@ class ConsoleSession:
                       "data; verdicts stay as they were and no node goes stale until the "
                       "broker and its agents are back", severity="warn", kind="connection",
                       keep=True)
+
+    def _quiet_at_end(self, now: float) -> None:
+        """A timed watch (``status``) that ends with the broker silent past a ping's answer
+        (``QUIET_END_S``) ends cut off: a broker SIGSTOPped 3 s into a 10 s watch left every
+        verdict as of its last word, said as the fleet now, exit 0 (a drill; the keepalive's
+        mute comes at 15 s). Blind from its last word, as a hung broker is."""
+        feed, state = self.feed, self.state
+        if feed is None or feed.conn.state != "connected" or state.blind is not None:
+            return
+        heard = feed.broker_heard_s()
+        if heard is None or heard <= QUIET_END_S:
+            return
+        why = f"the broker has not answered for {heard:.0f} s (hung?)"
+        state.lose_sight(now - heard, why)
+        self.note(f"broker connection lost ({why}): no data; verdicts stay as they were",
+                  severity="warn", kind="connection", keep=True)
 
     def replay_gaps(self, gaps: Sequence[tuple[float, float, str]], now: float) -> None:
         """A recording's gaps up to ``now`` (from, until, why: its recorder had lost the

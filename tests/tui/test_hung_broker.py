@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.console.audit import MemoryAudit
+from fleetdeck.console.cli.status import collect
 from fleetdeck.console.tui.app import QUIET_LINK_S, FleetdeckApp
 from tests.conftest import eventually
 
@@ -89,6 +90,31 @@ async def test_no_node_is_judged_stale_for_a_hung_brokers_silence(mosquitto):
             seen |= {st.verdict.value for st in app.state.nodes.values()}
         hang(False)
         assert seen == {"ok"}, seen
+
+
+async def test_a_status_watch_that_ends_with_the_broker_hung_ends_cut_off(mosquitto):
+    """A broker SIGSTOPped 4 s into an 8 s `status`: every verdict was as of its last word and
+    said as the fleet now, exit 0 (a drill; the keepalive's mute comes at 15 s only)."""
+    stop = asyncio.Event()
+    tasks = two_agents(mosquitto, stop)
+    assert mosquitto.proc is not None
+    pid = mosquitto.proc.pid
+
+    async def hang_later() -> None:
+        await asyncio.sleep(4.0)
+        os.kill(pid, signal.SIGSTOP)
+
+    hanger = asyncio.create_task(hang_later())
+    try:
+        session, _watched = await collect(mosquitto.url, CLUSTER, 8.0)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        await hanger
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert session.state.blind is not None, "the watch ended with the broker hung"
+    assert "has not answered" in session.state.blind_why, session.state.blind_why
+    assert {st.verdict.value for st in session.state.nodes.values()} == {"ok"}
 
 
 async def test_a_mistyped_cluster_is_told_which_clusters_the_broker_holds(mosquitto, monkeypatch):
