@@ -132,8 +132,10 @@ def run_replay(args: Any) -> int:
             out = replay_headless(path, until, tick_s=args.tick or 0.5,
                                   progress=read_so_far)
         rep = out["replay"]
-        if until is not None and rep["end"] < rep["start"] + until:
-            # It ran to the end: a --until past it read as "the recording is that long".
+        if until is not None and rep["end"] + 0.5 < rep["start"] + until:
+            # It ran to the end: a --until past it read as "the recording is that long". Past
+            # its end as said to the nearest second (``until_s``): "--until 04:02:56 is past the
+            # recording's end; replayed all of it, to 04:02:56 UTC" (a review).
             print(f"fleetdeck replay: --until {args.until} is past the recording's end; "
                   f"replayed all of it, to {utc_hms(round(rep['end']))} UTC "
                   f"({rep['end'] - rep['start']:.1f} s in).", file=sys.stderr)

@@ -198,6 +198,10 @@ def test_until_takes_what_seek_takes_and_says_when_it_is_past_the_end():
     # The start as the replay's header says it, to the nearest second: 04:02:21 is in it.
     assert until("04:02:21") == (0, "", 0.013)
     assert until("end") == (0, "", 34.983)
+    # The end as the note says it, to the nearest second, is not past it (it read "--until
+    # 04:02:56 is past the recording's end; replayed all of it, to 04:02:56 UTC").
+    assert until("04:02:56") == (0, "", 34.983)
+    assert until("35") == (0, "", 34.983)
     assert until("start") == (0, "", 0.0)
     code, said, _ = until("soon")
     assert code == 2 and said.startswith("fleetdeck replay: --until: 'soon' is not seconds ")
