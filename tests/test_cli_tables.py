@@ -446,3 +446,31 @@ def test_a_held_up_job_wrapped_on_a_narrow_terminal_goes_on_under_its_own_text(m
     lines = out.getvalue().splitlines()
     assert lines[1].startswith("  4104 dlrm-v3: straggler rank 21"), lines
     assert len(lines) == 3 and lines[2].startswith(" " * len("  4104 dlrm-v3: ")), lines
+
+
+def test_held_up_jobs_piped_are_one_line_each_as_before_the_grid(monkeypatch):
+    """In one grid of every held-up job a short job name was padded to the longest: piped,
+    "4104 dlrm: straggler" read "4104 dlrm:               straggler" (a review); each job's
+    text goes on under its own head on a terminal, and piped is the line it always was."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_held_up_jobs
+
+    slow = ("rank 21 gpu0020 +23%: throttled GPU (gpu5 clock throttled (sw thermal, hw "
+            "thermal))")
+    jobs = [{"job_id": "4102", "name": "llama-70b-pretrain", "sick_nodes": [
+                {"node": "gpu0035", "verdict": "failed", "finding": "G2 gpu2: XID 79"}]},
+            {"job_id": "4104", "name": "dlrm", "straggler": {"node": "gpu0020", "text": slow}}]
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped: the width of table_console's own
+    piped = io.StringIO()
+    render_held_up_jobs(jobs, table_console(Console(file=piped, width=80)))
+    lines = piped.getvalue().splitlines()
+    assert lines[1].startswith("  4102 llama-70b-pretrain: gpu0035 "), lines
+    assert lines[2:] == [f"  4104 dlrm: straggler {slow}"], lines
+    out = io.StringIO()
+    render_held_up_jobs(jobs, Console(file=out, width=60))
+    lines = out.getvalue().splitlines()
+    at = lines.index(next(ln for ln in lines if ln.startswith("  4104 dlrm: straggler")))
+    assert len(lines) > at + 1, lines
+    assert all(ln.startswith(" " * len("  4104 dlrm: ")) for ln in lines[at + 1:]), lines
+    assert all(len(ln) <= 60 for ln in lines), lines

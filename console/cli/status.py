@@ -233,18 +233,15 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         bool(j.get("failed") and not j["failed"].get("lapsed")), bool(j.get("straggler"))),
         j["job_id"]))
     console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
-    # A grid, as the incidents: a wrapped line goes on under its text, not at the left edge.
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column()
     for j in held[:INCIDENTS_SHOWN]:
         failed = j.get("failed")
         if failed:
             # The job's own words ("failed on gpu0003 (…Xid 48)") and what brings it back.
             what = failed["text"].removeprefix(f"job {j['job_id']} ")
             style = "yellow" if failed.get("lapsed") else "red"
-            grid.add_row(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}:",
-                         f"{escape(what)}; {escape(failed['action'])}")
+            console.print(_hanging(f"  [{style}]{escape(j['job_id'])}[/] "
+                                   f"{escape(j.get('name', ''))}:",
+                                   f"{escape(what)}; {escape(failed['action'])}"))
             continue
         sick = j.get("sick_nodes") or []
         slow = j.get("straggler")
@@ -258,11 +255,23 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         if slow is not None and all(s["node"] != slow["node"] for s in sick):
             parts.append(f"straggler {slow['text']}")
         style = "red" if sick or quiet is not None else "yellow"
-        grid.add_row(f"  [{style}]{escape(j['job_id'])}[/] {escape(j.get('name', ''))}:",
-                     escape("; ".join(parts)))
-    console.print(grid)
+        console.print(_hanging(f"  [{style}]{escape(j['job_id'])}[/] "
+                               f"{escape(j.get('name', ''))}:", escape("; ".join(parts))))
     if len(held) > INCIDENTS_SHOWN:
         console.print(f"  … {len(held) - INCIDENTS_SHOWN} more (status --json has them all)")
+
+
+def _hanging(head: str, text: str) -> Table:
+    """``head text`` as one row of a grid of its own, so a line the terminal wraps goes on
+    under its text, not at the left edge ("clock throttled (sw thermal, hw thermal))" began a
+    line there at 80 columns). Its own: in one grid of every job, a short job name was padded
+    to the longest, and piped, "4104 dlrm: straggler" read "4104 dlrm:               straggler"
+    (a review: a script's grep found nothing)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(head, text)
+    return grid
 
 
 def packed(groups: Sequence[str | Sequence[str]], width: int, indent: str = "  ") -> list[str]:
