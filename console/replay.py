@@ -55,7 +55,10 @@ EVENT_KINDS = frozenset({Kind.EVENT, Kind.ACK, Kind.CMD, Kind.SCHED_CMD, Kind.SC
                          Kind.STATUS})
 """What 'next/previous event' jumps between: things that happened, not periodic samples, nor
 the routine messages of ``routine`` (births, an agent back online, keyframe requests)."""
-_ROUTINE_OPS = (b'"op":"keyframe"', b'"op":"rebirth"', b'"op":"resend_events"')
+ROUTINE_OPS = (b'"op":"keyframe"', b'"op":"rebirth"', b'"op":"resend_events"')
+"""Commands that consoles, collectors and recorders send by themselves (read-only ops), not
+operators: the events view's ``routine`` and ``replay --to-broker``'s count of what it left
+out (console/republish.py) alike."""
 
 
 def routine(kind: Kind | None, payload: bytes) -> bool:
@@ -65,7 +68,7 @@ def routine(kind: Kind | None, payload: bytes) -> bool:
     event" stopped 15 times on those, on nothing the screen showed (a replay audit)."""
     if kind is Kind.STATUS:
         return b'"online":true' in payload and b'"state":"none"' in payload
-    return any(op in payload for op in _ROUTINE_OPS)
+    return any(op in payload for op in ROUTINE_OPS)
 _UNSEEN = object()
 
 

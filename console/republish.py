@@ -22,7 +22,7 @@ import aiomqtt
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.console.live import retained_births
 from fleetdeck.console.recording import ReadReport, RecordingReader
-from fleetdeck.console.replay import NodeWatch
+from fleetdeck.console.replay import ROUTINE_OPS, NodeWatch
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.topics import ROOT, Kind, TopicError, parse_topic
 from fleetdeck.transport import TransportError
@@ -68,19 +68,17 @@ def said_kind(topic: str) -> Kind | None:
     return kind if kind in SAID_KINDS else None
 
 
-_CONSOLE_OPS = (b'"op":"keyframe"', b'"op":"resend_events"')
-"""Node commands that consoles, collectors and recorders send by themselves, not operators."""
-
-
 def asked(topic: str, payload: bytes = b"") -> str:
-    """What a topic left out is, for stderr: ``cmd``, ``console_cmd`` (a keyframe or re-send
-    request a console sent by itself), ``sched_cmd``, ``rebirth``, ``sim`` (the simulator's
-    faults and their answers), or ``other``."""
+    """What a topic left out is, for stderr: ``cmd``, ``console_cmd`` (a keyframe, rebirth or
+    re-send request a console sent by itself: ``replay.ROUTINE_OPS``), ``sched_cmd``,
+    ``rebirth``, ``sim`` (the simulator's faults and their answers), or ``other``."""
     try:
         kind = parse_topic(topic).kind
         # A 40 s recording read "128 node commands" left out, 127 of them the consoles'
         # keyframe requests, under "what operators asked" (a newcomer's run).
-        if kind is Kind.CMD and any(op in payload for op in _CONSOLE_OPS):
+        # Its rebirth requests too (a bad birth's, ``ConsoleSession._plan_rebirths``): they
+        # were counted as node commands.
+        if kind is Kind.CMD and any(op in payload for op in ROUTINE_OPS):
             return "console_cmd"
         return str(kind)
     except TopicError:

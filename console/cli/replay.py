@@ -182,7 +182,8 @@ def until_s(path: Path, arg: str) -> float:
     return target - start
 
 
-INTENT_NAMES = {"cmd": "node command", "console_cmd": "console's keyframe or re-send request",
+INTENT_NAMES = {"cmd": "node command",
+                "console_cmd": "console's keyframe, rebirth or re-send request",
                 "sched_cmd": "scheduler command",
                 "rebirth": "rebirth request", "sim": "simulator fault message",
                 "other": "message on another topic"}

@@ -169,8 +169,11 @@ def test_a_consoles_own_keyframe_requests_are_not_counted_as_node_commands(capsy
     cmd = f"{ROOT}/demo/node/gpu0045/cmd"
     assert asked(cmd, b'{"v":1,"cmd_id":"keyframe-gpu0045-1","op":"keyframe"}') == "console_cmd"
     assert asked(cmd, b'{"v":1,"op":"resend_events"}') == "console_cmd"
+    # A console's request for a bad birth again (ConsoleSession._plan_rebirths) is its own
+    # too: it was counted as a node command (a review).
+    assert asked(cmd, b'{"v":1,"cmd_id":"rebirth-gpu0045-1","op":"rebirth"}') == "console_cmd"
     assert asked(cmd, b'{"v":1,"cmd_id":"c1","op":"resume"}') == "cmd"
     done = Republished("replayed", sent=10, intents_left_out={"cmd": 1, "console_cmd": 127})
     tell_republished(done, parse_broker_url("mqtt://127.0.0.1:1883"))
     assert ("left out what was asked of the recorded fleet (1 node command, 127 console's "
-            "keyframe or re-send requests)") in capsys.readouterr().err
+            "keyframe, rebirth or re-send requests)") in capsys.readouterr().err
