@@ -51,6 +51,7 @@ from fleetdeck.console.judgements import (
     own_findings,
     own_job,
     recommended_action,
+    restart_point,
     scheduler_down,
     scheduler_gone,
     shown_findings,
@@ -198,8 +199,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
                         None)
             if home is not None:
                 continue  # its failing node's incident says what stops it
-            since_ckpt = ("from its checkpoint" if job.last_checkpoint_ts is not None
-                          else "(no checkpoint yet: from step 0)")
+            since_ckpt = restart_point(job)
             out.append(Incident(
                 f"job:{job.job_id}", "job", "error",
                 f"job {job.job_id} hung: {not_stepping_text(job, quiet, now)}, "

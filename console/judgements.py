@@ -762,6 +762,16 @@ FAILING_STATES = frozenset({"F", "NF"})
 """Job states ``failed_job`` may say something of: every other one it passes at a glance."""
 
 
+def restart_point(job: JobStatus) -> str:
+    """Where a ``restart-job`` takes the job from: "from its checkpoint at step 400", or "(no
+    checkpoint yet: from step 0)". One test of a checkpoint for every incident that says it (a
+    hung job's looked at the checkpoint's time only, a failed one's at its step too: a
+    review)."""
+    if job.last_checkpoint_ts is not None or job.last_checkpoint_step:
+        return f"from its checkpoint at step {job.last_checkpoint_step}"
+    return "(no checkpoint yet: from step 0)"
+
+
 def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
     """The job ended failed (F; NF not requeued within ``REQUEUE_GRACE_S``) and waits for an
     operator's restart; None otherwise. It is so until the scheduler says otherwise: a restart
@@ -779,9 +789,7 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
     nodes = tuple(sorted(n for n in reason_words(reason) if n in state.nodes))
     drain = tuple(n for n in nodes if (st := state.nodes[n]).verdict is Verdict.FAILED
                   and st.drain.state is DrainState.NONE)
-    since = (f"from its checkpoint at step {job.last_checkpoint_step}"
-             if job.last_checkpoint_ts is not None or job.last_checkpoint_step
-             else "(no checkpoint yet: from step 0)")
+    since = restart_point(job)
     lapsed = ""
     if age >= FAILED_LAPSE_S:
         lapsed = f"not restarted in {age / 60:.0f} min"

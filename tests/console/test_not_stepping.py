@@ -72,7 +72,14 @@ def test_a_job_whose_step_stopped_is_hung_in_every_view_and_in_json():
     assert rows[0].held_up == rows[0].stalled
     (inc,) = [i for i in incidents(state) if i.kind == "job"]
     assert inc.key == "job:41" and inc.severity == "error" and inc.jobs == ["41"]
-    assert inc.title.startswith("job 41 hung: no step for") and "restart-job 41" in inc.action
+    assert inc.title.startswith("job 41 hung: no step for") and inc.action.endswith(
+        "restart-job 41 from its checkpoint at step 400 if it does not step again")
+    # A checkpoint known by its step alone is one too, as a failed job's restart says it (the
+    # hung job's said "no checkpoint yet: from step 0": a review).
+    from fleetdeck.console.judgements import restart_point
+
+    by_step = state.jobs["41"].model_copy(update={"last_checkpoint_ts": None})
+    assert restart_point(by_step) == "from its checkpoint at step 400"
     out = fleet_summary(state, now)
     by_id = {j["job_id"]: j for j in out["jobs"]}
     assert by_id["41"]["not_stepping_s"] == round(quiet, 1)
