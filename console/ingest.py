@@ -200,6 +200,13 @@ class Batch:
     jobs_withdrawn: set[str] = field(default_factory=set)
     """Jobs whose retained status was cleared (an empty retained payload, MQTT's way to
     delete one): the scheduler, or an operator, withdrew them (docs/protocol.md)."""
+    nodes_retired: set[str] = field(default_factory=set)
+    """Nodes whose retained birth was cleared (an empty retained payload: ``fleetdeck
+    retire``, docs/protocol.md): ``FleetState.apply`` forgets them before this batch's own
+    births, so a node born again under the name starts afresh."""
+    digests_cleared: set[str] = field(default_factory=set)
+    """Nodes whose retained digest was cleared (retired): forgotten by a console on digests,
+    which hears no births."""
     messages: int = 0
     superseded: int = 0
     """Telemetry samples replaced by a newer one of the same node before a tick took them."""
@@ -225,6 +232,13 @@ class Batch:
     """Per node whose latest sample here is v2: the keyframe it rests on and whether it moved
     only columns the rules do not read (FleetState skips the rules of a healthy node when its
     previous sample rested on the same keyframe quietly too). A v1 sample has none."""
+
+    def retire(self, node: str) -> None:
+        """``node``'s retained birth was cleared: what this batch holds of it goes too."""
+        for held in (self.births, self.statuses, self.telemetry, self.digests, self.seq_seen,
+                     self.basis):
+            held.pop(node, None)
+        self.nodes_retired.add(node)
 
     @property
     def behind_s(self) -> float:
@@ -350,6 +364,16 @@ class Ingest:
                 parsed.kind not in CONSOLE_KINDS
                 and not (self.hears_commands and parsed.kind in COMMAND_KINDS)):
             self.ignored += 1
+            return
+        if not payload and parsed.kind in (Kind.BIRTH, Kind.STATUS):
+            # A cleared retained birth is a node retired (docs/protocol.md, ``fleetdeck
+            # retire``), not garbage: counted malformed with a rebirth asked of a node that
+            # is gone, it left an incident for ever. A cleared status alone says nothing.
+            if parsed.kind is Kind.BIRTH:
+                self._batch.retire(parsed.subject)
+                self._lag_floor.pop(parsed.subject, None)
+                self.rebirth_wanted.pop(parsed.subject, None)
+                self.keyframe_wanted.pop(parsed.subject, None)
             return
         scope = self.scope
         if scope is not None and parsed.kind in NODE_KINDS:
@@ -498,6 +522,11 @@ class Ingest:
             b.basis.pop(subject, None)
 
     def _digest(self, subject: str, topic: str, payload: bytes, rx_ts: float) -> None:
+        if not payload:
+            # Cleared with the node's birth by ``fleetdeck retire``: not malformed.
+            self._batch.digests.pop(subject, None)
+            self._batch.digests_cleared.add(subject)
+            return
         try:
             msg = codec.decode_digest(payload, self.max_payload)
         except codec.DecodeError as err:

@@ -972,6 +972,7 @@ class ConsoleSession:
         self._note_hangs(now)
         self._note_scheduler(now)
         self._note_withdrawn()
+        self._note_retired()
         found, job_seconds = self.interruptions.take(now)
         for it in found:
             # Dated when it happened, as the store and `fleetdeck events` have it: one found by
@@ -1234,6 +1235,11 @@ class ConsoleSession:
         in the tick that applies it (or its successor), so ``FleetState.applied`` stays exact.
         """
         new = self.ingest.take_batch()
+        for node in new.nodes_retired | new.digests_cleared:
+            # Samples carried from before its birth was cleared are of a node now gone.
+            self._carry.pop(node, None)
+            self._carry_seqs.pop(node, None)
+            self._carry_basis.pop(node, None)
         carry, seqs_of = self._carry, self._carry_seqs
         superseded = new.superseded
         # One message per seq: telemetry messages are the nodes plus the superseded samples.
@@ -1268,6 +1274,7 @@ class ConsoleSession:
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
                     commands=new.commands,
                     jobs=new.jobs, jobs_passed=new.jobs_passed, jobs_withdrawn=new.jobs_withdrawn,
+                    nodes_retired=new.nodes_retired, digests_cleared=new.digests_cleared,
                     superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
                     scheduler=new.scheduler)
@@ -1360,6 +1367,23 @@ class ConsoleSession:
                     self.note(f"job {job_id} steps again (step {again.step}), "
                               f"{now - since:.0f} s after its step stopped", kind="job",
                               nodes=tuple(again.nodes[:64]), keep=True)
+
+    def _note_retired(self) -> None:
+        """Nodes retired (their retained birth cleared: docs/protocol.md): they leave every
+        view, so the timeline says where they went; who retired them, and why, is in the
+        audit log of the ``fleetdeck retire`` that cleared them."""
+        gone, self.state.nodes_retired = self.state.nodes_retired, []
+        if not gone:
+            return
+        ingest = self.ingest
+        for node in gone:
+            ingest.keyframe_wanted.pop(node, None)
+            ingest.rebirth_wanted.pop(node, None)
+        self.note(f"{compress(gone)} retired: {'its' if len(gone) == 1 else 'their'} "
+                  "retained birth was cleared (fleetdeck retire), so "
+                  f"{'it leaves' if len(gone) == 1 else 'they leave'} the views, counts and "
+                  "incidents; the store keeps the history", kind="retire",
+                  nodes=tuple(gone[:64]), keep=True)
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a

@@ -964,6 +964,9 @@ class FleetState:
         self.memo: dict[str, tuple[Hashable, Any]] = {}
         """Views derived from the state, each kept with the key it was derived at (the
         revision counters it follows: ``incidents.silences``)."""
+        self.nodes_retired: list[str] = []
+        """Nodes forgotten because their retained birth was cleared (``fleetdeck retire``), for
+        the timeline (taken by the session)."""
         self.jobs_withdrawn: list[JobStatus] = []
         """Jobs withdrawn (an empty retained status) while they read running or failed, for
         the timeline (taken by the session)."""
@@ -1278,6 +1281,14 @@ class FleetState:
         slice of a large batch (ConsoleSession's apply budget) costs only what it applies."""
         changed: set[str] = set()
         raw_mode = not self.digest_mode
+        retired = batch.nodes_retired | (batch.digests_cleared if self.digest_mode else set())
+        for node_id in retired:
+            if node_id in self.nodes:
+                # Out of every view, count and incident; the store keeps its history.
+                self.forget(node_id)
+                self._recalled.pop(node_id, None)  # one born again under the name is new
+                self.nodes_retired.append(node_id)
+                del self.nodes_retired[:-1000]
         for node_id, (rx, birth) in batch.births.items():
             st = self.node(node_id)
             if st.first_seen is None:

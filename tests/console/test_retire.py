@@ -1,0 +1,78 @@
+"""A node retired (``fleetdeck retire``: its retained birth, status and digest cleared, empty
+retained payloads) leaves a running console: its state, views, counts and incidents. Before,
+an empty retained birth was malformed, and the node stayed offline with an incident for ever
+(a drill: a 24-node simulator replacing a 32-node one)."""
+
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+
+def _fleet_with_dead_nodes() -> tuple[ConsoleSession, SynthFleet]:
+    """Four nodes heard; gpu0003 and gpu0004 then died (their wills came)."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(4, clock)
+    fleet.birth(session.ingest)
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest)
+        session.tick()
+    for name in ("gpu0003", "gpu0004"):
+        will = fleet.agents[name].status(online=False)
+        session.ingest.handle(topic_for(CLUSTER, Kind.STATUS, name), codec.encode(will),
+                              clock())
+    for _ in range(5):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, names=["gpu0001", "gpu0002"])
+        session.tick()
+    return session, fleet
+
+
+def test_a_cleared_retained_birth_retires_the_node_from_a_running_console():
+    session, fleet = _fleet_with_dead_nodes()
+    state = session.state
+    assert {i for inc in incidents(state) for i in inc.nodes} >= {"gpu0003", "gpu0004"}
+    malformed = state.malformed.total
+    for name in ("gpu0003", "gpu0004"):
+        # As `fleetdeck retire` clears them: birth first, then status and digest.
+        for kind in (Kind.BIRTH, Kind.STATUS, Kind.DIGEST):
+            session.ingest.handle(topic_for(CLUSTER, kind, name), b"", session.clock())
+    session.clock.advance(1.0)
+    fleet.telemetry(session.ingest, names=["gpu0001", "gpu0002"])
+    session.tick()
+    assert sorted(state.nodes) == ["gpu0001", "gpu0002"]
+    assert state.totals().nodes == 2
+    assert not [inc for inc in incidents(state)
+                if {"gpu0003", "gpu0004"} & set(inc.nodes)]
+    assert state.malformed.total == malformed  # an empty birth or status is not garbage
+    assert not session.ingest.rebirth_wanted
+    assert [ln.text for ln in session.log.lines() if ln.kind == "retire"] == [
+        "gpu[0003-0004] retired: their retained birth was cleared (fleetdeck retire), so they "
+        "leave the views, counts and incidents; the store keeps the history"]
+
+
+def test_a_node_born_again_under_a_retired_name_starts_afresh():
+    session, fleet = _fleet_with_dead_nodes()
+    ingest, clock = session.ingest, session.clock
+    # Cleared and born again within one tick: forgotten first, then the new birth.
+    ingest.handle(topic_for(CLUSTER, Kind.BIRTH, "gpu0003"), b"", clock())
+    fleet.agents["gpu0003"].bd_seq = 2
+    fleet.birth(ingest, names=["gpu0003"])
+    clock.advance(1.0)
+    fleet.telemetry(ingest, names=["gpu0001", "gpu0002", "gpu0003"])
+    session.tick()
+    assert session.state.nodes["gpu0003"].online
+    assert "gpu0004" in session.state.nodes
+
+
+def test_an_empty_status_alone_changes_nothing():
+    session, _fleet = _fleet_with_dead_nodes()
+    malformed = session.state.malformed.total
+    session.ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0003"), b"", session.clock())
+    session.tick()
+    assert "gpu0003" in session.state.nodes
+    assert session.state.malformed.total == malformed
