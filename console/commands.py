@@ -1281,6 +1281,25 @@ def refusal(op: CommandOp, targets: Iterable[str] | str, why: str, *, who: str, 
                        args={"mode": mode.value} if mode is not None else {})
 
 
+def retire_refusal(state: FleetState, targets: Iterable[str]) -> str:
+    """Why ``fleetdeck retire`` leaves ``targets`` alone ('' for none): a node heard from
+    now (online, its telemetry coming) would publish its birth again at its next connect or
+    rebirth request, so its agent must stop first (docs/protocol.md, "Retiring a node")."""
+    live = [t for t in targets if _heard_live(state.nodes.get(t))]
+    if not live:
+        return ""
+    one = len(live) == 1
+    return (f"{compress(live)} {'is' if one else 'are'} online now (telemetry heard): "
+            f"{'its agent' if one else 'their agents'} would publish "
+            f"{'its' if one else 'their'} birth again; stop "
+            f"{'it' if one else 'them'} first (systemctl stop fleetdeck-agent), or --force")
+
+
+def _heard_live(st: NodeState | None) -> bool:
+    return (st is not None and st.online is not False and st.sample is not None
+            and not st.stale)
+
+
 def audit_fields(req: Request) -> dict[str, str]:
     out = {"mode": req.mode.value} if req.op is CommandOp.DRAIN else {}
     out["cmd_ids"] = ",".join(t.cmd.cmd_id for t in req.targets)[:2000]

@@ -259,6 +259,28 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                    "their health checks) and send nothing")
     common(p)
 
+    p = sub.add_parser(
+        "retire", help="forget decommissioned or renamed nodes: clear their retained birth, "
+        "status and digest on the broker (exit 0 done, 2 refused, 3 an agent published its "
+        "birth again)",
+        epilog="A node heard online now is refused (its agent would publish its birth again): "
+        "stop its agent first, or --force. Every console, collector and status then forgets "
+        "it; the stores keep its history, and the audit log says who retired it and why.")
+    p.add_argument("hostlist", metavar="HOSTLIST", nargs="+",
+                   help="e.g. gpu0025 or gpu[0025-0032]; several are one list")
+    p.add_argument("--reason", default="", help="why (optional, audit log)")
+    p.add_argument("--force", action="store_true",
+                   help="retire nodes heard online too (their agents will publish their "
+                   "births again unless stopped)")
+    _add_broker(p)
+    p.add_argument("--operator", default=os_user(), type=_operator,
+                   help="who asks (audit log; default your login name)")
+    p.add_argument("--audit-log", metavar="FILE", default=None,
+                   help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl; a "
+                   "running demo's own against its broker)")
+    p.add_argument("--timeout", type=_positive(float, "--timeout"), default=30.0,
+                   metavar="SECONDS", help="give up waiting after this long (default 30)")
+
     p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})",
                        epilog=epilog)
     p.add_argument("job", type=_id("job id"), metavar="JOB",
@@ -272,10 +294,10 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     common(p)
 
 
-ONE_SHOT = frozenset({"status", "drain", "resume", "restart-job", "inject", "schema", "events",
-                      "report", "history", "record", "replay"})
+ONE_SHOT = frozenset({"status", "drain", "resume", "restart-job", "retire", "inject", "schema",
+                      "events", "report", "history", "record", "replay"})
 """Commands that end in one sentence of their own on failure (``setup_logging``)."""
-SAYS_ITS_LINK = frozenset({"status", "drain", "resume", "restart-job"})
+SAYS_ITS_LINK = frozenset({"status", "drain", "resume", "restart-job", "retire"})
 """One-shot commands whose output says what became of their broker connection: the transport's
 reconnect warnings are left to --log-level info (``setup_logging``)."""
 
@@ -1040,6 +1062,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
                       dry_run=args.dry_run)
 
 
+def cmd_retire(args: argparse.Namespace) -> int:
+    from fleetdeck.console.cli.commands import run_retire
+
+    url = _url(args)
+    return run_retire(url, args.cluster, _hostlist(args.hostlist), reason=args.reason,
+                      force=args.force, operator=args.operator,
+                      audit_path=_audit_log(args, url, "retire", [args.cluster]),
+                      timeout_s=args.timeout)
+
+
 def cmd_restart_job(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.commands import run_restart_job
 
@@ -1132,6 +1164,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "drain": cmd_drain,
     "resume": cmd_resume,
     "restart-job": cmd_restart_job,
+    "retire": cmd_retire,
     "status": cmd_status,
     "schema": cmd_schema,
     "record": cmd_record,

@@ -1,4 +1,4 @@
-"""Headless commands for scripts: ``fleetdeck drain|resume|restart-job``.
+"""Headless commands for scripts: ``fleetdeck drain|resume|restart-job|retire``.
 
 Each connects like the console, collects the retained state for a moment, publishes one protocol
 ``Command`` per target, then follows acks and the fleet state with the same ``CommandTracker``
@@ -22,7 +22,7 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.console import publish_probe
-from fleetdeck.console.audit import AuditLog, AuditSink
+from fleetdeck.console.audit import AuditLog, AuditRecord, AuditSink
 from fleetdeck.console.commands import (
     BlastRadius,
     Phase,
@@ -32,7 +32,9 @@ from fleetdeck.console.commands import (
     draining_jobs,
     job_blast_radius,
     job_refusal,
+    new_request_id,
     refusal,
+    retire_refusal,
     why_unanswered,
 )
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
@@ -42,6 +44,7 @@ from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.paths import given_file
 from fleetdeck.protocol.messages import CommandOp, DrainMode
+from fleetdeck.protocol.topics import RETAINED_NODE_KINDS
 from fleetdeck.transport import TransportError
 
 EXIT_DONE = 0
@@ -524,6 +527,87 @@ class CommandRun:
         self.show_radius(found[0])
         return EXIT_DONE
 
+    async def retire(self, targets: list[str], reason: str, *, force: bool) -> int:
+        """Clear the targets' retained topics (docs/protocol.md, "Retiring a node"), once the
+        retained state says none is live (or ``force``); then wait until this session's own
+        state has forgotten them, as every console's does."""
+        session = self.session
+        self._started = time.monotonic()
+        text = compress(targets)
+        clearing: list[asyncio.Task[None]] = []
+        deadline = [0.0]
+
+        def settled(r: CommandRun) -> list[str]:
+            r.known(targets)
+            why = retire_refusal(r.state, targets)
+            if why and not force:
+                raise UserError(why)
+            if why:
+                r.say(f"retire {text}: --force: {why.split(':')[0]}; retiring all the same")
+            return targets
+
+        def on_tick(_report: TickReport) -> bool:
+            self._watch_link(sent=bool(clearing))
+            if not clearing:
+                if self._when_settled(settled) is None:
+                    return False
+                clearing.append(asyncio.ensure_future(self._clear(targets)))
+                deadline[0] = time.monotonic() + self.timeout_s
+                return False
+            if not clearing[0].done():
+                return False
+            clearing[0].result()
+            left = [t for t in targets if t in self.state.nodes]
+            return not left or time.monotonic() > deadline[0]
+
+        try:
+            await session.watch(asyncio.Event(), tick_s=POLL_S, on_tick=on_tick)
+        except (aiomqtt.MqttError, TransportError) as err:
+            why = describe_mqtt_error(self.url, err)
+            self._retire_record(targets, reason, "refused" if not clearing else "failed", why)
+            raise UserError(why) from None
+        except UserError as err:
+            self._retire_record(targets, reason, "refused" if not clearing else "failed",
+                                str(err))
+            raise
+        finally:
+            if self._probe is not None:
+                await _cancelled(self._probe)
+            for task in clearing:
+                if not task.done():
+                    await _cancelled(task)
+            await session.close()
+        by = f"by {self.operator}" + (f": {reason}" if reason else "")
+        for node in targets:
+            self.say(f"{node} retired {by}")
+        left = [t for t in targets if t in self.state.nodes]
+        self._retire_record(targets, reason, "done", f"{text} retired {by}")
+        if left:
+            # Cleared, but heard again: an agent still running published its birth anew.
+            self.say(f"retire {text}: {compress(left)} published a birth again after it was "
+                     "cleared: its agent still runs; stop it, then retire again")
+            return EXIT_REJECTED
+        self.say(f"retire {text}: the broker holds no birth, status or digest of "
+                 f"{'it' if len(targets) == 1 else 'them'} now; the stores keep the history")
+        return EXIT_DONE
+
+    async def _clear(self, targets: list[str]) -> None:
+        feed = self.session.feed
+        assert feed is not None
+        for node in targets:
+            # The birth first: consoles and collectors forget the node on its empty birth, so
+            # no collector publishes its digest again after the digest is cleared below.
+            for kind in RETAINED_NODE_KINDS:
+                await feed.publish(kind, node, b"", qos=1, retain=True)
+
+    def _retire_record(self, targets: list[str], reason: str, outcome: str,
+                       detail: str) -> None:
+        now = self.clock()
+        self.audit.write(AuditRecord(
+            ts=now, who=self.operator, what="retire", targets=compress(targets),
+            why=reason.strip(), outcome=outcome, request_id=new_request_id(now),
+            cluster=self.cluster, detail=detail.strip().rstrip(".")))
+
     def known(self, targets: list[str]) -> None:
         unknown = [t for t in targets if t not in self.state.nodes]
         if unknown:
@@ -647,3 +731,20 @@ def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, o
     if dry_run:
         return asyncio.run(run.dry_run(radius))
     return asyncio.run(run.run(make, Attempt(CommandOp.RESTART_JOB, job_id, reason)))
+
+
+def run_retire(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, force: bool,
+               operator: str, audit_path: str | None, timeout_s: float) -> int:
+    """``fleetdeck retire``: exit 0 retired, 2 refused (a bad hostlist, an unknown node, a
+    node live now without --force), 3 one of them published its birth again."""
+    audit = _audit(audit_path)
+    try:
+        targets = parse_targets(hostlist)
+    except UserError as err:
+        audit.write(AuditRecord(
+            ts=time.time(), who=operator, what="retire", targets=hostlist, why=reason.strip(),
+            outcome="refused", request_id=new_request_id(time.time()), cluster=cluster,
+            detail=str(err).rstrip(".")))
+        raise
+    run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s)
+    return asyncio.run(run.retire(targets, reason, force=force))

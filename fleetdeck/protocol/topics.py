@@ -36,6 +36,9 @@ class Kind(StrEnum):
 
 
 NODE_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.CMD, Kind.ACK})
+RETAINED_NODE_KINDS = (Kind.BIRTH, Kind.STATUS, Kind.DIGEST)
+"""A node's retained topics (docs/protocol.md, "Topics"), birth first: ``fleetdeck retire``
+clears them in this order, and an empty retained birth is the node retired."""
 
 
 class TopicError(ValueError):
