@@ -536,6 +536,8 @@ class CommandRun:
         text = compress(targets)
         clearing: list[asyncio.Task[None]] = []
         deadline = [0.0]
+        gone: set[str] = set()
+        """Targets this session saw forgotten (their empty birth came back from the broker)."""
 
         def settled(r: CommandRun) -> list[str]:
             r.known(targets)
@@ -558,6 +560,7 @@ class CommandRun:
                 return False
             clearing[0].result()
             left = [t for t in targets if t in self.state.nodes]
+            gone.update(t for t in targets if t not in left)
             return not left or time.monotonic() > deadline[0]
 
         try:
@@ -578,9 +581,20 @@ class CommandRun:
                     await _cancelled(task)
             await session.close()
         by = f"by {self.operator}" + (f": {reason}" if reason else "")
+        left = [t for t in targets if t in self.state.nodes]
+        kept = [t for t in left if t not in gone]
+        if kept:
+            # The broker acknowledged the empty payloads but kept the births: an ACL that
+            # lets this user publish no node's retained topics (deploy/mosquitto/acl gives
+            # them to each node's agent alone) drops them silently.
+            why = (f"the broker still holds the birth of {compress(kept)} {self.timeout_s:g} s "
+                   "after it was cleared: this broker user may not publish the nodes' "
+                   "retained topics (an ACL; docs/protocol.md, \"Retiring a node\")")
+            self._retire_record(targets, reason, "failed", why)
+            self.say(f"retire {text}: {why}")
+            return EXIT_REJECTED
         for node in targets:
             self.say(f"{node} retired {by}")
-        left = [t for t in targets if t in self.state.nodes]
         self._retire_record(targets, reason, "done", f"{text} retired {by}")
         if left:
             # Cleared, but heard again: an agent still running published its birth anew.
