@@ -4,7 +4,7 @@
 # Users are node ids or role names (see acl):
 #   * a node agent logs in with its node id (its --node-id, by default the short host name) as
 #     user name; the acl's %u patterns let it publish only under that node's topics;
-#   * console, viewer, scheduler and one user per operator: each has a 'user' block in the acl,
+#   * console, viewer, scheduler, collector, admin and one user per operator: each has a 'user' block in the acl,
 #     ending with a deny line for node topics under its own name.
 # Appends to PASSWD_FILE (mosquitto_passwd format) and writes "user password" lines to
 # CREDENTIALS_FILE (mode 600). A node's line becomes its /etc/fleetdeck/agent.env entry

@@ -14,7 +14,7 @@ from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy" / "mosquitto"
-USERS = ["console", "viewer", "scheduler", "collector", "gpu0001", "gpu0002"]
+USERS = ["console", "viewer", "scheduler", "collector", "admin", "gpu0001", "gpu0002"]
 
 needs_tools = pytest.mark.needs("mosquitto", "mosquitto_passwd", "openssl")
 """Skips without these programs, fails instead under CI (tests/conftest.py)."""

@@ -18,7 +18,7 @@ from fleetdeck.protocol.topics import Kind, topic_for
 from tests.agent_tap import Tap
 from tests.conftest import REPO, eventually, spawn, stop_process
 from tests.security.deploy import needs_tools
-from tests.security.test_broker_security import client
+from tests.security.test_broker_security import client, delivered
 
 pytestmark = needs_tools
 
@@ -108,3 +108,36 @@ async def test_role_users_cannot_publish_under_any_node_topic(secured, sender):
             task.cancel()
     assert got.count(control[1]) == 2, "both readers see a real agent's telemetry"
     assert not set(got) & set(forged.values()), sorted(set(got) & set(forged.values()))
+
+
+async def retained(broker, creds, topic: str) -> bytes | None:
+    """The retained message a new subscriber to ``topic`` gets, or None."""
+    async with client(broker, "viewer", creds) as rx:
+        await rx.subscribe(topic, qos=1)
+        try:
+            async with asyncio.timeout(0.7):
+                async for m in rx.messages:
+                    return bytes(m.payload)  # type: ignore[arg-type]
+        except TimeoutError:
+            return None
+    return None
+
+
+async def test_only_the_admin_role_clears_a_retired_nodes_retained_birth(secured):
+    """``fleetdeck retire`` clears a node's retained birth, status and digest (empty retained
+    payloads): the shipped ACL lets the ``admin`` role do it, not ``console`` (mosquitto drops
+    a denied publish without a word), and gives ``admin`` no telemetry or command topic."""
+    broker, creds, _, _ = secured
+    birth = "fleetdeck/v1/c/node/gpu0001/birth"
+    async with client(broker, "gpu0001", creds) as agent:
+        await agent.publish(birth, b"gpu0001's birth", qos=1, retain=True)
+    assert await retained(broker, creds, birth) == b"gpu0001's birth"
+    async with client(broker, "console", creds) as console:
+        await console.publish(birth, b"", qos=1, retain=True)
+    assert await retained(broker, creds, birth) == b"gpu0001's birth"
+    async with client(broker, "admin", creds) as admin:
+        await admin.publish(birth, b"", qos=1, retain=True)
+    assert await retained(broker, creds, birth) is None
+    for topic in ("fleetdeck/v1/c/node/gpu0002/telemetry", "fleetdeck/v1/c/node/gpu0002/cmd"):
+        assert not await delivered(broker, creds, sender="admin", topic=topic,
+                                   listener="console", listen_topic=topic)
