@@ -574,8 +574,11 @@ class NodeState(msgspec.Struct, gc=False):
         ``heard_until``: the broker's last word, when it has been quiet
         (``FleetState.broker_word_at``): the node's silence counts only up to it."""
         if self.digest is not None:
-            verdict = judge_digest(self, now if blind is None else
-                                   self.digest_rx + unseen_s(self.digest_rx, now, blind))
+            # Its digests' silence too counts only up to the broker's last word: a hung
+            # broker's digests stop as its nodes' samples do (tests/sharding/test_digest.py).
+            upto = now if heard_until is None else min(now, heard_until)
+            verdict = judge_digest(self, upto if blind is None else
+                                   self.digest_rx + unseen_s(self.digest_rx, upto, blind))
             # The collector's H1 says whether it talks (its deltas heard, their keyframe
             # awaited); a digest gone stale (D1) says nothing any more. Always False, a
             # command timed out to such a node read "its agent is hung or cut off".
@@ -1577,13 +1580,15 @@ class FleetState:
         names, self._dirty = self._dirty, set()
         if now - self._swept >= 1.0:
             self._swept = now
-            limit = now - STALE_PERIODS * self._min_every
+            word = self.broker_word_at
+            upto = now if word is None else min(now, word)
+            limit = upto - STALE_PERIODS * self._min_every
             for n, rx in self._digest_order.items():
                 if rx >= limit:
                     break
                 st = self.nodes.get(n)
                 if (st is not None and st.digest is not None and not st.stale
-                        and unseen_s(rx, now, self.blind) > STALE_PERIODS * st.digest.every_s):
+                        and unseen_s(rx, upto, self.blind) > STALE_PERIODS * st.digest.every_s):
                     names.add(n)
         return _pick(self.nodes, names)
 

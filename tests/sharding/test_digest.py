@@ -863,3 +863,20 @@ def test_nodes_first_heard_failed_by_their_collector_did_not_fail_at_once_on_dig
     assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
     assert b'"seen"' not in codec.encode(make_digest(raw.state.nodes[STRUCK[0]], "shard-1",
                                                      clock()))
+
+
+def test_a_digest_console_counts_a_digests_silence_only_up_to_the_brokers_last_word():
+    """A broker hung (SIGSTOP) keeps the link up until the keepalive's mute (15 s), and a
+    digest comes every 5 s: a node whose digest came 4 s before the broker's last word read
+    D1 (stale) 11 s into the hang, and back once the mute made the console blind from that
+    word. Its silence counts only up to the broker's last word, as a raw node's does."""
+    node = FakeNode()
+    st = raw_state(node, fault=False).nodes["gpu0001"]
+    _, dig = digest_state(node.cluster, codec.encode(make_digest(st, "shard-2", node.now)),
+                          node.now)
+    dig.broker_word_at = node.now + 4  # the broker hung then (pinged, it answered no more)
+    dig.judge(node.now + DIGEST_STALE_S + 1)
+    assert dig.nodes["gpu0001"].verdict is Verdict.OK
+    dig.broker_word_at = node.now + DIGEST_STALE_S + 1  # it talks again: the node is silent
+    dig.judge(node.now + DIGEST_STALE_S + 2)
+    assert dig.nodes["gpu0001"].verdict is Verdict.STALE
