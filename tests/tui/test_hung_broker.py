@@ -202,3 +202,31 @@ async def test_a_broker_that_stops_answering_is_the_consoles_blindness_not_the_f
         await eventually(lambda: (app.tick(), app.state.blind is None
                                   or app.state.blind[1] is not None)[1],
                          timeout=30, message="sight regained")
+
+
+async def test_a_dead_agent_alone_on_a_quiet_broker_still_reads_stale_on_time(mosquitto):
+    """A node's silence counts only up to the broker's last word: on a one-node cluster whose
+    agent died, that word is the answer to the console's own ping. Without the ping (gmqtt
+    pings at 0.8 of the keepalive only), the node read stale 10 s after its last sample,
+    not 1.5 s (three of its 0.5 s intervals)."""
+    stop = asyncio.Event()
+    agent = NodeAgent(cluster="solo", node_id="gpu0001", source=SimNode("gpu0001"),
+                      url=mosquitto.url, interval_s=0.5, phase_s=0.0)
+    task = asyncio.create_task(agent.run(stop))
+    app = FleetdeckApp(cluster="solo", url=mosquitto.url, auto_tick=False,
+                       audit=MemoryAudit(), operator="t")
+    try:
+        async with app.run_test(size=(160, 48)):
+            await eventually(lambda: (app.tick(), "gpu0001" in app.state.nodes
+                                      and app.state.nodes["gpu0001"].online is True)[1],
+                             timeout=20, message="gpu0001 online")
+            task.cancel()  # dead, no goodbye: its will waits for the broker's keepalive
+            await asyncio.gather(task, return_exceptions=True)
+            t0 = time.monotonic()
+            await eventually(lambda: (app.tick(),
+                                      app.state.nodes["gpu0001"].verdict.value == "stale")[1],
+                             timeout=4, interval=0.25, message="stale within 4 s")
+            assert time.monotonic() - t0 < 4
+    finally:
+        stop.set()
+        task.cancel()
