@@ -323,14 +323,14 @@ RUN_ENDED = frozenset({"CD", "F", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
 MUTE_AFTER_KEEPALIVES = 1.5
+"""Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
+it is hung, and the console blind (``_watch_sight``)."""
 QUIET_PING_S = 1.0
+"""A broker that has sent nothing for this long is pinged (at most this often): its answer
+proves it alive, so a silent node reads stale at most about this much later than it would."""
 QUIET_END_S = 3.0
 """A timed watch ending with nothing from the broker for this long (its ping at
 ``QUIET_PING_S`` unanswered for 2 s) ends cut off from it (``_quiet_at_end``)."""
-"""A broker that has sent nothing for this long is pinged (at most this often): its answer
-proves it alive, so a silent node reads stale at most about this much later than it would."""
-"""Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
-it is hung, and the console blind (``_watch_sight``)."""
 KEPT_TEXT_MAX = 2048
 """An event's message at most (protocol ``Text``): a kept line longer than that is cut."""
 UNWATCHED_SAID_S = 15.0
@@ -402,9 +402,10 @@ class ConsoleSession:
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
         self._rerun_unheard: dict[str, float] = {}
-        self._pinged_at = float("-inf")
         """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
         are waited for: the first ticks come before the broker's retained job statuses."""
+        self._pinged_at = float("-inf")
+        """When the quiet broker was last pinged (``_watch_sight``, ``QUIET_PING_S``)."""
         self._rerun_unwatched: set[str] = set()
         """Jobs of ``_rerun`` whose interruption was found after a gap (``unwatched``): no
         one saw their run end."""

@@ -1066,13 +1066,13 @@ class FleetState:
         """The console's last time cut off from the broker (``lose_sight``/``regain_sight``):
         silence in it is not counted against any node (``unseen_s``)."""
         self.blind_why = ""
+        """Why it heard nothing then: its broker connection was lost, or it did not run."""
         self.broker_word_at: float | None = None
         """When the live broker last sent this console anything (a ping's answer included),
         while connected (``ConsoleSession._watch_sight``); None without a live feed. A node's
         silence counts only up to it: a broker SIGSTOPped for 20 s left the link up until
         its keepalive ran out (15 s), and every node was written stale 2 s in and back at
         15 s (a drill: 64 verdict rows of 32 nodes, a failed node's among them)."""
-        """Why it heard nothing then: its broker connection was lost, or it did not run."""
         self.lost_at: float | None = None
         """When the console last lost sight (``lose_sight``): the start of the current outage,
         what "no data since" and ``connection_lost.since`` say. ``blind`` may run from an
