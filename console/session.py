@@ -992,6 +992,14 @@ class ConsoleSession:
                 self._rerun[it.job_id] = it.ts
                 if it.unwatched:
                     self._rerun_unwatched.add(it.job_id)
+        if self.interruptions.replaced:
+            # Another job under an interrupted job's id is not its rerun: a restarted
+            # simulator's new 41 read "job 41 runs again ... 0s after its run ended" (a review).
+            for job_id in self.interruptions.replaced:
+                self._rerun.pop(job_id, None)
+                self._rerun_unheard.pop(job_id, None)
+                self._rerun_unwatched.discard(job_id)
+            self.interruptions.replaced.clear()
         if self._rerun:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds, left)
@@ -1427,7 +1435,8 @@ class ConsoleSession:
     def _note_reruns(self, now: float) -> None:
         """An interrupted job that runs again, in the timeline: a restart was "done" at the
         requeue ("now PD (Resources)"), and nothing said when the job ran again, nor where (a
-        jobs audit). A job that ended instead, or left the scheduler's word, is let go."""
+        jobs audit). A job that ended instead, or left the scheduler's word, is let go, as is
+        one whose id another job took (``InterruptionTracker.replaced``)."""
         for job_id, since in list(self._rerun.items()):
             job = self.state.jobs.get(job_id)
             if job is None and now < self._rerun_unheard.get(job_id, now):

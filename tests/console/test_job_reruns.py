@@ -334,3 +334,22 @@ def test_another_job_under_the_id_is_no_interruption_of_the_one_before():
         session.tick()
     assert session.interruptions.total == []
     assert job_lines(session) == []
+
+
+def test_another_job_under_an_interrupted_jobs_id_is_not_said_to_run_again():
+    """Job 41 interrupted (NF), then a restarted simulator's new 41 (another name and user,
+    one node, step 0): the timeline said "job 41 runs again (requeues 0) from step 4 on
+    gpu0007, 0s after its run ended" of a job that never ran before (a review)."""
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 15, state=JobState.NF)
+    assert "41" in session._rerun  # interrupted, waiting to run again
+    clock = session.clock
+    for step in range(0, 12):
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
+        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
+                    clock)
+        session.tick()
+    assert job_lines(session) == []
+    assert session._rerun == {}
