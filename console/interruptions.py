@@ -245,9 +245,9 @@ class InterruptionTracker:
     ``take_runs``: the store keeps each job's so that a restarted collector sees an
     interruption that happened while none ran (``recall``)."""
 
-    replaced: set[str] = field(default_factory=set)
-    """Jobs whose id another job took (``_another_job``) since the session last looked: an
-    interruption of the one before waits for no rerun any more (``ConsoleSession._rerun``)."""
+    replaced: dict[str, float] = field(default_factory=dict)
+    """Jobs whose id another job took (``_another_job``), with when: an interruption of the
+    one before, booked then or later, waits for no rerun (``ConsoleSession._rerun``)."""
     kept_at: dict[str, float] = field(default_factory=dict)
     """When each job's run was last handed to the store (``take_runs``)."""
     gap_minutes: list[tuple[int, float]] = field(default_factory=list)
@@ -332,7 +332,7 @@ class InterruptionTracker:
                 # withdrawn, its 32 GPUs' work lost "0s after its run ended".
                 self.jobs[job_id] = _Seen(job.state, job.requeues, list(job.nodes), job, job)
                 self.changed_runs.add(job_id)
-                self.replaced.add(job_id)
+                self.replaced[job_id] = when
                 return
             was = (seen.state, seen.requeues, seen.nodes)
             # Back in the queue with no requeue counted, then running from an earlier step or

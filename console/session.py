@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import math
 import os
 import pickle
 import socket
@@ -992,14 +993,22 @@ class ConsoleSession:
                 self._rerun[it.job_id] = it.ts
                 if it.unwatched:
                     self._rerun_unwatched.add(it.job_id)
-        if self.interruptions.replaced:
+        replaced = self.interruptions.replaced
+        if replaced:
             # Another job under an interrupted job's id is not its rerun: a restarted
             # simulator's new 41 read "job 41 runs again ... 0s after its run ended" (a review).
-            for job_id in self.interruptions.replaced:
-                self._rerun.pop(job_id, None)
-                self._rerun_unheard.pop(job_id, None)
-                self._rerun_unwatched.discard(job_id)
-            self.interruptions.replaced.clear()
+            for job_id, at in replaced.items():
+                ended = self._rerun.get(job_id)
+                if ended is not None and ended <= at:
+                    del self._rerun[job_id]
+                    self._rerun_unheard.pop(job_id, None)
+                    self._rerun_unwatched.discard(job_id)
+            # Kept while an interruption of the job before is still to be booked (its cause is
+            # looked for up to 10 s): booked after the new job came, it too waited on the new.
+            due = {p.job.job_id for p in self.interruptions.pending
+                   if p.at <= replaced.get(p.job.job_id, -math.inf)}
+            for job_id in [j for j in replaced if j not in due]:
+                del replaced[job_id]
         if self._rerun:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds, left)

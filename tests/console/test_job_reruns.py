@@ -353,3 +353,22 @@ def test_another_job_under_an_interrupted_jobs_id_is_not_said_to_run_again():
         session.tick()
     assert job_lines(session) == []
     assert session._rerun == {}
+
+
+def test_another_job_under_the_id_within_the_interruptions_booking_is_not_its_rerun():
+    """The same, the new 41 coming 2 s after the old one's NF, while the interruption's cause
+    was still looked for: booked after the new job came, it waited on that job all the same."""
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 2, state=JobState.NF)
+    clock = session.clock
+    for step in range(0, 20):
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
+        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
+                    clock)
+        session.tick()
+    (it,) = session.interruptions.total  # the old 41's interruption is real
+    assert it.detail.startswith("R -> NF")
+    assert job_lines(session) == []
+    assert session._rerun == {} and session.interruptions.replaced == {}
