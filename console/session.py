@@ -1401,7 +1401,7 @@ class ConsoleSession:
                   "retained birth was cleared (fleetdeck retire), so "
                   f"{'it leaves' if len(gone) == 1 else 'they leave'} the views, counts and "
                   "incidents; the store keeps the history", kind="retire",
-                  nodes=tuple(gone[:64]), keep=True)
+                  nodes=tuple(gone), keep=True)  # all: a restore forgets them by it
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a

@@ -1287,9 +1287,7 @@ class FleetState:
         retired = batch.nodes_retired | (batch.digests_cleared if self.digest_mode else set())
         for node_id in retired:
             if node_id in self.nodes:
-                # Out of every view, count and incident; the store keeps its history.
-                self.forget(node_id)
-                self._recalled.pop(node_id, None)  # one born again under the name is new
+                self.retire(node_id)
                 self.nodes_retired.append(node_id)
                 del self.nodes_retired[:-1000]
         for node_id, (rx, birth) in batch.births.items():
@@ -1972,6 +1970,12 @@ class FleetState:
         self.rebirth_wanted.pop(node_id, None)
         self.jobs_left.pop(node_id, None)
         self.malformed.refused_statuses.pop(node_id, None)
+
+    def retire(self, node_id: str) -> None:
+        """Drop a node retired (its retained birth cleared: docs/protocol.md, "Retiring a
+        node"): out of every view, count and incident; the store keeps its history."""
+        self.forget(node_id)
+        self._recalled.pop(node_id, None)  # one born again under the name is new
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)

@@ -29,6 +29,7 @@ from fleetdeck.console.ingest import Batch
 from fleetdeck.console.interruptions import read_detail
 from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
+from fleetdeck.hostlist import HostlistError, expand
 from fleetdeck.paths import state_base
 from fleetdeck.protocol import codec, wire2
 from fleetdeck.protocol.ids import is_valid_id
@@ -892,10 +893,31 @@ class Store:
             log.warning("history store %s: unreadable rows skipped on restore: %s", self.path,
                         ", ".join(f"{n} of {table}" for table, n in skipped.items()))
         await self._recall_port_errors(state, time.time() if now is None else now)
+        await self._forget_retired(state, {node: ts for node, _new, ts, _old, _seen in latest})
         if state.heard_since is not None:
             state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
 
+
+    async def _forget_retired(self, state: FleetState, last_row: dict[str, float]) -> None:
+        """Drop what the restore put back of nodes retired since their last verdict row (the
+        console line ``ConsoleSession._note_retired`` kept): recalled from their rows, events
+        or port errors, a console restarted on its store showed them offline, with an incident,
+        for ever, as before ``fleetdeck retire`` (a review). One born again under the name
+        since has a newer row, and stays."""
+        retired: dict[str, float] = {}
+        async with self.db.execute("SELECT ts, data FROM events WHERE node = ? AND kind = ?",
+                                   (CONSOLE_SOURCE, "retire")) as cur:
+            for ts, data in await cur.fetchall():
+                try:
+                    nodes = expand(str(json.loads(data).get("nodes", "")))
+                except (ValueError, AttributeError, HostlistError):
+                    continue
+                for node in nodes:
+                    retired[node] = max(float(ts), retired.get(node, float("-inf")))
+        for node, at in retired.items():
+            if node in state.nodes and last_row.get(node, float("-inf")) <= at:
+                state.retire(node)
 
     async def _before_spells(self, nodes: list[str]
                              ) -> dict[str, tuple[float, Verdict, bool]]:

@@ -3,6 +3,8 @@ retained payloads) leaves a running console: its state, views, counts and incide
 an empty retained birth was malformed, and the node stayed offline with an incident for ever
 (a drill: a 24-node simulator replacing a 32-node one)."""
 
+from pathlib import Path
+
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
@@ -11,10 +13,13 @@ from fleetdeck.protocol.topics import Kind, topic_for
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet
 
 
-def _fleet_with_dead_nodes() -> tuple[ConsoleSession, SynthFleet]:
+def _fleet_with_dead_nodes(session: ConsoleSession | None = None
+                           ) -> tuple[ConsoleSession, SynthFleet]:
     """Four nodes heard; gpu0003 and gpu0004 then died (their wills came)."""
-    clock = Clock()
-    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    if session is None:
+        session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER),
+                                 follow_up=False)
+    clock = session.clock
     fleet = SynthFleet(4, clock)
     fleet.birth(session.ingest)
     for _ in range(3):
@@ -76,3 +81,62 @@ def test_an_empty_status_alone_changes_nothing():
     session.tick()
     assert "gpu0003" in session.state.nodes
     assert session.state.malformed.total == malformed
+
+
+def _retire(session: ConsoleSession, names: list[str]) -> None:
+    for name in names:
+        for kind in (Kind.BIRTH, Kind.STATUS, Kind.DIGEST):
+            session.ingest.handle(topic_for(CLUSTER, kind, name), b"", session.clock())
+
+
+async def _restarted(db: Path, clock: Clock, fleet: SynthFleet, names: list[str]
+                     ) -> ConsoleSession:
+    again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await again.open_store(db)
+    fleet.birth(again.ingest, names=names)
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(again.ingest, names=names)
+        again.tick()
+    return again
+
+
+async def test_a_console_restarted_on_its_store_does_not_bring_retired_nodes_back(tmp_path):
+    """The store's latest verdict rows (and events) put gpu0003-0004 back offline, with an
+    incident each, for ever, once the console restarted: as before they were retired."""
+    db, clock = tmp_path / "history.db", Clock()
+    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _session, fleet = _fleet_with_dead_nodes(first)
+    _retire(first, ["gpu0003", "gpu0004"])
+    clock.advance(1.0)
+    first.tick()
+    await first.close()
+
+    clock.advance(30.0)
+    again = await _restarted(db, clock, fleet, ["gpu0001", "gpu0002"])
+    assert sorted(again.state.nodes) == ["gpu0001", "gpu0002"]
+    assert not incidents(again.state, again.log.lines())
+    await again.close()
+
+
+async def test_a_node_born_again_after_its_retirement_is_restored(tmp_path):
+    db, clock = tmp_path / "history.db", Clock()
+    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _session, fleet = _fleet_with_dead_nodes(first)
+    _retire(first, ["gpu0003", "gpu0004"])
+    clock.advance(1.0)
+    first.tick()
+    fleet.agents["gpu0003"].bd_seq = 2
+    fleet.birth(first.ingest, names=["gpu0003"])
+    for _ in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(first.ingest, names=["gpu0001", "gpu0002", "gpu0003"])
+        first.tick()
+    await first.close()
+
+    clock.advance(30.0)
+    again = await _restarted(db, clock, fleet, ["gpu0001", "gpu0002"])
+    assert sorted(again.state.nodes) == ["gpu0001", "gpu0002", "gpu0003"]
+    await again.close()
