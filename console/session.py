@@ -257,6 +257,8 @@ class TickReport:
     """Nodes whose received sample is not applied yet, plus those a budgeted judgement pass
     left, plus those the fleet-wide tables have not caught up with (``Summaries``): while not
     0, the front end ticks again soon."""
+    retired: tuple[str, ...] = ()
+    """Nodes retired (forgotten: their retained birth cleared) in this tick."""
 
 
 STALL_BLIND_S = 5.0
@@ -974,7 +976,7 @@ class ConsoleSession:
         self._note_hangs(now)
         self._note_scheduler(now)
         self._note_withdrawn()
-        self._note_retired()
+        retired = self._note_retired()
         found, job_seconds = self.interruptions.take(now)
         for it in found:
             # Dated when it happened, as the store and `fleetdeck events` have it: one found by
@@ -1039,7 +1041,8 @@ class ConsoleSession:
                             logged + sum(1 for _ in moved),
                             (time.perf_counter() - t0) * 1000,
                             len(self._carry) + self.state.judge_left
-                            + (self.summaries.pending if self.summaries is not None else 0))
+                            + (self.summaries.pending if self.summaries is not None else 0),
+                            retired=tuple(retired))
         sweep_tick()
         return report
 
@@ -1386,13 +1389,13 @@ class ConsoleSession:
                               f"{now - since:.0f} s after its step stopped", kind="job",
                               nodes=tuple(again.nodes[:64]), keep=True)
 
-    def _note_retired(self) -> None:
+    def _note_retired(self) -> list[str]:
         """Nodes retired (their retained birth cleared: docs/protocol.md): they leave every
         view, so the timeline says where they went; who retired them, and why, is in the
         audit log of the ``fleetdeck retire`` that cleared them."""
         gone, self.state.nodes_retired = self.state.nodes_retired, []
         if not gone:
-            return
+            return gone
         ingest = self.ingest
         for node in gone:
             ingest.keyframe_wanted.pop(node, None)
@@ -1402,6 +1405,7 @@ class ConsoleSession:
                   f"{'it leaves' if len(gone) == 1 else 'they leave'} the views, counts and "
                   "incidents; the store keeps the history", kind="retire",
                   nodes=tuple(gone), keep=True)  # all: a restore forgets them by it
+        return gone
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a

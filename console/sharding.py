@@ -114,6 +114,13 @@ class ShardRunner:
             session.forget_nodes(gone)
             for n in gone:
                 self.sender.forget(n)
+        for n in report.retired:
+            # Cleared again by the collector itself, after every digest it sent of the node:
+            # one sent by a tick that had not yet applied the cleared birth reached the broker
+            # after ``fleetdeck retire`` cleared the digest, and consoles on digests showed the
+            # retired node again, for ever (docs/protocol.md, "Retiring a node").
+            self.sender.forget(n)
+            session.publish_message(Kind.DIGEST, n, b"", qos=1, retain=True)
         for digest in self.sender.due(nodes, now):
             session.publish_message(Kind.DIGEST, digest.node, codec.encode(digest), qos=0,
                                     retain=True)

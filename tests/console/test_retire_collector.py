@@ -1,0 +1,65 @@
+"""A sharded collector clears a retired node's digest itself, after the last digest it sent of
+it: one sent by a tick that had not applied the cleared birth yet could reach the broker after
+``fleetdeck retire`` cleared the digest, and consoles on digests showed the node for ever."""
+
+import asyncio
+import time
+
+import aiomqtt
+
+from fleetdeck.agents.agent import NodeAgent
+from fleetdeck.agents.sim.node import SimNode
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.shard import ShardScope
+from fleetdeck.console.sharding import ShardRunner, collector_will
+from fleetdeck.protocol.topics import Kind, shard_subscriptions, topic_for
+from tests.conftest import eventually
+
+CLUSTER = "rtc"
+
+
+async def _retained(url, topic: str) -> bytes | None:
+    """The broker's retained payload on ``topic`` (None: none within a second)."""
+    async with aiomqtt.Client(url.host, url.port, identifier=f"t-read-{time.monotonic_ns()}"
+                              ) as client:
+        await client.subscribe(topic, qos=1)
+        try:
+            async with asyncio.timeout(1.0):
+                async for msg in client.messages:
+                    return bytes(msg.payload)  # type: ignore[arg-type]
+        except TimeoutError:
+            return None
+    return None
+
+
+async def test_a_collector_clears_the_digest_of_a_node_retired(mosquitto):
+    stop, stop_node = asyncio.Event(), asyncio.Event()
+    agents = [NodeAgent(cluster=CLUSTER, node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
+                        url=mosquitto.url, interval_s=0.2, phase_s=0.0) for i in (1, 2)]
+    tasks = [asyncio.create_task(agents[0].run(stop)),
+             asyncio.create_task(agents[1].run(stop_node))]
+    scope = ShardScope("shard-1", int(time.time() * 1000))
+    collector = ConsoleSession(CLUSTER, url=mosquitto.url, operator="collector",
+                               client_id="t-collector", filters=shard_subscriptions(CLUSTER),
+                               will=collector_will(CLUSTER, scope, "1/1"))
+    runner = ShardRunner(collector, scope, "1/1")
+    tasks.append(asyncio.create_task(collector.watch(stop, tick_s=0.2, on_tick=runner.on_tick)))
+    digest = topic_for(CLUSTER, Kind.DIGEST, "gpu0002")
+    try:
+        await eventually(lambda: runner.sender.sent >= 2, timeout=20, message="digests sent")
+        assert await _retained(mosquitto.url, digest)
+        stop_node.set()
+        await tasks[1]
+        # Only the birth cleared here: a digest gone from the broker is the collector's clear.
+        async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port,
+                                  identifier="t-retire") as client:
+            await client.publish(topic_for(CLUSTER, Kind.BIRTH, "gpu0002"), b"", qos=1,
+                                 retain=True)
+        await eventually(lambda: "gpu0002" not in collector.state.nodes, timeout=10,
+                         message="gpu0002 forgotten")
+        await asyncio.sleep(1.0)
+        assert not await _retained(mosquitto.url, digest)
+    finally:
+        stop.set()
+        stop_node.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
