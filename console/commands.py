@@ -21,6 +21,7 @@ from fleetdeck.console.audit import UNKNOWN, AuditRecord
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.judgements import (
     held_only_since,
+    holding_job,
     job_reason,
     not_stepping,
     not_stepping_text,
@@ -1285,14 +1286,30 @@ def retire_refusal(state: FleetState, targets: Iterable[str]) -> str:
     """Why ``fleetdeck retire`` leaves ``targets`` alone ('' for none): a node heard from
     now (online, its telemetry coming) would publish its birth again at its next connect or
     rebirth request, so its agent must stop first (docs/protocol.md, "Retiring a node")."""
+    targets = list(targets)
     live = [t for t in targets if _heard_live(state.nodes.get(t))]
     if not live:
-        return ""
+        return _held_refusal(state, targets)
     one = len(live) == 1
     return (f"{compress(live)} {'is' if one else 'are'} online now (telemetry heard): "
             f"{'its agent' if one else 'their agents'} would publish "
             f"{'its' if one else 'their'} birth again; stop "
             f"{'it' if one else 'them'} first (systemctl stop fleetdeck-agent), or --force")
+
+
+def _held_refusal(state: FleetState, targets: list[str]) -> str:
+    """A node a job still holds, by the scheduler's word: forgotten, its job read as healthy
+    with a node gone from every view, its "offline, in job 4101" incident gone with no
+    word (a review)."""
+    held = {t: job for t in targets if (job := holding_job(state, t)) is not None}
+    if not held:
+        return ""
+    one = len(held) == 1
+    jobs = sorted(set(held.values()))
+    return (f"{compress(list(held))} {'is' if one else 'are'} held by job "
+            f"{', '.join(jobs)} (the scheduler says so): retired, "
+            f"{'it' if one else 'they'} would leave every view while the job still "
+            f"runs on {'it' if one else 'them'}; requeue or end the job first, or --force")
 
 
 def _heard_live(st: NodeState | None) -> bool:

@@ -5,12 +5,13 @@ an empty retained birth was malformed, and the node stayed offline with an incid
 
 from pathlib import Path
 
+from fleetdeck.console.commands import retire_refusal
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind, topic_for
-from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
 
 
 def _fleet_with_dead_nodes(session: ConsoleSession | None = None
@@ -140,3 +141,18 @@ async def test_a_node_born_again_after_its_retirement_is_restored(tmp_path):
     again = await _restarted(db, clock, fleet, ["gpu0001", "gpu0002"])
     assert sorted(again.state.nodes) == ["gpu0001", "gpu0002", "gpu0003"]
     await again.close()
+
+
+def test_retire_refuses_a_dead_node_a_running_job_still_holds():
+    """Retired, gpu0003 left every view and job 4101's 'offline, in job 4101' incident went
+    with it, while the scheduler still ran the job on it: the job read healthy (a review)."""
+    session, fleet = _fleet_with_dead_nodes()
+    clock = session.clock
+    publish_job(session.ingest, job_status("4101", ["gpu0001", "gpu0003"], clock), clock)
+    clock.advance(1.0)
+    fleet.telemetry(session.ingest, names=["gpu0001", "gpu0002"], job={"gpu0001": "4101"})
+    session.tick()
+    assert retire_refusal(session.state, ["gpu0003", "gpu0004"]) == (
+        "gpu0003 is held by job 4101 (the scheduler says so): retired, it would leave every "
+        "view while the job still runs on it; requeue or end the job first, or --force")
+    assert retire_refusal(session.state, ["gpu0004"]) == ""
