@@ -224,15 +224,16 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
               "still "
               "arrive (a broker that just restarted), at most 30 s or --timeout.")
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, timeout_s: float = 60.0) -> None:
         _add_broker(p)
         p.add_argument("--operator", default=os_user(), type=_operator,
                        help="who asks (audit log; default your login name)")
         p.add_argument("--audit-log", metavar="FILE", default=None,
                        help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl; a "
                        "running demo's own against its broker)")
-        p.add_argument("--timeout", type=_positive(float, "--timeout"), default=60.0,
-                       metavar="SECONDS", help="give up waiting after this long (default 60)")
+        p.add_argument("--timeout", type=_positive(float, "--timeout"), default=timeout_s,
+                       metavar="SECONDS",
+                       help=f"give up waiting after this long (default {timeout_s:g})")
 
     p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({exits})",
                        epilog=epilog)
@@ -264,7 +265,8 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
         "status and digest on the broker (exit 0 done, 2 refused, 3 an agent published its "
         "birth again)",
         epilog="A node heard online now is refused (its agent would publish its birth again): "
-        "stop its agent first, or --force. Every console, collector and status then forgets "
+        "stop its agent first, or --force; so is one a job holds (requeue or end the job "
+        "first, or --force). Every console, collector and status then forgets "
         "it; the stores keep its history, and the audit log says who retired it and why.")
     p.add_argument("hostlist", metavar="HOSTLIST", nargs="+",
                    help="e.g. gpu0025 or gpu[0025-0032]; several are one list")
@@ -272,14 +274,7 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     p.add_argument("--force", action="store_true",
                    help="retire nodes heard online too (their agents will publish their "
                    "births again unless stopped)")
-    _add_broker(p)
-    p.add_argument("--operator", default=os_user(), type=_operator,
-                   help="who asks (audit log; default your login name)")
-    p.add_argument("--audit-log", metavar="FILE", default=None,
-                   help="audit log (default $XDG_STATE_HOME/fleetdeck/audit.jsonl; a "
-                   "running demo's own against its broker)")
-    p.add_argument("--timeout", type=_positive(float, "--timeout"), default=30.0,
-                   metavar="SECONDS", help="give up waiting after this long (default 30)")
+    common(p, timeout_s=30.0)
 
     p = sub.add_parser("restart-job", help=f"requeue a job from its last checkpoint ({exits})",
                        epilog=epilog)
