@@ -182,6 +182,21 @@ class LoopProbe:
         handle._run = timed  # type: ignore[method-assign,assignment]
         self._untime = lambda: setattr(handle, "_run", run)
 
+    def time_console_calls(self, app: Any) -> None:
+        """``time_calls`` of what a console's long loop steps are made of (the tick, apply and
+        judge, the views' refresh, Textual's layout and compositor), for ``app``'s class."""
+        from textual.screen import Screen
+
+        from fleetdeck.console.session import ConsoleSession
+        from fleetdeck.console.state import FleetState
+        from fleetdeck.console.tui.screens.base import FleetView
+
+        self.time_calls(ConsoleSession, "tick")
+        self.time_calls(FleetState, "apply", "judge_fleet")
+        self.time_calls(type(app), "refresh_view", "switch_mode", "_display")
+        self.time_calls(FleetView, "refresh_view")
+        self.time_calls(Screen, "_compositor_refresh", "_refresh_layout")
+
     def time_calls(self, owner: Any, *names: str) -> None:
         """Also note the CPU time of these methods of ``owner`` (a class or an object) in the
         stall file, as ``Owner.name``: what a long callback was made of."""
@@ -520,17 +535,7 @@ async def console_main(host: str, port: int, cluster: str, nodes: int, keys_from
         while time.time() < t_go:  # noqa: ASYNC110
             await asyncio.sleep(0.005)
         if probe.stalls_file:  # what the long callbacks in the stall file were made of
-            from textual.screen import Screen
-
-            from fleetdeck.console.session import ConsoleSession
-            from fleetdeck.console.state import FleetState
-            from fleetdeck.console.tui.screens.base import FleetView
-
-            probe.time_calls(ConsoleSession, "tick")
-            probe.time_calls(FleetState, "apply", "judge_fleet")
-            probe.time_calls(type(app), "refresh_view", "switch_mode", "_display")
-            probe.time_calls(FleetView, "refresh_view")
-            probe.time_calls(Screen, "_compositor_refresh", "_refresh_layout")
+            probe.time_console_calls(app)
         probe.start()
         app.measuring = True
         t_end = t_go + seconds

@@ -452,17 +452,7 @@ async def under_feed(app: Any, ingest: Any,
     task = asyncio.create_task(spread_feeder() if arrival == "spread" else feeder())
     probe = LoopProbe()
     if probe.stalls_file:  # what the long callbacks in the stall file were made of
-        from textual.screen import Screen
-
-        from fleetdeck.console.session import ConsoleSession
-        from fleetdeck.console.state import FleetState
-        from fleetdeck.console.tui.screens.base import FleetView
-
-        probe.time_calls(ConsoleSession, "tick")
-        probe.time_calls(FleetState, "apply", "judge_fleet")
-        probe.time_calls(type(app), "refresh_view", "switch_mode", "_display")
-        probe.time_calls(FleetView, "refresh_view")
-        probe.time_calls(Screen, "_compositor_refresh", "_refresh_layout")
+        probe.time_console_calls(app)
     try:
         # The idle keys above left every node silent for longer than its staleness window:
         # the feed's first batches bring the whole fleet back from stale at once (an outage's
