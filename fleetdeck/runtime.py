@@ -111,6 +111,9 @@ def tune_gc(console: bool = True) -> None:
     _sweeps = True
 
 
+_young_queued = False
+
+
 def sweep_tick() -> None:
     """Run the periodic ``sweep`` when it is due; called at the end of each console tick. Only
     processes that called ``tune_gc`` (the console front ends) sweep; tests do not.
@@ -118,7 +121,10 @@ def sweep_tick() -> None:
     Under a running event loop (the TUI, a collector) the sweep is an event-loop step of its
     own, after the I/O and timers due by then: run at the end of the tick it made one step of
     both, 53-57 ms at 16,384 nodes under a feed where a tick alone took 20-38 ms and a sweep
-    15-18 (docs/performance.md, "What the loop's longest steps are made of")."""
+    15-18 (docs/performance.md, "What the loop's longest steps are made of"). When no sweep is
+    due, the young generations are collected in a step of their own instead
+    (``collect_young``)."""
+    global _young_queued
     if not _sweeps:
         return
     now = time.monotonic()
@@ -126,15 +132,32 @@ def sweep_tick() -> None:
     if not st.due:
         st.armed_at, st.due = now, now + SETTLING_S[0]
         return
-    if now < st.due:
-        return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # a headless pass (status, replay): nothing else waits for a turn
-        sweep(now)
+        if now >= st.due:
+            sweep(now)
         return
-    st.due = math.inf  # one at a time: the sweep sets the next
-    loop.call_later(0, sweep)
+    if now >= st.due:
+        st.due = math.inf  # one at a time: the sweep sets the next
+        loop.call_later(0, sweep)
+    elif not _young_queued:
+        _young_queued = True
+        loop.call_later(0, collect_young)
+
+
+def collect_young() -> int:
+    """Collect the young generations: a loop step of its own after each console tick.
+
+    CPython counts tracked allocations *less deallocations* towards ``GEN0_THRESHOLD``, and a
+    tick that replaces samples frees an old object for each new one: under a 16,384-node
+    stream the young generation grew to ~45,000 objects before anything collected it, and
+    that collection (20-56 ms) ran inside whatever step allocated next, a tick or a paint
+    (docs/performance.md, "What the loop's longest steps are made of"). Collected after every
+    tick, each walks what one tick left; gen 1 as often as ``GEN1_THRESHOLD`` has it."""
+    global _young_queued
+    _young_queued = False
+    return gc.collect(1 if gc.get_count()[1] > GEN1_THRESHOLD else 0)
 
 
 def sweep(now: float | None = None) -> int:
