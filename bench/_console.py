@@ -428,9 +428,9 @@ class BenchApp(FleetdeckApp):
         self.key_log: list[tuple[str, float, float]] = []
         """(key, perf_counter when posted, seconds to the screen) of each ``press_timed``."""
 
-    def tick(self) -> TickReport:
+    def tick(self, paint_later: bool = False) -> TickReport:
         t0 = time.time()
-        report = super().tick()
+        report = super().tick(paint_later)
         ingest = self.session.ingest
         taken: list[int] = []
         if isinstance(ingest, TimedIngest):

@@ -80,11 +80,12 @@ class ReplayApp(FleetdeckApp):
             self.notify(f"{esc(judged_note(len(judged)))}; first: {esc(names)}",
                         severity="warning", timeout=20)
 
-    def tick(self) -> TickReport:
-        # The recording moves with the wall clock at the player's speed, not by a tick's
-        # length per tick: a backlog's slices are ticks too, ms apart, and each moved it by
-        # tick_s, so a replay with a backlog ran many times faster than asked and fed itself
-        # more backlog.
+    def tick(self, paint_later: bool = False) -> TickReport:
+        # ``paint_later`` is the live console's: ``_next`` paints in a step of its own after a
+        # long slice already. The recording moves with the wall clock at the player's speed,
+        # not by a tick's length per tick: a backlog's slices are ticks too, ms apart, and
+        # each moved it by tick_s, so a replay with a backlog ran many times faster than asked
+        # and fed itself more backlog.
         now = time.monotonic()
         last, self._advanced_at = self._advanced_at, now
         p = self.player
