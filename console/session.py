@@ -481,6 +481,10 @@ class ConsoleSession:
         self._status_asked: dict[str, tuple[float, int]] = {}
         """Node -> when it was last asked for its status, and how many times (this
         connection); more than ``STATUS_ASK_BACKOFF_S`` holds: given up, unsubscribed."""
+        self._job_asked: set[str] = set()
+        """Jobs whose status topic this session subscribed to alone, to hear whether the
+        broker still retains the status an empty payload seemed to clear
+        (``_ask_job_statuses``)."""
         self._status_connect = -1.0
         self._status_burst_at = -1.0
         """When a tick last applied a birth or a status: the connect burst is over once none
@@ -975,6 +979,7 @@ class ConsoleSession:
         self.interruptions.observe(self.state, now, batch.jobs_passed)
         self._note_hangs(now)
         self._note_scheduler(now)
+        self._ask_job_statuses()
         self._note_withdrawn()
         retired = self._note_retired()
         found, job_seconds = self.interruptions.take(now)
@@ -1406,6 +1411,32 @@ class ConsoleSession:
                   "incidents; the store keeps the history", kind="retire",
                   nodes=tuple(gone), keep=True)  # all: a restore forgets them by it
         return gone
+
+    def _ask_job_statuses(self) -> None:
+        """An empty payload on a job's status topic withdraws the job only if it cleared the
+        retained status (``state.JOB_CLEAR_CONFIRM_S``): subscribed to that topic alone, the
+        broker sends the status it still retains, which keeps the job. A 3.1.1 subscriber gets
+        a retained clear with the retain flag off, as it gets an empty publish that cleared
+        nothing, so only the broker can tell (docs/protocol.md, JobStatus)."""
+        clearing, asked = self.state.jobs_clearing, self._job_asked
+        for job_id in self.state.jobs_kept:
+            job = self.state.jobs.get(job_id)
+            self.note(f"job {job_id} not withdrawn: an empty message on its status topic was "
+                      "followed by its status (an empty message that was not retained clears "
+                      "nothing)", kind="job", nodes=tuple(job.nodes[:64]) if job else (),
+                      keep=True)
+        self.state.jobs_kept = []
+        if self.feed is None or (not clearing and not asked):
+            return
+        link, cluster = self.feed.link, self.cluster
+        done = [j for j in asked if j not in clearing]
+        if done:
+            link.unsubscribe([topic_for(cluster, Kind.JOB, j) for j in done])
+            asked.difference_update(done)
+        new = [j for j in clearing if j not in asked]
+        if new:
+            link.subscribe([topic_for(cluster, Kind.JOB, j) for j in new])
+            asked.update(new)
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a

@@ -94,6 +94,14 @@ JOB_WINDOW_S = 60.0
 """Nodes of one job that failed within this long of each other failed together: one incident
 naming the job (its blast radius), not one per node (console/incidents.py); and a job a node's
 telemetry stopped naming this close to its verdict's change is the job it failed in."""
+JOB_CLEAR_CONFIRM_S = 5.0
+"""A job whose status topic carried an empty payload is withdrawn this long after, unless a
+status of it came meanwhile (docs/protocol.md, JobStatus): MQTT 3.1.1 hands a subscriber a
+retained clear with the retain flag off, as it hands an empty publish that cleared nothing, so
+the session asks the broker for the job's retained status again (``ConsoleSession
+._ask_job_statuses``) and one that still stands keeps the job. An empty payload that was not
+retained withdrew a running job from the console that heard it, while every console started
+later read it running."""
 WILL_BURST_S = 2.0
 """A Mosquitto that shuts down (SIGTERM, ``systemctl restart``) sends the Last Will of every
 client it disconnects, and this console gets those of the clients dropped before it: a burst of
@@ -973,6 +981,12 @@ class FleetState:
         self.jobs_withdrawn: list[JobStatus] = []
         """Jobs withdrawn (an empty retained status) while they read running or failed, for
         the timeline (taken by the session)."""
+        self.jobs_clearing: dict[str, float] = {}
+        """Job id -> when an empty payload on its status topic was applied: withdrawn once
+        ``JOB_CLEAR_CONFIRM_S`` passed with no status of it, kept if one came."""
+        self.jobs_kept: list[str] = []
+        """Jobs an empty payload did not withdraw (a status of theirs came within
+        ``JOB_CLEAR_CONFIRM_S``), for the timeline (taken by the session)."""
         self.sched_newest_ts = 0
         """The newest ``ts`` of the scheduler's messages, by its own clock (ms): a job status
         much older than it, retained, says where a job stopped (``judgements.not_stepping``
@@ -1386,18 +1400,21 @@ class FleetState:
                     and ev.message.startswith(RESUMED)):
                 self._resumed_by_event(ev, changed)
         self.acks.extend(ack for _rx, ack in batch.acks)
-        if batch.jobs or batch.jobs_withdrawn:
-            self.jobs_revision += 1
+        clearing = self.jobs_clearing
         for job_id in batch.jobs_withdrawn:
-            gone = self.jobs.pop(job_id, None)
-            # A failed one too: Slurm withdraws it after MinJobAge, restarted or not.
-            if gone is not None and gone.state.value in ("R", "CG", "F", "NF"):
-                self.jobs_withdrawn.append(gone)
-                del self.jobs_withdrawn[:-100]
-            self.job_stepped_at.pop(job_id, None)
-            self.job_step_delta.pop(job_id, None)
-            self.job_run_stepped.pop(job_id, None)
-            self._job_nodes.pop(job_id, None)
+            if job_id in self.jobs:
+                clearing.setdefault(job_id, now)
+        if batch.jobs:
+            self.jobs_revision += 1
+        if clearing:
+            for job_id in [j for j, at in clearing.items()
+                           if j in batch.jobs or now - at >= JOB_CLEAR_CONFIRM_S]:
+                del clearing[job_id]
+                if job_id in batch.jobs:
+                    self.jobs_kept.append(job_id)
+                    del self.jobs_kept[:-100]
+                else:
+                    self._withdraw_job(job_id)
         for job_id, (rx, job) in batch.jobs.items():
             before = self.jobs.get(job_id)
             self.jobs[job_id] = job
@@ -1802,6 +1819,19 @@ class FleetState:
     def take_transitions(self) -> list[Transition]:
         out, self.transitions = self.transitions, []
         return out
+
+    def _withdraw_job(self, job_id: str) -> None:
+        """``job_id``'s retained status was cleared (``JOB_CLEAR_CONFIRM_S``): forget it."""
+        self.jobs_revision += 1
+        gone = self.jobs.pop(job_id, None)
+        # A failed one too: Slurm withdraws it after MinJobAge, restarted or not.
+        if gone is not None and gone.state.value in ("R", "CG", "F", "NF"):
+            self.jobs_withdrawn.append(gone)
+            del self.jobs_withdrawn[:-100]
+        self.job_stepped_at.pop(job_id, None)
+        self.job_step_delta.pop(job_id, None)
+        self.job_run_stepped.pop(job_id, None)
+        self._job_nodes.pop(job_id, None)
 
     def take_jobs_left(self) -> dict[str, tuple[str, float]]:
         out, self.jobs_left = self.jobs_left, {}

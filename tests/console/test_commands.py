@@ -408,6 +408,7 @@ def test_a_cleared_retained_job_status_withdraws_the_job():
     the console counted the empty payload as malformed and kept the job. Through the session's
     tick, as every console, collector and replay applies a batch."""
     from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.state import JOB_CLEAR_CONFIRM_S
     from fleetdeck.protocol.topics import Kind, topic_for
 
     clock = Clock()
@@ -417,6 +418,10 @@ def test_a_cleared_retained_job_status_withdraws_the_job():
     session.tick()
     assert "4104" in session.state.jobs
     ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
+    session.tick()
+    # Kept until no status of it came for JOB_CLEAR_CONFIRM_S (tests/console/test_job_clears.py).
+    assert "4104" in session.state.jobs and session.state.malformed.total == 0
+    clock.advance(JOB_CLEAR_CONFIRM_S)
     session.tick()
     assert "4104" not in session.state.jobs and session.state.malformed.total == 0
     # A running job that leaves is said (a restarted simulator dropped one in silence).

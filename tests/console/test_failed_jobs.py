@@ -247,11 +247,12 @@ def test_a_failed_job_lapses_after_a_while_or_once_its_node_runs_other_work():
 def test_a_failed_job_withdrawn_by_its_scheduler_is_a_line_of_the_timeline():
     """A Slurm bridge withdraws a finished job after MinJobAge (300 s): its incident vanished
     with no word (a review)."""
+    from fleetdeck.console.state import JOB_CLEAR_CONFIRM_S
     from fleetdeck.protocol.topics import Kind, topic_for
 
     session = session_with_failed(REASON_48, {"gpu0002": xid(3, 48)})
     session.ingest.handle(topic_for(CLUSTER, Kind.JOB, "41"), b"", session.clock())
-    go_on(session, 1)
+    go_on(session, int(JOB_CLEAR_CONFIRM_S) + 1)  # no status of it came: the clear stands
     assert not [i for i in incidents(session.state) if "41" in i.jobs]
     assert [ln.text for ln in session.log.lines() if ln.kind == "job"
             and "withdrawn" in ln.text] == [

@@ -1,0 +1,80 @@
+"""An empty payload on ``job/<id>/status`` withdraws the job only where it cleared the
+retained status (docs/protocol.md, JobStatus). A 3.1.1 subscriber gets a retained clear with
+the retain flag off, as it gets an empty publish that cleared nothing (``mosquitto_pub -n``
+without ``-r``): that one withdrew a running job from the console that heard it while every
+console started later read it running. The console asks the broker for the job's retained
+status again and keeps the job when it comes (``ConsoleSession._ask_job_statuses``)."""
+
+import asyncio
+import uuid
+
+import aiomqtt
+import pytest
+
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.state import JOB_CLEAR_CONFIRM_S
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.conftest import eventually, unsubscribed
+from tests.tui.fleet import CLUSTER, Clock, job_status, publish_job
+
+KEPT = ("job 4104 not withdrawn: an empty message on its status topic was followed by its "
+        "status (an empty message that was not retained clears nothing)")
+
+
+def job_lines(session: ConsoleSession) -> list[str]:
+    return [ln.text for ln in session.log.lines() if ln.kind == "job"]
+
+
+def test_an_empty_job_status_followed_by_its_status_keeps_the_job():
+    """The broker's answer to the ask (the status it still retains) comes within
+    ``JOB_CLEAR_CONFIRM_S``: the job stays, and the timeline says why nothing changed."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, follow_up=False)
+    job = job_status("4104", ["gpu0001", "gpu0002"], clock)
+    publish_job(session.ingest, job, clock)
+    session.tick()
+    session.ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
+    session.tick()
+    clock.advance(0.5)
+    publish_job(session.ingest, job, clock)  # the retained status, sent again
+    session.tick()
+    clock.advance(JOB_CLEAR_CONFIRM_S)
+    session.tick()
+    assert "4104" in session.state.jobs
+    assert job_lines(session) == [KEPT]
+    assert session.state.jobs_clearing == {}
+
+
+@pytest.mark.timeout(60)
+async def test_only_a_retained_clear_withdraws_a_job_on_a_live_broker(telling_mosquitto):
+    broker = telling_mosquitto
+    url = broker.url
+    clock = Clock()
+    topic = topic_for(CLUSTER, Kind.JOB, "4104")
+    payload = codec.encode(job_status("4104", ["gpu0001"], clock))
+    client_id = f"clears-{uuid.uuid4().hex[:6]}"
+    session = ConsoleSession(CLUSTER, url=url, operator="test", client_id=client_id,
+                             follow_up=False)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
+    try:
+        async with aiomqtt.Client(url.host, url.port,
+                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as pub:
+            await pub.publish(topic, payload, qos=1, retain=True)
+            await eventually(lambda: "4104" in session.state.jobs, 20, message="job heard")
+            await pub.publish(topic, b"", qos=1, retain=False)  # clears nothing
+            await eventually(lambda: KEPT in job_lines(session), JOB_CLEAR_CONFIRM_S + 10,
+                             message="kept: the broker sent the status it retains")
+            assert "4104" in session.state.jobs
+            await eventually(lambda: unsubscribed(broker, client_id, topic), 10,
+                             message="the job's own topic let go")
+            await pub.publish(topic, b"", qos=1, retain=True)  # the protocol's clear
+            await eventually(lambda: "4104" not in session.state.jobs,
+                             JOB_CLEAR_CONFIRM_S + 10, message="withdrawn")
+        assert job_lines(session)[-1].startswith("job 4104 withdrawn (its retained status "
+                                                 "cleared) while it last read R"), (
+            job_lines(session))
+    finally:
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
