@@ -56,6 +56,7 @@ from fleetdeck.console.judgements import (
     scheduler_gone,
     shown_findings,
     straggler,
+    struck_job,
     suspect_switches,
     utc_hms,
 )
@@ -381,17 +382,6 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
     state.memo[slot] = (key, found)
     return [replace(inc, nodes=list(inc.nodes), jobs=list(inc.jobs), timeline=[])
             for inc in found]
-
-
-def struck_job(st: NodeState, state: FleetState) -> str | None:
-    """The job a failed node was in when it failed: the one it is in now, else the one its
-    telemetry stopped naming within ``JOB_WINDOW_S`` of its verdict's change (the scheduler
-    takes a job off a node whose rank died, and requeues it elsewhere, a sample or two after
-    the fault). None for a node a console met already idle: nothing it heard names the job."""
-    jid = own_job(st, state)
-    if jid is not None:
-        return jid
-    return st.left_when_changed()
 
 
 def job_faults(state: FleetState, jobs_on: dict[str, list[str]] | None = None,

@@ -702,8 +702,9 @@ class FailedJob:
     restart: str
     """``restart-job 4102 from its checkpoint at step 200``."""
     drain: tuple[str, ...] = ()
-    """Of ``nodes``, those failed by a fault of their own and not drained yet: drained first,
-    so the restart does not land there again."""
+    """Failed by a fault of their own and not drained yet, of ``nodes`` and of the job's other
+    nodes that failed with it (``struck_job``): drained first, so the restart does not land
+    there again."""
     at: float = 0.0
     """When it failed, by the scheduler's clock (its status's ``ts``, unix s)."""
     lapsed: str = ""
@@ -787,8 +788,18 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
         return None
     reason = job_reason(job)
     nodes = tuple(sorted(n for n in reason_words(reason) if n in state.nodes))
-    drain = tuple(n for n in nodes if (st := state.nodes[n]).verdict is Verdict.FAILED
-                  and st.drain.state is DrainState.NONE)
+    # Its other nodes that failed with it too (``struck_job``): the reason names the rank
+    # that died first, and a restart placed on another failed node fails again. "drain
+    # gpu0002, then restart-job 41" left out gpu0001 and gpu0003, failed in 41 by the same
+    # XID 79, and each incident's restart waited on gpu0002 alone (a review).
+    at = job.ts / 1000
+    named = set(nodes)
+    struck = [n for n in state.not_ok if n not in named and (st := state.nodes.get(n)) is not None
+              and st.verdict is Verdict.FAILED and _failed_by(st, at)
+              and struck_job(st, state) == job.job_id]
+    drain = tuple(sorted(n for n in (*nodes, *struck)
+                         if (st := state.nodes[n]).verdict is Verdict.FAILED
+                         and st.drain.state is DrainState.NONE))
     since = restart_point(job)
     lapsed = ""
     if age >= FAILED_LAPSE_S:
@@ -815,21 +826,33 @@ def reason_xid(reason: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+def struck_job(st: NodeState, state: FleetState) -> str | None:
+    """The job a failed node was in when it failed: the one it is in now, else the one its
+    telemetry stopped naming within ``JOB_WINDOW_S`` of its verdict's change (the scheduler
+    takes a job off a node whose rank died, and requeues it elsewhere, a sample or two after
+    the fault). None for a node a console met already idle: nothing it heard names the job."""
+    jid = own_job(st, state)
+    if jid is not None:
+        return jid
+    return st.left_when_changed()
+
+
+def _failed_by(st: NodeState, at: float) -> bool:
+    """The node's fault now began by ``JOB_WINDOW_S`` after ``at`` (a job's failure: the
+    node's next sample often comes after the scheduler's word), or at a time this console
+    does not know (found so when first heard): it may be what failed the job."""
+    began = st.changed_at or st.last_rx or st.first_seen or 0.0
+    return not st.change_seen or began <= at + JOB_WINDOW_S
+
+
 def failed_under(failed: FailedJob, state: FleetState) -> list[str]:
     """Of the nodes a failed job's reason names, those whose fault now began when the job
     failed (up to ``JOB_WINDOW_S`` after it: the node's next sample often comes after the
     scheduler's word), or at a time this console does not know (found so when first heard):
     the fault that most likely failed it. A later fault of the node (a throttle two minutes
     after its XID 48 was repaired) is not what failed the job (a review)."""
-    out = []
-    for n in failed.nodes:
-        st = state.nodes.get(n)
-        if st is None or st.verdict is Verdict.OK:
-            continue
-        began = st.changed_at or st.last_rx or st.first_seen or 0.0
-        if not st.change_seen or began <= failed.at + JOB_WINDOW_S:
-            out.append(n)
-    return out
+    return [n for n in failed.nodes if (st := state.nodes.get(n)) is not None
+            and st.verdict is not Verdict.OK and _failed_by(st, failed.at)]
 
 
 def application_fault(failed: FailedJob, state: FleetState) -> str:

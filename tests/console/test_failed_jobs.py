@@ -364,6 +364,32 @@ def test_a_node_already_drained_is_not_to_be_drained_again():
                                        "at step 400")
 
 
+def test_every_node_that_failed_with_the_job_is_drained_before_its_restart():
+    """The scheduler's reason names the rank that died first (gpu0002); gpu0001 failed in job
+    41 with it (XID 79). "drain gpu0002, then restart-job 41" let the restart land on gpu0001,
+    failed and not drained (a review): every failed node the job was struck on is drained
+    first, named by the reason or not; one it named that is drained already is not."""
+    from fleetdeck.protocol.messages import DrainState
+
+    faults = {"gpu0001": xid(1, 79), "gpu0002": xid(3, 48)}
+    session = session_with_failed(REASON_48, faults)
+    restart = "restart-job 41 from its checkpoint at step 400"
+
+    def failed() -> dict:
+        (job,) = [j for j in fleet_summary(session.state, session.clock())["jobs"]
+                  if j["job_id"] == "41"]
+        return job["failed"]
+
+    assert failed()["nodes"] == ["gpu0002"]  # what the reason names
+    assert failed()["action"] == f"drain gpu[0001-0002], then {restart}"
+    (inc,) = [i for i in incidents(session.state) if "41" in i.jobs]
+    assert set(inc.nodes) == {"gpu0001", "gpu0002"} and inc.action.endswith(f"then {restart}")
+    session.fleet.status(session.ingest, "gpu0001", DrainState.DRAINED, reason="xid 79",
+                         by="root")
+    go_on(session, 1, faults=faults)
+    assert failed()["action"] == f"drain gpu0002, then {restart}"
+
+
 def test_a_job_failed_on_two_nodes_is_said_on_each_one_s_incident_with_one_restart():
     """Job 41 failed on gpu0002 (XID 48) and gpu0003 (XID 79), each its own incident: it was
     named on the first only, and the second's reader never learnt it held up job 41 (a
