@@ -260,14 +260,18 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                    "their health checks) and send nothing")
     common(p)
 
+    # Exit 3 is both ways a birth outlives the clear (console/cli/commands.py, run_retire):
+    # said as one sentence in the list of commands and in retire --help.
+    retire_exits = ("exit 0 done, 2 refused, 3 a birth still there after the clear: an agent "
+                    "published it again, or the broker dropped the clear (an ACL)")
     p = sub.add_parser(
         "retire", help="forget decommissioned or renamed nodes: clear their retained birth, "
-        "status and digest on the broker (exit 0 done, 2 refused, 3 an agent published its "
-        "birth again)",
+        f"status and digest on the broker ({retire_exits})",
         epilog="A node heard online now is refused (its agent would publish its birth again): "
         "stop its agent first, or --force; so is one a job holds (requeue or end the job "
         "first, or --force). Every console, collector and status then forgets "
-        "it; the stores keep its history, and the audit log says who retired it and why.")
+        "it; the stores keep its history, and the audit log says who retired it and why. "
+        f"{retire_exits[0].upper()}{retire_exits[1:]}.")
     p.add_argument("hostlist", metavar="HOSTLIST", nargs="+",
                    help="e.g. gpu0025 or gpu[0025-0032]; several are one list")
     p.add_argument("--reason", default="", help="why (optional, audit log)")

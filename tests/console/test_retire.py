@@ -156,3 +156,19 @@ def test_retire_refuses_a_dead_node_a_running_job_still_holds():
         "gpu0003 is held by job 4101 (the scheduler says so): retired, it would leave every "
         "view while the job still runs on it; requeue or end the job first, or --force")
     assert retire_refusal(session.state, ["gpu0004"]) == ""
+
+
+def test_retire_help_says_both_ways_a_birth_outlives_the_clear():
+    """Exit 3 is an agent that published its birth again or a broker that dropped the clear (an
+    ACL: ``run_retire``'s "this broker user may not publish the nodes' retained topics"); the
+    help said only the first, and ``retire --help`` said no exit status at all."""
+    import argparse
+
+    from fleetdeck import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    said = ("3 a birth still there after the clear: an agent published it again, or the "
+            "broker dropped the clear (an ACL)")
+    assert said in " ".join(sub.choices["retire"].format_help().split())
+    assert said in " ".join(parser.format_help().split())
