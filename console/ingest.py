@@ -371,6 +371,8 @@ class Ingest:
             # is gone, it left an incident for ever. A cleared status alone says nothing.
             if parsed.kind is Kind.BIRTH:
                 self._batch.retire(parsed.subject)
+                if self.scope is not None:
+                    self.scope.forget(parsed.subject)
                 self._lag_floor.pop(parsed.subject, None)
                 self.rebirth_wanted.pop(parsed.subject, None)
                 self.keyframe_wanted.pop(parsed.subject, None)

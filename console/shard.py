@@ -171,6 +171,16 @@ class ShardScope:
                 self._dirty = True
         return node in self.owned
 
+    def forget(self, node: str) -> None:
+        """``node`` was retired (its retained birth cleared: docs/protocol.md, "Retiring a
+        node"): no longer known nor owned, so ``take_changes`` counts it lost once (its topics
+        let go) and a birth under its name is learnt afresh. Kept, a collector stayed
+        subscribed to a retired node's topics for good and counted it in its ``nodes``."""
+        self.known.discard(node)
+        if node in self.owned:
+            self.owned.discard(node)
+            self._dirty = True
+
     def observe(self, msg: CollectorStatus, rx: float) -> bool:
         """A collector's birth or will; return whether the live members changed."""
         if msg.collector == self.me:

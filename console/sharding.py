@@ -105,8 +105,10 @@ class ShardRunner:
             feed.link.subscribe([node_filter(cluster, n) for n in sorted(gained)])
         if lost:
             feed.link.unsubscribe([node_filter(cluster, n) for n in sorted(lost)])
-            log.info("%s: %d node(s) now owned by other collectors (live: %s)", scope.me,
-                     len(lost), ", ".join(scope.live))
+            moved = [n for n in lost if n in scope.known]  # not the retired (``forget``)
+            if moved:
+                log.info("%s: %d node(s) now owned by other collectors (live: %s)", scope.me,
+                         len(moved), ", ".join(scope.live))
         nodes = session.state.nodes
         if lost or len(nodes) > len(scope.owned):
             # Also what was in flight when ownership moved (already in an ingest batch).

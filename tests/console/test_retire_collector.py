@@ -63,3 +63,26 @@ async def test_a_collector_clears_the_digest_of_a_node_retired(mosquitto):
         stop.set()
         stop_node.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_a_retired_node_leaves_the_collector_s_shard_scope():
+    """Kept in ``ShardScope.known`` and ``owned``, a retired node stayed subscribed and counted
+    in the collector's ``nodes`` for good; it is let go once (``take_changes``'s lost), and a
+    birth under its name is learnt afresh."""
+    from fleetdeck.console.ingest import Ingest
+    from tests.tui.fleet import CLUSTER as FLEET
+    from tests.tui.fleet import Clock, SynthFleet
+
+    scope = ShardScope("shard-1", 0)
+    ingest = Ingest(FLEET)
+    ingest.scope = scope
+    fleet = SynthFleet(2, Clock())
+    fleet.birth(ingest)
+    names = sorted(fleet.names)
+    assert scope.known == scope.owned == set(names)
+    assert scope.take_changes() == (set(names), set())
+    ingest.handle(topic_for(FLEET, Kind.BIRTH, names[1]), b"", 0.0)
+    assert scope.known == scope.owned == {names[0]}
+    assert scope.take_changes() == (set(), {names[1]})
+    fleet.birth(ingest, names=[names[1]])
+    assert scope.owns(names[1]) and scope.take_changes() == ({names[1]}, set())
