@@ -264,6 +264,9 @@ class FleetdeckApp(App[int]):
         self._mask_s = SWITCH_MASK_S
         self._next_slice: Timer | None = None
         self._backlog_left = 0
+        self._tick_owed = False
+        """The tick timer fired while a redraw was on its way (``timer_tick``): a slice
+        follows that redraw, or what arrived would wait for the timer's next tick."""
         """What the last tick left to apply (``TickReport.backlog``)."""
         self._next_paint: Timer | None = None
         """A backlog's redraw, due between two slices (``_paint_later``)."""
@@ -553,6 +556,7 @@ class FleetdeckApp(App[int]):
         the loop's longest steps are made of")."""
         t0 = time.perf_counter()
         self._cancel_slice()  # this tick is the slice: one tick per scheduled slot
+        self._tick_owed = False
         report = self.session.tick()
         for req in {id(tr.request): tr.request for tr in report.commands
                     if tr.finished}.values():
@@ -648,7 +652,8 @@ class FleetdeckApp(App[int]):
             # Textual hands both timers' calls to the app's queue, which it runs without
             # yielding, so a slice and this tick made one loop step of two ticks (34 + 27 ms
             # under a 16,384-node feed; docs/performance.md, "What the loop's longest steps
-            # are made of").
+            # are made of"). A redraw alone is followed by a slice (``_backlog_paint``).
+            self._tick_owed = True
             return
         self.tick(paint_later=True)
 
@@ -678,7 +683,7 @@ class FleetdeckApp(App[int]):
             self._last_paint = t0
             self.refresh_view()
             self.render_ms = (time.perf_counter() - t0) * 1000
-        if self._backlog_left:  # unless a tick since took the rest
+        if self._backlog_left or self._tick_owed:  # unless a tick since took the rest
             self._slice_later(0.001)
 
     def _cancel_slice(self) -> None:
