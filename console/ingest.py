@@ -200,6 +200,10 @@ class Batch:
     jobs_withdrawn: set[str] = field(default_factory=set)
     """Jobs whose retained status was cleared (an empty retained payload, MQTT's way to
     delete one): the scheduler, or an operator, withdrew them (docs/protocol.md)."""
+    jobs_emptied: set[str] = field(default_factory=set)
+    """Jobs whose status in this batch a later empty payload replaced (popped from ``jobs``):
+    a status of theirs was heard all the same, which keeps a job an earlier empty payload
+    was clearing (``FleetState.apply``, ``JOB_CLEAR_CONFIRM_S``)."""
     nodes_retired: set[str] = field(default_factory=set)
     """Nodes whose retained birth was cleared (an empty retained payload: ``fleetdeck
     retire``, docs/protocol.md): ``FleetState.apply`` forgets them before this batch's own
@@ -398,7 +402,8 @@ class Ingest:
         if parsed.kind is Kind.JOB and not payload:
             # A cleared retained status: the job is gone, not a malformed message (a job
             # left retained by a scheduler that died read as running for ever).
-            self._batch.jobs.pop(parsed.subject, None)
+            if self._batch.jobs.pop(parsed.subject, None) is not None:
+                self._batch.jobs_emptied.add(parsed.subject)
             self._batch.jobs_withdrawn.add(parsed.subject)
             return
         model = codec.MODEL_FOR_KIND[parsed.kind]

@@ -481,10 +481,10 @@ class ConsoleSession:
         self._status_asked: dict[str, tuple[float, int]] = {}
         """Node -> when it was last asked for its status, and how many times (this
         connection); more than ``STATUS_ASK_BACKOFF_S`` holds: given up, unsubscribed."""
-        self._job_asked: set[str] = set()
+        self._job_asked: dict[str, float] = {}
         """Jobs whose status topic this session subscribed to alone, to hear whether the
-        broker still retains the status an empty payload seemed to clear
-        (``_ask_job_statuses``)."""
+        broker still retains the status an empty payload seemed to clear, and when that
+        empty payload came (``FleetState.jobs_clearing``; ``_ask_job_statuses``)."""
         self._status_connect = -1.0
         self._status_burst_at = -1.0
         """When a tick last applied a birth or a status: the connect burst is over once none
@@ -1300,6 +1300,7 @@ class ConsoleSession:
         out = Batch(births=new.births, statuses=new.statuses, events=new.events, acks=new.acks,
                     commands=new.commands,
                     jobs=new.jobs, jobs_passed=new.jobs_passed, jobs_withdrawn=new.jobs_withdrawn,
+                    jobs_emptied=new.jobs_emptied,
                     nodes_retired=new.nodes_retired, digests_cleared=new.digests_cleared,
                     superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
@@ -1429,14 +1430,19 @@ class ConsoleSession:
         if self.feed is None or (not clearing and not asked):
             return
         link, cluster = self.feed.link, self.cluster
-        done = [j for j in asked if j not in clearing]
+        # Done, or cleared anew by an empty payload after the status that kept it: the link
+        # sends no SUBSCRIBE for a filter it holds, so that one is let go and made again for
+        # the broker to send the retained status once more (a flood of empty publishes
+        # withdrew a job it still retained: a review).
+        done = [j for j, at in asked.items() if clearing.get(j) != at]
         if done:
             link.unsubscribe([topic_for(cluster, Kind.JOB, j) for j in done])
-            asked.difference_update(done)
+            for j in done:
+                del asked[j]
         new = [j for j in clearing if j not in asked]
         if new:
             link.subscribe([topic_for(cluster, Kind.JOB, j) for j in new])
-            asked.update(new)
+            asked.update((j, clearing[j]) for j in new)
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a

@@ -1401,20 +1401,28 @@ class FleetState:
                 self._resumed_by_event(ev, changed)
         self.acks.extend(ack for _rx, ack in batch.acks)
         clearing = self.jobs_clearing
-        for job_id in batch.jobs_withdrawn:
-            if job_id in self.jobs:
-                clearing.setdefault(job_id, now)
         if batch.jobs:
             self.jobs_revision += 1
         if clearing:
+            # A status heard since the empty payload keeps the job, one a later empty of
+            # this batch replaced too (``Batch.jobs_emptied``): the broker's answer came, and
+            # lost under a flood of empty publishes it left the clear standing, the topic
+            # not asked again, and the job withdrawn (a review).
+            heard, emptied = batch.jobs, batch.jobs_emptied
             for job_id in [j for j, at in clearing.items()
-                           if j in batch.jobs or now - at >= JOB_CLEAR_CONFIRM_S]:
+                           if j in heard or j in emptied
+                           or now - at >= JOB_CLEAR_CONFIRM_S]:
                 del clearing[job_id]
-                if job_id in batch.jobs:
+                if job_id in heard or job_id in emptied:
                     self.jobs_kept.append(job_id)
                     del self.jobs_kept[:-100]
                 else:
                     self._withdraw_job(job_id)
+        for job_id in batch.jobs_withdrawn:
+            # After the above: an empty payload after the status that kept the job clears
+            # anew, asked of the broker again (``ConsoleSession._ask_job_statuses``).
+            if job_id in self.jobs:
+                clearing.setdefault(job_id, now)
         for job_id, (rx, job) in batch.jobs.items():
             before = self.jobs.get(job_id)
             self.jobs[job_id] = job

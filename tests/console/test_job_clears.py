@@ -78,3 +78,70 @@ async def test_only_a_retained_clear_withdraws_a_job_on_a_live_broker(telling_mo
     finally:
         stop.set()
         await asyncio.gather(watcher, return_exceptions=True)
+
+
+def test_a_status_heard_before_a_second_empty_message_keeps_the_job():
+    """Under a flood of empty publishes the broker's answer (the status it retains) lands in
+    a tick with another empty message after it: the status was heard, so the job is kept and
+    the later empty message is a clear of its own, waited for from when it came. Before, the
+    status was lost under it and the first empty's wait withdrew a job the broker retained
+    (a review)."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, follow_up=False)
+    job = job_status("4104", ["gpu0001", "gpu0002"], clock)
+    topic = topic_for(CLUSTER, Kind.JOB, "4104")
+    publish_job(session.ingest, job, clock)
+    session.tick()
+    session.ingest.handle(topic, b"", clock())
+    session.tick()
+    clock.advance(0.5)
+    publish_job(session.ingest, job, clock)  # the retained status, sent again
+    session.ingest.handle(topic, b"", clock())  # the flood's next empty message
+    session.tick()
+    assert job_lines(session) == [KEPT]
+    assert session.state.jobs_clearing == {"4104": clock()}
+    clock.advance(JOB_CLEAR_CONFIRM_S - 0.5)  # the first empty's wait is over
+    session.tick()
+    assert "4104" in session.state.jobs
+    clock.advance(0.5)  # the second's too, with no status of it: that clear stands
+    session.tick()
+    assert "4104" not in session.state.jobs
+
+
+@pytest.mark.timeout(60)
+async def test_a_flood_of_empty_publishes_does_not_withdraw_a_retained_job(telling_mosquitto):
+    """An empty publish (not retained) every 50 ms for longer than ``JOB_CLEAR_CONFIRM_S``:
+    each answer of the broker comes with more empty messages after it in the same tick. The
+    job stays, and its own topic is let go once the flood stops."""
+    broker = telling_mosquitto
+    url = broker.url
+    clock = Clock()
+    topic = topic_for(CLUSTER, Kind.JOB, "4104")
+    payload = codec.encode(job_status("4104", ["gpu0001"], clock))
+    client_id = f"flood-{uuid.uuid4().hex[:6]}"
+    session = ConsoleSession(CLUSTER, url=url, operator="test", client_id=client_id,
+                             follow_up=False)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
+    try:
+        async with aiomqtt.Client(url.host, url.port,
+                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as pub:
+            await pub.publish(topic, payload, qos=1, retain=True)
+            await eventually(lambda: "4104" in session.state.jobs, 20, message="job heard")
+            loop = asyncio.get_running_loop()
+            until = loop.time() + JOB_CLEAR_CONFIRM_S * 2
+            while loop.time() < until:
+                await pub.publish(topic, b"", qos=1, retain=False)  # clears nothing
+                await asyncio.sleep(0.05)
+                assert "4104" in session.state.jobs, job_lines(session)
+            await eventually(lambda: not session.state.jobs_clearing, JOB_CLEAR_CONFIRM_S + 10,
+                             message="the last empty message answered")
+            assert "4104" in session.state.jobs
+            assert not [ln for ln in job_lines(session) if "withdrawn (" in ln]
+            assert session.feed is not None
+            await eventually(lambda: topic not in session.feed.link.filters, 10,
+                             message="the job's own topic let go")
+            assert unsubscribed(broker, client_id, topic)
+    finally:
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
