@@ -96,7 +96,8 @@ naming the job (its blast radius), not one per node (console/incidents.py); and 
 telemetry stopped naming this close to its verdict's change is the job it failed in."""
 JOB_CLEAR_CONFIRM_S = 5.0
 """A job whose status topic carried an empty payload is withdrawn this long after, unless a
-status of it came meanwhile (docs/protocol.md, JobStatus): MQTT 3.1.1 hands a subscriber a
+status of it came meanwhile; time the console could not hear it (``unseen_s``) does not count
+(docs/protocol.md, JobStatus): MQTT 3.1.1 hands a subscriber a
 retained clear with the retain flag off, as it hands an empty publish that cleared nothing, so
 the session asks the broker for the job's retained status again (``ConsoleSession
 ._ask_job_statuses``) and one that still stands keeps the job. An empty payload that was not
@@ -1407,11 +1408,13 @@ class FleetState:
             # A status heard since the empty payload keeps the job, one a later empty of
             # this batch replaced too (``Batch.jobs_emptied``): the broker's answer came, and
             # lost under a flood of empty publishes it left the clear standing, the topic
-            # not asked again, and the job withdrawn (a review).
-            heard, emptied = batch.jobs, batch.jobs_emptied
+            # not asked again, and the job withdrawn (a review). The wait counts only time
+            # the console could hear the answer (``unseen_s``): cut off from the broker, or
+            # stopped, none can come.
+            heard, emptied, blind = batch.jobs, batch.jobs_emptied, self.blind
             for job_id in [j for j, at in clearing.items()
                            if j in heard or j in emptied
-                           or now - at >= JOB_CLEAR_CONFIRM_S]:
+                           or unseen_s(at, now, blind) >= JOB_CLEAR_CONFIRM_S]:
                 del clearing[job_id]
                 if job_id in heard or job_id in emptied:
                     self.jobs_kept.append(job_id)

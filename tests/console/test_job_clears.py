@@ -108,6 +108,36 @@ def test_a_status_heard_before_a_second_empty_message_keeps_the_job():
     assert "4104" not in session.state.jobs
 
 
+def test_no_job_is_withdrawn_for_a_wait_the_console_could_not_hear_its_answer():
+    """Cut off from the broker (or stopped) after the empty payload, the console cannot hear
+    the status the broker retains: that time does not count towards ``JOB_CLEAR_CONFIRM_S``
+    (``unseen_s``). Before, the job was withdrawn ("nothing reports it now") while the
+    connection was down, and came back with the retained burst of the reconnect."""
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, follow_up=False)
+    job = job_status("4104", ["gpu0001", "gpu0002"], clock)
+    publish_job(session.ingest, job, clock)
+    publish_job(session.ingest, job_status("4105", ["gpu0003"], clock), clock)
+    session.tick()
+    for job_id in ("4104", "4105"):
+        session.ingest.handle(topic_for(CLUSTER, Kind.JOB, job_id), b"", clock())
+    session.tick()
+    clock.advance(1)
+    session.state.lose_sight(clock())
+    clock.advance(JOB_CLEAR_CONFIRM_S * 4)
+    session.tick()
+    assert {"4104", "4105"} <= set(session.state.jobs) and job_lines(session) == []
+    session.state.regain_sight(clock(), 0.0)
+    clock.advance(1)
+    publish_job(session.ingest, job, clock)  # the reconnect's retained burst: 4104 only
+    session.tick()
+    assert "4104" in session.state.jobs and job_lines(session) == [KEPT]
+    assert "4105" in session.state.jobs  # 2 s heard of its wait so far
+    clock.advance(JOB_CLEAR_CONFIRM_S - 2)
+    session.tick()
+    assert "4105" not in session.state.jobs and "4104" in session.state.jobs
+
+
 @pytest.mark.timeout(60)
 async def test_a_flood_of_empty_publishes_does_not_withdraw_a_retained_job(telling_mosquitto):
     """An empty publish (not retained) every 50 ms for longer than ``JOB_CLEAR_CONFIRM_S``:
