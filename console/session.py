@@ -267,6 +267,10 @@ STALL_GRACE_S = 5.0
 """After such a gap, the time it takes to read what queued up meanwhile."""
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
+JOB_KEPT_SAID_S = 60.0
+"""A job an empty payload did not withdraw is said at most this often: under a flood of empty
+publishes (not retained) each tick's answer of the broker kept it, and each was a timeline line
+kept in the store (49 in 10 s of one every 50 ms: a review)."""
 LOST_SHOWN = (10, 0.01)
 """Samples missing from the nodes' seq within a tick that mean the console is behind: at least
 this many, and this share of what it received (a broker restart's gap is one blip)."""
@@ -485,6 +489,9 @@ class ConsoleSession:
         """Jobs whose status topic this session subscribed to alone, to hear whether the
         broker still retains the status an empty payload seemed to clear, and when that
         empty payload came (``FleetState.jobs_clearing``; ``_ask_job_statuses``)."""
+        self._job_kept_said: dict[str, float] = {}
+        """Job -> when the timeline last said an empty payload did not withdraw it
+        (``JOB_KEPT_SAID_S``)."""
         self._status_connect = -1.0
         self._status_burst_at = -1.0
         """When a tick last applied a birth or a status: the connect burst is over once none
@@ -979,7 +986,7 @@ class ConsoleSession:
         self.interruptions.observe(self.state, now, batch.jobs_passed)
         self._note_hangs(now)
         self._note_scheduler(now)
-        self._ask_job_statuses()
+        self._ask_job_statuses(now)
         self._note_withdrawn()
         retired = self._note_retired()
         found, job_seconds = self.interruptions.take(now)
@@ -1413,14 +1420,21 @@ class ConsoleSession:
                   nodes=tuple(gone), keep=True)  # all: a restore forgets them by it
         return gone
 
-    def _ask_job_statuses(self) -> None:
+    def _ask_job_statuses(self, now: float) -> None:
         """An empty payload on a job's status topic withdraws the job only if it cleared the
         retained status (``state.JOB_CLEAR_CONFIRM_S``): subscribed to that topic alone, the
         broker sends the status it still retains, which keeps the job. A 3.1.1 subscriber gets
         a retained clear with the retain flag off, as it gets an empty publish that cleared
         nothing, so only the broker can tell (docs/protocol.md, JobStatus)."""
         clearing, asked = self.state.jobs_clearing, self._job_asked
+        said = self._job_kept_said
+        if said and self.state.jobs_kept:
+            for job_id in [j for j, at in said.items() if now - at >= JOB_KEPT_SAID_S]:
+                del said[job_id]
         for job_id in self.state.jobs_kept:
+            if job_id in said:
+                continue
+            said[job_id] = now
             job = self.state.jobs.get(job_id)
             self.note(f"job {job_id} not withdrawn: an empty message on its status topic was "
                       "followed by its status (an empty message that was not retained clears "

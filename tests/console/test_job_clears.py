@@ -138,6 +138,27 @@ def test_no_job_is_withdrawn_for_a_wait_the_console_could_not_hear_its_answer():
     assert "4105" not in session.state.jobs and "4104" in session.state.jobs
 
 
+def test_a_job_kept_again_and_again_is_said_once_a_minute():
+    """Each empty message the broker's answer followed kept the job with a timeline line kept
+    in the store: a flood of them was a flood of lines (``JOB_KEPT_SAID_S``)."""
+    from fleetdeck.console.session import JOB_KEPT_SAID_S
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, follow_up=False)
+    job = job_status("4104", ["gpu0001", "gpu0002"], clock)
+    publish_job(session.ingest, job, clock)
+    session.tick()
+    for _ in range(int(JOB_KEPT_SAID_S) + 1):
+        session.ingest.handle(topic_for(CLUSTER, Kind.JOB, "4104"), b"", clock())
+        session.tick()
+        clock.advance(0.5)
+        publish_job(session.ingest, job, clock)
+        session.tick()
+        clock.advance(0.5)
+    assert "4104" in session.state.jobs
+    assert job_lines(session) == [KEPT, KEPT]  # at 0.5 s and at 60.5 s
+
+
 @pytest.mark.timeout(60)
 async def test_a_flood_of_empty_publishes_does_not_withdraw_a_retained_job(telling_mosquitto):
     """An empty publish (not retained) every 50 ms for longer than ``JOB_CLEAR_CONFIRM_S``:
@@ -168,6 +189,8 @@ async def test_a_flood_of_empty_publishes_does_not_withdraw_a_retained_job(telli
                              message="the last empty message answered")
             assert "4104" in session.state.jobs
             assert not [ln for ln in job_lines(session) if "withdrawn (" in ln]
+            # Once a minute at most (JOB_KEPT_SAID_S): each tick's answer was a line of its own.
+            assert job_lines(session).count(KEPT) == 1, len(job_lines(session))
             assert session.feed is not None
             await eventually(lambda: topic not in session.feed.link.filters, 10,
                              message="the job's own topic let go")
