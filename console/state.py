@@ -311,7 +311,7 @@ class NodeState(msgspec.Struct, gc=False):
     """(job id, receive time) of the sample that first named no job after its telemetry
     named that one: the job a node failed under is gone from its next samples once the
     scheduler requeues it elsewhere, and three nodes an XID 79 took out of one job read as
-    three idle nodes with "no job on it" (an SRE drill; ``incidents.struck_job``). The store
+    three idle nodes with "no job on it" (an SRE drill; ``judgements.struck_job``). The store
     keeps it (``FleetState.jobs_left``): after a restart the nodes' samples name no job."""
     changed_at: float = 0.0
     """Receive time of the last change of verdict (for 'since' columns and sorting)."""
@@ -566,7 +566,7 @@ class NodeState(msgspec.Struct, gc=False):
     def left_when_changed(self) -> str | None:
         """The job its telemetry stopped naming within ``JOB_WINDOW_S`` of its verdict's
         change (``left_job``): the job it failed in, which the scheduler requeued elsewhere
-        (``incidents.struck_job``). On digests, the collector's word (``Digest.struck_job``):
+        (``judgements.struck_job``). On digests, the collector's word (``Digest.struck_job``):
         this console's clock of the change is when it first saw the digest."""
         d = self.digest
         if d is not None:
@@ -1166,7 +1166,7 @@ class FleetState:
 
     def recall_left_job(self, node_id: str, job_id: str, left_at: float) -> None:
         """The job a node known from the store last left (``NodeState.left_job``), unless this
-        console saw it leave one itself: what ``incidents.struck_job`` reads of a failed node
+        console saw it leave one itself: what ``judgements.struck_job`` reads of a failed node
         whose job the scheduler requeued elsewhere before a restart."""
         st = self.nodes.get(node_id)
         if st is not None and st.left_job is None:

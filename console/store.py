@@ -877,7 +877,7 @@ class Store:
             state.recall(node, verdict, ts, seen=old is not None if seen is None else bool(seen),
                          before_spell=spell)
         # The job each node last left: a failed node's job, requeued elsewhere before the
-        # restart, is named by no sample now (``incidents.struck_job``). A collector sends it
+        # restart, is named by no sample now (``judgements.struck_job``). A collector sends it
         # on as ``Digest.struck_job``, which consoles decode strictly as a protocol ``Id``: one
         # that is not had that node's every digest refused, and a time that is not a number
         # stopped the console from starting (a review).
