@@ -750,7 +750,8 @@ def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, o
 def run_retire(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, force: bool,
                operator: str, audit_path: str | None, timeout_s: float) -> int:
     """``fleetdeck retire``: exit 0 retired, 2 refused (a bad hostlist, an unknown node, a
-    node live now without --force), 3 one of them published its birth again."""
+    node live now or one a job holds, without --force), 3 a birth still there after the
+    clear (its agent published it again, or the broker dropped the clear: an ACL)."""
     audit = _audit(audit_path)
     try:
         targets = parse_targets(hostlist)
