@@ -7,6 +7,10 @@ status again and keeps the job when it comes (``ConsoleSession._ask_job_statuses
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -24,6 +28,37 @@ KEPT = ("job 4104 not withdrawn: an empty message on its status topic was follow
 
 def job_lines(session: ConsoleSession) -> list[str]:
     return [ln.text for ln in session.log.lines() if ln.kind == "job"]
+
+
+@dataclass
+class Watched:
+    session: ConsoleSession
+    pub: aiomqtt.Client
+    topic: str
+    client_id: str
+
+
+@asynccontextmanager
+async def job_watched(broker: Any, name: str) -> AsyncIterator[Watched]:
+    """A console watching a live broker that holds job 4104's retained status (heard), and a
+    publisher on the job's topic."""
+    clock = Clock()
+    topic = topic_for(CLUSTER, Kind.JOB, "4104")
+    payload = codec.encode(job_status("4104", ["gpu0001"], clock))
+    client_id = f"{name}-{uuid.uuid4().hex[:6]}"
+    session = ConsoleSession(CLUSTER, url=broker.url, operator="test", client_id=client_id,
+                             follow_up=False)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
+    try:
+        async with aiomqtt.Client(broker.url.host, broker.url.port,
+                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as pub:
+            await pub.publish(topic, payload, qos=1, retain=True)
+            await eventually(lambda: "4104" in session.state.jobs, 20, message="job heard")
+            yield Watched(session, pub, topic, client_id)
+    finally:
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
 
 
 def test_an_empty_job_status_followed_by_its_status_keeps_the_job():
@@ -49,35 +84,20 @@ def test_an_empty_job_status_followed_by_its_status_keeps_the_job():
 @pytest.mark.timeout(60)
 async def test_only_a_retained_clear_withdraws_a_job_on_a_live_broker(telling_mosquitto):
     broker = telling_mosquitto
-    url = broker.url
-    clock = Clock()
-    topic = topic_for(CLUSTER, Kind.JOB, "4104")
-    payload = codec.encode(job_status("4104", ["gpu0001"], clock))
-    client_id = f"clears-{uuid.uuid4().hex[:6]}"
-    session = ConsoleSession(CLUSTER, url=url, operator="test", client_id=client_id,
-                             follow_up=False)
-    stop = asyncio.Event()
-    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
-    try:
-        async with aiomqtt.Client(url.host, url.port,
-                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as pub:
-            await pub.publish(topic, payload, qos=1, retain=True)
-            await eventually(lambda: "4104" in session.state.jobs, 20, message="job heard")
-            await pub.publish(topic, b"", qos=1, retain=False)  # clears nothing
-            await eventually(lambda: KEPT in job_lines(session), JOB_CLEAR_CONFIRM_S + 10,
-                             message="kept: the broker sent the status it retains")
-            assert "4104" in session.state.jobs
-            await eventually(lambda: unsubscribed(broker, client_id, topic), 10,
-                             message="the job's own topic let go")
-            await pub.publish(topic, b"", qos=1, retain=True)  # the protocol's clear
-            await eventually(lambda: "4104" not in session.state.jobs,
-                             JOB_CLEAR_CONFIRM_S + 10, message="withdrawn")
-        assert job_lines(session)[-1].startswith("job 4104 withdrawn (its retained status "
-                                                 "cleared) while it last read R"), (
-            job_lines(session))
-    finally:
-        stop.set()
-        await asyncio.gather(watcher, return_exceptions=True)
+    async with job_watched(broker, "clears") as w:
+        session, pub, topic, client_id = w.session, w.pub, w.topic, w.client_id
+        await pub.publish(topic, b"", qos=1, retain=False)  # clears nothing
+        await eventually(lambda: KEPT in job_lines(session), JOB_CLEAR_CONFIRM_S + 10,
+                         message="kept: the broker sent the status it retains")
+        assert "4104" in session.state.jobs
+        await eventually(lambda: unsubscribed(broker, client_id, topic), 10,
+                         message="the job's own topic let go")
+        await pub.publish(topic, b"", qos=1, retain=True)  # the protocol's clear
+        await eventually(lambda: "4104" not in session.state.jobs,
+                         JOB_CLEAR_CONFIRM_S + 10, message="withdrawn")
+        last = job_lines(session)[-1]
+        assert last.startswith("job 4104 withdrawn (its retained status cleared) while it "
+                               "last read R"), job_lines(session)
 
 
 def test_a_status_heard_before_a_second_empty_message_keeps_the_job():
@@ -165,36 +185,21 @@ async def test_a_flood_of_empty_publishes_does_not_withdraw_a_retained_job(telli
     each answer of the broker comes with more empty messages after it in the same tick. The
     job stays, and its own topic is let go once the flood stops."""
     broker = telling_mosquitto
-    url = broker.url
-    clock = Clock()
-    topic = topic_for(CLUSTER, Kind.JOB, "4104")
-    payload = codec.encode(job_status("4104", ["gpu0001"], clock))
-    client_id = f"flood-{uuid.uuid4().hex[:6]}"
-    session = ConsoleSession(CLUSTER, url=url, operator="test", client_id=client_id,
-                             follow_up=False)
-    stop = asyncio.Event()
-    watcher = asyncio.create_task(session.watch(stop, tick_s=0.2))
-    try:
-        async with aiomqtt.Client(url.host, url.port,
-                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as pub:
-            await pub.publish(topic, payload, qos=1, retain=True)
-            await eventually(lambda: "4104" in session.state.jobs, 20, message="job heard")
-            loop = asyncio.get_running_loop()
-            until = loop.time() + JOB_CLEAR_CONFIRM_S * 2
-            while loop.time() < until:
-                await pub.publish(topic, b"", qos=1, retain=False)  # clears nothing
-                await asyncio.sleep(0.05)
-                assert "4104" in session.state.jobs, job_lines(session)
-            await eventually(lambda: not session.state.jobs_clearing, JOB_CLEAR_CONFIRM_S + 10,
-                             message="the last empty message answered")
-            assert "4104" in session.state.jobs
-            assert not [ln for ln in job_lines(session) if "withdrawn (" in ln]
-            # Once a minute at most (JOB_KEPT_SAID_S): each tick's answer was a line of its own.
-            assert job_lines(session).count(KEPT) == 1, len(job_lines(session))
-            assert session.feed is not None
-            await eventually(lambda: topic not in session.feed.link.filters, 10,
-                             message="the job's own topic let go")
-            assert unsubscribed(broker, client_id, topic)
-    finally:
-        stop.set()
-        await asyncio.gather(watcher, return_exceptions=True)
+    async with job_watched(broker, "flood") as w:
+        session, pub, topic, client_id = w.session, w.pub, w.topic, w.client_id
+        loop = asyncio.get_running_loop()
+        until = loop.time() + JOB_CLEAR_CONFIRM_S * 2
+        while loop.time() < until:
+            await pub.publish(topic, b"", qos=1, retain=False)  # clears nothing
+            await asyncio.sleep(0.05)
+            assert "4104" in session.state.jobs, job_lines(session)
+        await eventually(lambda: not session.state.jobs_clearing, JOB_CLEAR_CONFIRM_S + 10,
+                         message="the last empty message answered")
+        assert "4104" in session.state.jobs
+        assert not [ln for ln in job_lines(session) if "withdrawn (" in ln]
+        # Once a minute at most (JOB_KEPT_SAID_S): each tick's answer was a line of its own.
+        assert job_lines(session).count(KEPT) == 1, len(job_lines(session))
+        assert session.feed is not None
+        await eventually(lambda: topic not in session.feed.link.filters, 10,
+                         message="the job's own topic let go")
+        assert unsubscribed(broker, client_id, topic)
