@@ -22,6 +22,25 @@ ACK_MEMORY = 1024
 EXECUTED_MEMORY = 10 * ACK_MEMORY
 """Executed ids kept until they expire, at most this many (an unsigned command may live long)."""
 REPLAYED = "replayed command id (already executed)"
+EXPIRY_SKEW_MS = signing.MAX_CLOCK_SKEW_MS
+"""A command counts as expired once it is this far past its ``expires_at`` by this node's
+clock: the issuing console's clock may lag this node's, as a signed command may be issued up to
+as far ahead of it (fleetdeck/protocol/signing.py). With no slack, a node whose clock ran 11 s
+ahead of a console refused every drain from its TUI (they live 10 s), and every console's
+keyframe and event re-send asks too, all as "expired before it arrived" with nothing to say a
+clock was the cause (2026-12-07 drill: an agent 5 min ahead)."""
+
+
+def expired(cmd: Command, now_ms: int) -> str:
+    """Empty if ``cmd`` has not expired by this clock (``EXPIRY_SKEW_MS`` allowed), else why,
+    with the figures that tell a held-up command from a clock that is ahead."""
+    late_ms = now_ms - cmd.expires_at
+    if late_ms <= EXPIRY_SKEW_MS:
+        return ""
+    life_s = max(0, cmd.expires_at - cmd.issued_at) / 1000
+    return (f"command expired before it arrived: {late_ms / 1000:.0f} s past its expiry by this "
+            f"node's clock (issued to live {life_s:.0f} s); if this node's clock is ahead (check "
+            "its time sync), every command is refused so")
 
 
 class CommandGuard:
@@ -32,7 +51,8 @@ class CommandGuard:
         self.clock_ms = clock_ms
         self.acks: OrderedDict[str, Ack] = OrderedDict()
         self.executed: OrderedDict[str, int] = OrderedDict(executed or {})
-        """cmd_id -> expires_at (ms) of the commands acted on."""
+        """cmd_id -> until when (ms) a command acted on is remembered: its ``expires_at`` plus
+        ``EXPIRY_SKEW_MS``, as long as :meth:`check` may still take it for unexpired."""
         self.prune()
 
     def answered(self, cmd_id: str) -> Ack | None:
@@ -52,13 +72,11 @@ class CommandGuard:
             log.warning("%s: rejected command %s from %s: %s", self.who, cmd.cmd_id,
                         cmd.issued_by, REPLAYED)
             return REPLAYED
-        if cmd.expires_at < now:
-            return "command expired before it arrived"
-        return ""
+        return expired(cmd, now)
 
     def executing(self, cmd: Command) -> None:
         """``cmd`` passed :meth:`check` and is being acted on now."""
-        self.executed[cmd.cmd_id] = cmd.expires_at
+        self.executed[cmd.cmd_id] = cmd.expires_at + EXPIRY_SKEW_MS
         self.executed.move_to_end(cmd.cmd_id)
         self.prune()
 

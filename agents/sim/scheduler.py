@@ -29,6 +29,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from fleetdeck.agents.guard import expired
 from fleetdeck.agents.sim.node import COMM_PEAK_BPS
 from fleetdeck.protocol.messages import (
     Ack,
@@ -195,8 +196,9 @@ class Scheduler:
             ack(AckResult.REJECTED, f"the scheduler does not do {cmd.op.value}; "
                                     "send it to the node")
             return
-        if cmd.expires_at < now_ms:
-            ack(AckResult.REJECTED, "command expired before it arrived")
+        late = expired(cmd, now_ms)
+        if late:
+            ack(AckResult.REJECTED, late)
             return
         ref = cmd.args.job or cmd.target
         job = self.find(ref)

@@ -1,5 +1,6 @@
 """Simulated Slurm: placement, queueing, drain/resume, restart_job and its acks."""
 
+from fleetdeck.agents.guard import EXPIRY_SKEW_MS
 from fleetdeck.agents.sim.scheduler import SimJob
 from fleetdeck.protocol.messages import AckResult, Command, CommandOp, DrainMode, DrainState
 from tests.sim.harness import EPOCH_MS, Harness, act, job
@@ -81,7 +82,9 @@ def test_restart_job_rejections():
     sched = h.world.scheduler
     sched.command(restart("nope"), EPOCH_MS)
     sched.command(restart(h.job("b").job_id, "c2"), EPOCH_MS)  # still pending
-    sched.command(restart(h.job("a").job_id, "c3", expires=EPOCH_MS - 1), EPOCH_MS)
+    # Expired past the slack for a sender's clock behind this one (agents/guard.py).
+    sched.command(restart(h.job("a").job_id, "c3", expires=EPOCH_MS - EXPIRY_SKEW_MS - 1),
+                  EPOCH_MS)
     h.run(8)
     sched.command(restart(h.job("a").job_id, "c4"), EPOCH_MS)  # completed
     results = [(a.cmd_id, a.result) for a in sched.take_acks()]

@@ -61,7 +61,7 @@ async def test_sim_with_a_command_key_rejects_unsigned_forged_expired_commands(m
                 "forged restart": (sched_cmd, signing.sign(
                     cmd(CommandOp.RESTART_JOB, job_id, job=job_id), b"not-the-key-12345678")),
                 "expired restart": (sched_cmd, signing.sign(
-                    cmd(CommandOp.RESTART_JOB, job_id, job=job_id, age_s=60, lifetime_s=10),
+                    cmd(CommandOp.RESTART_JOB, job_id, job=job_id, age_s=90, lifetime_s=10),
                     KEY)),
             }
             for topic, c in bad.values():

@@ -1,0 +1,67 @@
+"""Real agent processes whose clocks are off the console's (a node whose time sync broke), drained
+by the real ``fleetdeck drain`` against a real Mosquitto.
+
+2026-12-07 drill: an agent 5 min ahead refused every command as "expired before it arrived"
+(drains, and the consoles' keyframe and re-send asks), and one only 11 s ahead refused every
+drain of a TUI (its commands live 10 s); nothing said a clock was the cause."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO, run_cli
+
+CLUSTER = "skew"
+
+SKEWED = """
+import sys, time
+off = float(sys.argv.pop(1))
+real, real_ns = time.time, time.time_ns
+time.time = lambda: real() + off
+time.time_ns = lambda: real_ns() + int(off * 1e9)
+from fleetdeck.cli import main
+sys.exit(main())
+"""
+"""``fleetdeck`` with the wall clock moved by argv[1] seconds: what the agent stamps and judges
+commands by (the monotonic clock, which nothing compares across hosts, is left alone)."""
+
+
+def skewed_agent(url: str, node: str, offset_s: float, tmp_path: Path) -> subprocess.Popen[bytes]:
+    log = open(tmp_path / f"{node}.log", "ab")
+    return subprocess.Popen(
+        [sys.executable, "-c", SKEWED, str(offset_s), "agent", "--broker", url, "--cluster",
+         CLUSTER, "--node-id", node, "--interval", "0.5", "--state-dir", str(tmp_path / node)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def drain(url: str, node: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    # --timeout 10: the lifetime of a TUI's commands (console/commands.py, ACK_TIMEOUT_S).
+    return run_cli("drain", node, "--reason", "clock drill", "--broker", url, "--cluster",
+                   CLUSTER, "--operator", "alice", "--audit-log", str(tmp_path / "audit.jsonl"),
+                   "--timeout", "10")
+
+
+def test_a_node_clock_ahead_of_the_console_is_drained_or_told_why_not(mosquitto, tmp_path):
+    url = str(mosquitto.url)
+    ahead = skewed_agent(url, "gpu0001", 30, tmp_path)
+    far = skewed_agent(url, "gpu0002", 300, tmp_path)
+    try:
+        # 30 s ahead, within the 60 s a signed command may be issued ahead of a node's clock:
+        # drained (it was "rejected (command expired before it arrived)", exit 3).
+        near = drain(url, "gpu0001", tmp_path)
+        assert near.returncode == 0, near.stdout + near.stderr
+        assert "done (DRAINED)" in near.stdout, near.stdout
+
+        # 5 min ahead: still refused, and the answer says how late and that a clock may be why.
+        off = drain(url, "gpu0002", tmp_path)
+        assert off.returncode == 3, off.stdout + off.stderr
+        assert "expired before it arrived" in off.stdout, off.stdout
+        assert "by this node's clock" in off.stdout, off.stdout
+        assert "check its time sync" in off.stdout, off.stdout
+    finally:
+        for proc in (ahead, far):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
