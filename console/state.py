@@ -264,6 +264,11 @@ class NodeState(msgspec.Struct, gc=False):
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
     processes: dict[int, float] = msgspec.field(default_factory=dict)
     """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
+    turn_takers: set[int] = msgspec.field(default_factory=set)
+    """The processes (start stamps) seen taking turns in the duplicate episode ``duplicate_at``
+    dates: H3's count. Not ``processes``, which holds the ones a restarted agent left
+    behind too: two clones after two restarts read "4 agent processes take turns" in the
+    console that saw the restarts, "2" in a one-shot ``status`` (2026-12-07 drill)."""
     drain_lost: DrainInfo | None = None
     """The drain of the session before, where a new session's status says not drained: told
     as lost (``FleetState.drains_lost``) once the session's first sample shows a new agent
@@ -648,7 +653,7 @@ class NodeState(msgspec.Struct, gc=False):
             # Two machines publish as one node: every figure shown is a mix of both.
             # Two at least, by what H3 is (the one publishing now may not be among those noted:
             # a fuzzed replay read "1 agent processes take turns").
-            agents = max(2, len(self.processes))
+            agents = max(2, len(self.turn_takers))
             liveness.append(Finding("H3", Severity.DRAIN, "",
                                     f"duplicate node id: {agents} agent processes "
                                     "take turns publishing as this node"))
@@ -853,7 +858,15 @@ class Taken(IntEnum):
 def _note_process(st: "NodeState", process: int, rx: float) -> None:
     seen = st.processes
     if process != st.agent_started and process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
-        st.duplicate_at = rx  # an older process came back: two agents take turns
+        # An older process came back: it and the one heard before it take turns.
+        if st.duplicate_at is None or rx - st.duplicate_at >= DUPLICATE_WINDOW_S:
+            st.turn_takers = set()  # a new episode
+        st.turn_takers.add(process)
+        if st.agent_started is not None:
+            st.turn_takers.add(st.agent_started)
+        if len(st.turn_takers) > 4:
+            st.turn_takers = {p for p in st.turn_takers if p in seen or p == process}
+        st.duplicate_at = rx
     seen[process] = rx
     if len(seen) > 4:
         for old in sorted(seen, key=seen.__getitem__)[:-4]:
