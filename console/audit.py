@@ -177,6 +177,10 @@ class AuditRecord:
         return json.dumps(data, ensure_ascii=False, sort_keys=False)
 
 
+HELD_MAX_BYTES = 4 * 1024 * 1024
+"""Audit records a failing log holds in memory for the file, about 8,000 (the oldest go first)."""
+
+
 class AuditSink(Protocol):
     """Where audit records go. ``errors`` counts failed writes and ``last_error`` says the last
     one, so every front end can show "AUDIT LOG FAILING" whatever the sink is."""
@@ -200,9 +204,24 @@ class AuditLog:
         self.last_error = ""
         self.settle_error = ""
         """Why commands left open could not be settled (``settle``), '' if they could."""
+        self._held = b""
+        """What failed to reach the file (whole records, or the end of one a short write cut),
+        written ahead of the next record; at most ``HELD_MAX_BYTES``."""
+        self.dropped = 0
+        """Records given up while held past ``HELD_MAX_BYTES``."""
+
+    @property
+    def failing(self) -> bool:
+        """Records have failed to reach the file and no write has got them there since."""
+        return bool(self._held)
 
     def write(self, record: AuditRecord) -> None:
         self._append(record.to_json() + "\n")
+
+    def retry(self) -> None:
+        """Write what is held, if anything (a failing log is retried without a new record)."""
+        if self._held:
+            self._append("")
 
     def check(self) -> str:
         """Empty if the log can be appended to, else why not: a one-shot command asks before
@@ -212,12 +231,16 @@ class AuditLog:
 
     def _append(self, line: str) -> None:
         with self._lock:
+            # Records that failed before go first: a drain sent while the disk was full was
+            # in no audit file once it had room again, a resume of the node that followed
+            # was (2026-12-07 drill: docs/reliability.md).
+            data = self._held + line.encode()
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
-                    if line:
-                        os.write(fd, line.encode())
+                    while data:
+                        data = data[os.write(fd, data):]
                 finally:
                     os.close(fd)
             except OSError as err:
@@ -225,6 +248,13 @@ class AuditLog:
                 self.errors += 1
                 self.last_error = (f"cannot write audit log {self.path}: "
                                    f"{err.strerror or err}")
+            self._held = self._bounded(data)
+
+    def _bounded(self, data: bytes) -> bytes:
+        while len(data) > HELD_MAX_BYTES and b"\n" in data:
+            data = data[data.index(b"\n") + 1:]
+            self.dropped += 1
+        return data
 
     def settle(self, decide: Callable[[list[dict[str, Any]]], list[AuditRecord]],
                write: Callable[[AuditRecord], None] | None = None) -> list[AuditRecord] | None:

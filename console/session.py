@@ -124,6 +124,8 @@ STORE_QUEUE_TICKS = 1200
 """Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
 per-minute samples are dropped, never events, transitions or audit records."""
 STORE_RETRY_S = (1.0, 30.0)
+AUDIT_RETRY_S = 5.0
+"""How often a failing audit log is tried again with the records it holds (``AuditLog.retry``)."""
 STORE_CATCH_UP_CHECKPOINT = 64
 """Held ticks written between WAL checkpoints while a store that failed catches up
 (``Store.checkpoint``): the catch-up must not fill the space that was just freed with WAL."""
@@ -471,6 +473,7 @@ class ConsoleSession:
         self._last_event: Event | None = None
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
+        self._audit_retried = 0.0
         self._orphans: list[dict[str, Any]] = []
         """Open audit records of this cluster whose writer stopped (``adopt_orphans``)."""
         self._orphans_since: float | None = None
@@ -1812,10 +1815,26 @@ class ConsoleSession:
             r.outcome == UNKNOWN for r in written) else "done",
             nodes=_settled_nodes(written), kind="command")
 
+    @property
+    def audit_failing(self) -> bool:
+        """The audit log holds records it could not write yet (``AuditLog.failing``; a sink
+        that is no file: any write failed). Once a write gets them into the file it is not:
+        the header said AUDIT LOG FAILING for as long as the console ran after a disk full
+        for a minute (2026-12-07 drill)."""
+        log = log_of(self.audit)
+        return log.failing if log is not None else bool(self.audit.errors)
+
     def _check_audit(self, now: float) -> None:
+        log = log_of(self.audit)
+        if log is not None and log.failing and now - self._audit_retried >= AUDIT_RETRY_S:
+            # The records held wait for no new command to reach the file once it has room.
+            self._audit_retried = now
+            log.retry()
         errors = self.audit.errors
         if errors and errors != self._audit_errors_seen:
             self._problem("audit", self.audit.last_error or "audit log write failed", now)
+        elif "audit" in self.problems and not self.audit_failing:
+            self.problems.pop("audit", None)
         self._audit_errors_seen = errors
 
     # --- follow-ups: retries and missed events --------------------------------------------------

@@ -821,7 +821,7 @@ class FleetdeckApp(App[int]):
         routine = "" if bad else "  malformed 0"
         active = len(self.tracker.active)
         cmds = f"  [$warning]cmds {active} open[/]" if active else ""
-        audit = "  [$error]AUDIT LOG FAILING[/]" if session.audit.errors else ""
+        audit = "  [$error]AUDIT LOG FAILING[/]" if session.audit_failing else ""
         store = ""
         if "store" in session.problems:
             store = f"  [$error]STORE FAILING ({session.store_backlog} ticks held)[/]"
