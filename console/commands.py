@@ -382,6 +382,18 @@ def why_unanswered(state: FleetState, node: str) -> str:
             "cut off and never answered")
 
 
+def why_scheduler_unanswered(state: FleetState) -> str:
+    """Why a restart went unanswered when the scheduler's Last Will (or goodbye) is its latest
+    word: a sentence to follow the time-out, as ``why_unanswered`` is for a node. A restart
+    asked of a SIGKILLed simulator's scheduler read only "no acknowledgement within 15 s",
+    where a drain of a dead node names the node offline (2026-12-07 drill)."""
+    sched = state.scheduler
+    if sched is None or not scheduler_down(state):
+        return ""
+    name = f" {sched.name}" if sched.name else ""
+    return f"the scheduler{name} is offline: no scheduler is there to answer"
+
+
 def never_reached(state: FleetState, node: str) -> str:
     """Why a node that reports did not acknowledge: most likely it never got the command. The
     broker drops a publish its ACL forbids without a word (MQTT 3.1.1 cannot say so), and a
@@ -1222,7 +1234,8 @@ class CommandTracker:
             # A node known offline or silent is why first: the broker's test publish not
             # back (``known``) would blame the ACL for a node that is down, and a user that
             # may publish commands but not read them back always has that verdict (a review).
-            node = "" if req.op is CommandOp.RESTART_JOB else why_unanswered(state, t.target)
+            node = (why_scheduler_unanswered(state) if req.op is CommandOp.RESTART_JOB
+                    else why_unanswered(state, t.target))
             dead = node or known or ("" if req.op is CommandOp.RESTART_JOB
                                      else never_reached(state, t.target))
             if dead:
