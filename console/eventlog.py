@@ -13,6 +13,8 @@ from fleetdeck.protocol.messages import Event
 
 EVENT_LOG = 5000
 """Entries kept; the store keeps the rest."""
+RETIRE_KIND = "retire"
+"""The kind of the console's line that says nodes were retired (``fleetdeck retire``)."""
 
 
 class EventLine(msgspec.Struct, frozen=True, gc=False):
@@ -91,6 +93,16 @@ class EventLog:
     def lines(self) -> Iterator[EventLine]:
         """The entries, oldest first, without their sequence numbers."""
         return (line for _seq, line in self._lines)
+
+    def retired(self, node: str) -> EventLine | None:
+        """The console's line that said ``node`` was retired (``ConsoleSession._note_retired``),
+        the newest, or None: a node not in the state was retired, or is not known (yet). Read
+        from the timeline, so a replay's seek and a context's own log answer for themselves;
+        a retire older than the kept lines (``EVENT_LOG``) reads as not known."""
+        for _seq, line in reversed(self._lines):
+            if line.kind == RETIRE_KIND and line.source == "console" and node in line.nodes:
+                return line
+        return None
 
     def for_node(self, node: str, last: int = 500) -> list[EventLine]:
         """Console entries (commands) and verdict changes about ``node`` among the newest

@@ -57,7 +57,7 @@ from fleetdeck.console.commands import (
     refusal,
     settlement,
 )
-from fleetdeck.console.eventlog import EventLine, EventLog, event_line
+from fleetdeck.console.eventlog import RETIRE_KIND, EventLine, EventLog, event_line
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict, verdict_text
 from fleetdeck.console.ingest import Batch, Ingest, request_of
 from fleetdeck.console.interruptions import (
@@ -1419,9 +1419,23 @@ class ConsoleSession:
         self.note(f"{compress(gone)} retired: {'its' if len(gone) == 1 else 'their'} "
                   "retained birth was cleared (fleetdeck retire), so "
                   f"{'it leaves' if len(gone) == 1 else 'they leave'} the views, counts and "
-                  "incidents; the store keeps the history", kind="retire",
+                  "incidents; the store keeps the history", kind=RETIRE_KIND,
                   nodes=tuple(gone), keep=True)  # all: a restore forgets them by it
         return gone
+
+    def retired_text(self, node: str) -> str:
+        """What became of ``node``, retired while a view showed it (a node detail left open):
+        '' when the timeline has no retire of it (not known, or not yet). Worded as the
+        timeline's line; who retired it, and why, only the audit log of the ``fleetdeck
+        retire`` that cleared it knows (docs/protocol.md, "Retiring a node"): the console
+        heard only the cleared birth."""
+        line = self.log.retired(node)
+        if line is None:
+            return ""
+        return (f"{node} was retired at {utc_hms(line.ts)}: its retained birth was cleared "
+                "(fleetdeck retire), so it left the views, counts and incidents; who retired "
+                "it, and why, is in the audit log of that retire (what: retire); the store "
+                "keeps its history")
 
     def _ask_job_statuses(self, now: float) -> None:
         """An empty payload on a job's status topic withdraws the job only if it cleared the

@@ -38,15 +38,19 @@ def _fleet_with_dead_nodes(session: ConsoleSession | None = None
     return session, fleet
 
 
+def clear_retained(session: ConsoleSession, names: list[str]) -> None:
+    """As ``fleetdeck retire`` clears them: birth first, then status and digest."""
+    for name in names:
+        for kind in (Kind.BIRTH, Kind.STATUS, Kind.DIGEST):
+            session.ingest.handle(topic_for(CLUSTER, kind, name), b"", session.clock())
+
+
 def test_a_cleared_retained_birth_retires_the_node_from_a_running_console():
     session, fleet = _fleet_with_dead_nodes()
     state = session.state
     assert {i for inc in incidents(state) for i in inc.nodes} >= {"gpu0003", "gpu0004"}
     malformed = state.malformed.total
-    for name in ("gpu0003", "gpu0004"):
-        # As `fleetdeck retire` clears them: birth first, then status and digest.
-        for kind in (Kind.BIRTH, Kind.STATUS, Kind.DIGEST):
-            session.ingest.handle(topic_for(CLUSTER, kind, name), b"", session.clock())
+    clear_retained(session, ["gpu0003", "gpu0004"])
     session.clock.advance(1.0)
     fleet.telemetry(session.ingest, names=["gpu0001", "gpu0002"])
     session.tick()
@@ -59,6 +63,12 @@ def test_a_cleared_retained_birth_retires_the_node_from_a_running_console():
     assert [ln.text for ln in session.log.lines() if ln.kind == "retire"] == [
         "gpu[0003-0004] retired: their retained birth was cleared (fleetdeck retire), so they "
         "leave the views, counts and incidents; the store keeps the history"]
+    # What a view still showing gpu0003 says of it (a node detail left open on it).
+    assert session.retired_text("gpu0003") == (
+        "gpu0003 was retired at 00:00:09: its retained birth was cleared (fleetdeck retire), "
+        "so it left the views, counts and incidents; who retired it, and why, is in the audit "
+        "log of that retire (what: retire); the store keeps its history")
+    assert session.retired_text("gpu0001") == session.retired_text("gpu0099") == ""
 
 
 def test_a_node_born_again_under_a_retired_name_starts_afresh():
@@ -84,12 +94,6 @@ def test_an_empty_status_alone_changes_nothing():
     assert session.state.malformed.total == malformed
 
 
-def _retire(session: ConsoleSession, names: list[str]) -> None:
-    for name in names:
-        for kind in (Kind.BIRTH, Kind.STATUS, Kind.DIGEST):
-            session.ingest.handle(topic_for(CLUSTER, kind, name), b"", session.clock())
-
-
 async def _restarted(db: Path, clock: Clock, fleet: SynthFleet, names: list[str]
                      ) -> ConsoleSession:
     again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
@@ -109,7 +113,7 @@ async def test_a_console_restarted_on_its_store_does_not_bring_retired_nodes_bac
     first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
     await first.open_store(db)
     _session, fleet = _fleet_with_dead_nodes(first)
-    _retire(first, ["gpu0003", "gpu0004"])
+    clear_retained(first, ["gpu0003", "gpu0004"])
     clock.advance(1.0)
     first.tick()
     await first.close()
@@ -126,7 +130,7 @@ async def test_a_node_born_again_after_its_retirement_is_restored(tmp_path):
     first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
     await first.open_store(db)
     _session, fleet = _fleet_with_dead_nodes(first)
-    _retire(first, ["gpu0003", "gpu0004"])
+    clear_retained(first, ["gpu0003", "gpu0004"])
     clock.advance(1.0)
     first.tick()
     fleet.agents["gpu0003"].bd_seq = 2

@@ -126,7 +126,9 @@ class NodeDetailScreen(FleetView):
             return (f"node [b]{esc(self.node_id)}[/] history  [$text-muted]h or esc live · "
                     "s span · ←/→ cursor[/]")
         # A read-only console (a replay) does not offer what it refuses.
-        acts = "" if getattr(self.app, "read_only", False) else "r drain · u resume · "
+        # Nor drain or resume of a node no longer there (retired): both are refused.
+        acts = ("" if getattr(self.app, "read_only", False)
+                or self.node_id not in self.fleet.state.nodes else "r drain · u resume · ")
         return f"node [b]{esc(self.node_id)}[/]  [$text-muted]esc back · {acts}h history[/]"
 
     def action_history(self) -> None:
@@ -147,8 +149,15 @@ class NodeDetailScreen(FleetView):
             return  # the charts read the store on their own clock (history_view.RELOAD_S)
         st = self.fleet.state.nodes.get(self.node_id)
         if st is None:
+            # Retired (or gone) while open: its last GPU and port tables stayed under "not
+            # known (yet)", read as live (a review). Only what the console said of it stays.
+            retired = self.fleet.session.retired_text(self.node_id)
             self.query_one("#node-summary", Static).update(
-                f"[$error]{esc(self.node_id)} is not known (yet)[/]")
+                f"[$error]{esc(retired)}[/] [$text-muted](h)[/]" if retired
+                else f"[$error]{esc(self.node_id)} is not known (yet)[/]")
+            self.query_one("#gpus", Static).update("")
+            self.query_one("#ports", Static).update("")
+            self.query_one("#timeline", Static).update(self._timeline(None))
             return
         self.query_one("#node-summary", Static).update(self._summary(st, now))
         self.query_one("#gpus", Static).update(self._gpus(st))
@@ -312,11 +321,12 @@ class NodeDetailScreen(FleetView):
                          for name, drop in PORT_COLUMNS],
                         len(tel.ib_ports))
 
-    def _timeline(self, st: NodeState) -> Text:
+    def _timeline(self, st: NodeState | None) -> Text:
+        """``st`` None: a node no longer in the state, with the console's lines of it only."""
         t = Text()
         t.append("Timeline", "bold")
         lines = []
-        for ev in st.events:
+        for ev in st.events if st is not None else ():
             style = {"error": "red", "warn": "yellow"}.get(ev.severity.value, "")
             lines.append((ev.ts / 1000, ev.kind, event_text(ev), style))
         for ln in self.fleet.event_log.for_node(self.node_id):
