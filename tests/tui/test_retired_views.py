@@ -1,12 +1,14 @@
 """A node retired (``fleetdeck retire``: its retained birth cleared, docs/protocol.md) while
 the views show it: the console forgets it (tests/console/test_retire.py); here, what the node
-detail open on it does then."""
+detail open on it and the overview's grid do then."""
 
 from textual.pilot import Pilot
 
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.console.test_retire import clear_retained
 from tests.tui.conftest import SIZE, World
+from tests.tui.fleet import SynthFleet
 from tests.tui.test_views import text_of
 
 
@@ -17,6 +19,13 @@ def _retire(world: World, *names: str) -> None:
 async def _tick(world: World, pilot: Pilot) -> None:
     world.tick()
     await pilot.pause()
+
+
+async def _overview(world: World, pilot: Pilot) -> OverviewScreen:
+    await _tick(world, pilot)
+    overview = world.app.screen
+    assert isinstance(overview, OverviewScreen)
+    return overview
 
 
 async def test_a_detail_open_on_a_node_retired_says_so_and_drops_its_tables(world):
@@ -51,3 +60,24 @@ async def test_a_detail_open_on_a_node_retired_says_so_and_drops_its_tables(worl
         await _tick(world, pilot)
         text = text_of(app)
         assert "was retired" not in text and "GPU  UTIL" in text and "r drain" in text
+
+
+async def test_the_overview_grid_drops_a_retired_node_when_another_is_born_meanwhile(world):
+    """The grid's nodes were taken again only when their count changed: gpu0003 retired and
+    gpu0025 born while a node detail covered the overview kept gpu0003 in the grid, and
+    gpu0025 out of it."""
+    app = world.app
+    async with app.run_test(size=SIZE) as pilot:
+        overview = await _overview(world, pilot)
+        app.open_node("gpu0001")
+        await _tick(world, pilot)
+        _retire(world, "gpu0003")
+        bigger = SynthFleet(25, world.clock)
+        bigger.birth(world.ingest, names=["gpu0025"])
+        bigger.telemetry(world.ingest, names=["gpu0025"])
+        await _tick(world, pilot)
+        await pilot.press("escape")
+        await _tick(world, pilot)
+        assert app.screen is overview
+        ids = overview.grid.node_ids
+        assert "gpu0003" not in ids and "gpu0025" in ids and len(ids) == 24

@@ -27,6 +27,7 @@ from fleetdeck.console.fabric_map import (
 )
 from fleetdeck.console.health import VERDICT_ORDER, Verdict
 from fleetdeck.console.judgements import RECOVERED, suspect_switches, utc_hms
+from fleetdeck.console.node_order import NodeOrder
 from fleetdeck.console.rows import (
     FleetCounts,
     JobRow,
@@ -143,7 +144,10 @@ class OverviewScreen(FleetView):
         """What the counts and problems were last computed from (fleet revision, jobs, lines)."""
         self._ids: tuple[str, ...] = ()
         """The grid's nodes: a tuple, which the GC stops tracking (console/node_order.py)."""
-        self._n_nodes = -1
+        self._order = NodeOrder()
+        """Keeps ``_ids`` by the fleet's members, as the node list's order does: by their
+        count, a node retired and another born between two redraws (the overview covered by
+        a node detail) left the retired one in the grid and the new one out of it."""
         self.jobs: list[JobRow] = []
         self.switches = SwitchSummary(0)
         self._ports = (0, 0)
@@ -192,9 +196,7 @@ class OverviewScreen(FleetView):
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
-        if len(state.nodes) != self._n_nodes:
-            self._n_nodes = len(state.nodes)
-            self._ids = tuple(sorted(state.nodes))
+        self._ids = self._order.ids(state, "node")  # the same tuple while no node came or went
         self.grid.set_nodes(self._ids)
         self._update_status()
         self._update_legend()
