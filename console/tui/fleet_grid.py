@@ -12,6 +12,7 @@ reason. The cursor shows the glyph under it, reversed.
 """
 
 from collections.abc import Sequence
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
@@ -126,9 +127,16 @@ class FleetGrid(Widget, can_focus=True):
     def set_nodes(self, node_ids: Sequence[str]) -> None:
         current = self.current_node
         if node_ids is not self.node_ids and node_ids != self.node_ids:
-            self.node_ids = node_ids
+            before, self.node_ids = self.node_ids, node_ids
             if current is not None and current in node_ids:
                 self.cursor_node = node_ids.index(current)
+            elif current is not None:
+                # Its node gone (retired): on the next one still there. Left at its index, it
+                # skipped one node more for each node gone before it.
+                left = set(node_ids)
+                after = next((n for n in islice(before, self.cursor_node + 1, None)
+                              if n in left), None)
+                self.cursor_node = len(node_ids) if after is None else node_ids.index(after)
             self.cursor_node = max(0, min(self.cursor_node, len(node_ids) - 1))
         self._clamp_top()
         self.refresh()

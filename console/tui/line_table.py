@@ -12,6 +12,7 @@ with "…", never silently.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 from rich.cells import cell_len, set_cell_size
@@ -151,17 +152,16 @@ class LineTable(Widget, Generic[T], can_focus=True):
 
     def set_rows(self, rows: Sequence[T]) -> None:
         """Replace the rows; a cursor that was moved stays on the same key when it is still
-        there, one never moved on the first row."""
+        there, else on the next row still there; one never moved on the first row."""
         current = self.current_key if self.touched else None
         resized = len(rows) != len(self.rows)
-        self.rows = rows
+        before, self.rows = self.rows, rows
         if any(c.grow for c in self.columns):
             self._measure()
         if current is not None and (self.cursor >= len(rows)
                                     or self._key(rows[self.cursor]) != current):
             i = self._find(current)
-            if i is not None:
-                self.cursor = i
+            self.cursor = self._next_left(before, self.cursor) if i is None else i
         self.cursor = max(0, min(self.cursor, len(rows) - 1))
         self._clamp_top()
         if len(self._strips) > 4096:
@@ -225,6 +225,14 @@ class LineTable(Widget, Generic[T], can_focus=True):
     def clear_marks(self) -> None:
         self.marks.clear()
         self.refresh()
+
+    def _next_left(self, before: Sequence[T], at: int) -> int:
+        """The index in ``rows`` of the first row after ``before[at]`` (the cursor's row, gone)
+        that is still there, or past the last: the node list's cursor on a node retired
+        (docs/protocol.md), left at its index, skipped one row for each row gone above it."""
+        where = {self._key(row): i for i, row in enumerate(self.rows)}
+        return next((where[k] for k in map(self._key, islice(before, at + 1, None))
+                     if k in where), len(self.rows))
 
     def _find(self, key: str) -> int | None:
         """The index of the row with ``key``, or None."""

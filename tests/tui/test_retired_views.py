@@ -1,13 +1,14 @@
 """A node retired (``fleetdeck retire``: its retained birth cleared, docs/protocol.md) while
 the views show it: the console forgets it (tests/console/test_retire.py); here, what the node
-detail open on it and the overview's grid do then."""
+detail open on it, the overview's grid and problems and the node list's cursor do then."""
 
 from textual.pilot import Pilot
 
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.console.test_retire import clear_retained
-from tests.tui.conftest import SIZE, World
+from tests.tui.conftest import SIZE, World, open_view
 from tests.tui.fleet import SynthFleet
 from tests.tui.test_views import text_of
 
@@ -81,3 +82,55 @@ async def test_the_overview_grid_drops_a_retired_node_when_another_is_born_meanw
         assert app.screen is overview
         ids = overview.grid.node_ids
         assert "gpu0003" not in ids and "gpu0025" in ids and len(ids) == 24
+
+
+async def test_the_overview_cursor_on_a_retired_node_goes_to_the_next_and_its_problem_goes(
+        world):
+    """Left at its index, the grid's cursor on gpu0017 skipped gpu0018 for gpu0019 when
+    gpu0003 went with it. The retired nodes' problems leave the top problems."""
+    app = world.app
+    async with app.run_test(size=SIZE) as pilot:
+        overview = await _overview(world, pilot)
+        grid = overview.grid
+        await pilot.press("down")  # the grid's second line: gpu0017
+        assert grid.current_node == "gpu0017"
+        problems = text_of(app).split("Top problems")[1].split("■busy")[0]
+        assert "gpu0003" in problems and "G12" in problems, problems  # throttled
+        _retire(world, "gpu0003", "gpu0009", "gpu0017")
+        await _tick(world, pilot)
+        assert grid.current_node == "gpu0018"
+        text = text_of(app)
+        problems = text.split("Top problems")[1].split("■busy")[0]
+        assert "gpu0003" not in problems and "G12" not in problems, problems
+        assert "gpu0009" not in problems and "gpu0013" in problems, problems
+        assert "gpu0018 gpu0" in text  # the status line under the grid follows the cursor
+
+        grid.cursor_node = len(grid.node_ids) - 1
+        assert grid.current_node == "gpu0024"
+        _retire(world, "gpu0024")  # the last node: the cursor goes to the last one left
+        await _tick(world, pilot)
+        assert grid.current_node == "gpu0023"
+
+
+async def test_the_node_list_cursor_on_a_retired_node_lands_on_the_next_and_marks_drop_it(
+        world):
+    """Left at its index, the cursor on gpu0017 skipped the row after it when gpu0009, above
+    it, went too; a drain that follows names only nodes still there."""
+    app = world.app
+    async with app.run_test(size=SIZE) as pilot:
+        await _tick(world, pilot)
+        nodes = await open_view(world, pilot, "2", NodesScreen)
+        table = nodes.table
+        await pilot.press("down")
+        assert table.current_key == "gpu0009"
+        await pilot.press("space")  # marked, and the cursor goes on to gpu0013
+        await pilot.press("down")
+        assert table.marks == {"gpu0009"} and table.current_key == "gpu0017"
+        after = nodes.shown[nodes.shown.index("gpu0017") + 1]
+        _retire(world, "gpu0009", "gpu0017")
+        await _tick(world, pilot)
+        assert "gpu0009" not in nodes.shown and "gpu0017" not in nodes.shown
+        assert table.current_key == after
+        assert not table.marks
+        assert nodes.targets() == [after]
+        assert "22/22 nodes" in text_of(app) and "marked" not in text_of(app)
