@@ -318,6 +318,18 @@ def test_a_second_interruption_books_only_the_work_since_the_run_resumed():
     assert it.lost_gpu_hours == pytest.approx(gpus * 60 / 3600, abs=gpus * 5 / 3600), it
 
 
+def another_job_41(session: ConsoleSession, n: int) -> None:
+    """A restarted simulator's new job 41 (another name and user, one node, from step 0),
+    its status each second for ``n`` seconds."""
+    clock = session.clock
+    for step in range(n):
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
+        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
+                    clock)
+        session.tick()
+
+
 def test_another_job_under_the_id_is_no_interruption_of_the_one_before():
     """A simulator restarted with other jobs counted from 4101 again: its new 4104 (another
     name, one node, step 0) was booked as an interruption of the old 4104 withdrawn 5 min
@@ -325,13 +337,7 @@ def test_another_job_under_the_id_is_no_interruption_of_the_one_before():
     session = session_with_job()
     for step in range(500, 510):
         seconds(session, 1, step=step)
-    clock = session.clock
-    for step in range(0, 12):
-        clock.advance(1.0)  # type: ignore[attr-defined]
-        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
-        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
-                    clock)
-        session.tick()
+    another_job_41(session, 12)
     assert session.interruptions.total == []
     assert job_lines(session) == []
 
@@ -344,13 +350,7 @@ def test_another_job_under_an_interrupted_jobs_id_is_not_said_to_run_again():
     seconds(session, 10)
     seconds(session, 15, state=JobState.NF)
     assert "41" in session._rerun  # interrupted, waiting to run again
-    clock = session.clock
-    for step in range(0, 12):
-        clock.advance(1.0)  # type: ignore[attr-defined]
-        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
-        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
-                    clock)
-        session.tick()
+    another_job_41(session, 12)
     assert job_lines(session) == []
     assert session._rerun == {}
 
@@ -361,13 +361,7 @@ def test_another_job_under_the_id_within_the_interruptions_booking_is_not_its_re
     session = session_with_job()
     seconds(session, 10)
     seconds(session, 2, state=JobState.NF)
-    clock = session.clock
-    for step in range(0, 20):
-        clock.advance(1.0)  # type: ignore[attr-defined]
-        other = job_status("41", ["gpu0007"], clock, step=step, started_offset_s=20)
-        publish_job(session.ingest, other.model_copy(update={"name": "vit-h14", "user": "bob"}),
-                    clock)
-        session.tick()
+    another_job_41(session, 20)
     (it,) = session.interruptions.total  # the old 41's interruption is real
     assert it.detail.startswith("R -> NF")
     assert job_lines(session) == []
