@@ -106,16 +106,22 @@ async def _restarted(db: Path, clock: Clock, fleet: SynthFleet, names: list[str]
     return again
 
 
-async def test_a_console_restarted_on_its_store_does_not_bring_retired_nodes_back(tmp_path):
-    """The store's latest verdict rows (and events) put gpu0003-0004 back offline, with an
-    incident each, for ever, once the console restarted: as before they were retired."""
-    db, clock = tmp_path / "history.db", Clock()
+async def _retired_on_a_store(db: Path, clock: Clock) -> tuple[ConsoleSession, SynthFleet]:
+    """A console on the store ``db`` that heard gpu0003-0004 die, then retired."""
     first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
     await first.open_store(db)
     _session, fleet = _fleet_with_dead_nodes(first)
     clear_retained(first, ["gpu0003", "gpu0004"])
     clock.advance(1.0)
     first.tick()
+    return first, fleet
+
+
+async def test_a_console_restarted_on_its_store_does_not_bring_retired_nodes_back(tmp_path):
+    """The store's latest verdict rows (and events) put gpu0003-0004 back offline, with an
+    incident each, for ever, once the console restarted: as before they were retired."""
+    db, clock = tmp_path / "history.db", Clock()
+    first, fleet = await _retired_on_a_store(db, clock)
     await first.close()
 
     clock.advance(30.0)
@@ -127,12 +133,7 @@ async def test_a_console_restarted_on_its_store_does_not_bring_retired_nodes_bac
 
 async def test_a_node_born_again_after_its_retirement_is_restored(tmp_path):
     db, clock = tmp_path / "history.db", Clock()
-    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await first.open_store(db)
-    _session, fleet = _fleet_with_dead_nodes(first)
-    clear_retained(first, ["gpu0003", "gpu0004"])
-    clock.advance(1.0)
-    first.tick()
+    first, fleet = await _retired_on_a_store(db, clock)
     fleet.agents["gpu0003"].bd_seq = 2
     fleet.birth(first.ingest, names=["gpu0003"])
     for _ in range(3):
