@@ -14,9 +14,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiomqtt
 import pytest
 
 from fleetdeck.broker import AMQTT, MOSQUITTO, ManagedBroker, find_mosquitto, mosquitto_conf
+from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.console.shard import ShardScope
+from fleetdeck.console.sharding import ShardRunner, collector_will
+from fleetdeck.protocol.topics import shard_subscriptions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,6 +155,32 @@ async def eventually(predicate, timeout: float = 10.0, interval: float = 0.05,
             return
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+
+
+async def first_retained(rx: aiomqtt.Client, topic: str, timeout: float) -> bytes | None:
+    """Subscribe ``rx`` to ``topic``: the first message it gets, the retained one a broker
+    sends a new subscriber (None: none within ``timeout`` seconds)."""
+    await rx.subscribe(topic, qos=1)
+    try:
+        async with asyncio.timeout(timeout):
+            async for msg in rx.messages:
+                return bytes(msg.payload)  # type: ignore[arg-type]
+    except TimeoutError:
+        return None
+    return None
+
+
+def start_collector(cluster: str, url: BrokerURL, stop: asyncio.Event
+                    ) -> tuple[ConsoleSession, ShardRunner, "asyncio.Task[TickReport]"]:
+    """The cluster's one sharded collector (``shard-1``, 1/1) on ``url``, ticking every 0.2 s
+    until ``stop``: its session, its runner, and the task that runs it."""
+    scope = ShardScope("shard-1", int(time.time() * 1000))
+    collector = ConsoleSession(cluster, url=url, operator="collector",
+                               client_id="t-collector", filters=shard_subscriptions(cluster),
+                               will=collector_will(cluster, scope, "1/1"))
+    runner = ShardRunner(collector, scope, "1/1")
+    task = asyncio.create_task(collector.watch(stop, tick_s=0.2, on_tick=runner.on_tick))
+    return collector, runner, task
 
 
 @pytest.fixture(autouse=True)

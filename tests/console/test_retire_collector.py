@@ -9,11 +9,9 @@ import aiomqtt
 
 from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.sim.node import SimNode
-from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.shard import ShardScope
-from fleetdeck.console.sharding import ShardRunner, collector_will
-from fleetdeck.protocol.topics import Kind, shard_subscriptions, topic_for
-from tests.conftest import eventually
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.conftest import eventually, first_retained, start_collector
 
 CLUSTER = "rtc"
 
@@ -22,14 +20,7 @@ async def _retained(url, topic: str) -> bytes | None:
     """The broker's retained payload on ``topic`` (None: none within a second)."""
     async with aiomqtt.Client(url.host, url.port, identifier=f"t-read-{time.monotonic_ns()}"
                               ) as client:
-        await client.subscribe(topic, qos=1)
-        try:
-            async with asyncio.timeout(1.0):
-                async for msg in client.messages:
-                    return bytes(msg.payload)  # type: ignore[arg-type]
-        except TimeoutError:
-            return None
-    return None
+        return await first_retained(client, topic, 1.0)
 
 
 async def test_a_collector_clears_the_digest_of_a_node_retired(mosquitto):
@@ -38,12 +29,8 @@ async def test_a_collector_clears_the_digest_of_a_node_retired(mosquitto):
                         url=mosquitto.url, interval_s=0.2, phase_s=0.0) for i in (1, 2)]
     tasks = [asyncio.create_task(agents[0].run(stop)),
              asyncio.create_task(agents[1].run(stop_node))]
-    scope = ShardScope("shard-1", int(time.time() * 1000))
-    collector = ConsoleSession(CLUSTER, url=mosquitto.url, operator="collector",
-                               client_id="t-collector", filters=shard_subscriptions(CLUSTER),
-                               will=collector_will(CLUSTER, scope, "1/1"))
-    runner = ShardRunner(collector, scope, "1/1")
-    tasks.append(asyncio.create_task(collector.watch(stop, tick_s=0.2, on_tick=runner.on_tick)))
+    collector, runner, task = start_collector(CLUSTER, mosquitto.url, stop)
+    tasks.append(task)
     digest = topic_for(CLUSTER, Kind.DIGEST, "gpu0002")
     try:
         await eventually(lambda: runner.sender.sent >= 2, timeout=20, message="digests sent")

@@ -16,7 +16,7 @@ from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp, DrainState
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.agent_tap import Tap
-from tests.conftest import REPO, eventually, spawn, stop_process
+from tests.conftest import REPO, eventually, first_retained, spawn, stop_process
 from tests.security.deploy import needs_tools
 from tests.security.test_broker_security import client, delivered
 
@@ -113,14 +113,7 @@ async def test_role_users_cannot_publish_under_any_node_topic(secured, sender):
 async def retained(broker, creds, topic: str) -> bytes | None:
     """The retained message a new subscriber to ``topic`` gets, or None."""
     async with client(broker, "viewer", creds) as rx:
-        await rx.subscribe(topic, qos=1)
-        try:
-            async with asyncio.timeout(0.7):
-                async for m in rx.messages:
-                    return bytes(m.payload)  # type: ignore[arg-type]
-        except TimeoutError:
-            return None
-    return None
+        return await first_retained(rx, topic, 0.7)
 
 
 async def test_only_the_admin_role_clears_a_retired_nodes_retained_birth(secured):

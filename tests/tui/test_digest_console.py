@@ -10,14 +10,11 @@ from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.console.audit import MemoryAudit
 from fleetdeck.console.commands import Phase
 from fleetdeck.console.health import Verdict
-from fleetdeck.console.session import ConsoleSession
-from fleetdeck.console.shard import ShardScope
-from fleetdeck.console.sharding import ShardRunner, collector_will
 from fleetdeck.console.tui.app import FleetdeckApp
 from fleetdeck.console.tui.modals import DrainScreen
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
-from fleetdeck.protocol.topics import node_filter, shard_subscriptions
-from tests.conftest import eventually
+from fleetdeck.protocol.topics import node_filter
+from tests.conftest import eventually, start_collector
 
 CLUSTER = "dig"
 
@@ -27,12 +24,7 @@ async def test_digest_console_views_detail_and_drain(mosquitto):
     agents = [NodeAgent(cluster=CLUSTER, node_id=f"gpu{i:04d}", source=SimNode(f"gpu{i:04d}"),
                         url=mosquitto.url, interval_s=0.2, phase_s=0.0) for i in (1, 2, 3)]
     tasks = [asyncio.create_task(a.run(stop)) for a in agents]
-    scope = ShardScope("shard-1", int(time.time() * 1000))
-    collector = ConsoleSession(CLUSTER, url=mosquitto.url, operator="collector",
-                               client_id="t-collector", filters=shard_subscriptions(CLUSTER),
-                               will=collector_will(CLUSTER, scope, "1/1"))
-    runner = ShardRunner(collector, scope, "1/1")
-    tasks.append(asyncio.create_task(collector.watch(stop, tick_s=0.2, on_tick=runner.on_tick)))
+    tasks.append(start_collector(CLUSTER, mosquitto.url, stop)[2])
     audit = MemoryAudit()
     app = FleetdeckApp(cluster=CLUSTER, url=mosquitto.url, auto_tick=False, audit=audit,
                        operator="erin", digests=True)
