@@ -367,6 +367,18 @@ async def test_events_view_filter(world):
         assert screen.rows == []
 
 
+async def test_events_view_says_a_filter_it_cannot_read(world):
+    # "gpu[0007" (a bracket left open) is neither a hostlist nor a regex: it matched no event
+    # and the line above the table said nothing of why, where the nodes view says it.
+    async with world.app.run_test(size=SIZE) as pilot:
+        await open_events(world, pilot)
+        await pilot.press("slash", *"gpu[0007", "enter")
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "filter gpu[0007" in text and "bad regex" in text, text
+
+
 async def test_nodes_asked_for_by_name_show_although_unhealthy_only_was_on(world):
     # "/gpu00[12,20]" typed on the overview gave "1/48": ctrl+z (unhealthy only) was still on
     # from earlier and hid the healthy one asked for (an operator's walkthrough).

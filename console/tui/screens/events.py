@@ -93,6 +93,10 @@ class EventsScreen(FleetView):
             how = self.filter.reading
             parts.append(f"[$warning]filter {esc(self.filter.text)}[/]"
                          + (f" ({esc(how)})" if how else ""))
+        if self.filter.error:
+            # As the nodes view says it: "gpu[0035-0046" (a bracket left open) matched no
+            # event and the line said nothing of why (a newcomer's run).
+            parts.append(f"[$error]{esc(self.filter.error)}[/]")
         if self.commands_only:
             parts.append("[$warning]commands only[/] (c)")
         return "  ".join(parts)
