@@ -974,6 +974,11 @@ class SimNode:
         p.delta = {}
         if p.flap is not None:
             for when, up in p.flap.transitions(t0, t):
+                if p.hard_down is not None or p.switch_down:
+                    # Held down by its cable or its dead switch, the PHY polls for a peer: a
+                    # flapping cable gains no carrier and loses none (each said so, and
+                    # counted, gave a port behind a dead switch its own N4 and N5).
+                    continue
                 ms = wall_ms - int((t - when) * 1000)
                 if up:
                     self.event("ib_port_state", f"ib{p.index}: Gained carrier", Severity.INFO,

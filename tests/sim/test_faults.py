@@ -249,6 +249,30 @@ def test_leaf_switch_whole_group_and_timed_recovery():
     assert node.fatal_reasons(h.world.t) == ["mlx5_ib2 lost carrier"]
 
 
+def test_a_port_whose_switch_is_dead_does_not_flap():
+    # A flapping cable behind a switch that died: the sim went on saying "ib2: Gained carrier"
+    # every 6 s and counting link_downed, so the console read the node's own N4 ("6 link
+    # recoveries/min") and N5 beside its switch's fault (a newcomer's run). With no peer the
+    # PHY polls; nothing comes up until the switch does.
+    h = Harness(nodes=16, nodes_per_leaf=8, actions=[
+        act("ib_flap", 2, node="gpu0002", port=2, count=6),
+        act("leaf_switch", 5, leaf="leaf01"), act("repair", 40, leaf="leaf01")])
+    h.run(5)
+    h.events["gpu0002"].clear()
+    before = h.last["gpu0002"].ib_ports[2]
+    for _ in range(30):
+        port = h.tick()["gpu0002"].ib_ports[2]
+        assert (port.state, port.phys_state) == ("DOWN", "Polling")
+    ib2 = [e.message for e in h.events["gpu0002"] if e.message.startswith("ib2:")]
+    assert ib2 == [], ib2
+    assert port.link_downed - before.link_downed <= 1  # the switch's loss, if the flap had
+    assert port.carrier_losses_24h <= before.carrier_losses_24h + 1  # it up at that moment
+    h.run(10)
+    assert h.last["gpu0002"].ib_ports[2].state == "ACTIVE"
+    assert [e.message for e in h.events["gpu0002"] if e.message.startswith("ib2:")] == [
+        "ib2: Gained carrier"]
+
+
 def test_repair_clears_gpu_faults_with_a_reboot():
     h = Harness(actions=[act("xid79", 2, node="gpu0001", gpu=0),
                          act("repair", 5, node="gpu0001")])
