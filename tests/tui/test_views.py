@@ -7,7 +7,7 @@ from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.tui.conftest import SIZE, open_view, pilot_until
-from tests.tui.fleet import CLUSTER, throttled
+from tests.tui.fleet import CLUSTER, port_down, throttled
 
 
 def text_of(app) -> str:
@@ -48,6 +48,26 @@ async def test_overview_counts_problems_grid(world):
         await pilot.pause()
         assert isinstance(world.app.screen, NodeDetailScreen)
         assert world.app.screen.gpu == 2
+
+
+async def test_top_problems_count_each_rail_switch_of_a_leaf_groups_row(world):
+    # leaf02's eight rail switches dead and leaf04-r5 back: the heading read "2 switches"
+    # (one per row) where the fabric panel beside it said "8 suspects, 1 recovered" (a
+    # newcomer's run). Here two rails of one leaf group are one row, and two switches.
+    def two_rails(tel):
+        return port_down("mlx5_ib5")(port_down("mlx5_ib2")(tel))
+
+    faults = {"gpu0003": throttled(3), **dict.fromkeys(("gpu0009", "gpu0013", "gpu0017"),
+                                                        two_rails)}
+    world.fleet.telemetry(world.ingest, job={n: "41" for n in world.fleet.names[:4]},
+                          faults=faults)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "2 rail switches suspect (r2, r5)" in text, text
+        heading = next(ln for ln in text.splitlines() if "Top problems" in ln)
+        assert ", 2 switches," in heading, heading
 
 
 async def test_node_detail_says_what_to_do_and_lists_its_verdict_changes(world):

@@ -226,7 +226,7 @@ class OverviewScreen(FleetView):
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
         elif problems:
             hung = sum(1 for p in problems if p.state == "hung")
-            switches = sum(1 for p in problems if p.state in ("switch", "leaf"))
+            switches = sum(p.switches for p in problems if p.state in ("switch", "leaf"))
             sched = any(p.state == "sched" for p in problems)
             failed = sum(1 for p in problems
                          if p.state == "failed" and p.verdict is Verdict.FAILED)
