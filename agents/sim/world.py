@@ -161,13 +161,26 @@ class SimWorld:
 
     def check(self, action: Action) -> str:
         """What ``action`` would do now, or :class:`SpecError` if it cannot apply."""
-        self._targets(action)
+        nodes = self._targets(action)
         if action.kind in ("job_hang", "cancel"):
             # Checked before `inject` answers, not only when it runs: "injected: job_hang
             # job=4101" was said of a job that had failed, and nothing happened (a newcomer's
             # run).
             self._job_for(action)
-        return action.describe()
+        return action.describe() + self._reach(action, nodes)
+
+    @staticmethod
+    def _reach(action: Action, nodes: list[SimNode]) -> str:
+        """Where an action given by job or node lands, as its answer says it: "injected:
+        thermal job=4102 index=3" named no node, and "leaf_switch node=gpu0020" took down all
+        eight rails of sixteen nodes without a word of it (a newcomer's run)."""
+        if action.kind == "leaf_switch" and nodes:
+            rail = action.get("rail")
+            rails = f"rail {rail}" if rail is not None else f"all {N_PORTS} rails"
+            return f" (leaf group {nodes[0].topology.leaf}, {rails}, {len(nodes)} nodes)"
+        if action.get("node") is None and action.get("job") is not None and len(nodes) == 1:
+            return f" (on {nodes[0].node_id})"
+        return ""
 
     def _job_for(self, action: Action) -> SimJob:
         """The job ``job_hang`` or ``cancel`` acts on; :class:`SpecError` when it cannot take

@@ -325,6 +325,27 @@ def test_an_injection_into_a_job_that_cannot_take_it_is_refused_before_it_is_sai
             h.world.inject(parse_action(raw, default_at=0))
 
 
+def test_an_injection_says_where_it_lands():
+    """``inject thermal job=4102 index=3`` answered "injected: thermal job=4102 index=3 …"
+    and named no node, and ``leaf_switch node=gpu0020`` took every rail of the node's leaf
+    group down without saying so (a newcomer's run)."""
+    from fleetdeck.agents.sim.spec import parse_action
+
+    h = Harness(nodes=16, nodes_per_leaf=8, actions=[TRAIN])
+    h.run(3)
+    job_id = h.job("train").job_id
+    said = [h.world.inject(parse_action(raw, default_at=0)) for raw in (
+        {"fault": "thermal", "job": job_id, "index": 2, "gpu": 1},
+        {"fault": "leaf_switch", "node": "gpu0010"},
+        {"fault": "leaf_switch", "leaf": "leaf01", "rail": 5},
+        {"fault": "xid79", "node": "gpu0004"})]
+    assert said[0].startswith(f"thermal job={job_id} index=2") and said[0].endswith(
+        " (on gpu0003)"), said
+    assert said[1] == "leaf_switch node=gpu0010 (leaf group leaf02, all 8 rails, 8 nodes)"
+    assert said[2] == "leaf_switch leaf=leaf01 rail=5 (leaf group leaf01, rail 5, 8 nodes)"
+    assert said[3] == "xid79 node=gpu0004 gpu=0"
+
+
 def test_a_single_node_job_reduces_over_nvlink_so_its_ib_ports_do_not_touch_it():
     """A leaf switch failure killed a one-node job (NF, "network on gpu0003") and inflated the
     network's interruptions (a 3 a.m. drive): its ranks never cross InfiniBand."""
