@@ -280,9 +280,12 @@ def _port_sample(p: fast.DigestPort) -> fast.IbPortSample:
             _PORT_SAMPLES.clear()
         # The link drops the collector saw, where ``judgements.port_status`` reads them of a
         # sample: a flapping link read "erroring" on digests, "flapping" on raw telemetry.
+        # A port not up: "DOWN" (what port_status and the counts read), and its physical
+        # state unknown (None, shown "?"): "Disabled" was made up, beside the node's finding
+        # "DOWN/Polling" in the fabric view's port table (a newcomer's run).
         got = _PORT_SAMPLES[key] = fast.IbPortSample(
             dev=p.dev, port=p.port, state="ACTIVE" if p.up else "DOWN",
-            phys_state="LinkUp" if p.up else "Disabled",
+            phys_state="LinkUp" if p.up else None,
             d={"link_downed": 1} if p.downed else {},
             errors_1h={"link_downed": p.downs_1h} if p.downs_1h else {})
     return got

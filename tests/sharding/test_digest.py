@@ -315,6 +315,24 @@ def test_a_digest_console_reads_nodes_behind_a_suspect_switch_as_the_raw_console
     assert dig_count == raw_count
 
 
+def test_a_digest_console_does_not_make_up_a_down_port_s_physical_state():
+    # A digest says only whether a port is up: the console on digests drew every port behind
+    # a dead switch "DOWN Disabled" (an administrator's act) in the fabric view's port table,
+    # beside its own finding "DOWN/Polling" (a newcomer's run, collect --shard).
+    from fleetdeck.console.rows import fabric
+    from tests.console.test_incidents import port_down, run
+
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+    session = run(8, dict.fromkeys(behind, port_down("mlx5_ib2")))
+    raw_rows = {(r.node, r.port): r for r in fabric(session.state)[1]}
+    dig_rows = {(r.node, r.port): r for r in fabric(_on_digests(session))[1]}
+    assert sorted(dig_rows) == sorted(raw_rows) == [(n, "mlx5_ib2:1") for n in behind]
+    for key, row in dig_rows.items():
+        assert (row.status, row.state) == (raw_rows[key].status, "DOWN"), row
+        assert row.phys == "?", row
+        assert "Polling" in row.detail and "Disabled" not in row.detail, row
+
+
 def test_a_digest_console_counts_a_collector_that_outlived_its_twin():
     # The newer of two processes running as shard-1 died: its will replaced the older one's
     # birth, whose next announcements were ignored as older: "2 collectors" with three running.
