@@ -399,3 +399,23 @@ async def test_w_after_a_switch_died_goes_to_it_not_on_from_where_it_was():
         await pilot.press("w")  # and on from there, as before
         await pilot.pause()
         assert matrix.selected_port() == ("gpu0002", "mlx5_ib6:1")
+
+
+async def test_a_silent_fleet_s_ports_are_not_said_to_be_up(world):
+    """Every agent stopped: the port table said "every IB port is ACTIVE/LinkUp without
+    errors" and the line above it "0 not ok", of 192 ports no one had heard for a while (a
+    newcomer's run, a simulator stopped under a console)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER
+
+    for name, agent in world.fleet.agents.items():
+        world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, name),
+                            codec.encode(agent.status(online=False)), world.clock())
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        silent = sum(r.silent for r in screen.leaves)
+        assert silent == sum(r.ports for r in screen.leaves) and not screen.ports
+        text = text_of(world.app)
+        assert "ACTIVE/LinkUp" not in text, text
+        assert f"{silent} silent" in text, text

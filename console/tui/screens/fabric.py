@@ -110,10 +110,18 @@ class FabricScreen(FleetView):
             bad = sum(r.down + r.flapping + r.erroring for r in self.leaves)
             text = ("[$success]no correlated port failures under any leaf switch[/]"
                     f"  [$text-muted]{plural(bad, 'bad port')} in total[/]")
+        # Ports of nodes not heard now are neither up nor down as far as anyone knows: with
+        # every agent stopped the table said "every IB port is ACTIVE/LinkUp without errors"
+        # and the line above "0 not ok" (a newcomer's run).
+        silent = sum(r.silent for r in self.leaves)
+        if silent and not hinted:
+            text += f"[$text-muted], {silent} silent[/]"
         self.query_one("#fabric-hints", Readout).show(text)
         self.leaf_table.empty_text = "no nodes yet"
         self.leaf_table.set_rows(self.leaves)
-        self.port_table.empty_text = "every IB port is ACTIVE/LinkUp without errors"
+        self.port_table.empty_text = (
+            f"no port reported a fault; {plural(silent, 'port')} silent (nodes not heard now: "
+            "SILENT above)" if silent else "every IB port is ACTIVE/LinkUp without errors")
         self.port_table.set_rows(self.ports)
 
     # --- layout -------------------------------------------------------------------------------
@@ -205,8 +213,10 @@ class FabricScreen(FleetView):
 
     def info(self) -> str:
         ports = sum(r.ports for r in self.leaves)
+        silent = sum(r.silent for r in self.leaves)
         return (f"{plural(len(self.leaves), 'leaf', 'leaves')}  {plural(ports, 'port')}  "
-                f"{len(self.ports)} not ok  [$text-muted]tab: matrix/leaves/ports · enter[/]")
+                f"{len(self.ports)} not ok" + (f"  {silent} silent" if silent else "")
+                + "  [$text-muted]tab: matrix/leaves/ports · enter[/]")
 
     def action_switch_table(self) -> None:
         """Matrix, then leaves, then ports (turning the page on a short screen)."""
