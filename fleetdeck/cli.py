@@ -521,7 +521,7 @@ def build_parser() -> Parser:
     p = sub.add_parser("console", help="open the operator console (Textual TUI)")
     _add_broker(p, several=True)
     p.add_argument("--tick", type=_positive(float, "--tick"), default=0.5,
-                   help="seconds between screen refreshes")
+                   help="seconds between screen refreshes (default 0.5)")
     p.add_argument("--read-only", action="store_true", help="no commands: header shows [R]")
     p.add_argument("--operator", default=os_user(), type=_operator,
                    help="who is at the keyboard (audit log; default your login name)")
@@ -535,8 +535,8 @@ def build_parser() -> Parser:
     p.add_argument("--digests", action="store_true",
                    help="fleet-wide views from the sharded collectors' digests (one core: "
                    "65,536 nodes at the default 5 s digest refresh, 100,000 with 'collect "
-                   "--digest-every 10'); node detail subscribes to that node's raw telemetry "
-                   "while it is open")
+                   "--shard K/N --digest-every 10'); node detail subscribes to that node's "
+                   "raw telemetry while it is open")
     _add_command_parsers(sub)
 
     p = sub.add_parser("serve", help="the console in a browser (textual-serve), read-only "
@@ -600,7 +600,7 @@ def build_parser() -> Parser:
                    help="run as collector K of N: own a stable share of the nodes (rendezvous "
                    "hashing over the live collectors), subscribe to exactly their topics, "
                    "publish a digest per node, take over the nodes of a collector that dies")
-    p.add_argument("--digest-every", type=_positive(float, "--digest-every"), default=5.0,
+    p.add_argument("--digest-every", type=_positive(float, "--digest-every"), default=None,
                    metavar="SECONDS", help="with --shard: re-send every node's digest this "
                    "often besides on every change (default 5; 10 halves what consoles on "
                    "digests receive, for 100,000+ nodes)")
@@ -1091,16 +1091,21 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.collect import run_collect
 
+    if args.digest_every is not None and args.shard is None:
+        # Only a shard sends digests: 'collect --digest-every 5' started a plain collector on
+        # the default store and said nothing of the option (a newcomer's run).
+        raise UserError("--digest-every goes with --shard K/N: a collector without --shard "
+                        "sends no digests.")
     db = given_file(args.db, "--db") if args.db else _db_path(args)
     if args.shard is not None and not args.db:
         from fleetdeck.console.shard import parse_shard
 
         # One SQLite writer per file: each shard gets its own default store.
         db = db.with_name(f"{db.stem}-{parse_shard(args.shard).member}{db.suffix}")
+    every = {} if args.digest_every is None else {"digest_every_s": args.digest_every}
     return run_collect(_url(args), args.cluster, db, args.retention_days,
                        command_key=_command_key(args), metrics=args.metrics,
-                       shard=args.shard, status_every_s=args.status_every,
-                       digest_every_s=args.digest_every)
+                       shard=args.shard, status_every_s=args.status_every, **every)
 
 
 def cmd_events(args: argparse.Namespace) -> int:

@@ -177,6 +177,19 @@ def test_a_bad_shard_on_the_command_line_is_one_sentence(tmp_path):
     assert res.stderr.strip() == "fleetdeck collect: --shard 4/3: K must be between 1 and N"
 
 
+def test_digest_every_without_a_shard_is_refused_in_one_sentence(tmp_path):
+    # A plain collector sends no digests: 'collect --digest-every 5' started one on the
+    # default store and said nothing of the option (a newcomer's run).
+    from tests.conftest import run_cli
+
+    res = run_cli("collect", "--broker", "mqtt://127.0.0.1:1", "--cluster", "x",
+                  "--digest-every", "10", "--db", str(tmp_path / "x.db"))
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("fleetdeck collect: --digest-every goes with --shard K/N: a "
+                                  "collector without --shard sends no digests.")
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_a_peer_that_dies_after_an_old_outage_is_taken_over_as_usual():
     scope, mine = two_collectors()
     long_ago = (10.3, 15.0 + AGENT_RECONNECT_S)
