@@ -902,6 +902,11 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.out and args.state_dir:
         raise UserError("--state-dir keeps a live simulator's drains across its restarts; "
                         "'sim --out' runs no agents to keep them: drop one of the two.")
+    if args.out and args.procs != 1:
+        # It was ignored: 'sim --procs 2 --out … --duration 1m' ran in one process and said
+        # nothing of it (a newcomer's run).
+        raise UserError("--procs spreads a live simulator's agents over processes; 'sim --out' "
+                        "runs no agents to spread: drop one of the two.")
     if not 1 <= args.procs <= nodes:
         raise UserError(f"--procs must be a whole number from 1 to the fleet size ({nodes}), "
                         f"not {args.procs}.")

@@ -69,6 +69,11 @@ def test_bad_files_and_spans_from_the_command_line(tmp_path, capsys):
         load_rates("nope")
     assert main(["sim", "--out", str(tmp_path / "x.jsonl.gz")]) == 2
     assert "--out and --duration go together" in capsys.readouterr().err
+    spread = tmp_path / "spread.jsonl.gz"
+    assert main(["sim", "--procs", "2", "--out", str(spread), "--duration", "1m"]) == 2
+    err = capsys.readouterr().err
+    assert "--procs spreads a live simulator's agents" in err and err.count("\n") == 1, err
+    assert not spread.exists()
     nowhere = tmp_path / "no" / "such" / "dir.jsonl.gz"
     assert main(["sim", "--nodes", "4", "--out", str(nowhere), "--duration", "1h"]) == 2
     err = capsys.readouterr().err
