@@ -51,8 +51,11 @@ class CommandGuard:
         self.clock_ms = clock_ms
         self.acks: OrderedDict[str, Ack] = OrderedDict()
         self.executed: OrderedDict[str, int] = OrderedDict(executed or {})
-        """cmd_id -> until when (ms) a command acted on is remembered: its ``expires_at`` plus
-        ``EXPIRY_SKEW_MS``, as long as :meth:`check` may still take it for unexpired."""
+        """cmd_id -> ``expires_at`` (ms) of the commands acted on, each remembered
+        ``EXPIRY_SKEW_MS`` past it, as long as :meth:`check` may still take it for unexpired.
+        The value stays ``expires_at``, as state files written before that allowance hold it:
+        stored with the allowance added, an id loaded from one of them was forgotten while
+        its command could still run again (a review)."""
         self.prune()
 
     def answered(self, cmd_id: str) -> Ack | None:
@@ -76,13 +79,13 @@ class CommandGuard:
 
     def executing(self, cmd: Command) -> None:
         """``cmd`` passed :meth:`check` and is being acted on now."""
-        self.executed[cmd.cmd_id] = cmd.expires_at + EXPIRY_SKEW_MS
+        self.executed[cmd.cmd_id] = cmd.expires_at
         self.executed.move_to_end(cmd.cmd_id)
         self.prune()
 
     def prune(self) -> None:
         now = self.clock_ms()
-        for cmd_id in [c for c, exp in self.executed.items() if exp < now]:
+        for cmd_id in [c for c, exp in self.executed.items() if exp + EXPIRY_SKEW_MS < now]:
             del self.executed[cmd_id]
         while len(self.executed) > EXECUTED_MEMORY:
             self.executed.popitem(last=False)

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fleetdeck.agents.guard import EXPIRY_SKEW_MS
 from fleetdeck.errors import UserError
 from fleetdeck.protocol.messages import DrainInfo, DrainMode, DrainState
 
@@ -37,7 +38,8 @@ class AgentState:
     drain: DrainInfo = field(default_factory=DrainInfo)
     drain_mode: DrainMode = DrainMode.FINISH
     executed: dict[str, int] = field(default_factory=dict)
-    """cmd_id -> expires_at (ms) of commands acted on (replay protection)."""
+    """cmd_id -> expires_at (ms) of commands acted on (replay protection), each kept
+    ``EXPIRY_SKEW_MS`` past it (agents/guard.py)."""
     bd_seq: int = 0
     """The newest session number (``bdSeq``) an agent of this node used: the next agent's is
     larger even when the clock stepped back since (NTP at boot), or its will read as older
@@ -105,7 +107,8 @@ class StateStore:
         """The state saved last (expired command ids dropped); an empty one on a first start."""
         state = self._memory if self.path is None else self._read(self.path, now_ms)
         return AgentState(state.drain, state.drain_mode,
-                          {k: v for k, v in state.executed.items() if v >= now_ms},
+                          {k: v for k, v in state.executed.items()
+                           if v + EXPIRY_SKEW_MS >= now_ms},
                           state.bd_seq)
 
     def _read(self, path: Path, now_ms: int) -> AgentState:

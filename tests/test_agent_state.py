@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.agents.guard import EXPIRY_SKEW_MS, REPLAYED, CommandGuard
 from fleetdeck.agents.run import NO_STATE_DIR_WARNING, make_state
 from fleetdeck.agents.state import UNREADABLE_REASON, AgentState, StateStore
 from fleetdeck.protocol import signing
@@ -179,10 +180,36 @@ def test_state_file_round_trip_prunes_expired_ids_and_leaves_no_temp_file(tmp_pa
     store = StateStore(tmp_path / "state-n1.json", "n1")
     drain = DrainInfo(state=DrainState.DRAINING, reason="r", requested_by="bob", since_ts=now,
                       cmd_id="c1")
-    assert store.save(AgentState(drain, DrainMode.NOW, {"old": now - 1, "live": now + 60_000}))
+    old, late = now - EXPIRY_SKEW_MS - 1, now - EXPIRY_SKEW_MS // 2
+    assert store.save(AgentState(drain, DrainMode.NOW,
+                                 {"old": old, "late": late, "live": now + 60_000}))
     assert [p.name for p in tmp_path.iterdir()] == ["state-n1.json"]
     back = StateStore(tmp_path / "state-n1.json", "n1").load(now)
-    assert back == AgentState(drain, DrainMode.NOW, {"live": now + 60_000})
+    # "late" expired, but an agent still takes it within the allowance for clocks.
+    assert back == AgentState(drain, DrainMode.NOW, {"late": late, "live": now + 60_000})
+
+
+def test_a_signed_command_executed_before_a_restart_is_a_replay_within_the_clock_allowance(
+        tmp_path):
+    """A state file holds each executed id's ``expires_at`` (as every agent before the clock
+    allowance wrote it): restarted 30 s after that command expired, the agent must still know
+    it, as it would still take the command for unexpired (agents/guard.py, EXPIRY_SKEW_MS)."""
+    now = int(time.time() * 1000)
+    cmd = signing.sign(Command(cmd_id="captured", op=CommandOp.DRAIN, target=NODE,
+                               args=CommandArgs(reason="r"), issued_by="alice",
+                               issued_at=now - 40_000, expires_at=now - 30_000), KEY)
+    path = tmp_path / f"state-{NODE}.json"
+    path.write_text(json.dumps({"v": 1, "node": NODE, "executed": {"captured": cmd.expires_at}}))
+    saved = StateStore(path, NODE).load(now)
+    guard = CommandGuard(NODE, KEY, lambda: now, saved.executed)
+    assert guard.check(cmd) == REPLAYED
+    # Run and remembered after the restart, it stays a replay until the allowance is past.
+    fresh = CommandGuard(NODE, KEY, lambda: now)
+    assert fresh.check(cmd) == ""
+    fresh.executing(cmd)
+    assert StateStore(path, NODE).save(AgentState(executed=dict(fresh.executed)))
+    again = CommandGuard(NODE, KEY, lambda: now, StateStore(path, NODE).load(now).executed)
+    assert again.check(cmd) == REPLAYED
 
 
 def test_an_unreadable_state_file_keeps_the_node_out_of_service(tmp_path):
