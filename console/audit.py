@@ -215,6 +215,24 @@ class AuditLog:
         """Records have failed to reach the file and no write has got them there since."""
         return bool(self._held)
 
+    @property
+    def held_records(self) -> int:
+        """Records (or the end of one) waiting for the file."""
+        return self._held.count(b"\n")
+
+    def unwritten(self) -> str:
+        """'' when nothing failed to reach the file, else one sentence for the end of a
+        console or command: what is held (and goes with the process) and what was dropped.
+        Neither was said: a console ended while its log failed took its held records with it
+        without a word, as the records dropped past ``HELD_MAX_BYTES`` went (a review)."""
+        parts = []
+        if self._held:
+            parts.append(f"{self.held_records} record(s) never reached it ({self.last_error})")
+        if self.dropped:
+            parts.append(f"{self.dropped} older record(s) were dropped while it failed "
+                         f"(over {HELD_MAX_BYTES // (1024 * 1024)} MiB held)")
+        return f"audit log {self.path}: {'; '.join(parts)}" if parts else ""
+
     def write(self, record: AuditRecord) -> None:
         self._append(record.to_json() + "\n")
 
@@ -251,9 +269,15 @@ class AuditLog:
             self._held = self._bounded(data)
 
     def _bounded(self, data: bytes) -> bytes:
+        dropped = self.dropped
         while len(data) > HELD_MAX_BYTES and b"\n" in data:
             data = data[data.index(b"\n") + 1:]
             self.dropped += 1
+        if self.dropped > dropped:
+            # Gone from the trail for good: in the console's log at least, not silently.
+            log.warning("audit log %s still failing: %d record(s) dropped, %d in all (over "
+                        "%d MiB held)", self.path, self.dropped - dropped, self.dropped,
+                        HELD_MAX_BYTES // (1024 * 1024))
         return data
 
     def settle(self, decide: Callable[[list[dict[str, Any]]], list[AuditRecord]],

@@ -871,6 +871,13 @@ class ConsoleSession:
                     await self._flush_store(final=True)
             await self.store.close()
             self.store = None
+        audit = log_of(self.audit)
+        if audit is not None and audit.failing:
+            # A last try: what it holds goes with this process.
+            await asyncio.to_thread(audit.retry)
+        lost = audit.unwritten() if audit is not None else ""
+        if lost:
+            log.warning("%s", lost)
         if self._writer is not None:
             self._writer.release()
             self._writer = None
