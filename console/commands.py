@@ -33,7 +33,7 @@ from fleetdeck.console.judgements import (
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand
-from fleetdeck.protocol import codec, signing
+from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     NOT_DRAINED,
     Ack,
@@ -1240,13 +1240,6 @@ class CommandTracker:
                                      else never_reached(state, t.target))
             if dead:
                 why += f" — {dead}"
-            if not t.send_error:
-                # Unanswered is not undone: an agent (and the simulated scheduler) takes a
-                # command up to this long past its expires_at by its own clock
-                # (agents/guard.py), so one held up on the way (a broker hung 20 s) still runs
-                # after the console gave up on it: said where the operator reads the time-out.
-                why += (f"; it may still be carried out in the next "
-                        f"{signing.MAX_CLOCK_SKEW_MS // 1000} s (a node's allowance for clocks)")
             return self._move(req, t, Phase.TIMED_OUT, why, now)
         if (t.phase is Phase.ACKNOWLEDGED and req.effect_timeout_s is not None
                 and age > req.effect_timeout_s):
