@@ -22,13 +22,14 @@ ACK_MEMORY = 1024
 EXECUTED_MEMORY = 10 * ACK_MEMORY
 """Executed ids kept until they expire, at most this many (an unsigned command may live long)."""
 REPLAYED = "replayed command id (already executed)"
-EXPIRY_SKEW_MS = signing.MAX_CLOCK_SKEW_MS
-"""A command counts as expired once it is this far past its ``expires_at`` by this node's
-clock: the issuing console's clock may lag this node's, as a signed command may be issued up to
-as far ahead of it (fleetdeck/protocol/signing.py). With no slack, a node whose clock ran 11 s
-ahead of a console refused every drain from its TUI (they live 10 s), and every console's
-keyframe and event re-send asks too, all as "expired before it arrived" with nothing to say a
-clock was the cause (2026-12-07 drill: an agent 5 min ahead)."""
+EXPIRY_SKEW_MS = 0
+"""How far past its ``expires_at`` by this node's clock a command still counts as unexpired:
+none. A command expires with the console's wait for it, so one a hung agent (or broker) holds
+up is never acted on after the operator was told "timed out" (tests/console/
+test_one_shot_answers.py, a drill: a node drained behind the operator's back). A 60 s
+allowance for clocks (2026-12-07) broke that, so a node whose clock runs ahead of the consoles'
+by more than a command's lifetime refuses it, saying how late by its clock and pointing at its
+time sync (``expired``): fix the clock (docs/real-nodes.md)."""
 
 
 def expired(cmd: Command, now_ms: int) -> str:

@@ -191,13 +191,14 @@ def test_state_file_round_trip_prunes_expired_ids_and_leaves_no_temp_file(tmp_pa
 
 def test_a_signed_command_executed_before_a_restart_is_a_replay_within_the_clock_allowance(
         tmp_path):
-    """A state file holds each executed id's ``expires_at`` (as every agent before the clock
-    allowance wrote it): restarted 30 s after that command expired, the agent must still know
-    it, as it would still take the command for unexpired (agents/guard.py, EXPIRY_SKEW_MS)."""
+    """A state file holds each executed id's ``expires_at``: restarted while the agent would
+    still take that command for unexpired (its expiry, plus any allowance for clocks,
+    agents/guard.py EXPIRY_SKEW_MS, not yet past), the agent must still know it."""
     now = int(time.time() * 1000)
+    expires = now - EXPIRY_SKEW_MS // 2
     cmd = signing.sign(Command(cmd_id="captured", op=CommandOp.DRAIN, target=NODE,
                                args=CommandArgs(reason="r"), issued_by="alice",
-                               issued_at=now - 40_000, expires_at=now - 30_000), KEY)
+                               issued_at=expires - 10_000, expires_at=expires), KEY)
     path = tmp_path / f"state-{NODE}.json"
     path.write_text(json.dumps({"v": 1, "node": NODE, "executed": {"captured": cmd.expires_at}}))
     saved = StateStore(path, NODE).load(now)
