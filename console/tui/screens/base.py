@@ -10,7 +10,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 from textual.widgets._footer import FooterKey  # private: textual is pinned (pyproject.toml)
 
+from fleetdeck.console.rows import NodeFilter
 from fleetdeck.console.state import NodeState
+from fleetdeck.console.tui.text import esc
 
 if TYPE_CHECKING:
     from fleetdeck.console.tui.app import FleetdeckApp
@@ -39,6 +41,19 @@ def last_known(st: NodeState) -> bool:
     """The node's figures are the last it sent, not live (offline, or silent past its stale
     threshold): every view that draws them says so, or an offline node reads as a busy one."""
     return st.online is False or st.stale
+
+
+def filter_said(f: NodeFilter) -> list[str]:
+    """What a view's line says of its ``/`` filter: the text with how it was read, and why it
+    could not be read (a bracket left open, a bad regex). One wording for the nodes and events
+    views: the events view once left the reason out (a newcomer's run)."""
+    parts = []
+    if f.active:
+        how = f.reading
+        parts.append(f"[$warning]filter {esc(f.text)}[/]" + (f" ({esc(how)})" if how else ""))
+    if f.error:
+        parts.append(f"[$error]{esc(f.error)}[/]")
+    return parts
 
 
 def age_text(seconds: float) -> str:

@@ -10,8 +10,7 @@ from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.rows import NodeFilter
 from fleetdeck.console.tui.line_table import Column, LineTable
-from fleetdeck.console.tui.screens.base import FleetView
-from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.screens.base import FleetView, filter_said
 
 EVENT_COLUMNS = [
     Column("TIME", "ts", 8), Column("SOURCE", "source", 10, grow=24),
@@ -89,14 +88,7 @@ class EventsScreen(FleetView):
 
     def info(self) -> str:
         parts = [f"{len(self.rows)}/{len(self.fleet.event_log)} events, newest first"]
-        if self.filter.active:
-            how = self.filter.reading
-            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]"
-                         + (f" ({esc(how)})" if how else ""))
-        if self.filter.error:
-            # As the nodes view says it: "gpu[0035-0046" (a bracket left open) matched no
-            # event and the line said nothing of why (a newcomer's run).
-            parts.append(f"[$error]{esc(self.filter.error)}[/]")
+        parts += filter_said(self.filter)
         if self.commands_only:
             parts.append("[$warning]commands only[/] (c)")
         return "  ".join(parts)

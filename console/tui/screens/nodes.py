@@ -22,8 +22,13 @@ from fleetdeck.console.rows import (
 )
 from fleetdeck.console.state import NodeState
 from fleetdeck.console.tui.line_table import Column, LineTable, row_is_key
-from fleetdeck.console.tui.screens.base import FleetView, age_text, dialog_key, last_known
-from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.screens.base import (
+    FleetView,
+    age_text,
+    dialog_key,
+    filter_said,
+    last_known,
+)
 
 RowSig = tuple[object, ...]
 DROP = {"power": 6, "age": 5, "ib": 4, "temp": 3, "gpus": 2, "util": 1}
@@ -205,12 +210,7 @@ class NodesScreen(FleetView):
         # What hides nodes first, the sort last: at 80 columns the line is cut, and "1/64
         # nodes" with the filter cut off hid 63 nodes for no visible reason (a newcomer's run).
         parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes"]
-        if self.filter.active:
-            how = self.filter.reading
-            parts.append(f"[$warning]filter {esc(self.filter.text)}[/]"
-                         + (f" ({esc(how)})" if how else ""))
-        if self.filter.error:
-            parts.append(f"[$error]{esc(self.filter.error)}[/]")
+        parts += filter_said(self.filter)
         if self.unhealthy_only:
             parts.append("[$warning]unhealthy only[/]")
         marks = len(self.table.marks) if self.is_mounted else 0
