@@ -632,10 +632,6 @@ class Problem:
     verdict: Verdict
     state: str
     text: str
-    switches: int = 1
-    """The rail switches a "switch" or "leaf" row stands for: a leaf group's row is all its
-    failing rails (the heading read "2 switches" over leaf02's eight and one more, where the
-    fabric panel beside it said "8 suspects, 1 recovered": a newcomer's run)."""
 
 
 def top_problems(state: FleetState, limit: int = 10,
@@ -661,15 +657,13 @@ def top_problems(state: FleetState, limit: int = 10,
                 recovered.append(Problem(sw.switch, Verdict.DEGRADED, "switch", sw.text))
             elif sw is leaf.switches[0]:
                 recovered.append(Problem(leaf.leaf, Verdict.DEGRADED, "leaf",
-                                         leaf.text.removeprefix(f"{leaf.leaf}: "),
-                                         len(leaf.switches)))
+                                         leaf.text.removeprefix(f"{leaf.leaf}: ")))
         elif leaf is None:
             switches.append(Problem(sw.switch, Verdict.FAILED, "switch", sw.text))
         elif sw is leaf.switches[0]:
             # Its rail switches failing together are one problem, as they are one incident.
             switches.append(Problem(leaf.leaf, Verdict.FAILED, "leaf",
-                                    leaf.text.removeprefix(f"{leaf.leaf}: "),
-                                    len(leaf.switches)))
+                                    leaf.text.removeprefix(f"{leaf.leaf}: ")))
     # A hung job stops its GPUs as a failed node does, with every node reading healthy: the
     # overview said "none: every node reports healthy" under it (a 3 a.m. drive).
     now = state.judged_at

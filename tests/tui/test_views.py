@@ -70,6 +70,25 @@ async def test_top_problems_count_each_rail_switch_of_a_leaf_groups_row(world):
         assert ", 2 switches," in heading, heading
 
 
+async def test_top_problems_count_every_suspect_switch_not_the_rows_that_fit(world):
+    # Below 40 rows the overview lists 3 problems: with a switch dead on each of four leaf
+    # groups the heading read "3 switches" (the rows that fit), where the fabric panel beside
+    # it said "4 suspects" and status --json listed four; its nodes were counted all along.
+    from fleetdeck.console.judgements import suspect_switches
+
+    faults = {f"gpu{n:04d}": port_down("mlx5_ib2") for leaf in range(4)
+              for n in (leaf + 1, leaf + 5, leaf + 9)}
+    world.fleet.telemetry(world.ingest, faults=faults)
+    async with world.app.run_test(size=(160, 36)) as pilot:
+        world.tick()
+        await pilot.pause()
+        assert len(suspect_switches(world.app.screen.fleet.state)) == 4
+        text = text_of(world.app)
+        assert "4 suspects" in text, text
+        heading = next(ln for ln in text.splitlines() if "Top problems" in ln)
+        assert "(4 switches," in heading, heading
+
+
 async def test_node_detail_says_what_to_do_and_lists_its_verdict_changes(world):
     # Its timeline said "no events from this node yet" while the incident listed the node's
     # "ok -> degraded (G12)", and the action of incidents and status was not there.

@@ -226,7 +226,10 @@ class OverviewScreen(FleetView):
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
         elif problems:
             hung = sum(1 for p in problems if p.state == "hung")
-            switches = sum(p.switches for p in problems if p.state in ("switch", "leaf"))
+            # Every suspect switch, as the fabric panel beside it and status --json count them,
+            # not those on the rows that fit: below 40 rows it said "3 switches" of four, and
+            # one row per leaf group "2 switches" of nine (newcomers' runs).
+            switches = len(suspects)
             sched = any(p.state == "sched" for p in problems)
             failed = sum(1 for p in problems
                          if p.state == "failed" and p.verdict is Verdict.FAILED)
