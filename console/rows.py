@@ -634,6 +634,15 @@ class Problem:
     text: str
 
 
+def hung_jobs(state: FleetState) -> list[tuple[JobStatus, float]]:
+    """The jobs judged hung (``judgements.not_stepping``) as of the last judgement, each with
+    how long it has not stepped: the top problems' rows of them, and the count their heading
+    says however many rows fit."""
+    now = state.judged_at
+    return [(job, quiet) for job in state.jobs.values()
+            if (quiet := not_stepping(job, state, now)) is not None]
+
+
 def top_problems(state: FleetState, limit: int = 10,
                  suspects: list[SuspectSwitch] | None = None) -> tuple[list[Problem], int]:
     """A fleet's silence and a gone scheduler first, suspected switches (their nodes are
@@ -667,11 +676,9 @@ def top_problems(state: FleetState, limit: int = 10,
     # A hung job stops its GPUs as a failed node does, with every node reading healthy: the
     # overview said "none: every node reports healthy" under it (a 3 a.m. drive).
     now = state.judged_at
-    for job in state.jobs.values():
-        quiet = not_stepping(job, state, now)
-        if quiet is not None:
-            switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "hung",
-                                    not_stepping_text(job, quiet, now)))
+    for job, quiet in hung_jobs(state):
+        switches.append(Problem(f"job {job.job_id}", Verdict.FAILED, "hung",
+                                not_stepping_text(job, quiet, now)))
     nodes = state.nodes
     # A node whose only trouble is its suspect switch's is under the switch's row, not a row of
     # its own: fifteen "behind switch …, which recovered: nothing to do on the node" rows hid
@@ -789,6 +796,40 @@ def top_problems(state: FleetState, limit: int = 10,
             recovered = []
         out.append(Problem(st.node_id, st.verdict, slurm_state(st), _findings_text(st)))
     return (switches + out + recovered + lapsed)[:len(switches) + limit], total
+
+
+def top_problems_heading(nodes: int, switches: int, hung: int, sched: bool = False,
+                         failed: int = 0) -> str:
+    """What the top problems hold: "2 nodes need attention, 1 switch" (the nodes behind a
+    switch with nothing of their own are its, not counted; ``top_problems``)."""
+    def plural(n: int, word: str, words: str = "") -> str:
+        return f"{n} {word if n == 1 else (words or word + 's')}"
+
+    parts = []
+    if sched:
+        parts.append("scheduler offline")
+    if nodes or not (switches or hung or sched or failed):
+        parts.append(f"{plural(nodes, 'node')} {'needs' if nodes == 1 else 'need'} attention")
+    if switches:
+        parts.append(plural(switches, "switch", "switches"))
+    if hung:
+        parts.append(f"{plural(hung, 'job')} hung")
+    if failed:
+        parts.append(f"{plural(failed, 'job')} failed")
+    if not nodes and (hung or sched or failed) and not switches:
+        parts.append("every node healthy")
+    return ", ".join(parts)
+
+
+def top_problems_said(state: FleetState, problems: list[Problem], total: int,
+                      suspects: list[SuspectSwitch]) -> str:
+    """The top problems' heading for ``top_problems``' rows (``problems``, ``total``): every
+    suspect switch and every hung job, as the fabric panel, the jobs view and ``status --json``
+    count them, not those on the rows that fit (below 40 terminal rows the overview lists
+    three: "3 switches" of four, "1 job hung" of two; reviews of newcomers' runs)."""
+    sched = any(p.state == "sched" for p in problems)
+    failed = sum(1 for p in problems if p.state == "failed" and p.verdict is Verdict.FAILED)
+    return top_problems_heading(total, len(suspects), len(hung_jobs(state)), sched, failed)
 
 
 def worst_first(state: FleetState) -> Callable[[NodeState], tuple[bool, bool, bool, int, int,

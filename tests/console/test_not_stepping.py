@@ -563,3 +563,29 @@ def test_no_eta_while_nothing_says_whether_the_job_steps():
     session = run(5, stepping_for=5)
     session.state.lose_sight(session.clock(), "broker connection lost")
     assert eta(session) == ("-", None)
+
+
+def test_every_hung_job_is_counted_however_many_rows_fit():
+    """The overview's top problems heading counted the hung jobs on the rows that fit (below
+    40 terminal rows, three): two hung jobs under a limit of one read "1 job hung" (a review).
+    ``hung_jobs`` is every job judged hung, the rows' source and the heading's count."""
+    from fleetdeck.console.rows import hung_jobs, top_problems, top_problems_said
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(session.ingest)
+    for t in range(LONG):
+        clock.advance(1.0)
+        for job, nodes in (("41", NODES), ("43", ["gpu0006"])):
+            if t <= 10:  # both stop stepping after 10 s
+                publish_job(session.ingest, job_status(job, nodes, clock, step=100 + t), clock)
+        publish_job(session.ingest, job_status("42", ["gpu0005"], clock, step=100 + t), clock)
+        fleet.telemetry(session.ingest)
+        session.tick()
+    hung_now = sorted(job.job_id for job, _quiet in hung_jobs(session.state))
+    assert hung_now == ["41", "43"]
+    problems, nodes = top_problems(session.state, 1)
+    assert [p.node for p in problems] == ["job 41"]
+    assert top_problems_said(session.state, problems, nodes, []) == (
+        "2 jobs hung, every node healthy")

@@ -108,8 +108,7 @@ def test_the_overview_s_top_problems_say_the_scheduler_is_gone_over_a_healthy_fl
     """The simulator's scheduler died with every node healthy: `status` led with "scheduler
     … offline", the console's overview said "none: every node reports healthy" (a fault
     audit). Its top problems say it first, as the incidents do."""
-    from fleetdeck.console.rows import top_problems
-    from fleetdeck.console.tui.screens.overview import top_problems_heading
+    from fleetdeck.console.rows import top_problems, top_problems_heading
 
     session = scheduler_dies(JobState.R, lambda s: top_problems(s.state) == ([], 0))
     problems, nodes = top_problems(session.state)

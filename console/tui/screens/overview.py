@@ -40,6 +40,7 @@ from fleetdeck.console.rows import (
     progress_bar,
     sorted_jobs,
     top_problems,
+    top_problems_said,
 )
 from fleetdeck.console.state import WAITING
 from fleetdeck.console.tui.fleet_grid import FleetGrid
@@ -108,26 +109,6 @@ CLOCK_REFRESH_S = 5.0
 """The overview's counts, problems and jobs are made again at least this often."""
 
 STATE_ORDER = ("idle", "alloc", "mix", "drng", "drain", "down", "stale")
-
-
-def top_problems_heading(nodes: int, switches: int, hung: int, sched: bool = False,
-                         failed: int = 0) -> str:
-    """What the top problems hold: "2 nodes need attention, 1 switch" (the nodes behind a
-    switch with nothing of their own are its, not counted; ``top_problems``)."""
-    parts = []
-    if sched:
-        parts.append("scheduler offline")
-    if nodes or not (switches or hung or sched or failed):
-        parts.append(f"{plural(nodes, 'node')} {'needs' if nodes == 1 else 'need'} attention")
-    if switches:
-        parts.append(plural(switches, "switch", "switches"))
-    if hung:
-        parts.append(f"{plural(hung, 'job')} hung")
-    if failed:
-        parts.append(f"{plural(failed, 'job')} failed")
-    if not nodes and (hung or sched or failed) and not switches:
-        parts.append("every node healthy")
-    return ", ".join(parts)
 
 
 class OverviewScreen(FleetView):
@@ -225,15 +206,7 @@ class OverviewScreen(FleetView):
                 text += (f"\n [{verdict_markup(p.verdict.value)}]{p.verdict.value:<8}[/] "
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
         elif problems:
-            hung = sum(1 for p in problems if p.state == "hung")
-            # Every suspect switch, as the fabric panel beside it and status --json count them,
-            # not those on the rows that fit: below 40 rows it said "3 switches" of four, and
-            # one row per leaf group "2 switches" of nine (newcomers' runs).
-            switches = len(suspects)
-            sched = any(p.state == "sched" for p in problems)
-            failed = sum(1 for p in problems
-                         if p.state == "failed" and p.verdict is Verdict.FAILED)
-            what = top_problems_heading(total, switches, hung, sched, failed)
+            what = top_problems_said(state, problems, total, suspects)
             lines = [f"[b]Top problems[/] ({what}, worst first; [$text-muted]2: node list[/])"]
             for p in problems:
                 colour = verdict_markup(p.verdict.value)
