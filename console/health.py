@@ -406,6 +406,11 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
     settled: bool = False
     """Every rate zero, no window holds anything, no thermal growth: what an ``update``
     with unchanged counters would leave, so ``advance`` need not visit ports and GPUs."""
+    known: "KnownInventory | None" = None
+    """The fullest inventory this node's births gave (``remember_inventory``): what G14 and
+    N8 judge a later birth against."""
+    shrunk: "tuple[Finding, ...]" = ()
+    """G14/N8 of the latest birth: what it lacks of ``known`` (``evaluate`` adds them)."""
 
     def recall_port_minute(self, dev: str, minute: int, symbol_errors: int, link_downed: int,
                            watched_from_ms: int) -> None:
@@ -477,6 +482,7 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
         unless a GPU known at another index moved to that index: the history was not its own
         (it inherited it only when it had none of its own, a review). A uuid the birth lists
         at two indices, or an index listed with two uuids, is unknown (``gpu_uuids``)."""
+        self.remember_inventory(birth)
         uuids = {i: u for i, u in gpu_uuids((g.index, g.uuid) for g in birth.gpus).items() if u}
         if not uuids:
             return
@@ -494,6 +500,12 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                 gpus.update(followed)
                 self.settled = False
         self._uuids = {i: u for i, u in known.items() if u not in uuids.values()} | uuids
+
+    def remember_inventory(self, birth: Birth) -> None:
+        """Judge a birth's inventory against the fullest one known (``inventory_shrink``):
+        a birth of each agent session, or one the store kept (``Store.restore``)."""
+        self.known, self.shrunk = inventory_shrink(self.known, birth)
+        self.settled = False
 
     def advance(self, t: wire2.Sample) -> None:
         """``update`` for a sample whose watched counters equal the previous sample's (a v2
@@ -675,6 +687,83 @@ def port_key(p: IbPortSample) -> str:
     return p.dev if p.port == 1 else f"{p.dev}:{p.port}"
 
 
+class KnownInventory(msgspec.Struct, frozen=True, gc=False):
+    """The fullest inventory a node's births gave (``NodeHistory.known``)."""
+
+    gpus: tuple[tuple[int, str], ...] = ()
+    """(index, uuid) of each GPU."""
+    ports: tuple[str, ...] = ()
+    """``dev:port`` of each IB port."""
+
+
+def birth_inventory(birth: Birth) -> KnownInventory:
+    return KnownInventory(tuple((g.index, g.uuid) for g in birth.gpus),
+                          tuple(f"{p.dev}:{p.port}" for p in birth.ib_ports))
+
+
+GPU_GONE = "not enumerated since an earlier birth of the node"
+"""G14's text: a GPU an earlier birth listed that this one does not."""
+PORT_GONE_SINCE = "IB port not enumerated since an earlier birth of the node"
+"""N8's text: a port an earlier birth listed that this one does not."""
+
+
+def inventory_shrink(known: KnownInventory | None, birth: Birth
+                     ) -> tuple[KnownInventory, tuple[Finding, ...]]:
+    """The inventory to keep after ``birth``, and what the birth lacks of the one known (G14,
+    N8; docs/architecture.md, "Health rules"). A GPU that fell off the bus (XID 79) is often
+    not enumerated after the reboot: the agent restarted with 7 GPUs, its birth said 7, and
+    the node read 7/7 and ok, though the console had heard it with 8 (a failure drill). The
+    kept inventory is the fullest heard: one as full as it (the GPU back, or replaced under
+    another uuid) takes its place and clears the finding. An agent told its counts
+    (``--expect-gpus``, ``--expect-ib-ports``, or the driver's own count of a GPU that does not
+    answer) is judged by G1 and N1 as before; a GPU-less agent (``--source sysfs``) and a
+    birth with no GPUs (an inventory that hung: G1 says 0/8) say nothing of its GPUs."""
+    now = birth_inventory(birth)
+    if known is None:
+        return now, ()
+    out: list[Finding] = []
+    gpus = known.gpus
+    if birth.source == NO_GPU_SOURCE or not now.gpus:
+        pass
+    elif len(now.gpus) >= len(gpus):
+        gpus = now.gpus
+    elif not birth.gpus_expected:
+        out.append(_gpus_gone(gpus, now.gpus))
+    ports = known.ports
+    if len(now.ports) >= len(ports):
+        ports = now.ports
+    elif not birth.ib_ports_expected:
+        counts = f"{len(now.ports)} IB ports now, {len(ports)} before"
+        out.extend(Finding("N8", Severity.DRAIN, p, f"{PORT_GONE_SINCE} ({counts})")
+                   for p in ports if p not in now.ports)
+    if gpus is known.gpus and ports is known.ports:
+        return known, tuple(out)
+    return KnownInventory(gpus, ports), tuple(out)
+
+
+def _gpus_gone(known: tuple[tuple[int, str], ...], now: tuple[tuple[int, str], ...]
+               ) -> Finding:
+    """G14: named by the uuids gone (their index then in the text). Not by index: NVML
+    renumbers the GPUs after the one missing (docs/real-nodes.md), so gpu3 now is the gpu4
+    of before, and G1's index would name a sound GPU."""
+    have = {u for _, u in now if u}
+    gone = [(i, u) for i, u in known if u and u not in have]
+    counts = f"{len(now)} GPUs now, {len(known)} before"
+    if not gone:  # no uuids to tell which
+        n = len(known) - len(now)
+        return Finding("G14", Severity.DRAIN, "",
+                       f"{n} GPU{'s' if n > 1 else ''} {GPU_GONE} ({counts})")
+    uuids: list[str] = []
+    for _, u in gone:  # a component is at most 256 characters (``DigestFinding``)
+        if len(",".join([*uuids, u])) > 240:
+            uuids.append(f"+{len(gone) - len(uuids)}")
+            break
+        uuids.append(u)
+    names = ", ".join(f"gpu{i}" for i, _ in gone)
+    return Finding("G14", Severity.DRAIN, ",".join(uuids),
+                   f"{names} {GPU_GONE} ({counts})")
+
+
 def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Finding]:
     """Findings from the latest telemetry (and its history). Staleness/offline are not here:
     they depend on the clock, and the fleet state judges them at tick time."""
@@ -714,6 +803,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
                                    "port missing from telemetry (HCA vanished?)"))
     for p in t.ib_ports:
         out.extend(_port_findings(p, hist.ports.get(port_key(p)), t.ts, agent_ms))
+    out.extend(hist.shrunk)
     return out
 
 
@@ -729,7 +819,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     """
     now = t.ts
     gpus = t.gpus
-    if len(gpus) < gpus_expected(birth):
+    if len(gpus) < gpus_expected(birth) or hist.shrunk:
         return False
     if birth is not None and birth.ib_ports_expected > len(birth.ib_ports):
         return False

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from fleetdeck.console.health import (
     FATAL_WINDOW_S,
+    GPU_GONE,
     GPU_READER_SAYS,
     LINK_RULES,
     SYMBOL_RULES,
@@ -1440,6 +1441,8 @@ _RULE_STEPS = {
     "N5": "replace {c}'s cable/transceiver (it keeps losing carrier)",
     "N7": ("find why {c}'s HCA left the host (dmesg: mlx5, PCIe AER); reboot, and reseat or "
            "replace the HCA if it stays gone"),
+    "N8": ("find why {c}'s HCA is not enumerated (lspci, dmesg: mlx5, PCIe AER); reboot, and "
+           "reseat or replace the HCA if it stays missing"),
 }
 _WARN_STEPS = {
     "G3": "reset {c} when convenient ({t})",
@@ -1459,7 +1462,7 @@ losing carrier needs its cable replaced; one that is down, checking up to the sw
 _XID_RE = re.compile(r"XID (\d+)")
 
 
-_GPU_STEP_ORDER = ("G5", "G1", "G2", "G9", "G8", "G4", "G10", "G7", "G6", "G11", "G3",
+_GPU_STEP_ORDER = ("G5", "G1", "G14", "G2", "G9", "G8", "G4", "G10", "G7", "G6", "G11", "G3",
                    "G12", "G13")
 """Which GPU rule's step a GPU gets when several fire (``repair_step``, one step per GPU): the
 most final repair first. By rule name, an XID 48's "reset gpu2 or reboot" came first and the
@@ -1528,6 +1531,12 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             # The agent cannot read its GPUs at all: the driver, not eight GPUs to RMA.
             step = ("check the NVIDIA driver and the agent's GPU reader on the node "
                     "(nvidia-smi; the agent says why); reboot if the GPUs stay missing")
+        elif f.rule == "G14":
+            # Named by its uuid: its index then (the text's) is another GPU's now.
+            gone = f.text.split(f" {GPU_GONE}")[0]
+            which = f"{gone} ({f.component})" if f.component else "the GPUs"
+            step = (f"reboot the node and check that {which} is seated; RMA it if it goes "
+                    "missing again")
         elif f.rule == "N1" and f.component == "ib":
             # Fewer HCAs than the SKU's at birth: "check ib: reseat or replace its cable" (a
             # real-node drill: an agent restarted while an HCA was gone).

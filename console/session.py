@@ -962,6 +962,8 @@ class ConsoleSession:
         if full:
             self._last_full = now
         changed = self.state.apply(batch, now, judge=False)
+        if batch.births:
+            self._note_inventory_shrunk(batch)
         self._record_history(batch)
         if batch.telemetry:
             # The slice's own cost per node (the fleet-wide pass below is not per node).
@@ -1481,6 +1483,17 @@ class ConsoleSession:
         if new:
             link.subscribe([topic_for(cluster, Kind.JOB, j) for j in new])
             asked.update((j, clearing[j]) for j in new)
+
+    def _note_inventory_shrunk(self, batch: Batch) -> None:
+        """A birth with fewer GPUs or IB ports than the node had (G14, N8): said once, with
+        what is gone, where the verdict line says only "failed (G14)"; kept in the store."""
+        for node, (rx, birth) in batch.births.items():
+            st = self.state.nodes.get(node)
+            if st is None or st.birth is not birth or not st.history.shrunk:
+                continue
+            gone = "; ".join(str(f) for f in st.history.shrunk)
+            self.note(f"{node} came back short of the hardware it had: {gone}", severity="error",
+                      nodes=(node,), kind="inventory", keep=True, ts=rx)
 
     def _note_withdrawn(self) -> None:
         """A running job withdrawn (docs/protocol.md): it left the jobs view with no word (a

@@ -1,0 +1,216 @@
+"""A node whose agent came back with fewer GPUs or IB ports than the node had (G14, N8).
+
+A failure drill: an agent restarted with 7 GPUs instead of 8 (a GPU that fell off the bus, XID
+79, is often not enumerated after the reboot), or 2 IB ports instead of 3, read 7/7, ok, with
+no event, although the console had heard the node with 8. Only an agent told its counts
+(``--expect-gpus``) caught it (docs/real-nodes.md)."""
+
+import msgspec
+
+from fleetdeck.console.digest import make_digest
+from fleetdeck.console.health import (
+    KnownInventory,
+    NodeHistory,
+    Severity,
+    evaluate,
+    inventory_shrink,
+    still_healthy,
+)
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.judgements import recommended_action
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol import codec, fast
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.console.test_retire import clear_retained
+from tests.helpers import FakeNode
+from tests.sharding.test_digest import digest_state
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+UUIDS = tuple(f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(8))
+
+
+def _birth(gpus: int | tuple[int, ...] = 8, ports: int = 8, **kw: object) -> fast.Birth:
+    """A birth of gpu0001 with the GPUs of ``UUIDS`` at ``gpus`` (renumbered from 0, as NVML
+    does after one is lost) and ``ports`` ports, told no counts (a real agent's default)."""
+    which = tuple(range(gpus)) if isinstance(gpus, int) else gpus
+    return fast.Birth(
+        cluster=CLUSTER, node="gpu0001", bdSeq=1, ts=1,
+        gpus=tuple(fast.GpuInventory(index=i, uuid=UUIDS[g]) for i, g in enumerate(which)),
+        ib_ports=tuple(fast.IbPortInventory(dev=f"mlx5_ib{i}") for i in range(ports)),
+        **{"source": "nvml", **kw})  # type: ignore[arg-type]
+
+
+WITHOUT_GPU3 = (0, 1, 2, 4, 5, 6, 7)
+
+
+def test_a_birth_short_of_a_gpu_the_node_had_names_it_by_its_uuid():
+    known, found = inventory_shrink(None, _birth())
+    assert found == () and len(known.gpus) == 8
+    kept, found = inventory_shrink(known, _birth(WITHOUT_GPU3))
+    (f,) = found
+    # Named by uuid: gpu3 now is the gpu4 of before, and must not be drawn failed.
+    assert (f.rule, f.severity, f.component) == ("G14", Severity.DRAIN, UUIDS[3])
+    assert f.text == ("gpu3 not enumerated since an earlier birth of the node "
+                      "(7 GPUs now, 8 before)")
+    assert kept == known  # the fullest stays what later births are judged against
+    # Born again with all eight: clear.
+    back, found = inventory_shrink(kept, _birth())
+    assert found == () and back.gpus == known.gpus
+    # One replaced (a new uuid at its index): the new inventory, nothing to say.
+    swapped = _birth()
+    swapped = msgspec.structs.replace(swapped, gpus=(
+        *swapped.gpus[:3], fast.GpuInventory(index=3, uuid="GPU-new"), *swapped.gpus[4:]))
+    now, found = inventory_shrink(known, swapped)
+    assert found == () and (3, "GPU-new") in now.gpus
+
+
+def test_a_birth_short_of_an_ib_port_names_the_port():
+    known, _ = inventory_shrink(None, _birth(ports=3))
+    kept, found = inventory_shrink(known, _birth(ports=2))
+    assert [(f.rule, f.severity, f.component) for f in found] == [
+        ("N8", Severity.DRAIN, "mlx5_ib2:1")]
+    assert "(2 IB ports now, 3 before)" in found[0].text
+    assert kept.ports == ("mlx5_ib0:1", "mlx5_ib1:1", "mlx5_ib2:1")
+
+
+def test_what_g1_and_n1_judge_already_keeps_its_existing_behaviour():
+    known, _ = inventory_shrink(None, _birth())
+    # Told its counts (--expect-gpus / --expect-ib-ports, or the driver's count): G1 and N1.
+    for told in (_birth(WITHOUT_GPU3, ports=7, gpus_expected=8, ib_ports_expected=8),
+                 _birth(WITHOUT_GPU3, ports=7, gpus_expected=7, ib_ports_expected=7)):
+        assert inventory_shrink(known, told)[1] == ()
+    # An inventory that hung (no GPUs: G1 says 0/8), an agent with no GPU reader.
+    assert inventory_shrink(known, _birth(()))[1] == ()
+    assert inventory_shrink(known, _birth(WITHOUT_GPU3, source="sysfs"))[1] == ()
+    # A GPU without a uuid cannot be named: counted.
+    bare = KnownInventory(tuple((i, "") for i in range(8)), ())
+    (f,) = inventory_shrink(bare, _birth(7, ports=0))[1]
+    assert (f.component, f.text) == ("", "1 GPU not enumerated since an earlier birth of the "
+                                         "node (7 GPUs now, 8 before)")
+
+
+def test_the_rules_fail_the_node_from_its_history():
+    hist = NodeHistory()
+    hist.inventory(_birth())
+    short = _birth(WITHOUT_GPU3, ports=7)
+    hist.inventory(short)
+    node = FakeNode()
+    full = node.telemetry()
+    t = msgspec.structs.replace(full, gpus=full.gpus[:7], ib_ports=full.ib_ports[:7])
+    hist.update(t)
+    assert [f.rule for f in evaluate(short, t, hist)] == ["G14", "N8"]
+    assert not still_healthy(short, t, hist)
+    hist.inventory(_birth())
+    full = node.telemetry()
+    hist.update(full)
+    assert evaluate(_birth(), full, hist) == [] and still_healthy(_birth(), full, hist)
+
+
+# --- a console's session ---------------------------------------------------------------------
+
+
+def _born(session: ConsoleSession, fleet: SynthFleet, name: str, bd_seq: int) -> None:
+    """The node's agent (re)started: its birth and status, told no counts."""
+    a = fleet.agents[name]
+    a.bd_seq = bd_seq
+    birth = a.birth().model_copy(update={"gpus_expected": 0, "ib_ports_expected": 0})
+    session.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, name), codec.encode(birth),
+                          session.clock())
+    session.ingest.handle(topic_for(CLUSTER, Kind.STATUS, name), codec.encode(a.status()),
+                          session.clock())
+
+
+def _lose_gpu3_and_a_port(fleet: SynthFleet, name: str = "gpu0001") -> str:
+    """The sim node rebooted without its gpu3 (the rest renumbered) and mlx5_ib7; the lost
+    GPU's uuid."""
+    src = fleet.src(name)
+    lost = src.gpus[3].uuid
+    src.gpus = [g for g in src.gpus if g.index != 3]
+    for i, g in enumerate(src.gpus):
+        g.index = i
+    src.ports = src.ports[:7]
+    return lost
+
+
+def _run(session: ConsoleSession, fleet: SynthFleet, ticks: int = 3) -> None:
+    for _ in range(ticks):
+        session.clock.advance(1.0)
+        fleet.telemetry(session.ingest)
+        session.tick()
+
+
+def _two_nodes(session: ConsoleSession | None = None) -> tuple[ConsoleSession, SynthFleet]:
+    if session is None:
+        session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER),
+                                 follow_up=False)
+    fleet = SynthFleet(2, session.clock)
+    for name in fleet.names:
+        _born(session, fleet, name, 1)
+    _run(session, fleet)
+    assert session.state.nodes["gpu0001"].verdict.value == "ok"
+    return session, fleet
+
+
+def test_an_agent_back_with_a_gpu_and_a_port_fewer_fails_its_node_until_they_are_back():
+    session, fleet = _two_nodes()
+    state = session.state
+    lost = _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    st = state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["G14", "N8"]
+    action = recommended_action(st, state)
+    assert action.startswith(f"drain (no job on it), then reboot the node and check that gpu3 "
+                             f"({lost}) is seated; RMA it if it goes missing again; find why "
+                             "mlx5_ib7:1's HCA is not enumerated"), action
+    # status --json, and the incidents.
+    (node,) = [n for n in fleet_summary(state, session.clock())["nodes"] if n["id"] == "gpu0001"]
+    assert node["verdict"] == "failed" and node["action"] == action
+    assert node["findings"][0] == (f"G14 {lost}: gpu3 not enumerated since an earlier birth of "
+                                   "the node (7 GPUs now, 8 before)")
+    assert [i for i in incidents(state, session.log.lines()) if "gpu0001" in i.nodes]
+    # The timeline says what is gone, once, beside the verdict change.
+    texts = [ln.text for ln in session.log.lines()]
+    assert [t for t in texts if "came back short" in t] == [
+        f"gpu0001 came back short of the hardware it had: G14 {lost}: gpu3 not enumerated "
+        "since an earlier birth of the node (7 GPUs now, 8 before); N8 mlx5_ib7:1: IB port "
+        "not enumerated since an earlier birth of the node (7 IB ports now, 8 before)"]
+    assert any(t.startswith("ok -> failed (G14, N8)") for t in texts), texts
+    # Born again with everything: clear.
+    fresh = SynthFleet(2, session.clock)
+    fleet.agents["gpu0001"].source = fresh.agents["gpu0001"].source
+    _born(session, fleet, "gpu0001", 3)
+    _run(session, fleet)
+    assert st.verdict.value == "ok" and st.findings == []
+
+
+def test_a_smaller_inventory_is_accepted_by_retiring_the_node():
+    """docs/architecture.md: `fleetdeck retire --force`, then its agent's birth is a new node."""
+    session, fleet = _two_nodes()
+    _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    assert session.state.nodes["gpu0001"].verdict.value == "failed"
+    clear_retained(session, ["gpu0001"])
+    session.tick()
+    assert "gpu0001" not in session.state.nodes
+    _born(session, fleet, "gpu0001", 3)  # the agent's rebirth, asked for by the console
+    _run(session, fleet)
+    st = session.state.nodes["gpu0001"]
+    assert st.verdict.value == "ok" and st.gpus_present == st.gpus_expected == 7
+
+
+def test_a_console_on_digests_shows_the_collectors_g14():
+    session, fleet = _two_nodes()
+    lost = _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    st = session.state.nodes["gpu0001"]
+    now = session.clock()
+    _, dig = digest_state(CLUSTER, codec.encode(make_digest(st, "shard-1", now)), now + 0.1)
+    ds = dig.nodes["gpu0001"]
+    assert ds.verdict.value == "failed" and ds.reasons == ["G14", "N8"]
+    assert [str(f) for f in ds.all_findings] == [str(f) for f in st.all_findings]
+    assert lost in recommended_action(ds, dig)
