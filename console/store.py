@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import msgspec
 
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.health import FATAL_WINDOW_S, Verdict
@@ -31,16 +32,16 @@ from fleetdeck.console.state import FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, expand
 from fleetdeck.paths import state_base
-from fleetdeck.protocol import codec, wire2
+from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
 
 log = logging.getLogger("fleetdeck.store")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``);
 3: ``left_jobs`` (a new table: an older store gains it when opened); 4: ``transitions`` gained
-``seen`` (``Store._migrate``)."""
+``seen`` (``Store._migrate``); 5: ``inventories`` (a new table)."""
 DEFAULT_RETENTION_DAYS = 7.0
 SPELL = (Verdict.OFFLINE.value, Verdict.STALE.value)
 """Verdicts of a node's liveness alone (``NodeState._verdict_changed``, ``restore``)."""
@@ -85,6 +86,9 @@ CREATE INDEX IF NOT EXISTS port_minutes_errors ON port_minutes (minute)
     WHERE symbol_errors > 0 OR link_downed > 0;
 CREATE TABLE IF NOT EXISTS left_jobs (
     node TEXT PRIMARY KEY, job_id TEXT NOT NULL, ts REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS inventories (
+    node TEXT NOT NULL, inventory TEXT NOT NULL, ts REAL NOT NULL,
+    PRIMARY KEY (node, inventory)) WITHOUT ROWID;
 """
 
 STORE_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
@@ -397,6 +401,8 @@ class TickRows:
     """Node -> (job id, time) of the latest job its telemetry stopped naming
     (``FleetState.jobs_left``): one a node, so rows held while the store fails stay bounded
     by the fleet."""
+    inventories: list[tuple[str, str, float]] = field(default_factory=list)
+    """(node, inventory, birth time) of each birth heard (``inventory_row``)."""
     partial: bool = False
     """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
     watched: float | None = None
@@ -410,7 +416,7 @@ class TickRows:
                         older.interruptions + self.interruptions,
                         older.job_seconds + self.job_seconds,
                         older.job_runs + self.job_runs, older.left_jobs | self.left_jobs,
-                        watched=self.watched)
+                        older.inventories + self.inventories, watched=self.watched)
 
 
 class Store:
@@ -581,7 +587,8 @@ class Store:
                           ",".join(tr.reasons), int(tr.seen)) for tr in transitions],
             events=[*(_event_row(ev) for _rx, ev in batch.events), *map(_event_row, notes)],
             audit=[_audit_row(a) for a in audit],
-            gpu=gpu_rows, ports=port_rows)
+            gpu=gpu_rows, ports=port_rows,
+            inventories=[inventory_row(birth) for _rx, birth in batch.births.values()])
 
     def prepare_audit(self) -> "TickRows":
         """Only the audit records queued since the last tick (a console whose store a
@@ -626,6 +633,12 @@ class Store:
                     "INSERT INTO left_jobs VALUES (?1, ?2, ?3) ON CONFLICT (node) DO UPDATE "
                     "SET job_id = ?2, ts = ?3 WHERE ?3 >= left_jobs.ts",
                     [(node, job_id, ts) for node, (job_id, ts) in rows.left_jobs.items()])
+            if rows.inventories:
+                # One row per distinct inventory of a node, dated by its latest birth: what
+                # ``restore`` replays, oldest first, into the rules' memory of it (G14, N8).
+                await db.executemany(
+                    "INSERT INTO inventories VALUES (?1, ?2, ?3) ON CONFLICT (node, inventory) "
+                    "DO UPDATE SET ts = MAX(ts, ?3)", rows.inventories)
             if rows.gpu:
                 await db.executemany(_GPU_UPSERT[rows.partial], rows.gpu)
             if rows.ports:
@@ -893,13 +906,40 @@ class Store:
             log.warning("history store %s: unreadable rows skipped on restore: %s", self.path,
                         ", ".join(f"{n} of {table}" for table, n in skipped.items()))
         await self._recall_port_errors(state, time.time() if now is None else now)
-        await self._forget_retired(state, {node: ts for node, _new, ts, _old, _seen in latest})
+        retired = await self._forget_retired(
+            state, {node: ts for node, _new, ts, _old, _seen in latest})
+        await self._recall_inventories(state, retired, skipped)
         if state.heard_since is not None:
             state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
 
 
-    async def _forget_retired(self, state: FleetState, last_row: dict[str, float]) -> None:
+    async def _recall_inventories(self, state: FleetState, retired: dict[str, float],
+                                  skipped: dict[str, int]) -> None:
+        """The inventories the nodes' births gave, oldest first, into the rules' memory of what
+        each node had (``NodeHistory.remember_inventory``): a console restarted after an agent
+        came back with 7 of its 8 GPUs heard only the retained birth of 7, and read it ok
+        (G14; N8 for IB ports). Not those from before the node's retirement: one born again
+        under the name is a new node (docs/protocol.md, "Retiring a node")."""
+        try:
+            async with self.db.execute(
+                    "SELECT node, inventory, ts FROM inventories ORDER BY ts") as cur:
+                rows = await cur.fetchall()
+        except sqlite3.Error:
+            return  # an older store opened read-only has no such table
+        for node, text, ts in rows:
+            st = state.nodes.get(node) if isinstance(node, str) else None
+            if st is None or (isinstance(ts, int | float) and ts <= retired.get(node, -1.0)):
+                continue
+            try:
+                birth = msgspec.json.decode(text, type=fast.Birth)
+            except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+                skipped["inventories"] = skipped.get("inventories", 0) + 1
+                continue
+            st.history.remember_inventory(birth)
+
+    async def _forget_retired(self, state: FleetState, last_row: dict[str, float]
+                              ) -> dict[str, float]:
         """Drop what the restore put back of nodes retired since their last verdict row (the
         console line ``ConsoleSession._note_retired`` kept): recalled from their rows, events
         or port errors, a console restarted on its store showed them offline, with an incident,
@@ -918,6 +958,7 @@ class Store:
         for node, at in retired.items():
             if node in state.nodes and last_row.get(node, float("-inf")) <= at:
                 state.retire(node)
+        return retired
 
     async def _before_spells(self, nodes: list[str]
                              ) -> dict[str, tuple[float, Verdict, bool]]:
@@ -1005,6 +1046,23 @@ with ``keep``): no node id can be it (the protocol's ``Id`` refuses brackets), s
 
 FIRST_OK_LEFT_OUT = " AND NOT (old IS NULL AND new = 'ok')"
 """A node's first verdict row when it is ``ok`` (``Store.transitions``' ``first_ok``)."""
+
+
+def inventory_row(birth: fast.Birth) -> tuple[str, str, float]:
+    """(node, inventory, time) of a birth for ``inventories``: the birth cut to what the
+    inventory rules read (``health.inventory_shrink``), so an agent restarted with the same
+    hardware gives the same row."""
+    kept = fast.Birth(cluster=birth.cluster, node=birth.node, bdSeq=0, ts=0,
+                      source=birth.source,
+                      gpus=tuple(fast.GpuInventory(index=g.index, uuid=g.uuid)
+                                 for g in birth.gpus),
+                      ib_ports=tuple(fast.IbPortInventory(dev=p.dev, port=p.port)
+                                     for p in birth.ib_ports),
+                      gpus_expected=birth.gpus_expected,
+                      ib_ports_expected=birth.ib_ports_expected)
+    # The agent's clock, not this console's: a broker's replay of an older process's retained
+    # birth (docs/protocol.md) must not pass for the newest.
+    return birth.node, msgspec.json.encode(kept).decode(), birth.ts / 1000
 
 
 def _filters(since: float, **in_lists: Iterable[str] | None) -> tuple[str, list[Any]]:

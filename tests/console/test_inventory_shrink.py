@@ -5,6 +5,8 @@ A failure drill: an agent restarted with 7 GPUs instead of 8 (a GPU that fell of
 no event, although the console had heard the node with 8. Only an agent told its counts
 (``--expect-gpus``) caught it (docs/real-nodes.md)."""
 
+from pathlib import Path
+
 import msgspec
 
 from fleetdeck.console.digest import make_digest
@@ -200,6 +202,48 @@ def test_a_smaller_inventory_is_accepted_by_retiring_the_node():
     _run(session, fleet)
     st = session.state.nodes["gpu0001"]
     assert st.verdict.value == "ok" and st.gpus_present == st.gpus_expected == 7
+
+
+async def test_a_console_restarted_on_its_store_remembers_what_the_node_had(tmp_path: Path):
+    """The broker keeps only the latest birth: a console restarted after the agent came back
+    short heard a node of 7 GPUs, and read it ok."""
+    db, clock = tmp_path / "history.db", Clock()
+    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _session, fleet = _two_nodes(first)
+    await first.close()
+
+    clock.advance(60.0)
+    lost = _lose_gpu3_and_a_port(fleet)
+    again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await again.open_store(db)
+    _born(again, fleet, "gpu0001", 2)
+    _born(again, fleet, "gpu0002", 1)
+    _run(again, fleet)
+    st = again.state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["G14", "N8"], st.findings
+    assert st.findings[0].component == lost
+    assert again.state.nodes["gpu0002"].verdict.value == "ok"
+    await again.close()
+
+    # Retired since: the next console does not hold the old inventory against the new node.
+    clock.advance(60.0)
+    third = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await third.open_store(db)
+    _born(third, fleet, "gpu0001", 2)
+    _run(third, fleet)
+    clear_retained(third, ["gpu0001"])
+    third.tick()
+    _born(third, fleet, "gpu0001", 3)
+    _run(third, fleet)
+    await third.close()
+    clock.advance(60.0)
+    fourth = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await fourth.open_store(db)
+    _born(fourth, fleet, "gpu0001", 3)
+    _run(fourth, fleet)
+    assert fourth.state.nodes["gpu0001"].verdict.value == "ok"
+    await fourth.close()
 
 
 def test_a_console_on_digests_shows_the_collectors_g14():
