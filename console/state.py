@@ -264,11 +264,12 @@ class NodeState(msgspec.Struct, gc=False):
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
     processes: dict[int, float] = msgspec.field(default_factory=dict)
     """Agent process start stamps heard from recently -> when last heard (duplicate ids)."""
-    turn_takers: set[int] = msgspec.field(default_factory=set)
+    turn_takers: tuple[int, ...] = ()
     """The processes (start stamps) seen taking turns in the duplicate episode ``duplicate_at``
     dates: H3's count. Not ``processes``, which holds the ones a restarted agent left
     behind too: two clones after two restarts read "4 agent processes take turns" in the
-    console that saw the restarts, "2" in a one-shot ``status`` (2026-12-07 drill)."""
+    console that saw the restarts, "2" in a one-shot ``status`` (2026-12-07 drill). A tuple,
+    not a set: an empty set per node is one more object the GC tracks (tests/test_runtime.py)."""
     drain_lost: DrainInfo | None = None
     """The drain of the session before, where a new session's status says not drained: told
     as lost (``FleetState.drains_lost``) once the session's first sample shows a new agent
@@ -859,13 +860,14 @@ def _note_process(st: "NodeState", process: int, rx: float) -> None:
     seen = st.processes
     if process != st.agent_started and process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
         # An older process came back: it and the one heard before it take turns.
-        if st.duplicate_at is None or rx - st.duplicate_at >= DUPLICATE_WINDOW_S:
-            st.turn_takers = set()  # a new episode
-        st.turn_takers.add(process)
+        new_episode = st.duplicate_at is None or rx - st.duplicate_at >= DUPLICATE_WINDOW_S
+        takers = dict.fromkeys(() if new_episode else st.turn_takers)
+        takers[process] = None
         if st.agent_started is not None:
-            st.turn_takers.add(st.agent_started)
-        if len(st.turn_takers) > 4:
-            st.turn_takers = {p for p in st.turn_takers if p in seen or p == process}
+            takers[st.agent_started] = None
+        if len(takers) > 4:
+            takers = {p: None for p in takers if p in seen or p == process}
+        st.turn_takers = tuple(takers)
         st.duplicate_at = rx
     seen[process] = rx
     if len(seen) > 4:
