@@ -98,8 +98,10 @@ async def test_the_tick_timer_waits_for_a_key_in_flight(monkeypatch: Any) -> Non
         await pilot_until(pilot, lambda: app.ticks > ticks, "the tick put off", interval=0.005)
         assert app.ticks == ticks + 1
         assert all(st.telemetry is not None for st in app.state.nodes.values())
-        # No key in flight, but the put-off tick's redraw is on its way (a step of its own):
-        # the timer's tick follows it as a slice, not at the timer's next tick.
+        # No key in flight, but a redraw is on its way (a step of its own, as after the
+        # put-off tick's; that one may have run by now): the timer's tick follows it as a
+        # slice, not at the timer's next tick.
+        app._paint_later()
         assert app._next_paint is not None
         app.timer_tick()
         assert app.ticks == ticks + 1
