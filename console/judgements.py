@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from fleetdeck.console.clock import CLOCK_ACTION, CLOCK_RULE, REFUSES
 from fleetdeck.console.health import (
     FATAL_WINDOW_S,
     GPU_GONE,
@@ -1453,6 +1454,7 @@ _WARN_STEPS = {
     "G13": "check {c}'s cooling (fans, airflow, inlet temperature)",
     "N4": "clean or replace {c}'s cable/transceiver (errors rising)",
     "N6": "clear {c}'s counters (perfquery -R), then watch whether errors go on",
+    CLOCK_RULE: CLOCK_ACTION,
 }
 """What repairs a degraded node an operator took out of service (``repair_step(warn=True)``):
 "watch; drain when idle" told the on-call to drain a node drained already (a 3 a.m. drive)."""
@@ -1616,6 +1618,10 @@ def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``).
     ``state``: the fleet, for whether the node slows its job (``slowing``)."""
     action = _node_action(st, state)
+    if (st.verdict in (Verdict.DEGRADED, Verdict.FAILED) and CLOCK_ACTION not in action
+            and any(f.rule == CLOCK_RULE for f in st.findings)):
+        # Beside another fault: its clock's step too (a drain it refuses cannot be done).
+        action += f"; {CLOCK_ACTION}"
     if st.behind_switch and not st.behind_recovered and st.verdict is Verdict.DEGRADED \
             and "switch" not in action:
         own = own_findings(st)
@@ -1753,6 +1759,13 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                  for c in _XID_RE.findall(f.text)}
         if codes == {92}:
             return "watch the single-bit ECC rate; contact support if it keeps rising"
+    if v == "degraded" and rules == {CLOCK_RULE} and st.drain.state is DrainState.NONE:
+        # Its GPUs are fine: a drain is no fix for a clock, and one it refuses (over 60 s
+        # ahead) cannot be done anyway (console/clock.py).
+        refuses = any(REFUSES in f.text for f in st.all_findings)
+        return (f"{CLOCK_ACTION}; do not drain for it (its GPUs are fine)"
+                + ("; until it is fixed it refuses drains and every other command"
+                   if refuses else ""))
     if v == "degraded" and rules == {"N6"}:
         # Saturated, the counter cannot say whether errors go on (docs/architecture.md).
         return "clear the port's counters (perfquery -R), then watch whether errors go on"

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from fleetdeck.console.clock import CLOCK_RULE, ClockWatch
 from fleetdeck.console.digest import (
     BEHIND_RECOVERED,
     BEHIND_SUSPECT,
@@ -1121,6 +1122,9 @@ class FleetState:
         self.shutdown_wills = 0
         """Last Wills taken for a shutting-down broker's and not believed (WILL_BURST_S)."""
         self.drains_lost: list[tuple[str, DrainInfo]] = []
+        self.clocks = ClockWatch()
+        """Each node's clock offset from its samples' receive times, and its T1 (rule of
+        console/clock.py): judged in ``judge_fleet``, kept in ``findings`` past ``evaluate``."""
         """Nodes that came back in a new agent session not drained although the last one was
         (an agent without ``--state-dir``, a restarted simulator): a drained node went back to
         the pool with nothing said (an SRE drill). The session says it (``ConsoleSession``)."""
@@ -1501,9 +1505,26 @@ class FleetState:
         """The fleet-wide pass: correlation, then every node's verdict (``judge``). A pass
         that a budget cut short goes on from where it stopped, without correlating again."""
         self.judged_at = now
+        if not self.digest_mode and self.clocks.due(now, len(self.nodes)):
+            self._judge_clocks(now)
         if self.correlate is not None and not self._judge_rest:
             self.correlate(self, now)
         self.judge(now, budget_s)
+
+    def _judge_clocks(self, now: float) -> None:
+        """T1 of every node whose offset's judgement changed, in its findings (where every
+        view, ``status --json``, incident and digest reads findings) until it clears."""
+        for node_id, clock in self.clocks.judge(now).items():
+            st = self.nodes.get(node_id)
+            if st is None or st.digest is not None:
+                continue
+            found = [f for f in st.findings if f.rule != CLOCK_RULE]
+            if clock is not None:
+                found.append(clock)
+            st.findings = found or NO_FINDINGS
+            st.revision += 1
+            self.revisions += 1
+            self._dirty.add(node_id)
 
     def unborn_why(self) -> dict[str, str]:
         """The nodes heard from without a birth this console could take, each with why: its
@@ -1953,6 +1974,8 @@ class FleetState:
                 st.event_ahead = ahead or NO_SEQS
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
+        if st.digest is None:
+            self.clocks.note(st.node_id, rx, tel.ts)
         if prev_tel is None or prev_tel.bdSeq != tel.bdSeq:
             st.session_rx = rx
             # The session's first sample heard: the verdict before it is not of this session
@@ -1995,7 +2018,9 @@ class FleetState:
         elif precheck and not st.findings and still_healthy(st.birth, full, st.history):
             pass  # healthy before and still: the (empty) findings stand (issue 12)
         else:
-            st.findings = evaluate(st.birth, full, st.history) or NO_FINDINGS
+            found = evaluate(st.birth, full, st.history)
+            clock = self.clocks.findings.get(st.node_id)
+            st.findings = ([*found, clock] if clock is not None else found) or NO_FINDINGS
         return Taken.YES
 
     def _note_shape(self, node_id: str) -> None:
@@ -2017,6 +2042,7 @@ class FleetState:
                 # row is a change from the last one this console recorded, not a "new" one.
                 self._recalled[node_id] = (st.reported, st.changed_at, st.change_seen)
         self._digest_order.pop(node_id, None)
+        self.clocks.forget(node_id)
         self._dirty.discard(node_id)
         self._watch.discard(node_id)
         self.not_ok.discard(node_id)

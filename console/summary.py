@@ -157,6 +157,9 @@ def fleet_summary(state: FleetState, now: float, *,
         "incidents": [inc.as_json() for inc in incidents(state, log, dated=dated)],
         "interruptions": [it.as_json() for it in interruptions or []],
         "scheduler": _scheduler_json(state),
+        # The fleet's clocks as this console reads them: whether its own is the odd one out
+        # (T1, console/clock.py).
+        "clock": state.clocks.fleet.as_json(),
         "collectors": [
             {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes}
             for c in sorted(state.collectors.values(), key=lambda c: c.collector)

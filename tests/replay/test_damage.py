@@ -275,7 +275,9 @@ def damaged_in_the_middle(tmp_path: Path) -> tuple[Path, float, float]:
 
     path = tmp_path / "m.jsonl.gz"
     writer = RecordingWriter(path, "dmg", started=T0, segment_s=10)
-    a, b = (FakeNode(n, cluster="dmg", t0=T0) for n in ("gpu0001", "gpu0002"))
+    # gpu0002's clock reads the time it is born at (30 s behind, it read T1: console/clock.py).
+    a, b = FakeNode("gpu0001", cluster="dmg", t0=T0), FakeNode("gpu0002", cluster="dmg",
+                                                               t0=T0 + 30)
     writer.write(T0, a.topic(Kind.BIRTH), codec.encode(a.birth()), 1, True)
     for s in range(1, 61):
         if s == 31:

@@ -1,0 +1,205 @@
+"""T1: a node whose clock is off the fleet's (console/clock.py, docs/architecture.md).
+
+2026-12-07 drill: an agent 5 min behind showed its events 5 min in the past, one more than 60 s
+ahead refused every command as expired, and nothing in ``status``, ``--json`` or the TUI said a
+clock was why. The console reads each sample's receive time against the agent's ``ts``."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.console.clock import CLOCK_BUCKET_S, CLOCK_RULE, ClockWatch
+from fleetdeck.console.digest import apply_digest, make_digest
+from fleetdeck.console.health import Severity, Verdict
+from fleetdeck.console.incidents import incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.judgements import recommended_action
+from fleetdeck.console.recording import RecordingWriter
+from fleetdeck.console.replay import run_headless
+from fleetdeck.console.session import ConsoleSession, TickReport
+from fleetdeck.console.state import FleetState
+from fleetdeck.console.summary import fleet_summary
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind
+from tests.helpers import FakeNode
+
+T0 = 1_000_000.0
+OFF = "(most nodes agree: this node's is off)"
+NODES = 8
+
+
+class Fleet:
+    """``NODES`` simulated agents, each with its own clock (``skew``: seconds ahead of true
+    time), feeding one console session whose receive times run ``backlog`` late."""
+
+    def __init__(self) -> None:
+        self.true = T0
+        self.skew = [0.0] * NODES
+        self.backlog = 0.0
+        self.nodes = [FakeNode(f"gpu{i + 1:04d}", t0=T0) for i in range(NODES)]
+        self.ingest = Ingest("test")
+        self.session = ConsoleSession("test", ingest=self.ingest, follow_up=False,
+                                      clock=lambda: self.true)
+        for n in self.nodes:
+            n.feed(self.ingest, n.birth(), Kind.BIRTH, rx=T0)
+            n.feed(self.ingest, n.status(), Kind.STATUS, rx=T0)
+        self.rng = random.Random(7)
+
+    def run(self, seconds: int) -> None:
+        for _ in range(seconds):
+            self.true += 1.0
+            for i, n in enumerate(self.nodes):
+                n.now = self.true + self.skew[i]
+                # The network and broker add 1-300 ms, the console's own backlog more.
+                rx = self.true + self.backlog + self.rng.uniform(0.001, 0.3)
+                n.feed(self.ingest, n.agent.telemetry(), Kind.TELEMETRY, rx=rx)
+            self.session.tick(self.true + self.backlog)
+
+    def t1(self) -> dict[str, str]:
+        return {n: f.text for n, st in self.session.state.nodes.items()
+                for f in st.findings if f.rule == CLOCK_RULE}
+
+
+def test_the_offset_is_the_lowest_lag_of_the_window_and_forgets_a_fixed_clock():
+    watch = ClockWatch()
+    rng = random.Random(3)
+    t = T0
+    for _ in range(60):  # 30 s ahead: rx - ts = -30 s plus 5-900 ms of delay
+        t += 1
+        watch.note("n", t + rng.uniform(0.005, 0.9), int((t + 30) * 1000))
+    off = watch.offset("n", t)
+    assert off is not None and -30 < off < -29.9
+    for _ in range(int(2 * CLOCK_BUCKET_S) + 1):  # fixed: back in sync
+        t += 1
+        watch.note("n", t + rng.uniform(0.005, 0.9), int(t * 1000))
+    off = watch.offset("n", t)
+    assert off is not None and 0 < off < 0.1
+    assert watch.offset("n", t + 2 * CLOCK_BUCKET_S) is None  # nothing heard in the window
+
+
+def test_a_console_lagging_under_load_does_not_flag_the_fleet():
+    fleet = Fleet()
+    fleet.run(10)
+    fleet.backlog = 20.0  # the console falls 20 s behind and stays there
+    fleet.run(120)
+    assert fleet.t1() == {}
+    state = fleet.session.state
+    assert {st.verdict for st in state.nodes.values()} == {Verdict.OK}
+    # Most of the fleet agrees: the console is the odd one out, and says so once.
+    clock = fleet_summary(state, fleet.true)["clock"]
+    assert clock["reference"] == "fleet" and clock["agree"] == NODES
+    assert "behind this console" in clock["console_off"]
+    assert "backlog" in clock["console_off"]
+
+
+def test_one_node_30_s_ahead_is_flagged_and_clears_when_its_clock_is_back():
+    fleet = Fleet()
+    fleet.backlog = 3.0  # a console a little behind under load changes nothing of it
+    fleet.run(3)
+    fleet.skew[2] = 30.0  # its clock jumps ahead
+    fleet.run(2)
+    assert fleet.t1() == {"gpu0003": f"clock 30 s ahead of the fleet's {OFF}"}
+    state = fleet.session.state
+    st = state.nodes["gpu0003"]
+    assert st.verdict is Verdict.DEGRADED
+    f = next(f for f in st.findings if f.rule == CLOCK_RULE)
+    assert f.severity is Severity.WARN
+    action = recommended_action(st, state)
+    assert action.startswith("check the node's time sync (chronyc tracking)")
+    assert "do not drain" in action and "refuses" not in action
+    out = fleet_summary(state, fleet.true)
+    node = next(n for n in out["nodes"] if n["id"] == "gpu0003")
+    assert node["verdict"] == "degraded"
+    assert node["findings"] == [f"T1 clock 30 s ahead of the fleet's {OFF}"]
+    assert out["clock"]["console_off"] is None
+    found = [inc for inc in incidents(state, [], dated=False) if "gpu0003" in inc.nodes]
+    assert found and "chronyc tracking" in found[0].action
+    # Samples between two judgements keep it: the rules re-run on every sample of a node with
+    # a finding, and T1 stays beside what they find.
+    fleet.run(3)
+    assert "gpu0003" in fleet.t1()
+    assert [line.text for _s, line in fleet.session.log
+            if line.kind == "verdict" and line.source == "gpu0003"][-1] == "ok -> degraded (T1)"
+
+    fleet.skew[2] = 0.0  # chrony stepped it back
+    fleet.run(int(2 * CLOCK_BUCKET_S) + 2)
+    assert fleet.t1() == {}
+    assert state.nodes["gpu0003"].verdict is Verdict.OK
+
+
+def test_a_node_over_60_s_ahead_is_said_to_refuse_commands_and_one_behind_to_date_events_late():
+    fleet = Fleet()
+    fleet.skew[0] = 300.0
+    fleet.skew[1] = -300.0
+    fleet.run(4)
+    found = fleet.t1()
+    assert found["gpu0001"] == (f"clock 300 s ahead of the fleet's {OFF}; over 60 s ahead of "
+                                "this console, it refuses commands as expired")
+    assert found["gpu0002"] == (f"clock 300 s behind the fleet's {OFF}; its events read that "
+                                "much in the past")
+    state = fleet.session.state
+    assert "until it is fixed it refuses drains" in recommended_action(
+        state.nodes["gpu0001"], state)
+
+
+def test_a_fleet_too_small_to_outvote_the_console_is_judged_by_the_console_clock():
+    fleet = Fleet()
+    for n in fleet.nodes[2:]:
+        fleet.session.state.retire(n.node_id)
+    fleet.nodes = fleet.nodes[:2]
+    fleet.skew[1] = 30.0
+    fleet.run(3)
+    assert fleet.t1() == {
+        "gpu0002": "clock 30 s ahead of this console's (too few nodes agree to tell which is off)"}
+
+
+def test_a_console_on_digests_gets_t1_from_the_collectors_digest():
+    fleet = Fleet()
+    fleet.skew[4] = 30.0
+    fleet.run(4)
+    collector = fleet.session.state
+    digest = make_digest(collector.nodes["gpu0005"], "c1", fleet.true)
+    viewer = FleetState("test")
+    viewer.digest_mode = True
+    st = viewer.node("gpu0005")
+    apply_digest(st, digest, fleet.true, "test")
+    viewer.judge_fleet(fleet.true)
+    assert [str(f) for f in st.findings] == [
+        f"T1 clock 30 s ahead of the fleet's {OFF}"]
+    assert st.verdict is Verdict.DEGRADED
+    assert "chronyc tracking" in recommended_action(st, viewer)
+
+
+def _record_skew(path: Path) -> None:
+    """Four nodes for 150 s, one a second; gpu0002's clock 30 s ahead from 20 s to 80 s."""
+    nodes = [FakeNode(f"gpu{i + 1:04d}", cluster="rec", t0=T0) for i in range(4)]
+    w = RecordingWriter(path, "rec", source="test", started=T0)
+    for n in nodes:
+        w.write(T0, n.topic(Kind.BIRTH), codec.encode(n.birth()), 1, True)
+        w.write(T0, n.topic(Kind.STATUS), codec.encode(n.status()), 1, True)
+    for i in range(1, 151):
+        for k, n in enumerate(nodes):
+            n.now = T0 + i + (30.0 if k == 1 and 20 <= i < 80 else 0.0)
+            w.write(T0 + i + 0.01 * (k + 1), n.topic(Kind.TELEMETRY),
+                    codec.encode(n.agent.telemetry()))
+    w.close()
+
+
+@pytest.mark.parametrize("every_sample", [True, False])
+def test_a_replay_judges_the_clock_as_the_live_console_did(tmp_path, every_sample):
+    path = tmp_path / "skew.jsonl"
+    _record_skew(path)
+    changes: list[tuple[str, float, str, tuple[str, ...]]] = []
+
+    def on_tick(report: TickReport) -> None:
+        changes.extend((t.node, t.ts, t.new.value, t.reasons) for t in report.verdicts
+                       if t.old is not None)
+
+    run = run_headless(path, every_sample=every_sample, on_tick=on_tick)
+    assert [(n, v, r) for n, _ts, v, r in changes] == [
+        ("gpu0002", "degraded", ("T1",)), ("gpu0002", "ok", ())]
+    degraded, ok = changes[0][1], changes[1][1]
+    assert T0 + 20 <= degraded <= T0 + 22
+    assert T0 + 80 <= ok <= T0 + 80 + 2 * CLOCK_BUCKET_S + 1
+    assert run.session.state.nodes["gpu0002"].verdict is Verdict.OK
