@@ -5,6 +5,7 @@ by the real ``fleetdeck drain`` against a real Mosquitto.
 (drains, and the consoles' keyframe and re-send asks), and one only 11 s ahead refused every
 drain of a TUI (its commands live 10 s); nothing said a clock was the cause."""
 
+import json
 import os
 import signal
 import subprocess
@@ -64,5 +65,45 @@ def test_a_node_clock_ahead_of_the_console_is_drained_or_told_why_not(mosquitto,
         assert "check its time sync" in off.stdout, off.stdout
     finally:
         for proc in (ahead, far):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def test_status_says_which_node_clock_is_off_and_that_it_refuses_commands(mosquitto, tmp_path):
+    """The same drill, as ``status`` reads it: the two nodes whose clocks are off read T1 (the
+    one 5 min ahead: it refuses commands), the three in sync nothing, from the real agents'
+    samples through a real broker (console/clock.py)."""
+    url = str(mosquitto.url)
+    skews = {"gpu0001": 30.0, "gpu0002": 300.0, "gpu0003": 0.0, "gpu0004": 0.0, "gpu0005": 0.0}
+    agents = [skewed_agent(url, node, off, tmp_path) for node, off in skews.items()]
+    try:
+        for _ in range(20):  # agents started in parallel: until all five have been heard
+            res = run_cli("status", "--broker", url, "--cluster", CLUSTER, "--json",
+                          "--wait", "4")
+            out = json.loads(res.stdout)
+            if len(out["nodes"]) == len(skews) and all(n["seq"] for n in out["nodes"]):
+                break
+        nodes = {n["id"]: n for n in out["nodes"]}
+        assert set(nodes) == set(skews), res.stdout + res.stderr
+        off = "(most nodes agree: this node's is off)"
+        assert nodes["gpu0001"]["findings"] == [
+            f"T1 clock 30 s ahead of the fleet's {off}"], nodes["gpu0001"]
+        assert nodes["gpu0002"]["findings"] == [
+            f"T1 clock 300 s ahead of the fleet's {off}; over 60 s ahead of this console, it "
+            "refuses commands as expired"], nodes["gpu0002"]
+        for node in ("gpu0001", "gpu0002"):
+            assert nodes[node]["verdict"] == "degraded"
+            assert nodes[node]["action"].startswith(
+                "check the node's time sync (chronyc tracking)"), nodes[node]
+        for node in ("gpu0003", "gpu0004", "gpu0005"):
+            assert nodes[node]["findings"] == [] and nodes[node]["verdict"] == "ok", nodes[node]
+        assert out["clock"]["reference"] == "fleet" and out["clock"]["console_off"] is None
+
+        # (gpu0002 may read waiting here: the console's keyframe ask to it expires before it
+        # arrives, so a one-shot status waits for its periodic keyframe, every 30 s.)
+        text = run_cli("status", "--broker", url, "--cluster", CLUSTER, "--wait", "4")
+        assert "T1 clock 30 s ahead of the fleet's" in text.stdout, text.stdout
+    finally:
+        for proc in agents:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)

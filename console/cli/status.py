@@ -358,6 +358,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     ]
     for line in packed(groups, console.width):
         console.print(line)
+    off = (summary.get("clock") or {}).get("console_off")
+    if off:
+        # Not any node's T1: most of the fleet agrees, so this console is the odd one out.
+        console.print(f"[yellow]this console's clock:[/] {escape(off)}")
     render_incidents(summary.get("incidents", []), console)
     render_held_up_jobs(summary.get("jobs", []), console)
     table = Table(box=None, pad_edge=False)
