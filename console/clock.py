@@ -9,9 +9,10 @@ fleet's median offset, not against the console's clock, whenever most of the fle
 one; then a median far from the console's own says that the console is off (its clock, or its
 backlog), and no node is flagged for it (``ClockWatch.console_off``).
 
-Why it matters: an agent judges a command's expiry by its own clock (agents/guard.py), so one
-more than 60 s ahead of the console refuses every command as expired; one behind shows its
-events (a drain, an XID) that much in the past. A 2026-12-07 drill found nothing said so.
+Why it matters: an agent judges a command's expiry by its own clock, with no allowance
+(agents/guard.py ``EXPIRY_SKEW_MS``), so one ahead of the console by more than a command's
+lifetime refuses it as expired; one behind shows its events (a drain, an XID) that much in the
+past. A 2026-12-07 drill found nothing said so.
 """
 
 import math
@@ -28,10 +29,13 @@ within milliseconds, and the console's figures are per second; 5 s is past any b
 delay the window's lowest sample keeps."""
 CLOCK_CLEAR_S = 4.0
 """T1 clears below this: an offset hovering at 5 s must not flip the node every judgement."""
-CLOCK_REFUSED_S = MAX_CLOCK_SKEW_MS / 1000
-"""A node this far ahead of the console refuses its commands as expired (agents/guard.py,
-``EXPIRY_SKEW_MS``); a signed command from a console this far ahead of a node reads as issued in
-the future (fleetdeck/protocol/signing.py)."""
+CLOCK_REFUSED_S = 10.0
+"""A node this far ahead of the console refuses its commands as expired: a TUI's command lives
+this long (console/commands.py ``ACK_TIMEOUT_S``; a test keeps them equal) and an agent allows
+nothing past its expiry (agents/guard.py ``EXPIRY_SKEW_MS``)."""
+CLOCK_FUTURE_S = MAX_CLOCK_SKEW_MS / 1000
+"""A signed command from a console this far ahead of a node reads as issued in the future
+(fleetdeck/protocol/signing.py)."""
 CLOCK_BUCKET_S = 30.0
 """The running minimum is kept per bucket of this long, two buckets: an offset rests on the last
 30-60 s of samples, so a fixed clock clears T1 within a minute."""
@@ -190,7 +194,7 @@ def _fleet(offsets: dict[str, float]) -> FleetClock:
         if median > 0:
             off = (f"{agree} of {n} nodes read {median:.0f} s behind this console: its clock is "
                    "ahead, or it reads their samples late (its backlog)")
-            if median > CLOCK_REFUSED_S:
+            if median > CLOCK_FUTURE_S:
                 off += "; signed commands from it read as issued in the future"
         else:
             off = (f"{agree} of {n} nodes read {-median:.0f} s ahead of this console: its clock "

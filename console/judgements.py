@@ -1760,7 +1760,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         if codes == {92}:
             return "watch the single-bit ECC rate; contact support if it keeps rising"
     if v == "degraded" and rules == {CLOCK_RULE} and st.drain.state is DrainState.NONE:
-        # Its GPUs are fine: a drain is no fix for a clock, and one it refuses (over 60 s
+        # Its GPUs are fine: a drain is no fix for a clock, and one it refuses (over 10 s
         # ahead) cannot be done anyway (console/clock.py).
         refuses = any(REFUSES in f.text for f in st.all_findings)
         return (f"{CLOCK_ACTION}; do not drain for it (its GPUs are fine)"
