@@ -25,6 +25,7 @@ import aiosqlite
 import msgspec
 
 from fleetdeck.console.audit import AuditRecord
+from fleetdeck.console.eventlog import RETIRE_KIND
 from fleetdeck.console.health import FATAL_WINDOW_S, Verdict
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.interruptions import read_detail
@@ -403,6 +404,8 @@ class TickRows:
     by the fleet."""
     inventories: list[tuple[str, str, float]] = field(default_factory=list)
     """(node, inventory, birth time) of each birth heard (``inventory_row``)."""
+    retired: list[str] = field(default_factory=list)
+    """Nodes retired this tick (the console's retire line): their ``inventories`` go."""
     partial: bool = False
     """``gpu``/``ports`` are minutes still in progress (written as a collector stops)."""
     watched: float | None = None
@@ -416,7 +419,9 @@ class TickRows:
                         older.interruptions + self.interruptions,
                         older.job_seconds + self.job_seconds,
                         older.job_runs + self.job_runs, older.left_jobs | self.left_jobs,
-                        older.inventories + self.inventories, watched=self.watched)
+                        [r for r in older.inventories if r[0] not in self.retired]
+                        + self.inventories, older.retired + self.retired,
+                        watched=self.watched)
 
 
 class Store:
@@ -588,7 +593,9 @@ class Store:
             events=[*(_event_row(ev) for _rx, ev in batch.events), *map(_event_row, notes)],
             audit=[_audit_row(a) for a in audit],
             gpu=gpu_rows, ports=port_rows,
-            inventories=[inventory_row(birth) for _rx, birth in batch.births.values()])
+            inventories=[inventory_row(birth) for _rx, birth in batch.births.values()],
+            retired=[node for ev in notes if ev.kind == RETIRE_KIND
+                     for node in _retired_nodes(ev.data)])
 
     def prepare_audit(self) -> "TickRows":
         """Only the audit records queued since the last tick (a console whose store a
@@ -633,6 +640,13 @@ class Store:
                     "INSERT INTO left_jobs VALUES (?1, ?2, ?3) ON CONFLICT (node) DO UPDATE "
                     "SET job_id = ?2, ts = ?3 WHERE ?3 >= left_jobs.ts",
                     [(node, job_id, ts) for node, (job_id, ts) in rows.left_jobs.items()])
+            if rows.retired:
+                # Retiring accepts the inventory the node has now (docs/architecture.md, "A
+                # node short of what it had"): the restore's own skip of older rows goes by
+                # the retire line, which the retention purges, while ``inventories`` is kept,
+                # and a week later a restarted console failed the node by G14 again.
+                await db.executemany("DELETE FROM inventories WHERE node = ?",
+                                     [(node,) for node in rows.retired])
             if rows.inventories:
                 # One row per distinct inventory of a node, dated by its latest birth: what
                 # ``restore`` replays, oldest first, into the rules' memory of it (G14, N8).
@@ -947,11 +961,11 @@ class Store:
         since has a newer row, and stays."""
         retired: dict[str, float] = {}
         async with self.db.execute("SELECT ts, data FROM events WHERE node = ? AND kind = ?",
-                                   (CONSOLE_SOURCE, "retire")) as cur:
+                                   (CONSOLE_SOURCE, RETIRE_KIND)) as cur:
             for ts, data in await cur.fetchall():
                 try:
-                    nodes = expand(str(json.loads(data).get("nodes", "")))
-                except (ValueError, AttributeError, HostlistError):
+                    nodes = _retired_nodes(json.loads(data))
+                except ValueError:
                     continue
                 for node in nodes:
                     retired[node] = max(float(ts), retired.get(node, float("-inf")))
@@ -1046,6 +1060,15 @@ with ``keep``): no node id can be it (the protocol's ``Id`` refuses brackets), s
 
 FIRST_OK_LEFT_OUT = " AND NOT (old IS NULL AND new = 'ok')"
 """A node's first verdict row when it is ``ok`` (``Store.transitions``' ``first_ok``)."""
+
+
+def _retired_nodes(data: object) -> list[str]:
+    """The nodes a retire line's ``data`` names (``ConsoleSession._note_retired``); none if it
+    is not one's."""
+    try:
+        return expand(str(data.get("nodes", ""))) if isinstance(data, dict) else []
+    except HostlistError:
+        return []
 
 
 def inventory_row(birth: fast.Birth) -> tuple[str, str, float]:

@@ -258,3 +258,55 @@ def test_a_console_on_digests_shows_the_collectors_g14():
     assert ds.verdict.value == "failed" and ds.reasons == ["G14", "N8"]
     assert [str(f) for f in ds.all_findings] == [str(f) for f in st.all_findings]
     assert lost in recommended_action(ds, dig)
+
+
+async def _purged(db: Path, clock: Clock, days: float) -> None:
+    """The store ``days`` after ``clock``: its retention purged what is older (a console that
+    ran on it since)."""
+    from fleetdeck.console.store import Store
+    store = await Store.open(db)
+    try:
+        await store.purge(clock() + days * 86400)
+    finally:
+        await store.close()
+
+
+async def test_a_node_retired_longer_ago_than_the_retention_stays_accepted(tmp_path: Path):
+    """Retiring accepts the smaller inventory (docs/architecture.md): the restore left out the
+    inventories from before the retirement by its line in ``events``, which the retention
+    purges, while ``inventories`` is kept. A week on, a console restarted after the node's
+    next reboot failed it by G14 again, for the GPU the operator had written off."""
+    db, clock = tmp_path / "history.db", Clock()
+    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _session, fleet = _two_nodes(first)
+    _lose_gpu3_and_a_port(fleet)
+    _born(first, fleet, "gpu0001", 2)
+    _run(first, fleet)
+    assert first.state.nodes["gpu0001"].verdict.value == "failed"
+    clear_retained(first, ["gpu0001"])
+    first.tick()
+    _born(first, fleet, "gpu0001", 3)
+    _run(first, fleet)
+    assert first.state.nodes["gpu0001"].verdict.value == "ok"
+    await first.close()
+    await _purged(db, clock, 8)
+
+    # A week on, the node rebooted (a verdict row within the retention), with its 7 GPUs.
+    clock.advance(8 * 86400)
+    second = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await second.open_store(db)
+    _born(second, fleet, "gpu0001", 4)
+    _born(second, fleet, "gpu0002", 1)
+    _run(second, fleet)
+    assert second.state.nodes["gpu0001"].verdict.value == "ok"
+    await second.close()
+    clock.advance(60.0)
+    third = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await third.open_store(db)
+    _born(third, fleet, "gpu0001", 4)
+    _born(third, fleet, "gpu0002", 1)
+    _run(third, fleet)
+    st = third.state.nodes["gpu0001"]
+    assert st.verdict.value == "ok", st.findings
+    await third.close()
