@@ -34,6 +34,7 @@ from fleetdeck.console.health import (
     NO_FINDINGS,
     VERDICT_ORDER,
     Finding,
+    KnownInventory,
     NodeHistory,
     Severity,
     Verdict,
@@ -1117,6 +1118,9 @@ class FleetState:
         self._recalled: dict[str, tuple[Verdict, float, bool]] = {}
         """Forgotten nodes' last recorded verdict, its time and whether its change was seen
         (``forget``, ``node``)."""
+        self._recalled_known: dict[str, KnownInventory] = {}
+        """The fullest inventory the store kept of nodes it has no verdict row of (ok longer
+        than the retention): their first birth is judged against it (``recall_inventory``)."""
         self.heard_since: float | None = None
         """When the console could first hear the broker (``start_hearing``)."""
         self.shutdown_wills = 0
@@ -1153,7 +1157,14 @@ class FleetState:
                 st.reported, st.changed_at, st.change_seen = self._recalled.pop(
                     node_id, (None, 0.0, False))
                 st.changed_to = st.reported
+            if self._recalled_known:
+                st.history.known = self._recalled_known.pop(node_id, None)
         return st
+
+    def recall_inventory(self, node_id: str, known: KnownInventory) -> None:
+        """The fullest inventory the store kept of a node this state does not know yet
+        (``Store.restore``): what G14 and N8 judge its first birth against."""
+        self._recalled_known[node_id] = known
 
     def recall(self, node_id: str, verdict: Verdict, changed_at: float,
                seen: bool = False, before_spell: tuple[float, Verdict, bool] | None = None
@@ -2058,6 +2069,7 @@ class FleetState:
         node"): out of every view, count and incident; the store keeps its history."""
         self.forget(node_id)
         self._recalled.pop(node_id, None)  # one born again under the name is new
+        self._recalled_known.pop(node_id, None)
 
     def totals(self) -> Totals:
         by_verdict = dict.fromkeys((v.value for v in Verdict), 0)

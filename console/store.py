@@ -26,7 +26,12 @@ import msgspec
 
 from fleetdeck.console.audit import AuditRecord
 from fleetdeck.console.eventlog import RETIRE_KIND
-from fleetdeck.console.health import FATAL_WINDOW_S, Verdict
+from fleetdeck.console.health import (
+    FATAL_WINDOW_S,
+    KnownInventory,
+    Verdict,
+    inventory_shrink,
+)
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.interruptions import read_detail
 from fleetdeck.console.state import FleetState, Transition
@@ -941,16 +946,25 @@ class Store:
                 rows = await cur.fetchall()
         except sqlite3.Error:
             return  # an older store opened read-only has no such table
+        unknown: dict[str, KnownInventory] = {}
         for node, text, ts in rows:
-            st = state.nodes.get(node) if isinstance(node, str) else None
-            if st is None or (isinstance(ts, int | float) and ts <= retired.get(node, -1.0)):
+            if (not isinstance(node, str)
+                    or (isinstance(ts, int | float) and ts <= retired.get(node, -1.0))):
                 continue
             try:
                 birth = msgspec.json.decode(text, type=fast.Birth)
             except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
                 skipped["inventories"] = skipped.get("inventories", 0) + 1
                 continue
-            st.history.remember_inventory(birth)
+            st = state.nodes.get(node)
+            if st is not None:
+                st.history.remember_inventory(birth)
+            elif is_valid_id(node):
+                # No verdict row of it left (ok for longer than the retention: most of a
+                # healthy fleet): its first birth still meets what it had.
+                unknown[node], _ = inventory_shrink(unknown.get(node), birth)
+        for node, known in unknown.items():
+            state.recall_inventory(node, known)
 
     async def _forget_retired(self, state: FleetState, last_row: dict[str, float]
                               ) -> dict[str, float]:

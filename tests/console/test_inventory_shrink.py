@@ -271,6 +271,32 @@ async def _purged(db: Path, clock: Clock, days: float) -> None:
         await store.close()
 
 
+async def test_a_node_ok_for_longer_than_the_retention_is_still_remembered(tmp_path: Path):
+    """The fleet's nodes are ok for weeks: the retention purges their one verdict row, and a
+    restarted console knew no node to put the stored inventory back into. The agent came back
+    short of a GPU while no console ran: its node read 7/7, ok (the store kept the 8)."""
+    db, clock = tmp_path / "history.db", Clock()
+    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _session, fleet = _two_nodes(first)
+    await first.close()
+    await _purged(db, clock, 8)
+
+    clock.advance(8 * 86400)
+    lost = _lose_gpu3_and_a_port(fleet)
+    again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await again.open_store(db)
+    assert "gpu0001" not in again.state.nodes  # no row of it left: not shown before it is heard
+    _born(again, fleet, "gpu0001", 2)
+    _born(again, fleet, "gpu0002", 1)
+    _run(again, fleet)
+    st = again.state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["G14", "N8"], st.findings
+    assert st.findings[0].component == lost
+    assert again.state.nodes["gpu0002"].verdict.value == "ok"
+    await again.close()
+
+
 async def test_a_node_retired_longer_ago_than_the_retention_stays_accepted(tmp_path: Path):
     """Retiring accepts the smaller inventory (docs/architecture.md): the restore left out the
     inventories from before the retirement by its line in ``events``, which the retention
