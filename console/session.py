@@ -58,7 +58,7 @@ from fleetdeck.console.commands import (
     settlement,
 )
 from fleetdeck.console.eventlog import RETIRE_KIND, EventLine, EventLog, event_line
-from fleetdeck.console.health import VERDICT_SEVERITY, Verdict, verdict_text
+from fleetdeck.console.health import VERDICT_SEVERITY, Finding, Verdict, verdict_text
 from fleetdeck.console.ingest import Batch, Ingest, request_of
 from fleetdeck.console.interruptions import (
     IN_PLACE,
@@ -961,9 +961,10 @@ class ConsoleSession:
                 or (self.apply_budget_s is None and self.apply_max_nodes is None))
         if full:
             self._last_full = now
+        shrunk = self._shrunk_before(batch) if batch.births else {}
         changed = self.state.apply(batch, now, judge=False)
         if batch.births:
-            self._note_inventory_shrunk(batch)
+            self._note_inventory_shrunk(batch, shrunk)
         self._record_history(batch)
         if batch.telemetry:
             # The slice's own cost per node (the fleet-wide pass below is not per node).
@@ -1484,12 +1485,23 @@ class ConsoleSession:
             link.subscribe([topic_for(cluster, Kind.JOB, j) for j in new])
             asked.update((j, clearing[j]) for j in new)
 
-    def _note_inventory_shrunk(self, batch: Batch) -> None:
+    def _shrunk_before(self, batch: Batch) -> dict[str, tuple[Finding, ...]]:
+        """G14/N8 of the nodes born in ``batch`` before it (``_note_inventory_shrunk``)."""
+        nodes = self.state.nodes
+        return {node: st.history.shrunk for node in batch.births
+                if (st := nodes.get(node)) is not None and st.history.shrunk}
+
+    def _note_inventory_shrunk(self, batch: Batch,
+                               before: dict[str, tuple[Finding, ...]]) -> None:
         """A birth with fewer GPUs or IB ports than the node had (G14, N8): said once, with
-        what is gone, where the verdict line says only "failed (G14)"; kept in the store."""
+        what is gone, where the verdict line says only "failed (G14)"; kept in the store.
+        Not again for what the node already lacked: the broker sends the retained birth again
+        at each resubscription and to a restarted console (whose store replay knew it), and
+        each said it again, a line per short node after a broker restart."""
         for node, (rx, birth) in batch.births.items():
             st = self.state.nodes.get(node)
-            if st is None or st.birth is not birth or not st.history.shrunk:
+            if (st is None or st.birth is not birth or not st.history.shrunk
+                    or st.history.shrunk == before.get(node)):
                 continue
             gone = "; ".join(str(f) for f in st.history.shrunk)
             self.note(f"{node} came back short of the hardware it had: {gone}", severity="error",

@@ -5,6 +5,7 @@ A failure drill: an agent restarted with 7 GPUs instead of 8 (a GPU that fell of
 no event, although the console had heard the node with 8. Only an agent told its counts
 (``--expect-gpus``) caught it (docs/real-nodes.md)."""
 
+import sqlite3
 from pathlib import Path
 
 import msgspec
@@ -22,6 +23,7 @@ from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import recommended_action
 from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.store import Store
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.protocol import codec, fast
 from fleetdeck.protocol.topics import Kind, topic_for
@@ -263,7 +265,6 @@ def test_a_console_on_digests_shows_the_collectors_g14():
 async def _purged(db: Path, clock: Clock, days: float) -> None:
     """The store ``days`` after ``clock``: its retention purged what is older (a console that
     ran on it since)."""
-    from fleetdeck.console.store import Store
     store = await Store.open(db)
     try:
         await store.purge(clock() + days * 86400)
@@ -336,3 +337,32 @@ async def test_a_node_retired_longer_ago_than_the_retention_stays_accepted(tmp_p
     st = third.state.nodes["gpu0001"]
     assert st.verdict.value == "ok", st.findings
     await third.close()
+
+
+async def test_what_a_node_came_back_short_of_is_said_once_not_at_each_retained_birth(
+        tmp_path: Path):
+    """The broker sends the retained birth again on each resubscription (the console's
+    reconnect, a broker restart) and to a restarted console: each said "came back short" again,
+    kept in the store, for every such node (a birth storm at 16,384 nodes)."""
+    db = tmp_path / "history.db"
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    await session.open_store(db)
+    _session, fleet = _two_nodes(session)
+    _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    _born(session, fleet, "gpu0001", 2)  # the same retained birth, sent again
+    _run(session, fleet)
+    said = [ln.text for ln in session.log.lines() if "came back short" in ln.text]
+    assert len(said) == 1, said
+    await session.close()
+    again = ConsoleSession(CLUSTER, clock=session.clock, ingest=Ingest(CLUSTER),
+                           follow_up=False)
+    await again.open_store(db)
+    _born(again, fleet, "gpu0001", 2)
+    _run(again, fleet)
+    assert again.state.nodes["gpu0001"].reasons == ["G14", "N8"]
+    await again.close()
+    with sqlite3.connect(db) as con:
+        kept = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'inventory'").fetchone()
+    assert kept == (1,)
