@@ -264,10 +264,10 @@ class FleetdeckApp(App[int]):
         self._mask_s = SWITCH_MASK_S
         self._next_slice: Timer | None = None
         self._backlog_left = 0
+        """What the last tick left to apply (``TickReport.backlog``)."""
         self._tick_owed = False
         """The tick timer fired while a redraw was on its way (``timer_tick``): a slice
         follows that redraw, or what arrived would wait for the timer's next tick."""
-        """What the last tick left to apply (``TickReport.backlog``)."""
         self._next_paint: Timer | None = None
         """A backlog's redraw, due between two slices (``_paint_later``)."""
         self._slice_gen = 0
