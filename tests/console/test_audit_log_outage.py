@@ -8,6 +8,10 @@ header said AUDIT LOG FAILING for as long as the console ran."""
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 from fleetdeck.console.audit import AuditLog
 from fleetdeck.console.commands import Phase
@@ -18,7 +22,11 @@ CLUSTER = "audout"
 NODE = "gpu0001"
 
 
-async def test_records_a_failing_audit_log_missed_reach_it_once_it_works(mosquitto, tmp_path):
+@asynccontextmanager
+async def watched_agent(mosquitto: Any, tmp_path: Path) -> AsyncIterator[
+        tuple[ConsoleSession, Path]]:
+    """A real agent, and a console watching it with its audit log at the returned path, once
+    the node reads ok."""
     agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
                   NODE, "--interval", "0.5", "--state-dir", str(tmp_path / "state"),
                   log=tmp_path / "agent.log")
@@ -30,6 +38,15 @@ async def test_records_a_failing_audit_log_missed_reach_it_once_it_works(mosquit
     try:
         await eventually(lambda: (st := session.state.nodes.get(NODE)) is not None
                          and st.verdict.value == "ok", 20, message="the node up")
+        yield session, path
+    finally:
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
+        stop_process(agent)
+
+
+async def test_records_a_failing_audit_log_missed_reach_it_once_it_works(mosquitto, tmp_path):
+    async with watched_agent(mosquitto, tmp_path) as (session, path):
         path.mkdir()  # the log cannot be opened for append now
         drain = session.drain([NODE], "audit outage drill")
         await eventually(lambda: drain.phase is Phase.DONE, 20, message="the drain done")
@@ -44,24 +61,10 @@ async def test_records_a_failing_audit_log_missed_reach_it_once_it_works(mosquit
             ("resume", "done")]
         await eventually(lambda: not session.audit_failing and "audit" not in session.problems,
                          5, message="the audit log no longer failing")
-    finally:
-        stop.set()
-        await asyncio.gather(watcher, return_exceptions=True)
-        stop_process(agent)
 
 
 async def test_held_records_reach_the_file_with_no_new_command(mosquitto, tmp_path):
-    agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
-                  NODE, "--interval", "0.5", "--state-dir", str(tmp_path / "state"),
-                  log=tmp_path / "agent.log")
-    path = tmp_path / "audit.jsonl"
-    session = ConsoleSession(CLUSTER, url=mosquitto.url, operator="carol", audit=AuditLog(path),
-                             client_id=f"audout-{uuid.uuid4().hex[:6]}")
-    stop = asyncio.Event()
-    watcher = asyncio.create_task(session.watch(stop, tick_s=0.1))
-    try:
-        await eventually(lambda: (st := session.state.nodes.get(NODE)) is not None
-                         and st.verdict.value == "ok", 20, message="the node up")
+    async with watched_agent(mosquitto, tmp_path) as (session, path):
         path.mkdir()
         drain = session.drain([NODE], "audit outage drill")
         await eventually(lambda: drain.phase is Phase.DONE, 20, message="the drain done")
@@ -70,7 +73,3 @@ async def test_held_records_reach_the_file_with_no_new_command(mosquitto, tmp_pa
         await eventually(lambda: path.is_file() and len(AuditLog(path).read()) == 2, 10,
                          message="the drain's records in the file")
         assert [r["outcome"] for r in AuditLog(path).read()] == ["requested", "done"]
-    finally:
-        stop.set()
-        await asyncio.gather(watcher, return_exceptions=True)
-        stop_process(agent)
