@@ -206,32 +206,42 @@ def test_a_smaller_inventory_is_accepted_by_retiring_the_node():
     assert st.verdict.value == "ok" and st.gpus_present == st.gpus_expected == 7
 
 
+async def _console_on(db: Path, clock: Clock) -> ConsoleSession:
+    """A console (re)started on the store at ``db``."""
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await session.open_store(db)
+    return session
+
+
+def _reads_gpu0001_short(session: ConsoleSession, fleet: SynthFleet, lost: str) -> None:
+    """Both nodes' births heard again, gpu0001's short of ``lost``: it fails by G14 and N8,
+    gpu0002 reads ok."""
+    _born(session, fleet, "gpu0001", 2)
+    _born(session, fleet, "gpu0002", 1)
+    _run(session, fleet)
+    st = session.state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.reasons == ["G14", "N8"], st.findings
+    assert st.findings[0].component == lost
+    assert session.state.nodes["gpu0002"].verdict.value == "ok"
+
+
 async def test_a_console_restarted_on_its_store_remembers_what_the_node_had(tmp_path: Path):
     """The broker keeps only the latest birth: a console restarted after the agent came back
     short heard a node of 7 GPUs, and read it ok."""
     db, clock = tmp_path / "history.db", Clock()
-    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await first.open_store(db)
+    first = await _console_on(db, clock)
     _session, fleet = _two_nodes(first)
     await first.close()
 
     clock.advance(60.0)
     lost = _lose_gpu3_and_a_port(fleet)
-    again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await again.open_store(db)
-    _born(again, fleet, "gpu0001", 2)
-    _born(again, fleet, "gpu0002", 1)
-    _run(again, fleet)
-    st = again.state.nodes["gpu0001"]
-    assert st.verdict.value == "failed" and st.reasons == ["G14", "N8"], st.findings
-    assert st.findings[0].component == lost
-    assert again.state.nodes["gpu0002"].verdict.value == "ok"
+    again = await _console_on(db, clock)
+    _reads_gpu0001_short(again, fleet, lost)
     await again.close()
 
     # Retired since: the next console does not hold the old inventory against the new node.
     clock.advance(60.0)
-    third = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await third.open_store(db)
+    third = await _console_on(db, clock)
     _born(third, fleet, "gpu0001", 2)
     _run(third, fleet)
     clear_retained(third, ["gpu0001"])
@@ -240,8 +250,7 @@ async def test_a_console_restarted_on_its_store_remembers_what_the_node_had(tmp_
     _run(third, fleet)
     await third.close()
     clock.advance(60.0)
-    fourth = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await fourth.open_store(db)
+    fourth = await _console_on(db, clock)
     _born(fourth, fleet, "gpu0001", 3)
     _run(fourth, fleet)
     assert fourth.state.nodes["gpu0001"].verdict.value == "ok"
@@ -277,24 +286,16 @@ async def test_a_node_ok_for_longer_than_the_retention_is_still_remembered(tmp_p
     restarted console knew no node to put the stored inventory back into. The agent came back
     short of a GPU while no console ran: its node read 7/7, ok (the store kept the 8)."""
     db, clock = tmp_path / "history.db", Clock()
-    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await first.open_store(db)
+    first = await _console_on(db, clock)
     _session, fleet = _two_nodes(first)
     await first.close()
     await _purged(db, clock, 8)
 
     clock.advance(8 * 86400)
     lost = _lose_gpu3_and_a_port(fleet)
-    again = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await again.open_store(db)
+    again = await _console_on(db, clock)
     assert "gpu0001" not in again.state.nodes  # no row of it left: not shown before it is heard
-    _born(again, fleet, "gpu0001", 2)
-    _born(again, fleet, "gpu0002", 1)
-    _run(again, fleet)
-    st = again.state.nodes["gpu0001"]
-    assert st.verdict.value == "failed" and st.reasons == ["G14", "N8"], st.findings
-    assert st.findings[0].component == lost
-    assert again.state.nodes["gpu0002"].verdict.value == "ok"
+    _reads_gpu0001_short(again, fleet, lost)
     await again.close()
 
 
@@ -304,8 +305,7 @@ async def test_a_node_retired_longer_ago_than_the_retention_stays_accepted(tmp_p
     purges, while ``inventories`` is kept. A week on, a console restarted after the node's
     next reboot failed it by G14 again, for the GPU the operator had written off."""
     db, clock = tmp_path / "history.db", Clock()
-    first = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await first.open_store(db)
+    first = await _console_on(db, clock)
     _session, fleet = _two_nodes(first)
     _lose_gpu3_and_a_port(fleet)
     _born(first, fleet, "gpu0001", 2)
@@ -321,16 +321,14 @@ async def test_a_node_retired_longer_ago_than_the_retention_stays_accepted(tmp_p
 
     # A week on, the node rebooted (a verdict row within the retention), with its 7 GPUs.
     clock.advance(8 * 86400)
-    second = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await second.open_store(db)
+    second = await _console_on(db, clock)
     _born(second, fleet, "gpu0001", 4)
     _born(second, fleet, "gpu0002", 1)
     _run(second, fleet)
     assert second.state.nodes["gpu0001"].verdict.value == "ok"
     await second.close()
     clock.advance(60.0)
-    third = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
-    await third.open_store(db)
+    third = await _console_on(db, clock)
     _born(third, fleet, "gpu0001", 4)
     _born(third, fleet, "gpu0002", 1)
     _run(third, fleet)
