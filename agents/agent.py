@@ -230,6 +230,7 @@ class NodeAgent:
             errors=inv.errors,
             gpus_expected=inv.gpus_expected,
             ib_ports_expected=inv.ib_ports_expected,
+            agent_started_ts=self.started_ms,
         )
 
     def status(self, online: bool = True, stopped: bool = False) -> Status:

@@ -633,7 +633,11 @@ class NodeState(msgspec.Struct, gc=False):
                 "agent offline (Last Will)")
             liveness.append(Finding("H2", Severity.WARN if alive else Severity.DRAIN, "",
                                     gone + alive))
-        elif self.stale:
+        elif self.stale and not (
+                # Births still come, each from the process the one before took the session
+                # from: the takeovers are why no sample comes (said by H3, below).
+                self.duplicate_at is not None
+                and now - self.duplicate_at < STALE_INTERVALS * self.interval_s):
             verdict = Verdict.STALE
             # "last never" read as a node that never reported, of nodes that had 8 s before
             # this console (a one-shot status after a broker restart) started.
@@ -657,9 +661,13 @@ class NodeState(msgspec.Struct, gc=False):
             # Two at least, by what H3 is (the one publishing now may not be among those noted:
             # a fuzzed replay read "1 agent processes take turns").
             agents = max(2, len(self.turn_takers))
-            liveness.append(Finding("H3", Severity.DRAIN, "",
-                                    f"duplicate node id: {agents} agent processes "
-                                    "take turns publishing as this node"))
+            text = f"duplicate node id: {agents} agent processes take turns publishing as this node"
+            quiet_s = None if self.last_rx is None else now - self.last_rx
+            if quiet_s is None or quiet_s > STALE_INTERVALS * self.interval_s:
+                last = ("no telemetry heard from it yet" if quiet_s is None
+                        else f"no telemetry for {quiet_s:.0f} s")
+                text += f" ({last}: each takes the MQTT session from the other before it sends)"
+            liveness.append(Finding("H3", Severity.DRAIN, "", text))
             verdict = Verdict.FAILED
             # This console found it, by hearing an older process come back: a change it saw,
             # though the sample that shows it opens a session of its own (each process
@@ -859,22 +867,29 @@ class Taken(IntEnum):
 
 
 def _note_process(st: "NodeState", process: int, rx: float) -> None:
+    """``process`` (an agent's start stamp, from a sample or a birth) heard at ``rx``.
+    ``processes`` is kept in the order heard, the latest last: the process heard before this
+    one is its last key, births and samples alike."""
     seen = st.processes
-    if process != st.agent_started and process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
+    last = next(reversed(seen)) if seen else None
+    if process == last:
+        seen[process] = rx  # the usual case: the same process again, still the latest
+        return
+    if process in seen and rx - seen[process] < DUPLICATE_WINDOW_S:
         # An older process came back: it and the one heard before it take turns.
         new_episode = st.duplicate_at is None or rx - st.duplicate_at >= DUPLICATE_WINDOW_S
         takers = dict.fromkeys(() if new_episode else st.turn_takers)
         takers[process] = None
-        if st.agent_started is not None:
-            takers[st.agent_started] = None
+        if last is not None:
+            takers[last] = None
         if len(takers) > 4:
             takers = {p: None for p in takers if p in seen or p == process}
         st.turn_takers = tuple(takers)
         st.duplicate_at = rx
+    seen.pop(process, None)
     seen[process] = rx
     if len(seen) > 4:
-        for old in sorted(seen, key=seen.__getitem__)[:-4]:
-            del seen[old]
+        del seen[next(iter(seen))]
 
 
 def node_event_log(st: NodeState) -> deque[Event]:
@@ -1902,6 +1917,12 @@ class FleetState:
         last_birth = st.birth.bdSeq if st.birth is not None else -1
         if birth.bdSeq < st.bd_seq and birth.bdSeq <= last_birth:
             return False
+        process = birth.agent_started_ts
+        if process is not None:
+            # Each session opens with a birth: two processes that take the session from each
+            # other within a second send no sample between them, and are heard by these (a CI
+            # run read the node stale, no H3, for 30 s of takeovers 0.8 s apart).
+            _note_process(st, process, rx)
         st.history.inventory(birth)
         st.birth = birth
         st.bd_seq = birth.bdSeq

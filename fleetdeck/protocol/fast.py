@@ -349,6 +349,7 @@ class Birth(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     errors: Annotated[tuple[Text, ...], msgspec.Meta(max_length=32)] = ()
     gpus_expected: Links = 0
     ib_ports_expected: Links = 0
+    agent_started_ts: TsMs | None = None
 
 
 def birth_of(model: "messages.Birth") -> Birth:

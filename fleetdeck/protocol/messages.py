@@ -101,6 +101,10 @@ class Birth(_Versioned):
     ``--expect-gpus``); 0: as many as it found at start (``gpus``)."""
     ib_ports_expected: Annotated[int, Field(ge=0, le=64)] = 0
     """The IB ports it should have (``--expect-ib-ports``); 0: as many as it found."""
+    agent_started_ts: TsMs | None = None
+    """When the agent process that opened this session started (its telemetry's
+    ``agent.started_ts``): a console tells two processes that take a node's session from each
+    other (H3) by their births, when each session ends before it sends a sample."""
 
 
 # --- status: liveness + drain --------------------------------------------------------------

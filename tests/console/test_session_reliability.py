@@ -193,6 +193,47 @@ def test_two_agents_with_one_node_id_are_shown_as_a_duplicate():
     assert "2 agent processes take turns" in str(st.all_findings[0])
 
 
+def test_two_processes_whose_sessions_end_before_a_sample_are_a_duplicate_not_stale():
+    """Two clones that take the session from each other every 0.8 s send no sample between
+    them: each session is only its birth and status. The console read the node stale, "no
+    telemetry (last 20 s ago)", and no H3 for 30 s (a CI run of
+    tests/test_duplicate_after_restarts.py); births name their process, and H3 says why no
+    sample comes."""
+    a = FakeNode(cluster=CLUSTER)
+    b = FakeNode(cluster=CLUSTER)
+    b.agent.started_ms += 12345
+    session = make_session(a, Sent())
+    a.feed(session.ingest, a.birth(), Kind.BIRTH)
+    a.feed(session.ingest, a.status(), Kind.STATUS)
+    a.now += 0.5
+    a.feed(session.ingest, a.agent.telemetry(), Kind.TELEMETRY, rx=a.now)
+    session.tick()
+    st = session.state.nodes["gpu0001"]
+    assert st.verdict.value == "ok"
+    seen = []
+    for _ in range(15):  # 24 s of takeovers, no sample
+        for who in (b, a):
+            a.now += 0.8
+            b.now = a.now
+            who.agent.bd_seq = max(a.agent.bd_seq, b.agent.bd_seq) + 1
+            who.feed(session.ingest, who.birth(), Kind.BIRTH, rx=a.now)
+            session.tick()
+            seen.append((st.verdict.value, st.reasons))
+            who.feed(session.ingest, who.status(), Kind.STATUS, rx=a.now)
+            session.tick()
+            seen.append((st.verdict.value, st.reasons))
+    # Failed for H3 from the second process's return on, at every tick: not stale whenever a
+    # birth comes before its session's status (their staleness clock restarts at a status).
+    assert set(map(str, seen[3:])) == {str(("failed", ["H3"]))}, seen
+    text = str(st.liveness[0])
+    assert "duplicate node id: 2 agent processes take turns" in text, text
+    assert "no telemetry for 24 s" in text and "before it sends" in text, text
+    # Both gone quiet: stale again once no birth has come for the stale time.
+    a.now += 3.5
+    session.tick()
+    assert st.verdict.value == "stale" and st.reasons == ["H1"], st.all_findings
+
+
 def test_a_duplicate_node_id_is_a_change_this_console_saw():
     """H3 is found by this console hearing two processes take turns: the change to failed is
     one it saw, dated when it did. Each turn is a sample of another session, so it read
