@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from fleetdeck.agents.config import AgentSettings
 from fleetdeck.agents.notify import Notifier
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import Source
-from fleetdeck.agents.state import StateStore, state_file, usable_state_dir
+from fleetdeck.agents.state import StateStore, hold_node_lock, state_file, usable_state_dir
 from fleetdeck.brokerurl import BrokerURL, parse_broker_url, tls_context, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
@@ -128,6 +129,16 @@ async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = No
     may wait on the same wedged driver (``fleetdeck.runtime.force_exit``); ``ReaderLeftOpen``
     when the agent ended by an exception, too."""
     url = broker_url(cfg)
+    lock = hold_node_lock(Path(cfg.state_dir), cfg.node_id) if cfg.state_dir else None
+    try:
+        return await _run_agent(cfg, url, agent_kwargs)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+async def _run_agent(cfg: AgentSettings, url: BrokerURL,
+                     agent_kwargs: dict[str, Any] | None) -> bool:
     node_id = cfg.node_id
     source = make_source(cfg)
     outbox = make_outbox(cfg.state_dir, node_id)

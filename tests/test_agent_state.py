@@ -26,7 +26,7 @@ from fleetdeck.protocol.messages import (
 )
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.agent_tap import Tap, publish, send
-from tests.conftest import run_cli, spawn
+from tests.conftest import eventually, run_cli, spawn, stop_process
 
 CLUSTER = "keep"
 NODE = "gpu0001"
@@ -89,7 +89,8 @@ async def test_a_drain_survives_sigterm_and_sigkill_restarts(mosquitto, tmp_path
                 assert first.drain == drained_info, signal.Signals(sig).name
 
             state_files = sorted(p.name for p in (tmp_path / "state").iterdir())
-            assert state_files == ["outbox-gpu0001.jsonl", "state-gpu0001.json"]
+            assert state_files == [
+                "outbox-gpu0001.jsonl", "state-gpu0001.json", "state-gpu0001.lock"]
             on_disk = json.loads((tmp_path / "state" / "state-gpu0001.json").read_text())
             assert on_disk["drain"]["cmd_id"] == drain.cmd_id
 
@@ -357,3 +358,33 @@ def test_a_simulators_state_is_renamed_into_place_without_fsync(tmp_path, monkey
     assert StateStore(tmp_path / "sim.json").load(0).drain.state is DrainState.DRAINED
     StateStore(tmp_path / "real.json", "gpu0001").save(drained)
     assert len(synced) == 2  # the file, then its directory entry
+
+
+async def test_a_second_agent_of_the_node_on_its_state_dir_is_refused_in_one_sentence(
+        mosquitto, tmp_path):
+    """A hand-started agent beside the systemd unit's, on one --state-dir: the two took the
+    MQTT session from each other and wrote the state through one temporary file (a torn one
+    fails the node safe to drained). The second is refused; the first's death frees the node."""
+    first = start_agent(mosquitto.url, tmp_path)
+    lock = tmp_path / "state" / f"state-{NODE}.lock"
+    try:
+        await eventually(lambda: lock.exists() and lock.read_text().strip() == str(first.pid),
+                         20, message="the first agent's lock")
+        res = run_cli("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER,
+                      "--node-id", NODE, "--state-dir", str(tmp_path / "state"), timeout=30)
+        assert res.returncode == 2, res
+        said = res.stderr.strip()
+        assert said.count("\n") == 0 and "Traceback" not in said, said
+        assert f"another agent for {NODE} is running on --state-dir" in said, said
+        assert f"(pid {first.pid})" in said and "stop that one first" in said, said
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(10)
+        second = start_agent(mosquitto.url, tmp_path)
+        try:
+            await eventually(lambda: lock.read_text().strip() == str(second.pid), 20,
+                             message="the lock taken again after the first agent's death")
+            assert second.poll() is None
+        finally:
+            stop_process(second)
+    finally:
+        stop_process(first)
