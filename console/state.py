@@ -660,13 +660,16 @@ class NodeState(msgspec.Struct, gc=False):
             # Two machines publish as one node: every figure shown is a mix of both.
             # Two at least, by what H3 is (the one publishing now may not be among those noted:
             # a fuzzed replay read "1 agent processes take turns").
-            agents = max(2, len(self.turn_takers))
+            when = self.processes
+            agents = max(2, sum(1 for p in self.turn_takers
+                                if now - when.get(p, -math.inf) < TAKER_GONE_S))
             text = f"duplicate node id: {agents} agent processes take turns publishing as this node"
             quiet_s = None if self.last_rx is None else now - self.last_rx
             if quiet_s is None or quiet_s > STALE_INTERVALS * self.interval_s:
                 last = ("no telemetry heard from it yet" if quiet_s is None
                         else f"no telemetry for {quiet_s:.0f} s")
-                text += f" ({last}: each takes the MQTT session from the other before it sends)"
+                other = "the other" if agents == 2 else "another"
+                text += f" ({last}: each takes the MQTT session from {other} before it sends)"
             liveness.append(Finding("H3", Severity.DRAIN, "", text))
             verdict = Verdict.FAILED
             # This console found it, by hearing an older process come back: a change it saw,
@@ -831,6 +834,12 @@ def _ports_just_down(st: NodeState, new: Verdict, now: float, within_s: float) -
 DUPLICATE_WINDOW_S = 120.0
 """Two agent processes heard under one node id within this long: a duplicate id (a restarted
 agent's old process falls silent; a second machine with the same id keeps coming back)."""
+
+
+TAKER_GONE_S = 30.0
+"""A process of a duplicate episode not heard for this long no longer takes turns (H3's
+count): each of two clones is heard every second or two (each session's birth), and one that
+restarted mid-episode counted as a third for the whole episode ("3 agent processes" of two)."""
 
 
 def _nearly_all(names: set[str], nodes: dict[str, "NodeState"]) -> bool:

@@ -234,6 +234,34 @@ def test_two_processes_whose_sessions_end_before_a_sample_are_a_duplicate_not_st
     assert st.verdict.value == "stale" and st.reasons == ["H1"], st.all_findings
 
 
+def test_a_clone_restarted_mid_episode_is_not_counted_twice():
+    """Two clones take turns; one restarts (a new process) and takes turns on with the other:
+    still two processes, once the restarted one's old process is 30 s unheard (it read "3
+    agent processes take turns" for the whole episode)."""
+    a, b, c = (FakeNode(cluster=CLUSTER) for _ in range(3))
+    b.agent.started_ms += 12345
+    c.agent.started_ms += 67890
+    session = make_session(a, Sent())
+
+    def turns(pair, seconds: float) -> None:
+        for _ in range(int(seconds / 2)):
+            for who in pair:
+                a.now += 1.0
+                who.now = a.now
+                who.agent.bd_seq = max(n.agent.bd_seq for n in (a, b, c)) + 1
+                who.feed(session.ingest, who.birth(), Kind.BIRTH, rx=a.now)
+                who.feed(session.ingest, who.status(), Kind.STATUS, rx=a.now)
+                session.tick()
+
+    turns((a, b), 10)
+    st = session.state.nodes["gpu0001"]
+    assert "2 agent processes take turns" in str(st.liveness[0]), st.liveness
+    turns((c, a), 10)  # b's process restarted as c
+    assert "3 agent processes take turns" in str(st.liveness[0]), st.liveness
+    turns((c, a), 30)
+    assert "2 agent processes take turns" in str(st.liveness[0]), st.liveness
+
+
 def test_a_duplicate_node_id_is_a_change_this_console_saw():
     """H3 is found by this console hearing two processes take turns: the change to failed is
     one it saw, dated when it did. Each turn is a sample of another session, so it read
