@@ -422,7 +422,14 @@ class NodeState(msgspec.Struct, gc=False):
         if self.digest is not None:
             return self.digest.gpus_expected
         b = self.birth
-        return gpus_expected(b) if b is not None else 0
+        n = gpus_expected(b) if b is not None else 0
+        # Back with fewer GPUs than an earlier birth (G14): read against the fullest it had.
+        # Against its own birth it read "7/7" beside "gpu3 not enumerated" (a UX pass).
+        h = self.history
+        if h.shrunk and h.known is not None and len(h.known.gpus) > n and any(
+                f.rule == "G14" for f in h.shrunk):
+            return len(h.known.gpus)
+        return n
 
     @property
     def gpus_present(self) -> int:
@@ -473,8 +480,12 @@ class NodeState(msgspec.Struct, gc=False):
 
     @property
     def ib_ports(self) -> int:
+        """Its birth's ports, and those an earlier birth had that it lacks (N8, one finding a
+        port: a console on digests knows them from the collector's findings alone)."""
         if self.birth is not None and self.birth.ib_ports:
-            return len(self.birth.ib_ports)
+            n = len(self.birth.ib_ports)
+            found = self.history.shrunk if self.digest is None else self.findings
+            return n + sum(f.rule == "N8" for f in found) if found else n
         t = self.telemetry
         return len(t.ib_ports) if t is not None else 0
 

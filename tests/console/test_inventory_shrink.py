@@ -22,6 +22,7 @@ from fleetdeck.console.health import (
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import recommended_action
+from fleetdeck.console.rows import node_row
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import Store
 from fleetdeck.console.summary import fleet_summary
@@ -364,3 +365,33 @@ async def test_what_a_node_came_back_short_of_is_said_once_not_at_each_retained_
     with sqlite3.connect(db) as con:
         kept = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'inventory'").fetchone()
     assert kept == (1,)
+
+
+def test_the_counts_read_against_the_fullest_inventory_the_node_had():
+    """The node list, status and --json read "7/7" GPUs and all IB ports up of a node G14 and
+    N8 fail for one GPU and one port it no longer has."""
+    session, fleet = _two_nodes()
+    _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    st = session.state.nodes["gpu0001"]
+    row = node_row(st, session.clock())
+    assert (row.gpus, row.ib) == ("7/8", "7/8")
+    (node,) = [n for n in fleet_summary(session.state, session.clock())["nodes"]
+               if n["id"] == "gpu0001"]
+    assert (node["gpus"], node["gpus_expected"], node["ib_ports_up"], node["ib_ports"]) == (
+        7, 8, 7, 8)
+    assert st.gpu_use().failed == 1  # the GPU it no longer has, counted failed in the totals
+    # A console on the collector's digests reads it so too.
+    now = session.clock()
+    _, dig = digest_state(CLUSTER, codec.encode(make_digest(st, "shard-1", now)), now + 0.1)
+    ds = dig.nodes["gpu0001"]
+    assert (ds.gpus_present, ds.gpus_expected, ds.ib_ports) == (7, 8, 8)
+    # Born again with all of it: 8/8 and every port.
+    fresh = SynthFleet(2, session.clock)
+    fleet.agents["gpu0001"].source = fresh.agents["gpu0001"].source
+    _born(session, fleet, "gpu0001", 3)
+    _run(session, fleet)
+    row = node_row(st, session.clock())
+    assert (row.gpus, row.ib, row.reasons) == ("8/8", "8", "")
+
