@@ -764,6 +764,17 @@ def _gpus_gone(known: tuple[tuple[int, str], ...], now: tuple[tuple[int, str], .
                    f"{names} {GPU_GONE} ({counts})")
 
 
+def reason_line(f: Finding) -> str:
+    """``str(f)`` as a row's reasons read it: the rule, then the GPU or port by its name. A
+    G14 is named by the uuids gone (``_gpus_gone``), which its text follows with their index:
+    "G14 GPU-fabe…: gpu3 not enumerated" put 40 characters of uuid before the gpu3 a reader
+    looks for, and a narrow column cut the rest (a UX pass). The uuids come after; the
+    detail and ``--json`` keep ``str(f)``."""
+    if f.rule == "G14" and f.component:
+        return f"{f.rule} {f.text}, {f.component}"
+    return str(f)
+
+
 def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Finding]:
     """Findings from the latest telemetry (and its history). Staleness/offline are not here:
     they depend on the clock, and the fleet state judges them at tick time."""

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
-from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict
+from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict, reason_line
 from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
 from fleetdeck.console.judgements import (
     FAILING_STATES,
@@ -289,7 +289,7 @@ def reasons_text(st: NodeState) -> str:
     SRE drill's ECC node read three of its four, the row remap pending left out)."""
     found = st.all_findings
     more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
-    return "; ".join(str(f) for f in found[:3]) + more
+    return "; ".join(map(reason_line, found[:3])) + more
 
 
 def node_sort_key(st: NodeState, key: str, jobs: list[str] | None = None) -> tuple[object, ...]:
@@ -856,8 +856,8 @@ def worst_first(state: FleetState) -> Callable[[NodeState], tuple[bool, bool, bo
 def _findings_text(st: NodeState) -> str:
     """A node's row in the top problems: its first three findings, and how many more."""
     found = st.all_findings
-    return "; ".join(str(f) for f in found[:3]) + (f" (+{len(found) - 3})"
-                                                    if len(found) > 3 else "")
+    return "; ".join(map(reason_line, found[:3])) + (f" (+{len(found) - 3})"
+                                                      if len(found) > 3 else "")
 
 
 # --- jobs ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from fleetdeck.console.health import (
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import recommended_action
-from fleetdeck.console.rows import node_row
+from fleetdeck.console.rows import node_row, top_problems
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import Store
 from fleetdeck.console.summary import fleet_summary
@@ -395,3 +395,19 @@ def test_the_counts_read_against_the_fullest_inventory_the_node_had():
     row = node_row(st, session.clock())
     assert (row.gpus, row.ib, row.reasons) == ("8/8", "8", "")
 
+
+def test_the_reasons_column_names_the_gpu_before_its_uuid():
+    """"G14 GPU-fabe…: gpu3 not enumerated": the uuid came before the gpu3 a reader looks for.
+    The other findings read "rule component: text", the component by its name (gpu3,
+    mlx5_ib7:1); --json keeps G14's ``str`` with the uuid first, as stored."""
+    session, fleet = _two_nodes()
+    lost = _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    row = node_row(session.state.nodes["gpu0001"], session.clock())
+    said = ("G14 gpu3 not enumerated since an earlier birth of the node (7 GPUs now, 8 before), "
+            f"{lost}; N8 mlx5_ib7:1: IB port not enumerated since an earlier birth of the node "
+            "(7 IB ports now, 8 before)")
+    assert row.reasons == said
+    (problem,) = top_problems(session.state)[0]  # the overview's row of it
+    assert problem.text == said
