@@ -718,3 +718,13 @@ async def test_a_job_held_up_by_a_suspect_switch_names_the_switch_not_a_node(wor
         (job,) = [r for r in world.app.screen.rows if r.job_id == "41"]
         assert job.held_up.startswith("suspect switch leaf00-r2: check it, do not drain "
                                       "(gpu0001 behind it); straggler rank 19 gpu0003")
+
+
+async def test_events_view_says_that_enter_opens_the_events_node(world):
+    # Each other view's line above its table says what enter opens ("enter: its nodes",
+    # "enter: detail"); the events view said nothing of it (a UX pass).
+    async with world.app.run_test(size=SIZE) as pilot:
+        await open_events(world, pilot)
+        await pilot.pause()
+        tabs = next(ln for ln in text_of(world.app).splitlines() if "events, newest first" in ln)
+        assert "enter: its node" in tabs, tabs

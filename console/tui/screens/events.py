@@ -91,6 +91,8 @@ class EventsScreen(FleetView):
         parts += filter_said(self.filter)
         if self.commands_only:
             parts.append("[$warning]commands only[/] (c)")
+        # As the other views say what enter opens: here nothing did (a UX pass).
+        parts.append("[$text-muted]enter: its node[/]")
         return "  ".join(parts)
 
     def action_filter(self) -> None:
