@@ -899,6 +899,9 @@ class JobRow:
     `status` lists it: "failed on gpu0002 (…); drain gpu0002, then restart-job 41 …"."""
     failed_lapsed: bool = False
     """``failed`` is no longer work lost now (``FailedJob.lapsed``): said, sorted after."""
+    failed_where: str = ""
+    """``failed`` without the scheduler's reason, for a line under one that says ``reason``
+    (the overview's jobs panel): "failed on gpu0014; drain gpu0014, then restart-job …"."""
 
 
 def progress_bar(frac: float, width: int) -> str:
@@ -931,6 +934,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
             f"; straggler {slow.text}" if slow is not None and apart else "")
     ended = failed_job(job, state) if job.state.value in FAILING_STATES else None
     failed = "" if ended is None else failed_text(ended)
+    failed_where = "" if ended is None else failed_text(ended, with_reason=False)
     if failed:
         held_up = failed  # it holds no node: nothing else holds it up
     if job.state.value in HOLDING_NODES and scheduler_down(state):
@@ -957,15 +961,17 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         sick=sick_line, sick_count=len(sick), straggler_apart=apart,
         sick_switch=held_up_by_switch(sick),
         held_up=held_up, stalled=stalled, quiet=still, failed=failed,
-        failed_lapsed=ended is not None and bool(ended.lapsed),
+        failed_lapsed=ended is not None and bool(ended.lapsed), failed_where=failed_where,
     )
 
 
-def failed_text(failed: FailedJob) -> str:
+def failed_text(failed: FailedJob, with_reason: bool = True) -> str:
     """A failed job's line without its id, then what brings it back: the jobs view's HELD UP,
-    the overview's jobs panel and `status`'s "jobs held up" say it alike."""
-    what = failed.text.removeprefix(f"job {failed.job_id} ")
-    return f"{what}; {failed.action}"
+    the overview's jobs panel and `status`'s "jobs held up" say it alike. ``with_reason``
+    False: without the scheduler's reason, for a line under one that says it."""
+    what = failed.text if with_reason else failed.head + (
+        f"; {failed.lapsed}" if failed.lapsed else "")
+    return f"{what.removeprefix(f'job {failed.job_id} ')}; {failed.action}"
 
 
 def _pending_reason(job: JobStatus, state: FleetState) -> str:

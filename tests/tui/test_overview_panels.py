@@ -240,3 +240,25 @@ async def test_the_jobs_panel_follows_the_clock_with_nothing_received():
             world.tick(0.5)
             await pilot.pause()
         assert age() != before
+
+
+async def test_the_jobs_panel_says_a_failed_job_s_reason_once(world):
+    # The head line said the scheduler's reason, and the line under it "failed on gpu0002
+    # (the same reason); drain …": one sentence twice in one panel, the restart cut off (a UX
+    # pass on the demo, an XID 48).
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import job_status, publish_job
+
+    reason = "rank 3 on gpu0002 gpu3: uncorrectable ECC error encountered (Xid 48)"
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        ended = job_status("41", world.fleet.names[:4], world.clock, state=JobState.F)
+        publish_job(world.ingest, ended.model_copy(update={"reason": reason, "eta_s": None}),
+                    world.clock)
+        world.tick()
+        await pilot.pause()
+        jobs = panel_text(screen, "jobs-panel")
+        assert jobs.count("uncorrectable ECC") == 1, jobs
+        (under,) = [ln for ln in jobs.splitlines() if "↳" in ln]
+        assert under.strip() == ("↳ failed on gpu0002; restart-job 41 from its checkpoint at "
+                                 "step 400")

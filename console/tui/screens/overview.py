@@ -461,7 +461,9 @@ class OverviewScreen(FleetView):
                 lines.append(f"  [$error]↳ {esc(fit(j.stalled, width - 4))}[/]")
             if j.failed:
                 style = "$text-muted" if j.failed_lapsed else "$error"
-                lines.append(f"  [{style}]↳ {esc(fit(j.failed, width - 4))}[/]")
+                # The head line says the scheduler's reason: said again here, the same
+                # sentence read twice, and pushed the restart off the line (a UX pass).
+                lines.append(f"  [{style}]↳ {esc(fit(j.failed_where, width - 4))}[/]")
             if j.straggler_apart:
                 lines.append(f"  [$warning]↳ straggler {esc(fit(j.straggler, width - 14))}[/]")
             if j.quiet:
