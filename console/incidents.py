@@ -456,18 +456,20 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     # one-shot status read three nodes failed minutes apart as "at once" (a fault drill).
     seen = [_since(st) for st in members if st.change_seen]
     unseen = len(members) - len(seen)
-    before = f"before this console heard {'it' if unseen == 1 else 'them'}"
+    # "Before this console heard them" read, in a one-shot status just started, as if the
+    # console had missed something (a UX pass): they were failed in the first word it had.
+    before = "already failed when first heard"
     if not unseen:
-        when = _together(seen)
+        failed = f"failed {_together(seen)}"
     elif not seen:
-        when = before
+        failed = f"had {before}"
     else:
         # Each part plainly: "failed (of them 2 before this console heard them)" read as two
         # of the three failing twice (a review).
         together = _together(seen) if len(seen) > 1 else "while this console watched"
-        when = f": {len(seen)} {together}, {unseen} {before}"
-    title = (f"job {jid}: {len(names)} of its nodes failed{'' if when[0] == ':' else ' '}"
-             f"{when} ({compress(names)}): {what}{now}{_on_jobs(others)}")
+        failed = f"failed: {len(seen)} {together}, {unseen} {before}"
+    title = (f"job {jid}: {len(names)} of its nodes {failed} ({compress(names)}): "
+             f"{what}{now}{_on_jobs(others)}")
     actions = {recommended_action(st, state) for st in members}
     action = (f"on each of {compress(names)}: {actions.pop()}" if len(actions) == 1 else
               f"each of {compress(names)} as its own finding says (its line in the nodes view)")

@@ -461,8 +461,8 @@ def test_nodes_found_failed_when_first_heard_are_not_said_to_fail_at_once():
         session.tick()
     (inc,) = incidents(session.state, session.log.lines())
     assert inc.key == "job:4104:failed" and inc.nodes == struck
-    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
-                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.title.startswith("job 4104: 3 of its nodes had already failed when first "
+                                "heard (gpu[0001-0002,0004])"), inc.title
     out = fleet_summary(session.state, session.clock(), log=session.log.lines())
     assert "at once" not in out["incidents"][0]["title"]
     assert out["incidents"][0]["unseen"] == 3
@@ -524,8 +524,8 @@ async def test_nodes_restored_ok_and_first_heard_failed_did_not_fail_at_once(tmp
     clock = Clock()
     inc, j = await _restarted(tmp_path / "history.db", clock, {}, faults)
     assert inc.key == "job:4104:failed" and inc.nodes == STRUCK
-    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
-                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.title.startswith("job 4104: 3 of its nodes had already failed when first "
+                                "heard (gpu[0001-0002,0004])"), inc.title
     assert j["unseen"] == 3 and "at once" not in j["title"]
     # Restarted again: the store's "ok -> failed" rows were not changes a console saw.
     clock.advance(60.0)
@@ -541,8 +541,8 @@ async def test_nodes_first_heard_failed_stay_so_after_a_restart_on_the_same_stor
     db = tmp_path / "history.db"
     faults = {n: gpu_lost(0) for n in STRUCK}
     inc, j = await _restarted(db, Clock(), faults, faults)
-    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
-                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.title.startswith("job 4104: 3 of its nodes had already failed when first "
+                                "heard (gpu[0001-0002,0004])"), inc.title
     assert j["unseen"] == 3
     # The rows say which changes a console saw: first verdicts and first heard, none seen.
     with sqlite3.connect(db) as con:
@@ -608,8 +608,8 @@ def test_nodes_back_failed_from_an_agent_restart_did_not_fail_at_once():
     fleet.birth(ingest, STRUCK)
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
-    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
-                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.title.startswith("job 4104: 3 of its nodes had already failed when first "
+                                "heard (gpu[0001-0002,0004])"), inc.title
     assert inc.as_json()["unseen"] == 3
 
 
@@ -656,8 +656,8 @@ def test_a_job_s_nodes_failed_some_seen_some_not_says_which_plainly():
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
     assert inc.title.startswith(
-        "job 4104: 3 of its nodes failed: 1 while this console watched, 2 before this console "
-        "heard them (gpu[0001-0002,0004]): the same on each"), inc.title
+        "job 4104: 3 of its nodes failed: 1 while this console watched, 2 already failed when "
+        "first heard (gpu[0001-0002,0004]): the same on each"), inc.title
     (j,) = fleet_summary(session.state, session.clock(), log=session.log.lines())["incidents"]
     assert j["unseen"] == 2 and j["title"] == inc.title
 
@@ -680,8 +680,8 @@ def test_nodes_first_heard_failed_in_a_new_agent_session_did_not_fail_at_once():
     faults = {n: gpu_lost(0) for n in STRUCK}
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
-    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
-                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.title.startswith("job 4104: 3 of its nodes had already failed when first "
+                                "heard (gpu[0001-0002,0004])"), inc.title
     # Repaired, restarted again, heard ok in the new session, then failed together: seen,
     # though the new session's first samples read as the last session's did.
     _heard(session, fleet, {}, ticks=70)
@@ -707,7 +707,7 @@ def test_nodes_handed_off_and_taken_back_keep_whether_their_failure_was_seen():
     faults = {n: gpu_lost(0) for n in STRUCK}
     _heard(session, fleet, faults)
     before = incidents(session.state, session.log.lines())[0].title
-    assert "failed before this console heard them" in before, before
+    assert "had already failed when first heard" in before, before
     session.forget_nodes(STRUCK)
     _heard(session, fleet, faults, ticks=2, names=[n for n in fleet.names if n not in STRUCK])
     fleet.birth(session.ingest, STRUCK)
@@ -764,8 +764,8 @@ def test_nodes_that_failed_while_this_console_was_cut_off_did_not_fail_at_once()
     faults = {n: gpu_lost(0) for n in STRUCK}
     _heard(session, fleet, faults)
     (inc,) = incidents(session.state, session.log.lines())
-    assert inc.title.startswith("job 4104: 3 of its nodes failed before this console heard "
-                                "them (gpu[0001-0002,0004])"), inc.title
+    assert inc.title.startswith("job 4104: 3 of its nodes had already failed when first "
+                                "heard (gpu[0001-0002,0004])"), inc.title
     assert inc.as_json()["unseen"] == 3
     _heard(session, fleet, {}, ticks=70)
     _heard(session, fleet, faults)

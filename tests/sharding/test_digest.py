@@ -822,8 +822,8 @@ def test_nodes_failed_in_a_collector_outage_did_not_fail_at_once_on_digests():
         assert inc.key == "job:4104:failed" and inc.nodes == STRUCK
         titles[which] = (inc.title.split(" (gpu")[0], inc.as_json()["unseen"])
     assert titles == {"watched": ("job 4104: 3 of its nodes failed at once", 0),
-                      "outage": ("job 4104: 3 of its nodes failed before this console heard "
-                                 "them", 3)}
+                      "outage": ("job 4104: 3 of its nodes had already failed when first "
+                                 "heard", 3)}
 
 
 def test_nodes_first_heard_failed_by_their_collector_did_not_fail_at_once_on_digests():
@@ -870,7 +870,7 @@ def test_nodes_first_heard_failed_by_their_collector_did_not_fail_at_once_on_dig
     for incs in (incidents(raw.state), incidents(state)):
         (inc,) = incs
         titles.append((inc.title.split(" (gpu")[0], inc.as_json()["unseen"]))
-    assert titles == [("job 4104: 3 of its nodes failed before this console heard them", 3)] * 2
+    assert titles == [("job 4104: 3 of its nodes had already failed when first heard", 3)] * 2
     # Repaired, then watched failing by the collector: seen on digests as ever, and said by
     # no field of the digest.
     _heard(raw, fleet, {}, ticks=70)
