@@ -111,6 +111,18 @@ class Modal(ModalScreen[ResultT]):
             self.mount(Footer(show_command_palette=False))
 
 
+class DialogBody(VerticalScroll):
+    """A command dialog's blast radius: a Tab stop only while it has more than it shows.
+
+    ``fit_body`` cuts the radius to the rows the screen leaves, so it nearly always fits, and a
+    scroll box that does not scroll was the first Tab stop of every dialog, showing no focus:
+    Tab, Tab, Tab from the reason box went round to it and the Enter after did nothing, the
+    dialog still open (a 3 a.m. drive, keyboard only)."""
+
+    def allow_focus(self) -> bool:
+        return self.allow_vertical_scroll
+
+
 ROUTED_KEYS = frozenset({"backspace", "enter", "tab", "shift+tab"})
 """Keys besides the printable ones a ``Box`` passes on to the field a Tab focused."""
 
@@ -344,7 +356,7 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
         with Vertical(id="dialog", classes="dialog danger"):
             yield Static(f"[b]Drain {plural(len(r.targets), 'node')}[/]: {esc(r.hostlist)}",
                          id="dialog-title")
-            with VerticalScroll(id="dialog-body"):
+            with DialogBody(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield Label("Reason (required; shown as Reason=… [user@time]):")
             # With nothing wrong to name, a neutral example: "XID 79 on gpu3" was offered for
@@ -399,7 +411,7 @@ class RestartScreen(ReasonScreen[str | None]):
         r = self.radius
         with Vertical(id="dialog", classes="dialog danger"):
             yield Static(f"[b]Restart job {esc(self.job_id)}?[/]", id="dialog-title")
-            with VerticalScroll(id="dialog-body"):
+            with DialogBody(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield Label("Reason (required; kept in the audit log):")
             example = self.hint or "NCCL timeout at step 1200"
@@ -424,7 +436,7 @@ class ConfirmScreen(CommandScreen[bool]):
         label = f"{self.title_text} {plural(len(r.targets), 'node')}: {r.hostlist}"
         with Vertical(id="dialog", classes="dialog"):
             yield Static(f"[b]{esc(label)}?[/]", id="dialog-title")
-            with VerticalScroll(id="dialog-body"):
+            with DialogBody(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield from self.footer(self.title_text.split()[0], "warning")
 
