@@ -20,6 +20,7 @@ from typing import Any
 from fleetdeck.console.audit import UNKNOWN, AuditRecord
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.judgements import (
+    failed_job,
     held_only_since,
     holding_job,
     job_reason,
@@ -742,6 +743,17 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     for risk in () if job is None else requeue_risks(state, job):
         notes.append(f"{risk.node} ({risk.why}) is not drained: a restart may put the job on "
                      f"it again, {risk.then}; drain {risk.node} first")
+    # A failed job holds no node, so the loop above names none: the node its rank died on,
+    # failed and not drained, went unsaid, though its incident says "drain gpu0059, then
+    # restart-job 4106" (a newcomer's run restarted it from the jobs view with no word of it).
+    ended = None if job is None else failed_job(job, state)
+    for n in () if ended is None else ended.drain:
+        if n in nodes:
+            continue
+        worst = shown_findings(state.nodes[n])
+        why = f"failed: {worst[0]}" if worst else "failed"
+        notes.append(f"{n} ({why}), where job {job_id} failed, is not drained: a restart may "
+                     f"put the job on it again, to fail again; drain {n} first")
     sched = state.scheduler
     if sched is not None and scheduler_down(state):
         # Its Last Will came: the request waits in the broker's queue for nobody, and the

@@ -922,3 +922,24 @@ def test_a_job_resumed_from_its_checkpoint_risks_only_the_work_since_it_resumed(
         in job.line(), job.line()
     now = blast_radius(state, CommandOp.DRAIN, ["gpu0002"], clock(), DrainMode.NOW)
     assert now.gpu_hours_at_risk == pytest.approx(32 * 60 / 3600)
+
+
+def test_restarting_a_failed_job_names_the_node_it_failed_on_not_drained(world):
+    """A failed job holds no node, and its restart (dialog and `restart-job`) said nothing of
+    gpu0012, failed under it and not drained, where the incident said "drain gpu0012, then
+    restart-job 43" (a newcomer's run)."""
+    from fleetdeck.console.health import Verdict
+    from fleetdeck.protocol.messages import DrainInfo, DrainState, JobState
+
+    clock, ingest, _fleet, state = world
+    failed = job_status("43", [], clock, state=JobState.F).model_copy(
+        update={"reason": "rank 5 on gpu0012 gpu5: uncorrectable ECC error (Xid 48)"})
+    publish_job(ingest, failed, clock)
+    state.apply(ingest.take_batch(), clock())
+    state.nodes["gpu0012"].verdict = Verdict.FAILED
+    notes = job_blast_radius(state, "43", clock()).notes
+    assert any(n.startswith("gpu0012 (failed") and "where job 43 failed, is not drained" in n
+               and n.endswith("drain gpu0012 first") for n in notes), notes
+    state.nodes["gpu0012"].drain = DrainInfo(state=DrainState.DRAINED, reason="DBE OPS-7")
+    notes = job_blast_radius(state, "43", clock()).notes
+    assert not any(n.startswith("gpu0012") for n in notes), notes
