@@ -11,13 +11,16 @@ backlog), and no node is flagged for it (``ClockWatch.console_off``).
 
 Why it matters: an agent judges a command's expiry by its own clock, with no allowance
 (agents/guard.py ``EXPIRY_SKEW_MS``), so one ahead of the console by more than a command's
-lifetime refuses it as expired; one behind shows its events (a drain, an XID) that much in the
-past. A 2026-12-07 drill found nothing said so.
+lifetime refused it as expired, and one behind acted on it after the console's wait; one behind
+shows its events (a drain, an XID) that much in the past. A 2026-12-07 drill found nothing said
+so. Commands to a node are now stamped in its clock by the same offset
+(``ClockWatch.on_node_clock``, docs/protocol.md "Command expiry").
 """
 
 import math
 from dataclasses import dataclass
 
+from fleetdeck.protocol.messages import Command
 from fleetdeck.protocol.signing import MAX_CLOCK_SKEW_MS
 
 from .health import Finding, Severity
@@ -32,7 +35,9 @@ CLOCK_CLEAR_S = 4.0
 CLOCK_REFUSED_S = 10.0
 """A node this far ahead of the console refuses its commands as expired: a TUI's command lives
 this long (console/commands.py ``ACK_TIMEOUT_S``; a test keeps them equal) and an agent allows
-nothing past its expiry (agents/guard.py ``EXPIRY_SKEW_MS``)."""
+nothing past its expiry (agents/guard.py ``EXPIRY_SKEW_MS``). Of a console that stamps by its
+own clock: one with an offset of the node stamps its commands in the node's clock
+(``ClockWatch.on_node_clock``)."""
 CLOCK_FUTURE_S = MAX_CLOCK_SKEW_MS / 1000
 """A signed command from a console this far ahead of a node reads as issued in the future
 (fleetdeck/protocol/signing.py)."""
@@ -47,6 +52,11 @@ is a pass over every node and a sort. A smaller one is judged at every fleet-wid
 it says is of the tick's own state: a replay that seeks lands where straight play does, and a
 one-shot ``status`` judges its last tick."""
 CLOCK_LARGE_FLEET = 2048
+CLOCK_SHIFT_S = 1.0
+"""A command to a node whose offset is within this of the console's clock is stamped by the
+console's clock, as it always was (``ClockWatch.on_node_clock``): a synced node's offset reads
+as its samples' delivery delay (milliseconds), and the operator's "timed out" comes at a
+console tick. Past it, the command is stamped in the node's clock."""
 CLOCK_ACTION = "check the node's time sync (chronyc tracking)"
 REFUSES = "it refuses commands as expired"
 
@@ -122,6 +132,30 @@ class ClockWatch:
         if bucket > held[0] + 1:
             return None
         return held[1] if bucket == held[0] + 1 else min(held[1], held[2])
+
+    def on_node_clock(self, cmd: Command, node: str, now: float) -> Command:
+        """``cmd`` (stamped by this console's clock) as sent to ``node``: ``issued_at`` and
+        ``expires_at`` moved by how far ahead of ours ``node``'s clock reads, so that its agent,
+        which judges expiry by its own clock with no allowance (agents/guard.py
+        ``EXPIRY_SKEW_MS``), refuses it when our wait for it ends: a node 30 s ahead no longer
+        refuses every command, one 30 s behind no longer acts 30 s after the operator read
+        "timed out" (docs/protocol.md, "Command expiry").
+
+        The shift is ``-offset``: the lowest ``rx - ts`` read as how far ahead the node is,
+        which never overstates it (delays only add to ``rx - ts``, docs/real-nodes.md "Time
+        sync"), so the node reaches ``expires_at`` at or before our deadline, never after;
+        a console reading samples late (its backlog) only makes commands expire earlier.
+        Unchanged: a node with no sample in the window (no estimate: as before), one within
+        ``CLOCK_SHIFT_S``, and the lifetime (``expires_at - issued_at``), which the signature
+        limit and a recording's reader go by. Called on every send, a re-send included, before
+        signing: the shifted stamps are what is signed."""
+        off = self.offset(node, now)
+        if off is None or abs(off) <= CLOCK_SHIFT_S:
+            return cmd
+        # Down to the ms, so rounding never moves the expiry past what the offset allows.
+        shift_ms = math.floor(-off * 1000)
+        return cmd.model_copy(update={"issued_at": cmd.issued_at + shift_ms,
+                                      "expires_at": cmd.expires_at + shift_ms})
 
     def forget(self, node: str) -> None:
         self.lag.pop(node, None)

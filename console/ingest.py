@@ -232,6 +232,11 @@ class Batch:
     commands: list[tuple[float, Command]] = field(default_factory=list)
     """Operators' drain, resume and restart commands a recording holds (a replay only:
     ``Ingest.hears_commands``), in order."""
+    unkeyed: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """node -> (receive time, ``ts``) of its v2 delta heard here with the lowest ``rx - ts``,
+    of those that wait for their keyframe: its clock's offset all the same (``FleetState``
+    notes it, console/clock.py). A node 30 s ahead refused the keyframe ask, stamped by our
+    clock, that its first applied sample waited for, and with it every command (a review)."""
     basis: dict[str, wire2.Basis] = field(default_factory=dict)
     """Per node whose latest sample here is v2: the keyframe it rests on and whether it moved
     only columns the rules do not read (FleetState skips the rules of a healthy node when its
@@ -549,6 +554,10 @@ class Ingest:
 
     def _no_keyframe(self, node: str, msg: wire2.TelemetryV2, rx_ts: float) -> None:
         self.keyframe_missing += 1
+        unkeyed = self._batch.unkeyed
+        had = unkeyed.get(node)
+        if had is None or rx_ts - msg.ts / 1000 < had[0] - had[1] / 1000:
+            unkeyed[node] = (rx_ts, msg.ts)
         waiting = self.malformed.awaiting_keyframe
         was = waiting.get(node)
         if was is not None or len(waiting) < 131_072:  # node ids come from the network

@@ -1324,7 +1324,7 @@ class ConsoleSession:
                     nodes_retired=new.nodes_retired, digests_cleared=new.digests_cleared,
                     superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
-                    scheduler=new.scheduler)
+                    scheduler=new.scheduler, unkeyed=new.unkeyed)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:
@@ -2201,8 +2201,15 @@ class ConsoleSession:
                 self.counters.commands_sent += 1
 
     async def _publish(self, kind: Kind, subject: str, cmd: Command) -> None:
+        # Every command to a node goes out here (drains and resumes with their re-sends,
+        # keyframe, re-send and rebirth asks), stamped in that node's clock: its agent judges
+        # expiry by its own (console/clock.py ``ClockWatch.on_node_clock``). The tracker keeps
+        # the command in ours: its deadlines and re-sends go by our clock.
+        if kind is Kind.CMD:
+            cmd = self.state.clocks.on_node_clock(cmd, subject, self.clock())
         # Every command this console sends is signed when a key is configured — retries,
-        # event re-send requests and rebirth requests too: agents refuse unsigned ones.
+        # event re-send requests and rebirth requests too: agents refuse unsigned ones. The
+        # shifted stamps are signed.
         if self.publisher is not None:
             if self.command_key is not None:
                 cmd = signing.sign(cmd, self.command_key)

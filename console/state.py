@@ -1438,6 +1438,11 @@ class FleetState:
                 if applied is Taken.SETTLED:
                     settled.append(node_id)
             self.seq_lost += born.seq_gaps - gaps
+        for node_id, (rx, ts) in batch.unkeyed.items():
+            # Known nodes only (ids come from the network); their offset is what stamps the
+            # keyframe ask they wait for in their clock (``ClockWatch.on_node_clock``).
+            if (keyless := self.nodes.get(node_id)) is not None and keyless.digest is None:
+                self.clocks.note(node_id, rx, ts)
         for node_id, (rx, digest) in batch.digests.items():
             if raw_mode and (raw := self.nodes.get(node_id)) is not None and raw.born_raw:
                 continue

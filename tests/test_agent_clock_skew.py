@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import REPO, run_cli
@@ -45,28 +46,65 @@ def drain(url: str, node: str, tmp_path: Path) -> subprocess.CompletedProcess[st
                    "--timeout", "10")
 
 
-def test_a_node_clock_ahead_of_the_console_is_drained_or_told_why_not(mosquitto, tmp_path):
+def test_a_node_clock_ahead_of_the_console_is_drained(mosquitto, tmp_path):
+    """The console stamps each command in its node's clock by the offset it reads from the
+    node's samples (console/clock.py ``ClockWatch.on_node_clock``): nodes 4 s, 30 s and 5 min
+    ahead are drained by a drain that lives 10 s. Before, the ones 30 s and 5 min ahead
+    refused it as "expired before it arrived" (exit 3)."""
     url = str(mosquitto.url)
-    ahead = skewed_agent(url, "gpu0001", 4, tmp_path)
-    far = skewed_agent(url, "gpu0002", 300, tmp_path)
+    skews = {"gpu0001": 4.0, "gpu0002": 30.0, "gpu0003": 300.0}
+    agents = [skewed_agent(url, node, off, tmp_path) for node, off in skews.items()]
     try:
-        # 4 s ahead, within the command's 10 s: drained. (A command gets no allowance past its
-        # lifetime for clocks: it expires with the console's wait, so a hung agent never acts
-        # on it after the operator read "timed out", agents/guard.py EXPIRY_SKEW_MS.)
-        near = drain(url, "gpu0001", tmp_path)
-        assert near.returncode == 0, near.stdout + near.stderr
-        assert "done (DRAINED)" in near.stdout, near.stdout
-
-        # 5 min ahead: still refused, and the answer says how late and that a clock may be why.
-        off = drain(url, "gpu0002", tmp_path)
-        assert off.returncode == 3, off.stdout + off.stderr
-        assert "expired before it arrived" in off.stdout, off.stdout
-        assert "by this node's clock" in off.stdout, off.stdout
-        assert "check its time sync" in off.stdout, off.stdout
+        for node in skews:
+            out = drain(url, node, tmp_path)
+            assert out.returncode == 0, (node, out.stdout + out.stderr)
+            assert "done (DRAINED)" in out.stdout, (node, out.stdout)
+            assert "expired" not in out.stdout, (node, out.stdout)
     finally:
-        for proc in (ahead, far):
+        for proc in agents:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+async def test_a_hung_node_whose_clock_is_behind_never_acts_after_the_console_wait(
+        mosquitto, tmp_path):
+    """A drain to a node 30 s behind that hangs (SIGSTOP) after the console heard it, woken
+    (SIGCONT) once the console's wait timed out, rejects it as expired: stamped by the
+    console's clock, the command was valid 30 s longer by the node's, which drained behind the
+    operator's back (the hung agent of tests/console/test_one_shot_answers.py, its clock
+    behind)."""
+    import asyncio
+
+    from fleetdeck.console.commands import Phase
+    from fleetdeck.console.session import ConsoleSession
+    from tests.conftest import eventually
+
+    url = str(mosquitto.url)
+    agent = skewed_agent(url, "gpu0001", -30.0, tmp_path)
+    session = ConsoleSession(CLUSTER, url=mosquitto.url, ack_timeout_s=4,
+                             client_id="console-behind")
+    stop = asyncio.Event()
+    watch = asyncio.create_task(session.watch(stop, tick_s=0.1))
+    try:
+        await eventually(lambda: (session.state.clocks.offset("gpu0001", time.time()) or 0) > 29,
+                         30, interval=0.2, message="the node's offset heard")
+        os.kill(agent.pid, signal.SIGSTOP)
+        try:
+            req = session.drain(["gpu0001"], "clock drill")
+            await eventually(lambda: req.finished_at is not None, 15, interval=0.1,
+                             message="the drain timed out")
+            assert req.targets[0].phase is Phase.TIMED_OUT, req.describe()
+        finally:
+            os.kill(agent.pid, signal.SIGCONT)
+        await asyncio.sleep(3.0)  # the woken agent reads the queued drain and its re-sends
+    finally:
+        stop.set()
+        await watch
+        os.killpg(agent.pid, signal.SIGKILL)
+        agent.wait(10)
+    status = run_cli("status", "--json", "--broker", url, "--cluster", CLUSTER, "--wait", "2")
+    (node,) = json.loads(status.stdout)["nodes"]
+    assert node["drain"] == "none", (node, (tmp_path / "gpu0001.log").read_text()[-2000:])
 
 
 def test_status_says_which_node_clock_is_off_and_that_it_refuses_commands(mosquitto, tmp_path):

@@ -21,6 +21,7 @@ from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
 from fleetdeck.protocol.topics import Kind
 from tests.helpers import FakeNode
 
@@ -213,3 +214,54 @@ def test_a_node_refuses_commands_past_a_tui_commands_lifetime_ahead():
     from fleetdeck.console.commands import ACK_TIMEOUT_S
 
     assert CLOCK_REFUSED_S == ACK_TIMEOUT_S + EXPIRY_SKEW_MS / 1000
+
+
+def _cmd(now: float, life_s: float = 10.0) -> Command:
+    return Command(cmd_id="r1.0", op=CommandOp.DRAIN, target="n",
+                   args=CommandArgs(reason="clock"), issued_by="alice",
+                   issued_at=int(now * 1000), expires_at=int((now + life_s) * 1000))
+
+
+def test_a_command_is_stamped_in_its_node_clock_never_past_the_console_wait():
+    """``ClockWatch.on_node_clock``: a node 30 s ahead gets a command that expires when the
+    console's wait ends by its clock (it refused every one before), one 30 s behind one it
+    refuses once that wait is over (it acted on it 30 s later before); the shift never
+    overstates how far ahead (the lowest ``rx - ts``: delays only add), a node in sync or not
+    heard gets the command as before, and what is signed is the shifted command."""
+    from fleetdeck.agents.guard import expired
+    from fleetdeck.console.clock import CLOCK_SHIFT_S
+    from fleetdeck.protocol import signing
+
+    watch = ClockWatch()
+    rng = random.Random(5)
+    t = T0
+    skews = {"ahead": 30.0, "behind": -30.0, "sync": 0.0, "near": CLOCK_SHIFT_S / 2}
+    for _ in range(20):
+        t += 1
+        for node, skew in skews.items():
+            watch.note(node, t + rng.uniform(0.005, 0.3), int((t + skew) * 1000))
+    cmd = _cmd(t)
+    deadline_ms = cmd.expires_at
+    for node, skew in skews.items():
+        sent = watch.on_node_clock(cmd, node, t)
+        assert sent.expires_at - sent.issued_at == cmd.expires_at - cmd.issued_at  # lifetime
+        true_ms = int(skew * 1000)
+        # By the node's clock at the console's deadline (deadline + its true offset), the
+        # command has expired or expires then: never valid after the console's wait.
+        assert sent.expires_at <= deadline_ms + true_ms, node
+        if abs(skew) > CLOCK_SHIFT_S:
+            # Within what the delay added (at most 300 ms here): still valid until then.
+            assert sent.expires_at > deadline_ms + true_ms - 300, node
+            assert expired(sent, int((t + 1 + skew) * 1000)) == "", node  # 1 s in: valid
+            assert expired(sent, deadline_ms + true_ms + 1) != "", node
+        else:
+            assert sent == cmd, node
+    assert watch.on_node_clock(cmd, "unheard", t) == cmd
+    # Before: the same command reached the node 30 s ahead already expired.
+    assert "expired before it arrived" in expired(cmd, int((t + 1 + 30) * 1000))
+    # Signed after the shift, the command verifies on the node ahead, by its clock.
+    key = b"k" * 32
+    signed = signing.sign(watch.on_node_clock(cmd, "ahead", t), key)
+    assert signing.check(signed, key, int((t + 1 + 30) * 1000)) == ""
+    assert signing.check(signed.model_copy(update={"expires_at": cmd.expires_at}), key,
+                         int((t + 1 + 30) * 1000)).startswith("bad signature")
