@@ -19,7 +19,7 @@ from typing import Any
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.protocol import codec, signing
-from fleetdeck.protocol.messages import Command, CommandArgs, CommandOp
+from fleetdeck.protocol.messages import Command
 from fleetdeck.protocol.topics import ROOT, Kind, subscriptions, topic_for
 from fleetdeck.transport import Connection, MqttLink, TransportError, Will
 
@@ -254,27 +254,10 @@ class LiveFeed:
 
     # --- send ------------------------------------------------------------------------------
 
-    async def request_resends(self, asks: list[tuple[str, int]], issued_by: str) -> int:
-        """Ask agents to re-send events we missed (``FleetState.missing_events``)."""
-        if not self.link.connected or not asks:
-            return 0
-        now = int(self.clock() * 1000)
-        sent = 0
-        for node, since in asks:
-            cmd = Command(
-                cmd_id=f"resend-{node}-{since}-{now}", op=CommandOp.RESEND_EVENTS, target=node,
-                args=CommandArgs(since_seq=since), issued_by=issued_by, issued_at=now,
-                expires_at=now + 30_000,
-            )
-            try:
-                await self.send_command(Kind.CMD, node, cmd)
-                sent += 1
-            except TransportError:
-                break  # reconnecting; the state asks again later
-        return sent
-
     async def send_command(self, kind: Kind, subject: str, cmd: Command) -> Command:
-        """Sign (when a command key is configured) and publish a command; return what was sent."""
+        """Sign (when a command key is configured) and publish a command; return what was sent.
+        A command to a node comes here already stamped in the node's clock (its one caller,
+        ``ConsoleSession._publish``, console/clock.py ``ClockWatch.on_node_clock``)."""
         if self.command_key is not None:
             cmd = signing.sign(cmd, self.command_key)
         payload = codec.encode(cmd)
