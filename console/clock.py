@@ -106,10 +106,13 @@ class ClockWatch:
         """The T1 finding of each node that has one."""
         self.judged_at = -_INF
         self.fleet = NO_FLEET_CLOCK
+        self.last: dict[str, float] = {}
+        """node -> ``rx - ts`` of its latest sample: what a command is stamped by
+        (``on_node_clock``)."""
 
     def note(self, node: str, rx: float, ts_ms: int) -> None:
         """A sample of ``node`` stamped ``ts_ms`` by its clock, received at ``rx`` by ours."""
-        lag = rx - ts_ms / 1000
+        lag = self.last[node] = rx - ts_ms / 1000
         bucket = int(rx // CLOCK_BUCKET_S)
         held = self.lag.get(node)
         if held is None or bucket > held[0] + 1:
@@ -141,16 +144,21 @@ class ClockWatch:
         refuses every command, one 30 s behind no longer acts 30 s after the operator read
         "timed out" (docs/protocol.md, "Command expiry").
 
-        The shift is ``-offset``: the lowest ``rx - ts`` read as how far ahead the node is,
-        which never overstates it (delays only add to ``rx - ts``, docs/real-nodes.md "Time
-        sync"), so the node reaches ``expires_at`` at or before our deadline, never after;
-        a console reading samples late (its backlog) only makes commands expire earlier.
+        The shift is ``-(rx - ts)`` of the node's latest sample: how far ahead the node is,
+        never overstated (delays only add to ``rx - ts``, docs/real-nodes.md "Time sync"), so
+        the node reaches ``expires_at`` at or before our deadline, never after; a console
+        reading samples late (its backlog) only makes commands expire earlier. Not the
+        window's lowest ``rx - ts`` (T1's, ``offset``): a node whose clock was set back since
+        (its time sync fixed, as T1 asks) kept that for up to a minute, and a command stamped
+        by it stayed valid on the node up to the old offset past our wait.
         Unchanged: a node with no sample in the window (no estimate: as before), one within
         ``CLOCK_SHIFT_S``, and the lifetime (``expires_at - issued_at``), which the signature
         limit and a recording's reader go by. Called on every send, a re-send included, before
         signing: the shifted stamps are what is signed."""
-        off = self.offset(node, now)
-        if off is None or abs(off) <= CLOCK_SHIFT_S:
+        if self.offset(node, now) is None:  # no sample in the window
+            return cmd
+        off = self.last[node]
+        if abs(off) <= CLOCK_SHIFT_S:
             return cmd
         # Down to the ms, so rounding never moves the expiry past what the offset allows.
         shift_ms = math.floor(-off * 1000)
@@ -159,6 +167,7 @@ class ClockWatch:
 
     def forget(self, node: str) -> None:
         self.lag.pop(node, None)
+        self.last.pop(node, None)
         self.shown.pop(node, None)
         self.findings.pop(node, None)
 
@@ -182,6 +191,7 @@ class ClockWatch:
                 offsets[node] = low if bucket == at + 1 or low < before else before
         for node in gone:
             del self.lag[node]
+            self.last.pop(node, None)
         self.fleet = fleet = _fleet(offsets)
         ref = fleet.median_s if fleet.by_fleet else 0.0
         changed: dict[str, Finding | None] = {}

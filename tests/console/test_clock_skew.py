@@ -265,3 +265,25 @@ def test_a_command_is_stamped_in_its_node_clock_never_past_the_console_wait():
     assert signing.check(signed, key, int((t + 1 + 30) * 1000)) == ""
     assert signing.check(signed.model_copy(update={"expires_at": cmd.expires_at}), key,
                          int((t + 1 + 30) * 1000)).startswith("bad signature")
+
+
+def test_a_node_whose_clock_was_set_back_gets_commands_stamped_by_its_clock_now():
+    """T1 asks the operator to fix a node's time sync: a node 30 s ahead set right keeps its
+    window's lowest ``rx - ts`` (T1's offset) for up to a minute, and a command stamped by it
+    stayed valid on the node 30 s past the console's wait (a review). The latest sample says
+    how far ahead it is now."""
+    from fleetdeck.agents.guard import expired
+
+    watch = ClockWatch()
+    t = T0
+    for _ in range(10):  # 30 s ahead
+        t += 1
+        watch.note("n1", t + 0.01, int((t + 30) * 1000))
+    for _ in range(2):  # set right (chronyc makestep)
+        t += 1
+        watch.note("n1", t + 0.01, int(t * 1000))
+    assert watch.offset("n1", t) < -29  # T1 still reads it ahead, for its window
+    cmd = _cmd(t)
+    sent = watch.on_node_clock(cmd, "n1", t)
+    assert sent == cmd
+    assert expired(sent, cmd.expires_at + 1) != ""  # expires with the console's wait
