@@ -58,7 +58,9 @@ console's clock, as it always was (``ClockWatch.on_node_clock``): a synced node'
 as its samples' delivery delay (milliseconds), and the operator's "timed out" comes at a
 console tick. Past it, the command is stamped in the node's clock."""
 CLOCK_ACTION = "check the node's time sync (chronyc tracking)"
-REFUSES = "it refuses commands as expired"
+REFUSES = "it refuses as expired the commands of a console that has not heard its samples"
+"""Of a console on digests, or one not yet heard from it: they stamp a command by their own
+clock; one that has heard it stamps in its clock (``ClockWatch.on_node_clock``)."""
 
 _INF = math.inf
 
@@ -244,7 +246,7 @@ def _fleet(offsets: dict[str, float]) -> FleetClock:
             off = (f"{agree} of {n} nodes read {-median:.0f} s ahead of this console: its clock "
                    "is behind")
             if -median > CLOCK_REFUSED_S:
-                off += "; they refuse its commands as expired"
+                off += "; they refuse as expired its commands to any it has not heard yet"
         off += f": {CLOCK_ACTION.replace('the node', 'this host')}"
     return FleetClock(n, median, agree, off)
 

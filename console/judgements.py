@@ -1760,11 +1760,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         if codes == {92}:
             return "watch the single-bit ECC rate; contact support if it keeps rising"
     if v == "degraded" and rules == {CLOCK_RULE} and st.drain.state is DrainState.NONE:
-        # Its GPUs are fine: a drain is no fix for a clock, and one it refuses (over 10 s
-        # ahead) cannot be done anyway (console/clock.py).
+        # Its GPUs are fine: a drain is no fix for a clock, and a console on digests (its own
+        # clock's stamps) cannot drain one over 10 s ahead anyway (console/clock.py).
         refuses = any(REFUSES in f.text for f in st.all_findings)
         return (f"{CLOCK_ACTION}; do not drain for it (its GPUs are fine)"
-                + ("; until it is fixed it refuses drains and every other command"
+                + ("; until it is fixed a console on digests cannot drain it"
                    if refuses else ""))
     if v == "degraded" and rules == {"N6"}:
         # Saturated, the counter cannot say whether errors go on (docs/architecture.md).

@@ -128,7 +128,8 @@ def test_status_says_which_node_clock_is_off_and_that_it_refuses_commands(mosqui
             f"T1 clock 8 s ahead of the fleet's {off}"], nodes["gpu0001"]
         assert nodes["gpu0002"]["findings"] == [
             f"T1 clock 300 s ahead of the fleet's {off}; over 10 s ahead of this console, it "
-            "refuses commands as expired"], nodes["gpu0002"]
+            "refuses as expired the commands of a console that has not heard its samples"
+        ], nodes["gpu0002"]
         for node in ("gpu0001", "gpu0002"):
             assert nodes[node]["verdict"] == "degraded"
             assert nodes[node]["action"].startswith(

@@ -136,11 +136,12 @@ def test_a_node_over_10_s_ahead_is_said_to_refuse_commands_and_one_behind_to_dat
     fleet.run(4)
     found = fleet.t1()
     assert found["gpu0001"] == (f"clock 300 s ahead of the fleet's {OFF}; over 10 s ahead of "
-                                "this console, it refuses commands as expired")
+                                "this console, it refuses as expired the commands of a console "
+                                "that has not heard its samples")
     assert found["gpu0002"] == (f"clock 300 s behind the fleet's {OFF}; its events read that "
                                 "much in the past")
     state = fleet.session.state
-    assert "until it is fixed it refuses drains" in recommended_action(
+    assert "until it is fixed a console on digests cannot drain it" in recommended_action(
         state.nodes["gpu0001"], state)
 
 
