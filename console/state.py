@@ -481,11 +481,15 @@ class NodeState(msgspec.Struct, gc=False):
     @property
     def ib_ports(self) -> int:
         """Its birth's ports, and those an earlier birth had that it lacks (N8, one finding a
-        port: a console on digests knows them from the collector's findings alone)."""
-        if self.birth is not None and self.birth.ib_ports:
-            n = len(self.birth.ib_ports)
-            found = self.history.shrunk if self.digest is None else self.findings
-            return n + sum(f.rule == "N8" for f in found) if found else n
+        port: a console on digests knows them from the collector's findings alone). A birth
+        with no port left (every HCA gone: mlx5_core not loaded after a reboot) counts its
+        N8s too: it fell back to its telemetry's none, and read IB "0", no port down and 8
+        fewer ports in the fleet's total beside "(0 IB ports now, 8 before)" (a review)."""
+        b = self.birth
+        found = self.history.shrunk if self.digest is None else self.findings
+        gone = sum(f.rule == "N8" for f in found) if found else 0
+        if b is not None and (b.ib_ports or gone):
+            return len(b.ib_ports) + gone
         t = self.telemetry
         return len(t.ib_ports) if t is not None else 0
 

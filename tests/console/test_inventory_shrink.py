@@ -396,6 +396,25 @@ def test_the_counts_read_against_the_fullest_inventory_the_node_had():
     assert (row.gpus, row.ib, row.reasons) == ("8/8", "8", "")
 
 
+def test_a_node_back_with_no_ib_port_at_all_counts_the_ports_it_had():
+    """Every HCA gone (mlx5_core not loaded after the reboot): its birth lists no port, and
+    the count fell back to its telemetry's none: IB "0", no port down, the fleet 8 ports
+    fewer, beside eight N8s "(0 IB ports now, 8 before)"."""
+    session, fleet = _two_nodes()
+    fleet.src("gpu0001").ports = []
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    st = session.state.nodes["gpu0001"]
+    assert st.reasons == ["N8"] and st.birth is not None and st.birth.ib_ports == ()
+    assert node_row(st, session.clock()).ib == "0/8"
+    totals = fleet_summary(session.state, session.clock())["totals"]
+    assert (totals["ib_ports"], totals["ib_ports_up"], totals["ib_ports_down"]) == (16, 8, 8)
+    now = session.clock()
+    _, dig = digest_state(CLUSTER, codec.encode(make_digest(st, "shard-1", now)), now + 0.1)
+    ds = dig.nodes["gpu0001"]
+    assert (ds.ib_ports, ds.port_use().down) == (8, 8)
+
+
 def test_the_reasons_column_names_the_gpu_before_its_uuid():
     """"G14 GPU-fabe…: gpu3 not enumerated": the uuid came before the gpu3 a reader looks for.
     The other findings read "rule component: text", the component by its name (gpu3,
