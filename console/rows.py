@@ -511,11 +511,16 @@ def gpu_findings(st: NodeState, gpu: int) -> list[Finding]:
     read "node failed  F1 behind suspect switch leaf01-r4: the link faults of mlx5_ib4:1 are the
     switch's" of gpu0014's gpu3, ↯ for its own flapping mlx5_ib3:1 (N2, N5), which it left out
     as another component's (a 3 a.m. drive). A port finding is the cell's when ``gpu_cells``
-    draws it there (``port_gpus``)."""
+    draws it there (``port_gpus``). A G14 (named by uuid) is the line of the cells past the
+    GPUs the node sends: they are drawn missing for it since the node counts against the 8 it
+    had, and gpu7's "x" read only its rail's N8, or nothing, with gpu3's G14 on no line (a
+    review: NVML renumbers, so the lost GPU is the last cell, ``health._gpus_gone``)."""
     name = f"gpu{gpu}"
     n = _cells_of(st)
+    sent = wire2.rows_of(st.sample)[0] if st.sample is not None else n
     mine = [f for f in st.all_findings
             if f.component in ("", name) or name in f.component.split(",")
+            or (f.rule == "G14" and gpu >= sent)
             or (f.rule.startswith("N") and not _finding_gpus(f)
                 and gpu in port_gpus(st, f.component, n))]
     return sorted(mine, key=lambda f: (st.switch_owns(f) or f.rule == "F1", finding_rank(f)))

@@ -22,7 +22,7 @@ from fleetdeck.console.health import (
 from fleetdeck.console.incidents import incidents
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import recommended_action
-from fleetdeck.console.rows import node_row, top_problems
+from fleetdeck.console.rows import Cell, gpu_cells, gpu_findings, node_row, top_problems
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import Store
 from fleetdeck.console.summary import fleet_summary
@@ -413,6 +413,23 @@ def test_a_node_back_with_no_ib_port_at_all_counts_the_ports_it_had():
     _, dig = digest_state(CLUSTER, codec.encode(make_digest(st, "shard-1", now)), now + 0.1)
     ds = dig.nodes["gpu0001"]
     assert (ds.ib_ports, ds.port_use().down) == (8, 8)
+
+
+def test_the_grid_cell_drawn_missing_for_a_lost_gpu_says_g14():
+    """Counted against the 8 it had, the node's eighth cell is drawn missing (NVML renumbered
+    the seven left 0-6): its line read only its rail's N8, and the G14 that drew it was on no
+    cell's line (named by uuid, not by a cell's index)."""
+    session, fleet = _two_nodes()
+    _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    st = session.state.nodes["gpu0001"]
+    now = session.clock()
+    _, dig = digest_state(CLUSTER, codec.encode(make_digest(st, "shard-1", now)), now + 0.1)
+    for node in (st, dig.nodes["gpu0001"]):
+        assert gpu_cells(node)[7] == Cell.MISSING
+        assert [f.rule for f in gpu_findings(node, 7)] == ["G14", "N8"]
+        assert [f.rule for f in gpu_findings(node, 3)] == []
 
 
 def test_the_reasons_column_names_the_gpu_before_its_uuid():

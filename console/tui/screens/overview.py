@@ -25,7 +25,7 @@ from fleetdeck.console.fabric_map import (
     leaf_grouped,
     switch_health,
 )
-from fleetdeck.console.health import VERDICT_ORDER, Verdict
+from fleetdeck.console.health import VERDICT_ORDER, Verdict, reason_line
 from fleetdeck.console.judgements import RECOVERED, suspect_switches, utc_hms
 from fleetdeck.console.node_order import NodeOrder
 from fleetdeck.console.rows import (
@@ -320,7 +320,7 @@ class OverviewScreen(FleetView):
             colour = verdict_markup(st.verdict_shown)
             text += f"  node [{colour}]{st.verdict_shown}[/]"
             if mine:
-                text += "  " + esc("; ".join(str(f) for f in mine[:2]))
+                text += "  " + esc("; ".join(map(reason_line, mine[:2])))
         text += "   [$text-muted]enter: detail · arrows/hjkl move[/]"
         self.query_one("#grid-status", Readout).show(text)
 
