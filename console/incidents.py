@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from fleetdeck.console.eventlog import EventLine
-from fleetdeck.console.health import Verdict
+from fleetdeck.console.health import Verdict, reason_line
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     FAILING_STATES,
@@ -435,9 +435,10 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
         # first finding with others that differ behind "(+1 more)" (a review), read as one
         # rail's switch. Their texts may differ in figures (error counts, temperatures).
         more = len(found[0]) - 1
-        what = f"the same on each, {heads[0]}" + (f" (+{more} more)" if more else "")
+        what = (f"the same on each, {reason_line(heads[0])}"
+                + (f" (+{more} more)" if more else ""))
     else:
-        what = "; ".join(f"{st.node_id}: {f[0]}"
+        what = "; ".join(f"{st.node_id}: {reason_line(f[0])}"
                          for st, f in zip(members, found, strict=True) if f)
     job = state.jobs.get(jid)
     holds = job is not None and job.state.value in HOLDING_NODES and any(
@@ -675,7 +676,9 @@ def _node_incident(st: NodeState, jobs_on: dict[str, list[str]],
                    state: FleetState) -> Incident:
     findings = shown_findings(st)
     worst = findings[0] if findings else None
-    head = str(worst) if worst is not None else st.verdict.value
+    # In the words of the top problems beside it (``health.reason_line``): "G14 GPU-fabe…:
+    # gpu3 not enumerated" put 40 characters of uuid before the gpu3, cut at the panel's width.
+    head = reason_line(worst) if worst is not None else st.verdict.value
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
     jobs = _jobs([st.node_id], jobs_on)
     # A silent agent whose job still steps names that job in its finding already.

@@ -432,6 +432,19 @@ def test_the_grid_cell_drawn_missing_for_a_lost_gpu_says_g14():
         assert [f.rule for f in gpu_findings(node, 3)] == []
 
 
+def test_the_incident_names_the_gpu_before_its_uuid_as_the_top_problems_do():
+    """The overview's top problems read "G14 gpu3 not enumerated …, GPU-…" and the incident
+    beside them "G14 GPU-…: gpu3 not enumerated", the gpu3 cut off at the panel's width."""
+    session, fleet = _two_nodes()
+    lost = _lose_gpu3_and_a_port(fleet)
+    _born(session, fleet, "gpu0001", 2)
+    _run(session, fleet)
+    (inc,) = [i for i in incidents(session.state, session.log.lines()) if "gpu0001" in i.nodes]
+    assert inc.title.startswith("gpu0001 failed: G14 gpu3 not enumerated since an earlier "
+                                f"birth of the node (7 GPUs now, 8 before), {lost} (+1 more)"), (
+        inc.title)
+
+
 def test_the_reasons_column_names_the_gpu_before_its_uuid():
     """"G14 GPU-fabe…: gpu3 not enumerated": the uuid came before the gpu3 a reader looks for.
     The other findings read "rule component: text", the component by its name (gpu3,
