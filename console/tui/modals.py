@@ -22,6 +22,10 @@ from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 
 MAX_TARGET_LINES = 8
+RADIUS_REFRESH_S = 1.0
+"""How often an open drain dialog takes its blast radius again: one left open while its node's
+agent died kept "ok, nothing found on it" and no word of a time-out to come, and the drain typed
+into it timed out (a 2026-12-07 drill)."""
 """Target lines shown before the dialog is laid out (``CommandScreen.fit_body`` then sizes the
 list to the screen)."""
 
@@ -375,6 +379,15 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
     def on_mount(self) -> None:
         self.query_one("#mode", RadioSet).compact = True
         super().on_mount()
+        self.set_interval(RADIUS_REFRESH_S, self._refresh_radius)
+
+    def _refresh_radius(self) -> None:
+        """The fleet moves on while the operator types the reason: a target that went offline,
+        was retired or came back is said as it is now, not as it was when the dialog opened."""
+        radius = self._radius_for(self.mode)
+        if radius != self.radius:
+            self.radius = radius
+            self.fit_body()
 
     @on(RadioSet.Changed, "#mode")
     def _mode(self, event: RadioSet.Changed) -> None:

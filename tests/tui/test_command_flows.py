@@ -466,3 +466,31 @@ async def test_a_drain_resumed_while_draining_closes_superseded_with_a_warning(w
         [toast] = [n for n in world.app._notifications if "superseded" in str(n.message)]
         assert toast.severity == "warning", toast
         assert "resumed before it drained" in str(toast.message)
+
+
+async def test_an_open_drain_dialog_follows_its_target_going_offline(world):
+    """A 2026-12-07 drill: the dialog opened on a healthy node still said "ok, nothing found on
+    it" 10 s after the node's agent died, with no word of the time-out to come, and the drain
+    typed into it timed out. The dialog takes its radius again while open."""
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.conftest import pilot_until
+    from tests.tui.fleet import CLUSTER
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_drain(["gpu0006"])
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)
+        assert "cannot acknowledge" not in text_of(world.app)
+        agent = world.fleet.agents["gpu0006"]
+        world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0006"),
+                            codec.encode(agent.status(online=False)), world.clock())
+        for _ in range(6):
+            world.fleet.telemetry(world.ingest,
+                                  names=[n for n in world.fleet.names if n != "gpu0006"])
+            world.tick(1)
+        assert world.app.state.nodes["gpu0006"].online is False
+        await pilot_until(pilot, lambda: "cannot acknowledge" in text_of(world.app),
+                          "the open dialog to say the offline target cannot acknowledge")
+        assert isinstance(world.app.screen, DrainScreen)
+        assert "gpu0006" in text_of(world.app) and "offline" in text_of(world.app)
