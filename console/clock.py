@@ -111,9 +111,24 @@ class ClockWatch:
         self.last: dict[str, float] = {}
         """node -> ``rx - ts`` of its latest sample: what a command is stamped by
         (``on_node_clock``)."""
+        self.settle_until = -_INF
+        """After this console's clock stepped (``stepped``), until this time a node with no
+        offset yet keeps its T1: every offset starts again from the node's next sample."""
+        self.settle_nodes = 0
+        """How many nodes had an offset when the clock stepped: until as many have one again
+        (or ``settle_until``), nothing is judged. Judged on the first few, a step back read
+        them off the console's clock, too few to outvote it (``CLOCK_QUORUM``): T1 on each."""
+        self.old_clock: tuple[float, bool] | None = None
+        """After a step: received times on the old clock's side of this one (before it, for
+        a step forward; after it, for one back) are of samples received before the step and
+        noted after it: left out, as they were left out of the ingest's delays."""
 
     def note(self, node: str, rx: float, ts_ms: int) -> None:
         """A sample of ``node`` stamped ``ts_ms`` by its clock, received at ``rx`` by ours."""
+        if self.old_clock is not None:
+            edge, forward = self.old_clock
+            if rx < edge if forward else rx > edge:
+                return
         lag = self.last[node] = rx - ts_ms / 1000
         bucket = int(rx // CLOCK_BUCKET_S)
         held = self.lag.get(node)
@@ -126,6 +141,25 @@ class ClockWatch:
             self.lag[node] = (bucket, lag, held[1])
         elif lag < held[1]:  # the console's clock went back: keep to the newer bucket
             self.lag[node] = (held[0], lag, held[2])
+
+    def stepped(self, now: float, step: float) -> None:
+        """This console's wall clock was stepped by ``step`` s (detected at ``now``, within a
+        tick): the offsets held were of the old clock. Mixed with the new one's, a step back
+        of 2 min read the nodes that had sampled since as 120 s ahead and the rest not, so no
+        majority agreed and 10 of 16 healthy nodes were written ``ok -> degraded (T1)`` and
+        back within a second (a 2026-12-07 drill)."""
+        self.settle_nodes = len(self.lag)
+        self.lag.clear()
+        self.last.clear()  # of the old clock: a command is stamped as ours until a sample
+        self.settle_until = now + CLOCK_BUCKET_S
+        # A sample received before the step was stamped at most ``now - step`` by the old
+        # clock and after the tick before (``now - step`` less a tick); one received after
+        # it, at least a tick's length past ``now - step`` (a step forward) or at most ``now``
+        # (back). These edges sit between the two for any step over 2 s (the session's
+        # ``CLOCK_STEP_S``) at ticks of 0.5 s at most; a sample left out by mistake costs
+        # nothing but itself.
+        self.old_clock = ((now - step / 2, True) if step > 0
+                          else (now - step - 1.0, False))
 
     def offset(self, node: str, now: float) -> float | None:
         """``node``'s offset at ``now``: our clock minus its, at most (+: the node is behind);
@@ -194,11 +228,14 @@ class ClockWatch:
         for node in gone:
             del self.lag[node]
             self.last.pop(node, None)
+        if now < self.settle_until and len(offsets) < self.settle_nodes:
+            return {}
         self.fleet = fleet = _fleet(offsets)
         ref = fleet.median_s if fleet.by_fleet else 0.0
         changed: dict[str, Finding | None] = {}
+        settling = now < self.settle_until
         for node in list(self.findings):
-            if node not in offsets:
+            if node not in offsets and not settling:
                 # Its offset left the window (a silent node: H1 says so) or it left the scope.
                 del self.findings[node]
                 self.shown.pop(node, None)

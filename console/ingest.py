@@ -330,6 +330,14 @@ class Ingest:
         batch, self._batch = self._batch, Batch()
         return batch
 
+    def clock_stepped(self) -> None:
+        """This console's wall clock was stepped (NTP, an operator's ``date -s``): every
+        node's lowest ``rx - ts`` was of the old clock. Kept, a step forward read as the
+        console that far behind for as long as it ran (``BEHIND 420.0s`` in the header, the
+        Prometheus gauge too, a 2026-12-07 drill); each node's next sample sets it again."""
+        self._lag_floor.clear()
+        self._batch.delays.clear()
+
     def parsed(self, topic: str) -> Topic | None:
         """``topic`` parsed (None: not a protocol topic), from the cache ``handle`` reads: a
         replay's feed asks first, and the topic is not parsed twice (~3 µs each)."""

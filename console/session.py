@@ -267,6 +267,9 @@ STALL_BLIND_S = 5.0
 """A live session that did not tick for this long (ticks are 0.5 s apart) did not run."""
 STALL_GRACE_S = 5.0
 """After such a gap, the time it takes to read what queued up meanwhile."""
+CLOCK_STEP_S = 2.0
+"""The wall clock moved this much more (or less) than the monotonic one between two ticks: it
+was stepped (NTP, ``date -s``), not the process stopped (both move then)."""
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
 JOB_KEPT_SAID_S = 60.0
@@ -385,6 +388,7 @@ class ConsoleSession:
         filters: Sequence[str] | None = None,
         will: Will | None = None,
         recent_history: bool = True,
+        steady: Callable[[], float] | None = None,
     ) -> None:
         self.cluster = cluster
         self.recent_history = recent_history
@@ -448,6 +452,11 @@ class ConsoleSession:
         several ticks means the process did not run (``_watch_sight``)."""
         self._ticked_at: float | None = None
         """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
+        self._steady = steady if steady is not None else (
+            time.monotonic if clock is time.time else None)
+        """The clock that never steps, beside a real wall clock (an injected one, a test's,
+        has none unless given): tells a stepped wall clock from a process that did not run."""
+        self._ticked_steady: float | None = None
         self._was_up = False
         """The feed has been connected once (a broker lost after that blinds the console)."""
         self.store: Store | None = None
@@ -1137,6 +1146,17 @@ class ConsoleSession:
             self.log.add(verdict_line(tr.ts, tr.node, tr.old.value, tr.new, tr.reasons,
                                       tr.seen))
 
+    def _clock_stepped(self, now: float, step: float) -> None:
+        """This host's wall clock jumped by ``step`` s between two ticks: what was measured
+        against the old one (each node's usual delay, its clock offset) starts again, and the
+        timeline says why the times around it do not follow on."""
+        self.ingest.clock_stepped()
+        self.state.clocks.stepped(now, step)
+        way = "forward" if step > 0 else "back"
+        self.note(f"this host's clock was stepped {way} by {abs(step):.0f} s (NTP, or set by "
+                  "hand): times before it are of the old clock; delays and node clock offsets "
+                  "are measured again from now", severity="warn", kind="connection", keep=True)
+
     def _watch_sight(self, now: float) -> None:
         """Tell the fleet state when the console loses and regains the broker: while it is
         cut off (and until the agents had time to reconnect), no node goes stale for the
@@ -1146,7 +1166,29 @@ class ConsoleSession:
             return
         state = self.state
         last, self._ticked_at = self._ticked_at, now
-        if last is not None and now - last > max(STALL_BLIND_S, 4 * self.tick_s):
+        steady = self._steady() if self._steady is not None else None
+        last_steady, self._ticked_steady = self._ticked_steady, steady
+        gap = None if last is None else now - last
+        if last is not None and gap is not None and steady is not None and last_steady is not None:
+            ran = steady - last_steady
+            if abs(gap - ran) > CLOCK_STEP_S:
+                self._clock_stepped(now, gap - ran)
+                # Only the time that passed counts as not running: a step of +7 min read
+                # "this console did not run for 421 s" (a 2026-12-07 drill). A step forward
+                # makes every node's last word look that much older: the span it skipped is
+                # not the nodes' silence, as a stop's is not.
+                stalled = ran > max(STALL_BLIND_S, 4 * self.tick_s)
+                if stalled or gap > ran:
+                    state.lose_sight(last if gap > ran else now - ran,
+                                     f"this console did not run for {ran:.0f} s" if stalled
+                                     else "this host's clock was stepped forward")
+                    state.regain_sight(now, STALL_GRACE_S)
+                if stalled:
+                    self.note(f"this console did not run for {ran:.0f} s (stopped, suspended "
+                              "or starved of CPU): no node is judged stale for that time",
+                              severity="warn", kind="connection", keep=True)
+                gap = None
+        if last is not None and gap is not None and gap > max(STALL_BLIND_S, 4 * self.tick_s):
             # This process did not run (SIGSTOP, a suspended VM, a starved host): what the
             # nodes sent meanwhile waits in the socket, unread. Their silence is ours; a
             # collector resumed after 33 s published every node stale (a scale-out audit).
