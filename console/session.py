@@ -120,6 +120,8 @@ RECORDING_FLUSH_S = 2.0
 """Each flush ends a gzip member: every 2 s keeps a file being recorded readable."""
 WRITER_CHECK_S = 2.0
 """How often a console looks whether a collector writes its store (``WriterLock``)."""
+STORE_FILE_CHECK_S = 5.0
+"""How often the store's path is looked at, to say when it no longer names the file written."""
 STORE_QUEUE_TICKS = 1200
 """Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
 per-minute samples are dropped, never events, transitions or audit records."""
@@ -468,6 +470,8 @@ class ConsoleSession:
         """The collector that writes this console's store (its own words), None while none
         does (this console writes it then)."""
         self._writer_checked = -1e9
+        self._store_checked = time.monotonic()
+        """When the store's path was last looked at (``_check_store_file``)."""
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
         self.problems: dict[str, SessionProblem] = {}
@@ -2319,7 +2323,24 @@ class ConsoleSession:
                     self.store.purging = holder is None
         return self.store_written_by is not None
 
+    def _check_store_file(self) -> None:
+        """Say once when the store's path no longer names the file written (``Store.gone``):
+        NO HISTORY in the header, the sentence in the timeline and the log."""
+        store = self.store
+        if store is None or "history" in self.problems:
+            return
+        now = time.monotonic()
+        if now - self._store_checked < STORE_FILE_CHECK_S:
+            return
+        self._store_checked = now
+        why = store.gone()
+        if why:
+            log.error("%s", why)
+            self._problem("history", f"history not kept: {why}", self.clock())
+            self.note(why, severity="error", kind="store")
+
     async def _flush_store(self, final: bool = False) -> None:
+        self._check_store_file()
         store, q = self.store, self._store_q
         if store is None or not q.rows:
             return

@@ -133,6 +133,10 @@ _PORT_UPSERT = {partial: _upsert("port_minutes", "dev", ("xmit_Bps", "rcv_Bps"),
                 for partial in (False, True)}
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+
 def default_db_path(cluster: str) -> Path:
     return state_base() / f"{cluster}.db"
 
@@ -445,6 +449,8 @@ class Store:
         """Rows the last ``restore`` skipped as unreadable, by table (a store written by an
         older version, damaged or edited by hand): logged once, never put into the state."""
         self._seen = "seen"
+        self.identity: tuple[int, int] | None = None
+        """The file opened (device, inode): ``gone`` tells whether ``path`` still names it."""
         """How ``transitions.seen`` is read: NULL in an older store opened read-only
         (``_migrate``)."""
 
@@ -517,6 +523,9 @@ class Store:
             raise StoreError(_unusable(path, err)) from None
         store = cls(db, path, retention_days)
         store.cluster = held
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            store.identity = (st.st_dev, st.st_ino)
         if not current:
             async with db.execute("PRAGMA table_info(transitions)") as cur:
                 if not any(r[1] == "seen" for r in await cur.fetchall()):
@@ -675,6 +684,30 @@ class Store:
             await self.purge(time.time())
         self.writes += 1
         self.write_ms = (time.perf_counter() - t0) * 1000
+
+    def gone(self) -> str:
+        """Why ``path`` no longer names the store this process writes ('' while it does): the
+        file deleted (``rm``, a cleanup job), another put in its place, or its header
+        overwritten. SQLite writes on into the file it has open and says nothing: a drill
+        deleted a console's store and every row it wrote after was lost with the process,
+        the header clear all along (2026-12-07)."""
+        if self.identity is None:
+            return ""
+        lost = "what is written now is lost: restart to keep history in a new store"
+        try:
+            st = os.stat(self.path)
+            with open(self.path, "rb") as f:
+                head = f.read(len(SQLITE_MAGIC))
+        except FileNotFoundError:
+            return f"history store {self.path} was deleted while in use; {lost}"
+        except OSError:
+            return ""  # unreadable now (permissions, NFS): the writes say what goes wrong
+        if (st.st_dev, st.st_ino) != self.identity:
+            return f"history store {self.path} was replaced by another file while in use; {lost}"
+        if head != SQLITE_MAGIC and st.st_size > 0:
+            return (f"history store {self.path} was overwritten (not a SQLite database any "
+                    f"more) while in use; {lost} (move the damaged file aside first)")
+        return ""
 
     async def checkpoint(self) -> None:
         """Move the WAL into the database and give its space back, without waiting for
