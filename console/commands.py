@@ -589,8 +589,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         if undrained:
             notes.append(f"not drained: {compress(undrained)} (in service already: the resume "
                          "changes nothing there; the agent answers 'was not drained')")
-    if any(state.nodes.get(n) is None or state.nodes[n].online is False for n in nodes):
-        notes.append("offline or unknown nodes cannot acknowledge: expect time-outs")
+    silent = [n for n in nodes if state.nodes.get(n) is None or state.nodes[n].online is False]
+    if silent:
+        # Named: "offline or unknown nodes" of a 64-node drain left the operator to find
+        # the 3 among them (a 2026-12-07 drill).
+        notes.append(f"offline or unknown nodes cannot acknowledge: expect time-outs "
+                     f"({compress(silent)})")
     return BlastRadius(
         op=op, mode=mode, targets=nodes, target_lines=lines, gpus=gpus, jobs=impacts,
         nodes_affected=len(affected_nodes), gpus_affected=gpus_affected,

@@ -10,6 +10,7 @@ import pytest
 
 from fleetdeck.broker import free_port
 from fleetdeck.brokerurl import make_client
+from fleetdeck.hostlist import compress
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import JobState, JobStatus
 from fleetdeck.protocol.topics import Kind, topic_for
@@ -360,3 +361,34 @@ def test_a_drain_resumed_while_it_drains_ends_superseded_not_open(sim, tmp_path)
     assert waited < 10, f"the drain waited {waited:.0f} s after the resume"
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [r["outcome"] for r in records] == ["requested", "superseded"], records
+
+
+def test_a_drain_of_a_list_says_which_nodes_still_drain_and_which_never_answered(sim, tmp_path):
+    """A 2026-12-07 drill: `drain 'gpu[0001-0064]'` with 3 agents dead ended "32 timed_out, 32
+    done", the 29 nodes still DRAINING (the drain took; their jobs finish first) counted with
+    the 3 that never answered, each listed twice, and the radius said "offline or unknown
+    nodes" without naming them. The silent ones are named, the draining ones counted apart."""
+    import json
+
+    status = run_cli("status", "--json", "--broker", str(sim.url), "--cluster", "cli")
+    nodes = json.loads(status.stdout)["nodes"]
+    idle = [n["id"] for n in nodes if not n["job"]]
+    busy = [n["id"] for n in nodes if n["job"]]
+    assert len(busy) >= 2 and idle, nodes
+    dead = idle[0]
+    res = run_cli("inject", "--broker", str(sim.url), "--cluster", "cli", "agent_death",
+                  f"node={dead}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    time.sleep(2.0)
+    out = cli(sim, tmp_path / "audit.jsonl", "drain", "gpu[0001-0004]", "--reason", "list",
+              "--timeout", "6")
+    assert out.returncode == 4, out.stdout + out.stderr
+    text = out.stdout
+    assert f"expect time-outs ({dead})" in text, text
+    summary = next(line for line in text.splitlines() if line.startswith("drain gpu[0001-0004]:"))
+    assert f"{len(busy)} still draining (acknowledged" in summary, summary
+    assert "1 timed_out" in summary, summary
+    tail = text[text.index(summary):]
+    assert f"  {compress(busy)}: timed_out while DRAINING" in tail, tail
+    assert sum(line.startswith(f"  {n}:") for n in busy for line in tail.splitlines()) == 0, tail
+    assert f"  {dead}: timed_out" in tail and "offline" in tail, tail
