@@ -60,10 +60,23 @@ class _StateFile(BaseModel):
 
 def usable_state_dir(path: Path) -> Path:
     """``--state-dir``, made if missing; one sentence if it cannot be used."""
+    # Said as what to fix: "File exists." of a path that is a file, and "not writable by
+    # this user" to root on a read-only mount, sent the operator looking (a 2026-12-07 drill).
+    keeps = "the agent keeps its drain state, command ids and lock there"
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--state-dir {path} is a file, not a directory ({keeps}): give it a "
+                        "directory.")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        file = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if file is not None:
+            raise UserError(f"--state-dir {path}: {err.strerror} ({file} is a file).") from None
         raise UserError(f"--state-dir {path}: {err.strerror}.") from None
+    with contextlib.suppress(OSError):
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            raise UserError(f"--state-dir {path} is on a read-only file system ({keeps}): "
+                            "give it a writable directory.")
     if not os.access(path, os.W_OK | os.X_OK):
         raise UserError(f"--state-dir {path}: not writable by this user.")
     return path

@@ -388,3 +388,40 @@ async def test_a_second_agent_of_the_node_on_its_state_dir_is_refused_in_one_sen
             stop_process(second)
     finally:
         stop_process(first)
+
+
+def test_a_state_dir_that_is_a_file_is_said_so(tmp_path):
+    """A 2026-12-07 drill: `agent --state-dir FILE` said "--state-dir FILE: File exists.", and
+    one under a file "Not a directory.", naming neither what is wrong nor what to do."""
+    from tests.conftest import run_cli
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    res = run_cli("agent", "--broker", "mqtt://127.0.0.1:1", "--cluster", CLUSTER, "--node-id",
+                  NODE, "--state-dir", str(blocker))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"fleetdeck agent: --state-dir {blocker} is a file, not a directory (the agent keeps "
+        "its drain state, command ids and lock there): give it a directory."], res.stderr
+    res = run_cli("agent", "--broker", "mqtt://127.0.0.1:1", "--cluster", CLUSTER, "--node-id",
+                  NODE, "--state-dir", str(blocker / "sub"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"({blocker} is a file)" in res.stderr, res.stderr
+
+
+def test_a_state_dir_on_a_read_only_mount_says_so_not_this_user(tmp_path, monkeypatch):
+    """The same drill, a tmpfs remounted read-only: root read "not writable by this user"."""
+    from fleetdeck.agents import state as state_mod
+    from fleetdeck.errors import UserError
+
+    real = os.statvfs
+
+    class ReadOnly:
+        def __init__(self, of: os.statvfs_result) -> None:
+            self.of = of
+            self.f_flag = of.f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(state_mod.os, "statvfs",
+                        lambda p: ReadOnly(real(p)) if str(p) == str(tmp_path) else real(p))
+    with pytest.raises(UserError, match="is on a read-only file system"):
+        state_mod.usable_state_dir(tmp_path)

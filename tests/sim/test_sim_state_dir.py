@@ -73,4 +73,5 @@ def test_a_state_dir_that_cannot_be_made_is_one_sentence(tmp_path):
                   "--state-dir", str(blocker / "sub"))
     assert res.returncode != 0
     assert res.stderr.strip().splitlines() == [
-        f"fleetdeck sim: --state-dir {blocker / 'sub' / 'demo'}: Not a directory."], res.stderr
+        f"fleetdeck sim: --state-dir {blocker / 'sub' / 'demo'}: Not a directory ({blocker} is a "
+        "file)."], res.stderr
