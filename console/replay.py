@@ -182,11 +182,14 @@ async def record(url: BrokerURL, cluster: str, out: Path, duration: float | None
             try:
                 async with client:
                     await client.subscribe(f"{prefix}#", qos=1)
-                    if writer is None:
-                        writer = open_writer()
                     # Agents answer with their birth and a v2 telemetry keyframe, so the
                     # recording can be replayed from its start (docs/protocol.md, "Gaps").
                     await client.publish(topic_for(cluster, Kind.REBIRTH), b"", qos=1)
+                    if writer is None:
+                        # Once the broker answered all of the start: a publish it left
+                        # unanswered left a recording of its header alone, and the same
+                        # command again was refused, "already exists" (a 2026-12-07 drill).
+                        writer = open_writer()
                     if lost_at is not None:
                         back = time.time()
                         assert writer is not None
