@@ -1192,6 +1192,16 @@ class FleetdeckApp(App[int]):
         def done(result: tuple[str, DrainMode] | None) -> None:
             if result is not None:
                 reason, mode = result
+                gone = self._unknown(targets)
+                if gone:
+                    # Retired (its birth cleared) while the dialog was open: sent, the drain
+                    # timed out "the node was never heard from" (a 2026-12-07 drill). Refused
+                    # as at the dialog's opening.
+                    why = (f"unknown node(s) {compress(gone)}: retired or forgotten while the "
+                           "dialog was open; nothing sent")
+                    self.session.refuse(CommandOp.DRAIN, targets, why, reason, mode)
+                    self.notify(esc(clip_words(why, 160)), severity="error")
+                    return
                 self.send(self.session.drain(targets, reason, mode))
 
         hint = drain_reason_hint(self.state.nodes.get(targets[0]))

@@ -494,3 +494,27 @@ async def test_an_open_drain_dialog_follows_its_target_going_offline(world):
                           "the open dialog to say the offline target cannot acknowledge")
         assert isinstance(world.app.screen, DrainScreen)
         assert "gpu0006" in text_of(world.app) and "offline" in text_of(world.app)
+
+
+async def test_a_drain_confirmed_after_its_target_was_retired_is_refused_not_sent(world):
+    """The same drill: the target retired (its retained birth cleared by `fleetdeck retire`)
+    while the dialog was open; the drain typed into it went out and timed out, "the node was
+    never heard from". It is refused as at the dialog's opening, nothing sent."""
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_drain(["gpu0006"])
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)
+        world.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, "gpu0006"), b"", world.clock())
+        world.tick()
+        assert "gpu0006" not in world.app.state.nodes
+        await pilot.press(*"maintenance", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        assert not isinstance(world.app.screen, DrainScreen)
+        assert sent(world) == []
+        rec = world.audit.records[-1]
+        assert rec.outcome == "refused" and "retired or forgotten" in rec.detail, rec
