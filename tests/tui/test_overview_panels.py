@@ -262,3 +262,6 @@ async def test_the_jobs_panel_says_a_failed_job_s_reason_once(world):
         (under,) = [ln for ln in jobs.splitlines() if "↳" in ln]
         assert under.strip() == ("↳ failed on gpu0002; restart-job 41 from its checkpoint at "
                                  "step 400")
+        # The line under that names whose job it is: a bare "alice" read as a stray word.
+        owner = jobs.splitlines()[jobs.splitlines().index(under) + 1].strip()
+        assert owner.startswith("user "), jobs

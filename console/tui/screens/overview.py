@@ -471,7 +471,7 @@ class OverviewScreen(FleetView):
             if detail:
                 info = (f"{j.nodes} · step {j.step} · {j.step_time}/step · ckpt {j.checkpoint}"
                         if j.state in ("R", "CG", "RQ")
-                        else j.user + (f" · {j.nodes}" if j.nodes != "-" else ""))
+                        else f"user {j.user}" + (f" · {j.nodes}" if j.nodes != "-" else ""))
                 lines.append(f"  [$text-muted]{esc(fit(info, width - 2).rstrip())}[/]")
             shown += 1
         if shown < len(jobs):
