@@ -180,13 +180,14 @@ class ClockWatch:
         refuses every command, one 30 s behind no longer acts 30 s after the operator read
         "timed out" (docs/protocol.md, "Command expiry").
 
-        The shift is ``-(rx - ts)`` of the node's latest sample: how far ahead the node is,
-        never overstated (delays only add to ``rx - ts``, docs/real-nodes.md "Time sync"), so
-        the node reaches ``expires_at`` at or before our deadline, never after; a console
-        reading samples late (its backlog) only makes commands expire earlier. Not the
-        window's lowest ``rx - ts`` (T1's, ``offset``): a node whose clock was set back since
-        (its time sync fixed, as T1 asks) kept that for up to a minute, and a command stamped
-        by it stayed valid on the node up to the old offset past our wait.
+        The shift is ``-(rx - ts)`` of the node's latest sample (or of a new agent process's
+        birth, ``new_process``): how far ahead the node is, never overstated (delays only add
+        to ``rx - ts``, docs/real-nodes.md "Time sync"), so the node reaches ``expires_at``
+        at or before our deadline, never after; a console reading samples late (its backlog)
+        only makes commands expire earlier. Not the window's lowest ``rx - ts`` (T1's,
+        ``offset``): a node whose clock was set back since (its time sync fixed, as T1 asks)
+        kept that for up to a minute, and a command stamped by it stayed valid on the node up
+        to the old offset past our wait.
         Unchanged: a node with no sample in the window (no estimate: as before), one within
         ``CLOCK_SHIFT_S``, and the lifetime (``expires_at - issued_at``), which the signature
         limit and a recording's reader go by. Called on every send, a re-send included, before
@@ -200,6 +201,18 @@ class ClockWatch:
         shift_ms = math.floor(-off * 1000)
         return cmd.model_copy(update={"issued_at": cmd.issued_at + shift_ms,
                                       "expires_at": cmd.expires_at + shift_ms})
+
+    def new_process(self, node: str, rx: float, ts_ms: int) -> None:
+        """``node``'s session opened (its birth, stamped ``ts_ms``, heard at ``rx``) with another
+        agent process than its latest sample's: a restart, a rebooted or replaced machine under
+        its id, a clone taking the session. Its clock may be another, so commands are stamped
+        by the birth's ``rx - ts`` until the new process's first sample, not by the old one's:
+        a node 30 s ahead rebooted with its clock set right got the re-send of its drain
+        stamped 30 s into its future (a review). A retained birth heard late (its age adds to
+        ``rx - ts``) only makes them expire earlier, as a delayed sample does. T1's window is
+        kept: it reads the lowest ``rx - ts`` of a minute, as before."""
+        if node in self.lag:  # else nothing is stamped by it (``on_node_clock``)
+            self.last[node] = rx - ts_ms / 1000
 
     def forget(self, node: str) -> None:
         self.lag.pop(node, None)

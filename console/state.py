@@ -1387,6 +1387,12 @@ class FleetState:
             last_birth = st.birth.bdSeq if st.birth is not None else -1
             if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
+                process = birth.agent_started_ts
+                if (process is None or process != st.agent_started) and st.digest is None:
+                    # Not the process its latest sample came from (or one that does not say):
+                    # its clock may be another's (``ClockWatch.new_process``). A retained
+                    # birth of the same process heard again keeps the samples' estimate.
+                    self.clocks.new_process(node_id, rx, birth.ts)
                 self._note_shape(node_id)  # what views summarise from the birth may move
                 refused = self.malformed.refused_statuses.get(node_id)
                 if birth.bdSeq > last_birth and refused is not None and refused[0] < rx:

@@ -288,3 +288,77 @@ def test_a_node_whose_clock_was_set_back_gets_commands_stamped_by_its_clock_now(
     sent = watch.on_node_clock(cmd, "n1", t)
     assert sent == cmd
     assert expired(sent, cmd.expires_at + 1) != ""  # expires with the console's wait
+
+
+class _Sent:
+    """What a session publishes, decoded."""
+
+    def __init__(self) -> None:
+        self.cmds: list[Command] = []
+
+    async def __call__(self, kind, subject, payload) -> None:
+        self.cmds.append(codec.decode(Command, payload))
+
+
+def _on_the_wire(true: list[float]) -> tuple[ConsoleSession, _Sent]:
+    sent = _Sent()
+    return ConsoleSession("test", clock=lambda: true[0], publisher=sent, operator="t"), sent
+
+
+def _hear(session: ConsoleSession, n: FakeNode, true: float, skew: float, kind: Kind,
+          msg_of) -> None:
+    n.now = true + skew
+    n.feed(session.ingest, msg_of(), kind, rx=true + 0.05)
+
+
+async def _drain_sent(session: ConsoleSession, sent: _Sent) -> Command:
+    req = session.drain(["gpu0001"], "clock")
+    session.tick()
+    await session.flush()
+    (cmd,) = [c for c in sent.cmds if c.op is CommandOp.DRAIN]
+    assert cmd.cmd_id == req.targets[0].cmd.cmd_id
+    return cmd
+
+
+@pytest.mark.parametrize("new_skew", [0.0, -30.0])
+async def test_a_node_back_as_another_process_is_not_stamped_by_the_old_ones_clock(new_skew):
+    """A node 30 s ahead (T1) rebooted with its clock set right (or 30 s behind), or its id
+    moved to a replacement machine: a command sent between the new process's birth and its
+    first sample was stamped by the old process's ``rx - ts``, 30 s into the new one's future,
+    and stayed valid there 30-60 s past the console's wait (a review). Until the new
+    process's first sample, commands are stamped by its birth's ``rx - ts``."""
+    from fleetdeck.agents.guard import expired
+
+    true = [T0]
+    session, sent = _on_the_wire(true)
+    n = FakeNode("gpu0001", t0=T0)
+    _hear(session, n, true[0], 30.0, Kind.BIRTH, n.birth)
+    _hear(session, n, true[0], 30.0, Kind.STATUS, n.status)
+    for _ in range(5):
+        true[0] += 1
+        _hear(session, n, true[0], 30.0, Kind.TELEMETRY, n.agent.telemetry)
+        session.tick()
+    true[0] += 5  # rebooted: the new process's clock is another
+    n.now = true[0] + new_skew
+    n.agent.started_ms = int(n.now * 1000)
+    n.agent.bd_seq = max(n.agent.bd_seq + 1, n.agent._next_bd_seq())
+    _hear(session, n, true[0], new_skew, Kind.BIRTH, n.birth)
+    _hear(session, n, true[0], new_skew, Kind.STATUS, n.status)
+    session.tick()
+    cmd = await _drain_sent(session, sent)
+    # The console's wait, by the node's (new) clock.
+    deadline_ms = int((true[0] + new_skew + 10) * 1000)
+    assert cmd.expires_at <= deadline_ms + 1, (cmd.expires_at - deadline_ms)
+    assert expired(cmd, deadline_ms + 1) != ""
+    # Its samples stamp by its clock as before; the same process's retained birth heard
+    # again (a resubscription: its age adds to rx - ts) moves nothing.
+    for _ in range(2):
+        true[0] += 1
+        _hear(session, n, true[0], new_skew, Kind.TELEMETRY, n.agent.telemetry)
+        session.tick()
+    last = session.state.clocks.last["gpu0001"]
+    assert abs(last - 0.05 + new_skew) < 0.01, last
+    n.feed(session.ingest, n.birth(), Kind.BIRTH, rx=true[0] + 20)
+    session.tick()
+    assert session.state.clocks.last["gpu0001"] == last
+
