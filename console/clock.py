@@ -172,7 +172,8 @@ class ClockWatch:
             return None
         return held[1] if bucket == held[0] + 1 else min(held[1], held[2])
 
-    def on_node_clock(self, cmd: Command, node: str, now: float) -> Command:
+    def on_node_clock(self, cmd: Command, node: str, now: float,
+                      duplicate: bool = False) -> Command:
         """``cmd`` (stamped by this console's clock) as sent to ``node``: ``issued_at`` and
         ``expires_at`` moved by how far ahead of ours ``node``'s clock reads, so that its agent,
         which judges expiry by its own clock with no allowance (agents/guard.py
@@ -191,7 +192,12 @@ class ClockWatch:
         Unchanged: a node with no sample in the window (no estimate: as before), one within
         ``CLOCK_SHIFT_S``, and the lifetime (``expires_at - issued_at``), which the signature
         limit and a recording's reader go by. Called on every send, a re-send included, before
-        signing: the shifted stamps are what is signed."""
+        signing: the shifted stamps are what is signed.
+
+        ``duplicate``: two machines publish as ``node`` (H3), and the latest sample may be
+        the other's: the command is only ever moved earlier. A clone 30 s ahead read last
+        stamped the drain 30 s into the future of the synced clone that took the session
+        back, valid there 30 s past our wait (a review)."""
         if self.offset(node, now) is None:  # no sample in the window
             return cmd
         off = self.last[node]
@@ -199,6 +205,8 @@ class ClockWatch:
             return cmd
         # Down to the ms, so rounding never moves the expiry past what the offset allows.
         shift_ms = math.floor(-off * 1000)
+        if duplicate and shift_ms > 0:
+            return cmd
         return cmd.model_copy(update={"issued_at": cmd.issued_at + shift_ms,
                                       "expires_at": cmd.expires_at + shift_ms})
 

@@ -84,7 +84,13 @@ from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
-from fleetdeck.console.state import AGENT_RECONNECT_S, UNBORN_MAX, FleetState, NodeState
+from fleetdeck.console.state import (
+    AGENT_RECONNECT_S,
+    DUPLICATE_WINDOW_S,
+    UNBORN_MAX,
+    FleetState,
+    NodeState,
+)
 from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import (
     CONSOLE_SOURCE,
@@ -2252,7 +2258,12 @@ class ConsoleSession:
         # expiry by its own (console/clock.py ``ClockWatch.on_node_clock``). The tracker keeps
         # the command in ours: its deadlines and re-sends go by our clock.
         if kind is Kind.CMD:
-            cmd = self.state.clocks.on_node_clock(cmd, subject, self.clock())
+            now = self.clock()
+            st = self.state.nodes.get(subject)
+            # Two machines under its id (H3): the latest sample may be the other's clock.
+            duplicate = (st is not None and st.duplicate_at is not None
+                         and now - st.duplicate_at < DUPLICATE_WINDOW_S)
+            cmd = self.state.clocks.on_node_clock(cmd, subject, now, duplicate)
         # Every command this console sends is signed when a key is configured — retries,
         # event re-send requests and rebirth requests too: agents refuse unsigned ones. The
         # shifted stamps are signed.

@@ -362,3 +362,26 @@ async def test_a_node_back_as_another_process_is_not_stamped_by_the_old_ones_clo
     session.tick()
     assert session.state.clocks.last["gpu0001"] == last
 
+
+async def test_a_duplicate_node_id_never_gets_a_command_stamped_later_than_the_console_clock():
+    """H3: two machines publish as one node, one 30 s ahead, one in sync. The latest sample
+    was the one ahead: a drain stamped 30 s into its future reached the synced one (either
+    may hold the session when it lands) and was valid there 30 s past the console's wait (a
+    review). Under H3 the stamps only ever move earlier."""
+    true = [T0]
+    session, sent = _on_the_wire(true)
+    a = FakeNode("gpu0001", t0=T0)
+    b = FakeNode("gpu0001", t0=T0)
+    b.agent.started_ms += 12345
+    for who, skew in ((a, 30.0), (b, 0.0), (a, 30.0)):
+        who.agent.bd_seq = max(a.agent.bd_seq, b.agent.bd_seq) + 1
+        _hear(session, who, true[0], skew, Kind.BIRTH, who.birth)
+        _hear(session, who, true[0], skew, Kind.STATUS, who.status)
+        for _ in range(3):
+            true[0] += 1
+            _hear(session, who, true[0], skew, Kind.TELEMETRY, who.agent.telemetry)
+            session.tick()
+    st = session.state.nodes["gpu0001"]
+    assert "H3" in st.reasons, st.all_findings
+    cmd = await _drain_sent(session, sent)
+    assert cmd.expires_at <= int((true[0] + 10) * 1000) + 1, cmd
