@@ -876,6 +876,10 @@ class TargetProgress:
     draining_session: tuple[int, int | None] | None = None
     """A drain: the node's agent session (its status's bdSeq) and process (its samples'
     ``agent.started_ts``) when it was seen DRAINING."""
+    sent_shift_ms: int | None = None
+    """How far into the node's clock its sends were stamped, the least of them
+    (``ConsoleSession._publish``): a re-send goes no later, so no copy outlives the one an
+    agent acted on, which it remembers only until that copy's expiry (agents/guard.py)."""
 
 
 def draining_jobs(mode: DrainMode, *, one: bool = True) -> str:
@@ -1000,6 +1004,10 @@ this long: the agent then publishes its status again (a status lost with a broke
 
 class CommandTracker:
     """All commands of this console (or CLI run) and their lifecycle."""
+
+    def progress(self, cmd_id: str) -> TargetProgress | None:
+        """The target ``cmd_id`` was sent to, while this tracker holds its request."""
+        return self._by_cmd.get(cmd_id)
 
     def due_for_retry(self, now: float, every_s: float = RETRY_EVERY_S
                       ) -> list[tuple[Kind, str, Command, TargetProgress]]:

@@ -2263,7 +2263,21 @@ class ConsoleSession:
             # Two machines under its id (H3): the latest sample may be the other's clock.
             duplicate = (st is not None and st.duplicate_at is not None
                          and now - st.duplicate_at < DUPLICATE_WINDOW_S)
-            cmd = self.state.clocks.on_node_clock(cmd, subject, now, duplicate)
+            sent = self.state.clocks.on_node_clock(cmd, subject, now, duplicate)
+            progress = self.tracker.progress(cmd.cmd_id)
+            if progress is not None:
+                # A re-send is stamped by the estimate now, but never later than a copy sent
+                # before: the agent remembers an executed cmd_id only until the expiry of the
+                # copy it acted on, and a later-expiring re-send (a console caught up on its
+                # backlog reads the node further ahead) ran again after that (a review).
+                shift = sent.expires_at - cmd.expires_at
+                least = progress.sent_shift_ms
+                if least is not None and shift > least:
+                    shift = least
+                    sent = cmd.model_copy(update={"issued_at": cmd.issued_at + shift,
+                                                  "expires_at": cmd.expires_at + shift})
+                progress.sent_shift_ms = shift
+            cmd = sent
         # Every command this console sends is signed when a key is configured — retries,
         # event re-send requests and rebirth requests too: agents refuse unsigned ones. The
         # shifted stamps are signed.

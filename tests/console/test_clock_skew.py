@@ -385,3 +385,47 @@ async def test_a_duplicate_node_id_never_gets_a_command_stamped_later_than_the_c
     assert "H3" in st.reasons, st.all_findings
     cmd = await _drain_sent(session, sent)
     assert cmd.expires_at <= int((true[0] + 10) * 1000) + 1, cmd
+
+
+async def test_a_resend_never_expires_later_on_the_node_than_what_was_sent_before():
+    """Each send of a command is stamped by the estimate then: a drain first sent while the
+    console read the node's samples 2 s late (its backlog), re-sent once it caught up, went
+    out with an expiry 2 s later by the node's clock. The agent remembers an executed
+    cmd_id only until the expiry of the copy it acted on (agents/guard.py), so a re-send (or a
+    captured signed copy of it) landing after that ran the command again (a review). A
+    cmd_id's expiry only ever moves earlier."""
+    from fleetdeck.agents.guard import CommandGuard
+
+    true = [T0]
+    session, sent = _on_the_wire(true)
+    n = FakeNode("gpu0001", t0=T0)
+
+    def sample(delay: float) -> None:
+        true[0] += 1
+        n.now = true[0] + 30.0
+        n.feed(session.ingest, n.agent.telemetry(), Kind.TELEMETRY, rx=true[0] + delay)
+        session.tick()
+
+    _hear(session, n, true[0], 30.0, Kind.BIRTH, n.birth)
+    _hear(session, n, true[0], 30.0, Kind.STATUS, n.status)
+    for _ in range(3):
+        sample(2.0)
+    session.drain(["gpu0001"], "clock")
+    session.tick()
+    await session.flush()
+    for _ in range(5):  # caught up, and no ack: re-sent every 3 s
+        sample(0.05)
+        await session.flush()
+    drains = [c for c in sent.cmds if c.op is CommandOp.DRAIN]
+    assert len(drains) >= 2, drains
+    first = drains[0]
+    assert all(c.expires_at <= first.expires_at for c in drains), [c.expires_at for c in drains]
+    # The agent acted on the first; once it expired there, no copy acts again.
+    node_ms = [0]
+    guard = CommandGuard("gpu0001", None, lambda: node_ms[0])
+    node_ms[0] = first.issued_at + 1000
+    assert guard.check(first) == ""
+    guard.executing(first)
+    node_ms[0] = first.expires_at + 1
+    guard.prune()
+    assert all(guard.check(c) != "" for c in drains)
