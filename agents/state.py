@@ -14,6 +14,7 @@ next agent of a node, which is what a state directory does for a real agent.
 """
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -82,22 +83,41 @@ def usable_state_dir(path: Path) -> Path:
     return path
 
 
-def hold_node_lock(state_dir: Path, node_id: str) -> int:
+def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
     """Lock the node's files in ``state_dir`` for this agent process (released when it exits,
     however it ends); the lock file's descriptor, to close when the agent is done. A second
     agent of the node on the same directory (a hand-started one beside the systemd unit) is
     refused in one sentence: the two took the MQTT session from each other (H3 in every
     console), and both wrote the state and outbox through one temporary file name, where a
-    torn state file fails the node safe to drained."""
+    torn state file fails the node safe to drained.
+
+    None, with a warning, where no lock can be had though none is held: a directory whose
+    locks fail (NFS without its lock daemon: ENOLCK) or a lock file this user cannot open
+    (left by an agent run by hand as root). The agent runs unguarded then, as an unwritable
+    state file lets it (docs/real-nodes.md): an agent that would not start for its guard left
+    the node unwatched and undrainable, where the guard only stops a mistake."""
     path = usable_state_dir(state_dir) / f"state-{node_id}.lock"
+    writable = True
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:
+        # Another user's file (a root-run agent's): a lock needs no write access, the pid does.
+        writable = False
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as err:
+            _unguarded(path, err)
+            return None
     except OSError as err:
-        raise UserError(f"--state-dir {state_dir}: cannot open {path.name}: "
-                        f"{err.strerror}.") from None
+        _unguarded(path, err)
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except OSError as err:
+        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            os.close(fd)
+            _unguarded(path, err)
+            return None
         holder = os.pread(fd, 16, 0).decode(errors="replace").strip()
         os.close(fd)
         pid = f" (pid {holder})" if holder.isdigit() else ""
@@ -105,9 +125,16 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int:
             f"another agent for {node_id} is running on --state-dir {state_dir}{pid}: two "
             "agents of one node take its MQTT session from each other and overwrite each "
             "other's drain state; stop that one first.") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    if writable:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def _unguarded(path: Path, err: OSError) -> None:
+    log.warning("cannot lock %s (%s): running without the one-agent-per-node guard; a second "
+                "agent of this node on this state directory will not be refused", path,
+                err.strerror or err)
 
 
 def state_file(state_dir: Path, node_id: str) -> Path:

@@ -15,6 +15,7 @@ import pytest
 from fleetdeck.agents.guard import EXPIRY_SKEW_MS, REPLAYED, CommandGuard
 from fleetdeck.agents.run import NO_STATE_DIR_WARNING, make_state
 from fleetdeck.agents.state import UNREADABLE_REASON, AgentState, StateStore
+from fleetdeck.errors import UserError
 from fleetdeck.protocol import signing
 from fleetdeck.protocol.messages import (
     Command,
@@ -425,3 +426,57 @@ def test_a_state_dir_on_a_read_only_mount_says_so_not_this_user(tmp_path, monkey
                         lambda p: ReadOnly(real(p)) if str(p) == str(tmp_path) else real(p))
     with pytest.raises(UserError, match="is on a read-only file system"):
         state_mod.usable_state_dir(tmp_path)
+
+
+def test_a_state_dir_whose_locks_fail_runs_the_agent_unguarded(tmp_path, monkeypatch, caplog):
+    """NFS without its lock daemon answers flock with ENOLCK: that was read as "another agent
+    for gpu0001 is running" and every agent on such a state directory refused to start (exit
+    2), its node unwatched and undrainable. Only a lock held by another refuses."""
+    import errno
+
+    from fleetdeck.agents import state
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(state.fcntl, "flock", no_locks)
+    with caplog.at_level("WARNING", logger="fleetdeck.agent.state"):
+        assert state.hold_node_lock(tmp_path, NODE) is None
+    assert "without the one-agent-per-node guard" in caplog.text
+    assert "No locks available" in caplog.text
+    monkeypatch.undo()
+    held = state.hold_node_lock(tmp_path, NODE)
+    assert held is not None
+    try:
+        with pytest.raises(UserError, match="another agent for gpu0001 is running"):
+            state.hold_node_lock(tmp_path, NODE)
+    finally:
+        os.close(held)
+
+
+def test_a_lock_file_left_by_another_user_still_guards(tmp_path, monkeypatch):
+    """An agent run by hand as root leaves ``state-<node>.lock`` root's (0644): the unit's
+    agent (its own user) could not open it for writing and refused to start ("cannot open
+    state-gpu0001.lock: Permission denied", exit 2). A lock needs no write access: it is taken
+    read-only, without the pid."""
+    from fleetdeck.agents import state
+
+    lock = tmp_path / f"state-{NODE}.lock"
+    lock.write_text("4242\n")
+    real_open = os.open
+
+    def as_another_user(path, flags, *args):
+        if str(path) == str(lock) and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(state.os, "open", as_another_user)
+    held = state.hold_node_lock(tmp_path, NODE)
+    assert held is not None
+    try:
+        assert lock.read_text() == "4242\n"  # not ours to write
+        monkeypatch.undo()
+        with pytest.raises(UserError, match="another agent for gpu0001 is running"):
+            state.hold_node_lock(tmp_path, NODE)
+    finally:
+        os.close(held)
