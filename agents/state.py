@@ -120,6 +120,14 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
             return None
         holder = os.pread(fd, 16, 0).decode(errors="replace").strip()
         os.close(fd)
+        if holder.isdigit() and process_state(int(holder)) in STUCK_STATES:
+            # A killed agent with a thread in a wedged GPU driver call cannot exit, and holds
+            # its descriptors until the call returns (maybe never): refused, each restart of
+            # the unit exited 2 and the node read offline, where an agent beside it still
+            # says what it can (its readers time out: docs/real-nodes.md).
+            log.warning("%s is held by pid %s, stuck in the kernel (a wedged driver call?) and "
+                        "unable to exit: running beside it, unguarded", path, holder)
+            return None
         pid = f" (pid {holder})" if holder.isdigit() else ""
         raise UserError(
             f"another agent for {node_id} is running on --state-dir {state_dir}{pid}: two "
@@ -129,6 +137,22 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+STUCK_STATES = frozenset("DZ")
+"""/proc states of a process that cannot act (uninterruptible sleep, dying) though it still
+holds a lock: proc(5), ``/proc/PID/stat`` field 3."""
+
+
+def process_state(pid: int) -> str:
+    """``pid``'s state letter from /proc (proc(5)); "" when it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return ""
+    # The command name, in parentheses, may itself hold spaces or ')'.
+    rest = raw[raw.rfind(b")") + 1:].split()
+    return rest[0].decode(errors="replace") if rest else ""
 
 
 def _unguarded(path: Path, err: OSError) -> None:

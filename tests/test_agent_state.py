@@ -480,3 +480,26 @@ def test_a_lock_file_left_by_another_user_still_guards(tmp_path, monkeypatch):
             state.hold_node_lock(tmp_path, NODE)
     finally:
         os.close(held)
+
+
+def test_a_lock_held_by_an_agent_stuck_in_the_kernel_lets_a_new_one_run(tmp_path, monkeypatch,
+                                                                        caplog):
+    """systemd SIGKILLs an agent whose GPU reader is stuck in a wedged driver call: the
+    process cannot exit and holds its lock until the call returns. Refused, each restart of
+    the unit exited 2 and the node read offline (a review); one beside it says what it can."""
+    from fleetdeck.agents import state
+
+    held = state.hold_node_lock(tmp_path, NODE)
+    assert held is not None
+    try:
+        os.pwrite(held, b"424242\n", 0)
+        monkeypatch.setattr(state, "process_state", lambda pid: "S" if pid != 424242 else "D")
+        with caplog.at_level("WARNING", logger="fleetdeck.agent.state"):
+            assert state.hold_node_lock(tmp_path, NODE) is None
+        assert "held by pid 424242, stuck in the kernel" in caplog.text
+        monkeypatch.setattr(state, "process_state", lambda pid: "S")
+        with pytest.raises(UserError, match=r"\(pid 424242\)"):
+            state.hold_node_lock(tmp_path, NODE)
+    finally:
+        os.close(held)
+    assert state.process_state(os.getpid()) in ("R", "S")
