@@ -1276,6 +1276,27 @@ def finding_rank(f: Finding) -> tuple[int, str, str]:
     return (_SEVERITY_RANK.get(f.severity, 3), f.rule, f.component)
 
 
+def findings_worst_first(st: NodeState, found: list[Finding] | None = None) -> list[Finding]:
+    """All the node's findings (``NodeState.all_findings``), in the one order every front end
+    lists them: most severe first, of one severity the node's own before its suspect switch's
+    (F1 and the ports it owns: the fault of its own is what the on-call acts on), then rule and
+    component. The TUI listed them as found and status by ``finding_rank``: one node read
+    "G2 XID 48; G3 XID 63; G4 DBE (+1 more)" in the one and "G2; G4; G3" in the other, and
+    both cut at three, so a drain finding could be the one left out (a newcomer's run).
+    ``found``: ``st.all_findings`` when the caller has it; a caller with a row per node
+    (``rows.reasons_text``) sorts only two or more, and the most of 16,384 rows, with none or
+    one, cost nothing more. The list may be the node's own: do not change it."""
+    if found is None:
+        found = st.all_findings
+    if len(found) < 2:
+        return found
+    if not st.behind_switch:  # F1 and a switch's ports come only with a suspect switch
+        return sorted(found, key=finding_rank)
+    return sorted(found, key=lambda f: (_SEVERITY_RANK.get(f.severity, 3),
+                                        f.rule == "F1" or st.switch_owns(f), f.rule,
+                                        f.component))
+
+
 @dataclass(frozen=True)
 class SickNode:
     """A node of a running job that cannot do its part now (``sick_nodes``)."""

@@ -30,6 +30,7 @@ from fleetdeck.console.judgements import (
     failed_job,
     failed_under,
     finding_rank,
+    findings_worst_first,
     held_up_by_switch,
     held_up_text,
     job_reason,
@@ -285,9 +286,12 @@ def ib_text(st: NodeState) -> str:
 
 
 def reasons_text(st: NodeState) -> str:
-    """The first three findings, and how many more: a fourth was dropped without a word (an
-    SRE drill's ECC node read three of its four, the row remap pending left out)."""
+    """The first three findings, worst first as everywhere (``findings_worst_first``), and
+    how many more: a fourth was dropped without a word (an SRE drill's ECC node read three of
+    its four, the row remap pending left out)."""
     found = st.all_findings
+    if len(found) > 1:  # a row per node: none or one, the most of them, is not sorted
+        found = findings_worst_first(st, found)
     more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
     return "; ".join(map(reason_line, found[:3])) + more
 
@@ -859,8 +863,9 @@ def worst_first(state: FleetState) -> Callable[[NodeState], tuple[bool, bool, bo
 
 
 def _findings_text(st: NodeState) -> str:
-    """A node's row in the top problems: its first three findings, and how many more."""
-    found = st.all_findings
+    """A node's row in the top problems: its first three findings (worst first, as its row in
+    the nodes view and ``status`` list them), and how many more."""
+    found = findings_worst_first(st)
     return "; ".join(map(reason_line, found[:3])) + (f" (+{len(found) - 3})"
                                                       if len(found) > 3 else "")
 

@@ -13,7 +13,7 @@ from fleetdeck.console.interruptions import Interruption
 from fleetdeck.console.judgements import (
     erroring_ports,
     failed_job,
-    finding_rank,
+    findings_worst_first,
     never_fits,
     not_stepping,
     own_job,
@@ -38,9 +38,9 @@ def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> 
         "id": st.node_id,
         "verdict": st.verdict_shown,
         "reasons": st.reasons,
-        # Worst first, by the console's own ranking (drain before warn): status's REASONS
-        # cell cuts at three, and a port DOWN that came after three warnings was cut (a review).
-        "findings": [str(f) for f in sorted(st.all_findings, key=finding_rank)],
+        # Worst first, in the TUI's order (drain before warn): status's REASONS cell cuts at
+        # three, and a port DOWN that came after three warnings was cut (a review).
+        "findings": [str(f) for f in findings_worst_first(st)],
         "online": bool(st.online),
         "stale": st.stale,
         "state": slurm_state(st),

@@ -389,7 +389,7 @@ def _reasons(findings: list[str]) -> str:
     """The first findings and how many more: cut at three without a word, a port DOWN after a
     rate, a flap count and a saturated counter was not in the row at all (a real-node audit:
     "IB UP 7/8" beside no port down). They come worst first (``node_summary`` sorts them by
-    ``judgements.finding_rank``), so the three shown are the worst."""
+    ``judgements.findings_worst_first``, the TUI's order), so the three shown are the worst."""
     shown = "; ".join(findings[:REASONS_SHOWN])
     more = len(findings) - REASONS_SHOWN
     return f"{shown} (+{more} more)" if more > 0 else shown

@@ -1350,3 +1350,52 @@ def test_a_node_whose_gpus_need_a_reset_and_a_reboot_is_told_the_reboot_first():
     assert repair_step(st) == f"{reboot3}; reset gpu1; RMA it if it recurs (row remap failed)"
     st = session_with({"gpu0001": both(xid(1, 48), xid(3, 95))}).state.nodes["gpu0001"]
     assert repair_step(st) == "reset gpu1 or reboot (double-bit ECC); reset gpu3 (XID 95)"
+
+
+def test_the_tui_and_status_list_a_nodes_findings_in_one_order_worst_first():
+    """The nodes view's REASONS and the top problems listed a node's findings as found,
+    status by ``finding_rank``: gpu0059 read "G2 XID 48; G3 XID 63; G4 DBE (+1 more)" in the
+    TUI, "G2; G4; G3 (+1 more)" in status, and the drain finding cut at three could be the
+    one hidden (a newcomer's run). One order now (``findings_worst_first``), most severe first."""
+    from fleetdeck.console.health import Finding, Severity, Verdict
+    from fleetdeck.console.judgements import findings_worst_first
+    from fleetdeck.console.rows import reasons_text, top_problems
+
+    session = session_with({})
+    st = session.state.nodes["gpu0005"]
+    st.findings = [Finding("G3", Severity.WARN, "gpu2", "XID 63"),
+                   Finding("G9", Severity.WARN, "gpu1", "throttled"),
+                   Finding("N4", Severity.WARN, "mlx5_ib2:1", "receive errors increasing"),
+                   Finding("G4", Severity.DRAIN, "gpu4", "DBE")]
+    st.verdict = Verdict.FAILED
+    session.state.not_ok.add(st.node_id)  # as the judgement pass would have it
+    worst = [str(f) for f in findings_worst_first(st)]
+    assert worst[0] == "G4 gpu4: DBE", worst
+    node = next(n for n in fleet_summary(session.state, session.clock())["nodes"]
+                if n["id"] == "gpu0005")
+    assert node["findings"] == worst
+    assert reasons_text(st).startswith("G4 gpu4: DBE; G3 gpu2: XID 63; ")
+    assert reasons_text(st).endswith("(+1 more)")
+    problems, _total = top_problems(session.state)
+    (row,) = [p for p in problems if p.node == "gpu0005"]
+    assert row.text.startswith("G4 gpu4: DBE; G3 gpu2: XID 63; "), row.text
+
+
+def test_a_node_behind_a_suspect_switch_reads_its_own_fault_first_in_the_tui_and_status():
+    """Behind a suspect leaf, a node with a warning of its own started with it in the TUI and
+    with the switch's F1 in status (a newcomer's run): of one severity, its own first in both,
+    as ``NodeState.effective_findings`` means it ("that is what the on-call acts on")."""
+    from fleetdeck.console.rows import reasons_text
+
+    down = port_down("mlx5_ib2")
+    session = session_with({"gpu0001": down, "gpu0002": down,
+                            "gpu0003": lambda t: throttled(3)(down(t))})
+    st = session.state.nodes["gpu0003"]
+    assert st.behind_switch == "leaf00-r2"
+    node = next(n for n in fleet_summary(session.state, session.clock())["nodes"]
+                if n["id"] == "gpu0003")
+    assert not node["findings"][0].startswith("F1"), node["findings"]
+    assert reasons_text(st).startswith(node["findings"][0]), (reasons_text(st), node)
+    # Its own, then the switch's line, then the port the switch owns.
+    rules = [f.split()[0] for f in node["findings"]]
+    assert rules[-2:] == ["F1", "N1"] and "F1" not in rules[:-2], rules

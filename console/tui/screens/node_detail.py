@@ -11,7 +11,13 @@ from textual.widgets import ContentSwitcher, Static
 
 from fleetdeck.console.eventlog import event_text
 from fleetdeck.console.health import Severity, describe_clock_events, worst_xid
-from fleetdeck.console.judgements import own_job, recommended_action, straggler, utc_hms
+from fleetdeck.console.judgements import (
+    findings_worst_first,
+    own_job,
+    recommended_action,
+    straggler,
+    utc_hms,
+)
 from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
@@ -205,7 +211,7 @@ class NodeDetailScreen(FleetView):
             t.append(reason)
         if st.all_findings:
             t.append("\nfindings: ", "bold")
-            for i, f in enumerate(st.all_findings):
+            for i, f in enumerate(findings_worst_first(st)):  # as its row and status list them
                 style = "red" if f.severity.value == "drain" else "yellow"
                 t.append(("; " if i else "") + str(f), style)
         action = recommended_action(st, state)
