@@ -121,9 +121,24 @@ class LineTable(Widget, Generic[T], can_focus=True):
         style: Callable[[T], str] = lambda _r: "text",
         cell_styles: Callable[[T], Mapping[str, str]] | None = None,
         markable: bool = False,
+        open_label: str = "",
+        move_label: str = "",
         id: str | None = None,
     ) -> None:
+        """``open_label``, ``move_label``: what enter and ↑↓ do in this view, said in the
+        footer (``⏎ Its nodes``, ``↑↓ Timeline``), as the overview's and the fabric's say
+        theirs; '' keeps the key out of it. The jobs view's footer named only ``r Restart``
+        and the incidents view's nothing of its own (a newcomer's run)."""
         super().__init__(id=id)
+        # This table's own copy of the class's bindings (Textual's DOMNode.__init__ copies
+        # them): a new list per key, never the class's list, which every table shares.
+        shown = self._bindings.key_to_bindings
+        if open_label:
+            del shown["enter"]
+            shown["enter"] = [Binding("enter", "select", open_label)]
+        if move_label:
+            del shown["up"]
+            shown["up"] = [Binding("up", "cursor(-1)", move_label, key_display="↑↓")]
         self.columns = columns
         self._key = key
         self._cells = cells

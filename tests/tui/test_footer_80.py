@@ -26,3 +26,31 @@ async def test_the_80_column_footer_keeps_filter_and_the_command_line(key, wante
         footer = text_of(world.app).splitlines()[-1]
         for k in wanted:
             assert f" {k} " in footer, footer
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize(("key", "wanted"), [
+    ("3", ["⏎ Its nodes"]),
+    ("6", ["⏎ Its nodes", "↑↓ Timeline"]),
+], ids=["jobs", "incidents"])
+async def test_the_jobs_and_incidents_footers_say_what_enter_and_the_arrows_do(key, wanted,
+                                                                              size):
+    """The jobs view's footer named only "r Restart" under a line that said "enter: its
+    nodes", and the incidents view's had no key of its own, where the overview's and the
+    fabric's say "⏎ Detail" and "⏎ Node" (a newcomer's run). Enter still does it."""
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=size) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press(key)
+        world.tick()
+        await pilot.pause()
+        await pilot.pause()
+        footer = text_of(world.app).splitlines()[-1]
+        for k in wanted:
+            assert f" {k} " in footer, footer
+        await pilot.press("enter")
+        world.tick()
+        await pilot.pause()
+        assert world.app.current_mode == "nodes"

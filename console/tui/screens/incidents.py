@@ -109,7 +109,8 @@ class IncidentsScreen(FleetView):
     def compose_body(self) -> ComposeResult:
         yield Readout(id="interruptions")
         yield LineTable(INCIDENT_COLUMNS, key=lambda r: r.key, cells=_cells,
-                        style=lambda r: SEV_STYLE.get(r.severity, "text"), id="incident-table")
+                        style=lambda r: SEV_STYLE.get(r.severity, "text"),
+                        open_label="Its nodes", move_label="Timeline", id="incident-table")
         yield IncidentDetail(id="incident-detail")
 
     def on_mount(self) -> None:

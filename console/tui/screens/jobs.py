@@ -48,7 +48,7 @@ class JobsScreen(FleetView):
 
     def compose_body(self) -> ComposeResult:
         yield LineTable(JOB_COLUMNS, key=lambda r: r.job_id, cells=_cells, style=_style,
-                        cell_styles=_cell_styles, id="job-table")
+                        cell_styles=_cell_styles, open_label="Its nodes", id="job-table")
 
     def on_mount(self) -> None:
         self.table.focus()
