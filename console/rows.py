@@ -438,6 +438,17 @@ class NodeFilter:
         hay = " ".join((row.node, row.state, row.verdict, row.job, row.reasons))
         return self.matches(row.node, hay)
 
+    def match_job(self, row: "JobRow", nodes: Iterable[str]) -> bool:
+        """The jobs view's ``/``, as the nodes view's: a regex over its row (id, name, user,
+        squeue state, nodes and what holds it up), a hostlist the jobs on any of those nodes
+        (``nodes``: the job's own, uncompressed), ``!`` the others. '/' there did nothing, while
+        the overview's and the nodes view's footers teach it (a newcomer's run)."""
+        if self.hosts is not None:
+            return (not self.hosts.isdisjoint(nodes)) != self.invert
+        hay = " ".join((row.job_id, row.name, row.user, row.state, row.nodes, row.held_up,
+                        row.quiet, row.reason))
+        return self.matches(row.job_id, hay)
+
 
 # --- fleet grid ---------------------------------------------------------------------------------
 

@@ -532,7 +532,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
 [b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
         space mark, move down · ctrl+backslash clear marks · o next sort col · O reverse{rw_nodes}
         grey italic figures: last known (node offline or stale; AGE says how old)
-[b]Jobs[/]    enter its nodes{rw_jobs}
+[b]Jobs[/]    / filter (regex, hostlist gpu\\[0010-0020]: jobs on them, !inverse)
+        enter its nodes{rw_jobs}
 [b]Fabric[/]  matrix: a row per rail switch (r0-r7) of each leaf group, a cell per node's port;
         arrows/hjkl move · enter the port's node · w worst port (W back) · }} / {{ leaf group
         ■ ok △ errors ▲ erroring ↯ flapping ✖ down · silent ? waiting · ▶ suspected switch

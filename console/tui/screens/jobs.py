@@ -2,18 +2,21 @@
 up (a node that stalls it, its straggler) or the scheduler's reason."""
 
 from textual import on
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.widgets import Input
 
 from fleetdeck.console.rows import (
     JobRow,
+    NodeFilter,
     job_row,
     jobs_to_act_on_first,
     progress_bar,
     sorted_jobs,
 )
 from fleetdeck.console.tui.line_table import Column, LineTable
-from fleetdeck.console.tui.screens.base import FleetView, dialog_key
+from fleetdeck.console.tui.screens.base import FleetView, dialog_key, filter_said
 from fleetdeck.console.tui.text import plural
 
 BAR = 12
@@ -38,6 +41,7 @@ STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "faile
 class JobsScreen(FleetView):
     VIEW = "jobs"
     BINDINGS = [
+        Binding("slash", "filter", "Filter", priority=True),  # see action_filter
         *dialog_key("r", "restart", "Restart"),
         Binding("enter", "nodes", "Nodes", show=False),
     ]
@@ -45,12 +49,19 @@ class JobsScreen(FleetView):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[JobRow] = []
+        self.total = 0
+        """Jobs known, filtered or not (the line says how many of them are shown)."""
+        self.filter = NodeFilter("")
 
     def compose_body(self) -> ComposeResult:
         yield LineTable(JOB_COLUMNS, key=lambda r: r.job_id, cells=_cells, style=_style,
                         cell_styles=_cell_styles, open_label="Its nodes", id="job-table")
+        yield Input(placeholder="filter jobs: regex over id, name, user, state, nodes and what "
+                    "holds them up; hostlist gpu[0010-0020]: the jobs on them; !inverse; "
+                    "esc closes, esc again clears", id="job-filter")
 
     def on_mount(self) -> None:
+        self.query_one("#job-filter", Input).display = False
         self.table.focus()
 
     @property
@@ -59,9 +70,16 @@ class JobsScreen(FleetView):
 
     def update_body(self, now: float) -> None:
         state = self.fleet.state
-        self.rows = jobs_to_act_on_first(job_row(j, state, now) for j in sorted_jobs(state))
-        self.table.empty_text = ("no jobs: the scheduler has not published any job status "
-                                 "(job/<id>/status)")
+        jobs = sorted_jobs(state)
+        f = self.filter
+        self.total = len(jobs)
+        rows = [job_row(j, state, now) for j in jobs]
+        if f.active:
+            rows = [r for r, j in zip(rows, jobs, strict=True) if f.match_job(r, j.nodes)]
+        self.rows = jobs_to_act_on_first(rows)
+        self.table.empty_text = (
+            "no jobs match the filter" if f.active and self.total
+            else "no jobs: the scheduler has not published any job status (job/<id>/status)")
         self.table.set_rows(self.rows)
 
     def info(self) -> str:
@@ -71,7 +89,11 @@ class JobsScreen(FleetView):
         sick = sum(1 for r in self.rows if r.sick) - by_switch
         stalled = sum(1 for r in self.rows if r.stalled and not r.sick)
         failed = sum(1 for r in self.rows if r.failed and not r.failed_lapsed)
-        text = f"{plural(len(self.rows), 'job')}  {running} running"
+        f = self.filter
+        # What hides jobs first, as the nodes view says it: at 80 columns the line is cut.
+        shown = (f"{len(self.rows)}/{plural(self.total, 'job')}" if f.active
+                 else plural(len(self.rows), "job"))
+        text = "  ".join([shown, *filter_said(f), f"{running} running"])
         if sick:
             text += f"  [$error]{sick} held up by a node[/]"
         if by_switch:
@@ -83,6 +105,41 @@ class JobsScreen(FleetView):
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"
+
+    def action_filter(self) -> None:
+        box = self.query_one("#job-filter", Input)
+        if self.focused is box:  # a priority binding (as ':'): in the box, '/' is typed
+            raise SkipAction()
+        box.display = True
+        box.value = self.filter.text
+        # At once, not by Widget.focus: a filter typed straight after '/' went to the table
+        # and its keys (r restarts), as the nodes view found.
+        self.set_focus(box)
+        box.focus()  # again once a view switch's own focus ("3/" typed at once) has landed
+
+    @on(Input.Changed, "#job-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter = NodeFilter(event.value)
+        self.fleet.refresh_view()
+
+    @on(Input.Submitted, "#job-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.filter = NodeFilter(event.value)
+        event.input.display = False
+        self.set_focus(self.table)
+        self.fleet.refresh_view()
+
+    def on_escape(self) -> bool:
+        box = self.query_one("#job-filter", Input)
+        if box.display:
+            box.display = False
+            self.set_focus(self.table)
+            return True
+        if self.filter.active:
+            self.filter = NodeFilter("")
+            self.fleet.refresh_view()
+            return True
+        return False
 
     def action_restart(self) -> None:
         self.not_typing()
