@@ -118,16 +118,17 @@ class ClockWatch:
         """How many nodes had an offset when the clock stepped: until as many have one again
         (or ``settle_until``), nothing is judged. Judged on the first few, a step back read
         them off the console's clock, too few to outvote it (``CLOCK_QUORUM``): T1 on each."""
-        self.old_clock: tuple[float, bool] | None = None
-        """After a step: received times on the old clock's side of this one (before it, for
-        a step forward; after it, for one back) are of samples received before the step and
-        noted after it: left out, as they were left out of the ingest's delays."""
+        self.old_clock: tuple[float, float] | None = None
+        """After a step: received times in this span (low, high: before the step's edge, for
+        a step forward; the old clock's last tick, for one back) are of samples received
+        before the step and noted after it: left out, as they were left out of the ingest's
+        delays."""
 
     def note(self, node: str, rx: float, ts_ms: int) -> None:
         """A sample of ``node`` stamped ``ts_ms`` by its clock, received at ``rx`` by ours."""
         if self.old_clock is not None:
-            edge, forward = self.old_clock
-            if rx < edge if forward else rx > edge:
+            low, high = self.old_clock
+            if low < rx <= high:
                 return
         lag = self.last[node] = rx - ts_ms / 1000
         bucket = int(rx // CLOCK_BUCKET_S)
@@ -157,9 +158,10 @@ class ClockWatch:
         # it, at least a tick's length past ``now - step`` (a step forward) or at most ``now``
         # (back). These edges sit between the two for any step over 2 s (the session's
         # ``CLOCK_STEP_S``) at ticks of 0.5 s at most; a sample left out by mistake costs
-        # nothing but itself.
-        self.old_clock = ((now - step / 2, True) if step > 0
-                          else (now - step - 1.0, False))
+        # nothing but itself. Back, the span ends where the old clock stood: left open above
+        # it, every sample was left out once the new clock got there (|step| s on), for good.
+        self.old_clock = ((-_INF, now - step / 2) if step > 0
+                          else (now - step - 1.0, now - step))
 
     def offset(self, node: str, now: float) -> float | None:
         """``node``'s offset at ``now``: our clock minus its, at most (+: the node is behind);

@@ -429,3 +429,23 @@ async def test_a_resend_never_expires_later_on_the_node_than_what_was_sent_befor
     node_ms[0] = first.expires_at + 1
     guard.prune()
     assert all(guard.check(c) != "" for c in drains)
+
+
+def test_a_console_clock_stepped_back_keeps_reading_the_nodes_clocks_after_the_step():
+    """After this console's clock was stepped back 2 min (``ClockWatch.stepped``), the samples
+    it left out were those received before the step only: left out by every received time past
+    the old clock's edge, each node's samples were dropped from 2 min after the step on, for as
+    long as the console ran, and T1 was never said again (nor a command stamped by a node's
+    clock)."""
+    fleet = Fleet()
+    fleet.run(10)
+    fleet.backlog = -120.0  # the console's clock reads 2 min earlier from here: rx and ticks
+    fleet.session._clock_stepped(fleet.true + fleet.backlog, -120.0)
+    fleet.run(int(120 + 2 * CLOCK_BUCKET_S))
+    assert fleet.t1() == {}
+    clocks = fleet.session.state.clocks
+    now = fleet.true + fleet.backlog
+    assert all(clocks.offset(n.node_id, now) is not None for n in fleet.nodes)
+    fleet.skew[2] = 300.0
+    fleet.run(4)
+    assert fleet.t1()["gpu0003"].startswith("clock 300 s ahead of the fleet's")
