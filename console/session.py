@@ -278,6 +278,18 @@ STALL_GRACE_S = 5.0
 CLOCK_STEP_S = 2.0
 """The wall clock moved this much more (or less) than the monotonic one between two ticks: it
 was stepped (NTP, ``date -s``), not the process stopped (both move then)."""
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def host_steady() -> float:
+    """The clock beside the wall clock that tells a step from a stop: one that never steps and
+    counts the time the host slept. Linux's ``time.monotonic`` stops while the host is
+    suspended: a laptop closed for an hour read "this host's clock was stepped forward by
+    3600 s"; ``CLOCK_BOOTTIME`` moves on with the wall clock through a sleep, as through a
+    SIGSTOP, and is ``time.monotonic`` otherwise."""
+    if _BOOTTIME is not None:
+        return time.clock_gettime(_BOOTTIME)
+    return time.monotonic()
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
 JOB_KEPT_SAID_S = 60.0
@@ -461,7 +473,7 @@ class ConsoleSession:
         self._ticked_at: float | None = None
         """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
         self._steady = steady if steady is not None else (
-            time.monotonic if clock is time.time else None)
+            host_steady if clock is time.time else None)
         """The clock that never steps, beside a real wall clock (an injected one, a test's,
         has none unless given): tells a stepped wall clock from a process that did not run."""
         self._ticked_steady: float | None = None

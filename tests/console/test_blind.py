@@ -4,6 +4,7 @@ says the picture is as of the loss (exit 3)."""
 
 import asyncio
 import json
+import time
 import uuid
 
 import pytest
@@ -230,3 +231,32 @@ def test_a_console_that_did_not_run_does_not_blame_the_nodes_for_it() -> None:
     assert {st.verdict.value for st in session.state.nodes.values()} == {"ok"}
     run_until(T0 + 33 + STALL_GRACE_S + 4)  # and silence after it counts again
     assert {st.verdict.value for st in session.state.nodes.values()} == {"stale"}
+
+
+def test_a_host_that_slept_is_said_to_have_not_run_not_to_have_stepped_its_clock(
+        monkeypatch) -> None:
+    """A laptop (or a host) suspended for an hour: the wall clock moves on, and so does the
+    clock that counts sleep, but Linux's monotonic clock does not. Told apart by the monotonic
+    one, the console said "this host's clock was stepped forward by 3600 s (NTP, or set by
+    hand)" of a lid closed and opened, and measured every delay and clock offset again."""
+    from fleetdeck.brokerurl import BrokerURL
+
+    monotonic, boottime = [500.0], [700.0]
+    real_gettime = time.clock_gettime
+    monkeypatch.setattr(time, "monotonic", lambda: monotonic[0])
+    monkeypatch.setattr(time, "clock_gettime", lambda clk: (
+        boottime[0] if clk == getattr(time, "CLOCK_BOOTTIME", None) else real_gettime(clk)))
+    session = ConsoleSession("test", follow_up=False,  # the real wall clock's session
+                             url=BrokerURL("127.0.0.1", 9))
+
+    def tick(wall: float, ran: float, slept: float = 0.0) -> None:
+        monotonic[0] += ran
+        boottime[0] += ran + slept
+        session.tick(wall)
+
+    tick(T0, 0.0)
+    tick(T0 + 0.5, 0.5)
+    tick(T0 + 3601.0, 0.5, slept=3600.0)  # the lid closed, and opened an hour later
+    lines = [line.text for line in session.log.lines()]
+    assert not [t for t in lines if "stepped" in t], lines
+    assert any("did not run for 3600 s" in t for t in lines), lines
