@@ -449,10 +449,10 @@ class Store:
         """Rows the last ``restore`` skipped as unreadable, by table (a store written by an
         older version, damaged or edited by hand): logged once, never put into the state."""
         self._seen = "seen"
-        self.identity: tuple[int, int] | None = None
-        """The file opened (device, inode): ``gone`` tells whether ``path`` still names it."""
         """How ``transitions.seen`` is read: NULL in an older store opened read-only
         (``_migrate``)."""
+        self.identity: tuple[int, int] | None = None
+        """The file opened (device, inode): ``gone`` tells whether ``path`` still names it."""
 
     @classmethod
     async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS,
