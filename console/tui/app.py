@@ -111,6 +111,9 @@ SWITCH_MASK_S = 0.05
 (``App.delay_update``). A view composed before has nothing to hide: its switch is painted
 at once. Only a first visit, which composes the view, keeps the mask. At 16,384 nodes the mask
 was most of a switch (p50 ~55 ms idle against a ~10 ms CPU cost; bench/console_scale.py)."""
+RADIUS_WORK_S = 30.0
+"""An open drain dialog's radius is taken again at least this often while its targets stand
+still: the GPU-hours its jobs would lose since their checkpoints grow as it stays open."""
 DETAIL_SCREEN = "node-detail"
 """The name the kept node detail is installed under (``FleetdeckApp._node_detail``)."""
 KEY_FIRST_S = 0.1
@@ -1185,9 +1188,21 @@ class FleetdeckApp(App[int]):
                         severity="error")
             return
 
+        taken: dict[tuple[object, ...], BlastRadius] = {}
+
         def radius(mode: DrainMode) -> BlastRadius:
-            return self._unsent_note(
-                blast_radius(self.state, CommandOp.DRAIN, targets, self.clock(), mode))
+            # Taken again only when a target moved (its shape: verdict, liveness, drain, busy)
+            # or every RADIUS_WORK_S (the work its jobs would lose grows): the dialog asks each
+            # second, and a radius reads the whole fleet, 45 ms at 16,384 nodes (a review).
+            nodes = self.state.nodes
+            now = self.clock()
+            key = (mode, self.state.serial, now // RADIUS_WORK_S,
+                   tuple(st.shape_rev if (st := nodes.get(n)) is not None else -1
+                         for n in targets))
+            if key not in taken:
+                taken.clear()
+                taken[key] = blast_radius(self.state, CommandOp.DRAIN, targets, now, mode)
+            return self._unsent_note(taken[key])
 
         def done(result: tuple[str, DrainMode] | None) -> None:
             if result is not None:
