@@ -7,6 +7,7 @@ from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 from textual.widgets._footer import FooterKey  # private: textual is pinned (pyproject.toml)
 
@@ -229,3 +230,59 @@ class FleetView(Screen[None]):
 
     def on_screen_suspend(self) -> None:
         self.left_once = True
+
+
+class FilteredView(FleetView):
+    """A view with a filter box under its table (events, jobs): ``/`` opens it, what is typed
+    filters as it is typed (``NodeFilter``), Enter keeps it and closes the box, Escape closes
+    the box, and Escape again clears the filter. The subclass composes an ``Input`` whose id is
+    ``FILTER_BOX`` and has a ``table``."""
+
+    FILTER_BOX: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = NodeFilter("")
+
+    @property
+    def table(self) -> Widget:
+        raise NotImplementedError
+
+    def _box(self) -> Input:
+        return self.query_one(f"#{self.FILTER_BOX}", Input)
+
+    def action_filter(self) -> None:
+        box = self._box()
+        if self.focused is box:  # a priority binding (as ':'): in the box, '/' is typed
+            raise SkipAction()
+        box.display = True
+        box.value = self.filter.text
+        # At once, not by Widget.focus (a callback after the keys already read): a filter
+        # typed straight after '/' went to the table and its keys (c: commands only in the
+        # events view, r: restart in the jobs view).
+        self.set_focus(box)
+        box.focus()  # again once a view switch's own focus ("3/" typed at once) has landed
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == self.FILTER_BOX:
+            self.filter = NodeFilter(event.value)
+            self.fleet.refresh_view()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == self.FILTER_BOX:
+            self.filter = NodeFilter(event.value)
+            event.input.display = False
+            self.set_focus(self.table)
+            self.fleet.refresh_view()
+
+    def on_escape(self) -> bool:
+        box = self._box()
+        if box.display:
+            box.display = False
+            self.set_focus(self.table)
+            return True
+        if self.filter.active:
+            self.filter = NodeFilter("")
+            self.fleet.refresh_view()
+            return True
+        return False

@@ -1,16 +1,14 @@
 """Events: a live, filterable log of node events (XID, links, drains) and console commands."""
 
 from textual import on
-from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.judgements import utc_hms
-from fleetdeck.console.rows import NodeFilter
 from fleetdeck.console.tui.line_table import Column, LineTable
-from fleetdeck.console.tui.screens.base import FleetView, filter_said
+from fleetdeck.console.tui.screens.base import FilteredView, filter_said
 
 EVENT_COLUMNS = [
     Column("TIME", "ts", 8), Column("SOURCE", "source", 10, grow=24),
@@ -21,7 +19,8 @@ SEV_STYLE = {"error": "error", "warn": "warn", "done": "done", "info": "text"}
 Row = tuple[int, EventLine]
 
 
-class EventsScreen(FleetView):
+class EventsScreen(FilteredView):
+    FILTER_BOX = "event-filter"
     VIEW = "events"
     BINDINGS = [
         Binding("slash", "filter", "Filter", priority=True),  # see action_filter
@@ -31,7 +30,6 @@ class EventsScreen(FleetView):
 
     def __init__(self) -> None:
         super().__init__()
-        self.filter = NodeFilter("")
         self.commands_only = False
         self.rows: list[Row] = []
         self._seen_seq = -1
@@ -94,41 +92,6 @@ class EventsScreen(FleetView):
         # As the other views say what enter opens: here nothing did (a UX pass).
         parts.append("[$text-muted]enter: its node[/]")
         return "  ".join(parts)
-
-    def action_filter(self) -> None:
-        box = self.query_one("#event-filter", Input)
-        if self.focused is box:  # a priority binding (as ':'): in the box, '/' is typed
-            raise SkipAction()
-        box.display = True
-        box.value = self.filter.text
-        # At once, not by Widget.focus (a callback after the keys already read): a filter
-        # typed straight after '/' went to the table and its keys (c: commands only).
-        self.set_focus(box)
-        box.focus()  # again once a view switch's own focus (overview's '/') has landed
-
-    @on(Input.Changed, "#event-filter")
-    def _changed(self, event: Input.Changed) -> None:
-        self.filter = NodeFilter(event.value)
-        self.fleet.refresh_view()
-
-    @on(Input.Submitted, "#event-filter")
-    def _submitted(self, event: Input.Submitted) -> None:
-        self.filter = NodeFilter(event.value)
-        event.input.display = False
-        self.set_focus(self.table)
-        self.fleet.refresh_view()
-
-    def on_escape(self) -> bool:
-        box = self.query_one("#event-filter", Input)
-        if box.display:
-            box.display = False
-            self.set_focus(self.table)
-            return True
-        if self.filter.active:
-            self.filter = NodeFilter("")
-            self.fleet.refresh_view()
-            return True
-        return False
 
     def action_commands(self) -> None:
         self.commands_only = not self.commands_only

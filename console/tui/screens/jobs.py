@@ -2,21 +2,19 @@
 up (a node that stalls it, its straggler) or the scheduler's reason."""
 
 from textual import on
-from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
 from fleetdeck.console.rows import (
     JobRow,
-    NodeFilter,
     job_row,
     jobs_to_act_on_first,
     progress_bar,
     sorted_jobs,
 )
 from fleetdeck.console.tui.line_table import Column, LineTable
-from fleetdeck.console.tui.screens.base import FleetView, dialog_key, filter_said
+from fleetdeck.console.tui.screens.base import FilteredView, dialog_key, filter_said
 from fleetdeck.console.tui.text import plural
 
 BAR = 12
@@ -38,7 +36,8 @@ STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "faile
                "NF": "failed", "RQ": "warn", "CA": "muted", "TO": "failed"}
 
 
-class JobsScreen(FleetView):
+class JobsScreen(FilteredView):
+    FILTER_BOX = "job-filter"
     VIEW = "jobs"
     BINDINGS = [
         Binding("slash", "filter", "Filter", priority=True),  # see action_filter
@@ -51,7 +50,6 @@ class JobsScreen(FleetView):
         self.rows: list[JobRow] = []
         self.total = 0
         """Jobs known, filtered or not (the line says how many of them are shown)."""
-        self.filter = NodeFilter("")
 
     def compose_body(self) -> ComposeResult:
         yield LineTable(JOB_COLUMNS, key=lambda r: r.job_id, cells=_cells, style=_style,
@@ -105,41 +103,6 @@ class JobsScreen(FleetView):
         if slow:
             text += f"  [$warning]{slow} with a straggler[/]"
         return text + "  [$text-muted]enter: its nodes[/]"
-
-    def action_filter(self) -> None:
-        box = self.query_one("#job-filter", Input)
-        if self.focused is box:  # a priority binding (as ':'): in the box, '/' is typed
-            raise SkipAction()
-        box.display = True
-        box.value = self.filter.text
-        # At once, not by Widget.focus: a filter typed straight after '/' went to the table
-        # and its keys (r restarts), as the nodes view found.
-        self.set_focus(box)
-        box.focus()  # again once a view switch's own focus ("3/" typed at once) has landed
-
-    @on(Input.Changed, "#job-filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.filter = NodeFilter(event.value)
-        self.fleet.refresh_view()
-
-    @on(Input.Submitted, "#job-filter")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.filter = NodeFilter(event.value)
-        event.input.display = False
-        self.set_focus(self.table)
-        self.fleet.refresh_view()
-
-    def on_escape(self) -> bool:
-        box = self.query_one("#job-filter", Input)
-        if box.display:
-            box.display = False
-            self.set_focus(self.table)
-            return True
-        if self.filter.active:
-            self.filter = NodeFilter("")
-            self.fleet.refresh_view()
-            return True
-        return False
 
     def action_restart(self) -> None:
         self.not_typing()
