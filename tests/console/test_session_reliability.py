@@ -193,18 +193,25 @@ def test_two_agents_with_one_node_id_are_shown_as_a_duplicate():
     assert "2 agent processes take turns" in str(st.all_findings[0])
 
 
-def test_two_processes_whose_sessions_end_before_a_sample_are_a_duplicate_not_stale():
-    """Two clones that take the session from each other every 0.8 s send no sample between
-    them: each session is only its birth and status. The console read the node stale, "no
-    telemetry (last 20 s ago)", and no H3 for 30 s (a CI run of
-    tests/test_duplicate_after_restarts.py); births name their process, and H3 says why no
-    sample comes."""
+def clones_born() -> tuple[FakeNode, FakeNode, ConsoleSession]:
+    """Two agent processes of gpu0001 (clones) and a session that heard the first's birth and
+    status."""
     a = FakeNode(cluster=CLUSTER)
     b = FakeNode(cluster=CLUSTER)
     b.agent.started_ms += 12345
     session = make_session(a, Sent())
     a.feed(session.ingest, a.birth(), Kind.BIRTH)
     a.feed(session.ingest, a.status(), Kind.STATUS)
+    return a, b, session
+
+
+def test_two_processes_whose_sessions_end_before_a_sample_are_a_duplicate_not_stale():
+    """Two clones that take the session from each other every 0.8 s send no sample between
+    them: each session is only its birth and status. The console read the node stale, "no
+    telemetry (last 20 s ago)", and no H3 for 30 s (a CI run of
+    tests/test_duplicate_after_restarts.py); births name their process, and H3 says why no
+    sample comes."""
+    a, b, session = clones_born()
     a.now += 0.5
     a.feed(session.ingest, a.agent.telemetry(), Kind.TELEMETRY, rx=a.now)
     session.tick()
@@ -271,12 +278,7 @@ def test_a_duplicate_node_id_is_a_change_this_console_saw():
     node names)."""
     from fleetdeck.console.health import UNSEEN_CHANGE
 
-    a = FakeNode(cluster=CLUSTER)
-    b = FakeNode(cluster=CLUSTER)
-    b.agent.started_ms += 12345
-    session = make_session(a, Sent())
-    a.feed(session.ingest, a.birth(), Kind.BIRTH)
-    a.feed(session.ingest, a.status(), Kind.STATUS)
+    a, b, session = clones_born()
     for _ in range(6):  # heard ok, from one process
         a.now += 0.5
         a.feed(session.ingest, a.agent.telemetry(), Kind.TELEMETRY, rx=a.now)

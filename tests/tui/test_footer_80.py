@@ -8,6 +8,17 @@ from tests.tui.conftest import World
 from tests.tui.test_views import text_of
 
 
+async def footer_of_view(world, pilot, key: str) -> str:
+    """The footer line once ``key`` switched views and a tick painted it."""
+    world.tick()
+    await pilot.pause()
+    await pilot.press(key)
+    world.tick()
+    await pilot.pause()
+    await pilot.pause()
+    return text_of(world.app).splitlines()[-1]
+
+
 @pytest.mark.parametrize(("key", "wanted"), [
     ("1", ["? Help", "q Quit", "/ Filter nodes", ": :cmd"]),
     ("2", ["? Help", "q Quit", "/ Filter", ": :cmd", "r Drain"]),
@@ -17,13 +28,7 @@ async def test_the_80_column_footer_keeps_filter_and_the_command_line(key, wante
     world = World()
     world.populate()
     async with world.app.run_test(size=(80, 24)) as pilot:
-        world.tick()
-        await pilot.pause()
-        await pilot.press(key)
-        world.tick()
-        await pilot.pause()
-        await pilot.pause()
-        footer = text_of(world.app).splitlines()[-1]
+        footer = await footer_of_view(world, pilot, key)
         for k in wanted:
             assert f" {k} " in footer, footer
 
@@ -41,13 +46,7 @@ async def test_the_jobs_and_incidents_footers_say_what_enter_and_the_arrows_do(k
     world = World()
     world.populate()
     async with world.app.run_test(size=size) as pilot:
-        world.tick()
-        await pilot.pause()
-        await pilot.press(key)
-        world.tick()
-        await pilot.pause()
-        await pilot.pause()
-        footer = text_of(world.app).splitlines()[-1]
+        footer = await footer_of_view(world, pilot, key)
         for k in wanted:
             assert f" {k} " in footer, footer
         await pilot.press("enter")
