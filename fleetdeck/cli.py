@@ -205,7 +205,7 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     from fleetdeck.console.publish_probe import PROBE_WAIT_S
 
     exits = ("exit 0 done, 2 refused, 3 rejected or failed, 4 timed out, 5 timed out and most "
-             "likely dropped by the broker")
+             "likely dropped by the broker, 6 a drain timed out still DRAINING")
     # Scripts (a Slurm prolog) branch on these: said in each command's own --help too.
     epilog = ("exit status: 0 done; 2 refused before anything was sent (a bad argument, an "
               "unknown node or job, no broker: one sentence on stderr, a 'refused' record in "
@@ -216,7 +216,10 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
               f"broker user's on node/+/cmd did not come back within {PROBE_WAIT_S:g} s either "
               "(it may not publish node/+/cmd, as the shipped ACL's viewer; 'timed_out' in the "
               "audit log, with that sentence; a node known offline or silent is 4, as for any "
-              "user). That test's finding is said when it comes, and "
+              "user); 6 (drain) timed out with every target DRAINED or acknowledged and still "
+              "DRAINING, none unanswered, rejected or superseded: the drain took, their jobs "
+              "run to completion first (4 when any target never answered). "
+              "That test's finding is said when it comes, and "
               "the command still waits for its answers until --timeout (it holds until then "
               "and may still land: a late echo on a loaded broker, a user that may not read "
               "commands back); one nothing answered by then waits for the test's verdict, at "

@@ -339,4 +339,7 @@ def test_the_command_help_says_how_long_the_broker_test_is_waited_for(monkeypatc
         assert "5 timed out with nothing answered, and the broker most likely dropped it" in text
         assert "did not come back within 7 s either" in text, text
         assert "waits for the test's verdict, at most 8 s more" in text, text
+        # A drain that took but still drains is its own status (console/cli/commands.py).
+        assert "6 (drain) timed out with every target DRAINED or acknowledged and still " \
+            "DRAINING" in text, text
         assert "nothing reached the nodes" not in text

@@ -3,9 +3,10 @@
 Each connects like the console, collects the retained state for a moment, publishes one protocol
 ``Command`` per target, then follows acks and the fleet state with the same ``CommandTracker``
 as the TUI until every target is done or the deadline passes. It prints one line per transition
-and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed), 4 (timed out) or
+and a summary, writes the audit log, and exits 0 (done), 3 (rejected/failed), 4 (timed out),
 5 (timed out with nothing answered, and the broker most likely dropped it: a test publish of
-this broker user's did not come back either).
+this broker user's did not come back either) or 6 (a drain timed out with every target done or
+still DRAINING: it took, their jobs finish first).
 """
 
 import asyncio
@@ -56,6 +57,11 @@ publishes (console/publish_probe.py): most likely an ACL to fix, not a node to l
 viewer's drain read "timed_out ... most likely never reached it", exit 4 as for an offline node
 (a drill). Said at the deadline, not at the probe's verdict: until then the command may still
 land (a late echo on a loaded broker, a user that may not read commands back)."""
+EXIT_STILL_DRAINING = 6
+"""A drain's deadline passed with every target DRAINED or acknowledged and still DRAINING (the
+drain took; their jobs run to completion first, Slurm's DRAINING), none unanswered, rejected or
+superseded. It was exit 4, as for nodes that never answered: a script could tell "wait longer"
+from "go and look at a node" only by the text."""
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
@@ -417,6 +423,8 @@ class CommandRun:
                 # Said already when the tracker's own deadline came first.
                 still = f" — {dead}"
             self.say(f"  {t.target}: {t.phase.value}: {t.detail}{still}")
+        if phase is Phase.TIMED_OUT and len(draining) == len(bad):
+            return EXIT_STILL_DRAINING
         return EXIT_TIMED_OUT if phase is Phase.TIMED_OUT else EXIT_REJECTED
 
     @property

@@ -392,3 +392,24 @@ def test_a_drain_of_a_list_says_which_nodes_still_drain_and_which_never_answered
     assert f"  {compress(busy)}: timed_out while DRAINING" in tail, tail
     assert sum(line.startswith(f"  {n}:") for n in busy for line in tail.splitlines()) == 0, tail
     assert f"  {dead}: timed_out" in tail and "offline" in tail, tail
+
+
+def test_a_drain_that_took_but_still_drains_exits_6_not_4(sim, tmp_path):
+    """The drill's drain, no agent dead: every target DRAINED or acknowledged and still
+    DRAINING (the drain took; its jobs finish first) exited 4, as nodes that never answered
+    did, and a script could tell "wait longer" from "go and look" only by the text."""
+    status = run_cli("status", "--json", "--broker", str(sim.url), "--cluster", "cli")
+    nodes = json.loads(status.stdout)["nodes"]
+    busy = [n["id"] for n in nodes if n["job"]]
+    assert busy and len(busy) < len(nodes), nodes
+    audit = tmp_path / "audit.jsonl"
+    out = cli(sim, audit, "drain", "gpu[0001-0004]", "--reason", "list", "--timeout", "6")
+    assert out.returncode == 6, out.stdout + out.stderr
+    summary = next(line for line in out.stdout.splitlines()
+                   if line.startswith("drain gpu[0001-0004]:"))
+    assert f"{len(nodes) - len(busy)} done, {len(busy)} still draining" in summary, summary
+    assert "timed_out" not in summary, summary
+    # The audit record is what happened: the deadline passed before DRAINED, the nodes named.
+    (record,) = [json.loads(line) for line in audit.read_text().splitlines()][1:]
+    assert record["outcome"] == "timed_out", record
+    assert all(f"{n}: no result within 6 s (DRAINING)" in record["detail"] for n in busy), record
