@@ -14,6 +14,7 @@ is the headless driver (tick every ``tick_s`` until told to stop). Nothing here 
 """
 
 import asyncio
+import concurrent.futures
 import contextlib
 import io
 import logging
@@ -128,6 +129,9 @@ WRITER_CHECK_S = 2.0
 """How often a console looks whether a collector writes its store (``WriterLock``)."""
 STORE_FILE_CHECK_S = 5.0
 """How often the store's path is looked at, to say when it no longer names the file written."""
+STORE_FILE_HUNG_S = 10.0
+"""A look at the store's path (a stat and a header read, off the event loop) unanswered this
+long is said once: a hung NFS mount, whose writes will not get far either."""
 STORE_QUEUE_TICKS = 1200
 """Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
 per-minute samples are dropped, never events, transitions or audit records."""
@@ -490,6 +494,10 @@ class ConsoleSession:
         self._writer_checked = -1e9
         self._store_checked = time.monotonic()
         """When the store's path was last looked at (``_check_store_file``)."""
+        self._store_look: concurrent.futures.Future[str] | None = None
+        """That look while it has not answered (``Store.look_gone``): one at a time."""
+        self._store_look_hung = False
+        """Whether the look in flight was said not to answer (``STORE_FILE_HUNG_S``)."""
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
         self.problems: dict[str, SessionProblem] = {}
@@ -2367,14 +2375,43 @@ class ConsoleSession:
         if store is None or "history" in self.problems:
             return
         now = time.monotonic()
+        look = self._store_look
+        if look is not None:
+            waited = now - self._store_checked
+            if not look.done():
+                if not self._store_look_hung and waited >= STORE_FILE_HUNG_S:
+                    self._store_look_hung = True
+                    why = (f"history store {store.path}: the store's file did not answer a "
+                           f"stat for {STORE_FILE_HUNG_S:g} s (a hung network mount?); the "
+                           "console goes on, and looks again once it answers")
+                    log.warning("%s", why)
+                    # Kept as the store's other lasting problems are: the store's writes
+                    # hold it, and `fleetdeck events` has it once the mount is back.
+                    self.note(why, severity="warn", kind="store", keep=True)
+                return
+            self._store_look = None
+            if self._store_look_hung:
+                self._store_look_hung = False
+                self.note(f"history store {store.path}: the store's file answered again "
+                          f"after {waited:.0f} s", kind="store", keep=True)
+            try:
+                why = look.result()
+            except OSError as err:  # as ``Store.gone`` itself: the writes say what is wrong
+                log.warning("history store %s: looking at its file: %s", store.path, err)
+                why = ""
+            if why:
+                log.error("%s", why)
+                self._problem("history", f"history not kept: {why}", self.clock())
+                # Kept as the store's failing writes are: into the file this console has
+                # open, where a store moved aside (replaced) or copied off the mount still
+                # tells why its rows stop.
+                self.note(why, severity="error", kind="store", keep=True)
+            return
         if now - self._store_checked < STORE_FILE_CHECK_S:
             return
         self._store_checked = now
-        why = store.gone()
-        if why:
-            log.error("%s", why)
-            self._problem("history", f"history not kept: {why}", self.clock())
-            self.note(why, severity="error", kind="store")
+        # Off the loop: a stat on a hung NFS mount never returns (``Store.look_gone``).
+        self._store_look = store.look_gone()
 
     async def _flush_store(self, final: bool = False) -> None:
         self._check_store_file()

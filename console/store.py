@@ -15,8 +15,10 @@ import math
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -718,6 +720,24 @@ class Store:
             return (f"history store {self.path} was overwritten (not a SQLite database any "
                     f"more) while in use; {lost} (move the damaged file aside first)")
         return ""
+
+    def look_gone(self) -> "Future[str]":
+        """``gone()`` in a thread of its own, its answer in the future returned: a stat of a
+        file on a hung NFS mount does not return, and on the event loop it stalled the whole
+        console (its link's keepalives, the TUI). A daemon thread, not the loop's executor:
+        a check that never returns is joined by neither ``asyncio.run``'s shutdown nor the
+        interpreter's exit. After ``close`` its answer means nothing (the descriptor it reads
+        is closed, maybe reused): the caller drops it."""
+        answer: Future[str] = Future()
+
+        def look() -> None:
+            try:
+                answer.set_result(self.gone())
+            except BaseException as err:  # said by whoever reads the answer
+                answer.set_exception(err)
+
+        threading.Thread(target=look, name="store-file-check", daemon=True).start()
+        return answer
 
     async def checkpoint(self) -> None:
         """Move the WAL into the database and give its space back, without waiting for

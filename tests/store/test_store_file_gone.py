@@ -4,12 +4,20 @@ it had open: nothing was said, and every row written after the `rm` was lost wit
 (the header clear, `events --db` "no store"). Now the collector says so in one sentence on its
 log, the console's header reads NO HISTORY with the sentence in its timeline."""
 
+import asyncio
+import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from fleetdeck.console import session as session_mod
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.store import CONSOLE_SOURCE, Store
+from fleetdeck.protocol.topics import Kind
 from tests.conftest import spawn, stop_process
+from tests.helpers import FakeNode
 
 CLUSTER = "gone"
 
@@ -50,3 +58,93 @@ def test_a_collector_says_its_store_file_is_gone(mosquitto, tmp_path, how) -> No
     finally:
         stop_process(col)
         stop_process(sim)
+
+
+async def _console_with_a_store(db: Path) -> "tuple[FakeNode, ConsoleSession]":
+    node = FakeNode(cluster=CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=lambda: node.now)
+    await session.open_store(db)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    session.tick()
+    await session.flush()
+    return node, session
+
+
+async def _kept(db: Path) -> list[str]:
+    store = await Store.open(db)
+    rows = await store.events(0)
+    await store.close()
+    return [r["message"] for r in rows if r["node"] == CONSOLE_SOURCE and r["kind"] == "store"]
+
+
+async def test_a_store_file_that_does_not_answer_a_stat_is_said_once_not_waited_on(
+        tmp_path, monkeypatch) -> None:
+    """The store-file check (a stat and a header read every 5 s) ran on the event loop: a
+    hung NFS mount under the store stalled the whole console there. It runs off the loop now,
+    and a check unanswered for ``STORE_FILE_HUNG_S`` is said once, kept in the store."""
+    monkeypatch.setattr(session_mod, "STORE_FILE_CHECK_S", 0.0)
+    monkeypatch.setattr(session_mod, "STORE_FILE_HUNG_S", 0.3, raising=False)
+    db = tmp_path / "hung.db"
+    node, session = await _console_with_a_store(db)
+    hung = threading.Event()
+    looks: list[str] = []
+    real_gone = Store.gone
+
+    def hanging_gone(store: Store) -> str:
+        looks.append(threading.current_thread().name)
+        hung.wait(5.0)  # a stat on a hung mount; bounded so the test ends if it runs inline
+        return real_gone(store)
+
+    monkeypatch.setattr(Store, "gone", hanging_gone)
+    try:
+        t0 = time.monotonic()
+        for _ in range(4):
+            node.now += 0.5
+            session.tick()
+            await session.flush()
+            await asyncio.sleep(0.15)
+        assert time.monotonic() - t0 < 2.0, "the console waited on the check"
+        assert looks == ["store-file-check"], looks  # one look at a time, off the loop
+        said = [line.text for line in session.log.lines() if line.kind == "store"]
+        assert said == [f"history store {db}: the store's file did not answer a stat for "
+                        "0.3 s (a hung network mount?); the console goes on, and looks again "
+                        "once it answers"], said
+        assert "history" not in session.problems
+    finally:
+        hung.set()
+    await asyncio.sleep(0.1)
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    said = [line.text for line in session.log.lines() if line.kind == "store"]
+    assert len(said) == 2 and "answered again after" in said[1], said
+    assert "history" not in session.problems  # the file was there all along
+    node.now += 0.5
+    session.tick()
+    await session.flush()
+    await session.close()
+    kept = await _kept(db)
+    assert len(kept) == 2 and "did not answer a stat" in kept[0], kept
+
+
+async def test_a_store_moved_aside_keeps_why_its_rows_stop(tmp_path, monkeypatch) -> None:
+    """The sentence is kept as the store's failing writes are: into the file this console
+    writes, where a store moved aside tells why its history stops."""
+    monkeypatch.setattr(session_mod, "STORE_FILE_CHECK_S", 0.0)
+    db = tmp_path / "moved.db"
+    node, session = await _console_with_a_store(db)
+    aside = tmp_path / "aside.db"
+    # With its WAL, where SQLite keeps what it has not checkpointed into the database yet.
+    for suffix in ("", "-wal"):
+        os.rename(f"{db}{suffix}", f"{aside}{suffix}")
+    for _ in range(20):
+        node.now += 0.5
+        session.tick()
+        await session.flush()
+        if "history" in session.problems:
+            break
+        await asyncio.sleep(0.05)
+    assert "history" in session.problems, session.problems
+    await session.close()
+    kept = await _kept(aside)
+    assert len(kept) == 1 and f"history store {db} was deleted while in use" in kept[0], kept
