@@ -19,6 +19,7 @@ import fcntl
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -96,7 +97,37 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
     (left by an agent run by hand as root). The agent runs unguarded then, as an unwritable
     state file lets it (docs/real-nodes.md): an agent that would not start for its guard left
     the node unwatched and undrainable, where the guard only stops a mistake."""
-    path = usable_state_dir(state_dir) / f"state-{node_id}.lock"
+    return _hold_lock(
+        usable_state_dir(state_dir) / f"state-{node_id}.lock", "one-agent-per-node",
+        "agent of this node",
+        lambda pid: f"another agent for {node_id} is running on --state-dir {state_dir}{pid}: "
+        "two agents of one node take its MQTT session from each other and overwrite each "
+        "other's drain state; stop that one first.")
+
+
+def hold_sim_lock(state_dir: Path, cluster: str, prefix: str, shown: Path) -> int | None:
+    """``hold_node_lock`` for ``fleetdeck sim --state-dir``: one lock for the simulator's
+    nodes (``state_dir`` is the cluster's own directory, ``shown`` the --state-dir as given),
+    taken by the process started, which a spread fleet's workers (``--procs``) run under and
+    which stops them. One lock, not one a node: each simulated node holds an MQTT socket
+    already, and a lock each would double the descriptors of a 16,384-node fleet. Its nodes
+    are ``<prefix>0001`` on (agents/sim/topology.py ``node_names``), so any two simulators
+    of one prefix share nodes and one of another prefix shares none (a fleet spread over
+    machines, one ``--prefix`` each, may share one directory)."""
+    return _hold_lock(
+        state_dir / f"sim-{prefix}.lock", "one-simulator-per-state-directory",
+        f"simulator of {prefix} nodes",
+        lambda pid: f"another simulator of {prefix} nodes on cluster '{cluster}' is running "
+        f"on --state-dir {shown}{pid}: two simulators of one fleet take its nodes' MQTT "
+        "sessions from each other and overwrite each other's drain state; stop that one "
+        "first.")
+
+
+def _hold_lock(path: Path, guard: str, second: str,
+               refusal: Callable[[str], str]) -> int | None:
+    """``path`` locked for this process, the lock file's descriptor; ``refusal(pid)``: the
+    sentence when another process holds it (``pid`` " (pid N)" or ""). ``guard`` and
+    ``second`` name the guard in the warning when it cannot be had (``_unguarded``)."""
     writable = True
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -106,17 +137,17 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as err:
-            _unguarded(path, err)
+            _unguarded(path, err, guard, second)
             return None
     except OSError as err:
-        _unguarded(path, err)
+        _unguarded(path, err, guard, second)
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:
         if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             os.close(fd)
-            _unguarded(path, err)
+            _unguarded(path, err, guard, second)
             return None
         holder = os.pread(fd, 16, 0).decode(errors="replace").strip()
         os.close(fd)
@@ -129,10 +160,7 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
                         "unable to exit: running beside it, unguarded", path, holder)
             return None
         pid = f" (pid {holder})" if holder.isdigit() else ""
-        raise UserError(
-            f"another agent for {node_id} is running on --state-dir {state_dir}{pid}: two "
-            "agents of one node take its MQTT session from each other and overwrite each "
-            "other's drain state; stop that one first.") from None
+        raise UserError(refusal(pid)) from None
     if writable:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -155,10 +183,9 @@ def process_state(pid: int) -> str:
     return rest[0].decode(errors="replace") if rest else ""
 
 
-def _unguarded(path: Path, err: OSError) -> None:
-    log.warning("cannot lock %s (%s): running without the one-agent-per-node guard; a second "
-                "agent of this node on this state directory will not be refused", path,
-                err.strerror or err)
+def _unguarded(path: Path, err: OSError, guard: str, second: str) -> None:
+    log.warning("cannot lock %s (%s): running without the %s guard; a second %s on this "
+                "state directory will not be refused", path, err.strerror or err, guard, second)
 
 
 def state_file(state_dir: Path, node_id: str) -> Path:

@@ -499,7 +499,9 @@ def build_parser() -> Parser:
     p.add_argument("--state-dir", metavar="DIR",
                    help="keep each node's drain, executed command ids and error windows in "
                    "DIR/CLUSTER, as 'fleetdeck agent --state-dir' does, so a restarted "
-                   "simulator's drained nodes come back drained (default: memory only)")
+                   "simulator's drained nodes come back drained (default: memory only); a "
+                   "second simulator of the same --prefix on DIR/CLUSTER is refused, exit 2, "
+                   "as a second agent of a node is (a lock, sim-PREFIX.lock)")
     _add_wire(p)
     p.add_argument("--fault-rates", metavar="NAME|FILE", help="draw faults from a rate table "
                    "(failures per node-day by cause, docs/scenarios.md): 'rates-week' or a .toml")
@@ -866,7 +868,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from fleetdeck.agents.sim.scenario import load_scenario
     from fleetdeck.agents.sim.spec import SpecError
     from fleetdeck.agents.sim.topology import TopologySpec
-    from fleetdeck.agents.state import usable_state_dir
+    from fleetdeck.agents.state import hold_sim_lock, usable_state_dir
 
     scenario = table = None
     try:
@@ -924,6 +926,11 @@ def cmd_sim(args: argparse.Namespace) -> int:
         tune_gc=True, state_dir=usable_state_dir(Path(args.state_dir) / args.cluster)
         if args.state_dir else None,
     )
+    if opts.state_dir is not None:
+        # Held until this process exits (a --procs fleet's workers run under it): two
+        # simulators on one directory overwrote each other's drain state, as two agents of
+        # one node would (agents/state.py).
+        hold_sim_lock(opts.state_dir, args.cluster, args.prefix, Path(args.state_dir))
     drawn = None
     if table is not None and scenario is not None:
         from fleetdeck.agents.sim.topology import node_names

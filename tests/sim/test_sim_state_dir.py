@@ -43,7 +43,8 @@ def test_a_restarted_simulator_keeps_its_drains_with_a_state_dir(mosquitto, tmp_
     finally:
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-    assert sorted(os.listdir(os.path.join(where, cluster)))[:1] == ["state-gpu0001.json"]
+    assert sorted(os.listdir(os.path.join(where, cluster)))[:2] == [
+        "sim-gpu.lock", "state-gpu0001.json"]
     second = run_sim(url, cluster, tmp_path / "sim2.log", "--state-dir", where)
     try:
         # Its first status is drained: it never reads in service between the two.
@@ -75,3 +76,38 @@ def test_a_state_dir_that_cannot_be_made_is_one_sentence(tmp_path):
     assert res.stderr.strip().splitlines() == [
         f"fleetdeck sim: --state-dir {blocker / 'sub' / 'demo'}: Not a directory ({blocker} is a "
         "file)."], res.stderr
+
+
+def test_a_second_simulator_on_one_state_dir_is_refused(mosquitto, tmp_path):
+    """Two `sim --state-dir DIR` of one cluster took no lock and overwrote each other's drain
+    state. The first holds one (its --procs workers under it, not refused by each other); a
+    second of the same prefix is refused as a second agent of a node is, exit 2, and one of
+    another prefix (a fleet spread over machines) is not."""
+    url, cluster, where = str(mosquitto.url), "lk", str(tmp_path / "state")
+    first = run_sim(url, cluster, tmp_path / "sim1.log", "--state-dir", where, "--procs", "2")
+    try:
+        wait_for(url, cluster, "gpu0004", "none")  # both workers' nodes are up
+        res = run_cli("sim", "--broker", url, "--cluster", cluster, "--nodes", "2",
+                      "--state-dir", where, timeout=20)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert res.stderr.strip().splitlines() == [
+            f"fleetdeck sim: another simulator of gpu nodes on cluster '{cluster}' is running "
+            f"on --state-dir {where} (pid {first.pid}): two simulators of one fleet take its "
+            "nodes' MQTT sessions from each other and overwrite each other's drain state; "
+            "stop that one first."], res.stderr
+        other = run_sim(url, cluster, tmp_path / "sim-cpu.log", "--state-dir", where,
+                        "--prefix", "cpu")
+        try:
+            wait_for(url, cluster, "cpu0002", "none")
+            assert other.poll() is None
+        finally:
+            assert stop_process(other) == 0
+        assert first.poll() is None
+    finally:
+        assert stop_process(first) == 0
+    # Gone with its process: the next one starts.
+    again = run_sim(url, cluster, tmp_path / "sim2.log", "--state-dir", where)
+    try:
+        wait_for(url, cluster, "gpu0001", "none")
+    finally:
+        assert stop_process(again) == 0
