@@ -837,6 +837,22 @@ def job_refusal(state: FleetState, job_id: str) -> str:
             f"'{state.cluster}'")
 
 
+def changed_while_open(state: FleetState, op: CommandOp, targets: list[str] | str) -> str:
+    """Why a command confirmed in a dialog is refused though it was not when the dialog opened
+    ('' when it still goes out): a target node retired (its birth cleared) or a job that ended,
+    was requeued or is no longer published while the operator typed the reason. Sent, a drain
+    of a retired node timed out "the node was never heard from" (a 2026-12-07 drill), and a
+    restart of a job that had completed came back rejected by the scheduler. A one-shot
+    command checks and sends in one tick: only a dialog leaves this window."""
+    if op is CommandOp.RESTART_JOB:
+        assert isinstance(targets, str)
+        why = job_refusal(state, targets)
+        return f"changed while the dialog was open: {why}; nothing sent" if why else ""
+    gone = [t for t in targets if t not in state.nodes]
+    return (f"unknown node(s) {compress(gone)}: retired or forgotten while the dialog was "
+            "open; nothing sent") if gone else ""
+
+
 def _free_gpus(state: FleetState, by_node: dict[str, list[str]], removing: set[str]) -> int:
     free = 0
     for node_id, st in state.nodes.items():

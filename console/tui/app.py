@@ -42,6 +42,7 @@ from fleetdeck.console.commands import (
     Phase,
     Request,
     blast_radius,
+    changed_while_open,
     clip_words,
     job_blast_radius,
     job_refusal,
@@ -1207,17 +1208,8 @@ class FleetdeckApp(App[int]):
         def done(result: tuple[str, DrainMode] | None) -> None:
             if result is not None:
                 reason, mode = result
-                gone = self._unknown(targets)
-                if gone:
-                    # Retired (its birth cleared) while the dialog was open: sent, the drain
-                    # timed out "the node was never heard from" (a 2026-12-07 drill). Refused
-                    # as at the dialog's opening.
-                    why = (f"unknown node(s) {compress(gone)}: retired or forgotten while the "
-                           "dialog was open; nothing sent")
-                    self.session.refuse(CommandOp.DRAIN, targets, why, reason, mode)
-                    self.notify(esc(clip_words(why, 160)), severity="error")
-                    return
-                self.send(self.session.drain(targets, reason, mode))
+                if not self._changed_while_open(CommandOp.DRAIN, targets, reason, mode):
+                    self.send(self.session.drain(targets, reason, mode))
 
         hint = drain_reason_hint(self.state.nodes.get(targets[0]))
         self.push_screen(DrainScreen(radius, suggested_drain_mode(self.state, targets), hint),
@@ -1242,7 +1234,7 @@ class FleetdeckApp(App[int]):
         radius = blast_radius(self.state, CommandOp.RESUME, targets, self.clock())
 
         def done(ok: bool | None) -> None:
-            if ok:
+            if ok and not self._changed_while_open(CommandOp.RESUME, targets):
                 self.send(self.session.resume(targets))
 
         self.push_screen(ConfirmScreen("Resume", self._unsent_note(radius)), done)
@@ -1262,11 +1254,22 @@ class FleetdeckApp(App[int]):
         radius = job_blast_radius(self.state, job_id, now)
 
         def done(reason: str | None) -> None:
-            if reason:
+            if reason and not self._changed_while_open(CommandOp.RESTART_JOB, job_id, reason):
                 self.send(self.session.restart_job(job_id, reason))
 
         hint = restart_reason_hint(self.state.jobs[job_id], self.state, now)
         self.push_screen(RestartScreen(job_id, self._unsent_note(radius), hint), done)
+
+    def _changed_while_open(self, op: CommandOp, targets: list[str] | str, reason: str = "",
+                            mode: DrainMode | None = None) -> bool:
+        """Whether a command confirmed in its dialog is refused for what changed since the
+        dialog opened (``changed_while_open``: a target retired, the job gone or ended):
+        audited as refused, said, nothing sent, as at the dialog's opening."""
+        why = changed_while_open(self.state, op, targets)
+        if why:
+            self.session.refuse(op, targets, why, reason, mode)
+            self.notify(esc(clip_words(why, 160)), severity="error")
+        return bool(why)
 
     def _unsent_note(self, radius: BlastRadius) -> BlastRadius:
         """The dialog's radius, first saying that the command would not go out now."""

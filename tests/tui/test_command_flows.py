@@ -1,5 +1,7 @@
 """Drain / resume / restart from the UI: confirmation, publish, lifecycle, audit, read-only."""
 
+import pytest
+
 from fleetdeck.console.commands import Phase
 from fleetdeck.console.tui.modals import ConfirmScreen, DrainScreen, RestartScreen
 from fleetdeck.console.tui.screens.nodes import NodesScreen
@@ -589,3 +591,63 @@ async def test_an_open_drain_dialog_takes_a_slow_radius_less_often(world, monkey
         spent = sum(taken[at_open:])
         assert spent / (time.perf_counter() - opened) <= 0.05, taken
         assert isinstance(world.app.screen, DrainScreen)
+
+
+async def test_a_resume_confirmed_after_its_target_was_retired_is_refused_not_sent(world):
+    """As a drain's: the target retired while the resume dialog was open, and the resume went
+    out to a node no one hears from (its time-out "never heard from"). Refused, nothing sent."""
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER
+
+    world.fleet.status(world.ingest, "gpu0008", DrainState.DRAINED, "old", "bob")
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_resume(["gpu0008"])
+        await pilot.pause()
+        assert isinstance(world.app.screen, ConfirmScreen)
+        world.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, "gpu0008"), b"", world.clock())
+        world.tick()
+        assert "gpu0008" not in world.app.state.nodes
+        await pilot.press("enter")  # focus is on the Resume button
+        await pilot.pause()
+        await world.app.session.flush()
+        assert not isinstance(world.app.screen, ConfirmScreen)
+        assert sent(world) == []
+        rec = world.audit.records[-1]
+        assert rec.what == "resume" and rec.outcome == "refused", rec
+        assert "gpu0008: retired or forgotten while the dialog was open" in rec.detail, rec
+
+
+@pytest.mark.parametrize("then", ["completed", "withdrawn"])
+async def test_a_restart_confirmed_after_its_job_ended_is_refused_not_sent(world, then):
+    """The job completed (or its status was withdrawn) while the restart dialog was open: the
+    restart typed into it went to the scheduler, which rejects a job with nothing to restart,
+    where the dialog's opening refuses it. Refused as at the opening, nothing sent."""
+    from fleetdeck.protocol.messages import JobState
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER, job_status, publish_job
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_restart("41")
+        await pilot.pause()
+        assert isinstance(world.app.screen, RestartScreen)
+        if then == "completed":
+            publish_job(world.ingest, job_status("41", world.fleet.names[:4], world.clock,
+                                                 state=JobState.CD), world.clock)
+        else:
+            world.ingest.handle(topic_for(CLUSTER, Kind.JOB, "41"), b"", world.clock())
+            world.tick()
+            world.tick(6)  # withdrawn once no status of it came for JOB_CLEAR_CONFIRM_S
+            assert "41" not in world.app.state.jobs
+        world.tick()
+        await pilot.press(*"hung OPS-7", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        assert not isinstance(world.app.screen, RestartScreen)
+        assert world.published == []
+        rec = world.audit.records[-1]
+        assert rec.what == "restart_job" and rec.outcome == "refused", rec
+        assert rec.detail.startswith("changed while the dialog was open: "), rec
+        assert ("job 41 is CD (completed)" if then == "completed" else "job 41") in rec.detail
+        assert rec.why == "hung OPS-7", rec
