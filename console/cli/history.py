@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdeck.console.audit import default_audit_path, iso
+from fleetdeck.console.audit import AUDIT_FILE, default_audit_path, iso
 from fleetdeck.console.health import VERDICT_SEVERITY, Verdict, verdict_text
 from fleetdeck.console.interruptions import INTERRUPTION, interruption_text
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
@@ -217,6 +217,14 @@ ELSEWHERE = {"command": "operator commands are in the audit log ({audit})",
 are kept in the store as the node ``CONSOLE_SOURCE``'s events (ConsoleSession.note)."""
 
 
+def audit_beside(db: Path) -> Path:
+    """The audit log that goes with the store ``db``: a demo run keeps both in its folder, so
+    ``--kind command`` on a demo's store named the real audit log, which the demo never wrote
+    (a newcomer's run); any store with an audit log beside it is read the same way."""
+    beside = db.parent / AUDIT_FILE
+    return beside if beside.is_file() else default_audit_path()
+
+
 def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] | None,
                as_json: bool, limit: int = 10_000, cluster: str | None = None) -> int:
     now = time.time()
@@ -240,7 +248,7 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 for k in unknown:
                     if k in ELSEWHERE:
                         raise UserError(f"--kind {k}: "
-                                        + ELSEWHERE[k].format(audit=default_audit_path())
+                                        + ELSEWHERE[k].format(audit=audit_beside(db))
                                         + ", not in the history store.")
                 if unknown:
                     raise UserError(f"--kind {','.join(unknown)} names no event kind; the "

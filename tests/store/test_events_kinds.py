@@ -164,3 +164,18 @@ def test_a_filter_that_matched_nothing_says_so_without_a_header(db, capsys):
     assert main(["events", "--db", db, "--since", "2999-01-01T00:00", "--kind", "xid",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_kind_command_on_a_demo_store_names_the_demo_runs_audit_log(tmp_path, monkeypatch,
+                                                                   capsys):
+    """`events --db …/demo-<time>/demo.db --kind command` sent the user to the real audit log
+    ($XDG_STATE_HOME/fleetdeck/audit.jsonl), which the demo never writes: its commands are in
+    the audit log beside its store (a newcomer's run)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    run = tmp_path / "state" / "fleetdeck" / "demo-20261207T082531"
+    run.mkdir(parents=True)
+    asyncio.run(_filled(run / "demo.db"))
+    (run / "audit.jsonl").write_text("")
+    assert main(["events", "--db", str(run / "demo.db"), *SINCE, "--kind", "command"]) == 2
+    err = capsys.readouterr().err
+    assert f"in the audit log ({run / 'audit.jsonl'})" in err, err
