@@ -1014,7 +1014,10 @@ class Player:
                     kind = None
                 if len(kinds) < TOPIC_CACHE_MAX:
                     kinds[msg.topic] = kind
-            if kind in EVENT_KINDS:
+            # A keyframe's entries are the picture before the recording began (a drained
+            # node's status): "next event" stopped on them at +0.5 s, where the events view said
+            # "no events yet" (a newcomer's run).
+            if kind in EVENT_KINDS and not msg.keyframe:
                 # Unescaped enough to test: the line holds the payload as a JSON string.
                 text = (msg.known or b"" if msg.raw is None
                         else msg.raw[msg.p_at:].replace(b'\\"', b'"'))

@@ -206,3 +206,27 @@ def test_until_takes_what_seek_takes_and_says_when_it_is_past_the_end():
     code, said, _ = until("soon")
     assert code == 2 and said.startswith("fleetdeck replay: --until: 'soon' is not seconds ")
     assert said.endswith(", start or end."), said
+
+
+def test_next_event_passes_over_the_state_a_recording_starts_with(tmp_path):
+    """A console's `R` seeds its recording's first keyframe with what it knew: a node drained
+    before the recording began. `n` stopped there, at +0.5 s, on "no events yet" (a newcomer's
+    run); the drain that happens in the recording is still an event."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    path = tmp_path / "seeded.jsonl"
+    a, b = (FakeNode(f"gpu000{i}", cluster="seed", t0=T0) for i in (1, 2))
+    drained = DrainInfo(state=DrainState.DRAINED, reason="OPS-1", requested_by="sre")
+    w = RecordingWriter(path, "seed", source="test", started=T0)
+    for f in (a, b):
+        w.seed(f.topic(Kind.BIRTH), codec.encode(f.birth()))
+    w.seed(a.topic(Kind.STATUS), codec.encode(a.status().model_copy(update={"drain": drained})))
+    w.seed(b.topic(Kind.STATUS), codec.encode(b.status()))
+    for i in range(1, 11):
+        for f in (a, b):
+            w.write(T0 + i, f.topic(Kind.TELEMETRY), codec.encode(f.telemetry()))
+    w.write(T0 + 10.2, b.topic(Kind.STATUS),
+            codec.encode(b.status().model_copy(update={"drain": drained})), 1, True)
+    w.close()
+    p = Player(path)
+    assert p.events == [T0 + 10.2]
