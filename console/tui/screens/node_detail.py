@@ -304,7 +304,11 @@ class NodeDetailScreen(FleetView):
             elif name == "POWER":
                 columns.append(FitColumn("POWER TREND", spark=SPARK_WIDTH,
                                          draw=spark("power", "magenta")))
-        return FitTable("GPUs", columns, len(gpus), note="trends: last {n} samples")
+        # The samples' spacing is the agent's (1 s in the demo, 10 s a site's choice): "last 16
+        # samples" alone left the trends' time scale to guess (a newcomer's run).
+        every = f"{st.interval_s:g}"
+        return FitTable("GPUs", columns, len(gpus),
+                        note=f"trends: last {{n}} samples, {every} s apart")
 
     def _ports(self, st: NodeState) -> FitTable | Text:
         tel = st.telemetry

@@ -1,0 +1,18 @@
+"""The node detail's trend columns say how far apart their samples are: "trends: last 16
+samples" left their time scale to guess, 16 s in the demo or 160 s at a site's 10 s interval
+(a newcomer's run)."""
+
+from tests.tui.conftest import World
+from tests.tui.test_views import open_first_node
+
+
+async def test_the_gpu_table_says_the_trends_sample_spacing():
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        world.tick()
+        await pilot.pause()
+        text = await open_first_node(world, pilot)
+    every = world.app.state.nodes["gpu0001"].interval_s
+    line = next(ln for ln in text.splitlines() if "trends: last" in ln)
+    assert line.rstrip().endswith(f"samples, {every:g} s apart"), line
