@@ -46,8 +46,12 @@ GPU_COLUMNS = (("GPU", 0), ("UTIL", 0), ("POWER", 0), ("TEMP", 0), ("MEM°", 7),
 """Data columns in order, with the rank at which a narrow screen hides them (0: never; the
 sparklines after UTIL and POWER go before any of these)."""
 RATE, TX, RX = f"RATE {IB_UNIT}", f"TX {IB_UNIT}", f"RX {IB_UNIT}"
+ERRORS = "ERRORS"
+"""Titled with the agent's interval (``ERRORS (+in 1 s)``): the counters are totals, the "+"
+the delta over the last sample; "(+delta)" left over what to guess, against N4's rates per
+second (a newcomer's run)."""
 PORT_COLUMNS = (("PORT", 0), ("STATE", 0), ("PHYS", 0), (RATE, 2), (TX, 1), (RX, 1),
-                ("ERRORS (+delta)", 0))
+                (ERRORS, 0))
 
 
 def _v(value: float | int | None, fmt: str = "{:.0f}") -> str:
@@ -325,9 +329,11 @@ class NodeDetailScreen(FleetView):
             cols[RATE].append(Text(ib_rate_text(p.rate_gbps)))
             cols[TX].append(Text(ib_throughput_text(p.xmit_Bps)))
             cols[RX].append(Text(ib_throughput_text(p.rcv_Bps)))
-            cols["ERRORS (+delta)"].append(Text(errors or "0", "yellow" if errors else "dim"))
+            cols[ERRORS].append(Text(errors or "0", "yellow" if errors else "dim"))
+        titles = {ERRORS: f"{ERRORS} (+in {st.interval_s:g} s)"}
         return FitTable("InfiniBand ports",
-                        [FitColumn(name, cols[name], drop=drop, right=name in (RATE, TX, RX))
+                        [FitColumn(titles.get(name, name), cols[name], drop=drop,
+                                   right=name in (RATE, TX, RX))
                          for name, drop in PORT_COLUMNS],
                         len(tel.ib_ports))
 
