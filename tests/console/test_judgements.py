@@ -230,6 +230,20 @@ def test_a_job_behind_a_failing_switch_is_held_up_though_its_nodes_are_only_degr
     assert "behind suspect switch leaf00-r2" in sick["finding"]
 
 
+def test_a_one_node_job_behind_a_failing_switch_is_not_held_up_by_it():
+    # A job on one node reduces over NVLink, no IB port in its collectives (docs/scenarios.md,
+    # the simulator's scheduler keeps it stepping): a fault drill's leaf-switch outage listed
+    # a one-node job "held up: suspect switch leaf02-r4" while it stepped on, ETA and all.
+    down = port_down("mlx5_ib2")
+    session = session_with({n: down for n in ("gpu0001", "gpu0002", "gpu0003")},
+                           jobs=[lambda c: job_status("41", ["gpu0003"], c),
+                                 lambda c: job_status("42", ["gpu0002", "gpu0004"], c)])
+    assert session.state.nodes["gpu0003"].behind_switch == "leaf00-r2"
+    jobs = {j["job_id"]: j for j in fleet_summary(session.state, session.clock())["jobs"]}
+    assert jobs["41"]["sick_nodes"] == []
+    assert [s["node"] for s in jobs["42"]["sick_nodes"]] == ["gpu0002"]
+
+
 def test_a_pending_job_and_an_agent_that_died_under_a_stepping_job_hold_nothing_up():
     from fleetdeck.console.judgements import sick_nodes
     from fleetdeck.protocol.messages import JobState

@@ -331,7 +331,9 @@ def test_a_job_held_up_by_the_switch_names_the_switch_not_a_nodes_warning(record
     node.findings = [*node.findings, Finding("G11", Severity.WARN, "gpu4", "PCIe replay 120/min")]
     clock = Clock()
     clock.t = state.judged_at
-    (sick,) = sick_nodes(job_status("77", [node.node_id], clock), state)
+    # Two nodes, one of them sound: a one-node job reduces over NVLink, no switch in it.
+    other = next(n for n, st in state.nodes.items() if not st.behind_switch)
+    (sick,) = sick_nodes(job_status("77", [node.node_id, other], clock), state)
     assert sick.finding.startswith("F1 ") and SWITCH in sick.finding, sick.finding
 
 
