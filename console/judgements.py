@@ -1374,6 +1374,10 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
     if job.state.value not in ("R", "CG") or not state.not_ok:
         return []
     out: list[tuple[int, str, SickNode]] = []
+    # A job on one node reduces over NVLink, through no IB port (docs/scenarios.md, "Simulated
+    # scheduler"): neither its node's ports nor their switch hold it up (a fault drill read a
+    # one-node job "held up" by a port down, then by a suspect switch, while it stepped on).
+    one_node = len(job.nodes) == 1
     for node in state.not_ok.intersection(job.nodes):
         st = state.nodes.get(node)
         if st is None:
@@ -1388,10 +1392,9 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
                 # and still: it does its part now (a job stepping at full speed read "held
                 # up" for the hour after a flap, a 3 a.m. drive; for the day, a review).
                 continue
-        elif not (st.behind_switch and not st.behind_recovered) or len(job.nodes) == 1:
-            # A job on one node reduces over NVLink, through no IB port (docs/scenarios.md,
-            # "Simulated scheduler"): its switch holds nothing up (a fault drill read a
-            # one-node job "held up: suspect switch leaf02-r4" while it stepped on).
+            if v is Verdict.FAILED and one_node and _ports_only(st):
+                continue
+        elif one_node or not (st.behind_switch and not st.behind_recovered):
             continue
         switch = ""
         if v in (Verdict.FAILED, Verdict.OFFLINE, Verdict.STALE):
@@ -1410,6 +1413,11 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
     # drill named a stale N3 and a dead agent before the node that stopped the job).
     named = reason_words(job.reason) if len(out) > 1 else set()
     return [s for _, _, s in sorted(out, key=lambda x: (x[1] not in named, x[0], x[1]))]
+
+
+def _ports_only(st: NodeState) -> bool:
+    """Whether every finding of ``st`` is its IB ports' (N1-N8) or its switch's (F1)."""
+    return all(f.rule[0] == "N" or f.rule == "F1" for f in st.all_findings)
 
 
 _WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)?")

@@ -244,6 +244,19 @@ def test_a_one_node_job_behind_a_failing_switch_is_not_held_up_by_it():
     assert [s["node"] for s in jobs["42"]["sick_nodes"]] == ["gpu0002"]
 
 
+def test_a_one_node_job_is_not_held_up_by_its_nodes_own_port_faults():
+    # Its node's port down fails the node (drain it), but the job's ranks reduce over NVLink
+    # and step on (the simulator's scheduler): a drill read a one-node job "held up: gpu0028
+    # failed: N1 mlx5_ib2:1: DOWN/Polling" with its step moving and its ETA shown.
+    session = session_with({"gpu0003": port_down("mlx5_ib5"), "gpu0005": port_down("mlx5_ib1")},
+                           jobs=[lambda c: job_status("41", ["gpu0003"], c),
+                                 lambda c: job_status("42", ["gpu0005", "gpu0004"], c)])
+    assert session.state.nodes["gpu0003"].verdict.value == "failed"
+    jobs = {j["job_id"]: j for j in fleet_summary(session.state, session.clock())["jobs"]}
+    assert jobs["41"]["sick_nodes"] == []
+    assert [s["node"] for s in jobs["42"]["sick_nodes"]] == ["gpu0005"]
+
+
 def test_a_pending_job_and_an_agent_that_died_under_a_stepping_job_hold_nothing_up():
     from fleetdeck.console.judgements import sick_nodes
     from fleetdeck.protocol.messages import JobState

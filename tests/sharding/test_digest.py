@@ -404,7 +404,8 @@ def test_a_switch_whose_nodes_the_collectors_split_is_suspected_on_digests():
 class _Twins:
     """One real agent on a simulated node, heard by a console on raw telemetry and by a
     console on the digests a collector (that raw console) makes of it, both with job 4103 on
-    the node. ``skew_s``: how far the collector's (and the digest console's) clock is ahead of
+    the node and another one (a job on one node reduces over NVLink: no port of its node
+    holds it up). ``skew_s``: how far the collector's (and the digest console's) clock is ahead of
     the agent's."""
 
     def __init__(self, skew_s: float = 0.0) -> None:
@@ -423,8 +424,8 @@ class _Twins:
         self.node.feed(self.raw_in, self.node.status(), Kind.STATUS)
         now_ms = int(self.node.now * 1000)
         self.job = JobStatus(job_id="4103", name="llama-70b", user="alice", state=JobState.R,
-                             nodes=["gpu0001"], gpus_per_node=8, step=500, total_steps=1000,
-                             started_ts=now_ms - 3_600_000, ts=now_ms)
+                             nodes=["gpu0001", "gpu0002"], gpus_per_node=8, step=500,
+                             total_steps=1000, started_ts=now_ms - 3_600_000, ts=now_ms)
         self.raw.jobs["4103"] = self.dig.jobs["4103"] = self.job  # the job reaches both alike
 
     def step(self, seconds: int = 1) -> None:
