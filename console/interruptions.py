@@ -408,8 +408,18 @@ class InterruptionTracker:
         words = reason_words(job.reason)
         # "restart by root@gpu0011" names who restarted it, not where a rank died.
         named = [] if by_cause else [n for n in p.nodes if n in words]
+        # The XID the reason ends with is what killed the rank: its class wins on the node it
+        # names once it shows there, over another fault of that node that showed first (an
+        # ECC DBE with a link flap on one node was booked to the network: a fault drill).
+        why = reason_cause(job.reason)
         for node in named:
             st = state.nodes.get(node)
+            if st is not None and why in ("gpu", "hbm_ecc"):
+                if any(finding_cause(f) == why for f in st.all_findings):
+                    by_cause.setdefault(why, []).append(node)
+                    continue
+                if not final:
+                    return False
             cause = node_cause(st) if st is not None else "host"
             if cause is not None:
                 by_cause.setdefault(cause, []).append(node)
@@ -423,7 +433,7 @@ class InterruptionTracker:
                 st = state.nodes.get(node)
                 if st is not None and (cause := named_cause(st)) is not None:
                     by_cause.setdefault(cause, []).append(node)
-            if not by_cause and (why := reason_cause(job.reason)) is not None:
+            if not by_cause and why is not None:
                 by_cause[why] = named
         # No node named: a node of the run drained by a command just before is what requeued
         # it (a drain --now), over faults elsewhere in the run that it ran with: after a

@@ -151,3 +151,35 @@ async def test_a_restart_off_a_node_whose_agent_died_is_not_the_hosts():
 
     assert (await interrupted(True, "restart by alice@ops"))[0] == "operator"
     assert (await interrupted(False, f"NodeFail {'gpu0002'}")) == ("host", ("gpu0002",))
+
+
+def test_a_rank_killed_by_an_xid_48_on_a_node_whose_link_flaps_too_is_the_hbm_s():
+    """ECC DBE and a link flap on one node at once (a fault drill): the flap's N1 showed a
+    sample before the XID 48 did, and the job failed "rank 3 on gpu0002 gpu3: … (Xid 48)" was
+    booked to the network. The reason says what killed the rank: its class wins on the node it
+    names once it shows there (within the classifying window), whatever showed first."""
+    from fleetdeck.protocol.messages import JobState
+    from tests.console.test_failed_jobs import REASON_48
+    from tests.console.test_judgements import xid
+    from tests.tui.fleet import job_status, port_down, publish_job
+
+    clock, fleet, run, session = job_41_on_four()
+    run = run[:2]  # the reason's gpu0002 among them
+    flap = port_down("mlx5_ib1")
+
+    def both(tel):
+        return xid(3, 48)(flap(tel))
+
+    for t in range(3):
+        clock.advance(1.0)
+        publish_job(session.ingest, job_status("41", run, clock, step=100 + t), clock)
+        fleet.telemetry(session.ingest, faults={"gpu0002": flap} if t == 2 else None)
+        session.tick()
+    publish_job(session.ingest, job_status("41", [], clock, step=102, state=JobState.F)
+                .model_copy(update={"reason": REASON_48, "eta_s": None}), clock)
+    for t in range(12):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults={"gpu0002": flap if t == 0 else both})
+        session.tick()
+    [it] = session.interruptions.total
+    assert (it.cause, it.nodes) == ("hbm_ecc", ("gpu0002",)), it
