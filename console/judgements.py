@@ -1490,6 +1490,19 @@ _WARN_STEPS = {
 }
 """What repairs a degraded node an operator took out of service (``repair_step(warn=True)``):
 "watch; drain when idle" told the on-call to drain a node drained already (a 3 a.m. drive)."""
+_POWER_BRAKE_STEP = ("check the node's power supplies and its BMC's power limit ({c} was "
+                     "power-braked: an external power brake, not heat)")
+_HW_SLOWDOWN_STEP = ("check {c}'s cooling and the node's power supplies (HW slowdown: heat, "
+                     "or a power brake)")
+
+
+def _throttle_step(f: Finding) -> str:
+    """G12's step by what throttled the GPU: NVML's HW power brake is asserted from outside
+    (the system's power supply), and its HW slowdown by heat or a power brake; "check gpu3's
+    cooling" of a power-braked GPU sent the on-call to the fans (a fault drill)."""
+    if "thermal" in f.text:
+        return _WARN_STEPS["G12"]
+    return _POWER_BRAKE_STEP if "power brake" in f.text else _HW_SLOWDOWN_STEP
 _PORT_STEP_ORDER = ("N7", "N5", "N1", "N3", "N2")
 """Which port rule's step a port gets when several fire (``repair_step``): a port that keeps
 losing carrier needs its cable replaced; one that is down, checking up to the switch."""
@@ -1589,7 +1602,8 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
         for f in sorted(own, key=_step_rank):
             if f.severity is not Severity.WARN or f.component in port_rule:
                 continue  # a port with a drain step has its one step (N2 beside N4)
-            step = _WARN_STEPS.get(f.rule) or _RULE_STEPS.get(f.rule, "")
+            step = (_throttle_step(f) if f.rule == "G12"
+                    else _WARN_STEPS.get(f.rule) or _RULE_STEPS.get(f.rule, ""))
             gpu = f.rule.startswith("G") and f.component
             if not step or (gpu and f.component in stepped_gpus):
                 continue

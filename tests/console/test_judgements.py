@@ -1426,3 +1426,28 @@ def test_a_node_behind_a_suspect_switch_reads_its_own_fault_first_in_the_tui_and
     # Its own, then the switch's line, then the port the switch owns.
     rules = [f.split()[0] for f in node["findings"]]
     assert rules[-2:] == ["F1", "N1"] and "F1" not in rules[:-2], rules
+
+
+@pytest.mark.parametrize(("bits", "said", "step"), [
+    (0x80, "power brake", "check the node's power supplies and its BMC's power limit (gpu3 was "
+                          "power-braked"),
+    (0x8, "hw slowdown", "check gpu3's cooling and the node's power supplies (HW slowdown"),
+    (0x20, "sw thermal", "check gpu3's cooling (fans, airflow, inlet temperature)"),
+])
+def test_a_throttled_straggler_is_told_the_repair_its_throttle_needs(bits, said, step):
+    # NVML's HW power brake is asserted from outside the GPU (the system's power supply): a
+    # power-braked straggler was told to check its GPU's cooling (a fault drill).
+    from msgspec.structs import replace
+
+    def braked(tel):
+        return replace(tel, gpus=[replace(g, clock_event_reasons=bits, sm_clock_mhz=1400.0)
+                                  if g.index == 3 else g for g in tel.gpus])
+
+    session = session_with({"gpu0003": braked}, jobs=[
+        lambda c: job_status("41", ["gpu0003", "gpu0004"], c, slowest_node="gpu0003")])
+    out = fleet_summary(session.state, session.clock())
+    (node,) = [n for n in out["nodes"] if n["id"] == "gpu0003"]
+    assert node["findings"] == [f"G12 gpu3: clock throttled ({said})"]
+    assert node["action"].startswith("it slows job 41 by 50% (rank 3)")
+    assert step in node["action"], node["action"]
+    assert ("cooling" in node["action"]) is (bits != 0x80)
