@@ -1522,7 +1522,7 @@ _SEVERITY_RANK = {Severity.DRAIN: 0, Severity.WARN: 1, Severity.INFO: 2}
 def _xid_step(f: Finding) -> tuple[int, str]:
     """A G2 finding's step and its rank in ``_XID_STEP_ORDER``: the strongest its XIDs need."""
     codes = [int(c) for c in _XID_RE.findall(f.text)]
-    reboot = "node reboot" in f.text
+    reboot = "reboot required" in f.text  # a node's or the system's (xids.RECOVERY_ACTIONS)
     found = [(_XID_STEP_ORDER.index(c), _XID_STEPS[c]) for c in codes if c in _XID_STEPS]
     if 154 in codes:
         found.append((_XID_STEP_ORDER.index("reboot" if reboot else "reset"),

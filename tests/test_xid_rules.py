@@ -174,10 +174,14 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
      "reboot the node (the driver's recovery action for gpu3: XID 154)"),
     (4, "G2", "XID 154 (drain and reset)",
      "reset gpu3 once drained (the driver's recovery action: XID 154)"),
+    # NVIDIA: the GPU cannot be used until it is reset (a fault audit: it read degraded).
+    (1, "G2", "XID 154 (GPU reset required)",
+     "reset gpu3 once drained (the driver's recovery action: XID 154)"),
+    (6, "G2", "XID 154 (PCIe bus reset required)",
+     "reset gpu3 once drained (the driver's recovery action: XID 154)"),
+    (7, "G2", "XID 154 (system reboot required)",
+     "reboot the node (the driver's recovery action for gpu3: XID 154)"),
     # An idle node (no job on it) can be drained now: "when idle" of it asked to wait.
-    (1, "G3", "XID 154 (GPU reset required)",
-     "XID 154 on gpu3 (GPU reset required, says the driver): drain it (no job on it), reset "
-     "gpu3, resume"),
     (3, "G3", "XID 154 (drain P2P)",
      "XID 154 on gpu3 (drain P2P, says the driver): drain it (no job on it), reset gpu3, "
      "resume"),
@@ -192,7 +196,7 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
     from fleetdeck.console.judgements import recommended_action
 
     names = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required", 3: "Drain P2P",
-             4: "Drain and Reset"}
+             4: "Drain and Reset", 6: "Bus Reset Required", 7: "System Reboot Required"}
     mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
     c = Console()
     now_s = c.node.now
@@ -200,7 +204,7 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
               f"to 0x{action:x} ({names[action]})"], now_s)
     (ev,) = mon.take_events()
     assert ev.data["recovery_action"] == action
-    assert ev.severity.value == {2: "error", 4: "error", 1: "warn", 3: "warn", 0: "info"}[action]
+    assert ev.severity.value == ("error" if rule == "G2" else "warn" if rule else "info")
     listed = mon.xids(3, now_s)
     assert [(x.code, x.action) for x in listed] == [(154, action)]
     # Through the real codec and ingest, as a console gets it.

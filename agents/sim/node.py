@@ -158,7 +158,8 @@ XID_KINDS: dict[int, XidKind] = {
 """Codes not listed here are logged with no effect on work or state."""
 
 _RECOVERY_LOGGED = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required",
-                    3: "Drain P2P", 4: "Drain and Reset"}
+                    3: "Drain P2P", 4: "Drain and Reset", 5: "Recover IMEX Domain",
+                    6: "Bus Reset Required", 7: "System Reboot Required"}
 """How the driver names each recovery action in an XID 154 line."""
 
 DRAIN_XIDS = xids.DRAIN

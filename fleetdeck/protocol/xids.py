@@ -14,13 +14,19 @@ WARN = frozenset({63, 92, 94, 56, 57, 58, 65, 68, 69, 73, 80, 81, 109})
 RECOVERY = 154
 """XID 154: the driver states a GPU recovery action (R555+, H100 and later); follow it."""
 RECOVERY_ACTIONS = {0: "none", 1: "GPU reset required", 2: "node reboot required",
-                    3: "drain P2P", 4: "drain and reset"}
+                    3: "drain P2P", 4: "drain and reset", 5: "recover the IMEX domain",
+                    6: "PCIe bus reset required", 7: "system reboot required"}
 """NVIDIA's GPU recovery action flag (``NVML_GPU_RECOVERY_ACTION_*``, as XID 154 states it:
-"GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")."""
-RECOVERY_DRAIN = frozenset({2, 4})
-"""Actions that take the node out of service: a reboot, or a drain before a reset."""
-RECOVERY_WARN = frozenset({1, 3})
-"""Actions on the GPU while the node stays up: a GPU reset, no peer-to-peer until reset."""
+"GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"); 5-7 came with
+later drivers (docs/domain.md §4)."""
+RECOVERY_DRAIN = frozenset({1, 2, 4, 5, 6, 7})
+"""Actions that take the GPU out of service until done: a GPU, bus or node reset or reboot,
+or a drain before a reset. Not 1 as a warning: NVIDIA's "GPU reset" says the GPU cannot be
+used until it is reset ("terminate all GPU processes, reset the GPU"), so a job on it is lost
+and the node takes no work until then (a fault audit: it read degraded, and the simulated
+scheduler kept placing work on it)."""
+RECOVERY_WARN = frozenset({3})
+"""Actions on the GPU while it keeps working: stop peer-to-peer traffic, reset when idle."""
 
 APPLICATION = frozenset({13, 31, 43})
 """The application's own faults (13 a graphics engine exception, 31 an MMU fault at the
