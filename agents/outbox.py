@@ -17,6 +17,7 @@ import os
 from collections import deque
 from pathlib import Path
 
+from fleetdeck.agents.state import remake_removed_dir
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Event
 
@@ -33,6 +34,9 @@ class Outbox:
         self.sent: deque[Event] = deque(maxlen=keep_sent)
         self.dropped = 0
         self._lines = 0
+        self._failing = False
+        """The file refused a write: the events are held in memory, and the next write puts
+        every pending one back in a whole new file."""
         if path is not None:
             self._load(path)
 
@@ -81,10 +85,40 @@ class Outbox:
 
     def add(self, ev: Event) -> None:
         self.pending.append(ev)
-        self._append(codec.encode(ev))
+        self._keep(codec.encode(ev))
         while len(self.pending) > self.limit:
             self.pending.popleft()
             self.dropped += 1
+
+    def _keep(self, line: bytes) -> None:
+        """On disk if the disk takes it; never raised. An event that could not be written
+        crashed the agent (its state directory removed, or a full or read-only disk): the
+        drain that emitted it was never acknowledged, and the agent's clean exit dropped its
+        Last Will, so the node read stale, not offline (a 2026-12-07 drill). An event the file
+        refused waits in memory as every event does until the broker takes it: only an agent
+        restart before then loses it, as one without a state directory would."""
+        if self.path is None:
+            return
+        try:
+            try:
+                if self._failing:
+                    self._rewrite()
+                else:
+                    self._append(line)
+            except FileNotFoundError:
+                if not remake_removed_dir(self.path):
+                    raise
+                self._rewrite()
+        except OSError as err:
+            if not self._failing:
+                log.error("cannot write the event outbox %s: %s; its events wait in memory "
+                          "until the broker takes them, and an agent restart before then "
+                          "loses them", self.path, err.strerror or err)
+            self._failing = True
+            return
+        if self._failing:
+            log.warning("the event outbox %s is written again", self.path)
+        self._failing = False
 
     def acked(self, ev: Event) -> None:
         """The broker took ``ev`` (the oldest pending)."""

@@ -264,7 +264,7 @@ class StateStore:
                           executed=state.executed, bd_seq=state.bd_seq,
                           ).model_dump_json(exclude_none=True).encode()
         try:
-            write_atomically(self.path, body, self.durable)
+            write_remaking(self.path, body, self.durable)
         except OSError as err:
             if not self._failing:
                 log.error("cannot save agent state to %s: %s; a drain will not survive an "
@@ -304,8 +304,8 @@ class StateStore:
         if path is None:
             return True
         try:
-            write_atomically(path, json.dumps(snapshot, separators=(",", ":")).encode(),
-                             self.durable)
+            write_remaking(path, json.dumps(snapshot, separators=(",", ":")).encode(),
+                           self.durable)
         except OSError as err:
             if not self._windows_failing:
                 log.error("cannot save the error windows to %s: %s; an agent restart will "
@@ -314,6 +314,35 @@ class StateStore:
             return False
         self._windows_failing = False
         return True
+
+
+def remake_removed_dir(path: Path) -> bool:
+    """Make ``path``'s folder again if it was removed while the agent ran (an ``rm -rf`` of the
+    state directory, a tmpfiles clean-up); True if it did. Without it every later save failed
+    for the rest of the agent's life, and the drain it had just acknowledged read "in service"
+    after its next restart (a 2026-12-07 drill)."""
+    folder = path.parent
+    if folder.exists():
+        return False
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    log.warning("the state directory %s was removed while the agent ran: made it again; what "
+                "was saved there before (the executed command ids, the error windows, the "
+                "lock against a second agent of this node) is gone, what is saved from now on "
+                "is kept", folder)
+    return True
+
+
+def write_remaking(path: Path, body: bytes, durable: bool = True) -> None:
+    """:func:`write_atomically`, into its folder made again if it was removed meanwhile."""
+    try:
+        write_atomically(path, body, durable)
+    except FileNotFoundError:
+        if not remake_removed_dir(path):
+            raise
+        write_atomically(path, body, durable)
 
 
 def write_atomically(path: Path, body: bytes, durable: bool = True) -> None:

@@ -5,6 +5,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
 import time
 import uuid
@@ -503,3 +504,62 @@ def test_a_lock_held_by_an_agent_stuck_in_the_kernel_lets_a_new_one_run(tmp_path
     finally:
         os.close(held)
     assert state.process_state(os.getpid()) in ("R", "S")
+
+
+async def test_a_drain_after_the_state_dir_was_removed_is_kept_and_said(mosquitto, tmp_path):
+    """The state directory removed (``rm -rf``) while the agent runs, then a drain: the agent
+    crashed writing the drain's event (a traceback, the drain never acknowledged, its clean
+    exit dropping the will: the node read stale) (a 2026-12-07 drill). Now the directory is
+    made again, the drain acknowledged and kept across a restart, and the log says so."""
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            shutil.rmtree(tmp_path / "state")
+            drain = command(CommandOp.DRAIN, reason="after rm -rf")
+            await send(url, CLUSTER, drain)
+            await tap.until(lambda: any(a.result.value == "done" for a in tap.acks(drain.cmd_id)),
+                            message="the drain done")
+            assert proc.poll() is None, (tmp_path / "agent.log").read_text()
+            on_disk = json.loads((tmp_path / "state" / "state-gpu0001.json").read_text())
+            assert on_disk["drain"]["cmd_id"] == drain.cmd_id
+            proc, first = await restart(tap, proc, signal.SIGKILL, url, tmp_path)
+            assert first.drain.cmd_id == drain.cmd_id
+            assert first.drain.state is DrainState.DRAINED
+            logged = (tmp_path / "agent.log").read_text()
+            assert "was removed while the agent ran: made it again" in logged
+            assert "Traceback" not in logged
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+async def test_an_outbox_the_disk_refuses_does_not_stop_the_agent(mosquitto, tmp_path):
+    """The outbox file made unwritable (a folder in its place: as root, the nearest stand-in
+    for a full or read-only disk): the agent used to crash at its next event. Now it says so
+    once, keeps the event in memory and publishes it; the drain is acknowledged."""
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            outbox = tmp_path / "state" / "outbox-gpu0001.jsonl"
+            outbox.unlink(missing_ok=True)
+            outbox.mkdir()
+            drain = command(CommandOp.DRAIN, reason="outbox refused")
+            await send(url, CLUSTER, drain)
+            await tap.until(lambda: any(a.result.value == "done" for a in tap.acks(drain.cmd_id)),
+                            message="the drain done")
+            await tap.until(lambda: any("outbox refused" in e.message
+                                        for e in tap.of(Kind.EVENT, NODE)),
+                            message="the drain's event published")
+            assert proc.poll() is None
+            logged = (tmp_path / "agent.log").read_text()
+            assert logged.count("cannot write the event outbox") == 1, logged
+            assert "Traceback" not in logged
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
