@@ -88,6 +88,7 @@ from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
     DUPLICATE_WINDOW_S,
+    RESEND_MAX_ASKS,
     UNBORN_MAX,
     FleetState,
     NodeState,
@@ -1982,6 +1983,39 @@ class ConsoleSession:
             self.counters.events_lost += lost
             self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
                       severity="warn", nodes=(node,), kind="events_lost")
+        self._events_unheard(now)
+
+    def _events_unheard(self, now: float) -> None:
+        """Say once, as a problem of the console's own, that events do not reach it; clear it
+        when one does. Telemetry and statuses came, so the overview looked whole while the
+        events view held only the console's own lines (docs/security.md)."""
+        state = self.state
+        unheard, state.unheard_events = state.unheard_events, []
+        problem = self.problems.get("events")
+        if problem is not None and state.event_heard_at is not None \
+                and state.event_heard_at > problem.since:
+            self.problems.pop("events", None)
+            self.note("node events reach this console again", kind="events_lost", keep=True)
+            log.warning("node events reach this console again")
+            problem = None
+        if not unheard:
+            return
+        nodes = tuple(sorted({node for node, _n, _s in unheard}))
+        count = sum(n for _node, n, _s in unheard)
+        self.counters.events_lost += count
+        since = min(s for _node, _n, s in unheard)
+        user = self.feed.url.username if self.feed is not None else None
+        who = f"broker user '{user}'" if user else "this console's broker user"
+        text = (f"{count} event(s) of {compress(list(nodes))} never reached this console, "
+                f"asked for again {RESEND_MAX_ASKS} times, and no event of any node has come "
+                f"since {time.strftime('%H:%M:%S', time.localtime(since))}: the broker most "
+                f"likely does not deliver node/+/event to {who} (its ACL must let it read "
+                f"fleetdeck/v1/{self.cluster}/node/+/event)")
+        self._problem("events", text, now)
+        self.note(text, severity="error", nodes=nodes, kind="events_lost",
+                  keep=problem is None)
+        if problem is None:
+            log.warning("%s", text)
 
     def _ask_statuses(self, now: float) -> None:
         """Subscribe, for a while, to the status topic of each node born with no status heard.

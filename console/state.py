@@ -52,6 +52,7 @@ from fleetdeck.protocol.messages import (
     SCHED_HEARTBEAT_S,
     Ack,
     CollectorStatus,
+    CommandOp,
     DrainInfo,
     DrainState,
     Event,
@@ -262,6 +263,9 @@ class NodeState(msgspec.Struct, gc=False):
     resend_asks: int = 0
     """Re-send requests since the in-order counter last moved (back-off, then give up)."""
     resend_progress: int = 0
+    resend_answer: int | None = None
+    """How many events the agent said it re-sent at its last answer to a re-send ask (its ack,
+    "re-sent N event(s)"); None until one came."""
     events_lost: int = 0
     """Events the agent emitted that can no longer be had (gone from its outbox)."""
     processes: dict[int, float] = msgspec.field(default_factory=dict)
@@ -1019,6 +1023,12 @@ class FleetState:
         self.rebirth_wanted: dict[str, str] = {}
         """Node id -> why: nodes to ask for their birth and status again (taken by the session)."""
         self._lost: list[tuple[str, int]] = []
+        self.unheard_events: list[tuple[str, int, float]] = []
+        """``(node, how many, since)`` of gaps given up on while no event of any node came from
+        ``since`` on, taken by :meth:`take_lost_events`: the broker is not delivering events
+        to this console (an ACL without ``node/+/event``), not an outbox that forgot them."""
+        self.event_heard_at: float | None = None
+        """When the last event of any node reached this console (its receive time)."""
         self.job_stepped_at: dict[str, tuple[int, float | None]] = {}
         """Job id -> (step, receive time the step last advanced; None until this console saw
         it advance: a retained status read on connect says where the job stopped, not that it
@@ -1476,11 +1486,18 @@ class FleetState:
                 self.scheduler, self.scheduler_will_doubted = None, False
             else:
                 self._hear_scheduler(rx, sched)
-        for _rx, ev in batch.events:
+        for rx, ev in batch.events:
+            self.event_heard_at = rx
             if (self.remember_event(ev) and ev.kind == "drain"
                     and ev.message.startswith(RESUMED)):
                 self._resumed_by_event(ev, changed)
-        self.acks.extend(ack for _rx, ack in batch.acks)
+        for _rx, ack in batch.acks:
+            self.acks.append(ack)
+            if ack.op is CommandOp.RESEND_EVENTS and ack.reason.startswith("re-sent "):
+                answered = self.nodes.get(ack.by)
+                count = ack.reason.split()[1]
+                if answered is not None and count.isdigit():
+                    answered.resend_answer = int(count)
         clearing = self.jobs_clearing
         if batch.jobs:
             self.jobs_revision += 1
@@ -1668,6 +1685,7 @@ class FleetState:
             if emitted is None or emitted <= st.event_seq:
                 st.gap_since = None
                 st.resend_asks = 0
+                st.resend_answer = None
                 continue
             if st.event_seq > st.resend_progress:
                 st.resend_asks, st.resend_progress = 0, st.event_seq
@@ -1682,10 +1700,19 @@ class FleetState:
             if st.resend_asks >= RESEND_MAX_ASKS:
                 lost = emitted - st.event_seq
                 st.events_lost += lost
-                self._lost.append((st.node_id, lost))
+                heard, since = self.event_heard_at, st.gap_since or now
+                if st.resend_answer != 0 and (heard is None or heard < since):
+                    # Four asks answered by no event of any node, nor by an agent's "re-sent
+                    # 0": the re-sends are dropped on the way like the events were (an ACL
+                    # that lets this user read telemetry but not events: "no longer in the
+                    # agent's outbox", said of every node with an event, sent operators to
+                    # the agents; a 2026-12-07 drill).
+                    self.unheard_events.append((st.node_id, lost, since))
+                else:
+                    self._lost.append((st.node_id, lost))
                 st.event_seq = st.resend_progress = emitted
                 st.event_ahead = {s for s in st.event_ahead if s > emitted} or NO_SEQS
-                st.gap_since, st.resend_asks = None, 0
+                st.gap_since, st.resend_asks, st.resend_answer = None, 0, None
                 continue
             st.resend_asked = now
             st.resend_asks += 1

@@ -72,6 +72,21 @@ async def test_a_restored_store_catches_up_and_then_asks_for_nothing_for_a_minut
     await again.close()
 
 
+async def answering_resends(node: FakeNode, session: ConsoleSession, sent: Sent,
+                            seconds: float, count: int) -> None:
+    """``run_for``, the agent answering each re-send ask "re-sent ``count`` event(s)" (what
+    it re-sends never arrives)."""
+    answered = 0
+    for _ in range(int(seconds / 10)):
+        await run_for(node, session, 10)
+        for ask in sent.ops("resend_events")[answered:]:
+            node.feed(session.ingest, Ack(cmd_id=ask["cmd_id"], by="gpu0001",
+                                          op=CommandOp.RESEND_EVENTS, result=AckResult.DONE,
+                                          reason=f"re-sent {count} event(s)",
+                                          ts=int(node.now * 1000)), Kind.ACK)
+            answered += 1
+
+
 async def test_an_unfillable_gap_backs_off_then_is_marked_lost():
     node = FakeNode(cluster=CLUSTER)
     sent = Sent()
@@ -80,16 +95,45 @@ async def test_an_unfillable_gap_backs_off_then_is_marked_lost():
     emit(node, session, 3)
     for _ in range(5):  # emitted, never delivered, not in any outbox we can reach
         node.agent._event(EventDraft("ib_flap", "lost"))
-    await run_for(node, session, 600)
+    await answering_resends(node, session, sent, 600, 0)
     asks = sent.ops("resend_events")
     assert 1 <= len(asks) <= 5, len(asks)  # backed off, not every 10 s for 10 minutes
     st = session.state.nodes["gpu0001"]
     assert st.events_lost == 5 and session.counters.events_lost == 5
     assert st.event_seq == 8
-    assert any(line.kind == "events_lost" for _s, line in session.log)
+    lost = [line.text for _s, line in session.log if line.kind == "events_lost"]
+    assert lost == ["gpu0001: 5 event(s) lost (no longer in the agent's outbox)"], lost
+    assert "events" not in session.problems
     before = len(asks)
     await run_for(node, session, 120)
     assert len(sent.ops("resend_events")) == before  # given up: nothing more asked
+
+
+async def test_events_the_broker_never_delivers_are_not_blamed_on_the_outbox():
+    """A broker ACL that lets the console read telemetry but not ``node/+/event`` (a
+    2026-12-07 drill): every node's gap was given up as "lost (no longer in the agent's
+    outbox)", the agents having re-sent them each time, and nothing else said events do
+    not arrive. Now the console says the broker does not deliver them, as a problem of its
+    own (its header), until an event comes."""
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    session = make_session(node, sent)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    for _ in range(2):  # an XID and its drain: published, dropped by the broker's ACL
+        node.agent._event(EventDraft("xid", "XID 79"))
+    await answering_resends(node, session, sent, 600, 2)
+    said = [line.text for _s, line in session.log if line.kind == "events_lost"]
+    assert not any("outbox" in t for t in said), said
+    assert len(said) == 1 and "2 event(s) of gpu0001 never reached this console" in said[0]
+    assert "does not deliver node/+/event" in said[0], said
+    assert "events" in session.problems
+    assert session.state.nodes["gpu0001"].events_lost == 2
+
+    emit(node, session, 1)  # the ACL fixed: the next event comes
+    await run_for(node, session, 2)
+    assert "events" not in session.problems
+    assert any("reach this console again" in line.text for _s, line in session.log)
 
 
 def test_a_forged_future_bdseq_is_refused_and_the_real_agent_still_wins():
