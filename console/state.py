@@ -920,6 +920,14 @@ def _note_process(st: "NodeState", process: int, rx: float) -> None:
         del seen[next(iter(seen))]
 
 
+def jobs_unheard_text(jobs: list[str]) -> str:
+    """What an empty job list says when nodes report jobs (:meth:`FleetState.jobs_unheard`)."""
+    shown = ", ".join(jobs[:4]) + (f" (+{len(jobs) - 4} more)" if len(jobs) > 4 else "")
+    return (f"no job status heard, yet nodes report running job{'s' if len(jobs) > 1 else ''} "
+            f"{shown}: the broker may not deliver job/+/status to this user (its ACL), or the "
+            "scheduler publishes none")
+
+
 def node_event_log(st: NodeState) -> deque[Event]:
     """``st.events`` as a deque that can take an event: made at a node's first event."""
     log = st.events
@@ -1718,6 +1726,15 @@ class FleetState:
             st.resend_asks += 1
             asks.append((st.node_id, st.event_seq))
         return asks
+
+    def jobs_unheard(self) -> list[str]:
+        """The jobs the nodes' telemetry says run on them while no job status at all was heard:
+        a broker that does not deliver ``job/+/status`` to this user (an ACL listing topics one
+        by one), or a scheduler that publishes none. The jobs view said "the scheduler has not
+        published any job status" under a fleet running two jobs (a 2026-12-07 drill)."""
+        if self.jobs:
+            return []
+        return sorted({job for st in self.nodes.values() if (job := st.job_id) is not None})
 
     def take_lost_events(self) -> list[tuple[str, int]]:
         """``(node, how many)`` for gaps given up on since the last call."""

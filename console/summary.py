@@ -153,6 +153,8 @@ def fleet_summary(state: FleetState, now: float, *,
         "unborn": sorted(unborn),
         "unborn_why": {node: why for node, why in sorted(unborn.items()) if why},
         "jobs": [job_summary(job, state, now) for job in state.jobs.values()],
+        # Nodes running jobs no status was heard of: an ACL without job/+/status (a drill).
+        "jobs_unheard": state.jobs_unheard(),
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log, dated=dated)],
         "interruptions": [it.as_json() for it in interruptions or []],

@@ -21,7 +21,7 @@ from fleetdeck.console.judgements import SickNode, held_up_text, undecided_silen
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.rows import job_urgency
 from fleetdeck.console.session import BURST_CUT_TEXT, ConsoleSession, TickReport
-from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState
+from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState, jobs_unheard_text
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
@@ -452,6 +452,9 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float,
               f"{wait_s:g} s watch: their health is unknown (raise --wait; after a broker "
               f"restart the agents take up to {AGENT_RECONNECT_S:.0f} s to be back).",
               file=sys.stderr)
+    jobs = sorted({j for out in summaries for j in out.get("jobs_unheard", [])})
+    if jobs:
+        print(f"fleetdeck status: {jobs_unheard_text(jobs)}.", file=sys.stderr)
     unborn = [n for out in summaries for n in out.get("unborn", [])]
     if unborn:
         # A node whose retained birth is garbage was left out of the counts, its failures

@@ -13,6 +13,7 @@ from fleetdeck.console.rows import (
     progress_bar,
     sorted_jobs,
 )
+from fleetdeck.console.state import jobs_unheard_text
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FilteredView, dialog_key, filter_said
 from fleetdeck.console.tui.text import plural
@@ -75,8 +76,10 @@ class JobsScreen(FilteredView):
         if f.active:
             rows = [r for r, j in zip(rows, jobs, strict=True) if f.match_job(r, j.nodes)]
         self.rows = jobs_to_act_on_first(rows)
+        unheard = [] if self.total else state.jobs_unheard()
         self.table.empty_text = (
             "no jobs match the filter" if f.active and self.total
+            else jobs_unheard_text(unheard) if unheard
             else "no jobs: the scheduler has not published any job status (job/<id>/status)")
         self.table.set_rows(self.rows)
 

@@ -42,7 +42,7 @@ from fleetdeck.console.rows import (
     top_problems,
     top_problems_said,
 )
-from fleetdeck.console.state import WAITING
+from fleetdeck.console.state import WAITING, jobs_unheard_text
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit
 from fleetdeck.console.tui.screens.base import FleetView, Readout, age_text, last_known
@@ -426,6 +426,9 @@ class OverviewScreen(FleetView):
             title += f", [$warning]{slow} with a straggler[/]"
         panel.border_title = title + "  [$text-muted]3: jobs[/]"
         if not jobs:
+            unheard = self.fleet.state.jobs_unheard()
+            if unheard:
+                return f"[$warning]{esc(jobs_unheard_text(unheard))}[/]"
             return "[$text-muted]no jobs: the scheduler has published no job status[/]"
         order = jobs_to_act_on_first(jobs)
         name_w = max(8, min(24, max(len(j.name) for j in jobs), width // 3))
