@@ -35,6 +35,7 @@ import aiomqtt
 
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.audit import (
+    HELD_MAX_BYTES,
     UNKNOWN,
     AuditLog,
     AuditRecord,
@@ -1944,16 +1945,31 @@ class ConsoleSession:
         return log.failing if log is not None else bool(self.audit.errors)
 
     def _check_audit(self, now: float) -> None:
-        log = log_of(self.audit)
-        if log is not None and log.failing and now - self._audit_retried >= AUDIT_RETRY_S:
+        audit_log = log_of(self.audit)
+        if audit_log is not None and audit_log.failing \
+                and now - self._audit_retried >= AUDIT_RETRY_S:
             # The records held wait for no new command to reach the file once it has room.
             self._audit_retried = now
-            log.retry()
+            audit_log.retry()
         errors = self.audit.errors
         if errors and errors != self._audit_errors_seen:
-            self._problem("audit", self.audit.last_error or "audit log write failed", now)
+            why = self.audit.last_error or "audit log write failed"
+            if "audit" not in self.problems:
+                # The header said AUDIT LOG FAILING and nothing anywhere said why (the disk's
+                # error was held for no view), nor that it recovered (a 2026-12-07 drill: the
+                # log's file system remounted read-only under a TUI, then a drain).
+                text = (f"{why}: commands still go out; their records are held (up to "
+                        f"{HELD_MAX_BYTES // (1024 * 1024)} MiB) and written, in order, once "
+                        "the file takes them")
+                self.note(text, severity="error", kind="audit", keep=True)
+                log.error("%s", text)
+            self._problem("audit", why, now)
         elif "audit" in self.problems and not self.audit_failing:
             self.problems.pop("audit", None)
+            path = audit_log.path if audit_log is not None else ""
+            text = f"audit log {path} written again: the records it held are in it"
+            self.note(text, kind="audit", keep=True)
+            log.warning("%s", text)
         self._audit_errors_seen = errors
 
     # --- follow-ups: retries and missed events --------------------------------------------------

@@ -73,3 +73,24 @@ async def test_held_records_reach_the_file_with_no_new_command(mosquitto, tmp_pa
         await eventually(lambda: path.is_file() and len(AuditLog(path).read()) == 2, 10,
                          message="the drain's records in the file")
         assert [r["outcome"] for r in AuditLog(path).read()] == ["requested", "done"]
+
+
+async def test_the_failure_and_its_end_are_said_in_the_timeline(mosquitto, tmp_path, caplog):
+    """The log's file system remounted read-only under a TUI, then a drain (2026-12-07 drill):
+    the header said AUDIT LOG FAILING, and nothing said why (the disk's error was held for no
+    view), nor, once it was written again, that it had been."""
+    async with watched_agent(mosquitto, tmp_path) as (session, path):
+        path.mkdir()
+        drain = session.drain([NODE], "audit outage drill")
+        await eventually(lambda: drain.phase is Phase.DONE, 20, message="the drain done")
+        await eventually(lambda: "audit" in session.problems, 5, message="the log failing")
+        said = [line for _s, line in session.log if line.kind == "audit"]
+        assert len(said) == 1 and said[0].severity == "error", said
+        assert f"cannot write audit log {path}" in said[0].text, said
+        assert "commands still go out; their records are held" in said[0].text, said
+        assert any("cannot write audit log" in r.getMessage() for r in caplog.records)
+        path.rmdir()
+        await eventually(lambda: "audit" not in session.problems, 10, message="written again")
+        said = [line.text for _s, line in session.log if line.kind == "audit"]
+        assert len(said) == 2 and said[1] == (
+            f"audit log {path} written again: the records it held are in it"), said
