@@ -45,7 +45,7 @@ from fleetdeck.protocol.messages import (
     Status,
 )
 from fleetdeck.protocol.topics import NODE_KINDS, Kind, topic_for
-from fleetdeck.takeover import TakeoverWatch
+from fleetdeck.takeover import OVERSIZE_AFTER_S, TakeoverWatch
 
 log = logging.getLogger("fleetdeck.agent")
 
@@ -490,7 +490,12 @@ class NodeAgent:
                 accepted = self.connacks > accepted_before
                 client_id = f"fd-{self.cluster}-{self.node_id}"
                 said = None
-                if self.takeover.lost(accepted, timed_out="timed out" in str(err).lower()):
+                sent = getattr(client, "last_sent", None)
+                lost_at = getattr(client, "lost_at", None) or time.monotonic()
+                right_after = (sent[1] if sent is not None and sent[2]
+                               and lost_at - sent[0] <= OVERSIZE_AFTER_S else None)
+                if self.takeover.lost(accepted, timed_out="timed out" in str(err).lower(),
+                                      after_publish=right_after):
                     # Every line said "lost the connection … retrying", a second a node, and
                     # never why: a second simulator for the same nodes (a newcomer's run).
                     said = self.takeover.sentence(

@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
@@ -176,6 +177,21 @@ class _Client(aiomqtt.Client):
         # whether this client has its CONNACK: a filter on that logger is every client's.
         self._client.disable_logger()
         self._client.on_log = self._on_paho_log
+        self.largest_sent = 0
+        """Bytes of this connection's largest publish so far."""
+        self.lost_at: float | None = None
+        """When paho saw the connection go (monotonic)."""
+        self.last_sent: tuple[float, int, bool] | None = None
+        """(monotonic time, bytes, the largest so far) of its latest publish: a broker drops a
+        sender of a packet over its ``max_packet_size`` the moment it reads it, and the agent
+        tells that from a takeover by it (fleetdeck/takeover.py)."""
+
+    async def publish(self, /, topic: str, payload: Any = None, *args: Any,
+                      **kwargs: Any) -> None:
+        size = len(payload) if isinstance(payload, bytes | bytearray | str) else 0
+        self.largest_sent = max(self.largest_sent, size)
+        self.last_sent = (time.monotonic(), size, size >= self.largest_sent)
+        await super().publish(topic, payload, *args, **kwargs)
 
     def _on_paho_log(self, client: paho.Client, userdata: Any, level: int, buf: str) -> None:
         if level == paho.MQTT_LOG_ERR and "on socket:" in buf and not self._connected.done():
@@ -197,6 +213,7 @@ class _Client(aiomqtt.Client):
         # (an SSL alert) or a plain-MQTT CONNECT on its TLS port read as "did not answer in
         # time" in the agent's journal, 10 s per attempt. The attempt fails now, with paho's
         # reason.
+        self.lost_at = time.monotonic()
         if not self._connected.done():
             self._connected.set_exception(aiomqtt.MqttError(
                 self._socket_error or "the broker closed the connection before accepting it"))

@@ -17,6 +17,10 @@ takeover made "dropped …" and "the takeovers stopped" alternate while both wer
 TAKEOVER_REMIND_S = 300.0
 """While an episode lasts, its losses are said again this often (how many, for how long): said
 once, a broker that drops the client for good read as quiet while nothing was published."""
+OVERSIZE_AFTER_S = 0.25
+"""A drop this soon after the connection's largest publish so far came because of it: Mosquitto
+drops a sender of a packet over its ``max_packet_size`` as it reads it."""
+OVERSIZE_MIN_BYTES = 1024
 BROKER_LOG = ("The broker's log says why ('already connected, closing old connection' is a "
               "takeover; another reason, such as an oversize packet, is no other client).")
 """Said with the takeover: the same pattern has other causes the broker alone knows."""
@@ -53,15 +57,21 @@ class TakeoverWatch:
         self._reminded_at = 0.0
         self._since: float | None = None
         """When the broker accepted the current connection (None: not connected)."""
+        self.oversize: list[int] = []
+        """The short connections in the count that ended right after their largest publish so
+        far (``lost``'s ``after_publish``): its size each."""
 
     def accepted(self) -> None:
         """The broker accepted a connection (its CONNACK)."""
         self._since = self.clock()
 
-    def lost(self, accepted: bool, timed_out: bool = False) -> bool:
+    def lost(self, accepted: bool, timed_out: bool = False,
+             after_publish: int | None = None) -> bool:
         """A connection attempt ended in a loss; ``accepted``: the broker had accepted it;
         ``timed_out``: a connect the broker did not answer in time (too busy: says nothing
-        either way). A connect refused or unreachable ends the count: the broker went.
+        either way); ``after_publish``: the size of the connection's largest publish so far
+        when the loss came within ``OVERSIZE_AFTER_S`` of it (``brokerurl``'s
+        ``last_sent``). A connect refused or unreachable ends the count: the broker went.
         True the first time the pattern holds in an episode: the caller says it then."""
         since, self._since = self._since, None
         if not accepted or since is None:
@@ -74,8 +84,13 @@ class TakeoverWatch:
             return False
         if held >= self.short_s:
             self.short = 0  # not a short one; an episode that was said goes on (``end_s``)
+            self.oversize = []
             return False
         self.short += 1
+        if after_publish is not None and after_publish >= OVERSIZE_MIN_BYTES:
+            self.oversize = [*self.oversize[-(self.needed * 4):], after_publish]
+        else:
+            self.oversize = []
         if self.said:
             self.episode_short += 1
         elif self.short >= self.needed:
@@ -108,16 +123,33 @@ class TakeoverWatch:
 
     def _reset(self) -> None:
         self.short, self.said, self.episode_short = 0, False, 0
+        self.oversize = []
+
+    def _oversize_said(self) -> str:
+        """A packet too large, where every short connection of the count ended right after
+        its largest publish: an agent's keyframe over Mosquitto's ``max_packet_size`` dropped
+        it each time, and the journal pointed at a second agent with the node's id (a
+        2026-12-07 drill)."""
+        if len(self.oversize) < min(self.short, self.needed) or not self.oversize:
+            return ""
+        return (f"the last {len(self.oversize)} each within {OVERSIZE_AFTER_S:g} s of this "
+                f"client's largest publish so far (at least {min(self.oversize):,} bytes): the "
+                "broker's max_packet_size is most likely below that (it drops the sender of a "
+                "larger packet as it reads it: 'oversize packet' in its log)")
 
     def _held(self) -> bool:
         return self._since is not None and self.clock() - self._since >= self.end_s
 
     def sentence(self, url: BrokerURL, client_id: str, who: str) -> str:
         """What to say, ``who``: "a second agent or simulator for the same node"."""
-        return (f"the MQTT broker at {url} dropped the connection {self.short} times in a row "
-                f"within {self.short_s:g} s of accepting it: another client may be connected "
-                f"with the same client id {client_id} ({who}?); each takes the session from "
-                f"the other. {BROKER_LOG}")
+        dropped = (f"the MQTT broker at {url} dropped the connection {self.short} times in a "
+                   f"row within {self.short_s:g} s of accepting it")
+        other = (f"another client may be connected with the same client id {client_id} "
+                 f"({who}?); each takes the session from the other")
+        oversize = self._oversize_said()
+        if oversize:
+            return f"{dropped}, {oversize}; or {other}. {BROKER_LOG}"
+        return f"{dropped}: {other}. {BROKER_LOG}"
 
     def reminder(self, url: BrokerURL, client_id: str) -> str:
         """What ``remind`` has to say: the episode goes on."""
@@ -125,5 +157,6 @@ class TakeoverWatch:
         return (f"the MQTT broker at {url} still drops the connection of client id "
                 f"{client_id} within {self.short_s:g} s of accepting it: "
                 f"{self.episode_short} times in {minutes:.0f} min, nothing held "
-                f"{self.end_s:g} s. {BROKER_LOG}")
+                f"{self.end_s:g} s{', ' + self._oversize_said() if self.oversize else ''}. "
+                f"{BROKER_LOG}")
 

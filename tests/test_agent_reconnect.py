@@ -8,6 +8,7 @@ import uuid
 
 import aiomqtt
 
+from fleetdeck.broker import MOSQUITTO, ManagedBroker
 from fleetdeck.brokerurl import make_client
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Birth
@@ -94,4 +95,25 @@ def test_two_agents_for_one_node_say_so_once_each_not_per_retry(mosquitto, tmp_p
             time.sleep(0.2)
     finally:
         for proc in procs:
+            stop_process(proc)
+
+
+def test_a_keyframe_over_the_brokers_max_packet_size_is_said_as_such(tmp_path):
+    """Mosquitto's ``max_packet_size`` below the agent's telemetry keyframe (3.7 KB for eight
+    simulated GPUs): the broker drops the agent at each keyframe and the agent reconnects
+    in a loop, the node offline by its will each time. The journal said another client with
+    the node's id might be taking its session (a 2026-12-07 drill); it names the packet
+    size now."""
+    conf = "listener {port} 127.0.0.1\nallow_anonymous true\nmax_packet_size 3000\n"
+    with ManagedBroker(MOSQUITTO, workdir=tmp_path, config=conf) as broker:
+        log = tmp_path / "agent.log"
+        proc = spawn("agent", "--broker", str(broker.url), "--cluster", CLUSTER, "--node-id",
+                     NODE, "--interval", "1", log=log)
+        try:
+            deadline = time.monotonic() + 30
+            while "max_packet_size is most likely below that" not in log.read_text(
+                    errors="replace"):
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        finally:
             stop_process(proc)

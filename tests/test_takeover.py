@@ -121,3 +121,31 @@ def test_a_simulators_agents_are_said_once_then_reminded_for_the_fleet(caplog):
         clock.t += 60.0
     said = [r.getMessage() for r in caplog.records if "said at minute" in r.getMessage()]
     assert [line.rsplit(" ", 1)[-1] for line in said] == ["0", "5", "10"], said
+
+
+def test_drops_right_after_the_largest_publish_read_as_a_packet_too_large():
+    """Mosquitto with a max_packet_size below an agent's keyframe drops the agent as it reads
+    it, once a second: the journal pointed at a second agent with the node's id (a
+    2026-12-07 drill). Every drop right after the connection's largest publish says it."""
+    url = parse_broker_url("mqtt://broker:1883")
+    clock = Clock()
+    watch = TakeoverWatch(clock=clock)
+    for _ in range(2):
+        watch.accepted()
+        clock.t += 0.8
+        assert not watch.lost(True, after_publish=3690)
+    watch.accepted()
+    clock.t += 0.8
+    assert watch.lost(True, after_publish=3664)
+    said = watch.sentence(url, "fd-demo-m01", "a second agent?")
+    assert "max_packet_size is most likely below that" in said, said
+    assert "at least 3,664 bytes" in said and "or another client may be connected" in said
+
+    # One drop that came at another moment: a takeover's pattern, said as before.
+    watch = TakeoverWatch(clock=clock)
+    for after in (3690, None, 3690):
+        watch.accepted()
+        clock.t += 0.8
+        watch.lost(True, after_publish=after)
+    said = watch.sentence(url, "fd-demo-m01", "a second agent?")
+    assert "max_packet_size" not in said and "another client may be connected" in said
