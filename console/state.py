@@ -51,6 +51,7 @@ from fleetdeck.protocol.messages import (
     RESUMED,
     SCHED_HEARTBEAT_S,
     Ack,
+    AckResult,
     CollectorStatus,
     CommandOp,
     DrainInfo,
@@ -183,14 +184,29 @@ _TALKS_RE = re.compile(r"^\d+ " + re.escape(_TALKS).replace(re.escape("{s}"), "s
     re.escape("{ago:.0f}"), r"\d+"))
 
 
-def awaiting_keyframe(count: int, ago_s: float) -> str:
+KEYFRAMES_DROPPED = "keyframe asks and none came"
+"""What H1 says of a node whose agent answered keyframe asks none of whose keyframes came."""
+KEYFRAME_ANSWERS_SAID = 2
+"""Keyframe asks its agent answered, none of their keyframes heard, before H1 says the broker
+drops them: one answer may cross its keyframe in flight."""
+
+
+def awaiting_keyframe(count: int, ago_s: float, answered: int = 0) -> str:
     """H1's text of a node that talks: its deltas heard, their keyframe awaited
     (``NodeState.talking``). ``says_it_talks`` reads it back: one place for both, so the
-    wording and the check cannot drift apart."""
-    return (f"{count} " + _TALKS.format(s="s" if count != 1 else "", ago=max(0.0, ago_s))
-            + ": asked for one (an ask the broker drops, as for a broker user that may not "
-            "publish node/+/cmd, such as 'viewer', waits for the agent's periodic keyframe, "
-            "30 s by default)")
+    wording and the check cannot drift apart. ``answered``: keyframe asks its agent answered
+    since, none of their keyframes come."""
+    talks = f"{count} " + _TALKS.format(s="s" if count != 1 else "", ago=max(0.0, ago_s))
+    if answered >= KEYFRAME_ANSWERS_SAID:
+        # Mosquitto's message_size_limit below a keyframe's size drops every keyframe and
+        # none of the deltas; the ask's own text blamed a user that may not publish commands,
+        # whose asks the agent had answered (a 2026-12-07 drill).
+        return (f"{talks}: its agent answered {answered} {KEYFRAMES_DROPPED}: the "
+                "broker most likely drops its keyframes, the largest telemetry it sends (a "
+                "message_size_limit or max_packet_size below their size?)")
+    return (talks + ": asked for one (an ask the broker drops, as for a broker user that may "
+            "not publish node/+/cmd, such as 'viewer', waits for the agent's periodic "
+            "keyframe, 30 s by default)")
 
 
 def says_it_talks(h1_text: str) -> bool:
@@ -288,6 +304,9 @@ class NodeState(msgspec.Struct, gc=False):
     awaiting: tuple[float, int] | None = None
     """Its last deltas that wait for their keyframe (``MalformedLog.awaiting_keyframe``), read
     by its H1: a node heard talking is not silent."""
+    keyframe_answers: tuple[float, ...] = ()
+    """When its agent answered a keyframe ask ("keyframe with the next sample"), the last few:
+    those after its last applied sample, with no keyframe since, say the broker drops them."""
     talks: bool = False
     """``talking`` as of its last judgement (``judge``): what its H1, its action, the silence
     incidents and a command's time-out read, so all of them agree with its verdict."""
@@ -673,7 +692,9 @@ class NodeState(msgspec.Struct, gc=False):
                         f"{max(0.0, now - rx):.0f} s ago ({why[:200]})")
             elif talks:
                 rx, count = self.awaiting or (0.0, 0)
-                text = awaiting_keyframe(count, now - rx)
+                since = self.last_rx or 0.0
+                text = awaiting_keyframe(count, now - rx, sum(
+                    1 for t in self.keyframe_answers if t > since))
             liveness.append(Finding("H1", Severity.WARN, "", text + alive))
         elif self.duplicate_at is not None and now - self.duplicate_at < DUPLICATE_WINDOW_S:
             # Two machines publish as one node: every figure shown is a mix of both.
@@ -1499,8 +1520,12 @@ class FleetState:
             if (self.remember_event(ev) and ev.kind == "drain"
                     and ev.message.startswith(RESUMED)):
                 self._resumed_by_event(ev, changed)
-        for _rx, ack in batch.acks:
+        for ack_rx, ack in batch.acks:
             self.acks.append(ack)
+            if ack.op is CommandOp.KEYFRAME and ack.result is AckResult.DONE:
+                asked = self.nodes.get(ack.by)
+                if asked is not None:
+                    asked.keyframe_answers = (*asked.keyframe_answers[-7:], ack_rx)
             if ack.op is CommandOp.RESEND_EVENTS and ack.reason.startswith("re-sent "):
                 answered = self.nodes.get(ack.by)
                 count = ack.reason.split()[1]

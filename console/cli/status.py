@@ -21,7 +21,13 @@ from fleetdeck.console.judgements import SickNode, held_up_text, undecided_silen
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.rows import job_urgency
 from fleetdeck.console.session import BURST_CUT_TEXT, ConsoleSession, TickReport
-from fleetdeck.console.state import AGENT_RECONNECT_S, WAITING, FleetState, jobs_unheard_text
+from fleetdeck.console.state import (
+    AGENT_RECONNECT_S,
+    KEYFRAMES_DROPPED,
+    WAITING,
+    FleetState,
+    jobs_unheard_text,
+)
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
@@ -437,7 +443,15 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float,
     heard (``FleetState.talking_unread``), said apart: they did send telemetry."""
     waiting = [n["id"] for out in summaries for n in out.get("nodes", [])
                if n["verdict"] == WAITING]
-    heard = [n for n in waiting if n in set(talking)]
+    dropped = {n["id"] for out in summaries for n in out.get("nodes", [])
+               if any(KEYFRAMES_DROPPED in f for f in n.get("findings", []))}
+    if dropped:
+        nodes = f"{len(dropped)} node{'' if len(dropped) == 1 else 's'}"
+        print(f"fleetdeck status: {nodes} ({compress(sorted(dropped))}) sent telemetry deltas "
+              "but no keyframe, though their agents answered the asks for one: the broker "
+              "most likely drops their keyframes, their largest telemetry (its "
+              "message_size_limit or max_packet_size below their size?).", file=sys.stderr)
+    heard = [n for n in waiting if n in set(talking) and n not in dropped]
     if heard:
         nodes = f"{len(heard)} node{'' if len(heard) == 1 else 's'}"
         print(f"fleetdeck status: {nodes} ({compress(heard)}) sent telemetry deltas but no "
