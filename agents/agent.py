@@ -600,6 +600,15 @@ class NodeAgent:
                 return True
             exc = ending.exception() if ending is not None else None
             if exc is not None:
+                if not isinstance(exc, aiomqtt.MqttError):
+                    # A bug ends the agent, and leaving the ``async with`` sends DISCONNECT,
+                    # which drops the will: the retained status said online for good and the
+                    # node read stale, "hung or cut off", not offline (a 2026-12-07 drill,
+                    # an outbox write that raised). Say what the will would have said.
+                    with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                        await asyncio.wait_for(client.publish(
+                            self._topic[Kind.STATUS], codec.encode(self.status(online=False)),
+                            qos=1, retain=True), 5)
                 raise exc
             raise aiomqtt.MqttError("session ended")
 

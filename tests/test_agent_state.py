@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.agents.agent import NodeAgent
 from fleetdeck.agents.guard import EXPIRY_SKEW_MS, REPLAYED, CommandGuard
 from fleetdeck.agents.run import NO_STATE_DIR_WARNING, make_state
+from fleetdeck.agents.sim.node import SimNode
 from fleetdeck.agents.state import UNREADABLE_REASON, AgentState, StateStore
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import signing
@@ -281,8 +283,6 @@ def test_the_session_number_grows_across_restarts_when_the_clock_stepped_back(tm
     behind it (NTP stepped it back after a boot with a fast clock): smaller, its sessions read
     as older than the last one's will and the node stayed offline (an SRE drill). One saved
     too far ahead (a clock once wrong by hours) is not carried on."""
-    from fleetdeck.agents.agent import NodeAgent
-    from fleetdeck.agents.sim.node import SimNode
     from fleetdeck.brokerurl import BrokerURL
 
     path = tmp_path / f"state-{NODE}.json"
@@ -563,3 +563,29 @@ async def test_an_outbox_the_disk_refuses_does_not_stop_the_agent(mosquitto, tmp
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+class _DrainBreaks(SimNode):
+    def on_drain(self, state, mode) -> None:
+        raise RuntimeError("a bug in the drain")
+
+
+async def test_an_agent_that_dies_of_a_bug_reads_offline_not_stale(mosquitto):
+    """An error that ends the agent (here its drain raising; in the drill, the outbox write
+    above) left its ``async with`` with a clean DISCONNECT, which drops the Last Will: the
+    retained status said online for good, every console read the node stale ("its agent is
+    hung or cut off") and a later one "no telemetry heard from it yet". It publishes what
+    its will would have said first."""
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        agent = NodeAgent(cluster=CLUSTER, node_id=NODE, source=_DrainBreaks(NODE), url=url,
+                          interval_s=0.5, keepalive=2, phase_s=0.0)
+        task = asyncio.create_task(agent.run(asyncio.Event()))
+        await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                        message="agent online")
+        await send(url, CLUSTER, command(CommandOp.DRAIN, reason="breaks"))
+        with pytest.raises(RuntimeError, match="a bug in the drain"):
+            await asyncio.wait_for(task, 20)
+        await tap.until(lambda: not tap.statuses(NODE)[-1].online, 5,
+                        message="the node offline")
+        assert not tap.statuses(NODE)[-1].stopped
