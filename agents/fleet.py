@@ -35,6 +35,7 @@ import contextlib
 import gc
 import json
 import logging
+import os
 import random
 import signal
 import socket
@@ -966,13 +967,29 @@ SPREAD_STOP_S = STOP_GRACE_S + 20.0
 
 
 def _shard_main(url: BrokerURL, opts: FleetOptions, log_level: str,
-                connected: Any = None) -> None:
+                connected: Any = None, lock: int | None = None) -> None:
     """One process of a spread fleet (a ``spawn`` child: a fresh interpreter). ``connected``:
     a shared integer array where this process keeps its count of connected agents, for the
-    parent's start-up progress."""
+    parent's start-up progress. ``lock``: the parent's ``--state-dir`` lock, inherited
+    (``_Inherited``), held open until this process ends."""
+    import multiprocessing
+    import threading
+
     from fleetdeck.logs import setup_logging
 
     setup_logging(log_level)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        # The parent SIGKILLed (an OOM kill, ``kill -9``) left its workers running with no one
+        # to stop them, and a restart beside them fought them for every node's session and
+        # drain state (a review). Its end closes the pipe this sentinel reads: a stop as by
+        # SIGTERM, its agents saying offline.
+        def orphaned() -> None:
+            parent.join()
+            log.warning("the simulator's parent process %s ended: stopping", parent.pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=orphaned, name="parent-watch", daemon=True).start()
 
     def note(done: int, _total: int) -> None:
         connected[opts.shard] = done
@@ -983,12 +1000,34 @@ def _shard_main(url: BrokerURL, opts: FleetOptions, log_level: str,
         asyncio.run(run_fleet(url, opts, note if connected is not None else None))
 
 
+class _Inherited:
+    """A descriptor a ``spawn`` child inherits, the same open file (``DupFd``: passed at the
+    child's exec, as multiprocessing passes its pipes): rebuilt there as its number."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        from multiprocessing import reduction
+
+        return _inherited_fd, (reduction.DupFd(self.fd),)
+
+
+def _inherited_fd(dup: Any) -> int:
+    return int(dup.detach())
+
+
 def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = "warning",
-               on_connect: ConnectReport | None = None) -> str | None:
+               on_connect: ConnectReport | None = None, lock: int | None = None) -> str | None:
     """``fleetdeck sim --procs N``: the fleet in ``procs`` processes until SIGINT/SIGTERM or
     until one of them ends by itself. Returns None after a clean stop, else what went wrong
     (one sentence). Every child is stopped (SIGTERM, then SIGKILL after ``SPREAD_STOP_S``)
-    before this returns."""
+    before this returns, and a child whose parent ends stops itself.
+
+    ``lock``: the ``--state-dir`` lock's descriptor (agents/state.py ``hold_sim_lock``), which
+    every child inherits: a flock is the open file's, held until its last descriptor closes,
+    so the lock lasts as long as any process of this fleet. Held by the parent alone (its
+    descriptor close-on-exec), a parent SIGKILLed let a restart start beside its workers."""
     import dataclasses
     import multiprocessing
 
@@ -998,7 +1037,7 @@ def run_spread(url: BrokerURL, opts: FleetOptions, procs: int, log_level: str = 
     children = [
         ctx.Process(target=_shard_main, name=f"fleetdeck-sim-{i}", args=(
             url, dataclasses.replace(opts, shard=i, shards=procs, epoch_ms=epoch_ms),
-            log_level, connected))
+            log_level, connected, None if lock is None else _Inherited(lock)))
         for i in range(procs)
     ]
     reported = -1

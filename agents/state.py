@@ -108,12 +108,13 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
 def hold_sim_lock(state_dir: Path, cluster: str, prefix: str, shown: Path) -> int | None:
     """``hold_node_lock`` for ``fleetdeck sim --state-dir``: one lock for the simulator's
     nodes (``state_dir`` is the cluster's own directory, ``shown`` the --state-dir as given),
-    taken by the process started, which a spread fleet's workers (``--procs``) run under and
-    which stops them. One lock, not one a node: each simulated node holds an MQTT socket
-    already, and a lock each would double the descriptors of a 16,384-node fleet. Its nodes
-    are ``<prefix>0001`` on (agents/sim/topology.py ``node_names``), so any two simulators
-    of one prefix share nodes and one of another prefix shares none (a fleet spread over
-    machines, one ``--prefix`` each, may share one directory)."""
+    taken by the process started and inherited by a spread fleet's workers (``--procs``,
+    agents/fleet.py ``run_spread``), so that it lasts while any of them runs. One lock, not
+    one a node: each simulated node holds an MQTT socket already, and a lock each would
+    double the descriptors of a 16,384-node fleet. Its nodes are ``<prefix>0001`` on
+    (agents/sim/topology.py ``node_names``), so any two simulators of one prefix share nodes
+    and one of another prefix shares none (a fleet spread over machines, one ``--prefix``
+    each, may share one directory)."""
     return _hold_lock(
         state_dir / f"sim-{prefix}.lock", "one-simulator-per-state-directory",
         f"simulator of {prefix} nodes",

@@ -926,11 +926,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
         tune_gc=True, state_dir=usable_state_dir(Path(args.state_dir) / args.cluster)
         if args.state_dir else None,
     )
+    lock = None
     if opts.state_dir is not None:
-        # Held until this process exits (a --procs fleet's workers run under it): two
+        # Held until this process and its --procs workers (each inherits it) exit: two
         # simulators on one directory overwrote each other's drain state, as two agents of
         # one node would (agents/state.py).
-        hold_sim_lock(opts.state_dir, args.cluster, args.prefix, Path(args.state_dir))
+        lock = hold_sim_lock(opts.state_dir, args.cluster, args.prefix, Path(args.state_dir))
     drawn = None
     if table is not None and scenario is not None:
         from fleetdeck.agents.sim.topology import node_names
@@ -967,7 +968,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from fleetdeck.agents.fleet import run_spread
 
     with bar:
-        problem = run_spread(url, opts, args.procs, args.log_level, on_connect)
+        problem = run_spread(url, opts, args.procs, args.log_level, on_connect, lock)
     if problem:
         raise UserError(f"{problem}.")
     return 0

@@ -2,6 +2,7 @@
 back drained, as a real cluster's drains outlive its daemons (Slurm's StateSaveLocation, a real
 agent's --state-dir); without it they come back in service."""
 
+import contextlib
 import json
 import os
 import signal
@@ -109,5 +110,65 @@ def test_a_second_simulator_on_one_state_dir_is_refused(mosquitto, tmp_path):
     again = run_sim(url, cluster, tmp_path / "sim2.log", "--state-dir", where)
     try:
         wait_for(url, cluster, "gpu0001", "none")
+    finally:
+        assert stop_process(again) == 0
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s child processes (from /proc: their stat's ppid field)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = open(f"/proc/{entry}/stat", "rb").read()
+        except OSError:
+            continue
+        if int(raw[raw.rfind(b")") + 1:].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def test_a_spread_simulator_killed_keeps_its_lock_until_its_workers_stop(mosquitto, tmp_path):
+    """`sim --procs 2 --state-dir` SIGKILLed (an OOM kill): the lock was its parent's alone
+    (close-on-exec, `spawn` workers), its workers ran on with no one to stop them, and a
+    restart was accepted beside them (both fought for every node's session and drain state).
+    The workers inherit the lock now, and stop once they see their parent gone."""
+    url, cluster, where = str(mosquitto.url), "lkk", str(tmp_path / "state")
+    first = run_sim(url, cluster, tmp_path / "sim1.log", "--state-dir", where, "--procs", "2")
+    workers: list[int] = []
+    try:
+        wait_for(url, cluster, "gpu0004", "none")
+        workers = [p for p in _children(first.pid)
+                   if b"spawn_main" in open(f"/proc/{p}/cmdline", "rb").read()]
+        assert len(workers) == 2, workers
+        # Held still, so the restart below finds them running whatever the host's speed.
+        for p in workers:
+            os.kill(p, signal.SIGSTOP)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        res = run_cli("sim", "--broker", url, "--cluster", cluster, "--nodes", "4",
+                      "--state-dir", where, timeout=15)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert f"is running on --state-dir {where} (pid {first.pid})" in res.stderr, res.stderr
+        for p in workers:
+            os.kill(p, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while any(os.path.exists(f"/proc/{p}") and b"spawn_main" in
+                  open(f"/proc/{p}/cmdline", "rb").read() for p in workers):
+            assert time.monotonic() < deadline, "the orphaned workers ran on"
+            time.sleep(0.2)
+    finally:
+        for p in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGCONT)
+                os.kill(p, signal.SIGKILL)
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait()
+    again = run_sim(url, cluster, tmp_path / "sim2.log", "--state-dir", where)
+    try:
+        wait_for(url, cluster, "gpu0001", "none")
+        assert again.poll() is None
     finally:
         assert stop_process(again) == 0
