@@ -912,6 +912,9 @@ class ConsoleSession:
                     await self._flush_store(final=True)
             await self.store.close()
             self.store = None
+            # A look in flight is of the store closed: read against one opened after (a
+            # session's store opened again), its answer was taken for that one's.
+            self._store_look, self._store_look_hung = None, False
         audit = log_of(self.audit)
         if audit is not None and audit.failing:
             # A last try: what it holds goes with this process.

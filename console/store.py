@@ -462,6 +462,11 @@ class Store:
         "How To Corrupt An SQLite Database File", 2.2), and a collector's store, looked at
         every 5 s so, stopped showing its writes to other readers (CI: a restarted sharded
         collector's verdict rows never came)."""
+        self._head_lock = threading.Lock()
+        self._head_readers = 0
+        """``gone`` calls reading through ``_head_fd`` now (``look_gone``'s threads)."""
+        self._head_closing: int | None = None
+        """``_head_fd`` as ``close`` left it to the last of those readers to close."""
 
     @classmethod
     async def open(cls, path: Path, retention_days: float = DEFAULT_RETENTION_DAYS,
@@ -585,9 +590,15 @@ class Store:
 
     async def close(self) -> None:
         await self.db.close()
-        if self._head_fd is not None:  # after SQLite's own: closing it drops the file's locks
-            os.close(self._head_fd)
-            self._head_fd = None
+        with self._head_lock:  # after SQLite's own: closing it drops the file's locks
+            fd, self._head_fd = self._head_fd, None
+            if fd is not None and self._head_readers:
+                # Closed under a look in flight, its number was free for the next file this
+                # process opened, and the look read that file's first bytes as this store's
+                # header ("overwritten"), or EBADF: the last look closes it instead.
+                self._head_closing, fd = fd, None
+        if fd is not None:
+            os.close(fd)
 
     # --- writing (once per tick) -------------------------------------------------------------
 
@@ -704,16 +715,29 @@ class Store:
         overwritten. SQLite writes on into the file it has open and says nothing: a drill
         deleted a console's store and every row it wrote after was lost with the process,
         the header clear all along (2026-12-07)."""
-        if self.identity is None or self._head_fd is None:
-            return ""
+        with self._head_lock:
+            fd = self._head_fd
+            if self.identity is None or fd is None:
+                return ""  # closed: nothing to look at
+            self._head_readers += 1
         lost = "what is written now is lost: restart to keep history in a new store"
         try:
             st = os.stat(self.path)
-            head = os.pread(self._head_fd, len(SQLITE_MAGIC), 0)
+            head = os.pread(fd, len(SQLITE_MAGIC), 0)
         except FileNotFoundError:
             return f"history store {self.path} was deleted while in use; {lost}"
         except OSError:
             return ""  # unreadable now (permissions, NFS): the writes say what goes wrong
+        finally:
+            with self._head_lock:
+                self._head_readers -= 1
+                closing = self._head_closing if not self._head_readers else None
+                if closing is not None:
+                    self._head_closing = None
+            if closing is not None:
+                os.close(closing)
+        if self._head_fd is None:
+            return ""  # closed while it looked: the answer is of no store in use
         if (st.st_dev, st.st_ino) != self.identity:
             return f"history store {self.path} was replaced by another file while in use; {lost}"
         if head != SQLITE_MAGIC and st.st_size > 0:
@@ -726,8 +750,8 @@ class Store:
         file on a hung NFS mount does not return, and on the event loop it stalled the whole
         console (its link's keepalives, the TUI). A daemon thread, not the loop's executor:
         a check that never returns is joined by neither ``asyncio.run``'s shutdown nor the
-        interpreter's exit. After ``close`` its answer means nothing (the descriptor it reads
-        is closed, maybe reused): the caller drops it."""
+        interpreter's exit. A store closed under it answers '' (its descriptor is closed by
+        the look, not under it)."""
         answer: Future[str] = Future()
 
         def look() -> None:

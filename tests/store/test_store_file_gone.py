@@ -148,3 +148,92 @@ async def test_a_store_moved_aside_keeps_why_its_rows_stop(tmp_path, monkeypatch
     await session.close()
     kept = await _kept(aside)
     assert len(kept) == 1 and f"history store {db} was deleted while in use" in kept[0], kept
+
+
+async def test_a_store_closed_under_a_look_is_not_read_through_a_reused_descriptor(
+        tmp_path, monkeypatch) -> None:
+    """The look (a thread) reads the header through the store's own descriptor, which
+    ``close`` closed under it (a console's exit, a look started by its last flush): the number
+    went to the next file opened, and the look read that file's bytes as the store's header,
+    "overwritten". The look closes it now, after its read, and a closed store answers ''."""
+    db = tmp_path / "closing.db"
+    store = await Store.open(db)
+    head = store._head_fd
+    assert head is not None
+    reading, release = threading.Event(), threading.Event()
+    real_pread = os.pread
+
+    def slow_pread(fd: int, n: int, offset: int) -> bytes:
+        reading.set()
+        release.wait(5.0)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", slow_pread)
+    look = store.look_gone()
+    assert await asyncio.to_thread(reading.wait, 5.0)
+    await store.close()
+    other = tmp_path / "other.log"
+    other.write_bytes(b"not a database, another file of this process's\n" * 4)
+    opened = []
+    try:
+        # Whatever SQLite's close freed first: until the store's number comes up, or it is
+        # not free (it must not be).
+        for _ in range(16):
+            opened.append(os.open(other, os.O_RDONLY))
+            if opened[-1] == head:
+                break
+        release.set()
+        answer = await asyncio.wrap_future(look)
+    finally:
+        release.set()
+        for fd in opened:
+            os.close(fd)
+    assert answer == "", answer
+    assert head not in opened
+    assert store._head_closing is None and store._head_readers == 0
+    with pytest.raises(OSError):
+        os.fstat(head)  # closed by the look, not left open
+
+
+async def test_a_store_opened_again_is_not_judged_by_the_closed_ones_look(
+        tmp_path, monkeypatch) -> None:
+    """A look in flight when the session's store closed stayed the session's: a store opened
+    after in the same session was never looked at (the old look still hung) and its answer,
+    when it came, was taken for the new store's."""
+    monkeypatch.setattr(session_mod, "STORE_FILE_CHECK_S", 0.0)
+    monkeypatch.setattr(session_mod, "STORE_FILE_HUNG_S", 0.2, raising=False)
+    node, session = await _console_with_a_store(tmp_path / "first.db")
+    hung = threading.Event()
+    real_gone = Store.gone
+    looked: list[Path] = []
+
+    def gone(store: Store) -> str:
+        looked.append(store.path)
+        if store.path.name == "first.db":
+            hung.wait(5.0)
+            return f"history store {store.path} was replaced by another file while in use"
+        return real_gone(store)
+
+    monkeypatch.setattr(Store, "gone", gone)
+    try:
+        for _ in range(3):
+            node.now += 0.5
+            session.tick()
+            await session.flush()
+            await asyncio.sleep(0.15)
+        await session.close()
+        await session.open_store(tmp_path / "second.db")
+        hung.set()
+        await asyncio.sleep(0.1)
+        for _ in range(3):
+            node.now += 0.5
+            session.tick()
+            await session.flush()
+            await asyncio.sleep(0.05)
+    finally:
+        hung.set()
+    assert looked[-1] == tmp_path / "second.db", looked
+    assert "history" not in session.problems, session.problems
+    said = [line.text for line in session.log.lines() if line.kind == "store"]
+    assert not any("answered again" in text for text in said), said
+    await session.close()
