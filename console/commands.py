@@ -837,20 +837,42 @@ def job_refusal(state: FleetState, job_id: str) -> str:
             f"'{state.cluster}'")
 
 
-def changed_while_open(state: FleetState, op: CommandOp, targets: list[str] | str) -> str:
+def changed_while_open(state: FleetState, op: CommandOp, targets: list[str] | str,
+                       opened: JobStatus | None = None) -> str:
     """Why a command confirmed in a dialog is refused though it was not when the dialog opened
     ('' when it still goes out): a target node retired (its birth cleared) or a job that ended,
     was requeued or is no longer published while the operator typed the reason. Sent, a drain
     of a retired node timed out "the node was never heard from" (a 2026-12-07 drill), and a
     restart of a job that had completed came back rejected by the scheduler. A one-shot
-    command checks and sends in one tick: only a dialog leaves this window."""
+    command checks and sends in one tick: only a dialog leaves this window.
+
+    ``opened``: the job's status as the restart dialog opened. A job requeued meanwhile and
+    running again passed as running, and the restart requeued the new run, the one the
+    operator had not seen."""
     if op is CommandOp.RESTART_JOB:
         assert isinstance(targets, str)
-        why = job_refusal(state, targets)
+        job = state.jobs.get(targets)
+        if job is None and opened is not None:
+            # Not job_refusal's "nothing heard from the scheduler yet" where it was the last.
+            why = f"job {targets} is no longer published by the scheduler (ended and withdrawn)"
+        elif (job is not None and opened is not None and job.state is JobState.R
+              and (job.requeues > opened.requeues or _restarted(opened, job))):
+            why = (f"job {targets} was requeued and runs again (requeues {opened.requeues} -> "
+                   f"{job.requeues}, at step {job.step}): restart it again only if this run "
+                   "is held up too")
+        else:
+            why = job_refusal(state, targets)
         return f"changed while the dialog was open: {why}; nothing sent" if why else ""
     gone = [t for t in targets if t not in state.nodes]
     return (f"unknown node(s) {compress(gone)}: retired or forgotten while the dialog was "
             "open; nothing sent") if gone else ""
+
+
+def _restarted(before: JobStatus, now: JobStatus) -> bool:
+    """Whether ``now`` is a later run of the job than ``before`` by its start (a scheduler
+    that publishes one; one that counts no requeues)."""
+    return (before.started_ts is not None and now.started_ts is not None
+            and now.started_ts != before.started_ts)
 
 
 def _free_gpus(state: FleetState, by_node: dict[str, list[str]], removing: set[str]) -> int:

@@ -81,7 +81,7 @@ from fleetdeck.environment import unknown_variables
 from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
-from fleetdeck.protocol.messages import CommandOp, DrainMode
+from fleetdeck.protocol.messages import CommandOp, DrainMode, JobStatus
 from fleetdeck.runtime import force_exit, tune_gc, unsettle_later
 from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
@@ -1253,19 +1253,23 @@ class FleetdeckApp(App[int]):
         now = self.clock()
         radius = job_blast_radius(self.state, job_id, now)
 
+        opened = self.state.jobs[job_id]
+
         def done(reason: str | None) -> None:
-            if reason and not self._changed_while_open(CommandOp.RESTART_JOB, job_id, reason):
+            if reason and not self._changed_while_open(CommandOp.RESTART_JOB, job_id, reason,
+                                                       opened=opened):
                 self.send(self.session.restart_job(job_id, reason))
 
-        hint = restart_reason_hint(self.state.jobs[job_id], self.state, now)
+        hint = restart_reason_hint(opened, self.state, now)
         self.push_screen(RestartScreen(job_id, self._unsent_note(radius), hint), done)
 
     def _changed_while_open(self, op: CommandOp, targets: list[str] | str, reason: str = "",
-                            mode: DrainMode | None = None) -> bool:
+                            mode: DrainMode | None = None,
+                            opened: JobStatus | None = None) -> bool:
         """Whether a command confirmed in its dialog is refused for what changed since the
         dialog opened (``changed_while_open``: a target retired, the job gone or ended):
         audited as refused, said, nothing sent, as at the dialog's opening."""
-        why = changed_while_open(self.state, op, targets)
+        why = changed_while_open(self.state, op, targets, opened)
         if why:
             self.session.refuse(op, targets, why, reason, mode)
             self.notify(esc(clip_words(why, 160)), severity="error")

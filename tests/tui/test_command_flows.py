@@ -651,3 +651,41 @@ async def test_a_restart_confirmed_after_its_job_ended_is_refused_not_sent(world
         assert rec.detail.startswith("changed while the dialog was open: "), rec
         assert ("job 41 is CD (completed)" if then == "completed" else "job 41") in rec.detail
         assert rec.why == "hung OPS-7", rec
+
+
+async def test_a_restart_confirmed_after_its_job_was_requeued_and_runs_again_is_refused(world):
+    """The job was requeued (the scheduler, another operator) and ran again while the restart
+    dialog was open: running, it passed, and the restart requeued the new run, one the
+    operator never saw. Refused, nothing sent; a job that only moved on is still restarted."""
+    from tests.tui.fleet import job_status, publish_job
+
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_restart("41")
+        await pilot.pause()
+        assert isinstance(world.app.screen, RestartScreen)
+        rerun = job_status("41", world.fleet.names[:4], world.clock, step=410, requeues=1,
+                           started_offset_s=20)
+        publish_job(world.ingest, rerun, world.clock)
+        world.tick()
+        await pilot.press(*"hung OPS-7", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        assert not isinstance(world.app.screen, RestartScreen)
+        assert world.published == []
+        rec = world.audit.records[-1]
+        assert rec.what == "restart_job" and rec.outcome == "refused", rec
+        assert rec.detail == (
+            "changed while the dialog was open: job 41 was requeued and runs again (requeues "
+            "0 -> 1, at step 410): restart it again only if this run is held up too; nothing "
+            "sent"), rec
+        # Opened on the new run, its steps moving on meanwhile: sent.
+        world.app.request_restart("41")
+        await pilot.pause()
+        publish_job(world.ingest, rerun.model_copy(
+            update={"step": 420, "ts": int(world.clock() * 1000) + 1}), world.clock)
+        world.tick()
+        await pilot.press(*"hung OPS-7", "enter")
+        await pilot.pause()
+        await world.app.session.flush()
+        assert world.published, world.audit.records[-1]
