@@ -59,9 +59,9 @@ viewer's drain read "timed_out ... most likely never reached it", exit 4 as for 
 land (a late echo on a loaded broker, a user that may not read commands back)."""
 EXIT_STILL_DRAINING = 6
 """A drain's deadline passed with every target DRAINED or acknowledged and still DRAINING (the
-drain took; their jobs run to completion first, Slurm's DRAINING), none unanswered, rejected or
-superseded. It was exit 4, as for nodes that never answered: a script could tell "wait longer"
-from "go and look at a node" only by the text."""
+drain took; their jobs run to completion first, Slurm's DRAINING, or a --now drain's are being
+requeued), none unanswered, rejected or superseded. It was exit 4, as for nodes that never
+answered: a script could tell "wait longer" from "go and look at a node" only by the text."""
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 SETTLE_S = 0.7
