@@ -134,6 +134,9 @@ STORE_FILE_CHECK_S = 5.0
 STORE_FILE_HUNG_S = 10.0
 """A look at the store's path (a stat and a header read, off the event loop) unanswered this
 long is said once: a hung NFS mount, whose writes will not get far either."""
+STORE_WRITE_HUNG_S = 10.0
+"""A store write that has not returned this long is said once (a hung NFS mount under the
+store): the I/O pump publishes on without it (``_pump``), the history is held in memory."""
 STORE_QUEUE_TICKS = 1200
 """Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
 per-minute samples are dropped, never events, transitions or audit records."""
@@ -511,6 +514,15 @@ class ConsoleSession:
         """Messages of the session's own to publish (a collector's digests and birth)."""
         self._wake = asyncio.Event()
         self._io_lock = asyncio.Lock()
+        """Publishes: the pump's and a front end's final flush never interleave."""
+        self._store_lock = asyncio.Lock()
+        """Store writes, apart from publishes: a write that hangs holds up no command."""
+        self._store_task: asyncio.Task[None] | None = None
+        """The pump's store flush in flight (``_store_in_background``)."""
+        self._store_write_since: float | None = None
+        """When the store write in flight began (monotonic), None while none is."""
+        self._store_write_hung = False
+        """Whether that write was said not to return (``STORE_WRITE_HUNG_S``)."""
         self._last_event: Event | None = None
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
@@ -905,16 +917,26 @@ class ConsoleSession:
             partial = self.store.partial_minutes()
             if partial.gpu or partial.ports:
                 self._store_q.rows.append(partial)
-            async with self._io_lock:
+            if not await self._store_turn():
+                # Its write hangs (a hung mount): closing would wait on it too.
+                self.store = None
+                self._store_look, self._store_look_hung = None, False
+                return await self._release_audit_and_writer()
+            try:
                 self._queue_notes()
                 await self._flush_store(final=True)
                 if self._queue_notes():  # said by that flush: "writable again … caught up"
                     await self._flush_store(final=True)
+            finally:
+                self._store_lock.release()
             await self.store.close()
             self.store = None
             # A look in flight is of the store closed: read against one opened after (a
             # session's store opened again), its answer was taken for that one's.
             self._store_look, self._store_look_hung = None, False
+        await self._release_audit_and_writer()
+
+    async def _release_audit_and_writer(self) -> None:
         audit = log_of(self.audit)
         if audit is not None and audit.failing:
             # A last try: what it holds goes with this process.
@@ -2207,10 +2229,59 @@ class ConsoleSession:
 
     async def flush(self) -> None:
         """Do the pending I/O now (publish what is queued, write the store)."""
+        await self._publish_now()
+        if await self._store_turn():
+            try:
+                await self._flush_store()
+            finally:
+                self._store_lock.release()
+
+    async def _store_turn(self) -> bool:
+        """The store's lock within ``STORE_WRITE_HUNG_S``; False while a write that hangs holds
+        it (said in the log: what the session holds of history is not written)."""
+        try:
+            await asyncio.wait_for(self._store_lock.acquire(), STORE_WRITE_HUNG_S)
+        except TimeoutError:
+            store = self.store
+            log.error("history store %s: a write has not returned for %g s; %d tick(s) of "
+                      "history held in memory are not written", store and store.path,
+                      STORE_WRITE_HUNG_S, len(self._store_q.rows))
+            return False
+        return True
+
+    async def _publish_now(self) -> None:
         async with self._io_lock:  # the pump and a front end's final flush never interleave
             await self._publish_pending()
             if self._settling:
                 await self._write_settlements()
+
+    def _store_in_background(self) -> None:
+        """The pump's store flush, as a task of its own: awaited in the pump, a write on a
+        hung NFS mount held every later publish (a drain never left the console) for as
+        long as the mount hung, and nothing said why. Said once when it hangs, and when it
+        returns."""
+        self._check_store_file()
+        since = self._store_write_since
+        if since is not None and not self._store_write_hung and self.store is not None:
+            waited = time.monotonic() - since
+            if waited >= STORE_WRITE_HUNG_S:
+                self._store_write_hung = True
+                why = (f"history store {self.store.path}: a write has not returned for "
+                       f"{STORE_WRITE_HUNG_S:g} s (a hung network mount?); commands still go "
+                       f"out, and the history is held in memory until it returns")
+                log.error("%s", why)
+                self._problem("store", why, self.clock())
+                self.note(why, severity="error", kind="store", keep=True)
+        task = self._store_task
+        if task is not None and not task.done():
+            return
+        if task is not None and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+        self._store_task = asyncio.create_task(self._locked_store_flush(),
+                                               name="session-store")
+
+    async def _locked_store_flush(self) -> None:
+        async with self._store_lock:
             await self._flush_store()
 
     async def _pump(self, stop: asyncio.Event) -> None:
@@ -2224,7 +2295,14 @@ class ConsoleSession:
                 waiter.cancel()
                 stopper.cancel()
             self._wake.clear()
-            await self.flush()
+            await self._publish_now()
+            self._store_in_background()
+        task = self._store_task
+        if task is not None and not task.done():
+            # Its write ends before the session's close writes after it (cancelled, it left
+            # its transaction open); one that hangs is left to its thread, said already.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), STORE_WRITE_HUNG_S)
 
     async def _publish_pending(self) -> None:
         await self._publish_probe()
@@ -2475,9 +2553,11 @@ class ConsoleSession:
         if not final and q.failing_since is not None and now < q.retry_at:
             return
         while q.rows:
+            self._store_write_since = time.monotonic()
             try:
                 await store.write_rows(q.rows[0])
             except (sqlite3.Error, OSError) as err:
+                self._store_returned()
                 self.counters.store_errors += 1
                 q.last_error = f"history store {store.path}: {err}"
                 if q.failing_since is None:
@@ -2492,6 +2572,7 @@ class ConsoleSession:
                 q.retry_at = now + q.delay
                 q.delay = min(STORE_RETRY_S[1], q.delay * 2)
                 return
+            self._store_returned()
             q.rows.popleft()
             self.counters.store_writes += 1
             if q.failing_since is not None:
@@ -2513,6 +2594,19 @@ class ConsoleSession:
             # gives its space back: below SQLite's own 1,000-page checkpoint it stayed, and
             # a disk that had just been freed filled again under it.
             await store.checkpoint()
+
+    def _store_returned(self) -> None:
+        """A store write returned (done or failed): said when it had been said hung."""
+        since, self._store_write_since = self._store_write_since, None
+        if self._store_write_hung and since is not None and self.store is not None:
+            self._store_write_hung = False
+            waited = time.monotonic() - since
+            log.warning("history store %s: the write returned after %.0f s", self.store.path,
+                        waited)
+            if self._store_q.failing_since is None:
+                self.problems.pop("store", None)
+            self.note(f"history store {self.store.path}: the write returned after "
+                      f"{waited:.0f} s; the history held is written", kind="store", keep=True)
 
     @property
     def store_failing_s(self) -> float | None:

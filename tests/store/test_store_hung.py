@@ -1,0 +1,93 @@
+"""A store whose writes hang (its file on an NFS mount whose server went away: SQLite's write
+never returns) under a running console. Everything the console did went through one I/O
+pump: its publishes, then the store's write, under one lock. With the write hung, the next
+drain never left the console (queued behind the write for as long as the mount hung) and
+nothing said why. Now commands go out as before, and the hung write is said once, kept in
+memory with the history it holds, and said again once it returns."""
+
+import asyncio
+import uuid
+
+from fleetdeck.console import session as session_mod
+from fleetdeck.console.commands import Phase
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.store import Store
+from tests.conftest import eventually, spawn, stop_process
+
+CLUSTER = "hungdb"
+NODE = "gpu0001"
+
+
+async def test_a_hung_store_write_holds_up_no_command(mosquitto, tmp_path, monkeypatch):
+    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 1.0)
+    agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                  NODE, "--interval", "0.5", "--state-dir", str(tmp_path / "state"),
+                  log=tmp_path / "agent.log")
+    session = ConsoleSession(CLUSTER, url=mosquitto.url, operator="dora",
+                             client_id=f"hungdb-{uuid.uuid4().hex[:6]}")
+    await session.open_store(tmp_path / "h.db")
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.1))
+    mount_back = asyncio.Event()
+    real_write = Store.write_rows
+
+    async def hung_write(self: Store, rows: object) -> None:
+        await mount_back.wait()  # the NFS server away: the write does not return
+        await real_write(self, rows)  # type: ignore[arg-type]
+
+    try:
+        await eventually(lambda: (st := session.state.nodes.get(NODE)) is not None
+                         and st.verdict.value == "ok", 20, message="the node up")
+        monkeypatch.setattr(Store, "write_rows", hung_write)
+        await asyncio.sleep(0.5)  # a tick's rows are in a write that hangs
+        drain = session.drain([NODE], "hung store drill")
+        await eventually(lambda: drain.phase is Phase.DONE, 15,
+                         message="the drain done while the store's write hangs")
+        await eventually(lambda: "store" in session.problems, 5, message="the hung write said")
+        said = [line.text for _s, line in session.log if line.kind == "store"]
+        assert len(said) == 1 and "has not returned for 1 s" in said[0], said
+        assert "commands still go out" in said[0], said
+        mount_back.set()
+        await eventually(lambda: "store" not in session.problems, 10,
+                         message="the store's write back")
+        said = [line.text for _s, line in session.log if line.kind == "store"]
+        assert len(said) == 2 and "returned after" in said[1], said
+    finally:
+        mount_back.set()
+        stop.set()
+        await asyncio.gather(watcher, return_exceptions=True)
+        await session.close()
+        stop_process(agent)
+
+
+async def test_a_console_closes_while_its_store_write_hangs(mosquitto, tmp_path, monkeypatch,
+                                                            caplog):
+    """Its close waited on the hung write: the console never exited."""
+    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 1.0)
+    session = ConsoleSession(CLUSTER, url=mosquitto.url,
+                             client_id=f"hungdb-{uuid.uuid4().hex[:6]}")
+    await session.open_store(tmp_path / "h.db")
+    db = session.store
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.1))
+    mount_back = asyncio.Event()
+
+    async def hung_write(self: Store, rows: object) -> None:
+        await mount_back.wait()
+
+    try:
+        await asyncio.sleep(0.5)
+        monkeypatch.setattr(Store, "write_rows", hung_write)
+        await eventually(lambda: "store" in session.problems, 10, message="the hung write said")
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(watcher, return_exceptions=True), 10)
+        await asyncio.wait_for(session.close(), 5)
+        assert session.store is None
+        assert any("tick(s) of history held in memory are not written" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        mount_back.set()
+        stop.set()
+        if db is not None:  # the mount back: what a real hung thread never lets happen
+            await asyncio.sleep(0.1)
+            await db.close()
