@@ -1734,7 +1734,12 @@ class FleetState:
                 lost = emitted - st.event_seq
                 st.events_lost += lost
                 heard, since = self.event_heard_at, st.gap_since or now
-                if st.resend_answer != 0 and (heard is None or heard < since):
+                # Its telemetry came after the last ask: an agent there to answer it. A node
+                # that went down with a gap (an XID 79 takes nodes down) answers nothing, and
+                # in a quiet fleet no other event comes: EVENTS STOPPED stayed in a healthy
+                # console's header for good (a review).
+                alive = st.last_rx is not None and st.last_rx > st.resend_asked
+                if alive and st.resend_answer != 0 and (heard is None or heard < since):
                     # Four asks answered by no event of any node, nor by an agent's "re-sent
                     # 0": the re-sends are dropped on the way like the events were (an ACL
                     # that lets this user read telemetry but not events: "no longer in the

@@ -136,6 +136,28 @@ async def test_events_the_broker_never_delivers_are_not_blamed_on_the_outbox():
     assert any("reach this console again" in line.text for _s, line in session.log)
 
 
+async def test_a_node_that_died_with_a_gap_is_no_broker_that_drops_events():
+    """A node whose event the console missed (it reconnected meanwhile), then died (an XID 79
+    takes nodes down): its agent answers no re-send ask, and in a quiet fleet no other event
+    comes either. That is no broker that stopped delivering events: EVENTS STOPPED and "does
+    not deliver node/+/event" stayed in the header of a healthy console for good (a review)."""
+    node = FakeNode(cluster=CLUSTER)
+    sent = Sent()
+    session = make_session(node, sent)
+    node.feed(session.ingest, node.birth(), Kind.BIRTH)
+    node.feed(session.ingest, node.status(), Kind.STATUS)
+    node.agent._event(EventDraft("xid", "XID 79"))  # missed by this console
+    await run_for(node, session, 5)  # its telemetry counts it: the gap opens
+    for _ in range(1200):  # then nothing more from the node: it is down
+        node.now += 0.5
+        session.tick()
+        await session.flush()
+    assert len(sent.ops("resend_events")) >= 1
+    said = [line.text for _s, line in session.log if line.kind == "events_lost"]
+    assert not any("does not deliver" in t for t in said), said
+    assert "events" not in session.problems
+
+
 def test_a_forged_future_bdseq_is_refused_and_the_real_agent_still_wins():
     node = FakeNode(cluster=CLUSTER)
     session = make_session(node, Sent())
