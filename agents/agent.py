@@ -26,7 +26,7 @@ from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import ColumnReading, EventDraft, Inventory, Reading, Source
 from fleetdeck.agents.state import AgentState, StateStore
 from fleetdeck.agents.windows import ErrorWindows
-from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, make_client
+from fleetdeck.brokerurl import OVERSIZE_AFTER_S, BrokerURL, describe_mqtt_error, make_client
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
@@ -45,7 +45,7 @@ from fleetdeck.protocol.messages import (
     Status,
 )
 from fleetdeck.protocol.topics import NODE_KINDS, Kind, topic_for
-from fleetdeck.takeover import OVERSIZE_AFTER_S, TakeoverWatch
+from fleetdeck.takeover import TakeoverWatch, dropped_after_publish
 
 log = logging.getLogger("fleetdeck.agent")
 
@@ -119,6 +119,9 @@ class NodeAgent:
         self.takeover = TakeoverWatch()
         """Its connections dropped within seconds of the broker accepting them, again and
         again: another client with its client id (docs/reliability.md)."""
+        self._taken_bytes = 0
+        """Bytes of the largest publish the broker is known to have read (a connection
+        outlived it by ``OVERSIZE_AFTER_S``), over all of this agent's connections."""
         self.on_takeover: Callable[[str, str], None] | None = None
         """Told (node, sentence) once per such episode instead of the log (``RetryLog``)."""
         self.outbox = outbox or Outbox()
@@ -463,6 +466,9 @@ class NodeAgent:
                 try:
                     again = await self._session(client, stop)
                 finally:
+                    # What the broker read, on every connection of this agent: a publish no
+                    # larger is no packet over its max_packet_size (``dropped_after_publish``).
+                    self._taken_bytes = max(self._taken_bytes, getattr(client, "taken", 0))
                     if self._rearm_holds:
                         self._rearm_holds = False
                         self.busy.release()
@@ -492,8 +498,9 @@ class NodeAgent:
                 said = None
                 sent = getattr(client, "last_sent", None)
                 lost_at = getattr(client, "lost_at", None) or time.monotonic()
-                right_after = (sent[1] if sent is not None and sent[2]
-                               and lost_at - sent[0] <= OVERSIZE_AFTER_S else None)
+                right_after = dropped_after_publish(sent, lost_at, self._taken_bytes)
+                if sent is not None and lost_at - sent[0] > OVERSIZE_AFTER_S:
+                    self._taken_bytes = max(self._taken_bytes, sent[1])
                 if self.takeover.lost(accepted, timed_out="timed out" in str(err).lower(),
                                       after_publish=right_after):
                     # Every line said "lost the connection … retrying", a second a node, and

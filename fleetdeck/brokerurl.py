@@ -154,6 +154,12 @@ def tls_context(url: BrokerURL) -> ssl.SSLContext:
     return ctx
 
 
+OVERSIZE_AFTER_S = 0.25
+"""A drop this soon after the connection's largest publish so far may have come because of it:
+Mosquitto drops a sender of a packet over its ``max_packet_size`` as it reads it
+(fleetdeck/takeover.py)."""
+
+
 class _Client(aiomqtt.Client):
     """aiomqtt's client with its write registration made safe against a socket that closed.
 
@@ -185,12 +191,19 @@ class _Client(aiomqtt.Client):
         """(monotonic time, bytes, the largest so far) of its latest publish: a broker drops a
         sender of a packet over its ``max_packet_size`` the moment it reads it, and the agent
         tells that from a takeover by it (fleetdeck/takeover.py)."""
+        self.taken = 0
+        """Bytes of the largest publish this connection outlived by ``OVERSIZE_AFTER_S``: one
+        the broker read and kept it for, so no larger than its ``max_packet_size``."""
 
     async def publish(self, /, topic: str, payload: Any = None, *args: Any,
                       **kwargs: Any) -> None:
         size = len(payload) if isinstance(payload, bytes | bytearray | str) else 0
+        now = time.monotonic()
+        last = self.last_sent
+        if last is not None and last[1] > self.taken and now - last[0] > OVERSIZE_AFTER_S:
+            self.taken = last[1]
         self.largest_sent = max(self.largest_sent, size)
-        self.last_sent = (time.monotonic(), size, size >= self.largest_sent)
+        self.last_sent = (now, size, size >= self.largest_sent)
         await super().publish(topic, payload, *args, **kwargs)
 
     def _on_paho_log(self, client: paho.Client, userdata: Any, level: int, buf: str) -> None:

@@ -5,7 +5,7 @@ the same client id (docs/reliability.md, "Two clients with one client id")."""
 import time
 from collections.abc import Callable
 
-from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.brokerurl import OVERSIZE_AFTER_S, BrokerURL
 
 TAKEOVER_SHORT_S = 10.0
 """A connection the broker drops sooner than this after accepting it is a short one."""
@@ -17,14 +17,25 @@ takeover made "dropped …" and "the takeovers stopped" alternate while both wer
 TAKEOVER_REMIND_S = 300.0
 """While an episode lasts, its losses are said again this often (how many, for how long): said
 once, a broker that drops the client for good read as quiet while nothing was published."""
-OVERSIZE_AFTER_S = 0.25
-"""A drop this soon after the connection's largest publish so far came because of it: Mosquitto
-drops a sender of a packet over its ``max_packet_size`` as it reads it."""
 OVERSIZE_MIN_BYTES = 1024
 BROKER_LOG = ("The broker's log says why ('already connected, closing old connection' is a "
               "takeover; another reason, such as an oversize packet, is no other client).")
 """Said with the takeover: the same pattern has other causes the broker alone knows."""
 
+
+
+def dropped_after_publish(last_sent: tuple[float, int, bool] | None, lost_at: float,
+                          taken: int) -> int | None:
+    """The size of the publish a loss at ``lost_at`` came right after (``TakeoverWatch.lost``'s
+    ``after_publish``), or None: ``last_sent`` (``brokerurl``'s) was the connection's largest so
+    far, within ``OVERSIZE_AFTER_S``, and larger than ``taken``, the largest publish the
+    broker is known to have read (its connection outlived it). One no larger cannot be over the
+    broker's ``max_packet_size``: two agents of one node, each kicked by the other as it sent a
+    sample no larger than those the broker took before, read as "max_packet_size is most likely
+    below that" (a review: wire 1 samples, each the largest so far by ties)."""
+    if last_sent is None or not last_sent[2] or last_sent[1] <= taken:
+        return None
+    return last_sent[1] if lost_at - last_sent[0] <= OVERSIZE_AFTER_S else None
 
 class TakeoverWatch:
     """A client whose connections the broker keeps dropping within seconds of accepting them:

@@ -149,3 +149,35 @@ def test_drops_right_after_the_largest_publish_read_as_a_packet_too_large():
         watch.lost(True, after_publish=after)
     said = watch.sentence(url, "fd-demo-m01", "a second agent?")
     assert "max_packet_size" not in said and "another client may be connected" in said
+
+
+async def test_a_takeover_right_after_a_sample_the_broker_took_before_is_no_packet_too_large(
+        monkeypatch):
+    """Two agents of one node (wire 1, 0.5 s samples of ~10 KB each, ties counting as the
+    largest so far): each kicked by the other's CONNECT right after a sample, 2 of 12 agents in
+    a minute read "max_packet_size is most likely below that" of a broker with none set (a
+    review; its log said 'already connected, closing old connection'). A publish no larger than
+    one the broker read (its connection outlived it) cannot be over its max_packet_size."""
+    import contextlib
+
+    import aiomqtt
+
+    from fleetdeck import brokerurl
+    from fleetdeck.brokerurl import make_client
+    from fleetdeck.takeover import dropped_after_publish
+
+    now = [500.0]
+    monkeypatch.setattr(brokerurl.time, "monotonic", lambda: now[0])
+    client = make_client(parse_broker_url("mqtt://127.0.0.1:1"), "fd-t-gpu0001")
+    for size in (10_113, 10_104, 10_113):  # samples 0.5 s apart, the connection up all along
+        with contextlib.suppress(aiomqtt.MqttError):  # not connected: the bookkeeping is done
+            await client.publish("t", b"x" * size)
+        now[0] += 0.5
+    assert client.taken == 10_113
+    last = client.last_sent
+    assert last is not None and last[1] == 10_113 and last[2]  # a tie: "the largest so far"
+    # Kicked 0.1 s after the third sample: a size the broker took, so no oversize packet.
+    assert dropped_after_publish(last, last[0] + 0.1, client.taken) is None
+    # A keyframe larger than anything taken, dropped as it was read: still said.
+    assert dropped_after_publish((500.0, 3700, True), 500.05, 3000) == 3700
+    assert dropped_after_publish((500.0, 3700, True), 500.4, 3000) is None
