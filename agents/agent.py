@@ -445,6 +445,7 @@ class NodeAgent:
             await self._run(stop)
         finally:
             self.keep_windows(at_once=True)
+            self.outbox.close()
 
     async def _run(self, stop: asyncio.Event) -> None:
         attempt = 0

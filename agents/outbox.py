@@ -120,6 +120,17 @@ class Outbox:
             log.warning("the event outbox %s is written again", self.path)
         self._failing = False
 
+    def close(self) -> None:
+        """At the agent's exit: events the file refused, still unacknowledged, are tried on
+        disk once more, else said lost. They went with the process without a word: only the
+        first refusal was said, maybe days before (a review)."""
+        if not self._failing or not self.pending:
+            return
+        self._keep(b"")
+        if self._failing:
+            log.error("the agent exits with %d event(s) the broker has not taken and the event "
+                      "outbox %s refused: they are lost", len(self.pending), self.path)
+
     def acked(self, ev: Event) -> None:
         """The broker took ``ev`` (the oldest pending)."""
         if self.pending and self.pending[0].event_id == ev.event_id:

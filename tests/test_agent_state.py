@@ -589,3 +589,21 @@ async def test_an_agent_that_dies_of_a_bug_reads_offline_not_stale(mosquitto):
         await tap.until(lambda: not tap.statuses(NODE)[-1].online, 5,
                         message="the node offline")
         assert not tap.statuses(NODE)[-1].stopped
+
+
+def test_events_an_outbox_refused_are_said_lost_when_the_agent_exits(tmp_path, caplog):
+    """The outbox file refused (a folder in its place): its events waited in memory, and an
+    agent that exited before the broker took them lost them without a word (a review)."""
+    from fleetdeck.agents.outbox import Outbox
+    from fleetdeck.protocol.messages import Event, Severity
+
+    path = tmp_path / "outbox.jsonl"
+    outbox = Outbox(path)
+    path.mkdir()
+    ev = Event(node="gpu0001", event_id="gpu0001.1.1", seq=1, ts=1, kind="xid",
+               severity=Severity.ERROR, component="gpu0", message="XID 79")
+    with caplog.at_level(logging.ERROR, logger="fleetdeck.agent.outbox"):
+        outbox.add(ev)
+        outbox.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert any("exits with 1 event(s)" in m and "they are lost" in m for m in said), said
