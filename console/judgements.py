@@ -1741,6 +1741,15 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             return (f"draining: once its jobs have finished (or drain --now to requeue them "
                     f"from their checkpoint now), {step}, then resume")
         if st.sample is not None and st.sample.job is not None:
+            job = state.jobs.get(st.sample.job.id) if state is not None else None
+            if (state is not None and job is not None and len(job.nodes) == 1
+                    and job.state.value in ("R", "CG") and _ports_only(st)
+                    and not sick_nodes(job, state)):
+                # Its one-node job reduces over NVLink and steps on (``sick_nodes``): "requeue
+                # its jobs" told the on-call to throw away the work of a job the jobs view
+                # said nothing held up (a review). A drain in finish mode lets it end.
+                return (f"drain it (finish: job {job.job_id}, on this node alone, reduces over "
+                        f"NVLink and steps on), then, once it has finished, {step}")
             return f"drain (requeue its jobs from their checkpoint), then {step}"
         # An idle node: "requeue its jobs" sent the on-call looking for jobs that are not there.
         return f"drain (no job on it), then {step}"

@@ -1451,3 +1451,30 @@ def test_a_throttled_straggler_is_told_the_repair_its_throttle_needs(bits, said,
     assert node["action"].startswith("it slows job 41 by 50% (rank 3)")
     assert step in node["action"], node["action"]
     assert ("cooling" in node["action"]) is (bits != 0x80)
+
+
+def test_a_failed_node_under_a_one_node_job_it_does_not_hold_up_is_drained_in_finish_mode():
+    # Its port down holds up no one-node job (its ranks reduce over NVLink), so "drain
+    # (requeue its jobs from their checkpoint)" threw away the work of a job the jobs view
+    # showed stepping with its ETA (a review); a two-node job's node still asks for the requeue.
+    from fleetdeck.console.judgements import recommended_action
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock)
+    fleet.birth(ingest)
+    for t in range(3):
+        clock.advance(1.0)
+        publish_job(ingest, job_status("41", ["gpu0003"], clock, step=100 + t), clock)
+        publish_job(ingest, job_status("42", ["gpu0005", "gpu0006"], clock, step=100 + t), clock)
+        faults = {"gpu0003": port_down("mlx5_ib5"), "gpu0005": port_down("mlx5_ib1")}
+        fleet.telemetry(ingest, faults=faults if t else {},
+                        job={"gpu0003": "41", "gpu0005": "42", "gpu0006": "42"})
+        session.tick()
+    state = session.state
+    one = recommended_action(state.nodes["gpu0003"], state)
+    assert one.startswith("drain it (finish: job 41, on this node alone")
+    assert "requeue" not in one and "once it has finished, check mlx5_ib5:1" in one
+    two = recommended_action(state.nodes["gpu0005"], state)
+    assert two.startswith("drain (requeue its jobs from their checkpoint), then check mlx5_ib1")
