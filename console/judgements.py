@@ -1454,6 +1454,9 @@ The other drain-class XIDs (62, 95, 119, 120, 136, 140) are RESET_GPU."""
 _RECOVERY_STEPS = {True: "reboot the node (the driver's recovery action for {c}: XID 154)",
                    False: "reset {c} once drained (the driver's recovery action: XID 154)"}
 """A drain-class XID 154's step, by whether its action is a node reboot (else drain and reset)."""
+_IMEX_STEP = ("recover the IMEX domain {c} is in, once drained (the driver's recovery action: "
+              "XID 154; a GPU reset alone does not)")
+"""XID 154's action 5 (``xids.RECOVERY_ACTIONS``): the domain's, not the GPU's."""
 _XID_STEP_ORDER = (79, "reboot", 64, 48, 74, "reset")
 """Which XID's step a GPU with several gets, strongest first: a node reboot (79, or 154 that
 asks for one), the reset and RMA watch of a failed row remap (64), then the resets (48, 74, a
@@ -1525,8 +1528,11 @@ def _xid_step(f: Finding) -> tuple[int, str]:
     reboot = "reboot required" in f.text  # a node's or the system's (xids.RECOVERY_ACTIONS)
     found = [(_XID_STEP_ORDER.index(c), _XID_STEPS[c]) for c in codes if c in _XID_STEPS]
     if 154 in codes:
+        # Action 5 asks for the IMEX domain (multi-node NVLink) to be recovered: "reset gpu3
+        # once drained" sent the on-call to a GPU reset that does not do it (a review).
+        imex = xids.RECOVERY_ACTIONS[5] in f.text
         found.append((_XID_STEP_ORDER.index("reboot" if reboot else "reset"),
-                      _RECOVERY_STEPS[reboot]))
+                      _IMEX_STEP if imex and not reboot else _RECOVERY_STEPS[reboot]))
     return min(found, default=(len(_XID_STEP_ORDER), "reset {c} (" + f.text + ")"))
 
 

@@ -179,6 +179,10 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
      "reset gpu3 once drained (the driver's recovery action: XID 154)"),
     (6, "G2", "XID 154 (PCIe bus reset required)",
      "reset gpu3 once drained (the driver's recovery action: XID 154)"),
+    # The IMEX domain's recovery, not the GPU's reset (a review).
+    (5, "G2", "XID 154 (recover the IMEX domain)",
+     "recover the IMEX domain gpu3 is in, once drained (the driver's recovery action: XID 154; "
+     "a GPU reset alone does not)"),
     (7, "G2", "XID 154 (system reboot required)",
      "reboot the node (the driver's recovery action for gpu3: XID 154)"),
     # An idle node (no job on it) can be drained now: "when idle" of it asked to wait.
@@ -196,7 +200,8 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
     from fleetdeck.console.judgements import recommended_action
 
     names = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required", 3: "Drain P2P",
-             4: "Drain and Reset", 6: "Bus Reset Required", 7: "System Reboot Required"}
+             4: "Drain and Reset", 5: "Recover IMEX Domain", 6: "Bus Reset Required",
+             7: "System Reboot Required"}
     mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
     c = Console()
     now_s = c.node.now
