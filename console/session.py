@@ -360,9 +360,11 @@ class _StoreQueue:
     """Held ticks written since the store came back (the outage is over once none is held)."""
 
 
-RUN_ENDED = frozenset({"CD", "F", "CA"})
+RUN_ENDED = frozenset({"CD", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
-and PD are on the way to its next run (NF then RQ when the scheduler requeues it)."""
+and PD are on the way to its next run (NF then RQ when the scheduler requeues it). F is not
+the end: an operator's ``restart-job`` (or the scheduler) may requeue a failed job, and it
+waits in ``ConsoleSession._rerun_failed`` until then."""
 MUTE_AFTER_KEEPALIVES = 1.5
 """Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
 it is hung, and the console blind (``_watch_sight``)."""
@@ -451,6 +453,11 @@ class ConsoleSession:
         self._rerun_unwatched: set[str] = set()
         """Jobs of ``_rerun`` whose interruption was found after a gap (``unwatched``): no
         one saw their run end."""
+        self._rerun_failed: dict[str, float] = {}
+        """Interrupted jobs that failed (F), with when their run ended: watched again
+        (``_rerun``) once the scheduler requeues them (an operator's ``restart-job``), let
+        go once it withdraws them. Dropped at F, a restarted job's rerun went unsaid while a
+        requeued one's was said (a newcomer's run)."""
         self._sched_gone: float | None = None
         """When the scheduler was heard going, while it is gone (``_note_scheduler``)."""
         self._malformed_seen = 0
@@ -602,6 +609,7 @@ class ConsoleSession:
         self.interruptions = InterruptionTracker()
         self._hung = {}
         self._rerun, self._rerun_unheard, self._rerun_unwatched = {}, {}, set()
+        self._rerun_failed = {}
         self._sched_gone = None
         self._malformed_seen, self._malformed_said = 0, {}
         self._carry, self._carry_seqs, self._carry_basis = {}, {}, {}
@@ -616,7 +624,8 @@ class ConsoleSession:
         # said "scheduler sim back, 0s after it went" (a review).
         return (self.ingest, self.state, self.recent, self.log, self.interruptions,
                 self._carry, self._carry_seqs, self._carry_basis, self._last_event,
-                self._hung, self._rerun, self._rerun_unheard, self._sched_gone)
+                self._hung, self._rerun, self._rerun_unheard, self._sched_gone,
+                self._rerun_failed, self._rerun_unwatched)
 
     def snapshot(self) -> bytes:
         """The picture ``reset`` starts over from, as it stands: ingest, fleet state with every
@@ -689,7 +698,8 @@ class ConsoleSession:
         seq = self.log.seq
         (self.ingest, self.state, self.recent, self.log, self.interruptions, self._carry,
          self._carry_seqs, self._carry_basis, self._last_event, self._hung, self._rerun,
-         self._rerun_unheard, self._sched_gone) = picture.parts
+         self._rerun_unheard, self._sched_gone, self._rerun_failed,
+         self._rerun_unwatched) = picture.parts
         # Views redraw when the timeline's seq moves: numbered on from where it stood, so a
         # view that drew the later timeline does not take the earlier one for it.
         self.log.renumber_after(seq)
@@ -1096,13 +1106,17 @@ class ConsoleSession:
                     del self._rerun[job_id]
                     self._rerun_unheard.pop(job_id, None)
                     self._rerun_unwatched.discard(job_id)
+                failed = self._rerun_failed.get(job_id)
+                if failed is not None and failed <= at:
+                    del self._rerun_failed[job_id]
+                    self._rerun_unwatched.discard(job_id)
             # Kept while an interruption of the job before is still to be booked (its cause is
             # looked for up to 10 s): booked after the new job came, it too waited on the new.
             due = {p.job.job_id for p in self.interruptions.pending
                    if p.at <= replaced.get(p.job.job_id, -math.inf)}
             for job_id in [j for j in replaced if j not in due]:
                 del replaced[job_id]
-        if self._rerun:
+        if self._rerun or self._rerun_failed:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds, left)
         self._check_audit(now)
@@ -1648,7 +1662,18 @@ class ConsoleSession:
         """An interrupted job that runs again, in the timeline: a restart was "done" at the
         requeue ("now PD (Resources)"), and nothing said when the job ran again, nor where (a
         jobs audit). A job that ended instead, or left the scheduler's word, is let go, as is
-        one whose id another job took (``InterruptionTracker.replaced``)."""
+        one whose id another job took (``InterruptionTracker.replaced``). A failed one waits
+        in ``_rerun_failed`` for a restart (``restart-job``, or the scheduler's requeue): its
+        run again is said as a requeued one's, timed from when it failed."""
+        for job_id, since in list(self._rerun_failed.items()):
+            job = self.state.jobs.get(job_id)
+            if job is not None and job.state.value == "F":
+                continue
+            del self._rerun_failed[job_id]
+            if job is None or job.state.value in RUN_ENDED:
+                self._rerun_unwatched.discard(job_id)  # withdrawn or ended: not restarted
+            else:
+                self._rerun[job_id] = since  # requeued (RQ, PD) or running after it failed
         for job_id, since in list(self._rerun.items()):
             job = self.state.jobs.get(job_id)
             if job is None and now < self._rerun_unheard.get(job_id, now):
@@ -1656,6 +1681,11 @@ class ConsoleSession:
             self._rerun_unheard.pop(job_id, None)
             if job is None or job.state.value in RUN_ENDED:
                 del self._rerun[job_id]
+                self._rerun_unwatched.discard(job_id)
+                continue
+            if job.state.value == "F":
+                del self._rerun[job_id]
+                self._rerun_failed[job_id] = since
                 continue
             started = job.started_ts / 1000 if job.started_ts is not None else None
             if job.state.value != "R" or (started is not None and started < since - 1):

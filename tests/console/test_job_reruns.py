@@ -4,9 +4,12 @@ again (a jobs audit)."""
 
 import pytest
 
+from fleetdeck.console.commands import fmt_duration
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.state import JOB_CLEAR_CONFIRM_S
 from fleetdeck.protocol.messages import JobState
+from fleetdeck.protocol.topics import Kind, topic_for
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
 
 
@@ -54,6 +57,63 @@ def test_an_interrupted_job_that_fails_instead_is_let_go():
     seconds(session, 60, state=JobState.F, requeues=1)
     assert job_lines(session) == []
     assert session._rerun == {}
+
+
+def test_a_failed_job_an_operator_restarts_is_said_to_run_again():
+    """Job 41 failed (F) and, 5 min later, restarted (``restart-job``: RQ, PD, R): a requeued
+    job got "runs again" and a restarted failed one nothing, in the timeline nor in
+    ``fleetdeck events`` (a newcomer's run). Timed from its failure."""
+    session = session_with_job()
+    seconds(session, 10)
+    failed_at = session.clock() + 1
+    seconds(session, 300, state=JobState.F)
+    assert session._rerun == {}  # let go of the watch: it may never be restarted
+    assert job_lines(session) == []
+    seconds(session, 1, state=JobState.RQ, requeues=1)
+    seconds(session, 20, state=JobState.PD, requeues=1, nodes=[])
+    assert job_lines(session) == []
+    seconds(session, 2, requeues=1, nodes=["gpu0003", "gpu0004"], step=400, started=0)
+    (line,) = job_lines(session)
+    assert line.startswith("job 41 runs again (requeues 1) from step 400 on gpu[0003-0004], "
+                           f"{fmt_duration(session.clock() - 1 - failed_at)}"), line
+    assert line.endswith("after its run ended"), line
+    assert len(session.interruptions.total) == 1  # the failure, not the restart again
+    assert session._rerun == {} and session._rerun_failed == {}
+
+
+def test_a_failed_job_seen_running_again_is_said_to_run_again():
+    """The scheduler itself put the failed job back (R, a new start, no requeue counted)."""
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 30, state=JobState.F)
+    seconds(session, 2, nodes=["gpu0003", "gpu0004"], step=400, started=0)
+    (line,) = job_lines(session)
+    assert line.startswith("job 41 runs again (requeues 0) from step 400 on gpu[0003-0004]")
+
+
+def test_a_failed_job_withdrawn_unrestarted_is_let_go():
+    session = session_with_job()
+    seconds(session, 10)
+    seconds(session, 30, state=JobState.F)
+    assert list(session._rerun_failed) == ["41"]
+    session.ingest.handle(topic_for(CLUSTER, Kind.JOB, "41"), b"", session.clock())
+    session.tick()
+    session.clock.advance(JOB_CLEAR_CONFIRM_S)  # type: ignore[attr-defined]
+    session.tick()
+    assert "41" not in session.state.jobs
+    assert session._rerun_failed == {} and session._rerun == {}
+
+
+def test_a_seek_back_to_before_the_failure_forgets_the_failed_watch():
+    """The watch is part of a replay's snapshot: seeking back to before the job failed and
+    playing on the same statuses says the same lines (docs/replay.md)."""
+    session = session_with_job()
+    seconds(session, 10)
+    before = session.snapshot()
+    seconds(session, 30, state=JobState.F)
+    assert "41" in session._rerun_failed
+    session.restore(before)
+    assert session._rerun_failed == {}
 
 
 def test_a_job_a_node_failure_requeued_says_so_when_it_runs_again():
