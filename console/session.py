@@ -2728,13 +2728,25 @@ def _nodes_of(req: Request) -> tuple[str, ...]:
 def finish_details(req: Request) -> str:
     """Why targets of a finished request did not end DONE (audit detail, the TUI's notice),
     and, when they did not all end alike, which ended how: the request's one outcome is its
-    worst, and the audit trail lost that a drain of two nodes drained one of them."""
+    worst, and the audit trail lost that a drain of two nodes drained one of them. All done,
+    what done means, as the CLI prints it ("requeued (requeues 1), running again at step 50",
+    "DRAINED"): the audit record's detail was empty where the CLI said that (a newcomer's
+    run)."""
     why = sorted({f"{t.target}: {t.detail}" for t in req.targets if t.phase is not Phase.DONE})
     by_phase: dict[Phase, list[str]] = {}
     for t in req.targets:
         by_phase.setdefault(t.phase, []).append(t.target)
     split = ([f"{phase.value} {compress(targets)}" for phase, targets in by_phase.items()]
              if len(by_phase) > 1 else [])
+    if not split and not why:
+        by_detail: dict[str, list[str]] = {}
+        for t in req.targets:
+            if t.detail:
+                by_detail.setdefault(t.detail, []).append(t.target)
+        if len(by_detail) == 1:
+            (only,) = by_detail
+            return clip_words(only, 500)
+        why = [f"{compress(targets)}: {detail}" for detail, targets in by_detail.items()]
     return clip_words("; ".join(split + why), 500)
 
 

@@ -943,3 +943,29 @@ def test_restarting_a_failed_job_names_the_node_it_failed_on_not_drained(world):
     state.nodes["gpu0012"].drain = DrainInfo(state=DrainState.DRAINED, reason="DBE OPS-7")
     notes = job_blast_radius(state, "43", clock()).notes
     assert not any(n.startswith("gpu0012") for n in notes), notes
+
+
+def test_a_done_restart_keeps_what_done_means_in_its_audit_record(world):
+    """The CLI printed "done (requeued (requeues 1), running again at step 50)" and the audit
+    log's done record had an empty detail (a newcomer's run): the session writes the record
+    for the TUI and the CLI alike, and the TUI's toast reads the same detail."""
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.session import ConsoleSession
+
+    clock, ingest, fleet, _state = world
+    audit = MemoryAudit()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, audit=audit, follow_up=False)
+    publish_job(ingest, job_status("41", ["gpu0001", "gpu0002"], clock), clock)
+    session.tick()
+    req = session.restart_job("41", "stuck")
+    (_kind, _subject, cmd), = req.commands()
+    fleet.ack(ingest, cmd.cmd_id, "sched", AckResult.ACCEPTED, op=CommandOp.RESTART_JOB)
+    clock.advance(1.0)
+    session.tick()
+    publish_job(ingest, job_status("41", ["gpu0003", "gpu0004"], clock, requeues=1, step=50,
+                                   started_offset_s=0), clock)
+    clock.advance(1.0)
+    session.tick()
+    done = audit.records[-1]
+    assert done.outcome == "done"
+    assert done.detail == "requeued (requeues 1), running again at step 50", done
