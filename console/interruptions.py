@@ -25,6 +25,14 @@ from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 
 CAUSES = ("gpu", "hbm_ecc", "network", "host", "software", "operator")
 """In the order a cause wins when the nodes of an interrupted job show several."""
+CAUSE_LABELS = {"gpu": "GPU", "hbm_ecc": "HBM/ECC"}
+"""How prose names a cause (the README's words); JSON and the store keep the key."""
+
+
+def cause_label(cause: str) -> str:
+    """A cause as a sentence says it: "interrupted: hbm_ecc on gpu0059" read as a key (a
+    newcomer's run)."""
+    return CAUSE_LABELS.get(cause, cause)
 INTERRUPTION = "interruption"
 """The kind of an interruption's line in the timeline and in ``fleetdeck events``."""
 _ECC_XIDS = frozenset({48, 63, 64, 94, 95})
@@ -546,7 +554,7 @@ def restarted_in_place(before: JobStatus, job: JobStatus) -> bool:
 
 def interruption_text(job_id: str, cause: str, nodes: Sequence[str], lost_gpu_hours: float) -> str:
     """One interruption as the timeline and ``events --kind interruption`` word it."""
-    return (f"job {job_id} interrupted: {cause}"
+    return (f"job {job_id} interrupted: {cause_label(cause)}"
             + (f" on {','.join(nodes[:4])}" + (f" (+{len(nodes) - 4})" if len(nodes) > 4 else "")
                if nodes else "")
             # "since its checkpoint" of a job that had none read wrong (a newcomer's run).

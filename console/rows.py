@@ -17,6 +17,7 @@ import msgspec
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict, reason_line
 from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
+from fleetdeck.console.interruptions import cause_label
 from fleetdeck.console.judgements import (
     FAILING_STATES,
     HOLDING_NODES,
@@ -1495,7 +1496,8 @@ def interruption_text(rep: dict[str, Any]) -> str:
     where = "store, 7 d" if rep.get("source") == "store" else "this session"
     n = int(rep.get("interruptions", 0))
     by_cause = rep.get("by_cause", {})
-    causes = ", ".join(f"{c} {int(v['count'])}" for c, v in by_cause.items() if v["count"])
+    causes = ", ".join(f"{cause_label(c)} {int(v['count'])}" for c, v in by_cause.items()
+                       if v["count"])
     ettr = rep.get("effective_training_time_ratio")
     if n == 0:
         return f"no job interruptions ({where})"

@@ -21,7 +21,7 @@ from fleetdeck.console.cli.history import (
     table_console,
     tell_yesterday,
 )
-from fleetdeck.console.interruptions import CAUSES, report
+from fleetdeck.console.interruptions import CAUSES, cause_label, report
 from fleetdeck.hostlist import compress
 
 
@@ -56,14 +56,14 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
         table.add_column(col)
     for cause in CAUSES:
         row = out["by_cause"][cause]
-        table.add_row(cause, str(int(row["count"])), f"{row['lost_gpu_hours']:.2f}")
+        table.add_row(cause_label(cause), str(int(row["count"])), f"{row['lost_gpu_hours']:.2f}")
     console.print(table)
     if rows and console.width < EVENTS_NARROW:
         # As `events` on a narrow terminal: a cut time of day and a detail wrapped 7 lines
         # tall in a 13-character column (a newcomer's run).
         console.print("interruptions", highlight=False)
         for r in rows[-20:]:
-            print_narrow(console, (iso(r["ts"]), f"job {r['job_id']}", r["cause"],
+            print_narrow(console, (iso(r["ts"]), f"job {r['job_id']}", cause_label(r["cause"]),
                                    compress(r["nodes"]) if r["nodes"] else "",
                                    f"{r['gpus']} GPUs", f"{r['lost_gpu_hours']:.2f} GPU-h"),
                          r["detail"])
@@ -75,7 +75,7 @@ def run_report(db: Path, since: str, as_json: bool, cluster: str | None = None) 
         for r in rows[-20:]:
             # The whole host list, as the narrow table prints it: the first four names alone
             # hid two of a switch outage's six nodes (a 3 a.m. drive).
-            last.add_row(iso(r["ts"]), r["job_id"], r["cause"],
+            last.add_row(iso(r["ts"]), r["job_id"], cause_label(r["cause"]),
                          compress(r["nodes"]) if r["nodes"] else "",
                          str(r["gpus"]), f"{r['lost_gpu_hours']:.2f}", escape(r["detail"]))
         console.print(last)

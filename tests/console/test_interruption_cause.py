@@ -183,3 +183,23 @@ def test_a_rank_killed_by_an_xid_48_on_a_node_whose_link_flaps_too_is_the_hbm_s(
         session.tick()
     [it] = session.interruptions.total
     assert (it.cause, it.nodes) == ("hbm_ecc", ("gpu0002",)), it
+
+
+def test_prose_names_a_cause_as_the_readme_does_and_json_keeps_the_key():
+    """"job 4101 interrupted: gpu on gpu0020", "hbm_ecc on gpu0059": keys in sentences, where
+    the README says "GPU", "HBM/ECC" (a newcomer's run)."""
+    from fleetdeck.console.interruptions import Interruption, interruption_text
+    from fleetdeck.console.rows import interruption_text as report_line
+
+    assert interruption_text("4101", "gpu", ["gpu0020"], 12.0) == (
+        "job 4101 interrupted: GPU on gpu0020, 12.0 GPU-h of work lost")
+    assert interruption_text("4102", "hbm_ecc", ["gpu0059"], 1.0).startswith(
+        "job 4102 interrupted: HBM/ECC on gpu0059")
+    assert interruption_text("4103", "network", [], 0.0).startswith(
+        "job 4103 interrupted: network,")
+    it = Interruption("4102", 0.0, "hbm_ecc", ("gpu0059",), 8, 1.0, "R -> F (F)")
+    assert it.as_json()["cause"] == "hbm_ecc"
+    rep = {"interruptions": 2, "by_cause": {"gpu": {"count": 1}, "hbm_ecc": {"count": 1},
+                                            "host": {"count": 0}},
+           "effective_training_time_ratio": 0.9}
+    assert "2 job interruptions (this session): GPU 1, HBM/ECC 1; ETTR 90.0%" in report_line(rep)
