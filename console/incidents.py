@@ -108,6 +108,13 @@ class Incident:
     """Of a job's failed nodes (``job_faults``), those already failed when this console first
     heard them (``NodeState.change_seen``): their ``since`` is when they were heard, not when
     they failed."""
+    view_action: str = ""
+    """``action`` as the console's views word it, where that differs: ``action`` (JSON,
+    ``status``, replay summaries) points at what a CLI user has, this at the nodes view."""
+
+    def action_for(self, views: bool) -> str:
+        """What to do, worded for a front end with the console's views or one without."""
+        return (self.view_action or self.action) if views else self.action
 
     @property
     def losing_work(self) -> bool:
@@ -472,11 +479,18 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     title = (f"job {jid}: {len(names)} of its nodes {failed} ({compress(names)}): "
              f"{what}{now}{_on_jobs(others)}")
     actions = {recommended_action(st, state) for st in members}
-    action = (f"on each of {compress(names)}: {actions.pop()}" if len(actions) == 1 else
-              f"each of {compress(names)} as its own finding says (its line in the nodes view)")
+    view_action = ""
+    if len(actions) == 1:
+        action = f"on each of {compress(names)}: {actions.pop()}"
+    else:
+        # Where each node's own action is: "its line in the nodes view" sent a `status` user
+        # to a view the CLI does not have (a newcomer's run).
+        each = f"each of {compress(names)} as its own finding says"
+        action = f"{each} (its reasons in status's node table, its action in status --json)"
+        view_action = f"{each} (its line in the nodes view)"
     return Incident(key, "job", "error", title, first, names, action,
                     [jid, *others], sum(len(f) for f in found), job_left=not holds,
-                    unseen=unseen)
+                    unseen=unseen, view_action=view_action)
 
 
 def _together(times: list[float]) -> str:

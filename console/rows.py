@@ -1487,7 +1487,8 @@ def incident_age(inc: Incident, now: float) -> str:
 def incident_row(inc: Incident, now: float) -> IncidentRow:
     return IncidentRow(inc.key, inc.severity, inc.kind, incident_age(inc, now),
                        compress(inc.nodes) if inc.nodes else "-", len(inc.nodes),
-                       ",".join(inc.jobs) or "-", inc.title, inc.action, inc.losing_work)
+                       ",".join(inc.jobs) or "-", inc.title, inc.action_for(views=True),
+                       inc.losing_work)
 
 
 def interruption_text(rep: dict[str, Any]) -> str:

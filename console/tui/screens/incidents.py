@@ -57,9 +57,10 @@ class IncidentDetail(Readout):
         where = "the node" if len(inc.nodes) == 1 else "its nodes"
         more = (f"({plural(inc.findings, 'finding')} on {plural(len(inc.nodes), 'node')}; "
                 f"enter: {where})")
+        action = inc.action_for(views=True)
         head = [(f"[b]{esc(inc.title)}[/]", inc.title),
-                (f"[$accent]do:[/] {esc(inc.action)}  [$text-muted]{more}[/]",
-                 f"do: {inc.action}  {more}")]
+                (f"[$accent]do:[/] {esc(action)}  [$text-muted]{more}[/]",
+                 f"do: {action}  {more}")]
         width = max(1, self.content_size.width)
         room = self.content_size.height
         used = sum(_height(plain, width) for _m, plain in head)
