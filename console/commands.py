@@ -161,6 +161,10 @@ class BlastRadius:
     gpus_out: int = 0
     """And those status counts out already: on a failed, offline or stale node
     (``GpuUse.out``; a silent agent's GPUs may be sound, and idle in the scheduler)."""
+    subject: str = ""
+    """What a restart targets when it holds no nodes (``job 4106 (F), on no nodes now; it
+    failed on gpu0059``): the dialog's "Targets (0):" had nothing under it (a newcomer's
+    run)."""
 
     @property
     def hostlist(self) -> str:
@@ -751,6 +755,12 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
     # failed and not drained, went unsaid, though its incident says "drain gpu0059, then
     # restart-job 4106" (a newcomer's run restarted it from the jobs view with no word of it).
     ended = None if job is None else failed_job(job, state)
+    subject = f"job {job_id}"
+    if job is not None and not nodes:
+        last = sorted({*(ended.nodes if ended is not None else ()),
+                       *(ended.drain if ended is not None else ())})
+        subject += (f" ({job.state.value}), on no nodes now"
+                    + (f"; it failed on {compress(last)}" if last else ""))
     for n in () if ended is None else ended.drain:
         if n in nodes:
             continue
@@ -768,6 +778,7 @@ def job_blast_radius(state: FleetState, job_id: str, now: float) -> BlastRadius:
         op=CommandOp.RESTART_JOB, mode=DrainMode.NOW, targets=nodes, target_lines=lines,
         gpus=impact.gpus, jobs=[impact], nodes_affected=len(nodes), gpus_affected=impact.gpus,
         gpu_hours_at_risk=impact.gpu_hours_at_risk, free_gpus_after=0, notes=notes,
+        subject=subject,
     )
 
 

@@ -54,7 +54,12 @@ def radius_text(r: BlastRadius, width: int = 0, height: int = 0) -> str:
         lines.append(f"  … and {plural(len(r.jobs) - 6, 'more job')}")
     for note in r.notes:
         lines.append(f"  [$warning]⚠ {esc(note)}[/]")
-    lines.append(f"[b]Targets[/] ({len(r.targets)}): {esc(r.hostlist)}")
+    if r.subject and not r.targets:
+        # A job that holds no nodes (failed, pending): what the restart targets, not an empty
+        # "Targets (0):" heading.
+        lines.append(f"[b]Target[/]: {esc(r.subject)}")
+    else:
+        lines.append(f"[b]Targets[/] ({len(r.targets)}): {esc(r.hostlist)}")
     targets = [f"  • {esc(t)}" for t in r.target_lines]
     if height <= 0:
         n = min(len(targets), MAX_TARGET_LINES)

@@ -553,6 +553,13 @@ def test_restarting_an_ended_job_says_what_the_restart_does(world):
             "step 400 wherever it finds room") in radius.notes, radius.notes
     assert restart_reason_hint(state.jobs["43"], state, clock()) == (
         "F: NodeFail gpu0012 (Xid 79)")
+    # "Targets (0):" with nothing under it (a newcomer's run): the job, and where it failed.
+    from fleetdeck.console.tui.modals import radius_text
+
+    assert radius.subject == "job 43 (F), on no nodes now; it failed on gpu0012"
+    text = radius_text(radius)
+    assert "Targets (0)" not in text, text
+    assert text.endswith("[b]Target[/]: job 43 (F), on no nodes now; it failed on gpu0012"), text
 
 
 def test_the_drain_reason_example_names_a_silent_node_s_liveness_not_an_xid(world):
