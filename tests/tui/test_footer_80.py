@@ -53,3 +53,20 @@ async def test_the_jobs_and_incidents_footers_say_what_enter_and_the_arrows_do(k
         world.tick()
         await pilot.pause()
         assert world.app.current_mode == "nodes"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)],
+                         ids=["80x24", "100x30", "160x48"])
+@pytest.mark.parametrize("key", list("123456"))
+async def test_the_footer_shows_only_keys_that_fit_whole(key, size):
+    """At 80x24 the overview's footer ended "w/W ▏^p palette": the key, its label "Worst" cut
+    under the palette's (a newcomer's run). A key that does not fit whole is left off (`?`
+    lists it); one that fits is not."""
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=size) as pilot:
+        footer = await footer_of_view(world, pilot, key)
+        keys = [part.strip() for part in footer.split("▏")[0].split("  ") if part.strip()]
+        assert all(" " in k for k in keys), footer  # each key with its label
+        if key == "1" and size[0] >= 100:
+            assert " w/W Worst " in footer, footer

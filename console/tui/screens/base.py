@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from rich.text import Text
 from textual import events
 from textual.actions import SkipAction
 from textual.app import ComposeResult
@@ -85,6 +86,17 @@ class ViewTabs(Readout):
     """The views and their number keys, the active one highlighted, then view info."""
 
 
+def _natural_width(w: Widget) -> int:
+    """The cells a footer key takes shown, hidden or not: its text, padding, border and
+    margins (``width: auto``)."""
+    styles = w.styles
+    border = sum(1 for edge in (styles.border_left, styles.border_right) if edge[0])
+    text = w.render()
+    # A key's own text, as it paints it; anything else (a group's label) as Textual measures.
+    cells = text.cell_len if isinstance(text, Text) else w.get_content_width(w.size, w.app.size)
+    return int(cells + styles.padding.width + border + styles.margin.width)
+
+
 class StableFooter(Footer):
     """Textual's Footer, recomposed only when the keys it would show changed.
 
@@ -105,6 +117,30 @@ class StableFooter(Footer):
         first = sorted((k for k in keys if isinstance(k, FooterKey) and k.key in self.FIRST),
                        key=lambda k: self.FIRST.index(k.key))
         yield from first + [k for k in keys if k not in first]
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Show only the keys that fit whole left of the palette's: at 80 columns the last
+        one was cut to "w/W", its label "Worst" under the palette key (a newcomer's run).
+        The ones left off are in the help (``?``)."""
+        width = self.size.width
+        if width <= 0:
+            return
+        keys = [k for k in self.children if isinstance(k, Widget)]
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        room = width - sum(_natural_width(k) for k in palette)
+        used, full = 0, False
+        for k in keys:
+            if k in palette:
+                continue
+            need = _natural_width(k)
+            full = full or used + need > room
+            k.display = not full
+            if not full:
+                used += need
 
     def bindings_changed(self, screen: Screen[object]) -> None:
         if not screen.app.app_focus or not (self.is_attached and screen is self.screen):
