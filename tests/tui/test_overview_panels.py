@@ -265,3 +265,29 @@ async def test_the_jobs_panel_says_a_failed_job_s_reason_once(world):
         # The line under that names whose job it is: a bare "alice" read as a stray word.
         owner = jobs.splitlines()[jobs.splitlines().index(under) + 1].strip()
         assert owner.startswith("user "), jobs
+
+
+@pytest.mark.parametrize(("size", "shown"), [((80, 24), 3), ((160, 48), 9), ((250, 70), 14)],
+                         ids=["80x24", "160x48", "250x70"])
+async def test_the_top_problems_use_the_height_there_is(size, shown):
+    """At 250x70 the top problems stopped at 6 lines with ~24 empty rows under the panels (a
+    newcomer's run): from 40 rows they take a fifth of the screen; under it, 3."""
+    from fleetdeck.console.tui.screens.overview import problem_rows
+    from tests.tui.fleet import throttled
+
+    assert problem_rows(size[1]) == shown
+    world = World(n=64)
+    world.populate()
+    world.fleet.telemetry(world.ingest, faults={n: throttled(i % 8)
+                                                for i, n in enumerate(world.fleet.names[8:28])})
+    async with world.app.run_test(size=size) as pilot:
+        screen = await overview(world, pilot)
+        problems = screen.query_one("#problems")
+        rows = problems.render().plain.splitlines()
+        assert rows[0].startswith("Top problems"), rows
+        assert len(rows) == 1 + shown and problems.size.height == 1 + shown, rows
+        if size[1] >= 40:
+            # The panels still have their room, and reach down to the footer.
+            panels = screen.query_one("#panels")
+            assert panels.display and panels.size.height >= 6
+            assert panels.region.bottom >= size[1] - 2

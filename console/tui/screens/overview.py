@@ -57,6 +57,15 @@ PANELS_MIN = 6
 """Lines the panels need at least (else the grid keeps the room: the essentials only)."""
 PANELS_SHARE = 0.4
 """A grid taller than the screen leaves the panels this share of the room (tall screens)."""
+PROBLEMS_SHARE = 0.2
+"""From 40 rows the top problems list as many as this share of the screen's rows (6 at least):
+six at 250x70 left ~24 empty rows under the panels (a newcomer's run)."""
+
+
+def problem_rows(height: int) -> int:
+    """How many top problems the overview lists on a screen ``height`` rows tall: 3 under 40
+    rows (the essentials only), else a fifth of them (9 at 48 rows, 14 at 70)."""
+    return 3 if height < 40 else max(6, int(height * PROBLEMS_SHARE))
 JOB_STATE_STYLE = {"R": "$success", "F": "$error", "NF": "$error", "TO": "$error",
                    "RQ": "$warning", "CG": "$text", "PD": "$text-muted", "CA": "$text-muted",
                    "CD": "$success"}
@@ -163,7 +172,9 @@ class OverviewScreen(FleetView):
 
     def update_body(self, now: float) -> None:
         state = self.fleet.state
-        limit = 3 if self.size.height < 40 else 6
+        limit = problem_rows(self.size.height)
+        # Its heading, the rows and the line that says what more there is.
+        self.query_one("#problems").styles.max_height = limit + 2
         # Counts and problems are fleet-wide passes (tens of ms at 16,384 nodes): only when a
         # node or a job changed since they were last shown.
         feed = self.fleet.session.feed
