@@ -536,21 +536,26 @@ async def test_an_open_drain_dialog_takes_its_radius_again_only_when_a_target_mo
         assert "offline" in text_of(world.app)
 
 
+def retire_under_dialog(world, node: str) -> None:
+    """``fleetdeck retire`` of ``node`` as a console hears it (its retained birth cleared)."""
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER
+
+    world.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, node), b"", world.clock())
+    world.tick()
+    assert node not in world.app.state.nodes
+
+
 async def test_a_drain_confirmed_after_its_target_was_retired_is_refused_not_sent(world):
     """The same drill: the target retired (its retained birth cleared by `fleetdeck retire`)
     while the dialog was open; the drain typed into it went out and timed out, "the node was
     never heard from". It is refused as at the dialog's opening, nothing sent."""
-    from fleetdeck.protocol.topics import Kind, topic_for
-    from tests.tui.fleet import CLUSTER
-
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
         world.app.request_drain(["gpu0006"])
         await pilot.pause()
         assert isinstance(world.app.screen, DrainScreen)
-        world.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, "gpu0006"), b"", world.clock())
-        world.tick()
-        assert "gpu0006" not in world.app.state.nodes
+        retire_under_dialog(world, "gpu0006")
         await pilot.press(*"maintenance", "enter")
         await pilot.pause()
         await world.app.session.flush()
@@ -596,18 +601,13 @@ async def test_an_open_drain_dialog_takes_a_slow_radius_less_often(world, monkey
 async def test_a_resume_confirmed_after_its_target_was_retired_is_refused_not_sent(world):
     """As a drain's: the target retired while the resume dialog was open, and the resume went
     out to a node no one hears from (its time-out "never heard from"). Refused, nothing sent."""
-    from fleetdeck.protocol.topics import Kind, topic_for
-    from tests.tui.fleet import CLUSTER
-
     world.fleet.status(world.ingest, "gpu0008", DrainState.DRAINED, "old", "bob")
     async with world.app.run_test(size=SIZE) as pilot:
         world.tick()
         world.app.request_resume(["gpu0008"])
         await pilot.pause()
         assert isinstance(world.app.screen, ConfirmScreen)
-        world.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, "gpu0008"), b"", world.clock())
-        world.tick()
-        assert "gpu0008" not in world.app.state.nodes
+        retire_under_dialog(world, "gpu0008")
         await pilot.press("enter")  # focus is on the Resume button
         await pilot.pause()
         await world.app.session.flush()
@@ -616,6 +616,23 @@ async def test_a_resume_confirmed_after_its_target_was_retired_is_refused_not_se
         rec = world.audit.records[-1]
         assert rec.what == "resume" and rec.outcome == "refused", rec
         assert "gpu0008: retired or forgotten while the dialog was open" in rec.detail, rec
+
+
+async def confirm_restart(pilot, world) -> None:
+    """The restart dialog's reason typed and confirmed, and what it sends sent."""
+    await pilot.press(*"hung OPS-7", "enter")
+    await pilot.pause()
+    await world.app.session.flush()
+
+
+async def confirm_restart_refused(world, pilot):
+    """``confirm_restart``, refused: the dialog closed, nothing sent; its audit record."""
+    await confirm_restart(pilot, world)
+    assert not isinstance(world.app.screen, RestartScreen)
+    assert world.published == []
+    rec = world.audit.records[-1]
+    assert rec.what == "restart_job" and rec.outcome == "refused", rec
+    return rec
 
 
 @pytest.mark.parametrize("then", ["completed", "withdrawn"])
@@ -641,13 +658,7 @@ async def test_a_restart_confirmed_after_its_job_ended_is_refused_not_sent(world
             world.tick(6)  # withdrawn once no status of it came for JOB_CLEAR_CONFIRM_S
             assert "41" not in world.app.state.jobs
         world.tick()
-        await pilot.press(*"hung OPS-7", "enter")
-        await pilot.pause()
-        await world.app.session.flush()
-        assert not isinstance(world.app.screen, RestartScreen)
-        assert world.published == []
-        rec = world.audit.records[-1]
-        assert rec.what == "restart_job" and rec.outcome == "refused", rec
+        rec = await confirm_restart_refused(world, pilot)
         assert rec.detail.startswith("changed while the dialog was open: "), rec
         assert ("job 41 is CD (completed)" if then == "completed" else "job 41") in rec.detail
         assert rec.why == "hung OPS-7", rec
@@ -668,13 +679,7 @@ async def test_a_restart_confirmed_after_its_job_was_requeued_and_runs_again_is_
                            started_offset_s=20)
         publish_job(world.ingest, rerun, world.clock)
         world.tick()
-        await pilot.press(*"hung OPS-7", "enter")
-        await pilot.pause()
-        await world.app.session.flush()
-        assert not isinstance(world.app.screen, RestartScreen)
-        assert world.published == []
-        rec = world.audit.records[-1]
-        assert rec.what == "restart_job" and rec.outcome == "refused", rec
+        rec = await confirm_restart_refused(world, pilot)
         assert rec.detail == (
             "changed while the dialog was open: job 41 was requeued and runs again (requeues "
             "0 -> 1, at step 410): restart it again only if this run is held up too; nothing "
@@ -685,7 +690,5 @@ async def test_a_restart_confirmed_after_its_job_was_requeued_and_runs_again_is_
         publish_job(world.ingest, rerun.model_copy(
             update={"step": 420, "ts": int(world.clock() * 1000) + 1}), world.clock)
         world.tick()
-        await pilot.press(*"hung OPS-7", "enter")
-        await pilot.pause()
-        await world.app.session.flush()
+        await confirm_restart(pilot, world)
         assert world.published, world.audit.records[-1]
