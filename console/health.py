@@ -111,8 +111,6 @@ for the whole fleet. A per-node empty list was two more objects each GC sweep wa
 # XID classes of rules G2/G3 (fleetdeck/protocol/xids.py, docs/domain.md §4).
 XID_DRAIN = xids.DRAIN
 XID_WARN = xids.WARN
-RECOVERY_ACTING = xids.RECOVERY_DRAIN | xids.RECOVERY_WARN
-"""XID 154 actions a rule acts on (G2 or G3)."""
 XID_WINDOW_MS = XIDS_WINDOW_S * 1000
 """aznhc counts an XID for 2 h; agents report every XID of that window (``GpuSample.xids``)."""
 
@@ -841,7 +839,8 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if g.xids or g.xid_last is not None:
             for x in g.xids:
                 if ((x.code in XID_DRAIN or x.code in XID_WARN
-                     or (x.code == xids.RECOVERY and x.action in RECOVERY_ACTING))
+                     or (x.code == xids.RECOVERY and (x.action in xids.RECOVERY_DRAIN
+                                                      or xids.recovery_warns(x.action))))
                         and now - x.ts <= XID_WINDOW_MS):
                     return False
             last, ts = g.xid_last, g.xid_last_ts
@@ -965,9 +964,9 @@ def _xid_findings(g: GpuSample, now_ms: int) -> list[Finding]:
     action = recovery_action(g, now_ms) if xids.RECOVERY in seen else None
     drain = [f"XID {code}" for code in in_order if code in XID_DRAIN]
     warn = [f"XID {code}" for code in in_order if code in XID_WARN]
-    if action in xids.RECOVERY_DRAIN or action in xids.RECOVERY_WARN:
+    if action is not None and (action in xids.RECOVERY_DRAIN or xids.recovery_warns(action)):
         # XID 154 is as grave as the action the driver states (docs/domain.md §4).
-        said = f"XID 154 ({xids.RECOVERY_ACTIONS[action]})"
+        said = f"XID 154 ({xids.recovery_name(action)})"
         (drain if action in xids.RECOVERY_DRAIN else warn).append(said)
     if drain:
         out.append(Finding("G2", Severity.DRAIN, c, ", ".join(drain)))
@@ -989,7 +988,7 @@ def worst_xid(g: GpuSample, now_ms: int) -> tuple[int, Severity | None] | None:
     def grade(code: int) -> Severity | None:
         if code in XID_DRAIN or (code == xids.RECOVERY and action in xids.RECOVERY_DRAIN):
             return Severity.DRAIN
-        if code in XID_WARN or (code == xids.RECOVERY and action in xids.RECOVERY_WARN):
+        if code in XID_WARN or (code == xids.RECOVERY and xids.recovery_warns(action)):
             return Severity.WARN
         return None
 

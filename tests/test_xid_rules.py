@@ -189,6 +189,10 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
     (3, "G3", "XID 154 (drain P2P)",
      "XID 154 on gpu3 (drain P2P, says the driver): drain it (no job on it), reset gpu3, "
      "resume"),
+    # A later driver's action this version does not know: said, not judged by nothing.
+    (9, "G3", "XID 154 (action 0x9, unknown to this console)",
+     "XID 154 on gpu3 (action 0x9, unknown to this console, says the driver): drain it (no job "
+     "on it), reset gpu3, resume"),
     (0, None, "", ""),
 ])
 def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text, advice):
@@ -201,7 +205,7 @@ def test_xid_154_is_as_grave_as_the_recovery_action_it_states(action, rule, text
 
     names = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required", 3: "Drain P2P",
              4: "Drain and Reset", 5: "Recover IMEX Domain", 6: "Bus Reset Required",
-             7: "System Reboot Required"}
+             7: "System Reboot Required", 9: "Something New"}
     mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
     c = Console()
     now_s = c.node.now

@@ -186,7 +186,7 @@ def xid_severity(xid: int, action: int | None = None) -> Severity:
         # XID 154 is as grave as the action it states (docs/domain.md §4).
         if action in xids.RECOVERY_DRAIN:
             return Severity.ERROR
-        return Severity.WARN if action in xids.RECOVERY_WARN else Severity.INFO
+        return Severity.WARN if xids.recovery_warns(action) else Severity.INFO
     if xid in DRAIN_XIDS:
         return Severity.ERROR
     if xid in WARN_XIDS:

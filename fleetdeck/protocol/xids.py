@@ -28,6 +28,17 @@ scheduler kept placing work on it)."""
 RECOVERY_WARN = frozenset({3})
 """Actions on the GPU while it keeps working: stop peer-to-peer traffic, reset when idle."""
 
+
+def recovery_warns(action: int | None) -> bool:
+    """G3's XID 154: drain P2P, or an action this version does not know (a later driver's),
+    which is said rather than judged by nothing, as an unknown action 7 once was."""
+    return action is not None and (action in RECOVERY_WARN or action not in RECOVERY_ACTIONS)
+
+
+def recovery_name(action: int) -> str:
+    """How a finding names an XID 154's action."""
+    return RECOVERY_ACTIONS.get(action, f"action {action:#x}, unknown to this console")
+
 APPLICATION = frozenset({13, 31, 43})
 """The application's own faults (13 a graphics engine exception, 31 an MMU fault at the
 application's bad address, 43 its channel reset): a rank one of these named crashed in its own
