@@ -183,11 +183,13 @@ def _read_text(path: Path, errors: list[str], required: bool = True) -> str | No
         return None
 
 
-def _read_counter_dir(path: Path, errors: list[str]) -> dict[str, int]:
+def _read_counter_dir(path: Path, errors: list[str], required: bool = False) -> dict[str, int]:
     out: dict[str, int] = {}
     try:
         names = sorted(p.name for p in path.iterdir())
     except FileNotFoundError:
+        if required:
+            errors.append(f"{path}: missing")
         return out
     except OSError as exc:
         errors.append(f"{path}: {exc.strerror or exc}")
@@ -235,7 +237,10 @@ def read_port(dev: str, port_dir: Path) -> IbPortRead:
                 setattr(port, attr, parse_hex(text))
             except ValueError:
                 errs.append(f"{port_dir / attr}: not hex: {text[:40]!r}")
-    port.counters = _read_counter_dir(port_dir / "counters", errs)
+    # counters/ (IBTA PortCounters) is every IB port's: without it the error counters
+    # (N2-N4) read nothing, which was said nowhere (docs/real-nodes.md: a missing file is an
+    # error). counters_ext/ and hw_counters/ are the driver's extras.
+    port.counters = _read_counter_dir(port_dir / "counters", errs, required=True)
     port.counters_ext = _read_counter_dir(port_dir / "counters_ext", errs)
     port.hw_counters = _read_counter_dir(port_dir / "hw_counters", errs)
     return port

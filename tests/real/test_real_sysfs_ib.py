@@ -1,6 +1,7 @@
 """InfiniBand sysfs reader: node_exporter and procfs fixtures, and synthetic NDR ports."""
 
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -445,3 +446,18 @@ def test_carrier_losses_are_counted_from_the_netdevs_carrier_down_count(tmp_path
     # A netdev without the file (an old kernel) reports no count, not 0.
     (net / "carrier_down_count").unlink()
     assert reader.read(now=86_420.0)[0][0].carrier_losses_24h is None
+
+
+def test_a_port_without_its_counters_directory_says_so(tmp_path):
+    """An IB port whose ``counters/`` is missing reads no error counter at all, so N2-N4 are
+    blind to it: that is said in the agent's errors, as any missing file is
+    (docs/real-nodes.md), not read as a port with nothing to report. ``hw_counters/`` and
+    ``counters_ext/`` are the driver's extras: their absence says nothing."""
+    pd = make_port(tmp_path)
+    reader = IbReader(tmp_path)
+    assert reader.read(now=0.0)[1] == []
+    shutil.rmtree(pd / "counters")
+    shutil.rmtree(pd / "hw_counters")
+    samples, errors = reader.read(now=1.0)
+    assert samples[0].state == "ACTIVE" and samples[0].symbol_error is None
+    assert errors == [f"{pd / 'counters'}: missing"]
