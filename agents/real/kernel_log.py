@@ -68,8 +68,10 @@ _DMESG_T_RE = re.compile(r"^\[(?P<when>[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} [\d
 _DMESG_RE = re.compile(r"^\[\s*\d+\.\d+\]\s*(?P<rest>.*)$")
 _XID_RE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): "
-    r"(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
+    r"(?P<xid>\d+),\s*(?P<rest>.*)$"
 )
+"""The driver prints ``Xid (%s): %d, %s``: a line that ends at the code is cut (a torn read,
+a truncated log), and its code may be too (``79`` cut to ``7``), so it is no XID."""
 _PID_RE = re.compile(r"^pid=(?P<pid>[^,]*),\s*")
 _NAME_RE = re.compile(r"^name=(?P<name>[^,]*),\s*")
 _CARRIER_RE = re.compile(

@@ -60,6 +60,18 @@ def test_xid_lines_parse():
             bus, xid, pid, process, message)
 
 
+def test_an_xid_line_cut_at_its_code_is_no_xid():
+    """The driver prints ``Xid (%s): %d, %s``: a line that stops at the code was cut (a torn
+    read, a truncated log), maybe inside the code, and "79" cut to "7" was read as an XID 7.
+    Cut after the comma, the code is whole and the line still counts."""
+    cut = "Dec  7 09:00:00 node-0042 kernel: NVRM: Xid (PCI:0000:2b:00): 7"
+    assert parse_line(cut, now=time.time()) is None
+    rec = parse_line(cut + "9, pid=12, name=py", now=time.time())
+    assert isinstance(rec, XidRecord) and rec.xid == 79 and rec.pid == 12
+    rec = parse_line(cut + "9, ", now=time.time())
+    assert isinstance(rec, XidRecord) and rec.xid == 79
+
+
 def test_carrier_lines_parse_and_other_lines_do_not():
     lines = flap_lines()
     recs = [parse_line(line, now=time.time()) for line in lines]
