@@ -158,7 +158,8 @@ def parse_csv(text: str) -> CsvTable:
             # for GPU0000:2B:00.0: Unknown Error") with the rows of healthy GPUs.
             table.errors.append(f"nvidia-smi line {lineno}: {','.join(values)[:200]}")
             continue
-        where = f"row {lineno - 1}"
+        raw = dict(zip(names, values, strict=True))
+        where = _row_name(raw, lineno - 1)
         said = len(table.errors)
         row = {n: _value(v, f"{where} {n}", table.errors)
                for n, v in zip(names, values, strict=True)}
@@ -167,6 +168,17 @@ def parse_csv(text: str) -> CsvTable:
             row[FAILED_KEY] = ",".join(failed)
         table.rows.append(row)
     return table
+
+
+def _row_name(raw: Mapping[str, str], n: int) -> str:
+    """A row's GPU as its failures name it: ``gpu3 (00000008:00:00.0)``, nvidia-smi's index
+    (``NvsmiReader.read`` puts the agent's in its place where nvidia-smi renumbered); ``row N``
+    only without either. Named ``row 4`` (the CSV row, 1-based), a ``[GPU requires reset]``
+    of gpu3 read as one of gpu4, the GPU an operator would have reset (a real-node audit)."""
+    idx, bus = raw.get("index", "").strip(), raw.get("pci.bus_id", "").strip()
+    if idx.isdigit() and bus:
+        return f"gpu{idx} ({bus})"
+    return f"gpu{idx}" if idx.isdigit() else f"row {n}"
 
 
 def _num(v: str | None) -> float | None:
@@ -538,6 +550,11 @@ class NvsmiReader:
         samples: dict[int, GpuSample] = {}
         for r in rows:
             idx = self._index_of(r)
+            said, bus = row_index(r), r.get("pci.bus_id")
+            if idx is not None and said is not None and said != idx and bus:
+                # nvidia-smi renumbered: its failures name the GPU by the agent's index.
+                errors = [e.replace(f"gpu{said} ({bus}) ", f"gpu{idx} ({bus}) ", 1)
+                          for e in errors]
             s = gpu_sample(r, errors, index=idx)
             if s is not None:
                 samples[s.index] = s

@@ -355,3 +355,31 @@ def test_a_gpu_keeps_its_index_across_inventories_when_nvidia_smi_renumbers():
     assert [(s.index, s.present) for s in samples] == [
         (0, True), (1, True), (2, True), (4, False), (5, True), (6, True), (7, True)]
     assert "gpu4 (00000000:05:00.0): every core value failed: lost" in errors
+
+
+def test_a_failed_value_names_its_gpu_not_its_csv_row():
+    """A value nvidia-smi failed (``[GPU requires reset]``, ``[Unknown Error]``) is said of
+    the GPU that failed it, by the agent's index and bus id. It was said of ``row N``, the
+    CSV row counted from 1: gpu2's failure read "row 3", the next GPU's number, and after a
+    renumbering neither (a real-node audit on the H100 capture)."""
+    header, *rows = eight_gpu_csv().splitlines()
+    names = [h.split(" [")[0].strip() for h in header.split(", ")]
+
+    def failing(row: str, column: str, value: str) -> str:
+        return ", ".join(value if n == column else v
+                         for n, v in zip(names, row.split(", "), strict=True))
+
+    smi = FakeSmi(eight_gpu_csv())
+    reader = NvsmiReader(runner=smi)
+    reader.inventory()
+    rows[2] = failing(rows[2], "memory.used", "[GPU requires reset]")
+    smi.stdout = "\n".join([header, *rows]) + "\n"
+    errors = reader.read()[1]
+    assert errors == ["gpu2 (00000000:03:00.0) memory.used: [GPU requires reset]"]
+    # gpu3 gone without a word: nvidia-smi numbers bus 06 (gpu5) as its index 4.
+    header, *rows = (ln for ln in eight_gpu_csv(lost=3).splitlines() if not ln.startswith("Unable"))
+    rows[4] = failing(rows[4], "ecc.errors.uncorrected.volatile.total", "[Unknown Error]")
+    smi.stdout = "\n".join([header, *rows]) + "\n"
+    errors = reader.read()[1]
+    assert ("gpu5 (00000000:06:00.0) ecc.errors.uncorrected.volatile.total: [Unknown Error]"
+            in errors), errors
