@@ -47,6 +47,7 @@ def make_source(cfg: AgentSettings, *, deadline: bool = True) -> Source:
         return make_real_source(cfg.source, cfg.sysfs_root, kernel_log=cfg.kernel_log,
                                 gpus_expected=cfg.expect_gpus,
                                 ib_ports_expected=cfg.expect_ib_ports, topology=topology,
+                                expected_rate_gbps=cfg.expect_ib_rate or None,
                                 gpu_deadline_s=GPU_DEADLINE_SHARE * cfg.interval_s
                                 if deadline else None)
     except ValueError as err:

@@ -127,6 +127,7 @@ NVLINK_CRC_DRAIN_PER_S = 100.0
 THROTTLE_UNPROVEN = "clears after a minute of work without throttling"
 """Said by a G12 held for an idle GPU (``judgements.recommended_action`` reads it)."""
 IB_RATE_GBPS = 400.0
+"""N1's link rate when a birth states none: NDR, an ND H100 v5's (docs/domain.md)."""
 LINK_RULES = frozenset({"N1", "N2", "N5"})
 """Port rules a failing switch explains on every port behind it: the link went down."""
 SYMBOL_RULES = frozenset({"N3", "N4", "N6"})
@@ -408,6 +409,8 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
     """The fullest inventory this node's births gave (``remember_inventory``): what G14 and
     N8 judge a later birth against."""
     shrunk: "tuple[Finding, ...]" = ()
+    ib_rate: float = IB_RATE_GBPS
+    """The link rate N1 wants of this node's ports: what its birth states (``birth_ib_rate``)."""
     """G14/N8 of the latest birth: what it lacks of ``known`` (``evaluate`` adds them)."""
 
     def recall_port_minute(self, dev: str, minute: int, symbol_errors: int, link_downed: int,
@@ -503,6 +506,7 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
         """Judge a birth's inventory against the fullest one known (``inventory_shrink``):
         a birth of each agent session, or one the store kept (``Store.restore``)."""
         self.known, self.shrunk = inventory_shrink(self.known, birth)
+        self.ib_rate = birth_ib_rate(birth)
         self.settled = False
 
     def advance(self, t: wire2.Sample) -> None:
@@ -705,6 +709,14 @@ PORT_GONE_SINCE = "IB port not enumerated since an earlier birth of the node"
 """N8's text: a port an earlier birth listed that this one does not."""
 
 
+def birth_ib_rate(birth: Birth) -> float:
+    """The link rate a node's ports should run at: the highest its birth states (an agent told
+    ``--expect-ib-rate``, an HDR cluster's 200), else NDR's 400. Fixed at 400, every port of
+    an HDR cluster failed N1 "200 Gb/s, not 400" (a real-node audit)."""
+    stated = [p.expected_rate_gbps for p in birth.ib_ports if p.expected_rate_gbps]
+    return max(stated) if stated else IB_RATE_GBPS
+
+
 def inventory_shrink(known: KnownInventory | None, birth: Birth
                      ) -> tuple[KnownInventory, tuple[Finding, ...]]:
     """The inventory to keep after ``birth``, and what the birth lacks of the one known (G14,
@@ -811,7 +823,8 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
                 out.append(Finding("N1", Severity.DRAIN, f"{inv.dev}:{inv.port}",
                                    "port missing from telemetry (HCA vanished?)"))
     for p in t.ib_ports:
-        out.extend(_port_findings(p, hist.ports.get(port_key(p)), t.ts, agent_ms))
+        out.extend(_port_findings(p, hist.ports.get(port_key(p)), t.ts, agent_ms,
+                                  hist.ib_rate))
     out.extend(hist.shrunk)
     return out
 
@@ -883,7 +896,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
             return False
         if ((state is not None and state != "ACTIVE")
                 or (phys is not None and phys != "LinkUp")
-                or (rate is not None and rate != IB_RATE_GBPS)
+                or (rate is not None and rate != hist.ib_rate)
                 or (p.carrier_losses_24h or 0) >= CARRIER_LOSSES_24H
                 or (p.errors_1h and _agent_hour_fails(p.errors_1h))):
             return False
@@ -1120,7 +1133,7 @@ def port_vanished(p: IbPortSample) -> bool:
 
 
 def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
-                   agent_ms: int = 0) -> list[Finding]:
+                   agent_ms: int = 0, rate_gbps: float = IB_RATE_GBPS) -> list[Finding]:
     out: list[Finding] = []
     c = f"{p.dev}:{p.port}"
     if port_vanished(p):
@@ -1134,8 +1147,8 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
         bad.append(p.state)
     if p.phys_state is not None and p.phys_state != "LinkUp":
         bad.append(p.phys_state)
-    if p.rate_gbps is not None and p.rate_gbps != IB_RATE_GBPS and not bad:
-        bad.append(f"{p.rate_gbps:g} Gb/s, not {IB_RATE_GBPS:g}")
+    if p.rate_gbps is not None and p.rate_gbps != rate_gbps and not bad:
+        bad.append(f"{p.rate_gbps:g} Gb/s, not {rate_gbps:g}")
     if bad:
         out.append(Finding("N1", Severity.DRAIN, c, "/".join(bad)))
     # The agent's own hour (errors_1h) covers what a console that just started missed: a

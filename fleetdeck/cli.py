@@ -451,6 +451,9 @@ def build_parser() -> Parser:
     p.add_argument("--expect-ib-ports", type=int, metavar="N",
                    help="InfiniBand ports it should have (8 on ND H100 v5; default: as many "
                    "as found)")
+    p.add_argument("--expect-ib-rate", type=float, metavar="GBPS",
+                   help="the link rate its ports should run at (400 on NDR, 200 on HDR): a "
+                   "port slower than it fails N1 (default 400)")
     p.add_argument("--leaf", metavar="NAME", help="the leaf switch group its HCAs are cabled "
                    "to (rail K is NAME-rK): the console names suspect switches only among "
                    "nodes that say theirs")
@@ -812,6 +815,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "keepalive": args.keepalive, "seed": args.seed, "command_key_file": args.command_key,
         "ca": args.ca, "cert": args.cert, "key": args.key, "wire": args.wire,
         "expect_gpus": args.expect_gpus, "expect_ib_ports": args.expect_ib_ports,
+        "expect_ib_rate": args.expect_ib_rate,
         "rack": args.rack, "leaf": args.leaf, "spine_group": args.spine_group,
     })
     if args.check_config:

@@ -13,7 +13,7 @@ PREFIX = "FLEETDECK_"
 AGENT_SETTINGS = frozenset({
     "BROKER", "CLUSTER", "NODE_ID", "SOURCE", "INTERVAL_S", "KEEPALIVE", "SYSFS_ROOT",
     "KERNEL_LOG", "STATE_DIR", "SEED", "COMMAND_KEY_FILE", "CA", "CERT", "KEY", "EXPECT_GPUS",
-    "EXPECT_IB_PORTS", "RACK", "LEAF", "SPINE_GROUP", "WIRE",
+    "EXPECT_IB_PORTS", "EXPECT_IB_RATE", "RACK", "LEAF", "SPINE_GROUP", "WIRE",
 })
 """The agent's settings (agents/config.py reads ``FLEETDECK_<field>``; a test keeps the two
 alike)."""

@@ -187,3 +187,31 @@ def test_an_agent_ended_by_sys_exit_with_a_wedged_reader_exits_with_its_code(
     # What it says past the log's warnings (no --state-dir; the reader left open).
     assert [ln for ln in err.splitlines() if not ln.startswith("WARNING ")] == (
         [said] if said else []), err
+
+
+@pytest.mark.parametrize("told", [None, 40.0])
+def test_a_node_told_its_link_rate_is_judged_by_it(node_exporter_sys, told):
+    """N1 wanted 400 Gb/s of every port: every port of an HDR (200) cluster failed "200 Gb/s,
+    not 400" (a real-node audit). An agent told its rate (``--expect-ib-rate``) states it in
+    its birth, and N1 judges by it; the fixture's mlx4 ports run at 40 (QDR)."""
+    from fleetdeck.console.health import NodeHistory, evaluate
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.fast import birth_of
+    from fleetdeck.protocol.messages import Birth
+
+    args = ["--expect-ib-rate", f"{told:g}"] if told else []
+    res = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(node_exporter_sys),
+                  "--once", "--node-id", "ib-host", *args)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert {p.get("expected_rate_gbps") for p in out["birth"]["ib_ports"]} == {told}
+    birth = birth_of(codec.decode(Birth, json.dumps(out["birth"]).encode()))
+    tel = codec.decode_telemetry(json.dumps(out["telemetry"]).encode())
+    hist = NodeHistory()
+    hist.remember_inventory(birth)
+    hist.update(tel)
+    rates = [f.text for f in evaluate(birth, tel, hist) if f.rule == "N1" and "Gb/s" in f.text]
+    if told:  # its one 10 Gb/s port (a port trained down) still fails, against 40
+        assert rates == ["10 Gb/s, not 40"], rates
+    else:
+        assert sorted(rates) == ["10 Gb/s, not 400", "40 Gb/s, not 400", "40 Gb/s, not 400"]
