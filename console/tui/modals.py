@@ -291,9 +291,18 @@ class CommandScreen(TypeAhead[ResultT]):
         footer = sum(f.outer_size.height for f in self.query(Footer))
         # .dialog: at most 95% of what the footer leaves, inside a thick border
         room = max(3, int((self.size.height - footer) * 0.95) - 2 - others)
-        width = body.scrollable_content_region.width or dialog.content_region.width
-        self.query_one("#radius", Static).update(radius_text(self.radius, width, room))
+        # Measured and shown at the body's whole width, its scrollbar off where it all fits:
+        # a body left scrolling (longer than the stylesheet's 10 rows before this first fit)
+        # kept its scrollbar, wrapped two columns short of what was measured, and the last
+        # target went under the fold with no "… and 1 more" (a 1,024-node fleet's drain of 5
+        # nodes at 160x48 showed 4 of them: a 3 a.m. drive).
+        width = body.content_region.width or dialog.content_region.width
+        text = radius_text(self.radius, width, room)
+        self.query_one("#radius", Static).update(text)
+        rows = _rows(text, width)
+        body.styles.overflow_y = "hidden" if rows <= room else "auto"
         body.styles.max_height = room
+        body.styles.height = min(room, rows)
 
     @on(Input.Submitted)
     def _entered(self, event: Input.Submitted) -> None:

@@ -120,3 +120,33 @@ async def test_drain_dialog_keeps_its_buttons_on_80x24_in_either_mode():
                 region = screen.query_one(button).region
                 assert region.height and inside.contains_region(region), (mode, button, region,
                                                                           text_of(world.app))
+
+
+async def test_drain_dialog_shows_every_target_whose_line_ends_at_the_border():
+    """A target line that fits the body's width but not that width less the scrollbar: the
+    body, scrolling before its first fit, kept its scrollbar, wrapped it onto a second row, and
+    the last target went under the fold with no "… and 1 more" (a 1,024-node fleet's drain of 5
+    nodes at 160x48 showed 4 of them: a 3 a.m. drive)."""
+    from fleetdeck.console.tui.modals import DrainScreen
+    from tests.tui.fleet import port_down
+
+    world = World(n=32)
+    world.fleet.birth(world.ingest)
+    job = "4" * 28  # its target lines end two columns inside the 160x48 dialog's border
+    nodes = world.fleet.names[:4]
+    publish_job(world.ingest, job_status(job, nodes, world.clock), world.clock)
+    world.fleet.telemetry(world.ingest, job={n: job for n in nodes},
+                          faults={n: port_down() for n in nodes[:3]})
+    targets = world.fleet.names[:5]
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        world.tick()
+        await pilot.pause()
+        world.app.request_drain(targets)
+        await pilot_until(pilot, lambda: isinstance(world.app.screen, DrainScreen),
+                          "the drain dialog")
+        for _ in range(4):
+            await pilot.pause()
+        body = world.app.screen.query_one("#dialog-body")
+        assert body.virtual_size.height <= body.size.height, (body.size, body.virtual_size)
+        text = text_of(world.app)
+        assert all(f"• {n} (" in text for n in targets), text
