@@ -474,3 +474,37 @@ def test_held_up_jobs_piped_are_one_line_each_as_before_the_grid(monkeypatch):
     assert len(lines) > at + 1, lines
     assert all(ln.startswith(" " * len("  4104 dlrm: ")) for ln in lines[at + 1:]), lines
     assert all(len(ln) <= 60 for ln in lines), lines
+
+
+def test_status_folds_a_big_fleets_healthy_nodes_into_one_line():
+    """1,003 ok rows under 21 sick ones: the incidents, the held-up jobs and the sick nodes
+    scrolled off the terminal, its last page all "ok" (a 1,024-node fleet at 3 a.m.). The
+    healthy nodes in service are one line; a drained healthy one keeps its row; --json has
+    every node."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_summary
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.messages import DrainState
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, port_down
+
+    n = 72  # above OK_NODES_LISTED (64: the demo's fleet is listed whole)
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    fleet = SynthFleet(n, clock)
+    session = ConsoleSession(CLUSTER, ingest=ingest, follow_up=False, clock=clock)
+    fleet.birth(ingest)
+    fleet.status(ingest, "gpu0004", DrainState.DRAINED, "disk", "bob")
+    clock.advance(1)
+    fleet.telemetry(ingest, faults={"gpu0003": port_down()})
+    session.tick()
+    summary = fleet_summary(session.state, clock())
+    assert len(summary["nodes"]) == n
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400))
+    text = out.getvalue()
+    rows = [ln.split()[0] for ln in text.splitlines() if ln.startswith("gpu")]
+    assert rows == ["gpu0003", "gpu0004"], text
+    assert f"… and {n - 2} nodes ok, in service, not listed (status --json lists every node)" \
+        in text, text

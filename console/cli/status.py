@@ -203,6 +203,10 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
 
 INCIDENTS_SHOWN = 10
 
+OK_NODES_LISTED = 64
+"""Above this many healthy nodes in service, ``status``'s node table leaves them out and says
+how many (a 64-node fleet, the demo's, is listed whole)."""
+
 
 def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
     """One root-cause line per incident, worst first, with what to do."""
@@ -373,8 +377,16 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     table = Table(box=None, pad_edge=False)
     for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "JOB", "REASONS"):
         table.add_column(col)
+    nodes = summary["nodes"]
+    # A big fleet's healthy nodes in service are one line, not a row each: 1,003 ok rows
+    # under 21 sick ones pushed the incidents, the held-up jobs and the sick nodes off a
+    # terminal's screen, its last page all "ok" (a 1,024-node fleet at 3 a.m.).
+    quiet = [n for n in nodes if n["verdict"] == "ok" and n["drain"] == "none"]
+    if len(quiet) > OK_NODES_LISTED:
+        folded = {n["id"] for n in quiet}
+        nodes = [n for n in nodes if n["id"] not in folded]
     # In the summary's order: the console's HEALTH order (``rows.health_order``), as --json.
-    for n in summary["nodes"]:
+    for n in nodes:
         table.add_row(
             n["id"],
             f"[{VERDICT_STYLE[n['verdict']]}]{n['verdict']}[/]",
@@ -385,7 +397,11 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             n["job"] or "",
             escape(_reasons(n["findings"])),
         )
-    console.print(table)
+    if nodes:
+        console.print(table)
+    if len(nodes) < len(summary["nodes"]):
+        console.print(f"  … and {len(quiet)} nodes ok, in service, not listed "
+                      "(status --json lists every node)")
 
 
 REASONS_SHOWN = 3
