@@ -572,6 +572,9 @@ def build_parser() -> Parser:
         "retained_burst_cut in --json; docs/reliability.md)"))
     _add_broker(p, several=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--all", action="store_true", dest="every_node",
+                   help="list every node in the table (above 64 healthy nodes in service, "
+                   "they are one line by default; --json lists every node)")
     p.add_argument("--wait", type=_positive(float, "--wait"), default=None, metavar="SECONDS",
                    help="how long to watch the fleet (default 3.5: three 1 s telemetry "
                         "intervals, so a silent node reads stale and rules that compare "
@@ -1009,7 +1012,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.status import run_status
 
     return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests,
-                      fail_on=args.fail_on)
+                      fail_on=args.fail_on, every_node=args.every_node)
 
 
 def cmd_console(args: argparse.Namespace) -> int:

@@ -506,5 +506,10 @@ def test_status_folds_a_big_fleets_healthy_nodes_into_one_line():
     text = out.getvalue()
     rows = [ln.split()[0] for ln in text.splitlines() if ln.startswith("gpu")]
     assert rows == ["gpu0003", "gpu0004"], text
-    assert f"… and {n - 2} nodes ok, in service, not listed (status --json lists every node)" \
-        in text, text
+    assert (f"… and {n - 2} nodes ok, in service, not listed (status --all lists every node, "
+            "as --json does)") in text, text
+    # `status --all | grep gpu0042`: an operator looking for one healthy node finds it.
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400), every_node=True)
+    rows = [ln.split()[0] for ln in out.getvalue().splitlines() if ln.startswith("gpu")]
+    assert len(rows) == n and "not listed" not in out.getvalue()

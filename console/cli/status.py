@@ -341,7 +341,7 @@ def _bracketed(group: str) -> list[str]:
     return ([f"{head} ({parts[0]},"] + [f"{p}," for p in parts[1:-1]] + [f"{parts[-1]})"])
 
 
-def render_summary(summary: dict[str, Any], console: Console) -> None:
+def render_summary(summary: dict[str, Any], console: Console, every_node: bool = False) -> None:
     """The human table of a ``fleet_summary`` (status, replay): worst nodes first."""
     console = table_console(console)
     t = summary["totals"]
@@ -382,7 +382,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     # under 21 sick ones pushed the incidents, the held-up jobs and the sick nodes off a
     # terminal's screen, its last page all "ok" (a 1,024-node fleet at 3 a.m.).
     quiet = [n for n in nodes if n["verdict"] == "ok" and n["drain"] == "none"]
-    if len(quiet) > OK_NODES_LISTED:
+    if len(quiet) > OK_NODES_LISTED and not every_node:
         folded = {n["id"] for n in quiet}
         nodes = [n for n in nodes if n["id"] not in folded]
     # In the summary's order: the console's HEALTH order (``rows.health_order``), as --json.
@@ -401,7 +401,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         console.print(table)
     if len(nodes) < len(summary["nodes"]):
         console.print(f"  … and {len(quiet)} nodes ok, in service, not listed "
-                      "(status --json lists every node)")
+                      "(status --all lists every node, as --json does)")
 
 
 REASONS_SHOWN = 3
@@ -522,7 +522,8 @@ def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None,
 
 
 def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, as_json: bool,
-               *, digests: bool = False, fail_on: str | None = None) -> int:
+               *, digests: bool = False, fail_on: str | None = None,
+               every_node: bool = False) -> int:
     """One cluster: its summary (the keys of docs/protocol.md). Several (``--cluster a,b``):
     every cluster watched at the same time, each by its own session, then one summary per
     cluster plus their sum (``run_status_many``)."""
@@ -530,7 +531,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
     clusters = [cluster] if isinstance(cluster, str) else cluster
     if len(clusters) > 1:
         return run_status_many(url, clusters, wait_s, as_json, digests=digests,
-                               fail_on=fail_on)
+                               fail_on=fail_on, every_node=every_node)
     async def run() -> tuple[tuple[ConsoleSession, float], float | None]:
         connected = asyncio.Event()
         return await with_uptime(url, collect(url, clusters[0], wait_s, digests=digests,
@@ -544,7 +545,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
     if as_json:
         print(json.dumps(out, indent=2))
     else:
-        render_summary(out, table_console())
+        render_summary(out, table_console(), every_node)
         if not digests and sys.stderr.isatty():
             # The agents count N2/N3/G11's windows and hold G12/G13 (docs/protocol.md, "Agent
             # windows"), but the other rates and holds are the watch's alone. For a person at a
@@ -673,7 +674,8 @@ def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str
 
 
 def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, as_json: bool,
-                    *, digests: bool = False, fail_on: str | None = None) -> int:
+                    *, digests: bool = False, fail_on: str | None = None,
+                    every_node: bool = False) -> int:
     """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
     keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
 
@@ -737,7 +739,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
             if "error" in out:
                 console.print(f"[b]{escape(out['cluster'])}[/]: [red]{escape(out['error'])}[/]")
             else:
-                render_summary(out, console)
+                render_summary(out, console, every_node)
     for err in errors:
         print(f"fleetdeck status: {err}", file=sys.stderr)
     # The clusters that were watched still name their nodes not heard: a cluster gone dark
