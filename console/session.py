@@ -530,6 +530,8 @@ class ConsoleSession:
         """When the store write in flight began (monotonic), None while none is."""
         self._store_write_hung = False
         """Whether that write was said not to return (``STORE_WRITE_HUNG_S``)."""
+        self._store_writing: TickRows | None = None
+        """The rows that write has (``q.rows[0]``): a full queue merges past it."""
         self._last_event: Event | None = None
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
@@ -2500,9 +2502,15 @@ class ConsoleSession:
         q.rows.append(rows)
         while len(q.rows) > STORE_QUEUE_TICKS:
             # Keep what cannot be had again (events, transitions, audit); drop the oldest
-            # per-minute samples, which only thin the history charts.
-            oldest = q.rows.popleft()
-            q.rows[0] = q.rows[0].merged_after(oldest)
+            # per-minute samples, which only thin the history charts. Never the row a write
+            # has in flight (the pump's task, a hung mount): merged into the next, its write's
+            # return took the merged row off as written, and the ticks merged into it with it.
+            at = 1 if q.rows[0] is self._store_writing else 0
+            if at + 1 >= len(q.rows):
+                break
+            oldest = q.rows[at]
+            del q.rows[at]
+            q.rows[at] = q.rows[at].merged_after(oldest)
             self.counters.store_dropped_ticks += 1
 
     def _check_writer(self, now: float, force: bool = False) -> bool:
@@ -2584,9 +2592,11 @@ class ConsoleSession:
             return
         while q.rows:
             self._store_write_since = time.monotonic()
+            self._store_writing = q.rows[0]
             try:
-                await store.write_rows(q.rows[0])
+                await store.write_rows(self._store_writing)
             except (sqlite3.Error, OSError) as err:
+                self._store_writing = None
                 self._store_returned()
                 self.counters.store_errors += 1
                 q.last_error = f"history store {store.path}: {err}"
@@ -2602,6 +2612,7 @@ class ConsoleSession:
                 q.retry_at = now + q.delay
                 q.delay = min(STORE_RETRY_S[1], q.delay * 2)
                 return
+            self._store_writing = None
             self._store_returned()
             q.rows.popleft()
             self.counters.store_writes += 1
