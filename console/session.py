@@ -2597,7 +2597,7 @@ class ConsoleSession:
                 await store.write_rows(self._store_writing)
             except (sqlite3.Error, OSError) as err:
                 self._store_writing = None
-                self._store_returned()
+                self._store_returned(f"{err}")
                 self.counters.store_errors += 1
                 q.last_error = f"history store {store.path}: {err}"
                 if q.failing_since is None:
@@ -2636,14 +2636,22 @@ class ConsoleSession:
             # a disk that had just been freed filled again under it.
             await store.checkpoint()
 
-    def _store_returned(self) -> None:
-        """A store write returned (done or failed): said when it had been said hung."""
+    def _store_returned(self, error: str = "") -> None:
+        """A store write returned (done, or failed with ``error``): said when it had been
+        said hung. A hung NFS write mostly returns failing (EIO, a stale handle): said
+        written, the problem cleared, the failure's own line came right under it."""
         since, self._store_write_since = self._store_write_since, None
         if self._store_write_hung and since is not None and self.store is not None:
             self._store_write_hung = False
             waited = time.monotonic() - since
-            log.warning("history store %s: the write returned after %.0f s", self.store.path,
-                        waited)
+            log.warning("history store %s: the write returned after %.0f s%s", self.store.path,
+                        waited, f", failing: {error}" if error else "")
+            if error:
+                # The failure is the store's problem now (``_flush_store``), retried as any.
+                self.note(f"history store {self.store.path}: the write returned after "
+                          f"{waited:.0f} s, failing: {error}", severity="error", kind="store",
+                          keep=True)
+                return
             if self._store_q.failing_since is None:
                 self.problems.pop("store", None)
             self.note(f"history store {self.store.path}: the write returned after "

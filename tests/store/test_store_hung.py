@@ -6,6 +6,7 @@ nothing said why. Now commands go out as before, and the hung write is said once
 memory with the history it holds, and said again once it returns."""
 
 import asyncio
+import sqlite3
 import uuid
 
 from fleetdeck.console import session as session_mod
@@ -91,3 +92,35 @@ async def test_a_console_closes_while_its_store_write_hangs(mosquitto, tmp_path,
         if db is not None:  # the mount back: what a real hung thread never lets happen
             await asyncio.sleep(0.1)
             await db.close()
+
+
+async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, monkeypatch):
+    """An NFS write that hangs mostly comes back with an error (EIO, a stale handle). Its
+    return was said 'the history held is written' and the store's problem cleared, the
+    failure's own line right under it."""
+    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 0.2)
+    session = ConsoleSession("hungerr")
+    await session.open_store(tmp_path / "h.db")
+    back = asyncio.Event()
+
+    async def failing_write(self: Store, rows: object) -> None:
+        await back.wait()
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Store, "write_rows", failing_write)
+    session.note("a line", keep=True)
+    session.tick()
+    session._store_in_background()  # the pump's turn: the write in flight
+    await asyncio.sleep(0.3)
+    session._store_in_background()  # the next turn: said hung
+    assert "store" in session.problems
+    back.set()
+    task = session._store_task
+    assert task is not None
+    await task
+    said = [line.text for _s, line in session.log if line.kind == "store"]
+    assert not any("is written" in text for text in said), said
+    assert any("returned after" in text and "disk I/O error" in text for text in said), said
+    assert "disk I/O error" in session.problems["store"].detail
+    monkeypatch.undo()
+    await session.close()
