@@ -2271,8 +2271,10 @@ class ConsoleSession:
     async def _store_turn(self) -> bool:
         """The store's lock within ``STORE_WRITE_HUNG_S``; False while a write that hangs holds
         it (said in the log: what the session holds of history is not written)."""
+        if not self._store_lock.locked():
+            return await self._store_lock.acquire()  # at once: a wait_for of 0 s refuses it
         try:
-            await asyncio.wait_for(self._store_lock.acquire(), STORE_WRITE_HUNG_S)
+            await asyncio.wait_for(self._store_lock.acquire(), self._store_wait_s())
         except TimeoutError:
             store = self.store
             log.error("history store %s: a write has not returned for %g s; %d tick(s) of "
@@ -2280,6 +2282,15 @@ class ConsoleSession:
                       STORE_WRITE_HUNG_S, len(self._store_q.rows))
             return False
         return True
+
+    def _store_wait_s(self) -> float:
+        """What is left of ``STORE_WRITE_HUNG_S`` for the write in flight, from its start: the
+        watch's last flush, the pump's end and the close each waited it whole for the same
+        hung write, and a one-shot command's result came three times as late."""
+        since = self._store_write_since
+        if since is None:
+            return STORE_WRITE_HUNG_S
+        return max(0.0, since + STORE_WRITE_HUNG_S - time.monotonic())
 
     async def _publish_now(self) -> None:
         async with self._io_lock:  # the pump and a front end's final flush never interleave
@@ -2334,7 +2345,7 @@ class ConsoleSession:
             # Its write ends before the session's close writes after it (cancelled, it left
             # its transaction open); one that hangs is left to its thread, said already.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), STORE_WRITE_HUNG_S)
+                await asyncio.wait_for(asyncio.shield(task), self._store_wait_s())
 
     async def _publish_pending(self) -> None:
         await self._publish_probe()

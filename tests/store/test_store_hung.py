@@ -7,6 +7,7 @@ memory with the history it holds, and said again once it returns."""
 
 import asyncio
 import sqlite3
+import time
 import uuid
 
 from fleetdeck.console import session as session_mod
@@ -124,3 +125,38 @@ async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, m
     assert "disk I/O error" in session.problems["store"].detail
     monkeypatch.undo()
     await session.close()
+
+
+async def test_a_hung_write_holds_a_closing_console_once(mosquitto, tmp_path, monkeypatch):
+    """The watch's last flush, the pump's end and the close each waited ``STORE_WRITE_HUNG_S``
+    of their own for the same hung write: a one-shot command's result came 30 s late where
+    its close was said to wait 10 s at most. They wait out one ``STORE_WRITE_HUNG_S`` from
+    the write's start, together."""
+    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 2.0)
+    session = ConsoleSession(CLUSTER, url=mosquitto.url,
+                             client_id=f"hungdb-{uuid.uuid4().hex[:6]}")
+    await session.open_store(tmp_path / "h.db")
+    db = session.store
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.1))
+    mount_back = asyncio.Event()
+
+    async def hung_write(self: Store, rows: object) -> None:
+        await mount_back.wait()
+
+    try:
+        await asyncio.sleep(0.5)
+        monkeypatch.setattr(Store, "write_rows", hung_write)
+        await eventually(lambda: "store" in session.problems, 10, message="the hung write said")
+        t0 = time.monotonic()
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(watcher, return_exceptions=True), 10)
+        await asyncio.wait_for(session.close(), 5)
+        took = time.monotonic() - t0
+        assert took < 1.5, f"{took:.1f} s to close after the write was said hung"
+    finally:
+        mount_back.set()
+        stop.set()
+        if db is not None:
+            await asyncio.sleep(0.1)
+            await db.close()
