@@ -484,9 +484,11 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
         action = f"on each of {compress(names)}: {actions.pop()}"
     else:
         # Where each node's own action is: "its line in the nodes view" sent a `status` user
-        # to a view the CLI does not have (a newcomer's run).
+        # to a view the CLI does not have (a newcomer's run). Both summaries that print it
+        # named: `replay --summary` sent at `status` read the live fleet, not the recording.
         each = f"each of {compress(names)} as its own finding says"
-        action = f"{each} (its reasons in status's node table, its action in status --json)"
+        action = (f"{each} (its reasons in the node table, its action per node in "
+                  "status --json or replay --summary-json)")
         view_action = f"{each} (its line in the nodes view)"
     return Incident(key, "job", "error", title, first, names, action,
                     [jid, *others], sum(len(f) for f in found), job_left=not holds,

@@ -415,7 +415,8 @@ def test_an_incident_wrapped_on_a_narrow_terminal_goes_on_under_its_own_text(mon
               "first heard (gpu[0035,0040]): gpu0035: N2 mlx5_ib3:1: link_downed "
               "increased; gpu0040: G2 gpu1: XID 74",
               "action": "each of gpu[0035,0040] as its own finding says (its reasons in "
-              "status's node table, its action in status --json)"}]
+              "the node table, its action per node in status --json or replay "
+              "--summary-json)"}]
     monkeypatch.setenv("COLUMNS", "80")
     out = io.StringIO()
     render_incidents(found, Console(file=out, width=80))

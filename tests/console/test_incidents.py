@@ -646,15 +646,16 @@ def test_nodes_of_one_job_alike_in_their_first_finding_only_are_not_the_same_on_
 def test_a_jobs_nodes_with_actions_of_their_own_point_each_front_end_at_its_own():
     """`status` said "each of gpu[…] as its own finding says (its line in the nodes view)", a
     view the CLI does not have (a newcomer's run): JSON and `status` point at what they have,
-    the console's views at the nodes view."""
+    the console's views at the nodes view. `replay --summary` prints the same words: pointed at
+    `status` alone, its reader was sent to the live fleet, not the recording."""
     struck = ["gpu0001", "gpu0002"]
     session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
                            ["gpu0003", "gpu0009", "gpu0010", "gpu0011"],
                            also={"gpu0001": port_down("mlx5_ib1")})
     (inc,) = incidents(session.state, session.log.lines())
     each = "each of gpu[0001-0002] as its own finding says"
-    assert inc.action == (f"{each} (its reasons in status's node table, its action in "
-                          "status --json)"), inc.action
+    assert inc.action == (f"{each} (its reasons in the node table, its action per node in "
+                          "status --json or replay --summary-json)"), inc.action
     assert inc.action_for(views=False) == inc.action
     assert inc.action_for(views=True) == f"{each} (its line in the nodes view)"
     out = fleet_summary(session.state, session.clock(), log=session.log.lines())
