@@ -939,13 +939,16 @@ class ConsoleSession:
                 await self._flush_store(final=True)
                 if self._queue_notes():  # said by that flush: "writable again … caught up"
                     await self._flush_store(final=True)
+                # Gone from the session before it closes, and closed under the lock: a pump's
+                # write that started between the two (a TUI's unmount sets stop, then closes)
+                # wrote into a closing connection (a review).
+                store, self.store = self.store, None
+                # A look in flight is of the store closed: read against one opened after (a
+                # session's store opened again), its answer was taken for that one's.
+                self._store_look, self._store_look_hung = None, False
+                await store.close()
             finally:
                 self._store_lock.release()
-            await self.store.close()
-            self.store = None
-            # A look in flight is of the store closed: read against one opened after (a
-            # session's store opened again), its answer was taken for that one's.
-            self._store_look, self._store_look_hung = None, False
         await self._release_audit_and_writer()
 
     async def _release_audit_and_writer(self) -> None:

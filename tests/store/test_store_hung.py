@@ -160,3 +160,37 @@ async def test_a_hung_write_holds_a_closing_console_once(mosquitto, tmp_path, mo
         if db is not None:
             await asyncio.sleep(0.1)
             await db.close()
+
+
+async def test_no_pump_write_goes_into_a_store_being_closed(tmp_path, monkeypatch):
+    """A TUI's unmount sets stop, then closes: the close released the store's lock before it
+    closed the connection and only then let go of the store, so a pump's write started in
+    between went into a closing connection (a review)."""
+    session = ConsoleSession(CLUSTER)
+    await session.open_store(tmp_path / "c.db")
+    closing = asyncio.Event()
+    late: list[object] = []
+    real_close, real_write = Store.close, Store.write_rows
+
+    async def slow_close(self: Store) -> None:
+        closing.set()
+        await asyncio.sleep(0.2)
+        await real_close(self)
+
+    async def watched_write(self: Store, rows: object) -> None:
+        if closing.is_set():
+            late.append(rows)
+        await real_write(self, rows)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "close", slow_close)
+    monkeypatch.setattr(Store, "write_rows", watched_write)
+    closer = asyncio.create_task(session.close())
+    await closing.wait()
+    session.note("said while closing", kind="store", keep=True)
+    if session.store is not None:  # a tick's rows, as the pump finds them
+        session._queue_notes()
+    session._store_in_background()
+    await closer
+    if session._store_task is not None:
+        await session._store_task
+    assert late == [], late
