@@ -39,7 +39,7 @@ from fleetdeck.console.rows import (
     node_findings,
     progress_bar,
     sorted_jobs,
-    top_problems,
+    top_problems_cut,
     top_problems_said,
 )
 from fleetdeck.console.state import WAITING, jobs_unheard_text
@@ -205,7 +205,11 @@ class OverviewScreen(FleetView):
         suspects = suspect_switches(state)
         self.switches = switch_health(state, suspects, self._switch_cache)
         self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
-        problems, total = top_problems(state, limit, suspects)
+        problems, total, rows = top_problems_cut(state, limit, suspects)
+        # The line ``problem_rows`` leaves under the rows (``#problems``' max height): three
+        # rows under "11 nodes need attention" read as the whole list (a 3 a.m. drive).
+        more = (f"\n [$text-muted]… {rows - len(problems)} more: 2 for the node list, "
+                f"6 for the incidents[/]" if rows > len(problems) else "")
         blind = state.blind
         if blind is not None and blind[1] is None:
             # Cut off from the broker: nothing below is current (FleetState.blind).
@@ -216,6 +220,7 @@ class OverviewScreen(FleetView):
             for p in problems:
                 text += (f"\n [{verdict_markup(p.verdict.value)}]{p.verdict.value:<8}[/] "
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
+            text += more
         elif problems:
             what = top_problems_said(state, problems, total, suspects)
             lines = [f"[b]Top problems[/] ({what}, worst first; [$text-muted]2: node list[/])"]
@@ -223,7 +228,7 @@ class OverviewScreen(FleetView):
                 colour = verdict_markup(p.verdict.value)
                 lines.append(f" [{colour}]{p.verdict.value:<8}[/] {esc(p.node):<10} "
                              f"{p.state:<6} {esc(p.text)}")
-            text = "\n".join(lines)
+            text = "\n".join(lines) + more
         elif not state.nodes:
             text = f"[b]Top problems[/] [$warning]{self._no_nodes()}[/]"
         elif counts.verdicts.get(WAITING):
