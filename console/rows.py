@@ -1502,9 +1502,11 @@ def incident_row(inc: Incident, now: float) -> IncidentRow:
                        inc.losing_work)
 
 
-def interruption_text(rep: dict[str, Any]) -> str:
+def interruption_text(rep: dict[str, Any], short: bool = False) -> str:
     """One line of ``ConsoleSession.interruption_report``: count by cause, GPU-hours lost,
-    the effective training time ratio, and where the figures come from."""
+    the effective training time ratio, and where the figures come from. ``short``: the
+    GPU-hours in fewer words, for a narrow line (the incidents view's top line was cut at 160
+    columns: a 3 a.m. drive)."""
     where = "store, 7 d" if rep.get("source") == "store" else "this session"
     n = int(rep.get("interruptions", 0))
     by_cause = rep.get("by_cause", {})
@@ -1517,6 +1519,9 @@ def interruption_text(rep: dict[str, Any]) -> str:
     if causes:
         text += f": {causes}"
     text += "; ETTR " + ("-" if ettr is None else f"{float(ettr):.1%}")
-    text += (f" ({float(rep.get('lost_gpu_hours', 0.0)):.1f} GPU-h of work since their "
-             f"checkpoints lost, of {float(rep.get('job_gpu_hours', 0.0)):.1f} GPU-h run)")
+    lost, run = float(rep.get('lost_gpu_hours', 0.0)), float(rep.get('job_gpu_hours', 0.0))
+    if short:
+        return text + f" ({lost:.1f} of {run:.1f} GPU-h lost)"
+    text += (f" ({lost:.1f} GPU-h of work since their checkpoints lost, of {run:.1f} GPU-h "
+             "run)")
     return text

@@ -217,3 +217,45 @@ def test_an_empty_flexible_column_lends_its_room_to_the_growing_ones():
     assert layout(JOB_COLUMNS, 158, content)[nodes] == 26
     content[-1] = 60  # something holds a job up: the flexible column keeps its room
     assert layout(JOB_COLUMNS, 158, content)[-1] >= 40
+
+
+async def test_the_jobs_counts_fit_the_width_in_fewer_words_where_they_must():
+    """The overview's jobs panel title ("…1 held up by a switch, 1 failed, not r…") and the
+    jobs view's line ("…1 with a straggler  enter: it…") were cut at 160 columns (a 3 a.m.
+    drive on 1,024 nodes): in full where they fit, else in shorter words, the hint and then
+    the least telling counts left out first."""
+    from fleetdeck.protocol.messages import JobState
+    from tests.console.test_judgements import xid
+    from tests.tui.fleet import port_down
+    from tests.tui.test_overview_panels import overview
+
+    world = World()
+    world.populate()
+    names = world.fleet.names
+    publish_job(world.ingest, job_status("42", names[6:8], world.clock), world.clock)
+    for jid in ("43", "44", "45", "46", "47"):
+        publish_job(world.ingest, job_status(jid, names[20:22], world.clock), world.clock)
+    publish_job(world.ingest, job_status("50", names[14:16], world.clock, state=JobState.F),
+                world.clock)
+    world.tick(1.0)
+    down = port_down("mlx5_ib2")
+    world.fleet.telemetry(world.ingest, job={**{n: "41" for n in names[:4]},
+                                             **{n: "42" for n in names[6:8]}},
+                          faults={"gpu0003": throttled(3), "gpu0007": xid(2, 79),
+                                  **{n: down for n in ("gpu0001", "gpu0005", "gpu0009",
+                                                       "gpu0013")}})
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        title = str(screen.query_one("#jobs-panel").border_title)
+        assert "1 held by node" in title and "1 held by switch" in title, title
+        assert "1 failed" in title and "…" not in line_with(text_of(world.app), "Jobs:")
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        info = line_with(text_of(world.app), "│")
+        assert "1 failed" in info and "straggl" in info and "…" not in info, info
+        await pilot.press("1")
+        await pilot.resize_terminal(100, 48)
+        screen = await overview(world, pilot)
+        jobs = line_with(text_of(world.app), "Jobs:")
+        assert "1 failed" in jobs and "…" not in jobs, jobs

@@ -2,6 +2,8 @@
 job interruption report with the effective training time ratio — from the store when the
 console has one, else from what the session saw."""
 
+import pytest
+
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.tui.screens.incidents import REPORT_EVERY_S, IncidentsScreen
 from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
@@ -74,8 +76,11 @@ async def test_no_incidents_says_so(world):
         assert "no incidents: every node is ok" in text_of(world.app)
 
 
-async def test_a_job_interruption_shows_by_cause_with_ettr(world):
-    async with world.app.run_test(size=SIZE) as pilot:
+@pytest.mark.parametrize("size", [SIZE, (100, 30)], ids=["160x48", "100x30"])
+async def test_a_job_interruption_shows_by_cause_with_ettr(world, size):
+    """Its line fits the width, in fewer words where it must: "…fleetdeck rep…" at 160
+    columns, the figures cut at 100 (a 3 a.m. drive)."""
+    async with world.app.run_test(size=size) as pilot:
         await pilot.press("6")
         world.tick()
         await pilot.pause()
@@ -95,6 +100,9 @@ async def test_a_job_interruption_shows_by_cause_with_ettr(world):
         assert screen.report_text.startswith(
             "1 job interruption (this session): software 1; ETTR ")
         assert "(16.0 GPU-h of work since their checkpoints lost, of " in screen.report_text
+        line = screen.query_one("#interruptions").render().plain
+        print(line)
+        assert "…" not in line and len(line) <= size[0] - 2, line
         assert "1 job interruption (this session)" in text_of(world.app)
 
 

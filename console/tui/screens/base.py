@@ -7,6 +7,7 @@ from textual import events
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
@@ -203,6 +204,16 @@ class FleetView(Screen[None]):
         self.query_one(ViewTabs).show(self._tabs())
 
     def _tabs(self) -> str:
+        info = self.info()
+        return self._tab_names() + (f"  [$text-muted]│[/] {info}" if info else "")
+
+    def info_room(self) -> int:
+        """The cells ``info`` has after the tabs (0: the screen not laid out yet)."""
+        if not self.size.width:
+            return 0
+        return max(1, self.size.width - Content.from_markup(self._tab_names()).cell_length - 6)
+
+    def _tab_names(self) -> str:
         parts = []
         if len(self.fleet.sessions) > 1 or self.VIEW == "clusters":
             # Contexts (console --cluster a,b): the fleet of fleets comes first, on 0.
@@ -213,8 +224,7 @@ class FleetView(Screen[None]):
                 parts.append(f"[reverse b] {key} {name} [/]")
             else:
                 parts.append(f"[$text-muted]{key}[/] {name}")
-        info = self.info()
-        return " ".join(parts) + (f"  [$text-muted]│[/] {info}" if info else "")
+        return " ".join(parts)
 
     def info(self) -> str:
         """View-specific status shown after the tabs (markup; escape data)."""

@@ -21,7 +21,7 @@ from fleetdeck.console.rows import (
 )
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView, Readout
-from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.console.tui.text import esc, fit_parts, plural
 
 INCIDENT_COLUMNS = [
     Column("SEV", "severity", 5), Column("KIND", "kind", 6, drop=3),
@@ -152,8 +152,10 @@ class IncidentsScreen(FleetView):
     async def _fetch_report(self) -> None:
         rep = await self.fleet.session.interruption_report()
         self.report_text = interruption_text(rep)
-        self.query_one("#interruptions", Readout).show(
-            f"{esc(self.report_text)}  [$text-muted]fleetdeck report for the list[/]")
+        # The padding of the line's Readout.
+        self.query_one("#interruptions", Readout).show(fit_parts(
+            [(esc(self.report_text), esc(interruption_text(rep, short=True)), 0)],
+            self.size.width - 2, hint="[$text-muted]fleetdeck report for the list[/]"))
 
     def _show_detail(self) -> None:
         key = self.table.current_key

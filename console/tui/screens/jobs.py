@@ -16,7 +16,7 @@ from fleetdeck.console.rows import (
 from fleetdeck.console.state import jobs_unheard_text
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FilteredView, dialog_key, filter_said
-from fleetdeck.console.tui.text import plural
+from fleetdeck.console.tui.text import fit_parts, job_count_parts, plural
 
 BAR = 12
 JOB_COLUMNS = [
@@ -94,18 +94,9 @@ class JobsScreen(FilteredView):
         # What hides jobs first, as the nodes view says it: at 80 columns the line is cut.
         shown = (f"{len(self.rows)}/{plural(self.total, 'job')}" if f.active
                  else plural(len(self.rows), "job"))
-        text = "  ".join([shown, *filter_said(f), f"{running} running"])
-        if sick:
-            text += f"  [$error]{sick} held up by a node[/]"
-        if by_switch:
-            text += f"  [$error]{by_switch} held up by a switch[/]"
-        if stalled:
-            text += f"  [$error]{stalled} not stepping[/]"
-        if failed:
-            text += f"  [$error]{failed} failed, not restarted[/]"
-        if slow:
-            text += f"  [$warning]{slow} with a straggler[/]"
-        return text + "  [$text-muted]enter: its nodes[/]"
+        return fit_parts([(shown, "", 0), *[(p, "", 0) for p in filter_said(f)],
+                          *job_count_parts(running, sick, by_switch, stalled, failed, slow)],
+                         self.info_room(), hint="[$text-muted]enter: its nodes[/]")
 
     def action_restart(self) -> None:
         self.not_typing()

@@ -46,7 +46,7 @@ from fleetdeck.console.state import WAITING, jobs_unheard_text
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit
 from fleetdeck.console.tui.screens.base import FleetView, Readout, age_text, last_known
-from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.console.tui.text import esc, fit_parts, job_count_parts, plural
 from fleetdeck.console.tui.theme import state_markup, verdict_markup
 
 COLS3_MIN = 200
@@ -429,18 +429,10 @@ class OverviewScreen(FleetView):
         sick = sum(1 for j in jobs if j.sick) - by_switch
         stalled = sum(1 for j in jobs if j.stalled and not j.sick)
         failed = sum(1 for j in jobs if j.failed and not j.failed_lapsed)
-        title = f"Jobs: {running} running"
-        if sick:
-            title += f", [$error]{sick} held up by a node[/]"
-        if by_switch:
-            title += f", [$error]{by_switch} held up by a switch[/]"
-        if stalled:
-            title += f", [$error]{stalled} not stepping[/]"
-        if failed:
-            title += f", [$error]{failed} failed, not restarted[/]"
-        if slow:
-            title += f", [$warning]{slow} with a straggler[/]"
-        panel.border_title = title + "  [$text-muted]3: jobs[/]"
+        # A border title: the panel's corners and a cell each side of the title.
+        panel.border_title = "Jobs: " + fit_parts(
+            job_count_parts(running, sick, by_switch, stalled, failed, slow),
+            panel.size.width - 10, ", ", hint="[$text-muted]3: jobs[/]")
         if not jobs:
             unheard = self.fleet.state.jobs_unheard()
             if unheard:
