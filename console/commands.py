@@ -89,6 +89,12 @@ BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED, Phase.SUP
 # --- blast radius -------------------------------------------------------------------------------
 
 
+def gpu_hours_said(hours: float) -> str:
+    """GPU-hours to one decimal, "<0.1" for some work under it: "checkpoint 1m50s ago, 0.0
+    GPU-h of work since then" read as nothing to lose (a 3 a.m. drive)."""
+    return "<0.1" if 0 < hours < 0.05 else f"{hours:.1f}"
+
+
 @dataclass(frozen=True)
 class JobImpact:
     job_id: str
@@ -114,23 +120,30 @@ class JobImpact:
     def line(self) -> str:
         since = "?" if self.since_checkpoint_s is None else fmt_duration(self.since_checkpoint_s)
         who = f" {self.user}" if self.user else ""
+        if not self.nodes_total:
+            # "0 nodes, 0 GPUs … 0.0 GPU-h since it started" of a failed job read as "no work
+            # lost": true of the restart alone (a 3 a.m. drive on 1,024 nodes).
+            lost = (" (its run's work was lost when it failed)"
+                    if self.state in ("F", "NF", "TO") else "")
+            return (f"job {self.job_id}{who} ({self.name or '-'}, {self.state}): holds no "
+                    f"nodes now: the restart loses nothing more{lost}")
         head = (f"job {self.job_id}{who} ({self.name or '-'}, {self.state}): "
                 f"{self.nodes_total} node{'s' if self.nodes_total != 1 else ''}, "
                 f"{self.gpus} GPUs, ")
+        risk = gpu_hours_said(self.gpu_hours_at_risk)
         if not self.checkpointed:
             # Never say "checkpoint … ago" of a job that has none (found in a UX audit).
             return (f"{head}no checkpoint yet: a requeue restarts it from step 0, "
-                    f"{self.gpu_hours_at_risk:.1f} GPU-h since it started")
+                    f"{risk} GPU-h since it started")
         # "…GPU-h since it" read as a sentence cut off at the dialog's edge. Its time left:
         # a drain --now requeued a job 5 min from its end, where letting it finish was the
         # obvious choice had the dialog said so (a jobs audit).
         left = "" if self.eta_s is None else f"; ends in {fmt_duration(self.eta_s)} at its pace"
         if self.resumed_s is not None:
             return (f"{head}checkpoint {since} ago, resumed from it "
-                    f"{fmt_duration(self.resumed_s)} ago: {self.gpu_hours_at_risk:.1f} GPU-h of "
+                    f"{fmt_duration(self.resumed_s)} ago: {risk} GPU-h of "
                     f"work since{left}")
-        return (f"{head}checkpoint {since} ago, {self.gpu_hours_at_risk:.1f} GPU-h of work "
-                f"since then{left}")
+        return (f"{head}checkpoint {since} ago, {risk} GPU-h of work since then{left}")
 
 
 @dataclass(frozen=True)
@@ -178,8 +191,10 @@ class BlastRadius:
         nodes = f"{len(self.targets)} node{'s' if len(self.targets) != 1 else ''}"
         if self.op is CommandOp.RESTART_JOB:
             # The targets are the job's nodes: "1 job on" them would say it twice.
-            return (f"{nodes}, {self.gpus} GPUs requeued, {self.gpu_hours_at_risk:.1f} GPU-h "
-                    "since last checkpoint lost")
+            if not self.targets:
+                return "holds no nodes now: the restart loses nothing more"
+            return (f"{nodes}, {self.gpus} GPUs requeued, "
+                    f"{gpu_hours_said(self.gpu_hours_at_risk)} GPU-h since last checkpoint lost")
         if self.op is CommandOp.RESUME:
             return self._resume_summary(nodes)
         parts = [nodes, f"{self.gpus} GPUs"]
@@ -207,7 +222,8 @@ class BlastRadius:
                          f"{self.nodes_affected} node{'s' if self.nodes_affected != 1 else ''}"
                          f" / {self.gpus_affected} GPUs")
             if self.mode is DrainMode.NOW:
-                parts.append(f"{self.gpu_hours_at_risk:.1f} GPU-h since last checkpoint lost")
+                parts.append(f"{gpu_hours_said(self.gpu_hours_at_risk)} GPU-h since last "
+                             "checkpoint lost")
             else:
                 parts.append("jobs run to completion first")
         else:

@@ -976,3 +976,20 @@ def test_a_done_restart_keeps_what_done_means_in_its_audit_record(world):
     done = audit.records[-1]
     assert done.outcome == "done"
     assert done.detail == "requeued (requeues 1), running again at step 50", done
+
+
+def test_a_restart_that_loses_nothing_more_does_not_read_as_no_work_lost():
+    """A failed job's restart radius read "0 nodes, 0 GPUs … 0.0 GPU-h since it started", and a
+    one-GPU job's "checkpoint 1m50s ago, 0.0 GPU-h of work since then": both read as "no work
+    lost" (a 3 a.m. drive on 1,024 nodes). The CLI and the TUI share this line."""
+    from fleetdeck.console.commands import JobImpact
+
+    failed = JobImpact("300", "llama-70b", "alice", "F", nodes_total=0, nodes_targeted=0,
+                       gpus=0, since_checkpoint_s=None, gpu_hours_at_risk=0.0, hostlist="",
+                       checkpointed=False).line()
+    assert failed == ("job 300 alice (llama-70b, F): holds no nodes now: the restart loses "
+                      "nothing more (its run's work was lost when it failed)"), failed
+    small = JobImpact("301", "probe", "bob", "R", nodes_total=1, nodes_targeted=1, gpus=1,
+                      since_checkpoint_s=110.0, gpu_hours_at_risk=110 / 3600,
+                      hostlist="gpu0001").line()
+    assert small.endswith("checkpoint 1m50s ago, <0.1 GPU-h of work since then"), small
