@@ -409,9 +409,9 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
     """The fullest inventory this node's births gave (``remember_inventory``): what G14 and
     N8 judge a later birth against."""
     shrunk: "tuple[Finding, ...]" = ()
+    """G14/N8 of the latest birth: what it lacks of ``known`` (``evaluate`` adds them)."""
     ib_rate: float = IB_RATE_GBPS
     """The link rate N1 wants of this node's ports: what its birth states (``birth_ib_rate``)."""
-    """G14/N8 of the latest birth: what it lacks of ``known`` (``evaluate`` adds them)."""
 
     def recall_port_minute(self, dev: str, minute: int, symbol_errors: int, link_downed: int,
                            watched_from_ms: int) -> None:
@@ -502,11 +502,15 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                 self.settled = False
         self._uuids = {i: u for i, u in known.items() if u not in uuids.values()} | uuids
 
-    def remember_inventory(self, birth: Birth) -> None:
+    def remember_inventory(self, birth: Birth, *, rate: bool = True) -> None:
         """Judge a birth's inventory against the fullest one known (``inventory_shrink``):
-        a birth of each agent session, or one the store kept (``Store.restore``)."""
+        a birth of each agent session, or one the store kept (``Store.restore``). ``rate``:
+        take N1's link rate from it too; not from a stored one when the node's live birth is
+        held (a store opened after the births were heard: ``STORE_WAIT_S``, a store opened
+        later), whose older rate would replace the one the agent states now."""
         self.known, self.shrunk = inventory_shrink(self.known, birth)
-        self.ib_rate = birth_ib_rate(birth)
+        if rate:
+            self.ib_rate = birth_ib_rate(birth)
         self.settled = False
 
     def advance(self, t: wire2.Sample) -> None:

@@ -1045,7 +1045,9 @@ class Store:
                 continue
             st = state.nodes.get(node)
             if st is not None:
-                st.history.remember_inventory(birth)
+                # The rate N1 judges by is the live birth's where one is held: a stored one
+                # is older (and a row written before rows kept the rate states none, NDR's).
+                st.history.remember_inventory(birth, rate=st.birth is None)
             elif is_valid_id(node):
                 # No verdict row of it left (ok for longer than the retention: most of a
                 # healthy fleet): its first birth still meets what it had.
@@ -1174,13 +1176,15 @@ def _retired_nodes(data: object) -> list[str]:
 
 def inventory_row(birth: fast.Birth) -> tuple[str, str, float]:
     """(node, inventory, time) of a birth for ``inventories``: the birth cut to what the
-    inventory rules read (``health.inventory_shrink``), so an agent restarted with the same
-    hardware gives the same row."""
+    inventory rules read (``health.inventory_shrink``) and the link rate N1 reads
+    (``health.birth_ib_rate``: a restarted console that hears telemetry but no birth judges an
+    HDR node's ports by it), so an agent restarted with the same hardware gives the same row."""
     kept = fast.Birth(cluster=birth.cluster, node=birth.node, bdSeq=0, ts=0,
                       source=birth.source,
                       gpus=tuple(fast.GpuInventory(index=g.index, uuid=g.uuid)
                                  for g in birth.gpus),
-                      ib_ports=tuple(fast.IbPortInventory(dev=p.dev, port=p.port)
+                      ib_ports=tuple(fast.IbPortInventory(
+                          dev=p.dev, port=p.port, expected_rate_gbps=p.expected_rate_gbps)
                                      for p in birth.ib_ports),
                       gpus_expected=birth.gpus_expected,
                       ib_ports_expected=birth.ib_ports_expected)

@@ -460,3 +460,31 @@ def test_the_reasons_column_names_the_gpu_before_its_uuid():
     assert row.reasons == said
     (problem,) = top_problems(session.state)[0]  # the overview's row of it
     assert problem.text == said
+
+
+async def test_a_store_opened_after_the_births_keeps_the_link_rate_they_state(
+        tmp_path: Path, monkeypatch):
+    """An HDR (200 Gb/s) fleet whose agents state their rate: a console whose store opened
+    after it heard their births (a slow disk past ``STORE_WAIT_S``, a store opened later) took
+    N1's rate from the stored inventories, which kept none, and failed every port "200 Gb/s,
+    not 400" until the next birth (a review of 33ebbde)."""
+    from fleetdeck.agents.sim import node as sim_node
+
+    monkeypatch.setattr(sim_node, "NDR_RATE_GBPS", 200.0)
+    db = tmp_path / "history.db"
+    first = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    await first.open_store(db)
+    _session, fleet = _two_nodes(first)
+    await first.close()
+    again = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
+    _two_nodes(again)  # heard before its store is open
+    await again.open_store(db)
+    _run(again, fleet)
+    st = again.state.nodes["gpu0001"]
+    assert st.verdict.value == "ok" and not st.findings, st.findings
+    await again.close()
+    # A console restored before any birth: the stored rate, for telemetry heard without one.
+    third = ConsoleSession(CLUSTER, clock=first.clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await third.open_store(db)
+    assert third.state.nodes["gpu0001"].history.ib_rate == 200.0
+    await third.close()
