@@ -62,39 +62,6 @@ async def test_a_hung_store_write_holds_up_no_command(mosquitto, tmp_path, monke
         stop_process(agent)
 
 
-async def test_a_console_closes_while_its_store_write_hangs(mosquitto, tmp_path, monkeypatch,
-                                                            caplog):
-    """Its close waited on the hung write: the console never exited."""
-    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 1.0)
-    session = ConsoleSession(CLUSTER, url=mosquitto.url,
-                             client_id=f"hungdb-{uuid.uuid4().hex[:6]}")
-    await session.open_store(tmp_path / "h.db")
-    db = session.store
-    stop = asyncio.Event()
-    watcher = asyncio.create_task(session.watch(stop, tick_s=0.1))
-    mount_back = asyncio.Event()
-
-    async def hung_write(self: Store, rows: object) -> None:
-        await mount_back.wait()
-
-    try:
-        await asyncio.sleep(0.5)
-        monkeypatch.setattr(Store, "write_rows", hung_write)
-        await eventually(lambda: "store" in session.problems, 10, message="the hung write said")
-        stop.set()
-        await asyncio.wait_for(asyncio.gather(watcher, return_exceptions=True), 10)
-        await asyncio.wait_for(session.close(), 5)
-        assert session.store is None
-        assert any("tick(s) of history held in memory are not written" in r.getMessage()
-                   for r in caplog.records)
-    finally:
-        mount_back.set()
-        stop.set()
-        if db is not None:  # the mount back: what a real hung thread never lets happen
-            await asyncio.sleep(0.1)
-            await db.close()
-
-
 async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, monkeypatch):
     """An NFS write that hangs mostly comes back with an error (EIO, a stale handle). Its
     return was said 'the history held is written' and the store's problem cleared, the
@@ -127,11 +94,13 @@ async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, m
     await session.close()
 
 
-async def test_a_hung_write_holds_a_closing_console_once(mosquitto, tmp_path, monkeypatch):
-    """The watch's last flush, the pump's end and the close each waited ``STORE_WRITE_HUNG_S``
-    of their own for the same hung write: a one-shot command's result came 30 s late where
-    its close was said to wait 10 s at most. They wait out one ``STORE_WRITE_HUNG_S`` from
-    the write's start, together."""
+async def test_a_hung_write_holds_a_closing_console_once(mosquitto, tmp_path, monkeypatch,
+                                                        caplog):
+    """Its close waited on the hung write: the console never exited. Then the watch's last
+    flush, the pump's end and the close each waited ``STORE_WRITE_HUNG_S`` of their own for
+    the same hung write: a one-shot command's result came 30 s late where its close was said
+    to wait 10 s at most. They wait out one ``STORE_WRITE_HUNG_S`` from the write's start,
+    together, and say what is not written."""
     monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 2.0)
     session = ConsoleSession(CLUSTER, url=mosquitto.url,
                              client_id=f"hungdb-{uuid.uuid4().hex[:6]}")
@@ -154,6 +123,9 @@ async def test_a_hung_write_holds_a_closing_console_once(mosquitto, tmp_path, mo
         await asyncio.wait_for(session.close(), 5)
         took = time.monotonic() - t0
         assert took < 1.5, f"{took:.1f} s to close after the write was said hung"
+        assert session.store is None
+        assert any("tick(s) of history held in memory are not written" in r.getMessage()
+                   for r in caplog.records)
     finally:
         mount_back.set()
         stop.set()
