@@ -57,9 +57,11 @@ async def test_a_hung_store_write_holds_up_no_command(mosquitto, tmp_path, monke
     finally:
         mount_back.set()
         stop.set()
-        await asyncio.gather(watcher, return_exceptions=True)
-        await session.close()
-        stop_process(agent)
+        try:
+            await asyncio.gather(watcher, return_exceptions=True)
+            await session.close()
+        finally:
+            stop_process(agent)  # never left running by a failure above
 
 
 async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, monkeypatch):
