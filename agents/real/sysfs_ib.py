@@ -5,7 +5,9 @@ Layout (TELEMETRY.md §4): ``<root>/<dev>/{board_id,fw_ver,hca_type,node_guid,sy
 (IBTA PortCounters), ``counters_ext/`` (older mlx4 64-bit copies) and ``hw_counters/`` (mlx5).
 
 Unit traps: ``port_{xmit,rcv}_data`` count 4-byte words (bytes = value x 4) and are 64-bit, so they
-wrap at 2^64; error counters are narrow and saturate at all-ones instead. A counter that reads
+wrap at 2^64; error counters are narrow and saturate at all-ones instead. So do the data counters
+of an HCA or kernel without the extended PortCounters: 32 bits, stuck at 2^32-1 once full, which
+``counters_ext/`` (mlx4's 64-bit copies) is preferred to when present. A counter that reads
 ``N/A (no PMA)`` (iWARP devices) is unsupported, not zero.
 """
 
@@ -43,8 +45,9 @@ HW_COUNTER_FIELDS: dict[str, str] = {
     "rnr_nak_retry_err": "rnr_nak_retry_err",
     "local_ack_timeout_err": "local_ack_timeout_err",
 }
-# Packet counters: prefer counters/, fall back to the counters_ext/ 64-bit copy (mlx4 port 2 in
-# node_exporter's fixture has only the latter).
+# Packet and data counters: the counters_ext/ 64-bit copy where the driver has one (mlx4), else
+# counters/ (mlx4 port 2 in node_exporter's fixture has only the former for packets). Where
+# counters_ext/ exists, counters/ is the 32-bit PortCounters that saturates (docs/real-nodes.md).
 PACKET_FIELDS: dict[str, tuple[str, str]] = {
     "xmit_pkts_total": ("port_xmit_packets", "port_xmit_packets_64"),
     "rcv_pkts_total": ("port_rcv_packets", "port_rcv_packets_64"),
@@ -54,6 +57,8 @@ DATA_COUNTERS: dict[str, tuple[str, str]] = {
     "rcv": ("port_rcv_data", "port_rcv_data_64"),
 }
 DELTA_FIELDS: tuple[str, ...] = (*COUNTER_FIELDS.values(), *HW_COUNTER_FIELDS.values())
+SATURATED_32 = 2**32 - 1
+"""A 32-bit PortCounters data counter that is full: the IBTA's counters stop there, not wrap."""
 
 _STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\(([^)]*)\))?")
@@ -117,11 +122,16 @@ class IbPortRead:
         return f"{self.dev}:{self.port}"
 
     def counter(self, name: str, ext_name: str | None = None) -> int | None:
-        if name in self.counters:
-            return self.counters[name]
-        if ext_name is not None:
-            return self.counters_ext.get(ext_name)
-        return None
+        if ext_name is not None and ext_name in self.counters_ext:
+            return self.counters_ext[ext_name]
+        return self.counters.get(name)
+
+    def data_saturated(self, direction: str) -> bool:
+        """A 32-bit data counter stuck full: ``counters/`` without a 64-bit copy, at 2^32-1.
+        Its rate reads 0 however much moves (a real-node audit: an old HCA's busy port charted
+        idle). A 64-bit one passing through that exact value costs one sample's rate."""
+        name, ext = DATA_COUNTERS[direction]
+        return ext not in self.counters_ext and self.counters.get(name) == SATURATED_32
 
     def data_words(self, direction: str) -> int | None:
         """``direction`` is ``"xmit"`` or ``"rcv"``."""
@@ -474,11 +484,17 @@ class IbReader:
             "sm_lid": p.sm_lid,
             **totals,
         }
+        saturated = [DATA_COUNTERS[d][0] for d in DATA_COUNTERS if p.data_saturated(d)]
+        if saturated:
+            # Said, and its rate left out: a rate of 0 read as an idle port in the charts.
+            errors.append(f"{p.key}: counter saturated: {' and '.join(saturated)} stuck at "
+                          "2^32-1 (32-bit, no 64-bit counters_ext/): its traffic is not "
+                          "measured, not zero")
         if prev is not None and now > prev.ts:
             dt = now - prev.ts
             for direction, w in words.items():
                 pw = prev.words.get(direction)
-                if w is not None and pw is not None:
+                if w is not None and pw is not None and not p.data_saturated(direction):
                     moved = counter_delta(pw, w, U64_MOD)
                     values[f"{direction}_Bps"] = round(moved * WORD_BYTES / dt, 1)
             deltas: dict[str, int] = {}

@@ -81,8 +81,11 @@ _LABEL_RE = re.compile(r'(\w+)="([^"]*)"')
 Getter = Callable[[IbDeviceRead, IbPortRead, IbPortSample], float | int | None]
 
 
-def _raw(name: str) -> Getter:
-    return lambda _d, p, _s: p.counters.get(name)
+def _raw(name: str, scale: int = 1) -> Getter:
+    def get(_d: IbDeviceRead, p: IbPortRead, _s: IbPortSample) -> int | None:
+        v = p.counters.get(name)
+        return None if v is None else v * scale
+    return get
 
 
 def _ext(name: str, scale: int = 1) -> Getter:
@@ -98,9 +101,11 @@ def _field(name: str) -> Getter:
 
 # Every per-port node_infiniband_* metric -> where fleetdeck reports the same quantity, in the
 # same unit. Data counters are 4-byte words in sysfs: node_exporter and fleetdeck both report bytes.
+# fleetdeck's are the 64-bit counters_ext/ copy where there is one (node_exporter's "legacy"),
+# not the 32-bit counters/ that stops at 2^32-1.
 PORT_METRICS: dict[str, Getter] = {
-    "node_infiniband_port_data_received_bytes_total": _field("rcv_bytes_total"),
-    "node_infiniband_port_data_transmitted_bytes_total": _field("xmit_bytes_total"),
+    "node_infiniband_port_data_received_bytes_total": _raw("port_rcv_data", 4),
+    "node_infiniband_port_data_transmitted_bytes_total": _raw("port_xmit_data", 4),
     "node_infiniband_port_packets_received_total": _raw("port_rcv_packets"),
     "node_infiniband_port_packets_transmitted_total": _raw("port_xmit_packets"),
     "node_infiniband_port_transmit_wait_total": _field("xmit_wait"),
@@ -116,8 +121,8 @@ PORT_METRICS: dict[str, Getter] = {
     "node_infiniband_multicast_packets_transmitted_total": _raw("multicast_xmit_packets"),
     "node_infiniband_unicast_packets_received_total": _raw("unicast_rcv_packets"),
     "node_infiniband_unicast_packets_transmitted_total": _raw("unicast_xmit_packets"),
-    "node_infiniband_legacy_data_received_bytes_total": _ext("port_rcv_data_64", 4),
-    "node_infiniband_legacy_data_transmitted_bytes_total": _ext("port_xmit_data_64", 4),
+    "node_infiniband_legacy_data_received_bytes_total": _field("rcv_bytes_total"),
+    "node_infiniband_legacy_data_transmitted_bytes_total": _field("xmit_bytes_total"),
     "node_infiniband_legacy_multicast_packets_received_total": _ext("port_multicast_rcv_packets"),
     "node_infiniband_legacy_multicast_packets_transmitted_total":
         _ext("port_multicast_xmit_packets"),
@@ -316,6 +321,43 @@ def test_data_counter_wrap_and_error_counter_reset(tmp_path):
     assert s.xmit_Bps == 150 * 4  # wrapped through 2^64, not a negative rate
     assert s.d["symbol_error"] == 3  # cleared counter: growth since the clear
     assert s.xmit_bytes_total == 200  # 50 words = 200 bytes
+
+
+def test_a_saturated_32_bit_data_counter_is_no_idle_port(tmp_path):
+    """An old HCA's 32-bit port_xmit_data stops at 2^32-1 (the IBTA's counters saturate): its
+    rate read 0, an idle port in the charts, however busy it was. Left out and said, per port;
+    the other direction, still counting, keeps its rate."""
+    pd = make_port(tmp_path)
+    write(pd, port_xmit_data=2**32 - 1)
+    reader = IbReader(tmp_path)
+    reader.read(now=0.0)
+    write(pd, port_rcv_data=1000)
+    samples, errors = reader.read(now=1.0)
+    s = samples[0]
+    assert s.xmit_Bps is None and s.rcv_Bps == 4000
+    assert s.xmit_bytes_total == 4 * (2**32 - 1)  # the counter as it reads
+    assert errors == ["mlx5_ib0:1: counter saturated: port_xmit_data stuck at 2^32-1 (32-bit, "
+                      "no 64-bit counters_ext/): its traffic is not measured, not zero"]
+    # Cleared (perfquery -R), it counts again.
+    write(pd, port_xmit_data=500)
+    samples, errors = reader.read(now=2.0)
+    assert samples[0].xmit_Bps == 2000 and errors == []
+
+
+def test_the_64_bit_counters_ext_copy_is_preferred(tmp_path):
+    """mlx4 has both: the 32-bit counters/ (stuck full) and counters_ext/'s 64-bit copy."""
+    pd = make_port(tmp_path)
+    write(pd, port_xmit_data=2**32 - 1, port_rcv_data=2**32 - 1)
+    (pd / "counters_ext").mkdir()
+    (pd / "counters_ext" / "port_xmit_data_64").write_text(f"{2**33}\n")
+    (pd / "counters_ext" / "port_rcv_data_64").write_text(f"{2**34}\n")
+    reader = IbReader(tmp_path)
+    reader.read(now=0.0)
+    (pd / "counters_ext" / "port_xmit_data_64").write_text(f"{2**33 + 10}\n")
+    samples, errors = reader.read(now=1.0)
+    s = samples[0]
+    assert errors == []
+    assert (s.xmit_bytes_total, s.xmit_Bps, s.rcv_Bps) == (4 * (2**33 + 10), 40, 0)
 
 
 def test_data_counter_reset_is_not_a_wrap(tmp_path):
