@@ -1798,6 +1798,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             asks = next(f for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
             what = asks.text.split("XID 154 (", 1)[-1].split(")", 1)[0]
             resets = _and(list(dict.fromkeys([asks.component, *remap])))
+            if what == xids.recovery_name(xids.ACTION_UNREAD):
+                # Not the driver's word: the line that said it was cut (a real-node audit).
+                return (f"XID 154 on {asks.component} ({what}: 'GPU Recovery Action' in "
+                        f"nvidia-smi -q on the node says it): until then {drain_idle}, "
+                        f"reset {resets}, resume")
             return (f"XID 154 on {asks.component} ({what}, says the driver): {drain_idle}, "
                     f"reset {resets}, resume")
         if 94 in codes:

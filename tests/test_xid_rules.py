@@ -17,6 +17,7 @@ from fleetdeck.protocol import codec, messages
 from fleetdeck.protocol.fast import Telemetry, XidSeen, recent_xids
 from fleetdeck.protocol.messages import XIDS_MAX
 from fleetdeck.protocol.topics import Kind
+from fleetdeck.protocol.xids import ACTION_UNREAD
 from tests.helpers import FakeNode
 
 HOUR_MS = 3600 * 1000
@@ -243,6 +244,38 @@ def test_a_reboot_xid_154_asks_for_covers_an_earlier_xids_reset():
     assert "reboot the node" in recommended_action(st, c.state)
 
 
+@pytest.mark.parametrize("cut", [
+    "154, GPU recovery action changed from 0x0 (None) to 0x",
+    "154, GPU recovery action changed from 0x0 (None) to 0x2",  # "0x2" may be "0x20" cut
+    "154, GPU recovery action changed from 0x0 (No",
+    "154, ",
+])
+def test_an_xid_154_cut_before_its_action_warns_and_says_so(cut):
+    """A 154 line cut before its action (a torn read, a truncated log) read as a bare 154,
+    judged by nothing, though the driver may have asked for a node reboot. No known action:
+    G3 as an action this console does not know, worded as the cut it is."""
+    from fleetdeck.agents.real.kernel_log import KernelLogMonitor
+    from fleetdeck.console.judgements import recommended_action
+
+    mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
+    c = Console()
+    now_s = c.node.now
+    mon.feed([f"[ 812.345678] NVRM: Xid (PCI:0000:2b:00): {cut}"], now_s)
+    (ev,) = mon.take_events()
+    assert ev.data["recovery_action"] == ACTION_UNREAD
+    assert ev.severity.value == "warn"
+    assert ev.message.endswith("[its log line cut before the action]")
+    listed = mon.xids(3, now_s)
+    assert [(x.code, x.action) for x in listed] == [(154, ACTION_UNREAD)]
+    st = c.send(c.with_gpu(3, xids=listed, xid_last=154, xid_last_ts=listed[0].ts))
+    assert [(f.rule, f.text) for f in st.findings if f.rule in ("G2", "G3")] == [
+        ("G3", "XID 154 (its log line cut before the action)")]
+    assert st.verdict is Verdict.DEGRADED
+    assert ("XID 154 on gpu3 (its log line cut before the action: 'GPU Recovery Action' in "
+            "nvidia-smi -q on the node says it): until then drain it (no job on it), reset "
+            "gpu3, resume") in recommended_action(st, c.state)
+
+
 def test_the_agent_forgets_an_action_no_line_states_any_more():
     """A later XID 154 line with no action kept the earlier one's (a review)."""
     from fleetdeck.agents.real.kernel_log import KernelLogMonitor
@@ -252,7 +285,7 @@ def test_the_agent_forgets_an_action_no_line_states_any_more():
     mon.feed([line + " (Node Reboot Required)"], 1000.0)
     assert [x.action for x in mon.xids(3, 1000.0)] == [2]
     mon.feed(["NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed"], 1001.0)
-    assert [x.action for x in mon.xids(3, 1001.0)] == [None]
+    assert [x.action for x in mon.xids(3, 1001.0)] == [ACTION_UNREAD]  # cut: not the 2
     mon.feed([line + " (Node Reboot Required)"], 1002.0)
     assert [x.action for x in mon.xids(3, 1002.0 + 3 * 3600)] == []  # aged out, action too
     assert mon._actions[3] == {}

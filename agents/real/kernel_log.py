@@ -171,16 +171,22 @@ def parse_line(line: str, now: float | None = None) -> XidRecord | CarrierRecord
     return None
 
 
-_ACTION_RE = re.compile(r"\bto 0x(?P<action>[0-9A-Fa-f]+)\b")
+_ACTION_RE = re.compile(r"\bto 0x(?P<action>[0-9A-Fa-f]+)(?=[^0-9A-Za-z])")
+"""The driver prints ``… to 0x%x (%s)``: digits that end the line may be cut ("0x1" of a
+"0x10"), as an XID code that does (``_XID_RE``)."""
 
 
 def recovery_action(rec: XidRecord) -> int | None:
     """The action an XID 154 line states ("GPU recovery action changed from 0x0 (None) to 0x2
-    (Node Reboot Required)" -> 2); None for other codes or a line that states none."""
+    (Node Reboot Required)" -> 2); None for other codes. A 154 line that states none was cut
+    before its action: ``xids.ACTION_UNREAD``, G3 and said so, not a bare 154 judged by
+    nothing (it may have asked for a reboot)."""
     if rec.xid != xids.RECOVERY:
         return None
     m = _ACTION_RE.search(rec.message)
-    return min(int(m.group("action"), 16), 255) if m else None
+    if m is None:
+        return xids.ACTION_UNREAD
+    return min(int(m.group("action"), 16), xids.ACTION_UNREAD - 1)
 
 
 def xid_severity(xid: int, action: int | None = None) -> Severity:
@@ -301,9 +307,12 @@ class KernelLogMonitor:
             "process": rec.process}
         if action is not None:
             data["recovery_action"] = action
+        message = f"Xid {rec.xid} on {component}: {rec.message}".rstrip(": ")
+        if action == xids.ACTION_UNREAD:
+            message += f" [{xids.recovery_name(action)}]"
         self._events.append(EventDraft(
             kind="xid",
-            message=f"Xid {rec.xid} on {component}: {rec.message}".rstrip(": "),
+            message=message,
             severity=xid_severity(rec.xid, action),
             component=component,
             data=data,

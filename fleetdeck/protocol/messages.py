@@ -178,7 +178,8 @@ class XidSeen(_Msg):
     ts: TsMs
     action: Annotated[int, Field(ge=0, le=255)] | None = None
     """XID 154's GPU recovery action, as the driver last stated it (``xids.RECOVERY_ACTIONS``:
-    0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset); absent for others."""
+    0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset; 255 a line cut before its
+    action, ``xids.ACTION_UNREAD``); absent for others."""
 
 
 def recent_xids(seen: dict[int, int], now_ms: int, window_s: float = XIDS_WINDOW_S,

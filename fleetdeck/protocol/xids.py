@@ -27,6 +27,10 @@ and the node takes no work until then (a fault audit: it read degraded, and the 
 scheduler kept placing work on it)."""
 RECOVERY_WARN = frozenset({3})
 """Actions on the GPU while it keeps working: stop peer-to-peer traffic, reset when idle."""
+ACTION_UNREAD = 255
+"""The action of an XID 154 whose log line was cut before it (a torn read, a truncated log):
+no known action, so G3 as one this version does not know, and said as cut. A bare 154 was
+judged by nothing, while the line may have asked for a node reboot (docs/domain.md §4)."""
 
 
 def recovery_warns(action: int | None) -> bool:
@@ -37,6 +41,8 @@ def recovery_warns(action: int | None) -> bool:
 
 def recovery_name(action: int) -> str:
     """How a finding names an XID 154's action."""
+    if action == ACTION_UNREAD:
+        return "its log line cut before the action"
     return RECOVERY_ACTIONS.get(action, f"action {action:#x}, unknown to this console")
 
 APPLICATION = frozenset({13, 31, 43})
