@@ -6,6 +6,12 @@ Line shapes (TELEMETRY.md §3, §4; aznhc test data):
   (kernel; ``pid``/``name`` are absent on older drivers);
 * ``systemd-networkd[5398]: ib6: lost carrier`` / ``ib6: Gained carrier`` (a link flap seen from
   the host; aznhc fails a node at >= 5 carrier losses per device in 24 h, NHC2005).
+* ``mlx5_core 0000:01:00.0 ib6: Link down`` / ``Link up`` (mlx5e's ``netdev_info`` at a carrier
+  change) and ``mlx5_core 0000:01:00.0: Port module event: module 0, Cable unplugged`` (``…
+  Port module event[error]: module 0, Cable error, <why>``; older kernels put
+  ``mlx5_port_module_event:1142:(pid 0):`` before it): a port's link or cable, named by the
+  HCA's PCI address (and its netdev). A flap between two samples, which sysfs' state never
+  showed, is a port event from these.
 
 Lines may carry a syslog/``journalctl -o short`` prefix (``Aug 17 06:18:01 host``), an
 ``-o short-iso`` prefix, or a ``dmesg`` prefix (``[ 12.345678]``, ``[Mon Aug 17 06:18:01 2025]``).
@@ -77,6 +83,13 @@ _NAME_RE = re.compile(r"^name=(?P<name>[^,]*),\s*")
 _CARRIER_RE = re.compile(
     r"(?:^|:\s)(?P<netdev>[A-Za-z0-9_.-]+): (?P<what>[Ll]ost|[Gg]ained) carrier\b"
 )
+_MLX5_RE = re.compile(
+    r"\bmlx5_core (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+    r"(?: (?P<netdev>[^\s:]+))?: (?:\w+:\d+:\(pid \d+\): )?"
+    r"(?:Link (?P<link>up|down)\s*$"
+    r"|Port module event(?P<err>\[error\])?: module (?P<module>\d+), (?P<status>\S.*?)\s*$)"
+)
+"""mlx5_core's link and cable lines; a ``Link`` line cut short is none (``Link dow``)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,29 @@ class CarrierRecord:
     ts: float | None
     netdev: str
     lost: bool
+
+
+@dataclass(frozen=True)
+class Mlx5PortRecord:
+    """An mlx5_core ``Link up``/``Link down`` or ``Port module event`` line."""
+
+    ts: float | None
+    pci: str
+    """The HCA's PCI function, as ``pci_function`` spells it (``0101:00:00.0``)."""
+    netdev: str | None
+    down: bool
+    """The link went down, or its cable was unplugged or failed."""
+    what: str
+    """What the line says: ``Link down``, ``Cable unplugged``, ``Cable error, <why>``."""
+    module: int | None = None
+
+
+def pci_function(bus_id: str) -> str:
+    """``0000:01:00.1`` / ``00000101:00:00.0`` -> ``0000:01:00.1`` / ``0101:00:00.0``: the
+    function kept (one mlx5 HCA per function; ``normalize_pci`` drops it, as Xid lines do)."""
+    s = bus_id.strip().lower()
+    head, _, fn = s.rpartition(".")
+    return f"{normalize_pci(head)}.{fn}" if head and fn.isdigit() else normalize_pci(s)
 
 
 def _syslog_ts(mon: str, day: int, hms: str, now: float) -> float | None:
@@ -145,8 +181,9 @@ def split_prefix(line: str, now: float) -> tuple[float | None, str]:
     return None, line
 
 
-def parse_line(line: str, now: float | None = None) -> XidRecord | CarrierRecord | None:
-    """An Xid or carrier record, or None for any other line."""
+def parse_line(line: str, now: float | None = None
+               ) -> XidRecord | CarrierRecord | Mlx5PortRecord | None:
+    """An Xid, carrier or mlx5 port record, or None for any other line."""
     ts, msg = split_prefix(line, time.time() if now is None else now)
     m = _XID_RE.search(msg)
     if m:
@@ -168,6 +205,16 @@ def parse_line(line: str, now: float | None = None) -> XidRecord | CarrierRecord
     if m:
         return CarrierRecord(ts=ts, netdev=m.group("netdev"), lost=m.group("what") in ("Lost",
                                                                                        "lost"))
+    m = _MLX5_RE.search(msg)
+    if m:
+        pci, netdev = pci_function(m.group("bus")), m.group("netdev")
+        if m.group("link"):
+            return Mlx5PortRecord(ts=ts, pci=pci, netdev=netdev, down=m.group("link") == "down",
+                                  what=f"Link {m.group('link')}")
+        status = m.group("status")
+        return Mlx5PortRecord(ts=ts, pci=pci, netdev=netdev, module=int(m.group("module")),
+                              down=bool(m.group("err")) or status != "Cable plugged",
+                              what=status)
     return None
 
 
@@ -211,12 +258,14 @@ class KernelLogMonitor:
         *,
         gpu_by_pci: Mapping[str, int] | None = None,
         component_by_netdev: Mapping[str, str] | None = None,
+        ports_by_pci: Mapping[str, Sequence[str]] | None = None,
         window_s: float = DAY_S,
         flap_threshold: int = FLAP_THRESHOLD,
     ) -> None:
         self.gpu_by_pci: dict[str, int] = {}
         self.component_by_netdev: dict[str, str] = {}
-        self.set_maps(gpu_by_pci or {}, component_by_netdev or {})
+        self.ports_by_pci: dict[str, list[str]] = {}
+        self.set_maps(gpu_by_pci or {}, component_by_netdev or {}, ports_by_pci)
         self.window_s = window_s
         self.flap_threshold = flap_threshold
         self._losses: dict[str, deque[float]] = {}
@@ -228,16 +277,21 @@ class KernelLogMonitor:
         self._events: list[EventDraft] = []
 
     def set_maps(
-        self, gpu_by_pci: Mapping[str, int], component_by_netdev: Mapping[str, str]
+        self, gpu_by_pci: Mapping[str, int], component_by_netdev: Mapping[str, str],
+        ports_by_pci: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """``gpu_by_pci`` keys may be in any bus-id spelling; they are normalised here."""
+        """``gpu_by_pci`` keys may be in any bus-id spelling; they are normalised here.
+        ``ports_by_pci``: each InfiniBand HCA's PCI function -> its ports (``"<dev>:<port>"``),
+        for mlx5_core's lines; an Ethernet NIC's (Azure's ``mlx5_an0``) is in none."""
         self.gpu_by_pci = {normalize_pci(k): v for k, v in gpu_by_pci.items()}
         self.component_by_netdev = dict(component_by_netdev)
+        self.ports_by_pci = {pci_function(k): list(v) for k, v in (ports_by_pci or {}).items()}
 
     def feed(self, lines: Iterable[str], now: float, *, history: bool = False) -> int:
-        """Consume log lines; returns how many were Xid or carrier lines. ``history``: lines
-        logged before the agent started, read back from the journal (``JournalFollower``):
-        they count in the windows and make no event, which the agent that saw them sent."""
+        """Consume log lines; returns how many were Xid, carrier or IB port lines.
+        ``history``: lines logged before the agent started, read back from the journal
+        (``JournalFollower``): they count in the windows and make no event, which the agent
+        that saw them sent."""
         n = 0
         events = len(self._events)
         for line in lines:
@@ -247,6 +301,8 @@ class KernelLogMonitor:
                 n += 1
             elif isinstance(rec, CarrierRecord) and self._is_ib(rec.netdev):
                 self._carrier(rec, now)
+                n += 1
+            elif isinstance(rec, Mlx5PortRecord) and self._mlx5(rec, now):
                 n += 1
         if history:
             del self._events[events:]
@@ -318,6 +374,44 @@ class KernelLogMonitor:
             data=data,
             ts_ms=ts_ms,
         ))
+
+    def _mlx5_component(self, rec: Mlx5PortRecord) -> str | None:
+        """The IB port a line names: by its netdev (IPoIB), else its HCA's port (one per
+        mlx5 function; ``module`` picks among several). None: no InfiniBand port's (an Ethernet
+        NIC's, such as Azure's accelerated networking: no fabric port)."""
+        if rec.netdev is not None and rec.netdev in self.component_by_netdev:
+            return self.component_by_netdev[rec.netdev]
+        ports = self.ports_by_pci.get(rec.pci)
+        if not ports:
+            return None
+        if len(ports) > 1 and rec.module is not None and rec.module < len(ports):
+            return ports[rec.module]
+        return ports[0]
+
+    def _mlx5(self, rec: Mlx5PortRecord, now: float) -> bool:
+        """A port event for a link or cable change the kernel logged: a flap between two
+        samples never shows in sysfs' state (a real-node audit: mlx5_core said "Link down",
+        the agent said nothing). Not a carrier loss for N5: the same flap's carrier line and
+        ``carrier_down_count`` count it already."""
+        component = self._mlx5_component(rec)
+        if component is None:
+            return False
+        ts = rec.ts if rec.ts is not None else now
+        via = f"mlx5_core {rec.pci}" + (f" {rec.netdev}" if rec.netdev else "")
+        data: dict[str, bool | int | float | str | None] = {
+            "source": "kernel log", "pci_bus_id": rec.pci, "netdev": rec.netdev,
+            "down": rec.down, "what": rec.what}
+        if rec.module is not None:
+            data["module"] = rec.module
+        self._events.append(EventDraft(
+            kind="ib_port_state",
+            message=f"{component}: {rec.what} (kernel log: {via})",
+            severity=Severity.ERROR if rec.down else Severity.INFO,
+            component=component,
+            data=data,
+            ts_ms=int(ts * 1000),
+        ))
+        return True
 
     def _carrier(self, rec: CarrierRecord, now: float) -> None:
         ts = rec.ts if rec.ts is not None else now

@@ -304,6 +304,7 @@ class RealSource:
             self.monitor.set_maps(
                 {g.pci_bus_id: g.index for g in gpu_inv.gpus if g.pci_bus_id},
                 self.ib.netdev_components() if self.ib is not None else {},
+                self.ib.ports_by_pci() if self.ib is not None else {},
             )
         inv = Inventory(
             sku=self.sku,

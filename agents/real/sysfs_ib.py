@@ -412,6 +412,12 @@ class IbReader:
             net: f"{d.name}:{port}" for d in self.devices for port, net in d.netdevs.items()
         }
 
+    def ports_by_pci(self) -> dict[str, list[str]]:
+        """Each InfiniBand HCA's PCI address -> its ports (``"<dev>:<port>"``), for
+        mlx5_core's kernel-log lines, which name the HCA by it."""
+        return {d.pci_addr: [p.key for p in d.ports] for d in self.devices
+                if d.pci_addr and d.ports}
+
     # --- samples --------------------------------------------------------------------------
 
     def read(self, now: float) -> tuple[list[IbPortSample], list[str]]:

@@ -10,6 +10,7 @@ from fleetdeck.agents.real.kernel_log import (
     FileFollower,
     JournalFollower,
     KernelLogMonitor,
+    Mlx5PortRecord,
     XidRecord,
     parse_line,
     split_prefix,
@@ -41,6 +42,53 @@ XID_LINES = [
     ("NVRM: Xid (0000:3b:00): 79, GPU has fallen off the bus.", "0000:3b:00", 79, None, None,
      "GPU has fallen off the bus."),
 ]
+
+
+# mlx5_core's link and cable lines: en_main.c's netdev_info "Link up/down" and events.c's
+# "Port module event" (a ConnectX capture quoted on jishuzhan.net; bigstack-oss/cubecos#733);
+# older kernels' mlx5_core_info put "<func>:<line>:(pid N): " before the text.
+MLX5_LINES = [
+    ("[32704.121294] mlx5_core 0000:01:00.0: Port module event: module 0, Cable plugged",
+     "0000:01:00.0", None, False, "Cable plugged", 0),
+    ("[32710.060809] mlx5_core 0000:01:00.1 enp1s0f1: Link up",
+     "0000:01:00.1", "enp1s0f1", False, "Link up", None),
+    ("Mar 27 15:37:34 cc1 kernel: mlx5_core 0000:01:00.1 eth1: Link down",
+     "0000:01:00.1", "eth1", True, "Link down", None),
+    ("2026-12-05T01:00:00.000001+0000 n kernel: mlx5_core 0101:00:00.0: "
+     "mlx5_port_module_event:1142:(pid 0): Port module event: module 0, Cable unplugged",
+     "0101:00:00.0", None, True, "Cable unplugged", 0),
+    ("mlx5_core 0000:3b:00.0: Port module event[error]: module 1, Cable error, Bus stuck (I2C "
+     "or data shorted)", "0000:3b:00.0", None, True,
+     "Cable error, Bus stuck (I2C or data shorted)", 1),
+]
+
+
+def test_mlx5_link_and_module_lines_parse():
+    for line, pci, netdev, down, what, module in MLX5_LINES:
+        rec = parse_line(line, now=time.time())
+        assert isinstance(rec, Mlx5PortRecord), line
+        assert (rec.pci, rec.netdev, rec.down, rec.what, rec.module) == (
+            pci, netdev, down, what, module)
+    # Cut short, a "Link dow" is no link line; nor is another driver's.
+    assert parse_line("[ 1.0] mlx5_core 0000:01:00.1 ib6: Link dow") is None
+    assert parse_line("[ 1.0] igb 0000:00:14.0 eth0: igb: eth0 NIC Link is Down") is None
+
+
+def test_mlx5_lines_are_port_events_of_ib_hcas_only():
+    """By netdev, else by the HCA's PCI function (one mlx5 HCA per function: 01:00.0 and
+    01:00.1 are two); an Ethernet NIC's lines are no port's and count as nothing."""
+    mon = KernelLogMonitor(component_by_netdev={"ib6": "mlx5_ib6:1"},
+                           ports_by_pci={"00000000:01:00.0": ["mlx5_ib6:1"],
+                                         "0000:01:00.1": ["mlx5_ib7:1"]})
+    now = time.time()
+    assert mon.feed([line for line, *_ in MLX5_LINES], now) == 3
+    events = mon.take_events()
+    assert [(e.component, e.severity, e.data["what"]) for e in events] == [
+        ("mlx5_ib6:1", Severity.INFO, "Cable plugged"),
+        ("mlx5_ib7:1", Severity.INFO, "Link up"),
+        ("mlx5_ib7:1", Severity.ERROR, "Link down")]
+    assert {e.kind for e in events} == {"ib_port_state"}
+    assert mon.carrier_losses_by_component(now) == {"mlx5_ib6:1": 0}
 
 
 def flap_lines() -> list[str]:

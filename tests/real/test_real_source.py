@@ -206,3 +206,40 @@ def test_systemd_unit():
     allowed = [ln.split("=", 1)[1] for ln in text.splitlines() if ln.startswith("DeviceAllow=")]
     assert "/dev/nvidiactl rw" in allowed and "char-nvidia-frontend rw" in allowed
     assert unit["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_a_flap_only_the_kernel_log_saw_is_a_port_event(tmp_path):
+    """mlx5_core logs a link or cable change by the HCA's PCI address: a flap between two
+    samples (sysfs' state ACTIVE at both) made no event at all. An Ethernet NIC's lines (Azure's
+    accelerated networking, mlx5 too) are no fabric port's."""
+    pci = tmp_path / "devices" / "0101:00:00.0"
+    (pci / "net" / "ib0").mkdir(parents=True)
+    root = tmp_path / "class" / "infiniband"
+    make_port(root, "mlx5_ib0")
+    (root / "mlx5_ib0" / "device").symlink_to(pci)
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    src = RealSource("sysfs", ib=IbReader(root), kernel_log=FileFollower(log))
+    src.inventory()
+    src.read(1000.0)
+    assert src.take_events() == []
+    with log.open("a") as fh:
+        fh.write("[ 20.1] mlx5_core 0101:00:00.0: Port module event: module 0, Cable unplugged\n")
+        fh.write("[ 20.2] mlx5_core 0101:00:00.0 ib0: Link down\n")
+        fh.write("[ 20.3] mlx5_core 0002:00:02.0 enP2s2: Link down\n")  # Ethernet: not ours
+        fh.write("[ 20.4] mlx5_core 0101:00:00.0: Port module event: module 0, Cable plugged\n")
+        fh.write("[ 20.5] mlx5_core 0101:00:00.0 ib0: Link up\n")
+    r = src.read(1010.0)
+    assert r.ib_ports[0].state == "ACTIVE"  # the sample missed it
+    events = src.take_events()
+    assert [(e.kind, e.component, e.severity, e.message) for e in events] == [
+        ("ib_port_state", "mlx5_ib0:1", Severity.ERROR,
+         "mlx5_ib0:1: Cable unplugged (kernel log: mlx5_core 0101:00:00.0)"),
+        ("ib_port_state", "mlx5_ib0:1", Severity.ERROR,
+         "mlx5_ib0:1: Link down (kernel log: mlx5_core 0101:00:00.0 ib0)"),
+        ("ib_port_state", "mlx5_ib0:1", Severity.INFO,
+         "mlx5_ib0:1: Cable plugged (kernel log: mlx5_core 0101:00:00.0)"),
+        ("ib_port_state", "mlx5_ib0:1", Severity.INFO,
+         "mlx5_ib0:1: Link up (kernel log: mlx5_core 0101:00:00.0 ib0)")]
+    # The flap's carrier loss is counted by its carrier line and carrier_down_count, not twice.
+    assert r.ib_ports[0].carrier_losses_24h == 0
