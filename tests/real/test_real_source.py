@@ -26,6 +26,7 @@ from fleetdeck.protocol.messages import (
     Severity,
 )
 
+from .conftest import DATA
 from .test_real_sysfs_ib import make_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -243,3 +244,37 @@ def test_a_flap_only_the_kernel_log_saw_is_a_port_event(tmp_path):
          "mlx5_ib0:1: Link up (kernel log: mlx5_core 0101:00:00.0 ib0)")]
     # The flap's carrier loss is counted by its carrier line and carrier_down_count, not twice.
     assert r.ib_ports[0].carrier_losses_24h == 0
+
+
+def test_nd_h100_v5_topology_pairs_and_names_each_hca_by_its_pcie_switch(tmp_path):
+    """aznhc's ndv5-topo.xml: each GPU shares a PCIe switch with one IB HCA. Bus order pairs
+    them as the switches do, and a kernel-log line naming an HCA's PCI address names its port."""
+    import xml.etree.ElementTree as ET
+
+    from fleetdeck.agents.real.kernel_log import KernelLogMonitor
+
+    switches = ET.parse(DATA / "ndv5-topo.xml").getroot().iter("pci")
+    pairs = []  # (GPU bus id, HCA bus id) under one switch
+    for sw in switches:
+        kids = {p.get("class"): p.get("busid") for p in sw.findall("pci")}
+        if "0x030200" in kids and "0x020700" in kids:
+            pairs.append((kids["0x030200"], kids["0x020700"]))
+    assert len(pairs) == 8
+    root = tmp_path / "class" / "infiniband"
+    for k, (_gpu, hca) in enumerate(sorted(pairs, key=lambda p: p[1])):
+        pci = tmp_path / "devices" / hca
+        (pci / "net" / f"ib{k}").mkdir(parents=True)
+        make_port(root, f"mlx5_ib{k}")
+        (root / f"mlx5_ib{k}" / "device").symlink_to(pci)
+    devices, _ = read_devices(root)
+    # nvidia-smi spells a bus id with an 8-digit domain; NVML indexes GPUs by it.
+    gpus = {i: f"0000{bus.upper()}" for i, (bus, _hca) in enumerate(sorted(pairs))}
+    paired = pair_by_bus_order(devices, gpus)
+    by_hca = {d.pci_addr: paired[d.name] for d in devices}
+    assert all(gpus[by_hca[hca]] == f"0000{gpu.upper()}" for gpu, hca in pairs)
+    reader = IbReader(root)
+    reader.scan()
+    mon = KernelLogMonitor(ports_by_pci=reader.ports_by_pci())
+    mon.feed(["[ 9.1] mlx5_core 0106:00:00.0: Port module event: module 0, Cable unplugged"],
+             1000.0)
+    assert [e.component for e in mon.take_events()] == ["mlx5_ib5:1"]
