@@ -347,6 +347,18 @@ class WriterLock:
                              f"{err.strerror or err}.") from None
 
 
+def _daemon(db: aiosqlite.Connection) -> aiosqlite.Connection:
+    """``db`` with its worker thread made a daemon, before it starts. aiosqlite's is not one:
+    the interpreter joins it at exit, so a console or collector whose store write hung (its
+    file on an NFS mount whose server went away) never exited, SIGTERMed or quit, after its
+    close had given up on the write and said the ticks not written (docs/reliability.md).
+    A daemon thread is left in its call at exit; what it had not committed is not written."""
+    thread = getattr(db, "_thread", db)  # aiosqlite < 0.20: the connection is the thread
+    if isinstance(thread, threading.Thread):
+        thread.daemon = True
+    return db
+
+
 def _unusable(path: Path, err: sqlite3.Error) -> str:
     """The sentence for a store SQLite opened but cannot use, with the advice that fits: a
     locked or damaged store was told to check that its folder is writable (an SRE drill)."""
@@ -484,7 +496,7 @@ class Store:
             # Tried synchronously first: when aiosqlite's own connect fails, its worker thread
             # outlives the event loop and prints a traceback as ``asyncio.run`` closes it.
             sqlite3.connect(path).close()
-            db = await aiosqlite.connect(path)
+            db = await _daemon(aiosqlite.connect(path))
         except (OSError, sqlite3.Error) as err:
             raise StoreError(f"cannot open the history store {path}: "
                              f"{getattr(err, 'strerror', None) or err}.") from None

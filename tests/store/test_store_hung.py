@@ -6,7 +6,11 @@ nothing said why. Now commands go out as before, and the hung write is said once
 memory with the history it holds, and said again once it returns."""
 
 import asyncio
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 
@@ -14,7 +18,7 @@ from fleetdeck.console import session as session_mod
 from fleetdeck.console.commands import Phase
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import Store
-from tests.conftest import eventually, spawn, stop_process
+from tests.conftest import REPO, eventually, spawn, stop_process
 
 CLUSTER = "hungdb"
 NODE = "gpu0001"
@@ -168,3 +172,63 @@ async def test_no_pump_write_goes_into_a_store_being_closed(tmp_path, monkeypatc
     if session._store_task is not None:
         await session._store_task
     assert late == [], late
+
+
+HANG_IN_SQLITE = """\
+import sys, threading
+from pathlib import Path
+from fleetdeck.cli import main
+from fleetdeck.console import session
+from fleetdeck.console.store import Store
+
+session.STORE_WRITE_HUNG_S = 1.0
+flag, real_write = Path(sys.argv[1]), Store.write_rows
+
+async def write_rows(self, rows):
+    if flag.exists():  # SQLite's call never returns: the connection's thread is held
+        await self.db._execute(threading.Event().wait)
+    await real_write(self, rows)
+
+Store.write_rows = write_rows
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+async def test_a_collector_whose_store_write_hangs_exits_on_sigterm(mosquitto, tmp_path):
+    """aiosqlite's thread was not a daemon: the interpreter joined it at exit, so a collector
+    SIGTERMed while its store's write hung (in SQLite's call, on a hung NFS mount) said the
+    ticks not written and never exited (systemd killed it at TimeoutStopSec)."""
+    script, flag, log = tmp_path / "hang.py", tmp_path / "hang", tmp_path / "collect.log"
+    script.write_text(HANG_IN_SQLITE)
+    agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                  NODE, "--interval", "0.5", "--state-dir", str(tmp_path / "state"),
+                  log=tmp_path / "agent.log")
+    with open(log, "ab") as out:
+        col = subprocess.Popen(
+            [sys.executable, str(script), str(flag), "collect", "--broker",
+             str(mosquitto.url), "--cluster", CLUSTER, "--db", str(tmp_path / "c.db")],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)})
+    try:
+        await eventually(lambda: "store writes" in log.read_text()
+                         and not log.read_text().rstrip().endswith(" 0 store writes"), 20,
+                         message="the collector writing its store")
+        flag.touch()
+        await eventually(lambda: "a write has not returned" in log.read_text(), 10,
+                         message="the hung write said")
+        col.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        try:
+            col.wait(timeout=8)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the collector did not exit within 8 s of its SIGTERM:\n"
+                                 + log.read_text()[-2000:]) from None
+        took = time.monotonic() - t0
+        said = log.read_text()
+        assert "tick(s) of history held in memory are not written" in said, said[-2000:]
+        print(f"exited {took:.1f} s after SIGTERM, rc {col.returncode}")
+    finally:
+        if col.poll() is None:
+            col.kill()
+            col.wait()
+        stop_process(agent)
