@@ -526,6 +526,8 @@ class ConsoleSession:
         """Store writes, apart from publishes: a write that hangs holds up no command."""
         self._store_task: asyncio.Task[None] | None = None
         """The pump's store flush in flight (``_store_in_background``)."""
+        self._store_abandoned: asyncio.Task[None] | None = None
+        """A store the close gave up on (its write hung), closed once that write returns."""
         self._store_write_since: float | None = None
         """When the store write in flight began (monotonic), None while none is."""
         self._store_write_hung = False
@@ -931,8 +933,15 @@ class ConsoleSession:
                 self._store_q.rows.append(partial)
             if not await self._store_turn():
                 # Its write hangs (a hung mount): closing would wait on it too.
-                self.store = None
+                store, self.store = self.store, None
                 self._store_look, self._store_look_hung = None, False
+                # The collector's lock is kept while that write may still land: released
+                # here, a second collector started then wrote the same ticks' job minutes
+                # too (docs/reliability.md). It goes with the process if the write never
+                # returns (the SQLite thread is a daemon: the process still exits).
+                writer, self._writer = self._writer, None
+                self._store_abandoned = asyncio.create_task(
+                    self._close_after_hung_write(store, writer), name="session-store-hung")
                 return await self._release_audit_and_writer()
             try:
                 self._queue_notes()
@@ -950,6 +959,18 @@ class ConsoleSession:
             finally:
                 self._store_lock.release()
         await self._release_audit_and_writer()
+
+    async def _close_after_hung_write(self, store: Store, writer: WriterLock | None) -> None:
+        """Close ``store`` once its hung write returns, then let go of the writer's lock:
+        only then can no write of this process land in it. Cancelled (the process ends
+        first), the lock is left to go with the process."""
+        async with self._store_lock:
+            # Queued behind the hung write in the connection's one thread: returned, the
+            # thread has nothing of ours left to write.
+            with contextlib.suppress(sqlite3.Error, OSError, ValueError):
+                await store.close()
+        if writer is not None:
+            writer.release()
 
     async def _release_audit_and_writer(self) -> None:
         audit = log_of(self.audit)

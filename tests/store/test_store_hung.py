@@ -11,13 +11,16 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
+
+import pytest
 
 from fleetdeck.console import session as session_mod
 from fleetdeck.console.commands import Phase
 from fleetdeck.console.session import ConsoleSession
-from fleetdeck.console.store import Store
+from fleetdeck.console.store import Store, StoreError, TickRows, WriterLock
 from tests.conftest import REPO, eventually, spawn, stop_process
 
 CLUSTER = "hungdb"
@@ -172,6 +175,41 @@ async def test_no_pump_write_goes_into_a_store_being_closed(tmp_path, monkeypatc
     if session._store_task is not None:
         await session._store_task
     assert late == [], late
+
+
+async def test_a_close_that_gave_up_on_a_hung_write_keeps_the_writer_lock(tmp_path,
+                                                                          monkeypatch):
+    """The close gave up on the hung write and let go of the collector's lock while that
+    write could still land: a second collector started then wrote the same ticks' job minutes
+    too. The lock is held until the write has returned and the store is closed."""
+    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 0.3)
+    session = ConsoleSession(CLUSTER)
+    path = tmp_path / "w.db"
+    await session.open_store(path, collector=True)
+    back = threading.Event()
+    real_write = Store.write_rows
+
+    async def hung_write(self: Store, rows: TickRows) -> None:
+        # SQLite's own call held in the connection's thread, as on a hung NFS mount.
+        await self.db._execute(back.wait)
+        await real_write(self, rows)
+
+    monkeypatch.setattr(Store, "write_rows", hung_write)
+    try:
+        session.note("a line", keep=True)
+        session.tick()
+        session._store_in_background()
+        await asyncio.sleep(0.1)
+        await asyncio.wait_for(session.close(), 5)
+        assert session.store is None
+        holder = WriterLock(path).holder()
+        assert holder is not None and f"pid {os.getpid()}" in holder, holder
+        with pytest.raises(StoreError, match="another collector writes"):
+            WriterLock(path).take("collect pid 2 on here")
+    finally:
+        back.set()
+    await eventually(lambda: WriterLock(path).holder() is None, 5,
+                     message="the lock let go once the hung write returned")
 
 
 HANG_IN_SQLITE = """\
