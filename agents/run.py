@@ -4,7 +4,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,14 @@ from fleetdeck.agents.config import AgentSettings
 from fleetdeck.agents.notify import Notifier
 from fleetdeck.agents.outbox import Outbox
 from fleetdeck.agents.source import Source
-from fleetdeck.agents.state import StateStore, hold_node_lock, state_file, usable_state_dir
+from fleetdeck.agents.state import (
+    StateStore,
+    hold_node_lock,
+    keep_node_locks,
+    release_node_lock,
+    state_file,
+    usable_state_dir,
+)
 from fleetdeck.brokerurl import BrokerURL, parse_broker_url, tls_context, with_tls
 from fleetdeck.errors import UserError
 from fleetdeck.protocol import codec
@@ -135,7 +141,7 @@ async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = No
         return await _run_agent(cfg, url, agent_kwargs)
     finally:
         if lock is not None:
-            os.close(lock)
+            release_node_lock(lock)
 
 
 async def _run_agent(cfg: AgentSettings, url: BrokerURL,
@@ -168,8 +174,12 @@ async def _run_agent(cfg: AgentSettings, url: BrokerURL,
         while not stop.is_set():
             state = "connected" if agent.connected.is_set() else "reconnecting"
             notifier.status(f"{state} to {url}; seq {agent.seq}; sessions {agent.connects}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 10)
+            for _ in range(2):
+                keep_node_locks()  # a state directory removed: made again, locked again
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 5)
+                if stop.is_set():
+                    break
 
     log.info("agent %s (%s) publishing to %s every %.1f s", node_id, source.name, url,
              cfg.interval_s)

@@ -97,12 +97,66 @@ def hold_node_lock(state_dir: Path, node_id: str) -> int | None:
     (left by an agent run by hand as root). The agent runs unguarded then, as an unwritable
     state file lets it (docs/real-nodes.md): an agent that would not start for its guard left
     the node unwatched and undrainable, where the guard only stops a mistake."""
+    path = usable_state_dir(state_dir) / f"state-{node_id}.lock"
+    fd = _hold_node_lock_at(path, state_dir, node_id)
+    if fd is not None:
+        _node_locks[path] = (fd, state_dir, node_id)
+    return fd
+
+
+def _hold_node_lock_at(path: Path, state_dir: Path, node_id: str) -> int | None:
     return _hold_lock(
-        usable_state_dir(state_dir) / f"state-{node_id}.lock", "one-agent-per-node",
-        "agent of this node",
+        path, "one-agent-per-node", "agent of this node",
         lambda pid: f"another agent for {node_id} is running on --state-dir {state_dir}{pid}: "
         "two agents of one node take its MQTT session from each other and overwrite each "
         "other's drain state; stop that one first.")
+
+
+_node_locks: dict[Path, tuple[int, Path, str]] = {}
+"""The node locks this process holds (``hold_node_lock``), by lock file: taken again where the
+file is gone (``keep_node_locks``)."""
+
+
+def release_node_lock(fd: int) -> None:
+    """Let go of a lock ``hold_node_lock`` took (at the agent's end)."""
+    for path, (held, _dir, _node) in list(_node_locks.items()):
+        if held == fd:
+            del _node_locks[path]
+    os.close(fd)
+
+
+def keep_node_locks() -> None:
+    """Each node lock held, taken again where its file no longer is the one locked: its state
+    directory removed (``rm -rf``, a tmpfiles clean-up; made again here), or the file. The
+    lock went with the directory, and a second agent of the node started then was accepted
+    until this one restarted (a 2026-12-07 drill; docs/reliability.md). Called when a save
+    makes the directory again, and every few seconds by the agent (``agents/run.py``), so a
+    directory nothing is saved into is remade before a second agent can make its own."""
+    for path, (fd, state_dir, node_id) in list(_node_locks.items()):
+        try:
+            now, held = os.stat(path), os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                continue
+        except FileNotFoundError:
+            if not path.parent.exists() and not remake_removed_dir(path, relock=False):
+                continue
+        except OSError:
+            continue
+        try:
+            new = _hold_node_lock_at(path, state_dir, node_id)
+        except UserError as err:
+            # Another agent took it in the meantime: this one cannot stop it, only say so.
+            log.error("the lock against a second agent of %s was gone with its file; another "
+                      "agent holds it now: %s", node_id, err)
+            del _node_locks[path]
+            continue
+        if new is None:
+            continue  # said by _unguarded
+        # Onto the number the agent holds: the lock's open file moves there, the old one's
+        # (of the removed file) closes.
+        os.dup2(new, fd)
+        os.close(new)
+        log.warning("took the lock against a second agent of %s again in %s", node_id, path)
 
 
 def hold_sim_lock(state_dir: Path, cluster: str, prefix: str, shown: Path) -> int | None:
@@ -317,7 +371,7 @@ class StateStore:
         return True
 
 
-def remake_removed_dir(path: Path) -> bool:
+def remake_removed_dir(path: Path, relock: bool = True) -> bool:
     """Make ``path``'s folder again if it was removed while the agent ran (an ``rm -rf`` of the
     state directory, a tmpfiles clean-up); True if it did. Without it every later save failed
     for the rest of the agent's life, and the drain it had just acknowledged read "in service"
@@ -330,9 +384,10 @@ def remake_removed_dir(path: Path) -> bool:
     except OSError:
         return False
     log.warning("the state directory %s was removed while the agent ran: made it again; what "
-                "was saved there before (the executed command ids, the error windows, the "
-                "lock against a second agent of this node) is gone, what is saved from now on "
-                "is kept", folder)
+                "was saved there before (the executed command ids, the error windows) is "
+                "gone, what is saved from now on is kept", folder)
+    if relock:
+        keep_node_locks()
     return True
 
 

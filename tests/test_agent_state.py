@@ -607,3 +607,40 @@ def test_events_an_outbox_refused_are_said_lost_when_the_agent_exits(tmp_path, c
         outbox.close()
     said = [r.getMessage() for r in caplog.records]
     assert any("exits with 1 event(s)" in m and "they are lost" in m for m in said), said
+
+
+@pytest.mark.parametrize("remade_by", ["a drain", "the agent's own look"])
+async def test_the_lock_is_taken_again_when_the_state_dir_is_remade(mosquitto, tmp_path,
+                                                                    remade_by):
+    """The lock against a second agent of the node lived in the --state-dir: removed
+    (``rm -rf``) and made again by the agent, the directory had none until the agent
+    restarted, and a second agent of the node was accepted (a 2026-12-07 drill). It is taken
+    again when the directory is remade: by a save (the drain's), or by the agent's look every
+    5 s where nothing is saved."""
+    url = mosquitto.url
+    lock = tmp_path / "state" / f"state-{NODE}.lock"
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            shutil.rmtree(tmp_path / "state")
+            if remade_by == "a drain":
+                drain = command(CommandOp.DRAIN, reason="after rm -rf")
+                await send(url, CLUSTER, drain)
+                await tap.until(lambda: any(a.result.value == "done"
+                                            for a in tap.acks(drain.cmd_id)),
+                                message="the drain done")
+            await eventually(lambda: lock.exists() and lock.read_text().strip() == str(proc.pid),
+                             12, message="the lock taken again in the remade directory")
+            res = run_cli("agent", "--broker", str(url), "--cluster", CLUSTER, "--node-id",
+                          NODE, "--state-dir", str(tmp_path / "state"), timeout=30)
+            assert res.returncode == 2, res
+            assert f"another agent for {NODE} is running" in res.stderr, res.stderr
+            assert f"(pid {proc.pid})" in res.stderr, res.stderr
+            assert proc.poll() is None
+            logged = (tmp_path / "agent.log").read_text()
+            assert "took the lock against a second agent of gpu0001 again" in logged, logged
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
