@@ -120,6 +120,18 @@ class PublishProbe:
             return "dropped"
         return None
 
+    def node_answered(self) -> bool:
+        """A node answered a command of this console's (its ack): the broker delivers its
+        commands, whatever became of the test publish. A user that may publish ``node/+/cmd``
+        but not read it back (an ACL, docs/security.md) never gets its test publish back, and
+        the header said "broker drops commands" while its drains were carried out. True when
+        that takes back a judgement of dropped publishes."""
+        was = self.dropped_since is not None
+        self.answered, self.dropped_since = True, None
+        if self.heard_at is None:
+            self.heard_at = time.monotonic()
+        return was
+
     @property
     def dropped(self) -> bool:
         return self.dropped_since is not None
@@ -129,10 +141,12 @@ class PublishProbe:
         would or it is not known yet."""
         if self.dropped_since is None:
             return ""
-        return (f"the broker does not deliver this console's commands (its test publish on "
-                f"node/+/cmd did not come back in {PROBE_WAIT_S:.0f} s): {self._who} most likely "
-                "may not publish node/+/cmd (docs/security.md); a command sent now times out "
-                "unheard")
+        # "Cannot confirm", not "does not deliver": a user that may publish commands but not
+        # read them back fails the test while its commands reach their nodes.
+        return (f"this console cannot confirm that the broker delivers its commands (its test "
+                f"publish on node/+/cmd did not come back in {PROBE_WAIT_S:.0f} s): {self._who} "
+                "most likely may not publish node/+/cmd, and a command sent now times out "
+                "unheard; or it may publish there but not read it back (docs/security.md)")
 
     def hint(self) -> str:
         """What the probe found, for a command still waiting for its answers (plain text), ''

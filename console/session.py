@@ -106,6 +106,7 @@ from fleetdeck.console.summary import judged_not_ok
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.messages import (
+    Ack,
     Command,
     CommandArgs,
     CommandOp,
@@ -769,6 +770,19 @@ class ConsoleSession:
             self.note("the broker delivers this console's commands again (its test publish "
                       "on node/+/cmd came back)", kind="command")
 
+    def _answered_probe(self, acks: list[Ack]) -> None:
+        """A node's answer to a command of this console's shows the broker delivers them,
+        where the test publish could not (console/publish_probe.py ``node_answered``)."""
+        probe = self.probe
+        if probe is None or probe.answered:
+            return
+        ack = next((a for a in acks if self.tracker.progress(a.cmd_id) is not None), None)
+        if ack is not None and probe.node_answered():
+            self.note(f"the broker delivers this console's commands: {ack.by} answered one, "
+                      "though the test publish on node/+/cmd did not come back (a broker user "
+                      "that may publish node/+/cmd but not read it back, docs/security.md)",
+                      kind="command")
+
     def watch_node(self, node_id: str) -> None:
         """On digests: receive this node's raw birth, status and telemetry too (its detail is
         open), until ``unwatch_node``. Its verdict stays the collector's."""
@@ -1081,6 +1095,7 @@ class ConsoleSession:
             self.summaries.catch_up(self.state, SUMMARY_CATCH_UP)
         logged = self._collect_events()
         acks = [ack for _rx, ack in batch.acks]
+        self._answered_probe(acks)
         moved = self.tracker.observe(self.state, acks, now)
         for tr in moved:
             self._on_transition(tr)

@@ -810,9 +810,12 @@ class FleetdeckApp(App[int]):
         mode = "[$warning]\\[R][/]" if self.read_only else "[$success]\\[RW][/]"
         gap = "  "
         if session.probe is not None and session.probe.dropped:
-            # Read-only in effect: the broker drops what it sends (the timeline and every
-            # command's dialog say why); not read-only by choice, so in the alarm's colour.
-            mode = "[$error]\\[R] broker drops commands[/]"
+            # Read-only in effect, most likely: its test publish did not come back (the
+            # timeline and every command's dialog say why). Not "broker drops commands": a
+            # user that may publish commands but not read them back fails the test too while
+            # its commands reach their nodes (docs/security.md); a node's answer to one of
+            # them clears it. In the alarm's colour: not read-only by choice.
+            mode = "[$error]\\[R?] commands unconfirmed[/]"
         elif session.probe is not None and session.probe.pending:
             # Not known yet whether the broker delivers its commands: "[RW]" claimed it for the
             # 10 s a viewer's test publish is waited for (docs/security.md). One space less, so

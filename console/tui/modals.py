@@ -622,10 +622,10 @@ class HelpScreen(Modal[None]):
             rw_jobs=" · r restart (requeue from the last checkpoint)" if rw else "",
             rw_node="r drain · u resume this node\n        " if rw else "",
             mode="[$warning]\\[R] read-only: no command keys[/]" if self.read_only
-            else f"[$error]\\[R] broker drops commands[/]: {esc(self.dropped)}" if self.dropped
+            else f"[$error]\\[R?] commands unconfirmed[/]: {esc(self.dropped)}" if self.dropped
             else "[$text-muted]\\[RW?][/] commands enabled, each audited; checking that the "
-            "broker delivers them: \\[RW] once its test publish comes back, \\[R] broker drops "
-            f"commands if not within {publish_probe.PROBE_WAIT_S:.0f} s" if self.pending
+            "broker delivers them: \\[RW] once its test publish comes back, \\[R?] commands "
+            f"unconfirmed if not within {publish_probe.PROBE_WAIT_S:.0f} s" if self.pending
             else "[$success]\\[RW][/] commands enabled, each audited",
         )
         with Vertical(id="help", classes="dialog"):

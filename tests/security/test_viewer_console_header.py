@@ -1,7 +1,7 @@
 """A console logged in as a read-only broker user (the shipped ACL's ``viewer``) showed ``[RW]``
 in its header and opened drain dialogs as any other, while Mosquitto dropped every command it
 sent without a word (an SRE drill). It now tests what the broker does with a publish of its
-own (console/publish_probe.py): the header reads ``[R] broker drops commands``, the timeline
+own (console/publish_probe.py): the header reads ``[R?] commands unconfirmed``, the timeline
 and a toast say why, and every command's dialog says it first. A ``console`` user's test comes
 back, and its header stays ``[RW]``."""
 
@@ -62,19 +62,19 @@ async def test_a_viewer_consoles_header_says_the_broker_drops_its_commands(secur
         app.tick()
         await pilot.pause()
         header = text_of(app).splitlines()[0]
-        assert "[R] broker drops commands" in header and "[RW]" not in header, header
+        assert "[R?] commands unconfirmed" in header and "[RW]" not in header, header
         why = session.cannot_send_now()
         assert "broker user 'viewer'" in why and "node/+/cmd" in why, why
-        assert any("does not deliver this console's commands" in line.text
+        assert any("cannot confirm that the broker delivers its commands" in line.text
                    for line in session.log.lines())
-        assert any("does not deliver" in str(n.message) for n in app._notifications)
+        assert any("cannot confirm" in str(n.message) for n in app._notifications)
         # The drain dialog says it first, before anything is sent.
         await pilot_until(pilot, lambda: "gpu0001" in session.state.nodes, "the agent")
         app.request_drain(["gpu0001"])
         await pilot_until(pilot, lambda: isinstance(app.screen, DrainScreen)
                           and bool(app.screen.query("#radius")), "the dialog")
         radius = str(app.screen.query_one("#radius", Static).render())
-        assert "does not deliver this console's commands" in radius, radius
+        assert "cannot confirm that the broker delivers its commands" in radius, radius
 
 
 @needs_tools
@@ -92,7 +92,7 @@ async def test_a_console_users_test_publish_comes_back_and_keeps_rw(secured, mon
         await pilot.pause()
         assert not session.probe.dropped
         header = text_of(app).splitlines()[0]
-        assert "[RW]" in header and "drops" not in header, header
+        assert "[RW]" in header and "unconfirmed" not in header, header
         assert session.cannot_send_now() == ""
         # Its echo went to neither the views nor the node table.
         assert PROBE_NODE not in session.state.nodes
@@ -151,7 +151,7 @@ async def test_a_viewer_consoles_header_claims_no_rw_while_its_test_is_out(secur
         app.tick()
         await pilot.pause()
         header = text_of(app).splitlines()[0]
-        assert "[RW?]" in header and "[RW]" not in header and "drops" not in header, header
+        assert "[RW?]" in header and "[RW]" not in header and "unconfirmed" not in header, header
 
 
 def delayed_probe(session, monkeypatch, *, fail_first: bool = False, delay_s: float = 0.0):
@@ -202,6 +202,6 @@ async def test_a_test_publish_that_went_out_late_is_not_judged_dropped(secured, 
         app.tick()
         await pilot.pause()
         assert not any(dropped) and not session.probe.dropped
-        assert not any("does not deliver" in line.text for line in session.log.lines())
+        assert not any("cannot confirm" in line.text for line in session.log.lines())
         header = text_of(app).splitlines()[0]
-        assert "[RW]" in header and "drops" not in header, header
+        assert "[RW]" in header and "unconfirmed" not in header, header

@@ -172,7 +172,7 @@ async def test_help_says_the_broker_drops_commands_when_the_probe_found_it(world
         await pilot.press("question_mark")
         await pilot.pause()
         mode = next(line for line in text_of(world.app).splitlines() if "Mode:" in line)
-        assert "[R] broker drops commands: the broker does not deliver" in mode, mode
+        assert "[R?] commands unconfirmed: this console cannot confirm" in mode, mode
         assert "[RW]" not in mode, mode
 
 
