@@ -133,6 +133,10 @@ class IbPortRead:
         name, ext = DATA_COUNTERS[direction]
         return ext not in self.counters_ext and self.counters.get(name) == SATURATED_32
 
+    def data_wide(self, direction: str) -> bool:
+        """The data counter is read from ``counters_ext/``'s 64-bit copy, not ``counters/``."""
+        return DATA_COUNTERS[direction][1] in self.counters_ext
+
     def data_words(self, direction: str) -> int | None:
         """``direction`` is ``"xmit"`` or ``"rcv"``."""
         name, ext = DATA_COUNTERS[direction]
@@ -331,6 +335,8 @@ class _PortMemory:
     words: dict[str, int | None]
     totals: dict[str, int | None]
     state: tuple[str | None, str | None]
+    wide: dict[str, bool] = field(default_factory=dict)
+    """Per direction, whether ``words`` came from the 64-bit copy (``IbPortRead.data_wide``)."""
 
 
 def infiniband_only(devices: list[IbDeviceRead]) -> list[IbDeviceRead]:
@@ -476,6 +482,7 @@ class IbReader:
     def _sample(self, p: IbPortRead, now: float, errors: list[str]) -> IbPortSample | None:
         totals = p.totals()
         words = {d: p.data_words(d) for d in DATA_COUNTERS}
+        wide = {d: p.data_wide(d) for d in DATA_COUNTERS}
         prev = self._memory.get(p.key)
         values: dict[str, object] = {
             "dev": p.dev,
@@ -500,7 +507,11 @@ class IbReader:
             dt = now - prev.ts
             for direction, w in words.items():
                 pw = prev.words.get(direction)
-                if w is not None and pw is not None and not p.data_saturated(direction):
+                # Two reads of different counters (a counters_ext/ file unread once, or come
+                # with a driver reload) are no interval: 64-bit minus 32-bit read terabytes a
+                # second, 32-bit after 64-bit a reset.
+                if (w is not None and pw is not None and not p.data_saturated(direction)
+                        and prev.wide.get(direction) == wide[direction]):
                     moved = counter_delta(pw, w, U64_MOD)
                     values[f"{direction}_Bps"] = round(moved * WORD_BYTES / dt, 1)
             deltas: dict[str, int] = {}
@@ -510,7 +521,7 @@ class IbReader:
                     deltas[fld] = counter_delta(old, cur)
             values["d"] = deltas
         self._note_state(p.key, (p.state, p.phys_state), now)
-        self._memory[p.key] = _PortMemory(now, words, totals, (p.state, p.phys_state))
+        self._memory[p.key] = _PortMemory(now, words, totals, (p.state, p.phys_state), wide)
         clean = {k: v for k, v in values.items() if v is not None}
         try:
             return build_model(IbPortSample, clean, errors, p.key)

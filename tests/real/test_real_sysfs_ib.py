@@ -360,6 +360,32 @@ def test_the_64_bit_counters_ext_copy_is_preferred(tmp_path):
     assert (s.xmit_bytes_total, s.xmit_Bps, s.rcv_Bps) == (4 * (2**33 + 10), 40, 0)
 
 
+def test_no_rate_across_a_change_between_32_and_64_bit_counters(tmp_path):
+    """A counters_ext/ file unread for one sample, the 32-bit counters/ read instead: the two
+    reads either side of it are of different counters, no interval. Differenced, 64-bit after
+    32-bit read 4.4 TB/s on a quiet port, 32-bit after 64-bit a reset's made-up rate."""
+    pd = make_port(tmp_path)
+    write(pd, port_xmit_data=1000, port_rcv_data=2**32 - 1)
+    (pd / "counters_ext").mkdir()
+    ext = pd / "counters_ext" / "port_xmit_data_64"
+    ext.write_text(f"{2**40}\n")
+    (pd / "counters_ext" / "port_rcv_data_64").write_text(f"{2**40}\n")
+    reader = IbReader(tmp_path)
+    reader.read(now=0.0)
+    ext.unlink()
+    s = reader.read(now=1.0)[0][0]
+    assert s.xmit_Bps is None and s.rcv_Bps == 0
+    write(pd, port_xmit_data=1010)
+    s = reader.read(now=2.0)[0][0]
+    assert s.xmit_Bps == 40  # the 32-bit counter, read twice, still measures
+    ext.write_text(f"{2**40 + 10}\n")
+    s = reader.read(now=3.0)[0][0]
+    assert s.xmit_Bps is None and s.rcv_Bps == 0
+    ext.write_text(f"{2**40 + 20}\n")
+    s = reader.read(now=4.0)[0][0]
+    assert s.xmit_Bps == 40
+
+
 def test_data_counter_reset_is_not_a_wrap(tmp_path):
     pd = make_port(tmp_path)
     write(pd, port_rcv_data=1_000_000)
