@@ -376,14 +376,18 @@ class KernelLogMonitor:
         ))
 
     def _mlx5_component(self, rec: Mlx5PortRecord) -> str | None:
-        """The IB port a line names: by its netdev (IPoIB), else its HCA's port (one per
-        mlx5 function; ``module`` picks among several). None: no InfiniBand port's (an Ethernet
-        NIC's, such as Azure's accelerated networking: no fabric port)."""
-        if rec.netdev is not None and rec.netdev in self.component_by_netdev:
-            return self.component_by_netdev[rec.netdev]
+        """The IB port a line names: its HCA's, by the PCI function (one port per mlx5
+        function; the netdev, else ``module``, picks among several), else by its netdev (IPoIB)
+        where the PCI address is in no map. The PCI address first: it is the HCA's for good,
+        while a netdev name is the one of the last inventory, which a rename since (udev's, an
+        operator's ``ip link set … name``) gave to another HCA. None: no InfiniBand port's (an
+        Ethernet NIC's, such as Azure's accelerated networking: no fabric port)."""
+        by_netdev = self.component_by_netdev.get(rec.netdev) if rec.netdev else None
         ports = self.ports_by_pci.get(rec.pci)
         if not ports:
-            return None
+            return by_netdev
+        if by_netdev in ports:
+            return by_netdev
         if len(ports) > 1 and rec.module is not None and rec.module < len(ports):
             return ports[rec.module]
         return ports[0]

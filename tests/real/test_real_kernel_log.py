@@ -91,6 +91,20 @@ def test_mlx5_lines_are_port_events_of_ib_hcas_only():
     assert mon.carrier_losses_by_component(now) == {"mlx5_ib6:1": 0}
 
 
+def test_an_mlx5_line_names_its_hcas_port_after_a_rename():
+    """The netdev map is the last inventory's: since, ib0 was renamed and its name given to
+    mlx5_ib1's netdev. The line's PCI address is mlx5_ib1's, and so is the event; by the stale
+    name it went to mlx5_ib0, a healthy port said down and the failing one said nothing."""
+    mon = KernelLogMonitor(component_by_netdev={"ib0": "mlx5_ib0:1", "ib1": "mlx5_ib1:1",
+                                                "ib2": "mlx5_ib2:1"},
+                           ports_by_pci={"0101:00:00.0": ["mlx5_ib0:1"],
+                                         "0102:00:00.0": ["mlx5_ib1:1"]})
+    assert mon.feed(["[ 9.1] mlx5_core 0102:00:00.0 ib0: Link down",
+                     "[ 9.2] mlx5_core 0103:00:00.0 ib2: Link down"], 1000.0) == 2
+    # An HCA whose PCI address was not read (mlx5_ib2: no device link) keeps its netdev's.
+    assert [e.component for e in mon.take_events()] == ["mlx5_ib1:1", "mlx5_ib2:1"]
+
+
 def flap_lines() -> list[str]:
     return (DATA / "1dev_6flap_syslog").read_text().splitlines()
 
