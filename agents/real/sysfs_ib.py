@@ -56,6 +56,10 @@ DATA_COUNTERS: dict[str, tuple[str, str]] = {
     "xmit": ("port_xmit_data", "port_xmit_data_64"),
     "rcv": ("port_rcv_data", "port_rcv_data_64"),
 }
+WIDE_COPIES: dict[str, str] = {
+    "xmit_bytes_total": DATA_COUNTERS["xmit"][1], "rcv_bytes_total": DATA_COUNTERS["rcv"][1],
+    **{fld: ext for fld, (_name, ext) in PACKET_FIELDS.items()}}
+"""Each total that has a 64-bit counters_ext/ copy -> that copy's file."""
 DELTA_FIELDS: tuple[str, ...] = (*COUNTER_FIELDS.values(), *HW_COUNTER_FIELDS.values())
 SATURATED_32 = 2**32 - 1
 """A 32-bit PortCounters data counter that is full: the IBTA's counters stop there, not wrap."""
@@ -132,10 +136,6 @@ class IbPortRead:
         idle). A 64-bit one passing through that exact value costs one sample's rate."""
         name, ext = DATA_COUNTERS[direction]
         return ext not in self.counters_ext and self.counters.get(name) == SATURATED_32
-
-    def data_wide(self, direction: str) -> bool:
-        """The data counter is read from ``counters_ext/``'s 64-bit copy, not ``counters/``."""
-        return DATA_COUNTERS[direction][1] in self.counters_ext
 
     def data_words(self, direction: str) -> int | None:
         """``direction`` is ``"xmit"`` or ``"rcv"``."""
@@ -336,7 +336,7 @@ class _PortMemory:
     totals: dict[str, int | None]
     state: tuple[str | None, str | None]
     wide: dict[str, bool] = field(default_factory=dict)
-    """Per direction, whether ``words`` came from the 64-bit copy (``IbPortRead.data_wide``)."""
+    """Per ``WIDE_COPIES`` total, whether it was read from the 64-bit copy."""
 
 
 def infiniband_only(devices: list[IbDeviceRead]) -> list[IbDeviceRead]:
@@ -482,7 +482,7 @@ class IbReader:
     def _sample(self, p: IbPortRead, now: float, errors: list[str]) -> IbPortSample | None:
         totals = p.totals()
         words = {d: p.data_words(d) for d in DATA_COUNTERS}
-        wide = {d: p.data_wide(d) for d in DATA_COUNTERS}
+        wide = {fld: ext in p.counters_ext for fld, ext in WIDE_COPIES.items()}
         prev = self._memory.get(p.key)
         values: dict[str, object] = {
             "dev": p.dev,
@@ -497,6 +497,13 @@ class IbReader:
             "sm_lid": p.sm_lid,
             **totals,
         }
+        if prev is not None:
+            for fld, was_wide in prev.wide.items():
+                if was_wide and not wide.get(fld):
+                    # The 64-bit copy unread this once (an mlx4 PMA query can fail): the 32-bit
+                    # counter instead dropped the exported total by terabytes, and back up the
+                    # next read, which Prometheus' rate() reads as a reset and a spike.
+                    values[fld] = None
         saturated = [DATA_COUNTERS[d][0] for d in DATA_COUNTERS if p.data_saturated(d)]
         if saturated:
             # Said, and its rate left out: a rate of 0 read as an idle port in the charts.
@@ -511,7 +518,8 @@ class IbReader:
                 # with a driver reload) are no interval: 64-bit minus 32-bit read terabytes a
                 # second, 32-bit after 64-bit a reset.
                 if (w is not None and pw is not None and not p.data_saturated(direction)
-                        and prev.wide.get(direction) == wide[direction]):
+                        and prev.wide.get(f"{direction}_bytes_total")
+                        == wide[f"{direction}_bytes_total"]):
                     moved = counter_delta(pw, w, U64_MOD)
                     values[f"{direction}_Bps"] = round(moved * WORD_BYTES / dt, 1)
             deltas: dict[str, int] = {}

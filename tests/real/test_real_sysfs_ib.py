@@ -386,6 +386,31 @@ def test_no_rate_across_a_change_between_32_and_64_bit_counters(tmp_path):
     assert s.xmit_Bps == 40
 
 
+def test_a_64_bit_total_unread_once_is_left_out_not_the_32_bit_one(tmp_path):
+    """mlx4's counters_ext/ file unread for one sample (a failed PMA query): the total from
+    counters/ instead fell from 2^40 words to 1000 and rose back, an exported counter reset and
+    a 4 TB spike to Prometheus. Left out that once; gone for good, the 32-bit one is read."""
+    pd = make_port(tmp_path)
+    write(pd, port_xmit_data=1000, port_xmit_packets=7)
+    (pd / "counters_ext").mkdir()
+    ext = pd / "counters_ext"
+    data, pkts = ext / "port_xmit_data_64", ext / "port_xmit_packets_64"
+    data.write_text(f"{2**40}\n")
+    pkts.write_text(f"{2**36}\n")
+    reader = IbReader(tmp_path)
+    s = reader.read(now=0.0)[0][0]
+    assert (s.xmit_bytes_total, s.xmit_pkts_total) == (4 * 2**40, 2**36)
+    data.unlink()
+    pkts.unlink()
+    s = reader.read(now=1.0)[0][0]
+    assert (s.xmit_bytes_total, s.xmit_pkts_total) == (None, None)
+    s = reader.read(now=2.0)[0][0]
+    assert (s.xmit_bytes_total, s.xmit_pkts_total) == (4000, 7)
+    data.write_text(f"{2**40 + 1}\n")
+    s = reader.read(now=3.0)[0][0]
+    assert s.xmit_bytes_total == 4 * (2**40 + 1)
+
+
 def test_data_counter_reset_is_not_a_wrap(tmp_path):
     pd = make_port(tmp_path)
     write(pd, port_rcv_data=1_000_000)
