@@ -276,8 +276,8 @@ def test_an_xid_154_cut_before_its_action_warns_and_says_so(cut):
             "gpu3, resume") in recommended_action(st, c.state)
 
 
-def test_the_agent_forgets_an_action_no_line_states_any_more():
-    """A later XID 154 line with no action kept the earlier one's (a review)."""
+def test_a_cut_xid_154_line_keeps_the_drain_the_last_whole_line_asked_for():
+    """A cut line cannot say the reboot was done: a drain stays; a warn does not (reviews)."""
     from fleetdeck.agents.real.kernel_log import KernelLogMonitor
 
     mon = KernelLogMonitor(gpu_by_pci={"00000000:2B:00.0": 3})
@@ -285,7 +285,15 @@ def test_the_agent_forgets_an_action_no_line_states_any_more():
     mon.feed([line + " (Node Reboot Required)"], 1000.0)
     assert [x.action for x in mon.xids(3, 1000.0)] == [2]
     mon.feed(["NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed"], 1001.0)
-    assert [x.action for x in mon.xids(3, 1001.0)] == [ACTION_UNREAD]  # cut: not the 2
+    # Cut: the drain the last whole line asked for stays (only a reset or reboot lowers it).
+    assert [x.action for x in mon.xids(3, 1001.0)] == [2]
+    assert mon.take_events()[-1].message.endswith(
+        "[its log line cut before the action: the earlier 'node reboot required' stands]")
+    mon.feed(["NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed from 0x2 "
+              "(Node Reboot Required) to 0x0 (None)"], 1001.5)
+    assert [x.action for x in mon.xids(3, 1001.5)] == [0]
+    mon.feed(["NVRM: Xid (PCI:0000:2b:00): 154, GPU recovery action changed"], 1001.7)
+    assert [x.action for x in mon.xids(3, 1001.7)] == [ACTION_UNREAD]  # nothing to keep
     mon.feed([line + " (Node Reboot Required)"], 1002.0)
     assert [x.action for x in mon.xids(3, 1002.0 + 3 * 3600)] == []  # aged out, action too
     assert mon._actions[3] == {}

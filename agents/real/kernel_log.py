@@ -344,7 +344,7 @@ class KernelLogMonitor:
         ts = rec.ts if rec.ts is not None else now
         ts_ms = int(ts * 1000)
         gpu = self.gpu_by_pci.get(rec.pci_bus_id)
-        action = recovery_action(rec)
+        action = stated = recovery_action(rec)
         if gpu is not None:
             prev = self._xid_last.get(gpu)
             if prev is None or prev[1] <= ts_ms:
@@ -353,7 +353,12 @@ class KernelLogMonitor:
             if seen.get(rec.xid, -1) <= ts_ms:
                 seen[rec.xid] = ts_ms
                 actions = self._actions.setdefault(gpu, {})
-                if action is not None:
+                if action == xids.ACTION_UNREAD and actions.get(rec.xid) in xids.RECOVERY_DRAIN:
+                    # A cut line cannot say the reset or reboot was done (only that can lower
+                    # the action), so it keeps the drain its GPU's last whole line asked for:
+                    # read as G3, it let a node that must reboot take work (a review).
+                    action = actions[rec.xid]
+                elif action is not None:
                     actions[rec.xid] = action
                 else:
                     actions.pop(rec.xid, None)  # the latest line states none: no stale one
@@ -364,8 +369,10 @@ class KernelLogMonitor:
         if action is not None:
             data["recovery_action"] = action
         message = f"Xid {rec.xid} on {component}: {rec.message}".rstrip(": ")
-        if action == xids.ACTION_UNREAD:
-            message += f" [{xids.recovery_name(action)}]"
+        if stated == xids.ACTION_UNREAD:
+            message += f" [{xids.recovery_name(stated)}" + (
+                f": the earlier '{xids.recovery_name(action)}' stands]"
+                if action != stated and action is not None else "]")
         self._events.append(EventDraft(
             kind="xid",
             message=message,
