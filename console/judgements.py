@@ -1493,10 +1493,22 @@ _WARN_STEPS = {
 }
 """What repairs a degraded node an operator took out of service (``repair_step(warn=True)``):
 "watch; drain when idle" told the on-call to drain a node drained already (a 3 a.m. drive)."""
+_P2P_STEP = ("quiesce {c}'s peer-to-peer traffic: stop the processes on it that use P2P and "
+             "disable UVM persistence mode, then follow the recovery action the driver states "
+             "next (another XID 154)")
+"""XID 154's action 3, NVIDIA's "Drain P2P" (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt,
+"Recovery action flag"; docs/domain.md §4): terminate the GPU processes that do peer-to-peer
+traffic and disable UVM persistence mode; the driver then states another action. "reset gpu3"
+sent the on-call to a reset the driver had not asked for (a fault audit)."""
 _POWER_BRAKE_STEP = ("check the node's power supplies and its BMC's power limit ({c} was "
                      "power-braked: an external power brake, not heat)")
 _HW_SLOWDOWN_STEP = ("check {c}'s cooling and the node's power supplies (HW slowdown: heat, "
                      "or a power brake)")
+
+
+def _drains_p2p(f: Finding) -> bool:
+    """A G3 that states XID 154's action 3 (``xids.recovery_name(3)``)."""
+    return f"XID 154 ({xids.RECOVERY_ACTIONS[3]})" in f.text
 
 
 def _throttle_step(f: Finding) -> str:
@@ -1609,6 +1621,7 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             if f.severity is not Severity.WARN or f.component in port_rule:
                 continue  # a port with a drain step has its one step (N2 beside N4)
             step = (_throttle_step(f) if f.rule == "G12"
+                    else _P2P_STEP if f.rule == "G3" and _drains_p2p(f)
                     else _WARN_STEPS.get(f.rule) or _RULE_STEPS.get(f.rule, ""))
             gpu = f.rule.startswith("G") and f.component
             if not step or (gpu and f.component in stepped_gpus):
@@ -1797,6 +1810,15 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # The driver states what the GPU needs (docs/domain.md §4): it said "watch".
             asks = next(f for f in st.all_findings if f.rule == "G3" and "XID 154" in f.text)
             what = asks.text.split("XID 154 (", 1)[-1].split(")", 1)[0]
+            if _drains_p2p(asks):
+                # NVIDIA's Drain P2P asks for the P2P traffic to stop, not for a reset; a
+                # pending remap's reset still waits for the GPU to be idle.
+                requeue = "" if idle else ", requeue its job from its checkpoint"
+                then = (f", then reset {_and(remap)} (a row remap is pending) and resume"
+                        if remap else ", resume")
+                return (f"XID 154 on {asks.component} ({what}, says the driver): drain it"
+                        f"{' (no job on it)' if idle else ''}{requeue}; "
+                        f"{_P2P_STEP.format(c=asks.component)}{then}")
             resets = _and(list(dict.fromkeys([asks.component, *remap])))
             if what == xids.recovery_name(xids.ACTION_UNREAD):
                 # Not the driver's word: the line that said it was cut (a real-node audit).

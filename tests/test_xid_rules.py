@@ -187,9 +187,12 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
     (7, "G2", "XID 154 (system reboot required)",
      "reboot the node (the driver's recovery action for gpu3: XID 154)"),
     # An idle node (no job on it) can be drained now: "when idle" of it asked to wait.
+    # NVIDIA's Drain P2P: stop the P2P traffic, then the driver states the next action; it
+    # said "reset gpu3", a reset the driver had not asked for (a fault audit).
     (3, "G3", "XID 154 (drain P2P)",
-     "XID 154 on gpu3 (drain P2P, says the driver): drain it (no job on it), reset gpu3, "
-     "resume"),
+     "XID 154 on gpu3 (drain P2P, says the driver): drain it (no job on it); quiesce gpu3's "
+     "peer-to-peer traffic: stop the processes on it that use P2P and disable UVM persistence "
+     "mode, then follow the recovery action the driver states next (another XID 154), resume"),
     # A later driver's action this version does not know: said, not judged by nothing.
     (9, "G3", "XID 154 (action 0x9, unknown to this console)",
      "XID 154 on gpu3 (action 0x9, unknown to this console, says the driver): drain it (no job "
@@ -297,3 +300,24 @@ def test_a_cut_xid_154_line_keeps_the_drain_the_last_whole_line_asked_for():
     mon.feed([line + " (Node Reboot Required)"], 1002.0)
     assert [x.action for x in mon.xids(3, 1002.0 + 3 * 3600)] == []  # aged out, action too
     assert mon._actions[3] == {}
+
+
+def test_xid_154_drain_p2p_asks_to_quiesce_p2p_not_to_reset():
+    """NVIDIA's Drain P2P (action 3): terminate the processes that do peer-to-peer traffic and
+    disable UVM persistence mode, then the driver states the next action. The advice said
+    "reset gpu3", of a job's node and of one drained already (a fault audit)."""
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.fast import JobOnNode
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    c = Console()
+    now = c.node.telemetry().ts
+    t = c.with_gpu(3, xids=[XidSeen(code=154, ts=now - 2_000, action=3)], xid_last=154,
+                   xid_last_ts=now - 2_000)
+    st = c.send(replace(t, job=JobOnNode(id="train")))
+    said = recommended_action(st, c.state)
+    assert "quiesce gpu3's peer-to-peer traffic" in said and "requeue its job" in said
+    assert "reset gpu3" not in said
+    st.drain = DrainInfo(state=DrainState.DRAINED, reason="xid 154")
+    said = recommended_action(st, c.state)
+    assert said.startswith("drained: quiesce gpu3's peer-to-peer traffic") and "reset" not in said

@@ -26,7 +26,9 @@ used until it is reset ("terminate all GPU processes, reset the GPU"), so a job 
 and the node takes no work until then (a fault audit: it read degraded, and the simulated
 scheduler kept placing work on it)."""
 RECOVERY_WARN = frozenset({3})
-"""Actions on the GPU while it keeps working: stop peer-to-peer traffic, reset when idle."""
+"""Actions on the GPU while it keeps working: NVIDIA's Drain P2P, stop the processes that do
+peer-to-peer traffic and disable UVM persistence mode; the driver then states the next action
+(docs/domain.md §4)."""
 ACTION_UNREAD = 255
 """The action of an XID 154 whose log line was cut before it (a torn read, a truncated log):
 no known action, so G3 as one this version does not know, and said as cut. A bare 154 was
