@@ -38,9 +38,11 @@ from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     FAILING_STATES,
     HOLDING_NODES,
+    POWER_CAPPED,
     RECOVERED,
     FailedJob,
     LeafGroup,
+    Straggler,
     SuspectSwitch,
     application_fault,
     failed_job,
@@ -135,6 +137,15 @@ class Incident:
                           "severity": e.severity, "text": e.text} for e in self.timeline],
         }
 
+
+def _straggler_step(slow: Straggler) -> str:
+    """A straggler incident's step: a GPU power-capped by software has its limit put back,
+    live, where a drain loses the job's work since its checkpoint (a fault audit)."""
+    if POWER_CAPPED in slow.cause:
+        return (f"check the power limit of {slow.node}'s capped GPU (nvidia-smi -q -d POWER: "
+                "lowered by nvidia-smi -pl or a power budget?) and restore it; drain it when "
+                "the job checkpoints only if it stays slow")
+    return "check the straggler's node; drain it when the job checkpoints"
 
 def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
               dated: bool = True) -> list[Incident]:
@@ -247,7 +258,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
             out.append(Incident(f"job:{job.job_id}", "job", "warn",
                                 f"job {job.job_id}: straggler{as_of if stale else ''} {text}",
                                 _since(state.nodes.get(first.node)), [s.node for s in homeless],
-                                "check the straggler's node; drain it when the job checkpoints",
+                                _straggler_step(first),
                                 [job.job_id], len(homeless)))
     gone = scheduler_gone(state)
     if gone is not None:

@@ -37,7 +37,7 @@ from fleetdeck.console.state import (
 )
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import xids
-from fleetdeck.protocol.fast import IbPortSample, Telemetry
+from fleetdeck.protocol.fast import GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import DrainState, JobStatus
 
 PORT_OK = "ok"
@@ -1082,6 +1082,34 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
 NO_CAUSE = frozenset({"no finding on that node", "node unknown"})
 
 
+SW_POWER_CAP = 0x4
+"""DCGM's clock-event bit "SW power cap" (docs/domain.md §3): the driver holds the clocks down
+to keep the GPU under its power limit. No health rule judges it (it is the GPU doing as its
+limit says, often at full load), but of a slow rank it is why: a GPU whose limit was lowered
+(``nvidia-smi -pl``, a power budget) read "no finding on that node" (a fault audit)."""
+POWER_CAPPED = "GPU power-capped by software"
+
+
+def _power_capped(st: NodeState) -> list[GpuSample]:
+    """The node's GPUs at work whose latest sample says SW power cap."""
+    t = st.telemetry
+    if t is None:
+        return []
+    return [g for g in t.gpus
+            if g.present and (g.clock_event_reasons or 0) & SW_POWER_CAP
+            and not (g.clock_event_reasons or 0) & 0x1]  # GPU idle: no work slowed
+
+
+def _cap_text(g: GpuSample) -> str:
+    """``gpu3 sw power cap: 1350 of 1980 MHz, limit 450 W``, of what the sample has."""
+    said = [f"gpu{g.index} sw power cap"]
+    if g.sm_clock_mhz is not None and g.sm_clock_max_mhz:
+        said.append(f"{g.sm_clock_mhz:.0f} of {g.sm_clock_max_mhz:.0f} MHz")
+    if g.power_limit_w is not None:
+        said.append(f"limit {g.power_limit_w:.0f} W")
+    return said[0] + (": " + ", ".join(said[1:]) if len(said) > 1 else "")
+
+
 def likely_cause(state: FleetState, node: str) -> str:
     st = state.nodes.get(node)
     if st is None:
@@ -1097,6 +1125,10 @@ def likely_cause(state: FleetState, node: str) -> str:
         causes.append(f"throttled GPU ({throttled[0].component} {throttled[0].text})")
     if ports:
         causes.append(f"degraded port ({ports[0].component} {ports[0].text})")
+    held = {f.component for f in throttled}
+    capped = [g for g in _power_capped(st) if f"gpu{g.index}" not in held]
+    if capped:
+        causes.append(f"{POWER_CAPPED} ({_cap_text(capped[0])})")
     if causes:
         return " + ".join(causes)
     gpus = [f for f in st.findings if f.rule.startswith("G")]
@@ -1657,8 +1689,15 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
     160-GPU job by 23 % and is never idle while it runs (a fault audit). Drained right after a
     checkpoint, the job loses little and runs on without it; one near its end is let finish."""
     step = repair_step(st, warn=True)
-    then = f"then {step if step != 'repair' else 'look at the node'}"
     slows = f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
+    capped = _power_capped(st)
+    if step == "repair" and capped and POWER_CAPPED in slow.cause:
+        # Nothing to repair: a power limit set lower (``nvidia-smi -pl``, a power budget) is
+        # put back live, with the job running; "look at the node" left the on-call to find it.
+        step = (f"check {_and([f'gpu{g.index}' for g in capped])}'s power limit (nvidia-smi -q "
+                "-d POWER: lowered by nvidia-smi -pl or a power budget?) and restore it")
+        return f"{slows}, {POWER_CAPPED.lower()} ({_cap_text(capped[0])}): {step}"
+    then = f"then {step if step != 'repair' else 'look at the node'}"
     if job.eta_s is not None and job.eta_s <= STRAGGLER_FINISH_S:
         return (f"{slows}, which ends in {job.eta_s / 60:.0f} min at its pace: drain it "
                 f"(finish) so nothing new lands there, let the job end, {then}")
@@ -1880,6 +1919,12 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         # resumes it, and "none" hid that.
         return (f"healthy and {taken_out(st)}: resume it once its repair or maintenance is "
                 "done (its GPUs are out of service)")
+    if v == "ok" and state is not None and _power_capped(st):
+        # No rule judges a SW power cap, but a rank it slows is named a straggler with it as
+        # the cause: "none" here contradicted the job's line (a fault audit).
+        slows = slowing(st, state)
+        if slows is not None and POWER_CAPPED in slows[0].cause:
+            return straggler_action(st, *slows)
     return "none"
 
 

@@ -1478,3 +1478,33 @@ def test_a_failed_node_under_a_one_node_job_it_does_not_hold_up_is_drained_in_fi
     assert "requeue" not in one and "once it has finished, check mlx5_ib5:1" in one
     two = recommended_action(state.nodes["gpu0005"], state)
     assert two.startswith("drain (requeue its jobs from their checkpoint), then check mlx5_ib1")
+
+
+def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_the_limit():
+    """Clock-event bit 0x4 (SW power cap, docs/domain.md §3) judges no rule, but of a slow
+    rank it is why: its straggler read "no finding on that node" and "look at the node" (a
+    fault audit)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import recommended_action
+
+    def capped(tel):
+        gpus = [replace(g, clock_event_reasons=0x4, sm_clock_mhz=1350.0,
+                        sm_clock_max_mhz=1980.0, power_limit_w=450.0)
+                if g.index == 5 else g for g in tel.gpus]
+        return replace(tel, gpus=gpus)
+
+    session = session_with({"gpu0003": capped}, jobs=[_job_with(
+        [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    assert job["straggler"]["node"] == "gpu0003"
+    assert job["straggler"]["cause"] == ("GPU power-capped by software (gpu5 sw power cap: "
+                                         "1350 of 1980 MHz, limit 450 W)")
+    said = recommended_action(session.state.nodes["gpu0003"], session.state)
+    assert said.startswith("it slows job 7 by 12% (rank 19), gpu power-capped by software")
+    assert "check gpu5's power limit (nvidia-smi -q -d POWER" in said and "drain" not in said
+    from fleetdeck.console.incidents import incidents
+
+    (inc,) = [i for i in incidents(session.state) if i.kind == "job"]
+    assert "GPU power-capped by software (gpu5" in inc.title
+    assert inc.action.startswith("check the power limit of gpu0003's capped GPU")
