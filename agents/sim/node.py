@@ -642,7 +642,17 @@ class SimNode:
                 g.present = False
                 out.append(f"{code} (fell off the bus)")
             elif code == xids.RECOVERY and recovery_action is not None:
-                out.append(f"{code} ({xids.RECOVERY_ACTIONS[recovery_action]})")
+                said = xids.RECOVERY_ACTIONS[recovery_action]
+                # A GPU the driver wants reset or rebooted cannot run its rank on (NVIDIA:
+                # "terminate all GPU processes"): alone (no XID 95 before it to kill the rank)
+                # the console failed the node while its job stepped on (a fault audit). After
+                # a fatal XID the rank is dead already.
+                if (recovery_action in xids.RECOVERY_DRAIN and b is not None and b.job.running
+                        and g.crash is None):
+                    g.crash = (b.job.job_id, f"CUDA error: unspecified launch failure "
+                                             f"(Xid {code}: {said})")
+                    said += ", rank killed"
+                out.append(f"{code} ({said})")
             elif effect in ("app", "fatal") and kind is not None:
                 running = b is not None and b.job.running
                 if b is not None and running and g.crash is None:

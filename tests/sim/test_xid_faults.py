@@ -273,3 +273,15 @@ def test_xids_through_mosquitto_judged_by_fleetdeck_status(mosquitto, tmp_path):
         assert any("reset pending: drain when idle, reset, resume" in f for f in n5["findings"])
     finally:
         assert stop_process(sim) == 0
+
+
+@pytest.mark.parametrize("action", [1, 2, 4])
+def test_xid154_alone_with_a_drain_action_kills_the_rank(action):
+    """`inject xid code=154 action=1` failed the node in the console while its job stepped on
+    (a fault audit): NVIDIA's GPU reset (or reboot) terminates every GPU process first, so the
+    rank dies as for the other drain-class XIDs."""
+    h = Harness(actions=[TRAIN, act("xid", 12, node="gpu0002", gpu=3, code=154, action=action)])
+    h.run(14)
+    assert h.verdict("gpu0002") is Verdict.FAILED
+    j = h.job("train")
+    assert j.state.value == "F" and "Xid 154" in j.reason
