@@ -184,6 +184,14 @@ _TALKS_RE = re.compile(r"^\d+ " + re.escape(_TALKS).replace(re.escape("{s}"), "s
     re.escape("{ago:.0f}"), r"\d+"))
 
 
+RECONNECT_LOOP = "its agent reconnects again and again"
+"""Said by H2 of a node whose agent opens session after session with no sample between
+(``NodeState.births_unsampled``); ``judgements.recommended_action`` reads it."""
+RECONNECT_LOOP_BIRTHS = 4
+"""Births with no sample between, within ``RECONNECT_LOOP_S``, that make a reconnect loop: a
+broker restart or two is one or two."""
+RECONNECT_LOOP_S = 30.0
+
 KEYFRAMES_DROPPED = "keyframe asks and none came"
 """What H1 says of a node whose agent answered keyframe asks none of whose keyframes came."""
 KEYFRAME_ANSWERS_SAID = 2
@@ -312,6 +320,10 @@ class NodeState(msgspec.Struct, gc=False):
     incidents and a command's time-out read, so all of them agree with its verdict."""
     duplicate_at: float | None = None
     """Last time two agent processes were seen alternating under this node id."""
+    births_unsampled: tuple[float, ...] = ()
+    """When its last few births came, since its last sample: an agent the broker drops at its
+    first keyframe reconnects about once a second and never gets a sample through (H2's
+    ``RECONNECT_LOOP``)."""
     judged: bool = False
     made: int = 0
     """Position among the states FleetState made (its dict's order; ``_pick`` sorts by it)."""
@@ -669,6 +681,17 @@ class NodeState(msgspec.Struct, gc=False):
             # on-call after a fault there was none of (a drill).
             gone = "agent stopped (its clean goodbye)" if self.stopped else (
                 "agent offline (Last Will)")
+            loop = self.births_unsampled
+            taking_turns = (self.duplicate_at is not None
+                            and now - self.duplicate_at < DUPLICATE_WINDOW_S)
+            if (not self.stopped and not taking_turns and len(loop) >= RECONNECT_LOOP_BIRTHS
+                    and now - loop[0] <= RECONNECT_LOOP_S):
+                # Its agent is up and reconnects about once a second: "check the node (power,
+                # BMC)" sent the on-call to a machine that was fine (a 2026-12-07 drill).
+                # A fixed text: a count would change the finding (its digest, the store's
+                # row) at every reconnect for nothing an operator acts on.
+                gone += (f"; {RECONNECT_LOOP}, no sample between: the broker most likely "
+                         "drops it at its first keyframe (a max_packet_size below its size?)")
             liveness.append(Finding("H2", Severity.WARN if alive else Severity.DRAIN, "",
                                     gone + alive))
         elif self.stale and not (
@@ -2035,6 +2058,7 @@ class FleetState:
         st.history.inventory(birth)
         st.birth = birth
         st.bd_seq = birth.bdSeq
+        st.births_unsampled = (*st.births_unsampled[-(RECONNECT_LOOP_BIRTHS - 1):], rx)
         st.basis = None  # the rules read the birth (GPUs and ports expected): run them again
         return True
 
@@ -2115,6 +2139,7 @@ class FleetState:
                 st.event_ahead = ahead or NO_SEQS
         prev_tel, st.sample = st.sample, tel
         st.last_rx = rx
+        st.births_unsampled = ()
         if st.digest is None:
             self.clocks.note(st.node_id, rx, tel.ts)
         if prev_tel is None or prev_tel.bdSeq != tel.bdSeq:

@@ -30,3 +30,64 @@ def test_keyframes_the_broker_drops_are_said_as_too_large(tmp_path):
     assert "such as 'viewer'" not in h1
     assert "message_size_limit or max_packet_size below their size" in res.stderr, res.stderr
     assert "such as 'viewer'" not in res.stderr, res.stderr
+
+
+def _looping_node(sessions: int, sample_after: bool = False):
+    """A node whose agent opens ``sessions`` sessions a second apart, each a birth, its online
+    status and its will, with no sample between (a broker that drops it at its keyframe)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    for _ in range(sessions):
+        node.now += 1.0
+        node.agent.bd_seq += 1
+        node.feed(ingest, node.birth(), Kind.BIRTH)
+        node.feed(ingest, node.status(), Kind.STATUS)
+        state.apply(ingest.take_batch(), node.now)
+        node.now += 0.01
+        node.feed(ingest, node.status(online=False), Kind.STATUS)
+        state.apply(ingest.take_batch(), node.now)
+    return state.nodes[node.node_id], state
+
+
+def test_an_agent_the_broker_drops_at_each_keyframe_points_at_the_broker():
+    """Mosquitto's max_packet_size below the keyframe: the agent reconnects once a second and
+    the node read offline, "check the node (power, BMC, kernel log)", of a machine that was up
+    (a 2026-12-07 drill, docs/reliability.md). Its births, none with a sample after, say so."""
+    from fleetdeck.console.judgements import recommended_action
+
+    st, state = _looping_node(5)
+    assert st.verdict.value == "offline"
+    [h2] = [f.text for f in st.liveness if f.rule == "H2"]
+    assert "its agent reconnects again and again, no sample between" in h2, h2
+    said = recommended_action(st, state)
+    assert said.startswith("check the broker, not the node") and "max_packet_size" in said
+    assert "BMC" not in said
+    # A restart or two of the broker is no loop: the node's own advice stands.
+    st, state = _looping_node(2)
+    assert "BMC" in recommended_action(st, state)
+
+
+def test_a_broker_max_packet_size_below_the_keyframe_is_said_in_status(tmp_path):
+    """The drill itself: Mosquitto's max_packet_size 3000 under a real agent (keyframe 3.7 KB):
+    ``status`` read it offline with "check the node (power, BMC, kernel log)"."""
+    conf = "listener {port} 127.0.0.1\nallow_anonymous true\nmax_packet_size 3000\n"
+    with ManagedBroker(MOSQUITTO, workdir=tmp_path, config=conf) as broker:
+        agent = spawn("agent", "--broker", str(broker.url), "--cluster", CLUSTER, "--node-id",
+                      "gpu0001", "--interval", "1", log=tmp_path / "agent.log")
+        try:
+            res = run_cli("status", "--json", "--wait", "8", "--cluster", CLUSTER,
+                          "--broker", str(broker.url))
+        finally:
+            stop_process(agent)
+    node = json.loads(res.stdout)["nodes"][0]
+    assert node["action"].startswith("check the broker, not the node"), node
