@@ -25,6 +25,7 @@ from fleetdeck.protocol.thermal import (
     THROTTLE_BITS,
     THROTTLE_HOLD_MS,
     THROTTLE_HOLD_S,
+    THROTTLE_IDLE_HOLD_MS,
     follow_uuids,
     gpu_uuids,
     thermal_sample,
@@ -337,7 +338,10 @@ class GpuHistory(msgspec.Struct, gc=False):
     THROTTLE_HOLD_S long."""
     hot_ms: int | None = None
     """Sample time of the last reading at or above TEMP_WARN_C while G13 holds; None once a
-    reading fell below TEMP_CLEAR_C (or the GPU reported no temperature)."""
+    reading fell below TEMP_CLEAR_C (or the GPU reported no temperature while present: one
+    that fell off the bus keeps it, ``GONE_HOT``)."""
+    hot_c: float = 0.0
+    """The hottest reading of the G13 hold ``hot_ms`` dates."""
     watched_ms: int = 0
     """Sample time this console first saw the GPU (as ``PortHistory.watched_ms``)."""
 
@@ -593,10 +597,15 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                 gh = self.gpus[g.index] = GpuHistory(Window.of(60), watched_ms=now)
             temp = g.temp_c
             if temp is not None and temp >= TEMP_WARN_C:
+                gh.hot_c = temp if gh.hot_ms is None else max(gh.hot_c, temp)
                 gh.hot_ms = now
                 settled = False  # the next reading may clear it
             elif gh.hot_ms is not None:
-                if temp is None or temp < TEMP_CLEAR_C:
+                if not g.present and now - gh.hot_ms <= THROTTLE_IDLE_HOLD_MS:
+                    # Off the bus, it reads no temperature: its heat before is why it may have
+                    # gone (``GONE_HOT``), kept as long as a throttle of an idle GPU is.
+                    settled = False
+                elif temp is None or temp < TEMP_CLEAR_C:
                     gh.hot_ms = None
                 else:
                     settled = False
@@ -814,6 +823,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         else:
             # A GPU that fell off the bus reports little, but its XIDs say why.
             out.extend(_xid_findings(g, t.ts))
+            out.extend(_gone_thermal(g.index, hist.gpus.get(g.index)))
     if birth is not None and birth.ib_ports_expected > len(birth.ib_ports):
         # Short of its SKU's ports from the start (an HCA that did not come up after a
         # reboot): judged against what it found, the node read ok (a newcomer's run).
@@ -830,6 +840,28 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         out.extend(_port_findings(p, hist.ports.get(port_key(p)), t.ts, agent_ms,
                                   hist.ib_rate))
     out.extend(hist.shrunk)
+    return out
+
+
+GONE_HOT = "before it went missing"
+"""Said by the G12 and G13 of a GPU that throttled or ran hot and then fell off the bus: they
+vanished with its readings, and the incident lost why it went (XID 79 is often heat: a fault
+audit). Kept while the held throttle of an idle GPU would be (THROTTLE_IDLE_HOLD_S), or until
+it is back; fixed texts, so its findings do not change with every sample."""
+
+
+def _gone_thermal(index: int, h: GpuHistory | None) -> list[Finding]:
+    """G12/G13 of a GPU off the bus, from what its history held when it went (``GONE_HOT``)."""
+    if h is None:
+        return []
+    c = f"gpu{index}"
+    out = []
+    if h.throttled_ms is not None:
+        out.append(Finding("G12", Severity.WARN, c, f"clock throttled "
+                                                    f"({_throttle_why(h.throttled_reasons)}) "
+                                                    f"{GONE_HOT}"))
+    if h.hot_ms is not None:
+        out.append(Finding("G13", Severity.WARN, c, f"{int(h.hot_c)} °C {GONE_HOT}"))
     return out
 
 

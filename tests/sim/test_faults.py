@@ -358,3 +358,26 @@ def test_a_single_node_job_reduces_over_nvlink_so_its_ib_ports_do_not_touch_it()
     assert h.job_states(j.job_id) == ["PD", "R"]
     assert not j.stalled
     assert j.step_time_s == pytest.approx(j.healthy_step_s, rel=0.03)
+
+
+def test_a_hot_gpu_that_falls_off_the_bus_keeps_its_heat_in_the_findings():
+    """A GPU that throttled at 92 °C and then fell off the bus (XID 79 is often heat): its G12
+    and G13 vanished with its readings, and the incident said only G1/G2, losing why it went (a
+    fault audit). They stay, said of the time before it went; a repair clears them."""
+    h = Harness(actions=[TRAIN, act("thermal", 5, node="gpu0003", gpu=2, temp=92,
+                                    clock_mhz=1500),
+                         act("xid79", 80, node="gpu0003", gpu=2)])
+    h.run(90)
+    assert not h.last["gpu0003"].gpus[2].present
+    said = {f.rule: f.text for f in h.findings["gpu0003"] if f.component == "gpu2"}
+    assert {"G1", "G2", "G12", "G13"} <= said.keys() and h.verdict("gpu0003") is Verdict.FAILED
+    assert said["G12"].startswith("clock throttled (") and "before it went missing" in said["G12"]
+    assert said["G13"].endswith(" °C before it went missing")
+    assert int(said["G13"].split(" °C")[0]) >= 87
+    h.run(10)
+    assert {f.text for f in h.findings["gpu0003"] if f.rule in ("G12", "G13")} == {
+        said["G12"], said["G13"]}  # fixed texts: no change every sample
+    h.world.apply(act("repair", node="gpu0003"), h.world.t)
+    h.run(3)
+    # Back on the bus: its own readings judge it again (the agent's throttle hold may stand).
+    assert not [f for f in h.findings["gpu0003"] if "before it went missing" in f.text]
