@@ -1719,10 +1719,26 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
     return f"{slows}: drain it --now{when}, so the job requeues without it{queue}, {then}"
 
 
+def recurrence_text(st: NodeState) -> str:
+    """A failure that is the last one again (``NodeState.recurred``): "reset gpu0 or reboot"
+    of a DBE back 30 s after the node's repair read as the first, and asked for the repair that
+    had not held (a fault audit: the same XID 48 after ``repair``)."""
+    assert st.recurred is not None
+    cleared, again = st.recurred
+    gap = max(0.0, (st.changed_at or cleared) - cleared)
+    took = (f"{gap:.0f} s" if gap < 120 else f"{gap / 60:.0f} min" if gap < 7200
+            else f"{gap / 3600:.0f} h")
+    parts = _and(list(dict.fromkeys(k.split(" ", 1)[1] for k in again)))
+    return (f"the same fault ({', '.join(again)}) came back {took} after it cleared at "
+            f"{utc_hms(cleared)}: replace {parts} (RMA a GPU) rather than repeat the repair")
+
+
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``).
     ``state``: the fleet, for whether the node slows its job (``slowing``)."""
     action = _node_action(st, state)
+    if st.verdict is Verdict.FAILED and st.recurred is not None:
+        action += f"; {recurrence_text(st)}"
     if (st.verdict in (Verdict.DEGRADED, Verdict.FAILED) and CLOCK_ACTION not in action
             and any(f.rule == CLOCK_RULE for f in st.findings)):
         # Beside another fault: its clock's step too (a drain it refuses cannot be done).

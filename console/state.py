@@ -184,6 +184,9 @@ _TALKS_RE = re.compile(r"^\d+ " + re.escape(_TALKS).replace(re.escape("{s}"), "s
     re.escape("{ago:.0f}"), r"\d+"))
 
 
+RECUR_S = 24 * 3600.0
+"""A failure that is the one before it again within this long of its clearing recurs (a GPU
+that fails the same way a day after its reset is the same bad GPU)."""
 RECONNECT_LOOP = "its agent reconnects again and again"
 """Said by H2 of a node whose agent opens session after session with no sample between
 (``NodeState.births_unsampled``); ``judgements.recommended_action`` reads it."""
@@ -370,6 +373,15 @@ class NodeState(msgspec.Struct, gc=False):
     """The last judgement rests on a sample heard in the agent session the node is in now: not
     recalled from the store, not offline, stale or waiting, not a collector's digest gone
     silent. A change from such a verdict is one this console saw happen (``change_seen``)."""
+    failing: frozenset[str] = frozenset()
+    """Its drain findings of its own hardware (``"G2 gpu0"``) while it is failed."""
+    cleared: tuple[float, frozenset[str]] | None = None
+    """When it last went from failed to ok (repaired, or its fault's window ended), with the
+    failure's ``failing``."""
+    recurred: tuple[float, tuple[str, ...]] | None = None
+    """(when it had cleared, the drain findings that came back) of a failure that is the one
+    before it again within ``RECUR_S`` of its clearing: a part that fails again after its
+    repair is for replacing, not for the same repair (``judgements.recommended_action``)."""
     before_spell: tuple[float, Verdict, bool] | None = None
     """``changed_at``, ``changed_to`` and ``change_seen`` of the verdict the node had when it
     went offline or stale: back to that verdict, it is no change (``_verdict_changed``)."""
@@ -742,6 +754,7 @@ class NodeState(msgspec.Struct, gc=False):
             self.verdict_heard = True
         else:
             verdict = combine(self.effective_findings)
+        self._note_recurrence(verdict, now)
         # A restored node found as the store left it keeps the time of its last change.
         if verdict is not self.changed_to and not (
                 self.waiting and (verdict is Verdict.OK or self.rejoined_at is not None)):
@@ -759,6 +772,23 @@ class NodeState(msgspec.Struct, gc=False):
         self.verdict = verdict
         self.liveness = liveness or NO_FINDINGS  # the shared empty list: one per node less
         return verdict
+
+    def _note_recurrence(self, verdict: Verdict, now: float) -> None:
+        """Keep ``failing``, ``cleared`` and ``recurred`` up to date with ``verdict``: an
+        offline or stale spell between (a repair's reboot) changes nothing."""
+        if verdict is Verdict.FAILED:
+            keys = frozenset(f"{f.rule} {f.component}" for f in self.effective_findings
+                             if f.severity is Severity.DRAIN and f.rule[0] in "GN")
+            if not keys:
+                return
+            if not self.failing:
+                last = self.cleared
+                again = () if last is None or now - last[0] > RECUR_S else tuple(
+                    sorted(keys & last[1]))
+                self.recurred = (last[0], again) if last is not None and again else None
+            self.failing = self.failing | keys
+        elif verdict is Verdict.OK and self.failing:
+            self.cleared, self.failing = (now, self.failing), frozenset()
 
     def _verdict_changed(self, verdict: Verdict, now: float) -> None:
         """``changed_to`` becomes ``verdict``, a change at ``now`` unless it is the verdict the

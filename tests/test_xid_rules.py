@@ -321,3 +321,32 @@ def test_xid_154_drain_p2p_asks_to_quiesce_p2p_not_to_reset():
     st.drain = DrainInfo(state=DrainState.DRAINED, reason="xid 154")
     said = recommended_action(st, c.state)
     assert said.startswith("drained: quiesce gpu3's peer-to-peer traffic") and "reset" not in said
+
+
+def test_a_fault_back_after_the_node_cleared_is_said_to_recur():
+    """The same XID 48 30 s after a `repair` read as a first failure, "reset gpu0 or reboot",
+    the repair that had not held (a fault audit). A different fault after it is no recurrence."""
+    from fleetdeck.console.judgements import recommended_action
+
+    def dbe(c: Console, gpu: int) -> NodeState:
+        now = c.node.telemetry().ts
+        return c.send(c.with_gpu(gpu, xids=[XidSeen(code=48, ts=now - 1_000)], xid_last=48,
+                                 xid_last_ts=now - 1_000))
+
+    c = Console()
+    st = dbe(c, 0)
+    assert st.verdict is Verdict.FAILED and "came back" not in recommended_action(st)
+    for _ in range(3):
+        st = c.send(c.node.telemetry())  # repaired: its XIDs gone with the reboot
+    assert st.verdict is Verdict.OK
+    for _ in range(30):
+        c.node.telemetry()  # 30 s on
+    st = dbe(c, 0)
+    said = recommended_action(st)
+    assert st.verdict is Verdict.FAILED
+    assert said.startswith("drain"), said
+    assert "; the same fault (G2 gpu0) came back 3" in said and "replace gpu0 (RMA a GPU)" in said
+    for _ in range(3):
+        st = c.send(c.node.telemetry())
+    st = dbe(c, 5)  # another GPU: not the same fault
+    assert st.verdict is Verdict.FAILED and "came back" not in recommended_action(st)
