@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -331,3 +332,22 @@ def test_the_stall_file_says_which_callback_held_the_loop_and_what_ran_inside_it
     text = said.getvalue()
     longest = text.split("longest event-loop callbacks")[1].splitlines()[1]
     assert ".held:" in longest and "Work.inner" in longest and "gc0" in longest, text
+
+
+def test_the_replay_floor_decodes_every_message_and_refuses_a_damaged_line(
+        tmp_path: Path) -> None:
+    """bench/replay_ceiling.py's floor reads, takes out and decodes every message of the
+    recording (a stage that skipped some would read as a lower floor), and a line whose
+    payload cannot be taken out stops it instead of being timed as read."""
+    from bench.replay import build
+    from bench.replay_ceiling import read
+
+    rec = tmp_path / "rec.jsonl"
+    _write_s, written = build(rec, 4, 2)
+    assert read(rec, 0) == read(rec, 2) == written
+    lines = rec.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b"/telemetry" in line)
+    lines[at] = lines[at].replace(b'"p":"', b'"p":"\\q', 1)  # not a JSON escape
+    rec.write_bytes(b"".join(lines))
+    with pytest.raises(BenchFailure, match="damaged line"):
+        read(rec, 2)
