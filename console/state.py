@@ -2088,7 +2088,11 @@ class FleetState:
         st.history.inventory(birth)
         st.birth = birth
         st.bd_seq = birth.bdSeq
-        st.births_unsampled = (*st.births_unsampled[-(RECONNECT_LOOP_BIRTHS - 1):], rx)
+        if birth.bdSeq > last_birth:
+            # A session the agent opened, not its retained birth again on the console's own
+            # reconnect: a dead node (offline by its will) read "check the broker, not the
+            # node" once the console had resubscribed 4 times in 30 s (a review).
+            st.births_unsampled = (*st.births_unsampled[-(RECONNECT_LOOP_BIRTHS - 1):], rx)
         st.basis = None  # the rules read the birth (GPUs and ports expected): run them again
         return True
 

@@ -91,3 +91,32 @@ def test_a_broker_max_packet_size_below_the_keyframe_is_said_in_status(tmp_path)
             stop_process(agent)
     node = json.loads(res.stdout)["nodes"][0]
     assert node["action"].startswith("check the broker, not the node"), node
+
+
+def test_a_dead_nodes_retained_birth_redelivered_is_no_reconnect_loop():
+    """The console's own reconnects (a flapping broker, its own network) deliver a dead node's
+    retained birth again, same bdSeq, with no sample after: no session of its agent, so no
+    "check the broker, not the node" of a machine that is down (a review)."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    state = FleetState(node.cluster, ingest.malformed)
+    birth, will = node.birth(), node.status(online=False)
+    node.feed(ingest, birth, Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    state.apply(ingest.take_batch(), node.now)
+    for _ in range(6):  # the retained birth and will, on each of the console's reconnects
+        node.now += 3.0
+        node.feed(ingest, birth, Kind.BIRTH)
+        node.feed(ingest, will, Kind.STATUS)
+        state.apply(ingest.take_batch(), node.now)
+    st = state.nodes[node.node_id]
+    assert st.verdict.value == "offline"
+    assert not any("reconnects again" in f.text for f in st.liveness), st.liveness
+    assert "BMC" in recommended_action(st, state)
