@@ -1728,9 +1728,14 @@ def recurrence_text(st: NodeState) -> str:
     gap = max(0.0, (st.changed_at or cleared) - cleared)
     took = (f"{gap:.0f} s" if gap < 120 else f"{gap / 60:.0f} min" if gap < 7200
             else f"{gap / 3600:.0f} h")
-    parts = _and(list(dict.fromkeys(k.split(" ", 1)[1] for k in again)))
+    gpus = list(dict.fromkeys(k.split(" ", 1)[1] for k in again if k[0] == "G"))
+    ports = list(dict.fromkeys(k.split(" ", 1)[1] for k in again if k[0] != "G"))
+    # A port's fault is its cable's or HCA's: "replace mlx5_0:1 (RMA a GPU)" named no part
+    # anyone could order (a review).
+    what = ([f"{_and(gpus)} (RMA a GPU)"] if gpus else []) + (
+        [f"{_and(ports)}'s cable/transceiver or HCA"] if ports else [])
     return (f"the same fault ({', '.join(again)}) came back {took} after it cleared at "
-            f"{utc_hms(cleared)}: replace {parts} (RMA a GPU) rather than repeat the repair")
+            f"{utc_hms(cleared)}: replace {' and '.join(what)} rather than repeat the repair")
 
 
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:

@@ -30,6 +30,7 @@ from fleetdeck.console.digest import (
     judge_digest,
 )
 from fleetdeck.console.health import (
+    GPU_READER_SAYS,
     LINK_RULES,
     NO_FINDINGS,
     VERDICT_ORDER,
@@ -61,6 +62,7 @@ from fleetdeck.protocol.messages import (
     SchedulerStatus,
     Status,
 )
+from fleetdeck.protocol.thermal import gpu_uuids
 
 STALE_INTERVALS = 3.0
 FULL_JUDGE_EVERY_S = 10.0
@@ -377,7 +379,7 @@ class NodeState(msgspec.Struct, gc=False):
     """Its drain findings of its own hardware (``"G2 gpu0"``) while it is failed."""
     cleared: tuple[float, frozenset[str]] | None = None
     """When it last went from failed to ok (repaired, or its fault's window ended), with the
-    failure's ``failing``."""
+    failure's ``failing``, each GPU's with its uuid (``_part_ids``)."""
     recurred: tuple[float, tuple[str, ...]] | None = None
     """(when it had cleared, the drain findings that came back) of a failure that is the one
     before it again within ``RECUR_S`` of its clearing: a part that fails again after its
@@ -777,18 +779,42 @@ class NodeState(msgspec.Struct, gc=False):
         """Keep ``failing``, ``cleared`` and ``recurred`` up to date with ``verdict``: an
         offline or stale spell between (a repair's reboot) changes nothing."""
         if verdict is Verdict.FAILED:
+            # A part named (not G14's uuids of GPUs gone, nor G1's "none visible, the driver
+            # says why": a driver that failed to load again read "replace gpu0, …, gpu7 (RMA
+            # a GPU)", a review).
             keys = frozenset(f"{f.rule} {f.component}" for f in self.effective_findings
-                             if f.severity is Severity.DRAIN and f.rule[0] in "GN")
+                             if f.severity is Severity.DRAIN and f.rule[0] in "GN"
+                             and f.component and f.rule != "G14"
+                             and GPU_READER_SAYS not in f.text)
             if not keys:
                 return
             if not self.failing:
                 last = self.cleared
-                again = () if last is None or now - last[0] > RECUR_S else tuple(
-                    sorted(keys & last[1]))
+                if last is None or now - last[0] > RECUR_S:
+                    again: tuple[str, ...] = ()
+                else:
+                    ids = self._part_ids(keys)
+                    again = tuple(sorted(k for k in keys if ids[k] in last[1]))
                 self.recurred = (last[0], again) if last is not None and again else None
             self.failing = self.failing | keys
         elif verdict is Verdict.OK and self.failing:
-            self.cleared, self.failing = (now, self.failing), frozenset()
+            self.cleared = (now, frozenset(self._part_ids(self.failing).values()))
+            self.failing = frozenset()
+
+    def _part_ids(self, keys: frozenset[str]) -> dict[str, str]:
+        """``"G2 gpu0"`` -> ``"G2 gpu0 GPU-…"``: the GPU by the uuid its birth gives at that
+        index. Replaced (an RMA, the node resumed), gpu0 is another GPU: its fault read "the
+        same fault came back: replace gpu0" of the new one (a review). Run at a change of
+        failing, not on each sample."""
+        birth = self.birth
+        uuids = gpu_uuids((g.index, g.uuid) for g in birth.gpus) if birth is not None else {}
+        out: dict[str, str] = {}
+        for k in keys:
+            comp = k.split(" ", 1)[1]
+            uuid = (uuids.get(int(comp[3:]), "") if comp.startswith("gpu") and comp[3:].isdigit()
+                    else "")
+            out[k] = f"{k} {uuid}" if uuid else k
+        return out
 
     def _verdict_changed(self, verdict: Verdict, now: float) -> None:
         """``changed_to`` becomes ``verdict``, a change at ``now`` unless it is the verdict the

@@ -350,3 +350,62 @@ def test_a_fault_back_after_the_node_cleared_is_said_to_recur():
         st = c.send(c.node.telemetry())
     st = dbe(c, 5)  # another GPU: not the same fault
     assert st.verdict is Verdict.FAILED and "came back" not in recommended_action(st)
+
+
+def _dbe(c: Console, gpu: int) -> NodeState:
+    now = c.node.telemetry().ts
+    return c.send(c.with_gpu(gpu, xids=[XidSeen(code=48, ts=now - 1_000)], xid_last=48,
+                             xid_last_ts=now - 1_000))
+
+
+def test_a_fault_of_the_new_gpu_in_a_replaced_slot_is_no_recurrence():
+    """gpu0 RMA'd and the node resumed: its new birth gives another uuid at index 0. A DBE of
+    the new GPU read "the same fault (G2 gpu0) came back: replace gpu0" of a GPU an hour old
+    (a review). The same uuid again is the same GPU: that recurs."""
+    from fleetdeck.console.judgements import recommended_action
+
+    c = Console()
+    assert _dbe(c, 0).verdict is Verdict.FAILED
+    for _ in range(3):
+        st = c.send(c.node.telemetry())
+    assert st.verdict is Verdict.OK
+    birth = c.node.birth()
+    swapped = birth.model_copy(update={"bdSeq": birth.bdSeq + 1, "gpus": [
+        g.model_copy(update={"uuid": "GPU-00000000-0000-0000-0000-0000000000aa"})
+        if g.index == 0 else g for g in birth.gpus]})
+    c.node.agent.bd_seq = swapped.bdSeq
+    c.node.feed(c.ingest, swapped, Kind.BIRTH)
+    c.node.feed(c.ingest, c.node.status(), Kind.STATUS)
+    for _ in range(3):
+        st = c.send(c.node.telemetry())
+    st = _dbe(c, 0)
+    assert st.verdict is Verdict.FAILED
+    assert "came back" not in recommended_action(st), recommended_action(st)
+    for _ in range(3):
+        st = c.send(c.node.telemetry())
+    st = _dbe(c, 0)  # the new GPU again: its own fault back
+    assert "the same fault (G2 gpu0) came back" in recommended_action(st)
+
+
+def test_a_port_fault_back_names_its_cable_or_hca_not_a_gpu():
+    from fleetdeck.console.judgements import recurrence_text
+
+    c = Console()
+    st = _dbe(c, 0)
+    st.recurred = (st.changed_at - 30, ("G2 gpu0", "N5 mlx5_0:1"))
+    said = recurrence_text(st)
+    assert "replace gpu0 (RMA a GPU) and mlx5_0:1's cable/transceiver or HCA" in said, said
+
+
+def test_a_driver_that_fails_to_load_again_is_no_gpu_to_rma():
+    """G1 "0/8 GPUs visible; the agent's GPU reader says: NVML: init failed" again after a
+    fix read "replace gpu0, …, gpu7 (RMA a GPU)" (a review): no part of its own named."""
+    from fleetdeck.console.health import GPU_READER_SAYS, Finding
+
+    st = NodeState(node_id="n1")
+    g1 = Finding("G1", Severity.DRAIN, "gpu0,gpu1", f"0/2 GPUs visible; {GPU_READER_SAYS} NVML")
+    for t, verdict, found in ((0.0, Verdict.FAILED, [g1]), (10.0, Verdict.OK, []),
+                              (40.0, Verdict.FAILED, [g1])):
+        st.findings = found
+        st._note_recurrence(verdict, t)
+    assert st.recurred is None
