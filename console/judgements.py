@@ -1777,10 +1777,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         if any(f.rule == "H2" and RECONNECT_LOOP in f.text for f in st.liveness):
             # The node is up: its agent connects, and the broker drops it at its keyframe
             # (docs/reliability.md, the max_packet_size drill); the agent's log says so.
-            return ("check the broker, not the node: it drops the agent's connection at its "
-                    "first keyframe, most likely a max_packet_size below the keyframe's size "
-                    "(the agent's log names the size, the broker's says 'oversize packet'): "
-                    "raise it (or remove it) in the broker's config")
+            return ("check the broker first: it most likely drops the agent's connection at "
+                    "its first keyframe, a max_packet_size below the keyframe's size (the "
+                    "agent's log names the size, the broker's says 'oversize packet'): raise it "
+                    "(or remove it) in the broker's config; if neither log says so, the agent "
+                    "restarts in a loop: its journal on the node says why")
         return ("check the node (power, BMC, kernel log); its agent takes a drain only once "
                 "it is back")
     if v == "stale":

@@ -70,7 +70,7 @@ def test_an_agent_the_broker_drops_at_each_keyframe_points_at_the_broker():
     [h2] = [f.text for f in st.liveness if f.rule == "H2"]
     assert "its agent reconnects again and again, no sample between" in h2, h2
     said = recommended_action(st, state)
-    assert said.startswith("check the broker, not the node") and "max_packet_size" in said
+    assert said.startswith("check the broker first") and "max_packet_size" in said
     assert "BMC" not in said
     # A restart or two of the broker is no loop: the node's own advice stands.
     st, state = _looping_node(2)
@@ -90,13 +90,13 @@ def test_a_broker_max_packet_size_below_the_keyframe_is_said_in_status(tmp_path)
         finally:
             stop_process(agent)
     node = json.loads(res.stdout)["nodes"][0]
-    assert node["action"].startswith("check the broker, not the node"), node
+    assert node["action"].startswith("check the broker first"), node
 
 
 def test_a_dead_nodes_retained_birth_redelivered_is_no_reconnect_loop():
     """The console's own reconnects (a flapping broker, its own network) deliver a dead node's
     retained birth again, same bdSeq, with no sample after: no session of its agent, so no
-    "check the broker, not the node" of a machine that is down (a review)."""
+    "check the broker first" of a machine that is down (a review)."""
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.judgements import recommended_action
     from fleetdeck.console.state import FleetState
