@@ -351,3 +351,25 @@ def test_the_replay_floor_decodes_every_message_and_refuses_a_damaged_line(
     rec.write_bytes(b"".join(lines))
     with pytest.raises(BenchFailure, match="damaged line"):
         read(rec, 2)
+
+
+def test_the_replay_floor_refuses_an_empty_recording_and_a_kind_it_does_not_decode(
+        tmp_path: Path) -> None:
+    """A floor of no message is 0 CPU s (an infinite 'x real' or a division by zero in the
+    figures), and a message counted but not decoded lowers the floor it is timed in: both stop
+    bench/replay_ceiling.py instead of being printed."""
+    from bench.replay import build
+    from bench.replay_ceiling import read
+
+    rec = tmp_path / "rec.jsonl"
+    build(rec, 2, 2)
+    head, *rest = rec.read_bytes().splitlines(keepends=True)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(head if b'"p":' not in head else b"")
+    with pytest.raises(BenchFailure, match="no message"):
+        read(empty, 2)
+    at = next(i for i, line in enumerate(rest) if b"/status/" in line or b"/status\"" in line)
+    rest[at] = rest[at].replace(b"/status", b"/event", 1)
+    rec.write_bytes(b"".join([head, *rest]))
+    with pytest.raises(BenchFailure, match="does not decode"):
+        read(rec, 2)
