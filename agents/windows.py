@@ -507,7 +507,12 @@ class ThermalHolds:
                     st = holds[index] = [None, 0, None, None, 0]
                 st[3] = now_ms
                 self.revision += 1
-            elif st is not None and st[3] is not None and (temp is None or temp < TEMP_CLEAR_C):
+            elif st is not None and st[3] is not None and (
+                    (temp is not None and temp < TEMP_CLEAR_C)
+                    or (temp is None and (present or now_ms - st[3] > THROTTLE_IDLE_HOLD_MS))):
+                # Off the bus it reads no temperature: its heat before is why it may have
+                # gone, held the idle hour as the console holds it (console/health.py
+                # ``GONE_HOT``); dropped here, a one-shot status read G1 alone.
                 st[3] = None
                 self.revision += 1
             if st is not None and st[0] is None and st[3] is None:

@@ -823,7 +823,7 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         else:
             # A GPU that fell off the bus reports little, but its XIDs say why.
             out.extend(_xid_findings(g, t.ts))
-            out.extend(_gone_thermal(g.index, hist.gpus.get(g.index)))
+            out.extend(_gone_thermal(g, hist.gpus.get(g.index)))
     if birth is not None and birth.ib_ports_expected > len(birth.ib_ports):
         # Short of its SKU's ports from the start (an HCA that did not come up after a
         # reboot): judged against what it found, the node read ok (a newcomer's run).
@@ -850,18 +850,29 @@ audit). Kept while the held throttle of an idle GPU would be (THROTTLE_IDLE_HOLD
 it is back; fixed texts, so its findings do not change with every sample."""
 
 
-def _gone_thermal(index: int, h: GpuHistory | None) -> list[Finding]:
-    """G12/G13 of a GPU off the bus, from what its history held when it went (``GONE_HOT``)."""
-    if h is None:
-        return []
-    c = f"gpu{index}"
+def _gone_thermal(g: GpuSample, h: GpuHistory | None) -> list[Finding]:
+    """G12/G13 of a GPU off the bus, from what its history held when it went (``GONE_HOT``),
+    or the agent's holds (``throttled_last_ts``, ``hot_last_ts``), as ``_gpu_findings`` reads
+    them: a one-shot ``status``, whose console saw only the GPU gone, said G1 alone where the
+    TUI said G12 and G13 (a review)."""
+    c = f"gpu{g.index}"
     out = []
-    if h.throttled_ms is not None:
-        out.append(Finding("G12", Severity.WARN, c, f"clock throttled "
-                                                    f"({_throttle_why(h.throttled_reasons)}) "
-                                                    f"{GONE_HOT}"))
-    if h.hot_ms is not None:
+    agent_last = g.throttled_last_ts
+    if h is not None and h.throttled_ms is not None and (
+            agent_last is None or h.throttled_ms >= agent_last):
+        why: str | None = _throttle_why(h.throttled_reasons)
+    elif agent_last is not None:
+        why = _throttle_why(g.throttled_last_reasons or 0)
+    else:
+        why = None
+    if why is not None:
+        out.append(Finding("G12", Severity.WARN, c, f"clock throttled ({why}) {GONE_HOT}"))
+    if h is not None and h.hot_ms is not None:
         out.append(Finding("G13", Severity.WARN, c, f"{int(h.hot_c)} °C {GONE_HOT}"))
+    elif g.hot_last_ts is not None:
+        # The agent sends when, not how hot: the line it crossed.
+        out.append(Finding("G13", Severity.WARN, c,
+                           f"at or above max operating ({TEMP_WARN_C:.0f} °C) {GONE_HOT}"))
     return out
 
 

@@ -704,3 +704,25 @@ def test_a_known_gpu_moved_to_the_index_of_an_unknown_ones_hold_does_not_inherit
         ew.gpus(_rows(gpu1=hot | {"thermal_violation_ns": 9_000}), T0 + 1000)
         ew.inventory(birth)
         assert _held_at(ew, T0 + 2000) == expected, name
+
+
+def test_a_hot_gpu_off_the_bus_keeps_g12_and_g13_on_status_as_in_the_tui() -> None:
+    """A GPU that throttled at 92 °C and then fell off the bus keeps G12 and G13 'before it
+    went missing' in a console that watched it go (docs/architecture.md, 'Thermal findings
+    hold'). A one-shot status (its first sample is of the GPU gone) read G1 alone: the console
+    did not read the agent's throttle hold of a GPU off the bus, and the agent dropped its hot
+    hold at the first sample with no temperature (a review). Both hold for the idle hour."""
+    t = FakeNode().telemetry()
+    gone = [GpuSample(index=3, present=False) if g.index == 3 else g
+            for g in _gpus(thermal_violation_ns=5_000)]
+    steps = [(0, _gpus()),
+             (1000, _gpus(clock_event_reasons=SW_THERMAL, temp_c=92.0,
+                          thermal_violation_ns=5_000))]
+    steps += [(s * 1000, gone) for s in (2, 3, 120, 1800)]
+    steps += [(2000 + THROTTLE_IDLE_HOLD_MS, gone)]
+    seen = _tui_and_status(steps, t)
+    for dt, tui, status in seen[2:-1]:
+        assert tui == status == ["G1", "G12", "G13"], (dt, tui, status)
+    assert seen[-1][1:] == (["G1"], ["G1"])
+    cool = _tui_and_status([(0, _gpus()), (1000, gone), (2000, gone)], t)
+    assert [seen[1:] for seen in cool[1:]] == [(["G1"], ["G1"])] * 2  # never hot: nothing
