@@ -38,6 +38,7 @@ from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     FAILING_STATES,
     HOLDING_NODES,
+    LIMIT_AS_PEERS,
     POWER_CAPPED,
     RECOVERED,
     FailedJob,
@@ -141,6 +142,9 @@ class Incident:
 def _straggler_step(slow: Straggler) -> str:
     """A straggler incident's step: a GPU power-capped by software has its limit put back,
     live, where a drain loses the job's work since its checkpoint (a fault audit)."""
+    if POWER_CAPPED in slow.cause and LIMIT_AS_PEERS in slow.cause:
+        return (f"{slow.node}'s capped GPU runs at its peers' power limit, slower: watch it; "
+                "drain it when the job checkpoints if it stays slow")
     if POWER_CAPPED in slow.cause:
         return (f"check the power limit of {slow.node}'s capped GPU (nvidia-smi -q -d POWER: "
                 "lowered by nvidia-smi -pl or a power budget?) and restore it; drain it when "

@@ -1101,13 +1101,55 @@ def _power_capped(st: NodeState) -> list[GpuSample]:
             and not (g.clock_event_reasons or 0) & 0x1]  # GPU idle: no work slowed
 
 
-def _cap_text(g: GpuSample) -> str:
-    """``gpu3 sw power cap: 1350 of 1980 MHz, limit 450 W``, of what the sample has."""
+PEER_LIMITS_READ = 64
+"""How many of a job's other nodes a capped straggler's limit is compared with: a limit set
+by a power budget or ``nvidia-smi -pl`` on one node shows against any of them, and a 4,096-node
+job's every GPU is not read for it each time the straggler is judged."""
+LIMIT_LOWERED = "below its job's other nodes'"
+"""Said in a capped straggler's cause when its limit is lower than its peers': only then is
+"restore the limit" the fix (at the stock limit a SW power cap is the GPU working as set, as
+docs/domain.md §3 says of bit 0x4, and the chip itself is slower)."""
+LIMIT_AS_PEERS = "as its job's other nodes'"
+"""Said in a capped straggler's cause when its limit is its peers': nothing was lowered."""
+
+
+def peer_limit_w(st: NodeState, state: FleetState) -> float | None:
+    """The highest power limit of a present GPU on up to ``PEER_LIMITS_READ`` of the other
+    nodes of ``st``'s job; None when none is known."""
+    jid = own_job(st, state) or holding_job(state, st.node_id)
+    job = state.jobs.get(jid) if jid is not None else None
+    if job is None:
+        return None
+    best: float | None = None
+    read = 0
+    for node in job.nodes:
+        other = state.nodes.get(node) if node != st.node_id else None
+        t = None if other is None else other.telemetry
+        if t is None:
+            continue
+        read += 1
+        for g in t.gpus:
+            if g.present and g.power_limit_w is not None and (best is None
+                                                              or g.power_limit_w > best):
+                best = g.power_limit_w
+        if read >= PEER_LIMITS_READ:
+            break
+    return best
+
+
+def _cap_text(g: GpuSample, peers_w: float | None = None) -> str:
+    """``gpu3 sw power cap: 1350 of 1980 MHz, limit 450 W, below its job's other nodes' 700 W``,
+    of what the sample has (the peers' limit where it is known: lowered, or the same)."""
     said = [f"gpu{g.index} sw power cap"]
     if g.sm_clock_mhz is not None and g.sm_clock_max_mhz:
         said.append(f"{g.sm_clock_mhz:.0f} of {g.sm_clock_max_mhz:.0f} MHz")
     if g.power_limit_w is not None:
-        said.append(f"limit {g.power_limit_w:.0f} W")
+        limit = f"limit {g.power_limit_w:.0f} W"
+        if peers_w is not None and g.power_limit_w < 0.95 * peers_w:
+            limit += f", {LIMIT_LOWERED} {peers_w:.0f} W"
+        elif peers_w is not None:
+            limit += f", {LIMIT_AS_PEERS}"
+        said.append(limit)
     return said[0] + (": " + ", ".join(said[1:]) if len(said) > 1 else "")
 
 
@@ -1129,7 +1171,7 @@ def likely_cause(state: FleetState, node: str) -> str:
     held = {f.component for f in throttled}
     capped = [g for g in _power_capped(st) if f"gpu{g.index}" not in held]
     if capped:
-        causes.append(f"{POWER_CAPPED} ({_cap_text(capped[0])})")
+        causes.append(f"{POWER_CAPPED} ({_cap_text(capped[0], peer_limit_w(st, state))})")
     if causes:
         return " + ".join(causes)
     gpus = [f for f in st.findings if f.rule.startswith("G")]
@@ -1693,11 +1735,19 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
     slows = f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
     capped = _power_capped(st)
     if step == "repair" and capped and POWER_CAPPED in slow.cause:
+        cause = slow.cause[slow.cause.index(POWER_CAPPED) + len(POWER_CAPPED):].strip(" ()")
+        gpus = _and([f"gpu{g.index}" for g in capped])
+        if LIMIT_AS_PEERS in cause:
+            # At the limit its peers run at, nothing was lowered: the chip does less work for
+            # the same power (docs/domain.md §3), which a limit restored would not change.
+            return (f"{slows}, {POWER_CAPPED.lower()} at its peers' limit ({cause}): {gpus} "
+                    "does less work for the same power; watch, and drain when idle if it "
+                    "persists (check its cooling and power delivery)")
         # Nothing to repair: a power limit set lower (``nvidia-smi -pl``, a power budget) is
         # put back live, with the job running; "look at the node" left the on-call to find it.
-        step = (f"check {_and([f'gpu{g.index}' for g in capped])}'s power limit (nvidia-smi -q "
-                "-d POWER: lowered by nvidia-smi -pl or a power budget?) and restore it")
-        return f"{slows}, {POWER_CAPPED.lower()} ({_cap_text(capped[0])}): {step}"
+        step = (f"check {gpus}'s power limit (nvidia-smi -q -d POWER: lowered by nvidia-smi "
+                "-pl or a power budget?) and restore it")
+        return f"{slows}, {POWER_CAPPED.lower()} ({cause}): {step}"
     then = f"then {step if step != 'repair' else 'look at the node'}"
     if job.eta_s is not None and job.eta_s <= STRAGGLER_FINISH_S:
         return (f"{slows}, which ends in {job.eta_s / 60:.0f} min at its pace: drain it "

@@ -1499,7 +1499,8 @@ def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_th
     (job,) = fleet_summary(session.state, session.clock())["jobs"]
     assert job["straggler"]["node"] == "gpu0003"
     assert job["straggler"]["cause"] == ("GPU power-capped by software (gpu5 sw power cap: "
-                                         "1350 of 1980 MHz, limit 450 W)")
+                                         "1350 of 1980 MHz, limit 450 W, below its job's "
+                                         "other nodes' 700 W)")
     said = recommended_action(session.state.nodes["gpu0003"], session.state)
     assert said.startswith("it slows job 7 by 12% (rank 19), gpu power-capped by software")
     assert "check gpu5's power limit (nvidia-smi -q -d POWER" in said and "drain" not in said
@@ -1508,3 +1509,27 @@ def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_th
     (inc,) = [i for i in incidents(session.state) if i.kind == "job"]
     assert "GPU power-capped by software (gpu5" in inc.title
     assert inc.action.startswith("check the power limit of gpu0003's capped GPU")
+
+
+def test_a_straggler_capped_at_its_peers_power_limit_is_not_told_to_restore_it():
+    """Bit 0x4 at the stock limit is the GPU working as set (docs/domain.md §3): "restore the
+    power limit" of a limit nobody lowered sent the on-call after nothing (a review)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import recommended_action
+
+    def capped(tel):
+        gpus = [replace(g, clock_event_reasons=0x4, sm_clock_mhz=1350.0,
+                        sm_clock_max_mhz=1980.0) if g.index == 5 else g for g in tel.gpus]
+        return replace(tel, gpus=gpus)
+
+    session = session_with({"gpu0003": capped}, jobs=[_job_with(
+        [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    assert job["straggler"]["cause"].endswith("limit 700 W, as its job's other nodes')")
+    said = recommended_action(session.state.nodes["gpu0003"], session.state)
+    assert "at its peers' limit" in said and "restore" not in said, said
+    assert "drain when idle if it persists" in said
+    (inc,) = [i for i in incidents(session.state) if i.kind == "job"]
+    assert "restore" not in inc.action and inc.action.startswith("gpu0003's capped GPU runs")
