@@ -1933,8 +1933,10 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                 # NVIDIA's Drain P2P asks for the P2P traffic to stop, not for a reset; a
                 # pending remap's reset still waits for the GPU to be idle.
                 requeue = "" if idle else ", requeue its job from its checkpoint"
-                then = (f", then reset {_and(remap)} (a row remap is pending) and resume"
-                        if remap else ", resume")
+                # Resumed before the driver's next action, the node takes work a reset or a
+                # reboot may yet need (a review): resume follows that action, not the quiesce.
+                then = (f"; once it states none, reset {_and(remap)} (a row remap is pending) "
+                        "and resume" if remap else "; resume once it states none")
                 return (f"XID 154 on {asks.component} ({what}, says the driver): drain it"
                         f"{' (no job on it)' if idle else ''}{requeue}; "
                         f"{_P2P_STEP.format(c=asks.component)}{then}")

@@ -192,7 +192,8 @@ def test_the_console_judges_xids_as_the_real_agent_words_them():
     (3, "G3", "XID 154 (drain P2P)",
      "XID 154 on gpu3 (drain P2P, says the driver): drain it (no job on it); quiesce gpu3's "
      "peer-to-peer traffic: stop the processes on it that use P2P and disable UVM persistence "
-     "mode, then follow the recovery action the driver states next (another XID 154), resume"),
+     "mode, then follow the recovery action the driver states next (another XID 154); resume "
+     "once it states none"),
     # A later driver's action this version does not know: said, not judged by nothing.
     (9, "G3", "XID 154 (action 0x9, unknown to this console)",
      "XID 154 on gpu3 (action 0x9, unknown to this console, says the driver): drain it (no job "
