@@ -45,6 +45,10 @@ class Column:
     """Hidden on a narrow screen, highest rank first (0: always shown)."""
     min: int = 0
     """For the flexible column: the cells it keeps before other columns are hidden."""
+    shrink: bool = False
+    """Narrow to the content (never below the title) when the screen has room to grow the
+    others: its ``width`` is for the widest value it may hold (a job's checkpoint ``400
+    (30m00s)``), which most rows do not (``-``)."""
 
 
 FLEX_MIN = 20
@@ -161,6 +165,9 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self._palette: dict[str, Style] = {}
         self._content: tuple[int, ...] = ()
         """Widest cell per column over the measured rows (growing columns only)."""
+        self._shrunk_widest: dict[int, int] = {}
+        """Per ``shrink`` column, the widest cell it has had: it narrows to that, so it does
+        not move the columns after it each time a checkpoint's age crosses a minute."""
         self._layout: tuple[tuple[object, ...], list[int | None]] | None = None
 
     # --- data ---------------------------------------------------------------------------------
@@ -203,12 +210,16 @@ class LineTable(Widget, Generic[T], can_focus=True):
         # The flexible column too: when its cells are short (a jobs table where nothing holds
         # a job up) the growing ones may take what it does not need (NODES was cut under an
         # empty HELD UP: a 3 a.m. drive).
-        grow = [i for i, c in enumerate(self.columns) if c.grow or not c.width]
+        grow = [i for i, c in enumerate(self.columns) if c.grow or c.shrink or not c.width]
         for row in self.rows[:MEASURE_ROWS]:
             cells = self._cells(row)
             for i in grow:
                 if i < len(cells):
                     content[i] = max(content[i], cell_len(cells[i]))
+        for i, c in enumerate(self.columns):
+            if c.shrink:
+                content[i] = self._shrunk_widest[i] = max(content[i],
+                                                          self._shrunk_widest.get(i, 0))
         if tuple(content) != self._content:
             self._content = tuple(content)
             self._strips.clear()
@@ -491,6 +502,14 @@ def layout(columns: Sequence[Column], avail: int, content: Sequence[int] = ()
     while used() + flex_min > avail and droppable:
         _rank, i = droppable.pop()
         widths[i] = None
+    # At 160 columns the jobs table cut NODES (gpu[0009,0011-00…) and what held a job up
+    # while CKPT kept 14 cells for "-" and JOBID 8 for "4101" (a 3 a.m. drive): columns sized
+    # for their widest value give back what their cells do not use, to the names and the
+    # flexible column. Only where the content was measured, i.e. where there is room to grow.
+    for i, c in enumerate(columns):
+        w = widths[i]
+        if c.shrink and w is not None and i != flex and i < len(content):
+            widths[i] = min(w, max(cell_len(c.title), content[i]))
     # Names and node lists are what a row is found by: at 160 columns the jobs table cut
     # "llama-70b-pretrain" to "llama-70b-p…" beside "llama-70b" while the flexible column kept
     # a third of the line (an operator's walkthrough). They grow first; the flexible column

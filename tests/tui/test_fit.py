@@ -259,3 +259,20 @@ async def test_the_jobs_counts_fit_the_width_in_fewer_words_where_they_must():
         screen = await overview(world, pilot)
         jobs = line_with(text_of(world.app), "Jobs:")
         assert "1 failed" in jobs and "…" not in jobs, jobs
+
+
+async def test_jobs_at_160_columns_give_unused_cells_to_nodes_and_what_holds_a_job_up():
+    """At 160 columns the jobs table cut NODES (``gpu[0009,0011-00…``) and the straggler beside
+    it while JOBID kept 8 cells for "4101", STEP 11 and CKPT 14 for "-" (a 3 a.m. drive on
+    256 nodes): those narrow to their cells, never below their titles."""
+    world = World()
+    world.populate()
+    names = world.fleet.names
+    spread = [names[i] for i in (8, 10, 11, 12, 13, 14, 15, 16, 17, 19)]
+    publish_job(world.ingest, job_status("4102", spread, world.clock), world.clock)
+    text = await show(world, (160, 48), "3")
+    assert "gpu[0009,0011-0018,0020] " in line_with(text, "4102"), text
+    header = line_with(text, "JOBID")
+    assert "JOBID  NAME" in header and "CKPT          HELD" not in header, header
+    held = line_with(text, "rank 19")
+    assert len(held.split("rank 19", 1)[1].rstrip()) >= 40, held

@@ -21,16 +21,18 @@ from fleetdeck.console.tui.text import fit_parts, job_count_parts, plural
 BAR = 12
 JOB_COLUMNS = [
     # The progress bar is decoration (the percentage is the data): it is the first to go.
-    Column("JOBID", "job_id", 8, grow=16), Column("NAME", "name", 12, grow=40),
-    Column("USER", "user", 8, grow=16, drop=4), Column("ST", "state", 2),
+    # Where there is room, JOBID, USER, STEP, ETA and CKPT narrow to their cells so NODES
+    # and what holds a job up get the cells those do not use.
+    Column("JOBID", "job_id", 8, grow=16, shrink=True), Column("NAME", "name", 12, grow=40),
+    Column("USER", "user", 8, grow=16, drop=4, shrink=True), Column("ST", "state", 2),
     Column("DONE", "progress", 4, right=True), Column("PROGRESS", "bar", BAR, drop=6),
-    Column("STEP", "step", 11, right=True, drop=3),
+    Column("STEP", "step", 11, right=True, drop=3, shrink=True),
     Column("STEP T", "step_time", 6, right=True, drop=2),
-    Column("ETA", "eta", 7, right=True), Column("NODES", "nodes", 14, grow=48),
+    Column("ETA", "eta", 7, right=True, shrink=True), Column("NODES", "nodes", 14, grow=48),
     # What holds a running job up (a node that stalls it, its straggler), or why the
     # scheduler holds or ended a job: a job has one or the other, so they share the line's
     # rest; squeue's NODELIST(REASON) habit shows which is which.
-    Column("CKPT", "checkpoint", 14, drop=5),
+    Column("CKPT", "checkpoint", 14, drop=5, shrink=True),
     Column("HELD UP (REASON)", "problem", 0, min=28),
 ]
 STATE_STYLE = {"R": "ok", "PD": "muted", "CG": "info", "CD": "done", "F": "failed",
