@@ -259,6 +259,13 @@ async def test_the_jobs_counts_fit_the_width_in_fewer_words_where_they_must():
         screen = await overview(world, pilot)
         jobs = line_with(text_of(world.app), "Jobs:")
         assert "1 failed" in jobs and "…" not in jobs, jobs
+        # The jobs view at 100 columns cut "…1 held by node  1 held by switch  1 fai…": the
+        # jobs held up come in one count there, the table's rows say by what.
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        info = line_with(text_of(world.app), "│")
+        assert "2 held up" in info and "1 failed" in info and "…" not in info, info
 
 
 async def test_jobs_at_160_columns_give_unused_cells_to_nodes_and_what_holds_a_job_up():

@@ -96,9 +96,14 @@ class JobsScreen(FilteredView):
         # What hides jobs first, as the nodes view says it: at 80 columns the line is cut.
         shown = (f"{len(self.rows)}/{plural(self.total, 'job')}" if f.active
                  else plural(len(self.rows), "job"))
-        return fit_parts([(shown, "", 0), *[(p, "", 0) for p in filter_said(f)],
-                          *job_count_parts(running, sick, by_switch, stalled, failed, slow)],
-                         self.info_room(), hint="[$text-muted]enter: its nodes[/]")
+        said = [(p, "", 0) for p in filter_said(f)]
+        counts = (running, sick, by_switch, stalled, failed, slow)
+        # Unfiltered, the table's own "1/12" says how many jobs there are: the line too short
+        # for its counts gives that up before it cuts what holds jobs up.
+        return fit_parts([(shown, "", 0), *said, *job_count_parts(*counts)],
+                         self.info_room(), hint="[$text-muted]enter: its nodes[/]",
+                         last=[(shown, "", 0 if f.active else 3), *said,
+                               *job_count_parts(*counts, merged=True)])
 
     def action_restart(self) -> None:
         self.not_typing()
