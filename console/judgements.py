@@ -21,6 +21,7 @@ from fleetdeck.console.health import (
     LINK_RULES,
     SYMBOL_RULES,
     THROTTLE_UNPROVEN,
+    VERDICT_ORDER,
     Finding,
     PortPast,
     Severity,
@@ -886,6 +887,33 @@ def application_fault(failed: FailedJob, state: FleetState) -> str:
     many = len(failed.nodes) > 1
     return (f"{compress(list(failed.nodes))} {'have' if many else 'has'} read healthy "
             "throughout: the application's fault, most likely")
+
+
+NodeRank = tuple[bool, bool, bool, int, float, str]
+
+
+def worst_first(state: FleetState) -> Callable[[NodeState], NodeRank]:
+    """Sort key of the nodes' one worst-first order: the overview's top problems and its
+    grid's ``w`` both read it. A node already draining or drained (in hand) after the rest;
+    then errors (failed, offline) before warnings and, among them, a node that stops a
+    running job first, as the incidents view orders their incidents ("what loses work now",
+    one rule for all: docs/architecture.md "Worst first"); then the verdict, the oldest (when
+    it took that verdict), the name. A failed idle node with more findings came above one
+    that held up a job, and ``w`` went first to an offline node whose job still stepped (a
+    newcomer's run). Not how many findings: a flapping port's N1 comes and goes with each
+    flap, and two failed nodes swapped places in the top problems every few seconds, ``w``
+    going to the one the list had just put second (a 3 a.m. drive); the time a node took its
+    verdict moves only when the verdict does."""
+    holding = {n for job in state.jobs.values() if job.state.value in HOLDING_NODES
+               for n in job.nodes}
+
+    def rank(s: NodeState) -> NodeRank:
+        error = s.verdict in (Verdict.FAILED, Verdict.OFFLINE) and not s.job_stepping
+        losing = error and (s.node_id in holding or own_job(s, state) is not None)
+        return (s.drain.state is not DrainState.NONE, not error, not losing,
+                -VERDICT_ORDER[s.verdict], s.changed_at, s.node_id)
+
+    return rank
 
 
 def own_job(st: NodeState, state: FleetState) -> str | None:

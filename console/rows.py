@@ -41,7 +41,6 @@ from fleetdeck.console.judgements import (
     not_stepping,
     not_stepping_text,
     own_findings,
-    own_job,
     port_rail,
     scheduler_down,
     scheduler_gone,
@@ -52,6 +51,7 @@ from fleetdeck.console.judgements import (
     straggler,
     suspect_switches,
     utc_hms,
+    worst_first,
 )
 from fleetdeck.console.state import FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
@@ -862,27 +862,6 @@ def top_problems_said(state: FleetState, problems: list[Problem], total: int,
     sched = any(p.state == "sched" for p in problems)
     failed = sum(1 for p in problems if p.state == "failed" and p.verdict is Verdict.FAILED)
     return top_problems_heading(total, len(suspects), len(hung_jobs(state)), sched, failed)
-
-
-def worst_first(state: FleetState) -> Callable[[NodeState], tuple[bool, bool, bool, int, int,
-                                                                   str]]:
-    """Sort key of the nodes' worst-first order, the overview's top problems and its grid's
-    ``w`` alike: a node already draining or drained (in hand) after the rest; then errors
-    (failed, offline) before warnings and, among them, a node that stops a running job first,
-    as the incidents view orders their incidents ("what loses work now", one rule for all:
-    docs/architecture.md "Worst first"); then the verdict, how many findings, the name. A
-    failed idle node with more findings came above one that held up a job, and ``w`` went
-    first to an offline node whose job still stepped (a newcomer's run)."""
-    holding = {n for job in state.jobs.values() if job.state.value in HOLDING_NODES
-               for n in job.nodes}
-
-    def rank(s: NodeState) -> tuple[bool, bool, bool, int, int, str]:
-        error = s.verdict in (Verdict.FAILED, Verdict.OFFLINE) and not s.job_stepping
-        losing = error and (s.node_id in holding or own_job(s, state) is not None)
-        return (s.drain.state is not DrainState.NONE, not error, not losing,
-                -VERDICT_ORDER[s.verdict], -len(s.all_findings), s.node_id)
-
-    return rank
 
 
 def _findings_text(st: NodeState) -> str:

@@ -26,7 +26,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from fleetdeck.console.health import Verdict
-from fleetdeck.console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells, worst_first
+from fleetdeck.console.judgements import worst_first
+from fleetdeck.console.rows import HEAT_LEVELS, METRIC_RANGE, Cell, gpu_cells
 
 if TYPE_CHECKING:
     from collections.abc import Callable

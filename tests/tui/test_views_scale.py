@@ -438,3 +438,34 @@ async def test_worst_goes_first_to_a_failed_node_that_stops_a_job_as_the_top_pro
         await pilot.press("w")
         await pilot.pause()
         assert grid.current_node == "gpu0006"
+
+
+async def test_worst_and_the_top_problems_keep_one_order_while_a_port_flaps():
+    """Two failed idle nodes swapped places in the top problems each time a flapping port of
+    one came down and back up (its N1 one more finding, then one less), and ``w`` went to the
+    one the list had just put second (a 3 a.m. drive on 256 nodes): the order is the domain's
+    (``judgements.worst_first``), the older failure first, whatever finding comes and goes."""
+    from fleetdeck.console.rows import top_problems
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        grid = world.app.screen.query_one(FleetGrid)
+        first = {"gpu0001": port_down("mlx5_ib2")}
+        later = {**first, "gpu0010": port_down("mlx5_ib3")}
+        for faults in (first, first, first, later, later):
+            world.fleet.telemetry(world.ingest, faults=faults)
+            world.tick(1.0)
+        # gpu0010's flapping port on mlx5_ib5 down (one more finding), up, down again.
+        both = lambda t: port_down("mlx5_ib5")(port_down("mlx5_ib3")(t))  # noqa: E731
+        for flap in (port_down("mlx5_ib3"), both, both, port_down("mlx5_ib3"), both):
+            world.fleet.telemetry(world.ingest, faults={**first, "gpu0010": flap})
+            world.tick(1.0)
+            await pilot.pause()
+            problems, _ = top_problems(world.app.state)
+            assert [p.node for p in problems] == grid.worst() == ["gpu0001", "gpu0010"], (
+                [p.text for p in problems])
+            grid.move_to(grid.node_ids.index("gpu0005"))
+            await pilot.press("w")
+            await pilot.pause()
+            assert grid.current_node == "gpu0001"
