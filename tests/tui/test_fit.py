@@ -283,3 +283,35 @@ async def test_jobs_at_160_columns_give_unused_cells_to_nodes_and_what_holds_a_j
     assert "JOBID  NAME" in header and "CKPT          HELD" not in header, header
     held = line_with(text, "rank 19")
     assert len(held.split("rank 19", 1)[1].rstrip()) >= 40, held
+
+
+async def test_every_views_line_fits_at_80_and_100_columns_hints_given_up_whole():
+    """At 100 columns the overview's line read "colour by he…", the fabric's "ta…", the
+    events' "enter:…" and the incidents' "wors…"; at 80 the nodes' "s…" and the fabric
+    legend lost its last line without a mark (a 3 a.m. drive on 256 nodes): a short line
+    gives up its hint whole, then says less in fewer words, never cut mid-word."""
+    from tests.tui.fleet import port_down
+
+    for size in ((80, 24), (100, 30)):
+        world = World()
+        world.populate()
+        enrich(world)
+        world.tick(1.0)
+        down = port_down("mlx5_ib2")
+        world.fleet.telemetry(world.ingest, job={n: "41" for n in world.fleet.names[:4]},
+                              faults={"gpu0003": throttled(3),
+                                      **{n: down for n in ("gpu0001", "gpu0005", "gpu0009",
+                                                           "gpu0013")}})
+        async with world.app.run_test(size=size) as pilot:
+            for key in ("1", "2", "4", "5", "6"):
+                await pilot.press(key)
+                world.tick()
+                await pilot.pause()
+                text = text_of(world.app)
+                info = line_with(text, "│")
+                assert not info.rstrip().endswith("…"), (size, key, info)
+                if key == "4":
+                    legend = line_with(text, "▶suspect")
+                    after = text.split(legend, 1)[1].splitlines()[1]
+                    assert "(worst shown)" in legend + after or "one port" in legend + after, (
+                        text)

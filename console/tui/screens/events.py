@@ -9,6 +9,7 @@ from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FilteredView, filter_said
+from fleetdeck.console.tui.text import Part, fit_parts
 
 EVENT_COLUMNS = [
     Column("TIME", "ts", 8), Column("SOURCE", "source", 10, grow=24),
@@ -85,13 +86,14 @@ class EventsScreen(FilteredView):
             table.action_cursor_to(0)
 
     def info(self) -> str:
-        parts = [f"{len(self.rows)}/{len(self.fleet.event_log)} events, newest first"]
-        parts += filter_said(self.filter)
+        shown = f"{len(self.rows)}/{len(self.fleet.event_log)} events"
+        parts: list[Part] = [(f"{shown}, newest first", shown, 0)]
+        parts += [(p, "", 0) for p in filter_said(self.filter)]
         if self.commands_only:
-            parts.append("[$warning]commands only[/] (c)")
-        # As the other views say what enter opens: here nothing did (a UX pass).
-        parts.append("[$text-muted]enter: its node[/]")
-        return "  ".join(parts)
+            parts.append(("[$warning]commands only[/] (c)", "[$warning]commands only[/]", 0))
+        # As the other views say what enter opens: here nothing did (a UX pass). A short line
+        # gives it up whole, where at 100 columns it was cut ("enter:…", a 3 a.m. drive).
+        return fit_parts(parts, self.info_room(), hint="[$text-muted]enter: its node[/]")
 
     def action_commands(self) -> None:
         self.commands_only = not self.commands_only

@@ -23,7 +23,7 @@ from fleetdeck.console.rows import IB_UNIT, FleetRevision, LeafRow, PortRow, fab
 from fleetdeck.console.tui.fabric_matrix import FabricMatrix
 from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FleetView, Readout
-from fleetdeck.console.tui.text import esc, plural
+from fleetdeck.console.tui.text import esc, fit_parts, plural
 from fleetdeck.console.tui.theme import PORT_WORDS
 
 LEAF_COLUMNS = [
@@ -166,9 +166,18 @@ class FabricScreen(FleetView):
             return
         switches = len(fm.leaves) * len(fm.rails)
         legend = matrix.legend()
-        legend.append(f"  {plural(switches, 'switch', 'switches')} ({len(fm.leaves)} leaf "
-                      f"groups x {len(fm.rails)} rails), {p.describe()}")
-        self.query_one("#matrix-legend", Readout).show(legend)
+        box = self.query_one("#matrix-legend", Readout)
+        said = (f"  {plural(switches, 'switch', 'switches')} ({len(fm.leaves)} leaf "
+                f"groups x {len(fm.rails)} rails), {p.describe()}")
+        # Two lines at most (its max-height): at 80 columns the third, "shown)", was lost
+        # without a mark (a 3 a.m. drive). The switches' count goes first: the matrix's own
+        # header and rail labels show the leaf groups and rails; what a cell is stays. A
+        # dozen cells spare for where the words wrap.
+        room = 2 * ((box.size.width or self.size.width) - 2) - 12
+        if legend.cell_len + len(said) > room:
+            said = f"  {p.describe()}"
+        legend.append(said)
+        box.show(legend)
         self._update_status()
 
     def _update_status(self) -> None:
@@ -214,9 +223,15 @@ class FabricScreen(FleetView):
     def info(self) -> str:
         ports = sum(r.ports for r in self.leaves)
         silent = sum(r.silent for r in self.leaves)
-        return (f"{plural(len(self.leaves), 'leaf', 'leaves')}  {plural(ports, 'port')}  "
-                f"{len(self.ports)} not ok" + (f"  {silent} silent" if silent else "")
-                + "  [$text-muted]tab: matrix/leaves/ports · enter[/]")
+        # A short line gives up the hint whole, then the leaves, then how many ports in all:
+        # at 100 columns the hint was cut mid-word ("ta…"; a 3 a.m. drive).
+        quiet = [(f"{silent} silent", "", 0)] if silent else []
+        bad = len(self.ports)
+        return fit_parts([(plural(len(self.leaves), "leaf", "leaves"), "", 1),
+                          (f"{plural(ports, 'port')}  {bad} not ok", f"{bad}/{ports} ports not ok",
+                           0), *quiet], self.info_room(),
+                         hint="[$text-muted]tab: matrix/leaves/ports · enter[/]",
+                         last=[(f"{plural(bad, 'port')} not ok", "", 0), *quiet])
 
     def action_switch_table(self) -> None:
         """Matrix, then leaves, then ports (turning the page on a short screen)."""

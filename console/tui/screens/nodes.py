@@ -29,6 +29,7 @@ from fleetdeck.console.tui.screens.base import (
     filter_said,
     last_known,
 )
+from fleetdeck.console.tui.text import Part, fit_parts
 
 RowSig = tuple[object, ...]
 DROP = {"power": 6, "age": 5, "ib": 4, "temp": 3, "gpus": 2, "util": 1}
@@ -209,18 +210,20 @@ class NodesScreen(FleetView):
     def info(self) -> str:
         # What hides nodes first, the sort last: at 80 columns the line is cut, and "1/64
         # nodes" with the filter cut off hid 63 nodes for no visible reason (a newcomer's run).
-        parts = [f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes"]
-        parts += filter_said(self.filter)
+        parts: list[Part] = [(f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes", "", 0)]
+        parts += [(p, "", 0) for p in filter_said(self.filter)]
         if self.unhealthy_only:
-            parts.append("[$warning]unhealthy only[/]")
+            parts.append(("[$warning]unhealthy only[/]", "", 0))
         marks = len(self.table.marks) if self.is_mounted else 0
         if marks:
-            parts.append(f"[$accent]{marks} marked[/]")
+            parts.append((f"[$accent]{marks} marked[/]", "", 0))
         # The column's own header: "sort verdict" named a column headed HEALTH (a newcomer's
-        # run).
+        # run). Given up first on a short line, where the header's ▼ says it: at 80 columns it
+        # read "s…" (a 3 a.m. drive).
         header = next((h for h, a, _w in NODE_COLUMNS if a == self.sort_key), self.sort_key)
-        parts.append(f"sort {header}{' ▲' if self.sort_reverse else ''} (o/O)")
-        return "  ".join(parts)
+        arrow = " ▲" if self.sort_reverse else ""
+        parts.append((f"sort {header}{arrow} (o/O)", f"sort {header}{arrow}", 1))
+        return fit_parts(parts, self.info_room())
 
     def _redraw(self) -> None:
         if self.is_mounted:

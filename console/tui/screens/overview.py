@@ -168,7 +168,11 @@ class OverviewScreen(FleetView):
         return self.query_one(FleetGrid)
 
     def info(self) -> str:
-        return f"grid: one cell per GPU, colour by [b]{self.grid.metric}[/] (m)"
+        # What the colour is, and the key that changes it, are what a short line keeps: at
+        # 100 columns it read "colour by he…" (a 3 a.m. drive).
+        by = f"colour by [b]{self.grid.metric}[/] (m)"
+        return fit_parts([(f"grid: one cell per GPU, {by}", f"cell per GPU, {by}", 0)],
+                         self.info_room(), last=[(f"[b]{self.grid.metric}[/] (m)", "", 0)])
 
     def update_body(self, now: float) -> None:
         state = self.fleet.state
