@@ -41,6 +41,7 @@ from fleetdeck.console.judgements import (
     not_stepping,
     not_stepping_text,
     own_findings,
+    own_job,
     port_rail,
     scheduler_down,
     scheduler_gone,
@@ -667,9 +668,10 @@ def hung_jobs(state: FleetState) -> list[tuple[JobStatus, float]]:
 def top_problems(state: FleetState, limit: int = 10,
                  suspects: list[SuspectSwitch] | None = None) -> tuple[list[Problem], int]:
     """A fleet's silence and a gone scheduler first, suspected switches (their nodes are
-    symptoms), hung jobs and failed ones, then the worst nodes
-    with their reasons; returns (problems, how many nodes in total). ``suspects``: when the
-    caller has ``suspect_switches(state)`` already."""
+    symptoms), hung jobs and failed ones, then the worst nodes with their reasons, a suspected
+    switch with no job on its nodes among them after those that stop a running job; returns
+    (problems, how many nodes in total). ``suspects``: when the caller has
+    ``suspect_switches(state)`` already."""
     problems, total, _ = top_problems_cut(state, limit, suspects)
     return problems, total
 
@@ -684,8 +686,20 @@ def top_problems_cut(state: FleetState, limit: int = 10,
         suspects = suspect_switches(state)
     leaves = leaf_groups(suspects)
     back = leaf_groups(suspects, recovered=True)
-    switches = []
-    recovered = []
+    switches: list[Problem] = []
+    recovered: list[Problem] = []
+    # A suspect switch with no job on its nodes loses capacity, not work: after the failed
+    # nodes that stop a running job, as the incidents view and `status` have it ("what loses
+    # work now", docs/architecture.md "Worst first"); the overview put it above a failed
+    # node whose job stood still (a 3 a.m. drive on 256 nodes).
+    idle: list[Problem] = []
+    rank = worst_first(state)
+    holding = {n for job in state.jobs.values() if job.state.value in HOLDING_NODES
+               for n in job.nodes}
+
+    def no_work(nodes: Iterable[str]) -> bool:
+        return not any(n in holding or ((st := state.nodes.get(n)) is not None
+                                        and own_job(st, state) is not None) for n in nodes)
     for sw in suspects:
         leaf = (back if sw.recovered else leaves).get(sw.leaf)
         if sw.recovered:
@@ -699,11 +713,13 @@ def top_problems_cut(state: FleetState, limit: int = 10,
                 recovered.append(Problem(leaf.leaf, Verdict.DEGRADED, "leaf",
                                          leaf.text.removeprefix(f"{leaf.leaf}: ")))
         elif leaf is None:
-            switches.append(Problem(sw.switch, Verdict.FAILED, "switch", sw.text))
+            (idle if no_work(sw.nodes) else switches).append(
+                Problem(sw.switch, Verdict.FAILED, "switch", sw.text))
         elif sw is leaf.switches[0]:
             # Its rail switches failing together are one problem, as they are one incident.
-            switches.append(Problem(leaf.leaf, Verdict.FAILED, "leaf",
-                                    leaf.text.removeprefix(f"{leaf.leaf}: ")))
+            (idle if no_work(leaf.nodes) else switches).append(
+                Problem(leaf.leaf, Verdict.FAILED, "leaf",
+                        leaf.text.removeprefix(f"{leaf.leaf}: ")))
     # A hung job stops its GPUs as a failed node does, with every node reading healthy: the
     # overview said "none: every node reports healthy" under it (a 3 a.m. drive).
     now = state.judged_at
@@ -811,15 +827,19 @@ def top_problems_cut(state: FleetState, limit: int = 10,
     total = len(bad)
     if grouped or folded:
         bad = [st for st in bad if st.node_id not in grouped and st.node_id not in folded]
-    in_all = len(switches) + len(bad) + len(recovered) + len(lapsed)
+    in_all = len(switches) + len(idle) + len(bad) + len(recovered) + len(lapsed)
     switches = switches[:limit]
     limit = max(0, limit - len(switches))
     # A node already draining or drained is in hand: after the ones no one has acted on (a
     # drained node kept its place among "4 nodes need attention" above new ones: a
     # newcomer's run); what stops a running job first (``worst_first``).
-    worst = heapq.nsmallest(limit, bad, key=worst_first(state))
+    worst = heapq.nsmallest(limit, bad, key=rank)
     out = []
     for st in worst:
+        in_hand, warning, not_losing = rank(st)[:3]
+        if idle and (in_hand or warning or not_losing):
+            out += idle
+            idle = []
         # After the failed (and offline) nodes no one has acted on: OFFLINE sorts above
         # FAILED, so a test of FAILED alone put the switch first (a review).
         if recovered and (VERDICT_ORDER[st.verdict] < VERDICT_ORDER[Verdict.FAILED]
@@ -827,7 +847,7 @@ def top_problems_cut(state: FleetState, limit: int = 10,
             out += recovered
             recovered = []
         out.append(Problem(st.node_id, st.verdict, slurm_state(st), _findings_text(st)))
-    return (switches + out + recovered + lapsed)[:len(switches) + limit], total, in_all
+    return (switches + out + idle + recovered + lapsed)[:len(switches) + limit], total, in_all
 
 
 def top_problems_heading(nodes: int, switches: int, hung: int, sched: bool = False,

@@ -469,3 +469,32 @@ async def test_worst_and_the_top_problems_keep_one_order_while_a_port_flaps():
             await pilot.press("w")
             await pilot.pause()
             assert grid.current_node == "gpu0001"
+
+
+async def test_a_failed_node_that_stops_a_job_comes_before_an_idle_suspect_switch():
+    """The overview put a suspect switch whose nodes held no job (their jobs requeued
+    elsewhere) above a failed node that stopped a running job, where the incidents view and
+    `status` put the node first ("what loses work now"; a 3 a.m. drive on 256 nodes): one
+    order for all three."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.rows import top_problems
+    from tests.console.test_judgements import xid
+    from tests.tui.fleet import job_status, publish_job
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    publish_job(world.ingest, job_status("42", ["gpu0007", "gpu0008"], world.clock),
+                world.clock)
+    down = port_down("mlx5_ib2")
+    world.fleet.telemetry(world.ingest, job={"gpu0007": "42", "gpu0008": "42"},
+                          faults={"gpu0007": xid(2, 79),
+                                  **{n: down for n in ("gpu0001", "gpu0005", "gpu0009",
+                                                       "gpu0013")}})
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        state = world.app.state
+        problems, _ = top_problems(state)
+        said = [inc.nodes for inc in incidents(state)]
+        assert [p.state for p in problems][:2] == ["alloc", "switch"], problems
+        assert said[0] == ["gpu0007"] and len(said[1]) == 4, said
