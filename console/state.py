@@ -1347,6 +1347,14 @@ class FleetState:
                 # no telemetry heard from it yet", a change at its own start that never
                 # happened (a failure drill).
                 st.online = False
+        elif st.changed_to is verdict and changed_at < st.changed_at:
+            # Heard before its store opened (a console restarted on a store that opened after
+            # the first samples), the node's verdict read as new at this start: a fault half an
+            # hour old said AGE 20s, and ordered the failed nodes by the restart (a 3 a.m.
+            # drive). The same verdict, kept since earlier, is no change: its time is the
+            # store's.
+            st.changed_at, st.change_seen = changed_at, seen
+            self._dirty.add(node_id)
         if st.first_seen is None and self.heard_since is not None:
             st.first_seen = self.heard_since
         return st

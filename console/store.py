@@ -454,6 +454,9 @@ class Store:
         self.retention_s = retention_days * 86400
         self.down = Downsampler()
         self._audit: list[AuditRecord] = []
+        self._recalled: dict[str, str] = {}
+        """Each node's verdict as ``restore`` put it back, until its first transition is written
+        (``prepare``)."""
         self._last_purge = time.monotonic()
         self.writes = 0
         self.write_ms = 0.0
@@ -637,9 +640,19 @@ class Store:
             gpu_rows += g
             port_rows += p
         audit, self._audit = self._audit, []
+        rows = []
+        for tr in transitions:
+            was = self._recalled.pop(tr.node, None) if self._recalled else None
+            if tr.old is None and was == tr.new.value:
+                # A first verdict of a node this console heard before its store opened, the
+                # one the store holds already: no change, and a row would date the fault from
+                # this start at the next restore (a 3 a.m. drive: AGE 20s of a fault 30 min
+                # old). Another verdict is a change from the store's.
+                continue
+            rows.append((tr.ts, tr.node, tr.old.value if tr.old else was, tr.new.value,
+                         ",".join(tr.reasons), int(tr.seen)))
         return TickRows(
-            transitions=[(tr.ts, tr.node, tr.old.value if tr.old else None, tr.new.value,
-                          ",".join(tr.reasons), int(tr.seen)) for tr in transitions],
+            transitions=rows,
             events=[*(_event_row(ev) for _rx, ev in batch.events), *map(_event_row, notes)],
             audit=[_audit_row(a) for a in audit],
             gpu=gpu_rows, ports=port_rows,
@@ -1007,6 +1020,7 @@ class Store:
                 spell = None
             state.recall(node, verdict, ts, seen=old is not None if seen is None else bool(seen),
                          before_spell=spell)
+            self._recalled[node] = verdict.value
         # The job each node last left: a failed node's job, requeued elsewhere before the
         # restart, is named by no sample now (``judgements.struck_job``). A collector sends it
         # on as ``Digest.struck_job``, which consoles decode strictly as a protocol ``Id``: one

@@ -571,3 +571,52 @@ async def test_a_restored_fault_keeps_the_time_it_began(tmp_path):
     assert st.verdict_shown == "degraded"
     assert st.changed_at == pytest.approx(began, abs=1)
     assert [i.since for i in incidents(fresh)] == [pytest.approx(began, abs=1)]
+
+
+async def test_a_fault_heard_before_the_store_opened_keeps_the_time_it_began(tmp_path):
+    # A console restarted on a store that opened after its first samples judged a node failed
+    # half an hour ago "new -> failed" at its start: AGE 20s, and a row that dated the fault
+    # from that start at every restore after (a 3 a.m. drive).
+    path = tmp_path / "s.db"
+    node = FakeNode(t0=1_800_000_000.0)
+    node.sim.gpus[2].present = False
+    ingest, state, store = await heard(path, node)
+    for _ in range(5):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, state.take_transitions())
+    await store.close()
+    began = state.nodes["gpu0001"].changed_at
+    assert state.nodes["gpu0001"].verdict_shown == "failed"
+
+    node.now += 1800
+    ingest = Ingest(node.cluster)
+    fresh = FleetState(node.cluster, ingest.malformed)
+    fresh.start_hearing(node.now)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    fresh.apply(ingest.take_batch(), node.now)
+    st = fresh.nodes["gpu0001"]
+    assert st.verdict_shown == "failed" and st.changed_at > began + 1000
+    held = fresh.take_transitions()
+    assert [(t.old, t.new.value) for t in held] == [(None, "failed")]
+
+    store = await Store.open(path)
+    await store.restore(fresh, now=node.now)
+    assert st.changed_at == pytest.approx(began, abs=1)
+    assert [i.since for i in incidents(fresh)] == [pytest.approx(began, abs=1)]
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    batch = ingest.take_batch()
+    fresh.apply(batch, node.now)
+    await store.write_tick(batch, held + fresh.take_transitions())
+    async with store.db.execute("SELECT old, new FROM transitions") as cur:
+        assert await cur.fetchall() == [(None, "failed")]  # the first console's row alone
+    await store.close()
+
+    again = FleetState(node.cluster)
+    store = await Store.open(path)
+    await store.restore(again, now=node.now + 60)
+    await store.close()
+    assert again.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
