@@ -60,7 +60,10 @@ def _expand_item(item: str, limit: int) -> list[str]:
             raise HostlistError(f"'{part}' is not a number or a range like 0010-0020")
         lo, hi = int(lo_s), int(hi_s) if dash else int(lo_s)
         if hi < lo:
-            raise HostlistError(f"range '{part}' runs backwards")
+            # Say the range the operator meant, not only what is wrong with it (a newcomer's
+            # 3 a.m. run: "runs backwards" left them to work out the fix).
+            raise HostlistError(f"range '{part}' runs backwards: write it low to high, "
+                                f"{prefix}[{hi_s}-{lo_s}]{suffix}")
         if len(out) + hi - lo + 1 > limit:  # counted before a name is made
             raise HostlistError(f"'{item}' expands to more than {limit} names")
         width = len(lo_s)
@@ -113,6 +116,34 @@ def compress(names: Iterable[str]) -> str:
             text = f"{prefix}[{','.join(runs)}]{suffix}"
         parts.append((f"{prefix}{ordered[0]:0{width}d}{suffix}", text))
     return ",".join(text for _key, text in sorted(parts))
+
+
+def padded_twins(names: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+    """For each of ``names`` not in ``known``, the known name it is most likely a typo of: the
+    same prefix, number and suffix with other zero padding or case (``gpu42`` for ``gpu0042``,
+    ``GPU0042``). Names with no such twin are left out. Refusals add it as "did you mean …?",
+    so a tired operator reads the name to type, not only that theirs is unknown."""
+    index: dict[tuple[str, int, str], str] = {}
+    for name in known:
+        m = _NUMBERED.match(name)
+        if m is not None:
+            index.setdefault((m[1].lower(), int(m[2]), m[3].lower()), name)
+    twins: dict[str, str] = {}
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m is None:
+            continue
+        twin = index.get((m[1].lower(), int(m[2]), m[3].lower()))
+        if twin is not None and twin != name:
+            twins[name] = twin
+    return twins
+
+
+def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
+    """"did you mean gpu0042?" for the names of ``names`` that have a padded twin in ``known``
+    (``padded_twins``), as a hostlist; "" when none has."""
+    twins = padded_twins(names, known)
+    return f"did you mean {compress(twins.values())}?" if twins else ""
 
 
 def looks_like_hostlist(text: str) -> bool:

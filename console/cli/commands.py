@@ -42,7 +42,7 @@ from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
-from fleetdeck.hostlist import HostlistError, compress, expand
+from fleetdeck.hostlist import HostlistError, compress, did_you_mean, expand
 from fleetdeck.paths import given_file
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.protocol.topics import RETAINED_NODE_KINDS
@@ -653,8 +653,10 @@ class CommandRun:
     def known(self, targets: list[str]) -> None:
         unknown = [t for t in targets if t not in self.state.nodes]
         if unknown:
+            # gpu42 typed for gpu0042 (a 3 a.m. run): name the node to type, not only the doubt.
+            hint = did_you_mean(unknown, self.state.nodes) or "wrong --cluster or hostlist?"
             raise UnknownTargets(f"unknown node(s) {compress(unknown)}: no birth or status seen on "
-                                 f"cluster '{self.cluster}' (wrong --cluster or hostlist?)",
+                                 f"cluster '{self.cluster}' ({hint})",
                                  nothing_heard=not self.state.nodes)
 
     def known_job(self, job_id: str) -> None:

@@ -174,6 +174,16 @@ async def test_a_restart_of_a_job_the_scheduler_never_published_is_refused_unsen
     assert records[0]["detail"].startswith("unknown job 999: the scheduler has published")
 
 
+def test_a_node_typed_without_its_zero_padding_is_refused_naming_the_node_meant(sim, tmp_path):
+    """`drain gpu42` for gpu0042 (a tired operator at 3 a.m.): refused, as before, but saying
+    the node to type, not "wrong --cluster or hostlist?"."""
+    out = cli(sim, tmp_path / "audit.jsonl", "drain", "gpu[3-4]", "--reason", "x", "--dry-run",
+              "--timeout", "10", timeout=30)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr == ("fleetdeck drain: unknown node(s) gpu[3-4]: no birth or status seen on "
+                          "cluster 'cli' (did you mean gpu[0003-0004]?)\n"), out.stderr
+
+
 def test_a_mistyped_cluster_is_refused_without_the_restart_wait_naming_the_clusters_seen(
         sim, tmp_path):
     """`drain --cluster other` against a broker that keeps another cluster's births waited 30 s

@@ -2,7 +2,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
+from fleetdeck.hostlist import (
+    HostlistError,
+    compress,
+    did_you_mean,
+    expand,
+    looks_like_hostlist,
+    padded_twins,
+)
 
 
 def test_expand_ranges_and_padding():
@@ -49,3 +56,22 @@ def test_a_filter_says_how_it_was_read_inverse_included(text, reading):
     from fleetdeck.console.rows import NodeFilter
 
     assert NodeFilter(text).reading == reading
+
+
+def test_a_backwards_range_says_the_range_to_write():
+    """"range '10-1' runs backwards" said what is wrong, not what to type (a 3 a.m. run)."""
+    with pytest.raises(HostlistError, match=r"^range '10-1' runs backwards: write it low to "
+                                            r"high, gpu\[1-10\]$"):
+        expand("gpu[10-1]")
+    with pytest.raises(HostlistError, match=r"write it low to high, gpu\[0001-0010\]-ib$"):
+        expand("gpu[0010-0001]-ib")
+
+
+def test_a_name_typed_without_its_zero_padding_finds_its_twin():
+    """gpu42 for gpu0042 (and GPU0042): the refusal names the node to type."""
+    known = [f"gpu{n:04d}" for n in range(1, 65)] + ["login1"]
+    assert padded_twins(["gpu42", "GPU0043", "gpu0044", "gpu99", "nfs1"], known) == {
+        "gpu42": "gpu0042", "GPU0043": "gpu0043"}
+    assert did_you_mean(["gpu42", "gpu43"], known) == "did you mean gpu[0042-0043]?"
+    assert did_you_mean(["gpu99"], known) == ""
+    assert did_you_mean(["login01"], known) == "did you mean login1?"
