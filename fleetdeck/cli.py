@@ -8,6 +8,7 @@ subcommand that needs them, so ``fleetdeck agent`` never loads the TUI.
 import argparse
 import asyncio
 import contextlib
+import difflib
 import json
 import math
 import os
@@ -32,9 +33,100 @@ CLUSTER_ENV = "FLEETDECK_CLUSTER"
 DEFAULT_CLUSTER = "demo"
 
 
+EXAMPLES: dict[str, str] = {
+    "demo": "fleetdeck demo --nodes 256",
+    "broker": "fleetdeck broker --port 0",
+    "agent": "fleetdeck agent --source sysfs+nvml --broker mqtts://broker:8883 --ca ca.pem",
+    "sim": "fleetdeck sim --nodes 32 --jobs 3",
+    "inject": "fleetdeck inject xid79 node=gpu0012 gpu=3",
+    "console": "fleetdeck console --read-only",
+    "drain": "fleetdeck drain gpu0012 --reason 'XID 79 OPS-1' --now",
+    "resume": "fleetdeck resume gpu0012",
+    "retire": "fleetdeck retire 'gpu[0025-0032]' --reason decommissioned",
+    "restart-job": "fleetdeck restart-job 4102 --reason 'gpu0040 drained, OPS-2'",
+    "serve": "fleetdeck serve --port 8000",
+    "status": "fleetdeck status --fail-on failed || page",
+    "schema": "fleetdeck schema > fleetdeck-schema.json",
+    "record": "fleetdeck record --out incident.jsonl.gz --duration 1m",
+    "collect": "fleetdeck collect --metrics :9108",
+    "events": "fleetdeck events --since 10m --node 'gpu[0010-0020]'",
+    "report": "fleetdeck report --since 24h",
+    "history": "fleetdeck history gpu0012 --metric temp --plot",
+    "replay": "fleetdeck replay incident.jsonl.gz",
+}
+"""One command line per subcommand: under "example:" in its --help, and in the sentence for a
+missing argument ("--reason is required, e.g. …"): argparse's "the following arguments are
+required" said what was wrong, not what to type (a newcomer's 3 a.m. run)."""
+
+EXIT_STATUS: dict[str, str] = {
+    "inject": "exit status: 0 injected; 2 refused (a bad argument, an unknown fault or node, "
+              "no broker, no simulator answering): one sentence on stderr.",
+    "events": "exit status: 0 done (no rows too); 2 refused (a bad argument, no store, a "
+              "--node the store never held): one sentence on stderr.",
+    "report": "exit status: 0 done; 2 refused (a bad argument, no store): one sentence on "
+              "stderr.",
+    "history": "exit status: 0 done; 2 refused (a bad argument, no store, a node the store "
+               "holds no minute of): one sentence on stderr.",
+}
+"""The exit statuses of the one-shot readers and inject, said in their --help as drain's and
+status's are (a newcomer found them only in the README, if at all)."""
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's wrapping, except for the epilog's example lines (``  fleetdeck …``), kept whole
+    so that they can be pasted; each line of the epilog is its own paragraph."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line if line.startswith("  fleetdeck ")
+                         else super(_Formatter, self)._fill_text(line, width, indent)
+                         for line in text.split("\n"))
+
+
 class Parser(argparse.ArgumentParser):
+    example = ""
+    """This command's line from EXAMPLES, for the sentence on a missing argument."""
+    argv: Sequence[str] = ()
+    """The words parsed (``_main``), to find the typo behind a missing option."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help').\n")
+        self.exit(2, f"{self.prog}: {self.what_to_do(message)} (see '{self.prog} --help').\n")
+
+    def what_to_do(self, message: str) -> str:
+        """argparse's ``message`` as what to type instead, where it can say so."""
+        missing = re.fullmatch(r"the following arguments are required: (.+)", message)
+        if missing and missing[1] == "COMMAND":
+            return ("give a command: 'fleetdeck demo' to try it on a simulated fleet, "
+                    "'fleetdeck status' for a fleet's health")
+        if missing and self.example:
+            names = missing[1].split(", ")
+            said = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+            # "--reson x": argparse says --reason is missing before it says --reson is unknown.
+            typed = [w.partition("=")[0] for w in self.argv if w.startswith("--")]
+            typos = [w for name in names if name.startswith("--")
+                     for w in difflib.get_close_matches(name, typed, n=1, cutoff=0.75)
+                     if w not in self.options()]
+            typo = f" ({typos[0]} is no option: a typo?)" if typos else ""
+            return (f"{said} {'is' if len(names) == 1 else 'are'} required{typo}, "
+                    f"e.g. {self.example}")
+        choice = re.fullmatch(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)",
+                              message)
+        if choice:
+            close = difflib.get_close_matches(choice[2], re.findall(r"'([^']*)'", choice[3]), n=1)
+            if choice[1] == "COMMAND":
+                return (f"unknown command '{choice[2]}': "
+                        + (f"did you mean '{close[0]}'?" if close else f"choose from {choice[3]}"))
+            if close:
+                return (f"argument {choice[1]}: '{choice[2]}' is no choice: did you mean "
+                        f"'{close[0]}'?")
+        return message
+
+    def options(self) -> list[str]:
+        return [o for action in self._actions for o in action.option_strings
+                if o.startswith("--")]
 
 
 def _id(what: str) -> Callable[[str], str]:
@@ -204,8 +296,11 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     """drain / resume / restart-job: the console's commands for scripts (console/cli_commands)."""
     from fleetdeck.console.publish_probe import PROBE_WAIT_S
 
+    # 6 is a drain's alone: resume's and restart-job's lines said "6 a drain timed out still
+    # DRAINING" too, which a newcomer read as something a resume could end in.
     exits = ("exit 0 done, 2 refused, 3 rejected or failed, 4 timed out, 5 timed out and most "
-             "likely dropped by the broker, 6 a drain timed out still DRAINING")
+             "likely dropped by the broker")
+    drain_exits = f"{exits}, 6 timed out still DRAINING"
     # Scripts (a Slurm prolog) branch on these: said in each command's own --help too.
     epilog = ("exit status: 0 done; 2 refused before anything was sent (a bad argument, an "
               "unknown node or job, no broker: one sentence on stderr, a 'refused' record in "
@@ -239,7 +334,7 @@ def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
                        metavar="SECONDS",
                        help=f"give up waiting after this long (default {timeout_s:g})")
 
-    p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({exits})",
+    p = sub.add_parser("drain", help=f"drain nodes and wait until DRAINED ({drain_exits})",
                        epilog=epilog)
     p.add_argument("hostlist", metavar="HOSTLIST", nargs="+",
                    help="e.g. gpu0012 or gpu[0010-0020,0031]; several are one list")
@@ -680,6 +775,11 @@ def build_parser() -> Parser:
     p.add_argument("--speed", type=_between(0.5, 100, "--speed"), default=1.0,
                    help="replay speed, 0.5-100 (default 1)")
     p.add_argument("--to", dest="to_ambiguous", help=argparse.SUPPRESS)
+    for name, command in sub.choices.items():
+        command.example = EXAMPLES[name]
+        said = [command.epilog] if command.epilog else []
+        said += [EXIT_STATUS[name]] if name in EXIT_STATUS else []
+        command.epilog = "\n".join([*said, "example:", f"  {EXAMPLES[name]}"])
     return parser
 
 
@@ -714,6 +814,26 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> Parser |
     return None
 
 
+def _unrecognized(parser: argparse.ArgumentParser, sub: Parser | None, extra: list[str]) -> str:
+    """argparse's "unrecognized arguments" and what to type instead: the option of this command
+    it is likely a typo of, or the commands that have it (``drain --json`` was refused without
+    saying that drain has none: its outcome is its exit status and the audit log)."""
+    said = f"unrecognized arguments: {' '.join(extra)}"
+    flag = next((arg.partition("=")[0] for arg in extra if arg.startswith("--")), None)
+    if sub is None or flag is None:
+        return said
+    close = difflib.get_close_matches(flag, sub.options(), n=1, cutoff=0.75)
+    if close:
+        return f"{flag} is no option of {sub.prog}: did you mean {close[0]}?"
+    subs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    having = [name for name, other in (subs.choices.items() if subs else ())
+              if isinstance(other, Parser) and flag in other.options()]
+    if having:
+        return (f"{flag} is no option of {sub.prog} (only {', '.join(having)} "
+                f"take{'s' if len(having) == 1 else ''} it)")
+    return said
+
+
 def _glued_spans(argv: Sequence[str]) -> list[str]:
     """``--since -5m`` as ``--since=-5m``: argparse takes ``-5m`` for an option and says
     "expected one argument", though journalctl's way of writing "5 minutes ago" is meant."""
@@ -728,12 +848,14 @@ def _glued_spans(argv: Sequence[str]) -> list[str]:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(_glued_spans(sys.argv[1:] if argv is None else argv))
+    words = _glued_spans(sys.argv[1:] if argv is None else argv)
+    Parser.argv = words
+    args, extra = parser.parse_known_args(words)
     if extra:
         # Leftovers belong to the subcommand: its parser names it and its --help (argparse
         # would blame 'fleetdeck' and send the reader to the top-level help).
         sub = _subparser(parser, args.command)
-        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        (sub or parser).error(_unrecognized(parser, sub, extra))
     from fleetdeck.logs import setup_logging
 
     setup_logging(args.log_level, one_shot=args.command in ONE_SHOT,

@@ -24,7 +24,7 @@ from tests.conftest import run_cli
         # A mistyped root read "class/infiniband: missing (no InfiniBand driver loaded?)".
         (["agent", "--source", "sysfs", "--sysfs-root", "/nonexistent", "--once", "--node-id",
           "n1"], "sysfs root /nonexistent (--sysfs-root, sysfs_root) is not a directory"),
-        (["nosuchcommand"], "invalid choice"),
+        (["nosuchcommand"], "unknown command 'nosuchcommand': choose from 'demo', "),
         # Without --headless these opened the console and were ignored.
         (["replay", "fixtures/drain.jsonl.gz", "--until", "5"],
          "fleetdeck replay: --until only works with --headless"),
@@ -34,7 +34,8 @@ from tests.conftest import run_cli
         (["replay", "fixtures/drain.jsonl.gz", "--headless", "--to", "30"],
          "fleetdeck replay: --to 30: say which: --headless --until 30 stops that far into the "
          "recording, --to-broker URL replays it into a broker."),
-        (["replay", "fixtures/drain.jsonl.gz", "--head"], "unrecognized arguments: --head"),
+        (["replay", "fixtures/drain.jsonl.gz", "--head"],
+         "--head is no option of fleetdeck replay: did you mean --headless?"),
         (["broker", "--kind", "amqtt", "--bind", "0.0.0.0", "--port", "1"], "loopback only"),
         # "-" made files named "-" and "-.idx" in the current folder (a newcomer's scripts).
         (["record", "--out", "-", "--broker", "mqtt://127.0.0.1:1"],
@@ -58,8 +59,10 @@ def test_restart_job_needs_a_reason_as_drain_does(command, tmp_path):
     requeue throws away the work since the checkpoint, and the audit log did not say why."""
     res = run_cli(*command)
     assert res.returncode == 2
-    assert res.stderr == (f"fleetdeck {command[0]}: the following arguments are required: "
-                          f"--reason (see 'fleetdeck {command[0]} --help').\n")
+    example = {"drain": "fleetdeck drain gpu0012 --reason 'XID 79 OPS-1' --now",
+               "restart-job": "fleetdeck restart-job 4102 --reason 'gpu0040 drained, OPS-2'"}
+    assert res.stderr == (f"fleetdeck {command[0]}: --reason is required, e.g. "
+                          f"{example[command[0]]} (see 'fleetdeck {command[0]} --help').\n")
     # A blank one is refused before the broker is asked, and audited as refused.
     audit = tmp_path / "audit.jsonl"
     res = run_cli(*command, "--reason", " ", "--broker", f"mqtt://127.0.0.1:{free_port()}",
@@ -72,16 +75,70 @@ def test_restart_job_needs_a_reason_as_drain_does(command, tmp_path):
         "refused"]
 
 
-@pytest.mark.parametrize(("command", "option"), [
-    (["resume", "gpu0001"], "--now"), (["restart-job", "4101", "--reason", "x"], "--now"),
-    (["status", "--wait", "1"], "--dry-run")])
-def test_an_unknown_option_names_the_subcommand_and_its_help(command, option):
+@pytest.mark.parametrize(("command", "option", "said"), [
+    (["resume", "gpu0001"], "--now", "(only drain takes it)"),
+    (["restart-job", "4101", "--reason", "x"], "--now", "(only drain takes it)"),
+    (["status", "--wait", "1"], "--dry-run", "(only drain, resume, restart-job take it)"),
+    # A tired operator's --json on a command that has none (its outcome is its exit status).
+    (["drain", "gpu0001", "--reason", "x"], "--json",
+     "(only status, events, report, history take it)"),
+    (["status"], "--jsn", ": did you mean --json?")])
+def test_an_unknown_option_names_the_subcommand_and_its_help(command, option, said):
     """argparse blamed 'fleetdeck' and sent the reader to the top-level help, where the
-    subcommand's options are not listed."""
+    subcommand's options are not listed; and it said "unrecognized arguments", not what to
+    type: the option of this command it is a typo of, or the commands that have it."""
     res = run_cli(*command, option)
     assert res.returncode == 2
-    assert res.stderr == (f"fleetdeck {command[0]}: unrecognized arguments: {option} "
+    assert res.stderr == (f"fleetdeck {command[0]}: {option} is no option of fleetdeck "
+                          f"{command[0]}{'' if said[0] == ':' else ' '}{said} "
                           f"(see 'fleetdeck {command[0]} --help').\n")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    ([], "fleetdeck: give a command: 'fleetdeck demo' to try it on a simulated fleet, "
+         "'fleetdeck status' for a fleet's health (see 'fleetdeck --help').\n"),
+    (["stauts"], "fleetdeck: unknown command 'stauts': did you mean 'status'? "
+                 "(see 'fleetdeck --help').\n"),
+    (["drain", "--reason", "x"], "fleetdeck drain: HOSTLIST is required, e.g. fleetdeck drain "
+     "gpu0012 --reason 'XID 79 OPS-1' --now (see 'fleetdeck drain --help').\n"),
+    # argparse finds --reason missing before --reson unknown: the typo is what to fix.
+    (["drain", "gpu0001", "--reson", "x"], "fleetdeck drain: --reason is required (--reson is "
+     "no option: a typo?), e.g. fleetdeck drain gpu0012 --reason 'XID 79 OPS-1' --now "
+     "(see 'fleetdeck drain --help').\n"),
+    (["status", "--fail-on", "faild"], "fleetdeck status: argument --fail-on: 'faild' is no "
+     "choice: did you mean 'failed'? (see 'fleetdeck status --help').\n")])
+def test_a_tired_operators_mistake_reads_what_to_type(args, said):
+    """A 3 a.m. newcomer's run: no command, a mistyped one, a missing argument, an option's
+    typo, a choice's typo read as argparse's "the following arguments are required" and
+    "invalid choice", which say what is wrong, not what to type."""
+    res = run_cli(*args)
+    assert (res.returncode, res.stderr) == (2, said)
+
+
+def test_every_subcommand_help_has_an_example_and_the_one_shots_their_exit_status(
+        monkeypatch):
+    """Each --help ends with a command line to paste, kept whole by the wrapping; drain,
+    resume, restart-job, retire and status said their exit statuses, inject and the store
+    readers did not (a newcomer's 3 a.m. run)."""
+    import argparse
+
+    from fleetdeck.cli import EXAMPLES, build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(EXAMPLES) == set(subs.choices)
+    for name, sub in subs.choices.items():
+        text = sub.format_help()
+        assert f"example:\n  {EXAMPLES[name]}\n" in text, name
+        if name in {"drain", "resume", "restart-job", "retire", "status", "inject", "events",
+                    "report", "history"}:
+            assert "exit 0" in text.lower() or "exit status: 0" in text, name
+    monkeypatch.setenv("COLUMNS", "200")
+    listing = build_parser().format_help()
+    # 6 is a drain's alone (a resume never ends in it).
+    assert [line.split()[0] for line in listing.splitlines() if "DRAINING" in line] == [
+        "drain"]
 
 
 def test_unreachable_broker_is_one_sentence():
