@@ -25,6 +25,7 @@ from fleetdeck.agents.sim.spec import (
     xid_recovery_action,
 )
 from fleetdeck.agents.sim.topology import TopologySpec, node_names, topology_for
+from fleetdeck.hostlist import did_you_mean
 from fleetdeck.protocol.messages import DrainMode, DrainState, Severity
 
 log = logging.getLogger("fleetdeck.sim")
@@ -239,7 +240,10 @@ class SimWorld:
         if a.get("node") is not None:
             node = self.by_name.get(str(a.get("node")))
             if node is None:
-                raise SpecError(f"no node {a.get('node')!r} in this fleet")
+                # gpu42 for gpu0042 (a 3 a.m. drill): say the node meant.
+                hint = did_you_mean([str(a.get("node"))], self.by_name)
+                raise SpecError(f"no node {a.get('node')!r} in this fleet"
+                                + (f" ({hint})" if hint else ""))
         else:
             job = self.scheduler.find(str(a.get("job")))
             if job is None or not job.nodes:

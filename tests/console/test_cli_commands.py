@@ -164,10 +164,16 @@ async def test_a_restart_of_a_job_the_scheduler_never_published_is_refused_unsen
         finally:
             collector.cancel()
     assert out.returncode == 2, out.stdout + out.stderr
+    # The running jobs are named, to type one of them (a newcomer's 3 a.m. run).
     assert out.stderr == ("fleetdeck restart-job: unknown job 999: the scheduler has "
-                          "published no such job on cluster 'cli' (wrong --cluster or job "
-                          "id?)\n"), out.stderr
+                          "published no such job on cluster 'cli' (running there: 4101; wrong "
+                          "--cluster or job id?)\n"), out.stderr
     assert "requested" not in out.stdout and seen == []
+    out = await asyncio.to_thread(cli, sim, audit, "restart-job", "job4101", "--reason", "retry",
+                                  "--dry-run", "--timeout", "10")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr == ("fleetdeck restart-job: unknown job job4101: the scheduler has "
+                          "published no such job on cluster 'cli' (did you mean 4101?)\n")
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(r["outcome"], r["what"], r["targets"], r["why"]) for r in records] == [
         ("refused", "restart_job", "job 999", "retry")]
@@ -182,6 +188,10 @@ def test_a_node_typed_without_its_zero_padding_is_refused_naming_the_node_meant(
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr == ("fleetdeck drain: unknown node(s) gpu[3-4]: no birth or status seen on "
                           "cluster 'cli' (did you mean gpu[0003-0004]?)\n"), out.stderr
+    # The simulator's refusal of an injected fault says it too.
+    out = run_cli("inject", "xid79", "node=gpu3", "--broker", str(sim.url), "--cluster", "cli")
+    assert (out.returncode, out.stderr) == (2, "fleetdeck inject: the simulator refused it: no "
+                                            "node 'gpu3' in this fleet (did you mean gpu0003?).\n")
 
 
 def test_a_mistyped_cluster_is_refused_without_the_restart_wait_naming_the_clusters_seen(
