@@ -311,6 +311,19 @@ _ERRNO = re.compile(r"\[Errno (-?\d+)\]")
 DEFAULT_NOTE = f"(the default: no --broker, and ${ENV_VAR} is not set)"
 
 
+def _refused(url: BrokerURL, where: str) -> str:
+    """A refused connection: "is it running?", or, with a demo running here, the demo's URL to
+    give (a newcomer's second terminal without the demo's URL, or a port one digit off)."""
+    from fleetdeck.paths import running_demo_brokers
+
+    demos = [d for d in running_demo_brokers() if d != f"mqtt://{url.host}:{url.port}"]
+    if not demos:
+        return f"cannot reach the MQTT broker at {where}: connection refused (is it running?)."
+    return (f"cannot reach the MQTT broker at {where}: connection refused; a demo's broker "
+            f"runs here at {demos[0]}: give --broker {demos[0]} (or export "
+            f"FLEETDECK_BROKER={demos[0]}).")
+
+
 def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
     """One sentence for an unreachable or refusing broker."""
     text = str(err) or type(err).__name__
@@ -329,15 +342,14 @@ def describe_mqtt_error(url: BrokerURL, err: Exception) -> str:
         # others (no route, unreachable, timed out) are said in the OS's own words.
         code = int(errno_of.group(1))
         if code == errno.ECONNREFUSED:
-            return (f"cannot reach the MQTT broker at {where}: connection refused (is it "
-                    "running?).")
+            return _refused(url, where)
         if code == errno.ECONNRESET:
             return (f"cannot reach the MQTT broker at {where}: connection reset by peer "
                     f"({_scheme_hint(url)}).")
         if code > 0:
             return f"cannot reach the MQTT broker at {where}: {os.strerror(code).lower()}."
     if "refused" in low and "not authori" not in low and "bad user" not in low:
-        return f"cannot reach the MQTT broker at {where}: connection refused (is it running?)."
+        return _refused(url, where)
     if "not authori" in low or "bad user" in low:
         return _refused_credentials(url, where, low)
     if "did not confirm the subscription" in low:

@@ -251,3 +251,27 @@ def running_demo(url: _BrokerURL, clusters: Sequence[str]) -> Path | None:
             continue
         return mark.parent
     return None
+
+
+def running_demo_brokers() -> list[str]:
+    """The ``mqtt://host:port`` of each demo running on this host and network namespace, the
+    newest first: a refused connection names them (``describe_mqtt_error``), as a newcomer
+    with the demo in one terminal typed ``status`` in another without its URL, or with a port
+    one digit off, and read only "connection refused (is it running?)"."""
+    import json
+
+    here = _where()
+    try:
+        marks = sorted(state_base().glob(f"demo-*/{DEMO_BROKER_FILE}"), reverse=True)
+    except OSError:
+        return []
+    found: list[str] = []
+    for mark in marks:
+        try:
+            said = json.loads(mark.read_text())
+            url = f"mqtt://{said['host']}:{int(said['port'])}"
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not _elsewhere(here, said) and _locked(mark) and url not in found:
+            found.append(url)
+    return found

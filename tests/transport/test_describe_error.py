@@ -143,3 +143,28 @@ def test_a_refused_client_certificate_reads_as_one_sentence(tmp_path):
                 TransportError("the broker closed the connection before accepting it")):
         text = describe_mqtt_error(url, err)
         assert text.endswith(f" ({hint})."), text
+
+
+def test_a_refused_connection_names_a_demo_running_here():
+    """A newcomer with `make demo` in one terminal typed `fleetdeck status` in another without
+    the demo's URL (or with its port one digit off) and read only "connection refused (is it
+    running?)": the demo's broker URL is the thing to type."""
+    from fleetdeck.paths import mark_demo_broker, state_base
+
+    run = state_base() / "demo-20261207T030000"
+    run.mkdir(parents=True)
+    mark = mark_demo_broker(run, "127.0.0.1", 27001, "demo")  # held: the demo is running
+    refused = ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 1883)")
+    try:
+        assert describe_mqtt_error(parse_broker_url("mqtt://127.0.0.1:27011"), refused) == (
+            "cannot reach the MQTT broker at mqtt://127.0.0.1:27011: connection refused; a "
+            "demo's broker runs here at mqtt://127.0.0.1:27001: give --broker "
+            "mqtt://127.0.0.1:27001 (or export FLEETDECK_BROKER=mqtt://127.0.0.1:27001).")
+        # The demo's own broker refusing is no other URL to give.
+        assert describe_mqtt_error(parse_broker_url("mqtt://127.0.0.1:27001"), refused).endswith(
+            "connection refused (is it running?).")
+    finally:
+        mark.close()
+    # A demo gone (its mark unlocked or removed) is named no more.
+    assert describe_mqtt_error(parse_broker_url("mqtt://127.0.0.1:27011"), refused).endswith(
+        "connection refused (is it running?).")
