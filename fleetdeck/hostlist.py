@@ -139,6 +139,19 @@ def padded_twins(names: Iterable[str], known: Iterable[str]) -> dict[str, str]:
     return twins
 
 
+def padded_forms(name: str, widest: int = 6) -> list[str]:
+    """The names ``name`` may be a padding or case typo of, for a reader that cannot list every
+    name (a store): ``gpu42`` gives ``gpu042``, ``gpu0042``… up to ``widest`` digits, and the
+    lower-case spelling; [] for a name without a number."""
+    m = _NUMBERED.match(name)
+    if m is None:
+        return []
+    prefix, digits, suffix = m[1].lower(), m[2], m[3].lower()
+    forms = [f"{prefix}{int(digits):0{width}d}{suffix}"
+             for width in range(len(str(int(digits))), widest + 1)]
+    return [form for form in dict.fromkeys(forms) if form != name]
+
+
 def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
     """"did you mean gpu0042?" for the names of ``names`` that have a padded twin in ``known``
     (``padded_twins``), as a hostlist; "" when none has."""

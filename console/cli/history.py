@@ -22,7 +22,7 @@ from fleetdeck.console.interruptions import INTERRUPTION, interruption_text
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
-from fleetdeck.hostlist import compress
+from fleetdeck.hostlist import compress, padded_forms
 from fleetdeck.paths import state_base
 from fleetdeck.timespan import clock_s, span_s
 
@@ -274,8 +274,14 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                     await store.count("transitions", 0.0, [n])
                     or await store.count("events", 0.0, [n]) or await store.has_minutes_of(n))]
                 if unknown:
+                    # gpu42 for gpu0042 (a 3 a.m. run): the nodes to type, where found.
+                    meant = [form for n in unknown for form in padded_forms(n)
+                             if await store.has_heard_of(form)
+                             or await store.has_minutes_of(form)]
+                    hint = (f"did you mean {compress(meant)}?" if meant
+                            else "mistyped, or nodes of another --cluster or --db.")
                     raise UserError(f"the store {db} holds nothing of {compress(unknown)}: "
-                                    "mistyped, or nodes of another --cluster or --db.")
+                                    f"{hint}")
             return events, transitions, stops, matched
         finally:
             await store.close()
@@ -382,6 +388,8 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
     since_ts = parse_since(since, now)
     _check(db)
 
+    twins: list[str] = []
+
     async def main() -> tuple[list[dict[str, Any]], bool, bool]:
         store = await _open(db, cluster)
         try:
@@ -390,7 +398,12 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
             else:
                 rows = await store.gpu_history(node, since_ts)
             known = bool(rows) or await store.has_minutes_of(node)
-            return rows, known, known or await store.has_heard_of(node)
+            heard = known or await store.has_heard_of(node)
+            if not heard:
+                twins.extend([form for form in padded_forms(node)
+                               if await store.has_minutes_of(form)
+                               or await store.has_heard_of(form)][:1])
+            return rows, known, heard
         finally:
             await store.close()
 
@@ -401,6 +414,10 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
         raise UserError(f"the store {db} holds no minute of {node} yet, though it has heard "
                         "of it: a minute is written once it is over (a collector or console "
                         "started a minute ago has none yet); try again in a minute.")
+    if not known and twins:
+        # gpu42 for gpu0042 (a 3 a.m. run): the node to type.
+        raise UserError(f"the store {db} holds no minute of a node named '{node}': did you "
+                        f"mean {twins[0]}?")
     if not known:
         # "no history since …" and exit 0 read as a quiet node; a typo deserves to be told.
         raise UserError(f"the store {db} holds no minute of a node named '{node}': mistyped, "

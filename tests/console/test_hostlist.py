@@ -8,6 +8,7 @@ from fleetdeck.hostlist import (
     did_you_mean,
     expand,
     looks_like_hostlist,
+    padded_forms,
     padded_twins,
 )
 
@@ -75,3 +76,9 @@ def test_a_name_typed_without_its_zero_padding_finds_its_twin():
     assert did_you_mean(["gpu42", "gpu43"], known) == "did you mean gpu[0042-0043]?"
     assert did_you_mean(["gpu99"], known) == ""
     assert did_you_mean(["login01"], known) == "did you mean login1?"
+
+
+def test_the_padded_forms_a_store_is_asked_for():
+    assert padded_forms("gpu42", widest=5) == ["gpu042", "gpu0042", "gpu00042"]
+    assert padded_forms("GPU0042", widest=4) == ["gpu42", "gpu042", "gpu0042"]
+    assert padded_forms("login") == []

@@ -120,6 +120,19 @@ async def test_history_of_a_node_the_store_never_saw_is_one_sentence(tmp_path):
     assert quiet.returncode == 0 and "no history for gpu0001 since" in quiet.stdout
 
 
+async def test_a_node_typed_without_its_zero_padding_is_named_by_history_and_events(tmp_path):
+    """`history gpu1` and `events --node gpu1` for gpu0001 (a tired operator at 3 a.m.) read
+    "mistyped, or a node of another --cluster or --db": the node to type is in the store."""
+    db, _gpus, _ports = await _db(tmp_path)
+    res = run_cli("history", "gpu1", "--db", str(db))
+    assert (res.returncode, res.stderr) == (2, f"fleetdeck history: the store {db} holds no "
+                                            "minute of a node named 'gpu1': did you mean "
+                                            "gpu0001?\n")
+    res = run_cli("events", "--node", "GPU0001", "--db", str(db))
+    assert (res.returncode, res.stderr) == (2, f"fleetdeck events: the store {db} holds nothing "
+                                            "of GPU0001: did you mean gpu0001?\n")
+
+
 async def test_history_of_a_node_heard_but_no_minute_over_yet_says_so_not_mistyped(tmp_path):
     """The README's step by step: `collect &`, then `history gpu0012` a minute later read
     "holds no minute of a node named 'gpu0012': mistyped" while the store held its events and
