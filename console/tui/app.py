@@ -1109,7 +1109,11 @@ class FleetdeckApp(App[int]):
 
     def open_node(self, node_id: str, gpu: int | None = None) -> None:
         if node_id not in self.state.nodes:
-            self.notify(f"no node named {esc(node_id)}", severity="warning")
+            from fleetdeck.hostlist import did_you_mean
+
+            hint = did_you_mean([node_id], self.state.nodes)
+            self.notify(esc(f"no node named {node_id}" + (f" ({hint})" if hint else "")),
+                        severity="warning")
             return
         self.push_screen(self._node_detail(node_id, gpu))
         self.call_after_refresh(self.refresh_view)
@@ -1177,6 +1181,15 @@ class FleetdeckApp(App[int]):
     def _unknown(self, targets: list[str]) -> list[str]:
         return [t for t in targets if t not in self.state.nodes]
 
+    def _unknown_said(self, unknown: list[str]) -> str:
+        """"unknown nodes: gpu42 (did you mean gpu0042?)": the node to type, as the CLI says
+        it (a tired operator's unpadded name at 3 a.m.)."""
+        from fleetdeck.hostlist import did_you_mean
+
+        hint = did_you_mean(unknown, self.state.nodes)
+        return esc(f"unknown nodes: {clip_words(compress(unknown), 120)}"
+                   + (f" ({hint})" if hint else ""))
+
     def request_drain(self, targets: list[str]) -> None:
         if self.read_only:
             self.refuse_read_only("drain")
@@ -1188,8 +1201,7 @@ class FleetdeckApp(App[int]):
         unknown = self._unknown(targets)
         if unknown:
             self.session.refuse(CommandOp.DRAIN, targets, f"unknown node(s) {compress(unknown)}")
-            self.notify(f"unknown nodes: {esc(clip_words(compress(unknown), 120))}",
-                        severity="error")
+            self.notify(self._unknown_said(unknown), severity="error")
             return
 
         taken: dict[tuple[object, ...], BlastRadius] = {}
@@ -1229,8 +1241,7 @@ class FleetdeckApp(App[int]):
         unknown = self._unknown(targets)
         if unknown:
             self.session.refuse(CommandOp.RESUME, targets, f"unknown node(s) {compress(unknown)}")
-            self.notify(f"unknown nodes: {esc(clip_words(compress(unknown), 120))}",
-                        severity="error")
+            self.notify(self._unknown_said(unknown), severity="error")
             return
         # A target not drained is in the radius's notes: as `fleetdeck resume` does, the
         # command is still sent (the agent answers "was not drained").

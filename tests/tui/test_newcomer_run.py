@@ -404,3 +404,22 @@ async def test_a_mistyped_environment_variable_is_said_in_the_timeline(monkeypat
         said = [ln.text for ln in world.app.session.log.lines() if ln.severity == "warn"]
         assert said == ["$FLEETDECK_BROKR is not a fleetdeck setting (did you mean "
                         "FLEETDECK_BROKER?); it is ignored."]
+
+
+async def test_a_node_typed_without_its_zero_padding_names_the_node_meant():
+    """`:drain gpu1`, `:resume gpu1`, `:node gpu1` for gpu0001 (a tired operator at 3 a.m.)
+    read "unknown nodes: gpu1" and "no node named gpu1": the CLI and the console say the node
+    to type."""
+    world = World()
+    world.populate()
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        for line, said in ((":drain gpu[1-2]", "unknown nodes: gpu[1-2] (did you mean "
+                                               "gpu[0001-0002]?)"),
+                           (":resume gpu1", "unknown nodes: gpu1 (did you mean gpu0001?)"),
+                           (":node gpu1", "no node named gpu1 (did you mean gpu0001?)")):
+            world.app.run_command_line(line)
+            await pilot.pause()
+            assert notices(world.app)[-1] == said
+        assert not world.app.tracker.requests
