@@ -617,10 +617,16 @@ def build_parser() -> Parser:
                    "gpu=2 code=119 then=45; code=154 action=2), xid79, ecc_dbe, thermal, "
                    "nvlink, pcie_replay, agent_death, node_death, repair, agent_restart, "
                    "submit, cancel, job_hang (job=41 [duration=5m])")
-    p.add_argument("params", nargs="*", metavar="KEY=VALUE",
+    # default=[]: argparse counts a '*' positional without one as required, and said "FAULT
+    # and KEY=VALUE are required" of a bare 'inject'.
+    p.add_argument("params", nargs="*", default=[], metavar="KEY=VALUE",
                    help="e.g. node=gpu0012 port=3 count=5 (docs/scenarios.md)")
-    p.add_argument("--wait", type=_positive(float, "--wait"), default=5.0, metavar="SECONDS",
-                   help="how long to wait for the simulator's answer (default 5)")
+    # --timeout, as drain, resume, retire and restart-job name the wait for an answer (a
+    # newcomer's --timeout was refused here); --wait still works.
+    p.add_argument("--timeout", "--wait", dest="wait", type=_positive(float, "--timeout"),
+                   default=5.0, metavar="SECONDS",
+                   help="how long to wait for the simulator's answer (default 5; --wait is the "
+                   "same)")
 
     p = sub.add_parser("console", help="open the operator console (Textual TUI)")
     _add_broker(p, several=True)

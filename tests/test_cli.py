@@ -106,7 +106,13 @@ def test_an_unknown_option_names_the_subcommand_and_its_help(command, option, sa
      "no option: a typo?), e.g. fleetdeck drain gpu0012 --reason 'XID 79 OPS-1' --now "
      "(see 'fleetdeck drain --help').\n"),
     (["status", "--fail-on", "faild"], "fleetdeck status: argument --fail-on: 'faild' is no "
-     "choice: did you mean 'failed'? (see 'fleetdeck status --help').\n")])
+     "choice: did you mean 'failed'? (see 'fleetdeck status --help').\n"),
+    # KEY=VALUE is optional (argparse called it required); --timeout as drain's (was --wait).
+    (["inject"], "fleetdeck inject: FAULT is required, e.g. fleetdeck inject xid79 "
+     "node=gpu0012 gpu=3 (see 'fleetdeck inject --help').\n"),
+    (["inject", "xid79", "node=gpu0012", "--timeout", "0"], "fleetdeck inject: argument "
+     "--timeout/--wait: --timeout must be greater than 0, not 0 (see 'fleetdeck inject "
+     "--help').\n")])
 def test_a_tired_operators_mistake_reads_what_to_type(args, said):
     """A 3 a.m. newcomer's run: no command, a mistyped one, a missing argument, an option's
     typo, a choice's typo read as argparse's "the following arguments are required" and
