@@ -338,8 +338,12 @@ class CommandRun:
             if req is None:
                 self.refuse(attempt, f"{why} before it was sent")
             else:
+                # The way back, for a drain stopped by a Ctrl-C that meant "not this one" (a
+                # 3 a.m. run read only that it stays in effect).
+                undo = (f"; 'fleetdeck resume {req.target_text}' undoes it"
+                        if req.op is CommandOp.DRAIN else "")
                 self.say(f"{describe_op(req)}: {why}; what was sent stays in effect on the "
-                         "nodes that received it (check with fleetdeck status)")
+                         f"nodes that received it (check with fleetdeck status{undo})")
             if caught:
                 raise Interrupted(f"{why}: the outcome is in the audit log as abandoned.",
                                   128 + caught[0]) from None

@@ -298,6 +298,11 @@ def test_a_command_killed_by_a_signal_still_gets_its_outcome_audited(sim, tmp_pa
     assert proc.returncode == 128 + signum, out + err
     assert "Traceback" not in err
     assert "stays in effect" in out
+    # The way back is named (a Ctrl-C that meant "not this node", a newcomer's 3 a.m. run).
+    assert out.splitlines()[-1] == (
+        f"drain gpu0001: interrupted ({signal.Signals(signum).name}); what was sent stays in "
+        "effect on the nodes that received it (check with fleetdeck status; 'fleetdeck resume "
+        "gpu0001' undoes it)"), out
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [r["outcome"] for r in records] == ["requested", "abandoned"], records
     assert signal.Signals(signum).name in records[-1]["detail"]
