@@ -482,7 +482,10 @@ def _agent_wire(args: argparse.Namespace) -> dict[str, int]:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="fleetdeck", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = Parser(prog="fleetdeck", description=__doc__.splitlines()[0] if __doc__ else None,
+                    epilog="'fleetdeck COMMAND --help' says a command's options and an "
+                    "example, and a one-shot command's exit statuses. To begin:\n  fleetdeck "
+                    "demo\n  fleetdeck status --broker mqtt://127.0.0.1:1883")
     parser.add_argument("--version", action="version", version=f"fleetdeck {__version__}")
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])

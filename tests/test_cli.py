@@ -142,6 +142,8 @@ def test_every_subcommand_help_has_an_example_and_the_one_shots_their_exit_statu
             assert "exit 0" in text.lower() or "exit status: 0" in text, name
     monkeypatch.setenv("COLUMNS", "200")
     listing = build_parser().format_help()
+    assert listing.endswith("To begin:\n  fleetdeck demo\n  fleetdeck status --broker "
+                            "mqtt://127.0.0.1:1883\n")
     # 6 is a drain's alone (a resume never ends in it).
     assert [line.split()[0] for line in listing.splitlines() if "DRAINING" in line] == [
         "drain"]
