@@ -829,6 +829,24 @@ def _unfit_undrained(st: NodeState | None) -> str:
     return ""
 
 
+def unknown_job_hint(state: FleetState, job_id: str) -> str:
+    """What to type instead of ``job_id``, a job the scheduler never published: the id it is
+    likely a typo of ('job4102' or '#4102' for 4102: "did you mean 4102?"), else the running
+    jobs ("running there: 4101, 4102"), else ''. Every front end adds it to ``job_refusal``'s
+    sentence (a newcomer's 3 a.m. run read only "wrong --cluster or job id?")."""
+    if job_id in state.jobs:
+        return ""
+    digits = "".join(ch for ch in job_id if ch.isdigit())
+    if digits and digits != job_id and digits in state.jobs:
+        return f"did you mean {digits}?"
+    running = sorted((j for j, job in state.jobs.items() if job.state is JobState.R),
+                     key=lambda j: (len(j), j))
+    if not running:
+        return ""
+    more = f" and {len(running) - 8} more" if len(running) > 8 else ""
+    return f"running there: {', '.join(running[:8])}{more}"
+
+
 def job_refusal(state: FleetState, job_id: str) -> str:
     """Why a restart of ``job_id`` is refused before anything is sent, in one sentence, or ''
     when this console knows the job. Known means a status of it arrived, retained ones

@@ -12,7 +12,6 @@ still DRAINING: it took, their jobs finish first).
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import sys
 import time
@@ -37,6 +36,7 @@ from fleetdeck.console.commands import (
     new_request_id,
     refusal,
     retire_refusal,
+    unknown_job_hint,
     why_unanswered,
 )
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
@@ -672,17 +672,9 @@ class CommandRun:
         if why:
             hint = ("is it running, and is --cluster right?" if not self.state.jobs
                     else "wrong --cluster or job id?")
-            # 'job4102' or '#4102' for 4102, or a job id from memory at 3 a.m.: name the ones
-            # to type (a newcomer's run read only "wrong --cluster or job id?").
-            digits = re.sub(r"\D", "", job_id)
-            running = sorted((j for j, job in self.state.jobs.items()
-                              if job.state.value == "R"), key=lambda j: (len(j), j))
-            if digits and digits != job_id and digits in self.state.jobs:
-                hint = f"did you mean {digits}?"
-            elif running:
-                shown = ", ".join(running[:8]) + (f" and {len(running) - 8} more"
-                                                  if len(running) > 8 else "")
-                hint = f"running there: {shown}; wrong --cluster or job id?"
+            meant = unknown_job_hint(self.state, job_id)
+            if meant:
+                hint = meant if meant.startswith("did you mean") else f"{meant}; {hint}"
             raise UnknownTargets(f"{why} ({hint})", nothing_heard=not self.state.jobs)
 
 

@@ -47,6 +47,7 @@ from fleetdeck.console.commands import (
     job_blast_radius,
     job_refusal,
     suggested_drain_mode,
+    unknown_job_hint,
 )
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
@@ -1262,7 +1263,8 @@ class FleetdeckApp(App[int]):
         why = job_refusal(self.state, job_id)
         if why:
             self.session.refuse(CommandOp.RESTART_JOB, job_id, why)
-            self.notify(esc(why), severity="error")
+            hint = unknown_job_hint(self.state, job_id)
+            self.notify(esc(why + (f" ({hint})" if hint else "")), severity="error")
             return
         now = self.clock()
         radius = job_blast_radius(self.state, job_id, now)

@@ -418,7 +418,14 @@ async def test_a_node_typed_without_its_zero_padding_names_the_node_meant():
         for line, said in ((":drain gpu[1-2]", "unknown nodes: gpu[1-2] (did you mean "
                                                "gpu[0001-0002]?)"),
                            (":resume gpu1", "unknown nodes: gpu1 (did you mean gpu0001?)"),
-                           (":node gpu1", "no node named gpu1 (did you mean gpu0001?)")):
+                           (":node gpu1", "no node named gpu1 (did you mean gpu0001?)"),
+                           # A job id typed as 'job41' names the job meant; one from memory,
+                           # the running jobs (the CLI's restart-job says the same).
+                           (":restart job41", "unknown job job41: the scheduler has published "
+                                              "no such job on cluster 't' (did you mean "
+                                              "41?)"),
+                           (":restart 999", "unknown job 999: the scheduler has published no "
+                                            "such job on cluster 't' (running there: 41)")):
             world.app.run_command_line(line)
             await pilot.pause()
             assert notices(world.app)[-1] == said
