@@ -56,6 +56,20 @@ def _without_password(url: str) -> str:
     return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1@", url)
 
 
+def _meant(url: str, shown: str) -> str:
+    """": did you mean mqtt://HOST:PORT?" for a URL without its scheme ('127.0.0.1:41234', as
+    the demo's header shows its broker), with tcp://, or with a typo in the scheme's '://'
+    (mqtt//h, mqtt:/h): what to type, as a newcomer's 3 a.m. run read only "must start with
+    mqtt://". '' where no host[:port] is left, or where a password was given (the suggestion
+    would lose it, as it is never shown)."""
+    typo = re.fullmatch(r"(mqtts?|tcp)[:/]+(.+)", shown)
+    scheme = "mqtts" if typo and typo[1] == "mqtts" else "mqtt"
+    bare = typo[2] if typo else shown
+    if "@" in url or not re.fullmatch(r"([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?", bare):
+        return ""
+    return f": did you mean {scheme}://{bare}?"
+
+
 def parse_broker_url(url: str) -> BrokerURL:
     """Parse a broker URL or raise :class:`UserError` with one plain sentence."""
     try:
@@ -75,12 +89,10 @@ def parse_broker_url(url: str) -> BrokerURL:
                         "(e.g. mqtt://127.0.0.1:1883).")
     shown = _without_password(url)  # error messages end up in logs and terminals
     if parts.scheme not in ("mqtt", "mqtts"):
-        raise UserError(
-            f"broker URL '{shown}' must start with mqtt:// or mqtts:// "
-            "(e.g. mqtt://127.0.0.1:1883)."
-        )
+        raise UserError(f"broker URL '{shown}' must start with mqtt:// or mqtts://"
+                        f"{_meant(url, shown) or ' (e.g. mqtt://127.0.0.1:1883).'}")
     if not parts.hostname:
-        raise UserError(f"broker URL '{shown}' has no host name.")
+        raise UserError(f"broker URL '{shown}' has no host name{_meant(url, shown) or '.'}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise UserError(f"broker URL '{shown}' may only hold a host and port, not a path or "
                         "query.")

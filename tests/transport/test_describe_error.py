@@ -168,3 +168,25 @@ def test_a_refused_connection_names_a_demo_running_here():
     # A demo gone (its mark unlocked or removed) is named no more.
     assert describe_mqtt_error(parse_broker_url("mqtt://127.0.0.1:27011"), refused).endswith(
         "connection refused (is it running?).")
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    # As the demo's header shows its broker: the URL to type (a newcomer's 3 a.m. run).
+    ("127.0.0.1:41234", "broker URL '127.0.0.1:41234' must start with mqtt:// or mqtts://: "
+                        "did you mean mqtt://127.0.0.1:41234?"),
+    ("tcp://h:1", "broker URL 'tcp://h:1' must start with mqtt:// or mqtts://: did you mean "
+                  "mqtt://h:1?"),
+    ("mqtt//127.0.0.1:1883", "broker URL 'mqtt//127.0.0.1:1883' must start with mqtt:// or "
+                             "mqtts://: did you mean mqtt://127.0.0.1:1883?"),
+    ("mqtts:/b:8883", "broker URL 'mqtts:/b:8883' has no host name: did you mean "
+                      "mqtts://b:8883?"),
+    # No host[:port] left to offer, or a password the suggestion would drop: the example.
+    ("garbage::", "broker URL 'garbage::' must start with mqtt:// or mqtts:// (e.g. "
+                  "mqtt://127.0.0.1:1883)."),
+])
+def test_a_url_without_its_scheme_says_the_url_meant(url, said):
+    from fleetdeck.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        parse_broker_url(url)
+    assert str(err.value) == said
