@@ -52,8 +52,9 @@ class BrokerURL:
 
 
 def _without_password(url: str) -> str:
-    """``url`` with the password of ``user:password@`` left out."""
-    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1@", url)
+    """``url`` with the password of ``user:password@`` left out, also where the scheme is
+    missing ('bob:hunter2@h:1' was shown whole in the sentence that asked for mqtt://)."""
+    return re.sub(r"(^|//)([^/@:]*):[^/@]*@", r"\1\2@", url)
 
 
 def _meant(url: str, shown: str) -> str:

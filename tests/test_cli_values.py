@@ -64,6 +64,8 @@ def test_a_config_that_is_not_a_toml_text_file_is_one_sentence(tmp_path, content
     [
         ("mqtt://127.0.0.1:0", "port '0' is not a number from 1 to 65535"),
         ("http://bob:hunter2@h:1", "must start with mqtt://"),
+        # Without a scheme the password was shown whole (a newcomer's 3 a.m. run).
+        ("bob:hunter2@h:1", "broker URL 'bob@h:1' must start with mqtt://"),
         ("mqtt://bob:hunter2@h:1/x", "not a path or query"),
     ],
 )

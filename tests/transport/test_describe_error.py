@@ -183,6 +183,8 @@ def test_a_refused_connection_names_a_demo_running_here():
     # No host[:port] left to offer, or a password the suggestion would drop: the example.
     ("garbage::", "broker URL 'garbage::' must start with mqtt:// or mqtts:// (e.g. "
                   "mqtt://127.0.0.1:1883)."),
+    ("bob:hunter2@h:1", "broker URL 'bob@h:1' must start with mqtt:// or mqtts:// (e.g. "
+                        "mqtt://127.0.0.1:1883)."),
 ])
 def test_a_url_without_its_scheme_says_the_url_meant(url, said):
     from fleetdeck.errors import UserError
