@@ -115,7 +115,9 @@ class Parser(argparse.ArgumentParser):
         choice = re.fullmatch(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)",
                               message)
         if choice:
-            close = difflib.get_close_matches(choice[2], re.findall(r"'([^']*)'", choice[3]), n=1)
+            # Newer Pythons list the choices unquoted ("choose from demo, broker, …").
+            named = [c.strip().strip("'") for c in choice[3].split(",")]
+            close = difflib.get_close_matches(choice[2], named, n=1)
             if choice[1] == "COMMAND":
                 return (f"unknown command '{choice[2]}': "
                         + (f"did you mean '{close[0]}'?" if close else f"choose from {choice[3]}"))

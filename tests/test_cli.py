@@ -408,3 +408,13 @@ def test_the_command_help_says_how_long_the_broker_test_is_waited_for(monkeypatc
         assert "6 (drain) timed out with every target DRAINED or acknowledged and still " \
             "DRAINING" in text, text
         assert "nothing reached the nodes" not in text
+
+
+@pytest.mark.parametrize("choices", ["'demo', 'status', 'drain'", "demo, status, drain"])
+def test_a_mistyped_command_is_matched_whichever_way_argparse_lists_the_choices(choices):
+    """Python 3.11 quotes argparse's choices, newer ones do not: 'did you mean' either way."""
+    from fleetdeck.cli import Parser
+
+    said = Parser(prog="fleetdeck").what_to_do(
+        f"argument COMMAND: invalid choice: 'stauts' (choose from {choices})")
+    assert said == "unknown command 'stauts': did you mean 'status'?"
