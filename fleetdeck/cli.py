@@ -67,6 +67,13 @@ EXIT_STATUS: dict[str, str] = {
               "stderr.",
     "history": "exit status: 0 done; 2 refused (a bad argument, no store, a node the store "
                "holds no minute of): one sentence on stderr.",
+    "record": "exit status: 0 recorded (or stopped before the broker answered: nothing "
+              "written); 2 refused (a bad argument, --out exists without --force, no broker): "
+              "one sentence on stderr; 3 no message of a node of --cluster was heard (nothing "
+              "to replay).",
+    "replay": "exit status: 0 done; 1 damage was skipped (--headless, --to-broker: what could "
+              "be read was replayed all the same; docs/recording.md); 2 refused (a bad "
+              "argument, no such file): one sentence on stderr.",
 }
 """The exit statuses of the one-shot readers and inject, said in their --help as drain's and
 status's are (a newcomer found them only in the README, if at all)."""

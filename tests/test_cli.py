@@ -138,7 +138,7 @@ def test_every_subcommand_help_has_an_example_and_the_one_shots_their_exit_statu
         text = sub.format_help()
         assert f"example:\n  {EXAMPLES[name]}\n" in text, name
         if name in {"drain", "resume", "restart-job", "retire", "status", "inject", "events",
-                    "report", "history"}:
+                    "report", "history", "record", "replay"}:
             assert "exit 0" in text.lower() or "exit status: 0" in text, name
     monkeypatch.setenv("COLUMNS", "200")
     listing = build_parser().format_help()
