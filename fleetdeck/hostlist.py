@@ -118,24 +118,28 @@ def compress(names: Iterable[str]) -> str:
     return ",".join(text for _key, text in sorted(parts))
 
 
-def padded_twins(names: Iterable[str], known: Iterable[str]) -> dict[str, str]:
-    """For each of ``names`` not in ``known``, the known name it is most likely a typo of: the
+def padded_twins(names: Iterable[str], known: Iterable[str]) -> dict[str, list[str]]:
+    """For each of ``names`` not in ``known``, the known names it is most likely a typo of: the
     same prefix, number and suffix with other zero padding or case (``gpu42`` for ``gpu0042``,
-    ``GPU0042``). Names with no such twin are left out. Refusals add it as "did you mean …?",
-    so a tired operator reads the name to type, not only that theirs is unknown."""
-    index: dict[tuple[str, int, str], str] = {}
+    ``GPU0042``). Every twin is named: a fleet holding both ``gpu0042`` and ``gpu00042`` (two
+    racks' schemes) must not be told one of them, picked by the order the nodes were heard.
+    Names with no such twin are left out. Refusals add it as "did you mean …?", so a tired
+    operator reads the name to type, not only that theirs is unknown."""
+    index: dict[tuple[str, int, str], list[str]] = {}
+    held: set[str] = set()
     for name in known:
+        held.add(name)
         m = _NUMBERED.match(name)
         if m is not None:
-            index.setdefault((m[1].lower(), int(m[2]), m[3].lower()), name)
-    twins: dict[str, str] = {}
+            index.setdefault((m[1].lower(), int(m[2]), m[3].lower()), []).append(name)
+    twins: dict[str, list[str]] = {}
     for name in names:
         m = _NUMBERED.match(name)
-        if m is None:
+        if m is None or name in held:
             continue
-        twin = index.get((m[1].lower(), int(m[2]), m[3].lower()))
-        if twin is not None and twin != name:
-            twins[name] = twin
+        found = index.get((m[1].lower(), int(m[2]), m[3].lower()), [])
+        if found:
+            twins[name] = sorted(found)
     return twins
 
 
@@ -156,7 +160,8 @@ def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
     """"did you mean gpu0042?" for the names of ``names`` that have a padded twin in ``known``
     (``padded_twins``), as a hostlist; "" when none has."""
     twins = padded_twins(names, known)
-    return f"did you mean {compress(twins.values())}?" if twins else ""
+    meant = [twin for found in twins.values() for twin in found]
+    return f"did you mean {compress(meant)}?" if meant else ""
 
 
 def looks_like_hostlist(text: str) -> bool:

@@ -402,7 +402,7 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
             if not heard:
                 twins.extend([form for form in padded_forms(node)
                                if await store.has_minutes_of(form)
-                               or await store.has_heard_of(form)][:1])
+                               or await store.has_heard_of(form)])
             return rows, known, heard
         finally:
             await store.close()
@@ -415,9 +415,10 @@ def run_history(db: Path, node: str, metric: str, since: str, as_json: bool,
                         "of it: a minute is written once it is over (a collector or console "
                         "started a minute ago has none yet); try again in a minute.")
     if not known and twins:
-        # gpu42 for gpu0042 (a 3 a.m. run): the node to type.
+        # gpu42 for gpu0042 (a 3 a.m. run): the node to type; every one the store holds, as
+        # a store of gpu0042 and gpu00042 (two racks' schemes) must not be told one of them.
         raise UserError(f"the store {db} holds no minute of a node named '{node}': did you "
-                        f"mean {twins[0]}?")
+                        f"mean {compress(twins)}?")
     if not known:
         # "no history since …" and exit 0 read as a quiet node; a typo deserves to be told.
         raise UserError(f"the store {db} holds no minute of a node named '{node}': mistyped, "

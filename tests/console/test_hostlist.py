@@ -72,10 +72,21 @@ def test_a_name_typed_without_its_zero_padding_finds_its_twin():
     """gpu42 for gpu0042 (and GPU0042): the refusal names the node to type."""
     known = [f"gpu{n:04d}" for n in range(1, 65)] + ["login1"]
     assert padded_twins(["gpu42", "GPU0043", "gpu0044", "gpu99", "nfs1"], known) == {
-        "gpu42": "gpu0042", "GPU0043": "gpu0043"}
+        "gpu42": ["gpu0042"], "GPU0043": ["gpu0043"]}
     assert did_you_mean(["gpu42", "gpu43"], known) == "did you mean gpu[0042-0043]?"
     assert did_you_mean(["gpu99"], known) == ""
     assert did_you_mean(["login01"], known) == "did you mean login1?"
+
+
+def test_a_name_with_two_padded_twins_is_told_both():
+    """A fleet of two racks' schemes, gpu0042 and gpu00042: 'gpu42' may be either, and naming
+    the one heard first sent the operator to drain a node they never meant."""
+    known = ["gpu00042", "gpu0041", "gpu0042"]
+    assert padded_twins(["gpu42"], known) == {"gpu42": ["gpu00042", "gpu0042"]}
+    meant = did_you_mean(["gpu42"], known)
+    assert "gpu0042" in meant and "gpu00042" in meant, meant
+    # A name the fleet holds is never 'meant' as another, even with a twin beside it.
+    assert did_you_mean(["gpu42"], ["gpu42", "gpu0042"]) == ""
 
 
 def test_the_padded_forms_a_store_is_asked_for():

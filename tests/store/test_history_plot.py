@@ -133,6 +133,20 @@ async def test_a_node_typed_without_its_zero_padding_is_named_by_history_and_eve
                                             "of GPU0001: did you mean gpu0001?\n")
 
 
+async def test_history_of_a_name_with_two_padded_twins_in_the_store_names_both(tmp_path):
+    """A store of gpu0001 and gpu00001 (two racks' schemes): 'history gpu1' named gpu0001
+    alone, the first form tried, and 'events --node gpu1' both."""
+    db, _gpus, _ports = await _db(tmp_path, seconds=130)
+    store = await Store.open(db)
+    try:
+        await fill(store, seconds=70, node_id="gpu00001")
+    finally:
+        await store.close()
+    res = run_cli("history", "gpu1", "--db", str(db))
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.endswith("did you mean gpu00001,gpu0001?\n"), res.stderr
+
+
 async def test_history_of_a_node_heard_but_no_minute_over_yet_says_so_not_mistyped(tmp_path):
     """The README's step by step: `collect &`, then `history gpu0012` a minute later read
     "holds no minute of a node named 'gpu0012': mistyped" while the store held its events and
