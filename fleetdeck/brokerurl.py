@@ -53,8 +53,10 @@ class BrokerURL:
 
 def _without_password(url: str) -> str:
     """``url`` with the password of ``user:password@`` left out, also where the scheme is
-    missing ('bob:hunter2@h:1' was shown whole in the sentence that asked for mqtt://)."""
-    return re.sub(r"(^|//)([^/@:]*):[^/@]*@", r"\1\2@", url)
+    missing ('bob:hunter2@h:1' was shown whole in the sentence that asked for mqtt://). The
+    password runs to the last '@': one holding an unencoded '@' or '/' ('p@ss', 'hu/nt') is
+    hidden whole, not cut at its first (its tail was shown), at the cost of a path's '@'."""
+    return re.sub(r"(^|/)([^/@:]*):(?!//).*@", r"\1\2@", url)
 
 
 def _meant(url: str, shown: str) -> str:
@@ -83,6 +85,11 @@ def parse_broker_url(url: str) -> BrokerURL:
         # urllib's words ("Port could not be cast to integer value as …") are for programmers;
         # the URL is not repeated, as it may hold a password.
         given = parts.netloc.rpartition("@")[2].rpartition(":")[2]
+        if "@" in url.partition("//")[2] and "@" not in parts.netloc:
+            # A '/' in the password cut the URL there ('bob:hu/nt@h'): the 'port' is the
+            # password's head, never to be shown.
+            raise UserError("the broker URL's user:password@ holds a '/': write it as %2F "
+                            "(e.g. mqtt://user:pa%2Fss@host:1883).") from None
         raise UserError(f"the broker URL's port '{given}' is not a number from 1 to 65535 "
                         "(e.g. mqtt://127.0.0.1:1883).") from None
     if port == 0:

@@ -192,3 +192,18 @@ def test_a_url_without_its_scheme_says_the_url_meant(url, said):
     with pytest.raises(UserError) as err:
         parse_broker_url(url)
     assert str(err.value) == said
+
+
+@pytest.mark.parametrize("url", [
+    "mqtt://bob:p@ss3@h:1/x", "bob:p@ss3@h:1", "tcp://bob:p@ss3@h:1", "mqtt://bob:hu/nt3@h:1",
+    "bob:hu/nt3@h:1", "mqtt://bob:hu/nt3@h:1/x", "mqtt:/bob:nt3@h:1",
+])
+def test_a_password_with_an_unencoded_at_or_slash_is_never_shown_in_part(url):
+    """'p@ss3' was shown 'ss3' ('mqtt://bob@ss3@h:1/x'), and 'hu/nt3' as the port 'hu' or
+    whole: the sentence goes to terminals and logs."""
+    from fleetdeck.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        parse_broker_url(url)
+    said = str(err.value)
+    assert "ss3" not in said and "nt3" not in said and "'hu'" not in said, said
