@@ -1016,6 +1016,9 @@ class Store:
                 # the console that wrote it said (``NodeState._verdict_changed``).
                 if spell[1] is verdict:
                     state.recall(node, verdict, spell[0], seen=spell[2])
+                    # As below: a node heard before this store opened must not write its
+                    # verdict again as new, which dated it from this start at the next restore.
+                    self._recalled[node] = verdict.value
                     continue
                 spell = None
             state.recall(node, verdict, ts, seen=old is not None if seen is None else bool(seen),

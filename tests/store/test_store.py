@@ -620,3 +620,60 @@ async def test_a_fault_heard_before_the_store_opened_keeps_the_time_it_began(tmp
     await store.restore(again, now=node.now + 60)
     await store.close()
     assert again.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
+
+
+async def test_a_fault_back_from_a_spell_heard_before_the_store_opened_keeps_its_time(tmp_path):
+    # As above, with the fault's node offline a while and back failed before the restart: the
+    # store's latest row is 'offline -> failed', restored as the fault's first time. Its node,
+    # heard before the store opened, wrote 'new -> failed' at the restart, which dated the
+    # fault from that restart at every restore after.
+    path = tmp_path / "s.db"
+    node = FakeNode(t0=1_800_000_000.0)
+    node.sim.gpus[2].present = False
+    ingest, state, store = await heard(path, node)
+
+    async def tick(ingest: Ingest, state: FleetState, store: Store, held=()) -> None:
+        batch = ingest.take_batch()
+        state.apply(batch, node.now)
+        await store.write_tick(batch, [*held, *state.take_transitions()])
+
+    for _ in range(5):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        await tick(ingest, state, store)
+    began = state.nodes["gpu0001"].changed_at
+    node.feed(ingest, node.status(online=False), Kind.STATUS)
+    for _ in range(3):  # offline is written once it has held a moment
+        await tick(ingest, state, store)
+        node.now += 5
+    node.now += 120
+    node.feed(ingest, node.status(), Kind.STATUS)
+    for _ in range(5):
+        node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+        await tick(ingest, state, store)
+    await store.close()
+    assert state.nodes["gpu0001"].verdict_shown == "failed"
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT old, new FROM transitions ORDER BY ts").fetchall() == [
+            (None, "failed"), ("failed", "offline"), ("offline", "failed")]
+
+    node.now += 1800
+    ingest = Ingest(node.cluster)
+    fresh = FleetState(node.cluster, ingest.malformed)
+    fresh.start_hearing(node.now)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    fresh.apply(ingest.take_batch(), node.now)
+    held = fresh.take_transitions()
+    store = await Store.open(path)
+    await store.restore(fresh, now=node.now)
+    assert fresh.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    await tick(ingest, fresh, store, held)
+    await store.close()
+
+    again = FleetState(node.cluster)
+    store = await Store.open(path)
+    await store.restore(again, now=node.now + 60)
+    await store.close()
+    assert again.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
