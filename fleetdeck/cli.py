@@ -124,6 +124,9 @@ class Parser(argparse.ArgumentParser):
         if choice:
             # Newer Pythons list the choices unquoted ("choose from demo, broker, …").
             named = [c.strip().strip("'") for c in choice[3].split(",")]
+            moved = _options_first(self, self.argv, named) if choice[1] == "COMMAND" else None
+            if moved:
+                return moved
             close = difflib.get_close_matches(choice[2], named, n=1)
             if choice[1] == "COMMAND":
                 return (f"unknown command '{choice[2]}': "
@@ -832,6 +835,42 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> Parser |
     return None
 
 
+def _options_first(parser: Parser, words: Sequence[str], commands: Sequence[str]) -> str | None:
+    """The line to type for a command's options given before the command ('fleetdeck --json
+    status', 'fleetdeck --cluster x drain gpu1'): argparse takes them for the top level's, so
+    the first read "--json is no option of fleetdeck status: did you mean --json?" and the
+    second "unknown command 'x'". None where no word before the command is an option of none
+    of the top level's."""
+    import shlex
+
+    at = next((i for i, w in enumerate(words) if w in commands), None)
+    if not at:
+        return None
+    top = parser._option_string_actions
+    front: list[str] = []
+    moved: list[str] = []
+    i = 0
+    while i < at:
+        word, name = words[i], words[i].partition("=")[0]
+        action = top.get(name)
+        if action is None:
+            moved.append(word)
+        elif action.nargs == 0 or "=" in word or i + 1 >= at:
+            front.append(word)
+        else:
+            front += [word, words[i + 1]]
+            i += 1
+        i += 1
+    flags = [w.partition("=")[0] for w in moved if w.startswith("-")]
+    sub = _subparser(parser, words[at])
+    if not moved or not moved[0].startswith("-") or sub is None or any(
+            f not in sub.options() for f in flags):
+        return None  # not options of that command: argparse's own words, or the typo's
+    line = shlex.join(["fleetdeck", *front, words[at], *words[at + 1:], *moved])
+    return (f"{' '.join(moved)} {'goes' if len(flags) == 1 else 'go'} after the command "
+            f"{words[at]}: {line}")
+
+
 def _unrecognized(parser: argparse.ArgumentParser, sub: Parser | None, extra: list[str]) -> str:
     """argparse's "unrecognized arguments" and what to type instead: the option of this command
     it is likely a typo of, or the commands that have it (``drain --json`` was refused without
@@ -840,6 +879,10 @@ def _unrecognized(parser: argparse.ArgumentParser, sub: Parser | None, extra: li
     flag = next((arg.partition("=")[0] for arg in extra if arg.startswith("--")), None)
     if sub is None or flag is None:
         return said
+    if flag in sub.options() and isinstance(parser, Parser):
+        # 'fleetdeck --json status' read "--json is no option of fleetdeck status: did you
+        # mean --json?": it is, given before the command.
+        return _options_first(parser, Parser.argv, [sub.prog.rpartition(" ")[2]]) or said
     close = difflib.get_close_matches(flag, sub.options(), n=1, cutoff=0.75)
     if close:
         return f"{flag} is no option of {sub.prog}: did you mean {close[0]}?"

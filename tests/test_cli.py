@@ -418,3 +418,17 @@ def test_a_mistyped_command_is_matched_whichever_way_argparse_lists_the_choices(
     said = Parser(prog="fleetdeck").what_to_do(
         f"argument COMMAND: invalid choice: 'stauts' (choose from {choices})")
     assert said == "unknown command 'stauts': did you mean 'status'?"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--json", "status"], "fleetdeck status: --json goes after the command status: "
+                           "fleetdeck status --json (see 'fleetdeck status --help')."),
+    (["--cluster", "x", "drain", "gpu1", "--reason", "a b"],
+     "fleetdeck: --cluster x goes after the command drain: fleetdeck drain gpu1 --reason "
+     "'a b' --cluster x (see 'fleetdeck --help')."),
+])
+def test_a_commands_option_given_before_the_command_says_where_it_goes(args, said):
+    """'fleetdeck --json status' read "--json is no option of fleetdeck status: did you mean
+    --json?", and 'fleetdeck --cluster x drain …' "unknown command 'x'"."""
+    res = run_cli(*args)
+    assert (res.returncode, res.stdout, res.stderr.strip()) == (2, "", said)
