@@ -336,7 +336,14 @@ def _refused(url: BrokerURL, where: str) -> str:
     give (a newcomer's second terminal without the demo's URL, or a port one digit off)."""
     from fleetdeck.paths import running_demo_brokers
 
-    demos = [d for d in running_demo_brokers() if d != f"mqtt://{url.host}:{url.port}"]
+    # Only for a broker the demo's could be mistyped for: plain anonymous MQTT on this host.
+    # A production broker refusing (TLS, a user, another host) must not send the on-call's
+    # `status` to a drill's broker (running_demo's rule, fleetdeck/paths.py).
+    loopback = url.host.lower() == "localhost" or url.host == "::1" or url.host.startswith(
+        "127.")
+    demo_like = loopback and not (url.tls or url.username or url.ca_file or url.cert_file)
+    demos = [d for d in running_demo_brokers() if d != f"mqtt://{url.host}:{url.port}"
+             ] if demo_like else []
     if not demos:
         return f"cannot reach the MQTT broker at {where}: connection refused (is it running?)."
     return (f"cannot reach the MQTT broker at {where}: connection refused; a demo's broker "

@@ -160,6 +160,12 @@ def test_a_refused_connection_names_a_demo_running_here():
             "cannot reach the MQTT broker at mqtt://127.0.0.1:27011: connection refused; a "
             "demo's broker runs here at mqtt://127.0.0.1:27001: give --broker "
             "mqtt://127.0.0.1:27001 (or export FLEETDECK_BROKER=mqtt://127.0.0.1:27001).")
+        # A real broker refusing (another host, TLS, a user) is no demo's URL mistyped: the
+        # on-call's `status` must not be sent to a drill's broker.
+        for real in ("mqtt://10.0.0.5:1883", "mqtts://127.0.0.1:8883",
+                     "mqtt://ops:pw@127.0.0.1:1883"):
+            assert describe_mqtt_error(parse_broker_url(real), refused).endswith(
+                "connection refused (is it running?)."), real
         # The demo's own broker refusing is no other URL to give.
         assert describe_mqtt_error(parse_broker_url("mqtt://127.0.0.1:27001"), refused).endswith(
             "connection refused (is it running?).")
