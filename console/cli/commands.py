@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO, TypeVar
 
@@ -28,6 +28,7 @@ from fleetdeck.console.commands import (
     BlastRadius,
     Phase,
     Request,
+    Transition,
     blast_radius,
     drained_for,
     draining_jobs,
@@ -91,6 +92,11 @@ class UnknownTargets(UserError):
 
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
+PROGRESS_GROUP_OVER = 8
+"""Targets above which a command's progress is said per group of nodes, not per node: a drain
+of 512 nodes printed 1,068 lines, an ack and an outcome a node (a 2026-12-07 drill)."""
+PROGRESS_EVERY_S = 1.0
+"""How often grouped progress is said: what moved in that second, one line per outcome."""
 
 
 async def _cancelled(task: "asyncio.Task[None]") -> None:
@@ -173,6 +179,12 @@ class CommandRun:
         known."""
         self._uptime: float | None = None
         """The broker's uptime as the probe read it (None: not known)."""
+        self._held: dict[str, list[str]] = {}
+        """Progress lines held for grouping (text -> nodes), said every ``PROGRESS_EVERY_S``."""
+        self._held_since: float | None = None
+        self._group = False
+        """Whether progress is grouped: the request has more than ``PROGRESS_GROUP_OVER``
+        targets."""
         self._answered = False
         """Anything answered the command (an ack, a rejection, its effect seen): it reached
         something, whatever the broker's test publish says."""
@@ -246,6 +258,24 @@ class CommandRun:
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
+    def _progress(self, reports: Iterable[Transition], *, flush: bool = False) -> None:
+        """Say each target's move; for a large request, the nodes that moved alike within a
+        second as one hostlist line (``gpu[0001-0180]: acknowledged (drain (finish))``)."""
+        for tr in reports:
+            if not self._group:
+                self.say(f"  {tr.target}: {tr.text}")
+                continue
+            self._held.setdefault(tr.text, []).append(tr.target)
+            if self._held_since is None:
+                self._held_since = time.monotonic()
+        if self._held_since is None:
+            return
+        if flush or time.monotonic() - self._held_since >= PROGRESS_EVERY_S:
+            for text, targets in self._held.items():
+                self.say(f"  {compress(targets)}: {text}")
+            self._held.clear()
+            self._held_since = None
+
     def refuse(self, attempt: Attempt, why: str) -> None:
         self.session.refuse(attempt.op, attempt.targets, why, attempt.reason, attempt.mode)
 
@@ -268,9 +298,15 @@ class CommandRun:
         session.adopt_orphans()
 
         def on_tick(report: TickReport) -> bool:
+            over = step(report)
+            if over:
+                self._progress((), flush=True)
+            return over
+
+        def step(report: TickReport) -> bool:
             nonlocal req, deadline, checking_said, hint_said
+            self._progress(report.commands)
             for tr in report.commands:
-                self.say(f"  {tr.target}: {tr.text}")
                 self._answered = (self._answered
                                   or tr.new not in (Phase.TIMED_OUT, Phase.ABANDONED))
             self._watch_link(sent=req is not None)
@@ -279,6 +315,7 @@ class CommandRun:
                 if found is None:
                     return False
                 req = found
+                self._group = len(req.targets) > PROGRESS_GROUP_OVER
                 self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
                 deadline = self.clock() + self.timeout_s
                 return False
@@ -306,8 +343,7 @@ class CommandRun:
                     # Past their ack deadline, no longer held: the tracker times them out at
                     # its next tick, with what is known of why (``_unanswered``).
                     return False
-                for tr in session.abandon(f"no result within {self.timeout_s:g} s"):
-                    self.say(f"  {tr.target}: {tr.text}")
+                self._progress(session.abandon(f"no result within {self.timeout_s:g} s"))
                 return True
             return False
 
@@ -332,6 +368,7 @@ class CommandRun:
             self.say(str(done))
             return EXIT_DONE
         except (KeyboardInterrupt, asyncio.CancelledError):
+            self._progress((), flush=True)
             why = (f"interrupted ({signal.Signals(caught[0]).name})" if caught
                    else "interrupted")
             session.abandon(f"{why} before an outcome was seen", Phase.ABANDONED)
@@ -349,6 +386,7 @@ class CommandRun:
                                   128 + caught[0]) from None
             raise
         except (aiomqtt.MqttError, TransportError) as err:
+            self._progress((), flush=True)
             session.abandon(f"broker connection lost: {err}", Phase.ABANDONED)
             text = describe_mqtt_error(self.url, err)
             if req is None:

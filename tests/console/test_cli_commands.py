@@ -10,7 +10,7 @@ import pytest
 
 from fleetdeck.broker import free_port
 from fleetdeck.brokerurl import make_client
-from fleetdeck.hostlist import compress
+from fleetdeck.hostlist import compress, expand
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import JobState, JobStatus
 from fleetdeck.protocol.topics import Kind, topic_for
@@ -438,3 +438,36 @@ def test_a_drain_that_took_but_still_drains_exits_6_not_4(sim, tmp_path):
     (record,) = [json.loads(line) for line in audit.read_text().splitlines()][1:]
     assert record["outcome"] == "timed_out", record
     assert all(f"{n}: no result within 6 s (DRAINING)" in record["detail"] for n in busy), record
+
+
+def test_a_drain_and_resume_of_many_nodes_say_their_progress_by_hostlist_not_a_line_a_node(
+        mosquitto, tmp_path):
+    """A 2026-12-07 drill: `drain 'gpu[0001-0512]'` printed 1,068 lines (an acknowledgement
+    and an outcome a node, 512 each) and its resume 1,027, the summary last: at 3 a.m. the
+    operator scrolls past 1,000 lines to learn the drain took. Above 8 targets the nodes that
+    moved alike within a second are one hostlist line."""
+    proc = spawn("sim", "--broker", str(mosquitto.url), "--cluster", "cli", "--nodes", "64",
+                 "--interval", "1", "--seed", "3", log=tmp_path / "sim.log")
+    try:
+        time.sleep(4.0)
+        audit = tmp_path / "audit.jsonl"
+        for args, summary in ((("drain", "gpu[0001-0064]", "--reason", "mass"),
+                               "drain gpu[0001-0064]: 64 done"),
+                              (("resume", "gpu[0001-0064]"), "resume gpu[0001-0064]: 64 done")):
+            out = cli(mosquitto, audit, *args, "--timeout", "30")
+            assert out.returncode == 0, out.stdout + out.stderr
+            lines = out.stdout.splitlines()
+            assert summary in lines, out.stdout
+            progress = [line for line in lines if line.startswith("  gpu")]
+            # Every node's acknowledgement and outcome are said, by hostlist.
+            said = {verb: sum(len(expand(line.split(":")[0].strip())) for line in progress
+                              if f": {verb} (" in line) for verb in ("acknowledged", "done")}
+            assert said == {"acknowledged": 64, "done": 64}, out.stdout
+            assert len(progress) <= 16, out.stdout
+            assert any(len(expand(line.split(":")[0].strip())) > 1 for line in progress), \
+                out.stdout
+        # The audit keeps one request and one outcome each, as before.
+        records = [json.loads(line) for line in audit.read_text().splitlines()]
+        assert [r["outcome"] for r in records] == ["requested", "done"] * 2, records
+    finally:
+        stop_process(proc)
