@@ -66,11 +66,21 @@ async def test_the_header_says_nothing_is_heard_from_a_hung_broker(mosquitto):
     async with console_of_two_agents(mosquitto) as (app, hang):
         header = app.header_text(time.time())
         assert "nothing heard" not in header and "connected" in header
+
+        def problems() -> str:
+            return str(app.screen.query_one("#problems").render())
+
+        await eventually(lambda: (app.tick(), "every node reports healthy" in problems())[1],
+                         timeout=20, message="the overview's two nodes healthy")
         hang(True)
         await asyncio.sleep(QUIET_LINK_S + 1.5)
         app.tick()
         header = app.header_text(time.time())
         assert "connected, nothing heard for" in header and "(broker hung?)" in header, header
+        # Not "every node reports healthy" under that header (an SRE drill).
+        said = problems()
+        assert "every node reports healthy" not in said, said
+        assert "Top problems none as of" in said and "nothing heard since" in said, said
         hang(False)
         await eventually(lambda: (app.tick(), "nothing heard" not in app.header_text(
             time.time()))[1], timeout=20, message="heard again")

@@ -430,3 +430,24 @@ async def test_a_node_typed_without_its_zero_padding_names_the_node_meant():
             await pilot.pause()
             assert notices(world.app)[-1] == said
         assert not world.app.tracker.requests
+
+
+async def test_a_cut_burst_is_in_the_header_and_no_fleet_is_called_healthy_under_it():
+    """Drill: with max_queued_messages 10 the console came up with 34 of 64 nodes, the
+    overview said "every node reports healthy", and the cut was said only in the events
+    view (``ConsoleSession._note_burst_cut``)."""
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        world.tick()
+        await pilot.pause()
+        assert "every node reports healthy" in text_of(world.app)
+        world.app.session.burst_cut = (9, 24)
+        world.tick()
+        await pilot.pause()
+        text = text_of(world.app)
+        assert "every node reports healthy" not in text
+        assert ("Top problems none among the 24 nodes listed: the broker dropped part of its "
+                "retained messages at connect (9 of 24 nodes came without their status)") in text
+        assert "NODES UNLISTED? (9 cut at connect)" in world.app.header_text(world.clock())

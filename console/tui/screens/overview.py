@@ -42,6 +42,7 @@ from fleetdeck.console.rows import (
     top_problems_cut,
     top_problems_said,
 )
+from fleetdeck.console.session import BURST_CUT_TEXT
 from fleetdeck.console.state import WAITING, jobs_unheard_text
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit
@@ -188,7 +189,8 @@ class OverviewScreen(FleetView):
         # panel kept "ckpt 100 (14s)" for minutes under a dead simulator (a drill).
         shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link,
                  state.blind, self.size.width, self.fleet.other_clusters,
-                 int(now // CLOCK_REFRESH_S))
+                 int(now // CLOCK_REFRESH_S), self.fleet.quiet_s(now) is None,
+                 self.fleet.session.burst_cut)
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
@@ -253,6 +255,18 @@ class OverviewScreen(FleetView):
                                      f"{'its' if talking == 1 else 'their'} keyframe awaited "
                                      "(30 s at most)"] if talking else [])
                 text = f"[b]Top problems[/] none so far: {'; '.join(said)}"
+        elif (quiet := self.fleet.quiet_s(now)) is not None:
+            # Connected and hearing nothing (a hung broker, or the fleet's link): as of the
+            # last sample, not now; "every node reports healthy" under the header's "nothing
+            # heard for 15 s" (an SRE drill, the console's link frozen).
+            text = (f"[b]Top problems[/] [$warning]none as of {quiet:.0f} s ago: nothing heard "
+                    "since (see the header)[/]")
+        elif (cut := self.fleet.session.burst_cut) is not None:
+            # The broker dropped births at connect: nodes it dropped are in no count, so
+            # "every node" is only every node listed (an SRE drill: 34 of 64 listed, healthy).
+            listed = plural(len(state.nodes), "node")
+            text = (f"[b]Top problems[/] [$warning]none among the {listed} listed: "
+                    f"{BURST_CUT_TEXT.format(missing=cut[0], born=cut[1])}[/]")
         else:
             text = "[b]Top problems[/] [$success]none: every node reports healthy[/]"
         self.query_one("#problems", Readout).show(text)
