@@ -1860,8 +1860,12 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                     "agent's log names the size, the broker's says 'oversize packet'): raise it "
                     "(or remove it) in the broker's config; if neither log says so, the agent "
                     "restarts in a loop: its journal on the node says why")
-        return ("check the node (power, BMC, kernel log); its agent takes a drain only once "
-                "it is back")
+        # A host that is up and an agent the broker refuses (a password changed, an ACL) read
+        # the same from here: its will, then nothing (an SRE drill sent the on-call to the BMC
+        # of a node whose agent logged "not authorized" every 5 min).
+        return ("check the node (power, BMC, kernel log), and if it is up its agent's journal "
+                "(a broker that refuses its credentials reads the same); its agent takes a "
+                "drain only once it is back")
     if v == "stale":
         refused = st.refused
         if refused is not None and (st.last_rx is None or refused[0] > st.last_rx):
