@@ -1056,10 +1056,15 @@ class Straggler:
         return next((s for s in (self, *self.also) if s.node == node), None)
 
     def as_json(self) -> dict[str, object]:
+        # ``causes``/``power_limit`` beside ``cause``: a script told a power cap from a
+        # throttle only by matching the prose (docs/protocol.md, "status --json").
         return {"rank": self.rank, "node": self.node, "slower_pct": round(self.slower_pct, 1),
-                "cause": self.cause, "text": self.text,
+                "cause": self.cause, "causes": cause_codes(self.cause),
+                "power_limit": power_limit_code(self.cause), "text": self.text,
                 "also": [{"rank": s.rank, "node": s.node, "slower_pct": round(s.slower_pct, 1),
-                          "cause": s.cause, "text": s.own_text} for s in self.also]}
+                          "cause": s.cause, "causes": cause_codes(s.cause),
+                          "power_limit": power_limit_code(s.cause), "text": s.own_text}
+                         for s in self.also]}
 
 
 STRAGGLER_MIN = 0.03
@@ -1184,28 +1189,60 @@ def _cap_text(g: GpuSample, peers_w: float | None = None) -> str:
 def likely_cause(state: FleetState, node: str) -> str:
     st = state.nodes.get(node)
     if st is None:
-        return "node unknown"
+        return NODE_UNKNOWN
     if st.online is False or st.stale:
-        return "node not responding"
+        return NOT_RESPONDING
     throttled = [f for f in st.findings if f.rule in ("G12", "G13")]
     ports = [f for f in st.findings if f.rule.startswith("N")]
     # Both named when both are there: a throttled GPU and a storming port on one node each
     # slow its rank, and naming the GPU alone hid the port (a fault audit).
     causes = []
     if throttled:
-        causes.append(f"throttled GPU ({throttled[0].component} {throttled[0].text})")
+        causes.append(f"{THROTTLED_GPU} ({throttled[0].component} {throttled[0].text})")
     if ports:
-        causes.append(f"degraded port ({ports[0].component} {ports[0].text})")
+        causes.append(f"{DEGRADED_PORT} ({ports[0].component} {ports[0].text})")
     held = {f.component for f in throttled}
     capped = [g for g in _power_capped(st) if f"gpu{g.index}" not in held]
     if capped:
         causes.append(f"{POWER_CAPPED} ({_cap_text(capped[0], peer_limit_w(st, state))})")
     if causes:
-        return " + ".join(causes)
+        return CAUSE_JOIN.join(causes)
     gpus = [f for f in st.findings if f.rule.startswith("G")]
     if gpus:
-        return f"GPU fault ({gpus[0]})"
-    return "no finding on that node"
+        return f"{GPU_FAULT} ({gpus[0]})"
+    return NO_FINDING
+
+
+THROTTLED_GPU = "throttled GPU"
+DEGRADED_PORT = "degraded port"
+GPU_FAULT = "GPU fault"
+NOT_RESPONDING = "node not responding"
+NODE_UNKNOWN = "node unknown"
+NO_FINDING = "no finding on that node"
+CAUSE_JOIN = " + "
+CAUSE_CODES = {THROTTLED_GPU: "throttled_gpu", DEGRADED_PORT: "degraded_port",
+               POWER_CAPPED: "power_capped", GPU_FAULT: "gpu_fault",
+               NOT_RESPONDING: "not_responding", NODE_UNKNOWN: "node_unknown",
+               NO_FINDING: "no_finding"}
+"""A straggler cause's code for scripts, by the words ``likely_cause`` leads each part with:
+the codes are stable keys (docs/protocol.md), the words may change with the prose."""
+
+
+def cause_codes(cause: str) -> list[str]:
+    """The codes of ``likely_cause``'s parts, in its order (``["throttled_gpu",
+    "power_capped"]``); a part no code knows is ``other``."""
+    return [next((code for lead, code in CAUSE_CODES.items() if part.startswith(lead)),
+                 "other") for part in cause.split(CAUSE_JOIN)]
+
+
+def power_limit_code(cause: str) -> str | None:
+    """Of a power-capped cause: ``lowered`` (its limit is below its job's other nodes': put it
+    back), ``as_peers`` (the same: nothing to restore) or ``unknown`` (no peer's limit read);
+    None when the cause is no power cap. The node's ``action`` says the same in words."""
+    if POWER_CAPPED not in cause:
+        return None
+    return ("lowered" if LIMIT_LOWERED in cause else "as_peers" if LIMIT_AS_PEERS in cause
+            else "unknown")
 
 
 def port_past(st: NodeState, key: str) -> PortPast | None:
@@ -1803,7 +1840,7 @@ def recurrence_text(st: NodeState) -> str:
     had not held (a fault audit: the same XID 48 after ``repair``)."""
     assert st.recurred is not None
     cleared, again = st.recurred
-    gap = max(0.0, (st.changed_at or cleared) - cleared)
+    gap = _recurred_after_s(st)
     took = (f"{gap:.0f} s" if gap < 120 else f"{gap / 60:.0f} min" if gap < 7200
             else f"{gap / 3600:.0f} h")
     gpus = list(dict.fromkeys(k.split(" ", 1)[1] for k in again if k[0] == "G"))
@@ -1816,11 +1853,37 @@ def recurrence_text(st: NodeState) -> str:
             f"{utc_hms(cleared)}: replace {' and '.join(what)} rather than repeat the repair")
 
 
+def _recurred_after_s(st: NodeState) -> float:
+    assert st.recurred is not None
+    cleared = st.recurred[0]
+    return max(0.0, (st.changed_at or cleared) - cleared)
+
+
+def recurrence(st: NodeState) -> dict[str, object] | None:
+    """``recurrence_text`` for scripts: null unless the node's ``action`` says its failure
+    recurred (a failed node whose fault is the one before it again), else ``cleared_at``
+    (unix s, when the earlier one cleared), ``after_s`` (how long it held) and ``findings``
+    (the fault's keys, ``"G2 gpu3"``). A script had the recurrence only in the action's prose
+    (docs/protocol.md, "status --json")."""
+    if st.verdict is not Verdict.FAILED or st.recurred is None:
+        return None
+    cleared, again = st.recurred
+    return {"cleared_at": round(cleared, 3), "after_s": round(_recurred_after_s(st), 1),
+            "findings": list(again)}
+
+
+def reconnect_loop(st: NodeState) -> bool:
+    """Whether the node's agent is judged in a reconnect loop (births, no sample between:
+    ``state.RECONNECT_LOOP``), the judgement behind the offline node's "check the broker
+    first" action."""
+    return any(f.rule == "H2" and RECONNECT_LOOP in f.text for f in st.liveness)
+
+
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``).
     ``state``: the fleet, for whether the node slows its job (``slowing``)."""
     action = _node_action(st, state)
-    if st.verdict is Verdict.FAILED and st.recurred is not None:
+    if recurrence(st) is not None:
         action += f"; {recurrence_text(st)}"
     if (st.verdict in (Verdict.DEGRADED, Verdict.FAILED) and CLOCK_ACTION not in action
             and any(f.rule == CLOCK_RULE for f in st.findings)):
@@ -1852,7 +1915,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         if st.stopped:
             return ("its agent was stopped cleanly: start it again (systemctl start "
                     "fleetdeck-agent) unless the stop was meant; nothing says the node is down")
-        if any(f.rule == "H2" and RECONNECT_LOOP in f.text for f in st.liveness):
+        if reconnect_loop(st):
             # The node is up: its agent connects, and the broker drops it at its keyframe
             # (docs/reliability.md, the max_packet_size drill); the agent's log says so.
             return ("check the broker first: it most likely drops the agent's connection at "

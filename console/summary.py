@@ -18,6 +18,8 @@ from fleetdeck.console.judgements import (
     not_stepping,
     own_job,
     recommended_action,
+    reconnect_loop,
+    recurrence,
     scheduler_gone,
     shown_eta_s,
     sick_nodes,
@@ -60,6 +62,9 @@ def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> 
         "behind_switch": st.behind_switch or None,
         "job_still_stepping": st.job_stepping or None,
         "owner": st.digest.by if st.digest is not None else None,
+        # Structured beside ``action``'s words, for scripts (docs/protocol.md).
+        "recurrence": recurrence(st),
+        "reconnect_loop": reconnect_loop(st),
     }
 
 

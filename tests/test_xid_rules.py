@@ -353,6 +353,28 @@ def test_a_fault_back_after_the_node_cleared_is_said_to_recur():
     assert st.verdict is Verdict.FAILED and "came back" not in recommended_action(st)
 
 
+def test_a_recurrence_is_in_status_json_as_a_field_beside_the_action():
+    """``recurrence`` in a node's summary: a script read "the same fault came back" only in the
+    action's words (a JSON audit, docs/protocol.md "status --json"); null for a first
+    failure."""
+    from fleetdeck.console.summary import node_summary
+
+    c = Console()
+    st = _dbe(c, 0)
+    first = node_summary(st, st.last_rx or 0.0, c.state)
+    assert first["recurrence"] is None and first["reconnect_loop"] is False
+    for _ in range(3):
+        st = c.send(c.node.telemetry())
+    for _ in range(30):
+        c.node.telemetry()
+    st = _dbe(c, 0)
+    out = node_summary(st, st.last_rx or 0.0, c.state)
+    assert "came back" in out["action"]
+    rec = out["recurrence"]
+    assert rec is not None and rec["findings"] == ["G2 gpu0"], rec
+    assert 30 <= rec["after_s"] <= 40 and isinstance(rec["cleared_at"], float), rec
+
+
 def _dbe(c: Console, gpu: int) -> NodeState:
     now = c.node.telemetry().ts
     return c.send(c.with_gpu(gpu, xids=[XidSeen(code=48, ts=now - 1_000)], xid_last=48,

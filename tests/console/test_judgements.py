@@ -1092,6 +1092,9 @@ def test_a_job_with_two_slow_nodes_names_both(capsys):
     out = fleet_summary(session.state, session.clock())
     [job] = out["jobs"]
     assert [a["node"] for a in job["straggler"]["also"]] == ["gpu0003"]
+    assert job["straggler"]["causes"] == ["degraded_port"]
+    assert job["straggler"]["also"][0]["causes"] == ["throttled_gpu"]
+    assert job["straggler"]["power_limit"] is None
     titles = {i["key"]: i["title"] for i in out["incidents"]}
     assert titles["node:gpu0003"].endswith("; slows job 41 by 23% (rank 19)")
     assert titles["node:gpu0005"].endswith("; slows job 41 by 25% (rank 35)")
@@ -1501,6 +1504,9 @@ def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_th
     assert job["straggler"]["cause"] == ("GPU power-capped by software (gpu5 sw power cap: "
                                          "1350 of 1980 MHz, limit 450 W, below its job's "
                                          "other nodes' 700 W)")
+    # For scripts, beside the words (a JSON audit): the cause and the limit as codes.
+    assert job["straggler"]["causes"] == ["power_capped"]
+    assert job["straggler"]["power_limit"] == "lowered"
     said = recommended_action(session.state.nodes["gpu0003"], session.state)
     assert said.startswith("it slows job 7 by 12% (rank 19), gpu power-capped by software")
     assert "check gpu5's power limit (nvidia-smi -q -d POWER" in said and "drain" not in said
@@ -1528,6 +1534,7 @@ def test_a_straggler_capped_at_its_peers_power_limit_is_not_told_to_restore_it()
         [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
     (job,) = fleet_summary(session.state, session.clock())["jobs"]
     assert job["straggler"]["cause"].endswith("limit 700 W, as its job's other nodes')")
+    assert job["straggler"]["power_limit"] == "as_peers"
     said = recommended_action(session.state.nodes["gpu0003"], session.state)
     assert "at its peers' limit" in said and "restore" not in said, said
     assert "drain when idle if it persists" in said

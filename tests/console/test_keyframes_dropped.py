@@ -77,6 +77,17 @@ def test_an_agent_the_broker_drops_at_each_keyframe_points_at_the_broker():
     assert "BMC" in recommended_action(st, state)
 
 
+def test_a_reconnect_loop_is_a_field_of_status_json():
+    """``reconnect_loop`` beside the action: a script told the broker's fault from the node's
+    only by the action's words (a JSON audit, docs/protocol.md "status --json")."""
+    from fleetdeck.console.summary import node_summary
+
+    st, state = _looping_node(5)
+    assert node_summary(st, st.last_rx or 0.0, state)["reconnect_loop"] is True
+    st, state = _looping_node(2)
+    assert node_summary(st, st.last_rx or 0.0, state)["reconnect_loop"] is False
+
+
 def test_a_broker_max_packet_size_below_the_keyframe_is_said_in_status(tmp_path):
     """The drill itself: Mosquitto's max_packet_size 3000 under a real agent (keyframe 3.7 KB):
     ``status`` read it offline with "check the node (power, BMC, kernel log)"."""
