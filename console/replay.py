@@ -1572,7 +1572,11 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     replayed = round(run.end - run.start, 3)
     # status --json's keys too, so one script reads both (a newcomer's got null for them):
     # no broker was asked, and what was "collected" is the recorded time replayed.
+    # The broker's and its retained burst's keys too (status's ``said_burst_cut``): a key a
+    # script reads of both must be there in both, null where no broker was asked.
     out = fleet_summary(session.state, run.end, broker=None, collected_s=replayed,
+                        broker_uptime_s=None, retained_burst_cut=None,
+                        retained_burst_judged=False,
                         source=str(path), replayed_s=replayed,
                         interruptions=session.interruptions.total,
                         log=session.log.lines())
