@@ -1577,6 +1577,7 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     out = fleet_summary(session.state, run.end, broker=None, collected_s=replayed,
                         broker_uptime_s=None, retained_burst_cut=None,
                         retained_burst_judged=False,
+                        console_problems=session.problems_json(),
                         source=str(path), replayed_s=replayed,
                         interruptions=session.interruptions.total,
                         log=session.log.lines())

@@ -341,6 +341,11 @@ class SessionProblem:
     detail: str
     since: float
 
+    def as_json(self) -> dict[str, object]:
+        """``console_problems`` of ``status --json`` and replay summaries: what the TUI's header
+        says as "EVENTS STOPPED", "STORE FAILING" (docs/protocol.md)."""
+        return {"what": self.what, "text": self.detail, "since": round(self.since, 3)}
+
 
 def verdict_line(ts: float, node: str, old: str, new: Verdict,
                  reasons: Sequence[str], seen: bool = True) -> EventLine:
@@ -2768,6 +2773,10 @@ class ConsoleSession:
         return rec
 
     # --- problems --------------------------------------------------------------------------------
+
+    def problems_json(self) -> list[dict[str, object]]:
+        """The console's own problems, oldest first, as ``SessionProblem.as_json``."""
+        return [p.as_json() for p in sorted(self.problems.values(), key=lambda p: p.since)]
 
     def _problem(self, what: str, detail: str, now: float) -> None:
         old = self.problems.get(what)

@@ -670,7 +670,7 @@ def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str
     # of each node arrived, and two runs on one fleet listed them in two orders.
     return fleet_summary(session.state, time.time(), broker=str(url), collected_s=wait_s,
                          interruptions=session.interruptions.total, log=session.log.lines(),
-                         dated=False)
+                         dated=False, console_problems=session.problems_json())
 
 
 def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, as_json: bool,

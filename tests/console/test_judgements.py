@@ -1540,3 +1540,19 @@ def test_a_straggler_capped_at_its_peers_power_limit_is_not_told_to_restore_it()
     assert "drain when idle if it persists" in said
     (inc,) = [i for i in incidents(session.state) if i.kind == "job"]
     assert "restore" not in inc.action and inc.action.startswith("gpu0003's capped GPU runs")
+
+
+def test_the_console_s_own_problems_are_in_status_json():
+    """The TUI's header says "EVENTS STOPPED" (events never reached this console) or "FEED
+    STOPPED"; ``status --json`` and replay summaries had no word of it (a JSON audit):
+    ``console_problems``, empty when none (docs/protocol.md)."""
+    from fleetdeck.brokerurl import parse_broker_url
+    from fleetdeck.console.cli.status import _summary
+
+    session = session_with({})
+    url = parse_broker_url("mqtt://127.0.0.1:1")
+    assert _summary(session, url, 1.0)["console_problems"] == []
+    session.worker_failed("events", "no event reached this console")
+    [problem] = _summary(session, url, 1.0)["console_problems"]
+    assert problem["what"] == "events" and "no event reached" in problem["text"], problem
+    assert isinstance(problem["since"], float)

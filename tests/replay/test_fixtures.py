@@ -55,6 +55,7 @@ def test_healthy():
     # replay read null, and `.broker_uptime_s` was missing): no broker, so no burst judged.
     assert out["broker_uptime_s"] is None and out["retained_burst_cut"] is None
     assert out["retained_burst_judged"] is False
+    assert out["console_problems"] == []
 
 
 def test_ib_flap():
