@@ -787,7 +787,7 @@ class FleetdeckApp(App[int]):
         agents' sample intervals (agents that sample every 30 s are quiet between samples);
         None while things arrive. The header says it, and the overview's top problems do not
         call a fleet healthy through it (an SRE drill: "every node reports healthy" beside
-        "nothing heard for 15 s")."""
+        "nothing heard for 15 s"). On digests, the digests' period stands for the interval."""
         feed = self.session.feed
         last = self.state.last_update
         if feed is None or last is None or feed.conn.state != "connected":
@@ -795,7 +795,11 @@ class FleetdeckApp(App[int]):
         quiet = now - last
         if quiet <= QUIET_LINK_S:
             return None
-        intervals = [st.interval_s for st in self.state.nodes.values() if st.online]
+        # A node known from digests is heard once its collector's digest period, whatever
+        # its agent's interval: a console on 10 s digests read "nothing heard" between waves.
+        intervals = [st.interval_s if st.digest is None else max(st.interval_s,
+                                                                 st.digest.every_s)
+                     for st in self.state.nodes.values() if st.online]
         return quiet if intervals and quiet > 2 * min(intervals) else None
 
     def link_why(self, most: int = 160) -> str:
