@@ -376,10 +376,12 @@ class NodeState(msgspec.Struct, gc=False):
     recalled from the store, not offline, stale or waiting, not a collector's digest gone
     silent. A change from such a verdict is one this console saw happen (``change_seen``)."""
     failing: frozenset[str] = frozenset()
-    """Its drain findings of its own hardware (``"G2 gpu0"``) while it is failed."""
+    """Its drain findings of its own hardware (``"G2 gpu0"``) since they began, until they
+    are all gone."""
     cleared: tuple[float, frozenset[str]] | None = None
-    """When it last went from failed to ok (repaired, or its fault's window ended), with the
-    failure's ``failing``, each GPU's with its uuid (``_part_ids``)."""
+    """When its drain findings of its own hardware were last all gone (repaired, or its
+    fault's window ended), whatever its verdict then (ok, or degraded by a warning left over),
+    with the failure's ``failing``, each GPU's with its uuid (``_part_ids``)."""
     recurred: tuple[float, tuple[str, ...]] | None = None
     """(when it had cleared, the drain findings that came back) of a failure that is the one
     before it again within ``RECUR_S`` of its clearing: a part that fails again after its
@@ -777,29 +779,45 @@ class NodeState(msgspec.Struct, gc=False):
 
     def _note_recurrence(self, verdict: Verdict, now: float) -> None:
         """Keep ``failing``, ``cleared`` and ``recurred`` up to date with ``verdict``: an
-        offline or stale spell between (a repair's reboot) changes nothing."""
-        if verdict is Verdict.FAILED:
+        offline or stale spell between (a repair's reboot) changes nothing.
+
+        Cleared is the drain findings of its own hardware gone, whatever the verdict: a node
+        that went failed, degraded (a warning left over), then failed the same way was never
+        counted as cleared, and its fault's return read as a first failure (a review). Judged
+        on each evaluated sample of a failed node: nothing is built unless a part is new to
+        ``failing`` (a frozenset a judgement cost the hot path, docs/performance.md)."""
+        if verdict in _SPELL:
+            return
+        failing = self.failing
+        fresh: list[str] | None = None
+        found = False
+        for f in self.effective_findings:
             # A part named (not G14's uuids of GPUs gone, nor G1's "none visible, the driver
             # says why": a driver that failed to load again read "replace gpu0, …, gpu7 (RMA
             # a GPU)", a review).
-            keys = frozenset(f"{f.rule} {f.component}" for f in self.effective_findings
-                             if f.severity is Severity.DRAIN and f.rule[0] in "GN"
-                             and f.component and f.rule != "G14"
-                             and GPU_READER_SAYS not in f.text)
-            if not keys:
-                return
-            if not self.failing:
-                last = self.cleared
-                if last is None or now - last[0] > RECUR_S:
-                    again: tuple[str, ...] = ()
-                else:
-                    ids = self._part_ids(keys)
-                    again = tuple(sorted(k for k in keys if ids[k] in last[1]))
-                self.recurred = (last[0], again) if last is not None and again else None
-            self.failing = self.failing | keys
-        elif verdict is Verdict.OK and self.failing:
-            self.cleared = (now, frozenset(self._part_ids(self.failing).values()))
-            self.failing = frozenset()
+            if (f.severity is Severity.DRAIN and f.rule[0] in "GN" and f.component
+                    and f.rule != "G14" and GPU_READER_SAYS not in f.text):
+                found = True
+                key = f"{f.rule} {f.component}"
+                if key not in failing:
+                    fresh = [key] if fresh is None else [*fresh, key]
+        if not found:
+            if failing:
+                self.cleared = (now, frozenset(self._part_ids(failing).values()))
+                self.failing = frozenset()
+            return
+        if fresh is None or verdict is not Verdict.FAILED:
+            return
+        keys = frozenset(fresh)
+        if not failing:
+            last = self.cleared
+            if last is None or now - last[0] > RECUR_S:
+                again: tuple[str, ...] = ()
+            else:
+                ids = self._part_ids(keys)
+                again = tuple(sorted(k for k in keys if ids[k] in last[1]))
+            self.recurred = (last[0], again) if last is not None and again else None
+        self.failing = failing | keys
 
     def _part_ids(self, keys: frozenset[str]) -> dict[str, str]:
         """``"G2 gpu0"`` -> ``"G2 gpu0 GPU-…"``: the GPU by the uuid its birth gives at that

@@ -432,3 +432,53 @@ def test_a_driver_that_fails_to_load_again_is_no_gpu_to_rma():
         st.findings = found
         st._note_recurrence(verdict, t)
     assert st.recurred is None
+
+
+def test_a_fault_back_after_clearing_to_degraded_is_said_to_recur():
+    """XID 48 on gpu0, reset, the node left degraded by a warning of another GPU (gpu3 hot),
+    then the same DBE: "cleared" was failed -> ok only, so it read as a first failure, "reset
+    gpu0 or reboot", the repair that had not held (a review). Cleared is the drain finding
+    gone, whatever the verdict."""
+    from fleetdeck.console.judgements import recommended_action
+
+    def sample(dbe: bool) -> NodeState:
+        t = c.node.telemetry()
+        gpus = list(t.gpus)
+        gpus[3] = replace(gpus[3], temp_c=95.0)  # G13, a warning: degraded, never ok
+        if dbe:
+            gpus[0] = replace(gpus[0], xids=[XidSeen(code=48, ts=t.ts - 1_000)], xid_last=48,
+                              xid_last_ts=t.ts - 1_000)
+        return c.send(replace(t, gpus=gpus))
+
+    c = Console()
+    st = sample(dbe=True)
+    assert st.verdict is Verdict.FAILED
+    for _ in range(3):
+        st = sample(dbe=False)  # reset: its XIDs gone
+    assert st.verdict is Verdict.DEGRADED, st.findings
+    for _ in range(30):
+        st = sample(dbe=False)
+    st = sample(dbe=True)
+    assert st.verdict is Verdict.FAILED
+    assert "the same fault (G2 gpu0) came back" in recommended_action(st), recommended_action(st)
+
+
+def test_a_failed_node_judged_again_builds_nothing_for_its_recurrence():
+    """Each judgement of a failed node (a sample whose findings' text moved: counts, degrees)
+    built the set of its drain findings and a new ``failing``, per sample on the hot path
+    (bench/apply_cost.py). The same parts: the same ``failing`` object, nothing built."""
+    from fleetdeck.console.health import Finding
+
+    st = NodeState(node_id="n1")
+    g2 = Finding("G2", Severity.DRAIN, "gpu0", "XID 48")
+    st.findings = [g2, Finding("G4", Severity.DRAIN, "gpu0", "1 volatile DBE")]
+    st._note_recurrence(Verdict.FAILED, 0.0)
+    failing = st.failing
+    assert failing == {"G2 gpu0", "G4 gpu0"}
+    for t in range(1, 4):
+        st.findings = [g2, Finding("G4", Severity.DRAIN, "gpu0", f"{t + 1} volatile DBE")]
+        st._note_recurrence(Verdict.FAILED, float(t))
+        assert st.failing is failing
+    st.findings = [g2, Finding("N3", Severity.DRAIN, "mlx5_0:1", "symbol errors")]
+    st._note_recurrence(Verdict.FAILED, 5.0)
+    assert st.failing == {"G2 gpu0", "G4 gpu0", "N3 mlx5_0:1"}  # a part more: noted
