@@ -1115,6 +1115,9 @@ class ConsoleSession:
         left = self.state.take_jobs_left()
         if scope is not None and left:
             left = {node: row for node, row in left.items() if scope.owns(node)}
+        cleared = self.state.take_faults_cleared()
+        if scope is not None and cleared:
+            cleared = {node: row for node, row in cleared.items() if scope.owns(node)}
         self._log_verdicts(verdicts)
         self._log_malformed()
         self._log_drains_lost()
@@ -1164,7 +1167,7 @@ class ConsoleSession:
                 del replaced[job_id]
         if self._rerun or self._rerun_failed:
             self._note_reruns(now)
-        self._queue_store(batch, verdicts, now, found, job_seconds, left)
+        self._queue_store(batch, verdicts, now, found, job_seconds, left, cleared)
         self._check_audit(now)
         if self._orphans:
             self._settle_orphans(now)
@@ -2531,7 +2534,8 @@ class ConsoleSession:
 
     def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float,
                      found: list[Interruption], seconds: list[tuple[int, float]],
-                     left: dict[str, tuple[str, float]]) -> None:
+                     left: dict[str, tuple[str, float]],
+                     cleared: dict[str, tuple[float, frozenset[str]]]) -> None:
         if self.store is None:
             return
         q = self._store_q
@@ -2550,6 +2554,7 @@ class ConsoleSession:
                                it.lost_gpu_hours, it.detail) for it in found]
         rows.job_seconds = seconds
         rows.left_jobs = left
+        rows.cleared = cleared
         rows.job_runs = [(job_id, st.value, requeues, ",".join(nodes),
                           codec.encode(run).decode(), now)
                          for job_id, st, requeues, nodes, run

@@ -1205,6 +1205,11 @@ class FleetState:
         and never trimmed: a collector applies a whole round in one tick, and a 5,000-node
         job requeued (or several ending together) overflowed a list cut like the event log,
         losing the oldest nodes' rows (a review)."""
+        self.faults_cleared: dict[str, tuple[float, frozenset[str]]] = {}
+        """Node -> its ``NodeState.cleared`` where it changed since the last
+        ``take_faults_cleared``: the store keeps each node's latest (``Store.restore`` puts it
+        back, ``recall_cleared``), or a fault that cleared before a console or collector
+        restart and came back after it read as a first failure (a review). One entry a node."""
         self._event_ids: dict[str, None] = {}
         self.collectors: dict[str, CollectorStatus] = {}
         """Sharded collectors by id, their latest birth or will (a console on digests shows
@@ -1376,6 +1381,14 @@ class FleetState:
         if st.first_seen is None and self.heard_since is not None:
             st.first_seen = self.heard_since
         return st
+
+    def recall_cleared(self, node_id: str, cleared_at: float, parts: frozenset[str]) -> None:
+        """When a node known from the store last cleared a failure, and its parts
+        (``NodeState.cleared``), unless this console saw a later clearing itself: the same
+        fault back after a restart recurs as it would have without one."""
+        st = self.nodes.get(node_id)
+        if st is not None and (st.cleared is None or st.cleared[0] < cleared_at):
+            st.cleared = (cleared_at, parts)
 
     def recall_left_job(self, node_id: str, job_id: str, left_at: float) -> None:
         """The job a node known from the store last left (``NodeState.left_job``), unless this
@@ -2040,7 +2053,10 @@ class FleetState:
             st.judge_key = key
             st.refused = self.malformed.refused_samples.get(st.node_id)
             st.awaiting = self.malformed.awaiting_keyframe.get(st.node_id)
+            cleared = st.cleared
             new = st.judge(now, blind, self.broker_word_at)
+            if st.cleared is not cleared and st.cleared is not None:
+                self.faults_cleared[st.node_id] = st.cleared
             if st.settle_until is not None:
                 _settle_clock(st, now)
             self._arm(st, heard, window)
@@ -2122,6 +2138,10 @@ class FleetState:
 
     def take_jobs_left(self) -> dict[str, tuple[str, float]]:
         out, self.jobs_left = self.jobs_left, {}
+        return out
+
+    def take_faults_cleared(self) -> dict[str, tuple[float, frozenset[str]]]:
+        out, self.faults_cleared = self.faults_cleared, {}
         return out
 
     @staticmethod
@@ -2303,6 +2323,7 @@ class FleetState:
         self.unborn.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)
         self.jobs_left.pop(node_id, None)
+        self.faults_cleared.pop(node_id, None)
         self.malformed.refused_statuses.pop(node_id, None)
 
     def retire(self, node_id: str) -> None:

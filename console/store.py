@@ -36,7 +36,7 @@ from fleetdeck.console.health import (
 )
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.interruptions import read_detail
-from fleetdeck.console.state import FleetState, Transition
+from fleetdeck.console.state import RECUR_S, FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, expand
 from fleetdeck.paths import state_base
@@ -46,10 +46,11 @@ from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
 
 log = logging.getLogger("fleetdeck.store")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """2: ``gpu_minutes``/``port_minutes`` gained ``partial`` (``Store._add_partial_columns``);
 3: ``left_jobs`` (a new table: an older store gains it when opened); 4: ``transitions`` gained
-``seen`` (``Store._migrate``); 5: ``inventories`` (a new table)."""
+``seen`` (``Store._migrate``); 5: ``inventories`` (a new table); 6: ``cleared_faults`` (a new
+table)."""
 DEFAULT_RETENTION_DAYS = 7.0
 SPELL = (Verdict.OFFLINE.value, Verdict.STALE.value)
 """Verdicts of a node's liveness alone (``NodeState._verdict_changed``, ``restore``)."""
@@ -97,6 +98,8 @@ CREATE TABLE IF NOT EXISTS left_jobs (
 CREATE TABLE IF NOT EXISTS inventories (
     node TEXT NOT NULL, inventory TEXT NOT NULL, ts REAL NOT NULL,
     PRIMARY KEY (node, inventory)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cleared_faults (
+    node TEXT PRIMARY KEY, ts REAL NOT NULL, parts TEXT NOT NULL);
 """
 
 STORE_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
@@ -425,6 +428,9 @@ class TickRows:
     """Node -> (job id, time) of the latest job its telemetry stopped naming
     (``FleetState.jobs_left``): one a node, so rows held while the store fails stay bounded
     by the fleet."""
+    cleared: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
+    """Node -> when it last cleared a failure, and the failure's parts
+    (``FleetState.take_faults_cleared``): one a node, like ``left_jobs``."""
     inventories: list[tuple[str, str, float]] = field(default_factory=list)
     """(node, inventory, birth time) of each birth heard (``inventory_row``)."""
     retired: list[str] = field(default_factory=list)
@@ -442,6 +448,7 @@ class TickRows:
                         older.interruptions + self.interruptions,
                         older.job_seconds + self.job_seconds,
                         older.job_runs + self.job_runs, older.left_jobs | self.left_jobs,
+                        older.cleared | self.cleared,
                         [r for r in older.inventories if r[0] not in self.retired]
                         + self.inventories, older.retired + self.retired,
                         watched=self.watched)
@@ -703,12 +710,23 @@ class Store:
                     "INSERT INTO left_jobs VALUES (?1, ?2, ?3) ON CONFLICT (node) DO UPDATE "
                     "SET job_id = ?2, ts = ?3 WHERE ?3 >= left_jobs.ts",
                     [(node, job_id, ts) for node, (job_id, ts) in rows.left_jobs.items()])
+            if rows.cleared:
+                # Each node's latest clearing: what a restart needs to tell the same fault
+                # back from a first one (docs/architecture.md, "A fault that comes back").
+                await db.executemany(
+                    "INSERT INTO cleared_faults VALUES (?1, ?2, ?3) ON CONFLICT (node) DO "
+                    "UPDATE SET ts = ?2, parts = ?3 WHERE ?2 >= cleared_faults.ts",
+                    [(node, ts, json.dumps(sorted(parts)))
+                     for node, (ts, parts) in rows.cleared.items()])
             if rows.retired:
                 # Retiring accepts the inventory the node has now (docs/architecture.md, "A
                 # node short of what it had"): the restore's own skip of older rows goes by
                 # the retire line, which the retention purges, while ``inventories`` is kept,
                 # and a week later a restarted console failed the node by G14 again.
                 await db.executemany("DELETE FROM inventories WHERE node = ?",
+                                     [(node,) for node in rows.retired])
+                # One born again under the name is another machine: no fault of its to recur.
+                await db.executemany("DELETE FROM cleared_faults WHERE node = ?",
                                      [(node,) for node in rows.retired])
             if rows.inventories:
                 # One row per distinct inventory of a node, dated by its latest birth: what
@@ -815,6 +833,9 @@ class Store:
                          ("DELETE FROM job_minutes WHERE minute < ?", minute),
                          ("DELETE FROM job_runs WHERE ts < ?", cutoff),
                          ("DELETE FROM left_jobs WHERE ts < ?", cutoff),
+                         # Older than RECUR_S, a clearing makes no fault a recurrence.
+                         ("DELETE FROM cleared_faults WHERE ts < ?",
+                          max(cutoff, now - RECUR_S)),
                          ("DELETE FROM events WHERE ts < ?", cutoff),
                          ("DELETE FROM gpu_minutes WHERE minute < ?", minute),
                          ("DELETE FROM port_minutes WHERE minute < ?", minute)):
@@ -1037,6 +1058,7 @@ class Store:
                     state.recall_left_job(node, job_id, left_at)
                 else:
                     skipped["left_jobs"] = skipped.get("left_jobs", 0) + 1
+        await self._recall_cleared(state, skipped)
         if skipped:
             log.warning("history store %s: unreadable rows skipped on restore: %s", self.path,
                         ", ".join(f"{n} of {table}" for table, n in skipped.items()))
@@ -1048,6 +1070,27 @@ class Store:
             state.start_hearing(state.heard_since)  # nodes of restored events, too
         return restored
 
+
+    async def _recall_cleared(self, state: FleetState, skipped: dict[str, int]) -> None:
+        """Each node's last clearing of a failure (``NodeState.cleared``): without it, a fault
+        that cleared before a console or collector restart and came back after it read as a
+        first failure, and asked for the repair that had not held (a review)."""
+        try:
+            async with self.db.execute("SELECT node, ts, parts FROM cleared_faults") as cur:
+                rows = await cur.fetchall()
+        except sqlite3.Error:
+            return  # an older store opened read-only has no such table
+        for node, ts, parts in rows:
+            at = _finite(ts)
+            try:
+                names = json.loads(parts) if isinstance(parts, str) else None
+            except ValueError:
+                names = None
+            if (isinstance(node, str) and is_valid_id(node) and at is not None
+                    and isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                state.recall_cleared(node, at, frozenset(names))
+            else:
+                skipped["cleared_faults"] = skipped.get("cleared_faults", 0) + 1
 
     async def _recall_inventories(self, state: FleetState, retired: dict[str, float],
                                   skipped: dict[str, int]) -> None:

@@ -581,7 +581,7 @@ async def test_a_store_of_schema_3_gains_the_seen_column_and_reads_its_rows_as_b
     with sqlite3.connect(db) as con:
         assert "seen" in {r[1] for r in con.execute("PRAGMA table_info(transitions)")}
         assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'"
-                           ).fetchone() == ("5",)
+                           ).fetchone() == ("6",)
 
 
 def test_nodes_back_failed_from_an_agent_restart_did_not_fail_at_once():

@@ -677,3 +677,79 @@ async def test_a_fault_back_from_a_spell_heard_before_the_store_opened_keeps_its
     await store.restore(again, now=node.now + 60)
     await store.close()
     assert again.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
+
+
+async def test_a_fault_that_cleared_before_a_restart_recurs_after_it(tmp_path):
+    """An XID 48 on gpu0 cleared (a reset), the console restarted, the same DBE back 40 s
+    later: the restarted console read it as a first failure, "reset gpu0 or reboot", the
+    repair that had not held, where one running on said "the same fault came back" (a review:
+    ``NodeState.cleared`` was not kept)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.health import Verdict
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.fast import XidSeen
+
+    node = FakeNode(t0=1_800_000_000.0)
+
+    def dbe(session: ConsoleSession) -> None:
+        t = node.telemetry()
+        gpus = list(t.gpus)
+        gpus[0] = replace(gpus[0], xids=[XidSeen(code=48, ts=t.ts - 1_000)], xid_last=48,
+                          xid_last_ts=t.ts - 1_000)
+        node.feed(session.ingest, replace(t, gpus=gpus), Kind.TELEMETRY)
+        session.tick()
+
+    def healthy(session: ConsoleSession, samples: int) -> None:
+        for _ in range(samples):
+            node.feed(session.ingest, node.telemetry(), Kind.TELEMETRY)
+            session.tick()
+
+    first = ConsoleSession(node.cluster, clock=lambda: node.now)
+    await first.open_store(tmp_path / "s.db", collector=True)
+    node.feed(first.ingest, node.birth(), Kind.BIRTH)
+    node.feed(first.ingest, node.status(), Kind.STATUS)
+    healthy(first, 3)
+    dbe(first)
+    assert first.state.nodes["gpu0001"].verdict is Verdict.FAILED
+    healthy(first, 3)  # repaired
+    st = first.state.nodes["gpu0001"]
+    assert st.verdict is Verdict.OK and st.cleared is not None
+    await first.close()
+
+    node.now += 30
+    second = ConsoleSession(node.cluster, clock=lambda: node.now)
+    await second.open_store(tmp_path / "s.db", collector=True)
+    second.state.start_hearing(node.now)
+    node.feed(second.ingest, node.birth(), Kind.BIRTH)
+    node.feed(second.ingest, node.status(), Kind.STATUS)
+    healthy(second, 3)
+    dbe(second)
+    st = second.state.nodes["gpu0001"]
+    said = recommended_action(st, second.state)
+    await second.close()
+    assert st.verdict is Verdict.FAILED
+    assert "the same fault (G2 gpu0) came back" in said and "replace gpu0 (RMA a GPU)" in said, said
+
+
+async def test_a_damaged_cleared_faults_row_is_skipped_and_held_rows_keep_the_latest(tmp_path):
+    """``cleared_faults`` rows are validated like ``left_jobs``: one edited by hand or written
+    by another version must not put bad state into the console; rows held while the store
+    fails keep each node's latest clearing."""
+    held = TickRows(cleared={"gpu0001": (10.0, frozenset({"G2 gpu0"}))})
+    held = TickRows(cleared={"gpu0001": (20.0, frozenset({"N3 mlx5_0:1"}))}).merged_after(held)
+    assert held.cleared == {"gpu0001": (20.0, frozenset({"N3 mlx5_0:1"}))}
+    store = await Store.open(tmp_path / "s.db")
+    now = time.time()
+    await store.write_rows(TickRows(cleared={"gpu0001": (now - 5, frozenset({"G2 gpu0"}))}))
+    await store.db.executemany("INSERT INTO cleared_faults VALUES (?, ?, ?)", [
+        ("gpu0002", now, "not json"), ("gpu0003", "soon", "[]"), ("gpu0004", now, "[1]")])
+    await store.db.commit()
+    fresh = FleetState("test")
+    for name in ("gpu0001", "gpu0002", "gpu0003", "gpu0004"):
+        fresh.node(name)
+    await store.restore(fresh, now=now)
+    await store.close()
+    assert fresh.nodes["gpu0001"].cleared == (now - 5, frozenset({"G2 gpu0"}))
+    assert all(fresh.nodes[n].cleared is None for n in ("gpu0002", "gpu0003", "gpu0004"))
+    assert store.restore_skipped == {"cleared_faults": 3}

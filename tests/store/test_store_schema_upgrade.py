@@ -67,7 +67,7 @@ def test_two_processes_opening_a_schema_3_store_at_once_both_open_it(tmp_path):
         cols = [r[1] for r in db.execute("PRAGMA table_info(transitions)")]
         version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         db.close()
-        assert cols.count("seen") == 1 and version == ("5",), (cols, version)
+        assert cols.count("seen") == 1 and version == ("6",), (cols, version)
 
 
 def test_a_schema_3_store_this_user_may_not_write_is_still_read():
