@@ -573,6 +573,28 @@ async def test_a_restored_fault_keeps_the_time_it_began(tmp_path):
     assert [i.since for i in incidents(fresh)] == [pytest.approx(began, abs=1)]
 
 
+def heard_before_its_store(node: FakeNode) -> tuple[Ingest, FleetState, list]:
+    """A console started at ``node.now`` that heard the node's birth, status and a sample
+    before its store opened, and the transitions it holds for the store."""
+    ingest = Ingest(node.cluster)
+    fresh = FleetState(node.cluster, ingest.malformed)
+    fresh.start_hearing(node.now)
+    node.feed(ingest, node.birth(), Kind.BIRTH)
+    node.feed(ingest, node.status(), Kind.STATUS)
+    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
+    fresh.apply(ingest.take_batch(), node.now)
+    return ingest, fresh, fresh.take_transitions()
+
+
+async def restored_change(path, now: float) -> float | None:
+    """When gpu0001's verdict changed, as a console restored from ``path`` at ``now`` says."""
+    again = FleetState("test")
+    store = await Store.open(path)
+    await store.restore(again, now=now)
+    await store.close()
+    return again.nodes["gpu0001"].changed_at
+
+
 async def test_a_fault_heard_before_the_store_opened_keeps_the_time_it_began(tmp_path):
     # A console restarted on a store that opened after its first samples judged a node failed
     # half an hour ago "new -> failed" at its start: AGE 20s, and a row that dated the fault
@@ -591,16 +613,9 @@ async def test_a_fault_heard_before_the_store_opened_keeps_the_time_it_began(tmp
     assert state.nodes["gpu0001"].verdict_shown == "failed"
 
     node.now += 1800
-    ingest = Ingest(node.cluster)
-    fresh = FleetState(node.cluster, ingest.malformed)
-    fresh.start_hearing(node.now)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
-    node.feed(ingest, node.status(), Kind.STATUS)
-    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
-    fresh.apply(ingest.take_batch(), node.now)
+    ingest, fresh, held = heard_before_its_store(node)
     st = fresh.nodes["gpu0001"]
     assert st.verdict_shown == "failed" and st.changed_at > began + 1000
-    held = fresh.take_transitions()
     assert [(t.old, t.new.value) for t in held] == [(None, "failed")]
 
     store = await Store.open(path)
@@ -614,12 +629,7 @@ async def test_a_fault_heard_before_the_store_opened_keeps_the_time_it_began(tmp
     async with store.db.execute("SELECT old, new FROM transitions") as cur:
         assert await cur.fetchall() == [(None, "failed")]  # the first console's row alone
     await store.close()
-
-    again = FleetState(node.cluster)
-    store = await Store.open(path)
-    await store.restore(again, now=node.now + 60)
-    await store.close()
-    assert again.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
+    assert await restored_change(path, node.now + 60) == pytest.approx(began, abs=1)
 
 
 async def test_a_fault_back_from_a_spell_heard_before_the_store_opened_keeps_its_time(tmp_path):
@@ -657,26 +667,14 @@ async def test_a_fault_back_from_a_spell_heard_before_the_store_opened_keeps_its
             (None, "failed"), ("failed", "offline"), ("offline", "failed")]
 
     node.now += 1800
-    ingest = Ingest(node.cluster)
-    fresh = FleetState(node.cluster, ingest.malformed)
-    fresh.start_hearing(node.now)
-    node.feed(ingest, node.birth(), Kind.BIRTH)
-    node.feed(ingest, node.status(), Kind.STATUS)
-    node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
-    fresh.apply(ingest.take_batch(), node.now)
-    held = fresh.take_transitions()
+    ingest, fresh, held = heard_before_its_store(node)
     store = await Store.open(path)
     await store.restore(fresh, now=node.now)
     assert fresh.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
     node.feed(ingest, node.telemetry(), Kind.TELEMETRY)
     await tick(ingest, fresh, store, held)
     await store.close()
-
-    again = FleetState(node.cluster)
-    store = await Store.open(path)
-    await store.restore(again, now=node.now + 60)
-    await store.close()
-    assert again.nodes["gpu0001"].changed_at == pytest.approx(began, abs=1)
+    assert await restored_change(path, node.now + 60) == pytest.approx(began, abs=1)
 
 
 async def test_a_fault_that_cleared_before_a_restart_recurs_after_it(tmp_path):
