@@ -526,10 +526,9 @@ class Store:
                     "give --db a new file or a store fleetdeck wrote.")
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=NORMAL")
-            await db.executescript(SCHEMA)
             # False: an older store this user may not write (another user's collector's, a
             # 0444 file), read as it is rather than refused for want of a migration.
-            current = await cls._migrate(db)
+            current = await cls._make_tables(db) and await cls._migrate(db)
             # Written only when it moves: a reader's open that wrote it made a stale store
             # the newest written (``events`` then named no newer demo store: a review). And
             # looked at before writing: an INSERT takes the write lock even when it changes
@@ -568,6 +567,20 @@ class Store:
                 if not any(r[1] == "seen" for r in await cur.fetchall()):
                     store._seen = "NULL AS seen"
         return store
+
+    @staticmethod
+    async def _make_tables(db: aiosqlite.Connection) -> bool:
+        """Create the tables and indexes a store lacks; False where this user may not write it.
+        A table a newer schema added is then missing, and ``restore`` reads around it: every
+        schema-5 store another user's collector wrote was refused once schema 6 added
+        ``cleared_faults`` ("the file is read-only to this user", of ``events``; a review)."""
+        try:
+            await db.executescript(SCHEMA)
+        except sqlite3.OperationalError as err:
+            if (err.sqlite_errorcode or 0) & 0xFF == sqlite3.SQLITE_READONLY:
+                return False
+            raise
+        return True
 
     _COLUMNS_ADDED = (
         ("gpu_minutes", "partial", "INTEGER NOT NULL DEFAULT 0"),

@@ -95,3 +95,37 @@ def test_a_schema_3_store_this_user_may_not_write_is_still_read():
         for f in folder.iterdir():
             f.unlink()
         folder.rmdir()
+
+
+def test_a_schema_5_store_this_user_may_not_write_is_still_read():
+    """Schema 6 added ``cleared_faults``: creating it in another user's schema-5 store (a 0444
+    file) failed, and ``events`` refused every such store, "the file is read-only to this
+    user" (a review). Read as it is, the table missing, and left at schema 5."""
+    folder = Path(tempfile.mkdtemp(prefix="fleetdeck-ro-"))
+    try:
+        folder.chmod(0o1777)
+        path = folder / "store.db"
+        schema_3_store(path, failed_at=time.time() - 60)
+        db = sqlite3.connect(path)
+        db.execute("ALTER TABLE transitions ADD COLUMN seen INTEGER")
+        db.execute("DROP TABLE cleared_faults")
+        db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        db.commit()
+        db.close()
+        path.chmod(0o444)
+        cmd = fleetdeck_cmd("events", "--db", str(path), "--cluster", "c", "--since", "1h")
+        if os.geteuid() == 0:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO,
+                             env={**os.environ, "HOME": str(folder)}, check=False)
+        assert res.returncode == 0, res.stderr
+        assert "gpu0001" in res.stdout and "failed" in res.stdout, res.stdout
+        db = sqlite3.connect(path)
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        db.close()
+        assert version == ("5",) and "cleared_faults" not in tables
+    finally:
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
