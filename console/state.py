@@ -384,8 +384,9 @@ class NodeState(msgspec.Struct, gc=False):
     with the failure's ``failing``, each GPU's with its uuid (``_part_ids``)."""
     recurred: tuple[float, tuple[str, ...]] | None = None
     """(when it had cleared, the drain findings that came back) of a failure that is the one
-    before it again within ``RECUR_S`` of its clearing: a part that fails again after its
-    repair is for replacing, not for the same repair (``judgements.recommended_action``)."""
+    before it again within ``RECUR_S`` of its clearing, until it clears: a part that fails
+    again after its repair is for replacing, not for the same repair
+    (``judgements.recommended_action``)."""
     before_spell: tuple[float, Verdict, bool] | None = None
     """``changed_at``, ``changed_to`` and ``change_seen`` of the verdict the node had when it
     went offline or stale: back to that verdict, it is no change (``_verdict_changed``)."""
@@ -805,6 +806,10 @@ class NodeState(msgspec.Struct, gc=False):
             if failing:
                 self.cleared = (now, frozenset(self._part_ids(failing).values()))
                 self.failing = frozenset()
+                # Gone with the fault: a failure that names no part of its own (G1's driver,
+                # G14, H3) read "the same fault (G2 gpu0) came back …: replace gpu0" of the
+                # recurrence before it, in the action and status --json (a review).
+                self.recurred = None
             return
         if fresh is None or verdict is not Verdict.FAILED:
             return

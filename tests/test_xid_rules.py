@@ -482,3 +482,26 @@ def test_a_failed_node_judged_again_builds_nothing_for_its_recurrence():
     st.findings = [g2, Finding("N3", Severity.DRAIN, "mlx5_0:1", "symbol errors")]
     st._note_recurrence(Verdict.FAILED, 5.0)
     assert st.failing == {"G2 gpu0", "G4 gpu0", "N3 mlx5_0:1"}  # a part more: noted
+
+
+def test_a_failure_naming_no_part_after_a_recurrence_cleared_is_no_recurrence():
+    """A DBE back (a recurrence), repaired, then the driver failing to load (G1, no part of its
+    own named): ``recurred`` outlived its fault, and the action and ``status --json`` said "the
+    same fault (G2 gpu0) came back …: replace gpu0" of the driver's failure (a review)."""
+    from fleetdeck.console.health import GPU_READER_SAYS, Finding
+    from fleetdeck.console.judgements import recurrence
+
+    st = NodeState(node_id="n1")
+    g2 = Finding("G2", Severity.DRAIN, "gpu0", "XID 48")
+    g1 = Finding("G1", Severity.DRAIN, "gpu0,gpu1", f"0/2 GPUs visible; {GPU_READER_SAYS} NVML")
+    for t, verdict, found in ((0.0, Verdict.FAILED, [g2]), (10.0, Verdict.OK, []),
+                              (40.0, Verdict.FAILED, [g2])):
+        st.findings = found
+        st._note_recurrence(verdict, t)
+        st.verdict = verdict
+    assert recurrence(st) is not None  # the DBE back: a recurrence
+    for t, verdict, found in ((50.0, Verdict.OK, []), (100.0, Verdict.FAILED, [g1])):
+        st.findings = found
+        st._note_recurrence(verdict, t)
+        st.verdict = verdict
+    assert recurrence(st) is None, st.recurred
