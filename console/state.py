@@ -815,13 +815,17 @@ class NodeState(msgspec.Struct, gc=False):
             return
         keys = frozenset(fresh)
         if not failing:
-            last = self.cleared
-            if last is None or now - last[0] > RECUR_S:
-                again: tuple[str, ...] = ()
-            else:
-                ids = self._part_ids(keys)
-                again = tuple(sorted(k for k in keys if ids[k] in last[1]))
-            self.recurred = (last[0], again) if last is not None and again else None
+            self.recurred = None
+        # Each part new to ``failing``, not only those the node failed with: a DBE back beside
+        # a port already failing the node read as a first failure, "reset gpu0 or reboot" (a
+        # review).
+        last = self.cleared
+        if last is not None and now - last[0] <= RECUR_S:
+            ids = self._part_ids(keys)
+            again = [k for k in keys if ids[k] in last[1]]
+            if again:
+                had = self.recurred[1] if self.recurred is not None else ()
+                self.recurred = (last[0], tuple(sorted({*had, *again})))
         self.failing = failing | keys
 
     def _part_ids(self, keys: frozenset[str]) -> dict[str, str]:

@@ -505,3 +505,39 @@ def test_a_failure_naming_no_part_after_a_recurrence_cleared_is_no_recurrence():
         st._note_recurrence(verdict, t)
         st.verdict = verdict
     assert recurrence(st) is None, st.recurred
+
+
+def test_a_fault_back_while_another_part_fails_is_said_to_recur():
+    """XID 48 on gpu0, reset, then a port at half rate (N1) failed the node, and the same DBE
+    came back beside it: a recurrence was judged only as a node went failed, so it read as a
+    first failure, "reset gpu0 or reboot" (a review). The port is no recurrence."""
+    from fleetdeck.console.judgements import recommended_action, recurrence
+
+    def sample(dbe: bool, slow_port: bool) -> NodeState:
+        t = c.node.telemetry()
+        if dbe:
+            gpus = list(t.gpus)
+            gpus[0] = replace(gpus[0], xids=[XidSeen(code=48, ts=t.ts - 1_000)], xid_last=48,
+                              xid_last_ts=t.ts - 1_000)
+            t = replace(t, gpus=gpus)
+        if slow_port:
+            ports = list(t.ib_ports)
+            ports[6] = replace(ports[6], rate_gbps=200.0)
+            t = replace(t, ib_ports=ports)
+        return c.send(t)
+
+    c = Console()
+    assert sample(dbe=True, slow_port=False).verdict is Verdict.FAILED
+    for _ in range(3):
+        st = sample(dbe=False, slow_port=False)
+    assert st.verdict is Verdict.OK
+    for _ in range(20):
+        c.node.telemetry()
+    st = sample(dbe=False, slow_port=True)
+    assert st.verdict is Verdict.FAILED and recurrence(st) is None
+    for _ in range(10):
+        st = sample(dbe=False, slow_port=True)
+    st = sample(dbe=True, slow_port=True)
+    rec = recurrence(st)
+    assert rec is not None and rec["findings"] == ["G2 gpu0"], (rec, st.findings)
+    assert "the same fault (G2 gpu0) came back" in recommended_action(st)
