@@ -787,9 +787,12 @@ class NodeState(msgspec.Struct, gc=False):
         counted as cleared, and its fault's return read as a first failure (a review). Judged
         on each evaluated sample of a failed node: nothing is built unless a part is new to
         ``failing`` (a frozenset a judgement cost the hot path, docs/performance.md)."""
-        if verdict in _SPELL:
-            return
         failing = self.failing
+        if verdict in _SPELL or (not failing and verdict is not Verdict.FAILED):
+            # Nothing to clear, and a part counts only of a failed node: no pass over the
+            # findings (a degraded node behind a suspect switch built its effective list for
+            # nothing at each judgement; a review).
+            return
         fresh: list[str] | None = None
         found = False
         for f in self.effective_findings:
