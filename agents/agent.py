@@ -31,6 +31,7 @@ from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.fast import AgentInfo, Telemetry
 from fleetdeck.protocol.messages import (
     NOT_DRAINED,
+    NOT_SAVED,
     RESUMED,
     Ack,
     AckResult,
@@ -830,10 +831,15 @@ class NodeAgent:
             return "a reason is required to drain a node"
         return ""
 
-    def _save_state(self) -> None:
-        """Before telling anyone: an ack or status must never promise what a restart forgets."""
-        self.state.save(AgentState(self.drain, self._drain_mode, dict(self.guard.executed),
-                                   self.bd_seq))
+    def _save_state(self) -> str:
+        """Before telling anyone: an ack or status must never promise what a restart forgets.
+        What the acks add when the disk refused the state ('' when saved): the drain obeyed
+        and acknowledged read "done (DRAINED)", exit 0, on a full --state-dir, and the node
+        was back in service after the agent's next restart (a 2026-12-07 drill)."""
+        if self.state.save(AgentState(self.drain, self._drain_mode, dict(self.guard.executed),
+                                      self.bd_seq)):
+            return ""
+        return (f"; {NOT_SAVED} ({self.state.save_error}): an agent restart forgets it")
 
     async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
         # Act first, then tell: if the broker dies between the two, the state is already
@@ -855,11 +861,12 @@ class NodeAgent:
                              Severity.WARN, data={"state": state.value, "cmd_id": cmd.cmd_id}))
         if state is DrainState.DRAINING:
             self._awaiting_drained = cmd.cmd_id
-        self._save_state()
-        await self._ack(client, cmd, AckResult.ACCEPTED, f"drain ({cmd.args.mode.value})")
+        unsaved = self._save_state()
+        await self._ack(client, cmd, AckResult.ACCEPTED,
+                        f"drain ({cmd.args.mode.value}){unsaved}")
         await self._publish_status(client)
         if state is DrainState.DRAINED:
-            await self._ack(client, cmd, AckResult.DONE, "DRAINED")
+            await self._ack(client, cmd, AckResult.DONE, f"DRAINED{unsaved}")
 
     async def _check_drained(self, client: aiomqtt.Client) -> None:
         if self.drain.state is not DrainState.DRAINING or self.source.busy():
@@ -868,12 +875,12 @@ class NodeAgent:
         self.source.on_drain(DrainState.DRAINED, self._drain_mode)
         self.emit(EventDraft("drain", "drained: work left the node", Severity.WARN,
                              data={"state": "drained"}))
-        self._save_state()
+        unsaved = self._save_state()
         awaiting, self._awaiting_drained = self._awaiting_drained, None
         await self._publish_status(client)
         if awaiting:
             ack = Ack(cmd_id=awaiting, by=self.node_id, op=CommandOp.DRAIN,
-                      result=AckResult.DONE, reason="DRAINED", ts=now_ms(self.clock))
+                      result=AckResult.DONE, reason=f"DRAINED{unsaved}", ts=now_ms(self.clock))
             await self._publish_ack(client, ack)
 
     async def _resume(self, client: aiomqtt.Client, cmd: Command) -> None:
@@ -889,10 +896,10 @@ class NodeAgent:
         said = RESUMED if was is not DrainState.NONE else f"resume: {NOT_DRAINED}"
         self.emit(EventDraft("drain", f"{said} [{cmd.issued_by}]", Severity.INFO,
                              data={"state": "none", "cmd_id": cmd.cmd_id}))
-        self._save_state()
+        unsaved = self._save_state()
         await self._publish_status(client)
         note = "returned to service" if was is not DrainState.NONE else NOT_DRAINED
-        await self._ack(client, cmd, AckResult.DONE, note)
+        await self._ack(client, cmd, AckResult.DONE, note + unsaved)
 
     async def _ack(self, client: aiomqtt.Client, cmd: Command, result: AckResult,
                    reason: str) -> None:

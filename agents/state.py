@@ -275,6 +275,8 @@ class StateStore:
         self._windows: object = None
         self._windows_failing = False
         self._failing = False
+        self.save_error = ""
+        """Why the last save of the state failed ('' once one worked): the disk's words."""
         self.lost = False
         """The file existed but could not be read by :meth:`load` (:data:`UNREADABLE_REASON`)."""
 
@@ -325,10 +327,12 @@ class StateStore:
                 log.error("cannot save agent state to %s: %s; a drain will not survive an "
                           "agent restart until this is fixed", self.path, err.strerror or err)
             self._failing = True
+            self.save_error = f"{self.path}: {err.strerror or err}"
             return False
         if self._failing:
             log.warning("agent state saved to %s again", self.path)
         self._failing = False
+        self.save_error = ""
         return True
 
 

@@ -37,6 +37,7 @@ from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import (
     NOT_DRAINED,
+    NOT_SAVED,
     Ack,
     AckResult,
     Command,
@@ -959,6 +960,9 @@ class TargetProgress:
     draining_session: tuple[int, int | None] | None = None
     """A drain: the node's agent session (its status's bdSeq) and process (its samples'
     ``agent.started_ts``) when it was seen DRAINING."""
+    unsaved: str = ""
+    """The clause of an ack saying the agent could not keep the new drain state on its disk
+    (``NOT_SAVED``): said again in the outcome, whatever settles it (a status, the ack)."""
     sent_shift_ms: int | None = None
     """How far into the node's clock its sends were stamped, the least of them
     (``ConsoleSession._publish``): a re-send goes no later, so no copy outlives the one an
@@ -1227,6 +1231,11 @@ class CommandTracker:
     def _on_ack(self, req: Request, t: TargetProgress, ack: Ack, now: float) -> Transition | None:
         if t.phase.terminal:
             return None  # duplicate or late ack
+        if NOT_SAVED in ack.reason and not t.unsaved:
+            # The status settles most drains before the ack's done, and its "DRAINED" said
+            # nothing of the disk: "done (DRAINED)", exit 0, for a drain the agent's next
+            # restart forgot (a 2026-12-07 drill, a full --state-dir).
+            t.unsaved = ack.reason[ack.reason.index(NOT_SAVED):]
         if ack.result is AckResult.REJECTED:
             return self._move(req, t, Phase.REJECTED, ack.reason or "rejected", now)
         if ack.result is AckResult.FAILED:
@@ -1377,6 +1386,8 @@ class CommandTracker:
         if t.phase is phase and t.detail == detail:
             return None
         old = t.phase
+        if phase.terminal and t.unsaved and t.unsaved not in detail:
+            detail = f"{detail}; {t.unsaved}"
         t.phase, t.detail, t.updated = phase, detail, now
         if req.finished_at is None and all(x.phase.terminal for x in req.targets):
             req.finished_at = now

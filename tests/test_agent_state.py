@@ -644,3 +644,36 @@ async def test_the_lock_is_taken_again_when_the_state_dir_is_remade(mosquitto, t
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+async def test_a_drain_the_agent_cannot_save_is_said_not_saved_to_its_operator(
+        mosquitto, tmp_path):
+    """The agent's --state-dir full when a drain comes (a 2026-12-07 drill: a 64 KiB tmpfs
+    filled; here the state file's place taken by a folder, as root the nearest stand-in): the
+    drain was obeyed and the real CLI said "done (DRAINED)", its audit record too, exit 0, and
+    the agent's next restart put the node back in service. Obeyed still, now its operator reads
+    that the disk did not keep it, in the CLI's lines and the audit log's outcome."""
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            state_file = tmp_path / "state" / "state-gpu0001.json"
+            state_file.unlink()
+            (state_file / "full").mkdir(parents=True)
+            audit = tmp_path / "audit.jsonl"
+            done = await asyncio.to_thread(
+                run_cli, "drain", NODE, "--reason", "disk full drill", "--broker", str(url),
+                "--cluster", CLUSTER, "--operator", "alice", "--audit-log", str(audit),
+                "--timeout", "10")
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED
+            assert "done (DRAINED; not saved on the node (" in done.stdout, done.stdout
+            assert "an agent restart forgets it" in done.stdout
+            outcome = [json.loads(line) for line in audit.read_text().splitlines()][-1]
+            assert outcome["outcome"] == "done"
+            assert outcome["detail"].startswith("DRAINED; not saved on the node ("), outcome
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)

@@ -407,6 +407,10 @@ class AckResult(StrEnum):
 
 NOT_DRAINED = "was not drained"
 """An agent's ``done`` reason for a resume of a node that had nothing to undo."""
+NOT_SAVED = "not saved on the node"
+"""How an agent's ack reason says the drain state it just changed could not be written to its
+``--state-dir`` (a full or read-only disk): obeyed now, forgotten by its next restart. The
+console carries the clause into the command's outcome and audit record (console/commands.py)."""
 RESUMED = "resumed"
 """How an agent's ``drain`` event for a resume of a drained node begins ("resumed [alice]"):
 the store finds the resumes that made the hour-long port rules forget (console/store.py)."""
