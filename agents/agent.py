@@ -839,7 +839,8 @@ class NodeAgent:
         if self.state.save(AgentState(self.drain, self._drain_mode, dict(self.guard.executed),
                                       self.bd_seq)):
             return ""
-        return (f"; {NOT_SAVED} ({self.state.save_error}): an agent restart forgets it")
+        # Cut: an ack's reason is at most 2,048 characters (protocol Text), a path up to 4,096.
+        return f"; {NOT_SAVED} ({self.state.save_error[-1024:]}): an agent restart forgets it"
 
     async def _drain(self, client: aiomqtt.Client, cmd: Command) -> None:
         # Act first, then tell: if the broker dies between the two, the state is already
