@@ -22,7 +22,7 @@ from fleetdeck.console.interruptions import INTERRUPTION, interruption_text
 from fleetdeck.console.rows import IB_UNIT, ib_throughput_text
 from fleetdeck.console.store import MINUTE_AGGREGATION, Store
 from fleetdeck.errors import UserError
-from fleetdeck.hostlist import compress, padded_forms
+from fleetdeck.hostlist import HostlistError, compress, expand, padded_forms
 from fleetdeck.paths import state_base
 from fleetdeck.timespan import clock_s, span_s
 
@@ -208,13 +208,34 @@ KNOWN_KINDS = frozenset({"xid", "ib_port_state", "ib_flap", "ib_errors", "ecc", 
 """Kinds the agents and the simulator send (docs/protocol.md), with the two the store keeps of
 its own (verdict changes, job interruptions). The protocol allows others, so a kind the store
 holds is accepted too; anything else is a typo, not an empty answer."""
-ELSEWHERE = {"command": "operator commands are in the audit log ({audit})",
+COMMAND = "command"
+"""The kind ``events`` gives the operator commands a console kept in its store (its audit
+records, a row for each request and outcome; ``Store.audit_rows``)."""
+ELSEWHERE = {COMMAND: "operator commands are in the audit log ({audit})",
              "console": "no console note (a gap no console watched, a stop of its own) is in "
                         "this store yet: a console on it keeps them from now on",
              "job": "no job line (hung, stepping again, running again, withdrawn) is in this "
                     "store yet; a job's hang is in status --json too (not_stepping_s)"}
 """Kinds of the TUI's timeline a store may not hold yet: where to look instead. Its own lines
 are kept in the store as the node ``CONSOLE_SOURCE``'s events (ConsoleSession.note)."""
+
+
+def _command_nodes(targets: str) -> list[str]:
+    """The nodes an audit record's target text names ('' for a job's: ``job 4101``)."""
+    try:
+        return expand(targets) if not targets.startswith("job ") else []
+    except HostlistError:
+        return []
+
+
+def command_text(a: dict[str, Any]) -> str:
+    """An audit row as the console's timeline words it: who asked what and why, then each
+    outcome with its detail ("drain gpu0005: superseded (… resumed before it drained …)")."""
+    # "restart job 4101", as the CLI and the timeline say it (its target text names the job).
+    what = f"{a['what'].removesuffix('_job').replace('_', ' ')} {a['targets']}"
+    if a["outcome"] == "requested":
+        return f"{a['who']} requested {what}" + (f": {a['why']}" if a["why"] else "")
+    return f"{what}: {a['outcome']}" + (f" ({a['detail']})" if a["detail"] else "")
 
 
 def audit_beside(db: Path) -> Path:
@@ -236,14 +257,26 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     # chosen nodes (when the store first saw them), they are listed.
     first_ok = bool(nodes) or (kinds is not None and VERDICT in kinds)
     stopped = not kinds or INTERRUPTION in kinds
-    event_kinds = [k for k in kinds if k not in (VERDICT, INTERRUPTION)] if kinds else None
+    event_kinds = ([k for k in kinds if k not in (VERDICT, INTERRUPTION, COMMAND)]
+                   if kinds else None)
 
     async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                              list[dict[str, Any]], int]:
+                              list[dict[str, Any]], list[dict[str, Any]], int]:
         store = await _open(db, cluster)
         try:
+            commands: list[dict[str, Any]] = []
+            held: list[dict[str, Any]] = []
+            if kinds and COMMAND in kinds:
+                # A console keeps its commands in its store (its audit records): "--kind
+                # command" said they were only in an audit log, and named the default one where
+                # the console had written another (--audit-log) (a 2026-12-07 drill: two
+                # operators' consoles, each on its own store and log). A store that holds none
+                # (a collector's) still points to the audit log.
+                held = await store.audit_rows(0.0)
+                commands = [a for a in held if a["ts"] >= since_ts and (
+                    not nodes or set(_command_nodes(a["targets"])) & set(nodes))]
             if kinds:
-                valid = KNOWN_KINDS | await store.event_kinds()
+                valid = KNOWN_KINDS | await store.event_kinds() | ({COMMAND} if held else set())
                 unknown = [k for k in kinds if k not in valid]
                 for k in unknown:
                     if k in ELSEWHERE:
@@ -267,7 +300,9 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                          if not nodes or set(it["nodes"]) & set(nodes)]
                 matched += len(stops)
                 stops = stops[-limit:]
-            if nodes and not events and not transitions and not stops:
+            matched += len(commands)
+            commands = commands[-limit:]
+            if nodes and not events and not transitions and not stops and not commands:
                 # As 'history' does: nothing about a node the store never held is a typo
                 # (or another --db), not a quiet node.
                 unknown = [n for n in nodes if not (
@@ -282,11 +317,11 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                             else "mistyped, or nodes of another --cluster or --db.")
                     raise UserError(f"the store {db} holds nothing of {compress(unknown)}: "
                                     f"{hint}")
-            return events, transitions, stops, matched
+            return events, transitions, stops, commands, matched
         finally:
             await store.close()
 
-    events, transitions, stops, matched = asyncio.run(main())
+    events, transitions, stops, commands, matched = asyncio.run(main())
     tell_yesterday("events", since, since_ts, now)
     rows = [{"ts": e["ts"], "node": e["node"], "kind": e["kind"], "severity": e["severity"],
              "component": e["component"], "message": e["message"]} for e in events]
@@ -298,6 +333,13 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
               "kind": INTERRUPTION, "severity": "warn", "component": f"job {it['job_id']}",
               "message": interruption_text(it["job_id"], it["cause"], it["nodes"],
                                            it["lost_gpu_hours"])} for it in stops]
+    rows += [{"ts": a["ts"], "node": a["targets"], "kind": COMMAND,
+              "severity": "info" if a["outcome"] in ("requested", "done") else "warn",
+              "component": a["who"], "message": command_text(a)} for a in commands]
+    if commands:
+        print("fleetdeck events: --kind command lists what the consoles that wrote this store "
+              "kept of their commands; a CLI command's record is in its audit log only "
+              f"(default {default_audit_path()}).", file=sys.stderr)
     rows.sort(key=lambda r: r["ts"])
     if len(rows) > limit:
         rows = rows[-limit:]

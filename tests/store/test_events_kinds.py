@@ -179,3 +179,51 @@ def test_kind_command_on_a_demo_store_names_the_demo_runs_audit_log(tmp_path, mo
     assert main(["events", "--db", str(run / "demo.db"), *SINCE, "--kind", "command"]) == 2
     err = capsys.readouterr().err
     assert f"in the audit log ({run / 'audit.jsonl'})" in err, err
+
+
+def test_kind_command_lists_the_commands_a_console_kept_in_its_store(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Two operators' consoles, each with its own --db and --audit-log: alice drained gpu0005,
+    bob resumed it a second later (a 2026-12-07 drill). ``events --db alice.db --kind
+    command`` said "operator commands are in the audit log ($XDG_STATE_HOME/…/audit.jsonl), not
+    in the history store", exit 2: that file did not exist, and the store held alice's request
+    and its outcome. Now they are listed as her console's timeline said them."""
+    import time
+
+    from fleetdeck.console.audit import AuditRecord
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = tmp_path / "alice.db"
+
+    async def kept(path) -> None:
+        store = await Store.open(path)
+        try:
+            await fill(store, seconds=1)
+            now = time.time()
+            for outcome, detail, dt in (
+                    ("requested", "", 0.0),
+                    ("superseded", "gpu0005: resumed before it drained: the node is in service",
+                     1.5)):
+                store.audit(AuditRecord(ts=now + dt, who="alice", what="drain",
+                                        targets="gpu0005", why="maint OPS-1", outcome=outcome,
+                                        request_id="c1", detail=detail))
+            store.audit(AuditRecord(ts=now + 2, who="alice", what="restart_job",
+                                    targets="job 4101", why="hung", outcome="requested",
+                                    request_id="c2"))
+            await fill(store, seconds=1)
+        finally:
+            await store.close()
+
+    asyncio.run(kept(path))
+    assert main(["events", "--db", str(path), *SINCE, "--kind", "command", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["node"], r["kind"], r["component"], r["message"]) for r in rows] == [
+        ("gpu0005", "command", "alice", "alice requested drain gpu0005: maint OPS-1"),
+        ("gpu0005", "command", "alice", "drain gpu0005: superseded (gpu0005: resumed before it "
+                                        "drained: the node is in service)"),
+        ("job 4101", "command", "alice", "alice requested restart job 4101: hung")]
+    assert [r["severity"] for r in rows] == ["info", "warn", "info"]
+    # By node: the job's request names none.
+    assert main(["events", "--db", str(path), *SINCE, "--kind", "command", "--node", "gpu0005",
+                 "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
