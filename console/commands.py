@@ -1262,7 +1262,11 @@ class CommandTracker:
                 # reached it after (its status names the last one, as Slurm keeps the last
                 # reason). Two drains of one node at once read "timed out" for the one that
                 # requeued the job (an SRE drill).
-                other = f" (its status names another drain: {d.reason})" if d.cmd_id else ""
+                # Who, as the agent's drain event says it: two operators' drains of one node
+                # at once told the one whose reason was replaced the reason, not whose it was
+                # (a 2026-12-07 drill).
+                by = f" [{d.requested_by}]" if d.requested_by else ""
+                other = f" (its status names another drain: {d.reason}{by})" if d.cmd_id else ""
                 return self._move(req, t, Phase.DONE, f"DRAINED{other}", now)
             if (d.state is DrainState.NONE and t.detail == DRAINING
                     and st.online is True):

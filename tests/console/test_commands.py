@@ -87,7 +87,8 @@ def test_two_drains_of_one_node_both_end_done_once_it_is_drained(world):
                  second.targets[0].cmd.cmd_id)
     step(ingest, state, tr2, clock)
     assert first.phase is Phase.DONE and second.phase is Phase.DONE
-    assert first.targets[0].detail == "DRAINED (its status names another drain: second)"
+    # Naming whose drain it was (two operators at once: a 2026-12-07 drill).
+    assert first.targets[0].detail == "DRAINED (its status names another drain: second [carol])"
     clock.advance(120)
     step(ingest, state, tr2, clock)
     assert first.phase is Phase.DONE  # not timed out later
