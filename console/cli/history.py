@@ -373,8 +373,11 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
     for col in ("NODE", "KIND", "SEV", "COMPONENT", "MESSAGE"):
         table.add_column(col)
     for r in rows:
-        table.add_row(iso(r["ts"]), r["node"], r["kind"], r["severity"], r["component"],
-                      escape(r["message"]))
+        # Every text escaped, not the message alone: a command's targets are kept as typed
+        # when refused ("gpu[/x]" ended the listing in a MarkupError), and an event's component
+        # comes from the network (printable, but "[bold]" is still markup to rich).
+        table.add_row(iso(r["ts"]), *(escape(r[k]) for k in ("node", "kind", "severity",
+                                                                 "component", "message")))
     console.print(table)
     return 0
 

@@ -227,3 +227,35 @@ def test_kind_command_lists_the_commands_a_console_kept_in_its_store(tmp_path, m
     assert main(["events", "--db", str(path), *SINCE, "--kind", "command", "--node", "gpu0005",
                  "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 2
+
+
+def test_kind_command_lists_a_refused_target_as_typed_in_the_table(tmp_path, monkeypatch,
+                                                                   capsys):
+    """A TUI's ':drain gpu[/x]' is refused as a bad hostlist and kept in its store as typed;
+    ``events --kind command`` (the table, not --json) ended in rich's MarkupError "closing tag
+    '[/x]' … doesn't match any open tag" on it, and showed "[bold]bob" as a bold "bob": only
+    the message column was escaped."""
+    import time
+
+    from fleetdeck.console.audit import AuditRecord
+
+    monkeypatch.setenv("COLUMNS", "200")
+    path = tmp_path / "alice.db"
+
+    async def kept(path) -> None:
+        store = await Store.open(path)
+        try:
+            await fill(store, seconds=1)
+            now = time.time()
+            store.audit(AuditRecord(ts=now, who="[bold]bob", what="drain", targets="gpu[/x]",
+                                    why="", outcome="refused", request_id="c1",
+                                    detail="bad hostlist: x"))
+            await fill(store, seconds=1)
+        finally:
+            await store.close()
+
+    asyncio.run(kept(path))
+    assert main(["events", "--db", str(path), *SINCE, "--kind", "command"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"gpu\[/x\]\s+command\s+warn\s+\[bold\]bob\s+drain gpu\[/x\]: refused",
+                     out), out
