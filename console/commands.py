@@ -1236,6 +1236,11 @@ class CommandTracker:
             # nothing of the disk: "done (DRAINED)", exit 0, for a drain the agent's next
             # restart forgot (a 2026-12-07 drill, a full --state-dir).
             t.unsaved = ack.reason[ack.reason.index(NOT_SAVED):]
+        elif NOT_SAVED not in ack.reason and ack.result is AckResult.DONE and t.unsaved:
+            # Its "done" was sent after a save that worked (agents/agent.py saves before each
+            # ack): a drain whose DRAINING the full disk refused and whose DRAINED it kept
+            # read "not saved …: an agent restart forgets it", which it did not.
+            t.unsaved = ""
         if ack.result is AckResult.REJECTED:
             return self._move(req, t, Phase.REJECTED, ack.reason or "rejected", now)
         if ack.result is AckResult.FAILED:

@@ -994,3 +994,27 @@ def test_a_restart_that_loses_nothing_more_does_not_read_as_no_work_lost():
                       since_checkpoint_s=110.0, gpu_hours_at_risk=110 / 3600,
                       hostlist="gpu0001").line()
     assert small.endswith("checkpoint 1m50s ago, <0.1 GPU-h of work since then"), small
+
+
+def test_a_drain_saved_at_last_by_its_agent_is_not_said_unsaved(world):
+    """The agent's disk refused the DRAINING state (its accepted ack says "not saved on the
+    node") and then kept the DRAINED one (its done ack says nothing of the disk): the outcome
+    read "DRAINED; not saved on the node (…): an agent restart forgets it", and a restart
+    kept the drain. A drain whose last save failed still says so."""
+    clock, ingest, fleet, state = world
+    unsaved = "not saved on the node (/s/state-gpu0005.json: No space left on device)"
+    tr = CommandTracker(CLUSTER, "alice")
+    results = []
+    for node, done in (("gpu0005", "DRAINED"), ("gpu0006", f"DRAINED; {unsaved}")):
+        req = tr.drain([node], "maint", clock())
+        cmd = req.targets[0].cmd
+        fleet.ack(ingest, cmd.cmd_id, node, AckResult.ACCEPTED, f"drain (finish); {unsaved}")
+        fleet.status(ingest, node, DrainState.DRAINING, "maint", "alice", cmd.cmd_id)
+        step(ingest, state, tr, clock)
+        # The agent's order: the status, then the ack, seen in one tick.
+        fleet.status(ingest, node, DrainState.DRAINED, "maint", "alice", cmd.cmd_id)
+        fleet.ack(ingest, cmd.cmd_id, node, AckResult.DONE, done)
+        step(ingest, state, tr, clock)
+        assert req.phase is Phase.DONE
+        results.append(req.targets[0].detail)
+    assert results == ["DRAINED", f"DRAINED; {unsaved}"]
