@@ -677,3 +677,24 @@ async def test_a_drain_the_agent_cannot_save_is_said_not_saved_to_its_operator(
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def test_the_not_saved_clause_of_a_long_state_path_fits_an_acks_reason(tmp_path):
+    """An ack's reason is at most 2,048 characters (protocol Text) and a state path may be
+    longer: the clause naming it whole made the agent's ack invalid (166edee keeps its last
+    1,024 characters). The ack of a resume, the longest note, still validates."""
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.protocol.messages import Ack, AckResult, CommandOp
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    path = blocker.joinpath(*["d" * 200] * 12) / f"state-{NODE}.json"  # ~2,450 characters
+    agent = NodeAgent(cluster=CLUSTER, node_id=NODE, source=SimNode(NODE),
+                      url=BrokerURL("127.0.0.1", 1), interval_s=1.0,
+                      state=StateStore(tmp_path / f"state-{NODE}.json", NODE))
+    agent.state.path = path  # the disk refuses it from now on, as a full one does
+    clause = agent._save_state()
+    assert clause.startswith("; not saved on the node (") and len(str(path)) > 2048
+    assert clause.endswith(f"state-{NODE}.json: Not a directory): an agent restart forgets it")
+    Ack(cmd_id="c1.0", by=NODE, op=CommandOp.RESUME, result=AckResult.DONE,
+        reason="returned to service" + clause, ts=1_800_000_000_000)
