@@ -29,6 +29,7 @@ Each incident carries a timeline: the event log's entries about its nodes since 
 it began. Domain only: ``status --json``, replay summaries and the views read the same list.
 """
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -450,12 +451,14 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     found = [shown_findings(st) for st in members]
     heads = [f[0] for f in found if f]
     if heads and len(heads) == len(members) and len(
-            {tuple((x.rule, x.component) for x in f) for f in found}) == 1:
+            {tuple((x.rule, x.component, _gist(x.text)) for x in f) for f in found}) == 1:
         # The same fault on each: said once, in the first node's words. Only when every
         # finding is on the same GPU or port of each: the same rules elsewhere ("N1
         # mlx5_ib1:1" said of a node whose mlx5_ib3 is down, a fault audit), or the same
         # first finding with others that differ behind "(+1 more)" (a review), read as one
-        # rail's switch. Their texts may differ in figures (error counts, temperatures).
+        # rail's switch. Their texts may differ in figures (error counts, temperatures), not
+        # in words or XID codes: XID 154 asking a drain and reset of one node, the IMEX
+        # domain's recovery of another, read "the same on each" in the first one's words.
         more = len(found[0]) - 1
         what = (f"the same on each, {reason_line(heads[0])}"
                 + (f" (+{more} more)" if more else ""))
@@ -508,6 +511,16 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     return Incident(key, "job", "error", title, first, names, action,
                     [jid, *others], sum(len(f) for f in found), job_left=not holds,
                     unseen=unseen, view_action=view_action)
+
+
+_FIGURES = re.compile(r"(?<!XID )\d+(?:\.\d+)?")
+"""A finding's figures, which vary from node to node of one fault; an XID's code is not one."""
+
+
+def _gist(text: str) -> str:
+    """A finding's text without its figures: "7/8 GPUs visible" of each node is one fault,
+    "XID 154 (drain and reset)" and "XID 154 (recover the IMEX domain)" two."""
+    return _FIGURES.sub("#", text)
 
 
 def _together(times: list[float]) -> str:

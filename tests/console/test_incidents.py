@@ -643,6 +643,44 @@ def test_nodes_of_one_job_alike_in_their_first_finding_only_are_not_the_same_on_
     assert "gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu0" in inc.title, inc.title
 
 
+def xid_on(gpu: int, code: int, action: int | None = None):
+    def apply(tel):
+        from fleetdeck.protocol.fast import XidSeen
+        seen = [XidSeen(code=code, ts=tel.ts - 500, action=action)]
+        gpus = [msgspec.structs.replace(g, xids=seen) if g.index == gpu else g
+                for g in tel.gpus]
+        return msgspec.structs.replace(tel, gpus=gpus)
+    return apply
+
+
+def test_nodes_of_one_job_with_different_xids_on_one_gpu_are_not_the_same_on_each():
+    """XID 154 on gpu1 of three nodes of job 4109, the driver asking a drain and reset of one,
+    the IMEX domain's recovery of another and a PCIe bus reset of the third: the overview's row
+    read "the same on each, G2 gpu1: XID 154 (drain and reset)" (scenario run scen39, live on
+    `sim --nodes 64`), the first node's repair said of all three. Rule and part alike, the
+    findings differ in what is not a figure: each node in its own words."""
+    struck = ["gpu0001", "gpu0002"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"],
+                           also={"gpu0001": xid_on(1, 154, action=4),
+                                 "gpu0002": xid_on(1, 154, action=5)})
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.key == "job:4104:failed"
+    assert "the same on each" not in inc.title, inc.title
+    assert "): gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu0" in inc.title, inc.title
+
+
+def test_nodes_of_one_job_alike_but_for_figures_are_the_same_on_each():
+    """The same XID on the same GPU of each, their other findings alike: one fault, said once
+    (the figures of a text, a count or a temperature, may differ; an XID's code may not)."""
+    struck = ["gpu0001", "gpu0002"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"],
+                           also={n: xid_on(1, 154, action=4) for n in struck})
+    (inc,) = incidents(session.state, session.log.lines())
+    assert "): the same on each, G1 gpu0: 7/8 GPUs visible (+1 more)" in inc.title, inc.title
+
+
 def test_a_jobs_nodes_with_actions_of_their_own_point_each_front_end_at_its_own():
     """`status` said "each of gpu[…] as its own finding says (its line in the nodes view)", a
     view the CLI does not have (a newcomer's run): JSON and `status` point at what they have,
