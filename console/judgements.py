@@ -784,6 +784,8 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
     one of its nodes runs another job, it is ``lapsed``: said, no longer work lost now."""
     code = job.state.value
     if code not in FAILING_STATES:
+        if state.failed_lapsed:
+            state.failed_lapsed.pop(job.job_id, None)  # restarted: a failure of its own later
         return None
     age = (state.sched_newest_ts - job.ts) / 1000
     # By the scheduler's clock: its newest word (another job's status, its presence) is this
@@ -816,7 +818,15 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
             other = holding_job(state, n)
             if other is not None and other != job.job_id:
                 lapsed = f"{n} runs job {other} now"
+                state.failed_lapsed[job.job_id] = (job.ts, n, other)
                 break
+        else:
+            # Once moved on, for good: that work requeued off the node (its link went down)
+            # made the failure an error "losing work now" again, said on the node's row as if
+            # the later fault had failed it (a scenario run, docs/architecture.md).
+            held = state.failed_lapsed.get(job.job_id)
+            if held is not None and held[0] == job.ts:
+                lapsed = f"{held[1]} ran job {held[2]} since"
     return FailedJob(job.job_id, code, reason, nodes, f"restart-job {job.job_id} {since}",
                      drain, job.ts / 1000, lapsed, scheduler_down(state))
 

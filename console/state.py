@@ -1136,6 +1136,10 @@ class FleetState:
         """Bumped by every job status applied or withdrawn (caches over ``jobs`` key on it)."""
         self.holding_index: tuple[int, dict[str, str]] | None = None
         """(jobs_revision, node id -> a job that holds it): ``judgements.holding_job``."""
+        self.failed_lapsed: dict[str, tuple[int, str, str]] = {}
+        """Job id -> (its failed status's ts, a node of it, the other job that ran there): a
+        failed job whose node the scheduler gave other work stays lapsed once that work left
+        (``judgements.failed_job``)."""
         self._job_nodes: dict[str, tuple[JobStatus, frozenset[str]]] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
         self.late_events: list[Event] = []

@@ -244,6 +244,24 @@ def test_a_failed_job_lapses_after_a_while_or_once_its_node_runs_other_work():
     assert inc.severity == "warn" and inc.title.endswith("; gpu0002 runs job 43 now")
 
 
+def test_a_failed_job_lapsed_by_other_work_stays_lapsed_once_that_work_left():
+    """Job 4103 failed by Xid 13 on gpu0004, which then ran job 4107 (lapsed: "gpu0004 runs job
+    4107 now"); gpu0004's link went down and 4107 was requeued elsewhere: 4103 was an error
+    "losing work now" again at the top of the overview, on gpu0004's row as if its link had
+    failed it 6 min before it went down (scenario run scen39, live on `sim --nodes 64`). The
+    scheduler moved on once; it stays so."""
+    session = session_with_failed(REASON_13)
+    clock = session.clock
+    publish_job(session.ingest, job_status("43", ["gpu0002"], clock, step=1), clock)
+    go_on(session, 1)
+    assert job_incident(session).title.endswith("; gpu0002 runs job 43 now")
+    publish_job(session.ingest, job_status("43", ["gpu0009"], clock, step=1, requeues=1), clock)
+    go_on(session, 1, faults={"gpu0002": xid(3, 48)})
+    inc = job_incident(session)
+    assert inc.severity == "warn" and not inc.losing_work, inc
+    assert inc.key == "job:41" and inc.title.endswith("; gpu0002 ran job 43 since"), inc.title
+
+
 def test_a_failed_job_withdrawn_by_its_scheduler_is_a_line_of_the_timeline():
     """A Slurm bridge withdraws a finished job after MinJobAge (300 s): its incident vanished
     with no word (a review)."""
