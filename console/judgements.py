@@ -827,6 +827,14 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
             held = state.failed_lapsed.get(job.job_id)
             if held is not None and held[0] == job.ts:
                 lapsed = f"{held[1]} ran job {held[2]} since"
+            else:
+                # A console that did not see it (restarted): the job a node's telemetry
+                # stopped naming after the failure (``NodeState.left_job``, kept in the store).
+                for n in sorted({*job.nodes, *nodes}):
+                    left = st.left_job if (st := state.nodes.get(n)) is not None else None
+                    if left is not None and left[0] != job.job_id and left[1] > job.ts / 1000:
+                        lapsed = f"{n} ran job {left[0]} since"
+                        break
     return FailedJob(job.job_id, code, reason, nodes, f"restart-job {job.job_id} {since}",
                      drain, job.ts / 1000, lapsed, scheduler_down(state))
 
