@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from fleetdeck.console.clock import CLOCK_ACTION, CLOCK_RULE, REFUSES
 from fleetdeck.console.health import (
     FATAL_WINDOW_S,
+    GONE_HOT,
     GPU_GONE,
     GPU_READER_SAYS,
     LINK_RULES,
@@ -1771,6 +1772,14 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
         # One "reboot the node" however many GPUs need it.
         if step and not any(s.split(" (")[0] == text.split(" (")[0] for s in steps):
             steps.append(text)
+    # A GPU off the bus that ran hot before it went (its G12/G13 kept, ``GONE_HOT``): XID 79
+    # is often heat, and the reboot alone put it back under the cooling that failed it (a
+    # scenario run; docs/architecture.md "Thermal findings hold").
+    for c in sorted({f.component for f in own if f.rule in ("G12", "G13") and f.component
+                     and GONE_HOT in f.text}):
+        steps.append(f"check {c}'s cooling before it takes work (fans, airflow, inlet "
+                     "temperature: it ran hot before it went missing)")
+        stepped_gpus.add(c)
     if warn:
         # After the drain steps: a node out of service may as well have its warnings seen to
         # (a drained node with a symbol storm and a pending row remap was never told to reset

@@ -494,3 +494,28 @@ def test_the_shared_empty_findings_list_refuses_change_and_unpickles_as_itself()
             change()
     assert NO_FINDINGS == [] and [*NO_FINDINGS, f] == [f]
     assert pickle.loads(pickle.dumps(NO_FINDINGS)) is NO_FINDINGS
+
+
+def test_a_gpu_off_the_bus_that_ran_hot_is_told_to_have_its_cooling_checked():
+    """Thermal on gpu3 of gpu0001, then XID 79 on it: the findings kept G12 and G13 "before it
+    went missing" (XID 79 is often heat, docs/architecture.md "Thermal findings hold"), and the
+    action read "reboot the node (gpu3 fell off the bus; RMA it if it does again)" alone: a
+    reboot put it back under the cooling that failed it (scenario run scen39, live on
+    `sim --nodes 64`)."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import repair_step
+    from fleetdeck.console.state import NodeState
+
+    st = NodeState("gpu0001")
+    st.findings = [Finding("G1", Severity.DRAIN, "gpu3", "7/8 GPUs visible"),
+                   Finding("G2", Severity.DRAIN, "gpu3", "XID 79")]
+    gone = "reboot the node (gpu3 fell off the bus; RMA it if it does again)"
+    assert repair_step(st) == gone
+    st.findings = [*st.findings,
+                   Finding("G12", Severity.WARN, "gpu3",
+                           "clock throttled (sw thermal) before it went missing"),
+                   Finding("G13", Severity.WARN, "gpu3", "88 °C before it went missing")]
+    cool = ("check gpu3's cooling before it takes work (fans, airflow, inlet temperature: it "
+            "ran hot before it went missing)")
+    assert repair_step(st) == f"{gone}; {cool}"
+    assert repair_step(st, warn=True) == f"{gone}; {cool}"
