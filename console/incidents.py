@@ -513,14 +513,16 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
                     unseen=unseen, view_action=view_action)
 
 
-_FIGURES = re.compile(r"(?<!XID )\d+(?:\.\d+)?")
-"""A finding's figures, which vary from node to node of one fault; an XID's code is not one."""
+_FIGURES = re.compile(r"(XID \d+)|\d+(?:\.\d+)?")
+"""A finding's figures, which vary from node to node of one fault; an XID's code is not one.
+Matched whole (group 1 kept): a look-behind for "XID " kept only its first digit, and XID 74
+(NVLink) and XID 79 (off the bus) both read "XID 7#" (a review)."""
 
 
 def _gist(text: str) -> str:
     """A finding's text without its figures: "7/8 GPUs visible" of each node is one fault,
     "XID 154 (drain and reset)" and "XID 154 (recover the IMEX domain)" two."""
-    return _FIGURES.sub("#", text)
+    return _FIGURES.sub(lambda m: m.group(1) or "#", text)
 
 
 def _together(times: list[float]) -> str:

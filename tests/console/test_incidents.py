@@ -681,6 +681,18 @@ def test_nodes_of_one_job_alike_but_for_figures_are_the_same_on_each():
     assert "): the same on each, G1 gpu0: 7/8 GPUs visible (+1 more)" in inc.title, inc.title
 
 
+def test_nodes_of_one_job_with_xids_alike_in_their_first_digit_are_not_the_same_on_each():
+    """XID 74 (NVLink) on gpu1 of one node, XID 79 (off the bus) on gpu1 of another: a figure
+    was any digit not right after "XID ", so the codes' later digits were figures and both
+    read "XID 7#", "the same on each" in the first one's words (a review)."""
+    struck = ["gpu0001", "gpu0002"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"],
+                           also={"gpu0001": xid_on(1, 74), "gpu0002": xid_on(1, 79)})
+    (inc,) = incidents(session.state, session.log.lines())
+    assert "the same on each" not in inc.title, inc.title
+
+
 def test_a_jobs_nodes_with_actions_of_their_own_point_each_front_end_at_its_own():
     """`status` said "each of gpu[…] as its own finding says (its line in the nodes view)", a
     view the CLI does not have (a newcomer's run): JSON and `status` point at what they have,
