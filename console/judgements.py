@@ -1774,9 +1774,11 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             steps.append(text)
     # A GPU off the bus that ran hot before it went (its G12/G13 kept, ``GONE_HOT``): XID 79
     # is often heat, and the reboot alone put it back under the cooling that failed it (a
-    # scenario run; docs/architecture.md "Thermal findings hold").
-    for c in sorted({f.component for f in own if f.rule in ("G12", "G13") and f.component
-                     and GONE_HOT in f.text}):
+    # scenario run; docs/architecture.md "Thermal findings hold"). A throttle not of its
+    # cooling (power brake, HW slowdown) is no heat: "it ran hot" of a power-braked GPU sent
+    # the on-call to the fans (a review; ``_throttle_step``).
+    for c in sorted({f.component for f in own if f.component and GONE_HOT in f.text and (
+            f.rule == "G13" or (f.rule == "G12" and _throttle_step(f) == _WARN_STEPS["G12"]))}):
         steps.append(f"check {c}'s cooling before it takes work (fans, airflow, inlet "
                      "temperature: it ran hot before it went missing)")
         stepped_gpus.add(c)

@@ -519,3 +519,20 @@ def test_a_gpu_off_the_bus_that_ran_hot_is_told_to_have_its_cooling_checked():
             "ran hot before it went missing)")
     assert repair_step(st) == f"{gone}; {cool}"
     assert repair_step(st, warn=True) == f"{gone}; {cool}"
+
+
+def test_a_gpu_off_the_bus_that_was_power_braked_is_not_told_it_ran_hot():
+    """A power brake before XID 79 (held a minute, "before it went missing") is no heat: the
+    cooling step said "it ran hot" of it, sending the on-call to the fans (a review)."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import repair_step
+    from fleetdeck.console.state import NodeState
+
+    st = NodeState("gpu0001")
+    st.findings = [Finding("G1", Severity.DRAIN, "gpu3", "7/8 GPUs visible"),
+                   Finding("G2", Severity.DRAIN, "gpu3", "XID 79"),
+                   Finding("G12", Severity.WARN, "gpu3",
+                           "clock throttled (power brake) before it went missing")]
+    gone = "reboot the node (gpu3 fell off the bus; RMA it if it does again)"
+    assert repair_step(st) == gone
+    assert repair_step(st, warn=True) == gone  # one step a GPU: its reboot
