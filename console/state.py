@@ -2151,6 +2151,9 @@ class FleetState:
         self.job_step_delta.pop(job_id, None)
         self.job_run_stepped.pop(job_id, None)
         self._job_nodes.pop(job_id, None)
+        # Kept only while its failed status is: one entry per lapsed job ever withdrawn grew
+        # for as long as the console ran (a review).
+        self.failed_lapsed.pop(job_id, None)
 
     def take_jobs_left(self) -> dict[str, tuple[str, float]]:
         out, self.jobs_left = self.jobs_left, {}

@@ -285,6 +285,24 @@ def test_a_failed_job_withdrawn_by_its_scheduler_is_a_line_of_the_timeline():
         "and its incident ends"]
 
 
+def test_a_lapsed_failed_job_withdrawn_by_its_scheduler_is_forgotten_with_its_lapse():
+    """``FleetState.failed_lapsed`` kept an entry for every lapsed job its scheduler withdrew
+    (Slurm, after MinJobAge): a console that ran for months held one per failed job ever."""
+    from fleetdeck.console.state import JOB_CLEAR_CONFIRM_S
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    session = session_with_failed(REASON_13)
+    clock = session.clock
+    publish_job(session.ingest, job_status("43", ["gpu0002"], clock, step=1), clock)
+    go_on(session, 1)
+    assert job_incident(session).title.endswith("; gpu0002 runs job 43 now")
+    assert "41" in session.state.failed_lapsed
+    session.ingest.handle(topic_for(CLUSTER, Kind.JOB, "41"), b"", session.clock())
+    go_on(session, int(JOB_CLEAR_CONFIRM_S) + 1)
+    assert "41" not in session.state.jobs
+    assert "41" not in session.state.failed_lapsed
+
+
 def test_the_overview_and_the_jobs_view_say_a_failed_job_as_status_does():
     """`status` put job 41's failure first ("Worst first": it loses work now, its node drained
     or not); the overview's top problems said nothing of it, and the jobs view listed a
