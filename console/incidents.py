@@ -37,8 +37,6 @@ from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.health import Verdict, reason_line
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
-    FAILING_STATES,
-    HOLDING_NODES,
     LIMIT_AS_PEERS,
     POWER_CAPPED,
     RECOVERED,
@@ -64,7 +62,13 @@ from fleetdeck.console.judgements import (
     suspect_switches,
     utc_hms,
 )
-from fleetdeck.console.state import JOB_WINDOW_S, FleetState, NodeState
+from fleetdeck.console.state import (
+    FAILING_STATES,
+    HOLDING_NODES,
+    JOB_WINDOW_S,
+    FleetState,
+    NodeState,
+)
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import DrainState
 

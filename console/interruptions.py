@@ -17,9 +17,8 @@ from fleetdeck.console.judgements import (
     held_only_since,
     hung_when_it_ended,
     job_reason,
-    reason_words,
 )
-from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.console.state import FleetState, NodeState, reason_words
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol.messages import DrainState, JobState, JobStatus
 

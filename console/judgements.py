@@ -32,13 +32,16 @@ from fleetdeck.console.health import (
 )
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
+    FAILING_STATES,
+    HOLDING_NODES,
     JOB_WINDOW_S,
     RECONNECT_LOOP,
     WILL_BURST_S,
     FleetState,
     NodeState,
+    reason_words,
 )
-from fleetdeck.hostlist import HostlistError, compress, expand
+from fleetdeck.hostlist import compress
 from fleetdeck.protocol import xids
 from fleetdeck.protocol.fast import GpuSample, IbPortSample, Telemetry
 from fleetdeck.protocol.messages import DrainState, JobStatus
@@ -62,8 +65,6 @@ CORRELATION_MIN = 3
 STRAGGLER_FACTOR = 1.2
 """A rank this much slower than the job's median step is named whatever the spread."""
 
-HOLDING_NODES = frozenset({"R", "CG", "RQ"})
-"""Job states (squeue codes) in which a job holds its nodes: running, completing, requeued."""
 ENDED_BADLY = frozenset({"F", "NF", "TO"})
 """Job states of a run that ended without finishing its work (failed, node fail, timeout)."""
 SILENT_KEEP_S = AGENT_RECONNECT_S
@@ -764,8 +765,6 @@ class FailedJob:
                 "text": self.text, "action": self.action, "lapsed": self.lapsed or None}
 
 
-FAILING_STATES = frozenset({"F", "NF"})
-"""Job states ``failed_job`` may say something of: every other one it passes at a glance."""
 
 
 def restart_point(job: JobStatus) -> str:
@@ -785,8 +784,6 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
     one of its nodes runs another job, it is ``lapsed``: said, no longer work lost now."""
     code = job.state.value
     if code not in FAILING_STATES:
-        if state.failed_lapsed:
-            state.failed_lapsed.pop(job.job_id, None)  # restarted: a failure of its own later
         return None
     age = (state.sched_newest_ts - job.ts) / 1000
     # By the scheduler's clock: its newest word (another job's status, its presence) is this
@@ -819,12 +816,14 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
             other = holding_job(state, n)
             if other is not None and other != job.job_id:
                 lapsed = f"{n} runs job {other} now"
-                state.failed_lapsed[job.job_id] = (job.ts, n, other)
                 break
         else:
             # Once moved on, for good: that work requeued off the node (its link went down)
             # made the failure an error "losing work now" again, said on the node's row as if
-            # the later fault had failed it (a scenario run, docs/architecture.md).
+            # the later fault had failed it (a scenario run, docs/architecture.md). Recorded
+            # as the statuses are applied (``FleetState._note_lapses``), so that a look at any
+            # moment reads the same: recorded here, a view that had looked while the other
+            # work ran said lapsed, a replay sought past it or a `status` said losing work.
             held = state.failed_lapsed.get(job.job_id)
             if held is not None and held[0] == job.ts:
                 lapsed = f"{held[1]} ran job {held[2]} since"
@@ -1577,28 +1576,6 @@ def sick_nodes(job: JobStatus, state: FleetState) -> list[SickNode]:
 def _ports_only(st: NodeState) -> bool:
     """Whether every finding of ``st`` is its IB ports' (N1-N8) or its switch's (F1)."""
     return all(f.rule[0] == "N" or f.rule == "F1" for f in st.all_findings)
-
-
-_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)?")
-_REASON_HOSTS_MAX = 4096
-"""A bracketed host list in a reason expands to at most this many names (a typo'd range in a
-free-text reason must not cost a tick)."""
-
-
-def reason_words(reason: str) -> set[str]:
-    """The words of a scheduler's reason, node names among them ("rank 8 on gpu0011." gives
-    "gpu0011"; Slurm's compressed "gpu[0011-0013]" gives the three): which nodes it names."""
-    words: set[str] = set()
-    for found in _WORDS.findall(reason):
-        w = found.rstrip("._-")
-        if "[" in w:
-            try:
-                words.update(expand(w, limit=_REASON_HOSTS_MAX))
-                continue
-            except HostlistError:
-                pass  # a typo'd or huge range: the word as written
-        words.add(w)
-    return words
 
 
 _XID_STEPS = {

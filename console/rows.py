@@ -19,8 +19,6 @@ from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict, 
 from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
 from fleetdeck.console.interruptions import cause_label
 from fleetdeck.console.judgements import (
-    FAILING_STATES,
-    HOLDING_NODES,
     NO_LINK,
     PORT_FLAPPING,
     FailedJob,
@@ -54,7 +52,7 @@ from fleetdeck.console.judgements import (
     utc_hms,
     worst_first,
 )
-from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.console.state import FAILING_STATES, HOLDING_NODES, FleetState, NodeState
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol import wire2
 from fleetdeck.protocol.fast import IbPortSample

@@ -46,6 +46,7 @@ from fleetdeck.console.health import (
     still_quiet,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
+from fleetdeck.hostlist import HostlistError, expand
 from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, Telemetry
 from fleetdeck.protocol.messages import (
@@ -95,6 +96,33 @@ each node says so in its own next sample, up to an interval apart, and until thr
 (``CORRELATION_MIN``) the switch is no suspect. The first nodes wrote ``ok -> failed`` and
 ``failed -> degraded (F1)`` half a second later (fault audit; fixtures/leaf_switch.jsonl.gz).
 The views show the verdict as it is meanwhile."""
+
+HOLDING_NODES = frozenset({"R", "CG", "RQ"})
+"""Job states (squeue codes) in which a job holds its nodes: running, completing, requeued."""
+FAILING_STATES = frozenset({"F", "NF"})
+"""Job states ``judgements.failed_job`` may say something of: every other one it passes at a
+glance."""
+_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,-]+\][A-Za-z0-9._-]*)?")
+_REASON_HOSTS_MAX = 4096
+"""A bracketed host list in a reason expands to at most this many names (a typo'd range in a
+free-text reason must not cost a tick)."""
+
+
+def reason_words(reason: str) -> set[str]:
+    """The words of a scheduler's reason, node names among them ("rank 8 on gpu0011." gives
+    "gpu0011"; Slurm's compressed "gpu[0011-0013]" gives the three): which nodes it names."""
+    words: set[str] = set()
+    for found in _WORDS.findall(reason):
+        w = found.rstrip("._-")
+        if "[" in w:
+            try:
+                words.update(expand(w, limit=_REASON_HOSTS_MAX))
+                continue
+            except HostlistError:
+                pass  # a typo'd or huge range: the word as written
+        words.add(w)
+    return words
+
 
 JOB_WINDOW_S = 60.0
 """Nodes of one job that failed within this long of each other failed together: one incident
@@ -1139,7 +1167,12 @@ class FleetState:
         self.failed_lapsed: dict[str, tuple[int, str, str]] = {}
         """Job id -> (its failed status's ts, a node of it, the other job that ran there): a
         failed job whose node the scheduler gave other work stays lapsed once that work left
-        (``judgements.failed_job``)."""
+        (``judgements.failed_job``). Recorded as the job statuses are applied (``_note_lapses``),
+        not when a view looks: a replay sought past the other work, or a `status` run after
+        it, read the failure as losing work where a TUI that watched read it lapsed."""
+        self._unlapsed: dict[str, tuple[int, frozenset[str]]] = {}
+        """Job id -> (its failed status's ts, the nodes it ran on or its reason names) of a
+        failed job not yet in ``failed_lapsed``."""
         self._job_nodes: dict[str, tuple[JobStatus, frozenset[str]]] = {}
         self.events: deque[Event] = deque(maxlen=EVENT_MEMORY)
         self.late_events: list[Event] = []
@@ -1716,6 +1749,8 @@ class FleetState:
                 self.job_step_delta[job_id] = (
                     max(steps, abs(job.step - seen[0])),
                     gap if new_gap is None else max(gap or 0.0, new_gap))
+        if batch.jobs:
+            self._note_lapses(batch.jobs)
         for node_id in changed:
             self.nodes[node_id].revision += 1
         self.revisions += len(changed)
@@ -1731,6 +1766,40 @@ class FleetState:
         if judge:
             self.judge_fleet(now)
         return changed
+
+    def _note_lapses(self, heard: dict[str, tuple[float, JobStatus]]) -> None:
+        """A failed job (F, NF) one of whose nodes a job heard in this batch holds, or that was
+        heard failed on a node another job holds: lapsed, in ``failed_lapsed``, for good (until
+        a status of it that is not failed, or another failure). Per batch, against the failed
+        jobs not yet lapsed: none, most of the time."""
+        unlapsed, lapsed = self._unlapsed, self.failed_lapsed
+        fresh: set[str] = set()
+        for job_id, (_rx, job) in heard.items():
+            if job.state.value not in FAILING_STATES:
+                if unlapsed:
+                    unlapsed.pop(job_id, None)
+                if lapsed:
+                    lapsed.pop(job_id, None)  # restarted: a failure of its own later
+                continue
+            held = lapsed.get(job_id)
+            if (held is None or held[0] != job.ts) and unlapsed.get(job_id, (None,))[0] != job.ts:
+                # The nodes its reason names too: Slurm keeps the nodes of an F job, a
+                # simulator's names only the rank's node in its reason.
+                unlapsed[job_id] = (job.ts, frozenset({*job.nodes, *reason_words(job.reason)}))
+                fresh.add(job_id)
+        if not unlapsed:
+            return
+        for job_id, (ts, nodes) in list(unlapsed.items()):
+            # A failed job just heard against every job that holds nodes; one heard before
+            # against the jobs of this batch (the others were checked when it was heard).
+            pool = (self.jobs.values() if job_id in fresh
+                    else [self.jobs[j] for j in heard if j in self.jobs])
+            found = min(((n, other.job_id) for other in pool
+                         if other.job_id != job_id and other.state.value in HOLDING_NODES
+                         for n in nodes.intersection(self.job_nodes(other))), default=None)
+            if found is not None:
+                lapsed[job_id] = (ts, *found)
+                del unlapsed[job_id]
 
     def _resumed_by_event(self, ev: Event, changed: set[str]) -> None:
         """A node's "resumed" event: the errors its port windows hold from before it were
@@ -2154,6 +2223,7 @@ class FleetState:
         # Kept only while its failed status is: one entry per lapsed job ever withdrawn grew
         # for as long as the console ran (a review).
         self.failed_lapsed.pop(job_id, None)
+        self._unlapsed.pop(job_id, None)
 
     def take_jobs_left(self) -> dict[str, tuple[str, float]]:
         out, self.jobs_left = self.jobs_left, {}

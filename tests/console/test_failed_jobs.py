@@ -645,3 +645,27 @@ def test_nodes_that_failed_together_say_the_failed_job_on_their_row_as_on_their_
     assert (row.node, row.state) == ("job 41", "nodes")
     assert row.text == inc.title.removeprefix("job 41: ")
     assert "is NF now" not in row.text and row.text.endswith(f"not requeued ({reason})")
+
+
+def test_a_failed_job_s_lapse_does_not_depend_on_when_a_view_looked():
+    """The lapse was recorded only when a view judged the failed job while its node ran other
+    work: job 43 on gpu0002 for a few seconds, then requeued elsewhere, lapsed job 41 for a
+    console whose TUI looked meanwhile, and not for a replay sought past it, a console whose
+    node's telemetry never named job 43 (digests) or one that looked only at the end. Recorded
+    where the job statuses are applied, the same stream reads the same whenever it is looked
+    at."""
+    answers = []
+    for look in (False, True):
+        session = session_with_failed(REASON_13)
+        clock = session.clock
+        publish_job(session.ingest, job_status("43", ["gpu0002"], clock, step=1), clock)
+        go_on(session, 2)  # gpu0002's telemetry never names job 43
+        if look:
+            assert job_incident(session).title.endswith("; gpu0002 runs job 43 now")
+        publish_job(session.ingest, job_status("43", ["gpu0009"], clock, step=1, requeues=1),
+                    clock)
+        go_on(session, 2)
+        inc = job_incident(session)
+        answers.append((inc.severity, inc.title, inc.losing_work))
+    assert answers[0] == answers[1], answers
+    assert answers[0][1].endswith("; gpu0002 ran job 43 since") and not answers[0][2]

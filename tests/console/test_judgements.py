@@ -898,7 +898,7 @@ def test_the_node_the_schedulers_reason_names_is_first_among_those_holding_a_job
 
 
 def test_reason_words_expand_a_compressed_host_list_but_not_a_huge_one():
-    from fleetdeck.console.judgements import reason_words
+    from fleetdeck.console.state import reason_words
 
     assert {"gpu0011", "gpu0012", "gpu0013", "gpu0020"} <= reason_words(
         "NodeFail gpu[0011-0013,0020] (Xid 79).")
