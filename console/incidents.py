@@ -37,8 +37,6 @@ from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.health import Verdict, reason_line
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
-    LIMIT_AS_PEERS,
-    POWER_CAPPED,
     RECOVERED,
     FailedJob,
     LeafGroup,
@@ -147,10 +145,10 @@ class Incident:
 def _straggler_step(slow: Straggler) -> str:
     """A straggler incident's step: a GPU power-capped by software has its limit put back,
     live, where a drain loses the job's work since its checkpoint (a fault audit)."""
-    if POWER_CAPPED in slow.cause and LIMIT_AS_PEERS in slow.cause:
+    if slow.power is not None and slow.power.limit == "as_peers":
         return (f"{slow.node}'s capped GPU runs at its peers' power limit, slower: watch it; "
                 "drain it when the job checkpoints if it stays slow")
-    if POWER_CAPPED in slow.cause:
+    if slow.power is not None:
         return (f"check the power limit of {slow.node}'s capped GPU (nvidia-smi -q -d POWER: "
                 "lowered by nvidia-smi -pl or a power budget?) and restore it; drain it when "
                 "the job checkpoints only if it stays slow")

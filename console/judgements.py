@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from fleetdeck.console.clock import CLOCK_ACTION, CLOCK_RULE, REFUSES
 from fleetdeck.console.health import (
@@ -1050,6 +1051,12 @@ class Straggler:
     """Other slow ranks, each on a node of its own with a cause there: a job with a throttled
     GPU on one node and a storming port on another named only the port's, and draining that
     node recovered half the slowdown (a fault audit)."""
+    causes: tuple[str, ...] = ()
+    """``cause``'s parts as codes (``CAUSE_CODES``), in its order, as judged."""
+    power: "PowerCap | None" = None
+    """The GPU power-capped by software that ``cause`` names, with its limit against its
+    peers', as judged: what the node's action, the incident and ``status --json`` read, not
+    the words."""
 
     @property
     def own_text(self) -> str:
@@ -1076,13 +1083,16 @@ class Straggler:
     def as_json(self) -> dict[str, object]:
         # ``causes``/``power_limit`` beside ``cause``: a script told a power cap from a
         # throttle only by matching the prose (docs/protocol.md, "status --json").
+        return {**self._own_json(), "text": self.text,
+                "also": [{**s._own_json(), "text": s.own_text} for s in self.also]}
+
+    def _own_json(self) -> dict[str, object]:
+        p = self.power
         return {"rank": self.rank, "node": self.node, "slower_pct": round(self.slower_pct, 1),
-                "cause": self.cause, "causes": cause_codes(self.cause),
-                "power_limit": power_limit_code(self.cause), "text": self.text,
-                "also": [{"rank": s.rank, "node": s.node, "slower_pct": round(s.slower_pct, 1),
-                          "cause": s.cause, "causes": cause_codes(s.cause),
-                          "power_limit": power_limit_code(s.cause), "text": s.own_text}
-                         for s in self.also]}
+                "cause": self.cause, "causes": list(self.causes),
+                "power_limit": None if p is None else p.limit,
+                "power_limit_w": None if p is None else p.limit_w,
+                "peer_limit_w": None if p is None else p.peer_limit_w}
 
 
 STRAGGLER_MIN = 0.03
@@ -1109,13 +1119,14 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
     slower = worst.step_time_ms / median - 1
     if slower < STRAGGLER_MIN:
         return None
-    cause = likely_cause(state, worst.node)
+    judged = judge_cause(state, worst.node)
+    cause = judged.text
     others = [r.step_time_ms / median - 1 for r in job.slowest[1:] if r.node != worst.node]
     if others:
         outlier = slower >= SPREAD_FACTOR * max(others[0], HEALTHY_SPREAD)
     else:
         outlier = slower >= STRAGGLER_FACTOR - 1
-    has_cause = cause not in NO_CAUSE
+    has_cause = not judged.none
     if not (outlier or has_cause or slower >= STRAGGLER_FACTOR - 1):
         return None
     also = []
@@ -1125,13 +1136,12 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
         if r.node in seen or more < STRAGGLER_MIN:
             continue
         seen.add(r.node)
-        why = likely_cause(state, r.node)
-        if why not in NO_CAUSE:
-            also.append(Straggler(job.job_id, r.rank, r.node, more * 100, why))
-    return Straggler(job.job_id, worst.rank, worst.node, slower * 100, cause, tuple(also))
-
-
-NO_CAUSE = frozenset({"no finding on that node", "node unknown"})
+        why = judge_cause(state, r.node)
+        if not why.none:
+            also.append(Straggler(job.job_id, r.rank, r.node, more * 100, why.text,
+                                  causes=why.codes, power=why.power))
+    return Straggler(job.job_id, worst.rank, worst.node, slower * 100, cause, tuple(also),
+                     causes=judged.codes, power=judged.power)
 
 
 SW_POWER_CAP = 0x4
@@ -1162,6 +1172,51 @@ LIMIT_LOWERED = "below its job's other nodes'"
 docs/domain.md §3 says of bit 0x4, and the chip itself is slower)."""
 LIMIT_AS_PEERS = "as its job's other nodes'"
 """Said in a capped straggler's cause when its limit is its peers': nothing was lowered."""
+LIMIT_LOWER_BY = 0.95
+"""A capped GPU's limit below this share of its peers' highest was lowered."""
+PowerLimit = Literal["lowered", "as_peers", "unknown"]
+"""A capped GPU's limit against its job's other nodes': ``lowered`` (put it back), ``as_peers``
+(nothing to restore) or ``unknown`` (its own or its peers' limit not read)."""
+
+
+@dataclass(frozen=True)
+class PowerCap:
+    """A GPU power-capped by software (bit 0x4) that slows a rank, judged against its job's
+    other nodes' limit. The judgement was carried only in the cause's words, and the node's
+    action, the incident and ``status --json`` each found it again by matching them; a
+    GPU reader's error quoted in the cause (G1, the agent's own text) could say anything."""
+
+    gpu: int
+    limit_w: float | None
+    peer_limit_w: float | None
+    limit: PowerLimit
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+
+    @classmethod
+    def of(cls, g: GpuSample, peers_w: float | None) -> "PowerCap":
+        limit: PowerLimit = "unknown"
+        if g.power_limit_w is not None and peers_w is not None:
+            limit = "lowered" if g.power_limit_w < LIMIT_LOWER_BY * peers_w else "as_peers"
+        return cls(g.index, g.power_limit_w, peers_w, limit, g.sm_clock_mhz,
+                   g.sm_clock_max_mhz)
+
+    @property
+    def text(self) -> str:
+        """``gpu3 sw power cap: 1350 of 1980 MHz, limit 450 W, below its job's other nodes'
+        700 W``, of what the sample has (the peers' limit where it is known: lowered, or the
+        same)."""
+        said = [f"gpu{self.gpu} sw power cap"]
+        if self.sm_clock_mhz is not None and self.sm_clock_max_mhz:
+            said.append(f"{self.sm_clock_mhz:.0f} of {self.sm_clock_max_mhz:.0f} MHz")
+        if self.limit_w is not None:
+            limit = f"limit {self.limit_w:.0f} W"
+            if self.limit == "lowered":
+                limit += f", {LIMIT_LOWERED} {self.peer_limit_w:.0f} W"
+            elif self.limit == "as_peers":
+                limit += f", {LIMIT_AS_PEERS}"
+            said.append(limit)
+        return said[0] + (": " + ", ".join(said[1:]) if len(said) > 1 else "")
 
 
 def peer_limit_w(st: NodeState, state: FleetState) -> float | None:
@@ -1188,47 +1243,66 @@ def peer_limit_w(st: NodeState, state: FleetState) -> float | None:
     return best
 
 
-def _cap_text(g: GpuSample, peers_w: float | None = None) -> str:
-    """``gpu3 sw power cap: 1350 of 1980 MHz, limit 450 W, below its job's other nodes' 700 W``,
-    of what the sample has (the peers' limit where it is known: lowered, or the same)."""
-    said = [f"gpu{g.index} sw power cap"]
-    if g.sm_clock_mhz is not None and g.sm_clock_max_mhz:
-        said.append(f"{g.sm_clock_mhz:.0f} of {g.sm_clock_max_mhz:.0f} MHz")
-    if g.power_limit_w is not None:
-        limit = f"limit {g.power_limit_w:.0f} W"
-        if peers_w is not None and g.power_limit_w < 0.95 * peers_w:
-            limit += f", {LIMIT_LOWERED} {peers_w:.0f} W"
-        elif peers_w is not None:
-            limit += f", {LIMIT_AS_PEERS}"
-        said.append(limit)
-    return said[0] + (": " + ", ".join(said[1:]) if len(said) > 1 else "")
+@dataclass(frozen=True)
+class Cause:
+    """Why a rank is slow, as ``judge_cause`` found it: the words, their parts as codes, and
+    the power cap it names (None where it names none)."""
+
+    text: str
+    codes: tuple[str, ...]
+    power: PowerCap | None = None
+
+    @property
+    def none(self) -> bool:
+        """No cause on the node (no finding, or the node unknown): a slow rank there is named
+        only when it stands out on its own."""
+        return self.codes in ((CAUSE_CODES[NO_FINDING],), (CAUSE_CODES[NODE_UNKNOWN],))
+
+
+def _cause(words: str) -> Cause:
+    return Cause(words, (CAUSE_CODES[words],))
 
 
 def likely_cause(state: FleetState, node: str) -> str:
+    """The words of ``judge_cause``."""
+    return judge_cause(state, node).text
+
+
+def judge_cause(state: FleetState, node: str) -> Cause:
+    """Why a rank on ``node`` is slow: its node's throttled GPU, degraded port and GPU
+    power-capped by software, each that is there, else a GPU fault, else none. The codes and
+    the cap are kept as judged: read back from the words, a cause whose quoted finding said
+    " + " or a cap's words (G1 quotes the agent's GPU reader, any text) read as more parts."""
     st = state.nodes.get(node)
     if st is None:
-        return NODE_UNKNOWN
+        return _cause(NODE_UNKNOWN)
     if st.online is False or st.stale:
-        return NOT_RESPONDING
+        return _cause(NOT_RESPONDING)
     throttled = [f for f in st.findings if f.rule in ("G12", "G13")]
     ports = [f for f in st.findings if f.rule.startswith("N")]
     # Both named when both are there: a throttled GPU and a storming port on one node each
     # slow its rank, and naming the GPU alone hid the port (a fault audit).
-    causes = []
+    causes: list[str] = []
+    codes: list[str] = []
     if throttled:
         causes.append(f"{THROTTLED_GPU} ({throttled[0].component} {throttled[0].text})")
+        codes.append(CAUSE_CODES[THROTTLED_GPU])
     if ports:
         causes.append(f"{DEGRADED_PORT} ({ports[0].component} {ports[0].text})")
+        codes.append(CAUSE_CODES[DEGRADED_PORT])
     held = {f.component for f in throttled}
     capped = [g for g in _power_capped(st) if f"gpu{g.index}" not in held]
+    power = None
     if capped:
-        causes.append(f"{POWER_CAPPED} ({_cap_text(capped[0], peer_limit_w(st, state))})")
+        power = PowerCap.of(capped[0], peer_limit_w(st, state))
+        causes.append(f"{POWER_CAPPED} ({power.text})")
+        codes.append(CAUSE_CODES[POWER_CAPPED])
     if causes:
-        return CAUSE_JOIN.join(causes)
+        return Cause(CAUSE_JOIN.join(causes), tuple(codes), power)
     gpus = [f for f in st.findings if f.rule.startswith("G")]
     if gpus:
-        return f"{GPU_FAULT} ({gpus[0]})"
-    return NO_FINDING
+        return Cause(f"{GPU_FAULT} ({gpus[0]})", (CAUSE_CODES[GPU_FAULT],))
+    return _cause(NO_FINDING)
 
 
 THROTTLED_GPU = "throttled GPU"
@@ -1242,25 +1316,8 @@ CAUSE_CODES = {THROTTLED_GPU: "throttled_gpu", DEGRADED_PORT: "degraded_port",
                POWER_CAPPED: "power_capped", GPU_FAULT: "gpu_fault",
                NOT_RESPONDING: "not_responding", NODE_UNKNOWN: "node_unknown",
                NO_FINDING: "no_finding"}
-"""A straggler cause's code for scripts, by the words ``likely_cause`` leads each part with:
+"""A straggler cause's code for scripts, of the words ``judge_cause`` leads each part with:
 the codes are stable keys (docs/protocol.md), the words may change with the prose."""
-
-
-def cause_codes(cause: str) -> list[str]:
-    """The codes of ``likely_cause``'s parts, in its order (``["throttled_gpu",
-    "power_capped"]``); a part no code knows is ``other``."""
-    return [next((code for lead, code in CAUSE_CODES.items() if part.startswith(lead)),
-                 "other") for part in cause.split(CAUSE_JOIN)]
-
-
-def power_limit_code(cause: str) -> str | None:
-    """Of a power-capped cause: ``lowered`` (its limit is below its job's other nodes': put it
-    back), ``as_peers`` (the same: nothing to restore) or ``unknown`` (no peer's limit read);
-    None when the cause is no power cap. The node's ``action`` says the same in words."""
-    if POWER_CAPPED not in cause:
-        return None
-    return ("lowered" if LIMIT_LOWERED in cause else "as_peers" if LIMIT_AS_PEERS in cause
-            else "unknown")
 
 
 def port_past(st: NodeState, key: str) -> PortPast | None:
@@ -1805,10 +1862,10 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
     step = repair_step(st, warn=True)
     slows = f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
     capped = _power_capped(st)
-    if step == "repair" and capped and POWER_CAPPED in slow.cause:
-        cause = slow.cause[slow.cause.index(POWER_CAPPED) + len(POWER_CAPPED):].strip(" ()")
+    if step == "repair" and capped and slow.power is not None:
+        cause = slow.power.text
         gpus = _and([f"gpu{g.index}" for g in capped])
-        if LIMIT_AS_PEERS in cause:
+        if slow.power.limit == "as_peers":
             # At the limit its peers run at, nothing was lowered: the chip does less work for
             # the same power (docs/domain.md §3), which a limit restored would not change.
             return (f"{slows}, {POWER_CAPPED.lower()} at its peers' limit ({cause}): {gpus} "
@@ -2106,7 +2163,7 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         # No rule judges a SW power cap, but a rank it slows is named a straggler with it as
         # the cause: "none" here contradicted the job's line (a fault audit).
         slows = slowing(st, state)
-        if slows is not None and POWER_CAPPED in slows[0].cause:
+        if slows is not None and slows[0].power is not None:
             return straggler_action(st, *slows)
     return "none"
 

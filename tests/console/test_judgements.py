@@ -1507,6 +1507,7 @@ def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_th
     # For scripts, beside the words (a JSON audit): the cause and the limit as codes.
     assert job["straggler"]["causes"] == ["power_capped"]
     assert job["straggler"]["power_limit"] == "lowered"
+    assert (job["straggler"]["power_limit_w"], job["straggler"]["peer_limit_w"]) == (450, 700)
     said = recommended_action(session.state.nodes["gpu0003"], session.state)
     assert said.startswith("it slows job 7 by 12% (rank 19), gpu power-capped by software")
     assert "check gpu5's power limit (nvidia-smi -q -d POWER" in said and "drain" not in said
@@ -1535,11 +1536,33 @@ def test_a_straggler_capped_at_its_peers_power_limit_is_not_told_to_restore_it()
     (job,) = fleet_summary(session.state, session.clock())["jobs"]
     assert job["straggler"]["cause"].endswith("limit 700 W, as its job's other nodes')")
     assert job["straggler"]["power_limit"] == "as_peers"
+    assert (job["straggler"]["power_limit_w"], job["straggler"]["peer_limit_w"]) == (700, 700)
     said = recommended_action(session.state.nodes["gpu0003"], session.state)
     assert "at its peers' limit" in said and "restore" not in said, said
     assert "drain when idle if it persists" in said
     (inc,) = [i for i in incidents(session.state) if i.kind == "job"]
     assert "restore" not in inc.action and inc.action.startswith("gpu0003's capped GPU runs")
+
+
+def test_a_straggler_s_cause_codes_are_as_judged_not_read_back_from_its_words():
+    """A straggler's ``causes`` and ``power_limit`` were found again in its cause's words: G1
+    quotes the agent's GPU reader (its own text, anything), and a reader's error with " + " or
+    a power cap's words in it read as two causes, one "other", and a power limit "unknown" of
+    a node with no GPU power-capped."""
+    from msgspec.structs import replace
+
+    said = "nvidia-smi: GPU power-capped by software + NVML_ERROR_TIMEOUT (driver hung?)"
+
+    def unread(tel):
+        return replace(tel, gpus=[], agent=replace(tel.agent, errors=[said]))
+
+    session = session_with({"gpu0003": unread}, jobs=[_job_with(
+        [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    slow = job["straggler"]
+    assert slow["node"] == "gpu0003" and slow["cause"].endswith(said + ")"), slow["cause"]
+    assert slow["causes"] == ["gpu_fault"]
+    assert (slow["power_limit"], slow["power_limit_w"], slow["peer_limit_w"]) == (None,) * 3
 
 
 def test_the_console_s_own_problems_are_in_status_json():
