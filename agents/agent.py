@@ -334,6 +334,10 @@ class NodeAgent:
         if not self.off_loop:
             return self.telemetry_payload()
         reading, collect_ms = await self._read_off_loop()
+        if reading.inventory_changed:
+            # Sent after this sample (the telemetry loop): a birth naming the old HCA failed
+            # the node, "port missing from telemetry", for as long as the agent ran.
+            self._birth_owed = True
         return self.encoder.encode(self._sample(reading, collect_ms), self.clock())
 
     def _sample(self, reading: Reading, collect_ms: float) -> Telemetry:

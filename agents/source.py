@@ -40,6 +40,9 @@ class Reading:
     host: HostSample = field(default_factory=HostSample)
     job: JobOnNode | None = None
     errors: list[str] = field(default_factory=list)
+    inventory_changed: bool = False
+    """The hardware's names changed since the last inventory (an HCA back under a new name):
+    the agent sends a new birth, whose inventory the console judges the samples against."""
 
 
 @dataclass

@@ -428,7 +428,8 @@ class RealSource:
                 slow: f"{name}: slower than a sample waits: its GPU figures are an earlier "
                       "read's (not hung)"}
         self._changes.update([once[e] if e and e == said else e for e in capped])
-        return Reading(gpus=gpus, ib_ports=ports, host=host, errors=capped)
+        return Reading(gpus=gpus, ib_ports=ports, host=host, errors=capped,
+                       inventory_changed=self.ib is not None and self.ib.renamed)
 
     def take_events(self) -> list[EventDraft]:
         events: list[EventDraft] = []

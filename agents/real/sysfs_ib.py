@@ -376,6 +376,12 @@ class IbReader:
         self.devices: list[IbDeviceRead] = []
         self._memory: dict[str, _PortMemory] = {}
         self._known: dict[str, tuple[str, int]] = {}
+        self._pci: dict[str, str] = {}
+        """Per port ever seen, its HCA's PCI address: a port gone whose HCA is back under
+        another name is that one, renamed (``_renamed``)."""
+        self.renamed = False
+        """A port was found renamed since the last inventory (``scan``): the birth names it
+        by its old name."""
         self._events: list[EventDraft] = []
         self._carrier: dict[str, tuple[int, deque[float]]] = {}
         """Per port: its netdev's last ``carrier_down_count`` and when it grew (one entry per
@@ -387,6 +393,7 @@ class IbReader:
         devices, errors = read_devices(self.root)
         devices = infiniband_only(devices)
         self.devices = devices
+        self.renamed = False
         for d in devices:
             errors.extend(d.errors)
             for p in d.ports:
@@ -437,6 +444,8 @@ class IbReader:
             for p in d.ports:
                 seen.add(p.key)
                 self._known.setdefault(p.key, (p.dev, p.port))
+                if d.pci_addr:
+                    self._pci[p.key] = d.pci_addr
                 errors.extend(p.errors)
                 sample = self._sample(p, now, errors)
                 count = d.carrier_downs.get(p.port)
@@ -445,8 +454,9 @@ class IbReader:
                         sample, carrier_losses_24h=self._carrier_losses(p.key, count, now))
                 if sample is not None:
                     samples.append(sample)
+        renamed = self._renamed(devices, seen, now)
         for key, (dev, port) in sorted(self._known.items()):
-            if key in seen:
+            if key in seen or key in renamed:
                 continue
             # A port that vanished from sysfs (HCA fell off the bus, driver unloaded) is
             # reported with every field absent rather than silently dropped.
@@ -457,6 +467,34 @@ class IbReader:
             self._memory[key] = _PortMemory(now, {}, {}, (None, None))
             samples.append(IbPortSample(dev=dev, port=port))
         return samples, errors
+
+    def _renamed(self, devices: list[IbDeviceRead], seen: set[str], now: float) -> set[str]:
+        """The ports gone whose HCA (its PCI address) is back under another name, forgotten
+        under the old one. An HCA reset (devlink reload, a PCIe reset, a driver rebind)
+        registers its device again, and the kernel may name it anew (``mlx5_3`` back as
+        ``mlx5_8`` where another took the name meanwhile): reported absent under the old name
+        for as long as the agent ran, it failed the node by N7 ("reseat or replace the HCA")
+        with all its ports up (a real-node drill; docs/real-nodes.md)."""
+        by_pci = {(d.pci_addr, p.port): p.key for d in devices if d.pci_addr for p in d.ports}
+        out: set[str] = set()
+        for key, (_dev, port) in list(self._known.items()):
+            new = by_pci.get((self._pci.get(key, ""), port))
+            if key in seen or new is None or new == key:
+                continue
+            out.add(key)
+            self.renamed = True
+            del self._known[key]
+            self._memory.pop(key, None)
+            self._carrier.pop(key, None)
+            self._pci.pop(key, None)
+            self._events.append(EventDraft(
+                kind="ib_port_state",
+                message=f"{key}: back as {new} (the same HCA, {self._pci[new]}, "
+                        "named anew by the kernel: an HCA reset?)",
+                severity=Severity.WARN, component=new,
+                data={"renamed_from": key, "pci_addr": self._pci[new]},
+                ts_ms=int(now * 1000)))
+        return out
 
     def take_events(self) -> list[EventDraft]:
         events, self._events = self._events, []

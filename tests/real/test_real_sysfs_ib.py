@@ -554,3 +554,34 @@ def test_a_port_without_its_counters_directory_says_so(tmp_path):
     samples, errors = reader.read(now=1.0)
     assert samples[0].state == "ACTIVE" and samples[0].symbol_error is None
     assert errors == [f"{pd / 'counters'}: missing"]
+
+
+def test_an_hca_back_under_a_new_name_is_no_port_gone(tmp_path):
+    """An HCA reset registers its device again, and the kernel may name it anew: the port
+    reported absent under the old name for good failed the node by N7 ("reseat or replace the
+    HCA") with every port up (a real-node drill)."""
+    import shutil
+    root = tmp_path / "class" / "infiniband"
+    for i in (3, 4):
+        pci = tmp_path / "devices" / f"010{i}:00:00.0"
+        pci.mkdir(parents=True)
+        make_port(root, dev=f"mlx5_{i}")
+        (root / f"mlx5_{i}" / "device").symlink_to(pci)
+    reader = IbReader(root)
+    reader.inventory()
+    reader.read(now=0.0)
+    shutil.move(root / "mlx5_3", tmp_path / "away")
+    samples, errors = reader.read(now=1.0)
+    assert IbPortSample(dev="mlx5_3", port=1) in samples  # gone, for now
+    reader.take_events()
+    shutil.move(tmp_path / "away", root / "mlx5_8")
+    samples, errors = reader.read(now=2.0)
+    assert sorted(s.dev for s in samples) == ["mlx5_4", "mlx5_8"]
+    assert not any("mlx5_3" in e for e in errors), errors
+    [ev] = reader.take_events()
+    assert ev.component == "mlx5_8:1" and "mlx5_3:1: back as mlx5_8:1" in ev.message
+    assert reader.renamed  # the birth still names mlx5_3: a new one is owed
+    samples, _ = reader.read(now=3.0)
+    assert sorted(s.dev for s in samples) == ["mlx5_4", "mlx5_8"]
+    inv, _ = reader.inventory()
+    assert [p.dev for p in inv] == ["mlx5_4", "mlx5_8"] and not reader.renamed

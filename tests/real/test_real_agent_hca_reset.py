@@ -1,0 +1,61 @@
+"""A real agent process whose HCA resets and comes back under another name, on a real
+Mosquitto: the agent sends a new birth naming the port as it is now.
+
+The kernel names an HCA that registers again (an HCA reset: devlink reload, a PCIe reset,
+a driver rebind) with the lowest free index, so ``mlx5_3`` may come back as ``mlx5_8``. The
+birth still named ``mlx5_3:1``, and the console failed the node for as long as the agent ran:
+N7 ("reseat or replace the HCA") while the agent reported the port absent, then "port missing
+from telemetry" (a real-node drill; docs/real-nodes.md)."""
+
+import asyncio
+import shutil
+import uuid
+from pathlib import Path
+
+import aiomqtt
+
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import Birth
+from fleetdeck.protocol.topics import Kind, topic_for
+from tests.conftest import eventually, spawn, stop_process
+from tests.real.test_real_sysfs_ib import make_port
+from tests.test_agent_lifecycle import CLUSTER
+
+
+async def test_an_hca_back_under_a_new_name_gets_a_new_birth(mosquitto, tmp_path: Path):
+    root = tmp_path / "class" / "infiniband"
+    for i in range(2):
+        pci = tmp_path / "devices" / f"010{i}:00:00.0"
+        pci.mkdir(parents=True)
+        make_port(root, dev=f"mlx5_{i}")
+        (root / f"mlx5_{i}" / "device").symlink_to(pci)
+    births: list[Birth] = []
+
+    async def listen(ready: asyncio.Event) -> None:
+        async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port,
+                                  identifier=f"births-{uuid.uuid4().hex[:6]}",
+                                  protocol=aiomqtt.ProtocolVersion.V311) as c:
+            await c.subscribe(topic_for(CLUSTER, Kind.BIRTH, "gpu0001"), qos=1)
+            ready.set()
+            async for m in c.messages:
+                births.append(codec.decode(Birth, m.payload))
+
+    ready = asyncio.Event()
+    listener = asyncio.create_task(listen(ready))
+    await asyncio.wait_for(ready.wait(), 5)
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                 "gpu0001", "--source", "sysfs", "--sysfs-root", str(root),
+                 "--interval", "0.5", log=tmp_path / "agent.log")
+    try:
+        await eventually(lambda: bool(births), 10, message="a birth")
+        assert [p.dev for p in births[-1].ib_ports] == ["mlx5_0", "mlx5_1"]
+        shutil.move(root / "mlx5_0", tmp_path / "away")
+        await asyncio.sleep(1.5)
+        shutil.move(tmp_path / "away", root / "mlx5_8")
+        await eventually(lambda: [p.dev for p in births[-1].ib_ports] == ["mlx5_1", "mlx5_8"],
+                         10, message="a birth naming mlx5_8")
+    finally:
+        listener.cancel()
+        stop_process(proc)
+    log = (tmp_path / "agent.log").read_text()
+    assert "Traceback" not in log, log
