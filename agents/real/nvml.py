@@ -83,6 +83,11 @@ class NvmlReader:
             if exc.value in (getattr(lib, "NVML_ERROR_LIBRARY_NOT_FOUND", -1),
                              getattr(lib, "NVML_ERROR_DRIVER_NOT_LOADED", -1)):
                 hint = " (is the NVIDIA driver installed and loaded?)"
+            elif exc.value == getattr(lib, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", -1):
+                # NVML's own words ("RM has detected an NVML/RM version mismatch.") do not say
+                # the usual cause, a driver upgraded under a running kernel module.
+                hint = (" (the NVIDIA driver's libraries are not its loaded kernel module's: "
+                        "upgraded without a reboot? reboot the node)")
             raise NvmlUnavailable(f"NVML: init failed: {_text(exc)}{hint}") from None
         self._open = True
 

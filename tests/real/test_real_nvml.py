@@ -34,6 +34,7 @@ def fake_nvml(n_gpus: int = 2, *, init_error: int | None = None, lost: set[int] 
         NVMLError=FakeNvmlError,
         NVML_ERROR_NOT_SUPPORTED=NOT_SUPPORTED, NVML_ERROR_GPU_IS_LOST=GPU_IS_LOST,
         NVML_ERROR_LIBRARY_NOT_FOUND=LIB_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED=9,
+        NVML_ERROR_LIB_RM_VERSION_MISMATCH=18,
         NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2,
         NVML_PERF_POLICY_POWER=0, NVML_PERF_POLICY_THERMAL=1,
         NVML_MEMORY_ERROR_TYPE_CORRECTED=0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
@@ -126,6 +127,14 @@ def test_missing_driver_is_a_one_line_degraded_inventory():
     assert inv.errors == ["NVML: init failed: NVML Shared Library Not Found "
                           "(is the NVIDIA driver installed and loaded?)"]
     assert reader.read() == ([], inv.errors)
+
+
+def test_a_driver_upgraded_without_a_reboot_says_so():
+    """NVML_ERROR_LIB_RM_VERSION_MISMATCH reads 'RM has detected an NVML/RM version
+    mismatch.', which G1 quoted as the node's only word on its 0/8 GPUs (a real-node drill)."""
+    reader = NvmlReader(fake_nvml(init_error=18))
+    [said] = reader.inventory().errors
+    assert said.startswith("NVML: init failed: ") and "reboot the node" in said
 
 
 def test_real_pynvml_without_driver_degrades(monkeypatch):
