@@ -487,19 +487,33 @@ class FileFollower:
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
             return []
+        tail: list[str] = []
         if self._fh is None or st.st_ino != self._ino or st.st_size < self._pos:
             first_open = self._fh is None and self._ino is None
+            if self._fh is not None and st.st_ino != self._ino:
+                # Rotated (renamed, a new file in its place): what was written to the old one
+                # since the last poll is read first. Left unread, an Xid logged in the second
+                # before a rotation was never seen (a real-node drill).
+                tail = self._drain()
+                if self._buf:
+                    tail.append(self._buf.decode(errors="replace"))
+                    self._buf = b""
             self.close()
             try:
                 self._fh = os.open(self.path, os.O_RDONLY)
             except OSError as exc:
                 self.error = f"{self.path}: {exc.strerror or exc}"
-                return []
+                return tail
             self._ino = st.st_ino
             # Start at the end on first open (history was before this agent); a rotated or
             # truncated file is new, read it whole.
             self._pos = st.st_size if first_open and not self.from_start else 0
         self.error = None
+        return tail + self._drain()
+
+    def _drain(self) -> list[str]:
+        """The complete lines of the open file from ``_pos`` to its end."""
+        assert self._fh is not None
         chunks = []
         while True:
             data = os.pread(self._fh, 1 << 16, self._pos)

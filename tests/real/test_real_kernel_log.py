@@ -220,6 +220,26 @@ def test_file_follower_reads_new_lines_and_survives_rotation(tmp_path):
     f.close()
 
 
+def test_lines_written_just_before_a_rotation_are_read(tmp_path):
+    """logrotate renames the file and rsyslog writes to the old one until it reopens: an Xid
+    logged between the last poll and the rotation was left unread in the old file."""
+    log = tmp_path / "syslog"
+    log.write_text("")
+    f = FileFollower(log)
+    assert f.poll() == []
+    xid = ("Aug 17 06:18:01 vm kernel: NVRM: Xid (PCI:0000:2b:00): 79, pid=0, GPU has fallen "
+           "off the bus.")
+    with log.open("a") as fh:
+        fh.write(xid + "\nlast words, cut")
+    log.rename(tmp_path / "syslog.1")
+    log.write_text("after rotation\n")
+    assert f.poll() == [xid, "last words, cut", "after rotation"]
+    with log.open("a") as fh:
+        fh.write("next\n")
+    assert f.poll() == ["next"]
+    f.close()
+
+
 def test_command_follower(tmp_path):
     script = "import sys; print('NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.')"
     f = CommandFollower([sys.executable, "-c", script], restart_s=3600)
