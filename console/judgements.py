@@ -1173,7 +1173,8 @@ docs/domain.md §3 says of bit 0x4, and the chip itself is slower)."""
 LIMIT_AS_PEERS = "as its job's other nodes'"
 """Said in a capped straggler's cause when its limit is its peers': nothing was lowered."""
 LIMIT_LOWER_BY = 0.95
-"""A capped GPU's limit below this share of its peers' highest was lowered."""
+"""A capped GPU's limit at or below this share of its peers' highest was lowered ("lower by
+5 % or more", docs/architecture.md): 665 W of 700 read "as its job's other nodes'"."""
 PowerLimit = Literal["lowered", "as_peers", "unknown"]
 """A capped GPU's limit against its job's other nodes': ``lowered`` (put it back), ``as_peers``
 (nothing to restore) or ``unknown`` (its own or its peers' limit not read)."""
@@ -1197,7 +1198,7 @@ class PowerCap:
     def of(cls, g: GpuSample, peers_w: float | None) -> "PowerCap":
         limit: PowerLimit = "unknown"
         if g.power_limit_w is not None and peers_w is not None:
-            limit = "lowered" if g.power_limit_w < LIMIT_LOWER_BY * peers_w else "as_peers"
+            limit = "lowered" if g.power_limit_w <= LIMIT_LOWER_BY * peers_w else "as_peers"
         return cls(g.index, g.power_limit_w, peers_w, limit, g.sm_clock_mhz,
                    g.sm_clock_max_mhz)
 

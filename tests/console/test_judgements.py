@@ -1579,3 +1579,21 @@ def test_the_console_s_own_problems_are_in_status_json():
     [problem] = _summary(session, url, 1.0)["console_problems"]
     assert problem["what"] == "events" and "no event reached" in problem["text"], problem
     assert isinstance(problem["since"], float)
+
+
+def test_a_gpu_capped_5_percent_below_its_peers_limit_was_lowered():
+    """docs/architecture.md: a limit lower than its peers' by 5 % or more is lowered, to be
+    restored; 665 W of 700 W, exactly 5 %, read ``as_peers`` (the test was ``<``)."""
+    from msgspec.structs import replace
+
+    def capped(tel):
+        gpus = [replace(g, clock_event_reasons=0x4, power_limit_w=665.0)
+                if g.index == 5 else g for g in tel.gpus]
+        return replace(tel, gpus=gpus)
+
+    session = session_with({"gpu0003": capped}, jobs=[_job_with(
+        [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    (job,) = fleet_summary(session.state, session.clock())["jobs"]
+    slow = job["straggler"]
+    assert (slow["power_limit"], slow["power_limit_w"], slow["peer_limit_w"]) == (
+        "lowered", 665, 700), slow
