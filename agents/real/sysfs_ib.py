@@ -398,6 +398,11 @@ class IbReader:
             errors.extend(d.errors)
             for p in d.ports:
                 self._known.setdefault(p.key, (p.dev, p.port))
+                if d.pci_addr:
+                    # Known from the inventory on: an HCA renamed before the agent's first
+                    # read was never found renamed, and its old name stayed absent for good.
+                    # Not overwritten: ``read`` compares it, an HCA now under another's name.
+                    self._pci.setdefault(p.key, d.pci_addr)
         return devices, errors
 
     def inventory(self) -> tuple[list[IbPortInventory], list[str]]:
@@ -445,6 +450,9 @@ class IbReader:
                 seen.add(p.key)
                 self._known.setdefault(p.key, (p.dev, p.port))
                 if d.pci_addr:
+                    was = self._pci.get(p.key)
+                    if was is not None and was != d.pci_addr:
+                        self._other_hca(p.key, was, d.pci_addr, now)
                     self._pci[p.key] = d.pci_addr
                 errors.extend(p.errors)
                 sample = self._sample(p, now, errors)
@@ -495,6 +503,23 @@ class IbReader:
                 data={"renamed_from": key, "pci_addr": self._pci[new]},
                 ts_ms=int(now * 1000)))
         return out
+
+    def _other_hca(self, key: str, was: str, pci: str, now: float) -> None:
+        """``key``'s name now belongs to another HCA (at ``pci``, not ``was``): two HCAs
+        reset at once come back under each other's names (the kernel gives the lowest free
+        index to whichever registers first). Its counters are the other HCA's: differenced
+        against this one's last read, the other's symbol errors read as a burst in one
+        interval; and the birth's netdev and GPU pairing of the name are the other's."""
+        self.renamed = True
+        self._memory.pop(key, None)
+        self._carrier.pop(key, None)
+        self._events.append(EventDraft(
+            kind="ib_port_state",
+            message=f"{key}: now the HCA at {pci}, not {was} (HCAs named anew by the "
+                    "kernel: an HCA reset?)",
+            severity=Severity.WARN, component=key,
+            data={"pci_addr": pci, "was_pci_addr": was},
+            ts_ms=int(now * 1000)))
 
     def take_events(self) -> list[EventDraft]:
         events, self._events = self._events, []

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiomqtt
 
 from fleetdeck.protocol import codec
-from fleetdeck.protocol.messages import Birth
+from fleetdeck.protocol.messages import Birth, Event
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import eventually, spawn, stop_process
 from tests.real.test_real_sysfs_ib import make_port
@@ -54,6 +54,56 @@ async def test_an_hca_back_under_a_new_name_gets_a_new_birth(mosquitto, tmp_path
         shutil.move(tmp_path / "away", root / "mlx5_8")
         await eventually(lambda: [p.dev for p in births[-1].ib_ports] == ["mlx5_1", "mlx5_8"],
                          10, message="a birth naming mlx5_8")
+    finally:
+        listener.cancel()
+        stop_process(proc)
+    log = (tmp_path / "agent.log").read_text()
+    assert "Traceback" not in log, log
+
+
+async def test_two_hcas_back_under_each_others_names_get_a_new_birth(mosquitto, tmp_path: Path):
+    """Two HCAs reset at once come back under each other's names: the birth names the same
+    ports, but each name's netdev and GPU pairing is the other HCA's. A new birth, and an
+    event per port naming its HCA now (a review)."""
+    root = tmp_path / "class" / "infiniband"
+    for i in range(2):
+        pci = tmp_path / "devices" / f"010{i}:00:00.0"
+        pci.mkdir(parents=True)
+        make_port(root, dev=f"mlx5_{i}")
+        (root / f"mlx5_{i}" / "device").symlink_to(pci)
+    births: list[Birth] = []
+    said: list[str] = []
+
+    async def listen(ready: asyncio.Event) -> None:
+        async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port,
+                                  identifier=f"swaps-{uuid.uuid4().hex[:6]}",
+                                  protocol=aiomqtt.ProtocolVersion.V311) as c:
+            await c.subscribe(topic_for(CLUSTER, Kind.BIRTH, "gpu0001"), qos=1)
+            await c.subscribe(topic_for(CLUSTER, Kind.EVENT, "gpu0001"), qos=1)
+            ready.set()
+            async for m in c.messages:
+                if str(m.topic).endswith(topic_for(CLUSTER, Kind.BIRTH, "gpu0001")):
+                    births.append(codec.decode(Birth, m.payload))
+                else:
+                    said.append(codec.decode(Event, m.payload).message)
+
+    ready = asyncio.Event()
+    listener = asyncio.create_task(listen(ready))
+    await asyncio.wait_for(ready.wait(), 5)
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                 "gpu0001", "--source", "sysfs", "--sysfs-root", str(root),
+                 "--interval", "0.5", log=tmp_path / "agent.log")
+    try:
+        await eventually(lambda: bool(births), 10, message="a birth")
+        await asyncio.sleep(1.0)  # a read or two of each under its first name
+        had = len(births)
+        shutil.move(root / "mlx5_0", tmp_path / "away")
+        shutil.move(root / "mlx5_1", root / "mlx5_0")
+        shutil.move(tmp_path / "away", root / "mlx5_1")
+        await eventually(lambda: len(births) > had, 10, message="a new birth")
+        await eventually(lambda: sum("now the HCA at" in m for m in said) == 2, 10,
+                         message=f"an event per port: {said}")
+        assert [p.dev for p in births[-1].ib_ports] == ["mlx5_0", "mlx5_1"]
     finally:
         listener.cancel()
         stop_process(proc)

@@ -585,3 +585,55 @@ def test_an_hca_back_under_a_new_name_is_no_port_gone(tmp_path):
     assert sorted(s.dev for s in samples) == ["mlx5_4", "mlx5_8"]
     inv, _ = reader.inventory()
     assert [p.dev for p in inv] == ["mlx5_4", "mlx5_8"] and not reader.renamed
+
+
+def _two_hcas(tmp_path: Path) -> Path:
+    root = tmp_path / "class" / "infiniband"
+    for i in (3, 4):
+        pci = tmp_path / "devices" / f"010{i}:00:00.0"
+        pci.mkdir(parents=True)
+        make_port(root, dev=f"mlx5_{i}")
+        (root / f"mlx5_{i}" / "device").symlink_to(pci)
+    return root
+
+
+def test_an_hca_renamed_before_the_first_read_is_no_port_gone(tmp_path):
+    """The agent's birth (its inventory) came before its first read, and an HCA reset between
+    them: its PCI address was only learnt by a read, so the old name stayed absent for as long
+    as the agent ran, N7 "reseat or replace the HCA" with every port up (a review)."""
+    root = _two_hcas(tmp_path)
+    reader = IbReader(root)
+    reader.inventory()
+    shutil.move(root / "mlx5_3", root / "mlx5_8")
+    samples, errors = reader.read(now=0.0)
+    assert sorted(s.dev for s in samples) == ["mlx5_4", "mlx5_8"] and errors == []
+    assert reader.renamed
+
+
+def test_two_hcas_back_under_each_others_names_are_no_burst(tmp_path):
+    """Two HCAs reset at once come back under each other's names (the kernel gives the lowest
+    free index to whichever registers first). Each name's counters were the other HCA's: the
+    one with 100 symbol errors made a burst of 100 on the other's name in one interval, and
+    the birth's netdev and GPU pairing of each name were the other's (a review)."""
+    root = _two_hcas(tmp_path)
+    reader = IbReader(root)
+    reader.inventory()
+    write(root / "mlx5_3" / "ports" / "1", symbol_error=100)
+    reader.read(now=0.0)
+    reader.take_events()
+    shutil.move(root / "mlx5_3", tmp_path / "away")
+    shutil.move(root / "mlx5_4", root / "mlx5_3")
+    shutil.move(tmp_path / "away", root / "mlx5_4")
+    samples, errors = reader.read(now=1.0)
+    assert errors == []
+    by_dev = {s.dev: s for s in samples}
+    assert by_dev["mlx5_4"].symbol_error == 100
+    assert not (by_dev["mlx5_4"].d or {}).get("symbol_error"), by_dev["mlx5_4"].d
+    assert reader.renamed  # the birth's names are the same, its HCAs are not
+    events = reader.take_events()
+    assert sorted(e.component for e in events) == ["mlx5_3:1", "mlx5_4:1"]
+    assert "mlx5_4:1: now the HCA at 0103:00:00.0, not 0104:00:00.0" in events[-1].message
+    write(root / "mlx5_4" / "ports" / "1", symbol_error=103)
+    samples, _ = reader.read(now=2.0)
+    assert {s.dev: s for s in samples}["mlx5_4"].d["symbol_error"] == 3
+    assert reader.take_events() == []
