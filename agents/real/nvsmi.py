@@ -488,6 +488,12 @@ class NvsmiReader:
                 self.fields = [f for f in self.fields if f not in bad]
                 continue
             table = parse_csv(out)
+            if proc.returncode != 0 and not any("index" in r for r in table.rows):
+                # Its words in place of the CSV (exit 18, "Failed to initialize NVML:
+                # Driver/library version mismatch" then "NVML library version: 590.48"): read
+                # as a header and a row, they added "nvidia-smi row without an index: None"
+                # beside the exit line that says it all (a real-node drill).
+                table.rows = []
             errors.extend(table.errors if table.rows else table.errors[:1])
             if proc.returncode != 0:
                 # Its own words, not the CSV header it printed before them (a real-node audit:

@@ -244,6 +244,21 @@ def test_timeout_is_an_error():
         "nvidia-smi: no answer within 2 s (driver hung?); asked again every 60 s"]
 
 
+def test_a_version_mismatch_is_one_error_not_a_row_without_an_index():
+    """nvidia-smi exits 18 with two lines of its own in place of the CSV (a driver upgraded
+    without a reboot): they read as a header and a row, and the agent added "nvidia-smi row
+    without an index: None" beside the exit line (a real-node drill)."""
+    said = ("Failed to initialize NVML: Driver/library version mismatch\n"
+            "NVML library version: 590.48\n")
+    reader = NvsmiReader(runner=FakeSmi(said, rc=18))
+    inv = reader.inventory()
+    assert inv.gpus == []
+    assert inv.errors == ["nvidia-smi exited 18: Failed to initialize NVML: Driver/library "
+                          "version mismatch"]
+    samples, errors = reader.read()
+    assert samples == [] and errors == inv.errors
+
+
 def test_a_hung_nvidia_smi_is_not_waited_for_at_every_sample():
     """Each sample waited the whole timeout for a hung nvidia-smi: the agent, sampling every
     2 s, published every 10 s and the console read the node stale, failed, stale… (a
