@@ -1674,6 +1674,13 @@ _RULE_STEPS = {
     "N8": ("find why {c}'s HCA is not enumerated (lspci, dmesg: mlx5, PCIe AER); reboot, and "
            "reseat or replace the HCA if it stays missing"),
 }
+_HCA_GONE_STEPS = {
+    "N7": ("find why the HCAs of {c} left the host (dmesg: mlx5, PCIe AER); reboot, and reseat "
+           "or replace each that stays gone"),
+    "N8": ("find why the HCAs of {c} are not enumerated (lspci, dmesg: mlx5, PCIe AER); reboot, "
+           "and reseat or replace each that stays missing"),
+}
+"""N7's and N8's step for more than one port: one, naming them all (``repair_step``)."""
 _WARN_STEPS = {
     "G3": "reset {c} when convenient ({t})",
     "G6": "reset {c} (a row remap is pending)",
@@ -1801,6 +1808,13 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             # real-node drill: an agent restarted while an HCA was gone).
             step = ("find why an HCA is missing (lspci, dmesg: mlx5, PCIe AER); reboot, and "
                     "reseat or replace it if it stays missing")
+        elif f.rule in _HCA_GONE_STEPS:
+            # One step for every HCA gone: with 4 of 8 gone, "find why mlx5_ib0:1's HCA left
+            # the host …" came once per HCA, and "(+2 more)" hid the rest (a real-node drill).
+            hcas = [g.component for g in own if g.rule == f.rule and port_rule.get(
+                g.component) == f.rule and g.severity is Severity.DRAIN]
+            step = (_RULE_STEPS[f.rule] if len(hcas) < 2
+                    else _HCA_GONE_STEPS[f.rule].format(c=_and(hcas)))
         else:
             step = _RULE_STEPS.get(f.rule, "")
         text = step.format(c=f.component or ("the GPU" if f.rule.startswith("G") else "the link"))

@@ -88,6 +88,38 @@ def test_hcas_gone_on_one_rail_are_each_hosts_fault_not_a_switchs():
     assert out["suspect_switches"] == []
 
 
+def test_four_hcas_gone_are_one_step_naming_them_all():
+    """4 of 8 HCAs gone: the action said "find why mlx5_ibN:1's HCA left the host …" once per
+    HCA, and "(+2 more)" hid two of them (a real-node drill): one step names all four."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.session import ConsoleSession
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+    lost = ("mlx5_ib1", "mlx5_ib3", "mlx5_ib5", "mlx5_ib7")
+
+    def gone(tel):
+        return msgspec.structs.replace(tel, ib_ports=[
+            IbPortSample(dev=p.dev, port=p.port) if p.dev in lost else p
+            for p in tel.ib_ports])
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(4, clock)
+    fleet.birth(session.ingest)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults={"gpu0002": gone})
+        session.tick()
+    state = session.state
+    st = state.nodes["gpu0002"]
+    assert [f.rule for f in st.findings] == ["N7"] * 4
+    action = recommended_action(st, state)
+    assert action.count("left the host") == 1 and "more)" not in action, action
+    assert ("the HCAs of mlx5_ib1:1, mlx5_ib3:1, mlx5_ib5:1 and mlx5_ib7:1 left the host"
+            in action), action
+
+
 def test_nodes_that_say_no_leaf_make_no_suspect_switch():
     """Real agents without --leaf all sat in one "(no leaf)" group: three unrelated ports down
     on rail 5 made a suspect switch "(no leaf)-r5", each node degraded and "do not drain" (a
