@@ -6,11 +6,12 @@ source of each (DCGM health watches, Azure's aznhc ND H100 v5 checks, NVIDIA NVS
 makes it ``degraded``.
 """
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import reduce
+from functools import lru_cache, reduce
 from operator import or_
 from typing import NamedTuple, NoReturn
 
@@ -677,6 +678,82 @@ def reader_error(birth: Birth | None, t: Telemetry) -> str:
     return ""
 
 
+BLIND_RULE = "A1"
+"""What the agent says it cannot read, that a rule needs (docs/architecture.md, "Health
+rules"): its kernel log (G2/G3's XIDs, N5's carrier losses), a port's error counters (N2-N4).
+Without it a node whose agent read nothing of them read plain ``ok`` (a real-node drill)."""
+BLIND_STEP = "fix the agent's access: it is blind to"
+KERNEL_LOG_SAYS = "kernel log: "
+"""How the agent's errors name its kernel log's (agents/real/source.py)."""
+_BLIND_COUNTER_RE = re.compile(
+    r"/infiniband/(?P<dev>[^/\s]+)/ports/(?P<port>\d+)/(?P<dir>counters|hw_counters)"
+    r"(?:/(?P<file>[^/:\s]+))?: (?P<why>.+)$")
+_RULE_COUNTERS = {
+    "counters": frozenset({"symbol_error", "link_error_recovery", "link_downed",
+                           "port_rcv_errors", "local_link_integrity_errors",
+                           "excessive_buffer_overrun_errors"}),
+    "hw_counters": frozenset({"rnr_nak_retry_err"}),
+}
+"""The sysfs files N2-N4 read (agents/real/sysfs_ib.py ``COUNTER_FIELDS``): garbage in another
+(``port_xmit_data``) costs a rate, not a rule."""
+
+
+def _short(text: str, n: int = 160) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def blind_findings(errors: Sequence[str]) -> tuple[Finding, ...]:
+    """A1, from the agent's errors (a sample's ``agent.errors``): what it cannot see, once per
+    thing. ``warn``: the node is not known bad, but it is not known good either. Cached: a node
+    whose agent says the same errors at every sample is read once."""
+    return _blind(errors if type(errors) is tuple else tuple(errors))
+
+
+@lru_cache(maxsize=1024)
+def _blind(errors: tuple[str, ...]) -> tuple[Finding, ...]:
+    out: list[Finding] = []
+    log = next((e for e in errors if e.startswith(KERNEL_LOG_SAYS)), None)
+    if log is not None:
+        out.append(Finding(BLIND_RULE, Severity.WARN, "kernel log",
+                           f"the agent cannot read its kernel log: blind to XIDs on this node "
+                           f"(it says: {_short(log[len(KERNEL_LOG_SAYS):])})"))
+    ports: dict[str, tuple[list[str], str]] = {}
+    for e in errors:
+        m = _BLIND_COUNTER_RE.search(e)
+        if m is None:
+            continue
+        name = m["file"]
+        if name is not None and name not in _RULE_COUNTERS[m["dir"]]:
+            continue
+        if name is None and m["dir"] != "counters":
+            continue  # hw_counters/ is the driver's extra: its rnr_nak_retry_err alone counts
+        port = f"{m['dev']}:{m['port']}"
+        names, why = ports.setdefault(port, ([], m["why"]))
+        names.append(name or "counters/")
+    for port, (names, why) in ports.items():
+        which = ", ".join(dict.fromkeys(names))
+        out.append(Finding(BLIND_RULE, Severity.WARN, port,
+                           f"the agent cannot read {which}: blind to this port's error "
+                           f"counters, N2-N4 (it says: {_short(why, 80)})"))
+    return tuple(out)
+
+
+def blind_step(findings: Sequence[Finding]) -> str:
+    """A1's step: ``fix the agent's access: it is blind to XIDs on this node and to the error
+    counters of mlx5_ib0:1``; '' without A1."""
+    seen = [f.component for f in findings if f.rule == BLIND_RULE]
+    if not seen:
+        return ""
+    what = []
+    if "kernel log" in seen:
+        what.append("XIDs on this node (its kernel log)")
+    ports = [c for c in seen if c != "kernel log"]
+    if ports:
+        names = ports[0] if len(ports) == 1 else f"{', '.join(ports[:-1])} and {ports[-1]}"
+        what.append(f"the error counters of {names} (N2-N4)")
+    return f"{BLIND_STEP} {' and to '.join(what)}"
+
+
 NO_GPU_SOURCE = "sysfs"
 """The birth ``source`` of an agent that reads no GPUs (``agent --source sysfs``)."""
 
@@ -840,6 +917,9 @@ def evaluate(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> list[Findi
         out.extend(_port_findings(p, hist.ports.get(port_key(p)), t.ts, agent_ms,
                                   hist.ib_rate))
     out.extend(hist.shrunk)
+    errors = t.agent.errors
+    if errors:
+        out.extend(blind_findings(errors))
     return out
 
 
@@ -889,6 +969,9 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
     now = t.ts
     gpus = t.gpus
     if len(gpus) < gpus_expected(birth) or hist.shrunk:
+        return False
+    errors = t.agent.errors
+    if errors and blind_findings(errors):  # nearly every sample says none
         return False
     if birth is not None and birth.ib_ports_expected > len(birth.ib_ports):
         return False
@@ -976,7 +1059,12 @@ def still_quiet(t: wire2.Sample) -> bool:
     crossed its threshold: the watched values are as before, and what depends on the clock
     (XID windows, counter windows, "in the last minute") only heals as time passes.
 
-    A sample whose rows are not built (``wire2.Pending``) is checked on its columns."""
+    A sample whose rows are not built (``wire2.Pending``) is checked on its columns. A delta
+    carries its agent's errors where they differ from its keyframe's: one the agent cannot
+    see by (``blind_findings``) is no quiet sample."""
+    errors = t.agent.errors
+    if errors and blind_findings(errors):  # nearly every sample says none
+        return False
     if type(t) is wire2.Pending:
         temps, events = t.gpu_columns("temp_c", "clock_event_reasons")
         if temps and None not in temps and None not in events:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from fleetdeck.console.clock import CLOCK_ACTION, CLOCK_RULE, REFUSES
 from fleetdeck.console.health import (
+    BLIND_RULE,
     FATAL_WINDOW_S,
     GONE_HOT,
     GPU_GONE,
@@ -28,6 +29,7 @@ from fleetdeck.console.health import (
     PortPast,
     Severity,
     Verdict,
+    blind_step,
     port_key,
     port_vanished,
 )
@@ -1960,7 +1962,14 @@ def reconnect_loop(st: NodeState) -> bool:
 def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     """What the on-call should do about a node, in a few words (``status --json``: ``action``).
     ``state``: the fleet, for whether the node slows its job (``slowing``)."""
+    blind = blind_step(st.findings) if st.verdict in (Verdict.DEGRADED, Verdict.FAILED) else ""
+    if blind and {f.rule for f in st.all_findings} == {BLIND_RULE}:
+        # Nothing else found, but only of what it sees: "watch; drain when idle" of a node
+        # whose agent cannot read its kernel log (a real-node drill).
+        return f"{blind}; do not drain for it"
     action = _node_action(st, state)
+    if blind:
+        action += f"; {blind}"
     if recurrence(st) is not None:
         action += f"; {recurrence_text(st)}"
     if (st.verdict in (Verdict.DEGRADED, Verdict.FAILED) and CLOCK_ACTION not in action

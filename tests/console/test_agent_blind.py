@@ -1,0 +1,99 @@
+"""A1: what the agent says it cannot read, that a rule needs (docs/architecture.md, "Health
+rules"). A port whose counters read garbage or EACCES left N2-N4 blind on it, an unreadable
+kernel log left the node blind to XIDs, and both read plain ``ok`` in ``status`` (text and
+``--json``): the agent's errors were quoted only inside G1 (a real-node drill)."""
+
+from pathlib import Path
+
+import msgspec
+
+from fleetdeck.console.health import (
+    NodeHistory,
+    Verdict,
+    blind_findings,
+    combine,
+    evaluate,
+    still_healthy,
+    still_quiet,
+)
+from tests.helpers import FakeNode
+
+PORT = "/sys/class/infiniband/mlx5_ib2/ports/1"
+LOG = "kernel log: /var/log/syslog: Permission denied"
+
+
+def _said(t, *errors: str):
+    return msgspec.structs.replace(t, agent=msgspec.structs.replace(t.agent, errors=errors))
+
+
+def test_what_the_agent_cannot_see_degrades_the_node_and_says_so():
+    node = FakeNode()
+    birth = node.birth()
+    hist = NodeHistory()
+    t = node.telemetry()
+    hist.update(t)
+    assert evaluate(birth, t, hist) == [] and still_healthy(birth, t, hist) and still_quiet(t)
+    t = _said(node.telemetry(), LOG, f"{PORT}/counters/symbol_error: not a counter: ''",
+              f"{PORT}/counters/link_downed: not a counter: 'garbage'",
+              "/sys/class/infiniband/mlx5_ib5/ports/1/counters: Permission denied",
+              # garbage in a counter no rule reads costs a rate, not a rule
+              "/sys/class/infiniband/mlx5_ib6/ports/1/counters/port_xmit_data: not a counter: ''")
+    hist.update(t)
+    assert not still_quiet(t) and not still_healthy(birth, t, hist)
+    found = evaluate(birth, t, hist)
+    assert [(f.rule, f.severity.value, f.component) for f in found] == [
+        ("A1", "warn", "kernel log"), ("A1", "warn", "mlx5_ib2:1"), ("A1", "warn", "mlx5_ib5:1")]
+    assert combine(found) is Verdict.DEGRADED
+    assert "blind to XIDs on this node" in found[0].text and "Permission denied" in found[0].text
+    assert "symbol_error, link_downed: blind to this port's error counters, N2-N4" in found[1].text
+    assert "counters/" in found[2].text and "Permission denied" in found[2].text
+
+
+def test_other_agent_errors_are_not_blindness():
+    t = _said(FakeNode().telemetry(), "host: /proc/meminfo: Permission denied",
+              f"{PORT}/lid: not hex: 'x'", "mlx4_0:1: counter saturated: port_xmit_data …")
+    assert blind_findings(t.agent.errors) == () and still_quiet(t)
+
+
+def test_the_real_readers_errors_are_read(tmp_path: Path):
+    """The words agents/real/sysfs_ib.py writes for a counter file that holds nothing."""
+    from fleetdeck.agents.real.sysfs_ib import read_port
+
+    port = tmp_path / "infiniband" / "mlx5_ib3" / "ports" / "1"
+    (port / "counters").mkdir(parents=True)
+    for name, text in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"),
+                       ("rate", "400 Gb/sec (4X NDR)"), ("link_layer", "InfiniBand")):
+        (port / name).write_text(text + "\n")
+    (port / "counters" / "symbol_error").write_text("")
+    (port / "counters" / "link_downed").write_text("0\n")
+    read = read_port("mlx5_ib3", port)
+    (finding,) = blind_findings(tuple(read.errors))
+    assert finding.component == "mlx5_ib3:1" and "symbol_error" in finding.text
+
+
+def test_status_json_and_the_action_say_it():
+    """One node whose agent cannot read its kernel log: degraded (not ok), its finding in
+    ``status --json`` and an action that says what to do, not "watch; drain when idle"."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.summary import fleet_summary
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(3, clock)
+    fleet.birth(session.ingest)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults={"gpu0002": lambda t: _said(t, LOG)})
+        session.tick()
+    state = session.state
+    st = state.nodes["gpu0002"]
+    assert st.verdict is Verdict.DEGRADED and [f.rule for f in st.findings] == ["A1"]
+    action = recommended_action(st, state)
+    assert action.startswith("fix the agent's access: it is blind to XIDs on this node"), action
+    (row,) = [n for n in fleet_summary(state, clock())["nodes"] if n["id"] == "gpu0002"]
+    assert row["verdict"] == "degraded" and row["action"] == action
+    assert any(f.startswith("A1 kernel log: the agent cannot read its kernel log")
+               for f in row["findings"]), row["findings"]
