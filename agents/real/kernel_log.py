@@ -508,9 +508,12 @@ class FileFollower:
                 # since the last poll is read first. Left unread, an Xid logged in the second
                 # before a rotation was never seen (a real-node drill).
                 tail = self._drain()
-                if self._buf:
-                    tail.append(self._buf.decode(errors="replace"))
-                    self._buf = b""
+            if self._buf:
+                # The old file's cut last line is a line of its own, rotated or truncated in
+                # place (logrotate's copytruncate): kept, it was glued to the new file's first
+                # line ('Xid parnew1') and an Xid line that began the new file was lost.
+                tail.append(self._buf.decode(errors="replace"))
+                self._buf = b""
             self.close()
             try:
                 self._fh = os.open(self.path, os.O_RDONLY)

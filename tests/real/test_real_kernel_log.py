@@ -240,6 +240,32 @@ def test_lines_written_just_before_a_rotation_are_read(tmp_path):
     f.close()
 
 
+def test_a_line_cut_by_copytruncate_is_not_glued_to_the_new_files_first(tmp_path):
+    """logrotate's copytruncate empties the file in place (same inode): the cut last line read
+    before it was kept and glued to the new file's first line ('Xid parnew1'): an Xid line
+    that began the new file lost its stamp to the glue (read as logged now), and a line whose
+    rule needs its start was lost."""
+    log = tmp_path / "syslog"
+    log.write_text("")
+    f = FileFollower(log)
+    assert f.poll() == []
+    with log.open("a") as fh:
+        fh.write("whole " * 100 + "\nXid par")
+    assert f.poll() == ["whole " * 100]
+    ino = log.stat().st_ino
+    xid = ("Aug 17 06:18:01 vm kernel: NVRM: Xid (PCI:0000:2b:00): 79, pid=0, GPU has fallen "
+           "off the bus.")
+    with log.open("r+") as fh:
+        fh.truncate(0)
+    with log.open("a") as fh:
+        fh.write(xid + "\n")
+    assert log.stat().st_ino == ino
+    assert f.poll() == ["Xid par", xid]
+    rec = parse_line(f"Xid par{xid}", time.time())
+    assert isinstance(rec, XidRecord) and rec.ts is None  # what the glue read: no stamp
+    f.close()
+
+
 def test_a_flood_is_read_a_mebibyte_a_poll_and_its_xid_late_not_lost(tmp_path):
     """100,000 lines logged between two samples were read and parsed at once: 2.0 s a sample
     (a real-node drill). A poll reads at most ``max_bytes``; the rest waits for the next
