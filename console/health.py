@@ -685,6 +685,9 @@ Without it a node whose agent read nothing of them read plain ``ok`` (a real-nod
 BLIND_STEP = "fix the agent's access: it is blind to"
 KERNEL_LOG_SAYS = "kernel log: "
 """How the agent's errors name its kernel log's (agents/real/source.py)."""
+KERNEL_LOG_LATE = " MiB unread behind its end "
+"""How a log file's follower says it reads a flood late (agents/real/kernel_log.py,
+``FileFollower``): it skips none, so its XIDs come late, not never; no A1."""
 _BLIND_COUNTER_RE = re.compile(
     r"/infiniband/(?P<dev>[^/\s]+)/ports/(?P<port>\d+)/(?P<dir>counters|hw_counters)"
     r"(?:/(?P<file>[^/:\s]+))?: (?P<why>.+)$")
@@ -712,7 +715,8 @@ def blind_findings(errors: Sequence[str]) -> tuple[Finding, ...]:
 @lru_cache(maxsize=1024)
 def _blind(errors: tuple[str, ...]) -> tuple[Finding, ...]:
     out: list[Finding] = []
-    log = next((e for e in errors if e.startswith(KERNEL_LOG_SAYS)), None)
+    log = next((e for e in errors
+                if e.startswith(KERNEL_LOG_SAYS) and KERNEL_LOG_LATE not in e), None)
     if log is not None:
         out.append(Finding(BLIND_RULE, Severity.WARN, "kernel log",
                            f"the agent cannot read its kernel log: blind to XIDs on this node "

@@ -97,3 +97,25 @@ def test_status_json_and_the_action_say_it():
     assert row["verdict"] == "degraded" and row["action"] == action
     assert any(f.startswith("A1 kernel log: the agent cannot read its kernel log")
                for f in row["findings"]), row["findings"]
+
+
+def test_a_log_read_late_is_not_a_blind_one(tmp_path: Path):
+    """A flood the agent's log follower reads a MiB a sample (agents/real/kernel_log.py) says
+    so in a 'kernel log: …' error too; it skips no line, so its XIDs come late, not never: no
+    A1 "blind to XIDs" (and no degraded node) for it. A log it cannot read beside it still is."""
+    from fleetdeck.agents.real.kernel_log import FileFollower
+
+    log = tmp_path / "syslog"
+    log.write_text("")
+    f = FileFollower(log, max_bytes=1 << 10)
+    assert f.poll() == []
+    with log.open("a") as fh:
+        fh.write("Aug 17 06:18:01 vm kernel: audit: noise\n" * 1000)
+    f.poll()
+    assert f.error is not None
+    late = f"kernel log: {f.error}"
+    f.close()
+    t = _said(FakeNode().telemetry(), late)
+    assert blind_findings(t.agent.errors) == () and still_quiet(t)
+    (finding,) = blind_findings((late, LOG))
+    assert finding.component == "kernel log" and "Permission denied" in finding.text
