@@ -96,6 +96,46 @@ def test_sim_record_and_collect_say_how_start_up_goes(mosquitto, tmp_path):
         stop_process(sim)
 
 
+@pytest.mark.timeout(120)
+def test_collect_waits_for_agents_that_sample_less_often(mosquitto, tmp_path):
+    """Agents on --interval 12 (the shipped unit's is 10, docs/real-nodes.md) send the first
+    sample a new collector can read up to two intervals after it connects: a fixed 10 s
+    catch-up read "caught up, 0 of 2 nodes reporting (2 silent so far)" over a healthy fleet."""
+    url = str(mosquitto.url)
+    sim_log = tmp_path / "sim.log"
+    sim = spawn("sim", "--broker", url, "--cluster", "slow", "--nodes", "2", "--interval", "12",
+                log=sim_log)
+    collect = None
+    try:
+        deadline = time.monotonic() + 30
+        while "all 2 agents connected" not in sim_log.read_text():
+            assert time.monotonic() < deadline, sim_log.read_text()
+            assert sim.poll() is None, sim_log.read_text()
+            time.sleep(0.1)
+        # Past their first samples (a session's first is a keyframe): the collector connects
+        # between two deltas, asks for a keyframe at the next one, and reads it at the one after.
+        time.sleep(13.0)
+        collect = subprocess.Popen(
+            fleetdeck_cmd("collect", "--broker", url, "--cluster", "slow", "--db",
+                          str(tmp_path / "c.db")),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            start_new_session=True)
+        assert collect.stderr is not None
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while not any("caught up" in line for line in seen):
+            assert time.monotonic() < deadline, seen
+            line = collect.stderr.readline()
+            assert line, seen  # collect ended early
+            seen.append(line.rstrip("\n"))
+        assert "collect slow: caught up, 2 of 2 nodes reporting; writing the store" in seen, seen
+    finally:
+        if collect is not None:
+            collect.terminate()
+            collect.communicate(timeout=20)
+        stop_process(sim)
+
+
 def test_progress_goes_to_a_terminal_as_a_bar(tmp_path):
     """Under a pseudo-terminal (script(1)) replay --headless draws a rich bar instead."""
     require_binaries("script")
