@@ -5,6 +5,7 @@ import contextlib
 import json
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,9 +182,23 @@ async def _run_agent(cfg: AgentSettings, url: BrokerURL,
                 if stop.is_set():
                     break
 
+    async def say_connected() -> None:
+        # Once, on stderr (the unit's journal): a healthy agent logged nothing at all, so the
+        # "journalctl -u fleetdeck-agent -f" that ends docs/real-nodes.md's install showed only
+        # systemd's "Started" (a newcomer's production set-up). A reconnect says itself
+        # ("connected to the MQTT broker at … again").
+        _, pending = await asyncio.wait(
+            [asyncio.ensure_future(agent.connected.wait()), asyncio.ensure_future(stop.wait())],
+            return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        if agent.connected.is_set():
+            print(f"fleetdeck agent {node_id}: connected to {url} (cluster {cfg.cluster}), "
+                  f"publishing every {cfg.interval_s:g} s", file=sys.stderr, flush=True)
+
     log.info("agent %s (%s) publishing to %s every %.1f s", node_id, source.name, url,
              cfg.interval_s)
-    helpers = [asyncio.create_task(announce()),
+    helpers = [asyncio.create_task(announce()), asyncio.create_task(say_connected()),
                asyncio.create_task(notifier.watchdog(lambda: agent.last_progress, stop,
                                                      cfg.interval_s))]
     error: BaseException | None = None

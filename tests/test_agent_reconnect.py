@@ -117,3 +117,23 @@ def test_a_keyframe_over_the_brokers_max_packet_size_is_said_as_such(tmp_path):
                 time.sleep(0.2)
         finally:
             stop_process(proc)
+
+
+def test_an_agent_says_once_that_it_connected(mosquitto, tmp_path):
+    """A healthy agent logged nothing, so the ``journalctl -u fleetdeck-agent -f`` that ends
+    docs/real-nodes.md's install showed systemd's "Started" alone (a newcomer's production
+    set-up): it says its first connection once, with the broker (no password) and interval."""
+    log = tmp_path / "agent.log"
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                 NODE, "--interval", "0.5", log=log)
+    said = (f"fleetdeck agent {NODE}: connected to {mosquitto.url} (cluster {CLUSTER}), "
+            "publishing every 0.5 s")
+    try:
+        deadline = time.monotonic() + 20
+        while said not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(2)  # samples go on: nothing more to say
+    finally:
+        stop_process(proc)
+    assert log.read_text(errors="replace").count("connected to") == 1, log.read_text()
