@@ -34,11 +34,15 @@ def sign(cmd: Command, key: bytes) -> Command:
 
 def check(cmd: Command, key: bytes, now_ms: int) -> str:
     """Empty if ``cmd`` is properly signed and timely, else the reason to reject it."""
+    # Each says what the sender must be given: the CLI's "rejected (unsigned command (this
+    # agent requires signed commands))" named no way to sign (a newcomer's production set-up).
     if not cmd.sig:
-        return "unsigned command (this agent requires signed commands)"
+        return ("unsigned command (this agent requires signed commands: give the sender "
+                "--command-key FILE or $FLEETDECK_COMMAND_KEY_FILE, the agents' key)")
     expected = hmac.new(key, canonical(cmd), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected, cmd.sig):
-        return "bad signature (forged, altered, or signed with another key)"
+        return ("bad signature (forged, altered, or signed with another key than the agents' "
+                "--command-key)")
     if cmd.expires_at - cmd.issued_at > MAX_LIFETIME_MS:
         return "command lifetime exceeds 10 minutes"
     if cmd.issued_at > now_ms + MAX_CLOCK_SKEW_MS:

@@ -37,6 +37,10 @@ def test_sign_and_check_round_trip():
     tampered = cmd.model_copy(update={"target": "gpu0002"})
     assert "bad signature" in signing.check(tampered, KEY, now)
     assert "unsigned" in signing.check(drain("b"), KEY, now)
+    # What to do, not only what is wrong: the reason reaches the CLI, the console and the audit.
+    assert "--command-key FILE or $FLEETDECK_COMMAND_KEY_FILE" in signing.check(drain("b"), KEY,
+                                                                               now)
+    assert "the agents' --command-key" in signing.check(cmd, b"x" * 32, now)
     long = signing.sign(drain("c", lifetime_s=3600), KEY)
     assert "lifetime" in signing.check(long, KEY, now)
     future = signing.sign(drain("d", issued_ms=now + 5 * 60_000), KEY)
