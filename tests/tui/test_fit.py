@@ -145,7 +145,20 @@ async def test_long_names_get_room_on_a_wide_screen():
     world.populate()
     enrich(world)
     events = await show(world, (80, 24), "5")
-    assert LONG_KIND[:11] + "…" in events
+    assert LONG_KIND[:12] + "…" in events
+
+
+async def test_every_kind_in_use_is_whole_at_80_columns():
+    """At 80 columns the KIND column cut "ib_port_state" to "ib_port_st…" (docs/protocol.md's
+    longest kind in use), the word a filter of the events view is typed from."""
+    world = World()
+    world.populate()
+    agent = world.fleet.agents["gpu0007"]
+    ev = agent._event(EventDraft("ib_port_state", "mlx5_ib3:1 went DOWN (was ACTIVE)",
+                                 component="mlx5_ib3:1"))
+    world.ingest.handle("fleetdeck/v1/t/node/gpu0007/event", codec.encode(ev), world.clock())
+    events = await show(world, (80, 24), "5")
+    assert " ib_port_state " in line_with(events, "went DOWN"), events
 
 
 async def test_fabric_shows_every_leaf():

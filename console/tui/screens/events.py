@@ -11,9 +11,12 @@ from fleetdeck.console.tui.line_table import Column, LineTable
 from fleetdeck.console.tui.screens.base import FilteredView, filter_said
 from fleetdeck.console.tui.text import Part, fit_parts
 
+KIND_CELLS = len("ib_port_state")
+"""The longest kind the agents and the console send (docs/protocol.md): at 80 columns the
+KIND column cut it to "ib_port_st…", the kind a filter is typed from."""
 EVENT_COLUMNS = [
     Column("TIME", "ts", 8), Column("SOURCE", "source", 10, grow=24),
-    Column("KIND", "kind", 12, grow=32), Column("SEV", "severity", 5),
+    Column("KIND", "kind", KIND_CELLS, grow=32), Column("SEV", "severity", 5),
     Column("MESSAGE", "text", 0, min=30),
 ]
 SEV_STYLE = {"error": "error", "warn": "warn", "done": "done", "info": "text"}
