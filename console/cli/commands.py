@@ -664,8 +664,10 @@ class CommandRun:
             self._retire_record(targets, reason, "failed", why)
             self.say(f"retire {text}: {why}")
             return EXIT_REJECTED
-        for node in targets:
-            self.say(f"{node} retired {by}")
+        # As drain's and resume's progress (PROGRESS_GROUP_OVER): `retire 'gpu[0001-0512]'`
+        # said 512 lines, one a node, before the sentence that says they are gone.
+        for group in ([text] if len(targets) > PROGRESS_GROUP_OVER else targets):
+            self.say(f"{group} retired {by}")
         self._retire_record(targets, reason, "done", f"{text} retired {by}")
         if left:
             # Cleared, but heard again: an agent still running published its birth anew.

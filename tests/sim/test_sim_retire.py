@@ -74,3 +74,28 @@ def test_retire_clears_the_nodes_a_smaller_simulator_left_behind(mosquitto, tmp_
         ("retire", "refused", "gpu[0002-0003]"), ("retire", "refused", "gpu[0003-"),
         ("retire", "done", "gpu[0003-0004]")]
     assert records[-1]["detail"] == "gpu[0003-0004] retired by alice: decommissioned"
+
+
+def test_retire_of_many_nodes_says_them_by_hostlist_not_a_line_a_node(mosquitto, tmp_path):
+    """`retire 'gpu[0001-0512]'` printed a line a node, 512 before its summary, where drain
+    and resume of as many say a hostlist (above PROGRESS_GROUP_OVER targets)."""
+    url, cluster = str(mosquitto.url), "rtm"
+    sim = spawn("sim", "--broker", url, "--cluster", cluster, "--nodes", "12", "--jobs", "0",
+                log=tmp_path / "sim.log")
+    try:
+        deadline = time.monotonic() + 30
+        while len(nodes_seen(url, cluster)) < 12:
+            assert time.monotonic() < deadline
+    finally:
+        os.kill(sim.pid, signal.SIGKILL)  # the broker publishes their wills
+        sim.wait()
+    deadline = time.monotonic() + 30
+    while set((seen := nodes_seen(url, cluster)).values()) != {"offline"}:
+        assert time.monotonic() < deadline, seen
+    done = run_cli("retire", "gpu[0001-0012]", "--operator", "alice", "--broker", url,
+                   "--cluster", cluster, "--audit-log", str(tmp_path / "audit.jsonl"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "gpu[0001-0012] retired by alice" in lines, done.stdout
+    assert not any(line.startswith("gpu0001 ") for line in lines), done.stdout
+    assert len(lines) <= 3 and "holds no birth, status or digest of them" in lines[-1], lines
