@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from fleetdeck.console.eventlog import EventLine
-from fleetdeck.console.health import Verdict, reason_line
+from fleetdeck.console.health import Finding, Verdict, reason_line
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     RECOVERED,
@@ -452,8 +452,7 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     first = _since(members[0])
     found = [shown_findings(st) for st in members]
     heads = [f[0] for f in found if f]
-    if heads and len(heads) == len(members) and len(
-            {tuple((x.rule, x.component, _gist(x.text)) for x in f) for f in found}) == 1:
+    if heads and len(heads) == len(members) and len({_alike(f) for f in found}) == 1:
         # The same fault on each: said once, in the first node's words. Only when every
         # finding is on the same GPU or port of each: the same rules elsewhere ("N1
         # mlx5_ib1:1" said of a node whose mlx5_ib3 is down, a fault audit), or the same
@@ -465,8 +464,7 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
         what = (f"the same on each, {reason_line(heads[0])}"
                 + (f" (+{more} more)" if more else ""))
     else:
-        what = "; ".join(f"{st.node_id}: {reason_line(f[0])}"
-                         for st, f in zip(members, found, strict=True) if f)
+        what = _alike_parts(members, found)
     job = state.jobs.get(jid)
     holds = job is not None and job.state.value in HOLDING_NODES and any(
         n in state.job_nodes(job) for n in names)
@@ -513,6 +511,37 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     return Incident(key, "job", "error", title, first, names, action,
                     [jid, *others], sum(len(f) for f in found), job_left=not holds,
                     unseen=unseen, view_action=view_action)
+
+
+TITLE_PARTS = 3
+"""Groups of alike nodes a job incident's title names before it counts the rest."""
+
+
+def _alike_parts(members: list[NodeState], found: list[list[Finding]]) -> str:
+    """The nodes' findings, the nodes alike (``_alike``) as one hostlist in the first one's
+    words: 2 of 3 failed nodes alike read each node's line in full, and 64 nodes of which
+    one differed made a title of 64 lines' worth. The TITLE_PARTS largest groups, then how
+    many nodes more (each of their own findings is in the node table)."""
+    groups: dict[tuple[tuple[str, str, str], ...], list[int]] = {}
+    for i, f in enumerate(found):
+        if f:
+            groups.setdefault(_alike(f), []).append(i)
+    # The largest first, so a fault of 60 nodes is never among those counted.
+    ordered = sorted(groups.values(), key=len, reverse=True)
+    parts = []
+    for idx in ordered:
+        head = reason_line(found[idx[0]][0])
+        parts.append(f"{compress([members[i].node_id for i in idx])}: {head}")
+    if len(parts) > TITLE_PARTS:
+        rest = sum(len(idx) for idx in ordered[TITLE_PARTS:])
+        plural = "s" if rest > 1 else ""
+        parts[TITLE_PARTS:] = [f"{rest} more node{plural}, each as its own finding says"]
+    return "; ".join(parts)
+
+
+def _alike(found: list[Finding]) -> tuple[tuple[str, str, str], ...]:
+    """What two nodes share when their findings are one fault: rule, part and words."""
+    return tuple((x.rule, x.component, _gist(x.text)) for x in found)
 
 
 _FIGURES = re.compile(r"(XID \d+)|\d+(?:\.\d+)?")

@@ -960,3 +960,32 @@ def test_a_failed_node_under_a_running_job_leads_the_top_problems_as_its_inciden
     assert order == ["gpu0006", "gpu0001"], order
     problems, _ = top_problems(session.state)
     assert [p.node for p in problems] == order, problems
+
+
+def test_nodes_of_one_job_alike_but_one_are_said_once_by_hostlist():
+    """2 of 3 failed nodes alike, the third on another GPU: the title named every node with
+    its finding ("gpu0001: G1 gpu0: …; gpu0002: G1 gpu0: …; gpu0004: G1 gpu5: …"), and 64
+    nodes of which one differed made a title of 64 findings: the alike ones are one hostlist."""
+    struck = ["gpu0001", "gpu0002", "gpu0004"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"], gpus=[0, 0, 5])
+    (inc,) = incidents(session.state, session.log.lines())
+    assert "the same on each" not in inc.title, inc.title
+    assert ("(gpu[0001-0002,0004]): gpu[0001-0002]: G1 gpu0: 7/8 GPUs visible; gpu0004: G1 "
+            "gpu5: 7/8 GPUs visible; job 4104") in inc.title, inc.title
+
+
+def test_a_job_incident_of_many_unlike_nodes_names_a_few_and_counts_the_rest():
+    """Nodes each failed on a GPU of its own: the title names TITLE_PARTS of them, then how
+    many more; each node's finding is in the node table."""
+    from fleetdeck.console.incidents import TITLE_PARTS
+
+    struck = ["gpu0001", "gpu0002", "gpu0004", "gpu0005", "gpu0006"]
+    session = _lost_in_job(None, struck, ["gpu0001", "gpu0002", "gpu0003", "gpu0004",
+                                          "gpu0005", "gpu0006"],
+                           ["gpu0003", "gpu0009", "gpu0010", "gpu0011"], gpus=[0, 1, 2, 3, 4])
+    (inc,) = incidents(session.state, session.log.lines())
+    assert TITLE_PARTS == 3
+    assert ("gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu1: 7/8 GPUs visible; gpu0004: "
+            "G1 gpu2: 7/8 GPUs visible; 2 more nodes, each as its own finding says; "
+            "job 4104") in inc.title, inc.title
