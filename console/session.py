@@ -98,6 +98,7 @@ from fleetdeck.console.state import Transition as VerdictChange
 from fleetdeck.console.store import (
     CONSOLE_SOURCE,
     DEFAULT_RETENTION_DAYS,
+    RESTORED_TABLES,
     Store,
     TickRows,
     WriterLock,
@@ -833,6 +834,8 @@ class ConsoleSession:
             self._check_writer(self.clock(), force=True)
         watched = await store.watched()
         restored = await store.restore(self.state, now=self.clock())
+        if store.missing & RESTORED_TABLES.keys():
+            self.note(store.missing_said(), severity="warn", kind="store")
         runs: dict[str, JobStatus] = {}
         for run, job_state, requeues, nodes in await store.job_runs():
             self.interruptions.recall(run, job_state, requeues, nodes)

@@ -103,6 +103,12 @@ CREATE TABLE IF NOT EXISTS cleared_faults (
 """
 
 STORE_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+RESTORED_TABLES = {
+    "left_jobs": "the job each node last left (a failed job's nodes requeued elsewhere)",
+    "inventories": "what each node's GPUs and ports were (a GPU lost before the restart)",
+    "cleared_faults": "each node's last cleared fault (a repair that did not hold)"}
+"""Tables newer schemas added that ``restore`` reads, and what a console lacks without each
+(schema 3, 5, 6)."""
 
 
 def _upsert(table: str, key: str, means: tuple[str, ...], maxes: tuple[str, ...],
@@ -472,6 +478,11 @@ class Store:
         self.restore_skipped: dict[str, int] = {}
         """Rows the last ``restore`` skipped as unreadable, by table (a store written by an
         older version, damaged or edited by hand): logged once, never put into the state."""
+        self.missing: frozenset[str] = frozenset()
+        """Tables a newer schema added that this store lacks: an older store this user may not
+        write (``_make_tables``), read as it is; ``restore`` reads around them."""
+        self.schema: str | None = None
+        """The store's ``schema_version`` as it was opened (None: a store before it had one)."""
         self._seen = "seen"
         """How ``transitions.seen`` is read: NULL in an older store opened read-only
         (``_migrate``)."""
@@ -537,6 +548,7 @@ class Store:
             # drill; its writes are held and retried instead, docs/architecture.md).
             async with db.execute("SELECT value FROM meta WHERE key = 'schema_version'") as cur:
                 row = await cur.fetchone()
+            schema = None if row is None else str(row[0])
             if current and (row is None or str(row[0]) != str(SCHEMA_VERSION)):
                 await db.execute("INSERT INTO meta VALUES ('schema_version', ?1) "
                                  "ON CONFLICT (key) DO UPDATE SET value = ?1",
@@ -558,6 +570,7 @@ class Store:
             raise StoreError(_unusable(path, err)) from None
         store = cls(db, path, retention_days)
         store.cluster = held
+        store.schema = str(SCHEMA_VERSION) if current else schema
         with contextlib.suppress(OSError):
             fd = os.open(path, os.O_RDONLY)
             st = os.fstat(fd)
@@ -566,6 +579,8 @@ class Store:
             async with db.execute("PRAGMA table_info(transitions)") as cur:
                 if not any(r[1] == "seen" for r in await cur.fetchall()):
                     store._seen = "NULL AS seen"
+            async with db.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur:
+                store.missing = STORE_TABLES - {str(r[0]) for r in await cur.fetchall()}
         return store
 
     @staticmethod
@@ -1063,14 +1078,19 @@ class Store:
         # on as ``Digest.struck_job``, which consoles decode strictly as a protocol ``Id``: one
         # that is not had that node's every digest refused, and a time that is not a number
         # stopped the console from starting (a review).
-        async with self.db.execute("SELECT node, job_id, ts FROM left_jobs") as cur:
-            for node, job_id, ts in await cur.fetchall():
-                left_at = _finite(ts)
-                if (isinstance(node, str) and isinstance(job_id, str) and is_valid_id(node)
-                        and is_valid_id(job_id) and left_at is not None):
-                    state.recall_left_job(node, job_id, left_at)
-                else:
-                    skipped["left_jobs"] = skipped.get("left_jobs", 0) + 1
+        if self.missing & RESTORED_TABLES.keys():
+            # A console on another user's store of schema 2 (no left_jobs) failed to start,
+            # "no such table": what the store has is restored, what it lacks said once.
+            log.warning("%s", self.missing_said())
+        left_jobs = [] if "left_jobs" in self.missing else await self._all(
+            "SELECT node, job_id, ts FROM left_jobs")
+        for node, job_id, ts in left_jobs:
+            left_at = _finite(ts)
+            if (isinstance(node, str) and isinstance(job_id, str) and is_valid_id(node)
+                    and is_valid_id(job_id) and left_at is not None):
+                state.recall_left_job(node, job_id, left_at)
+            else:
+                skipped["left_jobs"] = skipped.get("left_jobs", 0) + 1
         await self._recall_cleared(state, skipped)
         if skipped:
             log.warning("history store %s: unreadable rows skipped on restore: %s", self.path,
@@ -1084,15 +1104,26 @@ class Store:
         return restored
 
 
+    def missing_said(self) -> str:
+        """The one sentence of what ``restore`` cannot put back of an older, read-only store."""
+        lacks = sorted(self.missing & RESTORED_TABLES.keys())
+        what = ", nor ".join(RESTORED_TABLES[t] for t in lacks)
+        tables = f"{', '.join(lacks)} table{'s' if len(lacks) > 1 else ''}"
+        return (f"history store {self.path.name} (schema {self.schema or 'unknown'}, read-only "
+                f"to this user) has no {tables}: its events and verdicts are restored, not "
+                f"{what}")
+
+    async def _all(self, sql: str) -> list[Any]:
+        async with self.db.execute(sql) as cur:
+            return list(await cur.fetchall())
+
     async def _recall_cleared(self, state: FleetState, skipped: dict[str, int]) -> None:
         """Each node's last clearing of a failure (``NodeState.cleared``): without it, a fault
         that cleared before a console or collector restart and came back after it read as a
         first failure, and asked for the repair that had not held (a review)."""
-        try:
-            async with self.db.execute("SELECT node, ts, parts FROM cleared_faults") as cur:
-                rows = await cur.fetchall()
-        except sqlite3.Error:
-            return  # an older store opened read-only has no such table
+        if "cleared_faults" in self.missing:
+            return
+        rows = await self._all("SELECT node, ts, parts FROM cleared_faults")
         for node, ts, parts in rows:
             at = _finite(ts)
             try:
@@ -1112,12 +1143,9 @@ class Store:
         came back with 7 of its 8 GPUs heard only the retained birth of 7, and read it ok
         (G14; N8 for IB ports). Not those from before the node's retirement: one born again
         under the name is a new node (docs/protocol.md, "Retiring a node")."""
-        try:
-            async with self.db.execute(
-                    "SELECT node, inventory, ts FROM inventories ORDER BY ts") as cur:
-                rows = await cur.fetchall()
-        except sqlite3.Error:
-            return  # an older store opened read-only has no such table
+        if "inventories" in self.missing:
+            return
+        rows = await self._all("SELECT node, inventory, ts FROM inventories ORDER BY ts")
         unknown: dict[str, KnownInventory] = {}
         for node, text, ts in rows:
             if (not isinstance(node, str)
