@@ -249,9 +249,13 @@ class NodeAgent:
         )
 
     def status(self, online: bool = True, stopped: bool = False) -> Status:
+        drain = self.drain
+        if self.state.save_error:
+            # Every status while the state is unsaved (its will too): what a restart forgets.
+            drain = drain.model_copy(update={"unsaved": self.state.save_error[-1024:]})
         return Status(
             node=self.node_id, online=online, bdSeq=self.bd_seq, ts=now_ms(self.clock),
-            drain=self.drain, stopped=stopped,
+            drain=drain, stopped=stopped,
         )
 
     def telemetry(self) -> Telemetry:

@@ -71,7 +71,7 @@ def _finding(f: Finding) -> fast.DigestFinding:
 
 def _drain(d: DrainInfo) -> fast.DigestDrain:
     return fast.DigestDrain(state=d.state.value, reason=d.reason, requested_by=d.requested_by,
-                            since_ts=d.since_ts, cmd_id=d.cmd_id)
+                            since_ts=d.since_ts, cmd_id=d.cmd_id, unsaved=d.unsaved)
 
 
 _DIGEST_GPU = ("index", "present", "util_pct", "temp_c", "power_w")
@@ -334,7 +334,8 @@ def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None
         dd = d.drain
         st.drain = DrainInfo.model_construct(state=DrainState(dd.state), reason=dd.reason,
                                              requested_by=dd.requested_by,
-                                             since_ts=dd.since_ts, cmd_id=dd.cmd_id)
+                                             since_ts=dd.since_ts, cmd_id=dd.cmd_id,
+                                             unsaved=dd.unsaved)
     st.seq_gaps = d.seq_gaps
     st.last_rx = None if d.last_seen_s is None else d.ts / 1000 - d.last_seen_s
     if old is None or old.findings != d.findings:

@@ -56,7 +56,7 @@ from fleetdeck.console.state import FAILING_STATES, HOLDING_NODES, FleetState, N
 from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
 from fleetdeck.protocol import wire2
 from fleetdeck.protocol.fast import IbPortSample
-from fleetdeck.protocol.messages import DrainInfo, DrainState, JobStatus
+from fleetdeck.protocol.messages import NOT_SAVED, DrainInfo, DrainState, JobStatus
 
 # --- fleet revision -----------------------------------------------------------------------------
 
@@ -98,6 +98,14 @@ def slurm_state(st: NodeState) -> str:
     else:
         base = "alloc" if st.job_stepping else "idle"
     return base + ("*" if silent else "")
+
+
+def drain_unsaved(d: DrainInfo) -> str:
+    """What an operator reads of a drain (or resume) the agent could not save ('' when it
+    did): its acks said so to the console that sent it alone (docs/reliability.md)."""
+    if not d.unsaved:
+        return ""
+    return f"{d.state.value} {NOT_SAVED} ({d.unsaved}): an agent restart forgets it"
 
 
 def drain_reason(d: DrainInfo) -> str:

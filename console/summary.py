@@ -28,7 +28,7 @@ from fleetdeck.console.judgements import (
     suspect_switches,
 )
 from fleetdeck.console.recording import JudgedNode
-from fleetdeck.console.rows import health_order, slurm_state
+from fleetdeck.console.rows import drain_unsaved, health_order, slurm_state
 from fleetdeck.console.state import WAITING, FleetState, NodeState
 from fleetdeck.protocol.messages import JobStatus
 
@@ -49,6 +49,8 @@ def node_summary(st: NodeState, now: float, state: FleetState | None = None) -> 
         "drain": st.drain.state.value,
         "drain_reason": st.drain.reason,
         "drain_by": st.drain.requested_by,
+        # The agent's words where it could not save its drain state: a restart forgets it.
+        "drain_unsaved": drain_unsaved(st.drain) or None,
         "gpus": st.gpus_present,
         "gpus_expected": st.gpus_expected,
         "ib_ports": st.ib_ports,

@@ -679,6 +679,44 @@ async def test_a_drain_the_agent_cannot_save_is_said_not_saved_to_its_operator(
             proc.wait(10)
 
 
+async def test_a_drain_the_agent_cannot_save_is_said_to_every_reader_of_its_status(
+        mosquitto, tmp_path):
+    """The drain above told "not saved" to the console that sent it alone: `status` (table and
+    --json), another console and a restarted one read the drain as kept, though the agent's
+    next restart forgets it. Its retained status carries it now (``DrainInfo.unsaved``)."""
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            state_file = tmp_path / "state" / "state-gpu0001.json"
+            state_file.unlink()
+            (state_file / "full").mkdir(parents=True)
+            done = await asyncio.to_thread(
+                run_cli, "drain", NODE, "--reason", "disk full drill", "--broker", str(url),
+                "--cluster", CLUSTER, "--operator", "alice", "--audit-log",
+                str(tmp_path / "audit.jsonl"), "--timeout", "10")
+            assert done.returncode == 0, done.stdout + done.stderr
+            last = tap.statuses(NODE)[-1]
+            assert last.drain.state is DrainState.DRAINED
+            assert last.drain.unsaved.endswith("state-gpu0001.json: Is a directory"), last
+            res = await asyncio.to_thread(run_cli, "status", "--json", "--broker", str(url),
+                                          "--cluster", CLUSTER)
+            (node,) = json.loads(res.stdout)["nodes"]
+            assert node["drain"] == "drained", node
+            assert node["drain_unsaved"].startswith("drained not saved on the node ("), node
+            assert node["drain_unsaved"].endswith(": an agent restart forgets it"), node
+            table = await asyncio.to_thread(run_cli, "status", "--broker", str(url),
+                                            "--cluster", CLUSTER)
+            said = " ".join(table.stdout.split())
+            assert f"drains not kept on their nodes (1): {NODE}: drained not saved on the node (" \
+                in said, table.stdout
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
 def test_the_not_saved_clause_of_a_long_state_path_fits_an_acks_reason(tmp_path):
     """An ack's reason is at most 2,048 characters (protocol Text) and a state path may be
     longer: the clause naming it whole made the agent's ack invalid (166edee keeps its last

@@ -271,6 +271,20 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  … {len(held) - INCIDENTS_SHOWN} more (status --json has them all)")
 
 
+def render_unsaved_drains(nodes: list[dict[str, Any]], console: Console) -> None:
+    """Drains (and resumes) their agents could not save (``drain_unsaved``): the acks told the
+    console that sent them alone, and this table read such a node "drain" as any other, though
+    its agent's next restart forgets it (docs/reliability.md, "not saved")."""
+    unsaved = [n for n in nodes if n.get("drain_unsaved")]
+    if not unsaved:
+        return
+    console.print(f"[b]drains not kept on their nodes[/] ({len(unsaved)}):")
+    for n in unsaved[:INCIDENTS_SHOWN]:
+        console.print(_hanging(f"  [red]{escape(n['id'])}[/]:", escape(n["drain_unsaved"])))
+    if len(unsaved) > INCIDENTS_SHOWN:
+        console.print(f"  … {len(unsaved) - INCIDENTS_SHOWN} more (status --json has them all)")
+
+
 def _hanging(head: str, text: str) -> Table:
     """``head text`` as one row of a grid of its own, so a line the terminal wraps goes on
     under its text, not at the left edge ("clock throttled (sw thermal, hw thermal))" began a
@@ -374,6 +388,7 @@ def render_summary(summary: dict[str, Any], console: Console, every_node: bool =
         console.print(f"[yellow]this console's clock:[/] {escape(off)}")
     render_incidents(summary.get("incidents", []), console)
     render_held_up_jobs(summary.get("jobs", []), console)
+    render_unsaved_drains(summary["nodes"], console)
     table = Table(box=None, pad_edge=False)
     for col in ("NODE", "VERDICT", "STATE", "GPUS", "IB UP", "JOB", "REASONS"):
         table.add_column(col)

@@ -389,6 +389,7 @@ class DigestDrain(_Struct, frozen=True):
     requested_by: ShortText = ""
     since_ts: TsMs | None = None
     cmd_id: ShortText = ""
+    unsaved: Text = ""  # messages.DrainInfo.unsaved
 
 
 _DRAIN0 = DigestDrain()

@@ -122,6 +122,11 @@ class DrainInfo(_Msg):
     requested_by: ShortText = ""
     since_ts: TsMs | None = None
     cmd_id: ShortText = ""
+    unsaved: Text = ""
+    """Why the agent could not save this drain state ('' when it could, or an older agent):
+    its --state-dir full or unwritable, so an agent restart forgets it (docs/reliability.md,
+    "not saved"). In the retained status, not the acks alone: only the console that sent the
+    drain heard it, and `status`, other consoles and a restarted one read the drain as kept."""
 
 
 class Status(_Versioned):

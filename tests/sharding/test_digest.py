@@ -175,6 +175,10 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
         cases += [_digest_json(ports=[{**past, field: v}]) for v in values]
     cases += [_digest_json(shift_ms=v) for v in (0, -90_000, 2**53, -2**53, 2**53 + 1,
                                                  -2**53 - 1, 2**64, None, True, 1.5, "5")]
+    # A drain the agent could not save (DrainInfo.unsaved): text bounds, types, null.
+    cases += [_digest_json(drain={"state": "drained", "reason": "r", "unsaved": v})
+              for v in ("", "/var/lib/fleetdeck/state.json: No space left on device",
+                        "x" * 2048, "x" * 2049, None, 1, True, ["x"])]
     for payload in cases:
         try:
             ref = codec.decode(Digest, payload)
@@ -185,9 +189,10 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
             continue
         fast_d = codec.decode_digest(payload)
         assert (fast_d.node, fast_d.by, fast_d.verdict, fast_d.drain.state, fast_d.drain.reason,
-                [(g.index, g.util_pct) for g in fast_d.gpus], fast_d.shift_ms) == (
+                fast_d.drain.unsaved, [(g.index, g.util_pct) for g in fast_d.gpus],
+                fast_d.shift_ms) == (
             ref.node, ref.by, ref.verdict, ref.drain.state.value, ref.drain.reason,
-            [(g.index, g.util_pct) for g in ref.gpus], ref.shift_ms), payload
+            ref.drain.unsaved, [(g.index, g.util_pct) for g in ref.gpus], ref.shift_ms), payload
         assert [{f: getattr(p, f) for f in p.__struct_fields__} for p in fast_d.ports] == [
             p.model_dump() for p in ref.ports], payload
 
@@ -899,3 +904,22 @@ def test_a_digest_console_counts_a_digests_silence_only_up_to_the_brokers_last_w
     dig.broker_word_at = node.now + DIGEST_STALE_S + 1  # it talks again: the node is silent
     dig.judge(node.now + DIGEST_STALE_S + 2)
     assert dig.nodes["gpu0001"].verdict is Verdict.STALE
+
+
+def test_a_drain_its_agent_could_not_save_reaches_a_digest_console():
+    """A collector's digest carried the drain without ``unsaved``: a console on digests read
+    a drain the agent's next restart forgets as kept (docs/reliability.md, "not saved")."""
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    node = FakeNode()
+    raw = raw_state(node, fault=False)
+    st = raw.nodes["gpu0001"]
+    st.drain = DrainInfo(state=DrainState.DRAINED, reason="psu", requested_by="alice",
+                         unsaved="/var/lib/fleetdeck/state-gpu0001.json: No space left on device")
+    payload = codec.encode(make_digest(st, "shard-1", node.now))
+    _, dig = digest_state(node.cluster, payload, node.now + 0.1)
+    assert node_summary(dig.nodes["gpu0001"], node.now)["drain_unsaved"] == (
+        "drained not saved on the node (/var/lib/fleetdeck/state-gpu0001.json: No space left "
+        "on device): an agent restart forgets it")
+    assert node_summary(raw_state(FakeNode(), fault=False).nodes["gpu0001"],
+                        node.now)["drain_unsaved"] is None

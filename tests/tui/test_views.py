@@ -279,6 +279,29 @@ async def test_node_detail_drain_reason(world):
         assert "Reason=bad PSU [bob@2026-01-01T00:00:00]" in text_of(world.app)
 
 
+async def test_node_detail_says_a_drain_its_agent_could_not_save(world):
+    """Its agent's --state-dir full: the drain's acks told the console that sent it, and the
+    node's detail in any other console read the drain as kept (docs/reliability.md)."""
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.messages import DrainState
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import CLUSTER
+
+    world.fleet.status(world.ingest, "gpu0005", DrainState.DRAINED, "bad PSU", "bob")
+    a = world.fleet.agents["gpu0005"]
+    a.drain = a.drain.model_copy(update={"unsaved": "/var/lib/fleetdeck/x.json: No space"})
+    world.ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0005"), codec.encode(a.status()),
+                        world.clock())
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.open_node("gpu0005")
+        await pilot.pause()
+        world.tick()
+        await pilot.pause()
+        assert ("drained not saved on the node (/var/lib/fleetdeck/x.json: No space): an "
+                "agent restart forgets it") in text_of(world.app)
+
+
 async def test_fabric_groups_by_leaf_with_hint(world):
     async with world.app.run_test(size=SIZE) as pilot:
         await pilot.press("4")

@@ -22,6 +22,7 @@ from fleetdeck.console.recent import sparkline
 from fleetdeck.console.rows import (
     IB_UNIT,
     drain_reason,
+    drain_unsaved,
     gpu_less,
     ib_rate_text,
     ib_throughput_text,
@@ -213,6 +214,9 @@ class NodeDetailScreen(FleetView):
         if reason:
             t.append(f"\n{st.drain.state.value.upper()} ", "bold yellow")
             t.append(reason)
+        unsaved = drain_unsaved(st.drain)
+        if unsaved:
+            t.append(f"\n{unsaved}", "bold red")
         if st.all_findings:
             t.append("\nfindings: ", "bold")
             for i, f in enumerate(findings_worst_first(st)):  # as its row and status list them
