@@ -38,6 +38,7 @@ from fleetdeck.errors import UserError
 from fleetdeck.protocol import wire2
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.topics import (
+    NODE_KINDS,
     ROOT,
     Kind,
     TopicError,
@@ -276,7 +277,8 @@ async def _say_nothing_heard(url: BrokerURL, cluster: str, stats: RecordStats,
         f"({hint}); recording on.")
 
 
-def seek_target(arg: str, start: float, heading: float, end: float | None = None) -> float:
+def seek_target(arg: str, start: float, heading: float, end: float | None = None, *,
+                nodes: bool = False) -> float:
     """Where ``:seek ARG`` goes (unix s): ``90`` seconds into the recording, ``+10``/``-30``
     from where the replay is heading, either with units (``2h``, ``+1h30m``, ``-5m``), or a
     clock time as the views show them, UTC (``04:02:30``; ``2026-12-05T04:02``): "go to 02:13,
@@ -286,7 +288,9 @@ def seek_target(arg: str, start: float, heading: float, end: float | None = None
     before its start read as tomorrow, its end: an SRE's run). ``start`` and ``end`` name the
     ends (no end: infinity, read to the end); ":seek end" was refused, the end found by seeking
     past it (a replay drill). Not clamped: ``seek_note`` says when it lies outside. ValueError
-    with a sentence for anything else (``--until`` takes the same: one parser)."""
+    with a sentence for anything else (``--until`` takes the same: one parser), which names
+    a node as well where the caller takes one (``nodes``: the replay console's ``:seek gpu0005``,
+    ``Player.node_event``)."""
     text = arg.strip()
     word = text.lower()
     if word == "start":
@@ -313,8 +317,10 @@ def seek_target(arg: str, start: float, heading: float, end: float | None = None
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
+        ends = ("start, end or a node (gpu0005: its next recorded event)" if nodes
+                else "start or end")
         raise ValueError(f"'{arg}' is not seconds (90, +10, -30), a span (2h, +1h30m), a UTC "
-                         "clock time (04:02:30, 2026-12-05T04:02), start or end") from None
+                         f"clock time (04:02:30, 2026-12-05T04:02), {ends}") from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
@@ -931,6 +937,9 @@ class Player:
         self.tick_s = tick_s
         self.start = self.reader.header.started
         self.events: list[float] = []
+        self.node_events: dict[str, list[float]] = {}
+        """Each node's recorded events (its XIDs, link changes, drains, going offline, the
+        commands to it and its answers), for ``:seek NODE`` (``node_event``)."""
         self.end = self.start
         if index_events:
             self._scan()
@@ -1000,20 +1009,22 @@ class Player:
 
     def _scan(self) -> None:
         # One pass for the event index and the end time; payloads are not decoded.
-        kinds: dict[str, Kind | None] = {}
+        kinds: dict[str, tuple[Kind | None, str]] = {}
         watch = NodeWatch(self.cluster)
         for msg in self.reader.scan():
             self.end = msg.t
             if not watch.heard:
                 watch.see(msg.topic)
-            kind = kinds.get(msg.topic, _UNSEEN)
-            if kind is _UNSEEN:
+            seen = kinds.get(msg.topic)
+            if seen is None:
                 try:
-                    kind = parse_topic(msg.topic).kind
+                    topic = parse_topic(msg.topic)
+                    seen = (topic.kind, topic.subject if topic.kind in NODE_KINDS else "")
                 except TopicError:
-                    kind = None
+                    seen = (None, "")
                 if len(kinds) < TOPIC_CACHE_MAX:
-                    kinds[msg.topic] = kind
+                    kinds[msg.topic] = seen
+            kind, node = seen
             # A keyframe's entries are the picture before the recording began (a drained
             # node's status): "next event" stopped on them at +0.5 s, where the events view said
             # "no events yet" (a newcomer's run).
@@ -1021,8 +1032,10 @@ class Player:
                 # Unescaped enough to test: the line holds the payload as a JSON string.
                 text = (msg.known or b"" if msg.raw is None
                         else msg.raw[msg.p_at:].replace(b'\\"', b'"'))
-                if not routine(kind if isinstance(kind, Kind) else None, text):
+                if not routine(kind, text):
                     self.events.append(msg.t)
+                    if node:
+                        self.node_events.setdefault(node, []).append(msg.t)
         # The scan read every line: its report is the file's. Later passes must not recount.
         self.report = self.reader.report
         self.gaps = self.report.spans
@@ -1467,6 +1480,20 @@ class Player:
         else:
             i = bisect.bisect_left(self.events, self.heading - _EPS_S, key=self.shown_at) - 1
         return self.events[i] if 0 <= i < len(self.events) else None
+
+    def node_event(self, node: str) -> tuple[float, bool] | None:
+        """Aim at the tick that shows ``node``'s next recorded event after where the replay is
+        heading, or, past its last one, its first (as a pager's search wraps): "jump to when
+        gpu0005 failed" had no way but ``n`` through every other node's events (an SRE's
+        post-mortem). The event's time and whether it wrapped; None if it has none."""
+        times = self.node_events.get(node)
+        if not times:
+            return None
+        i = bisect.bisect_right(times, self.heading + _EPS_S, key=self.shown_at)
+        wrapped = i >= len(times)
+        t = times[0 if wrapped else i]
+        self.aim(self.shown_at(t))
+        return t, wrapped
 
     def next_event(self, *, wait: bool = True) -> float | None:
         """Seek to the tick that shows the next recorded event; its time, or None. Without

@@ -21,6 +21,7 @@ from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
 from fleetdeck.console.tui.screens.base import FleetView, HeaderBar
 from fleetdeck.console.tui.text import esc
+from fleetdeck.protocol.ids import is_valid_id
 
 NAME_CHARS = 24
 """The most of the recording's name the header shows (the rest is the replay's state)."""
@@ -51,8 +52,9 @@ class ReplayApp(FleetdeckApp):
     HELP_EXTRA = (
         "[b]Replay[/]  p pause/play · ] / \\[ one tick on / back · n/N next/previous event\n"
         "        + faster · - slower (0.5x-100x) · :seek 90 (into the recording), :seek +10,\n"
-        "        :seek -30, :seek 2h, :seek 02:13 (UTC), :seek start, :seek end · esc stops a\n"
-        "        seek under way · at the end, p plays it again from the start")
+        "        :seek -30, :seek 2h, :seek 02:13 (UTC), :seek start, :seek end, :seek gpu0005\n"
+        "        (that node's next recorded event) · esc stops a seek under way · at the end,\n"
+        "        p plays it again from the start")
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
                  log_path: Path | None = None) -> None:
@@ -249,7 +251,8 @@ class ReplayApp(FleetdeckApp):
             else:
                 self.notify("':seek' needs one time: :seek 90 (into the recording), :seek +10, "
                             ":seek -30, :seek 1h30m, :seek 04:02:30 (UTC), :seek start, "
-                            ":seek end", severity="warning")
+                            ":seek end, or a node: :seek gpu0005 (its next recorded event)",
+                            severity="warning")
             return
         super().run_command_line(text)
 
@@ -258,14 +261,39 @@ class ReplayApp(FleetdeckApp):
         a UTC clock time (``seek_target``); ``start`` or ``end``."""
         p = self.player
         try:
-            target = seek_target(arg, p.start, p.heading, p.end)  # the domain's one parser
+            # The domain's one parser
+            target = seek_target(arg, p.start, p.heading, p.end, nodes=True)
         except ValueError as err:
-            self.notify(f"seek: {esc(str(err))}", severity="error")
+            if is_valid_id(arg) and (arg in p.node_events or arg in self.state.nodes):
+                self.seek_node(arg)
+            else:
+                self.notify(f"seek: {esc(str(err))}", severity="error")
             return
         note = seek_note(arg, target, p.start, p.end)
         if note:
             self.notify(f"seek: {esc(note)}", severity="warning")
         p.aim(target)
+        self._go()
+
+    def seek_node(self, node: str) -> None:
+        """To the tick that shows ``node``'s next recorded event (``Player.node_event``),
+        saying which one it is and when, so the operator knows where the replay went."""
+        p = self.player
+        found = p.node_event(node)
+        if found is None:
+            # Its verdict changes are the console's own judgement, not in the recording: the
+            # events view lists them once played there.
+            self.notify(f"seek: {esc(node)} has no recorded event (an XID, a link change, a "
+                        "drain); its verdict changes are in the events view (5) once played "
+                        "(:seek end)", severity="warning")
+            return
+        # Said at the tick it lands on, as the header says it: the event's own time can be
+        # the second before.
+        wrapped = found[1]
+        at = position_clock(p.heading)
+        again = (f" (no later one: back at its first, {at} UTC)" if wrapped else f" at {at} UTC")
+        self.notify(f"seek: {esc(node)}'s next recorded event{again}; :seek {esc(node)} "
+                    "again for the one after", timeout=6)
         self._go()
 
     def action_pause(self) -> None:

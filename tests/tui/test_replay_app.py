@@ -398,4 +398,43 @@ async def test_the_end_of_the_recording_is_said_and_p_plays_it_again(monkeypatch
         await pilot.pause()
         assert [n.message for n in app._notifications if n.message.startswith("seek:")] == [
             "seek: 'soon' is not seconds (90, +10, -30), a span (2h, +1h30m), a UTC clock time "
-            "(04:02:30, 2026-12-05T04:02), start or end"]
+            "(04:02:30, 2026-12-05T04:02), start, end or a node (gpu0005: its next recorded "
+            "event)"]
+
+
+async def test_seek_to_a_node_goes_to_its_next_recorded_event(monkeypatch):
+    """An SRE's post-mortem: "jump to when gpu0006 failed" had no way but 'n' through every
+    other node's events, and ':seek gpu0006' was refused as no time. It goes to the tick that
+    shows the node's next recorded event (the XID 79 at ~12 s), past its last one back to its
+    first, and says where it landed; a node with no event, or no node, says so and stays."""
+    frozen_wall(monkeypatch)
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        await pilot.press("p")
+        app.run_command_line(":seek gpu0006")
+        await settle(pilot, app)
+        node = app.state.nodes["gpu0006"]
+        assert any(e.kind == "xid" for e in app.event_log.lines() if e.source == "gpu0006")
+        # The tick that applies the XID, no later: the tick before does not show it.
+        landed = p.position
+        assert landed == p.shown_at(p.node_events["gpu0006"][0])
+        assert p.paused and "XID 79" in " ".join(f.text for f in node.all_findings)
+        said = [str(n.message) for n in app._notifications]
+        assert any("gpu0006's next recorded event at" in m for m in said), said
+        app.seek_to("end")
+        await settle(pilot, app)
+        app.seek_to("gpu0006")  # none after the end: back at its first, and it says so
+        await settle(pilot, app)
+        assert p.position == landed
+        assert any("no later one: back at its first" in str(n.message)
+                   for n in app._notifications)
+        app.seek_to("gpu0001")  # never said anything: no move
+        app.seek_to("gpu9999")  # no such node: refused, the node form in the sentence
+        await settle(pilot, app)
+        assert p.position == landed
+        said = [str(n.message) for n in app._notifications]
+        assert any("gpu0001 has no recorded event" in m for m in said), said
+        assert any("'gpu9999' is not seconds" in m and "or a node (gpu0005" in m for m in said)
