@@ -2165,7 +2165,14 @@ class FleetState:
                     and (st.reported is st.verdict
                          or (st.reported is None and st.waiting))
                     and (now - heard if blind is None else unseen_s(heard, now, blind))
-                    <= window):
+                    <= window
+                    # A verdict from before this console's outage (``lose_sight``), the node
+                    # heard since: judged once, so the verdict is one heard again. Skipped
+                    # while its samples changed nothing, it stayed unheard, and its next change
+                    # read "first heard so" of a node heard ok for minutes since (a replay UX
+                    # run: a recording's 1 s damaged part). Heard after the loss, not in
+                    # the tick it came in: that sample is of before it.
+                    and (st.verdict_heard or blind is None or heard <= blind[0])):
                 self._arm(st, heard, window)
                 continue
             st.judge_key = key
@@ -2401,8 +2408,11 @@ class FleetState:
                 st.counted = (tel, held[1], held[2])
             self.quiet_applied += 1
             if (st.judged and not st.stale and st.online is True and st.duplicate_at is None
-                    and prev_tel is not None and (prev_tel.job is None) is (tel.job is None)):
-                # What FleetState.judge reads (findings, liveness, job or not) is as judged.
+                    and prev_tel is not None and (prev_tel.job is None) is (tel.job is None)
+                    and st.verdict_heard):
+                # What FleetState.judge reads (findings, liveness, job or not) is as judged;
+                # one not heard since this console's outage is judged on this sample (the
+                # skip in ``_judge_nodes`` says why).
                 return Taken.SETTLED
             return Taken.YES
         full = wire2.full(tel)  # the rules read the rows

@@ -842,6 +842,32 @@ def test_nodes_that_failed_while_this_console_was_cut_off_did_not_fail_at_once()
     assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
 
 
+def test_a_node_heard_unchanged_after_an_outage_then_failing_failed_where_it_was_seen():
+    """A replay of a recording with a 1 s damaged part (a gap, as a broker outage live):
+    gpu0006 heard ok for three seconds after it, then throttled, read "ok -> degraded (G12);
+    first heard so: it changed while this console did not hear the node" (a replay UX run).
+    Its samples after the outage left its verdict as it was, so it was never judged again
+    and its verdict stayed one from before the outage; the first sample after one is judged."""
+    from fleetdeck.console.health import UNSEEN_CHANGE
+
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(16, session.clock, leaves=1)
+    fleet.birth(session.ingest)
+    publish_job(session.ingest, job_status("4104", JOB_NODES, session.clock), session.clock)
+    _heard(session, fleet, {})
+    session.state.lose_sight(session.clock())
+    session.clock.advance(1.0)
+    session.tick()
+    session.state.regain_sight(session.clock())
+    _heard(session, fleet, {})  # heard ok again, as before the outage
+    _heard(session, fleet, {n: gpu_lost(0) for n in STRUCK})
+    assert {session.state.nodes[n].change_seen for n in STRUCK} == {True}
+    lines = [ln for ln in session.log.lines() if ln.kind == "verdict"]
+    assert lines and not [ln.text for ln in lines if UNSEEN_CHANGE in ln.text]
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.title.startswith("job 4104: 3 of its nodes failed at once (gpu"), inc.title
+
+
 def _seen_failing(clock=None, session=None):
     """A console that watched three nodes of job 4104 fail together; returns it, its fleet,
     the faults and the incident it then showed."""

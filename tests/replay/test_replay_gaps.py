@@ -230,3 +230,43 @@ def test_next_event_passes_over_the_state_a_recording_starts_with(tmp_path):
     w.close()
     p = Player(path)
     assert p.events == [T0 + 10.2]
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_a_change_heard_after_a_gap_is_one_the_replay_saw(tmp_path, v2):
+    """A recording with a 1 s damaged part (a gap) read "ok -> degraded (G12); first heard
+    so: it changed while this console did not hear the node" of a node heard ok for three
+    seconds after it (a replay UX run): its samples after the gap changed nothing, a v2 delta
+    took the quiet path, and its verdict stayed the one from before the gap. A node heard
+    after a gap has its verdict from then, and a change after that is one seen."""
+    import msgspec
+
+    from fleetdeck.console.health import UNSEEN_CHANGE
+    from fleetdeck.protocol import wire2
+
+    nodes = [FakeNode(f"gpu000{i}", cluster="gap", t0=T0) for i in range(1, 3)]
+    path = tmp_path / "gap.jsonl"
+    w = RecordingWriter(path, "gap", source="test", started=T0)
+    encoders = {f.node_id: wire2.TelemetryEncoder() for f in nodes}
+    for f in nodes:
+        w.write(T0, f.topic(Kind.BIRTH), codec.encode(f.birth()), 1, True)
+        w.write(T0, f.topic(Kind.STATUS), codec.encode(f.status()), 1, True)
+    for i in [*range(1, 11), *range(12, 21)]:
+        if i == 12:
+            w.gap(T0 + 10.5, T0 + 11.5, "broker connection lost: connection refused")
+        for f in nodes:
+            f.now = T0 + i
+            tel = codec.decode_telemetry(codec.encode(f.telemetry(advance=0)))
+            if i >= 16 and f.node_id == "gpu0001":
+                tel = msgspec.structs.replace(tel, gpus=[
+                    msgspec.structs.replace(g, present=False) if g.index == 0 else g
+                    for g in tel.gpus])
+            payload = encoders[f.node_id].encode(tel, T0 + i) if v2 else codec.encode(tel)
+            w.write(T0 + i, f.topic(Kind.TELEMETRY), payload)
+    w.close()
+    run = run_headless(path)
+    st = run.session.state.nodes["gpu0001"]
+    assert st.verdict.value == "failed" and st.change_seen
+    (line,) = [ln for ln in run.session.log.lines()
+               if ln.kind == "verdict" and ln.source == "gpu0001"]
+    assert line.text.startswith("ok -> failed") and UNSEEN_CHANGE not in line.text, line.text
