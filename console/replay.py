@@ -52,6 +52,9 @@ from fleetdeck.timespan import clock_s, span_s
 
 TICK_S = 0.5
 """The console's own tick, in recorded time: what a headless replay ticks at unless told."""
+LINE_SLACK_S = 2.0
+"""How long after an agent's event's own time its recorded receipt is taken for it
+(``Player.line_at``)."""
 EVENT_KINDS = frozenset({Kind.EVENT, Kind.ACK, Kind.CMD, Kind.SCHED_CMD, Kind.SCHED_ACK,
                          Kind.STATUS})
 """What 'next/previous event' jumps between: things that happened, not periodic samples, nor
@@ -1494,6 +1497,19 @@ class Player:
         t = times[0 if wrapped else i]
         self.aim(self.shown_at(t))
         return t, wrapped
+
+    def line_at(self, node: str, ts: float, agents: bool) -> float:
+        """The tick that shows a timeline line of time ``ts`` about ``node``: the console's
+        own lines (``agents`` False: a verdict, an interruption) are dated by the tick that
+        made them; an agent's event by the agent's clock, so by the recorded event of that
+        node received within LINE_SLACK_S after it, where there is one (its receive time
+        can fall in the next tick)."""
+        if agents:
+            times = self.node_events.get(node, ())
+            i = bisect.bisect_left(times, ts - _EPS_S)
+            if i < len(times) and times[i] - ts <= LINE_SLACK_S:
+                ts = times[i]
+        return self.shown_at(ts)
 
     def next_event(self, *, wait: bool = True) -> float | None:
         """Seek to the tick that shows the next recorded event; its time, or None. Without

@@ -14,9 +14,10 @@ from pathlib import Path
 from textual.binding import Binding
 
 from fleetdeck.console.commands import fmt_duration
+from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.judgements import utc_hms
 from fleetdeck.console.recording import damage_text, judged_note
-from fleetdeck.console.replay import SLICE_S, seek_note, seek_target
+from fleetdeck.console.replay import LINE_SLACK_S, SLICE_S, seek_note, seek_target
 from fleetdeck.console.session import TickReport
 from fleetdeck.console.tui.app import BACKLOG_PAINT_S, FleetdeckApp
 from fleetdeck.console.tui.screens.base import FleetView, HeaderBar
@@ -30,6 +31,10 @@ MAX_ADVANCE_S = 5.0
 suspended terminal) goes on from where it was rather than jumping over what it did not show."""
 
 
+
+CONSOLE_LINE_KINDS = frozenset({"verdict", "inventory"})
+"""Lines the console makes of a node itself, dated by the tick that made them; its other
+lines name no node as their source (``Player.line_at``)."""
 
 DAMAGE_NOTICE_S = 15.0
 """The replay console says new damage at most this often (``ReplayApp._tell_damage``)."""
@@ -53,8 +58,8 @@ class ReplayApp(FleetdeckApp):
         "[b]Replay[/]  p pause/play · ] / \\[ one tick on / back · n/N next/previous event\n"
         "        + faster · - slower (0.5x-100x) · :seek 90 (into the recording), :seek +10,\n"
         "        :seek -30, :seek 2h, :seek 02:13 (UTC), :seek start, :seek end, :seek gpu0005\n"
-        "        (that node's next recorded event) · esc stops a seek under way · at the end,\n"
-        "        p plays it again from the start")
+        "        (that node's next recorded event) · t in the events view: to that line's time\n"
+        "        · esc stops a seek under way · at the end, p plays it again from the start")
 
     def __init__(self, path: Path, *, speed: float = 1.0, tick_s: float = 0.5,
                  log_path: Path | None = None) -> None:
@@ -155,8 +160,22 @@ class ReplayApp(FleetdeckApp):
             self._show_progress()
         self._next(time.perf_counter() - t0)
 
+    _sought: tuple[EventLine, float] | None = None
+    """The line ``seek_line`` went to, and how far on it is looked for."""
+
     def _show(self) -> TickReport:
         """The console's own tick and paint, after the Player moved."""
+        p = self.player
+        sought = self._sought
+        if sought is not None:
+            if p.seeking or p.heading >= min(sought[1], p.end) or sought[0] in (
+                    self.event_log.lines()):
+                self._sought = None
+            else:
+                p.aim(p.heading + self.tick_s)
+                t0 = time.perf_counter()
+                p.work()
+                return self._next(time.perf_counter() - t0)
         self._tell_end()
         # The Player ticks the session itself, each tick whole, as straight play does. The
         # console's tick after it, at the same time, finds nothing to apply and must not cut
@@ -260,6 +279,7 @@ class ReplayApp(FleetdeckApp):
         """``90`` = 90 s into the recording; ``+10``/``-30`` relative to now; ``2h``, ``+1h``;
         a UTC clock time (``seek_target``); ``start`` or ``end``."""
         p = self.player
+        self._sought = None
         try:
             # The domain's one parser
             target = seek_target(arg, p.start, p.heading, p.end, nodes=True)
@@ -296,6 +316,21 @@ class ReplayApp(FleetdeckApp):
                     "again for the one after", timeout=6)
         self._go()
 
+    def seek_line(self, line: EventLine) -> None:
+        """To the tick that shows a timeline line (the events view's ``t``): found at the
+        recording's end, "14:46:47 gpu0005 verdict ok -> failed" was to be typed back as
+        ``:seek 14:46:47`` (a replay UX run), and a verdict change is in no recording for
+        ``:seek gpu0005`` to find."""
+        p = self.player
+        agents = line.source in self.state.nodes and line.kind not in CONSOLE_LINE_KINDS
+        p.aim(p.line_at(line.source, line.ts, agents))
+        # A line dated before the tick that made it (an interruption by the scheduler's
+        # time) is not shown there: the tick on, until it is (``_show``).
+        self._sought = (line, p.heading + LINE_SLACK_S)
+        self.notify(esc(f"to the time of: {line.source} {line.kind} {line.text}"[:120]),
+                    timeout=4)
+        self._go()
+
     def action_pause(self) -> None:
         p = self.player
         if p.done and not p.seeking:
@@ -325,11 +360,13 @@ class ReplayApp(FleetdeckApp):
 
     def action_step(self, direction: int) -> None:
         p = self.player
+        self._sought = None
         p.aim(p.heading + direction * self.tick_s)
         self._go()
 
     def action_event(self, direction: int) -> None:
         p = self.player
+        self._sought = None
         t = (p.next_event(wait=False) if direction > 0 else p.prev_event(wait=False))
         if t is None:
             self.notify("no more recorded events")

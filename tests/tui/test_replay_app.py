@@ -438,3 +438,55 @@ async def test_seek_to_a_node_goes_to_its_next_recorded_event(monkeypatch):
         said = [str(n.message) for n in app._notifications]
         assert any("gpu0001 has no recorded event" in m for m in said), said
         assert any("'gpu9999' is not seconds" in m and "or a node (gpu0005" in m for m in said)
+
+
+async def test_t_in_the_events_view_goes_to_the_time_of_the_line_under_the_cursor(monkeypatch):
+    """Found at the recording's end, "gpu0006 verdict ok -> failed" was to be typed back as
+    ':seek 04:02:33' (a replay UX run), and a verdict change is in no recording for ':seek
+    gpu0006' to find. 't' on a line goes to the tick that shows it: a verdict's own tick (the
+    one before shows the node ok), an agent's event the tick that received it."""
+    frozen_wall(monkeypatch)
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        await pilot.press("p")
+        app.seek_to("end")
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        assert "To its time" in text_of(app).splitlines()[-1]
+        view = app.screen
+        rows = view.rows
+        verdict = next(i for i, (_s, ln) in enumerate(rows)
+                       if ln.kind == "verdict" and ln.source == "gpu0006"
+                       and ln.text.startswith("ok -> failed"))
+        view.table.action_cursor_to(verdict)
+        when = rows[verdict][1].ts
+        await pilot.press("t")
+        await settle(pilot, app)
+        assert p.position == when and p.paused
+        assert app.state.nodes["gpu0006"].verdict.value == "failed"
+        app.seek_to("-0.5")  # the tick before it: not failed yet
+        await settle(pilot, app)
+        assert app.state.nodes["gpu0006"].verdict.value != "failed"
+        # Every line: the tick that first shows it (an interruption is dated by the
+        # scheduler's time, an XID by the agent's clock, before the tick that received them).
+        app.seek_to("end")
+        await settle(pilot, app)
+        lines = [ln for _s, ln in view.rows]
+        assert {"xid", "verdict", "interruption"} <= {ln.kind for ln in lines}
+        for line in lines:
+            app.seek_to("end")
+            await settle(pilot, app)
+            await pilot.pause()
+            view.table.action_cursor_to(next(i for i, (_s, ln) in enumerate(view.rows)
+                                             if ln == line))
+            await pilot.press("t")
+            await pilot_until(pilot, lambda: not p.busy and app._sought is None, "landed")
+            assert line in list(app.event_log.lines()), line
+            landed = p.position
+            app.seek_to("-0.5")
+            await settle(pilot, app)
+            assert line not in list(app.event_log.lines()), (line, landed - p.start)

@@ -30,6 +30,7 @@ class EventsScreen(FilteredView):
         Binding("slash", "filter", "Filter", priority=True),  # see action_filter
         Binding("c", "commands", "Commands only"),
         Binding("enter", "open", "Node", show=False),
+        Binding("t", "to_time", "To its time"),
     ]
 
     def __init__(self) -> None:
@@ -114,6 +115,17 @@ class EventsScreen(FilteredView):
         else:
             self.notify(f"no node to open: this {line.kind} line concerns no node this "
                         "console knows", severity="warning", timeout=3)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # A replay goes to a line's time (``ReplayApp.seek_line``); a live console has none
+        # but now.
+        return action != "to_time" or callable(getattr(self.fleet, "seek_line", None))
+
+    def action_to_time(self) -> None:
+        row = self.table.current_row
+        seek = getattr(self.fleet, "seek_line", None)
+        if row is not None and seek is not None:
+            seek(row[1])
 
     @on(LineTable.Selected, "#event-table")
     def _selected(self, event: LineTable.Selected) -> None:
