@@ -327,6 +327,13 @@ def describe(table: RateTable, nodes: int, days: float) -> list[str]:
     return lines
 
 
+def _non_finite(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 def parse_span(text: str, what: str = "--duration") -> float:
     """``7d``, ``36h``, ``90m``, ``1h30m`` or seconds: how long a run lasts."""
     raw = text.strip()
@@ -340,6 +347,8 @@ def parse_span(text: str, what: str = "--duration") -> float:
     try:
         rest = parse_duration(raw, what) if raw else 0.0
     except SpecError:
+        if _non_finite(raw):  # 'nan', '1e400': parse_duration refuses them as it should
+            raise RatesError(f"{what} must be finite, not {text}") from None
         raise RatesError(f"{what} must be a span like 7d, 36h or 90m, not {text!r}") from None
     total = days * DAY_S + rest
     if total <= 0 or days < 0:

@@ -5,6 +5,7 @@ One parser serves scenario files (``[[timeline]]`` tables) and runtime injection
 the same one-sentence errors.
 """
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,10 @@ def parse_duration(value: object, what: str = "duration") -> float:
     if isinstance(value, bool):
         raise SpecError(f"{what} must be a duration like '30s', not {value!r}")
     if isinstance(value, int | float):
+        # NaN passed the sign check, and 'inject thermal duration=nan' said "injected" for a
+        # fault that ended before it began (every comparison with NaN is false).
+        if not math.isfinite(value):
+            raise SpecError(f"{what} must be a finite duration like '30s', not {value!r}")
         if value < 0:
             raise SpecError(f"{what} must not be negative")
         return float(value)
@@ -143,9 +148,13 @@ def _coerce(name: str, p: Param, raw: object, kind: str) -> Value | None:
             if not isinstance(raw, int | float | str):
                 raise TypeError
             num: int | float = int(raw) if p.kind == "int" else float(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # int(inf): a TOML 'count = inf'
             raise SpecError(f"{what} must be {'an integer' if p.kind == 'int' else 'a number'}, "
                             f"not {raw!r}") from None
+        # NaN slips past both bounds ('inject thermal temp=nan' was "injected" and heated
+        # nothing), and inf past an open one; TOML spells both too (nan, inf).
+        if not math.isfinite(num):
+            raise SpecError(f"{what} must be a finite number, not {raw!r}")
         if p.kind == "int" and isinstance(raw, float) and raw != int(raw):
             raise SpecError(f"{what} must be an integer, not {raw!r}")
         if (p.lo is not None and num < p.lo) or (p.hi is not None and num > p.hi):

@@ -16,7 +16,8 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["soon", "-3s", "3 parsecs", "", True])
+@pytest.mark.parametrize("bad", ["soon", "-3s", "3 parsecs", "", True, "nan", "1e400",
+                                 float("nan"), float("inf")])
 def test_bad_durations(bad):
     with pytest.raises(SpecError):
         parse_duration(bad)
@@ -37,6 +38,17 @@ def test_actions_validate_kinds_params_and_ranges():
          "setting: write fault = \"xid79\""),
         ({"at": 1, "node": "n"}, "'fault' is required: the kind, e.g. fault = \"ib_flap\"$"),
         ({"at": 1, "fault": "link_down", "node": "n", "phys": "Sleep"}, "Polling"),
+        # NaN passed every bound: 'inject thermal temp=nan' said "injected", heated nothing.
+        ({"at": 1, "fault": "thermal", "node": "n", "temp": "nan"}, "temp must be a finite"),
+        ({"at": 1, "fault": "symbol_storm", "node": "n", "rate": float("nan")}, "finite"),
+        ({"at": 1, "fault": "thermal", "node": "n", "duration": "nan"},
+         "duration must be a duration"),
+        ({"at": float("nan"), "fault": "xid79", "node": "n"}, "at must be a finite duration"),
+        # A scenario file's 'count = inf' (TOML has it) ended in OverflowError's traceback.
+        ({"at": 1, "fault": "ib_flap", "node": "n", "count": float("inf")},
+         "count must be an integer"),
+        ({"at": 1, "fault": "submit", "name": "j", "steps": float("inf")},
+         "steps must be an integer"),
     ]:
         with pytest.raises(SpecError, match=msg):
             parse_action(bad)
