@@ -467,8 +467,20 @@ class SchedulerGone:
                 "jobs_running": self.jobs, "text": self.text}
 
 
+LAST_UTC_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+"""The latest time ``datetime`` holds; the protocol's stamps go to 2^53 ms (year 287396)."""
+
+
+def utc_at(ts: float) -> datetime:
+    """``ts`` (unix s) as a UTC time, held within the years ``datetime`` holds: stamps from the
+    network are validated only up to 2^53 ms, and a retained scheduler status stamped there
+    (a forged or broken publisher) raised "year 287396 is out of range" in every console's
+    tick, one that read a job's step against it (docs/protocol.md, "Rejected input")."""
+    return datetime.fromtimestamp(min(max(ts, 0.0), LAST_UTC_S), UTC)
+
+
 def utc_hms(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+    return utc_at(ts).strftime("%H:%M:%S")
 
 
 def scheduler_down(state: FleetState) -> bool:

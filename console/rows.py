@@ -7,7 +7,6 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from functools import cached_property
 from itertools import islice
 from typing import Any
@@ -49,6 +48,7 @@ from fleetdeck.console.judgements import (
     step_quiet_text,
     straggler,
     suspect_switches,
+    utc_at,
     utc_hms,
     worst_first,
 )
@@ -112,8 +112,8 @@ def drain_reason(d: DrainInfo) -> str:
     """Slurm's rendering: ``Reason=disk full [alice@2026-01-25T15:12:23]``."""
     if d.state is DrainState.NONE:
         return ""
-    when = "" if d.since_ts is None else "@" + datetime.fromtimestamp(
-        d.since_ts / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    when = "" if d.since_ts is None else "@" + utc_at(d.since_ts / 1000).strftime(
+        "%Y-%m-%dT%H:%M:%S")
     who = d.requested_by or "?"
     return f"Reason={d.reason or '(none)'} [{who}{when}]"
 

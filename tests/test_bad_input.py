@@ -300,3 +300,32 @@ async def test_rejected_messages_are_kept_in_the_store_once_a_minute(tmp_path):
         assert session.state.malformed.total == 14
     finally:
         await session.close()
+
+
+def test_a_scheduler_stamped_at_the_protocols_last_ms_crashes_no_tick():
+    """A retained scheduler status stamped 2^53 ms (valid: year 287396) made every console
+    read a running job's step against it and raise "year -283343 is out of range" formatting
+    the hang's time (a hostile-publisher audit, 2026-12-07): the console core's tick died.
+    A drain stamped there raised the same in the node detail's Slurm reason."""
+    from fleetdeck.console.judgements import utc_hms
+    from fleetdeck.console.rows import drain_reason
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    now = [1_800_000_000.0]
+    session = ConsoleSession("c", clock=lambda: now[0], follow_up=False)
+    job = {"v": 1, "job_id": "41", "state": "R", "nodes": ["gpu0001"], "step": 5,
+           "total_steps": 100, "step_time_ms": 1000.0, "ts": int(now[0] * 1000)}
+    sched = {"v": 1, "online": True, "started": 2**53, "name": "evil", "ts": 2**53}
+    session.ingest.handle(f"{ROOT}/c/job/41/status", json.dumps(job).encode(), now[0])
+    session.ingest.handle(f"{ROOT}/c/sched/status", json.dumps(sched).encode(), now[0])
+    for _ in range(4):
+        now[0] += 1.0
+        session.tick(now[0])
+    # Read as sent: the job's age is two of the scheduler's own stamps apart (its clock's
+    # skew cancels), so the job reads hung, dated at the last time a calendar holds.
+    [hung] = [x.text for x in session.log.lines() if x.text.startswith("job 41 hung")]
+    assert hung.endswith("(step 5 at 00:00:00)"), hung
+    assert utc_hms(2**53 / 1000) == "23:59:59"
+    assert drain_reason(DrainInfo(state=DrainState.DRAINED, reason="r", requested_by="a",
+                                  since_ts=2**53)) == "Reason=r [a@9999-12-31T23:59:59]"
