@@ -68,6 +68,10 @@ def _meant(url: str, shown: str) -> str:
     typo = re.fullmatch(r"(mqtts?|tcp)[:/]+(.+)", shown)
     scheme = "mqtts" if typo and typo[1] == "mqtts" else "mqtt"
     bare = typo[2] if typo else shown
+    if typo and re.fullmatch(r"(mqtts?|tcp):/*:\d{1,5}", shown):
+        # 'mqtt://:1883': the host left out, not the scheme's ':' doubled. The '[:/]+' above
+        # took the port's ':' too, and offered mqtt://1883, a host named 1883 (an audit).
+        bare = "127.0.0.1" + shown[shown.rindex(":"):]
     if "@" in url or not re.fullmatch(r"([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?", bare):
         return ""
     return f": did you mean {scheme}://{bare}?"
@@ -101,6 +105,11 @@ def parse_broker_url(url: str) -> BrokerURL:
                         f"{_meant(url, shown) or ' (e.g. mqtt://127.0.0.1:1883).'}")
     if not parts.hostname:
         raise UserError(f"broker URL '{shown}' has no host name{_meant(url, shown) or '.'}")
+    if not parts.hostname.isprintable() or any(c.isspace() for c in parts.hostname):
+        # An ESC or a stray space typed into the host read "the host name '127.0.0.1' does
+        # not resolve" with the byte itself sent to the terminal (an audit): named, escaped.
+        raise UserError(f"the broker URL's host name {parts.hostname!r} holds a space or a "
+                        "control character: retype it (e.g. mqtt://127.0.0.1:1883).")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise UserError(f"broker URL '{shown}' may only hold a host and port, not a path or "
                         "query.")

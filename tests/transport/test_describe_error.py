@@ -186,6 +186,15 @@ def test_a_refused_connection_names_a_demo_running_here():
                              "mqtts://: did you mean mqtt://127.0.0.1:1883?"),
     ("mqtts:/b:8883", "broker URL 'mqtts:/b:8883' has no host name: did you mean "
                       "mqtts://b:8883?"),
+    # The host left out: it offered mqtt://1883, a host named 1883 (an audit).
+    ("mqtt://:1883", "broker URL 'mqtt://:1883' has no host name: did you mean "
+                     "mqtt://127.0.0.1:1883?"),
+    ("mqtts:/:8883", "broker URL 'mqtts:/:8883' has no host name: did you mean "
+                     "mqtts://127.0.0.1:8883?"),
+    # An ESC typed into the host was sent to the terminal, "'127.0.0.1' does not resolve".
+    ("mqtt://127.0.0.1\x1b:1883", "the broker URL's host name '127.0.0.1\\x1b' holds a space "
+                                  "or a control character: retype it (e.g. "
+                                  "mqtt://127.0.0.1:1883)."),
     # No host[:port] left to offer, or a password the suggestion would drop: the example.
     ("garbage::", "broker URL 'garbage::' must start with mqtt:// or mqtts:// (e.g. "
                   "mqtt://127.0.0.1:1883)."),
