@@ -46,6 +46,7 @@ from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, did_you_mean, expand
 from fleetdeck.paths import given_file
+from fleetdeck.protocol.ids import InvalidId, validate_id
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.protocol.topics import RETAINED_NODE_KINDS
 from fleetdeck.transport import TransportError
@@ -106,12 +107,23 @@ async def _cancelled(task: "asyncio.Task[None]") -> None:
 
 
 def parse_targets(hostlist: str) -> list[str]:
+    # Escaped: what was typed goes back to the terminal, an ESC in it too (an audit).
+    shown = hostlist.encode("unicode_escape").decode("ascii")
     try:
         names = expand(hostlist)
     except HostlistError as err:
-        raise UserError(f"bad hostlist '{hostlist}': {err}") from None
+        raise UserError(f"bad hostlist '{shown}': "
+                        f"{str(err).replace(hostlist, shown)}") from None
     if not names:
         raise UserError("the hostlist names no nodes")
+    # A name no node can have ('gpu+', 'gpu#': MQTT wildcards; a '/'; an ESC) waited for the
+    # fleet's births and then read "unknown node(s) gpu+" (an audit): said at once, as the
+    # job id of restart-job is.
+    for name in names:
+        try:
+            validate_id(name, "node name")
+        except InvalidId as err:
+            raise UserError(f"bad hostlist '{shown}': {err}") from None
     return names
 
 

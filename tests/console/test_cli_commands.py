@@ -471,3 +471,21 @@ def test_a_drain_and_resume_of_many_nodes_say_their_progress_by_hostlist_not_a_l
         assert [r["outcome"] for r in records] == ["requested", "done"] * 2, records
     finally:
         stop_process(proc)
+
+
+@pytest.mark.parametrize(("hostlist", "said"), [
+    ("gpu+", "bad hostlist 'gpu+': node name 'gpu+' may only hold letters"),
+    ("gpu[0001-0002],gpu#", "node name 'gpu#' may only hold"),
+    ("gpu/0001", "node name 'gpu/0001' may only hold"),
+    ("gpu\x1b0001", "bad hostlist 'gpu\\x1b0001': node name 'gpu\\x1b0001' may only hold"),
+    ("gpu\x1b[", "bad hostlist 'gpu\\x1b[': unbalanced '[' in 'gpu\\x1b['"),
+])
+def test_a_name_no_node_can_have_is_refused_before_the_broker(hostlist, said, tmp_path):
+    """'gpu+' and 'gpu#' (MQTT wildcards), a '/', an ESC: they went to the broker, waited for
+    the fleet's births and read "unknown node(s) gpu+", the ESC sent to the terminal as typed
+    (a CLI audit). Refused at once now, escaped, with the broker never asked (none here)."""
+    down = f"mqtt://127.0.0.1:{free_port()}"
+    res = run_cli("drain", hostlist, "--reason", "x", "--broker", down, "--cluster", "cli",
+                  "--audit-log", str(tmp_path / "audit.jsonl"), "--timeout", "5")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert said in res.stderr and "\x1b" not in res.stderr, res.stderr
