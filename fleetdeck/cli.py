@@ -156,6 +156,8 @@ INTERVAL_MAX_S = 3600.0
 """The longest telemetry interval a message may carry (protocol/messages.py, ``interval_s``)."""
 KEEPALIVE_MAX_S = 3600
 """The longest MQTT keepalive an agent takes (agents/config.py; MQTT's own limit is 65,535)."""
+EVENTS_LIMIT_MAX = 1_000_000_000
+"""The most rows ``events --limit`` takes: far beyond any store, well within SQLite's."""
 
 
 def _operator(value: str) -> str:
@@ -199,7 +201,8 @@ def _positive(kind: type[int] | type[float], what: str,
         if number <= 0:
             raise argparse.ArgumentTypeError(f"{what} must be greater than 0, not {value}")
         if most is not None and number > most:
-            raise argparse.ArgumentTypeError(f"{what} must be at most {most:g}, not {value}")
+            shown = f"{most:,.0f}" if most >= 1e6 else f"{most:g}"  # not 1e+09
+            raise argparse.ArgumentTypeError(f"{what} must be at most {shown}, not {value}")
         return number
 
     check.__name__ = what
@@ -742,7 +745,9 @@ def build_parser() -> Parser:
                    "or yesterday) or an ISO time, UTC unless it says (default 1h)")
     p.add_argument("--node", metavar="HOSTLIST", help="only these nodes, e.g. gpu[0010-0020]")
     p.add_argument("--kind", metavar="KIND[,KIND…]", help="only these event kinds (xid, drain…)")
-    p.add_argument("--limit", type=_positive(int, "--limit"), default=10_000,
+    # Bounded: SQLite's integers stop at 2^63 - 1, and 2^64 ended in aiosqlite's
+    # OverflowError traceback (a CLI audit).
+    p.add_argument("--limit", type=_positive(int, "--limit", EVENTS_LIMIT_MAX), default=10_000,
                    help="at most this many rows, the newest (default 10000)")
     p.add_argument("--json", action="store_true", help="print the rows as one JSON array")
 

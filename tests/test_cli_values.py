@@ -145,3 +145,14 @@ def test_a_file_in_a_folder_that_does_not_exist_is_refused_not_made(tmp_path, ar
     res = run_cli(*[a.format(missing=missing) for a in argv], "--broker", "mqtt://127.0.0.1:1")
     _one_sentence(res, f"folder {missing} does not exist")
     assert not missing.exists()
+
+
+async def test_an_events_limit_beyond_sqlite_is_one_sentence(tmp_path):
+    """``events --limit 18446744073709551616`` reached SQLite and ended in aiosqlite's
+    OverflowError traceback (a CLI audit): bounded, one sentence."""
+    from fleetdeck.console.store import Store
+
+    store = tmp_path / "demo.db"
+    await (await Store.open(store)).close()
+    _one_sentence(run_cli("events", "--db", str(store), "--limit", str(2**64)),
+                  "--limit must be at most 1,000,000,000, not 18446744073709551616")
