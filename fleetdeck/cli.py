@@ -566,7 +566,8 @@ def build_parser() -> Parser:
                    "as found)")
     p.add_argument("--expect-ib-rate", type=float, metavar="GBPS",
                    help="the link rate its ports should run at (400 on NDR, 200 on HDR): a "
-                   "port slower than it fails N1 (default 400)")
+                   "port slower than it fails N1 (default: not stated in its birth, and the "
+                   "console judges by NDR's 400)")
     p.add_argument("--leaf", metavar="NAME", help="the leaf switch group its HCAs are cabled "
                    "to (rail K is NAME-rK): the console names suspect switches only among "
                    "nodes that say theirs")

@@ -219,6 +219,18 @@ def test_bad_environment_value_names_the_variable(monkeypatch):
     assert res.returncode == 2 and "$FLEETDECK_INTERVAL_S" in res.stderr
 
 
+def test_check_config_and_help_agree_on_the_expected_ib_rate():
+    """--check-config showed "expect_ib_rate": 0.0 where --help said "default 400": the agent
+    states no rate by default, and the console judges by NDR's 400."""
+    out = run_cli("agent", "--check-config", "--node-id", "gpu0001")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["expect_ib_rate"] is None
+    helped = " ".join(run_cli("agent", "--help").stdout.split())
+    assert "(default: not stated in its birth, and the console judges by NDR's 400)" in helped
+    out = run_cli("agent", "--check-config", "--node-id", "gpu0001", "--expect-ib-rate", "200")
+    assert json.loads(out.stdout)["expect_ib_rate"] == 200.0
+
+
 def test_check_config_never_prints_the_broker_password():
     out = run_cli("agent", "--check-config", "--node-id", "gpu0001",
                   "--broker", "mqtt://gpu0001:s3cret-pw@127.0.0.1:1883")
