@@ -175,6 +175,10 @@ class BlastRadius:
     gpus_out: int = 0
     """And those status counts out already: on a failed, offline or stale node
     (``GpuUse.out``; a silent agent's GPUs may be sound, and idle in the scheduler)."""
+    unheard: list[str] = field(default_factory=list)
+    """Nodes of the cluster, not targets, with no telemetry heard yet (``NodeState.waiting``):
+    "free GPUs left" cannot count theirs. The CLI waits for its targets' first telemetry only,
+    not the whole cluster's (console/cli/commands.py, ``SAMPLES_WAIT_S``)."""
     subject: str = ""
     """What a restart targets when it holds no nodes (``job 4106 (F), on no nodes now; it
     failed on gpu0059``): the dialog's "Targets (0):" had nothing under it (a newcomer's
@@ -230,6 +234,10 @@ class BlastRadius:
         else:
             parts.append("no running jobs")
         parts.append(f"{self.free_gpus_after} free GPUs left")
+        if self.unheard:
+            # Said, not guessed: "8 free GPUs left" where the console said 24 read as a count
+            # of the cluster's, when 2 of its nodes had not sent telemetry yet.
+            parts[-1] += f" (not counting {compress(self.unheard)}: not heard from yet)"
         return ", ".join(parts)
 
 
@@ -625,6 +633,7 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         draining=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.DRAINING),
         gpus_failed=gpus_failed, gpus_out=gpus_out,
+        unheard=[n for n, st in state.nodes.items() if n not in target_set and st.waiting],
     )
 
 

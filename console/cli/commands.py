@@ -76,10 +76,12 @@ BROKER_YOUNG_S = 10.0
 """Until the broker has been up this long, unknown targets are waited for all the same: the
 agents' first reconnect back-offs after a short outage (agents/agent.py) are still running."""
 SAMPLES_WAIT_S = 3.0
-"""After connecting, how long the blast radius waits at the most for every known node's first
-telemetry (its GPUs and jobs), or two of the slowest such node's intervals if longer: measured
-before that, nodes not yet heard from counted no free GPUs, and a dry run said "0 free GPUs
-left" where the console said 40."""
+"""After connecting, how long the blast radius waits at the most for the rest of the cluster's
+first telemetry (for "free GPUs left"; measured before it, nodes not yet heard from counted no
+free GPUs, and a dry run said "0 free GPUs left" where the console said 40). The command's own
+nodes (its targets, a job's nodes) are waited for up to two of their intervals: their GPUs and
+jobs are the blast radius. Waiting so for the whole cluster kept a drain silent for 21 s when
+agents ran --interval 10 (a newcomer's production set-up)."""
 
 
 class UnknownTargets(UserError):
@@ -181,6 +183,8 @@ class CommandRun:
         self.clock = clock
         self._started = time.monotonic()
         self._connected_at: float | None = None
+        self._waiting_said = False
+        """Whether the wait for the command's nodes' first telemetry was said."""
         self._lost_at: float | None = None
         """When the link to the broker was lost (None: up, or never up yet)."""
         self._heard = 0
@@ -292,8 +296,10 @@ class CommandRun:
         self.session.refuse(attempt.op, attempt.targets, why, attempt.reason, attempt.mode)
 
     async def run(self, make: Callable[["CommandRun"], Request], attempt: Attempt, *,
-                  wait_done: bool = True) -> int:
-        """``attempt``: what ``make`` asks for, audited as refused if it is never sent."""
+                  wait_done: bool = True,
+                  needs: Callable[[], Iterable[str]] = lambda: ()) -> int:
+        """``attempt``: what ``make`` asks for, audited as refused if it is never sent;
+        ``needs``: the nodes whose first telemetry ``make`` waits for (``_when_settled``)."""
         session = self.session
         self._started = time.monotonic()
         req: Request | None = None
@@ -323,7 +329,7 @@ class CommandRun:
                                   or tr.new not in (Phase.TIMED_OUT, Phase.ABANDONED))
             self._watch_link(sent=req is not None)
             if req is None:
-                found = self._when_settled(make)
+                found = self._when_settled(make, needs)
                 if found is None:
                     return False
                 req = found
@@ -505,10 +511,12 @@ class CommandRun:
                      f"{time.monotonic() - self._lost_at:.0f} s")
             self._lost_at = None
 
-    def _when_settled(self, make: Callable[["CommandRun"], T]) -> T | None:
+    def _when_settled(self, make: Callable[["CommandRun"], T],
+                      needs: Callable[[], Iterable[str]] = lambda: ()) -> T | None:
         """``make(self)`` once connected and settled (retained births, statuses and jobs name
-        the targets), else None to be asked again next tick; raises ``UserError`` when the
-        broker cannot be reached or the targets never appear."""
+        the targets, and the nodes ``needs()`` names sent their first telemetry), else None to
+        be asked again next tick; raises ``UserError`` when the broker cannot be reached or
+        the targets never appear."""
         feed = self.session.feed
         assert feed is not None
         if feed.conn.connects == 0:
@@ -537,10 +545,19 @@ class CommandRun:
         self._connected_at = self._connected_at or time.monotonic()
         if time.monotonic() - self._connected_at < SETTLE_S:
             return None
-        waiting = [st.interval_s for st in self.state.nodes.values() if st.waiting]
-        if waiting and time.monotonic() - self._connected_at < max(
-                SAMPLES_WAIT_S, 2 * max(waiting) + 1):
-            return None  # two of its intervals, plus the way here
+        since = time.monotonic() - self._connected_at
+        unheard = sorted(n for n in set(needs())
+                         if (st := self.state.nodes.get(n)) is not None and st.waiting)
+        if unheard:
+            # Two of its intervals (a v2 delta first, then the keyframe it asks for), plus
+            # the way here.
+            limit = max(SAMPLES_WAIT_S,
+                        2 * max(self.state.nodes[n].interval_s for n in unheard) + 1)
+            if since < limit:
+                self._say_waiting(unheard, limit - since)
+                return None
+        elif since < SAMPLES_WAIT_S and any(st.waiting for st in self.state.nodes.values()):
+            return None  # the rest of the cluster, for "free GPUs left": a moment at most
         heard = len(self.state.nodes) + len(self.state.jobs)
         if heard != self._heard:
             self._heard, self._heard_changed_at = heard, time.monotonic()
@@ -578,6 +595,20 @@ class CommandRun:
                                      nothing_heard=True) from None
             raise
 
+    def _say_waiting(self, owed: list[str], left_s: float) -> None:
+        """Say once, on stderr (stdout keeps the result for scripts), which nodes' first
+        telemetry the command waits for: a drain printed nothing for 21 s before its blast
+        radius when agents ran --interval 10 (a newcomer's production set-up)."""
+        if self._waiting_said:
+            return
+        self._waiting_said = True
+        every = sorted({self.state.nodes[n].interval_s for n in owed})
+        one = len(owed) == 1
+        who = "its agent reports" if one else "their agents report"
+        print(f"waiting for the first telemetry of {compress(owed)} ({'its' if one else 'their'}"
+              f" GPUs and jobs; {who} every {every[-1]:g} s): up to {left_s:.0f} s",
+              file=sys.stderr, flush=True)
+
     def show_radius(self, radius: BlastRadius) -> None:
         """What the command touches, before it is sent (the TUI's confirmation, in text)."""
         self.say(f"blast radius: {radius.summary()}")
@@ -586,7 +617,8 @@ class CommandRun:
         for note in radius.notes:
             self.say(f"  note: {note}")
 
-    async def dry_run(self, radius: Callable[["CommandRun"], BlastRadius]) -> int:
+    async def dry_run(self, radius: Callable[["CommandRun"], BlastRadius],
+                      needs: Callable[[], Iterable[str]] = lambda: ()) -> int:
         """Connect, learn the fleet, print what the command would touch; send nothing."""
         session = self.session
         self._started = time.monotonic()
@@ -594,7 +626,7 @@ class CommandRun:
 
         def on_tick(_report: TickReport) -> bool:
             self._watch_link(sent=False)
-            radius_now = self._when_settled(radius)
+            radius_now = self._when_settled(radius, needs)
             if radius_now is None:
                 return False
             found.append(radius_now)
@@ -634,7 +666,7 @@ class CommandRun:
         def on_tick(_report: TickReport) -> bool:
             self._watch_link(sent=bool(clearing))
             if not clearing:
-                if self._when_settled(settled) is None:
+                if self._when_settled(settled, lambda: targets) is None:
                     return False
                 clearing.append(asyncio.ensure_future(self._clear(targets)))
                 deadline[0] = time.monotonic() + self.timeout_s
@@ -776,9 +808,9 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
         return r.session.drain(targets, reason, mode)
 
     if dry_run:
-        return asyncio.run(run.dry_run(radius))
+        return asyncio.run(run.dry_run(radius, lambda: targets))
     return asyncio.run(run.run(make, Attempt(CommandOp.DRAIN, targets, reason, mode),
-                               wait_done=wait))
+                               wait_done=wait, needs=lambda: targets))
 
 
 def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, operator: str,
@@ -801,8 +833,9 @@ def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, oper
         return r.session.resume(targets, reason)
 
     if dry_run:
-        return asyncio.run(run.dry_run(radius))
-    return asyncio.run(run.run(make, Attempt(CommandOp.RESUME, targets, reason)))
+        return asyncio.run(run.dry_run(radius, lambda: targets))
+    return asyncio.run(run.run(make, Attempt(CommandOp.RESUME, targets, reason),
+                               needs=lambda: targets))
 
 
 def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, operator: str,
@@ -832,9 +865,14 @@ def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, o
         r.show_radius(radius(r))
         return r.session.restart_job(job_id, reason)
 
+    def needs() -> list[str]:
+        job = run.state.jobs.get(job_id)
+        return list(job.nodes) if job is not None else []
+
     if dry_run:
-        return asyncio.run(run.dry_run(radius))
-    return asyncio.run(run.run(make, Attempt(CommandOp.RESTART_JOB, job_id, reason)))
+        return asyncio.run(run.dry_run(radius, needs))
+    return asyncio.run(run.run(make, Attempt(CommandOp.RESTART_JOB, job_id, reason),
+                               needs=needs))
 
 
 def run_retire(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, force: bool,

@@ -277,6 +277,62 @@ def test_dry_run_counts_free_gpus_of_nodes_it_has_heard_from(mosquitto, tmp_path
         stop_process(proc)
 
 
+async def _publish_born_but_unheard(url, node_id: str, interval_s: float) -> None:
+    """A node whose agent is born and online at ``interval_s`` and has sent no telemetry."""
+    from tests.helpers import FakeNode
+
+    node = FakeNode(node_id, "slow", t0=time.time())
+    node.agent.interval_s = interval_s
+    async with make_client(url, "born-unheard") as client:
+        await client.publish(node.topic(Kind.BIRTH), codec.encode(node.birth()), qos=1,
+                             retain=True)
+        await client.publish(node.topic(Kind.STATUS), codec.encode(node.status()), qos=1,
+                             retain=True)
+
+
+def test_a_drain_waits_for_its_targets_telemetry_not_the_whole_clusters(mosquitto, tmp_path):
+    """Agents at --interval 10: a drain printed nothing for 21 s before its blast radius, while
+    it waited for every node of the cluster to be heard from (a newcomer's production set-up).
+    It waits for its targets, says at once what for, and says which nodes "free GPUs left"
+    could not count."""
+    agents = [spawn("agent", "--broker", str(mosquitto.url), "--cluster", "slow", "--node-id",
+                    node, "--interval", "1", log=tmp_path / f"{node}.log")
+              for node in ("gpu0001", "gpu0002")]
+    try:
+        asyncio.run(_publish_born_but_unheard(mosquitto.url, "gpu0003", 10.0))
+        status = run_cli("status", "--broker", str(mosquitto.url), "--cluster", "slow",
+                         "--json", "--wait", "5")
+        assert {n["id"] for n in json.loads(status.stdout)["nodes"]} == {
+            "gpu0001", "gpu0002", "gpu0003"}, status.stdout
+        started = time.monotonic()
+        out = run_cli("drain", "gpu0001", "--reason", "x", "--dry-run", "--broker",
+                      str(mosquitto.url), "--cluster", "slow", "--operator", "carol")
+        took = time.monotonic() - started
+        assert out.returncode == 0, out.stdout + out.stderr
+        # Before: two of gpu0003's intervals, 21 s, for a node the drain does not touch.
+        assert took < 12, (took, out.stdout)
+        assert "free GPUs left (not counting gpu0003: not heard from yet)\n" in out.stdout, \
+            out.stdout
+        # A target not heard from yet: said at once, on stderr (stdout is the result).
+        proc = subprocess.Popen(
+            fleetdeck_cmd("drain", "gpu0003", "--reason", "x", "--dry-run", "--broker",
+                          str(mosquitto.url), "--cluster", "slow", "--operator", "carol"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            started = time.monotonic()
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            assert time.monotonic() - started < 8, line
+            assert line.startswith("waiting for the first telemetry of gpu0003 (its GPUs and "
+                                   "jobs; its agent reports every 10 s): up to "), line
+        finally:
+            proc.kill()
+            proc.communicate(timeout=10)
+    finally:
+        for proc in agents:
+            stop_process(proc)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_command_killed_by_a_signal_still_gets_its_outcome_audited(sim, tmp_path, signum):
     """A drain waiting for its effect (finish mode on a node running a job) is ended by
