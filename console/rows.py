@@ -1366,13 +1366,18 @@ class FleetCounts:
     """Up on nodes heard from, with error findings (N2-N5) or flapping; not the down ones."""
     ports_unknown: int = 0
     """On silent nodes, or nodes with no telemetry yet: their last sample is no word on now."""
+    ports_waiting: int = 0
+    """Of ``ports_unknown``, those on nodes born and not silent that have sent no telemetry
+    yet (``NodeState.waiting``): the fabric panel called them "silent" (a newcomer's set-up,
+    agents at --interval 10)."""
     talking_unread: int = 0
     """``Totals.talking_unread``, kept as these counts are (a ``totals`` pass per refresh
     cost ~40 ms at 4,096 nodes)."""
     jobs: dict[str, int] = field(default_factory=dict)
 
 
-_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int, int, bool]
+_Contribution = tuple[str, bool, str, int, int, int, int, int, int, int, int, int, int, bool,
+                      int]
 
 
 def _contribution(st: NodeState) -> _Contribution:
@@ -1384,7 +1389,7 @@ def _contribution(st: NodeState) -> _Contribution:
     ports = st.port_use()
     return (base, stale, verdict_text(st), expected, use.in_use, use.free, use.failed, use.out,
             st.ib_ports, ports.down, erroring_ports(st), use.waiting, ports.unknown,
-            st.unread_talking)
+            st.unread_talking, ports.unknown if st.waiting else 0)
 
 
 @dataclass
@@ -1394,7 +1399,7 @@ class CountsCache:
     nodes a full pass is ~0.4 s of Python)."""
 
     contrib: dict[str, _Contribution] = field(default_factory=dict)
-    sums: list[int] = field(default_factory=lambda: [0] * 11)
+    sums: list[int] = field(default_factory=lambda: [0] * 12)
     states: dict[str, int] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
     seen: int = -1
@@ -1427,7 +1432,7 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None,
     nodes = state.nodes
     if cache.state_id != state.serial or cache.seen < base:
         cache.contrib.clear()
-        cache.sums, cache.states, cache.verdicts, cache.pending = [0] * 11, {}, {}, {}
+        cache.sums, cache.states, cache.verdicts, cache.pending = [0] * 12, {}, {}, {}
         cache.state_id = state.serial
         for node_id, node in nodes.items():
             contrib = cache.contrib[node_id] = _contribution(node)
@@ -1443,7 +1448,8 @@ def fleet_counts(state: FleetState, cache: CountsCache | None = None,
                 cache.add(contrib, 1)
     cache.seen = base + len(log)
     (c.gpus, c.gpus_in_use, c.gpus_free, c.gpus_failed, c.gpus_out, c.ports, c.ports_down,
-     c.ports_erroring, c.gpus_waiting, c.ports_unknown, c.talking_unread) = cache.sums
+     c.ports_erroring, c.gpus_waiting, c.ports_unknown, c.talking_unread,
+     c.ports_waiting) = cache.sums
     states = {k: v for k, v in cache.states.items() if v}
     verdicts = {k: v for k, v in cache.verdicts.items() if v}
     c.states = states

@@ -39,6 +39,19 @@ async def test_fabric_panel_says_how_many_ports_it_has_not_heard_from():
         assert "no data from 32 of 192 ports (their nodes are silent)" in fabric, fabric
 
 
+async def test_fabric_panel_tells_nodes_not_heard_from_yet_from_silent_ones():
+    """Nodes born that had not sent their first sample yet (agents at --interval 10) read
+    "(their nodes are silent)": they are not silent, only not heard from yet."""
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest, names=world.fleet.names[:20])  # 4 not heard from yet
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        fabric = panel_text(screen, "fabric-panel")
+        assert ("no data from 32 of 192 ports (their nodes are not heard from yet)"
+                in fabric), fabric
+
+
 async def test_the_fabric_views_count_of_bad_ports_says_one_port_in_the_singular():
     """"1 bad ports in total" under one flapping port (a newcomer's run)."""
     from tests.tui.fleet import port_down

@@ -141,9 +141,10 @@ class OverviewScreen(FleetView):
         a node detail) left the retired one in the grid and the new one out of it."""
         self.jobs: list[JobRow] = []
         self.switches = SwitchSummary(0)
-        self._ports = (0, 0)
-        """(IB ports, unknown of them) as the counts line has them: the fabric panel's rows
-        come from findings, so silent nodes' ports need saying there too."""
+        self._ports = (0, 0, 0)
+        """(IB ports, unknown of them, of those on nodes not heard from yet) as the counts
+        line has them: the fabric panel's rows come from findings, so silent nodes' ports need
+        saying there too."""
         self._switch_cache = SwitchHealthCache()
         self._panels_shown: dict[str, object] = {}
         """What each panel's text was last made from (data and size)."""
@@ -207,7 +208,7 @@ class OverviewScreen(FleetView):
         counts = fleet_counts(state, self.fleet.summaries.counts)
         box = self.query_one("#counts", Readout)
         box.show(self._counts_text(counts, (box.size.width or self.size.width) - 2))
-        self._ports = (counts.ports, counts.ports_unknown)
+        self._ports = (counts.ports, counts.ports_unknown, counts.ports_waiting)
         suspects = suspect_switches(state)
         self.switches = switch_health(state, suspects, self._switch_cache)
         self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
@@ -550,12 +551,16 @@ class OverviewScreen(FleetView):
         if len(rows) > room:
             lines.append(f"[$text-muted]+{len(rows) - room} more switches (4: fabric)[/]")
         ok = s.switches - len(s.rows)
-        ports, unknown = self._ports
+        ports, unknown, waiting = self._ports
         # A silent node's ports have no findings, so no row: without a word on them a fleet
-        # whose agents all died read "every port up" under a header of "unknown 384".
+        # whose agents all died read "every port up" under a header of "unknown 384". Nodes
+        # that have not sent their first sample yet are not silent: agents at --interval 10
+        # read "silent" for their first seconds (a newcomer's set-up).
         of = "" if unknown >= ports else f" of {ports}"
-        silent = (f"[$warning]? no data from {unknown}{of} ports[/] (their nodes are silent)"
-                  if unknown else "")
+        why = ("their nodes are not heard from yet" if waiting >= unknown else
+               "their nodes are silent" if not waiting else
+               f"{unknown - waiting} on silent nodes, {waiting} on nodes not heard from yet")
+        silent = f"[$warning]? no data from {unknown}{of} ports[/] ({why})" if unknown else ""
         if not s.rows and not ports:
             lines.append("[$text-muted]no IB ports known yet[/]")
         elif not s.rows and unknown >= ports:
@@ -588,7 +593,7 @@ class OverviewScreen(FleetView):
         shown = order if len(order) <= room else order[:max(0, room - 1)]
         width = max((len(leaf) for leaf in shown), default=6)
         lines = []
-        ports, unknown = self._ports
+        ports, unknown, _ = self._ports
         # No node heard from: a row of ■ read as every switch fine (a SIGKILLed simulator).
         fine = "silent" if ports and unknown >= ports else "ok"
         for leaf in shown:
