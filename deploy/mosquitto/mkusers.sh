@@ -17,13 +17,27 @@ fi
 passwd_file=$1; creds=$2; shift 2
 command -v mosquitto_passwd >/dev/null || { echo "mosquitto_passwd not found (apt-get install mosquitto)" >&2; exit 1; }
 umask 077
-touch "$passwd_file" "$creds"
-for user in "$@"; do
+for user in "$@"; do  # every name checked before anything is written
   if ! [[ $user =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]]; then
     echo "invalid user name '$user' (letters, digits, . _ -)" >&2
     exit 2
   fi
-  pass=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' | head -c 24)
-  mosquitto_passwd -b "$passwd_file" "$user" "$pass"
-  echo "$user $pass" >> "$creds"
 done
+touch "$passwd_file" "$creds"
+# One mosquitto_passwd call for all of them (-U hashes a plain "user:password" file in place):
+# a call per user took 9 s for 256 users, minutes for a 4,096-node fleet. A user already in
+# PASSWD_FILE gets its new password, as mosquitto_passwd -b would.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+printf '%s\n' "$@" > "$work/users"
+# 24 random letters and digits a user, read in one go (a pipeline per user cost as much again).
+# (tr ends on SIGPIPE once head has enough: not a failure, so no pipefail for this line)
+(set +o pipefail; LC_ALL=C tr -dc 'A-Za-z0-9' < /dev/urandom | head -c $((24 * $#)) | fold -w 24) \
+  > "$work/passes"
+paste -d: "$work/users" "$work/passes" > "$work/new"
+paste -d' ' "$work/users" "$work/passes" > "$work/creds"
+mosquitto_passwd -U "$work/new"
+awk -F: 'NR == FNR { drop[$1]; next } !($1 in drop)' "$work/new" "$passwd_file" > "$work/kept"
+# Written through the existing file, so its owner and mode (mosquitto may read it) stay.
+cat "$work/kept" "$work/new" > "$passwd_file"
+cat "$work/creds" >> "$creds"
