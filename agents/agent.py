@@ -64,6 +64,11 @@ BD_SEQ_AHEAD_MS = 600_000
 refused."""
 WINDOWS_SAVE_EVERY_S = 10.0
 """How often, at most, the error windows are saved while they change (``Agent.keep_windows``)."""
+SAVE_AGAIN_FIRST_S = 1.0
+SAVE_AGAIN_CAP_S = 30.0
+"""A state the disk refused is tried again after 1 s, then twice as long each time it fails,
+at most 30 s apart (``NodeAgent._save_again``): one failing open is cheap, but a --state-dir
+that stays full for days must not be hammered each sample."""
 
 
 def now_ms(clock: Callable[[], float] = time.time) -> int:
@@ -188,7 +193,10 @@ class NodeAgent:
         self.drain: DrainInfo = saved.drain
         self._drain_mode = saved.drain_mode
         self._will_drain: DrainInfo | None = None
-        """The drain the current session's Last Will carries (MQTT fixes a will at CONNECT)."""
+        """The drain the current session's Last Will carries (MQTT fixes a will at CONNECT),
+        with its ``unsaved`` (``drain_said``)."""
+        self._save_again_at = 0.0
+        self._save_again_s = SAVE_AGAIN_FIRST_S
         self.rearm = asyncio.Event()
         """Set once the drain moved away from the will's: the session ends cleanly (no will) and
         a new one connects at once with a will that carries the drain (``_rearm_if_stale``)."""
@@ -248,14 +256,17 @@ class NodeAgent:
             agent_started_ts=self.started_ms,
         )
 
+    def drain_said(self) -> DrainInfo:
+        """The drain as a status says it: with why it is not saved while saves fail."""
+        if not self.state.save_error:
+            return self.drain
+        # Every status while the state is unsaved (its will too): what a restart forgets.
+        return self.drain.model_copy(update={"unsaved": self.state.save_error[-1024:]})
+
     def status(self, online: bool = True, stopped: bool = False) -> Status:
-        drain = self.drain
-        if self.state.save_error:
-            # Every status while the state is unsaved (its will too): what a restart forgets.
-            drain = drain.model_copy(update={"unsaved": self.state.save_error[-1024:]})
         return Status(
             node=self.node_id, online=online, bdSeq=self.bd_seq, ts=now_ms(self.clock),
-            drain=drain, stopped=stopped,
+            drain=self.drain_said(), stopped=stopped,
         )
 
     def telemetry(self) -> Telemetry:
@@ -473,7 +484,7 @@ class NodeAgent:
             accepted_before = self.connacks
             self.bd_seq = self._next_bd_seq()
             self._save_state()  # before the will that carries it can reach anyone
-            self._will_drain = self.drain
+            self._will_drain = self.drain_said()
             self.rearm.clear()
             will = aiomqtt.Will(
                 self._topic[Kind.STATUS], codec.encode(self.status(online=False)), qos=1,
@@ -701,6 +712,7 @@ class NodeAgent:
                     await self._publish_birth(client)  # the birth without an inventory, again
                 await self._flush_events(client)
                 await self._check_drained(client)
+                await self._save_again(client)
             self._rearm_if_stale()
             if self.on_takeover is None and self.takeover.ended():
                 log.warning("%s: connected to the MQTT broker at %s for %g s now: the "
@@ -771,8 +783,26 @@ class NodeAgent:
         """Re-arm the will once the drain changed and what followed it went out: a drained
         node whose agent then died read "not drained" in every console started later, since
         the will it left was the drain as of the connect (an SRE drill; docs/protocol.md)."""
-        if self._will_drain is not None and self.drain != self._will_drain:
+        if self._will_drain is not None and self.drain_said() != self._will_drain:
             self.rearm.set()
+
+    async def _save_again(self, client: aiomqtt.Client) -> None:
+        """Try a state the disk refused again (with back-off), and once it is kept say so in the
+        status (the will follows, ``_rearm_if_stale``): a --state-dir freed of its full disk
+        left the retained status saying "not saved on the node" until the next command or
+        reconnect, though a restart would now keep the drain (a review)."""
+        if not self.state.save_error:
+            self._save_again_s = SAVE_AGAIN_FIRST_S
+            return
+        now = time.monotonic()
+        if now < self._save_again_at:
+            return
+        if self._save_state():
+            self._save_again_at = now + self._save_again_s
+            self._save_again_s = min(SAVE_AGAIN_CAP_S, self._save_again_s * 2)
+            return
+        self._save_again_s = SAVE_AGAIN_FIRST_S
+        await self._publish_status(client)
 
     async def _handle(self, client: aiomqtt.Client, cmd: Command) -> None:
         answered = self.guard.answered(cmd.cmd_id)

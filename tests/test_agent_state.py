@@ -717,6 +717,49 @@ async def test_a_drain_the_agent_cannot_save_is_said_to_every_reader_of_its_stat
             proc.wait(10)
 
 
+async def test_a_drain_saved_once_the_disk_recovers_no_longer_reads_not_saved(
+        mosquitto, tmp_path):
+    """Its status said "not saved" until the agent's next command or reconnect, though the
+    disk took the state again a moment later: the agent tries the save again (with back-off)
+    and says it kept in its status, and its will (re-armed) says so to a console started after
+    the agent dies; the drain survives a restart."""
+    url = mosquitto.url
+    async with Tap(url, CLUSTER) as tap:
+        proc = start_agent(url, tmp_path)
+        try:
+            await tap.until(lambda: any(s.online for s in tap.statuses(NODE)), 20,
+                            message="agent online")
+            state_file = tmp_path / "state" / "state-gpu0001.json"
+            state_file.unlink()
+            (state_file / "full").mkdir(parents=True)
+            await send(url, CLUSTER, command(CommandOp.DRAIN, reason="disk full drill"))
+            await tap.until(lambda: tap.statuses(NODE)[-1].drain.unsaved != "", 20,
+                            message="the drain said not saved")
+            await asyncio.sleep(2)  # the will re-armed for the drain, its save failing again
+            assert tap.statuses(NODE)[-1].drain.unsaved != ""
+            shutil.rmtree(state_file)  # the disk freed
+            await tap.until(lambda: (tap.statuses(NODE)[-1].online
+                                     and tap.statuses(NODE)[-1].drain.unsaved == ""), 20,
+                            message="a status saying the drain kept")
+            assert tap.statuses(NODE)[-1].drain.state is DrainState.DRAINED
+            assert json.loads(state_file.read_text())["drain"]["state"] == "drained"
+            await asyncio.sleep(2)  # the will re-armed: a session of its own
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            await tap.until(lambda: not tap.statuses(NODE)[-1].online, 20, message="the will")
+            will = tap.statuses(NODE)[-1]
+            assert will.drain.state is DrainState.DRAINED and will.drain.unsaved == "", will
+            bd = last_bd_seq(tap)
+            proc = start_agent(url, tmp_path)
+            await tap.until(lambda: tap.first_status_after(NODE, bd) is not None, 20,
+                            message="the restarted agent's first status")
+            first = tap.first_status_after(NODE, bd)
+            assert first is not None and first.drain.state is DrainState.DRAINED, first
+        finally:
+            proc.kill()  # not an error where the test killed it already
+            proc.wait(10)
+
+
 def test_the_not_saved_clause_of_a_long_state_path_fits_an_acks_reason(tmp_path):
     """An ack's reason is at most 2,048 characters (protocol Text) and a state path may be
     longer: the clause naming it whole made the agent's ack invalid (166edee keeps its last
