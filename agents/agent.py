@@ -258,7 +258,9 @@ class NodeAgent:
 
     def drain_said(self) -> DrainInfo:
         """The drain as a status says it: with why it is not saved while saves fail."""
-        if not self.state.save_error:
+        if not self.state.save_error or self.drain == self.state.kept_drain:
+            # Nothing a restart would change: a node never drained on a full --state-dir is no
+            # "drain not kept" (every such node was listed so in status, "none not saved").
             return self.drain
         # Every status while the state is unsaved (its will too): what a restart forgets.
         return self.drain.model_copy(update={"unsaved": self.state.save_error[-1024:]})
@@ -797,12 +799,14 @@ class NodeAgent:
         now = time.monotonic()
         if now < self._save_again_at:
             return
+        said = self.drain_said()
         if self._save_state():
             self._save_again_at = now + self._save_again_s
             self._save_again_s = min(SAVE_AGAIN_CAP_S, self._save_again_s * 2)
             return
         self._save_again_s = SAVE_AGAIN_FIRST_S
-        await self._publish_status(client)
+        if self.drain_said() != said:
+            await self._publish_status(client)
 
     async def _handle(self, client: aiomqtt.Client, cmd: Command) -> None:
         answered = self.guard.answered(cmd.cmd_id)

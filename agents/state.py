@@ -277,6 +277,9 @@ class StateStore:
         self._failing = False
         self.save_error = ""
         """Why the last save of the state failed ('' once one worked): the disk's words."""
+        self.kept_drain: DrainInfo | None = None
+        """The drain the state file holds (read or last written; None: not known), what a
+        restart comes back with while saves fail."""
         self.lost = False
         """The file existed but could not be read by :meth:`load` (:data:`UNREADABLE_REASON`)."""
 
@@ -292,6 +295,7 @@ class StateStore:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
+            self.kept_drain = DrainInfo()
             return AgentState()
         try:
             f = _StateFile.model_validate_json(raw)
@@ -309,6 +313,7 @@ class StateStore:
                                         requested_by="agent", since_ts=now_ms))
             self.save(lost)
             return lost
+        self.kept_drain = f.drain
         return AgentState(f.drain, f.drain_mode, dict(f.executed), f.bd_seq)
 
     def save(self, state: AgentState) -> bool:
@@ -333,6 +338,7 @@ class StateStore:
             log.warning("agent state saved to %s again", self.path)
         self._failing = False
         self.save_error = ""
+        self.kept_drain = state.drain
         return True
 
 

@@ -105,6 +105,11 @@ def drain_unsaved(d: DrainInfo) -> str:
     did): its acks said so to the console that sent it alone (docs/reliability.md)."""
     if not d.unsaved:
         return ""
+    if d.state is DrainState.NONE:
+        # The agent carries it on an undrained node only where its state file still holds a
+        # drain: "none not saved …: an agent restart forgets it" read as harmless.
+        return (f"resume {NOT_SAVED} ({d.unsaved}): an agent restart brings back the drain "
+                "it saved")
     return f"{d.state.value} {NOT_SAVED} ({d.unsaved}): an agent restart forgets it"
 
 

@@ -779,3 +779,35 @@ def test_the_not_saved_clause_of_a_long_state_path_fits_an_acks_reason(tmp_path)
     assert clause.endswith(f"state-{NODE}.json: Not a directory): an agent restart forgets it")
     Ack(cmd_id="c1.0", by=NODE, op=CommandOp.RESUME, result=AckResult.DONE,
         reason="returned to service" + clause, ts=1_800_000_000_000)
+
+
+def test_only_a_drain_a_restart_would_change_is_said_not_saved(tmp_path):
+    """Every status carried ``unsaved`` while saves failed, so a node never drained on a full
+    --state-dir was listed among "drains not kept" as "none not saved on the node (…): an
+    agent restart forgets it", and an unsaved resume read so too, though its restart brings
+    the saved drain back."""
+    from fleetdeck.brokerurl import BrokerURL
+    from fleetdeck.console.rows import drain_unsaved
+
+    path = tmp_path / f"state-{NODE}.json"
+    agent = NodeAgent(cluster=CLUSTER, node_id=NODE, source=SimNode(NODE),
+                      url=BrokerURL("127.0.0.1", 1), interval_s=1.0,
+                      state=StateStore(path, NODE))
+    good = agent.state.path
+    agent.state.path = tmp_path / "file"
+    agent.state.path.write_text("")
+    agent.state.path = agent.state.path / "state.json"  # the disk refuses it from now on
+    assert agent._save_state()
+    assert agent.status().drain.unsaved == ""  # in service, and a restart keeps it so
+    agent.drain = DrainInfo(state=DrainState.DRAINED, reason="ib", requested_by="alice")
+    assert agent._save_state()
+    assert drain_unsaved(agent.status().drain).startswith("drained not saved on the node (")
+    agent.state.path = good
+    assert agent._save_state() == ""  # the drain kept
+    assert agent.status().drain.unsaved == ""
+    agent.state.path = tmp_path / "file" / "state.json"
+    agent.drain = DrainInfo()  # resumed, not saved: the file still holds the drain
+    assert agent._save_state()
+    said = drain_unsaved(agent.status().drain)
+    assert said.startswith("resume not saved on the node ("), said
+    assert said.endswith("an agent restart brings back the drain it saved"), said
