@@ -452,7 +452,8 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
     first = _since(members[0])
     found = [shown_findings(st) for st in members]
     heads = [f[0] for f in found if f]
-    if heads and len(heads) == len(members) and len({_alike(f) for f in found}) == 1:
+    alike = [_alike(f) for f in found]  # once a node: a regex each finding (2,048 nodes)
+    if heads and len(heads) == len(members) and len(set(alike)) == 1:
         # The same fault on each: said once, in the first node's words. Only when every
         # finding is on the same GPU or port of each: the same rules elsewhere ("N1
         # mlx5_ib1:1" said of a node whose mlx5_ib3 is down, a fault audit), or the same
@@ -464,7 +465,7 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
         what = (f"the same on each, {reason_line(heads[0])}"
                 + (f" (+{more} more)" if more else ""))
     else:
-        what = _alike_parts(members, found)
+        what = _alike_parts(members, found, alike)
     job = state.jobs.get(jid)
     holds = job is not None and job.state.value in HOLDING_NODES and any(
         n in state.job_nodes(job) for n in names)
@@ -515,27 +516,39 @@ def _job_fault_incident(state: FleetState, jid: str, members: list[NodeState],
 
 TITLE_PARTS = 3
 """Groups of alike nodes a job incident's title names before it counts the rest."""
+GROUP_SAID_CHARS = 64
+"""A group's hostlist longer than this is said as its count (the title's head names them all)."""
 
 
-def _alike_parts(members: list[NodeState], found: list[list[Finding]]) -> str:
-    """The nodes' findings, the nodes alike (``_alike``) as one hostlist in the first one's
-    words: 2 of 3 failed nodes alike read each node's line in full, and 64 nodes of which
-    one differed made a title of 64 lines' worth. The TITLE_PARTS largest groups, then how
-    many nodes more (each of their own findings is in the node table)."""
+def _alike_parts(members: list[NodeState], found: list[list[Finding]],
+                 alike: list[tuple[tuple[str, str, str], ...]] | None = None) -> str:
+    """The nodes' findings, the nodes alike (``_alike``, one key a node) as one hostlist in
+    the first one's words: 2 of 3 failed nodes alike read each node's line in full, and 64
+    nodes of which one differed made a title of 64 lines' worth. The TITLE_PARTS largest
+    groups, then how many nodes more (each of their own findings is in the node table)."""
+    if alike is None:
+        alike = [_alike(f) for f in found]
     groups: dict[tuple[tuple[str, str, str], ...], list[int]] = {}
     for i, f in enumerate(found):
         if f:
-            groups.setdefault(_alike(f), []).append(i)
+            groups.setdefault(alike[i], []).append(i)
     # The largest first, so a fault of 60 nodes is never among those counted.
     ordered = sorted(groups.values(), key=len, reverse=True)
     parts = []
-    for idx in ordered:
+    # Only the groups named are worded: 2,048 nodes each of its own made a hostlist and a
+    # reason line of every one, to keep three (a review).
+    for idx in ordered[:TITLE_PARTS]:
         head = reason_line(found[idx[0]][0])
-        parts.append(f"{compress([members[i].node_id for i in idx])}: {head}")
-    if len(parts) > TITLE_PARTS:
+        said = compress([members[i].node_id for i in idx])
+        if len(said) > GROUP_SAID_CHARS:
+            # A group scattered through the job (XID 79 on GPU 3 of every eighth node) made a
+            # hostlist of each of its nodes: three such groups of 2,048 made a 4 KB title.
+            said = f"{len(idx)} nodes"
+        parts.append(f"{said}: {head}")
+    if len(ordered) > TITLE_PARTS:
         rest = sum(len(idx) for idx in ordered[TITLE_PARTS:])
-        plural = "s" if rest > 1 else ""
-        parts[TITLE_PARTS:] = [f"{rest} more node{plural}, each as its own finding says"]
+        parts.append(f"{rest} more nodes, each as its own finding says" if rest > 1
+                     else "1 more node, as its own finding says")
     return "; ".join(parts)
 
 

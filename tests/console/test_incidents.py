@@ -1015,3 +1015,24 @@ def test_a_job_incident_of_many_unlike_nodes_names_a_few_and_counts_the_rest():
     assert ("gpu0001: G1 gpu0: 7/8 GPUs visible; gpu0002: G1 gpu1: 7/8 GPUs visible; gpu0004: "
             "G1 gpu2: 7/8 GPUs visible; 2 more nodes, each as its own finding says; "
             "job 4104") in inc.title, inc.title
+
+
+def test_groups_scattered_through_a_large_job_are_counted_not_listed_node_by_node():
+    """2,048 failed nodes of one job, XID 79 on GPU i % 8 of each: every group is every
+    eighth node, and its hostlist named each of them: a 4 KB title of three hostlists. A
+    group's long hostlist is its count (the title's head names every node); one node more
+    is not "each"."""
+    from types import SimpleNamespace
+
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.incidents import _alike_parts
+
+    members = [SimpleNamespace(node_id=f"gpu{i:04d}") for i in range(1, 2049)]
+    found = [[Finding("G1", Severity.DRAIN, f"gpu{i % 8}", "7/8 GPUs visible")]
+             for i in range(2048)]
+    what = _alike_parts(members, found)  # type: ignore[arg-type]
+    assert what == ("256 nodes: G1 gpu0: 7/8 GPUs visible; 256 nodes: G1 gpu1: 7/8 GPUs "
+                    "visible; 256 nodes: G1 gpu2: 7/8 GPUs visible; 1280 more nodes, each as "
+                    "its own finding says"), what
+    what = _alike_parts(members[:4], found[:4])  # type: ignore[arg-type]
+    assert what.endswith("; 1 more node, as its own finding says"), what
