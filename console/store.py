@@ -278,6 +278,11 @@ TRANSITION_DEDUP_S = 5.0
 """The same verdict change of a node within this long is one change (several collectors)."""
 
 
+
+def _listed(items: list[str], last: str) -> str:
+    """``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
 class StoreError(UserError):
     """The store cannot be opened or used (one sentence for the operator)."""
 
@@ -1107,11 +1112,14 @@ class Store:
     def missing_said(self) -> str:
         """The one sentence of what ``restore`` cannot put back of an older, read-only store."""
         lacks = sorted(self.missing & RESTORED_TABLES.keys())
-        what = ", nor ".join(RESTORED_TABLES[t] for t in lacks)
-        tables = f"{', '.join(lacks)} table{'s' if len(lacks) > 1 else ''}"
+        # Said as a list ("a, b or c") and with the way out: "… not A, nor B, nor C" named no
+        # one who could add them (a review).
+        what = _listed([RESTORED_TABLES[t] for t in lacks], "or")
+        tables = f"{_listed(lacks, 'or')} table"
         return (f"history store {self.path.name} (schema {self.schema or 'unknown'}, read-only "
-                f"to this user) has no {tables}: its events and verdicts are restored, not "
-                f"{what}")
+                f"to this user) has no {tables}: its events and verdicts are restored, but not "
+                f"{what}; a console or collector of this version run by the store's owner "
+                "adds them")
 
     async def _all(self, sql: str) -> list[Any]:
         async with self.db.execute(sql) as cur:
