@@ -31,7 +31,7 @@ from fleetdeck.console.judgements import (
     suspect_switches,
 )
 from fleetdeck.console.state import FleetState, NodeState
-from fleetdeck.hostlist import compress
+from fleetdeck.hostlist import compress, natural_key
 from fleetdeck.protocol.fast import IbPortSample
 
 _BIRTH = attrgetter("birth")
@@ -214,7 +214,10 @@ def fabric_map(state: FleetState, cache: FabricMapCache | None = None) -> Fabric
             rail_sets.add(rails)
             groups.setdefault(leaf, []).append(node_id)
         members = {leaf: tuple(sorted(group)) for leaf, group in groups.items()}
-        cache.leaves, cache.members, cache.healthy = sorted(members), members, healthy
+        # In number order: the matrix's blocks (and cells of several groups) run leaf01,
+        # leaf02 … leaf1024, not leaf01, leaf10, leaf100, leaf1000 (a 16,384-node drive).
+        leaves = sorted(members, key=natural_key)
+        cache.leaves, cache.members, cache.healthy = leaves, members, healthy
         cache.rails = sorted({r for rs in rail_sets for r in rs})
         cache.special = {}
     overrides: dict[str, NodeFabric] = {}
@@ -328,7 +331,8 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
             rails = _rails(st)
             per[rails] = per.get(rails, 0) + 1
         cache.leaves = {leaf: (sum(per.values()), tuple(sorted({r for rs in per for r in rs})))
-                        for leaf, per in sorted(cache.shapes.items())}
+                        for leaf, per in sorted(cache.shapes.items(),
+                                                key=lambda kv: natural_key(kv[0]))}
     shapes = cache.shapes
     agg: dict[str, tuple[str, int, list[int], list[str]]] = {}
     for st in nodes.values():
@@ -359,7 +363,8 @@ def switch_health(state: FleetState, suspects: Sequence[SuspectSwitch] | None = 
         out.rows.append(SwitchRow(sw, leaf, rail, ports, down, flap, err,
                                   tuple(sorted(bad_nodes)), "" if j is None else j.text,
                                   j is not None and j.recovered, low))
-    out.rows.sort(key=lambda r: (not r.failing, r.suspect == "", -r.bad, -r.down, r.switch))
+    out.rows.sort(key=lambda r: (not r.failing, r.suspect == "", -r.bad, -r.down,
+                              natural_key(r.switch)))
     return out
 
 

@@ -53,7 +53,7 @@ from fleetdeck.console.judgements import (
     worst_first,
 )
 from fleetdeck.console.state import FAILING_STATES, HOLDING_NODES, FleetState, NodeState
-from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist
+from fleetdeck.hostlist import HostlistError, compress, expand, looks_like_hostlist, natural_key
 from fleetdeck.protocol import wire2
 from fleetdeck.protocol.fast import IbPortSample
 from fleetdeck.protocol.messages import NOT_SAVED, DrainInfo, DrainState, JobStatus
@@ -1312,8 +1312,9 @@ def fabric(state: FleetState, cache: FabricCache | None = None
         hint = leaf_hint(by_leaf.get(leaf, []), groups.get(leaf), back.get(leaf))
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
                             agg.erroring, hint, recovered=bool(hint) and leaf not in failing))
-    rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), r.leaf))
-    bad_ports.sort(key=lambda p: (p.leaf, p.status not in NO_LINK, p.node, p.port))
+    # Leaves in number order (leaf99 before leaf100), as the matrix draws them.
+    rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), natural_key(r.leaf)))
+    bad_ports.sort(key=lambda p: (natural_key(p.leaf), p.status not in NO_LINK, p.node, p.port))
     return rows, bad_ports
 
 

@@ -7,11 +7,28 @@ the width of the lower bound, as in Slurm (``gpu[008-011]`` gives ``gpu008 … g
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 MAX_HOSTS = 1_000_000
 """Refuse expressions that expand to more names than this (a typo like ``gpu[0-99999999]``)."""
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)([^\d]*)$")
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+@lru_cache(maxsize=1 << 16)
+def natural_key(name: str) -> tuple[str | int, ...]:
+    """Sort key reading the numbers in a name as numbers: ``leaf99`` before ``leaf100``,
+    ``leaf601-r3`` before ``leaf601-r10``. Names the fleet makes up are not always padded to
+    one width (the simulator's leaf groups are ``leaf01`` … ``leaf1024``), and string order put
+    ``leaf1000`` between ``leaf100`` and ``leaf101``. The parts alternate text and number
+    from the start, so any two keys compare part by part without mixing types."""
+    parts: list[str | int] = []
+    for i, part in enumerate(_DIGITS.split(name)):
+        parts.append(int(part) if i % 2 else part)
+    return tuple(parts)
 
 
 class HostlistError(ValueError):

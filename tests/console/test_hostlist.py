@@ -8,6 +8,7 @@ from fleetdeck.hostlist import (
     did_you_mean,
     expand,
     looks_like_hostlist,
+    natural_key,
     padded_forms,
     padded_twins,
 )
@@ -93,3 +94,9 @@ def test_the_padded_forms_a_store_is_asked_for():
     assert padded_forms("gpu42", widest=5) == ["gpu042", "gpu0042", "gpu00042"]
     assert padded_forms("GPU0042", widest=4) == ["gpu42", "gpu042", "gpu0042"]
     assert padded_forms("login") == []
+
+
+def test_natural_key_reads_numbers_as_numbers():
+    names = ["leaf100", "leaf1000", "leaf99", "leaf01", "leaf601-r10", "leaf601-r3", "(no leaf)"]
+    assert sorted(names, key=natural_key) == ["(no leaf)", "leaf01", "leaf99", "leaf100",
+                                              "leaf601-r3", "leaf601-r10", "leaf1000"]

@@ -420,3 +420,29 @@ async def test_a_silent_fleet_s_ports_are_not_said_to_be_up(world):
         text = text_of(world.app)
         assert "ACTIVE/LinkUp" not in text, text
         assert f"{silent} silent" in text, text
+
+
+async def test_leaf_groups_run_in_number_order_past_leaf99():
+    """Leaf names the fleet makes up are not padded to one width (the simulator's run leaf01 …
+    leaf1024): at 16,384 nodes the matrix's blocks read leaf01, leaf1012, leaf112 … leaf20,
+    string order, and ``}`` went from leaf01 to leaf10 (a 16,384-node drive). 1,024 nodes in
+    128 groups of 8 have the same names past leaf99."""
+    world = World(1024)
+    fleet = world.fleet
+    for i, name in enumerate(fleet.names):
+        fleet.src(name).topology = Topology(rack=f"r{i // 4:03d}", leaf=f"leaf{i // 8 + 1:02d}")
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest, faults={"gpu1000": port_down("mlx5_ib6")})
+    want = [f"leaf{g:02d}" for g in range(1, 129)]
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        labels = [b.label for band in matrix.plan.bands for b in band]
+        assert labels == want
+        assert screen.map.leaves == want
+        await pilot.press("right_curly_bracket")  # to the next leaf group's first cell
+        await pilot.pause()
+        assert matrix.cursor_block().label == "leaf02"
+        # The leaf table: the bad one first, then the healthy ones in the matrix's order.
+        rows = [r.leaf for r in screen.leaves]
+        assert rows[0] == "leaf125" and rows[1:] == [g for g in want if g != "leaf125"]
