@@ -155,6 +155,9 @@ class NodeRow(msgspec.Struct, frozen=True, gc=False):
     age_v: float = math.inf
     verdict_v: int = 0
     """``health_rank``: lowest first."""
+    place: str = ""
+    """``place_of``: no column, what the ``/`` filter reads besides them. Built with the row
+    (once per sample), not per filter pass: 16,384 of them took 11 ms."""
 
 
 NODE_COLUMNS: list[tuple[str, str, int]] = [
@@ -290,6 +293,7 @@ def node_row(st: NodeState, now: float, jobs: list[str] | None = None) -> NodeRo
         reasons=reasons_text(st),
         util_v=util_v, temp_v=temp_v, power_v=power_v, age_v=age_v,
         verdict_v=health_rank(st),
+        place=place_of(st),
     )
 
 
@@ -390,6 +394,17 @@ def _short_age(s: float) -> str:
     return f"{s / 3600:.0f}h"
 
 
+def place_of(st: NodeState) -> str:
+    """Where a node stands, ``leaf643 rack2569``, from its birth's topology, as the overview's
+    grid names it: a name that does not say its kind gets it (``rack r04``); "" without one."""
+    topo = st.birth.topology if st.birth is not None else None
+    if topo is None:
+        return ""
+    parts = [name if name.startswith(kind) else f"{kind} {name}"
+             for kind, name in (("leaf", topo.leaf), ("rack", topo.rack)) if name]
+    return " ".join(parts)
+
+
 class NodeFilter:
     """``/`` filter text: a hostlist (``gpu[0010-0020]``) or a regex over the whole row; ``!``
     in front inverts it (k9s ``/!``). An invalid regex falls back to a plain substring."""
@@ -446,9 +461,12 @@ class NodeFilter:
         return hit != self.invert
 
     def match_row(self, row: NodeRow) -> bool:
+        """The row's leaf and rack too (``NodeRow.place``), which no column shows: the grid's
+        line names them ("gpu10273 gpu0 leaf643 rack2569"), and ``/rack2569`` or ``/leaf601``
+        (a suspect switch's group) matched no node (a 16,384-node drive)."""
         if self.hosts is not None:
             return self.matches(row.node, "")
-        hay = " ".join((row.node, row.state, row.verdict, row.job, row.reasons))
+        hay = " ".join((row.node, row.state, row.verdict, row.job, row.reasons, row.place))
         return self.matches(row.node, hay)
 
     def match_job(self, row: "JobRow", nodes: Iterable[str]) -> bool:

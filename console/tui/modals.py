@@ -562,7 +562,8 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         is not
         under the grid, room permitting: jobs (held up by a node, a hang or a failure first,
         then slowed by a straggler), fabric by switch, last events
-[b]Nodes[/]   / filter (regex, hostlist gpu\\[0010-0020], !inverse) · ctrl+z unhealthy only
+[b]Nodes[/]   / filter (regex: name, state, job, reasons, leaf, rack; hostlist gpu\\[0010-0020];
+        !inverse) · ctrl+z unhealthy only
         space mark, move down · ctrl+backslash clear marks · o next sort col · O reverse{rw_nodes}
         grey italic figures: last known (node offline or stale; AGE says how old)
 [b]Jobs[/]    / filter (regex, hostlist gpu\\[0010-0020]: jobs on them, !inverse)

@@ -155,6 +155,37 @@ async def test_page_by_leaf_and_rack():
         assert await press("right_curly_bracket") == "gpu0225"
 
 
+async def test_slash_finds_the_rack_and_the_leaf_the_grid_names():
+    """The line under the grid names the cursor node's leaf and rack ("leaf643 rack2569"), and
+    the top problems a suspect switch's group (leaf601-r3): ``/rack2569`` and ``/leaf601``
+    listed no node, the list's columns having neither (a 16,384-node drive)."""
+    world = World(256)
+    fleet = world.fleet
+    for i, name in enumerate(fleet.names):  # 16 nodes per leaf, 4 per rack, as the simulator
+        fleet.src(name).topology = Topology(rack=f"rack{i // 4 + 1:03d}",
+                                            leaf=f"leaf{i // 16 + 1:02d}")
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        for key in ("right_curly_bracket", "right_parenthesis"):
+            await pilot.press(key)
+        await pilot.pause()
+        status = world.app.screen.query_one("#grid-status").render().plain
+        assert "gpu0021 gpu0 leaf02 rack006 " in status
+        await pilot.press("slash", *"rack006", "enter")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, NodesScreen)
+        assert sorted(screen.shown) == ["gpu0021", "gpu0022", "gpu0023", "gpu0024"]
+        await pilot.press("slash", *"leaf02", "enter")
+        world.tick()
+        await pilot.pause()
+        assert sorted(screen.shown) == [f"gpu{i:04d}" for i in range(17, 33)]
+
+
 async def test_every_sort_column_orders_as_its_rows_do(world):
     """The node list sorts from the node (rows are only built for lines on screen): for every
     column, the same order as sorting the formatted rows."""
