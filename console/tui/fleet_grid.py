@@ -79,6 +79,10 @@ class FleetGrid(Widget, can_focus=True):
         Binding("down,j", "move(1, 0)", "Down", show=False),
         Binding("pageup", "move(-10, 0)", "Page up", show=False),
         Binding("pagedown", "move(10, 0)", "Page down", show=False),
+        # As the lists have them: 16,384 nodes are 1,024 rows of grid, and G to reach the
+        # last node did nothing (a 16,384-node drive).
+        Binding("home,g", "ends(-1)", "First node", show=False),
+        Binding("end,G", "ends(1)", "Last node", show=False),
         Binding("enter", "select", "Detail"),
         Binding("m", "cycle_metric", "Colour by"),
         # One footer entry per pair (the first of each, its key_display naming both): a
@@ -287,6 +291,14 @@ class FleetGrid(Widget, can_focus=True):
         node = max(0, min(len(self.node_ids) - 1, node + lines * self.per_line))
         self.cursor_node, self.cursor_gpu = node, gpu
         self._moved()
+
+    def action_ends(self, step: int) -> None:
+        """The first node's first GPU (``step`` < 0) or the last node's last one."""
+        if self.node_ids:
+            last = step > 0
+            self.cursor_node = len(self.node_ids) - 1 if last else 0
+            self.cursor_gpu = self.gpus_per_node - 1 if last else 0
+            self._moved()
 
     def move_to(self, index: int, gpu: int | None = None) -> None:
         """Put the cursor on node ``index`` of the grid (its worst GPU unless ``gpu``)."""

@@ -552,7 +552,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         ctrl+p palette ("node: …", "job: …", "view: …") · ? this help
 [b]Clusters[/] 0 every cluster watched (console --cluster a,b) · enter or :ctx NAME switches
 [b]Lists[/]   ↑↓/jk move · pgup/pgdn · g/G top/bottom · enter open
-[b]Overview[/] arrows/hjkl move on the GPU grid · enter node detail · / filter nodes
+[b]Overview[/] arrows/hjkl move on the grid · g/G first/last node · enter detail · / filter nodes
         m colour by health/util/temp/power · w worst node (again: next worst, W back)
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ⊟ out (idle on a failed node) ▲ degraded ✖ failed ◐ draining

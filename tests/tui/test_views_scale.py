@@ -529,3 +529,26 @@ async def test_a_failed_node_that_stops_a_job_comes_before_an_idle_suspect_switc
         said = [inc.nodes for inc in incidents(state)]
         assert [p.state for p in problems][:2] == ["alloc", "switch"], problems
         assert said[0] == ["gpu0007"] and len(said[1]) == 4, said
+
+
+async def test_g_and_G_on_the_grid_go_to_the_first_and_last_node():
+    """As in every list: 16,384 nodes are 1,024 rows of grid, and G did nothing (a 16,384-node
+    drive)."""
+    world = World(256)
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        grid = world.app.screen.query_one(FleetGrid)
+        await pilot.press("G")
+        await pilot.pause()
+        assert (grid.current_node, grid.cursor_gpu) == ("gpu0256", 7)
+        assert "gpu0256 gpu7 " in world.app.screen.query_one("#grid-status").render().plain
+        await pilot.press("g")
+        await pilot.pause()
+        assert (grid.current_node, grid.cursor_gpu) == ("gpu0001", 0)
+        await pilot.press("end")
+        await pilot.press("home")
+        await pilot.pause()
+        assert grid.current_node == "gpu0001"
