@@ -490,3 +490,33 @@ async def test_t_in_the_events_view_goes_to_the_time_of_the_line_under_the_curso
             app.seek_to("-0.5")
             await settle(pilot, app)
             assert line not in list(app.event_log.lines()), (line, landed - p.start)
+
+
+async def test_after_t_the_cursor_is_on_the_line_it_went_to(monkeypatch):
+    """'t' on a verdict line at the recording's end went back to its tick, but the timeline
+    put back there is numbered anew (``EventLog.renumber_after``): the cursor kept its row
+    number, on another line, and a second 't' or enter acted on that one (a review)."""
+    frozen_wall(monkeypatch)
+    app = ReplayApp(FIXTURE, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        p = app.player
+        await pilot.press("p")
+        app.seek_to("end")
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        view = app.screen
+        rows = view.rows
+        verdict = next(i for i, (_s, ln) in enumerate(rows)
+                       if ln.kind == "verdict" and ln.source == "gpu0006"
+                       and ln.text.startswith("ok -> failed"))
+        line = rows[verdict][1]
+        view.table.action_cursor_to(verdict)
+        await pilot.press("t")
+        await pilot_until(pilot, lambda: not p.busy and app._sought is None, "landed")
+        await pilot.pause()
+        view.update_body(p.position)
+        row = view.table.current_row
+        assert row is not None and row[1] == line, (row, line)

@@ -39,6 +39,8 @@ class EventsScreen(FilteredView):
         self.rows: list[Row] = []
         self._seen_seq = -1
         self._key = ("", False)
+        self._went_to: EventLine | None = None
+        """The line ``t`` went to, for the cursor once the replay shows it (``update_body``)."""
 
     def compose_body(self) -> ComposeResult:
         yield LineTable(EVENT_COLUMNS, key=lambda r: str(r[0]), cells=_cells, style=_style,
@@ -86,6 +88,16 @@ class EventsScreen(FilteredView):
         # stays on its entry while new ones arrive above.
         follow = table.cursor == 0
         table.set_rows(rows)
+        went = self._went_to
+        if went is not None:
+            # The timeline a seek back puts in place is numbered anew (``EventLog.renumber_
+            # after``): the cursor kept its row number, on another line, and the next t or
+            # enter acted on that one (a review). Onto the line once the replay shows it.
+            at = next((i for i, (_seq, line) in enumerate(rows) if line == went), None)
+            if at is not None:
+                self._went_to = None
+                table.action_cursor_to(at)
+                return
         if follow and table.cursor != 0:
             table.action_cursor_to(0)
 
@@ -125,6 +137,7 @@ class EventsScreen(FilteredView):
         row = self.table.current_row
         seek = getattr(self.fleet, "seek_line", None)
         if row is not None and seek is not None:
+            self._went_to = row[1]
             seek(row[1])
 
     @on(LineTable.Selected, "#event-table")
