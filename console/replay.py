@@ -943,6 +943,9 @@ class Player:
         self.node_events: dict[str, list[float]] = {}
         """Each node's recorded events (its XIDs, link changes, drains, going offline, the
         commands to it and its answers), for ``:seek NODE`` (``node_event``)."""
+        self.recorded_nodes: set[str] = set()
+        """Every node the recording names, for ``:seek NODE`` of one with no event: one heard
+        later, or retired since, was refused as no time, where it has none to go to."""
         self.end = self.start
         if index_events:
             self._scan()
@@ -1027,6 +1030,8 @@ class Player:
                     seen = (None, "")
                 if len(kinds) < TOPIC_CACHE_MAX:
                     kinds[msg.topic] = seen
+                if seen[1]:
+                    self.recorded_nodes.add(seen[1])
             kind, node = seen
             # A keyframe's entries are the picture before the recording began (a drained
             # node's status): "next event" stopped on them at +0.5 s, where the events view said

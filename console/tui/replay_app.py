@@ -284,7 +284,8 @@ class ReplayApp(FleetdeckApp):
             # The domain's one parser
             target = seek_target(arg, p.start, p.heading, p.end, nodes=True)
         except ValueError as err:
-            if is_valid_id(arg) and (arg in p.node_events or arg in self.state.nodes):
+            if is_valid_id(arg) and (arg in p.node_events or arg in self.state.nodes
+                                     or arg in p.recorded_nodes):
                 self.seek_node(arg)
             else:
                 self.notify(f"seek: {esc(str(err))}", severity="error")

@@ -520,3 +520,48 @@ async def test_after_t_the_cursor_is_on_the_line_it_went_to(monkeypatch):
         view.update_body(p.position)
         row = view.table.current_row
         assert row is not None and row[1] == line, (row, line)
+
+
+async def test_seek_to_a_node_heard_later_or_retired_says_it_has_no_event(monkeypatch, tmp_path):
+    """':seek gpu0002' of a node the recording names but the replay has not heard yet (born
+    later), or ':seek gpu0003' of one retired since, read "'gpu0002' is not seconds (90, ...)
+    or a node", as if no such node were in the recording (a review); a node in none of it
+    still gets that sentence."""
+    from fleetdeck.console.recording import RecordingWriter
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    frozen_wall(monkeypatch)
+    t0 = 1_800_000_000.0
+    nodes = [FakeNode(f"gpu000{i}", cluster="later", t0=t0) for i in range(1, 4)]
+    path = tmp_path / "later.jsonl"
+    w = RecordingWriter(path, "later", source="test", started=t0)
+    for i in range(0, 11):
+        for f in nodes:
+            if (f.node_id == "gpu0002" and i < 6) or (f.node_id == "gpu0003" and i > 3):
+                continue
+            f.now = t0 + i
+            if i == (6 if f.node_id == "gpu0002" else 0):
+                w.write(t0 + i, f.topic(Kind.BIRTH), codec.encode(f.birth()), 1, True)
+                w.write(t0 + i, f.topic(Kind.STATUS), codec.encode(f.status()), 1, True)
+            w.write(t0 + i, f.topic(Kind.TELEMETRY), codec.encode(f.telemetry(advance=0)))
+    w.write(t0 + 3.5, nodes[2].topic(Kind.BIRTH), b"", 1, True)  # retired
+    w.close()
+    app = ReplayApp(path, speed=1.0)
+    app.auto_tick = False
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        assert "gpu0002" not in app.state.nodes
+        app.seek_to("gpu0002")
+        app.seek_to("end")
+        await settle(pilot, app)
+        assert "gpu0003" not in app.state.nodes
+        app.seek_to("gpu0003")
+        app.seek_to("gpu0009")
+        await pilot.pause()
+        said = [str(n.message) for n in app._notifications if str(n.message).startswith("seek")]
+        assert any("gpu0002 has no recorded event" in m for m in said), said
+        assert any("gpu0003 has no recorded event" in m for m in said), said
+        assert any("'gpu0009' is not seconds" in m for m in said), said
