@@ -31,3 +31,23 @@ def test_the_console_header_shows_an_ipv6_broker_in_brackets():
     app = FleetdeckApp(cluster="c", url=BrokerURL("::1", 1883), auto_tick=False,
                        audit=MemoryAudit())
     assert Content.from_markup(app.link_text(0.0)).plain.startswith("[::1]:1883 ")
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    (BrokerURL("broker.example", 8883, tls=True, username="alice", password="hunter2"),
+     "mqtts://alice@broker.example:8883 "),
+    (BrokerURL("10.0.0.7", 8883, tls=True), "mqtts://10.0.0.7:8883 "),
+    (BrokerURL("10.0.0.7", 1883, username="bob", password="pw"), "mqtt://bob@10.0.0.7:1883 "),
+    (BrokerURL("127.0.0.1", 1883), "127.0.0.1:1883 "),
+])
+def test_the_console_header_shows_tls_and_the_login_never_the_password(url, shown):
+    """A newcomer on a production broker could not tell from the header whether the console
+    spoke TLS, nor as whom: it showed host:port alone."""
+    from textual.content import Content
+
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+
+    app = FleetdeckApp(cluster="c", url=url, auto_tick=False, audit=MemoryAudit())
+    text = Content.from_markup(app.link_text(0.0)).plain
+    assert text.startswith(shown) and "hunter2" not in text and ":pw" not in text

@@ -778,9 +778,15 @@ class FleetdeckApp(App[int]):
                 why = ("the broker answers: the fleet is silent"
                        if answered is not None and answered < quiet - 1 else "broker hung?")
                 conn = f"[$warning]connected, nothing heard for {quiet:.0f} s ({why})[/]"
-        broker = self.broker_label or (
-            self.url.address if self.url is not None else "")
+        broker = self.broker_label or (self._broker_shown() if self.url is not None else "")
         return f"{esc(broker)} {conn}"
+
+    def _broker_shown(self) -> str:
+        """``host:port`` for a plain anonymous link (the demo's), else the URL with its scheme
+        and user, never the password: an operator on a production broker could not see
+        whether the console spoke TLS nor as whom (a newcomer's run, docs/security.md)."""
+        assert self.url is not None
+        return str(self.url) if self.url.tls or self.url.username else self.url.address
 
     def quiet_s(self, now: float) -> float | None:
         """How long a connected console has heard nothing, once that is past two of the
