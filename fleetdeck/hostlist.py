@@ -19,16 +19,18 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 @lru_cache(maxsize=1 << 16)
-def natural_key(name: str) -> tuple[str | int, ...]:
+def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
     """Sort key reading the numbers in a name as numbers: ``leaf99`` before ``leaf100``,
     ``leaf601-r3`` before ``leaf601-r10``. Names the fleet makes up are not always padded to
     one width (the simulator's leaf groups are ``leaf01`` … ``leaf1024``), and string order put
     ``leaf1000`` between ``leaf100`` and ``leaf101``. The parts alternate text and number
-    from the start, so any two keys compare part by part without mixing types."""
+    from the start, so any two keys compare part by part without mixing types. The name
+    itself breaks a tie: ``leaf01`` and ``leaf1`` read alike as numbers, and equal keys left
+    their order to whichever node was heard from first."""
     parts: list[str | int] = []
     for i, part in enumerate(_DIGITS.split(name)):
         parts.append(int(part) if i % 2 else part)
-    return tuple(parts)
+    return tuple(parts), name
 
 
 class HostlistError(ValueError):

@@ -100,3 +100,14 @@ def test_natural_key_reads_numbers_as_numbers():
     names = ["leaf100", "leaf1000", "leaf99", "leaf01", "leaf601-r10", "leaf601-r3", "(no leaf)"]
     assert sorted(names, key=natural_key) == ["(no leaf)", "leaf01", "leaf99", "leaf100",
                                               "leaf601-r3", "leaf601-r10", "leaf1000"]
+
+
+def test_natural_key_orders_names_that_read_alike_as_numbers_one_way():
+    """``leaf01`` and ``leaf1`` (a padded and an unpadded name of one number) had equal keys,
+    so their order was the order they came in: the fabric matrix and the switch table could
+    list them either way from one refresh or console to the next."""
+    names = ["leaf1", "leaf01", "rack2-row10", "rack02-row10", "rack2-row9"]
+    want = ["leaf01", "leaf1", "rack2-row9", "rack02-row10", "rack2-row10"]
+    assert sorted(names, key=natural_key) == want
+    assert sorted(reversed(names), key=natural_key) == want
+    assert natural_key("leaf01") != natural_key("leaf1")
