@@ -114,8 +114,10 @@ def parse_targets(hostlist: str) -> list[str]:
     try:
         names = expand(hostlist)
     except HostlistError as err:
-        raise UserError(f"bad hostlist '{shown}': "
-                        f"{str(err).replace(hostlist, shown)}") from None
+        # The whole sentence escaped: it may quote one item of the list ('1-\x1b' is not a
+        # number), which replacing the whole list did not reach. Its own words are ASCII.
+        said = str(err).encode("unicode_escape").decode("ascii")
+        raise UserError(f"bad hostlist '{shown}': {said}") from None
     if not names:
         raise UserError("the hostlist names no nodes")
     # A name no node can have ('gpu+', 'gpu#': MQTT wildcards; a '/'; an ESC) waited for the

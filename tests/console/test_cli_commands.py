@@ -545,3 +545,17 @@ def test_a_name_no_node_can_have_is_refused_before_the_broker(hostlist, said, tm
                   "--audit-log", str(tmp_path / "audit.jsonl"), "--timeout", "5")
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert said in res.stderr and "\x1b" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("hostlist", ["gpu[1-\x1b]", "gpu[0001-0002],gpu[\x1b1-2]",
+                                      "gpu[1-2]x[3-\x1b[31m]"])
+def test_a_bad_hostlist_is_said_escaped_where_the_error_quotes_one_item(hostlist):
+    """The error of one item ('1-<ESC>' is not a number) quotes that item, not the whole list,
+    and replacing the whole list with its escaped form left the ESC raw in the sentence."""
+    from fleetdeck.console.cli.commands import parse_targets
+    from fleetdeck.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        parse_targets(hostlist)
+    said = str(err.value)
+    assert "\x1b" not in said and "\\x1b" in said and said.startswith("bad hostlist '"), said
