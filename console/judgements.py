@@ -479,8 +479,21 @@ def utc_at(ts: float) -> datetime:
     return datetime.fromtimestamp(min(max(ts, 0.0), LAST_UTC_S), UTC)
 
 
+FIRST_UTC_S = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+"""The earliest time ``datetime`` holds."""
+
+NO_HMS = "??:??:??"
+"""``utc_hms`` of a stamp no calendar holds: as wide as a time, and not one."""
+
+
 def utc_hms(ts: float) -> str:
-    return utc_at(ts).strftime("%H:%M:%S")
+    """``ts`` as ``HH:MM:SS`` UTC, or ``NO_HMS`` beyond the years ``datetime`` holds: a time
+    clamped to the calendar's end read as any other ("job 41 hung (step 5 at 00:00:00)" of a
+    scheduler stamped 2^53 ms), hiding a forged or garbage stamp from the operator, where the
+    date ``utc_at`` gives (9999-12-31) says it itself."""
+    if not FIRST_UTC_S <= ts <= LAST_UTC_S:  # NaN too
+        return NO_HMS
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
 def scheduler_down(state: FleetState) -> bool:

@@ -323,9 +323,21 @@ def test_a_scheduler_stamped_at_the_protocols_last_ms_crashes_no_tick():
         now[0] += 1.0
         session.tick(now[0])
     # Read as sent: the job's age is two of the scheduler's own stamps apart (its clock's
-    # skew cancels), so the job reads hung, dated at the last time a calendar holds.
+    # skew cancels), so the job reads hung, at a time no calendar holds, said as none.
     [hung] = [x.text for x in session.log.lines() if x.text.startswith("job 41 hung")]
-    assert hung.endswith("(step 5 at 00:00:00)"), hung
-    assert utc_hms(2**53 / 1000) == "23:59:59"
+    assert hung.endswith("(step 5 at ??:??:??)"), hung
+    assert utc_hms(2**53 / 1000) == "??:??:??"
     assert drain_reason(DrainInfo(state=DrainState.DRAINED, reason="r", requested_by="a",
                                   since_ts=2**53)) == "Reason=r [a@9999-12-31T23:59:59]"
+
+
+def test_a_time_no_calendar_holds_is_not_said_as_a_clock_time():
+    """utc_hms clamped a stamp beyond year 9999 (valid on the wire up to 2^53 ms) to
+    23:59:59, and one before year 1 to 00:00:00: a forged stamp read as any other time."""
+    from fleetdeck.console.judgements import utc_hms
+
+    assert utc_hms(2**53 / 1000) == "??:??:??"
+    assert utc_hms(-(2**53) / 1000) == "??:??:??"
+    assert utc_hms(float("nan")) == "??:??:??"
+    assert utc_hms(1_800_000_000.0) == "08:00:00"
+    assert utc_hms(-1.0) == "23:59:59"
