@@ -14,8 +14,12 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
    job (``struck_job``): XID 79 on three nodes of job 4104 is one incident naming the job and
    its three nodes (each node still drained on its own from the list it opens), not three
    "no job on it" lines once the scheduler has requeued the job elsewhere;
-4. **node** — every other node that is not ``ok``, titled by its worst finding;
-5. **job** — a job that failed and waits for its restart, on the incident of the node whose
+4. **common** — one warning that many nodes say alike, of a rule whose cause they share
+   (``COMMON_RULES``: A1, an agent that cannot read its kernel log; T1, clocks off the same
+   way), at ``common_min`` nodes or more: 2,048 agents blind after one deployment are one
+   incident, not 2,048; a node with a fault of its own besides keeps its own incident;
+5. **node** — every other node that is not ``ok``, titled by its worst finding;
+6. **job** — a job that failed and waits for its restart, on the incident of the node whose
    rank died where that node's fault is what failed it (``judgements.failed_under``), else
    its own (a warning once it lapsed: ``FailedJob.lapsed``); a running job that stopped
    stepping (hung) with none of its nodes in an error incident, else a job's straggler whose
@@ -30,11 +34,15 @@ it began. Domain only: ``status --json``, replay summaries and the views read th
 """
 
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from math import ceil
 
+from fleetdeck.console.clock import CLOCK_RULE
 from fleetdeck.console.eventlog import EventLine
-from fleetdeck.console.health import Finding, Verdict, reason_line
+from fleetdeck.console.health import BLIND_RULE, Finding, Severity, Verdict, reason_line
 from fleetdeck.console.judgements import (
     CORRELATION_MIN,
     RECOVERED,
@@ -93,7 +101,7 @@ class Incident:
     kind: str
     """switch | rack | fleet (several racks silent at once) | node | job | collector (a
     collector's digests stopped) | scheduler (its Last Will came) | console (its own broker
-    connection is lost)"""
+    connection is lost) | common (many nodes say one warning alike: ``common_causes``)"""
     severity: str
     """error (work is lost or at risk now) | warn"""
     title: str
@@ -117,6 +125,9 @@ class Incident:
     view_action: str = ""
     """``action`` as the console's views word it, where that differs: ``action`` (JSON,
     ``status``, replay summaries) points at what a CLI user has, this at the nodes view."""
+    folded: list[str] = field(default_factory=list)
+    """Of a ``common`` incident's nodes, those it stands for alone: nothing else wrong with
+    them, so no incident of their own (``common_causes``); ``status`` lists them as one line."""
 
     def action_for(self, views: bool) -> str:
         """What to do, worded for a front end with the console's views or one without."""
@@ -137,6 +148,7 @@ class Incident:
             "since": round(self.since, 3), "nodes": self.nodes, "jobs": self.jobs,
             "findings": self.findings, "action": self.action, "job_left": self.job_left,
             "unseen": self.unseen,
+            **({"folded": self.folded} if self.kind == "common" else {}),
             "timeline": [{"ts": round(e.ts, 3), "source": e.source, "kind": e.kind,
                           "severity": e.severity, "text": e.text} for e in self.timeline],
         }
@@ -204,12 +216,17 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     for inc in job_faults(state, jobs_on, taken):
         out.append(inc)
         taken.update(inc.nodes)
+    for inc in common_causes(state, bad, jobs_on, taken):
+        out.append(inc)
+        taken.update(inc.folded)
     for st in bad:
         if st.node_id in taken:
             continue
         out.append(_node_incident(st, jobs_on, state))
         taken.add(st.node_id)
-    by_node = {n: inc for inc in out for n in inc.nodes}
+    # Not a common cause's: a straggler or a failed job on one of its nodes is not the agents'
+    # doing, and said on it read "agents on 2048 nodes cannot read …; slows job 41": its own.
+    by_node = {n: inc for inc in out if inc.kind != "common" for n in inc.nodes}
     now = state.judged_at
     # Only F and NF may be failed: sorting and judging every job on every regroup was most of
     # this pass at 2,048 jobs (a review).
@@ -760,6 +777,141 @@ def _rack_incident(group: list[NodeState], jobs_on: dict[str, list[str]]) -> Inc
     return Incident(f"rack:{rack}", "rack", "error", title, first, nodes,
                     "check the rack's power and top-of-rack/management network; drain the "
                     "nodes if they do not come back", jobs, len(nodes))
+
+
+COMMON_RULES = frozenset({BLIND_RULE, CLOCK_RULE})
+"""Warnings that many nodes share because of something they share, not each node: A1 (an agent
+that cannot read its kernel log or its counters: a change to the agent, its unit or the image)
+and T1 (clocks off the same way: a time source they share). Not a drain-class finding, nor a
+warning of the hardware (G3's XID 94 on a GPU, G6's pending remap, G12/G13's heat, N4's symbol
+errors): each node's step there is its own (reset that GPU, check that port), and a switch or
+a rack that they share has its own incident (docs/architecture.md, "Incidents")."""
+_UNKEYED = ("", "", "")
+COMMON_MIN = 8
+"""Nodes sharing one such warning that make it a common cause: this many, or ``COMMON_SHARE``
+of the nodes heard, and never fewer than ``CORRELATION_MIN``."""
+COMMON_SHARE = 0.25
+
+
+def common_min(heard: int) -> int:
+    """How many nodes make a shared warning one common cause among ``heard`` nodes."""
+    return max(CORRELATION_MIN, min(COMMON_MIN, ceil(COMMON_SHARE * heard)))
+
+
+_Cause = tuple[str, str, str]
+"""A common cause: a rule, the kind of component, the text without its figures."""
+
+
+@lru_cache(maxsize=4096)
+def _common_key(f: Finding) -> _Cause | None:
+    """A finding's cause as nodes share it: its rule, the kind of its component (``mlx5_ib#:#``)
+    and its text without figures or node names (``_gist``); None for a finding no common
+    cause takes. Cached: the nodes of one cause say the very same finding."""
+    if f.rule not in COMMON_RULES or f.severity is not Severity.WARN:
+        return None
+    return (f.rule, _gist(f.component), _gist(f.text))
+
+
+def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, list[str]],
+                  taken: set[str] | frozenset[str] = frozenset()) -> list[Incident]:
+    """One incident for each warning of ``COMMON_RULES`` that ``common_min`` nodes or more say
+    alike: 2,048 agents that cannot read their kernel log after one deployment were 2,048 node
+    incidents of one title (a review). Its nodes are every node that says it; ``folded``, those
+    with nothing else (no incident of their own): a node that also has an XID or a port down
+    keeps its own incident for that. Not a node in ``taken`` (a switch's, a rack's, a job's),
+    nor a silent one (its silence is its incident). ``bad``: the nodes that are not ok."""
+    groups: dict[_Cause, list[NodeState]] = {}
+    first: dict[_Cause, Finding] = {}
+    count: dict[_Cause, int] = {}
+    # A node with a finding no common cause takes (an XID, a port down) keeps its own incident.
+    # Only that, and its own findings are what its incident would show (``shown_findings``), so
+    # the fold needs no second pass over them. ``solo``: the nodes of one cause and nothing else
+    # (nearly all); ``several``: of two or more causes and nothing else.
+    solo: dict[_Cause, list[str]] = {}
+    several: dict[str, set[_Cause]] = {}
+    # By the finding's id: the nodes of one cause hold the very same finding object (A1's are
+    # cached per errors tuple, ``health.blind_findings``), and a dataclass's hash is slow.
+    keys: dict[int, _Cause | None] = {}
+    for st in bad:
+        if st.node_id in taken or st.verdict in _SILENT:
+            continue
+        mine: list[_Cause] = []
+        other = bool(st.liveness or st.behind_switch)
+        for f in st.findings:
+            if f.rule not in COMMON_RULES:
+                other = other or f.severity is not Severity.INFO
+                continue
+            k = keys.get(id(f), _UNKEYED)
+            if k is _UNKEYED:
+                k = keys[id(f)] = _common_key(f)
+            if k is None:
+                other = other or f.severity is not Severity.INFO
+                continue
+            n = count.get(k)
+            if n is None:
+                first[k], groups[k], n = f, [], 0
+            count[k] = n + 1
+            if k not in mine:
+                mine.append(k)
+                groups[k].append(st)
+        if not mine or other:
+            continue
+        if len(mine) == 1:
+            solo.setdefault(mine[0], []).append(st.node_id)
+        else:
+            several[st.node_id] = set(mine)
+    need = common_min(len(state.nodes))
+    common = {k: members for k, members in groups.items() if len(members) >= need}
+    if not common:
+        return []
+    out: list[Incident] = []
+    for k, members in sorted(common.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        # Folded: every finding that names the node's trouble is a common cause's (a node
+        # with two, one of them of too few nodes to be one, keeps its own incident).
+        folded = solo.get(k, [])
+        if several:
+            folded = sorted([*folded, *(n for n, ks in several.items()
+                                        if k in ks and ks <= common.keys())])
+        out.append(_common_incident(state, k, members, folded, first[k], count[k], jobs_on))
+    return out
+
+
+def _common_incident(state: FleetState, k: _Cause, members: list[NodeState],
+                     folded: list[str], first: Finding, found: int,
+                     jobs_on: dict[str, list[str]]) -> Incident:
+    rule, component, gist = k
+    names = [st.node_id for st in members]
+    # The same nodes on every regroup, nearly always: their hostlist is kept, not made again
+    # (16,384 names took ~6 ms to compress).
+    slot = f"common:{rule}:{component}:{gist}"
+    kept = state.memo.get(slot)
+    them = tuple(names)
+    if kept is not None and kept[0] == them:
+        where = kept[1]
+    else:
+        where = compress(names)
+        state.memo[slot] = (them, where)
+    # The jobs on them, from whichever is the fewer: the nodes or the nodes with jobs.
+    held = set(names)
+    jobs = (_jobs(names, jobs_on) if len(names) < len(jobs_on)
+            else sorted({j for n, js in jobs_on.items() if n in held for j in js}))
+    if rule == BLIND_RULE:
+        says = first.text.rpartition("(it says: ")[2].removesuffix(")")
+        what = ("their kernel log" if first.component == "kernel log"
+                else "their ports' error counters")
+        blind = "XIDs" if first.component == "kernel log" else "N2-N4's counters"
+        title = (f"agents on {len(names)} nodes cannot read {what} (the same error: {says}): "
+                 f"blind to {blind} there; an agent, unit or image change? ({where})")
+        action = ("fix the agents' access (what changed in the agent, its systemd unit or the "
+                  "image: its user, its groups, the file's mode); do not drain for it")
+    else:
+        title = (f"{len(names)} nodes say the same {rule}, {reason_line(first)}: something "
+                 f"they share? ({where})")
+        action = ("check the time source these nodes share (chronyc sources on one of them); "
+                  "do not drain for it") if rule == CLOCK_RULE else "check what they share"
+    key = f"common:{rule}:{component}:{zlib.crc32(gist.encode()):08x}"
+    return Incident(key, "common", "warn", title, min(map(_since, members)), names,
+                    action, jobs, found, folded=folded)
 
 
 def _node_incident(st: NodeState, jobs_on: dict[str, list[str]],

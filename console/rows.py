@@ -15,7 +15,7 @@ import msgspec
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict, reason_line
-from fleetdeck.console.incidents import Incident, acted_on, job_faults, silences
+from fleetdeck.console.incidents import Incident, acted_on, common_causes, job_faults, silences
 from fleetdeck.console.interruptions import cause_label
 from fleetdeck.console.judgements import (
     NO_LINK,
@@ -795,6 +795,16 @@ def top_problems_cut(state: FleetState, limit: int = 10,
         switches.append(Problem(f"job {jid}", Verdict.FAILED, "nodes",
                                 inc.title.removeprefix(f"job {jid}: ")))
         grouped.update(inc.nodes)
+    # Many nodes saying one warning alike are one row, as they are one incident, after the
+    # failed nodes no one has acted on (with a recovered switch's: nothing to do on the nodes):
+    # 2,048 agents that could not read their kernel log filled every row with one line, the
+    # node with a port down behind them (a review). A node with a fault of its own keeps its row.
+    for inc in common_causes(state, bad, {}, grouped):
+        if not inc.folded or acted_on(state, inc):
+            continue
+        recovered.append(Problem(f"{len(inc.nodes)} nodes", Verdict.DEGRADED, "alike",
+                                 inc.title))
+        grouped.update(inc.folded)
     # The scheduler gone is an incident of its own, first after the fleet's silence: with every
     # node healthy the overview said "none: every node reports healthy" while its jobs read
     # running for ever and `status` put "scheduler … offline" at the top (a fault audit).

@@ -1,0 +1,135 @@
+"""Common causes (console/incidents.py ``common_causes``; docs/architecture.md, "Incidents"):
+many nodes saying one warning alike, of a rule whose cause they share (A1, T1), are one
+incident, not one per node. 2,048 agents that could not read their kernel log after one
+deployment made 2,048 node incidents of one title and ``status`` printed 2,072 lines, 2,048 of
+them identical rows (a review); a node with a fault of its own besides keeps its incident."""
+
+import msgspec
+
+from fleetdeck.console.incidents import Incident, incidents
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.summary import fleet_summary
+from tests.tui.fleet import (
+    CLUSTER,
+    Clock,
+    SynthFleet,
+    job_status,
+    port_down,
+    publish_job,
+    throttled,
+)
+
+LOG = "kernel log: /var/log/syslog: Permission denied"
+
+
+def _said(*errors: str):
+    def apply(t):
+        return msgspec.structs.replace(t, agent=msgspec.structs.replace(t.agent, errors=errors))
+    return apply
+
+
+def _fleet(n: int, faults: dict, job=None) -> tuple[ConsoleSession, Clock]:
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(n, clock)
+    fleet.birth(session.ingest)
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults=faults, job=job)
+        session.tick()
+    return session, clock
+
+
+def _kinds(found: list[Incident]) -> list[tuple[str, str]]:
+    return [(i.kind, i.key) for i in found]
+
+
+def test_many_agents_blind_alike_are_one_incident_and_a_real_fault_keeps_its_own():
+    faults = dict.fromkeys([f"gpu{i:04d}" for i in range(1, 11)], _said(LOG))
+    faults["gpu0003"] = lambda t: port_down()(_said(LOG)(t))
+    session, _clock = _fleet(16, faults)
+    found = incidents(session.state)
+    common = [i for i in found if i.kind == "common"]
+    assert len(common) == 1, _kinds(found)
+    (inc,) = common
+    assert inc.severity == "warn" and inc.nodes == [f"gpu{i:04d}" for i in range(1, 11)]
+    assert inc.title.startswith("agents on 10 nodes cannot read their kernel log (the same "
+                                "error: /var/log/syslog: Permission denied)"), inc.title
+    assert "(gpu[0001-0010])" in inc.title
+    assert "do not drain" in inc.action and "fix the agents' access" in inc.action
+    # gpu0003's port is down: that is its own, and its own incident says it (failed, drain).
+    assert inc.folded == [n for n in inc.nodes if n != "gpu0003"]
+    assert [i.key for i in found if i.kind == "node"] == ["node:gpu0003"]
+    assert found[0].key == "node:gpu0003" and found[0].severity == "error"
+    out = fleet_summary(session.state, session.clock())
+    (j,) = [i for i in out["incidents"] if i["kind"] == "common"]
+    assert j["folded"] == inc.folded and j["findings"] == 10
+    assert all("folded" not in i for i in out["incidents"] if i["kind"] != "common")
+
+
+def test_figures_and_node_names_are_one_cause_and_another_error_another():
+    """The same error but for a node's name or a figure is one cause; another error (the log
+    missing, not denied) on as many nodes is another incident."""
+    faults = {f"gpu{i:04d}": _said(f"kernel log: /var/log/gpu{i:04d}/kern.log: Permission "
+                                   "denied") for i in range(1, 9)}
+    faults |= {f"gpu{i:04d}": _said("kernel log: journalctl exited 1: No journal files were "
+                                    "found") for i in range(9, 17)}
+    session, _clock = _fleet(40, faults)
+    found = incidents(session.state)
+    common = [i for i in found if i.kind == "common"]
+    assert len(common) == 2 and not [i for i in found if i.kind == "node"], _kinds(found)
+    assert {len(i.nodes) for i in common} == {8} and len({i.key for i in common}) == 2
+    assert any("No journal files were found" in i.title for i in common)
+
+
+def test_too_few_alike_stay_node_incidents():
+    """4 of 40: not 8, nor a quarter of the nodes heard; 3 of 12 is a quarter."""
+    from fleetdeck.console.incidents import common_min
+
+    assert common_min(40) == 8 and common_min(12) == 3 and common_min(3) == 3
+    assert common_min(16384) == 8
+    faults = dict.fromkeys([f"gpu{i:04d}" for i in range(1, 5)], _said(LOG))
+    session, _clock = _fleet(40, faults)
+    assert [i.kind for i in incidents(session.state)] == ["node"] * 4
+    session, _clock = _fleet(12, dict.fromkeys(["gpu0001", "gpu0005", "gpu0009"],
+                                                        _said(LOG)))
+    assert [i.kind for i in incidents(session.state)] == ["common"]
+
+
+def test_a_hardware_warning_on_many_nodes_stays_each_nodes():
+    """G12 (a throttled GPU) on ten nodes: each node's cooling, each node's step; not a
+    common cause (nor a drain-class finding, which keeps its per-node action)."""
+    faults = dict.fromkeys([f"gpu{i:04d}" for i in range(1, 11)], throttled())
+    session, _clock = _fleet(16, faults)
+    found = incidents(session.state)
+    assert found and all(i.kind == "node" for i in found), _kinds(found)
+
+
+def test_a_straggler_on_a_blind_node_is_not_said_on_the_common_cause():
+    """A job slowed by a node whose only finding is A1: the agents' blindness does not slow
+    it; "agents on 10 nodes cannot read …; slows job 41" blamed them."""
+    names = [f"gpu{i:04d}" for i in range(1, 11)]
+    session, clock = _fleet(16, dict.fromkeys(names, _said(LOG)),
+                                     job=dict.fromkeys(names[:4], "41"))
+    publish_job(session.ingest, job_status("41", names[:4], clock, slowest_node="gpu0002"),
+                clock)
+    session.tick()
+    found = incidents(session.state)
+    (common,) = [i for i in found if i.kind == "common"]
+    assert "slows job" not in common.title, common.title
+    assert any(i.key == "job:41" and "straggler" in i.title for i in found), _kinds(found)
+
+
+def test_the_top_problems_say_them_in_one_row():
+    """The overview's top problems: one row for the ten blind alike, after the node whose
+    port is down (failed, its own row), not ten rows of one line."""
+    from fleetdeck.console.rows import top_problems
+
+    faults = dict.fromkeys([f"gpu{i:04d}" for i in range(1, 11)], _said(LOG))
+    faults["gpu0003"] = lambda t: port_down()(_said(LOG)(t))
+    session, _clock = _fleet(16, faults)
+    problems, total = top_problems(session.state)
+    assert total == 10
+    assert [(p.node, p.state) for p in problems] == [("gpu0003", "idle"), ("10 nodes", "alike")]
+    assert problems[1].text.startswith("agents on 10 nodes cannot read their kernel log")
