@@ -400,6 +400,10 @@ def render_summary(summary: dict[str, Any], console: Console, every_node: bool =
     if len(quiet) > OK_NODES_LISTED and not every_node:
         folded = {n["id"] for n in quiet}
         nodes = [n for n in nodes if n["id"] not in folded]
+    alike = [] if every_node else _alike_rows(summary.get("incidents", []), nodes)
+    if alike:
+        gone = {n["id"] for _inc, rows in alike for n in rows}
+        nodes = [n for n in nodes if n["id"] not in gone]
     # In the summary's order: the console's HEALTH order (``rows.health_order``), as --json.
     for n in nodes:
         table.add_row(
@@ -414,9 +418,40 @@ def render_summary(summary: dict[str, Any], console: Console, every_node: bool =
         )
     if nodes:
         console.print(table)
-    if len(nodes) < len(summary["nodes"]):
+    for inc, rows in alike:
+        cause = " ".join(inc["key"].split(":")[1:3])
+        console.print(f"  … and {len(rows)} nodes {rows[0]['verdict']}, in service, with only "
+                      f"{escape(cause)} of the incident above ({compress(n['id'] for n in rows)}),"
+                      " not listed (status --all lists every node)")
+    if len(quiet) > OK_NODES_LISTED and not every_node:
         console.print(f"  … and {len(quiet)} nodes ok, in service, not listed "
                       "(status --all lists every node, as --json does)")
+
+
+ALIKE_ROWS_LISTED = 8
+"""Above this many nodes in service whose only trouble is one common cause (a ``common``
+incident's ``folded``), ``status``'s node table says them in one line under its own: 2,048
+agents that could not read their kernel log were 2,048 identical rows, the nodes with a fault
+of their own lost among them (a review)."""
+
+
+def _alike_rows(incidents: list[dict[str, Any]],
+                nodes: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The node rows each ``common`` incident stands for alone, where more than
+    ``ALIKE_ROWS_LISTED``: undrained (a drained one is in hand, its row says so), of one verdict."""
+    out = []
+    by_id = {n["id"]: n for n in nodes}
+    for inc in incidents:
+        if inc.get("kind") != "common":
+            continue
+        # A node of two such causes (its kernel log and its counters) is said under the first.
+        rows = [n for nid in inc.get("folded", ()) if (n := by_id.get(nid)) is not None
+                and n["drain"] == "none" and n["verdict"] == "degraded"]
+        if len(rows) > ALIKE_ROWS_LISTED:
+            out.append((inc, rows))
+            for n in rows:
+                del by_id[n["id"]]
+    return out
 
 
 REASONS_SHOWN = 3

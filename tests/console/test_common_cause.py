@@ -4,7 +4,10 @@ incident, not one per node. 2,048 agents that could not read their kernel log af
 deployment made 2,048 node incidents of one title and ``status`` printed 2,072 lines, 2,048 of
 them identical rows (a review); a node with a fault of its own besides keeps its incident."""
 
+import io
+
 import msgspec
+from rich.console import Console
 
 from fleetdeck.console.incidents import Incident, incidents
 from fleetdeck.console.ingest import Ingest
@@ -119,6 +122,31 @@ def test_a_straggler_on_a_blind_node_is_not_said_on_the_common_cause():
     (common,) = [i for i in found if i.kind == "common"]
     assert "slows job" not in common.title, common.title
     assert any(i.key == "job:41" and "straggler" in i.title for i in found), _kinds(found)
+
+
+def test_status_says_the_alike_rows_in_one_line():
+    """``status`` at 120 nodes with 40 blind alike: one incident, and under the table one
+    line for the 40 rows instead of 40 identical rows; the node with a port down keeps its
+    row; ``--all`` lists every row."""
+    from fleetdeck.console.cli.status import render_summary
+
+    names = [f"gpu{i:04d}" for i in range(1, 41)]
+    faults = dict.fromkeys(names, _said(LOG))
+    faults["gpu0003"] = lambda t: port_down()(_said(LOG)(t))
+    session, _clock = _fleet(120, faults)
+    summary = fleet_summary(session.state, session.clock())
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400))
+    text = out.getvalue()
+    assert "incidents (2):" in text, text
+    rows = [ln for ln in text.splitlines() if ln.startswith("gpu")]
+    assert [r.split()[0] for r in rows] == ["gpu0003"], text
+    assert ("… and 39 nodes degraded, in service, with only A1 kernel log of the incident "
+            "above (gpu[0001-0002,0004-0040]), not listed (status --all lists every node)"
+            in text), text
+    every = io.StringIO()
+    render_summary(summary, Console(file=every, width=400), every_node=True)
+    assert sum(1 for ln in every.getvalue().splitlines() if ln.startswith("gpu")) == 120
 
 
 def test_the_top_problems_say_them_in_one_row():
