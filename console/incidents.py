@@ -787,6 +787,7 @@ warning of the hardware (G3's XID 94 on a GPU, G6's pending remap, G12/G13's hea
 errors): each node's step there is its own (reset that GPU, check that port), and a switch or
 a rack that they share has its own incident (docs/architecture.md, "Incidents")."""
 _UNKEYED = ("", "", "")
+_HOSTLISTS = "common:hostlists"
 COMMON_MIN = 8
 """Nodes sharing one such warning that make it a common cause: this many, or ``COMMON_SHARE``
 of the nodes heard, and never fewer than ``CORRELATION_MIN``."""
@@ -865,6 +866,12 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
     if not common:
         return []
     out: list[Incident] = []
+    # Each cause's hostlist, kept to the next regroup (the same nodes, nearly always: 16,384
+    # names took ~6 ms to compress); only this regroup's causes, so none piles up.
+    memo = state.memo.get(_HOSTLISTS)
+    kept: dict[_Cause, tuple[tuple[str, ...], str]] = memo[1] if memo is not None else {}
+    hostlists: dict[_Cause, tuple[tuple[str, ...], str]] = {}
+    state.memo[_HOSTLISTS] = ((), hostlists)
     for k, members in sorted(common.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         # Folded: every finding that names the node's trouble is a common cause's (a node
         # with two, one of them of too few nodes to be one, keeps its own incident).
@@ -872,29 +879,23 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
         if several:
             folded = sorted([*folded, *(n for n, ks in several.items()
                                         if k in ks and ks <= common.keys())])
-        out.append(_common_incident(state, k, members, folded, first[k], count[k], jobs_on))
+        names = tuple(st.node_id for st in members)
+        was = kept.get(k)
+        hostlists[k] = was if was is not None and was[0] == names else (names, compress(names))
+        out.append(_common_incident(k, list(names), hostlists[k][1], folded, first[k],
+                                    count[k], min(map(_since, members)), jobs_on))
     return out
 
 
-def _common_incident(state: FleetState, k: _Cause, members: list[NodeState],
-                     folded: list[str], first: Finding, found: int,
-                     jobs_on: dict[str, list[str]]) -> Incident:
+def _common_incident(k: _Cause, names: list[str], where: str, folded: list[str], first: Finding,
+                     found: int, since: float, jobs_on: dict[str, list[str]]) -> Incident:
     rule, component, gist = k
-    names = [st.node_id for st in members]
-    # The same nodes on every regroup, nearly always: their hostlist is kept, not made again
-    # (16,384 names took ~6 ms to compress).
-    slot = f"common:{rule}:{component}:{gist}"
-    kept = state.memo.get(slot)
-    them = tuple(names)
-    if kept is not None and kept[0] == them:
-        where = kept[1]
-    else:
-        where = compress(names)
-        state.memo[slot] = (them, where)
     # The jobs on them, from whichever is the fewer: the nodes or the nodes with jobs.
-    held = set(names)
-    jobs = (_jobs(names, jobs_on) if len(names) < len(jobs_on)
-            else sorted({j for n, js in jobs_on.items() if n in held for j in js}))
+    if len(names) < len(jobs_on):
+        jobs = _jobs(names, jobs_on)
+    else:
+        held = set(names)
+        jobs = sorted({j for n, js in jobs_on.items() if n in held for j in js})
     if rule == BLIND_RULE:
         says = first.text.rpartition("(it says: ")[2].removesuffix(")")
         what = ("their kernel log" if first.component == "kernel log"
@@ -905,13 +906,14 @@ def _common_incident(state: FleetState, k: _Cause, members: list[NodeState],
         action = ("fix the agents' access (what changed in the agent, its systemd unit or the "
                   "image: its user, its groups, the file's mode); do not drain for it")
     else:
-        title = (f"{len(names)} nodes say the same {rule}, {reason_line(first)}: something "
-                 f"they share? ({where})")
+        shared = "a time source they share?" if rule == CLOCK_RULE else "something they share?"
+        title = (f"{len(names)} nodes say alike {reason_line(first)} (the figures of one of "
+                 f"them): {shared} ({where})")
         action = ("check the time source these nodes share (chronyc sources on one of them); "
                   "do not drain for it") if rule == CLOCK_RULE else "check what they share"
     key = f"common:{rule}:{component}:{zlib.crc32(gist.encode()):08x}"
-    return Incident(key, "common", "warn", title, min(map(_since, members)), names,
-                    action, jobs, found, folded=folded)
+    return Incident(key, "common", "warn", title, since, names, action, jobs, found,
+                    folded=folded)
 
 
 def _node_incident(st: NodeState, jobs_on: dict[str, list[str]],

@@ -161,3 +161,21 @@ def test_the_top_problems_say_them_in_one_row():
     assert total == 10
     assert [(p.node, p.state) for p in problems] == [("gpu0003", "idle"), ("10 nodes", "alike")]
     assert problems[1].text.startswith("agents on 10 nodes cannot read their kernel log")
+
+
+def test_clocks_off_alike_are_one_incident():
+    """T1 on 3 of 8 nodes (a quarter or more), ahead by 8 and 9 s: a time source they share,
+    one incident that says so, not three nodes each told to check its own time sync."""
+    from tests.console.test_clock_skew import Fleet
+
+    fleet = Fleet()
+    fleet.run(3)
+    fleet.skew[1] = fleet.skew[4] = 8.0
+    fleet.skew[6] = 9.0
+    fleet.run(2)
+    assert set(fleet.t1()) == {"gpu0002", "gpu0005", "gpu0007"}, fleet.t1()
+    (inc,) = incidents(fleet.session.state)
+    assert inc.kind == "common" and inc.folded == ["gpu0002", "gpu0005", "gpu0007"]
+    assert inc.title.startswith("3 nodes say alike T1 clock 8 s ahead of the fleet's"), inc.title
+    assert "a time source they share? (gpu[0002,0005,0007])" in inc.title
+    assert inc.action.startswith("check the time source these nodes share")
