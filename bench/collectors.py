@@ -235,7 +235,8 @@ def digest_templates(every_s: float = 5.0) -> tuple[bytes, bytes]:
             rule="G2", severity="drain", component="gpu3", text="XID 79 (fell off the bus)")])):
         d = Digest(node="NODE", by="shard-1", ts=1, verdict=verdict, findings=findings,
                    online=True, job="4101", ranks_on_node=8, gpus_expected=8, gpus=gpus,
-                   ports=ports, leaf="leaf01", rack="rack001", last_seen_s=0.5, every_s=every_s)
+                   ports=ports, leaf="leaf01", rack="rack001", last_seen_s=0.5, every_s=every_s,
+                   power_limit_w=700.0)
         raw = codec.encode(d).replace(b"%", b"%%")
         out.append(raw.replace(b'"node":"NODE"', b'"node":"%s"', 1)
                    .replace(b'"ts":1,', b'"ts":%d,', 1))

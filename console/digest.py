@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetdeck.console.health import (
     NO_FINDINGS,
+    SW_POWER_CAP,
     Finding,
     PortPast,
     Severity,
@@ -74,7 +75,10 @@ def _drain(d: DrainInfo) -> fast.DigestDrain:
                             since_ts=d.since_ts, cmd_id=d.cmd_id, unsaved=d.unsaved)
 
 
-_DIGEST_GPU = ("index", "present", "util_pct", "temp_c", "power_w")
+_DIGEST_GPU = ("index", "present", "util_pct", "temp_c", "power_w", "power_limit_w",
+               "clock_event_reasons")
+_CAPPED_GPU = ("sm_clock_mhz", "sm_clock_max_mhz")
+"""Read only of a node with a GPU power-capped by software: what ``PowerCap`` says of it."""
 _DIGEST_PORT = ("dev", "port", "state", "phys_state")
 _UNSEEN_SAID = (Verdict.FAILED, Verdict.DEGRADED)
 """Verdicts whose change a digest says the collector did not see (``Digest.seen``)."""
@@ -143,6 +147,7 @@ def make_digest(st: NodeState, by: str, now: float,
     gpus: tuple[fast.GpuSample, ...] = ()
     ports: list[fast.DigestPort] = []
     job = ranks = None
+    limit_w: float | None = None
     shift_ms = 0  # sent only with a port's past: a healthy node's digest stays as before
     if t is not None:
         # Ports with an N finding carry what the raw console reads of their past
@@ -154,18 +159,23 @@ def make_digest(st: NodeState, by: str, now: float,
             ports = [_port_with_past(st, p, shift_ms) if f"{p.dev}:{p.port}" in n_ports
                      else fast.DigestPort(dev=p.dev, port=p.port, up=_up(p.state, p.phys_state))
                      for p in wire2.full(t).ib_ports]
+        clocks: Iterable[tuple[Any, ...]]
         if type(t) is wire2.Pending and not t.built:
             # A quiet sample's columns: a collector sends every node's digest every few
             # seconds, which must not build every node's rows.
-            g_cols: Iterable[tuple[Any, ...]] = zip(*map(t.gpu_column, _DIGEST_GPU), strict=True)
+            g_cols: list[tuple[Any, ...]] = list(zip(*t.gpu_columns(*_DIGEST_GPU), strict=True))
             p_cols: Iterable[tuple[Any, ...]] = zip(*map(t.port_column, _DIGEST_PORT),
                                                     strict=True)
+            capped = any(r is not None and r & SW_POWER_CAP for *_, r in g_cols)
+            clocks = zip(*t.gpu_columns(*_CAPPED_GPU), strict=True) if capped else ()
         else:
             full = wire2.full(t)
-            g_cols = ((g.index, g.present, g.util_pct, g.temp_c, g.power_w) for g in full.gpus)
+            g_cols = [(g.index, g.present, g.util_pct, g.temp_c, g.power_w, g.power_limit_w,
+                       g.clock_event_reasons) for g in full.gpus]
             p_cols = ((p.dev, p.port, p.state, p.phys_state) for p in full.ib_ports)
-        gpus = tuple(fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
-                                    power_w=power) for i, present, util, temp, power in g_cols)
+            clocks = ((g.sm_clock_mhz, g.sm_clock_max_mhz) for g in full.gpus)
+        gpus = _digest_gpus(g_cols, clocks)
+        limit_w = max((row[5] for row in g_cols if row[1] and row[5] is not None), default=None)
         if not n_ports:
             ports = [fast.DigestPort(dev=dev, port=port, up=_up(state, phys))
                      for dev, port, state, phys in p_cols]
@@ -183,7 +193,42 @@ def make_digest(st: NodeState, by: str, now: float,
         gpus_expected=st.gpus_expected, gpus=gpus, ports=ports, leaf=topo.leaf, rack=topo.rack,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
-        seq_gaps=st.seq_gaps, every_s=every_s, shift_ms=shift_ms)
+        seq_gaps=st.seq_gaps, every_s=every_s, shift_ms=shift_ms, power_limit_w=limit_w,
+        recurred=_recurred(st))
+
+
+def _digest_gpus(rows: list[tuple[Any, ...]], clocks: Iterable[tuple[Any, ...]]
+                 ) -> tuple[fast.GpuSample, ...]:
+    """A digest's GPUs: five vitals each, and of a GPU power-capped by software (bit 0x4) what
+    ``judgements.PowerCap`` reads of it too, its limit, clocks and clock events (``clocks``:
+    each GPU's SM clock and its maximum, read only where one is capped). A healthy GPU's
+    limit is the node's ``Digest.power_limit_w``, once: 20 bytes a GPU for every node, where
+    only a straggler's is ever compared (docs/protocol.md, "Digests")."""
+    out: list[fast.GpuSample] = []
+    for (i, present, util, temp, power, limit, reasons), clock in zip(
+            rows, clocks or ((None, None) for _ in rows), strict=True):
+        if reasons is not None and reasons & SW_POWER_CAP:
+            out.append(fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
+                                      power_w=power, power_limit_w=limit,
+                                      sm_clock_mhz=clock[0], sm_clock_max_mhz=clock[1],
+                                      clock_event_reasons=reasons))
+        else:
+            out.append(fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
+                                      power_w=power))
+    return tuple(out)
+
+
+def _recurred(st: NodeState) -> fast.DigestRecurrence | None:
+    """The node's recurrence as ``judgements.recurrence`` says it (a failed node only), on
+    the collector's clock."""
+    r = st.recurred
+    if r is None or st.verdict is not Verdict.FAILED:
+        return None
+    cleared, again = r
+    return fast.DigestRecurrence(
+        cleared_ms=max(0, round(cleared * 1000)),
+        after_s=round(max(0.0, (st.changed_at or cleared) - cleared), 3),
+        findings=tuple(again)[:MAX_DIGEST_FINDINGS])
 
 
 def digest_key(st: NodeState) -> tuple[object, ...]:
@@ -338,6 +383,11 @@ def apply_digest(st: NodeState, d: fast.Digest, rx: float, cluster: str) -> None
                                              unsaved=dd.unsaved)
     st.seq_gaps = d.seq_gaps
     st.last_rx = None if d.last_seen_s is None else d.ts / 1000 - d.last_seen_s
+    # The collector's word (a console on digests judges no recurrence: it sees no clearing):
+    # without it the action said "reset gpu0 or reboot" of a fault back after its repair,
+    # where the raw console said "replace gpu0" (``judgements.recurrence_text``).
+    r = d.recurred
+    st.recurred = None if r is None else (r.cleared_ms / 1000, r.findings)
     if old is None or old.findings != d.findings:
         _apply_findings(st, [Finding(f.rule, Severity(f.severity), f.component, f.text)
                              for f in d.findings])

@@ -1355,6 +1355,14 @@ CLOCK_EVENT_NAMES = {
 }
 
 
+SW_POWER_CAP = 0x4
+"""DCGM's clock-event bit "SW power cap" (docs/domain.md §3): the driver holds the clocks down
+to keep the GPU under its power limit. No health rule judges it (it is the GPU doing as its
+limit says, often at full load), but of a slow rank it is why: a GPU whose limit was lowered
+(``nvidia-smi -pl``, a power budget) read "no finding on that node" (a fault audit). Here, not
+in judgements.py, because a collector's digest carries the GPUs that show it (console/digest.py)."""
+
+
 def describe_clock_events(mask: int) -> str:
     names = [name for bit, name in CLOCK_EVENT_NAMES.items() if mask & bit]
     return ", ".join(names) if names else "none"

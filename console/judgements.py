@@ -22,6 +22,7 @@ from fleetdeck.console.health import (
     GPU_GONE,
     GPU_READER_SAYS,
     LINK_RULES,
+    SW_POWER_CAP,
     SYMBOL_RULES,
     THROTTLE_UNPROVEN,
     VERDICT_ORDER,
@@ -1171,11 +1172,6 @@ def straggler(job: JobStatus, state: FleetState) -> Straggler | None:
                      causes=judged.codes, power=judged.power)
 
 
-SW_POWER_CAP = 0x4
-"""DCGM's clock-event bit "SW power cap" (docs/domain.md §3): the driver holds the clocks down
-to keep the GPU under its power limit. No health rule judges it (it is the GPU doing as its
-limit says, often at full load), but of a slow rank it is why: a GPU whose limit was lowered
-(``nvidia-smi -pl``, a power budget) read "no finding on that node" (a fault audit)."""
 POWER_CAPPED = "GPU power-capped by software"
 
 
@@ -1258,16 +1254,32 @@ def peer_limit_w(st: NodeState, state: FleetState) -> float | None:
     read = 0
     for node in job.nodes:
         other = state.nodes.get(node) if node != st.node_id else None
-        t = None if other is None else other.telemetry
-        if t is None:
+        if other is None or (t := other.telemetry) is None:
             continue
         read += 1
-        for g in t.gpus:
-            if g.present and g.power_limit_w is not None and (best is None
-                                                              or g.power_limit_w > best):
-                best = g.power_limit_w
+        limit = node_power_limit_w(other, t)
+        if limit is not None and (best is None or limit > best):
+            best = limit
         if read >= PEER_LIMITS_READ:
             break
+    return best
+
+
+def node_power_limit_w(st: NodeState, t: Telemetry) -> float | None:
+    """The highest power limit of a present GPU of ``t`` (``st``'s sample); of a node known
+    from digests, which carry a GPU's limit only where it is capped, its collector's word for
+    it (``Digest.power_limit_w``): without it a capped straggler's limit was "unknown" on
+    digests and "below its job's other nodes' 700 W" on raw telemetry (docs/protocol.md,
+    "Digests")."""
+    best: float | None = None
+    for g in t.gpus:
+        if g.present and g.power_limit_w is not None and (best is None
+                                                          or g.power_limit_w > best):
+            best = g.power_limit_w
+    d = st.digest
+    if d is not None and d.power_limit_w is not None and (best is None
+                                                          or d.power_limit_w > best):
+        best = d.power_limit_w
     return best
 
 
@@ -1960,6 +1972,11 @@ def recurrence_text(st: NodeState) -> str:
 
 def _recurred_after_s(st: NodeState) -> float:
     assert st.recurred is not None
+    d = st.digest
+    if d is not None and d.recurred is not None:
+        # The collector's: this console's ``changed_at`` is when it first read the failure,
+        # a tick later or, started since, long after the fault came back.
+        return d.recurred.after_s
     cleared = st.recurred[0]
     return max(0.0, (st.changed_at or cleared) - cleared)
 

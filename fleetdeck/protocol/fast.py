@@ -383,6 +383,14 @@ class DigestPort(_Struct, frozen=True):
     symbols_blind: Literal["storm", "saturated"] | None = None
 
 
+class DigestRecurrence(_Struct, frozen=True):
+    """``messages.DigestRecurrence``: a failed node's fault back after it cleared."""
+
+    cleared_ms: TsMs
+    after_s: NonNeg
+    findings: Annotated[tuple[ShortText, ...], msgspec.Meta(max_length=16)]
+
+
 class DigestDrain(_Struct, frozen=True):
     state: Literal["none", "draining", "drained"] = "none"
     reason: Text = ""
@@ -412,7 +420,8 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     seen: bool = True
     gpus_expected: Links = 0
     gpus: Annotated[tuple[GpuSample, ...], msgspec.Meta(max_length=64)] = ()
-    """``messages.DigestGpu`` holds five of a sample's fields; decoding them as a GpuSample
+    """``messages.DigestGpu`` holds five of a sample's fields (nine of a GPU power-capped by
+    software); decoding them as a GpuSample
     gives the console on digests its samples without building one per GPU. A payload with
     more fields than DigestGpu that GpuSample refuses goes to the reference model, which
     ignores them (codec.decode_digest)."""
@@ -424,3 +433,5 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     seq_gaps: U64 = 0
     every_s: Interval = 5.0
     shift_ms: Annotated[int, msgspec.Meta(ge=-2**53, le=2**53)] = 0
+    power_limit_w: Watts | None = None
+    recurred: DigestRecurrence | None = None

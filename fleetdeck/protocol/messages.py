@@ -538,6 +538,9 @@ class DigestFinding(_Msg):
     text: Text = ""
 
 
+MAX_DIGEST_FINDINGS = 16
+
+
 class DigestGpu(_Msg):
     """The few vitals of one GPU that the fleet-wide views show (grid cell, node row)."""
 
@@ -546,6 +549,27 @@ class DigestGpu(_Msg):
     util_pct: Pct | None = None
     temp_c: Celsius | None = None
     power_w: Annotated[float, Field(ge=0, le=5000)] | None = None
+    # A GPU power-capped by software (clock-event bit 0x4) only, each left out otherwise: what
+    # the raw console reads of a slow rank's GPU to say it is capped and whether its limit was
+    # lowered (``judgements.PowerCap``). Without them a capped straggler read "no finding on
+    # that node" on digests (docs/protocol.md, "Digests").
+    power_limit_w: Annotated[float, Field(ge=0, le=5000)] | None = None
+    sm_clock_mhz: Annotated[float, Field(ge=0, le=10000)] | None = None
+    sm_clock_max_mhz: Annotated[float, Field(ge=0, le=10000)] | None = None
+    clock_event_reasons: U64 | None = None
+
+
+class DigestRecurrence(_Msg):
+    """A failure that is the one before it again (``NodeState.recurred``), as its collector
+    judged it: what the raw console's action and ``recurrence`` say ("the same fault (G2
+    gpu0) came back 34 s after it cleared …: replace gpu0")."""
+
+    cleared_ms: TsMs
+    """When the earlier failure cleared (the collector's clock)."""
+    after_s: NonNeg
+    """How long it held before the fault came back."""
+    findings: Annotated[list[ShortText], Field(max_length=MAX_DIGEST_FINDINGS)]
+    """The fault's keys (``"G2 gpu0"``), as ``status --json``'s ``recurrence.findings``."""
 
 
 class DigestPort(_Msg):
@@ -568,9 +592,6 @@ class DigestPort(_Msg):
     """The collector's first sample of the port: how long it has watched the counters."""
     symbols_blind: Literal["storm", "saturated"] | None = None
     """Its symbol counter tells nothing now: saturated, or after a storm saturated it."""
-
-
-MAX_DIGEST_FINDINGS = 16
 
 
 class Digest(_Versioned):
@@ -621,6 +642,13 @@ class Digest(_Versioned):
     """The digest's ``ts`` less the node's latest sample's (the collector's clock against its
     agent's): what its ports' past was shifted by onto the digest's clock, and what a console
     on digests shifts the node's events by to read them against that past."""
+    power_limit_w: Annotated[float, Field(ge=0, le=5000)] | None = None
+    """The highest power limit of the node's present GPUs: what a capped straggler's limit is
+    compared with on its job's other nodes (``judgements.peer_limit_w``). Absent from an older
+    collector's digest, whose GPUs carry no power cap either."""
+    recurred: DigestRecurrence | None = None
+    """A failed node's fault back within ``RECUR_S`` of its clearing (docs/protocol.md,
+    "Digests"). Absent otherwise, and from an older collector's digest."""
 
 
 MESSAGE_MODELS: dict[str, type[BaseModel]] = {

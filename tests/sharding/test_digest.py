@@ -8,7 +8,7 @@ from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.rows import gpu_cells, node_row, slurm_state
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import node_summary
-from fleetdeck.protocol import codec
+from fleetdeck.protocol import codec, fast
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.helpers import FakeNode
 
@@ -179,6 +179,23 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
     cases += [_digest_json(drain={"state": "drained", "reason": "r", "unsaved": v})
               for v in ("", "/var/lib/fleetdeck/state.json: No space left on device",
                         "x" * 2048, "x" * 2049, None, 1, True, ["x"])]
+    # A GPU power-capped by software, the node's power limit, a recurrence: bounds, null,
+    # types, refused or accepted as the model does; an older console ignores them all.
+    gpu = {"index": 0, "util_pct": 50.0}
+    for field, values in {
+        "clock_event_reasons": [0, 4, 2**53, 2**64 - 1, 2**64, -1, None, True, 4.0, "4"],
+        "power_limit_w": [0, 450.0, 5000, 5000.5, -1, None, True, "450"],
+        "sm_clock_mhz": [0, 1350.0, 10000, 10001, -1, None, False, "1"],
+        "sm_clock_max_mhz": [1980.0, 10000.5, -0.5, None, "x"],
+    }.items():
+        cases += [_digest_json(gpus=[{**gpu, field: v}]) for v in values]
+    cases += [_digest_json(power_limit_w=v) for v in (700.0, 0, 5000, 5001, -1, None, "7", True)]
+    rec = {"cleared_ms": 1767225600000, "after_s": 34.0, "findings": ["G2 gpu0"]}
+    cases += [_digest_json(recurred=v) for v in (
+        rec, None, {**rec, "cleared_ms": -1}, {**rec, "cleared_ms": 2**53 + 1},
+        {**rec, "after_s": -1.0}, {**rec, "after_s": "34"}, {**rec, "findings": []},
+        {**rec, "findings": ["x" * 257]}, {**rec, "findings": ["G2 gpu0"] * 17},
+        {**rec, "findings": [1]}, {k: v for k, v in rec.items() if k != "findings"}, [], "x")]
     for payload in cases:
         try:
             ref = codec.decode(Digest, payload)
@@ -195,6 +212,12 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
             ref.drain.unsaved, [(g.index, g.util_pct) for g in ref.gpus], ref.shift_ms), payload
         assert [{f: getattr(p, f) for f in p.__struct_fields__} for p in fast_d.ports] == [
             p.model_dump() for p in ref.ports], payload
+        assert [{f: getattr(g, f) for f in type(ref.gpus[0]).model_fields}
+                for g in fast_d.gpus] == [g.model_dump() for g in ref.gpus], payload
+        assert fast_d.power_limit_w == ref.power_limit_w, payload
+        assert (None if fast_d.recurred is None else fast.to_dict(fast_d.recurred)) == (
+            None if ref.recurred is None else {**ref.recurred.model_dump(), "findings": list(
+                ref.recurred.findings)}), payload
 
 
 def _on_digests(session, by: str = "shard-1") -> FleetState:
@@ -923,3 +946,117 @@ def test_a_drain_its_agent_could_not_save_reaches_a_digest_console():
         "on device): an agent restart forgets it")
     assert node_summary(raw_state(FakeNode(), fault=False).nodes["gpu0001"],
                         node.now)["drain_unsaved"] is None
+
+
+def _digests_of(raw: FleetState, now: float, dig: FleetState | None = None) -> FleetState:
+    """A console on digests (``dig``, or a new one) fed a collector's digests of ``raw``'s
+    nodes at ``now`` and its jobs."""
+    from fleetdeck.console.judgements import correlate_digests
+
+    if dig is None:
+        dig = FleetState(raw.cluster, Ingest(raw.cluster).malformed)
+        dig.digest_mode = True
+        dig.correlate = correlate_digests
+    ingest = Ingest(raw.cluster)
+    for name, st in raw.nodes.items():
+        ingest.handle(topic_for(raw.cluster, Kind.DIGEST, name),
+                      codec.encode(make_digest(st, "shard-1", now)), now)
+    for job in raw.jobs.values():
+        ingest.handle(topic_for(raw.cluster, Kind.JOB, job.job_id), codec.encode(job), now)
+    dig.apply(ingest.take_batch(), now)
+    dig.judge_fleet(now)
+    return dig
+
+
+@pytest.mark.parametrize("limit_w", [450.0, 700.0])
+def test_a_digest_console_names_a_straggler_s_software_power_cap_as_the_raw_console_does(
+        limit_w: float):
+    """A digest's GPUs carried five vitals, no clock events nor power limit: a straggler whose
+    GPU was power-capped by software read "no finding on that node" on digests while the raw
+    console said "GPU power-capped by software (… limit 450 W, below its job's other nodes'
+    700 W)" and "restore it" (a digest-vs-raw audit)."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.summary import fleet_summary
+    from tests.console.test_judgements import _job_with, session_with
+
+    def capped(tel):
+        return replace(tel, gpus=[replace(g, clock_event_reasons=0x4, sm_clock_mhz=1350.0,
+                                          sm_clock_max_mhz=1980.0, power_limit_w=limit_w)
+                                  if g.index == 5 else g for g in tel.gpus])
+
+    raw = session_with({"gpu0003": capped}, jobs=[_job_with(
+        [(19, "gpu0003", 1120.0), (8, "gpu0002", 1012.0), (30, "gpu0004", 1010.0)])])
+    now = raw.clock()
+    dig = _digests_of(raw.state, now)
+    (want,) = fleet_summary(raw.state, now)["jobs"]
+    assert want["straggler"]["causes"] == ["power_capped"], want["straggler"]
+    (got,) = fleet_summary(dig, now)["jobs"]
+    assert got["straggler"] == want["straggler"]
+    st, ds = raw.state.nodes["gpu0003"], dig.nodes["gpu0003"]
+    assert recommended_action(ds, dig) == recommended_action(st, raw.state)
+    assert [(i.key, i.title, i.action) for i in incidents(dig)] == [
+        (i.key, i.title, i.action) for i in incidents(raw.state)]
+
+
+def test_a_digest_carries_a_gpu_s_power_cap_only_where_one_is_capped():
+    """20 bytes a GPU for every node's limit, where only a capped straggler's is compared:
+    the node's highest limit once, and a capped GPU's own with its clocks."""
+    from msgspec.structs import replace
+
+    from tests.console.test_judgements import session_with
+
+    def capped(tel):
+        return replace(tel, gpus=[replace(g, clock_event_reasons=0x5 if g.index == 1 else 0x4,
+                                          power_limit_w=450.0)
+                                  if g.index in (1, 5) else g for g in tel.gpus])
+
+    raw = session_with({"gpu0003": capped})
+    now = raw.clock()
+    ok = make_digest(raw.state.nodes["gpu0002"], "shard-1", now)
+    assert ok.power_limit_w == 700.0
+    assert all(g.power_limit_w is None and g.clock_event_reasons is None for g in ok.gpus)
+    d = make_digest(raw.state.nodes["gpu0003"], "shard-1", now)
+    assert [(g.index, g.power_limit_w, g.clock_event_reasons) for g in d.gpus
+            if g.power_limit_w is not None] == [(1, 450.0, 0x5), (5, 450.0, 0x4)]
+    assert d.power_limit_w == 700.0
+
+
+def test_a_digest_console_says_a_fault_recurred_as_the_raw_console_does():
+    """A console on digests judges no recurrence (it never sees a fault clear): the same DBE
+    back 34 s after its repair read "reset gpu0 or reboot" there, the repair that had not
+    held, where the raw console said "the same fault (G2 gpu0) came back 34 s after it
+    cleared …: replace gpu0" (a digest-vs-raw audit). The digest says it, as judged."""
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.console.summary import node_summary
+    from tests.test_xid_rules import Console, _dbe
+
+    c = Console()
+    dig = _digests_of(c.state, c.node.now)
+    st = _dbe(c, 0)
+    for _ in range(3):
+        st = c.send(c.node.telemetry())  # repaired
+        _digests_of(c.state, c.node.now, dig)
+    assert st.verdict is Verdict.OK
+    for _ in range(30):
+        c.node.telemetry()
+    st = _dbe(c, 0)
+    _digests_of(c.state, c.node.now + 2.0, dig)  # read a tick later than the collector
+    said = recommended_action(st, c.state)
+    assert "the same fault (G2 gpu0) came back 3" in said, said
+    ds = dig.nodes[st.node_id]
+    assert recommended_action(ds, dig) == said
+    now = c.node.now + 2.0
+    assert node_summary(ds, now, dig)["recurrence"] == node_summary(st, now, c.state)[
+        "recurrence"]
+    assert [(i.key, i.action) for i in incidents(dig)] == [
+        (i.key, i.action) for i in incidents(c.state)]
+    # Cleared again: gone from the digest, and from the console's action.
+    for _ in range(3):
+        st = c.send(c.node.telemetry())
+    _digests_of(c.state, c.node.now, dig)
+    assert ds.recurred is None and "came back" not in recommended_action(ds, dig)
+    assert b"recurred" not in codec.encode(make_digest(st, "shard-1", c.node.now))
