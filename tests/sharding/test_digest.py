@@ -1054,6 +1054,10 @@ def test_a_digest_console_says_a_fault_recurred_as_the_raw_console_does():
         "recurrence"]
     assert [(i.key, i.action) for i in incidents(dig)] == [
         (i.key, i.action) for i in incidents(c.state)]
+    # A console started a minute later (status --digests) first reads the failure then: how
+    # long the repair held is still the collector's 3x s, not 9x.
+    late = _digests_of(c.state, now + 60)
+    assert recommended_action(late.nodes[st.node_id], late) == said
     # Cleared again: gone from the digest, and from the console's action.
     for _ in range(3):
         st = c.send(c.node.telemetry())
