@@ -176,9 +176,10 @@ class BlastRadius:
     """And those status counts out already: on a failed, offline or stale node
     (``GpuUse.out``; a silent agent's GPUs may be sound, and idle in the scheduler)."""
     unheard: list[str] = field(default_factory=list)
-    """Nodes of the cluster, not targets, with no telemetry heard yet (``NodeState.waiting``):
-    "free GPUs left" cannot count theirs. The CLI waits for its targets' first telemetry only,
-    not the whole cluster's (console/cli/commands.py, ``SAMPLES_WAIT_S``)."""
+    """Nodes of the cluster, not targets, with no telemetry heard yet (``NodeState.waiting``),
+    idle and in service by what is known: "free GPUs left" cannot count theirs. The CLI waits
+    for its own nodes' first telemetry only, not the whole cluster's (console/cli/commands.py,
+    ``SAMPLES_WAIT_S``)."""
     subject: str = ""
     """What a restart targets when it holds no nodes (``job 4106 (F), on no nodes now; it
     failed on gpu0059``): the dialog's "Targets (0):" had nothing under it (a newcomer's
@@ -633,7 +634,12 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
         draining=sum(1 for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.DRAINING),
         gpus_failed=gpus_failed, gpus_out=gpus_out,
-        unheard=[n for n, st in state.nodes.items() if n not in target_set and st.waiting],
+        # Those whose GPUs it would count if heard: idle and in service (``_free_gpus``). A
+        # waiting node a job holds, or drained, counts none either way ("not counting
+        # gpu[0001-0200]" of a busy cluster whose 3 idle nodes were the only ones unknown).
+        unheard=[n for n, st in state.nodes.items()
+                 if n not in target_set and st.waiting and not by_node.get(n)
+                 and st.drain.state is DrainState.NONE],
     )
 
 

@@ -1018,3 +1018,22 @@ def test_a_drain_saved_at_last_by_its_agent_is_not_said_unsaved(world):
         assert req.phase is Phase.DONE
         results.append(req.targets[0].detail)
     assert results == ["DRAINED", f"DRAINED; {unsaved}"]
+
+
+def test_free_gpus_left_names_only_unheard_nodes_it_would_count():
+    """'free GPUs left (not counting …: not heard from yet)' named every node not heard yet,
+    those a job holds or drained too, whose GPUs it counts as free in no case: a busy cluster
+    read 'not counting gpu[0001-0004,0006-0012]' where 7 idle nodes were the unknown ones."""
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    fleet = SynthFleet(12, clock)
+    fleet.birth(ingest)
+    state = FleetState(CLUSTER, ingest.malformed)
+    publish_job(ingest, job_status("41", fleet.names[:4], clock), clock)
+    fleet.status(ingest, "gpu0012", DrainState.DRAINED, "fan", "alice")
+    state.apply(ingest.take_batch(), clock())
+    assert all(st.waiting for st in state.nodes.values())
+    radius = blast_radius(state, CommandOp.DRAIN, ["gpu0005"], clock())
+    assert radius.unheard == [f"gpu{i:04d}" for i in range(6, 12)], radius.unheard
+    assert radius.summary().endswith(
+        "0 free GPUs left (not counting gpu[0006-0011]: not heard from yet)"), radius.summary()
