@@ -34,9 +34,11 @@ from fleetdeck.console.commands import (
     draining_jobs,
     job_blast_radius,
     job_refusal,
+    jobs_on,
     new_request_id,
     refusal,
     retire_refusal,
+    scheduled_jobs_by_node,
     unknown_job_hint,
     why_unanswered,
 )
@@ -82,6 +84,11 @@ free GPUs, and a dry run said "0 free GPUs left" where the console said 40). The
 nodes (its targets, a job's nodes) are waited for up to two of their intervals: their GPUs and
 jobs are the blast radius. Waiting so for the whole cluster kept a drain silent for 21 s when
 agents ran --interval 10 (a newcomer's production set-up)."""
+
+WAIT_SAID_OVER_S = 2.5
+"""The wait for the command's own nodes' first telemetry is said on stderr when more than this
+is left of it: agents at 1 Hz are heard within a second of the settle, and every drain of such
+a fleet said it waited "up to 2 s" for nodes then heard at once (a review)."""
 
 
 class UnknownTargets(UserError):
@@ -556,7 +563,8 @@ class CommandRun:
             limit = max(SAMPLES_WAIT_S,
                         2 * max(self.state.nodes[n].interval_s for n in unheard) + 1)
             if since < limit:
-                self._say_waiting(unheard, limit - since)
+                if limit - since > WAIT_SAID_OVER_S:
+                    self._say_waiting(unheard, limit - since)
                 return None
         elif since < SAMPLES_WAIT_S and any(st.waiting for st in self.state.nodes.values()):
             return None  # the rest of the cluster, for "free GPUs left": a moment at most
@@ -607,8 +615,10 @@ class CommandRun:
         every = sorted({self.state.nodes[n].interval_s for n in owed})
         one = len(owed) == 1
         who = "its agent reports" if one else "their agents report"
+        # Each pace said: "their agents report every 10 s" of a 1 Hz node and a 10 s one.
+        pace = f"{every[0]:g}" if len(every) == 1 else f"{every[0]:g} to {every[-1]:g}"
         print(f"waiting for the first telemetry of {compress(owed)} ({'its' if one else 'their'}"
-              f" GPUs and jobs; {who} every {every[-1]:g} s): up to {left_s:.0f} s",
+              f" GPUs and jobs; {who} every {pace} s): up to {left_s:.0f} s",
               file=sys.stderr, flush=True)
 
     def show_radius(self, radius: BlastRadius) -> None:
@@ -809,10 +819,24 @@ def run_drain(url: BrokerURL, cluster: str, hostlist: str, reason: str, *, now: 
                                 "for this reason")
         return r.session.drain(targets, reason, mode)
 
+    def needs() -> list[str]:
+        if mode is not DrainMode.NOW:
+            return targets
+        # A drain --now requeues the targets' jobs: its radius names their other nodes that
+        # the requeue may land back on (failed, throttled, the straggler: ``requeue_risks``),
+        # which their telemetry alone tells. Waiting for the targets alone, such a node not
+        # heard yet went unnamed.
+        state = run.state
+        scheduled = scheduled_jobs_by_node(state)
+        return list(dict.fromkeys([*targets, *(
+            n for t in targets if (st := state.nodes.get(t)) is not None
+            for j in jobs_on(st, scheduled, state)
+            if (job := state.jobs.get(j)) is not None for n in job.nodes)]))
+
     if dry_run:
-        return asyncio.run(run.dry_run(radius, lambda: targets))
+        return asyncio.run(run.dry_run(radius, needs))
     return asyncio.run(run.run(make, Attempt(CommandOp.DRAIN, targets, reason, mode),
-                               wait_done=wait, needs=lambda: targets))
+                               wait_done=wait, needs=needs))
 
 
 def run_resume(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, operator: str,

@@ -333,6 +333,51 @@ def test_a_drain_waits_for_its_targets_telemetry_not_the_whole_clusters(mosquitt
             stop_process(proc)
 
 
+def test_a_drain_now_waits_for_its_jobs_other_nodes_and_a_1_hz_wait_is_not_said(mosquitto,
+                                                                                 tmp_path):
+    """A drain --now requeues its target's job, and its radius names the job's other nodes
+    the requeue may land back on (failed, throttled): waiting for its targets alone, such a
+    node not heard yet was never judged. And a target at 1 Hz, heard a moment after the
+    settle, had every such drain say it waited "up to 2 s" (a review)."""
+    agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", "slow", "--node-id",
+                  "gpu0001", "--interval", "1", log=tmp_path / "gpu0001.log")
+    try:
+        asyncio.run(_publish_born_but_unheard(mosquitto.url, "gpu0003", 10.0))
+        asyncio.run(_publish_born_but_unheard(mosquitto.url, "gpu0004", 1.0))
+        job = JobStatus(job_id="7", state=JobState.R, nodes=["gpu0001", "gpu0003"],
+                        gpus_per_node=8, ts=int(time.time() * 1000))
+        asyncio.run(_publish_retained(mosquitto.url, topic_for("slow", Kind.JOB, "7"),
+                                      codec.encode(job)))
+        status = run_cli("status", "--broker", str(mosquitto.url), "--cluster", "slow",
+                         "--json", "--wait", "5")
+        assert {n["id"] for n in json.loads(status.stdout)["nodes"]} == {
+            "gpu0001", "gpu0003", "gpu0004"}, status.stdout
+        # gpu0004 reports every second (never, here: 3 s at most, as any 1 Hz wait): no line.
+        out = run_cli("drain", "gpu0004", "--reason", "x", "--dry-run", "--broker",
+                      str(mosquitto.url), "--cluster", "slow", "--operator", "carol")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stderr == "", out.stderr
+        proc = subprocess.Popen(
+            fleetdeck_cmd("drain", "gpu0001", "--now", "--reason", "x", "--dry-run",
+                          "--broker", str(mosquitto.url), "--cluster", "slow", "--operator",
+                          "carol"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            # gpu0001 with it if not heard yet at the settle, at its own 1 s.
+            assert line.startswith((
+                "waiting for the first telemetry of gpu0003 (its GPUs and jobs; its agent "
+                "reports every 10 s): up to ",
+                "waiting for the first telemetry of gpu[0001,0003] (their GPUs and jobs; their "
+                "agents report every 1 to 10 s): up to ")), line
+        finally:
+            proc.kill()
+            proc.communicate(timeout=10)
+    finally:
+        stop_process(agent)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_command_killed_by_a_signal_still_gets_its_outcome_audited(sim, tmp_path, signum):
     """A drain waiting for its effect (finish mode on a node running a job) is ended by
