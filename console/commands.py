@@ -1442,7 +1442,7 @@ def retire_refusal(state: FleetState, targets: Iterable[str]) -> str:
     now (online, its telemetry coming) would publish its birth again at its next connect or
     rebirth request, so its agent must stop first (docs/protocol.md, "Retiring a node")."""
     targets = list(targets)
-    live = [t for t in targets if _heard_live(state.nodes.get(t))]
+    live = heard_live(state, targets)
     if not live:
         return _held_refusal(state, targets)
     one = len(live) == 1
@@ -1465,6 +1465,12 @@ def _held_refusal(state: FleetState, targets: list[str]) -> str:
             f"{', '.join(jobs)} (the scheduler says so): retired, "
             f"{'it' if one else 'they'} would leave every view while the job still "
             f"runs on {'it' if one else 'them'}; requeue or end the job first, or --force")
+
+
+def heard_live(state: FleetState, targets: Iterable[str]) -> list[str]:
+    """Of ``targets``, those heard online now (their telemetry coming): retired, their agents
+    publish their births again at the next rebirth request (``retire_refusal``)."""
+    return [t for t in targets if _heard_live(state.nodes.get(t))]
 
 
 def _heard_live(st: NodeState | None) -> bool:

@@ -32,6 +32,7 @@ from fleetdeck.console.commands import (
     blast_radius,
     drained_for,
     draining_jobs,
+    heard_live,
     job_blast_radius,
     job_refusal,
     jobs_on,
@@ -665,6 +666,10 @@ class CommandRun:
         deadline = [0.0]
         gone: set[str] = set()
         """Targets this session saw forgotten (their empty birth came back from the broker)."""
+        live: dict[str, float] = {}
+        """Targets heard online when cleared (``--force``), with their agents' intervals."""
+        back_by = [0.0]
+        """Until when a live target's birth is waited for to come back after the clear."""
 
         def settled(r: CommandRun) -> list[str]:
             r.known(targets)
@@ -673,22 +678,36 @@ class CommandRun:
                 raise UserError(why)
             if why:
                 r.say(f"retire {text}: --force: {why.split(':')[0]}; retiring all the same")
+            live.update((t, r.state.nodes[t].interval_s) for t in heard_live(r.state, targets))
             return targets
 
         def on_tick(_report: TickReport) -> bool:
             self._watch_link(sent=bool(clearing))
+            now = time.monotonic()
             if not clearing:
                 if self._when_settled(settled, lambda: targets) is None:
                     return False
                 clearing.append(asyncio.ensure_future(self._clear(targets)))
-                deadline[0] = time.monotonic() + self.timeout_s
+                deadline[0] = now + self.timeout_s
                 return False
             if not clearing[0].done():
                 return False
             clearing[0].result()
             left = [t for t in targets if t in self.state.nodes]
             gone.update(t for t in targets if t not in left)
-            return not left or time.monotonic() > deadline[0]
+            if any(t not in gone for t in left):
+                return now > deadline[0]  # a clear not seen yet (or dropped: an ACL)
+            if live and not back_by[0]:
+                # A live agent's next telemetry, unborn now, draws a rebirth request (this
+                # session's, any console's) and its birth comes back: two of its intervals,
+                # as for its first telemetry (``_when_settled``). Said retired at once, all
+                # of a --force were, those still running too (a review).
+                back_by[0] = min(deadline[0], now + 2 * max(live.values()) + 1)
+                if back_by[0] - now > WAIT_SAID_OVER_S:
+                    print(f"retire {text}: waiting up to {back_by[0] - now:.0f} s for "
+                          f"{compress(list(live))} to publish a birth again (their agents "
+                          "ran when cleared)", file=sys.stderr, flush=True)
+            return now >= back_by[0] or all(t in left for t in live)
 
         try:
             await session.watch(asyncio.Event(), tick_s=POLL_S, on_tick=on_tick)
@@ -720,16 +739,25 @@ class CommandRun:
             self._retire_record(targets, reason, "failed", why)
             self.say(f"retire {text}: {why}")
             return EXIT_REJECTED
+        # Those whose birth came back are not retired: "gpu[0001-0004] retired" was said of
+        # nodes whose agents, still running (--force), published their births again.
+        retired = [t for t in targets if t not in left]
         # As drain's and resume's progress (PROGRESS_GROUP_OVER): `retire 'gpu[0001-0512]'`
         # said 512 lines, one a node, before the sentence that says they are gone.
-        for group in ([text] if len(targets) > PROGRESS_GROUP_OVER else targets):
+        for group in ([compress(retired)] if len(retired) > PROGRESS_GROUP_OVER else retired):
             self.say(f"{group} retired {by}")
-        self._retire_record(targets, reason, "done", f"{text} retired {by}")
         if left:
             # Cleared, but heard again: an agent still running published its birth anew.
-            self.say(f"retire {text}: {compress(left)} published a birth again after it was "
-                     "cleared: its agent still runs; stop it, then retire again")
+            one = len(left) == 1
+            back = (f"{compress(left)} published {'its birth' if one else 'their births'} "
+                    "again after the clear: "
+                    f"{'its agent still runs' if one else 'their agents still run'}")
+            done = f"{compress(retired)} retired {by}; " if retired else ""
+            self._retire_record(targets, reason, "failed", f"{done}{back}")
+            self.say(f"retire {text}: {back}; stop {'it' if one else 'them'}, then retire "
+                     f"{'it' if one else 'them'} again")
             return EXIT_REJECTED
+        self._retire_record(targets, reason, "done", f"{text} retired {by}")
         self.say(f"retire {text}: the broker holds no birth, status or digest of "
                  f"{'it' if len(targets) == 1 else 'them'} now; the stores keep the history")
         return EXIT_DONE

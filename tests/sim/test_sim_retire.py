@@ -99,3 +99,45 @@ def test_retire_of_many_nodes_says_them_by_hostlist_not_a_line_a_node(mosquitto,
     assert "gpu[0001-0012] retired by alice" in lines, done.stdout
     assert not any(line.startswith("gpu0001 ") for line in lines), done.stdout
     assert len(lines) <= 3 and "holds no birth, status or digest of them" in lines[-1], lines
+
+
+def test_a_forced_retire_says_retired_only_the_nodes_whose_births_stay_cleared(mosquitto,
+                                                                               tmp_path):
+    """`retire --force` of two nodes whose agents were killed and two still running said all
+    four "retired", exit 0, though the running agents' births came back at the next rebirth
+    request (a review). It waits a moment for them, says retired only those gone, and the
+    others still run: exit 3."""
+    url, cluster = str(mosquitto.url), "rtf"
+    audit = tmp_path / "audit.jsonl"
+    agents = {node: spawn("agent", "--broker", url, "--cluster", cluster, "--node-id", node,
+                          "--interval", "1", log=tmp_path / f"{node}.log")
+              for node in ("gpu0001", "gpu0002", "gpu0003", "gpu0004")}
+    try:
+        deadline = time.monotonic() + 30
+        while set((seen := nodes_seen(url, cluster)).values()) != {"ok"} or len(seen) != 4:
+            assert time.monotonic() < deadline, seen
+        for node in ("gpu0003", "gpu0004"):
+            os.kill(agents[node].pid, signal.SIGKILL)  # the broker publishes their wills
+            agents.pop(node).wait()
+        deadline = time.monotonic() + 30
+        while (seen := nodes_seen(url, cluster)) != {
+                "gpu0001": "ok", "gpu0002": "ok", "gpu0003": "offline", "gpu0004": "offline"}:
+            assert time.monotonic() < deadline, seen
+        done = run_cli("retire", "gpu[0001-0004]", "--force", "--operator", "alice",
+                       "--broker", url, "--cluster", cluster, "--audit-log", str(audit))
+        assert done.returncode == 3, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert "gpu0003 retired by alice" in lines and "gpu0004 retired by alice" in lines, lines
+        assert not [line for line in lines if "gpu0001 retired" in line
+                    or "gpu0002 retired" in line], lines
+        assert lines[-1] == ("retire gpu[0001-0004]: gpu[0001-0002] published their births "
+                             "again after the clear: their agents still run; stop them, then "
+                             "retire them again"), lines
+        assert sorted(nodes_seen(url, cluster)) == ["gpu0001", "gpu0002"]
+    finally:
+        for proc in agents.values():
+            stop_process(proc)
+    [record] = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert (record["outcome"], record["detail"]) == (
+        "failed", "gpu[0003-0004] retired by alice; gpu[0001-0002] published their births "
+        "again after the clear: their agents still run")
