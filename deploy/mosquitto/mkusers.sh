@@ -23,6 +23,15 @@ for user in "$@"; do  # every name checked before anything is written
     exit 2
   fi
 done
+# A name given twice is made once: both lines went into PASSWD_FILE and CREDENTIALS_FILE with
+# two passwords, of which the broker takes one and the credentials file does not say which.
+declare -A seen=()
+users=()
+for user in "$@"; do
+  [[ -n ${seen[$user]+x} ]] || users+=("$user")
+  seen[$user]=1
+done
+set -- "${users[@]}"
 touch "$passwd_file" "$creds"
 # One mosquitto_passwd call for all of them (-U hashes a plain "user:password" file in place):
 # a call per user took 9 s for 256 users, minutes for a 4,096-node fleet. A user already in

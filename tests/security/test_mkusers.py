@@ -60,3 +60,20 @@ def test_a_bad_name_among_good_ones_writes_nothing(tmp_path: Path, bad: str) -> 
     done = mkusers(tmp_path, "gpu0001", bad)
     assert done.returncode == 2 and "invalid user name" in done.stderr
     assert not (tmp_path / "passwd").exists() and not (tmp_path / "creds").exists()
+
+
+async def test_a_name_given_twice_is_made_once(tmp_path: Path) -> None:
+    """`mkusers.sh passwd creds gpu0001 gpu0001`: both went into PASSWD_FILE and the credentials
+    file with two passwords, the broker taking one of them and the file not saying which."""
+    assert mkusers(tmp_path, "gpu0001", "console", "gpu0001").returncode == 0
+    names = [line.split(":", 1)[0] for line in (tmp_path / "passwd").read_text().splitlines()]
+    assert names == ["gpu0001", "console"]
+    creds = [line.split() for line in (tmp_path / "creds").read_text().splitlines()]
+    assert [user for user, _ in creds] == ["gpu0001", "console"]
+    conf = (f"listener {{port}} 127.0.0.1\nallow_anonymous false\n"
+            f"password_file {tmp_path / 'passwd'}\n")
+    if os.geteuid() == 0:
+        conf = "user root\n" + conf  # the mosquitto user cannot read pytest's tmp dirs
+    with ManagedBroker(MOSQUITTO, workdir=tmp_path, config=conf) as broker:
+        for user, password in creds:
+            assert await logs_in(broker.port, user, password), user
