@@ -47,6 +47,10 @@ paste -d: "$work/users" "$work/passes" > "$work/new"
 paste -d' ' "$work/users" "$work/passes" > "$work/creds"
 mosquitto_passwd -U "$work/new"
 awk -F: 'NR == FNR { drop[$1]; next } !($1 in drop)' "$work/new" "$passwd_file" > "$work/kept"
-# Written through the existing file, so its owner and mode (mosquitto may read it) stay.
-cat "$work/kept" "$work/new" > "$passwd_file"
+# A copy beside it with the file's owner and mode (mosquitto may read it), filled and then
+# renamed over it: a run killed midway leaves the old file whole, never a truncated one.
+next="$passwd_file.mkusers.$$"
+cp -p "$passwd_file" "$next"
+cat "$work/kept" "$work/new" > "$next"
+mv -f "$next" "$passwd_file"
 cat "$work/creds" >> "$creds"
