@@ -12,7 +12,7 @@ telemetry while it is open.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -159,23 +159,29 @@ def make_digest(st: NodeState, by: str, now: float,
             ports = [_port_with_past(st, p, shift_ms) if f"{p.dev}:{p.port}" in n_ports
                      else fast.DigestPort(dev=p.dev, port=p.port, up=_up(p.state, p.phys_state))
                      for p in wire2.full(t).ib_ports]
-        clocks: Iterable[tuple[Any, ...]]
         if type(t) is wire2.Pending and not t.built:
             # A quiet sample's columns: a collector sends every node's digest every few
             # seconds, which must not build every node's rows.
-            g_cols: list[tuple[Any, ...]] = list(zip(*t.gpu_columns(*_DIGEST_GPU), strict=True))
+            cols = t.gpu_columns(*_DIGEST_GPU)
             p_cols: Iterable[tuple[Any, ...]] = zip(*map(t.port_column, _DIGEST_PORT),
                                                     strict=True)
-            capped = any(r is not None and r & SW_POWER_CAP for *_, r in g_cols)
-            clocks = zip(*t.gpu_columns(*_CAPPED_GPU), strict=True) if capped else ()
         else:
             full = wire2.full(t)
-            g_cols = [(g.index, g.present, g.util_pct, g.temp_c, g.power_w, g.power_limit_w,
-                       g.clock_event_reasons) for g in full.gpus]
+            cols = [[getattr(g, f) for g in full.gpus] for f in _DIGEST_GPU]
             p_cols = ((p.dev, p.port, p.state, p.phys_state) for p in full.ib_ports)
-            clocks = ((g.sm_clock_mhz, g.sm_clock_max_mhz) for g in full.gpus)
-        gpus = _digest_gpus(g_cols, clocks)
-        limit_w = max((row[5] for row in g_cols if row[1] and row[5] is not None), default=None)
+        index, present, util, temp, power, limits, reasons = cols
+        # The common case in C (every GPU present, each with a limit; no clock event at all):
+        # a collector digests every node every few seconds.
+        limit_w = (max(limits) if limits and all(present) and None not in limits else max(
+            (w for p, w in zip(present, limits, strict=True) if p and w is not None),
+            default=None))
+        if any(reasons) and any(r and r & SW_POWER_CAP for r in reasons):
+            gpus = _digest_gpus(t, cols)
+        else:
+            # No GPU capped, the common case: no row of seven a GPU unpacked for a cap (a
+            # collector digests every node every few seconds: 9 -> 13 us a quiet node so).
+            gpus = tuple(fast.GpuSample(index=i, present=p, util_pct=u, temp_c=c, power_w=w)
+                         for i, p, u, c, w in zip(index, present, util, temp, power, strict=True))
         if not n_ports:
             ports = [fast.DigestPort(dev=dev, port=port, up=_up(state, phys))
                      for dev, port, state, phys in p_cols]
@@ -197,20 +203,24 @@ def make_digest(st: NodeState, by: str, now: float,
         recurred=_recurred(st))
 
 
-def _digest_gpus(rows: list[tuple[Any, ...]], clocks: Iterable[tuple[Any, ...]]
-                 ) -> tuple[fast.GpuSample, ...]:
-    """A digest's GPUs: five vitals each, and of a GPU power-capped by software (bit 0x4) what
-    ``judgements.PowerCap`` reads of it too, its limit, clocks and clock events (``clocks``:
-    each GPU's SM clock and its maximum, read only where one is capped). A healthy GPU's
-    limit is the node's ``Digest.power_limit_w``, once: 20 bytes a GPU for every node, where
-    only a straggler's is ever compared (docs/protocol.md, "Digests")."""
+def _digest_gpus(t: wire2.Sample, cols: list[Sequence[Any]]) -> tuple[fast.GpuSample, ...]:
+    """A digest's GPUs of a node with one power-capped by software (bit 0x4): five vitals
+    each, and of a capped GPU what ``judgements.PowerCap`` reads of it too, its limit, clocks
+    and clock events. A healthy GPU's limit is the node's ``Digest.power_limit_w``, once: 20
+    bytes a GPU for every node, where only a straggler's is ever compared (docs/protocol.md,
+    "Digests")."""
+    if type(t) is wire2.Pending and not t.built:
+        sm, sm_max = t.gpu_columns(*_CAPPED_GPU)
+    else:
+        full = wire2.full(t).gpus
+        sm, sm_max = [g.sm_clock_mhz for g in full], [g.sm_clock_max_mhz for g in full]
     out: list[fast.GpuSample] = []
-    for (i, present, util, temp, power, limit, reasons), clock in zip(
-            rows, clocks or ((None, None) for _ in rows), strict=True):
-        if reasons is not None and reasons & SW_POWER_CAP:
+    for i, present, util, temp, power, limit, reasons, clock, clock_max in zip(
+            *cols, sm, sm_max, strict=True):
+        if reasons and reasons & SW_POWER_CAP:
             out.append(fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
                                       power_w=power, power_limit_w=limit,
-                                      sm_clock_mhz=clock[0], sm_clock_max_mhz=clock[1],
+                                      sm_clock_mhz=clock, sm_clock_max_mhz=clock_max,
                                       clock_event_reasons=reasons))
         else:
             out.append(fast.GpuSample(index=i, present=present, util_pct=util, temp_c=temp,
