@@ -419,7 +419,8 @@ def render_summary(summary: dict[str, Any], console: Console, every_node: bool =
     if nodes:
         console.print(table)
     for inc, rows in alike:
-        cause = " ".join(inc["key"].split(":")[1:3])
+        # The rule and the component's kind; T1's is '' (the node's clock): "T1", not "T1 ".
+        cause = " ".join(p for p in inc["key"].split(":")[1:3] if p)
         console.print(f"  … and {len(rows)} nodes {rows[0]['verdict']}, in service, with only "
                       f"{escape(cause)} of the incident above ({compress(n['id'] for n in rows)}),"
                       " not listed (status --all lists every node)")

@@ -179,3 +179,24 @@ def test_clocks_off_alike_are_one_incident():
     assert inc.title.startswith("3 nodes say alike T1 clock 8 s ahead of the fleet's"), inc.title
     assert "a time source they share? (gpu[0002,0005,0007])" in inc.title
     assert inc.action.startswith("check the time source these nodes share")
+
+
+def test_status_line_of_clocks_off_alike_names_the_rule_alone(monkeypatch):
+    """T1's component is '' (a node's clock, no part of it): the line under the table read
+    "with only T1  of the incident above", a blank where A1 says its 'kernel log'."""
+    from fleetdeck.console.cli.status import render_summary
+    from tests.console import test_clock_skew
+
+    monkeypatch.setattr(test_clock_skew, "NODES", 40)
+    fleet = test_clock_skew.Fleet()
+    fleet.run(3)
+    for i in range(12):
+        fleet.skew[i] = 8.0
+    fleet.run(2)
+    (inc,) = [i for i in incidents(fleet.session.state) if i.kind == "common"]
+    assert len(inc.folded) == 12, inc
+    out = io.StringIO()
+    render_summary(fleet_summary(fleet.session.state, fleet.true), Console(file=out, width=400))
+    text = out.getvalue()
+    assert ("… and 12 nodes degraded, in service, with only T1 of the incident above "
+            "(gpu[0001-0012]), not listed" in text), text
