@@ -51,3 +51,29 @@ def test_the_console_header_shows_tls_and_the_login_never_the_password(url, show
     app = FleetdeckApp(cluster="c", url=url, auto_tick=False, audit=MemoryAudit())
     text = Content.from_markup(app.link_text(0.0)).plain
     assert text.startswith(shown) and "hunter2" not in text and ":pw" not in text
+
+
+@pytest.mark.parametrize(("width", "shown"), [
+    (200, "mqtts://gpu-console@mqtt.example.internal:8883 connecting  cmds 1 open"),
+    (96, "mqtts://mqtt.example.internal:8883 connecting  cmds 1 open"),
+    (80, "mqtt.example.internal:8883 connecting  cmds 1 open"),
+])
+def test_the_header_says_the_broker_shorter_where_the_url_would_cut_off_its_state(
+        monkeypatch, width, shown):
+    """At 80 columns mqtts://user@host:8883 pushed the connection's state to the header's
+    edge and every alarm after it ("● RECORDING", "cmds 1 open") off the screen (a review)."""
+    from textual.content import Content
+    from textual.geometry import Size
+
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+
+    monkeypatch.setattr(FleetdeckApp, "size", property(lambda _self: Size(width, 24)))
+    url = BrokerURL("mqtt.example.internal", 8883, tls=True, username="gpu-console",
+                    password="hunter2")
+    app = FleetdeckApp(cluster="ndv5-east", url=url, auto_tick=False, audit=MemoryAudit(),
+                       operator="alice")
+    monkeypatch.setattr(type(app.tracker), "active", property(lambda _self: [object()]))
+    text = Content.from_markup(app.header_text(0.0)).plain
+    assert text.startswith(f"fleetdeck ndv5-east [RW?] {shown}"), text
+    assert "hunter2" not in text

@@ -29,6 +29,7 @@ from textual.actions import SkipAction
 from textual.app import App
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Input
@@ -758,6 +759,11 @@ class FleetdeckApp(App[int]):
     def link_text(self, now: float) -> str:
         """The header's second item, right after the cluster and the mode: where the data
         comes from and how that is going (the broker and its connection state)."""
+        broker = self.broker_label or (self._broker_shown() if self.url is not None else "")
+        return f"{esc(broker)} {self._link_state(now)}"
+
+    def _link_state(self, now: float) -> str:
+        """How the broker connection is going, as the header says it after the broker."""
         session = self.session
         if session.feed is None:
             conn = "[$text-muted]no broker[/]"
@@ -778,15 +784,23 @@ class FleetdeckApp(App[int]):
                 why = ("the broker answers: the fleet is silent"
                        if answered is not None and answered < quiet - 1 else "broker hung?")
                 conn = f"[$warning]connected, nothing heard for {quiet:.0f} s ({why})[/]"
-        broker = self.broker_label or (self._broker_shown() if self.url is not None else "")
-        return f"{esc(broker)} {conn}"
+        return conn
 
     def _broker_shown(self) -> str:
         """``host:port`` for a plain anonymous link (the demo's), else the URL with its scheme
         and user, never the password: an operator on a production broker could not see
         whether the console spoke TLS nor as whom (a newcomer's run, docs/security.md)."""
+        return self._broker_forms()[0]
+
+    def _broker_forms(self) -> list[str]:
+        """The broker as the header may show it, longest first: the URL with its user, then
+        with its scheme alone, then ``host:port``."""
         assert self.url is not None
-        return str(self.url) if self.url.tls or self.url.username else self.url.address
+        url = self.url
+        forms = [str(url), f"mqtts://{url.address}" if url.tls else "", url.address]
+        if not (url.tls or url.username):
+            forms = [url.address]
+        return list(dict.fromkeys(f for f in forms if f))
 
     def quiet_s(self, now: float) -> float | None:
         """How long a connected console has heard nothing, once that is past two of the
@@ -884,9 +898,24 @@ class FleetdeckApp(App[int]):
                        else "  [$error]on digests, no collector live[/]")
         # What needs attention before the routine figures: at 80 columns the end is cut off,
         # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
-        return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}{gap}{self.link_text(now)}"
-                f"{digests}{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}{updated}{routine}  "
-                f"op {esc(self.operator)}")
+        def told(link: str) -> str:
+            return (f"[b]fleetdeck[/] [b]{esc(self.cluster)}[/] {mode}{gap}{link}"
+                    f"{digests}{lagging}{audit}{store}{dead}{rec}{cmds}{alarm}")
+
+        routine_end = f"{updated}{routine}  op {esc(self.operator)}"
+        if self.broker_label or self.url is None:
+            return told(self.link_text(now)) + routine_end
+        # mqtts://user@host:8883 took 20 more cells than host:port: at 80 columns the
+        # connection's state and every alarm after it ("● RECORDING", "cmds 1 open") were cut
+        # off. Where they would be, the broker is said shorter; its user, then its scheme, go
+        # first (HeaderBar pads a cell each side). The routine figures may be cut, as before.
+        room = self.size.width - 2
+        conn = self._link_state(now)
+        for form in self._broker_forms():
+            text = told(f"{esc(form)} {conn}")
+            if Content.from_markup(text).cell_length <= room:
+                break
+        return text + routine_end
 
     def updated_text(self, now: float) -> str:
         """The header's age of the last update, ``  upd 0.4s ago``."""
