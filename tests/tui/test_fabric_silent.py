@@ -64,3 +64,33 @@ async def test_the_fabric_views_count_of_bad_ports_says_one_port_in_the_singular
         screen = await open_fabric(world, pilot)
         hints = screen.query_one("#fabric-hints").render().plain
         assert hints.endswith("1 bad port in total"), hints
+
+
+async def test_the_fabric_panel_says_silent_and_not_heard_yet_within_its_width():
+    """Beside the jobs at 120 columns the panel is 58 cells: "(32 on silent nodes, 32 on…"
+    hid how many ports were on nodes not heard from yet (a review)."""
+    world = World()
+    world.fleet.birth(world.ingest, names=world.fleet.names[:20])
+    world.fleet.telemetry(world.ingest, names=world.fleet.names[:20])
+    world.tick(600)
+    world.fleet.telemetry(world.ingest, names=world.fleet.names[:16])  # 4 silent
+    world.fleet.birth(world.ingest, names=world.fleet.names[20:])  # 4 not heard from yet
+    async with world.app.run_test(size=(120, 40)) as pilot:
+        screen = await overview(world, pilot)
+        fabric = panel_text(screen, "fabric-panel")
+        width = screen.query_one("#fabric-panel").content_size.width
+        assert "no data from 64 of 192 ports" in fabric, fabric
+        assert "32 on silent nodes, 32 on nodes not heard from yet" in fabric, fabric
+        assert max(len(line) for line in fabric.splitlines()) <= width, (width, fabric)
+
+
+async def test_the_fabric_panel_says_not_heard_yet_shorter_where_narrow():
+    world = World()
+    world.fleet.birth(world.ingest)
+    world.fleet.telemetry(world.ingest, names=world.fleet.names[:20])  # 4 not heard from yet
+    async with world.app.run_test(size=(120, 40)) as pilot:
+        screen = await overview(world, pilot)
+        fabric = panel_text(screen, "fabric-panel")
+        width = screen.query_one("#fabric-panel").content_size.width
+        assert "no data from 32 of 192 ports (not heard from yet)" in fabric, fabric
+        assert max(len(line) for line in fabric.splitlines()) <= width, (width, fabric)

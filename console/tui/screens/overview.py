@@ -557,25 +557,32 @@ class OverviewScreen(FleetView):
         # that have not sent their first sample yet are not silent: agents at --interval 10
         # read "silent" for their first seconds (a newcomer's set-up).
         of = "" if unknown >= ports else f" of {ports}"
-        why = ("their nodes are not heard from yet" if waiting >= unknown else
-               "their nodes are silent" if not waiting else
-               f"{unknown - waiting} on silent nodes, {waiting} on nodes not heard from yet")
-        silent = f"[$warning]? no data from {unknown}{of} ports[/] ({why})" if unknown else ""
+        no_data = f"? no data from {unknown}{of} ports"
+        whys = (["their nodes are not heard from yet", "not heard from yet"] if waiting >= unknown
+                else ["their nodes are silent"] if not waiting else
+                [f"{unknown - waiting} on silent nodes, {waiting} on nodes not heard from yet"])
+        # The panel is 58 cells beside the jobs at 120 columns: "(32 on silent nodes, 32 on…"
+        # hid the count not heard from yet. A shorter word, else the split on a line of its own.
+        why = next((w for w in whys if len(no_data) + len(w) + 3 <= width), "")
+        silent = ([f"[$warning]{no_data}[/] ({why})"] if why
+                  else [f"[$warning]{no_data}[/] ({whys[-1]})"] if waiting >= unknown or not waiting
+                  else [f"[$warning]{no_data}:[/]", f"  {esc(fit(whys[0], width - 2).rstrip())}"])
+        if not unknown:
+            silent = []
         if not s.rows and not ports:
             lines.append("[$text-muted]no IB ports known yet[/]")
         elif not s.rows and unknown >= ports:
-            lines.append(silent)
+            lines.extend(silent)
         elif not s.rows and unknown:
             lines.append(f"[$success]✓ no bad port among the {ports - unknown} heard from[/]")
-            lines.append(silent)
+            lines.extend(silent)
         elif not s.rows:
             lines.append(f"[$success]✓ all {s.switches} rail switches ok[/]: every port up, "
                          "no errors")
         else:
             lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]"
                          + (" (by the nodes heard from)" if unknown else ""))
-            if silent:
-                lines.append(silent)
+            lines.extend(silent)
         limit = FABRIC_LINES if beside else height
         if len(lines) < limit - 1:
             lines.extend(self._leaf_lines(limit - len(lines)))
