@@ -1329,7 +1329,13 @@ def cmd_events(args: argparse.Namespace) -> int:
         nodes = expand(args.node) if args.node else None
     except HostlistError as err:
         raise UserError(f"--node: {err}") from None
-    kinds = [k.strip() for k in args.kind.split(",") if k.strip()] if args.kind else None
+    kinds = None
+    if args.kind is not None:
+        kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
+        if not kinds:
+            # ',,' (or '') was no filter at all: every row listed, exit 0 (a CLI fuzz round).
+            raise UserError("--kind names no kind: give one or more, as --kind xid or "
+                            "--kind xid,drain.")
     return run_events(_db_path(args), args.since, nodes, kinds, args.json, args.limit,
                       cluster=args.cluster)
 

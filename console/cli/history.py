@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import difflib
 import io
 import json
 import os
@@ -220,6 +221,11 @@ ELSEWHERE = {COMMAND: "operator commands are in the audit log ({audit})",
 are kept in the store as the node ``CONSOLE_SOURCE``'s events (ConsoleSession.note)."""
 
 
+def _shown(typed: str) -> str:
+    """``typed`` as the terminal may be given it: a control byte as its escape (``\\x1b``)."""
+    return typed.encode("unicode_escape").decode("ascii")
+
+
 def _command_nodes(targets: str) -> list[str]:
     """The nodes an audit record's target text names ('' for a job's: ``job 4101``)."""
     try:
@@ -279,13 +285,19 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 valid = KNOWN_KINDS | await store.event_kinds() | ({COMMAND} if held else set())
                 unknown = [k for k in kinds if k not in valid]
                 for k in unknown:
-                    if k in ELSEWHERE:
+                    if k in ELSEWHERE:  # known words: nothing to escape
                         raise UserError(f"--kind {k}: "
                                         + ELSEWHERE[k].format(audit=audit_beside(db))
                                         + ", not in the history store.")
                 if unknown:
-                    raise UserError(f"--kind {','.join(unknown)} names no event kind; the "
-                                    f"kinds are {', '.join(sorted(valid))}.")
+                    # Escaped: what was typed goes back to the terminal, an ESC in it too
+                    # (a CLI fuzz round); a near miss is named, as a command's or a node's is.
+                    close = [m for k in unknown for m in difflib.get_close_matches(k, valid, 1)]
+                    listed = f"the kinds are {', '.join(sorted(valid))}."
+                    hint = (f"did you mean {','.join(close)}? T{listed[1:]}" if close
+                            else listed)
+                    raise UserError(f"--kind {_shown(','.join(unknown))} names no event kind; "
+                                    f"{hint}")
             events, transitions, stops, matched = [], [], [], 0
             if event_kinds is None or event_kinds:
                 events = await store.events(since_ts, nodes, event_kinds, limit=limit)

@@ -259,3 +259,23 @@ def test_kind_command_lists_a_refused_target_as_typed_in_the_table(tmp_path, mon
     out = capsys.readouterr().out
     assert re.search(r"gpu\[/x\]\s+command\s+warn\s+\[bold\]bob\s+drain gpu\[/x\]: refused",
                      out), out
+
+
+def test_a_kind_with_a_control_byte_is_refused_escaped_with_a_near_miss(db, capsys):
+    """``--kind $'\\x1b]0;x\\x07'`` went back to the terminal raw in the refusal (a CLI fuzz
+    round); a near miss ('xdi') is named as a command's or a node's is."""
+    assert main(["events", "--db", db, *SINCE, "--kind", "\x1b]0;pwned\x07"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;pwned\\x07" in err, err
+    assert main(["events", "--db", db, *SINCE, "--kind", "xdi"]) == 2
+    said = capsys.readouterr().err
+    assert "--kind xdi names no event kind; did you mean xid? The kinds are agent," in said
+
+
+@pytest.mark.parametrize("kinds", [",,", "", " , "])
+def test_a_kind_list_naming_no_kind_is_refused(db, kinds, capsys):
+    """``--kind ,,`` listed every row and exited 0, as if no --kind were given (a CLI fuzz
+    round)."""
+    assert main(["events", "--db", db, *SINCE, "--kind", kinds, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--kind names no kind: give one or more" in err, err
