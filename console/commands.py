@@ -33,8 +33,10 @@ from fleetdeck.console.judgements import (
     straggler,
 )
 from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.ids import InvalidId, validate_id
 from fleetdeck.protocol.messages import (
     NOT_DRAINED,
     NOT_SAVED,
@@ -88,6 +90,33 @@ BAD = (Phase.REJECTED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED, Phase.SUP
 
 
 # --- blast radius -------------------------------------------------------------------------------
+
+
+def parse_targets(hostlist: str) -> list[str]:
+    """The nodes a drain's or a resume's hostlist names, for every front end (the CLI's
+    arguments, the TUI's ``:drain``): a :class:`UserError` of one sentence for a hostlist that
+    names none, or a name no node can have. The TUI's ``:drain gpu+`` read "unknown nodes"
+    where the CLI said why (a CLI fuzz round)."""
+    # Escaped: what was typed goes back to the terminal, an ESC in it too (an audit).
+    shown = hostlist.encode("unicode_escape").decode("ascii")
+    try:
+        names = expand(hostlist)
+    except HostlistError as err:
+        # The whole sentence escaped: it may quote one item of the list ('1-\x1b' is not a
+        # number), which replacing the whole list did not reach. Its own words are ASCII.
+        said = str(err).encode("unicode_escape").decode("ascii")
+        raise UserError(f"bad hostlist '{shown}': {said}") from None
+    if not names:
+        raise UserError("the hostlist names no nodes")
+    # A name no node can have ('gpu+', 'gpu#': MQTT wildcards; a '/'; an ESC) waited for the
+    # fleet's births and then read "unknown node(s) gpu+" (an audit): said at once, as the
+    # job id of restart-job is.
+    for name in names:
+        try:
+            validate_id(name, "node name")
+        except InvalidId as err:
+            raise UserError(f"bad hostlist '{shown}': {err}") from None
+    return names
 
 
 def gpu_hours_said(hours: float) -> str:

@@ -37,6 +37,7 @@ from fleetdeck.console.commands import (
     job_refusal,
     jobs_on,
     new_request_id,
+    parse_targets,
     refusal,
     retire_refusal,
     scheduled_jobs_by_node,
@@ -47,9 +48,8 @@ from fleetdeck.console.live import broker_uptime_s, clusters_seen
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.errors import UserError
-from fleetdeck.hostlist import HostlistError, compress, did_you_mean, expand
+from fleetdeck.hostlist import compress, did_you_mean
 from fleetdeck.paths import given_file
-from fleetdeck.protocol.ids import InvalidId, validate_id
 from fleetdeck.protocol.messages import CommandOp, DrainMode
 from fleetdeck.protocol.topics import RETAINED_NODE_KINDS
 from fleetdeck.transport import TransportError
@@ -114,29 +114,6 @@ async def _cancelled(task: "asyncio.Task[None]") -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-
-
-def parse_targets(hostlist: str) -> list[str]:
-    # Escaped: what was typed goes back to the terminal, an ESC in it too (an audit).
-    shown = hostlist.encode("unicode_escape").decode("ascii")
-    try:
-        names = expand(hostlist)
-    except HostlistError as err:
-        # The whole sentence escaped: it may quote one item of the list ('1-\x1b' is not a
-        # number), which replacing the whole list did not reach. Its own words are ASCII.
-        said = str(err).encode("unicode_escape").decode("ascii")
-        raise UserError(f"bad hostlist '{shown}': {said}") from None
-    if not names:
-        raise UserError("the hostlist names no nodes")
-    # A name no node can have ('gpu+', 'gpu#': MQTT wildcards; a '/'; an ESC) waited for the
-    # fleet's births and then read "unknown node(s) gpu+" (an audit): said at once, as the
-    # job id of restart-job is.
-    for name in names:
-        try:
-            validate_id(name, "node name")
-        except InvalidId as err:
-            raise UserError(f"bad hostlist '{shown}': {err}") from None
-    return names
 
 
 @dataclass(frozen=True)

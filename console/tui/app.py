@@ -47,6 +47,7 @@ from fleetdeck.console.commands import (
     clip_words,
     job_blast_radius,
     job_refusal,
+    parse_targets,
     suggested_drain_mode,
     unknown_job_hint,
 )
@@ -80,6 +81,7 @@ from fleetdeck.console.tui.screens.nodes import NodesScreen
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.environment import unknown_variables
+from fleetdeck.errors import UserError
 from fleetdeck.hostlist import compress
 from fleetdeck.logs import divert_from_terminal, file_handler
 from fleetdeck.paths import recordings_dir, state_base
@@ -1127,13 +1129,13 @@ class FleetdeckApp(App[int]):
         elif verb in ("node", "no", "nodes") and rest:
             self.open_node(rest[0])
         elif verb in ("drain", "resume") and rest:
-            from fleetdeck.hostlist import HostlistError, expand
-
+            # The CLI's parser: ':drain gpu+' (an MQTT wildcard) read "unknown nodes: gpu+"
+            # where `fleetdeck drain gpu+` said no node can have that name (a CLI fuzz round).
             try:
-                targets = expand(",".join(rest))
-            except HostlistError as err:
-                self.session.refuse(CommandOp(verb), ",".join(rest), f"bad hostlist: {err}")
-                self.notify(str(err), severity="error")
+                targets = parse_targets(",".join(rest))
+            except UserError as err:
+                self.session.refuse(CommandOp(verb), ",".join(rest), str(err))
+                self.notify(esc(str(err)), severity="error")
                 return
             if verb == "drain":
                 self.request_drain(targets)

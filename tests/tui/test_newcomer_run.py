@@ -451,3 +451,23 @@ async def test_a_cut_burst_is_in_the_header_and_no_fleet_is_called_healthy_under
         assert ("Top problems none among the 24 nodes listed: the broker dropped part of its "
                 "retained messages at connect (9 of 24 nodes came without their status)") in text
         assert "NODES UNLISTED? (9 cut at connect)" in world.app.header_text(world.clock())
+
+
+async def test_the_command_lines_drain_refuses_a_name_no_node_can_have_as_the_cli_does(world):
+    """``:drain gpu+`` (an MQTT wildcard) read "unknown nodes: gpu+" where ``fleetdeck drain
+    gpu+`` said why no node can have it (a CLI fuzz round): both use one parser now."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.populate()
+        world.tick()
+        await pilot.pause()
+        for typed, said in ((":drain gpu0001,gpu+", "node name 'gpu+' may only hold letters"),
+                            (":resume gpu/0001", "node name 'gpu/0001' may only hold"),
+                            (":drain gpu\x1b0001", "node name 'gpu\\x1b0001' may only hold")):
+            world.app.run_command_line(typed)
+            await pilot.pause()
+            shown = notices(world.app)[-1]
+            assert said.partition("'")[0] in shown and "may only hold" in shown, shown
+            assert "\x1b" not in shown and "unknown nodes" not in shown, shown
+            assert said in world.audit.records[-1].detail
+        assert [r.outcome for r in world.audit.records] == ["refused"] * 3
+        assert not world.app.tracker.requests
