@@ -6,6 +6,7 @@ import subprocess
 import time
 
 import aiomqtt
+import pytest
 
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.live import LiveFeed
@@ -303,20 +304,22 @@ async def test_rejected_messages_are_kept_in_the_store_once_a_minute(tmp_path):
 
 
 def test_a_scheduler_stamped_at_the_protocols_last_ms_crashes_no_tick():
-    """A retained scheduler status stamped 2^53 ms (valid: year 287396) made every console
+    """A retained scheduler status stamped 2^53 ms (then valid: year 287396) made every console
     read a running job's step against it and raise "year -283343 is out of range" formatting
     the hang's time (a hostile-publisher audit, 2026-12-07): the console core's tick died.
-    A drain stamped there raised the same in the node detail's Slurm reason."""
+    A drain stamped there raised the same in the node detail's Slurm reason. The last ms the
+    protocol takes is year 9999's now (TS_MS_MAX): the same at that stamp."""
     from fleetdeck.console.judgements import utc_hms
     from fleetdeck.console.rows import drain_reason
     from fleetdeck.console.session import ConsoleSession
-    from fleetdeck.protocol.messages import DrainInfo, DrainState
+    from fleetdeck.protocol.messages import TS_MS_MAX, DrainInfo, DrainState
 
     now = [1_800_000_000.0]
     session = ConsoleSession("c", clock=lambda: now[0], follow_up=False)
     job = {"v": 1, "job_id": "41", "state": "R", "nodes": ["gpu0001"], "step": 5,
            "total_steps": 100, "step_time_ms": 1000.0, "ts": int(now[0] * 1000)}
-    sched = {"v": 1, "online": True, "started": 2**53, "name": "evil", "ts": 2**53}
+    sched = {"v": 1, "online": True, "started": TS_MS_MAX, "name": "evil",
+             "ts": TS_MS_MAX}
     session.ingest.handle(f"{ROOT}/c/job/41/status", json.dumps(job).encode(), now[0])
     session.ingest.handle(f"{ROOT}/c/sched/status", json.dumps(sched).encode(), now[0])
     for _ in range(4):
@@ -326,9 +329,41 @@ def test_a_scheduler_stamped_at_the_protocols_last_ms_crashes_no_tick():
     # skew cancels), so the job reads hung, at a time no calendar holds, said as none.
     [hung] = [x.text for x in session.log.lines() if x.text.startswith("job 41 hung")]
     assert hung.endswith("(step 5 at ??:??:??)"), hung
-    assert utc_hms(2**53 / 1000) == "??:??:??"
+    assert utc_hms(TS_MS_MAX / 1000) == "23:59:59"
     assert drain_reason(DrainInfo(state=DrainState.DRAINED, reason="r", requested_by="a",
-                                  since_ts=2**53)) == "Reason=r [a@9999-12-31T23:59:59]"
+                                  since_ts=TS_MS_MAX)) == "Reason=r [a@9999-12-31T23:59:59]"
+
+
+def test_a_stamp_beyond_year_9999_is_malformed_for_every_kind():
+    """A forged retained sched/status stamped 2^53 ms (year 287396) was valid: a running job
+    read "no step for 9005402599336 s" until the console restarted (a CLI fuzz round). A stamp
+    no calendar date holds is refused as malformed, counted and said with its topic, for
+    every kind's ts (one TsMs type; the fast decoders share its bound)."""
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.protocol import codec, fast
+    from fleetdeck.protocol.messages import TS_MS_MAX, JobStatus, SchedulerStatus
+
+    now = [1_800_000_000.0]
+    session = ConsoleSession("c", clock=lambda: now[0], follow_up=False)
+    job = {"v": 1, "job_id": "41", "state": "R", "nodes": ["gpu0001"], "step": 5,
+           "total_steps": 100, "step_time_ms": 1000.0, "ts": int(now[0] * 1000)}
+    session.ingest.handle(f"{ROOT}/c/job/41/status", json.dumps(job).encode(), now[0])
+    sched = {"v": 1, "online": True, "started": 0, "name": "evil", "ts": 2**53}
+    session.ingest.handle(f"{ROOT}/c/sched/status", json.dumps(sched).encode(), now[0])
+    for _ in range(3):
+        now[0] += 1.0
+        session.tick(now[0])
+    assert session.state.malformed.total == 1
+    said = [x.text for x in session.log.lines() if x.kind == "malformed"]
+    assert said and said[0].startswith("bad message on sched/status: invalid"), said
+    assert not [x for x in session.log.lines() if x.text.startswith("job 41 hung")]
+    for beyond in (TS_MS_MAX + 1, 2**53):
+        for model, payload in ((SchedulerStatus, {**sched, "ts": beyond}),
+                               (JobStatus, {**job, "ts": beyond})):
+            with pytest.raises(codec.DecodeError):
+                codec.decode(model, json.dumps(payload).encode())
+    assert codec.decode(SchedulerStatus, json.dumps({**sched, "ts": TS_MS_MAX}).encode())
+    assert fast.TsMs.__metadata__[0].le == TS_MS_MAX
 
 
 def test_a_time_no_calendar_holds_is_not_said_as_a_clock_time():

@@ -31,7 +31,7 @@ U64_MAX = 2**64 - 1
 U64 = Annotated[int, msgspec.Meta(ge=0)]
 """Upper bound 2**64-1 checked by :func:`u64_overflow` (see the module docstring)."""
 U32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
-TsMs = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+TsMs = Annotated[int, msgspec.Meta(ge=0, le=messages.TS_MS_MAX)]  # the models' bound
 Pct = Annotated[float, msgspec.Meta(ge=0, le=100)]
 NonNeg = Annotated[float, msgspec.Meta(ge=0, le=1e15)]
 Celsius = Annotated[float, msgspec.Meta(ge=-50, le=250)]

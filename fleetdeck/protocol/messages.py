@@ -23,7 +23,12 @@ PROTOCOL_MAJOR = 1
 
 U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
 U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
-TsMs = Annotated[int, Field(ge=0, le=2**53)]
+TS_MS_MAX = 253_402_300_799_999
+"""The last ms of year 9999 (9999-12-31T23:59:59.999Z), the last a ``datetime`` holds: a stamp
+beyond it is malformed. 2^53 (year 287396) was valid, and a forged retained ``sched/status``
+stamped there read "no step for 9005402599336 s" until the console restarted (a CLI fuzz
+round; docs/protocol.md, "Rejected input")."""
+TsMs = Annotated[int, Field(ge=0, le=TS_MS_MAX)]
 Pct = Annotated[float, Field(ge=0, le=100)]
 NonNeg = Annotated[float, Field(ge=0, le=1e15)]
 Celsius = Annotated[float, Field(ge=-50, le=250)]
