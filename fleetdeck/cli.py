@@ -227,6 +227,24 @@ def _span(what: str) -> Callable[[str], float]:
     return check
 
 
+def _public_url(value: str) -> str:
+    """``serve --public-url``: an http(s) URL with a host, which textual-serve writes into each
+    page it serves; 'javascript:…' was taken as given (a CLI fuzz round)."""
+    from urllib.parse import urlsplit
+
+    shown = value.encode("unicode_escape").decode("ascii")
+    try:
+        url = urlsplit(value)
+        good = url.scheme.lower() in ("http", "https") and bool(url.hostname)
+    except ValueError:  # 'http://[::1': an unclosed IPv6 address
+        good = False
+    if not good or not value.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"--public-url must be the http:// or https:// URL browsers use, as "
+            f"https://fleet.example.com/console, not '{shown}'")
+    return value
+
+
 def _port(value: str) -> int:
     try:
         port = int(value)
@@ -674,7 +692,7 @@ def build_parser() -> Parser:
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default "
                    "127.0.0.1; anyone who reaches it sees the console)")
     p.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--public-url", metavar="URL", default=None,
+    p.add_argument("--public-url", metavar="URL", default=None, type=_public_url,
                    help="the URL browsers use, when behind a reverse proxy")
     p.add_argument("--allow-commands", action="store_true",
                    help="let browser tabs drain, resume and restart jobs (needs --operator)")

@@ -156,3 +156,26 @@ async def test_an_events_limit_beyond_sqlite_is_one_sentence(tmp_path):
     await (await Store.open(store)).close()
     _one_sentence(run_cli("events", "--db", str(store), "--limit", str(2**64)),
                   "--limit must be at most 1,000,000,000, not 18446744073709551616")
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(document.cookie)", "ftp://fleet.example",
+                                 "fleet.example.com", "http://", "http://[::1",
+                                 "https://fleet\x1b.example"])
+def test_serve_takes_only_an_http_public_url(url, capsys):
+    """``serve --public-url 'javascript:…'`` was taken, to be written into each page served
+    (a CLI fuzz round): only an http(s) URL with a host is, one sentence else, escaped."""
+    from fleetdeck.cli import build_parser
+
+    with pytest.raises(SystemExit) as done:  # the parser alone: never a server started
+        build_parser().parse_args(["serve", "--public-url", url])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--public-url must be the http:// or https:// URL browsers use" in err, err
+    assert "\x1b" not in err and "Traceback" not in err
+
+
+def test_serve_takes_an_https_public_url_behind_a_proxy():
+    from fleetdeck.cli import build_parser
+
+    url = "https://fleet.example.com:8443/console"
+    assert build_parser().parse_args(["serve", "--public-url", url]).public_url == url
