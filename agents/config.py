@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from fleetdeck.brokerurl import parse_broker_url, with_tls
 from fleetdeck.errors import UserError
-from fleetdeck.paths import open_to_others
+from fleetdeck.paths import not_a_file, open_to_others
 from fleetdeck.protocol.ids import InvalidId, validate_id
 
 log = logging.getLogger("fleetdeck.agent")
@@ -179,8 +179,9 @@ def load_settings(config: str | None, cli: dict[str, Any]) -> AgentSettings:
         path = Path(config)
         if path.is_dir():
             raise UserError(f"config file {path} is a directory, not a TOML file.")
-        if not path.is_file():
-            raise UserError(f"config file {path} does not exist.")
+        why = not_a_file(path)
+        if why:
+            raise UserError(f"config file {path} {why}.")
     elif DEFAULT_CONFIG.is_file():
         path = DEFAULT_CONFIG
     if path is not None:

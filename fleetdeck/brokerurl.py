@@ -18,6 +18,7 @@ from paho.mqtt.enums import LogLevel
 
 from fleetdeck.errors import UserError
 from fleetdeck.hostport import host_port
+from fleetdeck.paths import not_a_file
 
 ENV_VAR = "FLEETDECK_BROKER"
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
@@ -163,10 +164,11 @@ def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None,
         which = "/".join(named[f] for f, path in given.items() if path)
         raise UserError(f"TLS files ({which}) need an mqtts:// broker URL, not {url}.")
     for flag, path in given.items():
-        if path and os.path.isdir(path):
-            raise UserError(f"{named[flag]} {path} is a directory, not a file.")
-        if path and not os.path.isfile(path):
+        why = not_a_file(path) if path else ""
+        if why == "does not exist":
             raise UserError(f"{named[flag]} {path}: no such file.")
+        if why:  # a FIFO read "no such file" too (a CLI fuzz round)
+            raise UserError(f"{named[flag]} {path} {why}.")
     if bool(cert) != bool(key):
         raise UserError(f"{named['--cert']} and {named['--key']} go together (client "
                         "certificate and its key).")

@@ -39,6 +39,27 @@ def recordings_dir() -> Path:
     return state_base() / "recordings"
 
 
+def not_a_file(path: str | Path) -> str:
+    """Why ``path`` is no regular file to read, as the end of a sentence ('' for none): "is a
+    directory", "is a named pipe (FIFO), not a file" or "does not exist". A FIFO given as
+    --ca, --config or --scenario read "no such file" (a CLI fuzz round)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as err:  # a loop of links, a name too long, a folder not readable
+        return f"cannot be read ({err.strerror})"
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device")
+    return f"is {kind}, not a regular file"
+
+
 def given_file(path: str, flag: str) -> Path:
     """A file the user named (``--db``, ``--audit-log``) to be written: its folder must exist.
     A default path's folders are made (``state_base``); a typed one's were too, and

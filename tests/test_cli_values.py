@@ -179,3 +179,30 @@ def test_serve_takes_an_https_public_url_behind_a_proxy():
 
     url = "https://fleet.example.com:8443/console"
     assert build_parser().parse_args(["serve", "--public-url", url]).public_url == url
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["status", "--broker", "mqtts://127.0.0.1:8883", "--ca", "{fifo}"],
+     "--ca {fifo} is a named pipe (FIFO), not a regular file."),
+    (["agent", "--config", "{fifo}", "--check-config"],
+     "config file {fifo} is a named pipe (FIFO), not a regular file."),
+    (["sim", "--scenario", "{fifo}"],
+     "scenario file '{fifo}' is a named pipe (FIFO), not a regular file"),
+    (["sim", "--scenario", "{dir}/"], "scenario file '{dir}/' is a directory, not a file"),
+])
+def test_a_file_flag_given_a_fifo_or_a_directory_says_what_it_is(argv, needle, tmp_path,
+                                                                  monkeypatch, capsys):
+    """--ca, --config and --scenario given a FIFO said "no such file" / "does not exist", and
+    --scenario given a directory "not found" (a CLI fuzz round): each says what it is."""
+    import os
+
+    from fleetdeck.cli import main
+
+    for name in ("FLEETDECK_BROKER", "FLEETDECK_CA", "FLEETDECK_CERT", "FLEETDECK_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    paths = {"fifo": str(fifo), "dir": str(tmp_path)}
+    assert main([a.format(**paths) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert needle.format(**paths) in err and err.count("\n") == 1, err

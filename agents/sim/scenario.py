@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetdeck.agents.sim.spec import Action, SpecError, parse_action, parse_duration
+from fleetdeck.paths import not_a_file
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -48,8 +49,11 @@ def resolve(ref: str, what: str = "scenario", pattern: str = "*.toml") -> Path:
                            if what != "scenario" or not p.stem.startswith("rates-"))
             raise SpecError(f"no built-in {what} '{ref}' (built in: "
                             f"{', '.join(names) or 'none'}; or give a .toml path)")
-    if not path.is_file():
+    why = not_a_file(path)
+    if why == "does not exist":
         raise SpecError(f"{what} file '{ref}' not found")
+    if why:
+        raise SpecError(f"{what} file '{ref}' {why}")
     return path
 
 
