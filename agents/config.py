@@ -66,7 +66,7 @@ class AgentSettings(BaseSettings):
     a node that booted short of one reads failed (G1) instead of ok."""
     expect_ib_ports: int = Field(default=0, ge=0, le=64)
     """The InfiniBand ports it should have (8 on ND H100 v5); 0: as many as found."""
-    expect_ib_rate: float | None = Field(default=None, ge=0, le=10_000)
+    expect_ib_rate: float | None = Field(default=None, ge=0, le=10_000, allow_inf_nan=False)
     """The link rate (Gb/s) its ports should run at, stated in its birth (N1 judges by it: 200
     on an HDR cluster); None (or 0): not stated, and the console judges by NDR's 400. It was
     0.0 in --check-config's output where --help said "default 400" (a newcomer's set-up)."""

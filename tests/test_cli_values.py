@@ -26,6 +26,9 @@ def _one_sentence(res, needle: str) -> None:
         (["sim", "--interval", "99999"], "--interval must be at most 3600"),
         (["sim", "--keepalive", "99999"], "--keepalive must be at most 3600"),
         (["agent", "--interval=-inf", "--once"], "--interval must be a finite number"),
+        # "must be <= 10000" of nan (a CLI fuzz round): say it is no number.
+        (["agent", "--expect-ib-rate", "nan", "--check-config"],
+         "expect_ib_rate: Input should be a finite number"),
         # An extra 0 typed: one sentence, not the machine swapping (found in a drill: the
         # simulator built its world silently until the OOM killer came; the demo showed an
         # empty console, the refusal in a log nobody reads).
