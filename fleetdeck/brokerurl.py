@@ -83,7 +83,13 @@ def parse_broker_url(url: str) -> BrokerURL:
     try:
         parts = urlsplit(url)
     except ValueError as err:
-        raise UserError(f"broker URL '{_without_password(url)}' is not valid: {err}.") from None
+        shown = _without_password(url)
+        if "IPv6" in str(err):
+            # urllib's "Invalid IPv6 URL" alone named neither the URL nor the fix (a CLI fuzz
+            # round): a '[' unclosed, or a ']' unopened.
+            raise UserError(f"broker URL '{shown}' is not valid: an IPv6 address goes in "
+                            "brackets, the port after them, as mqtt://[::1]:1883.") from None
+        raise UserError(f"broker URL '{shown}' is not valid: {err}.") from None
     try:
         port = parts.port
     except ValueError:

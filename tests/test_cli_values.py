@@ -70,6 +70,9 @@ def test_a_config_that_is_not_a_toml_text_file_is_one_sentence(tmp_path, content
         # Without a scheme the password was shown whole (a newcomer's 3 a.m. run).
         ("bob:hunter2@h:1", "broker URL 'bob@h:1' must start with mqtt://"),
         ("mqtt://bob:hunter2@h:1/x", "not a path or query"),
+        # "Invalid IPv6 URL" alone: neither the URL nor the fix (a CLI fuzz round).
+        ("mqtt://bob:hunter2@[::1", "broker URL 'mqtt://bob@[::1' is not valid: an IPv6 "
+         "address goes in brackets, the port after them, as mqtt://[::1]:1883."),
     ],
 )
 def test_broker_url_errors_never_show_the_password(url, needle):
