@@ -245,6 +245,16 @@ def _public_url(value: str) -> str:
     return value
 
 
+def _bind(value: str) -> str:
+    """``--bind`` of broker and serve: an address, never blank ('' waited 15 s for a broker
+    that never listened before failing: a CLI fuzz round)."""
+    if not value.strip() or not value.isprintable() or any(c.isspace() for c in value):
+        shown = value.encode("unicode_escape").decode("ascii")
+        raise argparse.ArgumentTypeError(f"--bind must be an address to listen on, as "
+                                         f"127.0.0.1 or 0.0.0.0, not '{shown}'")
+    return value
+
+
 def _port(value: str) -> int:
     try:
         port = int(value)
@@ -544,7 +554,7 @@ def build_parser() -> Parser:
     p = sub.add_parser("broker", help="run a private broker on loopback until interrupted")
     p.add_argument("--kind", choices=["auto", "mosquitto", "amqtt"], default="auto",
                    help="auto = Mosquitto if installed, else the embedded amqtt broker")
-    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default "
+    p.add_argument("--bind", default="127.0.0.1", type=_bind, help="address to listen on (default "
                    "127.0.0.1)")
     p.add_argument("--port", type=_port, default=1883, help="TCP port (default 1883; 0: any "
                    "free port, printed)")
@@ -689,7 +699,7 @@ def build_parser() -> Parser:
     p = sub.add_parser("serve", help="the console in a browser (textual-serve), read-only "
                        "by default")
     _add_broker(p)
-    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default "
+    p.add_argument("--bind", default="127.0.0.1", type=_bind, help="address to listen on (default "
                    "127.0.0.1; anyone who reaches it sees the console)")
     p.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
     p.add_argument("--public-url", metavar="URL", default=None, type=_public_url,

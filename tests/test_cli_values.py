@@ -212,3 +212,17 @@ def test_a_file_flag_given_a_fifo_or_a_directory_says_what_it_is(argv, needle, t
     assert main([a.format(**paths) for a in argv]) == 2
     err = capsys.readouterr().err
     assert needle.format(**paths) in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("command", ["broker", "serve"])
+@pytest.mark.parametrize("bind", ["", " ", "127.0.0.1 ", "\x1b"])
+def test_a_blank_bind_address_is_refused_at_once(command, bind, capsys):
+    """``broker --bind ''`` waited 15 s for a broker that never listened, then failed (a CLI
+    fuzz round): refused before anything starts, in one sentence."""
+    from fleetdeck.cli import build_parser
+
+    with pytest.raises(SystemExit) as done:  # the parser alone: never a server started
+        build_parser().parse_args([command, "--bind", bind])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--bind must be an address to listen on, as 127.0.0.1" in err and "\x1b" not in err
