@@ -158,6 +158,12 @@ KEEPALIVE_MAX_S = 3600
 """The longest MQTT keepalive an agent takes (agents/config.py; MQTT's own limit is 65,535)."""
 EVENTS_LIMIT_MAX = 1_000_000_000
 """The most rows ``events --limit`` takes: far beyond any store, well within SQLite's."""
+STATUS_WAIT_MAX_S = 86_400.0
+"""The longest ``status --wait``: a one-shot answer, a day at most (a watch is the console)."""
+RECORD_MAX_DAYS = 366.0
+"""The longest ``record --duration``: a year; longer, or open-ended, runs without it."""
+REPLAY_TICK_MIN_S = 0.01
+"""The shortest headless replay tick: 360,000 ticks an hour of recording, a tick's work each."""
 
 
 def _operator(value: str) -> str:
@@ -209,9 +215,9 @@ def _positive(kind: type[int] | type[float], what: str,
     return check
 
 
-def _span(what: str) -> Callable[[str], float]:
+def _span(what: str, most_days: float | None = None) -> Callable[[str], float]:
     """A length of time as ``sim --duration`` and ``--since`` take it (``record --duration
-    1m`` was refused as not a number: a newcomer's run)."""
+    1m`` was refused as not a number: a newcomer's run); ``most_days``: its bound."""
     def check(value: str) -> float:
         from fleetdeck.agents.sim.rates import RatesError, parse_span
 
@@ -221,6 +227,9 @@ def _span(what: str) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(str(err)) from None
         if not math.isfinite(seconds):
             raise argparse.ArgumentTypeError(f"{what} must be finite, not {value}")
+        if most_days is not None and seconds > most_days * 86400:
+            raise argparse.ArgumentTypeError(f"{what} must be at most {most_days:g}d, not "
+                                             f"{value}; without it, it runs until Ctrl-C")
         return seconds
 
     check.__name__ = what
@@ -723,7 +732,9 @@ def build_parser() -> Parser:
     p.add_argument("--all", action="store_true", dest="every_node",
                    help="list every node in the table (above 64 healthy nodes in service, "
                    "they are one line by default; --json lists every node)")
-    p.add_argument("--wait", type=_positive(float, "--wait"), default=None, metavar="SECONDS",
+    # Bounded: 1e300 was taken, a one-shot status that never printed (a CLI fuzz round).
+    p.add_argument("--wait", type=_positive(float, "--wait", STATUS_WAIT_MAX_S), default=None,
+                   metavar="SECONDS",
                    help="how long to watch the fleet (default 3.5: three 1 s telemetry "
                         "intervals, so a silent node reads stale and rules that compare "
                         "samples can fire; longer, up to 60, while a node whose agent samples "
@@ -742,9 +753,10 @@ def build_parser() -> Parser:
     _add_broker(p)
     p.add_argument("--out", required=True, metavar="FILE",
                    help="recording file (.jsonl, or .jsonl.gz to compress)")
-    p.add_argument("--duration", type=_span("--duration"), metavar="SPAN",
-                   help="stop after that long: 90 (seconds), 30s, 5m, 2h (default: until "
-                   "Ctrl-C)")
+    # Bounded: 99999999999d was taken, a recording no one would stop (a CLI fuzz round).
+    p.add_argument("--duration", type=_span("--duration", RECORD_MAX_DAYS), metavar="SPAN",
+                   help="stop after that long: 90 (seconds), 30s, 5m, 2h, at most "
+                   f"{RECORD_MAX_DAYS:g}d (default: until Ctrl-C)")
     p.add_argument("--force", action="store_true",
                    help="overwrite --out if it exists (default: refuse)")
 
@@ -815,9 +827,12 @@ def build_parser() -> Parser:
                    help="with --headless: stop that far into the recording (90, 90s, 15m, 2h) "
                    "or at a UTC clock time (04:02:30, 2026-12-05T04:02), or start or end, as "
                    "':seek' takes it")
-    p.add_argument("--tick", type=_positive(float, "--tick"), default=None, metavar="SECONDS",
+    # A floor: 1e-9 made billions of ticks of an hour's recording (a CLI fuzz round).
+    p.add_argument("--tick", type=_between(REPLAY_TICK_MIN_S, INTERVAL_MAX_S, "--tick"),
+                   default=None, metavar="SECONDS",
                    help="with --headless: console tick in recorded time (default 0.5, as live; "
-                   "30 for a week from 'sim --out')")
+                   f"30 for a week from 'sim --out'; {REPLAY_TICK_MIN_S:g} to "
+                   f"{INTERVAL_MAX_S:g})")
     p.add_argument("--summary-json", action="store_true",
                    help="with --headless: print the final state as JSON (status --json shape)")
     p.add_argument("--to-broker", metavar="URL", help="republish what the recorded fleet said "

@@ -40,6 +40,12 @@ def _one_sentence(res, needle: str) -> None:
          "--duration must be finite"),
         (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "soon"],
          "--duration must be a span like 7d, 36h or 90m"),
+        # Asks that ran "forever" (a CLI fuzz round): bounded, one sentence each.
+        (["status", "--wait", "1e300"], "--wait must be at most 86400, not 1e300"),
+        (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "99999999999d"],
+         "--duration must be at most 366d, not 99999999999d; without it, it runs until"),
+        (["replay", "/nonexistent.jsonl", "--headless", "--tick", "1e-9"],
+         "--tick must be between 0.01 and 3600, not 1e-9"),
     ],
 )
 def test_unusable_numbers_are_one_sentence(args, needle):
