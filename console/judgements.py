@@ -48,7 +48,7 @@ from fleetdeck.console.state import (
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol import xids
 from fleetdeck.protocol.fast import GpuSample, IbPortSample, Telemetry
-from fleetdeck.protocol.messages import DrainState, JobStatus
+from fleetdeck.protocol.messages import TS_MS_MAX, DrainState, JobStatus
 
 PORT_OK = "ok"
 PORT_DOWN = "down"
@@ -468,8 +468,9 @@ class SchedulerGone:
                 "jobs_running": self.jobs, "text": self.text}
 
 
-LAST_UTC_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
-"""The latest time ``datetime`` holds; the protocol's stamps go to 2^53 ms (year 287396)."""
+LAST_UTC_S = TS_MS_MAX / 1000
+"""The latest time ``datetime`` holds, the last ms the protocol takes (``TS_MS_MAX``, year
+9999's): a stamp there read '??:??:??' when this stopped at its last whole second."""
 
 
 def utc_at(ts: float) -> datetime:
