@@ -751,3 +751,40 @@ async def test_events_view_says_that_enter_opens_the_events_node(world):
         await pilot.pause()
         tabs = next(ln for ln in text_of(world.app).splitlines() if "events, newest first" in ln)
         assert "enter: its node" in tabs, tabs
+
+
+async def test_enter_on_a_job_that_holds_no_node_opens_where_it_failed_or_says_why(world):
+    # "⏎ Its nodes" on job 4106, F on gpu0059 and so on no node, opened nothing and said
+    # nothing (a 3 a.m. drive on the demo): the failed job opens the node its reason names,
+    # a pending one says it holds none.
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import job_status, publish_job
+
+    reason = "rank 3 on gpu0002 gpu3: uncorrectable ECC error encountered (Xid 48)"
+    failed = job_status("42", [], world.clock, state=JobState.F)
+    publish_job(world.ingest, failed.model_copy(update={"reason": reason, "eta_s": None}),
+                world.clock)
+    pending = job_status("43", [], world.clock, state=JobState.PD, step=0)
+    publish_job(world.ingest, pending.model_copy(update={"reason": "Resources", "eta_s": None}),
+                world.clock)
+    async with world.app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        world.tick()
+        await pilot.pause()
+        jobs = world.app.screen
+        assert isinstance(jobs, JobsScreen)
+        assert jobs.table.move_to_key("43")
+        await pilot.press("enter")
+        world.tick()
+        await pilot.pause()
+        assert world.app.screen is jobs
+        toasts = [str(n.message) for n in world.app._notifications]
+        assert [t for t in toasts if "43" in t] == ["job 43 (PD: Resources) holds no nodes now"], \
+            toasts
+        assert jobs.table.move_to_key("42")
+        await pilot.press("enter")
+        world.tick()
+        await pilot.pause()
+        nodes = world.app.screen
+        assert isinstance(nodes, NodesScreen)
+        assert list(nodes.shown) == ["gpu0002"]
