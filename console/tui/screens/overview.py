@@ -214,9 +214,11 @@ class OverviewScreen(FleetView):
         self.jobs = [job_row(j, state, now) for j in sorted_jobs(state)]
         problems, total, rows = top_problems_cut(state, limit, suspects)
         # The line ``problem_rows`` leaves under the rows (``#problems``' max height): three
-        # rows under "11 nodes need attention" read as the whole list (a 3 a.m. drive).
-        more = (f"\n [$text-muted]… {rows - len(problems)} more: 2 for the node list, "
-                f"6 for the incidents[/]" if rows > len(problems) else "")
+        # rows under "11 nodes need attention" read as the whole list (a 3 a.m. drive). Keys
+        # said as the title says them ("2: node list"): "3 more: 2 for the node list, 6 for
+        # the incidents" read as counts, 2 nodes and 6 incidents (a 3 a.m. drive at 80x24).
+        more = (f"\n [$text-muted]… {rows - len(problems)} more (2: node list, "
+                f"6: incidents)[/]" if rows > len(problems) else "")
         blind = state.blind
         if blind is not None and blind[1] is None:
             # Cut off from the broker: nothing below is current (FleetState.blind).
