@@ -101,3 +101,38 @@ async def test_status_counts_gpus_and_ports_in_the_overview_headers_words():
         assert f"erroring {erroring.group(1)}" in line, line
         assert (fleet_summary(world.app.state, world.clock())["totals"]["ib_ports_erroring"]
                 == int(erroring.group(1)))
+
+
+async def test_the_fabric_leaves_table_does_not_call_its_clean_ports_up():
+    """`status` says "IB up 504/512 (erroring 17)": an erroring port's link is up. The fabric
+    view's leaves table counted only clean ports under "UP", apart from ERR: its column summed
+    to 487 beside status's 504 (a 3 a.m. drive on the demo). Its clean ports are "OK", as the
+    matrix's ■ok, and with ERR and FLAP they make status's up."""
+    import re
+
+    from msgspec.structs import replace
+
+    from fleetdeck.console.tui.screens.fabric import FabricScreen
+
+    def symbol_storm(tel):
+        return replace(tel, ib_ports=[
+            replace(p, symbol_error=int(tel.ts // 1000) % 10**6 * 500)
+            if p.dev == "mlx5_ib4" else p for p in tel.ib_ports])
+
+    world = World()
+    world.fleet.birth(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            world.fleet.telemetry(world.ingest, faults={"gpu0010": symbol_storm})
+            world.tick()
+        await pilot.press("4")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, FabricScreen)
+        assert sum(leaf.erroring for leaf in screen.leaves) == 1
+        (head,) = [ln for ln in text_of(world.app).splitlines()
+                   if "LEAF" in ln and "PORTS" in ln]
+        assert re.search(r"\bOK\b", head) and not re.search(r"\bUP\b", head), head
+        _, up, _, _ = port_totals(world)
+        assert up == sum(leaf.up + leaf.erroring + leaf.flapping for leaf in screen.leaves)

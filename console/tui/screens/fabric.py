@@ -27,8 +27,11 @@ from fleetdeck.console.tui.text import esc, fit_parts, plural
 from fleetdeck.console.tui.theme import PORT_WORDS
 
 LEAF_COLUMNS = [
+    # "OK", as the matrix's ■ok: the clean ports, apart from ERR and FLAP, so a row sums to
+    # PORTS. Headed "UP", 487 of them beside status's "IB up 504/512 (erroring 17)", which
+    # counts an erroring port's link up (a 3 a.m. drive on the demo).
     Column("LEAF", "leaf", 14, grow=32), Column("NODES", "nodes", 5, right=True, drop=2),
-    Column("PORTS", "ports", 5, right=True, drop=3), Column("UP", "up", 5, right=True, drop=1),
+    Column("PORTS", "ports", 5, right=True, drop=3), Column("OK", "up", 5, right=True, drop=1),
     Column("DOWN", "down", 4, right=True), Column("FLAP", "flapping", 4, right=True),
     Column("ERR", "erroring", 4, right=True),
     Column("SILENT", "silent", 6, right=True, drop=2), Column("HINT", "hint", 0, min=40),
