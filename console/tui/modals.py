@@ -560,6 +560,9 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB warn (port erroring, or
         failing with its suspect switch): the GPU is sound, the InfiniBand port of its rail
         is not
+        GPUs: in use · free (on nodes that take work) · failed (a fault of its own) · out
+        (sound, on a node that takes no new work: failed by a port, drained, draining, silent;
+        a job still running there shows its GPUs ■ busy on the grid)
         under the grid, room permitting: jobs (held up by a node, a hang or a failure first,
         then slowed by a straggler), fabric by switch, last events
 [b]Nodes[/]   / filter (regex: name, state, job, reasons, leaf, rack; hostlist gpu\\[0010-0020];
