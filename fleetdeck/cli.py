@@ -671,8 +671,9 @@ def build_parser() -> Parser:
     p.add_argument("fault", metavar="FAULT",
                    help="ib_flap, link_down, symbol_storm, leaf_switch, xid (any code: "
                    "gpu=2 code=119 then=45; code=154 action=2), xid79, ecc_dbe, thermal, "
-                   "nvlink, pcie_replay, agent_death, node_death, repair, agent_restart, "
-                   "submit, cancel, job_hang (job=41 [duration=5m])")
+                   "power_cap (gpu=3 limit=400), nvlink, pcie_replay, agent_death, "
+                   "node_death, repair, agent_restart, submit, cancel, job_hang (job=41 "
+                   "[duration=5m])")
     # default=[]: argparse counts a '*' positional without one as required, and said "FAULT
     # and KEY=VALUE are required" of a bare 'inject'.
     p.add_argument("params", nargs="*", default=[], metavar="KEY=VALUE",

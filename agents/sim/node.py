@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from msgspec.structs import astuple
 from pydantic import BaseModel
 
+from fleetdeck.agents.sim.spec import POWER_LIMIT_W
 from fleetdeck.agents.source import ColumnReading, EventDraft, Inventory, Reading
 from fleetdeck.protocol import fast, ib_counters, wire2, xids
 from fleetdeck.protocol.messages import (
@@ -61,7 +62,6 @@ GPU_NAME = "NVIDIA H100 80GB HBM3"
 GPU_MEM_MIB = 81559
 N_GPUS = 8
 N_PORTS = 8
-POWER_LIMIT_W = 700.0
 SM_CLOCK_MAX = 1980.0
 SM_CLOCK_IDLE = 345.0
 MEM_CLOCK = 2619.0
@@ -76,6 +76,7 @@ GPU_BUS = ["0001", "0002", "0003", "0008", "0009", "000a", "000b", "000c"]
 
 # Clock-event reason bits (dcgm_structs.h DCGM_CLOCKS_EVENT_REASON_*).
 CE_IDLE = 0x1
+CE_SW_POWER_CAP = 0x4
 CE_SW_THERMAL = 0x20
 CE_HW_THERMAL = 0x40
 
@@ -90,6 +91,12 @@ COOLING_LOAD_C = 6.0
 """How much cooler than its fault's temperature a GPU with failed cooling settles at light work
 (a collective, a stall) than at full compute."""
 HW_THERMAL_C = 89.0
+POWER_CAP_CLOCK_MIN = 600.0
+"""The lowest SM clock a power-capped GPU at work is driven to: the clock scales with limit/
+demand, which at ``power_cap limit=100`` would read 300 MHz, below the idle clock."""
+CAP_COMPUTE_W = 645.0
+"""What a GPU draws in its compute phase (600-690 W, ``_gpu``): the power a capped rank's
+compute is slowed against in the straggler model (``gpu_slowdown``)."""
 THERMAL_TAU_S = 15.0
 """Thermal time constant of an H100 SXM under a heat sink: minutes to settle, not seconds."""
 
@@ -279,6 +286,9 @@ class GpuState:
     cooling_fault_c: float | None = None
     throttle_clock: float = SM_CLOCK_MAX
     thermal_violation_ns: int = 0
+    power_limit_w: float = POWER_LIMIT_W
+    """Lowered by ``power_cap`` until a repair or its duration's end."""
+    power_violation_ns: int = 0
     sm_clock: float = SM_CLOCK_IDLE
     throttling: bool = False
     blocks: tuple[tuple[object, ...], Ecc, RowRemap, NvLink] | None = None
@@ -548,9 +558,17 @@ class SimNode:
         return out
 
     def gpu_slowdown(self, g: int) -> float:
-        """Compute-time multiplier of the rank on GPU ``g`` (1.0 at full clock)."""
+        """Compute-time multiplier of the rank on GPU ``g`` (1.0 at full clock): its thermal
+        throttle's clock, and its power cap's at the compute phase's draw."""
         gs = self.gpus[g]
-        return SM_CLOCK_MAX / gs.throttle_clock if gs.throttling else 1.0
+        clock = gs.throttle_clock if gs.throttling else SM_CLOCK_MAX
+        if gs.power_limit_w < CAP_COMPUTE_W:
+            # As _gpu caps a compute phase's power: a throttled GPU draws less to begin with.
+            power = (CAP_COMPUTE_W * (0.35 + 0.65 * clock / SM_CLOCK_MAX) if gs.throttling
+                     else CAP_COMPUTE_W)
+            if power > gs.power_limit_w:
+                clock = max(min(clock, POWER_CAP_CLOCK_MIN), clock * gs.power_limit_w / power)
+        return SM_CLOCK_MAX / clock
 
     def comm_slowdown(self, port: int, ib: bool = True) -> float:
         """All-reduce-time multiplier of the rank whose rail is ``port``; ``ib``: the job's
@@ -742,6 +760,9 @@ class SimNode:
     def pcie_replay(self, gpu: int, per_min: float) -> None:
         self.gpus[gpu].pcie_replay_per_min = per_min
 
+    def power_cap(self, gpu: int, limit_w: float) -> None:
+        self.gpus[gpu].power_limit_w = limit_w
+
     def clear(self, kind: str, gpu: int | None = None, port: int | None = None) -> None:
         """End a timed fault (``duration = …`` in a scenario)."""
         if kind == "thermal" and gpu is not None:
@@ -750,6 +771,8 @@ class SimNode:
             self.ports[port].storm_rate, self.ports[port].storm_bw = 0.0, 1.0
         elif kind == "pcie_replay" and gpu is not None:
             self.gpus[gpu].pcie_replay_per_min = 0.0
+        elif kind == "power_cap" and gpu is not None:
+            self.gpus[gpu].power_limit_w = POWER_LIMIT_W
 
     def die(self) -> None:
         self.up = False
@@ -768,6 +791,7 @@ class SimNode:
             g.nvlink_down = 0
             g.cooling_fault_c = None
             g.pcie_replay_per_min = 0.0
+            g.power_limit_w = POWER_LIMIT_W
             g.throttling = False
             g.xid_last = g.xid_last_ts = g.crash = g.recovery_action = None
             g.xids.clear()
@@ -913,9 +937,18 @@ class SimNode:
                 clock = max(300.0, g.throttle_clock - 150.0)
             power = nominal * (0.35 + 0.65 * clock / SM_CLOCK_MAX)
             g.thermal_violation_ns += int(dt * 1e9)
+        limit = g.power_limit_w
+        if not power < limit:  # min(limit, power), as cheap as a comparison
+            if limit < POWER_LIMIT_W:
+                # A limit lowered by software (``power_cap``): the driver lowers the SM clock
+                # until the board draws its limit, and says so (DCGM's SW power cap, 0x4).
+                reasons |= CE_SW_POWER_CAP
+                # Whole MHz, as NVML reports it; the floor never raises a clock HW thermal
+                # slowdown holds lower.
+                clock = max(min(clock, POWER_CAP_CLOCK_MIN), float(round(clock * limit / power)))
+                g.power_violation_ns += int(dt * 1e9)
+            power = limit
         g.sm_clock = clock
-        if not power < POWER_LIMIT_W:  # min(POWER_LIMIT_W, power), as cheap as a comparison
-            power = POWER_LIMIT_W
         g.energy_j += power * dt
         if rnd() < SBE_PER_S * dt:
             g.sbe_vol += 1
@@ -956,14 +989,14 @@ class SimNode:
             # HBM runs warmer than the die when idle (48 vs 41 °C) and cooler under load.
             round((temp + 7.0 - 12.0 * load + (rnd() - 0.5)) * 10) / 10,  # mem_temp_c
             round(power * 10) / 10,  # power_w
-            POWER_LIMIT_W,  # power_limit_w
+            limit,  # power_limit_w
             round(g.energy_j * 10) / 10,  # energy_j
             clock,  # sm_clock_mhz
             MEM_CLOCK,  # mem_clock_mhz
             SM_CLOCK_MAX,  # sm_clock_max_mhz
             reasons,  # clock_event_reasons
             g.thermal_violation_ns,  # thermal_violation_ns
-            0,  # power_violation_ns
+            g.power_violation_ns,  # power_violation_ns
             "P0",  # pstate
             5,  # pcie_gen
             16,  # pcie_width

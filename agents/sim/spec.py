@@ -70,6 +70,10 @@ MAX_XID = 999
 MAX_FOLLOW_ONS = 8
 _UNTIL = Param("duration", None)
 """Optional: recover by itself after this long (otherwise a ``repair`` ends it)."""
+POWER_LIMIT_W = 700.0
+"""An H100 SXM's stock power limit (agents/sim/node.py's GPUs run at it)."""
+POWER_CAP_MIN_W = 100.0
+"""The lowest limit ``power_cap`` sets: below it no H100 does useful work."""
 
 KINDS: dict[str, dict[str, Param]] = {
     # InfiniBand (TELEMETRY.md §8.1-8.3)
@@ -89,6 +93,11 @@ KINDS: dict[str, dict[str, Param]] = {
     "ecc_dbe": {**_TARGET, "gpu": _GPU, "remap_failure": Param("bool", False)},
     "thermal": {**_TARGET, "gpu": _GPU, "temp": Param("float", 91.0, lo=70, hi=105),
                 "clock_mhz": Param("float", 1500.0, lo=300, hi=1980), "duration": _UNTIL},
+    # A limit lowered by software (nvidia-smi -pl, a power budget): the console's power cap
+    # (bit 0x4) had no fault to rehearse it with (docs/scenarios.md, ``power_cap``).
+    "power_cap": {**_TARGET, "gpu": _GPU,
+                  "limit": Param("float", required=True, lo=POWER_CAP_MIN_W, hi=POWER_LIMIT_W),
+                  "duration": _UNTIL},
     "nvlink": {**_TARGET, "gpu": _GPU, "links": Param("int", 2, lo=1, hi=18)},
     "pcie_replay": {**_TARGET, "gpu": _GPU, "per_min": Param("float", 120.0, lo=1, hi=100_000),
                     "duration": _UNTIL},

@@ -283,7 +283,7 @@ class SimWorld:
         port = int(a.get("port") or 0)
         gpu = int(a.get("gpu") or 0)
         if kind in ("ib_flap", "link_down", "symbol_storm", "xid79", "xid", "ecc_dbe",
-                    "thermal", "nvlink", "pcie_replay") and not node.up:
+                    "thermal", "nvlink", "pcie_replay", "power_cap") and not node.up:
             raise SpecError(f"{node.node_id} is down")
         if kind == "ib_flap":
             node.flap(port, int(a.get("count")), float(a.get("down")), float(a.get("every")), t)
@@ -311,6 +311,10 @@ class SimWorld:
             node.thermal(gpu, float(a.get("temp")), float(a.get("clock_mhz")))
             self._expire_later(duration, t, Expiry(0, node, kind, gpu=gpu))
             return f"{what} gpu{gpu} → {a.get('temp'):g} °C"
+        if kind == "power_cap":
+            node.power_cap(gpu, float(a.get("limit")))
+            self._expire_later(duration, t, Expiry(0, node, kind, gpu=gpu))
+            return f"{what} gpu{gpu} limit {a.get('limit'):g} W"
         if kind == "nvlink":
             node.nvlink(gpu, int(a.get("links")), t, wall)
             return f"{what} gpu{gpu} ({a.get('links')} links down)"

@@ -33,6 +33,9 @@ FAULTS = (
     {"fault": "pcie_replay", "node": 6, "gpu": 0, "per_min": 50, "at": 1, "duration": 30},
     {"fault": "nvlink", "node": 7, "gpu": 4, "links": 2, "at": 6},
     {"fault": "link_down", "node": 8, "port": 5, "at": 3, "duration": 20},
+    {"fault": "power_cap", "node": 1, "gpu": 2, "limit": 300, "at": 10, "duration": 60},
+    {"fault": "power_cap", "node": 12, "gpu": 5, "limit": 450, "at": 8},
+    {"fault": "repair", "node": 12, "at": 120},
     {"fault": "repair", "node": 2, "at": 100},
     {"fault": "repair", "node": 3, "at": 110},
 )

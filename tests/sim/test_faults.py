@@ -154,6 +154,68 @@ def test_a_throttling_gpu_stays_throttled_while_its_cooling_fault_lasts():
     assert all(seen[first:]), seen
 
 
+def test_power_cap_signature_straggler_and_repair():
+    """``power_cap``: the console judges a GPU power-capped by software (bit 0x4, its limit
+    below its job's other nodes') and the simulator had no way to make one (docs/scenarios.md,
+    ``power_cap``)."""
+    h = Harness(actions=[TRAIN, act("power_cap", 5, node="gpu0003", gpu=2, limit=400),
+                         act("repair", 60, node="gpu0003")])
+    h.run(5)
+    healthy = h.job("train").step_time_s
+    h.run(20)
+    base = h.last["gpu0003"].gpus[2].power_violation_ns
+    h.run(10)
+    g = h.last["gpu0003"].gpus[2]
+    assert (g.power_limit_w, g.power_w) == (400, 400)
+    assert g.clock_event_reasons & 0x4 and not g.clock_event_reasons & 0x20
+    # The clock scales with limit / demand (600-690 W in compute, 430-520 W in the all-reduce).
+    assert 1980 * 400 / 690 - 1 <= g.sm_clock_mhz <= 1980 * 400 / 430 + 1, g.sm_clock_mhz
+    assert g.power_violation_ns > base and g.util_pct >= 90 and g.xid_last is None
+    assert not h.rules("gpu0003") and h.verdict("gpu0003") is Verdict.OK  # no rule judges 0x4
+    for other in (h.last["gpu0003"].gpus[1], h.last["gpu0001"].gpus[2]):
+        assert other.power_limit_w == 700 and not other.clock_event_reasons & 0x4
+    j = h.job("train")
+    # The rank's compute runs at 400/645 of the clock (645 W: the compute phase's draw).
+    assert j.step_time_s / healthy == pytest.approx(0.75 * 645 / 400 + 0.25, rel=0.03)
+    assert j.slowest[0].node == "gpu0003" and j.slowest[0].rank == 2 * 8 + 2
+    h.run(30)  # repaired at 60 s: the stock limit is back
+    g = h.last["gpu0003"].gpus[2]
+    assert g.power_limit_w == 700 and not g.clock_event_reasons & 0x4
+    assert g.sm_clock_mhz == 1980 and g.power_w < 700
+    assert h.job("train").step_time_s == pytest.approx(healthy, rel=0.03)
+
+
+def test_a_timed_power_cap_ends_by_itself_and_a_high_limit_caps_nothing():
+    h = Harness(actions=[TRAIN, act("power_cap", 5, node="gpu0002", gpu=0, limit=250,
+                                    duration="20s"),
+                         act("power_cap", 5, node="gpu0004", gpu=5, limit=695)])
+    h.run(15)
+    assert h.last["gpu0002"].gpus[0].clock_event_reasons & 0x4
+    assert h.last["gpu0002"].gpus[0].sm_clock_mhz >= 600  # floored, not 1980 * 250 / 690
+    seen = [h.run(1)[-1]["gpu0004"].gpus[5] for _ in range(20)]
+    # Above every draw of the model: the limit reads lowered, and nothing is ever capped.
+    assert {g.power_limit_w for g in seen} == {695}
+    assert not any(g.clock_event_reasons & 0x4 for g in seen)
+    h.run(5)
+    g = h.last["gpu0002"].gpus[0]
+    assert g.power_limit_w == 700 and not g.clock_event_reasons & 0x4
+    assert ("power_cap on gpu0002 ended" in [text for _t, text in h.world.log])
+
+
+def test_a_power_cap_outside_what_a_gpu_takes_is_refused_in_a_sentence():
+    from fleetdeck.agents.sim.spec import SpecError, parse_action
+
+    for limit, why in (("50", r"limit must be in \[100, 700\], not '50'"),
+                       ("701", r"limit must be in \[100, 700\], not '701'"),
+                       ("nan", "limit must be a finite number, not 'nan'"),
+                       ("inf", "limit must be a finite number, not 'inf'"),
+                       (None, "'limit' is required")):
+        raw = {"fault": "power_cap", "node": "gpu0001"} | ({} if limit is None
+                                                             else {"limit": limit})
+        with pytest.raises(SpecError, match=why):
+            parse_action(raw, default_at=0)
+
+
 def test_nvlink_error_xid74_links_down():
     h = Harness(actions=[TRAIN, act("nvlink", 5, node="gpu0001", gpu=6, links=2)])
     h.run(8)
