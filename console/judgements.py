@@ -1923,14 +1923,14 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
         if slow.power.limit == "as_peers":
             # At the limit its peers run at, nothing was lowered: the chip does less work for
             # the same power (docs/domain.md §3), which a limit restored would not change.
-            return (f"{slows}, {POWER_CAPPED.lower()} at its peers' limit ({cause}): {gpus} "
+            return (f"{slows}, {POWER_CAPPED} at its peers' limit ({cause}): {gpus} "
                     "does less work for the same power; watch, and drain when idle if it "
                     "persists (check its cooling and power delivery)")
         # Nothing to repair: a power limit set lower (``nvidia-smi -pl``, a power budget) is
         # put back live, with the job running; "look at the node" left the on-call to find it.
         step = (f"check {gpus}'s power limit (nvidia-smi -q -d POWER: lowered by nvidia-smi "
                 "-pl or a power budget?) and restore it")
-        return f"{slows}, {POWER_CAPPED.lower()} ({cause}): {step}"
+        return f"{slows}, {POWER_CAPPED} ({cause}): {step}"
     then = f"then {step if step != 'repair' else 'look at the node'}"
     if job.eta_s is not None and job.eta_s <= STRAGGLER_FINISH_S:
         return (f"{slows}, which ends in {job.eta_s / 60:.0f} min at its pace: drain it "

@@ -1509,7 +1509,7 @@ def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_th
     assert job["straggler"]["power_limit"] == "lowered"
     assert (job["straggler"]["power_limit_w"], job["straggler"]["peer_limit_w"]) == (450, 700)
     said = recommended_action(session.state.nodes["gpu0003"], session.state)
-    assert said.startswith("it slows job 7 by 12% (rank 19), gpu power-capped by software")
+    assert said.startswith("it slows job 7 by 12% (rank 19), GPU power-capped by software")
     assert "check gpu5's power limit (nvidia-smi -q -d POWER" in said and "drain" not in said
     from fleetdeck.console.incidents import incidents
 
