@@ -751,6 +751,9 @@ class FailedJob:
     and nothing answers a ``restart-job`` until it is back (docs/protocol.md, "Scheduler
     status"). "then restart-job 41" read under "restart-job gets no answer until it is
     back" (a review)."""
+    struck: tuple[str, ...] = ()
+    """The job's other nodes that failed with it (``struck_job``), drained or not, sorted:
+    with ``nodes``, where it failed (the jobs view's enter opens them)."""
 
     @property
     def head(self) -> str:
@@ -866,7 +869,7 @@ def failed_job(job: JobStatus, state: FleetState) -> FailedJob | None:
                         lapsed = f"{n} ran job {left[0]} since"
                         break
     return FailedJob(job.job_id, code, reason, nodes, f"restart-job {job.job_id} {since}",
-                     drain, job.ts / 1000, lapsed, scheduler_down(state))
+                     drain, job.ts / 1000, lapsed, scheduler_down(state), tuple(sorted(struck)))
 
 
 _REASON_XID = re.compile(r"\bXid (\d+)\b", re.IGNORECASE)

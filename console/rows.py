@@ -974,8 +974,9 @@ class JobRow:
     """``failed`` without the scheduler's reason, for a line under one that says ``reason``
     (the overview's jobs panel): "failed on gpu0014; drain gpu0014, then restart-job …"."""
     failed_on: str = ""
-    """The nodes a failed job's reason names (``FailedJob.nodes``) as a hostlist, '' when none:
-    what enter opens for it in the jobs view, as it holds no node of its own."""
+    """The nodes a failed job failed on as a hostlist, '' when none: those its reason names
+    (``FailedJob.nodes``) and those that failed with it (``FailedJob.struck``), what enter
+    opens for it in the jobs view, as it holds no node of its own."""
 
 
 def progress_bar(frac: float, width: int) -> str:
@@ -1036,7 +1037,10 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         sick_switch=held_up_by_switch(sick),
         held_up=held_up, stalled=stalled, quiet=still, failed=failed,
         failed_lapsed=ended is not None and bool(ended.lapsed), failed_where=failed_where,
-        failed_on=compress(ended.nodes) if ended is not None and ended.nodes else "",
+        # Every node it failed on: the reason names the rank that died first, and enter opened
+        # gpu0002 alone of a job whose action said "drain gpu[0001-0002], then restart-job".
+        failed_on=(compress(sorted({*ended.nodes, *ended.struck}))
+                   if ended is not None and (ended.nodes or ended.struck) else ""),
     )
 
 

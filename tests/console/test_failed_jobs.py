@@ -725,3 +725,24 @@ def test_a_batch_of_job_statuses_costs_its_jobs_not_its_jobs_times_the_failed_on
     assert not {"5", "6"} & {*state._unlapsed, *(j for js in state._unlapsed_on.values()
                                                   for j in js)}
     assert all(state._unlapsed_on.values())
+
+
+def test_the_jobs_view_opens_every_node_the_job_failed_on_not_only_the_one_its_reason_names():
+    """Enter on job 41 (F; its reason names gpu0002, gpu0001 failed in it by XID 79) opened
+    gpu0002 alone, under an action saying "drain gpu[0001-0002], then restart-job 41" (a
+    review): ``JobRow.failed_on`` is every node it failed on, drained since or not."""
+    from fleetdeck.console.rows import job_row
+    from fleetdeck.protocol.messages import DrainState
+
+    faults = {"gpu0001": xid(1, 79), "gpu0002": xid(3, 48)}
+    session = session_with_failed(REASON_48, faults)
+
+    def failed_on() -> str:
+        job = session.state.jobs["41"]
+        return job_row(job, session.state, session.clock()).failed_on
+
+    assert failed_on() == "gpu[0001-0002]"
+    session.fleet.status(session.ingest, "gpu0001", DrainState.DRAINED, reason="xid 79",
+                         by="root")
+    go_on(session, 1, faults=faults)
+    assert failed_on() == "gpu[0001-0002]"
