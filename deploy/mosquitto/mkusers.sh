@@ -32,12 +32,18 @@ for user in "$@"; do
   seen[$user]=1
 done
 set -- "${users[@]}"
+# A link (to where configuration management keeps it) stays one: the copy renamed below goes
+# over the file it names, not over the link.
+if [ -L "$passwd_file" ]; then passwd_file=$(readlink -f -- "$passwd_file"); fi
 touch "$passwd_file" "$creds"
 # One mosquitto_passwd call for all of them (-U hashes a plain "user:password" file in place):
 # a call per user took 9 s for 256 users, minutes for a 4,096-node fleet. A user already in
 # PASSWD_FILE gets its new password, as mosquitto_passwd -b would.
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+next="$passwd_file.mkusers.$$"
+# The copy too: a run that fails or is stopped (SIGTERM, ^C) between the copy and the rename
+# left it beside the password file, with every user's hash in it.
+trap 'rm -rf "$work"; rm -f "$next"' EXIT
 printf '%s\n' "$@" > "$work/users"
 # 24 random letters and digits a user, read in one go (a pipeline per user cost as much again).
 # (tr ends on SIGPIPE once head has enough: not a failure, so no pipefail for this line)
@@ -49,8 +55,11 @@ mosquitto_passwd -U "$work/new"
 awk -F: 'NR == FNR { drop[$1]; next } !($1 in drop)' "$work/new" "$passwd_file" > "$work/kept"
 # A copy beside it with the file's owner and mode (mosquitto may read it), filled and then
 # renamed over it: a run killed midway leaves the old file whole, never a truncated one.
-next="$passwd_file.mkusers.$$"
-cp -p "$passwd_file" "$next"
+if ! cp -p "$passwd_file" "$next"; then
+  echo "cannot write beside $passwd_file in $(dirname -- "$passwd_file") (the file is replaced by" \
+       "a copy renamed over it): nothing written; run it as a user who may write there" >&2
+  exit 1
+fi
 cat "$work/kept" "$work/new" > "$next"
 mv -f "$next" "$passwd_file"
 cat "$work/creds" >> "$creds"

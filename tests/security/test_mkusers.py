@@ -77,3 +77,71 @@ async def test_a_name_given_twice_is_made_once(tmp_path: Path) -> None:
     with ManagedBroker(MOSQUITTO, workdir=tmp_path, config=conf) as broker:
         for user, password in creds:
             assert await logs_in(broker.port, user, password), user
+
+
+def test_a_new_password_file_is_made_mode_600(tmp_path: Path) -> None:
+    """No PASSWD_FILE yet (a first install): made, the users in it, mode 600, no copy left."""
+    assert not (tmp_path / "passwd").exists()
+    done = mkusers(tmp_path, "gpu0001")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "passwd").read_text().startswith("gpu0001:")
+    assert (tmp_path / "passwd").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["creds", "passwd"]
+
+
+def test_a_run_that_fails_before_its_rename_leaves_the_file_whole_and_no_copy(
+        tmp_path: Path) -> None:
+    """The copy filled beside PASSWD_FILE and renamed over it (2a4cfbb) stayed there, every
+    user's hash in it, when the run failed or was stopped before the rename (a review); an
+    ``mv`` that fails plays that run."""
+    assert mkusers(tmp_path, "gpu0001").returncode == 0
+    before = (tmp_path / "passwd").read_text()
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "mv").write_text("#!/bin/sh\nexit 1\n")
+    (shims / "mv").chmod(0o755)
+    done = subprocess.run(["bash", str(DEPLOY / "mkusers.sh"), str(tmp_path / "passwd"),
+                           str(tmp_path / "creds"), "gpu0002"], check=False,
+                          capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{shims}:{os.environ['PATH']}"})
+    assert done.returncode != 0
+    assert (tmp_path / "passwd").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "creds", "passwd"]
+
+
+def test_a_password_file_that_is_a_link_stays_one(tmp_path: Path) -> None:
+    """/etc/mosquitto/fleetdeck/passwd a link to where configuration management keeps it: the
+    copy renamed over the link (2a4cfbb) made it a file of its own, and the next deploy put the
+    old users back (a review). The file it names gets the users; the link stays."""
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "passwd").symlink_to(tmp_path / "kept" / "passwd")
+    assert mkusers(tmp_path, "gpu0001").returncode == 0
+    assert mkusers(tmp_path, "gpu0002").returncode == 0
+    assert (tmp_path / "passwd").is_symlink()
+    names = [line.split(":", 1)[0]
+             for line in (tmp_path / "kept" / "passwd").read_text().splitlines()]
+    assert names == ["gpu0001", "gpu0002"]
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["passwd"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes any directory")
+def test_a_password_file_in_a_directory_it_cannot_write_is_left_whole_and_said(
+        tmp_path: Path) -> None:
+    """The file writable, its directory not: the copy cannot be made beside it. Nothing is
+    written, and the one sentence says where it could not write."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    assert mkusers(tmp_path, "gpu0001").returncode == 0
+    (tmp_path / "passwd").rename(etc / "passwd")
+    before = (etc / "passwd").read_text()
+    etc.chmod(0o500)
+    try:
+        done = subprocess.run(["bash", str(DEPLOY / "mkusers.sh"), str(etc / "passwd"),
+                               str(tmp_path / "creds2"), "gpu0002"], check=False,
+                              capture_output=True, text=True)
+    finally:
+        etc.chmod(0o700)
+    assert done.returncode == 1
+    assert f"cannot write beside {etc / 'passwd'} in {etc}" in done.stderr
+    assert (etc / "passwd").read_text() == before
+    assert (tmp_path / "creds2").read_text() == ""
