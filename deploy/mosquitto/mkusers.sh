@@ -61,5 +61,8 @@ if ! cp -p "$passwd_file" "$next"; then
   exit 1
 fi
 cat "$work/kept" "$work/new" > "$next"
-mv -f "$next" "$passwd_file"
+# The credentials before the rename: a run killed between them leaves passwords written down
+# for users the broker does not know yet (run it again), never users it knows whose passwords
+# nobody wrote down.
 cat "$work/creds" >> "$creds"
+mv -f "$next" "$passwd_file"
