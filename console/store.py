@@ -42,7 +42,7 @@ from fleetdeck.hostlist import HostlistError, expand
 from fleetdeck.paths import state_base
 from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.ids import is_valid_id
-from fleetdeck.protocol.messages import RESUMED, Event, JobState, JobStatus
+from fleetdeck.protocol.messages import RESUMED, TS_MS_MAX, Event, JobState, JobStatus
 
 log = logging.getLogger("fleetdeck.store")
 
@@ -1011,8 +1011,9 @@ class Store:
                f"UNION ALL SELECT (SELECT MIN({key}) FROM {table} WHERE node = ?1 AND {key} > k.v)"
                f" FROM k WHERE k.v IS NOT NULL) "
                f"SELECT {', '.join('m.' + c for c in columns)} FROM k JOIN {table} m "
-               f"ON m.node = ?1 AND m.{key} = k.v AND m.minute >= ?2 ORDER BY m.minute, m.{key}")
-        async with self.db.execute(sql, [node, int(since // 60)]) as cur:
+               f"ON m.node = ?1 AND m.{key} = k.v AND m.minute >= ?2 AND m.minute <= ?3 "
+               f"ORDER BY m.minute, m.{key}")
+        async with self.db.execute(sql, [node, int(since // 60), LAST_ROW_MINUTE]) as cur:
             rows = await cur.fetchall()
         return [dict(zip(columns, r, strict=True)) for r in rows]
 
@@ -1314,10 +1315,20 @@ def inventory_row(birth: fast.Birth) -> tuple[str, str, float]:
     return birth.node, msgspec.json.encode(kept).decode(), birth.ts / 1000
 
 
+LAST_ROW_S = TS_MS_MAX / 1000
+"""The latest row time the store reads back; ``LAST_ROW_MINUTE`` its minute. A store written
+before the protocol ended its stamps at year 9999 (``TS_MS_MAX``) may hold an event or a
+minute stamped up to 2^53 ms (year 287396), which the wire now refuses: read back, it crashed
+``events`` and ``history`` ("year 287396 is out of range") and made ``history --plot`` lay out
+285,000 years of ticks (docs/protocol.md, "Rejected input")."""
+LAST_ROW_MINUTE = TS_MS_MAX // 60_000
+
+
 def _filters(since: float, **in_lists: Iterable[str] | None) -> tuple[str, list[Any]]:
-    """``WHERE ts >= ? [AND col IN (…)]…`` for the lists that are given and not empty."""
-    where = "WHERE ts >= ?"
-    args: list[Any] = [since]
+    """``WHERE ts >= ? AND ts <= LAST_ROW_S [AND col IN (…)]…`` for the lists that are given
+    and not empty."""
+    where = "WHERE ts >= ? AND ts <= ?"
+    args: list[Any] = [since, LAST_ROW_S]
     for column, values in in_lists.items():
         chosen = list(values or [])
         if chosen:
