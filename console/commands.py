@@ -12,6 +12,7 @@ every tick, exactly like the rest of the console.
 import dataclasses
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -96,7 +97,11 @@ def parse_targets(hostlist: str) -> list[str]:
     """The nodes a drain's or a resume's hostlist names, for every front end (the CLI's
     arguments, the TUI's ``:drain``): a :class:`UserError` of one sentence for a hostlist that
     names none, or a name no node can have. The TUI's ``:drain gpu+`` read "unknown nodes"
-    where the CLI said why (a CLI fuzz round)."""
+    where the CLI said why (a CLI fuzz round). Words and commas as the CLI's arguments are
+    joined (``gpu[0001, 0003]``, ``gpu0001 gpu0002``): the TUI's ``:drain gpu[0001, 0003]``
+    reached here as ``gpu[0001,,0003]`` and was refused ("empty range"), where ``fleetdeck
+    drain 'gpu[0001, 0003]'`` drained both."""
+    hostlist = re.sub(",+", ",", ",".join(hostlist.split())).strip(",")
     # Escaped: what was typed goes back to the terminal, an ESC in it too (an audit).
     shown = hostlist.encode("unicode_escape").decode("ascii")
     try:

@@ -604,3 +604,15 @@ def test_a_bad_hostlist_is_said_escaped_where_the_error_quotes_one_item(hostlist
         parse_targets(hostlist)
     said = str(err.value)
     assert "\x1b" not in said and "\\x1b" in said and said.startswith("bad hostlist '"), said
+
+
+@pytest.mark.parametrize("typed", ["gpu[0001, 0003]", "gpu0001, gpu0003", "gpu0001 gpu0003",
+                                   "gpu[0001,0003]"])
+def test_the_tuis_drain_reads_a_hostlist_as_the_cli_does(typed):
+    """The TUI's ':drain gpu[0001, 0003]' reached parse_targets as its words joined by commas
+    ('gpu[0001,,0003]') and was refused ("empty range"), where 'fleetdeck drain' took it: one
+    parser, one reading of what was typed."""
+    from fleetdeck.console.commands import parse_targets
+
+    assert parse_targets(",".join(typed.split())) == ["gpu0001", "gpu0003"]  # the TUI's join
+    assert parse_targets(typed) == ["gpu0001", "gpu0003"]

@@ -471,3 +471,18 @@ async def test_the_command_lines_drain_refuses_a_name_no_node_can_have_as_the_cl
             assert said in world.audit.records[-1].detail
         assert [r.outcome for r in world.audit.records] == ["refused"] * 3
         assert not world.app.tracker.requests
+
+
+async def test_the_command_lines_drain_takes_a_spaced_hostlist_as_the_cli_does(world):
+    """``:drain gpu[0001, 0002]`` reached the one parser as ``gpu[0001,,0002]`` (its words
+    joined by commas) and read "bad hostlist ...: empty range", where ``fleetdeck drain
+    'gpu[0001, 0002]'`` drained both."""
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.populate()
+        world.tick()
+        await pilot.pause()
+        world.app.run_command_line(":drain gpu[0001, 0002]")
+        await pilot.pause()
+        assert not [n for n in notices(world.app) if "bad hostlist" in n], notices(world.app)
+        assert not [r for r in world.audit.records if r.outcome == "refused"]
+        assert "Drain 2 nodes" in text_of(world.app.screen), text_of(world.app.screen)
