@@ -352,7 +352,7 @@ class NodeAgent:
             return self.telemetry_payload()
         reading, collect_ms = await self._read_off_loop()
         if reading.inventory_changed:
-            # Sent after this sample (the telemetry loop): a birth naming the old HCA failed
+            # Sent before this sample (the telemetry loop): a birth naming the old HCA failed
             # the node, "port missing from telemetry", for as long as the agent ran.
             self._birth_owed = True
         return self.encoder.encode(self._sample(reading, collect_ms), self.clock())
@@ -707,11 +707,18 @@ class NodeAgent:
             elif delay < -self.interval_s:
                 # Fell behind by more than a period (CPU starved): skip, the gap shows in seq.
                 continue
-            await client.publish(self._topic[Kind.TELEMETRY], await self._payload(), qos=0)
+            payload = await self._payload()
+            if self._birth_owed and not self._hung():
+                # The birth owed (none with an inventory yet, or an HCA back under a new
+                # name) goes out before the sample that needs it: a sample naming mlx5_8
+                # judged against the birth naming mlx5_3 read N1 "port missing from
+                # telemetry", a false failed verdict and an incident for one sample (a
+                # review). Same session, same bdSeq: a birth again (docs/protocol.md).
+                async with self.busy:
+                    await self._publish_birth(client)
+            await client.publish(self._topic[Kind.TELEMETRY], payload, qos=0)
             self.last_progress = time.monotonic()
             async with self.busy:
-                if self._birth_owed and not self._hung():
-                    await self._publish_birth(client)  # the birth without an inventory, again
                 await self._flush_events(client)
                 await self._check_drained(client)
                 await self._save_again(client)

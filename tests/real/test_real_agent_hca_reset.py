@@ -9,11 +9,14 @@ from telemetry" (a real-node drill; docs/real-nodes.md)."""
 
 import asyncio
 import shutil
+import time
 import uuid
 from pathlib import Path
 
 import aiomqtt
 
+from fleetdeck.console.ingest import Ingest
+from fleetdeck.console.state import FleetState
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import Birth, Event
 from fleetdeck.protocol.topics import Kind, topic_for
@@ -107,5 +110,67 @@ async def test_two_hcas_back_under_each_others_names_get_a_new_birth(mosquitto, 
     finally:
         listener.cancel()
         stop_process(proc)
+    log = (tmp_path / "agent.log").read_text()
+    assert "Traceback" not in log, log
+
+
+async def test_the_console_never_fails_the_node_across_the_rename(mosquitto, tmp_path: Path):
+    """The sample that first names the HCA anew goes out after the birth that names it so:
+    sent before it, the console judged it against the old birth and read N1 "port missing
+    from telemetry" (DRAIN) of mlx5_0:1 for one sample, a failed verdict, an incident and a
+    timeline line (a review). The console here applies each message as it arrives, one a
+    tick, the strictest a console can be."""
+    root = tmp_path / "class" / "infiniband"
+    for i in range(2):
+        pci = tmp_path / "devices" / f"010{i}:00:00.0"
+        pci.mkdir(parents=True)
+        make_port(root, dev=f"mlx5_{i}")
+        (root / f"mlx5_{i}" / "device").symlink_to(pci)
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+    judged: list[tuple[str, str, list[str]]] = []
+    """After each message: its kind, the verdict and the findings."""
+
+    async def console(ready: asyncio.Event) -> None:
+        async with aiomqtt.Client(mosquitto.url.host, mosquitto.url.port,
+                                  identifier=f"console-{uuid.uuid4().hex[:6]}",
+                                  protocol=aiomqtt.ProtocolVersion.V311) as c:
+            await c.subscribe(topic_for(CLUSTER, Kind.BIRTH, "gpu0001").rsplit("/", 1)[0]
+                              + "/#", qos=1)
+            ready.set()
+            async for m in c.messages:
+                assert isinstance(m.payload, bytes)
+                ingest.handle(str(m.topic), m.payload, time.time())
+                state.apply(ingest.take_batch(), time.time())
+                st = state.nodes.get("gpu0001")
+                if st is not None and st.judged:
+                    judged.append((str(m.topic).rsplit("/", 1)[1], st.verdict.value,
+                                   [str(f) for f in st.findings]))
+
+    ready = asyncio.Event()
+    listener = asyncio.create_task(console(ready))
+    await asyncio.wait_for(ready.wait(), 5)
+    proc = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
+                 "gpu0001", "--source", "sysfs", "--sysfs-root", str(root),
+                 "--interval", "0.2", log=tmp_path / "agent.log")
+    try:
+        await eventually(lambda: any(k == "telemetry" for k, _v, _f in judged), 10,
+                         message="a sample judged")
+        await asyncio.sleep(0.6)  # a few samples under the first names
+        had = len(judged)
+        # Atomic, as the kernel's unregister and register look to a reader 0.2 s apart: no
+        # sample between sees the port gone (that one is a real N7 and fails the node).
+        (root / "mlx5_0").rename(root / "mlx5_8")
+        await eventually(lambda: sum(k == "telemetry" for k, _v, _f in judged[had:]) >= 4,
+                         10, message="samples after the rename")
+        st = state.nodes["gpu0001"]
+        assert st.birth is not None and [p.dev for p in st.birth.ib_ports] == [
+            "mlx5_1", "mlx5_8"]
+    finally:
+        listener.cancel()
+        stop_process(proc)
+    bad = [j for j in judged if j[1] == "failed" or any(f.startswith("N1") for f in j[2])]
+    assert not bad, bad
+    assert judged[-1][1] == "ok", judged[-1]
     log = (tmp_path / "agent.log").read_text()
     assert "Traceback" not in log, log
