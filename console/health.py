@@ -688,6 +688,11 @@ KERNEL_LOG_SAYS = "kernel log: "
 KERNEL_LOG_LATE = " MiB unread behind its end "
 """How a log file's follower says it reads a flood late (agents/real/kernel_log.py,
 ``FileFollower``): it skips none, so its XIDs come late, not never; no A1."""
+KERNEL_LOG_LOST = " MiB lost at a truncation in place"
+"""How a log file's follower says lines it will never read (agents/real/kernel_log.py,
+``LOST_AT_TRUNCATION``): a gap in what it saw, not blindness; A1 says so, with its own step."""
+KERNEL_LOG_GAP = "the agent lost part of its kernel log"
+LOST_STEP = "look in the rotated copy of its kernel log for the Xid lines the agent lost"
 _BLIND_COUNTER_RE = re.compile(
     r"/infiniband/(?P<dev>[^/\s]+)/ports/(?P<port>\d+)/(?P<dir>counters|hw_counters)"
     r"(?:/(?P<file>[^/:\s]+))?: (?P<why>.+)$")
@@ -715,9 +720,15 @@ def blind_findings(errors: Sequence[str]) -> tuple[Finding, ...]:
 @lru_cache(maxsize=1024)
 def _blind(errors: tuple[str, ...]) -> tuple[Finding, ...]:
     out: list[Finding] = []
-    log = next((e for e in errors
-                if e.startswith(KERNEL_LOG_SAYS) and KERNEL_LOG_LATE not in e), None)
-    if log is not None:
+    log = next((e for e in errors if e.startswith(KERNEL_LOG_SAYS)
+                and (KERNEL_LOG_LOST in e or KERNEL_LOG_LATE not in e)), None)
+    if log is not None and KERNEL_LOG_LOST in log:
+        # It reads its log, but a stretch of it went unread: an XID 79 in it read as none
+        # (docs/real-nodes.md); not "cannot read", whose step is to fix its access.
+        out.append(Finding(BLIND_RULE, Severity.WARN, "kernel log",
+                           f"{KERNEL_LOG_GAP}: XIDs logged in it were never read, a gap in "
+                           f"what it saw (it says: {_short(log[len(KERNEL_LOG_SAYS):])})"))
+    elif log is not None:
         out.append(Finding(BLIND_RULE, Severity.WARN, "kernel log",
                            f"the agent cannot read its kernel log: blind to XIDs on this node "
                            f"(it says: {_short(log[len(KERNEL_LOG_SAYS):])})"))
@@ -748,14 +759,16 @@ def blind_step(findings: Sequence[Finding]) -> str:
     seen = [f.component for f in findings if f.rule == BLIND_RULE]
     if not seen:
         return ""
+    gap = any(f.rule == BLIND_RULE and f.text.startswith(KERNEL_LOG_GAP) for f in findings)
     what = []
-    if "kernel log" in seen:
+    if "kernel log" in seen and not gap:
         what.append("XIDs on this node (its kernel log)")
     ports = [c for c in seen if c != "kernel log"]
     if ports:
         names = ports[0] if len(ports) == 1 else f"{', '.join(ports[:-1])} and {ports[-1]}"
         what.append(f"the error counters of {names} (N2-N4)")
-    return f"{BLIND_STEP} {' and to '.join(what)}"
+    steps = [f"{BLIND_STEP} {' and to '.join(what)}"] if what else []
+    return "; ".join([*steps, LOST_STEP] if gap else steps)
 
 
 NO_GPU_SOURCE = "sysfs"

@@ -23,7 +23,7 @@ import re
 import subprocess
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -472,27 +472,42 @@ class LineFollower(Protocol):
     def close(self) -> None: ...
 
 
+LOSS_SAID_S = 7200.0
+"""How long a file follower says the lines a truncation in place took unread: G2's window,
+as long as a drain-class XID among them would have failed the node (docs/real-nodes.md)."""
+LOST_AT_TRUNCATION = " MiB lost at a truncation in place"
+"""How the follower says lines it will never read (console/health.py ``KERNEL_LOG_LOST``)."""
+
+
 class FileFollower:
     """New complete lines of a log file (e.g. /var/log/syslog), surviving rotation."""
 
     history = False
 
     def __init__(self, path: Path, *, from_start: bool = False,
-                 max_bytes: int = 1 << 20) -> None:
+                 max_bytes: int = 1 << 20,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self.from_start = from_start
         self.max_bytes = max_bytes
         """Read at most this much a poll, as ``CommandFollower``: a flood of 100,000 lines read
         at once held a sample 2 s (a real-node drill). The rest is read at the next polls from
         where this one stopped: late, never skipped, so no Xid line is lost to the cap; while
-        some is left, ``error`` says how much (docs/real-nodes.md)."""
+        some is left, ``error`` says how much (docs/real-nodes.md). A rotated file's rest
+        too, before the new file's first line."""
+        self.clock = clock
         self.behind = 0
-        """Bytes of the file left unread at the last poll."""
+        """Bytes left unread at the last poll (a rotated file's rest and the new file's)."""
         self.error: str | None = None
         self._fh: int | None = None
         self._ino: int | None = None
         self._pos = 0
+        self._size = 0
+        """The open file's size at the last poll: a truncation in place takes what was
+        unread of it (``_size - _pos``) with it."""
         self._buf = b""
+        self._lost: tuple[float, str] | None = None
+        """When lines were lost, and what says so (``LOSS_SAID_S``)."""
 
     def poll(self) -> list[str]:
         try:
@@ -500,58 +515,89 @@ class FileFollower:
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
             return []
-        tail: list[str] = []
-        if self._fh is None or st.st_ino != self._ino or st.st_size < self._pos:
+        out: list[str] = []
+        budget = self.max_bytes
+        if self._fh is not None and st.st_ino != self._ino:
+            # Rotated (renamed, a new file in its place): the old file's rest is read first,
+            # what was written to it since the last poll (an Xid logged in the second before
+            # a rotation was never seen: a real-node drill). Capped as any read: at a rotation
+            # during a flood, hundreds of MiB were read in one poll.
+            lines, budget, ended = self._drain(budget)
+            out += lines
+            if not ended:
+                self._say(self._unread() + st.st_size)
+                return out
+        # Smaller than it was: truncated in place, though refilled past where we read (a
+        # flood, read late, refills it within a sample; a log only grows otherwise).
+        truncated = st.st_size < max(self._pos, self._size)
+        if self._fh is None or st.st_ino != self._ino or truncated:
             first_open = self._fh is None and self._ino is None
-            if self._fh is not None and st.st_ino != self._ino:
-                # Rotated (renamed, a new file in its place): what was written to the old one
-                # since the last poll is read first. Left unread, an Xid logged in the second
-                # before a rotation was never seen (a real-node drill).
-                tail = self._drain()
+            if self._fh is not None and st.st_ino == self._ino and self._size > self._pos:
+                # Truncated in place (logrotate's copytruncate) while behind: what was unread
+                # is in the copy, never read here. Said, or the Xid lines in it read as none
+                # logged (docs/real-nodes.md).
+                self._lost = (self.clock(), (
+                    f"{self.path}: {(self._size - self._pos) / (1 << 20):.1f}"
+                    f"{LOST_AT_TRUNCATION} (logrotate's copytruncate while a flood was read "
+                    "late): its Xid lines were never read; look for them in the rotated copy"))
             if self._buf:
                 # The old file's cut last line is a line of its own, rotated or truncated in
                 # place (logrotate's copytruncate): kept, it was glued to the new file's first
                 # line ('Xid parnew1') and an Xid line that began the new file was lost.
-                tail.append(self._buf.decode(errors="replace"))
+                out.append(self._buf.decode(errors="replace"))
                 self._buf = b""
             self.close()
             try:
                 self._fh = os.open(self.path, os.O_RDONLY)
             except OSError as exc:
                 self.error = f"{self.path}: {exc.strerror or exc}"
-                return tail
+                return out
             self._ino = st.st_ino
             # Start at the end on first open (history was before this agent); a rotated or
-            # truncated file is new, read it whole.
+            # truncated file is new, read from its start.
             self._pos = st.st_size if first_open and not self.from_start else 0
-        lines = self._drain(self.max_bytes)
+        lines, _left, _ended = self._drain(budget)
+        self._say(self._unread())
+        return out + lines
+
+    def _unread(self) -> int:
+        """Bytes of the open file past ``_pos`` (its size kept in ``_size``)."""
         assert self._fh is not None
         try:
-            self.behind = max(0, os.fstat(self._fh).st_size - self._pos)
+            self._size = os.fstat(self._fh).st_size
         except OSError:
-            self.behind = 0
-        self.error = (None if not self.behind else
-                      f"{self.path}: {self.behind / (1 << 20):.1f} MiB unread behind its end "
-                      f"(a flood: read {self.max_bytes / (1 << 20):g} MiB a sample); its Xid "
-                      "lines are read late, none is skipped")
-        return tail + lines
+            self._size = self._pos
+        return max(0, self._size - self._pos)
 
-    def _drain(self, max_bytes: int | None = None) -> list[str]:
-        """The complete lines of the open file from ``_pos`` to its end, or to ``max_bytes``
-        past ``_pos``. A rotated file's rest is read whole (``max_bytes`` None): it is not
-        come back to."""
+    def _say(self, behind: int) -> None:
+        self.behind = behind
+        late = (None if not behind else
+                f"{self.path}: {behind / (1 << 20):.1f} MiB unread behind its end "
+                f"(a flood: read {self.max_bytes / (1 << 20):g} MiB a sample); its Xid "
+                "lines are read late, none is skipped")
+        lost = self._lost
+        if lost is not None and self.clock() - lost[0] >= LOSS_SAID_S:
+            lost = self._lost = None
+        self.error = late if lost is None else lost[1] if late is None else f"{lost[1]}; {late}"
+
+    def _drain(self, max_bytes: int) -> tuple[list[str], int, bool]:
+        """The complete lines of the open file from ``_pos`` on, ``max_bytes`` at most; with
+        what is left of ``max_bytes`` and whether the file's end was reached."""
         assert self._fh is not None
         chunks = []
-        left = -1 if max_bytes is None else max_bytes
-        while left:
-            data = os.pread(self._fh, 1 << 16 if left < 0 else min(1 << 16, left), self._pos)
+        left = max_bytes
+        ended = False
+        while left > 0:
+            data = os.pread(self._fh, min(1 << 16, left), self._pos)
             if not data:
+                ended = True
                 break
             self._pos += len(data)
-            if left > 0:
-                left -= len(data)
+            left -= len(data)
             chunks.append(data)
-        return self._split(b"".join(chunks))
+        else:
+            ended = not self._unread()
+        return self._split(b"".join(chunks)), left, ended
 
     def _split(self, data: bytes) -> list[str]:
         self._buf += data

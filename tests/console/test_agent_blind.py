@@ -119,3 +119,40 @@ def test_a_log_read_late_is_not_a_blind_one(tmp_path: Path):
     assert blind_findings(t.agent.errors) == () and still_quiet(t)
     (finding,) = blind_findings((late, LOG))
     assert finding.component == "kernel log" and "Permission denied" in finding.text
+
+
+def test_a_log_lost_at_a_truncation_is_a_gap_not_blindness(tmp_path: Path):
+    """logrotate's copytruncate while the follower read a flood late took the unread rest
+    with it: the agent says so (agents/real/kernel_log.py), and A1 says a gap, not "cannot
+    read", with the step to look in the rotated copy, not to fix the agent's access; beside
+    a flood still read late as well."""
+    from fleetdeck.agents.real.kernel_log import FileFollower
+    from fleetdeck.console.health import blind_step
+
+    log = tmp_path / "syslog"
+    log.write_text("")
+    f = FileFollower(log, max_bytes=1 << 10)
+    assert f.poll() == []
+    with log.open("a") as fh:
+        fh.write("Aug 17 06:18:01 vm kernel: audit: noise\n" * 1000)
+    f.poll()
+    with log.open("r+") as fh:
+        fh.truncate(0)
+    with log.open("a") as fh:
+        fh.write("Aug 17 06:18:01 vm kernel: audit: noise\n" * 100)
+    f.poll()
+    assert f.error is not None and "unread behind its end" in f.error
+    f.close()
+    (finding,) = blind_findings((f"kernel log: {f.error}",))
+    assert (finding.rule, finding.severity.value, finding.component) == (
+        "A1", "warn", "kernel log")
+    assert finding.text.startswith("the agent lost part of its kernel log: XIDs logged in it "
+                                   "were never read, a gap in what it saw (it says: ")
+    assert "0.0 MiB lost at a truncation in place" in finding.text
+    assert blind_step([finding]) == ("look in the rotated copy of its kernel log for the Xid "
+                                     "lines the agent lost")
+    ports = blind_findings((f"kernel log: {f.error}",
+                            f"{PORT}/counters/symbol_error: not a counter: ''"))
+    assert blind_step(ports) == (
+        "fix the agent's access: it is blind to the error counters of mlx5_ib2:1 (N2-N4); "
+        "look in the rotated copy of its kernel log for the Xid lines the agent lost")

@@ -426,3 +426,77 @@ def test_a_big_journal_is_read_back_a_little_at_a_time(tmp_path):
         time.sleep(0.01)
     f.close()
     assert sum(sizes) == 20000 and max(sizes) <= (64 << 10) // len(line) + 1
+
+
+NOISE = "Aug 17 06:18:01 vm kernel: audit: type=1400 apparmor=\"DENIED\" operation=open\n"
+XID = ("Aug 17 06:18:02 vm kernel: NVRM: Xid (PCI:0000:2b:00): 79, pid=0, GPU has fallen off "
+       "the bus.")
+
+
+def test_a_file_rotated_during_a_flood_is_read_on_a_mebibyte_a_poll_before_the_new_one(
+        tmp_path):
+    """The rotated file's rest was read whole in one poll, uncapped: a rotation during a
+    flood read hundreds of MiB at once (a review). Its rest is read as any flood, a MiB a
+    poll, said as behind, and the new file's lines follow it."""
+    log = tmp_path / "syslog"
+    log.write_text("")
+    f = FileFollower(log)
+    assert f.poll() == []
+    with log.open("a") as fh:
+        fh.write(NOISE * 40_000 + XID + "\n" + NOISE * 40_000)
+    size = log.stat().st_size
+    got = f.poll()
+    log.rename(tmp_path / "syslog.1")
+    log.write_text("after rotation\n")
+    polls = 0
+    while True:
+        lines = f.poll()
+        polls += 1
+        # The cut line kept from the poll before, and the new file's one line, besides.
+        assert sum(len(ln) + 1 for ln in lines) <= f.max_bytes + len(NOISE) + 15
+        got += lines
+        if not f.behind:
+            break
+        assert f.error and "MiB unread behind its end" in f.error
+    assert polls >= size // f.max_bytes - 1
+    assert len(got) == 80_002 and got[40_000] == XID and got[-1] == "after rotation"
+    assert f.error is None
+    with log.open("a") as fh:
+        fh.write("next\n")
+    assert f.poll() == ["next"]
+    f.close()
+
+
+def test_a_truncation_in_place_while_behind_says_what_it_lost(tmp_path):
+    """logrotate's copytruncate while the follower read a flood late: the unread rest went
+    with the truncation, silently, and its Xid lines read as none logged (a review). The
+    error says how much was lost, for G2's window (``LOSS_SAID_S``), then no more."""
+    from fleetdeck.agents.real.kernel_log import LOSS_SAID_S
+
+    log = tmp_path / "syslog"
+    log.write_text("")
+    now = [1000.0]
+    f = FileFollower(log, clock=lambda: now[0])
+    assert f.poll() == []
+    with log.open("a") as fh:
+        fh.write(NOISE * 40_000 + XID + "\n")
+    f.poll()
+    unread = f.behind
+    assert unread > 1 << 20
+    with log.open("r+") as fh:
+        fh.truncate(0)
+    with log.open("a") as fh:
+        fh.write("after truncation\n")
+    assert f.poll()[-1] == "after truncation"  # after the cut line read before it
+    assert f.error == (f"{log}: {unread / (1 << 20):.1f} MiB lost at a truncation in place "
+                       "(logrotate's copytruncate while a flood was read late): its Xid lines "
+                       "were never read; look for them in the rotated copy")
+    now[0] += LOSS_SAID_S - 1
+    assert f.poll() == [] and f.error and "lost at a truncation" in f.error
+    now[0] += 1
+    assert f.poll() == [] and f.error is None
+    # Not behind: a truncation loses nothing and says nothing.
+    with log.open("r+") as fh:
+        fh.truncate(0)
+    assert f.poll() == [] and f.error is None
+    f.close()
