@@ -610,6 +610,39 @@ class FileFollower:
             self._fh = None
 
 
+STDERR_KEPT = 4096
+
+JOURNAL_HINTS = ("not seeing messages from other users",
+                 "No journal files were opened due to insufficient permissions")
+"""What journalctl says on stderr (unless ``--quiet``) when its user may not read the system
+journal: it shows that user's own entries only, and exits 0 (systemd's journalctl.c,
+``access_check``)."""
+JOURNAL_GROUPS = frozenset({"systemd-journal", "adm", "wheel"})
+"""The groups whose members read the whole journal (besides root)."""
+
+
+def journal_access() -> str:
+    """'' where this process may read the whole journal (root, or one of ``JOURNAL_GROUPS``);
+    else its user, as the error names it."""
+    import grp
+    import pwd
+
+    if os.geteuid() == 0:
+        return ""
+    names = set()
+    for gid in {os.getegid(), *os.getgroups()}:
+        try:
+            names.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    if names & JOURNAL_GROUPS:
+        return ""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
+
+
 class CommandFollower:
     """Lines of a long-running command (``journalctl --follow``) without a thread: the pipe is
     non-blocking and drained on every poll. Restarted (at most every ``restart_s``) if it exits."""
@@ -617,9 +650,14 @@ class CommandFollower:
     history = False
 
     def __init__(self, argv: Sequence[str] = JOURNAL_CMD, *, restart_s: float = 30.0,
-                 max_bytes: int = 1 << 20) -> None:
+                 max_bytes: int = 1 << 20, keep_stderr: bool = False) -> None:
         self.argv = list(argv)
         self.restart_s = restart_s
+        self.keep_stderr = keep_stderr
+        self.stderr = ""
+        """What the command said on stderr, its first ``STDERR_KEPT`` characters (with
+        ``keep_stderr``: a finite command's, as journalctl's hint that it shows only the
+        user's own entries; a follower's is not read, and goes nowhere)."""
         self.max_bytes = max_bytes
         """Read at most this much a poll: a day of a busy journal read back at once held the
         agent's sample loop for seconds (a review: 1.5 s for 200k lines). The rest waits in
@@ -636,7 +674,7 @@ class CommandFollower:
         try:
             self._proc = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE if self.keep_stderr else subprocess.DEVNULL,
             )
         except OSError as exc:
             self.error = f"{self.argv[0]}: {exc.strerror or exc}"
@@ -644,6 +682,8 @@ class CommandFollower:
             return
         assert self._proc.stdout is not None
         os.set_blocking(self._proc.stdout.fileno(), False)
+        if self._proc.stderr is not None:
+            os.set_blocking(self._proc.stderr.fileno(), False)
         self.error = None
         self.exited = None
 
@@ -665,16 +705,37 @@ class CommandFollower:
             except BlockingIOError:
                 break
             if not data:
+                self._read_stderr()
                 rc = self.exited = self._proc.wait()
                 self.error = f"{self.argv[0]} exited with status {rc}"
                 stdout.close()
+                if self._proc.stderr is not None:
+                    self._proc.stderr.close()
                 self._proc = None
                 break
             chunks.append(data)
             left -= len(data)
+        if self._proc is not None:
+            self._read_stderr()
         self._buf += b"".join(chunks)
         *lines, self._buf = self._buf.split(b"\n")
         return [ln.decode(errors="replace") for ln in lines]
+
+    def _read_stderr(self) -> None:
+        """What stderr holds now, kept to ``STDERR_KEPT`` characters (read past them, so
+        the command never blocks on a full pipe)."""
+        err = self._proc.stderr if self._proc is not None else None
+        if err is None:
+            return
+        while True:
+            try:
+                data = os.read(err.fileno(), 1 << 16)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            if len(self.stderr) < STDERR_KEPT:
+                self.stderr = (self.stderr + data.decode(errors="replace"))[:STDERR_KEPT]
 
     def close(self) -> None:
         if self._proc is not None:
@@ -684,8 +745,9 @@ class CommandFollower:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-            if self._proc.stdout is not None:
-                self._proc.stdout.close()
+            for pipe in (self._proc.stdout, self._proc.stderr):
+                if pipe is not None:
+                    pipe.close()
             self._proc = None
 
 
@@ -705,10 +767,36 @@ class JournalFollower:
         self.error: str | None = None
         self.history = True
         self._back: CommandFollower | None = CommandFollower(
-            journal_argv(journalctl, *JOURNAL_BACK), restart_s=restart_s, max_bytes=max_bytes)
+            journal_argv(journalctl, *JOURNAL_BACK), restart_s=restart_s, max_bytes=max_bytes,
+            keep_stderr=True)
         self._live: CommandFollower | None = None
         self._max_bytes = max_bytes
         self._cursor = ""
+        self._read_back = 0
+        """Lines the read-back gave (``_partial``)."""
+        self.partial = ""
+        """Why journalctl shows this agent only its user's own entries ('' where it shows
+        all): said in ``error`` for as long as the agent runs."""
+        self.access: Callable[[], str] = journal_access
+        """The user that may not read the whole journal, '' where it may (tests replace it)."""
+
+    def _say(self, error: str | None) -> None:
+        self.error = "; ".join(e for e in (self.partial, error) if e) or None
+
+    def _partial(self, back: CommandFollower) -> str:
+        """Why the read-back showed only the user's own entries, from journalctl's own hint
+        or, where it gave none (``--quiet`` in a wrapper, a version without it), from an
+        empty read-back by a user outside ``JOURNAL_GROUPS``: journalctl exits 0 and says
+        nothing else, and the agent read no XID for as long as it ran (a review)."""
+        hint = next((h for h in JOURNAL_HINTS if h in back.stderr), "")
+        user = self.access() if hint or not self._read_back else ""
+        if not hint and not user:
+            return ""
+        said = f"; journalctl says: {hint}" if hint else ""
+        who = f"its user, {user}, is" if user else "its user is"
+        return (f"{self.journalctl}: shows the agent only its own user's entries, not the "
+                f"kernel's ({who} not root nor in group systemd-journal or adm{said}): "
+                "blind to XIDs and carrier losses; add the user to systemd-journal")
 
     def poll(self) -> list[str]:
         back = self._back
@@ -717,7 +805,7 @@ class JournalFollower:
             assert live is not None
             self.history = False
             lines = live.poll()
-            self.error = live.error
+            self._say(live.error)
             if live.exited is not None:
                 # Started again, from its end then: after the cursor, it would send again
                 # every line since the agent's start.
@@ -729,8 +817,11 @@ class JournalFollower:
                 self._cursor = line[len(_CURSOR):].strip()
             elif not line.startswith("-- "):  # "-- No entries --"
                 out.append(line)
+        self._read_back += len(out)
         self.history = True
-        self.error = back.error if back.exited != 0 else None
+        if back.exited == 0 and not self.partial:
+            self.partial = self._partial(back)
+        self._say(back.error if back.exited != 0 else None)
         if back.exited is not None or (back.error and back.exited is None):
             # Read to its end (or it could not run: following says why again).
             back.close()

@@ -1,5 +1,6 @@
 """Kernel/system log parsing: Xid lines and IPoIB carrier flaps (aznhc test data, MIT)."""
 
+import os
 import sys
 import time
 
@@ -500,3 +501,81 @@ def test_a_truncation_in_place_while_behind_says_what_it_lost(tmp_path):
         fh.truncate(0)
     assert f.poll() == [] and f.error is None
     f.close()
+
+
+PARTIAL_JOURNALCTL = """#!/usr/bin/env python3
+# journalctl run by a user outside systemd-journal/adm: its own entries only (none of the
+# kernel's), exit 0, and with HINT set the hint systemd's journalctl prints on stderr.
+import os, sys, time
+if "--follow" in sys.argv:
+    time.sleep(30)
+    sys.exit(0)
+if os.environ.get("HINT"):
+    print("Hint: You are currently not seeing messages from other users and the system.\\n"
+          "      Users in groups 'adm', 'systemd-journal' can see all messages.\\n"
+          "      Pass -q to turn off this notice.", file=sys.stderr)
+print("-- No entries --")
+"""
+
+
+def partial_journalctl(tmp_path, monkeypatch, hint: bool):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = bin_dir / "journalctl"
+    path.write_text(PARTIAL_JOURNALCTL.replace("#!/usr/bin/env python3", f"#!{sys.executable}"))
+    path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HINT", "1" if hint else "")
+
+
+def test_a_journal_the_agent_may_not_read_whole_is_said_and_read_as_blind(tmp_path,
+                                                                          monkeypatch):
+    """journalctl run without the journal's permission shows only its user's own entries
+    and exits 0: the agent read no XID for as long as it ran and said nothing (a review).
+    journalctl's hint on stderr is read, and the agent's errors say it (A1)."""
+    from fleetdeck.agents.real.kernel_log import make_follower
+    from fleetdeck.agents.real.source import RealSource
+    from fleetdeck.console.health import blind_findings
+
+    partial_journalctl(tmp_path, monkeypatch, hint=True)
+    src = RealSource("test", kernel_log=make_follower("journal"))
+    src.inventory()
+    errors: list[str] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not errors:
+        errors = [e for e in src.read(time.time()).errors if e.startswith("kernel log: ")]
+        time.sleep(0.02)
+    for _ in range(3):  # said at every sample, not once
+        assert errors == [e for e in src.read(time.time()).errors
+                          if e.startswith("kernel log: ")]
+    src.close()
+    assert len(errors) == 1 and errors[0].startswith(
+        "kernel log: journalctl: shows the agent only its own user's entries, not the kernel's")
+    assert ("journalctl says: not seeing messages from other users" in errors[0]
+            and errors[0].endswith("add the user to systemd-journal"))
+    (a1,) = blind_findings(tuple(errors))
+    assert (a1.rule, a1.component) == ("A1", "kernel log")
+    assert "blind to XIDs on this node" in a1.text
+
+
+def test_an_empty_journal_read_by_a_user_outside_its_groups_is_said(tmp_path, monkeypatch):
+    """No hint (a wrapper's --quiet, a journalctl without it): nothing read back by a user
+    that is not root nor in systemd-journal/adm is the same blindness; by one that is, an
+    empty day of the journal."""
+    partial_journalctl(tmp_path, monkeypatch, hint=False)
+    for user, said in (("fleetdeck", True), ("", False)):
+        f = JournalFollower("journalctl", restart_s=0)
+        f.access = lambda user=user: user
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and f.history:
+            f.poll()
+            time.sleep(0.02)
+        f.poll()
+        f.close()
+        if said:
+            assert f.error == (
+                "journalctl: shows the agent only its own user's entries, not the kernel's "
+                "(its user, fleetdeck, is not root nor in group systemd-journal or adm): "
+                "blind to XIDs and carrier losses; add the user to systemd-journal")
+        else:
+            assert f.error is None
