@@ -20,6 +20,7 @@ alike)."""
 
 OTHERS = frozenset({
     "AGENT_ARGS",        # the systemd unit's extra agent flags (agents/systemd)
+    "COLLECT_ARGS",      # the collector's unit's extra flags (agents/systemd)
     "PROGRESS_DELAY",    # console/cli/progress.py
     "BENCH_STALLS",      # bench/
     "UPDATE_SNAPSHOTS",  # tests/tui: rewrite the screen snapshots
