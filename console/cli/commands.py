@@ -25,6 +25,7 @@ from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error
 from fleetdeck.console import publish_probe
 from fleetdeck.console.audit import AuditLog, AuditRecord, AuditSink
 from fleetdeck.console.commands import (
+    DRAINING,
     BlastRadius,
     Phase,
     Request,
@@ -172,6 +173,8 @@ class CommandRun:
         self._connected_at: float | None = None
         self._waiting_said = False
         """Whether the wait for the command's nodes' first telemetry was said."""
+        self._draining_said = False
+        """Whether a finish drain's wait for DRAINED was said (``_say_draining``)."""
         self._lost_at: float | None = None
         """When the link to the broker was lost (None: up, or never up yet)."""
         self._heard = 0
@@ -324,6 +327,8 @@ class CommandRun:
                 self.say(f"{describe_op(req)} [{req.request_id}] requested by {self.operator}")
                 deadline = self.clock() + self.timeout_s
                 return False
+            if wait_done:
+                self._say_draining(req, report.commands, deadline - self.clock())
             probe = session.probe
             hint = "" if probe is None or self._answered else probe.hint()
             if hint and not hint_said and self.clock() < deadline:
@@ -582,6 +587,24 @@ class CommandRun:
                 raise UnknownTargets(f"{err}; clusters seen there: {', '.join(others)}",
                                      nothing_heard=True) from None
             raise
+
+    def _say_draining(self, req: Request, moves: Iterable[Transition], left_s: float) -> None:
+        """Say once, on stderr (stdout keeps its lines for scripts), that a finish drain's
+        nodes said DRAINING and what the wait is for: a drain of a busy node said "status now
+        DRAINING", then nothing for the 60 s of its --timeout before exit 6, "still draining"
+        (a fresh-clone walk-through), and the operator could not tell a wait from a hang."""
+        if self._draining_said or req.op is not CommandOp.DRAIN or req.mode is not DrainMode.FINISH:
+            return
+        nodes = [tr.target for tr in moves if tr.request is req
+                 and tr.new is Phase.ACKNOWLEDGED and tr.detail == DRAINING]
+        if not nodes:
+            return
+        self._draining_said = True
+        one = len(nodes) == 1
+        print(f"{compress(nodes)} {'is' if one else 'are'} DRAINING: "
+              f"{draining_jobs(req.mode, one=one)}; waiting up to {max(0.0, left_s):.0f} s for "
+              f"DRAINED (--timeout); Ctrl-C or the --timeout leaves the drain in place "
+              f"('fleetdeck resume {req.target_text}' undoes it)", file=sys.stderr, flush=True)
 
     def _say_waiting(self, owed: list[str], left_s: float) -> None:
         """Say once, on stderr (stdout keeps the result for scripts), which nodes' first

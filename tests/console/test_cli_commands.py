@@ -541,6 +541,33 @@ def test_a_drain_that_took_but_still_drains_exits_6_not_4(sim, tmp_path):
     assert all(f"{n}: no result within 6 s (DRAINING)" in record["detail"] for n in busy), record
 
 
+def test_a_finish_drain_of_a_busy_node_says_on_stderr_what_it_waits_for(sim, tmp_path):
+    """A drain of a busy node said "status now DRAINING", then nothing for its --timeout (60 s
+    by default) before exit 6 "still draining" (a fresh-clone walk-through): once the node says
+    DRAINING, one line on stderr says its jobs finish first, how long the wait for DRAINED is,
+    and that Ctrl-C or the --timeout leaves the drain in place. stdout keeps its lines."""
+    status = run_cli("status", "--json", "--broker", str(sim.url), "--cluster", "cli")
+    busy = next(n["id"] for n in json.loads(status.stdout)["nodes"] if n["job"])
+    out = cli(sim, tmp_path / "audit.jsonl", "drain", busy, "--reason", "busy", "--timeout", "6")
+    assert out.returncode == 6, out.stdout + out.stderr
+    said = [line for line in out.stderr.splitlines() if "DRAINING" in line]
+    assert len(said) == 1, out.stderr
+    (line,) = said
+    assert line.startswith(f"{busy} is DRAINING: its jobs run to completion first; waiting up "
+                           "to "), line
+    left = int(line.split("waiting up to ", 1)[1].split(" s", 1)[0])
+    assert 0 < left <= 6, line
+    assert (f"Ctrl-C or the --timeout leaves the drain in place ('fleetdeck resume {busy}' "
+            "undoes it)") in line, line
+    assert "waiting up to" not in out.stdout, out.stdout
+    assert f"  {busy}: status now DRAINING" in out.stdout.splitlines(), out.stdout
+    # A drain of an idle node goes straight to DRAINED: nothing to wait for, nothing said.
+    idle = next(n["id"] for n in json.loads(status.stdout)["nodes"] if not n["job"])
+    out = cli(sim, tmp_path / "audit.jsonl", "drain", idle, "--reason", "idle", "--timeout", "6")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "DRAINING" not in out.stderr, out.stderr
+
+
 def test_a_drain_and_resume_of_many_nodes_say_their_progress_by_hostlist_not_a_line_a_node(
         mosquitto, tmp_path):
     """A 2026-12-07 drill: `drain 'gpu[0001-0512]'` printed 1,068 lines (an acknowledgement
