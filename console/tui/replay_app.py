@@ -38,6 +38,9 @@ lines name no node as their source (``Player.line_at``)."""
 
 DAMAGE_NOTICE_S = 15.0
 """The replay console says new damage at most this often (``ReplayApp._tell_damage``)."""
+WIDE_TOAST_W, WIDE_TOAST_H = 120, 40
+"""A screen at least this wide and tall shows the judged-at-start note whole, with three
+findings (a toast 60 wide, 12 tall); a smaller one a three-line note of node names."""
 
 
 class ReplayApp(FleetdeckApp):
@@ -83,9 +86,18 @@ class ReplayApp(FleetdeckApp):
         judged = self.player.reader.header.judged_at_start
         if judged:
             # The live console's judgement at the start may rest on the hour before it.
-            names = ", ".join(j.text for j in judged[:3])
-            self.notify(f"{esc(judged_note(len(judged)))}; first: {esc(names)}",
-                        severity="warning", timeout=20)
+            if self.size.width < WIDE_TOAST_W or self.size.height < WIDE_TOAST_H:
+                # The whole note and three findings took 12 of 24 rows, over half the node
+                # detail, for 20 s (a fresh-clone walk-through at 80x24): three short lines.
+                more = f" +{len(judged) - 3}" if len(judged) > 3 else ""
+                names = ", ".join(j.node for j in judged[:3]) + more
+                text = (f"its console judged {len(judged)} node(s) not ok at the start, maybe "
+                        f"on findings the replay lacks: {names} (all: replay --headless "
+                        "--summary-json)")
+            else:
+                names = ", ".join(j.text for j in judged[:3])
+                text = f"{judged_note(len(judged))}; first: {names}"
+            self.notify(esc(text), severity="warning", timeout=20)
 
     def tick(self, paint_later: bool = False) -> TickReport:
         # ``paint_later`` is the live console's: ``_next`` paints in a step of its own after a

@@ -259,6 +259,43 @@ async def test_a_recording_that_began_mid_run_says_what_its_console_judged(tmp_p
         assert len(app._timers) == 1, app._timers  # the tick, started once
 
 
+async def test_the_judged_at_start_note_fits_a_small_screen(tmp_path):
+    """At 80x24 the note with three findings was a toast 12 rows tall, over half the node
+    detail, for 20 s (a fresh-clone walk-through): there it is three lines of node names; a
+    large screen keeps the whole note."""
+    import gzip
+    import json
+
+    from textual.widgets._toast import Toast, ToastRack
+
+    lines = gzip.decompress(FIXTURE.read_bytes()).decode().splitlines()
+    head = json.loads(lines[0])
+    head["judged_at_start"] = [
+        {"node": f"gpu{46 + i:04d}", "verdict": "failed",
+         "findings": ["N3 mlx5_ib6:1: 53021 symbol errors/h (> 120/h)",
+                      "N2 mlx5_ib6:1: link downed 3 times in the last hour"]}
+        for i in range(18)]
+    rec = tmp_path / "mid.jsonl"
+    rec.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    for size, rows in (((80, 24), 5), ((160, 48), 12)):
+        app = ReplayApp(rec, speed=1.0)
+        app.auto_tick = False
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await pilot.pause()
+            rack = app.screen.get_child_by_type(ToastRack)
+            await pilot_until(pilot, lambda r=rack: any(w.region.height for w in r.query(Toast)),
+                              "the toast")
+            (toast,) = rack.query(Toast)
+            (said,) = [n.message for n in app._notifications]
+            assert "its console judged 18 node(s) not ok" in said, said
+            assert toast.region.height <= rows, (size, toast.region, said)
+            if size == (80, 24):
+                assert "gpu0046, gpu0047, gpu0048 +15" in said, said
+                assert "replay --headless --summary-json" in said, said
+            else:
+                assert "gpu0046 failed: N3" in said, said
+
+
 async def test_a_damaged_recording_says_so_in_the_console(monkeypatch, tmp_path):
     """A truncated recording played to its cut and said "done", malformed 0, nothing on exit
     (a newcomer's run), where the headless replay said so on stderr with exit 1."""
