@@ -174,15 +174,40 @@ class FleetGrid(Widget, can_focus=True):
         usable = self.size.width - self.label_width
         return max(1, usable // (self.gpus_per_node + 1))
 
-    def _clamp_top(self) -> None:
+    @property
+    def lines(self) -> int:
+        """Lines the whole grid takes."""
+        return (len(self.node_ids) + self.per_line - 1) // self.per_line
+
+    @property
+    def rows_shown(self) -> int:
+        """Lines of nodes on screen: all but the last when the grid does not fit, which says
+        how many more there are (``_more_line``)."""
         h = max(1, self.size.height)
+        return h - 1 if h >= 2 and self.lines > h else h
+
+    def _clamp_top(self) -> None:
+        h = self.rows_shown
         line = self.cursor_node // self.per_line
         if line < self.top:
             self.top = line
         elif line >= self.top + h:
             self.top = line - h + 1
-        lines = (len(self.node_ids) + self.per_line - 1) // self.per_line
-        self.top = max(0, min(self.top, max(0, lines - h)))
+        self.top = max(0, min(self.top, max(0, self.lines - h)))
+
+    def _more_line(self, width: int) -> Strip:
+        """The rows above and below the screen: at 80x24 the demo's grid showed 8 of its 10
+        rows with nothing saying more existed (a fresh-clone walk-through)."""
+        above = self.top
+        below = max(0, self.lines - self.top - self.rows_shown)
+        words = []
+        if below:
+            words.append(f"↓ {below} more row{'s' if below != 1 else ''}")
+        if above:
+            words.append(f"↑ {above} row{'s' if above != 1 else ''} above")
+        text = " · ".join(words) + " (arrows, j/k or the wheel scroll)"
+        style = self.get_component_rich_style("fleetgrid--label")
+        return Strip([Segment(text, style)]).crop_extend(0, width, BLANK)
 
     def on_resize(self) -> None:
         self._line_cache.clear()
@@ -206,6 +231,8 @@ class FleetGrid(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        if y >= self.rows_shown:
+            return self._more_line(width)
         per_line = self.per_line
         first = (self.top + y) * per_line
         if first >= len(self.node_ids):
@@ -418,6 +445,8 @@ class FleetGrid(Widget, can_focus=True):
         if x < 0:
             return
         per = self.gpus_per_node + 1
+        if event.y >= self.rows_shown:
+            return  # the line of rows above and below
         node = (self.top + event.y) * self.per_line + x // per
         gpu = x % per
         if gpu < self.gpus_per_node and node < len(self.node_ids):

@@ -300,3 +300,30 @@ async def test_the_top_problems_use_the_height_there_is(size, shown):
             panels = screen.query_one("#panels")
             assert panels.display and panels.size.height >= 6
             assert panels.region.bottom >= size[1] - 2
+
+
+
+async def test_a_grid_taller_than_the_screen_says_how_many_rows_are_off_it():
+    """At 80x24 the demo's 64 nodes took 10 grid rows, 8 shown, with nothing saying more
+    existed (a fresh-clone walk-through): the grid's last line says how many rows are below,
+    and above once the cursor has moved the grid down."""
+    world = World(128)
+    world.populate()
+    async with world.app.run_test(size=(80, 24)) as pilot:
+        screen = await overview(world, pilot)
+        grid = screen.grid
+        lines = -(-len(grid.node_ids) // grid.per_line)
+        shown = grid.size.height - 1  # the last says what is off the screen
+        assert lines > shown + 1, (lines, shown)
+        rows = text_of(world.app).splitlines()
+        more = [r for r in rows if "more row" in r]
+        assert len(more) == 1, rows
+        assert f"↓ {lines - shown} more rows" in more[0] and "above" not in more[0], more
+        grid.focus()
+        grid.action_ends(1)  # to the last node: the grid moves down
+        await pilot.pause()
+        rows = text_of(world.app).splitlines()
+        (more,) = [r for r in rows if "rows above" in r]
+        assert f"↑ {lines - shown} rows above" in more and "more row" not in more, more
+        last = grid.node_ids[(lines - 1) * grid.per_line]  # the last row's label
+        assert any(r.lstrip().startswith(f"{last} ") for r in rows), rows
