@@ -508,6 +508,11 @@ class FileFollower:
         self._buf = b""
         self._lost: tuple[float, str] | None = None
         """When lines were lost, and what says so (``LOSS_SAID_S``)."""
+        self._queued: list[list[int]] = []
+        """Files put in the path's place while an older one's rest was still read, oldest
+        first: [fd, inode, size last seen], each opened at its rotation and read from its
+        start in turn. Opened only once the older rest was read, a file rotated again in
+        the meantime (two rotations in a flood read a MiB a poll) was never read."""
 
     def poll(self) -> list[str]:
         try:
@@ -517,16 +522,37 @@ class FileFollower:
             return []
         out: list[str] = []
         budget = self.max_bytes
-        if self._fh is not None and st.st_ino != self._ino:
-            # Rotated (renamed, a new file in its place): the old file's rest is read first,
-            # what was written to it since the last poll (an Xid logged in the second before
-            # a rotation was never seen: a real-node drill). Capped as any read: at a rotation
-            # during a flood, hundreds of MiB were read in one poll.
+        newest = self._queued[-1][1] if self._queued else self._ino
+        if self._fh is not None and st.st_ino != newest:
+            # Rotated (renamed, a new file in its place): the new file is held open now and
+            # read once the older rest is, a rotation again meanwhile included.
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+                ino = os.fstat(fd).st_ino
+            except OSError as exc:
+                self.error = f"{self.path}: {exc.strerror or exc}"
+                return out
+            if ino == newest:
+                os.close(fd)  # rotated back between the stat and the open: nothing new
+            else:
+                self._queued.append([fd, ino, 0])
+        while self._queued:
+            # The old file's rest first, what was written to it since the last poll (an Xid
+            # logged in the second before a rotation was never seen: a real-node drill).
+            # Capped as any read: at a rotation during a flood, hundreds of MiB were read in
+            # one poll.
             lines, budget, ended = self._drain(budget)
             out += lines
             if not ended:
-                self._say(self._unread() + st.st_size)
+                self._say(self._unread() + self._queued_unread())
                 return out
+            if self._buf:
+                out.append(self._buf.decode(errors="replace"))  # its cut last line
+                self._buf = b""
+            self.close_current()
+            fd, ino, seen = self._queued.pop(0)
+            self._fh, self._ino, self._pos, self._size = fd, ino, 0, seen
+            self._note_lost(self._unread(), seen)
         # Smaller than it was: truncated in place, though refilled past where we read (a
         # flood, read late, refills it within a sample; a log only grows otherwise).
         truncated = st.st_size < max(self._pos, self._size)
@@ -536,17 +562,14 @@ class FileFollower:
                 # Truncated in place (logrotate's copytruncate) while behind: what was unread
                 # is in the copy, never read here. Said, or the Xid lines in it read as none
                 # logged (docs/real-nodes.md).
-                self._lost = (self.clock(), (
-                    f"{self.path}: {(self._size - self._pos) / (1 << 20):.1f}"
-                    f"{LOST_AT_TRUNCATION} (logrotate's copytruncate while a flood was read "
-                    "late): its Xid lines were never read; look for them in the rotated copy"))
+                self._note_lost(0, self._size - self._pos)
             if self._buf:
                 # The old file's cut last line is a line of its own, rotated or truncated in
                 # place (logrotate's copytruncate): kept, it was glued to the new file's first
                 # line ('Xid parnew1') and an Xid line that began the new file was lost.
                 out.append(self._buf.decode(errors="replace"))
                 self._buf = b""
-            self.close()
+            self.close_current()
             try:
                 self._fh = os.open(self.path, os.O_RDONLY)
             except OSError as exc:
@@ -559,6 +582,30 @@ class FileFollower:
         lines, _left, _ended = self._drain(budget)
         self._say(self._unread())
         return out + lines
+
+    def _queued_unread(self) -> int:
+        """Bytes of the files waiting their turn; one truncated in place since its last look
+        (copytruncate before its first line was read) lost what it held then."""
+        total = 0
+        for q in self._queued:
+            try:
+                size = os.fstat(q[0]).st_size
+            except OSError:
+                size = q[2]
+            self._note_lost(size, q[2])
+            q[2] = size
+            total += size
+        return total
+
+    def _note_lost(self, size: int, seen: int) -> None:
+        """A file of ``seen`` unread bytes now ``size`` long lost them at a truncation in
+        place: said for ``LOSS_SAID_S``."""
+        if size >= seen:
+            return
+        self._lost = (self.clock(), (
+            f"{self.path}: {seen / (1 << 20):.1f}"
+            f"{LOST_AT_TRUNCATION} (logrotate's copytruncate while a flood was read "
+            "late): its Xid lines were never read; look for them in the rotated copy"))
 
     def _unread(self) -> int:
         """Bytes of the open file past ``_pos`` (its size kept in ``_size``)."""
@@ -604,10 +651,16 @@ class FileFollower:
         *lines, self._buf = self._buf.split(b"\n")
         return [ln.decode(errors="replace") for ln in lines]
 
-    def close(self) -> None:
+    def close_current(self) -> None:
         if self._fh is not None:
             os.close(self._fh)
             self._fh = None
+
+    def close(self) -> None:
+        self.close_current()
+        for q in self._queued:
+            os.close(q[0])
+        self._queued.clear()
 
 
 STDERR_KEPT = 4096
