@@ -846,10 +846,20 @@ class JournalFollower:
         if not hint and not user:
             return ""
         said = f"; journalctl says: {hint}" if hint else ""
-        who = f"its user, {user}, is" if user else "its user is"
+        if not user:
+            # Root or in a journal group, and still its own entries only: the journal's files
+            # are not readable here as the host sets them (a container, whose groups' ids are
+            # not the host's; root in a user namespace, which owns none of them). Said as it
+            # is: "not root nor in systemd-journal, add it" sent the operator to a group the
+            # agent was in already (a review).
+            return (f"{self.journalctl}: shows the agent only its own user's entries, not "
+                    f"the kernel's, though its user is root or in group systemd-journal or "
+                    f"adm{said}: blind to XIDs and carrier losses; check that it may read the "
+                    "journal's files (/var/log/journal: a container or a user namespace maps "
+                    "their owner and group otherwise)")
         return (f"{self.journalctl}: shows the agent only its own user's entries, not the "
-                f"kernel's ({who} not root nor in group systemd-journal or adm{said}): "
-                "blind to XIDs and carrier losses; add the user to systemd-journal")
+                f"kernel's (its user, {user}, is not root nor in group systemd-journal or "
+                f"adm{said}): blind to XIDs and carrier losses; add the user to systemd-journal")
 
     def poll(self) -> list[str]:
         back = self._back

@@ -593,7 +593,10 @@ def test_a_journal_the_agent_may_not_read_whole_is_said_and_read_as_blind(tmp_pa
     from fleetdeck.console.health import blind_findings
 
     partial_journalctl(tmp_path, monkeypatch, hint=True)
-    src = RealSource("test", kernel_log=make_follower("journal"))
+    follower = make_follower("journal")
+    assert isinstance(follower, JournalFollower)
+    follower.access = lambda: "fleetdeck"
+    src = RealSource("test", kernel_log=follower)
     src.inventory()
     errors: list[str] = []
     deadline = time.monotonic() + 10
@@ -609,6 +612,34 @@ def test_a_journal_the_agent_may_not_read_whole_is_said_and_read_as_blind(tmp_pa
     assert ("journalctl says: not seeing messages from other users" in errors[0]
             and errors[0].endswith("add the user to systemd-journal"))
     (a1,) = blind_findings(tuple(errors))
+    assert (a1.rule, a1.component) == ("A1", "kernel log")
+    assert "blind to XIDs on this node" in a1.text
+
+
+def test_a_hint_to_a_user_in_the_journals_group_does_not_send_it_there(tmp_path,
+                                                                      monkeypatch):
+    """journalctl's hint to root in a user namespace, or to a user in systemd-journal in a
+    container whose journal files' group is another gid: said as 'not root nor in
+    systemd-journal; add the user to systemd-journal', a group it was in already (a review).
+    Still blind (A1), said as it is."""
+    from fleetdeck.console.health import blind_findings
+
+    partial_journalctl(tmp_path, monkeypatch, hint=True)
+    f = JournalFollower("journalctl", restart_s=0)
+    f.access = lambda: ""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and f.history:
+        f.poll()
+        time.sleep(0.02)
+    f.poll()
+    f.close()
+    assert f.error == (
+        "journalctl: shows the agent only its own user's entries, not the kernel's, though "
+        "its user is root or in group systemd-journal or adm; journalctl says: not seeing "
+        "messages from other users: blind to XIDs and carrier losses; check that it may read "
+        "the journal's files (/var/log/journal: a container or a user namespace maps their "
+        "owner and group otherwise)")
+    (a1,) = blind_findings((f"kernel log: {f.error}",))
     assert (a1.rule, a1.component) == ("A1", "kernel log")
     assert "blind to XIDs on this node" in a1.text
 
