@@ -490,18 +490,12 @@ class IbReader:
             if key in seen or new is None or new == key:
                 continue
             out.add(key)
-            self.renamed = True
             del self._known[key]
-            self._memory.pop(key, None)
-            self._carrier.pop(key, None)
             self._pci.pop(key, None)
-            self._events.append(EventDraft(
-                kind="ib_port_state",
-                message=f"{key}: back as {new} (the same HCA, {self._pci[new]}, "
-                        "named anew by the kernel: an HCA reset?)",
-                severity=Severity.WARN, component=new,
-                data={"renamed_from": key, "pci_addr": self._pci[new]},
-                ts_ms=int(now * 1000)))
+            self._say_renamed(
+                key, new, f"{key}: back as {new} (the same HCA, {self._pci[new]}, named anew "
+                "by the kernel: an HCA reset?)", {"renamed_from": key, "pci_addr": self._pci[new]},
+                now)
         return out
 
     def _other_hca(self, key: str, was: str, pci: str, now: float) -> None:
@@ -510,16 +504,20 @@ class IbReader:
         index to whichever registers first). Its counters are the other HCA's: differenced
         against this one's last read, the other's symbol errors read as a burst in one
         interval; and the birth's netdev and GPU pairing of the name are the other's."""
+        self._say_renamed(
+            key, key, f"{key}: now the HCA at {pci}, not {was} (HCAs named anew by the kernel: "
+            "an HCA reset?)", {"pci_addr": pci, "was_pci_addr": was}, now)
+
+    def _say_renamed(self, key: str, component: str, message: str,
+                     data: dict[str, bool | int | float | str | None], now: float) -> None:
+        """``key``'s counters and carrier history forgotten (they were another name's, or
+        another HCA's), the rename said as a WARN event on ``component``, and a birth owed."""
         self.renamed = True
         self._memory.pop(key, None)
         self._carrier.pop(key, None)
         self._events.append(EventDraft(
-            kind="ib_port_state",
-            message=f"{key}: now the HCA at {pci}, not {was} (HCAs named anew by the "
-                    "kernel: an HCA reset?)",
-            severity=Severity.WARN, component=key,
-            data={"pci_addr": pci, "was_pci_addr": was},
-            ts_ms=int(now * 1000)))
+            kind="ib_port_state", message=message, severity=Severity.WARN,
+            component=component, data=data, ts_ms=int(now * 1000)))
 
     def take_events(self) -> list[EventDraft]:
         events, self._events = self._events, []
