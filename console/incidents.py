@@ -176,9 +176,10 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     # regroups on every fleet change, and at 16,384 nodes a few passes over every node would
     # be most of a tick. Sorted, so the grouping does not depend on arrival order.
     nodes = state.nodes
-    # A node that talks unread is waiting, not an incident (``NodeState.unread_talking``).
-    bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
-           and st.verdict is not Verdict.OK and not st.unread_talking]
+    # A node that talks unread is waiting, not an incident (``NodeState.unread_talking``;
+    # ``talks`` first: a property's call on each of 16,384 nodes cost ~1 ms).
+    bad = [st for n in not_ok_sorted(state) if (st := nodes.get(n)) is not None
+           and st.verdict is not Verdict.OK and not (st.talks and st.unread_talking)]
     jobs_on = _jobs_by_node(state, bad)
     taken: set[str] = set()
     out: list[Incident] = []
@@ -213,7 +214,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     for inc in silences(state, jobs_on):
         out.append(inc)
         taken.update(inc.nodes)
-    for inc in job_faults(state, jobs_on, taken):
+    for inc in job_faults(state, jobs_on, taken, bad):
         out.append(inc)
         taken.update(inc.nodes)
     for inc in common_causes(state, bad, jobs_on, taken):
@@ -405,7 +406,7 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
         return [replace(inc, nodes=list(inc.nodes), jobs=list(inc.jobs), timeline=[])
                 for inc in memo[1]]
     nodes = state.nodes
-    silent = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
+    silent = [st for n in not_ok_sorted(state) if (st := nodes.get(n)) is not None
               and st.verdict in _SILENT and not st.job_stepping
               # Its deltas are heard (their keyframe is awaited): it talks, so neither its rack
               # nor the network to the broker is silent. As judged: deltas that stopped a
@@ -427,17 +428,20 @@ def silences(state: FleetState, jobs_on: dict[str, list[str]] | None = None) -> 
 
 
 def job_faults(state: FleetState, jobs_on: dict[str, list[str]] | None = None,
-               taken: set[str] | frozenset[str] = frozenset()) -> list[Incident]:
+               taken: set[str] | frozenset[str] = frozenset(),
+               pool: list[NodeState] | None = None) -> list[Incident]:
     """Failed nodes of one job whose verdicts changed within ``JOB_WINDOW_S`` of each other:
     one incident per such group of two or more, naming the job, the nodes and what each has
     (the blast radius at once), in job order. Not a node in ``taken`` (a switch's, a rack's),
     nor one whose job steps on (its agent died, not the node). The overview's top problems
-    show these as the incidents view does."""
-    nodes = state.nodes
+    show these as the incidents view does. ``pool``: the not-ok nodes by name, when the
+    caller has them (a failed node is not ok, and never one that talks unread)."""
+    if pool is None:
+        nodes = state.nodes
+        pool = [st for n in not_ok_sorted(state) if (st := nodes.get(n)) is not None]
     by_job: dict[str, list[NodeState]] = {}
-    for n in sorted(state.not_ok):
-        st = nodes.get(n)
-        if st is None or n in taken or st.verdict is not Verdict.FAILED or st.job_stepping:
+    for st in pool:
+        if st.verdict is not Verdict.FAILED or st.node_id in taken or st.job_stepping:
             continue
         jid = struck_job(st, state)
         if jid is not None:
@@ -611,6 +615,25 @@ def acted_on(state: FleetState, inc: Incident) -> bool:
     return not any((job := state.jobs.get(j)) is not None
                    and (failed := failed_job(job, state)) is not None and not failed.lapsed
                    for j in inc.jobs)
+
+
+_NOT_OK = "not_ok:sorted"
+
+
+def not_ok_sorted(state: FleetState) -> list[str]:
+    """``state.not_ok`` by name, kept while the set is the same: the incidents, their silences
+    and job faults and the overview's top problems each sorted the 16,384 names of a fleet
+    all not ok on every regroup (~3 ms each). Comparing the set with the one kept is a walk
+    in C. The list is shared: do not change it."""
+    memo = state.memo.get(_NOT_OK)
+    if memo is not None:
+        was: frozenset[str] = memo[0]  # type: ignore[assignment]  # Hashable, as kept
+        if state.not_ok == was:
+            names: list[str] = memo[1]
+            return names
+    names = sorted(state.not_ok)
+    state.memo[_NOT_OK] = (frozenset(state.not_ok), names)
+    return names
 
 
 def _jobs_by_node(state: FleetState, bad: list[NodeState]) -> dict[str, list[str]]:
@@ -796,7 +819,6 @@ and T1 (clocks off the same way: a time source they share). Not a drain-class fi
 warning of the hardware (G3's XID 94 on a GPU, G6's pending remap, G12/G13's heat, N4's symbol
 errors): each node's step there is its own (reset that GPU, check that port), and a switch or
 a rack that they share has its own incident (docs/architecture.md, "Incidents")."""
-_UNKEYED = ("", "", "")
 _HOSTLISTS = "common:hostlists"
 COMMON_MIN = 8
 """Nodes sharing one such warning that make it a common cause: this many, or ``COMMON_SHARE``
@@ -823,6 +845,39 @@ def _common_key(f: Finding) -> _Cause | None:
     return (f.rule, _gist(f.component), _gist(f.text))
 
 
+_Sig = tuple[tuple[_Cause, ...], tuple[int, ...]]
+"""A node's common causes, each once in the order its findings say them, and how many of its
+findings say each: one object for every node alike (``_common_sig``)."""
+_Entry = tuple[list[Finding], _Sig | None, bool, tuple[Finding, ...]]
+"""What a node's findings give ``common_causes``: the findings (held, so that the identities
+that key it stay theirs), their ``_Sig`` (None: no common cause's), whether one of them names
+something else wrong, and the first finding of each cause."""
+_COMMON_KEYS = "common:keys"
+
+
+def _common_entry(found: list[Finding], sigs: dict[_Sig, _Sig]) -> _Entry:
+    causes: list[_Cause] = []
+    counts: list[int] = []
+    firsts: list[Finding] = []
+    other = False
+    for f in found:
+        k = _common_key(f) if f.rule in COMMON_RULES else None
+        if k is None:
+            other = other or f.severity is not Severity.INFO
+            continue
+        if k in causes:
+            counts[causes.index(k)] += 1
+            continue
+        causes.append(k)
+        counts.append(1)
+        firsts.append(f)
+    sig: _Sig | None = None
+    if causes:
+        sig = (tuple(causes), tuple(counts))
+        sig = sigs.setdefault(sig, sig)
+    return list(found), sig, other, tuple(firsts)
+
+
 def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, list[str]],
                   taken: set[str] | frozenset[str] = frozenset()) -> list[Incident]:
     """One incident for each warning of ``COMMON_RULES`` that ``common_min`` nodes or more say
@@ -830,49 +885,60 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
     incidents of one title (a review). Its nodes are every node that says it; ``folded``, those
     with nothing else (no incident of their own): a node that also has an XID or a port down
     keeps its own incident for that. Not a node in ``taken`` (a switch's, a rack's, a job's),
-    nor a silent one (its silence is its incident). ``bad``: the nodes that are not ok."""
-    groups: dict[_Cause, list[NodeState]] = {}
-    first: dict[_Cause, Finding] = {}
-    count: dict[_Cause, int] = {}
-    # A node with a finding no common cause takes (an XID, a port down) keeps its own incident.
-    # Only that, and its own findings are what its incident would show (``shown_findings``), so
-    # the fold needs no second pass over them. ``solo``: the nodes of one cause and nothing else
-    # (nearly all); ``several``: of two or more causes and nothing else.
-    solo: dict[_Cause, list[str]] = {}
-    several: dict[str, set[_Cause]] = {}
-    # By the finding's id: the nodes of one cause hold the very same finding object (A1's are
-    # cached per errors tuple, ``health.blind_findings``), and a dataclass's hash is slow.
-    keys: dict[int, _Cause | None] = {}
+    nor a silent one (its silence is its incident). ``bad``: the nodes that are not ok, by
+    name."""
+    # What a node's findings give (``_Entry``) is kept between regroups by the findings'
+    # identities: the nodes of one cause hold the very same finding objects (A1's are cached
+    # per errors tuple, ``health.blind_findings``), sample after sample, and a dataclass's
+    # hash is slow (equal ones rebuilt, a digest's, are keyed by value in ``_common_key``).
+    # The nodes then go in one bucket per ``_Sig`` (by its identity: one object for all
+    # alike), the work per node a lookup and an append: at 16,384 nodes all blind, a pass
+    # over each node's findings was ~13 ms of a 50 ms stall budget (docs/performance.md,
+    # "Many nodes saying one warning alike"). Not by node: an entry of each node's own is
+    # one more object a node to read from memory, and read slower than the pass it spared.
+    memo = state.memo.get(_COMMON_KEYS)
+    entries: dict[object, _Entry]
+    sigs: dict[_Sig, _Sig]
+    entries, sigs = memo[1] if memo is not None else ({}, {})
+    if len(entries) > 2 * len(bad) + 64:
+        entries, sigs = {}, {}  # findings of nodes since changed: none piles up
+    state.memo[_COMMON_KEYS] = ((), (entries, sigs))
+    # id(sig) -> (sig, its nodes, of them those with nothing else wrong, the first's findings)
+    buckets: dict[int, tuple[_Sig, list[NodeState], list[str], tuple[Finding, ...]]] = {}
     for st in bad:
-        if st.node_id in taken or st.verdict in _SILENT:
+        node = st.node_id
+        if node in taken or st.verdict in _SILENT:
             continue
-        mine: list[_Cause] = []
-        other = bool(st.liveness or st.behind_switch)
-        for f in st.findings:
-            if f.rule not in COMMON_RULES:
-                other = other or f.severity is not Severity.INFO
-                continue
-            k = keys.get(id(f), _UNKEYED)
-            if k is _UNKEYED:
-                k = keys[id(f)] = _common_key(f)
-            if k is None:
-                other = other or f.severity is not Severity.INFO
-                continue
-            n = count.get(k)
-            if n is None:
-                first[k], groups[k], n = f, [], 0
-            count[k] = n + 1
-            if k not in mine:
-                mine.append(k)
-                groups[k].append(st)
-        if not mine or other:
+        found = st.findings
+        ids: object = id(found[0]) if len(found) == 1 else tuple(map(id, found))
+        e = entries.get(ids)
+        if e is None:
+            e = entries[ids] = _common_entry(found, sigs)
+        sig = e[1]
+        if sig is None:
             continue
-        if len(mine) == 1:
-            solo.setdefault(mine[0], []).append(st.node_id)
-        else:
-            several[st.node_id] = set(mine)
+        b = buckets.get(id(sig))
+        if b is None:
+            b = buckets[id(sig)] = (sig, [], [], e[3])
+        b[1].append(st)
+        # A node with a finding no common cause takes (an XID, a port down) keeps its own
+        # incident. Only that, and its own findings are what its incident would show
+        # (``shown_findings``), so the fold needs no second pass over them.
+        if not (e[2] or st.liveness or st.behind_switch):
+            b[2].append(node)
+    # Each cause's nodes, how many findings say it, and the first of them (in name order).
+    groups: dict[_Cause, list[list[NodeState]]] = {}
+    count: dict[_Cause, int] = {}
+    first: dict[_Cause, tuple[str, Finding]] = {}
+    for (causes, counts), members, _clean, firsts in buckets.values():
+        for k, n, f in zip(causes, counts, firsts, strict=True):
+            groups.setdefault(k, []).append(members)
+            count[k] = count.get(k, 0) + n * len(members)
+            head = first.get(k)
+            if head is None or members[0].node_id < head[0]:
+                first[k] = (members[0].node_id, f)
     need = common_min(len(state.nodes))
-    common = {k: members for k, members in groups.items() if len(members) >= need}
+    common = {k: parts for k, parts in groups.items() if sum(map(len, parts)) >= need}
     if not common:
         return []
     out: list[Incident] = []
@@ -882,19 +948,25 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
     kept: dict[_Cause, tuple[tuple[str, ...], str]] = memo[1] if memo is not None else {}
     hostlists: dict[_Cause, tuple[tuple[str, ...], str]] = {}
     state.memo[_HOSTLISTS] = ((), hostlists)
-    for k, members in sorted(common.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for k, parts in sorted(common.items(), key=lambda kv: (-sum(map(len, kv[1])), kv[0])):
+        members = parts[0] if len(parts) == 1 else sorted(
+            (st for part in parts for st in part), key=_node_id)
         # Folded: every finding that names the node's trouble is a common cause's (a node
         # with two, one of them of too few nodes to be one, keeps its own incident).
-        folded = solo.get(k, [])
-        if several:
-            folded = sorted([*folded, *(n for n, ks in several.items()
-                                        if k in ks and ks <= common.keys())])
+        folds = [clean for (causes, _n), _m, clean, _f in buckets.values()
+                 if clean and k in causes and common.keys() >= set(causes)]
+        folded = folds[0] if len(folds) == 1 else sorted(n for part in folds for n in part)
         names = tuple(st.node_id for st in members)
         was = kept.get(k)
         hostlists[k] = was if was is not None and was[0] == names else (names, compress(names))
-        out.append(_common_incident(k, list(names), hostlists[k][1], folded, first[k],
-                                    count[k], min(map(_since, members)), jobs_on))
+        out.append(_common_incident(k, list(names), hostlists[k][1], list(folded),
+                                    first[k][1], count[k], min(map(_since, members)),
+                                    jobs_on))
     return out
+
+
+def _node_id(st: NodeState) -> str:
+    return st.node_id
 
 
 def _common_incident(k: _Cause, names: list[str], where: str, folded: list[str], first: Finding,
@@ -957,18 +1029,32 @@ def _attach_timelines(found: list[Incident], log: Iterable[EventLine]) -> None:
     named: set[str] = set()
     for line in lines:
         named.update(line.nodes)
-    wanted: dict[str, list[Incident]] = {}
+    # Each node's incidents, with the earliest time of a line each takes: one node is in an
+    # incident once, so a line of one node (nearly all) needs no set of the incidents it went
+    # to (5,000 lines about a common cause's nodes took ~5 ms).
+    wanted: dict[str, list[tuple[float, Incident]]] = {}
     for inc in found:
+        start = inc.since - TIMELINE_LEAD_S
         for node in named.intersection(inc.nodes):
-            wanted.setdefault(node, []).append(inc)
+            wanted.setdefault(node, []).append((start, inc))
     for line in lines:
+        ts, about = line.ts, line.nodes
+        if len(about) == 1:
+            for start, inc in wanted.get(about[0], ()):
+                if ts >= start:
+                    inc.timeline.append(line)
+            continue
         seen: set[str] = set()
-        for node in line.nodes:
-            for inc in wanted.get(node, ()):
-                if inc.key in seen or line.ts < inc.since - TIMELINE_LEAD_S:
+        for node in about:
+            for start, inc in wanted.get(node, ()):
+                if inc.key in seen or ts < start:
                     continue
                 seen.add(inc.key)
                 inc.timeline.append(line)
     for inc in found:
-        inc.timeline.sort(key=lambda e: e.ts)
+        inc.timeline.sort(key=_ts)
         del inc.timeline[:-TIMELINE_MAX]
+
+
+def _ts(line: EventLine) -> float:
+    return line.ts

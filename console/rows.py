@@ -15,7 +15,14 @@ import msgspec
 
 from fleetdeck.console.commands import fmt_duration, jobs_by_node
 from fleetdeck.console.health import VERDICT_ORDER, Finding, Severity, Verdict, reason_line
-from fleetdeck.console.incidents import Incident, acted_on, common_causes, job_faults, silences
+from fleetdeck.console.incidents import (
+    Incident,
+    acted_on,
+    common_causes,
+    job_faults,
+    not_ok_sorted,
+    silences,
+)
 from fleetdeck.console.interruptions import cause_label
 from fleetdeck.console.judgements import (
     NO_LINK,
@@ -760,7 +767,7 @@ def top_problems_cut(state: FleetState, limit: int = 10,
     # its own: fifteen "behind switch …, which recovered: nothing to do on the node" rows hid
     # a throttled straggler, and "17 nodes need attention" counted them (a 3 a.m. drive).
     # Nor is one that talks unread (``NodeState.unread_talking``): its health is unknown.
-    bad = [st for n in sorted(state.not_ok) if (st := nodes.get(n)) is not None
+    bad = [st for n in not_ok_sorted(state) if (st := nodes.get(n)) is not None
            and st.verdict is not Verdict.OK and not st.unread_talking
            and not (st.behind_switch and not st.liveness and not own_findings(st))]
     # Racks that fell silent together are one row each, or one for the fleet, as the

@@ -200,3 +200,35 @@ def test_status_line_of_clocks_off_alike_names_the_rule_alone(monkeypatch):
     text = out.getvalue()
     assert ("… and 12 nodes degraded, in service, with only T1 of the incident above "
             "(gpu[0001-0012]), not listed" in text), text
+
+
+def test_a_regroup_sees_a_node_whose_findings_changed_since_the_last():
+    """What each node's findings give is kept between regroups (``common_causes``): a blind
+    node whose port went down since is its own incident at the next regroup, and folded
+    again once the port is back, as a fresh console would group them."""
+    names = [f"gpu{i:04d}" for i in range(1, 11)]
+    faults = dict.fromkeys(names, _said(LOG))
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(16, clock)
+    fleet.birth(session.ingest)
+
+    def regroup(faults: dict) -> list[Incident]:
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults=faults)
+        session.tick()
+        return incidents(session.state)
+
+    (common,) = [i for i in regroup(faults) if i.kind == "common"]
+    assert common.folded == names
+    faults["gpu0004"] = lambda t: port_down()(_said(LOG)(t))
+    found = regroup(faults)
+    (common,) = [i for i in found if i.kind == "common"]
+    assert common.folded == [n for n in names if n != "gpu0004"], common.folded
+    assert "node:gpu0004" in [i.key for i in found]
+    faults["gpu0004"] = _said(LOG)
+    for _ in range(3):
+        found = regroup(faults)
+    (common,) = [i for i in found if i.kind == "common"]
+    assert common.folded == names and "node:gpu0004" not in [i.key for i in found]
+
