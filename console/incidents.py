@@ -824,6 +824,15 @@ COMMON_MIN = 8
 """Nodes sharing one such warning that make it a common cause: this many, or ``COMMON_SHARE``
 of the nodes heard, and never fewer than ``CORRELATION_MIN``."""
 COMMON_SHARE = 0.25
+COMMON_HOLD_NODES = 2
+"""A common cause once formed stays one while this many fewer nodes than ``common_min`` say it
+(for ``COMMON_HOLD_S`` at most): a fleet at the threshold, 8 nodes of 16,384 blind and one of
+them flapping, flipped between one incident and seven, and a view's selection (kept by key)
+jumped with it (docs/architecture.md, "Incidents")."""
+COMMON_HOLD_S = 300.0
+"""How long a formed common cause is held below ``common_min`` (``COMMON_HOLD_NODES``): past
+that it is its nodes' incidents again, as a console that just started would group them."""
+_HELD = "common:held"
 
 
 def common_min(heard: int) -> int:
@@ -937,10 +946,10 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
             head = first.get(k)
             if head is None or members[0].node_id < head[0]:
                 first[k] = (members[0].node_id, f)
-    need = common_min(len(state.nodes))
-    common = {k: parts for k, parts in groups.items() if sum(map(len, parts)) >= need}
-    if not common:
+    formed = _held_causes(state, {k: sum(map(len, parts)) for k, parts in groups.items()})
+    if not formed:
         return []
+    common = {k: groups[k] for k in formed}
     out: list[Incident] = []
     # Each cause's hostlist, kept to the next regroup (the same nodes, nearly always: 16,384
     # names took ~6 ms to compress); only this regroup's causes, so none piles up.
@@ -963,6 +972,30 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
                                     first[k][1], count[k], min(map(_since, members)),
                                     jobs_on))
     return out
+
+
+def _held_causes(state: FleetState, said: dict[_Cause, int]) -> set[_Cause]:
+    """Of the causes and how many nodes say each, those that are common causes now: at
+    ``common_min`` nodes or more, or formed so at an earlier regroup and held since, at
+    ``COMMON_HOLD_NODES`` fewer and for ``COMMON_HOLD_S`` at most below it (by the state's
+    judgement clock). What was formed, and since when it is below, is kept in the state's
+    memo: a fresh state (``status``, a replay from its start) holds nothing."""
+    need = common_min(len(state.nodes))
+    hold = max(2, need - COMMON_HOLD_NODES)
+    now = state.judged_at
+    memo = state.memo.get(_HELD)
+    formed: dict[_Cause, float | None] = memo[1] if memo is not None else {}
+    held: dict[_Cause, float | None] = {}
+    for k, n in said.items():
+        if n >= need:
+            held[k] = None
+        elif k in formed and n >= hold:
+            below = formed[k]
+            below = now if below is None or below > now else below
+            if now - below < COMMON_HOLD_S:
+                held[k] = below
+    state.memo[_HELD] = ((), held)
+    return set(held)
 
 
 def _node_id(st: NodeState) -> str:

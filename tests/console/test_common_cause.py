@@ -232,3 +232,40 @@ def test_a_regroup_sees_a_node_whose_findings_changed_since_the_last():
     (common,) = [i for i in found if i.kind == "common"]
     assert common.folded == names and "node:gpu0004" not in [i.key for i in found]
 
+
+def test_a_common_cause_at_its_threshold_holds_while_one_node_flaps():
+    """8 of 40 nodes blind alike make one incident; one of them recovering, and failing again,
+    kept flipping it between one incident and seven node incidents, and the incidents view's
+    selection (kept by key) jumped. Once formed it holds at ``COMMON_HOLD_NODES`` fewer, for
+    ``COMMON_HOLD_S`` at most; below that, or past it, its nodes are their own again."""
+    from fleetdeck.console.incidents import COMMON_HOLD_S, common_min
+
+    names = [f"gpu{i:04d}" for i in range(1, 9)]
+    assert common_min(40) == 8
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(40, clock)
+    fleet.birth(session.ingest)
+
+    def regroup(blind: list[str], wait: float = 1.0) -> list[tuple[str, str]]:
+        clock.advance(wait)
+        fleet.telemetry(session.ingest, faults=dict.fromkeys(blind, _said(LOG)))
+        session.tick()
+        return _kinds(incidents(session.state))
+
+    regroup(names)
+    (key,) = [k for kind, k in regroup(names) if kind == "common"]
+    for _ in range(3):
+        # gpu0008 recovers (7 say it) and fails again: one incident throughout.
+        assert regroup(names[:7]) == [("common", key)]
+        assert regroup(names) == [("common", key)]
+    # Two more recover (6: still held), then a third (5): each node its own again.
+    assert regroup(names[:6]) == [("common", key)]
+    assert [kind for kind, _k in regroup(names[:5])] == ["node"] * 5
+    # Not formed again below the threshold: 7 are node incidents.
+    assert [kind for kind, _k in regroup(names[:7])] == ["node"] * 7
+    assert regroup(names) == [("common", key)]
+    # Held below it for COMMON_HOLD_S at most.
+    assert regroup(names[:7]) == [("common", key)]
+    assert regroup(names[:7], COMMON_HOLD_S / 2) == [("common", key)]
+    assert [kind for kind, _k in regroup(names[:7], COMMON_HOLD_S / 2)] == ["node"] * 7
