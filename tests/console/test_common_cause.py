@@ -269,3 +269,18 @@ def test_a_common_cause_at_its_threshold_holds_while_one_node_flaps():
     assert regroup(names[:7]) == [("common", key)]
     assert regroup(names[:7], COMMON_HOLD_S / 2) == [("common", key)]
     assert [kind for kind, _k in regroup(names[:7], COMMON_HOLD_S / 2)] == ["node"] * 7
+
+
+def test_agents_that_lost_part_of_their_log_alike_are_told_a_gap_not_blindness():
+    """A copytruncate during a flood loses the unread stretch of each agent's log: A1 says a
+    gap ("look in the rotated copy"), and folded alike on many nodes the incident said "cannot
+    read their kernel log … fix the agents' access", the step of blindness (a review)."""
+    lost = ("kernel log: /var/log/syslog: 3.2 MiB lost at a truncation in place (logrotate's "
+            "copytruncate while a flood was read late): its Xid lines were never read; look "
+            "for them in the rotated copy")
+    faults = dict.fromkeys([f"gpu{i:04d}" for i in range(1, 11)], _said(lost))
+    session, _clock = _fleet(16, faults)
+    (inc,) = [i for i in incidents(session.state) if i.kind == "common"]
+    assert inc.title.startswith("agents on 10 nodes lost part of their kernel log"), inc.title
+    assert "cannot read" not in inc.title and "access" not in inc.action
+    assert inc.action.startswith("look in the rotated copies"), inc.action
