@@ -536,6 +536,7 @@ class FileFollower:
                 os.close(fd)  # rotated back between the stat and the open: nothing new
             else:
                 self._queued.append([fd, ino, 0])
+        promoted = False
         while self._queued:
             # The old file's rest first, what was written to it since the last poll (an Xid
             # logged in the second before a rotation was never seen: a real-node drill).
@@ -553,6 +554,20 @@ class FileFollower:
             fd, ino, seen = self._queued.pop(0)
             self._fh, self._ino, self._pos, self._size = fd, ino, 0, seen
             self._note_lost(self._unread(), seen)
+            promoted = True
+        if promoted:
+            # The stat above is older than the size of the file just promoted (read since): a
+            # flood that wrote on in between read as a truncation in place, "lost" for
+            # LOSS_SAID_S (a review). Rotated again since: queued at the next poll.
+            try:
+                st = os.stat(self.path)
+                moved = st.st_ino != self._ino
+            except OSError:
+                moved = True
+            if moved:
+                lines, _left, _ended = self._drain(budget)
+                self._say(self._unread())
+                return out + lines
         # Smaller than it was: truncated in place, though refilled past where we read (a
         # flood, read late, refills it within a sample; a log only grows otherwise).
         truncated = st.st_size < max(self._pos, self._size)
