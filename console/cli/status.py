@@ -419,8 +419,12 @@ def render_summary(summary: dict[str, Any], console: Console, every_node: bool =
     if nodes:
         console.print(table)
     for inc, rows in alike:
-        # The rule and the component's kind; T1's is '' (the node's clock): "T1", not "T1 ".
-        cause = " ".join(p for p in inc["key"].split(":")[1:3] if p)
+        # The rule and the component's kind (key "common:RULE:COMPONENT:CRC"); T1's is '' (the
+        # node's clock): "T1", not "T1 "; a port's, with its digits made '#' and a ':' of its
+        # own, read "A1 mlx#_ib#" (a review): the rule alone there.
+        parts = inc["key"].split(":")
+        comp = ":".join(parts[2:-1])
+        cause = parts[1] + (f" {comp}" if comp and "#" not in comp else "")
         console.print(f"  … and {len(rows)} nodes {rows[0]['verdict']}, in service, with only "
                       f"{escape(cause)} of the incident above ({compress(n['id'] for n in rows)}),"
                       " not listed (status --all lists every node)")

@@ -284,3 +284,20 @@ def test_agents_that_lost_part_of_their_log_alike_are_told_a_gap_not_blindness()
     assert inc.title.startswith("agents on 10 nodes lost part of their kernel log"), inc.title
     assert "cannot read" not in inc.title and "access" not in inc.action
     assert inc.action.startswith("look in the rotated copies"), inc.action
+
+
+def test_status_line_of_ports_blind_alike_names_the_rule_not_a_mangled_port():
+    """The line under the table rebuilt its cause from the incident's key, whose component
+    (a port's, digits made '#') holds a ':' of its own: "with only A1 mlx#_ib# of the incident
+    above" (a review)."""
+    from fleetdeck.console.cli.status import render_summary
+
+    counters = ("/sys/class/infiniband/mlx5_ib2/ports/1/counters/symbol_error: not a "
+                "counter: ''")
+    names = [f"gpu{i:04d}" for i in range(1, 13)]
+    session, _clock = _fleet(40, dict.fromkeys(names, _said(counters)))
+    out = io.StringIO()
+    render_summary(fleet_summary(session.state, session.clock()), Console(file=out, width=400))
+    text = out.getvalue()
+    assert "with only A1 of the incident above (gpu[0001-0012])" in text, text
+    assert "#" not in text, text
