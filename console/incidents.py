@@ -895,14 +895,18 @@ def _common_entry(found: list[Finding], sigs: dict[_Sig, _Sig]) -> _Entry:
 
 
 def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, list[str]],
-                  taken: set[str] | frozenset[str] = frozenset()) -> list[Incident]:
+                  taken: set[str] | frozenset[str] = frozenset(), *,
+                  keep: bool = True) -> list[Incident]:
     """One incident for each warning of ``COMMON_RULES`` that ``common_min`` nodes or more say
     alike: 2,048 agents that cannot read their kernel log after one deployment were 2,048 node
     incidents of one title (a review). Its nodes are every node that says it; ``folded``, those
     with nothing else (no incident of their own): a node that also has an XID or a port down
     keeps its own incident for that. Not a node in ``taken`` (a switch's, a rack's, a job's),
     nor a silent one (its silence is its incident). ``bad``: the nodes that are not ok, by
-    name."""
+    name. ``keep``: this regroup is ``incidents()``'s, whose causes held and hostlists are kept
+    for the next; a view grouping its own pool (the overview's top problems) reads them only:
+    writing them, it reset a hold's clock or dropped a held cause as its pool said, and threw
+    away the hostlists (a review)."""
     # What a node's findings give (``_Entry``) is kept between regroups by the findings'
     # identities: the nodes of one cause hold the very same finding objects (A1's are cached
     # per errors tuple, ``health.blind_findings``), sample after sample, and a dataclass's
@@ -953,7 +957,8 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
             head = first.get(k)
             if head is None or members[0].node_id < head[0]:
                 first[k] = (members[0].node_id, f)
-    formed = _held_causes(state, {k: sum(map(len, parts)) for k, parts in groups.items()})
+    formed = _held_causes(state, {k: sum(map(len, parts)) for k, parts in groups.items()},
+                          keep)
     if not formed:
         return []
     common = {k: groups[k] for k in formed}
@@ -963,7 +968,8 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
     memo = state.memo.get(_HOSTLISTS)
     kept: dict[_Cause, tuple[tuple[str, ...], str]] = memo[1] if memo is not None else {}
     hostlists: dict[_Cause, tuple[tuple[str, ...], str]] = {}
-    state.memo[_HOSTLISTS] = ((), hostlists)
+    if keep:
+        state.memo[_HOSTLISTS] = ((), hostlists)
     for k, parts in sorted(common.items(), key=lambda kv: (-sum(map(len, kv[1])), kv[0])):
         members = parts[0] if len(parts) == 1 else sorted(
             (st for part in parts for st in part), key=_node_id)
@@ -981,7 +987,7 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
     return out
 
 
-def _held_causes(state: FleetState, said: dict[_Cause, int]) -> set[_Cause]:
+def _held_causes(state: FleetState, said: dict[_Cause, int], keep: bool = True) -> set[_Cause]:
     """Of the causes and how many nodes say each, those that are common causes now: at
     ``common_min`` nodes or more, or formed so at an earlier regroup and held since, at
     ``COMMON_HOLD_NODES`` fewer and for ``COMMON_HOLD_S`` at most below it (by the state's
@@ -1001,7 +1007,8 @@ def _held_causes(state: FleetState, said: dict[_Cause, int]) -> set[_Cause]:
             below = now if below is None or below > now else below
             if now - below < COMMON_HOLD_S:
                 held[k] = below
-    state.memo[_HELD] = ((), held)
+    if keep:
+        state.memo[_HELD] = ((), held)
     return set(held)
 
 

@@ -806,7 +806,7 @@ def top_problems_cut(state: FleetState, limit: int = 10,
     # failed nodes no one has acted on (with a recovered switch's: nothing to do on the nodes):
     # 2,048 agents that could not read their kernel log filled every row with one line, the
     # node with a port down behind them (a review). A node with a fault of its own keeps its row.
-    for inc in common_causes(state, bad, {}, grouped):
+    for inc in common_causes(state, bad, {}, grouped, keep=False):
         if not inc.folded or acted_on(state, inc):
             continue
         recovered.append(Problem(f"{len(inc.nodes)} nodes", Verdict.DEGRADED, "alike",

@@ -301,3 +301,22 @@ def test_status_line_of_ports_blind_alike_names_the_rule_not_a_mangled_port():
     text = out.getvalue()
     assert "with only A1 of the incident above (gpu[0001-0012])" in text, text
     assert "#" not in text, text
+
+
+def test_the_overview_reads_the_hold_of_a_common_cause_and_never_writes_it():
+    """The overview's top problems group their own pool (no node of a failed job, none behind
+    a switch): writing the hold and the hostlists as ``incidents()`` does, an overview that
+    counted the cause at its threshold reset the hold's clock while the incidents view held it
+    below (``COMMON_HOLD_S`` never ran out), one that counted fewer dropped a cause the
+    incidents still held, and each threw away the other's hostlists (a review)."""
+    from fleetdeck.console.rows import top_problems
+
+    names = [f"gpu{i:04d}" for i in range(1, 9)]
+    session, _clock = _fleet(40, dict.fromkeys(names, _said(LOG)))
+    incidents(session.state)
+    held, hostlists = (session.state.memo["common:held"],
+                       session.state.memo["common:hostlists"])
+    problems, _total = top_problems(session.state)
+    assert any(p.state == "alike" for p in problems), problems
+    assert session.state.memo["common:held"] is held
+    assert session.state.memo["common:hostlists"] is hostlists
