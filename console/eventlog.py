@@ -5,7 +5,7 @@ display text (bulk drains name a hostlist, not each node).
 """
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 import msgspec
 
@@ -15,6 +15,10 @@ EVENT_LOG = 5000
 """Entries kept; the store keeps the rest."""
 RETIRE_KIND = "retire"
 """The kind of the console's line that says nodes were retired (``fleetdeck retire``)."""
+
+
+CONSOLE_NODE_KINDS = frozenset({"verdict", "inventory"})
+"""Lines the console makes of a node itself, dated by the tick that made them."""
 
 
 class EventLine(msgspec.Struct, frozen=True, gc=False):
@@ -43,6 +47,13 @@ class EventLine(msgspec.Struct, frozen=True, gc=False):
 
     def concerns(self, node: str) -> bool:
         return node in self.nodes
+
+    def from_agent(self, nodes: Container[str]) -> bool:
+        """Said by a node's agent (an event it published, dated by the agent), not a line the
+        console made of a node itself (a verdict, an inventory change: dated by the tick that
+        made it), nor one of its own (``source`` "console", the scheduler's). A replay seeks
+        the two kinds differently (``Player.line_at``)."""
+        return self.source in nodes and self.kind not in CONSOLE_NODE_KINDS
 
 
 def event_text(ev: Event) -> str:

@@ -1025,17 +1025,16 @@ def _common_incident(k: _Cause, names: list[str], where: str, folded: list[str],
     else:
         held = set(names)
         jobs = sorted({j for n, js in jobs_on.items() if n in held for j in js})
+    says = first.text.rpartition("(it says: ")[2].removesuffix(")")  # A1's: the agent's words
     if rule == BLIND_RULE and first.text.startswith(KERNEL_LOG_GAP):
         # A stretch of their logs went unread (a copytruncate during a flood): a gap in what
         # they saw, not blindness, whose step is their access (docs/real-nodes.md).
-        says = first.text.rpartition("(it says: ")[2].removesuffix(")")
         title = (f"agents on {len(names)} nodes lost part of their kernel log (the same "
                  f"error: {says}): XIDs logged in it were never read; a log rotation in place "
                  f"during a flood? ({where})")
         action = ("look in the rotated copies of their kernel logs for the Xid lines the "
                   "agents lost; rotate without copytruncate; do not drain for it")
     elif rule == BLIND_RULE:
-        says = first.text.rpartition("(it says: ")[2].removesuffix(")")
         what = ("their kernel log" if first.component == "kernel log"
                 else "their ports' error counters")
         blind = "XIDs" if first.component == "kernel log" else "N2-N4's counters"

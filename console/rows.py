@@ -1046,7 +1046,7 @@ def job_row(job: JobStatus, state: FleetState, now: float) -> JobRow:
         failed_lapsed=ended is not None and bool(ended.lapsed), failed_where=failed_where,
         # Every node it failed on: the reason names the rank that died first, and enter opened
         # gpu0002 alone of a job whose action said "drain gpu[0001-0002], then restart-job".
-        failed_on=(compress(sorted({*ended.nodes, *ended.struck}))
+        failed_on=(compress({*ended.nodes, *ended.struck})
                    if ended is not None and (ended.nodes or ended.struck) else ""),
     )
 

@@ -32,10 +32,6 @@ suspended terminal) goes on from where it was rather than jumping over what it d
 
 
 
-CONSOLE_LINE_KINDS = frozenset({"verdict", "inventory"})
-"""Lines the console makes of a node itself, dated by the tick that made them; its other
-lines name no node as their source (``Player.line_at``)."""
-
 DAMAGE_NOTICE_S = 15.0
 """The replay console says new damage at most this often (``ReplayApp._tell_damage``)."""
 WIDE_TOAST_W, WIDE_TOAST_H = 120, 40
@@ -335,8 +331,7 @@ class ReplayApp(FleetdeckApp):
         ``:seek 14:46:47`` (a replay UX run), and a verdict change is in no recording for
         ``:seek gpu0005`` to find."""
         p = self.player
-        agents = line.source in self.state.nodes and line.kind not in CONSOLE_LINE_KINDS
-        p.aim(p.line_at(line.source, line.ts, agents))
+        p.aim(p.line_at(line.source, line.ts, line.from_agent(self.state.nodes)))
         # A line dated before the tick that made it (an interruption by the scheduler's
         # time) is not shown there: the tick on, until it is (``_show``).
         self._sought = (line, p.heading + LINE_SLACK_S)
