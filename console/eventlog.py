@@ -6,6 +6,7 @@ display text (bulk drains name a hostlist, not each node).
 
 from collections import deque
 from collections.abc import Container, Iterator
+from typing import Protocol
 
 import msgspec
 
@@ -19,6 +20,14 @@ RETIRE_KIND = "retire"
 
 CONSOLE_NODE_KINDS = frozenset({"verdict", "inventory"})
 """Lines the console makes of a node itself, dated by the tick that made them."""
+
+
+class Note(Protocol):
+    """How a part of the console core says a line of the console's own in the timeline
+    (``ConsoleSession.note``: ``keep`` keeps it in the store too)."""
+
+    def __call__(self, text: str, *, severity: str = "info", nodes: tuple[str, ...] = (),
+                 kind: str = "console", keep: bool = False, ts: float | None = None) -> None: ...
 
 
 class EventLine(msgspec.Struct, frozen=True, gc=False):

@@ -24,7 +24,7 @@ import pickle
 import socket
 import sqlite3
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -36,17 +36,13 @@ import aiomqtt
 from fleetdeck.brokerurl import BrokerURL
 from fleetdeck.console.audit import (
     HELD_MAX_BYTES,
-    UNKNOWN,
-    AuditLog,
     AuditRecord,
     AuditSink,
     MemoryAudit,
     TeeAudit,
     log_of,
-    orphans,
 )
 from fleetdeck.console.commands import (
-    UNOWNED_AFTER_S,
     CommandTracker,
     Phase,
     Request,
@@ -54,10 +50,7 @@ from fleetdeck.console.commands import (
     audit_fields,
     clip_words,
     fmt_duration,
-    orphan_deadline,
-    orphan_heard,
     refusal,
-    settlement,
 )
 from fleetdeck.console.eventlog import RETIRE_KIND, EventLine, EventLog, event_line
 from fleetdeck.console.health import VERDICT_SEVERITY, Finding, Verdict, verdict_text
@@ -81,6 +74,7 @@ from fleetdeck.console.judgements import (
     utc_hms,
 )
 from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.orphan_settler import OrphanSettler
 from fleetdeck.console.publish_probe import PROBE_NODE, PublishProbe, probe_topic
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
@@ -395,9 +389,6 @@ MALFORMED_SAY_EVERY_S = 600.0
 """A topic's rejected messages are said in the timeline at most this often (all counted)."""
 MALFORMED_LINES_PER_TICK = 5
 MALFORMED_TOPICS_KEPT = 10_000
-SETTLE_WAIT_S = 15.0
-"""How long a console, connected, waits to hear the nodes of a request a stopped console left
-open before it settles it with what it knows (``adopt_orphans``)."""
 RECALLED_LINES = 2000
 """Verdict changes (and interruptions) a restarted console puts back in its timeline, the
 newest: as many as the events ``Store.restore`` puts back."""
@@ -545,13 +536,8 @@ class ConsoleSession:
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
         self._audit_retried = 0.0
-        self._orphans: list[dict[str, Any]] = []
-        """Open audit records of this cluster whose writer stopped (``adopt_orphans``)."""
-        self._orphans_since: float | None = None
-        """When this session, connected, began waiting to hear their nodes."""
-        self._settling: list[AuditRecord] = []
-        """Their outcomes, decided, for the I/O pump to write (``_write_settlements``)."""
-        self._settle_error_said = False
+        self.settler = OrphanSettler(cluster, self.note, self._wake.set)
+        """Commands consoles that stopped left open, settled here (``adopt_orphans``)."""
         self._rebirth_asked: dict[str, float] = {}
         self._asks_statuses = self.feed is not None and filters is None and not digests
         """It subscribes to every node's status (``subscriptions``): a status the broker
@@ -943,10 +929,10 @@ class ConsoleSession:
 
     async def close(self) -> None:
         self.stop_recording()
-        if self._settling:
+        if self.settler.settling:
             # Decided by the last tick, not written yet: a one-shot command ends right after.
             async with self._io_lock:
-                await self._write_settlements()
+                await self.settler.write(self.audit)
         if self.store is not None:
             # The minute in progress too: a stop (systemd, ^C) must not leave a hole in the
             # history; the next run folds its part of that minute into this one.
@@ -1172,8 +1158,10 @@ class ConsoleSession:
             self._note_reruns(now)
         self._queue_store(batch, verdicts, now, found, job_seconds, left, cleared)
         self._check_audit(now)
-        if self._orphans:
-            self._settle_orphans(now)
+        if self.settler.pending:
+            feed = self.feed
+            self.settler.settle(self.state, now,
+                                feed is None or feed.conn.state == "connected")
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
             self._rec_flushed = time.monotonic()
@@ -1941,106 +1929,9 @@ class ConsoleSession:
 
     def adopt_orphans(self) -> int:
         """Find this cluster's requests that a console (or one-shot command) no longer running
-        left open in the audit log (killed, power lost): the next ticks settle each from what
-        the broker's retained state says (``commands.settlement``), once its nodes are heard or
-        after ``SETTLE_WAIT_S`` connected. Only front ends that send commands call it (a
-        replay or a read-only console writes no audit). Reads the log's end only
-        (``AuditLog.tail``). How many were found."""
-        log = log_of(self.audit)
-        if log is None:
-            return 0
-        try:
-            records = log.tail()
-        except OSError as err:
-            log.settle_error = f"cannot read audit log {log.path}: {err.strerror or err}"
-            # Said here: with no orphans found nothing is ever settled, and the error said at
-            # a settlement never was (a review).
-            self._settle_error_said = True
-            self.note(f"{log.settle_error}: commands left open by consoles that stopped are "
-                      "not settled", severity="warn", kind="audit")
-            return 0
-        self._orphans = orphans(records, self.cluster, self.clock(), UNOWNED_AFTER_S)
-        return len(self._orphans)
-
-    def _settle_orphans(self, now: float) -> None:
-        """Decide, from the state now, the outcome of each orphan whose nodes are heard (or
-        waited for): written by the I/O pump off the event loop (``_write_settlements``)."""
-        if self._settling:
-            return  # the last ones are not written yet
-        feed = self.feed
-        if feed is not None and feed.conn.state != "connected":
-            return  # what the broker keeps is unknown yet: wait, not "unknown"
-        if self._orphans_since is None:
-            self._orphans_since = now
-        waited = now - self._orphans_since >= SETTLE_WAIT_S
-        decided: list[AuditRecord] = []
-        left: list[dict[str, Any]] = []
-        for r in self._orphans:
-            if waited or orphan_heard(r, self.state):
-                rec = settlement(r, self.state, now)
-                # Not seen to take effect while it may still land: asked again next tick.
-                if rec.outcome != UNKNOWN or now >= orphan_deadline(r):
-                    decided.append(rec)
-                    continue
-            left.append(r)
-        self._orphans = left
-        if decided:
-            self._settling = decided
-            self._wake.set()
-
-    async def _write_settlements(self) -> None:
-        """Append the outcomes ``_settle_orphans`` decided to the audit log under its lock, in
-        a thread: reading a big log and waiting for another console's lock held the event loop
-        for seconds (a review). The timeline says them in one line."""
-        due = self._settling
-        log = log_of(self.audit)
-        if not due or log is None:
-            self._settling = []
-            return
-        cluster, now = self.cluster, max(r.ts for r in due)
-
-        def decide(records: list[dict[str, Any]]) -> list[AuditRecord]:
-            # Read again under the log's lock: another console settled it meanwhile, or its
-            # writer's outcome came in — one outcome per request (docs/reliability.md).
-            still = {r["request_id"] for r in orphans(records, cluster, now, UNOWNED_AFTER_S)}
-            return [r for r in due if r.request_id in still]
-
-        # The thread writes the file whatever becomes of this coroutine: cancelled at stop
-        # while it ran, the store's copy and the timeline's line were lost, and the next flush
-        # found the request settled already (a review). Wait it out, then stop.
-        # A future, not a task: the loop's shutdown cancels tasks only.
-        job = asyncio.get_running_loop().run_in_executor(None, log.settle, decide, log.write)
-        cancelled = False
-        while True:
-            try:
-                written = await asyncio.shield(job)
-                break
-            except asyncio.CancelledError:
-                if job.cancelled():
-                    raise
-                cancelled = True
-        try:
-            self._said_settlements(log, written)
-        finally:
-            if cancelled:
-                raise asyncio.CancelledError
-
-    def _said_settlements(self, log: AuditLog, written: list[AuditRecord] | None) -> None:
-        """What ``_write_settlements`` wrote, to the other audit sinks and the timeline."""
-        if written is None:
-            return  # another console holds the lock: tried again at the next flush
-        self._settling = []
-        if log.settle_error and not self._settle_error_said:
-            self._settle_error_said = True
-            self.note(log.settle_error, severity="warn", kind="audit")
-        if not written:
-            return
-        for rec in written:
-            for sink in _other_sinks(self.audit, log):
-                sink.write(rec)
-        self.note(_settled_text(written), severity="warn" if any(
-            r.outcome == UNKNOWN for r in written) else "done",
-            nodes=_settled_nodes(written), kind="command")
+        left open in the audit log: the next ticks settle them (``OrphanSettler.adopt``). Only
+        front ends that send commands call it. How many were found."""
+        return self.settler.adopt(self.audit, self.clock())
 
     @property
     def audit_failing(self) -> bool:
@@ -2345,8 +2236,8 @@ class ConsoleSession:
     async def _publish_now(self) -> None:
         async with self._io_lock:  # the pump and a front end's final flush never interleave
             await self._publish_pending()
-            if self._settling:
-                await self._write_settlements()
+            if self.settler.settling:
+                await self.settler.write(self.audit)
 
     def _store_in_background(self) -> None:
         """The pump's store flush, as a task of its own: awaited in the pump, a write on a
@@ -2834,44 +2725,3 @@ def finish_details(req: Request) -> str:
             return clip_words(only, 500)
         why = [f"{compress(targets)}: {detail}" for detail, targets in by_detail.items()]
     return clip_words("; ".join(split + why), 500)
-
-
-def _other_sinks(sink: AuditSink, log: object) -> list[AuditSink]:
-    """The audit sinks besides the JSON-lines ``log`` (the store's, through a ``TeeAudit``)."""
-    if sink is log:
-        return []
-    if isinstance(sink, TeeAudit):
-        return [s for each in sink.sinks for s in _other_sinks(each, log)]
-    return [sink]
-
-
-def _settled_line(rec: AuditRecord) -> str:
-    verb = "restart" if rec.what == CommandOp.RESTART_JOB.value else rec.what
-    return f"{verb} {rec.targets} [{rec.request_id}]: {rec.outcome}"
-
-
-def _settled_text(written: list[AuditRecord]) -> str:
-    """One timeline line for the commands settled at once: one per record flooded it with
-    4,094 warnings on a 50 MB log (a review). One alone reads as the console's own command
-    lines do (``_on_transition``)."""
-    if len(written) == 1:
-        rec = written[0]
-        return f"{_settled_line(rec)} ({rec.detail})"
-    counts = Counter(r.outcome for r in written)
-    shown = "; ".join(_settled_line(r) for r in written[:5])
-    more = f"; and {len(written) - 5} more" if len(written) > 5 else ""
-    return (f"settled {len(written)} commands left open by consoles that stopped "
-            f"({', '.join(f'{n} {o}' for o, n in counts.most_common())}; each in the audit "
-            f"log): {shown}{more}")
-
-
-def _settled_nodes(written: list[AuditRecord]) -> tuple[str, ...]:
-    nodes: list[str] = []
-    for rec in written:
-        if rec.what == CommandOp.RESTART_JOB.value:
-            continue
-        try:
-            nodes += expand(rec.targets)[:64]
-        except HostlistError:
-            continue
-    return tuple(dict.fromkeys(nodes))[:64]

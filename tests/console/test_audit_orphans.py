@@ -25,7 +25,8 @@ from fleetdeck.console.audit import (
 )
 from fleetdeck.console.commands import UNOWNED_AFTER_S
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.session import SETTLE_WAIT_S, ConsoleSession
+from fleetdeck.console.orphan_settler import SETTLE_WAIT_S
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol.messages import DrainState
 from tests.conftest import REPO
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet
