@@ -98,7 +98,7 @@ class LiveFeed:
         """The connection (its ``Connection.connacks``) on which a retained status (of a node,
         a job or the scheduler) last came, whatever it held: their filters are subscribed after
         the births', so a broker that cut this connection's burst there had sent every birth
-        first (``ConsoleSession._note_burst_cut``; docs/reliability.md, "The retained burst").
+        first (``RetainedBurst._note_burst_cut``; docs/reliability.md, "The retained burst").
         The retain flag tells a retained status from a live one (a 3.1.1 subscriber gets it
         set only on what its subscribe brought)."""
 

@@ -1608,7 +1608,7 @@ class FleetState:
                 if birth.bdSeq > last_birth and refused is not None and refused[0] < rx:
                     # A status refused before it was of the session before: this one's may be
                     # dropped by the broker, and must be asked for
-                    # (``ConsoleSession._ask_statuses``). One refused at ingest beside this
+                    # (``RetainedBurst.ask_statuses``). One refused at ingest beside this
                     # birth (a newer agent's, malformed) is of this session.
                     del self.malformed.refused_statuses[node_id]
         blind = self.blind

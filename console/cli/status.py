@@ -19,8 +19,9 @@ from fleetdeck.console.cli.history import table_console
 from fleetdeck.console.contexts import ClusterRow, cluster_row, combined, worst_first
 from fleetdeck.console.judgements import SickNode, held_up_text, undecided_silent, utc_hms
 from fleetdeck.console.live import broker_uptime_s, clusters_seen
+from fleetdeck.console.retained_burst import BURST_CUT_TEXT
 from fleetdeck.console.rows import job_urgency
-from fleetdeck.console.session import BURST_CUT_TEXT, ConsoleSession, TickReport
+from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
     KEYFRAMES_DROPPED,
@@ -486,7 +487,7 @@ count), or, with ``--fail-on``, nodes that sent no telemetry during it."""
 
 def said_burst_cut(session: ConsoleSession, out: dict[str, Any]) -> bool:
     """Whether the broker most likely cut the session's retained burst in the births
-    (``ConsoleSession._note_burst_cut``); if so, one sentence on stderr and
+    (``RetainedBurst._note_burst_cut``); if so, one sentence on stderr and
     ``retained_burst_cut`` in the summary (null otherwise; ``retained_burst_judged`` says
     whether the watch judged its burst at all): nodes whose births it dropped are in no
     count, so the listing must not read as the fleet (2,048 dead agents listed as 1,020

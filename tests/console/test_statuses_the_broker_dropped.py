@@ -17,7 +17,7 @@ import aiomqtt
 import pytest
 
 import fleetdeck.console.cli.status as status_mod
-import fleetdeck.console.session as session_mod
+import fleetdeck.console.retained_burst as burst_mod
 from fleetdeck.broker import ManagedBroker, mosquitto_conf
 from fleetdeck.brokerurl import parse_broker_url
 from fleetdeck.console.health import Verdict
@@ -261,7 +261,7 @@ def test_the_answers_to_the_asks_do_not_hold_the_next_asks():
                               codec.encode(fleet.agents[name].birth()), clock())
     reborn = fleet.names[0]
     done = 0
-    with patch.object(session_mod, "STATUS_ASKS_PER_TICK", 16):
+    with patch.object(burst_mod, "STATUS_ASKS_PER_TICK", 16):
         for _ in range(80):
             clock.advance(0.5)
             wire.now = clock()
@@ -506,7 +506,7 @@ def test_the_default_watch_is_not_held_open_for_the_burst_judgement(small_queue_
     broker = small_queue_mosquitto
     fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
     asyncio.run(_retain_dead_agents(broker, fleet))
-    monkeypatch.setattr(session_mod, "STATUS_ASK_QUIET_S", 30.0)
+    monkeypatch.setattr(burst_mod, "STATUS_ASK_QUIET_S", 30.0)
     t0 = time.monotonic()
     status_mod.run_status(broker.url, CLUSTER, None, True)
     took = time.monotonic() - t0

@@ -435,7 +435,7 @@ async def test_a_node_typed_without_its_zero_padding_names_the_node_meant():
 async def test_a_cut_burst_is_in_the_header_and_no_fleet_is_called_healthy_under_it():
     """Drill: with max_queued_messages 10 the console came up with 34 of 64 nodes, the
     overview said "every node reports healthy", and the cut was said only in the events
-    view (``ConsoleSession._note_burst_cut``)."""
+    view (``RetainedBurst._note_burst_cut``)."""
     world = World()
     world.fleet.birth(world.ingest)
     world.fleet.telemetry(world.ingest)
@@ -443,7 +443,7 @@ async def test_a_cut_burst_is_in_the_header_and_no_fleet_is_called_healthy_under
         world.tick()
         await pilot.pause()
         assert "every node reports healthy" in text_of(world.app)
-        world.app.session.burst_cut = (9, 24)
+        world.app.session.burst.burst_cut = (9, 24)
         world.tick()
         await pilot.pause()
         text = text_of(world.app)

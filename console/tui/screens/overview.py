@@ -28,6 +28,7 @@ from fleetdeck.console.fabric_map import (
 from fleetdeck.console.health import VERDICT_ORDER, Verdict, reason_line
 from fleetdeck.console.judgements import RECOVERED, suspect_switches, utc_hms
 from fleetdeck.console.node_order import NodeOrder
+from fleetdeck.console.retained_burst import BURST_CUT_TEXT
 from fleetdeck.console.rows import (
     FleetCounts,
     JobRow,
@@ -42,7 +43,6 @@ from fleetdeck.console.rows import (
     top_problems_cut,
     top_problems_said,
 )
-from fleetdeck.console.session import BURST_CUT_TEXT
 from fleetdeck.console.state import WAITING, jobs_unheard_text
 from fleetdeck.console.tui.fleet_grid import FleetGrid
 from fleetdeck.console.tui.line_table import fit

@@ -1,0 +1,201 @@
+"""What a connection's retained burst brought (docs/reliability.md, "The retained burst"): on
+connect the broker sends every retained message at once and drops what its queue for this
+client cannot hold. Statuses it dropped are asked for again, a node at a time, on the node's
+own topic; many nodes born with no status at once mean it most likely cut the births too, and
+then nodes may exist that no count shows (``burst_cut``).
+
+``ConsoleSession`` owns one ``RetainedBurst``; each tick tells it whether the batch held a
+birth or status it did not ask for (``in_burst``) and, on a full pass, lets it ask
+(``ask_statuses``).
+"""
+
+from collections.abc import Iterator, Mapping
+from itertools import islice
+
+from fleetdeck.console.eventlog import Note
+from fleetdeck.console.ingest import Batch
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.protocol.topics import Kind, topic_for
+
+STATUS_ASK_AFTER_S = 1.0
+"""A node born this long with no status heard is asked for its retained status again, once the
+connect burst is applied (``RetainedBurst.ask_statuses``): an agent publishes both together,
+so the broker dropped it."""
+STATUS_ASK_QUIET_S = 2.0
+"""The connect burst is over once no birth or status was applied for this long."""
+STATUS_ASK_WINDOW_S = 30.0
+"""Born nodes are looked over for a missing status this long after each connect's burst is
+over (the broker sends every retained message at once); not a pass over the fleet every tick
+for ever."""
+STATUS_ASK_BACKOFF_S = (10.0, 20.0, 40.0)
+"""Ask k unanswered this long (the k-th) is made again (its answer may be dropped in a burst
+too); after the last, no more this connection (a node may have no status retained): asks at 0,
+10 and 30 s, given up at 70 s. A node's own
+status filter stays subscribed until it is answered, asked again or given up."""
+STATUS_ASKS_PER_TICK = 1024
+BURST_CUT_MIN_NODES = 8
+"""Nodes born with no status heard, once a connect's burst is over, from which the broker most
+likely cut the burst (``RetainedBurst._note_burst_cut``): an agent retains its status beside
+its birth (its Last Will when it dies), and 2 s after the last of the burst every status sent
+with a birth has come; a few spare for a status cleared by hand (docs/reliability.md, "The
+retained burst")."""
+BURST_CUT_TEXT = (
+    "the broker dropped part of its retained messages at connect ({missing} of {born} nodes "
+    "came without their status): nodes whose birth it dropped are not listed; raise "
+    "max_queued_messages (docs/reliability.md)")
+"""What an operator reads when the connect burst was most likely cut in the births
+(``_note_burst_cut``)."""
+STATUSES_CUT_TEXT = (
+    "the broker dropped the retained statuses of {missing} of {born} nodes at connect, after "
+    "every birth: they are asked for again; raise max_queued_messages (docs/reliability.md)")
+"""What the console logs (info, not kept) when the burst was cut in the statuses: every node
+is listed, and the asks recover the statuses (``_note_burst_cut``)."""
+
+
+class RetainedBurst:
+    """The status asks of one session and its judgement of each connection's burst."""
+
+    def __init__(self, cluster: str, note: Note, *, asks_statuses: bool) -> None:
+        self.cluster = cluster
+        self._note = note
+        self.asks_statuses = asks_statuses
+        """It subscribes to every node's status (``subscriptions``): a status the broker
+        dropped is asked for again on the node's own topic (``ask_statuses``)."""
+        self._status_asked: dict[str, tuple[float, int]] = {}
+        """Node -> when it was last asked for its status, and how many times (this
+        connection); more than ``STATUS_ASK_BACKOFF_S`` holds: given up, unsubscribed."""
+        self._status_connect = -1.0
+        self.burst_at = -1.0
+        """When a tick last applied a birth or a status: the connect burst is over once none
+        came for ``STATUS_ASK_QUIET_S``."""
+        self._status_quiet_from: float | None = None
+        """When this connection's burst was first over: the asks' window starts then."""
+        self.burst_cut: tuple[int, int] | None = None
+        """(nodes born with no status, nodes born) when a connect's burst was most likely cut
+        in the births (``_note_burst_cut``): nodes may exist that no count shows. None also
+        while the burst is not judged (``judged``)."""
+
+    def ask_statuses(self, feed: LiveFeed, state: FleetState, now: float) -> None:
+        """Subscribe, for a while, to the status topic of each node born with no status heard.
+        On connect the broker sends every retained message at once and queues at most
+        ``max_queued_messages`` for this client (Mosquitto's default 1000): of 1,024 nodes it
+        sent the births and dropped the statuses after them, so the agents that had died
+        (their Last Will) read "stale: no telemetry heard from it yet", not offline (an SRE
+        drill; docs/domain.md, Mosquitto). A subscription to one node's topic brings its
+        retained status alone. New asks wait for the burst to be over (no birth or status
+        applied for ``STATUS_ASK_QUIET_S`` but the answers to its own asks and rebirths,
+        ``in_burst``): asked in the burst, the answers queue behind it
+        and are dropped with the rest. Telemetry is no part of it: at 16,384 nodes at 1 Hz
+        some always waits to be applied, and asks that waited for none were never made (a
+        review). The window (``STATUS_ASK_WINDOW_S``) starts when the burst is over. An ask
+        unanswered is made again, and one answered forgotten (``STATUS_ASK_BACKOFF_S``)."""
+        link = feed.link
+        asked = self._status_asked
+        nodes = state.nodes
+        cluster = self.cluster
+        tries = len(STATUS_ASK_BACKOFF_S)
+        connected = link.conn.state == "connected" and link.client is not None
+        if asked:
+            heard: list[str] = []
+            due: list[str] = []
+            for n, (at, made) in asked.items():
+                if (st := nodes.get(n)) is None or st.status_bd_seq >= 0:
+                    heard.append(n)
+                elif made <= tries and now - at >= STATUS_ASK_BACKOFF_S[made - 1]:
+                    due.append(n)
+            # Answered: forgotten, not kept to be looked over (and unsubscribed) again on every
+            # full tick.
+            gone = [topic_for(cluster, Kind.STATUS, n) for n in heard if asked.pop(n)[1] <= tries]
+            if gone:
+                link.unsubscribe(gone)
+            if due:
+                topics = [topic_for(cluster, Kind.STATUS, n) for n in due]
+                # Subscribed already, the link sends nothing: off and on again, the broker
+                # sends the retained status again.
+                link.unsubscribe(topics)
+                again = [(n, t) for n, t in zip(due, topics, strict=True)
+                         if asked[n][1] < tries and connected]
+                if again:
+                    link.subscribe([t for _n, t in again])
+                for n in due:
+                    at, made = asked[n]
+                    asked[n] = (now, made + 1) if made < tries and connected else (
+                        at, tries + 1)
+        if not connected:
+            return
+        conn = link.conn
+        if conn.since != self._status_connect:
+            self._status_connect = conn.since  # a new connection: its own burst
+            self._status_quiet_from = None
+            self.burst_cut = None  # judged again on this connection's burst
+            for n in [n for n, (_at, made) in asked.items() if made > tries]:
+                del asked[n]
+        quiet_for = now - max(self.burst_at, conn.since)
+        if self._status_quiet_from is None:
+            if quiet_for < STATUS_ASK_QUIET_S:
+                return
+            self._status_quiet_from = now
+            self._note_burst_cut(feed, state)
+        if quiet_for < STATUS_ASK_QUIET_S or now - self._status_quiet_from > STATUS_ASK_WINDOW_S:
+            return
+        ask = list(islice((n for n, st in self._born_without_status(state)
+                           if st.first_seen is not None
+                           and now - st.first_seen >= STATUS_ASK_AFTER_S
+                           and n not in asked), STATUS_ASKS_PER_TICK))
+        if ask:
+            link.subscribe([topic_for(cluster, Kind.STATUS, n) for n in ask])
+            for n in ask:
+                asked[n] = (now, 1)
+
+    def _born_without_status(self, state: FleetState) -> Iterator[tuple[str, NodeState]]:
+        """The nodes born with no status heard: the broker dropped it (an agent publishes both
+        together, and its Last Will is a status), so each is asked for it (``ask_statuses``)
+        and, many at once as a burst ends, the burst was cut (``_note_burst_cut``). A node
+        whose status came and was refused (``MalformedLog.refused_statuses``: malformed, or of
+        an older session) is none of them: asked again, the broker sends the same; counted, 12
+        nodes of a newer agent read as a cut burst, exit 3 (a review)."""
+        refused = state.malformed.refused_statuses
+        return ((n, st) for n, st in state.nodes.items()
+                if st.birth is not None and st.status_bd_seq < 0 and n not in refused)
+
+    @property
+    def judged(self) -> bool:
+        """Whether ``burst_cut`` says something of this connection's retained burst: it is
+        judged once the burst is over (``STATUS_ASK_QUIET_S`` after its last birth or status),
+        which a short watch may not reach, and never by a session that asks for no status
+        (filters, digests): ``status`` says so then (``retained_burst_judged`` false)."""
+        return self.asks_statuses and self._status_quiet_from is not None
+
+    def _note_burst_cut(self, feed: LiveFeed, state: FleetState) -> None:
+        """Once a connection, as its burst is over: many nodes born with no status means the
+        broker cut the burst (Mosquitto keeps max_inflight_messages + max_queued_messages of it
+        for a 3.1.1 client and drops the rest, births first, their filter subscribed first).
+        Where no retained status came on this connection, the cut may be in the births: nodes
+        whose births it dropped are in no count and the fleet reads smaller and healthier than
+        it is (2,048 dead agents listed as 1,020, exit 0: a review); said once, kept in the
+        store, and ``status`` exits 3. Where one came, every birth came before it: the cut
+        took statuses only, which the asks recover (``ask_statuses``), and the listing is
+        whole: 9 dead agents on a broker that keeps 10 of a burst read as cut, exit 3, on every
+        fleet of 510-1,010 nodes on Mosquitto's default queue (a review). Logged, not kept."""
+        missing = sum(1 for _ in self._born_without_status(state))
+        if missing < BURST_CUT_MIN_NODES:
+            return
+        born = sum(1 for st in state.nodes.values() if st.birth is not None)
+        if feed.status_retained_on == feed.conn.connacks:
+            self._note(STATUSES_CUT_TEXT.format(missing=missing, born=born), kind="statuses_cut")
+            return
+        self.burst_cut = (missing, born)
+        self._note(BURST_CUT_TEXT.format(missing=missing, born=born), severity="warn",
+                   kind="burst_cut", keep=True)
+
+    def in_burst(self, batch: Batch, now: float, reborn: Mapping[str, float],
+                 rebirth_every_s: float) -> bool:
+        """Whether ``batch`` holds a birth or status the console did not ask for: the answers
+        to its own status asks and rebirths are no burst, and counted as one they held the
+        next asks 2 s each round: one round of 1,024 per 2.5 s, and of 16,384 nodes about
+        3,000 were never asked in the 30 s window (a review)."""
+        asked = self._status_asked
+        if any(n not in asked for n in batch.statuses):
+            return True
+        return any(now - reborn.get(n, -1e18) >= rebirth_every_s for n in batch.births)
