@@ -81,6 +81,7 @@ from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.retained_burst import RetainedBurst
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
+from fleetdeck.console.sight_watch import SightWatch, host_steady
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
     DUPLICATE_WINDOW_S,
@@ -243,25 +244,6 @@ class TickReport:
     """Nodes retired (forgotten: their retained birth cleared) in this tick."""
 
 
-STALL_BLIND_S = 5.0
-"""A live session that did not tick for this long (ticks are 0.5 s apart) did not run."""
-STALL_GRACE_S = 5.0
-"""After such a gap, the time it takes to read what queued up meanwhile."""
-CLOCK_STEP_S = 2.0
-"""The wall clock moved this much more (or less) than the monotonic one between two ticks: it
-was stepped (NTP, ``date -s``), not the process stopped (both move then)."""
-_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
-
-
-def host_steady() -> float:
-    """The clock beside the wall clock that tells a step from a stop: one that never steps and
-    counts the time the host slept. Linux's ``time.monotonic`` stops while the host is
-    suspended: a laptop closed for an hour read "this host's clock was stepped forward by
-    3600 s"; ``CLOCK_BOOTTIME`` moves on with the wall clock through a sleep, as through a
-    SIGSTOP, and is ``time.monotonic`` otherwise."""
-    if _BOOTTIME is not None:
-        return time.clock_gettime(_BOOTTIME)
-    return time.monotonic()
 SHED_WINDOW_S = 5.0
 """Telemetry shed this recently means the console is behind the live stream."""
 JOB_KEPT_SAID_S = 60.0
@@ -333,15 +315,6 @@ RUN_ENDED = frozenset({"CD", "CA"})
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it). F is not
 the end: an operator's ``restart-job`` (or the scheduler) may requeue a failed job, and it
 waits in ``ConsoleSession._rerun_failed`` until then."""
-MUTE_AFTER_KEEPALIVES = 1.5
-"""Connected, and nothing from the broker (not even a ping's answer) for this many keepalives:
-it is hung, and the console blind (``_watch_sight``)."""
-QUIET_PING_S = 1.0
-"""A broker that has sent nothing for this long is pinged (at most this often): its answer
-proves it alive, so a silent node reads stale at most about this much later than it would."""
-QUIET_END_S = 3.0
-"""A timed watch ending with nothing from the broker for this long (its ping at
-``QUIET_PING_S`` unanswered for 2 s) ends cut off from it (``_quiet_at_end``)."""
 KEPT_TEXT_MAX = 2048
 """An event's message at most (protocol ``Text``): a kept line longer than that is cut."""
 UNWATCHED_SAID_S = 15.0
@@ -413,8 +386,6 @@ class ConsoleSession:
         self._rerun_unheard: dict[str, float] = {}
         """Jobs of ``_rerun`` recalled from the store and not heard yet, with until when they
         are waited for: the first ticks come before the broker's retained job statuses."""
-        self._pinged_at = float("-inf")
-        """When the quiet broker was last pinged (``_watch_sight``, ``QUIET_PING_S``)."""
         self._rerun_unwatched: set[str] = set()
         """Jobs of ``_rerun`` whose interruption was found after a gap (``unwatched``): no
         one saw their run end."""
@@ -450,16 +421,11 @@ class ConsoleSession:
                                  filters=filters, will=will)
         self.tick_s = 0.5
         """How often its front end ticks it (``watch``'s ``tick_s``, the TUI's): a gap of
-        several ticks means the process did not run (``_watch_sight``)."""
-        self._ticked_at: float | None = None
-        """When the live session last ticked (a long gap: it did not run, ``_watch_sight``)."""
-        self._steady = steady if steady is not None else (
-            host_steady if clock is time.time else None)
-        """The clock that never steps, beside a real wall clock (an injected one, a test's,
-        has none unless given): tells a stepped wall clock from a process that did not run."""
-        self._ticked_steady: float | None = None
-        self._was_up = False
-        """The feed has been connected once (a broker lost after that blinds the console)."""
+        several ticks means the process did not run (``SightWatch.watch``)."""
+        self.sight = SightWatch(self.note, steady if steady is not None else (
+            host_steady if clock is time.time else None))
+        """Whether the console sees its fleet: broker lost or hung, process stopped, clock
+        stepped."""
         self.store: Store | None = None
         self._writer: WriterLock | None = None
         """A collector's: held while it writes the store (``open_store(collector=True)``)."""
@@ -996,8 +962,8 @@ class ConsoleSession:
                     wait = min(wait, left)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
-            if duration_s is not None:
-                self._quiet_at_end(self.clock())
+            if duration_s is not None and self.feed is not None:
+                self.sight.quiet_at_end(self.feed, self.state, self.clock())
             report = self.tick()
             while report.backlog:  # the last tick takes everything that arrived
                 report = self.tick()
@@ -1212,116 +1178,13 @@ class ConsoleSession:
             self.log.add(verdict_line(tr.ts, tr.node, tr.old.value, tr.new, tr.reasons,
                                       tr.seen))
 
-    def _clock_stepped(self, now: float, step: float) -> None:
-        """This host's wall clock jumped by ``step`` s between two ticks: what was measured
-        against the old one (each node's usual delay, its clock offset) starts again, and the
-        timeline says why the times around it do not follow on."""
-        self.ingest.clock_stepped()
-        self.state.clocks.stepped(now, step)
-        way = "forward" if step > 0 else "back"
-        self.note(f"this host's clock was stepped {way} by {abs(step):.0f} s (NTP, or set by "
-                  "hand): times before it are of the old clock; delays and node clock offsets "
-                  "are measured again from now", severity="warn", kind="connection", keep=True)
-
     def _watch_sight(self, now: float) -> None:
-        """Tell the fleet state when the console loses and regains the broker: while it is
-        cut off (and until the agents had time to reconnect), no node goes stale for the
-        console's own silence, so no rack looks dark and no agent looks dead for it."""
+        """Tell the fleet state when the console loses and regains the broker
+        (``SightWatch.watch``); a session with no live feed has nothing to lose."""
         feed = self.feed
         if feed is None:
             return
-        state = self.state
-        last, self._ticked_at = self._ticked_at, now
-        steady = self._steady() if self._steady is not None else None
-        last_steady, self._ticked_steady = self._ticked_steady, steady
-        gap = None if last is None else now - last
-        if last is not None and gap is not None and steady is not None and last_steady is not None:
-            ran = steady - last_steady
-            if abs(gap - ran) > CLOCK_STEP_S:
-                self._clock_stepped(now, gap - ran)
-                # Only the time that passed counts as not running: a step of +7 min read
-                # "this console did not run for 421 s" (a 2026-12-07 drill). A step forward
-                # makes every node's last word look that much older: the span it skipped is
-                # not the nodes' silence, as a stop's is not.
-                stalled = ran > max(STALL_BLIND_S, 4 * self.tick_s)
-                if stalled or gap > ran:
-                    state.lose_sight(last if gap > ran else now - ran,
-                                     f"this console did not run for {ran:.0f} s" if stalled
-                                     else "this host's clock was stepped forward")
-                    state.regain_sight(now, STALL_GRACE_S)
-                if stalled:
-                    self.note(f"this console did not run for {ran:.0f} s (stopped, suspended "
-                              "or starved of CPU): no node is judged stale for that time",
-                              severity="warn", kind="connection", keep=True)
-                gap = None
-        if last is not None and gap is not None and gap > max(STALL_BLIND_S, 4 * self.tick_s):
-            # This process did not run (SIGSTOP, a suspended VM, a starved host): what the
-            # nodes sent meanwhile waits in the socket, unread. Their silence is ours; a
-            # collector resumed after 33 s published every node stale (a scale-out audit).
-            state.lose_sight(last, f"this console did not run for {now - last:.0f} s")
-            state.regain_sight(now, STALL_GRACE_S)
-            self.note(f"this console did not run for {now - last:.0f} s (stopped, suspended "
-                      "or starved of CPU): no node is judged stale for that time",
-                      severity="warn", kind="connection", keep=True)
-        if feed.conn.connects and not self._was_up:
-            # Up since the last tick, connected or not now: a connection lost before a tick
-            # saw it (a broker gone within a tick of the SUBACK) is a loss all the same, or
-            # ``status`` read the fleet it then could not see as healthy (exit 0, not 3).
-            state.start_hearing(now)
-            self._was_up = True
-        # Connected, but the broker has sent nothing, not even an answer to the keepalive's
-        # ping, for a keepalive: hung (SIGSTOP). The link stays up until twice that, and every
-        # node read stale and "8 racks fell silent: the network between the fleet and the
-        # broker" meanwhile (a drill). Blind from its last word, as a lost link is.
-        # gmqtt pings once nothing has come for 0.8 of the keepalive: on a quiet, healthy link
-        # the broker's answer comes about once a keepalive, a tick late on a busy loop. Half
-        # a keepalive more is a ping unanswered (gmqtt drops the link at twice it).
-        heard = feed.broker_heard_s() if feed.conn.state == "connected" else None
-        mute = heard is not None and heard > MUTE_AFTER_KEEPALIVES * feed.keepalive
-        # Until then, a quiet broker is asked for a sign of life at once, and a node's silence
-        # counts only up to its last word (``FleetState.broker_word_at``): one SIGSTOPped
-        # 20 s had every node written stale 2 s in, and back when the mute above fired.
-        state.broker_word_at = None if heard is None else now - heard
-        if heard is not None and heard >= QUIET_PING_S and now - self._pinged_at >= QUIET_PING_S:
-            self._pinged_at = now
-            feed.ping()
-        if feed.conn.state == "connected" and not mute:
-            if state.blind is not None and state.blind[1] is None:
-                # This outage's length: the second of two outages read "back after 32 s"
-                # where it had lasted 3 (an SRE drill).
-                since = state.outage_start()
-                state.regain_sight(now)
-                self.note(f"broker connection back after {now - since:.0f} s; a node not heard "
-                          f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "
-                          "back-off) goes stale", severity="info", kind="connection",
-                          keep=True)
-        elif self._was_up and (state.blind is None or state.blind[1] is not None):
-            if mute and heard is not None:
-                why = f"the broker has not answered for {heard:.0f} s (hung?)"
-                state.lose_sight(now - heard, why)  # its outage began with its last word
-            else:
-                why = feed.conn.why
-                state.lose_sight(now)
-            self.note(f"broker connection lost ({why}): no "
-                      "data; verdicts stay as they were and no node goes stale until the "
-                      "broker and its agents are back", severity="warn", kind="connection",
-                      keep=True)
-
-    def _quiet_at_end(self, now: float) -> None:
-        """A timed watch (``status``) that ends with the broker silent past a ping's answer
-        (``QUIET_END_S``) ends cut off: a broker SIGSTOPped 3 s into a 10 s watch left every
-        verdict as of its last word, said as the fleet now, exit 0 (a drill; the keepalive's
-        mute comes at 15 s). Blind from its last word, as a hung broker is."""
-        feed, state = self.feed, self.state
-        if feed is None or feed.conn.state != "connected" or state.blind is not None:
-            return
-        heard = feed.broker_heard_s()
-        if heard is None or heard <= QUIET_END_S:
-            return
-        why = f"the broker has not answered for {heard:.0f} s (hung?)"
-        state.lose_sight(now - heard, why)
-        self.note(f"broker connection lost ({why}): no data; verdicts stay as they were",
-                  severity="warn", kind="connection", keep=True)
+        self.sight.watch(feed, self.state, self.ingest, now, self.tick_s)
 
     def replay_gaps(self, gaps: Sequence[tuple[float, float, str]], now: float) -> None:
         """A recording's gaps up to ``now`` (from, until, why: its recorder had lost the

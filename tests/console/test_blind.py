@@ -200,7 +200,7 @@ def test_a_console_that_did_not_run_does_not_blame_the_nodes_for_it() -> None:
     """A collector stopped for 33 s (SIGSTOP) published every node stale on resuming: the
     samples were waiting in its socket, unread."""
     from fleetdeck.brokerurl import BrokerURL
-    from fleetdeck.console.session import STALL_GRACE_S
+    from fleetdeck.console.sight_watch import STALL_GRACE_S
 
     now = [T0]
     ingest = Ingest("test")

@@ -440,7 +440,8 @@ def test_a_console_clock_stepped_back_keeps_reading_the_nodes_clocks_after_the_s
     fleet = Fleet()
     fleet.run(10)
     fleet.backlog = -120.0  # the console's clock reads 2 min earlier from here: rx and ticks
-    fleet.session._clock_stepped(fleet.true + fleet.backlog, -120.0)
+    fleet.session.sight.clock_stepped(fleet.session.state, fleet.session.ingest,
+                                      fleet.true + fleet.backlog, -120.0)
     fleet.run(int(120 + 2 * CLOCK_BUCKET_S))
     assert fleet.t1() == {}
     clocks = fleet.session.state.clocks
