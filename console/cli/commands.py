@@ -104,6 +104,10 @@ class UnknownTargets(UserError):
 
 """How long to collect retained births/statuses/jobs before sending (to know the targets)."""
 POLL_S = 0.1
+BROKER_MUTE_SAID_S = 5.0
+"""A connected broker that has sent nothing, a ping's answer included, for this long is said
+to be hung (``CommandRun._watch_mute``): four pings unanswered, past a loaded host's stall of
+a second or two."""
 PROGRESS_GROUP_OVER = 8
 """Targets above which a command's progress is said per group of nodes, not per node: a drain
 of 512 nodes printed 1,068 lines, an ack and an outcome a node (a 2026-12-07 drill)."""
@@ -177,6 +181,9 @@ class CommandRun:
         """Whether a finish drain's wait for DRAINED was said (``_say_draining``)."""
         self._lost_at: float | None = None
         """When the link to the broker was lost (None: up, or never up yet)."""
+        self._mute_at: float | None = None
+        """When the broker, connected, last answered before it went quiet past
+        ``BROKER_MUTE_SAID_S`` (None: it answers)."""
         self._heard = 0
         """Nodes and jobs heard of: while it grows, unknown targets may still appear."""
         self._heard_changed_at = time.monotonic()
@@ -459,9 +466,13 @@ class CommandRun:
                 f"{len(draining)} still draining (acknowledged: the drain holds, "
                 f"{draining_jobs(req.mode, one=False)})")
         self.say(f"{describe_op(req)}: {counts}")
+        cut_off = self._cut_off_s()
         if len(draining) > 1:
-            self.say(f"  {compress(draining)}: timed_out while DRAINING — the nodes are still "
-                     f"draining ({draining_jobs(req.mode, one=False)})")
+            self.say(f"  {compress(draining)}: timed_out while DRAINING — "
+                     + (f"they were draining when this command lost the broker {cut_off:.0f} s "
+                        "ago; what they are now is not known (fleetdeck status tells)"
+                        if cut_off is not None else
+                        f"the nodes are still draining ({draining_jobs(req.mode, one=False)})"))
         for t in bad:
             if len(draining) > 1 and t.target in draining:
                 continue
@@ -470,8 +481,17 @@ class CommandRun:
             if req.op is CommandOp.DRAIN and "DRAINING" in t.detail:
                 # Its agent died after it said DRAINING: "still draining" was a guess past the
                 # Last Will that came 23 s before the time-out (an SRE drill).
-                still = (f" — it was draining when its agent went silent: {dead}" if dead
-                         else f" — the node is still draining ({draining_jobs(req.mode)})")
+                if dead:
+                    still = f" — it was draining when its agent went silent: {dead}"
+                elif cut_off is not None:
+                    # Nothing heard of it since the broker went: its job may have ended and
+                    # the node be DRAINED by now (a drill: "still draining", the broker
+                    # SIGSTOPped for the whole wait).
+                    still = (f" — it was draining when this command lost the broker "
+                             f"{cut_off:.0f} s ago; what it is now is not known "
+                             "(fleetdeck status tells)")
+                else:
+                    still = f" — the node is still draining ({draining_jobs(req.mode)})"
             elif dead and t.phase is Phase.TIMED_OUT and " — the node " not in t.detail:
                 # Said already when the tracker's own deadline came first.
                 still = f" — {dead}"
@@ -492,8 +512,10 @@ class CommandRun:
         if feed is None or feed.conn.connects == 0:
             return
         up = feed.conn.state == "connected"
+        self._watch_mute(feed.broker_heard_s() if up else None, sent=sent)
         if not up and self._lost_at is None:
-            self._lost_at = time.monotonic()
+            # A hung broker's link dropped at last: one outage, from its last word.
+            self._lost_at, self._mute_at = self._mute_at or time.monotonic(), None
             self.say(f"the connection to the broker at {self.url} is lost; "
                      + ("what was sent stays in effect, waiting for the outcome as it "
                         "reconnects (--timeout)" if sent else
@@ -502,6 +524,32 @@ class CommandRun:
             self.say(f"the connection to the broker is back after "
                      f"{time.monotonic() - self._lost_at:.0f} s")
             self._lost_at = None
+
+    def _watch_mute(self, heard_s: float | None, *, sent: bool) -> None:
+        """Say when a connected broker stops answering (``heard_s``: seconds since it last
+        sent anything, None when not connected) and when it answers again. A broker
+        SIGSTOPped 20 s while a drain waited for DRAINED was said by no line: the link stays
+        up until twice the keepalive, and the drain ended "the node is still draining" from
+        what it had heard before the hang (a 3 a.m. drill); the console and ``collect`` said
+        "the broker has not answered (hung?)". The session asks a quiet broker for a ping
+        each second (``ConsoleSession``, ``QUIET_PING_S``), so this long unanswered is one
+        ping not answered for seconds."""
+        now = time.monotonic()
+        if heard_s is not None and heard_s > BROKER_MUTE_SAID_S and self._mute_at is None:
+            self._mute_at = now - heard_s
+            self.say(f"the broker at {self.url} has not answered for {heard_s:.0f} s (hung?); "
+                     + ("what was sent stays in effect, waiting for the outcome as it "
+                        "answers again (--timeout)" if sent else
+                        "what is sent waits in it until it answers"))
+        elif self._mute_at is not None and heard_s is not None and heard_s <= BROKER_MUTE_SAID_S:
+            self.say(f"the broker answers again after {now - heard_s - self._mute_at:.0f} s")
+            self._mute_at = None
+
+    def _cut_off_s(self) -> float | None:
+        """How long this command has heard nothing of its broker (lost or hung), None while
+        it hears it."""
+        since = min((t for t in (self._lost_at, self._mute_at) if t is not None), default=None)
+        return None if since is None else time.monotonic() - since
 
     def _when_settled(self, make: Callable[["CommandRun"], T],
                       needs: Callable[[], Iterable[str]] = lambda: ()) -> T | None:
