@@ -112,12 +112,14 @@ class OrphanSettler:
             self._settling = decided
             self._wake()
 
-    async def write(self, audit: AuditSink) -> None:
+    async def write(self, audit: Callable[[], AuditSink]) -> None:
         """Append the outcomes ``settle`` decided to the audit log under its lock, in
         a thread: reading a big log and waiting for another console's lock held the event loop
-        for seconds (a review). The timeline says them in one line."""
+        for seconds (a review). The timeline says them in one line. ``audit``: the session's
+        sinks, read again once the file is written: a store opened while the thread ran (the
+        TUI runs a session whose store is slow to open) gets its copy too."""
         due = self._settling
-        log = log_of(audit)
+        log = log_of(audit())
         if not due or log is None:
             self._settling = []
             return
@@ -144,7 +146,7 @@ class OrphanSettler:
                     raise
                 cancelled = True
         try:
-            self._said(audit, log, written)
+            self._said(audit(), log, written)
         finally:
             if cancelled:
                 raise asyncio.CancelledError

@@ -853,7 +853,7 @@ class ConsoleSession:
         if self.settler.settling:
             # Decided by the last tick, not written yet: a one-shot command ends right after.
             async with self._io_lock:
-                await self.settler.write(self.audit)
+                await self.settler.write(lambda: self.audit)
         if self.store is not None:
             # The minute in progress too: a stop (systemd, ^C) must not leave a hole in the
             # history; the next run folds its part of that minute into this one.
@@ -1939,7 +1939,7 @@ class ConsoleSession:
         async with self._io_lock:  # the pump and a front end's final flush never interleave
             await self._publish_pending()
             if self.settler.settling:
-                await self.settler.write(self.audit)
+                await self.settler.write(lambda: self.audit)
 
     def _store_in_background(self) -> None:
         """The pump's store flush, as a task of its own: awaited in the pump, a write on a

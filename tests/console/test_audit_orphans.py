@@ -349,6 +349,45 @@ def test_a_settlement_whose_pump_is_cancelled_at_stop_reaches_the_store_and_time
     assert len(said) == 1, said
 
 
+def test_a_settlement_written_while_the_store_opens_reaches_the_store(tmp_path, monkeypatch):
+    """The TUI starts a session whose store is slow to open after ``STORE_WAIT_S``: a store
+    opened while the settling thread ran must get its copy of the outcome, as the session's
+    audit sinks stand once the file is written (``OrphanSettler.write``), not as they stood
+    when the write began."""
+    path = tmp_path / "audit.jsonl"
+    rid = sent_by_a_process_now_gone(path, "gpu0001")
+    _clock, fleet, ingest, session = restarted(path)
+    session.adopt_orphans()
+    fleet.birth(ingest)
+    fleet.status(ingest, "gpu0001", DrainState.DRAINING, cmd_id=f"{rid}.0")
+    session.tick()
+    entered, release = threading.Event(), threading.Event()
+    settle = AuditLog.settle
+
+    def slow(self, *args):
+        entered.set()
+        release.wait(10)
+        return settle(self, *args)
+
+    monkeypatch.setattr(AuditLog, "settle", slow)
+
+    async def store_opened_while_settling() -> list[tuple[str, str]]:
+        pump = asyncio.create_task(session.flush())
+        await asyncio.to_thread(entered.wait, 10)
+        await session.open_store(tmp_path / "fleet.db")
+        release.set()
+        await pump
+        session.tick()  # the store writes what it was given with a tick's rows
+        await session.flush()
+        assert session.store is not None
+        rows = await session.store.audit_rows(0)
+        await session.close()
+        return [(r["request_id"], r["outcome"]) for r in rows]
+
+    assert asyncio.run(store_opened_while_settling()) == [(rid, "done")]
+    assert [r["outcome"] for r in outcomes(path, rid)] == ["requested", "done"]
+
+
 def test_a_drain_of_128_nodes_is_matched_by_its_request_not_its_cut_cmd_ids(tmp_path):
     """``cmd_ids`` is cut at 2,000 characters: the nodes past ~90 read 'DRAINING by another
     drain' and a drain that took effect everywhere was settled unknown (a review)."""
