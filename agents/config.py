@@ -5,6 +5,7 @@ problem is reported as one sentence naming where the bad value came from (file a
 variable, or the flag), and the agent does not start (``--check-config`` only checks).
 """
 
+import difflib
 import logging
 import os
 import re
@@ -36,7 +37,9 @@ FLAGS = {
     "interval_s": "--interval", "keepalive": "--keepalive", "sysfs_root": "--sysfs-root",
     "kernel_log": "--kernel-log", "state_dir": "--state-dir", "seed": "--seed",
     "command_key_file": "--command-key", "ca": "--ca", "cert": "--cert", "key": "--key",
-    "wire": "--wire",
+    "wire": "--wire", "expect_gpus": "--expect-gpus", "expect_ib_ports": "--expect-ib-ports",
+    "expect_ib_rate": "--expect-ib-rate", "rack": "--rack", "leaf": "--leaf",
+    "spine_group": "--spine-group",
 }
 
 
@@ -221,8 +224,21 @@ def _explain(e: Any, path: Path | None, given: dict[str, Any]) -> str:
     else:
         where = field
     if e["type"] == "extra_forbidden":
-        return f"{where}: unknown setting (known: {', '.join(sorted(FLAGS))})."
+        known = ", ".join(sorted(FLAGS))
+        return f"{where}: unknown setting{_did_you_mean(field)} (known: {known})."
     return f"{where}: {msg}."
+
+
+def _did_you_mean(key: str) -> str:
+    """The setting a mistyped key most likely meant: a flag's own name (``interval`` for
+    ``interval_s``, ``expect-gpus``) or a near miss (``intervall``). Without it a newcomer who
+    wrote ``interval = 10`` after ``--interval 10`` read a list and had to spot the ``_s``."""
+    spelled = key.strip().lower().replace("-", "_").lstrip("_")
+    for name, flag in FLAGS.items():
+        if spelled in (name, flag.lstrip("-").replace("-", "_")):
+            return f": did you mean '{name}'?"
+    near = difflib.get_close_matches(spelled, list(FLAGS), n=1, cutoff=0.75)
+    return f": did you mean '{near[0]}'?" if near else ""
 
 
 def _line_of(path: Path, key: str) -> str:

@@ -213,6 +213,33 @@ def test_bad_agent_config_is_one_sentence_naming_file_line_and_field(tmp_path, c
         assert needle in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize(
+    ("content", "meant"),
+    [("interval = 10\n", "interval_s"), ("intervall_s = 10\n", "interval_s"),
+     ("expect-gpus = 8\n", "expect_gpus"), ("leef = 'leaf03'\n", "leaf")],
+)
+def test_unknown_agent_setting_names_the_one_meant_and_lists_every_setting(tmp_path, content,
+                                                                            meant):
+    """A newcomer wrote `interval = 10` (the flag is --interval) and was shown a "known" list
+    that left out leaf, rack, spine_group and the expect_* settings docs/real-nodes.md tells
+    them to write: the sentence names the setting meant, and lists every one the file takes."""
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(content)
+    res = run_cli("agent", "--config", str(cfg), "--check-config")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert f"unknown setting: did you mean '{meant}'?" in res.stderr, res.stderr
+    known = res.stderr.split("(known: ", 1)[1].rstrip().rstrip(").").split(", ")
+    assert "leaf" in known and "expect_gpus" in known
+    from agents.config import AgentSettings
+    assert sorted(known) == sorted(AgentSettings.model_fields)
+
+
+def test_bad_agent_flag_is_named_as_the_flag():
+    res = run_cli("agent", "--check-config", "--node-id", "gpu0001", "--expect-gpus", "99")
+    assert res.returncode == 2
+    assert res.stderr.startswith("fleetdeck agent: --expect-gpus: "), res.stderr
+
+
 def test_bad_environment_value_names_the_variable(monkeypatch):
     monkeypatch.setenv("FLEETDECK_INTERVAL_S", "fast")
     res = run_cli("agent", "--check-config")
