@@ -286,7 +286,8 @@ class MqttLink:
                 if self.conn.connects or attempt > 1:
                     # The first failure is the caller's to report (one-shot commands give up
                     # on it with one sentence); later ones are the reconnect's story.
-                    log.warning("%s retrying in %.1f s", why, delay, extra=LINK_STATE)
+                    log.warning("%s; retrying in %.1f s", why.rstrip("."), delay,
+                                extra=LINK_STATE)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
 
