@@ -182,11 +182,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     # Only nodes that are not ok take part (the state keeps their set): the incidents view
     # regroups on every fleet change, and at 16,384 nodes a few passes over every node would
     # be most of a tick. Sorted, so the grouping does not depend on arrival order.
-    nodes = state.nodes
-    # A node that talks unread is waiting, not an incident (``NodeState.unread_talking``;
-    # ``talks`` first: a property's call on each of 16,384 nodes cost ~1 ms).
-    bad = [st for n in not_ok_sorted(state) if (st := nodes.get(n)) is not None
-           and st.verdict is not Verdict.OK and not (st.talks and st.unread_talking)]
+    bad = _incident_pool(state)
     jobs_on = _jobs_by_node(state, bad)
     taken: set[str] = set()
     out: list[Incident] = []
@@ -625,6 +621,36 @@ def acted_on(state: FleetState, inc: Incident) -> bool:
 
 
 _NOT_OK = "not_ok:sorted"
+_POOL = "incidents:pool"
+
+
+def shape_position(state: FleetState) -> int:
+    """Where the state's shape log ends: it moves whenever any node's shape changed (verdict,
+    liveness, drain, findings, busy or not), or a node was born or forgotten, and only then
+    (``FleetState._note_shape``). What is derived from the not-ok nodes' shapes alone is kept
+    while it stands still."""
+    return state.shape_log_base + len(state.shape_log)
+
+
+def _incident_pool(state: FleetState) -> list[NodeState]:
+    """The nodes the incidents group, by name: not ok, and not one that talks unread (it is
+    waiting, ``NodeState.unread_talking``). Kept while no node's shape moved: each is read
+    from what the shape holds (its verdict; whether it talks shows in its H1, or for a
+    digest's in its findings), and a pass over 16,384 not-ok nodes' states cost ~5 ms of a
+    regroup that every sample of theirs asks for (docs/performance.md, "Many nodes saying one
+    warning alike"). The same list object while kept (``common_causes`` keys on it): do not
+    change it."""
+    key = shape_position(state)
+    memo = state.memo.get(_POOL)
+    if memo is not None and memo[0] == key:
+        kept: list[NodeState] = memo[1]
+        return kept
+    nodes = state.nodes
+    # ``talks`` first: a property's call on each of 16,384 nodes cost ~1 ms.
+    bad = [st for n in not_ok_sorted(state) if (st := nodes.get(n)) is not None
+           and st.verdict is not Verdict.OK and not (st.talks and st.unread_talking)]
+    state.memo[_POOL] = (key, bad)
+    return bad
 
 
 def not_ok_sorted(state: FleetState) -> list[str]:
@@ -916,6 +942,81 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
     # over each node's findings was ~13 ms of a 50 ms stall budget (docs/performance.md,
     # "Many nodes saying one warning alike"). Not by node: an entry of each node's own is
     # one more object a node to read from memory, and read slower than the pass it spared.
+    # The grouping is kept while the pool is the same list (``_incident_pool``: no node's
+    # shape moved) and ``taken`` the same nodes: a fleet of 16,384 agents blind regroups on
+    # each of their samples, and nothing the grouping reads is outside a node's shape (its
+    # verdict, findings, liveness, switch, the time of its verdict's change).
+    slot = _GROUPS if keep else _GROUPS_READ
+    memo = state.memo.get(slot)
+    was_grouped: _Grouping | None = memo[1] if memo is not None else None
+    at = shape_position(state)
+    if (was_grouped is not None and was_grouped.pool is bad and was_grouped.at == at
+            and was_grouped.taken == taken):
+        grouped = was_grouped
+    else:
+        grouped = _group(state, bad, taken, at)
+        state.memo[slot] = ((), grouped)
+    buckets, groups, count, first = (grouped.buckets, grouped.groups, grouped.count,
+                                     grouped.first)
+    formed = _held_causes(state, {k: sum(map(len, parts)) for k, parts in groups.items()},
+                          keep)
+    if not formed:
+        return []
+    common = {k: groups[k] for k in formed}
+    out: list[Incident] = []
+    # Each cause's hostlist, kept to the next regroup (the same nodes, nearly always: 16,384
+    # names took ~6 ms to compress); only this regroup's causes, so none piles up.
+    memo = state.memo.get(_HOSTLISTS)
+    kept: dict[_Cause, tuple[tuple[str, ...], str]] = memo[1] if memo is not None else {}
+    hostlists: dict[_Cause, tuple[tuple[str, ...], str]] = {}
+    if keep:
+        state.memo[_HOSTLISTS] = ((), hostlists)
+    for k, parts in sorted(common.items(), key=lambda kv: (-sum(map(len, kv[1])), kv[0])):
+        said = grouped.members.get(k)
+        if said is None:
+            members = parts[0] if len(parts) == 1 else sorted(
+                (st for part in parts for st in part), key=_node_id)
+            said = grouped.members[k] = (tuple(st.node_id for st in members),
+                                         min(map(_since, members)))
+        names, since = said
+        # Folded: every finding that names the node's trouble is a common cause's (a node
+        # with two, one of them of too few nodes to be one, keeps its own incident).
+        folds = [clean for (causes, _n), _m, clean, _f in buckets
+                 if clean and k in causes and common.keys() >= set(causes)]
+        folded = folds[0] if len(folds) == 1 else sorted(n for part in folds for n in part)
+        was = kept.get(k)
+        hostlists[k] = was if was is not None and (
+            was[0] is names or was[0] == names) else (names, compress(names))
+        out.append(_common_incident(k, list(names), hostlists[k][1], list(folded),
+                                    first[k][1], count[k], since, jobs_on))
+    return out
+
+
+_Bucket = tuple[_Sig, list[NodeState], list[str], tuple[Finding, ...]]
+"""A ``_Sig``, the nodes that say it, of them those with nothing else wrong, the first
+node's findings of each cause."""
+_GROUPS = "common:groups"
+_GROUPS_READ = "common:groups:read"
+
+
+@dataclass
+class _Grouping:
+    """``common_causes``' pass over its pool, kept for the next regroup of the same pool."""
+    pool: list[NodeState]
+    at: int
+    """``shape_position`` when made."""
+    taken: frozenset[str]
+    buckets: list[_Bucket]
+    groups: dict[_Cause, list[list[NodeState]]]
+    count: dict[_Cause, int]
+    first: dict[_Cause, tuple[str, Finding]]
+    members: dict[_Cause, tuple[tuple[str, ...], float]] = field(default_factory=dict)
+    """A cause's nodes by name and the earliest change of theirs, made once it is formed."""
+
+
+def _group(state: FleetState, bad: list[NodeState], taken: set[str] | frozenset[str],
+           at: int) -> _Grouping:
+    """The nodes of ``bad`` (not in ``taken``, not silent) by the common causes they say."""
     memo = state.memo.get(_COMMON_KEYS)
     entries: dict[object, _Entry]
     sigs: dict[_Sig, _Sig]
@@ -924,7 +1025,7 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
         entries, sigs = {}, {}  # findings of nodes since changed: none piles up
     state.memo[_COMMON_KEYS] = ((), (entries, sigs))
     # id(sig) -> (sig, its nodes, of them those with nothing else wrong, the first's findings)
-    buckets: dict[int, tuple[_Sig, list[NodeState], list[str], tuple[Finding, ...]]] = {}
+    buckets: dict[int, _Bucket] = {}
     for st in bad:
         node = st.node_id
         if node in taken or st.verdict in _SILENT:
@@ -957,34 +1058,7 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
             head = first.get(k)
             if head is None or members[0].node_id < head[0]:
                 first[k] = (members[0].node_id, f)
-    formed = _held_causes(state, {k: sum(map(len, parts)) for k, parts in groups.items()},
-                          keep)
-    if not formed:
-        return []
-    common = {k: groups[k] for k in formed}
-    out: list[Incident] = []
-    # Each cause's hostlist, kept to the next regroup (the same nodes, nearly always: 16,384
-    # names took ~6 ms to compress); only this regroup's causes, so none piles up.
-    memo = state.memo.get(_HOSTLISTS)
-    kept: dict[_Cause, tuple[tuple[str, ...], str]] = memo[1] if memo is not None else {}
-    hostlists: dict[_Cause, tuple[tuple[str, ...], str]] = {}
-    if keep:
-        state.memo[_HOSTLISTS] = ((), hostlists)
-    for k, parts in sorted(common.items(), key=lambda kv: (-sum(map(len, kv[1])), kv[0])):
-        members = parts[0] if len(parts) == 1 else sorted(
-            (st for part in parts for st in part), key=_node_id)
-        # Folded: every finding that names the node's trouble is a common cause's (a node
-        # with two, one of them of too few nodes to be one, keeps its own incident).
-        folds = [clean for (causes, _n), _m, clean, _f in buckets.values()
-                 if clean and k in causes and common.keys() >= set(causes)]
-        folded = folds[0] if len(folds) == 1 else sorted(n for part in folds for n in part)
-        names = tuple(st.node_id for st in members)
-        was = kept.get(k)
-        hostlists[k] = was if was is not None and was[0] == names else (names, compress(names))
-        out.append(_common_incident(k, list(names), hostlists[k][1], list(folded),
-                                    first[k][1], count[k], min(map(_since, members)),
-                                    jobs_on))
-    return out
+    return _Grouping(bad, at, frozenset(taken), list(buckets.values()), groups, count, first)
 
 
 def _held_causes(state: FleetState, said: dict[_Cause, int], keep: bool = True) -> set[_Cause]:

@@ -320,3 +320,41 @@ def test_the_overview_reads_the_hold_of_a_common_cause_and_never_writes_it():
     assert any(p.state == "alike" for p in problems), problems
     assert session.state.memo["common:held"] is held
     assert session.state.memo["common:hostlists"] is hostlists
+
+
+def test_kept_grouping_follows_a_node_that_moved_and_stays_while_only_samples_came():
+    """The grouping and the pool are kept while no node's shape moved (``_incident_pool``,
+    ``common_causes``; docs/performance.md): samples with the same findings regroup to the
+    very same pool, and a node that got a fault of its own since leaves the fold at once."""
+    names = [f"gpu{i:04d}" for i in range(1, 11)]
+    faults = dict.fromkeys(names, _said(LOG))
+    clock = Clock()
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    fleet = SynthFleet(16, clock)
+    fleet.birth(session.ingest)
+    state = session.state
+
+    def round_(faults: dict) -> list[Incident]:
+        clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults=faults)
+        session.tick()
+        return incidents(state)
+
+    round_(faults)
+    first = round_(faults)
+    pool = state.memo["incidents:pool"][1]
+    again = round_(faults)  # samples alike: nothing moved
+    assert state.memo["incidents:pool"][1] is pool
+    assert [i.as_json() for i in again] == [i.as_json() for i in first]
+    (inc,) = [i for i in again if i.kind == "common"]
+    assert inc.folded == names
+    faults["gpu0004"] = lambda t: port_down()(_said(LOG)(t))
+    moved = round_(faults)
+    assert state.memo["incidents:pool"][1] is not pool
+    (inc,) = [i for i in moved if i.kind == "common"]
+    assert inc.nodes == names and inc.folded == [n for n in names if n != "gpu0004"]
+    assert "node:gpu0004" in [i.key for i in moved]
+    del faults["gpu0001"], faults["gpu0002"]  # their agents read the log again
+    healed = round_(faults)
+    (inc,) = [i for i in healed if i.kind == "common"]
+    assert inc.nodes == names[2:] and inc.title.startswith("agents on 8 nodes")
