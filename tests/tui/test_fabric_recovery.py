@@ -146,7 +146,8 @@ async def test_overview_panel_and_matrix_agree_before_during_and_after(recording
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()
         panel, leaf, rail5, status = await _both(app, pilot, DURING)
-        assert "1 suspect" in panel and f"▶ {SWITCH}" in panel and "suspect: 8 down" in panel
+        assert "1 suspect" in panel and f"▶ {SWITCH}" in panel
+        assert "suspect: 8 of 8 ports down" in panel
         assert leaf.startswith("▶") and leaf.split()[3] == "■■■■■✖■■"
         assert "▶" in rail5 and rail5.count("✖") == 8
         assert "suspected switch" in status
@@ -154,7 +155,7 @@ async def test_overview_panel_and_matrix_agree_before_during_and_after(recording
         panel, leaf, rail5, status = await _both(app, pilot, AFTER)
         # Both: not a failing switch, its ports erroring (▲), recovered in the same words.
         assert "suspect" not in panel and "1 recovered" in panel
-        assert f"{SWITCH}   {RECOVERED}: 8 of 8" in panel
+        assert f"{SWITCH}   {RECOVERED}: 8 of 8 ports" in panel
         assert not leaf.startswith("▶") and leaf.split()[2] == "■■■■■▲■■"
         assert "▶" not in rail5 and rail5.count("▲") == 8
         assert "suspected switch" not in status and f"switch {RECOVERED}" in status

@@ -42,10 +42,15 @@ async def test_jobs_fabric_and_events_panels_show_on_a_big_screen(size):
         assert "straggler gpu0003 +50%" in jobs
         assert LONG_NAME in jobs, "a long job name is not cut where there is room"
         fabric = panel_text(screen, "fabric-panel")
-        assert fabric.splitlines()[0].startswith("▶ leaf00-r2") and "3 down of 6" in fabric
-        assert "31 of 32 switches ok" in fabric
-        # A line per leaf group, a glyph per rail switch: leaf00's rail 2 down and suspected.
-        assert "▶ leaf00 r0-7 ■■✖■■■■■  6 nodes" in fabric
+        # The bad ports counted with their unit: "3 down of 6" beside a hostlist read as
+        # 3 of 6 nodes (a UX pass at 3 a.m.).
+        assert fabric.splitlines()[0].startswith("▶ leaf00-r2") and "3 of 6 ports down" in fabric
+        assert "31 of 32 rail switches ok" in fabric
+        # A line per leaf group, a glyph per rail switch, under a heading that says so: right
+        # under the switches' lines they read as nested in them.
+        lines = fabric.splitlines()
+        at = lines.index("leaf groups, a glyph per rail switch:")
+        assert lines[at + 1] == "▶ leaf00 r0-7 ■■✖■■■■■  6 nodes"
         assert "  leaf01 r0-7 ■■■■■■■■  6 nodes" in fabric
         events = panel_text(screen, "events-panel")
         assert "gpu0007" in events and LONG_KIND in events

@@ -21,6 +21,7 @@ from textual.css.query import NoMatches
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.fabric_map import (
     SwitchHealthCache,
+    SwitchRow,
     SwitchSummary,
     leaf_grouped,
     switch_health,
@@ -79,6 +80,18 @@ RAIL_GLYPH = {"ok": "[$success]■[/]", "errors": "[$warning]△[/]", "erroring"
               "suspect": "[$error b reverse]✖[/]", "silent": "[$text-muted]·[/]"}
 """The overview's one-line picture of a leaf group: the fabric matrix's glyphs
 (theme.PORT_GLYPHS), a suspected switch reversed."""
+
+
+def _bad_ports(r: SwitchRow) -> str:
+    """A switch's bad ports with their unit, "3 of 16 ports down" ("of 16 ports: 1 down, 2
+    erroring" for several kinds): "3 down of 16" read as 3 of 16 somethings, nodes or rails,
+    beside a hostlist (a UX pass at 3 a.m.)."""
+    parts = [(n, what) for n, what in ((r.down, "down"), (r.flapping, "flapping"),
+                                       (r.erroring, "erroring")) if n]
+    if len(parts) == 1:
+        n, what = parts[0]
+        return f"{n} of {r.ports} ports {what}"
+    return f"of {r.ports} ports: " + ", ".join(f"{n} {what}" for n, what in parts)
 
 
 def _rail_glyph(state: str) -> str:
@@ -532,17 +545,15 @@ class OverviewScreen(FleetView):
         if len(rows) == room + 1:
             room += 1  # the line "+1 more" would take
         for r in rows[:room]:
-            parts = [f"{n} {what}" for n, what in ((r.down, "down"), (r.flapping, "flapping"),
-                                                   (r.erroring, "erroring")) if n]
-            what = ", ".join(parts) + f" of {r.ports}"
+            what = _bad_ports(r)
             if r.rails > 1:
                 what = f"{r.rails} rails, {what}"
             nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what) - 12)).rstrip())
             if r.recovered:
                 # Its ports are up; N2 holds for its window: the matrix says the same.
-                what = f"{RECOVERED}: {r.bad} of {r.ports}"
+                what = f"{RECOVERED}: {r.bad} of {r.ports} ports"
                 if r.rails > 1:
-                    what = f"{RECOVERED}: {r.rails} rails, {r.bad} of {r.ports}"
+                    what = f"{RECOVERED}: {r.rails} rails, {r.bad} of {r.ports} ports"
                 nodes = esc(fit(_hosts(r.nodes), max(0, width - 14 - len(what))).rstrip())
                 lines.append(f"  {fit(r.switch, 11)} [$warning]{what}[/] {nodes}")
             elif r.suspect:
@@ -582,11 +593,15 @@ class OverviewScreen(FleetView):
             lines.append(f"[$success]✓ all {s.switches} rail switches ok[/]: every port up, "
                          "no errors")
         else:
-            lines.append(f"[$success]✓ {ok} of {s.switches} switches ok[/]"
+            lines.append(f"[$success]✓ {ok} of {s.switches} rail switches ok[/]"
                          + (" (by the nodes heard from)" if unknown else ""))
             lines.extend(silent)
         limit = FABRIC_LINES if beside else height
-        if len(lines) < limit - 1:
+        if len(lines) < limit - 2:
+            # Under their own heading: right under the switches' lines, the leaf groups' read
+            # as more of them, nested ("▶ leaf100 r0-7" under "▶ leaf100-r3"), and nothing
+            # said a glyph was a rail switch (a UX pass at 3 a.m.).
+            lines.append("[$text-muted]leaf groups, a glyph per rail switch:[/]")
             lines.extend(self._leaf_lines(limit - len(lines)))
         return "\n".join(lines)
 
