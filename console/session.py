@@ -14,19 +14,16 @@ is the headless driver (tick every ``tick_s`` until told to stop). Nothing here 
 """
 
 import asyncio
-import concurrent.futures
 import contextlib
 import io
 import logging
 import math
-import os
 import pickle
-import socket
 import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -59,7 +56,6 @@ from fleetdeck.console.interruptions import (
     IN_PLACE,
     INTERRUPTION,
     UNWATCHED,
-    Interruption,
     InterruptionTracker,
     interruption_text,
     report,
@@ -95,9 +91,8 @@ from fleetdeck.console.store import (
     DEFAULT_RETENTION_DAYS,
     RESTORED_TABLES,
     Store,
-    TickRows,
-    WriterLock,
 )
+from fleetdeck.console.store_link import StoreLink
 from fleetdeck.console.summary import judged_not_ok
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec, signing, wire2
@@ -124,25 +119,8 @@ Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
 
 RECORDING_FLUSH_S = 2.0
 """Each flush ends a gzip member: every 2 s keeps a file being recorded readable."""
-WRITER_CHECK_S = 2.0
-"""How often a console looks whether a collector writes its store (``WriterLock``)."""
-STORE_FILE_CHECK_S = 5.0
-"""How often the store's path is looked at, to say when it no longer names the file written."""
-STORE_FILE_HUNG_S = 10.0
-"""A look at the store's path (a stat and a header read, off the event loop) unanswered this
-long is said once: a hung NFS mount, whose writes will not get far either."""
-STORE_WRITE_HUNG_S = 10.0
-"""A store write that has not returned this long is said once (a hung NFS mount under the
-store): the I/O pump publishes on without it (``_pump``), the history is held in memory."""
-STORE_QUEUE_TICKS = 1200
-"""Ticks of store writes held while the store fails (10 min at 0.5 s); beyond that the oldest
-per-minute samples are dropped, never events, transitions or audit records."""
-STORE_RETRY_S = (1.0, 30.0)
 AUDIT_RETRY_S = 5.0
 """How often a failing audit log is tried again with the records it holds (``AuditLog.retry``)."""
-STORE_CATCH_UP_CHECKPOINT = 64
-"""Held ticks written between WAL checkpoints while a store that failed catches up
-(``Store.checkpoint``): the catch-up must not fill the space that was just freed with WAL."""
 UNRECORDED_COMMAND = "— its command is not recorded (another terminal's, or sent before)"
 """What a replay's answer line adds when the recording holds the ack but not the command."""
 REBIRTH_EVERY_S = 30.0
@@ -299,17 +277,6 @@ def verdict_line(ts: float, node: str, old: str, new: Verdict,
                      verdict_text(old, new, reasons, seen), (node,))
 
 
-@dataclass
-class _StoreQueue:
-    rows: deque[TickRows] = field(default_factory=deque)
-    failing_since: float | None = None
-    last_error: str = ""
-    retry_at: float = 0.0
-    delay: float = field(default_factory=lambda: STORE_RETRY_S[0])
-    caught_up: int = 0
-    """Held ticks written since the store came back (the outage is over once none is held)."""
-
-
 RUN_ENDED = frozenset({"CD", "CA"})
 """Job states after which an interrupted job will not run again (``_note_reruns``): NF, RQ
 and PD are on the way to its next run (NF then RQ when the scheduler requeues it). F is not
@@ -404,8 +371,6 @@ class ConsoleSession:
         """Lines kept in the store so far (``_keep_line``: their ids' last part)."""
         self._kept_malformed_at = float("-inf")
         """When a bad message's line was last kept in the store (``_log_malformed``)."""
-        self._stored_notes: list[Event] = []
-        """Lines of the console's own to keep in the store's events (``_log_drains_lost``)."""
         tracker_kw: dict[str, float] = {}
         if ack_timeout_s is not None:
             tracker_kw["ack_timeout_s"] = ack_timeout_s
@@ -426,45 +391,20 @@ class ConsoleSession:
             host_steady if clock is time.time else None))
         """Whether the console sees its fleet: broker lost or hung, process stopped, clock
         stepped."""
-        self.store: Store | None = None
-        self._writer: WriterLock | None = None
-        """A collector's: held while it writes the store (``open_store(collector=True)``)."""
-        self._other_writer: WriterLock | None = None
-        """A console's: who else writes its store; while a collector does, it only reads."""
-        self.store_written_by: str | None = None
-        """The collector that writes this console's store (its own words), None while none
-        does (this console writes it then)."""
-        self._writer_checked = -1e9
-        self._store_checked = time.monotonic()
-        """When the store's path was last looked at (``_check_store_file``)."""
-        self._store_look: concurrent.futures.Future[str] | None = None
-        """That look while it has not answered (``Store.look_gone``): one at a time."""
-        self._store_look_hung = False
-        """Whether the look in flight was said not to answer (``STORE_FILE_HUNG_S``)."""
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
         self.problems: dict[str, SessionProblem] = {}
         """Things that are broken right now (store, audit, a dead worker): front ends show
         them; a key disappears when the thing recovers."""
-        self._store_q = _StoreQueue()
+        self.store_link = StoreLink(self.note, self._problem, self.problems, self.counters,
+                                    clock)
+        """The history store, the ticks' rows held for it and their writes (``open_store``)."""
         self._outgoing: deque[_Outgoing] = deque()
         self._messages: deque[tuple[Kind, str, bytes, int, bool]] = deque()
         """Messages of the session's own to publish (a collector's digests and birth)."""
         self._wake = asyncio.Event()
         self._io_lock = asyncio.Lock()
         """Publishes: the pump's and a front end's final flush never interleave."""
-        self._store_lock = asyncio.Lock()
-        """Store writes, apart from publishes: a write that hangs holds up no command."""
-        self._store_task: asyncio.Task[None] | None = None
-        """The pump's store flush in flight (``_store_in_background``)."""
-        self._store_abandoned: asyncio.Task[None] | None = None
-        """A store the close gave up on (its write hung), closed once that write returns."""
-        self._store_write_since: float | None = None
-        """When the store write in flight began (monotonic), None while none is."""
-        self._store_write_hung = False
-        """Whether that write was said not to return (``STORE_WRITE_HUNG_S``)."""
-        self._store_writing: TickRows | None = None
-        """The rows that write has (``q.rows[0]``): a full queue merges past it."""
         self._last_event: Event | None = None
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
@@ -725,20 +665,9 @@ class ConsoleSession:
 
         One collector writes a store (``WriterLock``: a second is refused); a console on a
         store a collector writes only reads it, and writes it (again) once none does."""
-        lock = WriterLock(path)
-        if collector:
-            lock.take(f"collect pid {os.getpid()} on {socket.gethostname()}")
-        try:
-            store = await Store.open(path, DEFAULT_RETENTION_DAYS if retention_days is None
-                                     else retention_days, self.cluster, claim=True)
-        except BaseException:
-            lock.release()
-            raise
-        if collector:
-            self._writer = lock
-        else:
-            self._other_writer = lock
-            self._check_writer(self.clock(), force=True)
+        store = await self.store_link.open(
+            path, DEFAULT_RETENTION_DAYS if retention_days is None else retention_days,
+            self.cluster, collector=collector)
         watched = await store.watched()
         restored = await store.restore(self.state, now=self.clock())
         if store.missing & RESTORED_TABLES.keys():
@@ -854,52 +783,8 @@ class ConsoleSession:
             # Decided by the last tick, not written yet: a one-shot command ends right after.
             async with self._io_lock:
                 await self.settler.write(lambda: self.audit)
-        if self.store is not None:
-            # The minute in progress too: a stop (systemd, ^C) must not leave a hole in the
-            # history; the next run folds its part of that minute into this one.
-            partial = self.store.partial_minutes()
-            if partial.gpu or partial.ports:
-                self._store_q.rows.append(partial)
-            if not await self._store_turn():
-                # Its write hangs (a hung mount): closing would wait on it too.
-                store, self.store = self.store, None
-                self._store_look, self._store_look_hung = None, False
-                # The collector's lock is kept while that write may still land: released
-                # here, a second collector started then wrote the same ticks' job minutes
-                # too (docs/reliability.md). It goes with the process if the write never
-                # returns (the SQLite thread is a daemon: the process still exits).
-                writer, self._writer = self._writer, None
-                self._store_abandoned = asyncio.create_task(
-                    self._close_after_hung_write(store, writer), name="session-store-hung")
-                return await self._release_audit_and_writer()
-            try:
-                self._queue_notes()
-                await self._flush_store(final=True)
-                if self._queue_notes():  # said by that flush: "writable again … caught up"
-                    await self._flush_store(final=True)
-                # Gone from the session before it closes, and closed under the lock: a pump's
-                # write that started between the two (a TUI's unmount sets stop, then closes)
-                # wrote into a closing connection (a review).
-                store, self.store = self.store, None
-                # A look in flight is of the store closed: read against one opened after (a
-                # session's store opened again), its answer was taken for that one's.
-                self._store_look, self._store_look_hung = None, False
-                await store.close()
-            finally:
-                self._store_lock.release()
+        await self.store_link.close()
         await self._release_audit_and_writer()
-
-    async def _close_after_hung_write(self, store: Store, writer: WriterLock | None) -> None:
-        """Close ``store`` once its hung write returns, then let go of the writer's lock:
-        only then can no write of this process land in it. Cancelled (the process ends
-        first), the lock is left to go with the process."""
-        async with self._store_lock:
-            # Queued behind the hung write in the connection's one thread: returned, the
-            # thread has nothing of ours left to write.
-            with contextlib.suppress(sqlite3.Error, OSError, ValueError):
-                await store.close()
-        if writer is not None:
-            writer.release()
 
     async def _release_audit_and_writer(self) -> None:
         audit = log_of(self.audit)
@@ -909,18 +794,7 @@ class ConsoleSession:
         lost = audit.unwritten() if audit is not None else ""
         if lost:
             log.warning("%s", lost)
-        if self._writer is not None:
-            self._writer.release()
-            self._writer = None
-
-    def _queue_notes(self) -> bool:
-        """Lines kept since the last tick, as rows of their own (at close: only a tick made
-        them rows, and what came after the last one went nowhere)."""
-        if not self._stored_notes or self.store is None or self.store_written_by is not None:
-            return False
-        self._store_q.rows.append(self.store.prepare(Batch(), [], self._stored_notes))
-        self._stored_notes = []
-        return True
+        self.store_link.release_writer()
 
     async def run(self, stop: asyncio.Event) -> None:
         """The feed (when connected to a broker) and the I/O pump, until ``stop`` is set."""
@@ -1077,7 +951,8 @@ class ConsoleSession:
                 del replaced[job_id]
         if self._rerun or self._rerun_failed:
             self._note_reruns(now)
-        self._queue_store(batch, verdicts, now, found, job_seconds, left, cleared)
+        self.store_link.queue(batch, verdicts, now, found, job_seconds, left, cleared,
+                              self.interruptions.take_runs)
         self._check_audit(now)
         if self.settler.pending:
             feed = self.feed
@@ -1101,7 +976,7 @@ class ConsoleSession:
         self._run_probe(now)
         self._note_shedding(now)
         self.counters.ticks += 1
-        if self._outgoing or self._store_q.rows or self._messages:
+        if self._outgoing or self.store_link.backlog or self._messages:
             self._wake.set()
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
@@ -1129,7 +1004,7 @@ class ConsoleSession:
             if self.store is None:
                 continue
             ms = int(self.clock() * 1000)
-            self._stored_notes.append(Event(
+            self.store_link.notes.append(Event(
                 node=node, event_id=f"{node}.console-drain-lost-{ms}", seq=0, ts=ms,
                 kind="drain", severity=EventSeverity.WARN, component="console", message=text))
 
@@ -1590,7 +1465,7 @@ class ConsoleSession:
         self._kept += 1
         ms = int(ts * 1000)
         # Built, not validated: its node is no node id on purpose (``CONSOLE_SOURCE``).
-        self._stored_notes.append(Event.model_construct(
+        self.store_link.notes.append(Event.model_construct(
             node=CONSOLE_SOURCE, event_id=f"console.{kind}.{ms}.{self._kept}", seq=0,
             ts=ms, kind=kind, severity=EventSeverity(severity), component="console",
             message=text[:KEPT_TEXT_MAX], data={"nodes": compress(list(nodes))} if nodes else {}))
@@ -1905,70 +1780,13 @@ class ConsoleSession:
     async def flush(self) -> None:
         """Do the pending I/O now (publish what is queued, write the store)."""
         await self._publish_now()
-        if await self._store_turn():
-            try:
-                await self._flush_store()
-            finally:
-                self._store_lock.release()
-
-    async def _store_turn(self) -> bool:
-        """The store's lock within ``STORE_WRITE_HUNG_S``; False while a write that hangs holds
-        it (said in the log: what the session holds of history is not written)."""
-        if not self._store_lock.locked():
-            return await self._store_lock.acquire()  # at once: a wait_for of 0 s refuses it
-        try:
-            await asyncio.wait_for(self._store_lock.acquire(), self._store_wait_s())
-        except TimeoutError:
-            store = self.store
-            log.error("history store %s: a write has not returned for %g s; %d tick(s) of "
-                      "history held in memory are not written", store and store.path,
-                      STORE_WRITE_HUNG_S, len(self._store_q.rows))
-            return False
-        return True
-
-    def _store_wait_s(self) -> float:
-        """What is left of ``STORE_WRITE_HUNG_S`` for the write in flight, from its start: the
-        watch's last flush, the pump's end and the close each waited it whole for the same
-        hung write, and a one-shot command's result came three times as late."""
-        since = self._store_write_since
-        if since is None:
-            return STORE_WRITE_HUNG_S
-        return max(0.0, since + STORE_WRITE_HUNG_S - time.monotonic())
+        await self.store_link.write_now()
 
     async def _publish_now(self) -> None:
         async with self._io_lock:  # the pump and a front end's final flush never interleave
             await self._publish_pending()
             if self.settler.settling:
                 await self.settler.write(lambda: self.audit)
-
-    def _store_in_background(self) -> None:
-        """The pump's store flush, as a task of its own: awaited in the pump, a write on a
-        hung NFS mount held every later publish (a drain never left the console) for as
-        long as the mount hung, and nothing said why. Said once when it hangs, and when it
-        returns."""
-        self._check_store_file()
-        since = self._store_write_since
-        if since is not None and not self._store_write_hung and self.store is not None:
-            waited = time.monotonic() - since
-            if waited >= STORE_WRITE_HUNG_S:
-                self._store_write_hung = True
-                why = (f"history store {self.store.path}: a write has not returned for "
-                       f"{STORE_WRITE_HUNG_S:g} s (a hung network mount?); commands still go "
-                       f"out, and the history is held in memory until it returns")
-                log.error("%s", why)
-                self._problem("store", why, self.clock())
-                self.note(why, severity="error", kind="store", keep=True)
-        task = self._store_task
-        if task is not None and not task.done():
-            return
-        if task is not None and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-        self._store_task = asyncio.create_task(self._locked_store_flush(),
-                                               name="session-store")
-
-    async def _locked_store_flush(self) -> None:
-        async with self._store_lock:
-            await self._flush_store()
 
     async def _pump(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -1982,13 +1800,8 @@ class ConsoleSession:
                 stopper.cancel()
             self._wake.clear()
             await self._publish_now()
-            self._store_in_background()
-        task = self._store_task
-        if task is not None and not task.done():
-            # Its write ends before the session's close writes after it (cancelled, it left
-            # its transaction open); one that hangs is left to its thread, said already.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), self._store_wait_s())
+            self.store_link.in_background()
+        await self.store_link.pump_ended()
 
     async def _publish_pending(self) -> None:
         await self._publish_probe()
@@ -2128,199 +1941,28 @@ class ConsoleSession:
 
     # --- the store -----------------------------------------------------------------------------
 
-    def _queue_store(self, batch: Batch, verdicts: list[VerdictChange], now: float,
-                     found: list[Interruption], seconds: list[tuple[int, float]],
-                     left: dict[str, tuple[str, float]],
-                     cleared: dict[str, tuple[float, frozenset[str]]]) -> None:
-        if self.store is None:
-            return
-        q = self._store_q
-        if self._check_writer(now):
-            # The collector writes all this: only what this console did itself (its audit).
-            self.interruptions.take_runs(now)
-            self._stored_notes = []
-            audit = self.store.prepare_audit()
-            if audit.audit:
-                q.rows.append(audit)
-            return
-        rows = self.store.prepare(batch, verdicts, self._stored_notes)
-        rows.watched = now
-        self._stored_notes = []
-        rows.interruptions = [(it.job_id, it.ts, it.cause, ",".join(it.nodes), it.gpus,
-                               it.lost_gpu_hours, it.detail) for it in found]
-        rows.job_seconds = seconds
-        rows.left_jobs = left
-        rows.cleared = cleared
-        rows.job_runs = [(job_id, st.value, requeues, ",".join(nodes),
-                          codec.encode(run).decode(), now)
-                         for job_id, st, requeues, nodes, run
-                         in self.interruptions.take_runs(now)]
-        q.rows.append(rows)
-        while len(q.rows) > STORE_QUEUE_TICKS:
-            # Keep what cannot be had again (events, transitions, audit); drop the oldest
-            # per-minute samples, which only thin the history charts. Never the row a write
-            # has in flight (the pump's task, a hung mount): merged into the next, its write's
-            # return took the merged row off as written, and the ticks merged into it with it.
-            at = 1 if q.rows[0] is self._store_writing else 0
-            if at + 1 >= len(q.rows):
-                break
-            oldest = q.rows[at]
-            del q.rows[at]
-            q.rows[at] = q.rows[at].merged_after(oldest)
-            self.counters.store_dropped_ticks += 1
+    @property
+    def store(self) -> Store | None:
+        """The history store open (``open_store``), None while none is."""
+        return self.store_link.store
 
-    def _check_writer(self, now: float, force: bool = False) -> bool:
-        """Whether a collector writes this console's store (looked at every few seconds);
-        the timeline says so when that changes."""
-        lock = self._other_writer
-        if lock is None:
-            return False
-        if force or now - self._writer_checked >= WRITER_CHECK_S:
-            self._writer_checked = now
-            holder = lock.holder()
-            if holder != self.store_written_by:
-                path = lock.path.with_suffix("")
-                if holder is not None:
-                    self.note(f"history store {path} is written by {holder}: this console "
-                              "reads it (and writes only its own audit)")
-                elif self.store_written_by is not None:
-                    self.note(f"history store {path}: its collector stopped; this console "
-                              "writes it now")
-                self.store_written_by = holder
-                if self.store is not None:
-                    # The collector keeps the store's retention (its --retention-days), not
-                    # this console's default: a reader must not purge its history.
-                    self.store.purging = holder is None
-        return self.store_written_by is not None
+    @store.setter
+    def store(self, store: Store | None) -> None:
+        self.store_link.store = store
 
-    def _check_store_file(self) -> None:
-        """Say once when the store's path no longer names the file written (``Store.gone``):
-        NO HISTORY in the header, the sentence in the timeline and the log."""
-        store = self.store
-        if store is None or "history" in self.problems:
-            return
-        now = time.monotonic()
-        look = self._store_look
-        if look is not None:
-            waited = now - self._store_checked
-            if not look.done():
-                if not self._store_look_hung and waited >= STORE_FILE_HUNG_S:
-                    self._store_look_hung = True
-                    why = (f"history store {store.path}: the store's file did not answer a "
-                           f"stat for {STORE_FILE_HUNG_S:g} s (a hung network mount?); the "
-                           "console goes on, and looks again once it answers")
-                    log.warning("%s", why)
-                    # Kept as the store's other lasting problems are: the store's writes
-                    # hold it, and `fleetdeck events` has it once the mount is back.
-                    self.note(why, severity="warn", kind="store", keep=True)
-                return
-            self._store_look = None
-            if self._store_look_hung:
-                self._store_look_hung = False
-                self.note(f"history store {store.path}: the store's file answered again "
-                          f"after {waited:.0f} s", kind="store", keep=True)
-            try:
-                why = look.result()
-            except OSError as err:  # as ``Store.gone`` itself: the writes say what is wrong
-                log.warning("history store %s: looking at its file: %s", store.path, err)
-                why = ""
-            if why:
-                log.error("%s", why)
-                self._problem("history", f"history not kept: {why}", self.clock())
-                # Kept as the store's failing writes are: into the file this console has
-                # open, where a store moved aside (replaced) or copied off the mount still
-                # tells why its rows stop.
-                self.note(why, severity="error", kind="store", keep=True)
-            return
-        if now - self._store_checked < STORE_FILE_CHECK_S:
-            return
-        self._store_checked = now
-        # Off the loop: a stat on a hung NFS mount never returns (``Store.look_gone``).
-        self._store_look = store.look_gone()
-
-    async def _flush_store(self, final: bool = False) -> None:
-        self._check_store_file()
-        store, q = self.store, self._store_q
-        if store is None or not q.rows:
-            return
-        now = time.monotonic()
-        if not final and q.failing_since is not None and now < q.retry_at:
-            return
-        while q.rows:
-            self._store_write_since = time.monotonic()
-            self._store_writing = q.rows[0]
-            try:
-                await store.write_rows(self._store_writing)
-            except (sqlite3.Error, OSError) as err:
-                self._store_writing = None
-                self._store_returned(f"{err}")
-                self.counters.store_errors += 1
-                q.last_error = f"history store {store.path}: {err}"
-                if q.failing_since is None:
-                    q.failing_since = now
-                    log.error("%s; keeping %d tick(s) in memory and retrying", q.last_error,
-                              len(q.rows))
-                    # In the timeline too, and kept: the header said it only while it lasted,
-                    # and the next morning's `fleetdeck events` showed a gap with no cause.
-                    self.note(f"{q.last_error}: history held in memory and retried",
-                              severity="error", kind="store", keep=True)
-                self._problem("store", q.last_error, self.clock())
-                q.retry_at = now + q.delay
-                q.delay = min(STORE_RETRY_S[1], q.delay * 2)
-                return
-            self._store_writing = None
-            self._store_returned()
-            q.rows.popleft()
-            self.counters.store_writes += 1
-            if q.failing_since is not None:
-                q.caught_up += 1
-                if q.caught_up % STORE_CATCH_UP_CHECKPOINT == 0:
-                    await store.checkpoint()
-        if q.failing_since is not None:
-            # Said once every held tick is written: said after the first, "caught up" came
-            # with ticks still held, and the next failure of the same outage was a new one
-            # (an SRE drill on a full disk).
-            log.warning("history store writable again after %.0f s; caught up (%d held "
-                        "tick(s) written)", now - q.failing_since, q.caught_up)
-            self.note(f"history store {store.path} writable again after "
-                      f"{now - q.failing_since:.0f} s; caught up ({q.caught_up} held tick(s) "
-                      "written)", kind="store", keep=True)
-            q.failing_since, q.delay, q.caught_up = None, STORE_RETRY_S[0], 0
-            self.problems.pop("store", None)
-            # What the catch-up wrote into the WAL goes into the database now, and the WAL
-            # gives its space back: below SQLite's own 1,000-page checkpoint it stayed, and
-            # a disk that had just been freed filled again under it.
-            await store.checkpoint()
-
-    def _store_returned(self, error: str = "") -> None:
-        """A store write returned (done, or failed with ``error``): said when it had been
-        said hung. A hung NFS write mostly returns failing (EIO, a stale handle): said
-        written, the problem cleared, the failure's own line came right under it."""
-        since, self._store_write_since = self._store_write_since, None
-        if self._store_write_hung and since is not None and self.store is not None:
-            self._store_write_hung = False
-            waited = time.monotonic() - since
-            log.warning("history store %s: the write returned after %.0f s%s", self.store.path,
-                        waited, f", failing: {error}" if error else "")
-            if error:
-                # The failure is the store's problem now (``_flush_store``), retried as any.
-                self.note(f"history store {self.store.path}: the write returned after "
-                          f"{waited:.0f} s, failing: {error}", severity="error", kind="store",
-                          keep=True)
-                return
-            if self._store_q.failing_since is None:
-                self.problems.pop("store", None)
-            self.note(f"history store {self.store.path}: the write returned after "
-                      f"{waited:.0f} s; the history held is written", kind="store", keep=True)
+    @property
+    def store_written_by(self) -> str | None:
+        """The collector that writes this console's store (its own words), None while none
+        does (this console writes it then)."""
+        return self.store_link.written_by
 
     @property
     def store_failing_s(self) -> float | None:
-        q = self._store_q
-        return None if q.failing_since is None else time.monotonic() - q.failing_since
+        return self.store_link.failing_s
 
     @property
     def store_backlog(self) -> int:
-        return len(self._store_q.rows)
+        return self.store_link.backlog
 
     # --- recording -------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from fleetdeck.agents.source import EventDraft
-from fleetdeck.console import session as session_mod
+from fleetdeck.console import store_link as store_link_mod
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import CONSOLE_SOURCE, Store, StoreError
 from fleetdeck.protocol.topics import Kind
@@ -37,7 +37,7 @@ async def at_its_page_limit(tmp_path) -> tuple[FakeNode, ConsoleSession, Store]:
 
 
 async def test_disk_full_is_reported_retried_and_caught_up(tmp_path, monkeypatch):
-    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))  # retry at once in a test
+    monkeypatch.setattr(store_link_mod, "STORE_RETRY_S", (0.0, 0.0))  # retry at once in a test
     node, session, store = await at_its_page_limit(tmp_path)
     for i in range(400):
         ev = node.agent._event(EventDraft("xid", f"event {i} " + "x" * 200))
@@ -73,7 +73,7 @@ async def test_an_outage_that_ends_at_close_is_kept_with_its_end(tmp_path, monke
     """Space comes back and the service is stopped before the next tick: the final flush
     catches up and says "writable again", and that line is kept too (it was made after the
     last tick's rows, and lost)."""
-    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (60.0, 60.0))  # no retry before close
+    monkeypatch.setattr(store_link_mod, "STORE_RETRY_S", (60.0, 60.0))  # no retry before close
     node, session, store = await at_its_page_limit(tmp_path)
     for i in range(100):
         node.feed(session.ingest, node.agent._event(EventDraft("xid", f"e{i} " + "x" * 200)),
@@ -122,7 +122,7 @@ async def test_a_store_another_process_holds_write_locked_still_opens(tmp_path, 
     memory while the lock is held, and writes them after."""
     import sqlite3
 
-    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))
+    monkeypatch.setattr(store_link_mod, "STORE_RETRY_S", (0.0, 0.0))
     path = tmp_path / "store.db"
     node = FakeNode(cluster="locked")
     session = ConsoleSession("locked", clock=lambda: node.now)
@@ -207,8 +207,8 @@ async def test_a_catch_up_cut_short_is_one_outage_and_the_wal_is_given_back(
     import logging
     import sqlite3
 
-    monkeypatch.setattr(session_mod, "STORE_RETRY_S", (0.0, 0.0))
-    monkeypatch.setattr(session_mod, "STORE_CATCH_UP_CHECKPOINT", 8)
+    monkeypatch.setattr(store_link_mod, "STORE_RETRY_S", (0.0, 0.0))
+    monkeypatch.setattr(store_link_mod, "STORE_CATCH_UP_CHECKPOINT", 8)
     node = FakeNode(cluster="full")
     session = ConsoleSession("full", clock=lambda: node.now)
     await session.open_store(tmp_path / "store.db")

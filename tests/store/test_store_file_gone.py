@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.console import session as session_mod
+from fleetdeck.console import store_link as store_link_mod
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import CONSOLE_SOURCE, Store
 from fleetdeck.protocol.topics import Kind
@@ -82,8 +82,8 @@ async def test_a_store_file_that_does_not_answer_a_stat_is_said_once_not_waited_
     """The store-file check (a stat and a header read every 5 s) ran on the event loop: a
     hung NFS mount under the store stalled the whole console there. It runs off the loop now,
     and a check unanswered for ``STORE_FILE_HUNG_S`` is said once, kept in the store."""
-    monkeypatch.setattr(session_mod, "STORE_FILE_CHECK_S", 0.0)
-    monkeypatch.setattr(session_mod, "STORE_FILE_HUNG_S", 0.3, raising=False)
+    monkeypatch.setattr(store_link_mod, "STORE_FILE_CHECK_S", 0.0)
+    monkeypatch.setattr(store_link_mod, "STORE_FILE_HUNG_S", 0.3, raising=False)
     db = tmp_path / "hung.db"
     node, session = await _console_with_a_store(db)
     hung = threading.Event()
@@ -130,7 +130,7 @@ async def test_a_store_file_that_does_not_answer_a_stat_is_said_once_not_waited_
 async def test_a_store_moved_aside_keeps_why_its_rows_stop(tmp_path, monkeypatch) -> None:
     """The sentence is kept as the store's failing writes are: into the file this console
     writes, where a store moved aside tells why its history stops."""
-    monkeypatch.setattr(session_mod, "STORE_FILE_CHECK_S", 0.0)
+    monkeypatch.setattr(store_link_mod, "STORE_FILE_CHECK_S", 0.0)
     db = tmp_path / "moved.db"
     node, session = await _console_with_a_store(db)
     aside = tmp_path / "aside.db"
@@ -200,8 +200,8 @@ async def test_a_store_opened_again_is_not_judged_by_the_closed_ones_look(
     """A look in flight when the session's store closed stayed the session's: a store opened
     after in the same session was never looked at (the old look still hung) and its answer,
     when it came, was taken for the new store's."""
-    monkeypatch.setattr(session_mod, "STORE_FILE_CHECK_S", 0.0)
-    monkeypatch.setattr(session_mod, "STORE_FILE_HUNG_S", 0.2, raising=False)
+    monkeypatch.setattr(store_link_mod, "STORE_FILE_CHECK_S", 0.0)
+    monkeypatch.setattr(store_link_mod, "STORE_FILE_HUNG_S", 0.2, raising=False)
     node, session = await _console_with_a_store(tmp_path / "first.db")
     hung = threading.Event()
     real_gone = Store.gone

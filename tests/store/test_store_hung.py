@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from fleetdeck.console import session as session_mod
+from fleetdeck.console import store_link as store_link_mod
 from fleetdeck.console.commands import Phase
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import Store, StoreError, TickRows, WriterLock
@@ -28,7 +28,7 @@ NODE = "gpu0001"
 
 
 async def test_a_hung_store_write_holds_up_no_command(mosquitto, tmp_path, monkeypatch):
-    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 1.0)
+    monkeypatch.setattr(store_link_mod, "STORE_WRITE_HUNG_S", 1.0)
     agent = spawn("agent", "--broker", str(mosquitto.url), "--cluster", CLUSTER, "--node-id",
                   NODE, "--interval", "0.5", "--state-dir", str(tmp_path / "state"),
                   log=tmp_path / "agent.log")
@@ -75,7 +75,7 @@ async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, m
     """An NFS write that hangs mostly comes back with an error (EIO, a stale handle). Its
     return was said 'the history held is written' and the store's problem cleared, the
     failure's own line right under it."""
-    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 0.2)
+    monkeypatch.setattr(store_link_mod, "STORE_WRITE_HUNG_S", 0.2)
     session = ConsoleSession("hungerr")
     await session.open_store(tmp_path / "h.db")
     back = asyncio.Event()
@@ -87,12 +87,12 @@ async def test_a_hung_write_that_returns_failing_is_not_said_written(tmp_path, m
     monkeypatch.setattr(Store, "write_rows", failing_write)
     session.note("a line", keep=True)
     session.tick()
-    session._store_in_background()  # the pump's turn: the write in flight
+    session.store_link.in_background()  # the pump's turn: the write in flight
     await asyncio.sleep(0.3)
-    session._store_in_background()  # the next turn: said hung
+    session.store_link.in_background()  # the next turn: said hung
     assert "store" in session.problems
     back.set()
-    task = session._store_task
+    task = session.store_link._task
     assert task is not None
     await task
     said = [line.text for _s, line in session.log if line.kind == "store"]
@@ -110,7 +110,7 @@ async def test_a_hung_write_holds_a_closing_console_once(mosquitto, tmp_path, mo
     the same hung write: a one-shot command's result came 30 s late where its close was said
     to wait 10 s at most. They wait out one ``STORE_WRITE_HUNG_S`` from the write's start,
     together, and say what is not written."""
-    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 2.0)
+    monkeypatch.setattr(store_link_mod, "STORE_WRITE_HUNG_S", 2.0)
     session = ConsoleSession(CLUSTER, url=mosquitto.url,
                              client_id=f"hungdb-{uuid.uuid4().hex[:6]}")
     await session.open_store(tmp_path / "h.db")
@@ -169,11 +169,11 @@ async def test_no_pump_write_goes_into_a_store_being_closed(tmp_path, monkeypatc
     await closing.wait()
     session.note("said while closing", kind="store", keep=True)
     if session.store is not None:  # a tick's rows, as the pump finds them
-        session._queue_notes()
-    session._store_in_background()
+        session.store_link.queue_notes()
+    session.store_link.in_background()
     await closer
-    if session._store_task is not None:
-        await session._store_task
+    if session.store_link._task is not None:
+        await session.store_link._task
     assert late == [], late
 
 
@@ -182,7 +182,7 @@ async def test_a_close_that_gave_up_on_a_hung_write_keeps_the_writer_lock(tmp_pa
     """The close gave up on the hung write and let go of the collector's lock while that
     write could still land: a second collector started then wrote the same ticks' job minutes
     too. The lock is held until the write has returned and the store is closed."""
-    monkeypatch.setattr(session_mod, "STORE_WRITE_HUNG_S", 0.3)
+    monkeypatch.setattr(store_link_mod, "STORE_WRITE_HUNG_S", 0.3)
     session = ConsoleSession(CLUSTER)
     path = tmp_path / "w.db"
     await session.open_store(path, collector=True)
@@ -198,7 +198,7 @@ async def test_a_close_that_gave_up_on_a_hung_write_keeps_the_writer_lock(tmp_pa
     try:
         session.note("a line", keep=True)
         session.tick()
-        session._store_in_background()
+        session.store_link.in_background()
         await asyncio.sleep(0.1)
         await asyncio.wait_for(session.close(), 5)
         assert session.store is None
@@ -216,10 +216,10 @@ HANG_IN_SQLITE = """\
 import sys, threading
 from pathlib import Path
 from fleetdeck.cli import main
-from fleetdeck.console import session
+from fleetdeck.console import store_link
 from fleetdeck.console.store import Store
 
-session.STORE_WRITE_HUNG_S = 1.0
+store_link.STORE_WRITE_HUNG_S = 1.0
 flag, real_write = Path(sys.argv[1]), Store.write_rows
 
 async def write_rows(self, rows):

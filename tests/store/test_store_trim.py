@@ -7,13 +7,13 @@ per-minute samples."""
 
 import asyncio
 
-from fleetdeck.console import session as session_mod
+from fleetdeck.console import store_link as store_link_mod
 from fleetdeck.console.session import CONSOLE_SOURCE, ConsoleSession
 from fleetdeck.console.store import Store, TickRows
 
 
 async def test_ticks_merged_while_the_oldest_is_written_lose_no_event(tmp_path, monkeypatch):
-    monkeypatch.setattr(session_mod, "STORE_QUEUE_TICKS", 3)
+    monkeypatch.setattr(store_link_mod, "STORE_QUEUE_TICKS", 3)
     session = ConsoleSession("trimq")
     await session.open_store(tmp_path / "t.db")
     back = asyncio.Event()
@@ -29,7 +29,7 @@ async def test_ticks_merged_while_the_oldest_is_written_lose_no_event(tmp_path, 
         session.note(f"line {i}", keep=True)
         session.tick()
         if writer is None:
-            writer = asyncio.create_task(session._flush_store())  # the pump's, in flight
+            writer = asyncio.create_task(session.store_link.flush())  # the pump's, in flight
             await asyncio.sleep(0.05)
     assert writer is not None and session.counters.store_dropped_ticks > 0
     back.set()

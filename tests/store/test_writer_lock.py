@@ -8,8 +8,9 @@ import time
 import pytest
 
 from fleetdeck.console.ingest import Ingest
-from fleetdeck.console.session import WRITER_CHECK_S, ConsoleSession
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.store import StoreError, WriterLock
+from fleetdeck.console.store_link import WRITER_CHECK_S
 from tests.conftest import run_cli, spawn, stop_process
 from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, publish_job
 
