@@ -126,12 +126,12 @@ UNRECORDED_COMMAND = "— its command is not recorded (another terminal's, or se
 REBIRTH_EVERY_S = 30.0
 """Ask one node to re-publish its birth and status at most this often."""
 RESENDS_PER_TICK = 64
+"""Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
+and each request makes an agent re-publish up to its whole outbox."""
 ASKS_IN_FLIGHT = 256
 """Fire-and-forget asks (keyframe, re-send, rebirth) published at once, not each after the
 last one's PUBACK (``ConsoleSession._publish_asks``); paho still caps what is unacknowledged
 on the wire, the rest wait in its queue, not behind a broker round trip each."""
-"""Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
-and each request makes an agent re-publish up to its whole outbox."""
 APPLY_BUDGET_S = 0.020
 """Telemetry applied by one tick at most this long: the rest waits for the next tick, so the
 event loop never stalls on a large batch (issue 12: no stall > 50 ms at 16,384 nodes). The
@@ -1668,7 +1668,7 @@ class ConsoleSession:
     def _plan_follow_ups(self, now: float) -> None:
         if self.feed is None and self.publisher is None:
             return
-        queued = {(o.cmd.cmd_id) for o in self._outgoing}
+        queued = {o.cmd.cmd_id for o in self._outgoing}
         for kind, subject, cmd, progress in self.tracker.due_for_retry(now):
             if cmd.cmd_id in queued:
                 continue
