@@ -79,6 +79,7 @@ from fleetdeck.console.state import (
     FAILING_STATES,
     HOLDING_NODES,
     JOB_WINDOW_S,
+    MEMO_BY_IDENTITY,
     FleetState,
     NodeState,
 )
@@ -894,7 +895,7 @@ _Entry = tuple[list[Finding], _Sig | None, bool, tuple[Finding, ...]]
 """What a node's findings give ``common_causes``: the findings (held, so that the identities
 that key it stay theirs), their ``_Sig`` (None: no common cause's), whether one of them names
 something else wrong, and the first finding of each cause."""
-_COMMON_KEYS = "common:keys"
+_COMMON_KEYS = MEMO_BY_IDENTITY  # keyed by the findings' ids: not kept across a pickle
 
 
 def _common_entry(found: list[Finding], sigs: dict[_Sig, _Sig]) -> _Entry:

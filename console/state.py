@@ -1151,6 +1151,11 @@ class Totals:
 
 
 _SERIALS = itertools.count()
+MEMO_BY_IDENTITY = "common:keys"
+"""The ``FleetState.memo`` entry keyed by objects' identities (``id`` of findings:
+``incidents.common_causes``). Dropped when a state is unpickled (a replay's snapshot put back):
+its objects are copies at other addresses, and an old object's address may be a new finding's
+by then, of another cause."""
 
 
 class FleetState:
@@ -1371,6 +1376,7 @@ class FleetState:
         # on the serial must not take it for the one they counted.
         self.__dict__.update(saved)
         self.serial = next(_SERIALS)
+        self.memo.pop(MEMO_BY_IDENTITY, None)
 
     def job_nodes(self, job: JobStatus) -> frozenset[str]:
         """``job.nodes`` as a set, made once per job status (a 4,096-node job's list was

@@ -358,3 +358,23 @@ def test_kept_grouping_follows_a_node_that_moved_and_stays_while_only_samples_ca
     healed = round_(faults)
     (inc,) = [i for i in healed if i.kind == "common"]
     assert inc.nodes == names[2:] and inc.title.startswith("agents on 8 nodes")
+
+
+def test_a_snapshot_put_back_keeps_no_grouping_keyed_by_the_old_objects_addresses():
+    """``common_causes`` keys what a node's findings give by the findings' identities (``id``).
+    A replay's seek back puts back an unpickled state (``ConsoleSession.restore``): its
+    findings are copies at other addresses, while the kept keys were the old objects'
+    addresses, which a later finding of another cause may be given (a port-down node read as
+    one of the blind). Put back, the state keeps no such key, and regroups as it did."""
+    names = [f"gpu{i:04d}" for i in range(1, 11)]
+    faults = dict.fromkeys(names, _said(LOG))
+    session, _clock = _fleet(16, faults)
+    before = [i.as_json() for i in incidents(session.state)]
+    snap = session.snapshot()
+    session.restore(snap)
+    state = session.state
+    kept = state.memo.get("common:keys")
+    entries = kept[1][0] if kept is not None else {}
+    for ids, (found, *_rest) in entries.items():
+        assert ids == (id(found[0]) if len(found) == 1 else tuple(map(id, found)))
+    assert [i.as_json() for i in incidents(state)] == before
