@@ -108,6 +108,10 @@ BROKER_MUTE_SAID_S = 5.0
 """A connected broker that has sent nothing, a ping's answer included, for this long is said
 to be hung (``CommandRun._watch_mute``): four pings unanswered, past a loaded host's stall of
 a second or two."""
+CLI_STALL_S = 1.0
+"""A gap this long between two of a command's watches of its link (ticks are ``POLL_S``
+apart) is the command not running (suspended with Ctrl-Z, a starved host, a long tick): it
+asked the broker nothing meanwhile, so the broker's silence over it is no sign of a hang."""
 PROGRESS_GROUP_OVER = 8
 """Targets above which a command's progress is said per group of nodes, not per node: a drain
 of 512 nodes printed 1,068 lines, an ack and an outcome a node (a 2026-12-07 drill)."""
@@ -182,6 +186,10 @@ class CommandRun:
         self._lost_at: float | None = None
         """When the link to the broker was lost (None: up, or never up yet)."""
         self._mute_at: float | None = None
+        self._watched_at: float | None = None
+        """When ``_watch_mute`` last ran."""
+        self._ran_since = float("-inf")
+        """When this command last resumed after not running (``CLI_STALL_S``)."""
         """When the broker, connected, last answered before it went quiet past
         ``BROKER_MUTE_SAID_S`` (None: it answers)."""
         self._heard = 0
@@ -535,8 +543,16 @@ class CommandRun:
         each second (``ConsoleSession``, ``QUIET_PING_S``), so this long unanswered is one
         ping not answered for seconds."""
         now = time.monotonic()
-        if heard_s is not None and heard_s > BROKER_MUTE_SAID_S and self._mute_at is None:
-            self._mute_at = now - heard_s
+        last, self._watched_at = self._watched_at, now
+        if last is not None and now - last > CLI_STALL_S:
+            self._ran_since = now
+        # The broker's silence counts from when this command last ran on: a drain suspended
+        # 10 s with Ctrl-Z pinged no one meanwhile (the session pings as it ticks), and read
+        # "has not answered for 10 s (hung?)" of a broker that answered its next ping at
+        # once (a review; tests/console/test_cli_mute.py).
+        mute_s = None if heard_s is None else min(heard_s, now - self._ran_since)
+        if mute_s is not None and mute_s > BROKER_MUTE_SAID_S and self._mute_at is None:
+            self._mute_at = now - mute_s
             self.say(f"the broker at {self.url} has not answered for {heard_s:.0f} s (hung?); "
                      + ("what was sent stays in effect, waiting for the outcome as it "
                         "answers again (--timeout)" if sent else
