@@ -51,7 +51,9 @@ from fleetdeck.console.health import (
     reason_line,
 )
 from fleetdeck.console.judgements import (
+    CAUSE_CODES,
     CORRELATION_MIN,
+    DEGRADED_PORT,
     RECOVERED,
     FailedJob,
     LeafGroup,
@@ -268,6 +270,12 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
         as_of = f" when last heard ({utc_hms(job.ts / 1000)})"
         for slow in (found, *found.also):
             home = by_node.get(slow.node)
+            if home is not None and home.kind == "switch" and (
+                    CAUSE_CODES[DEGRADED_PORT] not in slow.causes):
+                # Its node is under the switch's incident for the switch's ports alone: a rank
+                # a GPU power cap slows read "leaf02-r3 recovered …; slows job 4103 by 47%",
+                # its step "nothing to do on the nodes" (a fault audit).
+                home = None
             if home is None:
                 homeless.append(slow)
                 continue

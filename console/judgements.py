@@ -1331,7 +1331,11 @@ def judge_cause(state: FleetState, node: str) -> Cause:
     if st.online is False or st.stale:
         return _cause(NOT_RESPONDING)
     throttled = [f for f in st.findings if f.rule in ("G12", "G13")]
-    ports = [f for f in st.findings if f.rule.startswith("N")]
+    # A recovered switch's link errors (its ports up again at full rate) slow no rank: named
+    # first, they read "degraded port + GPU power-capped" of a rank only its cap slowed, and
+    # blamed the switch for it (a fault audit: a rail flap under a capped job).
+    ports = [f for f in st.findings if f.rule.startswith("N")
+             and not (st.behind_recovered and st.switch_owns(f))]
     # Both named when both are there: a throttled GPU and a storming port on one node each
     # slow its rank, and naming the GPU alone hid the port (a fault audit).
     causes: list[str] = []
@@ -2133,6 +2137,15 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         # A node out of service needs its resume, not "do not drain": a drained, repaired
         # node behind a recovered switch was never told to go back (a fault audit).
         out = st.drain.state in (DrainState.DRAINED, DrainState.DRAINING)
+        slows = None if out or state is None or not _power_capped(st) else slowing(st, state)
+        if slows is not None and slows[0].power is not None:
+            # No rule judges its SW power cap, so the switch seemed all of it: "none on the
+            # node" of a node whose capped GPU slowed its job by 46 % (a fault audit).
+            link = (f"its link errors were switch {st.behind_switch}'s (recovered): nothing to "
+                    "do for them" if st.behind_recovered else
+                    f"check switch {st.behind_switch} (its link faults are the switch's: do "
+                    "not drain for them)")
+            return f"{straggler_action(st, *slows)}; {link}"
         if st.behind_recovered:
             if out:
                 return (f"{taken_out(st)}, nothing found on the node (switch "

@@ -1597,3 +1597,65 @@ def test_a_gpu_capped_5_percent_below_its_peers_limit_was_lowered():
     slow = job["straggler"]
     assert (slow["power_limit"], slow["power_limit_w"], slow["peer_limit_w"]) == (
         "lowered", 665, 700), slow
+
+
+def test_a_power_capped_straggler_behind_a_recovered_switch_is_the_caps_not_the_switchs():
+    """A rail switch flapped under a job one of whose GPUs was power-capped (`inject
+    leaf_switch rail=3 duration=12s` over `power_cap limit=400`): the switch's incident read
+    "leaf02-r3 recovered …; slows job 4103 by 47% (rank 1)", its step "nothing to do on the
+    nodes", the job's own incident with "check the power limit" was gone, the cause read
+    "degraded port (… link_downed increased) + GPU power-capped", and the node "none on the
+    node: switch recovered; do not drain" (a fault audit). A recovered switch's ports, up at
+    full rate, slow no rank."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.incidents import incidents
+    from fleetdeck.protocol.messages import RankTime
+
+    behind = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+
+    def rail2(state: str):
+        def apply(tel):
+            ports = [replace(p, state=state, link_downed=1,
+                             phys_state="LinkUp" if state == "ACTIVE" else "Polling")
+                     if p.dev == "mlx5_ib2" else p for p in tel.ib_ports]
+            return replace(tel, ib_ports=ports)
+        return apply
+
+    def capped(tel):
+        gpus = [replace(g, clock_event_reasons=0x4, sm_clock_mhz=1350.0,
+                        sm_clock_max_mhz=1980.0, power_limit_w=400.0)
+                if g.index == 5 else g for g in tel.gpus]
+        return replace(tel, gpus=gpus)
+
+    def job(c):
+        return job_status("7", ["gpu0003", "gpu0004", "gpu0005"], c).model_copy(update={
+            "median_step_time_ms": 1000.0, "slowest": [
+                RankTime(rank=5, node="gpu0003", step_time_ms=1460.0),
+                RankTime(rank=8, node="gpu0004", step_time_ms=1012.0)]})
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    up = {n: rail2("ACTIVE") for n in behind}
+    up["gpu0003"] = lambda t: capped(rail2("ACTIVE")(t))
+    for faults in [{}, {}, *[{n: rail2("DOWN") for n in behind}] * 3, up, up, up]:
+        clock.advance(1.0)
+        publish_job(ingest, job(clock), clock)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    state = session.state
+    assert [(s.switch, s.recovered) for s in suspect_switches(state)] == [("leaf00-r2", True)]
+    (js,) = fleet_summary(state, clock())["jobs"]
+    assert js["straggler"]["causes"] == ["power_capped"], js["straggler"]["cause"]
+    found = {i.kind: i for i in incidents(state)}
+    assert "slows job" not in found["switch"].title
+    assert found["job"].title.startswith("job 7: straggler rank 5 gpu0003 +46%: GPU power-capped")
+    assert found["job"].action.startswith("check the power limit of gpu0003's capped GPU")
+    node = {n["id"]: n for n in fleet_summary(state, clock())["nodes"]}["gpu0003"]
+    assert node["action"].startswith("it slows job 7 by 46% (rank 5), GPU power-capped"), node
+    assert "check gpu5's power limit" in node["action"] and "drain" not in node["action"]
+    assert node["action"].endswith(
+        "its link errors were switch leaf00-r2's (recovered): nothing to do for them")
