@@ -1823,6 +1823,16 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
     steps: list[str] = []
     stepped_gpus: set[str] = set()
     own = own_findings(st)
+    # A fault back after its repair: the part's replacement is its step, not the repair that
+    # did not hold. "then reboot the node (gpu6 fell off the bus; RMA it if it does again); the
+    # same fault came back …: replace gpu6 rather than repeat the repair" told both, and a
+    # drained node "reset gpu1 or reboot, then resume" of a DBE back 12 s after its reset (a
+    # fault audit: `inject repair`, then the same fault again).
+    gone_gpus, gone_ports = _recurred_parts(st) if recurrence(st) is not None else ([], [])
+    if gone_gpus or gone_ports:
+        steps.append(_replace_text(gone_gpus, gone_ports))
+        own = [f for f in own if f.component not in (*gone_gpus, *gone_ports)]
+        stepped_gpus.update(gone_gpus)
     # A GPU that fell off the bus is also missing (G1): its XID says more, once.
     xid_gpus = {f.component for f in own if f.rule == "G2"}
     # One step per port, the most telling of its rules: N1 and N2 of one flapping port said
@@ -1972,18 +1982,36 @@ def recurrence_text(st: NodeState) -> str:
     of a DBE back 30 s after the node's repair read as the first, and asked for the repair that
     had not held (a fault audit: the same XID 48 after ``repair``)."""
     assert st.recurred is not None
+    replace = _replace_text(*_recurred_parts(st))
+    return f"{recurred_when(st)}: {replace} rather than repeat the repair"
+
+
+def recurred_when(st: NodeState) -> str:
+    """"the same fault (G2 gpu0) came back 12 s after it cleared at 18:25:33"."""
+    assert st.recurred is not None
     cleared, again = st.recurred
     gap = _recurred_after_s(st)
     took = (f"{gap:.0f} s" if gap < 120 else f"{gap / 60:.0f} min" if gap < 7200
             else f"{gap / 3600:.0f} h")
+    return (f"the same fault ({', '.join(again)}) came back {took} after it cleared at "
+            f"{utc_hms(cleared)}")
+
+
+def _recurred_parts(st: NodeState) -> tuple[list[str], list[str]]:
+    """The GPUs and the ports of the node's recurred fault, once each."""
+    assert st.recurred is not None
+    again = st.recurred[1]
     gpus = list(dict.fromkeys(k.split(" ", 1)[1] for k in again if k[0] == "G"))
     ports = list(dict.fromkeys(k.split(" ", 1)[1] for k in again if k[0] != "G"))
+    return gpus, ports
+
+
+def _replace_text(gpus: list[str], ports: list[str]) -> str:
     # A port's fault is its cable's or HCA's: "replace mlx5_0:1 (RMA a GPU)" named no part
     # anyone could order (a review).
     what = ([f"{_and(gpus)} (RMA a GPU)"] if gpus else []) + (
         [f"{_and(ports)}'s cable/transceiver or HCA"] if ports else [])
-    return (f"the same fault ({', '.join(again)}) came back {took} after it cleared at "
-            f"{utc_hms(cleared)}: replace {' and '.join(what)} rather than repeat the repair")
+    return f"replace {' and '.join(what)}"
 
 
 def _recurred_after_s(st: NodeState) -> float:
@@ -2029,7 +2057,8 @@ def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     if blind:
         action += f"; {blind}"
     if recurrence(st) is not None:
-        action += f"; {recurrence_text(st)}"
+        # Its step is the replacement already (``repair_step``): why, not the part again.
+        action += f"; {recurred_when(st)}: its repair did not hold"
     if (st.verdict in (Verdict.DEGRADED, Verdict.FAILED) and CLOCK_ACTION not in action
             and any(f.rule == CLOCK_RULE for f in st.findings)):
         # Beside another fault: its clock's step too (a drain it refuses cannot be done).

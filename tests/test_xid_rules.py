@@ -353,6 +353,33 @@ def test_a_fault_back_after_the_node_cleared_is_said_to_recur():
     assert st.verdict is Verdict.FAILED and "came back" not in recommended_action(st)
 
 
+def test_a_fault_back_after_its_repair_is_told_the_replacement_not_the_repair_again():
+    """An XID 48 back 30 s after `repair` read "drain (no job on it), then reset gpu0 or reboot
+    (double-bit ECC); the same fault … came back …: replace gpu0 (RMA a GPU) rather than repeat
+    the repair", both the repair and its replacement, and drained "drained: reset gpu0 or
+    reboot …, then resume; … replace gpu0" (a fault audit; an XID 79 back read "reboot the node
+    (…; RMA it if it does again)" beside "it came back"). The step is the replacement, once."""
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    c = Console()
+    _dbe(c, 0)
+    for _ in range(3):
+        c.send(c.node.telemetry())
+    for _ in range(30):
+        c.node.telemetry()
+    st = _dbe(c, 0)
+    said = recommended_action(st)
+    assert said.startswith("drain (no job on it), then replace gpu0 (RMA a GPU); the same "
+                           "fault (G2 gpu0) came back 3"), said
+    assert said.endswith(": its repair did not hold"), said
+    assert "reset gpu0" not in said and said.count("replace gpu0") == 1, said
+    st.drain = DrainInfo(state=DrainState.DRAINED, reason="dbe")
+    said = recommended_action(st)
+    assert said.startswith("drained: replace gpu0 (RMA a GPU), then resume; the same fault"), said
+    assert "reset gpu0" not in said, said
+
+
 def test_a_recurrence_is_in_status_json_as_a_field_beside_the_action():
     """``recurrence`` in a node's summary: a script read "the same fault came back" only in the
     action's words (a JSON audit, docs/protocol.md "status --json"); null for a first
