@@ -144,6 +144,10 @@ class StoreLink:
         else:
             self._other_writer = lock
             self.check_writer(self._clock(), force=True)
+            # Not the link's store yet (``ConsoleSession.open_store`` makes it so once it has
+            # restored from it), so ``check_writer`` could not say it: a reader purged the
+            # collector's history with its own retention as it wrote its audit.
+            store.purging = self.written_by is None
         return store
 
     async def close(self) -> None:

@@ -120,3 +120,27 @@ def test_the_lock_makes_the_stores_folder_and_names_the_store_when_it_cannot(tmp
     with pytest.raises(StoreError, match=r"cannot open the history store .*file/c\.db: Not a "
                                          r"directory\.$"):
         WriterLock(tmp_path / "file" / "c.db").take("collect pid 1")
+
+
+async def test_a_console_on_a_collectors_store_purges_none_of_its_history(tmp_path):
+    """The collector keeps the store's retention (its --retention-days): a console opened on
+    its store read the collector before the store was its own, so its writes (its audit) went
+    on purging with the console's retention, and a week of the collector's history was gone."""
+    db = tmp_path / "c.db"
+    clock = Clock(time.time() - 5 * 86400)
+    collector = ConsoleSession(CLUSTER, clock=clock, ingest=Ingest(CLUSTER), follow_up=False)
+    await collector.open_store(db, retention_days=30, collector=True)
+    collector.note("five days ago", keep=True)
+    collector.tick()
+    await collector.flush()
+    console = ConsoleSession(CLUSTER, ingest=Ingest(CLUSTER), follow_up=False)
+    await console.open_store(db, retention_days=1)
+    assert console.store_written_by is not None
+    store = console.store
+    assert store is not None
+    assert [e["message"] for e in await store.events(0)] == ["five days ago"]
+    store._last_purge = time.monotonic() - 3600  # a purge is due (every 10 min)
+    await store.write_rows(store.prepare_audit())  # what a reader writes: its own audit
+    assert [e["message"] for e in await store.events(0)] == ["five days ago"]
+    await console.close()
+    await collector.close()
