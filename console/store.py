@@ -34,7 +34,7 @@ from fleetdeck.console.health import (
     Verdict,
     inventory_shrink,
 )
-from fleetdeck.console.ingest import Batch
+from fleetdeck.console.ingest import BDSEQ_FUTURE_S, Batch
 from fleetdeck.console.interruptions import read_detail
 from fleetdeck.console.state import RECUR_S, FleetState, Transition
 from fleetdeck.errors import UserError
@@ -186,9 +186,17 @@ class Downsampler:
         self.ports: dict[str, dict[str, _PortAcc]] = {}
         self._counters: dict[tuple[str, str], tuple[int, int]] = {}
 
-    def add(self, t: wire2.Sample) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def add(self, t: wire2.Sample, rx: float | None = None
+            ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """``t`` received at ``rx`` (this console's clock): a sample stamped more than
+        ``BDSEQ_FUTURE_S`` past it counts in the minute of its arrival, as the ingest keeps such
+        an event (console/ingest.py). Its own stamp (a node a year ahead, T1) made minutes a
+        year in the future: the newest of its ``history`` and past the retention's purge for
+        that year."""
         node = t.node
         minute = t.ts // 60_000
+        if rx is not None and t.ts > (rx + BDSEQ_FUTURE_S) * 1000:
+            minute = int(rx // 60)
         gpu_rows: list[tuple[Any, ...]] = []
         port_rows: list[tuple[Any, ...]] = []
         if self.minute.get(node, minute) != minute:
@@ -675,8 +683,8 @@ class Store:
         ``notes``: events of the console's own, kept beside the agents'."""
         gpu_rows: list[tuple[Any, ...]] = []
         port_rows: list[tuple[Any, ...]] = []
-        for _rx, tel in batch.telemetry.values():
-            g, p = self.down.add(tel)
+        for rx, tel in batch.telemetry.values():
+            g, p = self.down.add(tel, rx)
             gpu_rows += g
             port_rows += p
         audit, self._audit = self._audit, []
@@ -861,18 +869,23 @@ class Store:
     async def purge(self, now: float) -> None:
         cutoff = now - self.retention_s
         minute = int(cutoff // 60)
-        for sql, arg in (("DELETE FROM transitions WHERE ts < ?", cutoff),
-                         ("DELETE FROM interruptions WHERE ts < ?", cutoff),
-                         ("DELETE FROM job_minutes WHERE minute < ?", minute),
-                         ("DELETE FROM job_runs WHERE ts < ?", cutoff),
-                         ("DELETE FROM left_jobs WHERE ts < ?", cutoff),
-                         # Older than RECUR_S, a clearing makes no fault a recurrence.
-                         ("DELETE FROM cleared_faults WHERE ts < ?",
-                          max(cutoff, now - RECUR_S)),
-                         ("DELETE FROM events WHERE ts < ?", cutoff),
-                         ("DELETE FROM gpu_minutes WHERE minute < ?", minute),
-                         ("DELETE FROM port_minutes WHERE minute < ?", minute)):
-            await self.db.execute(sql, (arg,))
+        # Rows past the last stamp the store reads back (``LAST_ROW_S``: an older store's,
+        # written before the wire ended at year 9999) are never read and never grew old: the
+        # purge takes them too, or they stayed for good.
+        for sql, args in (("DELETE FROM transitions WHERE ts < ?", (cutoff,)),
+                          ("DELETE FROM interruptions WHERE ts < ?", (cutoff,)),
+                          ("DELETE FROM job_minutes WHERE minute < ?", (minute,)),
+                          ("DELETE FROM job_runs WHERE ts < ?", (cutoff,)),
+                          ("DELETE FROM left_jobs WHERE ts < ?", (cutoff,)),
+                          # Older than RECUR_S, a clearing makes no fault a recurrence.
+                          ("DELETE FROM cleared_faults WHERE ts < ?",
+                           (max(cutoff, now - RECUR_S),)),
+                          ("DELETE FROM events WHERE ts < ? OR ts > ?", (cutoff, LAST_ROW_S)),
+                          ("DELETE FROM gpu_minutes WHERE minute < ? OR minute > ?",
+                           (minute, LAST_ROW_MINUTE)),
+                          ("DELETE FROM port_minutes WHERE minute < ? OR minute > ?",
+                           (minute, LAST_ROW_MINUTE))):
+            await self.db.execute(sql, args)
         await self.db.commit()
         self._last_purge = time.monotonic()
 

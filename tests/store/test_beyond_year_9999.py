@@ -52,3 +52,56 @@ def test_rows_stamped_beyond_year_9999_are_not_read_back(tmp_path):
                              text=True, timeout=60)
         assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stderr)
         assert "forged" not in res.stdout
+
+
+def test_purge_takes_rows_stamped_beyond_year_9999(tmp_path):
+    """Never read back (``LAST_ROW_S``) and never older than the retention's cutoff, an older
+    store's rows stamped 2^53 ms stayed in it for good: the purge takes them with the old."""
+    db = tmp_path / "s.db"
+    _older_store(db)
+
+    async def purge() -> None:
+        store = await Store.open(db)
+        try:
+            await store.purge(MINUTE * 60 + 3600)
+        finally:
+            await store.close()
+
+    asyncio.run(purge())
+    c = sqlite3.connect(db)
+    try:
+        assert c.execute("SELECT COUNT(*) FROM events WHERE ts > 1e12").fetchone()[0] == 0
+        assert [r[0] for r in c.execute("SELECT minute FROM gpu_minutes ORDER BY minute")] \
+            == [MINUTE, MINUTE + 1]
+    finally:
+        c.close()
+
+
+def test_a_sample_stamped_a_year_ahead_counts_in_its_arrival_minute(tmp_path):
+    """A node whose clock jumped a year ahead after it connected (its bdSeq, stamped at
+    connect, passes): its samples' minutes were a year in the future, the newest of its
+    history and out of the purge's reach for that year. T1 says the clock; the store keeps
+    the sample at its arrival, as the ingest keeps such an event."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.protocol.topics import Kind
+    from tests.helpers import FakeNode
+
+    year_s = 365 * 86400.0
+    node = FakeNode("gpu0001", t0=1_800_000_000.0)
+    ingest = Ingest(node.cluster)
+
+    async def write() -> list:
+        store = await Store.open(tmp_path / "s.db")
+        try:
+            node.feed(ingest, node.birth(), Kind.BIRTH)
+            rx = node.now + 1
+            node.now += year_s
+            node.feed(ingest, node.telemetry(), Kind.TELEMETRY, rx=rx)
+            await store.write_tick(ingest.take_batch(), [])
+            await store.write_rows(store.partial_minutes())
+            return await store.gpu_history("gpu0001", 0.0)
+        finally:
+            await store.close()
+
+    minutes = {m["minute"] for m in asyncio.run(write())}
+    assert minutes == {int((1_800_000_000.0 + 1) // 60)}
