@@ -292,10 +292,15 @@ def run_events(db: Path, since: str, nodes: list[str] | None, kinds: list[str] |
                 if unknown:
                     # Escaped: what was typed goes back to the terminal, an ESC in it too
                     # (a CLI fuzz round); a near miss is named, as a command's or a node's is.
-                    close = [m for k in unknown for m in difflib.get_close_matches(k, valid, 1)]
-                    listed = f"the kinds are {', '.join(sorted(valid))}."
-                    hint = (f"did you mean {','.join(close)}? T{listed[1:]}" if close
-                            else listed)
+                    # The near misses alone when every typo has one: the whole list (13
+                    # kinds and the store's own) buried the one word the operator wanted.
+                    close = {k: difflib.get_close_matches(k, valid, 3) for k in unknown}
+                    if all(close.values()):
+                        hint = "did you mean " + ", ".join(
+                            " or ".join(ms) + (f" for {_shown(k)}" if len(unknown) > 1 else "")
+                            for k, ms in close.items()) + "?"
+                    else:
+                        hint = f"the kinds are {', '.join(sorted(valid))}."
                     raise UserError(f"--kind {_shown(','.join(unknown))} names no event kind; "
                                     f"{hint}")
             events, transitions, stops, matched = [], [], [], 0

@@ -269,7 +269,20 @@ def test_a_kind_with_a_control_byte_is_refused_escaped_with_a_near_miss(db, caps
     assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;pwned\\x07" in err, err
     assert main(["events", "--db", db, *SINCE, "--kind", "xdi"]) == 2
     said = capsys.readouterr().err
-    assert "--kind xdi names no event kind; did you mean xid? The kinds are agent," in said
+    assert said == "fleetdeck events: --kind xdi names no event kind; did you mean xid?\n", said
+
+
+def test_a_near_miss_is_named_alone_not_beside_every_kind(db, capsys):
+    """A typo with a near miss was answered with every kind there is after it (13 and the
+    store's own): the near misses alone serve, one plain sentence; a typo with none still
+    gets the list, all there is to go by."""
+    assert main(["events", "--db", db, *SINCE, "--kind", "ib_flp,drian"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "the kinds are" not in said, said
+    assert "did you mean ib_flap for ib_flp, drain for drian?" in said, said
+    assert main(["events", "--db", db, *SINCE, "--kind", "drian,nosuchkind"]) == 2
+    said = capsys.readouterr().err
+    assert "the kinds are agent, " in said and "did you mean" not in said, said
 
 
 @pytest.mark.parametrize("kinds", [",,", "", " , "])
