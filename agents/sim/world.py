@@ -63,6 +63,12 @@ class Expiry:
     port: int | None = None
     switch_ports: list[tuple[SimNode, int]] = field(default_factory=list)
 
+    @property
+    def same(self) -> tuple[object, ...]:
+        """What makes two expiries one fault's: the later application's wins."""
+        return (self.node.node_id, self.kind, self.gpu, self.port,
+                tuple((n.node_id, r) for n, r in self.switch_ports))
+
 
 class SimWorld:
     def __init__(self, opts: WorldOptions, timeline: Iterable[Action] = ()) -> None:
@@ -376,6 +382,11 @@ class SimWorld:
         self.agent_ops.append(AgentOp("start", node.node_id))
 
     def _expire_later(self, duration: object, t: float, e: Expiry) -> None:
+        """End ``e``'s fault ``duration`` s from ``t`` (none: it lasts until a repair). The
+        same fault applied again restarts its clock: the first application's end, still due,
+        cleared the second early (a 30 s thermal re-applied for 60 s at 20 s ended at 30 s)."""
+        same = e.same
+        self._expiries = [x for x in self._expiries if x.same != same]
         if isinstance(duration, int | float) and duration > 0:
             e.at = t + float(duration)
             self._expiries.append(e)

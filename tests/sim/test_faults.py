@@ -202,6 +202,25 @@ def test_a_timed_power_cap_ends_by_itself_and_a_high_limit_caps_nothing():
     assert ("power_cap on gpu0002 ended" in [text for _t, text in h.world.log])
 
 
+def test_a_timed_fault_applied_again_restarts_its_clock():
+    """A timed fault applied again before it ended kept its first end too: a 20 s cap
+    re-applied for 40 s at 10 s ended at 25 s, and one re-applied with no end ended there as
+    well. The latest application's end is the fault's."""
+    h = Harness(actions=[TRAIN,
+                         act("power_cap", 5, node="gpu0002", gpu=0, limit=250, duration="20s"),
+                         act("power_cap", 10, node="gpu0002", gpu=0, limit=250, duration="40s"),
+                         act("power_cap", 5, node="gpu0003", gpu=1, limit=250, duration="20s"),
+                         act("power_cap", 10, node="gpu0003", gpu=1, limit=250)])
+    h.run(35)  # past the first applications' ends (25 s)
+    assert h.last["gpu0002"].gpus[0].power_limit_w == 250
+    assert h.last["gpu0003"].gpus[1].power_limit_w == 250
+    h.run(20)  # past 50 s: the second's end
+    assert h.last["gpu0002"].gpus[0].power_limit_w == 700
+    assert h.last["gpu0003"].gpus[1].power_limit_w == 250
+    ended = [text for _t, text in h.world.log if text.endswith("ended")]
+    assert ended == ["power_cap on gpu0002 ended"], ended
+
+
 def test_a_power_cap_outside_what_a_gpu_takes_is_refused_in_a_sentence():
     from fleetdeck.agents.sim.spec import SpecError, parse_action
 
