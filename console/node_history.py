@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from fleetdeck.console.rows import IB_SCALE, IB_UNIT, gbit_text
 from fleetdeck.console.store import Store
+from fleetdeck.hostlist import natural_key
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def series(rows: Iterable[dict[str, Any]], chart: Chart) -> dict[str, Points]:
             continue
         label = str(r[key]) if chart.table == "port" else f"gpu{r[key]}"
         out.setdefault(label, []).append((int(r["minute"]), float(value) * chart.scale))
-    return dict(sorted(out.items(), key=lambda kv: natural(kv[0])))
+    return dict(sorted(out.items(), key=lambda kv: natural_key(kv[0])))
 
 
 def thin(points: Points, first: int, minutes: int, columns: int,
@@ -116,12 +117,6 @@ def thin(points: Points, first: int, minutes: int, columns: int,
              else sum(values) / len(values))
         out.append((first + int(b * width), v))
     return out
-
-
-def natural(label: str) -> tuple[str, int]:
-    head = label.rstrip("0123456789")
-    tail = label[len(head):]
-    return head, int(tail) if tail else -1
 
 
 def short_labels(labels: Sequence[str]) -> dict[str, str]:

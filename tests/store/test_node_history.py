@@ -137,3 +137,14 @@ def test_chart_text_and_counters():
     assert BY_KEY["ib_tx"].text(0.01) == "<0.1" and BY_KEY["ib_tx"].unit == "Gb/s"
     assert BY_KEY["temp"].text(None) == "-"
     assert BY_KEY["ib_symbol"].counter and not BY_KEY["power"].counter
+
+
+def test_port_labels_with_a_number_inside_sort_as_numbers():
+    """A port named by its PCI slot (``ibp9s0``, ``ibp12s0``: a systemd-renamed HCA) sorted by
+    its last digits alone, the rest as text: ibp12s0 came before ibp9s0. The hostlist's
+    ``natural_key``, the one the node and leaf lists sort by, reads every number."""
+    from fleetdeck.console.node_history import series
+
+    rows = [{"minute": LAST, "dev": dev, "xmit_Bps": 1e9}
+            for dev in ("ibp12s0", "ibp9s0", "ibp10s0")]
+    assert list(series(rows, BY_KEY["ib_tx"])) == ["ibp9s0", "ibp10s0", "ibp12s0"]
