@@ -1879,7 +1879,7 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             hcas = [g.component for g in own if g.rule == f.rule and port_rule.get(
                 g.component) == f.rule and g.severity is Severity.DRAIN]
             step = (_RULE_STEPS[f.rule] if len(hcas) < 2
-                    else _HCA_GONE_STEPS[f.rule].format(c=_and(hcas)))
+                    else _HCA_GONE_STEPS[f.rule].format(c=listed(hcas)))
         else:
             step = _RULE_STEPS.get(f.rule, "")
         text = step.format(c=f.component or ("the GPU" if f.rule.startswith("G") else "the link"))
@@ -1944,7 +1944,7 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
     capped = _power_capped(st)
     if step == "repair" and capped and slow.power is not None:
         cause = slow.power.text
-        gpus = _and([f"gpu{g.index}" for g in capped])
+        gpus = listed([f"gpu{g.index}" for g in capped])
         if slow.power.limit == "as_peers":
             # At the limit its peers run at, nothing was lowered: the chip does less work for
             # the same power (docs/domain.md §3), which a limit restored would not change.
@@ -2009,8 +2009,8 @@ def _recurred_parts(st: NodeState) -> tuple[list[str], list[str]]:
 def _replace_text(gpus: list[str], ports: list[str]) -> str:
     # A port's fault is its cable's or HCA's: "replace mlx5_0:1 (RMA a GPU)" named no part
     # anyone could order (a review).
-    what = ([f"{_and(gpus)} (RMA a GPU)"] if gpus else []) + (
-        [f"{_and(ports)}'s cable/transceiver or HCA"] if ports else [])
+    what = ([f"{listed(gpus)} (RMA a GPU)"] if gpus else []) + (
+        [f"{listed(ports)}'s cable/transceiver or HCA"] if ports else [])
     return f"replace {' and '.join(what)}"
 
 
@@ -2213,12 +2213,12 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                 requeue = "" if idle else ", requeue its job from its checkpoint"
                 # Resumed before the driver's next action, the node takes work a reset or a
                 # reboot may yet need (a review): resume follows that action, not the quiesce.
-                then = (f"; once it states none, reset {_and(remap)} (a row remap is pending) "
+                then = (f"; once it states none, reset {listed(remap)} (a row remap is pending) "
                         "and resume" if remap else "; resume once it states none")
                 return (f"XID 154 on {asks.component} ({what}, says the driver): drain it"
                         f"{' (no job on it)' if idle else ''}{requeue}; "
                         f"{_P2P_STEP.format(c=asks.component)}{then}")
-            resets = _and(list(dict.fromkeys([asks.component, *remap])))
+            resets = listed(list(dict.fromkeys([asks.component, *remap])))
             if what == xids.recovery_name(xids.ACTION_UNREAD):
                 # Not the driver's word: the line that said it was cut (a real-node audit).
                 return (f"XID 154 on {asks.component} ({what}: 'GPU Recovery Action' in "
@@ -2233,14 +2233,14 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             hit = [f.component for f in st.all_findings
                    if f.rule == "G3" and "94" in _XID_RE.findall(f.text)]
             gpus = list(dict.fromkeys(hit))
-            resets = _and(list(dict.fromkeys([*hit, *remap])))
+            resets = listed(list(dict.fromkeys([*hit, *remap])))
             killed = (f"the application on {gpus[0]} was" if len(gpus) == 1
-                      else f"the applications on {_and(gpus)} were")
+                      else f"the applications on {listed(gpus)} were")
             return (f"XID 94 (contained ECC error): {killed} killed (restart its job from "
                     f"its checkpoint if it failed); reset {resets} when convenient "
                     f"({drain_idle}, reset, resume)")
     if remap:
-        return f"{drain_idle}, reset {_and(remap)} (a row remap is pending), resume"
+        return f"{drain_idle}, reset {listed(remap)} (a row remap is pending), resume"
     if v == "degraded" and "G3" in rules:
         codes = {int(c) for f in st.all_findings if f.rule == "G3"
                  for c in _XID_RE.findall(f.text)}
@@ -2288,9 +2288,10 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
     return "none"
 
 
-def _and(names: list[str]) -> str:
-    """``gpu1``, ``gpu1 and gpu3``, ``gpu1, gpu3 and gpu5``."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+def listed(names: list[str], last: str = "and") -> str:
+    """``gpu1``, ``gpu1 and gpu3``, ``gpu1, gpu3 and gpu5`` (``last``: ``or`` for a choice):
+    the one wording of a list, the store's sentences' too."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
 
 
 def _components(st: NodeState, rule: str) -> list[str]:

@@ -36,6 +36,7 @@ from fleetdeck.console.health import (
 )
 from fleetdeck.console.ingest import BDSEQ_FUTURE_S, Batch
 from fleetdeck.console.interruptions import read_detail
+from fleetdeck.console.judgements import listed
 from fleetdeck.console.state import RECUR_S, FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, expand
@@ -285,11 +286,6 @@ class Downsampler:
 TRANSITION_DEDUP_S = 5.0
 """The same verdict change of a node within this long is one change (several collectors)."""
 
-
-
-def _listed(items: list[str], last: str) -> str:
-    """``a, b or c``."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 class StoreError(UserError):
     """The store cannot be opened or used (one sentence for the operator)."""
@@ -1128,8 +1124,8 @@ class Store:
         lacks = sorted(self.missing & RESTORED_TABLES.keys())
         # Said as a list ("a, b or c") and with the way out: "… not A, nor B, nor C" named no
         # one who could add them (a review).
-        what = _listed([RESTORED_TABLES[t] for t in lacks], "or")
-        tables = f"{_listed(lacks, 'or')} table"
+        what = listed([RESTORED_TABLES[t] for t in lacks], "or")
+        tables = f"{listed(lacks, 'or')} table"
         return (f"history store {self.path.name} (schema {self.schema or 'unknown'}, read-only "
                 f"to this user) has no {tables}: its events and verdicts are restored, but not "
                 f"{what}; a console or collector of this version run by the store's owner "
