@@ -170,11 +170,22 @@ def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None,
         which = "/".join(named[f] for f, path in given.items() if path)
         raise UserError(f"TLS files ({which}) need an mqtts:// broker URL, not {url}.")
     for flag, path in given.items():
-        why = not_a_file(path) if path else ""
+        if not path:
+            continue
+        why = not_a_file(path)
         if why == "does not exist":
             raise UserError(f"{named[flag]} {path}: no such file.")
         if why:  # a FIFO read "no such file" too (a CLI fuzz round)
             raise UserError(f"{named[flag]} {path} {why}.")
+        try:
+            # Read here, not first at the connect: an unreadable CA said "cannot load TLS
+            # files for mqtts://…: [Errno 13] Permission denied" naming no file, and the
+            # console opened its screen on it.
+            with open(path, "rb"):
+                pass
+        except OSError as err:
+            raise UserError(f"{named[flag]} {path}: cannot be read "
+                            f"({(err.strerror or str(err)).lower()}).") from None
     if bool(cert) != bool(key):
         raise UserError(f"{named['--cert']} and {named['--key']} go together (client "
                         "certificate and its key).")

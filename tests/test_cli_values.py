@@ -232,3 +232,29 @@ def test_a_blank_bind_address_is_refused_at_once(command, bind, capsys):
     err = capsys.readouterr().err
     assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--bind must be an address to listen on, as 127.0.0.1" in err and "\x1b" not in err
+
+
+@pytest.mark.parametrize("command", [["status", "--wait", "1"], ["console"]])
+def test_an_unreadable_tls_file_is_refused_naming_it(tmp_path, command):
+    """A CA the user may not read said "cannot load TLS files for mqtts://…: [Errno 13]
+    Permission denied" naming no file, and the console opened its screen on it: refused at
+    the start, as a missing or a directory one is."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.conftest import REPO, fleetdeck_cmd
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x\n")
+    ca.chmod(0)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root reads any file: drop what lets it
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv reads any file")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    res = subprocess.run([*prefix, *fleetdeck_cmd(*command, "--broker", "mqtts://127.0.0.1:9",
+                                                  "--ca", str(ca))],
+                         capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+                         stdin=subprocess.DEVNULL)
+    _one_sentence(res, f"--ca {ca}: cannot be read (permission denied).")
