@@ -40,7 +40,7 @@ from fleetdeck.console.judgements import listed
 from fleetdeck.console.state import RECUR_S, FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, expand
-from fleetdeck.paths import state_base
+from fleetdeck.paths import not_a_file, state_base
 from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import RESUMED, TS_MS_MAX, Event, JobState, JobStatus
@@ -377,6 +377,25 @@ def _daemon(db: aiosqlite.Connection) -> aiosqlite.Connection:
     return db
 
 
+def path_problem(path: Path) -> str:
+    """The sentence for a store path that is no file this user may read ('' for one that is,
+    or none yet): SQLite said "unable to open database file" of a directory and of a file
+    the user may not read alike, and a console opened its screen on either, keeping no
+    history (checked before it opens, as its audit log is)."""
+    if not os.path.lexists(path):
+        return ""
+    why = not_a_file(path)
+    if why:
+        return f"the history store {path} {why} (give --db a store file)."
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        return (f"cannot open the history store {path}: "
+                f"{(err.strerror or str(err)).lower()}.")
+    return ""
+
+
 def _unusable(path: Path, err: sqlite3.Error) -> str:
     """The sentence for a store SQLite opened but cannot use, with the advice that fits: a
     locked or damaged store was told to check that its folder is writable (an SRE drill)."""
@@ -521,6 +540,9 @@ class Store:
         clusters' nodes and jobs mixed in one history) and to a reader asked for a cluster
         (``events --db X --cluster Y`` listed X's events as if they were Y's). A store made
         before it named its cluster takes the next writer's."""
+        problem = path_problem(path)
+        if problem:
+            raise StoreError(problem)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Tried synchronously first: when aiosqlite's own connect fails, its worker thread

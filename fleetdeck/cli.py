@@ -1249,7 +1249,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from fleetdeck.console.store import default_db_path
+    from fleetdeck.console.store import default_db_path, path_problem
     from fleetdeck.console.tui.app import run_console
 
     clusters: list[str] = args.cluster
@@ -1259,6 +1259,10 @@ def cmd_console(args: argparse.Namespace) -> int:
     db = given_file(args.db, "--db") if args.db and not args.no_store else None
     stores = {name: None if args.no_store else (db or default_db_path(name))
               for name in clusters}
+    for path in stores.values():
+        problem = path_problem(path) if path is not None else ""
+        if problem:
+            raise UserError(problem)
     url = _url(args)
     demo = None if args.db or args.no_store else running_demo(url, clusters)
     if demo is not None:

@@ -258,3 +258,34 @@ def test_an_unreadable_tls_file_is_refused_naming_it(tmp_path, command):
                          capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
                          stdin=subprocess.DEVNULL)
     _one_sentence(res, f"--ca {ca}: cannot be read (permission denied).")
+
+
+@pytest.mark.parametrize("kind", ["dir", "unreadable"])
+def test_a_store_that_is_no_readable_file_is_refused_before_the_screen(tmp_path, kind):
+    """``console --db`` a directory, or a file the user may not read, opened the screen and
+    kept no history (SQLite's "unable to open database file" in a notification); the
+    one-shot commands said the same words of both. One sentence before anything opens."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.conftest import REPO, fleetdeck_cmd
+
+    db = tmp_path / "s.db"
+    prefix: list[str] = []
+    if kind == "dir":
+        db.mkdir()
+        needle = f"the history store {db} is a directory, not a file"
+    else:
+        db.write_bytes(b"")
+        db.chmod(0)
+        needle = f"cannot open the history store {db}: permission denied."
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("root without setpriv reads any file")
+            prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    for command in (["console", "--broker", "mqtt://127.0.0.1:9"], ["events"]):
+        res = subprocess.run([*prefix, *fleetdeck_cmd(*command, "--db", str(db))],
+                             capture_output=True, text=True, timeout=60, cwd=REPO,
+                             check=False, stdin=subprocess.DEVNULL)
+        _one_sentence(res, needle)
