@@ -84,7 +84,14 @@ def recording_out(path: str) -> Path:
         raise UserError("--out needs a file name (.jsonl, or .jsonl.gz): a recording is a file "
                         "with an index beside it, not a stream on stdout; 'fleetdeck replay "
                         "FILE --headless --summary-json' reads one back for a script.")
-    return given_file(path, "--out")
+    out = given_file(path, "--out")
+    why = not_a_file(out) if os.path.lexists(out) else ""
+    if why:
+        # "already exists; … pass --force to overwrite that recording" of a folder, and with
+        # --force "cannot write …: Is a directory".
+        raise UserError(f"--out {path} {why}: give it a recording's file name "
+                        "(.jsonl or .jsonl.gz).")
+    return out
 
 
 def open_to_others(path: Path) -> str | None:

@@ -201,6 +201,12 @@ def test_serve_takes_an_https_public_url_behind_a_proxy():
     (["sim", "--scenario", "{fifo}"],
      "scenario file '{fifo}' is a named pipe (FIFO), not a regular file"),
     (["sim", "--scenario", "{dir}/"], "scenario file '{dir}/' is a directory, not a file"),
+    # "{dir} already exists; … pass --force to overwrite that recording" (and with --force
+    # "cannot write {dir}: Is a directory"): what it is, said once.
+    (["sim", "--out", "{dir}", "--duration", "1h", "--force"],
+     "--out {dir} is a directory, not a file: give it a recording's file name"),
+    (["record", "--out", "{dir}", "--broker", "mqtt://127.0.0.1:9"],
+     "--out {dir} is a directory, not a file: give it a recording's file name"),
 ])
 def test_a_file_flag_given_a_fifo_or_a_directory_says_what_it_is(argv, needle, tmp_path,
                                                                   monkeypatch, capsys):
@@ -289,3 +295,27 @@ def test_a_store_that_is_no_readable_file_is_refused_before_the_screen(tmp_path,
                              capture_output=True, text=True, timeout=60, cwd=REPO,
                              check=False, stdin=subprocess.DEVNULL)
         _one_sentence(res, needle)
+
+
+def test_an_unreadable_scenario_is_said_in_words(tmp_path):
+    """``sim --scenario`` a file the user may not read said "cannot read scenario '…':
+    [Errno 13] Permission denied: '…'", the path twice and an errno: the reason alone."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.conftest import REPO, fleetdeck_cmd
+
+    toml = tmp_path / "s.toml"
+    toml.write_text("")
+    toml.chmod(0)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv reads any file")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    res = subprocess.run([*prefix, *fleetdeck_cmd("sim", "--scenario", str(toml))],
+                         capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+                         stdin=subprocess.DEVNULL)
+    _one_sentence(res, f"cannot read scenario '{toml}': permission denied.")
+    assert "Errno" not in res.stderr

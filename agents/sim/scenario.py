@@ -63,7 +63,10 @@ def read_toml(ref: str, what: str = "scenario", pattern: str = "*.toml"
     path = resolve(ref, what, pattern)
     try:
         return path, tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:  # "[Errno 13] Permission denied: '<the path again>'" was said
+        raise SpecError(f"cannot read {what} '{path}': "
+                        f"{(err.strerror or str(err)).lower()}") from None
+    except UnicodeDecodeError as err:
         raise SpecError(f"cannot read {what} '{path}': {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{what} '{path}' is not valid TOML: {err}") from None
