@@ -116,6 +116,17 @@ class AgentSettings(BaseSettings):
                              "mount itself")
         return self
 
+    @field_validator("kernel_log")
+    @classmethod
+    def _kernel_log(cls, v: str | None) -> str | None:
+        # A file not there yet may come (a rotation, a syslog started later) and one this user
+        # may not read is said in agent.errors (A1, docs/real-nodes.md); a folder never holds
+        # a log line: "kernel log: IsADirectoryError: [Errno 21] Is a directory" each poll.
+        if v is not None and v != "journal" and Path(v).is_dir():
+            raise ValueError(f"{v} is a directory: give the log file the kernel's messages go "
+                             "to (/var/log/kern.log, /var/log/syslog) or 'journal'")
+        return v
+
     @field_validator("broker")
     @classmethod
     def _broker(cls, v: str) -> str:

@@ -215,3 +215,18 @@ def test_a_node_told_its_link_rate_is_judged_by_it(node_exporter_sys, told):
         assert rates == ["10 Gb/s, not 40"], rates
     else:
         assert sorted(rates) == ["10 Gb/s, not 400", "40 Gb/s, not 400", "40 Gb/s, not 400"]
+
+
+def test_a_kernel_log_that_is_a_directory_is_refused_at_start(tmp_path):
+    """``--kernel-log /var/log`` (the folder, not the file) ran, and its agent.errors said
+    "kernel log: IsADirectoryError: [Errno 21] Is a directory" at each poll: refused at the
+    start, in one sentence. A file not there yet is still followed (it may come)."""
+    res = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(tmp_path), "--once",
+                  "--kernel-log", str(tmp_path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"fleetdeck agent: --kernel-log: {tmp_path} is a directory: give the log file the "
+        "kernel's messages go to (/var/log/kern.log, /var/log/syslog) or 'journal'."]
+    later = run_cli("agent", "--source", "sysfs", "--sysfs-root", str(tmp_path), "--once",
+                    "--kernel-log", str(tmp_path / "kern.log"))
+    assert later.returncode == 0, later.stderr
