@@ -1829,6 +1829,10 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
     # drained node "reset gpu1 or reboot, then resume" of a DBE back 12 s after its reset (a
     # fault audit: `inject repair`, then the same fault again).
     gone_gpus, gone_ports = _recurred_parts(st) if recurrence(st) is not None else ([], [])
+    # Its cooling step outlives the replacement: an XID 79 back on a GPU that ran hot read
+    # "replace gpu3 (RMA a GPU)" alone, and the new GPU went under the cooling that failed
+    # the old one twice (a review).
+    hot = own
     if gone_gpus or gone_ports:
         steps.append(_replace_text(gone_gpus, gone_ports))
         own = [f for f in own if f.component not in (*gone_gpus, *gone_ports)]
@@ -1891,7 +1895,7 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
     # scenario run; docs/architecture.md "Thermal findings hold"). A throttle not of its
     # cooling (power brake, HW slowdown) is no heat: "it ran hot" of a power-braked GPU sent
     # the on-call to the fans (a review; ``_throttle_step``).
-    for c in sorted({f.component for f in own if f.component and GONE_HOT in f.text and (
+    for c in sorted({f.component for f in hot if f.component and GONE_HOT in f.text and (
             f.rule == "G13" or (f.rule == "G12" and _throttle_step(f) == _WARN_STEPS["G12"]))}):
         steps.append(f"check {c}'s cooling before it takes work (fans, airflow, inlet "
                      "temperature: it ran hot before it went missing)")

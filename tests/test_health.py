@@ -521,6 +521,26 @@ def test_a_gpu_off_the_bus_that_ran_hot_is_told_to_have_its_cooling_checked():
     assert repair_step(st, warn=True) == f"{gone}; {cool}"
 
 
+def test_a_hot_gpu_off_the_bus_again_after_its_repair_keeps_its_cooling_step():
+    """An XID 79 back after its repair is told the GPU's replacement (``recurred``), and the
+    cooling step of a GPU that ran hot before it went was dropped with the repair's: "replace
+    gpu3 (RMA a GPU)" alone put the new GPU under the cooling that failed the old one (a
+    review)."""
+    from fleetdeck.console.health import Finding, Severity, Verdict
+    from fleetdeck.console.judgements import repair_step
+    from fleetdeck.console.state import NodeState
+
+    st = NodeState("gpu0001")
+    st.verdict = Verdict.FAILED
+    st.findings = [Finding("G1", Severity.DRAIN, "gpu3", "7/8 GPUs visible"),
+                   Finding("G2", Severity.DRAIN, "gpu3", "XID 79"),
+                   Finding("G13", Severity.WARN, "gpu3", "88 °C before it went missing")]
+    st.recurred = (1000.0, ("G1 gpu3", "G2 gpu3"))
+    assert repair_step(st) == (
+        "replace gpu3 (RMA a GPU); check gpu3's cooling before it takes work (fans, airflow, "
+        "inlet temperature: it ran hot before it went missing)")
+
+
 def test_a_gpu_off_the_bus_that_was_power_braked_is_not_told_it_ran_hot():
     """A power brake before XID 79 (held a minute, "before it went missing") is no heat: the
     cooling step said "it ran hot" of it, sending the on-call to the fans (a review)."""
