@@ -1847,6 +1847,7 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
             held = port_rule.get(f.component)
             if held is None or _PORT_STEP_ORDER.index(f.rule) < _PORT_STEP_ORDER.index(held):
                 port_rule[f.component] = f.rule
+    shared_steps: dict[str, tuple[int, list[str]]] = {}
     for f in sorted(own, key=_step_rank):
         if f.severity is not Severity.DRAIN or (f.rule == "G1" and f.component in xid_gpus):
             continue
@@ -1887,8 +1888,19 @@ def repair_step(st: NodeState, *, warn: bool = False) -> str:
         else:
             step = _RULE_STEPS.get(f.rule, "")
         text = step.format(c=f.component or ("the GPU" if f.rule.startswith("G") else "the link"))
+        shared = shared_steps.get(step) if f.rule.startswith("G") and f.component else None
+        if shared is not None:
+            # One step naming each GPU that needs the same one: the two ends of an NVLink
+            # (both may log XID 74, NVIDIA's Xid catalog) read "reset gpu6 or reboot (NVLink error);
+            # reset gpu7 or reboot (NVLink error)" (a review). Not of a step that says "it".
+            at, gpus = shared
+            gpus.append(f.component)
+            steps[at] = step.format(c=listed(gpus))
+            continue
         # One "reboot the node" however many GPUs need it.
         if step and not any(s.split(" (")[0] == text.split(" (")[0] for s in steps):
+            if f.rule.startswith("G") and f.component and " it " not in f" {step} ":
+                shared_steps[step] = (len(steps), [f.component])
             steps.append(text)
     # A GPU off the bus that ran hot before it went (its G12/G13 kept, ``GONE_HOT``): XID 79
     # is often heat, and the reboot alone put it back under the cooling that failed it (a

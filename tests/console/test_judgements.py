@@ -1382,6 +1382,27 @@ def test_a_node_whose_gpus_need_a_reset_and_a_reboot_is_told_the_reboot_first():
     assert repair_step(st) == "reset gpu1 or reboot (double-bit ECC); reset gpu3 (XID 95)"
 
 
+def test_gpus_that_need_the_same_step_are_named_in_one():
+    """Both ends of an NVLink may log XID 74 (NVIDIA's Xid catalog): "reset gpu6 or reboot (NVLink
+    error); reset gpu7 or reboot (NVLink error)" said the step twice, and a third GPU's step
+    went behind "(+1 more)" (a review). One step names both; a step that says "it" of its GPU
+    stays one a GPU."""
+    from fleetdeck.console.health import Finding, Severity
+    from fleetdeck.console.judgements import repair_step
+    from fleetdeck.console.state import NodeState
+
+    st = NodeState("gpu0001")
+    st.findings = [Finding("G2", Severity.DRAIN, "gpu6", "XID 74"),
+                   Finding("G2", Severity.DRAIN, "gpu7", "XID 74"),
+                   Finding("G4", Severity.DRAIN, "gpu2", "1 volatile DBE")]
+    assert repair_step(st) == ("reset gpu6 and gpu7 or reboot (NVLink error); reset gpu2 "
+                               "(uncorrectable ECC)")
+    st.findings = [Finding("G2", Severity.DRAIN, "gpu1", "XID 64"),
+                   Finding("G2", Severity.DRAIN, "gpu2", "XID 64")]
+    assert repair_step(st) == ("reset gpu1; RMA it if it recurs (row remap failed); reset gpu2; "
+                               "RMA it if it recurs (row remap failed)")
+
+
 def test_the_tui_and_status_list_a_nodes_findings_in_one_order_worst_first():
     """The nodes view's REASONS and the top problems listed a node's findings as found,
     status by ``finding_rank``: gpu0059 read "G2 XID 48; G3 XID 63; G4 DBE (+1 more)" in the
