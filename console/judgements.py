@@ -2073,8 +2073,13 @@ def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     if blind:
         action += f"; {blind}"
     if recurrence(st) is not None:
-        # Its step is the replacement already (``repair_step``): why, not the part again.
-        action += f"; {recurred_when(st)}: its repair did not hold"
+        # Its step is the replacement already (``repair_step``): why, not the part again. A
+        # step not of ``repair_step`` (a port held for N2's hour, up again) said "check the
+        # link" and "its repair did not hold", with no replacement anywhere (a review).
+        replace = _replace_text(*_recurred_parts(st))
+        action += f"; {recurred_when(st)}: " + (
+            "its repair did not hold" if replace in action
+            else f"{replace} rather than repeat the repair")
     if (st.verdict in (Verdict.DEGRADED, Verdict.FAILED) and CLOCK_ACTION not in action
             and any(f.rule == CLOCK_RULE for f in st.findings)):
         # Beside another fault: its clock's step too (a drain it refuses cannot be done).

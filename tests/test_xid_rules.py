@@ -380,6 +380,30 @@ def test_a_fault_back_after_its_repair_is_told_the_replacement_not_the_repair_ag
     assert "reset gpu0" not in said, said
 
 
+def test_a_port_fault_back_and_held_for_the_hour_is_still_told_the_replacement(monkeypatch):
+    """A link that dropped again after its cable was reseated, up again and held failed by
+    N2's hour, read "its links are up again, failed for the hour by N2: drain it (finish),
+    check the link, then resume it …; the same fault … came back …: its repair did not hold":
+    the replacement was said nowhere, its step not ``repair_step``'s (a review)."""
+    from fleetdeck.console import judgements
+    from fleetdeck.console.health import Finding, Severity, Verdict
+
+    st = NodeState("gpu0001")
+    st.verdict = Verdict.FAILED
+    st.findings = [Finding("N2", Severity.DRAIN, "mlx5_ib3", "link_downed +1")]
+    st.recurred = (1000.0, ("N2 mlx5_ib3",))
+    st.changed_at = 1600.0
+    monkeypatch.setattr(judgements, "held_only_since", lambda st: 0.0)
+    said = judgements.recommended_action(st)
+    assert said.startswith("its links are up again, failed for the hour by N2"), said
+    assert said.endswith("the same fault (N2 mlx5_ib3) came back 10 min after it cleared at "
+                         "00:16:40: replace mlx5_ib3's cable/transceiver or HCA rather than "
+                         "repeat the repair"), said
+    monkeypatch.undo()
+    said = judgements.recommended_action(st)
+    assert said.count("replace mlx5_ib3's") == 1 and said.endswith("did not hold"), said
+
+
 def test_a_recurrence_is_in_status_json_as_a_field_beside_the_action():
     """``recurrence`` in a node's summary: a script read "the same fault came back" only in the
     action's words (a JSON audit, docs/protocol.md "status --json"); null for a first
