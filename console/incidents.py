@@ -16,8 +16,9 @@ grouping, from the most specific cause outwards (docs/architecture.md, "Incident
    "no job on it" lines once the scheduler has requeued the job elsewhere;
 4. **common** — one warning that many nodes say alike, of a rule whose cause they share
    (``COMMON_RULES``: A1, an agent that cannot read its kernel log; T1, clocks off the same
-   way), at ``common_min`` nodes or more: 2,048 agents blind after one deployment are one
-   incident, not 2,048; a node with a fault of its own besides keeps its own incident;
+   way; G12's power brake, ``POWER_BRAKE_RULE``: the power they share), at ``common_min``
+   nodes or more: 2,048 agents blind after one deployment are one incident, not 2,048; a
+   node with a fault of its own besides keeps its own incident;
 5. **node** — every other node that is not ``ok``, titled by its worst finding;
 6. **job** — a job that failed and waits for its restart, on the incident of the node whose
    rank died where that node's fault is what failed it (``judgements.failed_under``), else
@@ -861,6 +862,17 @@ and T1 (clocks off the same way: a time source they share). Not a drain-class fi
 warning of the hardware (G3's XID 94 on a GPU, G6's pending remap, G12/G13's heat, N4's symbol
 errors): each node's step there is its own (reset that GPU, check that port), and a switch or
 a rack that they share has its own incident (docs/architecture.md, "Incidents")."""
+POWER_BRAKE_RULE = "G12"
+"""G12 when its throttle is a power brake alone (no thermal reason: ``_power_braked``) joins
+``COMMON_RULES``' grouping: NVML's HW power brake is asserted from outside the GPU, by the
+system's power supply, so on many nodes at once it is the power they share (a PDU, a power
+shelf, a row's feed or its power capping), not each node's supplies; one node's stays its own
+incident with its own step (docs/architecture.md, "Incidents")."""
+_POWER_BRAKE_CAUSE = (POWER_BRAKE_RULE, "gpu", "clock throttled (power brake)")
+"""One cause whatever else the sample said (HW slowdown comes with a brake) and whether it
+holds now or within the last minute: the held text of one sample and the live text of the next
+made two causes of one brake, each under the threshold."""
+_GROUPED_RULES = COMMON_RULES | {POWER_BRAKE_RULE}
 _HOSTLISTS = "common:hostlists"
 COMMON_MIN = 8
 """Nodes sharing one such warning that make it a common cause: this many, or ``COMMON_SHARE``
@@ -891,9 +903,20 @@ def _common_key(f: Finding) -> _Cause | None:
     """A finding's cause as nodes share it: its rule, the kind of its component (``mlx5_ib#:#``)
     and its text without figures or node names (``_gist``); None for a finding no common
     cause takes. Cached: the nodes of one cause say the very same finding."""
-    if f.rule not in COMMON_RULES or f.severity is not Severity.WARN:
+    if f.severity is not Severity.WARN:
+        return None
+    if f.rule == POWER_BRAKE_RULE:
+        return _POWER_BRAKE_CAUSE if _power_braked(f) else None
+    if f.rule not in COMMON_RULES:
         return None
     return (f.rule, _gist(f.component), _gist(f.text))
+
+
+def _power_braked(f: Finding) -> bool:
+    """A G12 whose throttle names a power brake and no heat: a GPU also throttled for heat
+    asks for its own cooling to be checked (``judgements._throttle_step``)."""
+    why = f.text.partition("(")[2].partition(")")[0]
+    return "power brake" in why and "thermal" not in why
 
 
 _Sig = tuple[tuple[_Cause, ...], tuple[int, ...]]
@@ -912,7 +935,7 @@ def _common_entry(found: list[Finding], sigs: dict[_Sig, _Sig]) -> _Entry:
     firsts: list[Finding] = []
     other = False
     for f in found:
-        k = _common_key(f) if f.rule in COMMON_RULES else None
+        k = _common_key(f) if f.rule in _GROUPED_RULES else None
         if k is None:
             other = other or f.severity is not Severity.INFO
             continue
@@ -995,7 +1018,7 @@ def common_causes(state: FleetState, bad: list[NodeState], jobs_on: dict[str, li
         folded = folds[0] if len(folds) == 1 else sorted(n for part in folds for n in part)
         was = kept.get(k)
         hostlists[k] = was if was is not None and (
-            was[0] is names or was[0] == names) else (names, compress(names))
+            was[0] is names or was[0] == names) else (names, _where(state, k, names))
         out.append(_common_incident(k, list(names), hostlists[k][1], list(folded),
                                     first[k][1], count[k], since, jobs_on))
     return out
@@ -1095,6 +1118,18 @@ def _held_causes(state: FleetState, said: dict[_Cause, int], keep: bool = True) 
     return set(held)
 
 
+def _where(state: FleetState, k: _Cause, names: tuple[str, ...]) -> str:
+    """A cause's nodes as its title names them: a power brake's with their racks first, where
+    the on-call walks to (its power is shared by rack and row, not by node)."""
+    if k is not _POWER_BRAKE_CAUSE:
+        return compress(names)
+    nodes = state.nodes
+    racks = sorted({r for n in names if (st := nodes.get(n)) is not None and (r := _rack(st))})
+    if not racks:
+        return compress(names)
+    return f"rack{'s' if len(racks) > 1 else ''} {compress(racks)}: {compress(names)}"
+
+
 def _node_id(st: NodeState) -> str:
     return st.node_id
 
@@ -1125,6 +1160,15 @@ def _common_incident(k: _Cause, names: list[str], where: str, folded: list[str],
                  f"blind to {blind} there; an agent, unit or image change? ({where})")
         action = ("fix the agents' access (what changed in the agent, its systemd unit or the "
                   "image: its user, its groups, the file's mode); do not drain for it")
+    elif rule == POWER_BRAKE_RULE:
+        # HW slowdown comes with a brake (NVML: a power brake is one of its causes), and a
+        # brake alone is from outside the GPU: the power these nodes share (a fault audit).
+        title = (f"power brake on {len(names)} nodes' GPUs ({found} GPUs clock-throttled by "
+                 f"an external power brake, not heat): facility power? ({where}){_on_jobs(jobs)}")
+        action = ("check the power these nodes share: their racks' PDUs and power shelves, the "
+                  "row's feed and any facility power capping; if it is sound, each node's power "
+                  "supplies and its BMC's power limit; do not drain for it (the GPUs are not at "
+                  "fault); their jobs run slow until it clears")
     else:
         shared = "a time source they share?" if rule == CLOCK_RULE else "something they share?"
         title = (f"{len(names)} nodes say alike {reason_line(first)} (the figures of one of "

@@ -378,3 +378,43 @@ def test_a_snapshot_put_back_keeps_no_grouping_keyed_by_the_old_objects_addresse
     for ids, (found, *_rest) in entries.items():
         assert ids == (id(found[0]) if len(found) == 1 else tuple(map(id, found)))
     assert [i.as_json() for i in incidents(state)] == before
+
+
+def _braked(gpus: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7)):
+    """A power brake: NVML raises HW slowdown (0x8) with it (0x80); no heat."""
+    def apply(tel):
+        out = [msgspec.structs.replace(g, clock_event_reasons=0x88) if g.index in gpus else g
+               for g in tel.gpus]
+        return msgspec.structs.replace(tel, gpus=out)
+    return apply
+
+
+def test_a_power_brake_on_many_nodes_is_one_facility_incident_naming_the_racks():
+    """G12's power brake is asserted from outside the GPU (the system's power supply): on ten
+    nodes at once it is the power they share, one incident naming their racks, not ten "check
+    the node's power supplies"; a node also throttled for heat keeps its own (its cooling)."""
+    names = [f"gpu{i:04d}" for i in range(1, 11)]
+    faults = dict.fromkeys(names, _braked())
+    faults["gpu0004"] = lambda t: throttled(gpu=7)(_braked((0, 1))(t))
+    session, _clock = _fleet(16, faults)
+    found = incidents(session.state)
+    (inc,) = [i for i in found if i.kind == "common"]
+    assert inc.key.startswith("common:G12:gpu:") and inc.severity == "warn"
+    assert inc.nodes == names, inc.nodes
+    assert inc.title.startswith("power brake on 10 nodes' GPUs (74 GPUs clock-throttled by "
+                                "an external power brake, not heat): facility power? "
+                                "(racks r[00-01]: gpu[0001-0010])"), inc.title
+    assert "PDUs and power shelves" in inc.action and "do not drain" in inc.action
+    assert inc.folded == [n for n in names if n != "gpu0004"]
+    assert [i.key for i in found if i.kind == "node"] == ["node:gpu0004"], _kinds(found)
+    out = fleet_summary(session.state, session.clock())
+    (j,) = [i for i in out["incidents"] if i["kind"] == "common"]
+    assert j["folded"] == inc.folded
+
+
+def test_a_power_brake_on_a_few_nodes_stays_each_nodes_step():
+    """Under the threshold a brake is each node's (its supplies, its BMC's power limit)."""
+    session, _clock = _fleet(40, dict.fromkeys(["gpu0001", "gpu0002"], _braked((3,))))
+    found = incidents(session.state)
+    assert [i.kind for i in found] == ["node", "node"], _kinds(found)
+    assert "power brake" in found[0].title, found[0].title
