@@ -101,3 +101,13 @@ def test_a_terminal_gets_a_rich_bar():
     text = out.getvalue()
     assert "recording r.jsonl: connected to mqtt://x" in text
     assert "━" in text and "100%" in text and "20 messages" in text
+
+
+def test_collect_status_line_counts_one_in_the_singular():
+    """``collect``'s minute line of a one-node fleet said "1 nodes, 1 messages received"."""
+    from fleetdeck.console.cli.collect import status_line
+
+    assert status_line("c", "", 1, 1, 1, 1) == ("collect c: 1 node, 1 message received, "
+                                                "1 store write")
+    assert status_line("c", "", 2, 5, 4, 0) == ("collect c: 2 nodes, 5 messages received "
+                                                "(4 applied), 0 store writes")
