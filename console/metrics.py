@@ -354,9 +354,11 @@ def parse_listen(text: str) -> tuple[str, int]:
     try:
         number = int(port)
     except ValueError:
-        number = -1
+        raise UserError(f"--metrics '{text}' is not HOST:PORT, :PORT or PORT.") from None
     if not 0 <= number <= 65535:
-        raise UserError(f"--metrics '{text}' is not HOST:PORT, :PORT or PORT.")
+        # A number, but no port: "is not HOST:PORT" of ':99999' read as a syntax error (a
+        # review). 0 is any free port, the address printed once it listens.
+        raise UserError(f"--metrics '{text}': port {number} is out of range (0 to 65535).")
     return (host.strip("[]") or "0.0.0.0"), number
 
 

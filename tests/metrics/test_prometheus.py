@@ -141,9 +141,18 @@ def test_a_bad_metrics_address_is_one_sentence(tmp_path):
     with pytest.raises(UserError, match="is not HOST:PORT"):
         parse_listen("localhost:http")
     res = run_cli("collect", "--broker", "mqtt://127.0.0.1:1", "--cluster", "x", "--db",
-                  str(tmp_path / "x.db"), "--metrics", "nope:99999")
+                  str(tmp_path / "x.db"), "--metrics", "nope:http")
     assert res.returncode == 2 and "is not HOST:PORT" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("text", [":99999", "99999", "10.0.0.5:-1"])
+def test_a_metrics_port_out_of_range_says_so(text):
+    """":99999" read "is not HOST:PORT, :PORT or PORT", which it is, but for the number."""
+    port = text.rpartition(":")[2]
+    with pytest.raises(UserError) as err:
+        parse_listen(text)
+    assert str(err.value) == f"--metrics '{text}': port {port} is out of range (0 to 65535)."
 
 
 def test_a_collector_on_ipv6_loopback_prints_a_metrics_url_that_scrapes(mosquitto, tmp_path):
