@@ -564,12 +564,15 @@ class NodeState(msgspec.Struct, gc=False):
         port: a console on digests knows them from the collector's findings alone). A birth
         with no port left (every HCA gone: mlx5_core not loaded after a reboot) counts its
         N8s too: it fell back to its telemetry's none, and read IB "0", no port down and 8
-        fewer ports in the fleet's total beside "(0 IB ports now, 8 before)" (a review)."""
+        fewer ports in the fleet's total beside "(0 IB ports now, 8 before)" (a review).
+        Never fewer than the birth's ``ib_ports_expected`` (its SKU's, N1 "0/8 IB ports
+        found"): a node that found none read "IB up 0/0" in ``status`` beside that N1, and
+        one short of an HCA "7/7"; the ports it lacks count as down, as N1 drains for them."""
         b = self.birth
         found = self.history.shrunk if self.digest is None else self.findings
         gone = sum(f.rule == "N8" for f in found) if found else 0
-        if b is not None and (b.ib_ports or gone):
-            return len(b.ib_ports) + gone
+        if b is not None and (b.ib_ports or gone or b.ib_ports_expected):
+            return max(len(b.ib_ports) + gone, b.ib_ports_expected)
         t = self.telemetry
         return len(t.ib_ports) if t is not None else 0
 

@@ -174,6 +174,13 @@ def test_an_hca_missing_at_birth_is_not_told_to_check_a_cable():
 
 def _one_node(birth_update: dict, **telemetry: object):
     """A fleet of one node with this birth and sample, judged once."""
+    node, state = _one_node_fleet(birth_update, **telemetry)
+    (st,) = state.nodes.values()
+    return node, st
+
+
+def _one_node_fleet(birth_update: dict, **telemetry: object):
+    """``_one_node``'s node and its fleet."""
     from fleetdeck.console.ingest import Ingest
     from fleetdeck.console.state import FleetState
     from fleetdeck.protocol import codec
@@ -188,8 +195,7 @@ def _one_node(birth_update: dict, **telemetry: object):
                   node.now)
     state = FleetState(node.cluster, ingest.malformed)
     state.apply(ingest.take_batch(), node.now)
-    (st,) = state.nodes.values()
-    return node, st
+    return node, state
 
 
 def test_a_gpu_less_node_is_not_drawn_as_eight_missing_gpus():
@@ -218,3 +224,31 @@ def test_a_gpu_less_node_is_not_drawn_as_eight_missing_gpus():
                                  gpus=[])
     assert not gpu_less(no_reader)
     assert gpu_cells(no_reader) == (Cell.MISSING,) * 8
+
+
+def test_ports_a_node_expects_but_did_not_find_are_its_ports_everywhere():
+    """A node that found no InfiniBand of the 8 its SKU has: N1 said "0/8 IB ports found",
+    and ``status`` "IB up 0/0" (its row "0", the fleet's total 8 ports fewer); one short of an
+    HCA read "7/7" beside "7/8"; the node detail "no IB ports reported". The expected count
+    is the denominator everywhere."""
+    from fleetdeck.console.rows import ib_text
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.console.tui.screens.node_detail import ports_title
+
+    for found in (0, 7):
+        node = FakeNode()
+        birth = node.birth()
+        t = node.telemetry()
+        _node, state = _one_node_fleet({"ib_ports": birth.ib_ports[:found],
+                                        "ib_ports_expected": 8}, ib_ports=t.ib_ports[:found])
+        (st,) = state.nodes.values()
+        assert any(f.rule == "N1" and f.text.startswith(f"{found}/8 IB ports found")
+                   for f in st.findings), st.findings
+        assert (st.ib_ports, st.ib_ports_up) == (8, found)
+        assert ib_text(st) == f"{found}/8"
+        out = fleet_summary(state, node.now)
+        (row,) = out["nodes"]
+        assert (row["ib_ports_up"], row["ib_ports"]) == (found, 8)
+        assert (out["totals"]["ib_ports_up"], out["totals"]["ib_ports"]) == (found, 8)
+        assert out["totals"]["ib_ports_down"] == 8 - found
+        assert ports_title(st, found) == f"InfiniBand ports: {found} of 8 found"

@@ -59,6 +59,16 @@ def _v(value: float | int | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def ports_title(st: NodeState, reported: int) -> str:
+    """The ports table's title: the ports the node should have beside those it reports, as
+    ``status`` counts them (``NodeState.ib_ports``, N1 "0/8 IB ports found"); "no IB ports
+    reported" of a node whose SKU has eight read as a node without InfiniBand (a review)."""
+    expected = st.ib_ports
+    if reported >= expected:
+        return "InfiniBand ports"
+    return f"InfiniBand ports: {reported} of {expected} found"
+
+
 class NodeDetailScreen(FleetView):
     VIEW = "node"
     BINDINGS = [
@@ -321,6 +331,8 @@ class NodeDetailScreen(FleetView):
     def _ports(self, st: NodeState) -> FitTable | Text:
         tel = st.telemetry
         if tel is None or not tel.ib_ports:
+            if st.ib_ports:
+                return Text(ports_title(st, 0), "bold red")
             return Text("no IB ports reported", "dim")
         cols: dict[str, list[Text]] = {name: [] for name, _drop in PORT_COLUMNS}
         for p in tel.ib_ports:
@@ -335,7 +347,7 @@ class NodeDetailScreen(FleetView):
             cols[RX].append(Text(ib_throughput_text(p.rcv_Bps)))
             cols[ERRORS].append(Text(errors or "0", "yellow" if errors else "dim"))
         titles = {ERRORS: f"{ERRORS} (+in {st.interval_s:g} s)"}
-        return FitTable("InfiniBand ports",
+        return FitTable(ports_title(st, len(tel.ib_ports)),
                         [FitColumn(titles.get(name, name), cols[name], drop=drop,
                                    right=name in (RATE, TX, RX))
                          for name, drop in PORT_COLUMNS],
