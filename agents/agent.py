@@ -46,18 +46,13 @@ from fleetdeck.protocol.messages import (
     Status,
 )
 from fleetdeck.protocol.topics import NODE_KINDS, Kind, topic_for
+from fleetdeck.retry_said import RetrySaid
 from fleetdeck.takeover import TakeoverWatch, dropped_after_publish
 
 log = logging.getLogger("fleetdeck.agent")
 
 BACKOFF_START_S = 0.5
 BACKOFF_CAP_S = 30.0
-RETRY_REMIND_S = 300.0
-"""A failed connect whose reason is the one said last is said again only this often, with how
-many tries it stands for: a revoked password's refusal filled the journal at every retry, 120
-lines an hour of one sentence (a 2026-12-07 drill)."""
-RETRY_REASONS_HELD = 8
-"""How many reasons of one outage ``NodeAgent._say_retry`` remembers (the oldest said goes)."""
 BD_SEQ_AHEAD_MS = 600_000
 """A saved session number further ahead of the clock than consoles accept (docs/protocol.md,
 ``bdSeq``) is not carried on: the clock was wrong then, and every later session would be
@@ -123,11 +118,8 @@ class NodeAgent:
         """Sessions the broker accepted (CONNACK), announced or not."""
         self._failing_since: float | None = None
         """Monotonic time of the first failed connect of the current outage (None: none)."""
-        self._retry_said: dict[str, tuple[float, int]] = {}
-        """Each reason of a failed connect said in this outage: when it was said last
-        (``RETRY_REMIND_S``) and the tries with it not said since (-1: its repeat not said yet).
-        By reason, not the last one alone: two reasons in turn (a flapping link's "timed out"
-        and "no route to host", two brokers behind one name) were each new at every try."""
+        self._retry_said = RetrySaid()
+        """Each reason of a failed connect said in this outage (fleetdeck/retry_said.py)."""
         self.last_progress = time.monotonic()
         """Monotonic time the main loop last did its job (systemd watchdog reads it)."""
         self.on_retry: Callable[[str, str, float], None] | None = None
@@ -563,28 +555,10 @@ class NodeAgent:
     def _say_retry(self, why: str, delay: float) -> None:
         """A failed connect in the journal: said when its reason is new to this outage, once
         more with a note when it repeats, then every ``RETRY_REMIND_S`` with the tries it
-        stands for."""
-        now = time.monotonic()
-        said = self._retry_said.get(why)
-        if said is None:
-            log.warning("%s: %s; retrying in %.1f s", self.node_id, why, delay)
-            if len(self._retry_said) >= RETRY_REASONS_HELD:
-                # A reason that carries something new each time (an address, a count) is
-                # said each time, as before, without the memory growing for the outage.
-                del self._retry_said[min(self._retry_said, key=lambda r: self._retry_said[r][0])]
-            self._retry_said[why] = (now, -1)
-            return
-        at, unsaid = said
-        if unsaid < 0:
-            log.warning("%s: %s again; retrying in %.1f s (said next in %.0f min unless it "
-                        "changes)", self.node_id, why, delay, RETRY_REMIND_S / 60)
-            self._retry_said[why] = (now, 0)
-        elif now - at < RETRY_REMIND_S:
-            self._retry_said[why] = (at, unsaid + 1)
-        else:
-            log.warning("%s: still: %s (%d more tries in %.0f s); retrying in %.1f s",
-                        self.node_id, why, unsaid + 1, now - at, delay)
-            self._retry_said[why] = (now, 0)
+        stands for (``RetrySaid``)."""
+        said = self._retry_said.line(why, delay, time.monotonic())
+        if said is not None:
+            log.warning("%s: %s", self.node_id, said)
 
     async def _session(self, client: aiomqtt.Client, stop: asyncio.Event) -> bool:
         """One MQTT session until ``stop`` (False) or until the will must be re-armed (True);

@@ -31,6 +31,7 @@ from gmqtt.mqtt.handler import MQTTConnectError
 from gmqtt.storage import PersistentStorage
 
 from fleetdeck.brokerurl import BrokerURL, describe_mqtt_error, tls_context
+from fleetdeck.retry_said import RetrySaid
 
 log = logging.getLogger("fleetdeck.transport")
 LINK_STATE = {"link_state": True}
@@ -190,6 +191,11 @@ class MqttLink:
         self._inflight: _Inflight | None = None
         self._filter_set = set(self.filters)
         self._ping_missing_said = False
+        self.say_first = False
+        """Log the first failed connect too: a long-running caller (``collect``) has no one
+        else to say it, and its log was silent for the back-off's first second or two while
+        a one-shot command reports that failure itself (``first_error``)."""
+        self._retry_said = RetrySaid()
 
     @property
     def connected(self) -> bool:
@@ -283,11 +289,14 @@ class MqttLink:
                     raise
                 attempt += 1
                 delay = backoff_s(attempt, self.max_backoff_s)
-                if self.conn.connects or attempt > 1:
+                if self.conn.connects or attempt > 1 or self.say_first:
                     # The first failure is the caller's to report (one-shot commands give up
-                    # on it with one sentence); later ones are the reconnect's story.
-                    log.warning("%s; retrying in %.1f s", why.rstrip("."), delay,
-                                extra=LINK_STATE)
+                    # on it with one sentence); later ones are the reconnect's story, each
+                    # reason said at once, then its repeats rate-limited as the agent's are:
+                    # a collector's journal had the one sentence at every try.
+                    said = self._retry_said.line(why.rstrip("."), delay, time.monotonic())
+                    if said is not None:
+                        log.warning("%s", said, extra=LINK_STATE)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
 
@@ -380,6 +389,7 @@ class MqttLink:
                 log.warning("connected to the MQTT broker at %s again (lost %.0f s ago)",
                             self.url, self.clock() - self.conn.since, extra=LINK_STATE)
             self.conn.connects += 1
+            self._retry_said.clear()
             self._set("connected")
             waiter = asyncio.ensure_future(lost.wait())
             stopper = asyncio.ensure_future(stop.wait())

@@ -128,6 +128,10 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
                                      filters=shard_subscriptions(cluster),
                                      will=collector_will(cluster, scope, str(spec)))
             runner = ShardRunner(session, scope, str(spec), digest_every_s)
+        if session.feed is not None:
+            # A service's log is where a broker it cannot reach is said, from the first
+            # refusal: nothing was said for the back-off's first second (a review).
+            session.feed.link.say_first = True
         bar = ProgressLine(f"collect {cluster}", unit="nodes reporting")
         # One plain collector per store; shards keep one each (their default --db).
         restored = await session.open_store(db, retention_days, collector=spec is None)

@@ -9,6 +9,7 @@ import pytest
 
 from agents import agent as agent_mod
 from fleetdeck.broker import free_port
+from fleetdeck.retry_said import RETRY_REASONS_HELD, RetrySaid
 from tests.conftest import spawn, stop_process
 from tests.security.deploy import needs_tools, secured_broker
 from tests.test_agent_reconnect import CLUSTER, NODE
@@ -40,7 +41,7 @@ def test_a_refused_agent_says_so_twice_not_at_every_retry(tmp_path):
 def _bare_agent() -> agent_mod.NodeAgent:
     node = agent_mod.NodeAgent.__new__(agent_mod.NodeAgent)
     node.node_id = "gpu0001"
-    node._retry_said = {}
+    node._retry_said = RetrySaid()
     return node
 
 
@@ -92,4 +93,4 @@ def test_a_reason_that_differs_each_time_holds_no_more_than_a_few(
     node = _bare_agent()
     for k in range(100):
         node._say_retry(f"refused by 10.0.0.{k}", 30.0)
-    assert len(node._retry_said) == agent_mod.RETRY_REASONS_HELD
+    assert len(node._retry_said) == RETRY_REASONS_HELD
