@@ -40,7 +40,7 @@ from fleetdeck.console.judgements import listed
 from fleetdeck.console.state import RECUR_S, FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, expand
-from fleetdeck.paths import not_a_file, state_base
+from fleetdeck.paths import not_a_file_to_write, state_base
 from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import RESUMED, TS_MS_MAX, Event, JobState, JobStatus
@@ -382,11 +382,11 @@ def path_problem(path: Path) -> str:
     or none yet): SQLite said "unable to open database file" of a directory and of a file
     the user may not read alike, and a console opened its screen on either, keeping no
     history (checked before it opens, as its audit log is)."""
-    if not os.path.lexists(path):
-        return ""
-    why = not_a_file(path)
+    why = not_a_file_to_write(path)
     if why:
         return f"the history store {path} {why} (give --db a store file)."
+    if not os.path.exists(path):
+        return ""  # none yet, or a link to none yet: SQLite makes it
     try:
         with open(path, "rb"):
             pass

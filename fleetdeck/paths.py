@@ -60,6 +60,20 @@ def not_a_file(path: str | Path) -> str:
     return f"is {kind}, not a regular file"
 
 
+def not_a_file_to_write(path: str | Path) -> str:
+    """``not_a_file`` for a file to be written: '' too for one not there yet, a link to one
+    not there yet included (the write makes the link's target, as SQLite and ``open`` do).
+    Refused as "does not exist", a store or a recording kept on a bigger disk through a link
+    made before its first run could not be started at all."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        pass  # a loop of links, a folder not searchable: not_a_file says which
+    return not_a_file(path)
+
+
 def given_file(path: str, flag: str) -> Path:
     """A file the user named (``--db``, ``--audit-log``) to be written: its folder must exist.
     A default path's folders are made (``state_base``); a typed one's were too, and
@@ -85,7 +99,7 @@ def recording_out(path: str) -> Path:
                         "with an index beside it, not a stream on stdout; 'fleetdeck replay "
                         "FILE --headless --summary-json' reads one back for a script.")
     out = given_file(path, "--out")
-    why = not_a_file(out) if os.path.lexists(out) else ""
+    why = not_a_file_to_write(out)
     if why:
         # "already exists; … pass --force to overwrite that recording" of a folder, and with
         # --force "cannot write …: Is a directory".

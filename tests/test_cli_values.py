@@ -319,3 +319,29 @@ def test_an_unreadable_scenario_is_said_in_words(tmp_path):
                          stdin=subprocess.DEVNULL)
     _one_sentence(res, f"cannot read scenario '{toml}': permission denied.")
     assert "Errno" not in res.stderr
+
+
+def test_a_store_or_recording_through_a_link_to_no_file_yet_is_made(tmp_path):
+    """A store kept on a bigger disk through a link made before its first run (the target's
+    folder there, the file not yet): SQLite makes the target, as it did, but the up-front
+    path check read the dangling link as "does not exist" and refused the path it would
+    have made; ``record --out`` through such a link alike."""
+    import asyncio
+
+    from fleetdeck.console.store import Store, path_problem
+    from fleetdeck.paths import recording_out
+
+    (tmp_path / "disk").mkdir()
+    db = tmp_path / "s.db"
+    db.symlink_to(tmp_path / "disk" / "s.db")
+    assert path_problem(db) == ""
+
+    async def make() -> None:
+        store = await Store.open(db)
+        await store.close()
+
+    asyncio.run(make())
+    assert (tmp_path / "disk" / "s.db").is_file()
+    out = tmp_path / "r.jsonl"
+    out.symlink_to(tmp_path / "disk" / "r.jsonl")
+    assert recording_out(str(out)) == out
