@@ -22,12 +22,41 @@ from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port
 from tests.conftest import REPO
 from tests.security.deploy import needs_tools
 
-pytestmark = [needs_tools, pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None,
-    reason="runs the sudo lines as root and the others as 'nobody' (setpriv)")]
-
 DOC = REPO / "docs" / "security.md"
 USER = "nobody"
+
+
+def _cannot_run() -> str:
+    """Why this machine cannot run the doc's blocks as written ('' when it can)."""
+    if os.geteuid() != 0:
+        return "needs root: the doc's sudo lines run as root, the others as 'nobody'"
+    if shutil.which("setpriv") is None:
+        return "needs setpriv, to run the doc's lines without sudo as 'nobody'"
+    for user in (USER, "mosquitto"):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            return f"needs the user '{user}' (the doc's administrator, Mosquitto's own)"
+    return ""
+
+
+SYSTEM_PATH = re.compile(r"(?<![\w./~-])/(?:etc|var|usr|opt|srv|run|lib|lib64|boot|root|home)/")
+"""An absolute path of the machine itself (``/dev/null`` passes): run as root, a doc line that
+still named one after the mapping into the test's root wrote the real system."""
+
+
+def _line(raw: str, root: Path) -> str:
+    """``raw`` with Mosquitto's directories moved under ``root``; a line that still names a
+    path of the machine's own fails the test before anything runs: the blocks run as root,
+    and a new doc line (an agent.env under /etc/fleetdeck) would have written the real one."""
+    line = (raw.replace("/etc/mosquitto", f"{root}/etc/mosquitto")
+            .replace("/var/log/mosquitto", f"{root}/var/log/mosquitto")
+            .replace("gpu[0001-4096]", "gpu[0001-0004]"))
+    hit = SYSTEM_PATH.search(line.replace(str(root), "ROOT"))
+    if hit and not line.lstrip().startswith("#"):
+        pytest.fail(f"docs/security.md names {hit.group(0)}… outside the test's root; map it "
+                    f"in _line before this runs as root: {raw.strip()}")
+    return line
 
 
 def _blocks() -> list[str]:
@@ -46,9 +75,7 @@ def _script(blocks: list[str], root: Path, home: Path) -> str:
              'bash -euo pipefail -c "$1"; }']
     for block in blocks:
         for raw in block.splitlines():
-            line = (raw.replace("/etc/mosquitto", f"{root}/etc/mosquitto")
-                    .replace("/var/log/mosquitto", f"{root}/var/log/mosquitto")
-                    .replace("gpu[0001-4096]", "gpu[0001-0004]"))
+            line = _line(raw, root)
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             if line.startswith("sudo "):
@@ -73,7 +100,9 @@ def _connack(port: int, user: str, password: str) -> int:
     return answer[3]
 
 
-def test_the_docs_commands_run_as_written_by_an_administrator(tmp_path: Path) -> None:
+@needs_tools
+@pytest.mark.skipif(bool(_cannot_run()), reason=_cannot_run() or "runs")
+def test_the_docs_commands_run_as_written_by_an_administrator() -> None:
     root = Path(tempfile.mkdtemp(prefix="fleetdeck-secdoc-"))
     try:
         root.chmod(0o755)  # Mosquitto's user and the administrator pass through it
@@ -92,7 +121,10 @@ def test_the_docs_commands_run_as_written_by_an_administrator(tmp_path: Path) ->
         checkout = home / "fleetdeck"  # "in a checkout of fleetdeck", the administrator's
         checkout.mkdir()
         shutil.chown(checkout, USER)
-        (checkout / "deploy").symlink_to(REPO / "deploy")
+        # A copy the administrator owns: a link into this repository failed as 'nobody'
+        # wherever the repository sits in a folder only root may enter (/root, under CI).
+        shutil.copytree(REPO / "deploy", checkout / "deploy")
+        subprocess.run(["chown", "-R", USER, str(checkout / "deploy")], check=True)
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         script = _script(_blocks(), root, home)
         done = subprocess.run(["bash", "-c", script], cwd=checkout, env=env, check=False,
@@ -124,3 +156,16 @@ def test_the_docs_commands_run_as_written_by_an_administrator(tmp_path: Path) ->
             assert _connack(broker.port, "console", "wrong") == 5  # not authorised
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_doc_line_naming_a_real_system_path_fails_before_running(tmp_path: Path) -> None:
+    """The blocks run as root: a line the mapping leaves on the real /etc is refused, not run."""
+    root = tmp_path / "r"
+    assert _line("sudo cp deploy/mosquitto/acl /etc/mosquitto/fleetdeck/acl", root) == (
+        f"sudo cp deploy/mosquitto/acl {root}/etc/mosquitto/fleetdeck/acl")
+    assert _line("sudo tee -a x < y > /dev/null", root).endswith("/dev/null")
+    for raw in ("sudo install -m 600 agent.env /etc/fleetdeck/agent.env",
+                "sudo tail /var/lib/mosquitto/mosquitto.db",
+                'deploy/mosquitto/mkcerts.sh "/etc/ssl/private" broker'):
+        with pytest.raises(pytest.fail.Exception, match="outside the test's root"):
+            _line(raw, root)
