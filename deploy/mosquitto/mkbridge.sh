@@ -9,10 +9,11 @@
 # PASSWORD is the site broker's password for the user 'bridge-CLUSTER' (make it with
 # mkusers.sh on the site broker). CA_FILE is the CA that signed the site broker's certificate.
 # Out to the site: births, statuses, events, acks, job statuses, the scheduler's acks and
-# status (its birth and Last Will), and the
-# collectors' digests (what consoles on the site broker show and audit). In from the site:
-# node and scheduler commands and rebirth requests (commands are signed end to end with the
-# command key, docs/security.md, so the bridge carries them but cannot forge them).
+# status (its birth and Last Will), and the collectors' digests, births and Last Wills (what
+# consoles on the site broker show and audit; without the births a site console on digests
+# knew of no collector, live or dead). In from the site: node and scheduler commands and
+# rebirth requests (commands are signed end to end with the command key, docs/security.md, so
+# the bridge carries them but cannot forge them).
 # Full telemetry (about 1 KB per node-second in wire v2) crosses only with the 6th argument
 # 'telemetry': node detail on the site then shows live figures; without it the site's consoles
 # judge nodes from the cluster's digests.
@@ -58,6 +59,9 @@ umask 077
   echo "topic $root/sched/ack out 1"
   echo "topic $root/sched/status out 1"
   echo "topic $root/digest/# out 1"
+  # The collectors' births and Last Wills (retained): a site console on digests lists them and
+  # says when none is live, as on the cluster broker (docs/architecture.md, "Sharded collectors").
+  echo "topic $root/collector/+ out 1"
   if [ -n "$telemetry" ]; then
     echo "topic $root/node/+/telemetry out 0"
   fi
@@ -76,6 +80,7 @@ umask 077
   echo "topic write $root/sched/ack"
   echo "topic write $root/sched/status"
   echo "topic write $root/digest/#"
+  echo "topic write $root/collector/+"
   echo "topic read $root/node/+/cmd"
   echo "topic read $root/sched/cmd"
   echo "topic read $root/ctl/rebirth"

@@ -3,10 +3,12 @@
 plus the generated bridge blocks). A console on the site broker sees both clusters and drains a
 node of cluster b, which reaches DRAINED through the bridge."""
 
+import contextlib
 import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,8 +49,11 @@ def wait_status(url: str, cluster: str, want, timeout: float = 60.0) -> dict:
     pytest.fail(f"status of cluster {cluster} on {url} never matched: {out}")
 
 
-@pytest.mark.timeout(300)
-def test_a_console_on_the_site_broker_drains_a_node_of_a_bridged_cluster(tmp_path):
+@contextlib.contextmanager
+def bridged_site(tmp_path: Path) -> Iterator[tuple[str, dict[str, ManagedBroker]]]:
+    """The site broker (shipped ACL, TLS, the bridge users) with clusters a and b each on its
+    own broker, bridged in by the recipe and running ``sim --nodes 3``: (a console's URL on the
+    site, the clusters' brokers)."""
     work = tmp_path / "site"
     work.mkdir()
     # The site's users: the shipped roles plus one bridge user per cluster; the bridge blocks
@@ -69,7 +74,7 @@ def test_a_console_on_the_site_broker_drains_a_node_of_a_bridged_cluster(tmp_pat
     with secured_broker(work, users=USERS, acl=acl, tls_port=site_tls_port) as (
             site, site_creds, _tls, _dir):
         site_url = f"mqtt://console:{site_creds['console']}@127.0.0.1:{site.port}"
-        brokers = {}
+        brokers: dict[str, ManagedBroker] = {}
         sims = {}
         try:
             for c in CLUSTERS:
@@ -84,27 +89,71 @@ def test_a_console_on_the_site_broker_drains_a_node_of_a_bridged_cluster(tmp_pat
                 brokers[c].start()
                 sims[c] = spawn("sim", "--broker", str(brokers[c].url), "--cluster", c,
                                 "--nodes", "3", "--jobs", "0", log=cdir / "sim.log")
-            # Cluster a crosses with its telemetry: nodes are judged ok on the site.
-            wait_status(site_url, "a", lambda s: s["totals"]["by_verdict"]["ok"] == 3)
-            # Cluster b crosses without telemetry: its nodes are known from their births.
-            wait_status(site_url, "b", lambda s: s["totals"]["nodes"] == 3)
-            res = run_cli("drain", "gpu0002", "--cluster", "b", "--broker", site_url,
-                          "--reason", "bridged drain", "--now", "--timeout", "60")
-            assert res.returncode == 0, res.stdout + res.stderr
-            assert "DRAINED" in res.stdout or "drained" in res.stdout, res.stdout
-            # The cluster's own broker agrees: the agent drained for real.
-            local = wait_status(str(brokers["b"].url), "b", lambda s: any(
-                n["id"] == "gpu0002" and n["drain"] == "drained" for n in s["nodes"]))
-            assert {n["id"]: n["drain"] for n in local["nodes"]} == {
-                "gpu0001": "none", "gpu0002": "drained", "gpu0003": "none"}
-            # Nothing of cluster a was touched.
-            a = wait_status(site_url, "a", lambda s: True)
-            assert all(n["drain"] == "none" for n in a["nodes"])
+            yield site_url, brokers
         finally:
             for proc in sims.values():
                 stop_process(proc)
             for broker in brokers.values():
                 broker.stop()
+
+
+@pytest.mark.timeout(300)
+def test_a_console_on_the_site_broker_drains_a_node_of_a_bridged_cluster(tmp_path):
+    with bridged_site(tmp_path) as (site_url, brokers):
+        # Cluster a crosses with its telemetry: nodes are judged ok on the site.
+        wait_status(site_url, "a", lambda s: s["totals"]["by_verdict"]["ok"] == 3)
+        # Cluster b crosses without telemetry: its nodes are known from their births.
+        wait_status(site_url, "b", lambda s: s["totals"]["nodes"] == 3)
+        res = run_cli("drain", "gpu0002", "--cluster", "b", "--broker", site_url,
+                      "--reason", "bridged drain", "--now", "--timeout", "60")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "DRAINED" in res.stdout or "drained" in res.stdout, res.stdout
+        # The cluster's own broker agrees: the agent drained for real.
+        local = wait_status(str(brokers["b"].url), "b", lambda s: any(
+            n["id"] == "gpu0002" and n["drain"] == "drained" for n in s["nodes"]))
+        assert {n["id"]: n["drain"] for n in local["nodes"]} == {
+            "gpu0001": "none", "gpu0002": "drained", "gpu0003": "none"}
+        # Nothing of cluster a was touched.
+        a = wait_status(site_url, "a", lambda s: True)
+        assert all(n["drain"] == "none" for n in a["nodes"])
+
+
+@pytest.mark.timeout(300)
+def test_a_console_on_digests_on_the_site_broker_knows_the_bridged_clusters_collectors(
+        tmp_path):
+    """The collectors' births and Last Wills cross the bridge with their digests: a site
+    console on digests lists them, and says when none is live (2026-12-07 drill: the recipe
+    forwarded digest/# alone, so the site's `status --digests` listed no collector, and with
+    cluster b's only collector SIGKILLed read its last digests with exit 0 where the cluster's
+    own broker said "no collector is live", exit 3)."""
+    with bridged_site(tmp_path) as (site_url, brokers):
+        collector = spawn("collect", "--broker", str(brokers["b"].url), "--cluster", "b",
+                          "--shard", "1/1", "--db", str(tmp_path / "b-shard-1.db"),
+                          log=tmp_path / "collect.log")
+        try:
+            deadline = time.monotonic() + 60
+            out: dict = {}
+            while time.monotonic() < deadline:
+                res = run_cli("status", "--broker", site_url, "--cluster", "b", "--digests",
+                              "--json", "--wait", "2")
+                out = json.loads(res.stdout) if res.stdout.strip() else {}
+                if out.get("totals", {}).get("nodes") == 3 and out.get("collectors"):
+                    break
+                time.sleep(0.5)
+            assert [(c["collector"], c["online"]) for c in out.get("collectors", [])] == [
+                ("shard-1", True)], out
+        finally:
+            collector.kill()
+            collector.wait()
+        deadline = time.monotonic() + 30
+        while True:
+            res = run_cli("status", "--broker", site_url, "--cluster", "b", "--digests",
+                          "--wait", "2")
+            if res.returncode == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert res.returncode == 3, res.stdout + res.stderr
+        assert "no collector is live" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("args, error", [
