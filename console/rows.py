@@ -27,6 +27,7 @@ from fleetdeck.console.interruptions import cause_label
 from fleetdeck.console.judgements import (
     NO_LINK,
     PORT_FLAPPING,
+    PORT_GONE,
     FailedJob,
     LeafGroup,
     SuspectSwitch,
@@ -1261,8 +1262,30 @@ def _fabric_node(st: NodeState) -> _FabricNode:
             phys=p.phys_state or "?", rate=ib_rate_text(p.rate_gbps),
             errors=port_error_text(p), detail=detail,
         ))
+    if st.findings and st.sample is not None and not st.stale and st.online is not False and (
+            ports < st.ib_ports):
+        # Heard from, and short of the ports its birth and its SKU say (N1 "0/8 IB ports
+        # found", N8): ``status`` and the overview count those as down (``port_use``), and the
+        # leaf read "0 ports" of such a node, then "8 silent" once it went quiet.
+        missing = st.ib_ports - ports
+        ports += missing
+        down += missing
+        rows.extend(_missing_port_rows(st, leaf))
     ib = any(f.rule.startswith("N") for f in st.findings) if st.findings else False
     return _FabricNode(leaf, ports, up, down, flapping, erroring, tuple(rows), ib)
+
+
+def _missing_port_rows(st: NodeState, leaf: str) -> list[PortRow]:
+    """The fabric's rows of ports a heard node lacks: each its N1/N8 names that its sample
+    does not report, else its SKU's N1 ("0/8 IB ports found") as one row. Without them the
+    port table said "every IB port is ACTIVE/LinkUp without errors" under a leaf "down 8"."""
+    t = st.telemetry
+    reported = {f"{p.dev}:{p.port}" for p in t.ib_ports} if t is not None else set()
+    found = [f for f in st.findings if f.rule in ("N1", "N8") and f.component not in reported]
+    named = [f for f in found if f.component != "ib"]
+    return [PortRow(leaf=leaf, node=st.node_id, port=f.component, status=PORT_GONE, state="-",
+                    phys="-", rate="", errors="", detail=f.text)
+            for f in named or found]
 
 
 @dataclass

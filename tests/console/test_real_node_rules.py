@@ -252,3 +252,26 @@ def test_ports_a_node_expects_but_did_not_find_are_its_ports_everywhere():
         assert (out["totals"]["ib_ports_up"], out["totals"]["ib_ports"]) == (found, 8)
         assert out["totals"]["ib_ports_down"] == 8 - found
         assert ports_title(st, found) == f"InfiniBand ports: {found} of 8 found"
+
+
+def test_the_fabric_counts_a_heard_nodes_missing_ports_down_as_status_does():
+    """The fabric's leaf read "0 ports" of a node that found none of its 8 (``status``: "0/8",
+    down 8), "7 ports, 7 up" of one whose HCA vanished from its samples, and its port table
+    "every IB port is ACTIVE/LinkUp without errors"; once silent the same leaf read "8
+    silent". The missing ports are down there too, each with a row."""
+    from fleetdeck.console.rows import fabric
+
+    node = FakeNode()
+    birth, t = node.birth(), node.telemetry()
+    cases = [({"ib_ports": [], "ib_ports_expected": 8}, [], ["ib"]),
+             ({"ib_ports": birth.ib_ports[:7], "ib_ports_expected": 8}, t.ib_ports[:7], ["ib"]),
+             ({}, t.ib_ports[:7], [f"{t.ib_ports[7].dev}:{t.ib_ports[7].port}"])]
+    for update, ports, named in cases:
+        _node, state = _one_node_fleet(update, ib_ports=ports)
+        (st,) = state.nodes.values()
+        (leaf,), rows = fabric(state)
+        assert (leaf.ports, leaf.up, leaf.down, leaf.silent) == (
+            st.ib_ports, st.ib_ports_up, st.port_use().down, 0) == (8, len(ports),
+                                                                    8 - len(ports), 0)
+        assert [(r.port, r.status) for r in rows] == [(n, "gone") for n in named], rows
+
