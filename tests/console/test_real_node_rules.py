@@ -275,3 +275,27 @@ def test_the_fabric_counts_a_heard_nodes_missing_ports_down_as_status_does():
                                                                     8 - len(ports), 0)
         assert [(r.port, r.status) for r in rows] == [(n, "gone") for n in named], rows
 
+
+def test_a_node_waiting_for_its_first_sample_has_not_found_none_of_its_ports():
+    """Born with 8 ports and no telemetry yet: the node detail read "InfiniBand ports: 0 of 8
+    found" in red, as if the node had looked and found none."""
+    from fleetdeck.console.ingest import Ingest
+    from fleetdeck.console.state import FleetState
+    from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    node = FakeNode()
+    ingest = Ingest(node.cluster)
+    ingest.handle(topic_for(node.cluster, Kind.BIRTH, node.node_id),
+                  codec.encode(node.birth().model_copy(update={"ib_ports_expected": 8})),
+                  node.now)
+    state = FleetState(node.cluster, ingest.malformed)
+    state.apply(ingest.take_batch(), node.now)
+    (st,) = state.nodes.values()
+    assert st.waiting and st.ib_ports == 8
+    text = NodeDetailScreen._ports(None, st)  # type: ignore[arg-type]  # self is not read
+    assert "found" not in str(text), str(text)
+    _node, state = _one_node_fleet({"ib_ports": [], "ib_ports_expected": 8}, ib_ports=())
+    (st,) = state.nodes.values()
+    assert str(NodeDetailScreen._ports(None, st)) == "InfiniBand ports: 0 of 8 found"  # type: ignore[arg-type]

@@ -331,7 +331,9 @@ class NodeDetailScreen(FleetView):
     def _ports(self, st: NodeState) -> FitTable | Text:
         tel = st.telemetry
         if tel is None or not tel.ib_ports:
-            if st.ib_ports:
+            # A sample without the ports its birth and SKU expect found none; no sample yet
+            # (waiting) is no word on them: it read "0 of 8 found" in red before any telemetry.
+            if tel is not None and st.ib_ports:
                 return Text(ports_title(st, 0), "bold red")
             return Text("no IB ports reported", "dim")
         cols: dict[str, list[Text]] = {name: [] for name, _drop in PORT_COLUMNS}
