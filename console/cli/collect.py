@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from fleetdeck.brokerurl import BrokerURL
@@ -100,6 +101,11 @@ def status_line(cluster: str, who: str, nodes: int, received: int, applied: int,
             + f", {_count(store_writes, 'store write')}")
 
 
+def shard_words(me: str, live: Iterable[str], digests: int) -> str:
+    """A shard's part of the minute's line: which shard, the live ones, its digests sent."""
+    return f" {me} (live: {','.join(live)}), {_count(digests, 'digest')},"
+
+
 def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *,
                 command_key: bytes | None = None, metrics: str | None = None,
                 shard: str | None = None, status_every_s: float = STATUS_EVERY_S,
@@ -178,9 +184,8 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             if connected_once and time.monotonic() - last_line[0] >= status_every_s:
                 last_line[0] = time.monotonic()
                 failing = session.store_failing_s
-                who = "" if runner is None else (
-                    f" {runner.scope.me} (live: {','.join(runner.scope.live)}),"
-                    f" {runner.sender.sent} digests,")
+                who = "" if runner is None else shard_words(
+                    runner.scope.me, runner.scope.live, runner.sender.sent)
                 received = feed.received if feed is not None else session.state.applied
                 line = status_line(cluster, who, len(session.state.nodes), received,
                                    session.state.applied, c.store_writes)

@@ -111,3 +111,12 @@ def test_collect_status_line_counts_one_in_the_singular():
                                                 "1 store write")
     assert status_line("c", "", 2, 5, 4, 0) == ("collect c: 2 nodes, 5 messages received "
                                                 "(4 applied), 0 store writes")
+
+
+def test_a_shards_part_of_the_line_counts_one_digest_in_the_singular():
+    """A shard's minute line said "1 digests" (a review)."""
+    from fleetdeck.console.cli.collect import shard_words
+
+    assert shard_words("shard-1", ["shard-1", "shard-2"], 1) == (
+        " shard-1 (live: shard-1,shard-2), 1 digest,")
+    assert shard_words("shard-1", ["shard-1"], 3).endswith(", 3 digests,")
