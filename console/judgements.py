@@ -2024,9 +2024,12 @@ def _recurred_parts(st: NodeState) -> tuple[list[str], list[str]]:
 
 def _replace_text(gpus: list[str], ports: list[str]) -> str:
     # A port's fault is its cable's or HCA's: "replace mlx5_0:1 (RMA a GPU)" named no part
-    # anyone could order (a review).
+    # anyone could order (a review). N1's "ib" is no port but an HCA short of the SKU's at
+    # birth (health.py): "replace ib's cable/transceiver or HCA" named neither (a review).
+    cabled = [p for p in ports if p != "ib"]
     what = ([f"{listed(gpus)} (RMA a GPU)"] if gpus else []) + (
-        [f"{listed(ports)}'s cable/transceiver or HCA"] if ports else [])
+        [f"{listed(cabled)}'s cable/transceiver or HCA"] if cabled else []) + (
+        ["the missing HCA"] if len(cabled) < len(ports) else [])
     return f"replace {' and '.join(what)}"
 
 

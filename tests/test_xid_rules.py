@@ -471,6 +471,25 @@ def test_a_port_fault_back_names_its_cable_or_hca_not_a_gpu():
     assert "replace gpu0 (RMA a GPU) and mlx5_0:1's cable/transceiver or HCA" in said, said
 
 
+def test_a_missing_hca_back_names_the_hca_not_a_port_called_ib():
+    """N1 "7/8 IB ports found (an HCA missing?)" is on component ``ib``, no port: back after
+    its repair it read "replace ib's cable/transceiver or HCA" (a review)."""
+    from fleetdeck.console import judgements
+    from fleetdeck.console.health import Finding, Severity, Verdict
+
+    st = NodeState("gpu0001")
+    st.verdict = Verdict.FAILED
+    st.findings = [Finding("N1", Severity.DRAIN, "ib", "7/8 IB ports found (an HCA missing?)")]
+    st.recurred = (1000.0, ("N1 ib",))
+    st.changed_at = 1030.0
+    said = judgements.recurrence_text(st)
+    assert said.endswith(": replace the missing HCA rather than repeat the repair"), said
+    assert "ib's" not in judgements.recommended_action(st)
+    st.recurred = (1000.0, ("N1 ib", "N5 mlx5_ib3:1"))
+    said = judgements.recurrence_text(st)
+    assert "replace mlx5_ib3:1's cable/transceiver or HCA and the missing HCA" in said, said
+
+
 def test_a_driver_that_fails_to_load_again_is_no_gpu_to_rma():
     """G1 "0/8 GPUs visible; the agent's GPU reader says: NVML: init failed" again after a
     fix read "replace gpu0, …, gpu7 (RMA a GPU)" (a review): no part of its own named."""
