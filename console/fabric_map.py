@@ -379,13 +379,18 @@ def leaf_grouped(summary: SwitchSummary) -> list[SwitchRow]:
             return summary.failing_leaves
         return summary.recovered_leaves if r.recovered else {}
 
+    def in_group(r: SwitchRow) -> bool:
+        # A rail of its leaf that dropped apart from the group's is a row of its own.
+        leaf = group_of(r).get(r.leaf)
+        return leaf is not None and any(sw.switch == r.switch for sw in leaf.switches)
+
     groups: dict[tuple[str, bool], list[SwitchRow]] = {}
     for r in summary.rows:
-        if r.leaf in group_of(r):
+        if in_group(r):
             groups.setdefault((r.leaf, r.recovered), []).append(r)
     out: list[SwitchRow] = []
     for r in summary.rows:
-        group = groups.get((r.leaf, r.recovered)) if r.leaf in group_of(r) else None
+        group = groups.get((r.leaf, r.recovered)) if in_group(r) else None
         if group is None:
             out.append(r)
         elif r is group[0]:

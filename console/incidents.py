@@ -197,7 +197,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     back = leaf_groups(switches, recovered=True)
     for sw in switches:
         leaf = (back if sw.recovered else leaves).get(sw.leaf)
-        if leaf is None:
+        if leaf is None or not leaf.holds(sw):
             out.append(_switch_incident(state, sw, jobs_on))
         elif sw is leaf.switches[0]:
             out.append(_leaf_incident(state, leaf, jobs_on, sw.leaf in leaves))

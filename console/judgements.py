@@ -66,6 +66,15 @@ column empty (a 3 a.m. drive). Once is a link that went down and came back (a sw
 the switch reads "recovered")."""
 CORRELATION_MIN = 3
 """Bad ports on this many distinct nodes behind one switch: suspect the switch."""
+LEAF_WINDOW_S = 60.0
+"""Rail switches of one leaf group whose drops began within this long of the first of them
+dropped together: one cause, the group's power, management or uplinks (``leaf_groups``).
+Each node says its port went down in its own next sample, up to an interval apart (1 s by
+default, 10 s on ``--interval 10``: docs/protocol.md, "Telemetry — every interval"), and a
+restarted console knows a drop only by the minute the store kept it in
+(``recall_port_minute``): two rails down in one second read up to a minute apart. Rails down
+minutes apart are two faults (a drill: leaf02-r3, then leaf02-r0 20 min later, read "2 rails
+fail together")."""
 STRAGGLER_FACTOR = 1.2
 """A rank this much slower than the job's median step is named whatever the spread."""
 
@@ -176,6 +185,11 @@ class SuspectSwitch:
     link_only: bool = False
     """Symbol errors (``SYMBOL_RULES``) on fewer than ``CORRELATION_MIN`` of its nodes: those
     are the nodes' own, only its ports' link faults (``LINK_RULES``) are the switch's."""
+    since_ms: int | None = None
+    """When its ports dropped (sample clock, ms): the median of their fatal counters' last
+    move (N2: ``link_downed`` moves as a link goes down), so one node's own earlier flap does
+    not date it; None when no port's drop was seen (a console started after it, with no store
+    to recall it). What ``leaf_groups`` judges a common cause by."""
 
     @property
     def recovered(self) -> bool:
@@ -201,13 +215,18 @@ class SuspectSwitch:
 
 @dataclass(frozen=True)
 class LeafGroup:
-    """Two or more rail switches of one leaf group failing at once, or recovered together
-    (``recovered``: all of them, never a mix): one cause (the group's power, management or
-    uplinks), told as one, not once per rail (a whole leaf group down read as 8 incidents and
-    8 problems of the same nodes, and once back as 8 "leaf02-rN recovered" incidents)."""
+    """Two or more rail switches of one leaf group that dropped together (``LEAF_WINDOW_S``),
+    failing, or recovered (``recovered``: all of them, never a mix): one cause (the group's
+    power, management or uplinks), told as one, not once per rail (a whole leaf group down
+    read as 8 incidents and 8 problems of the same nodes, and once back as 8 "leaf02-rN
+    recovered" incidents). Its leaf's other suspect rails are faults of their own."""
 
     leaf: str
     switches: list[SuspectSwitch]
+
+    def holds(self, sw: SuspectSwitch) -> bool:
+        """Whether ``sw`` is one of its rails (a rail of its leaf that dropped apart is not)."""
+        return any(s.switch == sw.switch for s in self.switches)
 
     @property
     def nodes(self) -> list[str]:
@@ -256,16 +275,49 @@ class LeafGroup:
 
 def leaf_groups(switches: list[SuspectSwitch], recovered: bool = False
                 ) -> dict[str, LeafGroup]:
-    """The leaf groups of ``suspect_switches`` with two or more failing rail switches, or with
-    ``recovered`` two or more recovered ones. The one grouping rule: the incidents, the
-    overview's top problems and switch panel, and the fabric view's hint all read it, so a
-    leaf group is one line in each while it is down and one once it is back (the recovery
-    side listed 8 "leaf02-rN recovered" incidents of the same 16 nodes)."""
+    """The leaf groups of ``suspect_switches`` with two or more failing rail switches that
+    dropped together (``LEAF_WINDOW_S``), or with ``recovered`` two or more recovered ones
+    that had. The one grouping rule: the incidents, the overview's top problems and switch
+    panel, and the fabric view's hint all read it, so a leaf group is one line in each while
+    it is down and one once it is back (the recovery side listed 8 "leaf02-rN recovered"
+    incidents of the same 16 nodes). Rails that dropped minutes apart are each a switch's own
+    fault, as the operators' rule has it (blame the switch that fails on several nodes): "N
+    rails fail together" of rails 20 min apart sent the on-call to the group's power (a
+    drill). One group a leaf, its largest (two pairs of rails each down together, minutes
+    apart, read as the larger pair and two switches). Recovered ones are judged by when they
+    dropped too: the ports keep no time they came back, and the group's cause is its drop's."""
     found: dict[str, list[SuspectSwitch]] = {}
     for sw in switches:
         if sw.recovered is recovered:
             found.setdefault(sw.leaf, []).append(sw)
-    return {leaf: LeafGroup(leaf, group) for leaf, group in found.items() if len(group) >= 2}
+    out: dict[str, LeafGroup] = {}
+    for leaf, rails in found.items():
+        if len(rails) < 2:
+            continue
+        together = _dropped_together(rails)
+        if len(together) >= 2:
+            # In ``switches``' order (worst first): callers tell the group where its first
+            # rail stands.
+            ids = {id(sw) for sw in together}
+            out[leaf] = LeafGroup(leaf, [sw for sw in rails if id(sw) in ids])
+    return out
+
+
+def _dropped_together(rails: list[SuspectSwitch]) -> list[SuspectSwitch]:
+    """The largest set of ``rails`` whose drops began within ``LEAF_WINDOW_S`` of the first
+    of them, the earliest of equals. Rails with no drop seen (``since_ms`` None: a console
+    started after it) are one set of their own: nothing dates them apart, and a whole group
+    down before the console started is still one cause, as it read before."""
+    dated = sorted((sw for sw in rails if sw.since_ms is not None),
+                   key=lambda sw: sw.since_ms or 0)
+    best = [sw for sw in rails if sw.since_ms is None]
+    window_ms = LEAF_WINDOW_S * 1000
+    for i, first in enumerate(dated):
+        start = first.since_ms or 0
+        run = [sw for sw in dated[i:] if (sw.since_ms or 0) - start <= window_ms]
+        if len(run) > len(best):
+            best = run
+    return best
 
 
 def _link_fault(status: str, rules: frozenset[str]) -> bool:
@@ -347,14 +399,23 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
                       if _link_fault(status, rules)}
         link_only = len(sym_nodes) < min_nodes <= len(link_nodes)
         g = groups[sw] = SuspectSwitch(sw, leaf_of(ports[0][0]), [], [], link_only=link_only)
+        dropped: list[int] = []
+        # Dated only where it can be a suspect: most candidates are one node's bad port.
+        dated = len({st.node_id for st, _s, _p, _r in ports}) >= min_nodes
         for st, status, p, rules in ports:
             if link_only and not _link_fault(status, rules):
                 continue  # only its symbol errors: the node's own
+            past = port_past(st, port_key(p)) if dated else None
+            if past is not None and past.fatal_ms is not None:
+                dropped.append(past.fatal_ms)
             if st.node_id not in g.nodes:
                 g.nodes.append(st.node_id)
             g.ports.append(f"{st.node_id}:{p.dev}:{p.port}")
             g.by_status[status] = g.by_status.get(status, 0) + 1
             g.held += _held_only(st, status, p, rules - SYMBOL_RULES if link_only else rules)
+        if dropped:
+            dropped.sort()
+            g.since_ms = dropped[len(dropped) // 2]
     out = [g for g in groups.values() if len(g.nodes) >= min_nodes]
     for g in out:
         g.nodes.sort()

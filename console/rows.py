@@ -739,6 +739,8 @@ def top_problems_cut(state: FleetState, limit: int = 10,
                                         and own_job(st, state) is not None) for n in nodes)
     for sw in suspects:
         leaf = (back if sw.recovered else leaves).get(sw.leaf)
+        if leaf is not None and not leaf.holds(sw):
+            leaf = None  # a rail of its leaf that dropped apart from the group's: its own
         if sw.recovered:
             # A recovered switch works: degraded (its ports erred within N2's window), and
             # nothing to do, so after the failed nodes no one has acted on yet (it held the
@@ -1391,10 +1393,12 @@ def leaf_hint(switches: list[SuspectSwitch], group: LeafGroup | None,
     ``leaf_groups``, as the overview and the incidents say it. A whole leaf group down said
     "16 ports on 16 nodes fail together: suspect leaf switch leaf02-r0, …" eight times over,
     cut off after the third (a replay drill)."""
-    parts = ([group.text] if group is not None
-             else [sw.text for sw in switches if not sw.recovered])
-    parts += ([back.text] if back is not None
-              else [sw.text for sw in switches if sw.recovered])
+    parts = [group.text] if group is not None else []
+    parts += [sw.text for sw in switches
+              if not sw.recovered and (group is None or not group.holds(sw))]
+    parts += [back.text] if back is not None else []
+    parts += [sw.text for sw in switches
+              if sw.recovered and (back is None or not back.holds(sw))]
     return "; ".join(parts)
 
 

@@ -1036,3 +1036,99 @@ def test_groups_scattered_through_a_large_job_are_counted_not_listed_node_by_nod
                     "its own finding says"), what
     what = _alike_parts(members[:4], found[:4])  # type: ignore[arg-type]
     assert what.endswith("; 1 more node, as its own finding says"), what
+
+
+def _dropped(*devs: str, up: tuple[str, ...] = ()):
+    """Ports ``devs`` down, their ``link_downed`` moved once as they went (what a switch's
+    drop does: N2 dates it); ``up``: of those, the ones whose link is back."""
+    from msgspec.structs import replace
+
+    def apply(t):
+        ports = [replace(p, link_downed=(p.link_downed or 0) + 1,
+                         **({} if p.dev in up else {"state": "DOWN", "phys_state": "Polling"}))
+                 if p.dev in devs else p for p in t.ib_ports]
+        return replace(t, ib_ports=ports)
+    return apply
+
+
+BEHIND = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
+
+
+def _leaf_drops(first: tuple[str, ...], later: tuple[str, ...], gap_s: float):
+    """Rails ``first`` of leaf00 drop on its 4 nodes, then rails ``later`` ``gap_s`` after."""
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    for faults in ({}, {n: _dropped(*first) for n in BEHIND}):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    clock.advance(gap_s)
+    for _ in range(2):
+        fleet.telemetry(ingest, faults={n: _dropped(*first, *later) for n in BEHIND})
+        session.tick()
+        clock.advance(1.0)
+    return session, fleet
+
+
+def test_rail_switches_of_one_leaf_that_dropped_minutes_apart_are_two_faults():
+    """leaf02-r3, then leaf02-r0 20 min later, read "leaf02: 2 rail switches suspect …;
+    check leaf group leaf02 (… 2 rails fail together)" (a fault drill): a common cause of a
+    leaf group is believable only of rails that dropped together (``LEAF_WINDOW_S``)."""
+    from fleetdeck.console.fabric_map import leaf_grouped, switch_health
+    from fleetdeck.console.rows import fabric, top_problems
+
+    session, fleet = _leaf_drops(("mlx5_ib2",), ("mlx5_ib5",), 20 * 60)
+    found = {i.key: i for i in incidents(session.state, session.log.lines())}
+    assert set(found) == {"switch:leaf00-r2", "switch:leaf00-r5"}, list(found)
+    assert all("leaf group" not in i.action and "together" not in i.action
+               for i in found.values()), [i.action for i in found.values()]
+    out = fleet_summary(session.state, session.clock())
+    assert [i["key"] for i in out["incidents"]] == ["switch:leaf00-r2", "switch:leaf00-r5"]
+    problems, _ = top_problems(session.state)
+    assert [(p.node, p.state) for p in problems if p.state in ("switch", "leaf")] == [
+        ("leaf00-r2", "switch"), ("leaf00-r5", "switch")]
+    assert [r.switch for r in leaf_grouped(switch_health(session.state))] == [
+        "leaf00-r2", "leaf00-r5"]
+    (leaf,), _ports = fabric(session.state)
+    assert leaf.hint.count("suspect leaf switch") == 2 and "rail switches" not in leaf.hint
+
+    # Back up, both: two switches that came back, not a group that "came back together".
+    for _ in range(2):
+        session.clock.advance(1.0)
+        fleet.telemetry(session.ingest, faults={n: _dropped(
+            "mlx5_ib2", "mlx5_ib5", up=("mlx5_ib2", "mlx5_ib5")) for n in BEHIND})
+        session.tick()
+    found = {i.key: i for i in incidents(session.state, session.log.lines())}
+    assert set(found) == {"switch:leaf00-r2", "switch:leaf00-r5"}, list(found)
+    assert all("recovered" in i.title and "together" not in i.action
+               for i in found.values()), [(i.title, i.action) for i in found.values()]
+
+    # Within the window (the second rail 20 s after the first): one cause, as before.
+    session, _fleet = _leaf_drops(("mlx5_ib2",), ("mlx5_ib5",), 20)
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.key == "switch:leaf00" and "2 rails fail together" in inc.action, inc.action
+
+
+def test_a_rail_that_dropped_apart_from_its_leaf_groups_is_told_on_its_own():
+    """Rails 2 and 5 down together, rail 7 20 min later: the group is rails 2 and 5 (one
+    incident, one row, one hint), rail 7 a switch of its own in each, not hidden under the
+    group nor counted in it."""
+    from fleetdeck.console.fabric_map import leaf_grouped, switch_health
+    from fleetdeck.console.rows import fabric, top_problems
+
+    session, _fleet = _leaf_drops(("mlx5_ib2", "mlx5_ib5"), ("mlx5_ib7",), 20 * 60)
+    found = {i.key: i for i in incidents(session.state, session.log.lines())}
+    assert set(found) == {"switch:leaf00", "switch:leaf00-r7"}, list(found)
+    assert "(r2, r5)" in found["switch:leaf00"].title, found["switch:leaf00"].title
+    assert "2 rails fail together" in found["switch:leaf00"].action
+    problems, _ = top_problems(session.state)
+    assert [(p.node, p.state) for p in problems if p.state in ("switch", "leaf")] == [
+        ("leaf00", "leaf"), ("leaf00-r7", "switch")]
+    rows = leaf_grouped(switch_health(session.state))
+    assert [(r.switch, r.rails) for r in rows] == [("leaf00-r*", 2), ("leaf00-r7", 1)]
+    (leaf,), _ports = fabric(session.state)
+    assert leaf.hint.startswith("leaf00: 2 rail switches suspect (r2, r5)"), leaf.hint
+    assert "suspect leaf switch leaf00-r7" in leaf.hint, leaf.hint

@@ -1064,3 +1064,18 @@ def test_a_digest_console_says_a_fault_recurred_as_the_raw_console_does():
     _digests_of(c.state, c.node.now, dig)
     assert ds.recurred is None and "came back" not in recommended_action(ds, dig)
     assert b"recurred" not in codec.encode(make_digest(st, "shard-1", c.node.now))
+
+
+def test_a_console_on_digests_dates_a_leaf_groups_rails_as_the_raw_one_does():
+    """Rails of one leaf group that dropped 20 min apart are two switches' faults on digests
+    too (each port's drop rides as ``fatal_ms``), and rails down together one group's."""
+    from fleetdeck.console.incidents import incidents
+    from tests.console.test_incidents import _leaf_drops
+
+    for gap_s, keys in ((20 * 60, ["switch:leaf00-r2", "switch:leaf00-r5"]),
+                        (20, ["switch:leaf00"])):
+        session, _fleet = _leaf_drops(("mlx5_ib2",), ("mlx5_ib5",), gap_s)
+        raw = session.state
+        dig = _split_digests(raw, raw, raw, [], session.clock())
+        assert sorted(i.key for i in incidents(raw)) == keys
+        assert sorted(i.key for i in incidents(dig)) == keys, [i.title for i in incidents(dig)]
