@@ -1081,12 +1081,28 @@ def _note_process(st: "NodeState", process: int, rx: float) -> None:
         del seen[next(iter(seen))]
 
 
-def jobs_unheard_text(jobs: list[str]) -> str:
-    """What an empty job list says when nodes report jobs (:meth:`FleetState.jobs_unheard`)."""
+SCHEDULER_OFFLINE = "scheduler_offline"
+"""``jobs_unheard_why``: the scheduler's own latest word (``sched/status``) says it is gone."""
+BROKER_YOUNG = "broker_young"
+"""``jobs_unheard_why``: the broker is younger than the reconnect grace and no scheduler has
+said it is back: it may not have reconnected yet."""
+
+
+def jobs_unheard_text(jobs: list[str], why: str | None = None) -> str:
+    """What an empty job list says when nodes report jobs (:meth:`FleetState.jobs_unheard`),
+    ``why`` being :meth:`FleetState.jobs_unheard_why`."""
     shown = ", ".join(jobs[:4]) + (f" (+{len(jobs) - 4} more)" if len(jobs) > 4 else "")
-    return (f"no job status heard, yet nodes report running job{'s' if len(jobs) > 1 else ''} "
-            f"{shown}: the broker may not deliver job/+/status to this user (its ACL), or the "
-            "scheduler publishes none")
+    running = f"running job{'s' if len(jobs) > 1 else ''} {shown}"
+    if why == BROKER_YOUNG:
+        return (f"no job status heard yet, and nodes report {running}: the broker started "
+                f"less than {AGENT_RECONNECT_S:.0f} s ago and the scheduler has not said it is "
+                "back: it may still be reconnecting (it sends its job statuses again when it "
+                "is; a broker without persistence kept none)")
+    if why == SCHEDULER_OFFLINE:
+        return (f"no job status heard, yet nodes report {running}: the scheduler is offline "
+                "(its own status says so): its job statuses come when it is back")
+    return (f"no job status heard, yet nodes report {running}: the broker may not deliver "
+            "job/+/status to this user (its ACL), or the scheduler publishes none")
 
 
 def node_event_log(st: NodeState) -> deque[Event]:
@@ -1356,6 +1372,8 @@ class FleetState:
         self.restart_gap: Blind | None = None
         """A broker restart younger than the agents' reconnect grace (``broker_restarted``):
         silence in it is the agents' reconnecting, not the nodes'."""
+        self.broker_young_until: float | None = None
+        """Until when a scheduler may still be reconnecting after ``broker_restarted``."""
         self._recalled: dict[str, tuple[Verdict, float, bool]] = {}
         """Forgotten nodes' last recorded verdict, its time and whether its change was seen
         (``forget``, ``node``)."""
@@ -1542,14 +1560,18 @@ class FleetState:
             st.verdict_heard = False
         self._full_at = float("-inf")  # every node's staleness moves: judge them all
 
-    def broker_restarted(self, at: float, agents_back_s: float = AGENT_RECONNECT_S) -> None:
+    def broker_restarted(self, at: float, agents_back_s: float = AGENT_RECONNECT_S, *,
+                         latest: float | None = None) -> None:
         """The broker (re)started at ``at``: until the agents have had ``agents_back_s`` to
         reconnect, a node whose agent has not said it is back (its status was sent before
         ``at``) reads ``waiting``, not stale. A one-shot status a second after a restart of a
         broker with persistence read 31 of 32 nodes stale and "8 racks fell silent" (an SRE
         drill). An agent that reconnected and then went silent is stale as ever (a hung one);
-        the console's own outage is ``lose_sight``."""
+        the console's own outage is ``lose_sight``. ``latest``: the latest the start may be
+        (``at`` is the earliest, its uptime being as of the broker's last refresh): a
+        scheduler may be reconnecting until the grace after it (``jobs_unheard_why``)."""
         self.restart_gap = (at, at + agents_back_s)
+        self.broker_young_until = (at if latest is None else max(at, latest)) + agents_back_s
         self._full_at = float("-inf")  # every node's staleness moves: judge them all
 
     def unheard(self, st: NodeState) -> Blind | None:
@@ -2010,6 +2032,22 @@ class FleetState:
         if self.jobs:
             return []
         return sorted({job for st in self.nodes.values() if (job := st.job_id) is not None})
+
+    def jobs_unheard_why(self, now: float) -> str | None:
+        """Why ``jobs_unheard`` has jobs, where it is not the broker's ACL: the scheduler
+        said it went (``SCHEDULER_OFFLINE``), or the broker is younger than the reconnect
+        grace and no scheduler said it is back (``BROKER_YOUNG``). None: the broker may not
+        deliver ``job/+/status`` to this user, or no scheduler publishes any. Right after a
+        broker restart, ``status --digests`` blamed the ACL for a scheduler not reconnected
+        yet (a 2026-12-07 drill). A scheduler heard online while no job status comes keeps
+        the ACL in the sentence: it is connected and publishing."""
+        sched = self.scheduler
+        if sched is not None and not sched.online:
+            return SCHEDULER_OFFLINE
+        young = self.broker_young_until
+        if sched is None and young is not None and now < young:
+            return BROKER_YOUNG
+        return None
 
     def take_lost_events(self) -> list[tuple[str, int]]:
         """``(node, how many)`` for gaps given up on since the last call."""

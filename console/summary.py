@@ -162,6 +162,9 @@ def fleet_summary(state: FleetState, now: float, *,
         "jobs": [job_summary(job, state, now) for job in state.jobs.values()],
         # Nodes running jobs no status was heard of: an ACL without job/+/status (a drill).
         "jobs_unheard": state.jobs_unheard(),
+        # Null, or why it is not the ACL: the scheduler said it went, or the broker is too
+        # young for it to be back ("scheduler_offline", "broker_young").
+        "jobs_unheard_why": state.jobs_unheard_why(now),
         "suspect_switches": [sw.as_json() for sw in suspect_switches(state)],
         "incidents": [inc.as_json() for inc in incidents(state, log, dated=dated)],
         "interruptions": [it.as_json() for it in interruptions or []],

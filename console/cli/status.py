@@ -538,9 +538,14 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float,
               f"{wait_s:g} s watch: their health is unknown (raise --wait; after a broker "
               f"restart the agents take up to {AGENT_RECONNECT_S:.0f} s to be back).",
               file=sys.stderr)
-    jobs = sorted({j for out in summaries for j in out.get("jobs_unheard", [])})
-    if jobs:
-        print(f"fleetdeck status: {jobs_unheard_text(jobs)}.", file=sys.stderr)
+    # One sentence per cause: a scheduler not back after a broker restart is not an ACL.
+    jobs: dict[str | None, set[str]] = {}
+    for out in summaries:
+        if out.get("jobs_unheard"):
+            jobs.setdefault(out.get("jobs_unheard_why"), set()).update(out["jobs_unheard"])
+    for cause, unheard_jobs in jobs.items():
+        print(f"fleetdeck status: {jobs_unheard_text(sorted(unheard_jobs), cause)}.",
+              file=sys.stderr)
     unborn = [n for out in summaries for n in out.get("unborn", [])]
     if unborn:
         # A node whose retained birth is garbage was left out of the counts, its failures
@@ -701,7 +706,7 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T], *,
             session = watched[0] if isinstance(watched, tuple) else watched
             if isinstance(session, ConsoleSession):
                 started = asked - up - SYS_INTERVAL_S
-                session.state.broker_restarted(started)
+                session.state.broker_restarted(started, latest=asked - up)
                 session.tick()
                 nodes = session.state.nodes.values()
                 # On digests no node waits: a collector republishes its digests as it

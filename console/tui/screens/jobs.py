@@ -81,7 +81,7 @@ class JobsScreen(FilteredView):
         unheard = [] if self.total else state.jobs_unheard()
         self.table.empty_text = (
             "no jobs match the filter" if f.active and self.total
-            else jobs_unheard_text(unheard) if unheard
+            else jobs_unheard_text(unheard, state.jobs_unheard_why(now)) if unheard
             else "no jobs: the scheduler has not published any job status (job/<id>/status)")
         self.table.set_rows(self.rows)
 

@@ -468,9 +468,11 @@ class OverviewScreen(FleetView):
             job_count_parts(running, sick, by_switch, stalled, failed, slow),
             panel.size.width - 10, ", ", hint="[$text-muted]3: jobs[/]")
         if not jobs:
-            unheard = self.fleet.state.jobs_unheard()
+            state = self.fleet.state
+            unheard = state.jobs_unheard()
             if unheard:
-                return f"[$warning]{esc(jobs_unheard_text(unheard))}[/]"
+                why = state.jobs_unheard_why(state.judged_at)
+                return f"[$warning]{esc(jobs_unheard_text(unheard, why))}[/]"
             return "[$text-muted]no jobs: the scheduler has published no job status[/]"
         order = jobs_to_act_on_first(jobs)
         name_w = max(8, min(24, max(len(j.name) for j in jobs), width // 3))
