@@ -71,7 +71,8 @@ umask 077
 } > "$out/bridge-$cluster.conf"
 {
   echo "# The bridge of cluster '$cluster' (made by mkbridge.sh): publishes that cluster's"
-  echo "# node, job and scheduler topics, reads its commands; nothing of any other cluster."
+  echo "# node, job, scheduler, digest and collector topics, reads its commands; nothing of"
+  echo "# any other cluster."
   echo "user bridge-$cluster"
   for kind in birth status telemetry event ack; do
     echo "topic write $root/node/+/$kind"

@@ -3,6 +3,7 @@
 plus the generated bridge blocks). A console on the site broker sees both clusters and drains a
 node of cluster b, which reaches DRAINED through the bridge."""
 
+import asyncio
 import contextlib
 import json
 import os
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiomqtt
 import pytest
 
 from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port, mosquitto_conf
@@ -168,3 +170,34 @@ def test_mkbridge_refuses_bad_arguments_in_one_line(tmp_path, args, error):
                          text=True, check=False)
     assert res.returncode == 2 and error in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+async def test_a_bridge_user_writes_only_its_own_clusters_collector_and_digest_topics(
+        tmp_path):
+    """Least privilege of the recipe's site ACL block: cluster b's bridge user (a cluster
+    broker taken over, say) cannot publish a birth or Last Will for a collector of cluster a,
+    nor a digest of a's nodes, and so cannot tell a site console that a's collectors are
+    dead or its nodes healthy."""
+    work = tmp_path / "site"
+    work.mkdir()
+    _conf, bridge_acl = make_bridge("b", 8883, "pw", tmp_path / "ca.crt", tmp_path / "gen",
+                                    telemetry=False)
+    acl = tmp_path / "acl"
+    acl.write_text((DEPLOY / "acl").read_text() + "\n" + bridge_acl)
+    with secured_broker(work, users=[*USERS, "bridge-b"], acl=acl) as (site, creds, _t, _d):
+        async with aiomqtt.Client("127.0.0.1", site.port, username="bridge-b",
+                                  password=creds["bridge-b"], identifier="bridge-b") as c:
+            for cluster in CLUSTERS:
+                for topic in (f"fleetdeck/v1/{cluster}/collector/shard-1",
+                              f"fleetdeck/v1/{cluster}/digest/gpu0001"):
+                    await c.publish(topic, b"{}", qos=1, retain=True)
+        heard: set[str] = set()
+        async with aiomqtt.Client("127.0.0.1", site.port, username="viewer",
+                                  password=creds["viewer"], identifier="viewer-probe") as v:
+            await v.subscribe("fleetdeck/v1/+/collector/+", qos=1)
+            await v.subscribe("fleetdeck/v1/+/digest/+", qos=1)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2.0):
+                    async for msg in v.messages:
+                        heard.add(str(msg.topic))
+    assert heard == {"fleetdeck/v1/b/collector/shard-1", "fleetdeck/v1/b/digest/gpu0001"}
