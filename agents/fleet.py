@@ -405,7 +405,15 @@ class Fleet:
         if self.spread:
             self.world.relay = self._relay_drain
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._outbox: asyncio.Queue[tuple[str, bytes, bool]] = asyncio.Queue()
+        self._outbox: asyncio.Queue[tuple[str, bytes | None, bool]] = asyncio.Queue()
+        """What the scheduler's client publishes, in order; ``None``: the newest retained
+        message of that topic, in ``_latest`` (``_put_retained``)."""
+        self._latest: dict[str, bytes] = {}
+        """Retained messages queued and not yet sent, by topic: a newer one replaces the one
+        waiting in place. Each job's status went out once per tick, one QoS 1 round trip
+        each: on a loaded machine (or with short ticks) the lead published them slower than
+        its ticks made them, and an ``inject`` answer queued behind thousands of stale
+        statuses never came (``sim --procs 2``, a drill: no answer in 60 s)."""
         self.sched_guard = CommandGuard("sched", opts.command_key,
                                         lambda: int(time.time() * 1000))
         self.sched_connected = asyncio.Event()
@@ -544,11 +552,11 @@ class Fleet:
                 # Its presence again: a console tells a job that stopped stepping from a
                 # scheduler that went quiet by hearing the scheduler (docs/protocol.md).
                 self._sched_beat = time.monotonic()
-                self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_STATUS),
-                                         self._sched_status(online=True), True))
+                self._put_retained(topic_for(self.opts.cluster, Kind.SCHED_STATUS),
+                                   self._sched_status(online=True))
             for st in world.scheduler.updates(world.t):
-                self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB, st.job_id),
-                                         codec.encode(st), True))
+                self._put_retained(topic_for(self.opts.cluster, Kind.JOB, st.job_id),
+                                   codec.encode(st))
         self._take_acks()
         if self.retry_log.outage_since is not None and all(
                 a.connected.is_set() and not a.takeover.active
@@ -668,6 +676,13 @@ class Fleet:
             self.bad_inputs += 1
             log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
 
+    def _put_retained(self, topic: str, payload: bytes) -> None:
+        """Queue a retained message; one of the same topic still waiting is replaced in its
+        place (only the newest is worth sending: a retained message is a state)."""
+        if topic not in self._latest:
+            self._outbox.put_nowait((topic, None, True))
+        self._latest[topic] = payload
+
     def _send_ack(self, ack: Ack) -> None:
         self.sched_guard.remember(ack)
         self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.SCHED_ACK), codec.encode(ack),
@@ -763,10 +778,10 @@ class Fleet:
                         await client.publish(presence, self._sched_status(online=True),
                                              qos=1, retain=True)
                     for st in self.world.scheduler.last_statuses():
-                        # Every job status again, as it was (its ts: when it last changed),
-                        # after any still queued, which are older.
-                        self._outbox.put_nowait((topic_for(self.opts.cluster, Kind.JOB,
-                                                           st.job_id), codec.encode(st), True))
+                        # Every job status again, as it was (its ts: when it last changed);
+                        # one still queued (the same or older) is replaced in its place.
+                        self._put_retained(topic_for(self.opts.cluster, Kind.JOB, st.job_id),
+                                           codec.encode(st))
                     self.sched_connected.set()
                     attempt = 0
                     receiver = asyncio.create_task(self._receive(client))
@@ -779,11 +794,19 @@ class Fleet:
                                 if getter not in done and stopping in done:
                                     getter.cancel()
                                     break
+                                if getter in done:
+                                    # Taken now, whatever else ended: a retained one taken
+                                    # and dropped left its topic in _latest with nothing
+                                    # queued, and that job's status was never sent again.
+                                    topic, payload, retain = getter.result()
+                                    if payload is None:
+                                        payload = self._latest.pop(topic)
+                                    pending = (topic, payload, retain)
                                 if receiver in done:
                                     getter.cancel()
                                     receiver.result()
                                     raise aiomqtt.MqttError("message loop ended")
-                                pending = getter.result()
+                            assert pending is not None
                             topic, payload, retain = pending
                             await client.publish(topic, payload, qos=1, retain=retain)
                             pending = None
@@ -866,7 +889,7 @@ class Fleet:
             return
         log.info("scheduler: clearing the retained status of job %s (not one of this run's)",
                  job_id)
-        self._outbox.put_nowait((topic, b"", True))
+        self._put_retained(topic, b"")
 
     def _on_command(self, payload: bytes) -> None:
         try:
