@@ -9,6 +9,7 @@ wall clock stepped. While it cannot, no node goes stale for the console's own si
 import time
 from collections.abc import Callable
 
+from fleetdeck.console.deaf_check import DeafCheck
 from fleetdeck.console.eventlog import Note
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.live import LiveFeed
@@ -62,6 +63,9 @@ class SightWatch:
         self._ticked_steady: float | None = None
         self._was_up = False
         """The feed has been connected once (a broker lost after that blinds the console)."""
+        self.deaf = DeafCheck(note)
+        """Whether a quiet link whose broker answers is the fleet's silence or this console's
+        deafness (console/deaf_check.py)."""
 
     def clock_stepped(self, state: FleetState, ingest: Ingest, now: float, step: float) -> None:
         """This host's wall clock jumped by ``step`` s between two ticks: what was measured
@@ -154,6 +158,7 @@ class SightWatch:
                        "data; verdicts stay as they were and no node goes stale until the "
                        "broker and its agents are back", severity="warn", kind="connection",
                        keep=True)
+        self.deaf.watch(feed, state, now)
 
     def quiet_at_end(self, feed: LiveFeed, state: FleetState, now: float) -> None:
         """A timed watch (``status``) that ends with the broker silent past a ping's answer

@@ -196,6 +196,8 @@ class MqttLink:
         else to say it, and its log was silent for the back-off's first second or two while
         a one-shot command reports that failure itself (``first_error``)."""
         self._retry_said = RetrySaid()
+        self._lost: asyncio.Event | None = None
+        self._drop_why = ""
 
     @property
     def connected(self) -> bool:
@@ -226,6 +228,13 @@ class MqttLink:
                             "broker a dead node reads stale only at gmqtt's own keepalive ping")
             return
         send()
+
+    def drop(self, why: str) -> None:
+        """End the connection now; ``run`` makes a new one, which subscribes again (a broker
+        that answers pings and no longer delivers to this client: console/deaf_check.py)."""
+        if self._lost is not None:
+            self._drop_why = why
+            self._lost.set()
 
     def subscribe(self, filters: Sequence[str]) -> None:
         """Add filters: sent now when connected (the broker then delivers their retained
@@ -303,7 +312,8 @@ class MqttLink:
     async def _session(self, ctx: ssl.SSLContext | None, stop: asyncio.Event) -> None:
         """One connection, from CONNECT to its loss (raises) or ``stop`` (returns)."""
         loop = asyncio.get_running_loop()
-        lost = asyncio.Event()
+        lost = self._lost = asyncio.Event()
+        self._drop_why = ""
         subscribed: asyncio.Future[tuple[int, ...]] = loop.create_future()
         inflight = _Inflight()
         will = None
@@ -399,8 +409,9 @@ class MqttLink:
                 for task in (waiter, stopper):
                     task.cancel()
             if lost.is_set():
-                raise TransportError("the connection to the broker was lost")
+                raise TransportError(self._drop_why or "the connection to the broker was lost")
         finally:
+            self._lost = None
             self.client = self._inflight = None
             inflight.fail_all(TransportError("not connected to the broker"))
             # Also after a loss: it awaits the socket's close, so its error is observed.

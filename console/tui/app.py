@@ -782,8 +782,11 @@ class FleetdeckApp(App[int]):
                 # went stale (a drill). A broker that answers its keepalive pings since is not
                 # hung: the fleet is what went quiet (a replay into a broker that ended read
                 # "broker hung?" for 333 s beside a broker carrying other clusters: an audit).
+                # The ping's answer proves the broker alive, not that it delivers to this
+                # console: a deaf console said "the fleet is silent" for 490 s while the fleet
+                # published (a drill); a fresh subscription tells (console/deaf_check.py).
                 answered = session.feed.broker_heard_s()
-                why = ("the broker answers: the fleet is silent"
+                why = (session.sight.deaf.why()
                        if answered is not None and answered < quiet - 1 else "broker hung?")
                 conn = f"[$warning]connected, nothing heard for {quiet:.0f} s ({why})[/]"
         return conn

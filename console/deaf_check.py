@@ -1,0 +1,164 @@
+"""A console that hears nothing from a broker that answers: is the fleet silent, or is this
+console deaf? Only a second subscription can tell.
+
+The broker's answer to the keepalive ping proves the broker alive, not that it delivers this
+console's subscriptions. A 2026-12-07 drill's console (2,048 nodes, Mosquitto 2.0.11), its link
+up and its pings answered, heard nothing for 490 s and its header said "the broker answers: the
+fleet is silent" while ``fleetdeck status`` on the same broker read the fleet and a fresh
+console got everything in seconds. Its own test publish (console/publish_probe.py) comes back
+on its command subscription alone and says nothing of the fleet's topics; the ping's answer
+says nothing of any subscription.
+
+So, once the console has heard nothing for two of its agents' intervals while the broker
+answers, it looks through a fresh connection subscribed to the same filters, for a while: a
+live (not retained) message there means the broker delivers the fleet to others and not to
+this console, whose connection is then dropped and made again (a new session subscribes
+again; docs/architecture.md, "Transport"). Nothing there either is the fleet's silence, as far
+as the broker can show it. Until the look ends, the console says it does not know which.
+"""
+
+import asyncio
+import contextlib
+import os
+
+from fleetdeck.console.eventlog import Note
+from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.state import FleetState
+from fleetdeck.transport import MqttLink, TransportError
+
+QUIET_LOOK_S = 5.0
+"""Nothing heard for at least this long (and two agents' intervals) before a look."""
+LOOK_MIN_S = 3.0
+LOOK_MAX_S = 30.0
+"""A look listens for two agents' intervals, within these bounds (the first live message ends
+it sooner)."""
+LOOK_AGAIN_S = 60.0
+"""A fleet found silent is looked at again this often while the quiet lasts."""
+
+LOOKING = "looking"
+SILENT = "silent"
+DEAF = "deaf"
+
+
+def fleet_quiet_s(state: FleetState, now: float) -> float | None:
+    """How long nothing was heard, once past ``QUIET_LOOK_S`` and two of the online agents'
+    sample intervals (a digest's period on digests); None while things arrive or no node is
+    online (nothing is expected then)."""
+    last = state.last_update
+    if last is None or now - last <= QUIET_LOOK_S:
+        return None
+    intervals = [st.interval_s if st.digest is None else max(st.interval_s, st.digest.every_s)
+                 for st in state.nodes.values() if st.online]
+    quiet = now - last
+    return quiet if intervals and quiet > 2 * min(intervals) else None
+
+
+async def live_heard(link: MqttLink, got: asyncio.Event, listen_s: float) -> bool:
+    """Run ``link`` (whose sink sets ``got`` on a live message) until ``got`` or ``listen_s``
+    after its SUBACK; whether a live message came. Raises TransportError when it cannot
+    connect."""
+    stop = asyncio.Event()
+    runner = asyncio.create_task(link.run(stop, retry=False))
+    try:
+        while not link.connected:
+            if runner.done():
+                runner.result()
+                return False
+            await asyncio.sleep(0.01)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(got.wait(), listen_s)
+        return got.is_set()
+    finally:
+        stop.set()
+        if not link.connected and not runner.done():
+            runner.cancel()
+        with contextlib.suppress(TransportError, asyncio.CancelledError):
+            await runner
+
+
+class DeafCheck:
+    """The look's state: driven by the session's tick (``watch``), read by the front ends
+    (``verdict``, ``why``)."""
+
+    def __init__(self, note: Note) -> None:
+        self._note = note
+        self.verdict: str | None = None
+        """None (things arrive, or no look yet), ``LOOKING``, ``SILENT`` or ``DEAF``."""
+        self.looked_at = float("-inf")
+        self.looks = 0
+        self.deaf_found = 0
+        """Times the broker was found delivering to a fresh subscription and not to this
+        console (each one dropped the connection to make it again)."""
+        self._task: asyncio.Task[bool] | None = None
+        self._heard_at: float | None = None
+
+    def why(self) -> str:
+        """What the header says of a quiet link whose broker answers its pings."""
+        if self.verdict == SILENT:
+            return ("the broker answers, and a fresh subscription hears nothing either: "
+                    "the fleet is silent")
+        if self.verdict == DEAF:
+            return ("the broker delivers the fleet to a fresh subscription, not to this "
+                    "console: reconnecting")
+        return "the broker answers pings; looking whether the fleet publishes"
+
+    def watch(self, feed: LiveFeed, state: FleetState, now: float) -> None:
+        task = self._task
+        if task is not None and task.done():
+            self._task = None
+            self._judge(task, feed, state, now)
+        quiet = fleet_quiet_s(state, now) if feed.conn.state == "connected" else None
+        if quiet is None:
+            if self.verdict is not None and self._task is None and (
+                    (state.last_update is not None and state.last_update > self.looked_at)
+                    or feed.conn.state != "connected"):
+                self.verdict = None  # heard again (or reconnecting): the look is over
+            return
+        answered = feed.broker_heard_s()
+        if answered is None or answered >= quiet - 1 or self._task is not None:
+            return  # a broker that does not answer is the sight watch's (hung)
+        if self.verdict in (None, DEAF) or now - self.looked_at >= LOOK_AGAIN_S:
+            self._start(feed, state, now)
+
+    def _start(self, feed: LiveFeed, state: FleetState, now: float) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # a session ticked outside a loop (tests): nothing to look with
+        intervals = [st.interval_s for st in state.nodes.values() if st.online]
+        listen = min(LOOK_MAX_S, max(LOOK_MIN_S, 2 * min(intervals, default=LOOK_MIN_S)))
+        got = asyncio.Event()
+
+        def sink(topic: str, _payload: bytes, _qos: int, retain: bool) -> None:
+            if not retain and topic != feed.probe_topic:
+                got.set()  # retained ones come with any subscribe: they prove nothing live
+
+        filters = [f for f in feed.link.filters if f != feed.probe_topic]
+        client_id = f"fd-look-{os.getpid()}-{id(self):x}"[:64]
+        link = MqttLink(feed.url, client_id, filters, sink, qos=0, probe=True)
+        self._heard_at = state.last_update
+        self.looked_at = now
+        self.looks += 1
+        self.verdict = LOOKING
+        self._task = asyncio.ensure_future(live_heard(link, got, listen))
+
+    def _judge(self, task: "asyncio.Task[bool]", feed: LiveFeed, state: FleetState,
+               now: float) -> None:
+        if task.cancelled() or task.exception() is not None:
+            self.verdict = None  # could not look: nothing known either way
+            return
+        if state.last_update != self._heard_at:
+            self.verdict = None  # this console heard something meanwhile
+            return
+        if not task.result():
+            self.verdict = SILENT
+            return
+        self.verdict = DEAF
+        self.deaf_found += 1
+        quiet = now - state.last_update if state.last_update is not None else 0.0
+        self._note(f"this console heard nothing for {quiet:.0f} s while the broker answered "
+                   "its pings and delivered the fleet to a fresh subscription: its own "
+                   "subscriptions no longer get anything; its connection is made again",
+                   severity="warn", kind="connection", keep=True)
+        feed.link.drop("the broker delivered nothing to this console's subscriptions")
+
