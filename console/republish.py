@@ -76,7 +76,7 @@ def asked(topic: str, payload: bytes = b"") -> str:
         kind = parse_topic(topic).kind
         # A 40 s recording read "128 node commands" left out, 127 of them the consoles'
         # keyframe requests, under "what operators asked" (a newcomer's run).
-        # Its rebirth requests too (a bad birth's, ``ConsoleSession._plan_rebirths``): they
+        # Its rebirth requests too (a bad birth's, ``FollowUps.plan_rebirths``): they
         # were counted as node commands.
         if kind is Kind.CMD and any(op in payload for op in ROUTINE_OPS):
             return "console_cmd"

@@ -50,6 +50,7 @@ from fleetdeck.console.commands import (
     refusal,
 )
 from fleetdeck.console.eventlog import RETIRE_KIND, EventLine, EventLog, event_line
+from fleetdeck.console.follow_ups import REBIRTH_EVERY_S, FollowUps, Outgoing
 from fleetdeck.console.health import VERDICT_SEVERITY, Finding, Verdict, verdict_text
 from fleetdeck.console.ingest import Batch, Ingest, request_of
 from fleetdeck.console.interruptions import (
@@ -81,8 +82,6 @@ from fleetdeck.console.sight_watch import SightWatch, host_steady
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
     DUPLICATE_WINDOW_S,
-    RESEND_MAX_ASKS,
-    UNBORN_MAX,
     FleetState,
 )
 from fleetdeck.console.state import Transition as VerdictChange
@@ -99,7 +98,6 @@ from fleetdeck.protocol import codec, signing, wire2
 from fleetdeck.protocol.messages import (
     Ack,
     Command,
-    CommandArgs,
     CommandOp,
     DrainMode,
     Event,
@@ -123,11 +121,6 @@ AUDIT_RETRY_S = 5.0
 """How often a failing audit log is tried again with the records it holds (``AuditLog.retry``)."""
 UNRECORDED_COMMAND = "— its command is not recorded (another terminal's, or sent before)"
 """What a replay's answer line adds when the recording holds the ack but not the command."""
-REBIRTH_EVERY_S = 30.0
-"""Ask one node to re-publish its birth and status at most this often."""
-RESENDS_PER_TICK = 64
-"""Event re-send requests per tick at most: after a restart thousands of nodes may be behind,
-and each request makes an agent re-publish up to its whole outbox."""
 ASKS_IN_FLIGHT = 256
 """Fire-and-forget asks (keyframe, re-send, rebirth) published at once, not each after the
 last one's PUBACK (``ConsoleSession._publish_asks``); paho still caps what is unacknowledged
@@ -146,9 +139,6 @@ SUMMARY_CATCH_UP = 512
 FULL_PASS_S = 0.5
 """While a backlog drains in slices, the fleet-wide pass (correlation, verdicts, follow-ups)
 runs on the slice that empties it, or at least this often: each is O(fleet), a slice is not."""
-KEYFRAME_ASKS_PER_TICK = 512
-"""v2 keyframe requests per tick at most: a console started late asks every node once; the
-rest wait a tick (or their periodic keyframe)."""
 
 
 PIECE_MIN_ITEMS = 64
@@ -246,15 +236,6 @@ class SessionCounters:
     store_dropped_ticks: int = 0
     events_lost: int = 0
     messages_sent: int = 0
-
-
-@dataclass
-class _Outgoing:
-    kind: Kind
-    subject: str
-    cmd: Command
-    request: Request | None = None
-    progress_index: int = -1
 
 
 @dataclass
@@ -399,7 +380,7 @@ class ConsoleSession:
         self.store_link = StoreLink(self.note, self._problem, self.problems, self.counters,
                                     clock)
         """The history store, the ticks' rows held for it and their writes (``open_store``)."""
-        self._outgoing: deque[_Outgoing] = deque()
+        self._outgoing: deque[Outgoing] = deque()
         self._messages: deque[tuple[Kind, str, bytes, int, bool]] = deque()
         """Messages of the session's own to publish (a collector's digests and birth)."""
         self._wake = asyncio.Event()
@@ -411,7 +392,10 @@ class ConsoleSession:
         self._audit_retried = 0.0
         self.settler = OrphanSettler(cluster, self.note, self._wake.set)
         """Commands consoles that stopped left open, settled here (``adopt_orphans``)."""
-        self._rebirth_asked: dict[str, float] = {}
+        self.follow_ups = FollowUps(cluster, operator, self.tracker, self._outgoing,
+                                    self.counters, self.note, self._problem, self.problems,
+                                    digests=digests)
+        """Re-sends, asks for missed events, births and keyframes, planned for the pump."""
         self.burst = RetainedBurst(
             cluster, self.note,
             asks_statuses=self.feed is not None and filters is None and not digests)
@@ -428,7 +412,6 @@ class ConsoleSession:
         self._got_seen = 0
         self.shed_at: float | None = None
         """Clock time of the last tick that found telemetry shed by the feed's bounded buffer."""
-        self._rebirths_this_tick = 0
         self._carry: dict[str, tuple[float, wire2.Sample]] = {}
         """Telemetry taken from the ingest but not applied yet: newest per node, in the order
         nodes first arrived (a node keeps its place when a newer sample replaces its own)."""
@@ -961,18 +944,19 @@ class ConsoleSession:
         if self.recorder is not None and time.monotonic() - self._rec_flushed > RECORDING_FLUSH_S:
             self.recorder.flush()
             self._rec_flushed = time.monotonic()
+        sends = self.feed is not None or self.publisher is not None
         if self.follow_up and full:
-            self._plan_follow_ups(now)
-        elif full and (self.feed is not None or self.publisher is not None):
+            self.follow_ups.plan(now, self.state, self.ingest, self.feed, sends)
+        elif full and sends:
             # A one-shot status asks for the births it lacks too (op rebirth is read-only, as
             # keyframe is): a node whose retained birth was garbage was left out of `status`
             # altogether, its dead GPU with it, and the exit was 0 (an SRE drill).
-            self._plan_rebirths(now)
-        if self.burst.in_burst(batch, now, self._rebirth_asked, REBIRTH_EVERY_S):
+            self.follow_ups.plan_rebirths(now, self.state, self.ingest)
+        if self.burst.in_burst(batch, now, self.follow_ups.rebirth_asked, REBIRTH_EVERY_S):
             self.burst.burst_at = now
         if full and self.burst.asks_statuses and self.feed is not None:
             self.burst.ask_statuses(self.feed, self.state, now)
-        self._plan_keyframes(now)
+        self.follow_ups.plan_keyframes(now, self.ingest, sends)
         self._run_probe(now)
         self._note_shedding(now)
         self.counters.ticks += 1
@@ -1521,7 +1505,7 @@ class ConsoleSession:
                                + (f"; reason: {req.reason}" if req.reason else ""),
                                _nodes_of(req)))
         for i, (kind, subject, cmd) in enumerate(req.commands()):
-            self._outgoing.append(_Outgoing(kind, subject, cmd, req, i))
+            self._outgoing.append(Outgoing(kind, subject, cmd, req, i))
         self._wake.set()
         return req
 
@@ -1663,81 +1647,7 @@ class ConsoleSession:
             log.warning("%s", text)
         self._audit_errors_seen = errors
 
-    # --- follow-ups: retries and missed events --------------------------------------------------
-
-    def _plan_follow_ups(self, now: float) -> None:
-        if self.feed is None and self.publisher is None:
-            return
-        queued = {o.cmd.cmd_id for o in self._outgoing}
-        for kind, subject, cmd, progress in self.tracker.due_for_retry(now):
-            if cmd.cmd_id in queued:
-                continue
-            progress.sent_at = now  # not again until the next retry period
-            self._outgoing.append(_Outgoing(kind, subject, cmd))
-            self.counters.command_retries += 1
-        # On digests the collectors ask their nodes for missed events (a pass over 65,536
-        # nodes every tick here would be for nothing: digest nodes carry no event counter).
-        asks = [] if self.digests else self.state.missing_events(now)
-        for node, since in asks[:RESENDS_PER_TICK]:
-            stamp = int(now * 1000)
-            self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
-                cmd_id=f"resend-{node}-{since}-{stamp}", op=CommandOp.RESEND_EVENTS,
-                target=node, args=CommandArgs(since_seq=since), issued_by=self.operator,
-                issued_at=stamp, expires_at=stamp + 30_000)))
-            self.counters.resend_requests += 1
-        self._plan_rebirths(now)
-        for node, lost in self.state.take_lost_events():
-            self.counters.events_lost += lost
-            self.note(f"{node}: {lost} event(s) lost (no longer in the agent's outbox)",
-                      severity="warn", nodes=(node,), kind="events_lost")
-        self._events_unheard(now)
-
-    def _events_unheard(self, now: float) -> None:
-        """Say once, as a problem of the console's own, that events do not reach it; clear it
-        when one does. Telemetry and statuses came, so the overview looked whole while the
-        events view held only the console's own lines (docs/security.md)."""
-        state = self.state
-        unheard, state.unheard_events = state.unheard_events, []
-        problem = self.problems.get("events")
-        if problem is not None and state.event_heard_at is not None \
-                and state.event_heard_at > problem.since:
-            self.problems.pop("events", None)
-            self.note("node events reach this console again", kind="events_lost", keep=True)
-            log.warning("node events reach this console again")
-            problem = None
-        if not unheard:
-            return
-        nodes = tuple(sorted({node for node, _n, _s in unheard}))
-        count = sum(n for _node, n, _s in unheard)
-        self.counters.events_lost += count
-        since = min(s for _node, _n, s in unheard)
-        user = self.feed.url.username if self.feed is not None else None
-        who = f"broker user '{user}'" if user else "this console's broker user"
-        text = (f"{count} event(s) of {compress(list(nodes))} never reached this console, "
-                f"asked for again {RESEND_MAX_ASKS} times, and no event of any node has come "
-                f"since {time.strftime('%H:%M:%S', time.localtime(since))}: the broker most "
-                f"likely does not deliver node/+/event to {who} (its ACL must let it read "
-                f"fleetdeck/v1/{self.cluster}/node/+/event)")
-        self._problem("events", text, now)
-        self.note(text, severity="error", nodes=nodes, kind="events_lost",
-                  keep=problem is None)
-        if problem is None:
-            log.warning("%s", text)
-
-    def _plan_keyframes(self, now: float) -> None:
-        # v2 deltas need their keyframe (docs/protocol.md). Read-only and throttled per node by
-        # the ingest, so even a one-shot status (follow_up off) asks, or v2 nodes would stay
-        # blank until their next periodic keyframe.
-        wanted = self.ingest.keyframe_wanted
-        if self.feed is None and self.publisher is None:
-            wanted.clear()
-            return
-        for node in list(wanted)[:KEYFRAME_ASKS_PER_TICK]:
-            stamp = int(now * 1000)
-            self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
-                cmd_id=f"keyframe-{node}-{stamp}", op=CommandOp.KEYFRAME, target=node,
-                args=CommandArgs(reason=wanted.pop(node)), issued_by=self.operator,
-                issued_at=stamp, expires_at=stamp + 30_000)))
+    # --- the retained burst ---------------------------------------------------------------------
 
     @property
     def burst_cut(self) -> tuple[int, int] | None:
@@ -1750,30 +1660,6 @@ class ConsoleSession:
         """Whether ``burst_cut`` says something of this connection's retained burst
         (``RetainedBurst.judged``)."""
         return self.burst.judged
-
-    def _plan_rebirths(self, now: float) -> None:
-        for wanted in (self.state.rebirth_wanted, self.ingest.rebirth_wanted):
-            asked = self._rebirth_asked
-            for node in list(wanted):
-                if self._rebirths_this_tick >= RESENDS_PER_TICK:
-                    break  # the rest stay wanted for the next ticks
-                if now - asked.get(node, -1e18) < REBIRTH_EVERY_S:
-                    # Still wanted once the period is over: dropped here, a second bad birth
-                    # within 30 s of the first was never asked for again (an SRE drill).
-                    continue
-                why = wanted.pop(node)
-                asked[node] = now
-                self._rebirths_this_tick += 1
-                stamp = int(now * 1000)
-                self._outgoing.append(_Outgoing(Kind.CMD, node, Command(
-                    cmd_id=f"rebirth-{node}-{stamp}", op=CommandOp.REBIRTH, target=node,
-                    args=CommandArgs(reason=why), issued_by=self.operator, issued_at=stamp,
-                    expires_at=stamp + 30_000)))
-                self.counters.rebirth_requests += 1
-        self._rebirths_this_tick = 0
-        if len(self._rebirth_asked) > 2 * UNBORN_MAX:
-            for node in [n for n, t in self._rebirth_asked.items() if now - t > REBIRTH_EVERY_S]:
-                del self._rebirth_asked[node]
 
     # --- the I/O pump ----------------------------------------------------------------------------
 
@@ -1881,7 +1767,7 @@ class ConsoleSession:
         fleet: a console or ``status`` on 1,024 v2 nodes sent ~360 keyframe asks a second,
         and ``status`` read 635 of 1,024 nodes stale ("not yet its keyframe") after its 3.5 s
         watch (a 3 a.m. drill)."""
-        batch: list[_Outgoing] = []
+        batch: list[Outgoing] = []
         while self._outgoing and len(batch) < ASKS_IN_FLIGHT:
             if self._outgoing[0].request is not None:
                 break

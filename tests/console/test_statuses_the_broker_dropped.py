@@ -266,8 +266,9 @@ def test_the_answers_to_the_asks_do_not_hold_the_next_asks():
             clock.advance(0.5)
             wire.now = clock()
             session.tick()
-            if session._rebirth_asked.get(reborn) is None:  # a rebirth the console asked for
-                session._rebirth_asked[reborn] = clock()
+            asked = session.follow_ups.rebirth_asked
+            if asked.get(reborn) is None:  # a rebirth the console asked for
+                asked[reborn] = clock()
             session.ingest.handle(topic_for(CLUSTER, Kind.BIRTH, reborn),
                                   codec.encode(fleet.agents[reborn].birth()), clock())
             for _at, topic in wire.subscribed[done:]:  # answered by the next tick

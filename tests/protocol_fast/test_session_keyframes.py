@@ -3,7 +3,8 @@
 import asyncio
 import time
 
-from fleetdeck.console.session import KEYFRAME_ASKS_PER_TICK, ConsoleSession
+from fleetdeck.console.follow_ups import KEYFRAME_ASKS_PER_TICK
+from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol import codec, signing
 from fleetdeck.protocol.messages import Command, CommandOp
 from fleetdeck.protocol.topics import Kind

@@ -169,7 +169,7 @@ def test_a_consoles_own_keyframe_requests_are_not_counted_as_node_commands(capsy
     cmd = f"{ROOT}/demo/node/gpu0045/cmd"
     assert asked(cmd, b'{"v":1,"cmd_id":"keyframe-gpu0045-1","op":"keyframe"}') == "console_cmd"
     assert asked(cmd, b'{"v":1,"op":"resend_events"}') == "console_cmd"
-    # A console's request for a bad birth again (ConsoleSession._plan_rebirths) is its own
+    # A console's request for a bad birth again (FollowUps.plan_rebirths) is its own
     # too: it was counted as a node command (a review).
     assert asked(cmd, b'{"v":1,"cmd_id":"rebirth-gpu0045-1","op":"rebirth"}') == "console_cmd"
     assert asked(cmd, b'{"v":1,"cmd_id":"c1","op":"resume"}') == "cmd"
