@@ -13,6 +13,8 @@ go through a confirmation naming every target with its blast radius, are publish
 import asyncio
 import contextlib
 import dataclasses
+import functools
+import logging
 import os
 import signal
 import sys
@@ -22,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec
 
 from textual import events
 from textual.actions import SkipAction
@@ -91,6 +93,29 @@ from fleetdeck.transport import INTERACTIVE_BACKOFF_S
 
 if TYPE_CHECKING:
     from fleetdeck.console.tui.screens.node_detail import NodeDetailScreen
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+
+
+def _goes_on(step: Callable[Concatenate["FleetdeckApp", P], None]
+             ) -> Callable[Concatenate["FleetdeckApp", P], None]:
+    """A tick's step (the tick timer's, a backlog's slice or redraw) that logs a
+    CancelledError raised inside it and returns, so the timers go on. Such a step is
+    synchronous: the error is never its task's own cancellation (that comes at an await in
+    Textual's loop) but a cancelled future's ``result()`` read by code the tick runs. Textual's
+    timer loop takes a CancelledError for its own end and stops without a word: a drill's
+    console applied nothing more for ten minutes while its header counted "nothing heard"
+    (docs/reliability.md, "The console's tick")."""
+    @functools.wraps(step)
+    def run(app: "FleetdeckApp", /, *args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            step(app, *args, **kwargs)
+        except asyncio.CancelledError:
+            app.tick_errors += 1
+            log.exception("the console's tick met a CancelledError from inside; it goes on")
+    return run
+
 
 ALIASES = {
     "overview": "overview", "o": "overview", "ov": "overview", "home": "overview",
@@ -290,6 +315,8 @@ class FleetdeckApp(App[int]):
         """The signal handlers before this app's (put back when it ends: tests run many)."""
         self.render_ms = 0.0
         self.ticks = 0
+        self.tick_errors = 0
+        """CancelledErrors the tick met from inside and went on after (``timer_tick``)."""
         self.other_clusters: list[str] | None = None
         """Clusters with retained births on the broker, when this one had none for
         ``CLUSTERS_PROBE_AFTER_S`` (``_probe_clusters``): a mistyped --cluster."""
@@ -388,7 +415,7 @@ class FleetdeckApp(App[int]):
                 session.apply_budget_s = APPLY_BUDGET_S
         if self.auto_tick:
             self.set_interval(self.tick_s, self.timer_tick)
-        self.call_after_refresh(self.tick)
+        self.call_after_refresh(self._first_tick)
         # A closed terminal (SIGHUP) or a SIGTERM ends the console as q does: the store is
         # flushed, a recording closed, the terminal restored, and a front end that started
         # a broker and a simulator (the demo) gets to stop them. A plain signal handler, not
@@ -645,6 +672,7 @@ class FleetdeckApp(App[int]):
 
         self.run_worker(probe(), group="clusters-probe", exit_on_error=False)
 
+    @_goes_on
     def timer_tick(self) -> None:
         """The tick timer's tick: a key in flight goes first, as before a backlog's slices
         (KEY_FIRST_S): the tick waits until the key's effect is painted, at most that long.
@@ -665,6 +693,10 @@ class FleetdeckApp(App[int]):
             return
         self.tick(paint_later=True)
 
+    @_goes_on
+    def _first_tick(self) -> None:
+        self.tick()
+
     def _key_waits(self, now: float) -> bool:
         return self._key_at is not None and now - self._key_at < KEY_FIRST_S
 
@@ -683,6 +715,7 @@ class FleetdeckApp(App[int]):
             self._next_paint = self.set_timer(0.001, partial(self._backlog_paint,
                                                              self._last_paint))
 
+    @_goes_on
     def _backlog_paint(self, asked_after: float) -> None:
         self._next_paint = None
         t0 = time.perf_counter()
@@ -700,6 +733,7 @@ class FleetdeckApp(App[int]):
             self._next_slice = None
         self._slice_gen += 1
 
+    @_goes_on
     def _backlog_slice(self, gen: int) -> None:
         if gen != self._slice_gen:
             return  # stopped after Textual had queued its call, or a tick ran meanwhile

@@ -1,0 +1,39 @@
+"""The tick timer survives a CancelledError raised inside the tick (``FleetdeckApp.timer_tick``).
+
+Textual's timer loop takes a CancelledError for its own end and stops without a word, and the
+tick is synchronous, so such an error can only be a cancelled future's ``result()`` read by code
+the tick runs. A drill's console stopped ticking so: it applied nothing for ten minutes while its
+header counted "nothing heard" (docs/reliability.md, "The console's tick")."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.tui.conftest import SIZE, World, pilot_until
+
+
+async def test_the_tick_goes_on_after_a_cancelled_error_from_inside(monkeypatch: Any) -> None:
+    world = World(8)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    app.auto_tick, app.tick_s = True, 0.05
+    session_tick = app.session.tick
+    raised: list[bool] = []
+    calls = [0]
+
+    def tick_once_cancelled(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2 and not raised:  # the first is the mount's own; the second a timer's
+            raised.append(True)
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            fut.cancel()
+            fut.result()  # what a tick reading a cancelled look's result raises
+        return session_tick(*args, **kwargs)
+
+    async with app.run_test(size=SIZE) as pilot:
+        monkeypatch.setattr(app.session, "tick", tick_once_cancelled)
+        await pilot_until(pilot, lambda: bool(raised), timeout=5)
+        after = app.ticks
+        # The interval goes on: a stopped timer would leave the count where it was.
+        await pilot_until(pilot, lambda: app.ticks >= after + 3, timeout=5)
+        assert app.tick_errors == 1
