@@ -188,8 +188,10 @@ class SuspectSwitch:
     since_ms: int | None = None
     """When its ports dropped (sample clock, ms): the median of their fatal counters' last
     move (N2: ``link_downed`` moves as a link goes down), so one node's own earlier flap does
-    not date it; None when no port's drop was seen (a console started after it, with no store
-    to recall it). What ``leaf_groups`` judges a common cause by."""
+    not date it; a port whose drop was not seen counts as the earliest, so None when half its
+    ports' drops or more were not seen (a console started after it, with no store to recall
+    it): one port that moved again later does not date the rest. What ``leaf_groups`` judges
+    a common cause by."""
 
     @property
     def recovered(self) -> bool:
@@ -400,22 +402,32 @@ def suspect_switches(state: FleetState, min_nodes: int = CORRELATION_MIN,
         link_only = len(sym_nodes) < min_nodes <= len(link_nodes)
         g = groups[sw] = SuspectSwitch(sw, leaf_of(ports[0][0]), [], [], link_only=link_only)
         dropped: list[int] = []
+        undated = 0
         # Dated only where it can be a suspect: most candidates are one node's bad port.
         dated = len({st.node_id for st, _s, _p, _r in ports}) >= min_nodes
         for st, status, p, rules in ports:
             if link_only and not _link_fault(status, rules):
                 continue  # only its symbol errors: the node's own
-            past = port_past(st, port_key(p)) if dated else None
-            if past is not None and past.fatal_ms is not None:
-                dropped.append(past.fatal_ms)
+            if dated and (link_only or _link_fault(status, rules)):
+                # A port with symbol errors only never dropped: it dates nothing.
+                past = port_past(st, port_key(p))
+                if past is not None and past.fatal_ms is not None:
+                    dropped.append(past.fatal_ms)
+                else:
+                    undated += 1
             if st.node_id not in g.nodes:
                 g.nodes.append(st.node_id)
             g.ports.append(f"{st.node_id}:{p.dev}:{p.port}")
             g.by_status[status] = g.by_status.get(status, 0) + 1
             g.held += _held_only(st, status, p, rules - SYMBOL_RULES if link_only else rules)
-        if dropped:
+        # A port whose drop was not seen dropped before any that was (a console started
+        # after it): in the median as the earliest, so one port that moved again (a cable
+        # reseated, a node's own flap) does not date a rail whose other ports say nothing,
+        # and take it out of a leaf group found down (``_dropped_together``).
+        mid = (len(dropped) + undated) // 2
+        if mid >= undated and dropped:
             dropped.sort()
-            g.since_ms = dropped[len(dropped) // 2]
+            g.since_ms = dropped[mid - undated]
     out = [g for g in groups.values() if len(g.nodes) >= min_nodes]
     for g in out:
         g.nodes.sort()

@@ -1132,3 +1132,39 @@ def test_a_rail_that_dropped_apart_from_its_leaf_groups_is_told_on_its_own():
     (leaf,), _ports = fabric(session.state)
     assert leaf.hint.startswith("leaf00: 2 rail switches suspect (r2, r5)"), leaf.hint
     assert "suspect leaf switch leaf00-r7" in leaf.hint, leaf.hint
+
+
+def test_one_port_that_moves_again_does_not_date_a_rail_of_a_group_found_down():
+    """A console started while a whole leaf group was down saw none of its drops: its rails
+    are one cause, undated. One node's port on rail 2 then moves ``link_downed`` again (a
+    cable reseated during the outage): one port of the rail's 4 dated it alone, and rail 2
+    left its group as a switch incident of its own ("leaf00: 7 rail switches" beside
+    "leaf00-r2"), though its other ports say nothing of when it dropped."""
+    from fleetdeck.console.judgements import leaf_groups, suspect_switches
+
+    rails = tuple(f"mlx5_ib{i}" for i in range(8))
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    # The first sample already down: the counters' baseline, no move seen.
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults={n: _dropped(*rails) for n in BEHIND})
+        session.tick()
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.key == "switch:leaf00" and "8 rails fail together" in inc.action, inc.action
+
+    clock.advance(600.0)
+    faults = {n: _dropped(*rails) for n in BEHIND}
+    once = faults["gpu0001"]
+    faults["gpu0001"] = lambda t: _dropped("mlx5_ib2")(once(t))
+    for _ in range(2):
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+        clock.advance(1.0)
+    switches = suspect_switches(session.state)
+    assert len(leaf_groups(switches)["leaf00"].switches) == 8
+    (inc,) = incidents(session.state, session.log.lines())
+    assert inc.key == "switch:leaf00" and "8 rails fail together" in inc.action, inc.action
