@@ -31,6 +31,7 @@ from fleetdeck.protocol.fast import Birth, GpuInventory, IbPortInventory, Topolo
 from fleetdeck.protocol.messages import MAX_DIGEST_FINDINGS, DrainInfo, DrainState
 
 if TYPE_CHECKING:  # the state applies digests with the functions below
+    from fleetdeck.console.bridge import BridgeState
     from fleetdeck.console.state import NodeState
 
 STEPPING_NOTE = ("; job {job} still stepping — the agent died, not the node: restart the "
@@ -453,16 +454,21 @@ def _apply_findings(st: NodeState, findings: list[Finding]) -> None:
     st.behind_link_only = frozenset(ports & own)
 
 
-def judge_digest(st: NodeState, now: float) -> Verdict:
+def judge_digest(st: NodeState, now: float, bridge: BridgeState | None = None) -> Verdict:
     """The verdict of a node known from digests: the collector's, unless its digests stopped
-    (D1: the collector is gone and nobody took the node over yet)."""
+    (D1: the collector is gone and nobody took the node over yet, or the cluster's bridge into
+    this broker is down, ``bridge``: then it says so, console/bridge.py)."""
     d = st.digest
     assert d is not None
     age = now - st.digest_rx
     if age > STALE_PERIODS * d.every_s:
         st.stale = True
-        st.liveness = [Finding("D1", Severity.WARN, "",
-                               f"no digest for {age:.0f} s (last from collector {d.by})")]
+        # Its last digest crossed before the bridge fell: the bridge is silent, not the node
+        # nor its collector (an incident of the bridge holds it, console/incidents.py).
+        why = ("its cluster's bridge into this broker is down, not this node"
+               if bridge is not None and bridge.behind(st.digest_rx)
+               else f"last from collector {d.by}")
+        st.liveness = [Finding("D1", Severity.WARN, "", f"no digest for {age:.0f} s ({why})")]
         return Verdict.STALE
     st.stale = d.stale
     st.liveness = NO_FINDINGS

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from math import ceil
 
+from fleetdeck.console.bridge import BridgeState, bridge_down_text
 from fleetdeck.console.clock import CLOCK_RULE
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.health import (
@@ -111,8 +112,9 @@ class Incident:
     ``job:4101`` (views keep their selection on it)."""
     kind: str
     """switch | rack | fleet (several racks silent at once) | node | job | collector (a
-    collector's digests stopped) | scheduler (its Last Will came) | console (its own broker
-    connection is lost) | common (many nodes say one warning alike: ``common_causes``)"""
+    collector's digests stopped) | bridge (the cluster's bridge into this broker is down) |
+    scheduler (its Last Will came) | console (its own broker connection is lost) | common
+    (many nodes say one warning alike: ``common_causes``)"""
     severity: str
     """error (work is lost or at risk now) | warn"""
     title: str
@@ -151,7 +153,7 @@ class Incident:
         nodes; a failed idle node loses capacity, not work ("5 losing work now" of 6
         incidents, two with a job: an operator's walkthrough)."""
         return (self.severity == "error" and bool(self.jobs) and not self.job_left
-                and self.kind not in ("console", "collector", "scheduler"))
+                and self.kind not in ("console", "collector", "bridge", "scheduler"))
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -208,6 +210,11 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
         # read only "switch suspect: do not drain").
         taken.update(n for n in sw.nodes if not own_findings(state.nodes[n])
                      and state.nodes[n].verdict not in _SILENT)
+    bridge = state.bridge
+    if bridge is not None and not bridge.up:
+        # The cluster's bridge into this broker is down: its nodes' digests stopped with it,
+        # one cause, said once, not a collector's or each node's (console/bridge.py).
+        out.append(_bridge_incident(state, bridge, bad, taken, jobs_on))
     # Nodes whose collector stopped sending their digests (D1): what is silent is the
     # collector, not the nodes, nor their racks (a scale-out audit saw every rack blamed).
     orphans: dict[str, list[NodeState]] = {}
@@ -332,7 +339,7 @@ def incidents(state: FleetState, log: Iterable[EventLine] = (), *,
     return out
 
 
-_FLEET_WIDE = frozenset({"fleet", "scheduler"})
+_FLEET_WIDE = frozenset({"fleet", "bridge", "scheduler"})
 """Incident kinds that come first (after the console's own loss of its broker)."""
 
 
@@ -802,6 +809,26 @@ def _silent_since(st: NodeState) -> float:
     if st.online is False and st.status_ts:
         return st.status_ts
     return st.last_rx if st.last_rx is not None else (st.first_seen or 0.0)
+
+
+def _bridge_incident(state: FleetState, bridge: BridgeState, bad: list[NodeState],
+                     taken: set[str], jobs_on: dict[str, list[str]]) -> Incident:
+    """The bridge down, with the nodes whose digests stopped with it (taken: no collector,
+    rack or node incident of their own for that silence)."""
+    group = sorted(st.node_id for st in bad if st.digest is not None
+                   and st.node_id not in taken and bridge.behind(st.digest_rx)
+                   and any(f.rule == "D1" for f in st.liveness))
+    taken.update(group)
+    jobs = _jobs(group, jobs_on)
+    title = bridge_down_text(state.cluster, bridge, len(group), utc_hms(bridge.since))
+    if bridge.cluster_side:
+        return Incident(f"bridge:{state.cluster}", "bridge", "warn", title, bridge.since, [],
+                        "check the site broker and the network from this broker to it "
+                        "(this broker's log names the bridge's error)")
+    return Incident(
+        f"bridge:{state.cluster}", "bridge", "error", f"{title}{_on_jobs(jobs)}", bridge.since,
+        group, f"check cluster {state.cluster}'s broker and the network from it to this one; "
+        "the nodes are not known to be down", jobs, len(group))
 
 
 def _collector_incident(state: FleetState, by: str, group: list[NodeState],

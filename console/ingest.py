@@ -46,7 +46,7 @@ JOBS_PASSED_MAX = 10_000
 
 CONSOLE_KINDS = frozenset(
     {Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK, Kind.JOB, Kind.SCHED_ACK,
-     Kind.SCHED_STATUS, Kind.DIGEST, Kind.COLLECTOR}
+     Kind.SCHED_STATUS, Kind.DIGEST, Kind.COLLECTOR, Kind.BRIDGE}
 )
 """What a console listens to; anything else (e.g. amqtt's leaked retained messages) is ignored."""
 COMMAND_KINDS = frozenset({Kind.CMD, Kind.SCHED_CMD})
@@ -223,6 +223,9 @@ class Batch:
     digests: dict[str, tuple[float, fast.Digest]] = field(default_factory=dict)
     """Collectors' digests per node (a console on digests applies them; latest wins)."""
     collectors: dict[str, tuple[float, CollectorStatus]] = field(default_factory=dict)
+    bridge: list[tuple[float, bool | None]] = field(default_factory=list)
+    """The cluster's bridge into the site broker, up or down (``bridge/state``, Mosquitto's
+    "1"/"0"; None: its retained state cleared), in order (console/bridge.py)."""
     scheduler: list[tuple[float, SchedulerStatus | None]] = field(default_factory=list)
     """The scheduler's births, wills and goodbyes (``sched/status``), None where its retained
     presence was cleared (an empty payload), in order: ``FleetState.apply`` weighs each by the
@@ -406,6 +409,16 @@ class Ingest:
             return
         if parsed.kind is Kind.DIGEST:
             self._digest(parsed.subject, topic, payload, rx_ts)
+            return
+        if parsed.kind is Kind.BRIDGE:
+            # Mosquitto's own notification, not a fleetdeck message: one byte, "1" or "0"
+            # (docs/security.md, "Many clusters: bridges").
+            if payload in (b"0", b"1", b""):
+                self._batch.bridge.append((rx_ts, None if not payload else payload == b"1"))
+                self._batch.messages += 1
+            else:
+                self._reject(rx_ts, topic, codec.Reason.INVALID,
+                             "a bridge state is '0' or '1' (Mosquitto's notification)")
             return
         if parsed.kind is Kind.SCHED_STATUS and not payload:
             # A retained presence cleared (a scheduler retired for good): as never heard, not

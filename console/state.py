@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from fleetdeck.console.bridge import CLUSTER_SIDE_S, BridgeState, hear_bridge
 from fleetdeck.console.clock import CLOCK_RULE, ClockWatch
 from fleetdeck.console.digest import (
     BEHIND_RECOVERED,
@@ -683,17 +684,20 @@ class NodeState(msgspec.Struct, gc=False):
         return None
 
     def judge(self, now: float, blind: Blind | None = None,
-              heard_until: float | None = None) -> Verdict:
+              heard_until: float | None = None, bridge: BridgeState | None = None) -> Verdict:
         """Recompute staleness and the verdict at wall-clock ``now``; return the verdict.
         ``blind``: when the console itself heard nothing (``FleetState.blind``);
         ``heard_until``: the broker's last word, when it has been quiet
-        (``FleetState.broker_word_at``): the node's silence counts only up to it."""
+        (``FleetState.broker_word_at``): the node's silence counts only up to it;
+        ``bridge``: the cluster's bridge into this broker (``FleetState.bridge``): a digest
+        that stopped with it names it, not the collector."""
         if self.digest is not None:
             # Its digests' silence too counts only up to the broker's last word: a hung
             # broker's digests stop as its nodes' samples do (tests/sharding/test_digest.py).
             upto = now if heard_until is None else min(now, heard_until)
             verdict = judge_digest(self, upto if blind is None else
-                                   self.digest_rx + unseen_s(self.digest_rx, upto, blind))
+                                   self.digest_rx + unseen_s(self.digest_rx, upto, blind),
+                                   bridge)
             # The collector's H1 says whether it talks (its deltas heard, their keyframe
             # awaited); a digest gone stale (D1) says nothing any more. Always False, a
             # command timed out to such a node read "its agent is hung or cut off".
@@ -1291,6 +1295,10 @@ class FleetState:
         self.collectors: dict[str, CollectorStatus] = {}
         """Sharded collectors by id, their latest birth or will (a console on digests shows
         how many are live; ``status --json`` lists them)."""
+        self.bridge: BridgeState | None = None
+        """The cluster's Mosquitto bridge into the site broker (``bridge/state``), None where
+        none was heard: while it is down its nodes' silence is its own, not theirs
+        (console/bridge.py)."""
         self.scheduler: SchedulerStatus | None = None
         """The scheduler's latest birth, or the will or goodbye of the process it was of
         (``sched/status``); None: never heard (a scheduler bridge that does not say, or
@@ -1535,6 +1543,26 @@ class FleetState:
             self.scheduler_will_doubted = (not sched.online and blind is not None
                                            and rx >= blind[0] - WILL_BURST_S)
 
+    def _hear_bridge(self, batch: Batch) -> None:
+        """The bridge's state words of ``batch``, then whether its digests came while it read
+        down: on the cluster's own broker they do (``BridgeState.cluster_side``)."""
+        was = self.bridge
+        for rx, up in batch.bridge:
+            newest = max((st.digest.ts / 1000 for st in self.nodes.values()
+                          if st.digest is not None), default=None) if self.bridge is None else None
+            self.bridge = hear_bridge(self.bridge, rx, up, newest)
+        bridge = self.bridge
+        flipped = bridge is not was
+        if (bridge is not None and not bridge.up and not bridge.cluster_side and any(
+                min(rx, d.ts / 1000) > bridge.since + CLUSTER_SIDE_S
+                for rx, d in batch.digests.values())):
+            # As old as it says (``apply_digest``): the retained digests a site console reads
+            # at connect, after the bridge fell, are of before it.
+            bridge.cluster_side = flipped = True
+        if flipped:
+            # Every digest node's D1 names the bridge, or stops naming it.
+            self._dirty.update(n for n, st in self.nodes.items() if st.digest is not None)
+
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
         from here until the agents have had time to reconnect after it is back, silence is
@@ -1706,6 +1734,8 @@ class FleetState:
             order.pop(node_id, None)
             order[node_id] = rx  # oldest first: the stale sweep stops at the first fresh one
             self._min_every = min(self._min_every, digest.every_s)
+        if batch.bridge or (self.bridge is not None and not self.bridge.up):
+            self._hear_bridge(batch)
         for name, (_rx, col) in batch.collectors.items():
             held = self.collectors.get(name)
             # An older process's birth after a newer one's will: it outlived a twin under its
@@ -2226,7 +2256,7 @@ class FleetState:
             st.refused = self.malformed.refused_samples.get(st.node_id)
             st.awaiting = self.malformed.awaiting_keyframe.get(st.node_id)
             cleared = st.cleared
-            new = st.judge(now, blind, self.broker_word_at)
+            new = st.judge(now, blind, self.broker_word_at, self.bridge)
             if st.cleared is not cleared and st.cleared is not None:
                 self.faults_cleared[st.node_id] = st.cleared
             if st.settle_until is not None:

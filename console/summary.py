@@ -6,6 +6,7 @@ The keys are a promise to scripts: add keys, never rename or remove them (docs/p
 from collections.abc import Iterable
 from typing import Any
 
+from fleetdeck.console.bridge import bridge_down_text
 from fleetdeck.console.eventlog import EventLine
 from fleetdeck.console.health import VERDICT_ORDER
 from fleetdeck.console.incidents import incidents
@@ -26,6 +27,7 @@ from fleetdeck.console.judgements import (
     step_quiet,
     straggler,
     suspect_switches,
+    utc_hms,
 )
 from fleetdeck.console.recording import JudgedNode
 from fleetdeck.console.rows import drain_unsaved, health_order, slurm_state
@@ -176,11 +178,27 @@ def fleet_summary(state: FleetState, now: float, *,
             {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes}
             for c in sorted(state.collectors.values(), key=lambda c: c.collector)
         ],
+        # The cluster's bridge into this broker (console/bridge.py): null where none was
+        # heard (no bridge, or a broker that is the cluster's own without one).
+        "bridge": _bridge_json(state),
         "malformed": [
             {"topic": m.topic, "reason": m.reason, "detail": m.detail}
             for m in list(state.malformed.recent)[-20:]
         ],
     }
+
+
+def _bridge_json(state: FleetState) -> dict[str, Any] | None:
+    bridge = state.bridge
+    if bridge is None:
+        return None
+    behind = [] if bridge.up else [
+        st.node_id for st in state.nodes.values() if st.digest is not None and st.stale
+        and bridge.behind(st.digest_rx)]
+    return {"up": bridge.up, "since": round(bridge.since, 3),
+            "cluster_side": bridge.cluster_side, "nodes_behind": sorted(behind),
+            "text": "" if bridge.up else bridge_down_text(
+                state.cluster, bridge, len(behind), utc_hms(bridge.since))}
 
 
 def _scheduler_json(state: FleetState) -> dict[str, Any] | None:

@@ -616,6 +616,14 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
                   "count only "
                   "what this watch saw; status --digests has the collectors' judgement, "
                   "events their history.", file=sys.stderr)
+    bridge = out.get("bridge")
+    if bridge is not None and not bridge["up"] and not bridge["cluster_side"]:
+        # Nothing of the cluster crosses to this (site) broker: what it lists is as of the
+        # bridge's fall, one cause, not each node's (console/bridge.py). Unseen, as for a
+        # broker this watch lost; a bad node seen before it still pages (exit 1).
+        print(f"fleetdeck status: {bridge['text']}; the verdicts are as of then.",
+              file=sys.stderr)
+        return exit_when_cut_off(out, fail_on)
     collectors = session.state.collectors.values()
     if digests and collectors and not any(c.online for c in collectors):
         print("fleetdeck status: no collector is live: the digests are what the collectors "

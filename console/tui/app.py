@@ -935,6 +935,11 @@ class FleetdeckApp(App[int]):
             live = sum(1 for c in self.state.collectors.values() if c.online)
             digests = (f"  on digests, {live} collector{'' if live == 1 else 's'}" if live
                        else "  [$error]on digests, no collector live[/]")
+        bridge = self.state.bridge
+        if bridge is not None and not bridge.up and not bridge.cluster_side:
+            # The one cause of the cluster's silence on a site broker, before its nodes go
+            # stale one by one (console/bridge.py; the overview's incident says the rest).
+            digests += f"  [$error]BRIDGE FROM {esc(self.cluster)} DOWN[/]"
         # What needs attention before the routine figures: at 80 columns the end is cut off,
         # and "● RECORDING" or "cmds 1 open" went with it (a UX audit).
         def told(link: str) -> str:

@@ -11,7 +11,8 @@
 # Out to the site: births, statuses, events, acks, job statuses, the scheduler's acks and
 # status (its birth and Last Will), and the collectors' digests, births and Last Wills (what
 # consoles on the site broker show and audit; without the births a site console on digests
-# knew of no collector, live or dead). In from the site: node and scheduler commands and
+# knew of no collector, live or dead); and the bridge's own state (Mosquitto's notification,
+# "1"/"0" on bridge/state, its Last Will "0": a site console says the bridge is down). In from the site: node and scheduler commands and
 # rebirth requests (commands are signed end to end with the command key, docs/security.md, so
 # the bridge carries them but cannot forge them).
 # Full telemetry (about 1 KB per node-second in wire v2) crosses only with the 6th argument
@@ -51,6 +52,13 @@ umask 077
   echo "bridge_outgoing_retain true"
   echo "start_type automatic"
   echo "restart_timeout 2 30"
+  # The bridge's own state on the site broker, under the cluster's root: "1" (retained) when
+  # it connects, "0" its Last Will there when the cluster broker or the bridge dies. A site
+  # console says "the bridge from cluster X is down" instead of every node going stale
+  # (docs/security.md). Mosquitto publishes it on the cluster broker too.
+  echo "notifications true"
+  echo "notifications_local_only false"
+  echo "notification_topic $root/bridge/state"
   echo "topic $root/node/+/birth out 1"
   echo "topic $root/node/+/status out 1"
   echo "topic $root/node/+/event out 1"
@@ -82,6 +90,7 @@ umask 077
   echo "topic write $root/sched/status"
   echo "topic write $root/digest/#"
   echo "topic write $root/collector/+"
+  echo "topic write $root/bridge/state"
   echo "topic read $root/node/+/cmd"
   echo "topic read $root/sched/cmd"
   echo "topic read $root/ctl/rebirth"

@@ -8,6 +8,8 @@
     fleetdeck/v1/<cluster>/ctl/rebirth
     fleetdeck/v1/<cluster>/digest/<node>          (a collector's verdict of one node)
     fleetdeck/v1/<cluster>/collector/<collector>  (a collector's birth and Last Will)
+    fleetdeck/v1/<cluster>/bridge/state           (the cluster's Mosquitto bridge into the site
+                                                   broker: "1" up, "0" down, its Last Will)
 """
 
 from enum import StrEnum
@@ -33,6 +35,7 @@ class Kind(StrEnum):
     REBIRTH = "rebirth"
     DIGEST = "digest"
     COLLECTOR = "collector"
+    BRIDGE = "bridge"
 
 
 NODE_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.CMD, Kind.ACK})
@@ -75,6 +78,8 @@ def topic_for(cluster: str, kind: Kind, subject: str = "") -> str:
         return f"{base}/digest/{subject}"
     if kind is Kind.COLLECTOR:
         return f"{base}/collector/{subject}"
+    if kind is Kind.BRIDGE:
+        return f"{base}/bridge/state"
     return f"{base}/ctl/rebirth"
 
 
@@ -113,11 +118,13 @@ def shard_subscriptions(cluster: str) -> list[str]:
 def digest_subscriptions(cluster: str) -> list[str]:
     """What a console on digests subscribes to: the collectors' per-node digests instead of
     every node's birth, status and telemetry; events and acks stay (they are rare, and the
-    timeline and the command tracker need them)."""
+    timeline and the command tracker need them). The bridge's state last: on a site broker its
+    retained "0" then comes after the digests, whose newest dates its fall
+    (console/bridge.py)."""
     base = f"{ROOT}/{cluster}"
     return [f"{base}/collector/+", f"{base}/digest/+", f"{base}/node/+/event",
             f"{base}/node/+/ack", f"{base}/job/+/status", f"{base}/sched/ack",
-            f"{base}/sched/status"]
+            f"{base}/sched/status", f"{base}/bridge/state"]
 
 
 def command_topics(cluster: str) -> list[str]:
@@ -155,6 +162,8 @@ def parse_topic(topic: str) -> Topic:
             return Topic(cluster, Kind.SCHED_STATUS)
         case ["ctl", "rebirth"]:
             return Topic(cluster, Kind.REBIRTH)
+        case ["bridge", "state"]:
+            return Topic(cluster, Kind.BRIDGE)
         case ["digest" | "collector" as what, subject]:
             if not is_valid_id(subject):
                 raise TopicError(f"invalid {what} id in topic")
