@@ -1154,7 +1154,7 @@ class ConsoleSession:
                     nodes_retired=new.nodes_retired, digests_cleared=new.digests_cleared,
                     superseded=superseded,
                     delays=new.delays, digests=new.digests, collectors=new.collectors,
-                    scheduler=new.scheduler, unkeyed=new.unkeyed)
+                    bridge=new.bridge, scheduler=new.scheduler, unkeyed=new.unkeyed)
         out.messages = new.messages - tel_messages
         limit = self.apply_max_nodes
         if limit is None and self.apply_budget_s is not None:

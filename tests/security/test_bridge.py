@@ -35,6 +35,9 @@ def make_bridge(cluster: str, site_tls: int, password: str, ca: Path, out: Path,
     root = f"fleetdeck/v1/{cluster}"
     assert f"topic {root}/sched/status out 1" in conf
     assert f"topic write {root}/sched/status" in acl
+    # The bridge's own state, under the cluster's root, and the site lets it write only that.
+    assert f"notification_topic {root}/bridge/state" in conf
+    assert f"topic write {root}/bridge/state" in acl
     return conf, acl
 
 
@@ -156,6 +159,72 @@ def test_a_console_on_digests_on_the_site_broker_knows_the_bridged_clusters_coll
             time.sleep(0.5)
         assert res.returncode == 3, res.stdout + res.stderr
         assert "no collector is live" in res.stderr, res.stderr
+
+
+def site_digests(site_url: str, want, timeout: float, what: str,
+                 as_json: bool = True) -> subprocess.CompletedProcess[str]:
+    """``status --digests`` of cluster b on the site broker, until ``want`` of its result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        res = run_cli("status", "--broker", site_url, "--cluster", "b", "--digests",
+                      "--wait", "2", *(["--json"] if as_json else []))
+        if want(res) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert want(res), f"{what}: {res.returncode} {res.stdout} {res.stderr}"
+    return res
+
+
+def _bridge(res: subprocess.CompletedProcess[str]) -> dict:
+    out = json.loads(res.stdout) if res.stdout.strip() else {}
+    return out.get("bridge") or {}
+
+
+@pytest.mark.timeout(300)
+def test_a_site_console_on_digests_says_the_bridge_from_a_cluster_is_down(tmp_path):
+    """The bridge's own state crosses (Mosquitto's ``notifications``, mkbridge.sh): with
+    cluster b's broker SIGKILLed, the site's console on digests says once that the bridge from
+    cluster b is down and that its nodes are not stale for their own sake (before: nothing
+    named the bridge, and the nodes went stale one by one as their collector's, "collector
+    shard-1: no digest of its 3 nodes"); back when the broker is."""
+    with bridged_site(tmp_path) as (site_url, brokers):
+        collector = spawn("collect", "--broker", str(brokers["b"].url), "--cluster", "b",
+                          "--shard", "1/1", "--db", str(tmp_path / "b-shard-1.db"),
+                          log=tmp_path / "collect.log")
+        try:
+            up = site_digests(site_url, lambda r: r.returncode == 0 and _bridge(r).get("up")
+                              and json.loads(r.stdout)["totals"]["by_verdict"].get("ok") == 3,
+                              90, "bridge up, 3 nodes ok")
+            assert not [i for i in json.loads(up.stdout)["incidents"] if i["kind"] == "bridge"]
+            brokers["b"].kill()
+            # At once: the bridge's Last Will on the site broker, before any node is stale.
+            down = site_digests(site_url, lambda r: _bridge(r).get("up") is False, 30,
+                                "bridge down")
+            assert down.returncode == 3, down.stderr
+            assert "the bridge from cluster b is down since" in down.stderr, down.stderr
+            # Its nodes' digests age past staleness: one incident of the bridge holds them.
+            res = site_digests(site_url, lambda r: len(_bridge(r).get("nodes_behind", [])) == 3,
+                               60, "3 nodes behind the bridge")
+            out = json.loads(res.stdout)
+            kinds = [i["kind"] for i in out["incidents"]]
+            assert kinds == ["bridge"], out["incidents"]
+            assert "its 3 nodes are not stale for their own sake" in out["incidents"][0]["title"]
+            d1 = [f for n in out["nodes"] for f in n["findings"] if "no digest for" in f]
+            assert len(d1) == 3 and all("bridge" in f for f in d1), out["nodes"]
+            text = site_digests(site_url, lambda r: r.returncode == 3, 10, "text",
+                                as_json=False)
+            table = " ".join(text.stdout.split())  # the table wraps its columns
+            assert "its 3 nodes are not stale for their own sake" in table, text.stdout
+            assert "collector shard-1: no digest" not in table, text.stdout
+            brokers["b"].start()
+            back = site_digests(site_url, lambda r: r.returncode == 0 and _bridge(r).get("up")
+                                and json.loads(r.stdout)["totals"]["by_verdict"].get("ok") == 3,
+                                90, "bridge back")
+            assert not [i for i in json.loads(back.stdout)["incidents"]
+                        if i["kind"] == "bridge"]
+        finally:
+            collector.kill()
+            collector.wait()
 
 
 @pytest.mark.parametrize("args, error", [
