@@ -191,6 +191,13 @@ class LineTable(Widget, Generic[T], can_focus=True):
         self.refresh(layout=resized and self.styles.height is not None
                      and self.styles.height.is_auto)
 
+    def show_head(self) -> None:
+        """Scroll to the first row, the cursor kept on its row (scrolled only as far as it
+        needs to stay in sight)."""
+        self.top = 0
+        self._clamp_top()
+        self.refresh()
+
     def relayout(self) -> None:
         """Forget the layout (after ``columns`` changed)."""
         self._layout = None

@@ -87,6 +87,8 @@ class NodesScreen(FleetView):
         self._n_nodes = -1
         self._jobs_from: tuple[object, ...] = ()
         self._shown_from: tuple[object, ...] = ()
+        self._resorted = False
+        """The operator changed the sort since the last redraw (``update_body``)."""
 
     def compose_body(self) -> ComposeResult:
         columns = [Column(h, a, w, right=a in ("util", "temp", "power", "age"),
@@ -170,6 +172,12 @@ class NodesScreen(FleetView):
                             or self.unhealthy_only
                             else "no nodes yet: waiting for births and telemetry")
         table.set_rows(self.shown)
+        if self._resorted:
+            # The operator's re-sort starts the list at its head: the rows kept their old
+            # scroll, and after a reversed sort left at its far end, HEALTH showed its 5th
+            # failed node as the first row, the 4 worst above it out of sight (an SRE run).
+            self._resorted = False
+            table.show_head()
 
     def _order(self) -> tuple[str, ...]:
         """The nodes shown, filtered and sorted (``NodeOrder`` keeps each column's order until
@@ -236,9 +244,11 @@ class NodesScreen(FleetView):
         self._redraw()
 
     def watch_sort_key(self) -> None:
+        self._resorted = True
         self._redraw()
 
     def watch_sort_reverse(self) -> None:
+        self._resorted = True
         self._redraw()
 
     # --- actions ------------------------------------------------------------------------------
