@@ -66,6 +66,8 @@ from fleetdeck.protocol.messages import (
     Command,
     DrainMode,
     DrainState,
+    JobState,
+    JobStatus,
     SchedulerStatus,
 )
 from fleetdeck.protocol.topics import ROOT, Kind, topic_for
@@ -113,6 +115,23 @@ def ctl_up_topic(cluster: str) -> str:
 def shard_of(index: int, nodes: int, shards: int) -> int:
     """The process of a spread fleet that runs node ``index``'s agent: contiguous blocks."""
     return index * shards // nodes
+
+
+@dataclass
+class _Waiting:
+    """A retained message on the scheduler's outbox, not sent yet (``Fleet._put_retained``)."""
+
+    payload: bytes
+    phase: object
+
+
+_CLEARED = "cleared"
+"""The phase of a retained job status's clear: never merged with a status of a reused id."""
+
+
+def _job_phase(st: JobStatus) -> tuple[JobState, int]:
+    """What a waiting job status must share with a newer one to be replaced by it."""
+    return st.state, st.requeues
 
 
 @dataclass
@@ -405,14 +424,14 @@ class Fleet:
         if self.spread:
             self.world.relay = self._relay_drain
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._outbox: asyncio.Queue[tuple[str, bytes | None, bool]] = asyncio.Queue()
-        """What the scheduler's client publishes, in order; ``None``: the newest retained
-        message of that topic, in ``_latest`` (``_put_retained``)."""
-        self._latest: dict[str, bytes] = {}
-        """Retained messages queued and not yet sent, by topic: a newer one replaces the one
-        waiting in place. Each job's status went out once per tick, one QoS 1 round trip
-        each: on a loaded machine (or with short ticks) the lead published them slower than
-        its ticks made them, and an ``inject`` answer queued behind thousands of stale
+        self._outbox: asyncio.Queue[tuple[str, bytes | _Waiting, bool]] = asyncio.Queue()
+        """What the scheduler's client publishes, in order; a ``_Waiting``: a retained
+        message that a newer one of its topic and phase may still replace (``_put_retained``)."""
+        self._latest: dict[str, _Waiting] = {}
+        """The last retained message queued and not yet sent, by topic: a newer one of the same
+        phase replaces it in place. Each job's status went out once per tick, one QoS 1 round
+        trip each: on a loaded machine (or with short ticks) the lead published them slower
+        than its ticks made them, and an ``inject`` answer queued behind thousands of stale
         statuses never came (``sim --procs 2``, a drill: no answer in 60 s)."""
         self.sched_guard = CommandGuard("sched", opts.command_key,
                                         lambda: int(time.time() * 1000))
@@ -556,7 +575,7 @@ class Fleet:
                                    self._sched_status(online=True))
             for st in world.scheduler.updates(world.t):
                 self._put_retained(topic_for(self.opts.cluster, Kind.JOB, st.job_id),
-                                   codec.encode(st))
+                                   codec.encode(st), _job_phase(st))
         self._take_acks()
         if self.retry_log.outage_since is not None and all(
                 a.connected.is_set() and not a.takeover.active
@@ -676,12 +695,21 @@ class Fleet:
             self.bad_inputs += 1
             log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
 
-    def _put_retained(self, topic: str, payload: bytes) -> None:
-        """Queue a retained message; one of the same topic still waiting is replaced in its
-        place (only the newest is worth sending: a retained message is a state)."""
-        if topic not in self._latest:
-            self._outbox.put_nowait((topic, None, True))
-        self._latest[topic] = payload
+    def _put_retained(self, topic: str, payload: bytes, phase: object = None) -> None:
+        """Queue a retained message; the last one of its topic still waiting is replaced in
+        its place when it is of the same ``phase`` (a job's state and requeues: only the
+        newest step is worth sending), else this one is queued behind it. Every state a job
+        went through is still said: a console books an interruption from R -> NF with the
+        reason naming the rank's node and XID, which RQ keeps and PD does not
+        (console/interruptions.py), and its timeline, the store's events and a recording
+        keep each change; coalesced across phases, a backlog turned R, NF, RQ, PD into
+        "R -> PD (Resources)"."""
+        waiting = self._latest.get(topic)
+        if waiting is not None and waiting.phase == phase:
+            waiting.payload = payload
+            return
+        self._latest[topic] = waiting = _Waiting(payload, phase)
+        self._outbox.put_nowait((topic, waiting, True))
 
     def _send_ack(self, ack: Ack) -> None:
         self.sched_guard.remember(ack)
@@ -781,7 +809,7 @@ class Fleet:
                         # Every job status again, as it was (its ts: when it last changed);
                         # one still queued (the same or older) is replaced in its place.
                         self._put_retained(topic_for(self.opts.cluster, Kind.JOB, st.job_id),
-                                           codec.encode(st))
+                                           codec.encode(st), _job_phase(st))
                     self.sched_connected.set()
                     attempt = 0
                     receiver = asyncio.create_task(self._receive(client))
@@ -798,10 +826,12 @@ class Fleet:
                                     # Taken now, whatever else ended: a retained one taken
                                     # and dropped left its topic in _latest with nothing
                                     # queued, and that job's status was never sent again.
-                                    topic, payload, retain = getter.result()
-                                    if payload is None:
-                                        payload = self._latest.pop(topic)
-                                    pending = (topic, payload, retain)
+                                    topic, queued, retain = getter.result()
+                                    if isinstance(queued, _Waiting):
+                                        if self._latest.get(topic) is queued:
+                                            del self._latest[topic]
+                                        queued = queued.payload
+                                    pending = (topic, queued, retain)
                                 if receiver in done:
                                     getter.cancel()
                                     receiver.result()
@@ -889,7 +919,7 @@ class Fleet:
             return
         log.info("scheduler: clearing the retained status of job %s (not one of this run's)",
                  job_id)
-        self._put_retained(topic, b"")
+        self._put_retained(topic, b"", _CLEARED)
 
     def _on_command(self, payload: bytes) -> None:
         try:
