@@ -542,13 +542,24 @@ class Fleet:
         clock = time.time if self.spread else loop.time
         start = self.world.epoch_ms / 1000 if self.spread else loop.time()
         k = 0
+        behind_from: int | None = None
         while not stop.is_set():
             self.tick()
             k += 1
             delay = start + k * self.opts.interval_s - clock()
+            # Starved for more than a tick, the ticks missed run back to back: sim time stays
+            # the clock's, and a spread fleet's processes reach the tick an input is stamped
+            # for together (``_stamp``). Said once when it falls behind and once when caught
+            # up: a warning per tick caught up was 60 lines at each start of ``sim --procs 2
+            # --interval 0.05``, thousands after a long stall.
             if delay < -self.opts.interval_s:
-                # Starved for more than a tick: keep sim time honest rather than racing.
-                log.warning("sim tick %d ran %.1f s late", k, -delay)
+                if behind_from is None:
+                    behind_from = k
+                    log.warning("sim tick %d ran %.1f s late; running the ticks missed back "
+                                "to back", k, -delay)
+            elif behind_from is not None:
+                log.warning("sim ticks caught up: %d ran late, back to back", k - behind_from)
+                behind_from = None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), max(0.0, delay))
 
