@@ -47,10 +47,16 @@ def fleet_quiet_s(state: FleetState, now: float) -> float | None:
     last = state.last_update
     if last is None or now - last <= QUIET_LOOK_S:
         return None
-    intervals = [st.interval_s if st.digest is None else max(st.interval_s, st.digest.every_s)
-                 for st in state.nodes.values() if st.online]
+    every = expected_every_s(state)
     quiet = now - last
-    return quiet if intervals and quiet > 2 * min(intervals) else None
+    return quiet if every is not None and quiet > 2 * every else None
+
+
+def expected_every_s(state: FleetState) -> float | None:
+    """How often the online nodes are heard at the most: the shortest of their sample
+    intervals, a digest's period on digests; None when no node is online."""
+    return min((st.interval_s if st.digest is None else max(st.interval_s, st.digest.every_s)
+                for st in state.nodes.values() if st.online), default=None)
 
 
 async def live_heard(link: MqttLink, got: asyncio.Event, listen_s: float) -> bool:
@@ -91,6 +97,8 @@ class DeafCheck:
         console (each one dropped the connection to make it again)."""
         self._task: asyncio.Task[bool] | None = None
         self._heard_at: float | None = None
+        self._received_at = 0
+        self._dropped_at = float("-inf")
 
     def why(self) -> str:
         """What the header says of a quiet link whose broker answers its pings."""
@@ -117,6 +125,10 @@ class DeafCheck:
         answered = feed.broker_heard_s()
         if answered is None or answered >= quiet - 1 or self._task is not None:
             return  # a broker that does not answer is the sight watch's (hung)
+        if now - self._dropped_at < LOOK_AGAIN_S:
+            # A console still deaf after its connection was made again is looked at once a
+            # LOOK_AGAIN_S, not dropped and made again at every tick.
+            return
         if self.verdict in (None, DEAF) or now - self.looked_at >= LOOK_AGAIN_S:
             self._start(feed, state, now)
 
@@ -125,8 +137,10 @@ class DeafCheck:
             asyncio.get_running_loop()
         except RuntimeError:
             return  # a session ticked outside a loop (tests): nothing to look with
-        intervals = [st.interval_s for st in state.nodes.values() if st.online]
-        listen = min(LOOK_MAX_S, max(LOOK_MIN_S, 2 * min(intervals, default=LOOK_MIN_S)))
+        # The digests' period, as the quiet was judged by: a look of 2 samples' intervals
+        # (3 s) beside digests every 10 s heard none most times and said "the fleet is
+        # silent" of a console its broker no longer delivered to (a review).
+        listen = min(LOOK_MAX_S, max(LOOK_MIN_S, 2 * (expected_every_s(state) or LOOK_MIN_S)))
         got = asyncio.Event()
 
         def sink(topic: str, _payload: bytes, _qos: int, retain: bool) -> None:
@@ -137,6 +151,7 @@ class DeafCheck:
         client_id = f"fd-look-{os.getpid()}-{id(self):x}"[:64]
         link = MqttLink(feed.url, client_id, filters, sink, qos=0, probe=True)
         self._heard_at = state.last_update
+        self._received_at = feed.received
         self.looked_at = now
         self.looks += 1
         self.verdict = LOOKING
@@ -150,11 +165,14 @@ class DeafCheck:
         if state.last_update != self._heard_at:
             self.verdict = None  # this console heard something meanwhile
             return
-        if not task.result():
+        if not task.result() or feed.received != self._received_at:
+            # The broker delivered to this console too (messages the state does not take:
+            # malformed, another sender's ack): not deaf, and none of the fleet's own.
             self.verdict = SILENT
             return
         self.verdict = DEAF
         self.deaf_found += 1
+        self._dropped_at = now
         quiet = now - state.last_update if state.last_update is not None else 0.0
         self._note(f"this console heard nothing for {quiet:.0f} s while the broker answered "
                    "its pings and delivered the fleet to a fresh subscription: its own "

@@ -1,0 +1,111 @@
+"""The deaf check's judgement (console/deaf_check.py) against a stand-in feed and fleet: how long
+a look listens, when it drops the console's connection, and how often."""
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from fleetdeck.console import deaf_check
+from fleetdeck.console.deaf_check import DEAF, SILENT, DeafCheck
+
+
+@dataclass
+class Digest:
+    every_s: float
+
+
+@dataclass
+class Node:
+    interval_s: float = 1.0
+    digest: Digest | None = None
+    online: bool = True
+
+
+@dataclass
+class State:
+    last_update: float | None
+    nodes: dict[str, Node]
+
+
+@dataclass
+class Conn:
+    state: str = "connected"
+
+
+@dataclass
+class Link:
+    filters: list[str] = field(default_factory=lambda: ["fleetdeck/v1/c/node/+/telemetry"])
+    drops: list[str] = field(default_factory=list)
+
+    def drop(self, why: str) -> None:
+        self.drops.append(why)
+
+
+@dataclass
+class Feed:
+    conn: Conn = field(default_factory=Conn)
+    link: Link = field(default_factory=Link)
+    probe_topic: str | None = None
+    url: Any = None
+    received: int = 0
+
+    def broker_heard_s(self) -> float:
+        return 0.5  # the broker answers its pings
+
+
+def looks(monkeypatch: pytest.MonkeyPatch, heard: bool,
+          during: Any = None) -> list[float]:
+    """Each look's listening time; every look hears ``heard`` at once (``during`` runs then)."""
+    listened: list[float] = []
+
+    async def live_heard(_link: Any, _got: Any, listen_s: float) -> bool:
+        listened.append(listen_s)
+        if during is not None:
+            during()
+        return heard
+
+    monkeypatch.setattr(deaf_check, "live_heard", live_heard)
+    monkeypatch.setattr(deaf_check, "MqttLink", lambda *a, **k: None)
+    return listened
+
+
+async def step(check: DeafCheck, feed: Feed, state: State, now: float) -> None:
+    check.watch(feed, state, now)  # type: ignore[arg-type]
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_a_look_on_digests_listens_for_two_digest_periods(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Digests every 10 s: a 3 s look (two sample intervals) heard none most times and said
+    # "the fleet is silent" of a console that was deaf.
+    listened = looks(monkeypatch, heard=False)
+    state = State(last_update=0.0, nodes={f"n{i}": Node(1.0, Digest(10.0)) for i in range(4)})
+    await step(DeafCheck(lambda *a, **k: None), Feed(), state, 25.0)
+    assert listened == [20.0]
+
+
+async def test_a_console_still_deaf_after_its_reconnect_is_not_dropped_at_every_tick(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    looks(monkeypatch, heard=True)
+    feed, state = Feed(), State(last_update=0.0, nodes={"n1": Node()})
+    check = DeafCheck(lambda *a, **k: None)
+    for t in range(10, 40):  # 30 s of ticks, the broker delivering to a fresh look each time
+        await step(check, feed, state, float(t))
+    assert check.verdict == DEAF
+    assert len(feed.link.drops) == 1, feed.link.drops
+
+
+async def test_a_console_that_receives_what_the_state_does_not_take_is_not_deaf(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Malformed messages (an agent of another version) come to this console and to the look
+    # alike; the fleet's state takes none of them, so nothing counts as heard.
+    feed, state = Feed(), State(last_update=0.0, nodes={"n1": Node()})
+    looks(monkeypatch, heard=True, during=lambda: setattr(feed, "received", feed.received + 1))
+    check = DeafCheck(lambda *a, **k: None)
+    for t in range(10, 20):
+        await step(check, feed, state, float(t))
+    assert check.verdict == SILENT
+    assert feed.link.drops == []
