@@ -96,6 +96,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
+TICK_ERROR_EVERY_S = 60.0
+"""A tick's CancelledError is logged in full the first time, then counted once this often."""
 
 
 def _goes_on(step: Callable[Concatenate["FleetdeckApp", P], None]
@@ -113,7 +115,15 @@ def _goes_on(step: Callable[Concatenate["FleetdeckApp", P], None]
             step(app, *args, **kwargs)
         except asyncio.CancelledError:
             app.tick_errors += 1
-            log.exception("the console's tick met a CancelledError from inside; it goes on")
+            now = time.monotonic()
+            if app.tick_errors == 1:
+                log.exception("the console's tick met a CancelledError from inside; it goes on")
+                app.tick_error_said = now
+            elif now - app.tick_error_said >= TICK_ERROR_EVERY_S:
+                # One that recurs at every tick wrote a traceback to the log twice a second.
+                app.tick_error_said = now
+                log.warning("the console's tick met a CancelledError from inside again "
+                            "(%d times in all); it goes on", app.tick_errors)
     return run
 
 
@@ -317,6 +327,8 @@ class FleetdeckApp(App[int]):
         self.ticks = 0
         self.tick_errors = 0
         """CancelledErrors the tick met from inside and went on after (``timer_tick``)."""
+        self.tick_error_said = 0.0
+        """When the last of them was logged (``TICK_ERROR_EVERY_S``)."""
         self.other_clusters: list[str] | None = None
         """Clusters with retained births on the broker, when this one had none for
         ``CLUSTERS_PROBE_AFTER_S`` (``_probe_clusters``): a mistyped --cluster."""

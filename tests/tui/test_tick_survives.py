@@ -37,3 +37,23 @@ async def test_the_tick_goes_on_after_a_cancelled_error_from_inside(monkeypatch:
         # The interval goes on: a stopped timer would leave the count where it was.
         await pilot_until(pilot, lambda: app.ticks >= after + 3, timeout=5)
         assert app.tick_errors == 1
+
+
+async def test_a_cancelled_error_at_every_tick_is_logged_once(
+        monkeypatch: Any, caplog: Any) -> None:
+    # One that recurs at every tick wrote a traceback to console.log twice a second.
+    world = World(8)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    app.auto_tick, app.tick_s = True, 0.05
+
+    def tick_cancelled(*_args: Any, **_kwargs: Any) -> Any:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.cancel()
+        fut.result()
+
+    async with app.run_test(size=SIZE) as pilot:
+        monkeypatch.setattr(app.session, "tick", tick_cancelled)
+        await pilot_until(pilot, lambda: app.tick_errors >= 5, timeout=5)
+    said = [r for r in caplog.records if "CancelledError from inside" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
