@@ -725,9 +725,10 @@ def build_parser() -> Parser:
     p = sub.add_parser("status", help="one-shot fleet status (table or --json)", epilog=(
         "exit 0 seen, 1 with --fail-on a bad node, 2 no broker or no node, 3 the fleet not "
         "seen whole: the broker connection lost during the watch, nodes not heard (with "
-        "--fail-on), or the broker dropped part "
+        "--fail-on), the broker dropped part "
         "of its retained messages at connect (nodes missing from every count; "
-        "retained_burst_cut in --json; docs/reliability.md)"))
+        "retained_burst_cut in --json; docs/reliability.md), or with --digests a cluster's "
+        "bridge into this broker is down (bridge in --json; docs/security.md)"))
     _add_broker(p, several=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--all", action="store_true", dest="every_node",

@@ -825,10 +825,17 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
     # The clusters that were watched still name their nodes not heard: a cluster gone dark
     # beside them left those unsaid (README: "is named on stderr").
     waiting = unheard(summaries, longest, talking)
+    # A cluster whose bridge into this (site) broker is down is not seen, as with one cluster
+    # (``run_status``): beside a cluster whose bridge is up it read exit 0, unsaid.
+    down = [out["bridge"] for out in summaries if (out.get("bridge") or {}).get("up") is False
+            and not out["bridge"]["cluster_side"]]
+    for bridge in down:
+        print(f"fleetdeck status: {bridge['text']}; its verdicts are as of then.",
+              file=sys.stderr)
     if errors:
         return 2
     worst = unhealthy(summaries, fail_on, waiting)
-    return EXIT_UNSEEN if cut and worst == 0 else worst
+    return EXIT_UNSEEN if (cut or down) and worst == 0 else worst
 
 
 TOP_INCIDENT_MIN = 20
