@@ -29,13 +29,15 @@ from fleetdeck.transport import TransportError
 
 SAID_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.TELEMETRY, Kind.EVENT, Kind.ACK,
                         Kind.JOB, Kind.SCHED_ACK, Kind.SCHED_STATUS, Kind.DIGEST,
-                        Kind.COLLECTOR})
+                        Kind.COLLECTOR, Kind.BRIDGE})
 """What the fleet says (docs/protocol.md, "Topics"): the only topics published again. Anything
 else under the cluster's root is what someone asked of it: commands, rebirth requests, and the
 simulator's ``sim/inject`` faults, which a replay with ``--force`` into the live broker ran
-again on the live simulated fleet (a drill)."""
+again on the live simulated fleet (a drill). The bridge's state is Mosquitto's word of the
+fleet's path (console/bridge.py): left out, a site console's recording replayed its nodes going
+stale with no word of the bridge, and stderr counted it among what operators asked."""
 RETAINED_KINDS = frozenset({Kind.BIRTH, Kind.STATUS, Kind.JOB, Kind.SCHED_STATUS, Kind.DIGEST,
-                            Kind.COLLECTOR})
+                            Kind.COLLECTOR, Kind.BRIDGE})
 """Published retained whatever the recording says: a broker delivers a retained message to a
 subscriber already there without the flag (MQTT 3.1.1, 3.3.1.3), so a recording holds each
 topic's state retained once, at its start, and the target broker kept that, not the end's (a

@@ -177,3 +177,25 @@ def test_a_consoles_own_keyframe_requests_are_not_counted_as_node_commands(capsy
     tell_republished(done, parse_broker_url("mqtt://127.0.0.1:1883"))
     assert ("left out what was asked of the recorded fleet (1 node command, 127 console's "
             "keyframe, rebirth or re-send requests)") in capsys.readouterr().err
+
+
+async def test_a_bridge_state_in_a_recording_is_said_again_not_left_out_as_asked(mosquitto,
+                                                                                 tmp_path):
+    """A site console's recording holds the bridge's "1"/"0" (Mosquitto's notification,
+    console/bridge.py): what the fleet's path said, published again and kept retained as the
+    site broker keeps it; it was left out as "what was asked of the recorded fleet"."""
+    rec = tmp_path / "rec.jsonl"
+    t0 = time.time() - 10
+    node = FakeNode("gpu0001", cluster="rec", t0=t0)
+    w = RecordingWriter(rec, "rec", source="test", started=t0)
+    w.write(t0, node.topic(Kind.BIRTH), codec.encode(node.birth()), 1, True)
+    w.write(t0, f"{ROOT}/rec/bridge/state", b"1", 1, True)
+    # The bridge's Last Will, as a recorder subscribed already receives it: no retain flag.
+    w.write(t0 + 0.2, f"{ROOT}/rec/bridge/state", b"0", 1, False)
+    w.close()
+    res, got = await replay_while_listening(mosquitto.url, str(rec))
+    assert res.returncode == 0, res.stderr
+    assert (f"{ROOT}/rec/bridge/state", b"0") in got
+    assert "left out" not in res.stderr, res.stderr
+    late = await listen_retained(mosquitto.url, f"{ROOT}/rec/bridge/state")
+    assert late == [(f"{ROOT}/rec/bridge/state", b"0")]
