@@ -134,3 +134,21 @@ async def test_only_the_admin_role_clears_a_retired_nodes_retained_birth(secured
     for topic in ("fleetdeck/v1/c/node/gpu0002/telemetry", "fleetdeck/v1/c/node/gpu0002/cmd"):
         assert not await delivered(broker, creds, sender="admin", topic=topic,
                                    listener="console", listen_topic=topic)
+
+
+async def test_the_admin_role_clears_a_removed_bridges_retained_state(secured):
+    """A bridge removed for good (its cluster retired, or moved) leaves its Last Will "0"
+    retained on ``bridge/state`` of the site broker, and a site console on digests said that
+    cluster's bridge was down for ever (console/bridge.py): the ``admin`` role clears it,
+    as it clears a retired node's birth (docs/security.md); no role could but the bridge's."""
+    broker, creds, _, _ = secured
+    state = "fleetdeck/v1/c/bridge/state"
+    async with client(broker, "console", creds) as console:
+        await console.publish(state, b"0", qos=1, retain=True)
+    assert await retained(broker, creds, state) is None
+    async with client(broker, "admin", creds) as admin:
+        await admin.publish(state, b"0", qos=1, retain=True)
+    assert await retained(broker, creds, state) == b"0"
+    async with client(broker, "admin", creds) as admin:
+        await admin.publish(state, b"", qos=1, retain=True)
+    assert await retained(broker, creds, state) is None
