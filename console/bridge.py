@@ -20,7 +20,8 @@ from dataclasses import dataclass
 BEHIND_SLACK_S = 1.0
 """A digest heard up to this long after the bridge's "0" still came before it (the site broker
 publishes the Last Will once it sees the connection die; the last digests across crossed
-before)."""
+before). A collector's Last Will heard up to this long before the "0" is of the same outage (the
+cluster's broker going down with its clients): the bridge's, not that collector's."""
 CLUSTER_SIDE_S = 2.0
 """A digest heard this long after the bridge went down did not cross it: this console is on
 the cluster's own broker, where the bridge's state is the site's view of it, not ours."""
@@ -37,10 +38,14 @@ class BridgeState:
     cluster_side: bool = False
     """Digests kept coming while it was down: this console is on the cluster's own broker."""
 
-    def behind(self, digest_rx: float) -> bool:
+    def behind(self, digest_rx: float, by_gone: float | None = None) -> bool:
         """A node last heard at ``digest_rx`` is silent because the bridge is down, not for its
-        own sake."""
-        return not self.up and not self.cluster_side and digest_rx <= self.since + BEHIND_SLACK_S
+        own sake. ``by_gone``: when the collector of its last digest was known gone (its Last
+        Will; ``FleetState.behind_bridge``), None while it is live: one gone before the bridge
+        fell keeps its nodes, their silence is its own (a review: they were laid on the
+        bridge)."""
+        return (not self.up and not self.cluster_side and digest_rx <= self.since + BEHIND_SLACK_S
+                and (by_gone is None or by_gone >= self.since - BEHIND_SLACK_S))
 
 
 def hear_bridge(was: BridgeState | None, rx: float, up: bool | None,

@@ -816,7 +816,7 @@ def _bridge_incident(state: FleetState, bridge: BridgeState, bad: list[NodeState
     """The bridge down, with the nodes whose digests stopped with it (taken: no collector,
     rack or node incident of their own for that silence)."""
     group = sorted(st.node_id for st in bad if st.digest is not None
-                   and st.node_id not in taken and bridge.behind(st.digest_rx)
+                   and st.node_id not in taken and state.behind_bridge(st)
                    and any(f.rule == "D1" for f in st.liveness))
     taken.update(group)
     jobs = _jobs(group, jobs_on)

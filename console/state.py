@@ -1295,6 +1295,9 @@ class FleetState:
         self.collectors: dict[str, CollectorStatus] = {}
         """Sharded collectors by id, their latest birth or will (a console on digests shows
         how many are live; ``status --json`` lists them)."""
+        self.collector_gone_at: dict[str, float] = {}
+        """Collectors whose latest word is their Last Will: when it was heard (``behind_bridge``:
+        one gone before the bridge fell keeps its nodes' silence)."""
         self.bridge: BridgeState | None = None
         """The cluster's Mosquitto bridge into the site broker (``bridge/state``), None where
         none was heard: while it is down its nodes' silence is its own, not theirs
@@ -1563,6 +1566,21 @@ class FleetState:
             # Every digest node's D1 names the bridge, or stops naming it.
             self._dirty.update(n for n, st in self.nodes.items() if st.digest is not None)
 
+    def behind_bridge(self, st: NodeState) -> bool:
+        """``st`` is silent because the cluster's bridge into this broker is down
+        (``BridgeState.behind``), not for its own sake nor its collector's: the collector of
+        its last digest, gone before the bridge fell, keeps it (its incident, its D1)."""
+        bridge, d = self.bridge, st.digest
+        if bridge is None or d is None:
+            return False
+        gone = self.collector_gone_at.get(d.by)
+        if gone is not None:
+            # A retained will read at connect comes with the bridge's retained "0", after the
+            # fall: the node's last digest from it dates it no later, its digests stale
+            # (judge_digest) a few periods on, as they went silent.
+            gone = min(gone, st.digest_rx + STALE_PERIODS * d.every_s)
+        return bridge.behind(st.digest_rx, gone)
+
     def lose_sight(self, at: float, why: str = "the broker connection was lost") -> None:
         """The console hears nothing since ``at`` (its broker connection is gone, ``why``):
         from here until the agents have had time to reconnect after it is back, silence is
@@ -1736,12 +1754,20 @@ class FleetState:
             self._min_every = min(self._min_every, digest.every_s)
         if batch.bridge or (self.bridge is not None and not self.bridge.up):
             self._hear_bridge(batch)
-        for name, (_rx, col) in batch.collectors.items():
+        for name, (rx, col) in batch.collectors.items():
             held = self.collectors.get(name)
             # An older process's birth after a newer one's will: it outlived a twin under its
             # id (the header said "2 collectors" with three running, as ShardScope.observe).
             if held is None or col.started >= held.started or (col.online and not held.online):
                 self.collectors[name] = col
+                if col.online:
+                    self.collector_gone_at.pop(name, None)
+                elif name not in self.collector_gone_at:
+                    self.collector_gone_at[name] = rx
+                    if self.bridge is not None and not self.bridge.up:
+                        # Its nodes' D1 may stop naming the bridge (``behind_bridge``).
+                        self._dirty.update(n for n, st in self.nodes.items()
+                                           if st.digest is not None and st.digest.by == name)
         for rx, sched in batch.scheduler:  # each in order: one tick or several read the same
             if sched is None:  # its retained presence cleared
                 self.scheduler, self.scheduler_will_doubted = None, False
@@ -2256,7 +2282,9 @@ class FleetState:
             st.refused = self.malformed.refused_samples.get(st.node_id)
             st.awaiting = self.malformed.awaiting_keyframe.get(st.node_id)
             cleared = st.cleared
-            new = st.judge(now, blind, self.broker_word_at, self.bridge)
+            # D1 names the bridge only of a node behind it (``behind_bridge``).
+            new = st.judge(now, blind, self.broker_word_at,
+                           self.bridge if self.bridge is None or self.behind_bridge(st) else None)
             if st.cleared is not cleared and st.cleared is not None:
                 self.faults_cleared[st.node_id] = st.cleared
             if st.settle_until is not None:

@@ -194,7 +194,7 @@ def _bridge_json(state: FleetState) -> dict[str, Any] | None:
         return None
     behind = [] if bridge.up else [
         st.node_id for st in state.nodes.values() if st.digest is not None and st.stale
-        and bridge.behind(st.digest_rx)]
+        and state.behind_bridge(st)]
     return {"up": bridge.up, "since": round(bridge.since, 3),
             "cluster_side": bridge.cluster_side, "nodes_behind": sorted(behind),
             "text": "" if bridge.up else bridge_down_text(

@@ -7,9 +7,11 @@ from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.protocol import codec
+from fleetdeck.protocol.messages import CollectorStatus
 from fleetdeck.protocol.topics import Kind, digest_subscriptions, parse_topic, topic_for
 from tests.helpers import FakeNode
 from tests.sharding.test_digest import raw_state
+from tests.sharding.test_digests_after_a_broker_restart import _digest
 
 BRIDGE = "fleetdeck/v1/b/bridge/state"
 
@@ -83,3 +85,74 @@ def test_a_bridge_state_that_is_not_0_or_1_is_malformed():
     ingest.handle(BRIDGE, b"yes", 1.0)
     assert ingest.malformed.total == 1
     assert not ingest.take_batch().bridge
+
+
+def _collector(ingest: Ingest, name: str, online: bool, rx: float) -> None:
+    msg = CollectorStatus(collector=name, online=online, started=int((rx - 60) * 1000),
+                          shard="1/2", nodes=None if not online else 1, ts=int(rx * 1000))
+    ingest.handle(topic_for("b", Kind.COLLECTOR, name), codec.encode(msg), rx)
+
+
+def _two_collectors(t: float) -> tuple[Ingest, FleetState]:
+    """gpu0001 by shard-1, gpu0002 by shard-2, both live at ``t``."""
+    ingest = Ingest("b")
+    state = FleetState("b", ingest.malformed)
+    state.digest_mode = True
+    for name in ("shard-1", "shard-2"):
+        _collector(ingest, name, True, t)
+    ingest.handle(topic_for("b", Kind.DIGEST, "gpu0001"),
+                  _digest("gpu0001", "shard-1", int(t * 1000)), t)
+    ingest.handle(topic_for("b", Kind.DIGEST, "gpu0002"),
+                  _digest("gpu0002", "shard-2", int(t * 1000)), t)
+    ingest.handle(BRIDGE, b"1", t)
+    state.apply(ingest.take_batch(), t)
+    return ingest, state
+
+
+def _says_collector_kept_its_node(state: FleetState, now: float) -> None:
+    state.judge_fleet(now)
+    found = {i.kind: i for i in incidents(state)}
+    assert sorted(found) == ["bridge", "collector"], found
+    assert found["bridge"].nodes == ["gpu0002"], found["bridge"]
+    assert "its 1 node is not stale for its own sake" in found["bridge"].title
+    assert found["collector"].nodes == ["gpu0001"], found["collector"]
+    assert "collector shard-1" in found["collector"].title
+    assert "last from collector shard-1" in str(state.nodes["gpu0001"].liveness[0])
+    assert "bridge" in str(state.nodes["gpu0002"].liveness[0])
+    assert fleet_summary(state, now)["bridge"]["nodes_behind"] == ["gpu0002"]
+
+
+def test_a_collector_dead_before_the_bridge_fell_keeps_its_nodes():
+    """A review: every node last heard before the bridge fell went into its incident, those of
+    a collector whose Last Will crossed earlier too: their silence is that collector's."""
+    t = 1_000_000.0
+    ingest, state = _two_collectors(t)
+    _collector(ingest, "shard-1", False, t + 2)  # its will crosses; gpu0001 is not taken over
+    state.apply(ingest.take_batch(), t + 2)
+    for k in range(1, 7):  # shard-2's digests keep crossing until the bridge falls
+        at = t + 5 * k
+        ingest.handle(topic_for("b", Kind.DIGEST, "gpu0002"),
+                      _digest("gpu0002", "shard-2", int(at * 1000)), at)
+        state.apply(ingest.take_batch(), at)
+    ingest.handle(BRIDGE, b"0", t + 31)
+    state.apply(ingest.take_batch(), t + 31)
+    _says_collector_kept_its_node(state, t + 60)
+
+
+def test_a_collectors_will_read_at_connect_with_the_bridges_0_is_dated_by_its_digests():
+    """A site console started after the bridge fell reads the retained will, digests and "0"
+    together: the dead collector's node, silent long before the others, stays its own."""
+    t = 1_000_000.0
+    ingest = Ingest("b")
+    state = FleetState("b", ingest.malformed)
+    state.digest_mode = True
+    now = t + 300
+    _collector(ingest, "shard-2", True, now)
+    _collector(ingest, "shard-1", False, now)
+    ingest.handle(topic_for("b", Kind.DIGEST, "gpu0001"),
+                  _digest("gpu0001", "shard-1", int(t * 1000)), now)
+    ingest.handle(topic_for("b", Kind.DIGEST, "gpu0002"),
+                  _digest("gpu0002", "shard-2", int((t + 60) * 1000)), now)
+    ingest.handle(BRIDGE, b"0", now)
+    state.apply(ingest.take_batch(), now)
+    _says_collector_kept_its_node(state, now + 1)
