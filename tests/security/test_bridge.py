@@ -16,6 +16,7 @@ import aiomqtt
 import pytest
 
 from fleetdeck.broker import MOSQUITTO, ManagedBroker, free_port, mosquitto_conf
+from fleetdeck.console.digest import DIGEST_EVERY_S, STALE_PERIODS
 from tests.conftest import run_cli, spawn, stop_process
 from tests.security.deploy import DEPLOY, USERS, needs_tools, secured_broker
 
@@ -39,6 +40,21 @@ def make_bridge(cluster: str, site_tls: int, password: str, ca: Path, out: Path,
     assert f"notification_topic {root}/bridge/state" in conf
     assert f"topic write {root}/bridge/state" in acl
     return conf, acl
+
+
+def test_mkbridge_sets_a_keepalive_that_says_a_cut_before_any_node_goes_stale(tmp_path):
+    """A review: with Mosquitto's default keepalive (60 s) a network cut was said by the site
+    broker's "0" only ~90 s on, after the cluster's nodes had all read stale as a collector's.
+    The site broker drops a silent client after 1.5 x its keepalive (MQTT 3.1.1, 3.1.2.10); a
+    node's last digest crossed up to one period before the cut and reads stale STALE_PERIODS
+    periods after it."""
+    conf, _acl = make_bridge("b", 8883, "pw", tmp_path / "ca.crt", tmp_path / "gen",
+                             telemetry=False)
+    keepalive = [int(line.split()[1]) for line in conf.splitlines()
+                 if line.startswith("keepalive_interval ")]
+    assert len(keepalive) == 1, conf
+    assert keepalive[0] >= 5  # Mosquitto's least (mosquitto.conf(5))
+    assert 1.5 * keepalive[0] < (STALE_PERIODS - 1) * DIGEST_EVERY_S
 
 
 def wait_status(url: str, cluster: str, want, timeout: float = 60.0) -> dict:
