@@ -209,6 +209,15 @@ class SuspectSwitch:
         return (f"{len(self.ports)} ports on {len(self.nodes)} nodes fail together: suspect "
                 f"leaf switch {self.switch}, not the nodes ({compress(self.nodes)})")
 
+    @property
+    def short(self) -> str:
+        """``leaf05-r3 suspect: 16 ports on 16 nodes (gpu[…])``: ``text`` switch first, for a
+        table's cell, where ``text`` was cut before it named the switch ("16 ports on 16 nodes
+        fail together: suspe…" in the fabric view's leaf table at 100 columns; a
+        walk-through)."""
+        return (_short(self.switch, self.recovered, len(self.ports), len(self.nodes))
+                + f" ({compress(self.nodes)})")
+
     def as_json(self) -> dict[str, object]:
         return {"switch": self.switch, "leaf": self.leaf, "nodes": self.nodes,
                 "ports": self.ports, "by_status": self.by_status,
@@ -273,6 +282,20 @@ class LeafGroup:
         return (f"{self.leaf}: {len(self.switches)} rail switches suspect ({self.rails}): "
                 f"{self.ports} ports ({counts}) on {len(nodes)} nodes behind them "
                 f"({compress(nodes)})")
+
+    @property
+    def short(self) -> str:
+        """``leaf04: 8 rails suspect: 64 ports on 8 nodes (r0, …; gpu[…])``: ``text`` for a
+        table's cell (``SuspectSwitch.short``), the leaf and what it did first."""
+        return _short(f"{self.leaf}: {len(self.switches)} rails", self.recovered, self.ports,
+                      len(self.nodes)) + f" ({self.rails}; {compress(self.nodes)})"
+
+
+def _short(who: str, recovered: bool, ports: int, nodes: int) -> str:
+    """``leaf05-r3 suspect: 16 ports on 16 nodes``, or ``… recovered: … up again``."""
+    said = (f"{ports} port{'s' if ports != 1 else ''} on {nodes} "
+            f"node{'s' if nodes != 1 else ''}")
+    return f"{who} recovered: {said} up again" if recovered else f"{who} suspect: {said}"
 
 
 def leaf_groups(switches: list[SuspectSwitch], recovered: bool = False

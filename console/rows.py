@@ -1159,6 +1159,9 @@ class LeafRow:
     hint: str
     recovered: bool = False
     """Every switch the hint names came back (``SuspectSwitch.recovered``): said, not alarmed."""
+    brief: str = ""
+    """``hint`` switch first and short (``SuspectSwitch.short``), for the leaf table's cell:
+    the sentence, cut at 100 columns, lost the switch's name (a walk-through)."""
 
     @property
     def silent(self) -> int:
@@ -1377,29 +1380,31 @@ def fabric(state: FleetState, cache: FabricCache | None = None
         if not sw.recovered:
             failing.add(sw.leaf)
     for leaf, agg in leaves.items():
-        hint = leaf_hint(by_leaf.get(leaf, []), groups.get(leaf), back.get(leaf))
+        said = leaf_judgements(by_leaf.get(leaf, []), groups.get(leaf), back.get(leaf))
+        hint = "; ".join(j.text for j in said)
         rows.append(LeafRow(leaf, agg.nodes, agg.ports, agg.up, agg.down, agg.flapping,
-                            agg.erroring, hint, recovered=bool(hint) and leaf not in failing))
+                            agg.erroring, hint, recovered=bool(hint) and leaf not in failing,
+                            brief="; ".join(j.short for j in said)))
     # Leaves in number order (leaf99 before leaf100), as the matrix draws them.
     rows.sort(key=lambda r: (-(r.down + r.flapping + r.erroring), natural_key(r.leaf)))
     bad_ports.sort(key=lambda p: (natural_key(p.leaf), p.status not in NO_LINK, p.node, p.port))
     return rows, bad_ports
 
 
-def leaf_hint(switches: list[SuspectSwitch], group: LeafGroup | None,
-              back: LeafGroup | None) -> str:
-    """The fabric view's hint for one leaf group: its failing rail switches as one sentence
+def leaf_judgements(switches: list[SuspectSwitch], group: LeafGroup | None,
+                    back: LeafGroup | None) -> list[SuspectSwitch | LeafGroup]:
+    """What the fabric view's hint says of one leaf group: its failing rail switches as one
     when two or more fail at once (``group``), and its recovered ones likewise (``back``):
     ``leaf_groups``, as the overview and the incidents say it. A whole leaf group down said
     "16 ports on 16 nodes fail together: suspect leaf switch leaf02-r0, …" eight times over,
     cut off after the third (a replay drill)."""
-    parts = [group.text] if group is not None else []
-    parts += [sw.text for sw in switches
+    parts: list[SuspectSwitch | LeafGroup] = [group] if group is not None else []
+    parts += [sw for sw in switches
               if not sw.recovered and (group is None or not group.holds(sw))]
-    parts += [back.text] if back is not None else []
-    parts += [sw.text for sw in switches
+    parts += [back] if back is not None else []
+    parts += [sw for sw in switches
               if sw.recovered and (back is None or not back.holds(sw))]
-    return "; ".join(parts)
+    return parts
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -275,7 +275,7 @@ class FabricScreen(FleetView):
 
 def _leaf_cells(r: LeafRow) -> tuple[str, ...]:
     return (r.leaf, str(r.nodes), str(r.ports), str(r.up), str(r.down or ""),
-            str(r.flapping or ""), str(r.erroring or ""), str(r.silent or ""), r.hint)
+            str(r.flapping or ""), str(r.erroring or ""), str(r.silent or ""), r.brief)
 
 
 def _leaf_style(r: LeafRow) -> str:

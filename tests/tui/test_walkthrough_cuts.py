@@ -1,0 +1,53 @@
+"""Three cuts a walk-through of the console found at 100x30: the fabric view's leaf table cut
+its hint before the switch's name, the nodes view's metric sorts did not say they sort in
+steps, and a read-only console's refusal wrapped to three lines."""
+
+import pytest
+
+from fleetdeck.console.judgements import LeafGroup, SuspectSwitch
+from fleetdeck.console.tui.screens.fabric import FabricScreen
+from tests.tui.test_views import text_of
+
+NODES16 = [f"gpu{i:04d}" for i in range(1, 17)]
+
+
+def test_a_suspect_switchs_short_hint_names_the_switch_first():
+    sw = SuspectSwitch("leaf05-r3", "leaf05", NODES16, [f"{n}:mlx5_ib3:1" for n in NODES16])
+    assert sw.short == "leaf05-r3 suspect: 16 ports on 16 nodes (gpu[0001-0016])"
+    # The banner's and status's sentence is the one it was.
+    assert sw.text.startswith("16 ports on 16 nodes fail together: suspect leaf switch "
+                              "leaf05-r3, not the nodes")
+    back = SuspectSwitch("leaf05-r3", "leaf05", NODES16[:1], ["gpu0001:mlx5_ib3:1"], held=1)
+    assert back.short == "leaf05-r3 recovered: 1 port on 1 node up again (gpu0001)"
+    rails = [SuspectSwitch(f"leaf04-r{r}", "leaf04", NODES16[:8],
+                           [f"{n}:mlx5_ib{r}:1" for n in NODES16[:8]]) for r in range(8)]
+    group = LeafGroup("leaf04", rails)
+    assert group.short.startswith("leaf04: 8 rails suspect: 64 ports on 8 nodes (r0, r1, r2")
+    assert group.short.endswith("r7; gpu[0001-0008])")
+    assert group.text.startswith("leaf04: 8 rail switches suspect (r0, ")
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_leaf_tables_hint_shows_the_suspect_switch(world, size):
+    """World's leaf00-r2 has 3 ports down: the leaf table's row names it whole, where it read
+    "3 ports on 3 nodes fail together: suspe…"; the banner above keeps the sentence."""
+    async with world.app.run_test(size=size) as pilot:
+        world.tick()
+        await pilot.pause()
+        await pilot.press("4")
+        world.tick()
+        await pilot.pause()
+        screen = world.app.screen
+        assert isinstance(screen, FabricScreen)
+        if not screen.stacked:  # a short screen: the tables are the view's second page
+            await pilot.press("tab")
+            await pilot.pause()
+        world.app.refresh_view()
+        await pilot.pause()
+        lines = text_of(world.app).splitlines()
+        table = screen.leaf_table.region
+        row = lines[table.y + 1]  # under its header
+        assert row.startswith("  leaf00 "), "\n".join(lines)
+        assert "leaf00-r2 suspect: 3 ports on 3 nodes" in row, row
+        assert any("3 ports on 3 nodes fail together: suspect leaf switch leaf00-r2" in line
+                   for line in lines) or not screen.stacked
