@@ -334,6 +334,16 @@ METRIC_SORT_STEP = {"util": 5.0, "temp": 2.0, "power": 25.0}
 operator's walkthrough)."""
 
 
+METRIC_SORT_UNIT = {"util": "%", "temp": "°C", "power": "W"}
+
+
+def sort_step_said(key: str) -> str:
+    """``5 % steps`` for a sort by a live metric (``METRIC_SORT_STEP``), else '': said beside
+    the sort, as 95 % above 99 % (one step, then by name) looked like a bug (a walk-through)."""
+    step = METRIC_SORT_STEP.get(key)
+    return "" if step is None else f"{step:g} {METRIC_SORT_UNIT[key]} steps"
+
+
 def metric_sort_value(key: str, value: float) -> float:
     """Highest first, in ``METRIC_SORT_STEP`` steps; an unknown value last."""
     if value == UNKNOWN:

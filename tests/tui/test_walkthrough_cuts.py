@@ -6,6 +6,8 @@ import pytest
 
 from fleetdeck.console.judgements import LeafGroup, SuspectSwitch
 from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.nodes import NodesScreen
+from tests.tui.conftest import open_view
 from tests.tui.test_views import text_of
 
 NODES16 = [f"gpu{i:04d}" for i in range(1, 17)]
@@ -51,3 +53,31 @@ async def test_the_leaf_tables_hint_shows_the_suspect_switch(world, size):
         assert "leaf00-r2 suspect: 3 ports on 3 nodes" in row, row
         assert any("3 ports on 3 nodes fail together: suspect leaf switch leaf00-r2" in line
                    for line in lines) or not screen.stacked
+
+
+@pytest.mark.parametrize(("key", "said"), [("util", "UTIL in 5 % steps"),
+                                           ("temp", "TEMP in 2 °C steps"),
+                                           ("power", "POWER in 25 W steps")])
+async def test_a_metric_sort_says_it_sorts_in_steps(world, key, said):
+    """Sorted by UTIL, 95 % sits above 99 % (one 5 % step, then by name:
+    ``rows.METRIC_SORT_STEP``): the view's header says so, where "sort UTIL" alone read as a
+    bug. HEALTH, not a metric, says no steps."""
+    async with world.app.run_test(size=(100, 30)) as pilot:
+        world.tick()
+        await pilot.pause()
+        screen = await open_view(world, pilot, "2", NodesScreen)
+        assert "sort HEALTH (o/O)" in text_of(world.app).splitlines()[1]
+        while screen.sort_key != key:
+            await pilot.press("o")
+            await pilot.pause()
+        world.app.refresh_view()
+        await pilot.pause()
+        assert f"sort {said}" in text_of(world.app).splitlines()[1]
+        await pilot.press("O")  # reversed
+        await pilot.pause()
+        world.app.refresh_view()
+        await pilot.pause()
+        # At 100 columns "sort POWER ▲ in 25 W steps" does not fit beside the tabs: the step
+        # is kept, "sort" given up (the column's own ▲ says it sorts).
+        header, steps = said.split(" in ")
+        assert f"{header} ▲ in {steps}" in text_of(world.app).splitlines()[1]

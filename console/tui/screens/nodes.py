@@ -18,6 +18,7 @@ from fleetdeck.console.rows import (
     NodeFilter,
     NodeRow,
     node_row,
+    sort_step_said,
     waiting,
 )
 from fleetdeck.console.state import NodeState
@@ -29,7 +30,7 @@ from fleetdeck.console.tui.screens.base import (
     filter_said,
     last_known,
 )
-from fleetdeck.console.tui.text import Part, fit_parts
+from fleetdeck.console.tui.text import Part, cells, fit_parts
 
 RowSig = tuple[object, ...]
 DROP = {"power": 6, "age": 5, "ib": 4, "temp": 3, "gpus": 2, "util": 1}
@@ -230,8 +231,20 @@ class NodesScreen(FleetView):
         # read "s…" (a 3 a.m. drive).
         header = next((h for h, a, _w in NODE_COLUMNS if a == self.sort_key), self.sort_key)
         arrow = " ▲" if self.sort_reverse else ""
-        parts.append((f"sort {header}{arrow} (o/O)", f"sort {header}{arrow}", 1))
-        return fit_parts(parts, self.info_room())
+        room = self.info_room()
+        steps = sort_step_said(self.sort_key)
+        if steps:
+            # A metric sorts in steps, 95 % above 99 % (one step, then by name), which read as
+            # a bug where the line said only "sort UTIL" (a walk-through). On a short line the
+            # step outlives "sort" and the keys: the column's ▼ says which column sorts.
+            said = f"{header}{arrow} in {steps}"
+            left = room - cells(fit_parts(parts, 0)) - 2
+            sort = next((s for s in (f"sort {said} (o/O)", f"sort {said}")
+                         if not room or cells(s) <= left), said)
+            parts.append((sort, "", 1))
+        else:
+            parts.append((f"sort {header}{arrow} (o/O)", f"sort {header}{arrow}", 1))
+        return fit_parts(parts, room)
 
     def _redraw(self) -> None:
         if self.is_mounted:
