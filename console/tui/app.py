@@ -211,7 +211,7 @@ class FleetdeckApp(App[int]):
         # comes here, and is answered rather than ignored.
         *(Binding(key, f"read_only('{key}')", show=False) for key in ("r", "u")),
     ]
-    read_only_why = "this console is read-only (started with --read-only)"
+    read_only_why = "read-only console (--read-only)"
     nothing_to_record = "nothing to record: not connected to a broker"
     HELP_EXTRA = ""
     """Help lines of a front end's own keys, shown first by ``?`` (the replay console's)."""
@@ -1287,8 +1287,9 @@ class FleetdeckApp(App[int]):
                 return
 
     def refuse_read_only(self, what: str) -> None:
-        self.notify(esc(f"{self.read_only_why}: {what} is off; drain, resume and restart are "
-                        "for a read-write console"), severity="warning", timeout=4)
+        # One short line: with "drain, resume and restart are for a read-write console" it
+        # wrapped to 3 lines at 100 columns (a walk-through); ``?``'s help says that part.
+        self.notify(esc(f"{self.read_only_why}: {what} is off"), severity="warning", timeout=4)
 
     def _unknown(self, targets: list[str]) -> list[str]:
         return [t for t in targets if t not in self.state.nodes]

@@ -625,7 +625,8 @@ class HelpScreen(Modal[None]):
             if rw else "",
             rw_jobs=" · r restart (requeue from the last checkpoint)" if rw else "",
             rw_node="r drain · u resume this node\n        " if rw else "",
-            mode="[$warning]\\[R] read-only: no command keys[/]" if self.read_only
+            mode="[$warning]\\[R] read-only: no command keys[/]; drain, resume and restart "
+            "are for a read-write console" if self.read_only
             else f"[$error]\\[R?] commands unconfirmed[/]: {esc(self.dropped)}" if self.dropped
             else "[$text-muted]\\[RW?][/] commands enabled, each audited; checking that the "
             "broker delivers them: \\[RW] once its test publish comes back, \\[R?] commands "

@@ -81,3 +81,29 @@ async def test_a_metric_sort_says_it_sorts_in_steps(world, key, said):
         # is kept, "sort" given up (the column's own ▲ says it sorts).
         header, steps = said.split(" in ")
         assert f"{header} ▲ in {steps}" in text_of(world.app).splitlines()[1]
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_a_read_only_refusal_is_one_line(ro_world, size):
+    """``r`` in a read-only console says so in one short line (the rest is in ``?``'s help):
+    its notice wrapped to 3 lines at 100 columns, over the rows it was about."""
+    from textual.widgets._toast import Toast
+
+    from tests.tui.conftest import pilot_until
+    from tests.tui.test_newcomer_run import notices
+
+    world = ro_world
+    async with world.app.run_test(size=size, notifications=True) as pilot:
+        world.tick()
+        await open_view(world, pilot, "2", NodesScreen)
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: list(world.app.screen.query(Toast)), "the notice")
+        await pilot.pause()
+        assert notices(world.app)[-1] == "read-only console (--read-only): r (drain) is off"
+        (toast,) = world.app.screen.query(Toast)
+        assert toast.content_region.height == 1, toast.content_region
+        await pilot.press("question_mark")
+        await pilot.pause()
+        help_text = " ".join(" ".join(str(w.render()) for w in world.app.screen.query("Static"))
+                             .split())
+        assert "drain, resume and restart are for a read-write console" in help_text
