@@ -2046,11 +2046,32 @@ STRAGGLER_FINISH_S = 1800.0
 requeue: a drain --now put a job 20 min from its end behind an hour-long one (a 3 a.m. drive)."""
 
 
+def drain_fellows(st: NodeState, job: JobStatus, state: FleetState) -> list[str]:
+    """The other nodes of ``job``'s straggler judgement whose fix is a drain too (a cause of
+    their own, not a GPU power-capped by software: its limit is put back live), in service
+    still: drained one at a time, each drain --now requeued the job again (two thermal
+    stragglers in one job, each told "drain it --now ..., so the job requeues without it":
+    a jobs audit)."""
+    found = straggler(job, state)
+    if found is None:
+        return []
+    out = []
+    for s in (found, *found.also):
+        other = state.nodes.get(s.node)
+        if (s.node == st.node_id or s.power is not None or CAUSE_CODES[NO_FINDING] in s.causes
+                or other is None or other.drain.state is not DrainState.NONE):
+            continue
+        out.append(s.node)
+    return out
+
+
 def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
-                     pending: bool = False) -> str:
+                     pending: bool = False, fellows: "list[str] | None" = None) -> str:
     """A straggler's node: "watch; drain when idle if it persists" of a node that slowed a
     160-GPU job by 23 % and is never idle while it runs (a fault audit). Drained right after a
-    checkpoint, the job loses little and runs on without it; one near its end is let finish."""
+    checkpoint, the job loses little and runs on without it; one near its end is let finish.
+    ``fellows``: the job's other stragglers to drain with it (``drain_fellows``), so the job
+    requeues once."""
     step = repair_step(st, warn=True)
     slows = f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
     capped = _power_capped(st)
@@ -2086,6 +2107,13 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
         when = (f" right after the job's next checkpoint (every {every} steps; the last at "
                 f"step {job.last_checkpoint_step}, at step {job.step} now)")
     queue = " (a job pending may take the freed nodes first)" if pending else ""
+    if fellows:
+        one = len(fellows) == 1
+        together = (f" with {listed(fellows)} ({'it slows' if one else 'they slow'} the job "
+                    f"too: drained together, the job requeues once, not {len(fellows) + 1} "
+                    "times)")
+        return (f"{slows}: drain it --now{together}{when}, so the job requeues without them"
+                f"{queue}, {then}")
     return f"{slows}: drain it --now{when}, so the job requeues without it{queue}, {then}"
 
 
@@ -2379,8 +2407,11 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
     if v == "degraded":
         slows = None if state is None else slowing(st, state)
         if state is not None and slows is not None:
-            pending = any(j.state.value == "PD" for j in state.jobs.values())
-            return straggler_action(st, *slows, pending=pending)
+            # A job that can never start here takes no freed node (``never_fits``).
+            pending = any(j.state.value == "PD" and not never_fits(j, state)
+                          for j in state.jobs.values())
+            return straggler_action(st, *slows, pending=pending,
+                                    fellows=drain_fellows(st, slows[1], state))
         if st.sample is not None and st.sample.job is None:
             own = st.liveness + own_findings(st)
             unproven = [f.component for f in own

@@ -1140,6 +1140,39 @@ def test_a_straggler_s_node_is_told_to_drain_after_the_next_checkpoint_not_to_wa
         "airflow, inlet temperature)")
 
 
+def test_two_stragglers_of_one_job_are_told_to_drain_together_once():
+    """Two throttled GPUs on two nodes of one job (a live sim, a jobs audit): each node read
+    "drain it --now right after the job's next checkpoint, so the job requeues without it",
+    and drained one at a time, the job requeued twice, the first requeue gaining nothing while
+    the other node still held it back. Each node's action now names the other; a power-capped
+    fellow (its limit restored live) and a drained one are not named."""
+    from fleetdeck.protocol.messages import JobState, RankTime
+
+    def slowed(c):
+        job = job_status("41", ["gpu0002", "gpu0003", "gpu0005"], c)
+        return job.model_copy(update={"step_time_ms": 1300.0, "eta_s": 7200.0, "slowest": [
+            RankTime(rank=11, node="gpu0003", step_time_ms=1250.0),
+            RankTime(rank=35, node="gpu0005", step_time_ms=1240.0),
+            RankTime(rank=2, node="gpu0002", step_time_ms=1004.0)]})
+
+    # A 40-node job on this 8-node cluster never starts: it takes no freed node either.
+    never = lambda c: job_status("42", [], c, state=JobState.PD).model_copy(  # noqa: E731
+        update={"nodes_wanted": 40})
+    session = session_with({"gpu0003": throttled(3), "gpu0005": throttled(1)},
+                           jobs=[slowed, never])
+    out = fleet_summary(session.state, session.clock())
+    act = {n["id"]: n["action"] for n in out["nodes"]}
+    assert act["gpu0003"].startswith(
+        "it slows job 41 by 25% (rank 11): drain it --now with gpu0005 (it slows the job too: "
+        "drained together, the job requeues once, not 2 times) right after the job's next "
+        "checkpoint (every 100 steps; the last at step 400, at step 500 now), so the job "
+        "requeues without them, then check gpu3's cooling"), act["gpu0003"]
+    assert "drain it --now with gpu0003 (it slows the job too" in act["gpu0005"]
+    assert "a job pending may take the freed nodes first" not in act["gpu0003"]
+    incs = {i["key"]: i["action"] for i in out["incidents"]}
+    assert incs["node:gpu0003"] == act["gpu0003"]
+
+
 def test_a_node_behind_a_failing_switch_with_a_warning_of_its_own_is_told_of_both():
     """gpu0018, with an XID 68 of its own behind a dead rail switch, was told "watch; drain
     when idle if it persists" while its neighbours read "check switch leaf02-r4; do not
