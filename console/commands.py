@@ -25,6 +25,7 @@ from fleetdeck.console.judgements import (
     held_only_since,
     holding_job,
     job_reason,
+    never_fits,
     not_stepping,
     not_stepping_text,
     own_job,
@@ -852,7 +853,10 @@ def _pending_ahead(state: FleetState, but: str = "") -> str:
     """The jobs pending that a requeued job queues behind, in a sentence ('' when none): the
     queue's head took the freed nodes and the requeued job sat PD (Resources) for 13 min (a
     jobs audit, a 3 a.m. drive)."""
-    waiting = sorted((j for j in state.jobs.values() if j.state.value == "PD" and j.job_id != but),
+    # A job asking for more nodes than the cluster has never takes them (``never_fits``):
+    # "2 jobs pending ahead (4102, 4107)" named a 40-node job on 32 nodes (a jobs audit).
+    waiting = sorted((j for j in state.jobs.values() if j.state.value == "PD" and j.job_id != but
+                      and not never_fits(j, state)),
                      key=lambda j: (j.submitted_ts or 0, j.job_id))
     if not waiting:
         return ""

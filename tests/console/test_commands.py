@@ -709,6 +709,14 @@ def test_the_restart_radius_says_what_waits_ahead_and_which_switch_its_nodes_sit
     radius = job_blast_radius(state, "41", clock())
     assert ("1 job pending ahead (42): it may take the freed nodes first, and a requeued job "
             "waits behind it") in radius.notes
+    # A job asking for more nodes than the cluster has never takes the freed ones: "2 jobs
+    # pending ahead (4102, 4107)" named a 40-node job on 32 nodes (a jobs audit).
+    publish_job(ingest, job_status("43", [], clock, state=JobState.PD).model_copy(
+        update={"nodes_wanted": 64}), clock)
+    state.apply(ingest.take_batch(), clock())
+    radius = job_blast_radius(state, "41", clock())
+    assert ("1 job pending ahead (42): it may take the freed nodes first, and a requeued job "
+            "waits behind it") in radius.notes
     assert ("its nodes are behind suspect switch leaf00-r2: a requeued job may land behind it "
             "again; check the switch first") in radius.notes
 
