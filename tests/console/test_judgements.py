@@ -1173,6 +1173,45 @@ def test_two_stragglers_of_one_job_are_told_to_drain_together_once():
     assert incs["node:gpu0003"] == act["gpu0003"]
 
 
+def test_a_whole_slow_node_of_a_two_node_job_is_measured_against_the_other_node():
+    """An NVLink fault slowed every rank of one node of a 2-node job (a live sim, a jobs
+    audit): half the ranks were the slow node's, the scheduler's median lay between the two
+    nodes, and the job slowed by 37 % read "slows job 4105 by 17%". The other node's own
+    step time (its sample's ``job.step_time_ms``) is the baseline there; a bigger job's median
+    is a healthy rank's and stays it."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import straggler
+    from fleetdeck.protocol.fast import JobOnNode
+    from fleetdeck.protocol.messages import RankTime
+
+    def slowed(nodes):
+        def make(c):
+            job = job_status("41", nodes, c)
+            return job.model_copy(update={"step_time_ms": 1385.0, "median_step_time_ms": 1185.0,
+                                          "slowest": [RankTime(rank=8 + i, node="gpu0003",
+                                                               step_time_ms=1384.0 - i)
+                                                      for i in range(8)]})
+        return make
+
+    def on_job(ms):
+        def apply(tel):
+            return replace(throttled(3)(tel) if ms > 1100 else tel,
+                           job=JobOnNode(id="41", step_time_ms=ms))
+        return apply
+
+    session = session_with({"gpu0002": on_job(1010.0), "gpu0003": on_job(1384.0)},
+                           jobs=[slowed(["gpu0002", "gpu0003"])])
+    found = straggler(session.state.jobs["41"], session.state)
+    assert found is not None and found.node == "gpu0003"
+    assert round(found.slower_pct) == 37, found.text
+    # Of three nodes the scheduler's median is kept (a healthy rank's there).
+    three = session_with({"gpu0002": on_job(1010.0), "gpu0003": on_job(1384.0)},
+                         jobs=[slowed(["gpu0002", "gpu0003", "gpu0004"])])
+    found = straggler(three.state.jobs["41"], three.state)
+    assert found is not None and round(found.slower_pct) == 17
+
+
 def test_a_node_behind_a_failing_switch_with_a_warning_of_its_own_is_told_of_both():
     """gpu0018, with an XID 68 of its own behind a dead rail switch, was told "watch; drain
     when idle if it persists" while its neighbours read "check switch leaf02-r4; do not
