@@ -477,6 +477,26 @@ def test_held_up_jobs_piped_are_one_line_each_as_before_the_grid(monkeypatch):
     assert all(len(ln) <= 60 for ln in lines), lines
 
 
+def test_a_job_that_can_never_start_here_is_a_held_up_job_of_status(monkeypatch):
+    """A 40-node job on 32 nodes (a live sim, a jobs audit) was in `status --json`'s
+    ``never_fits`` alone: the table said nothing of a job that waits for ever."""
+    from rich.console import Console
+
+    from fleetdeck.console.cli.status import render_held_up_jobs
+
+    never = "needs 40 nodes; the cluster has 32: it can never start here"
+    jobs = [{"job_id": "4107", "name": "huge", "state": "PD", "never_fits": never},
+            {"job_id": "4104", "name": "dlrm", "straggler": {"node": "gpu0020",
+                                                              "text": "rank 21 gpu0020 +23%"}},
+            {"job_id": "4106", "name": "ok", "state": "PD", "never_fits": None}]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    render_held_up_jobs(jobs, table_console(Console(file=out, width=120)))
+    assert out.getvalue().splitlines() == [
+        "jobs held up (2 of 3):", "  4104 dlrm: straggler rank 21 gpu0020 +23%",
+        f"  4107 huge: pending: {never}"]
+
+
 def test_status_folds_a_big_fleets_healthy_nodes_into_one_line():
     """1,003 ok rows under 21 sick ones: the incidents, the held-up jobs and the sick nodes
     scrolled off the terminal, its last page all "ok" (a 1,024-node fleet at 3 a.m.). The

@@ -231,10 +231,13 @@ def render_incidents(found: list[dict[str, Any]], console: Console) -> None:
 
 def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
     """The jobs a node stops (``sick_nodes``), that stopped stepping (``not_stepping_s``),
-    that failed and wait for a restart (``failed``) or a straggler slows, one line each: a
+    that failed and wait for a restart (``failed``), a straggler slows or that can never start
+    here (``never_fits``, last), one line each: a
     hung job was left out (an SRE drill), and so was a job an XID 48 failed (a fault audit)."""
+    # A job that can never start here (``never_fits``) waits for ever unsaid otherwise: a
+    # 40-node job on 32 nodes read nowhere in `status` but --json (a jobs audit).
     held = [j for j in jobs if j.get("sick_nodes") or j.get("straggler")
-            or j.get("not_stepping_s") is not None or j.get("failed")]
+            or j.get("not_stepping_s") is not None or j.get("failed") or j.get("never_fits")]
     if not held:
         return
     # The jobs view's and the overview's order (``rows.job_urgency``): a failed job that lapsed
@@ -253,6 +256,11 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
             console.print(_hanging(f"  [{style}]{escape(j['job_id'])}[/] "
                                    f"{escape(j.get('name', ''))}:",
                                    f"{escape(what)}; {escape(failed['action'])}"))
+            continue
+        if j.get("never_fits") and not failed:
+            console.print(_hanging(f"  [yellow]{escape(j['job_id'])}[/] "
+                                   f"{escape(j.get('name', ''))}:",
+                                   escape(f"pending: {j['never_fits']}")))
             continue
         sick = j.get("sick_nodes") or []
         slow = j.get("straggler")
