@@ -186,12 +186,12 @@ class CommandRun:
         self._lost_at: float | None = None
         """When the link to the broker was lost (None: up, or never up yet)."""
         self._mute_at: float | None = None
+        """When the broker, connected, last answered before it went quiet past
+        ``BROKER_MUTE_SAID_S`` (None: it answers)."""
         self._watched_at: float | None = None
         """When ``_watch_mute`` last ran."""
         self._ran_since = float("-inf")
         """When this command last resumed after not running (``CLI_STALL_S``)."""
-        """When the broker, connected, last answered before it went quiet past
-        ``BROKER_MUTE_SAID_S`` (None: it answers)."""
         self._heard = 0
         """Nodes and jobs heard of: while it grows, unknown targets may still appear."""
         self._heard_changed_at = time.monotonic()
@@ -553,7 +553,7 @@ class CommandRun:
         mute_s = None if heard_s is None else min(heard_s, now - self._ran_since)
         if mute_s is not None and mute_s > BROKER_MUTE_SAID_S and self._mute_at is None:
             self._mute_at = now - mute_s
-            self.say(f"the broker at {self.url} has not answered for {heard_s:.0f} s (hung?); "
+            self.say(f"the broker at {self.url} has not answered for {mute_s:.0f} s (hung?); "
                      + ("what was sent stays in effect, waiting for the outcome as it "
                         "answers again (--timeout)" if sent else
                         "what is sent waits in it until it answers"))

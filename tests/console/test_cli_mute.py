@@ -49,3 +49,22 @@ def test_a_broker_silent_while_the_command_runs_is_said_hung_once_and_back(monke
     now[0] += 0.1
     run._watch_mute(0.05, sent=True)
     assert out.getvalue().splitlines()[-1] == "the broker answers again after 7 s"
+
+
+def test_a_broker_that_hangs_after_a_stall_is_said_silent_for_the_time_the_command_ran(
+        monkeypatch):
+    # Suspended 10 s, then the broker is silent 6 s more while the command runs: the line
+    # counts the 6 s it was asked and did not answer, as the "answers again" line and
+    # ``_cut_off_s`` do, not the 16 s since its last word (the stall's part is no sign).
+    run, out, now = _run(monkeypatch)
+    run._watch_mute(0.3, sent=True)
+    now[0] += 10.0
+    heard = 10.3
+    run._watch_mute(heard, sent=True)
+    for _ in range(60):
+        now[0] += 0.1
+        heard += 0.1
+        run._watch_mute(heard, sent=True)
+    said = [line for line in out.getvalue().splitlines() if "has not answered" in line]
+    assert len(said) == 1 and "has not answered for 5 s (hung?)" in said[0], said
+    assert run._cut_off_s() == pytest.approx(6.0, abs=0.2)
