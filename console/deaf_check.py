@@ -18,13 +18,12 @@ as the broker can show it. Until the look ends, the console says it does not kno
 """
 
 import asyncio
-import contextlib
 import os
 
 from fleetdeck.console.eventlog import Note
-from fleetdeck.console.live import LiveFeed
+from fleetdeck.console.live import LiveFeed, listen_until
 from fleetdeck.console.state import FleetState
-from fleetdeck.transport import MqttLink, TransportError
+from fleetdeck.transport import MqttLink
 
 QUIET_LOOK_S = 5.0
 """Nothing heard for at least this long (and two agents' intervals) before a look."""
@@ -63,23 +62,8 @@ async def live_heard(link: MqttLink, got: asyncio.Event, listen_s: float) -> boo
     """Run ``link`` (whose sink sets ``got`` on a live message) until ``got`` or ``listen_s``
     after its SUBACK; whether a live message came. Raises TransportError when it cannot
     connect."""
-    stop = asyncio.Event()
-    runner = asyncio.create_task(link.run(stop, retry=False))
-    try:
-        while not link.connected:
-            if runner.done():
-                runner.result()
-                return False
-            await asyncio.sleep(0.01)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(got.wait(), listen_s)
-        return got.is_set()
-    finally:
-        stop.set()
-        if not link.connected and not runner.done():
-            runner.cancel()
-        with contextlib.suppress(TransportError, asyncio.CancelledError):
-            await runner
+    await listen_until(link, got, listen_s)
+    return got.is_set()
 
 
 class DeafCheck:

@@ -290,7 +290,15 @@ async def _read_retained(url: BrokerURL, client_id: str, topic_filter: str, list
         if not done.is_set() and take(topic, payload):
             done.set()
 
-    link = MqttLink(url, client_id, [topic_filter], sink, qos=0, probe=True)
+    await listen_until(MqttLink(url, client_id, [topic_filter], sink, qos=0, probe=True),
+                       done, listen_s)
+
+
+async def listen_until(link: MqttLink, done: asyncio.Event, listen_s: float) -> None:
+    """Run ``link`` (whose sink sets ``done``) until ``done`` or ``listen_s`` after its SUBACK,
+    then end it: one look through a connection of its own (a retained read, the deaf check's
+    fresh subscription, console/deaf_check.py). Raises :class:`TransportError` when it cannot
+    connect."""
     stop = asyncio.Event()
     runner = asyncio.create_task(link.run(stop, retry=False))
     try:
