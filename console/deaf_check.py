@@ -18,6 +18,7 @@ as the broker can show it. Until the look ends, the console says it does not kno
 """
 
 import asyncio
+import contextlib
 import os
 
 from fleetdeck.console.eventlog import Note
@@ -115,6 +116,16 @@ class DeafCheck:
             return
         if self.verdict in (None, DEAF) or now - self.looked_at >= LOOK_AGAIN_S:
             self._start(feed, state, now)
+
+    async def close(self) -> None:
+        """End a look in flight with the session: left to the loop's shutdown, a front end
+        that closes its session and goes on (a test, an embedding tool) got "Task was
+        destroyed but it is pending" and an open second connection (a review)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     def _start(self, feed: LiveFeed, state: FleetState, now: float) -> None:
         try:

@@ -762,6 +762,7 @@ class ConsoleSession:
 
     async def close(self) -> None:
         self.stop_recording()
+        await self.sight.deaf.close()
         if self.settler.settling:
             # Decided by the last tick, not written yet: a one-shot command ends right after.
             async with self._io_lock:

@@ -109,3 +109,27 @@ async def test_a_console_that_receives_what_the_state_does_not_take_is_not_deaf(
         await step(check, feed, state, float(t))
     assert check.verdict == SILENT
     assert feed.link.drops == []
+
+
+async def test_a_look_in_flight_ends_with_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Left to the loop's shutdown, a front end that closed its session and went on kept the
+    # look's task (and its second connection) pending.
+    started = asyncio.Event()
+    ended: list[str] = []
+
+    async def live_heard(_link: Any, _got: Any, _listen_s: float) -> bool:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
+        return False
+
+    monkeypatch.setattr(deaf_check, "live_heard", live_heard)
+    monkeypatch.setattr(deaf_check, "MqttLink", lambda *a, **k: None)
+    check = DeafCheck(lambda *a, **k: None)
+    await step(check, Feed(), State(last_update=0.0, nodes={"n1": Node()}), 10.0)
+    await asyncio.wait_for(started.wait(), 5)
+    await check.close()
+    assert ended == ["cancelled"]
