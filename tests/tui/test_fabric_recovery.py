@@ -17,7 +17,7 @@ from fleetdeck.console.judgements import RECOVERED, recommended_action, suspect_
 from fleetdeck.console.replay import run_headless
 from fleetdeck.console.rows import fabric
 from fleetdeck.console.tui.replay_app import ReplayApp
-from fleetdeck.console.tui.screens.fabric import FabricScreen
+from fleetdeck.console.tui.screens.fabric import FabricScreen, _leaf_style
 from fleetdeck.console.tui.screens.overview import OverviewScreen
 from tests.conftest import run_cli
 from tests.tui.test_fabric_matrix import line_of
@@ -83,6 +83,9 @@ def test_the_fabric_views_leaf_hint_says_recovered_not_failing(recording):
         (leaf,) = [r for r in fabric(state)[0] if r.hint]
         assert leaf.leaf == "leaf02" and leaf.recovered is recovered
         assert (RECOVERED in leaf.hint) is recovered
+        # Its row in the leaf table in the banner's colour: red while down, a warning once
+        # back (it stayed red beside the banner's ✓ recovered, a review).
+        assert _leaf_style(leaf) == ("degraded" if recovered else "failed")
 
 
 def test_nodes_and_incident_behind_a_recovered_switch_say_so(recording):

@@ -280,7 +280,9 @@ def _leaf_cells(r: LeafRow) -> tuple[str, ...]:
 
 def _leaf_style(r: LeafRow) -> str:
     if r.hint:
-        return "failed"
+        # A leaf whose switches all came back is said in the banner's colour (a ✓, warning),
+        # not alarmed: its row read red beside the banner's "recovered" (a review).
+        return "degraded" if r.recovered else "failed"
     return "degraded" if r.down or r.flapping or r.erroring else "text"
 
 
