@@ -2230,6 +2230,11 @@ class FleetState:
     def _judge_nodes(self, visit: list[NodeState], now: float) -> None:
         blind = self.blind
         gap = self.restart_gap if blind is None else None
+        # ``behind_bridge`` per node only while the bridge holds nodes: up (or heard on the
+        # cluster's side, or none) it holds none, and the call cost 3.4 ms a pass at 16,384
+        # digests, each of them judged every digest period (a review).
+        bridge = self.bridge
+        holds = bridge is not None and not bridge.up and not bridge.cluster_side
         for st in visit:
             if gap is not None:  # only right after a broker restart (``status``)
                 blind = self.unheard(st)
@@ -2284,7 +2289,7 @@ class FleetState:
             cleared = st.cleared
             # D1 names the bridge only of a node behind it (``behind_bridge``).
             new = st.judge(now, blind, self.broker_word_at,
-                           self.bridge if self.bridge is None or self.behind_bridge(st) else None)
+                           bridge if not holds or self.behind_bridge(st) else None)
             if st.cleared is not cleared and st.cleared is not None:
                 self.faults_cleared[st.node_id] = st.cleared
             if st.settle_until is not None:

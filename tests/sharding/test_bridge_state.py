@@ -156,3 +156,26 @@ def test_a_collectors_will_read_at_connect_with_the_bridges_0_is_dated_by_its_di
     ingest.handle(BRIDGE, b"0", now)
     state.apply(ingest.take_batch(), now)
     _says_collector_kept_its_node(state, now + 1)
+
+
+def test_a_judge_pass_asks_behind_bridge_only_while_the_bridge_is_down(monkeypatch):
+    """A review: every digest judged (each of them every digest period) asked
+    ``behind_bridge`` with the bridge up, 3.4 ms a pass at 16,384 digests for nothing."""
+    t = 1_000_000.0
+    ingest, state = _two_collectors(t)
+    asked: list[str] = []
+    real = FleetState.behind_bridge
+
+    def counted(self: FleetState, st) -> bool:  # type: ignore[no-untyped-def]
+        asked.append(st.node_id)
+        return real(self, st)
+
+    monkeypatch.setattr(FleetState, "behind_bridge", counted)
+    state.judge_fleet(t + 30)
+    assert asked == []
+    assert all("collector" in str(st.liveness[0]) for st in state.nodes.values())
+    ingest.handle(BRIDGE, b"0", t + 31)
+    state.apply(ingest.take_batch(), t + 31)
+    state.judge_fleet(t + 60)
+    assert sorted(asked) == ["gpu0001", "gpu0002"]
+    assert all("bridge" in str(st.liveness[0]) for st in state.nodes.values())
