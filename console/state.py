@@ -1762,7 +1762,11 @@ class FleetState:
                 self.collectors[name] = col
                 if col.online:
                     self.collector_gone_at.pop(name, None)
-                elif name not in self.collector_gone_at:
+                elif (name not in self.collector_gone_at or held is None
+                      or held.started != col.started):
+                    # A later process's will (this console away across its birth) dates a
+                    # death of its own: kept from the first one, its nodes' digests since read
+                    # as sent after their collector died, never behind the bridge.
                     self.collector_gone_at[name] = rx
                     if self.bridge is not None and not self.bridge.up:
                         # Its nodes' D1 may stop naming the bridge (``behind_bridge``).

@@ -179,3 +179,29 @@ def test_a_judge_pass_asks_behind_bridge_only_while_the_bridge_is_down(monkeypat
     state.judge_fleet(t + 60)
     assert sorted(asked) == ["gpu0001", "gpu0002"]
     assert all("bridge" in str(st.liveness[0]) for st in state.nodes.values())
+
+
+def test_a_later_process_s_will_dates_its_own_death_not_the_first_one():
+    """A review: a console that missed a collector's rebirth (away, or its birth in the same
+    batch as the next will) kept the first will's time, and the reborn process's nodes, silent
+    only since the bridge fell, read as that collector's."""
+    t = 1_000_000.0
+    ingest, state = _two_collectors(t)
+    _collector(ingest, "shard-1", False, t + 2)  # the first process dies
+    state.apply(ingest.take_batch(), t + 2)
+    # Its next process was born unheard and served gpu0001; it dies with the bridge's fall.
+    msg = CollectorStatus(collector="shard-1", online=False, started=int((t + 10) * 1000),
+                          shard="1/2", ts=int((t + 40) * 1000))
+    for k in range(1, 8):
+        at = t + 5 * k
+        for node, by in (("gpu0001", "shard-1"), ("gpu0002", "shard-2")):
+            ingest.handle(topic_for("b", Kind.DIGEST, node), _digest(node, by, int(at * 1000)),
+                          at)
+        state.apply(ingest.take_batch(), at)
+    ingest.handle(topic_for("b", Kind.COLLECTOR, "shard-1"), codec.encode(msg), t + 40)
+    ingest.handle(BRIDGE, b"0", t + 40.5)
+    state.apply(ingest.take_batch(), t + 40.5)
+    state.judge_fleet(t + 70)
+    found = {i.kind: i for i in incidents(state)}
+    assert found["bridge"].nodes == ["gpu0001", "gpu0002"], found
+    assert fleet_summary(state, t + 70)["bridge"]["nodes_behind"] == ["gpu0001", "gpu0002"]
