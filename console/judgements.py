@@ -2075,10 +2075,24 @@ def drain_fellows(st: NodeState, job: JobStatus, state: FleetState) -> list[str]
     for s in (found, *found.also):
         other = state.nodes.get(s.node)
         if (s.node == st.node_id or s.power is not None or CAUSE_CODES[NO_FINDING] in s.causes
-                or other is None or other.drain.state is not DrainState.NONE):
+                or other is None or other.drain.state is not DrainState.NONE
+                or not _drained_for_itself(other, s)):
             continue
         out.append(s.node)
     return out
+
+
+def _drained_for_itself(st: NodeState, slow: Straggler) -> bool:
+    """Whether a straggler's own action (``_node_action``) is a drain: not a node not
+    responding (its agent's or its node's step first; "restart the agent; do not drain" of an
+    agent dead under a stepping job), nor one whose findings are all a suspect switch's
+    ("check switch …; do not drain"). Each was named "drain it --now with gpu0005" on its
+    fellow's line while its own said not to drain (a review)."""
+    if CAUSE_CODES[NOT_RESPONDING] in slow.causes or st.job_stepping:
+        return False
+    # ``_node_action``'s test for the switch's advice, to the letter.
+    return not (st.verdict is Verdict.DEGRADED and any(f.rule == "F1" for f in st.all_findings)
+                and not own_findings(st))
 
 
 def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,

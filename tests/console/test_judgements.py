@@ -1173,6 +1173,51 @@ def test_two_stragglers_of_one_job_are_told_to_drain_together_once():
     assert incs["node:gpu0003"] == act["gpu0003"]
 
 
+def test_a_straggler_told_not_to_drain_is_no_fellow_to_drain_with():
+    """A review: a straggler's line read "drain it --now with gpu0005" while gpu0005's own
+    read "restart the agent; do not drain (its job is still stepping)" (its agent died under
+    the job), or "check switch leaf00-r2; do not drain" (its slow port the switch's). A
+    fellow is named only where its own action is a drain too."""
+    from fleetdeck.protocol.messages import RankTime
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    def slowed(clock, nodes, step=500):
+        job = job_status("41", nodes, clock, step=step)
+        return job.model_copy(update={"step_time_ms": 1300.0, "eta_s": 7200.0, "slowest": [
+            RankTime(rank=11, node=nodes[0], step_time_ms=1250.0),
+            RankTime(rank=35, node=nodes[1], step_time_ms=1240.0),
+            RankTime(rank=2, node=nodes[2], step_time_ms=1004.0)]})
+
+    clock, ingest, session, fleet = bare_session(8)
+    nodes = ["gpu0003", "gpu0005", "gpu0002"]
+    faults = {"gpu0003": throttled(3), "gpu0005": throttled(1)}
+    for step in range(3):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        publish_job(ingest, slowed(clock, nodes, 500 + step), clock)
+        session.tick()
+    ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0005"),
+                  codec.encode(fleet.agents["gpu0005"].status(online=False)), clock())
+    for step in range(3, 6):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults, names=[n for n in fleet.agents if n != "gpu0005"])
+        publish_job(ingest, slowed(clock, nodes, 500 + step), clock)
+        session.tick()
+    act = {n["id"]: n["action"] for n in fleet_summary(session.state, clock())["nodes"]}
+    assert act["gpu0005"].startswith("restart the agent; do not drain"), act["gpu0005"]
+    assert "drain it --now right after" in act["gpu0003"], act["gpu0003"]
+    assert "gpu0005" not in act["gpu0003"]
+
+    down = port_down("mlx5_ib2")
+    session = session_with({"gpu0001": down, "gpu0002": down, "gpu0003": down,
+                            "gpu0005": throttled(3)},
+                           jobs=[lambda c: slowed(c, ["gpu0005", "gpu0003", "gpu0006"])])
+    act = {n["id"]: n["action"] for n in fleet_summary(session.state, session.clock())["nodes"]}
+    assert act["gpu0003"] == "check switch leaf00-r2; do not drain"
+    assert "drain it --now right after" in act["gpu0005"], act["gpu0005"]
+    assert "gpu0003" not in act["gpu0005"]
+
+
 def test_a_whole_slow_node_of_a_two_node_job_is_measured_against_the_other_node():
     """An NVLink fault slowed every rank of one node of a 2-node job (a live sim, a jobs
     audit): half the ranks were the slow node's, the scheduler's median lay between the two
