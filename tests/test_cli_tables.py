@@ -495,6 +495,13 @@ def test_a_job_that_can_never_start_here_is_a_held_up_job_of_status(monkeypatch)
     assert out.getvalue().splitlines() == [
         "jobs held up (2 of 3):", "  4104 dlrm: straggler rank 21 gpu0020 +23%",
         f"  4107 huge: pending: {never}"]
+    # Last, after a failed job that lapsed (its incident a warning) of a higher id too.
+    lapsed = {"job_id": "4200", "name": "bert", "failed": {
+        "text": "job 4200 failed (NonZeroExitCode); not restarted in 30 min",
+        "action": "restart-job 4200", "lapsed": "not restarted in 30 min"}}
+    out = io.StringIO()
+    render_held_up_jobs([*jobs, lapsed], table_console(Console(file=out, width=120)))
+    assert out.getvalue().splitlines()[-1] == f"  4107 huge: pending: {never}", out.getvalue()
 
 
 def test_status_folds_a_big_fleets_healthy_nodes_into_one_line():

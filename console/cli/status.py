@@ -245,7 +245,9 @@ def render_held_up_jobs(jobs: list[dict[str, Any]], console: Console) -> None:
     held.sort(key=lambda j: (*job_urgency(
         bool(j.get("sick_nodes")), j.get("not_stepping_s") is not None,
         bool(j.get("failed") and not j["failed"].get("lapsed")), bool(j.get("straggler"))),
-        j["job_id"]))
+        # Last, after a failed job that lapsed too (both read "nothing urgent" above): it
+        # came before one of a higher id.
+        bool(j.get("never_fits")), j["job_id"]))
     console.print(f"[b]jobs held up[/] ({len(held)} of {len(jobs)}):")
     for j in held[:INCIDENTS_SHOWN]:
         failed = j.get("failed")
