@@ -106,9 +106,9 @@ def _goes_on(step: Callable[Concatenate["FleetdeckApp", P], None]
     CancelledError raised inside it and returns, so the timers go on. Such a step is
     synchronous: the error is never its task's own cancellation (that comes at an await in
     Textual's loop) but a cancelled future's ``result()`` read by code the tick runs. Textual's
-    timer loop takes a CancelledError for its own end and stops without a word: a drill's
-    console applied nothing more for ten minutes while its header counted "nothing heard"
-    (docs/reliability.md, "The console's tick")."""
+    timer loop takes a CancelledError for its own end and stops without a word: the console
+    would apply nothing more while its header counted "nothing heard" (docs/reliability.md,
+    "The console's tick")."""
     @functools.wraps(step)
     def run(app: "FleetdeckApp", /, *args: P.args, **kwargs: P.kwargs) -> None:
         try:
@@ -156,6 +156,14 @@ RADIUS_WORK_S = 30.0
 still: the GPU-hours its jobs would lose since their checkpoints grow as it stays open."""
 DETAIL_SCREEN = "node-detail"
 """The name the kept node detail is installed under (``FleetdeckApp._node_detail``)."""
+STEP_LOST_S = 1.0
+"""A backlog's slice or redraw (a one-shot Textual timer, ``_slice_later``, ``_paint_later``)
+not run this long after it was due is taken for lost, and the tick timer ticks again. Textual
+8.2's one-shot timer reads its clock twice in its task, and when they are more than its delay
+apart (1 ms: the loop's thread preempted on a loaded host) it skips its only call and ends
+without a word; the tick, waiting for that slice, never ticked again (docs/reliability.md, "The
+console's tick"). A slice merely late (a long loop step) is harmless to drop: the tick takes
+its place."""
 KEY_FIRST_S = 0.1
 """A key gets the loop before the rest of a backlog: the next slice waits until the key's effect
 has been painted, at most this long after the key (issue 12: a view switch within 100 ms while
@@ -313,6 +321,11 @@ class FleetdeckApp(App[int]):
         follows that redraw, or what arrived would wait for the timer's next tick."""
         self._next_paint: Timer | None = None
         """A backlog's redraw, due between two slices (``_paint_later``)."""
+        self._slice_due = 0.0
+        self._paint_due = 0.0
+        """perf_counter when ``_next_slice`` and ``_next_paint`` are due (``STEP_LOST_S``)."""
+        self.lost_steps = 0
+        """Slices or redraws whose timer never called back, dropped by the tick timer."""
         self._slice_gen = 0
         """Which scheduled slice is the live one (``_slice_later``): Textual's timer hands its
         callback to the app's queue (``call_next``), where a stopped timer's call already
@@ -691,6 +704,7 @@ class FleetdeckApp(App[int]):
         A new batch's first slice came in between a key and its paint and delayed view
         switches under a 16,384-node stream (bench/console_scale.py)."""
         now = time.perf_counter()
+        self._drop_lost_steps(now)
         if self._key_waits(now):
             assert self._key_at is not None
             self._slice_later(self._key_at + KEY_FIRST_S - now)  # after the key's paint
@@ -705,6 +719,22 @@ class FleetdeckApp(App[int]):
             return
         self.tick(paint_later=True)
 
+    def _drop_lost_steps(self, now: float) -> None:
+        """Forget a slice or redraw whose timer did not call back ``STEP_LOST_S`` after it was
+        due, so that the tick waits for it no more (``STEP_LOST_S``)."""
+        lost = []
+        if self._next_paint is not None and now - self._paint_due > STEP_LOST_S:
+            self._next_paint.stop()
+            self._next_paint = None
+            lost.append(f"a redraw due {now - self._paint_due:.1f} s ago")
+        if self._next_slice is not None and now - self._slice_due > STEP_LOST_S:
+            self._cancel_slice()
+            lost.append(f"a slice due {now - self._slice_due:.1f} s ago")
+        if lost:
+            self.lost_steps += 1
+            log.info("the console's tick takes over from %s (its timer never called back)",
+                     " and ".join(lost))
+
     @_goes_on
     def _first_tick(self) -> None:
         self.tick()
@@ -718,12 +748,14 @@ class FleetdeckApp(App[int]):
         if self._next_slice is not None:
             return
         self._slice_gen += 1
+        self._slice_due = time.perf_counter() + max(0.001, delay)
         self._next_slice = self.set_timer(max(0.001, delay),
                                           partial(self._backlog_slice, self._slice_gen))
 
     def _paint_later(self) -> None:
         """Redraw the view in 1 ms, then schedule the next slice (``_backlog_paint``)."""
         if self._next_paint is None:
+            self._paint_due = time.perf_counter() + 0.001
             self._next_paint = self.set_timer(0.001, partial(self._backlog_paint,
                                                              self._last_paint))
 

@@ -2,8 +2,9 @@
 
 Textual's timer loop takes a CancelledError for its own end and stops without a word, and the
 tick is synchronous, so such an error can only be a cancelled future's ``result()`` read by code
-the tick runs. A drill's console stopped ticking so: it applied nothing for ten minutes while its
-header counted "nothing heard" (docs/reliability.md, "The console's tick")."""
+the tick runs. And the tick goes on when Textual drops one of the one-shot timers it waits for: a
+drill's console stopped ticking so, applying nothing for ten minutes while its header counted
+"nothing heard" (docs/reliability.md, "The console's tick")."""
 from __future__ import annotations
 
 import asyncio
@@ -57,3 +58,39 @@ async def test_a_cancelled_error_at_every_tick_is_logged_once(
         await pilot_until(pilot, lambda: app.tick_errors >= 5, timeout=5)
     said = [r for r in caplog.records if "CancelledError from inside" in r.getMessage()]
     assert len(said) == 1, [r.getMessage() for r in said]
+
+
+async def test_the_tick_goes_on_when_textual_drops_a_slice_or_redraw(monkeypatch: Any) -> None:
+    """Textual 8.2's one-shot timer (``set_timer``) reads its clock twice in its task and skips
+    its only call when they are more than its delay apart: a 1 ms redraw or slice is lost when
+    the loop's thread is preempted between them (a loaded host). The tick waited for it for ever
+    (``timer_tick``: a slice or redraw on its way ticks instead): 2,048 nodes, a drain now, and
+    the console applied nothing more while its header counted "nothing heard" (a drill). Here
+    every read of the timers' clock is 2 ms on from the last, as if preempted each time."""
+    import textual.timer
+    from textual import _time
+
+    from fleetdeck.console.tui import app as app_module
+
+    world = World(8)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    app.auto_tick, app.tick_s = True, 0.05
+    monkeypatch.setattr(app_module, "STEP_LOST_S", 0.2, raising=False)
+    ahead = [0.0]
+
+    def preempted() -> float:
+        ahead[0] += 0.002
+        return _time.get_time() + ahead[0]
+
+    clock = type("Clock", (), {"get_time": staticmethod(preempted),
+                               "sleep": staticmethod(_time.sleep)})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot_until(pilot, lambda: app.ticks >= 1)
+        monkeypatch.setattr(textual.timer, "_time", clock)
+        after = app.ticks
+        # A tick's redraw is a 1 ms timer (``_paint_later``): each is lost; before, the
+        # first lost one held every later tick (the count stayed where it was).
+        await pilot_until(pilot, lambda: app.ticks >= after + 5, "ticks after a lost redraw",
+                          timeout=10)
+        assert app.lost_steps >= 1
