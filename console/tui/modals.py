@@ -374,6 +374,8 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
         self.hint = hint
         """What the reason box suggests: the node's own worst finding."""
         self._radius_s = 0.0
+        self._refresh_due = 0.0
+        """perf_counter when the radius is next taken again (``_refresh_later``)."""
         """How long the last radius took (``RADIUS_REFRESH_SHARE``)."""
         self.radius = self._take_radius()
 
@@ -401,7 +403,11 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
     def on_mount(self) -> None:
         self.query_one("#mode", RadioSet).compact = True
         super().on_mount()
+        # An interval that looks whether a refresh is due, not a chain of one-shot timers:
+        # Textual 8.2's one-shot timer can end without calling back on a loaded host, and the
+        # chain ended with it (docs/reliability.md, "The console's tick").
         self._refresh_later()
+        self.set_interval(RADIUS_REFRESH_S, self._refresh_if_due)
 
     def _take_radius(self) -> BlastRadius:
         t0 = time.perf_counter()
@@ -410,8 +416,12 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
         return radius
 
     def _refresh_later(self) -> None:
-        self.set_timer(max(RADIUS_REFRESH_S, self._radius_s / RADIUS_REFRESH_SHARE),
-                       self._refresh_radius)
+        self._refresh_due = time.perf_counter() + max(
+            RADIUS_REFRESH_S, self._radius_s / RADIUS_REFRESH_SHARE)
+
+    def _refresh_if_due(self) -> None:
+        if time.perf_counter() >= self._refresh_due - 0.05:  # the interval's own jitter
+            self._refresh_radius()
 
     def _refresh_radius(self) -> None:
         """The fleet moves on while the operator types the reason: a target that went offline,

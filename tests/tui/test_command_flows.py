@@ -692,3 +692,25 @@ async def test_a_restart_confirmed_after_its_job_was_requeued_and_runs_again_is_
         world.tick()
         await confirm_restart(pilot, world)
         assert world.published, world.audit.records[-1]
+
+
+
+async def test_an_open_drain_dialog_refreshes_its_radius_when_textual_drops_one_shot_timers(
+        world, monkeypatch):
+    """Textual 8.2's one-shot timer skips its only call when its task's two clock reads are
+    more than its delay apart (a loaded host): the dialog's refresh was a chain of them, and
+    one lost ended the chain (docs/reliability.md, "The console's tick"). Here the dialog's
+    every one-shot timer is lost."""
+    import asyncio
+
+    refreshed: list[bool] = []
+    monkeypatch.setattr(DrainScreen, "set_timer", lambda self, *a, **k: None)
+    monkeypatch.setattr(DrainScreen, "_refresh_radius",
+                        lambda self: (refreshed.append(True), self._refresh_later()))
+    async with world.app.run_test(size=SIZE) as pilot:
+        world.tick()
+        world.app.request_drain(["gpu0006"])
+        await pilot.pause()
+        assert isinstance(world.app.screen, DrainScreen)
+        await asyncio.sleep(2.5)
+        assert refreshed, "the radius was never taken again"
