@@ -1144,7 +1144,29 @@ def never_fits(job: JobStatus, state: FleetState) -> str:
     wanted = job.nodes_wanted
     if job.state.value != "PD" or not wanted or not state.nodes or wanted <= len(state.nodes):
         return ""
+    if not state.nodes_counted():
+        # The nodes heard so far, not the cluster's (the connect burst still arriving, or cut
+        # in the births): a job that fits read "it can never start here" and was left out of
+        # "pending ahead" (a review; ``FleetState.nodes_counted``).
+        return ""
     return f"needs {wanted} nodes; the cluster has {len(state.nodes)}: it can never start here"
+
+
+def nodes_wanted_text(job: JobStatus, state: FleetState) -> str:
+    """How many nodes a pending job waits for, and whether it can ever start here
+    (``never_fits``); more than the nodes heard while their count is not the cluster's yet,
+    how many were heard, and no verdict; '' for a job not pending or that does not say."""
+    wanted = job.nodes_wanted
+    if job.state.value != "PD" or not wanted:
+        return ""
+    never = never_fits(job, state)
+    if never:
+        return never
+    wants = f"needs {wanted} node{'s' if wanted != 1 else ''}"
+    heard = len(state.nodes)
+    if heard and wanted > heard and not state.nodes_counted():
+        return f"{wants}; {heard} heard so far"
+    return wants
 
 
 def _running_jobs_by_node(state: FleetState) -> dict[str, list[str]]:

@@ -137,6 +137,10 @@ class RetainedBurst:
                 return
             self._status_quiet_from = now
             self._note_burst_cut(feed, state)
+            # The node count is the cluster's from here (``FleetState.nodes_counted``); kept
+            # through a later connection until its own burst is judged: what a whole burst
+            # brought stays in ``nodes``, and a reconnect only adds.
+            state.births_whole = self.burst_cut is None
         if quiet_for < STATUS_ASK_QUIET_S or now - self._status_quiet_from > STATUS_ASK_WINDOW_S:
             return
         ask = list(islice((n for n, st in self._born_without_status(state)

@@ -42,7 +42,7 @@ from fleetdeck.console.judgements import (
     job_reason,
     leaf_groups,
     leaf_of,
-    never_fits,
+    nodes_wanted_text,
     not_stepping,
     not_stepping_text,
     own_findings,
@@ -1077,10 +1077,9 @@ def _pending_reason(job: JobStatus, state: FleetState) -> str:
     """The scheduler's reason, with how many nodes a pending job waits for (NODES read "-")
     and whether it can ever start here."""
     reason = job_reason(job)
-    if job.state.value != "PD" or not job.nodes_wanted:
+    wants = nodes_wanted_text(job, state)
+    if not wants:
         return reason
-    never = never_fits(job, state)
-    wants = never or f"needs {job.nodes_wanted} node{'s' if job.nodes_wanted != 1 else ''}"
     return f"{reason}: {wants}" if reason else wants
 
 

@@ -1393,6 +1393,10 @@ class FleetState:
         than the retention): their first birth is judged against it (``recall_inventory``)."""
         self.heard_since: float | None = None
         """When the console could first hear the broker (``start_hearing``)."""
+        self.births_whole = False
+        """A connection's retained burst was judged whole in the births: over, and not cut
+        there (``RetainedBurst``; a later connection's judged cut makes it False again).
+        Until then a live state's ``nodes`` are those heard so far (``nodes_counted``)."""
         self.shutdown_wills = 0
         """Last Wills taken for a shutting-down broker's and not believed (WILL_BURST_S)."""
         self.drains_lost: list[tuple[str, DrainInfo]] = []
@@ -1505,6 +1509,15 @@ class FleetState:
             if st.first_seen is None and st.last_rx is None and st.digest is None:
                 st.first_seen = self.heard_since
                 self._dirty.add(st.node_id)
+
+    def nodes_counted(self) -> bool:
+        """Whether ``nodes`` is every node of the cluster, as far as a count of them goes: a
+        state fed live (``heard_since``) once its retained burst was judged whole in the births
+        (``births_whole``); a state not fed live (a replay, one built by hand) holds what it
+        was given. Mid-burst, or after a broker cut the births, a job that fits read "it can
+        never start here" against the nodes heard so far, and was left out of "pending ahead"
+        (a review: ``never_fits``). Never on digests or node filters, which judge no burst."""
+        return self.heard_since is None or self.births_whole
 
     def outage_start(self) -> float:
         """While blind: when the current outage began, as said to the operator (``lost_at``;

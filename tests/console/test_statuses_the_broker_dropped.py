@@ -529,3 +529,80 @@ async def test_a_watch_that_ends_before_the_burst_is_judged_says_so(mosquitto):
     assert summary["totals"]["nodes"] == 2
     assert summary["retained_burst_cut"] is None
     assert summary["retained_burst_judged"] is False
+
+
+def _big_job(clock: Clock, wanted: int) -> tuple[str, bytes]:
+    from fleetdeck.protocol.messages import JobState
+    from tests.tui.fleet import job_status
+
+    job = job_status("42", [], clock, state=JobState.PD).model_copy(
+        update={"reason": "Resources", "nodes_wanted": wanted})
+    return topic_for(CLUSTER, Kind.JOB, "42"), codec.encode(job)
+
+
+def _job_said(session: ConsoleSession) -> tuple[str | None, str, str]:
+    """Job 42's ``never_fits`` in ``status --json``, its row's reason, and what a restart's
+    radius says waits ahead."""
+    from fleetdeck.console.commands import _pending_ahead
+    from fleetdeck.console.rows import job_row
+    from fleetdeck.console.summary import fleet_summary
+
+    now = session.clock()
+    [job] = [j for j in fleet_summary(session.state, now)["jobs"] if j["job_id"] == "42"]
+    return (job["never_fits"], job_row(session.state.jobs["42"], session.state, now).reason,
+            _pending_ahead(session.state))
+
+
+def test_a_job_is_said_never_to_fit_only_once_the_burst_was_judged_whole():
+    """``never_fits`` counted the nodes heard so far: while the connect burst still arrived,
+    a job that fits the cluster read "it can never start here" against the nodes heard, and
+    was left out of "pending ahead" (a review). Said once the burst is over and whole (here
+    all 12 came, so a 16-node job never fits); before, how many were heard."""
+    fleet = SynthFleet(12, Clock(), leaves=1)
+    session, wire, clock = _connected()
+    feed = session.feed
+    assert feed is not None
+    for n in fleet.names:
+        feed._received(topic_for(CLUSTER, Kind.BIRTH, n), codec.encode(fleet.agents[n].birth()),
+                       1, True)
+        feed._received(topic_for(CLUSTER, Kind.STATUS, n),
+                       codec.encode(fleet.agents[n].status()), 1, True)
+    feed._received(*_big_job(clock, 16), 1, True)
+    feed.hand()
+    clock.advance(0.5)
+    session.tick()
+    assert not session.burst_judged
+    never, reason, ahead = _job_said(session)
+    assert never is None
+    assert reason == "Resources: needs 16 nodes; 12 heard so far"
+    assert ahead.startswith("1 job pending ahead (42)"), ahead
+    for _ in range(10):
+        clock.advance(0.5)
+        wire.now = clock()
+        session.tick()
+    assert session.burst_judged and session.burst_cut is None
+    never, reason, ahead = _job_said(session)
+    assert never == "needs 16 nodes; the cluster has 12: it can never start here"
+    assert reason == f"Resources: {never}"
+    assert ahead == ""
+
+
+def test_a_job_is_never_said_never_to_fit_on_a_burst_cut_in_the_births():
+    """A broker that cut the births left nodes out of every count: a job of 16 nodes beside
+    the 10 births it kept read "it can never start here" (a review)."""
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    messages = [(topic_for(CLUSTER, Kind.BIRTH, n), codec.encode(fleet.agents[n].birth()))
+                for n in fleet.names[:10]]  # the births the cut kept; no status
+    session, _wire = _burst(messages)
+    assert session.burst_judged and session.burst_cut is not None
+    feed = session.feed
+    assert feed is not None
+    # Live, as a scheduler publishes it (a retained status would say every birth came first).
+    feed._received(*_big_job(session.clock, 16), 1, False)  # type: ignore[arg-type]
+    feed.hand()
+    session.clock.advance(0.5)  # type: ignore[attr-defined]
+    session.tick()
+    never, reason, ahead = _job_said(session)
+    assert never is None
+    assert reason == "Resources: needs 16 nodes; 10 heard so far"
+    assert ahead.startswith("1 job pending ahead (42)"), ahead
