@@ -1308,11 +1308,14 @@ def _other_node_time(job: JobStatus, state: FleetState, slow: str) -> float | No
     (its own sample's ``job.step_time_ms``, the slowest of its ranks), or None: there half the
     ranks are the slow node's, and the median the scheduler gives lies between the two nodes
     (an NVLink fault slowing every rank of one node of two read "+17%" of a job slowed 37 %:
-    a jobs audit). Of more nodes, the median is a healthy rank's."""
+    a jobs audit). Of more nodes, the median is a healthy rank's. Only a fresh sample is a
+    baseline: a node stale or offline kept its step time of then (a review)."""
     if len(job.nodes) != 2 or any(r.node != slow for r in job.slowest):
         return None
     other = state.nodes.get(next(n for n in job.nodes if n != slow), None)
-    on = None if other is None or other.sample is None else other.sample.job
+    if other is None or other.stale or other.online is False:
+        return None
+    on = None if other.sample is None else other.sample.job
     if on is None or on.id != job.job_id or not on.step_time_ms:
         return None
     return on.step_time_ms

@@ -1257,6 +1257,58 @@ def test_a_whole_slow_node_of_a_two_node_job_is_measured_against_the_other_node(
     assert found is not None and round(found.slower_pct) == 17
 
 
+@pytest.mark.parametrize("gone", ["stale", "offline"])
+def test_a_two_node_jobs_other_node_is_no_baseline_once_its_sample_is_not_fresh(gone):
+    """``_other_node_time`` read the other node's last sample whatever its age: a node gone
+    stale or offline kept its step time of then as the job's baseline (a review). Only a fresh
+    sample is; else the scheduler's median, as before."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import straggler
+    from fleetdeck.protocol.fast import JobOnNode
+    from fleetdeck.protocol.messages import RankTime
+    from fleetdeck.protocol.topics import Kind, topic_for
+
+    def slowed(c):
+        job = job_status("41", ["gpu0002", "gpu0003"], c)
+        return job.model_copy(update={"step_time_ms": 1385.0, "median_step_time_ms": 1185.0,
+                                      "slowest": [RankTime(rank=8 + i, node="gpu0003",
+                                                           step_time_ms=1384.0 - i)
+                                                  for i in range(8)]})
+
+    def on_job(ms):
+        def apply(tel):
+            return replace(throttled(3)(tel) if ms > 1100 else tel,
+                           job=JobOnNode(id="41", step_time_ms=ms))
+        return apply
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    session = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(8, clock, leaves=1)
+    fleet.birth(ingest)
+    publish_job(ingest, slowed(clock), clock)
+    faults = {"gpu0002": on_job(1010.0), "gpu0003": on_job(1384.0)}
+    for _ in range(2):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults)
+        session.tick()
+    found = straggler(session.state.jobs["41"], session.state)
+    assert found is not None and round(found.slower_pct) == 37, found
+    if gone == "offline":
+        ingest.handle(topic_for(CLUSTER, Kind.STATUS, "gpu0002"),
+                      codec.encode(fleet.agents["gpu0002"].status(online=False)), clock())
+    rest = [n for n in fleet.names if n != "gpu0002"]
+    for _ in range(6):
+        clock.advance(1.0)
+        fleet.telemetry(ingest, names=rest, faults=faults)
+        session.tick()
+    st = session.state.nodes["gpu0002"]
+    assert (st.stale if gone == "stale" else st.online is False), (st.stale, st.online)
+    found = straggler(session.state.jobs["41"], session.state)
+    assert found is not None and round(found.slower_pct) == 17, found
+
+
 def test_a_node_behind_a_failing_switch_with_a_warning_of_its_own_is_told_of_both():
     """gpu0018, with an XID 68 of its own behind a dead rail switch, was told "watch; drain
     when idle if it persists" while its neighbours read "check switch leaf02-r4; do not
