@@ -1,6 +1,7 @@
 """Modal screens: drain form, confirmations with blast radius, quit with commands open, help,
 ``:`` command line."""
 
+import math
 import time
 from collections.abc import Callable
 from typing import ClassVar, Literal, TypeVar
@@ -374,9 +375,11 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
         self.hint = hint
         """What the reason box suggests: the node's own worst finding."""
         self._radius_s = 0.0
+        """How long the last radius took (``RADIUS_REFRESH_SHARE``)."""
         self._refresh_due = 0.0
         """perf_counter when the radius is next taken again (``_refresh_later``)."""
-        """How long the last radius took (``RADIUS_REFRESH_SHARE``)."""
+        self._refresh_in = 1
+        """The interval's calls left until the radius is taken again (``_refresh_later``)."""
         self.radius = self._take_radius()
 
     def compose(self) -> ComposeResult:
@@ -416,11 +419,17 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
         return radius
 
     def _refresh_later(self) -> None:
-        self._refresh_due = time.perf_counter() + max(
-            RADIUS_REFRESH_S, self._radius_s / RADIUS_REFRESH_SHARE)
+        every = max(RADIUS_REFRESH_S, self._radius_s / RADIUS_REFRESH_SHARE)
+        # Counted in the interval's calls, not only by the clock: due a second after the last
+        # radius with 50 ms to spare, one call 60 ms late (a loaded host) put the next due past
+        # the next call, and the radius was taken every 2 s. The clock still counts calls the
+        # interval skipped while the loop was held.
+        self._refresh_in = math.ceil(every / RADIUS_REFRESH_S - 1e-9)
+        self._refresh_due = time.perf_counter() + every
 
     def _refresh_if_due(self) -> None:
-        if time.perf_counter() >= self._refresh_due - 0.05:  # the interval's own jitter
+        self._refresh_in -= 1
+        if self._refresh_in <= 0 or time.perf_counter() >= self._refresh_due:
             self._refresh_radius()
 
     def _refresh_radius(self) -> None:

@@ -714,3 +714,29 @@ async def test_an_open_drain_dialog_refreshes_its_radius_when_textual_drops_one_
         assert isinstance(world.app.screen, DrainScreen)
         await asyncio.sleep(2.5)
         assert refreshed, "the radius was never taken again"
+
+
+def test_an_open_drain_dialogs_refresh_keeps_its_pace_when_the_interval_is_late(monkeypatch):
+    """The refresh was due a second after the last radius was taken, with 50 ms to spare for
+    the interval's jitter: one interval call 60 ms late (a loaded host) put the next due after
+    the interval's next call, which skipped it, and the radius was taken every 2 s, not each
+    second (``RADIUS_REFRESH_S``)."""
+    from typing import Any
+
+    from fleetdeck.console.tui import modals
+
+    clock = [0.0]
+    monkeypatch.setattr(modals.time, "perf_counter", lambda: clock[0])
+    taken: list[float] = []
+    radius: Any = object()
+
+    def take(_mode: DrainMode) -> Any:
+        taken.append(clock[0])
+        return radius
+
+    screen = DrainScreen(take)
+    screen._refresh_later()  # as on mount
+    for at in (1.06, 2.0, 3.0, 4.0):  # the interval's calls: the first one late
+        clock[0] = at
+        screen._refresh_if_due()
+    assert taken == [0.0, 1.06, 2.0, 3.0, 4.0]
