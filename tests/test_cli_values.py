@@ -28,7 +28,7 @@ def _one_sentence(res, needle: str) -> None:
         (["agent", "--interval=-inf", "--once"], "--interval must be a finite number"),
         # "must be <= 10000" of nan (a CLI fuzz round): say it is no number.
         (["agent", "--expect-ib-rate", "nan", "--check-config"],
-         "expect_ib_rate: Input should be a finite number"),
+         "--expect-ib-rate: Input should be a finite number"),
         # An extra 0 typed: one sentence, not the machine swapping (found in a drill: the
         # simulator built its world silently until the OOM killer came; the demo showed an
         # empty console, the refusal in a log nobody reads).
