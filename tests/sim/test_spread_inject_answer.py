@@ -36,14 +36,13 @@ def test_a_starved_spread_fleet_answers_inject_in_seconds(mosquitto, tmp_path):
         time.sleep(10)  # under the 15 s the broker gives their 10 s keepalive
         for pid in children:
             os.kill(pid, signal.SIGCONT)
-        took = time.monotonic()
+        # Unfixed: 500 ticks run back to back queued thousands of job statuses ahead of the
+        # answer (no answer in 30 s on a 2-core machine); fixed, a few seconds. No wall-clock
+        # bound beyond the command's own time-out: under the whole suite's load on 2 cores a
+        # CLI's start alone can take seconds (a bound of 10 s failed a CI run).
         answer = run_cli("inject", "xid79", "node=gpu0012", "gpu=3", "--broker", url,
                          "--cluster", "starve", "--timeout", "30")
-        took = time.monotonic() - took
         assert answer.returncode == 0, answer.stderr + log.read_text(errors="replace")[-2000:]
         assert "injected: xid79 node=gpu0012" in answer.stdout
-        # Unfixed: 500 ticks run back to back queued thousands of job statuses ahead of the
-        # answer (no answer in 30 s on a 2-core machine); fixed, a few seconds at most.
-        assert took < 10, f"answered after {took:.1f} s"
     finally:
         assert stop_process(sim, timeout=40) == 0
