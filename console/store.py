@@ -40,7 +40,7 @@ from fleetdeck.console.judgements import listed
 from fleetdeck.console.state import RECUR_S, FleetState, Transition
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, expand
-from fleetdeck.paths import not_a_file_to_write, state_base
+from fleetdeck.paths import not_a_file_to_write, state_base, unreadable
 from fleetdeck.protocol import codec, fast, wire2
 from fleetdeck.protocol.ids import is_valid_id
 from fleetdeck.protocol.messages import RESUMED, TS_MS_MAX, Event, JobState, JobStatus
@@ -387,13 +387,8 @@ def path_problem(path: Path) -> str:
         return f"the history store {path} {why} (give --db a store file)."
     if not os.path.exists(path):
         return ""  # none yet, or a link to none yet: SQLite makes it
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as err:
-        return (f"cannot open the history store {path}: "
-                f"{(err.strerror or str(err)).lower()}.")
-    return ""
+    why = unreadable(path)
+    return f"cannot open the history store {path}: {why}." if why else ""
 
 
 def _unusable(path: Path, err: sqlite3.Error) -> str:

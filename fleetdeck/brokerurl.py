@@ -18,7 +18,7 @@ from paho.mqtt.enums import LogLevel
 
 from fleetdeck.errors import UserError
 from fleetdeck.hostport import host_port
-from fleetdeck.paths import not_a_file
+from fleetdeck.paths import not_a_file, unreadable
 
 ENV_VAR = "FLEETDECK_BROKER"
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
@@ -177,15 +177,11 @@ def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None,
             raise UserError(f"{named[flag]} {path}: no such file.")
         if why:  # a FIFO read "no such file" too (a CLI fuzz round)
             raise UserError(f"{named[flag]} {path} {why}.")
-        try:
-            # Read here, not first at the connect: an unreadable CA said "cannot load TLS
-            # files for mqtts://…: [Errno 13] Permission denied" naming no file, and the
-            # console opened its screen on it.
-            with open(path, "rb"):
-                pass
-        except OSError as err:
-            raise UserError(f"{named[flag]} {path}: cannot be read "
-                            f"({(err.strerror or str(err)).lower()}).") from None
+        # Read here, not first at the connect: an unreadable CA said "cannot load TLS files
+        # for mqtts://…: [Errno 13] Permission denied" naming no file, and the console opened
+        # its screen on it.
+        if why := unreadable(path):
+            raise UserError(f"{named[flag]} {path}: cannot be read ({why}).")
     if bool(cert) != bool(key):
         raise UserError(f"{named['--cert']} and {named['--key']} go together (client "
                         "certificate and its key).")

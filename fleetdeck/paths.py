@@ -60,6 +60,18 @@ def not_a_file(path: str | Path) -> str:
     return f"is {kind}, not a regular file"
 
 
+def unreadable(path: str | Path) -> str:
+    """Why this user cannot read the file at ``path``, lower case ('' when it can): a TLS
+    file or a store read "[Errno 13] Permission denied" naming no file, or opened on it and
+    failed later (a CLI round)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        return (err.strerror or str(err)).lower()
+    return ""
+
+
 def not_a_file_to_write(path: str | Path) -> str:
     """``not_a_file`` for a file to be written: '' too for one not there yet, a link to one
     not there yet included (the write makes the link's target, as SQLite and ``open`` do).
