@@ -116,7 +116,8 @@ async def test_status_says_the_broker_cut_the_retained_burst(small_queue_mosquit
     shown = summary["totals"]["nodes"]
     assert shown < CUT_NODES, shown  # the cut: births the broker dropped are not known at all
     assert out.returncode == 3, (out.returncode, out.stderr)
-    assert summary["retained_burst_cut"] == {"nodes_without_status": shown, "nodes": shown}
+    assert summary["retained_burst_cut"] == {"nodes_without_status": shown, "nodes": shown,
+                                             "nodes_learned_since": 0}
     assert (f"the broker dropped part of its retained messages at connect ({shown} of {shown} "
             "nodes came without their status): nodes whose birth it dropped are not listed; "
             "raise max_queued_messages") in out.stderr, out.stderr
@@ -606,3 +607,35 @@ def test_a_job_is_never_said_never_to_fit_on_a_burst_cut_in_the_births():
     assert never is None
     assert reason == "Resources: needs 16 nodes; 10 heard so far"
     assert ahead.startswith("1 job pending ahead (42)"), ahead
+
+
+@pytest.mark.timeout(120)
+async def test_live_nodes_whose_births_were_cut_are_learned_and_said(small_queue_mosquitto,
+                                                                     tmp_path):
+    """A 30 s watch of 2,048 live nodes on Mosquitto's default queue listed all 2,048 (each
+    node's telemetry brought a rebirth ask, its answer the birth) while status said "nodes
+    whose birth it dropped are not listed" (an SRE run). It says how many were learned so, in
+    words and in --json; the cut stays said (a dead node's birth is never learned), exit 3."""
+    from tests.conftest import spawn, stop_process
+
+    url = str(small_queue_mosquitto.url)
+    sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", "24", "--jobs", "0",
+                "--seed", "3", log=tmp_path / "sim.log")
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # every agent connected and retained its birth before the watch
+            out = run_cli("status", "--broker", url, "--cluster", CLUSTER, "--json",
+                          "--wait", "12")
+            summary = json.loads(out.stdout)
+            if summary["totals"]["nodes"] == 24 or time.monotonic() > deadline:
+                break
+    finally:
+        stop_process(sim)
+    assert "Outgoing messages are being dropped" in small_queue_mosquitto.log_path.read_text()
+    assert summary["totals"]["nodes"] == 24, summary["totals"]
+    cut = summary["retained_burst_cut"]
+    assert cut is not None and cut["nodes_learned_since"] >= 8, cut
+    assert out.returncode == 3, (out.returncode, out.stderr)
+    learned = cut["nodes_learned_since"]
+    assert (f"; {learned} nodes whose birth it dropped were learned since from their "
+            "telemetry, but a dead node's never is.") in out.stderr, out.stderr
