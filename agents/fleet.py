@@ -85,6 +85,12 @@ CTL_LAG_TICKS = 2
 the broker to carry it to the others before their tick comes (two seconds at 1 Hz)."""
 
 
+SCHED_KEEPALIVE_S = 10
+"""The scheduler client's MQTT keepalive (and each process's of a spread fleet)."""
+SCHED_PUBLISH_TIMEOUT_S = 3.0 * SCHED_KEEPALIVE_S
+"""How long the scheduler client waits for a publish's PUBACK on a live connection
+(``Fleet._publish``): longer than any stall its connection outlives."""
+
 CONNECT_REPORT_S = 0.5
 """How often start-up reports how many agents are connected (until all are)."""
 
@@ -804,7 +810,7 @@ class Fleet:
                 # retained statuses are as of its death (docs/protocol.md, "Scheduler status").
                 will = aiomqtt.Will(presence, self._sched_status(online=False), qos=1,
                                     retain=True)
-            client = make_client(self.url, name, keepalive=10, will=will)
+            client = make_client(self.url, name, keepalive=SCHED_KEEPALIVE_S, will=will)
             try:
                 async with self.gate:
                     await client.__aenter__()
@@ -848,8 +854,8 @@ class Fleet:
                                     receiver.result()
                                     raise aiomqtt.MqttError("message loop ended")
                             assert pending is not None
-                            topic, payload, retain = pending
-                            await client.publish(topic, payload, qos=1, retain=retain)
+                            if not await self._publish(client, pending, receiver, stopping):
+                                break
                             pending = None
                     finally:
                         receiver.cancel()
@@ -880,6 +886,38 @@ class Fleet:
                     log.warning("scheduler: %s; retrying in %.1f s", why, delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
+
+    async def _publish(self, client: aiomqtt.Client, message: tuple[str, bytes, bool],
+                       receiver: "asyncio.Task[None]", stopping: "asyncio.Task[Any]") -> bool:
+        """Publish one message of the outbox and wait for the broker's PUBACK: True once
+        it came, False when the fleet stops first; an MqttError when the connection ends.
+
+        Not aiomqtt's 10 s time-out: its timer runs on while the process is stopped (SIGSTOP,
+        a starved host), and a publish waiting at a 10 s stall timed out on resume with its
+        PUBACK already there. The lead then dropped its connection and made it again, and
+        an ``inject`` published in that second reached nobody (a clean session: the lead was
+        not subscribed), never answered (docs/scenarios.md). A lost connection is the end of
+        the message stream (``receiver``: paho's keepalive, a PINGREQ answered within the
+        keepalive of being sent, which a stall does not fake); the bound is only for a broker
+        that answers pings and never the publish, longer than any stall a connection outlives
+        (the broker drops a client silent for 1.5 keepalives)."""
+        topic, payload, retain = message
+        sending = asyncio.create_task(client.publish(topic, payload, qos=1, retain=retain,
+                                                     timeout=SCHED_PUBLISH_TIMEOUT_S))
+        try:
+            done, _ = await asyncio.wait({sending, receiver, stopping},
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not sending.done():
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
+        if sending in done:
+            sending.result()
+            return True
+        if receiver in done:
+            receiver.result()
+            raise aiomqtt.MqttError("message loop ended")
+        return False
 
     def _sched_status(self, online: bool) -> bytes:
         now = int(time.time() * 1000)
