@@ -24,10 +24,14 @@ tick, so the copies stay one simulated cluster with one scheduler: the lead proc
 alone owns the scheduler's MQTT side (job statuses, ``sched/cmd``, acks, injections) and turns
 every injection, scheduler command and node drain into an input stamped "apply before tick T"
 (T = its tick + ``CTL_LAG_TICKS``) on ``…/sim/ctl``; the other processes send their nodes'
-drains to it on ``…/sim/ctl/up``. A node a process does not own is still read (and the sample
-thrown away) while reading it changes what the scheduler sees (:meth:`SimNode.needs_shadow`).
-What differs from one process: an injection or ``restart_job`` takes effect ``CTL_LAG_TICKS``
-ticks later, and a "drain now" reports DRAINING for those ticks before DRAINED.
+drains to it on ``…/sim/ctl/up``. What goes out on ``…/sim/ctl`` is a retained window, the
+last ``CTL_KEEP`` inputs stamped with their sequence numbers, not one input a message: a
+process whose connection to the broker was away meanwhile (a clean session, subscribed again)
+gets what it missed from the retained message, and takes each input once, by sequence. A node
+a process does not own is still read (and the sample thrown away) while reading it changes
+what the scheduler sees (:meth:`SimNode.needs_shadow`). What differs from one process: an
+injection or ``restart_job`` takes effect ``CTL_LAG_TICKS`` ticks later, and a "drain now"
+reports DRAINING for those ticks before DRAINED.
 """
 
 import asyncio
@@ -83,6 +87,13 @@ KILL_GRACE_S = 1.0
 CTL_LAG_TICKS = 2
 """Ticks between the lead process stamping an input and every process applying it: room for
 the broker to carry it to the others before their tick comes (two seconds at 1 Hz)."""
+CTL_KEEP = 64
+"""The retained window on ``…/sim/ctl`` holds the last this many inputs the lead stamped
+(``Fleet._stamp``): a process whose connection was away while no more were stamped gets each
+of them when it subscribes again."""
+CTL_KEEP_BYTES = 64 * 1024
+"""…and no more than this many bytes of them (the protocol's payload limit, far under the
+broker's packet limit: deploy/mosquitto/mosquitto.conf), one input at least."""
 
 
 SCHED_KEEPALIVE_S = 10
@@ -416,6 +427,13 @@ class Fleet:
         self._inputs: list[tuple[int, int, dict[str, Any]]] = []
         """Spread fleet: (tick, seq, input) to apply before that world step."""
         self._input_seq = 0
+        """The lead: the last input stamped; another process: the last one taken."""
+        self._stamped: list[tuple[dict[str, Any], int]] = []
+        """The lead of a spread fleet: the last inputs it stamped and the size of each, what
+        the retained window on ``…/sim/ctl`` says (``_stamp``)."""
+        self._window_from = 0
+        """The lead: the first input the window waiting on the outbox is the first to bring;
+        a newer window replaces it only while it holds that one too (``_put_window``)."""
         self.bad_inputs = 0
         """Control inputs refused as malformed (each logged with its topic)."""
         if self.spread and where is not None:
@@ -641,12 +659,35 @@ class Fleet:
     # --- inputs of a spread fleet -------------------------------------------------------------
 
     def _stamp(self, entry: dict[str, Any]) -> None:
-        """Lead process: schedule an input for every copy of the world, this one included."""
+        """Lead process: schedule an input for every copy of the world, this one included.
+
+        Sent as the retained window of the last ``CTL_KEEP`` inputs stamped: one input a
+        message (QoS 1, not retained), an input stamped while another process's client made
+        its connection again went to nobody there (a clean session), and that copy of the
+        cluster never had it (a fault injected for one of its nodes never showed). The broker
+        hands the window to the process when it subscribes again, and it takes what it has
+        not taken yet (``_on_window``)."""
         self._input_seq += 1
         stamped = {"tick": self.world.ticks + CTL_LAG_TICKS, "seq": self._input_seq, **entry}
         self._add_input(stamped)
-        self._outbox.put_nowait((ctl_topic(self.opts.cluster), json.dumps(stamped).encode(),
-                                 False))
+        kept = [*self._stamped, (stamped, len(json.dumps(stamped)) + 2)]
+        size = sum(n for _, n in kept)
+        while len(kept) > 1 and (len(kept) > CTL_KEEP or size > CTL_KEEP_BYTES):
+            size -= kept.pop(0)[1]
+        self._stamped = kept
+        self._put_window()
+
+    def _put_window(self) -> None:
+        """Queue the window. One still waiting is replaced while the new one still holds the
+        first input that one brings, else this one is queued behind it: a burst of inputs (a
+        rack's drains) goes out whole, a window at a time, none left out."""
+        topic = ctl_topic(self.opts.cluster)
+        inputs = [entry for entry, _ in self._stamped]
+        waiting = self._latest.get(topic)
+        if waiting is None or not inputs or inputs[0]["seq"] > self._window_from:
+            self._window_from = inputs[-1]["seq"] if inputs else 0
+        window = {"run": self.world.epoch_ms, "inputs": inputs}
+        self._put_retained(topic, json.dumps(window).encode(), ("ctl", self._window_from))
 
     def _add_input(self, stamped: dict[str, Any]) -> None:
         self._inputs.append((int(stamped["tick"]), int(stamped["seq"]), stamped))
@@ -689,28 +730,72 @@ class Fleet:
             raise ValueError(f"unknown input kind {kind!r}")
 
     def _on_ctl(self, topic: str, payload: bytes) -> None:
-        """An input from the network (the lead's stamps, or a drain for the lead): checked
-        before it touches the world; anything else is logged with its topic and dropped."""
+        """An input from the network (the lead's window of stamps, or a drain for the lead):
+        checked before it touches the world; anything else is logged with its topic and
+        dropped."""
+        if topic == ctl_topic(self.opts.cluster):
+            self._on_window(topic, payload)
+            return
         try:
-            raw: Any = json.loads(payload)
-            if not isinstance(raw, dict) or raw.get("k") not in ("inject", "cmd", "drain"):
-                raise ValueError("not a simulator input")
-            if raw["k"] == "drain":
-                if str(raw.get("node")) not in self.nodes:
-                    raise ValueError(f"no node {raw.get('node')!r}")
-                DrainState(str(raw.get("state")))
-                DrainMode(str(raw.get("mode")))
-            if topic == ctl_topic(self.opts.cluster):
-                if not (isinstance(raw.get("tick"), int) and isinstance(raw.get("seq"), int)):
-                    raise ValueError("no tick/seq stamp")
-                self._add_input(raw)
-            elif raw["k"] == "drain":  # ctl/up, on the lead: only drains come this way
-                self._stamp({k: raw[k] for k in ("k", "node", "state", "mode")})
-            else:
+            raw = self._checked_input(json.loads(payload))
+            if raw["k"] != "drain":  # ctl/up, on the lead: only drains come this way
                 raise ValueError("only drains go to the lead process")
+            self._stamp({k: raw[k] for k in ("k", "node", "state", "mode")})
         except ValueError as err:
             self.bad_inputs += 1
             log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
+
+    def _on_window(self, topic: str, payload: bytes) -> None:
+        """The lead's retained window (``_stamp``): each input not taken yet, in order of its
+        sequence number; one met again (the window is sent whole each time) is skipped."""
+        if not payload:
+            return  # the lead cleared it on a clean stop
+        try:
+            raw: Any = json.loads(payload)
+            if not (isinstance(raw, dict) and isinstance(raw.get("run"), int)
+                    and isinstance(raw.get("inputs"), list)):
+                raise ValueError("not a window of simulator inputs")
+        except ValueError as err:
+            self.bad_inputs += 1
+            log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
+            return
+        if raw["run"] != self.world.epoch_ms:
+            # Retained by an earlier run of the fleet that did not stop cleanly (or another
+            # simulator's on this cluster): its ticks and sequence numbers are not ours.
+            log.debug("simulator: skipped the inputs of another run on %s", topic)
+            return
+        for entry in raw["inputs"]:
+            try:
+                stamped = self._checked_input(entry)
+                if not (isinstance(stamped.get("tick"), int)
+                        and isinstance(stamped.get("seq"), int)):
+                    raise ValueError("no tick/seq stamp")
+            except ValueError as err:
+                self.bad_inputs += 1
+                log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
+                continue
+            seq = int(stamped["seq"])
+            if seq <= self._input_seq:
+                continue
+            if seq > self._input_seq + 1:
+                log.warning("simulator: inputs %d to %d stamped by the lead process never "
+                            "reached this one (away while more than the %d it keeps were "
+                            "stamped): this process's copy of the cluster may differ from the "
+                            "others", self._input_seq + 1, seq - 1, CTL_KEEP)
+            self._input_seq = seq
+            self._add_input(stamped)
+
+    def _checked_input(self, raw: Any) -> dict[str, Any]:
+        """``raw`` when it is a simulator input, checked before it touches the world; else
+        ValueError."""
+        if not isinstance(raw, dict) or raw.get("k") not in ("inject", "cmd", "drain"):
+            raise ValueError("not a simulator input")
+        if raw["k"] == "drain":
+            if str(raw.get("node")) not in self.nodes:
+                raise ValueError(f"no node {raw.get('node')!r}")
+            DrainState(str(raw.get("state")))
+            DrainMode(str(raw.get("mode")))
+        return raw
 
     def _put_retained(self, topic: str, payload: bytes, phase: object = None) -> None:
         """Queue a retained message; the last one of its topic still waiting is replaced in
@@ -827,6 +912,10 @@ class Fleet:
                         # one still queued (the same or older) is replaced in its place.
                         self._put_retained(topic_for(self.opts.cluster, Kind.JOB, st.job_id),
                                            codec.encode(st), _job_phase(st))
+                    if self.lead and self.spread:
+                        # This run's window, even empty: it replaces one an earlier run left
+                        # retained, and one a broker restarted since has lost.
+                        self._put_window()
                     self.sched_connected.set()
                     attempt = 0
                     receiver = asyncio.create_task(self._receive(client))
@@ -868,6 +957,11 @@ class Fleet:
                             await asyncio.wait_for(client.publish(
                                 presence, self._sched_status(online=False), qos=1,
                                 retain=True), 2.0)
+                        if self.spread:  # the run's inputs are no one's now
+                            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                                await asyncio.wait_for(client.publish(
+                                    ctl_topic(self.opts.cluster), b"", qos=1, retain=True),
+                                    2.0)
                     with contextlib.suppress(aiomqtt.MqttError):
                         await client.__aexit__(None, None, None)
             except aiomqtt.MqttError as err:
