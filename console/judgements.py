@@ -2121,12 +2121,14 @@ def _drained_for_itself(st: NodeState, slow: Straggler) -> bool:
 
 
 def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
-                     pending: bool = False, fellows: "list[str] | None" = None) -> str:
+                     pending: bool = False, fellows: "list[str] | None" = None,
+                     hung: float | None = None) -> str:
     """A straggler's node: "watch; drain when idle if it persists" of a node that slowed a
     160-GPU job by 23 % and is never idle while it runs (a fault audit). Drained right after a
     checkpoint, the job loses little and runs on without it; one near its end is let finish.
     ``fellows``: the job's other stragglers to drain with it (``drain_fellows``), so the job
-    requeues once."""
+    requeues once. ``hung``: seconds the job has not stepped (``not_stepping``), when it is
+    hung: it reaches no next checkpoint and no end."""
     step = repair_step(st, warn=True)
     slows = f"it slows job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank})"
     capped = _power_capped(st)
@@ -2145,6 +2147,16 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
                 "-pl or a power budget?) and restore it")
         return f"{slows}, {POWER_CAPPED} ({cause}): {step}"
     then = f"then {step if step != 'repair' else 'look at the node'}"
+    if hung is not None:
+        # A hung job reaches no next checkpoint and no end at its pace: "drain it --now right
+        # after the job's next checkpoint" waited for a step that never came (a fault drill:
+        # job_hang on a job with a thermal straggler). Drained in finish mode it leaves the
+        # hung ranks to look at, and the job's restart does not land on it again.
+        with_ = f" with {listed(fellows)}" if fellows else ""
+        return (f"it slowed job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank}) "
+                f"before the job stopped stepping (hung: no step for {hung:.0f} s): drain it "
+                f"(finish){with_} so the job's restart-job does not put it back there, "
+                f"{then} once the job has left it")
     if job.eta_s is not None and job.eta_s <= STRAGGLER_FINISH_S:
         return (f"{slows}, which ends in {job.eta_s / 60:.0f} min at its pace: drain it "
                 f"(finish) so nothing new lands there, let the job end, {then}")
@@ -2466,7 +2478,8 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             pending = any(j.state.value == "PD" and not never_fits(j, state)
                           for j in state.jobs.values())
             return straggler_action(st, *slows, pending=pending,
-                                    fellows=drain_fellows(st, slows[1], state))
+                                    fellows=drain_fellows(st, slows[1], state),
+                                    hung=not_stepping(slows[1], state, state.judged_at))
         if st.sample is not None and st.sample.job is None:
             own = st.liveness + own_findings(st)
             unproven = [f.component for f in own

@@ -13,7 +13,15 @@ from fleetdeck.console.rows import job_row, jobs_to_act_on_first, sorted_jobs
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.summary import fleet_summary
 from fleetdeck.protocol.messages import JobState
-from tests.tui.fleet import CLUSTER, Clock, SynthFleet, job_status, port_down, publish_job
+from tests.tui.fleet import (
+    CLUSTER,
+    Clock,
+    SynthFleet,
+    job_status,
+    port_down,
+    publish_job,
+    throttled,
+)
 
 NODES = ["gpu0001", "gpu0002"]
 LONG = int(JOB_HUNG_S) + 60
@@ -21,7 +29,8 @@ LONG = int(JOB_HUNG_S) + 60
 
 
 def run(seconds: int, *, stepping_for: int, faults=None, reason: str = "", other: bool = True,
-        every: int = 1, session: ConsoleSession | None = None, state=JobState.R):
+        every: int = 1, session: ConsoleSession | None = None, state=JobState.R,
+        slowest: str | None = None):
     """A fleet of 8 with jobs 41 (on NODES) and, with ``other``, 42 (gpu0005); 41 steps
     (a status every ``every`` s) for ``stepping_for`` seconds and then stops; 42 steps
     throughout (the scheduler is heard)."""
@@ -36,7 +45,8 @@ def run(seconds: int, *, stepping_for: int, faults=None, reason: str = "", other
     for t in range(start, start + seconds):
         clock.advance(1.0)
         if t - start <= stepping_for and t % every == 0:
-            publish_job(ingest, job_status("41", NODES, clock, step=100 + t, state=state)
+            publish_job(ingest, job_status("41", NODES, clock, step=100 + t, state=state,
+                                           slowest_node=slowest)
                         .model_copy(update={"reason": reason}), clock)
         if other:
             publish_job(ingest, job_status("42", ["gpu0005"], clock, step=100 + t), clock)
@@ -95,6 +105,33 @@ def test_a_job_stopped_by_a_failed_node_is_that_nodes_incident_not_a_hang():
     assert row.sick.startswith("gpu0002 failed") and "no step for" in row.held_up
     assert not [i for i in incidents(state) if i.kind == "job"]
     assert any(i.kind == "node" and "41" in i.jobs for i in incidents(state))
+
+
+def test_a_straggler_of_a_hung_job_is_not_told_to_wait_for_its_next_checkpoint():
+    """A thermal straggler's job hung (a fault drill: `inject job_hang` on a job with a
+    throttled GPU): its node read "it slows job 4103 by 24%: drain it --now right after the
+    job's next checkpoint (... at step 265 now)" for as long as the hang lasted, a checkpoint
+    that never comes. Its action says the job is hung and drains it so the restart does not
+    land there; the same words in the incident and the node's JSON."""
+    def action(session):
+        out = fleet_summary(session.state, session.clock())
+        [node] = [n for n in out["nodes"] if n["id"] == "gpu0002"]
+        [inc] = [i for i in out["incidents"] if i["key"] == "node:gpu0002"]
+        assert node["verdict"] == "degraded" and inc["action"] == node["action"]
+        return node["action"]
+
+    stepping = run(60, stepping_for=60, slowest="gpu0002", faults={"gpu0002": throttled(3)})
+    assert action(stepping).startswith("it slows job 41 by 50% (rank 11)")
+    session = run(LONG, stepping_for=10, slowest="gpu0002", faults={"gpu0002": throttled(3)})
+    quiet = hung(session)
+    assert quiet is not None
+    said = action(session)
+    assert said == (
+        f"it slowed job 41 by 50% (rank 11) before the job stopped stepping (hung: no step "
+        f"for {quiet:.0f} s): drain it (finish) so the job's restart-job does not put it back "
+        "there, then check gpu3's cooling (fans, airflow, inlet temperature) once the job has "
+        "left it")
+    assert "next checkpoint" not in said and "ends in" not in said
 
 
 def test_a_job_with_a_reason_is_not_called_hung():
