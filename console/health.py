@@ -125,6 +125,11 @@ TEMP_SHUTDOWN_C = 92.0  # the GPU powers off (H100 nvidia-smi -q; docs/domain.md
 ROW_REMAP_UNC_LIMIT = 512
 SRAM_CORR_LIMIT = 10_000
 PCIE_REPLAY_PER_MIN = 31  # Gen5 x16
+PCIE_HOLD_MS = 60_000
+"""G11 holds this long after the last sample over ``PCIE_REPLAY_PER_MIN``: a replay rate
+about the line, counted over a sliding minute, crossed it every few seconds, and a GPU at
+31/min read ok/degraded 42 times in 6 min (a fault drill: ``inject pcie_replay per_min=31``),
+each a timeline line and a store row. As G12 holds a throttle (docs/architecture.md)."""
 NVLINK_CRC_DRAIN_PER_S = 100.0
 THROTTLE_UNPROVEN = "clears after a minute of work without throttling"
 """Said by a G12 held for an idle GPU (``judgements.recommended_action`` reads it)."""
@@ -345,6 +350,25 @@ class GpuHistory(msgspec.Struct, gc=False):
     """The hottest reading of the G13 hold ``hot_ms`` dates."""
     watched_ms: int = 0
     """Sample time this console first saw the GPU (as ``PortHistory.watched_ms``)."""
+    pcie_over_ms: int | None = None
+    """Sample time of the last sample whose replay count was over ``PCIE_REPLAY_PER_MIN``
+    while G11 holds (``PCIE_HOLD_MS``); None once the hold ran out."""
+    pcie_peak: int = 0
+    """The highest count of the G11 hold ``pcie_over_ms`` dates (what the held G11 says)."""
+
+
+def _hold_pcie(gh: GpuHistory, agent_minute: int, now: int) -> bool:
+    """Date G11's hold by this sample: whether it still holds (the node is to be judged
+    again, its hold ends with time)."""
+    count = max(agent_minute, gh.pcie_minute.total)
+    if count > PCIE_REPLAY_PER_MIN:
+        held = gh.pcie_over_ms is not None
+        gh.pcie_peak = max(gh.pcie_peak, count) if held else count
+        gh.pcie_over_ms = now
+        return True
+    if gh.pcie_over_ms is not None and now - gh.pcie_over_ms > PCIE_HOLD_MS:
+        gh.pcie_over_ms, gh.pcie_peak = None, 0
+    return gh.pcie_over_ms is not None
 
 
 def watched_text(watched_ms: int, now_ms: int, span_s: int) -> str:
@@ -635,12 +659,16 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
                 if gh.pcie_minute.items:
                     gh.pcie_minute.expire(now)
                     settled = settled and not gh.pcie_minute.items
+                if (gh.pcie_over_ms is not None or g.pcie_replay_1m) and _hold_pcie(
+                        gh, g.pcie_replay_1m or 0, now):
+                    settled = False
                 continue
             settled = False
             if _delta(gcur[0], gold[0]) + _delta(gcur[1], gold[1]) > 0:
                 gh.nvlink_err_last_ms = now
             gh.crc_rate = (_delta(gcur[2], gold[2]) + _delta(gcur[3], gold[3])) / dt_s
             gh.pcie_minute.add(now, _delta(gcur[4], gold[4]))
+            _hold_pcie(gh, g.pcie_replay_1m or 0, now)
             grew = gh.thermal_grew = _delta(gcur[5], gold[5]) > 0
             if grew:
                 gh.throttled_thermal = True
@@ -1030,6 +1058,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         h = hg.get(g.index)
         if h is not None and (h.crc_rate >= 1 or h.thermal_grew
                               or h.pcie_minute.total > PCIE_REPLAY_PER_MIN
+                              or h.pcie_over_ms is not None
                               or (h.nvlink_err_last_ms is not None
                                   and now - h.nvlink_err_last_ms <= 60_000)
                               or h.hot_ms is not None
@@ -1218,6 +1247,12 @@ def _gpu_findings(g: GpuSample, h: GpuHistory | None, now_ms: int,
         count = f"{h.pcie_minute.total} in {seen} watched" if seen else \
             f"{h.pcie_minute.total}/min"
         out.append(Finding("G11", Severity.WARN, c, f"PCIe replay {count} "
+                                                    f"(> {PCIE_REPLAY_PER_MIN}/min)"))
+    elif h is not None and h.pcie_over_ms is not None and now_ms - h.pcie_over_ms <= PCIE_HOLD_MS:
+        # A fixed text while held, as G12's: a count of the minute that moves would change the
+        # finding every sample for nothing an operator acts on.
+        out.append(Finding("G11", Severity.WARN, c, f"PCIe replay up to {h.pcie_peak}/min "
+                                                    f"within the last minute "
                                                     f"(> {PCIE_REPLAY_PER_MIN}/min)"))
     # G12 and G13 fire on the first sample over the line, and hold (THROTTLE_HOLD_S, the band
     # down to TEMP_CLEAR_C): a GPU at its thermal limit must read degraded once, not strobe.

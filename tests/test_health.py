@@ -1,4 +1,5 @@
 import pickle
+import re
 
 import pytest
 from msgspec.structs import replace
@@ -176,6 +177,45 @@ def test_nvlink_crc_needs_two_samples_for_a_rate():
 def test_pcie_replay_rate():
     found, _, _ = rules(FakeNode(), lambda t, i: gpu(t, 1, pcie_replay_total=i * 40), samples=2)
     assert "G11" in found
+
+
+@pytest.mark.parametrize("counted_by", ["console", "agent"])
+def test_g11_a_replay_rate_about_the_line_is_one_degraded_held_a_minute(counted_by):
+    """A GPU replaying at ~31.5/min, a sliding minute's count crossing 31 every few seconds,
+    read ok/degraded 42 times in 6 min (a fault drill: ``inject pcie_replay per_min=31``), a
+    timeline line and a store row each. G11 holds a minute after its last count over the line
+    (as G12 holds a throttle), whoever counted: this console's window or the agent's minute
+    (``pcie_replay_1m``, what a console that just started reads)."""
+    storm = 180
+    if counted_by == "console":
+        edits = [{"pcie_replay_total": i * 63 // 120} for i in range(storm)]
+        edits += [{"pcie_replay_total": edits[-1]["pcie_replay_total"]}] * 130
+    else:
+        edits = [{"pcie_replay_total": 0, "pcie_replay_1m": 32 if i % 4 == 0 else 30}
+                 for i in range(storm)]
+        edits += [{"pcie_replay_total": 0, "pcie_replay_1m": None}] * 130
+    verdicts = _verdicts(edits)
+    over = [i for i, (_, found) in enumerate(verdicts)
+            if any(f.rule == "G11" and "within the last minute" not in f.text for f in found)]
+    assert len(over) > 2 and verdicts[-1][0] is Verdict.OK
+    # Degraded at the first count over the line, ok a minute after the last: one change each.
+    assert _changes(verdicts) == [(over[0], Verdict.DEGRADED), (over[-1] + 61, Verdict.OK)]
+    held = [f for f in verdicts[over[-1] + 30][1] if f.rule == "G11"]
+    assert len(held) == 1 and re.fullmatch(
+        r"G11 gpu0: PCIe replay up to 3[23]/min within the last minute \(> 31/min\)",
+        str(held[0])), held
+    # A fixed text while held (the node's findings are not republished each second).
+    assert verdicts[over[-1] + 60][1] == verdicts[over[-1] + 1][1]
+
+
+def test_precheck_refuses_while_g11_holds():
+    node, hist = FakeNode(), NodeHistory()
+    birth = node.birth()
+    for minute in (40, None):
+        t = gpu(node.telemetry(), 0, pcie_replay_1m=minute)
+        hist.update(t)
+        assert {f.rule for f in evaluate(birth, t, hist)} == {"G11"}
+        assert not still_healthy(birth, t, hist)
 
 
 def test_clock_event_names():
