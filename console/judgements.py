@@ -2372,7 +2372,10 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
                 # said nothing held up (a review). A drain in finish mode lets it end.
                 return (f"drain it (finish: job {job.job_id}, on this node alone, reduces over "
                         f"NVLink and steps on), then, once it has finished, {step}")
-            return f"drain (requeue its jobs from their checkpoint), then {step}"
+            # "--now", the mode's word on the command line: "drain (requeue ...)" typed as
+            # `fleetdeck drain NODE --reason …` drains in finish mode, Slurm's DRAIN, and the
+            # job ran on over the failed node (a fault drill: an NVLink fault under a job).
+            return f"drain --now (requeue its jobs from their checkpoint), then {step}"
         # An idle node: "requeue its jobs" sent the on-call looking for jobs that are not there.
         return f"drain (no job on it), then {step}"
     if "F1" in rules and v == "degraded" and not own_findings(st):

@@ -112,7 +112,10 @@ def test_a_failed_node_still_draining_is_not_told_to_be_repaired_yet():
     session = session_with({"gpu0003": with_job(port_down("mlx5_ib5"), "41")})
     st = session.state.nodes["gpu0003"]
     assert st.verdict.value == "failed"
-    assert recommended_action(st).startswith("drain (requeue")
+    # The mode by the word the command line takes: "drain (requeue ...)" typed as `fleetdeck
+    # drain gpu0003 --reason …` drained in finish mode, the job left running over the failed
+    # node (a fault drill).
+    assert recommended_action(st).startswith("drain --now (requeue its jobs from their checkpoint)")
     st.drain = DrainInfo(state=DrainState.DRAINING)
     assert recommended_action(st).startswith("draining: once its jobs have finished")
     assert recommended_action(st).endswith(f"now), {fix}, then resume")
@@ -1670,7 +1673,8 @@ def test_a_failed_node_under_a_one_node_job_it_does_not_hold_up_is_drained_in_fi
     assert one.startswith("drain it (finish: job 41, on this node alone")
     assert "requeue" not in one and "once it has finished, check mlx5_ib5:1" in one
     two = recommended_action(state.nodes["gpu0005"], state)
-    assert two.startswith("drain (requeue its jobs from their checkpoint), then check mlx5_ib1")
+    assert two.startswith("drain --now (requeue its jobs from their checkpoint), then check "
+                          "mlx5_ib1")
 
 
 def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_the_limit():
