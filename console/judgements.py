@@ -2152,11 +2152,11 @@ def straggler_action(st: NodeState, slow: Straggler, job: JobStatus,
         # after the job's next checkpoint" waited for a step that never came (a fault drill:
         # job_hang on a job with a thermal straggler). Drained in finish mode it leaves the
         # hung ranks to look at, and the job's restart does not land on it again.
-        with_ = f" with {listed(fellows)}" if fellows else ""
+        with_, them = (f" with {listed(fellows)}", "them") if fellows else ("", "it")
         return (f"it slowed job {slow.job_id} by {slow.slower_pct:.0f}% (rank {slow.rank}) "
                 f"before the job stopped stepping (hung: no step for {hung:.0f} s): drain it "
-                f"(finish){with_} so the job's restart-job does not put it back there, "
-                f"{then} once the job has left it")
+                f"(finish){with_} so restart-job does not place the job on {them} again, "
+                f"{then} once the job has left {them}")
     if job.eta_s is not None and job.eta_s <= STRAGGLER_FINISH_S:
         return (f"{slows}, which ends in {job.eta_s / 60:.0f} min at its pace: drain it "
                 f"(finish) so nothing new lands there, let the job end, {then}")

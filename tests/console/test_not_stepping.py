@@ -128,10 +128,19 @@ def test_a_straggler_of_a_hung_job_is_not_told_to_wait_for_its_next_checkpoint()
     said = action(session)
     assert said == (
         f"it slowed job 41 by 50% (rank 11) before the job stopped stepping (hung: no step "
-        f"for {quiet:.0f} s): drain it (finish) so the job's restart-job does not put it back "
-        "there, then check gpu3's cooling (fans, airflow, inlet temperature) once the job has "
+        f"for {quiet:.0f} s): drain it (finish) so restart-job does not place the job on it "
+        "again, then check gpu3's cooling (fans, airflow, inlet temperature) once the job has "
         "left it")
     assert "next checkpoint" not in said and "ends in" not in said
+    # With the job's other stragglers to drain too (``drain_fellows``), they are named.
+    from fleetdeck.console.judgements import slowing, straggler_action
+
+    st = session.state.nodes["gpu0002"]
+    slow, job = slowing(st, session.state)
+    assert straggler_action(st, slow, job, fellows=["gpu0001"], hung=quiet).startswith(
+        f"it slowed job 41 by 50% (rank 11) before the job stopped stepping (hung: no step for "
+        f"{quiet:.0f} s): drain it (finish) with gpu0001 so restart-job does not place the job "
+        "on them again, then check gpu3's cooling")
 
 
 def test_a_job_with_a_reason_is_not_called_hung():
