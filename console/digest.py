@@ -148,6 +148,7 @@ def make_digest(st: NodeState, by: str, now: float,
     gpus: tuple[fast.GpuSample, ...] = ()
     ports: list[fast.DigestPort] = []
     job = ranks = None
+    step_ms: float | None = None
     limit_w: float | None = None
     shift_ms = 0  # sent only with a port's past: a healthy node's digest stays as before
     if t is not None:
@@ -187,7 +188,11 @@ def make_digest(st: NodeState, by: str, now: float,
             ports = [fast.DigestPort(dev=dev, port=port, up=_up(state, phys))
                      for dev, port, state, phys in p_cols]
         if t.job is not None:
-            job, ranks = t.job.id, t.job.ranks_on_node
+            # Its step time too: a 2-node job's slow node is measured against the other
+            # node's own (``judgements._other_node_time``), and without it a console on
+            # digests measured it against the scheduler's median, between the two nodes:
+            # "+17%" of a node slowing its job 37 % (docs/protocol.md, "Digests").
+            job, ranks, step_ms = t.job.id, t.job.ranks_on_node, t.job.step_time_ms
     topo = st.birth.topology if st.birth is not None else Topology()
     return fast.Digest(
         node=st.node_id, by=by, ts=int(now * 1000), verdict=st.verdict.value,
@@ -201,7 +206,7 @@ def make_digest(st: NodeState, by: str, now: float,
         interval_s=st.interval_s,
         last_seen_s=None if st.last_rx is None else round(max(0.0, now - st.last_rx), 3),
         seq_gaps=st.seq_gaps, every_s=every_s, shift_ms=shift_ms, power_limit_w=limit_w,
-        recurred=_recurred(st))
+        recurred=_recurred(st), step_time_ms=step_ms)
 
 
 def _digest_gpus(t: wire2.Sample, cols: list[Sequence[Any]]) -> tuple[fast.GpuSample, ...]:
@@ -361,7 +366,8 @@ def _sample_of(d: fast.Digest) -> fast.Telemetry:
             _PORT_LISTS.clear()
         ports = _PORT_LISTS[key] = tuple(_port_sample(p) for p in d.ports)
     job = None if d.job is None else fast.JobOnNode(
-        id=d.job, ranks_on_node=d.ranks_on_node if d.ranks_on_node is not None else 8)
+        id=d.job, ranks_on_node=d.ranks_on_node if d.ranks_on_node is not None else 8,
+        step_time_ms=d.step_time_ms)
     return fast.Telemetry(node=d.node, seq=0, bdSeq=0, ts=d.ts, interval_s=d.interval_s,
                           job=job, gpus=d.gpus, ib_ports=ports)
 

@@ -435,3 +435,4 @@ class Digest(msgspec.Struct, frozen=True, gc=False, kw_only=True, omit_defaults=
     shift_ms: Annotated[int, msgspec.Meta(ge=-2**53, le=2**53)] = 0
     power_limit_w: Watts | None = None
     recurred: DigestRecurrence | None = None
+    step_time_ms: NonNeg | None = None

@@ -654,6 +654,11 @@ class Digest(_Versioned):
     recurred: DigestRecurrence | None = None
     """A failed node's fault back within ``RECUR_S`` of its clearing (docs/protocol.md,
     "Digests"). Absent otherwise, and from an older collector's digest."""
+    step_time_ms: NonNeg | None = None
+    """The step time its job's ranks on the node last took, as its sample says it
+    (``JobOnNode.step_time_ms``): what a slow node of a 2-node job is measured against on the
+    other node (``judgements._other_node_time``). Absent without a job or a step time, and
+    from an older collector's digest."""
 
 
 MESSAGE_MODELS: dict[str, type[BaseModel]] = {

@@ -190,6 +190,9 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
     }.items():
         cases += [_digest_json(gpus=[{**gpu, field: v}]) for v in values]
     cases += [_digest_json(power_limit_w=v) for v in (700.0, 0, 5000, 5001, -1, None, "7", True)]
+    # The job's step time on the node (a 2-node job's baseline): bounds, null, types.
+    cases += [_digest_json(job="41", step_time_ms=v)
+              for v in (1010.0, 0, 1e15, 1e15 + 1e3, -1, None, "1010", True, 1010)]
     rec = {"cleared_ms": 1767225600000, "after_s": 34.0, "findings": ["G2 gpu0"]}
     cases += [_digest_json(recurred=v) for v in (
         rec, None, {**rec, "cleared_ms": -1}, {**rec, "cleared_ms": 2**53 + 1},
@@ -215,6 +218,7 @@ def test_the_fast_digest_decoder_accepts_and_refuses_what_the_model_does():
         assert [{f: getattr(g, f) for f in type(ref.gpus[0]).model_fields}
                 for g in fast_d.gpus] == [g.model_dump() for g in ref.gpus], payload
         assert fast_d.power_limit_w == ref.power_limit_w, payload
+        assert fast_d.step_time_ms == ref.step_time_ms, payload
         assert (None if fast_d.recurred is None else fast.to_dict(fast_d.recurred)) == (
             None if ref.recurred is None else {**ref.recurred.model_dump(), "findings": list(
                 ref.recurred.findings)}), payload
@@ -1079,3 +1083,50 @@ def test_a_console_on_digests_dates_a_leaf_groups_rails_as_the_raw_one_does():
         dig = _split_digests(raw, raw, raw, [], session.clock())
         assert sorted(i.key for i in incidents(raw)) == keys
         assert sorted(i.key for i in incidents(dig)) == keys, [i.title for i in incidents(dig)]
+
+
+def test_a_digest_console_measures_a_two_node_jobs_slow_node_as_the_raw_console_does():
+    """A slow node of a 2-node job is measured against the other node's own step time (its
+    sample's ``job.step_time_ms``): the scheduler's median lies between the two nodes. A
+    digest carried the job without its step time, and a console on digests measured against
+    the median: "+17%" of a node slowing its job 37 % where the raw console said "+37%" (a
+    digest-vs-raw audit). Of an older collector, no step time: the median, as before."""
+    from msgspec.structs import replace
+
+    from fleetdeck.console.judgements import straggler
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.fast import JobOnNode
+    from fleetdeck.protocol.messages import RankTime
+    from tests.console.test_judgements import job_status, session_with, throttled
+
+    def slowed(c):
+        job = job_status("41", ["gpu0002", "gpu0003"], c)
+        return job.model_copy(update={"step_time_ms": 1385.0, "median_step_time_ms": 1185.0,
+                                      "slowest": [RankTime(rank=8 + i, node="gpu0003",
+                                                           step_time_ms=1384.0 - i)
+                                                  for i in range(8)]})
+
+    def on_job(ms):
+        def apply(tel):
+            return replace(throttled(3)(tel) if ms > 1100 else tel,
+                           job=JobOnNode(id="41", step_time_ms=ms))
+        return apply
+
+    raw = session_with({"gpu0002": on_job(1010.0), "gpu0003": on_job(1384.0)}, jobs=[slowed])
+    now = raw.clock()
+    dig = _digests_of(raw.state, now)
+    want = straggler(raw.state.jobs["41"], raw.state)
+    assert want is not None and round(want.slower_pct) == 37, want
+    got = straggler(dig.jobs["41"], dig)
+    assert got is not None and got.text == want.text, got
+    assert fleet_summary(dig, now)["jobs"] == fleet_summary(raw.state, now)["jobs"]
+    # An older collector's digest says no step time: the scheduler's median, as before.
+    old = codec.encode(replace(make_digest(raw.state.nodes["gpu0002"], "shard-1", now),
+                               step_time_ms=None))
+    assert b"step_time_ms" not in old
+    ingest = Ingest(raw.state.cluster)
+    ingest.handle(topic_for(raw.state.cluster, Kind.DIGEST, "gpu0002"), old, now)
+    dig.apply(ingest.take_batch(), now)
+    dig.judge_fleet(now)
+    older = straggler(dig.jobs["41"], dig)
+    assert older is not None and round(older.slower_pct) == 17, older
