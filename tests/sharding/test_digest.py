@@ -11,6 +11,7 @@ from fleetdeck.console.summary import node_summary
 from fleetdeck.protocol import codec, fast
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.helpers import FakeNode
+from tests.tui.fleet import T0
 
 
 def raw_state(node: FakeNode, fault: bool) -> FleetState:
@@ -1130,3 +1131,23 @@ def test_a_digest_console_measures_a_two_node_jobs_slow_node_as_the_raw_console_
     dig.judge_fleet(now)
     older = straggler(dig.jobs["41"], dig)
     assert older is not None and round(older.slower_pct) == 17, older
+
+
+def test_status_json_dates_a_suspect_switch_on_digests_as_on_raw_telemetry():
+    """``SuspectSwitch.since_ms`` (when its rails dropped) is what tells two rails of a leaf
+    that dropped 20 min apart from a leaf group down, yet ``status --json`` did not carry it:
+    a script saw only the incidents' keys. Its ``since`` (unix s), the same on digests (the
+    ports' past ride the digest, shifted onto its clock) as on raw telemetry."""
+    from fleetdeck.console.summary import fleet_summary
+    from tests.console.test_incidents import _leaf_drops
+
+    session, _fleet = _leaf_drops(("mlx5_ib2",), ("mlx5_ib5",), 20 * 60)
+    raw = session.state
+    # Digests made as the last samples were judged: the shift onto the digest's clock is 0,
+    # as on a collector that judged them at once.
+    now = session.clock() - 1.0
+    dig = _split_digests(raw, raw, raw, [], now)
+    want = fleet_summary(raw, now)["suspect_switches"]
+    assert [(s["switch"], s["since"]) for s in want] == [
+        ("leaf00-r2", T0 + 2.0), ("leaf00-r5", T0 + 2.0 + 20 * 60)], want
+    assert fleet_summary(dig, now)["suspect_switches"] == want
