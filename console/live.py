@@ -101,6 +101,12 @@ class LiveFeed:
         first (``RetainedBurst._note_burst_cut``; docs/reliability.md, "The retained burst").
         The retain flag tells a retained status from a live one (a 3.1.1 subscriber gets it
         set only on what its subscribe brought)."""
+        self.jobs_retained_on = -1
+        """The same of a retained job or scheduler status alone: a sharded collector
+        subscribes to them in the one subscribe after every node's birth
+        (``topics.shard_subscriptions``) and to its nodes' own topics only later, so one whose
+        births the broker cut got none, and a node's status (of those later topics) says
+        nothing of the births (``ShardRunner``'s ``cluster_nodes``)."""
 
     # --- state callers read ----------------------------------------------------------------
 
@@ -153,6 +159,8 @@ class LiveFeed:
             # cluster's statuses), which would hide a cut in the births (a review).
             # Here, not once handed: the connection it came on is the one now.
             self.status_retained_on = self.link.conn.connacks
+            if not topic.startswith("node/", len(self._own_prefix)):
+                self.jobs_retained_on = self.link.conn.connacks
         pending.append((topic, payload, self.clock(), qos, retain))
         self.received += 1
         n = len(pending)

@@ -3,7 +3,8 @@
 tick (docs/architecture.md, "Sharded collectors"):
 
 - the collector's own birth (retained, and re-sent after every reconnect) with a Last Will
-  saying it is gone, under ``collector/<id>``;
+  saying it is gone, under ``collector/<id>``, with the cluster's node count once its births
+  came whole (``cluster_nodes``: what a console on digests trusts its own count by);
 - subscriptions that follow ownership: ``node/<id>/+`` for every node it owns, added when it
   gains a node (the broker then re-sends the node's retained birth and status) and removed
   when it loses one (whose state it drops);
@@ -17,6 +18,7 @@ import logging
 import time
 
 from fleetdeck.console.digest import DIGEST_EVERY_S, DigestSender
+from fleetdeck.console.retained_burst import STATUS_ASK_QUIET_S
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.shard import ANNOUNCE_EVERY_S, ShardScope
 from fleetdeck.protocol import codec
@@ -28,10 +30,10 @@ log = logging.getLogger("fleetdeck.sharding")
 
 
 def collector_status(scope: ShardScope, online: bool, shard: str, now: float,
-                     nodes: int | None = None) -> bytes:
+                     nodes: int | None = None, cluster_nodes: int | None = None) -> bytes:
     return codec.encode(CollectorStatus(collector=scope.me, online=online,
                                         started=scope.started_ms, shard=shard, nodes=nodes,
-                                        ts=int(now * 1000)))
+                                        cluster_nodes=cluster_nodes, ts=int(now * 1000)))
 
 
 def collector_will(cluster: str, scope: ShardScope, shard: str) -> Will:
@@ -53,10 +55,33 @@ class ShardRunner:
         self._announced_at = float("-inf")
         self._announced_changes = 0
         self._unbelieved = 0
+        self._known = (-1, 0.0)
+        """How many nodes ``scope.known`` held, and since when (``cluster_nodes``)."""
+        self._said_cluster: int | None = None
+        """The ``cluster_nodes`` of its last birth."""
         self.stopping = False
         """Set to leave: the next tick says so (retained ``online=false``, which the others
         believe 2 s later, as a will; a clean disconnect sends no will) and ends the watch."""
         session.ingest.scope = scope
+
+    def cluster_nodes(self, now: float) -> int | None:
+        """The cluster's node count for its birth (``CollectorStatus.cluster_nodes``): every
+        node whose birth it heard, once this connection's retained births are known whole (a
+        retained job or scheduler status came after them: one subscribe, births first,
+        ``LiveFeed.jobs_retained_on``) and none new came for ``STATUS_ASK_QUIET_S``; else None.
+        A console on digests hears no birth and judges no burst: without it a job that can
+        never start on this cluster was never said to (docs/protocol.md, "CollectorStatus")."""
+        feed = self.session.feed
+        assert feed is not None
+        n = len(self.scope.known)
+        if n != self._known[0]:
+            self._known = (n, now)
+        conn = feed.conn
+        if conn.state != "connected" or feed.jobs_retained_on != conn.connacks:
+            return None
+        if now - max(self._known[1], conn.since) < STATUS_ASK_QUIET_S:
+            return None
+        return n
 
     def on_tick(self, report: TickReport) -> bool:
         """The ``watch`` callback; True once the goodbye is queued (the watch's final flush
@@ -71,16 +96,20 @@ class ShardRunner:
                                     collector_status(scope, False, self.shard, now), qos=1,
                                     retain=True)
             return True
+        counted = self.cluster_nodes(now)
         if feed.link.connected and (feed.conn.connects != self._announced_connects
                                     or scope.membership_changes != self._announced_changes
                                     or scope.clobbered
-                                    or now - self._announced_at >= ANNOUNCE_EVERY_S):
+                                    or now - self._announced_at >= ANNOUNCE_EVERY_S
+                                    or (counted is not None and counted != self._said_cluster)):
             self._announced_connects, self._announced_at = feed.conn.connects, now
             scope.clobbered = False
             self._announced_changes = scope.membership_changes
+            self._said_cluster = counted
             session.publish_message(Kind.COLLECTOR, scope.me,
                                     collector_status(scope, True, self.shard, now,
-                                                     len(scope.owned)), qos=1, retain=True)
+                                                     len(scope.owned), counted),
+                                    qos=1, retain=True)
         if scope.twin is not None:
             log.warning("another collector runs as %s (started %d, this one %d): both own the "
                         "same nodes; give each collector its own --shard K", scope.me,

@@ -1516,8 +1516,25 @@ class FleetState:
         (``births_whole``); a state not fed live (a replay, one built by hand) holds what it
         was given. Mid-burst, or after a broker cut the births, a job that fits read "it can
         never start here" against the nodes heard so far, and was left out of "pending ahead"
-        (a review: ``never_fits``). Never on digests or node filters, which judge no burst."""
-        return self.heard_since is None or self.births_whole
+        (a review: ``never_fits``). Never on node filters, which judge no burst; on digests
+        (no birth heard, no burst judged) by the collectors' count (``digests_counted``)."""
+        if self.heard_since is None:
+            return True
+        return self.digests_counted() if self.digest_mode else self.births_whole
+
+    def digests_counted(self) -> bool:
+        """Whether a console on digests holds every node of the cluster: each live collector
+        says how many it counts (``CollectorStatus.cluster_nodes``: every birth it heard, once
+        its births came whole), and this console has a digest of as many nodes as the most
+        any says (a collector that heard fewer births than another counts short). One that
+        says none (an older collector, or one whose births are not known whole yet) leaves the
+        count untrusted, as does a node counted whose first digest has not come. Without it a
+        job that can never start here was never said to on digests (docs/protocol.md,
+        "CollectorStatus")."""
+        said = [c.cluster_nodes for c in self.collectors.values() if c.online]
+        if not said or None in said:
+            return False
+        return len(self.nodes) >= max(n for n in said if n is not None)
 
     def outage_start(self) -> float:
         """While blind: when the current outage began, as said to the operator (``lost_at``;

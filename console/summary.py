@@ -175,7 +175,8 @@ def fleet_summary(state: FleetState, now: float, *,
         # (T1, console/clock.py).
         "clock": state.clocks.fleet.as_json(),
         "collectors": [
-            {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes}
+            {"collector": c.collector, "online": c.online, "shard": c.shard, "nodes": c.nodes,
+             "cluster_nodes": c.cluster_nodes}
             for c in sorted(state.collectors.values(), key=lambda c: c.collector)
         ],
         # The cluster's bridge into this broker (console/bridge.py): null where none was

@@ -1151,3 +1151,59 @@ def test_status_json_dates_a_suspect_switch_on_digests_as_on_raw_telemetry():
     assert [(s["switch"], s["since"]) for s in want] == [
         ("leaf00-r2", T0 + 2.0), ("leaf00-r5", T0 + 2.0 + 20 * 60)], want
     assert fleet_summary(dig, now)["suspect_switches"] == want
+
+
+def test_a_digest_console_says_a_job_can_never_start_once_its_collectors_count_the_nodes():
+    """A job that asks for more nodes than the cluster has is said never to start only on a
+    node count that is the cluster's (``FleetState.nodes_counted``): a live raw console's once
+    its connect burst came whole in the births; a live console on digests, which hears no
+    birth, was never sure, and said "needs 16 nodes; 8 heard so far" where the raw console
+    said "it can never start here". It takes the collectors' word now: each says how many
+    nodes it counts (``CollectorStatus.cluster_nodes``), and the console has a digest of as
+    many. Not while one says none (an older collector, or its births not known whole yet),
+    nor while it counts more than the console has digests of."""
+    from fleetdeck.console.rows import job_row
+    from fleetdeck.console.summary import job_summary
+    from fleetdeck.protocol.messages import CollectorStatus, JobState
+    from tests.console.test_judgements import job_status, session_with
+
+    def huge(c):
+        return job_status("42", [], c, state=JobState.PD).model_copy(
+            update={"reason": "Resources", "nodes_wanted": 16})
+
+    raw = session_with({}, jobs=[huge])
+    now = raw.clock()
+    raw.state.start_hearing(now - 10)  # live, and its connect burst judged whole
+    raw.state.births_whole = True
+    never = "needs 16 nodes; the cluster has 8: it can never start here"
+    assert job_summary(raw.state.jobs["42"], raw.state, now)["never_fits"] == never
+
+    dig = _digests_of(raw.state, now)
+    dig.start_hearing(now - 10)  # a live console on digests
+
+    def said(**collectors: int | None) -> tuple[str | None, str]:
+        ingest = Ingest(dig.cluster)
+        for name, counted in collectors.items():
+            col = CollectorStatus(collector=name, online=True, started=1, shard="1/2",
+                                  nodes=4, cluster_nodes=counted, ts=int(now * 1000))
+            ingest.handle(topic_for(dig.cluster, Kind.COLLECTOR, name), codec.encode(col), now)
+        dig.apply(ingest.take_batch(), now)
+        job = dig.jobs["42"]
+        return job_summary(job, dig, now)["never_fits"], job_row(job, dig, now).reason
+
+    assert said() == (None, "Resources: needs 16 nodes; 8 heard so far")
+    # An older collector says no count: nothing trusted.
+    assert said(**{"shard-1": 8, "shard-2": None}) == (
+        None, "Resources: needs 16 nodes; 8 heard so far")
+    # Both count the 8 nodes this console has digests of: the raw console's words.
+    assert said(**{"shard-2": 8}) == (never, f"Resources: {never}")
+    assert dig.nodes_counted()
+    # One counts a node whose digest has not come yet: the count is not the cluster's.
+    assert said(**{"shard-1": 9}) == (None, "Resources: needs 16 nodes; 8 heard so far")
+    # A collector gone (its will) says nothing any more.
+    ingest = Ingest(dig.cluster)
+    ingest.handle(topic_for(dig.cluster, Kind.COLLECTOR, "shard-1"), codec.encode(
+        CollectorStatus(collector="shard-1", online=False, started=1, ts=int(now * 1000))),
+        now)
+    dig.apply(ingest.take_batch(), now)
+    assert job_summary(dig.jobs["42"], dig, now)["never_fits"] == never
