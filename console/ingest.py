@@ -143,7 +143,7 @@ class MalformedLog:
     """The same for statuses, malformed (a newer agent's drain state) or of a session older
     than the node's birth (``FleetState.apply``, not counted as malformed): a node whose status
     came and was refused is no status the broker dropped, and 12 of them read as a cut
-    retained burst, exit 3 (a review; ``RetainedBurst._born_without_status``)."""
+    retained burst, exit 3 (a review; ``retained_burst.born_without_status``)."""
 
     REFUSED_NODES_MAX = 131_072
     """Nodes each ``refused_*`` table holds at most: topics are attacker-controlled."""

@@ -12,7 +12,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ from fleetdeck.console.recording import (
     RecordingWriter,
     Scanned,
 )
+from fleetdeck.console.retained_burst import RecordedBurst
 from fleetdeck.console.session import ConsoleSession, Picture, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.summary import fleet_summary
@@ -538,6 +539,12 @@ class ReplayIngest(Ingest):
 
     hears_commands = True
 
+    def __init__(self, cluster: str) -> None:
+        super().__init__(cluster)
+        self.burst = RecordedBurst(cluster)
+        """Each recorded connection's retained burst, judged as live: here, so a snapshot
+        carries it with the state it judged."""
+
     def supersede(self, subject: str, seq: int, ts_ms: int, rx_ts: float) -> None:
         self.received += 1
         b = self._batch
@@ -629,9 +636,13 @@ class TickFeed:
     instead (the reference the fast path is tested against)."""
 
     def __init__(self, reader: RecordingReader, cluster: str, every_sample: bool = False,
-                 ingest: ReplayIngest | None = None) -> None:
+                 ingest: ReplayIngest | None = None,
+                 gaps: Sequence[tuple[float, float, str]] | None = None) -> None:
         self.reader = reader
         self.cluster = cluster
+        self.gaps = reader.report.spans if gaps is None else gaps
+        """The recording's gaps, each read before what was recorded after it: a retained
+        message after a gap's end is of the recorder's next connection (``RecordedBurst``)."""
         self.every_sample = every_sample
         self.ingest = ingest if ingest is not None else ReplayIngest(cluster)
         self.pending: dict[str, _Window | Scanned] = {}
@@ -701,6 +712,9 @@ class TickFeed:
                 else:
                     window.add(subject, msg)
                     return
+        if msg.retain and not msg.keyframe:
+            # What a subscribe brought: a connection's burst, judged as live judged it.
+            self.ingest.burst.see(msg.topic, msg.t, self.gaps)
         if self._console_hears(msg.topic):
             self._handle(msg)
 
@@ -999,7 +1013,7 @@ class Player:
         self._progress = 0.0
         self._seek_spent_s = 0.0
         """Work time the seek under way has had (``progress``)."""
-        self.feed = TickFeed(self.reader, self.cluster)
+        self.feed = TickFeed(self.reader, self.cluster, gaps=self.gaps)
         self.session = ConsoleSession(self.cluster, clock=self._state_clock, operator="replay",
                                       follow_up=False, ingest=self.feed.ingest)
         self._from_start()
@@ -1150,6 +1164,8 @@ class Player:
             try:
                 session.replay_gaps(self.gaps, at)
                 session.tick(at)
+                self.feed.ingest.burst.judge(session.state, at, self.start, self.gaps,
+                                             session.note)
             finally:
                 session.apply_budget_s, session.apply_max_nodes = budget, cap
             took = time.perf_counter() - t1
@@ -1240,7 +1256,7 @@ class Player:
 
     def _from_start(self) -> None:
         self._discard.append(self.session.let_go(Picture(self.session.parts())))
-        self.feed = TickFeed(self.reader, self.cluster)
+        self.feed = TickFeed(self.reader, self.cluster, gaps=self.gaps)
         self.session.reset(self.feed.ingest)
         self._cursor = ReadCursor()
         self._iter = self.reader.scan(cursor=self._cursor)
@@ -1291,7 +1307,7 @@ class Player:
         self._job = None
         ingest = self.session.ingest
         assert isinstance(ingest, ReplayIngest)  # the snapshot's, made by a TickFeed
-        self.feed = TickFeed(self.reader, self.cluster, ingest=ingest)
+        self.feed = TickFeed(self.reader, self.cluster, ingest=ingest, gaps=self.gaps)
         self.feed.decoded, self.feed.superseded = snap.decoded, snap.superseded
         self._iter, self._pending, self._cursor = job.scan, job.pending, job.cursor
         self.ticks = snap.ticks
@@ -1574,6 +1590,7 @@ def run_headless(path: Path, *, until: float | None = None, tick_s: float = TICK
         now[0] = at
         session.replay_gaps(reader.report.spans, at)
         report = session.tick(at)
+        feed.ingest.burst.judge(session.state, at, start, reader.report.spans, session.note)
         if on_tick is not None:
             on_tick(report)
         if progress is not None:
@@ -1622,9 +1639,15 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
     # no broker was asked, and what was "collected" is the recorded time replayed.
     # The broker's and its retained burst's keys too (status's ``said_burst_cut``): a key a
     # script reads of both must be there in both, null where no broker was asked.
+    # The recorded burst as the replay judged it, as the live console judged its own
+    # (``RecordedBurst``): the shape of status's (``said_burst_cut``).
+    burst = run.feed.ingest.burst
     out = fleet_summary(session.state, run.end, broker=None, collected_s=replayed,
-                        broker_uptime_s=None, retained_burst_cut=None,
-                        retained_burst_judged=False,
+                        broker_uptime_s=None,
+                        retained_burst_cut=None if burst.burst_cut is None else {
+                            "nodes_without_status": burst.burst_cut[0],
+                            "nodes": burst.burst_cut[1]},
+                        retained_burst_judged=burst.judged,
                         console_problems=session.problems_json(),
                         source=str(path), replayed_s=replayed,
                         interruptions=session.interruptions.total,

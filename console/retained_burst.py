@@ -9,14 +9,15 @@ birth or status it did not ask for (``in_burst``) and, on a full pass, lets it a
 (``ask_statuses``).
 """
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 
 from fleetdeck.console.eventlog import Note
 from fleetdeck.console.ingest import Batch
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.state import FleetState, NodeState
-from fleetdeck.protocol.topics import Kind, topic_for
+from fleetdeck.protocol.topics import ROOT, Kind, topic_for
 
 STATUS_ASK_AFTER_S = 1.0
 """A node born this long with no status heard is asked for its retained status again, once the
@@ -51,6 +52,18 @@ STATUSES_CUT_TEXT = (
     "every birth: they are asked for again; raise max_queued_messages (docs/reliability.md)")
 """What the console logs (info, not kept) when the burst was cut in the statuses: every node
 is listed, and the asks recover the statuses (``_note_burst_cut``)."""
+
+
+def born_without_status(state: FleetState) -> Iterator[tuple[str, NodeState]]:
+    """The nodes born with no status heard: the broker dropped it (an agent publishes both
+    together, and its Last Will is a status), so each is asked for it (``ask_statuses``) and,
+    many at once as a burst ends, the burst was cut (``_note_burst_cut``). A node whose status
+    came and was refused (``MalformedLog.refused_statuses``: malformed, or of an older session)
+    is none of them: asked again, the broker sends the same; counted, 12 nodes of a newer agent
+    read as a cut burst, exit 3 (a review)."""
+    refused = state.malformed.refused_statuses
+    return ((n, st) for n, st in state.nodes.items()
+            if st.birth is not None and st.status_bd_seq < 0 and n not in refused)
 
 
 class RetainedBurst:
@@ -143,7 +156,7 @@ class RetainedBurst:
             state.births_whole = self.burst_cut is None
         if quiet_for < STATUS_ASK_QUIET_S or now - self._status_quiet_from > STATUS_ASK_WINDOW_S:
             return
-        ask = list(islice((n for n, st in self._born_without_status(state)
+        ask = list(islice((n for n, st in born_without_status(state)
                            if st.first_seen is not None
                            and now - st.first_seen >= STATUS_ASK_AFTER_S
                            and n not in asked), STATUS_ASKS_PER_TICK))
@@ -151,17 +164,6 @@ class RetainedBurst:
             link.subscribe([topic_for(cluster, Kind.STATUS, n) for n in ask])
             for n in ask:
                 asked[n] = (now, 1)
-
-    def _born_without_status(self, state: FleetState) -> Iterator[tuple[str, NodeState]]:
-        """The nodes born with no status heard: the broker dropped it (an agent publishes both
-        together, and its Last Will is a status), so each is asked for it (``ask_statuses``)
-        and, many at once as a burst ends, the burst was cut (``_note_burst_cut``). A node
-        whose status came and was refused (``MalformedLog.refused_statuses``: malformed, or of
-        an older session) is none of them: asked again, the broker sends the same; counted, 12
-        nodes of a newer agent read as a cut burst, exit 3 (a review)."""
-        refused = state.malformed.refused_statuses
-        return ((n, st) for n, st in state.nodes.items()
-                if st.birth is not None and st.status_bd_seq < 0 and n not in refused)
 
     @property
     def judged(self) -> bool:
@@ -182,7 +184,7 @@ class RetainedBurst:
         took statuses only, which the asks recover (``ask_statuses``), and the listing is
         whole: 9 dead agents on a broker that keeps 10 of a burst read as cut, exit 3, on every
         fleet of 510-1,010 nodes on Mosquitto's default queue (a review). Logged, not kept."""
-        missing = sum(1 for _ in self._born_without_status(state))
+        missing = sum(1 for _ in born_without_status(state))
         if missing < BURST_CUT_MIN_NODES:
             return
         born = sum(1 for st in state.nodes.values() if st.birth is not None)
@@ -203,3 +205,81 @@ class RetainedBurst:
         if any(n not in asked for n in batch.statuses):
             return True
         return any(now - reborn.get(n, -1e18) >= rebirth_every_s for n in batch.births)
+
+
+class RecordedBurst:
+    """A replay's judgement of each recorded connection's retained burst, as ``RetainedBurst``
+    judged it live (docs/recording.md, "The retained burst in a replay"). A recording keeps
+    each message's retain flag, which a 3.1.1 subscriber gets set only on what its subscribe
+    brought: the births and statuses with it are a connection's burst, its first at the
+    recording's start and one after each gap (the recorder lost the broker and subscribed
+    again). Once no retained birth or status came for ``STATUS_ASK_QUIET_S``, the burst is
+    judged by the live rule: ``BURST_CUT_MIN_NODES`` nodes or more born with no status and no
+    retained status on that connection is a cut in the births. Until then, and after a cut, a
+    replay's node count is not the cluster's (``FleetState.nodes_counted``): a replay trusted
+    whatever count it was given, and a job too big for the births a cut kept read "it can never
+    start here" where the live console had said how many were heard so far.
+
+    Kept by the replay's ingest, so a snapshot carries it with the state it judged."""
+
+    def __init__(self, cluster: str) -> None:
+        self._prefix = f"{ROOT}/{cluster}/"
+        self.since: float | None = None
+        """When the connection whose burst is judged began (None: the first, not begun)."""
+        self.gaps_taken = 0
+        """The recording's gaps (their ends) taken as new connections so far."""
+        self.burst_at = -math.inf
+        """When the last retained birth or status of this connection came."""
+        self.status_retained = False
+        """A retained status (of a node, a job or the scheduler) came on this connection: its
+        births came whole before it (``LiveFeed.status_retained_on``)."""
+        self.judged = False
+        self.burst_cut: tuple[int, int] | None = None
+        """(nodes born with no status, nodes born), as ``RetainedBurst.burst_cut``."""
+
+    def _connect(self, at: float) -> None:
+        self.since, self.burst_at = at, -math.inf
+        self.status_retained = self.judged = False
+        self.burst_cut = None
+
+    def _gaps_to(self, t: float, gaps: Sequence[tuple[float, float, str]]) -> None:
+        """Take the gaps that ended by ``t``: each end is a new connection with its own burst."""
+        while self.gaps_taken < len(gaps) and gaps[self.gaps_taken][1] <= t:
+            self._connect(gaps[self.gaps_taken][1])
+            self.gaps_taken += 1
+
+    def see(self, topic: str, t: float, gaps: Sequence[tuple[float, float, str]]) -> None:
+        """A recorded message with the retain flag set, received at ``t``."""
+        if not topic.startswith(self._prefix):
+            return
+        self._gaps_to(t, gaps)
+        if topic.endswith("/birth"):
+            self.burst_at = t
+        elif topic.endswith("/status"):
+            self.burst_at = t
+            self.status_retained = True
+
+    def judge(self, state: FleetState, now: float, start: float,
+              gaps: Sequence[tuple[float, float, str]], note: Note) -> None:
+        """After the replay's tick at ``now``: the recording heard from ``start`` on, and this
+        connection's burst judged once it is over."""
+        if self.since is None:
+            self._connect(start)
+            # Fed as live from the recording's start: the node count is trusted only once a
+            # burst is judged whole (``nodes_counted``), as a live console's.
+            state.start_hearing(start)
+        self._gaps_to(now, gaps)
+        assert self.since is not None
+        if self.judged or now - max(self.burst_at, self.since) < STATUS_ASK_QUIET_S:
+            return
+        self.judged = True
+        missing = sum(1 for _ in born_without_status(state))
+        if missing >= BURST_CUT_MIN_NODES:
+            born = sum(1 for st in state.nodes.values() if st.birth is not None)
+            if self.status_retained:
+                note(STATUSES_CUT_TEXT.format(missing=missing, born=born), kind="statuses_cut")
+            else:
+                self.burst_cut = (missing, born)
+                note(BURST_CUT_TEXT.format(missing=missing, born=born), severity="warn",
+                     kind="burst_cut", keep=True)
+        state.births_whole = self.burst_cut is None

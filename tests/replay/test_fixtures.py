@@ -52,9 +52,10 @@ def test_healthy():
     # status --json's keys, for a script that reads both (they were missing: a newcomer).
     assert out["broker"] is None and out["collected_s"] == out["replayed_s"] > 0
     # Every key status --json always has (a JSON audit: `jq .retained_burst_judged` of a
-    # replay read null, and `.broker_uptime_s` was missing): no broker, so no burst judged.
+    # replay read null, and `.broker_uptime_s` was missing): no broker; the recorded burst
+    # judged as live judged it, whole (``RecordedBurst``).
     assert out["broker_uptime_s"] is None and out["retained_burst_cut"] is None
-    assert out["retained_burst_judged"] is False
+    assert out["retained_burst_judged"] is True
     assert out["console_problems"] == []
 
 

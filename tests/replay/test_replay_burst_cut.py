@@ -1,0 +1,85 @@
+"""A console recording whose connect burst the broker cut in the births, replayed: the replay
+judges the recorded burst as the live console judged it (``RecordedBurst``,
+console/retained_burst.py), so its node count is not the cluster's either. A replay trusted any
+count it was given: a 30-node job read "it can never start here" beside the 10 births the cut
+kept, where the live console had said "needs 30 nodes; 10 heard so far" and that the broker cut
+its burst (docs/recording.md, "The retained burst in a replay")."""
+
+import asyncio
+import contextlib
+import uuid
+
+import aiomqtt
+import pytest
+
+from fleetdeck.console.replay import Player, replay_headless
+from fleetdeck.console.rows import job_row
+from fleetdeck.console.session import ConsoleSession
+from fleetdeck.console.summary import job_summary
+from tests.conftest import eventually
+from tests.console.test_statuses_the_broker_dropped import (  # noqa: F401 - a fixture
+    CUT_NODES,
+    _big_job,
+    _retain_dead_agents,
+    small_queue_mosquitto,
+)
+from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+
+
+async def _recorded(broker, path) -> tuple[str | None, str, object]:
+    """A console that records from before its connect, on ``broker`` holding CUT_NODES dead
+    agents; a 30-node job published once it is connected. What it says of the job (its
+    ``never_fits`` and its row's reason) and its burst's judgement, once that is judged."""
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    await _retain_dead_agents(broker, fleet)
+    session = ConsoleSession(CLUSTER, url=broker.url, operator="carol",
+                             client_id=f"cut-{uuid.uuid4().hex[:6]}")
+    session.start_recording(path)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(session.watch(stop, tick_s=0.1))
+    try:
+        await eventually(lambda: session.burst_judged, 20, message="the burst judged")
+        url = broker.url
+        async with aiomqtt.Client(url.host, url.port,
+                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as c:
+            await c.publish(*_big_job(Clock(), 30), qos=1, retain=True)
+        await eventually(lambda: "42" in session.state.jobs, 10, message="the job heard")
+        await asyncio.sleep(1.0)  # recorded a while after
+        state, now = session.state, session.clock()
+        job = state.jobs["42"]
+        said = (job_summary(job, state, now)["never_fits"], job_row(job, state, now).reason,
+                session.burst_cut)
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await watcher
+        session.stop_recording()
+    return said
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("cut", [True, False])
+async def test_a_replay_trusts_its_node_count_only_as_the_live_console_did(cut, request,
+                                                                            tmp_path):
+    broker = request.getfixturevalue("small_queue_mosquitto" if cut else "mosquitto")
+    path = tmp_path / "rec.jsonl"
+    never, reason, burst_cut = await _recorded(broker, path)
+    if cut:
+        assert burst_cut is not None and never is None, (burst_cut, never)
+        assert reason.startswith("Resources: needs 30 nodes; ") and "heard so far" in reason
+    else:
+        assert burst_cut is None and never == (
+            f"needs 30 nodes; the cluster has {CUT_NODES}: it can never start here"), never
+    out = replay_headless(path)
+    [job] = [j for j in out["jobs"] if j["job_id"] == "42"]
+    assert job["never_fits"] == never, job
+    assert out["retained_burst_judged"] is True
+    assert out["retained_burst_cut"] == (None if burst_cut is None else {
+        "nodes_without_status": burst_cut[0], "nodes": burst_cut[1]})
+    # The Player (the replay console) says the same at the end, and its timeline says the cut.
+    player = Player(path)
+    player.seek(player.end)
+    pjob = player.state.jobs["42"]
+    assert job_row(pjob, player.state, player.clock()).reason == reason
+    cut_said = [ln.text for ln in player.session.log.lines() if ln.kind == "burst_cut"]
+    assert len(cut_said) == (1 if cut else 0), cut_said
