@@ -1207,3 +1207,71 @@ def test_a_digest_console_says_a_job_can_never_start_once_its_collectors_count_t
         now)
     dig.apply(ingest.take_batch(), now)
     assert job_summary(dig.jobs["42"], dig, now)["never_fits"] == never
+
+
+def _clock_events(bits: int, gpus: tuple[int, ...] = tuple(range(8)), **more):
+    from msgspec.structs import replace
+
+    def apply(tel):
+        return replace(tel, gpus=[replace(g, clock_event_reasons=bits, **more)
+                                  if g.index in gpus else g for g in tel.gpus])
+    return apply
+
+
+_BRAKED = [f"gpu{i:04d}" for i in range(1, 11)]
+
+
+@pytest.mark.parametrize("rounds", [
+    # A power brake (HW slowdown with it, no heat) on 10 nodes: one facility incident.
+    [dict.fromkeys(_BRAKED, _clock_events(0x88))] * 2,
+    # ... ended: held a minute (the agent's and the collector's hold), then the same.
+    [dict.fromkeys(_BRAKED, _clock_events(0x88))] * 2 + [{}] * 2,
+    # ... on idle GPUs.
+    [dict.fromkeys(_BRAKED, _clock_events(0x89))] * 2,
+    # Heat on one GPU of the straggler's node, and after it cooled.
+    [{"gpu0003": _clock_events(0x40, (3,))}] * 2,
+    [{"gpu0003": _clock_events(0x40, (3,))}] * 2 + [{}] * 3,
+    # A power cap beside a brake on one GPU, and a brake then a cap.
+    [{"gpu0003": _clock_events(0x84, (3,), power_limit_w=450.0)}] * 2,
+    [{"gpu0003": _clock_events(0x80, (3,))}] * 2
+    + [{"gpu0003": _clock_events(0x4, (3,), power_limit_w=450.0)}] * 2,
+    # A brake on one GPU of the straggler's node, a cap on another.
+    [{"gpu0003": lambda t: _clock_events(0x4, (5,), power_limit_w=450.0)(
+        _clock_events(0x88, (3,))(t))}] * 2,
+], ids=["brake", "brake-held", "brake-idle", "thermal", "thermal-held", "cap+brake",
+        "brake-then-cap", "brake-and-cap"])
+def test_a_digest_console_judges_throttled_gpus_as_the_raw_console_does(rounds):
+    """A digest carries a GPU's clock events only where it is power-capped by software (bit
+    0x4): a console on digests reads a power brake's or heat's throttle from the collector's
+    G12/G13 findings (their common cause, the straggler's cause, the steps), never from a
+    sample's bits. Whether their judgements match the raw console's with the bits of every
+    other GPU left out (a digest-vs-raw audit): they do, nodes, jobs and incidents alike."""
+    from fleetdeck.console.session import ConsoleSession
+    from fleetdeck.console.summary import fleet_summary
+    from fleetdeck.protocol.messages import RankTime
+    from tests.tui.fleet import CLUSTER, Clock, SynthFleet, publish_job
+    from tests.tui.fleet import job_status as a_job
+
+    clock = Clock()
+    ingest = Ingest(CLUSTER)
+    raw = ConsoleSession(CLUSTER, clock=clock, ingest=ingest, follow_up=False)
+    fleet = SynthFleet(16, clock, leaves=1)
+    fleet.birth(ingest)
+    nodes = fleet.names[:12]
+    publish_job(ingest, a_job("41", nodes, clock).model_copy(update={
+        "median_step_time_ms": 1000.0, "slowest": [
+            RankTime(rank=19, node="gpu0003", step_time_ms=1150.0),
+            RankTime(rank=3, node="gpu0001", step_time_ms=1010.0)]}), clock)
+    dig = None
+    for faults in rounds:
+        clock.advance(1.0)
+        fleet.telemetry(ingest, faults=faults, job=dict.fromkeys(nodes, "41"))
+        raw.tick()
+        dig = _digests_of(raw.state, clock(), dig)
+    now = clock()
+    want, got = fleet_summary(raw.state, now), fleet_summary(dig, now)
+    assert got["incidents"] == want["incidents"]
+    assert got["jobs"] == want["jobs"]
+    skip = {"seq", "owner"}  # a digest's sample has no seq; the owner is the collector
+    assert [{k: v for k, v in n.items() if k not in skip} for n in got["nodes"]] == [
+        {k: v for k, v in n.items() if k not in skip} for n in want["nodes"]]
