@@ -1646,7 +1646,10 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
                         broker_uptime_s=None,
                         retained_burst_cut=None if burst.burst_cut is None else {
                             "nodes_without_status": burst.burst_cut[0],
-                            "nodes": burst.burst_cut[1]},
+                            "nodes": burst.burst_cut[1],
+                            # Counted live by the console's own rebirth asks, which a
+                            # replay does not make: not known here.
+                            "nodes_learned_since": None},
                         retained_burst_judged=burst.judged,
                         console_problems=session.problems_json(),
                         source=str(path), replayed_s=replayed,

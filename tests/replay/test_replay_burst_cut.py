@@ -75,7 +75,8 @@ async def test_a_replay_trusts_its_node_count_only_as_the_live_console_did(cut, 
     assert job["never_fits"] == never, job
     assert out["retained_burst_judged"] is True
     assert out["retained_burst_cut"] == (None if burst_cut is None else {
-        "nodes_without_status": burst_cut[0], "nodes": burst_cut[1]})
+        "nodes_without_status": burst_cut[0], "nodes": burst_cut[1],
+        "nodes_learned_since": None})
     # The Player (the replay console) says the same at the end, and its timeline says the cut.
     player = Player(path)
     player.seek(player.end)
