@@ -97,6 +97,11 @@ class FollowUps:
         self.rebirth_asked: dict[str, float] = {}
         """Node -> when it was last asked for its birth (``REBIRTH_EVERY_S``; the session's
         ``RetainedBurst.in_burst`` reads it too)."""
+        self.asked_unborn: set[str] = set()
+        """The nodes of ``rebirth_asked`` asked because they were heard with no birth at all
+        (``FleetState.rebirth_wanted``), not for a birth or status that came and was refused:
+        only those can be births a cut retained burst dropped (``status``'s
+        ``nodes_learned_since``)."""
         self._rebirths_this_tick = 0
 
     def plan(self, now: float, state: FleetState, ingest: Ingest, feed: LiveFeed | None,
@@ -187,6 +192,8 @@ class FollowUps:
                     continue
                 why = wanted.pop(node)
                 asked[node] = now
+                if wanted is state.rebirth_wanted:
+                    self.asked_unborn.add(node)
                 self._rebirths_this_tick += 1
                 stamp = int(now * 1000)
                 self._outgoing.append(Outgoing(Kind.CMD, node, Command(
@@ -198,4 +205,5 @@ class FollowUps:
         if len(self.rebirth_asked) > 2 * UNBORN_MAX:
             for node in [n for n, t in self.rebirth_asked.items() if now - t > REBIRTH_EVERY_S]:
                 del self.rebirth_asked[node]
+                self.asked_unborn.discard(node)
 

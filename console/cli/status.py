@@ -512,11 +512,16 @@ def said_burst_cut(session: ConsoleSession, out: dict[str, Any]) -> bool:
     # while the sentence said that such nodes are not listed (an SRE run). A dead node's
     # dropped birth is never learned, so the cut stays said, and the exit 3 with it.
     # Counted by the rebirth asks answered (``FollowUps.rebirth_asked``): the judgement's own
-    # count of nodes born takes in those that came before it.
-    nodes = session.state.nodes
+    # count of nodes born takes in those that came before it. Only a node asked for being
+    # heard with no birth at all (``asked_unborn``) and none of whose births was refused: a
+    # born node asked again for a status it refused (a newer agent's drain state), or one
+    # whose garbage birth came, had no birth the broker dropped (a review).
+    state = session.state
+    refused = state.malformed.refused_births
     learned = 0 if cut is None else sum(
-        1 for n in session.follow_ups.rebirth_asked
-        if (st := nodes.get(n)) is not None and st.birth is not None)
+        1 for n in session.follow_ups.asked_unborn
+        if (st := state.nodes.get(n)) is not None and st.birth is not None
+        and n not in refused)
     out["retained_burst_cut"] = None if cut is None else {
         "nodes_without_status": cut[0], "nodes": cut[1], "nodes_learned_since": learned}
     out["retained_burst_judged"] = session.burst_judged

@@ -639,3 +639,39 @@ async def test_live_nodes_whose_births_were_cut_are_learned_and_said(small_queue
     learned = cut["nodes_learned_since"]
     assert (f"; {learned} nodes whose birth it dropped were learned since from their "
             "telemetry, but a dead node's never is.") in out.stderr, out.stderr
+
+
+def test_only_nodes_heard_without_a_birth_are_counted_as_learned_since_the_cut():
+    """``nodes_learned_since`` counted every node asked for its birth and born by the end: a
+    node of the cut burst's births whose status, asked for after the burst, came back as a
+    newer agent's (refused, so its birth was asked for again) read as a birth the broker had
+    dropped and was learned since (a review). A node heard talking with no birth, whose birth
+    its rebirth ask brought, is one."""
+    fleet = SynthFleet(CUT_NODES, Clock(), leaves=1)
+    kept, talking = fleet.names[:10], fleet.names[10]
+    messages = [(topic_for(CLUSTER, Kind.BIRTH, n), codec.encode(fleet.agents[n].birth()))
+                for n in kept]  # the births the cut kept; no status
+    session, _wire = _burst(messages)
+    assert session.burst_cut == (10, 10)
+    feed = session.feed
+    assert feed is not None
+    clock = session.clock
+    # The answer to the status ask of a born node, refused; and a live node's telemetry.
+    feed._received(topic_for(CLUSTER, Kind.STATUS, kept[0]),
+                   _refused_status(fleet, kept[0], "newer drain state"), 1, True)
+    feed._received(*fleet.payloads([talking])[0], 0, False)
+    feed.hand()
+    for _ in range(2):
+        clock.advance(0.5)  # type: ignore[attr-defined]
+        session.tick()
+    assert {kept[0], talking} <= set(session.follow_ups.rebirth_asked)
+    for name in (kept[0], talking):  # each agent answers its rebirth ask
+        feed._received(topic_for(CLUSTER, Kind.BIRTH, name),
+                       codec.encode(fleet.agents[name].birth()), 1, False)
+    feed.hand()
+    clock.advance(0.5)  # type: ignore[attr-defined]
+    session.tick()
+    out: dict[str, object] = {"cluster": CLUSTER}
+    assert status_mod.said_burst_cut(session, out)
+    assert out["retained_burst_cut"] == {"nodes_without_status": 10, "nodes": 10,
+                                         "nodes_learned_since": 1}
