@@ -24,10 +24,10 @@ tick, so the copies stay one simulated cluster with one scheduler: the lead proc
 alone owns the scheduler's MQTT side (job statuses, ``sched/cmd``, acks, injections) and turns
 every injection, scheduler command and node drain into an input stamped "apply before tick T"
 (T = its tick + ``CTL_LAG_TICKS``) on ``…/sim/ctl``; the other processes send their nodes'
-drains to it on ``…/sim/ctl/up``. What goes out on ``…/sim/ctl`` is a retained window, the
-last ``CTL_KEEP`` inputs stamped with their sequence numbers, not one input a message: a
-process whose connection to the broker was away meanwhile (a clean session, subscribed again)
-gets what it missed from the retained message, and takes each input once, by sequence. A node
+drains to it on ``…/sim/ctl/up/<shard>``. What goes out on each is a retained window, the
+last ``CTL_KEEP`` inputs sent with their sequence numbers, not one input a message: a process
+whose connection to the broker was away meanwhile (a clean session, subscribed again) gets
+what it missed from the retained message, and takes each input once, by sequence. A node
 a process does not own is still read (and the sample thrown away) while reading it changes
 what the scheduler sees (:meth:`SimNode.needs_shadow`). What differs from one process: an
 injection or ``restart_job`` takes effect ``CTL_LAG_TICKS`` ticks later, and a "drain now"
@@ -88,9 +88,10 @@ CTL_LAG_TICKS = 2
 """Ticks between the lead process stamping an input and every process applying it: room for
 the broker to carry it to the others before their tick comes (two seconds at 1 Hz)."""
 CTL_KEEP = 64
-"""The retained window on ``…/sim/ctl`` holds the last this many inputs the lead stamped
-(``Fleet._stamp``): a process whose connection was away while no more were stamped gets each
-of them when it subscribes again."""
+"""A retained window (``_Sent``) holds the last this many inputs its process sent: the lead's
+stamps on ``…/sim/ctl`` (``Fleet._stamp``), another process's drains on ``…/sim/ctl/up/<shard>``
+(``Fleet._relay_drain``): a process whose connection was away while no more were sent gets
+each of them when it subscribes again."""
 CTL_KEEP_BYTES = 64 * 1024
 """…and no more than this many bytes of them (the protocol's payload limit, far under the
 broker's packet limit: deploy/mosquitto/mosquitto.conf), one input at least."""
@@ -124,14 +125,44 @@ def ctl_topic(cluster: str) -> str:
     return f"{ROOT}/{cluster}/sim/ctl"
 
 
-def ctl_up_topic(cluster: str) -> str:
-    """Drains the other processes of a spread fleet hand to the lead process."""
-    return f"{ROOT}/{cluster}/sim/ctl/up"
+def ctl_up_topic(cluster: str, shard: int | str = "+") -> str:
+    """Drains process ``shard`` of a spread fleet hands to the lead process (its retained
+    window, ``_Sent``); ``+``: every process's, the lead's subscription."""
+    return f"{ROOT}/{cluster}/sim/ctl/up/{shard}"
 
 
 def shard_of(index: int, nodes: int, shards: int) -> int:
     """The process of a spread fleet that runs node ``index``'s agent: contiguous blocks."""
     return index * shards // nodes
+
+
+class _Sent:
+    """The inputs one process of a spread fleet sent on its retained topic, the window that
+    goes out whole each time (``Fleet._put_window``): the lead's stamps on ``…/sim/ctl``,
+    another process's drains on ``…/sim/ctl/up/<shard>``. The last ``CTL_KEEP`` of them, and
+    no more than ``CTL_KEEP_BYTES``, one at least."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.seq = 0
+        """The last input numbered."""
+        self.kept: list[tuple[dict[str, Any], int]] = []
+        """The inputs the window holds, each with its size."""
+        self.first_new = 0
+        """The first input the window waiting on the outbox is the first to bring; a newer
+        window replaces it only while it holds that one too (``Fleet._put_window``)."""
+
+    def add(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Number ``entry`` (``seq``, after any ``tick``) and keep it: what goes out."""
+        self.seq += 1
+        numbered = {**({"tick": entry["tick"]} if "tick" in entry else {}),
+                    "seq": self.seq, **entry}
+        kept = [*self.kept, (numbered, len(json.dumps(numbered)) + 2)]
+        size = sum(n for _, n in kept)
+        while len(kept) > 1 and (len(kept) > CTL_KEEP or size > CTL_KEEP_BYTES):
+            size -= kept.pop(0)[1]
+        self.kept = kept
+        return numbered
 
 
 @dataclass
@@ -427,13 +458,13 @@ class Fleet:
         self._inputs: list[tuple[int, int, dict[str, Any]]] = []
         """Spread fleet: (tick, seq, input) to apply before that world step."""
         self._input_seq = 0
-        """The lead: the last input stamped; another process: the last one taken."""
-        self._stamped: list[tuple[dict[str, Any], int]] = []
-        """The lead of a spread fleet: the last inputs it stamped and the size of each, what
-        the retained window on ``…/sim/ctl`` says (``_stamp``)."""
-        self._window_from = 0
-        """The lead: the first input the window waiting on the outbox is the first to bring;
-        a newer window replaces it only while it holds that one too (``_put_window``)."""
+        """Another process of a spread fleet: the last of the lead's inputs taken."""
+        self._sent = _Sent(ctl_topic(opts.cluster) if self.lead
+                           else ctl_up_topic(opts.cluster, opts.shard))
+        """A spread fleet: what this process sent on its retained window (``_put_window``):
+        the lead's stamps, another process's drains."""
+        self._up_taken: dict[int, int] = {}
+        """The lead of a spread fleet: per other process, the last of its drains taken."""
         self.bad_inputs = 0
         """Control inputs refused as malformed (each logged with its topic)."""
         if self.spread and where is not None:
@@ -667,27 +698,21 @@ class Fleet:
         cluster never had it (a fault injected for one of its nodes never showed). The broker
         hands the window to the process when it subscribes again, and it takes what it has
         not taken yet (``_on_window``)."""
-        self._input_seq += 1
-        stamped = {"tick": self.world.ticks + CTL_LAG_TICKS, "seq": self._input_seq, **entry}
-        self._add_input(stamped)
-        kept = [*self._stamped, (stamped, len(json.dumps(stamped)) + 2)]
-        size = sum(n for _, n in kept)
-        while len(kept) > 1 and (len(kept) > CTL_KEEP or size > CTL_KEEP_BYTES):
-            size -= kept.pop(0)[1]
-        self._stamped = kept
+        self._add_input(self._sent.add({"tick": self.world.ticks + CTL_LAG_TICKS, **entry}))
         self._put_window()
 
     def _put_window(self) -> None:
-        """Queue the window. One still waiting is replaced while the new one still holds the
-        first input that one brings, else this one is queued behind it: a burst of inputs (a
-        rack's drains) goes out whole, a window at a time, none left out."""
-        topic = ctl_topic(self.opts.cluster)
-        inputs = [entry for entry, _ in self._stamped]
-        waiting = self._latest.get(topic)
-        if waiting is None or not inputs or inputs[0]["seq"] > self._window_from:
-            self._window_from = inputs[-1]["seq"] if inputs else 0
+        """Queue this process's window (``_Sent``). One still waiting is replaced while the
+        new one still holds the first input that one brings, else this one is queued behind
+        it: a burst of inputs (a rack's drains) goes out whole, a window at a time, none left
+        out."""
+        sent = self._sent
+        inputs = [entry for entry, _ in sent.kept]
+        waiting = self._latest.get(sent.topic)
+        if waiting is None or not inputs or inputs[0]["seq"] > sent.first_new:
+            sent.first_new = inputs[-1]["seq"] if inputs else 0
         window = {"run": self.world.epoch_ms, "inputs": inputs}
-        self._put_retained(topic, json.dumps(window).encode(), ("ctl", self._window_from))
+        self._put_retained(sent.topic, json.dumps(window).encode(), ("ctl", sent.first_new))
 
     def _add_input(self, stamped: dict[str, Any]) -> None:
         self._inputs.append((int(stamped["tick"]), int(stamped["seq"]), stamped))
@@ -697,9 +722,12 @@ class Fleet:
         entry = {"k": "drain", "node": node_id, "state": state.value, "mode": mode.value}
         if self.lead:
             self._stamp(entry)
-        else:
-            self._outbox.put_nowait((ctl_up_topic(self.opts.cluster), json.dumps(entry).encode(),
-                                     False))
+            return
+        # A retained window too, as the lead's inputs: sent once, QoS 1 and not retained, a
+        # drain sent while the lead's connection was away went to nobody there (a clean
+        # session), no copy of the scheduler had it, and work was placed on the drained node.
+        self._sent.add(entry)
+        self._put_window()
 
     def _apply_inputs(self) -> None:
         world = self.world
@@ -730,60 +758,82 @@ class Fleet:
             raise ValueError(f"unknown input kind {kind!r}")
 
     def _on_ctl(self, topic: str, payload: bytes) -> None:
-        """An input from the network (the lead's window of stamps, or a drain for the lead):
-        checked before it touches the world; anything else is logged with its topic and
-        dropped."""
-        if topic == ctl_topic(self.opts.cluster):
-            self._on_window(topic, payload)
+        """A window of inputs from the network (``_Sent``: the lead's stamps, or another
+        process's drains for the lead): each input not taken yet, checked before it touches
+        the world; anything else is logged with its topic and dropped."""
+        inputs = self._window(topic, payload)
+        if inputs is None:
             return
-        try:
-            raw = self._checked_input(json.loads(payload))
-            if raw["k"] != "drain":  # ctl/up, on the lead: only drains come this way
-                raise ValueError("only drains go to the lead process")
-            self._stamp({k: raw[k] for k in ("k", "node", "state", "mode")})
-        except ValueError as err:
-            self.bad_inputs += 1
-            log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
+        if topic == ctl_topic(self.opts.cluster):
+            self._input_seq = self._take(
+                topic, inputs, self._input_seq, self._add_input,
+                "inputs {} to {} stamped by the lead process never reached this one",
+                "this process's copy of the cluster may differ from the others")
+            return
+        shard = topic.rpartition("/")[2]
+        if not (shard.isdigit() and 0 < int(shard) < self.opts.shards):
+            self._bad_input(topic, f"no process {shard!r} in this fleet")
+            return
+        self._up_taken[int(shard)] = self._take(
+            topic, inputs, self._up_taken.get(int(shard), 0), self._stamp_drain,
+            f"drains {{}} to {{}} of simulator process {int(shard) + 1} never reached the lead "
+            "process", "no copy of the cluster has them")
 
-    def _on_window(self, topic: str, payload: bytes) -> None:
-        """The lead's retained window (``_stamp``): each input not taken yet, in order of its
-        sequence number; one met again (the window is sent whole each time) is skipped."""
+    def _window(self, topic: str, payload: bytes) -> list[Any] | None:
+        """The inputs of a window (``_Sent``); None when there are none of this run's: one
+        cleared on a clean stop, one of another run, or a malformed one (counted)."""
         if not payload:
-            return  # the lead cleared it on a clean stop
+            return None  # its sender cleared it on a clean stop
         try:
             raw: Any = json.loads(payload)
             if not (isinstance(raw, dict) and isinstance(raw.get("run"), int)
                     and isinstance(raw.get("inputs"), list)):
                 raise ValueError("not a window of simulator inputs")
         except ValueError as err:
-            self.bad_inputs += 1
-            log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
-            return
+            self._bad_input(topic, str(err))
+            return None
         if raw["run"] != self.world.epoch_ms:
             # Retained by an earlier run of the fleet that did not stop cleanly (or another
             # simulator's on this cluster): its ticks and sequence numbers are not ours.
             log.debug("simulator: skipped the inputs of another run on %s", topic)
-            return
-        for entry in raw["inputs"]:
+            return None
+        return cast(list[Any], raw["inputs"])
+
+    def _take(self, topic: str, inputs: list[Any], taken: int,
+              use: Callable[[dict[str, Any]], None], lost: str, so: str) -> int:
+        """Hand each input of a window numbered after ``taken`` to ``use``, in order; one met
+        again (the window is sent whole each time) is skipped. Returns the last taken. ``lost``
+        (the first and last missed) and ``so``: what a gap in the numbers is said as."""
+        stamped = topic == ctl_topic(self.opts.cluster)
+        for entry in inputs:
             try:
-                stamped = self._checked_input(entry)
-                if not (isinstance(stamped.get("tick"), int)
-                        and isinstance(stamped.get("seq"), int)):
-                    raise ValueError("no tick/seq stamp")
+                checked = self._checked_input(entry)
+                seq = checked.get("seq")
+                if not isinstance(seq, int) or (stamped and not isinstance(checked.get("tick"),
+                                                                         int)):
+                    raise ValueError("no tick/seq stamp" if stamped else "no seq")
+                if seq <= taken:
+                    continue
+                use(checked)
             except ValueError as err:
-                self.bad_inputs += 1
-                log.warning("simulator: dropped a malformed input on %s: %s", topic, err)
+                self._bad_input(topic, str(err))
                 continue
-            seq = int(stamped["seq"])
-            if seq <= self._input_seq:
-                continue
-            if seq > self._input_seq + 1:
-                log.warning("simulator: inputs %d to %d stamped by the lead process never "
-                            "reached this one (away while more than the %d it keeps were "
-                            "stamped): this process's copy of the cluster may differ from the "
-                            "others", self._input_seq + 1, seq - 1, CTL_KEEP)
-            self._input_seq = seq
-            self._add_input(stamped)
+            if seq > taken + 1:
+                log.warning("simulator: %s (away while more were sent than the window holds: "
+                            "the last %d, %d KiB at most): %s", lost.format(taken + 1, seq - 1),
+                            CTL_KEEP, CTL_KEEP_BYTES // 1024, so)
+            taken = seq
+        return taken
+
+    def _stamp_drain(self, entry: dict[str, Any]) -> None:
+        """The lead: a drain another process sent up, stamped for every copy of the world."""
+        if entry["k"] != "drain":
+            raise ValueError("only drains go to the lead process")
+        self._stamp({k: entry[k] for k in ("k", "node", "state", "mode")})
+
+    def _bad_input(self, topic: str, why: str) -> None:
+        self.bad_inputs += 1
+        log.warning("simulator: dropped a malformed input on %s: %s", topic, why)
 
     def _checked_input(self, raw: Any) -> dict[str, Any]:
         """``raw`` when it is a simulator input, checked before it touches the world; else
@@ -912,7 +962,7 @@ class Fleet:
                         # one still queued (the same or older) is replaced in its place.
                         self._put_retained(topic_for(self.opts.cluster, Kind.JOB, st.job_id),
                                            codec.encode(st), _job_phase(st))
-                    if self.lead and self.spread:
+                    if self.spread:
                         # This run's window, even empty: it replaces one an earlier run left
                         # retained, and one a broker restarted since has lost.
                         self._put_window()
@@ -957,11 +1007,10 @@ class Fleet:
                             await asyncio.wait_for(client.publish(
                                 presence, self._sched_status(online=False), qos=1,
                                 retain=True), 2.0)
-                        if self.spread:  # the run's inputs are no one's now
-                            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
-                                await asyncio.wait_for(client.publish(
-                                    ctl_topic(self.opts.cluster), b"", qos=1, retain=True),
-                                    2.0)
+                    if self.spread and stop.is_set():  # the run's inputs are no one's now
+                        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                            await asyncio.wait_for(client.publish(
+                                self._sent.topic, b"", qos=1, retain=True), 2.0)
                     with contextlib.suppress(aiomqtt.MqttError):
                         await client.__aexit__(None, None, None)
             except aiomqtt.MqttError as err:
@@ -1022,7 +1071,8 @@ class Fleet:
     async def _receive(self, client: aiomqtt.Client) -> None:
         cmd_topic = topic_for(self.opts.cluster, Kind.SCHED_CMD)
         inj_topic = inject_topic(self.opts.cluster)
-        ctl = (ctl_topic(self.opts.cluster), ctl_up_topic(self.opts.cluster))
+        ctl = ctl_topic(self.opts.cluster)
+        up = ctl_up_topic(self.opts.cluster, "")
         job_prefix = topic_for(self.opts.cluster, Kind.JOB, "")[:-len("/status")]
         presence = topic_for(self.opts.cluster, Kind.SCHED_STATUS)
         async for message in client.messages:
@@ -1038,7 +1088,7 @@ class Fleet:
                     self._clear_foreign_job(topic, topic[len(job_prefix):].partition("/")[0])
             elif topic == inj_topic and self.lead:
                 self._on_inject(payload)
-            elif topic in ctl:
+            elif topic == ctl or (self.lead and topic.startswith(up)):
                 self._on_ctl(topic, payload)
 
     def _on_presence(self, payload: bytes) -> None:

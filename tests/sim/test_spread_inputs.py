@@ -137,8 +137,8 @@ def test_a_drain_in_another_process_reaches_every_copy_of_the_scheduler():
     node = other.world.by_name["gpu0004"]
     node.on_drain(DrainState.DRAINING, DrainMode.NOW)  # what gpu0004's agent does on a drain
     assert node.drain_state is DrainState.NONE  # not here yet: it goes through the lead
-    [up] = sent(other, ctl_up_topic("sp"))
-    lead._on_ctl(ctl_up_topic("sp"), up)
+    [up] = sent(other, ctl_up_topic("sp", 1))
+    lead._on_ctl(ctl_up_topic("sp", 1), up)
     [stamped] = sent(lead, ctl_topic("sp"))
     other._on_ctl(ctl_topic("sp"), stamped)
     for _ in range(CTL_LAG_TICKS + 1):
@@ -146,6 +146,37 @@ def test_a_drain_in_another_process_reaches_every_copy_of_the_scheduler():
         other.tick()
     for fleet in (lead, other):
         assert fleet.world.by_name["gpu0004"].drain_state is DrainState.DRAINING
+
+
+def test_a_drain_sent_up_while_the_lead_was_away_reaches_it_with_the_window_once():
+    """A drain another process sent up while the lead's connection was away (a clean
+    session) reached nobody there; the next window, and the retained one the broker hands
+    over on subscribing again, holds it too. Sent one drain a message, no copy of the
+    scheduler had it and work was placed on the drained node."""
+    lead, other = pair()
+    windows = []
+    for node in ("gpu0004", "gpu0005"):
+        other.world.by_name[node].on_drain(DrainState.DRAINING, DrainMode.NOW)
+        windows += sent(other, ctl_up_topic("sp", 1))
+    _lost, retained = windows  # the first went out while the lead was away
+    assert [e["seq"] for e in json.loads(retained)["inputs"]] == [1, 2]
+    for _ in range(2):  # subscribed again, then the same window once more (QoS 1)
+        lead._on_ctl(ctl_up_topic("sp", 1), retained)
+    [stamped] = sent(lead, ctl_topic("sp"))
+    assert [(e["seq"], e["node"]) for e in json.loads(stamped)["inputs"]] == [
+        (1, "gpu0004"), (2, "gpu0005")]
+    other._on_ctl(ctl_topic("sp"), stamped)
+    for _ in range(CTL_LAG_TICKS + 1):
+        lead.tick()
+        other.tick()
+    for fleet in (lead, other):
+        for node in ("gpu0004", "gpu0005"):
+            assert fleet.world.by_name[node].drain_state is DrainState.DRAINING
+    # A window an earlier run left retained is no one's now.
+    lead._on_ctl(ctl_up_topic("sp", 1), window(
+        {"k": "drain", "node": "gpu0006", "seq": 3, "state": "draining", "mode": "now"},
+        run=EPOCH_MS - 60_000))
+    assert sent(lead, ctl_topic("sp")) == [] and lead.bad_inputs == other.bad_inputs == 0
 
 
 def test_malformed_control_inputs_are_counted_and_change_nothing(caplog):
@@ -160,9 +191,12 @@ def test_malformed_control_inputs_are_counted_and_change_nothing(caplog):
                    "tick": 1, "seq": 1})]
     for payload in bad:
         other._on_ctl(ctl_topic("sp"), payload)
-    # Only drains may go up to the lead.
-    lead._on_ctl(ctl_up_topic("sp"), b'{"k": "inject", "action": {"fault": "xid79"}}')
-    assert other.bad_inputs == len(bad) and lead.bad_inputs == 1
+    # Only drains may go up to the lead, and only from a process of the fleet.
+    lead._on_ctl(ctl_up_topic("sp", 1), window({"k": "inject", "seq": 1,
+                                                "action": {"fault": "xid79"}}))
+    lead._on_ctl(ctl_up_topic("sp", 2), window({"k": "drain", "node": "gpu0004", "seq": 1,
+                                                "state": "draining", "mode": "now"}))
+    assert other.bad_inputs == len(bad) and lead.bad_inputs == 2
     assert not other._inputs and not lead._inputs and lead._outbox.empty()
     assert "fleetdeck/v1/sp/sim/ctl" in caplog.text
 
