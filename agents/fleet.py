@@ -103,6 +103,13 @@ SCHED_PUBLISH_TIMEOUT_S = 3.0 * SCHED_KEEPALIVE_S
 """How long the scheduler client waits for a publish's PUBACK on a live connection
 (``Fleet._publish``): longer than any stall its connection outlives."""
 
+INJECT_RESEND_S = 1.0
+"""``fleetdeck inject`` sends its injection again, with the same id, this long after the last
+send while no answer came (``inject``)."""
+INJECT_ANSWERS_KEPT = 256
+"""The scheduler client answers this many of the last injection ids from memory
+(``Fleet._on_inject``)."""
+
 CONNECT_REPORT_S = 0.5
 """How often start-up reports how many agents are connected (until all are)."""
 
@@ -494,6 +501,10 @@ class Fleet:
         self._stop: asyncio.Event | None = None
         self._sched_beat = time.monotonic()
         """When the scheduler's presence was last published (``SCHED_HEARTBEAT_S``)."""
+        self._inject_answers: dict[str, bytes] = {}
+        """The lead: the answers to the last ``INJECT_ANSWERS_KEPT`` injection ids, oldest
+        first: ``fleetdeck inject`` sends one again until answered (``inject``), and a repeated
+        id is answered from here, never injected twice."""
         self._kills: set[asyncio.Task[None]] = set()
         """kill_agent tasks started by tick(): kept (the loop holds tasks only weakly) and
         observed, never left to end unretrieved."""
@@ -1149,6 +1160,11 @@ class Fleet:
         except ValueError:
             return
         req_id = str(raw.pop("id", ""))[:64]
+        answered = self._inject_answers.get(req_id) if req_id else None
+        if answered is not None:
+            # Sent again by ``inject``, its answer not in yet: answered, not injected twice.
+            self._outbox.put_nowait((inject_ack_topic(self.opts.cluster), answered, False))
+            return
         raw.pop("at", None)
         try:
             action = parse_action(dict(raw), default_at=self.world.t)
@@ -1163,6 +1179,10 @@ class Fleet:
         log.info("inject %s: %s", "ok" if ok else "refused", detail)
         body = json.dumps({"id": req_id, "ok": ok, "detail": detail,
                            "sim_t": self.world.t}).encode()
+        if req_id:
+            self._inject_answers[req_id] = body
+            if len(self._inject_answers) > INJECT_ANSWERS_KEPT:
+                del self._inject_answers[next(iter(self._inject_answers))]
         self._outbox.put_nowait((inject_ack_topic(self.opts.cluster), body, False))
 
 
@@ -1189,23 +1209,42 @@ async def run_fleet(url: BrokerURL, opts: FleetOptions,
 
 async def inject(url: BrokerURL, cluster: str, entry: dict[str, object],
                  timeout: float = 5.0) -> tuple[bool, str]:
-    """Publish one injection and wait for the simulator's answer: (ok, detail)."""
+    """Publish one injection and wait for the simulator's answer: (ok, detail); TimeoutError
+    when none came within ``timeout``.
+
+    Sent again, with the same id, every ``INJECT_RESEND_S`` while no answer came: one sent
+    while the simulator's scheduler client was reconnecting (a broker restart, a takeover)
+    reached nobody (a clean session) and the command said "no simulator answered" while the
+    simulator ran. The simulator answers an id it has met from memory (``Fleet._on_inject``)."""
     req_id = f"inj-{int(time.time() * 1000)}-{random.randrange(16**6):06x}"
+    request = json.dumps({"id": req_id, **entry}).encode()
     client = make_client(url, f"fd-{cluster}-{req_id}", timeout=timeout)
     async with client:
         await client.subscribe(inject_ack_topic(cluster), qos=1)
-        await client.publish(inject_topic(cluster), json.dumps({"id": req_id, **entry}).encode(),
-                             qos=1)
         async with asyncio.timeout(timeout):
-            async for message in client.messages:
-                payload = message.payload if isinstance(message.payload, bytes) else b""
-                try:
-                    answer = json.loads(payload)
-                except ValueError:
-                    continue
-                if isinstance(answer, dict) and answer.get("id") == req_id:
-                    return bool(answer.get("ok")), str(answer.get("detail", ""))
-    return False, "no answer"  # pragma: no cover (the timeout raises first)
+            answer = asyncio.create_task(_inject_answer(client, req_id))
+            try:
+                while True:
+                    await client.publish(inject_topic(cluster), request, qos=1)
+                    done, _ = await asyncio.wait({answer}, timeout=INJECT_RESEND_S)
+                    if done:
+                        return answer.result()
+            finally:
+                answer.cancel()
+                await asyncio.gather(answer, return_exceptions=True)
+
+
+async def _inject_answer(client: aiomqtt.Client, req_id: str) -> tuple[bool, str]:
+    """The simulator's answer to injection ``req_id``: (ok, detail)."""
+    async for message in client.messages:
+        payload = message.payload if isinstance(message.payload, bytes) else b""
+        try:
+            answer = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and answer.get("id") == req_id:
+            return bool(answer.get("ok")), str(answer.get("detail", ""))
+    raise aiomqtt.MqttError("message loop ended")  # pragma: no cover (aiomqtt raises first)
 
 
 SPREAD_STOP_S = STOP_GRACE_S + 20.0
