@@ -13,7 +13,9 @@ on resume (aiomqtt's 10 s time-out, whose timer ran on while the process was sto
 broker's PUBACK already there): the lead dropped its connection and made it again a second
 later, and the injection published in that second reached nobody (a clean session) and was
 never answered. Its publishes now end on the connection's end, not on that timer
-(agents/fleet.py ``Fleet._publish``)."""
+(agents/fleet.py ``Fleet._publish``). This test met that timer now and then only, and
+``inject`` now sends again until answered, which hides it: tests/sim/test_sched_publish_wait.py
+proves it."""
 
 import os
 import signal
@@ -42,7 +44,7 @@ def test_a_starved_spread_fleet_answers_inject_in_seconds(mosquitto, tmp_path):
             os.kill(pid, signal.SIGSTOP)
         # 10 s: 500 ticks missed, as long as the scheduler clients' publish time-out was (and
         # keepalive is), under the broker's 1.5 keepalives after which it drops a silent
-        # client. Unfixed: the lead reconnected on resume and this inject went unanswered.
+        # client.
         time.sleep(10)
         for pid in children:
             os.kill(pid, signal.SIGCONT)
