@@ -330,6 +330,11 @@ class FleetdeckApp(App[int]):
         """Which scheduled slice is the live one (``_slice_later``): Textual's timer hands its
         callback to the app's queue (``call_next``), where a stopped timer's call already
         queued still runs; a stale one returns at once."""
+        self._paint_gen = 0
+        """Which scheduled redraw is the live one (``_paint_later``), as ``_slice_gen``: a
+        redraw the tick dropped for lost whose call was queued already ran after the tick's
+        own, took its place (``_next_paint`` cleared under the one on its way, so the next tick
+        did not wait for it and scheduled a second) and redrew once more."""
         self._stop_asked = False
         self._stopped_by = ""
         """The signal that ended the console (SIGTERM, SIGHUP), for what it leaves open."""
@@ -724,8 +729,7 @@ class FleetdeckApp(App[int]):
         due, so that the tick waits for it no more (``STEP_LOST_S``)."""
         lost = []
         if self._next_paint is not None and now - self._paint_due > STEP_LOST_S:
-            self._next_paint.stop()
-            self._next_paint = None
+            self._cancel_paint()
             lost.append(f"a redraw due {now - self._paint_due:.1f} s ago")
         if self._next_slice is not None and now - self._slice_due > STEP_LOST_S:
             self._cancel_slice()
@@ -755,12 +759,21 @@ class FleetdeckApp(App[int]):
     def _paint_later(self) -> None:
         """Redraw the view in 1 ms, then schedule the next slice (``_backlog_paint``)."""
         if self._next_paint is None:
+            self._paint_gen += 1
             self._paint_due = time.perf_counter() + 0.001
-            self._next_paint = self.set_timer(0.001, partial(self._backlog_paint,
-                                                             self._last_paint))
+            self._next_paint = self.set_timer(0.001, partial(
+                self._backlog_paint, self._paint_gen, self._last_paint))
+
+    def _cancel_paint(self) -> None:
+        if self._next_paint is not None:
+            self._next_paint.stop()
+            self._next_paint = None
+        self._paint_gen += 1
 
     @_goes_on
-    def _backlog_paint(self, asked_after: float) -> None:
+    def _backlog_paint(self, gen: int, asked_after: float) -> None:
+        if gen != self._paint_gen:
+            return  # dropped for lost after Textual had queued its call (``_drop_lost_steps``)
         self._next_paint = None
         t0 = time.perf_counter()
         if self._last_paint == asked_after and not self._key_waits(t0):

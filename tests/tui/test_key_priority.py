@@ -312,13 +312,13 @@ async def test_a_backlogs_redraw_gives_way_to_a_tick_that_painted_and_to_a_key(
         app._backlog_left = 5
         asked = app._last_paint
         app._last_paint = asked + 1.0  # a tick painted after the redraw was asked for
-        app._backlog_paint(asked)
+        app._backlog_paint(app._paint_gen, asked)
         assert refreshed == [] and app._next_slice is not None
         app._cancel_slice()
         app._key_at = time.perf_counter()  # a key in flight, its paint not done
-        app._backlog_paint(app._last_paint)
+        app._backlog_paint(app._paint_gen, app._last_paint)
         assert refreshed == [] and app._next_slice is not None
         app._cancel_slice()
         app._key_at = None
-        app._backlog_paint(app._last_paint)
+        app._backlog_paint(app._paint_gen, app._last_paint)
         assert len(refreshed) == 1

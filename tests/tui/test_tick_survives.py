@@ -94,3 +94,48 @@ async def test_the_tick_goes_on_when_textual_drops_a_slice_or_redraw(monkeypatch
         await pilot_until(pilot, lambda: app.ticks >= after + 5, "ticks after a lost redraw",
                           timeout=10)
         assert app.lost_steps >= 1
+
+
+async def test_a_redraw_dropped_for_lost_after_its_call_was_queued_stays_dropped(
+        monkeypatch: Any) -> None:
+    """Textual's timer hands its call to the app's queue (``call_next``): a redraw whose call
+    waited there past ``STEP_LOST_S`` is dropped by the tick, which asks a redraw of its own,
+    and the queued call then ran all the same. It took the place of the tick's redraw
+    (``_next_paint`` cleared while that one was on its way, so the next tick scheduled yet
+    another) and redrew once more."""
+    from fleetdeck.console.tui import app as app_module
+
+    world = World(8)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    async with app.run_test(size=SIZE) as pilot:
+        world.tick()
+        await pilot.pause()
+        refreshed: list[bool] = []
+        calls: list[tuple[int, bool]] = []
+        """Per redraw call, in the order run: how many redraws it made, and whether a redraw
+        was still on its way after it."""
+        monkeypatch.setattr(app, "refresh_view", lambda now=None: refreshed.append(True))
+        backlog_paint = app._backlog_paint
+
+        def paint(*args: Any) -> None:
+            before = len(refreshed)
+            backlog_paint(*args)
+            calls.append((len(refreshed) - before, app._next_paint is not None))
+
+        monkeypatch.setattr(app, "_backlog_paint", paint)
+        app._paint_later()
+        lost = app._next_paint
+        assert lost is not None
+        queued = lost._callback
+        assert queued is not None
+        lost.stop()  # its task is over: it fired ...
+        queued()  # ... and its call waits in the app's queue, as Textual's call_next leaves it
+        app._paint_due -= 2 * app_module.STEP_LOST_S  # for longer than STEP_LOST_S
+        app.timer_tick()  # drops it for lost, ticks, and asks a redraw of its own
+        assert app.lost_steps == 1
+        ours = app._next_paint
+        assert ours is not None and ours is not lost
+        await pilot_until(pilot, lambda: len(calls) >= 2, "both redraw calls")
+        assert calls == [(0, True), (1, False)], calls
+        assert len(refreshed) == 1
