@@ -9,6 +9,7 @@ while it is shown: a new row lands once a minute, so a faster rate would only co
 
 import math
 import sqlite3
+import time
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
@@ -16,7 +17,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.color import Color
 from textual.containers import Grid, Vertical, VerticalScroll
-from textual.timer import Timer
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
@@ -50,6 +50,11 @@ BIG_STEP = 10
 PLOT_AFTER_S = 0.15
 """A moving cursor updates the printed values at once and the plots (their cursor line) once
 it has stood still this long: redrawing eight plots costs 100 ms or more."""
+PLOT_CHECK_S = 0.05
+"""How often the view looks whether a plot is due (``HistoryView._plot_if_due``): an interval,
+not a one-shot timer per move. Textual 8.2's one-shot timer can end without calling back on a
+loaded host, and the charts kept the old cursor's line until the next reload, ``RELOAD_S`` on
+(docs/reliability.md, "The console's tick")."""
 Y_LABELS = 8
 """Columns of a plot taken by its y-axis labels and frame."""
 Y_TICKS = 6
@@ -204,7 +209,8 @@ class HistoryView(Vertical, can_focus=True):
         """Why the last read failed, shown instead of the charts."""
         self.plotted: tuple[object, ...] | None = None
         """What the plots show (history, cursor minute, size): a redraw of the same is skipped."""
-        self._plot_timer: Timer | None = None
+        self._plot_due: float | None = None
+        """``time.monotonic()`` from which the plots are due at the cursor (``_plot_later``)."""
 
     @property
     def fleet(self) -> "FleetdeckApp":
@@ -222,9 +228,7 @@ class HistoryView(Vertical, can_focus=True):
         from the start, nothing of the node shown before (the node detail is reused:
         ``NodeDetailScreen.show_node``). A read of the old node still running is dropped."""
         self.workers.cancel_group(self, "history")
-        if self._plot_timer is not None:
-            self._plot_timer.stop()
-            self._plot_timer = None
+        self._plot_due = None
         self.node_id, self.span, self.cursor = node_id, SPANS[0], Cursor()
         self.hist, self.error, self.plotted = None, None, None
         for plot in self.query(PlotextPlot):
@@ -237,6 +241,7 @@ class HistoryView(Vertical, can_focus=True):
 
     def on_mount(self) -> None:
         self.set_interval(RELOAD_S, self._tick_reload)
+        self.set_interval(PLOT_CHECK_S, self._plot_if_due)
         self._show()
 
     def on_resize(self) -> None:
@@ -334,14 +339,18 @@ class HistoryView(Vertical, can_focus=True):
                 box.draw_values(hist, at)
             self._layout()
             if plots_now:
+                self._plot_due = None
                 self._plot()
             else:
                 self._plot_later()
 
     def _plot_later(self) -> None:
-        if self._plot_timer is not None:
-            self._plot_timer.stop()
-        self._plot_timer = self.set_timer(PLOT_AFTER_S, self._plot)
+        self._plot_due = time.monotonic() + PLOT_AFTER_S
+
+    def _plot_if_due(self) -> None:
+        if self._plot_due is not None and time.monotonic() >= self._plot_due:
+            self._plot_due = None
+            self._plot()
 
     def _plot(self) -> None:
         hist = self.hist

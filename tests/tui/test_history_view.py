@@ -278,3 +278,37 @@ async def test_small_terminal_pages_through_the_charts(stored_world):
         await pilot.press("home")  # the cursor's key, not the scroll: the charts stay put
         await pilot.pause()
         assert "IB link downed" in text_of(world.app)
+
+
+async def test_the_plots_follow_the_cursor_when_textual_drops_one_shot_timers(
+        stored_world, monkeypatch):
+    """A moved cursor's plots were a one-shot timer PLOT_AFTER_S on, and Textual 8.2's one-shot
+    timer skips its only call when its task's two clock reads are more than its delay apart
+    (a loaded host): the charts kept the old cursor's line until the next reload, RELOAD_S
+    later (docs/reliability.md, "The console's tick"). Here every read of the timers' clock is
+    2 ms on from the last, as if preempted each time, and the plot is due 1 ms after a move."""
+    import textual.timer
+    from textual import _time
+
+    from fleetdeck.console.tui import history_view
+
+    world = stored_world
+    ahead = [0.0]
+
+    def preempted() -> float:
+        ahead[0] += 0.002
+        return _time.get_time() + ahead[0]
+
+    clock = type("Clock", (), {"get_time": staticmethod(preempted),
+                               "sleep": staticmethod(_time.sleep)})
+    async with world.app.run_test(size=SIZE) as pilot:
+        view = await open_history(world, pilot)
+        hist = view.hist
+        assert hist is not None and plotted_at_cursor(view)
+        monkeypatch.setattr(history_view, "PLOT_AFTER_S", 0.001)
+        monkeypatch.setattr(textual.timer, "_time", clock)
+        await pilot.press("left", "left")
+        assert view.cursor.where(hist) == hist.minutes[-3]
+        # Well inside RELOAD_S (20 s), whose reload plots the cursor as well.
+        await pilot_until(pilot, lambda: plotted_at_cursor(view), "the plots at the cursor",
+                          timeout=5)
