@@ -163,7 +163,8 @@ not run this long after it was due is taken for lost, and the tick timer ticks a
 apart (1 ms: the loop's thread preempted on a loaded host) it skips its only call and ends
 without a word; the tick, waiting for that slice, never ticked again (docs/reliability.md, "The
 console's tick"). A slice merely late (a long loop step) is harmless to drop: the tick takes
-its place."""
+its place. So are two of Textual's own one-shot timers whose loss stopped something for good:
+a view switch's mask (``delay_update``) and a resize's (``App._on_resize``)."""
 KEY_FIRST_S = 0.1
 """A key gets the loop before the rest of a backlog: the next slice waits until the key's effect
 has been painted, at most this long after the key (issue 12: a view switch within 100 ms while
@@ -330,6 +331,12 @@ class FleetdeckApp(App[int]):
         """Which scheduled slice is the live one (``_slice_later``): Textual's timer hands its
         callback to the app's queue (``call_next``), where a stopped timer's call already
         queued still runs; a stale one returns at once."""
+        self._masks: dict[int, float] = {}
+        """A view switch's mask (``delay_update``) not lifted yet: its number, and the
+        perf_counter when it is due to lift (``STEP_LOST_S``)."""
+        self._mask_gen = 0
+        self._resize_seen: tuple[Timer | None, float] = (None, 0.0)
+        """Textual's resize timer as the tick last saw it pending, and since when."""
         self._paint_gen = 0
         """Which scheduled redraw is the live one (``_paint_later``), as ``_slice_gen``: a
         redraw the tick dropped for lost whose call was queued already ran after the tick's
@@ -726,7 +733,8 @@ class FleetdeckApp(App[int]):
 
     def _drop_lost_steps(self, now: float) -> None:
         """Forget a slice or redraw whose timer did not call back ``STEP_LOST_S`` after it was
-        due, so that the tick waits for it no more (``STEP_LOST_S``)."""
+        due, so that the tick waits for it no more; lift a view switch's mask and take a resize
+        whose timer did not call back either (``STEP_LOST_S``)."""
         lost = []
         if self._next_paint is not None and now - self._paint_due > STEP_LOST_S:
             self._cancel_paint()
@@ -734,6 +742,22 @@ class FleetdeckApp(App[int]):
         if self._next_slice is not None and now - self._slice_due > STEP_LOST_S:
             self._cancel_slice()
             lost.append(f"a slice due {now - self._slice_due:.1f} s ago")
+        for gen, due in list(self._masks.items()):
+            if now - due > STEP_LOST_S:
+                self._lift_mask(gen)
+                lost.append(f"a view switch's mask due to lift {now - due:.1f} s ago")
+        # Textual's own one-shot timer for a resize (``App._on_resize``, 8 ms): while it is
+        # set, a later resize waits for it, so a lost one kept the layout of the old size
+        # for the rest of the run. Its ``_check_resize`` is harmless when the call comes after.
+        pending = self._resize_timer
+        seen, since = self._resize_seen
+        if pending is None:
+            self._resize_seen = (None, now)
+        elif pending is not seen:
+            self._resize_seen = (pending, now)
+        elif now - since > STEP_LOST_S:
+            self._check_resize()
+            lost.append(f"a resize seen {now - since:.1f} s ago")
         if lost:
             self.lost_steps += 1
             log.info("the console's tick takes over from %s (its timer never called back)",
@@ -1069,10 +1093,26 @@ class FleetdeckApp(App[int]):
         return done
 
     def delay_update(self, delay: float = SWITCH_MASK_S) -> None:
+        """Textual's own, but lifted by the tick too once overdue (``_drop_lost_steps``):
+        its one-shot timer can end without calling back (``STEP_LOST_S``), and the mask it
+        left on (``App._begin_batch``) held every later paint, the console's screen frozen
+        for good after a first visit to a view."""
         # Called by Textual's switch_mode with its default: a view composed before is not
         # masked (SWITCH_MASK_S). Not with a zero delay: Textual's timers divide by it.
-        if self._mask_s > 0:
-            super().delay_update(min(delay, self._mask_s))
+        if self._mask_s <= 0:
+            return
+        delay = min(delay, self._mask_s)
+        self._begin_batch()
+        self._mask_gen += 1
+        self._masks[self._mask_gen] = time.perf_counter() + delay
+        self.set_timer(delay, partial(self._lift_mask, self._mask_gen), name="delay_update")
+
+    def _lift_mask(self, gen: int) -> None:
+        if self._masks.pop(gen, None) is None:
+            return  # lifted by the tick already, its timer's call queued
+        self._end_batch()
+        if not self._batch_count:
+            self.screen.refresh()
 
     # --- contexts (one per cluster) -----------------------------------------------------------
 

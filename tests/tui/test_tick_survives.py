@@ -139,3 +139,67 @@ async def test_a_redraw_dropped_for_lost_after_its_call_was_queued_stays_dropped
         await pilot_until(pilot, lambda: len(calls) >= 2, "both redraw calls")
         assert calls == [(0, True), (1, False)], calls
         assert len(refreshed) == 1
+
+
+def preempting_clock(step: float) -> Any:
+    """Textual's timer clock with every read ``step`` on from the last, as if the loop's
+    thread were preempted between any two: a one-shot timer shorter than ``step`` is lost."""
+    from textual import _time
+
+    ahead = [0.0]
+
+    def preempted() -> float:
+        ahead[0] += step
+        return _time.get_time() + ahead[0]
+
+    return type("Clock", (), {"get_time": staticmethod(preempted),
+                              "sleep": staticmethod(_time.sleep)})
+
+
+async def test_a_view_switchs_mask_is_lifted_when_textual_drops_its_timer(
+        monkeypatch: Any) -> None:
+    """A first visit to a view holds the screen's updates SWITCH_MASK_S (Textual's
+    ``delay_update``, lifted by a one-shot timer): with that timer lost, nothing was painted
+    again for the rest of the run, whatever arrived and whatever key was pressed."""
+    import textual.timer
+
+    from fleetdeck.console.tui import app as app_module
+
+    world = World(8)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    app.auto_tick, app.tick_s = True, 0.05
+    monkeypatch.setattr(app_module, "STEP_LOST_S", 0.2)
+    monkeypatch.setattr(app_module, "SWITCH_MASK_S", 0.001)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot_until(pilot, lambda: app.ticks >= 1)
+        monkeypatch.setattr(textual.timer, "_time", preempting_clock(0.002))
+        app.action_view("jobs")  # never visited: composed, so masked
+        await pilot_until(pilot, lambda: app.current_mode == "jobs", "the jobs view")
+        await pilot_until(pilot, lambda: app._batch_count == 0, "the mask lifted", timeout=10)
+        assert app.lost_steps >= 1
+
+
+async def test_a_resize_is_laid_out_when_textual_drops_its_timer(monkeypatch: Any) -> None:
+    """Textual hands a resize to the screen from a one-shot timer (8 ms) and, while that is
+    set, a later resize waits for it: with it lost, the console kept the old size's layout
+    for the rest of the run (cut off, or a corner of a bigger terminal)."""
+    import textual.timer
+
+    from fleetdeck.console.tui import app as app_module
+
+    world = World(8)
+    world.fleet.birth(world.ingest)
+    app = world.app
+    app.auto_tick, app.tick_s = True, 0.1
+    monkeypatch.setattr(app_module, "STEP_LOST_S", 0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot_until(pilot, lambda: app.ticks >= 1)
+        monkeypatch.setattr(textual.timer, "_time", preempting_clock(0.01))
+        await pilot.resize_terminal(80, 24)
+        # The screen's region: its size is the app's, whether or not it was laid out.
+        await pilot_until(pilot, lambda: app.screen.region.size == (80, 24),
+                          "the new size laid out", timeout=10)
+        await pilot.resize_terminal(120, 40)  # and the next one too
+        await pilot_until(pilot, lambda: app.screen.region.size == (120, 40), "the next size",
+                          timeout=10)
