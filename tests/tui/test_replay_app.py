@@ -602,3 +602,37 @@ async def test_seek_to_a_node_heard_later_or_retired_says_it_has_no_event(monkey
         assert any("gpu0002 has no recorded event" in m for m in said), said
         assert any("gpu0003 has no recorded event" in m for m in said), said
         assert any("'gpu0009' is not seconds" in m for m in said), said
+
+
+async def test_a_seeks_landing_is_painted_when_its_one_shot_timer_is_lost(monkeypatch):
+    """A seek's last slice, when long (SLICE_S / 2 or more), leaves its paint to a one-shot
+    timer (``_show_when_idle``), and Textual 8.2's one-shot timer can end without calling back
+    on a loaded host (docs/reliability.md, "The console's tick"): the replay's own tick paints
+    the landing then, a tick on; nothing waits for that timer."""
+    monkeypatch.setattr(replay, "SLICE_S", 0.0)  # a piece of work per slice
+    app = ReplayApp(REPO / "fixtures" / "leaf_switch.jsonl.gz", speed=1.0)
+    work = app.player.work
+
+    def long_work() -> None:
+        work()
+        time.sleep(replay_app.SLICE_S)  # each slice long: the landing's paint is the timer's
+
+    monkeypatch.setattr(app.player, "work", long_work)
+    lost: list[bool] = []
+    set_timer = ReplayApp.set_timer
+
+    def losing(self, delay, callback=None, **kwargs):
+        if getattr(callback, "__name__", "") == "_show_when_idle" and not lost:
+            lost.append(True)
+            return set_timer(self, 3600, None)  # never calls back
+        return set_timer(self, delay, callback, **kwargs)
+
+    monkeypatch.setattr(ReplayApp, "set_timer", losing)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        assert app.player.paused
+        app.seek_to("10")
+        await settle(pilot, app)
+        assert lost
+        await pilot_until(pilot, lambda: "+10s/" in text_of(app), "the landing painted")
